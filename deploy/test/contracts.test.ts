@@ -1,0 +1,49 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { ARTIFACT_PATH, CONTRACT_SOURCE_PATH, compileTestUsdc } from '../scripts/build-contracts';
+
+describe('TestUSDC artifact', () => {
+  const checkedIn = JSON.parse(readFileSync(ARTIFACT_PATH, 'utf8'));
+
+  it('matches the checked-in source hash (run `pnpm --filter @paygate/deploy build:contracts` after editing)', () => {
+    const sourceHash = `0x${createHash('sha256').update(readFileSync(CONTRACT_SOURCE_PATH)).digest('hex')}`;
+    expect(checkedIn.sourceHash).toBe(sourceHash);
+  });
+
+  it('rebuilds from source to the exact checked-in bytecode and abi', () => {
+    const rebuilt = compileTestUsdc();
+    expect(rebuilt.solcVersion).toBe(checkedIn.solcVersion);
+    expect(rebuilt.bytecode).toBe(checkedIn.bytecode);
+    expect(rebuilt.deployedBytecode).toBe(checkedIn.deployedBytecode);
+    expect(rebuilt.abi).toEqual(checkedIn.abi);
+  });
+
+  it('exposes the USDC interface the services rely on', () => {
+    const functionNames = new Set(
+      (checkedIn.abi as Array<{ type: string; name?: string }>)
+        .filter((f) => f.type === 'function')
+        .map((f) => f.name),
+    );
+    for (const name of [
+      'name',
+      'symbol',
+      'decimals',
+      'version',
+      'DOMAIN_SEPARATOR',
+      'nonces',
+      'permit',
+      'transferWithAuthorization',
+      'receiveWithAuthorization',
+      'cancelAuthorization',
+      'authorizationState',
+      'mint',
+      'transfer',
+      'transferFrom',
+      'approve',
+      'balanceOf',
+      'allowance',
+    ]) {
+      expect(functionNames).toContain(name);
+    }
+  });
+});
