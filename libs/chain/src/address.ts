@@ -1,0 +1,36 @@
+import { getAddress, isAddress, zeroPadValue } from 'ethers';
+
+/** EIP-55 checksummed form of an address; throws on anything that is not a 20-byte hex address. */
+export function formatAddress(address: string): string {
+  try {
+    return getAddress(address);
+  } catch {
+    throw new Error(`invalid address "${address}"`);
+  }
+}
+
+/** True for a 20-byte hex address (any casing that is not a wrong checksum). */
+export function isValidAddress(address: string): boolean {
+  return isAddress(address);
+}
+
+export function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+/** 0x1234…abcd, for logs and UIs. */
+export function shortAddress(address: string): string {
+  const checksummed = formatAddress(address);
+  return `${checksummed.slice(0, 6)}…${checksummed.slice(-4)}`;
+}
+
+/** The 32-byte topic form of an address (for indexed event parameters), lowercase. */
+export function addressToTopic(address: string): string {
+  return zeroPadValue(formatAddress(address), 32).toLowerCase();
+}
+
+/** Address in a 32-byte topic; throws when the upper 12 bytes are not zero. */
+export function topicToAddress(topic: string): string {
+  if (!/^0x0{24}[0-9a-fA-F]{40}$/.test(topic)) throw new Error(`topic ${topic} does not hold an address`);
+  return getAddress(`0x${topic.slice(26)}`);
+}

@@ -1,0 +1,39 @@
+export {
+  addressToTopic,
+  formatAddress,
+  isValidAddress,
+  sameAddress,
+  shortAddress,
+  topicToAddress,
+} from './address';
+export {
+  type GetTransferLogsOptions,
+  getTransferLogs,
+  isRangeTooLargeError,
+  type LogsProvider,
+} from './logs';
+export {
+  type ChainNetwork,
+  isNetworkName,
+  NETWORK_NAMES,
+  type NetworkName,
+  networkByChainId,
+  networkByName,
+  networks,
+  resolveUsdcAddress,
+} from './networks';
+export { fetchChainId, type MakeProviderOptions, makeProvider } from './provider';
+export { eip681TransferUri } from './uri';
+export {
+  compareTransferLogs,
+  decodeTransferLog,
+  type LogLike,
+  PERMIT_TYPES,
+  TRANSFER_TOPIC,
+  TRANSFER_WITH_AUTHORIZATION_TYPES,
+  type TransferLog,
+  USDC_DECIMALS,
+  type UsdcEip712Domain,
+  usdcAbi,
+  usdcEip712Domain,
+} from './usdc';
