@@ -1,14 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { Contract } from 'ethers';
-// Relative import: @paygate/testing depends on @paygate/chain, so chain cannot list it as a dependency.
-import {
-  type AnvilInstance,
-  deployTestUsdc,
-  mine,
-  startAnvil,
-  testSigner,
-  testWallets,
-} from '../../testing/src';
+// Relative imports: @paygate/testing depends on @paygate/chain, so chain cannot list it as a dependency.
+import { type AnvilInstance, deployTestUsdc, mine, startAnvil } from '../../testing/src/anvil';
+import { testSigner, testWallets } from '../../testing/src/wallets';
 import { getTransferLogs, makeProvider, usdcAbi } from '../src';
 
 describe('chain against anvil', () => {

@@ -1,0 +1,310 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fetchChainId, makeProvider } from '@paygate/chain';
+import { Contract, ContractFactory, type JsonRpcProvider, type Signer, toQuantity, Wallet } from 'ethers';
+import { testWallets } from './wallets';
+
+/** Path of the anvil binary shipped by @foundry-rs/anvil's platform package (ANVIL_BIN overrides). */
+export function resolveAnvilBinary(): string {
+  if (process.env.ANVIL_BIN) return process.env.ANVIL_BIN;
+  const archNames: Partial<Record<string, string>> = { x64: 'amd64', arm64: 'arm64' };
+  const arch = archNames[process.arch];
+  if (!arch) throw new Error(`anvil: unsupported architecture ${process.arch}`);
+  const platformPackage = `@foundry-rs/anvil-${process.platform}-${arch}`;
+  const binaryName = process.platform === 'win32' ? 'anvil.exe' : 'anvil';
+  // The platform package is an optional dependency of @foundry-rs/anvil, so resolve it from there.
+  const wrapperDir = path.dirname(require.resolve('@foundry-rs/anvil/package.json'));
+  return require.resolve(`${platformPackage}/bin/${binaryName}`, { paths: [wrapperDir] });
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === 'object') resolve(address.port);
+        else reject(new Error('could not allocate a port'));
+      });
+    });
+  });
+}
+
+// Every anvil this process started; killed synchronously if the process exits without stopping them.
+const runningAnvils = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function registerForExitCleanup(child: ChildProcess): void {
+  runningAnvils.add(child);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const running of runningAnvils) running.kill('SIGKILL');
+  });
+}
+
+/**
+ * A `sh` process that SIGKILLs anvil when our end of its stdin pipe closes, i.e. when this process dies in any
+ * way (including SIGKILL, or a jest worker torn down without running 'exit' handlers).
+ */
+function startOrphanWatchdog(child: ChildProcess): ChildProcess | undefined {
+  if (process.platform === 'win32' || child.pid === undefined) return undefined;
+  const watchdog = spawn('sh', ['-c', `read _ignored; kill -9 ${child.pid} 2>/dev/null`], {
+    stdio: ['pipe', 'ignore', 'ignore'],
+  });
+  watchdog.on('error', () => {
+    /* no sh: fall back to the 'exit' hook */
+  });
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return watchdog;
+}
+
+export interface StartAnvilOptions {
+  /** Port to listen on; a free random port by default. */
+  port?: number;
+  /** Mine a block every N seconds instead of on every transaction. */
+  blockTimeSec?: number;
+  chainId?: number;
+  /** How long to wait for the RPC to answer. */
+  startTimeoutMs?: number;
+  /** Extra anvil CLI arguments. */
+  extraArgs?: readonly string[];
+}
+
+export interface AnvilInstance {
+  rpcUrl: string;
+  port: number;
+  chainId: number;
+  /** Provider with a static network, no read cache and 100 ms polling; destroyed by stop(). */
+  provider: JsonRpcProvider;
+  process: ChildProcess;
+  /** Kills anvil (SIGTERM, then SIGKILL after 3 s) and resolves once it has exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const OUTPUT_TAIL_CHARS = 4000;
+
+/** Starts an anvil node and resolves once its JSON-RPC answers with the expected chain id. */
+export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
+  const attempts = options.port === undefined ? 3 : 1;
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    const port = options.port ?? (await findFreePort());
+    try {
+      return await startAnvilOnPort(port, options);
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  throw lastError;
+}
+
+async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
+  const chainId = options.chainId ?? 31337;
+  const startTimeoutMs = options.startTimeoutMs ?? 10_000;
+  const args = [
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--chain-id',
+    String(chainId),
+    '--accounts',
+    '10',
+  ];
+  if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
+  args.push(...(options.extraArgs ?? []));
+
+  const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  registerForExitCleanup(child);
+  const watchdog = startOrphanWatchdog(child);
+  // Always drain anvil's output (a full pipe would block it); keep the tail for error messages.
+  // "Listening on" proves that THIS process bound the port (another node on it would also answer RPC).
+  let outputTail = '';
+  let listening = false;
+  const listeningLine = `Listening on 127.0.0.1:${port}`;
+  const keepTail = (chunk: Buffer) => {
+    outputTail = (outputTail + chunk.toString()).slice(-OUTPUT_TAIL_CHARS);
+    listening ||= outputTail.includes(listeningLine);
+  };
+  child.stdout?.on('data', keepTail);
+  child.stderr?.on('data', keepTail);
+
+  let exitCode: number | null | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exitCode = code ?? (signal ? -1 : null);
+      runningAnvils.delete(child);
+      resolve();
+    });
+    child.once('error', (error) => {
+      outputTail += `\n${error.message}`;
+      exitCode = -1;
+      runningAnvils.delete(child);
+      resolve();
+    });
+  });
+
+  const stopProcess = async () => {
+    if (exitCode === undefined) {
+      child.kill('SIGTERM');
+      const killTimer = setTimeout(() => child.kill('SIGKILL'), 3000);
+      await exited;
+      clearTimeout(killTimer);
+    }
+    watchdog?.kill('SIGKILL');
+  };
+
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + startTimeoutMs;
+  for (;;) {
+    if (exitCode !== undefined) {
+      throw new Error(`anvil exited (code ${exitCode}) before answering on ${rpcUrl}:\n${outputTail}`);
+    }
+    try {
+      if (!listening) throw new Error('not listening yet');
+      const answeredChainId = await fetchChainId(rpcUrl, { timeoutMs: 1000 });
+      if (answeredChainId !== chainId) {
+        await stopProcess();
+        throw new Error(`${rpcUrl} answered chain id ${answeredChainId}, expected ${chainId} (port taken?)`);
+      }
+      break;
+    } catch (error) {
+      if (error instanceof Error && error.message.includes('answered chain id')) throw error;
+      if (Date.now() > deadline) {
+        await stopProcess();
+        throw new Error(`anvil did not answer on ${rpcUrl} within ${startTimeoutMs} ms:\n${outputTail}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  const provider = makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
+  let stopping: Promise<void> | undefined;
+  return {
+    rpcUrl,
+    port,
+    chainId,
+    provider,
+    process: child,
+    stop() {
+      stopping ??= (async () => {
+        provider.destroy();
+        await stopProcess();
+      })();
+      return stopping;
+    },
+  };
+}
+
+// ---------------------------------------------------------------- TestUSDC
+
+export interface TestUsdcArtifact {
+  abi: unknown[];
+  bytecode: string;
+  solcVersion: string;
+  sourceHash: string;
+}
+
+export const TEST_USDC_ARTIFACT_PATH = path.join(__dirname, '../../../deploy/build/TestUSDC.json');
+
+let cachedArtifact: TestUsdcArtifact | undefined;
+export function loadTestUsdcArtifact(): TestUsdcArtifact {
+  cachedArtifact ??= JSON.parse(readFileSync(TEST_USDC_ARTIFACT_PATH, 'utf8')) as TestUsdcArtifact;
+  return cachedArtifact;
+}
+
+/**
+ * Deploys TestUSDC from the checked-in artifact. Given an RPC URL, deploys from the anvil deployer account
+ * (which becomes the token owner, the only account allowed to mint). Resolves once the contract is mined.
+ */
+export async function deployTestUsdc(
+  rpcUrlOrSigner: string | Signer,
+  options: { timeoutMs?: number } = {},
+): Promise<{ address: string; contract: Contract }> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const signer =
+    typeof rpcUrlOrSigner === 'string'
+      ? new Wallet(
+          testWallets.deployer.privateKey,
+          makeProvider(rpcUrlOrSigner, { timeoutMs: 10_000, pollingIntervalMs: 100 }),
+        )
+      : rpcUrlOrSigner;
+  const artifact = loadTestUsdcArtifact();
+  const factory = new ContractFactory(artifact.abi as never, artifact.bytecode, signer);
+  const deployed = await factory.deploy();
+  const receipt = await deployed.deploymentTransaction()?.wait(1, timeoutMs);
+  if (receipt?.status !== 1 || !receipt.contractAddress) throw new Error('TestUSDC deployment failed');
+  const address = receipt.contractAddress;
+  return { address, contract: new Contract(address, artifact.abi as never, signer) };
+}
+
+// ---------------------------------------------------------------- chain control
+
+/** Anything with a raw JSON-RPC `send` (an ethers JsonRpcProvider). */
+export interface RpcSender {
+  send(method: string, params: unknown[]): Promise<any>;
+}
+
+/** Mines `blocks` blocks now (anvil_mine, falling back to evm_mine). */
+export async function mine(provider: RpcSender, blocks = 1): Promise<void> {
+  if (!Number.isSafeInteger(blocks) || blocks < 1) throw new Error('blocks must be a positive integer');
+  try {
+    await provider.send('anvil_mine', [toQuantity(blocks)]);
+  } catch {
+    for (let i = 0; i < blocks; i++) await provider.send('evm_mine', []);
+  }
+}
+
+/** Turns mining on every transaction on or off (off: transactions wait in the mempool until mine()). */
+export async function setAutomine(provider: RpcSender, enabled: boolean): Promise<void> {
+  await provider.send('evm_setAutomine', [enabled]);
+}
+
+/** Moves the chain clock forward and mines a block so the new time is visible (unless `mineBlock` is false). */
+export async function increaseTime(
+  provider: RpcSender,
+  seconds: number,
+  options: { mineBlock?: boolean } = {},
+): Promise<void> {
+  if (!Number.isSafeInteger(seconds) || seconds < 0)
+    throw new Error('seconds must be a non-negative integer');
+  await provider.send('evm_increaseTime', [seconds]);
+  if (options.mineBlock ?? true) await mine(provider, 1);
+}
+
+/** A transaction to include in the replacement chain of a reorg, and the offset of its block from the fork point. */
+export interface ReorgTransaction {
+  /** A transaction request (from, to, data, value, gas…) or a signed raw transaction ({ Raw: '0x…' }). */
+  tx: Record<string, unknown>;
+  blockOffset: number;
+}
+
+/**
+ * Replaces the last `depth` blocks with new ones (anvil_reorg). Their transactions are dropped unless passed in
+ * `replacementTransactions`. The chain height stays the same; block hashes change.
+ */
+export async function reorg(
+  provider: RpcSender,
+  depth: number,
+  replacementTransactions: readonly ReorgTransaction[] = [],
+): Promise<void> {
+  if (!Number.isSafeInteger(depth) || depth < 1) throw new Error('depth must be a positive integer');
+  await provider.send('anvil_reorg', [depth, replacementTransactions.map((t) => [t.tx, t.blockOffset])]);
+}
+
+/** Snapshots chain state; pass the id to revert(). */
+export async function snapshot(provider: RpcSender): Promise<string> {
+  return (await provider.send('evm_snapshot', [])) as string;
+}
+
+/** Reverts to a snapshot (which is consumed). Throws when the snapshot id is unknown. */
+export async function revert(provider: RpcSender, snapshotId: string): Promise<void> {
+  const reverted = (await provider.send('evm_revert', [snapshotId])) as boolean;
+  if (!reverted) throw new Error(`evm_revert: unknown snapshot ${snapshotId}`);
+}

@@ -1,0 +1,89 @@
+import { makeProvider, usdcAbi } from '@paygate/chain';
+import { Contract, type Provider, Wallet } from 'ethers';
+
+/** The public anvil/hardhat dev mnemonic. Its keys are known to everyone: never use them outside a dev chain. */
+export const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
+
+export interface TestWallet {
+  /** Checksummed address. */
+  address: string;
+  privateKey: string;
+  /** Index in the mnemonic's m/44'/60'/0'/0/<index> path (= position in anvil's account list). */
+  accountIndex: number;
+}
+
+export type TestWalletRole = 'deployer' | 'escrow' | 'buyer' | 'seller' | 'platform' | 'stranger';
+
+/** Anvil's default accounts 0-5, named by the role they play in Paygate tests (all pre-funded with 10,000 ETH). */
+export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>> = Object.freeze({
+  deployer: {
+    accountIndex: 0,
+    address: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+    privateKey: '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
+  },
+  escrow: {
+    accountIndex: 1,
+    address: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+    privateKey: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
+  },
+  buyer: {
+    accountIndex: 2,
+    address: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+    privateKey: '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a',
+  },
+  seller: {
+    accountIndex: 3,
+    address: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+    privateKey: '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6',
+  },
+  platform: {
+    accountIndex: 4,
+    address: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65',
+    privateKey: '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a',
+  },
+  stranger: {
+    accountIndex: 5,
+    address: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
+    privateKey: '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba',
+  },
+});
+
+export const TEST_WALLET_ROLES = Object.keys(testWallets) as TestWalletRole[];
+
+/** An ethers signer for a test wallet. */
+export function testSigner(role: TestWalletRole, provider: Provider): Wallet {
+  return new Wallet(testWallets[role].privateKey, provider);
+}
+
+export interface FundTestWalletsOptions {
+  rpcUrl: string;
+  usdcAddress: string;
+  /** USDC minted to each recipient, in micro-USDC. */
+  amountMicro: bigint;
+  /** Who gets the USDC; buyer and stranger by default. */
+  roles?: readonly TestWalletRole[];
+  timeoutMs?: number;
+}
+
+/**
+ * Mints TestUSDC (as its owner, the deployer) to the buyer and stranger. ETH needs no funding: anvil's
+ * dev accounts start with 10,000 ETH each. Resolves once every mint is mined.
+ */
+export async function fundTestWallets(options: FundTestWalletsOptions): Promise<void> {
+  if (typeof options.amountMicro !== 'bigint' || options.amountMicro <= 0n) {
+    throw new Error('amountMicro must be a positive bigint');
+  }
+  const provider = makeProvider(options.rpcUrl, {
+    timeoutMs: options.timeoutMs ?? 10_000,
+    pollingIntervalMs: 100,
+  });
+  try {
+    const usdc = new Contract(options.usdcAddress, usdcAbi, testSigner('deployer', provider));
+    for (const role of options.roles ?? (['buyer', 'stranger'] as const)) {
+      const tx = await usdc.getFunction('mint')(testWallets[role].address, options.amountMicro);
+      await tx.wait(1, options.timeoutMs ?? 30_000);
+    }
+  } finally {
+    provider.destroy();
+  }
+}
