@@ -1,0 +1,104 @@
+import {
+  connect,
+  type JetStreamClient,
+  type JetStreamManager,
+  type NatsConnection,
+  RetentionPolicy,
+  StorageType,
+} from 'nats';
+
+export interface Bus {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** Prefix of every subject and stream, so test suites (and environments) never see each other's events. */
+  namespace: string;
+  eventsStream: string;
+  deadLetterStream: string;
+  subjectFor(eventType: string): string;
+  deadLetterSubject(consumer: string): string;
+  rpcSubject(name: string): string;
+  close(): Promise<void>;
+}
+
+export interface BusOptions {
+  url: string;
+  namespace: string;
+  /** Connection name shown in NATS monitoring. */
+  name: string;
+  timeoutMs?: number;
+}
+
+export function streamNames(namespace: string) {
+  const base = namespace.toUpperCase().replace(/[^A-Z0-9]/g, '_');
+  return { eventsStream: `${base}_EVENTS`, deadLetterStream: `${base}_DLQ` };
+}
+
+export async function connectBus(options: BusOptions): Promise<Bus> {
+  if (!/^[a-z][a-z0-9_-]{0,40}$/.test(options.namespace)) {
+    throw new Error(
+      `EVENT_NAMESPACE ${JSON.stringify(options.namespace)} must be lowercase letters, digits, _ or -`,
+    );
+  }
+  const nc = await connect({
+    servers: options.url,
+    name: options.name,
+    timeout: options.timeoutMs ?? 5000,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+  });
+  const { eventsStream, deadLetterStream } = streamNames(options.namespace);
+  const ns = options.namespace;
+  return {
+    nc,
+    js: nc.jetstream({ timeout: options.timeoutMs ?? 5000 }),
+    jsm: await nc.jetstreamManager({ timeout: options.timeoutMs ?? 5000 }),
+    namespace: ns,
+    eventsStream,
+    deadLetterStream,
+    subjectFor: (eventType) => `${ns}.${eventType}`,
+    deadLetterSubject: (consumer) => `dlq.${ns}.${consumer}`,
+    rpcSubject: (name) => `rpc.${ns}.${name}`,
+    close: async () => {
+      if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
+    },
+  };
+}
+
+/** Streams are declared in code: one for all events of a namespace, one for its dead letters. */
+export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } = {}): Promise<void> {
+  const nanosPerDay = 24 * 60 * 60 * 1_000_000_000;
+  const definitions = [
+    {
+      name: bus.eventsStream,
+      subjects: [`${bus.namespace}.*.*`],
+      max_age: (options.maxAgeDays ?? 7) * nanosPerDay,
+    },
+    { name: bus.deadLetterStream, subjects: [`dlq.${bus.namespace}.>`], max_age: 30 * nanosPerDay },
+  ];
+  for (const definition of definitions) {
+    const config = {
+      ...definition,
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      duplicate_window: 2 * 60 * 1_000_000_000,
+      num_replicas: 1,
+    };
+    try {
+      await bus.jsm.streams.info(definition.name);
+      await bus.jsm.streams.update(definition.name, config);
+    } catch (error) {
+      if (!String((error as Error).message).includes('stream not found')) throw error;
+      await bus.jsm.streams.add(config).catch(async (addError: Error) => {
+        // Another replica created it between our check and our add.
+        if (!String(addError.message).includes('already in use')) throw addError;
+      });
+    }
+  }
+}
+
+export async function deleteStreams(bus: Bus): Promise<void> {
+  for (const name of [bus.eventsStream, bus.deadLetterStream]) {
+    await bus.jsm.streams.delete(name).catch(() => undefined);
+  }
+}

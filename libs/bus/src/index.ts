@@ -1,0 +1,6 @@
+export * from './connection';
+export * from './consumer';
+export * from './dead-letters';
+export * from './migrations';
+export * from './outbox';
+export * from './tables';

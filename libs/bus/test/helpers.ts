@@ -1,0 +1,2 @@
+export { migrateToLatest } from '@paygate/runtime';
+export { openSchema as openSchemaForTest } from '@paygate/testing';

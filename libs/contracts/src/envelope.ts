@@ -1,0 +1,42 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { monotonicFactory } from 'ulid';
+import { IsoTime } from './primitives';
+
+export const TraceContext = Type.Object(
+  {
+    traceparent: Type.String({ maxLength: 128 }),
+    tracestate: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+export type TraceContext = Static<typeof TraceContext>;
+
+/** Every event on the bus travels in this envelope; `data` is validated against the subject's own schema. */
+export const EnvelopeSchema = Type.Object(
+  {
+    id: Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$', description: 'ULID: time-sortable, unique' }),
+    type: Type.String({ minLength: 3 }),
+    version: Type.Integer({ minimum: 1 }),
+    occurredAt: IsoTime,
+    producer: Type.String({ minLength: 1 }),
+    trace: Type.Optional(TraceContext),
+    data: Type.Unknown(),
+  },
+  { additionalProperties: false },
+);
+
+export interface EventEnvelope<TType extends string = string, TData = unknown> {
+  id: string;
+  type: TType;
+  version: number;
+  occurredAt: string;
+  producer: string;
+  trace?: TraceContext;
+  data: TData;
+}
+
+const nextUlid = monotonicFactory();
+/** Time-sortable unique id (ULID), monotonic within this process. */
+export function newEventId(): string {
+  return nextUlid();
+}

@@ -1,0 +1,20 @@
+import { type TSchema, Type } from '@sinclair/typebox';
+
+/** Decimal USDC amount on the wire: at most 6 decimals ("0.05", "10.004217"). */
+export const UsdcAmount = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$', maxLength: 24 });
+/** Signed variant, for balances that may be owed. */
+export const SignedUsdcAmount = Type.String({
+  pattern: '^-?(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',
+  maxLength: 25,
+});
+export const Address = Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' });
+export const TxHash = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
+export const IsoTime = Type.String({ format: 'date-time' });
+export const Id = Type.String({ minLength: 1, maxLength: 64 });
+export const NetworkName = Type.Union([
+  Type.Literal('base'),
+  Type.Literal('base-sepolia'),
+  Type.Literal('local'),
+]);
+
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);

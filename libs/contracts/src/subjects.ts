@@ -1,0 +1,137 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import { TransferObserved, TransferReorged } from './events/chain-indexer';
+import { CheckoutSessionSnapshot } from './events/checkout';
+import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
+import { PaymentConfirmed, PaymentReversed } from './events/payments';
+import { SellerUpdated, SkillUpdated } from './events/registry';
+import { RefundCompleted, SettlementCompleted } from './events/settlement';
+
+export type ServiceName =
+  | 'gateway-proxy'
+  | 'registry'
+  | 'checkout'
+  | 'chain-indexer'
+  | 'escrow-ledger'
+  | 'settlement'
+  | 'notifier';
+
+interface SubjectDefinition {
+  owners: readonly ServiceName[];
+  version: number;
+  schema: TSchema;
+  description: string;
+}
+
+/** Every event subject on the bus: `<entity>.<past-tense verb>`, who may publish it, and its payload schema. */
+export const SUBJECTS = {
+  'transfer.observed': {
+    owners: ['chain-indexer'],
+    version: 1,
+    schema: TransferObserved,
+    description: 'A USDC transfer into the escrow wallet reached the required confirmations.',
+  },
+  'transfer.reorged': {
+    owners: ['chain-indexer'],
+    version: 1,
+    schema: TransferReorged,
+    description: 'An observed transfer left the canonical chain.',
+  },
+  'skill.updated': {
+    owners: ['registry'],
+    version: 1,
+    schema: SkillUpdated,
+    description: 'A skill or one of its endpoints changed; carries the full serving snapshot.',
+  },
+  'seller.updated': {
+    owners: ['registry'],
+    version: 1,
+    schema: SellerUpdated,
+    description: 'A seller account or its settings changed (keys, webhook, payout, settlement).',
+  },
+  'payment.confirmed': {
+    owners: ['gateway-proxy', 'checkout'],
+    version: 1,
+    schema: PaymentConfirmed,
+    description: 'A payment was accepted for a seller (x402 proof or checkout match).',
+  },
+  'payment.reversed': {
+    owners: ['gateway-proxy', 'checkout'],
+    version: 1,
+    schema: PaymentReversed,
+    description: 'A confirmed payment no longer stands (its transfer was reorged away).',
+  },
+  'checkout.session_created': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description: 'A checkout session was opened.',
+  },
+  'checkout.session_paid': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description: 'A checkout session was paid (status paid, paid_late or overpaid).',
+  },
+  'checkout.session_underpaid': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description: 'A transfer matched a session but was less than its exact amount.',
+  },
+  'checkout.session_expired': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description: 'A checkout session passed its expiry without payment.',
+  },
+  'checkout.session_reopened': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description: 'The payment of a session was reorged away; the session is open (or expired) again.',
+  },
+  'refund.requested': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: RefundRequested,
+    description: 'A buyer asked for a refund; the merchant must approve or reject it.',
+  },
+  'refund.approved': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: RefundApproved,
+    description: 'A merchant approved a buyer refund request.',
+  },
+  'refund.initiated': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: RefundInitiated,
+    description: 'The ledger booked a refund; settlement sends the USDC back to the payer.',
+  },
+  'refund.completed': {
+    owners: ['settlement'],
+    version: 1,
+    schema: RefundCompleted,
+    description: 'A refund transfer was confirmed on chain.',
+  },
+  'escrow.released': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: EscrowReleased,
+    description: 'A held payment passed its hold period and became available to the seller.',
+  },
+  'settlement.completed': {
+    owners: ['settlement'],
+    version: 1,
+    schema: SettlementCompleted,
+    description: 'A payout to a seller was confirmed on chain.',
+  },
+} as const satisfies Record<string, SubjectDefinition>;
+
+export type Subject = keyof typeof SUBJECTS;
+export type EventData<S extends Subject> = Static<(typeof SUBJECTS)[S]['schema']>;
+export const ALL_SUBJECTS = Object.keys(SUBJECTS) as Subject[];
+
+export function isSubject(value: string): value is Subject {
+  return Object.hasOwn(SUBJECTS, value);
+}

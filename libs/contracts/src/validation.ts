@@ -1,0 +1,68 @@
+import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { EnvelopeSchema, type EventEnvelope, newEventId, type TraceContext } from './envelope';
+import { type EventData, isSubject, type ServiceName, SUBJECTS, type Subject } from './subjects';
+
+const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
+const validateEnvelopeShape = ajv.compile(EnvelopeSchema);
+const dataValidators = new Map<Subject, ValidateFunction>();
+function dataValidator(subject: Subject): ValidateFunction {
+  let validator = dataValidators.get(subject);
+  if (!validator) {
+    validator = ajv.compile(SUBJECTS[subject].schema);
+    dataValidators.set(subject, validator);
+  }
+  return validator;
+}
+
+export class EventValidationError extends Error {
+  constructor(
+    readonly subject: string,
+    readonly errors: ErrorObject[] | string,
+  ) {
+    super(
+      `invalid ${subject} event: ${
+        typeof errors === 'string'
+          ? errors
+          : errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ')
+      }`,
+    );
+    this.name = 'EventValidationError';
+  }
+}
+
+export type TypedEnvelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
+
+/** Builds and validates an event for publishing; refuses a producer that does not own the subject. */
+export function createEvent<S extends Subject>(
+  type: S,
+  producer: ServiceName,
+  data: EventData<S>,
+  options: { trace?: TraceContext; occurredAt?: Date; id?: string } = {},
+): TypedEnvelope<S> {
+  const definition = SUBJECTS[type];
+  if (!(definition.owners as readonly string[]).includes(producer)) {
+    throw new EventValidationError(type, `${producer} does not own ${type}`);
+  }
+  const envelope: TypedEnvelope<S> = {
+    id: options.id ?? newEventId(),
+    type,
+    version: definition.version,
+    occurredAt: (options.occurredAt ?? new Date()).toISOString(),
+    producer,
+    ...(options.trace ? { trace: options.trace } : {}),
+    data,
+  };
+  return validateEvent(envelope) as TypedEnvelope<S>;
+}
+
+/** Validates an envelope and its data against the subject's schema (on publish and on receipt). */
+export function validateEvent(value: unknown): EventEnvelope<Subject> {
+  if (!validateEnvelopeShape(value))
+    throw new EventValidationError('envelope', validateEnvelopeShape.errors ?? []);
+  const envelope = value as EventEnvelope;
+  if (!isSubject(envelope.type)) throw new EventValidationError(envelope.type, 'unknown subject');
+  const validator = dataValidator(envelope.type);
+  if (!validator(envelope.data)) throw new EventValidationError(envelope.type, validator.errors ?? []);
+  return envelope as EventEnvelope<Subject>;
+}

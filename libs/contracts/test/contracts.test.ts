@@ -1,0 +1,48 @@
+import { ALL_SUBJECTS, createEvent, EventValidationError, SUBJECTS, validateEvent } from '../src';
+
+const transfer = {
+  chainId: 31337,
+  network: 'local' as const,
+  txHash: `0x${'ab'.repeat(32)}`,
+  logIndex: 0,
+  blockNumber: 12,
+  blockHash: `0x${'cd'.repeat(32)}`,
+  from: `0x${'11'.repeat(20)}`,
+  to: `0x${'22'.repeat(20)}`,
+  token: `0x${'33'.repeat(20)}`,
+  amount: '1.5',
+  confirmations: 2,
+  observedAt: new Date().toISOString(),
+};
+
+describe('contracts', () => {
+  it('declares every subject as <entity>.<past-tense verb> with an owner and a schema', () => {
+    for (const subject of ALL_SUBJECTS) {
+      expect(subject).toMatch(/^[a-z]+\.[a-z_]+$/);
+      expect(SUBJECTS[subject].owners.length).toBeGreaterThan(0);
+      expect(SUBJECTS[subject].schema).toBeDefined();
+    }
+  });
+
+  it('builds an envelope with a time-sortable id and validates it on receipt', () => {
+    const first = createEvent('transfer.observed', 'chain-indexer', transfer);
+    const second = createEvent('transfer.observed', 'chain-indexer', transfer);
+    expect(first.id < second.id).toBe(true);
+    expect(first).toMatchObject({ type: 'transfer.observed', version: 1, producer: 'chain-indexer' });
+    expect(validateEvent(JSON.parse(JSON.stringify(first)))).toEqual(first);
+  });
+
+  it('refuses a producer that does not own the subject', () => {
+    expect(() => createEvent('transfer.observed', 'checkout', transfer)).toThrow('does not own');
+  });
+
+  it('refuses data that breaks the schema, naming the field', () => {
+    expect(() =>
+      createEvent('transfer.observed', 'chain-indexer', { ...transfer, amount: '1.0000001' }),
+    ).toThrow(/\/amount/);
+    expect(() =>
+      validateEvent({ ...createEvent('transfer.observed', 'chain-indexer', transfer), type: 'nope.x' }),
+    ).toThrow(EventValidationError);
+    expect(() => validateEvent({ id: 'x' })).toThrow(EventValidationError);
+  });
+});

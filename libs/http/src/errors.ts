@@ -1,0 +1,31 @@
+/** One JSON error body shape for every service: { error: { code, message, field?, rule?, requestId } }. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: { field?: string; rule?: string; [key: string]: unknown } = {},
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+export const badRequest = (field: string, rule: string, message?: string) =>
+  new HttpError(400, 'invalid_request', message ?? `${field} ${rule}`, { field, rule });
+export const unauthorized = (message = 'missing or invalid credentials') =>
+  new HttpError(401, 'unauthorized', message);
+export const forbidden = (message = 'not allowed') => new HttpError(403, 'forbidden', message);
+export const notFound = (what: string) => new HttpError(404, 'not_found', `${what} not found`);
+export const conflict = (code: string, message: string) => new HttpError(409, code, message);
+
+export interface ErrorBody {
+  error: {
+    code: string;
+    message: string;
+    field?: string;
+    rule?: string;
+    requestId?: string;
+    [key: string]: unknown;
+  };
+}

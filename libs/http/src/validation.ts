@@ -1,0 +1,71 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { NextFunction, Request, Response } from 'express';
+import { HttpError } from './errors';
+
+const ajv = addFormats(new Ajv({ allErrors: false, strict: false, coerceTypes: false }));
+const compiled = new WeakMap<object, ValidateFunction>();
+
+function compile(schema: TSchema): ValidateFunction {
+  let validator = compiled.get(schema);
+  if (!validator) {
+    validator = ajv.compile(schema);
+    compiled.set(schema, validator);
+  }
+  return validator;
+}
+
+/** Turns the first ajv error into a field name (dotted path) and a rule a person can read. */
+export function describeAjvError(error: ErrorObject, root: string): { field: string; rule: string } {
+  const path = error.instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'required':
+      path.push(String(params.missingProperty));
+      return { field: path.join('.') || root, rule: 'is required' };
+    case 'additionalProperties':
+      path.push(String(params.additionalProperty));
+      return { field: path.join('.') || root, rule: 'is not an allowed field' };
+    case 'minLength':
+      return { field: path.join('.') || root, rule: `must be at least ${params.limit} characters` };
+    case 'maxLength':
+      return { field: path.join('.') || root, rule: `must be at most ${params.limit} characters` };
+    case 'pattern':
+      return { field: path.join('.') || root, rule: `must match ${params.pattern}` };
+    case 'enum':
+      return {
+        field: path.join('.') || root,
+        rule: `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}`,
+      };
+    case 'anyOf': {
+      return { field: path.join('.') || root, rule: 'is not one of the allowed values or types' };
+    }
+    default:
+      return { field: path.join('.') || root, rule: error.message ?? 'is invalid' };
+  }
+}
+
+/** Validates `value` against a TypeBox schema; throws a 400 naming the field and the rule. */
+export function assertValid<T extends TSchema>(schema: T, value: unknown, root = 'body'): Static<T> {
+  const validator = compile(schema);
+  if (!validator(value)) {
+    const first = validator.errors?.[0];
+    const { field, rule } = first ? describeAjvError(first, root) : { field: root, rule: 'is invalid' };
+    throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
+  }
+  return value as Static<T>;
+}
+
+/** Express middleware validating req.body (or query/params) against a schema. */
+export function validate(part: 'body' | 'query' | 'params', schema: TSchema) {
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const value =
+      part === 'body' ? (req.body ?? {}) : part === 'query' ? { ...req.query } : { ...req.params };
+    assertValid(schema, value, part);
+    next();
+  };
+}

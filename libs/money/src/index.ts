@@ -1,0 +1,80 @@
+/**
+ * Money is an integer count of micro-USDC (USDC has 6 decimals). No float or JS number ever holds it.
+ * On the wire amounts are decimal strings such as "0.05" or "10.004217".
+ */
+export type MicroUsdc = bigint;
+
+export const USDC_DECIMALS = 6;
+export const MICRO_PER_USDC = 1_000_000n;
+export const PLATFORM_FEE_PERCENT = 5n;
+
+export class MoneyFormatError extends Error {
+  constructor(
+    readonly input: unknown,
+    readonly rule: string,
+  ) {
+    super(`invalid USDC amount ${JSON.stringify(input)}: ${rule}`);
+    this.name = 'MoneyFormatError';
+  }
+}
+
+const DECIMAL_PATTERN = /^(0|[1-9][0-9]*)(\.([0-9]{1,6}))?$/;
+/** Upper bound on any single amount: ten billion USDC, far above any real payment, so typos fail loudly. */
+export const MAX_AMOUNT_MICRO = 10_000_000_000n * MICRO_PER_USDC;
+
+/**
+ * Parses a decimal USDC string ("0.05", "10", "1.000001") into micro-USDC.
+ * Accepts a JS number only when its shortest decimal form is itself a valid amount string,
+ * because sellers send prices as numbers in JSON (SPEC: priceUsdc is "string or number").
+ */
+export function parseUsdc(input: unknown): MicroUsdc {
+  let text: string;
+  if (typeof input === 'string') text = input.trim();
+  else if (typeof input === 'number' && Number.isFinite(input)) text = String(input);
+  else throw new MoneyFormatError(input, 'must be a decimal string such as "0.05"');
+  if (text.length > 40) throw new MoneyFormatError(input, 'is too long');
+  const match = DECIMAL_PATTERN.exec(text);
+  if (!match) {
+    if (/^-/.test(text)) throw new MoneyFormatError(input, 'must not be negative');
+    if (/\.[0-9]{7,}$/.test(text)) throw new MoneyFormatError(input, 'has more than 6 decimal places');
+    throw new MoneyFormatError(input, 'must be a decimal string with at most 6 decimal places');
+  }
+  const whole = BigInt(match[1]!);
+  const fraction = BigInt((match[3] ?? '').padEnd(USDC_DECIMALS, '0'));
+  const amount = whole * MICRO_PER_USDC + fraction;
+  if (amount > MAX_AMOUNT_MICRO) throw new MoneyFormatError(input, 'exceeds the maximum amount');
+  return amount;
+}
+
+/** Formats micro-USDC as the shortest decimal string: 50000n → "0.05", 10000000n → "10". */
+export function formatUsdc(amountMicro: MicroUsdc): string {
+  const negative = amountMicro < 0n;
+  const abs = negative ? -amountMicro : amountMicro;
+  const whole = abs / MICRO_PER_USDC;
+  const fraction = (abs % MICRO_PER_USDC).toString().padStart(USDC_DECIMALS, '0').replace(/0+$/, '');
+  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;
+}
+
+/** "$0.05" style, as SKILL.md prices are written. */
+export function formatDollars(amountMicro: MicroUsdc): string {
+  return `$${formatUsdc(amountMicro)}`;
+}
+
+/** Full six-decimal form ("10.004217", "0.050000"), used where the exact suffix must be visible. */
+export function formatUsdcExact(amountMicro: MicroUsdc): string {
+  const negative = amountMicro < 0n;
+  const abs = negative ? -amountMicro : amountMicro;
+  return `${negative ? '-' : ''}${abs / MICRO_PER_USDC}.${(abs % MICRO_PER_USDC).toString().padStart(USDC_DECIMALS, '0')}`;
+}
+
+export interface FeeSplit {
+  sellerMicro: MicroUsdc;
+  platformMicro: MicroUsdc;
+}
+
+/** The seller gets floor(amount * 95 / 100); the platform gets the rest, so the parts always add up. */
+export function splitFee(amountMicro: MicroUsdc): FeeSplit {
+  if (amountMicro < 0n) throw new RangeError('splitFee takes a non-negative amount');
+  const sellerMicro = (amountMicro * (100n - PLATFORM_FEE_PERCENT)) / 100n;
+  return { sellerMicro, platformMicro: amountMicro - sellerMicro };
+}

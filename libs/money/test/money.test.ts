@@ -1,0 +1,84 @@
+import fc from 'fast-check';
+import {
+  formatDollars,
+  formatUsdc,
+  formatUsdcExact,
+  MAX_AMOUNT_MICRO,
+  MoneyFormatError,
+  parseUsdc,
+  splitFee,
+} from '../src';
+
+describe('parseUsdc', () => {
+  it.each([
+    ['0.05', 50_000n],
+    ['10', 10_000_000n],
+    ['10.004217', 10_004_217n],
+    ['0', 0n],
+    ['0.000001', 1n],
+    [' 1.5 ', 1_500_000n],
+    [0.05, 50_000n],
+    [3, 3_000_000n],
+  ])('parses %p', (input, expected) => {
+    expect(parseUsdc(input)).toBe(expected);
+  });
+
+  it.each([
+    ['1.0000001', 'more than 6 decimal places'],
+    ['-1', 'negative'],
+    ['1e3', 'decimal string'],
+    ['01', 'decimal string'],
+    ['', 'decimal string'],
+    ['.5', 'decimal string'],
+    ['abc', 'decimal string'],
+    [Number.NaN, 'decimal string'],
+    [null, 'decimal string'],
+    [{}, 'decimal string'],
+    [0.1 + 0.2, 'more than 6 decimal places'],
+    ['99999999999', 'maximum'],
+  ])('refuses %p naming the rule', (input, rule) => {
+    expect(() => parseUsdc(input)).toThrow(MoneyFormatError);
+    expect(() => parseUsdc(input)).toThrow(rule);
+  });
+});
+
+describe('formatting', () => {
+  it('formats the shortest decimal and the exact six-decimal form', () => {
+    expect(formatUsdc(50_000n)).toBe('0.05');
+    expect(formatUsdc(10_000_000n)).toBe('10');
+    expect(formatUsdc(-1n)).toBe('-0.000001');
+    expect(formatUsdcExact(50_000n)).toBe('0.050000');
+    expect(formatDollars(50_000n)).toBe('$0.05');
+  });
+
+  it('round-trips every amount through format and parse', () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: MAX_AMOUNT_MICRO }), (amount) => {
+        expect(parseUsdc(formatUsdc(amount))).toBe(amount);
+        expect(parseUsdc(formatUsdcExact(amount))).toBe(amount);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});
+
+describe('splitFee', () => {
+  it('gives the seller 95% rounded down and the platform the rest', () => {
+    expect(splitFee(1_000_000n)).toEqual({ sellerMicro: 950_000n, platformMicro: 50_000n });
+    expect(splitFee(1n)).toEqual({ sellerMicro: 0n, platformMicro: 1n });
+    expect(splitFee(19n)).toEqual({ sellerMicro: 18n, platformMicro: 1n });
+  });
+
+  it('always adds up to the amount and never gives the platform more than its 5% plus one micro', () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: MAX_AMOUNT_MICRO }), (amount) => {
+        const { sellerMicro, platformMicro } = splitFee(amount);
+        expect(sellerMicro + platformMicro).toBe(amount);
+        expect(sellerMicro >= 0n && platformMicro >= 0n).toBe(true);
+        expect(platformMicro * 100n >= amount * 5n).toBe(true);
+        expect(platformMicro * 100n < amount * 5n + 100n).toBe(true);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});

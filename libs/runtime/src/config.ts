@@ -1,0 +1,81 @@
+import { bool, cleanEnv, num, port, str, url } from 'envalid';
+
+export { bool, num, port, str, url } from 'envalid';
+
+export interface CommonConfig {
+  serviceName: string;
+  port: number;
+  databaseUrl: string;
+  dbSchema: string;
+  natsUrl: string;
+  eventNamespace: string;
+  logLevel: string;
+  publicBaseUrl: string;
+  production: boolean;
+  /** How many times start-up tries to reach Postgres and NATS before giving up. */
+  startupAttempts: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Parses the environment once, with envalid, throwing one clear error that names every bad variable. */
+export function parseEnv<T extends Record<string, unknown>>(
+  env: NodeJS.ProcessEnv,
+  specs: { [K in keyof T]: any },
+): T {
+  return cleanEnv(env, specs, {
+    reporter: ({ errors }) => {
+      const problems = Object.entries(errors).map(([key, error]) => `${key}: ${(error as Error).message}`);
+      if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+    },
+  }) as unknown as T;
+}
+
+export function commonConfig(
+  env: NodeJS.ProcessEnv,
+  defaults: { serviceName: string; schema: string; port: number },
+): CommonConfig {
+  const parsed = parseEnv<{
+    PORT: number;
+    DATABASE_URL: string;
+    DB_SCHEMA: string;
+    NATS_URL: string;
+    EVENT_NAMESPACE: string;
+    LOG_LEVEL: string;
+    PUBLIC_BASE_URL: string;
+    NODE_ENV: string;
+    STARTUP_ATTEMPTS: number;
+  }>(env, {
+    PORT: port({ default: defaults.port }),
+    DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
+    DB_SCHEMA: str({ default: defaults.schema }),
+    NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
+    EVENT_NAMESPACE: str({ default: 'paygate' }),
+    LOG_LEVEL: str({
+      default: 'info',
+      choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    }),
+    PUBLIC_BASE_URL: url({ default: 'http://localhost:8080' }),
+    NODE_ENV: str({ default: 'development' }),
+    STARTUP_ATTEMPTS: num({ default: 30 }),
+  });
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
+    throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
+  }
+  return {
+    serviceName: defaults.serviceName,
+    port: parsed.PORT,
+    databaseUrl: parsed.DATABASE_URL,
+    dbSchema: parsed.DB_SCHEMA,
+    natsUrl: parsed.NATS_URL,
+    eventNamespace: parsed.EVENT_NAMESPACE,
+    logLevel: parsed.LOG_LEVEL,
+    publicBaseUrl: parsed.PUBLIC_BASE_URL.replace(/\/$/, ''),
+    production: parsed.NODE_ENV === 'production',
+    startupAttempts: parsed.STARTUP_ATTEMPTS,
+  };
+}
+
+export { bool as envBool };

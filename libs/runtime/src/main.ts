@@ -1,0 +1,33 @@
+import { createLogger, startTelemetry, stopTelemetry } from '@paygate/telemetry';
+import { ConfigError } from './config';
+import { StartupError } from './retry';
+import type { RunningService } from './service';
+
+/**
+ * The body of every service's main.ts: start telemetry, start the service, stop cleanly on SIGTERM/SIGINT.
+ * Configuration and start-up failures end the process with one clear log line and no stack trace.
+ */
+export async function runMain(name: string, start: () => Promise<RunningService>): Promise<void> {
+  startTelemetry(name);
+  const logger = createLogger(name);
+  let running: RunningService | undefined;
+  const shutdown = async (signal: string) => {
+    logger.info(`${signal} received; stopping`);
+    await running?.stop().catch((error) => logger.error({ err: error }, 'error while stopping'));
+    await stopTelemetry();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+  try {
+    running = await start();
+  } catch (error) {
+    if (error instanceof ConfigError || error instanceof StartupError) {
+      logger.fatal(error.message);
+    } else {
+      logger.fatal({ err: error }, `${name} failed to start`);
+    }
+    await stopTelemetry();
+    process.exit(1);
+  }
+}

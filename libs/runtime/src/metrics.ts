@@ -1,0 +1,51 @@
+import type { NextFunction, Request, Response } from 'express';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+export { Counter, Gauge, Histogram, Registry };
+
+export interface ServiceMetrics {
+  registry: Registry;
+  httpDuration: Histogram<'method' | 'route' | 'status'>;
+  eventsHandled: Counter<'consumer' | 'outcome'>;
+  outboxBacklog: Gauge;
+}
+
+/** One prom-client registry per service instance (tests run several in one process). */
+export function createMetrics(service: string): ServiceMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request duration by route',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    eventsHandled: new Counter({
+      name: 'events_handled_total',
+      help: 'Events handled by consumer and outcome',
+      labelNames: ['consumer', 'outcome'],
+      registers: [registry],
+    }),
+    outboxBacklog: new Gauge({
+      name: 'outbox_backlog',
+      help: 'Outbox rows not yet published',
+      registers: [registry],
+    }),
+  };
+}
+
+export function httpMetricsMiddleware(metrics: ServiceMetrics) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const end = metrics.httpDuration.startTimer();
+    res.on('finish', () => {
+      // The matched route pattern keeps label cardinality bounded (never the raw path).
+      const route = req.route?.path ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched';
+      end({ method: req.method, route, status: String(res.statusCode) });
+    });
+    next();
+  };
+}

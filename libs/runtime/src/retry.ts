@@ -1,0 +1,44 @@
+import type { Logger } from '@paygate/telemetry';
+
+export interface RetryOptions {
+  what: string;
+  attempts: number;
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+  logger: Logger;
+}
+
+/** A short human reason for a connection failure, without a stack trace. */
+export function describeError(error: unknown): string {
+  const e = error as { code?: string; message?: string; errors?: unknown[] };
+  if (e?.code && e.message) return `${e.code}: ${e.message.split('\n')[0]}`;
+  if (Array.isArray(e?.errors) && e.errors.length > 0) return describeError(e.errors[0]);
+  return String(e?.message ?? error).split('\n')[0] ?? 'unknown error';
+}
+
+/**
+ * Retries `fn` with bounded exponential backoff, logging one line per failure; after the last attempt
+ * it throws a StartupError carrying only that line, so the process can exit without a stack trace.
+ */
+export async function retryStartup<T>(fn: () => Promise<T>, options: RetryOptions): Promise<T> {
+  let delay = options.initialDelayMs ?? 500;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      const reason = describeError(error);
+      if (attempt >= options.attempts) {
+        throw new StartupError(`cannot reach ${options.what} (${reason}); gave up after ${attempt} attempts`);
+      }
+      options.logger.warn(
+        `cannot reach ${options.what} (${reason}); retrying in ${delay} ms (attempt ${attempt}/${options.attempts})`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, options.maxDelayMs ?? 5000);
+    }
+  }
+}
+
+export class StartupError extends Error {
+  override name = 'StartupError';
+}

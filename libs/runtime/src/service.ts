@@ -1,0 +1,214 @@
+import type { Server } from 'node:http';
+import {
+  type Bus,
+  type ConsumerOptions,
+  connectBus,
+  ensureStreams,
+  InboxConsumer,
+  OutboxRelay,
+} from '@paygate/bus';
+import type { ServiceName, Subject } from '@paygate/contracts';
+import { createApp, errorHandler, notFoundHandler } from '@paygate/http';
+import { createLogger, type Logger } from '@paygate/telemetry';
+import type { Express } from 'express';
+import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
+import type { CommonConfig } from './config';
+import { createDatabase, migrateToLatest } from './database';
+import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
+import { retryStartup } from './retry';
+
+export interface ServiceContext<DB = any> {
+  name: ServiceName;
+  config: CommonConfig;
+  db: Kysely<DB>;
+  bus: Bus;
+  relay: OutboxRelay;
+  logger: Logger;
+  metrics: ServiceMetrics;
+  /** Runs `fn` in one transaction, then wakes the outbox relay so its events go out at once. */
+  inTransaction<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;
+}
+
+export interface BackgroundTask {
+  start(): void | Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ServiceDefinition<DB = any> {
+  name: ServiceName;
+  config: CommonConfig;
+  migrations: Record<string, Migration>;
+  /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
+  routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
+  consumers?: (ctx: ServiceContext<DB>) => ConsumerOptions<Subject>[];
+  background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
+  /** Extra readiness checks (for example the chain RPC); each throws when not ready. */
+  readinessChecks?: (ctx: ServiceContext<DB>) => Array<() => Promise<void>>;
+  logger?: Logger;
+  bodyLimit?: string;
+  keepRawBody?: boolean;
+  /** Extra work on shutdown (close websockets…), run before the database closes. */
+  onStop?: () => Promise<void>;
+}
+
+export interface RunningService<DB = any> {
+  ctx: ServiceContext<DB>;
+  app: Express;
+  server: Server;
+  url: string;
+  stop(): Promise<void>;
+}
+
+const READY_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Starts a service: reaches Postgres and NATS (bounded retries, one log line each), migrates its schema,
+ * declares streams, starts the outbox relay, consumers and background tasks, and serves HTTP with
+ * /healthz, /readyz and /metrics.
+ */
+export async function startService<DB>(definition: ServiceDefinition<DB>): Promise<RunningService<DB>> {
+  const { config } = definition;
+  const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
+  const metrics = createMetrics(definition.name);
+  const pgHost = new URL(config.databaseUrl).host;
+
+  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema });
+  await retryStartup(() => sql`select 1`.execute(db), {
+    what: `Postgres at ${pgHost}`,
+    attempts: config.startupAttempts,
+    logger,
+  }).catch(async (error) => {
+    await db.destroy();
+    throw error;
+  });
+  const bus = await retryStartup(
+    () =>
+      connectBus({
+        url: config.natsUrl,
+        namespace: config.eventNamespace,
+        name: definition.name,
+        timeoutMs: 3000,
+      }),
+    { what: `NATS at ${config.natsUrl}`, attempts: config.startupAttempts, logger },
+  ).catch(async (error) => {
+    await db.destroy();
+    throw error;
+  });
+  await migrateToLatest(db as Kysely<any>, config.dbSchema, definition.migrations, logger);
+  await ensureStreams(bus);
+
+  const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
+  const ctx: ServiceContext<DB> = {
+    name: definition.name,
+    config,
+    db,
+    bus,
+    relay,
+    logger,
+    metrics,
+    async inTransaction(fn) {
+      const result = await db.transaction().execute(fn);
+      relay.kick();
+      return result;
+    },
+  };
+
+  const app = createApp({ logger, bodyLimit: definition.bodyLimit, keepRawBody: definition.keepRawBody });
+  app.use(httpMetricsMiddleware(metrics));
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok', service: definition.name });
+  });
+  const checks: Array<[string, () => Promise<void>]> = [
+    ['postgres', async () => void (await sql`select 1`.execute(db))],
+    [
+      'nats',
+      async () => {
+        if (bus.nc.isClosed()) throw new Error('connection closed');
+        await bus.nc.flush();
+      },
+    ],
+    ...(definition.readinessChecks?.(ctx) ?? []).map(
+      (check, i) => [`check_${i}`, check] as [string, () => Promise<void>],
+    ),
+  ];
+  app.get('/readyz', async (_req, res) => {
+    const results: Record<string, string> = {};
+    let ready = true;
+    for (const [name, check] of checks) {
+      try {
+        await withTimeout(check(), READY_TIMEOUT_MS, name);
+        results[name] = 'ok';
+      } catch (error) {
+        ready = false;
+        results[name] = (error as Error).message;
+      }
+    }
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
+  });
+  app.get('/metrics', async (_req, res) => {
+    metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));
+    res.setHeader('content-type', metrics.registry.contentType);
+    res.send(await metrics.registry.metrics());
+  });
+  await definition.routes?.(app, ctx);
+  app.use(notFoundHandler());
+  app.use(errorHandler(logger));
+
+  relay.start();
+  const consumers = (definition.consumers?.(ctx) ?? []).map((options) => {
+    const afterCommit = options.afterCommit;
+    return new InboxConsumer(bus, db as Kysely<any>, logger, {
+      ...options,
+      afterCommit: (event) => {
+        metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
+        relay.kick();
+        afterCommit?.(event);
+      },
+    });
+  });
+  for (const consumer of consumers) await consumer.start();
+  const tasks = definition.background?.(ctx) ?? [];
+  for (const task of tasks) await task.start();
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const url = `http://127.0.0.1:${port}`;
+  logger.info(
+    { port, schema: config.dbSchema, namespace: config.eventNamespace },
+    `${definition.name} listening on ${url}`,
+  );
+
+  let stopped = false;
+  return {
+    ctx,
+    app,
+    server,
+    url,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      server.closeAllConnections?.();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const task of tasks) await task.stop().catch(() => undefined);
+      for (const consumer of consumers) await consumer.stop().catch(() => undefined);
+      await relay.stop();
+      await definition.onStop?.().catch(() => undefined);
+      await bus.close();
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,2 @@
+export * from './logger';
+export * from './tracing';

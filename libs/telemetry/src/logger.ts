@@ -1,0 +1,68 @@
+import { trace } from '@opentelemetry/api';
+import pino, { type Logger } from 'pino';
+
+export type { Logger } from 'pino';
+
+/** Paths whose values are secrets: they are replaced before a line is written, wherever they appear. */
+export const REDACTED_PATHS = [
+  'authorization',
+  '*.authorization',
+  'req.headers.authorization',
+  'req.headers["x-402-payment"]',
+  'req.headers.payment',
+  'req.headers.cookie',
+  'headers.authorization',
+  'apiKey',
+  '*.apiKey',
+  'secret',
+  '*.secret',
+  'privateKey',
+  '*.privateKey',
+  'password',
+  '*.password',
+  'token',
+  '*.token',
+  'signingKey',
+  '*.signingKey',
+  'webhookSecret',
+  '*.webhookSecret',
+  'databaseUrl',
+  '*.databaseUrl',
+];
+
+/** Patterns that look like our own credentials, scrubbed from free-text messages too. */
+const SECRET_TEXT =
+  /\b(sk_[A-Za-z0-9_-]{8,}|whsec_[A-Za-z0-9_-]{8,}|0x[0-9a-fA-F]{64}(?=\b)(?![0-9a-fA-F]))/g;
+
+export function scrubSecrets(text: string): string {
+  // A 32-byte hex string is also a tx hash, which must stay visible; only private-key-looking fields are
+  // redacted by path, so here we scrub only key prefixes.
+  return text.replace(SECRET_TEXT, (match) =>
+    match.startsWith('0x') ? match : `${match.slice(0, 6)}…[redacted]`,
+  );
+}
+
+export function createLogger(service: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+  return pino({
+    level,
+    base: { service },
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+    hooks: {
+      logMethod(args, method) {
+        const scrubbed = args.map((arg) =>
+          typeof arg === 'string' ? scrubSecrets(arg) : arg,
+        ) as typeof args;
+        method.apply(this, scrubbed);
+      },
+    },
+    // Every line carries the active trace id, so one payment can be followed across services.
+    mixin() {
+      const span = trace.getActiveSpan();
+      if (!span) return {};
+      const { traceId, spanId } = span.spanContext();
+      return { trace_id: traceId, span_id: spanId };
+    },
+  });
+}

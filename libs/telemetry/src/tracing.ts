@@ -1,0 +1,110 @@
+import {
+  type Context,
+  context,
+  propagation,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+
+let sdk: NodeSDK | undefined;
+
+/** A processor that exports nothing: spans still get real ids for logs and propagation. */
+const keepSpansLocal = {
+  onStart: () => undefined,
+  onEnd: () => undefined,
+  forceFlush: async () => undefined,
+  shutdown: async () => undefined,
+};
+let contextReady = false;
+
+/** Without an SDK, still keep async context and W3C propagation so ids flow through logs and headers. */
+function ensureContext(): void {
+  if (contextReady) return;
+  contextReady = true;
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+}
+
+/**
+ * Starts the OpenTelemetry NodeSDK once per process. Spans go to an OTLP endpoint when
+ * OTEL_EXPORTER_OTLP_ENDPOINT is set (the SDK reads it); otherwise they are created but not exported.
+ */
+export function startTelemetry(serviceName: string): void {
+  if (sdk) return;
+  process.env.OTEL_SERVICE_NAME ??= serviceName;
+  const exportSpans = Boolean(process.env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  process.env.OTEL_METRICS_EXPORTER ??= 'none';
+  process.env.OTEL_LOGS_EXPORTER ??= 'none';
+  sdk = new NodeSDK({
+    serviceName,
+    instrumentations: [new HttpInstrumentation()],
+    contextManager: new AsyncLocalStorageContextManager(),
+    textMapPropagator: new W3CTraceContextPropagator(),
+    // Spans are always made (ids reach logs and message headers); they are exported only when configured.
+    ...(exportSpans ? {} : { spanProcessors: [keepSpansLocal] }),
+  });
+  sdk.start();
+  contextReady = true;
+}
+
+export async function stopTelemetry(): Promise<void> {
+  await sdk?.shutdown().catch(() => undefined);
+  sdk = undefined;
+}
+
+export interface TraceCarrier {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+/** The current trace context as W3C headers, to store in an event envelope or a message header. */
+export function currentTraceCarrier(): TraceCarrier {
+  ensureContext();
+  const carrier: TraceCarrier = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
+export function contextFromCarrier(carrier: TraceCarrier | undefined): Context {
+  ensureContext();
+  return carrier ? propagation.extract(context.active(), carrier) : context.active();
+}
+
+/** Runs `fn` in a span that continues the trace found in `carrier` (an HTTP request or a NATS message). */
+export async function withSpan<T>(
+  name: string,
+  options: {
+    carrier?: TraceCarrier;
+    kind?: SpanKind;
+    attributes?: Record<string, string | number | boolean>;
+  },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  ensureContext();
+  const tracer = trace.getTracer('paygate');
+  const parent = contextFromCarrier(options.carrier);
+  return tracer.startActiveSpan(
+    name,
+    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes ?? {} },
+    parent,
+    async (span) => {
+      try {
+        return await fn(span);
+      } catch (error) {
+        span.recordException(error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
+}
+
+export { SpanKind };

@@ -1,0 +1,49 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import {
+  createLogger,
+  currentTraceCarrier,
+  REDACTED_PATHS,
+  scrubSecrets,
+  startTelemetry,
+  stopTelemetry,
+  withSpan,
+} from '../src';
+
+describe('telemetry', () => {
+  beforeAll(() => startTelemetry('telemetry-test'));
+  afterAll(() => stopTelemetry());
+
+  it('carries the trace context from one span into a carrier and back', async () => {
+    let outer = '';
+    await withSpan('outer', {}, async (span) => {
+      outer = span.spanContext().traceId;
+      expect(outer).toMatch(/^[0-9a-f]{32}$/);
+      expect(outer).not.toBe('0'.repeat(32));
+      const carrier = currentTraceCarrier();
+      expect(carrier.traceparent).toContain(outer);
+      await withSpan('inner', { carrier }, async (inner) => {
+        expect(inner.spanContext().traceId).toBe(outer);
+      });
+    });
+  });
+
+  it('redacts secrets by path and by shape', () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = pino({ redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }, sink);
+    logger.info(
+      { apiKey: 'sk_live_abcdefgh1234', nested: { privateKey: '0xabc' }, authorization: 'Bearer x' },
+      'hi',
+    );
+    expect(lines.join('')).not.toContain('sk_live_abcdefgh1234');
+    expect(lines.join('')).not.toContain('0xabc');
+    expect(scrubSecrets('key sk_live_abcdefgh1234 used')).not.toContain('abcdefgh1234');
+    expect(typeof createLogger('t').info).toBe('function');
+  });
+});

@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { type Bus, connectBus, deleteStreams, ensureStreams } from '@paygate/bus';
+import type { EventEnvelope } from '@paygate/contracts';
+import { createDatabase, dropSchema } from '@paygate/runtime';
+import { createLogger, type Logger } from '@paygate/telemetry';
+import type { Kysely } from 'kysely';
+import type { Subscription } from 'nats';
+
+export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const TEST_NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+export function randomSuffix(bytes = 4): string {
+  return randomBytes(bytes).toString('hex');
+}
+
+/**
+ * Everything one test suite needs to stay apart from every other: its own event namespace (so its own
+ * streams) and its own Postgres schema per service. `cleanup` drops them all.
+ */
+export interface TestEnvironment {
+  id: string;
+  namespace: string;
+  databaseUrl: string;
+  natsUrl: string;
+  logger: Logger;
+  schemaFor(service: string): string;
+  /** Environment variables for a service under test, over the given extras. */
+  envFor(service: string, extra?: Record<string, string>): NodeJS.ProcessEnv;
+  bus(): Promise<Bus>;
+  cleanup(): Promise<void>;
+}
+
+export async function createTestEnvironment(label = 't'): Promise<TestEnvironment> {
+  const id = `${label.replace(/[^a-z0-9]/g, '').slice(0, 12)}_${randomSuffix()}`;
+  const namespace = `t${id}`;
+  const schemas = new Set<string>();
+  const buses: Bus[] = [];
+  const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
+  const env: TestEnvironment = {
+    id,
+    namespace,
+    databaseUrl: TEST_DATABASE_URL,
+    natsUrl: TEST_NATS_URL,
+    logger,
+    schemaFor(service) {
+      const schema = `${service.replace(/[^a-z0-9]/g, '_')}_${id}`;
+      schemas.add(schema);
+      return schema;
+    },
+    envFor(service, extra = {}) {
+      return {
+        DATABASE_URL: TEST_DATABASE_URL,
+        NATS_URL: TEST_NATS_URL,
+        DB_SCHEMA: env.schemaFor(service),
+        EVENT_NAMESPACE: namespace,
+        PORT: '0',
+        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+        STARTUP_ATTEMPTS: '3',
+        ...extra,
+      };
+    },
+    async bus() {
+      const bus = await connectBus({ url: TEST_NATS_URL, namespace, name: `test-${id}` });
+      await ensureStreams(bus);
+      buses.push(bus);
+      return bus;
+    },
+    async cleanup() {
+      const admin = await connectBus({ url: TEST_NATS_URL, namespace, name: `cleanup-${id}` });
+      await deleteStreams(admin);
+      await admin.close();
+      for (const bus of buses) await bus.close();
+      const db = createDatabase<any>({ url: TEST_DATABASE_URL, schema: 'public' });
+      for (const schema of schemas) await dropSchema(db, schema);
+      await db.destroy();
+    },
+  };
+  return env;
+}
+
+/** A database handle into one schema, for assertions on what a service stored. */
+export function openSchema<DB = any>(schema: string): Kysely<DB> {
+  return createDatabase<DB>({ url: TEST_DATABASE_URL, schema });
+}
+
+/** Polls `probe` until it returns a truthy value, or fails after `timeoutMs` with `message`. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  options: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value as T;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
+  }
+  throw new Error(
+    `${options.message ?? 'condition not met'} within ${options.timeoutMs ?? 10_000} ms${lastError ? `: ${(lastError as Error).message}` : ''}`,
+  );
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Records every event published on a subject (a core NATS subscription sees JetStream publishes too),
+ * so a test can assert what went out and how many times.
+ */
+export class EventRecorder {
+  readonly events: EventEnvelope[] = [];
+  private readonly subscription: Subscription;
+
+  constructor(bus: Bus, eventType: string) {
+    const decoder = new TextDecoder();
+    this.subscription = bus.nc.subscribe(bus.subjectFor(eventType), {
+      callback: (_err, message) => {
+        this.events.push(JSON.parse(decoder.decode(message.data)));
+      },
+    });
+  }
+
+  async waitForCount(count: number, timeoutMs = 10_000): Promise<EventEnvelope[]> {
+    await waitFor(() => this.events.length >= count, {
+      timeoutMs,
+      message: `expected ${count} events, saw ${this.events.length}`,
+    });
+    return this.events;
+  }
+
+  stop(): void {
+    this.subscription.unsubscribe();
+  }
+}
+
+/** Counts the messages a JetStream stream holds on one subject: the ground truth for exactly-once tests. */
+export async function countStreamMessages(bus: Bus, eventType: string): Promise<EventEnvelope[]> {
+  const decoder = new TextDecoder();
+  const info = await bus.jsm.streams.info(bus.eventsStream, {
+    subjects_filter: bus.subjectFor(eventType),
+  } as never);
+  const result: EventEnvelope[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq && seq > 0; seq++) {
+    const message = await bus.jsm.streams.getMessage(bus.eventsStream, { seq }).catch(() => undefined);
+    if (message && message.subject === bus.subjectFor(eventType))
+      result.push(JSON.parse(decoder.decode(message.data)));
+  }
+  return result;
+}
