@@ -1,2 +1,3 @@
 export * from './anvil';
 export * from './wallets';
+export * from './infra';

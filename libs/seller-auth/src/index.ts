@@ -1,0 +1,3 @@
+export * from './middleware';
+export * from './protocol';
+export * from './test-responder';

@@ -1,0 +1,62 @@
+import type { Bus } from '@paygate/bus';
+import { createApp, errorHandler } from '@paygate/http';
+import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import request from 'supertest';
+import { SellerAuth, type SellerIdentity, serveSellersForTests } from '../src';
+
+const seller: SellerIdentity = {
+  sellerId: 'sel_1',
+  walletAddress: `0x${'11'.repeat(20)}`,
+  payoutAddress: `0x${'11'.repeat(20)}`,
+  publishableKey: 'pk_test_aaaaaaaaaaaaaaaa',
+  apiKeyVersion: 1,
+};
+const key = 'sk_test_0123456789abcdef';
+
+describe('seller auth over NATS request-reply', () => {
+  let env: TestEnvironment;
+  let bus: Bus;
+  beforeAll(async () => {
+    env = await createTestEnvironment('auth');
+    bus = await env.bus();
+  });
+  afterAll(() => env.cleanup());
+
+  it('answers 401 for missing, malformed and unknown keys, and drops the cache on seller.updated', async () => {
+    const table: Record<string, SellerIdentity> = { [key]: seller };
+    const responder = serveSellersForTests(bus, table);
+    const auth = new SellerAuth(bus, { cacheTtlMs: 60_000 });
+    const app = createApp({ logger: env.logger });
+    app.get('/me', auth.middleware(), (req, res) => {
+      res.json(req.seller);
+    });
+    app.use(errorHandler(env.logger));
+
+    expect((await request(app).get('/me')).body.error.code).toBe('missing_api_key');
+    expect((await request(app).get('/me').set('authorization', 'Bearer nope')).status).toBe(401);
+    expect(
+      (await request(app).get('/me').set('authorization', 'Bearer sk_unknown_0123456789abcdef')).status,
+    ).toBe(401);
+    const ok = await request(app).get('/me').set('authorization', `Bearer ${key}`);
+    expect(ok.status).toBe(200);
+    expect(ok.body.sellerId).toBe('sel_1');
+
+    // Rotation: the registry forgets the key and publishes seller.updated; the cache entry goes at once.
+    delete table[key];
+    expect((await request(app).get('/me').set('authorization', `Bearer ${key}`)).status).toBe(200); // cached
+    bus.nc.publish(
+      bus.subjectFor('seller.updated'),
+      new TextEncoder().encode(JSON.stringify({ data: { sellerId: 'sel_1' } })),
+    );
+    await waitFor(
+      async () => (await request(app).get('/me').set('authorization', `Bearer ${key}`)).status === 401,
+    );
+
+    responder.unsubscribe();
+    const unreachable = await request(app)
+      .get('/me')
+      .set('authorization', 'Bearer sk_other_0123456789abcdef');
+    expect(unreachable.status).toBe(503);
+    auth.close();
+  });
+});
