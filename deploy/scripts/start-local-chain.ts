@@ -25,10 +25,11 @@ export interface LocalChain {
 }
 
 export async function startLocalChain(
-  options: { port?: number; blockTimeSec?: number; chainId?: number } = {},
+  options: { port?: number; host?: string; blockTimeSec?: number; chainId?: number } = {},
 ): Promise<LocalChain> {
   const anvil = await startAnvil({
     port: options.port ?? 8545,
+    host: options.host ?? process.env.ANVIL_HOST,
     blockTimeSec: options.blockTimeSec,
     chainId: options.chainId ?? 31337,
   });

@@ -67,6 +67,8 @@ function startOrphanWatchdog(child: ChildProcess): ChildProcess | undefined {
 export interface StartAnvilOptions {
   /** Port to listen on; a free random port by default. */
   port?: number;
+  /** Interface to bind; 127.0.0.1 by default (0.0.0.0 inside a container so other services can reach it). */
+  host?: string;
   /** Mine a block every N seconds instead of on every transaction. */
   blockTimeSec?: number;
   chainId?: number;
@@ -107,9 +109,10 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
 async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
   const chainId = options.chainId ?? 31337;
   const startTimeoutMs = options.startTimeoutMs ?? 10_000;
+  const host = options.host ?? '127.0.0.1';
   const args = [
     '--host',
-    '127.0.0.1',
+    host,
     '--port',
     String(port),
     '--chain-id',
@@ -127,7 +130,7 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
   // "Listening on" proves that THIS process bound the port (another node on it would also answer RPC).
   let outputTail = '';
   let listening = false;
-  const listeningLine = `Listening on 127.0.0.1:${port}`;
+  const listeningLine = `Listening on ${host}:${port}`;
   const keepTail = (chunk: Buffer) => {
     outputTail = (outputTail + chunk.toString()).slice(-OUTPUT_TAIL_CHARS);
     listening ||= outputTail.includes(listeningLine);
