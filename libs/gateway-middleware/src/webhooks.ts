@@ -1,0 +1,153 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Paygate webhook signatures.
+ *
+ * Every webhook POST carries `Paygate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`.
+ * The timestamp is inside the signed bytes, so a captured delivery cannot be replayed later with a fresh
+ * timestamp; a receiver rejects any timestamp further than `toleranceSeconds` from its own clock.
+ * Several `v1=` entries may appear (for example while a secret is being rotated); one match is enough.
+ */
+export const WEBHOOK_SIGNATURE_HEADER = 'Paygate-Signature';
+/** The event's stable id: the same on every retry and redelivery, so a receiver can drop duplicates. */
+export const WEBHOOK_EVENT_ID_HEADER = 'Paygate-Event-Id';
+export const WEBHOOK_EVENT_TYPE_HEADER = 'Paygate-Event-Type';
+export const WEBHOOK_DEFAULT_TOLERANCE_SECONDS = 300;
+
+const MAX_HEADER_LENGTH = 2048;
+const MAX_SIGNATURES = 8;
+
+export type WebhookPayload = string | Buffer | Uint8Array;
+
+export interface SignWebhookOptions {
+  /** The exact bytes sent as the request body. */
+  payload: WebhookPayload;
+  secret: string;
+  /** Unix seconds; defaults to now. */
+  timestamp?: number;
+}
+
+/** Computes the hex HMAC-SHA256 of `<timestamp>.<payload>` with the seller's webhook secret. */
+export function computeWebhookSignature(payload: WebhookPayload, secret: string, timestamp: number): string {
+  return createHmac('sha256', secret)
+    .update(`${timestamp}.`)
+    .update(typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload)
+    .digest('hex');
+}
+
+/** Returns the value of the `Paygate-Signature` header for a payload. */
+export function signWebhook(options: SignWebhookOptions): string {
+  if (!options.secret) throw new TypeError('signWebhook: secret is required');
+  const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0) {
+    throw new TypeError('signWebhook: timestamp must be a non-negative integer of unix seconds');
+  }
+  return `t=${timestamp},v1=${computeWebhookSignature(options.payload, options.secret, timestamp)}`;
+}
+
+export type WebhookVerificationFailure =
+  | 'missing_header'
+  | 'malformed_header'
+  | 'timestamp_outside_tolerance'
+  | 'signature_mismatch';
+
+export class WebhookVerificationError extends Error {
+  override name = 'WebhookVerificationError';
+  constructor(
+    readonly reason: WebhookVerificationFailure,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface VerifyWebhookOptions {
+  /** The raw request body, byte for byte as received (not a re-serialised JSON object). */
+  payload: WebhookPayload;
+  /** The `Paygate-Signature` header value. */
+  header: string | string[] | undefined | null;
+  secret: string;
+  /** Largest accepted distance between the signed timestamp and now, in seconds (default 300). */
+  toleranceSeconds?: number;
+  /** Clock for tests. */
+  now?: () => Date;
+}
+
+interface ParsedHeader {
+  timestamp: number;
+  signatures: string[];
+}
+
+function parseHeader(header: string): ParsedHeader | undefined {
+  if (header.length > MAX_HEADER_LENGTH) return undefined;
+  let timestamp: number | undefined;
+  const signatures: string[] = [];
+  for (const part of header.split(',')) {
+    const index = part.indexOf('=');
+    if (index <= 0) continue;
+    const key = part.slice(0, index).trim();
+    const value = part.slice(index + 1).trim();
+    if (key === 't') {
+      if (!/^\d{1,12}$/.test(value) || timestamp !== undefined) return undefined;
+      timestamp = Number(value);
+    } else if (key === 'v1' && /^[0-9a-f]{64}$/i.test(value) && signatures.length < MAX_SIGNATURES) {
+      signatures.push(value.toLowerCase());
+    }
+  }
+  if (timestamp === undefined || signatures.length === 0) return undefined;
+  return { timestamp, signatures };
+}
+
+/**
+ * Verifies a webhook's signature and age. Returns the signed timestamp (unix seconds); throws a
+ * WebhookVerificationError naming the reason otherwise. Comparison is constant-time.
+ */
+export function verifyWebhook(options: VerifyWebhookOptions): { timestamp: number } {
+  if (!options.secret) throw new TypeError('verifyWebhook: secret is required');
+  const raw = Array.isArray(options.header) ? options.header[0] : options.header;
+  if (!raw) {
+    throw new WebhookVerificationError('missing_header', `the ${WEBHOOK_SIGNATURE_HEADER} header is missing`);
+  }
+  const parsed = parseHeader(raw);
+  if (!parsed) {
+    throw new WebhookVerificationError(
+      'malformed_header',
+      `the ${WEBHOOK_SIGNATURE_HEADER} header must look like t=<unix seconds>,v1=<64 hex digits>`,
+    );
+  }
+  const tolerance = options.toleranceSeconds ?? WEBHOOK_DEFAULT_TOLERANCE_SECONDS;
+  const nowSeconds = Math.floor((options.now?.() ?? new Date()).getTime() / 1000);
+  if (Math.abs(nowSeconds - parsed.timestamp) > tolerance) {
+    throw new WebhookVerificationError(
+      'timestamp_outside_tolerance',
+      `the signed timestamp is more than ${tolerance} s from now (a replay or a wrong clock)`,
+    );
+  }
+  const expected = Buffer.from(
+    computeWebhookSignature(options.payload, options.secret, parsed.timestamp),
+    'hex',
+  );
+  let matched = false;
+  for (const signature of parsed.signatures) {
+    // Every candidate is compared, so timing does not reveal which one (if any) matched.
+    if (timingSafeEqual(expected, Buffer.from(signature, 'hex'))) matched = true;
+  }
+  if (!matched) {
+    throw new WebhookVerificationError(
+      'signature_mismatch',
+      'the webhook signature does not match the payload',
+    );
+  }
+  return { timestamp: parsed.timestamp };
+}
+
+/** Like verifyWebhook, but answers true or false instead of throwing. */
+export function isValidWebhook(options: VerifyWebhookOptions): boolean {
+  try {
+    verifyWebhook(options);
+    return true;
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) return false;
+    throw error;
+  }
+}
