@@ -38,7 +38,7 @@ export function createEvent<S extends Subject>(
   type: S,
   producer: ServiceName,
   data: EventData<S>,
-  options: { trace?: TraceContext; occurredAt?: Date; id?: string } = {},
+  options: { trace?: Partial<TraceContext>; occurredAt?: Date; id?: string } = {},
 ): TypedEnvelope<S> {
   const definition = SUBJECTS[type];
   if (!(definition.owners as readonly string[]).includes(producer)) {
@@ -50,7 +50,15 @@ export function createEvent<S extends Subject>(
     version: definition.version,
     occurredAt: (options.occurredAt ?? new Date()).toISOString(),
     producer,
-    ...(options.trace ? { trace: options.trace } : {}),
+    // An empty carrier (no active span) means no trace context, not an invalid one.
+    ...(options.trace?.traceparent
+      ? {
+          trace: {
+            traceparent: options.trace.traceparent,
+            ...(options.trace.tracestate ? { tracestate: options.trace.tracestate } : {}),
+          },
+        }
+      : {}),
     data,
   };
   return validateEvent(envelope) as TypedEnvelope<S>;
