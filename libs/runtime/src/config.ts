@@ -1,4 +1,4 @@
-import { bool, cleanEnv, num, port, str, url } from 'envalid';
+import { bool, cleanEnv, num, str, url } from 'envalid';
 
 export { bool, num, port, str, url } from 'envalid';
 
@@ -48,7 +48,8 @@ export function commonConfig(
     NODE_ENV: string;
     STARTUP_ATTEMPTS: number;
   }>(env, {
-    PORT: port({ default: defaults.port }),
+    // 0 asks the OS for a free port (tests run many services side by side).
+    PORT: num({ default: defaults.port }),
     DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
     DB_SCHEMA: str({ default: defaults.schema }),
     NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
@@ -61,6 +62,9 @@ export function commonConfig(
     NODE_ENV: str({ default: 'development' }),
     STARTUP_ATTEMPTS: num({ default: 30 }),
   });
+  if (!Number.isInteger(parsed.PORT) || parsed.PORT < 0 || parsed.PORT > 65535) {
+    throw new ConfigError('invalid configuration: PORT must be an integer from 0 to 65535');
+  }
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
     throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
   }
