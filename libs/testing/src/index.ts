@@ -1,3 +1,4 @@
 export * from './anvil';
 export * from './wallets';
 export * from './infra';
+export * from './processes';

@@ -1,0 +1,60 @@
+import type { Logger } from '@paygate/telemetry';
+import pg from 'pg';
+
+/**
+ * Leadership by a Postgres session advisory lock held on a dedicated connection: exactly one replica scans
+ * the chain; when its process dies, its connection closes, the lock is released and another replica takes over.
+ */
+export class AdvisoryLeadership {
+  private client: pg.Client | undefined;
+  private leading = false;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly lockName: string,
+    private readonly logger: Logger,
+  ) {}
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** Tries once to become leader; returns whether this replica leads now. */
+  async tryAcquire(): Promise<boolean> {
+    if (this.leading) return true;
+    try {
+      if (!this.client) {
+        const client = new pg.Client({ connectionString: this.databaseUrl, connectionTimeoutMillis: 5000 });
+        client.on('error', (error) => this.lose(error));
+        client.on('end', () => this.lose(new Error('leader connection closed')));
+        await client.connect();
+        this.client = client;
+      }
+      const result = await this.client.query<{ locked: boolean }>(
+        'select pg_try_advisory_lock(hashtextextended($1, 0)) as locked',
+        [this.lockName],
+      );
+      this.leading = result.rows[0]?.locked === true;
+      if (this.leading) this.logger.info({ lock: this.lockName }, 'became leader');
+      return this.leading;
+    } catch (error) {
+      this.lose(error as Error);
+      return false;
+    }
+  }
+
+  private lose(error: Error): void {
+    if (this.leading) this.logger.warn({ err: error }, 'lost leadership');
+    this.leading = false;
+    const client = this.client;
+    this.client = undefined;
+    client?.end().catch(() => undefined);
+  }
+
+  async release(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    this.leading = false;
+    if (client) await client.end().catch(() => undefined);
+  }
+}

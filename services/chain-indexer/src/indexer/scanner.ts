@@ -1,0 +1,272 @@
+import { enqueueEvent } from '@paygate/bus';
+import { getTransferLogs, type TransferLog } from '@paygate/chain';
+import { createEvent } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import { currentTraceCarrier, type Logger, withSpan } from '@paygate/telemetry';
+import type { JsonRpcProvider } from 'ethers';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { ChainIndexerConfig } from '../config';
+import type { IndexerDatabase } from './tables';
+
+export interface PassResult {
+  head: number;
+  scannedTo: number;
+  observed: number;
+  published: number;
+  reorged: number;
+}
+
+/** The chain reads one pass needs; an ethers provider satisfies it. */
+type ChainReader = Pick<JsonRpcProvider, 'getBlockNumber' | 'getBlock' | 'getLogs'>;
+
+/**
+ * One pass of the indexer, run only by the leader:
+ *  1. compare stored recent block hashes with the chain; on a mismatch, roll back to the common ancestor,
+ *     publishing `transfer.reorged` for every published transfer above it;
+ *  2. scan new blocks for USDC Transfer logs to the escrow wallet (ranged eth_getLogs) and store them as pending;
+ *  3. publish `transfer.observed` for pending transfers that reached the confirmations, each exactly once
+ *     (a conditional status change in the same transaction as the outbox row).
+ */
+export class TransferScanner {
+  constructor(
+    private readonly db: Kysely<IndexerDatabase>,
+    private readonly provider: ChainReader,
+    private readonly config: ChainIndexerConfig,
+    private readonly logger: Logger,
+  ) {}
+
+  private get chainId(): number {
+    return this.config.network.chainId;
+  }
+
+  async runPass(): Promise<PassResult> {
+    return withSpan('indexer.pass', {}, async () => {
+      const head = await this.provider.getBlockNumber();
+      const reorged = await this.handleReorg(head);
+      const { scannedTo, observed } = await this.scan(head);
+      const published = await this.publishConfirmed(head);
+      return { head, scannedTo, observed, published, reorged };
+    });
+  }
+
+  private async nextBlock(): Promise<number> {
+    const row = await this.db
+      .selectFrom('cursors')
+      .select('next_block')
+      .where('chain_id', '=', this.chainId)
+      .executeTakeFirst();
+    return row ? Number(row.next_block) : this.config.startBlock;
+  }
+
+  /** Finds the highest stored block still canonical; everything above it is rolled back. */
+  private async handleReorg(head: number): Promise<number> {
+    const stored = await this.db
+      .selectFrom('recent_blocks')
+      .select(['number', 'hash'])
+      .where('chain_id', '=', this.chainId)
+      .orderBy('number', 'desc')
+      .limit(this.config.reorgWindowBlocks)
+      .execute();
+    if (stored.length === 0) return 0;
+    let ancestor: number | undefined;
+    for (const block of stored) {
+      const number = Number(block.number);
+      if (number > head) continue; // the chain got shorter: this block is gone
+      const onChain = await this.provider.getBlock(number);
+      if (onChain?.hash === block.hash) {
+        ancestor = number;
+        break;
+      }
+    }
+    const newest = Number(stored[0]!.number);
+    if (ancestor === newest) return 0;
+    // No stored block is canonical: roll back the whole window (a deeper reorg is beyond configuration).
+    const rollbackTo = ancestor ?? Number(stored[stored.length - 1]!.number) - 1;
+    this.logger.warn({ from: newest, to: rollbackTo }, 'reorg detected; rolling back');
+    return this.db.transaction().execute(async (trx) => {
+      const removed = await trx
+        .updateTable('transfers')
+        .set({ status: 'reorged', reorged_at: new Date() })
+        .where('chain_id', '=', this.chainId)
+        .where('block_number', '>', BigInt(rollbackTo))
+        .where('status', '=', 'published')
+        .returningAll()
+        .execute();
+      for (const transfer of removed) {
+        await enqueueEvent(
+          trx,
+          createEvent(
+            'transfer.reorged',
+            'chain-indexer',
+            {
+              chainId: this.chainId,
+              network: this.config.network.name,
+              txHash: transfer.tx_hash,
+              logIndex: transfer.log_index,
+              blockNumber: Number(transfer.block_number),
+              blockHash: transfer.block_hash,
+              from: transfer.from_address,
+              to: transfer.to_address,
+              token: transfer.token,
+              amount: formatUsdc(transfer.amount_micro),
+              reorgedAt: new Date().toISOString(),
+            },
+            { trace: currentTraceCarrier() },
+          ),
+        );
+      }
+      await trx
+        .deleteFrom('transfers')
+        .where('chain_id', '=', this.chainId)
+        .where('block_number', '>', BigInt(rollbackTo))
+        .where('status', '=', 'pending')
+        .execute();
+      await trx
+        .deleteFrom('recent_blocks')
+        .where('chain_id', '=', this.chainId)
+        .where('number', '>', BigInt(rollbackTo))
+        .execute();
+      await this.saveCursor(trx, rollbackTo + 1);
+      return removed.length;
+    });
+  }
+
+  private async scan(head: number): Promise<{ scannedTo: number; observed: number }> {
+    const from = await this.nextBlock();
+    if (from > head) return { scannedTo: from - 1, observed: 0 };
+    const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
+    const logs = await getTransferLogs(this.provider, {
+      token: this.config.usdcAddress,
+      to: this.config.escrowAddress,
+      fromBlock: from,
+      toBlock: to,
+      maxRangeBlocks: this.config.maxRangeBlocks,
+    });
+    // Hashes are kept only for blocks that can still be reorged, so a long catch-up costs one read per block
+    // only near the head.
+    const hashes: Array<{ number: number; hash: string }> = [];
+    for (let n = Math.max(from, to - this.config.reorgWindowBlocks + 1); n <= to; n++) {
+      const block = await this.provider.getBlock(n);
+      if (!block?.hash) throw new Error(`block ${n} not available from the RPC`);
+      hashes.push({ number: n, hash: block.hash });
+    }
+    const canonical = new Map(hashes.map((h) => [h.number, h.hash]));
+    // A log read from a block that the header read no longer shows as canonical raced a reorg: skip it and
+    // let the next pass see the new block (its hash is stored, so the reorg check will not flag it).
+    const consistent = logs.filter((log) => {
+      const hash = canonical.get(log.blockNumber);
+      return hash === undefined || hash === log.blockHash;
+    });
+    const raced = consistent.length !== logs.length;
+    const nextCursor = raced
+      ? Math.min(...logs.filter((l) => !consistent.includes(l)).map((l) => l.blockNumber))
+      : to + 1;
+    await this.db.transaction().execute(async (trx) => {
+      if (consistent.length > 0) {
+        await trx
+          .insertInto('transfers')
+          .values(consistent.map((log) => this.transferRow(log)))
+          .onConflict((oc) => oc.doNothing())
+          .execute();
+      }
+      const kept = hashes.filter((h) => h.number < nextCursor);
+      if (kept.length > 0) {
+        await trx
+          .insertInto('recent_blocks')
+          .values(kept.map((h) => ({ chain_id: this.chainId, number: BigInt(h.number), hash: h.hash })))
+          .onConflict((oc) =>
+            oc.columns(['chain_id', 'number']).doUpdateSet((eb) => ({ hash: eb.ref('excluded.hash') })),
+          )
+          .execute();
+      }
+      await trx
+        .deleteFrom('recent_blocks')
+        .where('chain_id', '=', this.chainId)
+        .where('number', '<', BigInt(Math.max(0, to - this.config.reorgWindowBlocks * 2)))
+        .execute();
+      await this.saveCursor(trx, nextCursor);
+    });
+    return { scannedTo: nextCursor - 1, observed: consistent.length };
+  }
+
+  private transferRow(log: TransferLog) {
+    return {
+      chain_id: this.chainId,
+      block_hash: log.blockHash,
+      tx_hash: log.txHash,
+      log_index: log.logIndex,
+      block_number: BigInt(log.blockNumber),
+      from_address: log.from,
+      to_address: log.to,
+      token: log.token,
+      amount_micro: log.amountMicro,
+      status: 'pending' as const,
+      published_at: null,
+      reorged_at: null,
+    };
+  }
+
+  private async publishConfirmed(head: number): Promise<number> {
+    const confirmedAtOrBelow = head - this.config.confirmations + 1;
+    const due = await this.db
+      .selectFrom('transfers')
+      .selectAll()
+      .where('chain_id', '=', this.chainId)
+      .where('status', '=', 'pending')
+      .where('block_number', '<=', BigInt(confirmedAtOrBelow))
+      .orderBy('block_number')
+      .orderBy('log_index')
+      .limit(500)
+      .execute();
+    let published = 0;
+    for (const transfer of due) {
+      await this.db.transaction().execute(async (trx) => {
+        // The conditional update is the exactly-once guard: only one pass (or replica) moves it to published.
+        const claimed = await trx
+          .updateTable('transfers')
+          .set({ status: 'published', published_at: new Date() })
+          .where('chain_id', '=', transfer.chain_id)
+          .where('block_hash', '=', transfer.block_hash)
+          .where('tx_hash', '=', transfer.tx_hash)
+          .where('log_index', '=', transfer.log_index)
+          .where('status', '=', 'pending')
+          .executeTakeFirst();
+        if (Number(claimed.numUpdatedRows) !== 1) return;
+        await enqueueEvent(trx, this.observedEvent(transfer, head));
+        published++;
+      });
+    }
+    return published;
+  }
+
+  private observedEvent(
+    transfer: IndexerDatabase['transfers'] extends infer T ? Omit<T, 'seen_at'> : never,
+    head: number,
+  ) {
+    return createEvent(
+      'transfer.observed',
+      'chain-indexer',
+      {
+        chainId: this.chainId,
+        network: this.config.network.name,
+        txHash: transfer.tx_hash,
+        logIndex: transfer.log_index,
+        blockNumber: Number(transfer.block_number),
+        blockHash: transfer.block_hash,
+        from: transfer.from_address,
+        to: transfer.to_address,
+        token: transfer.token,
+        amount: formatUsdc(transfer.amount_micro),
+        confirmations: head - Number(transfer.block_number) + 1,
+        observedAt: new Date().toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    );
+  }
+
+  private async saveCursor(trx: Transaction<IndexerDatabase>, nextBlock: number): Promise<void> {
+    await sql`
+      insert into cursors (chain_id, next_block, updated_at) values (${this.chainId}, ${nextBlock}, now())
+      on conflict (chain_id) do update set next_block = excluded.next_block, updated_at = now()`.execute(trx);
+  }
+}

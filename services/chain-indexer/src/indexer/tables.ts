@@ -1,0 +1,38 @@
+import type { BusTables } from '@paygate/bus';
+import type { Generated } from 'kysely';
+
+export interface CursorsTable {
+  chain_id: number;
+  next_block: bigint;
+  updated_at: Generated<Date>;
+}
+
+export interface RecentBlocksTable {
+  chain_id: number;
+  number: bigint;
+  hash: string;
+}
+
+export type TransferStatus = 'pending' | 'published' | 'reorged';
+
+export interface TransfersTable {
+  chain_id: number;
+  block_hash: string;
+  tx_hash: string;
+  log_index: number;
+  block_number: bigint;
+  from_address: string;
+  to_address: string;
+  token: string;
+  amount_micro: bigint;
+  status: TransferStatus;
+  seen_at: Generated<Date>;
+  published_at: Date | null;
+  reorged_at: Date | null;
+}
+
+export interface IndexerDatabase extends BusTables {
+  cursors: CursorsTable;
+  recent_blocks: RecentBlocksTable;
+  transfers: TransfersTable;
+}
