@@ -1,4 +1,7 @@
 import type { Migration } from 'kysely';
+import { notifierInit } from './2026-11-22-0700-notifier-init';
 
 /** Frozen, date-prefixed migrations of the notifier schema. They never import application code. */
-export const migrations: Record<string, Migration> = {};
+export const migrations: Record<string, Migration> = {
+  '2026-11-22-0700-notifier-init': notifierInit,
+};

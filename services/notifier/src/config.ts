@@ -1,8 +1,89 @@
-import { type CommonConfig, commonConfig } from '@paygate/runtime';
+import { type CommonConfig, ConfigError, commonConfig, num, parseEnv } from '@paygate/runtime';
 
-export interface NotifierConfig extends CommonConfig {}
+export interface NotifierConfig extends CommonConfig {
+  /** Each webhook POST is abandoned (and retried later) after this long. */
+  webhookTimeoutMs: number;
+  /** First retry delay; each later one doubles, up to webhookRetryMaxDelayMs. */
+  webhookRetryBaseDelayMs: number;
+  webhookRetryMaxDelayMs: number;
+  /** A delivery that has not succeeded this long after its creation is marked failed. */
+  webhookRetryWindowHours: number;
+  /** How often the dispatcher looks for due deliveries when nothing woke it. */
+  webhookPollIntervalMs: number;
+  webhookBatchSize: number;
+  webhookConcurrency: number;
+  /** How long a claimed delivery stays invisible to other replicas while it is being sent. */
+  webhookClaimLeaseMs: number;
+  secretRequestTimeoutMs: number;
+  wsMaxSubscriptionsPerSocket: number;
+  wsMaxPayloadBytes: number;
+  wsMaxSockets: number;
+  wsHeartbeatIntervalMs: number;
+  /** A socket with no subscription for this long is closed. */
+  wsIdleTimeoutMs: number;
+  /** Clock: tests move time without sleeping. Not read from the environment. */
+  now: () => Date;
+}
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig {
-  return { ...commonConfig(env, { serviceName: 'notifier', schema: 'notifier', port: 8087 }) };
+  const common = commonConfig(env, { serviceName: 'notifier', schema: 'notifier', port: 8087 });
+  const parsed = parseEnv<{
+    WEBHOOK_TIMEOUT_MS: number;
+    WEBHOOK_RETRY_BASE_DELAY_MS: number;
+    WEBHOOK_RETRY_MAX_DELAY_MS: number;
+    WEBHOOK_RETRY_WINDOW_HOURS: number;
+    WEBHOOK_POLL_INTERVAL_MS: number;
+    WEBHOOK_BATCH_SIZE: number;
+    WEBHOOK_CONCURRENCY: number;
+    WEBHOOK_CLAIM_LEASE_MS: number;
+    SECRET_REQUEST_TIMEOUT_MS: number;
+    WS_MAX_SUBSCRIPTIONS_PER_SOCKET: number;
+    WS_MAX_PAYLOAD_BYTES: number;
+    WS_MAX_SOCKETS: number;
+    WS_HEARTBEAT_INTERVAL_MS: number;
+    WS_IDLE_TIMEOUT_MS: number;
+  }>(env, {
+    WEBHOOK_TIMEOUT_MS: num({ default: 10_000 }),
+    WEBHOOK_RETRY_BASE_DELAY_MS: num({ default: 30_000 }),
+    WEBHOOK_RETRY_MAX_DELAY_MS: num({ default: 6 * 60 * 60 * 1000 }),
+    WEBHOOK_RETRY_WINDOW_HOURS: num({ default: 72 }),
+    WEBHOOK_POLL_INTERVAL_MS: num({ default: 1000 }),
+    WEBHOOK_BATCH_SIZE: num({ default: 20 }),
+    WEBHOOK_CONCURRENCY: num({ default: 8 }),
+    WEBHOOK_CLAIM_LEASE_MS: num({ default: 60_000 }),
+    SECRET_REQUEST_TIMEOUT_MS: num({ default: 2000 }),
+    WS_MAX_SUBSCRIPTIONS_PER_SOCKET: num({ default: 10 }),
+    WS_MAX_PAYLOAD_BYTES: num({ default: 4096 }),
+    WS_MAX_SOCKETS: num({ default: 10_000 }),
+    WS_HEARTBEAT_INTERVAL_MS: num({ default: 30_000 }),
+    WS_IDLE_TIMEOUT_MS: num({ default: 120_000 }),
+  });
+  const positive: Array<[string, number]> = Object.entries(parsed);
+  for (const [name, value] of positive) {
+    if (!Number.isFinite(value) || value <= 0) {
+      throw new ConfigError(`invalid configuration: ${name} must be a positive number`);
+    }
+  }
+  if (parsed.WEBHOOK_CLAIM_LEASE_MS <= parsed.WEBHOOK_TIMEOUT_MS) {
+    throw new ConfigError('invalid configuration: WEBHOOK_CLAIM_LEASE_MS must exceed WEBHOOK_TIMEOUT_MS');
+  }
+  return {
+    ...common,
+    webhookTimeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
+    webhookRetryBaseDelayMs: parsed.WEBHOOK_RETRY_BASE_DELAY_MS,
+    webhookRetryMaxDelayMs: parsed.WEBHOOK_RETRY_MAX_DELAY_MS,
+    webhookRetryWindowHours: parsed.WEBHOOK_RETRY_WINDOW_HOURS,
+    webhookPollIntervalMs: parsed.WEBHOOK_POLL_INTERVAL_MS,
+    webhookBatchSize: parsed.WEBHOOK_BATCH_SIZE,
+    webhookConcurrency: parsed.WEBHOOK_CONCURRENCY,
+    webhookClaimLeaseMs: parsed.WEBHOOK_CLAIM_LEASE_MS,
+    secretRequestTimeoutMs: parsed.SECRET_REQUEST_TIMEOUT_MS,
+    wsMaxSubscriptionsPerSocket: parsed.WS_MAX_SUBSCRIPTIONS_PER_SOCKET,
+    wsMaxPayloadBytes: parsed.WS_MAX_PAYLOAD_BYTES,
+    wsMaxSockets: parsed.WS_MAX_SOCKETS,
+    wsHeartbeatIntervalMs: parsed.WS_HEARTBEAT_INTERVAL_MS,
+    wsIdleTimeoutMs: parsed.WS_IDLE_TIMEOUT_MS,
+    now: () => new Date(),
+  };
 }

@@ -1,0 +1,74 @@
+import type { ConsumerOptions } from '@paygate/bus';
+import type { EventEnvelope, Subject } from '@paygate/contracts';
+import type { Transaction } from 'kysely';
+import type { NotifierConfig } from './config';
+import type { NotifierDatabase } from './db';
+import { findSeller, upsertSeller } from './sellers/repository';
+import { type CheckoutSessionSnapshot, upsertSession } from './sessions/repository';
+import type { WebhookDispatcher } from './webhooks/dispatcher';
+import { buildWebhookBody, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhooks/payload';
+import { createDelivery } from './webhooks/repository';
+
+const SESSION_SUBJECTS = [
+  'checkout.session_created',
+  'checkout.session_paid',
+  'checkout.session_underpaid',
+  'checkout.session_expired',
+  'checkout.session_reopened',
+] as const;
+
+function isSessionSubject(type: string): type is (typeof SESSION_SUBJECTS)[number] {
+  return (SESSION_SUBJECTS as readonly string[]).includes(type);
+}
+
+/** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
+export const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
+
+/**
+ * Every event that becomes a webhook: record its body and a pending delivery for the seller, if the seller
+ * has a webhook URL, in the consumer's transaction (so the inbox makes a redelivered event a no-op).
+ */
+async function enqueueWebhook(
+  trx: Transaction<NotifierDatabase>,
+  envelope: EventEnvelope<WebhookEventType, { sellerId: string }>,
+  config: NotifierConfig,
+): Promise<boolean> {
+  const seller = await findSeller(trx, envelope.data.sellerId);
+  if (!seller?.webhook_url) return false;
+  await createDelivery(trx, {
+    eventId: envelope.id,
+    eventType: envelope.type,
+    sellerId: envelope.data.sellerId,
+    url: seller.webhook_url,
+    body: buildWebhookBody(envelope),
+    now: config.now(),
+    retryWindowHours: config.webhookRetryWindowHours,
+  });
+  return true;
+}
+
+export function notifierConsumers(deps: {
+  config: NotifierConfig;
+  dispatcher: WebhookDispatcher;
+}): ConsumerOptions<Subject>[] {
+  const { config, dispatcher } = deps;
+  const sellerConsumer: ConsumerOptions<'seller.updated'> = {
+    durable: durableFor('seller.updated'),
+    subject: 'seller.updated',
+    handler: async (trx, event) => upsertSeller(trx as Transaction<NotifierDatabase>, event.data),
+  };
+  const webhookConsumers = WEBHOOK_EVENT_TYPES.map(
+    (subject): ConsumerOptions<WebhookEventType> => ({
+      durable: durableFor(subject),
+      subject,
+      concurrency: 4,
+      handler: async (trx, event) => {
+        const typed = trx as Transaction<NotifierDatabase>;
+        if (isSessionSubject(event.type)) await upsertSession(typed, event.data as CheckoutSessionSnapshot);
+        await enqueueWebhook(typed, event as EventEnvelope<WebhookEventType, { sellerId: string }>, config);
+      },
+      afterCommit: () => dispatcher.kick(),
+    }),
+  );
+  return [sellerConsumer, ...webhookConsumers] as ConsumerOptions<Subject>[];
+}

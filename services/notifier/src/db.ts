@@ -1,0 +1,76 @@
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+
+export interface SessionsTable {
+  session_id: string;
+  seller_id: string;
+  status: string;
+  snapshot: ColumnType<unknown, string, string>;
+  updated_at: Timestamp;
+}
+
+export interface SellersTable {
+  seller_id: string;
+  revision: number;
+  webhook_url: string | null;
+  webhook_secret_version: number;
+  updated_at: Timestamp;
+}
+
+export interface WebhookEventsTable {
+  event_id: string;
+  seller_id: string;
+  event_type: string;
+  body: string;
+  created_at: Timestamp;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export interface WebhookDeliveriesTable {
+  delivery_id: string;
+  event_id: string;
+  seller_id: string;
+  url: string;
+  status: DeliveryStatus;
+  attempt_count: Generated<number>;
+  next_attempt_at: Timestamp | null;
+  give_up_at: Timestamp;
+  last_status_code: number | null;
+  last_error: string | null;
+  redelivery_of: string | null;
+  created_at: Timestamp;
+  delivered_at: Timestamp | null;
+}
+
+export type AttemptOutcome = 'delivered' | 'retryable' | 'permanent';
+
+export interface WebhookAttemptsTable {
+  delivery_id: string;
+  attempt_number: number;
+  attempted_at: Timestamp;
+  duration_ms: number;
+  status_code: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+  response_excerpt: string | null;
+}
+
+export interface IdempotencyKeysTable {
+  seller_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  response_status: number;
+  response_body: ColumnType<unknown, string, string>;
+  created_at: Generated<Date>;
+}
+
+export interface NotifierDatabase {
+  sessions: SessionsTable;
+  sellers: SellersTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

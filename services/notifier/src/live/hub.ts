@@ -1,0 +1,251 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Bus } from '@paygate/bus';
+import { validateEvent } from '@paygate/contracts';
+import { Gauge, type Registry } from '@paygate/runtime';
+import type { Logger } from '@paygate/telemetry';
+import type { Kysely } from 'kysely';
+import type { Subscription } from 'nats';
+import { type RawData, type WebSocket, WebSocketServer } from 'ws';
+import type { NotifierConfig } from '../config';
+import type { NotifierDatabase } from '../db';
+import { type CheckoutSessionSnapshot, findSession } from '../sessions/repository';
+import { type ClientMessage, type ErrorCode, SESSION_ID_PATTERN, type ServerMessage } from './protocol';
+
+export const WEBSOCKET_PATH = '/api/v1/ws';
+const MESSAGES_PER_WINDOW = 60;
+const RATE_WINDOW_MS = 10_000;
+
+interface Client {
+  socket: WebSocket;
+  /** Per session: the updatedAt (ms) and JSON of the last snapshot sent, so nothing older or equal goes out. */
+  sessions: Map<string, { updatedAtMs: number; json: string }>;
+  alive: boolean;
+  idleSinceMs: number | null;
+  windowStartMs: number;
+  windowCount: number;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Live session updates for widgets. Each replica holds its own sockets and hears every session change on a
+ * core NATS subscription (never a shared durable), so any replica can serve any widget.
+ */
+export class LiveUpdates {
+  private readonly wss: WebSocketServer;
+  private readonly bySession = new Map<string, Set<Client>>();
+  private readonly clients = new Set<Client>();
+  private subscription: Subscription | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly connections: Gauge;
+
+  constructor(
+    private readonly deps: {
+      db: Kysely<NotifierDatabase>;
+      bus: Bus;
+      logger: Logger;
+      config: NotifierConfig;
+      registry: Registry;
+    },
+  ) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.config.wsMaxPayloadBytes });
+    this.connections = new Gauge({
+      name: 'notifier_websocket_connections',
+      help: 'Open widget WebSocket connections on this replica',
+      registers: [deps.registry],
+    });
+  }
+
+  /** Starts hearing session changes; call before attach so no change falls between. */
+  start(): void {
+    const { bus } = this.deps;
+    // `<ns>.checkout.*` covers every checkout.session_* subject; a core subscription sees JetStream publishes.
+    this.subscription = bus.nc.subscribe(`${bus.subjectFor('checkout')}.*`, {
+      callback: (_error, message) => {
+        try {
+          const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
+          if (!envelope.type.startsWith('checkout.session_')) return;
+          this.publish(envelope.data as CheckoutSessionSnapshot);
+        } catch (error) {
+          this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid session event');
+        }
+      },
+    });
+    this.heartbeat = setInterval(() => this.sweep(), this.deps.config.wsHeartbeatIntervalMs);
+    this.heartbeat.unref();
+  }
+
+  attach(server: Server): void {
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+      if (path !== WEBSOCKET_PATH) return rejectUpgrade(socket, 404, 'Not Found');
+      if (this.clients.size >= this.deps.config.wsMaxSockets)
+        return rejectUpgrade(socket, 503, 'Service Unavailable');
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.subscription?.unsubscribe();
+    for (const client of this.clients) client.socket.terminate();
+    this.clients.clear();
+    this.bySession.clear();
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+
+  get socketCount(): number {
+    return this.clients.size;
+  }
+
+  /** Sends a snapshot to every socket of this replica subscribed to its session. */
+  publish(snapshot: CheckoutSessionSnapshot): void {
+    for (const client of this.bySession.get(snapshot.sessionId) ?? []) this.sendSnapshot(client, snapshot);
+  }
+
+  private accept(socket: WebSocket): void {
+    const now = Date.now();
+    const client: Client = {
+      socket,
+      sessions: new Map(),
+      alive: true,
+      idleSinceMs: now,
+      windowStartMs: now,
+      windowCount: 0,
+    };
+    this.clients.add(client);
+    this.connections.set(this.clients.size);
+    socket.on('pong', () => {
+      client.alive = true;
+    });
+    socket.on('message', (data, isBinary) => void this.onMessage(client, data, isBinary));
+    socket.on('close', () => this.drop(client));
+    socket.on('error', () => this.drop(client));
+  }
+
+  private drop(client: Client): void {
+    if (!this.clients.delete(client)) return;
+    for (const sessionId of client.sessions.keys()) this.unsubscribe(client, sessionId);
+    this.connections.set(this.clients.size);
+  }
+
+  private async onMessage(client: Client, data: RawData, isBinary: boolean): Promise<void> {
+    const now = Date.now();
+    if (now - client.windowStartMs > RATE_WINDOW_MS) {
+      client.windowStartMs = now;
+      client.windowCount = 0;
+    }
+    if (++client.windowCount > MESSAGES_PER_WINDOW) {
+      this.sendError(
+        client,
+        'rate_limited',
+        `at most ${MESSAGES_PER_WINDOW} messages per ${RATE_WINDOW_MS / 1000} s`,
+      );
+      client.socket.close(1008, 'rate limited');
+      return;
+    }
+    let message: ClientMessage;
+    try {
+      if (isBinary) throw new Error('binary');
+      message = JSON.parse(data.toString()) as ClientMessage;
+      if (typeof message !== 'object' || message === null) throw new Error('not an object');
+    } catch {
+      this.sendError(
+        client,
+        'invalid_message',
+        'messages are JSON objects: {"type":"subscribe","sessionId":"..."}',
+      );
+      return;
+    }
+    if (message.type !== 'subscribe' && message.type !== 'unsubscribe') {
+      this.sendError(client, 'unknown_type', 'type must be subscribe or unsubscribe');
+      return;
+    }
+    const sessionId = message.sessionId;
+    if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId)) {
+      this.sendError(client, 'invalid_session_id', 'sessionId must be 1-64 letters, digits, _ or -');
+      return;
+    }
+    if (message.type === 'unsubscribe') {
+      this.unsubscribe(client, sessionId);
+      return;
+    }
+    if (!client.sessions.has(sessionId)) {
+      if (client.sessions.size >= this.deps.config.wsMaxSubscriptionsPerSocket) {
+        this.sendError(
+          client,
+          'too_many_subscriptions',
+          `at most ${this.deps.config.wsMaxSubscriptionsPerSocket} sessions per connection`,
+          sessionId,
+        );
+        return;
+      }
+      // Registered before the read, so a change that lands during the read is not missed; the
+      // updatedAt filter drops whichever of the two is older.
+      client.sessions.set(sessionId, { updatedAtMs: -1, json: '' });
+      client.idleSinceMs = null;
+      let set = this.bySession.get(sessionId);
+      if (!set) {
+        set = new Set();
+        this.bySession.set(sessionId, set);
+      }
+      set.add(client);
+    }
+    this.send(client, { type: 'subscribed', sessionId });
+    try {
+      const current = await findSession(this.deps.db, sessionId);
+      if (current) this.sendSnapshot(client, current);
+    } catch (error) {
+      this.deps.logger.warn({ err: error, sessionId }, 'could not read a session for a subscriber');
+    }
+  }
+
+  private unsubscribe(client: Client, sessionId: string): void {
+    client.sessions.delete(sessionId);
+    if (client.sessions.size === 0 && client.idleSinceMs === null) client.idleSinceMs = Date.now();
+    const set = this.bySession.get(sessionId);
+    set?.delete(client);
+    if (set && set.size === 0) this.bySession.delete(sessionId);
+  }
+
+  private sendSnapshot(client: Client, snapshot: CheckoutSessionSnapshot): void {
+    const last = client.sessions.get(snapshot.sessionId);
+    if (!last) return;
+    const updatedAtMs = Date.parse(snapshot.updatedAt);
+    const json = JSON.stringify(snapshot);
+    if (updatedAtMs < last.updatedAtMs || json === last.json) return; // older than, or the same as, what was sent
+    client.sessions.set(snapshot.sessionId, { updatedAtMs, json });
+    this.send(client, { type: 'session', session: snapshot });
+  }
+
+  private sendError(client: Client, code: ErrorCode, message: string, sessionId?: string): void {
+    this.send(client, { type: 'error', code, message, ...(sessionId ? { sessionId } : {}) });
+  }
+
+  private send(client: Client, message: ServerMessage): void {
+    if (client.socket.readyState === client.socket.OPEN) client.socket.send(JSON.stringify(message));
+  }
+
+  /** Heartbeat: terminates sockets that did not answer the last ping, and closes long-idle ones. */
+  private sweep(): void {
+    const now = Date.now();
+    for (const client of this.clients) {
+      if (!client.alive) {
+        client.socket.terminate();
+        this.drop(client);
+        continue;
+      }
+      if (client.idleSinceMs !== null && now - client.idleSinceMs > this.deps.config.wsIdleTimeoutMs) {
+        client.socket.close(1000, 'idle');
+        continue;
+      }
+      client.alive = false;
+      client.socket.ping();
+    }
+  }
+}
+
+function rejectUpgrade(socket: Duplex, status: number, text: string): void {
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}

@@ -1,0 +1,288 @@
+import { newEventId } from '@paygate/contracts';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { AttemptOutcome, NotifierDatabase, WebhookAttemptsTable, WebhookDeliveriesTable } from '../db';
+
+type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type AttemptRow = Selectable<WebhookAttemptsTable>;
+
+const HOUR_MS = 60 * 60 * 1000;
+
+/** Records the event's body once and its automatic delivery to the seller; a repeat is a no-op. */
+export async function createDelivery(
+  trx: Transaction<NotifierDatabase>,
+  input: {
+    eventId: string;
+    eventType: string;
+    sellerId: string;
+    url: string;
+    body: string;
+    now: Date;
+    retryWindowHours: number;
+  },
+): Promise<void> {
+  await trx
+    .insertInto('webhook_events')
+    .values({
+      event_id: input.eventId,
+      seller_id: input.sellerId,
+      event_type: input.eventType,
+      body: input.body,
+      created_at: input.now,
+    })
+    .onConflict((oc) => oc.column('event_id').doNothing())
+    .execute();
+  await trx
+    .insertInto('webhook_deliveries')
+    .values({
+      delivery_id: newEventId(),
+      event_id: input.eventId,
+      seller_id: input.sellerId,
+      url: input.url,
+      status: 'pending',
+      next_attempt_at: input.now,
+      give_up_at: new Date(input.now.getTime() + input.retryWindowHours * HOUR_MS),
+      last_status_code: null,
+      last_error: null,
+      redelivery_of: null,
+      created_at: input.now,
+      delivered_at: null,
+    })
+    .onConflict((oc) => oc.columns(['event_id', 'seller_id']).where('redelivery_of', 'is', null).doNothing())
+    .execute();
+}
+
+export interface ClaimedDelivery {
+  deliveryId: string;
+  eventId: string;
+  eventType: string;
+  sellerId: string;
+  url: string;
+  body: string;
+  attemptCount: number;
+  giveUpAt: Date;
+  secretVersion: number;
+}
+
+/**
+ * Claims due deliveries for this replica: rows are locked with SKIP LOCKED (replicas never take the same
+ * rows) and their next_attempt_at is pushed out by a lease, so the HTTP call happens outside any
+ * transaction and a replica that dies mid-call leaves the row to be retried after the lease.
+ */
+export async function claimDueDeliveries(
+  db: Kysely<NotifierDatabase>,
+  options: { now: Date; leaseMs: number; limit: number },
+): Promise<ClaimedDelivery[]> {
+  return db.transaction().execute(async (trx) => {
+    const due = await trx
+      .selectFrom('webhook_deliveries')
+      .select('delivery_id')
+      .where('status', '=', 'pending')
+      .where('next_attempt_at', '<=', options.now)
+      .orderBy('next_attempt_at')
+      .limit(options.limit)
+      .forUpdate()
+      .skipLocked()
+      .execute();
+    if (due.length === 0) return [];
+    const ids = due.map((row) => row.delivery_id);
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ next_attempt_at: new Date(options.now.getTime() + options.leaseMs) })
+      .where('delivery_id', 'in', ids)
+      .execute();
+    const rows = await trx
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
+      .leftJoin('sellers as s', 's.seller_id', 'd.seller_id')
+      .select([
+        'd.delivery_id',
+        'd.event_id',
+        'e.event_type',
+        'd.seller_id',
+        'd.url',
+        'e.body',
+        'd.attempt_count',
+        'd.give_up_at',
+        's.webhook_secret_version',
+      ])
+      .where('d.delivery_id', 'in', ids)
+      .orderBy('d.next_attempt_at')
+      .execute();
+    return rows.map((row) => ({
+      deliveryId: row.delivery_id,
+      eventId: row.event_id,
+      eventType: row.event_type,
+      sellerId: row.seller_id,
+      url: row.url,
+      body: row.body,
+      attemptCount: row.attempt_count,
+      giveUpAt: row.give_up_at,
+      secretVersion: row.webhook_secret_version ?? 0,
+    }));
+  });
+}
+
+export interface AttemptResult {
+  outcome: AttemptOutcome;
+  statusCode: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+  durationMs: number;
+}
+
+/**
+ * Logs one attempt and moves the delivery on: delivered, failed for good, or pending again at
+ * `retryAt` (which the caller computed from the backoff), failing instead when that is past give_up_at.
+ */
+export async function recordAttempt(
+  db: Kysely<NotifierDatabase>,
+  delivery: ClaimedDelivery,
+  result: AttemptResult,
+  options: { attemptedAt: Date; retryAt: Date },
+): Promise<DeliveryRow['status']> {
+  return db.transaction().execute(async (trx) => {
+    const current = await trx
+      .selectFrom('webhook_deliveries')
+      .select(['attempt_count', 'status'])
+      .where('delivery_id', '=', delivery.deliveryId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    const attemptNumber = current.attempt_count + 1;
+    await trx
+      .insertInto('webhook_attempts')
+      .values({
+        delivery_id: delivery.deliveryId,
+        attempt_number: attemptNumber,
+        attempted_at: options.attemptedAt,
+        duration_ms: Math.max(0, Math.round(result.durationMs)),
+        status_code: result.statusCode,
+        outcome: result.outcome,
+        error: result.error,
+        response_excerpt: result.responseExcerpt,
+      })
+      .execute();
+    let status: DeliveryRow['status'];
+    let nextAttemptAt: Date | null = null;
+    if (result.outcome === 'delivered') status = 'delivered';
+    else if (result.outcome === 'permanent') status = 'failed';
+    else if (options.attemptedAt.getTime() >= delivery.giveUpAt.getTime()) status = 'failed';
+    else {
+      status = 'pending';
+      // The last retry happens at the end of the window rather than never.
+      nextAttemptAt = new Date(Math.min(options.retryAt.getTime(), delivery.giveUpAt.getTime()));
+    }
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({
+        attempt_count: attemptNumber,
+        status,
+        next_attempt_at: nextAttemptAt,
+        last_status_code: result.statusCode,
+        last_error: result.error,
+        delivered_at: status === 'delivered' ? options.attemptedAt : null,
+      })
+      .where('delivery_id', '=', delivery.deliveryId)
+      .execute();
+    return status;
+  });
+}
+
+/** Puts a claimed delivery back without an attempt (nothing was sent: the signing secret was unavailable). */
+export async function postponeDelivery(
+  db: Kysely<NotifierDatabase>,
+  delivery: ClaimedDelivery,
+  options: { now: Date; retryAt: Date; reason: string },
+): Promise<void> {
+  const expired = options.now.getTime() >= delivery.giveUpAt.getTime();
+  await db
+    .updateTable('webhook_deliveries')
+    .set({
+      status: expired ? 'failed' : 'pending',
+      next_attempt_at: expired
+        ? null
+        : new Date(Math.min(options.retryAt.getTime(), delivery.giveUpAt.getTime())),
+      last_error: options.reason,
+    })
+    .where('delivery_id', '=', delivery.deliveryId)
+    .where('status', '=', 'pending')
+    .execute();
+}
+
+export async function findDelivery(
+  db: Db,
+  sellerId: string,
+  deliveryId: string,
+): Promise<DeliveryRow | undefined> {
+  return db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('delivery_id', '=', deliveryId)
+    .where('seller_id', '=', sellerId)
+    .executeTakeFirst();
+}
+
+export async function listDeliveries(
+  db: Db,
+  sellerId: string,
+  filter: { status?: string; eventId?: string; before?: string; limit: number },
+): Promise<DeliveryRow[]> {
+  let query = db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .orderBy('delivery_id', 'desc')
+    .limit(filter.limit);
+  if (filter.status) query = query.where('status', '=', filter.status as DeliveryRow['status']);
+  if (filter.eventId) query = query.where('event_id', '=', filter.eventId);
+  if (filter.before) query = query.where('delivery_id', '<', filter.before);
+  return query.execute();
+}
+
+export async function attemptsOf(db: Db, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
+  const byDelivery = new Map<string, AttemptRow[]>();
+  if (deliveryIds.length === 0) return byDelivery;
+  const rows = await db
+    .selectFrom('webhook_attempts')
+    .selectAll()
+    .where('delivery_id', 'in', deliveryIds)
+    .orderBy('delivery_id')
+    .orderBy('attempt_number')
+    .execute();
+  for (const row of rows) {
+    const list = byDelivery.get(row.delivery_id) ?? [];
+    list.push(row);
+    byDelivery.set(row.delivery_id, list);
+  }
+  return byDelivery;
+}
+
+export async function eventOf(db: Db, eventId: string) {
+  return db.selectFrom('webhook_events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
+}
+
+/** A new delivery of an already delivered (or failed) event, on the seller's request, to the current URL. */
+export async function createRedelivery(
+  trx: Transaction<NotifierDatabase>,
+  original: DeliveryRow,
+  options: { url: string; now: Date; retryWindowHours: number },
+): Promise<DeliveryRow> {
+  return trx
+    .insertInto('webhook_deliveries')
+    .values({
+      delivery_id: newEventId(),
+      event_id: original.event_id,
+      seller_id: original.seller_id,
+      url: options.url,
+      status: 'pending',
+      next_attempt_at: options.now,
+      give_up_at: new Date(options.now.getTime() + options.retryWindowHours * HOUR_MS),
+      last_status_code: null,
+      last_error: null,
+      redelivery_of: original.delivery_id,
+      created_at: options.now,
+      delivered_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}

@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import { assertValid, conflict, HttpError, notFound } from '@paygate/http';
+import type { ServiceContext } from '@paygate/runtime';
+import type { SellerAuth } from '@paygate/seller-auth';
+import { Type } from '@sinclair/typebox';
+import type { Express, Request } from 'express';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { NotifierConfig } from '../config';
+import type { NotifierDatabase } from '../db';
+import { findSeller } from '../sellers/repository';
+import type { WebhookDispatcher } from './dispatcher';
+import {
+  type AttemptRow,
+  attemptsOf,
+  createRedelivery,
+  type DeliveryRow,
+  eventOf,
+  findDelivery,
+  listDeliveries,
+} from './repository';
+
+const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
+const ListQuery = Type.Object(
+  {
+    status: Type.Optional(
+      Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+    ),
+    eventId: Type.Optional(Id),
+    limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$' })),
+    before: Type.Optional(Id),
+  },
+  { additionalProperties: false },
+);
+const IdempotencyKey = Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' });
+
+export interface DeliveryView {
+  id: string;
+  eventId: string;
+  eventType: string;
+  url: string;
+  status: DeliveryRow['status'];
+  attemptCount: number;
+  nextAttemptAt: string | null;
+  giveUpAt: string;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  redeliveryOf: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+  attempts: Array<{
+    number: number;
+    attemptedAt: string;
+    durationMs: number;
+    statusCode: number | null;
+    outcome: AttemptRow['outcome'];
+    error: string | null;
+    responseExcerpt: string | null;
+  }>;
+}
+
+const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
+
+function toView(row: DeliveryRow, eventType: string, attempts: AttemptRow[]): DeliveryView {
+  return {
+    id: row.delivery_id,
+    eventId: row.event_id,
+    eventType,
+    url: row.url,
+    status: row.status,
+    attemptCount: row.attempt_count,
+    nextAttemptAt: iso(row.next_attempt_at),
+    giveUpAt: iso(row.give_up_at) as string,
+    lastStatusCode: row.last_status_code,
+    lastError: row.last_error,
+    redeliveryOf: row.redelivery_of,
+    createdAt: iso(row.created_at) as string,
+    deliveredAt: iso(row.delivered_at),
+    attempts: attempts.map((a) => ({
+      number: a.attempt_number,
+      attemptedAt: iso(a.attempted_at) as string,
+      durationMs: a.duration_ms,
+      statusCode: a.status_code,
+      outcome: a.outcome,
+      error: a.error,
+      responseExcerpt: a.response_excerpt,
+    })),
+  };
+}
+
+function sellerOf(req: Request): string {
+  if (!req.seller) throw new HttpError(401, 'unauthorized', 'seller authentication is required');
+  return req.seller.sellerId;
+}
+
+/** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
+export function mountWebhookRoutes(
+  app: Express,
+  ctx: ServiceContext<NotifierDatabase>,
+  deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig },
+): void {
+  const { db } = ctx;
+  const auth = deps.auth.middleware();
+
+  app.get('/api/v1/webhooks/deliveries', auth, async (req, res) => {
+    const sellerId = sellerOf(req);
+    const query = assertValid(ListQuery, { ...req.query }, 'query');
+    const limit = Number(query.limit ?? '20');
+    const rows = await listDeliveries(db, sellerId, {
+      status: query.status,
+      eventId: query.eventId,
+      before: query.before,
+      limit,
+    });
+    const attempts = await attemptsOf(
+      db,
+      rows.map((r) => r.delivery_id),
+    );
+    const types = new Map<string, string>();
+    for (const row of rows) {
+      if (!types.has(row.event_id))
+        types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
+    }
+    res.json({
+      data: rows.map((row) =>
+        toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
+      ),
+      nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
+    });
+  });
+
+  app.get('/api/v1/webhooks/deliveries/:id', auth, async (req, res) => {
+    const sellerId = sellerOf(req);
+    const id = assertValid(Id, req.params.id, 'id');
+    const row = await findDelivery(db, sellerId, id);
+    if (!row) throw notFound('delivery');
+    const event = await eventOf(db, row.event_id);
+    const attempts = await attemptsOf(db, [row.delivery_id]);
+    res.json({
+      ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
+      payload: event ? JSON.parse(event.body) : null,
+    });
+  });
+
+  app.post('/api/v1/webhooks/deliveries/:id/redeliver', auth, async (req, res) => {
+    const sellerId = sellerOf(req);
+    const id = assertValid(Id, req.params.id, 'id');
+    const rawKey = req.header('idempotency-key');
+    const key = rawKey === undefined ? undefined : assertValid(IdempotencyKey, rawKey, 'Idempotency-Key');
+    const requestHash = createHash('sha256').update(`POST redeliver ${id}`).digest('hex');
+
+    const { status, body } = await ctx.inTransaction(async (trx) => {
+      if (key) {
+        // Serialises concurrent requests with the same key: the second waits, then replays the first's answer.
+        await lockIdempotencyKey(trx, sellerId, key);
+        const stored = await trx
+          .selectFrom('idempotency_keys')
+          .selectAll()
+          .where('seller_id', '=', sellerId)
+          .where('idempotency_key', '=', key)
+          .executeTakeFirst();
+        if (stored) {
+          if (stored.request_hash !== requestHash) {
+            throw conflict(
+              'idempotency_key_reused',
+              'this Idempotency-Key was used with a different request',
+            );
+          }
+          return { status: stored.response_status, body: stored.response_body as object };
+        }
+      }
+      const original = await findDelivery(trx, sellerId, id);
+      if (!original) throw notFound('delivery');
+      const seller = await findSeller(trx, sellerId);
+      if (!seller?.webhook_url) {
+        throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
+      }
+      const now = deps.config.now();
+      const created = await createRedelivery(trx, original, {
+        url: seller.webhook_url,
+        now,
+        retryWindowHours: deps.config.webhookRetryWindowHours,
+      });
+      const event = await eventOf(trx, created.event_id);
+      const view = toView(created, event?.event_type ?? '', []);
+      if (key) {
+        await trx
+          .insertInto('idempotency_keys')
+          .values({
+            seller_id: sellerId,
+            idempotency_key: key,
+            request_hash: requestHash,
+            response_status: 202,
+            response_body: JSON.stringify(view),
+          })
+          .execute();
+      }
+      return { status: 202, body: view };
+    });
+    deps.dispatcher.kick();
+    res.status(status).json(body);
+  });
+}
+
+async function lockIdempotencyKey(
+  trx: Kysely<NotifierDatabase> | Transaction<NotifierDatabase>,
+  sellerId: string,
+  key: string,
+): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`${sellerId}:${key}`}, 0))`.execute(trx);
+}

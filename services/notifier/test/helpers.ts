@@ -1,0 +1,157 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
+import type { Subscription } from 'nats';
+import WebSocket from 'ws';
+import { WEBHOOK_SECRET_RPC, type WebhookSecretReply } from '../src/sellers/secrets';
+
+/** Publishes an event the way a producer's outbox relay would (JetStream, Nats-Msg-Id = event id). */
+export async function publish<S extends Subject>(
+  bus: Bus,
+  type: S,
+  producer: ServiceName,
+  data: EventData<S>,
+): Promise<string> {
+  const envelope = createEvent(type, producer, data);
+  await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), { msgID: envelope.id });
+  return envelope.id;
+}
+
+/** Answers the registry's webhook-secret RPC from a table, standing in for the registry in these tests. */
+export function serveWebhookSecrets(
+  bus: Bus,
+  secrets: Record<string, { secret: string; version: number }>,
+): Subscription {
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  return bus.nc.subscribe(bus.rpcSubject(WEBHOOK_SECRET_RPC), {
+    callback: (_error, message) => {
+      const { sellerId } = JSON.parse(decoder.decode(message.data)) as { sellerId: string };
+      const entry = secrets[sellerId];
+      const reply: WebhookSecretReply = entry ? { ok: true, ...entry } : { ok: false };
+      message.respond(encoder.encode(JSON.stringify(reply)));
+    },
+  });
+}
+
+export interface ReceivedWebhook {
+  headers: IncomingMessage['headers'];
+  body: string;
+  receivedAt: number;
+}
+
+/** A seller's webhook endpoint: records every request and answers with whatever `respond` says. */
+export class WebhookReceiver {
+  readonly received: ReceivedWebhook[] = [];
+  respond: (request: ReceivedWebhook) => number | 'hang' = () => 200;
+  private server: Server | undefined;
+  url = '';
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const request = {
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          receivedAt: Date.now(),
+        };
+        this.received.push(request);
+        const answer = this.respond(request);
+        if (answer === 'hang') return;
+        res.writeHead(answer, { 'content-type': 'text/plain' });
+        res.end(answer >= 200 && answer < 300 ? 'ok' : `status ${answer}`);
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
+}
+
+/** A widget's socket: collects every server message. */
+export class WidgetSocket {
+  readonly messages: any[] = [];
+  closed: { code: number; reason: string } | undefined;
+  private constructor(readonly socket: WebSocket) {
+    socket.on('message', (data) => this.messages.push(JSON.parse(data.toString())));
+    socket.on('close', (code, reason) => {
+      this.closed = { code, reason: reason.toString() };
+    });
+  }
+
+  static async open(baseUrl: string): Promise<WidgetSocket> {
+    const socket = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/api/v1/ws`);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('open', () => resolve());
+      socket.once('error', reject);
+    });
+    return new WidgetSocket(socket);
+  }
+
+  send(message: unknown): void {
+    this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  sessionMessages(sessionId: string): any[] {
+    return this.messages.filter((m) => m.type === 'session' && m.session.sessionId === sessionId);
+  }
+
+  close(): void {
+    this.socket.terminate();
+  }
+}
+
+export const SELLER_ID = 'seller_01';
+export const OTHER_SELLER_ID = 'seller_02';
+
+export function sessionSnapshot(
+  overrides: Partial<EventData<'checkout.session_created'>> = {},
+): EventData<'checkout.session_created'> {
+  return {
+    sessionId: 'cs_01',
+    sellerId: SELLER_ID,
+    skillId: null,
+    description: 'Test order',
+    status: 'open',
+    exactAmount: '5.004217',
+    paidAmount: null,
+    walletAddress: `0x${'a'.repeat(40)}`,
+    network: 'local',
+    chainId: 31337,
+    tokenAddress: `0x${'c'.repeat(40)}`,
+    expiresAt: new Date(Date.now() + 15 * 60_000).toISOString(),
+    lateUntil: new Date(Date.now() + 75 * 60_000).toISOString(),
+    txHash: null,
+    payer: null,
+    createdAt: new Date().toISOString(),
+    updatedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+export function sellerUpdated(
+  overrides: Partial<EventData<'seller.updated'>> = {},
+): EventData<'seller.updated'> {
+  return {
+    sellerId: SELLER_ID,
+    revision: 1,
+    walletAddress: `0x${'b'.repeat(40)}`,
+    payoutAddress: `0x${'b'.repeat(40)}`,
+    publishableKey: 'pk_test_0123456789abcdef',
+    apiKeyVersion: 1,
+    webhookUrl: null,
+    webhookSecretVersion: 1,
+    settlementFrequency: 'DAILY',
+    minimumSettlement: '10',
+    updatedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
