@@ -1,0 +1,89 @@
+import type { BusTables } from '@paygate/bus';
+import type { Generated } from 'kysely';
+
+export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
+export type TransferKind = 'payout' | 'refund';
+export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
+export type SettlementStatus = 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
+export type RefundStatus = 'sending' | 'completed' | 'failed';
+
+export interface SellersTable {
+  seller_id: string;
+  revision: number;
+  payout_address: string;
+  settlement_frequency: Frequency;
+  minimum_settlement_micro: bigint;
+  last_scheduled_period: string;
+  updated_at: Generated<Date>;
+}
+
+export interface OutgoingTransfersTable {
+  transfer_id: string;
+  kind: TransferKind;
+  idempotency_key: string;
+  chain_id: number;
+  token_address: string;
+  from_address: string;
+  to_address: string;
+  amount_micro: bigint;
+  status: TransferStatus;
+  nonce: bigint | null;
+  raw_tx: string | null;
+  tx_hash: string | null;
+  block_number: bigint | null;
+  preflight_attempts: Generated<number>;
+  broadcast_attempts: Generated<number>;
+  last_error: string | null;
+  next_attempt_at: Generated<Date>;
+  created_at: Generated<Date>;
+  signed_at: Date | null;
+  last_broadcast_at: Date | null;
+  confirmed_at: Date | null;
+  failed_at: Date | null;
+}
+
+export interface SettlementsTable {
+  settlement_id: string;
+  seller_id: string;
+  period_key: string;
+  frequency: Frequency;
+  period_start: Date;
+  period_end: Date;
+  status: SettlementStatus;
+  minimum_micro: bigint;
+  available_micro: bigint | null;
+  amount_micro: bigint | null;
+  payout_address: string;
+  transfer_id: string | null;
+  tx_hash: string | null;
+  skip_reason: 'below_minimum' | 'nothing_available' | null;
+  failure_reason: string | null;
+  cancel_acknowledged_at: Date | null;
+  attempts: Generated<number>;
+  next_attempt_at: Generated<Date>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  completed_at: Date | null;
+}
+
+export interface RefundsTable {
+  refund_id: string;
+  transaction_id: string;
+  seller_id: string;
+  payer: string;
+  amount_micro: bigint;
+  chain_id: number;
+  status: RefundStatus;
+  transfer_id: string;
+  refund_tx_hash: string | null;
+  initiated_at: Date;
+  created_at: Generated<Date>;
+  completed_at: Date | null;
+}
+
+export interface SettlementDB extends BusTables {
+  sellers: SellersTable;
+  outgoing_transfers: OutgoingTransfersTable;
+  settlements: SettlementsTable;
+  refunds: RefundsTable;
+}

@@ -1,0 +1,64 @@
+import { Counter, Gauge, type ServiceContext } from '@paygate/runtime';
+import type { SettlementDB } from './db';
+import { countStuckTransfers } from './transfers/repository';
+
+export interface SettlementMetrics {
+  /** Counts a transfer confirmed on chain (money that actually left escrow). */
+  transferSent(kind: 'payout' | 'refund'): void;
+  transfersFailed: Counter<'kind'>;
+  payoutsSent: Counter;
+  refundsSent: Counter;
+  settlementsSkipped: Counter<'reason'>;
+  stuckTransfers: Gauge;
+}
+
+export function createSettlementMetrics(
+  ctx: ServiceContext<SettlementDB>,
+  txTimeoutMs: number,
+): SettlementMetrics {
+  const registers = [ctx.metrics.registry];
+  const transfersSent = new Counter({
+    name: 'settlement_transfers_sent_total',
+    help: 'Outgoing USDC transfers confirmed on chain, by kind',
+    labelNames: ['kind'],
+    registers,
+  });
+  const payoutsSent = new Counter({
+    name: 'settlement_payouts_sent_total',
+    help: 'Seller payouts confirmed on chain',
+    registers,
+  });
+  const refundsSent = new Counter({
+    name: 'settlement_refunds_sent_total',
+    help: 'Refund transfers confirmed on chain',
+    registers,
+  });
+  return {
+    transferSent(kind) {
+      transfersSent.inc({ kind });
+      (kind === 'payout' ? payoutsSent : refundsSent).inc();
+    },
+    transfersFailed: new Counter({
+      name: 'settlement_transfers_failed_total',
+      help: 'Outgoing transfers that reverted or could not be sent, by kind',
+      labelNames: ['kind'],
+      registers,
+    }),
+    payoutsSent,
+    refundsSent,
+    settlementsSkipped: new Counter({
+      name: 'settlement_settlements_skipped_total',
+      help: 'Settlement periods skipped because the available balance was below the minimum',
+      labelNames: ['reason'],
+      registers,
+    }),
+    stuckTransfers: new Gauge({
+      name: 'settlement_stuck_transfers',
+      help: 'Outgoing transfers without progress for longer than TX_TIMEOUT_MS',
+      registers,
+      async collect() {
+        this.set(await countStuckTransfers(ctx.db, txTimeoutMs).catch(() => -1));
+      },
+    }),
+  };
+}

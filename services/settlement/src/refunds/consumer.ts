@@ -1,0 +1,102 @@
+import type { ConsumerOptions } from '@paygate/bus';
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import type { Transaction } from 'kysely';
+import type { Clock } from '../clock';
+import type { SettlementConfig } from '../config';
+import type { SettlementDB } from '../db';
+import type { EscrowChain } from '../transfers/chain';
+import { recordTransfer } from '../transfers/repository';
+import type { TransferOutcomeHandler } from '../transfers/worker';
+
+/**
+ * `refund.initiated` (the ledger booked a refund) -> a refund record and an outgoing transfer keyed by refundId,
+ * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it.
+ */
+export function refundInitiatedConsumer(
+  config: SettlementConfig,
+  chain: EscrowChain,
+  onTransferRecorded: () => void,
+): ConsumerOptions<'refund.initiated'> {
+  return {
+    durable: 'settlement-refund-initiated',
+    subject: 'refund.initiated',
+    async handler(trx, event) {
+      const db = trx as Transaction<SettlementDB>;
+      const refund = event.data;
+      if (refund.chainId !== config.chainId) {
+        // Not ours to send: retried, then parked on the dead-letter subject for an operator.
+        throw new Error(
+          `refund ${refund.refundId} is for chain ${refund.chainId}; this settlement sends on ${config.chainId}`,
+        );
+      }
+      const amountMicro = parseUsdc(refund.amount);
+      const transferId = await recordTransfer(db, {
+        kind: 'refund',
+        idempotencyKey: refund.refundId,
+        chainId: config.chainId,
+        tokenAddress: chain.usdcAddress,
+        fromAddress: chain.address,
+        toAddress: refund.payer,
+        amountMicro,
+      });
+      await db
+        .insertInto('refunds')
+        .values({
+          refund_id: refund.refundId,
+          transaction_id: refund.transactionId,
+          seller_id: refund.sellerId,
+          payer: refund.payer,
+          amount_micro: amountMicro,
+          chain_id: refund.chainId,
+          status: 'sending',
+          transfer_id: transferId,
+          refund_tx_hash: null,
+          initiated_at: new Date(refund.initiatedAt),
+          completed_at: null,
+        })
+        .onConflict((oc) => oc.column('refund_id').doNothing())
+        .execute();
+    },
+    afterCommit: () => onTransferRecorded(),
+  };
+}
+
+/** Ends a refund with its transfer; `refund.completed` goes out through the outbox in the same transaction. */
+export function refundOutcome(clock: Clock): TransferOutcomeHandler {
+  return {
+    async onConfirmed(trx, transfer) {
+      const completedAt = clock();
+      const refund = await trx
+        .updateTable('refunds')
+        .set({ status: 'completed', refund_tx_hash: transfer.tx_hash, completed_at: completedAt })
+        .where('transfer_id', '=', transfer.transfer_id)
+        .where('status', '=', 'sending')
+        .returningAll()
+        .executeTakeFirst();
+      if (!refund) return;
+      await enqueueEvent(
+        trx,
+        createEvent('refund.completed', 'settlement', {
+          event: 'refund.completed',
+          refundId: refund.refund_id,
+          transactionId: refund.transaction_id,
+          sellerId: refund.seller_id,
+          refundTxHash: transfer.tx_hash!,
+          amount: formatUsdc(refund.amount_micro),
+          completedAt: completedAt.toISOString(),
+        }),
+      );
+    },
+    async onFailed(trx, transfer) {
+      // Nothing left escrow (reverted or never signed): the refund stays visible as failed for an operator.
+      await trx
+        .updateTable('refunds')
+        .set({ status: 'failed' })
+        .where('transfer_id', '=', transfer.transfer_id)
+        .where('status', '=', 'sending')
+        .execute();
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { createHash } from 'node:crypto';
+import type { Frequency } from '../db';
+
+/**
+ * Settlement periods, all in UTC. A settlement runs at the first scheduler pass inside its period:
+ * DAILY once per UTC day, WEEKLY in the week starting Monday 00:00, MONTHLY in the month starting on the 1st.
+ */
+export interface Period {
+  frequency: Frequency;
+  /** Stable key of the period, unique per seller: D:2026-11-23, W:2026-11-23 (its Monday), M:2026-11. */
+  key: string;
+  start: Date;
+  end: Date;
+}
+
+const DAY_MS = 86_400_000;
+
+function utcMidnight(at: Date): Date {
+  return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate()));
+}
+
+const isoDate = (d: Date) => d.toISOString().slice(0, 10);
+
+export function periodAt(frequency: Frequency, at: Date): Period {
+  const day = utcMidnight(at);
+  switch (frequency) {
+    case 'DAILY':
+      return { frequency, key: `D:${isoDate(day)}`, start: day, end: new Date(day.getTime() + DAY_MS) };
+    case 'WEEKLY': {
+      const sinceMonday = (day.getUTCDay() + 6) % 7; // getUTCDay: 0 = Sunday
+      const start = new Date(day.getTime() - sinceMonday * DAY_MS);
+      return { frequency, key: `W:${isoDate(start)}`, start, end: new Date(start.getTime() + 7 * DAY_MS) };
+    }
+    case 'MONTHLY': {
+      const start = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
+      const end = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1));
+      return { frequency, key: `M:${isoDate(start).slice(0, 7)}`, start, end };
+    }
+  }
+}
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/**
+ * `stl_<ulid>` whose time part is the period start and whose random part is a hash of (seller, period), so the
+ * same seller and period always give the same id: a restarted or second scheduler cannot create two.
+ */
+export function settlementIdFor(sellerId: string, period: Period): string {
+  let time = BigInt(period.start.getTime());
+  let timePart = '';
+  for (let i = 0; i < 10; i++) {
+    timePart = CROCKFORD[Number(time % 32n)] + timePart;
+    time /= 32n;
+  }
+  const digest = createHash('sha256').update(`${sellerId}\u0000${period.key}`).digest();
+  let bits = BigInt(`0x${digest.subarray(0, 10).toString('hex')}`); // 80 bits
+  let randomPart = '';
+  for (let i = 0; i < 16; i++) {
+    randomPart = CROCKFORD[Number(bits % 32n)] + randomPart;
+    bits /= 32n;
+  }
+  return `stl_${timePart}${randomPart}`;
+}

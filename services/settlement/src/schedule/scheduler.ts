@@ -1,0 +1,257 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import type { Clock } from '../clock';
+import type { SettlementConfig } from '../config';
+import type { Frequency, SettlementDB } from '../db';
+import type { LedgerClient } from '../ledger/client';
+import type { SettlementMetrics } from '../metrics';
+import type { EscrowChain } from '../transfers/chain';
+import { recordTransfer } from '../transfers/repository';
+import { type Period, periodAt, settlementIdFor } from './periods';
+
+const SELLER_BATCH = 100;
+const MAX_SELLER_BATCHES = 20;
+const PENDING_BATCH = 20;
+const MAX_PENDING_BATCHES = 10;
+const RETRY_MAX_DELAY_MS = 10 * 60_000;
+
+/**
+ * Creates one settlement per seller and period when the period is due, asks the ledger to reserve the seller's
+ * available balance (at least its minimum), and records the payout transfer. Safe with several replicas: due
+ * sellers and pending settlements are claimed with FOR UPDATE SKIP LOCKED, settlement ids are deterministic per
+ * (seller, period) and unique, and the ledger's reservation is idempotent per settlementId.
+ */
+export class SettlementScheduler implements BackgroundTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+
+  constructor(
+    private readonly ctx: ServiceContext<SettlementDB>,
+    private readonly config: SettlementConfig,
+    private readonly clock: Clock,
+    private readonly ledger: LedgerClient,
+    private readonly chain: EscrowChain,
+    private readonly metrics: SettlementMetrics,
+    private readonly onTransferRecorded: () => void,
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.runOnce()
+        .catch((error) =>
+          this.ctx.logger.warn({ err: error }, 'settlement scheduler pass failed; will retry'),
+        )
+        .finally(() => {
+          this.running = undefined;
+          this.schedule(this.config.schedulerIntervalMs);
+        });
+    }, delayMs);
+  }
+
+  /** One bounded pass; tests call it directly after moving the clock. */
+  async runOnce(): Promise<void> {
+    await this.createDueSettlements();
+    await this.reservePending();
+    await this.cancelFailed();
+  }
+
+  async createDueSettlements(): Promise<number> {
+    const now = this.clock();
+    const periods: Record<Frequency, Period> = {
+      DAILY: periodAt('DAILY', now),
+      WEEKLY: periodAt('WEEKLY', now),
+      MONTHLY: periodAt('MONTHLY', now),
+    };
+    let created = 0;
+    for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.stopped; batch++) {
+      const claimed = await this.ctx.inTransaction(async (trx) => {
+        const sellers = await trx
+          .selectFrom('sellers')
+          .selectAll()
+          .where((eb) =>
+            eb.or(
+              (Object.keys(periods) as Frequency[]).map((frequency) =>
+                eb.and([
+                  eb('settlement_frequency', '=', frequency),
+                  eb('last_scheduled_period', '<', periods[frequency].key),
+                ]),
+              ),
+            ),
+          )
+          .orderBy('seller_id')
+          .limit(SELLER_BATCH)
+          .forUpdate()
+          .skipLocked()
+          .execute();
+        for (const seller of sellers) {
+          const period = periods[seller.settlement_frequency];
+          const inserted = await trx
+            .insertInto('settlements')
+            .values({
+              settlement_id: settlementIdFor(seller.seller_id, period),
+              seller_id: seller.seller_id,
+              period_key: period.key,
+              frequency: period.frequency,
+              period_start: period.start,
+              period_end: period.end,
+              status: 'pending',
+              minimum_micro: seller.minimum_settlement_micro,
+              available_micro: null,
+              amount_micro: null,
+              payout_address: seller.payout_address,
+              transfer_id: null,
+              tx_hash: null,
+              skip_reason: null,
+              failure_reason: null,
+              cancel_acknowledged_at: null,
+              created_at: now,
+              updated_at: now,
+              completed_at: null,
+            })
+            .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
+            .executeTakeFirst();
+          created += Number(inserted.numInsertedOrUpdatedRows ?? 0n);
+          await trx
+            .updateTable('sellers')
+            .set({ last_scheduled_period: period.key })
+            .where('seller_id', '=', seller.seller_id)
+            .execute();
+        }
+        return sellers.length;
+      });
+      if (claimed < SELLER_BATCH) break;
+    }
+    return created;
+  }
+
+  async reservePending(): Promise<void> {
+    let recorded = false;
+    for (let batch = 0; batch < MAX_PENDING_BATCHES && !this.stopped; batch++) {
+      const claimed = await this.ctx.inTransaction(async (trx) => {
+        const pending = await trx
+          .selectFrom('settlements')
+          .selectAll()
+          .where('status', '=', 'pending')
+          .where('next_attempt_at', '<=', new Date())
+          .orderBy('settlement_id')
+          .limit(PENDING_BATCH)
+          .forUpdate()
+          .skipLocked()
+          .execute();
+        for (const settlement of pending) {
+          const now = this.clock();
+          // The payout goes to the seller's current payout address, not the one it had when the period opened.
+          const seller = await trx
+            .selectFrom('sellers')
+            .select('payout_address')
+            .where('seller_id', '=', settlement.seller_id)
+            .executeTakeFirst();
+          const payoutAddress = seller?.payout_address ?? settlement.payout_address;
+          let amountMicro: bigint;
+          try {
+            const reply = await this.ledger.reservePayout({
+              settlementId: settlement.settlement_id,
+              sellerId: settlement.seller_id,
+              minimumAmount: formatUsdc(settlement.minimum_micro),
+            });
+            if (!reply.ok) {
+              await trx
+                .updateTable('settlements')
+                .set({
+                  status: 'skipped',
+                  skip_reason: reply.reason,
+                  available_micro: parseUsdc(reply.available),
+                  updated_at: now,
+                })
+                .where('settlement_id', '=', settlement.settlement_id)
+                .execute();
+              this.metrics.settlementsSkipped.inc({ reason: reply.reason });
+              this.ctx.logger.info(
+                { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
+                'settlement skipped; the balance accumulates to the next period',
+              );
+              continue;
+            }
+            amountMicro = parseUsdc(reply.amount);
+            if (amountMicro <= 0n) throw new Error(`ledger reserved a non-positive amount ${reply.amount}`);
+          } catch (error) {
+            const attempts = settlement.attempts + 1;
+            const delayMs = Math.min(1000 * 2 ** Math.min(attempts, 20), RETRY_MAX_DELAY_MS);
+            await trx
+              .updateTable('settlements')
+              .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })
+              .where('settlement_id', '=', settlement.settlement_id)
+              .execute();
+            this.ctx.logger.warn(
+              { settlementId: settlement.settlement_id, attempts, err: error },
+              'could not reserve the payout with the ledger; will retry',
+            );
+            continue;
+          }
+          const transferId = await recordTransfer(trx, {
+            kind: 'payout',
+            idempotencyKey: settlement.settlement_id,
+            chainId: this.config.chainId,
+            tokenAddress: this.chain.usdcAddress,
+            fromAddress: this.chain.address,
+            toAddress: payoutAddress,
+            amountMicro,
+          });
+          await trx
+            .updateTable('settlements')
+            .set({
+              status: 'sending',
+              amount_micro: amountMicro,
+              transfer_id: transferId,
+              payout_address: payoutAddress,
+              updated_at: now,
+            })
+            .where('settlement_id', '=', settlement.settlement_id)
+            .execute();
+          recorded = true;
+        }
+        return pending.length;
+      });
+      if (claimed < PENDING_BATCH) break;
+    }
+    if (recorded) this.onTransferRecorded();
+  }
+
+  /** A payout that can never be sent gives its reservation back to the seller's available balance. */
+  async cancelFailed(): Promise<void> {
+    const failed = await this.ctx.db
+      .selectFrom('settlements')
+      .select(['settlement_id'])
+      .where('status', '=', 'failed')
+      .where('cancel_acknowledged_at', 'is', null)
+      .orderBy('settlement_id')
+      .limit(PENDING_BATCH)
+      .execute();
+    for (const { settlement_id } of failed) {
+      try {
+        const reply = await this.ledger.cancelPayout({ settlementId: settlement_id });
+        if (!reply.ok) throw new Error(`ledger refused: ${reply.reason}`);
+        await this.ctx.db
+          .updateTable('settlements')
+          .set({ cancel_acknowledged_at: this.clock(), updated_at: this.clock() })
+          .where('settlement_id', '=', settlement_id)
+          .execute();
+      } catch (error) {
+        this.ctx.logger.warn({ settlementId: settlement_id, err: error }, 'cancel_payout failed; will retry');
+      }
+    }
+  }
+}

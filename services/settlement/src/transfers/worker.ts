@@ -1,0 +1,313 @@
+import { createHash } from 'node:crypto';
+import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { sql, type Transaction } from 'kysely';
+import type { SettlementConfig } from '../config';
+import { crashIfConfigured } from '../crash';
+import type { SettlementDB, TransferKind } from '../db';
+import type { SettlementMetrics } from '../metrics';
+import type { EscrowChain } from './chain';
+import type { TransferRow } from './repository';
+
+/** What the owner of a transfer (settlement or refund) does, in the same transaction, when it ends. */
+export interface TransferOutcomeHandler {
+  onConfirmed(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<void>;
+  onFailed(trx: Transaction<SettlementDB>, transfer: TransferRow, reason: string): Promise<void>;
+}
+
+const OPEN_BATCH = 100;
+const SIGN_BATCH = 20;
+const PREFLIGHT_BACKOFF_MAX_MS = 5 * 60_000;
+
+function describe(error: unknown): string {
+  const e = error as { shortMessage?: string; message?: string };
+  return String(e?.shortMessage ?? e?.message ?? error).slice(0, 500);
+}
+
+/**
+ * Sends every outgoing transfer exactly once:
+ *  1. `created`  -> under a Postgres advisory lock (one signer for the escrow key across replicas): pre-flight,
+ *     allocate the nonce (max of our highest recorded nonce + 1 and the chain's pending nonce), sign, and COMMIT
+ *     the signed bytes, hash and nonce (`signed`) before anything is broadcast.
+ *  2. `signed`/`broadcast` without a receipt -> broadcast the SAME recorded bytes (never re-signed); again after
+ *     TX_TIMEOUT_MS without a receipt.
+ *  3. a receipt with enough confirmations -> `confirmed` (or `failed` if it reverted), and the owner's outcome
+ *     (event via the outbox) in the same transaction, guarded by the state change so it happens once.
+ * Every pass starts with step 2/3 for what is already recorded, which is also the crash recovery.
+ */
+export class TransferWorker implements BackgroundTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  private again = false;
+  private readonly lockKey: string;
+
+  constructor(
+    private readonly ctx: ServiceContext<SettlementDB>,
+    private readonly config: SettlementConfig,
+    private readonly chain: EscrowChain,
+    private readonly metrics: SettlementMetrics,
+    private readonly handlers: Record<TransferKind, TransferOutcomeHandler>,
+  ) {
+    const digest = createHash('sha256')
+      .update(`settlement-sender:${config.chainId}:${chain.address.toLowerCase()}`)
+      .digest();
+    this.lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  /** Run a pass soon (new work was recorded). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) this.again = true;
+    else this.schedule(0);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.running = this.runOnce()
+        .catch((error) => this.ctx.logger.warn({ err: error }, 'transfer pass failed; will retry'))
+        .finally(() => {
+          this.running = undefined;
+          const again = this.again;
+          this.again = false;
+          this.schedule(again ? 0 : this.config.transferPollIntervalMs);
+        });
+    }, delayMs);
+  }
+
+  /** One bounded pass: advance what is recorded (recovery first), then sign and send what is new. */
+  async runOnce(): Promise<void> {
+    await this.advanceOpen();
+    await this.signCreated();
+  }
+
+  private async advanceOpen(): Promise<void> {
+    const open = await this.ctx.db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('status', 'in', ['signed', 'broadcast'])
+      .where('chain_id', '=', this.config.chainId)
+      .orderBy('nonce')
+      .limit(OPEN_BATCH)
+      .execute();
+    let head: bigint | undefined;
+    for (const transfer of open) {
+      if (this.stopped) return;
+      const receipt = await this.chain.receipt(transfer.tx_hash!);
+      if (receipt) {
+        head ??= await this.chain.blockNumber();
+        const confirmations = head - receipt.blockNumber + 1n;
+        if (confirmations >= BigInt(this.config.confirmations)) {
+          await this.finish(transfer, receipt.status === 1, receipt.blockNumber);
+        } else if (transfer.status === 'signed') {
+          await this.markBroadcast(transfer.transfer_id, false); // mined, so it was broadcast
+        }
+        continue;
+      }
+      const lastSentMs = transfer.last_broadcast_at?.getTime() ?? 0;
+      if (transfer.status === 'signed' || Date.now() - lastSentMs >= this.config.txTimeoutMs) {
+        if (transfer.status === 'broadcast') {
+          this.ctx.logger.warn(
+            { transferId: transfer.transfer_id, txHash: transfer.tx_hash },
+            'transfer has no receipt after TX_TIMEOUT_MS; rebroadcasting the recorded transaction',
+          );
+        }
+        await this.broadcastRecorded(transfer);
+      }
+    }
+  }
+
+  private async broadcastRecorded(transfer: TransferRow): Promise<void> {
+    try {
+      await this.chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
+    } catch (error) {
+      this.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        'broadcast failed; will retry the same transaction',
+      );
+      await this.ctx.db
+        .updateTable('outgoing_transfers')
+        .set((eb) => ({ last_error: describe(error), broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
+        .where('transfer_id', '=', transfer.transfer_id)
+        .execute();
+      return;
+    }
+    crashIfConfigured(this.config, 'after_broadcast');
+    await this.markBroadcast(transfer.transfer_id, true);
+  }
+
+  private async markBroadcast(transferId: string, sentNow: boolean): Promise<void> {
+    await this.ctx.db
+      .updateTable('outgoing_transfers')
+      .set((eb) => ({
+        status: 'broadcast',
+        last_error: null,
+        ...(sentNow
+          ? { last_broadcast_at: new Date(), broadcast_attempts: eb('broadcast_attempts', '+', 1) }
+          : {}),
+      }))
+      .where('transfer_id', '=', transferId)
+      .where('status', 'in', ['signed', 'broadcast'])
+      .execute();
+  }
+
+  private async finish(transfer: TransferRow, succeeded: boolean, blockNumber: bigint): Promise<void> {
+    const reason = 'the transaction reverted on chain';
+    const finished = await this.ctx.inTransaction(async (trx) => {
+      const updated = await trx
+        .updateTable('outgoing_transfers')
+        .set(
+          succeeded
+            ? { status: 'confirmed', confirmed_at: new Date(), block_number: blockNumber, last_error: null }
+            : { status: 'failed', failed_at: new Date(), block_number: blockNumber, last_error: reason },
+        )
+        .where('transfer_id', '=', transfer.transfer_id)
+        .where('status', 'in', ['signed', 'broadcast'])
+        .returningAll()
+        .executeTakeFirst();
+      if (!updated) return undefined; // another replica finished it
+      const handler = this.handlers[updated.kind];
+      if (succeeded) await handler.onConfirmed(trx, updated);
+      else await handler.onFailed(trx, updated, reason);
+      return updated;
+    });
+    if (!finished) return;
+    if (succeeded) {
+      this.metrics.transferSent(finished.kind);
+      this.ctx.logger.info(
+        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
+        'transfer confirmed',
+      );
+    } else {
+      this.metrics.transfersFailed.inc({ kind: finished.kind });
+      this.ctx.logger.error(
+        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
+        'transfer reverted on chain',
+      );
+    }
+  }
+
+  private async signCreated(): Promise<void> {
+    const due = await this.ctx.db
+      .selectFrom('outgoing_transfers')
+      .select('transfer_id')
+      .where('status', '=', 'created')
+      .where('chain_id', '=', this.config.chainId)
+      .where('next_attempt_at', '<=', new Date())
+      .orderBy('created_at')
+      .limit(SIGN_BATCH)
+      .execute();
+    for (const { transfer_id } of due) {
+      if (this.stopped) return;
+      const signed = await this.signAndRecord(transfer_id);
+      if (!signed) continue;
+      crashIfConfigured(this.config, 'after_record');
+      await this.broadcastRecorded(signed);
+    }
+  }
+
+  /** Signs one transfer and commits the signed transaction; nothing reaches the chain here. */
+  private async signAndRecord(transferId: string): Promise<TransferRow | undefined> {
+    let failed: TransferRow | undefined;
+    const signed = await this.ctx.inTransaction(async (trx) => {
+      // One signer per escrow key: nonce allocation and recording are serialised across replicas.
+      await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
+      const transfer = await trx
+        .selectFrom('outgoing_transfers')
+        .selectAll()
+        .where('transfer_id', '=', transferId)
+        .where('status', '=', 'created')
+        .forUpdate()
+        .executeTakeFirst();
+      if (!transfer) return undefined;
+
+      let gasEstimate: bigint;
+      try {
+        gasEstimate = await this.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      } catch (error) {
+        const attempts = transfer.preflight_attempts + 1;
+        const reason = `pre-flight failed: ${describe(error)}`;
+        if (attempts >= this.config.maxPreflightAttempts) {
+          failed = await trx
+            .updateTable('outgoing_transfers')
+            .set({
+              status: 'failed',
+              failed_at: new Date(),
+              preflight_attempts: attempts,
+              last_error: reason,
+            })
+            .where('transfer_id', '=', transferId)
+            .returningAll()
+            .executeTakeFirstOrThrow();
+          await this.handlers[failed.kind].onFailed(trx, failed, reason);
+          return undefined;
+        }
+        const delayMs = Math.min(1000 * 2 ** attempts, PREFLIGHT_BACKOFF_MAX_MS);
+        await trx
+          .updateTable('outgoing_transfers')
+          .set({
+            preflight_attempts: attempts,
+            last_error: reason,
+            next_attempt_at: new Date(Date.now() + delayMs),
+          })
+          .where('transfer_id', '=', transferId)
+          .execute();
+        this.ctx.logger.warn({ transferId, attempts, reason }, 'transfer pre-flight failed; will retry');
+        return undefined;
+      }
+
+      const highest = await trx
+        .selectFrom('outgoing_transfers')
+        .select((eb) => eb.fn.max('nonce').as('nonce'))
+        .where('chain_id', '=', transfer.chain_id)
+        .where('from_address', '=', transfer.from_address)
+        .executeTakeFirst();
+      const fromDb =
+        highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
+      const fromChain = await this.chain.pendingNonce();
+      const nonce = fromDb > fromChain ? fromDb : fromChain;
+      const { rawTx, txHash } = await this.chain.signTransfer({
+        to: transfer.to_address,
+        amountMicro: transfer.amount_micro,
+        nonce,
+        gasLimit: (gasEstimate * 13n) / 10n,
+      });
+      return trx
+        .updateTable('outgoing_transfers')
+        .set({
+          status: 'signed',
+          nonce,
+          raw_tx: rawTx,
+          tx_hash: txHash,
+          signed_at: new Date(),
+          last_error: null,
+        })
+        .where('transfer_id', '=', transferId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
+    if (failed) {
+      this.metrics.transfersFailed.inc({ kind: failed.kind });
+      this.ctx.logger.error({ transferId, reason: failed.last_error }, 'transfer given up before signing');
+    }
+    if (signed) {
+      this.ctx.logger.info(
+        { transferId, kind: signed.kind, nonce: signed.nonce?.toString(), txHash: signed.tx_hash },
+        'transfer signed and recorded',
+      );
+    }
+    return signed;
+  }
+}

@@ -1,0 +1,188 @@
+import type { Bus } from '@paygate/bus';
+import { encodeEnvelope } from '@paygate/bus';
+import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import {
+  type AnvilInstance,
+  deployTestUsdc,
+  fundTestWallets,
+  startAnvil,
+  type TestEnvironment,
+  testWallets,
+} from '@paygate/testing';
+import { Contract } from 'ethers';
+import type { Subscription } from 'nats';
+import {
+  CANCEL_PAYOUT_RPC,
+  type CancelPayoutReply,
+  RESERVE_PAYOUT_RPC,
+  type ReservePayoutReply,
+  type ReservePayoutRequest,
+} from '../src/ledger/client';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export interface TestChain {
+  anvil: AnvilInstance;
+  usdcAddress: string;
+  balanceOf(address: string): Promise<bigint>;
+  /** Every USDC Transfer log out of the escrow wallet so far: the ground truth for exactly-once. */
+  transfersFromEscrow(): Promise<Array<{ to: string; amountMicro: bigint; txHash: string }>>;
+}
+
+/** anvil + TestUSDC, with `escrowFunds` USDC minted to the escrow wallet. */
+export async function startTestChain(escrowFunds = '1000'): Promise<TestChain> {
+  const anvil = await startAnvil();
+  const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+  await fundTestWallets({
+    rpcUrl: anvil.rpcUrl,
+    usdcAddress,
+    amountMicro: parseUsdc(escrowFunds),
+    roles: ['escrow'],
+  });
+  const usdc = new Contract(usdcAddress, usdcAbi, anvil.provider);
+  return {
+    anvil,
+    usdcAddress,
+    balanceOf: async (address) => BigInt(await usdc.getFunction('balanceOf')(address)),
+    async transfersFromEscrow() {
+      const head = await anvil.provider.getBlockNumber();
+      const logs = await getTransferLogs(anvil.provider, {
+        token: usdcAddress,
+        fromBlock: 0,
+        toBlock: head,
+        maxRangeBlocks: 10_000,
+      });
+      return logs
+        .filter((log) => log.from === formatAddress(testWallets.escrow.address))
+        .map((log) => ({ to: log.to, amountMicro: log.amountMicro, txHash: log.txHash }));
+    },
+  };
+}
+
+export function settlementEnv(
+  env: TestEnvironment,
+  chain: TestChain,
+  extra: Record<string, string> = {},
+): NodeJS.ProcessEnv {
+  return env.envFor('settlement', {
+    CHAIN_RPC_URL: chain.anvil.rpcUrl,
+    CHAIN_NETWORK: 'local',
+    USDC_ADDRESS: chain.usdcAddress,
+    ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+    CONFIRMATIONS: '1',
+    SCHEDULER_INTERVAL_MS: '3600000',
+    TRANSFER_POLL_INTERVAL_MS: '200',
+    TX_TIMEOUT_MS: '5000',
+    RPC_TIMEOUT_MS: '3000',
+    ...extra,
+  });
+}
+
+/** Publishes an event straight to JetStream, as its owner's outbox relay would. */
+export async function publishEvent(bus: Bus, envelope: EventEnvelope): Promise<void> {
+  await bus.js.publish(bus.subjectFor(envelope.type), encodeEnvelope(envelope), { msgID: envelope.id });
+}
+
+let revision = 0;
+export function sellerUpdated(
+  sellerId: string,
+  settings: Partial<EventData<'seller.updated'>> = {},
+): EventEnvelope<'seller.updated', EventData<'seller.updated'>> {
+  revision += 1;
+  return createEvent('seller.updated', 'registry', {
+    sellerId,
+    revision,
+    walletAddress: testWallets.seller.address,
+    payoutAddress: testWallets.seller.address,
+    publishableKey: `pk_test_${sellerId.padEnd(16, 'x')}`,
+    apiKeyVersion: 1,
+    webhookUrl: null,
+    webhookSecretVersion: 0,
+    settlementFrequency: 'DAILY',
+    minimumSettlement: '10',
+    updatedAt: new Date().toISOString(),
+    ...settings,
+  });
+}
+
+export function refundInitiated(
+  refundId: string,
+  amount: string,
+  chainId: number,
+  payer = testWallets.buyer.address,
+) {
+  return createEvent('refund.initiated', 'escrow-ledger', {
+    refundId,
+    transactionId: `txn_${refundId}`,
+    sellerId: 'sel_refunds',
+    payer,
+    amount,
+    chainId,
+    initiatedAt: new Date().toISOString(),
+  });
+}
+
+/**
+ * Answers ledger.reserve_payout / ledger.cancel_payout from in-memory balances, with the contract's semantics:
+ * idempotent per settlementId; reserves the whole available balance when it reaches the minimum.
+ * Only for these tests until escrow-ledger's responder is on main.
+ */
+export class TestLedger {
+  readonly available = new Map<string, bigint>();
+  readonly reservations = new Map<string, { sellerId: string; amountMicro: bigint; cancelled: boolean }>();
+  readonly requests: ReservePayoutRequest[] = [];
+  private readonly subscriptions: Subscription[];
+
+  constructor(bus: Bus) {
+    const reply = (message: { respond(data: Uint8Array): boolean }, body: unknown) =>
+      message.respond(encoder.encode(JSON.stringify(body)));
+    this.subscriptions = [
+      bus.nc.subscribe(bus.rpcSubject(RESERVE_PAYOUT_RPC), {
+        callback: (_error, message) => {
+          const request = JSON.parse(decoder.decode(message.data)) as ReservePayoutRequest;
+          this.requests.push(request);
+          reply(message, this.reserve(request));
+        },
+      }),
+      bus.nc.subscribe(bus.rpcSubject(CANCEL_PAYOUT_RPC), {
+        callback: (_error, message) => {
+          const { settlementId } = JSON.parse(decoder.decode(message.data)) as { settlementId: string };
+          const reservation = this.reservations.get(settlementId);
+          if (reservation && !reservation.cancelled) {
+            reservation.cancelled = true;
+            this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
+          }
+          reply(message, { ok: true } satisfies CancelPayoutReply);
+        },
+      }),
+    ];
+  }
+
+  credit(sellerId: string, amount: string): void {
+    this.available.set(sellerId, (this.available.get(sellerId) ?? 0n) + parseUsdc(amount));
+  }
+
+  private reserve(request: ReservePayoutRequest): ReservePayoutReply {
+    const existing = this.reservations.get(request.settlementId);
+    if (existing) return { ok: true, amount: formatUsdc(existing.amountMicro) };
+    const available = this.available.get(request.sellerId) ?? 0n;
+    if (available === 0n) return { ok: false, reason: 'nothing_available', available: '0' };
+    if (available < parseUsdc(request.minimumAmount)) {
+      return { ok: false, reason: 'below_minimum', available: formatUsdc(available) };
+    }
+    this.available.set(request.sellerId, 0n);
+    this.reservations.set(request.settlementId, {
+      sellerId: request.sellerId,
+      amountMicro: available,
+      cancelled: false,
+    });
+    return { ok: true, amount: formatUsdc(available) };
+  }
+
+  stop(): void {
+    for (const subscription of this.subscriptions) subscription.unsubscribe();
+  }
+}

@@ -1,0 +1,273 @@
+import type { Bus } from '@paygate/bus';
+import { parseUsdc } from '@paygate/money';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import {
+  createTestEnvironment,
+  EventRecorder,
+  increaseTime,
+  openSchema,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import type { Kysely } from 'kysely';
+import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import type { SettlementDB } from '../src/db';
+import {
+  publishEvent,
+  sellerUpdated,
+  settlementEnv,
+  startTestChain,
+  type TestChain,
+  TestLedger,
+} from './helpers';
+
+const DAY_MS = 86_400_000;
+const SELLER_KEY = 'sk_test_payouts_seller_0001';
+const OTHER_KEY = 'sk_test_payouts_other_00001';
+
+describe('settlement payouts on anvil', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let ledger: TestLedger;
+  let service: RunningSettlement;
+  let db: Kysely<SettlementDB>;
+  // Monday 2026-11-23 08:00 UTC; tests move it a day at a time, and anvil's clock with it.
+  let now = new Date('2026-11-23T08:00:00Z');
+  const sellerId = 'sel_daily';
+
+  const nextDay = async () => {
+    now = new Date(now.getTime() + DAY_MS);
+    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+  };
+  const settlementsOf = (seller: string) =>
+    db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('seller_id', '=', seller)
+      .orderBy('settlement_id')
+      .execute();
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('stlpay');
+    chain = await startTestChain('1000');
+    bus = await env.bus();
+    ledger = new TestLedger(bus);
+    serveSellersForTests(bus, {
+      [SELLER_KEY]: {
+        sellerId,
+        walletAddress: testWallets.seller.address,
+        payoutAddress: testWallets.seller.address,
+        publishableKey: 'pk_test_daily_seller_000',
+        apiKeyVersion: 1,
+      },
+      [OTHER_KEY]: {
+        sellerId: 'sel_other',
+        walletAddress: testWallets.stranger.address,
+        payoutAddress: testWallets.stranger.address,
+        publishableKey: 'pk_test_other_seller_000',
+        apiKeyVersion: 1,
+      },
+    });
+    service = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+  });
+
+  afterAll(async () => {
+    ledger?.stop();
+    await service?.stop();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  it('accumulates below the minimum across days, then pays out exactly the reserved amount', async () => {
+    const completed = new EventRecorder(bus, 'settlement.completed');
+    await publishEvent(
+      bus,
+      sellerUpdated(sellerId, { settlementFrequency: 'DAILY', minimumSettlement: '10' }),
+    );
+    await waitFor(() =>
+      db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
+    );
+
+    // The day the seller appears: its first period starts tomorrow.
+    ledger.credit(sellerId, '4');
+    await service.scheduler.runOnce();
+    expect(await settlementsOf(sellerId)).toHaveLength(0);
+
+    // Day 1: $4 available, below the $10 minimum: skipped, the money stays.
+    await nextDay();
+    await service.scheduler.runOnce();
+    let rows = await settlementsOf(sellerId);
+    expect(rows.map((r) => [r.status, r.skip_reason, r.available_micro])).toEqual([
+      ['skipped', 'below_minimum', 4_000_000n],
+    ]);
+    // A second pass the same day changes nothing.
+    await service.scheduler.runOnce();
+    expect(await settlementsOf(sellerId)).toHaveLength(1);
+
+    // Day 2: $9.50 accumulated: still below.
+    ledger.credit(sellerId, '5.5');
+    await nextDay();
+    await service.scheduler.runOnce();
+    rows = await settlementsOf(sellerId);
+    expect(rows.map((r) => r.status)).toEqual(['skipped', 'skipped']);
+    expect(rows[1]!.available_micro).toBe(9_500_000n);
+
+    // Day 3: $12.250001 accumulated: the ledger reserves it all and it is sent.
+    ledger.credit(sellerId, '2.750001');
+    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+    const escrowBefore = await chain.balanceOf(testWallets.escrow.address);
+    await nextDay();
+    await service.scheduler.runOnce();
+    const [event] = await completed.waitForCount(1, 20_000);
+    rows = await settlementsOf(sellerId);
+    const paid = rows[2]!;
+    expect(paid.status).toBe('completed');
+    expect(paid.amount_micro).toBe(12_250_001n);
+    expect(paid.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 12_250_001n);
+    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore - 12_250_001n);
+    expect(event!.data).toEqual({
+      settlementId: paid.settlement_id,
+      sellerId,
+      amount: '12.250001',
+      payoutAddress: testWallets.seller.address,
+      txHash: paid.tx_hash,
+      completedAt: now.toISOString(),
+    });
+    expect(ledger.reservations.get(paid.settlement_id)?.amountMicro).toBe(12_250_001n);
+    // The minimum was sent as a decimal string, per seller setting.
+    expect(ledger.requests.at(-1)).toEqual({
+      settlementId: paid.settlement_id,
+      sellerId,
+      minimumAmount: '10',
+    });
+
+    // Same day again: no second settlement, no second transfer, no second event.
+    await service.scheduler.runOnce();
+    await service.transfers.runOnce();
+    expect(await settlementsOf(sellerId)).toHaveLength(3);
+    const transfers = await chain.transfersFromEscrow();
+    expect(transfers.filter((t) => t.to === testWallets.seller.address)).toEqual([
+      { to: testWallets.seller.address, amountMicro: 12_250_001n, txHash: paid.tx_hash },
+    ]);
+    expect(completed.events).toHaveLength(1);
+    completed.stop();
+  });
+
+  it('settles WEEKLY sellers on Mondays and MONTHLY sellers on the 1st', async () => {
+    // now is Thursday 2026-11-26.
+    expect(now.getUTCDay()).toBe(4);
+    await publishEvent(bus, sellerUpdated('sel_weekly', { settlementFrequency: 'WEEKLY' }));
+    await publishEvent(bus, sellerUpdated('sel_monthly', { settlementFrequency: 'MONTHLY' }));
+    await waitFor(async () => (await db.selectFrom('sellers').selectAll().execute()).length === 3);
+    ledger.credit('sel_weekly', '1');
+    ledger.credit('sel_monthly', '1');
+    const seen: Record<string, string[]> = { sel_weekly: [], sel_monthly: [] };
+    // Thursday 26th .. Wednesday 2nd of December.
+    for (let day = 0; day < 7; day++) {
+      await service.scheduler.runOnce();
+      for (const seller of Object.keys(seen)) {
+        seen[seller] = (await settlementsOf(seller)).map((r) => r.period_start.toISOString().slice(0, 10));
+      }
+      await nextDay();
+    }
+    expect(seen.sel_weekly).toEqual(['2026-11-30']); // Monday
+    expect(seen.sel_monthly).toEqual(['2026-12-01']); // 1st
+    const weekly = (await settlementsOf('sel_weekly'))[0]!;
+    expect(weekly.period_end.toISOString()).toBe('2026-12-07T00:00:00.000Z');
+    expect(weekly.status).toBe('skipped');
+  });
+
+  it('two schedulers at once create one settlement per seller and period', async () => {
+    ledger.credit(sellerId, '20');
+    const second = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    try {
+      await Promise.all([
+        service.scheduler.runOnce(),
+        second.scheduler.runOnce(),
+        service.scheduler.runOnce(),
+      ]);
+      const today = (await settlementsOf(sellerId)).filter(
+        (r) => r.period_start.getTime() <= now.getTime() && r.period_end.getTime() > now.getTime(),
+      );
+      expect(today).toHaveLength(1);
+      await waitFor(
+        async () =>
+          (
+            await db
+              .selectFrom('settlements')
+              .select('status')
+              .where('settlement_id', '=', today[0]!.settlement_id)
+              .executeTakeFirst()
+          )?.status === 'completed',
+        { timeoutMs: 20_000 },
+      );
+      const toSeller = (await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address);
+      expect(toSeller.map((t) => t.amountMicro)).toEqual([12_250_001n, parseUsdc('20')]);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('GET /api/v1/settlements lists the seller its own settlements', async () => {
+    const unauthorised = await fetch(`${service.url}/api/v1/settlements`);
+    expect(unauthorised.status).toBe(401);
+
+    const response = await fetch(`${service.url}/api/v1/settlements?limit=2`, {
+      headers: { authorization: `Bearer ${SELLER_KEY}` },
+    });
+    expect(response.status).toBe(200);
+    const page = (await response.json()) as { data: any[]; hasMore: boolean; nextCursor: string };
+    expect(page.data).toHaveLength(2);
+    expect(page.hasMore).toBe(true);
+    expect(page.data[0]).toMatchObject({
+      sellerId,
+      status: 'completed',
+      amount: '20',
+      period: { frequency: 'DAILY' },
+    });
+    expect(page.data[0].txHash).toMatch(/^0x[0-9a-f]{64}$/);
+    const rest = await fetch(`${service.url}/api/v1/settlements?starting_after=${page.nextCursor}`, {
+      headers: { authorization: `Bearer ${SELLER_KEY}` },
+    }).then((r) => r.json() as Promise<{ data: any[] }>);
+    // Day 1 (oldest) was skipped below the minimum; the weekly test's days had nothing available.
+    expect(rest.data.at(-1)).toMatchObject({
+      status: 'skipped',
+      amount: null,
+      availableAmount: '4',
+      minimumAmount: '10',
+      skipReason: 'below_minimum',
+      txHash: null,
+    });
+    const completedOnly = await fetch(`${service.url}/api/v1/settlements?status=completed`, {
+      headers: { authorization: `Bearer ${SELLER_KEY}` },
+    }).then((r) => r.json() as Promise<{ data: any[] }>);
+    expect(completedOnly.data.map((s) => s.amount)).toEqual(['20', '12.250001']);
+
+    const one = await fetch(`${service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
+      headers: { authorization: `Bearer ${SELLER_KEY}` },
+    });
+    expect(one.status).toBe(200);
+    const other = await fetch(`${service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
+      headers: { authorization: `Bearer ${OTHER_KEY}` },
+    });
+    expect(other.status).toBe(404);
+
+    const bad = await fetch(`${service.url}/api/v1/settlements?limit=0`, {
+      headers: { authorization: `Bearer ${SELLER_KEY}` },
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error).toMatchObject({ field: 'limit' });
+  });
+
+  it('exposes payout, refund and stuck-transfer metrics', async () => {
+    const text = await fetch(`${service.url}/metrics`).then((r) => r.text());
+    expect(text).toMatch(/settlement_payouts_sent_total\{[^}]*\} [1-9]/);
+    expect(text).toMatch(/settlement_refunds_sent_total\{[^}]*\} 0/);
+    expect(text).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
+  });
+});
