@@ -1,0 +1,410 @@
+import type { Bus } from '@paygate/bus';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import { createTestEnvironment, openSchema, type TestEnvironment, waitFor } from '@paygate/testing';
+import type { Kysely } from 'kysely';
+import { verifyWebhook } from '../../../libs/gateway-middleware/src/webhooks';
+import { loadConfig, type NotifierConfig, type RunningNotifier, startNotifier } from '../src';
+import type { NotifierDatabase } from '../src/db';
+import {
+  OTHER_SELLER_ID,
+  publish,
+  SELLER_ID,
+  sellerUpdated,
+  serveWebhookSecrets,
+  sessionSnapshot,
+  WebhookReceiver,
+} from './helpers';
+
+jest.setTimeout(45_000);
+
+const SECRET = 'whsec_seller_one_0123456789';
+const API_KEY = 'sk_test_seller_one_0123456789';
+const OTHER_API_KEY = 'sk_test_seller_two_0123456789';
+const identity = (sellerId: string) => ({
+  sellerId,
+  walletAddress: `0x${'b'.repeat(40)}`,
+  payoutAddress: `0x${'b'.repeat(40)}`,
+  publishableKey: 'pk_test_0123456789abcdef',
+  apiKeyVersion: 1,
+});
+const TX = `0x${'3'.repeat(64)}`;
+const PAYER = `0x${'4'.repeat(40)}`;
+
+describe('notifier webhooks', () => {
+  let env: TestEnvironment;
+  let bus: Bus;
+  let receiver: WebhookReceiver;
+  let notifier: RunningNotifier;
+  let db: Kysely<NotifierDatabase>;
+  // The notifier's clock: retry schedules are checked by moving it, not by sleeping.
+  let clockMs = Date.parse('2026-11-22T12:00:00.000Z');
+  const configFor = (): NotifierConfig => ({
+    ...loadConfig(
+      env.envFor('notifier', {
+        WEBHOOK_POLL_INTERVAL_MS: '50',
+        WEBHOOK_TIMEOUT_MS: '500',
+        WEBHOOK_CLAIM_LEASE_MS: '2000',
+      }),
+    ),
+    now: () => new Date(clockMs),
+  });
+  const api = (path: string, init: RequestInit = {}, key = API_KEY) =>
+    fetch(`${notifier.url}${path}`, {
+      ...init,
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        ...(init.headers ?? {}),
+      },
+    });
+  const deliveriesOf = (eventId: string) =>
+    db
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where('event_id', '=', eventId)
+      .orderBy('created_at')
+      .execute();
+  const paymentData = (paymentId: string) => ({
+    paymentId,
+    source: 'checkout' as const,
+    sellerId: SELLER_ID,
+    skillId: null,
+    skillName: null,
+    endpointId: null,
+    sessionId: 'cs_wh_1',
+    payer: PAYER,
+    amount: '5.004217',
+    network: 'local' as const,
+    chainId: 31337,
+    token: `0x${'c'.repeat(40)}`,
+    txHash: TX,
+    logIndex: 0,
+    holdPeriodHours: 0,
+    confirmedAt: new Date().toISOString(),
+  });
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('notifwh');
+    bus = await env.bus();
+    receiver = await new WebhookReceiver().start();
+    serveWebhookSecrets(bus, { [SELLER_ID]: { secret: SECRET, version: 1 } });
+    serveSellersForTests(bus, { [API_KEY]: identity(SELLER_ID), [OTHER_API_KEY]: identity(OTHER_SELLER_ID) });
+    notifier = await startNotifier(configFor(), { random: () => 1 });
+    db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
+    await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));
+    await waitFor(async () => (await db.selectFrom('sellers').selectAll().executeTakeFirst())?.webhook_url, {
+      message: 'seller projected',
+    });
+  });
+
+  afterAll(async () => {
+    await notifier?.stop();
+    await db?.destroy();
+    await receiver?.stop();
+    await env?.cleanup();
+  });
+
+  beforeEach(() => {
+    receiver.received.length = 0;
+    receiver.respond = () => 200;
+  });
+
+  it('delivers payment, refund, settlement and session events, signed, with a stable event id', async () => {
+    const ids = {
+      payment: await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_1')),
+      requested: await publish(bus, 'refund.requested', 'escrow-ledger', {
+        event: 'refund.requested',
+        refundRequestId: 'rr_1',
+        transactionId: 'tx_1',
+        sellerId: SELLER_ID,
+        reason: 'never arrived',
+        requestedAt: new Date().toISOString(),
+      }),
+      completed: await publish(bus, 'refund.completed', 'settlement', {
+        event: 'refund.completed',
+        refundId: 'rf_1',
+        transactionId: 'tx_1',
+        sellerId: SELLER_ID,
+        refundTxHash: TX,
+        amount: '5.004217',
+        completedAt: new Date().toISOString(),
+      }),
+      settlement: await publish(bus, 'settlement.completed', 'settlement', {
+        settlementId: 'st_1',
+        sellerId: SELLER_ID,
+        amount: '12.5',
+        payoutAddress: `0x${'b'.repeat(40)}`,
+        txHash: TX,
+        completedAt: new Date().toISOString(),
+      }),
+      session: await publish(
+        bus,
+        'checkout.session_paid',
+        'checkout',
+        sessionSnapshot({ sessionId: 'cs_wh_1', status: 'paid' }),
+      ),
+    };
+    // Another seller's event (no webhook URL) produces nothing.
+    await publish(bus, 'payment.confirmed', 'checkout', {
+      ...paymentData('pay_other'),
+      sellerId: OTHER_SELLER_ID,
+    });
+    await waitFor(() => receiver.received.length >= 5, { message: 'five webhooks' });
+
+    const byType = new Map(receiver.received.map((r) => [r.headers['paygate-event-type'], r]));
+    for (const received of receiver.received) {
+      // The seller's own check, with the library a seller uses, against our clock.
+      expect(
+        verifyWebhook({
+          payload: received.body,
+          header: received.headers['paygate-signature'],
+          secret: SECRET,
+          now: () => new Date(clockMs),
+        }),
+      ).toEqual({ timestamp: Math.floor(clockMs / 1000) });
+      const body = JSON.parse(received.body);
+      expect(received.headers['paygate-event-id']).toBe(body.id);
+      expect(body.data.event).toBe(body.event);
+      expect(Object.keys(body)).toEqual(['id', 'event', 'createdAt', 'data']);
+    }
+    expect(() =>
+      verifyWebhook({
+        payload: receiver.received[0]!.body,
+        header: receiver.received[0]!.headers['paygate-signature'],
+        secret: 'whsec_wrong',
+        now: () => new Date(clockMs),
+      }),
+    ).toThrow('does not match');
+
+    const requested = JSON.parse(byType.get('refund.requested')!.body);
+    expect(requested).toMatchObject({
+      id: ids.requested,
+      event: 'refund.requested',
+      data: { event: 'refund.requested', transactionId: 'tx_1', reason: 'never arrived' },
+    });
+    const completed = JSON.parse(byType.get('refund.completed')!.body);
+    expect(completed.data).toMatchObject({
+      event: 'refund.completed',
+      transactionId: 'tx_1',
+      refundTxHash: TX,
+      amount: '5.004217',
+    });
+    expect(JSON.parse(byType.get('payment.confirmed')!.body)).toMatchObject({
+      id: ids.payment,
+      data: { event: 'payment.confirmed', paymentId: 'pay_1', amount: '5.004217', txHash: TX },
+    });
+    expect(JSON.parse(byType.get('settlement.completed')!.body).data).toMatchObject({
+      amount: '12.5',
+      txHash: TX,
+    });
+    expect(JSON.parse(byType.get('checkout.session_paid')!.body).data).toMatchObject({
+      sessionId: 'cs_wh_1',
+      status: 'paid',
+    });
+    await waitFor(async () => (await deliveriesOf(ids.session))[0]?.status === 'delivered', {
+      message: 'recorded',
+    });
+    expect(await deliveriesOf(ids.session)).toEqual([
+      expect.objectContaining({ status: 'delivered', attempt_count: 1 }),
+    ]);
+    expect(
+      await db
+        .selectFrom('webhook_deliveries')
+        .where('seller_id', '=', OTHER_SELLER_ID)
+        .selectAll()
+        .execute(),
+    ).toEqual([]);
+  });
+
+  it('retries 5xx, 408, 429, timeouts with exponential backoff on the stored schedule, then delivers', async () => {
+    const answers: Array<number | 'hang'> = [503, 408, 429, 'hang', 200];
+    receiver.respond = () => answers.shift() ?? 200;
+    const eventId = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_retry'));
+    const start = clockMs;
+    const expectedDelaysMs = [30_000, 60_000, 120_000, 240_000];
+    for (const [i, delayMs] of expectedDelaysMs.entries()) {
+      const [row] = await waitFor(
+        async () => {
+          const rows = await deliveriesOf(eventId);
+          return rows[0]?.attempt_count === i + 1 ? rows : undefined;
+        },
+        { message: `attempt ${i + 1} recorded` },
+      );
+      expect(row!.status).toBe('pending');
+      // random() = 1 gives the full delay: 30 s, doubling.
+      expect(row!.next_attempt_at!.getTime() - clockMs).toBe(delayMs);
+      // Not retried before its time.
+      await new Promise((r) => setTimeout(r, 150));
+      expect((await deliveriesOf(eventId))[0]!.attempt_count).toBe(i + 1);
+      clockMs += delayMs;
+    }
+    const [delivered] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(eventId);
+        return rows[0]?.status === 'delivered' ? rows : undefined;
+      },
+      { message: 'delivered on the fifth attempt' },
+    );
+    expect(delivered!.attempt_count).toBe(5);
+    const attempts = await db
+      .selectFrom('webhook_attempts')
+      .selectAll()
+      .where('delivery_id', '=', delivered!.delivery_id)
+      .orderBy('attempt_number')
+      .execute();
+    expect(attempts.map((a) => [a.status_code, a.outcome])).toEqual([
+      [503, 'retryable'],
+      [408, 'retryable'],
+      [429, 'retryable'],
+      [null, 'retryable'],
+      [200, 'delivered'],
+    ]);
+    expect(attempts[3]!.error).toMatch(/timeout/);
+    // Every attempt carried the same event id and the same body.
+    const mine = receiver.received.filter((r) => r.headers['paygate-event-id'] === eventId);
+    expect(mine).toHaveLength(5);
+    expect(new Set(mine.map((r) => r.body)).size).toBe(1);
+    expect(clockMs - start).toBe(450_000);
+  });
+
+  it('fails at once on a non-retryable 4xx, and gives up on a retryable failure after 3 days', async () => {
+    receiver.respond = () => 400;
+    const rejected = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_400'));
+    const [failed] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(rejected);
+        return rows[0]?.status === 'failed' ? rows : undefined;
+      },
+      { message: 'failed on 400' },
+    );
+    expect(failed).toMatchObject({ attempt_count: 1, last_status_code: 400, next_attempt_at: null });
+
+    receiver.respond = () => 500;
+    const doomed = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_500'));
+    const [first] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(doomed);
+        return rows[0]?.attempt_count === 1 ? rows : undefined;
+      },
+      { message: 'first attempt' },
+    );
+    expect(first!.give_up_at.getTime() - first!.created_at.getTime()).toBe(72 * 3600_000);
+    // Far into the schedule: delays are capped at 6 h, the last retry is clamped to the end of the window.
+    clockMs = first!.give_up_at.getTime() - 60_000;
+    await waitFor(async () => (await deliveriesOf(doomed))[0]?.attempt_count === 2, { message: 'attempt 2' });
+    const second = (await deliveriesOf(doomed))[0]!;
+    expect(second.status).toBe('pending');
+    expect(second.next_attempt_at!.getTime()).toBe(first!.give_up_at.getTime());
+    clockMs = first!.give_up_at.getTime();
+    const [gaveUp] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(doomed);
+        return rows[0]?.status === 'failed' ? rows : undefined;
+      },
+      { message: 'gave up' },
+    );
+    expect(gaveUp).toMatchObject({ attempt_count: 3, last_status_code: 500 });
+  });
+
+  it('keeps the retry schedule across a restart of notifier', async () => {
+    receiver.respond = () => 502;
+    const eventId = await publish(bus, 'refund.requested', 'escrow-ledger', {
+      event: 'refund.requested',
+      refundRequestId: 'rr_restart',
+      transactionId: 'tx_restart',
+      sellerId: SELLER_ID,
+      reason: 'changed my mind',
+      requestedAt: new Date().toISOString(),
+    });
+    const [pending] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(eventId);
+        return rows[0]?.attempt_count === 1 ? rows : undefined;
+      },
+      { message: 'first attempt before restart' },
+    );
+    await notifier.stop();
+
+    receiver.respond = () => 200;
+    clockMs = pending!.next_attempt_at!.getTime();
+    notifier = await startNotifier(configFor(), { random: () => 1 });
+    const [delivered] = await waitFor(
+      async () => {
+        const rows = await deliveriesOf(eventId);
+        return rows[0]?.status === 'delivered' ? rows : undefined;
+      },
+      { message: 'delivered by the new instance' },
+    );
+    expect(delivered!.attempt_count).toBe(2);
+  });
+
+  it('shows deliveries with their attempts to the seller and redelivers on request', async () => {
+    receiver.respond = () => 500;
+    const eventId = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_api'));
+    await waitFor(async () => (await deliveriesOf(eventId))[0]?.attempt_count === 1, {
+      message: 'attempted',
+    });
+
+    const list = await api(`/api/v1/webhooks/deliveries?eventId=${eventId}`);
+    expect(list.status).toBe(200);
+    const listed = (await list.json()).data;
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({
+      eventId,
+      eventType: 'payment.confirmed',
+      url: receiver.url,
+      status: 'pending',
+      attemptCount: 1,
+      lastStatusCode: 500,
+      attempts: [{ number: 1, statusCode: 500, outcome: 'retryable', responseExcerpt: 'status 500' }],
+    });
+    const deliveryId = listed[0].id;
+
+    const one = await api(`/api/v1/webhooks/deliveries/${deliveryId}`);
+    expect(one.status).toBe(200);
+    expect((await one.json()).payload).toMatchObject({ id: eventId, event: 'payment.confirmed' });
+
+    // Another seller sees nothing of it; no key is refused.
+    expect((await api(`/api/v1/webhooks/deliveries/${deliveryId}`, {}, OTHER_API_KEY)).status).toBe(404);
+    expect((await fetch(`${notifier.url}/api/v1/webhooks/deliveries`)).status).toBe(401);
+    const bad = await api('/api/v1/webhooks/deliveries?limit=1000');
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toMatchObject({ field: 'limit' });
+
+    receiver.respond = () => 200;
+    receiver.received.length = 0;
+    const redeliver = () =>
+      api(`/api/v1/webhooks/deliveries/${deliveryId}/redeliver`, {
+        method: 'POST',
+        headers: { 'idempotency-key': 'redo-1' },
+      });
+    const first = await redeliver();
+    expect(first.status).toBe(202);
+    const created = await first.json();
+    expect(created).toMatchObject({ eventId, status: 'pending', redeliveryOf: deliveryId });
+    const again = await redeliver();
+    expect(again.status).toBe(202);
+    expect((await again.json()).id).toBe(created.id);
+    const reused = await api(`/api/v1/webhooks/deliveries/${created.id}/redeliver`, {
+      method: 'POST',
+      headers: { 'idempotency-key': 'redo-1' },
+    });
+    expect(reused.status).toBe(409);
+    expect((await reused.json()).error.code).toBe('idempotency_key_reused');
+
+    await waitFor(
+      async () => {
+        const response = await api(`/api/v1/webhooks/deliveries/${created.id}`);
+        return (await response.json()).status === 'delivered';
+      },
+      { message: 'redelivered' },
+    );
+    const redelivered = receiver.received.filter((r) => r.headers['paygate-delivery-id'] === created.id);
+    expect(redelivered).toHaveLength(1);
+    // Same event id and body as the original: the seller can drop it as a duplicate.
+    expect(redelivered[0]!.headers['paygate-event-id']).toBe(eventId);
+    expect(JSON.parse(redelivered[0]!.body).id).toBe(eventId);
+    expect((await deliveriesOf(eventId)).map((d) => d.delivery_id)).toEqual([deliveryId, created.id]);
+    expect((await api('/api/v1/webhooks/deliveries/nope/redeliver', { method: 'POST' })).status).toBe(404);
+  });
+});
