@@ -1,7 +1,48 @@
-import { type RunningService, startService } from '@paygate/runtime';
+import { makeProvider } from '@paygate/chain';
+import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
+import { mountPublicDocuments } from './routes/jwks';
+import { mountSkillRoutes } from './routes/skills';
+import { mountVerifyRoutes } from './routes/verify';
+import { applySkillUpdated, type SkillSnapshot } from './skills/projection';
+import { createGatewayState, type GatewayState } from './state';
 
-export function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningService> {
-  return startService({ name: 'gateway-proxy', config, migrations });
+export type RunningGateway = RunningService & { state: GatewayState };
+
+export async function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningGateway> {
+  const provider = makeProvider(config.chainRpcUrl, {
+    timeoutMs: config.chainTimeoutMs,
+    chainId: config.chainId,
+  });
+  let state: GatewayState | undefined;
+  const need = () => {
+    if (!state) throw new Error('gateway state not built yet');
+    return state;
+  };
+  const running = await startService({
+    name: 'gateway-proxy',
+    config,
+    migrations,
+    keepRawBody: true,
+    async routes(app, ctx: ServiceContext) {
+      state = await createGatewayState(ctx, config, provider);
+      mountPublicDocuments(app, state);
+      mountVerifyRoutes(app, state);
+      mountSkillRoutes(app, state);
+    },
+    consumers: () => [
+      {
+        durable: 'gateway-skill-projection',
+        subject: 'skill.updated',
+        concurrency: 4,
+        handler: (trx, event) => applySkillUpdated(trx, event.data as SkillSnapshot),
+        afterCommit: () => need().skills.invalidate(),
+      },
+    ],
+    background: () => [{ start: () => need().limiter.start(), stop: () => need().limiter.stop() }],
+    readinessChecks: () => [async () => void (await provider.getBlockNumber())],
+    onStop: async () => provider.destroy(),
+  });
+  return Object.assign(running, { state: need() });
 }

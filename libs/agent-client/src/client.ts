@@ -1,0 +1,191 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { Contract, getAddress, type Signer } from 'ethers';
+import {
+  encodePaymentHeader,
+  MODE_HEADER,
+  PAYMENT_HEADER,
+  type PaymentProof,
+  type PaymentRequirements,
+  signPayment,
+  TICKET_HEADER,
+} from './protocol';
+
+export interface AgentOptions {
+  /** An ethers signer connected to a provider on the network the sellers charge on. */
+  wallet: Signer;
+  /** Most the agent pays for one call, decimal USDC ("0.10"). A 402 asking more is refused. */
+  maxPricePerCall: string;
+  /** Most the agent pays in total over its life, decimal USDC. Unlimited when omitted. */
+  maxTotalSpend?: string;
+  /** The fetch to wrap (global fetch by default). */
+  fetch?: typeof fetch;
+  /** How long to wait for the transfer's confirmations. */
+  confirmationTimeoutMs?: number;
+  /** Follow TICKET answers by calling the seller with the ticket (default true). */
+  followTickets?: boolean;
+}
+
+export class SpendingLimitError extends Error {
+  constructor(
+    message: string,
+    readonly priceMicro: bigint,
+  ) {
+    super(message);
+    this.name = 'SpendingLimitError';
+  }
+}
+
+export class PaymentRequirementsError extends Error {
+  override name = 'PaymentRequirementsError';
+}
+
+/** The record of one payment the agent made. */
+export interface AgentPayment {
+  url: string;
+  txHash: string;
+  amount: string;
+  header: string;
+  requirements: PaymentRequirements;
+}
+
+/** What a TICKET-mode answer from the gateway carries. */
+export interface TicketAnswer {
+  ticket: string;
+  expiresAt: string;
+  url: string;
+  method: string;
+  txHash: string;
+}
+
+const TRANSFER_ABI = ['function transfer(address to, uint256 value) returns (bool)'];
+
+function readRequirements(body: unknown): PaymentRequirements {
+  const r = body as Partial<PaymentRequirements> | null;
+  if (
+    !r ||
+    typeof r.price !== 'string' ||
+    typeof r.payTo !== 'string' ||
+    typeof r.asset !== 'string' ||
+    typeof r.resource !== 'string' ||
+    typeof r.chainId !== 'number' ||
+    typeof r.network !== 'string'
+  ) {
+    throw new PaymentRequirementsError(
+      '402 body lacks price, payTo, asset, resource, chainId or network: cannot pay without guessing',
+    );
+  }
+  return { confirmations: 1, ...r } as PaymentRequirements;
+}
+
+/**
+ * Wraps fetch: a 402 becomes a USDC transfer to the escrow (within the spending limits), a signature over the
+ * tx hash and the resource, and one retry of the call with X-402-Payment. TICKET answers are followed.
+ */
+export class PaygateAgent {
+  private spentMicro = 0n;
+  private readonly maxPerCallMicro: bigint;
+  private readonly maxTotalMicro: bigint | undefined;
+  private readonly fetchImpl: typeof fetch;
+  readonly payments: AgentPayment[] = [];
+
+  constructor(private readonly options: AgentOptions) {
+    this.maxPerCallMicro = parseUsdc(options.maxPricePerCall);
+    this.maxTotalMicro = options.maxTotalSpend === undefined ? undefined : parseUsdc(options.maxTotalSpend);
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  /** Total USDC this agent has sent, decimal string. */
+  get spent(): string {
+    return formatUsdc(this.spentMicro);
+  }
+
+  async fetch(url: string, init: RequestInit = {}): Promise<Response> {
+    const first = await this.fetchImpl(url, init);
+    if (first.status !== 402) return this.followTicket(first, init);
+    const body = await first.json().catch(() => null);
+    if (body && typeof body === 'object' && 'error' in body) {
+      // A refused proof, not a challenge: nothing to pay for.
+      return new Response(JSON.stringify(body), { status: 402, headers: first.headers });
+    }
+    const payment = await this.pay(url, readRequirements(body));
+    const headers = new Headers(init.headers);
+    headers.set(PAYMENT_HEADER, payment.header);
+    const second = await this.fetchImpl(url, { ...init, headers });
+    return this.followTicket(second, init);
+  }
+
+  /** Pays what a 402 asked for and returns the header value proving it. */
+  async pay(url: string, requirements: PaymentRequirements): Promise<AgentPayment> {
+    const priceMicro = parseUsdc(requirements.price);
+    if (priceMicro > this.maxPerCallMicro) {
+      throw new SpendingLimitError(
+        `price ${requirements.price} USDC is above the per-call limit ${this.options.maxPricePerCall}`,
+        priceMicro,
+      );
+    }
+    if (this.maxTotalMicro !== undefined && this.spentMicro + priceMicro > this.maxTotalMicro) {
+      throw new SpendingLimitError(
+        `paying ${requirements.price} USDC would pass the total limit ${this.options.maxTotalSpend} (spent ${this.spent})`,
+        priceMicro,
+      );
+    }
+    const provider = this.options.wallet.provider;
+    if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
+    const { chainId } = await provider.getNetwork();
+    if (Number(chainId) !== requirements.chainId) {
+      throw new PaymentRequirementsError(
+        `the seller charges on chain ${requirements.chainId} (${requirements.network}); the wallet is on ${chainId}`,
+      );
+    }
+    // Reserve before sending, so concurrent calls cannot pass the total limit together.
+    this.spentMicro += priceMicro;
+    let sent = false;
+    try {
+      const usdc = new Contract(getAddress(requirements.asset), TRANSFER_ABI, this.options.wallet);
+      const tx = await usdc.getFunction('transfer')(getAddress(requirements.payTo), priceMicro);
+      sent = true;
+      const receipt = await tx.wait(
+        Math.max(1, requirements.confirmations),
+        this.options.confirmationTimeoutMs ?? 120_000,
+      );
+      if (!receipt || receipt.status !== 1) throw new Error(`USDC transfer ${tx.hash} failed`);
+      const from = await this.options.wallet.getAddress();
+      const proof: PaymentProof = {
+        txHash: tx.hash,
+        amount: requirements.price,
+        token: getAddress(requirements.asset),
+        network: requirements.network,
+        from,
+        to: getAddress(requirements.payTo),
+        signature: await signPayment(this.options.wallet, tx.hash, requirements.resource),
+      };
+      const payment: AgentPayment = {
+        url,
+        txHash: tx.hash,
+        amount: requirements.price,
+        header: encodePaymentHeader(proof),
+        requirements,
+      };
+      this.payments.push(payment);
+      return payment;
+    } catch (error) {
+      // Nothing left the wallet unless the transfer was sent; a sent one stays counted.
+      if (!sent) this.spentMicro -= priceMicro;
+      throw error;
+    }
+  }
+
+  private async followTicket(response: Response, init: RequestInit): Promise<Response> {
+    if (this.options.followTickets === false) return response;
+    if (response.status !== 200 || response.headers.get(MODE_HEADER) !== 'TICKET') return response;
+    const answer = (await response.json()) as TicketAnswer;
+    const headers = new Headers(init.headers);
+    headers.delete(PAYMENT_HEADER);
+    headers.set(TICKET_HEADER, answer.ticket);
+    return this.fetchImpl(answer.url, { ...init, method: answer.method, headers });
+  }
+}
+
+export function createAgent(options: AgentOptions): PaygateAgent {
+  return new PaygateAgent(options);
+}

@@ -1,0 +1,148 @@
+import { getAddress, type Signer, verifyMessage } from 'ethers';
+
+/**
+ * The x402 wire protocol shared by Paygate's gateway, its seller middleware and agents. Defined once, here:
+ * header names, the payment header's JSON, the message the payer signs, and the 402 body an agent reads.
+ */
+export const PAYMENT_HEADER = 'X-402-Payment';
+/** Fallback name accepted wherever X-402-Payment is (SPEC: "or else the header Payment"). */
+export const PAYMENT_HEADER_FALLBACK = 'Payment';
+/** TICKET mode: the agent calls the seller directly with the ticket in this header. */
+export const TICKET_HEADER = 'X-402-Ticket';
+/** Names the tx hash that paid for a response. */
+export const RECEIPT_HEADER = 'X-402-Receipt';
+/** Set on a gateway answer that carries a ticket instead of the seller's data. */
+export const MODE_HEADER = 'X-402-Mode';
+
+export type NetworkName = 'base' | 'base-sepolia' | 'local';
+export type PaymentKind = 'payPerCall' | 'subscription' | 'product' | 'service';
+
+/** The decoded X-402-Payment header: Base64 of this JSON. */
+export interface PaymentProof {
+  txHash: string;
+  /** Decimal USDC string, e.g. "0.05". */
+  amount: string;
+  /** USDC contract address. */
+  token: string;
+  network: NetworkName;
+  /** The payer: sender of the USDC transfer and signer of `signature`. */
+  from: string;
+  /** The escrow wallet (the 402's payTo). */
+  to: string;
+  /** EIP-191 personal_sign by `from` over paymentMessage(txHash, resource). */
+  signature: string;
+}
+
+/** HTTP 402 body: SPEC's fields (price, description, network, type-specific) plus what an agent needs to pay. */
+export interface PaymentRequirements {
+  price: string;
+  description: string;
+  network: NetworkName;
+  chainId: number;
+  /** The escrow wallet to send USDC to. */
+  payTo: string;
+  /** The USDC contract. */
+  asset: string;
+  /** What the payment pays for; the signature covers it. "<METHOD> <url or path>". */
+  resource: string;
+  /** Confirmations the transfer needs before it is accepted. */
+  confirmations: number;
+  type: PaymentKind;
+  durationDays?: number;
+  accessUrl?: string;
+  requiresShipping?: boolean;
+  /** The request header that carries the proof. */
+  header: typeof PAYMENT_HEADER;
+  mode?: 'PROXY' | 'TICKET';
+}
+
+export class PaymentHeaderError extends Error {
+  constructor(
+    readonly field: string,
+    readonly rule: string,
+  ) {
+    super(`payment header ${field} ${rule}`);
+    this.name = 'PaymentHeaderError';
+  }
+}
+
+/** The resource string a payment is bound to: "<METHOD> <url or path>", query string excluded. */
+export function resourceFor(method: string, urlOrPath: string): string {
+  const withoutQuery = urlOrPath.split('?')[0] ?? urlOrPath;
+  return `${method.toUpperCase()} ${withoutQuery}`;
+}
+
+/** The exact text the payer signs (EIP-191 personal_sign). Changing it breaks every agent: don't. */
+export function paymentMessage(txHash: string, resource: string): string {
+  return `Paygate payment\ntx: ${txHash.toLowerCase()}\nresource: ${resource}`;
+}
+
+export async function signPayment(signer: Signer, txHash: string, resource: string): Promise<string> {
+  return signer.signMessage(paymentMessage(txHash, resource));
+}
+
+/** The address that signed paymentMessage(txHash, resource); throws on a malformed signature. */
+export function recoverPaymentSigner(txHash: string, resource: string, signature: string): string {
+  return verifyMessage(paymentMessage(txHash, resource), signature);
+}
+
+export function encodePaymentHeader(proof: PaymentProof): string {
+  return Buffer.from(JSON.stringify(proof), 'utf8').toString('base64');
+}
+
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const AMOUNT = /^(0|[1-9][0-9]*)(\.[0-9]{1,6})?$/;
+const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
+const NETWORKS = new Set(['base', 'base-sepolia', 'local']);
+const MAX_HEADER_CHARS = 4096;
+
+/**
+ * Decodes and shape-checks a payment header value. Throws PaymentHeaderError naming the field and the rule;
+ * addresses come back checksummed and the tx hash lowercase.
+ */
+export function decodePaymentHeader(value: string): PaymentProof {
+  const text = value.trim();
+  if (text.length === 0 || text.length > MAX_HEADER_CHARS) {
+    throw new PaymentHeaderError('header', `must be 1 to ${MAX_HEADER_CHARS} characters of Base64`);
+  }
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw new PaymentHeaderError('header', 'must be Base64');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(text, 'base64').toString('utf8'));
+  } catch {
+    throw new PaymentHeaderError('header', 'must be Base64-encoded JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new PaymentHeaderError('header', 'must be a JSON object');
+  }
+  const record = parsed as Record<string, unknown>;
+  const text_ = (field: string, pattern: RegExp, rule: string): string => {
+    const v = record[field];
+    if (typeof v !== 'string' || !pattern.test(v)) throw new PaymentHeaderError(field, rule);
+    return v;
+  };
+  const txHash = text_('txHash', TX_HASH, 'must be a 0x-prefixed 32-byte hex hash').toLowerCase();
+  const amount = text_('amount', AMOUNT, 'must be a decimal USDC string with at most 6 decimals');
+  const token = getAddress(text_('token', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const network = record.network;
+  if (typeof network !== 'string' || !NETWORKS.has(network)) {
+    throw new PaymentHeaderError('network', 'must be one of base, base-sepolia, local');
+  }
+  const from = getAddress(text_('from', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const to = getAddress(text_('to', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const signature = text_('signature', SIGNATURE, 'must be a 65-byte hex signature');
+  return { txHash, amount, token, network: network as NetworkName, from, to, signature };
+}
+
+/** Reads the payment header from a header bag: X-402-Payment, else Payment. */
+export function pickPaymentHeader(
+  get: (name: string) => string | string[] | undefined | null,
+): string | undefined {
+  for (const name of [PAYMENT_HEADER, PAYMENT_HEADER_FALLBACK]) {
+    const value = get(name) ?? get(name.toLowerCase());
+    const first = Array.isArray(value) ? value[0] : value;
+    if (typeof first === 'string' && first.length > 0) return first;
+  }
+  return undefined;
+}

@@ -1,0 +1,137 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import https from 'node:https';
+import type { Request, Response } from 'express';
+
+/** Never forwarded to a seller: hop-by-hop headers, the payment proof, tickets and any credentials. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'x-402-payment',
+  'payment',
+  'x-402-ticket',
+  'authorization',
+  'cookie',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-real-ip',
+]);
+const DROPPED_RESPONSE_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+export interface ForwardTarget {
+  /** The seller's URL for this call: apiBaseUrl + endpoint path + query. */
+  url: URL;
+  /** Extra headers telling the seller who paid. */
+  extraHeaders: Record<string, string>;
+}
+
+export type ForwardResult =
+  | {
+      kind: 'answered';
+      status: number;
+      /** Streams the seller's answer to the buyer, with extra response headers (the receipt). */
+      relay(extraHeaders: Record<string, string>): void;
+    }
+  | { kind: 'failed'; reason: 'timeout' | 'unreachable'; message: string };
+
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 256 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 256 }),
+};
+
+export function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
+    headers[name] = value;
+  }
+  return headers;
+}
+
+/**
+ * Sends the buyer's request to the seller. Resolves when the seller's response headers arrived (the caller
+ * then decides, by status, what the payment becomes, and relays the body as a stream), or with a failure on
+ * a connection error or when no response headers came within `timeoutMs`.
+ */
+export function forwardRequest(
+  req: Request,
+  res: Response,
+  target: ForwardTarget,
+  timeoutMs: number,
+): Promise<ForwardResult> {
+  return new Promise((resolve) => {
+    const isHttps = target.url.protocol === 'https:';
+    const headers = safeRequestHeaders(req.headers);
+    headers['x-forwarded-for'] = req.ip ?? req.socket.remoteAddress ?? '';
+    headers['x-forwarded-proto'] = req.protocol;
+    if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
+    Object.assign(headers, target.extraHeaders);
+    // express.json may have consumed a JSON body; its raw bytes were kept, so send them as they came.
+    const rawBody = req.rawBody;
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+    if (rawBody) headers['content-length'] = String(rawBody.length);
+    else if (hasBody && req.headers['content-length'])
+      headers['content-length'] = req.headers['content-length'];
+    else if (hasBody && req.headers['transfer-encoding']) headers['transfer-encoding'] = 'chunked';
+
+    let settled = false;
+    const settle = (result: ForwardResult) => {
+      if (settled) return false;
+      settled = true;
+      clearTimeout(timer);
+      resolve(result);
+      return true;
+    };
+    const upstream = (isHttps ? https : http).request(
+      target.url,
+      { method: req.method, headers, agent: isHttps ? agents.https : agents.http },
+      (upstreamRes: IncomingMessage) => {
+        const status = upstreamRes.statusCode ?? 502;
+        const accepted = settle({
+          kind: 'answered',
+          status,
+          relay(extraHeaders) {
+            res.status(status);
+            for (const [name, value] of Object.entries(upstreamRes.headers)) {
+              if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name)) res.setHeader(name, value);
+            }
+            for (const [name, value] of Object.entries(extraHeaders)) res.setHeader(name, value);
+            upstreamRes.on('error', () => res.destroy());
+            upstreamRes.pipe(res);
+          },
+        });
+        if (!accepted) upstreamRes.resume();
+      },
+    );
+    const timer = setTimeout(() => {
+      upstream.destroy(new Error('timeout'));
+      settle({
+        kind: 'failed',
+        reason: 'timeout',
+        message: `the seller did not answer within ${timeoutMs} ms`,
+      });
+    }, timeoutMs);
+    upstream.on('error', (error) => {
+      settle({ kind: 'failed', reason: 'unreachable', message: `the seller's API failed: ${error.message}` });
+    });
+    if (rawBody) upstream.end(rawBody);
+    else if (hasBody && !req.readableEnded) req.pipe(upstream);
+    else upstream.end();
+  });
+}

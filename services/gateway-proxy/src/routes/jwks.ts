@@ -1,0 +1,13 @@
+import type { Express } from 'express';
+import type { GatewayState } from '../state';
+import { openApiDocument } from './openapi';
+
+export function mountPublicDocuments(app: Express, state: GatewayState): void {
+  app.get('/.well-known/jwks.json', async (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.json({ keys: await state.keys.publicKeys() });
+  });
+  app.get('/api/v1/openapi/gateway.json', (_req, res) => {
+    res.json(openApiDocument(state.config.publicBaseUrl));
+  });
+}

@@ -1,0 +1,158 @@
+import {
+  decodePaymentHeader,
+  PaymentHeaderError,
+  type PaymentKind,
+  type PaymentProof,
+} from '@paygate/agent-client';
+import { UsdcAmount } from '@paygate/contracts';
+import { assertValid } from '@paygate/http';
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { SellerAuth } from '@paygate/seller-auth';
+import { Type } from '@sinclair/typebox';
+import type { Express, Request, Response } from 'express';
+import type { GatewayState } from '../state';
+
+export const VerifyRequest = Type.Object(
+  {
+    payment: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: 'The X-402-Payment (or Payment) header value',
+    }),
+    price: Type.Union([UsdcAmount, Type.Number({ exclusiveMinimum: 0 })]),
+    type: Type.Union([
+      Type.Literal('payPerCall'),
+      Type.Literal('subscription'),
+      Type.Literal('product'),
+      Type.Literal('service'),
+    ]),
+    durationDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 3650 })),
+    requiresShipping: Type.Optional(Type.Boolean()),
+    resource: Type.String({
+      minLength: 1,
+      maxLength: 2048,
+      description: '"<METHOD> <url or path>" the agent signed',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+/** SPEC default hold periods by what is sold (the middleware sells no registered skill). */
+const DEFAULT_HOLD_HOURS: Record<PaymentKind, number> = {
+  payPerCall: 0,
+  subscription: 24,
+  product: 72,
+  service: 48,
+};
+
+/**
+ * POST /api/verify: the seller middleware's verification, authenticated with the seller's API key.
+ * GET /api/verify: the public payment parameters the middleware puts in its 402 bodies.
+ */
+export function mountVerifyRoutes(app: Express, state: GatewayState): void {
+  const auth = new SellerAuth(state.ctx.bus);
+  app.get('/api/verify', (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.json({
+      network: state.config.network,
+      chainId: state.config.chainId,
+      payTo: state.config.escrowAddress,
+      asset: state.config.usdcAddress,
+      confirmations: state.config.confirmations,
+      issuer: state.config.publicBaseUrl,
+      jwksUrl: `${state.config.publicBaseUrl}/.well-known/jwks.json`,
+    });
+  });
+  app.post('/api/verify', auth.middleware(), async (req: Request, res: Response) => {
+    const body = assertValid(VerifyRequest, req.body ?? {}, 'body');
+    let priceMicro: bigint;
+    try {
+      priceMicro = parseUsdc(body.price);
+    } catch (error) {
+      res.status(400).json({
+        error: {
+          code: 'invalid_request',
+          message: `price ${(error as Error).message}`,
+          field: 'price',
+          rule: 'must be a decimal USDC amount with at most 6 decimals',
+          requestId: req.requestId,
+        },
+      });
+      return;
+    }
+    if (body.type === 'subscription' && body.durationDays === undefined) {
+      res.status(400).json({
+        error: {
+          code: 'invalid_request',
+          message: 'durationDays is required for a subscription',
+          field: 'durationDays',
+          rule: 'is required when type is subscription',
+          requestId: req.requestId,
+        },
+      });
+      return;
+    }
+    let proof: PaymentProof;
+    try {
+      proof = decodePaymentHeader(body.payment);
+    } catch (error) {
+      const e = error as PaymentHeaderError;
+      res.json({
+        valid: false,
+        reason: 'malformed_payment',
+        message: e.message,
+        field: e instanceof PaymentHeaderError ? e.field : 'payment',
+      });
+      return;
+    }
+    const seller = req.seller!;
+    const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
+    if (!(await state.rateLimit(req, res, bucket))) return;
+    const outcome = await state.payments.present(proof, {
+      resource: body.resource,
+      priceMicro,
+      kind: body.type,
+      durationDays: body.type === 'subscription' ? (body.durationDays ?? null) : null,
+      sellerId: seller.sellerId,
+      skillId: null,
+      skillName: null,
+      endpointId: null,
+      holdPeriodHours: DEFAULT_HOLD_HOURS[body.type],
+      channel: 'verify',
+    });
+    if (!outcome.ok) {
+      state.metrics.refused.inc({ reason: outcome.failure.reason });
+      if (outcome.failure.reason === 'chain_unavailable') {
+        res.status(503).setHeader('Retry-After', '2');
+        res.json({
+          error: { code: 'chain_unavailable', message: outcome.failure.message, requestId: req.requestId },
+        });
+        return;
+      }
+      res.json({
+        valid: false,
+        reason: outcome.failure.reason,
+        message: outcome.failure.message,
+        ...(outcome.failure.details ?? {}),
+      });
+      return;
+    }
+    state.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
+    const claim = outcome.claim;
+    res.json({
+      valid: true,
+      payment: {
+        txHash: claim.tx_hash,
+        amount: formatUsdc(claim.amount_micro),
+        payer: claim.payer,
+        network: claim.network,
+        type: claim.kind,
+        ...(claim.kind === 'subscription'
+          ? { durationDays: body.durationDays, expiresAt: claim.access_expires_at?.toISOString() }
+          : {}),
+        ...(claim.kind === 'product' ? { requiresShipping: body.requiresShipping ?? false } : {}),
+        reused: !outcome.fresh,
+      },
+    });
+  });
+}

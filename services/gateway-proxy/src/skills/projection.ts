@@ -1,0 +1,95 @@
+import type { EventData } from '@paygate/contracts';
+import { type Kysely, sql, type Transaction } from 'kysely';
+
+export type SkillSnapshot = EventData<'skill.updated'>;
+export type EndpointSnapshot = SkillSnapshot['endpoints'][number];
+
+/** Applies a skill.updated snapshot; an older or equal revision (redelivery, reordering) changes nothing. */
+export async function applySkillUpdated(trx: Transaction<any>, snapshot: SkillSnapshot): Promise<void> {
+  await sql`
+    insert into skills (skill_id, name, revision, snapshot, updated_at)
+    values (${snapshot.skillId}, ${snapshot.name}, ${snapshot.revision}, ${JSON.stringify(snapshot)}::jsonb, now())
+    on conflict (skill_id) do update
+      set name = excluded.name, revision = excluded.revision, snapshot = excluded.snapshot, updated_at = now()
+      where skills.revision < excluded.revision`.execute(trx);
+}
+
+interface CacheEntry {
+  skill: SkillSnapshot | undefined;
+  expiresAt: number;
+}
+
+/**
+ * Reads the projection by skill name with a short cache: every replica's consumer writes the same table,
+ * so a change made through another replica is seen within `cacheTtlMs`, and at once through this one.
+ */
+export class SkillDirectory {
+  private readonly cache = new Map<string, CacheEntry>();
+
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly cacheTtlMs = 1000,
+  ) {}
+
+  invalidate(): void {
+    this.cache.clear();
+  }
+
+  async byName(name: string): Promise<SkillSnapshot | undefined> {
+    const now = Date.now();
+    const cached = this.cache.get(name);
+    if (cached && cached.expiresAt > now) return cached.skill;
+    // Names are unique in the registry; after a rename the newest revision holding the name wins.
+    const row = await this.db
+      .selectFrom('skills')
+      .select(['snapshot'])
+      .where('name', '=', name)
+      .orderBy('updated_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    const skill = row ? (row.snapshot as SkillSnapshot) : undefined;
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(name, { skill, expiresAt: now + this.cacheTtlMs });
+    return skill;
+  }
+}
+
+/** Endpoint paths may hold `:param` segments that match one path segment. */
+export function endpointMatches(pattern: string, path: string): boolean {
+  if (pattern === path) return true;
+  if (!pattern.includes(':')) return false;
+  const a = pattern.split('/');
+  const b = path.split('/');
+  if (a.length !== b.length) return false;
+  return a.every((segment, i) => (segment.startsWith(':') ? (b[i] ?? '').length > 0 : segment === b[i]));
+}
+
+export type EndpointLookup =
+  | { kind: 'found'; endpoint: EndpointSnapshot }
+  | { kind: 'no_path' }
+  | { kind: 'wrong_method'; allowed: string[] };
+
+export function findEndpoint(skill: SkillSnapshot, method: string, path: string): EndpointLookup {
+  const onPath = skill.endpoints.filter((e) => e.active && endpointMatches(e.path, path));
+  if (onPath.length === 0) return { kind: 'no_path' };
+  const exact = onPath.find((e) => e.method === method);
+  if (exact) return { kind: 'found', endpoint: exact };
+  return { kind: 'wrong_method', allowed: [...new Set(onPath.map((e) => e.method))] };
+}
+
+/** What kind of thing a skill sells, by its type. */
+export function paymentKindOf(
+  type: SkillSnapshot['type'],
+): 'payPerCall' | 'subscription' | 'product' | 'service' {
+  switch (type) {
+    case 'Subscription':
+    case 'SaaS':
+      return 'subscription';
+    case 'Product':
+      return 'product';
+    case 'Service':
+      return 'service';
+    default:
+      return 'payPerCall';
+  }
+}

@@ -1,0 +1,104 @@
+import { Counter, type ServiceContext } from '@paygate/runtime';
+import type { JsonRpcProvider } from 'ethers';
+import type { Request, Response } from 'express';
+import type { GatewayProxyConfig } from './config';
+import { ChainVerifier } from './payments/chain';
+import { PaymentService } from './payments/service';
+import { type ForwardResult, type ForwardTarget, forwardRequest } from './proxy/forward';
+import { SharedRateLimiter } from './ratelimit/limiter';
+import { SkillDirectory } from './skills/projection';
+import { TicketIssuer } from './tickets/issuer';
+import { TicketKeyStore } from './tickets/keys';
+
+/** Everything the gateway's routes and consumers share, built once per running service. */
+export interface GatewayState {
+  config: GatewayProxyConfig;
+  ctx: ServiceContext;
+  provider: JsonRpcProvider;
+  skills: SkillDirectory;
+  payments: PaymentService;
+  keys: TicketKeyStore;
+  tickets: TicketIssuer;
+  limiter: SharedRateLimiter;
+  metrics: {
+    accepted: Counter<'mode' | 'fresh'>;
+    refused: Counter<'reason'>;
+    rateLimited: Counter<string>;
+  };
+  /** Counts one hit; answers 429 and returns false when over the limit. */
+  rateLimit(req: Request, res: Response, bucket: string): Promise<boolean>;
+  forward(req: Request, res: Response, target: ForwardTarget): Promise<ForwardResult>;
+}
+
+export async function createGatewayState(
+  ctx: ServiceContext,
+  config: GatewayProxyConfig,
+  provider: JsonRpcProvider,
+): Promise<GatewayState> {
+  const keys = new TicketKeyStore(ctx.db, config.ticketSigningKeyPem);
+  await keys.init();
+  const chain = new ChainVerifier(provider, {
+    usdcAddress: config.usdcAddress,
+    escrowAddress: config.escrowAddress,
+    confirmations: config.confirmations,
+  });
+  const limiter = new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now);
+  const registers = [ctx.metrics.registry];
+  const metrics = {
+    accepted: new Counter({
+      name: 'gateway_payments_accepted_total',
+      help: 'Payments accepted by mode and whether they were fresh or a reuse',
+      labelNames: ['mode', 'fresh'] as const,
+      registers,
+    }),
+    refused: new Counter({
+      name: 'gateway_payments_refused_total',
+      help: 'Payment proofs refused, by reason',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    rateLimited: new Counter({
+      name: 'gateway_rate_limited_total',
+      help: 'Requests answered 429',
+      registers,
+    }),
+  };
+  return {
+    config,
+    ctx,
+    provider,
+    skills: new SkillDirectory(ctx.db),
+    payments: new PaymentService(ctx, chain, {
+      network: config.network,
+      chainId: config.chainId,
+      usdcAddress: config.usdcAddress,
+      escrowAddress: config.escrowAddress,
+      retryWindowSeconds: config.retryWindowSeconds,
+      upstreamTimeoutMs: config.upstreamTimeoutMs,
+      now: config.now,
+    }),
+    keys,
+    tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
+    limiter,
+    metrics,
+    async rateLimit(req, res, bucket) {
+      const decision = await limiter.hit(bucket);
+      res.setHeader('RateLimit-Limit', String(decision.limit));
+      res.setHeader('RateLimit-Remaining', String(decision.remaining));
+      if (decision.allowed) return true;
+      metrics.rateLimited.inc();
+      res.setHeader('Retry-After', String(decision.retryAfterSeconds));
+      res.status(429).json({
+        error: {
+          code: 'rate_limited',
+          message: `at most ${decision.limit} requests per minute per wallet per skill; retry in ${decision.retryAfterSeconds} s`,
+          limit: decision.limit,
+          retryAfterSeconds: decision.retryAfterSeconds,
+          requestId: req.requestId,
+        },
+      });
+      return false;
+    },
+    forward: (req, res, target) => forwardRequest(req, res, target, config.upstreamTimeoutMs),
+  };
+}

@@ -1,0 +1,74 @@
+import type { PaymentKind } from '@paygate/agent-client';
+import { newEventId } from '@paygate/contracts';
+import jwt from 'jsonwebtoken';
+import type { TicketKeyStore } from './keys';
+
+/** The claims of a Paygate ticket; the seller middleware checks every one of them. */
+export interface TicketClaims {
+  iss: string;
+  /** The payer's wallet. */
+  sub: string;
+  /** The skill name: a ticket for one skill is refused by another. */
+  aud: string;
+  jti: string;
+  iat: number;
+  exp: number;
+  skill: string;
+  skillId: string;
+  sellerId: string;
+  method: string;
+  /** The endpoint path on the seller's API (relative to its apiBaseUrl). */
+  path: string;
+  kind: PaymentKind;
+  txHash: string;
+  amount: string;
+}
+
+export interface IssueTicketInput {
+  payer: string;
+  skill: string;
+  skillId: string;
+  sellerId: string;
+  method: string;
+  path: string;
+  kind: PaymentKind;
+  txHash: string;
+  amount: string;
+  /** A subscription's ticket never outlives the subscription. */
+  notAfter: Date | null;
+}
+
+export class TicketIssuer {
+  constructor(
+    private readonly keys: TicketKeyStore,
+    private readonly issuer: string,
+    private readonly ttlSeconds: number,
+    private readonly now: () => Date,
+  ) {}
+
+  issue(input: IssueTicketInput): { ticket: string; expiresAt: Date; jti: string } {
+    const iat = Math.floor(this.now().getTime() / 1000);
+    let exp = iat + this.ttlSeconds;
+    if (input.notAfter) exp = Math.min(exp, Math.floor(input.notAfter.getTime() / 1000));
+    const jti = newEventId();
+    const claims: TicketClaims = {
+      iss: this.issuer,
+      sub: input.payer,
+      aud: input.skill,
+      jti,
+      iat,
+      exp,
+      skill: input.skill,
+      skillId: input.skillId,
+      sellerId: input.sellerId,
+      method: input.method,
+      path: input.path,
+      kind: input.kind,
+      txHash: input.txHash,
+      amount: input.amount,
+    };
+    const { kid, privateKey } = this.keys.signingKey();
+    const ticket = jwt.sign(claims, privateKey, { algorithm: 'ES256', keyid: kid, noTimestamp: true });
+    return { ticket, expiresAt: new Date(exp * 1000), jti };
+  }
+}

@@ -1,0 +1,118 @@
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+} from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
+
+export interface PublicJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  kid: string;
+  alg: 'ES256';
+  use: 'sig';
+}
+
+export interface SigningKey {
+  kid: string;
+  privateKey: KeyObject;
+}
+
+/** RFC 7638 thumbprint: the key id is derived from the key, so every replica names a key the same way. */
+function thumbprint(jwk: { crv: string; kty: string; x: string; y: string }): string {
+  const canonical = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y });
+  return createHash('sha256').update(canonical).digest('base64url');
+}
+
+function describe(privateKey: KeyObject): { kid: string; jwk: PublicJwk; pem: string } {
+  const exported = createPublicKey(privateKey).export({ format: 'jwk' }) as {
+    kty: string;
+    crv: string;
+    x: string;
+    y: string;
+  };
+  if (exported.kty !== 'EC' || exported.crv !== 'P-256') {
+    throw new Error('TICKET_SIGNING_KEY must be an EC P-256 key (ES256)');
+  }
+  const kid = thumbprint(exported);
+  return {
+    kid,
+    jwk: { kty: 'EC', crv: 'P-256', x: exported.x, y: exported.y, kid, alg: 'ES256', use: 'sig' },
+    pem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+  };
+}
+
+const MAX_PUBLISHED_KEYS = 10;
+const JWKS_REFRESH_MS = 60_000;
+
+/**
+ * Ticket signing keys. A configured PEM is used and recorded; without one, the first replica generates an
+ * ES256 key under an advisory lock and stores it in the gateway schema, so every replica signs with the same
+ * key. Every recorded key stays in the JWKS (newest first, bounded), so tickets signed before a rotation
+ * still verify until they expire.
+ */
+export class TicketKeyStore {
+  private signing: SigningKey | undefined;
+  private jwks: PublicJwk[] = [];
+  private jwksLoadedAt = 0;
+
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly configuredPem: string | undefined,
+  ) {}
+
+  async init(): Promise<void> {
+    if (this.configuredPem) {
+      const privateKey = createPrivateKey(this.configuredPem);
+      const { kid, jwk, pem } = describe(privateKey);
+      await sql`insert into ticket_keys (kid, private_key_pem, public_jwk) values (${kid}, ${pem}, ${JSON.stringify(jwk)}::jsonb)
+        on conflict (kid) do nothing`.execute(this.db);
+      this.signing = { kid, privateKey };
+    } else {
+      this.signing = await this.db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtext(current_schema() || '.ticket_keys'))`.execute(trx);
+        const newest = await trx
+          .selectFrom('ticket_keys')
+          .select(['kid', 'private_key_pem'])
+          .orderBy('created_at', 'desc')
+          .limit(1)
+          .executeTakeFirst();
+        if (newest) return { kid: newest.kid, privateKey: createPrivateKey(newest.private_key_pem) };
+        const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+        const { kid, jwk, pem } = describe(privateKey);
+        await trx
+          .insertInto('ticket_keys')
+          .values({ kid, private_key_pem: pem, public_jwk: JSON.stringify(jwk) })
+          .execute();
+        return { kid, privateKey };
+      });
+    }
+    await this.refreshJwks();
+  }
+
+  signingKey(): SigningKey {
+    if (!this.signing) throw new Error('TicketKeyStore.init() was not called');
+    return this.signing;
+  }
+
+  private async refreshJwks(): Promise<void> {
+    const rows = await this.db
+      .selectFrom('ticket_keys')
+      .select(['public_jwk'])
+      .orderBy('created_at', 'desc')
+      .limit(MAX_PUBLISHED_KEYS)
+      .execute();
+    this.jwks = rows.map((row) => row.public_jwk as PublicJwk);
+    this.jwksLoadedAt = Date.now();
+  }
+
+  /** The public keys, newest first; re-read now and then so keys recorded by other replicas appear. */
+  async publicKeys(): Promise<PublicJwk[]> {
+    if (Date.now() - this.jwksLoadedAt > JWKS_REFRESH_MS) await this.refreshJwks();
+    return this.jwks;
+  }
+}

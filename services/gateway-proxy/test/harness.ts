@@ -1,0 +1,233 @@
+import http, { type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { encodePaymentHeader, type PaymentProof, signPayment } from '@paygate/agent-client';
+import type { Bus } from '@paygate/bus';
+import { usdcAbi } from '@paygate/chain';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import {
+  type AnvilInstance,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  mine,
+  openSchema,
+  startAnvil,
+  type TestEnvironment,
+  type TestWalletRole,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, Wallet } from 'ethers';
+import type { Kysely } from 'kysely';
+import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
+
+export type SkillSnapshot = EventData<'skill.updated'>;
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A seller API on loopback that records what reached it. `/fail` answers 500, `/slow` never answers in time. */
+export async function startUpstream(): Promise<{
+  url: string;
+  requests: RecordedRequest[];
+  failuresLeft: { count: number };
+  close(): Promise<void>;
+}> {
+  const requests: RecordedRequest[] = [];
+  const failuresLeft = { count: 0 };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      if (req.url?.startsWith('/seller/slow')) return; // never answers: the gateway's timeout fires
+      if (req.url?.startsWith('/seller/flaky') && failuresLeft.count > 0) {
+        failuresLeft.count -= 1;
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'seller down' }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'x-seller': 'yes' });
+      res.end(JSON.stringify({ ok: true, method: req.method, url: req.url, body }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    failuresLeft,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export class TestClock {
+  offsetMs = 0;
+  now = () => new Date(Date.now() + this.offsetMs);
+  advance(ms: number) {
+    this.offsetMs += ms;
+  }
+}
+
+let revisionCounter = 1;
+
+export function skillSnapshot(
+  overrides: Partial<SkillSnapshot> & { name: string; apiBaseUrl: string },
+): SkillSnapshot {
+  return {
+    skillId: `skill-${overrides.name}`,
+    sellerId: 'seller-1',
+    revision: revisionCounter++,
+    displayName: `Skill ${overrides.name}`,
+    description: 'A test skill that answers',
+    type: 'API',
+    mode: 'PROXY',
+    status: 'ACTIVE',
+    categories: ['test'],
+    durationDays: null,
+    requiresShipping: null,
+    holdPeriodHours: 0,
+    endpoints: [
+      {
+        endpointId: `ep-${overrides.name}-1`,
+        path: '/data',
+        method: 'GET',
+        description: 'Returns data',
+        price: '0.05',
+        isHealthy: true,
+        active: true,
+      },
+      {
+        endpointId: `ep-${overrides.name}-2`,
+        path: '/echo',
+        method: 'POST',
+        description: 'Echoes the body',
+        price: '0.10',
+        isHealthy: true,
+        active: true,
+      },
+    ],
+    updatedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+export interface Harness {
+  env: TestEnvironment;
+  anvil: AnvilInstance;
+  usdcAddress: string;
+  bus: Bus;
+  gateway: RunningGateway;
+  clock: TestClock;
+  db: Kysely<any>;
+  gatewayEnv: Record<string, string>;
+  publishSkill(snapshot: SkillSnapshot): Promise<void>;
+  /** Sends USDC from a test wallet; mines `extraBlocks` more blocks after it (for confirmations). */
+  transfer(
+    role: TestWalletRole,
+    amount: bigint,
+    options?: { to?: string; token?: string; extraBlocks?: number },
+  ): Promise<string>;
+  /** Builds an X-402-Payment header value signed by `signer` (the payer by default). */
+  header(input: {
+    txHash: string;
+    resource: string;
+    from?: TestWalletRole;
+    signer?: TestWalletRole;
+    amount?: bigint;
+    network?: string;
+    token?: string;
+    to?: string;
+  }): Promise<string>;
+  /** The resource string the gateway binds a payment to. */
+  resource(method: string, skill: string, path: string): string;
+  close(): Promise<void>;
+}
+
+export async function startHarness(label: string, extraEnv: Record<string, string> = {}): Promise<Harness> {
+  const env = await createTestEnvironment(label);
+  const anvil = await startAnvil();
+  const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+  await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 1_000_000_000n });
+  const bus = await env.bus();
+  const clock = new TestClock();
+  const gatewayEnv = {
+    CHAIN_RPC_URL: anvil.rpcUrl,
+    CHAIN_NETWORK: 'local',
+    USDC_ADDRESS: usdcAddress,
+    ESCROW_ADDRESS: testWallets.escrow.address,
+    PUBLIC_BASE_URL: 'http://paygate.test',
+    ...extraEnv,
+  };
+  const gateway = await startGatewayProxy(loadConfig(env.envFor('gateway-proxy', gatewayEnv), clock.now));
+  const db = openSchema(env.schemaFor('gateway-proxy'));
+  const encoder = new TextEncoder();
+  const harness: Harness = {
+    env,
+    anvil,
+    usdcAddress,
+    bus,
+    gateway,
+    clock,
+    db,
+    gatewayEnv,
+    async publishSkill(snapshot) {
+      const event = createEvent('skill.updated', 'registry', snapshot);
+      await bus.js.publish(bus.subjectFor('skill.updated'), encoder.encode(JSON.stringify(event)), {
+        msgID: event.id,
+      });
+      await waitFor(
+        async () => {
+          const row = await db
+            .selectFrom('skills')
+            .select('revision')
+            .where('skill_id', '=', snapshot.skillId)
+            .executeTakeFirst();
+          return row && row.revision >= snapshot.revision;
+        },
+        { timeoutMs: 10_000, message: `skill ${snapshot.name} r${snapshot.revision} projected` },
+      );
+      gateway.state.skills.invalidate();
+    },
+    async transfer(role, amount, options = {}) {
+      const wallet = new Wallet(testWallets[role].privateKey, anvil.provider);
+      const token = new Contract(options.token ?? usdcAddress, usdcAbi, wallet);
+      const tx = await token.getFunction('transfer')(options.to ?? testWallets.escrow.address, amount);
+      await tx.wait(1, 20_000);
+      if ((options.extraBlocks ?? 0) > 0) await mine(anvil.provider, options.extraBlocks);
+      return tx.hash as string;
+    },
+    async header(input) {
+      const from = testWallets[input.from ?? 'buyer'];
+      const signer = new Wallet(testWallets[input.signer ?? input.from ?? 'buyer'].privateKey);
+      const proof: PaymentProof = {
+        txHash: input.txHash,
+        amount: formatUsdc(input.amount ?? 50_000n),
+        token: input.token ?? usdcAddress,
+        network: (input.network ?? 'local') as PaymentProof['network'],
+        from: from.address,
+        to: input.to ?? testWallets.escrow.address,
+        signature: await signPayment(signer, input.txHash, input.resource),
+      };
+      return encodePaymentHeader(proof);
+    },
+    resource: (method, skill, path) => `${method} http://paygate.test/api/v1/skills/${skill}${path}`,
+    async close() {
+      await gateway.stop().catch(() => undefined);
+      await db.destroy();
+      await anvil.stop();
+      await env.cleanup();
+    },
+  };
+  return harness;
+}

@@ -1,0 +1,246 @@
+import { countStreamMessages, testWallets, waitFor } from '@paygate/testing';
+import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+
+jest.setTimeout(60_000);
+
+describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
+  let h: Harness;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  const url = (path: string) => `${h.gateway.url}/api/v1/skills${path}`;
+
+  beforeAll(async () => {
+    h = await startHarness('gwproxy', { RETRY_WINDOW_SECONDS: '600', UPSTREAM_TIMEOUT_MS: '500' });
+    upstream = await startUpstream();
+    await h.publishSkill(
+      skillSnapshot({
+        name: 'weather',
+        apiBaseUrl: `${upstream.url}/seller`,
+        endpoints: [
+          ...skillSnapshot({ name: 'weather', apiBaseUrl: '' }).endpoints,
+          {
+            endpointId: 'ep-flaky',
+            path: '/flaky',
+            method: 'GET',
+            description: 'Flaky',
+            price: '0.01',
+            isHealthy: true,
+            active: true,
+          },
+          {
+            endpointId: 'ep-slow',
+            path: '/slow',
+            method: 'GET',
+            description: 'Slow',
+            price: '0.01',
+            isHealthy: true,
+            active: true,
+          },
+        ],
+      }),
+    );
+    await h.publishSkill(
+      skillSnapshot({
+        name: 'news',
+        apiBaseUrl: `${upstream.url}/seller`,
+        type: 'Subscription',
+        durationDays: 30,
+        holdPeriodHours: 24,
+      }),
+    );
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await h?.close();
+  });
+
+  it('answers 404 for an unknown skill or path and 405 for a wrong method, with clear bodies', async () => {
+    const unknown = await fetch(url('/nope/data'));
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json()).error).toMatchObject({
+      code: 'skill_not_found',
+      message: 'no skill named "nope"',
+    });
+    const noPath = await fetch(url('/weather/missing'));
+    expect(noPath.status).toBe(404);
+    expect((await noPath.json()).error.code).toBe('endpoint_not_found');
+    const wrong = await fetch(url('/weather/data'), { method: 'POST' });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toBe('GET');
+    expect((await wrong.json()).error).toMatchObject({ code: 'method_not_allowed', allowed: ['GET'] });
+    const head = await fetch(url('/weather/data'), { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('x-402-price')).toBe('0.05');
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('answers 402 with everything an agent needs to pay', async () => {
+    const res = await fetch(url('/weather/data?city=paris'));
+    expect(res.status).toBe(402);
+    expect(await res.json()).toEqual({
+      price: '0.05',
+      description: 'Skill weather: Returns data',
+      network: 'local',
+      chainId: 31337,
+      payTo: testWallets.escrow.address,
+      asset: h.usdcAddress,
+      resource: 'GET http://paygate.test/api/v1/skills/weather/data',
+      confirmations: 1,
+      type: 'payPerCall',
+      header: 'X-402-Payment',
+      mode: 'PROXY',
+      skill: 'weather',
+      endpoint: { method: 'GET', path: '/data' },
+    });
+    const sub = await (await fetch(url('/news/data'))).json();
+    expect(sub).toMatchObject({ type: 'subscription', durationDays: 30 });
+    expect(sub.description).toContain('30 days of access');
+  });
+
+  it('answers 400 naming the field for a malformed header', async () => {
+    const notBase64 = await fetch(url('/weather/data'), { headers: { 'X-402-Payment': '%%%' } });
+    expect(notBase64.status).toBe(400);
+    expect((await notBase64.json()).error).toMatchObject({
+      code: 'invalid_payment_header',
+      field: 'X-402-Payment',
+    });
+    const badField = Buffer.from(JSON.stringify({ txHash: '0x12' })).toString('base64');
+    const res = await fetch(url('/weather/data'), { headers: { Payment: badField } });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ field: 'X-402-Payment.txHash' });
+  });
+
+  it('forwards a paid call (method, path, query, body, safe headers) and credits it exactly once', async () => {
+    const resource = h.resource('POST', 'weather', '/echo');
+    const txHash = await h.transfer('buyer', 100_000n);
+    const header = await h.header({ txHash, resource, amount: 100_000n });
+    const res = await fetch(url('/weather/echo?x=1&y=two'), {
+      method: 'POST',
+      headers: {
+        'X-402-Payment': header,
+        'content-type': 'application/json',
+        authorization: 'Bearer sk_should_not_leak_0000000000',
+        'x-custom': 'kept',
+      },
+      body: '{"hello":  "world"}',
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-402-receipt')).toBe(txHash);
+    expect(res.headers.get('x-seller')).toBe('yes');
+    expect(res.headers.get('server-timing')).toMatch(/chain;dur=[\d.]+, paygate;dur=[\d.]+/);
+    expect(await res.json()).toEqual({
+      ok: true,
+      method: 'POST',
+      url: '/seller/echo?x=1&y=two',
+      body: '{"hello":  "world"}',
+    });
+    const seen = upstream.requests.at(-1)!;
+    expect(seen.headers['x-custom']).toBe('kept');
+    expect(seen.headers['x-402-payment']).toBeUndefined();
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers['x-paygate-payer']).toBe(testWallets.buyer.address);
+    expect(seen.headers['x-paygate-tx-hash']).toBe(txHash);
+
+    // Presented again: refused, and still credited once whatever the retries.
+    const again = await fetch(url('/weather/echo'), {
+      method: 'POST',
+      headers: { 'X-402-Payment': header },
+      body: '{}',
+    });
+    expect(again.status).toBe(402);
+    expect(await again.json()).toMatchObject({ error: 'Invalid payment', reason: 'payment_already_used' });
+    const events = await waitFor(async () => {
+      const all = await countStreamMessages(h.bus, 'payment.confirmed');
+      const mine = all.filter((e) => (e.data as { txHash: string }).txHash === txHash);
+      return mine.length > 0 ? mine : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const final = (await countStreamMessages(h.bus, 'payment.confirmed')).filter(
+      (e) => (e.data as { txHash: string }).txHash === txHash,
+    );
+    expect(final).toHaveLength(1);
+    expect(events[0]!.data).toMatchObject({
+      source: 'x402',
+      sellerId: 'seller-1',
+      skillId: 'skill-weather',
+      skillName: 'weather',
+      endpointId: 'ep-weather-2',
+      payer: testWallets.buyer.address,
+      amount: '0.1',
+      network: 'local',
+      chainId: 31337,
+      txHash,
+      holdPeriodHours: 0,
+    });
+    expect(typeof (events[0]!.data as { logIndex: number }).logIndex).toBe('number');
+  });
+
+  it('serves a subscription payer until the subscription expires', async () => {
+    const resource = h.resource('GET', 'news', '/data');
+    const txHash = await h.transfer('buyer', 50_000n);
+    const header = await h.header({ txHash, resource });
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(url('/news/data'), { headers: { 'X-402-Payment': header } });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    // Another endpoint of the same skill is covered only within what was paid (echo costs 0.10).
+    const echo = await fetch(url('/news/echo'), {
+      method: 'POST',
+      headers: { 'X-402-Payment': header },
+      body: 'x',
+    });
+    expect(echo.status).toBe(402);
+    expect(await echo.json()).toMatchObject({ reason: 'insufficient_amount' });
+    // Someone else presenting the payer's tx with their own signature is refused.
+    const thief = await h.header({ txHash, resource, from: 'stranger' });
+    const stolen = await fetch(url('/news/data'), { headers: { 'X-402-Payment': thief } });
+    expect(stolen.status).toBe(402);
+    await stolen.arrayBuffer();
+    // Not for another skill.
+    const other = await fetch(url('/weather/data'), { headers: { 'X-402-Payment': header } });
+    expect(other.status).toBe(402);
+    await other.arrayBuffer();
+    h.clock.advance(31 * 24 * 60 * 60 * 1000);
+    h.gateway.state.payments.forgetCachedClaims();
+    const expired = await fetch(url('/news/data'), { headers: { 'X-402-Payment': header } });
+    expect(expired.status).toBe(402);
+    expect(await expired.json()).toMatchObject({ reason: 'subscription_expired' });
+    h.clock.advance(-31 * 24 * 60 * 60 * 1000);
+  });
+
+  it('keeps a payment usable for a retry when the seller fails (5xx or timeout), within the window', async () => {
+    upstream.failuresLeft.count = 1;
+    const resource = h.resource('GET', 'weather', '/flaky');
+    const txHash = await h.transfer('buyer', 10_000n);
+    const header = await h.header({ txHash, resource, amount: 10_000n });
+    const failed = await fetch(url('/weather/flaky'), { headers: { 'X-402-Payment': header } });
+    expect(failed.status).toBe(503);
+    expect(failed.headers.get('x-402-retry-until')).toBeTruthy();
+    await failed.arrayBuffer();
+    const retried = await fetch(url('/weather/flaky'), { headers: { 'X-402-Payment': header } });
+    expect(retried.status).toBe(200);
+    await retried.arrayBuffer();
+    // Served once: now spent.
+    const third = await fetch(url('/weather/flaky'), { headers: { 'X-402-Payment': header } });
+    expect(third.status).toBe(402);
+    await third.arrayBuffer();
+
+    // Timeout: 504, then retry allowed only within the window.
+    const slowResource = h.resource('GET', 'weather', '/slow');
+    const slowTx = await h.transfer('buyer', 10_000n);
+    const slowHeader = await h.header({ txHash: slowTx, resource: slowResource, amount: 10_000n });
+    const timedOut = await fetch(url('/weather/slow'), { headers: { 'X-402-Payment': slowHeader } });
+    expect(timedOut.status).toBe(504);
+    const body = await timedOut.json();
+    expect(body.error).toMatchObject({ code: 'upstream_failed', txHash: slowTx });
+    // Not usable for another resource.
+    const elsewhere = await fetch(url('/weather/flaky'), { headers: { 'X-402-Payment': slowHeader } });
+    expect(elsewhere.status).toBe(402);
+    await elsewhere.arrayBuffer();
+    h.clock.advance(601_000);
+    const late = await fetch(url('/weather/slow'), { headers: { 'X-402-Payment': slowHeader } });
+    expect(late.status).toBe(402);
+    expect(await late.json()).toMatchObject({ reason: 'payment_already_used' });
+    h.clock.advance(-601_000);
+  });
+});
