@@ -1,0 +1,229 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import type { Bus } from '@paygate/bus';
+import { migrateToLatest } from '@paygate/runtime';
+import {
+  countStreamMessages,
+  createTestEnvironment,
+  mine,
+  openSchema,
+  setAutomine,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import type { Kysely } from 'kysely';
+import { migrations } from '../migrations';
+import type { SettlementDB } from '../src/db';
+import {
+  publishEvent,
+  refundInitiated,
+  settlementEnv,
+  startTestChain,
+  type TestChain,
+  TestLedger,
+} from './helpers';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+
+interface Child {
+  process: ChildProcess;
+  exited: Promise<number | null>;
+  output(): string;
+}
+
+/**
+ * Crash safety, shown with the real process: settlement runs as a child (tsx src/main.ts); the test-only
+ * SETTLEMENT_CRASH_POINT hook makes it exit(137) right after recording a signed transaction, or right after
+ * broadcasting it; it is then started again without the hook. The chain must hold exactly one transfer.
+ */
+describe('exactly one transfer on chain across crashes', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let ledger: TestLedger;
+  let db: Kysely<SettlementDB>;
+  const children: Child[] = [];
+
+  const startChild = (crashPoint?: 'after_record' | 'after_broadcast'): Child => {
+    const childEnv = {
+      ...process.env,
+      ...settlementEnv(env, chain, { LOG_LEVEL: 'warn', TX_TIMEOUT_MS: '2000' }),
+      NODE_ENV: 'test',
+      ...(crashPoint ? { SETTLEMENT_CRASH_POINT: crashPoint } : {}),
+    };
+    const child = spawn(TSX, ['services/settlement/src/main.ts'], {
+      cwd: ROOT,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout?.on('data', (chunk) => (output = (output + chunk).slice(-4000)));
+    child.stderr?.on('data', (chunk) => (output = (output + chunk).slice(-4000)));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const handle = { process: child, exited, output: () => output };
+    children.push(handle);
+    return handle;
+  };
+
+  const stopChild = async (child: Child) => {
+    if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGTERM');
+    const timer = setTimeout(() => child.process.kill('SIGKILL'), 5000);
+    await child.exited;
+    clearTimeout(timer);
+  };
+
+  const exitCodeOf = async (child: Child, timeoutMs = 45_000) => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(`no exit within ${timeoutMs} ms: ${child.output()}`), timeoutMs);
+    });
+    const code = await Promise.race([child.exited, timeout]);
+    clearTimeout(timer);
+    return code;
+  };
+
+  const transferOf = (kind: 'payout' | 'refund', key: string) =>
+    db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('idempotency_key', '=', key)
+      .executeTakeFirst();
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('stlcrash');
+    chain = await startTestChain('100');
+    bus = await env.bus();
+    ledger = new TestLedger(bus);
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+    await migrateToLatest(db, env.schemaFor('settlement'), migrations);
+  });
+
+  afterAll(async () => {
+    for (const child of children) await stopChild(child);
+    ledger?.stop();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  it('killed between recording and broadcasting: the restart broadcasts the recorded transaction once', async () => {
+    await publishEvent(bus, refundInitiated('ref_after_record', '3', chain.anvil.chainId));
+    const crashed = startChild('after_record');
+    expect(await exitCodeOf(crashed)).toBe(137);
+
+    const recorded = (await transferOf('refund', 'ref_after_record'))!;
+    expect(recorded.status).toBe('signed');
+    expect(recorded.raw_tx).toMatch(/^0x02/);
+    expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).toBeNull(); // never reached the chain
+    expect(await chain.transfersFromEscrow()).toEqual([]);
+
+    const restarted = startChild();
+    await waitFor(async () => (await transferOf('refund', 'ref_after_record'))?.status === 'confirmed', {
+      timeoutMs: 45_000,
+      message: `refund not confirmed after restart: ${restarted.output()}`,
+    });
+    const confirmed = (await transferOf('refund', 'ref_after_record'))!;
+    expect(confirmed.raw_tx).toBe(recorded.raw_tx); // the same bytes, never re-signed
+    expect(await chain.transfersFromEscrow()).toEqual([
+      { to: testWallets.buyer.address, amountMicro: 3_000_000n, txHash: recorded.tx_hash },
+    ]);
+    const completed = await waitFor(async () => {
+      const events = await countStreamMessages(bus, 'refund.completed');
+      return events.length > 0 && events;
+    });
+    expect(completed.map((e) => (e.data as { refundTxHash: string }).refundTxHash)).toEqual([
+      recorded.tx_hash,
+    ]);
+    await stopChild(restarted);
+  });
+
+  it('killed between broadcasting and confirming: the restart confirms the one transaction', async () => {
+    await setAutomine(chain.anvil.provider, false); // keep the broadcast transaction pending
+    try {
+      await publishEvent(bus, refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId));
+      const crashed = startChild('after_broadcast');
+      expect(await exitCodeOf(crashed)).toBe(137);
+
+      const recorded = (await transferOf('refund', 'ref_after_broadcast'))!;
+      expect(recorded.status).toBe('signed'); // died before noting the broadcast
+      expect(recorded.nonce).toBe(1n);
+      expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).not.toBeNull(); // in the mempool
+      expect(await chain.anvil.provider.getTransactionReceipt(recorded.tx_hash!)).toBeNull();
+
+      const restarted = startChild();
+      // The restart rebroadcasts the same bytes (the node already knows them) and waits for a receipt.
+      await waitFor(async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'broadcast', {
+        timeoutMs: 45_000,
+        message: `not rebroadcast after restart: ${restarted.output()}`,
+      });
+      await mine(chain.anvil.provider, 1);
+      await waitFor(async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'confirmed', {
+        timeoutMs: 20_000,
+      });
+      const toBuyer = (await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 4_000_000n);
+      expect(toBuyer).toEqual([
+        { to: testWallets.buyer.address, amountMicro: 4_000_000n, txHash: recorded.tx_hash },
+      ]);
+      await stopChild(restarted);
+    } finally {
+      await setAutomine(chain.anvil.provider, true);
+    }
+  });
+
+  it('a payout killed between recording and broadcasting is paid exactly once, and completed once', async () => {
+    // A DAILY seller whose last settled period is long past: the first scheduler pass settles today.
+    await db
+      .insertInto('sellers')
+      .values({
+        seller_id: 'sel_crash',
+        revision: 1,
+        payout_address: testWallets.seller.address,
+        settlement_frequency: 'DAILY',
+        minimum_settlement_micro: 10_000_000n,
+        last_scheduled_period: 'D:2000-01-01',
+      })
+      .execute();
+    ledger.credit('sel_crash', '15.5');
+    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+
+    const crashed = startChild('after_record');
+    expect(await exitCodeOf(crashed)).toBe(137);
+    const settlement = await db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('seller_id', '=', 'sel_crash')
+      .executeTakeFirstOrThrow();
+    expect(settlement.status).toBe('sending');
+    const recorded = (await transferOf('payout', settlement.settlement_id))!;
+    expect(recorded.status).toBe('signed');
+
+    const restarted = startChild();
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('settlements')
+            .select('status')
+            .where('settlement_id', '=', settlement.settlement_id)
+            .executeTakeFirst()
+        )?.status === 'completed',
+      { timeoutMs: 45_000, message: `payout not completed after restart: ${restarted.output()}` },
+    );
+    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 15_500_000n);
+    expect((await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address)).toEqual([
+      { to: testWallets.seller.address, amountMicro: 15_500_000n, txHash: recorded.tx_hash },
+    ]);
+    const completed = await waitFor(async () => {
+      const events = await countStreamMessages(bus, 'settlement.completed');
+      return events.length > 0 && events;
+    });
+    expect(completed).toHaveLength(1);
+    expect(completed[0]!.data).toMatchObject({ settlementId: settlement.settlement_id, amount: '15.5' });
+    // Both runs asked the ledger for the same settlement; it reserved once.
+    expect(ledger.reservations.size).toBe(1);
+    await stopChild(restarted);
+  });
+});

@@ -1,0 +1,141 @@
+import type { Bus } from '@paygate/bus';
+import {
+  countStreamMessages,
+  createTestEnvironment,
+  openSchema,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import type { Kysely } from 'kysely';
+import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import type { SettlementDB } from '../src/db';
+import { publishEvent, refundInitiated, settlementEnv, startTestChain, type TestChain } from './helpers';
+
+describe('refunds sent on chain', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let service: RunningSettlement;
+  let db: Kysely<SettlementDB>;
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('stlref');
+    chain = await startTestChain('100');
+    bus = await env.bus();
+    service = await startSettlement(loadConfig(settlementEnv(env, chain)));
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  const refundRow = (refundId: string) =>
+    db.selectFrom('refunds').selectAll().where('refund_id', '=', refundId).executeTakeFirst();
+
+  it('sends the refund to the payer once, even when the event is delivered again or re-issued', async () => {
+    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
+    const event = refundInitiated('ref_one', '2.5', chain.anvil.chainId);
+    await publishEvent(bus, event);
+    const done = await waitFor(
+      async () => (await refundRow('ref_one'))?.status === 'completed' && refundRow('ref_one'),
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 2_500_000n);
+
+    // The same event again (JetStream dedupe bypassed with another msg id) and a new event for the same refund.
+    await bus.js.publish(
+      bus.subjectFor('refund.initiated'),
+      new TextEncoder().encode(JSON.stringify(event)),
+      {
+        msgID: `again-${event.id}`,
+      },
+    );
+    await publishEvent(bus, refundInitiated('ref_one', '2.5', chain.anvil.chainId));
+    await waitFor(
+      async () =>
+        Number(
+          (
+            await db
+              .selectFrom('inbox')
+              .select((eb) => eb.fn.countAll<string>().as('n'))
+              .where('consumer', '=', 'settlement-refund-initiated')
+              .executeTakeFirstOrThrow()
+          ).n,
+        ) === 2,
+    );
+    await service.transfers.runOnce();
+    const transfers = await chain.transfersFromEscrow();
+    expect(transfers).toEqual([
+      { to: testWallets.buyer.address, amountMicro: 2_500_000n, txHash: done.refund_tx_hash },
+    ]);
+
+    const completed = await waitFor(async () => {
+      const events = await countStreamMessages(bus, 'refund.completed');
+      return events.length > 0 && events;
+    });
+    expect(completed).toHaveLength(1);
+    expect(completed[0]!.data).toMatchObject({
+      event: 'refund.completed',
+      refundId: 'ref_one',
+      transactionId: 'txn_ref_one',
+      sellerId: 'sel_refunds',
+      refundTxHash: done.refund_tx_hash,
+      amount: '2.5',
+    });
+  });
+
+  it('allocates consecutive nonces to concurrent refunds and confirms them all', async () => {
+    const before = (await chain.transfersFromEscrow()).length;
+    for (const [i, payer] of [
+      testWallets.buyer.address,
+      testWallets.stranger.address,
+      testWallets.platform.address,
+    ].entries()) {
+      await publishEvent(
+        bus,
+        refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, chain.anvil.chainId, payer),
+      );
+    }
+    await waitFor(
+      async () =>
+        (
+          await db.selectFrom('refunds').select('status').where('refund_id', 'like', 'ref_many_%').execute()
+        ).filter((r) => r.status === 'completed').length === 3,
+      { timeoutMs: 20_000 },
+    );
+    const transfers = await db
+      .selectFrom('outgoing_transfers')
+      .select(['nonce', 'status'])
+      .orderBy('nonce')
+      .execute();
+    expect(transfers.map((t) => t.nonce)).toEqual([0n, 1n, 2n, 3n]);
+    expect((await chain.transfersFromEscrow()).length).toBe(before + 3);
+  });
+
+  it('never lets a signed transaction be re-signed or deleted (database guard)', async () => {
+    const row = await db.selectFrom('outgoing_transfers').selectAll().limit(1).executeTakeFirstOrThrow();
+    await expect(
+      db
+        .updateTable('outgoing_transfers')
+        .set({ raw_tx: '0x00' })
+        .where('transfer_id', '=', row.transfer_id)
+        .execute(),
+    ).rejects.toThrow(/immutable/);
+    await expect(
+      db.deleteFrom('outgoing_transfers').where('transfer_id', '=', row.transfer_id).execute(),
+    ).rejects.toThrow(/never deleted/);
+  });
+
+  it('parks a refund for another chain instead of sending it', async () => {
+    await publishEvent(bus, refundInitiated('ref_wrong_chain', '1', 8453));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await refundRow('ref_wrong_chain')).toBeUndefined();
+  });
+});
