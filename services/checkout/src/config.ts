@@ -1,8 +1,95 @@
-import { type CommonConfig, commonConfig } from '@paygate/runtime';
+import { formatAddress, isValidAddress, type NetworkName, networkByName } from '@paygate/chain';
+import { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from '@paygate/runtime';
 
-export interface CheckoutConfig extends CommonConfig {}
+export interface CheckoutConfig extends CommonConfig {
+  /** The escrow wallet every session is paid to (the session's walletAddress). */
+  escrowAddress: string;
+  network: NetworkName;
+  chainId: number;
+  usdcAddress: string;
+  sessionTtlSeconds: number;
+  /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
+  lateWindowSeconds: number;
+  /** Suffixes are drawn from 1 .. range-1 micro-USDC (10000: below one cent). */
+  amountSuffixRangeMicro: number;
+  /** Hold period of sessions created with the secret key when the body names none. */
+  defaultHoldPeriodHours: number;
+  /** How often open sessions are expired and stale amount reservations released. */
+  sweepIntervalMs: number;
+  /** Bearer token of the operator routes (/api/v1/operator/transfers). */
+  operatorToken: string;
+  /** Injected clock: tests move time without sleeping. */
+  now: () => Date;
+}
+
+const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): CheckoutConfig {
-  return { ...commonConfig(env, { serviceName: 'checkout', schema: 'checkout', port: 8083 }) };
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  now: () => Date = () => new Date(),
+): CheckoutConfig {
+  const common = commonConfig(env, { serviceName: 'checkout', schema: 'checkout', port: 8083 });
+  const parsed = parseEnv<{
+    ESCROW_ADDRESS: string;
+    CHAIN_NETWORK: string;
+    CHAIN_ID: number;
+    USDC_ADDRESS: string;
+    SESSION_TTL_SECONDS: number;
+    LATE_WINDOW_SECONDS: number;
+    AMOUNT_SUFFIX_RANGE_MICRO: number;
+    DEFAULT_HOLD_PERIOD_HOURS: number;
+    SWEEP_INTERVAL_MS: number;
+    OPERATOR_TOKEN: string;
+  }>(env, {
+    // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
+    ESCROW_ADDRESS: str({ default: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8' }),
+    CHAIN_NETWORK: str({ default: 'local', choices: ['base', 'base-sepolia', 'local'] }),
+    CHAIN_ID: num({ default: 0 }),
+    USDC_ADDRESS: str({ default: '' }),
+    SESSION_TTL_SECONDS: num({ default: 900 }),
+    LATE_WINDOW_SECONDS: num({ default: 86_400 }),
+    AMOUNT_SUFFIX_RANGE_MICRO: num({ default: 10_000 }),
+    DEFAULT_HOLD_PERIOD_HOURS: num({ default: 48 }),
+    SWEEP_INTERVAL_MS: num({ default: 1000 }),
+    OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
+  });
+  const problems: string[] = [];
+  const network = networkByName(parsed.CHAIN_NETWORK);
+  const chainId = parsed.CHAIN_ID || network.chainId;
+  if (!Number.isSafeInteger(chainId) || chainId < 1) problems.push('CHAIN_ID must be a positive integer');
+  if (!isValidAddress(parsed.ESCROW_ADDRESS)) problems.push('ESCROW_ADDRESS must be a 20-byte hex address');
+  const usdcAddress = parsed.USDC_ADDRESS || network.usdcAddress || '';
+  if (!isValidAddress(usdcAddress)) {
+    problems.push(`USDC_ADDRESS must be a 20-byte hex address (required for network ${network.name})`);
+  }
+  const positiveInt = (name: string, value: number, min: number, max: number) => {
+    if (!Number.isInteger(value) || value < min || value > max)
+      problems.push(`${name} must be an integer from ${min} to ${max}`);
+  };
+  positiveInt('SESSION_TTL_SECONDS', parsed.SESSION_TTL_SECONDS, 1, 7 * 86_400);
+  positiveInt('LATE_WINDOW_SECONDS', parsed.LATE_WINDOW_SECONDS, 0, 30 * 86_400);
+  positiveInt('AMOUNT_SUFFIX_RANGE_MICRO', parsed.AMOUNT_SUFFIX_RANGE_MICRO, 2, 100_000_000);
+  positiveInt('DEFAULT_HOLD_PERIOD_HOURS', parsed.DEFAULT_HOLD_PERIOD_HOURS, 0, 168);
+  positiveInt('SWEEP_INTERVAL_MS', parsed.SWEEP_INTERVAL_MS, 10, 600_000);
+  if (
+    common.production &&
+    (parsed.OPERATOR_TOKEN === DEV_OPERATOR_TOKEN || parsed.OPERATOR_TOKEN.length < 24)
+  )
+    problems.push('OPERATOR_TOKEN must be set to at least 24 characters in production');
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return {
+    ...common,
+    escrowAddress: formatAddress(parsed.ESCROW_ADDRESS),
+    network: network.name,
+    chainId,
+    usdcAddress: formatAddress(usdcAddress),
+    sessionTtlSeconds: parsed.SESSION_TTL_SECONDS,
+    lateWindowSeconds: parsed.LATE_WINDOW_SECONDS,
+    amountSuffixRangeMicro: parsed.AMOUNT_SUFFIX_RANGE_MICRO,
+    defaultHoldPeriodHours: parsed.DEFAULT_HOLD_PERIOD_HOURS,
+    sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
+    operatorToken: parsed.OPERATOR_TOKEN,
+    now,
+  };
 }

@@ -1,7 +1,112 @@
-import { type RunningService, startService } from '@paygate/runtime';
+import type { ConsumerOptions } from '@paygate/bus';
+import type { Subject } from '@paygate/contracts';
+import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
+import { startService } from '@paygate/runtime';
+import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
+import type { CheckoutDatabase, CheckoutTrx } from './db';
+import { TransferMatcher } from './matching/transfers';
+import { operatorRoutes } from './operator/routes';
+import { projectSeller, projectSkill } from './projections/registry';
+import { sessionRoutes } from './sessions/routes';
+import { SessionStore } from './sessions/sessions';
+import { staticRoutes } from './static/routes';
 
-export function startCheckout(config: CheckoutConfig): Promise<RunningService> {
-  return startService({ name: 'checkout', config, migrations });
+/** Expires due sessions and frees lapsed amount reservations, on an interval, one pass at a time. */
+class Sweeper implements BackgroundTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly ctx: ServiceContext<CheckoutDatabase>,
+    private readonly store: SessionStore,
+    private readonly intervalMs: number,
+  ) {}
+
+  start(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.sweep().finally(() => {
+        this.running = undefined;
+        this.schedule();
+      });
+    }, this.intervalMs);
+  }
+
+  async sweep(): Promise<void> {
+    const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => this.ctx.inTransaction(fn);
+    try {
+      // Bounded: at most a few batches per pass; the next pass continues.
+      for (let i = 0; i < 10 && (await this.store.expireDue(inTransaction)) > 0; i++);
+      for (let i = 0; i < 10 && (await this.store.releaseLapsedReservations(inTransaction)) > 0; i++);
+    } catch (error) {
+      this.ctx.logger.warn({ err: error }, 'checkout sweep failed; will retry');
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}
+
+/** Keeps each consumer's handler typed by its own subject inside the mixed list. */
+const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
+  options as unknown as ConsumerOptions<Subject>;
+
+export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
+  let sellerAuth: SellerAuth | undefined;
+  let store: SessionStore | undefined;
+  const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) => new TransferMatcher(config, ctx.logger);
+  return startService<CheckoutDatabase>({
+    name: 'checkout',
+    config,
+    migrations,
+    routes(app, ctx) {
+      store = new SessionStore(ctx.db, config);
+      sellerAuth = new SellerAuth(ctx.bus);
+      staticRoutes(app);
+      sessionRoutes(app, ctx, config, store, sellerAuth);
+      operatorRoutes(app, ctx, config, matcherFor(ctx));
+    },
+    consumers(ctx) {
+      const matcher = matcherFor(ctx);
+      return [
+        consumer({
+          durable: 'checkout-skills',
+          subject: 'skill.updated',
+          handler: (trx, e) => projectSkill(trx, e.data),
+        }),
+        consumer({
+          durable: 'checkout-sellers',
+          subject: 'seller.updated',
+          handler: (trx, e) => projectSeller(trx, e.data),
+        }),
+        consumer({
+          durable: 'checkout-transfers',
+          subject: 'transfer.observed',
+          concurrency: 4,
+          handler: (trx, e) => matcher.onObserved(trx, e.data),
+        }),
+        consumer({
+          durable: 'checkout-reorgs',
+          subject: 'transfer.reorged',
+          handler: (trx, e) => matcher.onReorged(trx, e.data),
+        }),
+      ];
+    },
+    background(ctx) {
+      return [new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs)];
+    },
+    async onStop() {
+      sellerAuth?.close();
+    },
+  });
 }

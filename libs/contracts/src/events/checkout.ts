@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
 
 export const CheckoutSessionStatus = Type.Union([
   Type.Literal('open'),
@@ -10,19 +10,30 @@ export const CheckoutSessionStatus = Type.Union([
   Type.Literal('expired'),
 ]);
 
-/** The state of a checkout session after a change; every checkout.session_* event carries it. */
+/**
+ * The state of a checkout session after a change; every checkout.session_* event carries it, and it is also the
+ * public session object (POST/GET /api/v1/checkout/sessions, WebSocket `session` messages). `network`, `chainId`
+ * and `tokenAddress` let the widget build the EIP-681 URI and the wallet transfer without other configuration.
+ */
 export const CheckoutSessionSnapshot = Type.Object(
   {
     sessionId: Id,
     sellerId: Id,
     skillId: Nullable(Id),
+    description: Type.String({ maxLength: 500 }),
     status: CheckoutSessionStatus,
     exactAmount: UsdcAmount,
     paidAmount: Nullable(UsdcAmount),
     walletAddress: Address,
+    network: NetworkName,
+    chainId: Type.Integer({ minimum: 1 }),
+    tokenAddress: Address,
     expiresAt: IsoTime,
+    /** Until this time a payment of exactAmount still matches (recorded as paid_late after expiresAt). */
+    lateUntil: IsoTime,
     txHash: Nullable(TxHash),
     payer: Nullable(Address),
+    createdAt: IsoTime,
     updatedAt: IsoTime,
   },
   { additionalProperties: false },

@@ -1,0 +1,68 @@
+import type { CheckoutSession } from './types';
+
+const REQUEST_TIMEOUT_MS = 10_000;
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function call(url: string, init: RequestInit): Promise<CheckoutSession> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
+  try {
+    const response = await fetch(url, { ...init, signal: controller.signal });
+    const body = (await response.json().catch(() => ({}))) as {
+      error?: { code?: string; message?: string };
+    };
+    if (!response.ok) {
+      throw new ApiError(
+        response.status,
+        body.error?.code ?? 'http_error',
+        body.error?.message ?? `request failed with status ${response.status}`,
+      );
+    }
+    return body as unknown as CheckoutSession;
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw new ApiError(0, 'network_error', `cannot reach Paygate: ${(error as Error).message}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function randomKey(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** POST /api/v1/checkout/sessions with the publishable key; a retried click reuses its Idempotency-Key. */
+export function createSession(
+  baseUrl: string,
+  publishableKey: string,
+  body: { skill: string; endpointId?: string },
+  idempotencyKey: string = randomKey(),
+): Promise<CheckoutSession> {
+  return call(`${baseUrl}/api/v1/checkout/sessions`, {
+    method: 'POST',
+    headers: {
+      Authorization: `Bearer ${publishableKey}`,
+      'Content-Type': 'application/json',
+      'Idempotency-Key': idempotencyKey,
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+export function getSession(baseUrl: string, sessionId: string): Promise<CheckoutSession> {
+  return call(`${baseUrl}/api/v1/checkout/sessions/${encodeURIComponent(sessionId)}`, {
+    method: 'GET',
+    cache: 'no-store',
+  });
+}

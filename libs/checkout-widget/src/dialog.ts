@@ -1,0 +1,233 @@
+import { STYLES } from './styles';
+
+let stylesInstalled = false;
+function installStyles(): void {
+  if (stylesInstalled || typeof document === 'undefined') return;
+  const style = document.createElement('style');
+  style.setAttribute('data-paygate-checkout', '');
+  style.textContent = STYLES;
+  document.head.appendChild(style);
+  stylesInstalled = true;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attributes: Record<string, string> = {},
+  text?: string,
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+let dialogCount = 0;
+
+export type DialogState = 'loading' | 'open' | 'success' | 'expired' | 'error';
+
+/**
+ * The payment dialog: role=dialog, aria-modal, labelled; focus moves in, Tab stays inside, Escape closes, and
+ * focus returns to the button that opened it. Status changes are announced through a polite live region.
+ */
+export class PaymentDialog {
+  readonly backdrop: HTMLDivElement;
+  readonly root: HTMLDivElement;
+  private readonly body: HTMLDivElement;
+  private readonly statusRegion: HTMLParagraphElement;
+  private readonly returnFocusTo: Element | null;
+  private timer: HTMLSpanElement | undefined;
+
+  constructor(
+    title: string,
+    private readonly onClose: () => void,
+  ) {
+    installStyles();
+    const id = `pgc-${++dialogCount}`;
+    this.returnFocusTo = document.activeElement;
+    this.backdrop = el('div', { class: 'pgc-backdrop', 'data-paygate': 'backdrop' });
+    this.root = el('div', {
+      class: 'pgc-dialog',
+      role: 'dialog',
+      'aria-modal': 'true',
+      'aria-labelledby': `${id}-title`,
+      'aria-describedby': `${id}-status`,
+      'data-paygate': 'dialog',
+    });
+    const close = el(
+      'button',
+      { type: 'button', class: 'pgc-close', 'aria-label': 'Close payment dialog' },
+      '×',
+    );
+    close.addEventListener('click', () => this.onClose());
+    this.root.append(close, el('h2', { id: `${id}-title` }, title));
+    this.body = el('div');
+    this.statusRegion = el('p', {
+      id: `${id}-status`,
+      class: 'pgc-status',
+      role: 'status',
+      'aria-live': 'polite',
+      'data-paygate': 'status',
+    });
+    this.root.append(this.body, this.statusRegion);
+    this.backdrop.append(this.root);
+    this.backdrop.addEventListener('click', (event) => {
+      if (event.target === this.backdrop) this.onClose();
+    });
+    this.root.addEventListener('keydown', (event) => this.onKeyDown(event));
+    document.body.appendChild(this.backdrop);
+    close.focus();
+  }
+
+  private onKeyDown(event: KeyboardEvent): void {
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      this.onClose();
+      return;
+    }
+    if (event.key !== 'Tab') return;
+    const focusable = Array.from(
+      this.root.querySelectorAll<HTMLElement>(
+        'button:not([disabled]), a[href], [tabindex]:not([tabindex="-1"])',
+      ),
+    );
+    if (focusable.length === 0) return;
+    const first = focusable[0]!;
+    const last = focusable[focusable.length - 1]!;
+    if (event.shiftKey && document.activeElement === first) {
+      event.preventDefault();
+      last.focus();
+    } else if (!event.shiftKey && document.activeElement === last) {
+      event.preventDefault();
+      first.focus();
+    }
+  }
+
+  setStatus(state: DialogState, text: string): void {
+    this.statusRegion.dataset.state = state;
+    this.root.dataset.state = state;
+    this.statusRegion.textContent = text;
+  }
+
+  /** The payment details: description, QR, address and amount with copy buttons, countdown, wallet button. */
+  showPayment(input: {
+    description: string;
+    qrSvg: string;
+    uri: string;
+    address: string;
+    amount: string;
+    network: string;
+    canUseWallet: boolean;
+    onWallet: () => void;
+  }): void {
+    this.body.replaceChildren();
+    this.body.append(el('p', { class: 'pgc-desc', 'data-paygate': 'description' }, input.description));
+    this.body.append(
+      el(
+        'p',
+        {},
+        `Send exactly ${input.amount} USDC on ${input.network} to the address below. The exact amount identifies your payment.`,
+      ),
+    );
+    const qr = el('div', {
+      class: 'pgc-qr',
+      role: 'img',
+      'aria-label': `QR code: pay ${input.amount} USDC to ${input.address}`,
+      'data-paygate': 'qr',
+      'data-uri': input.uri,
+    });
+    qr.innerHTML = input.qrSvg;
+    qr.querySelector('svg')?.setAttribute('aria-hidden', 'true');
+    this.body.append(qr);
+    const list = el('dl');
+    list.append(
+      this.copyField('Amount (USDC)', input.amount, 'amount'),
+      this.copyField('Address', input.address, 'address'),
+    );
+    this.body.append(list);
+    const timerLine = el('p', {}, 'Time left: ');
+    this.timer = el('span', {
+      class: 'pgc-timer',
+      role: 'timer',
+      'aria-live': 'off',
+      'data-paygate': 'countdown',
+    });
+    timerLine.append(this.timer);
+    this.body.append(timerLine);
+    if (input.canUseWallet) {
+      const wallet = el(
+        'button',
+        { type: 'button', class: 'pgc-primary', 'data-paygate': 'wallet' },
+        'Pay with browser wallet',
+      );
+      wallet.addEventListener('click', input.onWallet);
+      this.body.append(wallet);
+    }
+  }
+
+  private copyField(label: string, value: string, key: string): HTMLDivElement {
+    const field = el('div', { class: 'pgc-field' });
+    const dd = el('dd');
+    const valueNode = el('span', { class: 'pgc-value', 'data-paygate': key }, value);
+    const copy = el('button', { type: 'button', 'aria-label': `Copy ${label.toLowerCase()}` }, 'Copy');
+    const done = el('span', { class: 'pgc-sr', 'aria-live': 'polite' });
+    copy.addEventListener('click', async () => {
+      try {
+        await navigator.clipboard.writeText(value);
+      } catch {
+        // Clipboard API refused (http page, permissions): select the text so the user can copy it by hand.
+        const range = document.createRange();
+        range.selectNodeContents(valueNode);
+        const selection = window.getSelection();
+        selection?.removeAllRanges();
+        selection?.addRange(range);
+      }
+      copy.textContent = 'Copied';
+      done.textContent = `${label} copied`;
+      setTimeout(() => {
+        copy.textContent = 'Copy';
+        done.textContent = '';
+      }, 2000);
+    });
+    dd.append(valueNode, copy, done);
+    field.append(el('dt', {}, label), dd);
+    return field;
+  }
+
+  setCountdown(secondsLeft: number): void {
+    if (!this.timer) return;
+    const s = Math.max(0, Math.floor(secondsLeft));
+    const text = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+    this.timer.textContent = text;
+    this.timer.setAttribute('aria-label', `${Math.floor(s / 60)} minutes ${s % 60} seconds left`);
+  }
+
+  /** Replaces the details by a final message (paid, expired, error) with a button to close. */
+  showFinal(state: DialogState, heading: string, detail: string): void {
+    this.body.replaceChildren();
+    this.body.append(el('p', { class: 'pgc-desc', 'data-paygate': 'final' }, heading));
+    if (detail) this.body.append(el('p', { 'data-paygate': 'final-detail' }, detail));
+    const done = el('button', { type: 'button', class: 'pgc-primary', 'data-paygate': 'done' }, 'Close');
+    done.addEventListener('click', () => this.onClose());
+    this.body.append(done);
+    this.setStatus(state, heading);
+    done.focus();
+  }
+
+  showRetry(message: string, onRetry: () => void): void {
+    this.body.replaceChildren();
+    const retry = el(
+      'button',
+      { type: 'button', class: 'pgc-primary', 'data-paygate': 'retry' },
+      'Try again',
+    );
+    retry.addEventListener('click', onRetry);
+    this.body.append(retry);
+    this.setStatus('error', message);
+    retry.focus();
+  }
+
+  remove(): void {
+    this.backdrop.remove();
+    if (this.returnFocusTo instanceof HTMLElement) this.returnFocusTo.focus();
+  }
+}

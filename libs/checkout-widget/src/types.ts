@@ -1,0 +1,77 @@
+import type { EventData } from '@paygate/contracts';
+
+/** The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). */
+export type CheckoutSession = EventData<'checkout.session_created'>;
+export type CheckoutSessionStatus = CheckoutSession['status'];
+
+/**
+ * What `onSuccess` receives, once, when the session is paid (status `paid`, `paid_late` or `overpaid`).
+ * Amounts are decimal USDC strings with six decimals.
+ */
+export interface PaymentResult {
+  sessionId: string;
+  status: 'paid' | 'paid_late' | 'overpaid';
+  /** The on-chain USDC transfer that paid the session. */
+  txHash: string;
+  /** What was received (equals exactAmount unless overpaid). */
+  amount: string;
+  /** What the session asked for: the price plus its unique suffix. */
+  exactAmount: string;
+  /** The paying wallet. */
+  payer: string;
+  /** The escrow wallet that received the payment. */
+  walletAddress: string;
+  network: CheckoutSession['network'];
+  chainId: number;
+  tokenAddress: string;
+  sellerId: string;
+  skillId: string | null;
+  description: string;
+  /** When Paygate recorded the payment (ISO 8601). */
+  paidAt: string;
+}
+
+export type CheckoutErrorCode =
+  | 'session_create_failed'
+  | 'session_fetch_failed'
+  | 'wallet_unavailable'
+  | 'wallet_rejected'
+  | 'wallet_failed'
+  | 'underpaid';
+
+export interface CheckoutError {
+  code: CheckoutErrorCode | string;
+  message: string;
+  /** The session, once one exists. */
+  session?: CheckoutSession;
+}
+
+/** The minimal EIP-1193 provider the widget uses (window.ethereum by default). */
+export interface Eip1193Provider {
+  request(args: { method: string; params?: unknown[] | object }): Promise<unknown>;
+}
+
+export interface CheckoutOptions {
+  /** The seller's publishable key (pk_…), sent as Authorization: Bearer pk_… . */
+  publishableKey: string;
+  /** The skill (its URL slug) whose price the session charges. */
+  skill: string;
+  /** Which endpoint of the skill; required when the skill has several. */
+  endpointId?: string;
+  /** Paygate's base URL; defaults to the origin the script was loaded from, else the page's origin. */
+  baseUrl?: string;
+  /** Text of the pay button. */
+  buttonLabel?: string;
+  onSuccess?: (result: PaymentResult) => void;
+  /** The session expired before it was paid. */
+  onExpired?: (session: CheckoutSession) => void;
+  onError?: (error: CheckoutError) => void;
+  /** Every status the widget sees (for custom UIs and analytics). */
+  onStatusChange?: (session: CheckoutSession) => void;
+  /** The wallet behind "Pay with browser wallet"; defaults to window.ethereum. */
+  ethereum?: Eip1193Provider | null;
+  /** Polling period when the WebSocket is unavailable. */
+  pollIntervalMs?: number;
+  /** Set false to skip the WebSocket and poll from the start. */
+  webSocket?: boolean;
+}

@@ -1,0 +1,110 @@
+import type { Kysely, Transaction } from 'kysely';
+
+export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired';
+export type TransferStatus = 'matched' | 'unmatched' | 'attached' | 'refund_requested' | 'reorged';
+
+export interface SellersTable {
+  seller_id: string;
+  revision: number;
+  publishable_key: string;
+  wallet_address: string;
+  updated_at: Date;
+}
+
+export interface SkillEndpointRow {
+  endpointId: string;
+  path: string;
+  method: string;
+  description: string;
+  price: string;
+  active: boolean;
+}
+
+export interface SkillsTable {
+  skill_id: string;
+  seller_id: string;
+  revision: number;
+  name: string;
+  display_name: string;
+  status: string;
+  hold_period_hours: number;
+  endpoints: SkillEndpointRow[];
+  updated_at: Date;
+}
+
+export interface SessionsTable {
+  session_id: string;
+  seller_id: string;
+  skill_id: string | null;
+  skill_name: string | null;
+  endpoint_id: string | null;
+  description: string;
+  price_micro: bigint;
+  exact_amount_micro: bigint;
+  status: SessionStatus;
+  hold_period_hours: number;
+  created_at: Date;
+  expires_at: Date;
+  late_until: Date;
+  amount_reserved: boolean;
+  paid_amount_micro: bigint | null;
+  transfer_id: string | null;
+  tx_hash: string | null;
+  payer: string | null;
+  paid_at: Date | null;
+  updated_at: Date;
+}
+
+export interface IdempotencyKeysTable {
+  seller_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  session_id: string;
+  created_at: Date;
+}
+
+export interface TransfersTable {
+  transfer_id: string;
+  chain_id: number;
+  network: string;
+  tx_hash: string;
+  log_index: number;
+  block_number: bigint;
+  block_hash: string;
+  from_address: string;
+  to_address: string;
+  token_address: string;
+  amount_micro: bigint;
+  status: TransferStatus;
+  unmatched_reason: string | null;
+  candidate_session_id: string | null;
+  session_id: string | null;
+  resolution_note: string | null;
+  resolved_at: Date | null;
+  observed_at: Date;
+  updated_at: Date;
+}
+
+export interface PaymentsTable {
+  payment_id: string;
+  session_id: string;
+  transfer_id: string;
+  amount_micro: bigint;
+  status: 'confirmed' | 'reversed';
+  confirmed_at: Date;
+  reversed_at: Date | null;
+}
+
+export interface CheckoutDatabase {
+  sellers: SellersTable;
+  skills: SkillsTable;
+  sessions: SessionsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  transfers: TransfersTable;
+  payments: PaymentsTable;
+}
+
+export type CheckoutDb = Kysely<CheckoutDatabase>;
+export type CheckoutTrx = Transaction<CheckoutDatabase>;
+export type SessionRow = SessionsTable;
+export type TransferRow = TransfersTable;

@@ -1,0 +1,360 @@
+import { randomBytes } from 'node:crypto';
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { HttpError } from '@paygate/http';
+import { formatUsdcExact, parseUsdc } from '@paygate/money';
+import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
+import type { CheckoutConfig } from '../config';
+import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
+import { enqueueSessionEvent } from '../sessions/snapshot';
+
+type Observed = EventData<'transfer.observed'>;
+type Reorged = EventData<'transfer.reorged'>;
+
+const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
+const newPaymentId = () => `pay_${randomBytes(12).toString('hex')}`;
+
+/** The outcome of applying a transfer to a session, decided by amount and time. */
+export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date): SessionStatus {
+  if (amountMicro < session.exact_amount_micro) return 'underpaid';
+  if (amountMicro > session.exact_amount_micro) return 'overpaid';
+  return now < session.expires_at ? 'paid' : 'paid_late';
+}
+
+/**
+ * Turns confirmed transfers into session payments. A transfer of exactly a reserved amount pays that session
+ * (paid, or paid_late after expiry); anything else is kept as an unmatched transfer for an operator.
+ * payment.confirmed goes out once per applied transfer (unique indexes on payments), and a reorg reverses it.
+ */
+export class TransferMatcher {
+  constructor(
+    private readonly config: CheckoutConfig,
+    private readonly logger: Logger,
+  ) {}
+
+  async onObserved(trx: CheckoutTrx, data: Observed): Promise<void> {
+    const now = this.config.now();
+    const amountMicro = parseUsdc(data.amount);
+    const existing = await trx
+      .selectFrom('transfers')
+      .selectAll()
+      .where('chain_id', '=', data.chainId)
+      .where('tx_hash', '=', data.txHash.toLowerCase())
+      .where('log_index', '=', data.logIndex)
+      .forUpdate()
+      .executeTakeFirst();
+    if (existing && existing.status !== 'reorged') return; // already applied (a re-publish by the indexer)
+    const fields = {
+      chain_id: data.chainId,
+      network: data.network,
+      tx_hash: data.txHash.toLowerCase(),
+      log_index: data.logIndex,
+      block_number: BigInt(data.blockNumber),
+      block_hash: data.blockHash.toLowerCase(),
+      from_address: data.from,
+      to_address: data.to,
+      token_address: data.token,
+      amount_micro: amountMicro,
+      observed_at: now,
+      updated_at: now,
+    };
+    const reason = this.rejectReason(data);
+    let session: SessionRow | undefined;
+    let unmatchedReason = reason;
+    let candidate: string | null = null;
+    if (!reason) {
+      session = await trx
+        .selectFrom('sessions')
+        .selectAll()
+        .where('amount_reserved', '=', true)
+        .where('exact_amount_micro', '=', amountMicro)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!session) unmatchedReason = 'no_session_with_this_amount';
+      else if (session.late_until <= now) {
+        unmatchedReason = 'late_window_passed';
+        candidate = session.session_id;
+        session = undefined;
+      } else if (session.transfer_id !== null) {
+        unmatchedReason = 'session_already_paid';
+        candidate = session.session_id;
+        session = undefined;
+      }
+    }
+    const status = session ? 'matched' : 'unmatched';
+    const transfer = existing
+      ? await trx
+          .updateTable('transfers')
+          .set({
+            ...fields,
+            status,
+            unmatched_reason: unmatchedReason,
+            candidate_session_id: candidate,
+            session_id: session?.session_id ?? null,
+            resolution_note: null,
+            resolved_at: null,
+          })
+          .where('transfer_id', '=', existing.transfer_id)
+          .returningAll()
+          .executeTakeFirstOrThrow()
+      : await trx
+          .insertInto('transfers')
+          .values({
+            ...fields,
+            transfer_id: newTransferId(),
+            status,
+            unmatched_reason: unmatchedReason,
+            candidate_session_id: candidate,
+            session_id: session?.session_id ?? null,
+            resolution_note: null,
+            resolved_at: null,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+    if (!session) {
+      this.logger.warn(
+        { txHash: data.txHash, logIndex: data.logIndex, amount: data.amount, reason: unmatchedReason },
+        'transfer matches no session; kept as unmatched',
+      );
+      return;
+    }
+    await this.applyToSession(trx, session, transfer, outcomeFor(session, amountMicro, now));
+  }
+
+  private rejectReason(data: Observed): string | null {
+    if (data.chainId !== this.config.chainId) return 'wrong_chain';
+    if (data.to.toLowerCase() !== this.config.escrowAddress.toLowerCase()) return 'wrong_recipient';
+    if (data.token.toLowerCase() !== this.config.usdcAddress.toLowerCase()) return 'wrong_token';
+    return null;
+  }
+
+  /** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */
+  async applyToSession(
+    trx: CheckoutTrx,
+    session: SessionRow,
+    transfer: TransferRow,
+    outcome: SessionStatus,
+  ): Promise<SessionRow> {
+    const now = this.config.now();
+    const updated = await trx
+      .updateTable('sessions')
+      .set({
+        status: outcome,
+        paid_amount_micro: transfer.amount_micro,
+        transfer_id: transfer.transfer_id,
+        tx_hash: transfer.tx_hash,
+        payer: transfer.from_address,
+        paid_at: now,
+        updated_at: now,
+      })
+      .where('session_id', '=', session.session_id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (outcome === 'underpaid') {
+      await enqueueSessionEvent(trx, 'checkout.session_underpaid', updated, this.config);
+      return updated;
+    }
+    const paymentId = newPaymentId();
+    await trx
+      .insertInto('payments')
+      .values({
+        payment_id: paymentId,
+        session_id: session.session_id,
+        transfer_id: transfer.transfer_id,
+        amount_micro: transfer.amount_micro,
+        status: 'confirmed',
+        confirmed_at: now,
+        reversed_at: null,
+      })
+      .execute();
+    await enqueueEvent(
+      trx,
+      createEvent(
+        'payment.confirmed',
+        'checkout',
+        {
+          paymentId,
+          source: 'checkout',
+          sellerId: session.seller_id,
+          skillId: session.skill_id,
+          skillName: session.skill_name,
+          endpointId: session.endpoint_id,
+          sessionId: session.session_id,
+          payer: transfer.from_address,
+          amount: formatUsdcExact(transfer.amount_micro),
+          network: transfer.network as Observed['network'],
+          chainId: transfer.chain_id,
+          token: transfer.token_address,
+          txHash: transfer.tx_hash,
+          logIndex: transfer.log_index,
+          holdPeriodHours: session.hold_period_hours,
+          confirmedAt: now.toISOString(),
+        },
+        { trace: currentTraceCarrier() },
+      ),
+    );
+    await enqueueSessionEvent(trx, 'checkout.session_paid', updated, this.config);
+    return updated;
+  }
+
+  /** A transfer left the canonical chain: reverse its payment and reopen its session. */
+  async onReorged(trx: CheckoutTrx, data: Reorged): Promise<void> {
+    const now = this.config.now();
+    const transfer = await trx
+      .selectFrom('transfers')
+      .selectAll()
+      .where('chain_id', '=', data.chainId)
+      .where('tx_hash', '=', data.txHash.toLowerCase())
+      .where('log_index', '=', data.logIndex)
+      .forUpdate()
+      .executeTakeFirst();
+    // Unknown, already reorged, or since re-observed in another block: nothing of ours stands on that block.
+    if (!transfer || transfer.status === 'reorged') return;
+    if (transfer.block_hash !== data.blockHash.toLowerCase()) return;
+    await trx
+      .updateTable('transfers')
+      .set({ status: 'reorged', session_id: null, updated_at: now })
+      .where('transfer_id', '=', transfer.transfer_id)
+      .execute();
+    if (!transfer.session_id) return;
+    const session = await trx
+      .selectFrom('sessions')
+      .selectAll()
+      .where('session_id', '=', transfer.session_id)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    if (session.transfer_id !== transfer.transfer_id) return;
+    const payment = await trx
+      .updateTable('payments')
+      .set({ status: 'reversed', reversed_at: now })
+      .where('transfer_id', '=', transfer.transfer_id)
+      .where('status', '=', 'confirmed')
+      .returningAll()
+      .executeTakeFirst();
+    const reopened = await trx
+      .updateTable('sessions')
+      .set({
+        status: now < session.expires_at ? 'open' : 'expired',
+        paid_amount_micro: null,
+        transfer_id: null,
+        tx_hash: null,
+        payer: null,
+        paid_at: null,
+        // The amount stayed reserved until late_until, so it is still this session's alone.
+        updated_at: now,
+      })
+      .where('session_id', '=', session.session_id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (payment) {
+      await enqueueEvent(
+        trx,
+        createEvent(
+          'payment.reversed',
+          'checkout',
+          {
+            paymentId: payment.payment_id,
+            source: 'checkout',
+            sellerId: session.seller_id,
+            sessionId: session.session_id,
+            chainId: transfer.chain_id,
+            txHash: transfer.tx_hash,
+            logIndex: transfer.log_index,
+            amount: formatUsdcExact(payment.amount_micro),
+            reason: `transfer reorged out of block ${data.blockNumber} (${data.blockHash})`,
+            reversedAt: now.toISOString(),
+          },
+          { trace: currentTraceCarrier() },
+        ),
+      );
+    }
+    await enqueueSessionEvent(trx, 'checkout.session_reopened', reopened, this.config);
+  }
+
+  /** Operator: apply an unmatched transfer to a session (paid, paid_late, underpaid or overpaid by amount). */
+  async attach(trx: CheckoutTrx, transferId: string, sessionId: string, note: string | null) {
+    const transfer = await trx
+      .selectFrom('transfers')
+      .selectAll()
+      .where('transfer_id', '=', transferId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
+    if (transfer.status !== 'unmatched') {
+      throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${transfer.status}, not unmatched`);
+    }
+    const session = await trx
+      .selectFrom('sessions')
+      .selectAll()
+      .where('session_id', '=', sessionId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!session) {
+      throw new HttpError(404, 'not_found', 'session not found', { field: 'sessionId', rule: 'must exist' });
+    }
+    if (session.transfer_id !== null) {
+      throw new HttpError(409, 'session_already_paid', `session is ${session.status} by another transfer`, {
+        field: 'sessionId',
+        rule: 'must not have a transfer already',
+      });
+    }
+    const now = this.config.now();
+    const attached = await trx
+      .updateTable('transfers')
+      .set({
+        status: 'attached',
+        session_id: sessionId,
+        resolution_note: note,
+        resolved_at: now,
+        updated_at: now,
+      })
+      .where('transfer_id', '=', transferId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    const outcome = outcomeFor(session, transfer.amount_micro, now);
+    const updated = await this.applyToSession(trx, session, attached, outcome);
+    return { transfer: attached, session: updated };
+  }
+
+  /** Operator: mark an unmatched transfer for refund to its sender. */
+  async markForRefund(trx: CheckoutTrx, transferId: string, note: string | null) {
+    const now = this.config.now();
+    const updated = await trx
+      .updateTable('transfers')
+      .set({ status: 'refund_requested', resolution_note: note, resolved_at: now, updated_at: now })
+      .where('transfer_id', '=', transferId)
+      .where('status', '=', 'unmatched')
+      .returningAll()
+      .executeTakeFirst();
+    if (updated) return updated;
+    const exists = await trx
+      .selectFrom('transfers')
+      .select('status')
+      .where('transfer_id', '=', transferId)
+      .executeTakeFirst();
+    if (!exists) throw new HttpError(404, 'not_found', 'transfer not found');
+    throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${exists.status}, not unmatched`);
+  }
+}
+
+export function toTransferView(row: TransferRow) {
+  return {
+    transferId: row.transfer_id,
+    status: row.status,
+    reason: row.unmatched_reason,
+    candidateSessionId: row.candidate_session_id,
+    sessionId: row.session_id,
+    chainId: row.chain_id,
+    network: row.network,
+    txHash: row.tx_hash,
+    logIndex: row.log_index,
+    blockNumber: Number(row.block_number),
+    from: row.from_address,
+    to: row.to_address,
+    token: row.token_address,
+    amount: formatUsdcExact(row.amount_micro),
+    note: row.resolution_note,
+    observedAt: row.observed_at.toISOString(),
+    resolvedAt: row.resolved_at?.toISOString() ?? null,
+  };
+}

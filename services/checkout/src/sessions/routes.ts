@@ -1,0 +1,221 @@
+import { createHash } from 'node:crypto';
+import { assertValid, HttpError, notFound } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
+import type { ServiceContext } from '@paygate/runtime';
+import { bearerToken, PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
+import type { Express, NextFunction, Request, Response } from 'express';
+import type { CheckoutConfig } from '../config';
+import type { CheckoutDatabase, CheckoutTrx } from '../db';
+import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
+import type { NewSession, SessionStore } from './sessions';
+import { toSnapshot } from './snapshot';
+
+const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+/** The widget runs on sellers' own sites: these routes answer any origin (no cookies are involved). */
+function cors(req: Request, res: Response, next: NextFunction) {
+  res.setHeader('Access-Control-Allow-Origin', '*');
+  res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
+  res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, Idempotency-Key');
+  res.setHeader('Access-Control-Expose-Headers', 'Idempotent-Replayed, X-Request-Id');
+  res.setHeader('Access-Control-Max-Age', '600');
+  if (req.method === 'OPTIONS') {
+    res.status(204).end();
+    return;
+  }
+  next();
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function sessionRoutes(
+  app: Express,
+  ctx: ServiceContext<CheckoutDatabase>,
+  config: CheckoutConfig,
+  store: SessionStore,
+  sellerAuth: SellerAuth,
+): void {
+  const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
+  app.use('/api/v1/checkout', cors);
+
+  async function fromPublishableKey(publishableKey: string, body: unknown): Promise<NewSession> {
+    const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
+    const seller = await ctx.db
+      .selectFrom('sellers')
+      .select(['seller_id'])
+      .where('publishable_key', '=', publishableKey)
+      .executeTakeFirst();
+    if (!seller) {
+      throw new HttpError(
+        401,
+        'unknown_publishable_key',
+        'publishable key is not valid (unknown or rotated)',
+        {
+          field: 'Authorization',
+          rule: 'must be a current publishable key',
+        },
+      );
+    }
+    const skill = await ctx.db
+      .selectFrom('skills')
+      .selectAll()
+      .where('seller_id', '=', seller.seller_id)
+      .where('name', '=', input.skill)
+      .executeTakeFirst();
+    if (!skill) {
+      throw new HttpError(404, 'skill_not_found', `no skill "${input.skill}" for this seller`, {
+        field: 'skill',
+        rule: 'must name one of the seller’s skills',
+      });
+    }
+    if (skill.status !== 'ACTIVE') {
+      throw new HttpError(409, 'skill_not_active', `skill "${input.skill}" is ${skill.status}, not ACTIVE`, {
+        field: 'skill',
+        rule: 'must be ACTIVE',
+      });
+    }
+    const active = skill.endpoints.filter((e) => e.active);
+    let endpoint = active[0];
+    if (input.endpointId !== undefined) {
+      endpoint = active.find((e) => e.endpointId === input.endpointId);
+      if (!endpoint)
+        throw new HttpError(404, 'endpoint_not_found', 'no active endpoint with this id', {
+          field: 'endpointId',
+          rule: 'must name an active endpoint of the skill',
+        });
+    } else if (active.length !== 1) {
+      throw new HttpError(
+        400,
+        'invalid_request',
+        'endpointId is required when the skill has several endpoints',
+        {
+          field: 'endpointId',
+          rule:
+            active.length === 0
+              ? 'skill has no active endpoint'
+              : 'is required when the skill has several endpoints',
+        },
+      );
+    }
+    const priceMicro = parseUsdc(endpoint!.price);
+    if (priceMicro <= 0n) {
+      throw new HttpError(409, 'endpoint_not_priced', 'this endpoint has no price', {
+        field: 'endpointId',
+        rule: 'must have a positive price',
+      });
+    }
+    return {
+      sellerId: seller.seller_id,
+      skillId: skill.skill_id,
+      skillName: skill.name,
+      endpointId: endpoint!.endpointId,
+      description: `${skill.display_name}: ${endpoint!.method} ${endpoint!.path}`.slice(0, 500),
+      priceMicro,
+      holdPeriodHours: skill.hold_period_hours,
+    };
+  }
+
+  async function fromSecretKey(apiKey: string, body: unknown): Promise<NewSession> {
+    const seller = await sellerAuth.resolve(apiKey);
+    const input = assertValid(SecretSessionBody, body ?? {}, 'body');
+    let priceMicro: bigint;
+    try {
+      priceMicro = parseUsdc(input.amount);
+    } catch (error) {
+      if (error instanceof MoneyFormatError)
+        throw new HttpError(400, 'invalid_request', error.message, {
+          field: 'amount',
+          rule: 'must be a USDC amount',
+        });
+      throw error;
+    }
+    if (priceMicro <= 0n) {
+      throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+        field: 'amount',
+        rule: 'must be greater than 0',
+      });
+    }
+    return {
+      sellerId: seller.sellerId,
+      skillId: null,
+      skillName: null,
+      endpointId: null,
+      description: input.description,
+      priceMicro,
+      holdPeriodHours: input.holdPeriodHours ?? config.defaultHoldPeriodHours,
+    };
+  }
+
+  /**
+   * Authorization: Bearer pk_… (widget: { skill, endpointId? }) or Bearer sk_… (seller server:
+   * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller.
+   */
+  app.post('/api/v1/checkout/sessions', async (req, res) => {
+    const token = bearerToken(req);
+    if (!token) {
+      throw new HttpError(
+        401,
+        'missing_key',
+        'Authorization: Bearer pk_… (publishable) or Bearer sk_… (secret) is required',
+        {
+          field: 'Authorization',
+          rule: 'is required',
+        },
+      );
+    }
+    let input: NewSession;
+    let kind: 'publishable' | 'secret';
+    if (token.startsWith('pk_')) {
+      if (!PUBLISHABLE_KEY_PATTERN.test(token)) {
+        throw new HttpError(401, 'invalid_publishable_key', 'publishable key is malformed', {
+          field: 'Authorization',
+          rule: 'must be Bearer pk_…',
+        });
+      }
+      kind = 'publishable';
+      input = await fromPublishableKey(token, req.body);
+    } else if (token.startsWith('sk_')) {
+      kind = 'secret';
+      input = await fromSecretKey(token, req.body);
+    } else {
+      throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
+        field: 'Authorization',
+        rule: 'must be Bearer pk_… or Bearer sk_…',
+      });
+    }
+    const idempotencyKey = req.header('idempotency-key');
+    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
+      throw new HttpError(400, 'invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters', {
+        field: 'Idempotency-Key',
+        rule: 'must be 1-255 visible ASCII characters',
+      });
+    }
+    const claim = idempotencyKey
+      ? {
+          key: idempotencyKey,
+          requestHash: createHash('sha256')
+            .update(`${kind}\n${canonicalJson(req.body ?? {})}`)
+            .digest('hex'),
+        }
+      : undefined;
+    const { session, replayed } = await store.create(input, claim, inTransaction);
+    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+    res.status(replayed ? 200 : 201).json(toSnapshot(session, config));
+  });
+
+  /** The polling route of the widget: public, the session id is an unguessable capability. */
+  app.get('/api/v1/checkout/sessions/:id', async (req, res) => {
+    const { id } = assertValid(SessionIdParam, { id: req.params.id }, 'params');
+    const session = await store.get(id, inTransaction);
+    if (!session) throw notFound('session');
+    res.setHeader('Cache-Control', 'no-store');
+    res.json(toSnapshot(session, config));
+  });
+}

@@ -1,0 +1,23 @@
+import { UsdcAmount } from '@paygate/contracts';
+import { Type } from '@sinclair/typebox';
+
+/** Body with the publishable key (the widget): the price comes from the registry's skill projection. */
+export const PublishableSessionBody = Type.Object(
+  {
+    skill: Type.String({ pattern: '^[a-z0-9]+(-[a-z0-9]+)*$', maxLength: 100 }),
+    endpointId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  },
+  { additionalProperties: false },
+);
+
+/** Body with the secret key (the seller's own server): any amount and description. */
+export const SecretSessionBody = Type.Object(
+  {
+    amount: UsdcAmount,
+    description: Type.String({ minLength: 1, maxLength: 500 }),
+    holdPeriodHours: Type.Optional(Type.Integer({ minimum: 0, maximum: 168 })),
+  },
+  { additionalProperties: false },
+);
+
+export const SessionIdParam = Type.Object({ id: Type.String({ pattern: '^cs_[0-9a-f]{32}$' }) });

@@ -1,0 +1,239 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { HttpError } from '@paygate/http';
+import { sql } from 'kysely';
+import type { CheckoutConfig } from '../config';
+import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
+import { enqueueSessionEvent } from './snapshot';
+
+export interface NewSession {
+  sellerId: string;
+  skillId: string | null;
+  skillName: string | null;
+  endpointId: string | null;
+  description: string;
+  priceMicro: bigint;
+  holdPeriodHours: number;
+}
+
+export interface IdempotencyClaim {
+  key: string;
+  requestHash: string;
+}
+
+/** How many times allocation retries when a concurrent insert took the amount it picked. */
+const MAX_ALLOCATION_ATTEMPTS = 8;
+const SWEEP_BATCH = 500;
+
+export class AmountRangeExhaustedError extends HttpError {
+  constructor(priceMicro: bigint, capacity: number) {
+    super(
+      503,
+      'amount_range_exhausted',
+      `every one of the ${capacity} unique amounts for this price is held by a session that a payment could still match; retry later`,
+      { field: 'amount', rule: 'no unique amount left for this price', retryAfterSeconds: 60 },
+    );
+    void priceMicro;
+  }
+}
+
+export function newSessionId(): string {
+  return `cs_${randomBytes(16).toString('hex')}`;
+}
+
+/**
+ * Sessions: creation with a unique exact amount, reads with lazy expiry, and the sweep that expires sessions
+ * and releases amount reservations once no transfer can match them any more.
+ */
+export class SessionStore {
+  constructor(
+    private readonly db: CheckoutDb,
+    private readonly config: CheckoutConfig,
+  ) {}
+
+  /** Number of distinct suffixes (1 .. range-1). */
+  get capacity(): number {
+    return this.config.amountSuffixRangeMicro - 1;
+  }
+
+  /**
+   * Inserts a session whose exact amount is price + a suffix not reserved by any matchable session. The
+   * partial unique index decides; the query starts at a random suffix and takes the first free one after it,
+   * so a nearly full range costs a few index probes inside one statement, not a round trip per guess.
+   */
+  async insertWithUniqueAmount(trx: CheckoutTrx, input: NewSession): Promise<SessionRow | undefined> {
+    const now = this.config.now();
+    const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
+    const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
+    const n = this.capacity;
+    const start = randomInt(0, n);
+    const result = await sql<SessionRow>`
+      insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
+        exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
+      select ${newSessionId()}, ${input.sellerId}, ${input.skillId}, ${input.skillName}, ${input.endpointId},
+        ${input.description}, ${input.priceMicro}, ${input.priceMicro}::bigint + c.suffix, 'open',
+        ${input.holdPeriodHours}, ${now}, ${expiresAt}, ${lateUntil}, true, ${now}
+      from (select 1 + ((${start}::bigint + generate_series(0, ${n - 1}::bigint)) % ${n}::bigint) as suffix) c
+      where not exists (
+        select 1 from sessions x
+        where x.amount_reserved and x.exact_amount_micro = ${input.priceMicro}::bigint + c.suffix
+      )
+      limit 1
+      on conflict (exact_amount_micro) where amount_reserved do nothing
+      returning *`.execute(trx);
+    return result.rows[0];
+  }
+
+  /** Creates a session (and its idempotency record) and enqueues checkout.session_created, in one transaction. */
+  async create(
+    input: NewSession,
+    idempotency: IdempotencyClaim | undefined,
+    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
+  ): Promise<{ session: SessionRow; replayed: boolean }> {
+    if (idempotency) {
+      const previous = await this.findIdempotent(input.sellerId, idempotency);
+      if (previous) return { session: previous, replayed: true };
+    }
+    let swept = false;
+    for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
+      try {
+        const session = await inTransaction(async (trx) => {
+          const row = await this.insertWithUniqueAmount(trx, input);
+          if (!row) return undefined;
+          if (idempotency) {
+            await trx
+              .insertInto('idempotency_keys')
+              .values({
+                seller_id: input.sellerId,
+                idempotency_key: idempotency.key,
+                request_hash: idempotency.requestHash,
+                session_id: row.session_id,
+                created_at: this.config.now(),
+              })
+              .execute();
+          }
+          await enqueueSessionEvent(trx, 'checkout.session_created', row, this.config);
+          return row;
+        });
+        if (session) return { session, replayed: false };
+        // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
+        const free = await this.hasFreeAmount(input.priceMicro);
+        if (!free) {
+          if (swept) throw new AmountRangeExhaustedError(input.priceMicro, this.capacity);
+          swept = true;
+          await this.releaseLapsedReservations(inTransaction);
+        }
+      } catch (error) {
+        if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
+          const previous = await this.findIdempotent(input.sellerId, idempotency);
+          if (previous) return { session: previous, replayed: true };
+        }
+        throw error;
+      }
+    }
+    throw new AmountRangeExhaustedError(input.priceMicro, this.capacity);
+  }
+
+  private async hasFreeAmount(priceMicro: bigint): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('sessions')
+      .select((eb) => eb.fn.countAll<bigint>().as('taken'))
+      .where('amount_reserved', '=', true)
+      .where('exact_amount_micro', '>', priceMicro)
+      .where('exact_amount_micro', '<', priceMicro + BigInt(this.config.amountSuffixRangeMicro))
+      .executeTakeFirstOrThrow();
+    return BigInt(row.taken) < BigInt(this.capacity);
+  }
+
+  /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
+  private async findIdempotent(sellerId: string, claim: IdempotencyClaim): Promise<SessionRow | undefined> {
+    const previous = await this.db
+      .selectFrom('idempotency_keys')
+      .select(['request_hash', 'session_id'])
+      .where('seller_id', '=', sellerId)
+      .where('idempotency_key', '=', claim.key)
+      .executeTakeFirst();
+    if (!previous) return undefined;
+    if (previous.request_hash !== claim.requestHash) {
+      throw new HttpError(
+        409,
+        'idempotency_key_reused',
+        'this Idempotency-Key was used with a different request body',
+        { field: 'Idempotency-Key', rule: 'must not be reused with a different body' },
+      );
+    }
+    return this.db
+      .selectFrom('sessions')
+      .selectAll()
+      .where('session_id', '=', previous.session_id)
+      .executeTakeFirstOrThrow();
+  }
+
+  /** Reads a session; an open session past its expiry is expired on the spot (with its event). */
+  async get(
+    sessionId: string,
+    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
+  ): Promise<SessionRow | undefined> {
+    const row = await this.db
+      .selectFrom('sessions')
+      .selectAll()
+      .where('session_id', '=', sessionId)
+      .executeTakeFirst();
+    if (row?.status !== 'open' || row.expires_at > this.config.now()) return row;
+    await this.expireDue(inTransaction, sessionId);
+    return this.db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+  }
+
+  /** Expires open sessions past expiresAt (one, or a bounded batch), each with checkout.session_expired. */
+  async expireDue(
+    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
+    onlySessionId?: string,
+  ): Promise<number> {
+    return inTransaction(async (trx) => {
+      const now = this.config.now();
+      let query = trx
+        .selectFrom('sessions')
+        .select('session_id')
+        .where('status', '=', 'open')
+        .where('expires_at', '<=', now)
+        .orderBy('expires_at')
+        .limit(SWEEP_BATCH)
+        .forUpdate();
+      // The sweeper skips rows another transaction holds; a read of one session waits for it instead.
+      query = onlySessionId ? query.where('session_id', '=', onlySessionId) : query.skipLocked();
+      const due = await query.execute();
+      if (due.length === 0) return 0;
+      const rows = await trx
+        .updateTable('sessions')
+        .set({ status: 'expired', updated_at: now })
+        .where(
+          'session_id',
+          'in',
+          due.map((d) => d.session_id),
+        )
+        .returningAll()
+        .execute();
+      for (const row of rows) await enqueueSessionEvent(trx, 'checkout.session_expired', row, this.config);
+      return rows.length;
+    });
+  }
+
+  /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
+  async releaseLapsedReservations(
+    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
+  ): Promise<number> {
+    return inTransaction(async (trx) => {
+      const result = await sql`
+        update sessions set amount_reserved = false
+        where session_id in (
+          select session_id from sessions where amount_reserved and late_until <= ${this.config.now()}
+          order by late_until limit ${SWEEP_BATCH} for update skip locked
+        )`.execute(trx);
+      return Number(result.numAffectedRows ?? 0n);
+    });
+  }
+}
+
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint?: string };
+  return e?.code === '23505' && (!constraint || e.constraint === constraint);
+}

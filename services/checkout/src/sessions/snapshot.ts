@@ -1,0 +1,50 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { formatUsdcExact } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import type { CheckoutConfig } from '../config';
+import type { CheckoutTrx, SessionRow } from '../db';
+
+export type SessionSnapshot = EventData<'checkout.session_created'>;
+export type SessionEventType =
+  | 'checkout.session_created'
+  | 'checkout.session_paid'
+  | 'checkout.session_underpaid'
+  | 'checkout.session_expired'
+  | 'checkout.session_reopened';
+
+/** The public session object: exactly CheckoutSessionSnapshot (POST/GET responses, events, WebSocket). */
+export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnapshot {
+  return {
+    sessionId: row.session_id,
+    sellerId: row.seller_id,
+    skillId: row.skill_id,
+    description: row.description,
+    status: row.status,
+    exactAmount: formatUsdcExact(row.exact_amount_micro),
+    paidAmount: row.paid_amount_micro === null ? null : formatUsdcExact(row.paid_amount_micro),
+    walletAddress: config.escrowAddress,
+    network: config.network,
+    chainId: config.chainId,
+    tokenAddress: config.usdcAddress,
+    expiresAt: row.expires_at.toISOString(),
+    lateUntil: row.late_until.toISOString(),
+    txHash: row.tx_hash,
+    payer: row.payer,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/** Every status change goes out through the outbox in the transaction that made it. */
+export async function enqueueSessionEvent(
+  trx: CheckoutTrx,
+  type: SessionEventType,
+  row: SessionRow,
+  config: CheckoutConfig,
+): Promise<void> {
+  await enqueueEvent(
+    trx,
+    createEvent(type, 'checkout', toSnapshot(row, config), { trace: currentTraceCarrier() }),
+  );
+}

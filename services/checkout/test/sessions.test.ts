@@ -1,0 +1,224 @@
+import { CheckoutSessionSnapshot } from '@paygate/contracts';
+import { parseUsdc } from '@paygate/money';
+import { EventRecorder, waitFor } from '@paygate/testing';
+import { sql } from 'kysely';
+import request from 'supertest';
+import { loadConfig } from '../src';
+import { type CheckoutHarness, ESCROW, publishSkill, skillEvent, startHarness } from './helpers';
+
+const RANGE = 20; // small suffix range so exhaustion is quick to reach; prices differ per test
+const snapshotKeys = Object.keys(CheckoutSessionSnapshot.properties).sort();
+
+describe('checkout sessions', () => {
+  let h: CheckoutHarness;
+  beforeAll(async () => {
+    h = await startHarness('cosess', { AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE) });
+    await publishSkill(h, skillEvent(h, { name: 'one-price' }, ['5']));
+    await publishSkill(h, skillEvent(h, { name: 'two-prices' }, ['1', '2']));
+    await publishSkill(h, skillEvent(h, { name: 'not-active', status: 'SUSPENDED' }, ['3']));
+    await publishSkill(h, skillEvent(h, { name: 'full-range' }, ['7']));
+  });
+  afterAll(() => h.stop());
+
+  const pk = () => `Bearer ${h.publishableKey}`;
+
+  it('creates a session with the publishable key at the price of the skill.updated projection', async () => {
+    const created = new EventRecorder(h.bus, 'checkout.session_created');
+    const res = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'one-price' });
+    expect(res.status).toBe(201);
+    expect(Object.keys(res.body).sort()).toEqual(snapshotKeys);
+    const exact = parseUsdc(res.body.exactAmount);
+    expect(exact).toBeGreaterThan(5_000_000n);
+    expect(exact).toBeLessThan(5_000_000n + BigInt(RANGE));
+    expect(res.body).toMatchObject({
+      status: 'open',
+      walletAddress: ESCROW,
+      skillId: 'sk_one-price',
+      chainId: 31337,
+    });
+    expect(Date.parse(res.body.expiresAt) - h.clock.now().getTime()).toBe(900_000);
+    expect(Date.parse(res.body.lateUntil) - Date.parse(res.body.expiresAt)).toBe(86_400_000);
+    const polled = await request(h.url).get(`/api/v1/checkout/sessions/${res.body.sessionId}`);
+    expect(polled.status).toBe(200);
+    expect(polled.body).toEqual(res.body);
+    const [event] = await created.waitForCount(1);
+    expect(event!.data).toEqual(res.body);
+    created.stop();
+
+    // The browser cannot name its own price.
+    const priced = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'one-price', amount: '0.01' });
+    expect(priced.status).toBe(400);
+    expect(priced.body.error).toMatchObject({ field: 'amount', rule: 'is not an allowed field' });
+  });
+
+  it('refuses unknown keys, inactive skills and ambiguous endpoints with 4xx naming the field', async () => {
+    const post = (auth: string | undefined, body: object) => {
+      const r = request(h.url).post('/api/v1/checkout/sessions');
+      if (auth) r.set('Authorization', auth);
+      return r.send(body);
+    };
+    expect((await post(undefined, { skill: 'one-price' })).body.error.field).toBe('Authorization');
+    expect((await post('Bearer pk_unknown_0123456789abcdef', { skill: 'one-price' })).status).toBe(401);
+    const suspended = await post(pk(), { skill: 'not-active' });
+    expect(suspended.status).toBe(409);
+    expect(suspended.body.error).toMatchObject({ code: 'skill_not_active', field: 'skill' });
+    expect((await post(pk(), { skill: 'no-such-skill' })).status).toBe(404);
+    const ambiguous = await post(pk(), { skill: 'two-prices' });
+    expect(ambiguous.status).toBe(400);
+    expect(ambiguous.body.error.field).toBe('endpointId');
+    const second = await post(pk(), { skill: 'two-prices', endpointId: 'ep_two-prices_1' });
+    expect(second.status).toBe(201);
+    expect(parseUsdc(second.body.exactAmount) / 1_000_000n).toBe(2n);
+  });
+
+  it('creates a session for any amount with the secret key', async () => {
+    const res = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', `Bearer ${h.secretKey}`)
+      .send({ amount: '12.5', description: 'Order #42' });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ description: 'Order #42', skillId: null, sellerId: h.sellerId });
+    expect(parseUsdc(res.body.exactAmount) - 12_500_000n).toBeGreaterThan(0n);
+    const bad = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', `Bearer ${h.secretKey}`)
+      .send({ amount: '1.1234567', description: 'x' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.field).toBe('amount');
+    const zero = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', `Bearer ${h.secretKey}`)
+      .send({ amount: '0', description: 'x' });
+    expect(zero.body.error.field).toBe('amount');
+    const unknown = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', 'Bearer sk_unknown_0123456789abcdef')
+      .send({ amount: '1', description: 'x' });
+    expect(unknown.status).toBe(401);
+  });
+
+  it('honours Idempotency-Key: same body, same session; other body, 409', async () => {
+    const post = (body: object) =>
+      request(h.url)
+        .post('/api/v1/checkout/sessions')
+        .set('Authorization', `Bearer ${h.secretKey}`)
+        .set('Idempotency-Key', 'order-77')
+        .send(body);
+    const [a, b] = await Promise.all([
+      post({ amount: '3', description: 'Order 77' }),
+      post({ description: 'Order 77', amount: '3' }),
+    ]);
+    expect([a.status, b.status].sort()).toEqual([200, 201]);
+    expect(a.body.sessionId).toBe(b.body.sessionId);
+    const again = await post({ amount: '3', description: 'Order 77' });
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.sessionId).toBe(a.body.sessionId);
+    const other = await post({ amount: '4', description: 'Order 77' });
+    expect(other.status).toBe(409);
+    expect(other.body.error.code).toBe('idempotency_key_reused');
+    const rows = await h.running.ctx.db
+      .selectFrom('sessions')
+      .select('session_id')
+      .where('price_micro', '=', 3_000_000n)
+      .execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it('gives every concurrent session a distinct amount and a clear error when the range is exhausted', async () => {
+    const capacity = RANGE - 1;
+    const results = await Promise.all(
+      Array.from({ length: capacity }, () =>
+        request(h.url)
+          .post('/api/v1/checkout/sessions')
+          .set('Authorization', pk())
+          .send({ skill: 'full-range' }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(capacity).fill(201));
+    const amounts = new Set(results.map((r) => r.body.exactAmount));
+    expect(amounts.size).toBe(capacity);
+    const exhausted = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'full-range' });
+    expect(exhausted.status).toBe(503);
+    expect(exhausted.body.error.code).toBe('amount_range_exhausted');
+
+    // The database itself refuses a duplicate reserved amount, whatever process tries.
+    const taken = results[0]!.body;
+    await expect(
+      sql`insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
+            hold_period_hours, created_at, expires_at, late_until, updated_at)
+          values ('cs_dup', 'x', 'dup', 7000000, ${parseUsdc(taken.exactAmount)}, 'open', 0, now(),
+            now() + interval '1 minute', now() + interval '2 minutes', now())`.execute(h.running.ctx.db),
+    ).rejects.toThrow(/sessions_reserved_amount/);
+
+    // Once the late window of those sessions has passed their amounts are free again.
+    h.clock.advanceSeconds(900 + 86_400 + 1);
+    const reused = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'full-range' });
+    expect(reused.status).toBe(201);
+  });
+
+  it('expires an open session at expiresAt (on read and by the sweeper) with checkout.session_expired', async () => {
+    const expired = new EventRecorder(h.bus, 'checkout.session_expired');
+    const a = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'one-price' });
+    const b = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', pk())
+      .send({ skill: 'one-price' });
+    h.clock.advanceSeconds(899);
+    expect((await request(h.url).get(`/api/v1/checkout/sessions/${a.body.sessionId}`)).body.status).toBe(
+      'open',
+    );
+    h.clock.advanceSeconds(2);
+    expect((await request(h.url).get(`/api/v1/checkout/sessions/${a.body.sessionId}`)).body.status).toBe(
+      'expired',
+    );
+    await waitFor(async () => {
+      const row = await h.running.ctx.db
+        .selectFrom('sessions')
+        .select('status')
+        .where('session_id', '=', b.body.sessionId)
+        .executeTakeFirstOrThrow();
+      return row.status === 'expired';
+    });
+    await waitFor(() =>
+      [a.body.sessionId, b.body.sessionId].every((id) =>
+        expired.events.some((e) => (e.data as any).sessionId === id),
+      ),
+    );
+    expect(expired.events.filter((e) => (e.data as any).sessionId === a.body.sessionId)).toHaveLength(1);
+    expired.stop();
+    expect((await request(h.url).get('/api/v1/checkout/sessions/cs_nope')).status).toBe(400);
+    expect((await request(h.url).get(`/api/v1/checkout/sessions/cs_${'0'.repeat(32)}`)).status).toBe(404);
+  });
+});
+
+describe('checkout config', () => {
+  it('defaults to 15 minute sessions, a 24 hour late window and suffixes below one cent', () => {
+    const config = loadConfig({ USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3' });
+    expect(config.sessionTtlSeconds).toBe(900);
+    expect(config.lateWindowSeconds).toBe(86_400);
+    expect(config.amountSuffixRangeMicro).toBe(10_000);
+    expect(() => loadConfig({ USDC_ADDRESS: 'nope' })).toThrow(/USDC_ADDRESS/);
+    expect(() =>
+      loadConfig({
+        USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+        AMOUNT_SUFFIX_RANGE_MICRO: '1',
+      }),
+    ).toThrow(/AMOUNT_SUFFIX_RANGE_MICRO/);
+  });
+});
