@@ -1,0 +1,51 @@
+# Paygate: `make dev` runs the whole system, `make test` runs every test. Both install what they need first.
+SHELL := /bin/bash
+PNPM_VERSION := 9.15.9
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+WITH_INFRA := tsx deploy/scripts/with-infra.ts
+
+.PHONY: dev test bench deps node-deps system-deps lint typecheck format jest clean
+
+dev: deps
+	tsx deploy/dev/main.ts
+
+test: deps lint typecheck
+	$(WITH_INFRA) jest --ci
+
+bench: deps
+	$(WITH_INFRA) tsx bench/run-all.ts
+
+deps: node-deps system-deps
+
+node-deps:
+	@command -v pnpm >/dev/null 2>&1 || npm install -g pnpm@$(PNPM_VERSION)
+	@pnpm install --frozen-lockfile --reporter=silent
+
+# Debian packages the tests use: Chromium (browser tests) and docker-compose (checks docker-compose.yml).
+system-deps:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "please install the Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; \
+	  fi; \
+	fi
+
+lint:
+	biome check .
+
+format:
+	biome check --write .
+
+typecheck:
+	tsc -p tsconfig.json --noEmit
+
+jest:
+	$(WITH_INFRA) jest --ci
+
+clean:
+	rm -rf .dev artifacts

@@ -1,0 +1,168 @@
+/**
+ * `make dev`: the whole system on one machine. Finds or starts Postgres and NATS, starts anvil with the test
+ * USDC, the seven services and the edge (one public base URL), then a demo seller; prints where everything is.
+ * Ctrl-C stops everything it started.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import routeTable from '../routes.json';
+import { startLocalChain } from '../scripts/start-local-chain';
+import { bootstrapDemo } from './bootstrap';
+import { startEdge } from './edge';
+import { ensureInfrastructure } from './infrastructure';
+
+const REPO_ROOT = path.join(__dirname, '../..');
+const EDGE_PORT = Number(process.env.EDGE_PORT ?? 8080);
+const CHAIN_PORT = Number(process.env.CHAIN_PORT ?? 8545);
+const PUBLIC_BASE_URL = process.env.PUBLIC_BASE_URL ?? `http://localhost:${EDGE_PORT}`;
+// Dev-only secrets: fixed, published in this repository, never used outside `make dev`.
+const DEV_OPERATOR_TOKEN = 'dev-operator-token-not-secret';
+const DEV_SESSION_SECRET = 'dev-session-secret-not-secret-0123456789';
+const DEV_WEBHOOK_SECRET_KEY = '00'.repeat(32);
+
+const COLORS = [31, 32, 33, 34, 35, 36, 91, 92];
+
+function log(line: string): void {
+  console.log(`\x1b[1m[dev]\x1b[0m ${line}`);
+}
+
+function startServiceProcess(
+  name: string,
+  port: number,
+  env: NodeJS.ProcessEnv,
+  color: number,
+): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(REPO_ROOT, `services/${name}/src/main.ts`)],
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const prefix = `\x1b[${color}m${name.padEnd(14)}\x1b[0m`;
+  const relay = (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line.trim()) console.log(`${prefix} ${line}`);
+  };
+  child.stdout!.on('data', relay);
+  child.stderr!.on('data', relay);
+  child.once('exit', (code, signal) => {
+    if (!stopping) log(`${name} exited (${signal ?? code}); see its lines above`);
+  });
+  return child;
+}
+
+async function waitReady(name: string, port: number, timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
+      if (response.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`${name} did not become ready on port ${port} within ${timeoutMs} ms`);
+}
+
+let stopping = false;
+
+async function main(): Promise<void> {
+  const cleanups: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    if (stopping) return;
+    stopping = true;
+    log('stopping everything that was started…');
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    log('stopped');
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stopAll());
+  process.on('SIGTERM', () => void stopAll());
+
+  try {
+    const infra = await ensureInfrastructure(log);
+    cleanups.push(infra.stop);
+    const chain = await startLocalChain({
+      port: CHAIN_PORT,
+      blockTimeSec: Number(process.env.BLOCK_TIME_SEC ?? 1),
+    });
+    cleanups.push(chain.stop);
+    log(`local chain: ${chain.rpcUrl} (chain id ${chain.chainId}), test USDC at ${chain.usdcAddress}`);
+
+    const commonEnv: NodeJS.ProcessEnv = {
+      DATABASE_URL: infra.databaseUrl,
+      NATS_URL: infra.natsUrl,
+      EVENT_NAMESPACE: 'paygate',
+      PUBLIC_BASE_URL,
+      CHAIN_RPC_URL: chain.rpcUrl,
+      CHAIN_NETWORK: 'local',
+      CHAIN_ID: String(chain.chainId),
+      USDC_ADDRESS: chain.usdcAddress,
+      ESCROW_ADDRESS: chain.wallets.escrow.address,
+      CONFIRMATIONS: '1',
+      OPERATOR_TOKEN: DEV_OPERATOR_TOKEN,
+      SESSION_SECRET: DEV_SESSION_SECRET,
+      WEBHOOK_SECRET_KEY: DEV_WEBHOOK_SECRET_KEY,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+      NODE_ENV: 'development',
+    };
+    const services = Object.entries(routeTable.services) as Array<[string, { port: number }]>;
+    const children: ChildProcess[] = [];
+    services.forEach(([name, { port }], i) => {
+      // Only settlement holds the escrow wallet's key.
+      const env =
+        name === 'settlement'
+          ? { ...commonEnv, ESCROW_PRIVATE_KEY: chain.wallets.escrow.privateKey }
+          : commonEnv;
+      children.push(startServiceProcess(name, port, env, COLORS[i % COLORS.length]!));
+    });
+    cleanups.push(async () => {
+      await Promise.all(
+        children.map(
+          (child) =>
+            new Promise<void>((resolve) => {
+              if (child.exitCode !== null || child.signalCode !== null) return resolve();
+              child.once('exit', () => resolve());
+              child.kill('SIGTERM');
+              setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+            }),
+        ),
+      );
+    });
+    await Promise.all(services.map(([name, { port }]) => waitReady(name, port)));
+    const demo = await bootstrapDemo({
+      publicBaseUrl: PUBLIC_BASE_URL,
+      chain,
+      operatorToken: DEV_OPERATOR_TOKEN,
+      log,
+    });
+    cleanups.push(demo.stop);
+    const edge = await startEdge({ port: EDGE_PORT, extraPrefixes: demo.edgePrefixes });
+    cleanups.push(() => new Promise<void>((resolve) => edge.close(() => resolve())));
+
+    console.log(`
+\x1b[1mPaygate is running\x1b[0m
+  public base URL   ${PUBLIC_BASE_URL}
+  catalog           ${PUBLIC_BASE_URL}/api/v1/skills
+  API reference     ${PUBLIC_BASE_URL}/api/v1/openapi.json
+  local chain       ${chain.rpcUrl} (chain id ${chain.chainId}), USDC ${chain.usdcAddress}
+  postgres / nats   ${new URL(infra.databaseUrl).host} / ${infra.natsUrl}${infra.started.length ? ` (started: ${infra.started.join(', ')})` : ''}
+
+\x1b[1mTest wallets\x1b[0m (anvil's public dev keys — never use them elsewhere)
+  buyer   ${chain.wallets.buyer.address}  key ${chain.wallets.buyer.privateKey}  (1,000 USDC)
+  seller  ${chain.wallets.seller.address}  key ${chain.wallets.seller.privateKey}
+  escrow  ${chain.wallets.escrow.address}
+
+${demo.nextSteps}
+Ctrl-C stops everything.`);
+  } catch (error) {
+    console.error(`\x1b[31m[dev] ${(error as Error).message}\x1b[0m`);
+    await stopAll();
+    process.exit(1);
+  }
+}
+
+void main();

@@ -1,0 +1,32 @@
+/**
+ * Runs a command with Postgres and NATS available: `tsx deploy/scripts/with-infra.ts <command> [args…]`.
+ * Exports DATABASE_URL and NATS_URL to the command, and stops whatever it had to start when the command ends.
+ */
+import { spawn } from 'node:child_process';
+import { ensureInfrastructure } from '../dev/infrastructure';
+
+async function main(): Promise<void> {
+  const [command, ...args] = process.argv.slice(2);
+  if (!command) {
+    console.error('usage: with-infra.ts <command> [args…]');
+    process.exit(2);
+  }
+  const infra = await ensureInfrastructure((line) => console.log(`[infra] ${line}`));
+  const child = spawn(command, args, {
+    stdio: 'inherit',
+    env: { ...process.env, DATABASE_URL: infra.databaseUrl, NATS_URL: infra.natsUrl },
+  });
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  const code = await new Promise<number>((resolve) =>
+    child.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))),
+  );
+  await infra.stop();
+  process.exit(code);
+}
+
+main().catch((error) => {
+  console.error(`[infra] ${(error as Error).message}`);
+  process.exit(1);
+});
