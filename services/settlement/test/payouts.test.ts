@@ -270,4 +270,39 @@ describe('settlement payouts on anvil', () => {
     expect(text).toMatch(/settlement_refunds_sent_total\{[^}]*\} 0/);
     expect(text).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
   });
+
+  it('gives a payout that can never be sent back to the ledger (cancel_payout)', async () => {
+    // More than the escrow wallet holds: the pre-flight fails, and with one allowed attempt it is given up.
+    await service.stop();
+    service = await startSettlement(loadConfig(settlementEnv(env, chain, { MAX_PREFLIGHT_ATTEMPTS: '1' })), {
+      now: () => now,
+    });
+    ledger.credit(sellerId, '5000');
+    await nextDay();
+    const transfersBefore = (await chain.transfersFromEscrow()).length;
+    await service.scheduler.runOnce();
+    const settlement = (await settlementsOf(sellerId)).at(-1)!;
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('settlements')
+            .select('status')
+            .where('settlement_id', '=', settlement.settlement_id)
+            .executeTakeFirst()
+        )?.status === 'failed',
+      { timeoutMs: 10_000 },
+    );
+    await service.scheduler.runOnce();
+    expect(ledger.reservations.get(settlement.settlement_id)?.cancelled).toBe(true);
+    expect(ledger.available.get(sellerId)).toBe(parseUsdc('5000'));
+    const row = await db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('settlement_id', '=', settlement.settlement_id)
+      .executeTakeFirstOrThrow();
+    expect(row.cancel_acknowledged_at).not.toBeNull();
+    expect(row.failure_reason).toMatch(/pre-flight/);
+    expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore); // nothing signed, nothing sent
+  });
 });

@@ -1,4 +1,5 @@
 import type { Bus } from '@paygate/bus';
+import { parseUsdc } from '@paygate/money';
 
 /**
  * Request-reply protocol with escrow-ledger (it owns balances). Both calls are idempotent per settlementId.
@@ -20,7 +21,18 @@ export type ReservePayoutReply =
 export interface CancelPayoutRequest {
   settlementId: string;
 }
-export type CancelPayoutReply = { ok: true } | { ok: false; reason: string };
+export type CancelPayoutReply =
+  | { ok: true; status?: 'cancelled' | 'refused' }
+  | {
+      ok: false;
+      reason: 'unknown_settlement' | 'already_completed' | 'invalid_request' | string;
+      message?: string;
+    };
+
+/** The ledger's available balance may be negative (refunds after settlement): "-3.8". */
+export function parseSignedUsdc(text: string): bigint {
+  return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
+}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -3,7 +3,7 @@ import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { Frequency, SettlementDB } from '../db';
-import type { LedgerClient } from '../ledger/client';
+import { type LedgerClient, parseSignedUsdc } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
@@ -173,7 +173,7 @@ export class SettlementScheduler implements BackgroundTask {
                 .set({
                   status: 'skipped',
                   skip_reason: reply.reason,
-                  available_micro: parseUsdc(reply.available),
+                  available_micro: parseSignedUsdc(reply.available),
                   updated_at: now,
                 })
                 .where('settlement_id', '=', settlement.settlement_id)
@@ -243,7 +243,13 @@ export class SettlementScheduler implements BackgroundTask {
     for (const { settlement_id } of failed) {
       try {
         const reply = await this.ledger.cancelPayout({ settlementId: settlement_id });
-        if (!reply.ok) throw new Error(`ledger refused: ${reply.reason}`);
+        if (!reply.ok && reply.reason === 'already_completed') {
+          // The ledger booked this payout as paid while our transfer failed: an operator must look.
+          this.ctx.logger.error({ settlementId: settlement_id }, 'ledger says a failed payout completed');
+        } else if (!reply.ok && reply.reason !== 'unknown_settlement') {
+          // unknown_settlement: nothing was reserved, so there is nothing to give back.
+          throw new Error(`ledger refused: ${reply.reason}`);
+        }
         await this.ctx.db
           .updateTable('settlements')
           .set({ cancel_acknowledged_at: this.clock(), updated_at: this.clock() })
