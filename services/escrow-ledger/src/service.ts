@@ -1,7 +1,94 @@
 import { type RunningService, startService } from '@paygate/runtime';
+import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { EscrowLedgerConfig } from './config';
+import type { LedgerDeps } from './deps';
+import { BatchInboxConsumer } from './events/batch-consumer';
+import { ReleaseScheduler } from './holds/release';
+import { createLedgerMetrics } from './metrics';
+import { mountOperatorRoutes } from './operator/routes';
+import { onPaymentConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
+import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
+import { onRefundCompleted } from './refunds/book';
+import { mountRefundRoutes } from './refunds/routes';
+import { mountViewRoutes } from './views/routes';
 
-export function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningService> {
-  return startService({ name: 'escrow-ledger', config, migrations });
+export interface RunningEscrowLedger extends RunningService {
+  deps: LedgerDeps;
+  scheduler: ReleaseScheduler;
+}
+
+export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
+  let deps: LedgerDeps | undefined;
+  let scheduler: ReleaseScheduler | undefined;
+  let auth: SellerAuth | undefined;
+  const depsOf = (ctx: {
+    logger: LedgerDeps['logger'];
+    metrics: Parameters<typeof createLedgerMetrics>[0];
+  }) => {
+    deps ??= {
+      config,
+      now: () => config.now(),
+      logger: ctx.logger,
+      metrics: createLedgerMetrics(ctx.metrics),
+    };
+    return deps;
+  };
+  const running = await startService({
+    name: 'escrow-ledger',
+    config,
+    migrations,
+    routes(app, ctx) {
+      auth = new SellerAuth(ctx.bus);
+      mountRefundRoutes(app, ctx, depsOf(ctx), auth);
+      mountViewRoutes(app, ctx, auth);
+      mountOperatorRoutes(app, ctx, depsOf(ctx));
+    },
+    consumers(ctx) {
+      const d = depsOf(ctx);
+      return [
+        {
+          durable: 'ledger-transfer-observed',
+          subject: 'transfer.observed',
+          handler: (trx, e) => onTransferObserved(trx, e as never, d),
+          concurrency: 4,
+        },
+        {
+          durable: 'ledger-transfer-reorged',
+          subject: 'transfer.reorged',
+          handler: (trx, e) => onTransferReorged(trx, e as never, d),
+        },
+        {
+          durable: 'ledger-refund-completed',
+          subject: 'refund.completed',
+          handler: (trx, e) => onRefundCompleted(trx, e as never, d),
+          concurrency: 4,
+        },
+        {
+          durable: 'ledger-settlement-completed',
+          subject: 'settlement.completed',
+          handler: (trx, e) => onSettlementCompleted(trx, e as never, d),
+          concurrency: 4,
+        },
+      ];
+    },
+    background(ctx) {
+      const d = depsOf(ctx);
+      scheduler = new ReleaseScheduler(ctx, d);
+      return [
+        // payment.confirmed is the hot path: booked in batches, one commit per batch.
+        new BatchInboxConsumer(ctx, {
+          durable: 'ledger-payment-confirmed',
+          subject: 'payment.confirmed',
+          handler: (trx, e) => onPaymentConfirmed(trx, e, d),
+          batchSize: config.paymentBatchSize,
+          concurrency: config.paymentConcurrency,
+        }),
+        new PayoutResponders(ctx, d),
+        scheduler,
+      ];
+    },
+    onStop: async () => auth?.close(),
+  });
+  return { ...running, deps: deps!, scheduler: scheduler! };
 }

@@ -1,0 +1,11 @@
+import type { Logger } from '@paygate/telemetry';
+import type { EscrowLedgerConfig } from './config';
+import type { LedgerMetrics } from './metrics';
+
+/** What the ledger's handlers need besides a transaction: the clock, logs and metrics. */
+export interface LedgerDeps {
+  config: EscrowLedgerConfig;
+  now: () => Date;
+  logger: Logger;
+  metrics: LedgerMetrics;
+}

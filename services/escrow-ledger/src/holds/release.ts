@@ -1,0 +1,107 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { sql } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { credit, debit, postEntry } from '../ledger/entries';
+
+interface DueHold {
+  id: string;
+  seller_id: string;
+  seller_share_micro: bigint;
+  platform_share_micro: bigint;
+  refunded_seller_micro: bigint;
+  refunded_platform_micro: bigint;
+}
+
+/**
+ * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller
+ * share moves to the seller's available balance, the platform share to platform revenue, and escrow.released
+ * is published. Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
+ * Returns how many holds were released.
+ */
+export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, limit: number): Promise<number> {
+  const now = deps.now();
+  return ctx.inTransaction(async (trx) => {
+    const due =
+      await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
+          refunded_platform_micro
+        from transactions where escrow_status = 'held' and hold_until <= ${now}
+        order by hold_until limit ${limit} for update skip locked`.execute(trx);
+    for (const hold of due.rows) {
+      const sellerMicro = hold.seller_share_micro - hold.refunded_seller_micro;
+      const platformMicro = hold.platform_share_micro - hold.refunded_platform_micro;
+      await postEntry(trx, {
+        idempotencyKey: `release:${hold.id}`,
+        entryType: 'release',
+        transactionId: hold.id,
+        lines: [
+          debit('seller_held', sellerMicro, hold.seller_id),
+          credit('seller_available', sellerMicro, hold.seller_id),
+          debit('platform_held', platformMicro),
+          credit('platform_revenue', platformMicro),
+        ],
+      });
+      await sql`update transactions set escrow_status = 'available', released_at = ${now} where id = ${hold.id}`.execute(
+        trx,
+      );
+      await enqueueEvent(
+        trx,
+        createEvent('escrow.released', 'escrow-ledger', {
+          transactionId: hold.id,
+          sellerId: hold.seller_id,
+          amount: formatUsdc(sellerMicro),
+          releasedAt: now.toISOString(),
+        }),
+      );
+    }
+    deps.metrics.holdsReleased.inc(due.rows.length);
+    return due.rows.length;
+  });
+}
+
+/** Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per tick. */
+export class ReleaseScheduler implements BackgroundTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+  private stopped = true;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly deps: LedgerDeps,
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.tick().finally(() => this.schedule());
+    }, this.deps.config.releaseIntervalMs);
+  }
+
+  /** One pass: releases due holds in batches until none is left or the per-tick bound is reached. */
+  async tick(): Promise<number> {
+    let total = 0;
+    try {
+      for (let batch = 0; batch < 20 && !this.stopped; batch++) {
+        const released = await releaseDueHolds(this.ctx, this.deps, this.deps.config.releaseBatchSize);
+        total += released;
+        if (released < this.deps.config.releaseBatchSize) break;
+      }
+    } catch (error) {
+      this.ctx.logger.warn({ err: error }, 'hold release pass failed; will retry next tick');
+    }
+    return total;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}

@@ -1,0 +1,49 @@
+import { createHash } from 'node:crypto';
+import { badRequest, conflict } from '@paygate/http';
+import type { Request } from 'express';
+import { sql, type Transaction } from 'kysely';
+
+export interface StoredResponse {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Runs `fn` at most once per (seller, Idempotency-Key): the key, a hash of the request and the response are
+ * stored in the same transaction as the effect. The same key with the same request answers the stored
+ * response; with another request, 409 idempotency_key_reused. An advisory lock serialises concurrent retries.
+ */
+export async function withIdempotency(
+  trx: Transaction<any>,
+  req: Request,
+  sellerId: string,
+  fn: () => Promise<StoredResponse>,
+): Promise<StoredResponse> {
+  const key = req.header('idempotency-key');
+  if (key === undefined) return fn();
+  if (!/^[A-Za-z0-9._:-]{1,255}$/.test(key)) {
+    throw badRequest('Idempotency-Key', 'must be 1-255 characters of letters, digits, . _ : -');
+  }
+  const route = `${req.method} ${req.baseUrl}${req.route?.path ?? req.path}`;
+  const requestHash = createHash('sha256')
+    .update(JSON.stringify({ route, params: req.params, body: req.body ?? null }))
+    .digest('hex');
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${sellerId}:${key}`}, 0))`.execute(trx);
+  const existing = await sql<{ request_hash: string; response_status: number; response_body: unknown }>`
+      select request_hash, response_status, response_body from idempotency_keys where seller_id = ${sellerId} and key = ${key}`.execute(
+    trx,
+  );
+  const row = existing.rows[0];
+  if (row) {
+    if (row.request_hash !== requestHash) {
+      throw conflict('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+    }
+    return { status: row.response_status, body: row.response_body };
+  }
+  const response = await fn();
+  await sql`insert into idempotency_keys (seller_id, key, route, request_hash, response_status, response_body)
+      values (${sellerId}, ${key}, ${route}, ${requestHash}, ${response.status}, ${JSON.stringify(response.body)}::jsonb)`.execute(
+    trx,
+  );
+  return response;
+}

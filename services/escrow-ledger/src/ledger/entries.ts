@@ -1,0 +1,95 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+
+export type AccountKind =
+  | 'escrow_asset'
+  | 'suspense'
+  | 'seller_held'
+  | 'platform_held'
+  | 'seller_available'
+  | 'seller_payout_pending'
+  | 'platform_revenue'
+  | 'refund_pending';
+
+export interface EntryLine {
+  kind: AccountKind;
+  /** The seller id for per-seller accounts; empty for the single platform-wide ones. */
+  owner?: string;
+  side: 'debit' | 'credit';
+  amountMicro: bigint;
+}
+
+export const debit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
+  kind,
+  owner,
+  side: 'debit',
+  amountMicro,
+});
+export const credit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
+  kind,
+  owner,
+  side: 'credit',
+  amountMicro,
+});
+
+export interface EntryInput {
+  /** Unique per effect: a repeated key posts nothing (the effect is already on the books). */
+  idempotencyKey: string;
+  entryType: string;
+  transactionId?: string | null;
+  reversesEntryId?: bigint | null;
+  lines: EntryLine[];
+  memo?: Record<string, unknown>;
+}
+
+/**
+ * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
+ * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
+ */
+export async function postEntry(trx: Transaction<any>, input: EntryInput): Promise<bigint | null> {
+  for (const line of input.lines) {
+    if (line.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
+  }
+  const lines = JSON.stringify(
+    input.lines.map((l) => ({
+      kind: l.kind,
+      owner: l.owner ?? '',
+      side: l.side,
+      amount: l.amountMicro.toString(),
+    })),
+  );
+  const result = await sql<{
+    id: bigint | null;
+  }>`select post_entry(${input.idempotencyKey}, ${input.entryType},
+      ${input.transactionId ?? null}, ${input.reversesEntryId ?? null}, ${lines}::jsonb, ${input.memo ? JSON.stringify(input.memo) : null}::jsonb) as id`.execute(
+    trx,
+  );
+  return result.rows[0]?.id ?? null;
+}
+
+export async function entryIdByKey(db: Kysely<any>, idempotencyKey: string): Promise<bigint | null> {
+  const row = await sql<{
+    id: bigint;
+  }>`select id from journal_entries where idempotency_key = ${idempotencyKey}`.execute(db);
+  return row.rows[0]?.id ?? null;
+}
+
+/** Balance of one account in its normal direction (0 for an account that has never been posted to). */
+export async function accountBalance(db: Kysely<any>, kind: AccountKind, owner = ''): Promise<bigint> {
+  const row = await sql<{
+    balance_micro: bigint;
+  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner}`.execute(db);
+  return row.rows[0]?.balance_micro ?? 0n;
+}
+
+/** Locks (creating if needed) one account row and returns its balance: serialises decisions on it. */
+export async function lockAccount(trx: Transaction<any>, kind: AccountKind, owner = ''): Promise<bigint> {
+  await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
+  const row = await sql<{
+    balance_micro: bigint;
+  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner} for update`.execute(trx);
+  return row.rows[0]!.balance_micro;
+}
+
+export function transferKey(chainId: number, txHash: string, logIndex: number): string {
+  return `${chainId}:${txHash.toLowerCase()}:${logIndex}`;
+}

@@ -1,0 +1,318 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { parseUsdc, splitFee } from '@paygate/money';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newTransactionId } from '../ids';
+import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
+
+interface TransferRow {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  status: 'observed' | 'reorged';
+  booked_by: string;
+  claimed_by_transaction_id: string | null;
+}
+
+const transferEntryKey = (key: string) => `transfer:${key}`;
+
+async function lockTransfer(
+  trx: Transaction<any>,
+  chainId: number,
+  txHash: string,
+  logIndex: number,
+): Promise<TransferRow | undefined> {
+  const result =
+    await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id
+      from transfers where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
+      trx,
+    );
+  return result.rows[0];
+}
+
+/**
+ * Books money arriving in the escrow wallet: debit escrow_asset, credit suspense. Inserting the transfer row
+ * and posting are one step, so whichever of transfer.observed and payment.confirmed comes first books it and
+ * the other finds it booked.
+ */
+async function bookTransfer(
+  trx: Transaction<any>,
+  input: {
+    chainId: number;
+    txHash: string;
+    logIndex: number;
+    amountMicro: bigint;
+    from: string;
+    to: string | null;
+    blockNumber: number | null;
+    bookedBy: 'transfer.observed' | 'payment.confirmed';
+    at: Date;
+  },
+): Promise<boolean> {
+  const inserted =
+    await sql`insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, to_address,
+        block_number, status, booked_by, observed_at)
+      values (${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.amountMicro}, ${input.from.toLowerCase()},
+        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, 'observed', ${input.bookedBy}, ${input.at})
+      on conflict do nothing`.execute(trx);
+  if (Number(inserted.numAffectedRows ?? 0n) === 0) return false;
+  const key = transferKey(input.chainId, input.txHash, input.logIndex);
+  await postEntry(trx, {
+    idempotencyKey: transferEntryKey(key),
+    entryType: 'transfer_in',
+    lines: [debit('escrow_asset', input.amountMicro), credit('suspense', input.amountMicro)],
+    memo: { transfer: key, from: input.from.toLowerCase(), bookedBy: input.bookedBy },
+  });
+  return true;
+}
+
+export async function onTransferObserved(
+  trx: Transaction<any>,
+  event: EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const amountMicro = parseUsdc(d.amount);
+  const booked = await bookTransfer(trx, {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    amountMicro,
+    from: d.from,
+    to: d.to,
+    blockNumber: d.blockNumber,
+    bookedBy: 'transfer.observed',
+    at: deps.now(),
+  });
+  if (booked) return;
+  // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
+  const existing = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (!existing) return;
+  await sql`update transfers set block_number = ${d.blockNumber}, to_address = ${d.to.toLowerCase()}
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
+    const key = transferKey(d.chainId, txHash, d.logIndex);
+    const extra = amountMicro - existing.amount_micro;
+    await postEntry(trx, {
+      idempotencyKey: `transfer_adjust:${key}`,
+      entryType: 'transfer_in',
+      lines: [debit('escrow_asset', extra), credit('suspense', extra)],
+      memo: { transfer: key, reason: 'observed amount above the amount the payment reported' },
+    });
+    await sql`update transfers set amount_micro = ${amountMicro}
+        where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  } else if (amountMicro !== existing.amount_micro) {
+    deps.logger.error(
+      { transfer: transferKey(d.chainId, txHash, d.logIndex), observed: d.amount },
+      'observed transfer amount differs from the booked amount; left for an operator',
+    );
+  }
+}
+
+async function recordConflict(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  kind: 'transfer_already_claimed' | 'amount_exceeds_transfer' | 'transfer_reorged' | 'reorg_after_refund',
+  input: {
+    chainId: number;
+    txHash: string;
+    logIndex: number;
+    paymentId: string | null;
+    source: string | null;
+    sellerId: string | null;
+    amountMicro: bigint | null;
+    existingTransactionId: string | null;
+    detail: Record<string, unknown>;
+  },
+): Promise<void> {
+  const inserted =
+    await sql`insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id,
+        amount_micro, existing_transaction_id, detail, created_at)
+      values (${kind}, ${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.paymentId}, ${input.source},
+        ${input.sellerId}, ${input.amountMicro}, ${input.existingTransactionId}, ${JSON.stringify(input.detail)}::jsonb, ${deps.now()})
+      on conflict do nothing`.execute(trx);
+  if (Number(inserted.numAffectedRows ?? 0n) > 0) {
+    deps.metrics.conflicts.inc({ kind });
+    deps.logger.warn(
+      {
+        kind,
+        transfer: transferKey(input.chainId, input.txHash, input.logIndex),
+        paymentId: input.paymentId,
+        existingTransactionId: input.existingTransactionId,
+      },
+      'payment conflict surfaced to the operator; nothing credited',
+    );
+  }
+}
+
+/**
+ * A payment claims its transfer: the amount moves from suspense into holds for the seller (95%) and the
+ * platform (5%). A transfer pays for one thing: a claim by another payment is refused and surfaced.
+ */
+export async function onPaymentConfirmed(
+  trx: Transaction<any>,
+  event: EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const amountMicro = parseUsdc(d.amount);
+  const now = deps.now();
+  await bookTransfer(trx, {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    amountMicro,
+    from: d.payer,
+    to: null,
+    blockNumber: null,
+    bookedBy: 'payment.confirmed',
+    at: now,
+  });
+  const transfer = (await lockTransfer(trx, d.chainId, txHash, d.logIndex))!;
+  const conflictInput = {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    paymentId: d.paymentId,
+    source: d.source,
+    sellerId: d.sellerId,
+    amountMicro,
+  };
+  if (transfer.claimed_by_transaction_id) {
+    const existing = await sql<{
+      payment_id: string;
+    }>`select payment_id from transactions where id = ${transfer.claimed_by_transaction_id}`.execute(trx);
+    if (existing.rows[0]?.payment_id === d.paymentId) return; // the same payment announced again
+    await recordConflict(trx, deps, 'transfer_already_claimed', {
+      ...conflictInput,
+      existingTransactionId: transfer.claimed_by_transaction_id,
+      detail: { eventId: event.id, skillId: d.skillId, sessionId: d.sessionId, payer: d.payer },
+    });
+    return;
+  }
+  if (transfer.status === 'reorged') {
+    await recordConflict(trx, deps, 'transfer_reorged', {
+      ...conflictInput,
+      existingTransactionId: null,
+      detail: { eventId: event.id },
+    });
+    return;
+  }
+  if (amountMicro > transfer.amount_micro) {
+    await recordConflict(trx, deps, 'amount_exceeds_transfer', {
+      ...conflictInput,
+      existingTransactionId: null,
+      detail: { eventId: event.id, transferAmountMicro: transfer.amount_micro.toString() },
+    });
+    return;
+  }
+  const transactionId = newTransactionId();
+  const { sellerMicro, platformMicro } = splitFee(amountMicro);
+  const holdUntil = new Date(now.getTime() + d.holdPeriodHours * 3_600_000);
+  await sql`insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
+        chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro, hold_period_hours,
+        hold_until, escrow_status, confirmed_at, created_at)
+      values (${transactionId}, ${d.paymentId}, ${d.source}, ${d.sellerId}, ${d.skillId}, ${d.skillName}, ${d.endpointId},
+        ${d.sessionId}, ${d.payer.toLowerCase()}, ${d.chainId}, ${d.network}, ${txHash}, ${d.logIndex}, ${amountMicro},
+        ${sellerMicro}, ${platformMicro}, ${d.holdPeriodHours}, ${holdUntil}, 'held', ${d.confirmedAt}, ${now})`.execute(
+    trx,
+  );
+  await sql`update transfers set claimed_by_transaction_id = ${transactionId}
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await postEntry(trx, {
+    idempotencyKey: transferKey(d.chainId, txHash, d.logIndex),
+    entryType: 'payment',
+    transactionId,
+    lines: [
+      debit('suspense', amountMicro),
+      credit('seller_held', sellerMicro, d.sellerId),
+      credit('platform_held', platformMicro),
+    ],
+    memo: { paymentId: d.paymentId, source: d.source },
+  });
+}
+
+interface ClaimedTransaction {
+  id: string;
+  seller_id: string;
+  amount_micro: bigint;
+  seller_share_micro: bigint;
+  platform_share_micro: bigint;
+  refunded_micro: bigint;
+  refunded_seller_micro: bigint;
+  refunded_platform_micro: bigint;
+  escrow_status: string;
+}
+
+/**
+ * A transfer left the canonical chain: reverse what it caused. The unrefunded part of its transaction is taken
+ * back from wherever it sits (holds, or the seller's available balance, which may go negative) into suspense,
+ * then the transfer itself is reversed out of suspense and the escrow asset.
+ */
+export async function onTransferReorged(
+  trx: Transaction<any>,
+  event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (!transfer || transfer.status === 'reorged') return;
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  const now = deps.now();
+  let stillInSuspense = transfer.amount_micro;
+  if (transfer.claimed_by_transaction_id) {
+    const result =
+      await sql<ClaimedTransaction>`select id, seller_id, amount_micro, seller_share_micro, platform_share_micro,
+          refunded_micro, refunded_seller_micro, refunded_platform_micro, escrow_status
+        from transactions where id = ${transfer.claimed_by_transaction_id} for update`.execute(trx);
+    const txn = result.rows[0]!;
+    if (txn.escrow_status !== 'reversed') {
+      const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
+      const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
+      const held = txn.escrow_status === 'held';
+      await postEntry(trx, {
+        idempotencyKey: `reversal:${txn.id}`,
+        entryType: 'payment_reversal',
+        transactionId: txn.id,
+        reversesEntryId: await entryIdByKey(trx, key),
+        lines: [
+          debit(held ? 'seller_held' : 'seller_available', sellerPart, txn.seller_id),
+          debit(held ? 'platform_held' : 'platform_revenue', platformPart),
+          credit('suspense', sellerPart + platformPart),
+        ],
+        memo: { reason: 'transfer reorged', transfer: key, fromStatus: txn.escrow_status },
+      });
+      await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now} where id = ${txn.id}`.execute(
+        trx,
+      );
+      // Money refunded on chain cannot be taken back from suspense: the operator must see it.
+      stillInSuspense = transfer.amount_micro - txn.refunded_micro;
+      if (txn.refunded_micro > 0n) {
+        await recordConflict(trx, deps, 'reorg_after_refund', {
+          chainId: d.chainId,
+          txHash,
+          logIndex: d.logIndex,
+          paymentId: null,
+          source: null,
+          sellerId: txn.seller_id,
+          amountMicro: txn.refunded_micro,
+          existingTransactionId: txn.id,
+          detail: { eventId: event.id },
+        });
+      }
+    }
+  }
+  await postEntry(trx, {
+    idempotencyKey: `reorg:${key}`,
+    entryType: 'transfer_reversal',
+    reversesEntryId: await entryIdByKey(trx, transferEntryKey(key)),
+    lines: [debit('suspense', stillInSuspense), credit('escrow_asset', stillInSuspense)],
+    memo: { transfer: key, blockHash: d.blockHash },
+  });
+  await sql`update transfers set status = 'reorged', reorged_at = ${now}
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+}

@@ -1,0 +1,231 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
+import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { sql, type Transaction } from 'kysely';
+import type { Msg, Subscription } from 'nats';
+import type { LedgerDeps } from '../deps';
+import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
+
+export const RESERVE_PAYOUT_RPC = 'ledger.reserve_payout';
+export const CANCEL_PAYOUT_RPC = 'ledger.cancel_payout';
+
+export interface ReservePayoutRequest {
+  settlementId: string;
+  sellerId: string;
+  /** Decimal USDC: the seller's minimum settlement amount. */
+  minimumAmount: string;
+}
+export type ReservePayoutReply =
+  | { ok: true; amount: string }
+  | { ok: false; reason: 'below_minimum' | 'nothing_available'; available: string }
+  | { ok: false; reason: 'invalid_request'; message: string };
+export type CancelPayoutReply =
+  | { ok: true; status: 'cancelled' | 'refused' }
+  | { ok: false; reason: 'unknown_settlement' | 'already_completed' | 'invalid_request'; message?: string };
+
+interface ReservationRow {
+  settlement_id: string;
+  seller_id: string;
+  ok: boolean;
+  amount_micro: bigint;
+  available_micro: bigint;
+  reason: string | null;
+  status: 'reserved' | 'completed' | 'cancelled' | 'refused';
+}
+
+function replyOf(row: ReservationRow): ReservePayoutReply {
+  if (row.ok) return { ok: true, amount: formatUsdc(row.amount_micro) };
+  return {
+    ok: false,
+    reason: row.reason as 'below_minimum' | 'nothing_available',
+    available: formatUsdc(row.available_micro),
+  };
+}
+
+const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
+
+/**
+ * Moves the seller's whole available balance to payout-pending when it is > 0 and >= the minimum, in one
+ * transaction, idempotently per settlementId (a repeated request gets the stored answer).
+ */
+export async function reservePayout(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  request: ReservePayoutRequest,
+): Promise<ReservePayoutReply> {
+  if (
+    typeof request?.settlementId !== 'string' ||
+    !request.settlementId ||
+    request.settlementId.length > 64 ||
+    typeof request.sellerId !== 'string' ||
+    !request.sellerId
+  ) {
+    return {
+      ok: false,
+      reason: 'invalid_request',
+      message: 'settlementId and sellerId are required strings',
+    };
+  }
+  let minimumMicro: bigint;
+  try {
+    minimumMicro = parseUsdc(request.minimumAmount);
+  } catch (error) {
+    if (error instanceof MoneyFormatError)
+      return { ok: false, reason: 'invalid_request', message: `minimumAmount ${error.rule}` };
+    throw error;
+  }
+  return ctx.inTransaction(async (trx) => {
+    await lockSettlement(trx, request.settlementId);
+    const existing =
+      await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
+        trx,
+      );
+    if (existing.rows[0]) return replyOf(existing.rows[0]);
+    const available = await lockAccount(trx, 'seller_available', request.sellerId);
+    const now = deps.now();
+    const ok = available > 0n && available >= minimumMicro;
+    const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
+    if (ok) {
+      await postEntry(trx, {
+        idempotencyKey: `payout_reserve:${request.settlementId}`,
+        entryType: 'payout_reserve',
+        lines: [
+          debit('seller_available', available, request.sellerId),
+          credit('seller_payout_pending', available, request.sellerId),
+        ],
+        memo: { settlementId: request.settlementId },
+      });
+      await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${request.settlementId}
+          where seller_id = ${request.sellerId} and escrow_status = 'available'`.execute(trx);
+    }
+    const row =
+      await sql<ReservationRow>`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro,
+          available_micro, reason, status, created_at)
+        values (${request.settlementId}, ${request.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
+          ${ok ? 'reserved' : 'refused'}, ${now}) returning *`.execute(trx);
+    return replyOf(row.rows[0]!);
+  });
+}
+
+/** Settlement gave a payout up: the reserved amount returns to the seller's available balance. */
+export async function cancelPayout(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  request: { settlementId: string },
+): Promise<CancelPayoutReply> {
+  if (typeof request?.settlementId !== 'string' || !request.settlementId) {
+    return { ok: false, reason: 'invalid_request', message: 'settlementId is required' };
+  }
+  return ctx.inTransaction(async (trx) => {
+    await lockSettlement(trx, request.settlementId);
+    const rows =
+      await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
+        trx,
+      );
+    const reservation = rows.rows[0];
+    if (!reservation) return { ok: false, reason: 'unknown_settlement' };
+    if (reservation.status === 'completed') return { ok: false, reason: 'already_completed' };
+    if (reservation.status === 'refused') return { ok: true, status: 'refused' };
+    if (reservation.status === 'reserved') {
+      await postEntry(trx, {
+        idempotencyKey: `payout_cancel:${reservation.settlement_id}`,
+        entryType: 'payout_cancel',
+        lines: [
+          debit('seller_payout_pending', reservation.amount_micro, reservation.seller_id),
+          credit('seller_available', reservation.amount_micro, reservation.seller_id),
+        ],
+        memo: { settlementId: reservation.settlement_id },
+      });
+      await sql`update transactions set escrow_status = 'available', settlement_id = null
+          where settlement_id = ${reservation.settlement_id} and escrow_status = 'payout_pending'`.execute(
+        trx,
+      );
+      await sql`update payout_reservations set status = 'cancelled', completed_at = ${deps.now()}
+          where settlement_id = ${reservation.settlement_id}`.execute(trx);
+    }
+    return { ok: true, status: 'cancelled' };
+  });
+}
+
+/** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
+export async function onSettlementCompleted(
+  trx: Transaction<any>,
+  event: EventEnvelope<'settlement.completed', EventData<'settlement.completed'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  await lockSettlement(trx, d.settlementId);
+  const rows =
+    await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${d.settlementId}`.execute(
+      trx,
+    );
+  const reservation = rows.rows[0];
+  if (!reservation) throw new Error(`settlement.completed for unknown settlement ${d.settlementId}`);
+  if (reservation.status === 'completed') return;
+  const sentMicro = parseUsdc(d.amount);
+  if (reservation.status !== 'reserved' || sentMicro !== reservation.amount_micro) {
+    // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
+    throw new Error(
+      `settlement.completed ${d.settlementId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)}, sent ${d.amount})`,
+    );
+  }
+  const now = deps.now();
+  await postEntry(trx, {
+    idempotencyKey: `payout:${d.settlementId}`,
+    entryType: 'payout_sent',
+    lines: [
+      debit('seller_payout_pending', sentMicro, reservation.seller_id),
+      credit('escrow_asset', sentMicro),
+    ],
+    memo: { settlementId: d.settlementId, txHash: d.txHash, payoutAddress: d.payoutAddress },
+  });
+  await sql`update transactions set escrow_status = 'settled', settled_at = ${now}
+      where settlement_id = ${d.settlementId} and escrow_status = 'payout_pending'`.execute(trx);
+  await sql`update payout_reservations set status = 'completed', tx_hash = ${d.txHash.toLowerCase()},
+        payout_address = ${d.payoutAddress.toLowerCase()}, completed_at = ${now}
+      where settlement_id = ${d.settlementId}`.execute(trx);
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The two request-reply responders settlement calls; queue group `ledger` so one replica answers each. */
+export class PayoutResponders implements BackgroundTask {
+  private subscriptions: Subscription[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly deps: LedgerDeps,
+  ) {}
+
+  start(): void {
+    const serve = (name: string, fn: (body: any) => Promise<unknown>) =>
+      this.ctx.bus.nc.subscribe(this.ctx.bus.rpcSubject(name), {
+        queue: 'ledger',
+        callback: (_error, message: Msg) => {
+          const task = (async () => {
+            let reply: unknown;
+            try {
+              reply = await fn(JSON.parse(decoder.decode(message.data)));
+            } catch (error) {
+              this.ctx.logger.error({ err: error, rpc: name }, 'payout RPC failed');
+              reply = { ok: false, reason: 'ledger_error', message: 'the ledger could not answer; retry' };
+            }
+            message.respond(encoder.encode(JSON.stringify(reply)));
+          })().finally(() => this.inFlight.delete(task));
+          this.inFlight.add(task);
+        },
+      });
+    this.subscriptions = [
+      serve(RESERVE_PAYOUT_RPC, (body) => reservePayout(this.ctx, this.deps, body)),
+      serve(CANCEL_PAYOUT_RPC, (body) => cancelPayout(this.ctx, this.deps, body)),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    for (const subscription of this.subscriptions) subscription.unsubscribe();
+    await Promise.allSettled([...this.inFlight]);
+  }
+}

@@ -1,0 +1,132 @@
+import { makeProvider, usdcAbi } from '@paygate/chain';
+import { formatUsdc } from '@paygate/money';
+import type { Logger } from '@paygate/telemetry';
+import { Contract } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import type { EscrowLedgerConfig } from '../config';
+import type { LedgerMetrics } from '../metrics';
+
+export interface ReconciliationDifference {
+  check: string;
+  expected: string;
+  actual: string;
+  difference: string;
+}
+
+export interface ReconciliationReport {
+  balanced: boolean;
+  escrowAddress: string;
+  chainBalance: string;
+  ledgerBalance: string;
+  difference: string;
+  differences: ReconciliationDifference[];
+  accounts: Record<string, string>;
+  checkedAt: string;
+}
+
+/** The escrow wallet's USDC balance on chain, in micro-USDC (bounded by the RPC timeout). */
+export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bigint> {
+  if (!config.usdcAddress || !config.escrowAddress) {
+    throw new Error('USDC_ADDRESS and ESCROW_ADDRESS must be configured to reconcile');
+  }
+  const provider = makeProvider(config.chainRpcUrl, {
+    timeoutMs: config.rpcTimeoutMs,
+    chainId: config.chainId,
+  });
+  try {
+    const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
+    return (await usdc.getFunction('balanceOf')(config.escrowAddress)) as bigint;
+  } finally {
+    provider.destroy();
+  }
+}
+
+/**
+ * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
+ * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
+ * against the sum of its postings. Every difference is listed; none means the books are right.
+ */
+export async function reconcile(
+  db: Kysely<any>,
+  config: EscrowLedgerConfig,
+  chainBalance?: bigint,
+): Promise<ReconciliationReport> {
+  const onChain = chainBalance ?? (await chainEscrowBalance(config));
+  const totals = await sql<{ kind: string; normal_side: string; balance: bigint }>`select kind, normal_side,
+      sum(balance_micro)::bigint as balance from accounts group by kind, normal_side order by kind`.execute(
+    db,
+  );
+  const accounts: Record<string, string> = {};
+  let debits = 0n;
+  let credits = 0n;
+  let ledger = 0n;
+  for (const row of totals.rows) {
+    accounts[row.kind] = formatUsdc(row.balance);
+    if (row.normal_side === 'debit') debits += row.balance;
+    else credits += row.balance;
+    if (row.kind === 'escrow_asset') ledger = row.balance;
+  }
+  const differences: ReconciliationDifference[] = [];
+  if (onChain !== ledger) {
+    differences.push({
+      check: 'escrow_asset vs on-chain escrow wallet USDC balance',
+      expected: formatUsdc(onChain),
+      actual: formatUsdc(ledger),
+      difference: formatUsdc(onChain - ledger),
+    });
+  }
+  if (debits !== credits) {
+    differences.push({
+      check: 'trial balance (debit-normal vs credit-normal accounts)',
+      expected: formatUsdc(debits),
+      actual: formatUsdc(credits),
+      difference: formatUsdc(debits - credits),
+    });
+  }
+  const drift = await sql<{
+    kind: string;
+    owner: string;
+    balance_micro: bigint;
+    postings_balance_micro: bigint;
+  }>`
+      select kind, owner, balance_micro, postings_balance_micro from account_balance_drift`.execute(db);
+  for (const row of drift.rows) {
+    differences.push({
+      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
+      expected: formatUsdc(row.postings_balance_micro),
+      actual: formatUsdc(row.balance_micro),
+      difference: formatUsdc(row.postings_balance_micro - row.balance_micro),
+    });
+  }
+  return {
+    balanced: differences.length === 0,
+    escrowAddress: config.escrowAddress,
+    chainBalance: formatUsdc(onChain),
+    ledgerBalance: formatUsdc(ledger),
+    difference: formatUsdc(onChain - ledger),
+    differences,
+    accounts,
+    checkedAt: new Date().toISOString(),
+  };
+}
+
+/** A difference raises the metric (number of differences, 0 when reconciled) and an error log line. */
+export function recordReconciliation(
+  deps: { metrics: LedgerMetrics },
+  ctx: { logger: Logger },
+  report: ReconciliationReport,
+): void {
+  deps.metrics.reconciliationDifferences.set(report.differences.length);
+  if (report.balanced) {
+    ctx.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
+  } else {
+    ctx.logger.error(
+      {
+        differences: report.differences,
+        chainBalance: report.chainBalance,
+        ledgerBalance: report.ledgerBalance,
+      },
+      'reconciliation: ledger and chain differ',
+    );
+  }
+}

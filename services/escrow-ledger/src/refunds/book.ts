@@ -1,0 +1,196 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { HttpError, notFound } from '@paygate/http';
+import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newRefundId } from '../ids';
+import { credit, debit, postEntry } from '../ledger/entries';
+
+export interface TransactionForRefund {
+  id: string;
+  seller_id: string;
+  payer: string;
+  chain_id: number;
+  amount_micro: bigint;
+  seller_share_micro: bigint;
+  refunded_micro: bigint;
+  refunded_seller_micro: bigint;
+  escrow_status: 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
+}
+
+export interface RefundRow {
+  id: string;
+  transaction_id: string;
+  seller_id: string;
+  payer: string;
+  chain_id: number;
+  amount_micro: bigint;
+  seller_part_micro: bigint;
+  platform_part_micro: bigint;
+  phase: 'in_escrow' | 'after_release';
+  reason: string;
+  status: 'pending' | 'completed' | 'failed';
+  refund_request_id: string | null;
+  refund_tx_hash: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
+export async function lockSellerTransaction(
+  trx: Transaction<any>,
+  transactionId: string,
+  sellerId: string,
+): Promise<TransactionForRefund> {
+  const result =
+    await sql<TransactionForRefund>`select id, seller_id, payer, chain_id, amount_micro, seller_share_micro,
+        refunded_micro, refunded_seller_micro, escrow_status
+      from transactions where id = ${transactionId} and seller_id = ${sellerId} for update`.execute(trx);
+  const txn = result.rows[0];
+  if (!txn) throw notFound('transaction');
+  return txn;
+}
+
+/**
+ * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated).
+ *
+ * Fee rule: every refund is split like the payment, 95% borne by the seller and 5% by the platform, which
+ * returns its fee in proportion. The split is cumulative (floor(total refunded * 95%) minus what the seller
+ * already bore), so partial refunds add up exactly to the original shares. While the money is held the parts
+ * come out of the holds (instant, nothing owed); after release (available, in a payout, or settled) the
+ * seller part is debited from the seller's available balance, which may go negative (owed, recovered from
+ * later settlements), and the platform part from platform revenue.
+ */
+export async function bookRefund(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  txn: TransactionForRefund,
+  input: { amountMicro: bigint; reason: string; refundRequestId?: string | null },
+): Promise<RefundRow> {
+  if (txn.escrow_status === 'reversed') {
+    throw new HttpError(
+      409,
+      'transaction_reversed',
+      'the payment of this transaction was reversed; nothing to refund',
+    );
+  }
+  const remaining = txn.amount_micro - txn.refunded_micro;
+  if (input.amountMicro <= 0n)
+    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+      field: 'amount',
+      rule: 'must be greater than 0',
+    });
+  if (input.amountMicro > remaining) {
+    throw new HttpError(
+      409,
+      'amount_exceeds_refundable',
+      `amount exceeds what remains refundable (${formatUsdc(remaining)} USDC)`,
+      {
+        field: 'amount',
+        rule: `must be at most ${formatUsdc(remaining)}`,
+        refundable: formatUsdc(remaining),
+      },
+    );
+  }
+  const refundedAfter = txn.refunded_micro + input.amountMicro;
+  const sellerPart = splitFee(refundedAfter).sellerMicro - txn.refunded_seller_micro;
+  const platformPart = input.amountMicro - sellerPart;
+  const phase = txn.escrow_status === 'held' ? 'in_escrow' : 'after_release';
+  const refundId = newRefundId();
+  const now = deps.now();
+  await postEntry(trx, {
+    idempotencyKey: `refund:${refundId}`,
+    entryType: 'refund',
+    transactionId: txn.id,
+    lines:
+      phase === 'in_escrow'
+        ? [
+            debit('seller_held', sellerPart, txn.seller_id),
+            debit('platform_held', platformPart),
+            credit('refund_pending', input.amountMicro),
+          ]
+        : [
+            debit('seller_available', sellerPart, txn.seller_id),
+            debit('platform_revenue', platformPart),
+            credit('refund_pending', input.amountMicro),
+          ],
+    memo: { refundId, phase },
+  });
+  await sql`update transactions set refunded_micro = refunded_micro + ${input.amountMicro},
+        refunded_seller_micro = refunded_seller_micro + ${sellerPart},
+        refunded_platform_micro = refunded_platform_micro + ${platformPart}
+      where id = ${txn.id}`.execute(trx);
+  const row =
+    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
+      values (${refundId}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${input.amountMicro}, ${sellerPart},
+        ${platformPart}, ${phase}, ${input.reason}, 'pending', ${input.refundRequestId ?? null}, ${now})
+      returning *`.execute(trx);
+  await enqueueEvent(
+    trx,
+    createEvent('refund.initiated', 'escrow-ledger', {
+      refundId,
+      transactionId: txn.id,
+      sellerId: txn.seller_id,
+      payer: txn.payer,
+      amount: formatUsdc(input.amountMicro),
+      chainId: txn.chain_id,
+      initiatedAt: now.toISOString(),
+    }),
+  );
+  txn.refunded_micro = refundedAfter;
+  txn.refunded_seller_micro += sellerPart;
+  deps.metrics.refundsBooked.inc({ phase });
+  return row.rows[0]!;
+}
+
+/** Settlement sent the refund on chain: the USDC left the escrow wallet. */
+export async function onRefundCompleted(
+  trx: Transaction<any>,
+  event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const result = await sql<RefundRow>`select * from refunds where id = ${d.refundId} for update`.execute(trx);
+  const refund = result.rows[0];
+  if (!refund) throw new Error(`refund.completed for unknown refund ${d.refundId}`);
+  if (refund.status === 'completed') return;
+  if (parseUsdc(d.amount) !== refund.amount_micro) {
+    deps.logger.error(
+      { refundId: refund.id, booked: formatUsdc(refund.amount_micro), sent: d.amount },
+      'refund.completed amount differs from the booked refund; booking the booked amount',
+    );
+  }
+  const now = deps.now();
+  await postEntry(trx, {
+    idempotencyKey: `refund_completed:${refund.id}`,
+    entryType: 'refund_sent',
+    transactionId: refund.transaction_id,
+    lines: [debit('refund_pending', refund.amount_micro), credit('escrow_asset', refund.amount_micro)],
+    memo: { refundId: refund.id, refundTxHash: d.refundTxHash },
+  });
+  await sql`update refunds set status = 'completed', refund_tx_hash = ${d.refundTxHash.toLowerCase()}, completed_at = ${now}
+      where id = ${refund.id}`.execute(trx);
+  if (refund.refund_request_id) {
+    await sql`update refund_requests set status = 'completed', completed_at = ${now}
+        where id = ${refund.refund_request_id} and status = 'approved'`.execute(trx);
+  }
+}
+
+export function refundView(row: RefundRow) {
+  return {
+    refundId: row.id,
+    transactionId: row.transaction_id,
+    amount: formatUsdc(row.amount_micro),
+    sellerAmount: formatUsdc(row.seller_part_micro),
+    platformFeeReturned: formatUsdc(row.platform_part_micro),
+    phase: row.phase,
+    status: row.status,
+    reason: row.reason,
+    refundRequestId: row.refund_request_id,
+    refundTxHash: row.refund_tx_hash,
+    createdAt: new Date(row.created_at).toISOString(),
+    completedAt: row.completed_at ? new Date(row.completed_at).toISOString() : null,
+  };
+}

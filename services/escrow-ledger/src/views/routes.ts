@@ -1,0 +1,172 @@
+import { badRequest, notFound } from '@paygate/http';
+import { formatUsdc } from '@paygate/money';
+import type { ServiceContext } from '@paygate/runtime';
+import type { SellerAuth } from '@paygate/seller-auth';
+import type { Express } from 'express';
+import { sql } from 'kysely';
+import { accountBalance } from '../ledger/entries';
+import { type RefundRow, refundView } from '../refunds/book';
+
+export interface TransactionRow {
+  id: string;
+  payment_id: string;
+  source: string;
+  seller_id: string;
+  skill_id: string | null;
+  skill_name: string | null;
+  session_id: string | null;
+  payer: string;
+  chain_id: number;
+  network: string;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  seller_share_micro: bigint;
+  platform_share_micro: bigint;
+  refunded_micro: bigint;
+  hold_period_hours: number;
+  hold_until: Date;
+  escrow_status: 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
+  settlement_id: string | null;
+  confirmed_at: Date;
+  released_at: Date | null;
+  settled_at: Date | null;
+  reversed_at: Date | null;
+  created_at: Date;
+}
+
+const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
+
+/** One status a seller reads: refund state wins over where the money sits. */
+export function transactionStatus(row: TransactionRow): string {
+  if (row.escrow_status === 'reversed') return 'reversed';
+  if (row.refunded_micro > 0n && row.refunded_micro === row.amount_micro) return 'refunded';
+  if (row.refunded_micro > 0n) return 'partially_refunded';
+  return row.escrow_status === 'payout_pending' ? 'settling' : row.escrow_status;
+}
+
+export function transactionView(row: TransactionRow) {
+  return {
+    transactionId: row.id,
+    status: transactionStatus(row),
+    escrowStatus: row.escrow_status === 'payout_pending' ? 'settling' : row.escrow_status,
+    amount: formatUsdc(row.amount_micro),
+    sellerAmount: formatUsdc(row.seller_share_micro),
+    platformFee: formatUsdc(row.platform_share_micro),
+    refundedAmount: formatUsdc(row.refunded_micro),
+    refundableAmount: formatUsdc(
+      row.escrow_status === 'reversed' ? 0n : row.amount_micro - row.refunded_micro,
+    ),
+    payer: row.payer,
+    source: row.source,
+    paymentId: row.payment_id,
+    skillId: row.skill_id,
+    skillName: row.skill_name,
+    sessionId: row.session_id,
+    network: row.network,
+    chainId: row.chain_id,
+    txHash: row.tx_hash,
+    logIndex: row.log_index,
+    holdPeriodHours: row.hold_period_hours,
+    holdUntil: iso(row.hold_until),
+    settlementId: row.settlement_id,
+    confirmedAt: iso(row.confirmed_at),
+    releasedAt: iso(row.released_at),
+    settledAt: iso(row.settled_at),
+    reversedAt: iso(row.reversed_at),
+    createdAt: iso(row.created_at),
+  };
+}
+
+const HISTORY_EVENTS: Record<string, string> = {
+  payment: 'payment_held',
+  release: 'released',
+  refund: 'refund_booked',
+  refund_sent: 'refund_sent',
+  payment_reversal: 'payment_reversed',
+};
+
+const STATUSES = ['held', 'available', 'settling', 'settled', 'refunded', 'partially_refunded', 'reversed'];
+
+export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerAuth): void {
+  app.get('/api/v1/transactions', auth.middleware(), async (req, res) => {
+    const status = typeof req.query.status === 'string' ? req.query.status : null;
+    if (status && !STATUSES.includes(status))
+      badRequestThrow('status', `must be one of ${STATUSES.join(', ')}`);
+    const limit = req.query.limit === undefined ? 50 : Number(req.query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200)
+      badRequestThrow('limit', 'must be an integer from 1 to 200');
+    const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : null;
+    if (cursor !== null && !/^txn_[0-9A-Z]{26}$/.test(cursor))
+      badRequestThrow('cursor', 'must be a transactionId from nextCursor');
+    const escrow = status === 'settling' ? 'payout_pending' : status;
+    const rows =
+      await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
+        and (${cursor}::text is null or id < ${cursor})
+        and (${escrow}::text is null
+          or (${escrow} = 'refunded' and refunded_micro = amount_micro)
+          or (${escrow} = 'partially_refunded' and refunded_micro > 0 and refunded_micro < amount_micro and escrow_status <> 'reversed')
+          or (escrow_status = ${escrow} and (refunded_micro = 0 or escrow_status = 'reversed')))
+        order by id desc limit ${limit + 1}`.execute(ctx.db);
+    const page = rows.rows.slice(0, limit);
+    res.json({
+      data: page.map(transactionView),
+      nextCursor: rows.rows.length > limit ? page[page.length - 1]!.id : null,
+    });
+  });
+
+  app.get('/api/v1/transactions/:id', auth.middleware(), async (req, res) => {
+    const rows = await sql<TransactionRow>`select * from transactions where id = ${String(req.params.id)}
+        and seller_id = ${req.seller!.sellerId}`.execute(ctx.db);
+    const row = rows.rows[0];
+    if (!row) throw notFound('transaction');
+    const entries = await sql<{
+      entry_type: string;
+      created_at: Date;
+      memo: Record<string, unknown> | null;
+      amount_micro: bigint;
+    }>`
+        select e.entry_type, e.created_at, e.memo,
+               (select sum(amount_micro)::bigint from postings p where p.entry_id = e.id and p.side = 'debit') as amount_micro
+          from journal_entries e where e.transaction_id = ${row.id} order by e.id`.execute(ctx.db);
+    const refunds =
+      await sql<RefundRow>`select * from refunds where transaction_id = ${row.id} order by created_at`.execute(
+        ctx.db,
+      );
+    const history = entries.rows.map((e) => ({
+      type: HISTORY_EVENTS[e.entry_type] ?? e.entry_type,
+      amount: formatUsdc(e.amount_micro ?? 0n),
+      at: iso(e.created_at),
+      ...(e.memo?.refundId ? { refundId: e.memo.refundId } : {}),
+    }));
+    if (row.settled_at)
+      history.push({ type: 'settled', amount: formatUsdc(row.seller_share_micro), at: iso(row.settled_at) });
+    res.json({ ...transactionView(row), history, refunds: refunds.rows.map(refundView) });
+  });
+
+  app.get('/api/v1/balances', auth.middleware(), async (req, res) => {
+    const sellerId = req.seller!.sellerId;
+    const [held, available, payoutPending] = await Promise.all([
+      accountBalance(ctx.db, 'seller_held', sellerId),
+      accountBalance(ctx.db, 'seller_available', sellerId),
+      accountBalance(ctx.db, 'seller_payout_pending', sellerId),
+    ]);
+    const settled = await sql<{
+      total: bigint | null;
+    }>`select sum(amount_micro)::bigint as total from payout_reservations
+        where seller_id = ${sellerId} and status = 'completed'`.execute(ctx.db);
+    res.json({
+      sellerId,
+      currency: 'USDC',
+      held: formatUsdc(held),
+      available: formatUsdc(available > 0n ? available : 0n),
+      settling: formatUsdc(payoutPending),
+      settled: formatUsdc(settled.rows[0]?.total ?? 0n),
+      owed: formatUsdc(available < 0n ? -available : 0n),
+    });
+  });
+}
+
+function badRequestThrow(field: string, rule: string): never {
+  throw badRequest(field, rule);
+}

@@ -1,0 +1,160 @@
+import { randomBytes } from 'node:crypto';
+import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
+import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
+
+export const OPERATOR_TOKEN = 'test-operator-token-123456';
+export const SELLER_KEY = 'sk_test_seller_key_0123456789';
+export const OTHER_SELLER_KEY = 'sk_test_other_key_0123456789';
+
+export interface Clock {
+  now: Date;
+  advanceHours(hours: number): void;
+}
+
+export interface LedgerHarness {
+  env: TestEnvironment;
+  bus: Bus;
+  ledger: RunningEscrowLedger;
+  clock: Clock;
+  sellerId: string;
+  otherSellerId: string;
+  publish<S extends Subject>(
+    type: S,
+    data: EventData<S>,
+    options?: { id?: string; msgId?: string },
+  ): Promise<string>;
+  http(
+    path: string,
+    init?: { method?: string; body?: unknown; key?: string | null; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: any }>;
+  stop(): Promise<void>;
+}
+
+const producers: Partial<Record<Subject, ServiceName>> = {
+  'transfer.observed': 'chain-indexer',
+  'transfer.reorged': 'chain-indexer',
+  'payment.confirmed': 'gateway-proxy',
+  'refund.completed': 'settlement',
+  'settlement.completed': 'settlement',
+};
+
+export async function startLedgerHarness(
+  label: string,
+  extraEnv: Record<string, string> = {},
+): Promise<LedgerHarness> {
+  const env = await createTestEnvironment(label);
+  const bus = await env.bus();
+  const sellerId = `sel_${randomBytes(4).toString('hex')}`;
+  const otherSellerId = `sel_${randomBytes(4).toString('hex')}`;
+  const identity = (id: string) => ({
+    sellerId: id,
+    walletAddress: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+    payoutAddress: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+    publishableKey: `pk_test_${id}_0123456789`,
+    apiKeyVersion: 1,
+  });
+  const responder = serveSellersForTests(bus, {
+    [SELLER_KEY]: identity(sellerId),
+    [OTHER_SELLER_KEY]: identity(otherSellerId),
+  });
+  const clock: Clock = {
+    now: new Date('2026-12-01T10:00:00.000Z'),
+    advanceHours(hours) {
+      clock.now = new Date(clock.now.getTime() + hours * 3_600_000);
+    },
+  };
+  const config = {
+    ...loadConfig(
+      env.envFor('escrow-ledger', { OPERATOR_TOKEN, RELEASE_INTERVAL_MS: '600000', ...extraEnv }),
+    ),
+    now: () => clock.now,
+  };
+  const ledger = await startEscrowLedger(config);
+  return {
+    env,
+    bus,
+    ledger,
+    clock,
+    sellerId,
+    otherSellerId,
+    async publish(type, data, options = {}) {
+      const envelope = createEvent(type, producers[type]!, data, options.id ? { id: options.id } : {});
+      await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), {
+        msgID: options.msgId ?? envelope.id,
+      });
+      return envelope.id;
+    },
+    async http(path, init = {}) {
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...(init.headers ?? {}) };
+      const key = init.key === undefined ? SELLER_KEY : init.key;
+      if (key) headers.authorization = `Bearer ${key}`;
+      const response = await fetch(`${ledger.url}${path}`, {
+        method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+        headers,
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+        signal: AbortSignal.timeout(10_000),
+      });
+      const text = await response.text();
+      return { status: response.status, body: text ? JSON.parse(text) : null };
+    },
+    async stop() {
+      responder.unsubscribe();
+      await ledger.stop();
+      await env.cleanup();
+    },
+  };
+}
+
+export function randomTxHash(): string {
+  return `0x${randomBytes(32).toString('hex')}`;
+}
+
+let paymentCounter = 0;
+export function paymentData(
+  sellerId: string,
+  overrides: Partial<EventData<'payment.confirmed'>> = {},
+): EventData<'payment.confirmed'> {
+  paymentCounter += 1;
+  return {
+    paymentId: `pay_${randomBytes(6).toString('hex')}_${paymentCounter}`,
+    source: 'x402',
+    sellerId,
+    skillId: 'skl_1',
+    skillName: 'weather',
+    endpointId: null,
+    sessionId: null,
+    payer: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+    amount: '10',
+    network: 'local',
+    chainId: 31337,
+    token: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+    txHash: randomTxHash(),
+    logIndex: 0,
+    holdPeriodHours: 24,
+    confirmedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+export function observedData(
+  payment: EventData<'payment.confirmed'>,
+  amount = payment.amount,
+): EventData<'transfer.observed'> {
+  return {
+    chainId: payment.chainId,
+    network: payment.network,
+    txHash: payment.txHash,
+    logIndex: payment.logIndex,
+    blockNumber: 10,
+    blockHash: randomTxHash(),
+    from: payment.payer,
+    to: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+    token: payment.token,
+    amount,
+    confirmations: 2,
+    observedAt: new Date().toISOString(),
+  };
+}

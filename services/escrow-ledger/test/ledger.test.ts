@@ -1,0 +1,450 @@
+import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
+import { Wallet } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { releaseDueHolds } from '../src/holds/release';
+import { accountBalance } from '../src/ledger/entries';
+import { reconcile } from '../src/reconciliation/reconcile';
+import { refundRequestMessage } from '../src/refunds/routes';
+import {
+  type LedgerHarness,
+  OPERATOR_TOKEN,
+  OTHER_SELLER_KEY,
+  observedData,
+  paymentData,
+  randomTxHash,
+  startLedgerHarness,
+} from './helpers';
+
+const BUYER_KEY = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
+const STRANGER_KEY = '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba';
+
+let h: LedgerHarness;
+let db: Kysely<any>;
+
+beforeAll(async () => {
+  h = await startLedgerHarness('ledger');
+  db = openSchema(h.env.schemaFor('escrow-ledger'));
+});
+afterAll(async () => {
+  await db?.destroy();
+  await h?.stop();
+});
+
+const transactionFor = async (txHash: string) =>
+  waitFor(
+    async () =>
+      (await sql<any>`select * from transactions where tx_hash = ${txHash.toLowerCase()}`.execute(db))
+        .rows[0],
+    { timeoutMs: 10_000, message: 'transaction booked' },
+  );
+
+async function pay(overrides: Parameters<typeof paymentData>[1] = {}) {
+  const payment = paymentData(h.sellerId, overrides);
+  await h.publish('transfer.observed', observedData(payment));
+  await h.publish('payment.confirmed', payment);
+  const txn = await transactionFor(payment.txHash);
+  return { payment, txn };
+}
+
+/** The ledger is internally consistent: no account drifts from its postings, the trial balance holds. */
+async function expectBooksConsistent() {
+  const escrow = await accountBalance(db, 'escrow_asset');
+  const report = await reconcile(db, h.ledger.deps.config, escrow);
+  expect(report.differences).toEqual([]);
+}
+
+describe('ledger', () => {
+  test('a payment moves from suspense into holds (95/5); redelivery and a second claim credit nothing', async () => {
+    const escrowBefore = await accountBalance(db, 'escrow_asset');
+    const platformBefore = await accountBalance(db, 'platform_held');
+    const payment = paymentData(h.sellerId, { amount: '10.000001' });
+    await h.publish('transfer.observed', observedData(payment));
+    await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore + 10_000_001n);
+    expect((await h.http('/api/v1/operator/ledger/suspense', { key: OPERATOR_TOKEN })).body.data).toEqual(
+      expect.arrayContaining([expect.objectContaining({ txHash: payment.txHash, amount: '10.000001' })]),
+    );
+    const eventId = await h.publish('payment.confirmed', payment);
+    // Redelivery of the same event (a second copy in the stream) is a no-op through the inbox.
+    await h.publish('payment.confirmed', payment, { id: eventId, msgId: `${eventId}-again` });
+    // Another payment claiming the same transfer (say a checkout match after the x402 proof) is a conflict.
+    await h.publish('payment.confirmed', { ...payment, paymentId: 'pay_other_claim', source: 'checkout' });
+    const txn = await transactionFor(payment.txHash);
+    expect(txn.seller_share_micro).toBe(9_500_000n); // floor(10.000001 * 95%)
+    expect(txn.platform_share_micro).toBe(500_001n);
+    await waitFor(
+      async () =>
+        (await h.http('/api/v1/operator/ledger/conflicts', { key: OPERATOR_TOKEN })).body.data.length === 1,
+    );
+    const conflicts = (await h.http('/api/v1/operator/ledger/conflicts', { key: OPERATOR_TOKEN })).body.data;
+    expect(conflicts[0]).toMatchObject({
+      kind: 'transfer_already_claimed',
+      paymentId: 'pay_other_claim',
+      existingTransactionId: txn.id,
+    });
+    const count = await sql<{
+      n: bigint;
+    }>`select count(*)::bigint as n from transactions where tx_hash = ${payment.txHash}`.execute(db);
+    expect(count.rows[0]!.n).toBe(1n);
+    expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(9_500_000n);
+    expect(await accountBalance(db, 'platform_held')).toBe(platformBefore + 500_001n);
+    expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore + 10_000_001n);
+    expect((await h.http('/api/v1/operator/ledger/conflicts')).status).toBe(401);
+    await expectBooksConsistent();
+  });
+
+  test('money that matches nothing stays in suspense; payment before observation books the transfer once', async () => {
+    const suspenseBefore = await accountBalance(db, 'suspense');
+    const stray = paymentData(h.sellerId, { amount: '3.33' });
+    await h.publish('transfer.observed', observedData(stray));
+    await waitFor(async () => (await accountBalance(db, 'suspense')) === suspenseBefore + 3_330_000n);
+    const early = paymentData(h.sellerId, { amount: '2' });
+    await h.publish('payment.confirmed', early);
+    await transactionFor(early.txHash);
+    await h.publish('transfer.observed', observedData(early, '2.5')); // transfer carried more than the payment
+    await waitFor(async () => (await accountBalance(db, 'suspense')) === suspenseBefore + 3_830_000n);
+    await expectBooksConsistent();
+  });
+
+  test('the database refuses unbalanced entries, edits, deletes and balances below the floor', async () => {
+    await expect(
+      db.transaction().execute(async (trx) => {
+        await sql`select post_entry('bad-1', 'test', null, null, ${JSON.stringify([
+          { kind: 'escrow_asset', side: 'debit', amount: '5' },
+          { kind: 'suspense', side: 'credit', amount: '4' },
+        ])}::jsonb, null)`.execute(trx);
+      }),
+    ).rejects.toThrow(/does not balance/);
+    await expect(sql`update postings set amount_micro = amount_micro + 1`.execute(db)).rejects.toThrow(
+      /append-only/,
+    );
+    await expect(sql`delete from journal_entries`.execute(db)).rejects.toThrow(/append-only/);
+    const held = await accountBalance(db, 'platform_held');
+    await expect(
+      sql`select post_entry('bad-2', 'test', null, null, ${JSON.stringify([
+        { kind: 'platform_held', side: 'debit', amount: String(held + 1n) },
+        { kind: 'refund_pending', side: 'credit', amount: String(held + 1n) },
+      ])}::jsonb, null)`.execute(db),
+    ).rejects.toThrow(/balance_above_floor/);
+  });
+
+  test('holds release when the (injected) clock passes hold_until; escrow.released is published', async () => {
+    const released = new EventRecorder(h.bus, 'escrow.released');
+    const { txn } = await pay({ amount: '1', holdPeriodHours: 48 });
+    h.clock.advanceHours(47);
+    await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+    expect((await h.http(`/api/v1/transactions/${txn.id}`)).body.status).toBe('held');
+    h.clock.advanceHours(1);
+    await h.ledger.scheduler.tick();
+    const view = (await h.http(`/api/v1/transactions/${txn.id}`)).body;
+    expect(view.status).toBe('available');
+    expect(view.history.map((e: any) => e.type)).toEqual(['payment_held', 'released']);
+    const events = await released.waitForCount(1);
+    expect(events.find((e: any) => e.data.transactionId === txn.id)?.data).toMatchObject({
+      amount: '0.95',
+      sellerId: h.sellerId,
+    });
+    released.stop();
+    await expectBooksConsistent();
+  });
+
+  test('two replicas releasing at once release each hold exactly once', async () => {
+    const payments = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map(() => pay({ amount: '1', holdPeriodHours: 1 })),
+    );
+    h.clock.advanceHours(2);
+    const counts = await Promise.all([
+      releaseDueHolds(h.ledger.ctx, h.ledger.deps, 3),
+      releaseDueHolds(h.ledger.ctx, h.ledger.deps, 3),
+      releaseDueHolds(h.ledger.ctx, h.ledger.deps, 3),
+    ]);
+    await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+    const ids = payments.map((p) => p.txn.id);
+    const entries = await sql<{
+      n: bigint;
+    }>`select count(*)::bigint as n from journal_entries where entry_type = 'release'
+        and transaction_id in (${sql.join(ids)})`.execute(db);
+    expect(entries.rows[0]!.n).toBe(6n);
+    expect(counts.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(6);
+  });
+
+  test('refunds: instant from the hold, partial ones cannot exceed the original, concurrent ones neither, Idempotency-Key honoured', async () => {
+    const initiated = new EventRecorder(h.bus, 'refund.initiated');
+    const { txn } = await pay({ amount: '10', holdPeriodHours: 72 });
+    const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
+    const first = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '4', reason: 'partial' },
+      headers: { 'Idempotency-Key': 'refund-a' },
+    });
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({
+      amount: '4',
+      sellerAmount: '3.8',
+      platformFeeReturned: '0.2',
+      phase: 'in_escrow',
+      status: 'pending',
+      remainingRefundable: '6',
+    });
+    const replay = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '4', reason: 'partial' },
+      headers: { 'Idempotency-Key': 'refund-a' },
+    });
+    expect(replay.body).toEqual(first.body);
+    const reused = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '5', reason: 'partial' },
+      headers: { 'Idempotency-Key': 'refund-a' },
+    });
+    expect(reused.status).toBe(409);
+    expect(reused.body.error.code).toBe('idempotency_key_reused');
+    expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore - 3_800_000n);
+
+    // Two concurrent refunds of 4 on the 6 that remain: exactly one wins.
+    const racing = await Promise.all([
+      h.http('/api/v1/refunds', { body: { transactionId: txn.id, amount: '4', reason: 'race' } }),
+      h.http('/api/v1/refunds', { body: { transactionId: txn.id, amount: '4', reason: 'race' } }),
+    ]);
+    expect(racing.map((r) => r.status).sort()).toEqual([201, 409]);
+    const tooMuch = racing.find((r) => r.status === 409)!;
+    expect(tooMuch.body.error).toMatchObject({
+      code: 'amount_exceeds_refundable',
+      field: 'amount',
+      rule: 'must be at most 2',
+    });
+    const last = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '2', reason: 'rest' },
+    });
+    expect(last.status).toBe(201);
+    const view = (await h.http(`/api/v1/transactions/${txn.id}`)).body;
+    expect(view).toMatchObject({ status: 'refunded', refundedAmount: '10', refundableAmount: '0' });
+    expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore - 9_500_000n);
+
+    const bad = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '1.0000001', reason: 'x' },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.field).toBe('amount');
+    const foreign = await h.http('/api/v1/refunds', {
+      key: OTHER_SELLER_KEY,
+      body: { transactionId: txn.id, amount: '1', reason: 'x' },
+    });
+    expect(foreign.status).toBe(404);
+
+    // Settlement sends the USDC and says so; the ledger books the outflow and completes the refund.
+    const events = await initiated.waitForCount(3);
+    const mine = events.filter((e: any) => e.data.transactionId === txn.id);
+    expect(mine).toHaveLength(3);
+    expect(mine[0]!.data).toMatchObject({ payer: txn.payer, chainId: 31337 });
+    const escrowBefore = await accountBalance(db, 'escrow_asset');
+    for (const e of mine as any[]) {
+      await h.publish('refund.completed', {
+        event: 'refund.completed',
+        refundId: e.data.refundId,
+        transactionId: txn.id,
+        sellerId: h.sellerId,
+        refundTxHash: randomTxHash(),
+        amount: e.data.amount,
+        completedAt: new Date().toISOString(),
+      });
+    }
+    await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore - 10_000_000n);
+    const refunds = (await h.http(`/api/v1/transactions/${txn.id}`)).body.refunds;
+    expect(refunds.map((r: any) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(await accountBalance(db, 'refund_pending')).toBe(0n);
+    initiated.stop();
+    await expectBooksConsistent();
+  });
+
+  test('payouts: reserve is idempotent per settlementId, refund after settlement leaves the seller owing, recovered next time', async () => {
+    const seller = h.otherSellerId;
+    const request = async (subject: string, body: unknown) =>
+      JSON.parse(
+        new TextDecoder().decode(
+          (
+            await h.bus.nc.request(
+              h.bus.rpcSubject(subject),
+              new TextEncoder().encode(JSON.stringify(body)),
+              { timeout: 5000 },
+            )
+          ).data,
+        ),
+      );
+    const payFor = async (amount: string) => {
+      const payment = paymentData(seller, { amount, holdPeriodHours: 0 });
+      await h.publish('payment.confirmed', payment);
+      return transactionFor(payment.txHash);
+    };
+    const a = await payFor('4');
+    await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+    expect(
+      await request('ledger.reserve_payout', {
+        settlementId: 'stl_1',
+        sellerId: seller,
+        minimumAmount: '10',
+      }),
+    ).toEqual({
+      ok: false,
+      reason: 'below_minimum',
+      available: '3.8',
+    });
+    expect(
+      await request('ledger.reserve_payout', {
+        settlementId: 'stl_none',
+        sellerId: 'sel_nobody',
+        minimumAmount: '10',
+      }),
+    ).toMatchObject({ ok: false, reason: 'nothing_available' });
+    await payFor('8'); // accumulates: 3.8 + 7.6
+    await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+    const reserve = { settlementId: 'stl_2', sellerId: seller, minimumAmount: '10' };
+    expect(await request('ledger.reserve_payout', reserve)).toEqual({ ok: true, amount: '11.4' });
+    expect(await request('ledger.reserve_payout', reserve)).toEqual({ ok: true, amount: '11.4' });
+    expect(await accountBalance(db, 'seller_payout_pending', seller)).toBe(11_400_000n);
+    await h.publish('settlement.completed', {
+      settlementId: 'stl_2',
+      sellerId: seller,
+      amount: '11.4',
+      payoutAddress: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+      txHash: randomTxHash(),
+      completedAt: new Date().toISOString(),
+    });
+    await waitFor(async () => (await accountBalance(db, 'seller_payout_pending', seller)) === 0n);
+    expect((await h.http(`/api/v1/transactions/${a.id}`, { key: OTHER_SELLER_KEY })).body.status).toBe(
+      'settled',
+    );
+    // Refund after settlement: the seller's balance is debited and goes negative.
+    const refund = await h.http('/api/v1/refunds', {
+      key: OTHER_SELLER_KEY,
+      body: { transactionId: a.id, amount: '4', reason: 'late' },
+    });
+    expect(refund.body).toMatchObject({
+      phase: 'after_release',
+      sellerAmount: '3.8',
+      platformFeeReturned: '0.2',
+    });
+    expect((await h.http('/api/v1/balances', { key: OTHER_SELLER_KEY })).body).toMatchObject({
+      available: '0',
+      owed: '3.8',
+      settled: '11.4',
+      held: '0',
+    });
+    expect(
+      await request('ledger.reserve_payout', { settlementId: 'stl_3', sellerId: seller, minimumAmount: '1' }),
+    ).toMatchObject({ ok: false, reason: 'nothing_available', available: '-3.8' });
+    await payFor('20'); // 19 for the seller, 3.8 of it recovers the debt
+    await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+    expect(
+      await request('ledger.reserve_payout', {
+        settlementId: 'stl_4',
+        sellerId: seller,
+        minimumAmount: '10',
+      }),
+    ).toEqual({ ok: true, amount: '15.2' });
+    expect(await request('ledger.cancel_payout', { settlementId: 'stl_4' })).toEqual({
+      ok: true,
+      status: 'cancelled',
+    });
+    expect(await accountBalance(db, 'seller_available', seller)).toBe(15_200_000n);
+    expect(await request('ledger.cancel_payout', { settlementId: 'stl_unknown' })).toMatchObject({
+      ok: false,
+      reason: 'unknown_settlement',
+    });
+    await expectBooksConsistent();
+  });
+
+  test('buyer refund requests: payer-signed only; approve refunds, reject does not', async () => {
+    const requested = new EventRecorder(h.bus, 'refund.requested');
+    const { txn } = await pay({ amount: '5', holdPeriodHours: 24 });
+    const buyer = new Wallet(BUYER_KEY);
+    const sign = (wallet: Wallet, reason: string, id = txn.id) =>
+      wallet.signMessage(refundRequestMessage(id, reason));
+    const forged = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        reason: 'not mine',
+        signature: await sign(new Wallet(STRANGER_KEY), 'not mine'),
+      },
+    });
+    expect(forged.status).toBe(403);
+    expect(forged.body.error).toMatchObject({ code: 'not_payer', field: 'signature' });
+    const tampered = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        reason: 'changed reason',
+        signature: await sign(buyer, 'original reason'),
+      },
+    });
+    expect(tampered.status).toBe(403);
+
+    const created = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: { transactionId: txn.id, reason: 'never arrived', signature: await sign(buyer, 'never arrived') },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ transactionId: txn.id, status: 'pending', reason: 'never arrived' });
+    const events = await requested.waitForCount(1);
+    expect(events[0]!.data).toMatchObject({
+      event: 'refund.requested',
+      transactionId: txn.id,
+      reason: 'never arrived',
+    });
+    const rejected = await h.http(`/api/v1/refund-requests/${created.body.refundRequestId}/reject`, {
+      body: { reason: 'delivered' },
+    });
+    expect(rejected.body).toMatchObject({ status: 'rejected', decisionReason: 'delivered' });
+    expect((await h.http(`/api/v1/transactions/${txn.id}`)).body.refundedAmount).toBe('0');
+
+    const again = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
+    });
+    expect(again.status).toBe(201);
+    const foreignApprove = await h.http(`/api/v1/refund-requests/${again.body.refundRequestId}/approve`, {
+      key: OTHER_SELLER_KEY,
+      body: {},
+    });
+    expect(foreignApprove.status).toBe(404);
+    const approved = await h.http(`/api/v1/refund-requests/${again.body.refundRequestId}/approve`, {
+      body: {},
+    });
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({
+      status: 'approved',
+      refund: { amount: '5', phase: 'in_escrow', status: 'pending' },
+    });
+    await h.publish('refund.completed', {
+      event: 'refund.completed',
+      refundId: approved.body.refund.refundId,
+      transactionId: txn.id,
+      sellerId: h.sellerId,
+      refundTxHash: randomTxHash(),
+      amount: '5',
+      completedAt: new Date().toISOString(),
+    });
+    await waitFor(
+      async () =>
+        (await h.http(`/api/v1/refund-requests/${again.body.refundRequestId}`)).body.status === 'completed',
+    );
+    requested.stop();
+    await expectBooksConsistent();
+  });
+
+  test('transfer.reorged reverses the transfer and what its payment caused', async () => {
+    const { payment, txn } = await pay({ amount: '6', holdPeriodHours: 24 });
+    const escrowBefore = await accountBalance(db, 'escrow_asset');
+    const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
+    const { confirmations: _c, observedAt: _o, ...transfer } = observedData(payment);
+    await h.publish('transfer.reorged', { ...transfer, reorgedAt: new Date().toISOString() });
+    await waitFor(async () => (await h.http(`/api/v1/transactions/${txn.id}`)).body.status === 'reversed');
+    expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - 6_000_000n);
+    expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore - 5_700_000n);
+    const reversals = await sql<{
+      n: bigint;
+    }>`select count(*)::bigint as n from journal_entries where reverses_entry_id is not null
+        and (transaction_id = ${txn.id} or idempotency_key = ${`reorg:31337:${payment.txHash}:0`})`.execute(
+      db,
+    );
+    expect(reversals.rows[0]!.n).toBe(2n);
+    await expectBooksConsistent();
+  });
+});
