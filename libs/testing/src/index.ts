@@ -1,4 +1,5 @@
 export * from './anvil';
-export * from './wallets';
 export * from './infra';
 export * from './processes';
+export * from './registry-client';
+export * from './wallets';

@@ -1,4 +1,7 @@
 import type { Migration } from 'kysely';
+import { init } from './2026-11-22-0100-init';
 
 /** Frozen, date-prefixed migrations of the registry schema. They never import application code. */
-export const migrations: Record<string, Migration> = {};
+export const migrations: Record<string, Migration> = {
+  '2026-11-22-0100-init': init,
+};

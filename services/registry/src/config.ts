@@ -1,8 +1,90 @@
-import { type CommonConfig, commonConfig } from '@paygate/runtime';
+import { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from '@paygate/runtime';
 
-export interface RegistryConfig extends CommonConfig {}
+export interface RegistryConfig extends CommonConfig {
+  /** HS256 secret of dashboard session tokens. */
+  sessionSecret: string;
+  sessionTtlMs: number;
+  siweNonceTtlMs: number;
+  /** Bearer token of operator routes (suspend/unsuspend). */
+  operatorToken: string;
+  /** Key material from which the AES-256-GCM key that encrypts webhook secrets at rest is derived. */
+  secretsEncryptionKey: string;
+  validationIntervalMs: number;
+  validationConcurrency: number;
+  validationTimeoutMs: number;
+  healthIntervalMs: number;
+  healthBatchSize: number;
+  healthConcurrency: number;
+  /** Injected clock: tests move time without sleeping. */
+  now: () => Date;
+}
+
+const DEV_SESSION_SECRET = 'dev-session-secret-not-for-production';
+const DEV_OPERATOR_TOKEN = 'dev-operator-token';
+const DEV_SECRETS_KEY = 'dev-secrets-key-not-for-production';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): RegistryConfig {
-  return { ...commonConfig(env, { serviceName: 'registry', schema: 'registry', port: 8081 }) };
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  now: () => Date = () => new Date(),
+): RegistryConfig {
+  const common = commonConfig(env, { serviceName: 'registry', schema: 'registry', port: 8081 });
+  const parsed = parseEnv<{
+    SESSION_SECRET: string;
+    SESSION_TTL_MS: number;
+    SIWE_NONCE_TTL_MS: number;
+    OPERATOR_TOKEN: string;
+    SECRETS_ENCRYPTION_KEY: string;
+    VALIDATION_INTERVAL_MS: number;
+    VALIDATION_CONCURRENCY: number;
+    VALIDATION_TIMEOUT_MS: number;
+    HEALTH_INTERVAL_MS: number;
+    HEALTH_BATCH_SIZE: number;
+    HEALTH_CONCURRENCY: number;
+  }>(env, {
+    SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
+    SESSION_TTL_MS: num({ default: 12 * 60 * 60 * 1000 }),
+    SIWE_NONCE_TTL_MS: num({ default: 5 * 60 * 1000 }),
+    OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
+    SECRETS_ENCRYPTION_KEY: str({ default: DEV_SECRETS_KEY }),
+    VALIDATION_INTERVAL_MS: num({ default: 1000 }),
+    VALIDATION_CONCURRENCY: num({ default: 4 }),
+    VALIDATION_TIMEOUT_MS: num({ default: 5000 }),
+    HEALTH_INTERVAL_MS: num({ default: 60_000 }),
+    HEALTH_BATCH_SIZE: num({ default: 20 }),
+    HEALTH_CONCURRENCY: num({ default: 4 }),
+  });
+  if (common.production) {
+    const problems: string[] = [];
+    if (parsed.SESSION_SECRET === DEV_SESSION_SECRET || parsed.SESSION_SECRET.length < 32)
+      problems.push('SESSION_SECRET must be set to at least 32 characters in production');
+    if (parsed.OPERATOR_TOKEN === DEV_OPERATOR_TOKEN || parsed.OPERATOR_TOKEN.length < 24)
+      problems.push('OPERATOR_TOKEN must be set to at least 24 characters in production');
+    if (parsed.SECRETS_ENCRYPTION_KEY === DEV_SECRETS_KEY || parsed.SECRETS_ENCRYPTION_KEY.length < 32)
+      problems.push('SECRETS_ENCRYPTION_KEY must be set to at least 32 characters in production');
+    if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  }
+  for (const [name, value] of Object.entries({
+    VALIDATION_CONCURRENCY: parsed.VALIDATION_CONCURRENCY,
+    HEALTH_CONCURRENCY: parsed.HEALTH_CONCURRENCY,
+    HEALTH_BATCH_SIZE: parsed.HEALTH_BATCH_SIZE,
+  })) {
+    if (!Number.isInteger(value) || value < 1 || value > 64)
+      throw new ConfigError(`invalid configuration: ${name} must be an integer from 1 to 64`);
+  }
+  return {
+    ...common,
+    sessionSecret: parsed.SESSION_SECRET,
+    sessionTtlMs: parsed.SESSION_TTL_MS,
+    siweNonceTtlMs: parsed.SIWE_NONCE_TTL_MS,
+    operatorToken: parsed.OPERATOR_TOKEN,
+    secretsEncryptionKey: parsed.SECRETS_ENCRYPTION_KEY,
+    validationIntervalMs: parsed.VALIDATION_INTERVAL_MS,
+    validationConcurrency: parsed.VALIDATION_CONCURRENCY,
+    validationTimeoutMs: Math.min(parsed.VALIDATION_TIMEOUT_MS, 5000),
+    healthIntervalMs: parsed.HEALTH_INTERVAL_MS,
+    healthBatchSize: parsed.HEALTH_BATCH_SIZE,
+    healthConcurrency: parsed.HEALTH_CONCURRENCY,
+    now,
+  };
 }

@@ -1,7 +1,44 @@
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
+import { mountAccountRoutes } from './accounts/routes';
 import type { RegistryConfig } from './config';
+import type { RegistryContext } from './context';
+import type { RegistryDatabase } from './db';
+import { buildOpenApiDocument } from './openapi/document';
+import { rpcResponders } from './rpc';
+import { SecretBox } from './shared/secrets';
+import { mountSkillRoutes } from './skills/routes';
+import { SkillChecker } from './validation/worker';
 
-export function startRegistry(config: RegistryConfig): Promise<RunningService> {
-  return startService({ name: 'registry', config, migrations });
+export function startRegistry(config: RegistryConfig): Promise<RunningService<RegistryDatabase>> {
+  let checker: SkillChecker | undefined;
+  const kicker = { kick: () => checker?.kick() };
+  const secrets = new SecretBox(config.secretsEncryptionKey);
+  const siweDomain = new URL(config.publicBaseUrl).host;
+  const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => ({
+    ctx,
+    config,
+    secrets,
+    siweDomain,
+  });
+
+  return startService<RegistryDatabase>({
+    name: 'registry',
+    config,
+    migrations,
+    routes(app, ctx) {
+      const rc = registryContext(ctx);
+      const openapi = buildOpenApiDocument(config.publicBaseUrl);
+      app.get('/api/v1/openapi.json', (_req, res) => {
+        res.json(openapi);
+      });
+      mountAccountRoutes(app, rc);
+      mountSkillRoutes(app, rc, kicker);
+    },
+    background(ctx) {
+      const rc = registryContext(ctx);
+      checker = new SkillChecker(rc);
+      return [rpcResponders(rc), checker];
+    },
+  });
 }

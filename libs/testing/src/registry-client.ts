@@ -1,0 +1,178 @@
+import { Wallet } from 'ethers';
+
+/**
+ * End-to-end helpers against a running registry (real HTTP, real SIWE signatures): sign a seller up and
+ * register a skill that has passed validation. For tests only.
+ */
+
+export interface SignedUpSeller {
+  sessionToken: string;
+  apiKey: string;
+  publishableKey: string;
+  sellerId: string;
+  walletAddress: string;
+}
+
+async function call<T>(url: string, init: { method: string; token?: string; body?: unknown }): Promise<T> {
+  const response = await fetch(url, {
+    method: init.method,
+    headers: {
+      ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
+    },
+    body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${init.method} ${url} answered ${response.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** The EIP-4361 text for a sign-in (the exact layout the siwe package produces and verifies). */
+export function siweMessageText(fields: {
+  domain: string;
+  address: string;
+  uri: string;
+  nonce: string;
+  chainId?: number;
+  issuedAt?: Date;
+  expirationTime?: Date;
+  statement?: string;
+}): string {
+  const lines = [
+    `${fields.domain} wants you to sign in with your Ethereum account:`,
+    fields.address,
+    '',
+    fields.statement ?? 'Sign in to Paygate.',
+    '',
+    `URI: ${fields.uri}`,
+    'Version: 1',
+    `Chain ID: ${fields.chainId ?? 1}`,
+    `Nonce: ${fields.nonce}`,
+    `Issued At: ${(fields.issuedAt ?? new Date()).toISOString()}`,
+  ];
+  if (fields.expirationTime) lines.push(`Expiration Time: ${fields.expirationTime.toISOString()}`);
+  return lines.join('\n');
+}
+
+/**
+ * Signs in with Ethereum (nonce + verify). On a first login the API key comes from the sign-up; for a wallet
+ * that already has an account the key is rotated so the caller always gets a working sk_… key.
+ */
+/** An ethers Wallet (or HDNodeWallet), or a private key. */
+export type SellerWallet = { address: string; signMessage(message: string): Promise<string> } | string;
+
+export async function signUpSeller(registryUrl: string, wallet: SellerWallet): Promise<SignedUpSeller> {
+  const signer = typeof wallet === 'string' ? new Wallet(wallet) : wallet;
+  const nonce = await call<{ nonce: string; domain: string; uri: string }>(
+    `${registryUrl}/api/v1/auth/siwe/nonce`,
+    {
+      method: 'POST',
+    },
+  );
+  const message = siweMessageText({
+    domain: nonce.domain,
+    address: signer.address,
+    uri: nonce.uri,
+    nonce: nonce.nonce,
+  });
+  const signature = await signer.signMessage(message);
+  const verified = await call<{
+    sessionToken: string;
+    apiKey?: string;
+    publishableKey: string;
+    seller: { sellerId: string; walletAddress: string };
+  }>(`${registryUrl}/api/v1/auth/siwe/verify`, { method: 'POST', body: { message, signature } });
+  let apiKey = verified.apiKey;
+  if (!apiKey) {
+    const rotated = await call<{ apiKey: string }>(`${registryUrl}/api/v1/account/api-key/rotate`, {
+      method: 'POST',
+      token: verified.sessionToken,
+    });
+    apiKey = rotated.apiKey;
+  }
+  return {
+    sessionToken: verified.sessionToken,
+    apiKey,
+    publishableKey: verified.publishableKey,
+    sellerId: verified.seller.sellerId,
+    walletAddress: verified.seller.walletAddress,
+  };
+}
+
+export interface SkillInput {
+  name: string;
+  displayName?: string;
+  description?: string;
+  type?: 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
+  mode?: 'PROXY' | 'TICKET';
+  apiBaseUrl: string;
+  categories?: string[] | string;
+  durationDays?: number;
+  requiresShipping?: boolean;
+  holdPeriodHours?: number;
+  endpoints: Array<{
+    path: string;
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+    priceUsdc: string | number;
+    description?: string;
+  }>;
+}
+
+/** The registry's view of a skill (GET /api/v1/manage/skills/:name). */
+export interface RegisteredSkill {
+  skillId: string;
+  sellerId: string;
+  name: string;
+  status: string;
+  statusReason: string | null;
+  revision: number;
+  baseUrl: string;
+  skillMdUrl: string;
+  holdPeriodHours: number;
+  endpoints: Array<{
+    endpointId: string;
+    path: string;
+    method: string;
+    priceUsdc: string;
+    url: string;
+    isHealthy: boolean;
+    active: boolean;
+  }>;
+  [key: string]: unknown;
+}
+
+/**
+ * Creates a skill with its endpoints and waits until validation made it ACTIVE (the seller API at
+ * apiBaseUrl must answer HEAD on every endpoint). Throws with the statusReason if validation fails.
+ */
+export async function createActiveSkill(
+  registryUrl: string,
+  apiKey: string,
+  input: SkillInput,
+  options: { timeoutMs?: number } = {},
+): Promise<RegisteredSkill> {
+  const type = input.type ?? 'API';
+  const body = {
+    displayName: input.displayName ?? input.name,
+    description: input.description ?? `The ${input.name} skill, registered by a test.`,
+    type,
+    ...(type === 'SaaS' || type === 'Subscription' ? { durationDays: input.durationDays ?? 30 } : {}),
+    ...input,
+    endpoints: input.endpoints.map((e) => ({ description: '', ...e })),
+  };
+  await call(`${registryUrl}/api/v1/manage/skills`, { method: 'POST', token: apiKey, body });
+  const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+  for (;;) {
+    const skill = await call<RegisteredSkill>(`${registryUrl}/api/v1/manage/skills/${input.name}`, {
+      method: 'GET',
+      token: apiKey,
+    });
+    if (skill.status === 'ACTIVE') return skill;
+    if (skill.status === 'VALIDATION_FAILED')
+      throw new Error(`skill ${input.name} failed validation: ${skill.statusReason}`);
+    if (Date.now() > deadline)
+      throw new Error(`skill ${input.name} is still ${skill.status} after ${options.timeoutMs ?? 15_000} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,71 @@
+import { HttpError } from '@paygate/http';
+import { bearerToken } from '@paygate/seller-auth';
+import type { NextFunction, Request, Response } from 'express';
+import { findSellerByApiKey, findSellerById, type SellerRow } from '../accounts/repository';
+import type { RegistryContext } from '../context';
+import { safeEqual } from '../shared/secrets';
+import { verifySessionToken } from './sessions';
+
+declare global {
+  namespace Express {
+    interface Request {
+      account?: SellerRow;
+    }
+  }
+}
+
+/**
+ * Every management route accepts either the dashboard session token or the API key (sk_…), so a seller
+ * can automate everything the dashboard does. The registry owns the keys, so it checks them in its own table.
+ */
+export function requireSeller(rc: RegistryContext) {
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    const token = bearerToken(req);
+    if (!token) {
+      throw new HttpError(
+        401,
+        'missing_credentials',
+        'Authorization: Bearer <session token or sk_… API key> is required',
+        {
+          field: 'Authorization',
+          rule: 'is required',
+        },
+      );
+    }
+    let seller: SellerRow | undefined;
+    if (token.startsWith('sk_')) {
+      if (token.length > 200) throw new HttpError(401, 'invalid_api_key', 'API key is malformed');
+      seller = await findSellerByApiKey(rc.ctx.db, token);
+      if (!seller) throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
+    } else {
+      const sellerId =
+        token.length <= 4096
+          ? verifySessionToken(token, rc.config.sessionSecret, rc.config.now())
+          : undefined;
+      if (sellerId) seller = await findSellerById(rc.ctx.db, sellerId);
+      if (!seller)
+        throw new HttpError(401, 'invalid_session', 'session token is invalid or expired; sign in again');
+    }
+    req.account = seller;
+    next();
+  };
+}
+
+export function currentSeller(req: Request): SellerRow {
+  if (!req.account) throw new HttpError(401, 'missing_credentials', 'not authenticated');
+  return req.account;
+}
+
+/** Operator routes: Authorization: Bearer <OPERATOR_TOKEN>, compared in constant time. */
+export function requireOperator(rc: RegistryContext) {
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const token = bearerToken(req);
+    if (!token || !safeEqual(token, rc.config.operatorToken)) {
+      throw new HttpError(401, 'invalid_operator_token', 'operator token required', {
+        field: 'Authorization',
+        rule: 'must be the operator token',
+      });
+    }
+    next();
+  };
+}

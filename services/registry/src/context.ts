@@ -1,0 +1,13 @@
+import type { ServiceContext } from '@paygate/runtime';
+import type { RegistryConfig } from './config';
+import type { RegistryDatabase } from './db';
+import type { SecretBox } from './shared/secrets';
+
+/** What every registry module receives: the runtime context plus the registry's own config and helpers. */
+export interface RegistryContext {
+  ctx: ServiceContext<RegistryDatabase>;
+  config: RegistryConfig;
+  secrets: SecretBox;
+  /** The SIWE domain: the host of PUBLIC_BASE_URL. */
+  siweDomain: string;
+}

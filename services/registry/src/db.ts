@@ -1,0 +1,87 @@
+import type { BusTables } from '@paygate/bus';
+import type { Generated } from 'kysely';
+
+export interface SellersTable {
+  id: string;
+  wallet_address: string;
+  payout_address: string;
+  api_key_hash: string;
+  api_key_version: Generated<number>;
+  publishable_key: string;
+  webhook_url: string | null;
+  webhook_secret_encrypted: string | null;
+  webhook_secret_version: Generated<number>;
+  settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
+  minimum_settlement_micro: Generated<bigint>;
+  revision: Generated<number>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface SiweNoncesTable {
+  nonce: string;
+  expires_at: Date;
+}
+
+export type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
+export type SkillType = 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
+export type SkillMode = 'PROXY' | 'TICKET';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface SkillsTable {
+  id: string;
+  seller_id: string;
+  name: string;
+  display_name: string;
+  description: string;
+  api_base_url: string;
+  mode: SkillMode;
+  type: SkillType;
+  categories: string[];
+  duration_days: number | null;
+  requires_shipping: boolean | null;
+  hold_period_hours: number;
+  status: SkillStatus;
+  status_reason: string | null;
+  revision: Generated<number>;
+  validation_seq: Generated<number>;
+  validation_lease_until: Date | null;
+  health_checked_at: Date | null;
+  skill_md: Generated<string>;
+  skill_md_version: Generated<number>;
+  skill_md_source: Generated<'generated' | 'manual'>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface EndpointsTable {
+  id: string;
+  /** Insertion order: endpoints are listed as they were added. */
+  position: Generated<bigint>;
+  skill_id: string;
+  path: string;
+  method: HttpMethod;
+  description: string;
+  price_micro: bigint;
+  is_healthy: Generated<boolean>;
+  active: Generated<boolean>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface IdempotencyKeysTable {
+  seller_id: string;
+  key: string;
+  request_hash: string;
+  response_status: number;
+  response_body: unknown;
+  created_at: Generated<Date>;
+}
+
+export interface RegistryDatabase extends BusTables {
+  sellers: SellersTable;
+  siwe_nonces: SiweNoncesTable;
+  skills: SkillsTable;
+  endpoints: EndpointsTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

@@ -1,0 +1,216 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
+import { formatDollars, formatUsdc } from '@paygate/money';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { EndpointsTable, RegistryDatabase, SkillsTable } from '../db';
+import { traceOption } from '../shared/trace';
+import { generateSkillMd, skillMdVersion } from './skill-md';
+
+export type SkillRow = Selectable<SkillsTable>;
+export type EndpointRow = Selectable<EndpointsTable>;
+export interface SkillWithEndpoints {
+  skill: SkillRow;
+  endpoints: EndpointRow[];
+}
+
+export function skillBaseUrl(publicBaseUrl: string, name: string): string {
+  return `${publicBaseUrl}/api/v1/skills/${name}`;
+}
+
+export function toEndpoint(publicBaseUrl: string, skillName: string, e: EndpointRow) {
+  return {
+    endpointId: e.id,
+    path: e.path,
+    method: e.method,
+    description: e.description,
+    priceUsdc: formatUsdc(e.price_micro),
+    isHealthy: e.is_healthy,
+    active: e.active,
+    url: `${skillBaseUrl(publicBaseUrl, skillName)}${e.path}`,
+  };
+}
+
+export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
+  const baseUrl = skillBaseUrl(publicBaseUrl, skill.name);
+  return {
+    skillId: skill.id,
+    sellerId: skill.seller_id,
+    name: skill.name,
+    displayName: skill.display_name,
+    description: skill.description,
+    apiBaseUrl: skill.api_base_url,
+    mode: skill.mode,
+    type: skill.type,
+    categories: skill.categories,
+    durationDays: skill.duration_days,
+    requiresShipping: skill.requires_shipping,
+    holdPeriodHours: skill.hold_period_hours,
+    status: skill.status,
+    statusReason: skill.status_reason,
+    revision: skill.revision,
+    baseUrl,
+    skillMdUrl: `${baseUrl}/SKILL.md`,
+    skillMdVersion: skillMdVersion(skill.skill_md_version),
+    skillMdSource: skill.skill_md_source,
+    endpoints: endpoints.map((e) => toEndpoint(publicBaseUrl, skill.name, e)),
+    createdAt: skill.created_at.toISOString(),
+    updatedAt: skill.updated_at.toISOString(),
+  };
+}
+
+export function toCatalogSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
+  const baseUrl = skillBaseUrl(publicBaseUrl, skill.name);
+  return {
+    name: skill.name,
+    displayName: skill.display_name,
+    description: skill.description,
+    type: skill.type,
+    mode: skill.mode,
+    categories: skill.categories,
+    durationDays: skill.duration_days,
+    requiresShipping: skill.requires_shipping,
+    baseUrl,
+    skillMdUrl: `${baseUrl}/SKILL.md`,
+    // In PROXY mode the seller's own URL stays private: calling it directly would bypass payment.
+    ...(skill.mode === 'TICKET' ? { apiBaseUrl: skill.api_base_url } : {}),
+    endpoints: endpoints
+      .filter((e) => e.active)
+      .map((e) => ({
+        path: e.path,
+        method: e.method,
+        description: e.description,
+        priceUsdc: formatUsdc(e.price_micro),
+        price: formatDollars(e.price_micro),
+        isHealthy: e.is_healthy,
+        url: `${baseUrl}${e.path}`,
+      })),
+  };
+}
+
+export async function loadEndpoints(
+  db: Kysely<RegistryDatabase>,
+  skillIds: string[],
+): Promise<Map<string, EndpointRow[]>> {
+  const byId = new Map<string, EndpointRow[]>(skillIds.map((id) => [id, []]));
+  if (skillIds.length === 0) return byId;
+  const rows = await db
+    .selectFrom('endpoints')
+    .selectAll()
+    .where('skill_id', 'in', skillIds)
+    .orderBy('position')
+    .execute();
+  for (const row of rows) byId.get(row.skill_id)?.push(row);
+  return byId;
+}
+
+export async function loadSkill(
+  db: Kysely<RegistryDatabase>,
+  where: { id?: string; name?: string; sellerId?: string },
+  options: { forUpdate?: boolean } = {},
+): Promise<SkillWithEndpoints | undefined> {
+  let query = db.selectFrom('skills').selectAll();
+  if (where.id !== undefined) query = query.where('id', '=', where.id);
+  if (where.name !== undefined) query = query.where('name', '=', where.name);
+  if (where.sellerId !== undefined) query = query.where('seller_id', '=', where.sellerId);
+  if (options.forUpdate) query = query.forUpdate();
+  const skill = await query.executeTakeFirst();
+  if (!skill) return undefined;
+  const endpoints = (await loadEndpoints(db, [skill.id])).get(skill.id) ?? [];
+  return { skill, endpoints };
+}
+
+/** Regenerates SKILL.md from the skill and its active endpoints, with the next version. */
+export async function regenerateSkillMd(
+  trx: Transaction<RegistryDatabase>,
+  skillId: string,
+  publicBaseUrl: string,
+) {
+  const current = await loadSkill(trx, { id: skillId });
+  if (!current) return;
+  const { skill, endpoints } = current;
+  const nextVersion = skill.skill_md_version + 1;
+  const content = generateSkillMd({
+    name: skill.name,
+    displayName: skill.display_name,
+    description: skill.description,
+    mode: skill.mode,
+    type: skill.type,
+    durationDays: skill.duration_days,
+    baseUrl: skillBaseUrl(publicBaseUrl, skill.name),
+    version: skillMdVersion(nextVersion),
+    endpoints: endpoints
+      .filter((e) => e.active)
+      .map((e) => ({
+        path: e.path,
+        method: e.method,
+        description: e.description,
+        priceMicro: e.price_micro,
+      })),
+  });
+  await trx
+    .updateTable('skills')
+    .set({ skill_md: content, skill_md_version: nextVersion, skill_md_source: 'generated' })
+    .where('id', '=', skillId)
+    .execute();
+}
+
+/**
+ * Bumps the skill's revision and publishes its full serving snapshot (skill.updated) through the outbox, in
+ * the caller's transaction. Returns the fresh state.
+ */
+export async function commitSkillChange(
+  trx: Transaction<RegistryDatabase>,
+  skillId: string,
+  now: Date,
+): Promise<SkillWithEndpoints> {
+  await trx
+    .updateTable('skills')
+    .set((eb) => ({ revision: eb('revision', '+', 1), updated_at: now }))
+    .where('id', '=', skillId)
+    .execute();
+  const state = await loadSkill(trx, { id: skillId });
+  if (!state) throw new Error(`skill ${skillId} vanished inside its transaction`);
+  await publishSkillUpdated(trx, state, now);
+  return state;
+}
+
+export async function publishSkillUpdated(
+  trx: Transaction<RegistryDatabase>,
+  { skill, endpoints }: SkillWithEndpoints,
+  now: Date,
+) {
+  await enqueueEvent(
+    trx,
+    createEvent(
+      'skill.updated',
+      'registry',
+      {
+        skillId: skill.id,
+        sellerId: skill.seller_id,
+        revision: skill.revision,
+        name: skill.name,
+        displayName: skill.display_name,
+        description: skill.description,
+        type: skill.type,
+        mode: skill.mode,
+        status: skill.status,
+        apiBaseUrl: skill.api_base_url,
+        categories: skill.categories,
+        durationDays: skill.duration_days,
+        requiresShipping: skill.requires_shipping,
+        holdPeriodHours: skill.hold_period_hours,
+        endpoints: endpoints.map((e) => ({
+          endpointId: e.id,
+          path: e.path,
+          method: e.method,
+          description: e.description,
+          price: formatUsdc(e.price_micro),
+          isHealthy: e.is_healthy,
+          active: e.active,
+        })),
+        updatedAt: skill.updated_at.toISOString(),
+      },
+      { occurredAt: now, ...traceOption() },
+    ),
+  );
+}

@@ -1,0 +1,117 @@
+import { badRequest } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
+import type { HttpMethod, SkillMode, SkillType } from '../db';
+import { DEFAULT_HOLD_HOURS } from './schemas';
+
+const CATEGORY_PATTERN = /^[a-z0-9]+([ -][a-z0-9]+)*$/;
+
+/** Categories arrive as a list or one comma-separated string; stored trimmed, lowercased and unique. */
+export function normalizeCategories(input: string[] | string | undefined): string[] {
+  if (input === undefined) return [];
+  const raw = Array.isArray(input) ? input : input.split(',');
+  const result: string[] = [];
+  for (const item of raw) {
+    const tag = item.trim().toLowerCase();
+    if (tag === '' && !Array.isArray(input)) continue;
+    if (!CATEGORY_PATTERN.test(tag) || tag.length > 40) {
+      throw badRequest(
+        'categories',
+        'each tag must be 1-40 lowercase letters or digits, separated by single spaces or hyphens',
+      );
+    }
+    if (!result.includes(tag)) result.push(tag);
+  }
+  if (result.length > 20) throw badRequest('categories', 'must have at most 20 tags');
+  return result;
+}
+
+export function parsePrice(field: string, input: string | number): bigint {
+  let micro: bigint;
+  try {
+    micro = parseUsdc(input);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
+    throw error;
+  }
+  if (micro <= 0n) throw badRequest(field, 'must be greater than 0');
+  return micro;
+}
+
+export function checkEndpointPath(field: string, path: string): string {
+  const segments = path.split('/').slice(1);
+  if (segments.some((s) => s === '.' || s === '..'))
+    throw badRequest(field, 'must not contain . or .. segments');
+  // The public SKILL.md of the skill lives at <skill base>/SKILL.md: no endpoint may shadow it.
+  if (/^\/skill\.md\/?$/i.test(path))
+    throw badRequest(field, 'is reserved (/SKILL.md is the skill description)');
+  return path;
+}
+
+export interface TypeFields {
+  type: SkillType;
+  durationDays: number | null;
+  requiresShipping: boolean | null;
+  holdPeriodHours: number;
+}
+
+/** Type-specific fields: durationDays only (and always) for SaaS and Subscription, requiresShipping only for Product. */
+export function checkTypeFields(fields: TypeFields): TypeFields {
+  const needsDuration = fields.type === 'SaaS' || fields.type === 'Subscription';
+  if (needsDuration && fields.durationDays === null) {
+    throw badRequest('durationDays', `is required for type ${fields.type}`);
+  }
+  if (!needsDuration && fields.durationDays !== null) {
+    throw badRequest('durationDays', 'is only allowed for types SaaS and Subscription');
+  }
+  if (fields.type !== 'Product' && fields.requiresShipping !== null) {
+    throw badRequest('requiresShipping', 'is only allowed for type Product');
+  }
+  if (
+    !Number.isInteger(fields.holdPeriodHours) ||
+    fields.holdPeriodHours < 0 ||
+    fields.holdPeriodHours > 168
+  ) {
+    throw badRequest('holdPeriodHours', 'must be an integer from 0 to 168');
+  }
+  return {
+    ...fields,
+    requiresShipping: fields.type === 'Product' ? (fields.requiresShipping ?? false) : null,
+  };
+}
+
+export function defaultHoldHours(type: SkillType): number {
+  return DEFAULT_HOLD_HOURS[type];
+}
+
+export interface EndpointInput {
+  path: string;
+  method: HttpMethod;
+  description: string;
+  priceMicro: bigint;
+}
+
+export function checkEndpointInput(
+  prefix: string,
+  input: { path: string; method: HttpMethod; description?: string; priceUsdc: string | number },
+): EndpointInput {
+  return {
+    path: checkEndpointPath(`${prefix}path`, input.path),
+    method: input.method,
+    description: input.description ?? '',
+    priceMicro: parsePrice(`${prefix}priceUsdc`, input.priceUsdc),
+  };
+}
+
+export function duplicateRoute(
+  endpoints: Array<{ path: string; method: string }>,
+): { path: string; method: string } | undefined {
+  const seen = new Set<string>();
+  for (const e of endpoints) {
+    const key = `${e.method} ${e.path}`;
+    if (seen.has(key)) return e;
+    seen.add(key);
+  }
+  return undefined;
+}
+
+export type { SkillMode };

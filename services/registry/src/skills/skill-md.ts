@@ -1,0 +1,127 @@
+import { formatDollars } from '@paygate/money';
+import { parseDocument, stringify } from 'yaml';
+
+export interface SkillMdInput {
+  name: string;
+  displayName: string;
+  description: string;
+  mode: 'PROXY' | 'TICKET';
+  type: string;
+  durationDays: number | null;
+  baseUrl: string;
+  version: string;
+  endpoints: Array<{ path: string; method: string; description: string; priceMicro: bigint }>;
+}
+
+export function skillMdVersion(counter: number): string {
+  return `1.0.${counter}`;
+}
+
+function howToPay(input: SkillMdInput): string {
+  const lines = [
+    'Every endpoint is paid in USDC on Base through the HTTP 402 flow; no account or API key is needed:',
+    '',
+    '1. Send the request to the endpoint URL without payment. The answer is `402 Payment Required` with a JSON body giving `price`, `description` and `network` (plus the escrow address to pay).',
+    '2. Transfer exactly `price` USDC to that address on that network and wait for the transaction to be included.',
+    '3. Repeat the same request with the header `X-402-Payment` (or `Payment`): Base64-encoded JSON `{ txHash, amount, token, network, from, to, signature }`, where `signature` is your (`from`) EIP-191 signature over the transaction hash and the resource you pay for.',
+    '4. Paygate verifies the payment on chain and answers `200` with the data. A transaction pays for one request and cannot be used twice.',
+  ];
+  if (input.mode === 'TICKET') {
+    lines.push(
+      '',
+      "This skill uses TICKET mode: after payment you receive a signed JWT ticket; call the seller's API directly with it.",
+    );
+  }
+  if (input.durationDays) {
+    lines.push(
+      '',
+      `One payment gives ${input.durationDays} days of access; reuse the same payment header until it expires.`,
+    );
+  }
+  lines.push('', 'Funds are held in escrow before they reach the seller, so a refund can be requested.');
+  return lines.join('\n');
+}
+
+/** The generated SKILL.md: YAML frontmatter (name, base_url, version, description, endpoints) and a Markdown body. */
+export function generateSkillMd(input: SkillMdInput): string {
+  const frontmatter = stringify(
+    {
+      name: input.name,
+      base_url: input.baseUrl,
+      version: input.version,
+      description: input.description,
+      endpoints: input.endpoints.map((e) => ({
+        path: e.path,
+        method: e.method,
+        price: formatDollars(e.priceMicro),
+        description: e.description,
+      })),
+    },
+    { lineWidth: 0 },
+  );
+  const endpointSections = input.endpoints.map((e) =>
+    [
+      `### ${e.method} ${e.path} — ${formatDollars(e.priceMicro)}`,
+      '',
+      e.description || '(no description)',
+      '',
+      `Request: \`${e.method} ${input.baseUrl}${e.path}\``,
+    ].join('\n'),
+  );
+  return [
+    '---',
+    frontmatter.trimEnd(),
+    '---',
+    '',
+    `# ${input.displayName}`,
+    '',
+    input.description,
+    '',
+    '## How to pay',
+    '',
+    howToPay(input),
+    '',
+    '## Endpoints',
+    '',
+    endpointSections.length > 0 ? endpointSections.join('\n\n') : 'No endpoints yet.',
+    '',
+  ].join('\n');
+}
+
+const FRONTMATTER = /^---\r?\n([\s\S]*?)\r?\n---(\r?\n|$)/;
+
+/**
+ * Checks a hand-written SKILL.md (frontmatter keys present, name = the skill's) and stamps the new version
+ * into its frontmatter, keeping the rest as written. Returns the content to store, or the rule it breaks.
+ */
+export function acceptManualSkillMd(
+  content: string,
+  skillName: string,
+  version: string,
+): { content: string } | { field: string; rule: string } {
+  const match = FRONTMATTER.exec(content);
+  if (!match) return { field: 'content', rule: 'must start with a YAML frontmatter block between --- lines' };
+  const document = parseDocument(match[1]!, { uniqueKeys: true });
+  if (document.errors.length > 0) return { field: 'content', rule: 'frontmatter must be valid YAML' };
+  const data = document.toJS() as Record<string, unknown> | null;
+  if (!data || typeof data !== 'object' || Array.isArray(data))
+    return { field: 'content', rule: 'frontmatter must be a YAML mapping' };
+  for (const key of ['name', 'base_url', 'description', 'endpoints']) {
+    if (!(key in data)) return { field: `content.${key}`, rule: 'is required in the frontmatter' };
+  }
+  if (data.name !== skillName) return { field: 'content.name', rule: `must be the skill name ${skillName}` };
+  if (typeof data.base_url !== 'string' || typeof data.description !== 'string')
+    return { field: 'content.base_url', rule: 'base_url and description must be strings' };
+  if (!Array.isArray(data.endpoints)) return { field: 'content.endpoints', rule: 'must be a list' };
+  for (const [i, endpoint] of data.endpoints.entries()) {
+    if (!endpoint || typeof endpoint !== 'object')
+      return { field: `content.endpoints.${i}`, rule: 'must be a mapping' };
+    for (const key of ['path', 'method', 'price', 'description']) {
+      if (typeof (endpoint as Record<string, unknown>)[key] !== 'string')
+        return { field: `content.endpoints.${i}.${key}`, rule: 'is required and must be a string' };
+    }
+  }
+  document.set('version', version);
+  const body = content.slice(match[0].length);
+  return { content: `---\n${document.toString({ lineWidth: 0 }).trimEnd()}\n---\n${body}` };
+}

@@ -1,0 +1,240 @@
+import type { BackgroundTask } from '@paygate/runtime';
+import { sql } from 'kysely';
+import type { RegistryContext } from '../context';
+import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
+import { publicUrlProblem } from './network-policy';
+
+export const MAX_LATENCY_MS = 5000;
+const LEASE_MS = 60_000;
+
+export interface ProbeResult {
+  ok: boolean;
+  latencyMs: number;
+  cause?: string;
+}
+
+/** HEAD apiBaseUrl + path: ok when any HTTP answer below 500 arrives within the limit. Redirects are not followed. */
+export async function probeEndpoint(url: string, timeoutMs: number): Promise<ProbeResult> {
+  const started = performance.now();
+  try {
+    const response = await fetch(url, {
+      method: 'HEAD',
+      redirect: 'manual',
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body?.cancel().catch(() => undefined);
+    const latencyMs = Math.round(performance.now() - started);
+    if (response.status >= 500) return { ok: false, latencyMs, cause: `answered HTTP ${response.status}` };
+    if (latencyMs >= MAX_LATENCY_MS)
+      return { ok: false, latencyMs, cause: `latency ${latencyMs} ms is not under ${MAX_LATENCY_MS} ms` };
+    return { ok: true, latencyMs };
+  } catch (error) {
+    const latencyMs = Math.round(performance.now() - started);
+    const name = (error as Error).name;
+    if (name === 'TimeoutError' || name === 'AbortError') {
+      return { ok: false, latencyMs, cause: `no answer within ${timeoutMs} ms` };
+    }
+    const code = (error as { cause?: { code?: string } }).cause?.code;
+    return { ok: false, latencyMs, cause: `unreachable (${code ?? (error as Error).message})` };
+  }
+}
+
+async function mapBounded<T, R>(items: T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await fn(items[index]!);
+    }
+  });
+  await Promise.all(workers);
+  return results;
+}
+
+function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
+  return `${apiBaseUrl}${endpoint.path}`;
+}
+
+/**
+ * Background work of the registry, safe with several replicas (rows claimed with FOR UPDATE SKIP LOCKED
+ * and a lease): validation of skills in PENDING_VALIDATION, and periodic health pings of ACTIVE skills.
+ */
+export class SkillChecker implements BackgroundTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private pending = false;
+  private stopped = true;
+
+  constructor(private readonly rc: RegistryContext) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    for (let i = 0; i < 300 && this.running; i++) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /** Run a pass now (a skill was created or sent back to validation). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.pending = true;
+      return;
+    }
+    this.schedule(0);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.tick(), delayMs);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running || this.stopped) return;
+    this.running = true;
+    try {
+      await this.validatePending();
+      await this.pingHealth();
+    } catch (error) {
+      this.rc.ctx.logger.warn({ err: error }, 'skill checks failed; will retry');
+    } finally {
+      this.running = false;
+    }
+    const again = this.pending;
+    this.pending = false;
+    this.schedule(again ? 0 : this.rc.config.validationIntervalMs);
+  }
+
+  /** One bounded pass: claim up to `validationConcurrency` pending skills and validate them. */
+  async validatePending(): Promise<number> {
+    const { ctx, config } = this.rc;
+    const now = new Date();
+    const claimed = await sql<{ id: string; validation_seq: number }>`
+      update skills set validation_lease_until = ${new Date(now.getTime() + LEASE_MS)}
+      where id in (
+        select id from skills
+        where status = 'PENDING_VALIDATION' and (validation_lease_until is null or validation_lease_until < ${now})
+        order by updated_at limit ${config.validationConcurrency}
+        for update skip locked)
+      returning id, validation_seq`.execute(ctx.db);
+    await Promise.all(claimed.rows.map((row) => this.validateOne(row.id, row.validation_seq)));
+    return claimed.rows.length;
+  }
+
+  private async validateOne(skillId: string, seq: number): Promise<void> {
+    const { ctx, config } = this.rc;
+    const state = await loadSkill(ctx.db, { id: skillId });
+    if (!state) return;
+    const active = state.endpoints.filter((e) => e.active);
+    let failure: string | undefined;
+    const health = new Map<string, boolean>();
+    if (config.production) {
+      const problem = await publicUrlProblem(new URL(state.skill.api_base_url));
+      if (problem) failure = `apiBaseUrl ${problem}`;
+    }
+    if (!failure && active.length === 0) failure = 'the skill has no endpoints: add at least one endpoint';
+    if (!failure) {
+      const results = await mapBounded(active, 4, (e) =>
+        probeEndpoint(endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs),
+      );
+      for (const [i, e] of active.entries()) health.set(e.id, results[i]!.ok);
+      const firstBad = active.findIndex((_, i) => !results[i]!.ok);
+      if (firstBad >= 0) {
+        const e = active[firstBad]!;
+        failure = `endpoint ${e.method} ${e.path}: HEAD ${endpointUrl(state.skill.api_base_url, e)} ${results[firstBad]!.cause}`;
+      }
+    }
+    await ctx.inTransaction(async (trx) => {
+      const current = await trx
+        .selectFrom('skills')
+        .select(['status', 'validation_seq'])
+        .where('id', '=', skillId)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!current) return;
+      if (current.status !== 'PENDING_VALIDATION' || current.validation_seq !== seq) {
+        // The skill changed while it was being checked: this result is stale; the next pass checks it again.
+        await trx
+          .updateTable('skills')
+          .set({ validation_lease_until: null })
+          .where('id', '=', skillId)
+          .execute();
+        return;
+      }
+      for (const [endpointId, healthy] of health) {
+        await trx
+          .updateTable('endpoints')
+          .set({ is_healthy: healthy })
+          .where('id', '=', endpointId)
+          .execute();
+      }
+      await trx
+        .updateTable('skills')
+        .set({
+          status: failure ? 'VALIDATION_FAILED' : 'ACTIVE',
+          status_reason: failure ?? null,
+          validation_lease_until: null,
+          health_checked_at: new Date(),
+        })
+        .where('id', '=', skillId)
+        .execute();
+      await commitSkillChange(trx, skillId, config.now());
+    });
+    ctx.logger.info(
+      { skillId, outcome: failure ? 'VALIDATION_FAILED' : 'ACTIVE', reason: failure },
+      'skill validated',
+    );
+  }
+
+  /** One bounded pass of health pings over ACTIVE skills whose last ping is older than the interval. */
+  async pingHealth(): Promise<number> {
+    const { ctx, config } = this.rc;
+    const now = new Date();
+    const claimed = await sql<{ id: string }>`
+      update skills set health_checked_at = ${now}
+      where id in (
+        select id from skills
+        where status = 'ACTIVE' and (health_checked_at is null or health_checked_at < ${new Date(now.getTime() - config.healthIntervalMs)})
+        order by health_checked_at nulls first limit ${config.healthBatchSize}
+        for update skip locked)
+      returning id`.execute(ctx.db);
+    await mapBounded(claimed.rows, config.healthConcurrency, (row) => this.pingOne(row.id));
+    return claimed.rows.length;
+  }
+
+  private async pingOne(skillId: string): Promise<void> {
+    const { ctx, config } = this.rc;
+    const state = await loadSkill(ctx.db, { id: skillId });
+    if (!state) return;
+    const active = state.endpoints.filter((e) => e.active);
+    const blocked = config.production ? await publicUrlProblem(new URL(state.skill.api_base_url)) : undefined;
+    const results = blocked
+      ? active.map(() => ({ ok: false }))
+      : await mapBounded(active, 4, (e) =>
+          probeEndpoint(endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs),
+        );
+    const changed = active.filter((e, i) => e.is_healthy !== results[i]!.ok);
+    if (changed.length === 0) return;
+    await ctx.inTransaction(async (trx) => {
+      for (const e of changed) {
+        await trx
+          .updateTable('endpoints')
+          .set({ is_healthy: !e.is_healthy })
+          .where('id', '=', e.id)
+          .where('is_healthy', '=', e.is_healthy)
+          .execute();
+      }
+      await commitSkillChange(trx, skillId, config.now());
+    });
+    ctx.logger.info(
+      { skillId, changed: changed.map((e) => ({ endpointId: e.id, isHealthy: !e.is_healthy })) },
+      'endpoint health changed',
+    );
+  }
+}

@@ -1,0 +1,103 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { RunningService } from '@paygate/runtime';
+import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
+import { loadConfig, type RegistryDatabase, startRegistry } from '../src';
+
+export interface Harness {
+  env: TestEnvironment;
+  registry: RunningService<RegistryDatabase>;
+  url: string;
+  clock: { now: Date; advance(ms: number): void };
+  stop(): Promise<void>;
+}
+
+export const PUBLIC_BASE_URL = 'http://paygate.test:8080';
+
+/** A registry on real Postgres and NATS (its own schema and streams), with a movable clock. */
+export async function startHarness(label: string, extra: Record<string, string> = {}): Promise<Harness> {
+  const env = await createTestEnvironment(label);
+  const clock = {
+    offsetMs: 0,
+    get now() {
+      return new Date(Date.now() + this.offsetMs);
+    },
+    advance(ms: number) {
+      this.offsetMs += ms;
+    },
+  };
+  const registry = await startRegistry(
+    loadConfig(
+      env.envFor('registry', { PUBLIC_BASE_URL, VALIDATION_INTERVAL_MS: '200', ...extra }),
+      () => clock.now,
+    ),
+  );
+  return {
+    env,
+    registry,
+    url: registry.url,
+    clock,
+    async stop() {
+      await registry.stop();
+      await env.cleanup();
+    },
+  };
+}
+
+/** A stand-in seller API: answers every request with `status` (changeable), after `delayMs`. */
+export async function startSellerApi(): Promise<{
+  url: string;
+  status: number;
+  delayMs: number;
+  hits: string[];
+  close(): Promise<void>;
+}> {
+  const state = { status: 200, delayMs: 0, hits: [] as string[] };
+  const server: Server = createServer((req, res) => {
+    state.hits.push(`${req.method} ${req.url}`);
+    setTimeout(() => {
+      res.statusCode = state.status;
+      res.end();
+    }, state.delayMs);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return Object.assign(state, {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  });
+}
+
+export async function api(
+  base: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: any; text: string; headers: Headers }> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: {
+      ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...options.headers,
+    },
+    body:
+      options.body === undefined
+        ? undefined
+        : typeof options.body === 'string'
+          ? options.body
+          : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  let body: any;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: response.status, body, text, headers: response.headers };
+}
