@@ -1,0 +1,73 @@
+import { ConfigError } from '@paygate/runtime';
+import { testWallets } from '@paygate/testing';
+import { loadConfig } from '../src/config';
+import { periodAt, settlementIdFor } from '../src/schedule/periods';
+
+const base = {
+  ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+  USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+};
+
+describe('settlement config', () => {
+  it('requires the escrow key and never shows it', () => {
+    expect(() => loadConfig({})).toThrow(ConfigError);
+    let message = '';
+    try {
+      loadConfig({ ...base, ESCROW_PRIVATE_KEY: '0xnot-a-key-secret' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/ESCROW_PRIVATE_KEY/);
+    expect(message).not.toContain('not-a-key-secret');
+    const config = loadConfig(base);
+    expect(config.escrowPrivateKey).toBe(testWallets.escrow.privateKey);
+    expect(JSON.stringify(config)).not.toContain(testWallets.escrow.privateKey.slice(2));
+    expect(Object.keys(config)).not.toContain('escrowPrivateKey');
+  });
+
+  it('knows the USDC address of base, and needs one for local', () => {
+    expect(
+      loadConfig({ ESCROW_PRIVATE_KEY: base.ESCROW_PRIVATE_KEY, CHAIN_NETWORK: 'base' }).usdcAddress,
+    ).toBe('0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913');
+    expect(() => loadConfig({ ESCROW_PRIVATE_KEY: base.ESCROW_PRIVATE_KEY })).toThrow(/USDC_ADDRESS/);
+    expect(() => loadConfig({ ...base, CONFIRMATIONS: '0' })).toThrow(/CONFIRMATIONS/);
+  });
+
+  it('honours the crash hook only outside production', () => {
+    expect(loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'after_record' }).crashPoint).toBe('after_record');
+    expect(
+      loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'after_record', NODE_ENV: 'production' }).crashPoint,
+    ).toBeNull();
+    expect(() => loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'somewhere' })).toThrow(
+      /SETTLEMENT_CRASH_POINT/,
+    );
+  });
+});
+
+describe('settlement periods (UTC)', () => {
+  it('cuts days, Monday weeks and calendar months', () => {
+    const sunday = new Date('2026-11-29T23:59:59Z');
+    expect(periodAt('DAILY', sunday)).toMatchObject({ key: 'D:2026-11-29' });
+    expect(periodAt('WEEKLY', sunday)).toMatchObject({
+      key: 'W:2026-11-23',
+      start: new Date('2026-11-23T00:00:00Z'),
+      end: new Date('2026-11-30T00:00:00Z'),
+    });
+    expect(periodAt('WEEKLY', new Date('2026-11-30T00:00:00Z')).key).toBe('W:2026-11-30');
+    expect(periodAt('MONTHLY', new Date('2026-12-31T12:00:00Z'))).toMatchObject({
+      key: 'M:2026-12',
+      end: new Date('2027-01-01T00:00:00Z'),
+    });
+  });
+
+  it('derives one settlement id per seller and period', () => {
+    const period = periodAt('DAILY', new Date('2026-11-23T08:00:00Z'));
+    const id = settlementIdFor('sel_a', period);
+    expect(id).toMatch(/^stl_[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(settlementIdFor('sel_a', periodAt('DAILY', new Date('2026-11-23T23:00:00Z')))).toBe(id);
+    expect(settlementIdFor('sel_b', period)).not.toBe(id);
+    expect(settlementIdFor('sel_a', periodAt('DAILY', new Date('2026-11-24T00:00:00Z')))).not.toBe(id);
+    // Ids sort by period start, so listing by id lists newest periods first.
+    expect(settlementIdFor('sel_a', periodAt('DAILY', new Date('2026-11-24T00:00:00Z'))) > id).toBe(true);
+  });
+});
