@@ -122,6 +122,16 @@ describe('notifier live session updates over WebSocket', () => {
     expect(widget.sessionMessages('cs_live_new')).toHaveLength(1);
   });
 
+  it('sends a state heard on the bus but not yet stored to a widget that subscribes in between', async () => {
+    // As if the core subscription delivered the change before the durable consumer stored it.
+    const heard = sessionSnapshot({ sessionId: 'cs_live_gap', updatedAt: '2026-11-22T11:00:00.000Z' });
+    replicaA.live.publish(heard);
+    const widget = await open(replicaA);
+    widget.send({ type: 'subscribe', sessionId: 'cs_live_gap' });
+    await waitFor(() => widget.sessionMessages('cs_live_gap').length === 1, { message: 'heard state' });
+    expect(widget.sessionMessages('cs_live_gap')[0].session).toEqual(heard);
+  });
+
   it('answers bad messages with typed errors and bounds subscriptions per socket', async () => {
     const widget = await open(replicaB);
     widget.send('not json');

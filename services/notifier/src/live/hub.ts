@@ -14,6 +14,8 @@ import { type ClientMessage, type ErrorCode, SESSION_ID_PATTERN, type ServerMess
 
 export const WEBSOCKET_PATH = '/api/v1/ws';
 const MESSAGES_PER_WINDOW = 60;
+/** Snapshots heard recently, kept because the core subscription can be ahead of the stored projection. */
+const RECENT_SNAPSHOTS = 10_000;
 const RATE_WINDOW_MS = 10_000;
 
 interface Client {
@@ -36,6 +38,7 @@ export class LiveUpdates {
   private readonly wss: WebSocketServer;
   private readonly bySession = new Map<string, Set<Client>>();
   private readonly clients = new Set<Client>();
+  private readonly recent = new Map<string, CheckoutSessionSnapshot>();
   private subscription: Subscription | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly connections: Gauge;
@@ -92,6 +95,7 @@ export class LiveUpdates {
     for (const client of this.clients) client.socket.terminate();
     this.clients.clear();
     this.bySession.clear();
+    this.recent.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
 
@@ -101,6 +105,12 @@ export class LiveUpdates {
 
   /** Sends a snapshot to every socket of this replica subscribed to its session. */
   publish(snapshot: CheckoutSessionSnapshot): void {
+    const known = this.recent.get(snapshot.sessionId);
+    if (!known || Date.parse(known.updatedAt) <= Date.parse(snapshot.updatedAt)) {
+      this.recent.delete(snapshot.sessionId);
+      this.recent.set(snapshot.sessionId, snapshot);
+      if (this.recent.size > RECENT_SNAPSHOTS) this.recent.delete(this.recent.keys().next().value as string);
+    }
     for (const client of this.bySession.get(snapshot.sessionId) ?? []) this.sendSnapshot(client, snapshot);
   }
 
@@ -194,7 +204,16 @@ export class LiveUpdates {
     }
     this.send(client, { type: 'subscribed', sessionId });
     try {
-      const current = await findSession(this.deps.db, sessionId);
+      // The projection is written by a durable consumer that may lag the core subscription: a change heard
+      // here but not yet stored must not be lost to a widget that subscribes in between.
+      const stored = await findSession(this.deps.db, sessionId);
+      const heard = this.recent.get(sessionId);
+      const current =
+        stored && heard
+          ? Date.parse(heard.updatedAt) > Date.parse(stored.updatedAt)
+            ? heard
+            : stored
+          : (stored ?? heard);
       if (current) this.sendSnapshot(client, current);
     } catch (error) {
       this.deps.logger.warn({ err: error, sessionId }, 'could not read a session for a subscriber');
