@@ -43,7 +43,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     USDC_ADDRESS: str({ default: '' }),
     ESCROW_ADDRESS: str(),
     CONFIRMATIONS: num({ default: 2 }),
-    POLL_INTERVAL_MS: num({ default: 100 }),
+    POLL_INTERVAL_MS: num({ default: 50 }),
     MAX_RANGE_BLOCKS: num({ default: 2000 }),
     MAX_BLOCKS_PER_PASS: num({ default: 20_000 }),
     REORG_WINDOW_BLOCKS: num({ default: 128 }),
