@@ -32,16 +32,18 @@ export interface TestChain {
   transfersFromEscrow(): Promise<Array<{ to: string; amountMicro: bigint; txHash: string }>>;
 }
 
-/** anvil + TestUSDC, with `escrowFunds` USDC minted to the escrow wallet. */
-export async function startTestChain(escrowFunds = '1000'): Promise<TestChain> {
+/** anvil + TestUSDC, with `escrowFunds` USDC minted to the escrow wallet (none when null). */
+export async function startTestChain(escrowFunds: string | null = '1000'): Promise<TestChain> {
   const anvil = await startAnvil();
   const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
-  await fundTestWallets({
-    rpcUrl: anvil.rpcUrl,
-    usdcAddress,
-    amountMicro: parseUsdc(escrowFunds),
-    roles: ['escrow'],
-  });
+  if (escrowFunds !== null) {
+    await fundTestWallets({
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      amountMicro: parseUsdc(escrowFunds),
+      roles: ['escrow'],
+    });
+  }
   const usdc = new Contract(usdcAddress, usdcAbi, anvil.provider);
   return {
     anvil,

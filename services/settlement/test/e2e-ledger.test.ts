@@ -1,0 +1,233 @@
+import type { Bus } from '@paygate/bus';
+import { formatAddress, usdcAbi } from '@paygate/chain';
+import { createEvent } from '@paygate/contracts';
+import {
+  loadConfig as loadLedgerConfig,
+  type RunningEscrowLedger,
+  startEscrowLedger,
+} from '@paygate/escrow-ledger';
+import { parseUsdc } from '@paygate/money';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import {
+  createTestEnvironment,
+  fundTestWallets,
+  increaseTime,
+  openSchema,
+  type TestEnvironment,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import type { SettlementDB } from '../src/db';
+import { publishEvent, sellerUpdated, settlementEnv, startTestChain, type TestChain } from './helpers';
+
+const DAY_MS = 86_400_000;
+const OPERATOR_TOKEN = 'e2e-operator-token-0123456789';
+const SELLER_KEY = 'sk_test_e2e_ledger_seller_01';
+const sellerId = 'sel_e2e';
+
+/**
+ * Settlement with the real escrow-ledger: real on-chain payments into escrow, holds released by the ledger,
+ * payouts reserved by the ledger's RPC and sent on anvil, a seller refund sent back to the buyer, and the
+ * ledger reconciling with the chain at the end.
+ */
+describe('settlement + escrow-ledger end to end', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let ledger: RunningEscrowLedger;
+  let settlement: RunningSettlement;
+  let ledgerDb: Kysely<any>;
+  let db: Kysely<SettlementDB>;
+  let now = new Date('2026-12-01T10:00:00Z');
+
+  const nextDay = async () => {
+    now = new Date(now.getTime() + DAY_MS);
+    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+  };
+
+  /** The buyer pays the escrow wallet on chain; the indexer and the gateway say so. */
+  const pay = async (amount: string, holdPeriodHours: number) => {
+    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('buyer', chain.anvil.provider));
+    const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount));
+    const receipt = await tx.wait(1, 10_000);
+    const log = receipt.logs[0];
+    const common = {
+      chainId: chain.anvil.chainId,
+      network: 'local' as const,
+      txHash: receipt.hash.toLowerCase(),
+      logIndex: log.index,
+      token: formatAddress(chain.usdcAddress),
+      amount,
+    };
+    await publishEvent(
+      bus,
+      createEvent('transfer.observed', 'chain-indexer', {
+        ...common,
+        blockNumber: receipt.blockNumber,
+        blockHash: receipt.blockHash,
+        from: testWallets.buyer.address,
+        to: testWallets.escrow.address,
+        confirmations: 1,
+        observedAt: now.toISOString(),
+      }),
+    );
+    await publishEvent(
+      bus,
+      createEvent('payment.confirmed', 'gateway-proxy', {
+        ...common,
+        paymentId: `pay_${receipt.hash.slice(2, 14)}`,
+        source: 'x402',
+        sellerId,
+        skillId: null,
+        skillName: null,
+        endpointId: null,
+        sessionId: null,
+        payer: testWallets.buyer.address,
+        holdPeriodHours,
+        confirmedAt: now.toISOString(),
+      }),
+    );
+    return waitFor(
+      async () =>
+        (await sql<any>`select * from transactions where tx_hash = ${common.txHash}`.execute(ledgerDb))
+          .rows[0],
+      { message: 'payment booked by the ledger' },
+    );
+  };
+  const escrowStatusOf = async (transactionId: string) =>
+    (await sql<any>`select escrow_status from transactions where id = ${transactionId}`.execute(ledgerDb))
+      .rows[0]?.escrow_status;
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('stle2e');
+    chain = await startTestChain(null); // escrow holds only what buyers pay into it
+    await fundTestWallets({
+      rpcUrl: chain.anvil.rpcUrl,
+      usdcAddress: chain.usdcAddress,
+      amountMicro: parseUsdc('100'),
+      roles: ['buyer'],
+    });
+    bus = await env.bus();
+    serveSellersForTests(bus, {
+      [SELLER_KEY]: {
+        sellerId,
+        walletAddress: testWallets.seller.address,
+        payoutAddress: testWallets.seller.address,
+        publishableKey: 'pk_test_e2e_ledger_seller',
+        apiKeyVersion: 1,
+      },
+    });
+    ledger = await startEscrowLedger({
+      ...loadLedgerConfig(
+        env.envFor('escrow-ledger', {
+          OPERATOR_TOKEN,
+          RELEASE_INTERVAL_MS: '200',
+          CHAIN_RPC_URL: chain.anvil.rpcUrl,
+          USDC_ADDRESS: chain.usdcAddress,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+        }),
+      ),
+      now: () => now,
+    });
+    settlement = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+  });
+
+  afterAll(async () => {
+    await settlement?.stop();
+    await ledger?.stop();
+    await ledgerDb?.destroy();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  it('accumulates below the minimum, pays out the 95% share, refunds on chain, and reconciles', async () => {
+    await publishEvent(
+      bus,
+      sellerUpdated(sellerId, { settlementFrequency: 'DAILY', minimumSettlement: '10' }),
+    );
+    await waitFor(() =>
+      db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
+    );
+
+    // Day 1: $8 paid, $7.60 available to the seller: below the minimum, skipped.
+    const first = await pay('8', 0);
+    await waitFor(async () => (await escrowStatusOf(first.id)) === 'available', { message: 'hold released' });
+    await nextDay();
+    await settlement.scheduler.runOnce();
+    const [skipped] = await db.selectFrom('settlements').selectAll().execute();
+    expect(skipped).toMatchObject({
+      status: 'skipped',
+      skip_reason: 'below_minimum',
+      available_micro: 7_600_000n,
+    });
+
+    // Day 2: another $4 ($3.80 to the seller): $11.40 available, paid out on chain.
+    const second = await pay('4', 0);
+    await waitFor(async () => (await escrowStatusOf(second.id)) === 'available', {
+      message: 'hold released',
+    });
+    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+    await nextDay();
+    await settlement.scheduler.runOnce();
+    const paid = await waitFor(
+      async () =>
+        (await db.selectFrom('settlements').selectAll().where('status', '=', 'completed').execute())[0],
+      { timeoutMs: 20_000, message: 'payout completed' },
+    );
+    expect(paid.amount_micro).toBe(11_400_000n);
+    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 11_400_000n);
+    // The ledger consumed settlement.completed: the reservation is completed, the money settled.
+    await waitFor(
+      async () =>
+        (
+          await sql<any>`select status from payout_reservations where settlement_id = ${paid.settlement_id}`.execute(
+            ledgerDb,
+          )
+        ).rows[0]?.status === 'completed',
+      { message: 'ledger booked the payout' },
+    );
+
+    // A held payment refunded by the seller: the ledger books it, settlement sends it back to the buyer.
+    const third = await pay('10', 24);
+    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
+    const refund = await fetch(`${ledger.url}/api/v1/refunds`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${SELLER_KEY}` },
+      body: JSON.stringify({ transactionId: third.id, amount: '10', reason: 'customer asked' }),
+    });
+    expect(refund.status).toBe(201);
+    await waitFor(
+      async () => (await db.selectFrom('refunds').selectAll().executeTakeFirst())?.status === 'completed',
+      {
+        timeoutMs: 20_000,
+        message: 'refund sent',
+      },
+    );
+    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 10_000_000n);
+    await waitFor(
+      async () =>
+        (await sql<any>`select status from refunds where transaction_id = ${third.id}`.execute(ledgerDb))
+          .rows[0]?.status === 'completed',
+      { message: 'ledger completed the refund' },
+    );
+
+    // The books match the chain: 22 paid in, 11.40 paid out, 10 refunded; the platform's 5% fees (0.60) remain.
+    const report = await fetch(`${ledger.url}/api/v1/reconciliation`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    }).then((r) => r.json() as Promise<any>);
+    expect(report).toMatchObject({
+      balanced: true,
+      chainBalance: '0.6',
+      ledgerBalance: '0.6',
+      differences: [],
+    });
+    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(600_000n);
+  });
+});
