@@ -83,3 +83,194 @@ describe('skills', () => {
     expect(catalog.body.data[0].apiBaseUrl).toBeUndefined();
   });
 });
+
+const validSkill = (overrides: Record<string, unknown> = {}) => ({
+  name: `s-${Math.random().toString(36).slice(2, 10)}`,
+  displayName: 'A skill',
+  description: 'Does useful things for agents.',
+  apiBaseUrl: 'http://127.0.0.1:9',
+  type: 'API',
+  ...overrides,
+});
+
+describe('skill rules: every violated rule is a 400 naming the field and the rule', () => {
+  it.each([
+    [{ name: 'Not-Kebab' }, 'name', /kebab-case/],
+    [{ name: 'double--hyphen' }, 'name', /kebab-case/],
+    [{ name: undefined }, 'name', /required/],
+    [{ displayName: '' }, 'displayName', /at least 1/],
+    [{ description: 'too short' }, 'description', /at least 10/],
+    [{ apiBaseUrl: 'not a url' }, 'apiBaseUrl', /absolute URL/],
+    [{ apiBaseUrl: 'ftp://example.com' }, 'apiBaseUrl', /http or https/],
+    [{ apiBaseUrl: 'https://user:pw@example.com' }, 'apiBaseUrl', /credentials/],
+    [{ mode: 'DIRECT' }, 'mode', /PROXY, TICKET/],
+    [{ type: 'Gadget' }, 'type', /API, SaaS, Product, Service, Subscription, Content/],
+    [{ type: 'SaaS' }, 'durationDays', /required for type SaaS/],
+    [{ type: 'Subscription' }, 'durationDays', /required for type Subscription/],
+    [{ type: 'API', durationDays: 30 }, 'durationDays', /only allowed for types SaaS and Subscription/],
+    [{ type: 'API', requiresShipping: true }, 'requiresShipping', /only allowed for type Product/],
+    [{ holdPeriodHours: 169 }, 'holdPeriodHours', /168/],
+    [{ holdPeriodHours: -1 }, 'holdPeriodHours', /0/],
+    [{ holdPeriodHours: 1.5 }, 'holdPeriodHours', /integer/],
+    [{ categories: ['ok', 'Bad!'] }, 'categories', /lowercase/],
+    [
+      { endpoints: [{ path: 'no-slash', method: 'GET', priceUsdc: '1' }] },
+      'endpoints.0.path',
+      /start with \//,
+    ],
+    [{ endpoints: [{ path: '/SKILL.md', method: 'GET', priceUsdc: '1' }] }, 'endpoints.0.path', /reserved/],
+    [{ endpoints: [{ path: '/a/../b', method: 'GET', priceUsdc: '1' }] }, 'endpoints.0.path', /\.\./],
+    [
+      { endpoints: [{ path: '/a', method: 'HEAD', priceUsdc: '1' }] },
+      'endpoints.0.method',
+      /GET, POST, PUT, PATCH, DELETE/,
+    ],
+    [
+      { endpoints: [{ path: '/a', method: 'GET', priceUsdc: '0.0000001' }] },
+      'endpoints.0.priceUsdc',
+      /6 decimal/,
+    ],
+    [{ endpoints: [{ path: '/a', method: 'GET', priceUsdc: 0 }] }, 'endpoints.0.priceUsdc', /greater than 0/],
+    [{ endpoints: [{ path: '/a', method: 'GET', priceUsdc: '-1' }] }, 'endpoints.0.priceUsdc', /negative/],
+    [{ extra: true }, 'extra', /not an allowed field/],
+  ])('%j -> %s', async (overrides, field, rule) => {
+    const body = validSkill(overrides);
+    const response = await api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body });
+    expect(response.status).toBe(400);
+    expect(response.body.error.field).toBe(field);
+    expect(response.body.error.rule).toMatch(rule);
+  });
+
+  it('defaults the hold period by type and the mode to PROXY; names are unique across sellers', async () => {
+    const expected = { API: 0, Content: 0, SaaS: 24, Subscription: 24, Service: 48, Product: 72 } as const;
+    for (const [type, hold] of Object.entries(expected)) {
+      const body = validSkill({
+        type,
+        ...(type === 'SaaS' || type === 'Subscription' ? { durationDays: 30 } : {}),
+      });
+      const created = await api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body });
+      expect(created.status).toBe(201);
+      expect([type, created.body.holdPeriodHours, created.body.mode, created.body.status]).toEqual([
+        type,
+        hold,
+        'PROXY',
+        'PENDING_VALIDATION',
+      ]);
+      if (type === 'Product') expect(created.body.requiresShipping).toBe(false);
+    }
+    const other = await signUpSeller(h.url, Wallet.createRandom());
+    const taken = await api(h.url, 'POST', '/api/v1/manage/skills', {
+      token: other.apiKey,
+      body: validSkill({ name: 'weather-now' }),
+    });
+    expect(taken.status).toBe(409);
+    expect(taken.body.error).toMatchObject({ code: 'skill_name_taken', field: 'name' });
+    // Another seller's skill is invisible.
+    expect(
+      (await api(h.url, 'GET', '/api/v1/manage/skills/weather-now', { token: other.apiKey })).status,
+    ).toBe(404);
+  });
+
+  it('replays an Idempotency-Key and refuses its reuse for another body', async () => {
+    const body = validSkill();
+    const headers = { 'idempotency-key': `k-${body.name}` };
+    const first = await api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body, headers });
+    const second = await api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body, headers });
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(201);
+    expect(second.body.skillId).toBe(first.body.skillId);
+    const reused = await api(h.url, 'POST', '/api/v1/manage/skills', {
+      token: seller.apiKey,
+      body: { ...body, name: `${body.name}-x` },
+      headers,
+    });
+    expect(reused.status).toBe(409);
+    expect(reused.body.error.code).toBe('idempotency_key_reused');
+  });
+});
+
+describe('endpoints and SKILL.md', () => {
+  it('adds, updates and deactivates endpoints, regenerating SKILL.md with a new version each time', async () => {
+    const name = 'md-skill';
+    await createActiveSkill(h.url, seller.apiKey, {
+      name,
+      apiBaseUrl: sellerApi.url,
+      endpoints: [{ path: '/one', method: 'GET', priceUsdc: '0.10', description: 'first' }],
+    });
+    const versions: string[] = [];
+    const frontmatter = async () => {
+      const md = await api(h.url, 'GET', `/api/v1/skills/${name}/SKILL.md`);
+      expect(md.status).toBe(200);
+      const front = parseYaml(/^---\n([\s\S]*?)\n---/.exec(md.text)![1]!);
+      versions.push(front.version);
+      return { front, text: md.text };
+    };
+    await frontmatter();
+
+    const added = await api(h.url, 'POST', `/api/v1/manage/skills/${name}/endpoints`, {
+      token: seller.sessionToken,
+      body: { path: '/two', method: 'POST', priceUsdc: 2, description: 'second' },
+    });
+    expect(added.status).toBe(201);
+    expect(added.body.status).toBe('ACTIVE');
+    const two = added.body.endpoints.find((e: any) => e.path === '/two');
+    expect(two).toMatchObject({
+      priceUsdc: '2',
+      url: `${PUBLIC_BASE_URL}/api/v1/skills/${name}/two`,
+      active: true,
+    });
+    expect((await frontmatter()).front.endpoints.map((e: any) => e.price)).toEqual(['$0.1', '$2']);
+
+    const dup = await api(h.url, 'POST', `/api/v1/manage/skills/${name}/endpoints`, {
+      token: seller.apiKey,
+      body: { path: '/two', method: 'POST', priceUsdc: 1 },
+    });
+    expect(dup.status).toBe(409);
+
+    const updated = await api(h.url, 'PATCH', `/api/v1/manage/skills/${name}/endpoints/${two.endpointId}`, {
+      token: seller.apiKey,
+      body: { priceUsdc: '0.000001', description: 'cheaper' },
+    });
+    expect(updated.status).toBe(200);
+    expect((await frontmatter()).front.endpoints[1]).toEqual({
+      path: '/two',
+      method: 'POST',
+      price: '$0.000001',
+      description: 'cheaper',
+    });
+
+    // A hand edit replaces SKILL.md; the next endpoint change regenerates it (the hand edit is replaced).
+    const hand = `---\nname: ${name}\nbase_url: ${PUBLIC_BASE_URL}/api/v1/skills/${name}\nversion: "x"\ndescription: hand written\nendpoints:\n  - path: /one\n    method: GET\n    price: $0.1\n    description: first\n---\n\n# Hand written\n`;
+    const put = await api(h.url, 'PUT', `/api/v1/manage/skills/${name}/skill-md`, {
+      token: seller.apiKey,
+      body: { content: hand },
+    });
+    expect(put.status).toBe(200);
+    expect(put.body.skillMdSource).toBe('manual');
+    const handMd = await frontmatter();
+    expect(handMd.text).toContain('# Hand written');
+    expect(handMd.front.description).toBe('hand written');
+    const badHand = await api(h.url, 'PUT', `/api/v1/manage/skills/${name}/skill-md`, {
+      token: seller.apiKey,
+      body: { content: '---\nname: other\n---\n' },
+    });
+    expect(badHand.status).toBe(400);
+
+    const deactivated = await api(
+      h.url,
+      'POST',
+      `/api/v1/manage/skills/${name}/endpoints/${two.endpointId}/deactivate`,
+      { token: seller.apiKey },
+    );
+    expect(deactivated.status).toBe(200);
+    expect(deactivated.body.skillMdSource).toBe('generated');
+    expect(deactivated.body.endpoints.find((e: any) => e.endpointId === two.endpointId).active).toBe(false);
+    const after = await frontmatter();
+    expect(after.text).not.toContain('# Hand written');
+    expect(after.front.endpoints.map((e: any) => e.path)).toEqual(['/one']);
+    expect(new Set(versions).size).toBe(versions.length);
+
+    const catalog = await api(h.url, 'GET', `/api/v1/skills?q=${name}`);
+    expect(catalog.body.data[0].endpoints.map((e: any) => [e.path, e.price])).toEqual([['/one', '$0.1']]);
+  });
+});

@@ -49,7 +49,7 @@ export const EndpointCreate = Type.Object(
   {
     path: EndpointPath,
     method: StringEnum(HTTP_METHODS),
-    description: Type.String({ maxLength: 2000, default: '' }),
+    description: Type.Optional(Type.String({ maxLength: 2000, description: 'default empty' })),
     priceUsdc: UsdcAmountIn,
   },
   { additionalProperties: false },

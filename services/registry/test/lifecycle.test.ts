@@ -1,0 +1,258 @@
+import { EventRecorder, signUpSeller, waitFor } from '@paygate/testing';
+import { Wallet } from 'ethers';
+import { api, type Harness, startHarness, startSellerApi } from './helpers';
+
+let h: Harness;
+let sellerApi: Awaited<ReturnType<typeof startSellerApi>>;
+let seller: Awaited<ReturnType<typeof signUpSeller>>;
+const OPERATOR = { authorization: 'Bearer operator-token-for-tests-000000' };
+
+beforeAll(async () => {
+  h = await startHarness('reglife', {
+    HEALTH_INTERVAL_MS: '300',
+    VALIDATION_TIMEOUT_MS: '600',
+    OPERATOR_TOKEN: 'operator-token-for-tests-000000',
+  });
+  sellerApi = await startSellerApi();
+  seller = await signUpSeller(h.url, Wallet.createRandom());
+});
+afterAll(async () => {
+  await sellerApi?.close();
+  await h?.stop();
+});
+
+async function skill(name: string) {
+  return (await api(h.url, 'GET', `/api/v1/manage/skills/${name}`, { token: seller.apiKey })).body;
+}
+async function settled(name: string) {
+  return waitFor(
+    async () => {
+      const s = await skill(name);
+      return s.status !== 'PENDING_VALIDATION' ? s : undefined;
+    },
+    { timeoutMs: 10_000, message: `${name} still pending` },
+  );
+}
+async function create(name: string, endpoints: unknown[], extra: Record<string, unknown> = {}) {
+  const response = await api(h.url, 'POST', '/api/v1/manage/skills', {
+    token: seller.apiKey,
+    body: {
+      name,
+      displayName: name,
+      description: 'A skill for lifecycle tests.',
+      apiBaseUrl: sellerApi.url,
+      type: 'API',
+      endpoints,
+      ...extra,
+    },
+  });
+  expect(response.status).toBe(201);
+  expect(response.body.status).toBe('PENDING_VALIDATION');
+  return response.body;
+}
+const visible = async (name: string) => {
+  const catalog = await api(h.url, 'GET', `/api/v1/skills?q=${name}`);
+  const md = await api(h.url, 'GET', `/api/v1/skills/${name}/SKILL.md`);
+  return { inCatalog: catalog.body.data.some((s: any) => s.name === name), skillMd: md.status };
+};
+
+describe('skill lifecycle', () => {
+  it('fails validation naming the endpoint and the cause, and a retry validates again', async () => {
+    sellerApi.status = 503;
+    await create('flaky-api', [
+      { path: '/ok', method: 'GET', priceUsdc: '0.01' },
+      { path: '/broken', method: 'POST', priceUsdc: '0.02' },
+    ]);
+    const failed = await settled('flaky-api');
+    expect(failed.status).toBe('VALIDATION_FAILED');
+    expect(failed.statusReason).toMatch(/GET \/ok/);
+    expect(failed.statusReason).toMatch(/HTTP 503/);
+    expect(await visible('flaky-api')).toEqual({ inCatalog: false, skillMd: 404 });
+
+    sellerApi.status = 200;
+    const retry = await api(h.url, 'POST', '/api/v1/manage/skills/flaky-api/validate', {
+      token: seller.apiKey,
+    });
+    expect(retry.status).toBe(202);
+    expect(retry.body.status).toBe('PENDING_VALIDATION');
+    const active = await settled('flaky-api');
+    expect(active.status).toBe('ACTIVE');
+    expect(active.statusReason).toBeNull();
+    expect(await visible('flaky-api')).toEqual({ inCatalog: true, skillMd: 200 });
+    const again = await api(h.url, 'POST', '/api/v1/manage/skills/flaky-api/validate', {
+      token: seller.apiKey,
+    });
+    expect(again.status).toBe(409);
+  });
+
+  it('fails a slow endpoint (latency limit) and a skill without endpoints', async () => {
+    sellerApi.delayMs = 1500;
+    try {
+      await create('slow-api', [{ path: '/slow', method: 'GET', priceUsdc: '1' }]);
+      const failed = await settled('slow-api');
+      expect(failed.status).toBe('VALIDATION_FAILED');
+      expect(failed.statusReason).toMatch(/GET \/slow.*no answer within 600 ms/);
+    } finally {
+      sellerApi.delayMs = 0;
+    }
+    await create('empty-api', []);
+    const empty = await settled('empty-api');
+    expect(empty.status).toBe('VALIDATION_FAILED');
+    expect(empty.statusReason).toMatch(/no endpoints/);
+    // Adding an endpoint to a failed skill sends it back to validation.
+    const added = await api(h.url, 'POST', '/api/v1/manage/skills/empty-api/endpoints', {
+      token: seller.apiKey,
+      body: { path: '/now', method: 'GET', priceUsdc: '0.5' },
+    });
+    expect(added.body.status).toBe('PENDING_VALIDATION');
+    expect((await settled('empty-api')).status).toBe('ACTIVE');
+  });
+
+  it('suspension is an operator action; archiving is the developer’s; only ACTIVE skills are offered', async () => {
+    await create('policy-api', [{ path: '/x', method: 'GET', priceUsdc: '1' }]);
+    expect((await settled('policy-api')).status).toBe('ACTIVE');
+    const recorder = new EventRecorder(await h.env.bus(), 'skill.updated');
+
+    expect(
+      (await api(h.url, 'POST', '/api/v1/operator/skills/policy-api/suspend', { token: seller.apiKey }))
+        .status,
+    ).toBe(401);
+    const suspended = await api(h.url, 'POST', '/api/v1/operator/skills/policy-api/suspend', {
+      headers: OPERATOR,
+      body: { reason: 'spam' },
+    });
+    expect(suspended.status).toBe(200);
+    expect(suspended.body).toMatchObject({ status: 'SUSPENDED', statusReason: 'spam' });
+    expect(await visible('policy-api')).toEqual({ inCatalog: false, skillMd: 404 });
+    expect(
+      (await api(h.url, 'POST', '/api/v1/manage/skills/policy-api/archive', { token: seller.apiKey })).status,
+    ).toBe(409);
+
+    const lifted = await api(h.url, 'POST', '/api/v1/operator/skills/policy-api/unsuspend', {
+      headers: OPERATOR,
+    });
+    expect(lifted.body.status).toBe('PENDING_VALIDATION');
+    expect((await settled('policy-api')).status).toBe('ACTIVE');
+
+    const archived = await api(h.url, 'POST', '/api/v1/manage/skills/policy-api/archive', {
+      token: seller.apiKey,
+    });
+    expect(archived.body.status).toBe('ARCHIVED');
+    expect(await visible('policy-api')).toEqual({ inCatalog: false, skillMd: 404 });
+    const edit = await api(h.url, 'PATCH', '/api/v1/manage/skills/policy-api', {
+      token: seller.apiKey,
+      body: { displayName: 'x' },
+    });
+    expect(edit.status).toBe(409);
+
+    const statuses = (await recorder.waitForCount(4)).map((e: any) => e.data.status);
+    expect(statuses).toEqual(
+      expect.arrayContaining(['SUSPENDED', 'PENDING_VALIDATION', 'ACTIVE', 'ARCHIVED']),
+    );
+    recorder.stop();
+  });
+
+  it('health pings flag an unhealthy endpoint (still listed) and publish skill.updated', async () => {
+    await create('pinged-api', [{ path: '/p', method: 'GET', priceUsdc: '1' }]);
+    expect((await settled('pinged-api')).status).toBe('ACTIVE');
+    const recorder = new EventRecorder(await h.env.bus(), 'skill.updated');
+    sellerApi.status = 500;
+    try {
+      await waitFor(async () => (await skill('pinged-api')).endpoints[0].isHealthy === false, {
+        timeoutMs: 8000,
+        message: 'not flagged',
+      });
+      const catalog = await api(h.url, 'GET', '/api/v1/skills?q=pinged-api');
+      expect(catalog.body.data[0].endpoints[0].isHealthy).toBe(false);
+      const events = await recorder.waitForCount(1);
+      expect((events[events.length - 1] as any).data.endpoints[0].isHealthy).toBe(false);
+    } finally {
+      sellerApi.status = 200;
+    }
+    await waitFor(async () => (await skill('pinged-api')).endpoints[0].isHealthy === true, {
+      timeoutMs: 8000,
+      message: 'not healthy again',
+    });
+    recorder.stop();
+  });
+
+  it('filters the catalog by category and text and paginates it', async () => {
+    for (const [name, categories] of [
+      ['cat-alpha', ['maps']],
+      ['cat-beta', ['maps', 'geo']],
+      ['cat-gamma', ['finance']],
+    ] as const) {
+      await create(name, [{ path: '/q', method: 'GET', priceUsdc: '0.1' }], {
+        categories,
+        description: `Catalog test skill ${name}`,
+      });
+    }
+    await waitFor(
+      async () => (await api(h.url, 'GET', '/api/v1/skills?q=Catalog%20test')).body.data.length === 3,
+      { timeoutMs: 10_000 },
+    );
+    const maps = await api(h.url, 'GET', '/api/v1/skills?category=maps');
+    expect(maps.body.data.map((s: any) => s.name)).toEqual(['cat-alpha', 'cat-beta']);
+    const page1 = await api(h.url, 'GET', '/api/v1/skills?q=catalog%20TEST&limit=2');
+    expect(page1.body.data.map((s: any) => s.name)).toEqual(['cat-alpha', 'cat-beta']);
+    const page2 = await api(
+      h.url,
+      'GET',
+      `/api/v1/skills?q=catalog%20test&limit=2&cursor=${page1.body.nextCursor}`,
+    );
+    expect(page2.body.data.map((s: any) => s.name)).toEqual(['cat-gamma']);
+    expect(page2.body.nextCursor).toBeNull();
+    expect((await api(h.url, 'GET', '/api/v1/skills?limit=0')).body.error.field).toBe('limit');
+    expect((await api(h.url, 'GET', '/api/v1/skills?q=%25')).status).toBe(200);
+  });
+});
+
+describe('production rules', () => {
+  let prod: Harness;
+  beforeAll(async () => {
+    prod = await startHarness('regprod', {
+      NODE_ENV: 'production',
+      SESSION_SECRET: 'a-production-session-secret-of-32-chars!',
+      OPERATOR_TOKEN: 'a-production-operator-token-0000',
+      SECRETS_ENCRYPTION_KEY: 'a-production-encryption-key-of-32-chars',
+    });
+  });
+  afterAll(async () => {
+    await prod?.stop();
+  });
+
+  it('requires https and refuses loopback, private, link-local and CGNAT targets', async () => {
+    const owner = await signUpSeller(prod.url, Wallet.createRandom());
+    expect(owner.apiKey).toMatch(/^sk_live_/);
+    const cases: Array<[string, RegExp]> = [
+      ['http://api.example.com', /https/],
+      ['https://localhost', /loopback/],
+      ['https://127.0.0.1:8443', /loopback, private or link-local/],
+      ['https://10.1.2.3', /private/],
+      ['https://192.168.1.1', /private/],
+      ['https://169.254.169.254', /link-local/],
+      ['https://100.64.0.1', /private/],
+      ['https://[::1]', /loopback|private/],
+      ['https://[fd00::1]', /private/],
+      ['https://[::ffff:127.0.0.1]', /private/],
+    ];
+    for (const [apiBaseUrl, rule] of cases) {
+      const response = await api(prod.url, 'POST', '/api/v1/manage/skills', {
+        token: owner.apiKey,
+        body: {
+          name: 'prod-skill',
+          displayName: 'P',
+          description: 'Production rules test.',
+          apiBaseUrl,
+          type: 'API',
+        },
+      });
+      expect({ apiBaseUrl, status: response.status, field: response.body.error?.field }).toEqual({
+        apiBaseUrl,
+        status: 400,
+        field: 'apiBaseUrl',
+      });
+      expect(response.body.error.rule).toMatch(rule);
+    }
+  });
+});
