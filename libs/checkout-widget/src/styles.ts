@@ -4,6 +4,7 @@ export const STYLES = `
 .pgc-button:focus-visible,.pgc-dialog button:focus-visible{outline:3px solid #ffbf47;outline-offset:2px}
 .pgc-backdrop{position:fixed;inset:0;background:rgba(0,0,0,.55);display:flex;align-items:center;justify-content:center;z-index:2147483000;padding:8px}
 .pgc-dialog{background:#fff;color:#111;font:15px/1.45 system-ui,sans-serif;border-radius:12px;width:min(420px,100%);max-height:calc(100vh - 16px);overflow:auto;padding:20px;box-sizing:border-box;box-shadow:0 10px 40px rgba(0,0,0,.3)}
+.pgc-dialog p{overflow-wrap:anywhere}
 .pgc-dialog h2{font-size:19px;margin:0 0 4px}
 .pgc-dialog .pgc-desc{color:#444;margin:0 0 12px;word-break:break-word}
 .pgc-qr{display:flex;justify-content:center;margin:8px 0}

@@ -35,8 +35,9 @@ export interface CheckoutHarness {
 export async function startHarness(
   label: string,
   extraEnv: Record<string, string> = {},
+  options: { env?: TestEnvironment } = {},
 ): Promise<CheckoutHarness> {
-  const env = await createTestEnvironment(label);
+  const env = options.env ?? (await createTestEnvironment(label));
   const bus = await env.bus();
   const clock = new TestClock();
   const sellerId = `sel_${randomBytes(4).toString('hex')}`;
@@ -102,7 +103,7 @@ export async function startHarness(
     async stop() {
       responder.unsubscribe();
       await running.stop();
-      await env.cleanup();
+      if (!options.env) await env.cleanup();
     },
   };
 }

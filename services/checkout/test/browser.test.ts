@@ -1,0 +1,242 @@
+/**
+ * The widget in headless Chromium against real services: checkout, notifier (WebSocket), chain-indexer on
+ * anvil, behind one origin like the edge; the demo seller page; payments from a funded wallet on anvil.
+ */
+import { mkdirSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { usdcAbi } from '@paygate/chain';
+import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
+import { parseUsdc } from '@paygate/money';
+import { loadConfig as loadNotifierConfig, type RunningNotifier, startNotifier } from '@paygate/notifier';
+import type { RunningService } from '@paygate/runtime';
+import {
+  type AnvilInstance,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  startAnvil,
+  type TestEnvironment,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract } from 'ethers';
+import httpProxy from 'http-proxy';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { type DemoSeller, startDemoSeller } from '../../../deploy/demo';
+import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
+
+const SCREENSHOTS = path.join(__dirname, '../../../artifacts/screenshots');
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/** One origin for the browser: /api/v1/ws to notifier, everything else to checkout (as deploy/routes.json). */
+async function startOrigin(
+  checkoutUrl: string,
+  notifierUrl: string,
+): Promise<{ url: string; server: http.Server }> {
+  const proxy = httpProxy.createProxyServer({ ws: true, proxyTimeout: 10_000 });
+  proxy.on('error', (_e, _req, res) => {
+    if (res instanceof http.ServerResponse && !res.headersSent) res.writeHead(502).end();
+    else (res as unknown as { destroy?: () => void }).destroy?.();
+  });
+  const targetFor = (url = '/') => (url.startsWith('/api/v1/ws') ? notifierUrl : checkoutUrl);
+  const server = http.createServer((req, res) => proxy.web(req, res, { target: targetFor(req.url) }));
+  server.on('upgrade', (req, socket, head) => proxy.ws(req, socket, head, { target: targetFor(req.url) }));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+describe('checkout widget in a real browser', () => {
+  let env: TestEnvironment;
+  let anvil: AnvilInstance;
+  let usdcAddress: string;
+  let h: CheckoutHarness;
+  let notifier: RunningNotifier;
+  let indexer: RunningService;
+  let origin: { url: string; server: http.Server };
+  let demo: DemoSeller;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    env = await createTestEnvironment('cobrowser');
+    anvil = await startAnvil();
+    usdcAddress = (await deployTestUsdc(anvil.rpcUrl)).address;
+    await fundTestWallets({
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      amountMicro: 1_000_000_000n,
+      roles: ['buyer'],
+    });
+    const chainEnv = { USDC_ADDRESS: usdcAddress, ESCROW_ADDRESS: testWallets.escrow.address };
+    h = await startHarness('cobrowser', { ...chainEnv, SWEEP_INTERVAL_MS: '200' }, { env });
+    await publishSkill(h, skillEvent(h, { name: 'demo-report' }, ['2.5']));
+    indexer = await startChainIndexer(
+      loadIndexerConfig(
+        env.envFor('chain-indexer', { ...chainEnv, CHAIN_RPC_URL: anvil.rpcUrl, CONFIRMATIONS: '1' }),
+      ),
+    );
+    notifier = await startNotifier(loadNotifierConfig(env.envFor('notifier')));
+    origin = await startOrigin(h.url, notifier.url);
+    demo = await startDemoSeller({
+      port: 0,
+      paygateBaseUrl: origin.url,
+      publishableKey: h.publishableKey,
+      skill: 'demo-report',
+      title: 'Demo report shop',
+    });
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: CHROMIUM_ARGS,
+      timeout: 30_000,
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close().catch(() => undefined);
+    await demo?.stop();
+    origin?.server.closeAllConnections();
+    await new Promise((r) => origin?.server.close(r));
+    await notifier?.stop();
+    await indexer?.stop();
+    await h?.stop();
+    await anvil?.stop();
+    await env?.cleanup();
+  });
+
+  async function openDialog(page: Page, name: string) {
+    await page.goto(demo.url);
+    const button = page.getByRole('button', { name: 'Buy with USDC' });
+    await button.focus();
+    await page.keyboard.press('Enter'); // keyboard-usable
+    const dialog = page.getByRole('dialog', { name: 'Pay with USDC' });
+    await dialog.locator('[data-paygate="amount"]').waitFor({ timeout: 10_000 });
+    const amount = (await dialog.locator('[data-paygate="amount"]').textContent())!.trim();
+    const address = (await dialog.locator('[data-paygate="address"]').textContent())!.trim();
+    const uri = await dialog.locator('[data-paygate="qr"]').getAttribute('data-uri');
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-dialog.png`) });
+    return { dialog, amount, address, uri };
+  }
+
+  async function payFromWallet(address: string, amount: string) {
+    const usdc = new Contract(usdcAddress, usdcAbi, testSigner('buyer', anvil.provider));
+    const tx = await usdc.getFunction('transfer')(address, parseUsdc(amount));
+    await tx.wait(1, 15_000);
+    return tx.hash as string;
+  }
+
+  async function expectPaidOnce(page: Page, txHash: string, amount: string, name: string) {
+    const dialog = page.getByRole('dialog');
+    await dialog.locator('[data-paygate="final"]').getByText('Payment received').waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(1500); // any duplicate onSuccess would have fired by now
+    const successes = await page.evaluate(() => (window as any).paygateEvents.success);
+    expect(successes).toHaveLength(1);
+    expect(successes[0]).toMatchObject({
+      status: 'paid',
+      txHash: txHash.toLowerCase(),
+      amount,
+      exactAmount: amount,
+      payer: testWallets.buyer.address,
+      walletAddress: testWallets.escrow.address,
+      chainId: 31337,
+    });
+    expect(await page.locator('[data-demo="result"]').textContent()).toContain(txHash.toLowerCase());
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-success.png`) });
+  }
+
+  it('pays through the dialog and learns of it over the WebSocket; onSuccess fires once', async () => {
+    const page = await browser.newPage({ viewport: { width: 375, height: 740 } }); // phone width
+    try {
+      const { dialog, amount, address, uri } = await openDialog(page, 'websocket');
+      expect(address).toBe(testWallets.escrow.address);
+      expect(parseUsdc(amount)).toBeGreaterThan(2_500_000n);
+      expect(parseUsdc(amount)).toBeLessThan(2_510_000n);
+      expect(uri).toBe(
+        `ethereum:${usdcAddress}@31337/transfer?address=${testWallets.escrow.address}&uint256=${parseUsdc(amount)}`,
+      );
+      expect(await dialog.getAttribute('aria-modal')).toBe('true');
+      expect(await dialog.locator('[role="timer"]').textContent()).toMatch(/^1[45]:\d\d$/);
+      await expect(dialog.getByRole('button', { name: 'Copy amount (usdc)' }).count()).resolves.toBe(1);
+      await waitFor(
+        async () => (await page.evaluate(() => (window as any).paygateCheckout.liveMode)) === 'websocket',
+      );
+      // The dialog fits a phone: nothing wider than the viewport.
+      const width = await dialog.evaluate((node) => node.getBoundingClientRect().width);
+      expect(width).toBeLessThanOrEqual(375);
+      const txHash = await payFromWallet(address, amount);
+      await expectPaidOnce(page, txHash, amount, 'websocket');
+      expect(await page.evaluate(() => (window as any).paygateCheckout.liveMode)).not.toBe('polling');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('falls back to polling when the WebSocket is blocked', async () => {
+    const page = await browser.newPage({ viewport: { width: 1024, height: 800 } });
+    // Every socket fails at once, as behind a proxy that refuses upgrades.
+    await page.addInitScript(() => {
+      (window as any).WebSocket = class BlockedSocket extends EventTarget {
+        constructor() {
+          super();
+          setTimeout(() => {
+            this.dispatchEvent(new Event('error'));
+            this.dispatchEvent(new Event('close'));
+          }, 10);
+        }
+        send() {}
+        close() {}
+      };
+    });
+    const polls: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'GET' && /\/api\/v1\/checkout\/sessions\/cs_/.test(request.url()))
+        polls.push(request.url());
+    });
+    try {
+      const { amount, address } = await openDialog(page, 'polling');
+      await waitFor(
+        async () => (await page.evaluate(() => (window as any).paygateCheckout.liveMode)) === 'polling',
+      );
+      const txHash = await payFromWallet(address, amount);
+      await expectPaidOnce(page, txHash, amount, 'polling');
+      expect(polls.length).toBeGreaterThan(0);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('shows an expired session as expired and calls onExpired', async () => {
+    const page = await browser.newPage({ viewport: { width: 375, height: 740 } });
+    try {
+      await openDialog(page, 'expiry');
+      h.clock.advanceSeconds(901); // checkout's injected clock; the sweeper expires the session
+      const dialog = page.getByRole('dialog');
+      await dialog.locator('[data-paygate="final"]').getByText('expired').waitFor({ timeout: 15_000 });
+      expect(await dialog.locator('[role="status"]').getAttribute('data-state')).toBe('expired');
+      const expired = await page.evaluate(() => (window as any).paygateEvents.expired);
+      expect(expired).toHaveLength(1);
+      expect(expired[0].status).toBe('expired');
+      expect(await page.evaluate(() => (window as any).paygateEvents.success)).toHaveLength(0);
+      await page.screenshot({ path: path.join(SCREENSHOTS, 'expiry-expired.png') });
+      // Escape closes the dialog and focus returns to the pay button.
+      await page.keyboard.press('Escape');
+      await expect(page.getByRole('dialog').count()).resolves.toBe(0);
+      expect(await page.evaluate(() => document.activeElement?.getAttribute('data-paygate'))).toBe(
+        'pay-button',
+      );
+    } finally {
+      await page.close();
+    }
+  });
+});
