@@ -148,7 +148,7 @@ export class PaygateAgent {
         Math.max(1, requirements.confirmations),
         this.options.confirmationTimeoutMs ?? 120_000,
       );
-      if (!receipt || receipt.status !== 1) throw new Error(`USDC transfer ${tx.hash} failed`);
+      if (receipt?.status !== 1) throw new Error(`USDC transfer ${tx.hash} failed`);
       const from = await this.options.wallet.getAddress();
       const proof: PaymentProof = {
         txHash: tx.hash,

@@ -32,11 +32,11 @@ export interface Gateway {
   ticket(options: TicketOptions): RequestHandler;
 }
 
-function normalisePrice(price: unknown, constructor: string): string {
+function normalisePrice(price: unknown, constructorName: string): string {
   try {
     return formatUsdc(parseUsdc(price));
   } catch (error) {
-    throw new TypeError(`${constructor}: price ${(error as Error).message}`);
+    throw new TypeError(`${constructorName}: price ${(error as Error).message}`);
   }
 }
 
