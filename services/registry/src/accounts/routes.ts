@@ -8,7 +8,7 @@ import { SiweMessage } from 'siwe';
 import { currentSeller, requireSeller } from '../auth/authenticate';
 import { issueSessionToken } from '../auth/sessions';
 import type { RegistryContext } from '../context';
-import { parseBody } from '../shared/schema';
+import { expectNoBody, parseBody } from '../shared/schema';
 import { hashApiKey, newApiKey, newId, newPublishableKey, newWebhookSecret } from '../shared/secrets';
 import { checkSellerUrl } from '../shared/urls';
 import { publishSellerUpdated, toAccount } from './repository';
@@ -35,7 +35,7 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
   const { ctx, config } = rc;
   const auth = requireSeller(rc);
 
-  app.post('/api/v1/auth/siwe/nonce', async (_req, res) => {
+  app.post('/api/v1/auth/siwe/nonce', expectNoBody, async (_req, res) => {
     const now = config.now();
     // Alphanumeric, as EIP-4361 requires; 128 bits.
     const nonce = randomBytes(16).toString('hex');
@@ -222,7 +222,7 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
     });
   });
 
-  app.post('/api/v1/account/api-key/rotate', auth, async (req, res) => {
+  app.post('/api/v1/account/api-key/rotate', auth, expectNoBody, async (req, res) => {
     const now = config.now();
     const apiKey = newApiKey(config.production);
     const sellerId = currentSeller(req).id;
@@ -245,7 +245,7 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
     res.json({ apiKey, apiKeyVersion: updated.api_key_version });
   });
 
-  app.post('/api/v1/account/webhook-secret/rotate', auth, async (req, res) => {
+  app.post('/api/v1/account/webhook-secret/rotate', auth, expectNoBody, async (req, res) => {
     const now = config.now();
     const secret = newWebhookSecret();
     const sellerId = currentSeller(req).id;

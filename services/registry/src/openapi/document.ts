@@ -20,6 +20,7 @@ import {
   SkillList,
   SkillMdReplace,
   SkillPatch,
+  SuspendBody,
 } from '../skills/schemas';
 
 /** TypeBox schemas are JSON Schema; only TypeBox's symbol keys are dropped (JSON.stringify does that). */
@@ -33,6 +34,7 @@ interface Operation {
   summary: string;
   auth?: 'seller' | 'operator';
   body?: TSchema;
+  bodyOptional?: boolean;
   response?: { status: number; schema?: TSchema; contentType?: string; description?: string };
   query?: TSchema;
   idempotent?: boolean;
@@ -177,8 +179,10 @@ const operations: Operation[] = [
   {
     method: 'post',
     path: '/api/v1/operator/skills/{name}/suspend',
-    summary: 'Operator: suspend a skill (body: { reason? })',
+    summary: 'Operator: suspend a skill',
     auth: 'operator',
+    body: SuspendBody,
+    bodyOptional: true,
     response: { status: 200, schema: Skill },
   },
   {
@@ -250,7 +254,12 @@ export function buildOpenApiDocument(publicBaseUrl: string) {
           ? { security: [{ operator: [] }] }
           : {}),
       ...(op.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: plain(op.body) } } } }
+        ? {
+            requestBody: {
+              required: !op.bodyOptional,
+              content: { 'application/json': { schema: plain(op.body) } },
+            },
+          }
         : {}),
       responses: {
         [String(response.status)]: {

@@ -60,3 +60,11 @@ export const ErrorResponse = Type.Object({
     requestId: Type.Optional(Type.String()),
   }),
 });
+
+/** Actions that take no input refuse a body, so a malformed request never changes anything. */
+export const EmptyBody = Type.Object({}, { additionalProperties: false });
+
+export function expectNoBody(req: { body?: unknown }, _res: unknown, next: () => void): void {
+  if (req.body !== undefined) parseBody(EmptyBody, req.body);
+  next();
+}

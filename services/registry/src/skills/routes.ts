@@ -5,7 +5,7 @@ import { currentSeller, requireOperator, requireSeller } from '../auth/authentic
 import type { RegistryContext } from '../context';
 import type { RegistryDatabase, SkillStatus } from '../db';
 import { idempotent } from '../shared/idempotency';
-import { parseBody } from '../shared/schema';
+import { expectNoBody, parseBody } from '../shared/schema';
 import { newId } from '../shared/secrets';
 import { checkSellerUrl } from '../shared/urls';
 import {
@@ -34,6 +34,7 @@ import {
   SkillCreate,
   SkillMdReplace,
   SkillPatch,
+  SuspendBody,
 } from './schemas';
 import { acceptManualSkillMd, skillMdVersion } from './skill-md';
 
@@ -284,7 +285,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     res.json(render(state));
   });
 
-  app.post('/api/v1/manage/skills/:name/archive', auth, async (req, res) => {
+  app.post('/api/v1/manage/skills/:name/archive', auth, expectNoBody, async (req, res) => {
     const now = config.now();
     const state = await ctx.inTransaction(async (trx) => {
       const current = await ownedSkill(trx, req);
@@ -301,7 +302,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     res.json(render(state));
   });
 
-  app.post('/api/v1/manage/skills/:name/validate', auth, async (req, res) => {
+  app.post('/api/v1/manage/skills/:name/validate', auth, expectNoBody, async (req, res) => {
     const now = config.now();
     const state = await ctx.inTransaction(async (trx) => {
       const current = await ownedSkill(trx, req);
@@ -410,26 +411,31 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     res.json(render(state));
   });
 
-  app.post('/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate', auth, async (req, res) => {
-    const endpointId = endpointIdParam(req);
-    const now = config.now();
-    const state = await ctx.inTransaction(async (trx) => {
-      const current = await ownedSkill(trx, req);
-      if (current.skill.status === 'ARCHIVED') throw archived();
-      const endpoint = current.endpoints.find((e) => e.id === endpointId);
-      if (!endpoint) throw notFound('endpoint');
-      if (!endpoint.active) return current;
-      await trx
-        .updateTable('endpoints')
-        .set({ active: false, updated_at: now })
-        .where('id', '=', endpoint.id)
-        .execute();
-      await afterEndpointChange(trx, current, base);
-      return commitSkillChange(trx, current.skill.id, now);
-    });
-    validation.kick();
-    res.json(render(state));
-  });
+  app.post(
+    '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
+    auth,
+    expectNoBody,
+    async (req, res) => {
+      const endpointId = endpointIdParam(req);
+      const now = config.now();
+      const state = await ctx.inTransaction(async (trx) => {
+        const current = await ownedSkill(trx, req);
+        if (current.skill.status === 'ARCHIVED') throw archived();
+        const endpoint = current.endpoints.find((e) => e.id === endpointId);
+        if (!endpoint) throw notFound('endpoint');
+        if (!endpoint.active) return current;
+        await trx
+          .updateTable('endpoints')
+          .set({ active: false, updated_at: now })
+          .where('id', '=', endpoint.id)
+          .execute();
+        await afterEndpointChange(trx, current, base);
+        return commitSkillChange(trx, current.skill.id, now);
+      });
+      validation.kick();
+      res.json(render(state));
+    },
+  );
 
   app.put('/api/v1/manage/skills/:name/skill-md', auth, async (req, res) => {
     const body = parseBody(SkillMdReplace, req.body);
@@ -453,10 +459,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
   // Operator actions (policy violations): suspension and its reversal.
   const operator = requireOperator(rc);
   app.post('/api/v1/operator/skills/:name/suspend', operator, async (req, res) => {
-    const reason =
-      typeof req.body?.reason === 'string' && req.body.reason.length <= 500
-        ? req.body.reason
-        : 'suspended by an operator';
+    const reason = parseBody(SuspendBody, req.body ?? {}).reason ?? 'suspended by an operator';
     const now = config.now();
     const state = await ctx.inTransaction(async (trx) => {
       const current = await loadSkill(trx, { name: nameParam(req) }, { forUpdate: true });
@@ -473,7 +476,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     res.json(render(state));
   });
 
-  app.post('/api/v1/operator/skills/:name/unsuspend', operator, async (req, res) => {
+  app.post('/api/v1/operator/skills/:name/unsuspend', operator, expectNoBody, async (req, res) => {
     const now = config.now();
     const state = await ctx.inTransaction(async (trx) => {
       const current = await loadSkill(trx, { name: nameParam(req) }, { forUpdate: true });

@@ -211,3 +211,12 @@ export const ListQuery = Type.Object(
   },
   { additionalProperties: true },
 );
+
+export const SuspendBody = Type.Object(
+  {
+    reason: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 500, description: 'shown as statusReason' }),
+    ),
+  },
+  { additionalProperties: false },
+);
