@@ -54,7 +54,7 @@ export function createSettlementMetrics(
     }),
     stuckTransfers: new Gauge({
       name: 'settlement_stuck_transfers',
-      help: 'Outgoing transfers without progress for longer than TX_TIMEOUT_MS',
+      help: 'Outgoing transfers not confirmed within TX_TIMEOUT_MS of being signed (or recorded, if unsigned)',
       registers,
       async collect() {
         this.set(await countStuckTransfers(ctx.db, txTimeoutMs).catch(() => -1));

@@ -26,6 +26,8 @@ import {
 
 const ROOT = path.resolve(__dirname, '../../..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+// Each scenario starts the real process twice (a few seconds each on a loaded machine).
+const SCENARIO_TIMEOUT_MS = 120_000;
 
 interface Child {
   process: ChildProcess;
@@ -109,121 +111,139 @@ describe('exactly one transfer on chain across crashes', () => {
     await env?.cleanup();
   });
 
-  it('killed between recording and broadcasting: the restart broadcasts the recorded transaction once', async () => {
-    await publishEvent(bus, refundInitiated('ref_after_record', '3', chain.anvil.chainId));
-    const crashed = startChild('after_record');
-    expect(await exitCodeOf(crashed)).toBe(137);
-
-    const recorded = (await transferOf('refund', 'ref_after_record'))!;
-    expect(recorded.status).toBe('signed');
-    expect(recorded.raw_tx).toMatch(/^0x02/);
-    expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).toBeNull(); // never reached the chain
-    expect(await chain.transfersFromEscrow()).toEqual([]);
-
-    const restarted = startChild();
-    await waitFor(async () => (await transferOf('refund', 'ref_after_record'))?.status === 'confirmed', {
-      timeoutMs: 45_000,
-      message: `refund not confirmed after restart: ${restarted.output()}`,
-    });
-    const confirmed = (await transferOf('refund', 'ref_after_record'))!;
-    expect(confirmed.raw_tx).toBe(recorded.raw_tx); // the same bytes, never re-signed
-    expect(await chain.transfersFromEscrow()).toEqual([
-      { to: testWallets.buyer.address, amountMicro: 3_000_000n, txHash: recorded.tx_hash },
-    ]);
-    const completed = await waitFor(async () => {
-      const events = await countStreamMessages(bus, 'refund.completed');
-      return events.length > 0 && events;
-    });
-    expect(completed.map((e) => (e.data as { refundTxHash: string }).refundTxHash)).toEqual([
-      recorded.tx_hash,
-    ]);
-    await stopChild(restarted);
-  });
-
-  it('killed between broadcasting and confirming: the restart confirms the one transaction', async () => {
-    await setAutomine(chain.anvil.provider, false); // keep the broadcast transaction pending
-    try {
-      await publishEvent(bus, refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId));
-      const crashed = startChild('after_broadcast');
+  it(
+    'killed between recording and broadcasting: the restart broadcasts the recorded transaction once',
+    async () => {
+      await publishEvent(bus, refundInitiated('ref_after_record', '3', chain.anvil.chainId));
+      const crashed = startChild('after_record');
       expect(await exitCodeOf(crashed)).toBe(137);
 
-      const recorded = (await transferOf('refund', 'ref_after_broadcast'))!;
-      expect(recorded.status).toBe('signed'); // died before noting the broadcast
-      expect(recorded.nonce).toBe(1n);
-      expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).not.toBeNull(); // in the mempool
-      expect(await chain.anvil.provider.getTransactionReceipt(recorded.tx_hash!)).toBeNull();
+      const recorded = (await transferOf('refund', 'ref_after_record'))!;
+      expect(recorded.status).toBe('signed');
+      expect(recorded.raw_tx).toMatch(/^0x02/);
+      expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).toBeNull(); // never reached the chain
+      expect(await chain.transfersFromEscrow()).toEqual([]);
 
       const restarted = startChild();
-      // The restart rebroadcasts the same bytes (the node already knows them) and waits for a receipt.
-      await waitFor(async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'broadcast', {
+      await waitFor(async () => (await transferOf('refund', 'ref_after_record'))?.status === 'confirmed', {
         timeoutMs: 45_000,
-        message: `not rebroadcast after restart: ${restarted.output()}`,
+        message: `refund not confirmed after restart: ${restarted.output()}`,
       });
-      await mine(chain.anvil.provider, 1);
-      await waitFor(async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'confirmed', {
-        timeoutMs: 20_000,
+      const confirmed = (await transferOf('refund', 'ref_after_record'))!;
+      expect(confirmed.raw_tx).toBe(recorded.raw_tx); // the same bytes, never re-signed
+      expect(await chain.transfersFromEscrow()).toEqual([
+        { to: testWallets.buyer.address, amountMicro: 3_000_000n, txHash: recorded.tx_hash },
+      ]);
+      const completed = await waitFor(async () => {
+        const events = await countStreamMessages(bus, 'refund.completed');
+        return events.length > 0 && events;
       });
-      const toBuyer = (await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 4_000_000n);
-      expect(toBuyer).toEqual([
-        { to: testWallets.buyer.address, amountMicro: 4_000_000n, txHash: recorded.tx_hash },
+      expect(completed.map((e) => (e.data as { refundTxHash: string }).refundTxHash)).toEqual([
+        recorded.tx_hash,
       ]);
       await stopChild(restarted);
-    } finally {
-      await setAutomine(chain.anvil.provider, true);
-    }
-  });
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
 
-  it('a payout killed between recording and broadcasting is paid exactly once, and completed once', async () => {
-    // A DAILY seller whose last settled period is long past: the first scheduler pass settles today.
-    await db
-      .insertInto('sellers')
-      .values({
-        seller_id: 'sel_crash',
-        revision: 1,
-        payout_address: testWallets.seller.address,
-        settlement_frequency: 'DAILY',
-        minimum_settlement_micro: 10_000_000n,
-        last_scheduled_period: 'D:2000-01-01',
-      })
-      .execute();
-    ledger.credit('sel_crash', '15.5');
-    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+  it(
+    'killed between broadcasting and confirming: the restart confirms the one transaction',
+    async () => {
+      await setAutomine(chain.anvil.provider, false); // keep the broadcast transaction pending
+      try {
+        await publishEvent(bus, refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId));
+        const crashed = startChild('after_broadcast');
+        expect(await exitCodeOf(crashed)).toBe(137);
 
-    const crashed = startChild('after_record');
-    expect(await exitCodeOf(crashed)).toBe(137);
-    const settlement = await db
-      .selectFrom('settlements')
-      .selectAll()
-      .where('seller_id', '=', 'sel_crash')
-      .executeTakeFirstOrThrow();
-    expect(settlement.status).toBe('sending');
-    const recorded = (await transferOf('payout', settlement.settlement_id))!;
-    expect(recorded.status).toBe('signed');
+        const recorded = (await transferOf('refund', 'ref_after_broadcast'))!;
+        expect(recorded.status).toBe('signed'); // died before noting the broadcast
+        expect(recorded.nonce).toBe(1n);
+        expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).not.toBeNull(); // in the mempool
+        expect(await chain.anvil.provider.getTransactionReceipt(recorded.tx_hash!)).toBeNull();
 
-    const restarted = startChild();
-    await waitFor(
-      async () =>
-        (
-          await db
-            .selectFrom('settlements')
-            .select('status')
-            .where('settlement_id', '=', settlement.settlement_id)
-            .executeTakeFirst()
-        )?.status === 'completed',
-      { timeoutMs: 45_000, message: `payout not completed after restart: ${restarted.output()}` },
-    );
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 15_500_000n);
-    expect((await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address)).toEqual([
-      { to: testWallets.seller.address, amountMicro: 15_500_000n, txHash: recorded.tx_hash },
-    ]);
-    const completed = await waitFor(async () => {
-      const events = await countStreamMessages(bus, 'settlement.completed');
-      return events.length > 0 && events;
-    });
-    expect(completed).toHaveLength(1);
-    expect(completed[0]!.data).toMatchObject({ settlementId: settlement.settlement_id, amount: '15.5' });
-    // Both runs asked the ledger for the same settlement; it reserved once.
-    expect(ledger.reservations.size).toBe(1);
-    await stopChild(restarted);
-  });
+        const restarted = startChild();
+        // The restart rebroadcasts the same bytes (the node already knows them) and waits for a receipt.
+        await waitFor(
+          async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'broadcast',
+          {
+            timeoutMs: 45_000,
+            message: `not rebroadcast after restart: ${restarted.output()}`,
+          },
+        );
+        await mine(chain.anvil.provider, 1);
+        await waitFor(
+          async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'confirmed',
+          {
+            timeoutMs: 20_000,
+          },
+        );
+        const toBuyer = (await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 4_000_000n);
+        expect(toBuyer).toEqual([
+          { to: testWallets.buyer.address, amountMicro: 4_000_000n, txHash: recorded.tx_hash },
+        ]);
+        await stopChild(restarted);
+      } finally {
+        await setAutomine(chain.anvil.provider, true);
+      }
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it(
+    'a payout killed between recording and broadcasting is paid exactly once, and completed once',
+    async () => {
+      // A DAILY seller whose last settled period is long past: the first scheduler pass settles today.
+      await db
+        .insertInto('sellers')
+        .values({
+          seller_id: 'sel_crash',
+          revision: 1,
+          payout_address: testWallets.seller.address,
+          settlement_frequency: 'DAILY',
+          minimum_settlement_micro: 10_000_000n,
+          last_scheduled_period: 'D:2000-01-01',
+        })
+        .execute();
+      ledger.credit('sel_crash', '15.5');
+      const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+
+      const crashed = startChild('after_record');
+      expect(await exitCodeOf(crashed)).toBe(137);
+      const settlement = await db
+        .selectFrom('settlements')
+        .selectAll()
+        .where('seller_id', '=', 'sel_crash')
+        .executeTakeFirstOrThrow();
+      expect(settlement.status).toBe('sending');
+      const recorded = (await transferOf('payout', settlement.settlement_id))!;
+      expect(recorded.status).toBe('signed');
+
+      const restarted = startChild();
+      await waitFor(
+        async () =>
+          (
+            await db
+              .selectFrom('settlements')
+              .select('status')
+              .where('settlement_id', '=', settlement.settlement_id)
+              .executeTakeFirst()
+          )?.status === 'completed',
+        { timeoutMs: 45_000, message: `payout not completed after restart: ${restarted.output()}` },
+      );
+      expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 15_500_000n);
+      expect((await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address)).toEqual([
+        { to: testWallets.seller.address, amountMicro: 15_500_000n, txHash: recorded.tx_hash },
+      ]);
+      const completed = await waitFor(async () => {
+        const events = await countStreamMessages(bus, 'settlement.completed');
+        return events.length > 0 && events;
+      });
+      expect(completed).toHaveLength(1);
+      expect(completed[0]!.data).toMatchObject({ settlementId: settlement.settlement_id, amount: '15.5' });
+      // Both runs asked the ledger for the same settlement; it reserved once.
+      expect(ledger.reservations.size).toBe(1);
+      await stopChild(restarted);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
 });

@@ -2,7 +2,9 @@ import type { Bus } from '@paygate/bus';
 import {
   countStreamMessages,
   createTestEnvironment,
+  mine,
   openSchema,
+  setAutomine,
   type TestEnvironment,
   testWallets,
   waitFor,
@@ -23,7 +25,7 @@ describe('refunds sent on chain', () => {
     env = await createTestEnvironment('stlref');
     chain = await startTestChain('100');
     bus = await env.bus();
-    service = await startSettlement(loadConfig(settlementEnv(env, chain)));
+    service = await startSettlement(loadConfig(settlementEnv(env, chain, { TX_TIMEOUT_MS: '1000' })));
     db = openSchema<SettlementDB>(env.schemaFor('settlement'));
   });
 
@@ -131,6 +133,36 @@ describe('refunds sent on chain', () => {
     await expect(
       db.deleteFrom('outgoing_transfers').where('transfer_id', '=', row.transfer_id).execute(),
     ).rejects.toThrow(/never deleted/);
+  });
+
+  it('rebroadcasts the same transaction when no receipt comes within TX_TIMEOUT_MS, and reports it stuck', async () => {
+    await setAutomine(chain.anvil.provider, false); // the transaction waits in the mempool
+    try {
+      await publishEvent(bus, refundInitiated('ref_slow', '1.5', chain.anvil.chainId));
+      const transferOf = () =>
+        db
+          .selectFrom('outgoing_transfers')
+          .selectAll()
+          .where('idempotency_key', '=', 'ref_slow')
+          .executeTakeFirst();
+      await waitFor(async () => (await transferOf())?.status === 'broadcast');
+      const first = (await transferOf())!;
+      await waitFor(async () => ((await transferOf())?.broadcast_attempts ?? 0) >= 2, {
+        timeoutMs: 5000,
+        message: 'rebroadcast after TX_TIMEOUT_MS',
+      });
+      expect((await transferOf())!.raw_tx).toBe(first.raw_tx);
+      const metrics = await fetch(`${service.url}/metrics`).then((r) => r.text());
+      expect(metrics).toMatch(/settlement_stuck_transfers\{[^}]*\} 1/);
+      await mine(chain.anvil.provider, 1);
+      await waitFor(async () => (await refundRow('ref_slow'))?.status === 'completed', { timeoutMs: 10_000 });
+      expect((await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 1_500_000n)).toHaveLength(1);
+      const after = await fetch(`${service.url}/metrics`).then((r) => r.text());
+      expect(after).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
+      expect(after).toMatch(/settlement_refunds_sent_total\{[^}]*\} 5/);
+    } finally {
+      await setAutomine(chain.anvil.provider, true);
+    }
   });
 
   it('parks a refund for another chain instead of sending it', async () => {

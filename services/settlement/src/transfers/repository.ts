@@ -54,14 +54,15 @@ export async function recordTransfer(trx: Transaction<SettlementDB>, input: NewT
   return row.transfer_id;
 }
 
-/** Transfers that are neither confirmed nor failed and have made no progress for `olderThanMs`. */
+/**
+ * Transfers not done within `olderThanMs`: unsigned that long after being recorded, or signed that long ago and
+ * still without a confirmed receipt (rebroadcasting does not count as progress).
+ */
 export async function countStuckTransfers(db: Kysely<SettlementDB>, olderThanMs: number): Promise<number> {
   const result = await sql<{ count: string }>`
     select count(*)::text as count from outgoing_transfers
     where (status = 'created' and created_at < now() - make_interval(secs => ${olderThanMs / 1000}))
        or (status in ('signed', 'broadcast')
-           and coalesce(last_broadcast_at, signed_at) < now() - make_interval(secs => ${olderThanMs / 1000}))`.execute(
-    db,
-  );
+           and signed_at < now() - make_interval(secs => ${olderThanMs / 1000}))`.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
