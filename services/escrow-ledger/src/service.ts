@@ -7,7 +7,7 @@ import { BatchInboxConsumer } from './events/batch-consumer';
 import { ReleaseScheduler } from './holds/release';
 import { createLedgerMetrics } from './metrics';
 import { mountOperatorRoutes } from './operator/routes';
-import { onPaymentConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
+import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
 import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
 import { mountRefundRoutes } from './refunds/routes';
@@ -80,7 +80,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         new BatchInboxConsumer(ctx, {
           durable: 'ledger-payment-confirmed',
           subject: 'payment.confirmed',
-          handler: (trx, e) => onPaymentConfirmed(trx, e, d),
+          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
           batchSize: config.paymentBatchSize,
           concurrency: config.paymentConcurrency,
         }),

@@ -1,7 +1,7 @@
-import { backoffDelayMs, type EventHandler } from '@paygate/bus';
+import { backoffDelayMs } from '@paygate/bus';
 import { type EventData, type EventEnvelope, type Subject, validateEvent } from '@paygate/contracts';
 import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JsMsg, headers as natsHeaders } from 'nats';
 
 const decoder = new TextDecoder();
@@ -9,7 +9,8 @@ const decoder = new TextDecoder();
 export interface BatchConsumerOptions<S extends Subject> {
   durable: string;
   subject: S;
-  handler: EventHandler<S>;
+  /** Books the fresh (never seen) events of a batch, in delivery order, inside the batch's transaction. */
+  batchHandler: (trx: Transaction<any>, events: Array<EventEnvelope<S, EventData<S>>>) => Promise<void>;
   /** Most events booked in one database transaction. */
   batchSize: number;
   /** Batches in flight at once (each its own transaction). */
@@ -122,6 +123,7 @@ export class BatchInboxConsumer<S extends Subject> implements BackgroundTask {
       else valid.push([message, decoded]);
     }
     if (valid.length === 0) return;
+    const startedAt = Date.now();
     try {
       await this.ctx.db.transaction().execute(async (trx) => {
         const ids = [...new Set(valid.map(([, e]) => e.id))];
@@ -130,10 +132,9 @@ export class BatchInboxConsumer<S extends Subject> implements BackgroundTask {
           trx,
         );
         const fresh = new Set(inserted.rows.map((r) => r.event_id));
-        for (const [, envelope] of valid) {
-          if (!fresh.delete(envelope.id)) continue; // seen before (or twice in this batch)
-          await this.options.handler(trx, envelope);
-        }
+        // Events seen before (or twice in this batch) are skipped: their effect is already committed.
+        const events = valid.map(([, envelope]) => envelope).filter((envelope) => fresh.delete(envelope.id));
+        await this.options.batchHandler(trx, events);
       });
     } catch (error) {
       if (valid.length === 1) {
@@ -145,6 +146,10 @@ export class BatchInboxConsumer<S extends Subject> implements BackgroundTask {
       return;
     }
     for (const [message] of valid) message.ack();
+    this.ctx.logger.debug(
+      { consumer: this.options.durable, size: valid.length, ms: Date.now() - startedAt },
+      'batch booked',
+    );
     this.ctx.metrics.eventsHandled.inc({ consumer: this.options.durable, outcome: 'ok' }, valid.length);
     this.ctx.relay.kick();
   }

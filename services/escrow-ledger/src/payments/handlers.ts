@@ -1,5 +1,5 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { parseUsdc, splitFee } from '@paygate/money';
+import { parseUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
@@ -148,91 +148,55 @@ async function recordConflict(
 }
 
 /**
- * A payment claims its transfer: the amount moves from suspense into holds for the seller (95%) and the
- * platform (5%). A transfer pays for one thing: a claim by another payment is refused and surfaced.
+ * Payments claim their transfers: each amount moves from suspense into holds for the seller (95%) and the
+ * platform (5%). A transfer pays for one thing: a claim by another payment is refused and surfaced to an
+ * operator. The booking itself is the database function book_payments (one round trip for the whole batch);
+ * this wrapper supplies ids and the clock and reports conflicts.
  */
-export async function onPaymentConfirmed(
+export async function onPaymentsConfirmed(
   trx: Transaction<any>,
-  event: EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>,
+  events: Array<EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>>,
   deps: LedgerDeps,
 ): Promise<void> {
-  const d = event.data;
-  const txHash = d.txHash.toLowerCase();
-  const amountMicro = parseUsdc(d.amount);
-  const now = deps.now();
-  await bookTransfer(trx, {
-    chainId: d.chainId,
-    txHash,
-    logIndex: d.logIndex,
-    amountMicro,
-    from: d.payer,
-    to: null,
-    blockNumber: null,
-    bookedBy: 'payment.confirmed',
-    at: now,
-  });
-  const transfer = (await lockTransfer(trx, d.chainId, txHash, d.logIndex))!;
-  const conflictInput = {
-    chainId: d.chainId,
-    txHash,
-    logIndex: d.logIndex,
+  if (events.length === 0) return;
+  const payments = events.map(({ id, data: d }) => ({
+    eventId: id,
+    transactionId: newTransactionId(),
     paymentId: d.paymentId,
     source: d.source,
     sellerId: d.sellerId,
-    amountMicro,
-  };
-  if (transfer.claimed_by_transaction_id) {
-    const existing = await sql<{
-      payment_id: string;
-    }>`select payment_id from transactions where id = ${transfer.claimed_by_transaction_id}`.execute(trx);
-    if (existing.rows[0]?.payment_id === d.paymentId) return; // the same payment announced again
-    await recordConflict(trx, deps, 'transfer_already_claimed', {
-      ...conflictInput,
-      existingTransactionId: transfer.claimed_by_transaction_id,
-      detail: { eventId: event.id, skillId: d.skillId, sessionId: d.sessionId, payer: d.payer },
-    });
-    return;
+    skillId: d.skillId,
+    skillName: d.skillName,
+    endpointId: d.endpointId,
+    sessionId: d.sessionId,
+    payer: d.payer,
+    network: d.network,
+    chainId: d.chainId,
+    txHash: d.txHash,
+    logIndex: d.logIndex,
+    amountMicro: parseUsdc(d.amount).toString(),
+    holdPeriodHours: d.holdPeriodHours,
+    confirmedAt: d.confirmedAt,
+  }));
+  const outcomes = await sql<{
+    payment_id: string;
+    outcome: string;
+    transaction_id: string | null;
+    conflict_kind: string | null;
+    existing_transaction_id: string | null;
+  }>`select * from book_payments(${JSON.stringify(payments)}::jsonb, ${deps.now()})`.execute(trx);
+  for (const row of outcomes.rows) {
+    if (row.outcome !== 'conflict') continue;
+    deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
+    deps.logger.warn(
+      {
+        kind: row.conflict_kind,
+        paymentId: row.payment_id,
+        existingTransactionId: row.existing_transaction_id,
+      },
+      'payment conflict surfaced to the operator; nothing credited',
+    );
   }
-  if (transfer.status === 'reorged') {
-    await recordConflict(trx, deps, 'transfer_reorged', {
-      ...conflictInput,
-      existingTransactionId: null,
-      detail: { eventId: event.id },
-    });
-    return;
-  }
-  if (amountMicro > transfer.amount_micro) {
-    await recordConflict(trx, deps, 'amount_exceeds_transfer', {
-      ...conflictInput,
-      existingTransactionId: null,
-      detail: { eventId: event.id, transferAmountMicro: transfer.amount_micro.toString() },
-    });
-    return;
-  }
-  const transactionId = newTransactionId();
-  const { sellerMicro, platformMicro } = splitFee(amountMicro);
-  const holdUntil = new Date(now.getTime() + d.holdPeriodHours * 3_600_000);
-  await sql`insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
-        chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro, hold_period_hours,
-        hold_until, escrow_status, confirmed_at, created_at)
-      values (${transactionId}, ${d.paymentId}, ${d.source}, ${d.sellerId}, ${d.skillId}, ${d.skillName}, ${d.endpointId},
-        ${d.sessionId}, ${d.payer.toLowerCase()}, ${d.chainId}, ${d.network}, ${txHash}, ${d.logIndex}, ${amountMicro},
-        ${sellerMicro}, ${platformMicro}, ${d.holdPeriodHours}, ${holdUntil}, 'held', ${d.confirmedAt}, ${now})`.execute(
-    trx,
-  );
-  await sql`update transfers set claimed_by_transaction_id = ${transactionId}
-      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
-  await postEntry(trx, {
-    idempotencyKey: transferKey(d.chainId, txHash, d.logIndex),
-    entryType: 'payment',
-    transactionId,
-    lines: [
-      debit('suspense', amountMicro),
-      credit('seller_held', sellerMicro, d.sellerId),
-      credit('platform_held', platformMicro),
-    ],
-    memo: { paymentId: d.paymentId, source: d.source },
-  });
 }
 
 interface ClaimedTransaction {
