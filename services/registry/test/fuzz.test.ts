@@ -185,88 +185,110 @@ const routes: Array<{
   },
 ];
 
-async function send(method: string, path: string, body: string, token: string) {
-  const response = await fetch(`${h.url}${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body,
-  });
-  await response.arrayBuffer();
-  return response.status;
+interface FuzzRequest {
+  method: string;
+  path: string;
+  body?: string;
+  token: string;
+  /** What a correct answer looks like. */
+  expect: (status: number) => boolean;
+}
+
+const is4xx = (status: number) => status >= 400 && status < 500;
+
+/** Sends requests eight at a time; returns those whose answer was not as expected. */
+async function sendAll(requests: FuzzRequest[]): Promise<Array<FuzzRequest & { status: number }>> {
+  const failures: Array<FuzzRequest & { status: number }> = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < requests.length) {
+        const request = requests[next++]!;
+        const response = await fetch(`${h.url}${request.path}`, {
+          method: request.method,
+          headers: {
+            ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}),
+            authorization: `Bearer ${request.token}`,
+          },
+          body: request.body,
+        });
+        await response.arrayBuffer();
+        if (!request.expect(response.status)) failures.push({ ...request, status: response.status });
+      }
+    }),
+  );
+  return failures;
 }
 
 describe('fuzzing every route', () => {
   it('finds no 5xx and no change to stored data', async () => {
     const before = await snapshot();
-    let sent = 0;
-    for (const route of routes) {
-      await fc.assert(
-        fc.asyncProperty(malformed(route.schema, route.valid), async (body) => {
-          const status = await send(
-            route.method,
-            route.path(),
-            JSON.stringify(body),
-            route.token?.() ?? apiKey,
-          );
-          sent++;
-          return status >= 400 && status < 500;
-        }),
-        { numRuns: 110, seed: 42 },
-      );
+    const requests: FuzzRequest[] = [];
+    for (const [i, route] of routes.entries()) {
+      for (const body of fc.sample(malformed(route.schema, route.valid), { numRuns: 160, seed: 42 + i })) {
+        requests.push({
+          method: route.method,
+          path: route.path(),
+          body: JSON.stringify(body),
+          token: route.token?.() ?? apiKey,
+          expect: is4xx,
+        });
+      }
     }
-    // Raw bytes that are not JSON at all, and hostile path parameters and query strings.
-    // (An empty body is no body: a valid call of the body-less actions, so not malformed.)
-    const raw = fc.string({ unit: 'binary', maxLength: 200 }).filter((s) => {
-      if (s.trim() === '') return false;
+    // Raw bytes that are not JSON at all. (An empty body is no body: a valid call of the body-less actions.)
+    const raw = fc.string({ unit: 'binary', maxLength: 200 }).filter((text) => {
+      if (text.trim() === '') return false;
       try {
-        JSON.parse(s);
+        JSON.parse(text);
         return false;
       } catch {
         return true;
       }
     });
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), raw, async (route, body) => {
-        sent++;
-        const status = await send(route.method, route.path(), body, route.token?.() ?? apiKey);
-        return status >= 400 && status < 500;
-      }),
-      { numRuns: 200, seed: 7 },
-    );
-    await fc.assert(
-      fc.asyncProperty(fc.string({ maxLength: 80 }), fc.string({ maxLength: 80 }), async (segment, query) => {
-        sent++;
-        const name = encodeURIComponent(segment);
-        const q = encodeURIComponent(query);
-        for (const path of [
-          `/api/v1/manage/skills/${name}`,
-          `/api/v1/manage/skills/fuzz-target/endpoints/${name}`,
-          `/api/v1/skills/${name}/SKILL.md`,
-          `/api/v1/skills?q=${q}&category=${name}&limit=${q}&cursor=${q}`,
-          `/api/v1/manage/skills?cursor=${q}&limit=${name}`,
-        ]) {
-          const response = await fetch(`${h.url}${path}`, { headers: { authorization: `Bearer ${apiKey}` } });
-          await response.arrayBuffer();
-          sent++;
-          if (response.status >= 500) return false;
-        }
-        return true;
-      }),
-      { numRuns: 120, seed: 9 },
-    );
+    for (const [route, body] of fc.sample(fc.tuple(fc.constantFrom(...routes), raw), {
+      numRuns: 300,
+      seed: 7,
+    })) {
+      requests.push({
+        method: route.method,
+        path: route.path(),
+        body,
+        token: route.token?.() ?? apiKey,
+        expect: is4xx,
+      });
+    }
+    // Hostile path parameters and query strings.
+    for (const [segment, query] of fc.sample(
+      fc.tuple(fc.string({ maxLength: 80 }), fc.string({ maxLength: 80 })),
+      { numRuns: 150, seed: 9 },
+    )) {
+      const name = encodeURIComponent(segment);
+      const q = encodeURIComponent(query);
+      for (const path of [
+        `/api/v1/manage/skills/${name}`,
+        `/api/v1/manage/skills/fuzz-target/endpoints/${name}`,
+        `/api/v1/skills/${name}/SKILL.md`,
+        `/api/v1/skills?q=${q}&category=${name}&limit=${q}&cursor=${q}`,
+        `/api/v1/manage/skills?cursor=${q}&limit=${name}`,
+      ]) {
+        requests.push({ method: 'GET', path, token: apiKey, expect: (status) => status < 500 });
+      }
+    }
     // Broken credentials.
-    await fc.assert(
-      fc.asyncProperty(fc.string({ maxLength: 300 }), async (token) => {
-        sent++;
-        const response = await fetch(`${h.url}/api/v1/account`, {
-          headers: { authorization: `Bearer ${token.replace(/[\r\n]/g, '')}x` },
-        });
-        await response.arrayBuffer();
-        return response.status === 401;
-      }),
-      { numRuns: 120, seed: 11 },
-    );
-    expect(sent).toBeGreaterThan(2500);
+    for (const token of fc.sample(fc.string({ maxLength: 300 }), { numRuns: 150, seed: 11 })) {
+      requests.push({
+        method: 'GET',
+        path: '/api/v1/account',
+        token: `${token.replace(/[\r\n\t\0]/g, '')}x`,
+        expect: (status) => status === 401,
+      });
+    }
+
+    expect(requests.length).toBeGreaterThan(3000);
+    const failures = await sendAll(requests);
+    expect(
+      failures.slice(0, 5).map(({ method, path, body, status }) => ({ method, path, body, status })),
+    ).toEqual([]);
     expect(await snapshot()).toBe(before);
   }, 120_000);
 });
