@@ -262,6 +262,9 @@ describe('settlement payouts on anvil', () => {
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as any).error).toMatchObject({ field: 'limit' });
+
+    const openapi = await fetch(`${service.url}/api/v1/openapi/settlement.json`).then((r) => r.json() as any);
+    expect(Object.keys(openapi.paths)).toEqual(['/api/v1/settlements', '/api/v1/settlements/{settlementId}']);
   });
 
   it('exposes payout, refund and stuck-transfer metrics', async () => {

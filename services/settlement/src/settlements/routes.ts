@@ -5,6 +5,7 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import type { Express, Request } from 'express';
 import type { Selectable } from 'kysely';
 import type { SettlementDB, SettlementStatus, SettlementsTable } from '../db';
+import { settlementOpenApi } from './openapi';
 
 const STATUSES: readonly SettlementStatus[] = ['pending', 'skipped', 'sending', 'completed', 'failed'];
 const SETTLEMENT_ID = /^stl_[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -41,6 +42,10 @@ function queryString(req: Request, name: string): string | undefined {
 
 /** Seller-facing, read-only: a seller sees only its own settlements (Authorization: Bearer sk_…). */
 export function settlementRoutes(app: Express, ctx: ServiceContext<SettlementDB>, auth: SellerAuth): void {
+  app.get('/api/v1/openapi/settlement.json', (_req, res) => {
+    res.json(settlementOpenApi);
+  });
+
   app.get('/api/v1/settlements', auth.middleware(), async (req, res) => {
     const limitText = queryString(req, 'limit') ?? '20';
     if (!/^[0-9]{1,3}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100) {
