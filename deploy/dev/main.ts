@@ -10,6 +10,7 @@ import { startLocalChain } from '../scripts/start-local-chain';
 import { bootstrapDemo } from './bootstrap';
 import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
+import { resetDevState } from './reset';
 
 const REPO_ROOT = path.join(__dirname, '../..');
 const EDGE_PORT = Number(process.env.EDGE_PORT ?? 8080);
@@ -19,6 +20,18 @@ const PUBLIC_BASE_URL = process.env.PUBLIC_BASE_URL ?? `http://localhost:${EDGE_
 const DEV_OPERATOR_TOKEN = 'dev-operator-token-not-secret';
 const DEV_SESSION_SECRET = 'dev-session-secret-not-secret-0123456789';
 const DEV_WEBHOOK_SECRET_KEY = '00'.repeat(32);
+
+const DEV_NAMESPACE = 'dev';
+/** Each service's schema; `make dev` prefixes them with dev_ so it never touches another setup's data. */
+const SCHEMAS: Record<string, string> = {
+  registry: 'registry',
+  'gateway-proxy': 'gateway',
+  checkout: 'checkout',
+  'chain-indexer': 'indexer',
+  'escrow-ledger': 'ledger',
+  settlement: 'settlement',
+  notifier: 'notifier',
+};
 
 const COLORS = [31, 32, 33, 34, 35, 36, 91, 92];
 
@@ -85,6 +98,9 @@ async function main(): Promise<void> {
   try {
     const infra = await ensureInfrastructure(log);
     cleanups.push(infra.stop);
+    // The local chain is new on every run, so everything that refers to it starts fresh too.
+    const devSchemas = await resetDevState(infra, DEV_NAMESPACE, Object.values(SCHEMAS));
+    log(`fresh dev state: schemas ${devSchemas.join(', ')}, event namespace ${DEV_NAMESPACE}`);
     const chain = await startLocalChain({
       port: CHAIN_PORT,
       blockTimeSec: Number(process.env.BLOCK_TIME_SEC ?? 1),
@@ -95,7 +111,7 @@ async function main(): Promise<void> {
     const commonEnv: NodeJS.ProcessEnv = {
       DATABASE_URL: infra.databaseUrl,
       NATS_URL: infra.natsUrl,
-      EVENT_NAMESPACE: 'paygate',
+      EVENT_NAMESPACE: DEV_NAMESPACE,
       PUBLIC_BASE_URL,
       CHAIN_RPC_URL: chain.rpcUrl,
       CHAIN_NETWORK: 'local',
