@@ -14,8 +14,22 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
     // A second replica on the same schema and bus: the count must be shared, not per process.
     second = await startGatewayProxy(loadConfig(h.env.envFor('gateway-proxy', h.gatewayEnv), h.clock.now));
     upstream = await startUpstream();
-    await h.publishSkill(skillSnapshot({ name: 'sub', apiBaseUrl: `${upstream.url}/seller`, type: 'Subscription', durationDays: 30 }));
-    await h.publishSkill(skillSnapshot({ name: 'other', apiBaseUrl: `${upstream.url}/seller`, type: 'Subscription', durationDays: 30 }));
+    await h.publishSkill(
+      skillSnapshot({
+        name: 'sub',
+        apiBaseUrl: `${upstream.url}/seller`,
+        type: 'Subscription',
+        durationDays: 30,
+      }),
+    );
+    await h.publishSkill(
+      skillSnapshot({
+        name: 'other',
+        apiBaseUrl: `${upstream.url}/seller`,
+        type: 'Subscription',
+        durationDays: 30,
+      }),
+    );
   });
   afterAll(async () => {
     await second?.stop();
@@ -41,13 +55,17 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
     const header = await h.header({ txHash, resource: h.resource('GET', 'sub', '/data') });
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
-      const res = await fetch(`${replicas()[i % 2]}/api/v1/skills/sub/data`, { headers: { 'X-402-Payment': header } });
+      const res = await fetch(`${replicas()[i % 2]}/api/v1/skills/sub/data`, {
+        headers: { 'X-402-Payment': header },
+      });
       statuses.push(res.status);
       await res.arrayBuffer();
       await sleep(120); // past one flush interval, so each replica has published its local count
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
-    const over = await fetch(`${second.url}/api/v1/skills/sub/data`, { headers: { 'X-402-Payment': header } });
+    const over = await fetch(`${second.url}/api/v1/skills/sub/data`, {
+      headers: { 'X-402-Payment': header },
+    });
     expect(over.status).toBe(429);
     const retryAfter = Number(over.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
@@ -62,7 +80,9 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
     expect(other.status).toBe(402);
     await other.arrayBuffer();
     h.clock.advance(60_000);
-    const later = await fetch(`${h.gateway.url}/api/v1/skills/sub/data`, { headers: { 'X-402-Payment': header } });
+    const later = await fetch(`${h.gateway.url}/api/v1/skills/sub/data`, {
+      headers: { 'X-402-Payment': header },
+    });
     expect(later.status).toBe(200);
     await later.arrayBuffer();
     h.clock.advance(-60_000);

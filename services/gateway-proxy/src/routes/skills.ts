@@ -18,6 +18,18 @@ import type { GatewayState } from '../state';
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
 
+// Decoding checksums three addresses (keccak): a subscriber repeating the same header skips that work.
+const decodedHeaders = new Map<string, PaymentProof>();
+function decodeCached(value: string): PaymentProof {
+  let proof = decodedHeaders.get(value);
+  if (!proof) {
+    proof = decodePaymentHeader(value);
+    if (decodedHeaders.size >= 10_000) decodedHeaders.clear();
+    decodedHeaders.set(value, proof);
+  }
+  return proof;
+}
+
 function errorBody(req: Request, code: string, message: string, extra: Record<string, unknown> = {}) {
   return { error: { code, message, ...extra, requestId: req.requestId } };
 }
@@ -132,18 +144,19 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
     }
     const endpoint = lookup.endpoint;
     const resource = resourceFor(req.method, `${state.config.publicBaseUrl}/api/v1/skills/${name}${path}`);
-    const requirements = paymentRequirements(state, skill, endpoint, resource);
+    // Built only when an answer needs it: a paying subscriber's repeated call never does.
+    const requirements = () => paymentRequirements(state, skill, endpoint, resource);
     const clientBucket = `ip:${req.ip}:${skill.skillId}`;
 
     const headerValue = pickPaymentHeader((h) => req.headers[h.toLowerCase()]);
     if (!headerValue) {
       if (!(await state.rateLimit(req, res, clientBucket))) return;
-      res.status(402).json(requirements);
+      res.status(402).json(requirements());
       return;
     }
     let proof: PaymentProof;
     try {
-      proof = decodePaymentHeader(headerValue);
+      proof = decodeCached(headerValue);
     } catch (error) {
       if (!(await state.rateLimit(req, res, clientBucket))) return;
       const e = error as PaymentHeaderError;
@@ -179,7 +192,7 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
     if (!signedHere && !(await state.rateLimit(req, res, outcome.ok ? walletBucket : clientBucket))) return;
     if (!outcome.ok) {
       state.metrics.refused.inc({ reason: outcome.failure.reason });
-      refuse(res, outcome.failure, requirements);
+      refuse(res, outcome.failure, requirements());
       return;
     }
     state.metrics.accepted.inc({ mode: skill.mode, fresh: String(outcome.fresh) });

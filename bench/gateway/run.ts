@@ -1,0 +1,380 @@
+/**
+ * Gateway benchmark (issue 4 point 12). Every server runs in its own child process on loopback; autocannon
+ * drives them one case at a time from this process:
+ *   (a) the seller's upstream called directly,
+ *   (b) a bare http-proxy in front of it,
+ *   (c) gateway-proxy in PROXY mode serving an already-paid subscription payer's repeated call,
+ *   (d) the seller's express route behind the ticket-verifying middleware vs the same route bare,
+ * plus the time from presenting a fresh payment to the response, split (Server-Timing) into chain lookups
+ * and Paygate's own work. Writes bench/results/gateway.json and the gateway section of docs/benchmarks.md.
+ *   BENCH_DURATION_S (default 10) seconds per case, BENCH_CONNECTIONS (default 10), BENCH_FRESH_PAYMENTS (20).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import type Autocannon from 'autocannon';
+import { Contract, Wallet } from 'ethers';
+import { encodePaymentHeader, signPayment } from '../../libs/agent-client/src';
+import { createEvent } from '../../libs/contracts/src';
+import { serveSellersForTests } from '../../libs/seller-auth/src';
+import {
+  createTestEnvironment,
+  deployTestUsdc,
+  findFreePort,
+  fundTestWallets,
+  startAnvil,
+  testWallets,
+  waitFor,
+} from '../../libs/testing/src';
+
+const ROOT = path.join(__dirname, '../..');
+const requireFromGateway = createRequire(path.join(ROOT, 'services/gateway-proxy/package.json'));
+const autocannon = requireFromGateway('autocannon') as typeof Autocannon;
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
+const FRESH_PAYMENTS = Number(process.env.BENCH_FRESH_PAYMENTS ?? 20);
+const children: ChildProcess[] = [];
+
+function startChild(file: string, env: Record<string, string>): Promise<{ child: ChildProcess; ready: any }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [file], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+    children.push(child);
+    let buffer = '';
+    const timer = setTimeout(() => reject(new Error(`${file} did not start within 30 s`)), 30_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const line = buffer.split('\n').find((l) => l.startsWith('READY '));
+      if (line) {
+        clearTimeout(timer);
+        resolve({ child, ready: JSON.parse(line.slice(6)) });
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
+  });
+}
+
+interface CaseResult {
+  requestsPerSecond: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  latencyAvgMs: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+async function measure(name: string, url: string, headers: Record<string, string> = {}): Promise<CaseResult> {
+  // A short warm-up fills connection pools and JIT caches; then the measured run.
+  await autocannon({ url, connections: CONNECTIONS, duration: 1, headers });
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
+  const out: CaseResult = {
+    requestsPerSecond: Math.round(result.requests.average),
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    latencyAvgMs: result.latency.average,
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+  };
+  console.log(
+    `${name.padEnd(34)} ${String(out.requestsPerSecond).padStart(7)} req/s  p50 ${out.latencyP50Ms} ms  p99 ${out.latencyP99Ms} ms  non2xx ${out.non2xx}`,
+  );
+  return out;
+}
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
+const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+async function main() {
+  const env = await createTestEnvironment('bench');
+  const anvil = await startAnvil();
+  try {
+    const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+    await fundTestWallets({
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      amountMicro: 1_000_000_000n,
+      roles: ['buyer'],
+    });
+    const bus = await env.bus();
+    const apiKey = 'sk_bench_seller_key_000000000000';
+    serveSellersForTests(bus, {
+      [apiKey]: {
+        sellerId: 'bench-seller',
+        walletAddress: testWallets.seller.address,
+        payoutAddress: testWallets.seller.address,
+        publishableKey: 'pk_bench_seller_key_000000000000',
+        apiKeyVersion: 1,
+      },
+    });
+
+    const gatewayPort = await findFreePort();
+    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    const seller = await startChild(path.join(__dirname, 'seller.ts'), { PAYGATE_URL: gatewayUrl });
+    const bare = await startChild(path.join(__dirname, 'bare-proxy.ts'), {
+      UPSTREAM_URL: seller.ready.upstream,
+    });
+    const gatewayChild = spawn(TSX, [path.join(ROOT, 'services/gateway-proxy/src/main.ts')], {
+      env: {
+        ...process.env,
+        ...env.envFor('gateway-proxy', {
+          PORT: String(gatewayPort),
+          CHAIN_RPC_URL: anvil.rpcUrl,
+          CHAIN_NETWORK: 'local',
+          USDC_ADDRESS: usdcAddress,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          PUBLIC_BASE_URL: gatewayUrl,
+          RATE_LIMIT_PER_MINUTE: '100000000',
+          LOG_LEVEL: 'warn',
+        }),
+      },
+      stdio: ['pipe', 'ignore', 'inherit'],
+    });
+    children.push(gatewayChild);
+    await waitFor(async () => (await fetch(`${gatewayUrl}/readyz`)).ok, {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+
+    const publish = async (data: Record<string, unknown>) => {
+      const event = createEvent('skill.updated', 'registry', data as never);
+      await bus.js.publish(bus.subjectFor('skill.updated'), new TextEncoder().encode(JSON.stringify(event)));
+    };
+    const skill = (
+      name: string,
+      mode: 'PROXY' | 'TICKET',
+      type: 'API' | 'Subscription',
+      apiBaseUrl: string,
+    ) => ({
+      skillId: `skill-${name}`,
+      sellerId: 'bench-seller',
+      revision: 1,
+      name,
+      displayName: name,
+      description: 'Benchmark skill',
+      type,
+      mode,
+      status: 'ACTIVE',
+      apiBaseUrl,
+      categories: [],
+      durationDays: type === 'Subscription' ? 30 : null,
+      requiresShipping: null,
+      holdPeriodHours: 0,
+      endpoints: [
+        {
+          endpointId: `ep-${name}`,
+          path: '/data',
+          method: 'GET',
+          description: 'data',
+          price: '0.01',
+          isHealthy: true,
+          active: true,
+        },
+      ],
+      updatedAt: new Date().toISOString(),
+    });
+    await publish(skill('bench-sub', 'PROXY', 'Subscription', seller.ready.upstream));
+    await publish(skill('bench-call', 'PROXY', 'API', seller.ready.upstream));
+    await publish(skill('bench-tix', 'TICKET', 'Subscription', `${seller.ready.app}/tickets`));
+    for (const name of ['bench-sub', 'bench-call', 'bench-tix']) {
+      await waitFor(async () => (await fetch(`${gatewayUrl}/api/v1/skills/${name}/data`)).status === 402, {
+        timeoutMs: 20_000,
+      });
+    }
+
+    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
+    const usdc = new Contract(usdcAddress, ['function transfer(address,uint256) returns (bool)'], buyer);
+    const payHeader = async (resource: string) => {
+      const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, 10_000n);
+      await tx.wait(1);
+      return encodePaymentHeader({
+        txHash: tx.hash,
+        amount: '0.01',
+        token: usdcAddress,
+        network: 'local',
+        from: testWallets.buyer.address,
+        to: testWallets.escrow.address,
+        signature: await signPayment(buyer, tx.hash, resource),
+      });
+    };
+
+    // Fresh payments: present each once, read the Server-Timing split.
+    const fresh: Array<{ totalMs: number; chainMs: number; paygateMs: number }> = [];
+    for (let i = 0; i < FRESH_PAYMENTS; i++) {
+      const header = await payHeader(`GET ${gatewayUrl}/api/v1/skills/bench-call/data`);
+      const started = performance.now();
+      const res = await fetch(`${gatewayUrl}/api/v1/skills/bench-call/data`, {
+        headers: { 'X-402-Payment': header },
+      });
+      await res.arrayBuffer();
+      const totalMs = performance.now() - started;
+      if (res.status !== 200) throw new Error(`fresh payment answered ${res.status}`);
+      const timing = res.headers.get('server-timing') ?? '';
+      const chainMs = Number(/chain;dur=([\d.]+)/.exec(timing)?.[1] ?? Number.NaN);
+      const paygateMs = Number(/paygate;dur=([\d.]+)/.exec(timing)?.[1] ?? Number.NaN);
+      fresh.push({ totalMs, chainMs, paygateMs });
+    }
+
+    const subHeader = await payHeader(`GET ${gatewayUrl}/api/v1/skills/bench-sub/data`);
+    const paid = await fetch(`${gatewayUrl}/api/v1/skills/bench-sub/data`, {
+      headers: { 'X-402-Payment': subHeader },
+    });
+    if (paid.status !== 200) throw new Error(`subscription call answered ${paid.status}`);
+    await paid.arrayBuffer();
+    const tixHeader = await payHeader(`GET ${gatewayUrl}/api/v1/skills/bench-tix/data`);
+    const ticketAnswer = (await (
+      await fetch(`${gatewayUrl}/api/v1/skills/bench-tix/data`, { headers: { 'X-402-Payment': tixHeader } })
+    ).json()) as { ticket: string };
+    const check = await fetch(`${seller.ready.app}/tickets/data`, {
+      headers: { 'X-402-Ticket': ticketAnswer.ticket },
+    });
+    if (check.status !== 200) throw new Error(`ticket route answered ${check.status}: ${await check.text()}`);
+
+    console.log(
+      `gateway benchmark: ${DURATION_S} s per case, ${CONNECTIONS} connections, ${os.cpus().length} CPUs`,
+    );
+    const direct = await measure('(a) upstream direct', `${seller.ready.upstream}/data`);
+    const httpProxy = await measure('(b) bare http-proxy', `${bare.ready.url}/data`);
+    const gatewayProxy = await measure(
+      '(c) gateway-proxy, paid subscriber',
+      `${gatewayUrl}/api/v1/skills/bench-sub/data`,
+      {
+        'X-402-Payment': subHeader,
+      },
+    );
+    const bareRoute = await measure('(d) seller route, bare', `${seller.ready.app}/bare/data`);
+    const ticketRoute = await measure(
+      '(d) seller route, ticket middleware',
+      `${seller.ready.app}/tickets/data`,
+      {
+        'X-402-Ticket': ticketAnswer.ticket,
+      },
+    );
+
+    const results = {
+      generatedAt: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', node: process.version },
+      durationSecondsPerCase: DURATION_S,
+      connections: CONNECTIONS,
+      cases: { direct, httpProxy, gatewayProxy, bareRoute, ticketRoute },
+      ratios: {
+        gatewayVsHttpProxyThroughput: round(gatewayProxy.requestsPerSecond / httpProxy.requestsPerSecond),
+        gatewayMinusHttpProxyP99Ms: round(gatewayProxy.latencyP99Ms - httpProxy.latencyP99Ms),
+        ticketVsBareThroughput: round(ticketRoute.requestsPerSecond / bareRoute.requestsPerSecond),
+      },
+      targets: {
+        gatewayThroughputAtLeast70PctOfHttpProxy:
+          gatewayProxy.requestsPerSecond >= 0.7 * httpProxy.requestsPerSecond,
+        gatewayP99Within2MsOfHttpProxy: gatewayProxy.latencyP99Ms <= httpProxy.latencyP99Ms + 2,
+        ticketThroughputAtLeast80PctOfBare:
+          ticketRoute.requestsPerSecond >= 0.8 * bareRoute.requestsPerSecond,
+      },
+      freshPayment: {
+        samples: fresh.length,
+        totalMsP50: round(
+          percentile(
+            fresh.map((f) => f.totalMs),
+            50,
+          ),
+        ),
+        totalMsP99: round(
+          percentile(
+            fresh.map((f) => f.totalMs),
+            99,
+          ),
+        ),
+        chainMsP50: round(
+          percentile(
+            fresh.map((f) => f.chainMs),
+            50,
+          ),
+        ),
+        paygateMsP50: round(
+          percentile(
+            fresh.map((f) => f.paygateMs),
+            50,
+          ),
+        ),
+        note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil; paygate = everything else (decode, signature recovery, claim insert + outbox in one transaction, proxying).',
+      },
+    };
+    mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
+    writeFileSync(path.join(ROOT, 'bench/results/gateway.json'), `${JSON.stringify(results, null, 2)}\n`);
+    writeDocs(results);
+    console.log(
+      JSON.stringify(
+        { ratios: results.ratios, targets: results.targets, freshPayment: results.freshPayment },
+        null,
+        2,
+      ),
+    );
+  } finally {
+    for (const child of children) child.kill('SIGTERM');
+    await anvil.stop();
+    await env.cleanup();
+  }
+}
+
+function writeDocs(r: any) {
+  const file = path.join(ROOT, 'docs/benchmarks.md');
+  mkdirSync(path.dirname(file), { recursive: true });
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    text =
+      '# Benchmarks\n\nEach section is written by its benchmark (`make bench` runs every `bench/*/run.ts`).\n';
+  }
+  const row = (name: string, c: CaseResult) =>
+    `| ${name} | ${c.requestsPerSecond} | ${c.latencyP50Ms} | ${c.latencyP99Ms} | ${c.non2xx + c.errors} |`;
+  const yes = (b: boolean) => (b ? 'met' : '**not met**');
+  const section = `<!-- gateway:start -->
+## Gateway (bench/gateway/run.ts)
+
+Generated ${r.generatedAt} on ${r.machine.cpus} CPUs (${r.machine.model}), Node ${r.machine.node}; autocannon,
+${r.connections} connections, ${r.durationSecondsPerCase} s per case after a 1 s warm-up; every server in its own
+process on loopback (a machine shared with other work, so absolute figures vary between runs; the ratios are the point).
+Raw figures: \`bench/results/gateway.json\`.
+
+| case | req/s | p50 ms | p99 ms | errors/non-2xx |
+|---|---|---|---|---|
+${row('(a) seller upstream, direct', r.cases.direct)}
+${row('(b) bare http-proxy in front of it', r.cases.httpProxy)}
+${row('(c) gateway-proxy PROXY, paid subscriber repeating', r.cases.gatewayProxy)}
+${row('(d) seller express route, bare', r.cases.bareRoute)}
+${row('(d) same route behind the ticket middleware', r.cases.ticketRoute)}
+
+- (c)/(b) throughput: **${r.ratios.gatewayVsHttpProxyThroughput}** (target ≥ 0.7: ${yes(r.targets.gatewayThroughputAtLeast70PctOfHttpProxy)});
+  p99 difference **${r.ratios.gatewayMinusHttpProxyP99Ms} ms** (target ≤ 2 ms: ${yes(r.targets.gatewayP99Within2MsOfHttpProxy)}).
+- (d) ticket/bare throughput: **${r.ratios.ticketVsBareThroughput}** (target ≥ 0.8: ${yes(r.targets.ticketThroughputAtLeast80PctOfBare)}).
+- Fresh payment (present a confirmed pay-per-call payment → 200, ${r.freshPayment.samples} samples): p50 **${r.freshPayment.totalMsP50} ms**
+  (p99 ${r.freshPayment.totalMsP99} ms), of which chain lookups p50 **${r.freshPayment.chainMsP50} ms** and Paygate's own work p50
+  **${r.freshPayment.paygateMsP50} ms** (from the gateway's \`Server-Timing: chain;dur=…, paygate;dur=…\` header). Against a
+  remote Base RPC the chain part is one receipt + one block-number round trip, in parallel.
+
+What (c) does per request that (b) does not: route lookup in the skill projection (cached), payment-header
+decoding, signature check (cached recovery), the subscription claim (cached; immutable until expiry), the shared
+rate limit (counted locally below half the limit and flushed to Postgres every 100 ms), and header filtering.
+<!-- gateway:end -->`;
+  const start = text.indexOf('<!-- gateway:start -->');
+  const end = text.indexOf('<!-- gateway:end -->');
+  if (start >= 0 && end > start)
+    text = text.slice(0, start) + section + text.slice(end + '<!-- gateway:end -->'.length);
+  else text = `${text.trimEnd()}\n\n${section}\n`;
+  writeFileSync(file, text);
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error);
+    for (const child of children) child.kill('SIGTERM');
+    process.exit(1);
+  },
+);
