@@ -3,7 +3,9 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/deploy'],
   testMatch: ['**/test/**/*.test.ts'],
-  transform: { '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
+  transform: {
+    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+  },
   testTimeout: 60000,
   maxWorkers: 2,
   // Suites start real Postgres schemas, NATS streams and anvil nodes; each cleans up after itself.

@@ -23,8 +23,8 @@ export async function resetDevState(
   const nc = await connect({ servers: infra.natsUrl, timeout: 5000 });
   try {
     const jsm = await nc.jetstreamManager();
-    const base = namespace.toUpperCase().replace(/[^A-Z0-9]/g, '_');
-    for (const stream of [`${base}_EVENTS`, `${base}_DLQ`])
+    const { eventsStream, deadLetterStream } = streamNames(namespace);
+    for (const stream of [eventsStream, deadLetterStream])
       await jsm.streams.delete(stream).catch(() => undefined);
   } finally {
     await nc.close();

@@ -110,16 +110,7 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
   const chainId = options.chainId ?? 31337;
   const startTimeoutMs = options.startTimeoutMs ?? 10_000;
   const host = options.host ?? '127.0.0.1';
-  const args = [
-    '--host',
-    host,
-    '--port',
-    String(port),
-    '--chain-id',
-    String(chainId),
-    '--accounts',
-    '10',
-  ];
+  const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
   if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
   args.push(...(options.extraArgs ?? []));
 
