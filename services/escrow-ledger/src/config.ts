@@ -47,7 +47,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     RELEASE_INTERVAL_MS: num({ default: 5_000 }),
     RELEASE_BATCH_SIZE: num({ default: 200 }),
     PAYMENT_BATCH_SIZE: num({ default: 200 }),
-    PAYMENT_CONCURRENCY: num({ default: 1 }),
+    PAYMENT_CONCURRENCY: num({ default: 2 }),
   });
   const problems: string[] = [];
   const network = networkByName(parsed.CHAIN_NETWORK);

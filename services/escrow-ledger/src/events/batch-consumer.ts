@@ -126,11 +126,11 @@ export class BatchInboxConsumer<S extends Subject> implements BackgroundTask {
     const startedAt = Date.now();
     try {
       await this.ctx.db.transaction().execute(async (trx) => {
-        const ids = [...new Set(valid.map(([, e]) => e.id))];
+        // Sorted, so two batches holding the same redelivered events take their inbox keys in one order.
+        const ids = [...new Set(valid.map(([, e]) => e.id))].sort();
         const inserted = await sql<{ event_id: string }>`insert into inbox (consumer, event_id)
-            select ${this.options.durable}, unnest(${ids}::text[]) on conflict do nothing returning event_id`.execute(
-          trx,
-        );
+            select ${this.options.durable}, id from unnest(${ids}::text[]) id order by id
+            on conflict do nothing returning event_id`.execute(trx);
         const fresh = new Set(inserted.rows.map((r) => r.event_id));
         // Events seen before (or twice in this batch) are skipped: their effect is already committed.
         const events = valid.map(([, envelope]) => envelope).filter((envelope) => fresh.delete(envelope.id));

@@ -81,12 +81,17 @@ export async function accountBalance(db: Kysely<any>, kind: AccountKind, owner =
   return row.rows[0]?.balance_micro ?? 0n;
 }
 
-/** Locks (creating if needed) one account row and returns its balance: serialises decisions on it. */
+/**
+ * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
+ * as the balance trigger takes, so it does not conflict with concurrent postings' foreign key checks.
+ */
 export async function lockAccount(trx: Transaction<any>, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
   const row = await sql<{
     balance_micro: bigint;
-  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner} for update`.execute(trx);
+  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner} for no key update`.execute(
+    trx,
+  );
   return row.rows[0]!.balance_micro;
 }
 

@@ -178,6 +178,10 @@ export async function onPaymentsConfirmed(
     holdPeriodHours: d.holdPeriodHours,
     confirmedAt: d.confirmedAt,
   }));
+  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
+  // crosswise; the sort is stable, so claims on the same transfer keep their delivery order (the first wins).
+  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash.toLowerCase()}:${p.logIndex}`;
+  payments.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
   const outcomes = await sql<{
     payment_id: string;
     outcome: string;
