@@ -39,6 +39,9 @@ export class MemoryReplayStore implements TicketReplayStore {
 }
 
 const JWKS_TTL_MS = 10 * 60_000;
+/** A token whose signature was checked is not checked again for this long (its claims are, every time). */
+const VERIFIED_TTL_MS = 60_000;
+const MAX_VERIFIED = 10_000;
 const JWKS_MIN_REFETCH_MS = 30_000;
 
 /**
@@ -49,6 +52,8 @@ const JWKS_MIN_REFETCH_MS = 30_000;
  */
 export class TicketVerifier {
   private keys = new Map<string, KeyObject>();
+  /** Signature checks are the costly part; a subscriber repeating the same ticket pays for one per minute. */
+  private readonly verified = new Map<string, { claims: TicketClaims; until: number }>();
   private fetchedAt = 0;
   private readonly replay: TicketReplayStore;
 
@@ -102,36 +107,44 @@ export class TicketVerifier {
         },
       };
     }
-    const decoded = jwt.decode(token, { complete: true });
-    if (!decoded || typeof decoded.payload === 'string') return this.refuse('malformed_ticket', 'not a JWT');
-    // Pin the algorithm before looking at any key: `none`, HS256 (public key as HMAC secret) and others are refused.
-    if (decoded.header.alg !== 'ES256') {
-      return this.refuse('wrong_algorithm', `tickets are ES256; ${decoded.header.alg} is refused`);
-    }
-    const kid = decoded.header.kid;
-    if (!kid) return this.refuse('unknown_key', 'ticket has no kid');
-    await this.loadKeys(false);
-    if (!this.keys.has(kid)) await this.loadKeys(true);
-    const key = this.keys.get(kid);
-    if (!key) return this.refuse('unknown_key', `no published key ${kid}`);
     const parameters = await this.api.paymentParameters();
     let claims: TicketClaims;
-    try {
-      claims = jwt.verify(token, key, {
-        algorithms: ['ES256'],
-        audience: this.options.skill,
-        issuer: parameters.issuer,
-        clockTolerance: this.options.clockToleranceSeconds ?? 5,
-      }) as TicketClaims;
-    } catch (error) {
-      const e = error as Error;
-      const reason =
-        e.name === 'TokenExpiredError'
-          ? 'ticket_expired'
-          : /audience/.test(e.message)
-            ? 'wrong_audience'
-            : 'invalid_ticket';
-      return this.refuse(reason, e.message);
+    const cached = this.verified.get(token);
+    if (cached && cached.until > Date.now() && cached.claims.exp * 1000 > Date.now()) {
+      claims = cached.claims;
+    } else {
+      const decoded = jwt.decode(token, { complete: true });
+      if (!decoded || typeof decoded.payload === 'string')
+        return this.refuse('malformed_ticket', 'not a JWT');
+      // Pin the algorithm before looking at any key: `none`, HS256 (public key as HMAC secret) and others are refused.
+      if (decoded.header.alg !== 'ES256') {
+        return this.refuse('wrong_algorithm', `tickets are ES256; ${decoded.header.alg} is refused`);
+      }
+      const kid = decoded.header.kid;
+      if (!kid) return this.refuse('unknown_key', 'ticket has no kid');
+      await this.loadKeys(false);
+      if (!this.keys.has(kid)) await this.loadKeys(true);
+      const key = this.keys.get(kid);
+      if (!key) return this.refuse('unknown_key', `no published key ${kid}`);
+      try {
+        claims = jwt.verify(token, key, {
+          algorithms: ['ES256'],
+          audience: this.options.skill,
+          issuer: parameters.issuer,
+          clockTolerance: this.options.clockToleranceSeconds ?? 5,
+        }) as TicketClaims;
+      } catch (error) {
+        const e = error as Error;
+        const reason =
+          e.name === 'TokenExpiredError'
+            ? 'ticket_expired'
+            : /audience/.test(e.message)
+              ? 'wrong_audience'
+              : 'invalid_ticket';
+        return this.refuse(reason, e.message);
+      }
+      if (this.verified.size >= MAX_VERIFIED) this.verified.clear();
+      this.verified.set(token, { claims, until: Date.now() + VERIFIED_TTL_MS });
     }
     const base = this.options.basePath?.replace(/\/$/, '') ?? '';
     if (claims.method !== req.method || `${base}${claims.path}` !== path) {

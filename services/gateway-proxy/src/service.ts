@@ -1,9 +1,10 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { makeProvider } from '@paygate/chain';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
 import { mountPublicDocuments } from './routes/jwks';
-import { mountSkillRoutes } from './routes/skills';
+import { createSkillHandler, SKILLS_PREFIX } from './routes/skills';
 import { mountVerifyRoutes } from './routes/verify';
 import { applySkillUpdated, type SkillSnapshot } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
@@ -24,12 +25,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     name: 'gateway-proxy',
     config,
     migrations,
-    keepRawBody: true,
     async routes(app, ctx: ServiceContext) {
       state = await createGatewayState(ctx, config, provider);
       mountPublicDocuments(app, state);
       mountVerifyRoutes(app, state);
-      mountSkillRoutes(app, state);
     },
     consumers: () => [
       {
@@ -44,5 +43,17 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     readinessChecks: () => [async () => void (await provider.getBlockNumber())],
     onStop: async () => provider.destroy(),
   });
+  // Paid skill calls are answered on the bare request, ahead of express's middleware stack.
+  const skillHandler = createSkillHandler(need());
+  const [expressListener] = running.server.listeners('request') as Array<
+    (req: IncomingMessage, res: ServerResponse) => void
+  >;
+  if (expressListener) {
+    running.server.removeAllListeners('request');
+    running.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (req.url?.startsWith(`${SKILLS_PREFIX}/`)) void skillHandler(req, res);
+      else expressListener(req, res);
+    });
+  }
   return Object.assign(running, { state: need() });
 }

@@ -1,7 +1,8 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
-import type { Request, Response } from 'express';
 import type { GatewayProxyConfig } from './config';
+import { sendJson } from './http-util';
 import { ChainVerifier } from './payments/chain';
 import { PaymentService } from './payments/service';
 import { type ForwardResult, type ForwardTarget, forwardRequest } from './proxy/forward';
@@ -26,8 +27,8 @@ export interface GatewayState {
     rateLimited: Counter<string>;
   };
   /** Counts one hit; answers 429 and returns false when over the limit. */
-  rateLimit(req: Request, res: Response, bucket: string): Promise<boolean>;
-  forward(req: Request, res: Response, target: ForwardTarget): Promise<ForwardResult>;
+  rateLimit(res: ServerResponse, requestId: string, bucket: string): Promise<boolean>;
+  forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
 }
 
 export async function createGatewayState(
@@ -81,20 +82,20 @@ export async function createGatewayState(
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     limiter,
     metrics,
-    async rateLimit(req, res, bucket) {
+    async rateLimit(res, requestId, bucket) {
       const decision = await limiter.hit(bucket);
       res.setHeader('RateLimit-Limit', String(decision.limit));
       res.setHeader('RateLimit-Remaining', String(decision.remaining));
       if (decision.allowed) return true;
       metrics.rateLimited.inc();
       res.setHeader('Retry-After', String(decision.retryAfterSeconds));
-      res.status(429).json({
+      sendJson(res, 429, {
         error: {
           code: 'rate_limited',
           message: `at most ${decision.limit} requests per minute per wallet per skill; retry in ${decision.retryAfterSeconds} s`,
           limit: decision.limit,
           retryAfterSeconds: decision.retryAfterSeconds,
-          requestId: req.requestId,
+          requestId,
         },
       });
       return false;

@@ -1,6 +1,10 @@
-import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import http, {
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
 import https from 'node:https';
-import type { Request, Response } from 'express';
 
 /** Never forwarded to a seller: hop-by-hop headers, the payment proof, tickets and any credentials. */
 const DROPPED_REQUEST_HEADERS = new Set([
@@ -35,8 +39,11 @@ const DROPPED_RESPONSE_HEADERS = new Set([
 ]);
 
 export interface ForwardTarget {
-  /** The seller's URL for this call: apiBaseUrl + endpoint path + query. */
-  url: URL;
+  clientIp: string;
+  /** Raw bytes of a body already read (express.json); otherwise the request stream is piped. */
+  rawBody?: Buffer;
+  /** The seller's URL for this call: apiBaseUrl + endpoint path + query, as request options. */
+  url: { protocol: string; hostname: string; port: string; path: string };
   /** Extra headers telling the seller who paid. */
   extraHeaders: Record<string, string>;
 }
@@ -70,20 +77,21 @@ export function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpH
  * a connection error or when no response headers came within `timeoutMs`.
  */
 export function forwardRequest(
-  req: Request,
-  res: Response,
+  req: IncomingMessage,
+  res: ServerResponse,
   target: ForwardTarget,
   timeoutMs: number,
 ): Promise<ForwardResult> {
   return new Promise((resolve) => {
     const isHttps = target.url.protocol === 'https:';
     const headers = safeRequestHeaders(req.headers);
-    headers['x-forwarded-for'] = req.ip ?? req.socket.remoteAddress ?? '';
-    headers['x-forwarded-proto'] = req.protocol;
+    headers['x-forwarded-for'] = target.clientIp;
+    headers['x-forwarded-proto'] =
+      typeof req.headers['x-forwarded-proto'] === 'string' ? req.headers['x-forwarded-proto'] : 'http';
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
     Object.assign(headers, target.extraHeaders);
     // express.json may have consumed a JSON body; its raw bytes were kept, so send them as they came.
-    const rawBody = req.rawBody;
+    const rawBody = target.rawBody;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     if (rawBody) headers['content-length'] = String(rawBody.length);
     else if (hasBody && req.headers['content-length'])
@@ -99,15 +107,22 @@ export function forwardRequest(
       return true;
     };
     const upstream = (isHttps ? https : http).request(
-      target.url,
-      { method: req.method, headers, agent: isHttps ? agents.https : agents.http },
+      {
+        protocol: target.url.protocol,
+        hostname: target.url.hostname,
+        port: target.url.port || undefined,
+        path: target.url.path,
+        method: req.method,
+        headers,
+        agent: isHttps ? agents.https : agents.http,
+      },
       (upstreamRes: IncomingMessage) => {
         const status = upstreamRes.statusCode ?? 502;
         const accepted = settle({
           kind: 'answered',
           status,
           relay(extraHeaders) {
-            res.status(status);
+            res.statusCode = status;
             for (const [name, value] of Object.entries(upstreamRes.headers)) {
               if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name)) res.setHeader(name, value);
             }

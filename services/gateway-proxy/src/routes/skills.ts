@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   decodePaymentHeader,
   MODE_HEADER,
@@ -10,13 +11,41 @@ import {
   resourceFor,
 } from '@paygate/agent-client';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import type { Express, Request, Response } from 'express';
+import { clientIpOf, requestIdOf, sendJson } from '../http-util';
 import type { PaymentFailure } from '../payments/failures';
 import type { PresentOutcome, Purchase } from '../payments/service';
 import { type EndpointSnapshot, findEndpoint, paymentKindOf, type SkillSnapshot } from '../skills/projection';
 import type { GatewayState } from '../state';
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
+
+export interface SellerBase {
+  protocol: string;
+  hostname: string;
+  port: string;
+  pathPrefix: string;
+}
+// The seller's apiBaseUrl, parsed once.
+const sellerBases = new Map<string, SellerBase | null>();
+function sellerBase(apiBaseUrl: string): SellerBase | null {
+  let base = sellerBases.get(apiBaseUrl);
+  if (base === undefined) {
+    try {
+      const url = new URL(apiBaseUrl);
+      base = {
+        protocol: url.protocol,
+        hostname: url.hostname.replace(/^\[|\]$/g, ''),
+        port: url.port,
+        pathPrefix: url.pathname.replace(/\/$/, ''),
+      };
+    } catch {
+      base = null;
+    }
+    if (sellerBases.size >= 10_000) sellerBases.clear();
+    sellerBases.set(apiBaseUrl, base);
+  }
+  return base;
+}
 
 // Decoding checksums three addresses (keccak): a subscriber repeating the same header skips that work.
 const decodedHeaders = new Map<string, PaymentProof>();
@@ -30,8 +59,8 @@ function decodeCached(value: string): PaymentProof {
   return proof;
 }
 
-function errorBody(req: Request, code: string, message: string, extra: Record<string, unknown> = {}) {
-  return { error: { code, message, ...extra, requestId: req.requestId } };
+function errorBody(requestId: string, code: string, message: string, extra: Record<string, unknown> = {}) {
+  return { error: { code, message, ...extra, requestId } };
 }
 
 export function paymentRequirements(
@@ -66,13 +95,13 @@ export function paymentRequirements(
   };
 }
 
-function refuse(res: Response, failure: PaymentFailure, requirements: PaymentRequirements) {
+function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirements) {
   if (failure.reason === 'chain_unavailable') {
-    res.status(503).setHeader('Retry-After', '2');
-    res.json({ error: 'Payment not verified', reason: failure.reason, message: failure.message });
+    res.setHeader('Retry-After', '2');
+    sendJson(res, 503, { error: 'Payment not verified', reason: failure.reason, message: failure.message });
     return;
   }
-  res.status(402).json({
+  sendJson(res, 402, {
     error: 'Invalid payment',
     reason: failure.reason,
     message: failure.message,
@@ -86,33 +115,68 @@ function refuse(res: Response, failure: PaymentFailure, requirements: PaymentReq
  * no proof 402 with everything needed to pay, a bad header 400, a refused proof 402 with a reason; a
  * verified payment is forwarded to the seller (PROXY) or answered with a signed ticket (TICKET).
  */
-export function mountSkillRoutes(app: Express, state: GatewayState): void {
-  app.use('/api/v1/skills', async (req: Request, res: Response) => {
+export const SKILLS_PREFIX = '/api/v1/skills';
+
+/**
+ * Served on the bare node request (ahead of express, which costs more than the rest of a paid call), so
+ * a paying subscriber's repeated call does only what it must.
+ */
+export function createSkillHandler(state: GatewayState) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const requestId = requestIdOf(req);
+    res.setHeader('x-request-id', requestId);
+    const endTimer = state.ctx.metrics.httpDuration.startTimer();
+    res.once('finish', () =>
+      endTimer({
+        method: req.method ?? '',
+        route: `${SKILLS_PREFIX}/:skill/*`,
+        status: String(res.statusCode),
+      }),
+    );
+    try {
+      await handle(state, req, res, requestId);
+    } catch (error) {
+      state.ctx.logger.error({ err: error, requestId }, 'paid skill call failed');
+      if (!res.headersSent) sendJson(res, 500, errorBody(requestId, 'internal_error', 'internal error'));
+      else res.destroy();
+    }
+  };
+}
+
+async function handle(state: GatewayState, req: IncomingMessage, res: ServerResponse, requestId: string) {
+  {
     const started = performance.now();
-    const match = SKILL_PATH.exec(req.path);
+    const rawUrl = req.url ?? '/';
+    const queryAt = rawUrl.indexOf('?');
+    const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
+    const query = queryAt >= 0 ? rawUrl.slice(queryAt) : '';
+    const method = req.method ?? 'GET';
+    const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));
     if (!match) {
-      res.status(404).json(errorBody(req, 'skill_not_found', 'no skill at this URL'));
+      sendJson(res, 404, errorBody(requestId, 'skill_not_found', 'no skill at this URL'));
       return;
     }
     const name = match[1]!;
     const path = match[2] ?? '/';
     const skill = await state.skills.byName(name);
     if (!skill) {
-      res.status(404).json(errorBody(req, 'skill_not_found', `no skill named "${name}"`));
+      sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
       return;
     }
     if (skill.status !== 'ACTIVE') {
-      res
-        .status(404)
-        .json(errorBody(req, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`));
+      sendJson(
+        res,
+        404,
+        errorBody(requestId, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`),
+      );
       return;
     }
-    if (req.method === 'HEAD') {
+    if (method === 'HEAD') {
       // Validation pings: say what the endpoint costs; nothing is forwarded or charged.
       const onPath = skill.endpoints.find(
         (e) => e.active && findEndpoint(skill, e.method, path).kind === 'found',
       );
-      res.status(onPath ? 200 : 404);
+      res.statusCode = onPath ? 200 : 404;
       if (onPath) {
         res.setHeader('X-402-Price', formatUsdc(parseUsdc(onPath.price)));
         res.setHeader('X-402-Network', state.config.network);
@@ -121,48 +185,53 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
       res.end();
       return;
     }
-    const lookup = findEndpoint(skill, req.method, path);
+    const lookup = findEndpoint(skill, method, path);
     if (lookup.kind === 'no_path') {
-      res
-        .status(404)
-        .json(errorBody(req, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }));
+      sendJson(
+        res,
+        404,
+        errorBody(requestId, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }),
+      );
       return;
     }
     if (lookup.kind === 'wrong_method') {
       res.setHeader('Allow', lookup.allowed.join(', '));
-      res
-        .status(405)
-        .json(
-          errorBody(
-            req,
-            'method_not_allowed',
-            `${path} of skill "${name}" answers ${lookup.allowed.join(', ')}, not ${req.method}`,
-            { allowed: lookup.allowed },
-          ),
-        );
+      sendJson(
+        res,
+        405,
+        errorBody(
+          requestId,
+          'method_not_allowed',
+          `${path} of skill "${name}" answers ${lookup.allowed.join(', ')}, not ${method}`,
+          { allowed: lookup.allowed },
+        ),
+      );
       return;
     }
     const endpoint = lookup.endpoint;
-    const resource = resourceFor(req.method, `${state.config.publicBaseUrl}/api/v1/skills/${name}${path}`);
+    const resource = resourceFor(method, `${state.config.publicBaseUrl}/api/v1/skills/${name}${path}`);
     // Built only when an answer needs it: a paying subscriber's repeated call never does.
     const requirements = () => paymentRequirements(state, skill, endpoint, resource);
-    const clientBucket = `ip:${req.ip}:${skill.skillId}`;
+    const clientIp = clientIpOf(req);
+    const clientBucket = `ip:${clientIp}:${skill.skillId}`;
 
     const headerValue = pickPaymentHeader((h) => req.headers[h.toLowerCase()]);
     if (!headerValue) {
-      if (!(await state.rateLimit(req, res, clientBucket))) return;
-      res.status(402).json(requirements());
+      if (!(await state.rateLimit(res, requestId, clientBucket))) return;
+      sendJson(res, 402, requirements());
       return;
     }
     let proof: PaymentProof;
     try {
       proof = decodeCached(headerValue);
     } catch (error) {
-      if (!(await state.rateLimit(req, res, clientBucket))) return;
+      if (!(await state.rateLimit(res, requestId, clientBucket))) return;
       const e = error as PaymentHeaderError;
       const field = e instanceof PaymentHeaderError ? e.field : 'header';
-      res.status(400).json(
-        errorBody(req, 'invalid_payment_header', `${PAYMENT_HEADER} ${e.message}`, {
+      sendJson(
+        res,
+        400,
+        errorBody(requestId, 'invalid_payment_header', `${PAYMENT_HEADER} ${e.message}`, {
           field: `${PAYMENT_HEADER}${field === 'header' ? '' : `.${field}`}`,
           rule: e instanceof PaymentHeaderError ? e.rule : 'is invalid',
         }),
@@ -187,9 +256,10 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
     // anything else counts against the client address, so nobody can spend another wallet's quota.
     const walletBucket = `wallet:${proof.from.toLowerCase()}:${skill.skillId}`;
     const signedHere = state.payments.signedBy(proof, resource);
-    if (signedHere && !(await state.rateLimit(req, res, walletBucket))) return;
+    if (signedHere && !(await state.rateLimit(res, requestId, walletBucket))) return;
     const outcome: PresentOutcome = await state.payments.present(proof, purchase);
-    if (!signedHere && !(await state.rateLimit(req, res, outcome.ok ? walletBucket : clientBucket))) return;
+    if (!signedHere && !(await state.rateLimit(res, requestId, outcome.ok ? walletBucket : clientBucket)))
+      return;
     if (!outcome.ok) {
       state.metrics.refused.inc({ reason: outcome.failure.reason });
       refuse(res, outcome.failure, requirements());
@@ -216,10 +286,9 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
         amount: formatUsdc(claim.amount_micro),
         notAfter: claim.access_expires_at,
       });
-      const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
       res.setHeader(MODE_HEADER, 'TICKET');
       res.setHeader(RECEIPT_HEADER, claim.tx_hash);
-      res.status(200).json({
+      sendJson(res, 200, {
         ticket,
         header: 'X-402-Ticket',
         expiresAt: expiresAt.toISOString(),
@@ -231,17 +300,19 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
       return;
     }
 
-    const query = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?')) : '';
-    let target: URL;
-    try {
-      target = new URL(`${skill.apiBaseUrl.replace(/\/$/, '')}${path}${query}`);
-    } catch {
+    const base = sellerBase(skill.apiBaseUrl);
+    if (!base) {
       await state.payments.markRetryable(claim);
-      res.status(502).json(errorBody(req, 'upstream_misconfigured', "the seller's apiBaseUrl is not a URL"));
+      sendJson(
+        res,
+        502,
+        errorBody(requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not a URL"),
+      );
       return;
     }
     const result = await state.forward(req, res, {
-      url: target,
+      url: { ...base, path: `${base.pathPrefix}${path}${query}` },
+      clientIp,
       extraHeaders: {
         'x-paygate-payer': claim.payer,
         'x-paygate-tx-hash': claim.tx_hash,
@@ -257,9 +328,11 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
         result.relay(retryHeaders);
         return;
       }
-      res.set(retryHeaders);
-      res.status(result.reason === 'timeout' ? 504 : 502).json(
-        errorBody(req, 'upstream_failed', result.message, {
+      for (const [header, value] of Object.entries(retryHeaders)) res.setHeader(header, value);
+      sendJson(
+        res,
+        result.reason === 'timeout' ? 504 : 502,
+        errorBody(requestId, 'upstream_failed', result.message, {
           txHash: claim.tx_hash,
           retryUntil: retryUntil?.toISOString() ?? null,
           retry: retryUntil
@@ -271,5 +344,5 @@ export function mountSkillRoutes(app: Express, state: GatewayState): void {
     }
     result.relay({ [RECEIPT_HEADER]: claim.tx_hash });
     await state.payments.markServed(claim);
-  });
+  }
 }

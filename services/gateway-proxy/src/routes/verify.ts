@@ -107,7 +107,7 @@ export function mountVerifyRoutes(app: Express, state: GatewayState): void {
     }
     const seller = req.seller!;
     const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
-    if (!(await state.rateLimit(req, res, bucket))) return;
+    if (!(await state.rateLimit(res, req.requestId, bucket))) return;
     const outcome = await state.payments.present(proof, {
       resource: body.resource,
       priceMicro,
