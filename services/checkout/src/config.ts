@@ -18,6 +18,8 @@ export interface CheckoutConfig extends CommonConfig {
   sweepIntervalMs: number;
   /** Bearer token of the operator routes (/api/v1/operator/transfers). */
   operatorToken: string;
+  /** How long the session-creation path trusts its in-memory copy of a seller/skill projection row. */
+  projectionCacheTtlMs: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -41,6 +43,7 @@ export function loadConfig(
     DEFAULT_HOLD_PERIOD_HOURS: number;
     SWEEP_INTERVAL_MS: number;
     OPERATOR_TOKEN: string;
+    PROJECTION_CACHE_TTL_MS: number;
   }>(env, {
     // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
     ESCROW_ADDRESS: str({ default: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8' }),
@@ -53,6 +56,7 @@ export function loadConfig(
     DEFAULT_HOLD_PERIOD_HOURS: num({ default: 48 }),
     SWEEP_INTERVAL_MS: num({ default: 1000 }),
     OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
+    PROJECTION_CACHE_TTL_MS: num({ default: 2000 }),
   });
   const problems: string[] = [];
   const network = networkByName(parsed.CHAIN_NETWORK);
@@ -72,6 +76,7 @@ export function loadConfig(
   positiveInt('AMOUNT_SUFFIX_RANGE_MICRO', parsed.AMOUNT_SUFFIX_RANGE_MICRO, 2, 100_000_000);
   positiveInt('DEFAULT_HOLD_PERIOD_HOURS', parsed.DEFAULT_HOLD_PERIOD_HOURS, 0, 168);
   positiveInt('SWEEP_INTERVAL_MS', parsed.SWEEP_INTERVAL_MS, 10, 600_000);
+  positiveInt('PROJECTION_CACHE_TTL_MS', parsed.PROJECTION_CACHE_TTL_MS, 0, 60_000);
   if (
     common.production &&
     (parsed.OPERATOR_TOKEN === DEV_OPERATOR_TOKEN || parsed.OPERATOR_TOKEN.length < 24)
@@ -90,6 +95,7 @@ export function loadConfig(
     defaultHoldPeriodHours: parsed.DEFAULT_HOLD_PERIOD_HOURS,
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
     operatorToken: parsed.OPERATOR_TOKEN,
+    projectionCacheTtlMs: parsed.PROJECTION_CACHE_TTL_MS,
     now,
   };
 }

@@ -8,6 +8,7 @@ import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase, CheckoutTrx } from './db';
 import { TransferMatcher } from './matching/transfers';
 import { operatorRoutes } from './operator/routes';
+import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
 import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
@@ -65,15 +66,20 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
   let sellerAuth: SellerAuth | undefined;
   let store: SessionStore | undefined;
   const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) => new TransferMatcher(config, ctx.logger);
+  let projections: ProjectionCache | undefined;
+  const projectionsFor = (ctx: ServiceContext<CheckoutDatabase>) => {
+    projections ??= new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
+    return projections;
+  };
   return startService<CheckoutDatabase>({
     name: 'checkout',
     config,
     migrations,
     routes(app, ctx) {
-      store = new SessionStore(ctx.db, config);
+      store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
       sellerAuth = new SellerAuth(ctx.bus);
       staticRoutes(app);
-      sessionRoutes(app, ctx, config, store, sellerAuth);
+      sessionRoutes(app, ctx, config, store, sellerAuth, projectionsFor(ctx));
       operatorRoutes(app, ctx, config, matcherFor(ctx));
     },
     consumers(ctx) {
@@ -83,11 +89,13 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
           durable: 'checkout-skills',
           subject: 'skill.updated',
           handler: (trx, e) => projectSkill(trx, e.data),
+          afterCommit: (e) => projectionsFor(ctx).invalidateSkill(e.data.skillId, e.data.sellerId),
         }),
         consumer({
           durable: 'checkout-sellers',
           subject: 'seller.updated',
           handler: (trx, e) => projectSeller(trx, e.data),
+          afterCommit: () => projectionsFor(ctx).invalidateSellers(),
         }),
         consumer({
           durable: 'checkout-transfers',

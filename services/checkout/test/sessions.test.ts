@@ -17,6 +17,7 @@ describe('checkout sessions', () => {
     await publishSkill(h, skillEvent(h, { name: 'two-prices' }, ['1', '2']));
     await publishSkill(h, skillEvent(h, { name: 'not-active', status: 'SUSPENDED' }, ['3']));
     await publishSkill(h, skillEvent(h, { name: 'full-range' }, ['7']));
+    await publishSkill(h, skillEvent(h, { name: 'tiny-range' }, ['8']));
   });
   afterAll(() => h.stop());
 
@@ -129,6 +130,48 @@ describe('checkout sessions', () => {
       .where('price_micro', '=', 3_000_000n)
       .execute();
     expect(rows).toHaveLength(1);
+  });
+
+  it('writes session, idempotency record and outbox event together, and replays a key when the range is full', async () => {
+    const post = (key: string) =>
+      request(h.url)
+        .post('/api/v1/checkout/sessions')
+        .set('Authorization', pk())
+        .set('Idempotency-Key', key)
+        .send({ skill: 'tiny-range' });
+    const first = await post('click-1');
+    expect(first.status).toBe(201);
+    const outbox = await sql<{ envelope: { data: { sessionId: string; exactAmount: string } } }>`
+      select envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}`.execute(
+      h.running.ctx.db,
+    );
+    expect(outbox.rows).toHaveLength(1);
+    expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
+    // Take every other amount of this price, then the same click again: still its session, not a 503.
+    for (let i = 0; i < RANGE; i++) {
+      const res = await post(`fill-${i}`);
+      if (res.status === 503) break;
+      expect(res.status).toBe(201);
+    }
+    expect((await post('click-1')).body.sessionId).toBe(first.body.sessionId);
+    expect((await post('click-new')).status).toBe(503);
+    const failed = await sql<{ n: string }>`
+      select count(*)::text as n from outbox where envelope->>'type' = 'checkout.session_created'
+        and envelope->'data'->>'skillId' = 'sk_tiny-range'`.execute(h.running.ctx.db);
+    expect(Number(failed.rows[0]!.n)).toBe(RANGE - 1);
+  });
+
+  it('prices from the projection at once after this replica consumes a newer skill.updated', async () => {
+    const create = () =>
+      request(h.url).post('/api/v1/checkout/sessions').set('Authorization', pk()).send({ skill: 'repriced' });
+    await publishSkill(h, skillEvent(h, { name: 'repriced' }, ['11']));
+    const before = await create();
+    expect(parseUsdc(before.body.exactAmount) / 1_000_000n).toBe(11n);
+    await publishSkill(h, skillEvent(h, { name: 'repriced', revision: 2 }, ['12']));
+    const after = await create();
+    expect(parseUsdc(after.body.exactAmount) / 1_000_000n).toBe(12n);
+    await publishSkill(h, skillEvent(h, { name: 'repriced', revision: 3, status: 'SUSPENDED' }, ['12']));
+    expect((await create()).status).toBe(409);
   });
 
   it('gives every concurrent session a distinct amount and a clear error when the range is exhausted', async () => {

@@ -6,6 +6,7 @@ import { bearerToken, PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/
 import type { Express, NextFunction, Request, Response } from 'express';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
+import type { ProjectionCache } from '../projections/cache';
 import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
 import type { NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -41,17 +42,14 @@ export function sessionRoutes(
   config: CheckoutConfig,
   store: SessionStore,
   sellerAuth: SellerAuth,
+  projections: ProjectionCache,
 ): void {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
   app.use('/api/v1/checkout', cors);
 
   async function fromPublishableKey(publishableKey: string, body: unknown): Promise<NewSession> {
     const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
-    const seller = await ctx.db
-      .selectFrom('sellers')
-      .select(['seller_id'])
-      .where('publishable_key', '=', publishableKey)
-      .executeTakeFirst();
+    const seller = await projections.sellerByPublishableKey(publishableKey);
     if (!seller) {
       throw new HttpError(
         401,
@@ -63,12 +61,7 @@ export function sessionRoutes(
         },
       );
     }
-    const skill = await ctx.db
-      .selectFrom('skills')
-      .selectAll()
-      .where('seller_id', '=', seller.seller_id)
-      .where('name', '=', input.skill)
-      .executeTakeFirst();
+    const skill = await projections.skill(seller.sellerId, input.skill);
     if (!skill) {
       throw new HttpError(404, 'skill_not_found', `no skill "${input.skill}" for this seller`, {
         field: 'skill',
@@ -112,7 +105,7 @@ export function sessionRoutes(
       });
     }
     return {
-      sellerId: seller.seller_id,
+      sellerId: seller.sellerId,
       skillId: skill.skill_id,
       skillName: skill.name,
       endpointId: endpoint!.endpointId,

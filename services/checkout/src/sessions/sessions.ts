@@ -3,7 +3,7 @@ import { HttpError } from '@paygate/http';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
-import { enqueueSessionEvent } from './snapshot';
+import { enqueueSessionEvent, sessionEvent } from './snapshot';
 
 export interface NewSession {
   sellerId: string;
@@ -48,6 +48,8 @@ export class SessionStore {
   constructor(
     private readonly db: CheckoutDb,
     private readonly config: CheckoutConfig,
+    /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
+    private readonly onEventsEnqueued: () => void = () => undefined,
   ) {}
 
   /** Number of distinct suffixes (1 .. range-1). */
@@ -56,65 +58,102 @@ export class SessionStore {
   }
 
   /**
-   * Inserts a session whose exact amount is price + a suffix not reserved by any matchable session. The
-   * partial unique index decides; the query starts at a random suffix and takes the first free one after it,
-   * so a nearly full range costs a few index probes inside one statement, not a round trip per guess.
+   * One statement (so one round trip and one commit): inserts a session whose exact amount is price + a
+   * suffix not reserved by any matchable session, its idempotency record, and its checkout.session_created
+   * event into the outbox. The partial unique index decides the amount; the query starts at a random suffix
+   * and takes the first free one after it, so a nearly full range costs a few index probes inside the
+   * statement, not a round trip per guess. The event is built and validated here with a stand-in amount;
+   * the statement writes the allocated amount into it (formatted like formatUsdcExact). No row back: no
+   * amount was free, or a concurrent insert took the one picked (nothing was written).
    */
-  async insertWithUniqueAmount(trx: CheckoutTrx, input: NewSession): Promise<SessionRow | undefined> {
+  async insertWithUniqueAmount(
+    executor: CheckoutDb | CheckoutTrx,
+    input: NewSession,
+    idempotency?: IdempotencyClaim,
+  ): Promise<SessionRow | undefined> {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
     const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
     const n = this.capacity;
     const start = randomInt(0, n);
+    const sessionId = newSessionId();
+    const template: SessionRow = {
+      session_id: sessionId,
+      seller_id: input.sellerId,
+      skill_id: input.skillId,
+      skill_name: input.skillName,
+      endpoint_id: input.endpointId,
+      description: input.description,
+      price_micro: input.priceMicro,
+      exact_amount_micro: input.priceMicro + 1n, // stand-in; replaced by the allocated amount in SQL
+      status: 'open',
+      hold_period_hours: input.holdPeriodHours,
+      created_at: now,
+      expires_at: expiresAt,
+      late_until: lateUntil,
+      amount_reserved: true,
+      paid_amount_micro: null,
+      transfer_id: null,
+      tx_hash: null,
+      payer: null,
+      paid_at: null,
+      updated_at: now,
+    };
+    const event = sessionEvent('checkout.session_created', template, this.config);
+    const idempotencyInsert = idempotency
+      ? sql`, idempotency as (
+          insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
+          select seller_id, ${idempotency.key}, ${idempotency.requestHash}, session_id, ${now} from created
+        )`
+      : sql``;
     const result = await sql<SessionRow>`
-      insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
-        exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
-      select ${newSessionId()}, ${input.sellerId}, ${input.skillId}, ${input.skillName}, ${input.endpointId},
-        ${input.description}, ${input.priceMicro}, ${input.priceMicro}::bigint + c.suffix, 'open',
-        ${input.holdPeriodHours}, ${now}, ${expiresAt}, ${lateUntil}, true, ${now}
-      from (select 1 + ((${start}::bigint + generate_series(0, ${n - 1}::bigint)) % ${n}::bigint) as suffix) c
-      where not exists (
-        select 1 from sessions x
-        where x.amount_reserved and x.exact_amount_micro = ${input.priceMicro}::bigint + c.suffix
-      )
-      limit 1
-      on conflict (exact_amount_micro) where amount_reserved do nothing
-      returning *`.execute(trx);
+      with created as (
+        insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
+          exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
+        select ${sessionId}, ${input.sellerId}, ${input.skillId}, ${input.skillName}, ${input.endpointId},
+          ${input.description}, ${input.priceMicro}, ${input.priceMicro}::bigint + c.suffix, 'open',
+          ${input.holdPeriodHours}, ${now}, ${expiresAt}, ${lateUntil}, true, ${now}
+        from (select 1 + ((${start}::bigint + generate_series(0, ${n - 1}::bigint)) % ${n}::bigint) as suffix) c
+        where not exists (
+          select 1 from sessions x
+          where x.amount_reserved and x.exact_amount_micro = ${input.priceMicro}::bigint + c.suffix
+        )
+        limit 1
+        on conflict (exact_amount_micro) where amount_reserved do nothing
+        returning *
+      ), event as (
+        insert into outbox (id, subject, envelope, published_at)
+        select ${event.id}, ${event.type},
+          jsonb_set(${JSON.stringify(event)}::jsonb, '{data,exactAmount}',
+            to_jsonb((exact_amount_micro / 1000000)::text || '.' || lpad((exact_amount_micro % 1000000)::text, 6, '0'))),
+          null
+        from created
+      )${idempotencyInsert}
+      select * from created`.execute(executor);
     return result.rows[0];
   }
 
-  /** Creates a session (and its idempotency record) and enqueues checkout.session_created, in one transaction. */
+  /** Creates a session (and its idempotency record) and enqueues checkout.session_created, in one statement. */
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
     inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
   ): Promise<{ session: SessionRow; replayed: boolean }> {
-    if (idempotency) {
-      const previous = await this.findIdempotent(input.sellerId, idempotency);
-      if (previous) return { session: previous, replayed: true };
-    }
+    // No lookup first: the statement itself fails on a known Idempotency-Key (and writes nothing), so a new
+    // request costs one round trip and only a retry pays for the lookup.
     let swept = false;
     for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
       try {
-        const session = await inTransaction(async (trx) => {
-          const row = await this.insertWithUniqueAmount(trx, input);
-          if (!row) return undefined;
-          if (idempotency) {
-            await trx
-              .insertInto('idempotency_keys')
-              .values({
-                seller_id: input.sellerId,
-                idempotency_key: idempotency.key,
-                request_hash: idempotency.requestHash,
-                session_id: row.session_id,
-                created_at: this.config.now(),
-              })
-              .execute();
-          }
-          await enqueueSessionEvent(trx, 'checkout.session_created', row, this.config);
-          return row;
-        });
-        if (session) return { session, replayed: false };
+        const session = await this.insertWithUniqueAmount(this.db, input, idempotency);
+        if (session) {
+          this.onEventsEnqueued();
+          return { session, replayed: false };
+        }
+        // Nothing inserted, so the key was not checked: a retry must replay even when the range is full.
+        if (idempotency && attempt === 1) {
+          const previous = await this.findIdempotent(input.sellerId, idempotency);
+          if (previous) return { session: previous, replayed: true };
+        }
         // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
         const free = await this.hasFreeAmount(input.priceMicro);
         if (!free) {

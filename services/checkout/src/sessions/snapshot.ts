@@ -36,6 +36,11 @@ export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnap
   };
 }
 
+/** The validated envelope of a session event (with the current trace context). */
+export function sessionEvent(type: SessionEventType, row: SessionRow, config: CheckoutConfig) {
+  return createEvent(type, 'checkout', toSnapshot(row, config), { trace: currentTraceCarrier() });
+}
+
 /** Every status change goes out through the outbox in the transaction that made it. */
 export async function enqueueSessionEvent(
   trx: CheckoutTrx,
@@ -43,8 +48,5 @@ export async function enqueueSessionEvent(
   row: SessionRow,
   config: CheckoutConfig,
 ): Promise<void> {
-  await enqueueEvent(
-    trx,
-    createEvent(type, 'checkout', toSnapshot(row, config), { trace: currentTraceCarrier() }),
-  );
+  await enqueueEvent(trx, sessionEvent(type, row, config));
 }

@@ -1,0 +1,77 @@
+import type { CheckoutDb, SkillsTable } from '../db';
+
+export interface CachedSeller {
+  sellerId: string;
+}
+
+export type CachedSkill = Pick<
+  SkillsTable,
+  'skill_id' | 'seller_id' | 'name' | 'display_name' | 'status' | 'hold_period_hours' | 'endpoints'
+>;
+
+/** Upper bound on cached entries: past it the cache is emptied (simple, bounded memory). */
+const MAX_ENTRIES = 20_000;
+
+/**
+ * In-memory read-through cache of the seller and skill projections for the session-creation path, so a
+ * widget request costs no projection query. Entries live `ttlMs` (another replica may have consumed the
+ * registry event that changed them: the TTL bounds that staleness); this replica drops an entry as soon as
+ * it commits a newer revision. Misses are not cached, so a new seller or skill works at once.
+ */
+export class ProjectionCache {
+  private readonly sellers = new Map<string, { value: CachedSeller; until: number }>();
+  private readonly skills = new Map<string, { value: CachedSkill; until: number }>();
+
+  constructor(
+    private readonly db: CheckoutDb,
+    private readonly ttlMs: number,
+    private readonly clockMs: () => number = () => performance.now(),
+  ) {}
+
+  async sellerByPublishableKey(publishableKey: string): Promise<CachedSeller | undefined> {
+    const hit = this.sellers.get(publishableKey);
+    if (hit && hit.until > this.clockMs()) return hit.value;
+    const row = await this.db
+      .selectFrom('sellers')
+      .select(['seller_id'])
+      .where('publishable_key', '=', publishableKey)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const value = { sellerId: row.seller_id };
+    this.put(this.sellers, publishableKey, value);
+    return value;
+  }
+
+  async skill(sellerId: string, name: string): Promise<CachedSkill | undefined> {
+    const key = `${sellerId}\n${name}`;
+    const hit = this.skills.get(key);
+    if (hit && hit.until > this.clockMs()) return hit.value;
+    const row = await this.db
+      .selectFrom('skills')
+      .select(['skill_id', 'seller_id', 'name', 'display_name', 'status', 'hold_period_hours', 'endpoints'])
+      .where('seller_id', '=', sellerId)
+      .where('name', '=', name)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    this.put(this.skills, key, row);
+    return row;
+  }
+
+  /** After a seller.updated commit: its publishable key may have been rotated, so forget every key. */
+  invalidateSellers(): void {
+    this.sellers.clear();
+  }
+
+  /** After a skill.updated commit: the skill may have been renamed or moved, so forget every entry of it. */
+  invalidateSkill(skillId: string, sellerId: string): void {
+    for (const [key, entry] of this.skills) {
+      if (entry.value.skill_id === skillId || entry.value.seller_id === sellerId) this.skills.delete(key);
+    }
+  }
+
+  private put<V>(map: Map<string, { value: V; until: number }>, key: string, value: V): void {
+    if (this.ttlMs <= 0) return;
+    if (map.size >= MAX_ENTRIES) map.clear();
+    map.set(key, { value, until: this.clockMs() + this.ttlMs });
+  }
+}
