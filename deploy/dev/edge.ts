@@ -16,6 +16,8 @@ export interface EdgeOptions {
   port: number;
   /** Upstream URL per service, e.g. `http://127.0.0.1:{port}` or `http://{service}:{port}`. */
   upstreamTemplate?: string;
+  /** Exact upstream URLs by service name, over the template (tests run services on random ports). */
+  upstreams?: Record<string, string>;
   /** Extra routes ahead of the table (the dev demo seller), mapped straight to a URL. */
   extraPrefixes?: Record<string, string>;
   /** Timeout for an upstream answer. */
@@ -68,7 +70,8 @@ export function startEdge(options: EdgeOptions): Promise<http.Server> {
       if (pathname === prefix.replace(/\/$/, '') || pathname.startsWith(prefix)) return upstream;
     }
     const service = routeFor(pathname);
-    return service ? upstreamFor(service, options.upstreamTemplate) : undefined;
+    if (!service) return undefined;
+    return options.upstreams?.[service] ?? upstreamFor(service, options.upstreamTemplate);
   };
   const server = http.createServer((req, res) => {
     const upstream = target(req.url);
