@@ -40,10 +40,11 @@ const transactionFor = async (txHash: string) =>
 
 async function pay(overrides: Parameters<typeof paymentData>[1] = {}) {
   const payment = paymentData(h.sellerId, overrides);
-  await h.publish('transfer.observed', observedData(payment));
+  const observed = observedData(payment);
+  await h.publish('transfer.observed', observed);
   await h.publish('payment.confirmed', payment);
   const txn = await transactionFor(payment.txHash);
-  return { payment, txn };
+  return { payment, txn, observed };
 }
 
 /** The ledger is internally consistent: no account drifts from its postings, the trial balance holds. */
@@ -430,10 +431,10 @@ describe('ledger', () => {
   });
 
   test('transfer.reorged reverses the transfer and what its payment caused', async () => {
-    const { payment, txn } = await pay({ amount: '6', holdPeriodHours: 24 });
+    const { payment, txn, observed } = await pay({ amount: '6', holdPeriodHours: 24 });
     const escrowBefore = await accountBalance(db, 'escrow_asset');
     const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
-    const { confirmations: _c, observedAt: _o, ...transfer } = observedData(payment);
+    const { confirmations: _c, observedAt: _o, ...transfer } = observed;
     await h.publish('transfer.reorged', { ...transfer, reorgedAt: new Date().toISOString() });
     await waitFor(async () => (await h.http(`/api/v1/transactions/${txn.id}`)).body.status === 'reversed');
     expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - 6_000_000n);
@@ -446,5 +447,107 @@ describe('ledger', () => {
     );
     expect(reversals.rows[0]!.n).toBe(2n);
     await expectBooksConsistent();
+  });
+
+  describe('a transfer reorged away and included again in another block', () => {
+    const reorgOf = (observed: ReturnType<typeof observedData>) => {
+      const { confirmations: _c, observedAt: _o, ...transfer } = observed;
+      return { ...transfer, reorgedAt: new Date().toISOString() };
+    };
+    const transactionsOf = async (txHash: string) =>
+      (
+        await sql<any>`select id, payment_id, escrow_status from transactions where tx_hash = ${txHash}
+          order by created_at, id`.execute(db)
+      ).rows;
+    const openConflicts = async (txHash: string) =>
+      (
+        await sql<any>`select kind from payment_conflicts where tx_hash = ${txHash} and status = 'open'`.execute(
+          db,
+        )
+      ).rows;
+
+    test('the re-match after re-inclusion is credited as a new transaction, not a conflict', async () => {
+      const payment = paymentData(h.sellerId, { amount: '7', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      await h.publish('transfer.observed', first);
+      await h.publish('payment.confirmed', payment);
+      const original = await transactionFor(payment.txHash);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
+      await h.publish('transfer.reorged', reorgOf(first));
+      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - 7_000_000n);
+
+      // Mined again in another block; checkout re-matches its reopened session with a new payment id.
+      await h.publish('transfer.observed', { ...first, blockNumber: 11, blockHash: randomTxHash() });
+      await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore);
+      await h.publish('payment.confirmed', { ...payment, paymentId: `${payment.paymentId}_rematch` });
+      await waitFor(async () => (await transactionsOf(payment.txHash)).length === 2);
+      const [reversed, live] = await transactionsOf(payment.txHash);
+      expect(reversed).toMatchObject({ id: original.id, escrow_status: 'reversed' });
+      expect(live).toMatchObject({ payment_id: `${payment.paymentId}_rematch`, escrow_status: 'held' });
+      expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore);
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      expect(await openConflicts(payment.txHash)).toEqual([]);
+      // A second claim on the re-included transfer is still refused.
+      await h.publish('payment.confirmed', { ...payment, paymentId: 'pay_third_claim' });
+      await waitFor(async () => (await openConflicts(payment.txHash)).length === 1);
+      expect(await openConflicts(payment.txHash)).toEqual([{ kind: 'transfer_already_claimed' }]);
+      await expectBooksConsistent();
+    });
+
+    test('a payment that arrives before the re-inclusion is parked, then booked when the transfer is back', async () => {
+      const payment = paymentData(h.sellerId, { amount: '3', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      await h.publish('transfer.observed', first);
+      await h.publish('payment.confirmed', payment);
+      await transactionFor(payment.txHash);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      await h.publish('transfer.reorged', reorgOf(first));
+      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      await h.publish('payment.confirmed', { ...payment, paymentId: `${payment.paymentId}_rematch` });
+      await waitFor(async () => (await openConflicts(payment.txHash)).length === 1);
+      expect(await openConflicts(payment.txHash)).toEqual([{ kind: 'transfer_reorged' }]);
+
+      await h.publish('transfer.observed', { ...first, blockNumber: 12, blockHash: randomTxHash() });
+      await waitFor(async () => (await transactionsOf(payment.txHash)).length === 2);
+      expect((await transactionsOf(payment.txHash))[1]).toMatchObject({
+        payment_id: `${payment.paymentId}_rematch`,
+        escrow_status: 'held',
+      });
+      expect(await openConflicts(payment.txHash)).toEqual([]);
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      await expectBooksConsistent();
+    });
+
+    test('a transfer.reorged for the old block handled after the re-inclusion reverses nothing', async () => {
+      const payment = paymentData(h.sellerId, { amount: '2', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      await h.publish('transfer.observed', first);
+      await h.publish('payment.confirmed', payment);
+      const txn = await transactionFor(payment.txHash);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      const moved = { ...first, blockNumber: 13, blockHash: randomTxHash() };
+      await h.publish('transfer.observed', moved);
+      await waitFor(
+        async () =>
+          (await sql<any>`select block_hash from transfers where tx_hash = ${payment.txHash}`.execute(db))
+            .rows[0]?.block_hash === moved.blockHash,
+      );
+      const reorgsHandled = async () =>
+        (
+          await sql<any>`select count(*)::int as n from inbox where consumer = 'ledger-transfer-reorged'`.execute(
+            db,
+          )
+        ).rows[0].n as number;
+      const handledBefore = await reorgsHandled();
+      await h.publish('transfer.reorged', reorgOf(first));
+      await waitFor(async () => (await reorgsHandled()) === handledBefore + 1, {
+        message: 'stale reorg handled',
+      });
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      expect((await transactionsOf(payment.txHash))[0]).toMatchObject({ id: txn.id, escrow_status: 'held' });
+      await expectBooksConsistent();
+    });
   });
 });

@@ -13,9 +13,14 @@ interface TransferRow {
   status: 'observed' | 'reorged';
   booked_by: string;
   claimed_by_transaction_id: string | null;
+  /** 0 for the first inclusion in a block; +1 each time it is mined again after a reorg removed it. */
+  inclusion: number;
+  block_hash: string | null;
 }
 
-const transferEntryKey = (key: string) => `transfer:${key}`;
+/** What an inclusion causes is keyed per inclusion: `<key>` for the first, `<key>#<n>` after re-inclusions. */
+const perInclusion = (key: string, inclusion: number) => (inclusion > 0 ? `${key}#${inclusion}` : key);
+const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perInclusion(key, inclusion)}`;
 
 async function lockTransfer(
   trx: Transaction<any>,
@@ -24,7 +29,8 @@ async function lockTransfer(
   logIndex: number,
 ): Promise<TransferRow | undefined> {
   const result =
-    await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id
+    await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id,
+        inclusion, block_hash
       from transfers where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
       trx,
     );
@@ -46,15 +52,16 @@ async function bookTransfer(
     from: string;
     to: string | null;
     blockNumber: number | null;
+    blockHash: string | null;
     bookedBy: 'transfer.observed' | 'payment.confirmed';
     at: Date;
   },
 ): Promise<boolean> {
   const inserted =
     await sql`insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, to_address,
-        block_number, status, booked_by, observed_at)
+        block_number, block_hash, status, booked_by, observed_at)
       values (${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.amountMicro}, ${input.from.toLowerCase()},
-        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, 'observed', ${input.bookedBy}, ${input.at})
+        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', ${input.bookedBy}, ${input.at})
       on conflict do nothing`.execute(trx);
   if (Number(inserted.numAffectedRows ?? 0n) === 0) return false;
   const key = transferKey(input.chainId, input.txHash, input.logIndex);
@@ -83,6 +90,7 @@ export async function onTransferObserved(
     from: d.from,
     to: d.to,
     blockNumber: d.blockNumber,
+    blockHash: d.blockHash.toLowerCase(),
     bookedBy: 'transfer.observed',
     at: deps.now(),
   });
@@ -90,7 +98,14 @@ export async function onTransferObserved(
   // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
   const existing = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
   if (!existing) return;
-  await sql`update transfers set block_number = ${d.blockNumber}, to_address = ${d.to.toLowerCase()}
+  if (existing.status === 'reorged') {
+    await reincludeTransfer(trx, event, existing, deps);
+    return;
+  }
+  // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
+  // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
+  await sql`update transfers set block_number = ${d.blockNumber}, block_hash = ${d.blockHash.toLowerCase()},
+        to_address = ${d.to.toLowerCase()}
       where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
   if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
     const key = transferKey(d.chainId, txHash, d.logIndex);
@@ -109,6 +124,56 @@ export async function onTransferObserved(
       'observed transfer amount differs from the booked amount; left for an operator',
     );
   }
+}
+
+/**
+ * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
+ * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
+ * transaction stays reversed (history); the payment claims it anew: either a payment.confirmed still to come
+ * (checkout re-matches its reopened session), or one that arrived while the transfer was still reorged and was
+ * parked as a `transfer_reorged` conflict, which is booked now and the conflict resolved.
+ */
+async function reincludeTransfer(
+  trx: Transaction<any>,
+  event: EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>,
+  transfer: TransferRow,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  const inclusion = transfer.inclusion + 1;
+  const amountMicro = parseUsdc(d.amount);
+  await sql`update transfers set status = 'observed', inclusion = ${inclusion}, claimed_by_transaction_id = null,
+        amount_micro = ${amountMicro}, block_number = ${d.blockNumber},
+        block_hash = ${d.blockHash.toLowerCase()}, to_address = ${d.to.toLowerCase()},
+        reorged_at = null
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await postEntry(trx, {
+    idempotencyKey: transferEntryKey(key, inclusion),
+    entryType: 'transfer_in',
+    lines: [debit('escrow_asset', amountMicro), credit('suspense', amountMicro)],
+    memo: { transfer: key, inclusion, blockHash: d.blockHash, reason: 're-included after a reorg' },
+  });
+  deps.logger.info({ transfer: key, inclusion, blockHash: d.blockHash }, 'reorged transfer included again');
+  const parked = await sql<{
+    id: bigint;
+    payment: Record<string, unknown>;
+  }>`select id, detail->'payment' as payment
+      from payment_conflicts
+      where kind = 'transfer_reorged' and status = 'open' and chain_id = ${d.chainId} and tx_hash = ${txHash}
+        and log_index = ${d.logIndex} and detail ? 'payment'
+      order by id limit 1 for update`.execute(trx);
+  const conflict = parked.rows[0];
+  if (!conflict) return;
+  const payment = { ...conflict.payment, transactionId: newTransactionId() };
+  const booked = await sql<{ outcome: string; transaction_id: string | null }>`select outcome, transaction_id
+      from book_payments(${JSON.stringify([payment])}::jsonb, ${deps.now()})`.execute(trx);
+  const outcome = booked.rows[0];
+  if (outcome?.outcome !== 'booked') return;
+  await sql`update payment_conflicts set status = 'resolved',
+        resolution = ${JSON.stringify({ by: 're-inclusion', transactionId: outcome.transaction_id, eventId: event.id })}::jsonb
+      where id = ${conflict.id}`.execute(trx);
 }
 
 async function recordConflict(
@@ -230,6 +295,13 @@ export async function onTransferReorged(
   const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
   if (!transfer || transfer.status === 'reorged') return;
   const key = transferKey(d.chainId, txHash, d.logIndex);
+  if (transfer.block_hash && transfer.block_hash !== d.blockHash.toLowerCase()) {
+    deps.logger.info(
+      { transfer: key, reorgedBlock: d.blockHash, currentBlock: transfer.block_hash },
+      'transfer.reorged for a block the transfer is no longer in; it is included in another: nothing reversed',
+    );
+    return;
+  }
   const now = deps.now();
   let stillInSuspense = transfer.amount_micro;
   if (transfer.claimed_by_transaction_id) {
@@ -246,7 +318,7 @@ export async function onTransferReorged(
         idempotencyKey: `reversal:${txn.id}`,
         entryType: 'payment_reversal',
         transactionId: txn.id,
-        reversesEntryId: await entryIdByKey(trx, key),
+        reversesEntryId: await entryIdByKey(trx, perInclusion(key, transfer.inclusion)),
         lines: [
           debit(held ? 'seller_held' : 'seller_available', sellerPart, txn.seller_id),
           debit(held ? 'platform_held' : 'platform_revenue', platformPart),
@@ -275,12 +347,13 @@ export async function onTransferReorged(
     }
   }
   await postEntry(trx, {
-    idempotencyKey: `reorg:${key}`,
+    idempotencyKey: `reorg:${perInclusion(key, transfer.inclusion)}`,
     entryType: 'transfer_reversal',
-    reversesEntryId: await entryIdByKey(trx, transferEntryKey(key)),
+    reversesEntryId: await entryIdByKey(trx, transferEntryKey(key, transfer.inclusion)),
     lines: [debit('suspense', stillInSuspense), credit('escrow_asset', stillInSuspense)],
     memo: { transfer: key, blockHash: d.blockHash },
   });
-  await sql`update transfers set status = 'reorged', reorged_at = ${now}
+  // Unclaimed: its reversed transaction no longer holds it, so a payment after a re-inclusion can claim it again.
+  await sql`update transfers set status = 'reorged', reorged_at = ${now}, claimed_by_transaction_id = null
       where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
 }
