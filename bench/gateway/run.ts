@@ -66,23 +66,42 @@ interface CaseResult {
   errors: number;
 }
 
-async function measure(name: string, url: string, headers: Record<string, string> = {}): Promise<CaseResult> {
-  // A short warm-up fills connection pools and JIT caches; then the measured run.
-  await autocannon({ url, connections: CONNECTIONS, duration: 1, headers });
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
-  const out: CaseResult = {
-    requestsPerSecond: Math.round(result.requests.average),
-    latencyP50Ms: result.latency.p50,
-    latencyP99Ms: result.latency.p99,
-    latencyAvgMs: result.latency.average,
-    requests: result.requests.total,
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
-  };
-  console.log(
-    `${name.padEnd(34)} ${String(out.requestsPerSecond).padStart(7)} req/s  p50 ${out.latencyP50Ms} ms  p99 ${out.latencyP99Ms} ms  non2xx ${out.non2xx}`,
-  );
-  return out;
+async function run(url: string, headers: Record<string, string>, seconds: number) {
+  return autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
+}
+
+/**
+ * Measures cases against each other in interleaved rounds (A B A B …, each DURATION/2 s), so a change in the
+ * machine's load during the run (it is shared) does not land on one case only. Figures are the round means.
+ */
+async function measureTogether(
+  cases: Array<{ name: string; url: string; headers?: Record<string, string> }>,
+): Promise<CaseResult[]> {
+  for (const c of cases) await run(c.url, c.headers ?? {}, 1); // warm-up: pools, JIT
+  const rounds = 2;
+  const raw: Autocannon.Result[][] = cases.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, c] of cases.entries())
+      raw[i]!.push(await run(c.url, c.headers ?? {}, DURATION_S / rounds));
+  }
+  return cases.map((c, i) => {
+    const results = raw[i]!;
+    const mean = (f: (r: Autocannon.Result) => number) =>
+      results.reduce((sum, r) => sum + f(r), 0) / results.length;
+    const out: CaseResult = {
+      requestsPerSecond: Math.round(mean((r) => r.requests.average)),
+      latencyP50Ms: round(mean((r) => r.latency.p50)),
+      latencyP99Ms: round(mean((r) => r.latency.p99)),
+      latencyAvgMs: round(mean((r) => r.latency.average)),
+      requests: results.reduce((sum, r) => sum + r.requests.total, 0),
+      non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
+      errors: results.reduce((sum, r) => sum + r.errors + r.timeouts, 0),
+    };
+    console.log(
+      `${c.name.padEnd(38)} ${String(out.requestsPerSecond).padStart(7)} req/s  p50 ${out.latencyP50Ms} ms  p99 ${out.latencyP99Ms} ms  non2xx ${out.non2xx}`,
+    );
+    return out;
+  });
 }
 
 const percentile = (values: number[], p: number) => {
@@ -239,23 +258,23 @@ async function main() {
     console.log(
       `gateway benchmark: ${DURATION_S} s per case, ${CONNECTIONS} connections, ${os.cpus().length} CPUs`,
     );
-    const direct = await measure('(a) upstream direct', `${seller.ready.upstream}/data`);
-    const httpProxy = await measure('(b) bare http-proxy', `${bare.ready.url}/data`);
-    const gatewayProxy = await measure(
-      '(c) gateway-proxy, paid subscriber',
-      `${gatewayUrl}/api/v1/skills/bench-sub/data`,
+    const [direct, httpProxy, gatewayProxy] = (await measureTogether([
+      { name: '(a) upstream direct', url: `${seller.ready.upstream}/data` },
+      { name: '(b) bare http-proxy', url: `${bare.ready.url}/data` },
       {
-        'X-402-Payment': subHeader,
+        name: '(c) gateway-proxy, paid subscriber',
+        url: `${gatewayUrl}/api/v1/skills/bench-sub/data`,
+        headers: { 'X-402-Payment': subHeader },
       },
-    );
-    const bareRoute = await measure('(d) seller route, bare', `${seller.ready.app}/bare/data`);
-    const ticketRoute = await measure(
-      '(d) seller route, ticket middleware',
-      `${seller.ready.app}/tickets/data`,
+    ])) as [CaseResult, CaseResult, CaseResult];
+    const [bareRoute, ticketRoute] = (await measureTogether([
+      { name: '(d) seller route, bare', url: `${seller.ready.app}/bare/data` },
       {
-        'X-402-Ticket': ticketAnswer.ticket,
+        name: '(d) seller route, ticket middleware',
+        url: `${seller.ready.app}/tickets/data`,
+        headers: { 'X-402-Ticket': ticketAnswer.ticket },
       },
-    );
+    ])) as [CaseResult, CaseResult];
 
     const results = {
       generatedAt: new Date().toISOString(),
@@ -338,7 +357,8 @@ function writeDocs(r: any) {
 ## Gateway (bench/gateway/run.ts)
 
 Generated ${r.generatedAt} on ${r.machine.cpus} CPUs (${r.machine.model}), Node ${r.machine.node}; autocannon,
-${r.connections} connections, ${r.durationSecondsPerCase} s per case after a 1 s warm-up; every server in its own
+${r.connections} connections, ${r.durationSecondsPerCase} s per case (two interleaved rounds, figures are the round means)
+after a 1 s warm-up; every server in its own
 process on loopback (a machine shared with other work, so absolute figures vary between runs; the ratios are the point).
 Raw figures: \`bench/results/gateway.json\`.
 

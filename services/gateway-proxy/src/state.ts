@@ -28,6 +28,8 @@ export interface GatewayState {
   };
   /** Counts one hit; answers 429 and returns false when over the limit. */
   rateLimit(res: ServerResponse, requestId: string, bucket: string): Promise<boolean>;
+  /** The same, decided in process when the limiter can (no promise); undefined when it must ask Postgres. */
+  rateLimitLocal(res: ServerResponse, bucket: string): boolean | undefined;
   forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
 }
 
@@ -82,6 +84,13 @@ export async function createGatewayState(
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     limiter,
     metrics,
+    rateLimitLocal(res, bucket) {
+      const decision = limiter.tryLocal(bucket);
+      if (!decision) return undefined;
+      res.setHeader('RateLimit-Limit', String(decision.limit));
+      res.setHeader('RateLimit-Remaining', String(decision.remaining));
+      return true;
+    },
     async rateLimit(res, requestId, bucket) {
       const decision = await limiter.hit(bucket);
       res.setHeader('RateLimit-Limit', String(decision.limit));

@@ -127,6 +127,21 @@ export class PaymentService {
     return undefined;
   }
 
+  /**
+   * The hot path of a subscriber repeating a call: answered from the cached claim without a promise.
+   * Undefined when the full path (Postgres, chain) must decide.
+   */
+  presentCached(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
+    const claim = this.subscriptionCache.get(`${proof.network}:${proof.txHash}`);
+    if (!claim || this.staticCheck(proof, purchase)) return undefined;
+    if (claim.payer.toLowerCase() !== proof.from.toLowerCase()) return undefined;
+    if (claim.skill_id !== purchase.skillId || purchase.skillId === null) return undefined;
+    if (!claim.access_expires_at || claim.access_expires_at.getTime() <= this.settings.now().getTime())
+      return undefined;
+    if (this.recoverSigner(proof, claim.resource) !== proof.from.toLowerCase()) return undefined;
+    return { ok: true, claim, fresh: false, chainMs: 0 };
+  }
+
   async present(proof: PaymentProof, purchase: Purchase): Promise<PresentOutcome> {
     const refused = this.staticCheck(proof, purchase);
     if (refused) return { ok: false, failure: refused, chainMs: 0 };

@@ -51,6 +51,23 @@ export class SharedRateLimiter {
     await this.flush().catch(() => undefined);
   }
 
+  /** Counts the hit locally and decides without Postgres when the rules allow it; otherwise undefined. */
+  tryLocal(bucket: string): RateDecision | undefined {
+    const nowMs = this.now().getTime();
+    const windowStart = nowMs - (nowMs % WINDOW_MS);
+    const state = this.buckets.get(bucket);
+    if (!state || state.windowStart !== windowStart) return undefined;
+    if (Date.now() - state.syncedAt >= (this.options.freshMs ?? 1000)) return undefined;
+    if (state.shared + state.pending + 1 > this.limit / 2) return undefined;
+    state.pending += 1;
+    return {
+      allowed: true,
+      limit: this.limit,
+      remaining: this.limit - state.shared - state.pending,
+      retryAfterSeconds: Math.max(1, Math.ceil((windowStart + WINDOW_MS - nowMs) / 1000)),
+    };
+  }
+
   async hit(bucket: string): Promise<RateDecision> {
     const nowMs = this.now().getTime();
     const windowStart = nowMs - (nowMs % WINDOW_MS);

@@ -158,7 +158,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     }
     const name = match[1]!;
     const path = match[2] ?? '/';
-    const skill = await state.skills.byName(name);
+    const skill = state.skills.peek(name)?.skill ?? (await state.skills.byName(name));
     if (!skill) {
       sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
       return;
@@ -217,7 +217,8 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
 
     const headerValue = pickPaymentHeader((h) => req.headers[h.toLowerCase()]);
     if (!headerValue) {
-      if (!(await state.rateLimit(res, requestId, clientBucket))) return;
+      if (!(state.rateLimitLocal(res, clientBucket) ?? (await state.rateLimit(res, requestId, clientBucket))))
+        return;
       sendJson(res, 402, requirements());
       return;
     }
@@ -256,8 +257,13 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     // anything else counts against the client address, so nobody can spend another wallet's quota.
     const walletBucket = `wallet:${proof.from.toLowerCase()}:${skill.skillId}`;
     const signedHere = state.payments.signedBy(proof, resource);
-    if (signedHere && !(await state.rateLimit(res, requestId, walletBucket))) return;
-    const outcome: PresentOutcome = await state.payments.present(proof, purchase);
+    if (
+      signedHere &&
+      !(state.rateLimitLocal(res, walletBucket) ?? (await state.rateLimit(res, requestId, walletBucket)))
+    )
+      return;
+    const outcome: PresentOutcome =
+      state.payments.presentCached(proof, purchase) ?? (await state.payments.present(proof, purchase));
     if (!signedHere && !(await state.rateLimit(res, requestId, outcome.ok ? walletBucket : clientBucket)))
       return;
     if (!outcome.ok) {
@@ -343,6 +349,6 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       return;
     }
     result.relay({ [RECEIPT_HEADER]: claim.tx_hash });
-    await state.payments.markServed(claim);
+    if (claim.kind !== 'subscription') await state.payments.markServed(claim);
   }
 }

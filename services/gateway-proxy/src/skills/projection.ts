@@ -35,6 +35,12 @@ export class SkillDirectory {
     this.cache.clear();
   }
 
+  /** The cached answer, without a promise, when there is a fresh one (the hot path). */
+  peek(name: string): { skill: SkillSnapshot | undefined } | undefined {
+    const cached = this.cache.get(name);
+    return cached && cached.expiresAt > Date.now() ? { skill: cached.skill } : undefined;
+  }
+
   async byName(name: string): Promise<SkillSnapshot | undefined> {
     const now = Date.now();
     const cached = this.cache.get(name);
