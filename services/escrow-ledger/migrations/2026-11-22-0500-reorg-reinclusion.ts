@@ -22,7 +22,6 @@ export const reorgReinclusion: Migration = {
       -- One on-chain transfer pays for one live thing; a reversed transaction no longer holds its transfer.
       create unique index one_live_transaction_per_transfer on transactions (chain_id, tx_hash, log_index)
         where escrow_status <> 'reversed';
-      create index transactions_transfer on transactions (chain_id, tx_hash, log_index);
       alter table payment_conflicts add column resolution jsonb;
 
       create or replace function book_payments(p_payments jsonb, p_now timestamptz)
@@ -116,7 +115,6 @@ export const reorgReinclusion: Migration = {
   async down(db: Kysely<any>) {
     await sql`
       alter table payment_conflicts drop column resolution;
-      drop index transactions_transfer;
       drop index one_live_transaction_per_transfer;
       alter table transactions add constraint one_transaction_per_transfer unique (chain_id, tx_hash, log_index);
       alter table transfers drop column inclusion, drop column block_hash;
