@@ -7,6 +7,7 @@ import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase, CheckoutTrx } from './db';
 import { TransferMatcher } from './matching/transfers';
+import { openApiRoute } from './openapi';
 import { operatorRoutes } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
@@ -79,6 +80,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
       sellerAuth = new SellerAuth(ctx.bus);
       staticRoutes(app);
+      openApiRoute(app);
       sessionRoutes(app, ctx, config, store, sellerAuth, projectionsFor(ctx));
       operatorRoutes(app, ctx, config, matcherFor(ctx));
     },

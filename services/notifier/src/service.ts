@@ -6,6 +6,7 @@ import type { NotifierConfig } from './config';
 import { notifierConsumers } from './consumers';
 import type { NotifierDatabase } from './db';
 import { LiveUpdates, WEBSOCKET_PATH } from './live/hub';
+import { notifierOpenApiRoute } from './openapi';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
 import { mountWebhookRoutes } from './webhooks/routes';
@@ -70,6 +71,7 @@ export async function startNotifier(
         );
       });
       mountWebhookRoutes(app, ctx, { auth, dispatcher, config });
+      notifierOpenApiRoute(app);
     },
     consumers: (ctx) => notifierConsumers({ config, dispatcher: partsFor(ctx).dispatcher }),
     background: (ctx) => [partsFor(ctx).dispatcher],

@@ -8,7 +8,7 @@ import type { CheckoutDatabase } from '../db';
 import { type TransferMatcher, toTransferView } from '../matching/transfers';
 import { toSnapshot } from '../sessions/snapshot';
 
-const ListQuery = Type.Object({
+export const TransferListQuery = Type.Object({
   status: Type.Optional(
     Type.Union(
       ['unmatched', 'attached', 'refund_requested', 'matched', 'reorged'].map((s) => Type.Literal(s)),
@@ -16,15 +16,15 @@ const ListQuery = Type.Object({
   ),
   limit: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,2}$' })),
 });
-const TransferIdParam = Type.Object({ id: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }) });
-const AttachBody = Type.Object(
+export const TransferIdParam = Type.Object({ id: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }) });
+export const AttachBody = Type.Object(
   {
     sessionId: Type.String({ pattern: '^cs_[0-9a-f]{32}$' }),
     note: Type.Optional(Type.String({ maxLength: 500 })),
   },
   { additionalProperties: false },
 );
-const RefundBody = Type.Object(
+export const RefundBody = Type.Object(
   { note: Type.Optional(Type.String({ maxLength: 500 })) },
   { additionalProperties: false },
 );
@@ -39,7 +39,7 @@ export function operatorRoutes(
   const auth = operatorAuth(config.operatorToken);
 
   app.get('/api/v1/operator/transfers', auth, async (req, res) => {
-    const query = assertValid(ListQuery, { ...req.query }, 'query');
+    const query = assertValid(TransferListQuery, { ...req.query }, 'query');
     const limit = Math.min(Number(query.limit ?? 100), 500);
     const rows = await ctx.db
       .selectFrom('transfers')

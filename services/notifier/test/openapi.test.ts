@@ -1,0 +1,107 @@
+import type { Bus } from '@paygate/bus';
+import { assertValid } from '@paygate/http';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
+import type { Express } from 'express';
+import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/payload';
+
+const API_KEY = `sk_test_${'7'.repeat(24)}`;
+
+/** Every METHOD path the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
+function routedOperations(app: Express): string[] {
+  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
+  return stack
+    .filter((layer) => layer.route?.path)
+    .flatMap((layer) =>
+      Object.keys(layer.route.methods)
+        .filter((m) => m !== '_all')
+        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
+    );
+}
+
+describe('notifier OpenAPI document', () => {
+  let env: TestEnvironment;
+  let bus: Bus;
+  let notifier: RunningNotifier;
+  let responder: { unsubscribe(): void } | undefined;
+  beforeAll(async () => {
+    env = await createTestEnvironment('ntapi');
+    bus = await env.bus();
+    responder = serveSellersForTests(bus, {
+      [API_KEY]: {
+        sellerId: 'sel_openapi',
+        walletAddress: `0x${'1'.repeat(40)}`,
+        payoutAddress: `0x${'1'.repeat(40)}`,
+        publishableKey: `pk_test_${'7'.repeat(24)}`,
+        apiKeyVersion: 1,
+      },
+    });
+    notifier = await startNotifier(loadConfig(env.envFor('notifier')));
+  });
+  afterAll(async () => {
+    responder?.unsubscribe();
+    await notifier?.stop();
+    await env.cleanup();
+  });
+
+  it('is OpenAPI 3.1 with every route, the WebSocket protocol and every webhook it sends', async () => {
+    const res = await fetch(`${notifier.url}/api/v1/openapi/notifier.json`);
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as any;
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item as object).map((method) => `${method} ${path}`),
+    );
+    const served = routedOperations(notifier.app).filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
+    expect(served.length).toBeGreaterThanOrEqual(5);
+    expect([...served].sort()).toEqual([...documented].sort());
+
+    const ws = doc.paths['/api/v1/ws'].get;
+    for (const word of [
+      '"subscribe"',
+      '"unsubscribe"',
+      '"subscribed"',
+      '"session"',
+      'too_many_subscriptions',
+    ])
+      expect(ws.description).toContain(word);
+    expect(Object.keys(doc.webhooks).sort()).toEqual([...WEBHOOK_EVENT_TYPES].sort());
+    const refund = doc.webhooks['refund.completed'].post.requestBody.content['application/json'].schema;
+    expect(refund.properties.data.required).toEqual(
+      expect.arrayContaining(['event', 'transactionId', 'refundTxHash', 'amount']),
+    );
+  });
+
+  it('documents the query rules the delivery list enforces', async () => {
+    const doc = (await (await fetch(`${notifier.url}/api/v1/openapi/notifier.json`)).json()) as any;
+    const params = doc.paths['/api/v1/webhooks/deliveries'].get.parameters as Array<{
+      name: string;
+      schema: object;
+    }>;
+    const valid = (schema: object, value: string) => {
+      try {
+        assertValid(schema as never, value);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (const [name, bad, good] of [
+      ['limit', '101', '100'],
+      ['status', 'bogus', 'failed'],
+    ] as const) {
+      const schema = params.find((p) => p.name === name)!.schema;
+      expect(valid(schema, bad)).toBe(false);
+      expect(valid(schema, good)).toBe(true);
+      const refused = await fetch(`${notifier.url}/api/v1/webhooks/deliveries?${name}=${bad}`, {
+        headers: { authorization: `Bearer ${API_KEY}` },
+      });
+      expect(refused.status).toBe(400);
+      const accepted = await fetch(`${notifier.url}/api/v1/webhooks/deliveries?${name}=${good}`, {
+        headers: { authorization: `Bearer ${API_KEY}` },
+      });
+      expect(accepted.status).toBe(200);
+    }
+  });
+});
