@@ -84,6 +84,17 @@ describe('checkout matching of observed transfers', () => {
       reason: 'no_session_with_this_amount',
       amount: '4.000000',
     });
+    // One shared escrow address: a non-exact amount is never applied to a session on its own.
+    const stillOpen = await request(h.url).get(`/api/v1/checkout/sessions/${under.sessionId}`);
+    expect(stillOpen.body).toMatchObject({ status: 'open', paidAmount: null, txHash: null });
+    const overOpen = await request(h.url).get(`/api/v1/checkout/sessions/${over.sessionId}`);
+    expect(overOpen.body).toMatchObject({ status: 'open', paidAmount: null });
+    const payments = await h.running.ctx.db
+      .selectFrom('payments')
+      .select('payment_id')
+      .where('session_id', 'in', [under.sessionId, over.sessionId])
+      .execute();
+    expect(payments).toHaveLength(0);
 
     const underpaid = new EventRecorder(h.bus, 'checkout.session_underpaid');
     const attach = await request(h.url)
