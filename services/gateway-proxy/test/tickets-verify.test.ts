@@ -1,0 +1,155 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { ConfigError } from '@paygate/runtime';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import { testWallets } from '@paygate/testing';
+import jwt from 'jsonwebtoken';
+import { loadConfig, startGatewayProxy } from '../src';
+import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+
+jest.setTimeout(60_000);
+
+const API_KEY = 'sk_test_verify_key_000000000000';
+
+describe('gateway-proxy: ticket keys, /api/verify, config', () => {
+  let h: Harness;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+
+  beforeAll(async () => {
+    h = await startHarness('gwkeys');
+    upstream = await startUpstream();
+    serveSellersForTests(h.bus, {
+      [API_KEY]: {
+        sellerId: 'seller-v',
+        walletAddress: testWallets.seller.address,
+        payoutAddress: testWallets.seller.address,
+        publishableKey: 'pk_test_verify_key_000000000000',
+        apiKeyVersion: 1,
+      },
+    });
+    await h.publishSkill(skillSnapshot({ name: 'tk', mode: 'TICKET', apiBaseUrl: `${upstream.url}/seller` }));
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await h?.close();
+  });
+
+  it('fails loudly on bad configuration', () => {
+    expect(() => loadConfig({ USDC_ADDRESS: h.usdcAddress })).toThrow(ConfigError);
+    expect(() => loadConfig({ ESCROW_ADDRESS: testWallets.escrow.address })).toThrow(/USDC_ADDRESS/);
+    expect(() =>
+      loadConfig({
+        ESCROW_ADDRESS: testWallets.escrow.address,
+        USDC_ADDRESS: h.usdcAddress,
+        CONFIRMATIONS: '0',
+      }),
+    ).toThrow(/CONFIRMATIONS/);
+    const base = loadConfig({ ESCROW_ADDRESS: testWallets.escrow.address, CHAIN_NETWORK: 'base' });
+    expect(base).toMatchObject({
+      chainId: 8453,
+      confirmations: 3,
+      usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    });
+  });
+
+  it('signs tickets with one stored key shared by replicas, and keeps old keys in the JWKS after rotation', async () => {
+    const jwks = async (url: string) =>
+      (await (await fetch(`${url}/.well-known/jwks.json`)).json()).keys as Array<{ kid: string }>;
+    const first = await jwks(h.gateway.url);
+    expect(first).toHaveLength(1);
+    // A second replica without TICKET_SIGNING_KEY signs with the same stored key.
+    const replica = await startGatewayProxy(
+      loadConfig(h.env.envFor('gateway-proxy', h.gatewayEnv), h.clock.now),
+    );
+    expect(replica.state.keys.signingKey().kid).toBe(first[0]!.kid);
+    await replica.stop();
+
+    const txHash = await h.transfer('buyer', 50_000n);
+    const header = await h.header({ txHash, resource: h.resource('GET', 'tk', '/data') });
+    const answer = await (
+      await fetch(`${h.gateway.url}/api/v1/skills/tk/data`, { headers: { 'X-402-Payment': header } })
+    ).json();
+    const oldTicket = answer.ticket as string;
+    const decoded = jwt.decode(oldTicket, { complete: true })!;
+    expect(decoded.header).toMatchObject({ alg: 'ES256', kid: first[0]!.kid });
+    expect(decoded.payload).toMatchObject({
+      iss: 'http://paygate.test',
+      sub: testWallets.buyer.address,
+      aud: 'tk',
+      method: 'GET',
+      path: '/data',
+      kind: 'payPerCall',
+      txHash,
+    });
+    expect((decoded.payload as { jti: string }).jti).toBeTruthy();
+
+    // Rotation: a replica configured with a new key signs with it; the JWKS serves both.
+    const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      .privateKey.export({ format: 'pem', type: 'pkcs8' })
+      .toString();
+    const rotated = await startGatewayProxy(
+      loadConfig(h.env.envFor('gateway-proxy', { ...h.gatewayEnv, TICKET_SIGNING_KEY: pem }), h.clock.now),
+    );
+    try {
+      const keys = await jwks(rotated.url);
+      expect(keys).toHaveLength(2);
+      expect(rotated.state.keys.signingKey().kid).not.toBe(first[0]!.kid);
+      const { createPublicKey } = await import('node:crypto');
+      const oldKey = keys.find((k) => k.kid === first[0]!.kid)!;
+      expect(() =>
+        jwt.verify(oldTicket, createPublicKey({ key: oldKey as never, format: 'jwk' }), {
+          algorithms: ['ES256'],
+        }),
+      ).not.toThrow();
+    } finally {
+      await rotated.stop();
+    }
+  });
+
+  it('POST /api/verify: 401 without a key, 400 naming the field, invalid with a reason, valid once', async () => {
+    const post = (body: unknown, key: string | null = API_KEY) =>
+      fetch(`${h.gateway.url}/api/verify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        body: JSON.stringify(body),
+      });
+    expect((await post({}, null)).status).toBe(401);
+    const bad = await post({ payment: 'x', price: 'abc', type: 'payPerCall', resource: 'GET /x' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toMatchObject({ field: 'price' });
+    const noDays = await post({ payment: 'x', price: '1', type: 'subscription', resource: 'GET /x' });
+    expect((await noDays.json()).error).toMatchObject({ field: 'durationDays' });
+    const malformed = await post({ payment: '!!', price: '0.05', type: 'payPerCall', resource: 'GET /x' });
+    expect(await malformed.json()).toMatchObject({ valid: false, reason: 'malformed_payment' });
+
+    const txHash = await h.transfer('buyer', 50_000n);
+    const payment = await h.header({ txHash, resource: 'GET /x' });
+    const tooDear = await post({ payment, price: '0.06', type: 'payPerCall', resource: 'GET /x' });
+    expect(await tooDear.json()).toMatchObject({ valid: false, reason: 'insufficient_amount' });
+    const valid = await post({ payment, price: '0.05', type: 'payPerCall', resource: 'GET /x' });
+    expect(await valid.json()).toEqual({
+      valid: true,
+      payment: {
+        txHash,
+        amount: '0.05',
+        payer: testWallets.buyer.address,
+        network: 'local',
+        type: 'payPerCall',
+        reused: false,
+      },
+    });
+    const again = await post({ payment, price: '0.05', type: 'payPerCall', resource: 'GET /x' });
+    expect(await again.json()).toMatchObject({ valid: false, reason: 'payment_already_used' });
+    const params = await (await fetch(`${h.gateway.url}/api/verify`)).json();
+    expect(params).toMatchObject({
+      network: 'local',
+      chainId: 31337,
+      payTo: testWallets.escrow.address,
+      asset: h.usdcAddress,
+    });
+    const openapi = await (await fetch(`${h.gateway.url}/api/v1/openapi/gateway.json`)).json();
+    expect(openapi.openapi).toBe('3.1.0');
+    expect(Object.keys(openapi.paths)).toEqual(
+      expect.arrayContaining(['/api/verify', '/.well-known/jwks.json', '/api/v1/skills/{skillName}/{path}']),
+    );
+  });
+});
