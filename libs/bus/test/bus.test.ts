@@ -1,4 +1,6 @@
+import { trace } from '@opentelemetry/api';
 import { createEvent, type EventEnvelope } from '@paygate/contracts';
+import { currentTraceCarrier, startTelemetry, stopTelemetry, withSpan } from '@paygate/telemetry';
 import { countStreamMessages, createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import {
@@ -149,6 +151,37 @@ describe('bus: outbox, inbox, dead letters (real Postgres and JetStream)', () =>
     );
     expect(await listDeadLetters(bus)).toHaveLength(0);
     await consumer.stop();
+  });
+
+  it('carries the trace context from the producing span through NATS into the consumer', async () => {
+    startTelemetry('bus-test');
+    let producedTraceId = '';
+    let consumedTraceId = '';
+    const consumer = new InboxConsumer(bus, db, env.logger, {
+      durable: 'traced',
+      subject: 'transfer.observed',
+      deliverNewOnly: true,
+      handler: async (_trx, event) => {
+        if (event.data.blockNumber === 77)
+          consumedTraceId = trace.getActiveSpan()?.spanContext().traceId ?? '';
+      },
+    });
+    await consumer.start();
+    const relay = new OutboxRelay(db, bus, env.logger, { pollIntervalMs: 20 });
+    await withSpan('produce', {}, async (span) => {
+      producedTraceId = span.spanContext().traceId;
+      const event = createEvent('transfer.observed', 'chain-indexer', transfer(77), {
+        trace: currentTraceCarrier(),
+      });
+      await db.transaction().execute((trx) => enqueueEvent(trx, event));
+    });
+    relay.start();
+    await waitFor(() => consumedTraceId !== '');
+    await relay.stop();
+    await consumer.stop();
+    expect(producedTraceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(consumedTraceId).toBe(producedTraceId);
+    await stopTelemetry();
   });
 
   it('backs off exponentially within a bound', () => {
