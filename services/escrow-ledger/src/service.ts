@@ -6,6 +6,7 @@ import type { LedgerDeps } from './deps';
 import { BatchInboxConsumer } from './events/batch-consumer';
 import { ReleaseScheduler } from './holds/release';
 import { createLedgerMetrics } from './metrics';
+import { mountOpenApiRoute } from './openapi';
 import { mountOperatorRoutes } from './operator/routes';
 import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
 import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
@@ -43,6 +44,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       mountRefundRoutes(app, ctx, depsOf(ctx), auth);
       mountViewRoutes(app, ctx, auth);
       mountOperatorRoutes(app, ctx, depsOf(ctx));
+      mountOpenApiRoute(app);
     },
     consumers(ctx) {
       const d = depsOf(ctx);

@@ -1,12 +1,14 @@
 import { timingSafeEqual } from 'node:crypto';
-import { badRequest, HttpError, notFound } from '@paygate/http';
+import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { bearerToken } from '@paygate/seller-auth';
 import type { Express, NextFunction, Request, Response } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
+import { parseInput } from '../http/schemas';
 import { reconcile, recordReconciliation } from '../reconciliation/reconcile';
+import { ConflictIdParam, ConflictListQuery } from './schemas';
 
 function operatorOnly(token: string) {
   const expected = Buffer.from(token);
@@ -27,9 +29,7 @@ export function mountOperatorRoutes(app: Express, ctx: ServiceContext, deps: Led
   const operator = operatorOnly(deps.config.operatorToken);
 
   app.get('/api/v1/operator/ledger/conflicts', operator, async (req, res) => {
-    const status = typeof req.query.status === 'string' ? req.query.status : 'open';
-    if (!['open', 'resolved', 'all'].includes(status))
-      throw badRequest('status', 'must be one of open, resolved, all');
+    const status = parseInput(ConflictListQuery, { ...req.query }, 'query').status ?? 'open';
     const rows = await sql<Record<string, any>>`select * from payment_conflicts
         where ${status} = 'all' or status = ${status} order by id desc limit 200`.execute(ctx.db);
     res.json({
@@ -52,12 +52,11 @@ export function mountOperatorRoutes(app: Express, ctx: ServiceContext, deps: Led
   });
 
   app.post('/api/v1/operator/ledger/conflicts/:id/resolve', operator, async (req, res) => {
-    if (!/^[0-9]{1,18}$/.test(String(req.params.id))) throw badRequest('id', 'must be a conflict id');
-    const rows =
-      await sql`update payment_conflicts set status = 'resolved' where id = ${String(req.params.id)}::bigint
+    const { id } = parseInput(ConflictIdParam, { ...req.params }, 'params');
+    const rows = await sql`update payment_conflicts set status = 'resolved' where id = ${id}::bigint
         returning id`.execute(ctx.db);
     if (rows.rows.length === 0) throw notFound('conflict');
-    res.json({ conflictId: String(req.params.id), status: 'resolved' });
+    res.json({ conflictId: id, status: 'resolved' });
   });
 
   // Money that reached the escrow wallet and that no payment has claimed.

@@ -1,38 +1,18 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { assertValid, badRequest, HttpError, notFound } from '@paygate/http';
+import { badRequest, HttpError, notFound } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { Type } from '@sinclair/typebox';
 import { verifyMessage } from 'ethers';
 import type { Express, Request } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
+import { parseInput } from '../http/schemas';
 import { withIdempotency } from '../idempotency';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
-
-const TransactionId = Type.String({ minLength: 1, maxLength: 64 });
-const Reason = Type.String({ minLength: 1, maxLength: 500 });
-
-const RefundBody = Type.Object(
-  { transactionId: TransactionId, amount: Type.String({ minLength: 1, maxLength: 40 }), reason: Reason },
-  { additionalProperties: false },
-);
-const RefundRequestBody = Type.Object(
-  {
-    transactionId: TransactionId,
-    reason: Reason,
-    signature: Type.String({ pattern: '^0x[0-9a-fA-F]{130}$' }),
-  },
-  { additionalProperties: false },
-);
-const ApproveBody = Type.Object(
-  { amount: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })) },
-  { additionalProperties: false },
-);
-const RejectBody = Type.Object({ reason: Type.Optional(Reason) }, { additionalProperties: false });
+import { ApproveBody, RefundBody, RefundRequestBody, RefundRequestListQuery, RejectBody } from './schemas';
 
 /** The exact text a payer signs (EIP-191 personal_sign) to ask for a refund. */
 export function refundRequestMessage(transactionId: string, reason: string): string {
@@ -87,7 +67,7 @@ export function mountRefundRoutes(
 ): void {
   // Seller refund: instant from the hold while in escrow, else debited from the seller's balance.
   app.post('/api/v1/refunds', auth.middleware(), async (req, res) => {
-    const body = assertValid(RefundBody, req.body ?? {});
+    const body = parseInput(RefundBody, req.body ?? {}, 'body');
     const amountMicro = parseAmount(body.amount)!;
     const sellerId = sellerOf(req);
     const response = await ctx.inTransaction((trx) =>
@@ -111,7 +91,7 @@ export function mountRefundRoutes(
 
   // Buyer refund request: only the payer, proven by a wallet signature over the request.
   app.post('/api/v1/refund-requests', async (req, res) => {
-    const body = assertValid(RefundRequestBody, req.body ?? {});
+    const body = parseInput(RefundRequestBody, req.body ?? {}, 'body');
     let signer: string;
     try {
       signer = verifyMessage(refundRequestMessage(body.transactionId, body.reason), body.signature);
@@ -180,10 +160,7 @@ export function mountRefundRoutes(
   });
 
   app.get('/api/v1/refund-requests', auth.middleware(), async (req, res) => {
-    const status = typeof req.query.status === 'string' ? req.query.status : undefined;
-    if (status && !['pending', 'approved', 'rejected', 'completed'].includes(status)) {
-      throw badRequest('status', 'must be one of pending, approved, rejected, completed');
-    }
+    const { status } = parseInput(RefundRequestListQuery, { ...req.query }, 'query');
     const rows = await sql<RefundRequestRow>`select * from refund_requests where seller_id = ${sellerOf(req)}
         and (${status ?? null}::text is null or status = ${status ?? null}) order by created_at desc limit 100`.execute(
       ctx.db,
@@ -202,7 +179,7 @@ export function mountRefundRoutes(
 
   // Merchant approval makes the refund (the whole remaining amount unless `amount` says less).
   app.post('/api/v1/refund-requests/:id/approve', auth.middleware(), async (req, res) => {
-    const body = assertValid(ApproveBody, req.body ?? {});
+    const body = parseInput(ApproveBody, req.body ?? {}, 'body');
     const amountMicro = parseAmount(body.amount);
     const sellerId = sellerOf(req);
     const response = await ctx.inTransaction((trx) =>
@@ -236,7 +213,7 @@ export function mountRefundRoutes(
   });
 
   app.post('/api/v1/refund-requests/:id/reject', auth.middleware(), async (req, res) => {
-    const body = assertValid(RejectBody, req.body ?? {});
+    const body = parseInput(RejectBody, req.body ?? {}, 'body');
     const sellerId = sellerOf(req);
     const response = await ctx.inTransaction((trx) =>
       withIdempotency(trx, req, sellerId, async () => {

@@ -1,11 +1,13 @@
-import { badRequest, notFound } from '@paygate/http';
+import { notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Express } from 'express';
 import { sql } from 'kysely';
+import { parseInput } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { type RefundRow, refundView } from '../refunds/book';
+import { TransactionListQuery } from './schemas';
 
 export interface TransactionRow {
   id: string;
@@ -86,19 +88,12 @@ const HISTORY_EVENTS: Record<string, string> = {
   payment_reversal: 'payment_reversed',
 };
 
-const STATUSES = ['held', 'available', 'settling', 'settled', 'refunded', 'partially_refunded', 'reversed'];
-
 export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerAuth): void {
   app.get('/api/v1/transactions', auth.middleware(), async (req, res) => {
-    const status = typeof req.query.status === 'string' ? req.query.status : null;
-    if (status && !STATUSES.includes(status))
-      badRequestThrow('status', `must be one of ${STATUSES.join(', ')}`);
-    const limit = req.query.limit === undefined ? 50 : Number(req.query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200)
-      badRequestThrow('limit', 'must be an integer from 1 to 200');
-    const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : null;
-    if (cursor !== null && !/^txn_[0-9A-Z]{26}$/.test(cursor))
-      badRequestThrow('cursor', 'must be a transactionId from nextCursor');
+    const query = parseInput(TransactionListQuery, { ...req.query }, 'query');
+    const status = query.status ?? null;
+    const limit = query.limit === undefined ? 50 : Number(query.limit);
+    const cursor = query.cursor ?? null;
     const escrow = status === 'settling' ? 'payout_pending' : status;
     const rows =
       await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
@@ -165,8 +160,4 @@ export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerA
       owed: formatUsdc(available < 0n ? -available : 0n),
     });
   });
-}
-
-function badRequestThrow(field: string, rule: string): never {
-  throw badRequest(field, rule);
 }

@@ -1,0 +1,68 @@
+import { assertValid, HttpError } from '@paygate/http';
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+
+/**
+ * assertValid, with the rule a person can read for pattern-checked fields: ajv would print the regular
+ * expression, so a schema may carry `x-rule` and a violation of its pattern reports that instead.
+ */
+export function parseInput<T extends TSchema>(schema: T, value: unknown, root: string): Static<T> {
+  try {
+    return assertValid(schema, value, root);
+  } catch (error) {
+    if (error instanceof HttpError && String(error.details.rule ?? '').startsWith('must match')) {
+      const field = String(error.details.field ?? root);
+      const property = (schema as { properties?: Record<string, { 'x-rule'?: string }> }).properties?.[
+        field.split('.').pop() ?? ''
+      ];
+      const rule = property?.['x-rule'];
+      if (rule) throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
+    }
+    throw error;
+  }
+}
+
+/** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
+export const StringEnum = <const T extends readonly string[]>(values: T, description?: string) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...(description ? { description } : {}) });
+
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+export const UsdcAmount = Type.String({
+  pattern: '^-?(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',
+  description: 'decimal USDC amount (at most 6 decimals), e.g. "9.5"',
+  examples: ['9.5'],
+});
+export const IsoTime = Type.String({ format: 'date-time' });
+export const Address = Type.String({
+  pattern: '^0x[0-9a-fA-F]{40}$',
+  description: '0x-prefixed 20-byte address',
+});
+export const TxHash = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
+
+export const TransactionIdPattern = '^txn_[0-9A-Z]{26}$';
+export const TransactionIdParam = Type.Object({
+  id: Type.String({ description: 'transactionId (txn_…)', examples: ['txn_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
+});
+export const RefundIdParam = Type.Object({ id: Type.String({ description: 'refundId (rfd_…)' }) });
+export const RefundRequestIdParam = Type.Object({
+  id: Type.String({ description: 'refundRequestId (rrq_…)' }),
+});
+
+/** Every error the API answers: 4xx/5xx `{ error: { code, message, field?, rule?, requestId } }`. */
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({
+        description: 'machine-readable, e.g. invalid_request, not_found, idempotency_key_reused',
+      }),
+      message: Type.String({ description: 'for people' }),
+      field: Type.Optional(Type.String({ description: 'the offending field (body, query, path or header)' })),
+      rule: Type.Optional(Type.String({ description: 'the rule the field breaks' })),
+      refundable: Type.Optional(
+        Type.String({ description: 'amount_exceeds_refundable: what remains refundable' }),
+      ),
+      requestId: Type.String({ description: 'the X-Request-Id of the request' }),
+    }),
+  },
+  { description: 'The error body of every 4xx and 5xx' },
+);

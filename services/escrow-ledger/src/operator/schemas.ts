@@ -1,0 +1,94 @@
+import { Type } from '@sinclair/typebox';
+import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
+
+export const ConflictListQuery = Type.Object({
+  status: Type.Optional(StringEnum(['open', 'resolved', 'all'], 'open (default), resolved, or all of them')),
+});
+
+export const ConflictIdParam = Type.Object({
+  id: Type.String({ pattern: '^[0-9]{1,18}$', 'x-rule': 'must be a conflict id', description: 'conflictId' }),
+});
+
+export const Conflict = Type.Object({
+  conflictId: Type.String({ pattern: '^[0-9]+$' }),
+  kind: StringEnum(
+    ['transfer_already_claimed', 'amount_exceeds_transfer', 'transfer_reorged', 'reorg_after_refund'],
+    'why the payment was not credited (or a reorg could not be reversed in full)',
+  ),
+  status: StringEnum(['open', 'resolved']),
+  chainId: Type.Integer(),
+  txHash: TxHash,
+  logIndex: Type.Integer(),
+  paymentId: Nullable(Type.String()),
+  source: Nullable(Type.String()),
+  sellerId: Nullable(Type.String()),
+  amount: Nullable(UsdcAmount),
+  existingTransactionId: Nullable(
+    Type.String({ description: 'the transaction that already holds the transfer' }),
+  ),
+  detail: Type.Unknown({ description: 'kind-specific detail (JSON)' }),
+  createdAt: IsoTime,
+});
+export const ConflictList = Type.Object({
+  data: Type.Array(Conflict, { description: 'newest first, at most 200' }),
+});
+export const ConflictResolved = Type.Object({ conflictId: Type.String(), status: Type.Literal('resolved') });
+
+export const Suspense = Type.Object({
+  balance: { ...UsdcAmount, description: 'the suspense account: money received that no payment has claimed' },
+  data: Type.Array(
+    Type.Object({
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
+      from: Type.String(),
+      amount: UsdcAmount,
+      observedAt: IsoTime,
+    }),
+    { description: 'unclaimed transfers into the escrow wallet, newest first, at most 500' },
+  ),
+});
+
+export const AccountList = Type.Object({
+  data: Type.Array(
+    Type.Object({
+      kind: StringEnum([
+        'escrow_asset',
+        'suspense',
+        'seller_held',
+        'platform_held',
+        'seller_available',
+        'seller_payout_pending',
+        'platform_revenue',
+        'refund_pending',
+      ]),
+      owner: Nullable(Type.String({ description: 'the seller id of per-seller kinds' })),
+      normalSide: StringEnum(['debit', 'credit']),
+      floor: Nullable({ ...UsdcAmount, description: 'lowest allowed balance (null: none, may go negative)' }),
+      balance: UsdcAmount,
+    }),
+  ),
+});
+
+export const ReconciliationReport = Type.Object({
+  balanced: Type.Boolean({ description: 'true when differences is empty' }),
+  escrowAddress: Type.String(),
+  chainBalance: { ...UsdcAmount, description: "the escrow wallet's USDC balanceOf on chain" },
+  ledgerBalance: { ...UsdcAmount, description: 'the escrow_asset account' },
+  difference: { ...UsdcAmount, description: 'chainBalance - ledgerBalance' },
+  differences: Type.Array(
+    Type.Object({
+      check: Type.String({
+        description:
+          'escrow_asset vs the chain, trial balance (debit-normal vs credit-normal accounts), or one account vs its postings',
+      }),
+      expected: UsdcAmount,
+      actual: UsdcAmount,
+      difference: UsdcAmount,
+    }),
+  ),
+  accounts: Type.Record(Type.String(), UsdcAmount, {
+    description: 'balance per account kind (summed over owners)',
+  }),
+  checkedAt: IsoTime,
+});

@@ -1,0 +1,110 @@
+import { Type } from '@sinclair/typebox';
+import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
+
+/**
+ * The request schemas validate (routes.ts) and describe (openapi.ts) the refund routes; the response schemas
+ * describe what refundView / requestView return.
+ */
+const TransactionId = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  description: 'the transaction to refund (txn_…)',
+  examples: ['txn_01KAQ3T0000X7Q0E4W9T6B2M8C'],
+});
+const Reason = Type.String({ minLength: 1, maxLength: 500 });
+const AmountIn = Type.String({
+  minLength: 1,
+  maxLength: 40,
+  description: 'decimal USDC amount, more than 0, at most 6 decimals, at most what remains refundable',
+  examples: ['4'],
+});
+
+export const RefundBody = Type.Object(
+  { transactionId: TransactionId, amount: AmountIn, reason: Reason },
+  { additionalProperties: false },
+);
+
+export const RefundRequestBody = Type.Object(
+  {
+    transactionId: TransactionId,
+    reason: Reason,
+    signature: Type.String({
+      pattern: '^0x[0-9a-fA-F]{130}$',
+      'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
+      description:
+        'EIP-191 personal_sign signature by the payer wallet of exactly "Paygate refund request\\ntransaction: <transactionId>\\nreason: <reason>"',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const ApproveBody = Type.Object(
+  {
+    amount: Type.Optional({
+      ...AmountIn,
+      description: 'decimal USDC amount to refund; default: everything that remains refundable',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const RejectBody = Type.Object(
+  { reason: Type.Optional({ ...Reason, description: 'why the merchant declined (decisionReason)' }) },
+  { additionalProperties: false },
+);
+
+export const REFUND_REQUEST_STATUSES = ['pending', 'approved', 'rejected', 'completed'] as const;
+export const RefundRequestListQuery = Type.Object({
+  status: Type.Optional(StringEnum(REFUND_REQUEST_STATUSES, 'only requests in this state')),
+});
+
+export const Refund = Type.Object({
+  refundId: Type.String({ examples: ['rfd_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
+  transactionId: Type.String(),
+  amount: { ...UsdcAmount, description: 'USDC sent back to the payer' },
+  sellerAmount: {
+    ...UsdcAmount,
+    description: 'part borne by the seller (95% of the refund, cumulative floor)',
+  },
+  platformFeeReturned: { ...UsdcAmount, description: 'platform fee given back (the rest, 5%)' },
+  phase: StringEnum(
+    ['in_escrow', 'after_release'],
+    'in_escrow: taken from the holds (instant); after_release: debited from the seller balance (may go negative: owed)',
+  ),
+  status: StringEnum(
+    ['pending', 'completed', 'failed'],
+    'pending: booked, refund.initiated sent; completed: the transfer back is on chain (refundTxHash); failed: reserved',
+  ),
+  reason: Type.String(),
+  refundRequestId: Nullable(Type.String({ description: 'the buyer request it answers, if any' })),
+  refundTxHash: Nullable({ ...TxHash, description: 'the USDC transfer back to the payer, once completed' }),
+  createdAt: IsoTime,
+  completedAt: Nullable(IsoTime),
+});
+
+export const RefundCreated = Type.Intersect([
+  Refund,
+  Type.Object({
+    remainingRefundable: { ...UsdcAmount, description: 'what can still be refunded afterwards' },
+  }),
+]);
+
+export const RefundRequest = Type.Object({
+  refundRequestId: Type.String({ examples: ['rrq_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
+  transactionId: Type.String(),
+  reason: Type.String(),
+  status: StringEnum(
+    REFUND_REQUEST_STATUSES,
+    'pending -> approved (a refund is booked) -> completed (its refund is on chain), or pending -> rejected',
+  ),
+  refundId: Nullable(Type.String({ description: 'the refund booked on approval' })),
+  decisionReason: Nullable(Type.String({ description: 'the reason given on rejection' })),
+  createdAt: IsoTime,
+  decidedAt: Nullable(IsoTime),
+  completedAt: Nullable(IsoTime),
+});
+
+export const RefundRequestApproved = Type.Intersect([RefundRequest, Type.Object({ refund: Refund })]);
+export const RefundRequestList = Type.Object({
+  data: Type.Array(RefundRequest, { description: 'newest first, at most 100' }),
+});

@@ -1,0 +1,198 @@
+import { assertValid } from '@paygate/http';
+import { openSchema, waitFor } from '@paygate/testing';
+import type { TSchema } from '@sinclair/typebox';
+import { Wallet } from 'ethers';
+import type { Express } from 'express';
+import { type Kysely, sql } from 'kysely';
+import { ErrorBody } from '../src/http/schemas';
+import { AccountList, ConflictList, Suspense } from '../src/operator/schemas';
+import { refundRequestMessage } from '../src/refunds/routes';
+import {
+  Refund,
+  RefundBody,
+  RefundCreated,
+  RefundRequest,
+  RefundRequestApproved,
+  RefundRequestBody,
+  RefundRequestList,
+} from '../src/refunds/schemas';
+import { Balances, TransactionDetail, TransactionList } from '../src/views/schemas';
+import { type LedgerHarness, OPERATOR_TOKEN, observedData, paymentData, startLedgerHarness } from './helpers';
+
+// anvil account #2, the payer of paymentData()
+const BUYER_KEY = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
+
+/** Every METHOD path the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
+function routedOperations(app: Express): string[] {
+  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
+  return stack
+    .filter((layer) => layer.route?.path)
+    .flatMap((layer) =>
+      Object.keys(layer.route.methods)
+        .filter((m) => m !== '_all')
+        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
+    );
+}
+
+const plain = (schema: TSchema) => JSON.parse(JSON.stringify(schema));
+
+let h: LedgerHarness;
+let db: Kysely<any>;
+let doc: any;
+
+beforeAll(async () => {
+  h = await startLedgerHarness('ledgerapi');
+  db = openSchema(h.env.schemaFor('escrow-ledger'));
+  const res = await fetch(`${h.ledger.url}/api/v1/openapi/ledger.json`, {
+    signal: AbortSignal.timeout(5_000),
+  });
+  expect(res.status).toBe(200);
+  doc = await res.json();
+});
+afterAll(async () => {
+  await db?.destroy();
+  await h?.stop();
+});
+
+describe('escrow-ledger OpenAPI document', () => {
+  it('is OpenAPI 3.1 and describes exactly the routes the service serves', () => {
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item as object).map((method) => `${method} ${path}`),
+    );
+    const served = routedOperations(h.ledger.app).filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
+    expect(served.length).toBeGreaterThanOrEqual(16);
+    expect([...served].sort()).toEqual([...documented].sort());
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(item as Record<string, any>)) {
+        const names = (operation.parameters ?? [])
+          .filter((p: any) => p.in === 'path')
+          .map((p: any) => p.name);
+        expect({ method, path, names: names.sort() }).toEqual({
+          method,
+          path,
+          names: [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort(),
+        });
+        expect(Object.keys(operation.responses).length).toBeGreaterThan(0);
+        // Every documented error answers the one error body.
+        for (const [status, response] of Object.entries(operation.responses as Record<string, any>)) {
+          if (Number(status) >= 400) {
+            expect(response.content['application/json'].schema).toEqual(plain(ErrorBody));
+          }
+        }
+      }
+    }
+  });
+
+  it('documents the validating schemas, the states, the fee rule and the signed message', () => {
+    const refund = doc.paths['/api/v1/refunds'].post;
+    expect(refund.requestBody.content['application/json'].schema).toEqual(plain(RefundBody));
+    expect(refund.security).toEqual([{ apiKey: [] }]);
+    expect(refund.parameters.map((p: any) => p.name)).toContain('Idempotency-Key');
+    expect(refund.description).toMatch(/95%/);
+    expect(refund.description).toMatch(/in_escrow/);
+    expect(refund.description).toMatch(/after_release/);
+    const refundSchema = refund.responses['201'].content['application/json'].schema;
+    expect(JSON.stringify(refundSchema)).toContain('"enum":["pending","completed","failed"]');
+
+    const request = doc.paths['/api/v1/refund-requests'].post;
+    expect(request.requestBody.content['application/json'].schema).toEqual(plain(RefundRequestBody));
+    expect(request.description).toContain(refundRequestMessage('<transactionId>', '<reason>'));
+    expect(request.description).toContain(
+      'Paygate refund request\ntransaction: <transactionId>\nreason: <reason>',
+    );
+    expect(doc.components.schemas.RefundRequest.properties.status.enum).toEqual([
+      'pending',
+      'approved',
+      'rejected',
+      'completed',
+    ]);
+    expect(doc.components.schemas.Transaction.properties.status.enum).toEqual(
+      expect.arrayContaining(['held', 'available', 'settling', 'settled', 'refunded', 'reversed']),
+    );
+    expect(doc.paths['/api/v1/reconciliation'].get.security).toEqual([{ operatorToken: [] }]);
+    expect(doc.paths['/api/v1/transactions'].get.parameters.map((p: any) => p.name)).toEqual([
+      'status',
+      'limit',
+      'cursor',
+    ]);
+  });
+
+  it('the documented schemas validate and describe what the routes really answer', async () => {
+    const conform = (schema: TSchema, value: unknown) => assertValid(schema, value, 'response');
+    const payment = paymentData(h.sellerId, { amount: '10' });
+    await h.publish('transfer.observed', observedData(payment));
+    await h.publish('payment.confirmed', payment);
+    const transactionId = await waitFor(
+      async () =>
+        (
+          await sql<{
+            id: string;
+          }>`select id from transactions where tx_hash = ${payment.txHash.toLowerCase()}`.execute(db)
+        ).rows[0]?.id,
+      { timeoutMs: 10_000, message: 'transaction booked' },
+    );
+
+    const list = await h.http('/api/v1/transactions?limit=5');
+    expect(list.status).toBe(200);
+    conform(TransactionList, list.body);
+    conform(Balances, (await h.http('/api/v1/balances')).body);
+
+    // Bodies and queries are checked by the same schemas: the error names the field and the rule.
+    const badLimit = await h.http('/api/v1/transactions?limit=500');
+    expect(badLimit.status).toBe(400);
+    expect(badLimit.body.error).toMatchObject({ field: 'limit', rule: 'must be an integer from 1 to 200' });
+    conform(ErrorBody, badLimit.body);
+    const extra = await h.http('/api/v1/refunds', {
+      body: { transactionId, amount: '1', reason: 'x', tip: 1 },
+    });
+    expect(extra.status).toBe(400);
+    expect(extra.body.error).toMatchObject({ field: 'tip', rule: 'is not an allowed field' });
+
+    const created = await h.http('/api/v1/refunds', {
+      body: { transactionId, amount: '4', reason: 'asked' },
+    });
+    expect(created.status).toBe(201);
+    conform(RefundCreated, created.body);
+    expect(created.body).toMatchObject({ amount: '4', sellerAmount: '3.8', platformFeeReturned: '0.2' });
+    conform(Refund, (await h.http(`/api/v1/refunds/${created.body.refundId}`)).body);
+
+    const reason = 'never arrived';
+    const signature = await new Wallet(BUYER_KEY).signMessage(refundRequestMessage(transactionId, reason));
+    const badSignature = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: { transactionId, reason, signature: '0x1234' },
+    });
+    expect(badSignature.body.error).toMatchObject({
+      field: 'signature',
+      rule: 'must be a 0x-prefixed 65-byte hex signature',
+    });
+    const requested = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: { transactionId, reason, signature },
+    });
+    expect(requested.status).toBe(201);
+    conform(RefundRequest, requested.body);
+    conform(RefundRequestList, (await h.http('/api/v1/refund-requests?status=pending')).body);
+    const approved = await h.http(`/api/v1/refund-requests/${requested.body.refundRequestId}/approve`, {
+      body: { amount: '1' },
+    });
+    expect(approved.status).toBe(200);
+    conform(RefundRequestApproved, approved.body);
+    const detail = await h.http(`/api/v1/transactions/${transactionId}`);
+    conform(TransactionDetail, detail.body);
+    expect(detail.body.refunds).toHaveLength(2);
+
+    const op = { key: OPERATOR_TOKEN };
+    conform(ConflictList, (await h.http('/api/v1/operator/ledger/conflicts?status=all', op)).body);
+    conform(Suspense, (await h.http('/api/v1/operator/ledger/suspense', op)).body);
+    conform(AccountList, (await h.http('/api/v1/operator/ledger/accounts', op)).body);
+    const badConflict = await h.http('/api/v1/operator/ledger/conflicts/abc/resolve', { ...op, body: {} });
+    expect(badConflict.body.error).toMatchObject({ field: 'id', rule: 'must be a conflict id' });
+    // No chain is configured in this suite: the documented 503.
+    const reconciliation = await h.http('/api/v1/reconciliation', op);
+    expect(reconciliation.status).toBe(503);
+    conform(ErrorBody, reconciliation.body);
+    expect(Object.keys(doc.paths['/api/v1/reconciliation'].get.responses)).toContain('503');
+  });
+});
