@@ -1,6 +1,17 @@
 import { busMigrations } from '@paygate/bus';
 import type { Logger } from '@paygate/telemetry';
-import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect, sql } from 'kysely';
+import {
+  type DatabaseIntrospector,
+  type DatabaseMetadata,
+  Kysely,
+  type Migration,
+  type MigrationProvider,
+  Migrator,
+  PostgresDialect,
+  type SchemaMetadata,
+  sql,
+  type TableMetadata,
+} from 'kysely';
 import pg from 'pg';
 
 // Postgres numeric and bigint come back as strings: money columns are read as bigint explicitly.
@@ -13,6 +24,54 @@ export interface DatabaseOptions {
   statementTimeoutMs?: number;
 }
 
+/**
+ * Kysely's own Postgres introspector reads every schema of the database and calls has_schema_privilege() by
+ * name, which fails when another service (or test suite) drops its schema mid-query. Migrations only need to
+ * know about this service's schema, so introspection is scoped to it.
+ */
+class SchemaScopedIntrospector implements DatabaseIntrospector {
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly schema: string,
+  ) {}
+
+  async getSchemas(): Promise<SchemaMetadata[]> {
+    const rows = await sql<{ name: string }>`
+      select nspname as name from pg_catalog.pg_namespace where nspname = ${this.schema}`.execute(this.db);
+    return rows.rows.map((row) => ({ name: row.name }));
+  }
+
+  async getTables(): Promise<TableMetadata[]> {
+    const rows = await sql<{ name: string; is_view: boolean }>`
+      select c.relname as name, c.relkind = 'v' as is_view
+      from pg_catalog.pg_class c join pg_catalog.pg_namespace ns on ns.oid = c.relnamespace
+      where ns.nspname = ${this.schema} and c.relkind in ('r', 'v', 'p')`.execute(this.db);
+    return rows.rows.map((row) => ({
+      name: row.name,
+      schema: this.schema,
+      isView: row.is_view,
+      columns: [],
+    }));
+  }
+
+  async getMetadata(): Promise<DatabaseMetadata> {
+    return { tables: await this.getTables() };
+  }
+}
+
+class SchemaScopedPostgresDialect extends PostgresDialect {
+  constructor(
+    config: ConstructorParameters<typeof PostgresDialect>[0],
+    private readonly schema: string,
+  ) {
+    super(config);
+  }
+
+  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+    return new SchemaScopedIntrospector(db, this.schema);
+  }
+}
+
 /** A Kysely instance whose every connection works inside the service's own schema (search_path). */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   const pool = new pg.Pool({
@@ -23,7 +82,7 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     options: `-c search_path=${options.schema} -c statement_timeout=${options.statementTimeoutMs ?? 15_000}`,
   });
   pool.on('error', () => undefined); // a dropped idle client is replaced on next use
-  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
 }
 
 class StaticMigrationProvider implements MigrationProvider {
