@@ -255,6 +255,7 @@ async function main() {
     });
     if (check.status !== 200) throw new Error(`ticket route answered ${check.status}: ${await check.text()}`);
 
+    const loadBefore = os.loadavg()[0] ?? 0;
     console.log(
       `gateway benchmark: ${DURATION_S} s per case, ${CONNECTIONS} connections, ${os.cpus().length} CPUs`,
     );
@@ -278,7 +279,13 @@ async function main() {
 
     const results = {
       generatedAt: new Date().toISOString(),
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', node: process.version },
+      machine: {
+        cpus: os.cpus().length,
+        model: os.cpus()[0]?.model ?? 'unknown',
+        node: process.version,
+        loadAverageBefore: round(loadBefore),
+        loadAverageAfter: round(os.loadavg()[0] ?? 0),
+      },
       durationSecondsPerCase: DURATION_S,
       connections: CONNECTIONS,
       cases: { direct, httpProxy, gatewayProxy, bareRoute, ticketRoute },
@@ -320,7 +327,7 @@ async function main() {
             50,
           ),
         ),
-        note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil; paygate = everything else (decode, signature recovery, claim insert + outbox in one transaction, proxying).',
+        note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil (in parallel); paygate = Paygate work before forwarding (decode, signature recovery, rate limit, claim insert + payment.confirmed outbox in one transaction); the rest of the total is the seller answer, the relay and the client.',
       },
     };
     mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
@@ -359,7 +366,9 @@ function writeDocs(r: any) {
 Generated ${r.generatedAt} on ${r.machine.cpus} CPUs (${r.machine.model}), Node ${r.machine.node}; autocannon,
 ${r.connections} connections, ${r.durationSecondsPerCase} s per case (two interleaved rounds, figures are the round means)
 after a 1 s warm-up; every server in its own
-process on loopback (a machine shared with other work, so absolute figures vary between runs; the ratios are the point).
+process on loopback. The machine is shared with other work (1-minute load average ${r.machine.loadAverageBefore} before,
+${r.machine.loadAverageAfter} after, on ${r.machine.cpus} CPUs): absolute figures and, at this load, even the ratios vary from
+run to run (cases are interleaved so that drift hits them alike; run it a few times for a spread).
 Raw figures: \`bench/results/gateway.json\`.
 
 | case | req/s | p50 ms | p99 ms | errors/non-2xx |
@@ -375,8 +384,9 @@ ${row('(d) same route behind the ticket middleware', r.cases.ticketRoute)}
 - (d) ticket/bare throughput: **${r.ratios.ticketVsBareThroughput}** (target ≥ 0.8: ${yes(r.targets.ticketThroughputAtLeast80PctOfBare)}).
 - Fresh payment (present a confirmed pay-per-call payment → 200, ${r.freshPayment.samples} samples): p50 **${r.freshPayment.totalMsP50} ms**
   (p99 ${r.freshPayment.totalMsP99} ms), of which chain lookups p50 **${r.freshPayment.chainMsP50} ms** and Paygate's own work p50
-  **${r.freshPayment.paygateMsP50} ms** (from the gateway's \`Server-Timing: chain;dur=…, paygate;dur=…\` header). Against a
-  remote Base RPC the chain part is one receipt + one block-number round trip, in parallel.
+  **${r.freshPayment.paygateMsP50} ms** before forwarding (from the gateway's \`Server-Timing: chain;dur=…, paygate;dur=…\`
+  header; the remainder is the seller's answer, the relay and the client). Against a remote Base RPC the chain
+  part is one receipt + one block-number round trip, in parallel.
 
 What (c) does per request that (b) does not: route lookup in the skill projection (cached), payment-header
 decoding, signature check (cached recovery), the subscription claim (cached; immutable until expiry), the shared
