@@ -198,7 +198,7 @@ export function sessionRoutes(
             .digest('hex'),
         }
       : undefined;
-    const { session, replayed } = await store.create(input, claim, inTransaction);
+    const { session, replayed } = await store.create(input, claim);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     res.status(replayed ? 200 : 201).json(toSnapshot(session, config));
   });

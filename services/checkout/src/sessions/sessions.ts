@@ -137,7 +137,6 @@ export class SessionStore {
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
-    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
   ): Promise<{ session: SessionRow; replayed: boolean }> {
     // No lookup first: the statement itself fails on a known Idempotency-Key (and writes nothing), so a new
     // request costs one round trip and only a retry pays for the lookup.
@@ -159,7 +158,7 @@ export class SessionStore {
         if (!free) {
           if (swept) throw new AmountRangeExhaustedError(input.priceMicro, this.capacity);
           swept = true;
-          await this.releaseLapsedReservations(inTransaction);
+          await this.releaseLapsedReservationsOf(input.priceMicro);
         }
       } catch (error) {
         if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
@@ -254,6 +253,20 @@ export class SessionStore {
       for (const row of rows) await enqueueSessionEvent(trx, 'checkout.session_expired', row, this.config);
       return rows.length;
     });
+  }
+
+  /**
+   * The request path's release: only this price's range, and waiting for rows the sweeper holds (its
+   * skip-locked pass must not make a request see a full range that is being freed).
+   */
+  private async releaseLapsedReservationsOf(priceMicro: bigint): Promise<void> {
+    await sql`
+      update sessions set amount_reserved = false
+      where amount_reserved and late_until <= ${this.config.now()}
+        and exact_amount_micro > ${priceMicro}::bigint
+        and exact_amount_micro < ${priceMicro}::bigint + ${this.config.amountSuffixRangeMicro}::bigint`.execute(
+      this.db,
+    );
   }
 
   /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
