@@ -330,6 +330,10 @@ async function main() {
         note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil (in parallel); paygate = Paygate work before forwarding (decode, signature recovery, rate limit, claim insert + payment.confirmed outbox in one transaction); the rest of the total is the seller answer, the relay and the client.',
       },
     };
+    if (process.env.BENCH_NO_WRITE) {
+      console.log(JSON.stringify({ ratios: results.ratios, freshPayment: results.freshPayment }, null, 2));
+      return;
+    }
     mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
     writeFileSync(path.join(ROOT, 'bench/results/gateway.json'), `${JSON.stringify(results, null, 2)}\n`);
     writeDocs(results);
