@@ -226,7 +226,15 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
 
   /** Ledger escrow account vs the escrow wallet's on-chain USDC balance: zero difference. */
   const expectReconciled = async () => {
-    const report = await call('/api/v1/reconciliation', { key: OPERATOR_TOKEN });
+    // A payout or refund broadcast a moment ago has left the wallet before its confirmation reaches the
+    // ledger: reconciliation converges once nothing is in flight, so wait for that, then hold it to zero.
+    const report = await waitFor(
+      async () => {
+        const r = await call('/api/v1/reconciliation', { key: OPERATOR_TOKEN });
+        return r.status === 200 && r.body.balanced ? r : undefined;
+      },
+      { timeoutMs: 15_000, message: 'ledger and chain never agreed' },
+    ).catch(() => call('/api/v1/reconciliation', { key: OPERATOR_TOKEN }));
     expect(report.status).toBe(200);
     expect(report.body).toMatchObject({ balanced: true, difference: '0', differences: [] });
     expect(parseUsdc(report.body.chainBalance)).toBe(await balanceOf(testWallets.escrow.address));
