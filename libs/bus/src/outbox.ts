@@ -3,6 +3,7 @@ import type { Logger } from '@paygate/telemetry';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
+import { PollingLoop } from './polling-loop';
 import type { BusTables } from './tables';
 
 const encoder = new TextEncoder();
@@ -38,11 +39,8 @@ export interface OutboxRelayOptions {
  * by JetStream's duplicate window and, past it, by every consumer's inbox.
  */
 export class OutboxRelay {
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private pending = false;
-  private stopped = true;
   private lastCleanup = 0;
+  private readonly loop: PollingLoop;
   readonly options: Required<OutboxRelayOptions>;
 
   constructor(
@@ -57,50 +55,32 @@ export class OutboxRelay {
       publishTimeoutMs: options.publishTimeoutMs ?? 5000,
       retainPublishedHours: options.retainPublishedHours ?? 24,
     };
+    this.loop = new PollingLoop(
+      async () => {
+        const published = await this.publishBatch();
+        await this.cleanup();
+        return published >= this.options.batchSize;
+      },
+      {
+        what: 'outbox relay pass',
+        logger: this.logger,
+        intervalMs: this.options.pollIntervalMs,
+        stopWaitMs: 2000,
+      },
+    );
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
   /** Ask for a pass now (after a commit that enqueued events) instead of waiting for the poll. */
   kick(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.pending = true;
-      return;
-    }
-    this.schedule(0);
+    this.loop.kick();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    for (let i = 0; i < 100 && this.running; i++) await new Promise((r) => setTimeout(r, 20));
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), delayMs);
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    let published = 0;
-    try {
-      published = await this.publishBatch();
-      await this.cleanup();
-    } catch (error) {
-      this.logger.warn({ err: error }, 'outbox relay pass failed; will retry');
-    } finally {
-      this.running = false;
-    }
-    const again = published >= this.options.batchSize || this.pending;
-    this.pending = false;
-    this.schedule(again ? 0 : this.options.pollIntervalMs);
+    await this.loop.stop();
   }
 
   /** One bounded pass: claim up to batchSize rows, publish them in order, mark them published. */

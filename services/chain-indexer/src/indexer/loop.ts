@@ -1,4 +1,4 @@
-import type { BackgroundTask, Gauge } from '@paygate/runtime';
+import { type BackgroundTask, type Gauge, type PassOutcome, PollingLoop } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { AdvisoryLeadership } from './leader';
 import type { TransferScanner } from './scanner';
@@ -16,66 +16,48 @@ export interface IndexerLoopOptions {
  * leadership every leaderRetryMs while following. A failed pass is logged and retried on the next tick.
  */
 export class IndexerLoop implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
-  private consecutiveFailures = 0;
+  private readonly loop: PollingLoop;
 
   constructor(
     private readonly scanner: TransferScanner,
     private readonly leadership: AdvisoryLeadership,
     private readonly logger: Logger,
     private readonly options: IndexerLoopOptions,
-  ) {}
+  ) {
+    this.loop = new PollingLoop(() => this.tick(), {
+      what: 'indexer pass',
+      logger,
+      intervalMs: options.pollIntervalMs,
+      maxBackoffMs: 5000,
+      onFailure: (error, failures) => {
+        // One line per failure streak step, not a stack trace per tick.
+        if (failures === 1 || failures % 50 === 0) {
+          this.logger.warn(
+            { reason: (error as Error).message?.split('\n')[0], failures },
+            'indexer pass failed; retrying',
+          );
+        }
+      },
+      onRecovered: () => this.logger.info('chain reads recovered'),
+    });
+  }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.tick().finally(() => {
-        this.running = undefined;
-      });
-    }, delayMs);
-  }
-
-  private async tick(): Promise<void> {
+  private async tick(): Promise<PassOutcome> {
     const leading = await this.leadership.tryAcquire();
     this.options.leaderGauge?.set(leading ? 1 : 0);
-    if (!leading) {
-      this.schedule(this.options.leaderRetryMs);
-      return;
-    }
-    try {
-      const result = await this.scanner.runPass();
-      this.options.headGauge?.set(result.head);
-      this.options.onPass?.(result);
-      if (this.consecutiveFailures > 0) this.logger.info('chain reads recovered');
-      this.consecutiveFailures = 0;
-    } catch (error) {
-      this.consecutiveFailures++;
-      // One line per failure streak step, not a stack trace per tick.
-      if (this.consecutiveFailures === 1 || this.consecutiveFailures % 50 === 0) {
-        this.logger.warn(
-          { reason: (error as Error).message?.split('\n')[0], failures: this.consecutiveFailures },
-          'indexer pass failed; retrying',
-        );
-      }
-    }
-    this.schedule(
-      this.consecutiveFailures > 0
-        ? Math.min(5000, this.options.pollIntervalMs * 2 ** this.consecutiveFailures)
-        : this.options.pollIntervalMs,
-    );
+    if (!leading) return { delayMs: this.options.leaderRetryMs };
+    const result = await this.scanner.runPass();
+    this.options.headGauge?.set(result.head);
+    this.options.onPass?.(result);
+    return undefined;
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
+    await this.loop.stop();
     await this.leadership.release();
   }
 }

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { type BackgroundTask, Counter, type Registry } from '@paygate/runtime';
+import { type BackgroundTask, Counter, PollingLoop, type Registry } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import {
@@ -38,11 +38,8 @@ export interface DispatcherDependencies {
  * delivery kicks a pass at once, otherwise it polls.
  */
 export class WebhookDispatcher implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private current: Promise<void> | undefined;
-  private pending = false;
-  private stopped = true;
   private readonly attempts: Counter<'outcome'>;
+  private readonly loop: PollingLoop;
 
   constructor(private readonly deps: DispatcherDependencies) {
     this.attempts = new Counter({
@@ -51,49 +48,24 @@ export class WebhookDispatcher implements BackgroundTask {
       labelNames: ['outcome'],
       registers: [deps.registry],
     });
+    this.loop = new PollingLoop(async () => (await this.runOnce()) >= deps.config.webhookBatchSize, {
+      what: 'webhook dispatch pass',
+      logger: deps.logger,
+      intervalMs: deps.config.webhookPollIntervalMs,
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.current?.catch(() => undefined);
+    await this.loop.stop();
   }
 
   /** Ask for a pass now (a delivery was just created). */
   kick(): void {
-    if (this.stopped) return;
-    if (this.current) {
-      this.pending = true;
-      return;
-    }
-    this.schedule(0);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.current = this.tick().finally(() => {
-        this.current = undefined;
-      });
-    }, delayMs);
-  }
-
-  private async tick(): Promise<void> {
-    let claimed = 0;
-    try {
-      claimed = await this.runOnce();
-    } catch (error) {
-      this.deps.logger.warn({ err: error }, 'webhook dispatch pass failed; will retry');
-    }
-    const again = claimed >= this.deps.config.webhookBatchSize || this.pending;
-    this.pending = false;
-    this.schedule(again ? 0 : this.deps.config.webhookPollIntervalMs);
+    this.loop.kick();
   }
 
   /** One bounded pass: claim due deliveries and attempt each. Returns how many were claimed. */

@@ -1,4 +1,4 @@
-import type { BackgroundTask } from '@paygate/runtime';
+import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
@@ -61,54 +61,34 @@ function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
  * and a lease): validation of skills in PENDING_VALIDATION, and periodic health pings of ACTIVE skills.
  */
 export class SkillChecker implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private pending = false;
-  private stopped = true;
+  private readonly loop: PollingLoop;
 
-  constructor(private readonly rc: RegistryContext) {}
+  constructor(private readonly rc: RegistryContext) {
+    this.loop = new PollingLoop(
+      async () => {
+        await this.validatePending();
+        await this.pingHealth();
+      },
+      {
+        what: 'skill checks',
+        logger: rc.ctx.logger,
+        intervalMs: rc.config.validationIntervalMs,
+        stopWaitMs: 6000,
+      },
+    );
+  }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    for (let i = 0; i < 300 && this.running; i++) await new Promise((r) => setTimeout(r, 20));
+    await this.loop.stop();
   }
 
   /** Run a pass now (a skill was created or sent back to validation). */
   kick(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.pending = true;
-      return;
-    }
-    this.schedule(0);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), delayMs);
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    try {
-      await this.validatePending();
-      await this.pingHealth();
-    } catch (error) {
-      this.rc.ctx.logger.warn({ err: error }, 'skill checks failed; will retry');
-    } finally {
-      this.running = false;
-    }
-    const again = this.pending;
-    this.pending = false;
-    this.schedule(again ? 0 : this.rc.config.validationIntervalMs);
+    this.loop.kick();
   }
 
   /** One bounded pass: claim up to `validationConcurrency` pending skills and validate them. */

@@ -1,0 +1,136 @@
+import type { Logger } from '@paygate/telemetry';
+
+/**
+ * What a pass tells the loop about the next one: nothing (wait the interval), `true` (more work is waiting:
+ * run again at once) or `{ delayMs }` (wait this long instead, e.g. a follower retrying leadership).
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a pass with nothing to say is a plain `async () => {}`.
+export type PassOutcome = void | boolean | { delayMs: number };
+
+export interface PollingLoopOptions {
+  /** Names the work in log lines: `${what} failed; will retry`. */
+  what: string;
+  logger: Logger;
+  /** Pause between passes when a pass found nothing more to do. */
+  intervalMs: number;
+  /** Delay of the first pass after start(): 0 (default) runs it at once. */
+  firstDelayMs?: number;
+  /**
+   * With a bound, consecutive failures wait intervalMs * 2^failures up to it (a broken dependency is not
+   * hammered); without one, a failed pass waits the interval like any other.
+   */
+  maxBackoffMs?: number;
+  /** How a failed pass is reported; by default one warn line with the error per failure. */
+  onFailure?: (error: unknown, consecutiveFailures: number) => void;
+  /** Called by the first successful pass after failures. */
+  onRecovered?: (failures: number) => void;
+  /** Longest stop() waits for a running pass; by default until the pass ends. */
+  stopWaitMs?: number;
+}
+
+/**
+ * A background task that runs one pass at a time: every `intervalMs`, at once when kicked (a kick during a
+ * pass runs one more pass right after it), with optional backoff on failures, and a clean stop that waits
+ * for the running pass. A pass never overlaps another, and a failure never ends the loop.
+ */
+export class PollingLoop {
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<void> | undefined;
+  private pending = false;
+  private stopped = true;
+  private failures = 0;
+
+  constructor(
+    private readonly pass: () => Promise<PassOutcome>,
+    private readonly options: PollingLoopOptions,
+  ) {}
+
+  /** Whether a pass is running now. */
+  get running(): boolean {
+    return this.current !== undefined;
+  }
+
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(this.options.firstDelayMs ?? 0);
+  }
+
+  /** Ask for a pass now instead of at the next interval. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.current) {
+      this.pending = true;
+      return;
+    }
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const current = this.current;
+    if (!current) return;
+    if (this.options.stopWaitMs === undefined) {
+      await current;
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      current,
+      new Promise((resolve) => (timer = setTimeout(resolve, this.options.stopWaitMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.current || this.stopped) return;
+      this.current = this.runPass().then((nextDelayMs) => {
+        this.current = undefined;
+        this.schedule(nextDelayMs);
+      });
+    }, delayMs);
+  }
+
+  /** Runs the pass and returns the delay before the next one; never rejects. */
+  private async runPass(): Promise<number> {
+    const { intervalMs, maxBackoffMs } = this.options;
+    let outcome: PassOutcome;
+    try {
+      outcome = await this.pass();
+      if (this.failures > 0) this.report(() => this.options.onRecovered?.(this.failures));
+      this.failures = 0;
+    } catch (error) {
+      this.failures++;
+      this.report(() =>
+        this.options.onFailure
+          ? this.options.onFailure(error, this.failures)
+          : this.options.logger.warn({ err: error }, `${this.options.what} failed; will retry`),
+      );
+    }
+    const kicked = this.pending;
+    this.pending = false;
+    if (this.failures > 0 && maxBackoffMs !== undefined) {
+      return Math.min(maxBackoffMs, intervalMs * 2 ** this.failures);
+    }
+    if (outcome === true || kicked) return 0;
+    if (typeof outcome === 'object' && outcome !== null) return outcome.delayMs;
+    return intervalMs;
+  }
+
+  private report(fn: () => void): void {
+    try {
+      fn();
+    } catch {
+      // A failing log call must not end the loop.
+    }
+  }
+}
