@@ -1,9 +1,7 @@
-import { HttpError } from '@paygate/http';
-import { bearerToken } from '@paygate/seller-auth';
+import { bearerToken, HttpError, operatorAuth } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow } from '../accounts/repository';
 import type { RegistryContext } from '../context';
-import { safeEqual } from '../shared/secrets';
 import { verifySessionToken } from './sessions';
 
 declare global {
@@ -58,14 +56,5 @@ export function currentSeller(req: Request): SellerRow {
 
 /** Operator routes: Authorization: Bearer <OPERATOR_TOKEN>, compared in constant time. */
 export function requireOperator(rc: RegistryContext) {
-  return (req: Request, _res: Response, next: NextFunction) => {
-    const token = bearerToken(req);
-    if (!token || !safeEqual(token, rc.config.operatorToken)) {
-      throw new HttpError(401, 'invalid_operator_token', 'operator token required', {
-        field: 'Authorization',
-        rule: 'must be the operator token',
-      });
-    }
-    next();
-  };
+  return operatorAuth(rc.config.operatorToken);
 }

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
 /** API keys are 192-bit random strings, so a fast hash (sha256) is the right lookup key: nothing to brute-force. */
 export function hashApiKey(apiKey: string): string {
@@ -19,13 +19,6 @@ export function newWebhookSecret(): string {
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString('base64url').replace(/[-_]/g, 'x')}`;
-}
-
-/** Constant-time comparison of two strings of any length (compares their digests). */
-export function safeEqual(a: string, b: string): boolean {
-  const left = createHash('sha256').update(a).digest();
-  const right = createHash('sha256').update(b).digest();
-  return timingSafeEqual(left, right);
 }
 
 /**
