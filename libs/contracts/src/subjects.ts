@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TransferObserved, TransferReorged } from './events/chain-indexer';
-import { CheckoutSessionSnapshot } from './events/checkout';
+import { CheckoutSessionSnapshot, TransferRefundRequested } from './events/checkout';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
 import { PaymentConfirmed, PaymentReversed } from './events/payments';
 import { SellerUpdated, SkillUpdated } from './events/registry';
@@ -35,6 +35,13 @@ export const SUBJECTS = {
     version: 1,
     schema: TransferReorged,
     description: 'An observed transfer left the canonical chain.',
+  },
+  'transfer.refund_requested': {
+    owners: ['checkout'],
+    version: 1,
+    schema: TransferRefundRequested,
+    description:
+      'An operator decided that a transfer which matched no session goes back to its sender; the ledger books it.',
   },
   'skill.updated': {
     owners: ['registry'],

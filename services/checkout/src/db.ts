@@ -83,6 +83,8 @@ export interface TransfersTable {
   resolved_at: Date | null;
   observed_at: Date;
   updated_at: Date;
+  /** Set when an operator marks the transfer for refund (`transfer.refund_requested`). */
+  refund_request_id: string | null;
 }
 
 export interface PaymentsTable {

@@ -46,6 +46,13 @@ const TransferView = Type.Object({
   token: Type.String(),
   amount: Type.String({ description: 'USDC received (decimal string, 6 decimals)', examples: ['5.01'] }),
   note: Nullable(Type.String()),
+  refundRequestId: Nullable(
+    Type.String({
+      pattern: '^trr_[0-9a-f]{24}$',
+      description:
+        'set when an operator marked the transfer for refund: the id carried by transfer.refund_requested',
+    }),
+  ),
   observedAt: Type.String({ format: 'date-time' }),
   resolvedAt: Nullable(Type.String({ format: 'date-time' })),
 });
@@ -191,17 +198,23 @@ export function checkoutOpenApi() {
       '/api/v1/operator/transfers/{transferId}/refund': {
         post: {
           operationId: 'refundTransfer',
-          summary: 'Mark an unmatched transfer for refund to its sender',
+          summary: 'Send an unmatched transfer back to its sender',
+          description:
+            'Marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.',
           security: [{ operatorToken: [] }],
           parameters: parameters('path', TransferIdParam, { id: 'transferId' }),
           requestBody: { required: false, content: { 'application/json': { schema: plain(RefundBody) } } },
           responses: {
-            '200': json(Type.Object({ transfer: TransferView }), 'the transfer, now refund_requested'),
+            '200': json(
+              Type.Object({ transfer: TransferView }),
+              'the transfer, now refund_requested, with its refundRequestId',
+            ),
             ...errors({
               '400': 'invalid_request',
               '401': 'operator token required',
               '404': 'no such transfer',
-              '409': 'transfer_not_unmatched',
+              '409':
+                'transfer_not_unmatched (already resolved or marked) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain)',
             }),
           },
         },

@@ -12,6 +12,7 @@ import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './pa
 import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
 import { mountRefundRoutes } from './refunds/routes';
+import { onTransferRefundRequested } from './refunds/unmatched';
 import { mountViewRoutes } from './views/routes';
 
 export interface RunningEscrowLedger extends RunningService {
@@ -65,6 +66,11 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
           subject: 'refund.completed',
           handler: (trx, e) => onRefundCompleted(trx, e as never, d),
           concurrency: 4,
+        },
+        {
+          durable: 'ledger-transfer-refund-requested',
+          subject: 'transfer.refund_requested',
+          handler: (trx, e) => onTransferRefundRequested(trx, e as never, d),
         },
         {
           durable: 'ledger-settlement-completed',

@@ -30,15 +30,18 @@ export const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a
  */
 async function enqueueWebhook(
   trx: Transaction<NotifierDatabase>,
-  envelope: EventEnvelope<WebhookEventType, { sellerId: string }>,
+  envelope: EventEnvelope<WebhookEventType, { sellerId: string | null }>,
   config: NotifierConfig,
 ): Promise<boolean> {
-  const seller = await findSeller(trx, envelope.data.sellerId);
+  const sellerId = envelope.data.sellerId;
+  // No seller: a refund.completed of an unmatched transfer (money that paid no seller) concerns nobody's webhook.
+  if (!sellerId) return false;
+  const seller = await findSeller(trx, sellerId);
   if (!seller?.webhook_url) return false;
   await createDelivery(trx, {
     eventId: envelope.id,
     eventType: envelope.type,
-    sellerId: envelope.data.sellerId,
+    sellerId,
     url: seller.webhook_url,
     body: buildWebhookBody(envelope),
     now: config.now(),
@@ -65,7 +68,11 @@ export function notifierConsumers(deps: {
       handler: async (trx, event) => {
         const typed = trx as Transaction<NotifierDatabase>;
         if (isSessionSubject(event.type)) await upsertSession(typed, event.data as CheckoutSessionSnapshot);
-        await enqueueWebhook(typed, event as EventEnvelope<WebhookEventType, { sellerId: string }>, config);
+        await enqueueWebhook(
+          typed,
+          event as EventEnvelope<WebhookEventType, { sellerId: string | null }>,
+          config,
+        );
       },
       afterCommit: () => dispatcher.kick(),
     }),

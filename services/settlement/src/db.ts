@@ -68,8 +68,10 @@ export interface SettlementsTable {
 
 export interface RefundsTable {
   refund_id: string;
-  transaction_id: string;
-  seller_id: string;
+  /** `unmatched_transfer`: money that matched no payment, sent back to its payer (no transaction, no seller). */
+  kind: 'payment' | 'unmatched_transfer';
+  transaction_id: string | null;
+  seller_id: string | null;
   payer: string;
   amount_micro: bigint;
   chain_id: number;

@@ -38,3 +38,26 @@ export const CheckoutSessionSnapshot = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * An operator decided that a transfer into the escrow wallet that matched no session goes back to its sender
+ * (`POST /api/v1/operator/transfers/:id/refund`). The transfer key (chainId, txHash, logIndex) names the money;
+ * `from` and `amount` are what checkout observed, so the ledger can refuse a request that differs from its books.
+ */
+export const TransferRefundRequested = Type.Object(
+  {
+    /** Checkout's id of this decision (`trr_…`): one per transfer, stable across redeliveries. */
+    refundRequestId: Id,
+    /** Checkout's transfer id (`tr_…`), for the operator to find it again. */
+    transferId: Id,
+    chainId: Type.Integer({ minimum: 1 }),
+    txHash: TxHash,
+    logIndex: Type.Integer({ minimum: 0 }),
+    /** The payer: the refund goes back to this address. */
+    from: Address,
+    amount: UsdcAmount,
+    reason: Type.String({ minLength: 1, maxLength: 500 }),
+    requestedAt: IsoTime,
+  },
+  { additionalProperties: false },
+);

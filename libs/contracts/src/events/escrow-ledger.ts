@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
 
 /** SPEC payload (event, transactionId, reason) plus the ids a consumer needs to route it. */
 export const RefundRequested = Type.Object(
@@ -37,12 +37,26 @@ export const RefundApproved = Type.Object(
   { additionalProperties: false },
 );
 
-/** The ledger has booked a refund; settlement must send `amount` USDC from escrow back to `payer`. */
+/** What a refund gives back: (part of) a seller's payment, or a transfer into escrow that no payment claimed. */
+export const RefundKind = Type.Union([Type.Literal('payment'), Type.Literal('unmatched_transfer')]);
+
+/**
+ * The ledger has booked a refund; settlement must send `amount` USDC from escrow back to `payer`.
+ * `kind` absent means `payment` (events published before it existed). A payment refund has `transactionId` and
+ * `sellerId`; an `unmatched_transfer` refund has neither (null) and names the transfer it returns in `transfer`.
+ */
 export const RefundInitiated = Type.Object(
   {
     refundId: Id,
-    transactionId: Id,
-    sellerId: Id,
+    kind: Type.Optional(RefundKind),
+    transactionId: Nullable(Id),
+    sellerId: Nullable(Id),
+    transfer: Type.Optional(
+      Type.Object(
+        { txHash: TxHash, logIndex: Type.Integer({ minimum: 0 }) },
+        { additionalProperties: false },
+      ),
+    ),
     payer: Address,
     amount: UsdcAmount,
     chainId: Type.Integer({ minimum: 1 }),

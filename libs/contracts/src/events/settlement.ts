@@ -1,13 +1,19 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, TxHash, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { RefundKind } from './escrow-ledger';
 
-/** SPEC payload (event, transactionId, refundTxHash, amount) plus routing ids. */
+/**
+ * SPEC payload (event, transactionId, refundTxHash, amount) plus routing ids. `kind` as in refund.initiated
+ * (absent = payment); a refund of an unmatched transfer has no transaction and no seller (both null), so no
+ * seller is notified of it.
+ */
 export const RefundCompleted = Type.Object(
   {
     event: Type.Literal('refund.completed'),
     refundId: Id,
-    transactionId: Id,
-    sellerId: Id,
+    kind: Type.Optional(RefundKind),
+    transactionId: Nullable(Id),
+    sellerId: Nullable(Id),
     refundTxHash: TxHash,
     amount: UsdcAmount,
     completedAt: IsoTime,

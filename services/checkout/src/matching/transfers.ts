@@ -13,6 +13,7 @@ type Reorged = EventData<'transfer.reorged'>;
 
 const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
 const newPaymentId = () => `pay_${randomBytes(12).toString('hex')}`;
+const newRefundRequestId = () => `trr_${randomBytes(12).toString('hex')}`;
 
 /** The outcome of applying a transfer to a session, decided by amount and time. */
 export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date): SessionStatus {
@@ -316,26 +317,75 @@ export class TransferMatcher {
     return { transfer: attached, session: updated };
   }
 
-  /** Operator: mark an unmatched transfer for refund to its sender. */
+  /**
+   * Operator: send an unmatched transfer back to its sender. The status change and `transfer.refund_requested`
+   * (outbox) commit together, once per transfer: only an `unmatched` row is updated, so a second mark is a 409
+   * and publishes nothing. The ledger books the refund out of suspense and settlement sends it. A transfer that
+   * is not USDC into this escrow wallet on this chain is not on the ledger's books and cannot be refunded here.
+   */
   async markForRefund(trx: CheckoutTrx, transferId: string, note: string | null) {
     const now = this.config.now();
+    const transfer = await trx
+      .selectFrom('transfers')
+      .selectAll()
+      .where('transfer_id', '=', transferId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
+    if (transfer.status !== 'unmatched') {
+      throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${transfer.status}, not unmatched`);
+    }
+    if (transfer.unmatched_reason && NOT_IN_ESCROW_REASONS.has(transfer.unmatched_reason)) {
+      throw new HttpError(
+        409,
+        'transfer_not_refundable',
+        `transfer is ${transfer.unmatched_reason}: it is not USDC in this escrow wallet, so it cannot be refunded from escrow`,
+      );
+    }
+    const refundRequestId = newRefundRequestId();
     const updated = await trx
       .updateTable('transfers')
-      .set({ status: 'refund_requested', resolution_note: note, resolved_at: now, updated_at: now })
+      .set({
+        status: 'refund_requested',
+        refund_request_id: refundRequestId,
+        resolution_note: note,
+        resolved_at: now,
+        updated_at: now,
+      })
       .where('transfer_id', '=', transferId)
       .where('status', '=', 'unmatched')
       .returningAll()
-      .executeTakeFirst();
-    if (updated) return updated;
-    const exists = await trx
-      .selectFrom('transfers')
-      .select('status')
-      .where('transfer_id', '=', transferId)
-      .executeTakeFirst();
-    if (!exists) throw new HttpError(404, 'not_found', 'transfer not found');
-    throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${exists.status}, not unmatched`);
+      .executeTakeFirstOrThrow();
+    await enqueueEvent(
+      trx,
+      createEvent(
+        'transfer.refund_requested',
+        'checkout',
+        {
+          refundRequestId,
+          transferId: updated.transfer_id,
+          chainId: updated.chain_id,
+          txHash: updated.tx_hash,
+          logIndex: updated.log_index,
+          from: updated.from_address,
+          amount: formatUsdcExact(updated.amount_micro),
+          reason:
+            note ?? `unmatched transfer (${updated.unmatched_reason ?? 'no reason'}) returned to sender`,
+          requestedAt: now.toISOString(),
+        },
+        { trace: currentTraceCarrier() },
+      ),
+    );
+    this.logger.info(
+      { transferId, refundRequestId, txHash: updated.tx_hash, amount: formatUsdcExact(updated.amount_micro) },
+      'unmatched transfer marked for refund',
+    );
+    return updated;
   }
 }
+
+/** Unmatched reasons for money that is not USDC in this escrow wallet on this chain (the ledger never booked it). */
+const NOT_IN_ESCROW_REASONS = new Set(['wrong_token', 'wrong_recipient', 'wrong_chain']);
 
 export function toTransferView(row: TransferRow) {
   return {
@@ -354,6 +404,7 @@ export function toTransferView(row: TransferRow) {
     token: row.token_address,
     amount: formatUsdcExact(row.amount_micro),
     note: row.resolution_note,
+    refundRequestId: row.refund_request_id ?? null,
     observedAt: row.observed_at.toISOString(),
     resolvedAt: row.resolved_at?.toISOString() ?? null,
   };

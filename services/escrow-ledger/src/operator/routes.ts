@@ -62,7 +62,7 @@ export function mountOperatorRoutes(app: Express, ctx: ServiceContext, deps: Led
   // Money that reached the escrow wallet and that no payment has claimed.
   app.get('/api/v1/operator/ledger/suspense', operator, async (_req, res) => {
     const rows = await sql<Record<string, any>>`select * from transfers
-        where claimed_by_transaction_id is null and status = 'observed' order by observed_at desc limit 500`.execute(
+        where claimed_by_transaction_id is null and refund_id is null and status = 'observed' order by observed_at desc limit 500`.execute(
       ctx.db,
     );
     const total = await sql<{

@@ -16,6 +16,8 @@ interface TransferRow {
   /** 0 for the first inclusion in a block; +1 each time it is mined again after a reorg removed it. */
   inclusion: number;
   block_hash: string | null;
+  /** Set when the transfer, unclaimed, was sent back to its payer (refunds/unmatched.ts). */
+  refund_id: string | null;
 }
 
 /** What an inclusion causes is keyed per inclusion: `<key>` for the first, `<key>#<n>` after re-inclusions. */
@@ -30,7 +32,7 @@ async function lockTransfer(
 ): Promise<TransferRow | undefined> {
   const result =
     await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id,
-        inclusion, block_hash
+        inclusion, block_hash, refund_id
       from transfers where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
       trx,
     );
@@ -176,10 +178,19 @@ async function reincludeTransfer(
       where id = ${conflict.id}`.execute(trx);
 }
 
-async function recordConflict(
+export type ConflictKind =
+  | 'transfer_already_claimed'
+  | 'amount_exceeds_transfer'
+  | 'transfer_reorged'
+  | 'reorg_after_refund'
+  | 'transfer_refunded'
+  | 'refund_refused';
+
+/** Records a conflict for the operator (once per kind, transfer and payment), counted and logged. */
+export async function recordConflict(
   trx: Transaction<any>,
   deps: LedgerDeps,
-  kind: 'transfer_already_claimed' | 'amount_exceeds_transfer' | 'transfer_reorged' | 'reorg_after_refund',
+  kind: ConflictKind,
   input: {
     chainId: number;
     txHash: string;
@@ -345,6 +356,22 @@ export async function onTransferReorged(
         });
       }
     }
+  }
+  if (transfer.refund_id) {
+    // An unmatched transfer already booked out of suspense into a refund: the refund (pending or sent) cannot be
+    // taken back here, so only what is still in suspense (nothing) is reversed and the operator must see it.
+    stillInSuspense = 0n;
+    await recordConflict(trx, deps, 'reorg_after_refund', {
+      chainId: d.chainId,
+      txHash,
+      logIndex: d.logIndex,
+      paymentId: null,
+      source: null,
+      sellerId: null,
+      amountMicro: transfer.amount_micro,
+      existingTransactionId: null,
+      detail: { eventId: event.id, refundId: transfer.refund_id, kind: 'unmatched_transfer' },
+    });
   }
   await postEntry(trx, {
     idempotencyKey: `reorg:${perInclusion(key, transfer.inclusion)}`,

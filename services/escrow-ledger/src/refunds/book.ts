@@ -21,17 +21,22 @@ export interface TransactionForRefund {
 
 export interface RefundRow {
   id: string;
-  transaction_id: string;
-  seller_id: string;
+  /** `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction, no seller). */
+  kind: 'payment' | 'unmatched_transfer';
+  transaction_id: string | null;
+  seller_id: string | null;
   payer: string;
   chain_id: number;
   amount_micro: bigint;
   seller_part_micro: bigint;
   platform_part_micro: bigint;
-  phase: 'in_escrow' | 'after_release';
+  phase: 'in_escrow' | 'after_release' | 'in_suspense';
   reason: string;
   status: 'pending' | 'completed' | 'failed';
   refund_request_id: string | null;
+  tx_hash: string | null;
+  log_index: number | null;
+  transfer_refund_request_id: string | null;
   refund_tx_hash: string | null;
   created_at: Date;
   completed_at: Date | null;
@@ -145,7 +150,10 @@ export async function bookRefund(
   return row.rows[0]!;
 }
 
-/** Settlement sent the refund on chain: the USDC left the escrow wallet. */
+/**
+ * Settlement sent the refund on chain: the USDC left the escrow wallet. The same for both kinds: a refund of a
+ * payment and one of an unmatched transfer both sit in refund_pending until then.
+ */
 export async function onRefundCompleted(
   trx: Transaction<any>,
   event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,

@@ -12,7 +12,8 @@ import type { TransferOutcomeHandler } from '../transfers/worker';
 
 /**
  * `refund.initiated` (the ledger booked a refund) -> a refund record and an outgoing transfer keyed by refundId,
- * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it.
+ * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it. Both kinds (a seller's
+ * payment, or an unmatched transfer without transaction or seller) are sent the same way, to `payer`.
  */
 export function refundInitiatedConsumer(
   config: SettlementConfig,
@@ -45,6 +46,7 @@ export function refundInitiatedConsumer(
         .insertInto('refunds')
         .values({
           refund_id: refund.refundId,
+          kind: refund.kind ?? 'payment',
           transaction_id: refund.transactionId,
           seller_id: refund.sellerId,
           payer: refund.payer,
@@ -81,6 +83,7 @@ export function refundOutcome(clock: Clock): TransferOutcomeHandler {
         createEvent('refund.completed', 'settlement', {
           event: 'refund.completed',
           refundId: refund.refund_id,
+          kind: refund.kind,
           transactionId: refund.transaction_id,
           sellerId: refund.seller_id,
           refundTxHash: transfer.tx_hash!,

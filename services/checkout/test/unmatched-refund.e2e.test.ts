@@ -1,0 +1,403 @@
+import { randomBytes } from 'node:crypto';
+import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { usdcAbi } from '@paygate/chain';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { parseUsdc } from '@paygate/money';
+import { serveSellersForTests } from '@paygate/seller-auth';
+import {
+  type AnvilInstance,
+  countStreamMessages,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  openSchema,
+  startAnvil,
+  type TestEnvironment,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, id as keccakId, Wallet, zeroPadValue } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { loadConfig as loadIndexerConfig, startChainIndexer } from '../../chain-indexer/src';
+import {
+  loadConfig as loadLedgerConfig,
+  type RunningEscrowLedger,
+  startEscrowLedger,
+} from '../../escrow-ledger/src';
+import {
+  loadConfig as loadSettlementConfig,
+  type RunningSettlement,
+  startSettlement,
+} from '../../settlement/src';
+import { loadConfig, startCheckout } from '../src';
+
+/**
+ * An unmatched transfer refunded end to end on a real chain: anvil + TestUSDC, the real chain-indexer, checkout
+ * (where the operator marks it), escrow-ledger (suspense -> refund) and settlement (sends it back), on real
+ * Postgres and JetStream. The buyer's USDC comes back to the micro-USDC, once, and the ledger reconciles.
+ */
+
+const OPERATOR_TOKEN = 'unmatched-refund-operator-token-0123';
+const TRANSFER_TOPIC = keccakId('Transfer(address,address,uint256)');
+
+jest.setTimeout(60_000);
+
+describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil', () => {
+  let env: TestEnvironment;
+  let anvil: AnvilInstance;
+  let usdc: Contract;
+  let usdcAddress: string;
+  let bus: Bus;
+  let indexer: Awaited<ReturnType<typeof startChainIndexer>>;
+  let ledger: RunningEscrowLedger;
+  let checkout: Awaited<ReturnType<typeof startCheckout>>;
+  let settlement: RunningSettlement;
+  let ledgerDb: Kysely<any>;
+  let sellerResponder: { unsubscribe(): void } | undefined;
+  const now = new Date();
+  const clock = () => now;
+  const sellerId = `sel_${randomBytes(5).toString('hex')}`;
+  const apiKey = `sk_test_${randomBytes(12).toString('hex')}`;
+
+  const balanceOf = async (address: string) => BigInt(await usdc.getFunction('balanceOf')(address));
+
+  const http = async (base: string, path: string, init: { body?: unknown } = {}) => {
+    const response = await fetch(`${base}${path}`, {
+      method: init.body === undefined ? 'GET' : 'POST',
+      headers: {
+        authorization: `Bearer ${OPERATOR_TOKEN}`,
+        ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const checkoutApi = (path: string, body?: unknown) => http(checkout.url, path, { body });
+  const ledgerApi = (path: string, body?: unknown) => http(ledger.url, path, { body });
+
+  /** The buyer sends `amount` USDC to the escrow wallet; returns the transaction hash. */
+  const buyerSends = async (amountMicro: bigint) => {
+    const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
+    const tx = await buyerUsdc.getFunction('transfer')(testWallets.escrow.address, amountMicro);
+    const receipt = await tx.wait(1, 10_000);
+    return receipt.hash.toLowerCase() as string;
+  };
+
+  const checkoutTransfer = async (txHash: string, status = 'unmatched') =>
+    ((await checkoutApi(`/api/v1/operator/transfers?status=${status}`)).body.transfers as any[]).find(
+      (t) => t.txHash === txHash,
+    );
+
+  const expectReconciled = async () => {
+    // A refund broadcast a moment ago leaves the wallet before its confirmation reaches the ledger: wait until
+    // nothing is in flight, then hold it to zero.
+    const report = await waitFor(
+      async () => {
+        const r = await ledgerApi('/api/v1/reconciliation');
+        return r.status === 200 && r.body.balanced ? r : undefined;
+      },
+      { timeoutMs: 15_000, message: 'ledger and chain never agreed' },
+    ).catch(() => ledgerApi('/api/v1/reconciliation'));
+    expect(report.body).toMatchObject({ balanced: true, difference: '0', differences: [] });
+    expect(parseUsdc(report.body.chainBalance)).toBe(await balanceOf(testWallets.escrow.address));
+    return report.body;
+  };
+
+  /** USDC Transfer logs from the escrow wallet to `to` on anvil (what actually left escrow). */
+  const transfersFromEscrowTo = async (to: string) =>
+    (
+      await anvil.provider.getLogs({
+        address: usdcAddress,
+        fromBlock: 0,
+        toBlock: 'latest',
+        topics: [TRANSFER_TOPIC, zeroPadValue(testWallets.escrow.address, 32), zeroPadValue(to, 32)],
+      })
+    ).length;
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('unmatchedrefund');
+    anvil = await startAnvil();
+    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
+    usdc = new Contract(usdcAddress, usdcAbi, anvil.provider);
+    await fundTestWallets({
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      amountMicro: parseUsdc('100'),
+      roles: ['buyer'],
+    });
+    bus = await env.bus();
+    const chainEnv = { CHAIN_RPC_URL: anvil.rpcUrl, USDC_ADDRESS: usdcAddress };
+    indexer = await startChainIndexer(
+      loadIndexerConfig(
+        env.envFor('chain-indexer', {
+          ...chainEnv,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          CONFIRMATIONS: '1',
+        }),
+      ),
+    );
+    ledger = await startEscrowLedger({
+      ...loadLedgerConfig(
+        env.envFor('escrow-ledger', {
+          ...chainEnv,
+          OPERATOR_TOKEN,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+        }),
+      ),
+      now: clock,
+    });
+    checkout = await startCheckout(
+      loadConfig(
+        env.envFor('checkout', { ...chainEnv, OPERATOR_TOKEN, ESCROW_ADDRESS: testWallets.escrow.address }),
+        clock,
+      ),
+    );
+    settlement = await startSettlement(
+      loadSettlementConfig(
+        env.envFor('settlement', {
+          ...chainEnv,
+          CHAIN_NETWORK: 'local',
+          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+          CONFIRMATIONS: '1',
+          SCHEDULER_INTERVAL_MS: '3600000',
+          TRANSFER_POLL_INTERVAL_MS: '100',
+          TX_TIMEOUT_MS: '5000',
+          RPC_TIMEOUT_MS: '3000',
+        }),
+      ),
+      { now: clock },
+    );
+    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
+
+    // A seller whose server opens a checkout session: the buyer will get its amount wrong.
+    const payoutAddress = Wallet.createRandom().address;
+    const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
+    sellerResponder = serveSellersForTests(bus, {
+      [apiKey]: { sellerId, walletAddress: payoutAddress, payoutAddress, publishableKey, apiKeyVersion: 1 },
+    });
+    const seller = createEvent('seller.updated', 'registry', {
+      sellerId,
+      revision: 1,
+      walletAddress: payoutAddress,
+      payoutAddress,
+      publishableKey,
+      apiKeyVersion: 1,
+      webhookUrl: null,
+      webhookSecretVersion: 0,
+      settlementFrequency: 'DAILY',
+      minimumSettlement: '1',
+      updatedAt: now.toISOString(),
+    } satisfies EventData<'seller.updated'>);
+    await bus.js.publish(bus.subjectFor('seller.updated'), encodeEnvelope(seller), { msgID: seller.id });
+    await waitFor(
+      async () =>
+        (await sql`select 1 from sellers where seller_id = ${sellerId}`.execute(checkout.ctx.db)).rows[0],
+      { message: 'seller projected by checkout', timeoutMs: 10_000 },
+    );
+  });
+
+  afterAll(async () => {
+    sellerResponder?.unsubscribe();
+    await settlement?.stop();
+    await checkout?.stop();
+    await ledger?.stop();
+    await indexer?.stop();
+    await ledgerDb?.destroy();
+    await anvil?.stop();
+    await env?.cleanup();
+  });
+
+  test('a wrong amount is unmatched, marked for refund once, and comes back to the buyer exactly', async () => {
+    const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ amount: '5', description: 'order #42' }),
+    });
+    const session = (await created.json()) as any;
+    expect(created.status).toBe(201);
+    expect(session.exactAmount).not.toBe('5.000000');
+
+    // The buyer types the price without the suffix: 5.000000 matches no session.
+    const buyerBefore = await balanceOf(testWallets.buyer.address);
+    const escrowBefore = await balanceOf(testWallets.escrow.address);
+    const wrongMicro = parseUsdc('5');
+    const txHash = await buyerSends(wrongMicro);
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore - wrongMicro);
+
+    // Visible in checkout's operator API, and on the ledger's books in suspense.
+    const unmatched = await waitFor(() => checkoutTransfer(txHash), {
+      message: 'transfer listed as unmatched by checkout',
+      timeoutMs: 15_000,
+    });
+    expect(unmatched).toMatchObject({
+      status: 'unmatched',
+      reason: 'no_session_with_this_amount',
+      amount: '5.000000',
+      refundRequestId: null,
+    });
+    expect(unmatched.from.toLowerCase()).toBe(testWallets.buyer.address.toLowerCase());
+    const inSuspense = await waitFor(
+      async () =>
+        ((await ledgerApi('/api/v1/operator/ledger/suspense')).body.data as any[]).find(
+          (t) => t.txHash === txHash,
+        ),
+      { message: 'transfer in the ledger suspense', timeoutMs: 15_000 },
+    );
+    expect(inSuspense).toMatchObject({ amount: '5' });
+    const suspenseBefore = parseUsdc((await ledgerApi('/api/v1/operator/ledger/suspense')).body.balance);
+    expect(suspenseBefore).toBe(wrongMicro);
+    const session0 = await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`);
+    expect(((await session0.json()) as any).status).toBe('open');
+    await expectReconciled();
+
+    // The operator marks it for refund, twice at once and once more: exactly one decision, one event.
+    const path = `/api/v1/operator/transfers/${unmatched.transferId}/refund`;
+    const marks = await Promise.all([
+      checkoutApi(path, { note: 'no order matches, returned to sender' }),
+      checkoutApi(path, { note: 'no order matches, returned to sender' }),
+    ]);
+    expect(marks.map((m) => m.status).sort()).toEqual([200, 409]);
+    const marked = marks.find((m) => m.status === 200)!.body.transfer;
+    expect(marked).toMatchObject({
+      transferId: unmatched.transferId,
+      status: 'refund_requested',
+      note: 'no order matches, returned to sender',
+    });
+    expect(marked.refundRequestId).toMatch(/^trr_[0-9a-f]{24}$/);
+    expect(marks.find((m) => m.status === 409)!.body.error.code).toBe('transfer_not_unmatched');
+    const again = await checkoutApi(path, {});
+    expect(again.status).toBe(409);
+    expect(await checkoutTransfer(txHash)).toBeUndefined();
+    expect(await checkoutTransfer(txHash, 'refund_requested')).toMatchObject({
+      refundRequestId: marked.refundRequestId,
+    });
+
+    // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
+    const refund = await waitFor(
+      async () =>
+        (
+          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
+            ledgerDb,
+          )
+        ).rows.find((r) => r.status === 'completed'),
+      { message: 'refund sent on chain and booked', timeoutMs: 20_000 },
+    );
+    expect(refund).toMatchObject({
+      transaction_id: null,
+      seller_id: null,
+      payer: testWallets.buyer.address.toLowerCase(),
+      amount_micro: wrongMicro,
+      transfer_refund_request_id: marked.refundRequestId,
+    });
+    expect(refund.refund_tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+
+    // The buyer's USDC is back, to the micro-USDC; the escrow wallet is where it was.
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
+    const report = await expectReconciled();
+    expect(report.accounts).toMatchObject({ suspense: '0', refund_pending: '0' });
+    const suspense = (await ledgerApi('/api/v1/operator/ledger/suspense')).body;
+    expect(suspense.balance).toBe('0');
+    expect((suspense.data as any[]).some((t) => t.txHash === txHash)).toBe(false);
+
+    // A second request for the same transfer (a new id, as a replay or a second checkout replica could send)
+    // books nothing: one refund per transfer.
+    const duplicate = createEvent('transfer.refund_requested', 'checkout', {
+      refundRequestId: `trr_${randomBytes(12).toString('hex')}`,
+      transferId: unmatched.transferId,
+      chainId: unmatched.chainId,
+      txHash,
+      logIndex: unmatched.logIndex,
+      from: unmatched.from,
+      amount: '5.000000',
+      reason: 'duplicate',
+      requestedAt: now.toISOString(),
+    });
+    await bus.js.publish(bus.subjectFor('transfer.refund_requested'), encodeEnvelope(duplicate), {
+      msgID: duplicate.id,
+    });
+    await waitFor(
+      async () =>
+        (await sql`select 1 from inbox where event_id = ${duplicate.id}`.execute(ledgerDb)).rows.length > 0,
+      { message: 'duplicate request handled by the ledger', timeoutMs: 10_000 },
+    );
+    const refunds = await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb);
+    expect(refunds.rows).toHaveLength(1);
+    const requested = (await countStreamMessages(bus, 'transfer.refund_requested')).filter(
+      (e) => (e.data as any).txHash === txHash,
+    );
+    expect(requested).toHaveLength(2); // checkout's one, and the duplicate published above
+    const initiated = (await countStreamMessages(bus, 'refund.initiated')).filter(
+      (e) => (e.data as any).transfer?.txHash === txHash,
+    );
+    expect(initiated).toHaveLength(1);
+    expect(initiated[0]!.data).toMatchObject({
+      kind: 'unmatched_transfer',
+      transactionId: null,
+      sellerId: null,
+      amount: '5',
+    });
+    const completed = (await countStreamMessages(bus, 'refund.completed')).filter(
+      (e) => (e.data as any).refundId === refund.id,
+    );
+    expect(completed).toHaveLength(1);
+    expect(completed[0]!.data).toMatchObject({ kind: 'unmatched_transfer', sellerId: null });
+    // Exactly one USDC transfer left escrow for the buyer.
+    expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(1);
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+    await expectReconciled();
+  });
+
+  test('a refund request for a transfer a payment claimed is refused and shown to the operator', async () => {
+    const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ amount: '2', description: 'order #43', holdPeriodHours: 24 }),
+    });
+    const session = (await created.json()) as any;
+    const amountMicro = parseUsdc(session.exactAmount);
+    const txHash = await buyerSends(amountMicro);
+    const claimed = await waitFor(
+      async () =>
+        (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
+      { message: 'payment booked by the ledger', timeoutMs: 15_000 },
+    );
+    // Checkout refuses to mark a matched transfer, so the request comes straight onto the bus.
+    const matched = await checkoutTransfer(txHash, 'matched');
+    expect(matched).toBeDefined();
+    const refused = await checkoutApi(`/api/v1/operator/transfers/${matched.transferId}/refund`, {});
+    expect(refused.status).toBe(409);
+    const request = createEvent('transfer.refund_requested', 'checkout', {
+      refundRequestId: `trr_${randomBytes(12).toString('hex')}`,
+      transferId: matched.transferId,
+      chainId: matched.chainId,
+      txHash,
+      logIndex: matched.logIndex,
+      from: matched.from,
+      amount: matched.amount,
+      reason: 'stale decision',
+      requestedAt: now.toISOString(),
+    });
+    await bus.js.publish(bus.subjectFor('transfer.refund_requested'), encodeEnvelope(request), {
+      msgID: request.id,
+    });
+    const conflict = await waitFor(
+      async () =>
+        ((await ledgerApi('/api/v1/operator/ledger/conflicts')).body.data as any[]).find(
+          (c) => c.txHash === txHash,
+        ),
+      { message: 'refusal surfaced as a conflict', timeoutMs: 10_000 },
+    );
+    expect(conflict).toMatchObject({
+      kind: 'refund_refused',
+      status: 'open',
+      existingTransactionId: claimed.id,
+      detail: { reason: 'transfer_claimed_by_payment', refundRequestId: request.data.refundRequestId },
+    });
+    expect(
+      (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+    ).toHaveLength(0);
+    await expectReconciled();
+  });
+});

@@ -1,0 +1,142 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newRefundId } from '../ids';
+import { credit, debit, postEntry, transferKey } from '../ledger/entries';
+import { recordConflict } from '../payments/handlers';
+
+interface SuspenseTransfer {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  from_address: string;
+  status: 'observed' | 'reorged';
+  claimed_by_transaction_id: string | null;
+  refund_id: string | null;
+  inclusion: number;
+}
+
+/** Why a refund request for an unmatched transfer was refused (conflict detail `reason`). */
+export type UnmatchedRefundRefusal =
+  | 'transfer_claimed_by_payment'
+  | 'transfer_reorged'
+  | 'amount_differs'
+  | 'payer_differs';
+
+/**
+ * An operator sent an unmatched transfer back to its payer (checkout's `transfer.refund_requested`): book its
+ * money out of suspense into refund_pending (D suspense / C refund_pending, key `refund_unmatched:<transfer>`) and
+ * ask settlement to send it (`refund.initiated`, kind `unmatched_transfer`). The refund goes to the payer and for
+ * the amount on the ledger's books (from chain-indexer), never to what the request says if that differs.
+ *
+ * Refused, and surfaced as a `refund_refused` conflict for the operator, when a payment has claimed the transfer
+ * (its money is a seller's now: refund that payment instead), when the transfer was reorged away (the money is
+ * not in the wallet), or when the request's payer or amount differ from the books. A transfer already refunded is
+ * a no-op (one refund per transfer: also a unique index). A transfer the ledger has not booked yet (its
+ * transfer.observed not handled yet) throws: the event is redelivered with backoff, then dead-lettered.
+ */
+export async function onTransferRefundRequested(
+  trx: Transaction<any>,
+  event: EventEnvelope<'transfer.refund_requested', EventData<'transfer.refund_requested'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  const result =
+    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
+        claimed_by_transaction_id, refund_id, inclusion
+      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
+      for update`.execute(trx);
+  const transfer = result.rows[0];
+  if (!transfer) throw new Error(`refund requested for transfer ${key}, which the ledger has not booked yet`);
+  if (transfer.refund_id) {
+    deps.logger.info(
+      { transfer: key, refundId: transfer.refund_id, refundRequestId: d.refundRequestId },
+      'unmatched transfer already refunded; request ignored',
+    );
+    return;
+  }
+  const refusal: UnmatchedRefundRefusal | null = transfer.claimed_by_transaction_id
+    ? 'transfer_claimed_by_payment'
+    : transfer.status === 'reorged'
+      ? 'transfer_reorged'
+      : parseUsdc(d.amount) !== transfer.amount_micro
+        ? 'amount_differs'
+        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
+          ? 'payer_differs'
+          : null;
+  if (refusal) {
+    await recordConflict(trx, deps, 'refund_refused', {
+      chainId: d.chainId,
+      txHash,
+      logIndex: d.logIndex,
+      paymentId: null,
+      source: 'checkout',
+      sellerId: null,
+      amountMicro: parseUsdc(d.amount),
+      existingTransactionId: transfer.claimed_by_transaction_id,
+      detail: {
+        reason: refusal,
+        eventId: event.id,
+        refundRequestId: d.refundRequestId,
+        checkoutTransferId: d.transferId,
+        requested: { from: d.from, amount: d.amount },
+        booked: {
+          from: transfer.from_address,
+          amount: formatUsdc(transfer.amount_micro),
+          status: transfer.status,
+        },
+      },
+    });
+    return;
+  }
+
+  const refundId = newRefundId();
+  const now = deps.now();
+  const amountMicro = transfer.amount_micro;
+  const payer = transfer.from_address.toLowerCase();
+  const inclusionKey = transfer.inclusion > 0 ? `${key}#${transfer.inclusion}` : key;
+  await postEntry(trx, {
+    idempotencyKey: `refund_unmatched:${inclusionKey}`,
+    entryType: 'refund',
+    lines: [debit('suspense', amountMicro), credit('refund_pending', amountMicro)],
+    memo: { refundId, transfer: key, refundRequestId: d.refundRequestId, phase: 'in_suspense' },
+  });
+  await sql`insert into refunds (id, kind, transaction_id, seller_id, payer, chain_id, tx_hash, log_index, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, transfer_refund_request_id, created_at)
+      values (${refundId}, 'unmatched_transfer', null, null, ${payer}, ${d.chainId}, ${txHash}, ${d.logIndex},
+        ${amountMicro}, 0, 0, 'in_suspense', ${d.reason}, 'pending', ${d.refundRequestId}, ${now})`.execute(
+    trx,
+  );
+  await sql`update transfers set refund_id = ${refundId}
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await enqueueEvent(
+    trx,
+    createEvent(
+      'refund.initiated',
+      'escrow-ledger',
+      {
+        refundId,
+        kind: 'unmatched_transfer',
+        transactionId: null,
+        sellerId: null,
+        transfer: { txHash, logIndex: d.logIndex },
+        payer,
+        amount: formatUsdc(amountMicro),
+        chainId: d.chainId,
+        initiatedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    ),
+  );
+  deps.metrics.refundsBooked.inc({ phase: 'in_suspense' });
+  deps.logger.info(
+    { transfer: key, refundId, refundRequestId: d.refundRequestId, amount: formatUsdc(amountMicro) },
+    'unmatched transfer refund booked out of suspense',
+  );
+}
