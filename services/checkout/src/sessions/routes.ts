@@ -3,29 +3,17 @@ import { assertValid, HttpError, notFound } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { bearerToken, PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
-import type { Express, NextFunction, Request, Response } from 'express';
+import type { Express } from 'express';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
+import { cors } from './cors';
+import { installCreateFastPath } from './fast-path';
 import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
-import type { NewSession, SessionStore } from './sessions';
+import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
 
 const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-
-/** The widget runs on sellers' own sites: these routes answer any origin (no cookies are involved). */
-function cors(req: Request, res: Response, next: NextFunction) {
-  res.setHeader('Access-Control-Allow-Origin', '*');
-  res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
-  res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, Idempotency-Key');
-  res.setHeader('Access-Control-Expose-Headers', 'Idempotent-Replayed, X-Request-Id');
-  res.setHeader('Access-Control-Max-Age', '600');
-  if (req.method === 'OPTIONS') {
-    res.status(204).end();
-    return;
-  }
-  next();
-}
 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
@@ -147,11 +135,14 @@ export function sessionRoutes(
   }
 
   /**
-   * Authorization: Bearer pk_… (widget: { skill, endpointId? }) or Bearer sk_… (seller server:
-   * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller.
+   * The whole create request after transport: the key, the body, the Idempotency-Key. Shared by the express
+   * route and the fast path (fast-path.ts), so both answer exactly alike.
    */
-  app.post('/api/v1/checkout/sessions', async (req, res) => {
-    const token = bearerToken(req);
+  async function createSession(
+    token: string | undefined,
+    body: unknown,
+    idempotencyKey: string | undefined,
+  ): Promise<CreatedSession & { replayed: boolean }> {
     if (!token) {
       throw new HttpError(
         401,
@@ -173,17 +164,16 @@ export function sessionRoutes(
         });
       }
       kind = 'publishable';
-      input = await fromPublishableKey(token, req.body);
+      input = await fromPublishableKey(token, body);
     } else if (token.startsWith('sk_')) {
       kind = 'secret';
-      input = await fromSecretKey(token, req.body);
+      input = await fromSecretKey(token, body);
     } else {
       throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
         field: 'Authorization',
         rule: 'must be Bearer pk_… or Bearer sk_…',
       });
     }
-    const idempotencyKey = req.header('idempotency-key');
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
       throw new HttpError(400, 'invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters', {
         field: 'Idempotency-Key',
@@ -194,13 +184,36 @@ export function sessionRoutes(
       ? {
           key: idempotencyKey,
           requestHash: createHash('sha256')
-            .update(`${kind}\n${canonicalJson(req.body ?? {})}`)
+            .update(`${kind}\n${canonicalJson(body ?? {})}`)
             .digest('hex'),
         }
       : undefined;
-    const { session, replayed } = await store.create(input, claim);
+    return store.create(input, claim);
+  }
+
+  /**
+   * Authorization: Bearer pk_… (widget: { skill, endpointId? }) or Bearer sk_… (seller server:
+   * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller. The widget's
+   * requests (publishable key, JSON body) are answered by the fast path ahead of express; this route
+   * answers the rest.
+   */
+  app.post('/api/v1/checkout/sessions', async (req, res) => {
+    const { snapshot, replayed } = await createSession(
+      bearerToken(req),
+      req.body,
+      req.header('idempotency-key'),
+    );
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
-    res.status(replayed ? 200 : 201).json(toSnapshot(session, config));
+    res.status(replayed ? 200 : 201).json(snapshot);
+  });
+
+  installCreateFastPath(app, {
+    path: '/api/v1/checkout/sessions',
+    logger: ctx.logger,
+    metrics: ctx.metrics,
+    createSession,
+    onListening: () => void store.warm(),
+    onClose: () => store.close(),
   });
 
   /** The polling route of the widget: public, the session id is an unguessable capability. */

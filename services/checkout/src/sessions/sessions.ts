@@ -1,9 +1,11 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { HttpError } from '@paygate/http';
+import { formatUsdcExact } from '@paygate/money';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
-import { enqueueSessionEvent, sessionEvent } from './snapshot';
+import { CreateSessionStatement } from './create-statement';
+import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
 export interface NewSession {
   sellerId: string;
@@ -13,6 +15,12 @@ export interface NewSession {
   description: string;
   priceMicro: bigint;
   holdPeriodHours: number;
+}
+
+/** A created (or replayed) session and its public object, built once. */
+export interface CreatedSession {
+  session: SessionRow;
+  snapshot: SessionSnapshot;
 }
 
 export interface IdempotencyClaim {
@@ -45,12 +53,16 @@ export function newSessionId(): string {
  * and releases amount reservations once no transfer can match them any more.
  */
 export class SessionStore {
+  private readonly createStatement: CreateSessionStatement;
+
   constructor(
     private readonly db: CheckoutDb,
     private readonly config: CheckoutConfig,
     /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
     private readonly onEventsEnqueued: () => void = () => undefined,
-  ) {}
+  ) {
+    this.createStatement = new CreateSessionStatement(config);
+  }
 
   /** Number of distinct suffixes (1 .. range-1). */
   get capacity(): number {
@@ -63,21 +75,18 @@ export class SessionStore {
    * event into the outbox. The partial unique index decides the amount; the query starts at a random suffix
    * and takes the first free one after it, so a nearly full range costs a few index probes inside the
    * statement, not a round trip per guess. The event is built and validated here with a stand-in amount;
-   * the statement writes the allocated amount into it (formatted like formatUsdcExact). No row back: no
+   * the statement writes the allocated amount into it (formatted like formatUsdcExact). Undefined: no
    * amount was free, or a concurrent insert took the one picked (nothing was written).
    */
   async insertWithUniqueAmount(
-    executor: CheckoutDb | CheckoutTrx,
     input: NewSession,
     idempotency?: IdempotencyClaim,
-  ): Promise<SessionRow | undefined> {
+  ): Promise<CreatedSession | undefined> {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
     const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
-    const n = this.capacity;
-    const start = randomInt(0, n);
     const sessionId = newSessionId();
-    const template: SessionRow = {
+    const row: SessionRow = {
       session_id: sessionId,
       seller_id: input.sellerId,
       skill_id: input.skillId,
@@ -85,7 +94,7 @@ export class SessionStore {
       endpoint_id: input.endpointId,
       description: input.description,
       price_micro: input.priceMicro,
-      exact_amount_micro: input.priceMicro + 1n, // stand-in; replaced by the allocated amount in SQL
+      exact_amount_micro: input.priceMicro + 1n, // stand-in; replaced by the allocated amount
       status: 'open',
       hold_period_hours: input.holdPeriodHours,
       created_at: now,
@@ -99,59 +108,63 @@ export class SessionStore {
       paid_at: null,
       updated_at: now,
     };
-    const event = sessionEvent('checkout.session_created', template, this.config);
-    const idempotencyInsert = idempotency
-      ? sql`, idempotency as (
-          insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
-          select seller_id, ${idempotency.key}, ${idempotency.requestHash}, session_id, ${now} from created
-        )`
-      : sql``;
-    const result = await sql<SessionRow>`
-      with created as (
-        insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
-          exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
-        select ${sessionId}, ${input.sellerId}, ${input.skillId}, ${input.skillName}, ${input.endpointId},
-          ${input.description}, ${input.priceMicro}, ${input.priceMicro}::bigint + c.suffix, 'open',
-          ${input.holdPeriodHours}, ${now}, ${expiresAt}, ${lateUntil}, true, ${now}
-        from (select 1 + ((${start}::bigint + generate_series(0, ${n - 1}::bigint)) % ${n}::bigint) as suffix) c
-        where not exists (
-          select 1 from sessions x
-          where x.amount_reserved and x.exact_amount_micro = ${input.priceMicro}::bigint + c.suffix
-        )
-        limit 1
-        on conflict (exact_amount_micro) where amount_reserved do nothing
-        returning *
-      ), event as (
-        insert into outbox (id, subject, envelope, published_at)
-        select ${event.id}, ${event.type},
-          jsonb_set(${JSON.stringify(event)}::jsonb, '{data,exactAmount}',
-            to_jsonb((exact_amount_micro / 1000000)::text || '.' || lpad((exact_amount_micro % 1000000)::text, 6, '0'))),
-          null
-        from created
-      )${idempotencyInsert}
-      select * from created`.execute(executor);
-    return result.rows[0];
+    const event = sessionEvent('checkout.session_created', row, this.config);
+    const exactAmountMicro = await this.createStatement.execute({
+      sessionId,
+      sellerId: input.sellerId,
+      skillId: input.skillId,
+      skillName: input.skillName,
+      endpointId: input.endpointId,
+      description: input.description,
+      priceMicro: input.priceMicro,
+      holdPeriodHours: input.holdPeriodHours,
+      now,
+      expiresAt,
+      lateUntil,
+      start: randomInt(0, this.capacity),
+      rangeSize: this.capacity,
+      eventId: event.id,
+      eventType: event.type,
+      eventJson: JSON.stringify(event),
+      idempotency,
+    });
+    if (exactAmountMicro === undefined) return undefined;
+    row.exact_amount_micro = exactAmountMicro;
+    // The event's snapshot is the response: only the amount differs from what was validated.
+    const snapshot = event.data;
+    snapshot.exactAmount = formatUsdcExact(exactAmountMicro);
+    return { session: row, snapshot };
+  }
+
+  /** Opens the creation pool's connections before the first request. */
+  warm(): Promise<void> {
+    return this.createStatement.warm();
+  }
+
+  async close(): Promise<void> {
+    await this.createStatement.close();
   }
 
   /** Creates a session (and its idempotency record) and enqueues checkout.session_created, in one statement. */
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
-  ): Promise<{ session: SessionRow; replayed: boolean }> {
+  ): Promise<CreatedSession & { replayed: boolean }> {
     // No lookup first: the statement itself fails on a known Idempotency-Key (and writes nothing), so a new
     // request costs one round trip and only a retry pays for the lookup.
     let swept = false;
     for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
       try {
-        const session = await this.insertWithUniqueAmount(this.db, input, idempotency);
-        if (session) {
+        const created = await this.insertWithUniqueAmount(input, idempotency);
+        if (created) {
           this.onEventsEnqueued();
-          return { session, replayed: false };
+          return { ...created, replayed: false };
         }
         // Nothing inserted, so the key was not checked: a retry must replay even when the range is full.
         if (idempotency && attempt === 1) {
           const previous = await this.findIdempotent(input.sellerId, idempotency);
-          if (previous) return { session: previous, replayed: true };
+          if (previous)
+            return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
         }
         // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
         const free = await this.hasFreeAmount(input.priceMicro);
@@ -163,7 +176,8 @@ export class SessionStore {
       } catch (error) {
         if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
           const previous = await this.findIdempotent(input.sellerId, idempotency);
-          if (previous) return { session: previous, replayed: true };
+          if (previous)
+            return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
         }
         throw error;
       }
