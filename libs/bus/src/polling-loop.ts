@@ -103,7 +103,7 @@ export class PollingLoop {
   /** Runs the pass and returns the delay before the next one; never rejects. */
   private async runPass(): Promise<number> {
     const { intervalMs, maxBackoffMs } = this.options;
-    let outcome: PassOutcome;
+    let outcome: PassOutcome = false;
     try {
       outcome = await this.pass();
       if (this.failures > 0) this.report(() => this.options.onRecovered?.(this.failures));

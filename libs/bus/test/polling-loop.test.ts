@@ -131,7 +131,12 @@ describe('PollingLoop', () => {
     await sleep(30);
     expect(passes).toBe(after);
 
-    const slow = new PollingLoop(() => sleep(800), { what: 'test', logger, intervalMs: 5, stopWaitMs: 50 });
+    const slow = new PollingLoop(() => sleep(800).then(() => undefined), {
+      what: 'test',
+      logger,
+      intervalMs: 5,
+      stopWaitMs: 50,
+    });
     slow.start();
     await sleep(10);
     const started = Date.now();

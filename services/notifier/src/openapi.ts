@@ -1,4 +1,13 @@
 import { CheckoutSessionSnapshot, SUBJECTS } from '@paygate/contracts';
+import {
+  errorResponses,
+  jsonResponse,
+  openApiDocument,
+  plainSchema,
+  schemaParameters,
+  securitySchemes,
+  serveOpenApi,
+} from '@paygate/http';
 import { type TSchema, Type } from '@sinclair/typebox';
 import type { Express } from 'express';
 import { WEBSOCKET_PATH } from './live/hub';
@@ -46,24 +55,7 @@ const Delivery = Type.Object({
     }),
   ),
 });
-const ErrorBody = Type.Object({
-  error: Type.Object({
-    code: Type.String(),
-    message: Type.String(),
-    field: Type.Optional(Type.String()),
-    rule: Type.Optional(Type.String()),
-    requestId: Type.String(),
-  }),
-});
-
-const plain = (schema: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(schema));
-const json = (schema: TSchema, description: string) => ({
-  description,
-  content: { 'application/json': { schema: plain(schema) } },
-});
-const errors = (entries: Record<string, string>) =>
-  Object.fromEntries(Object.entries(entries).map(([status, text]) => [status, json(ErrorBody, text)]));
-const deliveryIdParam = { name: 'id', in: 'path', required: true, schema: plain(Id) };
+const deliveryIdParam = { name: 'id', in: 'path', required: true, schema: plainSchema(Id) };
 
 const WEBSOCKET_PROTOCOL = `Live checkout-session updates for the widget. Connect with a WebSocket client to
 \`wss://<base_url>${WEBSOCKET_PATH}\`; a plain HTTP GET answers 426 upgrade_required. JSON text frames.
@@ -94,7 +86,7 @@ exponential backoff (30 s doubling, at most 6 h, jittered) for 72 h; other statu
 function webhookEntries() {
   return Object.fromEntries(
     WEBHOOK_EVENT_TYPES.map((type) => {
-      const payload = plain(SUBJECTS[type].schema as TSchema) as {
+      const payload = plainSchema(SUBJECTS[type].schema as TSchema) as {
         properties?: Record<string, unknown>;
         required?: string[];
       };
@@ -145,23 +137,11 @@ function webhookEntries() {
 
 /** The OpenAPI 3.1 description of the notifier: the widget WebSocket, the delivery API and the webhooks it sends. */
 export function notifierOpenApi() {
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Paygate notifier',
-      version: '1.0.0',
-      description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
-    },
-    components: {
-      securitySchemes: {
-        secretKey: { type: 'http', scheme: 'bearer', description: 'sk_… API key' },
-      },
-      schemas: {
-        CheckoutSession: plain(CheckoutSessionSnapshot),
-        Delivery: plain(Delivery),
-        Error: plain(ErrorBody),
-      },
-    },
+  return openApiDocument({
+    title: 'Paygate notifier',
+    description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
+    securitySchemes: { secretKey: securitySchemes.apiKey },
+    schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery },
     paths: {
       [WEBSOCKET_PATH]: {
         get: {
@@ -171,7 +151,7 @@ export function notifierOpenApi() {
           parameters: [{ name: 'Upgrade', in: 'header', required: true, schema: { const: 'websocket' } }],
           responses: {
             '101': { description: 'switching protocols: the socket speaks the protocol above' },
-            ...errors({ '426': 'upgrade_required: a plain HTTP request' }),
+            ...errorResponses({ '426': 'upgrade_required: a plain HTTP request' }),
           },
         },
       },
@@ -180,18 +160,13 @@ export function notifierOpenApi() {
           operationId: 'listWebhookDeliveries',
           summary: "The calling seller's webhook deliveries, newest first, with every attempt",
           security: [{ secretKey: [] }],
-          parameters: Object.entries(DeliveryListQuery.properties).map(([name, schema]) => ({
-            name,
-            in: 'query',
-            required: false,
-            schema: plain(schema),
-          })),
+          parameters: schemaParameters('query', DeliveryListQuery, { allOptional: true }),
           responses: {
-            '200': json(
+            '200': jsonResponse(
               Type.Object({ data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) }),
               'a page of deliveries',
             ),
-            ...errors({ '400': 'invalid_request', '401': 'missing or unknown API key' }),
+            ...errorResponses({ '400': 'invalid_request', '401': 'missing or unknown API key' }),
           },
         },
       },
@@ -202,11 +177,11 @@ export function notifierOpenApi() {
           security: [{ secretKey: [] }],
           parameters: [deliveryIdParam],
           responses: {
-            '200': json(
+            '200': jsonResponse(
               Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })]),
               'the delivery',
             ),
-            ...errors({
+            ...errorResponses({
               '400': 'invalid_request',
               '401': 'missing or unknown API key',
               '404': 'no such delivery',
@@ -227,12 +202,12 @@ export function notifierOpenApi() {
               required: false,
               description:
                 'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
-              schema: plain(IdempotencyKey),
+              schema: plainSchema(IdempotencyKey),
             },
           ],
           responses: {
-            '202': json(Delivery, 'the new delivery, pending'),
-            ...errors({
+            '202': jsonResponse(Delivery, 'the new delivery, pending'),
+            ...errorResponses({
               '400': 'invalid_request',
               '401': 'missing or unknown API key',
               '404': 'no such delivery',
@@ -250,14 +225,10 @@ export function notifierOpenApi() {
       },
     },
     webhooks: webhookEntries(),
-  };
+  });
 }
 
 /** Mounted by service.ts (one line). */
 export function notifierOpenApiRoute(app: Express): void {
-  const document = JSON.stringify(notifierOpenApi());
-  app.get(OPENAPI_PATH, (_req, res) => {
-    res.setHeader('Access-Control-Allow-Origin', '*');
-    res.type('application/json').send(document);
-  });
+  serveOpenApi(app, OPENAPI_PATH, notifierOpenApi());
 }

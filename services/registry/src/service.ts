@@ -1,3 +1,4 @@
+import { serveOpenApi } from '@paygate/http';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import { mountAccountRoutes } from './accounts/routes';
@@ -28,10 +29,7 @@ export function startRegistry(config: RegistryConfig): Promise<RunningService<Re
     migrations,
     routes(app, ctx) {
       const rc = registryContext(ctx);
-      const openapi = buildOpenApiDocument(config.publicBaseUrl);
-      app.get('/api/v1/openapi.json', (_req, res) => {
-        res.json(openapi);
-      });
+      serveOpenApi(app, '/api/v1/openapi.json', buildOpenApiDocument(config.publicBaseUrl));
       mountAccountRoutes(app, rc);
       mountSkillRoutes(app, rc, kicker);
     },

@@ -1,21 +1,5 @@
+import { errorResponses, openApiDocument, securitySchemes } from '@paygate/http';
 import { VerifyRequest } from './verify';
-
-const errorBody = {
-  type: 'object',
-  properties: {
-    error: {
-      type: 'object',
-      properties: {
-        code: { type: 'string' },
-        message: { type: 'string' },
-        field: { type: 'string' },
-        rule: { type: 'string' },
-        requestId: { type: 'string' },
-      },
-      required: ['code', 'message'],
-    },
-  },
-};
 
 const paymentRequirements = {
   type: 'object',
@@ -78,25 +62,14 @@ const paymentHeaderDoc =
   'Base64 of JSON { txHash, amount, token, network, from, to, signature }; signature = EIP-191 personal_sign by `from` of "Paygate payment\\ntx: <txHash lowercase>\\nresource: <resource from the 402>".';
 
 /** The gateway's OpenAPI 3.1 document, served at /api/v1/openapi/gateway.json. */
-export function openApiDocument(baseUrl: string) {
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Paygate gateway',
-      version: '1.0.0',
-      description:
-        'Paid skill URLs (x402 payment-required flow, PROXY and TICKET modes), payment verification for the seller middleware, and the ticket JWKS.',
-    },
-    servers: [{ url: baseUrl }],
-    components: {
-      securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'Seller API key sk_…' } },
-      schemas: {
-        Error: errorBody,
-        PaymentRequirements: paymentRequirements,
-        PaymentRefused: paymentRefused,
-        VerifyRequest,
-      },
-    },
+export function gatewayOpenApi(baseUrl: string) {
+  return openApiDocument({
+    title: 'Paygate gateway',
+    description:
+      'Paid skill URLs (x402 payment-required flow, PROXY and TICKET modes), payment verification for the seller middleware, and the ticket JWKS.',
+    serverUrl: baseUrl,
+    securitySchemes: { apiKey: securitySchemes.apiKey },
+    schemas: { PaymentRequirements: paymentRequirements, PaymentRefused: paymentRefused, VerifyRequest },
     paths: {
       '/api/v1/skills/{skillName}/{path}': {
         parameters: [
@@ -131,31 +104,20 @@ export function openApiDocument(baseUrl: string) {
               description:
                 "PROXY: the seller's answer, streamed, with X-402-Receipt: <txHash>. TICKET: { ticket, header, expiresAt, url, method, txHash, payer } with X-402-Mode: TICKET; call url with X-402-Ticket: <ticket>.",
             },
-            '400': {
-              description: 'malformed payment header',
-              content: { 'application/json': { schema: errorBody } },
-            },
+            ...errorResponses({ '400': 'malformed payment header' }),
             '402': {
               description: 'no proof (PaymentRequirements) or a refused proof (PaymentRefused)',
               content: { 'application/json': { schema: { oneOf: [paymentRequirements, paymentRefused] } } },
             },
-            '404': {
-              description: 'unknown or inactive skill, or unknown path',
-              content: { 'application/json': { schema: errorBody } },
-            },
-            '405': {
-              description: 'wrong method (Allow header names the right one)',
-              content: { 'application/json': { schema: errorBody } },
-            },
-            '429': {
-              description: 'over 60 requests per minute per wallet per skill; Retry-After says when',
-              content: { 'application/json': { schema: errorBody } },
-            },
-            '502': {
-              description:
+            ...errorResponses({ '404': 'unknown or inactive skill, or unknown path' }),
+            ...errorResponses({ '405': 'wrong method (Allow header names the right one)' }),
+            ...errorResponses({
+              '429': 'over 60 requests per minute per wallet per skill; Retry-After says when',
+            }),
+            ...errorResponses({
+              '502':
                 'the seller failed; the payment stays usable for a retry of the same resource until retryUntil (X-402-Retry-Until)',
-              content: { 'application/json': { schema: errorBody } },
-            },
+            }),
             '504': { description: 'the seller timed out; same retry rule as 502' },
           },
         },
@@ -232,19 +194,10 @@ export function openApiDocument(baseUrl: string) {
                 },
               },
             },
-            '400': {
-              description: 'bad body (field and rule named)',
-              content: { 'application/json': { schema: errorBody } },
-            },
-            '401': {
-              description: 'missing or unknown API key',
-              content: { 'application/json': { schema: errorBody } },
-            },
-            '429': { description: 'rate limited', content: { 'application/json': { schema: errorBody } } },
-            '503': {
-              description: 'chain or key registry unavailable; retry',
-              content: { 'application/json': { schema: errorBody } },
-            },
+            ...errorResponses({ '400': 'bad body (field and rule named)' }),
+            ...errorResponses({ '401': 'missing or unknown API key' }),
+            ...errorResponses({ '429': 'rate limited' }),
+            ...errorResponses({ '503': 'chain or key registry unavailable; retry' }),
           },
         },
       },
@@ -255,5 +208,5 @@ export function openApiDocument(baseUrl: string) {
         },
       },
     },
-  };
+  });
 }

@@ -1,4 +1,13 @@
-import type { TSchema } from '@sinclair/typebox';
+import {
+  errorResponses,
+  idempotencyKeyParameter,
+  jsonRequestBody,
+  jsonResponse,
+  openApiDocument,
+  schemaParameters,
+  securitySchemes,
+} from '@paygate/http';
+import type { TObject, TSchema } from '@sinclair/typebox';
 import {
   Account,
   AccountPatch,
@@ -9,7 +18,6 @@ import {
   VerifyResponse,
   WebhookSecretRotated,
 } from '../accounts/schemas';
-import { ErrorResponse } from '../shared/schema';
 import {
   Catalog,
   EndpointCreate,
@@ -23,11 +31,6 @@ import {
   SuspendBody,
 } from '../skills/schemas';
 
-/** TypeBox schemas are JSON Schema; only TypeBox's symbol keys are dropped (JSON.stringify does that). */
-function plain(schema: TSchema): Record<string, unknown> {
-  return JSON.parse(JSON.stringify(schema));
-}
-
 interface Operation {
   method: 'get' | 'post' | 'patch' | 'put';
   path: string;
@@ -36,7 +39,7 @@ interface Operation {
   body?: TSchema;
   bodyOptional?: boolean;
   response?: { status: number; schema?: TSchema; contentType?: string; description?: string };
-  query?: TSchema;
+  query?: TObject;
   idempotent?: boolean;
 }
 
@@ -213,16 +216,6 @@ const operations: Operation[] = [
   },
 ];
 
-function queryParameters(schema: TSchema) {
-  const properties = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
-  return Object.entries(properties).map(([name, property]) => ({
-    name,
-    in: 'query',
-    required: false,
-    schema: plain(property),
-  }));
-}
-
 /** The OpenAPI 3.1 document of the registry, built from the TypeBox schemas that validate requests. */
 export function buildOpenApiDocument(publicBaseUrl: string) {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -230,20 +223,12 @@ export function buildOpenApiDocument(publicBaseUrl: string) {
     const parameters = [
       ...(op.path.includes('{name}') ? [nameParam] : []),
       ...(op.path.includes('{endpointId}') ? [endpointParam] : []),
-      ...(op.query ? queryParameters(op.query) : []),
+      ...(op.query ? schemaParameters('query', op.query, { allOptional: true }) : []),
       ...(op.idempotent
-        ? [
-            {
-              name: 'Idempotency-Key',
-              in: 'header',
-              required: false,
-              schema: { type: 'string', maxLength: 255 },
-            },
-          ]
+        ? [idempotencyKeyParameter('the same key with the same request replays the stored response')]
         : []),
     ];
     const response = op.response ?? { status: 200 };
-    const errorContent = { 'application/json': { schema: plain(ErrorResponse) } };
     paths[op.path] ??= {};
     paths[op.path]![op.method] = {
       summary: op.summary,
@@ -253,64 +238,40 @@ export function buildOpenApiDocument(publicBaseUrl: string) {
         : op.auth === 'operator'
           ? { security: [{ operator: [] }] }
           : {}),
-      ...(op.body
-        ? {
-            requestBody: {
-              required: !op.bodyOptional,
-              content: { 'application/json': { schema: plain(op.body) } },
-            },
-          }
-        : {}),
+      ...(op.body ? { requestBody: jsonRequestBody(op.body, { required: !op.bodyOptional }) } : {}),
       responses: {
-        [String(response.status)]: {
-          description: response.description ?? 'success',
-          ...(response.schema
-            ? { content: { 'application/json': { schema: plain(response.schema) } } }
-            : response.contentType
-              ? { content: { [response.contentType]: { schema: { type: 'string' } } } }
-              : {}),
-        },
+        [String(response.status)]: response.schema
+          ? jsonResponse(response.schema, response.description ?? 'success')
+          : {
+              description: response.description ?? 'success',
+              ...(response.contentType
+                ? { content: { [response.contentType]: { schema: { type: 'string' } } } }
+                : {}),
+            },
         ...(op.body || op.query
-          ? {
-              '400': {
-                description: 'a field breaks a rule: error.field and error.rule say which',
-                content: errorContent,
-              },
-            }
+          ? errorResponses({ '400': 'a field breaks a rule: error.field and error.rule say which' })
           : {}),
-        ...(op.auth
-          ? { '401': { description: 'missing, malformed or unknown credentials', content: errorContent } }
-          : {}),
+        ...(op.auth ? errorResponses({ '401': 'missing, malformed or unknown credentials' }) : {}),
       },
     };
   }
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Paygate registry API',
-      version: '1.0.0',
-      description:
-        'Seller accounts (Sign-In with Ethereum), API keys, skills, endpoints, SKILL.md and the public catalog.',
-    },
-    servers: [{ url: publicBaseUrl }],
-    components: {
-      securitySchemes: {
-        apiKey: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'the seller API key: Authorization: Bearer sk_…',
-        },
-        session: {
-          type: 'http',
-          scheme: 'bearer',
-          bearerFormat: 'JWT',
-          description: 'dashboard session token from /api/v1/auth/siwe/verify',
-        },
-        operator: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN' },
+  return openApiDocument({
+    title: 'Paygate registry API',
+    description:
+      'Seller accounts (Sign-In with Ethereum), API keys, skills, endpoints, SKILL.md and the public catalog.',
+    serverUrl: publicBaseUrl,
+    securitySchemes: {
+      apiKey: securitySchemes.apiKey,
+      session: {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+        description: 'dashboard session token from /api/v1/auth/siwe/verify',
       },
+      operator: securitySchemes.operatorToken,
     },
     paths,
-  };
+  });
 }
 
 export const openApiOperations = operations;

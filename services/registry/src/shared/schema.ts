@@ -51,16 +51,6 @@ export const UsdcAmountIn = Type.Union([Type.String({ maxLength: 40 }), Type.Num
 });
 export const IsoTime = Type.String({ format: 'date-time' });
 
-export const ErrorResponse = Type.Object({
-  error: Type.Object({
-    code: Type.String(),
-    message: Type.String(),
-    field: Type.Optional(Type.String()),
-    rule: Type.Optional(Type.String()),
-    requestId: Type.Optional(Type.String()),
-  }),
-});
-
 /** Actions that take no input refuse a body, so a malformed request never changes anything. */
 export const EmptyBody = Type.Object({}, { additionalProperties: false });
 
