@@ -291,6 +291,19 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       transfer_refund_request_id: marked.refundRequestId,
     });
     expect(refund.refund_tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+    const listed = await ledgerApi('/api/v1/operator/ledger/unmatched-refunds?status=completed');
+    expect(listed.body.data).toEqual([
+      expect.objectContaining({
+        refundId: refund.id,
+        kind: 'unmatched_transfer',
+        status: 'completed',
+        txHash,
+        payer: testWallets.buyer.address.toLowerCase(),
+        amount: '5',
+        refundRequestId: marked.refundRequestId,
+        refundTxHash: refund.refund_tx_hash,
+      }),
+    ]);
 
     // The buyer's USDC is back, to the micro-USDC; the escrow wallet is where it was.
     expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);

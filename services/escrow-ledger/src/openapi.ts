@@ -9,6 +9,8 @@ import {
   ConflictResolved,
   ReconciliationReport,
   Suspense,
+  UnmatchedRefundList,
+  UnmatchedRefundListQuery,
 } from './operator/schemas';
 import { refundRequestMessage } from './refunds/routes';
 import {
@@ -308,6 +310,19 @@ export function ledgerOpenApi() {
           responses: {
             '200': json(Suspense, 'suspense balance and unclaimed transfers'),
             ...errors(operatorErrors),
+          },
+        },
+      },
+      '/api/v1/operator/ledger/unmatched-refunds': {
+        get: {
+          operationId: 'listUnmatchedRefunds',
+          summary:
+            'Operator: refunds of transfers that no payment claimed (checkout transfer.refund_requested), booked out of suspense and sent back to the payer by settlement',
+          security: operator,
+          parameters: parameters('query', UnmatchedRefundListQuery),
+          responses: {
+            '200': json(UnmatchedRefundList, 'the refunds, newest first'),
+            ...errors({ ...operatorErrors, '400': 'invalid_request (status)' }),
           },
         },
       },

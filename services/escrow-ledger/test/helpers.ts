@@ -39,6 +39,7 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'payment.confirmed': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
+  'transfer.refund_requested': 'checkout',
 };
 
 export async function startLedgerHarness(

@@ -5,7 +5,7 @@ import { Wallet } from 'ethers';
 import type { Express } from 'express';
 import { type Kysely, sql } from 'kysely';
 import { ErrorBody } from '../src/http/schemas';
-import { AccountList, ConflictList, Suspense } from '../src/operator/schemas';
+import { AccountList, ConflictList, Suspense, UnmatchedRefundList } from '../src/operator/schemas';
 import { refundRequestMessage } from '../src/refunds/routes';
 import {
   Refund,
@@ -187,6 +187,9 @@ describe('escrow-ledger OpenAPI document', () => {
     conform(ConflictList, (await h.http('/api/v1/operator/ledger/conflicts?status=all', op)).body);
     conform(Suspense, (await h.http('/api/v1/operator/ledger/suspense', op)).body);
     conform(AccountList, (await h.http('/api/v1/operator/ledger/accounts', op)).body);
+    conform(UnmatchedRefundList, (await h.http('/api/v1/operator/ledger/unmatched-refunds', op)).body);
+    const badRefundStatus = await h.http('/api/v1/operator/ledger/unmatched-refunds?status=sent', op);
+    expect(badRefundStatus.body.error).toMatchObject({ field: 'status' });
     const badConflict = await h.http('/api/v1/operator/ledger/conflicts/abc/resolve', { ...op, body: {} });
     expect(badConflict.body.error).toMatchObject({ field: 'id', rule: 'must be a conflict id' });
     // No chain is configured in this suite: the documented 503.

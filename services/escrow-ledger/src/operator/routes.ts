@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { parseInput } from '../http/schemas';
 import { reconcile, recordReconciliation } from '../reconciliation/reconcile';
-import { ConflictIdParam, ConflictListQuery } from './schemas';
+import { ConflictIdParam, ConflictListQuery, UnmatchedRefundListQuery } from './schemas';
 
 function operatorOnly(token: string) {
   const expected = Buffer.from(token);
@@ -77,6 +77,31 @@ export function mountOperatorRoutes(app: Express, ctx: ServiceContext, deps: Led
         from: r.from_address,
         amount: formatUsdc(r.amount_micro),
         observedAt: new Date(r.observed_at).toISOString(),
+      })),
+    });
+  });
+
+  // Refunds of transfers no payment claimed (an operator's decision in checkout), and whether they were sent.
+  app.get('/api/v1/operator/ledger/unmatched-refunds', operator, async (req, res) => {
+    const status = parseInput(UnmatchedRefundListQuery, { ...req.query }, 'query').status ?? 'all';
+    const rows = await sql<Record<string, any>>`select * from refunds
+        where kind = 'unmatched_transfer' and (${status} = 'all' or status = ${status})
+        order by created_at desc, id desc limit 200`.execute(ctx.db);
+    res.json({
+      data: rows.rows.map((r) => ({
+        refundId: r.id,
+        kind: r.kind,
+        status: r.status,
+        chainId: r.chain_id,
+        txHash: r.tx_hash,
+        logIndex: r.log_index,
+        payer: r.payer,
+        amount: formatUsdc(r.amount_micro),
+        reason: r.reason,
+        refundRequestId: r.transfer_refund_request_id,
+        refundTxHash: r.refund_tx_hash,
+        createdAt: new Date(r.created_at).toISOString(),
+        completedAt: r.completed_at ? new Date(r.completed_at).toISOString() : null,
       })),
     });
   });

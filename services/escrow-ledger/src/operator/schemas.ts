@@ -99,3 +99,32 @@ export const ReconciliationReport = Type.Object({
   }),
   checkedAt: IsoTime,
 });
+
+export const UnmatchedRefundListQuery = Type.Object({
+  status: Type.Optional(
+    StringEnum(['pending', 'completed', 'failed', 'all'], 'pending, completed, failed or all (default)'),
+  ),
+});
+
+export const UnmatchedRefundList = Type.Object({
+  data: Type.Array(
+    Type.Object({
+      refundId: Type.String(),
+      kind: Type.Literal('unmatched_transfer'),
+      status: StringEnum(['pending', 'completed', 'failed']),
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
+      payer: Type.String({ description: 'the transfer’s sender, who gets the money back' }),
+      amount: UsdcAmount,
+      reason: Type.String(),
+      refundRequestId: Type.String({
+        description: 'checkout’s id of the decision (transfer.refund_requested)',
+      }),
+      refundTxHash: Nullable(TxHash),
+      createdAt: IsoTime,
+      completedAt: Nullable(IsoTime),
+    }),
+    { description: 'newest first, at most 200' },
+  ),
+});
