@@ -11,7 +11,7 @@ import type { IndexerDatabase } from './indexer/tables';
 export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningService<IndexerDatabase>> {
   const provider = makeProvider(config.rpcUrl, {
     timeoutMs: config.rpcTimeoutMs,
-    chainId: config.network.chainId,
+    chainId: config.chainId,
   });
   return startService<IndexerDatabase>({
     name: 'chain-indexer',
@@ -26,7 +26,7 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
       const scanner = new TransferScanner(ctx.db as Kysely<IndexerDatabase>, provider, config, ctx.logger);
       const leadership = new AdvisoryLeadership(
         config.databaseUrl,
-        `chain-indexer:${config.dbSchema}:${config.network.chainId}`,
+        `chain-indexer:${config.dbSchema}:${config.chainId}`,
         ctx.logger,
       );
       const headGauge = new Gauge({

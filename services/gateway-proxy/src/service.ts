@@ -12,8 +12,8 @@ import { createGatewayState, type GatewayState } from './state';
 export type RunningGateway = RunningService & { state: GatewayState };
 
 export async function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningGateway> {
-  const provider = makeProvider(config.chainRpcUrl, {
-    timeoutMs: config.chainTimeoutMs,
+  const provider = makeProvider(config.rpcUrl, {
+    timeoutMs: config.rpcTimeoutMs,
     chainId: config.chainId,
   });
   let state: GatewayState | undefined;

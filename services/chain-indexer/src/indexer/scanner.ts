@@ -36,7 +36,7 @@ export class TransferScanner {
   ) {}
 
   private get chainId(): number {
-    return this.config.network.chainId;
+    return this.config.chainId;
   }
 
   async runPass(): Promise<PassResult> {
@@ -100,7 +100,7 @@ export class TransferScanner {
             'chain-indexer',
             {
               chainId: this.chainId,
-              network: this.config.network.name,
+              network: this.config.network,
               txHash: transfer.tx_hash,
               logIndex: transfer.log_index,
               blockNumber: Number(transfer.block_number),
@@ -248,7 +248,7 @@ export class TransferScanner {
       'chain-indexer',
       {
         chainId: this.chainId,
-        network: this.config.network.name,
+        network: this.config.network,
         txHash: transfer.tx_hash,
         logIndex: transfer.log_index,
         blockNumber: Number(transfer.block_number),

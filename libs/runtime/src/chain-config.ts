@@ -1,0 +1,95 @@
+import {
+  formatAddress,
+  isNetworkName,
+  type NetworkName,
+  networkByName,
+  resolveUsdcAddress,
+} from '@paygate/chain';
+import { ConfigError, num, parseEnv, str } from './config';
+
+/** The chain settings every service that reads or writes the chain shares. */
+export interface ChainConfig {
+  /** CHAIN_RPC_URL */
+  rpcUrl: string;
+  /** CHAIN_NETWORK: base | base-sepolia | local */
+  network: NetworkName;
+  chainId: number;
+  /** USDC_ADDRESS (checksummed): the network's own USDC unless set; required on local. */
+  usdcAddress: string;
+  /** ESCROW_ADDRESS (checksummed): the wallet every payment reaches. */
+  escrowAddress: string;
+  /** CONFIRMATIONS: a transfer counts once its block has this many (its own block counts as one). */
+  confirmations: number;
+  /** RPC_TIMEOUT_MS: timeout of each JSON-RPC call. */
+  rpcTimeoutMs: number;
+}
+
+export interface ChainConfigDefaults {
+  /** Default CONFIRMATIONS, or one per network (e.g. 1 on local, 3 on Base). */
+  confirmations: number | ((network: NetworkName) => number);
+  rpcTimeoutMs: number;
+  /** Default ESCROW_ADDRESS; without one the variable is required. */
+  escrowAddress?: string;
+}
+
+/**
+ * Parses CHAIN_RPC_URL, CHAIN_NETWORK, USDC_ADDRESS, ESCROW_ADDRESS, CONFIRMATIONS and RPC_TIMEOUT_MS once,
+ * throwing one ConfigError that names every bad variable and its rule.
+ */
+export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefaults): ChainConfig {
+  const parsed = parseEnv<{
+    CHAIN_RPC_URL: string;
+    CHAIN_NETWORK: string;
+    USDC_ADDRESS: string;
+    ESCROW_ADDRESS: string;
+    CONFIRMATIONS: string;
+    RPC_TIMEOUT_MS: number;
+  }>(env, {
+    CHAIN_RPC_URL: str({ default: 'http://127.0.0.1:8545' }),
+    CHAIN_NETWORK: str({ default: 'local' }),
+    USDC_ADDRESS: str({ default: '' }),
+    ESCROW_ADDRESS: str({ default: defaults.escrowAddress ?? '' }),
+    CONFIRMATIONS: str({ default: '' }),
+    RPC_TIMEOUT_MS: num({ default: defaults.rpcTimeoutMs }),
+  });
+  const problems: string[] = [];
+  if (!/^(https?|wss?):\/\/[^\s]+$/.test(parsed.CHAIN_RPC_URL)) {
+    problems.push('CHAIN_RPC_URL: must be an http(s) or ws(s) URL');
+  }
+  if (!isNetworkName(parsed.CHAIN_NETWORK))
+    problems.push('CHAIN_NETWORK: must be local, base or base-sepolia');
+  const network = networkByName(isNetworkName(parsed.CHAIN_NETWORK) ? parsed.CHAIN_NETWORK : 'local');
+  let usdcAddress = '';
+  try {
+    usdcAddress = formatAddress(resolveUsdcAddress(network, parsed.USDC_ADDRESS || null));
+  } catch {
+    problems.push(`USDC_ADDRESS: must be a 20-byte hex address (required for CHAIN_NETWORK=${network.name})`);
+  }
+  let escrowAddress = '';
+  try {
+    escrowAddress = formatAddress(parsed.ESCROW_ADDRESS);
+  } catch {
+    problems.push('ESCROW_ADDRESS: is required, a 20-byte hex address');
+  }
+  const defaultConfirmations =
+    typeof defaults.confirmations === 'function'
+      ? defaults.confirmations(network.name)
+      : defaults.confirmations;
+  const confirmations = parsed.CONFIRMATIONS === '' ? defaultConfirmations : Number(parsed.CONFIRMATIONS);
+  if (!Number.isSafeInteger(confirmations) || confirmations < 1) {
+    problems.push('CONFIRMATIONS: must be a positive integer');
+  }
+  if (!Number.isSafeInteger(parsed.RPC_TIMEOUT_MS) || parsed.RPC_TIMEOUT_MS < 1) {
+    problems.push('RPC_TIMEOUT_MS: must be a positive integer (milliseconds)');
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return {
+    rpcUrl: parsed.CHAIN_RPC_URL,
+    network: network.name,
+    chainId: network.chainId,
+    usdcAddress,
+    escrowAddress,
+    confirmations,
+    rpcTimeoutMs: parsed.RPC_TIMEOUT_MS,
+  };
+}
