@@ -1,23 +1,36 @@
 /**
  * Checkout session creation: sessions per second and latency percentiles with an empty amount range, and
- * with 95% of the range taken. Real Postgres and NATS. The service runs in this process; the load comes from
- * autocannon in a child process (`run.ts load …`) so client and server do not share one event loop.
- * Writes bench/results/checkout.json and the checkout section of docs/benchmarks.md.
+ * with 95% of the range taken, for one checkout process and for BENCH_REPLICAS processes (default 2) on the
+ * same schema and event namespace, as replicas run in production. Real Postgres and NATS. Every checkout
+ * process is a child process (`run.ts replica`) on its own port; the load comes from one autocannon child
+ * process per replica (`run.ts load`), the connections split between them, so no proxy in front adds CPU;
+ * latencies are merged from every response. Writes bench/results/checkout.json and the checkout section of
+ * docs/benchmarks.md (BENCH_NO_WRITE=1: print only).
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { openSchema } from '@paygate/testing';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
-import { publishSkill, skillEvent, startHarness } from '../../services/checkout/test/helpers';
+import { loadConfig, startCheckout } from '../../services/checkout/src';
+import { ESCROW, publishSkill, skillEvent, startHarness, USDC } from '../../services/checkout/test/helpers';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
+const REPLICAS = Math.max(1, Number(process.env.BENCH_REPLICAS ?? 2));
 const WARMUP_MS = 1500;
 const PRICES = 40; // each price has its own range; spreading load keeps the 95% phase near 95% throughout
 const RANGE = 10_000;
 const FILL = 0.95;
+const TARGET_SESSIONS_PER_SECOND = 1000;
+/** The service's own settings for the benchmark (production defaults; logging off the hot path). */
+const SERVICE_ENV = {
+  AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE),
+  LOG_LEVEL: 'warn',
+  SWEEP_INTERVAL_MS: '1000',
+};
 
 interface PhaseResult {
   name: string;
@@ -33,8 +46,15 @@ interface PhaseResult {
   /** os.loadavg() (1, 5, 15 min) when the phase started and when it ended: the box is shared. */
   loadAverageAtStart: number[];
   loadAverageAtEnd: number[];
-  /** CPU time of the service process (user + system) per created session, warm-up included. */
+  /** CPU time of all checkout processes (user + system) per created session, warm-up included. */
   serviceCpuMsPerSession: number;
+}
+
+interface RunResult {
+  replicas: number;
+  phases: PhaseResult[];
+  met: { throughput: boolean; p99Ratio: boolean };
+  p99Ratio: number;
 }
 
 interface LoadSpec {
@@ -50,18 +70,16 @@ interface LoadResult {
   ok: number;
   errors: number;
   elapsedSeconds: number;
-  p50Ms: number;
-  p90Ms: number;
-  p99Ms: number;
-  maxMs: number;
+  /** Every measured response's latency (ms), for percentiles across load generators. */
+  latenciesMs: number[];
 }
 
-/** Child process: autocannon against the service, bodies cycling over the skills (one price each). */
+/** Child process: autocannon against one checkout process, bodies cycling over the skills (one price each). */
 async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   let counter = 0;
-  const options = (durationMs: number) => ({
+  const options = (durationMs: number, connections: number) => ({
     url: spec.url,
-    connections: spec.connections,
+    connections,
     duration: durationMs / 1000,
     timeout: 10,
     requests: [
@@ -77,46 +95,114 @@ async function runLoad(spec: LoadSpec): Promise<LoadResult> {
       },
     ],
   });
-  await autocannon({ ...options(WARMUP_MS), connections: Math.min(4, spec.connections) });
+  await autocannon(options(WARMUP_MS, Math.min(4, spec.connections)));
+  const latenciesMs: number[] = [];
   const started = Date.now();
-  const result = await autocannon(options(spec.durationMs));
-  const elapsedSeconds = (Date.now() - started) / 1000;
-  const ok = result['2xx'];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(options(spec.durationMs, spec.connections), (error, r) =>
+      error ? reject(error) : resolve(r),
+    );
+    instance.on('response', (_client, _status, _bytes, responseTimeMs) => latenciesMs.push(responseTimeMs));
+  });
   return {
     requests: result.requests.total,
-    ok,
+    ok: result['2xx'],
     errors: result.non2xx + result.errors + result.timeouts,
-    elapsedSeconds,
-    p50Ms: result.latency.p50,
-    p90Ms: result.latency.p90,
-    p99Ms: result.latency.p99,
-    maxMs: result.latency.max,
+    elapsedSeconds: (Date.now() - started) / 1000,
+    latenciesMs,
   };
+}
+
+/** Child process: one checkout replica; answers the parent's cpu / profile requests over IPC. */
+async function runReplica(): Promise<void> {
+  const env = await new Promise<NodeJS.ProcessEnv>((resolve) =>
+    process.once('message', (m: any) => resolve(m.env)),
+  );
+  const running = await startCheckout(loadConfig(env));
+  let profiler: ((file: string) => Promise<void>) | undefined;
+  process.on('message', async (message: any) => {
+    if (message.type === 'cpu') {
+      const { user, system } = process.cpuUsage();
+      process.send!({ type: 'cpu', micros: user + system });
+    } else if (message.type === 'profile-start') {
+      profiler = await startProfile();
+      process.send!({ type: 'profile-started' });
+    } else if (message.type === 'profile-stop') {
+      await profiler?.(message.file);
+      profiler = undefined;
+      process.send!({ type: 'profile-stopped' });
+    } else if (message.type === 'stop') {
+      await running.stop();
+      process.exit(0);
+    }
+  });
+  process.send!({ type: 'ready', url: running.url });
+}
+
+class Replica {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly url: string,
+  ) {}
+
+  static start(env: NodeJS.ProcessEnv): Promise<Replica> {
+    const child = fork(__filename, ['replica'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+    child.send({ env });
+    return new Promise((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`replica exited with ${code}`)));
+      child.once('message', (m: any) => resolve(new Replica(child, m.url)));
+    });
+  }
+
+  private ask<T>(message: object, answer: string): Promise<T> {
+    return new Promise((resolve) => {
+      const onMessage = (m: any) => {
+        if (m.type !== answer) return;
+        this.child.off('message', onMessage);
+        resolve(m);
+      };
+      this.child.on('message', onMessage);
+      this.child.send(message);
+    });
+  }
+
+  async cpuMicros(): Promise<number> {
+    return (await this.ask<{ micros: number }>({ type: 'cpu' }, 'cpu')).micros;
+  }
+
+  async profileStart(): Promise<void> {
+    await this.ask({ type: 'profile-start' }, 'profile-started');
+  }
+
+  async profileStop(file: string): Promise<void> {
+    await this.ask({ type: 'profile-stop', file }, 'profile-stopped');
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => {
+      this.child.removeAllListeners('exit');
+      this.child.once('exit', () => resolve());
+      this.child.send({ type: 'stop' });
+    });
+  }
 }
 
 function loadInChild(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', __filename, 'load'], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
+    const child = fork(__filename, ['load'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+    let result: LoadResult | undefined;
+    child.once('message', (m: any) => {
+      result = m;
     });
     child.on('error', reject);
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`load process exited with ${code}`));
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop()!));
-      } catch (error) {
-        reject(error);
-      }
-    });
-    child.stdin.end(JSON.stringify(spec));
+    child.on('exit', (code) =>
+      code === 0 && result ? resolve(result) : reject(new Error(`load exited with ${code}`)),
+    );
+    child.send(spec);
   });
 }
 
-/** BENCH_PROFILE=dir: a CPU profile of the service process per phase (chrome://inspect, speedscope). */
+/** BENCH_PROFILE=dir: a CPU profile of each checkout process per phase (chrome://inspect, speedscope). */
 async function startProfile(): Promise<((name: string) => Promise<void>) | undefined> {
   const dir = process.env.BENCH_PROFILE;
   if (!dir) return undefined;
@@ -128,17 +214,23 @@ async function startProfile(): Promise<((name: string) => Promise<void>) | undef
   return async (name) => {
     const { profile } = await session.post('Profiler.stop');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, `${name.replace(/\W+/g, '-')}.cpuprofile`), JSON.stringify(profile));
+    writeFileSync(path.join(dir, `${name.replace(/[^\w.-]+/g, '-')}.cpuprofile`), JSON.stringify(profile));
     session.disconnect();
   };
 }
 
 const loadAverage = () => os.loadavg().map((v) => Number(v.toFixed(2)));
 
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return Number(sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!.toFixed(1));
+}
+
 async function main() {
-  const h = await startHarness('bench', { AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE), LOG_LEVEL: 'warn' });
+  const h = await startHarness('bench', SERVICE_ENV);
+  const schema = h.env.schemaFor('checkout');
+  const db = openSchema(schema);
   try {
-    const db = h.running.ctx.db;
     const skills = async (prefix: string, base: number) => {
       const names: string[] = [];
       for (let i = 0; i < PRICES; i++) {
@@ -148,23 +240,38 @@ async function main() {
       }
       return names;
     };
-    const emptySkills = await skills('empty', 100);
-    const fullSkills = await skills('full', 500);
-    // Take 95% of every "full" price's range with sessions that a transfer could still match.
-    const taken = Math.floor((RANGE - 1) * FILL);
-    for (let i = 0; i < PRICES; i++) {
-      const priceMicro = BigInt(500 + i) * 1_000_000n;
-      await sql`
-        insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
-          hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
-        select 'cs_fill' || ${i} || '_' || s, ${h.sellerId}, 'prefill', ${priceMicro}, ${priceMicro} + s, 'open', 0,
-          now(), now() + interval '1 day', now() + interval '2 days', true, now()
-        from (select s from generate_series(1, ${RANGE - 1}) s order by random() limit ${taken}) picked`.execute(
-        db,
-      );
+    // Each run (1 process, N replicas) has its own prices, so the second starts from an empty and a 95% range too.
+    const replicaCounts = REPLICAS === 1 ? [1] : [1, REPLICAS];
+    const runs = [];
+    for (const [k, replicas] of replicaCounts.entries()) {
+      const emptyBase = 100 + 1000 * k;
+      const fullBase = 500 + 1000 * k;
+      runs.push({
+        replicas,
+        emptyBase,
+        fullBase,
+        emptySkills: await skills(`empty-r${replicas}`, emptyBase),
+        fullSkills: await skills(`full-r${replicas}`, fullBase),
+        warmSkills: await skills(`warm-r${replicas}`, 900 + 1000 * k),
+      });
+      // Take 95% of every "full" price's range with sessions that a transfer could still match.
+      const taken = Math.floor((RANGE - 1) * FILL);
+      for (let i = 0; i < PRICES; i++) {
+        const priceMicro = BigInt(fullBase + i) * 1_000_000n;
+        await sql`
+          insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
+            hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
+          select 'cs_fill' || ${fullBase + i} || '_' || s, ${h.sellerId}, 'prefill', ${priceMicro}, ${priceMicro} + s,
+            'open', 0, now(), now() + interval '1 day', now() + interval '2 days', true, now()
+          from (select s from generate_series(1, ${RANGE - 1}) s order by random() limit ${taken}) picked`.execute(
+          db,
+        );
+      }
     }
     // A live system's table is vacuumed; without this, autovacuum of the prefill would land inside a phase.
     await sql`vacuum analyze sessions`.execute(db);
+    // From here on only the replicas serve (the setup process would otherwise relay and sweep too).
+    await h.running.stop();
 
     const occupancy = async (prices: number[]) => {
       const row = await sql<{ n: string }>`
@@ -173,8 +280,6 @@ async function main() {
       );
       return Number(row.rows[0]!.n) / (prices.length * (RANGE - 1));
     };
-
-    const url = new URL('/api/v1/checkout/sessions', h.url).toString();
     const created = async () =>
       Number(
         (
@@ -183,46 +288,92 @@ async function main() {
           }>`select count(*)::text as n from sessions where description <> 'prefill'`.execute(db)
         ).rows[0]!.n,
       );
-    async function phase(name: string, names: string[], basePrice: number): Promise<PhaseResult> {
+
+    async function phase(
+      replicas: Replica[],
+      name: string,
+      names: string[],
+      basePrice: number,
+      durationMs = DURATION_MS,
+    ): Promise<PhaseResult> {
       const prices = names.map((_, i) => basePrice + i);
       const before = await occupancy(prices);
       const loadAverageAtStart = loadAverage();
-      const profiler = await startProfile();
-      const cpuBefore = process.cpuUsage();
+      if (process.env.BENCH_PROFILE) await Promise.all(replicas.map((r) => r.profileStart()));
+      const cpuBefore = await Promise.all(replicas.map((r) => r.cpuMicros()));
       const createdBefore = await created();
-      const load = await loadInChild({
-        url,
-        authorization: `Bearer ${h.publishableKey}`,
-        skills: names,
-        durationMs: DURATION_MS,
-        connections: CONCURRENCY,
-      });
-      const cpu = process.cpuUsage(cpuBefore);
-      await profiler?.(name);
+      const loads = await Promise.all(
+        replicas.map((replica, i) =>
+          loadInChild({
+            url: new URL('/api/v1/checkout/sessions', replica.url).toString(),
+            authorization: `Bearer ${h.publishableKey}`,
+            // Each generator starts at another price, so the replicas do not walk the prices in step.
+            skills: [
+              ...names.slice((i * names.length) / replicas.length),
+              ...names.slice(0, (i * names.length) / replicas.length),
+            ],
+            durationMs,
+            connections: Math.ceil(CONCURRENCY / replicas.length),
+          }),
+        ),
+      );
+      const cpuAfter = await Promise.all(replicas.map((r) => r.cpuMicros()));
+      if (process.env.BENCH_PROFILE)
+        await Promise.all(
+          replicas.map((r, i) => r.profileStop(`${replicas.length}-replicas ${name} replica-${i}`)),
+        );
       const createdDuring = (await created()) - createdBefore;
+      const cpuMicros = cpuAfter.reduce((sum, after, i) => sum + after - cpuBefore[i]!, 0);
+      const latencies = loads.flatMap((l) => l.latenciesMs).sort((a, b) => a - b);
       const result: PhaseResult = {
         name,
-        requests: load.requests,
-        errors: load.errors,
-        sessionsPerSecond: Math.round(load.ok / load.elapsedSeconds),
-        p50Ms: load.p50Ms,
-        p90Ms: load.p90Ms,
-        p99Ms: load.p99Ms,
-        maxMs: load.maxMs,
+        requests: loads.reduce((s, l) => s + l.requests, 0),
+        errors: loads.reduce((s, l) => s + l.errors, 0),
+        sessionsPerSecond: Math.round(loads.reduce((s, l) => s + l.ok / l.elapsedSeconds, 0)),
+        p50Ms: percentile(latencies, 0.5),
+        p90Ms: percentile(latencies, 0.9),
+        p99Ms: percentile(latencies, 0.99),
+        maxMs: percentile(latencies, 1),
         rangeTakenAtStart: Number(before.toFixed(4)),
         rangeTakenAtEnd: Number((await occupancy(prices)).toFixed(4)),
         loadAverageAtStart,
         loadAverageAtEnd: loadAverage(),
-        serviceCpuMsPerSession: Number(
-          ((cpu.user + cpu.system) / 1000 / Math.max(1, createdDuring)).toFixed(3),
-        ),
+        serviceCpuMsPerSession: Number((cpuMicros / 1000 / Math.max(1, createdDuring)).toFixed(3)),
       };
-      console.log(JSON.stringify(result));
+      console.log(JSON.stringify({ replicas: replicas.length, ...result }));
       return result;
     }
 
-    const empty = await phase('empty range', emptySkills, 100);
-    const full = await phase('95% of the range taken', fullSkills, 500);
+    const results: RunResult[] = [];
+    for (const run of runs) {
+      const env = h.env.envFor('checkout', { USDC_ADDRESS: USDC, ESCROW_ADDRESS: ESCROW, ...SERVICE_ENV });
+      const replicas = await Promise.all(Array.from({ length: run.replicas }, () => Replica.start(env)));
+      try {
+        // Not reported: fresh processes first compile their hot code and open their pools (own prices).
+        await phase(
+          replicas,
+          'warm-up',
+          run.warmSkills,
+          900 + 1000 * replicaCounts.indexOf(run.replicas),
+          3000,
+        );
+        const empty = await phase(replicas, 'empty range', run.emptySkills, run.emptyBase);
+        const full = await phase(replicas, '95% of the range taken', run.fullSkills, run.fullBase);
+        results.push({
+          replicas: run.replicas,
+          phases: [empty, full],
+          met: {
+            throughput:
+              empty.sessionsPerSecond >= TARGET_SESSIONS_PER_SECOND &&
+              full.sessionsPerSecond >= TARGET_SESSIONS_PER_SECOND,
+            p99Ratio: full.p99Ms <= 2 * empty.p99Ms,
+          },
+          p99Ratio: Number((full.p99Ms / empty.p99Ms).toFixed(2)),
+        });
+      } finally {
+        await Promise.all(replicas.map((r) => r.stop()));
+      }
+    }
     const report = {
       benchmark: 'checkout session creation (POST /api/v1/checkout/sessions, publishable key)',
       date: new Date().toISOString(),
@@ -232,23 +383,18 @@ async function main() {
         concurrency: CONCURRENCY,
         prices: PRICES,
         amountSuffixRangeMicro: RANGE,
+        replicas: REPLICAS,
       },
-      phases: [empty, full],
-      targets: {
-        sessionsPerSecondAtLeast: 1000,
-        p99At95PercentAtMostTwiceEmpty: true,
-        met: {
-          throughput: empty.sessionsPerSecond >= 1000 && full.sessionsPerSecond >= 1000,
-          p99Ratio: full.p99Ms <= 2 * empty.p99Ms,
-        },
-        p99Ratio: Number((full.p99Ms / empty.p99Ms).toFixed(2)),
-      },
+      runs: results,
+      targets: { sessionsPerSecondAtLeast: TARGET_SESSIONS_PER_SECOND, p99At95PercentAtMostTwiceEmpty: true },
     };
+    if (process.env.BENCH_NO_WRITE) return;
     const root = path.join(__dirname, '../..');
     mkdirSync(path.join(root, 'bench/results'), { recursive: true });
     writeFileSync(path.join(root, 'bench/results/checkout.json'), `${JSON.stringify(report, null, 2)}\n`);
     writeDocsSection(root, report);
   } finally {
+    await db.destroy();
     await h.stop();
   }
 }
@@ -257,47 +403,69 @@ function writeDocsSection(root: string, report: any) {
   const file = path.join(root, 'docs/benchmarks.md');
   mkdirSync(path.dirname(file), { recursive: true });
   const la = (values: number[]) => values.map((v) => v.toFixed(2)).join(' / ');
+  const runs = report.runs as RunResult[];
+  const single = runs[0]!;
+  const many = runs[runs.length - 1]!;
+  const cpu = runs.flatMap((r) => r.phases.map((p) => p.serviceCpuMsPerSession));
+  const rate = (r: RunResult) => Math.min(...r.phases.map((p) => p.sessionsPerSecond));
+  const verdict = (r: RunResult) =>
+    `${r.replicas === 1 ? 'one process' : `${r.replicas} replicas`}: at least ${rate(r)} sessions/s in both phases (throughput target ${r.met.throughput ? '**met**' : '**not met**'}), p99 ratio ${r.p99Ratio} (${r.met.p99Ratio ? 'met' : 'not met'})`;
   const section = `<!-- checkout:start -->
 ## Checkout: session creation
 
-\`bench/checkout/run.ts\` (\`make bench\`) creates sessions through \`POST /api/v1/checkout/sessions\` with a
-publishable key and an Idempotency-Key per request, as the widget sends them (skill price from the projection,
-unique amount allocated by the database, the idempotency record and the \`checkout.session_created\` event
-written to the outbox). Load: autocannon in a child process,
-${report.settings.concurrency} keep-alive connections for ${report.settings.durationMs / 1000} s per phase (after a 1.5 s warm-up), over
-${report.settings.prices} prices with a suffix range of ${report.settings.amountSuffixRangeMicro} micro-USDC each. Real Postgres and NATS;
-service, load, Postgres and NATS share one machine (${report.machine.cpus} CPUs, Node ${report.machine.node}) with other work,
-so the load average is recorded. Run of ${report.date}. Raw figures: \`bench/results/checkout.json\`.
+\`bench/checkout/run.ts\` (\`make bench\`; \`BENCH_REPLICAS\`, default 2) creates sessions through
+\`POST /api/v1/checkout/sessions\` with a publishable key and an Idempotency-Key per request, as the widget sends
+them (skill price from the projection, unique amount allocated by the database, the idempotency record and the
+\`checkout.session_created\` event written to the outbox and relayed to JetStream). It measures one checkout process,
+then ${report.settings.replicas} replicas: separate processes, each \`startCheckout\` on its own port, on the same schema and event namespace
+(as replicas run in production: the amount is decided by Postgres, nothing is shared in memory). Load: one
+autocannon process per checkout process (no proxy in front), ${report.settings.concurrency} keep-alive connections in all, split between
+them, ${report.settings.durationMs / 1000} s per phase after a 1.5 s warm-up (and a 3 s unreported warm-up of fresh processes on other prices); percentiles are over every response of all generators. Each run
+has its own ${report.settings.prices} prices with a suffix range of ${report.settings.amountSuffixRangeMicro} micro-USDC each. Real Postgres and NATS; checkout, load,
+Postgres and NATS share one machine (${report.machine.cpus} CPUs, Node ${report.machine.node}) with other engineers' work, so the load
+average is recorded (it includes this benchmark). Run of ${report.date}. Raw figures: \`bench/results/checkout.json\`.
 
-| phase | range taken (start → end) | sessions/s | p50 ms | p90 ms | p99 ms | max ms | errors | service CPU ms/session | load avg 1/5/15 min (start → end) |
-|---|---|---|---|---|---|---|---|---|---|
-${(report.phases as PhaseResult[])
-  .map(
-    (p) =>
-      `| ${p.name} | ${(p.rangeTakenAtStart * 100).toFixed(1)}% → ${(p.rangeTakenAtEnd * 100).toFixed(1)}% | ${p.sessionsPerSecond} | ${p.p50Ms} | ${p.p90Ms} | ${p.p99Ms} | ${p.maxMs} | ${p.errors} | ${p.serviceCpuMsPerSession} | ${la(p.loadAverageAtStart)} → ${la(p.loadAverageAtEnd)} |`,
+| checkout processes | phase | range taken (start → end) | sessions/s | p50 ms | p90 ms | p99 ms | max ms | errors | checkout CPU ms/session | load avg 1/5/15 min (start → end) |
+|---|---|---|---|---|---|---|---|---|---|---|
+${runs
+  .flatMap((r) =>
+    r.phases.map(
+      (p) =>
+        `| ${r.replicas} | ${p.name} | ${(p.rangeTakenAtStart * 100).toFixed(1)}% → ${(p.rangeTakenAtEnd * 100).toFixed(1)}% | ${p.sessionsPerSecond} | ${p.p50Ms} | ${p.p90Ms} | ${p.p99Ms} | ${p.maxMs} | ${p.errors} | ${p.serviceCpuMsPerSession} | ${la(p.loadAverageAtStart)} → ${la(p.loadAverageAtEnd)} |`,
+    ),
   )
   .join('\n')}
 
-Targets: at least 1,000 sessions/s (${report.targets.met.throughput ? 'met' : 'not met on this machine'}); p99 at 95%
-no worse than twice the empty p99 (ratio ${report.targets.p99Ratio}: ${report.targets.met.p99Ratio ? 'met' : 'not met'}).
+Targets: at least 1,000 sessions/s, and a p99 at 95% no worse than twice the empty p99. This run:
+${runs.map((r) => `- ${verdict(r)}.`).join('\n')}
 
-What the create path costs: one SQL statement and no other round trip. The seller and skill projections
-are read from an in-memory cache (dropped on this replica when it commits a newer \`seller.updated\` /
-\`skill.updated\`, and at most \`PROJECTION_CACHE_TTL_MS\` = 2 s old for changes another replica consumed);
-a publishable key needs no SellerAuth RPC; the request schema is compiled once. The statement is one CTE:
-it allocates the amount (starting at a random suffix, taking the first one the partial unique index shows
-free, so a nearly full range costs a few more index probes, not more round trips), inserts the session, the
-idempotency record when there is one, and the outbox row, and commits on its own. No per-request logging.
+${
+  many.met.throughput
+    ? `The figure that meets the throughput target is the ${many.replicas}-replica one${single.met.throughput ? ' (one process meets it too)' : ''}: ${many.replicas} checkout processes, each with its own load generator, on this ${report.machine.cpus}-core box at the load average shown (other engineers' tests running); with the box busier (load average 8, as in the run before these changes) it may not be.`
+    : single.met.throughput
+      ? 'The throughput target is met by one process on this box with the load average shown.'
+      : `Neither figure meets the throughput target on this box at the load average shown: the ${many.replicas === 1 ? 'single-process' : `${many.replicas}-replica`} figure is the closest.`
+}
+Before the fast path and the prepared statement (express route, unnamed statement; run of
+2026-11-22T01:26Z, load average about 8) one process needed 1.4–1.8 ms of CPU per session and made about
+330 sessions/s. What limits it is CPU, not the design: checkout needs ${Math.min(...cpu)}–${Math.max(...cpu)} ms of its own CPU per session (all processes
+together), so 1,000 sessions/s takes about ${((Math.max(...cpu) * 1000) / 1000).toFixed(1)} cores for checkout alone, plus Postgres, NATS and the load
+generators, on ${report.machine.cpus} cores that other work also uses. Replicas add throughput only while there are idle
+cores to run them on; their CPU per session is about the same as one process's (nothing is coordinated between them).
 
-Reading the figures: on this shared box the service's Node process needs about
-${Math.min(...(report.phases as PhaseResult[]).map((p) => p.serviceCpuMsPerSession))}–${Math.max(...(report.phases as PhaseResult[]).map((p) => p.serviceCpuMsPerSession))} ms of CPU per session (HTTP parsing and response, body
-validation, the statement, and the relay publishing the event to JetStream; a CPU profile, \`BENCH_PROFILE=<dir>\`,
-shows the socket writes of the pg query and of the HTTP response as the largest single items), so one process
-on one free core tops out near ${Math.round(1000 / Math.max(...(report.phases as PhaseResult[]).map((p) => p.serviceCpuMsPerSession)))}–${Math.round(1000 / Math.min(...(report.phases as PhaseResult[]).map((p) => p.serviceCpuMsPerSession)))} sessions/s, and with a load average of ${la(report.phases[0].loadAverageAtStart).split(' / ')[0]} on
-${report.machine.cpus} cores it gets a fraction of one. Checkout holds no state in memory that replicas must share
-(the amount is decided by Postgres, the cache is per replica), so 1,000 sessions/s calls for a few replicas
-on free cores — not measured here, this box has none free. The p99 under a 95% full range stays close to the
-empty one because allocation is a few more index probes inside the same statement.
+What the create path costs: one SQL statement and no other round trip. Widget requests (publishable key,
+JSON body) are answered ahead of express (\`src/sessions/fast-path.ts\`: no router, body parser or response
+helpers; same body, status, request id, CORS headers, error shape and request metric as the express route).
+The statement is a named prepared statement (\`src/sessions/create-statement.ts\`) on a small pool opened when
+the server starts, so Postgres parses and analyses it once per connection (and may keep a generic plan), and its
+text is not sent per request; it returns only the allocated amount,
+and the response is the event's snapshot (built and validated once) with that amount. The seller and skill
+projections come from an in-memory cache (dropped on this replica when it commits a newer \`seller.updated\` /
+\`skill.updated\`, at most \`PROJECTION_CACHE_TTL_MS\` = 2 s old for changes another replica consumed). The
+statement allocates the amount starting at a random suffix and taking the first one the partial unique index
+shows free, so a nearly full range costs a few more index probes inside the same statement, not more round
+trips: hence the p99 at 95% stays close to the empty one. \`BENCH_PROFILE=<dir>\` writes a CPU profile of every
+checkout process per phase.
 <!-- checkout:end -->`;
   let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
   const pattern = /<!-- checkout:start -->[\s\S]*<!-- checkout:end -->/;
@@ -305,15 +473,23 @@ empty one because allocation is a few more index probes inside the same statemen
   writeFileSync(file, text);
 }
 
-async function readStdin(): Promise<string> {
-  let text = '';
-  for await (const chunk of process.stdin) text += chunk;
-  return text;
+const role = process.argv[2];
+/** `run.ts docs`: re-renders the docs section from bench/results/checkout.json (after editing its text). */
+if (role === 'docs') {
+  const root = path.join(__dirname, '../..');
+  writeDocsSection(root, JSON.parse(readFileSync(path.join(root, 'bench/results/checkout.json'), 'utf8')));
+  process.exit(0);
 }
-
-(process.argv[2] === 'load'
-  ? readStdin().then(async (spec) => console.log(JSON.stringify(await runLoad(JSON.parse(spec)))))
-  : main()
+// A child outlives no parent.
+if (role) process.on('disconnect', () => process.exit(1));
+(role === 'load'
+  ? new Promise<LoadSpec>((resolve) => process.once('message', (m: any) => resolve(m))).then(async (spec) => {
+      const result = await runLoad(spec);
+      await new Promise<void>((resolve) => process.send!(result, () => resolve()));
+    })
+  : role === 'replica'
+    ? runReplica().then(() => new Promise<void>(() => undefined)) // lives until the parent says stop
+    : main()
 ).then(
   () => process.exit(0),
   (error) => {
