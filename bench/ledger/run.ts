@@ -10,7 +10,7 @@ import path from 'node:path';
 import { encodeEnvelope } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
-import { createTestEnvironment, openSchema, waitFor } from '@paygate/testing';
+import { createTestEnvironment, openSchema, testWallets, waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import { loadConfig, startEscrowLedger } from '../../services/escrow-ledger/src';
 import { reconcile } from '../../services/escrow-ledger/src/reconciliation/reconcile';
@@ -30,6 +30,9 @@ async function main() {
       env.envFor('escrow-ledger', {
         OPERATOR_TOKEN: 'bench-operator-token-0000',
         RELEASE_INTERVAL_MS: '3600000',
+        // Required by the config; the bench never reconciles with the chain.
+        USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+        ESCROW_ADDRESS: testWallets.escrow.address,
         PAYMENT_BATCH_SIZE: process.env.BENCH_BATCH_SIZE ?? '1000',
         PAYMENT_CONCURRENCY: process.env.BENCH_CONCURRENCY ?? '3',
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',

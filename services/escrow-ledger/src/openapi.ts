@@ -1,6 +1,15 @@
-import type { TObject, TSchema } from '@sinclair/typebox';
+import {
+  errorResponses,
+  idempotencyKeyParameter,
+  jsonRequestBody,
+  jsonResponse,
+  openApiDocument,
+  schemaParameters,
+  securitySchemes,
+  serveOpenApi,
+} from '@paygate/http';
 import type { Express } from 'express';
-import { ErrorBody, RefundIdParam, RefundRequestIdParam, TransactionIdParam } from './http/schemas';
+import { RefundIdParam, RefundRequestIdParam, TransactionIdParam } from './http/schemas';
 import {
   AccountList,
   ConflictIdParam,
@@ -35,41 +44,11 @@ import {
 
 export const OPENAPI_PATH = '/api/v1/openapi/ledger.json';
 
-/** TypeBox schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect); JSON drops TypeBox's symbol keys. */
-const plain = (schema: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(schema));
-const json = (schema: TSchema, description: string) => ({
-  description,
-  content: { 'application/json': { schema: plain(schema) } },
-});
-const body = (schema: TSchema, required = true, examples?: Record<string, unknown>) => ({
-  required,
-  content: {
-    'application/json': {
-      schema: plain(schema),
-      ...(examples
-        ? { examples: Object.fromEntries(Object.entries(examples).map(([k, value]) => [k, { value }])) }
-        : {}),
-    },
-  },
-});
-const errors = (entries: Record<string, string>) =>
-  Object.fromEntries(Object.entries(entries).map(([status, text]) => [status, json(ErrorBody, text)]));
-/** Query or path parameters from the TypeBox object that validates them. */
-const parameters = (where: 'query' | 'path', schema: TObject) =>
-  Object.entries(schema.properties).map(([name, property]) => ({
-    name,
-    in: where,
-    required: where === 'path' || (schema.required ?? []).includes(name),
-    ...(property.description ? { description: property.description } : {}),
-    schema: plain(property),
-  }));
-
+// The ledger's own rule for keys (src/idempotency.ts), narrower than the shared default.
 const idempotencyKey = {
-  name: 'Idempotency-Key',
-  in: 'header',
-  required: false,
-  description:
+  ...idempotencyKeyParameter(
     'Per seller: the same key with the same request answers the stored response (nothing is booked twice); the same key with another request is 409 idempotency_key_reused.',
+  ),
   schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,255}$' },
 };
 
@@ -89,36 +68,12 @@ const SIGNED_MESSAGE = refundRequestMessage('<transactionId>', '<reason>');
 
 /** The OpenAPI 3.1 description of the escrow-ledger HTTP API, built from the schemas the routes validate with. */
 export function ledgerOpenApi() {
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Paygate escrow ledger',
-      version: '1.0.0',
-      description:
-        'The double-entry ledger of the escrow wallet: transactions (payments held for their hold period, then released and settled at 95% to the seller, 5% platform fee), balances, seller refunds, buyer refund requests, and the operator views (payment conflicts, suspense, accounts, reconciliation with the chain). Amounts are decimal USDC strings with at most 6 decimals.',
-    },
-    components: {
-      securitySchemes: {
-        apiKey: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'the seller API key: Authorization: Bearer sk_…',
-        },
-        operatorToken: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'Authorization: Bearer <OPERATOR_TOKEN>',
-        },
-      },
-      schemas: {
-        Transaction: plain(Transaction),
-        Refund: plain(Refund),
-        RefundRequest: plain(RefundRequest),
-        Balances: plain(Balances),
-        ReconciliationReport: plain(ReconciliationReport),
-        Error: plain(ErrorBody),
-      },
-    },
+  return openApiDocument({
+    title: 'Paygate escrow ledger',
+    description:
+      'The double-entry ledger of the escrow wallet: transactions (payments held for their hold period, then released and settled at 95% to the seller, 5% platform fee), balances, seller refunds, buyer refund requests, and the operator views (payment conflicts, suspense, accounts, reconciliation with the chain). Amounts are decimal USDC strings with at most 6 decimals.',
+    securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
+    schemas: { Transaction, Refund, RefundRequest, Balances, ReconciliationReport },
     paths: {
       '/api/v1/refunds': {
         post: {
@@ -127,19 +82,22 @@ export function ledgerOpenApi() {
           description: `Any transaction of the seller may be refunded, in one or several parts, up to its amount. Instant while the funds are in escrow, otherwise the seller balance is debited. ${FEE_RULE}`,
           security: seller,
           parameters: [idempotencyKey],
-          requestBody: body(RefundBody, true, {
-            partial: {
-              transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
-              amount: '4',
-              reason: 'customer asked',
+          requestBody: jsonRequestBody(RefundBody, {
+            required: true,
+            examples: {
+              partial: {
+                transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
+                amount: '4',
+                reason: 'customer asked',
+              },
             },
           }),
           responses: {
-            '201': json(
+            '201': jsonResponse(
               RefundCreated,
               'the booked refund (status pending until the transfer back is on chain)',
             ),
-            ...errors({
+            ...errorResponses({
               '400': 'invalid_request: a field breaks a rule (error.field, error.rule); amount must be > 0',
               ...sellerErrors,
               '404': 'not_found: no such transaction for this seller',
@@ -154,10 +112,10 @@ export function ledgerOpenApi() {
           operationId: 'getRefund',
           summary: 'One refund of the calling seller',
           security: seller,
-          parameters: parameters('path', RefundIdParam),
+          parameters: schemaParameters('path', RefundIdParam),
           responses: {
-            '200': json(Refund, 'the refund; completed with refundTxHash once sent on chain'),
-            ...errors({ ...sellerErrors, '404': 'not_found' }),
+            '200': jsonResponse(Refund, 'the refund; completed with refundTxHash once sent on chain'),
+            ...errorResponses({ ...sellerErrors, '404': 'not_found' }),
           },
         },
       },
@@ -167,16 +125,19 @@ export function ledgerOpenApi() {
           summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
           description: `The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nThe request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction. Raises refund.requested.`,
           security: [],
-          requestBody: body(RefundRequestBody, true, {
-            request: {
-              transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
-              reason: 'never arrived',
-              signature: `0x${'ab'.repeat(65)}`,
+          requestBody: jsonRequestBody(RefundRequestBody, {
+            required: true,
+            examples: {
+              request: {
+                transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
+                reason: 'never arrived',
+                signature: `0x${'ab'.repeat(65)}`,
+              },
             },
           }),
           responses: {
-            '201': json(RefundRequest, 'the pending request'),
-            ...errors({
+            '201': jsonResponse(RefundRequest, 'the pending request'),
+            ...errorResponses({
               '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
               '403': 'not_payer: signed by another wallet than the payer (field signature)',
               '404': 'not_found: no such transaction',
@@ -188,10 +149,10 @@ export function ledgerOpenApi() {
           operationId: 'listRefundRequests',
           summary: "The calling seller's refund requests, newest first",
           security: seller,
-          parameters: parameters('query', RefundRequestListQuery),
+          parameters: schemaParameters('query', RefundRequestListQuery),
           responses: {
-            '200': json(RefundRequestList, 'at most 100 requests'),
-            ...errors({ '400': 'invalid_request (bad status)', ...sellerErrors }),
+            '200': jsonResponse(RefundRequestList, 'at most 100 requests'),
+            ...errorResponses({ '400': 'invalid_request (bad status)', ...sellerErrors }),
           },
         },
       },
@@ -200,10 +161,10 @@ export function ledgerOpenApi() {
           operationId: 'getRefundRequest',
           summary: 'One refund request of the calling seller',
           security: seller,
-          parameters: parameters('path', RefundRequestIdParam),
+          parameters: schemaParameters('path', RefundRequestIdParam),
           responses: {
-            '200': json(RefundRequest, 'the request'),
-            ...errors({ ...sellerErrors, '404': 'not_found' }),
+            '200': jsonResponse(RefundRequest, 'the request'),
+            ...errorResponses({ ...sellerErrors, '404': 'not_found' }),
           },
         },
       },
@@ -214,11 +175,14 @@ export function ledgerOpenApi() {
             'Merchant: approve a pending request; books the refund (all that remains unless amount says less)',
           description: FEE_RULE,
           security: seller,
-          parameters: [...parameters('path', RefundRequestIdParam), idempotencyKey],
-          requestBody: body(ApproveBody, false, { all: {}, part: { amount: '2' } }),
+          parameters: [...schemaParameters('path', RefundRequestIdParam), idempotencyKey],
+          requestBody: jsonRequestBody(ApproveBody, {
+            required: false,
+            examples: { all: {}, part: { amount: '2' } },
+          }),
           responses: {
-            '200': json(RefundRequestApproved, 'the request, now approved, with the booked refund'),
-            ...errors({
+            '200': jsonResponse(RefundRequestApproved, 'the request, now approved, with the booked refund'),
+            ...errorResponses({
               '400': 'invalid_request',
               ...sellerErrors,
               '404': 'not_found: no such request for this seller',
@@ -233,11 +197,14 @@ export function ledgerOpenApi() {
           operationId: 'rejectRefundRequest',
           summary: 'Merchant: reject a pending request',
           security: seller,
-          parameters: [...parameters('path', RefundRequestIdParam), idempotencyKey],
-          requestBody: body(RejectBody, false, { reason: { reason: 'delivered' } }),
+          parameters: [...schemaParameters('path', RefundRequestIdParam), idempotencyKey],
+          requestBody: jsonRequestBody(RejectBody, {
+            required: false,
+            examples: { reason: { reason: 'delivered' } },
+          }),
           responses: {
-            '200': json(RefundRequest, 'the request, now rejected'),
-            ...errors({
+            '200': jsonResponse(RefundRequest, 'the request, now rejected'),
+            ...errorResponses({
               '400': 'invalid_request',
               ...sellerErrors,
               '404': 'not_found',
@@ -251,10 +218,10 @@ export function ledgerOpenApi() {
           operationId: 'listTransactions',
           summary: "The calling seller's transactions, newest first, by cursor",
           security: seller,
-          parameters: parameters('query', TransactionListQuery),
+          parameters: schemaParameters('query', TransactionListQuery),
           responses: {
-            '200': json(TransactionList, 'a page of transactions'),
-            ...errors({ '400': 'invalid_request: bad status, limit or cursor', ...sellerErrors }),
+            '200': jsonResponse(TransactionList, 'a page of transactions'),
+            ...errorResponses({ '400': 'invalid_request: bad status, limit or cursor', ...sellerErrors }),
           },
         },
       },
@@ -263,10 +230,10 @@ export function ledgerOpenApi() {
           operationId: 'getTransaction',
           summary: 'One transaction with its history and refunds',
           security: seller,
-          parameters: parameters('path', TransactionIdParam),
+          parameters: schemaParameters('path', TransactionIdParam),
           responses: {
-            '200': json(TransactionDetail, 'the transaction'),
-            ...errors({ ...sellerErrors, '404': 'not_found' }),
+            '200': jsonResponse(TransactionDetail, 'the transaction'),
+            ...errorResponses({ ...sellerErrors, '404': 'not_found' }),
           },
         },
       },
@@ -275,7 +242,7 @@ export function ledgerOpenApi() {
           operationId: 'getBalances',
           summary: "The calling seller's balances: held, available, settling, settled, owed",
           security: seller,
-          responses: { '200': json(Balances, 'the balances'), ...errors(sellerErrors) },
+          responses: { '200': jsonResponse(Balances, 'the balances'), ...errorResponses(sellerErrors) },
         },
       },
       '/api/v1/operator/ledger/conflicts': {
@@ -283,10 +250,10 @@ export function ledgerOpenApi() {
           operationId: 'listConflicts',
           summary: 'Operator: payments the ledger refused to credit (nothing was credited for them)',
           security: operator,
-          parameters: parameters('query', ConflictListQuery),
+          parameters: schemaParameters('query', ConflictListQuery),
           responses: {
-            '200': json(ConflictList, 'the conflicts'),
-            ...errors({ '400': 'invalid_request (bad status)', ...operatorErrors }),
+            '200': jsonResponse(ConflictList, 'the conflicts'),
+            ...errorResponses({ '400': 'invalid_request (bad status)', ...operatorErrors }),
           },
         },
       },
@@ -295,10 +262,10 @@ export function ledgerOpenApi() {
           operationId: 'resolveConflict',
           summary: 'Operator: mark a conflict resolved (books nothing)',
           security: operator,
-          parameters: parameters('path', ConflictIdParam),
+          parameters: schemaParameters('path', ConflictIdParam),
           responses: {
-            '200': json(ConflictResolved, 'resolved'),
-            ...errors({ '400': 'invalid_request (bad id)', ...operatorErrors, '404': 'not_found' }),
+            '200': jsonResponse(ConflictResolved, 'resolved'),
+            ...errorResponses({ '400': 'invalid_request (bad id)', ...operatorErrors, '404': 'not_found' }),
           },
         },
       },
@@ -308,8 +275,8 @@ export function ledgerOpenApi() {
           summary: 'Operator: money that reached the escrow wallet and that no payment has claimed',
           security: operator,
           responses: {
-            '200': json(Suspense, 'suspense balance and unclaimed transfers'),
-            ...errors(operatorErrors),
+            '200': jsonResponse(Suspense, 'suspense balance and unclaimed transfers'),
+            ...errorResponses(operatorErrors),
           },
         },
       },
@@ -319,10 +286,10 @@ export function ledgerOpenApi() {
           summary:
             'Operator: refunds of transfers that no payment claimed (checkout transfer.refund_requested), booked out of suspense and sent back to the payer by settlement',
           security: operator,
-          parameters: parameters('query', UnmatchedRefundListQuery),
+          parameters: schemaParameters('query', UnmatchedRefundListQuery),
           responses: {
-            '200': json(UnmatchedRefundList, 'the refunds, newest first'),
-            ...errors({ ...operatorErrors, '400': 'invalid_request (status)' }),
+            '200': jsonResponse(UnmatchedRefundList, 'the refunds, newest first'),
+            ...errorResponses({ ...operatorErrors, '400': 'invalid_request (status)' }),
           },
         },
       },
@@ -331,7 +298,7 @@ export function ledgerOpenApi() {
           operationId: 'listAccounts',
           summary: 'Operator: every ledger account and its balance',
           security: operator,
-          responses: { '200': json(AccountList, 'the accounts'), ...errors(operatorErrors) },
+          responses: { '200': jsonResponse(AccountList, 'the accounts'), ...errorResponses(operatorErrors) },
         },
       },
       '/api/v1/reconciliation': {
@@ -343,8 +310,8 @@ export function ledgerOpenApi() {
             'Lists every difference: escrow_asset vs the chain, the trial balance, and each account vs the sum of its postings. A difference also sets the gauge ledger_reconciliation_differences and logs an error.',
           security: operator,
           responses: {
-            '200': json(ReconciliationReport, 'the report (balanced: false lists the differences)'),
-            ...errors({ ...operatorErrors, '503': 'chain_unavailable: the chain could not be read' }),
+            '200': jsonResponse(ReconciliationReport, 'the report (balanced: false lists the differences)'),
+            ...errorResponses({ ...operatorErrors, '503': 'chain_unavailable: the chain could not be read' }),
           },
         },
       },
@@ -357,14 +324,10 @@ export function ledgerOpenApi() {
         },
       },
     },
-  };
+  });
 }
 
 /** Mounts GET /api/v1/openapi/ledger.json (the document is built once). */
 export function mountOpenApiRoute(app: Express): void {
-  const document = JSON.stringify(ledgerOpenApi());
-  app.get(OPENAPI_PATH, (_req, res) => {
-    res.setHeader('Access-Control-Allow-Origin', '*');
-    res.type('application/json').send(document);
-  });
+  serveOpenApi(app, OPENAPI_PATH, ledgerOpenApi());
 }

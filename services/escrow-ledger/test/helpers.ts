@@ -2,8 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
 import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
+import { createTestEnvironment, type TestEnvironment, testWallets } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
+
+/** The first contract anvil's deployer creates (deployTestUsdc); the config requires a USDC address. */
+const PLACEHOLDER_USDC_ADDRESS = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
 
 export const OPERATOR_TOKEN = 'test-operator-token-123456';
 export const SELLER_KEY = 'sk_test_seller_key_0123456789';
@@ -69,7 +72,14 @@ export async function startLedgerHarness(
   };
   const config = {
     ...loadConfig(
-      env.envFor('escrow-ledger', { OPERATOR_TOKEN, RELEASE_INTERVAL_MS: '600000', ...extraEnv }),
+      env.envFor('escrow-ledger', {
+        OPERATOR_TOKEN,
+        RELEASE_INTERVAL_MS: '600000',
+        // Only reconciliation reads the chain; tests without anvil never call it.
+        USDC_ADDRESS: PLACEHOLDER_USDC_ADDRESS,
+        ESCROW_ADDRESS: testWallets.escrow.address,
+        ...extraEnv,
+      }),
     ),
     now: () => clock.now,
   };

@@ -1,10 +1,8 @@
-import { assertValid } from '@paygate/http';
-import { openSchema, waitFor } from '@paygate/testing';
+import { assertValid, ErrorBodySchema, plainSchema } from '@paygate/http';
+import { openSchema, servedApiOperations, waitFor } from '@paygate/testing';
 import type { TSchema } from '@sinclair/typebox';
 import { Wallet } from 'ethers';
-import type { Express } from 'express';
 import { type Kysely, sql } from 'kysely';
-import { ErrorBody } from '../src/http/schemas';
 import { AccountList, ConflictList, Suspense, UnmatchedRefundList } from '../src/operator/schemas';
 import { refundRequestMessage } from '../src/refunds/routes';
 import {
@@ -21,20 +19,6 @@ import { type LedgerHarness, OPERATOR_TOKEN, observedData, paymentData, startLed
 
 // anvil account #2, the payer of paymentData()
 const BUYER_KEY = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
-
-/** Every METHOD path the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
-function routedOperations(app: Express): string[] {
-  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
-  return stack
-    .filter((layer) => layer.route?.path)
-    .flatMap((layer) =>
-      Object.keys(layer.route.methods)
-        .filter((m) => m !== '_all')
-        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
-    );
-}
-
-const plain = (schema: TSchema) => JSON.parse(JSON.stringify(schema));
 
 let h: LedgerHarness;
 let db: Kysely<any>;
@@ -60,7 +44,7 @@ describe('escrow-ledger OpenAPI document', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
       Object.keys(item as object).map((method) => `${method} ${path}`),
     );
-    const served = routedOperations(h.ledger.app).filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
+    const served = servedApiOperations(h.ledger.app);
     expect(served.length).toBeGreaterThanOrEqual(16);
     expect([...served].sort()).toEqual([...documented].sort());
     for (const [path, item] of Object.entries(doc.paths)) {
@@ -77,7 +61,7 @@ describe('escrow-ledger OpenAPI document', () => {
         // Every documented error answers the one error body.
         for (const [status, response] of Object.entries(operation.responses as Record<string, any>)) {
           if (Number(status) >= 400) {
-            expect(response.content['application/json'].schema).toEqual(plain(ErrorBody));
+            expect(response.content['application/json'].schema).toEqual(plainSchema(ErrorBodySchema));
           }
         }
       }
@@ -86,7 +70,7 @@ describe('escrow-ledger OpenAPI document', () => {
 
   it('documents the validating schemas, the states, the fee rule and the signed message', () => {
     const refund = doc.paths['/api/v1/refunds'].post;
-    expect(refund.requestBody.content['application/json'].schema).toEqual(plain(RefundBody));
+    expect(refund.requestBody.content['application/json'].schema).toEqual(plainSchema(RefundBody));
     expect(refund.security).toEqual([{ apiKey: [] }]);
     expect(refund.parameters.map((p: any) => p.name)).toContain('Idempotency-Key');
     expect(refund.description).toMatch(/95%/);
@@ -96,7 +80,7 @@ describe('escrow-ledger OpenAPI document', () => {
     expect(JSON.stringify(refundSchema)).toContain('"enum":["pending","completed","failed"]');
 
     const request = doc.paths['/api/v1/refund-requests'].post;
-    expect(request.requestBody.content['application/json'].schema).toEqual(plain(RefundRequestBody));
+    expect(request.requestBody.content['application/json'].schema).toEqual(plainSchema(RefundRequestBody));
     expect(request.description).toContain(refundRequestMessage('<transactionId>', '<reason>'));
     expect(request.description).toContain(
       'Paygate refund request\ntransaction: <transactionId>\nreason: <reason>',
@@ -142,7 +126,7 @@ describe('escrow-ledger OpenAPI document', () => {
     const badLimit = await h.http('/api/v1/transactions?limit=500');
     expect(badLimit.status).toBe(400);
     expect(badLimit.body.error).toMatchObject({ field: 'limit', rule: 'must be an integer from 1 to 200' });
-    conform(ErrorBody, badLimit.body);
+    conform(ErrorBodySchema, badLimit.body);
     const extra = await h.http('/api/v1/refunds', {
       body: { transactionId, amount: '1', reason: 'x', tip: 1 },
     });
@@ -195,7 +179,7 @@ describe('escrow-ledger OpenAPI document', () => {
     // No chain is configured in this suite: the documented 503.
     const reconciliation = await h.http('/api/v1/reconciliation', op);
     expect(reconciliation.status).toBe(503);
-    conform(ErrorBody, reconciliation.body);
+    conform(ErrorBodySchema, reconciliation.body);
     expect(Object.keys(doc.paths['/api/v1/reconciliation'].get.responses)).toContain('503');
   });
 });

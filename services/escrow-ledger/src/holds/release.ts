@@ -1,7 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, postEntry } from '../ledger/entries';
@@ -61,47 +61,49 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
   });
 }
 
-/** Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per tick. */
+/** Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass. */
 export class ReleaseScheduler implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
-  private stopped = true;
+  private readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
-  ) {}
+  ) {
+    const intervalMs = deps.config.releaseIntervalMs;
+    this.loop = new PollingLoop(
+      async () => {
+        await this.releaseBatches();
+      },
+      {
+        what: 'hold release pass',
+        logger: ctx.logger,
+        intervalMs,
+        firstDelayMs: intervalMs,
+      },
+    );
+  }
 
   start(): void {
-    this.stopped = false;
-    this.schedule();
+    this.loop.start();
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.tick().finally(() => this.schedule());
-    }, this.deps.config.releaseIntervalMs);
-  }
-
-  /** One pass: releases due holds in batches until none is left or the per-tick bound is reached. */
-  async tick(): Promise<number> {
-    let total = 0;
-    try {
-      for (let batch = 0; batch < 20 && !this.stopped; batch++) {
-        const released = await releaseDueHolds(this.ctx, this.deps, this.deps.config.releaseBatchSize);
-        total += released;
-        if (released < this.deps.config.releaseBatchSize) break;
-      }
-    } catch (error) {
-      this.ctx.logger.warn({ err: error }, 'hold release pass failed; will retry next tick');
-    }
-    return total;
+  /** One pass now, beside the loop's (tests): returns how many holds were released. */
+  tick(): Promise<number> {
+    return this.releaseBatches();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+    await this.loop.stop();
+  }
+
+  /** Releases due holds in batches until none is left, the per-pass bound is reached or the loop stops. */
+  private async releaseBatches(): Promise<number> {
+    let total = 0;
+    for (let batch = 0; batch < 20 && !this.loop.isStopped; batch++) {
+      const released = await releaseDueHolds(this.ctx, this.deps, this.deps.config.releaseBatchSize);
+      total += released;
+      if (released < this.deps.config.releaseBatchSize) break;
+    }
+    return total;
   }
 }

@@ -47,22 +47,3 @@ export const RefundIdParam = Type.Object({ id: Type.String({ description: 'refun
 export const RefundRequestIdParam = Type.Object({
   id: Type.String({ description: 'refundRequestId (rrq_…)' }),
 });
-
-/** Every error the API answers: 4xx/5xx `{ error: { code, message, field?, rule?, requestId } }`. */
-export const ErrorBody = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.String({
-        description: 'machine-readable, e.g. invalid_request, not_found, idempotency_key_reused',
-      }),
-      message: Type.String({ description: 'for people' }),
-      field: Type.Optional(Type.String({ description: 'the offending field (body, query, path or header)' })),
-      rule: Type.Optional(Type.String({ description: 'the rule the field breaks' })),
-      refundable: Type.Optional(
-        Type.String({ description: 'amount_exceeds_refundable: what remains refundable' }),
-      ),
-      requestId: Type.String({ description: 'the X-Request-Id of the request' }),
-    }),
-  },
-  { description: 'The error body of every 4xx and 5xx' },
-);

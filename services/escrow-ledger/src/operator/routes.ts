@@ -1,32 +1,15 @@
-import { timingSafeEqual } from 'node:crypto';
-import { HttpError, notFound } from '@paygate/http';
+import { HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
-import { bearerToken } from '@paygate/seller-auth';
-import type { Express, NextFunction, Request, Response } from 'express';
+import type { Express } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { parseInput } from '../http/schemas';
 import { reconcile, recordReconciliation } from '../reconciliation/reconcile';
 import { ConflictIdParam, ConflictListQuery, UnmatchedRefundListQuery } from './schemas';
 
-function operatorOnly(token: string) {
-  const expected = Buffer.from(token);
-  return (req: Request, _res: Response, next: NextFunction) => {
-    const given = Buffer.from(bearerToken(req) ?? '');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      throw new HttpError(
-        401,
-        'unauthorized',
-        'operator token required (Authorization: Bearer <OPERATOR_TOKEN>)',
-      );
-    }
-    next();
-  };
-}
-
 export function mountOperatorRoutes(app: Express, ctx: ServiceContext, deps: LedgerDeps): void {
-  const operator = operatorOnly(deps.config.operatorToken);
+  const operator = operatorAuth(deps.config.operatorToken);
 
   app.get('/api/v1/operator/ledger/conflicts', operator, async (req, res) => {
     const status = parseInput(ConflictListQuery, { ...req.query }, 'query').status ?? 'open';

@@ -26,10 +26,7 @@ export interface ReconciliationReport {
 
 /** The escrow wallet's USDC balance on chain, in micro-USDC (bounded by the RPC timeout). */
 export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bigint> {
-  if (!config.usdcAddress || !config.escrowAddress) {
-    throw new Error('USDC_ADDRESS and ESCROW_ADDRESS must be configured to reconcile');
-  }
-  const provider = makeProvider(config.chainRpcUrl, {
+  const provider = makeProvider(config.rpcUrl, {
     timeoutMs: config.rpcTimeoutMs,
     chainId: config.chainId,
   });
