@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import {
   type Bus,
   type ConsumerOptions,
@@ -47,6 +47,11 @@ export interface ServiceDefinition<DB = any> {
   logger?: Logger;
   bodyLimit?: string;
   keepRawBody?: boolean;
+  /**
+   * A hot-path handler that sees every request before express and answers the ones it claims (returning
+   * true), skipping express's middleware stack; everything else goes to express as usual.
+   */
+  fastPath?: (ctx: ServiceContext<DB>) => (req: IncomingMessage, res: ServerResponse) => boolean;
   /** Extra work on shutdown (close websockets…), run before the database closes. */
   onStop?: () => Promise<void>;
 }
@@ -181,7 +186,9 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
   for (const task of tasks) await task.start();
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(config.port, '0.0.0.0', () => resolve(s));
+    const fastPath = definition.fastPath?.(ctx);
+    const s = createServer(fastPath ? (req, res) => fastPath(req, res) || app(req, res) : app);
+    s.listen(config.port, '0.0.0.0', () => resolve(s));
     s.once('error', reject);
   });
   const address = server.address();

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { makeProvider } from '@paygate/chain';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
@@ -42,18 +41,15 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     background: () => [{ start: () => need().limiter.start(), stop: () => need().limiter.stop() }],
     readinessChecks: () => [async () => void (await provider.getBlockNumber())],
     onStop: async () => provider.destroy(),
+    // Paid skill calls are answered on the bare request, ahead of express's middleware stack.
+    fastPath: () => {
+      const skillHandler = createSkillHandler(need());
+      return (req, res) => {
+        if (!req.url?.startsWith(`${SKILLS_PREFIX}/`)) return false;
+        void skillHandler(req, res);
+        return true;
+      };
+    },
   });
-  // Paid skill calls are answered on the bare request, ahead of express's middleware stack.
-  const skillHandler = createSkillHandler(need());
-  const [expressListener] = running.server.listeners('request') as Array<
-    (req: IncomingMessage, res: ServerResponse) => void
-  >;
-  if (expressListener) {
-    running.server.removeAllListeners('request');
-    running.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      if (req.url?.startsWith(`${SKILLS_PREFIX}/`)) void skillHandler(req, res);
-      else expressListener(req, res);
-    });
-  }
   return Object.assign(running, { state: need() });
 }
