@@ -1,19 +1,25 @@
-import { networkByName } from '@paygate/chain';
-import { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str, url } from '@paygate/runtime';
+import {
+  type ChainConfig,
+  type CommonConfig,
+  ConfigError,
+  chainConfig,
+  commonConfig,
+  num,
+  parseEnv,
+  str,
+} from '@paygate/runtime';
+import { Wallet } from 'ethers';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
 
-export interface SettlementConfig extends CommonConfig {
-  chainRpcUrl: string;
-  /** `base`, `base-sepolia` or `local`. */
-  chainNetwork: string;
-  chainId: number;
-  usdcAddress: string;
+/**
+ * `confirmations` (CONFIRMATIONS, default 2): blocks, including the one holding the transaction, before a
+ * transfer counts as done. `escrowAddress` defaults to the address of ESCROW_PRIVATE_KEY.
+ */
+export interface SettlementConfig extends CommonConfig, ChainConfig {
   /** The escrow wallet's signing key. Never logged; settlement is the only service that has it. */
   escrowPrivateKey: string;
-  /** Blocks (including the one holding the transaction) before a transfer counts as done. */
-  confirmations: number;
   /** How often the scheduler looks for sellers whose settlement period is due. */
   schedulerIntervalMs: number;
   /** How often the transfer worker signs, broadcasts and checks receipts. */
@@ -37,49 +43,40 @@ export interface SettlementConfig extends CommonConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConfig {
   const common = commonConfig(env, { serviceName: 'settlement', schema: 'settlement', port: 8086 });
   const parsed = parseEnv<{
-    CHAIN_RPC_URL: string;
-    CHAIN_NETWORK: string;
-    USDC_ADDRESS: string;
     ESCROW_PRIVATE_KEY: string;
-    CONFIRMATIONS: number;
     SCHEDULER_INTERVAL_MS: number;
     TRANSFER_POLL_INTERVAL_MS: number;
     TX_TIMEOUT_MS: number;
-    RPC_TIMEOUT_MS: number;
     LEDGER_TIMEOUT_MS: number;
     MAX_PREFLIGHT_ATTEMPTS: number;
     SETTLEMENT_CRASH_POINT: string;
   }>(env, {
-    CHAIN_RPC_URL: url({ default: 'http://127.0.0.1:8545' }),
-    CHAIN_NETWORK: str({ default: 'local', choices: ['base', 'base-sepolia', 'local'] }),
-    USDC_ADDRESS: str({ default: '' }),
     // No default: without the key nothing can be paid out, and a default key would be a public one.
     ESCROW_PRIVATE_KEY: str(),
-    CONFIRMATIONS: num({ default: 2 }),
     SCHEDULER_INTERVAL_MS: num({ default: 60_000 }),
     TRANSFER_POLL_INTERVAL_MS: num({ default: 1000 }),
     TX_TIMEOUT_MS: num({ default: 120_000 }),
-    RPC_TIMEOUT_MS: num({ default: 10_000 }),
     LEDGER_TIMEOUT_MS: num({ default: 5000 }),
     MAX_PREFLIGHT_ATTEMPTS: num({ default: 20 }),
     SETTLEMENT_CRASH_POINT: str({ default: '' }),
   });
   const problems: string[] = [];
-  const network = networkByName(parsed.CHAIN_NETWORK);
-  const usdcAddress = parsed.USDC_ADDRESS || network.usdcAddress || '';
-  if (!/^0x[0-9a-fA-F]{40}$/.test(usdcAddress)) {
-    problems.push('USDC_ADDRESS: must be a 0x-prefixed 20-byte address (required for CHAIN_NETWORK=local)');
+  let escrowAddress: string | undefined;
+  try {
+    if (/^0x[0-9a-fA-F]{64}$/.test(parsed.ESCROW_PRIVATE_KEY)) {
+      escrowAddress = new Wallet(parsed.ESCROW_PRIVATE_KEY).address;
+    }
+  } catch {
+    // Out of the curve's range; reported below.
   }
-  if (!/^0x[0-9a-fA-F]{64}$/.test(parsed.ESCROW_PRIVATE_KEY)) {
+  if (!escrowAddress) {
     // The value itself is never echoed.
     problems.push('ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
   }
   const positive: Array<[string, number]> = [
-    ['CONFIRMATIONS', parsed.CONFIRMATIONS],
     ['SCHEDULER_INTERVAL_MS', parsed.SCHEDULER_INTERVAL_MS],
     ['TRANSFER_POLL_INTERVAL_MS', parsed.TRANSFER_POLL_INTERVAL_MS],
     ['TX_TIMEOUT_MS', parsed.TX_TIMEOUT_MS],
-    ['RPC_TIMEOUT_MS', parsed.RPC_TIMEOUT_MS],
     ['LEDGER_TIMEOUT_MS', parsed.LEDGER_TIMEOUT_MS],
     ['MAX_PREFLIGHT_ATTEMPTS', parsed.MAX_PREFLIGHT_ATTEMPTS],
   ];
@@ -91,17 +88,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  const chain = chainConfig(env, {
+    confirmations: 2,
+    rpcTimeoutMs: 10_000,
+    escrowAddress,
+  });
   const config = {
     ...common,
-    chainRpcUrl: parsed.CHAIN_RPC_URL,
-    chainNetwork: network.name,
-    chainId: network.chainId,
-    usdcAddress,
-    confirmations: parsed.CONFIRMATIONS,
+    ...chain,
     schedulerIntervalMs: parsed.SCHEDULER_INTERVAL_MS,
     transferPollIntervalMs: parsed.TRANSFER_POLL_INTERVAL_MS,
     txTimeoutMs: parsed.TX_TIMEOUT_MS,
-    rpcTimeoutMs: parsed.RPC_TIMEOUT_MS,
     ledgerTimeoutMs: parsed.LEDGER_TIMEOUT_MS,
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),

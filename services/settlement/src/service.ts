@@ -33,7 +33,7 @@ export async function startSettlement(
 ): Promise<RunningSettlement> {
   const clock = options.now ?? systemClock;
   const chain = new EscrowChain({
-    rpcUrl: config.chainRpcUrl,
+    rpcUrl: config.rpcUrl,
     chainId: config.chainId,
     usdcAddress: config.usdcAddress,
     privateKey: config.escrowPrivateKey,

@@ -19,7 +19,12 @@ describe('settlement config', () => {
     }
     expect(message).toMatch(/ESCROW_PRIVATE_KEY/);
     expect(message).not.toContain('not-a-key-secret');
+    // 32 bytes, but no key (zero is outside the curve's range).
+    expect(() => loadConfig({ ...base, ESCROW_PRIVATE_KEY: `0x${'0'.repeat(64)}` })).toThrow(
+      /ESCROW_PRIVATE_KEY/,
+    );
     const config = loadConfig(base);
+    expect(config.escrowAddress).toBe(testWallets.escrow.address);
     expect(config.escrowPrivateKey).toBe(testWallets.escrow.privateKey);
     expect(JSON.stringify(config)).not.toContain(testWallets.escrow.privateKey.slice(2));
     expect(Object.keys(config)).not.toContain('escrowPrivateKey');

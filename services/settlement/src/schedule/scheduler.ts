@@ -1,5 +1,5 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { Frequency, SettlementDB } from '../db';
@@ -22,9 +22,7 @@ const RETRY_MAX_DELAY_MS = 10 * 60_000;
  * (seller, period) and unique, and the ledger's reservation is idempotent per settlementId.
  */
 export class SettlementScheduler implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = true;
+  private readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -34,31 +32,20 @@ export class SettlementScheduler implements BackgroundTask {
     private readonly chain: EscrowChain,
     private readonly metrics: SettlementMetrics,
     private readonly onTransferRecorded: () => void,
-  ) {}
+  ) {
+    this.loop = new PollingLoop(() => this.runOnce(), {
+      what: 'settlement scheduler pass',
+      logger: ctx.logger,
+      intervalMs: config.schedulerIntervalMs,
+    });
+  }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.runOnce()
-        .catch((error) =>
-          this.ctx.logger.warn({ err: error }, 'settlement scheduler pass failed; will retry'),
-        )
-        .finally(() => {
-          this.running = undefined;
-          this.schedule(this.config.schedulerIntervalMs);
-        });
-    }, delayMs);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One bounded pass; tests call it directly after moving the clock. */
@@ -76,7 +63,7 @@ export class SettlementScheduler implements BackgroundTask {
       MONTHLY: periodAt('MONTHLY', now),
     };
     let created = 0;
-    for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.stopped; batch++) {
+    for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const sellers = await trx
           .selectFrom('sellers')
@@ -139,7 +126,7 @@ export class SettlementScheduler implements BackgroundTask {
 
   async reservePending(): Promise<void> {
     let recorded = false;
-    for (let batch = 0; batch < MAX_PENDING_BATCHES && !this.stopped; batch++) {
+    for (let batch = 0; batch < MAX_PENDING_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const pending = await trx
           .selectFrom('settlements')

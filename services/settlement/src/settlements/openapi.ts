@@ -1,19 +1,4 @@
-const errorBody = {
-  type: 'object',
-  properties: {
-    error: {
-      type: 'object',
-      properties: {
-        code: { type: 'string' },
-        message: { type: 'string' },
-        field: { type: 'string' },
-        rule: { type: 'string' },
-        requestId: { type: 'string' },
-      },
-      required: ['code', 'message'],
-    },
-  },
-};
+import { errorResponses, openApiDocument, securitySchemes } from '@paygate/http';
 
 const settlement = {
   type: 'object',
@@ -45,25 +30,19 @@ const settlement = {
   },
 };
 
-const errors = {
-  '400': { description: 'bad query', content: { 'application/json': { schema: errorBody } } },
-  '401': {
-    description: 'missing or unknown API key',
-    content: { 'application/json': { schema: errorBody } },
-  },
-};
+const errors = errorResponses({ '400': 'bad query', '401': 'missing or unknown API key' });
+const seller = [{ apiKey: [] }];
 
-export const settlementOpenApi = {
-  openapi: '3.1.0',
-  info: { title: 'Paygate settlements', version: '1.0.0' },
-  components: {
-    securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'sk_… API key' } },
-  },
-  security: [{ apiKey: [] }],
+export const settlementOpenApi = openApiDocument({
+  title: 'Paygate settlements',
+  description:
+    "The seller's settlements: one per seller and period (DAILY, WEEKLY or MONTHLY), paid out in USDC from the escrow wallet once the available balance reaches the seller's minimum. Amounts are decimal USDC strings.",
+  securitySchemes: { apiKey: securitySchemes.apiKey },
   paths: {
     '/api/v1/settlements': {
       get: {
         summary: "The calling seller's settlements, newest period first",
+        security: seller,
         parameters: [
           { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
           {
@@ -101,13 +80,14 @@ export const settlementOpenApi = {
     '/api/v1/settlements/{settlementId}': {
       get: {
         summary: 'One settlement of the calling seller',
+        security: seller,
         parameters: [{ name: 'settlementId', in: 'path', required: true, schema: { type: 'string' } }],
         responses: {
           '200': { description: 'the settlement', content: { 'application/json': { schema: settlement } } },
-          '404': { description: 'no such settlement for this seller' },
           ...errors,
+          ...errorResponses({ '404': 'no such settlement for this seller' }),
         },
       },
     },
   },
-} as const;
+});

@@ -1,4 +1,4 @@
-import { badRequest, notFound } from '@paygate/http';
+import { badRequest, notFound, serveOpenApi } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -42,9 +42,7 @@ function queryString(req: Request, name: string): string | undefined {
 
 /** Seller-facing, read-only: a seller sees only its own settlements (Authorization: Bearer sk_…). */
 export function settlementRoutes(app: Express, ctx: ServiceContext<SettlementDB>, auth: SellerAuth): void {
-  app.get('/api/v1/openapi/settlement.json', (_req, res) => {
-    res.json(settlementOpenApi);
-  });
+  serveOpenApi(app, '/api/v1/openapi/settlement.json', settlementOpenApi);
 
   app.get('/api/v1/settlements', auth.middleware(), async (req, res) => {
     const limitText = queryString(req, 'limit') ?? '20';

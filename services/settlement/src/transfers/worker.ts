@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { SettlementConfig } from '../config';
 import { crashIfConfigured } from '../crash';
@@ -35,10 +35,7 @@ function describe(error: unknown): string {
  * Every pass starts with step 2/3 for what is already recorded, which is also the crash recovery.
  */
 export class TransferWorker implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = true;
-  private again = false;
+  private readonly loop: PollingLoop;
   private readonly lockKey: string;
 
   constructor(
@@ -52,39 +49,24 @@ export class TransferWorker implements BackgroundTask {
       .update(`settlement-sender:${config.chainId}:${chain.address.toLowerCase()}`)
       .digest();
     this.lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+    this.loop = new PollingLoop(() => this.runOnce(), {
+      what: 'transfer pass',
+      logger: ctx.logger,
+      intervalMs: config.transferPollIntervalMs,
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Run a pass soon (new work was recorded). */
   kick(): void {
-    if (this.stopped) return;
-    if (this.running) this.again = true;
-    else this.schedule(0);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.running = this.runOnce()
-        .catch((error) => this.ctx.logger.warn({ err: error }, 'transfer pass failed; will retry'))
-        .finally(() => {
-          this.running = undefined;
-          const again = this.again;
-          this.again = false;
-          this.schedule(again ? 0 : this.config.transferPollIntervalMs);
-        });
-    }, delayMs);
+    this.loop.kick();
   }
 
   /** One bounded pass: advance what is recorded (recovery first), then sign and send what is new. */
@@ -104,7 +86,7 @@ export class TransferWorker implements BackgroundTask {
       .execute();
     let head: bigint | undefined;
     for (const transfer of open) {
-      if (this.stopped) return;
+      if (this.loop.isStopped) return;
       const receipt = await this.chain.receipt(transfer.tx_hash!);
       if (receipt) {
         head ??= await this.chain.blockNumber();
@@ -210,7 +192,7 @@ export class TransferWorker implements BackgroundTask {
       .limit(SIGN_BATCH)
       .execute();
     for (const { transfer_id } of due) {
-      if (this.stopped) return;
+      if (this.loop.isStopped) return;
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(this.config, 'after_record');
