@@ -1,5 +1,5 @@
 import type { Bus } from '@paygate/bus';
-import { HttpError } from '@paygate/http';
+import { bearerToken, HttpError } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Subscription } from 'nats';
 import {
@@ -9,6 +9,9 @@ import {
   type ResolveApiKeyRequest,
   type SellerIdentity,
 } from './protocol';
+
+// Re-exported for the services that read the bearer token next to SellerAuth.
+export { bearerToken };
 
 declare global {
   namespace Express {
@@ -121,11 +124,4 @@ export class SellerAuth {
     this.subscription.unsubscribe();
     this.cache.clear();
   }
-}
-
-export function bearerToken(req: Request): string | undefined {
-  const header = req.header('authorization');
-  if (!header) return undefined;
-  const match = /^Bearer\s+(\S+)$/i.exec(header.trim());
-  return match?.[1];
 }

@@ -1,12 +1,18 @@
-import { formatAddress, isValidAddress, type NetworkName, networkByName } from '@paygate/chain';
-import { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from '@paygate/runtime';
+import {
+  type ChainConfig,
+  type CommonConfig,
+  ConfigError,
+  chainConfig,
+  commonConfig,
+  num,
+  parseEnv,
+  str,
+} from '@paygate/runtime';
 
-export interface CheckoutConfig extends CommonConfig {
-  /** The escrow wallet every session is paid to (the session's walletAddress). */
-  escrowAddress: string;
-  network: NetworkName;
-  chainId: number;
-  usdcAddress: string;
+/** Checkout only names the chain (sessions carry network, chain id, USDC and escrow address); it never calls it. */
+export interface CheckoutConfig
+  extends CommonConfig,
+    Pick<ChainConfig, 'network' | 'chainId' | 'usdcAddress' | 'escrowAddress'> {
   sessionTtlSeconds: number;
   /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
   lateWindowSeconds: number;
@@ -32,11 +38,13 @@ export function loadConfig(
   now: () => Date = () => new Date(),
 ): CheckoutConfig {
   const common = commonConfig(env, { serviceName: 'checkout', schema: 'checkout', port: 8083 });
+  const { network, chainId, usdcAddress, escrowAddress } = chainConfig(env, {
+    confirmations: 2,
+    rpcTimeoutMs: 10_000,
+    // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
+    escrowAddress: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+  });
   const parsed = parseEnv<{
-    ESCROW_ADDRESS: string;
-    CHAIN_NETWORK: string;
-    CHAIN_ID: number;
-    USDC_ADDRESS: string;
     SESSION_TTL_SECONDS: number;
     LATE_WINDOW_SECONDS: number;
     AMOUNT_SUFFIX_RANGE_MICRO: number;
@@ -45,11 +53,6 @@ export function loadConfig(
     OPERATOR_TOKEN: string;
     PROJECTION_CACHE_TTL_MS: number;
   }>(env, {
-    // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
-    ESCROW_ADDRESS: str({ default: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8' }),
-    CHAIN_NETWORK: str({ default: 'local', choices: ['base', 'base-sepolia', 'local'] }),
-    CHAIN_ID: num({ default: 0 }),
-    USDC_ADDRESS: str({ default: '' }),
     SESSION_TTL_SECONDS: num({ default: 900 }),
     LATE_WINDOW_SECONDS: num({ default: 86_400 }),
     AMOUNT_SUFFIX_RANGE_MICRO: num({ default: 10_000 }),
@@ -59,14 +62,6 @@ export function loadConfig(
     PROJECTION_CACHE_TTL_MS: num({ default: 2000 }),
   });
   const problems: string[] = [];
-  const network = networkByName(parsed.CHAIN_NETWORK);
-  const chainId = parsed.CHAIN_ID || network.chainId;
-  if (!Number.isSafeInteger(chainId) || chainId < 1) problems.push('CHAIN_ID must be a positive integer');
-  if (!isValidAddress(parsed.ESCROW_ADDRESS)) problems.push('ESCROW_ADDRESS must be a 20-byte hex address');
-  const usdcAddress = parsed.USDC_ADDRESS || network.usdcAddress || '';
-  if (!isValidAddress(usdcAddress)) {
-    problems.push(`USDC_ADDRESS must be a 20-byte hex address (required for network ${network.name})`);
-  }
   const positiveInt = (name: string, value: number, min: number, max: number) => {
     if (!Number.isInteger(value) || value < min || value > max)
       problems.push(`${name} must be an integer from ${min} to ${max}`);
@@ -85,10 +80,10 @@ export function loadConfig(
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {
     ...common,
-    escrowAddress: formatAddress(parsed.ESCROW_ADDRESS),
-    network: network.name,
+    escrowAddress,
+    network,
     chainId,
-    usdcAddress: formatAddress(usdcAddress),
+    usdcAddress,
     sessionTtlSeconds: parsed.SESSION_TTL_SECONDS,
     lateWindowSeconds: parsed.LATE_WINDOW_SECONDS,
     amountSuffixRangeMicro: parsed.AMOUNT_SUFFIX_RANGE_MICRO,

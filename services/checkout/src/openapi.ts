@@ -1,20 +1,21 @@
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import { type TObject, type TSchema, Type } from '@sinclair/typebox';
+import {
+  errorResponses,
+  idempotencyKeyParameter,
+  jsonRequestBody,
+  jsonResponse,
+  openApiDocument,
+  plainSchema,
+  schemaParameters,
+  securitySchemes,
+  serveOpenApi,
+} from '@paygate/http';
+import { type TSchema, Type } from '@sinclair/typebox';
 import type { Express } from 'express';
 import { AttachBody, RefundBody, TransferIdParam, TransferListQuery } from './operator/routes';
 import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './sessions/schemas';
 
 export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
-
-const ErrorBody = Type.Object({
-  error: Type.Object({
-    code: Type.String(),
-    message: Type.String(),
-    field: Type.Optional(Type.String()),
-    rule: Type.Optional(Type.String()),
-    requestId: Type.String(),
-  }),
-});
 
 const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()]);
 const TransferView = Type.Object({
@@ -57,54 +58,22 @@ const TransferView = Type.Object({
   resolvedAt: Nullable(Type.String({ format: 'date-time' })),
 });
 
-/** TypeBox schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect); JSON drops TypeBox's symbol keys. */
-const plain = (schema: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(schema));
-const json = (schema: TSchema, description: string) => ({
-  description,
-  content: { 'application/json': { schema: plain(schema) } },
-});
-const errors = (entries: Record<string, string>) =>
-  Object.fromEntries(Object.entries(entries).map(([status, text]) => [status, json(ErrorBody, text)]));
-/** Query or path parameters from the TypeBox object that validates them. */
-const parameters = (where: 'query' | 'path', schema: TObject, rename: Record<string, string> = {}) =>
-  Object.entries(schema.properties).map(([name, property]) => ({
-    name: rename[name] ?? name,
-    in: where,
-    required: where === 'path' || (schema.required ?? []).includes(name),
-    schema: plain(property),
-  }));
-
-const idempotencyKey = {
-  name: 'Idempotency-Key',
-  in: 'header',
-  required: false,
-  description:
-    'Per seller: the same key with the same body returns the same session (200, Idempotent-Replayed: true); with another body, 409 idempotency_key_reused.',
-  schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
-};
+const idempotencyKey = idempotencyKeyParameter(
+  'Per seller: the same key with the same body returns the same session (200, Idempotent-Replayed: true); with another body, 409 idempotency_key_reused.',
+);
 
 /** The OpenAPI 3.1 description of checkout's HTTP API, built from the schemas the routes validate with. */
 export function checkoutOpenApi() {
-  return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Paygate checkout',
-      version: '1.0.0',
-      description:
-        'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to one shared escrow wallet, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+  return openApiDocument({
+    title: 'Paygate checkout',
+    description:
+      'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to one shared escrow wallet, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+    securitySchemes: {
+      publishableKey: securitySchemes.publishableKey,
+      secretKey: securitySchemes.apiKey,
+      operatorToken: securitySchemes.operatorToken,
     },
-    components: {
-      securitySchemes: {
-        publishableKey: { type: 'http', scheme: 'bearer', description: 'pk_… publishable key (the widget)' },
-        secretKey: { type: 'http', scheme: 'bearer', description: 'sk_… API key (the seller’s server)' },
-        operatorToken: { type: 'http', scheme: 'bearer', description: 'OPERATOR_TOKEN' },
-      },
-      schemas: {
-        CheckoutSession: plain(CheckoutSessionSnapshot),
-        Transfer: plain(TransferView),
-        Error: plain(ErrorBody),
-      },
-    },
+    schemas: { CheckoutSession: CheckoutSessionSnapshot, Transfer: TransferView },
     paths: {
       '/api/v1/checkout/sessions': {
         post: {
@@ -118,7 +87,7 @@ export function checkoutOpenApi() {
             required: true,
             content: {
               'application/json': {
-                schema: { oneOf: [plain(PublishableSessionBody), plain(SecretSessionBody)] },
+                schema: { oneOf: [plainSchema(PublishableSessionBody), plainSchema(SecretSessionBody)] },
                 examples: {
                   widget: { summary: 'pk_… key', value: { skill: 'weather-report' } },
                   server: {
@@ -130,12 +99,12 @@ export function checkoutOpenApi() {
             },
           },
           responses: {
-            '201': json(CheckoutSessionSnapshot, 'the new session'),
-            '200': json(
+            '201': jsonResponse(CheckoutSessionSnapshot, 'the new session'),
+            '200': jsonResponse(
               CheckoutSessionSnapshot,
               'replayed: the session created earlier with this Idempotency-Key',
             ),
-            ...errors({
+            ...errorResponses({
               '400': 'invalid_request (field and rule named)',
               '401':
                 'missing_key | invalid_key | invalid_publishable_key | unknown_publishable_key | invalid_api_key | unknown_api_key',
@@ -151,13 +120,13 @@ export function checkoutOpenApi() {
         get: {
           operationId: 'getCheckoutSession',
           summary: 'The session (the widget’s polling route; the session id is the capability)',
-          parameters: parameters('path', SessionIdParam),
+          parameters: schemaParameters('path', SessionIdParam),
           responses: {
-            '200': json(
+            '200': jsonResponse(
               CheckoutSessionSnapshot,
               'the session; an open session past expiresAt is expired on read',
             ),
-            ...errors({ '400': 'malformed session id', '404': 'no such session' }),
+            ...errorResponses({ '400': 'malformed session id', '404': 'no such session' }),
           },
         },
       },
@@ -166,10 +135,10 @@ export function checkoutOpenApi() {
           operationId: 'listTransfers',
           summary: 'Transfers into the escrow wallet by status (default unmatched), newest first',
           security: [{ operatorToken: [] }],
-          parameters: parameters('query', TransferListQuery),
+          parameters: schemaParameters('query', TransferListQuery),
           responses: {
-            '200': json(Type.Object({ transfers: Type.Array(TransferView) }), 'the transfers'),
-            ...errors({ '400': 'bad query', '401': 'operator token required' }),
+            '200': jsonResponse(Type.Object({ transfers: Type.Array(TransferView) }), 'the transfers'),
+            ...errorResponses({ '400': 'bad query', '401': 'operator token required' }),
           },
         },
       },
@@ -179,14 +148,14 @@ export function checkoutOpenApi() {
           summary:
             'Apply a transfer to a session: paid / paid_late (equal), underpaid (less), overpaid (more)',
           security: [{ operatorToken: [] }],
-          parameters: parameters('path', TransferIdParam, { id: 'transferId' }),
-          requestBody: { required: true, content: { 'application/json': { schema: plain(AttachBody) } } },
+          parameters: schemaParameters('path', TransferIdParam, { rename: { id: 'transferId' } }),
+          requestBody: jsonRequestBody(AttachBody),
           responses: {
-            '200': json(
+            '200': jsonResponse(
               Type.Object({ transfer: TransferView, session: CheckoutSessionSnapshot }),
               'the attached transfer and the session’s new state',
             ),
-            ...errors({
+            ...errorResponses({
               '400': 'invalid_request',
               '401': 'operator token required',
               '404': 'not_found (transfer, or sessionId)',
@@ -202,14 +171,14 @@ export function checkoutOpenApi() {
           description:
             'Marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.',
           security: [{ operatorToken: [] }],
-          parameters: parameters('path', TransferIdParam, { id: 'transferId' }),
-          requestBody: { required: false, content: { 'application/json': { schema: plain(RefundBody) } } },
+          parameters: schemaParameters('path', TransferIdParam, { rename: { id: 'transferId' } }),
+          requestBody: jsonRequestBody(RefundBody, { required: false }),
           responses: {
-            '200': json(
+            '200': jsonResponse(
               Type.Object({ transfer: TransferView }),
               'the transfer, now refund_requested, with its refundRequestId',
             ),
-            ...errors({
+            ...errorResponses({
               '400': 'invalid_request',
               '401': 'operator token required',
               '404': 'no such transfer',
@@ -219,7 +188,7 @@ export function checkoutOpenApi() {
           },
         },
       },
-      '/api/v1/openapi/checkout.json': {
+      [OPENAPI_PATH]: {
         get: {
           operationId: 'checkoutOpenApi',
           summary: 'This document',
@@ -241,13 +210,9 @@ export function checkoutOpenApi() {
         },
       },
     },
-  };
+  });
 }
 
 export function openApiRoute(app: Express): void {
-  const document = JSON.stringify(checkoutOpenApi());
-  app.get(OPENAPI_PATH, (_req, res) => {
-    res.setHeader('Access-Control-Allow-Origin', '*');
-    res.type('application/json').send(document);
-  });
+  serveOpenApi(app, OPENAPI_PATH, checkoutOpenApi());
 }

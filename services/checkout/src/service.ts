@@ -1,7 +1,7 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import type { Subject } from '@paygate/contracts';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
-import { startService } from '@paygate/runtime';
+import { PollingLoop, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
@@ -17,45 +17,34 @@ import { staticRoutes } from './static/routes';
 
 /** Expires due sessions and frees lapsed amount reservations, on an interval, one pass at a time. */
 class Sweeper implements BackgroundTask {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext<CheckoutDatabase>,
     private readonly store: SessionStore,
-    private readonly intervalMs: number,
-  ) {}
+    intervalMs: number,
+  ) {
+    this.loop = new PollingLoop(() => this.sweep(), {
+      what: 'checkout sweep',
+      logger: ctx.logger,
+      intervalMs,
+      firstDelayMs: intervalMs,
+    });
+  }
 
   start(): void {
-    this.schedule();
+    this.loop.start();
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.sweep().finally(() => {
-        this.running = undefined;
-        this.schedule();
-      });
-    }, this.intervalMs);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
-  async sweep(): Promise<void> {
+  private async sweep(): Promise<void> {
     const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => this.ctx.inTransaction(fn);
-    try {
-      // Bounded: at most a few batches per pass; the next pass continues.
-      for (let i = 0; i < 10 && (await this.store.expireDue(inTransaction)) > 0; i++);
-      for (let i = 0; i < 10 && (await this.store.releaseLapsedReservations(inTransaction)) > 0; i++);
-    } catch (error) {
-      this.ctx.logger.warn({ err: error }, 'checkout sweep failed; will retry');
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+    // Bounded: at most a few batches per pass; the next pass continues.
+    for (let i = 0; i < 10 && (await this.store.expireDue(inTransaction)) > 0; i++);
+    for (let i = 0; i < 10 && (await this.store.releaseLapsedReservations(inTransaction)) > 0; i++);
   }
 }
 

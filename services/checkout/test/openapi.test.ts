@@ -1,17 +1,5 @@
-import type { Express } from 'express';
+import { servedApiOperations } from '@paygate/testing';
 import { type CheckoutHarness, startHarness } from './helpers';
-
-/** Every METHOD path the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
-function routedOperations(app: Express): string[] {
-  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
-  return stack
-    .filter((layer) => layer.route?.path)
-    .flatMap((layer) =>
-      Object.keys(layer.route.methods)
-        .filter((m) => m !== '_all')
-        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
-    );
-}
 
 describe('checkout OpenAPI document', () => {
   let h: CheckoutHarness;
@@ -28,8 +16,7 @@ describe('checkout OpenAPI document', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
       Object.keys(item as object).map((method) => `${method} ${path}`),
     );
-    const served = routedOperations(h.running.app)
-      .filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op))
+    const served = servedApiOperations(h.running.app)
       // the operator routes name the transfer id transferId in the document
       .map((op) => op.replace('/transfers/{id}/', '/transfers/{transferId}/'));
     expect(served.length).toBeGreaterThanOrEqual(8);

@@ -1,24 +1,11 @@
 import type { Bus } from '@paygate/bus';
 import { assertValid } from '@paygate/http';
 import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
-import type { Express } from 'express';
+import { createTestEnvironment, servedApiOperations, type TestEnvironment } from '@paygate/testing';
 import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/payload';
 
 const API_KEY = `sk_test_${'7'.repeat(24)}`;
-
-/** Every METHOD path the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
-function routedOperations(app: Express): string[] {
-  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
-  return stack
-    .filter((layer) => layer.route?.path)
-    .flatMap((layer) =>
-      Object.keys(layer.route.methods)
-        .filter((m) => m !== '_all')
-        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
-    );
-}
 
 describe('notifier OpenAPI document', () => {
   let env: TestEnvironment;
@@ -53,7 +40,7 @@ describe('notifier OpenAPI document', () => {
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
       Object.keys(item as object).map((method) => `${method} ${path}`),
     );
-    const served = routedOperations(notifier.app).filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
+    const served = servedApiOperations(notifier.app);
     expect(served.length).toBeGreaterThanOrEqual(5);
     expect([...served].sort()).toEqual([...documented].sort());
 

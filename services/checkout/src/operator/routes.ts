@@ -1,8 +1,7 @@
-import { assertValid } from '@paygate/http';
+import { assertValid, operatorAuth } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import { Type } from '@sinclair/typebox';
 import type { Express } from 'express';
-import { operatorAuth } from '../auth';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase } from '../db';
 import { type TransferMatcher, toTransferView } from '../matching/transfers';
