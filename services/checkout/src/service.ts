@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ConsumerOptions } from '@paygate/bus';
 import type { Subject } from '@paygate/contracts';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
@@ -57,6 +58,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
   let store: SessionStore | undefined;
   const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) => new TransferMatcher(config, ctx.logger);
   let projections: ProjectionCache | undefined;
+  let sessionFastPath: ((req: IncomingMessage, res: ServerResponse) => boolean) | undefined;
   const projectionsFor = (ctx: ServiceContext<CheckoutDatabase>) => {
     projections ??= new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
     return projections;
@@ -70,7 +72,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       sellerAuth = new SellerAuth(ctx.bus);
       staticRoutes(app);
       openApiRoute(app);
-      sessionRoutes(app, ctx, config, store, sellerAuth, projectionsFor(ctx));
+      sessionFastPath = sessionRoutes(app, ctx, config, store, sellerAuth, projectionsFor(ctx));
       operatorRoutes(app, ctx, config, matcherFor(ctx));
     },
     consumers(ctx) {
@@ -104,8 +106,13 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     background(ctx) {
       return [new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs)];
     },
+    fastPath: () => {
+      void store?.warm();
+      return sessionFastPath ?? (() => false);
+    },
     async onStop() {
       sellerAuth?.close();
+      await store?.close();
     },
   });
 }

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorBody } from '@paygate/http';
 import { HttpError } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
-import type { Express } from 'express';
 import { CORS_HEADERS } from './cors';
 
 /**
@@ -33,35 +32,22 @@ export interface FastPathOptions {
   logger: Logger;
   metrics: ServiceMetrics;
   createSession(token: string, body: unknown, idempotencyKey: string | undefined): Promise<CreateResult>;
-  /** When the HTTP server is listening (warm pools) and when it has closed (close them). */
-  onListening(): void;
-  onClose(): Promise<void>;
 }
 
-type Listener = (req: IncomingMessage, res: ServerResponse) => void;
-
-export function installCreateFastPath(app: Express, options: FastPathOptions): void {
+/**
+ * The handler for the runtime's `fastPath` option: answers widget session creation on the bare request and
+ * returns true, or returns false so express handles the request.
+ */
+export function createSessionFastPath(
+  options: FastPathOptions,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handle = createFastPathHandler(options);
-  const { path } = options;
-  // The runtime starts the server with app.listen() after the routes are mounted: take the server there.
-  const listen = app.listen.bind(app) as (...args: unknown[]) => Server;
-  Object.assign(app, {
-    listen(...args: unknown[]): Server {
-      const server = listen(...args);
-      const [expressListener] = server.listeners('request') as Listener[];
-      if (expressListener) {
-        server.removeAllListeners('request');
-        server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-          const token = fastPathToken(req, path);
-          if (token) handle(req, res, token);
-          else expressListener(req, res);
-        });
-      }
-      server.once('listening', () => options.onListening());
-      server.once('close', () => void options.onClose());
-      return server;
-    },
-  });
+  return (req, res) => {
+    const token = fastPathToken(req, options.path);
+    if (!token) return false;
+    handle(req, res, token);
+    return true;
+  };
 }
 
 /** The publishable key when the request is one the fast path answers, else undefined. */

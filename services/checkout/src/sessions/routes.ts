@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { assertValid, HttpError, notFound } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
@@ -8,7 +9,7 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
 import { cors } from './cors';
-import { installCreateFastPath } from './fast-path';
+import { createSessionFastPath } from './fast-path';
 import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -31,7 +32,7 @@ export function sessionRoutes(
   store: SessionStore,
   sellerAuth: SellerAuth,
   projections: ProjectionCache,
-): void {
+): (req: IncomingMessage, res: ServerResponse) => boolean {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
   app.use('/api/v1/checkout', cors);
 
@@ -207,15 +208,6 @@ export function sessionRoutes(
     res.status(replayed ? 200 : 201).json(snapshot);
   });
 
-  installCreateFastPath(app, {
-    path: '/api/v1/checkout/sessions',
-    logger: ctx.logger,
-    metrics: ctx.metrics,
-    createSession,
-    onListening: () => void store.warm(),
-    onClose: () => store.close(),
-  });
-
   /** The polling route of the widget: public, the session id is an unguessable capability. */
   app.get('/api/v1/checkout/sessions/:id', async (req, res) => {
     const { id } = assertValid(SessionIdParam, { id: req.params.id }, 'params');
@@ -223,5 +215,13 @@ export function sessionRoutes(
     if (!session) throw notFound('session');
     res.setHeader('Cache-Control', 'no-store');
     res.json(toSnapshot(session, config));
+  });
+
+  // The widget's session creation, answered ahead of express by the runtime (`fastPath`).
+  return createSessionFastPath({
+    path: '/api/v1/checkout/sessions',
+    logger: ctx.logger,
+    metrics: ctx.metrics,
+    createSession,
   });
 }
