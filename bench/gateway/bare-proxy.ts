@@ -31,4 +31,5 @@ server.listen(0, '127.0.0.1', () => {
   );
 });
 process.stdin.on('end', () => process.exit(0));
+process.once('SIGTERM', () => process.exit(0)); // exits normally, so BENCH_PROFILE's profile is written
 process.stdin.resume();

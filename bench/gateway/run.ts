@@ -7,7 +7,9 @@
  *   (d) the seller's express route behind the ticket-verifying middleware vs the same route bare,
  * plus the time from presenting a fresh payment to the response, split (Server-Timing) into chain lookups
  * and Paygate's own work. Writes bench/results/gateway.json and the gateway section of docs/benchmarks.md.
- *   BENCH_DURATION_S (default 10) seconds per case, BENCH_CONNECTIONS (default 10), BENCH_FRESH_PAYMENTS (20).
+ *   BENCH_DURATION_S (default 10) seconds per case, BENCH_CONNECTIONS (default 10), BENCH_FRESH_PAYMENTS (20),
+ *   BENCH_NO_WRITE=1 prints the figures without writing them, BENCH_PROFILE=<dir> writes a CPU profile of the
+ *   gateway process (.cpuprofile, the whole run; case (c) dominates it) into <dir>.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,9 +40,23 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const FRESH_PAYMENTS = Number(process.env.BENCH_FRESH_PAYMENTS ?? 20);
 const children: ChildProcess[] = [];
 
+const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : undefined;
+
+/** tsx, or with BENCH_PROFILE node itself with tsx as a loader (--cpu-prof is refused in NODE_OPTIONS). */
+function tsxCommand(file: string): [string, string[]] {
+  return PROFILE_DIR
+    ? [process.execPath, ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--import', 'tsx', file]]
+    : [TSX, [file]];
+}
+
 function startChild(file: string, env: Record<string, string>): Promise<{ child: ChildProcess; ready: any }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [file], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+    const [command, args] = tsxCommand(file);
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     children.push(child);
     let buffer = '';
     const timer = setTimeout(() => reject(new Error(`${file} did not start within 30 s`)), 30_000);
@@ -139,7 +155,9 @@ async function main() {
     const bare = await startChild(path.join(__dirname, 'bare-proxy.ts'), {
       UPSTREAM_URL: seller.ready.upstream,
     });
-    const gatewayChild = spawn(TSX, [path.join(ROOT, 'services/gateway-proxy/src/main.ts')], {
+    const [command, args] = tsxCommand(path.join(ROOT, 'services/gateway-proxy/src/main.ts'));
+    const gatewayChild = spawn(command, args, {
+      cwd: ROOT,
       env: {
         ...process.env,
         ...env.envFor('gateway-proxy', {

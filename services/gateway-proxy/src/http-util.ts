@@ -10,9 +10,16 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+// A random per-process prefix and a counter: unique like a UUID without drawing random bytes per request.
+const idPrefix = randomUUID();
+let idCounter = 0;
+
 export function requestIdOf(req: IncomingMessage): string {
   const incoming = req.headers['x-request-id'];
-  return typeof incoming === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+  if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
+  idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
+  return `${idPrefix}-${idCounter.toString(36)}`;
 }
 
 const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;

@@ -14,7 +14,13 @@ import { formatUsdc, parseUsdc } from '@paygate/money';
 import { clientIpOf, requestIdOf, sendJson } from '../http-util';
 import type { PaymentFailure } from '../payments/failures';
 import type { PresentOutcome, Purchase } from '../payments/service';
-import { type EndpointSnapshot, findEndpoint, paymentKindOf, type SkillSnapshot } from '../skills/projection';
+import {
+  type EndpointLookup,
+  type EndpointSnapshot,
+  findEndpoint,
+  paymentKindOf,
+  type SkillSnapshot,
+} from '../skills/projection';
 import type { GatewayState } from '../state';
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
@@ -57,6 +63,70 @@ function decodeCached(value: string): PaymentProof {
     decodedHeaders.set(value, proof);
   }
   return proof;
+}
+
+function paymentHeaderOf(req: IncomingMessage): string | undefined {
+  const headers = req.headers;
+  return pickPaymentHeader((name) => headers[name.toLowerCase()]);
+}
+
+interface FoundPlan {
+  lookup: { kind: 'found'; endpoint: EndpointSnapshot };
+  resource: string;
+  purchase: Purchase;
+  base: SellerBase | null;
+}
+type RoutePlan = FoundPlan | { lookup: Exclude<EndpointLookup, { kind: 'found' }>; base: null };
+
+/**
+ * What a (skill snapshot, method, path) resolves to: the endpoint, the signed resource, the purchase and the
+ * seller's URL. Pure in its inputs; keyed by the snapshot object, which the skill directory replaces whenever
+ * it re-reads the projection, so a changed skill is never served from a stale plan.
+ */
+const routePlans = new WeakMap<SkillSnapshot, Map<string, RoutePlan>>();
+function routePlanFor(
+  state: GatewayState,
+  skill: SkillSnapshot,
+  name: string,
+  method: string,
+  path: string,
+): RoutePlan {
+  let plans = routePlans.get(skill);
+  if (!plans) {
+    plans = new Map();
+    routePlans.set(skill, plans);
+  }
+  const key = `${method} ${name}${path}`;
+  let plan = plans.get(key);
+  if (plan) return plan;
+  const lookup = findEndpoint(skill, method, path);
+  if (lookup.kind !== 'found') plan = { lookup, base: null };
+  else {
+    const endpoint = lookup.endpoint;
+    const kind = paymentKindOf(skill.type);
+    const resource = resourceFor(method, `${state.config.publicBaseUrl}/api/v1/skills/${name}${path}`);
+    plan = {
+      lookup,
+      resource,
+      base: sellerBase(skill.apiBaseUrl),
+      purchase: {
+        resource,
+        priceMicro: parseUsdc(endpoint.price),
+        kind,
+        durationDays: kind === 'subscription' ? (skill.durationDays ?? 30) : null,
+        sellerId: skill.sellerId,
+        skillId: skill.skillId,
+        skillName: skill.name,
+        endpointId: endpoint.endpointId,
+        holdPeriodHours: skill.holdPeriodHours,
+        channel: skill.mode === 'TICKET' ? 'ticket' : 'proxy',
+      },
+    };
+  }
+  // Paths with :param segments are open-ended: bound what one snapshot keeps.
+  if (plans.size >= 1000) plans.clear();
+  plans.set(key, plan);
+  return plan;
 }
 
 function errorBody(requestId: string, code: string, message: string, extra: Record<string, unknown> = {}) {
@@ -185,7 +255,8 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       res.end();
       return;
     }
-    const lookup = findEndpoint(skill, method, path);
+    const plan = routePlanFor(state, skill, name, method, path);
+    const lookup = plan.lookup;
     if (lookup.kind === 'no_path') {
       sendJson(
         res,
@@ -209,17 +280,15 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       return;
     }
     const endpoint = lookup.endpoint;
-    const resource = resourceFor(method, `${state.config.publicBaseUrl}/api/v1/skills/${name}${path}`);
-    // Built only when an answer needs it: a paying subscriber's repeated call never does.
-    const requirements = () => paymentRequirements(state, skill, endpoint, resource);
+    const { resource, purchase } = plan as FoundPlan;
     const clientIp = clientIpOf(req);
     const clientBucket = `ip:${clientIp}:${skill.skillId}`;
 
-    const headerValue = pickPaymentHeader((h) => req.headers[h.toLowerCase()]);
+    const headerValue = paymentHeaderOf(req);
     if (!headerValue) {
       if (!(state.rateLimitLocal(res, clientBucket) ?? (await state.rateLimit(res, requestId, clientBucket))))
         return;
-      sendJson(res, 402, requirements());
+      sendJson(res, 402, paymentRequirements(state, skill, endpoint, resource));
       return;
     }
     let proof: PaymentProof;
@@ -240,19 +309,6 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       return;
     }
 
-    const kind = paymentKindOf(skill.type);
-    const purchase: Purchase = {
-      resource,
-      priceMicro: parseUsdc(endpoint.price),
-      kind,
-      durationDays: kind === 'subscription' ? (skill.durationDays ?? 30) : null,
-      sellerId: skill.sellerId,
-      skillId: skill.skillId,
-      skillName: skill.name,
-      endpointId: endpoint.endpointId,
-      holdPeriodHours: skill.holdPeriodHours,
-      channel: skill.mode === 'TICKET' ? 'ticket' : 'proxy',
-    };
     // A proof signed by its payer for this resource counts against that wallet before any chain lookup;
     // anything else counts against the client address, so nobody can spend another wallet's quota.
     const walletBucket = `wallet:${proof.from.toLowerCase()}:${skill.skillId}`;
@@ -268,7 +324,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       return;
     if (!outcome.ok) {
       state.metrics.refused.inc({ reason: outcome.failure.reason });
-      refuse(res, outcome.failure, requirements());
+      refuse(res, outcome.failure, paymentRequirements(state, skill, endpoint, resource));
       return;
     }
     state.metrics.accepted.inc({ mode: skill.mode, fresh: String(outcome.fresh) });
@@ -306,7 +362,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       return;
     }
 
-    const base = sellerBase(skill.apiBaseUrl);
+    const base = plan.base;
     if (!base) {
       await state.payments.markRetryable(claim);
       sendJson(
