@@ -187,6 +187,33 @@ describe('skill rules: every violated rule is a 400 naming the field and the rul
     expect(reused.status).toBe(409);
     expect(reused.body.error.code).toBe('idempotency_key_reused');
   });
+
+  it('runs concurrent requests with one Idempotency-Key once and answers them all alike', async () => {
+    const body = validSkill();
+    const headers = { 'idempotency-key': `race-${body.name}` };
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body, headers }),
+      ),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(6).fill(201));
+    expect(new Set(answers.map((a) => a.body.skillId)).size).toBe(1);
+    const path = `/api/v1/manage/skills/${body.name}/endpoints`;
+    const endpoint = { path: '/raced', method: 'GET', priceUsdc: '0.05', description: 'added once' };
+    const added = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        api(h.url, 'POST', path, {
+          token: seller.apiKey,
+          body: endpoint,
+          headers: { 'idempotency-key': `ep-${body.name}` },
+        }),
+      ),
+    );
+    expect(new Set(added.map((a) => a.status)).size).toBe(1);
+    const skill = (await api(h.url, 'GET', `/api/v1/manage/skills/${body.name}`, { token: seller.apiKey }))
+      .body;
+    expect(skill.endpoints.filter((e: { path: string }) => e.path === '/raced')).toHaveLength(1);
+  });
 });
 
 describe('endpoints and SKILL.md', () => {

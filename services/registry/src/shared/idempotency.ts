@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { badRequest, conflict } from '@paygate/http';
 import type { Request, Response } from 'express';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { RegistryDatabase } from '../db';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -28,33 +28,37 @@ export async function idempotent(
   const requestHash = createHash('sha256')
     .update(`${req.method} ${req.originalUrl}\n${JSON.stringify(req.body ?? null)}`)
     .digest('hex');
-  const stored = await db
-    .selectFrom('idempotency_keys')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .where('key', '=', key)
-    .executeTakeFirst();
-  if (stored) {
-    if (stored.request_hash !== requestHash) {
-      throw conflict('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+  // Requests with the same key are serialised by a transaction-scoped advisory lock, so a concurrent
+  // duplicate waits for the first to store its answer and replays it instead of running the handler again.
+  const answer = await db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`${sellerId}:${key}`}, 0))`.execute(trx);
+    const stored = await trx
+      .selectFrom('idempotency_keys')
+      .selectAll()
+      .where('seller_id', '=', sellerId)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    if (stored) {
+      if (stored.request_hash !== requestHash) {
+        throw conflict('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+      }
+      return { status: stored.response_status, body: stored.response_body as unknown, replayed: true };
     }
-    res.setHeader('idempotent-replayed', 'true');
-    res.status(stored.response_status).json(stored.response_body);
-    return;
-  }
-  const result = await handler();
-  await db
-    .insertInto('idempotency_keys')
-    .values({
-      seller_id: sellerId,
-      key,
-      request_hash: requestHash,
-      response_status: result.status,
-      response_body: JSON.stringify(result.body),
-    })
-    .onConflict((oc) => oc.doNothing())
-    .execute();
-  res.status(result.status).json(result.body);
+    const result = await handler();
+    await trx
+      .insertInto('idempotency_keys')
+      .values({
+        seller_id: sellerId,
+        key,
+        request_hash: requestHash,
+        response_status: result.status,
+        response_body: JSON.stringify(result.body),
+      })
+      .execute();
+    return { ...result, replayed: false };
+  });
+  if (answer.replayed) res.setHeader('idempotent-replayed', 'true');
+  res.status(answer.status).json(answer.body);
 }
 
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
