@@ -60,6 +60,15 @@ export interface PaymentSettings {
 }
 
 const MAX_CACHE_ENTRIES = 50_000;
+
+interface ProofMemo {
+  claimKey: string;
+  fromLower: string;
+  /** Recovered signer (lowercase, '' when recovery failed) by resource. */
+  signers: Map<string, string>;
+  staticPriceMicro: bigint | undefined;
+  staticFailure: PaymentFailure | undefined;
+}
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
@@ -73,6 +82,12 @@ export class PaymentService {
   private readonly signerCache = new Map<string, string>();
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
   private readonly subscriptionCache = new Map<string, PaymentClaim>();
+  /**
+   * Per decoded proof object (the route caches decoding per exact header string, so a repeating subscriber
+   * presents the same object): its derived keys and recovered signers, to skip rebuilding long string keys.
+   * Everything here is a pure function of the proof; expiry and scope are still checked on every call.
+   */
+  private readonly proofMemos = new WeakMap<PaymentProof, ProofMemo>();
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -80,7 +95,33 @@ export class PaymentService {
     private readonly settings: PaymentSettings,
   ) {}
 
+  private memoOf(proof: PaymentProof): ProofMemo {
+    let memo = this.proofMemos.get(proof);
+    if (!memo) {
+      memo = {
+        claimKey: `${proof.network}:${proof.txHash}`,
+        fromLower: proof.from.toLowerCase(),
+        signers: new Map(),
+        staticPriceMicro: undefined,
+        staticFailure: undefined,
+      };
+      this.proofMemos.set(proof, memo);
+    }
+    return memo;
+  }
+
   private recoverSigner(proof: PaymentProof, resource: string): string | undefined {
+    const memo = this.memoOf(proof);
+    let known = memo.signers.get(resource);
+    if (known === undefined) {
+      known = this.recoverSignerUncached(proof, resource) ?? '';
+      if (memo.signers.size >= 16) memo.signers.clear();
+      memo.signers.set(resource, known);
+    }
+    return known || undefined;
+  }
+
+  private recoverSignerUncached(proof: PaymentProof, resource: string): string | undefined {
     const key = `${proof.signature}|${proof.txHash}|${resource}`;
     let signer = this.signerCache.get(key);
     if (signer === undefined) {
@@ -97,7 +138,17 @@ export class PaymentService {
 
   /** True when the proof is its payer's signature over this resource (pure, cached). */
   signedBy(proof: PaymentProof, resource: string): boolean {
-    return this.recoverSigner(proof, resource) === proof.from.toLowerCase();
+    return this.recoverSigner(proof, resource) === this.memoOf(proof).fromLower;
+  }
+
+  /** staticCheck for a proof, remembered for the last price it was checked against (both are immutable). */
+  private staticCheckMemo(proof: PaymentProof, purchase: Purchase): PaymentFailure | undefined {
+    const memo = this.memoOf(proof);
+    if (memo.staticPriceMicro !== purchase.priceMicro) {
+      memo.staticFailure = this.staticCheck(proof, purchase);
+      memo.staticPriceMicro = purchase.priceMicro;
+    }
+    return memo.staticFailure;
   }
 
   /** Checks that need neither Postgres nor the chain. */
@@ -132,13 +183,14 @@ export class PaymentService {
    * Undefined when the full path (Postgres, chain) must decide.
    */
   presentCached(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
-    const claim = this.subscriptionCache.get(`${proof.network}:${proof.txHash}`);
-    if (!claim || this.staticCheck(proof, purchase)) return undefined;
-    if (claim.payer.toLowerCase() !== proof.from.toLowerCase()) return undefined;
+    const memo = this.memoOf(proof);
+    const claim = this.subscriptionCache.get(memo.claimKey);
+    if (!claim || this.staticCheckMemo(proof, purchase)) return undefined;
+    if (claim.payer.toLowerCase() !== memo.fromLower) return undefined;
     if (claim.skill_id !== purchase.skillId || purchase.skillId === null) return undefined;
     if (!claim.access_expires_at || claim.access_expires_at.getTime() <= this.settings.now().getTime())
       return undefined;
-    if (this.recoverSigner(proof, claim.resource) !== proof.from.toLowerCase()) return undefined;
+    if (this.recoverSigner(proof, claim.resource) !== memo.fromLower) return undefined;
     return { ok: true, claim, fresh: false, chainMs: 0 };
   }
 

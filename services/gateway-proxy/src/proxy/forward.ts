@@ -64,7 +64,8 @@ const agents = {
 
 export function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(incoming)) {
+  for (const name in incoming) {
+    const value = incoming[name];
     if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
     headers[name] = value;
   }
@@ -123,10 +124,12 @@ export function forwardRequest(
           status,
           relay(extraHeaders) {
             res.statusCode = status;
-            for (const [name, value] of Object.entries(upstreamRes.headers)) {
+            const answered = upstreamRes.headers;
+            for (const name in answered) {
+              const value = answered[name];
               if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name)) res.setHeader(name, value);
             }
-            for (const [name, value] of Object.entries(extraHeaders)) res.setHeader(name, value);
+            for (const name in extraHeaders) res.setHeader(name, extraHeaders[name]!);
             upstreamRes.on('error', () => res.destroy());
             upstreamRes.pipe(res);
           },

@@ -58,7 +58,8 @@ const decodedHeaders = new Map<string, PaymentProof>();
 function decodeCached(value: string): PaymentProof {
   let proof = decodedHeaders.get(value);
   if (!proof) {
-    proof = decodePaymentHeader(value);
+    // Frozen: the payment service memoizes checks per proof object.
+    proof = Object.freeze(decodePaymentHeader(value));
     if (decodedHeaders.size >= 10_000) decodedHeaders.clear();
     decodedHeaders.set(value, proof);
   }
