@@ -193,26 +193,31 @@ export const SKILLS_PREFIX = '/api/v1/skills';
  * a paying subscriber's repeated call does only what it must.
  */
 export function createSkillHandler(state: GatewayState) {
-  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const duration = state.ctx.metrics.httpDuration;
+  const route = `${SKILLS_PREFIX}/:skill/*`;
+  // One listener function for every response (no per-request closure): the start time rides on the response.
+  function recordDuration(this: TimedResponse) {
+    duration.observe(
+      { method: this.req?.method ?? '', route, status: String(this.statusCode) },
+      (performance.now() - (this[STARTED_AT] ?? 0)) / 1000,
+    );
+  }
+  const fail = (res: ServerResponse, requestId: string, error: unknown) => {
+    state.ctx.logger.error({ err: error, requestId }, 'paid skill call failed');
+    if (!res.headersSent) sendJson(res, 500, errorBody(requestId, 'internal_error', 'internal error'));
+    else res.destroy();
+  };
+  return (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const requestId = requestIdOf(req);
     res.setHeader('x-request-id', requestId);
-    const endTimer = state.ctx.metrics.httpDuration.startTimer();
-    res.once('finish', () =>
-      endTimer({
-        method: req.method ?? '',
-        route: `${SKILLS_PREFIX}/:skill/*`,
-        status: String(res.statusCode),
-      }),
-    );
-    try {
-      await handle(state, req, res, requestId);
-    } catch (error) {
-      state.ctx.logger.error({ err: error, requestId }, 'paid skill call failed');
-      if (!res.headersSent) sendJson(res, 500, errorBody(requestId, 'internal_error', 'internal error'));
-      else res.destroy();
-    }
+    (res as TimedResponse)[STARTED_AT] = performance.now();
+    res.once('finish', recordDuration);
+    return handle(state, req, res, requestId).catch((error) => fail(res, requestId, error));
   };
 }
+
+const STARTED_AT = Symbol('startedAt');
+type TimedResponse = ServerResponse & { [STARTED_AT]?: number };
 
 async function handle(state: GatewayState, req: IncomingMessage, res: ServerResponse, requestId: string) {
   {
