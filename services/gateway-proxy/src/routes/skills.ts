@@ -13,7 +13,7 @@ import {
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { clientIpOf, requestIdOf, sendJson } from '../http-util';
 import type { PaymentFailure } from '../payments/failures';
-import type { PresentOutcome, Purchase } from '../payments/service';
+import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
 import {
   type EndpointLookup,
   type EndpointSnapshot,
@@ -128,6 +128,22 @@ function routePlanFor(
   if (plans.size >= 1000) plans.clear();
   plans.set(key, plan);
   return plan;
+}
+
+/** The headers telling the seller who paid; a cached subscription claim is the same object on every call. */
+const payerHeadersByClaim = new WeakMap<PaymentClaim, Readonly<Record<string, string>>>();
+function payerHeaders(claim: PaymentClaim, skillName: string): Readonly<Record<string, string>> {
+  let headers = payerHeadersByClaim.get(claim);
+  if (!headers || headers['x-paygate-skill'] !== skillName) {
+    headers = Object.freeze({
+      'x-paygate-payer': claim.payer,
+      'x-paygate-tx-hash': claim.tx_hash,
+      'x-paygate-amount': formatUsdc(claim.amount_micro),
+      'x-paygate-skill': skillName,
+    });
+    payerHeadersByClaim.set(claim, headers);
+  }
+  return headers;
 }
 
 function errorBody(requestId: string, code: string, message: string, extra: Record<string, unknown> = {}) {
@@ -381,12 +397,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     const result = await state.forward(req, res, {
       url: { ...base, path: `${base.pathPrefix}${path}${query}` },
       clientIp,
-      extraHeaders: {
-        'x-paygate-payer': claim.payer,
-        'x-paygate-tx-hash': claim.tx_hash,
-        'x-paygate-amount': formatUsdc(claim.amount_micro),
-        'x-paygate-skill': skill.name,
-      },
+      extraHeaders: payerHeaders(claim, skill.name),
     });
     if (result.kind === 'failed' || result.status >= 500) {
       const retryUntil = await state.payments.markRetryable(claim);
