@@ -201,6 +201,11 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     expect(other.status).toBe(402);
     await other.arrayBuffer();
     h.clock.advance(31 * 24 * 60 * 60 * 1000);
+    // The same header, still cached on the hot path, is refused once the subscription has expired…
+    const expiredCached = await fetch(url('/news/data'), { headers: { 'X-402-Payment': header } });
+    expect(expiredCached.status).toBe(402);
+    expect(await expiredCached.json()).toMatchObject({ reason: 'subscription_expired' });
+    // …and so it is when the claim is read back from Postgres.
     h.gateway.state.payments.forgetCachedClaims();
     const expired = await fetch(url('/news/data'), { headers: { 'X-402-Payment': header } });
     expect(expired.status).toBe(402);
