@@ -11,16 +11,10 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { NodeSDK } from '@opentelemetry/sdk-node';
+import { AlwaysOffSampler, NoopSpanProcessor } from '@opentelemetry/sdk-trace';
 
 let sdk: NodeSDK | undefined;
 
-/** A processor that exports nothing: spans still get real ids for logs and propagation. */
-const keepSpansLocal = {
-  onStart: () => undefined,
-  onEnd: () => undefined,
-  forceFlush: async () => undefined,
-  shutdown: async () => undefined,
-};
 let contextReady = false;
 
 /** Without an SDK, still keep async context and W3C propagation so ids flow through logs and headers. */
@@ -46,8 +40,9 @@ export function startTelemetry(serviceName: string): void {
     instrumentations: [new HttpInstrumentation()],
     contextManager: new AsyncLocalStorageContextManager(),
     textMapPropagator: new W3CTraceContextPropagator(),
-    // Spans are always made (ids reach logs and message headers); they are exported only when configured.
-    ...(exportSpans ? {} : { spanProcessors: [keepSpansLocal] }),
+    // With no exporter, spans are not recorded (nobody would read them) but still get real ids, so trace ids
+    // still reach logs and HTTP and NATS headers at a fraction of the cost of recording.
+    ...(exportSpans ? {} : { spanProcessors: [new NoopSpanProcessor()], sampler: new AlwaysOffSampler() }),
   });
   sdk.start();
   contextReady = true;
