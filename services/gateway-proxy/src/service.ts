@@ -46,7 +46,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       const skillHandler = createSkillHandler(need());
       return (req, res) => {
         if (!req.url?.startsWith(`${SKILLS_PREFIX}/`)) return false;
-        void skillHandler(req, res);
+        skillHandler(req, res);
         return true;
       };
     },

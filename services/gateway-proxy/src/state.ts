@@ -5,7 +5,7 @@ import type { GatewayProxyConfig } from './config';
 import { sendJson } from './http-util';
 import { ChainVerifier } from './payments/chain';
 import { PaymentService } from './payments/service';
-import { type ForwardResult, type ForwardTarget, forwardRequest } from './proxy/forward';
+import { type ForwardResult, type ForwardTarget, forwardRequest, forwardRequestThen } from './proxy/forward';
 import { SharedRateLimiter } from './ratelimit/limiter';
 import { SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
@@ -31,6 +31,13 @@ export interface GatewayState {
   /** The same, decided in process when the limiter can (no promise); undefined when it must ask Postgres. */
   rateLimitLocal(res: ServerResponse, bucket: string): boolean | undefined;
   forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
+  /** The same with a callback (no promise): the cached-subscription hot path. */
+  forwardThen(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: ForwardTarget,
+    done: (result: ForwardResult) => void,
+  ): void;
 }
 
 export async function createGatewayState(
@@ -110,5 +117,7 @@ export async function createGatewayState(
       return false;
     },
     forward: (req, res, target) => forwardRequest(req, res, target, config.upstreamTimeoutMs),
+    forwardThen: (req, res, target, done) =>
+      forwardRequestThen(req, res, target, config.upstreamTimeoutMs, done),
   };
 }

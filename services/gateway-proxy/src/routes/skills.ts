@@ -14,6 +14,7 @@ import { formatUsdc, parseUsdc } from '@paygate/money';
 import { clientIpOf, requestIdOf, sendJson } from '../http-util';
 import type { PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
+import type { ForwardResult } from '../proxy/forward';
 import {
   type EndpointLookup,
   type EndpointSnapshot,
@@ -146,6 +147,17 @@ function payerHeaders(claim: PaymentClaim, skillName: string): Readonly<Record<s
   return headers;
 }
 
+/** The receipt header of a served call, the same object for every call of a cached subscription claim. */
+const receiptHeadersByClaim = new WeakMap<PaymentClaim, Readonly<Record<string, string>>>();
+function receiptHeaders(claim: PaymentClaim): Readonly<Record<string, string>> {
+  let headers = receiptHeadersByClaim.get(claim);
+  if (!headers) {
+    headers = Object.freeze({ [RECEIPT_HEADER]: claim.tx_hash });
+    receiptHeadersByClaim.set(claim, headers);
+  }
+  return headers;
+}
+
 function errorBody(requestId: string, code: string, message: string, extra: Record<string, unknown> = {}) {
   return { error: { code, message, ...extra, requestId } };
 }
@@ -223,13 +235,131 @@ export function createSkillHandler(state: GatewayState) {
     if (!res.headersSent) sendJson(res, 500, errorBody(requestId, 'internal_error', 'internal error'));
     else res.destroy();
   };
-  return (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const acceptedReuse = state.metrics.accepted.labels('PROXY', 'false');
+  return (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = requestIdOf(req);
     res.setHeader('x-request-id', requestId);
     (res as TimedResponse)[STARTED_AT] = performance.now();
     res.once('finish', recordDuration);
-    return handle(state, req, res, requestId).catch((error) => fail(res, requestId, error));
+    try {
+      if (serveCachedSubscription(state, req, res, requestId, acceptedReuse, fail)) return;
+    } catch (error) {
+      fail(res, requestId, error);
+      return;
+    }
+    handle(state, req, res, requestId).catch((error) => fail(res, requestId, error));
   };
+}
+
+type Fail = (res: ServerResponse, requestId: string, error: unknown) => void;
+
+/**
+ * A subscriber's repeated PROXY call, answered without a promise when every decision comes from memory: the
+ * skill, the decoded header, the signature, the cached claim (presentCached runs every check the async path
+ * runs on a cached claim) and the rate limit. It decides before touching the response; when any answer is
+ * not in memory it returns false with nothing done, and `handle` serves the call from the start.
+ */
+function serveCachedSubscription(
+  state: GatewayState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: string,
+  acceptedReuse: { inc(): void },
+  fail: Fail,
+): boolean {
+  const started = performance.now();
+  const method = req.method ?? 'GET';
+  if (method === 'HEAD') return false;
+  const rawUrl = req.url ?? '/';
+  const queryAt = rawUrl.indexOf('?');
+  const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
+  const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));
+  if (!match) return false;
+  const name = match[1]!;
+  const skill = state.skills.peek(name)?.skill;
+  if (skill?.status !== 'ACTIVE' || skill.mode !== 'PROXY') return false;
+  const path = match[2] ?? '/';
+  const plan = routePlanFor(state, skill, name, method, path);
+  const base = plan.base;
+  if (plan.lookup.kind !== 'found' || !base) return false;
+  const headerValue = paymentHeaderOf(req);
+  if (!headerValue) return false;
+  let proof: PaymentProof;
+  try {
+    proof = decodeCached(headerValue);
+  } catch {
+    return false;
+  }
+  const { resource, purchase } = plan as FoundPlan;
+  if (!state.payments.signedBy(proof, resource)) return false;
+  const outcome = state.payments.presentCached(proof, purchase);
+  if (!outcome?.ok) return false;
+  // Counted only when decided here; undefined counts nothing (the async path counts it once).
+  if (!state.rateLimitLocal(res, `wallet:${proof.from.toLowerCase()}:${skill.skillId}`)) return false;
+
+  acceptedReuse.inc();
+  const claim = outcome.claim;
+  res.setHeader('Server-Timing', `chain;dur=0.00, paygate;dur=${(performance.now() - started).toFixed(2)}`);
+  const query = queryAt >= 0 ? rawUrl.slice(queryAt) : '';
+  state.forwardThen(
+    req,
+    res,
+    {
+      url: {
+        protocol: base.protocol,
+        hostname: base.hostname,
+        port: base.port,
+        path: `${base.pathPrefix}${path}${query}`,
+      },
+      clientIp: clientIpOf(req),
+      extraHeaders: payerHeaders(claim, skill.name),
+    },
+    (result) => {
+      try {
+        if (result.kind === 'failed' || result.status >= 500) {
+          answerUpstreamFailure(state, res, requestId, claim, result).catch((error) =>
+            fail(res, requestId, error),
+          );
+          return;
+        }
+        result.relay(receiptHeaders(claim));
+        if (claim.kind !== 'subscription')
+          state.payments.markServed(claim).catch((error) => fail(res, requestId, error));
+      } catch (error) {
+        fail(res, requestId, error);
+      }
+    },
+  );
+  return true;
+}
+
+/** The seller failed (5xx or timeout): the payment stays usable for a retry within the window. */
+async function answerUpstreamFailure(
+  state: GatewayState,
+  res: ServerResponse,
+  requestId: string,
+  claim: PaymentClaim,
+  result: ForwardResult,
+): Promise<void> {
+  const retryUntil = await state.payments.markRetryable(claim);
+  const retryHeaders: Record<string, string> = { [RECEIPT_HEADER]: claim.tx_hash };
+  if (retryUntil) retryHeaders['X-402-Retry-Until'] = retryUntil.toISOString();
+  if (result.kind === 'answered') {
+    result.relay(retryHeaders);
+    return;
+  }
+  for (const [header, value] of Object.entries(retryHeaders)) res.setHeader(header, value);
+  sendJson(
+    res,
+    result.reason === 'timeout' ? 504 : 502,
+    errorBody(requestId, 'upstream_failed', result.message, {
+      txHash: claim.tx_hash,
+      retryUntil: retryUntil?.toISOString() ?? null,
+      retry: retryUntil
+        ? 'present the same X-402-Payment header again for the same resource before retryUntil'
+        : 'your subscription stays valid; call again',
+    }),
+  );
 }
 
 const STARTED_AT = Symbol('startedAt');
@@ -400,28 +530,10 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       extraHeaders: payerHeaders(claim, skill.name),
     });
     if (result.kind === 'failed' || result.status >= 500) {
-      const retryUntil = await state.payments.markRetryable(claim);
-      const retryHeaders: Record<string, string> = { [RECEIPT_HEADER]: claim.tx_hash };
-      if (retryUntil) retryHeaders['X-402-Retry-Until'] = retryUntil.toISOString();
-      if (result.kind === 'answered') {
-        result.relay(retryHeaders);
-        return;
-      }
-      for (const [header, value] of Object.entries(retryHeaders)) res.setHeader(header, value);
-      sendJson(
-        res,
-        result.reason === 'timeout' ? 504 : 502,
-        errorBody(requestId, 'upstream_failed', result.message, {
-          txHash: claim.tx_hash,
-          retryUntil: retryUntil?.toISOString() ?? null,
-          retry: retryUntil
-            ? 'present the same X-402-Payment header again for the same resource before retryUntil'
-            : 'your subscription stays valid; call again',
-        }),
-      );
+      await answerUpstreamFailure(state, res, requestId, claim, result);
       return;
     }
-    result.relay({ [RECEIPT_HEADER]: claim.tx_hash });
+    result.relay(receiptHeaders(claim));
     if (claim.kind !== 'subscription') await state.payments.markServed(claim);
   }
 }
