@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
-import { formatUsdcExact, parseUsdc, splitFee } from '@paygate/money';
+import { formatUsdc, formatUsdcExact, parseUsdc, splitFee } from '@paygate/money';
 import { serveSellersForTests } from '@paygate/seller-auth';
 import {
   type AnvilInstance,
@@ -341,7 +341,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     expect(balances.body).toMatchObject({
       held: '0',
       available: '0',
-      settled: formatUsdcExact(paid.sellerMicro),
+      settled: formatUsdc(paid.sellerMicro),
     });
     await expectReconciled();
   });
