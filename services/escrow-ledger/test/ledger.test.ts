@@ -139,8 +139,9 @@ describe('ledger', () => {
     const view = (await h.http(`/api/v1/transactions/${txn.id}`)).body;
     expect(view.status).toBe('available');
     expect(view.history.map((e: any) => e.type)).toEqual(['payment_held', 'released']);
-    const events = await released.waitForCount(1);
-    expect(events.find((e: any) => e.data.transactionId === txn.id)?.data).toMatchObject({
+    // Other holds of this suite are released too: wait for this transaction's event, not just any.
+    const event = await waitFor(() => released.events.find((e: any) => e.data.transactionId === txn.id));
+    expect(event.data).toMatchObject({
       amount: '0.95',
       sellerId: h.sellerId,
     });
