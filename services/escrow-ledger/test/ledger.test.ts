@@ -231,8 +231,10 @@ describe('ledger', () => {
     expect(foreign.status).toBe(404);
 
     // Settlement sends the USDC and says so; the ledger books the outflow and completes the refund.
-    const events = await initiated.waitForCount(3);
-    const mine = events.filter((e: any) => e.data.transactionId === txn.id);
+    const mine = await waitFor(() => {
+      const found = initiated.events.filter((e: any) => e.data.transactionId === txn.id);
+      return found.length >= 3 ? found : undefined;
+    });
     expect(mine).toHaveLength(3);
     expect(mine[0]!.data).toMatchObject({ payer: txn.payer, chainId: 31337 });
     const escrowBefore = await accountBalance(db, 'escrow_asset');
@@ -384,8 +386,8 @@ describe('ledger', () => {
     });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ transactionId: txn.id, status: 'pending', reason: 'never arrived' });
-    const events = await requested.waitForCount(1);
-    expect(events[0]!.data).toMatchObject({
+    const event = await waitFor(() => requested.events.find((e: any) => e.data.transactionId === txn.id));
+    expect(event.data).toMatchObject({
       event: 'refund.requested',
       transactionId: txn.id,
       reason: 'never arrived',
