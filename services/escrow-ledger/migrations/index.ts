@@ -4,7 +4,7 @@ import { bookPayments } from './2026-11-22-0200-book-payments';
 import { batchedPostings } from './2026-11-22-0300-batched-postings';
 import { orderedLocks } from './2026-11-22-0400-ordered-locks';
 import { reorgReinclusion } from './2026-11-22-0500-reorg-reinclusion';
-import { unmatchedTransferRefunds } from './2026-11-23-0100-unmatched-transfer-refunds';
+import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-refunds';
 
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -13,5 +13,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0300-batched-postings': batchedPostings,
   '2026-11-22-0400-ordered-locks': orderedLocks,
   '2026-11-22-0500-reorg-reinclusion': reorgReinclusion,
-  '2026-11-23-0100-unmatched-transfer-refunds': unmatchedTransferRefunds,
+  '2026-11-22-0900-unmatched-transfer-refunds': unmatchedTransferRefunds,
 };
