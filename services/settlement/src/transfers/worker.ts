@@ -45,8 +45,9 @@ export class TransferWorker implements BackgroundTask {
     private readonly metrics: SettlementMetrics,
     private readonly handlers: Record<TransferKind, TransferOutcomeHandler>,
   ) {
+    // One signer per escrow key within this deployment (its schema holds the nonces it allocates).
     const digest = createHash('sha256')
-      .update(`settlement-sender:${config.chainId}:${chain.address.toLowerCase()}`)
+      .update(`settlement-sender:${config.dbSchema}:${config.chainId}:${chain.address.toLowerCase()}`)
       .digest();
     this.lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
     this.loop = new PollingLoop(() => this.runOnce(), {
