@@ -206,5 +206,7 @@ async function lockIdempotencyKey(
   sellerId: string,
   key: string,
 ): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`notifier-redelivery:${sellerId}:${key}`}, 0))`.execute(trx);
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`notifier-redelivery:${sellerId}:${key}`}, 0))`.execute(
+    trx,
+  );
 }

@@ -31,7 +31,9 @@ export async function idempotent(
   // Requests with the same key are serialised by a transaction-scoped advisory lock, so a concurrent
   // duplicate waits for the first to store its answer and replays it instead of running the handler again.
   const answer = await db.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`registry-idempotency:${sellerId}:${key}`}, 0))`.execute(trx);
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`registry-idempotency:${sellerId}:${key}`}, 0))`.execute(
+      trx,
+    );
     const stored = await trx
       .selectFrom('idempotency_keys')
       .selectAll()
