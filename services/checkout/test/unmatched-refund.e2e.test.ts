@@ -19,18 +19,7 @@ import {
 } from '@paygate/testing';
 import { Contract, id as keccakId, Wallet, zeroPadValue } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { loadConfig as loadIndexerConfig, startChainIndexer } from '../../chain-indexer/src';
-import {
-  loadConfig as loadLedgerConfig,
-  type RunningEscrowLedger,
-  startEscrowLedger,
-} from '../../escrow-ledger/src';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '../../settlement/src';
-import { loadConfig, startCheckout } from '../src';
+import { type MoneyServices, startMoneyServices } from '../../escrow-ledger/test/money-services';
 
 /**
  * An unmatched transfer refunded end to end on a real chain: anvil + TestUSDC, the real chain-indexer, checkout
@@ -49,10 +38,9 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   let usdc: Contract;
   let usdcAddress: string;
   let bus: Bus;
-  let indexer: Awaited<ReturnType<typeof startChainIndexer>>;
-  let ledger: RunningEscrowLedger;
-  let checkout: Awaited<ReturnType<typeof startCheckout>>;
-  let settlement: RunningSettlement;
+  let services: MoneyServices;
+  let ledger: MoneyServices['ledger'];
+  let checkout: MoneyServices['checkout'];
   let ledgerDb: Kysely<any>;
   let sellerResponder: { unsubscribe(): void } | undefined;
   const now = new Date();
@@ -127,47 +115,14 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       roles: ['buyer'],
     });
     bus = await env.bus();
-    const chainEnv = { CHAIN_RPC_URL: anvil.rpcUrl, USDC_ADDRESS: usdcAddress };
-    indexer = await startChainIndexer(
-      loadIndexerConfig(
-        env.envFor('chain-indexer', {
-          ...chainEnv,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-          CONFIRMATIONS: '1',
-        }),
-      ),
-    );
-    ledger = await startEscrowLedger({
-      ...loadLedgerConfig(
-        env.envFor('escrow-ledger', {
-          ...chainEnv,
-          OPERATOR_TOKEN,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-        }),
-      ),
-      now: clock,
+    services = await startMoneyServices({
+      env,
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      operatorToken: OPERATOR_TOKEN,
+      clock,
     });
-    checkout = await startCheckout(
-      loadConfig(
-        env.envFor('checkout', { ...chainEnv, OPERATOR_TOKEN, ESCROW_ADDRESS: testWallets.escrow.address }),
-        clock,
-      ),
-    );
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        env.envFor('settlement', {
-          ...chainEnv,
-          CHAIN_NETWORK: 'local',
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '100',
-          TX_TIMEOUT_MS: '5000',
-          RPC_TIMEOUT_MS: '3000',
-        }),
-      ),
-      { now: clock },
-    );
+    ({ ledger, checkout } = services);
     ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
 
     // A seller whose server opens a checkout session: the buyer will get its amount wrong.
@@ -199,10 +154,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
 
   afterAll(async () => {
     sellerResponder?.unsubscribe();
-    await settlement?.stop();
-    await checkout?.stop();
-    await ledger?.stop();
-    await indexer?.stop();
+    await services?.stop();
     await ledgerDb?.destroy();
     await anvil?.stop();
     await env?.cleanup();

@@ -19,14 +19,7 @@ import {
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { loadConfig as loadIndexerConfig, startChainIndexer } from '../../chain-indexer/src';
-import { loadConfig as loadCheckoutConfig, startCheckout } from '../../checkout/src';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '../../settlement/src';
-import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
+import { type MoneyServices, startMoneyServices } from './money-services';
 
 /**
  * Money end to end on a real chain: anvil + TestUSDC, the real chain-indexer, checkout (the payment source),
@@ -63,10 +56,10 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
   let usdcAddress: string;
   let usdc: Contract;
   let bus: Bus;
-  let ledger: RunningEscrowLedger;
-  let settlement: RunningSettlement;
-  let checkout: Awaited<ReturnType<typeof startCheckout>>;
-  let indexer: Awaited<ReturnType<typeof startChainIndexer>>;
+  let services: MoneyServices;
+  let ledger: MoneyServices['ledger'];
+  let settlement: MoneyServices['settlement'];
+  let checkout: MoneyServices['checkout'];
   let ledgerDb: Kysely<any>;
   let settlementDb: Kysely<any>;
   let sellerResponder: { unsubscribe(): void } | undefined;
@@ -254,48 +247,15 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     });
     bus = await env.bus();
     const clock = () => now;
-    const chainEnv = { CHAIN_RPC_URL: anvil.rpcUrl, USDC_ADDRESS: usdcAddress };
-    indexer = await startChainIndexer(
-      loadIndexerConfig(
-        env.envFor('chain-indexer', {
-          ...chainEnv,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-          CONFIRMATIONS: '1',
-        }),
-      ),
-    );
-    ledger = await startEscrowLedger({
-      ...loadConfig(
-        env.envFor('escrow-ledger', {
-          ...chainEnv,
-          OPERATOR_TOKEN,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-          RELEASE_INTERVAL_MS: '100',
-        }),
-      ),
-      now: clock,
+    services = await startMoneyServices({
+      env,
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      operatorToken: OPERATOR_TOKEN,
+      clock,
+      ledgerEnv: { RELEASE_INTERVAL_MS: '100' },
     });
-    checkout = await startCheckout(
-      loadCheckoutConfig(
-        env.envFor('checkout', { ...chainEnv, ESCROW_ADDRESS: testWallets.escrow.address }),
-        clock,
-      ),
-    );
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        env.envFor('settlement', {
-          ...chainEnv,
-          CHAIN_NETWORK: 'local',
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '100',
-          TX_TIMEOUT_MS: '5000',
-          RPC_TIMEOUT_MS: '3000',
-        }),
-      ),
-      { now: clock },
-    );
+    ({ ledger, checkout, settlement } = services);
     ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
     settlementDb = openSchema(env.schemaFor('settlement'));
     // The platform's float: a refund after settlement is paid from money that is not the seller's any more.
@@ -312,10 +272,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
 
   afterAll(async () => {
     sellerResponder?.unsubscribe();
-    await settlement?.stop();
-    await checkout?.stop();
-    await ledger?.stop();
-    await indexer?.stop();
+    await services?.stop();
     await ledgerDb?.destroy();
     await settlementDb?.destroy();
     await anvil?.stop();

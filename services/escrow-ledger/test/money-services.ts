@@ -1,0 +1,82 @@
+/**
+ * The services a payment crosses on its way to the seller, started together on one anvil for end-to-end
+ * money tests: chain-indexer -> checkout -> escrow-ledger -> settlement, all with the same movable clock.
+ */
+
+import type { RunningService } from '@paygate/runtime';
+import { type TestEnvironment, testWallets } from '@paygate/testing';
+import { loadConfig as loadIndexerConfig, startChainIndexer } from '../../chain-indexer/src';
+import { loadConfig as loadCheckoutConfig, startCheckout } from '../../checkout/src';
+import {
+  loadConfig as loadSettlementConfig,
+  type RunningSettlement,
+  startSettlement,
+} from '../../settlement/src';
+import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
+
+export interface MoneyServices {
+  indexer: RunningService;
+  ledger: RunningEscrowLedger;
+  checkout: RunningService;
+  settlement: RunningSettlement;
+  stop(): Promise<void>;
+}
+
+export async function startMoneyServices(options: {
+  env: TestEnvironment;
+  rpcUrl: string;
+  usdcAddress: string;
+  operatorToken: string;
+  clock: () => Date;
+  ledgerEnv?: Record<string, string>;
+}): Promise<MoneyServices> {
+  const { env, clock } = options;
+  const chainEnv = {
+    CHAIN_RPC_URL: options.rpcUrl,
+    USDC_ADDRESS: options.usdcAddress,
+    ESCROW_ADDRESS: testWallets.escrow.address,
+  };
+  const indexer = await startChainIndexer(
+    loadIndexerConfig(env.envFor('chain-indexer', { ...chainEnv, CONFIRMATIONS: '1' })),
+  );
+  const ledger = await startEscrowLedger({
+    ...loadConfig(
+      env.envFor('escrow-ledger', {
+        ...chainEnv,
+        OPERATOR_TOKEN: options.operatorToken,
+        ...options.ledgerEnv,
+      }),
+    ),
+    now: clock,
+  });
+  const checkout = await startCheckout(
+    loadCheckoutConfig(env.envFor('checkout', { ...chainEnv, OPERATOR_TOKEN: options.operatorToken }), clock),
+  );
+  const settlement = await startSettlement(
+    loadSettlementConfig(
+      env.envFor('settlement', {
+        ...chainEnv,
+        CHAIN_NETWORK: 'local',
+        ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+        CONFIRMATIONS: '1',
+        SCHEDULER_INTERVAL_MS: '3600000',
+        TRANSFER_POLL_INTERVAL_MS: '100',
+        TX_TIMEOUT_MS: '5000',
+        RPC_TIMEOUT_MS: '3000',
+      }),
+    ),
+    { now: clock },
+  );
+  return {
+    indexer,
+    ledger,
+    checkout,
+    settlement,
+    async stop() {
+      await settlement.stop();
+      await checkout.stop();
+      await ledger.stop();
+      await indexer.stop();
+    },
+  };
+}
