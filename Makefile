@@ -4,7 +4,7 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test bench deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test bench dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
@@ -14,6 +14,10 @@ test: deps lint typecheck
 
 bench: deps
 	$(WITH_INFRA) tsx bench/run-all.ts
+
+# The compiled JavaScript the images run (the Dockerfile's build stage runs the same script).
+dist: node-deps
+	tsx deploy/scripts/build-dist.ts
 
 deps: node-deps system-deps
 
@@ -48,4 +52,4 @@ jest:
 	$(WITH_INFRA) jest --ci
 
 clean:
-	rm -rf .dev artifacts
+	rm -rf .dev artifacts services/*/dist deploy/dist

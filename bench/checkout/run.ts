@@ -11,11 +11,11 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { loadConfig, startCheckout } from '@paygate/checkout';
+import { ESCROW, publishSkill, skillEvent, startHarness, USDC } from '@paygate/checkout/test/helpers';
 import { openSchema } from '@paygate/testing';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
-import { loadConfig, startCheckout } from '../../services/checkout/src';
-import { ESCROW, publishSkill, skillEvent, startHarness, USDC } from '../../services/checkout/test/helpers';
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 8000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);

@@ -16,20 +16,21 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import type Autocannon from 'autocannon';
-import { Contract, Wallet } from 'ethers';
-import { encodePaymentHeader, signPayment } from '../../libs/agent-client/src';
-import { createEvent } from '../../libs/contracts/src';
-import { serveSellersForTests } from '../../libs/seller-auth/src';
+import { encodePaymentHeader, signPayment } from '@paygate/agent-client';
+import { createEvent } from '@paygate/contracts';
 import {
   createTestEnvironment,
   deployTestUsdc,
   findFreePort,
   fundTestWallets,
+  serveSellersForTests,
+  serveTransferClaimsForTests,
   startAnvil,
   testWallets,
   waitFor,
-} from '../../libs/testing/src';
+} from '@paygate/testing';
+import type Autocannon from 'autocannon';
+import { Contract, Wallet } from 'ethers';
 
 const ROOT = path.join(__dirname, '../..');
 const requireFromGateway = createRequire(path.join(ROOT, 'services/gateway-proxy/package.json'));
@@ -139,7 +140,9 @@ async function main() {
     });
     const bus = await env.bus();
     const apiKey = 'sk_bench_seller_key_000000000000';
-    serveSellersForTests(bus, {
+    // The ledger's transfer claims, answered in this process (the bench measures the gateway, not the ledger).
+    await serveTransferClaimsForTests(bus);
+    await serveSellersForTests(bus, {
       [apiKey]: {
         sellerId: 'bench-seller',
         walletAddress: testWallets.seller.address,

@@ -7,8 +7,8 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { createGateway } from '@paygate/gateway-middleware';
 import type ExpressModule from 'express';
-import { createGateway } from '../../libs/gateway-middleware/src';
 
 // bench/ is not a workspace package: borrow express from the middleware's dev dependencies.
 const express = createRequire(path.join(__dirname, '../../libs/gateway-middleware/package.json'))(

@@ -3,6 +3,7 @@
  * NATS, with CONFIRMATIONS=1 and the default 50 ms head polling. Target: within 250 ms.
  */
 import { usdcAbi } from '@paygate/chain';
+import { loadConfig, startChainIndexer } from '@paygate/chain-indexer';
 import {
   createTestEnvironment,
   deployTestUsdc,
@@ -13,7 +14,6 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
-import { loadConfig, startChainIndexer } from '../../services/chain-indexer/src';
 import { percentile, writeDocSection, writeResults } from '../report';
 
 const SAMPLES = 40;

@@ -13,25 +13,25 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { serveSellersForTests } from '../../libs/seller-auth/src';
-import {
-  createTestEnvironment,
-  deployTestUsdc,
-  fundTestWallets,
-  startAnvil,
-  testWallets,
-  waitFor,
-} from '../../libs/testing/src';
-import { loadConfig as chainIndexerConfig, startChainIndexer } from '../../services/chain-indexer/src';
-import { loadConfig as checkoutConfig, startCheckout } from '../../services/checkout/src';
-import { loadConfig as notifierConfig, startNotifier } from '../../services/notifier/src';
+import { loadConfig as chainIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
+import { loadConfig as checkoutConfig, startCheckout } from '@paygate/checkout';
+import { loadConfig as notifierConfig, startNotifier } from '@paygate/notifier';
 import {
   publish,
   sellerUpdated,
   serveWebhookSecrets,
   WebhookReceiver,
   WidgetSocket,
-} from '../../services/notifier/test/helpers';
+} from '@paygate/notifier/test/helpers';
+import {
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  serveSellersForTests,
+  startAnvil,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 
 const ROOT = path.resolve(__dirname, '../..');
 const ROUNDS = Number(process.env.LATENCY_ROUNDS ?? 10);
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     const sellerId = `sel_bench_${randomBytes(3).toString('hex')}`;
     const secretKey = `sk_bench_${randomBytes(12).toString('hex')}`;
     const publishableKey = `pk_bench_${randomBytes(12).toString('hex')}`;
-    const auth = serveSellersForTests(bus, {
+    const auth = await serveSellersForTests(bus, {
       [secretKey]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -112,10 +112,10 @@ async function main(): Promise<void> {
         apiKeyVersion: 1,
       },
     });
-    const secrets = serveWebhookSecrets(bus, { [sellerId]: { secret: 'whsec_bench', version: 1 } });
+    const secrets = await serveWebhookSecrets(bus, { [sellerId]: { secret: 'whsec_bench', version: 1 } });
     stops.push(
-      () => auth.unsubscribe(),
-      () => secrets.unsubscribe(),
+      () => auth.stop(),
+      () => secrets.stop(),
     );
     const receiver = await new WebhookReceiver().start();
     stops.push(() => receiver.stop());

@@ -9,11 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { encodeEnvelope } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
+import { loadConfig, reconcile, startEscrowLedger } from '@paygate/escrow-ledger';
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
 import { createTestEnvironment, openSchema, testWallets, waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
-import { loadConfig, startEscrowLedger } from '../../services/escrow-ledger/src';
-import { reconcile } from '../../services/escrow-ledger/src/reconciliation/reconcile';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000);
 const REDELIVERED_FRACTION = 0.1;

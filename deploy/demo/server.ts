@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { verifyWebhook, WebhookVerificationError } from '@paygate/gateway-middleware/src/webhooks';
+import { verifyWebhook, WebhookVerificationError } from '@paygate/gateway-middleware';
 import { JsonRpcProvider, Wallet } from 'ethers';
 import express from 'express';
 import { renderDemoPage } from './page';

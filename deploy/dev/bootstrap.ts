@@ -2,17 +2,16 @@ import { createActiveSkill, signUpSeller } from '@paygate/testing';
 import { startDemoSeller } from '../demo';
 import type { LocalChain } from '../scripts/start-local-chain';
 import { startDemoApi } from './demo-api';
+import { DEMO } from './summary';
 
 export interface DemoBootstrap {
   /** Paths the edge sends to the demo seller instead of a Paygate service. */
   edgePrefixes: Record<string, string>;
-  nextSteps: string;
+  seller: { address: string; sellerId: string; apiKey: string };
+  /** The demo shop page with the checkout widget. */
+  pageUrl: string;
   stop(): Promise<void>;
 }
-
-const REGISTRY_URL = 'http://127.0.0.1:8081';
-const DEMO_API_PORT = Number(process.env.DEMO_API_PORT ?? 8091);
-const DEMO_PAGE_PORT = Number(process.env.DEMO_PAGE_PORT ?? 8090);
 
 /**
  * Signs up the demo seller (the seller test wallet, over SIWE), registers a paid API skill and a product,
@@ -20,15 +19,19 @@ const DEMO_PAGE_PORT = Number(process.env.DEMO_PAGE_PORT ?? 8090);
  */
 export async function bootstrapDemo(options: {
   publicBaseUrl: string;
+  /** The registry service itself (sign-up and skills go straight to it, not through the edge). */
+  registryUrl: string;
+  apiPort: number;
+  pagePort: number;
   chain: LocalChain;
   operatorToken: string;
   log: (line: string) => void;
 }): Promise<DemoBootstrap> {
-  const api = await startDemoApi(DEMO_API_PORT);
-  const seller = await signUpSeller(REGISTRY_URL, options.chain.wallets.seller.privateKey);
+  const api = await startDemoApi(options.apiPort, options.publicBaseUrl);
+  const seller = await signUpSeller(options.registryUrl, options.chain.wallets.seller.privateKey);
   const skills = [
     {
-      name: 'demo-weather',
+      name: DEMO.apiSkill,
       displayName: 'Demo weather',
       description: 'A paid weather forecast for agents: one cent per call.',
       type: 'API' as const,
@@ -40,7 +43,7 @@ export async function bootstrapDemo(options: {
       ],
     },
     {
-      name: 'demo-shop',
+      name: DEMO.productSkill,
       displayName: 'Demo shop',
       description: 'A demo product paid with the checkout widget.',
       type: 'Product' as const,
@@ -53,17 +56,13 @@ export async function bootstrapDemo(options: {
       ],
     },
   ];
-  for (const skill of skills) {
-    await createActiveSkill(REGISTRY_URL, seller.apiKey, skill).catch((error: Error) => {
-      // A second `make dev` finds them registered already.
-      if (!/already|exists|taken|409/i.test(error.message)) throw error;
-    });
-  }
+  // Every run starts on fresh schemas, so the demo skills are always new.
+  for (const skill of skills) await createActiveSkill(options.registryUrl, seller.apiKey, skill);
   const page = await startDemoSeller({
-    port: DEMO_PAGE_PORT,
+    port: options.pagePort,
     paygateBaseUrl: options.publicBaseUrl,
     publishableKey: seller.publishableKey,
-    skill: 'demo-shop',
+    skill: DEMO.productSkill,
     title: 'Demo shop',
     devWallet: {
       rpcUrl: options.chain.rpcUrl,
@@ -71,7 +70,7 @@ export async function bootstrapDemo(options: {
       chainId: options.chain.chainId,
     },
   });
-  const account = await fetch(`${REGISTRY_URL}/api/v1/account`, {
+  const account = await fetch(`${options.registryUrl}/api/v1/account`, {
     method: 'PATCH',
     headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate` }),
@@ -79,18 +78,10 @@ export async function bootstrapDemo(options: {
   });
   if (!account.ok)
     options.log(`could not set the demo webhook URL: ${account.status} ${await account.text()}`);
-  const base = options.publicBaseUrl;
   return {
     edgePrefixes: {},
-    nextSteps: `\x1b[1mDemo seller\x1b[0m ${seller.walletAddress} (${seller.sellerId})
-  API key       ${seller.apiKey.slice(0, 12)}… (shown once; rotate it with POST /api/v1/account/api-key/rotate)
-  shop page     ${page.url}/   (pay with the widget; "Pay from the dev test wallet" sends it on the local chain)
-  received webhooks ${page.url}/webhooks
-
-\x1b[1mNext steps\x1b[0m
-  curl -i ${base}/api/v1/skills/demo-weather/forecast            # 402: what to pay
-  pnpm exec tsx deploy/dev/pay.ts ${base}/api/v1/skills/demo-weather/forecast   # pay and call, as an agent
-  curl ${base}/api/v1/skills/demo-weather/SKILL.md                # what agents read`,
+    seller: { address: seller.walletAddress, sellerId: seller.sellerId, apiKey: seller.apiKey },
+    pageUrl: page.url,
     async stop() {
       await page.stop().catch(() => undefined);
       await api.stop().catch(() => undefined);

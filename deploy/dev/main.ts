@@ -1,7 +1,11 @@
 /**
  * `make dev`: the whole system on one machine. Finds or starts Postgres and NATS, starts anvil with the test
  * USDC, the seven services and the edge (one public base URL), then a demo seller; prints where everything is.
- * Ctrl-C stops everything it started.
+ * Ctrl-C (or SIGTERM) stops everything it started.
+ *
+ * Every run starts from state that matches its new chain: the services run in their own dev schemas
+ * (DB_SCHEMA = DEV_SCHEMA_PREFIX + schema) and event namespace (DEV_NAMESPACE), both dropped first.
+ * DEV_PORT_OFFSET shifts every port (edge, services, chain, demo) so a second system can run beside the first.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
@@ -11,18 +15,20 @@ import { bootstrapDemo } from './bootstrap';
 import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
 import { resetDevState } from './reset';
+import { renderDevSummary } from './summary';
 
 const REPO_ROOT = path.join(__dirname, '../..');
-const EDGE_PORT = Number(process.env.EDGE_PORT ?? 8080);
-const CHAIN_PORT = Number(process.env.CHAIN_PORT ?? 8545);
+const PORT_OFFSET = Number(process.env.DEV_PORT_OFFSET ?? 0);
+const EDGE_PORT = Number(process.env.EDGE_PORT ?? 8080 + PORT_OFFSET);
+const CHAIN_PORT = Number(process.env.CHAIN_PORT ?? 8545 + PORT_OFFSET);
 const PUBLIC_BASE_URL = process.env.PUBLIC_BASE_URL ?? `http://localhost:${EDGE_PORT}`;
 // Dev-only secrets: fixed, published in this repository, never used outside `make dev`.
 const DEV_OPERATOR_TOKEN = 'dev-operator-token-not-secret';
 const DEV_SESSION_SECRET = 'dev-session-secret-not-secret-0123456789';
-const DEV_WEBHOOK_SECRET_KEY = '00'.repeat(32);
 
-const DEV_NAMESPACE = 'dev';
-/** Each service's schema; `make dev` prefixes them with dev_ so it never touches another setup's data. */
+const DEV_NAMESPACE = process.env.DEV_NAMESPACE ?? 'dev';
+const DEV_SCHEMA_PREFIX = process.env.DEV_SCHEMA_PREFIX ?? 'dev_';
+/** Each service's schema; `make dev` prefixes them (dev_) so it never touches another setup's data. */
 const SCHEMAS: Record<string, string> = {
   registry: 'registry',
   'gateway-proxy': 'gateway',
@@ -84,13 +90,13 @@ let stopping = false;
 
 async function main(): Promise<void> {
   const cleanups: Array<() => Promise<void>> = [];
-  const stopAll = async () => {
+  const stopAll = async (exitCode = 0) => {
     if (stopping) return;
     stopping = true;
     log('stopping everything that was started…');
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     log('stopped');
-    process.exit(0);
+    process.exit(exitCode);
   };
   process.on('SIGINT', () => void stopAll());
   process.on('SIGTERM', () => void stopAll());
@@ -99,7 +105,9 @@ async function main(): Promise<void> {
     const infra = await ensureInfrastructure(log);
     cleanups.push(infra.stop);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
-    const devSchemas = await resetDevState(infra, DEV_NAMESPACE, Object.values(SCHEMAS));
+    const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
+    const devSchemas = Object.keys(SCHEMAS).map(schemaOf);
+    await resetDevState(infra, DEV_NAMESPACE, devSchemas);
     log(`fresh dev state: schemas ${devSchemas.join(', ')}, event namespace ${DEV_NAMESPACE}`);
     const chain = await startLocalChain({
       port: CHAIN_PORT,
@@ -121,19 +129,23 @@ async function main(): Promise<void> {
       CONFIRMATIONS: '1',
       OPERATOR_TOKEN: DEV_OPERATOR_TOKEN,
       SESSION_SECRET: DEV_SESSION_SECRET,
-      WEBHOOK_SECRET_KEY: DEV_WEBHOOK_SECRET_KEY,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
       NODE_ENV: 'development',
     };
     const services = Object.entries(routeTable.services) as Array<[string, { port: number }]>;
     const children: ChildProcess[] = [];
+    const portOf = (routesPort: number) => routesPort + PORT_OFFSET;
     services.forEach(([name, { port }], i) => {
-      // Only settlement holds the escrow wallet's key.
-      const env =
-        name === 'settlement'
-          ? { ...commonEnv, ESCROW_PRIVATE_KEY: chain.wallets.escrow.privateKey }
-          : commonEnv;
-      children.push(startServiceProcess(name, port, env, COLORS[i % COLORS.length]!));
+      const env: NodeJS.ProcessEnv = { ...commonEnv, DB_SCHEMA: schemaOf(name) };
+      // Only settlement holds the escrow wallet's key, and the x402 relayer's (gas only, anvil account #6).
+      if (name === 'settlement') {
+        env.ESCROW_PRIVATE_KEY = chain.wallets.escrow.privateKey;
+        env.RELAYER_PRIVATE_KEY = chain.wallets.relayer.privateKey;
+        // Development only: 2-minute settlement periods, looked for every 10 s, so a payout shows within minutes.
+        env.SETTLEMENT_PERIOD_SECONDS = '120';
+        env.SCHEDULER_INTERVAL_MS = '10000';
+      }
+      children.push(startServiceProcess(name, portOf(port), env, COLORS[i % COLORS.length]!));
     });
     cleanups.push(async () => {
       await Promise.all(
@@ -148,36 +160,39 @@ async function main(): Promise<void> {
         ),
       );
     });
-    await Promise.all(services.map(([name, { port }]) => waitReady(name, port)));
+    await Promise.all(services.map(([name, { port }]) => waitReady(name, portOf(port))));
     const demo = await bootstrapDemo({
       publicBaseUrl: PUBLIC_BASE_URL,
+      registryUrl: `http://127.0.0.1:${portOf(routeTable.services.registry.port)}`,
+      apiPort: Number(process.env.DEMO_API_PORT ?? portOf(8091)),
+      pagePort: Number(process.env.DEMO_PAGE_PORT ?? portOf(8090)),
       chain,
       operatorToken: DEV_OPERATOR_TOKEN,
       log,
     });
     cleanups.push(demo.stop);
-    const edge = await startEdge({ port: EDGE_PORT, extraPrefixes: demo.edgePrefixes });
+    const edge = await startEdge({
+      port: EDGE_PORT,
+      upstreams: Object.fromEntries(
+        services.map(([name, { port }]) => [name, `http://127.0.0.1:${portOf(port)}`]),
+      ),
+      extraPrefixes: demo.edgePrefixes,
+    });
     cleanups.push(() => new Promise<void>((resolve) => edge.close(() => resolve())));
 
-    console.log(`
-\x1b[1mPaygate is running\x1b[0m
-  public base URL   ${PUBLIC_BASE_URL}
-  catalog           ${PUBLIC_BASE_URL}/api/v1/skills
-  API reference     ${PUBLIC_BASE_URL}/api/v1/openapi.json
-  local chain       ${chain.rpcUrl} (chain id ${chain.chainId}), USDC ${chain.usdcAddress}
-  postgres / nats   ${new URL(infra.databaseUrl).host} / ${infra.natsUrl}${infra.started.length ? ` (started: ${infra.started.join(', ')})` : ''}
-
-\x1b[1mTest wallets\x1b[0m (anvil's public dev keys — never use them elsewhere)
-  buyer   ${chain.wallets.buyer.address}  key ${chain.wallets.buyer.privateKey}  (1,000 USDC)
-  seller  ${chain.wallets.seller.address}  key ${chain.wallets.seller.privateKey}
-  escrow  ${chain.wallets.escrow.address}
-
-${demo.nextSteps}
-Ctrl-C stops everything.`);
+    console.log(
+      renderDevSummary({
+        publicBaseUrl: PUBLIC_BASE_URL,
+        operatorToken: DEV_OPERATOR_TOKEN,
+        chain,
+        infra,
+        seller: demo.seller,
+        pageUrl: demo.pageUrl,
+      }),
+    );
   } catch (error) {
     console.error(`\x1b[31m[dev] ${(error as Error).message}\x1b[0m`);
-    await stopAll();
-    process.exit(1);
+    await stopAll(1);
   }
 }
 

@@ -3,8 +3,8 @@
  * Uses the buyer test wallet on the local chain of `make dev` (anvil's public dev key: never use it elsewhere).
  */
 import { createAgent } from '@paygate/agent-client';
+import { testWallets } from '@paygate/testing';
 import { JsonRpcProvider, Wallet } from 'ethers';
-import { testWallets } from '../../libs/testing/src/wallets';
 
 async function main(): Promise<void> {
   const url = process.argv[2];

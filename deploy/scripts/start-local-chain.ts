@@ -6,13 +6,14 @@
  * prints { rpcUrl, chainId, usdcAddress, wallets } as JSON and stays up until Ctrl-C.
  */
 // Relative imports (deploy does not depend on @paygate/testing); anvil/wallets only, not the db/nats helpers.
-import { deployTestUsdc, startAnvil } from '../../libs/testing/src/anvil';
 import {
+  deployTestUsdc,
   fundTestWallets,
+  startAnvil,
   type TestWallet,
   type TestWalletRole,
   testWallets,
-} from '../../libs/testing/src/wallets';
+} from '@paygate/testing';
 
 export const LOCAL_BUYER_FUNDING_MICRO = 1_000n * 1_000_000n; // 1,000 USDC
 

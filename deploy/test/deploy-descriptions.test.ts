@@ -26,14 +26,16 @@ const SERVICES = Object.keys(table.services);
 
 /** Each service's Postgres schema (config.ts default) and the secrets only it holds. */
 const SERVICE_FACTS: Record<string, { schema: string; secrets: string[] }> = {
-  registry: { schema: 'registry', secrets: ['SESSION_SECRET'] },
+  registry: { schema: 'registry', secrets: ['SESSION_SECRET', 'SECRETS_ENCRYPTION_KEY'] },
   'gateway-proxy': { schema: 'gateway', secrets: ['TICKET_SIGNING_KEY'] },
   checkout: { schema: 'checkout', secrets: [] },
   'chain-indexer': { schema: 'indexer', secrets: [] },
   'escrow-ledger': { schema: 'ledger', secrets: [] },
-  settlement: { schema: 'settlement', secrets: ['ESCROW_PRIVATE_KEY'] },
-  notifier: { schema: 'notifier', secrets: ['WEBHOOK_SECRET_KEY'] },
+  settlement: { schema: 'settlement', secrets: ['ESCROW_PRIVATE_KEY', 'RELAYER_PRIVATE_KEY'] },
+  notifier: { schema: 'notifier', secrets: [] },
 };
+/** The services with operator routes: they read the one shared OPERATOR_TOKEN (Secret paygate-operator). */
+const OPERATOR_SERVICES = ['registry', 'checkout', 'escrow-ledger', 'settlement'];
 const ALL_SECRETS = Object.values(SERVICE_FACTS).flatMap((f) => f.secrets);
 
 type Obj = Record<string, any>;
@@ -69,9 +71,9 @@ describe('docker-compose.yml', () => {
     expect(services.nats!.command).toContain('-js');
     expect(JSON.stringify(services.nats!.healthcheck.test)).toContain(':8222/healthz');
     expect(services.anvil!.build.target).toBe('chain');
-    expect(services.anvil!.command.join(' ')).toMatch(
-      /^node_modules\/\.bin\/tsx deploy\/scripts\/start-local-chain\.ts\b.*--host 0\.0\.0\.0/,
-    );
+    expect(services.anvil!.command.join(' ')).toMatch(/^node deploy\/dist\/chain\/start-local-chain\.js\b/);
+    // anvil must listen on all interfaces for the services to reach it as anvil:8545.
+    expect(services.anvil!.environment.ANVIL_HOST).toBe('0.0.0.0');
   });
 
   it.each(SERVICES)(
@@ -104,9 +106,21 @@ describe('docker-compose.yml', () => {
     },
   );
 
-  it('edge runs deploy/dev/edge.ts on 8080 once every service is healthy', () => {
+  it('sets CONFIRMATIONS once for every service, in development mode (the image defaults to production)', () => {
+    for (const name of SERVICES) {
+      const env = services[name]!.environment as Record<string, string>;
+      expect({ name, confirmations: env.CONFIRMATIONS, nodeEnv: env.NODE_ENV }).toEqual({
+        name,
+        confirmations: compose['x-env'].CONFIRMATIONS,
+        nodeEnv: compose['x-env'].NODE_ENV,
+      });
+    }
+    expect(compose['x-env'].NODE_ENV).toMatch(/development\}?$/);
+  });
+
+  it('edge runs the compiled deploy/dev/edge.ts on 8080 once every service is healthy', () => {
     const edge = services.edge!;
-    expect(edge.command.join(' ')).toBe('node_modules/.bin/tsx deploy/dev/edge.ts');
+    expect(edge.command.join(' ')).toBe('node deploy/dist/edge/edge.js');
     expect(edge.ports.some((p: string) => String(p).endsWith(':8080'))).toBe(true);
     for (const name of SERVICES) expect(edge.depends_on?.[name]?.condition).toBe('service_healthy');
   });
@@ -269,12 +283,40 @@ describe('k8s/base', () => {
       }
       // Its own Postgres role, never another service's.
       const dbSecrets = new Set(
-        secretRefs.filter((e) => !ALL_SECRETS.includes(e.name)).map((e) => e.valueFrom.secretKeyRef.name),
+        secretRefs
+          .filter((e) => !ALL_SECRETS.includes(e.name) && e.name !== 'OPERATOR_TOKEN')
+          .map((e) => e.valueFrom.secretKeyRef.name),
       );
       expect([...dbSecrets]).toEqual([`paygate-db-${SERVICE_FACTS[name]!.schema}`]);
       expect(env.find((e) => e.name === 'DATABASE_URL')?.value).toBeTruthy();
     },
   );
+
+  it('the operator token is one Secret, read by exactly the services with operator routes', () => {
+    for (const name of SERVICES) {
+      const env = find(objects, 'Deployment', name)!.spec.template.spec.containers[0].env as Obj[];
+      const token = env.find((e) => e.name === 'OPERATOR_TOKEN');
+      if (OPERATOR_SERVICES.includes(name))
+        expect(token?.valueFrom?.secretKeyRef).toEqual({ name: 'paygate-operator', key: 'OPERATOR_TOKEN' });
+      else expect(token).toBeUndefined();
+    }
+  });
+
+  it('CONFIRMATIONS is set once, in paygate-common, with NODE_ENV=production: no per-service override', () => {
+    const common = find(objects, 'ConfigMap', 'paygate-common')!;
+    expect(common.data).toMatchObject({
+      NODE_ENV: 'production',
+      CONFIRMATIONS: expect.stringMatching(/^[1-9]\d*$/),
+    });
+    for (const { obj } of objects) {
+      if (obj.kind === 'ConfigMap' && obj.metadata.name !== 'paygate-common')
+        expect({ configMap: obj.metadata.name, data: obj.data }).not.toEqual(
+          expect.objectContaining({ data: expect.objectContaining({ CONFIRMATIONS: expect.anything() }) }),
+        );
+      for (const c of (obj.spec?.template?.spec?.containers ?? []) as Obj[])
+        expect((c.env ?? []).map((e: Obj) => e.name)).not.toContain('CONFIRMATIONS');
+    }
+  });
 
   it('ingress.yaml is exactly what gen-ingress produces from deploy/routes.json', () => {
     expect(readFileSync(INGRESS_PATH, 'utf8')).toBe(renderIngressYaml(table));

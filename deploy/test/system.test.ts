@@ -6,25 +6,12 @@
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAgent } from '@paygate/agent-client';
-import { loadConfig as chainIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
-import { loadConfig as checkoutConfig, startCheckout } from '@paygate/checkout';
-import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
-import { loadConfig as gatewayConfig, startGatewayProxy } from '@paygate/gateway-proxy';
-import { loadConfig as notifierConfig, startNotifier } from '@paygate/notifier';
-import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
-import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
 import {
-  type AnvilInstance,
   createActiveSkill,
-  createTestEnvironment,
-  deployTestUsdc,
   findFreePort,
-  fundTestWallets,
   openSchema,
   signUpSeller,
-  startAnvil,
-  type TestEnvironment,
   testWallets,
   waitFor,
 } from '@paygate/testing';
@@ -33,48 +20,22 @@ import express from 'express';
 import { sql } from 'kysely';
 import { startEdge } from '../dev/edge';
 import routeTable from '../routes.json';
+import { type AllServices, startAllServices } from './all-services';
 
 const OPERATOR_TOKEN = 'system-test-operator-token-0000';
 
 describe('the whole system behind the edge', () => {
-  let env: TestEnvironment;
-  let anvil: AnvilInstance;
+  let all: AllServices;
   let edge: http.Server;
   let upstream: http.Server;
   let baseUrl: string;
-  const services: Record<string, RunningService> = {};
+  let services: Record<string, RunningService>;
 
   beforeAll(async () => {
-    env = await createTestEnvironment('system');
-    anvil = await startAnvil();
-    const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
-    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n, roles: ['buyer'] });
     const edgePort = await findFreePort();
     baseUrl = `http://127.0.0.1:${edgePort}`;
-    const chain = {
-      CHAIN_RPC_URL: anvil.rpcUrl,
-      CHAIN_NETWORK: 'local',
-      USDC_ADDRESS: usdcAddress,
-      ESCROW_ADDRESS: testWallets.escrow.address,
-      CONFIRMATIONS: '1',
-      PUBLIC_BASE_URL: baseUrl,
-      OPERATOR_TOKEN,
-    };
-    const envFor = (name: string, extra: Record<string, string> = {}) =>
-      env.envFor(name, { ...chain, ...extra });
-    services.registry = await startRegistry(
-      registryConfig(envFor('registry', { VALIDATION_INTERVAL_MS: '200' })),
-    );
-    services['chain-indexer'] = await startChainIndexer(chainIndexerConfig(envFor('chain-indexer')));
-    services['gateway-proxy'] = await startGatewayProxy(gatewayConfig(envFor('gateway-proxy')));
-    services.checkout = await startCheckout(checkoutConfig(envFor('checkout')));
-    services['escrow-ledger'] = await startEscrowLedger(
-      ledgerConfig(envFor('escrow-ledger', { RELEASE_INTERVAL_MS: '200' })),
-    );
-    services.settlement = await startSettlement(
-      settlementConfig(envFor('settlement', { ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey })),
-    );
-    services.notifier = await startNotifier(notifierConfig(envFor('notifier')));
+    all = await startAllServices({ label: 'system', operatorToken: OPERATOR_TOKEN, publicBaseUrl: baseUrl });
+    services = all.services;
     edge = await startEdge({
       port: edgePort,
       upstreams: Object.fromEntries(Object.entries(services).map(([name, s]) => [name, s.url])),
@@ -91,9 +52,7 @@ describe('the whole system behind the edge', () => {
   afterAll(async () => {
     await new Promise((r) => edge?.close(r));
     await new Promise((r) => upstream?.close(r));
-    for (const service of Object.values(services).reverse()) await service.stop().catch(() => undefined);
-    await anvil?.stop();
-    await env?.cleanup();
+    await all?.stop();
   });
 
   it('runs all seven services, each healthy, ready, measured, with its migrations in its own schema', async () => {
@@ -105,9 +64,9 @@ describe('the whole system behind the edge', () => {
       expect({ name, status: ready.status }).toEqual({ name, status: 200 });
       const metrics = await (await fetch(`${service.url}/metrics`)).text();
       expect(metrics).toContain('process_cpu_seconds_total');
-      const db = openSchema(env.schemaFor(name));
+      const db = openSchema(all.env.schemaFor(name));
       const tables = await sql<{ table_name: string }>`
-        select table_name from information_schema.tables where table_schema = ${env.schemaFor(name)}`.execute(
+        select table_name from information_schema.tables where table_schema = ${all.env.schemaFor(name)}`.execute(
         db,
       );
       await db.destroy();
@@ -135,7 +94,7 @@ describe('the whole system behind the edge', () => {
     expect(skillMd.headers.get('content-type')).toContain('text/markdown');
 
     const agent = createAgent({
-      wallet: new Wallet(testWallets.buyer.privateKey, anvil.provider),
+      wallet: new Wallet(testWallets.buyer.privateKey, all.anvil.provider),
       maxPricePerCall: '1',
     });
     const response = await agent.fetch(paidUrl);

@@ -9,6 +9,7 @@ import {
   signPayment,
   TICKET_HEADER,
 } from './protocol';
+import { type RefundRequestView, type RefundTarget, signRefundRequest } from './refunds';
 
 export interface AgentOptions {
   /** An ethers signer connected to a provider on the network the sellers charge on. */
@@ -23,6 +24,24 @@ export interface AgentOptions {
   confirmationTimeoutMs?: number;
   /** Follow TICKET answers by calling the seller with the ticket (default true). */
   followTickets?: boolean;
+  /**
+   * Paygate's base URL (e.g. https://paygate.example) for refund requests. Optional: a refund of a payment this
+   * agent made goes to the origin of the URL it paid.
+   */
+  paygateUrl?: string;
+}
+
+/** Paygate refused a refund request or could not be asked; `code` is Paygate's error code (e.g. not_payer). */
+export class RefundRequestError extends Error {
+  override name = 'RefundRequestError';
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
 }
 
 export class SpendingLimitError extends Error {
@@ -173,6 +192,77 @@ export class PaygateAgent {
       if (!sent) this.spentMicro -= priceMicro;
       throw error;
     }
+  }
+
+  /**
+   * Asks the seller for a refund of a payment this wallet made, named by its transfer (`txHash`, plus `logIndex`
+   * when one transaction paid several times), its checkout session (`sessionId`) or the ledger's
+   * `transactionId`. Signs Paygate's refund request message with the agent's wallet (the payer) and files it;
+   * the answer carries the request `id`, its `status` (pending until the seller decides) and the `transactionId`.
+   */
+  async requestRefund(
+    request: RefundTarget & { reason: string; paygateUrl?: string; timeoutMs?: number },
+  ): Promise<RefundRequestView> {
+    const { reason, paygateUrl, timeoutMs, ...rest } = request;
+    const target = rest as RefundTarget;
+    const signature = await signRefundRequest(this.options.wallet, target, reason);
+    return this.refundApi(this.paygateBase(paygateUrl, target), '/api/v1/refund-requests', timeoutMs, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...target, reason, signature }),
+    });
+  }
+
+  /** The current status of a refund request (public route: the id is enough). */
+  async refundRequestStatus(
+    id: string,
+    options: { paygateUrl?: string; timeoutMs?: number } = {},
+  ): Promise<RefundRequestView> {
+    const path = `/api/v1/refund-requests/${encodeURIComponent(id)}`;
+    return this.refundApi(this.paygateBase(options.paygateUrl, null), path, options.timeoutMs);
+  }
+
+  /** The explicit or configured Paygate URL, else the origin of the URL this agent paid with that tx hash. */
+  private paygateBase(explicit: string | undefined, target: RefundTarget | null): string {
+    const configured = explicit ?? this.options.paygateUrl;
+    if (configured) return configured.replace(/\/+$/, '');
+    const paid =
+      target && 'txHash' in target
+        ? this.payments.find((p) => p.txHash.toLowerCase() === target.txHash.toLowerCase())
+        : undefined;
+    if (!paid) {
+      throw new RefundRequestError(
+        'no Paygate URL: set paygateUrl on the agent or the call (only a payment this agent made is found without it)',
+        0,
+        'no_paygate_url',
+      );
+    }
+    return new URL(paid.url).origin;
+  }
+
+  private async refundApi(
+    base: string,
+    path: string,
+    timeoutMs = 15_000,
+    init: RequestInit = {},
+  ): Promise<RefundRequestView> {
+    const response = await this.fetchImpl(`${base}${path}`, {
+      ...init,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = (await response.json().catch(() => null)) as
+      | (RefundRequestView & { error?: { code?: string; message?: string; field?: string } })
+      | null;
+    if (!response.ok || !body || body.error) {
+      const error = body?.error;
+      throw new RefundRequestError(
+        error?.message ?? `Paygate answered ${response.status}`,
+        response.status,
+        error?.code ?? 'unexpected_response',
+        error?.field,
+      );
+    }
+    return body;
   }
 
   private async followTicket(response: Response, init: RequestInit): Promise<Response> {

@@ -1,2 +1,46 @@
-export * from './client';
-export * from './protocol';
+export {
+  type AgentOptions,
+  type AgentPayment,
+  createAgent,
+  PaygateAgent,
+  PaymentRequirementsError,
+  RefundRequestError,
+  SpendingLimitError,
+  type TicketAnswer,
+} from './client';
+export {
+  decodePaymentHeader,
+  encodePaymentHeader,
+  MODE_HEADER,
+  type NetworkName,
+  PAYMENT_HEADER,
+  PAYMENT_HEADER_FALLBACK,
+  PaymentHeaderError,
+  type PaymentKind,
+  type PaymentProof,
+  type PaymentRequirements,
+  paymentMessage,
+  pickPaymentHeader,
+  RECEIPT_HEADER,
+  recoverPaymentSigner,
+  resourceFor,
+  signPayment,
+  TICKET_HEADER,
+} from './protocol';
+export {
+  type RefundRequestStatus,
+  type RefundRequestView,
+  type RefundTarget,
+  refundRequestMessage,
+  signRefundRequest,
+} from './refunds';
+export {
+  EMPTY_BODY_SHA256,
+  formatRequestSignature,
+  PAID_REQUEST_HEADERS,
+  parseRequestSignature,
+  REQUEST_SIGNATURE_HEADER,
+  type RequestSignature,
+  requestSigningPayload,
+  type SignedRequestFields,
+} from './request-signature';

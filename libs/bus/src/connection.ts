@@ -6,6 +6,7 @@ import {
   RetentionPolicy,
   StorageType,
 } from 'nats';
+import { isJetStreamError, JetStreamErrorCode } from './errors';
 
 export interface Bus {
   nc: NatsConnection;
@@ -84,16 +85,25 @@ export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } =
       duplicate_window: 2 * 60 * 1_000_000_000,
       num_replicas: 1,
     };
-    try {
-      await bus.jsm.streams.info(definition.name);
-      await bus.jsm.streams.update(definition.name, config);
-    } catch (error) {
-      if (!String((error as Error).message).includes('stream not found')) throw error;
-      await bus.jsm.streams.add(config).catch(async (addError: Error) => {
-        // Another replica created it between our check and our add.
-        if (!String(addError.message).includes('already in use')) throw addError;
-      });
+    const exists = await bus.jsm.streams.info(definition.name).then(
+      () => true,
+      (error) => {
+        if (isJetStreamError(error, JetStreamErrorCode.StreamNotFound)) return false;
+        throw error;
+      },
+    );
+    if (!exists) {
+      const created = await bus.jsm.streams.add(config).then(
+        () => true,
+        (error) => {
+          // Another replica created it between our check and our add: update it like an existing one.
+          if (isJetStreamError(error, JetStreamErrorCode.StreamNameInUse)) return false;
+          throw error;
+        },
+      );
+      if (created) continue;
     }
+    await bus.jsm.streams.update(definition.name, config);
   }
 }
 

@@ -10,6 +10,7 @@ import {
   headers as natsHeaders,
 } from 'nats';
 import type { Bus } from './connection';
+import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './errors';
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -19,40 +20,62 @@ export type EventHandler<S extends Subject> = (
   event: EventEnvelope<S, EventData<S>>,
 ) => Promise<void>;
 
-export interface ConsumerOptions<S extends Subject> {
+/** Handles the fresh (never seen) events of a batch, in delivery order, inside the batch's transaction. */
+export type BatchEventHandler<S extends Subject> = (
+  trx: Transaction<any>,
+  events: Array<EventEnvelope<S, EventData<S>>>,
+) => Promise<void>;
+
+interface CommonConsumerOptions<S extends Subject> {
   /** Durable consumer name, unique per (service, purpose); also the inbox key. */
   durable: string;
   subject: S;
-  handler: EventHandler<S>;
   /** Attempts before the message goes to the dead-letter subject. */
   maxAttempts?: number;
   /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs). */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
   ackWaitMs?: number;
-  /** Messages processed at once; effects stay exactly-once through the inbox whatever the order. */
+  /** Transactions in flight at once; effects stay exactly-once through the inbox whatever the order. */
   concurrency?: number;
-  /** Called after the handler's transaction committed (for example to kick the outbox relay). */
+  /** Called for each event after its transaction committed (for example to kick the outbox relay). */
   afterCommit?: (event: EventEnvelope<S, EventData<S>>) => void;
   /** Where a fresh durable starts: all retained events (default) or only new ones. */
   deliverNewOnly?: boolean;
 }
 
+/**
+ * One event per transaction (`handler`), or whatever has arrived, up to `batchSize` events, in one transaction
+ * (`batchHandler`): the inbox rows and every effect commit together, so a hot path locks and fsyncs once per
+ * batch. Under light load a batch is a single event, so nothing waits for a batch to fill.
+ */
+export type ConsumerOptions<S extends Subject> = CommonConsumerOptions<S> &
+  (
+    | { handler: EventHandler<S>; batchHandler?: never; batchSize?: never }
+    | { batchHandler: BatchEventHandler<S>; batchSize: number; handler?: never }
+  );
+
 export function backoffDelayMs(attempt: number, baseMs: number, maxMs: number): number {
   return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), maxMs);
 }
 
+type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
+
 /**
  * A durable JetStream consumer with an inbox: the event id is recorded in the same transaction as the
  * handler's effect, so a redelivered event is acknowledged and does nothing. Failures are retried with
- * bounded exponential backoff, then parked on the dead-letter subject for an operator to replay.
+ * bounded exponential backoff, then parked on the dead-letter subject for an operator to replay. A batch that
+ * fails is retried one event per transaction, so one bad event never holds others back.
  */
 export class InboxConsumer<S extends Subject> {
   private messages: ConsumerMessages | undefined;
-  private loop: Promise<void> | undefined;
-  private readonly inFlight = new Set<Promise<void>>();
-  readonly options: Required<Omit<ConsumerOptions<S>, 'afterCommit'>> &
-    Pick<ConsumerOptions<S>, 'afterCommit'>;
+  private reader: Promise<void> | undefined;
+  private workers: Promise<void>[] = [];
+  private readonly buffer: JsMsg[] = [];
+  private waiters: Array<() => void> = [];
+  private stopped = false;
+  private readonly batchHandler: BatchEventHandler<S>;
+  readonly options: Required<CommonConsumerOptions<S>> & { batchSize: number };
 
   constructor(
     private readonly bus: Bus,
@@ -60,6 +83,12 @@ export class InboxConsumer<S extends Subject> {
     private readonly logger: Logger,
     options: ConsumerOptions<S>,
   ) {
+    const { handler, batchHandler, batchSize, ...common } = options;
+    this.batchHandler =
+      batchHandler ??
+      (async (trx, events) => {
+        for (const event of events) await handler!(trx, event);
+      });
     this.options = {
       maxAttempts: 8,
       baseBackoffMs: 500,
@@ -67,24 +96,40 @@ export class InboxConsumer<S extends Subject> {
       ackWaitMs: 30_000,
       concurrency: 1,
       deliverNewOnly: false,
-      ...options,
+      afterCommit: () => undefined,
+      ...common,
+      batchSize: batchSize ?? 1,
     };
   }
 
   async start(): Promise<void> {
+    this.stopped = false;
     const consumer = await this.ensureConsumer();
-    this.messages = await consumer.consume({ max_messages: Math.max(64, this.options.concurrency * 4) });
-    this.loop = this.run(this.messages);
+    const { batchSize, concurrency } = this.options;
+    const messages = await consumer.consume({ max_messages: Math.max(64, batchSize * concurrency * 4) });
+    this.messages = messages;
+    this.reader = (async () => {
+      for await (const message of messages) {
+        this.buffer.push(message);
+        this.wakeAll();
+      }
+    })().catch((error) =>
+      this.logger.error({ err: error, consumer: this.options.durable }, 'consumer reader stopped'),
+    );
+    this.workers = Array.from({ length: concurrency }, () => this.work());
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     this.messages?.stop();
-    await this.loop?.catch(() => undefined);
-    await Promise.allSettled([...this.inFlight]);
+    this.wakeAll();
+    await this.reader;
+    await Promise.allSettled(this.workers);
   }
 
   private async ensureConsumer(): Promise<Consumer> {
     const { jsm, js, eventsStream } = this.bus;
+    const { batchSize, concurrency } = this.options;
     const config = {
       durable_name: this.options.durable,
       ack_policy: AckPolicy.Explicit,
@@ -93,69 +138,129 @@ export class InboxConsumer<S extends Subject> {
       ack_wait: this.options.ackWaitMs * 1_000_000,
       // The server's own bound sits above ours, so our dead-lettering always runs first.
       max_deliver: this.options.maxAttempts + 2,
-      max_ack_pending: Math.max(1000, this.options.concurrency * 10),
+      max_ack_pending: Math.max(1000, concurrency * 10, batchSize * concurrency * 4),
     };
-    try {
-      await jsm.consumers.info(eventsStream, this.options.durable);
-    } catch {
-      await jsm.consumers.add(eventsStream, config).catch(async (error: Error) => {
-        if (!/already in use|exists/.test(error.message)) throw error;
+    const exists = await jsm.consumers.info(eventsStream, this.options.durable).then(
+      () => true,
+      (error) => {
+        if (isJetStreamError(error, JetStreamErrorCode.ConsumerNotFound)) return false;
+        throw error;
+      },
+    );
+    if (!exists) {
+      await jsm.consumers.add(eventsStream, config).catch((error) => {
+        // Another replica created it between our check and our add.
+        if (!isConsumerExistsError(error)) throw error;
       });
     }
     return js.consumers.get(eventsStream, this.options.durable);
   }
 
-  private async run(messages: ConsumerMessages): Promise<void> {
-    for await (const message of messages) {
-      const task = this.process(message).finally(() => this.inFlight.delete(task));
-      this.inFlight.add(task);
-      if (this.inFlight.size >= this.options.concurrency) await Promise.race(this.inFlight);
+  private async work(): Promise<void> {
+    while (!this.stopped) {
+      if (this.buffer.length === 0) {
+        await new Promise<void>((resolve) => this.waiters.push(resolve));
+        continue;
+      }
+      const batch = this.buffer.splice(0, this.options.batchSize);
+      await this.processBatch(batch).catch((error) =>
+        this.logger.error(
+          { err: error, consumer: this.options.durable },
+          'event processing failed unexpectedly',
+        ),
+      );
     }
   }
 
-  private async process(message: JsMsg): Promise<void> {
-    let envelope: EventEnvelope<S, EventData<S>>;
-    try {
-      envelope = validateEvent(JSON.parse(decoder.decode(message.data))) as EventEnvelope<S, EventData<S>>;
-    } catch (error) {
-      // A message that can never be valid is not retried: straight to the dead letters.
-      await this.deadLetter(message, error as Error);
-      return;
-    }
-    const carrier = {
-      traceparent: message.headers?.get('traceparent') || envelope.trace?.traceparent,
-      tracestate: message.headers?.get('tracestate') || envelope.trace?.tracestate,
-    };
-    try {
-      await withSpan(
-        `consume ${envelope.type}`,
-        { carrier, kind: SpanKind.CONSUMER, attributes: { 'messaging.consumer': this.options.durable } },
-        async () => {
-          await this.db.transaction().execute(async (trx) => {
-            const inserted =
-              await sql`insert into inbox (consumer, event_id) values (${this.options.durable}, ${envelope.id}) on conflict do nothing`.execute(
-                trx,
-              );
-            if (Number(inserted.numAffectedRows ?? 0n) === 0) return; // seen before: the effect is already committed
-            await this.options.handler(trx, envelope);
-          });
-        },
-      );
-      message.ack();
-      this.options.afterCommit?.(envelope);
-    } catch (error) {
-      const attempt = message.info.redeliveryCount;
-      if (attempt >= this.options.maxAttempts) {
+  private wakeAll(): void {
+    for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
+  private async processBatch(batch: JsMsg[]): Promise<void> {
+    const valid: Array<[JsMsg, Envelope<S>]> = [];
+    for (const message of batch) {
+      try {
+        valid.push([message, validateEvent(JSON.parse(decoder.decode(message.data))) as Envelope<S>]);
+      } catch (error) {
+        // A message that can never be valid is not retried: straight to the dead letters.
         await this.deadLetter(message, error as Error);
+      }
+    }
+    if (valid.length === 0) return;
+    const startedAt = Date.now();
+    try {
+      await this.commit(valid);
+    } catch (error) {
+      if (valid.length === 1) {
+        await this.retryLater(valid[0]![0], valid[0]![1], error as Error);
         return;
       }
-      const delayMs = backoffDelayMs(attempt, this.options.baseBackoffMs, this.options.maxBackoffMs);
       this.logger.warn(
-        { err: error, eventId: envelope.id, consumer: this.options.durable, attempt, delayMs },
-        'event handler failed; will redeliver',
+        { err: error, consumer: this.options.durable, size: valid.length },
+        'batch failed; handling its events one by one',
       );
-      message.nak(delayMs);
+      for (const [message] of valid) await this.processBatch([message]);
+      return;
     }
+    if (this.options.batchSize > 1) {
+      this.logger.debug(
+        { consumer: this.options.durable, size: valid.length, ms: Date.now() - startedAt },
+        'batch booked',
+      );
+    }
+    for (const [message, envelope] of valid) {
+      message.ack();
+      this.options.afterCommit(envelope);
+    }
+  }
+
+  /** The inbox rows and the handler's effects in one transaction; events seen before are skipped. */
+  private async commit(valid: Array<[JsMsg, Envelope<S>]>): Promise<void> {
+    const envelopes = valid.map(([, envelope]) => envelope);
+    // The span continues the first event's trace (a batch of one: its own).
+    const [message, first] = valid[0]!;
+    const carrier = {
+      traceparent: message.headers?.get('traceparent') || first.trace?.traceparent,
+      tracestate: message.headers?.get('tracestate') || first.trace?.tracestate,
+    };
+    await withSpan(
+      `consume ${first.type}`,
+      {
+        carrier,
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          'messaging.consumer': this.options.durable,
+          'messaging.batch.message_count': envelopes.length,
+        },
+      },
+      async () => {
+        await this.db.transaction().execute(async (trx) => {
+          // Sorted, so two transactions holding the same redelivered events take their inbox keys in one order.
+          const ids = [...new Set(envelopes.map((e) => e.id))].sort();
+          const inserted = await sql<{ event_id: string }>`insert into inbox (consumer, event_id)
+              select ${this.options.durable}, id from unnest(${ids}::text[]) id order by id
+              on conflict do nothing returning event_id`.execute(trx);
+          const fresh = new Set(inserted.rows.map((r) => r.event_id));
+          // Events seen before (or twice in this batch) are skipped: their effect is already committed.
+          const events = envelopes.filter((envelope) => fresh.delete(envelope.id));
+          if (events.length > 0) await this.batchHandler(trx, events);
+        });
+      },
+    );
+  }
+
+  private async retryLater(message: JsMsg, envelope: Envelope<S>, error: Error): Promise<void> {
+    const attempt = message.info.redeliveryCount;
+    if (attempt >= this.options.maxAttempts) {
+      await this.deadLetter(message, error);
+      return;
+    }
+    const delayMs = backoffDelayMs(attempt, this.options.baseBackoffMs, this.options.maxBackoffMs);
+    this.logger.warn(
+      { err: error, eventId: envelope.id, consumer: this.options.durable, attempt, delayMs },
+      'event handler failed; will redeliver',
+    );
+    message.nak(delayMs);
   }
 
   private async deadLetter(message: JsMsg, error: Error): Promise<void> {

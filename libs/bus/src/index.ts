@@ -1,7 +1,16 @@
-export * from './connection';
-export * from './consumer';
-export * from './dead-letters';
-export * from './migrations';
-export * from './outbox';
-export * from './polling-loop';
-export * from './tables';
+export { type Bus, connectBus, deleteStreams, ensureStreams, streamNames } from './connection';
+export {
+  type BatchEventHandler,
+  backoffDelayMs,
+  type ConsumerOptions,
+  type EventHandler,
+  encodeEnvelope,
+  InboxConsumer,
+} from './consumer';
+export { listDeadLetters, replayDeadLetter } from './dead-letters';
+export { isConsumerExistsError, isJetStreamError, JetStreamErrorCode, jetStreamErrorCode } from './errors';
+export { busMigrations } from './migrations';
+export { enqueueEvent, OutboxRelay } from './outbox';
+export { type PassOutcome, PollingLoop, type PollingLoopOptions } from './polling-loop';
+export { type RpcServer, RpcServiceError, RpcUnavailableError, requestRpc, serveRpc, serveRpcs } from './rpc';
+export type { BusTables } from './tables';

@@ -30,4 +30,17 @@ export const busMigrations: Record<string, Migration> = {
       await db.schema.dropTable('outbox').execute();
     },
   },
+  '2026-11-22-1101-bus-prune-indexes': {
+    // The relay prunes published outbox rows and old inbox rows oldest first, in bounded batches.
+    async up(db: Kysely<any>) {
+      await sql`create index outbox_published_at on outbox (published_at) where published_at is not null`.execute(
+        db,
+      );
+      await sql`create index inbox_processed_at on inbox (processed_at)`.execute(db);
+    },
+    async down(db: Kysely<any>) {
+      await sql`drop index inbox_processed_at`.execute(db);
+      await sql`drop index outbox_published_at`.execute(db);
+    },
+  },
 };

@@ -1,6 +1,6 @@
 import { type EventEnvelope, validateEvent } from '@paygate/contracts';
 import type { Logger } from '@paygate/telemetry';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
 import { PollingLoop } from './polling-loop';
@@ -31,6 +31,16 @@ export interface OutboxRelayOptions {
   publishTimeoutMs?: number;
   /** Published rows older than this are deleted; JetStream's dedupe window is far shorter. */
   retainPublishedHours?: number;
+  /**
+   * Inbox rows older than this are deleted. An event can come back until the dead-letter stream forgets it
+   * (30 days, replay), so the inbox keeps its id a little longer than that.
+   */
+  retainInboxDays?: number;
+  /** Rows deleted per statement, and statements per pruning pass (a pass is bounded; the next one goes on). */
+  pruneBatchSize?: number;
+  pruneMaxBatches?: number;
+  /** Pause between pruning passes. */
+  pruneIntervalMs?: number;
 }
 
 /**
@@ -39,7 +49,7 @@ export interface OutboxRelayOptions {
  * by JetStream's duplicate window and, past it, by every consumer's inbox.
  */
 export class OutboxRelay {
-  private lastCleanup = 0;
+  private lastPrune = 0;
   private readonly loop: PollingLoop;
   readonly options: Required<OutboxRelayOptions>;
 
@@ -54,11 +64,18 @@ export class OutboxRelay {
       pollIntervalMs: options.pollIntervalMs ?? 250,
       publishTimeoutMs: options.publishTimeoutMs ?? 5000,
       retainPublishedHours: options.retainPublishedHours ?? 24,
+      retainInboxDays: options.retainInboxDays ?? 31,
+      pruneBatchSize: options.pruneBatchSize ?? 1000,
+      pruneMaxBatches: options.pruneMaxBatches ?? 20,
+      pruneIntervalMs: options.pruneIntervalMs ?? 60_000,
     };
     this.loop = new PollingLoop(
       async () => {
         const published = await this.publishBatch();
-        await this.cleanup();
+        if (Date.now() - this.lastPrune >= this.options.pruneIntervalMs) {
+          this.lastPrune = Date.now();
+          await this.prune();
+        }
         return published >= this.options.batchSize;
       },
       {
@@ -97,25 +114,26 @@ export class OutboxRelay {
         .skipLocked()
         .execute();
       if (rows.length === 0) return 0;
-      const publishes = rows.map((row) => {
-        const envelope = row.envelope as EventEnvelope;
-        const headers = natsHeaders();
-        if (envelope.trace?.traceparent) headers.set('traceparent', envelope.trace.traceparent);
-        if (envelope.trace?.tracestate) headers.set('tracestate', envelope.trace.tracestate);
-        headers.set('Paygate-Event-Type', envelope.type);
-        return this.bus.js.publish(
-          this.bus.subjectFor(row.subject),
-          encoder.encode(JSON.stringify(envelope)),
-          {
-            msgID: row.id,
-            headers,
-            timeout: this.options.publishTimeoutMs,
-          },
-        );
-      });
-      const results = await Promise.allSettled(publishes);
-      const publishedIds = rows.filter((_, i) => results[i]!.status === 'fulfilled').map((r) => r.id);
-      const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+      // One at a time, in id order, stopping at the first failure: the stream gets the events in the order they
+      // were written, and a row behind a failed one waits for the next pass rather than overtaking it.
+      const publishedIds: string[] = [];
+      for (const row of rows) {
+        try {
+          await this.publish(row);
+        } catch (error) {
+          await trx
+            .updateTable('outbox')
+            .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+            .where('id', '=', row.id)
+            .execute();
+          this.logger.warn(
+            { err: error, eventId: row.id, waiting: rows.length - publishedIds.length },
+            'outbox publish failed; it and the rows after it will be published next pass, in order',
+          );
+          break;
+        }
+        publishedIds.push(row.id);
+      }
       if (publishedIds.length > 0) {
         await trx
           .updateTable('outbox')
@@ -123,28 +141,52 @@ export class OutboxRelay {
           .where('id', 'in', publishedIds)
           .execute();
       }
-      if (failed) {
-        const failedIds = rows.filter((_, i) => results[i]!.status === 'rejected').map((r) => r.id);
-        await trx
-          .updateTable('outbox')
-          .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
-          .where('id', 'in', failedIds)
-          .execute();
-        this.logger.warn(
-          { err: failed.reason, failed: failedIds.length },
-          'outbox publish failed; will retry',
-        );
-      }
       return publishedIds.length;
     });
   }
 
-  private async cleanup(): Promise<void> {
-    if (Date.now() - this.lastCleanup < 60_000) return;
-    this.lastCleanup = Date.now();
-    await sql`delete from outbox where id in (select id from outbox where published_at < now() - make_interval(hours => ${this.options.retainPublishedHours}) limit 1000)`.execute(
-      this.db,
-    );
+  private publish(row: { id: string; subject: string; envelope: unknown }) {
+    const envelope = row.envelope as EventEnvelope;
+    const headers = natsHeaders();
+    if (envelope.trace?.traceparent) headers.set('traceparent', envelope.trace.traceparent);
+    if (envelope.trace?.tracestate) headers.set('tracestate', envelope.trace.tracestate);
+    headers.set('Paygate-Event-Type', envelope.type);
+    return this.bus.js.publish(this.bus.subjectFor(row.subject), encoder.encode(JSON.stringify(envelope)), {
+      msgID: row.id,
+      headers,
+      timeout: this.options.publishTimeoutMs,
+    });
+  }
+
+  /**
+   * Deletes published outbox rows and inbox rows past their retention, oldest first, in bounded batches
+   * (at most pruneMaxBatches statements of pruneBatchSize rows; a bigger backlog goes on at the next pass).
+   */
+  async prune(): Promise<{ outbox: number; inbox: number }> {
+    const { retainPublishedHours, retainInboxDays } = this.options;
+    return {
+      outbox: await this.deleteInBatches(
+        sql`select ctid from outbox where published_at < now() - make_interval(hours => ${retainPublishedHours})`,
+        'outbox',
+      ),
+      inbox: await this.deleteInBatches(
+        sql`select ctid from inbox where processed_at < now() - make_interval(days => ${retainInboxDays})`,
+        'inbox',
+      ),
+    };
+  }
+
+  private async deleteInBatches(select: RawBuilder<unknown>, table: 'outbox' | 'inbox'): Promise<number> {
+    const { pruneBatchSize, pruneMaxBatches } = this.options;
+    let deleted = 0;
+    for (let batch = 0; batch < pruneMaxBatches; batch++) {
+      const result = await sql`delete from ${sql.table(table)}
+          where ctid = any(array(${select} limit ${pruneBatchSize}))`.execute(this.db);
+      const count = Number(result.numAffectedRows ?? 0n);
+      deleted += count;
+      if (count < pruneBatchSize) break;
+    }
+    return deleted;
   }
 
   /** Rows waiting to be published: a readiness and metrics signal. */

@@ -1,7 +1,7 @@
 import { trace } from '@opentelemetry/api';
 import { createEvent, type EventEnvelope } from '@paygate/contracts';
 import { currentTraceCarrier, startTelemetry, stopTelemetry, withSpan } from '@paygate/telemetry';
-import { countStreamMessages, createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import { countStreamMessages, type TestEnvironment, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import {
   type Bus,
@@ -13,50 +13,20 @@ import {
   OutboxRelay,
   replayDeadLetter,
 } from '../src';
-import { migrateToLatest, openSchemaForTest } from './helpers';
-
-const transfer = (n: number) => ({
-  chainId: 31337,
-  network: 'local' as const,
-  txHash: `0x${n.toString(16).padStart(64, '0')}`,
-  logIndex: 0,
-  blockNumber: n,
-  blockHash: `0x${'cd'.repeat(32)}`,
-  from: `0x${'11'.repeat(20)}`,
-  to: `0x${'22'.repeat(20)}`,
-  token: `0x${'33'.repeat(20)}`,
-  amount: '1.5',
-  confirmations: 1,
-  observedAt: new Date().toISOString(),
-});
+import { type BusSuite, startBusSuite, transfer } from './helpers';
 
 describe('bus: outbox, inbox, dead letters (real Postgres and JetStream)', () => {
+  let suite: BusSuite;
   let env: TestEnvironment;
   let bus: Bus;
   let db: Kysely<any>;
 
   beforeAll(async () => {
-    env = await createTestEnvironment('bus');
-    bus = await env.bus();
-    const schema = env.schemaFor('bus');
-    db = openSchemaForTest(schema);
-    await migrateToLatest(db, schema, {
-      '2026-11-22-0100-effects': {
-        up: async (d: Kysely<any>) => {
-          await d.schema
-            .createTable('effects')
-            .addColumn('event_id', 'text')
-            .addColumn('n', 'integer')
-            .execute();
-        },
-      },
-    });
+    suite = await startBusSuite('bus');
+    ({ env, bus, db } = suite);
   });
 
-  afterAll(async () => {
-    await db.destroy();
-    await env.cleanup();
-  });
+  afterAll(() => suite.close());
 
   it('publishes only committed outbox rows, once, with Nats-Msg-Id = event id', async () => {
     const relay = new OutboxRelay(db, bus, env.logger, { pollIntervalMs: 20 });

@@ -2,7 +2,24 @@ import { createLogger } from '@paygate/telemetry';
 import { PollingLoop } from '../src/polling-loop';
 
 const logger = createLogger('polling-loop-test', 'silent');
+/** Inside a pass: a wait on the (fake) clock. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The test's time passing: fake timers advanced, promises settled along the way. */
+const elapse = (ms: number) => jest.advanceTimersByTimeAsync(ms);
+/** stop() waits for the running pass, whose own waits need the clock to move. */
+async function stopWhileElapsing(loop: PollingLoop, ms: number): Promise<void> {
+  const stopped = loop.stop();
+  await elapse(ms);
+  await stopped;
+}
+
+// Fake timers: every duration below is exact, so the timing rules are checked to the millisecond and no test
+// depends on how busy the machine is.
+beforeEach(() => jest.useFakeTimers());
+afterEach(() => {
+  jest.clearAllTimers();
+  jest.useRealTimers();
+});
 
 describe('PollingLoop', () => {
   it('runs a pass at start, then every interval, and never two passes at once', async () => {
@@ -22,9 +39,9 @@ describe('PollingLoop', () => {
     loop.start();
     for (let i = 0; i < 20; i++) {
       loop.kick();
-      await sleep(3);
+      await elapse(3);
     }
-    await loop.stop();
+    await stopWhileElapsing(loop, 15);
     expect(passes).toBeGreaterThan(1);
     expect(maxActive).toBe(1);
   });
@@ -40,15 +57,15 @@ describe('PollingLoop', () => {
       { what: 'test', logger, intervalMs: 60_000 },
     );
     loop.start();
-    await sleep(20);
+    await elapse(20);
     expect(starts).toHaveLength(1);
     loop.kick();
     loop.kick();
     release?.();
-    await sleep(30);
+    await elapse(30);
     expect(starts).toHaveLength(2); // the two kicks during the pass asked for one more pass, not two
     loop.kick();
-    await sleep(30);
+    await elapse(30);
     expect(starts).toHaveLength(3);
     await loop.stop();
   });
@@ -61,9 +78,13 @@ describe('PollingLoop', () => {
       intervalMs: 60_000,
     });
     loop.start();
-    await sleep(80);
-    await loop.stop();
+    await elapse(80);
     expect(passes).toBe(5);
+    await elapse(59_000);
+    expect(passes).toBe(5);
+    await elapse(1_000);
+    expect(passes).toBe(6);
+    await loop.stop();
   });
 
   it('backs off on consecutive failures, reports them, and reports the recovery', async () => {
@@ -87,13 +108,12 @@ describe('PollingLoop', () => {
       },
     );
     loop.start();
-    await sleep(450);
+    await elapse(450);
     await loop.stop();
     expect(failures).toEqual([1, 2, 3]);
     expect(recovered).toBe(3);
-    // 40, 80, 100 (capped) ms between the failed passes; the first gap is at least the doubled interval.
-    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(35);
-    expect(times[3]! - times[2]!).toBeGreaterThanOrEqual(95);
+    // 40, 80, then 100 (capped) ms after the failed passes; the interval again after the recovery.
+    expect(times.slice(1, 6).map((t, i) => t - times[i]!)).toEqual([40, 80, 100, 20, 20]);
   });
 
   it('without a backoff bound a failure waits the interval, and the loop keeps going', async () => {
@@ -106,9 +126,9 @@ describe('PollingLoop', () => {
       { what: 'test', logger, intervalMs: 10 },
     );
     loop.start();
-    await sleep(100);
+    await elapse(95);
     await loop.stop();
-    expect(passes).toBeGreaterThan(3);
+    expect(passes).toBe(10); // at 0, 10, … 90 ms
   });
 
   it('stop waits for the running pass (at most stopWaitMs) and nothing runs after it', async () => {
@@ -123,12 +143,12 @@ describe('PollingLoop', () => {
       { what: 'test', logger, intervalMs: 5 },
     );
     loop.start();
-    await sleep(10);
-    await loop.stop();
+    await elapse(10);
+    await stopWhileElapsing(loop, 50);
     expect(finished).toBe(true);
     const after = passes;
     loop.kick();
-    await sleep(30);
+    await elapse(30);
     expect(passes).toBe(after);
 
     const slow = new PollingLoop(() => sleep(800).then(() => undefined), {
@@ -138,10 +158,10 @@ describe('PollingLoop', () => {
       stopWaitMs: 50,
     });
     slow.start();
-    await sleep(10);
+    await elapse(10);
     const started = Date.now();
-    await slow.stop();
-    expect(Date.now() - started).toBeLessThan(500);
+    await stopWhileElapsing(slow, 50);
+    expect(Date.now() - started).toBe(50);
   });
 
   it('does not start before start() and can wait firstDelayMs before the first pass', async () => {
@@ -153,12 +173,12 @@ describe('PollingLoop', () => {
       { what: 'test', logger, intervalMs: 60_000, firstDelayMs: 40 },
     );
     loop.kick();
-    await sleep(10);
+    await elapse(10);
     expect(passes).toBe(0);
     loop.start();
-    await sleep(15);
+    await elapse(39);
     expect(passes).toBe(0);
-    await sleep(60);
+    await elapse(1);
     expect(passes).toBe(1);
     await loop.stop();
   });

@@ -1,8 +1,14 @@
 import { createServer, type Server } from 'node:http';
-import { Contract } from 'ethers';
 // Relative imports: @paygate/testing depends on @paygate/chain, so chain cannot list it as a dependency.
-import { type AnvilInstance, deployTestUsdc, mine, startAnvil } from '../../testing/src/anvil';
-import { testSigner, testWallets } from '../../testing/src/wallets';
+import {
+  type AnvilInstance,
+  deployTestUsdc,
+  mine,
+  startAnvil,
+  testSigner,
+  testWallets,
+} from '@paygate/testing';
+import { Contract } from 'ethers';
 import { getTransferLogs, makeProvider, usdcAbi } from '../src';
 
 describe('chain against anvil', () => {

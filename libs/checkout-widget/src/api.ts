@@ -66,3 +66,37 @@ export function getSession(baseUrl: string, sessionId: string): Promise<Checkout
     cache: 'no-store',
   });
 }
+
+const LOOKUP_ATTEMPTS = 8;
+const LOOKUP_DELAY_MS = 500;
+const LOOKUP_TIMEOUT_MS = 3000;
+
+/**
+ * The escrow ledger's transactionId of a paid session (GET /api/v1/transactions/lookup, public). The ledger books
+ * the payment a moment after checkout marks the session paid, so `transaction_not_found` is asked again a few
+ * times (bounded: about 4 s); anything else, or no answer in time, is null.
+ */
+export async function lookupTransactionId(baseUrl: string, sessionId: string): Promise<string | null> {
+  for (let attempt = 0; attempt < LOOKUP_ATTEMPTS; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, LOOKUP_DELAY_MS));
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), LOOKUP_TIMEOUT_MS);
+    try {
+      const response = await fetch(
+        `${baseUrl}/api/v1/transactions/lookup?sessionId=${encodeURIComponent(sessionId)}`,
+        { signal: controller.signal },
+      );
+      const body = (await response.json().catch(() => ({}))) as {
+        transactionId?: string;
+        error?: { code?: string };
+      };
+      if (response.ok && typeof body.transactionId === 'string') return body.transactionId;
+      if (body.error?.code !== 'transaction_not_found') return null;
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  return null;
+}

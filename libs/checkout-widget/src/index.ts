@@ -1,7 +1,7 @@
-import { eip681TransferUri } from '@paygate/chain/src/uri';
+import { eip681TransferUri } from '@paygate/chain';
 import { formatUsdcExact, parseUsdc } from '@paygate/money';
 import QRCode from 'qrcode';
-import { ApiError, createSession } from './api';
+import { ApiError, createSession, lookupTransactionId } from './api';
 import { PaymentDialog } from './dialog';
 import { LiveStatus } from './live';
 import type {
@@ -50,9 +50,10 @@ export interface Checkout {
   destroy(): void;
 }
 
-function toPaymentResult(session: CheckoutSession): PaymentResult {
+function toPaymentResult(session: CheckoutSession, transactionId: string | null): PaymentResult {
   return {
     sessionId: session.sessionId,
+    transactionId,
     status: session.status as PaymentResult['status'],
     txHash: session.txHash ?? '',
     amount: session.paidAmount ?? session.exactAmount,
@@ -116,7 +117,7 @@ export function createCheckout(options: CheckoutOptions): Checkout {
     if (changed) options.onStatusChange?.(session);
     if (PAID_STATUSES.has(session.status)) {
       stopTracking();
-      const result = toPaymentResult(session);
+      const result = toPaymentResult(session, null);
       dialog.showFinal(
         'success',
         session.status === 'paid_late' ? 'Payment received (after the session expired)' : 'Payment received',
@@ -124,11 +125,13 @@ export function createCheckout(options: CheckoutOptions): Checkout {
       );
       if (!succeeded) {
         succeeded = true;
-        try {
-          options.onSuccess?.(result);
-        } catch (callbackError) {
-          console.error('PaygateCheckout: onSuccess threw', callbackError);
-        }
+        void lookupTransactionId(baseUrl, session.sessionId).then((transactionId) => {
+          try {
+            options.onSuccess?.(toPaymentResult(session, transactionId));
+          } catch (callbackError) {
+            console.error('PaygateCheckout: onSuccess threw', callbackError);
+          }
+        });
       }
       return;
     }

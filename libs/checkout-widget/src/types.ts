@@ -10,6 +10,12 @@ export type CheckoutSessionStatus = CheckoutSession['status'];
  */
 export interface PaymentResult {
   sessionId: string;
+  /**
+   * The escrow ledger's id of this payment (`txn_…`): what the seller's records, refunds and webhooks name.
+   * Looked up once the session is paid (the ledger books it a moment later; onSuccess waits up to about 4 s);
+   * null if it could not be learned in time — a refund request can name the sessionId or txHash instead.
+   */
+  transactionId: string | null;
   status: 'paid' | 'paid_late' | 'overpaid';
   /** The on-chain USDC transfer that paid the session. */
   txHash: string;

@@ -1,10 +1,27 @@
-export * from './envelope';
-export * from './events/chain-indexer';
-export * from './events/checkout';
-export * from './events/escrow-ledger';
-export * from './events/payments';
-export * from './events/registry';
-export * from './events/settlement';
-export * from './primitives';
-export * from './subjects';
-export * from './validation';
+export { type EventEnvelope, newEventId, TraceContext } from './envelope';
+// (nothing of './events/chain-indexer' is used outside the package)
+export { CheckoutSessionSnapshot } from './events/checkout';
+// (nothing of './events/claims' is used outside the package)
+// (nothing of './events/escrow-ledger' is used outside the package)
+// (nothing of './events/payments' is used outside the package)
+// (nothing of './events/registry' is used outside the package)
+// (nothing of './events/settlement' is used outside the package)
+export { UsdcAmount } from './primitives';
+export {
+  API_KEY_PATTERN,
+  PUBLISHABLE_KEY_PATTERN,
+  RelayerStatusReply,
+  RelayerSubmitReply,
+  RelayerSubmitRequest,
+  RPCS,
+  type RpcName,
+  type RpcReply,
+  type RpcRequest,
+  RpcValidationError,
+  SESSION_TOKEN_PATTERN,
+  TransferAuthorization,
+  validateRpcReply,
+  validateRpcRequest,
+} from './rpcs';
+export { ALL_SUBJECTS, type EventData, type ServiceName, SUBJECTS, type Subject } from './subjects';
+export { createEvent, EventValidationError, validateEvent } from './validation';

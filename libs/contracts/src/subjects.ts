@@ -1,6 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TransferObserved, TransferReorged } from './events/chain-indexer';
 import { CheckoutSessionSnapshot, TransferRefundRequested } from './events/checkout';
+import { TransferClaimed } from './events/claims';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
 import { PaymentConfirmed, PaymentReversed } from './events/payments';
 import { SellerUpdated, SkillUpdated } from './events/registry';
@@ -42,6 +43,13 @@ export const SUBJECTS = {
     schema: TransferRefundRequested,
     description:
       'An operator decided that a transfer which matched no session goes back to its sender; the ledger books it.',
+  },
+  'transfer.claimed': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: TransferClaimed,
+    description:
+      'The ledger recorded the one claim on a transfer (x402 proof, /api/verify, checkout session or operator refund).',
   },
   'skill.updated': {
     owners: ['registry'],

@@ -3,7 +3,8 @@ import addFormats from 'ajv-formats';
 import { EnvelopeSchema, type EventEnvelope, newEventId, type TraceContext } from './envelope';
 import { type EventData, isSubject, type ServiceName, SUBJECTS, type Subject } from './subjects';
 
-const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
+/** One ajv instance for every schema of the contracts (events and RPCs). */
+export const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
 const validateEnvelopeShape = ajv.compile(EnvelopeSchema);
 const dataValidators = new Map<Subject, ValidateFunction>();
 function dataValidator(subject: Subject): ValidateFunction {

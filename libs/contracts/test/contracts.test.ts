@@ -1,4 +1,13 @@
-import { ALL_SUBJECTS, createEvent, EventValidationError, SUBJECTS, validateEvent } from '../src';
+import {
+  ALL_SUBJECTS,
+  createEvent,
+  EventValidationError,
+  RpcValidationError,
+  SUBJECTS,
+  validateEvent,
+  validateRpcReply,
+  validateRpcRequest,
+} from '../src';
 
 const transfer = {
   chainId: 31337,
@@ -44,5 +53,32 @@ describe('contracts', () => {
       validateEvent({ ...createEvent('transfer.observed', 'chain-indexer', transfer), type: 'nope.x' }),
     ).toThrow(EventValidationError);
     expect(() => validateEvent({ id: 'x' })).toThrow(EventValidationError);
+  });
+
+  it('declares RPC requests and replies, validated on both ends, naming the broken field', () => {
+    const claim = {
+      chainId: 31337,
+      txHash: transfer.txHash,
+      logIndex: 0,
+      channel: 'x402' as const,
+      reference: `local:${transfer.txHash}`,
+      payer: transfer.from,
+      amount: '0.05',
+    };
+    expect(validateRpcRequest('ledger.claim_transfer', claim)).toEqual(claim);
+    expect(() => validateRpcRequest('ledger.claim_transfer', { ...claim, channel: 'cash' })).toThrow(
+      /channel/,
+    );
+    expect(() => validateRpcRequest('ledger.claim_transfer', { ...claim, amount: 5 })).toThrow(
+      RpcValidationError,
+    );
+    const refused = {
+      ok: false,
+      reason: 'claimed_elsewhere',
+      message: 'already paid for a checkout session',
+      claimedBy: { channel: 'checkout', claimedAt: new Date().toISOString() },
+    };
+    expect(validateRpcReply('ledger.claim_transfer', refused)).toEqual(refused);
+    expect(() => validateRpcReply('ledger.claim_transfer', { ok: true })).toThrow(/claimId/);
   });
 });

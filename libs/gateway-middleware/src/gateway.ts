@@ -12,7 +12,7 @@ import type {
   X402Payment,
 } from './types';
 
-const DEFAULT_API_BASE_URL = process.env.PAYGATE_BASE_URL ?? 'http://localhost:8080';
+export const DEFAULT_API_BASE_URL = process.env.PAYGATE_BASE_URL ?? 'http://localhost:8080';
 
 interface Offer {
   type: PaymentKind;

@@ -1,5 +1,37 @@
 export { createGateway, type Gateway } from './gateway';
 export { PaygateUnavailableError, type PaymentParameters } from './paygate-api';
 export { MemoryReplayStore, TicketVerifier } from './tickets';
-export * from './types';
-export * from './webhooks';
+export type {
+  GatewayConfig,
+  ProductConfig,
+  ServiceConfig,
+  SubscriptionConfig,
+  TicketOptions,
+  TicketReplayStore,
+  X402Payment,
+} from './types';
+export {
+  type PaygateRequest,
+  type VerifyPaygateRequestOptions,
+  verifyPaygateRequest,
+} from './verify-request';
+export {
+  computeWebhookSignature,
+  isValidWebhook,
+  type OtherWebhook,
+  type PaygateWebhookEvent,
+  type RefundCompletedWebhook,
+  type RefundRequestedWebhook,
+  type SignWebhookOptions,
+  signWebhook,
+  type VerifyWebhookOptions,
+  verifyWebhook,
+  WEBHOOK_DEFAULT_TOLERANCE_SECONDS,
+  WEBHOOK_EVENT_ID_HEADER,
+  WEBHOOK_EVENT_TYPE_HEADER,
+  WEBHOOK_SIGNATURE_HEADER,
+  type WebhookBody,
+  type WebhookPayload,
+  WebhookVerificationError,
+  type WebhookVerificationFailure,
+} from './webhooks';

@@ -14,6 +14,50 @@ export const WEBHOOK_EVENT_ID_HEADER = 'Paygate-Event-Id';
 export const WEBHOOK_EVENT_TYPE_HEADER = 'Paygate-Event-Type';
 export const WEBHOOK_DEFAULT_TOLERANCE_SECONDS = 300;
 
+/**
+ * A webhook body: `id` (= Paygate-Event-Id, stable across retries: drop duplicates), `event` (the kind),
+ * `createdAt` (when it happened), the event's payload fields at the top level, and the whole payload again in
+ * `data`. Parse it only after verifyWebhook accepted the raw bytes.
+ */
+export type WebhookBody<Kind extends string, Fields extends object> = {
+  id: string;
+  event: Kind;
+  createdAt: string;
+  data: { event: Kind } & Fields;
+} & Fields;
+
+/** SPEC: event, transactionId, refundTxHash (the on-chain refund), amount (decimal USDC). */
+export type RefundCompletedWebhook = WebhookBody<
+  'refund.completed',
+  {
+    refundId: string;
+    transactionId: string;
+    sellerId: string;
+    refundTxHash: string;
+    amount: string;
+    completedAt: string;
+  }
+>;
+/** SPEC: event, transactionId, reason. */
+export type RefundRequestedWebhook = WebhookBody<
+  'refund.requested',
+  { refundRequestId: string; transactionId: string; sellerId: string; reason: string; requestedAt: string }
+>;
+/** The other kinds; their payloads are described in Paygate's OpenAPI document (`webhooks`). */
+export type OtherWebhook = WebhookBody<
+  | 'payment.confirmed'
+  | 'payment.reversed'
+  | 'settlement.completed'
+  | 'checkout.session_created'
+  | 'checkout.session_paid'
+  | 'checkout.session_underpaid'
+  | 'checkout.session_expired'
+  | 'checkout.session_reopened',
+  Record<string, unknown>
+>;
+/** Any Paygate webhook body; `event` tells which. */
+export type PaygateWebhookEvent = RefundCompletedWebhook | RefundRequestedWebhook | OtherWebhook;
+
 const MAX_HEADER_LENGTH = 2048;
 const MAX_SIGNATURES = 8;
 

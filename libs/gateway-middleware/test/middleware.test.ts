@@ -3,12 +3,11 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { createAgent } from '@paygate/agent-client';
-import { serveSellersForTests } from '@paygate/seller-auth';
-import { countStreamMessages, testWallets, waitFor } from '@paygate/testing';
+import { type Harness, skillSnapshot, startHarness } from '@paygate/gateway-proxy/test/harness';
+import { countStreamMessages, serveSellersForTests, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
-import jwt from 'jsonwebtoken';
-import { type Harness, skillSnapshot, startHarness } from '../../../services/gateway-proxy/test/harness';
+import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import { createGateway } from '../src';
 
 jest.setTimeout(60_000);
@@ -30,7 +29,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
 
   beforeAll(async () => {
     h = await startHarness('gwmw', { TICKET_TTL_SECONDS: '60' });
-    serveSellersForTests(h.bus, { [API_KEY]: SELLER });
+    await serveSellersForTests(h.bus, { [API_KEY]: SELLER });
     const gateway = createGateway({ apiKey: API_KEY, apiBaseUrl: h.gateway.url, timeoutMs: 3000 });
     const app = express();
     app.use(express.json());
@@ -245,26 +244,24 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     expect(replay.status).toBe(401);
     expect(await replay.json()).toMatchObject({ error: 'Invalid ticket', reason: 'ticket_already_used' });
 
-    const claims = jwt.decode(ticket) as Record<string, unknown>;
-    const { kid } = jwt.decode(ticket, { complete: true })!.header;
+    const claims = decodeJwt(ticket);
+    const { kid } = decodeProtectedHeader(ticket);
     const fresh = { ...claims, jti: 'forged-1', exp: Math.floor(Date.now() / 1000) + 60 };
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT', kid })).toString('base64url')}.${Buffer.from(JSON.stringify(fresh)).toString('base64url')}.`;
     expect(await (await call('/tickets/data', none)).json()).toMatchObject({ reason: 'wrong_algorithm' });
     const jwk = jwks(await (await fetch(`${h.gateway.url}/.well-known/jwks.json`)).json());
-    const hs = jwt.sign(fresh, jwk, { algorithm: 'HS256', keyid: kid, noTimestamp: true });
+    const hs = await new SignJWT(fresh)
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid })
+      .sign(new TextEncoder().encode(jwk));
     expect(await (await call('/tickets/data', hs)).json()).toMatchObject({ reason: 'wrong_algorithm' });
     const foreign = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
-    const forged = jwt.sign({ ...fresh, jti: 'forged-2' }, foreign, {
-      algorithm: 'ES256',
-      keyid: kid,
-      noTimestamp: true,
-    });
+    const forged = await new SignJWT({ ...fresh, jti: 'forged-2' })
+      .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid })
+      .sign(foreign);
     expect(await (await call('/tickets/data', forged)).json()).toMatchObject({ reason: 'invalid_ticket' });
-    const otherAudience = jwt.sign({ ...fresh, jti: 'forged-3', aud: 'other' }, foreign, {
-      algorithm: 'ES256',
-      keyid: 'nope',
-      noTimestamp: true,
-    });
+    const otherAudience = await new SignJWT({ ...fresh, jti: 'forged-3', aud: 'other' })
+      .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: 'nope' })
+      .sign(foreign);
     expect((await call('/tickets/data', otherAudience)).status).toBe(401);
     expect(await (await fetch(`${sellerUrl}/tickets/data`)).json()).toMatchObject({
       error: 'Ticket required',

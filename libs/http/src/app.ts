@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@paygate/telemetry';
 import express, { type ErrorRequestHandler, type Express as ExpressApp, type Request } from 'express';
-import { type ErrorBody, HttpError } from './errors';
+import { type ErrorBody, HttpError, invalidJson } from './errors';
+import { assertStoredText } from './validation';
 
 declare global {
   namespace Express {
@@ -10,6 +11,18 @@ declare global {
       rawBody?: Buffer;
     }
   }
+}
+
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** The caller's X-Request-Id when it is a safe one (1-128 of [A-Za-z0-9._-]), else undefined. */
+export function acceptedRequestId(incoming: string | string[] | undefined): string | undefined {
+  return typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : undefined;
+}
+
+/** The request id of a request: the caller's when acceptable, else a new UUID. */
+export function requestIdFrom(incoming: string | string[] | undefined): string {
+  return acceptedRequestId(incoming) ?? randomUUID();
 }
 
 export interface AppOptions {
@@ -29,8 +42,7 @@ export function createApp(options: AppOptions): ExpressApp {
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
   app.use((req, res, next) => {
-    const incoming = req.header('x-request-id');
-    req.requestId = incoming && /^[A-Za-z0-9._-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    req.requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', req.requestId);
     next();
   });
@@ -47,32 +59,51 @@ export function createApp(options: AppOptions): ExpressApp {
         : {}),
     }),
   );
+  // Every parsed JSON body meets the stored-text rules (NUL, surrogates, exact numbers, depth) before any
+  // route sees it, validated or not.
+  app.use((req, _res, next) => {
+    if (req.body !== undefined) assertStoredText(req.body, 'body');
+    next();
+  });
   return app;
 }
 
-/** Must be added last: maps every error to the shared JSON body. */
-export function errorHandler(logger: Logger): ErrorRequestHandler {
-  return (error, req, res, _next) => {
-    const requestId = req.requestId;
-    let status = 500;
-    let body: ErrorBody;
-    if (error instanceof HttpError) {
-      status = error.status;
-      body = { error: { code: error.code, message: error.message, ...error.details, requestId } };
-    } else if (error?.type === 'entity.parse.failed') {
-      status = 400;
-      body = {
-        error: {
-          code: 'invalid_json',
-          message: 'body is not valid JSON',
-          field: 'body',
-          rule: 'must be JSON',
-          requestId,
-        },
-      };
-    } else if (error?.type === 'entity.too.large') {
-      status = 413;
-      body = {
+/**
+ * Postgres refusing a value (SQLSTATE class 22, data exception: invalid byte sequence, numeric out of range,
+ * invalid text representation…) or a value too large for an index (54000): the input's fault, never the
+ * server's. pg's DatabaseError is recognised by shape so this library needs no driver.
+ */
+function isDatabaseDataError(error: unknown): error is { code: string; message: string } {
+  const candidate = error as { code?: unknown; severity?: unknown } | null;
+  return (
+    typeof candidate?.code === 'string' &&
+    typeof candidate.severity === 'string' &&
+    (candidate.code.startsWith('22') || candidate.code === '54000')
+  );
+}
+
+/**
+ * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
+ * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
+ * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
+ */
+export function errorResponse(
+  error: any,
+  requestId: string,
+  onUnexpected: (error: unknown) => void,
+  onDatabaseRefusal?: (error: { code: string; message: string }) => void,
+): { status: number; body: ErrorBody } {
+  if (error instanceof HttpError) {
+    return {
+      status: error.status,
+      body: { error: { code: error.code, message: error.message, ...error.details, requestId } },
+    };
+  }
+  if (error?.type === 'entity.parse.failed') return errorResponse(invalidJson(), requestId, onUnexpected);
+  if (error?.type === 'entity.too.large') {
+    return {
+      status: 413,
+      body: {
         error: {
           code: 'body_too_large',
           message: 'body is larger than the limit',
@@ -80,14 +111,47 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
           rule: 'too large',
           requestId,
         },
-      };
-    } else if (typeof error?.status === 'number' && error.status >= 400 && error.status < 500) {
-      status = error.status;
-      body = { error: { code: 'bad_request', message: String(error.message ?? 'bad request'), requestId } };
-    } else {
-      logger.error({ err: error, requestId, path: req.path }, 'unhandled error');
-      body = { error: { code: 'internal_error', message: 'internal error', requestId } };
-    }
+      },
+    };
+  }
+  if (isDatabaseDataError(error)) {
+    onDatabaseRefusal?.(error);
+    return {
+      status: 400,
+      body: {
+        error: {
+          code: 'invalid_request',
+          message: 'a value of the request cannot be stored',
+          rule: 'must be a value the database accepts',
+          requestId,
+        },
+      },
+    };
+  }
+  if (typeof error?.status === 'number' && error.status >= 400 && error.status < 500) {
+    return {
+      status: error.status,
+      body: { error: { code: 'bad_request', message: String(error.message ?? 'bad request'), requestId } },
+    };
+  }
+  onUnexpected(error);
+  return { status: 500, body: { error: { code: 'internal_error', message: 'internal error', requestId } } };
+}
+
+/** Must be added last: maps every error to the shared JSON body. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error, req, res, _next) => {
+    const requestId = req.requestId;
+    const { status, body } = errorResponse(
+      error,
+      requestId,
+      (err) => logger.error({ err, requestId, path: req.path }, 'unhandled error'),
+      (refused) =>
+        logger.warn(
+          { sqlState: refused.code, dbMessage: refused.message, requestId, path: req.path },
+          'database refused a value',
+        ),
+    );
     if (res.headersSent) return;
     res.status(status).json(body);
   };

@@ -2,12 +2,17 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import { HttpError } from './errors';
 
-/** The token of `Authorization: Bearer <token>`, or undefined. */
+const BEARER_PATTERN = /^Bearer\s+(\S+)$/i;
+
+/** The token of an `Authorization: Bearer <token>` header value, or undefined. */
+export function bearerTokenOf(authorization: string | undefined): string | undefined {
+  if (!authorization) return undefined;
+  return BEARER_PATTERN.exec(authorization.trim())?.[1];
+}
+
+/** The token of the request's `Authorization: Bearer <token>`, or undefined. */
 export function bearerToken(req: Request): string | undefined {
-  const header = req.header('authorization');
-  if (!header) return undefined;
-  const match = /^Bearer\s+(\S+)$/i.exec(header.trim());
-  return match?.[1];
+  return bearerTokenOf(req.header('authorization'));
 }
 
 /** Compares two secrets in constant time, whatever their lengths (both are hashed to 32 bytes first). */

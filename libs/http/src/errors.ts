@@ -17,6 +17,9 @@ export const unauthorized = (message = 'missing or invalid credentials') =>
   new HttpError(401, 'unauthorized', message);
 export const forbidden = (message = 'not allowed') => new HttpError(403, 'forbidden', message);
 export const notFound = (what: string) => new HttpError(404, 'not_found', `${what} not found`);
+/** A body that is not JSON (or, as express.json's strict mode, not an object or array). */
+export const invalidJson = () =>
+  new HttpError(400, 'invalid_json', 'body is not valid JSON', { field: 'body', rule: 'must be JSON' });
 export const conflict = (code: string, message: string) => new HttpError(409, code, message);
 
 export interface ErrorBody {

@@ -1,5 +1,25 @@
-export * from './app';
-export * from './auth';
-export * from './errors';
-export * from './openapi';
-export * from './validation';
+export {
+  acceptedRequestId,
+  createApp,
+  errorHandler,
+  errorResponse,
+  notFoundHandler,
+  requestIdFrom,
+} from './app';
+export { bearerToken, bearerTokenOf, constantTimeEqual, operatorAuth } from './auth';
+export { badRequest, conflict, type ErrorBody, HttpError, invalidJson, notFound } from './errors';
+export {
+  ErrorBodySchema,
+  errorResponses,
+  idempotencyKeyParameter,
+  jsonRequestBody,
+  jsonResponse,
+  openApiDocument,
+  plainSchema,
+  schemaParameters,
+  securitySchemes,
+  serveOpenApi,
+} from './openapi';
+export { type AnyRoute, defineRoute, mountRoutes, routesOpenApi, routesOpenApiPaths } from './routes';
+export { findStoredTextViolation, MAX_JSON_DEPTH, STORED_TEXT_RULES } from './stored-text';
+export { assertStoredText, assertValid } from './validation';

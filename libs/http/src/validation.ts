@@ -3,6 +3,7 @@ import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { NextFunction, Request, Response } from 'express';
 import { HttpError } from './errors';
+import { findStoredTextViolation } from './stored-text';
 
 const ajv = addFormats(new Ajv({ allErrors: false, strict: false, coerceTypes: false }));
 const compiled = new WeakMap<object, ValidateFunction>();
@@ -49,8 +50,28 @@ export function describeAjvError(error: ErrorObject, root: string): { field: str
   }
 }
 
-/** Validates `value` against a TypeBox schema; throws a 400 naming the field and the rule. */
+/** Values already held to the stored-text rules (bodies checked by createApp), not walked twice. */
+const checkedValues = new WeakSet<object>();
+
+/**
+ * Throws a 400 naming the field and the rule when `value` breaks a stored-text rule (NUL, unpaired
+ * surrogate, inexact number, nesting depth; see stored-text.ts).
+ */
+export function assertStoredText(value: unknown, root = 'body'): void {
+  const isObject = value !== null && typeof value === 'object';
+  if (isObject && checkedValues.has(value)) return;
+  const violation = findStoredTextViolation(value, root);
+  if (violation)
+    throw new HttpError(400, 'invalid_request', `${violation.field} ${violation.rule}`, violation);
+  if (isObject) checkedValues.add(value);
+}
+
+/**
+ * Validates `value` against a TypeBox schema, after the stored-text rules every input meets; throws a 400
+ * naming the field and the rule.
+ */
 export function assertValid<T extends TSchema>(schema: T, value: unknown, root = 'body'): Static<T> {
+  assertStoredText(value, root);
   const validator = compile(schema);
   if (!validator(value)) {
     const first = validator.errors?.[0];

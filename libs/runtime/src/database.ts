@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { busMigrations } from '@paygate/bus';
 import type { Logger } from '@paygate/telemetry';
 import {
@@ -101,6 +104,7 @@ export async function migrateToLatest(
   schema: string,
   migrations: Record<string, Migration>,
   logger?: Logger,
+  repeatableSql: RepeatableSql[] = [],
 ): Promise<void> {
   await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
   const migrator = new Migrator({
@@ -114,6 +118,64 @@ export async function migrateToLatest(
     if (result.status === 'Error') logger?.error({ migration: result.migrationName }, 'migration failed');
   }
   if (error) throw error;
+  await applyRepeatableSql(db, schema, repeatableSql, logger);
+}
+
+/**
+ * A file of functions and views that is the one definition of them (`create or replace …`), applied after the
+ * versioned migrations whenever its text changed. Versioned migrations create tables and stay frozen; the logic
+ * that changes (booking functions, views) lives once, here, instead of being copied into every migration.
+ */
+export interface RepeatableSql {
+  name: string;
+  sql: string;
+}
+
+/** Reads `<package>/sql/<file>` from a module's directory, walking up from `dist/` or `src/` (bounded). */
+export function readRepeatableSql(fromDir: string, file: string): RepeatableSql {
+  let dir = fromDir;
+  for (let depth = 0; depth < 5; depth++) {
+    const candidate = join(dir, 'sql', file);
+    if (existsSync(candidate)) return { name: file, sql: readFileSync(candidate, 'utf8') };
+    dir = dirname(dir);
+  }
+  throw new Error(`repeatable SQL file sql/${file} not found above ${fromDir}`);
+}
+
+export function sqlChecksum(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * Applies each script whose checksum differs from the one recorded, in one transaction per script, serialised
+ * across replicas by an advisory lock scoped to the schema.
+ */
+export async function applyRepeatableSql(
+  db: Kysely<any>,
+  schema: string,
+  scripts: RepeatableSql[],
+  logger?: Logger,
+): Promise<void> {
+  if (scripts.length === 0) return;
+  await sql`create table if not exists ${sql.id(schema, 'repeatable_sql')} (
+    name text primary key, checksum text not null, applied_at timestamptz not null default now())`.execute(
+    db,
+  );
+  for (const script of scripts) {
+    const checksum = sqlChecksum(script.sql);
+    await db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtextextended(${`runtime:repeatable-sql:${schema}`}, 0))`.execute(
+        trx,
+      );
+      const recorded = await sql<{ checksum: string }>`
+        select checksum from ${sql.id(schema, 'repeatable_sql')} where name = ${script.name}`.execute(trx);
+      if (recorded.rows[0]?.checksum === checksum) return;
+      await sql.raw(script.sql).execute(trx);
+      await sql`insert into ${sql.id(schema, 'repeatable_sql')} (name, checksum) values (${script.name}, ${checksum})
+        on conflict (name) do update set checksum = excluded.checksum, applied_at = now()`.execute(trx);
+      logger?.info({ script: script.name, checksum }, 'repeatable SQL applied');
+    });
+  }
 }
 
 export async function dropSchema(db: Kysely<any>, schema: string): Promise<void> {

@@ -1,9 +1,16 @@
 // The one kickable, non-overlapping background loop (it lives in the bus library so the outbox relay can use it).
 export { type PassOutcome, PollingLoop, type PollingLoopOptions } from '@paygate/bus';
-export * from './chain-config';
-export * from './config';
-export * from './database';
-export * from './main';
-export * from './metrics';
-export * from './retry';
-export * from './service';
+export { type ChainConfig, chainConfig } from './chain-config';
+export { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from './config';
+export {
+  applyRepeatableSql,
+  createDatabase,
+  dropSchema,
+  migrateToLatest,
+  readRepeatableSql,
+} from './database';
+export { runMain } from './main';
+export { Counter, Gauge, Registry, type ServiceMetrics } from './metrics';
+export { type ProductionGuardOptions, productionGuards } from './production';
+// (nothing of './retry' is used outside the package)
+export { type BackgroundTask, type RunningService, type ServiceContext, startService } from './service';

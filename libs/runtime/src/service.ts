@@ -13,7 +13,7 @@ import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
 import type { CommonConfig } from './config';
-import { createDatabase, migrateToLatest } from './database';
+import { createDatabase, migrateToLatest, type RepeatableSql } from './database';
 import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
 import { retryStartup } from './retry';
 
@@ -38,6 +38,8 @@ export interface ServiceDefinition<DB = any> {
   name: ServiceName;
   config: CommonConfig;
   migrations: Record<string, Migration>;
+  /** Functions and views re-applied after the migrations whenever their text changes (see `applyRepeatableSql`). */
+  repeatableSql?: RepeatableSql[];
   /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
   routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
   consumers?: (ctx: ServiceContext<DB>) => ConsumerOptions<Subject>[];
@@ -109,7 +111,13 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     await db.destroy();
     throw error;
   });
-  await migrateToLatest(db as Kysely<any>, config.dbSchema, definition.migrations, logger);
+  await migrateToLatest(
+    db as Kysely<any>,
+    config.dbSchema,
+    definition.migrations,
+    logger,
+    definition.repeatableSql,
+  );
   await ensureStreams(bus);
 
   const relay = new OutboxRelay(db as Kysely<any>, bus, logger);

@@ -1,3 +1,7 @@
-export * from './middleware';
-export * from './protocol';
-export * from './test-responder';
+export { bearerToken, SellerAuth } from './middleware';
+export {
+  API_KEY_PATTERN,
+  PUBLISHABLE_KEY_PATTERN,
+  type ResolveApiKeyReply,
+  type SellerIdentity,
+} from './protocol';

@@ -1,12 +1,12 @@
-import type { Bus } from '@paygate/bus';
+import { type Bus, requestRpc } from '@paygate/bus';
 import { bearerToken, HttpError } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
+import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
 import {
   API_KEY_PATTERN,
-  RESOLVE_API_KEY_RPC,
   type ResolveApiKeyReply,
-  type ResolveApiKeyRequest,
+  SESSION_TOKEN_PATTERN,
   type SellerIdentity,
 } from './protocol';
 
@@ -33,15 +33,14 @@ interface CacheEntry {
   expiresAt: number;
 }
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
- * Resolves `Authorization: Bearer sk_…` to a seller by asking the registry over NATS request-reply,
+ * Resolves `Authorization: Bearer sk_…` (or a dashboard session token) to a seller by asking the registry over NATS request-reply,
  * caches the answer briefly, and drops a seller's entries as soon as `seller.updated` says its key changed.
  */
 export class SellerAuth {
-  private readonly cache = new Map<string, CacheEntry>();
+  private readonly cache: LRUCache<string, CacheEntry>;
   private readonly subscription: Subscription;
   readonly options: Required<SellerAuthOptions>;
 
@@ -54,6 +53,7 @@ export class SellerAuth {
       requestTimeoutMs: options.requestTimeoutMs ?? 2000,
       maxCacheEntries: options.maxCacheEntries ?? 10_000,
     };
+    this.cache = new LRUCache({ max: this.options.maxCacheEntries });
     // A core subscription also sees events that the registry publishes to JetStream.
     this.subscription = bus.nc.subscribe(bus.subjectFor('seller.updated'), {
       callback: (_error, message) => {
@@ -68,40 +68,46 @@ export class SellerAuth {
   }
 
   forgetSeller(sellerId: string): void {
-    for (const [key, entry] of this.cache) {
-      if (entry.reply.ok && entry.reply.seller.sellerId === sellerId) this.cache.delete(key);
-    }
+    const stale = [...this.cache.entries()].filter(
+      ([, entry]) => entry.reply.ok && entry.reply.seller.sellerId === sellerId,
+    );
+    for (const [key] of stale) this.cache.delete(key);
   }
 
   /** Resolves a key; throws HttpError 401 for a malformed or unknown key, 503 when the registry is unreachable. */
   async resolve(apiKey: string): Promise<SellerIdentity> {
-    if (!API_KEY_PATTERN.test(apiKey)) {
-      throw new HttpError(401, 'invalid_api_key', 'API key is malformed: expected sk_ followed by the key', {
-        field: 'Authorization',
-        rule: 'must be Bearer sk_…',
-      });
+    if (!API_KEY_PATTERN.test(apiKey) && !SESSION_TOKEN_PATTERN.test(apiKey)) {
+      throw new HttpError(
+        401,
+        'invalid_api_key',
+        'API key is malformed: expected sk_ followed by the key (or a dashboard session token)',
+        { field: 'Authorization', rule: 'must be Bearer sk_… or a session token' },
+      );
     }
     const now = Date.now();
     let entry = this.cache.get(apiKey);
     if (!entry || entry.expiresAt < now) {
       let reply: ResolveApiKeyReply;
       try {
-        const message = await this.bus.nc.request(
-          this.bus.rpcSubject(RESOLVE_API_KEY_RPC),
-          encoder.encode(JSON.stringify({ apiKey } satisfies ResolveApiKeyRequest)),
-          { timeout: this.options.requestTimeoutMs },
+        reply = await requestRpc(
+          this.bus,
+          'registry.resolve_api_key',
+          { apiKey },
+          { timeoutMs: this.options.requestTimeoutMs },
         );
-        reply = JSON.parse(decoder.decode(message.data)) as ResolveApiKeyReply;
       } catch {
         throw new HttpError(503, 'auth_unavailable', 'cannot verify the API key right now; retry shortly');
       }
       // Unknown keys are cached for a shorter time so a just-created key works at once.
       entry = { reply, expiresAt: now + (reply.ok ? this.options.cacheTtlMs : 1000) };
-      if (this.cache.size >= this.options.maxCacheEntries) this.cache.clear();
       this.cache.set(apiKey, entry);
     }
     if (!entry.reply.ok)
-      throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
+      throw new HttpError(
+        401,
+        'unknown_api_key',
+        'API key is not valid (unknown or rotated), or the session expired: sign in again',
+      );
     return entry.reply.seller;
   }
 

@@ -1,23 +1,11 @@
+import type { RpcReply, RpcRequest } from '@paygate/contracts';
+
 /**
- * The request-reply protocol by which any service asks the registry who holds an API key.
- * Subject: bus.rpcSubject(RESOLVE_API_KEY_RPC). The key travels over NATS inside the cluster (TLS in
- * production); the registry hashes it and compares hashes, never storing it in clear.
+ * Who holds an API key: the registry answers `registry.resolve_api_key`, declared with its schemas in
+ * @paygate/contracts (RPCS) and called with requestRpc like every RPC.
  */
-export const RESOLVE_API_KEY_RPC = 'registry.resolve_api_key';
+export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from '@paygate/contracts';
 
-export interface ResolveApiKeyRequest {
-  apiKey: string;
-}
-
-export interface SellerIdentity {
-  sellerId: string;
-  walletAddress: string;
-  payoutAddress: string;
-  publishableKey: string;
-  apiKeyVersion: number;
-}
-
-export type ResolveApiKeyReply = { ok: true; seller: SellerIdentity } | { ok: false; reason: 'unknown_key' };
-
-export const API_KEY_PATTERN = /^sk_[A-Za-z0-9_-]{16,128}$/;
-export const PUBLISHABLE_KEY_PATTERN = /^pk_[A-Za-z0-9_-]{16,128}$/;
+export type ResolveApiKeyRequest = RpcRequest<'registry.resolve_api_key'>;
+export type ResolveApiKeyReply = RpcReply<'registry.resolve_api_key'>;
+export type SellerIdentity = Extract<ResolveApiKeyReply, { ok: true }>['seller'];

@@ -1,8 +1,8 @@
 import type { Bus } from '@paygate/bus';
 import { createApp, errorHandler } from '@paygate/http';
-import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import { createTestEnvironment, serveSellersForTests, type TestEnvironment, waitFor } from '@paygate/testing';
 import request from 'supertest';
-import { SellerAuth, type SellerIdentity, serveSellersForTests } from '../src';
+import { SellerAuth, type SellerIdentity } from '../src';
 
 const seller: SellerIdentity = {
   sellerId: 'sel_1',
@@ -24,7 +24,7 @@ describe('seller auth over NATS request-reply', () => {
 
   it('answers 401 for missing, malformed and unknown keys, and drops the cache on seller.updated', async () => {
     const table: Record<string, SellerIdentity> = { [key]: seller };
-    const responder = serveSellersForTests(bus, table);
+    const responder = await serveSellersForTests(bus, table);
     const auth = new SellerAuth(bus, { cacheTtlMs: 60_000 });
     const app = createApp({ logger: env.logger });
     app.get('/me', auth.middleware(), (req, res) => {
@@ -52,7 +52,7 @@ describe('seller auth over NATS request-reply', () => {
       async () => (await request(app).get('/me').set('authorization', `Bearer ${key}`)).status === 401,
     );
 
-    responder.unsubscribe();
+    await responder.stop();
     const unreachable = await request(app)
       .get('/me')
       .set('authorization', 'Bearer sk_other_0123456789abcdef');

@@ -1,2 +1,2 @@
-export * from './logger';
-export * from './tracing';
+export { createLogger, type Logger, REDACTED_PATHS, scrubSecrets } from './logger';
+export { currentTraceCarrier, SpanKind, startTelemetry, stopTelemetry, withSpan } from './tracing';

@@ -1,6 +1,48 @@
-export * from './anvil';
-export * from './infra';
-export * from './processes';
-export * from './registry-client';
-export * from './routes';
-export * from './wallets';
+export {
+  type AnvilInstance,
+  deployTestUsdc,
+  findFreePort,
+  increaseTime,
+  mine,
+  reorg,
+  setAutomine,
+  startAnvil,
+} from './anvil';
+export { signTransferAuthorization } from './eip3009';
+export {
+  baseAccepted,
+  changedRows,
+  type FuzzCall,
+  figuresTable,
+  HOSTILE_URL_VALUES,
+  hostileBodies,
+  operationSeed,
+  parameterisedReads,
+  type ReadOperation,
+  type RouteFigures,
+  schemaValidator,
+  sendConcurrently,
+  snapshotRows,
+  type WriteOperation,
+  writeOperations,
+} from './fuzz';
+export {
+  countStreamMessages,
+  createTestEnvironment,
+  EventRecorder,
+  openSchema,
+  randomSuffix,
+  sleep,
+  TEST_DATABASE_URL,
+  TEST_NATS_URL,
+  type TestEnvironment,
+  waitFor,
+  waitForConsumerIdle,
+} from './infra';
+export { type ServiceProcess, spawnTsProcess } from './processes';
+export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
+export { servedApiOperations } from './routes';
+export { serveSellersForTests } from './sellers';
+export { deploySmartWallet } from './smart-wallet';
+export { serveTransferClaimsForTests } from './transfer-claims';
+export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';

@@ -150,3 +150,21 @@ export async function countStreamMessages(bus: Bus, eventType: string): Promise<
   }
   return result;
 }
+
+/**
+ * Waits until a durable consumer has acknowledged every event on its subject published so far: the positive
+ * signal that it handled them, to be awaited before asserting that something did NOT happen.
+ */
+export async function waitForConsumerIdle(
+  bus: Bus,
+  durable: string,
+  options: { timeoutMs?: number } = {},
+): Promise<void> {
+  await waitFor(
+    async () => {
+      const info = await bus.jsm.consumers.info(bus.eventsStream, durable);
+      return info.num_pending === 0 && info.num_ack_pending === 0;
+    },
+    { timeoutMs: options.timeoutMs ?? 10_000, message: `consumer ${durable} never caught up` },
+  );
+}

@@ -12,9 +12,9 @@ export interface TestWallet {
   accountIndex: number;
 }
 
-export type TestWalletRole = 'deployer' | 'escrow' | 'buyer' | 'seller' | 'platform' | 'stranger';
+export type TestWalletRole = 'deployer' | 'escrow' | 'buyer' | 'seller' | 'platform' | 'stranger' | 'relayer';
 
-/** Anvil's default accounts 0-5, named by the role they play in Paygate tests (all pre-funded with 10,000 ETH). */
+/** Anvil's default accounts 0-6, named by the role they play in Paygate tests (all pre-funded with 10,000 ETH). */
 export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>> = Object.freeze({
   deployer: {
     accountIndex: 0,
@@ -45,6 +45,12 @@ export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>
     accountIndex: 5,
     address: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
     privateKey: '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba',
+  },
+  /** The x402 relayer: pays gas for transferWithAuthorization, holds no USDC. */
+  relayer: {
+    accountIndex: 6,
+    address: '0x976EA74026E726554dB657fA54763abd0C3a0aa9',
+    privateKey: '0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e',
   },
 });
 

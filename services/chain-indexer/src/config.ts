@@ -6,6 +6,7 @@ import {
   commonConfig,
   num,
   parseEnv,
+  productionGuards,
 } from '@paygate/runtime';
 
 /** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own. */
@@ -43,6 +44,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
   if (parsed.REORG_WINDOW_BLOCKS < chain.confirmations) {
     throw new ConfigError('invalid configuration: REORG_WINDOW_BLOCKS must be at least CONFIRMATIONS');
   }
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: chain.escrowAddress },
+    rpcPolling: { url: chain.rpcUrl, intervalMs: parsed.POLL_INTERVAL_MS, variable: 'POLL_INTERVAL_MS' },
+    sharedConfirmations: true,
+  });
   return {
     ...common,
     ...chain,

@@ -11,7 +11,6 @@ import {
   openSchema,
   reorg,
   type ServiceProcess,
-  sleep,
   spawnTsProcess,
   startAnvil,
   type TestEnvironment,
@@ -19,7 +18,7 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
 
 const USDC = 1_000_000n;
@@ -55,6 +54,24 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     return countStreamMessages(bus, 'transfer.observed');
   }
 
+  /**
+   * The positive signal before asserting what was NOT published: a pass finished at the chain's current head
+   * (the head gauge is set after the pass published what was due) and the relay sent everything it wrote.
+   */
+  async function caughtUp() {
+    const head = await anvil.provider.getBlockNumber();
+    await waitFor(
+      async () => {
+        const gauge = await indexer!.ctx.metrics.registry.getSingleMetric('indexer_head_block')?.get();
+        const backlog = await sql<{
+          n: number;
+        }>`select count(*)::int n from outbox where published_at is null`.execute(db);
+        return (gauge?.values[0]?.value ?? -1) >= head && backlog.rows[0]!.n === 0;
+      },
+      { message: `indexer never caught up with block ${head}` },
+    );
+  }
+
   beforeAll(async () => {
     env = await createTestEnvironment('indexer');
     anvil = await startAnvil();
@@ -73,7 +90,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
 
   it('publishes one event per transfer once it has the confirmations, with every field', async () => {
     const txHash = await pay(testWallets.escrow.address, 1_500_000n);
-    await sleep(300);
+    await caughtUp();
     expect(await observed()).toHaveLength(0); // one confirmation so far, two required
     await mine(anvil.provider, 1);
     const events = await waitFor(async () => {
@@ -99,7 +116,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
       },
     });
     await mine(anvil.provider, 3);
-    await sleep(300);
+    await caughtUp();
     expect(await observed()).toHaveLength(1);
   });
 
@@ -110,7 +127,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     await pay(testWallets.stranger.address, 2n * USDC);
     await pay(testWallets.escrow.address, 3n * USDC, otherToken);
     await mine(anvil.provider, 3);
-    await sleep(400);
+    await caughtUp();
     expect(await observed()).toHaveLength(before);
   });
 
@@ -129,7 +146,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     });
     expect(events.slice(before).map((e) => (e.data as { txHash: string }).txHash)).toEqual(whileDown);
     await mine(anvil.provider, 2);
-    await sleep(300);
+    await caughtUp();
     expect(await observed()).toHaveLength(before + 2);
   });
 
@@ -253,7 +270,19 @@ describe('chain-indexer replicas: one leads, another takes over when it is kille
     });
     const second = await send(2n * USDC);
     await waitFor(async () => (await countStreamMessages(bus, 'transfer.observed')).length >= 2);
-    await sleep(500);
+    // Before looking for a duplicate: B has marked both transfers published and relayed its whole outbox, so
+    // anything either replica was going to publish is in the stream by now.
+    const db = openSchema(env.schemaFor('chain-indexer'));
+    try {
+      await waitFor(async () => {
+        const state = await sql<{ published: number; waiting: number }>`select
+            (select count(*)::int from transfers where status = 'published') published,
+            (select count(*)::int from outbox where published_at is null) waiting`.execute(db);
+        return state.rows[0]!.published === 2 && state.rows[0]!.waiting === 0;
+      });
+    } finally {
+      await db.destroy();
+    }
     const final = await countStreamMessages(bus, 'transfer.observed');
     expect(final.map((e) => (e.data as { txHash: string }).txHash)).toEqual([first, second]);
   });

@@ -1,9 +1,11 @@
 import type { Migration } from 'kysely';
 import { init } from './2026-11-22-0100-init';
 import { transferRefundRequests } from './2026-11-22-0900-transfer-refund-requests';
+import { claimedTransfers } from './2026-11-22-1000-claimed-transfers';
 
 /** Frozen, date-prefixed migrations of the checkout schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
   '2026-11-22-0900-transfer-refund-requests': transferRefundRequests,
+  '2026-11-22-1000-claimed-transfers': claimedTransfers,
 };

@@ -6,6 +6,7 @@ import {
   commonConfig,
   num,
   parseEnv,
+  productionGuards,
   str,
 } from '@paygate/runtime';
 
@@ -72,12 +73,13 @@ export function loadConfig(
   positiveInt('DEFAULT_HOLD_PERIOD_HOURS', parsed.DEFAULT_HOLD_PERIOD_HOURS, 0, 168);
   positiveInt('SWEEP_INTERVAL_MS', parsed.SWEEP_INTERVAL_MS, 10, 600_000);
   positiveInt('PROJECTION_CACHE_TTL_MS', parsed.PROJECTION_CACHE_TTL_MS, 0, 60_000);
-  if (
-    common.production &&
-    (parsed.OPERATOR_TOKEN === DEV_OPERATOR_TOKEN || parsed.OPERATOR_TOKEN.length < 24)
-  )
-    problems.push('OPERATOR_TOKEN must be set to at least 24 characters in production');
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: escrowAddress },
+    secrets: ['OPERATOR_TOKEN'],
+  });
   return {
     ...common,
     escrowAddress,

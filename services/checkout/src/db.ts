@@ -1,7 +1,13 @@
 import type { Kysely, Transaction } from 'kysely';
 
 export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired';
-export type TransferStatus = 'matched' | 'unmatched' | 'attached' | 'refund_requested' | 'reorged';
+export type TransferStatus =
+  | 'matched'
+  | 'unmatched'
+  | 'attached'
+  | 'refund_requested'
+  | 'reorged'
+  | 'claimed';
 
 export interface SellersTable {
   seller_id: string;
@@ -87,6 +93,16 @@ export interface TransfersTable {
   refund_request_id: string | null;
 }
 
+/** Transfers another channel claimed at the ledger (`transfer.claimed`), possibly before checkout observed them. */
+export interface ClaimedTransfersTable {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  channel: string;
+  claim_id: string;
+  claimed_at: Date;
+}
+
 export interface PaymentsTable {
   payment_id: string;
   session_id: string;
@@ -104,6 +120,7 @@ export interface CheckoutDatabase {
   idempotency_keys: IdempotencyKeysTable;
   transfers: TransfersTable;
   payments: PaymentsTable;
+  claimed_transfers: ClaimedTransfersTable;
 }
 
 export type CheckoutDb = Kysely<CheckoutDatabase>;

@@ -1,2 +1,2 @@
-export * from './config';
-export * from './service';
+export { loadConfig } from './config';
+export { startCheckout } from './service';

@@ -21,7 +21,13 @@ const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()]);
 const TransferView = Type.Object({
   transferId: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }),
   status: Type.Union(
-    ['matched', 'unmatched', 'attached', 'refund_requested', 'reorged'].map((s) => Type.Literal(s)),
+    ['matched', 'unmatched', 'attached', 'refund_requested', 'reorged', 'claimed'].map((s) =>
+      Type.Literal(s),
+    ),
+    {
+      description:
+        "claimed: another channel (an x402 proof, a seller's /api/verify) spent the transfer at the ledger; it is a payment, not unmatched money",
+    },
   ),
   reason: Nullable(
     Type.Union(
@@ -32,6 +38,8 @@ const TransferView = Type.Object({
         'wrong_token',
         'wrong_recipient',
         'wrong_chain',
+        'claimed_by_x402',
+        'claimed_by_verify',
       ].map((s) => Type.Literal(s)),
     ),
   ),
@@ -159,7 +167,9 @@ export function checkoutOpenApi() {
               '400': 'invalid_request',
               '401': 'operator token required',
               '404': 'not_found (transfer, or sessionId)',
-              '409': 'transfer_not_unmatched | session_already_paid',
+              '409':
+                'transfer_not_unmatched | session_already_paid | transfer_claimed_by_payment (the ledger says another channel spent the transfer: it becomes claimed; `claimedBy` names the channel)',
+              '503': 'ledger_unavailable (the ledger did not answer the claim; nothing changed, retry)',
             }),
           },
         },
@@ -169,7 +179,7 @@ export function checkoutOpenApi() {
           operationId: 'refundTransfer',
           summary: 'Send an unmatched transfer back to its sender',
           description:
-            'Marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.',
+            "Asks the ledger first (ledger.claim_transfer, channel operator_refund): a transfer that a payment claimed (an x402 proof, a seller's /api/verify) is refused here with 409 transfer_claimed_by_payment and recorded as claimed, never marked. Otherwise marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.",
           security: [{ operatorToken: [] }],
           parameters: schemaParameters('path', TransferIdParam, { rename: { id: 'transferId' } }),
           requestBody: jsonRequestBody(RefundBody, { required: false }),
@@ -183,7 +193,8 @@ export function checkoutOpenApi() {
               '401': 'operator token required',
               '404': 'no such transfer',
               '409':
-                'transfer_not_unmatched (already resolved or marked) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain)',
+                "transfer_not_unmatched (already resolved or marked) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain) | transfer_claimed_by_payment (a payment spent it; `claimedBy` names the channel, the transfer is now claimed) | transfer_reorged | amount_differs | payer_differs (the ledger's books disagree)",
+              '503': 'ledger_unavailable (the ledger did not answer; nothing changed, retry)',
             }),
           },
         },

@@ -7,6 +7,7 @@ import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase, CheckoutTrx } from './db';
+import { LedgerClaims } from './matching/claims';
 import { TransferMatcher } from './matching/transfers';
 import { openApiRoute } from './openapi';
 import { operatorRoutes } from './operator/routes';
@@ -56,7 +57,8 @@ const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
   let sellerAuth: SellerAuth | undefined;
   let store: SessionStore | undefined;
-  const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) => new TransferMatcher(config, ctx.logger);
+  const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) =>
+    new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
   let projections: ProjectionCache | undefined;
   let sessionFastPath: ((req: IncomingMessage, res: ServerResponse) => boolean) | undefined;
   const projectionsFor = (ctx: ServiceContext<CheckoutDatabase>) => {
@@ -95,6 +97,12 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
           subject: 'transfer.observed',
           concurrency: 4,
           handler: (trx, e) => matcher.onObserved(trx, e.data),
+        }),
+        consumer({
+          durable: 'checkout-transfer-claims',
+          subject: 'transfer.claimed',
+          concurrency: 4,
+          handler: (trx, e) => matcher.onClaimed(trx, e.data),
         }),
         consumer({
           durable: 'checkout-reorgs',

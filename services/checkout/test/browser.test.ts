@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { usdcAbi } from '@paygate/chain';
 import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
+import { type DemoSeller, startDemoSeller } from '@paygate/deploy/demo';
 import { parseUsdc } from '@paygate/money';
 import { loadConfig as loadNotifierConfig, type RunningNotifier, startNotifier } from '@paygate/notifier';
 import type { RunningService } from '@paygate/runtime';
@@ -25,7 +26,6 @@ import {
 import { Contract } from 'ethers';
 import httpProxy from 'http-proxy';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { type DemoSeller, startDemoSeller } from '../../../deploy/demo';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
 
 const SCREENSHOTS = path.join(__dirname, '../../../artifacts/screenshots');

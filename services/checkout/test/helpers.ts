@@ -2,8 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { createEvent, type EventData, type Subject } from '@paygate/contracts';
 import type { RunningService } from '@paygate/runtime';
-import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, type TestEnvironment, testWallets, waitFor } from '@paygate/testing';
+import {
+  createTestEnvironment,
+  serveSellersForTests,
+  serveTransferClaimsForTests,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { loadConfig, startCheckout } from '../src';
 import type { CheckoutDatabase } from '../src/db';
 
@@ -35,15 +41,18 @@ export interface CheckoutHarness {
 export async function startHarness(
   label: string,
   extraEnv: Record<string, string> = {},
-  options: { env?: TestEnvironment } = {},
+  /** claims: who answers `ledger.claim_transfer` (default `memory`: the contract's rule in this process). */
+  options: { env?: TestEnvironment; claims?: 'memory' | 'ledger' } = {},
 ): Promise<CheckoutHarness> {
   const env = options.env ?? (await createTestEnvironment(label));
   const bus = await env.bus();
+  const claims =
+    (options.claims ?? 'memory') === 'memory' ? await serveTransferClaimsForTests(bus) : undefined;
   const clock = new TestClock();
   const sellerId = `sel_${randomBytes(4).toString('hex')}`;
   const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
   const secretKey = `sk_test_${randomBytes(12).toString('hex')}`;
-  const responder = serveSellersForTests(bus, {
+  const responder = await serveSellersForTests(bus, {
     [secretKey]: {
       sellerId,
       walletAddress: testWallets.seller.address,
@@ -101,8 +110,9 @@ export async function startHarness(
     sellerId,
     publish,
     async stop() {
-      responder.unsubscribe();
+      await responder.stop();
       await running.stop();
+      await claims?.stop();
       if (!options.env) await env.cleanup();
     },
   };

@@ -1,5 +1,5 @@
 import { parseUsdc } from '@paygate/money';
-import { countStreamMessages, EventRecorder, waitFor } from '@paygate/testing';
+import { countStreamMessages, EventRecorder, waitFor, waitForConsumerIdle } from '@paygate/testing';
 import request from 'supertest';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness, transferEvent } from './helpers';
 
@@ -37,8 +37,9 @@ describe('checkout matching of observed transfers', () => {
       txHash: transfer.txHash.toLowerCase(),
       payer: transfer.from,
     });
-    await waitFor(async () => (await countStreamMessages(h.bus, 'payment.confirmed')).length >= 1);
-    await new Promise((r) => setTimeout(r, 500));
+    // Both copies handled and everything checkout wrote relayed: a second payment.confirmed would be out by now.
+    await waitForConsumerIdle(h.bus, 'checkout-transfers');
+    await waitFor(async () => (await h.running.ctx.relay.backlog()) === 0);
     const confirmed = (await countStreamMessages(h.bus, 'payment.confirmed')).filter(
       (e) => (e.data as any).sessionId === s.sessionId,
     );

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
+import { type MoneyServices, startMoneyServices } from '@paygate/escrow-ledger/test/money-services';
 import { parseUsdc } from '@paygate/money';
-import { serveSellersForTests } from '@paygate/seller-auth';
 import {
   type AnvilInstance,
   countStreamMessages,
@@ -11,6 +11,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   openSchema,
+  serveSellersForTests,
   startAnvil,
   type TestEnvironment,
   testSigner,
@@ -19,7 +20,6 @@ import {
 } from '@paygate/testing';
 import { Contract, id as keccakId, Wallet, zeroPadValue } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { type MoneyServices, startMoneyServices } from '../../escrow-ledger/test/money-services';
 
 /**
  * An unmatched transfer refunded end to end on a real chain: anvil + TestUSDC, the real chain-indexer, checkout
@@ -42,7 +42,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   let ledger: MoneyServices['ledger'];
   let checkout: MoneyServices['checkout'];
   let ledgerDb: Kysely<any>;
-  let sellerResponder: { unsubscribe(): void } | undefined;
+  let sellerResponder: { stop(): Promise<void> } | undefined;
   const now = new Date();
   const clock = () => now;
   const sellerId = `sel_${randomBytes(5).toString('hex')}`;
@@ -128,7 +128,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     // A seller whose server opens a checkout session: the buyer will get its amount wrong.
     const payoutAddress = Wallet.createRandom().address;
     const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
-    sellerResponder = serveSellersForTests(bus, {
+    sellerResponder = await serveSellersForTests(bus, {
       [apiKey]: { sellerId, walletAddress: payoutAddress, payoutAddress, publishableKey, apiKeyVersion: 1 },
     });
     const seller = createEvent('seller.updated', 'registry', {
@@ -153,7 +153,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   });
 
   afterAll(async () => {
-    sellerResponder?.unsubscribe();
+    await sellerResponder?.stop();
     await services?.stop();
     await ledgerDb?.destroy();
     await anvil?.stop();

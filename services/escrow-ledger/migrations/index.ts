@@ -5,6 +5,8 @@ import { batchedPostings } from './2026-11-22-0300-batched-postings';
 import { orderedLocks } from './2026-11-22-0400-ordered-locks';
 import { reorgReinclusion } from './2026-11-22-0500-reorg-reinclusion';
 import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-refunds';
+import { transferClaims } from './2026-11-22-1000-transfer-claims';
+import { transactionsLookup } from './2026-11-22-1200-transactions-lookup';
 
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +16,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0400-ordered-locks': orderedLocks,
   '2026-11-22-0500-reorg-reinclusion': reorgReinclusion,
   '2026-11-22-0900-unmatched-transfer-refunds': unmatchedTransferRefunds,
+  '2026-11-22-1000-transfer-claims': transferClaims,
+  '2026-11-22-1200-transactions-lookup': transactionsLookup,
 };

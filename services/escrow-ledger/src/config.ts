@@ -6,6 +6,7 @@ import {
   commonConfig,
   num,
   parseEnv,
+  productionGuards,
   str,
 } from '@paygate/runtime';
 
@@ -47,7 +48,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_CONCURRENCY: num({ default: 2 }),
   });
   const problems: string[] = [];
-  if (parsed.OPERATOR_TOKEN.length < 16) problems.push('OPERATOR_TOKEN: must be at least 16 characters');
+  // Without a default in production envalid hands back undefined: a missing token is reported, not a TypeError.
+  if ((parsed.OPERATOR_TOKEN ?? '').length < 16)
+    problems.push('OPERATOR_TOKEN: must be at least 16 characters');
   for (const [name, value] of [
     ['RELEASE_INTERVAL_MS', parsed.RELEASE_INTERVAL_MS],
     ['RELEASE_BATCH_SIZE', parsed.RELEASE_BATCH_SIZE],
@@ -57,6 +60,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: chain.escrowAddress },
+    secrets: ['OPERATOR_TOKEN'],
+  });
   return {
     ...common,
     ...chain,

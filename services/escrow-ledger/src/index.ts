@@ -1,2 +1,3 @@
-export * from './config';
-export * from './service';
+export { loadConfig } from './config';
+export { reconcile } from './reconciliation/reconcile';
+export { type RunningEscrowLedger, startEscrowLedger } from './service';

@@ -33,6 +33,8 @@ import {
   RefundRequestList,
   RefundRequestListQuery,
   RejectBody,
+  TransactionLookup,
+  TransactionLookupQuery,
 } from './refunds/schemas';
 import {
   Balances,
@@ -64,7 +66,12 @@ const FEE_RULE =
   'After release (available, settling or settled; phase after_release) the seller part is debited from the seller balance, which may go negative (owed, recovered from later settlements), and the platform part from platform revenue. ' +
   'The USDC is sent back to the payer wallet by settlement (refund.initiated -> refund.completed with refundTxHash); the refund is pending until then.';
 
-const SIGNED_MESSAGE = refundRequestMessage('<transactionId>', '<reason>');
+const SIGNED_MESSAGE = refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>');
+const SIGNED_MESSAGE_TX = refundRequestMessage({ txHash: '<txHash>', logIndex: 0 }, '<reason>').replace(
+  '0\n',
+  '<logIndex>\n',
+);
+const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }, '<reason>');
 
 /** The OpenAPI 3.1 description of the escrow-ledger HTTP API, built from the schemas the routes validate with. */
 export function ledgerOpenApi() {
@@ -123,7 +130,7 @@ export function ledgerOpenApi() {
         post: {
           operationId: 'createRefundRequest',
           summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
-          description: `The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nThe request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction. Raises refund.requested.`,
+          description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction. Raises refund.requested.`,
           security: [],
           requestBody: jsonRequestBody(RefundRequestBody, {
             required: true,
@@ -140,7 +147,8 @@ export function ledgerOpenApi() {
             ...errorResponses({
               '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
               '403': 'not_payer: signed by another wallet than the payer (field signature)',
-              '404': 'not_found: no such transaction',
+              '404':
+                'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
               '409': 'nothing_refundable | refund_request_pending',
             }),
           },
@@ -159,8 +167,10 @@ export function ledgerOpenApi() {
       '/api/v1/refund-requests/{id}': {
         get: {
           operationId: 'getRefundRequest',
-          summary: 'One refund request of the calling seller',
-          security: seller,
+          summary: "A refund request's status: public for the buyer (no key), or the calling seller's own",
+          description:
+            "Without Authorization anyone holding the request id (rrq_…, unguessable) reads its status, its refund and the refund transfer (refund.refundTxHash once completed). With a seller key only that seller's requests are found.",
+          security: [{}, ...seller],
           parameters: schemaParameters('path', RefundRequestIdParam),
           responses: {
             '200': jsonResponse(RefundRequest, 'the request'),
@@ -222,6 +232,23 @@ export function ledgerOpenApi() {
           responses: {
             '200': jsonResponse(TransactionList, 'a page of transactions'),
             ...errorResponses({ '400': 'invalid_request: bad status, limit or cursor', ...sellerErrors }),
+          },
+        },
+      },
+      '/api/v1/transactions/lookup': {
+        get: {
+          operationId: 'lookupTransaction',
+          summary: 'Public: the ledger transaction a checkout session or an on-chain transfer became',
+          description:
+            'What a buyer or the checkout widget knows (sessionId, or txHash and logIndex) to the ledger transactionId and what is still refundable. A payment is booked a moment after it is confirmed: 404 transaction_not_found until then.',
+          security: [],
+          parameters: schemaParameters('query', TransactionLookupQuery),
+          responses: {
+            '200': jsonResponse(TransactionLookup, 'the transaction'),
+            ...errorResponses({
+              '400': 'invalid_request: neither or both of sessionId and txHash, or logIndex needed',
+              '404': 'transaction_not_found',
+            }),
           },
         },
       },

@@ -1,9 +1,10 @@
-import { type RunningService, startService } from '@paygate/runtime';
+import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
+import { ClaimResponder } from './claims/claims';
 import type { EscrowLedgerConfig } from './config';
+import type { LedgerDatabase } from './db';
 import type { LedgerDeps } from './deps';
-import { BatchInboxConsumer } from './events/batch-consumer';
 import { ReleaseScheduler } from './holds/release';
 import { createLedgerMetrics } from './metrics';
 import { mountOpenApiRoute } from './openapi';
@@ -36,10 +37,11 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     };
     return deps;
   };
-  const running = await startService({
+  const running = await startService<LedgerDatabase>({
     name: 'escrow-ledger',
     config,
     migrations,
+    repeatableSql: [readRepeatableSql(__dirname, 'ledger.sql')],
     routes(app, ctx) {
       auth = new SellerAuth(ctx.bus);
       mountRefundRoutes(app, ctx, depsOf(ctx), auth);
@@ -50,6 +52,14 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     consumers(ctx) {
       const d = depsOf(ctx);
       return [
+        // payment.confirmed is the hot path: booked in batches, one commit per batch.
+        {
+          durable: 'ledger-payment-confirmed',
+          subject: 'payment.confirmed',
+          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events as never, d),
+          batchSize: config.paymentBatchSize,
+          concurrency: config.paymentConcurrency,
+        },
         {
           durable: 'ledger-transfer-observed',
           subject: 'transfer.observed',
@@ -83,18 +93,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
-      return [
-        // payment.confirmed is the hot path: booked in batches, one commit per batch.
-        new BatchInboxConsumer(ctx, {
-          durable: 'ledger-payment-confirmed',
-          subject: 'payment.confirmed',
-          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
-          batchSize: config.paymentBatchSize,
-          concurrency: config.paymentConcurrency,
-        }),
-        new PayoutResponders(ctx, d),
-        scheduler,
-      ];
+      return [new PayoutResponders(ctx, d), new ClaimResponder(ctx, d), scheduler];
     },
     onStop: async () => auth?.close(),
   });

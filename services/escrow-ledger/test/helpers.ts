@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
-import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, type TestEnvironment, testWallets } from '@paygate/testing';
+import {
+  createTestEnvironment,
+  serveSellersForTests,
+  type TestEnvironment,
+  testWallets,
+} from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
 
 /** The first contract anvil's deployer creates (deployTestUsdc); the config requires a USDC address. */
@@ -60,7 +64,7 @@ export async function startLedgerHarness(
     publishableKey: `pk_test_${id}_0123456789`,
     apiKeyVersion: 1,
   });
-  const responder = serveSellersForTests(bus, {
+  const responder = await serveSellersForTests(bus, {
     [SELLER_KEY]: identity(sellerId),
     [OTHER_SELLER_KEY]: identity(otherSellerId),
   });
@@ -112,7 +116,7 @@ export async function startLedgerHarness(
       return { status: response.status, body: text ? JSON.parse(text) : null };
     },
     async stop() {
-      responder.unsubscribe();
+      await responder.stop();
       await ledger.stop();
       await env.cleanup();
     },

@@ -1,6 +1,9 @@
+import { requestRpc } from '@paygate/bus';
+import type { RpcRequest } from '@paygate/contracts';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
+import { ServiceError } from 'nats';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
@@ -257,20 +260,51 @@ describe('ledger', () => {
     await expectBooksConsistent();
   });
 
+  test('the transaction list filters by confirmation time, skill and tx hash (the dashboard filters)', async () => {
+    const early = await pay({
+      amount: '1',
+      skillName: 'filter-early',
+      confirmedAt: '2026-01-05T10:00:00.000Z',
+    });
+    const late = await pay({
+      amount: '2',
+      skillName: 'filter-late',
+      confirmedAt: '2026-01-07T23:59:00.000Z',
+    });
+    const ids = async (query: string) =>
+      (
+        (await h.http(`/api/v1/transactions?limit=200&${query}`)).body.data as Array<{
+          transactionId: string;
+        }>
+      )
+        .map((t) => t.transactionId)
+        .filter((id) => id === early.txn.id || id === late.txn.id);
+    expect(await ids('confirmedFrom=2026-01-06')).toEqual([late.txn.id]);
+    expect(await ids('confirmedBefore=2026-01-06')).toEqual([early.txn.id]);
+    expect(await ids('confirmedFrom=2026-01-05T10:00:00Z&confirmedBefore=2026-01-08')).toEqual([
+      late.txn.id,
+      early.txn.id,
+    ]);
+    expect(await ids('skill=filter-late')).toEqual([late.txn.id]);
+    expect(await ids(`txHash=${early.payment.txHash.toUpperCase().replace('0X', '0x')}`)).toEqual([
+      early.txn.id,
+    ]);
+    const notADay = await h.http('/api/v1/transactions?confirmedFrom=2026-02-30');
+    expect([notADay.status, notADay.body.error.field]).toEqual([400, 'confirmedFrom']);
+    const badHash = await h.http('/api/v1/transactions?txHash=0x12');
+    expect(badHash.body.error).toMatchObject({
+      field: 'txHash',
+      rule: 'must be a 0x-prefixed 32-byte hex transaction hash',
+    });
+  });
+
   test('payouts: reserve is idempotent per settlementId, refund after settlement leaves the seller owing, recovered next time', async () => {
     const seller = h.otherSellerId;
-    const request = async (subject: string, body: unknown) =>
-      JSON.parse(
-        new TextDecoder().decode(
-          (
-            await h.bus.nc.request(
-              h.bus.rpcSubject(subject),
-              new TextEncoder().encode(JSON.stringify(body)),
-              { timeout: 5000 },
-            )
-          ).data,
-        ),
-      );
+    // Through the contract: both the request and the ledger's reply are validated against RPCS.
+    const request = <N extends 'ledger.reserve_payout' | 'ledger.cancel_payout'>(
+      name: N,
+      body: RpcRequest<N>,
+    ) => requestRpc(h.bus, name, body, { timeoutMs: 5000 });
     const payFor = async (amount: string) => {
       const payment = paymentData(seller, { amount, holdPeriodHours: 0 });
       await h.publish('payment.confirmed', payment);
@@ -351,6 +385,18 @@ describe('ledger', () => {
       ok: false,
       reason: 'unknown_settlement',
     });
+    // A request that breaks the contract is refused by the ledger (service error 400) naming the field.
+    const raw = await h.bus.nc.request(
+      h.bus.rpcSubject('ledger.reserve_payout'),
+      new TextEncoder().encode(
+        JSON.stringify({ settlementId: 'stl_5', sellerId: seller, minimumAmount: 'ten' }),
+      ),
+      { timeout: 5000 },
+    );
+    expect(ServiceError.toServiceError(raw)).toMatchObject({
+      code: 400,
+      message: expect.stringMatching(/minimumAmount/),
+    });
     await expectBooksConsistent();
   });
 
@@ -359,7 +405,7 @@ describe('ledger', () => {
     const { txn } = await pay({ amount: '5', holdPeriodHours: 24 });
     const buyer = new Wallet(BUYER_KEY);
     const sign = (wallet: Wallet, reason: string, id = txn.id) =>
-      wallet.signMessage(refundRequestMessage(id, reason));
+      wallet.signMessage(refundRequestMessage({ transactionId: id }, reason));
     const forged = await h.http('/api/v1/refund-requests', {
       key: null,
       body: {

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { createAgent } from '@paygate/agent-client';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, formatUsdcExact, parseUsdc, splitFee } from '@paygate/money';
-import { serveSellersForTests } from '@paygate/seller-auth';
 import {
   type AnvilInstance,
   createTestEnvironment,
@@ -11,6 +11,7 @@ import {
   fundTestWallets,
   increaseTime,
   openSchema,
+  serveSellersForTests,
   startAnvil,
   type TestEnvironment,
   testSigner,
@@ -19,6 +20,7 @@ import {
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
+import { lookupTransactionId } from '../../../libs/checkout-widget/src/api';
 import { type MoneyServices, startMoneyServices } from './money-services';
 
 /**
@@ -45,6 +47,7 @@ interface Seller {
 
 interface Paid {
   transactionId: string;
+  sessionId: string;
   amountMicro: bigint;
   sellerMicro: bigint;
   txHash: string;
@@ -62,7 +65,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
   let checkout: MoneyServices['checkout'];
   let ledgerDb: Kysely<any>;
   let settlementDb: Kysely<any>;
-  let sellerResponder: { unsubscribe(): void } | undefined;
+  let sellerResponder: { stop(): Promise<void> } | undefined;
   const identities: Record<string, Parameters<typeof serveSellersForTests>[1][string]> = {};
   let now = new Date();
   let revision = 0;
@@ -88,8 +91,8 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       apiKeyVersion: 1,
     };
     // The registry's key lookup answers for every seller made so far.
-    sellerResponder?.unsubscribe();
-    sellerResponder = serveSellersForTests(bus, { ...identities });
+    await sellerResponder?.stop();
+    sellerResponder = await serveSellersForTests(bus, { ...identities });
     revision += 1;
     const event = createEvent('seller.updated', 'registry', {
       sellerId,
@@ -145,6 +148,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     if (holdPeriodHours > 0) expect(row.escrow_status).toBe('held');
     return {
       transactionId: row.id,
+      sessionId: session.sessionId,
       amountMicro,
       sellerMicro: (amountMicro * 95n) / 100n,
       txHash,
@@ -271,7 +275,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
   });
 
   afterAll(async () => {
-    sellerResponder?.unsubscribe();
+    await sellerResponder?.stop();
     await services?.stop();
     await ledgerDb?.destroy();
     await settlementDb?.destroy();
@@ -466,6 +470,90 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await waitReleased(rejected);
     await settleAndWait(seller.sellerId, 1);
     expect(await balanceOf(seller.payoutAddress)).toBe(rejected.sellerMicro);
+    await expectReconciled();
+  });
+
+  test('a buyer asks for refunds by tx hash and by checkout session with the agent client, and follows them', async () => {
+    const seller = await newSeller('1');
+    const byTx = await payThroughCheckout(seller, '3', 24);
+    const bySession = await payThroughCheckout(seller, '2', 24);
+    const buyer = createAgent({
+      wallet: testSigner('buyer', anvil.provider),
+      maxPricePerCall: '1',
+      paygateUrl: ledger.url,
+    });
+    const stranger = createAgent({
+      wallet: testSigner('stranger', anvil.provider),
+      maxPricePerCall: '1',
+      paygateUrl: ledger.url,
+    });
+
+    // What a buyer knows: the transfer's hash, or the session it paid (the widget's PaymentResult has both).
+    const first = await buyer.requestRefund({ txHash: byTx.txHash, reason: 'never arrived' });
+    expect(first).toMatchObject({
+      id: expect.stringMatching(/^rrq_/),
+      status: 'pending',
+      transactionId: byTx.transactionId,
+      refund: null,
+    });
+    const second = await buyer.requestRefund({ sessionId: bySession.sessionId, reason: 'changed my mind' });
+    expect(second).toMatchObject({ status: 'pending', transactionId: bySession.transactionId });
+    // Only the payer's signature counts; a log index that is not the payment's names nothing.
+    await expect(stranger.requestRefund({ txHash: bySession.txHash, reason: 'mine' })).rejects.toMatchObject({
+      status: 403,
+      code: 'not_payer',
+      field: 'signature',
+    });
+    await expect(
+      buyer.requestRefund({ txHash: bySession.txHash, logIndex: 7, reason: 'x' }),
+    ).rejects.toMatchObject({ status: 404, code: 'transaction_not_found' });
+    const neither = await call('/api/v1/refund-requests', {
+      body: { reason: 'x', signature: `0x${'11'.repeat(65)}` },
+    });
+    expect(neither.body.error).toMatchObject({ field: 'transactionId' });
+    // The widget's lookup: a paid session to its ledger transaction.
+    const lookup = await call(`/api/v1/transactions/lookup?sessionId=${bySession.sessionId}`);
+    expect(lookup.body).toMatchObject({
+      transactionId: bySession.transactionId,
+      refundableAmount: formatUsdc(bySession.amountMicro),
+    });
+    // What the checkout widget puts in PaymentResult.transactionId (the same lookup, from the widget's code).
+    expect(await lookupTransactionId(ledger.url, bySession.sessionId)).toBe(bySession.transactionId);
+    expect(await lookupTransactionId(ledger.url, 'cs_unknown')).toBeNull();
+
+    // The public status route (no key) follows the request: approved, then completed with the refund's hash.
+    expect(await buyer.refundRequestStatus(first.id)).toMatchObject({ status: 'pending', refund: null });
+    const buyerBefore = await balanceOf(testWallets.buyer.address);
+    const approval = await call(`/api/v1/refund-requests/${first.id}/approve`, {
+      key: seller.apiKey,
+      body: {},
+    });
+    expect(approval.status).toBe(200);
+    await waitRefundCompleted(approval.body.refund.refundId);
+    const done = await waitFor(
+      async () => {
+        const status = await buyer.refundRequestStatus(first.id);
+        return status.status === 'completed' ? status : undefined;
+      },
+      { message: 'refund request completed', timeoutMs: 10_000 },
+    );
+    const sent = (
+      await sql<any>`select refund_tx_hash from refunds where id = ${approval.body.refund.refundId}`.execute(
+        ledgerDb,
+      )
+    ).rows[0];
+    expect(done).toMatchObject({
+      transactionId: byTx.transactionId,
+      refund: {
+        status: 'completed',
+        amount: formatUsdc(byTx.amountMicro),
+        refundTxHash: sent.refund_tx_hash,
+      },
+    });
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore + byTx.amountMicro);
+    // Another seller's key does not see it; without a key anyone holding the id does.
+    const other = await newSeller('1');
+    expect((await call(`/api/v1/refund-requests/${first.id}`, { key: other.apiKey })).status).toBe(404);
     await expectReconciled();
   });
 });

@@ -3,15 +3,15 @@
  * money tests: chain-indexer -> checkout -> escrow-ledger -> settlement, all with the same movable clock.
  */
 
+import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
+import { loadConfig as loadCheckoutConfig, startCheckout } from '@paygate/checkout';
 import type { RunningService } from '@paygate/runtime';
-import { type TestEnvironment, testWallets } from '@paygate/testing';
-import { loadConfig as loadIndexerConfig, startChainIndexer } from '../../chain-indexer/src';
-import { loadConfig as loadCheckoutConfig, startCheckout } from '../../checkout/src';
 import {
   loadConfig as loadSettlementConfig,
   type RunningSettlement,
   startSettlement,
-} from '../../settlement/src';
+} from '@paygate/settlement';
+import { type TestEnvironment, testWallets } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
 
 export interface MoneyServices {
@@ -29,6 +29,8 @@ export async function startMoneyServices(options: {
   operatorToken: string;
   clock: () => Date;
   ledgerEnv?: Record<string, string>;
+  /** Over the indexer's defaults (e.g. more CONFIRMATIONS than a gateway, to order a proof before the match). */
+  indexerEnv?: Record<string, string>;
 }): Promise<MoneyServices> {
   const { env, clock } = options;
   const chainEnv = {
@@ -37,7 +39,9 @@ export async function startMoneyServices(options: {
     ESCROW_ADDRESS: testWallets.escrow.address,
   };
   const indexer = await startChainIndexer(
-    loadIndexerConfig(env.envFor('chain-indexer', { ...chainEnv, CONFIRMATIONS: '1' })),
+    loadIndexerConfig(
+      env.envFor('chain-indexer', { ...chainEnv, CONFIRMATIONS: '1', ...options.indexerEnv }),
+    ),
   );
   const ledger = await startEscrowLedger({
     ...loadConfig(

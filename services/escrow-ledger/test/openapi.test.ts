@@ -81,7 +81,9 @@ describe('escrow-ledger OpenAPI document', () => {
 
     const request = doc.paths['/api/v1/refund-requests'].post;
     expect(request.requestBody.content['application/json'].schema).toEqual(plainSchema(RefundRequestBody));
-    expect(request.description).toContain(refundRequestMessage('<transactionId>', '<reason>'));
+    expect(request.description).toContain(
+      refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>'),
+    );
     expect(request.description).toContain(
       'Paygate refund request\ntransaction: <transactionId>\nreason: <reason>',
     );
@@ -99,6 +101,10 @@ describe('escrow-ledger OpenAPI document', () => {
       'status',
       'limit',
       'cursor',
+      'confirmedFrom',
+      'confirmedBefore',
+      'skill',
+      'txHash',
     ]);
   });
 
@@ -142,7 +148,9 @@ describe('escrow-ledger OpenAPI document', () => {
     conform(Refund, (await h.http(`/api/v1/refunds/${created.body.refundId}`)).body);
 
     const reason = 'never arrived';
-    const signature = await new Wallet(BUYER_KEY).signMessage(refundRequestMessage(transactionId, reason));
+    const signature = await new Wallet(BUYER_KEY).signMessage(
+      refundRequestMessage({ transactionId }, reason),
+    );
     const badSignature = await h.http('/api/v1/refund-requests', {
       key: null,
       body: { transactionId, reason, signature: '0x1234' },

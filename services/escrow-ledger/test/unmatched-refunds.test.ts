@@ -163,8 +163,20 @@ describe('refunds of unmatched transfers', () => {
 
   test('a request that arrives before the transfer is booked is retried, then booked', async () => {
     const observed = observedData(paymentData(h.sellerId, { amount: '1.5' }));
-    await h.publish('transfer.refund_requested', refundRequest(observed));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The positive signal that the early request was handled (and refused for now): the consumer's retry notice.
+    const retried: string[] = [];
+    const warn = jest.spyOn(h.ledger.ctx.logger, 'warn').mockImplementation(((fields: {
+      eventId?: string;
+    }) => {
+      if (fields?.eventId) retried.push(fields.eventId);
+    }) as never);
+    let requestId: string;
+    try {
+      requestId = await h.publish('transfer.refund_requested', refundRequest(observed));
+      await waitFor(() => retried.includes(requestId), { message: 'early refund request tried once' });
+    } finally {
+      warn.mockRestore();
+    }
     expect(await refundsOf(observed.txHash)).toHaveLength(0);
     await h.publish('transfer.observed', observed);
     const refund = await waitFor(async () => (await refundsOf(observed.txHash))[0], {

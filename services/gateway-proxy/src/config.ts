@@ -6,6 +6,7 @@ import {
   commonConfig,
   num,
   parseEnv,
+  productionGuards,
   str,
 } from '@paygate/runtime';
 
@@ -16,8 +17,19 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   ticketTtlSeconds: number;
   rateLimitPerMinute: number;
   upstreamTimeoutMs: number;
+  /** Largest request body forwarded to a seller (read whole to sign its hash). */
+  proxyMaxBodyBytes: number;
   /** How long a payment whose upstream call failed stays usable for a retry of the same resource. */
   retryWindowSeconds: number;
+  /** x402: the requirements' maxTimeoutSeconds (how long a signed authorization has to be settled). */
+  x402MaxTimeoutSeconds: number;
+  /** x402: how long a paid call waits for the relayer's transaction to be included before answering 503. */
+  x402InclusionWaitMs: number;
+  /** Timeout of a NATS request to settlement's relayer (on top of the inclusion wait). */
+  relayerTimeoutMs: number;
+  /** x402: an authorization still being settled this long after its caller gave up is finished by the recovery pass. */
+  x402RecoveryAfterMs: number;
+  x402RecoveryIntervalMs: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -38,13 +50,25 @@ export function loadConfig(
     TICKET_TTL_SECONDS: number;
     RATE_LIMIT_PER_MINUTE: number;
     UPSTREAM_TIMEOUT_MS: number;
+    PROXY_MAX_BODY_BYTES: number;
     RETRY_WINDOW_SECONDS: number;
+    X402_MAX_TIMEOUT_SECONDS: number;
+    X402_INCLUSION_WAIT_MS: number;
+    RELAYER_TIMEOUT_MS: number;
+    X402_RECOVERY_AFTER_MS: number;
+    X402_RECOVERY_INTERVAL_MS: number;
   }>(env, {
     TICKET_SIGNING_KEY: str({ default: '' }),
     TICKET_TTL_SECONDS: num({ default: 300 }),
     RATE_LIMIT_PER_MINUTE: num({ default: 60 }),
     UPSTREAM_TIMEOUT_MS: num({ default: 10_000 }),
+    PROXY_MAX_BODY_BYTES: num({ default: 10 * 1024 * 1024 }),
     RETRY_WINDOW_SECONDS: num({ default: 600 }),
+    X402_MAX_TIMEOUT_SECONDS: num({ default: 60 }),
+    X402_INCLUSION_WAIT_MS: num({ default: 15_000 }),
+    RELAYER_TIMEOUT_MS: num({ default: 3000 }),
+    X402_RECOVERY_AFTER_MS: num({ default: 30_000 }),
+    X402_RECOVERY_INTERVAL_MS: num({ default: 5000 }),
   });
   const problems: string[] = [];
   const positive = (name: string, value: number) => {
@@ -53,10 +77,23 @@ export function loadConfig(
   positive('TICKET_TTL_SECONDS', parsed.TICKET_TTL_SECONDS);
   positive('RATE_LIMIT_PER_MINUTE', parsed.RATE_LIMIT_PER_MINUTE);
   positive('UPSTREAM_TIMEOUT_MS', parsed.UPSTREAM_TIMEOUT_MS);
+  positive('PROXY_MAX_BODY_BYTES', parsed.PROXY_MAX_BODY_BYTES);
   positive('RETRY_WINDOW_SECONDS', parsed.RETRY_WINDOW_SECONDS);
+  positive('X402_MAX_TIMEOUT_SECONDS', parsed.X402_MAX_TIMEOUT_SECONDS);
+  positive('X402_INCLUSION_WAIT_MS', parsed.X402_INCLUSION_WAIT_MS);
+  positive('RELAYER_TIMEOUT_MS', parsed.RELAYER_TIMEOUT_MS);
+  positive('X402_RECOVERY_AFTER_MS', parsed.X402_RECOVERY_AFTER_MS);
+  positive('X402_RECOVERY_INTERVAL_MS', parsed.X402_RECOVERY_INTERVAL_MS);
+  if (parsed.X402_INCLUSION_WAIT_MS > 60_000) problems.push('X402_INCLUSION_WAIT_MS: must be at most 60000');
   const pem = parsed.TICKET_SIGNING_KEY.replace(/\\n/g, '\n').trim();
   if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: chain.escrowAddress },
+    sharedConfirmations: true,
+  });
   return {
     ...common,
     ...chain,
@@ -64,7 +101,13 @@ export function loadConfig(
     ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
     rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
     upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,
+    proxyMaxBodyBytes: parsed.PROXY_MAX_BODY_BYTES,
     retryWindowSeconds: parsed.RETRY_WINDOW_SECONDS,
+    x402MaxTimeoutSeconds: parsed.X402_MAX_TIMEOUT_SECONDS,
+    x402InclusionWaitMs: parsed.X402_INCLUSION_WAIT_MS,
+    relayerTimeoutMs: parsed.RELAYER_TIMEOUT_MS,
+    x402RecoveryAfterMs: parsed.X402_RECOVERY_AFTER_MS,
+    x402RecoveryIntervalMs: parsed.X402_RECOVERY_INTERVAL_MS,
     now,
   };
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { acceptedRequestId } from '@paygate/http';
 
 /** Writes a JSON answer on a bare node response (express responses are node responses too). */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -10,14 +11,14 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 // A random per-process prefix and a counter: unique like a UUID without drawing random bytes per request.
 const idPrefix = randomUUID();
 let idCounter = 0;
 
+/** The caller's request id when acceptable (the rule every service applies), else a new one. */
 export function requestIdOf(req: IncomingMessage): string {
-  const incoming = req.headers['x-request-id'];
-  if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
+  const accepted = acceptedRequestId(req.headers['x-request-id']);
+  if (accepted !== undefined) return accepted;
   idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
   return `${idPrefix}-${idCounter.toString(36)}`;
 }

@@ -1,2 +1,3 @@
-export * from './config';
-export * from './service';
+export { loadConfig } from './config';
+export { type RunningGateway, startGatewayProxy } from './service';
+export { encodeX402Header } from './x402/protocol';

@@ -1,12 +1,15 @@
 import { makeProvider } from '@paygate/chain';
+import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
-import { mountPublicDocuments } from './routes/jwks';
+import { jwksRoutes } from './routes/jwks';
+import { gatewayOpenApi } from './routes/openapi';
 import { createSkillHandler, SKILLS_PREFIX } from './routes/skills';
-import { mountVerifyRoutes } from './routes/verify';
+import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated, type SkillSnapshot } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
+import { x402Routes } from './x402/facilitator';
 
 export type RunningGateway = RunningService & { state: GatewayState };
 
@@ -26,8 +29,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     migrations,
     async routes(app, ctx: ServiceContext) {
       state = await createGatewayState(ctx, config, provider);
-      mountPublicDocuments(app, state);
-      mountVerifyRoutes(app, state);
+      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+      const routes = [...verifyRoutes(state), ...jwksRoutes(state), ...x402Routes(state)];
+      mountRoutes(app, routes);
+      serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
     consumers: () => [
       {
@@ -38,7 +43,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         afterCommit: () => need().skills.invalidate(),
       },
     ],
-    background: () => [{ start: () => need().limiter.start(), stop: () => need().limiter.stop() }],
+    background: () => [
+      { start: () => need().limiter.start(), stop: () => need().limiter.stop() },
+      { start: () => need().x402.start(), stop: () => need().x402.stop() },
+    ],
     readinessChecks: () => [async () => void (await provider.getBlockNumber())],
     onStop: async () => provider.destroy(),
     // Paid skill calls are answered on the bare request, ahead of express's middleware stack.

@@ -1,15 +1,27 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { sellerHttpAgents } from '@paygate/net';
 import { Counter, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
 import { sendJson } from './http-util';
 import { ChainVerifier } from './payments/chain';
+import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
-import { type ForwardResult, type ForwardTarget, forwardRequest, forwardRequestThen } from './proxy/forward';
+import {
+  FORWARD_AGENT_OPTIONS,
+  type ForwardOptions,
+  type ForwardResult,
+  type ForwardTarget,
+  forwardRequest,
+  forwardRequestThen,
+} from './proxy/forward';
+import { RequestSigner } from './proxy/signing';
 import { SharedRateLimiter } from './ratelimit/limiter';
 import { SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
+import { X402Payments } from './x402/payments';
+import { RelayerClient } from './x402/relayer-client';
 
 /** Everything the gateway's routes and consumers share, built once per running service. */
 export interface GatewayState {
@@ -18,6 +30,8 @@ export interface GatewayState {
   provider: JsonRpcProvider;
   skills: SkillDirectory;
   payments: PaymentService;
+  /** x402 (EIP-3009) payments, settled by settlement's relayer. */
+  x402: X402Payments;
   keys: TicketKeyStore;
   tickets: TicketIssuer;
   limiter: SharedRateLimiter;
@@ -30,6 +44,8 @@ export interface GatewayState {
   rateLimit(res: ServerResponse, requestId: string, bucket: string): Promise<boolean>;
   /** The same, decided in process when the limiter can (no promise); undefined when it must ask Postgres. */
   rateLimitLocal(res: ServerResponse, bucket: string): boolean | undefined;
+  /** What every forward uses: timeout, signer, body bound, and the connection pools to sellers. */
+  forwarding: ForwardOptions;
   forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
   /** The same with a callback (no promise): the cached-subscription hot path. */
   forwardThen(
@@ -52,6 +68,12 @@ export async function createGatewayState(
     escrowAddress: config.escrowAddress,
     confirmations: config.confirmations,
   });
+  const forwardOptions: ForwardOptions = {
+    timeoutMs: config.upstreamTimeoutMs,
+    signer: new RequestSigner(keys, config.now),
+    maxBodyBytes: config.proxyMaxBodyBytes,
+    agents: sellerHttpAgents({ publicOnly: config.production }, FORWARD_AGENT_OPTIONS),
+  };
   const limiter = new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now);
   const registers = [ctx.metrics.registry];
   const metrics = {
@@ -73,12 +95,10 @@ export async function createGatewayState(
       registers,
     }),
   };
-  return {
-    config,
+  const payments = new PaymentService(
     ctx,
-    provider,
-    skills: new SkillDirectory(ctx.db),
-    payments: new PaymentService(ctx, chain, {
+    chain,
+    {
       network: config.network,
       chainId: config.chainId,
       usdcAddress: config.usdcAddress,
@@ -86,7 +106,37 @@ export async function createGatewayState(
       retryWindowSeconds: config.retryWindowSeconds,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
       now: config.now,
-    }),
+    },
+    new LedgerClaims(ctx.bus, ctx.logger),
+  );
+  const x402 = new X402Payments(
+    ctx,
+    provider,
+    payments,
+    new RelayerClient(ctx.bus, config.relayerTimeoutMs),
+    {
+      chainId: config.chainId,
+      usdcAddress: config.usdcAddress,
+      escrowAddress: config.escrowAddress,
+      maxTimeoutSeconds: config.x402MaxTimeoutSeconds,
+      inclusionWaitMs: config.x402InclusionWaitMs,
+      retryWindowSeconds: config.retryWindowSeconds,
+      relayerTimeoutMs: config.relayerTimeoutMs,
+      recoveryAfterMs: config.x402RecoveryAfterMs,
+      recoveryIntervalMs: config.x402RecoveryIntervalMs,
+      now: config.now,
+    },
+  );
+  // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
+  void x402.tokenDomain().catch(() => undefined);
+  void x402.relayer.currentStatus();
+  return {
+    config,
+    ctx,
+    provider,
+    skills: new SkillDirectory(ctx.db),
+    payments,
+    x402,
     keys,
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     limiter,
@@ -116,8 +166,8 @@ export async function createGatewayState(
       });
       return false;
     },
-    forward: (req, res, target) => forwardRequest(req, res, target, config.upstreamTimeoutMs),
-    forwardThen: (req, res, target, done) =>
-      forwardRequestThen(req, res, target, config.upstreamTimeoutMs, done),
+    forwarding: forwardOptions,
+    forward: (req, res, target) => forwardRequest(req, res, target, forwardOptions),
+    forwardThen: (req, res, target, done) => forwardRequestThen(req, res, target, forwardOptions, done),
   };
 }

@@ -12,6 +12,7 @@ import {
   fundTestWallets,
   mine,
   openSchema,
+  serveTransferClaimsForTests,
   startAnvil,
   type TestEnvironment,
   type TestWalletRole,
@@ -154,12 +155,30 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(label: string, extraEnv: Record<string, string> = {}): Promise<Harness> {
+export interface HarnessOptions {
+  /** The anvil chain id (default anvil's own). */
+  chainId?: number;
+  /** anvil's block time (default: a block per transaction). */
+  blockTimeSec?: number;
+  /**
+   * Who answers the gateway's `ledger.claim_transfer`: `memory` (default: the contract's rule answered in this
+   * process, for suites without escrow-ledger) or `ledger` (nothing here: the suite starts the real ledger).
+   */
+  claims?: 'memory' | 'ledger';
+}
+
+export async function startHarness(
+  label: string,
+  extraEnv: Record<string, string> = {},
+  options: HarnessOptions = {},
+): Promise<Harness> {
   const env = await createTestEnvironment(label);
-  const anvil = await startAnvil();
+  const anvil = await startAnvil({ chainId: options.chainId, blockTimeSec: options.blockTimeSec });
   const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
   await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 1_000_000_000n });
   const bus = await env.bus();
+  const claims =
+    (options.claims ?? 'memory') === 'memory' ? await serveTransferClaimsForTests(bus) : undefined;
   const clock = new TestClock();
   const gatewayEnv = {
     CHAIN_RPC_URL: anvil.rpcUrl,
@@ -224,6 +243,7 @@ export async function startHarness(label: string, extraEnv: Record<string, strin
     resource: (method, skill, path) => `${method} http://paygate.test/api/v1/skills/${skill}${path}`,
     async close() {
       await gateway.stop().catch(() => undefined);
+      await claims?.stop();
       await db.destroy();
       await anvil.stop();
       await env.cleanup();

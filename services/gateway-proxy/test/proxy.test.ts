@@ -1,4 +1,12 @@
+import { generateKeyPairSync, sign } from 'node:crypto';
+import type { IncomingHttpHeaders, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseRequestSignature, requestSigningPayload } from '@paygate/agent-client';
+import { verifyPaygateRequest } from '@paygate/gateway-middleware';
+import { sellerHttpAgents } from '@paygate/net';
 import { countStreamMessages, testWallets, waitFor } from '@paygate/testing';
+import express from 'express';
+import { RequestSigner } from '../src/proxy/signing';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(60_000);
@@ -9,7 +17,11 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
   const url = (path: string) => `${h.gateway.url}/api/v1/skills${path}`;
 
   beforeAll(async () => {
-    h = await startHarness('gwproxy', { RETRY_WINDOW_SECONDS: '600', UPSTREAM_TIMEOUT_MS: '500' });
+    h = await startHarness('gwproxy', {
+      RETRY_WINDOW_SECONDS: '600',
+      UPSTREAM_TIMEOUT_MS: '500',
+      PROXY_MAX_BODY_BYTES: '4096',
+    });
     upstream = await startUpstream();
     await h.publishSkill(
       skillSnapshot({
@@ -153,7 +165,8 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       const mine = all.filter((e) => (e.data as { txHash: string }).txHash === txHash);
       return mine.length > 0 ? mine : undefined;
     });
-    await new Promise((r) => setTimeout(r, 300));
+    // Everything the gateway wrote is relayed: a second payment.confirmed would be in the stream by now.
+    await waitFor(async () => (await h.gateway.ctx.relay.backlog()) === 0);
     const final = (await countStreamMessages(h.bus, 'payment.confirmed')).filter(
       (e) => (e.data as { txHash: string }).txHash === txHash,
     );
@@ -247,5 +260,191 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     expect(late.status).toBe(402);
     expect(await late.json()).toMatchObject({ reason: 'payment_already_used' });
     h.clock.advance(-601_000);
+  });
+  it('signs every forwarded request; verifyPaygateRequest() refuses an unsigned, forged, stale or replayed one', async () => {
+    // The seller's origin, open to anyone who finds it, guarded by the one-line middleware.
+    const received: Array<{ url: string; headers: IncomingHttpHeaders; body: string }> = [];
+    const app = express();
+    app.use(verifyPaygateRequest({ paygateUrl: h.gateway.url }));
+    app.post('/origin/echo', (req, res) => {
+      received.push({ url: req.originalUrl, headers: req.headers, body: req.rawBody!.toString('utf8') });
+      res.json({ paygate: req.paygate, body: req.body });
+    });
+    const server: Server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await h.publishSkill(skillSnapshot({ name: 'signed', apiBaseUrl: `${origin}/origin` }));
+      const resource = h.resource('POST', 'signed', '/echo');
+      const txHash = await h.transfer('buyer', 100_000n);
+      const header = await h.header({ txHash, resource, amount: 100_000n });
+      const call = (body: string) =>
+        fetch(url('/signed/echo?q=1'), {
+          method: 'POST',
+          headers: { 'X-402-Payment': header, 'content-type': 'application/json' },
+          body,
+        });
+
+      // Through Paygate: signed, verified, and the seller sees what was paid.
+      const paid = await call('{"hello": "world"}');
+      expect({ status: paid.status, body: await paid.json() }).toEqual({
+        status: 200,
+        body: {
+          paygate: {
+            skill: 'signed',
+            txHash: txHash.toLowerCase(),
+            payer: testWallets.buyer.address,
+            amount: '0.1',
+            nonce: expect.any(String),
+            signedAt: expect.any(String),
+          },
+          body: { hello: 'world' },
+        },
+      });
+      // A body over PROXY_MAX_BODY_BYTES never reaches the seller; the payment stays usable.
+      const bigTx = await h.transfer('buyer', 100_000n);
+      const tooLarge = await fetch(url('/signed/echo'), {
+        method: 'POST',
+        headers: { 'X-402-Payment': await h.header({ txHash: bigTx, resource, amount: 100_000n }) },
+        body: JSON.stringify({ pad: 'x'.repeat(5000) }),
+      });
+      expect(tooLarge.status).toBe(413);
+      expect((await tooLarge.json()).error).toMatchObject({
+        code: 'body_too_large',
+        txHash: bigTx,
+        retryUntil: expect.any(String),
+      });
+      expect(received).toHaveLength(1);
+
+      const signed = received[0]!;
+      expect(parseRequestSignature(signed.headers['x-paygate-signature'] as string)).toBeTruthy();
+
+      const direct = (headers: Record<string, string>, body: string, path = signed.url) =>
+        fetch(`${origin}${path}`, { method: 'POST', headers, body }).then(async (res) => ({
+          status: res.status,
+          reason: (await res.json()).reason,
+        }));
+      const copied: Record<string, string> = {};
+      for (const name of [
+        'content-type',
+        'x-paygate-signature',
+        'x-paygate-skill',
+        'x-paygate-tx-hash',
+        'x-paygate-payer',
+        'x-paygate-amount',
+      ])
+        copied[name] = signed.headers[name] as string;
+
+      // Straight to the origin without Paygate: refused.
+      expect(await direct({ 'content-type': 'application/json' }, '{"hello": "world"}')).toEqual({
+        status: 401,
+        reason: 'missing_signature',
+      });
+      // The exact signed request again: a replay.
+      expect(await direct(copied, signed.body)).toEqual({ status: 401, reason: 'replayed_request' });
+      // Forged: another body, path, tx hash or payer under the captured signature.
+      expect(await direct(copied, '{"hello": "mallory"}')).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      expect(await direct(copied, signed.body, '/origin/echo?q=2')).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      expect(await direct({ ...copied, 'x-paygate-tx-hash': `0x${'ab'.repeat(32)}` }, signed.body)).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      // Forged: signed by a key that is not Paygate's, under Paygate's kid.
+      const theirs = parseRequestSignature(copied['x-paygate-signature'])!;
+      const forgedFields = {
+        kid: theirs.kid,
+        timestamp: Math.floor(Date.now() / 1000),
+        nonce: 'forged-nonce-1',
+        method: 'POST',
+        pathAndQuery: signed.url,
+        bodySha256: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+        skill: 'signed',
+        txHash: copied['x-paygate-tx-hash']!,
+        payer: copied['x-paygate-payer']!,
+        amount: copied['x-paygate-amount']!,
+      };
+      const { privateKey: mallory } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const forgedSig = sign('sha256', Buffer.from(requestSigningPayload(forgedFields)), {
+        key: mallory,
+        dsaEncoding: 'ieee-p1363',
+      }).toString('base64url');
+      expect(
+        await direct(
+          {
+            ...copied,
+            'x-paygate-signature': `v1; kid=${theirs.kid}; t=${forgedFields.timestamp}; nonce=forged-nonce-1; sig=${forgedSig}`,
+          },
+          '',
+        ),
+      ).toEqual({ status: 401, reason: 'invalid_signature' });
+      // Paygate's own signature, but from more than 5 minutes ago.
+      const stale = new RequestSigner(
+        h.gateway.state.keys,
+        () => new Date(Date.now() - 301_000),
+      ).signatureFor(
+        'POST',
+        signed.url,
+        'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+        copied,
+      );
+      expect(await direct({ ...copied, 'x-paygate-signature': stale }, '')).toEqual({
+        status: 401,
+        reason: 'stale_signature',
+      });
+      expect(received).toHaveLength(1);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('in production, refuses at connect time a seller host that resolves to loopback (502); development connects', async () => {
+    const port = new URL(upstream.url).port;
+    await h.publishSkill(
+      skillSnapshot({ name: 'rebound', apiBaseUrl: `http://api.rebind.test:${port}/seller` }),
+    );
+    // The seller's DNS, as after a rebinding: its API host is this machine.
+    const dns = async (host: string) => {
+      if (host === 'api.rebind.test') return ['127.0.0.1'];
+      throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+    };
+    const original = h.gateway.state.forwarding.agents;
+    const production = sellerHttpAgents({ publicOnly: true, resolve: dns });
+    const development = sellerHttpAgents({ publicOnly: false, resolve: dns });
+    try {
+      h.gateway.state.forwarding.agents = production;
+      const resource = h.resource('GET', 'rebound', '/data');
+      const txHash = await h.transfer('buyer', 50_000n);
+      const header = await h.header({ txHash, resource, amount: 50_000n });
+      const before = upstream.requests.length;
+      const refused = await fetch(url('/rebound/data'), { headers: { 'X-402-Payment': header } });
+      expect(refused.status).toBe(502);
+      expect((await refused.json()).error).toMatchObject({
+        code: 'upstream_failed',
+        message:
+          "the seller's API failed: refused to connect to api.rebind.test: it resolves to 127.0.0.1, a loopback, private, link-local or reserved address (production rule, checked at connect time)",
+        txHash,
+      });
+      expect(upstream.requests.length).toBe(before);
+
+      // The payment stays usable for a retry; in development the same DNS answer connects.
+      h.gateway.state.forwarding.agents = development;
+      const served = await fetch(url('/rebound/data'), { headers: { 'X-402-Payment': header } });
+      expect(served.status).toBe(200);
+      await served.arrayBuffer();
+      expect(upstream.requests.slice(before).map((r) => r.url)).toEqual(['/seller/data']);
+    } finally {
+      h.gateway.state.forwarding.agents = original;
+      for (const agents of [production, development]) {
+        agents.http.destroy();
+        agents.https.destroy();
+      }
+    }
   });
 });

@@ -96,4 +96,102 @@ describe('gateway-proxy with the real registry', () => {
     });
     server.close();
   });
+  it('sells endpoints with :param paths: registered and priced in the registry, matched by the gateway (static first), shown in SKILL.md', async () => {
+    const seller = await signUpSeller(registry.url, Wallet.createRandom());
+    const manage = (path: string, method: string, body: unknown) =>
+      fetch(`${registry.url}/api/v1/manage/skills${path}`, {
+        method,
+        headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const skill = {
+      name: 'e2e-users',
+      apiBaseUrl: `${upstream.url}/seller`,
+      endpoints: [
+        { path: '/users/:id', method: 'GET' as const, priceUsdc: '0.02', description: 'One user' },
+        { path: '/users/me', method: 'GET' as const, priceUsdc: '0.03', description: 'The caller' },
+        {
+          path: '/users/:id/posts/:postId',
+          method: 'GET' as const,
+          priceUsdc: '0.04',
+          description: 'A post',
+        },
+      ],
+    };
+    // Two paths matching the same URLs for one method are refused, naming the field and the rule.
+    const ambiguous = await manage('', 'POST', {
+      ...skill,
+      displayName: 'Users',
+      description: 'Users and their posts',
+      type: 'API',
+      mode: 'PROXY',
+      endpoints: [...skill.endpoints, { path: '/users/:name', method: 'GET', priceUsdc: '0.01' }],
+    });
+    expect(ambiguous.status).toBe(400);
+    expect((await ambiguous.json()).error).toMatchObject({
+      field: 'endpoints.3.path',
+      rule: expect.stringContaining('must not match the same URLs as GET /users/:id'),
+    });
+    await createActiveSkill(registry.url, seller.apiKey, skill);
+    const badParam = await manage('/e2e-users/endpoints', 'POST', {
+      path: '/users/:id/:id',
+      method: 'GET',
+      priceUsdc: '0.01',
+    });
+    expect(badParam.status).toBe(400);
+    expect((await badParam.json()).error).toMatchObject({
+      field: 'path',
+      rule: 'must not name the parameter :id twice',
+    });
+    const twin = await manage('/e2e-users/endpoints', 'POST', {
+      path: '/users/:uid',
+      method: 'GET',
+      priceUsdc: '0.01',
+    });
+    expect(twin.status).toBe(400);
+    expect((await twin.json()).error.field).toBe('path');
+
+    const skillUrl = (path: string) => `${h.gateway.url}/api/v1/skills/e2e-users${path}`;
+    await waitFor(async () => (await fetch(skillUrl('/users/42'))).status === 402, {
+      timeoutMs: 15_000,
+      message: 'skill projected',
+    });
+    // Each URL is priced by the endpoint it matches; a static segment wins over a parameter.
+    const challenge = async (path: string) => {
+      const res = await fetch(skillUrl(path));
+      return { status: res.status, body: await res.json() };
+    };
+    expect(await challenge('/users/42')).toMatchObject({
+      status: 402,
+      body: {
+        price: '0.02',
+        endpoint: { path: '/users/:id' },
+        resource: 'GET http://paygate.test/api/v1/skills/e2e-users/users/42',
+      },
+    });
+    expect(await challenge('/users/me')).toMatchObject({
+      status: 402,
+      body: { price: '0.03', endpoint: { path: '/users/me' } },
+    });
+    expect(await challenge('/users/42/posts/7')).toMatchObject({ status: 402, body: { price: '0.04' } });
+    for (const unmatched of ['/users', '/users/42/posts', '/users/42/extra', '/users/..', '/users/%2E%2e'])
+      expect((await challenge(unmatched)).status).toBe(404);
+
+    // A paid call reaches the seller at the parameter's value.
+    const agent = createAgent({
+      wallet: new Wallet(testWallets.buyer.privateKey, h.anvil.provider),
+      maxPricePerCall: '0.05',
+    });
+    const paid = await agent.fetch(skillUrl('/users/42/posts/7?full=1'));
+    expect(paid.status).toBe(200);
+    expect(await paid.json()).toMatchObject({ ok: true, url: '/seller/users/42/posts/7?full=1' });
+    expect(agent.spent).toBe('0.04');
+
+    const skillMd = await (await fetch(`${registry.url}/api/v1/skills/e2e-users/SKILL.md`)).text();
+    expect(skillMd).toContain('### GET /users/:id — $0.02');
+    expect(skillMd).toContain('Path parameters: `id`, `postId`');
+    expect(skillMd).toContain(
+      'Example: `GET http://paygate.test/api/v1/skills/e2e-users/users/id-1/posts/postId-2`',
+    );
+  });
 });

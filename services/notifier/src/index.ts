@@ -1,2 +1,2 @@
-export * from './config';
-export * from './service';
+export { loadConfig, type NotifierConfig } from './config';
+export { type RunningNotifier, startNotifier } from './service';

@@ -82,7 +82,11 @@ Verify the HMAC in constant time and reject |now - t| > 300 s. Delivery is at le
 ids already processed. 2xx = delivered; 408, 429, 5xx, network errors and timeouts (10 s) are retried with
 exponential backoff (30 s doubling, at most 6 h, jittered) for 72 h; other statuses fail without retry.`;
 
-/** One `webhooks` entry per event type: the body is { id, event, createdAt, data } with the event's payload. */
+/**
+ * One `webhooks` entry per event type: the body is { id, event, createdAt, <payload fields>, data } (see
+ * buildWebhookBody): the payload's fields at the top level, except those named like the envelope's, and the whole
+ * payload again in `data`.
+ */
 function webhookEntries() {
   return Object.fromEntries(
     WEBHOOK_EVENT_TYPES.map((type) => {
@@ -95,6 +99,9 @@ function webhookEntries() {
         properties: { event: { const: type }, ...(payload.properties ?? {}) },
         required: ['event', ...(payload.required ?? [])],
       };
+      const envelope = ['id', 'event', 'createdAt', 'data'];
+      const topLevel = Object.entries(payload.properties ?? {}).filter(([name]) => !envelope.includes(name));
+      const topRequired = (payload.required ?? []).filter((name) => !envelope.includes(name));
       return [
         type,
         {
@@ -113,15 +120,20 @@ function webhookEntries() {
                 'application/json': {
                   schema: {
                     type: 'object',
-                    required: ['id', 'event', 'createdAt', 'data'],
+                    required: ['id', 'event', 'createdAt', ...topRequired, 'data'],
                     properties: {
                       id: {
                         type: 'string',
                         description: 'bus event id: the same on every retry and redelivery',
                       },
                       event: { const: type },
-                      createdAt: { type: 'string', format: 'date-time' },
-                      data,
+                      createdAt: {
+                        type: 'string',
+                        format: 'date-time',
+                        description: 'when the event happened',
+                      },
+                      ...Object.fromEntries(topLevel),
+                      data: { ...data, description: 'the whole event payload, event first' },
                     },
                   },
                 },

@@ -1,4 +1,5 @@
 import { HttpError } from '@paygate/http';
+import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
@@ -14,6 +15,8 @@ import { mountWebhookRoutes } from './webhooks/routes';
 export interface NotifierOptions {
   /** Jitter source for retry delays (tests make it deterministic). */
   random?: () => number;
+  /** Stands in for DNS when connecting to sellers' webhook URLs (tests). */
+  resolveHost?: HostResolver;
 }
 
 export interface RunningNotifier extends RunningService<NotifierDatabase> {
@@ -44,6 +47,7 @@ export async function startNotifier(
         config,
         registry: ctx.metrics.registry,
         random: options.random,
+        resolveHost: options.resolveHost,
       }),
       live: new LiveUpdates({
         db: ctx.db,

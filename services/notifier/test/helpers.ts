@@ -1,10 +1,8 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { type Bus, encodeEnvelope, type RpcServer, serveRpc } from '@paygate/bus';
 import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
-import type { Subscription } from 'nats';
 import WebSocket from 'ws';
-import { WEBHOOK_SECRET_RPC, type WebhookSecretReply } from '../src/sellers/secrets';
 
 /** Publishes an event the way a producer's outbox relay would (JetStream, Nats-Msg-Id = event id). */
 export async function publish<S extends Subject>(
@@ -22,17 +20,16 @@ export async function publish<S extends Subject>(
 export function serveWebhookSecrets(
   bus: Bus,
   secrets: Record<string, { secret: string; version: number }>,
-): Subscription {
-  const decoder = new TextDecoder();
-  const encoder = new TextEncoder();
-  return bus.nc.subscribe(bus.rpcSubject(WEBHOOK_SECRET_RPC), {
-    callback: (_error, message) => {
-      const { sellerId } = JSON.parse(decoder.decode(message.data)) as { sellerId: string };
+): Promise<RpcServer> {
+  return serveRpc(
+    bus,
+    'registry.webhook_secret',
+    async ({ sellerId }) => {
       const entry = secrets[sellerId];
-      const reply: WebhookSecretReply = entry ? { ok: true, ...entry } : { ok: false };
-      message.respond(encoder.encode(JSON.stringify(reply)));
+      return entry ? { ok: true, ...entry } : { ok: false };
     },
-  });
+    { warn: () => undefined, error: () => undefined },
+  );
 }
 
 export interface ReceivedWebhook {

@@ -112,13 +112,25 @@ describe('notifier live session updates over WebSocket', () => {
     await waitFor(() => widget.sessionMessages('cs_live_new').length === 1, { message: 'created state' });
     // Unsubscribed sessions are not sent.
     widget.send({ type: 'unsubscribe', sessionId: 'cs_live_new' });
-    await new Promise((r) => setTimeout(r, 100));
+    // A socket's messages are handled in order: once a later subscribe is acknowledged, the unsubscribe was done.
+    widget.send({ type: 'subscribe', sessionId: 'cs_live_probe' });
+    await waitFor(() =>
+      widget.messages.some((m) => m.type === 'subscribed' && m.sessionId === 'cs_live_probe'),
+    );
+    // Another widget still subscribed to the session: its copy of the change is the signal it went out.
+    const watcher = await open(replicaA);
+    watcher.send({ type: 'subscribe', sessionId: 'cs_live_new' });
+    await waitFor(() => watcher.sessionMessages('cs_live_new').length === 1, {
+      message: 'watcher has the state',
+    });
     await publish(bus, 'checkout.session_expired', 'checkout', {
       ...created,
       status: 'expired',
       updatedAt: new Date(Date.now() + 1000).toISOString(),
     });
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(() => watcher.sessionMessages('cs_live_new').length === 2, {
+      message: 'expired state sent',
+    });
     expect(widget.sessionMessages('cs_live_new')).toHaveLength(1);
   });
 

@@ -1,7 +1,11 @@
 import type { Bus } from '@paygate/bus';
 import { assertValid } from '@paygate/http';
-import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, servedApiOperations, type TestEnvironment } from '@paygate/testing';
+import {
+  createTestEnvironment,
+  servedApiOperations,
+  serveSellersForTests,
+  type TestEnvironment,
+} from '@paygate/testing';
 import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/payload';
 
@@ -11,11 +15,11 @@ describe('notifier OpenAPI document', () => {
   let env: TestEnvironment;
   let bus: Bus;
   let notifier: RunningNotifier;
-  let responder: { unsubscribe(): void } | undefined;
+  let responder: { stop(): Promise<void> } | undefined;
   beforeAll(async () => {
     env = await createTestEnvironment('ntapi');
     bus = await env.bus();
-    responder = serveSellersForTests(bus, {
+    responder = await serveSellersForTests(bus, {
       [API_KEY]: {
         sellerId: 'sel_openapi',
         walletAddress: `0x${'1'.repeat(40)}`,
@@ -27,7 +31,7 @@ describe('notifier OpenAPI document', () => {
     notifier = await startNotifier(loadConfig(env.envFor('notifier')));
   });
   afterAll(async () => {
-    responder?.unsubscribe();
+    await responder?.stop();
     await notifier?.stop();
     await env.cleanup();
   });
@@ -58,6 +62,11 @@ describe('notifier OpenAPI document', () => {
     expect(refund.properties.data.required).toEqual(
       expect.arrayContaining(['event', 'transactionId', 'refundTxHash', 'amount']),
     );
+    // SPEC's fields are the body's own, as well as data's.
+    expect(refund.required).toEqual(
+      expect.arrayContaining(['event', 'transactionId', 'refundTxHash', 'amount']),
+    );
+    expect(refund.properties.refundTxHash).toBeDefined();
   });
 
   it('documents the query rules the delivery list enforces', async () => {

@@ -21,7 +21,7 @@ describe('notifier: refund.completed without a seller', () => {
     env = await createTestEnvironment('notifsellerless');
     bus = await env.bus();
     receiver = await new WebhookReceiver().start();
-    serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_sellerless_0123456789', version: 1 } });
+    await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_sellerless_0123456789', version: 1 } });
     notifier = await startNotifier(
       loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '500' })),
     );

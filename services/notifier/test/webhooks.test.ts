@@ -1,8 +1,13 @@
 import type { Bus } from '@paygate/bus';
-import { serveSellersForTests } from '@paygate/seller-auth';
-import { createTestEnvironment, openSchema, type TestEnvironment, waitFor } from '@paygate/testing';
+import { verifyWebhook } from '@paygate/gateway-middleware';
+import {
+  createTestEnvironment,
+  openSchema,
+  serveSellersForTests,
+  type TestEnvironment,
+  waitFor,
+} from '@paygate/testing';
 import type { Kysely } from 'kysely';
-import { verifyWebhook } from '../../../libs/gateway-middleware/src/webhooks';
 import { loadConfig, type NotifierConfig, type RunningNotifier, startNotifier } from '../src';
 import type { NotifierDatabase } from '../src/db';
 import {
@@ -87,8 +92,11 @@ describe('notifier webhooks', () => {
     env = await createTestEnvironment('notifwh');
     bus = await env.bus();
     receiver = await new WebhookReceiver().start();
-    serveWebhookSecrets(bus, { [SELLER_ID]: { secret: SECRET, version: 1 } });
-    serveSellersForTests(bus, { [API_KEY]: identity(SELLER_ID), [OTHER_API_KEY]: identity(OTHER_SELLER_ID) });
+    await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: SECRET, version: 1 } });
+    await serveSellersForTests(bus, {
+      [API_KEY]: identity(SELLER_ID),
+      [OTHER_API_KEY]: identity(OTHER_SELLER_ID),
+    });
     notifier = await startNotifier(configFor(), { random: () => 1 });
     db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
     await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));
@@ -165,7 +173,8 @@ describe('notifier webhooks', () => {
       const body = JSON.parse(received.body);
       expect(received.headers['paygate-event-id']).toBe(body.id);
       expect(body.data.event).toBe(body.event);
-      expect(Object.keys(body)).toEqual(['id', 'event', 'createdAt', 'data']);
+      expect(Object.keys(body).slice(0, 3)).toEqual(['id', 'event', 'createdAt']);
+      expect(Object.keys(body).at(-1)).toBe('data');
     }
     expect(() =>
       verifyWebhook({
@@ -214,6 +223,75 @@ describe('notifier webhooks', () => {
         .selectAll()
         .execute(),
     ).toEqual([]);
+  });
+
+  it("puts SPEC's payload fields at the top level of the body, beside id, createdAt and data", async () => {
+    const ids = {
+      requested: await publish(bus, 'refund.requested', 'escrow-ledger', {
+        event: 'refund.requested',
+        refundRequestId: 'rr_top',
+        transactionId: 'tx_top',
+        sellerId: SELLER_ID,
+        reason: 'wrong size',
+        requestedAt: '2026-11-22T12:00:00.000Z',
+      }),
+      completed: await publish(bus, 'refund.completed', 'settlement', {
+        event: 'refund.completed',
+        refundId: 'rf_top',
+        transactionId: 'tx_top',
+        sellerId: SELLER_ID,
+        refundTxHash: TX,
+        amount: '1.5',
+        completedAt: '2026-11-22T12:00:01.000Z',
+      }),
+      payment: await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_top')),
+      session: await publish(
+        bus,
+        'checkout.session_paid',
+        'checkout',
+        sessionSnapshot({ sessionId: 'cs_top', status: 'paid', createdAt: '2026-11-01T00:00:00.000Z' }),
+      ),
+    };
+    const bodyOf = async (eventId: string) => {
+      const received = await waitFor(
+        () => receiver.received.find((r) => r.headers['paygate-event-id'] === eventId),
+        { message: `webhook ${eventId}` },
+      );
+      // The signature still covers the bytes sent, whatever their shape.
+      verifyWebhook({
+        payload: received.body,
+        header: received.headers['paygate-signature'],
+        secret: SECRET,
+        now: () => new Date(clockMs),
+      });
+      return JSON.parse(received.body);
+    };
+
+    // A receiver written from SPEC's table reads these fields from the body itself.
+    const requested = await bodyOf(ids.requested);
+    expect({
+      event: requested.event,
+      transactionId: requested.transactionId,
+      reason: requested.reason,
+    }).toEqual({ event: 'refund.requested', transactionId: 'tx_top', reason: 'wrong size' });
+    const completed = await bodyOf(ids.completed);
+    expect({
+      event: completed.event,
+      transactionId: completed.transactionId,
+      refundTxHash: completed.refundTxHash,
+      amount: completed.amount,
+    }).toEqual({ event: 'refund.completed', transactionId: 'tx_top', refundTxHash: TX, amount: '1.5' });
+    // Every kind does the same; id and createdAt are the event's, data keeps the whole payload.
+    const payment = await bodyOf(ids.payment);
+    expect(payment).toMatchObject({ id: ids.payment, paymentId: 'pay_top', amount: '5.004217', txHash: TX });
+    expect(payment.data).toMatchObject({ event: 'payment.confirmed', paymentId: 'pay_top' });
+    const session = await bodyOf(ids.session);
+    expect(session).toMatchObject({ id: ids.session, sessionId: 'cs_top', status: 'paid' });
+    // The session's own createdAt stays in data: the top-level one is the event's time.
+    expect(session.data.createdAt).toBe('2026-11-01T00:00:00.000Z');
+    expect(session.createdAt).not.toBe('2026-11-01T00:00:00.000Z');
+    expect(Object.keys(session).slice(0, 3)).toEqual(['id', 'event', 'createdAt']);
+    expect(Object.keys(session).at(-1)).toBe('data');
   });
 
   it('retries 5xx, 408, 429, timeouts with exponential backoff on the stored schedule, then delivers', async () => {

@@ -1,4 +1,12 @@
-import { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from '@paygate/runtime';
+import {
+  type CommonConfig,
+  ConfigError,
+  commonConfig,
+  num,
+  parseEnv,
+  productionGuards,
+  str,
+} from '@paygate/runtime';
 
 export interface RegistryConfig extends CommonConfig {
   /** HS256 secret of dashboard session tokens. */
@@ -54,16 +62,17 @@ export function loadConfig(
     HEALTH_BATCH_SIZE: num({ default: 20 }),
     HEALTH_CONCURRENCY: num({ default: 4 }),
   });
-  if (common.production) {
-    const problems: string[] = [];
-    if (parsed.SESSION_SECRET === DEV_SESSION_SECRET || parsed.SESSION_SECRET.length < 32)
-      problems.push('SESSION_SECRET must be set to at least 32 characters in production');
-    if (parsed.OPERATOR_TOKEN === DEV_OPERATOR_TOKEN || parsed.OPERATOR_TOKEN.length < 24)
-      problems.push('OPERATOR_TOKEN must be set to at least 24 characters in production');
-    if (parsed.SECRETS_ENCRYPTION_KEY === DEV_SECRETS_KEY || parsed.SECRETS_ENCRYPTION_KEY.length < 32)
-      problems.push('SECRETS_ENCRYPTION_KEY must be set to at least 32 characters in production');
-    if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  }
+  // SECRETS_ENCRYPTION_KEY is the webhook key: it encrypts every seller's webhook signing secret at rest (the
+  // notifier asks the registry for them over NATS and holds no key of its own).
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    secrets: [
+      { name: 'SESSION_SECRET', minLength: 32 },
+      'OPERATOR_TOKEN',
+      { name: 'SECRETS_ENCRYPTION_KEY', minLength: 32 },
+    ],
+  });
   for (const [name, value] of Object.entries({
     VALIDATION_CONCURRENCY: parsed.VALIDATION_CONCURRENCY,
     HEALTH_CONCURRENCY: parsed.HEALTH_CONCURRENCY,

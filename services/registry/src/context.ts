@@ -1,3 +1,4 @@
+import type { HostResolver } from '@paygate/net';
 import type { ServiceContext } from '@paygate/runtime';
 import type { RegistryConfig } from './config';
 import type { RegistryDatabase } from './db';
@@ -10,4 +11,6 @@ export interface RegistryContext {
   secrets: SecretBox;
   /** The SIWE domain: the host of PUBLIC_BASE_URL. */
   siweDomain: string;
+  /** Stands in for DNS in seller-URL checks and seller connections (tests); the system resolver when absent. */
+  resolveHost?: HostResolver;
 }

@@ -1,4 +1,3 @@
-export * from './config';
+export { loadConfig } from './config';
 export type { RegistryDatabase } from './db';
-export { WEBHOOK_SECRET_RPC, type WebhookSecretReply } from './rpc';
-export * from './service';
+export { startRegistry } from './service';

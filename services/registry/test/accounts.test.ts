@@ -153,6 +153,23 @@ describe('account and keys', () => {
     expect(JSON.stringify(account.body)).not.toContain('sk_');
   });
 
+  it('rotates the publishable key: a new pk_ on the account, the old one gone', async () => {
+    const seller = await signUpSeller(h.url, Wallet.createRandom());
+    const rotated = await api(h.url, 'POST', '/api/v1/account/publishable-key/rotate', {
+      token: seller.sessionToken,
+    });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.publishableKey).toMatch(/^pk_test_/);
+    expect(rotated.body.publishableKey).not.toBe(seller.publishableKey);
+    const account = await api(h.url, 'GET', '/api/v1/account', { token: seller.sessionToken });
+    expect(account.body.publishableKey).toBe(rotated.body.publishableKey);
+    const withBody = await api(h.url, 'POST', '/api/v1/account/publishable-key/rotate', {
+      token: seller.sessionToken,
+      body: { publishableKey: 'pk_mine' },
+    });
+    expect(withBody.status).toBe(400);
+  });
+
   it('refuses missing, malformed and expired credentials with 401', async () => {
     expect((await api(h.url, 'GET', '/api/v1/account')).status).toBe(401);
     expect((await api(h.url, 'GET', '/api/v1/account', { token: 'sk_nope' })).status).toBe(401);

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { HostResolver } from '@paygate/net';
 import type { RunningService } from '@paygate/runtime';
 import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
 import { loadConfig, type RegistryDatabase, startRegistry } from '../src';
@@ -15,7 +16,11 @@ export interface Harness {
 export const PUBLIC_BASE_URL = 'http://paygate.test:8080';
 
 /** A registry on real Postgres and NATS (its own schema and streams), with a movable clock. */
-export async function startHarness(label: string, extra: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(
+  label: string,
+  extra: Record<string, string> = {},
+  options: { resolveHost?: HostResolver } = {},
+): Promise<Harness> {
   const env = await createTestEnvironment(label);
   const clock = {
     offsetMs: 0,
@@ -31,6 +36,7 @@ export async function startHarness(label: string, extra: Record<string, string> 
       env.envFor('registry', { PUBLIC_BASE_URL, VALIDATION_INTERVAL_MS: '200', ...extra }),
       () => clock.now,
     ),
+    options,
   );
   return {
     env,

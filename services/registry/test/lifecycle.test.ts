@@ -1,3 +1,4 @@
+import { type HostResolver, resolveAllAddresses } from '@paygate/net';
 import { EventRecorder, signUpSeller, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { api, type Harness, startHarness, startSellerApi } from './helpers';
@@ -7,12 +8,35 @@ let sellerApi: Awaited<ReturnType<typeof startSellerApi>>;
 let seller: Awaited<ReturnType<typeof signUpSeller>>;
 const OPERATOR = { authorization: 'Bearer operator-token-for-tests-000000' };
 
+/**
+ * DNS for names under rebind.test, standing in for a seller's DNS server: the first answer for a name is a public
+ * address (what the registration check sees), every later one is 127.0.0.1 (what a rebinding attacker serves
+ * when Paygate connects). Other names go to the system resolver.
+ */
+function rebindingDns(): HostResolver {
+  const asked = new Map<string, number>();
+  return async (host) => {
+    if (!host.endsWith('.rebind.test')) return resolveAllAddresses(host);
+    const count = asked.get(host) ?? 0;
+    asked.set(host, count + 1);
+    return count === 0 ? ['93.184.216.34'] : ['127.0.0.1'];
+  };
+}
+
+/** DNS where every name under rebind.test is this machine. */
+const loopbackDns: HostResolver = async (host) =>
+  host.endsWith('.rebind.test') ? ['127.0.0.1'] : resolveAllAddresses(host);
+
 beforeAll(async () => {
-  h = await startHarness('reglife', {
-    HEALTH_INTERVAL_MS: '300',
-    VALIDATION_TIMEOUT_MS: '600',
-    OPERATOR_TOKEN: 'operator-token-for-tests-000000',
-  });
+  h = await startHarness(
+    'reglife',
+    {
+      HEALTH_INTERVAL_MS: '300',
+      VALIDATION_TIMEOUT_MS: '600',
+      OPERATOR_TOKEN: 'operator-token-for-tests-000000',
+    },
+    { resolveHost: loopbackDns },
+  );
   sellerApi = await startSellerApi();
   seller = await signUpSeller(h.url, Wallet.createRandom());
 });
@@ -83,6 +107,47 @@ describe('skill lifecycle', () => {
       token: seller.apiKey,
     });
     expect(again.status).toBe(409);
+  });
+
+  it('fails an endpoint whose HEAD answers 404 or 405, naming the endpoint, the status and the rule', async () => {
+    try {
+      sellerApi.status = 404;
+      await create('missing-api', [{ path: '/gone', method: 'GET', priceUsdc: '0.01' }]);
+      const missing = await settled('missing-api');
+      expect(missing.status).toBe('VALIDATION_FAILED');
+      expect(missing.statusReason).toBe(
+        `endpoint GET /gone: HEAD ${sellerApi.url}/gone answered HTTP 404: nothing is served at this URL (passing: 2xx, 400, 401, 402, 403 or 422)`,
+      );
+      const retry = async () => {
+        const response = await api(h.url, 'POST', '/api/v1/manage/skills/missing-api/validate', {
+          token: seller.apiKey,
+        });
+        expect(response.status).toBe(202);
+        return settled('missing-api');
+      };
+      sellerApi.status = 405;
+      expect((await retry()).statusReason).toMatch(
+        /^endpoint GET \/gone: HEAD .*\/gone answered HTTP 405: the endpoint does not answer HEAD/,
+      );
+      sellerApi.status = 302;
+      expect((await retry()).statusReason).toMatch(/answered HTTP 302: a redirect \(not followed/);
+      // Present behind the seller's own credentials: it responds.
+      sellerApi.status = 401;
+      expect(await retry()).toMatchObject({ status: 'ACTIVE', statusReason: null });
+    } finally {
+      sellerApi.status = 200;
+    }
+  });
+
+  it('in development, connects to a seller host whatever it resolves to (loopback here)', async () => {
+    const port = new URL(sellerApi.url).port;
+    const hits = sellerApi.hits.length;
+    await create('rebind-dev', [{ path: '/dev', method: 'GET', priceUsdc: '0.01' }], {
+      apiBaseUrl: `http://api-dev.rebind.test:${port}`,
+    });
+    expect((await settled('rebind-dev')).status).toBe('ACTIVE');
+    // The HEAD went through the injected DNS answer (127.0.0.1) to the local seller API.
+    expect(sellerApi.hits.slice(hits)).toContain('HEAD /dev');
   });
 
   it('fails a slow endpoint (latency limit) and a skill without endpoints', async () => {
@@ -210,12 +275,16 @@ describe('skill lifecycle', () => {
 describe('production rules', () => {
   let prod: Harness;
   beforeAll(async () => {
-    prod = await startHarness('regprod', {
-      NODE_ENV: 'production',
-      SESSION_SECRET: 'a-production-session-secret-of-32-chars!',
-      OPERATOR_TOKEN: 'a-production-operator-token-0000',
-      SECRETS_ENCRYPTION_KEY: 'a-production-encryption-key-of-32-chars',
-    });
+    prod = await startHarness(
+      'regprod',
+      {
+        NODE_ENV: 'production',
+        SESSION_SECRET: 'a-production-session-secret-of-32-chars!',
+        OPERATOR_TOKEN: 'a-production-operator-token-0000',
+        SECRETS_ENCRYPTION_KEY: 'a-production-encryption-key-of-32-chars',
+      },
+      { resolveHost: rebindingDns() },
+    );
   });
   afterAll(async () => {
     await prod?.stop();
@@ -254,5 +323,36 @@ describe('production rules', () => {
       });
       expect(response.body.error.rule).toMatch(rule);
     }
+  });
+
+  it('refuses at connect time a host that resolved to a public address at registration and to loopback now', async () => {
+    const owner = await signUpSeller(prod.url, Wallet.createRandom());
+    const port = new URL(sellerApi.url).port;
+    const created = await api(prod.url, 'POST', '/api/v1/manage/skills', {
+      token: owner.apiKey,
+      body: {
+        name: 'rebind-prod',
+        displayName: 'R',
+        description: 'DNS rebinding test.',
+        apiBaseUrl: `https://api-prod.rebind.test:${port}`,
+        type: 'API',
+        endpoints: [{ path: '/rebound', method: 'GET', priceUsdc: '0.01' }],
+      },
+    });
+    expect(created.status).toBe(201);
+    const failed = await waitFor(
+      async () => {
+        const s = (await api(prod.url, 'GET', '/api/v1/manage/skills/rebind-prod', { token: owner.apiKey }))
+          .body;
+        return s.status !== 'PENDING_VALIDATION' ? s : undefined;
+      },
+      { timeoutMs: 10_000, message: 'rebind-prod still pending' },
+    );
+    expect(failed.status).toBe('VALIDATION_FAILED');
+    expect(failed.statusReason).toBe(
+      `endpoint GET /rebound: HEAD https://api-prod.rebind.test:${port}/rebound refused to connect to api-prod.rebind.test: it resolves to 127.0.0.1, a loopback, private, link-local or reserved address (production rule, checked at connect time)`,
+    );
+    // Nothing reached the loopback server.
+    expect(sellerApi.hits.filter((hit) => hit.includes('/rebound'))).toEqual([]);
   });
 });

@@ -66,6 +66,24 @@ describe('seller authentication in any service (registry RPC + SellerAuth middle
     expect(fresh.body.apiKeyVersion).toBe(2);
   });
 
+  it('resolves a dashboard session token to its seller in any service, and refuses a forged or expired one', async () => {
+    const seller = await signUpSeller(h.url, Wallet.createRandom());
+    const ok = await api(otherUrl, 'GET', '/whoami', { token: seller.sessionToken });
+    expect([ok.status, ok.body.sellerId]).toEqual([200, seller.sellerId]);
+    // Same header and payload, another signature: the registry checks the HS256 signature, not the shape.
+    const [header, payload] = seller.sessionToken.split('.');
+    const forged = `${header}.${payload}.${'A'.repeat(43)}`;
+    const refused = await api(otherUrl, 'GET', '/whoami', { token: forged });
+    expect([refused.status, refused.body.error.code]).toEqual([401, 'unknown_api_key']);
+    const expiredPayload = Buffer.from(
+      JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), exp: 1 }),
+    ).toString('base64url');
+    const expired = await api(otherUrl, 'GET', '/whoami', {
+      token: `${header}.${expiredPayload}.${'B'.repeat(43)}`,
+    });
+    expect(expired.status).toBe(401);
+  });
+
   it('answers 401 with a clear error for a missing, malformed or unknown key, never 500', async () => {
     const missing = await api(otherUrl, 'GET', '/whoami');
     expect([missing.status, missing.body.error.code]).toEqual([401, 'missing_api_key']);

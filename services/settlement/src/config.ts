@@ -6,9 +6,11 @@ import {
   commonConfig,
   num,
   parseEnv,
+  productionGuards,
   str,
 } from '@paygate/runtime';
 import { Wallet } from 'ethers';
+import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
@@ -37,6 +39,15 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
    * crash safety. Ignored (always null) when NODE_ENV=production.
    */
   crashPoint: CrashPoint | null;
+  /** The x402 relayer (gas-only key), or null when RELAYER_PRIVATE_KEY is not set. */
+  relayer: RelayerConfig | null;
+  /** Bearer token of the operator routes (POST /api/v1/operator/settlements/run). */
+  operatorToken: string;
+  /**
+   * DEVELOPMENT ONLY (SETTLEMENT_PERIOD_SECONDS): every seller's period is this many seconds instead of its
+   * DAILY/WEEKLY/MONTHLY one, so `make dev` pays out within minutes. 0 = the real periods; refused in production.
+   */
+  settlementPeriodSeconds: number;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -50,6 +61,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     LEDGER_TIMEOUT_MS: number;
     MAX_PREFLIGHT_ATTEMPTS: number;
     SETTLEMENT_CRASH_POINT: string;
+    OPERATOR_TOKEN: string;
+    SETTLEMENT_PERIOD_SECONDS: number;
   }>(env, {
     // No default: without the key nothing can be paid out, and a default key would be a public one.
     ESCROW_PRIVATE_KEY: str(),
@@ -59,6 +72,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     LEDGER_TIMEOUT_MS: num({ default: 5000 }),
     MAX_PREFLIGHT_ATTEMPTS: num({ default: 20 }),
     SETTLEMENT_CRASH_POINT: str({ default: '' }),
+    OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
+    SETTLEMENT_PERIOD_SECONDS: num({ default: 0 }),
   });
   const problems: string[] = [];
   let escrowAddress: string | undefined;
@@ -83,6 +98,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   for (const [name, value] of positive) {
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
   }
+  if ((parsed.OPERATOR_TOKEN ?? '').length < 16) {
+    problems.push('OPERATOR_TOKEN: must be set, at least 16 characters (required in production)');
+  }
+  const periodSeconds = parsed.SETTLEMENT_PERIOD_SECONDS;
+  if (!Number.isSafeInteger(periodSeconds) || periodSeconds < 0 || periodSeconds > 86_400) {
+    problems.push('SETTLEMENT_PERIOD_SECONDS: must be an integer from 0 to 86400');
+  } else if (periodSeconds > 0 && common.production) {
+    problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
+  }
   const crash = parsed.SETTLEMENT_CRASH_POINT;
   if (crash && !(CRASH_POINTS as readonly string[]).includes(crash)) {
     problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
@@ -93,6 +117,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     rpcTimeoutMs: 10_000,
     escrowAddress,
   });
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: chain.escrowAddress, fromKey: true },
+    rpcPolling: {
+      url: chain.rpcUrl,
+      intervalMs: parsed.TRANSFER_POLL_INTERVAL_MS,
+      variable: 'TRANSFER_POLL_INTERVAL_MS',
+    },
+    secrets: ['OPERATOR_TOKEN'],
+  });
   const config = {
     ...common,
     ...chain,
@@ -102,6 +137,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     ledgerTimeoutMs: parsed.LEDGER_TIMEOUT_MS,
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),
+    relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
+    operatorToken: parsed.OPERATOR_TOKEN,
+    settlementPeriodSeconds: periodSeconds,
   } as SettlementConfig;
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
   Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });

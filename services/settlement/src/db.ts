@@ -1,5 +1,6 @@
 import type { BusTables } from '@paygate/bus';
 import type { Generated } from 'kysely';
+import type { RelayedAuthorizationsTable } from './relayer/tables';
 
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
 export type TransferKind = 'payout' | 'refund';
@@ -88,4 +89,5 @@ export interface SettlementDB extends BusTables {
   outgoing_transfers: OutgoingTransfersTable;
   settlements: SettlementsTable;
   refunds: RefundsTable;
+  relayed_authorizations: RelayedAuthorizationsTable;
 }

@@ -9,8 +9,11 @@ import type { SettlementDB } from './db';
 import { LedgerClient } from './ledger/client';
 import { createSettlementMetrics } from './metrics';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
+import { RelayerChain } from './relayer/chain';
+import { Relayer } from './relayer/relayer';
 import { SettlementScheduler } from './schedule/scheduler';
 import { sellerProjectionConsumer } from './sellers/projection';
+import { settlementOperatorRoutes } from './settlements/operator-routes';
 import { payoutOutcome } from './settlements/outcome';
 import { settlementRoutes } from './settlements/routes';
 import { EscrowChain } from './transfers/chain';
@@ -25,6 +28,8 @@ export interface RunningSettlement extends RunningService<SettlementDB> {
   scheduler: SettlementScheduler;
   transfers: TransferWorker;
   chain: EscrowChain;
+  /** The x402 relayer, when RELAYER_PRIVATE_KEY is configured. */
+  relayer: Relayer | null;
 }
 
 export async function startSettlement(
@@ -39,7 +44,17 @@ export async function startSettlement(
     privateKey: config.escrowPrivateKey,
     timeoutMs: config.rpcTimeoutMs,
   });
-  let parts: { scheduler: SettlementScheduler; transfers: TransferWorker; auth: SellerAuth } | undefined;
+  const relayerChain = config.relayer
+    ? new RelayerChain({
+        rpcUrl: config.rpcUrl,
+        chainId: config.chainId,
+        privateKey: config.relayer.privateKey,
+        timeoutMs: config.rpcTimeoutMs,
+      })
+    : null;
+  let parts:
+    | { scheduler: SettlementScheduler; transfers: TransferWorker; auth: SellerAuth; relayer: Relayer | null }
+    | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
   const build = (ctx: ServiceContext<SettlementDB>) => {
     if (parts) return parts;
@@ -52,7 +67,23 @@ export async function startSettlement(
     const scheduler = new SettlementScheduler(ctx, config, clock, ledger, chain, metrics, () =>
       transfers.kick(),
     );
-    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus) };
+    const relayer =
+      config.relayer && relayerChain
+        ? new Relayer(ctx, relayerChain, {
+            chainId: config.chainId,
+            usdcAddress: config.usdcAddress,
+            escrowAddress: chain.address,
+            minBalanceWei: config.relayer.minBalanceWei,
+            feeBumpAfterMs: config.relayer.feeBumpAfterMs,
+            maxFeeBumps: config.relayer.maxFeeBumps,
+            maxFeePerGasCapWei: config.relayer.maxFeePerGasCapWei,
+            receiptPollMs: config.relayer.receiptPollMs,
+            pollIntervalMs: config.transferPollIntervalMs,
+            lookbackBlocks: config.relayer.lookbackBlocks,
+            dbSchema: config.dbSchema,
+          })
+        : null;
+    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer };
     return parts;
   };
 
@@ -62,18 +93,22 @@ export async function startSettlement(
       name: 'settlement',
       config,
       migrations,
-      routes: (app, ctx) => settlementRoutes(app, ctx, build(ctx).auth),
+      routes: (app, ctx) => {
+        const { auth, scheduler, transfers } = build(ctx);
+        settlementRoutes(app, ctx, auth);
+        settlementOperatorRoutes(app, ctx, config, scheduler, clock, () => transfers.kick());
+      },
       consumers: (ctx) => {
         const { transfers } = build(ctx);
         // Each consumer is typed by its own subject; the list holds them side by side.
         return [
-          sellerProjectionConsumer(clock),
+          sellerProjectionConsumer(clock, config.settlementPeriodSeconds),
           refundInitiatedConsumer(config, chain, () => transfers.kick()),
         ] as unknown as ConsumerOptions<Subject>[];
       },
       background: (ctx) => {
-        const { scheduler, transfers } = build(ctx);
-        return [transfers, scheduler];
+        const { scheduler, transfers, relayer } = build(ctx);
+        return relayer ? [transfers, scheduler, relayer] : [transfers, scheduler];
       },
       readinessChecks: () => [async () => void (await chain.blockNumber())],
       onStop: async () => {
@@ -82,17 +117,20 @@ export async function startSettlement(
     });
   } catch (error) {
     chain.destroy();
+    relayerChain?.destroy();
     throw error;
   }
-  const { scheduler, transfers } = parts!;
+  const { scheduler, transfers, relayer } = parts!;
   return {
     ...running,
     scheduler,
     transfers,
     chain,
+    relayer,
     async stop() {
       await running.stop();
       chain.destroy();
+      relayerChain?.destroy();
     },
   };
 }

@@ -8,7 +8,26 @@ const base = {
   USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
 };
 
+const production = { NODE_ENV: 'production', OPERATOR_TOKEN: 'a-production-operator-token' };
+
 describe('settlement config', () => {
+  it('has short development periods and an operator token, and refuses both shortcuts in production', () => {
+    expect(loadConfig({ ...base, SETTLEMENT_PERIOD_SECONDS: '120' })).toMatchObject({
+      settlementPeriodSeconds: 120,
+      operatorToken: 'dev-operator-token',
+    });
+    expect(loadConfig(base).settlementPeriodSeconds).toBe(0);
+    expect(() => loadConfig({ ...base, ...production, SETTLEMENT_PERIOD_SECONDS: '120' })).toThrow(
+      /SETTLEMENT_PERIOD_SECONDS: development only/,
+    );
+    expect(() => loadConfig({ ...base, SETTLEMENT_PERIOD_SECONDS: '-1' })).toThrow(
+      /SETTLEMENT_PERIOD_SECONDS/,
+    );
+    expect(() => loadConfig({ ...base, NODE_ENV: 'production' })).toThrow(/OPERATOR_TOKEN/);
+    expect(() => loadConfig({ ...base, OPERATOR_TOKEN: 'short' })).toThrow(/OPERATOR_TOKEN/);
+    expect(loadConfig({ ...base, ...production }).operatorToken).toBe(production.OPERATOR_TOKEN);
+  });
+
   it('requires the escrow key and never shows it', () => {
     expect(() => loadConfig({})).toThrow(ConfigError);
     let message = '';
@@ -41,7 +60,7 @@ describe('settlement config', () => {
   it('honours the crash hook only outside production', () => {
     expect(loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'after_record' }).crashPoint).toBe('after_record');
     expect(
-      loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'after_record', NODE_ENV: 'production' }).crashPoint,
+      loadConfig({ ...base, ...production, SETTLEMENT_CRASH_POINT: 'after_record' }).crashPoint,
     ).toBeNull();
     expect(() => loadConfig({ ...base, SETTLEMENT_CRASH_POINT: 'somewhere' })).toThrow(
       /SETTLEMENT_CRASH_POINT/,
@@ -63,6 +82,24 @@ describe('settlement periods (UTC)', () => {
       key: 'M:2026-12',
       end: new Date('2027-01-01T00:00:00Z'),
     });
+  });
+
+  it('cuts fixed windows of SETTLEMENT_PERIOD_SECONDS that sort after the same day', () => {
+    const at = new Date('2026-11-23T10:05:30Z');
+    expect(periodAt('DAILY', at, 120)).toEqual({
+      frequency: 'DAILY',
+      key: 'D:2026-11-23T10:04:00.000Z',
+      start: new Date('2026-11-23T10:04:00Z'),
+      end: new Date('2026-11-23T10:06:00Z'),
+    });
+    expect(
+      periodAt('DAILY', new Date('2026-11-23T10:06:00Z'), 120).key > periodAt('DAILY', at, 120).key,
+    ).toBe(true);
+    // Switching to short periods opens one at once; switching back waits for the next day.
+    expect(periodAt('DAILY', at, 120).key > periodAt('DAILY', at).key).toBe(true);
+    expect(periodAt('DAILY', new Date('2026-11-24T00:00:00Z')).key > periodAt('DAILY', at, 120).key).toBe(
+      true,
+    );
   });
 
   it('derives one settlement id per seller and period', () => {

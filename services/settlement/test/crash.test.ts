@@ -98,14 +98,14 @@ describe('exactly one transfer on chain across crashes', () => {
     env = await createTestEnvironment('stlcrash');
     chain = await startTestChain('100');
     bus = await env.bus();
-    ledger = new TestLedger(bus);
+    ledger = await new TestLedger().serve(bus);
     db = openSchema<SettlementDB>(env.schemaFor('settlement'));
     await migrateToLatest(db, env.schemaFor('settlement'), migrations);
   });
 
   afterAll(async () => {
     for (const child of children) await stopChild(child);
-    ledger?.stop();
+    await ledger?.stop();
     await db?.destroy();
     await chain?.anvil.stop();
     await env?.cleanup();

@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
 import type { Bus } from '@paygate/bus';
 import { formatAddress, usdcAbi } from '@paygate/chain';
 import { createEvent } from '@paygate/contracts';
@@ -7,12 +9,12 @@ import {
   startEscrowLedger,
 } from '@paygate/escrow-ledger';
 import { parseUsdc } from '@paygate/money';
-import { serveSellersForTests } from '@paygate/seller-auth';
 import {
   createTestEnvironment,
   fundTestWallets,
   increaseTime,
   openSchema,
+  serveSellersForTests,
   type TestEnvironment,
   testSigner,
   testWallets,
@@ -112,7 +114,7 @@ describe('settlement + escrow-ledger end to end', () => {
       roles: ['buyer'],
     });
     bus = await env.bus();
-    serveSellersForTests(bus, {
+    await serveSellersForTests(bus, {
       [SELLER_KEY]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -133,7 +135,9 @@ describe('settlement + escrow-ledger end to end', () => {
       ),
       now: () => now,
     });
-    settlement = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    settlement = await startSettlement(loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN })), {
+      now: () => now,
+    });
     ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
     db = openSchema<SettlementDB>(env.schemaFor('settlement'));
   });
@@ -230,4 +234,128 @@ describe('settlement + escrow-ledger end to end', () => {
     });
     expect(await chain.balanceOf(testWallets.escrow.address)).toBe(600_000n);
   });
+
+  /** POST /api/v1/operator/settlements/run as an operator. */
+  const settleNow = async (body: Record<string, unknown>) => {
+    const response = await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+
+  it('settles now on an operator request: payment -> hold release -> payout of 95% on chain -> reconciled', async () => {
+    await nextDay(); // a period without a payout yet
+    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+
+    // Held money is not available: settle-now skips the seller and says why.
+    const payment = await pay('20', 1);
+    expect(await escrowStatusOf(payment.id)).toBe('held');
+    const early = await settleNow({ sellerId });
+    expect(early.status).toBe(200);
+    expect(early.body).toMatchObject({
+      settled: [],
+      skipped: [{ sellerId, reason: 'nothing_available', status: 'skipped', txHash: null }],
+    });
+    const { settlementId } = early.body.skipped[0];
+
+    // The hold passes; the same period's skipped settlement is asked again. Two operators at once (one
+    // seller, all sellers): one payout, 95% of the payment, with its hash on chain.
+    now = new Date(now.getTime() + 3_600_000);
+    await increaseTime(chain.anvil.provider, 3600);
+    await waitFor(async () => (await escrowStatusOf(payment.id)) === 'available', {
+      message: 'hold released',
+    });
+    const [one, all] = await Promise.all([
+      settleNow({ sellerId, waitMs: 20_000 }),
+      settleNow({ all: true, waitMs: 20_000 }),
+    ]);
+    expect([one.status, all.status]).toEqual([200, 200]);
+    const settled = [...one.body.settled, ...all.body.settled];
+    expect(settled).toHaveLength(1);
+    expect(settled[0]).toMatchObject({ settlementId, sellerId, status: 'completed', amount: '19' });
+    expect([...one.body.skipped, ...all.body.skipped]).toEqual([
+      expect.objectContaining({ settlementId, reason: 'already_settled_this_period' }),
+    ]);
+    const payouts = (await chain.transfersFromEscrow()).slice(payoutsBefore);
+    expect(payouts).toEqual([
+      { to: formatAddress(testWallets.seller.address), amountMicro: 19_000_000n, txHash: settled[0].txHash },
+    ]);
+    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 19_000_000n);
+
+    // The scheduled pass of the same period, and a settle-now after more money became available (here through
+    // the CLI), pay nothing more: one payout per seller and period; the $3.80 waits for the next period.
+    await settlement.scheduler.runOnce();
+    const late = await pay('4', 0);
+    await waitFor(async () => (await escrowStatusOf(late.id)) === 'available', { message: 'hold released' });
+    const cli = await runSettleCli(['--seller', sellerId, '--wait', '5']);
+    expect(cli.code).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({
+      settled: [],
+      skipped: [{ settlementId, reason: 'already_settled_this_period', status: 'completed' }],
+    });
+    expect(
+      await db
+        .selectFrom('settlements')
+        .selectAll()
+        .where('period_key', '=', settled[0].period.key)
+        .execute(),
+    ).toHaveLength(1);
+    expect((await chain.transfersFromEscrow()).length).toBe(payoutsBefore + 1);
+    await waitFor(
+      async () =>
+        (
+          await sql<any>`select status from payout_reservations where settlement_id = ${settlementId}`.execute(
+            ledgerDb,
+          )
+        ).rows[0]?.status === 'completed',
+      { message: 'ledger booked the payout' },
+    );
+
+    // Books and chain agree to the micro-USDC: fees 0.60 + 1.00 + 0.20, and the $3.80 not paid out yet.
+    const report = await fetch(`${ledger.url}/api/v1/reconciliation`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    }).then((r) => r.json() as Promise<any>);
+    expect(report).toMatchObject({
+      balanced: true,
+      chainBalance: '5.6',
+      ledgerBalance: '5.6',
+      differences: [],
+    });
+  });
+
+  it('refuses a settle-now without the operator token or with a bad selection', async () => {
+    const anonymous = await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ all: true }),
+    });
+    expect(anonymous.status).toBe(401);
+    expect(await settleNow({ sellerId, all: true })).toMatchObject({
+      status: 400,
+      body: { error: { code: 'invalid_request', field: 'sellerId' } },
+    });
+    expect(await settleNow({ sellerId: 'sel_nobody' })).toMatchObject({ status: 404 });
+    expect(await settleNow({ all: true, waitMs: 600_000 })).toMatchObject({
+      status: 400,
+      body: { error: { code: 'invalid_request', field: 'waitMs' } },
+    });
+  });
+
+  /** The operator CLI (src/cli/settle.ts) against this settlement service. */
+  const runSettleCli = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', path.join(__dirname, '../src/cli/settle.ts'), ...args],
+        {
+          env: { ...process.env, SETTLEMENT_URL: settlement.url, OPERATOR_TOKEN },
+          timeout: 60_000,
+        },
+        (error, stdout, stderr) =>
+          resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
 });

@@ -1,7 +1,12 @@
-import type { Bus } from '@paygate/bus';
-import { encodeEnvelope } from '@paygate/bus';
+import { type Bus, encodeEnvelope, type RpcServer, serveRpcs } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import {
+  createEvent,
+  type EventData,
+  type EventEnvelope,
+  type RpcReply,
+  type RpcRequest,
+} from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
@@ -12,17 +17,8 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
-import type { Subscription } from 'nats';
-import {
-  CANCEL_PAYOUT_RPC,
-  type CancelPayoutReply,
-  RESERVE_PAYOUT_RPC,
-  type ReservePayoutReply,
-  type ReservePayoutRequest,
-} from '../src/ledger/client';
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+type ReservePayoutRequest = RpcRequest<'ledger.reserve_payout'>;
 
 export interface TestChain {
   anvil: AnvilInstance;
@@ -136,38 +132,38 @@ export class TestLedger {
   readonly available = new Map<string, bigint>();
   readonly reservations = new Map<string, { sellerId: string; amountMicro: bigint; cancelled: boolean }>();
   readonly requests: ReservePayoutRequest[] = [];
-  private readonly subscriptions: Subscription[];
+  private server: RpcServer | undefined;
 
-  constructor(bus: Bus) {
-    const reply = (message: { respond(data: Uint8Array): boolean }, body: unknown) =>
-      message.respond(encoder.encode(JSON.stringify(body)));
-    this.subscriptions = [
-      bus.nc.subscribe(bus.rpcSubject(RESERVE_PAYOUT_RPC), {
-        callback: (_error, message) => {
-          const request = JSON.parse(decoder.decode(message.data)) as ReservePayoutRequest;
+  /** Starts answering (requests and replies validated against the contract like the real ledger's). */
+  async serve(bus: Bus): Promise<this> {
+    this.server = await serveRpcs(
+      bus,
+      'escrow-ledger',
+      {
+        'ledger.reserve_payout': async (request) => {
           this.requests.push(request);
-          reply(message, this.reserve(request));
+          return this.reserve(request);
         },
-      }),
-      bus.nc.subscribe(bus.rpcSubject(CANCEL_PAYOUT_RPC), {
-        callback: (_error, message) => {
-          const { settlementId } = JSON.parse(decoder.decode(message.data)) as { settlementId: string };
+        'ledger.cancel_payout': async ({ settlementId }) => {
           const reservation = this.reservations.get(settlementId);
-          if (reservation && !reservation.cancelled) {
+          if (!reservation) return { ok: false, reason: 'unknown_settlement' };
+          if (!reservation.cancelled) {
             reservation.cancelled = true;
             this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
           }
-          reply(message, { ok: true } satisfies CancelPayoutReply);
+          return { ok: true, status: 'cancelled' };
         },
-      }),
-    ];
+      },
+      { warn: () => undefined, error: () => undefined },
+    );
+    return this;
   }
 
   credit(sellerId: string, amount: string): void {
     this.available.set(sellerId, (this.available.get(sellerId) ?? 0n) + parseUsdc(amount));
   }
 
-  private reserve(request: ReservePayoutRequest): ReservePayoutReply {
+  private reserve(request: ReservePayoutRequest): RpcReply<'ledger.reserve_payout'> {
     const existing = this.reservations.get(request.settlementId);
     if (existing) return { ok: true, amount: formatUsdc(existing.amountMicro) };
     const available = this.available.get(request.sellerId) ?? 0n;
@@ -184,7 +180,7 @@ export class TestLedger {
     return { ok: true, amount: formatUsdc(available) };
   }
 
-  stop(): void {
-    for (const subscription of this.subscriptions) subscription.unsubscribe();
+  async stop(): Promise<void> {
+    await this.server?.stop();
   }
 }

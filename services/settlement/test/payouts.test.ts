@@ -1,11 +1,11 @@
 import type { Bus } from '@paygate/bus';
 import { parseUsdc } from '@paygate/money';
-import { serveSellersForTests } from '@paygate/seller-auth';
 import {
   createTestEnvironment,
   EventRecorder,
   increaseTime,
   openSchema,
+  serveSellersForTests,
   type TestEnvironment,
   testWallets,
   waitFor,
@@ -53,8 +53,8 @@ describe('settlement payouts on anvil', () => {
     env = await createTestEnvironment('stlpay');
     chain = await startTestChain('1000');
     bus = await env.bus();
-    ledger = new TestLedger(bus);
-    serveSellersForTests(bus, {
+    ledger = await new TestLedger().serve(bus);
+    await serveSellersForTests(bus, {
       [SELLER_KEY]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -75,7 +75,7 @@ describe('settlement payouts on anvil', () => {
   });
 
   afterAll(async () => {
-    ledger?.stop();
+    await ledger?.stop();
     await service?.stop();
     await db?.destroy();
     await chain?.anvil.stop();
@@ -264,7 +264,11 @@ describe('settlement payouts on anvil', () => {
     expect(((await bad.json()) as any).error).toMatchObject({ field: 'limit' });
 
     const openapi = await fetch(`${service.url}/api/v1/openapi/settlement.json`).then((r) => r.json() as any);
-    expect(Object.keys(openapi.paths)).toEqual(['/api/v1/settlements', '/api/v1/settlements/{settlementId}']);
+    expect(Object.keys(openapi.paths)).toEqual([
+      '/api/v1/settlements',
+      '/api/v1/settlements/{settlementId}',
+      '/api/v1/operator/settlements/run',
+    ]);
   });
 
   it('exposes payout, refund and stuck-transfer metrics', async () => {

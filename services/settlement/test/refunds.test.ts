@@ -166,8 +166,20 @@ describe('refunds sent on chain', () => {
   });
 
   it('parks a refund for another chain instead of sending it', async () => {
-    await publishEvent(bus, refundInitiated('ref_wrong_chain', '1', 8453));
-    await new Promise((r) => setTimeout(r, 500));
+    // The positive signal that settlement handled it (and refused to send it): the consumer's retry notice.
+    const refused: string[] = [];
+    const warn = jest.spyOn(service.ctx.logger, 'warn').mockImplementation(((fields: {
+      eventId?: string;
+    }) => {
+      if (fields?.eventId) refused.push(fields.eventId);
+    }) as never);
+    try {
+      const event = refundInitiated('ref_wrong_chain', '1', 8453);
+      await publishEvent(bus, event);
+      await waitFor(() => refused.includes(event.id), { message: 'refund for another chain handled' });
+    } finally {
+      warn.mockRestore();
+    }
     expect(await refundRow('ref_wrong_chain')).toBeUndefined();
   });
 });

@@ -4,12 +4,27 @@ import { createEvent, type EventData } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdcExact, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
+import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
+import type { LedgerClaims } from './claims';
 
 type Observed = EventData<'transfer.observed'>;
 type Reorged = EventData<'transfer.reorged'>;
+type Claimed = EventData<'transfer.claimed'>;
+
+/** An operator action the ledger refused because the transfer is not this action's to spend. */
+export interface ClaimRefusal {
+  refused: { status: 409; code: string; message: string; claimedBy?: string };
+  transfer: TransferRow;
+}
+
+/** Serialises everything checkout decides about one transfer (observed vs claimed elsewhere) across replicas. */
+const lockTransferKey = (trx: CheckoutTrx, chainId: number, txHash: string, logIndex: number) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`checkout-transfer:${chainId}:${txHash.toLowerCase()}:${logIndex}`}, 0))`.execute(
+    trx,
+  );
 
 const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
 const newPaymentId = () => `pay_${randomBytes(12).toString('hex')}`;
@@ -31,11 +46,13 @@ export class TransferMatcher {
   constructor(
     private readonly config: CheckoutConfig,
     private readonly logger: Logger,
+    private readonly claims: LedgerClaims,
   ) {}
 
   async onObserved(trx: CheckoutTrx, data: Observed): Promise<void> {
     const now = this.config.now();
     const amountMicro = parseUsdc(data.amount);
+    await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
     const existing = await trx
       .selectFrom('transfers')
       .selectAll()
@@ -82,7 +99,41 @@ export class TransferMatcher {
         session = undefined;
       }
     }
-    const status = session ? 'matched' : 'unmatched';
+    // A session's payment first claims the transfer at the ledger: a transfer an x402 call (or anything else)
+    // already spent leaves the session open and is recorded as claimed elsewhere, never paid twice.
+    let claimedBy: string | null = null;
+    if (session) {
+      const claim = await this.claims.claim(
+        {
+          chain_id: data.chainId,
+          tx_hash: data.txHash.toLowerCase(),
+          log_index: data.logIndex,
+          from_address: data.from,
+          amount_micro: amountMicro,
+        },
+        'checkout',
+        session.session_id,
+      );
+      if (!claim.ok) {
+        if (claim.reason !== 'claimed_elsewhere')
+          throw new Error(`unexpected claim refusal: ${claim.message}`);
+        claimedBy = claim.claimedBy;
+        candidate = session.session_id;
+        session = undefined;
+      }
+    } else if (!reason) {
+      // Money in escrow that matched no session: another channel may have claimed it already.
+      const known = await trx
+        .selectFrom('claimed_transfers')
+        .select('channel')
+        .where('chain_id', '=', data.chainId)
+        .where('tx_hash', '=', data.txHash.toLowerCase())
+        .where('log_index', '=', data.logIndex)
+        .executeTakeFirst();
+      claimedBy = known?.channel ?? null;
+    }
+    if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
+    const status = session ? 'matched' : claimedBy ? 'claimed' : 'unmatched';
     const transfer = existing
       ? await trx
           .updateTable('transfers')
@@ -113,6 +164,13 @@ export class TransferMatcher {
           .returningAll()
           .executeTakeFirstOrThrow();
     if (!session) {
+      if (claimedBy) {
+        this.logger.info(
+          { txHash: data.txHash, logIndex: data.logIndex, claimedBy, candidateSessionId: candidate },
+          'transfer already claimed by another channel; not unmatched',
+        );
+        return;
+      }
       this.logger.warn(
         { txHash: data.txHash, logIndex: data.logIndex, amount: data.amount, reason: unmatchedReason },
         'transfer matches no session; kept as unmatched',
@@ -196,6 +254,78 @@ export class TransferMatcher {
     );
     await enqueueSessionEvent(trx, 'checkout.session_paid', updated, this.config);
     return updated;
+  }
+
+  /**
+   * The ledger recorded a claim by another channel (an x402 proof, a seller's /api/verify): the transfer is not
+   * unmatched money. Remembered for a transfer not observed yet; an unmatched one becomes `claimed`. Checkout's own
+   * claims (sessions, operator refunds) are already recorded by the decision that made them.
+   */
+  async onClaimed(trx: CheckoutTrx, data: Claimed): Promise<void> {
+    if (data.channel === 'checkout' || data.channel === 'operator_refund') return;
+    const txHash = data.txHash.toLowerCase();
+    await lockTransferKey(trx, data.chainId, txHash, data.logIndex);
+    await trx
+      .insertInto('claimed_transfers')
+      .values({
+        chain_id: data.chainId,
+        tx_hash: txHash,
+        log_index: data.logIndex,
+        channel: data.channel,
+        claim_id: data.claimId,
+        claimed_at: new Date(data.claimedAt),
+      })
+      .onConflict((oc) => oc.columns(['chain_id', 'tx_hash', 'log_index']).doNothing())
+      .execute();
+    const claimed = await trx
+      .updateTable('transfers')
+      .set({
+        status: 'claimed',
+        unmatched_reason: `claimed_by_${data.channel}`,
+        updated_at: this.config.now(),
+      })
+      .where('chain_id', '=', data.chainId)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', data.logIndex)
+      .where('status', '=', 'unmatched')
+      .returning('transfer_id')
+      .executeTakeFirst();
+    if (claimed) {
+      this.logger.info(
+        { transferId: claimed.transfer_id, txHash, claimedBy: data.channel },
+        'unmatched transfer claimed by another channel; off the unmatched list',
+      );
+    }
+  }
+
+  /** The ledger refused an operator action: a transfer another channel spent is recorded as claimed, not left unmatched. */
+  private async refusal(
+    trx: CheckoutTrx,
+    transfer: TransferRow,
+    refused: Exclude<Awaited<ReturnType<LedgerClaims['claim']>>, { ok: true }>,
+  ): Promise<ClaimRefusal> {
+    if (refused.reason !== 'claimed_elsewhere') {
+      return { refused: { status: 409, code: refused.reason, message: refused.message }, transfer };
+    }
+    const claimed = await trx
+      .updateTable('transfers')
+      .set({
+        status: 'claimed',
+        unmatched_reason: `claimed_by_${refused.claimedBy}`,
+        updated_at: this.config.now(),
+      })
+      .where('transfer_id', '=', transfer.transfer_id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return {
+      refused: {
+        status: 409,
+        code: refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment',
+        message: `${refused.message}; it is not unmatched money (claimed by ${refused.claimedBy})`,
+        claimedBy: refused.claimedBy,
+      },
+      transfer: claimed,
+    };
   }
 
   /** A transfer left the canonical chain: reverse its payment and reopen its session. */
@@ -299,6 +429,8 @@ export class TransferMatcher {
         rule: 'must not have a transfer already',
       });
     }
+    const claim = await this.claims.claim(transfer, 'checkout', sessionId);
+    if (!claim.ok) return this.refusal(trx, transfer, claim);
     const now = this.config.now();
     const attached = await trx
       .updateTable('transfers')
@@ -342,6 +474,10 @@ export class TransferMatcher {
         `transfer is ${transfer.unmatched_reason}: it is not USDC in this escrow wallet, so it cannot be refunded from escrow`,
       );
     }
+    // Decided now by the owner of the money: a transfer a payment claimed meanwhile is refused (409), not
+    // marked and then dropped by the ledger.
+    const claim = await this.claims.claim(transfer, 'operator_refund', transfer.transfer_id);
+    if (!claim.ok) return this.refusal(trx, transfer, claim);
     const refundRequestId = newRefundRequestId();
     const updated = await trx
       .updateTable('transfers')
@@ -380,7 +516,7 @@ export class TransferMatcher {
       { transferId, refundRequestId, txHash: updated.tx_hash, amount: formatUsdcExact(updated.amount_micro) },
       'unmatched transfer marked for refund',
     );
-    return updated;
+    return { transfer: updated };
   }
 }
 

@@ -1,16 +1,18 @@
-import { assertValid, operatorAuth } from '@paygate/http';
+import { assertValid, HttpError, operatorAuth } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import { Type } from '@sinclair/typebox';
 import type { Express } from 'express';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase } from '../db';
-import { type TransferMatcher, toTransferView } from '../matching/transfers';
+import { type ClaimRefusal, type TransferMatcher, toTransferView } from '../matching/transfers';
 import { toSnapshot } from '../sessions/snapshot';
 
 export const TransferListQuery = Type.Object({
   status: Type.Optional(
     Type.Union(
-      ['unmatched', 'attached', 'refund_requested', 'matched', 'reorged'].map((s) => Type.Literal(s)),
+      ['unmatched', 'attached', 'refund_requested', 'matched', 'reorged', 'claimed'].map((s) =>
+        Type.Literal(s),
+      ),
     ),
   ),
   limit: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,2}$' })),
@@ -56,13 +58,23 @@ export function operatorRoutes(
     const result = await ctx.inTransaction((trx) =>
       matcher.attach(trx, id, body.sessionId, body.note ?? null),
     );
+    if ('refused' in result) throw refusedError(result);
     res.json({ transfer: toTransferView(result.transfer), session: toSnapshot(result.session, config) });
   });
 
   app.post('/api/v1/operator/transfers/:id/refund', auth, async (req, res) => {
     const { id } = assertValid(TransferIdParam, { id: req.params.id }, 'params');
     const body = assertValid(RefundBody, req.body ?? {}, 'body');
-    const transfer = await ctx.inTransaction((trx) => matcher.markForRefund(trx, id, body.note ?? null));
-    res.json({ transfer: toTransferView(transfer) });
+    const result = await ctx.inTransaction((trx) => matcher.markForRefund(trx, id, body.note ?? null));
+    if ('refused' in result) throw refusedError(result);
+    res.json({ transfer: toTransferView(result.transfer) });
+  });
+}
+
+/** The ledger refused the action; what checkout learned (a claimed transfer) is committed before this answer. */
+function refusedError({ refused, transfer }: ClaimRefusal): HttpError {
+  return new HttpError(refused.status, refused.code, refused.message, {
+    ...(refused.claimedBy ? { claimedBy: refused.claimedBy } : {}),
+    transfer: toTransferView(transfer),
   });
 }

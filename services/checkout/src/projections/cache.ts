@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { CheckoutDb, SkillsTable } from '../db';
 
 export interface CachedSeller {
@@ -9,7 +10,7 @@ export type CachedSkill = Pick<
   'skill_id' | 'seller_id' | 'name' | 'display_name' | 'status' | 'hold_period_hours' | 'endpoints'
 >;
 
-/** Upper bound on cached entries: past it the cache is emptied (simple, bounded memory). */
+/** Upper bound on cached entries: past it the least recently used entry goes. */
 const MAX_ENTRIES = 20_000;
 
 /**
@@ -19,8 +20,10 @@ const MAX_ENTRIES = 20_000;
  * it commits a newer revision. Misses are not cached, so a new seller or skill works at once.
  */
 export class ProjectionCache {
-  private readonly sellers = new Map<string, { value: CachedSeller; until: number }>();
-  private readonly skills = new Map<string, { value: CachedSkill; until: number }>();
+  private readonly sellers = new LRUCache<string, { value: CachedSeller; until: number }>({
+    max: MAX_ENTRIES,
+  });
+  private readonly skills = new LRUCache<string, { value: CachedSkill; until: number }>({ max: MAX_ENTRIES });
 
   constructor(
     private readonly db: CheckoutDb,
@@ -64,14 +67,14 @@ export class ProjectionCache {
 
   /** After a skill.updated commit: the skill may have been renamed or moved, so forget every entry of it. */
   invalidateSkill(skillId: string, sellerId: string): void {
-    for (const [key, entry] of this.skills) {
-      if (entry.value.skill_id === skillId || entry.value.seller_id === sellerId) this.skills.delete(key);
-    }
+    const stale = [...this.skills.entries()].filter(
+      ([, entry]) => entry.value.skill_id === skillId || entry.value.seller_id === sellerId,
+    );
+    for (const [key] of stale) this.skills.delete(key);
   }
 
-  private put<V>(map: Map<string, { value: V; until: number }>, key: string, value: V): void {
+  private put<V>(map: LRUCache<string, { value: V; until: number }>, key: string, value: V): void {
     if (this.ttlMs <= 0) return;
-    if (map.size >= MAX_ENTRIES) map.clear();
     map.set(key, { value, until: this.clockMs() + this.ttlMs });
   }
 }

@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
 
 /** The widget runs on sellers' own sites: these routes answer any origin (no cookies are involved). */
 export const CORS_HEADERS: Readonly<Record<string, string>> = {
@@ -19,3 +19,12 @@ export function cors(req: Request, res: Response, next: NextFunction) {
   }
   next();
 }
+
+/**
+ * The same headers on an error raised before the routes (the JSON body parser's 400/413), so a page can read
+ * those answers too, as it reads the fast path's.
+ */
+export const corsOnError: ErrorRequestHandler = (error, _req, res, next) => {
+  for (const [name, value] of CORS_ENTRIES) res.setHeader(name, value);
+  next(error);
+};

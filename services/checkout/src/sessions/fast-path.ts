@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ErrorBody } from '@paygate/http';
-import { HttpError } from '@paygate/http';
+import { bearerTokenOf, errorResponse, invalidJson, requestIdFrom } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import { CORS_HEADERS } from './cors';
@@ -17,21 +15,21 @@ import { CORS_HEADERS } from './cors';
 
 /** The same limit as the express JSON parser (@paygate/http). */
 const BODY_LIMIT_BYTES = 256 * 1024;
-const REQUEST_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
-const BEARER_PATTERN = /^Bearer\s+(\S+)$/i;
 /** What express.json accepts without re-encoding; any other type or charset goes to express. */
 const JSON_CONTENT_TYPE = /^application\/json\s*(;\s*charset=utf-8\s*)?$/i;
 
-export interface CreateResult {
-  snapshot: unknown;
-  replayed: boolean;
+/** How a session creation is answered, by either transport: decided once (routes.ts `sessionCreatedAnswer`). */
+export interface CreatedAnswer {
+  status: number;
+  body: unknown;
+  headers: Readonly<Record<string, string>>;
 }
 
 export interface FastPathOptions {
   path: string;
   logger: Logger;
   metrics: ServiceMetrics;
-  createSession(token: string, body: unknown, idempotencyKey: string | undefined): Promise<CreateResult>;
+  createSession(token: string, body: unknown, idempotencyKey: string | undefined): Promise<CreatedAnswer>;
 }
 
 /**
@@ -61,9 +59,7 @@ function fastPathToken(req: IncomingMessage, path: string): string | undefined {
   if (headers['content-encoding'] !== undefined) return undefined;
   const length = headers['content-length'];
   if (length === undefined || !(Number(length) <= BODY_LIMIT_BYTES)) return undefined;
-  const authorization = headers.authorization;
-  if (authorization === undefined) return undefined;
-  const token = BEARER_PATTERN.exec(authorization.trim())?.[1];
+  const token = bearerTokenOf(headers.authorization);
   return token?.startsWith('pk_') ? token : undefined;
 }
 
@@ -79,42 +75,21 @@ function createFastPathHandler(options: FastPathOptions) {
     child.observe((performance.now() - startedMs) / 1000);
   };
 
-  const send = (res: ServerResponse, status: number, requestId: string, json: string, replayed = false) => {
-    const headers: Record<string, string | number> = {
+  const send = (
+    res: ServerResponse,
+    status: number,
+    requestId: string,
+    json: string,
+    extraHeaders: Readonly<Record<string, string>> = {},
+  ) => {
+    res.writeHead(status, {
       ...CORS_HEADERS,
       'x-request-id': requestId,
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(json),
-    };
-    if (replayed) headers['Idempotent-Replayed'] = 'true';
-    res.writeHead(status, headers);
+      ...extraHeaders,
+    });
     res.end(json);
-  };
-
-  const fail = (res: ServerResponse, requestId: string, error: unknown, startedMs: number) => {
-    let status = 500;
-    let body: ErrorBody;
-    if (error instanceof HttpError) {
-      status = error.status;
-      body = { error: { code: error.code, message: error.message, ...error.details, requestId } };
-    } else if (error instanceof SyntaxError) {
-      status = 400;
-      body = {
-        error: {
-          code: 'invalid_json',
-          message: 'body is not valid JSON',
-          field: 'body',
-          rule: 'must be JSON',
-          requestId,
-        },
-      };
-    } else {
-      logger.error({ err: error, requestId, path }, 'unhandled error');
-      body = { error: { code: 'internal_error', message: 'internal error', requestId } };
-    }
-    if (res.headersSent) return;
-    send(res, status, requestId, JSON.stringify(body));
-    observe(status, startedMs);
   };
 
   const answer = async (
@@ -124,23 +99,29 @@ function createFastPathHandler(options: FastPathOptions) {
     raw: Buffer,
     started: number,
   ) => {
-    const incoming = req.headers['x-request-id'];
-    const requestId =
-      typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdFrom(req.headers['x-request-id']);
+    let status: number;
     try {
-      const body = parseJsonBody(raw);
       const idempotencyKey = req.headers['idempotency-key'];
-      const { snapshot, replayed } = await createSession(
+      const created = await createSession(
         token,
-        body,
+        parseJsonBody(raw),
         typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
       );
-      const status = replayed ? 200 : 201;
-      send(res, status, requestId, JSON.stringify(snapshot), replayed);
-      observe(status, started);
+      status = created.status;
+      send(res, status, requestId, JSON.stringify(created.body), created.headers);
     } catch (error) {
-      fail(res, requestId, error, started);
+      const failed = errorResponse(
+        error,
+        requestId,
+        (err) => logger.error({ err, requestId, path }, 'unhandled error'),
+        (refused) => logger.warn({ sqlState: refused.code, requestId, path }, 'database refused a value'),
+      );
+      if (res.headersSent) return;
+      status = failed.status;
+      send(res, status, requestId, JSON.stringify(failed.body));
     }
+    observe(status, started);
   };
 
   return (req: IncomingMessage, res: ServerResponse, token: string) => {
@@ -159,6 +140,10 @@ function parseJsonBody(raw: Buffer): unknown {
   const text = raw.toString('utf8');
   const first = /\S/.exec(text)?.[0];
   if (first === undefined) return {};
-  if (first !== '{' && first !== '[') throw new SyntaxError('body is not a JSON object or array');
-  return JSON.parse(text);
+  if (first !== '{' && first !== '[') throw invalidJson();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidJson();
+  }
 }

@@ -8,8 +8,8 @@ import type { Express } from 'express';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
-import { cors } from './cors';
-import { createSessionFastPath } from './fast-path';
+import { cors, corsOnError } from './cors';
+import { type CreatedAnswer, createSessionFastPath } from './fast-path';
 import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -25,6 +25,16 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
+const REPLAYED_HEADERS = Object.freeze({ 'Idempotent-Replayed': 'true' });
+const NO_HEADERS = Object.freeze({});
+
+/** A created session is 201; a replayed Idempotency-Key answers the first answer's body with 200 and a header. */
+function sessionCreatedAnswer(created: CreatedSession & { replayed: boolean }): CreatedAnswer {
+  return created.replayed
+    ? { status: 200, body: created.snapshot, headers: REPLAYED_HEADERS }
+    : { status: 201, body: created.snapshot, headers: NO_HEADERS };
+}
+
 export function sessionRoutes(
   app: Express,
   ctx: ServiceContext<CheckoutDatabase>,
@@ -34,7 +44,7 @@ export function sessionRoutes(
   projections: ProjectionCache,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
-  app.use('/api/v1/checkout', cors);
+  app.use('/api/v1/checkout', cors, corsOnError);
 
   async function fromPublishableKey(publishableKey: string, body: unknown): Promise<NewSession> {
     const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
@@ -143,7 +153,7 @@ export function sessionRoutes(
     token: string | undefined,
     body: unknown,
     idempotencyKey: string | undefined,
-  ): Promise<CreatedSession & { replayed: boolean }> {
+  ): Promise<CreatedAnswer> {
     if (!token) {
       throw new HttpError(
         401,
@@ -189,7 +199,7 @@ export function sessionRoutes(
             .digest('hex'),
         }
       : undefined;
-    return store.create(input, claim);
+    return sessionCreatedAnswer(await store.create(input, claim));
   }
 
   /**
@@ -199,13 +209,8 @@ export function sessionRoutes(
    * answers the rest.
    */
   app.post('/api/v1/checkout/sessions', async (req, res) => {
-    const { snapshot, replayed } = await createSession(
-      bearerToken(req),
-      req.body,
-      req.header('idempotency-key'),
-    );
-    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
-    res.status(replayed ? 200 : 201).json(snapshot);
+    const created = await createSession(bearerToken(req), req.body, req.header('idempotency-key'));
+    res.set(created.headers).status(created.status).json(created.body);
   });
 
   /** The polling route of the widget: public, the session id is an unguessable capability. */

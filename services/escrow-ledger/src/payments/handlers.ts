@@ -1,9 +1,26 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { parseUsdc } from '@paygate/money';
+import { PLATFORM_FEE_PERCENT, parseUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
+
+interface BookedPayment {
+  payment_id: string;
+  outcome: 'booked' | 'duplicate' | 'conflict' | 'conflict_seen';
+  transaction_id: string | null;
+  conflict_kind: string | null;
+  existing_transaction_id: string | null;
+}
+
+/** The one call of the database's book_payments (sql/ledger.sql); the fee comes from @paygate/money's definition. */
+async function bookPayments(trx: LedgerTrx, payments: object[], now: Date): Promise<BookedPayment[]> {
+  const result =
+    await sql<BookedPayment>`select * from book_payments(${JSON.stringify(payments)}::jsonb, ${now},
+      ${PLATFORM_FEE_PERCENT.toString()}::integer)`.execute(trx);
+  return result.rows;
+}
 
 interface TransferRow {
   chain_id: number;
@@ -169,9 +186,8 @@ async function reincludeTransfer(
   const conflict = parked.rows[0];
   if (!conflict) return;
   const payment = { ...conflict.payment, transactionId: newTransactionId() };
-  const booked = await sql<{ outcome: string; transaction_id: string | null }>`select outcome, transaction_id
-      from book_payments(${JSON.stringify([payment])}::jsonb, ${deps.now()})`.execute(trx);
-  const outcome = booked.rows[0];
+  const booked = await bookPayments(trx, [payment], deps.now());
+  const outcome = booked[0];
   if (outcome?.outcome !== 'booked') return;
   await sql`update payment_conflicts set status = 'resolved',
         resolution = ${JSON.stringify({ by: 're-inclusion', transactionId: outcome.transaction_id, eventId: event.id })}::jsonb
@@ -258,14 +274,8 @@ export async function onPaymentsConfirmed(
   // crosswise; the sort is stable, so claims on the same transfer keep their delivery order (the first wins).
   const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash.toLowerCase()}:${p.logIndex}`;
   payments.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
-  const outcomes = await sql<{
-    payment_id: string;
-    outcome: string;
-    transaction_id: string | null;
-    conflict_kind: string | null;
-    existing_transaction_id: string | null;
-  }>`select * from book_payments(${JSON.stringify(payments)}::jsonb, ${deps.now()})`.execute(trx);
-  for (const row of outcomes.rows) {
+  const outcomes = await bookPayments(trx, payments, deps.now());
+  for (const row of outcomes) {
     if (row.outcome !== 'conflict') continue;
     deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
     deps.logger.warn(

@@ -1,27 +1,14 @@
-import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
+import { type RpcServer, serveRpcs } from '@paygate/bus';
+import type { EventData, EventEnvelope, RpcReply, RpcRequest } from '@paygate/contracts';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { Msg, Subscription } from 'nats';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 
-export const RESERVE_PAYOUT_RPC = 'ledger.reserve_payout';
-export const CANCEL_PAYOUT_RPC = 'ledger.cancel_payout';
-
-export interface ReservePayoutRequest {
-  settlementId: string;
-  sellerId: string;
-  /** Decimal USDC: the seller's minimum settlement amount. */
-  minimumAmount: string;
-}
-export type ReservePayoutReply =
-  | { ok: true; amount: string }
-  | { ok: false; reason: 'below_minimum' | 'nothing_available'; available: string }
-  | { ok: false; reason: 'invalid_request'; message: string };
-export type CancelPayoutReply =
-  | { ok: true; status: 'cancelled' | 'refused' }
-  | { ok: false; reason: 'unknown_settlement' | 'already_completed' | 'invalid_request'; message?: string };
+type ReservePayoutRequest = RpcRequest<'ledger.reserve_payout'>;
+type ReservePayoutReply = RpcReply<'ledger.reserve_payout'>;
+type CancelPayoutReply = RpcReply<'ledger.cancel_payout'>;
 
 interface ReservationRow {
   settlement_id: string;
@@ -47,41 +34,25 @@ const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
 
 /**
  * Moves the seller's whole available balance to payout-pending when it is > 0 and >= the minimum, in one
- * transaction, idempotently per settlementId (a repeated request gets the stored answer).
+ * transaction, idempotently per settlementId (a repeated request gets the stored reservation; a stored refusal
+ * is evaluated again).
  */
 export async function reservePayout(
   ctx: ServiceContext,
   deps: LedgerDeps,
   request: ReservePayoutRequest,
 ): Promise<ReservePayoutReply> {
-  if (
-    typeof request?.settlementId !== 'string' ||
-    !request.settlementId ||
-    request.settlementId.length > 64 ||
-    typeof request.sellerId !== 'string' ||
-    !request.sellerId
-  ) {
-    return {
-      ok: false,
-      reason: 'invalid_request',
-      message: 'settlementId and sellerId are required strings',
-    };
-  }
-  let minimumMicro: bigint;
-  try {
-    minimumMicro = parseUsdc(request.minimumAmount);
-  } catch (error) {
-    if (error instanceof MoneyFormatError)
-      return { ok: false, reason: 'invalid_request', message: `minimumAmount ${error.rule}` };
-    throw error;
-  }
+  // The request was validated against the contract (ids, a decimal USDC minimum) before it got here.
+  const minimumMicro = parseUsdc(request.minimumAmount);
   return ctx.inTransaction(async (trx) => {
     await lockSettlement(trx, request.settlementId);
     const existing =
       await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
         trx,
       );
-    if (existing.rows[0]) return replyOf(existing.rows[0]);
+    // A refusal reserved nothing, so it is evaluated again: settlement asks again only for a settlement it has
+    // not paid (an operator's settle-now after money became available later in the period).
+    if (existing.rows[0] && existing.rows[0].status !== 'refused') return replyOf(existing.rows[0]);
     const available = await lockAccount(trx, 'seller_available', request.sellerId);
     const now = deps.now();
     const ok = available > 0n && available >= minimumMicro;
@@ -103,7 +74,10 @@ export async function reservePayout(
       await sql<ReservationRow>`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro,
           available_micro, reason, status, created_at)
         values (${request.settlementId}, ${request.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
-          ${ok ? 'reserved' : 'refused'}, ${now}) returning *`.execute(trx);
+          ${ok ? 'reserved' : 'refused'}, ${now})
+        on conflict (settlement_id) do update set ok = excluded.ok, amount_micro = excluded.amount_micro,
+          available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status
+        returning *`.execute(trx);
     return replyOf(row.rows[0]!);
   });
 }
@@ -112,11 +86,8 @@ export async function reservePayout(
 export async function cancelPayout(
   ctx: ServiceContext,
   deps: LedgerDeps,
-  request: { settlementId: string },
+  request: RpcRequest<'ledger.cancel_payout'>,
 ): Promise<CancelPayoutReply> {
-  if (typeof request?.settlementId !== 'string' || !request.settlementId) {
-    return { ok: false, reason: 'invalid_request', message: 'settlementId is required' };
-  }
   return ctx.inTransaction(async (trx) => {
     await lockSettlement(trx, request.settlementId);
     const rows =
@@ -187,45 +158,28 @@ export async function onSettlementCompleted(
       where settlement_id = ${d.settlementId}`.execute(trx);
 }
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-/** The two request-reply responders settlement calls; queue group `ledger` so one replica answers each. */
+/** Answers the two payout RPCs settlement calls (in the queue group of the ledger's replicas). */
 export class PayoutResponders implements BackgroundTask {
-  private subscriptions: Subscription[] = [];
-  private readonly inFlight = new Set<Promise<void>>();
+  private server: RpcServer | undefined;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
   ) {}
 
-  start(): void {
-    const serve = (name: string, fn: (body: any) => Promise<unknown>) =>
-      this.ctx.bus.nc.subscribe(this.ctx.bus.rpcSubject(name), {
-        queue: 'ledger',
-        callback: (_error, message: Msg) => {
-          const task = (async () => {
-            let reply: unknown;
-            try {
-              reply = await fn(JSON.parse(decoder.decode(message.data)));
-            } catch (error) {
-              this.ctx.logger.error({ err: error, rpc: name }, 'payout RPC failed');
-              reply = { ok: false, reason: 'ledger_error', message: 'the ledger could not answer; retry' };
-            }
-            message.respond(encoder.encode(JSON.stringify(reply)));
-          })().finally(() => this.inFlight.delete(task));
-          this.inFlight.add(task);
-        },
-      });
-    this.subscriptions = [
-      serve(RESERVE_PAYOUT_RPC, (body) => reservePayout(this.ctx, this.deps, body)),
-      serve(CANCEL_PAYOUT_RPC, (body) => cancelPayout(this.ctx, this.deps, body)),
-    ];
+  async start(): Promise<void> {
+    this.server = await serveRpcs(
+      this.ctx.bus,
+      'escrow-ledger',
+      {
+        'ledger.reserve_payout': (request) => reservePayout(this.ctx, this.deps, request),
+        'ledger.cancel_payout': (request) => cancelPayout(this.ctx, this.deps, request),
+      },
+      this.ctx.logger,
+    );
   }
 
   async stop(): Promise<void> {
-    for (const subscription of this.subscriptions) subscription.unsubscribe();
-    await Promise.allSettled([...this.inFlight]);
+    await this.server?.stop();
   }
 }

@@ -1,3 +1,4 @@
+import { refundRequestMessage } from '@paygate/agent-client';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { badRequest, HttpError, notFound } from '@paygate/http';
@@ -12,12 +13,18 @@ import { parseInput } from '../http/schemas';
 import { withIdempotency } from '../idempotency';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
-import { ApproveBody, RefundBody, RefundRequestBody, RefundRequestListQuery, RejectBody } from './schemas';
+import {
+  ApproveBody,
+  RefundBody,
+  RefundRequestBody,
+  RefundRequestListQuery,
+  RejectBody,
+  TransactionLookupQuery,
+} from './schemas';
+import { findRequestedTransaction, findTransactionForUpdate, refundTargetOf } from './targets';
 
-/** The exact text a payer signs (EIP-191 personal_sign) to ask for a refund. */
-export function refundRequestMessage(transactionId: string, reason: string): string {
-  return `Paygate refund request\ntransaction: ${transactionId}\nreason: ${reason}`;
-}
+/** The exact text a payer signs (EIP-191 personal_sign) to ask for a refund; defined in @paygate/agent-client. */
+export { refundRequestMessage };
 
 function parseAmount(value: string | undefined): bigint | undefined {
   if (value === undefined) return undefined;
@@ -41,16 +48,33 @@ interface RefundRequestRow {
   created_at: Date;
   decided_at: Date | null;
   completed_at: Date | null;
+  /** From the booked refund (joined), when there is one. */
+  refund_status?: 'pending' | 'completed' | 'failed' | null;
+  refund_amount_micro?: bigint | null;
+  refund_tx_hash?: string | null;
 }
+
+/** Refund requests with their booked refund's state (left join), for every read of a request. */
+const requestsWithRefund = sql`(select rr.*, r.status as refund_status, r.amount_micro as refund_amount_micro,
+    r.refund_tx_hash from refund_requests rr left join refunds r on r.id = rr.refund_id)`;
 
 function requestView(row: RefundRequestRow) {
   return {
+    id: row.id,
     refundRequestId: row.id,
     transactionId: row.transaction_id,
     reason: row.reason,
     status: row.status,
     refundId: row.refund_id,
     decisionReason: row.decision_reason,
+    refund:
+      row.refund_status && row.refund_amount_micro != null
+        ? {
+            status: row.refund_status,
+            amount: formatUsdc(row.refund_amount_micro),
+            refundTxHash: row.refund_tx_hash ?? null,
+          }
+        : null,
     createdAt: new Date(row.created_at).toISOString(),
     decidedAt: row.decided_at ? new Date(row.decided_at).toISOString() : null,
     completedAt: row.completed_at ? new Date(row.completed_at).toISOString() : null,
@@ -89,28 +113,44 @@ export function mountRefundRoutes(
     res.json(refundView(result.rows[0]));
   });
 
-  // Buyer refund request: only the payer, proven by a wallet signature over the request.
+  // Public: which ledger transaction a checkout session or an on-chain transfer became (the widget's
+  // PaymentResult.transactionId). Mounted before /api/v1/transactions/:id.
+  app.get('/api/v1/transactions/lookup', async (req, res) => {
+    const query = parseInput(TransactionLookupQuery, { ...req.query }, 'query');
+    const txn = await findRequestedTransaction(
+      ctx.db,
+      deps,
+      refundTargetOf({
+        sessionId: query.sessionId,
+        txHash: query.txHash,
+        logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
+      }),
+    );
+    res.json({
+      transactionId: txn.id,
+      sessionId: txn.session_id,
+      txHash: txn.tx_hash,
+      logIndex: txn.log_index,
+      amount: formatUsdc(txn.amount_micro),
+      refundableAmount: formatUsdc(
+        txn.escrow_status === 'reversed' ? 0n : txn.amount_micro - txn.refunded_micro,
+      ),
+    });
+  });
+
+  // Buyer refund request: only the payer, proven by a wallet signature over the request. The payment is named by
+  // its transactionId, its transfer (txHash [+ logIndex]) or its checkout session (sessionId).
   app.post('/api/v1/refund-requests', async (req, res) => {
     const body = parseInput(RefundRequestBody, req.body ?? {}, 'body');
+    const target = refundTargetOf(body);
     let signer: string;
     try {
-      signer = verifyMessage(refundRequestMessage(body.transactionId, body.reason), body.signature);
+      signer = verifyMessage(refundRequestMessage(target, body.reason), body.signature);
     } catch {
       throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
     }
     const view = await ctx.inTransaction(async (trx) => {
-      const found = await sql<{
-        id: string;
-        seller_id: string;
-        payer: string;
-        amount_micro: bigint;
-        refunded_micro: bigint;
-        escrow_status: string;
-      }>`
-          select id, seller_id, payer, amount_micro, refunded_micro, escrow_status from transactions
-          where id = ${body.transactionId} for update`.execute(trx);
-      const txn = found.rows[0];
-      if (!txn) throw notFound('transaction');
+      const txn = await findTransactionForUpdate(trx, deps, target);
       if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
         throw new HttpError(
           403,
@@ -161,21 +201,29 @@ export function mountRefundRoutes(
 
   app.get('/api/v1/refund-requests', auth.middleware(), async (req, res) => {
     const { status } = parseInput(RefundRequestListQuery, { ...req.query }, 'query');
-    const rows = await sql<RefundRequestRow>`select * from refund_requests where seller_id = ${sellerOf(req)}
+    const rows =
+      await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq where seller_id = ${sellerOf(req)}
         and (${status ?? null}::text is null or status = ${status ?? null}) order by created_at desc limit 100`.execute(
-      ctx.db,
-    );
+        ctx.db,
+      );
     res.json({ data: rows.rows.map(requestView) });
   });
 
-  app.get('/api/v1/refund-requests/:id', auth.middleware(), async (req, res) => {
-    const rows =
-      await sql<RefundRequestRow>`select * from refund_requests where id = ${String(req.params.id)} and seller_id = ${sellerOf(req)}`.execute(
+  // The buyer's status route: public (the rrq_ id is unguessable); with a seller key, only that seller's.
+  const sellerIfKeyed = auth.middleware();
+  app.get(
+    '/api/v1/refund-requests/:id',
+    (req, res, next) => (req.headers.authorization ? sellerIfKeyed(req, res, next) : next()),
+    async (req, res) => {
+      const sellerId = req.seller?.sellerId ?? null;
+      const rows = await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq
+          where id = ${String(req.params.id)} and (${sellerId}::text is null or seller_id = ${sellerId})`.execute(
         ctx.db,
       );
-    if (!rows.rows[0]) throw notFound('refund request');
-    res.json(requestView(rows.rows[0]));
-  });
+      if (!rows.rows[0]) throw notFound('refund request');
+      res.json(requestView(rows.rows[0]));
+    },
+  );
 
   // Merchant approval makes the refund (the whole remaining amount unless `amount` says less).
   app.post('/api/v1/refund-requests/:id/approve', auth.middleware(), async (req, res) => {

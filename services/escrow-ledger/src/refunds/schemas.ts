@@ -24,19 +24,59 @@ export const RefundBody = Type.Object(
   { additionalProperties: false },
 );
 
+const SessionId = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  description: 'the checkout session the payment paid (cs_…)',
+});
+const LogIndex = Type.Integer({
+  minimum: 0,
+  description: 'the Transfer log of txHash, when one transaction made several payments into escrow',
+});
+
 export const RefundRequestBody = Type.Object(
   {
-    transactionId: TransactionId,
+    transactionId: Type.Optional(TransactionId),
+    txHash: Type.Optional({ ...TxHash, description: 'the on-chain transfer that paid (what a buyer knows)' }),
+    logIndex: Type.Optional(LogIndex),
+    sessionId: Type.Optional(SessionId),
     reason: Reason,
     signature: Type.String({
       pattern: '^0x[0-9a-fA-F]{130}$',
       'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
       description:
-        'EIP-191 personal_sign signature by the payer wallet of exactly "Paygate refund request\\ntransaction: <transactionId>\\nreason: <reason>"',
+        'EIP-191 personal_sign signature by the payer wallet of the refund request message (see the route description; @paygate/agent-client refundRequestMessage builds it)',
     }),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    description:
+      'exactly one of transactionId, txHash (optionally with logIndex) or sessionId names the payment',
+  },
 );
+
+export const TransactionLookupQuery = Type.Object(
+  {
+    sessionId: Type.Optional(SessionId),
+    txHash: Type.Optional(TxHash),
+    logIndex: Type.Optional(
+      Type.String({ pattern: '^[0-9]{1,6}$', 'x-rule': 'must be a log index (0 or more)' }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'exactly one of sessionId or txHash (optionally with logIndex)',
+  },
+);
+
+export const TransactionLookup = Type.Object({
+  transactionId: Type.String(),
+  sessionId: Nullable(Type.String()),
+  txHash: TxHash,
+  logIndex: Type.Integer({ minimum: 0 }),
+  amount: UsdcAmount,
+  refundableAmount: { ...UsdcAmount, description: 'what a refund could still give back' },
+});
 
 export const ApproveBody = Type.Object(
   {
@@ -90,6 +130,10 @@ export const RefundCreated = Type.Intersect([
 ]);
 
 export const RefundRequest = Type.Object({
+  id: Type.String({
+    description: 'the request id (same as refundRequestId): GET /api/v1/refund-requests/{id}',
+    examples: ['rrq_01KAQ3T0000X7Q0E4W9T6B2M8C'],
+  }),
   refundRequestId: Type.String({ examples: ['rrq_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
   transactionId: Type.String(),
   reason: Type.String(),
@@ -99,6 +143,13 @@ export const RefundRequest = Type.Object({
   ),
   refundId: Nullable(Type.String({ description: 'the refund booked on approval' })),
   decisionReason: Nullable(Type.String({ description: 'the reason given on rejection' })),
+  refund: Nullable(
+    Type.Object({
+      status: StringEnum(['pending', 'completed', 'failed'], 'completed: the USDC is back on chain'),
+      amount: UsdcAmount,
+      refundTxHash: Nullable(TxHash),
+    }),
+  ),
   createdAt: IsoTime,
   decidedAt: Nullable(IsoTime),
   completedAt: Nullable(IsoTime),

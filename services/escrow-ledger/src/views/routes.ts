@@ -1,4 +1,4 @@
-import { notFound } from '@paygate/http';
+import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -89,15 +89,35 @@ const HISTORY_EVENTS: Record<string, string> = {
 };
 
 export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerAuth): void {
+  /** A valid-looking date that is not a real one (2026-02-30) is still a 400 naming the field. */
+  const queryTime = (text: string, field: string): Date => {
+    const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
+    if (Number.isNaN(time.getTime()) || time.toISOString().slice(0, 10) !== text.slice(0, 10)) {
+      throw new HttpError(400, 'invalid_request', `${field} is not a real date`, {
+        field,
+        rule: 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+      });
+    }
+    return time;
+  };
+
   app.get('/api/v1/transactions', auth.middleware(), async (req, res) => {
     const query = parseInput(TransactionListQuery, { ...req.query }, 'query');
     const status = query.status ?? null;
     const limit = query.limit === undefined ? 50 : Number(query.limit);
     const cursor = query.cursor ?? null;
     const escrow = status === 'settling' ? 'payout_pending' : status;
+    const from = query.confirmedFrom ? queryTime(query.confirmedFrom, 'confirmedFrom') : null;
+    const before = query.confirmedBefore ? queryTime(query.confirmedBefore, 'confirmedBefore') : null;
+    const skill = query.skill ?? null;
+    const txHash = query.txHash?.toLowerCase() ?? null;
     const rows =
       await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
         and (${cursor}::text is null or id < ${cursor})
+        and (${from}::timestamptz is null or confirmed_at >= ${from})
+        and (${before}::timestamptz is null or confirmed_at < ${before})
+        and (${skill}::text is null or skill_name = ${skill})
+        and (${txHash}::text is null or tx_hash = ${txHash})
         and (${escrow}::text is null
           or (${escrow} = 'refunded' and refunded_micro = amount_micro)
           or (${escrow} = 'partially_refunded' and refunded_micro > 0 and refunded_micro < amount_micro and escrow_status <> 'reversed')

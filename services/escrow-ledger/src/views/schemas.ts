@@ -12,6 +12,8 @@ export const TRANSACTION_STATUSES = [
   'reversed',
 ] as const;
 
+const ISO_DATE_OR_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,3})?)?Z)?$';
+
 export const TransactionListQuery = Type.Object({
   status: Type.Optional(StringEnum(TRANSACTION_STATUSES, 'only transactions with this status')),
   limit: Type.Optional(
@@ -27,6 +29,34 @@ export const TransactionListQuery = Type.Object({
       pattern: TransactionIdPattern,
       'x-rule': 'must be a transactionId from nextCursor',
       description: 'nextCursor of the previous page',
+    }),
+  ),
+  confirmedFrom: Type.Optional(
+    Type.String({
+      pattern: ISO_DATE_OR_TIME,
+      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+      description: 'only transactions confirmed at or after this time (a date means its 00:00 UTC)',
+    }),
+  ),
+  confirmedBefore: Type.Optional(
+    Type.String({
+      pattern: ISO_DATE_OR_TIME,
+      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+      description: 'only transactions confirmed before this time (exclusive; a date means its 00:00 UTC)',
+    }),
+  ),
+  skill: Type.Optional(
+    Type.String({
+      pattern: '^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$',
+      'x-rule': 'must be a skill name (kebab-case)',
+      description: "only payments for this skill (the skill's name)",
+    }),
+  ),
+  txHash: Type.Optional(
+    Type.String({
+      pattern: '^0x[0-9a-fA-F]{64}$',
+      'x-rule': 'must be a 0x-prefixed 32-byte hex transaction hash',
+      description: 'only the payment made by this on-chain transaction',
     }),
   ),
 });

@@ -11,7 +11,9 @@ export interface PaymentFailure {
     | 'insufficient_confirmations'
     | 'payment_already_used'
     | 'subscription_expired'
-    | 'chain_unavailable';
+    | 'chain_unavailable'
+    /** The ledger did not answer the claim in time: 503, nothing served. */
+    | 'claim_unavailable';
   message: string;
   details?: Record<string, unknown>;
 }
@@ -21,3 +23,7 @@ export const failure = (
   message: string,
   details?: Record<string, unknown>,
 ): PaymentFailure => ({ reason, message, ...(details ? { details } : {}) });
+
+/** Refusals that say "try again shortly" (503 + Retry-After) rather than "this payment is not good" (402). */
+export const isUnavailable = (f: PaymentFailure): boolean =>
+  f.reason === 'chain_unavailable' || f.reason === 'claim_unavailable';

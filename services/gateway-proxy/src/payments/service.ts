@@ -4,8 +4,11 @@ import { createEvent, newEventId } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
+import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
+import type { LedgerClaims } from './claims';
 import { failure, type PaymentFailure } from './failures';
+import { alreadyUsed, badSignature, decideReuse, type Presenter, type ReuseDecision } from './reuse-rules';
 
 export interface PaymentClaim {
   id: string;
@@ -22,7 +25,7 @@ export interface PaymentClaim {
   endpoint_id: string | null;
   resource: string;
   kind: PaymentKind;
-  channel: 'proxy' | 'ticket' | 'verify';
+  channel: 'proxy' | 'ticket' | 'verify' | 'facilitator';
   state: 'in_flight' | 'served' | 'retryable';
   access_expires_at: Date | null;
   retry_until: Date | null;
@@ -71,6 +74,14 @@ interface ProofMemo {
 }
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** The ledger did not let this purchase spend the transfer: `failure` says why (already used elsewhere, or 503). */
+export class LedgerClaimRefused extends Error {
+  constructor(readonly failure: PaymentFailure) {
+    super(failure.message);
+    this.name = 'LedgerClaimRefused';
+  }
+}
+
 /**
  * Accepts payment proofs: checks them, proves them on chain, and claims `network:txHash` with a unique
  * constraint in the same transaction that enqueues payment.confirmed, so of any number of concurrent
@@ -79,9 +90,9 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  */
 export class PaymentService {
   /** Recovered signer by (signature, tx, resource): recovery is pure, so its answer never changes. */
-  private readonly signerCache = new Map<string, string>();
+  private readonly signerCache = new LRUCache<string, string>({ max: MAX_CACHE_ENTRIES });
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
-  private readonly subscriptionCache = new Map<string, PaymentClaim>();
+  private readonly subscriptionCache = new LRUCache<string, PaymentClaim>({ max: MAX_CACHE_ENTRIES });
   /**
    * Per decoded proof object (the route caches decoding per exact header string, so a repeating subscriber
    * presents the same object): its derived keys and recovered signers, to skip rebuilding long string keys.
@@ -93,6 +104,7 @@ export class PaymentService {
     private readonly ctx: ServiceContext,
     private readonly chain: ChainVerifier,
     private readonly settings: PaymentSettings,
+    private readonly claims: LedgerClaims,
   ) {}
 
   private memoOf(proof: PaymentProof): ProofMemo {
@@ -130,7 +142,6 @@ export class PaymentService {
       } catch {
         signer = '';
       }
-      if (this.signerCache.size >= MAX_CACHE_ENTRIES) this.signerCache.clear();
       this.signerCache.set(key, signer);
     }
     return signer || undefined;
@@ -179,52 +190,109 @@ export class PaymentService {
   }
 
   /**
-   * The hot path of a subscriber repeating a call: answered from the cached claim without a promise.
-   * Undefined when the full path (Postgres, chain) must decide.
+   * The hot path of a subscriber repeating a call: a cached subscription claim decided without a promise, by
+   * the same checks and reuse rules (`decideReuse`) as `present`. Undefined when the full path (Postgres,
+   * chain) must decide: no cached claim, or a decision that needs Postgres.
    */
   presentCached(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
     const memo = this.memoOf(proof);
     const claim = this.subscriptionCache.get(memo.claimKey);
-    if (!claim || this.staticCheckMemo(proof, purchase)) return undefined;
-    if (claim.payer.toLowerCase() !== memo.fromLower) return undefined;
-    if (claim.skill_id !== purchase.skillId || purchase.skillId === null) return undefined;
-    if (!claim.access_expires_at || claim.access_expires_at.getTime() <= this.settings.now().getTime())
-      return undefined;
-    if (this.recoverSigner(proof, claim.resource) !== memo.fromLower) return undefined;
-    return { ok: true, claim, fresh: false, chainMs: 0 };
+    if (!claim) return undefined;
+    const refused = this.staticCheckMemo(proof, purchase);
+    if (refused) return { ok: false, failure: refused, chainMs: 0 };
+    const decision = decideReuse(claim, this.presenterOf(proof, claim), purchase, this.settings.now());
+    if (decision.kind === 'serve') return { ok: true, claim, fresh: false, chainMs: 0 };
+    if (decision.kind === 'refuse') return { ok: false, failure: decision.failure, chainMs: 0 };
+    return undefined;
+  }
+
+  private presenterOf(proof: PaymentProof, claim: PaymentClaim): Presenter {
+    return {
+      fromLower: this.memoOf(proof).fromLower,
+      signerLower: this.recoverSigner(proof, claim.resource),
+    };
   }
 
   async present(proof: PaymentProof, purchase: Purchase): Promise<PresentOutcome> {
-    const refused = this.staticCheck(proof, purchase);
+    const cachedOutcome = this.presentCached(proof, purchase);
+    if (cachedOutcome) return cachedOutcome;
+    const refused = this.staticCheckMemo(proof, purchase);
     if (refused) return { ok: false, failure: refused, chainMs: 0 };
-    const cacheKey = `${proof.network}:${proof.txHash}`;
-    const cached = this.subscriptionCache.get(cacheKey);
-    if (cached) return { ...(await this.reuse(cached, proof, purchase)), chainMs: 0 };
+    const cacheKey = this.memoOf(proof).claimKey;
     const existing = await this.findClaim(proof);
     if (existing) return { ...(await this.reuse(existing, proof, purchase)), chainMs: 0 };
 
-    if (this.recoverSigner(proof, purchase.resource) !== proof.from.toLowerCase()) {
-      return { ok: false, failure: this.badSignature(), chainMs: 0 };
-    }
+    if (!this.signedBy(proof, purchase.resource)) return { ok: false, failure: badSignature(), chainMs: 0 };
     const chainStart = performance.now();
     const verified = await this.chain.verifyTransfer(proof, purchase.priceMicro);
     const chainMs = performance.now() - chainStart;
     if (!verified.ok) return { ok: false, failure: verified.failure, chainMs };
 
+    let inserted: PaymentClaim | undefined;
+    try {
+      inserted = await this.insertClaim(
+        {
+          txHash: proof.txHash,
+          logIndex: verified.transfer.logIndex,
+          payer: proof.from,
+          token: proof.token,
+          amountMicro: verified.transfer.amountMicro,
+        },
+        purchase,
+      );
+    } catch (error) {
+      if (error instanceof LedgerClaimRefused) return { ok: false, failure: error.failure, chainMs };
+      throw error;
+    }
+    if (inserted) {
+      this.remember(inserted);
+      return { ok: true, claim: inserted, fresh: true, chainMs };
+    }
+    // Lost the race: someone claimed this transfer between our read and our insert.
+    const winner = await this.findClaim(proof);
+    if (!winner) throw new Error(`claim on ${cacheKey} vanished`);
+    return { ...(await this.reuse(winner, proof, purchase)), chainMs };
+  }
+
+  /**
+   * Claims an on-chain transfer for a purchase: one row per `network:txHash` (a unique constraint), inserted in the
+   * same transaction that enqueues payment.confirmed. Undefined when the transfer was already claimed.
+   * Used by the tx-hash proof (after the chain check) and by x402 (after the relayer's transfer was included).
+   *
+   * First the ledger claims the transfer (`ledger.claim_transfer`): one transfer buys one thing across every
+   * channel (checkout sessions, /api/verify, operator refunds). Every replica asks with the same reference
+   * (`<network>:<txHash>`), so a concurrent presentation here is answered ok too and the local row decides.
+   * Throws LedgerClaimRefused when the ledger refuses (another channel spent it) or does not answer in time.
+   */
+  async insertClaim(
+    transfer: { txHash: string; logIndex: number; payer: string; token: string; amountMicro: bigint },
+    purchase: Purchase,
+    options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
+  ): Promise<PaymentClaim | undefined> {
+    const refusedByLedger = await this.claims.claim({
+      chainId: this.settings.chainId,
+      txHash: transfer.txHash.toLowerCase(),
+      logIndex: transfer.logIndex,
+      channel: purchase.channel === 'verify' ? 'verify' : 'x402',
+      reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
+      payer: transfer.payer,
+      amountMicro: transfer.amountMicro,
+    });
+    if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
     const now = this.settings.now();
     const claimId = newEventId();
-    const inserted = await this.ctx.inTransaction(async (trx) => {
+    return this.ctx.inTransaction(async (trx) => {
       const row = (await trx
         .insertInto('payment_claims')
         .values({
           id: claimId,
-          network: proof.network,
+          network: this.settings.network,
           chain_id: this.settings.chainId,
-          tx_hash: proof.txHash,
-          log_index: verified.transfer.logIndex,
-          payer: proof.from,
-          token: proof.token,
-          amount_micro: verified.transfer.amountMicro,
+          tx_hash: transfer.txHash,
+          log_index: transfer.logIndex,
+          payer: transfer.payer,
+          token: transfer.token,
+          amount_micro: transfer.amountMicro,
           seller_id: purchase.sellerId,
           skill_id: purchase.skillId,
           skill_name: purchase.skillName,
@@ -233,12 +301,14 @@ export class PaymentService {
           kind: purchase.kind,
           channel: purchase.channel,
           // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-          state: purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served',
+          state:
+            options.state ??
+            (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served'),
           access_expires_at:
             purchase.kind === 'subscription'
               ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
               : null,
-          retry_until: null,
+          retry_until: options.retryUntil ?? null,
           attempts: 1,
           created_at: now,
           updated_at: now,
@@ -260,13 +330,13 @@ export class PaymentService {
             skillName: purchase.skillName,
             endpointId: purchase.endpointId,
             sessionId: null,
-            payer: proof.from,
-            amount: formatUsdc(verified.transfer.amountMicro),
-            network: proof.network,
+            payer: transfer.payer,
+            amount: formatUsdc(transfer.amountMicro),
+            network: this.settings.network as 'base' | 'base-sepolia' | 'local',
             chainId: this.settings.chainId,
-            token: proof.token,
-            txHash: proof.txHash,
-            logIndex: verified.transfer.logIndex,
+            token: transfer.token,
+            txHash: transfer.txHash,
+            logIndex: transfer.logIndex,
             holdPeriodHours: purchase.holdPeriodHours,
             confirmedAt: now.toISOString(),
           },
@@ -275,14 +345,6 @@ export class PaymentService {
       );
       return row;
     });
-    if (inserted) {
-      this.remember(inserted);
-      return { ok: true, claim: inserted, fresh: true, chainMs };
-    }
-    // Lost the race: someone claimed this transfer between our read and our insert.
-    const winner = await this.findClaim(proof);
-    if (!winner) throw new Error(`claim on ${cacheKey} vanished`);
-    return { ...(await this.reuse(winner, proof, purchase)), chainMs };
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */
@@ -292,55 +354,44 @@ export class PaymentService {
 
   private remember(claim: PaymentClaim): void {
     if (claim.kind !== 'subscription') return;
-    if (this.subscriptionCache.size >= MAX_CACHE_ENTRIES) this.subscriptionCache.clear();
     this.subscriptionCache.set(`${claim.network}:${claim.tx_hash}`, claim);
   }
 
-  private badSignature(): PaymentFailure {
-    return failure(
-      'invalid_signature',
-      "signature is not the payer's (from) EIP-191 signature over this tx hash and this resource",
-    );
-  }
-
-  /** A transfer that was claimed before: serve it again only under the reuse rules. */
-  private async reuse(
+  /** A transfer that was claimed before: served again only under the reuse rules. */
+  private reuse(
     claim: PaymentClaim,
     proof: PaymentProof,
     purchase: Purchase,
   ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
-    const used = failure(
-      'payment_already_used',
-      `transaction ${proof.txHash} has already paid for something`,
+    return this.applyReuse(
+      claim,
+      decideReuse(claim, this.presenterOf(proof, claim), purchase, this.settings.now()),
     );
-    if (claim.payer.toLowerCase() !== proof.from.toLowerCase()) return { ok: false, failure: used };
-    // The proof must be the payer's signature over the resource the payment was claimed for.
-    if (this.recoverSigner(proof, claim.resource) !== proof.from.toLowerCase()) {
-      return { ok: false, failure: this.badSignature() };
-    }
-    const now = this.settings.now();
-    if (claim.kind === 'subscription') {
-      const sameScope =
-        purchase.skillId !== null
-          ? claim.skill_id === purchase.skillId
-          : claim.skill_id === null && claim.seller_id === purchase.sellerId;
-      if (!sameScope) return { ok: false, failure: used };
-      if (!claim.access_expires_at || claim.access_expires_at.getTime() <= now.getTime()) {
-        return {
-          ok: false,
-          failure: failure(
-            'subscription_expired',
-            `the subscription paid by ${proof.txHash} expired at ${claim.access_expires_at?.toISOString()}`,
-          ),
-        };
-      }
+  }
+
+  /**
+   * The reuse rules of a claim whose payer is already proven (by the x402 authorization that paid it): a
+   * subscription in scope until it expires, a failed seller call's retry of the same resource within the
+   * retry window; nothing else.
+   */
+  reuseClaim(
+    claim: PaymentClaim,
+    purchase: Purchase,
+  ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
+    return this.applyReuse(claim, decideReuse(claim, null, purchase, this.settings.now()));
+  }
+
+  private async applyReuse(
+    claim: PaymentClaim,
+    decision: ReuseDecision,
+  ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
+    if (decision.kind === 'refuse') return { ok: false, failure: decision.failure };
+    if (decision.kind === 'serve') {
       this.remember(claim);
       return { ok: true, claim, fresh: false };
     }
-    // A pay-per-call whose seller call failed may be retried for the same resource within the window.
-    if (claim.resource !== purchase.resource || claim.channel !== purchase.channel) {
-      return { ok: false, failure: used };
-    }
+    // A pay-per-call whose seller call failed may be retried within the window.
+    const now = this.settings.now();
     const staleBefore = new Date(now.getTime() - this.settings.upstreamTimeoutMs - 5000);
     const retried = (await this.ctx.db
       .updateTable('payment_claims')
@@ -356,7 +407,7 @@ export class PaymentService {
       )
       .returningAll()
       .executeTakeFirst()) as PaymentClaim | undefined;
-    if (!retried) return { ok: false, failure: used };
+    if (!retried) return { ok: false, failure: alreadyUsed(claim.tx_hash) };
     return { ok: true, claim: retried, fresh: false };
   }
 

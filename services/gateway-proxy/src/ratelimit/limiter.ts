@@ -14,6 +14,7 @@ interface BucketState {
   shared: number;
   /** Hits allowed here and not yet added to the shared count. */
   pending: number;
+  /** When the shared count was read, on the limiter's clock (the one its windows are cut on). */
   syncedAt: number;
 }
 
@@ -24,7 +25,8 @@ const WINDOW_MS = 60_000;
  * the hot path, a replica that saw the shared count less than `freshMs` ago and is below half the limit
  * counts locally and adds its hits to the shared row every `flushIntervalMs`; near the limit every hit is
  * an atomic upsert whose returned total decides. Overshoot across replicas is bounded by what the others
- * allowed locally in one flush interval while below half the limit.
+ * allowed locally in one flush interval while below half the limit. Hits whose write fails stay pending and go
+ * with the next write. One clock (`now`) cuts the windows and ages the shared count.
  */
 export class SharedRateLimiter {
   private readonly buckets = new Map<string, BucketState>();
@@ -57,7 +59,7 @@ export class SharedRateLimiter {
     const windowStart = nowMs - (nowMs % WINDOW_MS);
     const state = this.buckets.get(bucket);
     if (!state || state.windowStart !== windowStart) return undefined;
-    if (Date.now() - state.syncedAt >= (this.options.freshMs ?? 1000)) return undefined;
+    if (!this.isFresh(state, nowMs)) return undefined;
     if (state.shared + state.pending + 1 > this.limit / 2) return undefined;
     state.pending += 1;
     return {
@@ -66,6 +68,11 @@ export class SharedRateLimiter {
       remaining: this.limit - state.shared - state.pending,
       retryAfterSeconds: Math.max(1, Math.ceil((windowStart + WINDOW_MS - nowMs) / 1000)),
     };
+  }
+
+  private isFresh(state: BucketState, nowMs: number): boolean {
+    const age = nowMs - state.syncedAt;
+    return age >= 0 && age < (this.options.freshMs ?? 1000);
   }
 
   async hit(bucket: string): Promise<RateDecision> {
@@ -77,8 +84,7 @@ export class SharedRateLimiter {
       state = { windowStart, shared: 0, pending: 0, syncedAt: 0 };
       this.buckets.set(bucket, state);
     }
-    const fresh = Date.now() - state.syncedAt < (this.options.freshMs ?? 1000);
-    if (fresh && state.shared + state.pending + 1 <= this.limit / 2) {
+    if (this.isFresh(state, nowMs) && state.shared + state.pending + 1 <= this.limit / 2) {
       state.pending += 1;
       return {
         allowed: true,
@@ -87,11 +93,18 @@ export class SharedRateLimiter {
         retryAfterSeconds,
       };
     }
-    const add = state.pending + 1;
+    const carried = state.pending;
     state.pending = 0;
-    const total = await this.add(bucket, windowStart, add);
+    let total: number;
+    try {
+      total = await this.add(bucket, windowStart, carried + 1);
+    } catch (error) {
+      // Not written: the hits counted here before stay pending (this one is not decided; its caller fails).
+      state.pending += carried;
+      throw error;
+    }
     state.shared = total;
-    state.syncedAt = Date.now();
+    state.syncedAt = this.now().getTime();
     return {
       allowed: total <= this.limit,
       limit: this.limit,
@@ -121,27 +134,36 @@ export class SharedRateLimiter {
         windows.push(new Date(state.windowStart));
         hits.push(state.pending);
         states.push(state);
-        state.pending = 0;
       } else if (state.windowStart + WINDOW_MS < nowMs) {
         this.buckets.delete(bucket);
       }
     }
     if (buckets.length > 0) {
-      const result = await sql<{ hits: number; bucket: string }>`
+      // Taken out of pending only while the write is in flight: if it fails they go with the next one.
+      for (const state of states) state.pending = 0;
+      let result: { rows: Array<{ hits: number; bucket: string }> };
+      try {
+        result = await sql<{ hits: number; bucket: string }>`
         insert into rate_limit_windows (bucket, window_start, hits)
         select * from unnest(${buckets}::text[], ${windows}::timestamptz[], ${hits}::int[])
         on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + excluded.hits
         returning bucket, hits`.execute(this.db);
+      } catch (error) {
+        states.forEach((state, i) => {
+          state.pending += hits[i]!;
+        });
+        throw error;
+      }
       const totals = new Map(result.rows.map((row) => [row.bucket, Number(row.hits)]));
-      const syncedAt = Date.now();
+      const syncedAt = this.now().getTime();
       buckets.forEach((bucket, i) => {
         const state = states[i]!;
         state.shared = totals.get(bucket) ?? state.shared;
         state.syncedAt = syncedAt;
       });
     }
-    if (Date.now() - this.lastCleanup > 60_000) {
-      this.lastCleanup = Date.now();
+    if (nowMs - this.lastCleanup > 60_000) {
+      this.lastCleanup = nowMs;
       await sql`delete from rate_limit_windows where ctid in (select ctid from rate_limit_windows where window_start < ${new Date(nowMs - 5 * WINDOW_MS)} limit 5000)`.execute(
         this.db,
       );

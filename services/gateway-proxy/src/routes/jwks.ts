@@ -1,12 +1,24 @@
-import { serveOpenApi } from '@paygate/http';
-import type { Express } from 'express';
+import { type AnyRoute, defineRoute } from '@paygate/http';
+import { Type } from '@sinclair/typebox';
 import type { GatewayState } from '../state';
-import { gatewayOpenApi } from './openapi';
 
-export function mountPublicDocuments(app: Express, state: GatewayState): void {
-  app.get('/.well-known/jwks.json', async (_req, res) => {
-    res.setHeader('Cache-Control', 'public, max-age=300');
-    res.json({ keys: await state.keys.publicKeys() });
-  });
-  serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(state.config.publicBaseUrl));
+/** The ticket JWKS: ES256 public keys by kid (old keys stay for rotation). */
+export function jwksRoutes(state: GatewayState): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/.well-known/jwks.json',
+      summary: 'ES256 public keys of TICKET JWTs, by kid (old keys stay for rotation)',
+      responses: {
+        '200': Type.Object(
+          { keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) },
+          { description: '{ keys: JWK[] }' },
+        ),
+      },
+      handler: async (_req, res) => {
+        res.setHeader('Cache-Control', 'public, max-age=300');
+        res.json({ keys: await state.keys.publicKeys() });
+      },
+    }),
+  ];
 }

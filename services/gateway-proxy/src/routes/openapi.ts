@@ -1,4 +1,10 @@
-import { errorResponses, openApiDocument, securitySchemes } from '@paygate/http';
+import {
+  type AnyRoute,
+  errorResponses,
+  openApiDocument,
+  routesOpenApiPaths,
+  securitySchemes,
+} from '@paygate/http';
 import { VerifyRequest } from './verify';
 
 const paymentRequirements = {
@@ -54,6 +60,12 @@ const paymentRefused = {
       ],
     },
     message: { type: 'string' },
+    claimedBy: {
+      type: 'string',
+      enum: ['x402', 'verify', 'checkout', 'operator_refund'],
+      description:
+        'with payment_already_used when another channel spent the transfer (one on-chain transfer buys one thing)',
+    },
     requirements: paymentRequirements,
   },
 };
@@ -61,8 +73,11 @@ const paymentRefused = {
 const paymentHeaderDoc =
   'Base64 of JSON { txHash, amount, token, network, from, to, signature }; signature = EIP-191 personal_sign by `from` of "Paygate payment\\ntx: <txHash lowercase>\\nresource: <resource from the 402>".';
 
-/** The gateway's OpenAPI 3.1 document, served at /api/v1/openapi/gateway.json. */
-export function gatewayOpenApi(baseUrl: string) {
+/**
+ * The gateway's OpenAPI 3.1 document, served at /api/v1/openapi/gateway.json: its express routes describe
+ * themselves (`routes`); the paid skill URLs, answered ahead of express on the bare request, are described here.
+ */
+export function gatewayOpenApi(baseUrl: string, routes: AnyRoute[]) {
   return openApiDocument({
     title: 'Paygate gateway',
     description:
@@ -95,6 +110,20 @@ export function gatewayOpenApi(baseUrl: string) {
             schema: { type: 'string' },
             description: 'fallback name of X-402-Payment',
           },
+          {
+            name: 'PAYMENT-SIGNATURE',
+            in: 'header',
+            required: false,
+            schema: { type: 'string' },
+            description: 'x402 v2 payment: base64 JSON with an EIP-3009 authorization (docs/x402.md)',
+          },
+          {
+            name: 'X-PAYMENT',
+            in: 'header',
+            required: false,
+            schema: { type: 'string' },
+            description: 'x402 v1 payment (Base and Base Sepolia)',
+          },
         ],
         get: {
           summary:
@@ -102,11 +131,12 @@ export function gatewayOpenApi(baseUrl: string) {
           responses: {
             '200': {
               description:
-                "PROXY: the seller's answer, streamed, with X-402-Receipt: <txHash>. TICKET: { ticket, header, expiresAt, url, method, txHash, payer } with X-402-Mode: TICKET; call url with X-402-Ticket: <ticket>.",
+                "PROXY: the seller's answer, streamed, with X-402-Receipt: <txHash> (and PAYMENT-RESPONSE / X-PAYMENT-RESPONSE when paid with x402). TICKET: { ticket, header, expiresAt, url, method, txHash, payer } with X-402-Mode: TICKET; call url with X-402-Ticket: <ticket>.",
             },
             ...errorResponses({ '400': 'malformed payment header' }),
             '402': {
-              description: 'no proof (PaymentRequirements) or a refused proof (PaymentRefused)',
+              description:
+                'no proof (PaymentRequirements; with x402 the PAYMENT-REQUIRED header) or a refused proof (PaymentRefused; x402 reason codes for x402 payments)',
               content: { 'application/json': { schema: { oneOf: [paymentRequirements, paymentRefused] } } },
             },
             ...errorResponses({ '404': 'unknown or inactive skill, or unknown path' }),
@@ -126,87 +156,7 @@ export function gatewayOpenApi(baseUrl: string) {
           responses: { '200': { description: 'endpoint exists' }, '404': { description: 'no endpoint' } },
         },
       },
-      '/api/verify': {
-        get: {
-          summary:
-            'Payment parameters (network, chainId, payTo, asset, confirmations, issuer, jwksUrl) for 402 bodies',
-          responses: { '200': { description: 'parameters' } },
-        },
-        post: {
-          summary:
-            "Verify a payment for the seller middleware; a valid payment is credited to the API key's seller",
-          security: [{ apiKey: [] }],
-          requestBody: {
-            required: true,
-            content: {
-              'application/json': {
-                schema: VerifyRequest,
-                example: {
-                  payment: '<X-402-Payment value>',
-                  price: '0.05',
-                  type: 'payPerCall',
-                  resource: 'GET https://api.seller.example/weather',
-                },
-              },
-            },
-          },
-          responses: {
-            '200': {
-              description: 'valid or invalid',
-              content: {
-                'application/json': {
-                  schema: {
-                    oneOf: [
-                      {
-                        type: 'object',
-                        properties: {
-                          valid: { const: true },
-                          payment: {
-                            type: 'object',
-                            description: 'becomes req.x402',
-                            properties: {
-                              txHash: { type: 'string' },
-                              amount: { type: 'string' },
-                              payer: { type: 'string' },
-                              network: { type: 'string' },
-                              type: { type: 'string' },
-                              durationDays: { type: 'integer' },
-                              expiresAt: { type: 'string', format: 'date-time' },
-                              requiresShipping: { type: 'boolean' },
-                              reused: { type: 'boolean' },
-                            },
-                          },
-                        },
-                      },
-                      {
-                        type: 'object',
-                        properties: {
-                          valid: { const: false },
-                          reason: {
-                            type: 'string',
-                            description: 'malformed_payment or a PaymentRefused reason',
-                          },
-                          message: { type: 'string' },
-                        },
-                      },
-                    ],
-                  },
-                },
-              },
-            },
-            ...errorResponses({ '400': 'bad body (field and rule named)' }),
-            ...errorResponses({ '401': 'missing or unknown API key' }),
-            ...errorResponses({ '429': 'rate limited' }),
-            ...errorResponses({ '503': 'chain or key registry unavailable; retry' }),
-          },
-        },
-      },
-      '/.well-known/jwks.json': {
-        get: {
-          summary: 'ES256 public keys of TICKET JWTs, by kid (old keys stay for rotation)',
-          responses: { '200': { description: '{ keys: JWK[] }' } },
-        },
-      },
+      ...routesOpenApiPaths(routes),
     },
   });
 }

@@ -11,10 +11,11 @@ import {
   resourceFor,
 } from '@paygate/agent-client';
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { LRUCache } from 'lru-cache';
 import { clientIpOf, requestIdOf, sendJson } from '../http-util';
-import type { PaymentFailure } from '../payments/failures';
+import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
-import type { ForwardResult } from '../proxy/forward';
+import type { ForwardFailureReason, ForwardResult, ForwardTarget } from '../proxy/forward';
 import {
   type EndpointLookup,
   type EndpointSnapshot,
@@ -23,8 +24,38 @@ import {
   type SkillSnapshot,
 } from '../skills/projection';
 import type { GatewayState } from '../state';
+import {
+  SKILL_CORS_HEADERS,
+  SKILL_PREFLIGHT_HEADERS,
+  settlementHeaders,
+  x402Challenge,
+} from '../x402/challenge';
+import { decodeX402Payment, pickX402Header, X402HeaderError } from '../x402/protocol';
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
+
+/** A paid skill URL split into the skill's name, the endpoint path and the query (with its '?'). */
+interface SkillUrl {
+  name: string;
+  path: string;
+  query: string;
+}
+
+/** `${SKILLS_PREFIX}/<name><path>?<query>`, or undefined when no skill name can be read from it. */
+function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
+  const queryAt = rawUrl.indexOf('?');
+  const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
+  const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));
+  if (!match) return undefined;
+  return { name: match[1]!, path: match[2] ?? '/', query: queryAt >= 0 ? rawUrl.slice(queryAt) : '' };
+}
+
+/** The rate-limit bucket of a paying wallet (a proof signed by its payer) and of an anonymous client. */
+const walletBucket = (wallet: string, skillId: string) => `wallet:${wallet.toLowerCase()}:${skillId}`;
+const clientBucket = (clientIp: string, skillId: string) => `ip:${clientIp}:${skillId}`;
+
+const chainTiming = (chainMs: number, ownMs: number) =>
+  `chain;dur=${chainMs.toFixed(2)}, paygate;dur=${ownMs.toFixed(2)}`;
 
 export interface SellerBase {
   protocol: string;
@@ -33,35 +64,33 @@ export interface SellerBase {
   pathPrefix: string;
 }
 // The seller's apiBaseUrl, parsed once.
-const sellerBases = new Map<string, SellerBase | null>();
+const sellerBases = new LRUCache<string, { base: SellerBase | null }>({ max: 10_000 });
 function sellerBase(apiBaseUrl: string): SellerBase | null {
-  let base = sellerBases.get(apiBaseUrl);
-  if (base === undefined) {
-    try {
-      const url = new URL(apiBaseUrl);
-      base = {
-        protocol: url.protocol,
-        hostname: url.hostname.replace(/^\[|\]$/g, ''),
-        port: url.port,
-        pathPrefix: url.pathname.replace(/\/$/, ''),
-      };
-    } catch {
-      base = null;
-    }
-    if (sellerBases.size >= 10_000) sellerBases.clear();
-    sellerBases.set(apiBaseUrl, base);
+  const known = sellerBases.get(apiBaseUrl);
+  if (known) return known.base;
+  let base: SellerBase | null;
+  try {
+    const url = new URL(apiBaseUrl);
+    base = {
+      protocol: url.protocol,
+      hostname: url.hostname.replace(/^\[|\]$/g, ''),
+      port: url.port,
+      pathPrefix: url.pathname.replace(/\/$/, ''),
+    };
+  } catch {
+    base = null;
   }
+  sellerBases.set(apiBaseUrl, { base });
   return base;
 }
 
 // Decoding checksums three addresses (keccak): a subscriber repeating the same header skips that work.
-const decodedHeaders = new Map<string, PaymentProof>();
+const decodedHeaders = new LRUCache<string, PaymentProof>({ max: 10_000 });
 function decodeCached(value: string): PaymentProof {
   let proof = decodedHeaders.get(value);
   if (!proof) {
     // Frozen: the payment service memoizes checks per proof object.
     proof = Object.freeze(decodePaymentHeader(value));
-    if (decodedHeaders.size >= 10_000) decodedHeaders.clear();
     decodedHeaders.set(value, proof);
   }
   return proof;
@@ -85,7 +114,7 @@ type RoutePlan = FoundPlan | { lookup: Exclude<EndpointLookup, { kind: 'found' }
  * seller's URL. Pure in its inputs; keyed by the snapshot object, which the skill directory replaces whenever
  * it re-reads the projection, so a changed skill is never served from a stale plan.
  */
-const routePlans = new WeakMap<SkillSnapshot, Map<string, RoutePlan>>();
+const routePlans = new WeakMap<SkillSnapshot, LRUCache<string, RoutePlan>>();
 function routePlanFor(
   state: GatewayState,
   skill: SkillSnapshot,
@@ -95,7 +124,8 @@ function routePlanFor(
 ): RoutePlan {
   let plans = routePlans.get(skill);
   if (!plans) {
-    plans = new Map();
+    // Paths with :param segments are open-ended: bound what one snapshot keeps.
+    plans = new LRUCache({ max: 1000 });
     routePlans.set(skill, plans);
   }
   const key = `${method} ${name}${path}`;
@@ -125,8 +155,6 @@ function routePlanFor(
       },
     };
   }
-  // Paths with :param segments are open-ended: bound what one snapshot keeps.
-  if (plans.size >= 1000) plans.clear();
   plans.set(key, plan);
   return plan;
 }
@@ -156,6 +184,15 @@ function receiptHeaders(claim: PaymentClaim): Readonly<Record<string, string>> {
     receiptHeadersByClaim.set(claim, headers);
   }
   return headers;
+}
+
+/** Any endpoint answering at `path` (the one its first allowed method resolves to), for HEAD. */
+function endpointOnPath(skill: SkillSnapshot, path: string): EndpointSnapshot | undefined {
+  const lookup = findEndpoint(skill, 'GET', path);
+  if (lookup.kind === 'found') return lookup.endpoint;
+  if (lookup.kind === 'no_path') return undefined;
+  const other = findEndpoint(skill, lookup.allowed[0]!, path);
+  return other.kind === 'found' ? other.endpoint : undefined;
 }
 
 function errorBody(requestId: string, code: string, message: string, extra: Record<string, unknown> = {}) {
@@ -195,7 +232,7 @@ export function paymentRequirements(
 }
 
 function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirements) {
-  if (failure.reason === 'chain_unavailable') {
+  if (isUnavailable(failure)) {
     res.setHeader('Retry-After', '2');
     sendJson(res, 503, { error: 'Payment not verified', reason: failure.reason, message: failure.message });
     return;
@@ -220,7 +257,14 @@ export const SKILLS_PREFIX = '/api/v1/skills';
  * Served on the bare node request (ahead of express, which costs more than the rest of a paid call), so
  * a paying subscriber's repeated call does only what it must.
  */
-export function createSkillHandler(state: GatewayState) {
+export function createSkillHandler(
+  state: GatewayState,
+  options: {
+    /** Off: every call takes the full path (the test comparing both paths answers each case through each). */
+    cachedPath?: boolean;
+  } = {},
+) {
+  const cachedPath = options.cachedPath ?? true;
   const duration = state.ctx.metrics.httpDuration;
   const route = `${SKILLS_PREFIX}/:skill/*`;
   // One listener function for every response (no per-request closure): the start time rides on the response.
@@ -241,8 +285,16 @@ export function createSkillHandler(state: GatewayState) {
     res.setHeader('x-request-id', requestId);
     (res as TimedResponse)[STARTED_AT] = performance.now();
     res.once('finish', recordDuration);
+    if (req.method === 'OPTIONS') {
+      // CORS preflight: browsers may pay from any origin (x402 and Paygate headers allowed).
+      res.writeHead(204, SKILL_PREFLIGHT_HEADERS);
+      res.end();
+      return;
+    }
+    for (const name in SKILL_CORS_HEADERS)
+      res.setHeader(name, SKILL_CORS_HEADERS[name as keyof typeof SKILL_CORS_HEADERS]);
     try {
-      if (serveCachedSubscription(state, req, res, requestId, acceptedReuse, fail)) return;
+      if (cachedPath && serveCachedSubscription(state, req, res, requestId, acceptedReuse, fail)) return;
     } catch (error) {
       fail(res, requestId, error);
       return;
@@ -270,18 +322,13 @@ function serveCachedSubscription(
   const started = performance.now();
   const method = req.method ?? 'GET';
   if (method === 'HEAD') return false;
-  const rawUrl = req.url ?? '/';
-  const queryAt = rawUrl.indexOf('?');
-  const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
-  const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));
-  if (!match) return false;
-  const name = match[1]!;
-  const skill = state.skills.peek(name)?.skill;
+  const url = parseSkillUrl(req.url ?? '/');
+  if (!url) return false;
+  const skill = state.skills.peek(url.name)?.skill;
   if (skill?.status !== 'ACTIVE' || skill.mode !== 'PROXY') return false;
-  const path = match[2] ?? '/';
-  const plan = routePlanFor(state, skill, name, method, path);
-  const base = plan.base;
-  if (plan.lookup.kind !== 'found' || !base) return false;
+  const found = routePlanFor(state, skill, url.name, method, url.path);
+  if (found.lookup.kind !== 'found' || !found.base) return false;
+  const plan = found as FoundPlan & { base: SellerBase };
   const headerValue = paymentHeaderOf(req);
   if (!headerValue) return false;
   let proof: PaymentProof;
@@ -290,69 +337,103 @@ function serveCachedSubscription(
   } catch {
     return false;
   }
-  const { resource, purchase } = plan as FoundPlan;
-  if (!state.payments.signedBy(proof, resource)) return false;
-  const outcome = state.payments.presentCached(proof, purchase);
+  // The async path's order, each answer from memory: signed here, the wallet's rate limit, the cached claim.
+  if (!state.payments.signedBy(proof, plan.resource)) return false;
+  const outcome = state.payments.presentCached(proof, plan.purchase);
   if (!outcome?.ok) return false;
   // Counted only when decided here; undefined counts nothing (the async path counts it once).
-  if (!state.rateLimitLocal(res, `wallet:${proof.from.toLowerCase()}:${skill.skillId}`)) return false;
+  if (!state.rateLimitLocal(res, walletBucket(proof.from, skill.skillId))) return false;
 
   acceptedReuse.inc();
   const claim = outcome.claim;
-  res.setHeader('Server-Timing', `chain;dur=0.00, paygate;dur=${(performance.now() - started).toFixed(2)}`);
-  const query = queryAt >= 0 ? rawUrl.slice(queryAt) : '';
-  state.forwardThen(
-    req,
-    res,
-    {
-      url: {
-        protocol: base.protocol,
-        hostname: base.hostname,
-        port: base.port,
-        path: `${base.pathPrefix}${path}${query}`,
-      },
-      clientIp: clientIpOf(req),
-      extraHeaders: payerHeaders(claim, skill.name),
-    },
-    (result) => {
-      try {
-        if (result.kind === 'failed' || result.status >= 500) {
-          answerUpstreamFailure(state, res, requestId, claim, result).catch((error) =>
-            fail(res, requestId, error),
-          );
-          return;
-        }
-        result.relay(receiptHeaders(claim));
-        if (claim.kind !== 'subscription')
-          state.payments.markServed(claim).catch((error) => fail(res, requestId, error));
-      } catch (error) {
-        fail(res, requestId, error);
-      }
-    },
-  );
+  res.setHeader('Server-Timing', chainTiming(0, performance.now() - started));
+  state.forwardThen(req, res, forwardTarget(plan.base, url, clientIpOf(req), claim, skill), (result) => {
+    try {
+      finishForward(state, res, requestId, claim, result, NO_HEADERS)?.catch((error) =>
+        fail(res, requestId, error),
+      );
+    } catch (error) {
+      fail(res, requestId, error);
+    }
+  });
   return true;
 }
 
-/** The seller failed (5xx or timeout): the payment stays usable for a retry within the window. */
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+function forwardTarget(
+  base: SellerBase,
+  url: SkillUrl,
+  clientIp: string,
+  claim: PaymentClaim,
+  skill: SkillSnapshot,
+): ForwardTarget {
+  return {
+    url: {
+      protocol: base.protocol,
+      hostname: base.hostname,
+      port: base.port,
+      path: `${base.pathPrefix}${url.path}${url.query}`,
+    },
+    clientIp,
+    extraHeaders: payerHeaders(claim, skill.name),
+  };
+}
+
+/**
+ * What the seller's answer makes of a paid call, for both paths: a failure (5xx, timeout) keeps the payment
+ * usable for a retry; an answer is relayed with the receipt (and `answerHeaders`), and a pay-per-call is
+ * spent. Undefined (no promise) for a subscription's relayed answer, the hot path's usual case.
+ */
+function finishForward(
+  state: GatewayState,
+  res: ServerResponse,
+  requestId: string,
+  claim: PaymentClaim,
+  result: ForwardResult,
+  answerHeaders: Readonly<Record<string, string>>,
+): Promise<void> | undefined {
+  if (result.kind === 'failed' || result.status >= 500) {
+    return answerUpstreamFailure(state, res, requestId, claim, result, answerHeaders);
+  }
+  result.relay(
+    answerHeaders === NO_HEADERS ? receiptHeaders(claim) : { ...receiptHeaders(claim), ...answerHeaders },
+  );
+  return claim.kind === 'subscription' ? undefined : state.payments.markServed(claim);
+}
+
+const FAILURE_STATUS: Record<ForwardFailureReason, number> = {
+  timeout: 504,
+  unreachable: 502,
+  body_too_large: 413,
+  body_incomplete: 400,
+};
+
+/**
+ * The seller failed (5xx or timeout), or the buyer's body could not be forwarded (too large, cut short): the
+ * payment stays usable for a retry within the window.
+ */
 async function answerUpstreamFailure(
   state: GatewayState,
   res: ServerResponse,
   requestId: string,
   claim: PaymentClaim,
   result: ForwardResult,
+  answerHeaders: Readonly<Record<string, string>> = {},
 ): Promise<void> {
   const retryUntil = await state.payments.markRetryable(claim);
-  const retryHeaders: Record<string, string> = { [RECEIPT_HEADER]: claim.tx_hash };
+  const retryHeaders: Record<string, string> = { ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash };
   if (retryUntil) retryHeaders['X-402-Retry-Until'] = retryUntil.toISOString();
   if (result.kind === 'answered') {
     result.relay(retryHeaders);
     return;
   }
   for (const [header, value] of Object.entries(retryHeaders)) res.setHeader(header, value);
+  const buyerFault = result.reason === 'body_too_large' || result.reason === 'body_incomplete';
   sendJson(
     res,
-    result.reason === 'timeout' ? 504 : 502,
-    errorBody(requestId, 'upstream_failed', result.message, {
+    FAILURE_STATUS[result.reason],
+    errorBody(requestId, buyerFault ? result.reason : 'upstream_failed', result.message, {
       txHash: claim.tx_hash,
       retryUntil: retryUntil?.toISOString() ?? null,
       retry: retryUntil
@@ -368,18 +449,13 @@ type TimedResponse = ServerResponse & { [STARTED_AT]?: number };
 async function handle(state: GatewayState, req: IncomingMessage, res: ServerResponse, requestId: string) {
   {
     const started = performance.now();
-    const rawUrl = req.url ?? '/';
-    const queryAt = rawUrl.indexOf('?');
-    const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
-    const query = queryAt >= 0 ? rawUrl.slice(queryAt) : '';
     const method = req.method ?? 'GET';
-    const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));
-    if (!match) {
+    const url = parseSkillUrl(req.url ?? '/');
+    if (!url) {
       sendJson(res, 404, errorBody(requestId, 'skill_not_found', 'no skill at this URL'));
       return;
     }
-    const name = match[1]!;
-    const path = match[2] ?? '/';
+    const { name, path } = url;
     const skill = state.skills.peek(name)?.skill ?? (await state.skills.byName(name));
     if (!skill) {
       sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
@@ -395,9 +471,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     }
     if (method === 'HEAD') {
       // Validation pings: say what the endpoint costs; nothing is forwarded or charged.
-      const onPath = skill.endpoints.find(
-        (e) => e.active && findEndpoint(skill, e.method, path).kind === 'found',
-      );
+      const onPath = endpointOnPath(skill, path);
       res.statusCode = onPath ? 200 : 404;
       if (onPath) {
         res.setHeader('X-402-Price', formatUsdc(parseUsdc(onPath.price)));
@@ -434,20 +508,89 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     const endpoint = lookup.endpoint;
     const { resource, purchase } = plan as FoundPlan;
     const clientIp = clientIpOf(req);
-    const clientBucket = `ip:${clientIp}:${skill.skillId}`;
+    const anonymousBucket = clientBucket(clientIp, skill.skillId);
+
+    const x402Header = pickX402Header((name) => req.headers[name]);
+    if (x402Header) {
+      let decoded: ReturnType<typeof decodeX402Payment>;
+      try {
+        decoded = decodeX402Payment(x402Header.value, x402Header.version);
+      } catch (error) {
+        if (!(await state.rateLimit(res, requestId, anonymousBucket))) return;
+        const message = error instanceof X402HeaderError ? error.message : 'the payment header is invalid';
+        sendPaymentRequired(state, res, skill, endpoint, resource, 402, 'invalid_payload', message);
+        return;
+      }
+      // Counted against the paying wallet only when the payer signed it (as for X-402-Payment proofs).
+      const wallet = state.x402.walletOf(decoded);
+      if (
+        !(await state.rateLimit(
+          res,
+          requestId,
+          wallet ? walletBucket(wallet, skill.skillId) : anonymousBucket,
+        ))
+      )
+        return;
+      const outcome = await state.x402.settle(decoded, purchase, x402Header.version);
+      if (!outcome.ok) {
+        state.metrics.refused.inc({ reason: outcome.reason });
+        if (outcome.status === 503) res.setHeader('Retry-After', '2');
+        sendPaymentRequired(
+          state,
+          res,
+          skill,
+          endpoint,
+          resource,
+          outcome.status,
+          outcome.reason,
+          outcome.message,
+        );
+        return;
+      }
+      state.metrics.accepted.inc({ mode: skill.mode, fresh: String(outcome.fresh) });
+      const t = outcome.timings;
+      res.setHeader(
+        'Server-Timing',
+        `verify;dur=${t.verificationMs.toFixed(2)}, simulate;dur=${t.simulationMs.toFixed(2)}, submit;dur=${t.submissionMs.toFixed(2)}, include;dur=${t.inclusionMs.toFixed(2)}`,
+      );
+      await serveClaim(
+        state,
+        req,
+        res,
+        requestId,
+        skill,
+        endpoint,
+        plan as FoundPlan,
+        outcome.claim,
+        url,
+        clientIp,
+        settlementHeaders({
+          version: x402Header.version,
+          txHash: outcome.txHash,
+          chainId: state.config.chainId,
+          payer: outcome.payer,
+        }),
+      );
+      return;
+    }
 
     const headerValue = paymentHeaderOf(req);
     if (!headerValue) {
-      if (!(state.rateLimitLocal(res, clientBucket) ?? (await state.rateLimit(res, requestId, clientBucket))))
+      if (
+        !(
+          state.rateLimitLocal(res, anonymousBucket) ??
+          (await state.rateLimit(res, requestId, anonymousBucket))
+        )
+      )
         return;
-      sendJson(res, 402, paymentRequirements(state, skill, endpoint, resource));
+      sendPaymentRequired(state, res, skill, endpoint, resource, 402);
       return;
     }
     let proof: PaymentProof;
     try {
       proof = decodeCached(headerValue);
     } catch (error) {
-      if (!(await state.rateLimit(res, requestId, clientBucket))) return;
+      if (!(await state.rateLimit(res, requestId, anonymousBucket))) return;
       const e = error as PaymentHeaderError;
       const field = e instanceof PaymentHeaderError ? e.field : 'header';
       sendJson(
@@ -463,16 +606,16 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
 
     // A proof signed by its payer for this resource counts against that wallet before any chain lookup;
     // anything else counts against the client address, so nobody can spend another wallet's quota.
-    const walletBucket = `wallet:${proof.from.toLowerCase()}:${skill.skillId}`;
+    const payerBucket = walletBucket(proof.from, skill.skillId);
     const signedHere = state.payments.signedBy(proof, resource);
     if (
       signedHere &&
-      !(state.rateLimitLocal(res, walletBucket) ?? (await state.rateLimit(res, requestId, walletBucket)))
+      !(state.rateLimitLocal(res, payerBucket) ?? (await state.rateLimit(res, requestId, payerBucket)))
     )
       return;
     const outcome: PresentOutcome =
       state.payments.presentCached(proof, purchase) ?? (await state.payments.present(proof, purchase));
-    if (!signedHere && !(await state.rateLimit(res, requestId, outcome.ok ? walletBucket : clientBucket)))
+    if (!signedHere && !(await state.rateLimit(res, requestId, outcome.ok ? payerBucket : anonymousBucket)))
       return;
     if (!outcome.ok) {
       state.metrics.refused.inc({ reason: outcome.failure.reason });
@@ -481,59 +624,116 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     }
     state.metrics.accepted.inc({ mode: skill.mode, fresh: String(outcome.fresh) });
     const claim = outcome.claim;
-    const ownMs = performance.now() - started - outcome.chainMs;
     res.setHeader(
       'Server-Timing',
-      `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${ownMs.toFixed(2)}`,
+      chainTiming(outcome.chainMs, performance.now() - started - outcome.chainMs),
     );
 
-    if (skill.mode === 'TICKET') {
-      const { ticket, expiresAt } = state.tickets.issue({
-        payer: claim.payer,
-        skill: skill.name,
-        skillId: skill.skillId,
-        sellerId: skill.sellerId,
-        method: endpoint.method,
-        path,
-        kind: claim.kind,
-        txHash: claim.tx_hash,
-        amount: formatUsdc(claim.amount_micro),
-        notAfter: claim.access_expires_at,
-      });
-      res.setHeader(MODE_HEADER, 'TICKET');
-      res.setHeader(RECEIPT_HEADER, claim.tx_hash);
-      sendJson(res, 200, {
-        ticket,
-        header: 'X-402-Ticket',
-        expiresAt: expiresAt.toISOString(),
-        url: `${skill.apiBaseUrl.replace(/\/$/, '')}${path}${query}`,
-        method: endpoint.method,
-        txHash: claim.tx_hash,
-        payer: claim.payer,
-      });
-      return;
-    }
-
-    const base = plan.base;
-    if (!base) {
-      await state.payments.markRetryable(claim);
-      sendJson(
-        res,
-        502,
-        errorBody(requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not a URL"),
-      );
-      return;
-    }
-    const result = await state.forward(req, res, {
-      url: { ...base, path: `${base.pathPrefix}${path}${query}` },
+    await serveClaim(
+      state,
+      req,
+      res,
+      requestId,
+      skill,
+      endpoint,
+      plan as FoundPlan,
+      claim,
+      url,
       clientIp,
-      extraHeaders: payerHeaders(claim, skill.name),
-    });
-    if (result.kind === 'failed' || result.status >= 500) {
-      await answerUpstreamFailure(state, res, requestId, claim, result);
-      return;
-    }
-    result.relay(receiptHeaders(claim));
-    if (claim.kind !== 'subscription') await state.payments.markServed(claim);
+      NO_HEADERS,
+    );
   }
+}
+
+/**
+ * Serves a paid call once its payment is claimed: a TICKET answer, or the PROXY forward to the seller with the
+ * payer headers; a seller failure leaves the payment usable for a retry. `answerHeaders` (x402's settlement
+ * header) go on whatever the buyer receives.
+ */
+async function serveClaim(
+  state: GatewayState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: string,
+  skill: SkillSnapshot,
+  endpoint: EndpointSnapshot,
+  plan: FoundPlan,
+  claim: PaymentClaim,
+  url: SkillUrl,
+  clientIp: string,
+  answerHeaders: Readonly<Record<string, string>>,
+): Promise<void> {
+  const { path, query } = url;
+  for (const name in answerHeaders) res.setHeader(name, answerHeaders[name]!);
+  if (skill.mode === 'TICKET') {
+    const { ticket, expiresAt } = await state.tickets.issue({
+      payer: claim.payer,
+      skill: skill.name,
+      skillId: skill.skillId,
+      sellerId: skill.sellerId,
+      method: endpoint.method,
+      path,
+      kind: claim.kind,
+      txHash: claim.tx_hash,
+      amount: formatUsdc(claim.amount_micro),
+      notAfter: claim.access_expires_at,
+    });
+    res.setHeader(MODE_HEADER, 'TICKET');
+    res.setHeader(RECEIPT_HEADER, claim.tx_hash);
+    sendJson(res, 200, {
+      ticket,
+      header: 'X-402-Ticket',
+      expiresAt: expiresAt.toISOString(),
+      url: `${skill.apiBaseUrl.replace(/\/$/, '')}${path}${query}`,
+      method: endpoint.method,
+      txHash: claim.tx_hash,
+      payer: claim.payer,
+    });
+    return;
+  }
+
+  const base = plan.base;
+  if (!base) {
+    await state.payments.markRetryable(claim);
+    sendJson(
+      res,
+      502,
+      errorBody(requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not a URL"),
+    );
+    return;
+  }
+  const result = await state.forward(req, res, forwardTarget(base, url, clientIp, claim, skill));
+  await finishForward(state, res, requestId, claim, result, answerHeaders);
+}
+
+/** A 402 (or 503) with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. */
+function sendPaymentRequired(
+  state: GatewayState,
+  res: ServerResponse,
+  skill: SkillSnapshot,
+  endpoint: EndpointSnapshot,
+  resource: string,
+  status: 402 | 503,
+  reason?: string,
+  message?: string,
+): void {
+  const requirements = paymentRequirements(state, skill, endpoint, resource);
+  const url = resource.slice(resource.indexOf(' ') + 1);
+  const challenge = x402Challenge(
+    state.x402,
+    { url, description: requirements.description, priceMicro: parseUsdc(endpoint.price), endpoint, skill },
+    reason ?? 'payment required',
+  );
+  for (const [name, value] of Object.entries(challenge.headers)) res.setHeader(name, value);
+  if (!reason) {
+    sendJson(res, 402, { ...requirements, ...challenge.body });
+    return;
+  }
+  sendJson(res, status, {
+    error: status === 402 ? 'Invalid payment' : 'Payment not verified',
+    reason,
+    message,
+    ...challenge.body,
+    requirements,
+  });
 }

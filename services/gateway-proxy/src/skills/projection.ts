@@ -1,5 +1,6 @@
 import type { EventData } from '@paygate/contracts';
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { LRUCache } from 'lru-cache';
 
 export type SkillSnapshot = EventData<'skill.updated'>;
 export type EndpointSnapshot = SkillSnapshot['endpoints'][number];
@@ -24,7 +25,7 @@ interface CacheEntry {
  * so a change made through another replica is seen within `cacheTtlMs`, and at once through this one.
  */
 export class SkillDirectory {
-  private readonly cache = new Map<string, CacheEntry>();
+  private readonly cache = new LRUCache<string, CacheEntry>({ max: 10_000 });
 
   constructor(
     private readonly db: Kysely<any>,
@@ -54,20 +55,43 @@ export class SkillDirectory {
       .limit(1)
       .executeTakeFirst();
     const skill = row ? (row.snapshot as SkillSnapshot) : undefined;
-    if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(name, { skill, expiresAt: now + this.cacheTtlMs });
     return skill;
   }
 }
 
-/** Endpoint paths may hold `:param` segments that match one path segment. */
+/**
+ * Endpoint paths may hold `:param` segments that match one non-empty path segment. A segment that is, or
+ * decodes to, `.` or `..` never matches a parameter: the seller could resolve it to another (unpaid) path.
+ */
 export function endpointMatches(pattern: string, path: string): boolean {
   if (pattern === path) return true;
   if (!pattern.includes(':')) return false;
   const a = pattern.split('/');
   const b = path.split('/');
   if (a.length !== b.length) return false;
-  return a.every((segment, i) => (segment.startsWith(':') ? (b[i] ?? '').length > 0 : segment === b[i]));
+  return a.every((segment, i) => (segment.startsWith(':') ? isParamValue(b[i] ?? '') : segment === b[i]));
+}
+
+const DOT_SEGMENT = /^(\.|%2e){1,2}$/i;
+function isParamValue(segment: string): boolean {
+  return segment.length > 0 && !DOT_SEGMENT.test(segment);
+}
+
+/**
+ * Of two patterns matching a path, the more specific one: at the first segment where they differ, a static
+ * segment beats a parameter (`/users/me` before `/users/:id`, `/a/b/:y` before `/a/:x/c`). The registry
+ * refuses two paths of one method that differ only in parameter names, so the order is total.
+ */
+function moreSpecificFirst(a: EndpointSnapshot, b: EndpointSnapshot): number {
+  const x = a.path.split('/');
+  const y = b.path.split('/');
+  for (let i = 0; i < x.length && i < y.length; i++) {
+    const xParam = x[i]!.startsWith(':');
+    const yParam = y[i]!.startsWith(':');
+    if (xParam !== yParam) return xParam ? 1 : -1;
+  }
+  return 0;
 }
 
 export type EndpointLookup =
@@ -78,8 +102,9 @@ export type EndpointLookup =
 export function findEndpoint(skill: SkillSnapshot, method: string, path: string): EndpointLookup {
   const onPath = skill.endpoints.filter((e) => e.active && endpointMatches(e.path, path));
   if (onPath.length === 0) return { kind: 'no_path' };
-  const exact = onPath.find((e) => e.method === method);
-  if (exact) return { kind: 'found', endpoint: exact };
+  const forMethod = onPath.filter((e) => e.method === method);
+  if (forMethod.length === 1) return { kind: 'found', endpoint: forMethod[0]! };
+  if (forMethod.length > 1) return { kind: 'found', endpoint: forMethod.sort(moreSpecificFirst)[0]! };
   return { kind: 'wrong_method', allowed: [...new Set(onPath.map((e) => e.method))] };
 }
 

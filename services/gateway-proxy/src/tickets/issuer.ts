@@ -1,6 +1,6 @@
 import type { PaymentKind } from '@paygate/agent-client';
 import { newEventId } from '@paygate/contracts';
-import jwt from 'jsonwebtoken';
+import { SignJWT } from 'jose';
 import type { TicketKeyStore } from './keys';
 
 /** The claims of a Paygate ticket; the seller middleware checks every one of them. */
@@ -46,7 +46,7 @@ export class TicketIssuer {
     private readonly now: () => Date,
   ) {}
 
-  issue(input: IssueTicketInput): { ticket: string; expiresAt: Date; jti: string } {
+  async issue(input: IssueTicketInput): Promise<{ ticket: string; expiresAt: Date; jti: string }> {
     const iat = Math.floor(this.now().getTime() / 1000);
     let exp = iat + this.ttlSeconds;
     if (input.notAfter) exp = Math.min(exp, Math.floor(input.notAfter.getTime() / 1000));
@@ -68,7 +68,9 @@ export class TicketIssuer {
       amount: input.amount,
     };
     const { kid, privateKey } = this.keys.signingKey();
-    const ticket = jwt.sign(claims, privateKey, { algorithm: 'ES256', keyid: kid, noTimestamp: true });
+    const ticket = await new SignJWT({ ...claims })
+      .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid })
+      .sign(privateKey);
     return { ticket, expiresAt: new Date(exp * 1000), jti };
   }
 }

@@ -1,10 +1,5 @@
-import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-} from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { type Kysely, sql } from 'kysely';
 
 export interface PublicJwk {
@@ -22,23 +17,13 @@ export interface SigningKey {
   privateKey: KeyObject;
 }
 
-/** RFC 7638 thumbprint: the key id is derived from the key, so every replica names a key the same way. */
-function thumbprint(jwk: { crv: string; kty: string; x: string; y: string }): string {
-  const canonical = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y });
-  return createHash('sha256').update(canonical).digest('base64url');
-}
-
-function describe(privateKey: KeyObject): { kid: string; jwk: PublicJwk; pem: string } {
-  const exported = createPublicKey(privateKey).export({ format: 'jwk' }) as {
-    kty: string;
-    crv: string;
-    x: string;
-    y: string;
-  };
-  if (exported.kty !== 'EC' || exported.crv !== 'P-256') {
+/** The key id is the key's RFC 7638 thumbprint, so every replica names a key the same way. */
+async function describe(privateKey: KeyObject): Promise<{ kid: string; jwk: PublicJwk; pem: string }> {
+  const exported = await exportJWK(createPublicKey(privateKey));
+  if (exported.kty !== 'EC' || exported.crv !== 'P-256' || !exported.x || !exported.y) {
     throw new Error('TICKET_SIGNING_KEY must be an EC P-256 key (ES256)');
   }
-  const kid = thumbprint(exported);
+  const kid = await calculateJwkThumbprint(exported, 'sha256');
   return {
     kid,
     jwk: { kty: 'EC', crv: 'P-256', x: exported.x, y: exported.y, kid, alg: 'ES256', use: 'sig' },
@@ -68,7 +53,7 @@ export class TicketKeyStore {
   async init(): Promise<void> {
     if (this.configuredPem) {
       const privateKey = createPrivateKey(this.configuredPem);
-      const { kid, jwk, pem } = describe(privateKey);
+      const { kid, jwk, pem } = await describe(privateKey);
       await sql`insert into ticket_keys (kid, private_key_pem, public_jwk) values (${kid}, ${pem}, ${JSON.stringify(jwk)}::jsonb)
         on conflict (kid) do nothing`.execute(this.db);
       this.signing = { kid, privateKey };
@@ -83,7 +68,7 @@ export class TicketKeyStore {
           .executeTakeFirst();
         if (newest) return { kid: newest.kid, privateKey: createPrivateKey(newest.private_key_pem) };
         const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-        const { kid, jwk, pem } = describe(privateKey);
+        const { kid, jwk, pem } = await describe(privateKey);
         await trx
           .insertInto('ticket_keys')
           .values({ kid, private_key_pem: pem, public_jwk: JSON.stringify(jwk) })

@@ -1,13 +1,14 @@
 import { performance } from 'node:perf_hooks';
-import { type BackgroundTask, Counter, PollingLoop, type Registry } from '@paygate/runtime';
-import type { Logger } from '@paygate/telemetry';
-import type { Kysely } from 'kysely';
 import {
   signWebhook,
   WEBHOOK_EVENT_ID_HEADER,
   WEBHOOK_EVENT_TYPE_HEADER,
   WEBHOOK_SIGNATURE_HEADER,
-} from '../../../../libs/gateway-middleware/src/webhooks';
+} from '@paygate/gateway-middleware';
+import { type HostResolver, type SellerFetch, sellerFetch } from '@paygate/net';
+import { type BackgroundTask, Counter, PollingLoop, type Registry } from '@paygate/runtime';
+import type { Logger } from '@paygate/telemetry';
+import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
@@ -30,6 +31,8 @@ export interface DispatcherDependencies {
   config: NotifierConfig;
   registry: Registry;
   random?: () => number;
+  /** Stands in for DNS when connecting to webhook URLs (tests). */
+  resolveHost?: HostResolver;
 }
 
 /**
@@ -40,8 +43,11 @@ export interface DispatcherDependencies {
 export class WebhookDispatcher implements BackgroundTask {
   private readonly attempts: Counter<'outcome'>;
   private readonly loop: PollingLoop;
+  /** Every delivery goes through it: in production a host resolving to a non-public address is refused at connect. */
+  private readonly sellers: SellerFetch;
 
   constructor(private readonly deps: DispatcherDependencies) {
+    this.sellers = sellerFetch({ publicOnly: deps.config.production, resolve: deps.resolveHost });
     this.attempts = new Counter({
       name: 'notifier_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome',
@@ -61,6 +67,7 @@ export class WebhookDispatcher implements BackgroundTask {
 
   async stop(): Promise<void> {
     await this.loop.stop();
+    await this.sellers.close();
   }
 
   /** Ask for a pass now (a delivery was just created). */
@@ -144,7 +151,7 @@ export class WebhookDispatcher implements BackgroundTask {
       timestamp: Math.floor(attemptedAt.getTime() / 1000),
     });
     try {
-      const response = await fetch(delivery.url, {
+      const response = await this.sellers.fetch(delivery.url, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
@@ -180,7 +187,7 @@ export class WebhookDispatcher implements BackgroundTask {
 }
 
 /** The first bytes of the response body, for the seller's attempt log; the rest is not read. */
-async function readExcerpt(response: Response): Promise<string | null> {
+async function readExcerpt(response: Awaited<ReturnType<SellerFetch['fetch']>>): Promise<string | null> {
   if (!response.body) return null;
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -203,6 +210,8 @@ function describeFetchError(error: unknown, timeoutMs: number): string {
   const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError')
     return `timeout: no response within ${timeoutMs} ms`;
-  const cause = e?.cause?.code ?? e?.cause?.message;
+  // The production address rule explains itself; other causes are best named by their code.
+  const cause =
+    e?.cause?.code === 'ERR_FORBIDDEN_ADDRESS' ? e.cause.message : (e?.cause?.code ?? e?.cause?.message);
   return `network error: ${cause ?? e?.message ?? String(error)}`.slice(0, 500);
 }

@@ -1,4 +1,5 @@
 import type { EventEnvelope, Subject } from '@paygate/contracts';
+import type { PaygateWebhookEvent, WebhookBody } from '@paygate/gateway-middleware';
 
 /** The bus events that become webhooks, for every seller with a webhook URL. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -12,26 +13,30 @@ export const WEBHOOK_EVENT_TYPES = [
   'checkout.session_underpaid',
   'checkout.session_expired',
   'checkout.session_reopened',
-] as const satisfies readonly Subject[];
+  // Every kind sent is one the sellers' library types (PaygateWebhookEvent).
+] as const satisfies readonly (Subject & PaygateWebhookEvent['event'])[];
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
-export interface WebhookBody {
-  /** The bus event id: stable across retries and redeliveries (also in the Paygate-Event-Id header). */
-  id: string;
-  event: WebhookEventType;
-  createdAt: string;
-  /** The event's payload with `event` first (SPEC: "the field event holds the event kind name"). */
-  data: { event: WebhookEventType } & Record<string, unknown>;
-}
+/** Top-level names that belong to the webhook itself; a payload field of the same name is read from `data`. */
+const ENVELOPE_FIELDS = new Set(['id', 'event', 'createdAt', 'data']);
 
-/** Builds the webhook body of a bus event. The serialised string is stored once and sent byte for byte. */
+/**
+ * Builds the webhook body of a bus event (shape: WebhookBody in the sellers' library): `id`, `event`, `createdAt`,
+ * the payload's fields at the top level (SPEC's `event, transactionId, refundTxHash, amount` and `event,
+ * transactionId, reason` are the body's own fields), then `data`, the whole payload with `event` first. A payload
+ * field named like an envelope field (a session's `createdAt`) is only in `data`. The serialised string is stored
+ * once and sent byte for byte.
+ */
 export function buildWebhookBody(envelope: EventEnvelope<WebhookEventType, object>): string {
-  // `event` comes first (an `event` already in the payload keeps that position with the same value).
-  const body: WebhookBody = {
+  const payload = envelope.data as Record<string, unknown>;
+  const topLevel = Object.fromEntries(Object.entries(payload).filter(([name]) => !ENVELOPE_FIELDS.has(name)));
+  const body: WebhookBody<WebhookEventType, Record<string, unknown>> = {
     id: envelope.id,
     event: envelope.type,
     createdAt: envelope.occurredAt,
-    data: { event: envelope.type, ...(envelope.data as Record<string, unknown>) },
+    ...topLevel,
+    // `event` first (an `event` already in the payload keeps that position with the same value).
+    data: { event: envelope.type, ...payload },
   };
   return JSON.stringify(body);
 }

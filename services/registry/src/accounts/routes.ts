@@ -143,7 +143,7 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
       return { seller: inserted, apiKey };
     });
 
-    const session = issueSessionToken(result.seller.id, config.sessionSecret, now, config.sessionTtlMs);
+    const session = await issueSessionToken(result.seller.id, config.sessionSecret, now, config.sessionTtlMs);
     res.status(result.apiKey ? 201 : 200).json({
       sessionToken: session.token,
       expiresAt: session.expiresAt.toISOString(),
@@ -179,7 +179,10 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
     const webhookUrl =
       body.webhookUrl === undefined || body.webhookUrl === null
         ? body.webhookUrl
-        : await checkSellerUrl('webhookUrl', body.webhookUrl, { production: config.production });
+        : await checkSellerUrl('webhookUrl', body.webhookUrl, {
+            production: config.production,
+            resolve: rc.resolveHost,
+          });
     const sellerId = currentSeller(req).id;
     const result = await ctx.inTransaction(async (trx) => {
       const current = await trx
@@ -243,6 +246,23 @@ export function mountAccountRoutes(app: Express, rc: RegistryContext): void {
       return row;
     });
     res.json({ apiKey, apiKeyVersion: updated.api_key_version });
+  });
+
+  app.post('/api/v1/account/publishable-key/rotate', auth, expectNoBody, async (req, res) => {
+    const now = config.now();
+    const publishableKey = newPublishableKey(config.production);
+    const sellerId = currentSeller(req).id;
+    await ctx.inTransaction(async (trx) => {
+      const row = await trx
+        .updateTable('sellers')
+        .set((eb) => ({ publishable_key: publishableKey, revision: eb('revision', '+', 1), updated_at: now }))
+        .where('id', '=', sellerId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      // checkout's projection (and every SellerAuth cache) follows this event.
+      await publishSellerUpdated(trx, row, now);
+    });
+    res.json({ publishableKey });
   });
 
   app.post('/api/v1/account/webhook-secret/rotate', auth, expectNoBody, async (req, res) => {

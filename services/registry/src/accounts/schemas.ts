@@ -75,6 +75,13 @@ export const ApiKeyRotated = Type.Object({
   apiKeyVersion: Type.Integer(),
 });
 
+export const PublishableKeyRotated = Type.Object({
+  publishableKey: Type.String({
+    description:
+      'the new pk_… key; the old one stops opening checkout sessions once checkout sees seller.updated',
+  }),
+});
+
 export const WebhookSecretRotated = Type.Object({
   webhookSecret: Type.String({ description: 'the new whsec_… secret, shown once' }),
   webhookSecretVersion: Type.Integer(),

@@ -38,7 +38,7 @@ export function requireSeller(rc: RegistryContext) {
     } else {
       const sellerId =
         token.length <= 4096
-          ? verifySessionToken(token, rc.config.sessionSecret, rc.config.now())
+          ? await verifySessionToken(token, rc.config.sessionSecret, rc.config.now())
           : undefined;
       if (sellerId) seller = await findSellerById(rc.ctx.db, sellerId);
       if (!seller)

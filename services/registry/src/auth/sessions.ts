@@ -1,33 +1,39 @@
-import jwt from 'jsonwebtoken';
+import { jwtVerify, SignJWT } from 'jose';
 
 const ISSUER = 'paygate-registry';
 const AUDIENCE = 'paygate-dashboard';
+const encoder = new TextEncoder();
 
 /** Dashboard session tokens: short-lived HS256 JWTs naming the seller. */
-export function issueSessionToken(sellerId: string, secret: string, now: Date, ttlMs: number) {
+export async function issueSessionToken(sellerId: string, secret: string, now: Date, ttlMs: number) {
   const iat = Math.floor(now.getTime() / 1000);
   const exp = iat + Math.floor(ttlMs / 1000);
-  const token = jwt.sign({ typ: 'session', iat, exp }, secret, {
-    algorithm: 'HS256',
-    subject: sellerId,
-    issuer: ISSUER,
-    audience: AUDIENCE,
-  });
+  const token = await new SignJWT({ typ: 'session' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .setSubject(sellerId)
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .sign(encoder.encode(secret));
   return { token, expiresAt: new Date(exp * 1000) };
 }
 
 /** The seller id of a valid session token, or undefined. */
-export function verifySessionToken(token: string, secret: string, now: Date): string | undefined {
+export async function verifySessionToken(
+  token: string,
+  secret: string,
+  now: Date,
+): Promise<string | undefined> {
   try {
-    const claims = jwt.verify(token, secret, {
+    const { payload } = await jwtVerify(token, encoder.encode(secret), {
       algorithms: ['HS256'],
       issuer: ISSUER,
       audience: AUDIENCE,
-      clockTimestamp: Math.floor(now.getTime() / 1000),
+      currentDate: now,
     });
-    if (typeof claims !== 'object' || claims.typ !== 'session' || typeof claims.sub !== 'string')
-      return undefined;
-    return claims.sub;
+    if (payload.typ !== 'session' || typeof payload.sub !== 'string') return undefined;
+    return payload.sub;
   } catch {
     return undefined;
   }

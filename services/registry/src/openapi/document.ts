@@ -14,6 +14,7 @@ import {
   AccountPatchResponse,
   ApiKeyRotated,
   NonceResponse,
+  PublishableKeyRotated,
   VerifyRequest,
   VerifyResponse,
   WebhookSecretRotated,
@@ -86,6 +87,13 @@ const operations: Operation[] = [
     summary: 'Replace the API key; the old one stops working at once',
     auth: 'seller',
     response: { status: 200, schema: ApiKeyRotated },
+  },
+  {
+    method: 'post',
+    path: '/api/v1/account/publishable-key/rotate',
+    summary: 'Replace the publishable key (pk_…); pages using the old one must be updated',
+    auth: 'seller',
+    response: { status: 200, schema: PublishableKeyRotated },
   },
   {
     method: 'post',

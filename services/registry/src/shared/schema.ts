@@ -12,7 +12,7 @@ export function StringEnum<const T extends readonly string[]>(
 /** Rules a person can read for pattern-checked fields (ajv would print the regular expression). */
 const PATTERN_RULES: Record<string, string> = {
   name: 'must be kebab-case: lowercase letters and digits separated by single hyphens',
-  path: 'must start with / and contain only URL path segments (letters, digits, . _ ~ -)',
+  path: 'must start with / and contain only URL path segments (letters, digits, . _ ~ -) or whole-segment parameters :name (name matching [A-Za-z_][A-Za-z0-9_]*)',
   payoutAddress: 'must be a 0x-prefixed 20-byte hex address',
   signature: 'must be a 0x-prefixed 65-byte hex signature',
   priceUsdc: 'must be a decimal USDC amount with at most 6 decimals',

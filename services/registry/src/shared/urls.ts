@@ -1,5 +1,5 @@
 import { badRequest } from '@paygate/http';
-import { type HostResolver, publicUrlProblem } from '../validation/network-policy';
+import { type HostResolver, publicUrlProblem } from '@paygate/net';
 
 /**
  * Checks a seller-supplied URL (apiBaseUrl, webhookUrl): absolute http(s), no credentials, query or fragment,

@@ -25,6 +25,8 @@ import {
   duplicateRoute,
   normalizeCategories,
   parsePrice,
+  refuseAmbiguousPath,
+  refuseAmbiguousPaths,
 } from './rules';
 import {
   EndpointCreate,
@@ -119,7 +121,10 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
   app.post('/api/v1/manage/skills', auth, async (req, res) => {
     const body = parseBody(SkillCreate, req.body);
     const seller = currentSeller(req);
-    const apiBaseUrl = await checkSellerUrl('apiBaseUrl', body.apiBaseUrl, { production: config.production });
+    const apiBaseUrl = await checkSellerUrl('apiBaseUrl', body.apiBaseUrl, {
+      production: config.production,
+      resolve: rc.resolveHost,
+    });
     const typeFields = checkTypeFields({
       type: body.type,
       durationDays: body.durationDays ?? null,
@@ -131,6 +136,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     const duplicate = duplicateRoute(endpoints);
     if (duplicate)
       throw conflict('endpoint_exists', `endpoints has ${duplicate.method} ${duplicate.path} twice`);
+    refuseAmbiguousPaths(endpoints);
 
     await idempotent(ctx.db, req, res, seller.id, async () => {
       const now = config.now();
@@ -228,7 +234,10 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
     const apiBaseUrl =
       body.apiBaseUrl === undefined
         ? undefined
-        : await checkSellerUrl('apiBaseUrl', body.apiBaseUrl, { production: config.production });
+        : await checkSellerUrl('apiBaseUrl', body.apiBaseUrl, {
+            production: config.production,
+            resolve: rc.resolveHost,
+          });
     const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
     const now = config.now();
     const state = await ctx.inTransaction(async (trx) => {
@@ -347,6 +356,7 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
             { field: 'path', rule: 'must be unique per method within the skill' },
           );
         }
+        refuseAmbiguousPath('path', input, active);
         await trx
           .insertInto('endpoints')
           .values({
@@ -393,6 +403,11 @@ export function mountSkillRoutes(app: Express, rc: RegistryContext, validation: 
           rule: 'must be unique per method within the skill',
         });
       }
+      refuseAmbiguousPath(
+        'path',
+        { path: nextPath, method },
+        current.endpoints.filter((e) => e.active && e.id !== endpoint.id),
+      );
       await trx
         .updateTable('endpoints')
         .set({

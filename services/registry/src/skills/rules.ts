@@ -37,14 +37,54 @@ export function parsePrice(field: string, input: string | number): bigint {
   return micro;
 }
 
+const PATH_PARAM = /^:[A-Za-z_][A-Za-z0-9_]*$/;
+const PATH_PARAM_RULE = 'a parameter is a whole segment :name, name matching [A-Za-z_][A-Za-z0-9_]*';
+
 export function checkEndpointPath(field: string, path: string): string {
   const segments = path.split('/').slice(1);
   if (segments.some((s) => s === '.' || s === '..'))
     throw badRequest(field, 'must not contain . or .. segments');
+  const names = new Set<string>();
+  for (const segment of segments) {
+    if (!segment.includes(':')) continue;
+    if (!PATH_PARAM.test(segment)) throw badRequest(field, PATH_PARAM_RULE);
+    if (names.has(segment)) throw badRequest(field, `must not name the parameter ${segment} twice`);
+    names.add(segment);
+  }
   // The public SKILL.md of the skill lives at <skill base>/SKILL.md: no endpoint may shadow it.
   if (/^\/skill\.md\/?$/i.test(path))
     throw badRequest(field, 'is reserved (/SKILL.md is the skill description)');
   return path;
+}
+
+/**
+ * The URLs a path matches, as one key: every `:param` segment becomes `:`. Two paths with the same shape match
+ * exactly the same URLs (`/users/:id`, `/users/:name`), so the gateway could not tell them apart. Paths that
+ * only overlap (`/users/me`, `/users/:id`) are fine: static segments win, left to right.
+ */
+export function pathShape(path: string): string {
+  return path
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? ':' : segment))
+    .join('/');
+}
+
+/** 400 when `path` has the shape of another active endpoint's path (with different parameter names). */
+export function refuseAmbiguousPath(
+  field: string,
+  candidate: { path: string; method: string },
+  others: Array<{ path: string; method: string }>,
+): void {
+  const shape = pathShape(candidate.path);
+  const twin = others.find(
+    (e) => e.method === candidate.method && e.path !== candidate.path && pathShape(e.path) === shape,
+  );
+  if (twin) {
+    throw badRequest(
+      field,
+      `must not match the same URLs as ${twin.method} ${twin.path}: paths differing only in parameter names are ambiguous`,
+    );
+  }
 }
 
 export interface TypeFields {
@@ -112,6 +152,12 @@ export function duplicateRoute(
     seen.add(key);
   }
   return undefined;
+}
+
+/** The first endpoint of a new skill's list whose path is ambiguous with an earlier one (400 naming its field). */
+export function refuseAmbiguousPaths(endpoints: Array<{ path: string; method: string }>): void {
+  for (const [i, e] of endpoints.entries())
+    refuseAmbiguousPath(`endpoints.${i}.path`, e, endpoints.slice(0, i));
 }
 
 export type { SkillMode };

@@ -33,9 +33,11 @@ const SkillName = Type.String({
 const EndpointPath = Type.String({
   minLength: 1,
   maxLength: 512,
-  pattern: '^/([A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*/?)?$',
+  pattern: '^/(([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*)(/([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*))*/?)?$',
   description:
-    'URL path starting with /; appended to apiBaseUrl and to the public skill URL. /SKILL.md is reserved',
+    'URL path starting with /; appended to apiBaseUrl and to the public skill URL. /SKILL.md is reserved. ' +
+    'A whole segment :name (name matching [A-Za-z_][A-Za-z0-9_]*) is a parameter matching any one segment ' +
+    '(/users/:id); static segments win over parameters, and two paths differing only in parameter names are refused',
 });
 const Categories = Type.Union(
   [

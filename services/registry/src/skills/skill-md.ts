@@ -42,6 +42,23 @@ function howToPay(input: SkillMdInput): string {
   return lines.join('\n');
 }
 
+/** The parameter names of an endpoint path (`/users/:id/posts/:postId` → id, postId). */
+function pathParameters(path: string): string[] {
+  return path
+    .split('/')
+    .filter((segment) => segment.startsWith(':'))
+    .map((segment) => segment.slice(1));
+}
+
+/** The path with each parameter replaced by an example value (`/users/:id` → /users/id-1). */
+function examplePath(path: string): string {
+  let n = 0;
+  return path
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? `${segment.slice(1)}-${++n}` : segment))
+    .join('/');
+}
+
 /** The generated SKILL.md: YAML frontmatter (name, base_url, version, description, endpoints) and a Markdown body. */
 export function generateSkillMd(input: SkillMdInput): string {
   const frontmatter = stringify(
@@ -59,15 +76,24 @@ export function generateSkillMd(input: SkillMdInput): string {
     },
     { lineWidth: 0 },
   );
-  const endpointSections = input.endpoints.map((e) =>
-    [
+  const endpointSections = input.endpoints.map((e) => {
+    const params = pathParameters(e.path);
+    const lines = [
       `### ${e.method} ${e.path} — ${formatDollars(e.priceMicro)}`,
       '',
       e.description || '(no description)',
       '',
       `Request: \`${e.method} ${input.baseUrl}${e.path}\``,
-    ].join('\n'),
-  );
+    ];
+    if (params.length > 0) {
+      lines.push(
+        '',
+        `Path parameters: ${params.map((p) => `\`${p}\``).join(', ')} (each one path segment, sent to the seller as written). ` +
+          `The price is per call, whatever the value. Example: \`${e.method} ${input.baseUrl}${examplePath(e.path)}\``,
+      );
+    }
+    return lines.join('\n');
+  });
   return [
     '---',
     frontmatter.trimEnd(),

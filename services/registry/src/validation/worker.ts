@@ -1,43 +1,11 @@
+import { productionUrlProblem, type SellerFetch, sellerFetch } from '@paygate/net';
 import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
-import { publicUrlProblem } from './network-policy';
+import { probeEndpoint } from './probe';
 
-export const MAX_LATENCY_MS = 5000;
 const LEASE_MS = 60_000;
-
-export interface ProbeResult {
-  ok: boolean;
-  latencyMs: number;
-  cause?: string;
-}
-
-/** HEAD apiBaseUrl + path: ok when any HTTP answer below 500 arrives within the limit. Redirects are not followed. */
-export async function probeEndpoint(url: string, timeoutMs: number): Promise<ProbeResult> {
-  const started = performance.now();
-  try {
-    const response = await fetch(url, {
-      method: 'HEAD',
-      redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    await response.body?.cancel().catch(() => undefined);
-    const latencyMs = Math.round(performance.now() - started);
-    if (response.status >= 500) return { ok: false, latencyMs, cause: `answered HTTP ${response.status}` };
-    if (latencyMs >= MAX_LATENCY_MS)
-      return { ok: false, latencyMs, cause: `latency ${latencyMs} ms is not under ${MAX_LATENCY_MS} ms` };
-    return { ok: true, latencyMs };
-  } catch (error) {
-    const latencyMs = Math.round(performance.now() - started);
-    const name = (error as Error).name;
-    if (name === 'TimeoutError' || name === 'AbortError') {
-      return { ok: false, latencyMs, cause: `no answer within ${timeoutMs} ms` };
-    }
-    const code = (error as { cause?: { code?: string } }).cause?.code;
-    return { ok: false, latencyMs, cause: `unreachable (${code ?? (error as Error).message})` };
-  }
-}
 
 async function mapBounded<T, R>(items: T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length);
@@ -62,8 +30,11 @@ function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
  */
 export class SkillChecker implements BackgroundTask {
   private readonly loop: PollingLoop;
+  /** Every HEAD goes through it: in production a host resolving to a non-public address is refused at connect. */
+  private readonly sellers: SellerFetch;
 
   constructor(private readonly rc: RegistryContext) {
+    this.sellers = sellerFetch({ publicOnly: rc.config.production, resolve: rc.resolveHost });
     this.loop = new PollingLoop(
       async () => {
         await this.validatePending();
@@ -84,6 +55,7 @@ export class SkillChecker implements BackgroundTask {
 
   async stop(): Promise<void> {
     await this.loop.stop();
+    await this.sellers.close();
   }
 
   /** Run a pass now (a skill was created or sent back to validation). */
@@ -115,13 +87,16 @@ export class SkillChecker implements BackgroundTask {
     let failure: string | undefined;
     const health = new Map<string, boolean>();
     if (config.production) {
-      const problem = await publicUrlProblem(new URL(state.skill.api_base_url));
+      // Addresses are checked when each HEAD connects (DNS may have changed since registration).
+      const problem = productionUrlProblem(new URL(state.skill.api_base_url));
       if (problem) failure = `apiBaseUrl ${problem}`;
     }
     if (!failure && active.length === 0) failure = 'the skill has no endpoints: add at least one endpoint';
     if (!failure) {
       const results = await mapBounded(active, 4, (e) =>
-        probeEndpoint(endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs),
+        probeEndpoint(this.sellers, endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs, {
+          pathHasParameters: e.path.includes('/:'),
+        }),
       );
       for (const [i, e] of active.entries()) health.set(e.id, results[i]!.ok);
       const firstBad = active.findIndex((_, i) => !results[i]!.ok);
@@ -193,11 +168,13 @@ export class SkillChecker implements BackgroundTask {
     const state = await loadSkill(ctx.db, { id: skillId });
     if (!state) return;
     const active = state.endpoints.filter((e) => e.active);
-    const blocked = config.production ? await publicUrlProblem(new URL(state.skill.api_base_url)) : undefined;
+    const blocked = config.production ? productionUrlProblem(new URL(state.skill.api_base_url)) : undefined;
     const results = blocked
       ? active.map(() => ({ ok: false }))
       : await mapBounded(active, 4, (e) =>
-          probeEndpoint(endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs),
+          probeEndpoint(this.sellers, endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs, {
+            pathHasParameters: e.path.includes('/:'),
+          }),
         );
     const changed = active.filter((e, i) => e.is_healthy !== results[i]!.ok);
     if (changed.length === 0) return;

@@ -21,7 +21,22 @@ function utcMidnight(at: Date): Date {
 
 const isoDate = (d: Date) => d.toISOString().slice(0, 10);
 
-export function periodAt(frequency: Frequency, at: Date): Period {
+/**
+ * `periodSeconds` > 0 (SETTLEMENT_PERIOD_SECONDS, development only) replaces every frequency's period with a
+ * fixed window of that many seconds, keyed `D:2026-11-23T10:04:00.000Z`: the ISO start sorts after the day key
+ * of the same frequency, so moving between the two never re-opens a period that was already scheduled.
+ */
+export function periodAt(frequency: Frequency, at: Date, periodSeconds = 0): Period {
+  if (periodSeconds > 0) {
+    const lengthMs = periodSeconds * 1000;
+    const start = new Date(Math.floor(at.getTime() / lengthMs) * lengthMs);
+    return {
+      frequency,
+      key: `${frequency[0]}:${start.toISOString()}`,
+      start,
+      end: new Date(start.getTime() + lengthMs),
+    };
+  }
   const day = utcMidnight(at);
   switch (frequency) {
     case 'DAILY':

@@ -1,13 +1,43 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import type { Insertable, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
-import type { Frequency, SettlementDB } from '../db';
+import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type LedgerClient, parseSignedUsdc } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import { type Period, periodAt, settlementIdFor } from './periods';
+
+/** A `pending` settlement of the seller for the period (its id derived from both). */
+export function newSettlementRow(
+  seller: Selectable<SellersTable>,
+  period: Period,
+  now: Date,
+): Insertable<SettlementsTable> {
+  return {
+    settlement_id: settlementIdFor(seller.seller_id, period),
+    seller_id: seller.seller_id,
+    period_key: period.key,
+    frequency: period.frequency,
+    period_start: period.start,
+    period_end: period.end,
+    status: 'pending',
+    minimum_micro: seller.minimum_settlement_micro,
+    available_micro: null,
+    amount_micro: null,
+    payout_address: seller.payout_address,
+    transfer_id: null,
+    tx_hash: null,
+    skip_reason: null,
+    failure_reason: null,
+    cancel_acknowledged_at: null,
+    created_at: now,
+    updated_at: now,
+    completed_at: null,
+  };
+}
 
 const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
@@ -48,6 +78,11 @@ export class SettlementScheduler implements BackgroundTask {
     return this.loop.stop();
   }
 
+  /** The seller's period at `at` (the development SETTLEMENT_PERIOD_SECONDS replaces the real ones). */
+  periodAt(frequency: Frequency, at: Date): Period {
+    return periodAt(frequency, at, this.config.settlementPeriodSeconds);
+  }
+
   /** One bounded pass; tests call it directly after moving the clock. */
   async runOnce(): Promise<void> {
     await this.createDueSettlements();
@@ -58,9 +93,9 @@ export class SettlementScheduler implements BackgroundTask {
   async createDueSettlements(): Promise<number> {
     const now = this.clock();
     const periods: Record<Frequency, Period> = {
-      DAILY: periodAt('DAILY', now),
-      WEEKLY: periodAt('WEEKLY', now),
-      MONTHLY: periodAt('MONTHLY', now),
+      DAILY: this.periodAt('DAILY', now),
+      WEEKLY: this.periodAt('WEEKLY', now),
+      MONTHLY: this.periodAt('MONTHLY', now),
     };
     let created = 0;
     for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.loop.isStopped; batch++) {
@@ -87,27 +122,7 @@ export class SettlementScheduler implements BackgroundTask {
           const period = periods[seller.settlement_frequency];
           const inserted = await trx
             .insertInto('settlements')
-            .values({
-              settlement_id: settlementIdFor(seller.seller_id, period),
-              seller_id: seller.seller_id,
-              period_key: period.key,
-              frequency: period.frequency,
-              period_start: period.start,
-              period_end: period.end,
-              status: 'pending',
-              minimum_micro: seller.minimum_settlement_micro,
-              available_micro: null,
-              amount_micro: null,
-              payout_address: seller.payout_address,
-              transfer_id: null,
-              tx_hash: null,
-              skip_reason: null,
-              failure_reason: null,
-              cancel_acknowledged_at: null,
-              created_at: now,
-              updated_at: now,
-              completed_at: null,
-            })
+            .values(newSettlementRow(seller, period, now))
             .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
             .executeTakeFirst();
           created += Number(inserted.numInsertedOrUpdatedRows ?? 0n);
@@ -139,82 +154,94 @@ export class SettlementScheduler implements BackgroundTask {
           .skipLocked()
           .execute();
         for (const settlement of pending) {
-          const now = this.clock();
-          // The payout goes to the seller's current payout address, not the one it had when the period opened.
-          const seller = await trx
-            .selectFrom('sellers')
-            .select('payout_address')
-            .where('seller_id', '=', settlement.seller_id)
-            .executeTakeFirst();
-          const payoutAddress = seller?.payout_address ?? settlement.payout_address;
-          let amountMicro: bigint;
-          try {
-            const reply = await this.ledger.reservePayout({
-              settlementId: settlement.settlement_id,
-              sellerId: settlement.seller_id,
-              minimumAmount: formatUsdc(settlement.minimum_micro),
-            });
-            if (!reply.ok) {
-              await trx
-                .updateTable('settlements')
-                .set({
-                  status: 'skipped',
-                  skip_reason: reply.reason,
-                  available_micro: parseSignedUsdc(reply.available),
-                  updated_at: now,
-                })
-                .where('settlement_id', '=', settlement.settlement_id)
-                .execute();
-              this.metrics.settlementsSkipped.inc({ reason: reply.reason });
-              this.ctx.logger.info(
-                { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
-                'settlement skipped; the balance accumulates to the next period',
-              );
-              continue;
-            }
-            amountMicro = parseUsdc(reply.amount);
-            if (amountMicro <= 0n) throw new Error(`ledger reserved a non-positive amount ${reply.amount}`);
-          } catch (error) {
-            const attempts = settlement.attempts + 1;
-            const delayMs = Math.min(1000 * 2 ** Math.min(attempts, 20), RETRY_MAX_DELAY_MS);
-            await trx
-              .updateTable('settlements')
-              .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })
-              .where('settlement_id', '=', settlement.settlement_id)
-              .execute();
-            this.ctx.logger.warn(
-              { settlementId: settlement.settlement_id, attempts, err: error },
-              'could not reserve the payout with the ledger; will retry',
-            );
-            continue;
-          }
-          const transferId = await recordTransfer(trx, {
-            kind: 'payout',
-            idempotencyKey: settlement.settlement_id,
-            chainId: this.config.chainId,
-            tokenAddress: this.chain.usdcAddress,
-            fromAddress: this.chain.address,
-            toAddress: payoutAddress,
-            amountMicro,
-          });
-          await trx
-            .updateTable('settlements')
-            .set({
-              status: 'sending',
-              amount_micro: amountMicro,
-              transfer_id: transferId,
-              payout_address: payoutAddress,
-              updated_at: now,
-            })
-            .where('settlement_id', '=', settlement.settlement_id)
-            .execute();
-          recorded = true;
+          if ((await this.reserve(trx, settlement)) === 'recorded') recorded = true;
         }
         return pending.length;
       });
       if (claimed < PENDING_BATCH) break;
     }
     if (recorded) this.onTransferRecorded();
+  }
+
+  /**
+   * Asks the ledger to reserve one pending settlement (its row locked by the caller's transaction) and records
+   * the payout transfer: `recorded` (now sending), `skipped` (below the minimum or nothing available) or `retry`
+   * (the ledger did not answer; still pending, retried with backoff).
+   */
+  async reserve(
+    trx: Transaction<SettlementDB>,
+    settlement: Selectable<SettlementsTable>,
+  ): Promise<'recorded' | 'skipped' | 'retry'> {
+    const now = this.clock();
+    // The payout goes to the seller's current payout address, not the one it had when the period opened.
+    const seller = await trx
+      .selectFrom('sellers')
+      .select('payout_address')
+      .where('seller_id', '=', settlement.seller_id)
+      .executeTakeFirst();
+    const payoutAddress = seller?.payout_address ?? settlement.payout_address;
+    let amountMicro: bigint;
+    try {
+      const reply = await this.ledger.reservePayout({
+        settlementId: settlement.settlement_id,
+        sellerId: settlement.seller_id,
+        minimumAmount: formatUsdc(settlement.minimum_micro),
+      });
+      if (!reply.ok) {
+        await trx
+          .updateTable('settlements')
+          .set({
+            status: 'skipped',
+            skip_reason: reply.reason,
+            available_micro: parseSignedUsdc(reply.available),
+            updated_at: now,
+          })
+          .where('settlement_id', '=', settlement.settlement_id)
+          .execute();
+        this.metrics.settlementsSkipped.inc({ reason: reply.reason });
+        this.ctx.logger.info(
+          { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
+          'settlement skipped; the balance accumulates to the next period',
+        );
+        return 'skipped';
+      }
+      amountMicro = parseUsdc(reply.amount);
+      if (amountMicro <= 0n) throw new Error(`ledger reserved a non-positive amount ${reply.amount}`);
+    } catch (error) {
+      const attempts = settlement.attempts + 1;
+      const delayMs = Math.min(1000 * 2 ** Math.min(attempts, 20), RETRY_MAX_DELAY_MS);
+      await trx
+        .updateTable('settlements')
+        .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })
+        .where('settlement_id', '=', settlement.settlement_id)
+        .execute();
+      this.ctx.logger.warn(
+        { settlementId: settlement.settlement_id, attempts, err: error },
+        'could not reserve the payout with the ledger; will retry',
+      );
+      return 'retry';
+    }
+    const transferId = await recordTransfer(trx, {
+      kind: 'payout',
+      idempotencyKey: settlement.settlement_id,
+      chainId: this.config.chainId,
+      tokenAddress: this.chain.usdcAddress,
+      fromAddress: this.chain.address,
+      toAddress: payoutAddress,
+      amountMicro,
+    });
+    await trx
+      .updateTable('settlements')
+      .set({
+        status: 'sending',
+        amount_micro: amountMicro,
+        transfer_id: transferId,
+        payout_address: payoutAddress,
+        updated_at: now,
+      })
+      .where('settlement_id', '=', settlement.settlement_id)
+      .execute();
+    return 'recorded';
   }
 
   /** A payout that can never be sent gives its reservation back to the seller's available balance. */

@@ -13,7 +13,7 @@ import { periodAt } from '../schedule/periods';
  * `last_scheduled_period` is set to the current period, so a WEEKLY seller created on a Wednesday is first
  * settled on the following Monday, not at once.
  */
-export function sellerProjectionConsumer(clock: Clock): ConsumerOptions<'seller.updated'> {
+export function sellerProjectionConsumer(clock: Clock, periodSeconds = 0): ConsumerOptions<'seller.updated'> {
   return {
     durable: 'settlement-seller-projection',
     subject: 'seller.updated',
@@ -30,7 +30,7 @@ export function sellerProjectionConsumer(clock: Clock): ConsumerOptions<'seller.
       if (current && current.revision >= seller.revision) return;
       const frequencyChanged = !current || current.settlement_frequency !== seller.settlementFrequency;
       const lastScheduled = frequencyChanged
-        ? periodAt(seller.settlementFrequency, clock()).key
+        ? periodAt(seller.settlementFrequency, clock(), periodSeconds).key
         : current.last_scheduled_period;
       await db
         .insertInto('sellers')

@@ -1,4 +1,5 @@
-import { errorResponses, openApiDocument, securitySchemes } from '@paygate/http';
+import { errorResponses, openApiDocument, plainSchema, securitySchemes } from '@paygate/http';
+import { SettleNowBody } from './schemas';
 
 const settlement = {
   type: 'object',
@@ -37,7 +38,7 @@ export const settlementOpenApi = openApiDocument({
   title: 'Paygate settlements',
   description:
     "The seller's settlements: one per seller and period (DAILY, WEEKLY or MONTHLY), paid out in USDC from the escrow wallet once the available balance reaches the seller's minimum. Amounts are decimal USDC strings.",
-  securitySchemes: { apiKey: securitySchemes.apiKey },
+  securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
   paths: {
     '/api/v1/settlements': {
       get: {
@@ -86,6 +87,64 @@ export const settlementOpenApi = openApiDocument({
           '200': { description: 'the settlement', content: { 'application/json': { schema: settlement } } },
           ...errors,
           ...errorResponses({ '404': 'no such settlement for this seller' }),
+        },
+      },
+    },
+    '/api/v1/operator/settlements/run': {
+      post: {
+        summary: 'Settle one seller or all sellers now (operator)',
+        description:
+          "Uses the period the scheduler would use now and the same settlement (id derived from seller and period): never two payouts for one seller and period, with the scheduler or with concurrent calls. A period skipped earlier is asked again; a period that already has a payout is reported as already_settled_this_period. waitMs waits for the payouts' confirmation (txHash).",
+        security: [{ operatorToken: [] }],
+        requestBody: {
+          required: true,
+          content: { 'application/json': { schema: plainSchema(SettleNowBody) } },
+        },
+        responses: {
+          '200': {
+            description: 'what was settled and what was skipped, and why',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: {
+                    settled: { type: 'array', items: settlement },
+                    skipped: {
+                      type: 'array',
+                      items: {
+                        type: 'object',
+                        properties: {
+                          sellerId: { type: 'string' },
+                          settlementId: { type: 'string' },
+                          reason: {
+                            type: 'string',
+                            enum: [
+                              'below_minimum',
+                              'nothing_available',
+                              'already_settled_this_period',
+                              'ledger_unavailable',
+                            ],
+                          },
+                          status: {
+                            type: 'string',
+                            enum: ['pending', 'skipped', 'sending', 'completed', 'failed'],
+                          },
+                          availableAmount: { type: ['string', 'null'] },
+                          txHash: { type: ['string', 'null'] },
+                        },
+                      },
+                    },
+                    truncated: { type: 'boolean' },
+                  },
+                },
+              },
+            },
+          },
+          ...errorResponses({
+            '400': 'neither or both of sellerId and all, or waitMs out of range',
+            '401': 'operator token required',
+            '404': 'unknown seller',
+          }),
         },
       },
     },

@@ -1,4 +1,4 @@
-import { isForbiddenAddress, publicUrlProblem } from '../src/validation/network-policy';
+import { isForbiddenAddress, publicUrlProblem } from '../src';
 
 describe('network policy', () => {
   it.each([
@@ -17,6 +17,10 @@ describe('network policy', () => {
     'fe80::1',
     '::ffff:10.0.0.1',
     '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '64:ff9b::a00:1',
+    '2002:a00:1::1',
+    '2001:0:4136:e378::1',
     'not-an-ip',
   ])('refuses %s', (address) => {
     expect(isForbiddenAddress(address)).toBe(true);

@@ -3,7 +3,8 @@ import { BlockList, isIP } from 'node:net';
 
 /**
  * Addresses a seller must never make Paygate call: loopback, private, link-local, unique-local, CGNAT,
- * "this network", multicast and reserved ranges, in IPv4, IPv6 and IPv4-mapped IPv6.
+ * "this network", multicast, documentation, benchmarking and reserved ranges, in IPv4 and IPv6, plus the
+ * IPv6 forms that carry or reach an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo).
  */
 const forbidden = new BlockList();
 for (const [network, prefix] of [
@@ -27,30 +28,35 @@ for (const [network, prefix] of [
 for (const [network, prefix] of [
   ['::', 128],
   ['::1', 128],
+  ['100::', 64],
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
   ['64:ff9b::', 96],
+  ['2001::', 32],
   ['2001:db8::', 32],
+  ['2002::', 16],
 ] as const) {
   forbidden.addSubnet(network, prefix, 'ipv6');
 }
 
+/** True for an address Paygate must not call in production (and for anything that is not an IP address). */
 export function isForbiddenAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return forbidden.check(address, 'ipv4');
   if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped) return forbidden.check(mapped[1]!, 'ipv4');
+    // BlockList matches IPv4-mapped IPv6 (::ffff:127.0.0.1 and ::ffff:7f00:1) against the IPv4 rules.
     return forbidden.check(address, 'ipv6');
   }
   return true;
 }
 
+/** Every address a host name resolves to. Injected in tests to stand in for DNS. */
 export type HostResolver = (host: string) => Promise<string[]>;
 
 const DNS_TIMEOUT_MS = 3000;
 
+/** The system resolver (getaddrinfo, so /etc/hosts counts), every address, bounded by a timeout. */
 export const resolveAllAddresses: HostResolver = async (host) => {
   const lookupAll = lookup(host, { all: true, verbatim: true }).then((entries) =>
     entries.map((e) => e.address),
@@ -69,17 +75,41 @@ export const resolveAllAddresses: HostResolver = async (host) => {
   }
 };
 
+/** A host without the brackets of an IPv6 URL literal. */
+export function bareHost(hostname: string): string {
+  return hostname.replace(/^\[|\]$/g, '');
+}
+
+/** Why this host's addresses may not be called, or undefined when all of them are public. */
+export function forbiddenAddressProblem(host: string, addresses: readonly string[]): string | undefined {
+  const bad = addresses.find(isForbiddenAddress);
+  if (bad === undefined) return undefined;
+  return bad === host
+    ? `must not be a loopback, private or link-local address (${host})`
+    : `must not resolve to a loopback, private or link-local address (${host} resolves to ${bad})`;
+}
+
+/** The checks of a production seller URL that need no DNS: https, and not a name of this machine. */
+export function productionUrlProblem(url: URL): string | undefined {
+  if (url.protocol !== 'https:') return 'must use https in production';
+  const host = bareHost(url.hostname);
+  if (host === 'localhost' || host.endsWith('.localhost')) return 'must not point to a loopback host';
+  return undefined;
+}
+
 /**
  * Why a URL may not be called in production, or undefined when it may. Every address the host resolves
- * to must be public (a host with one public and one private address is refused).
+ * to must be public (a host with one public and one private address is refused). This is the check at
+ * registration; the same address rule is applied again at connect time (see `outbound.ts`), since DNS
+ * may answer differently by then.
  */
 export async function publicUrlProblem(
   url: URL,
   resolve: HostResolver = resolveAllAddresses,
 ): Promise<string | undefined> {
-  if (url.protocol !== 'https:') return 'must use https in production';
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (host === 'localhost' || host.endsWith('.localhost')) return 'must not point to a loopback host';
+  const problem = productionUrlProblem(url);
+  if (problem) return problem;
+  const host = bareHost(url.hostname);
   let addresses: string[];
   if (isIP(host)) addresses = [host];
   else {
@@ -90,8 +120,5 @@ export async function publicUrlProblem(
     }
   }
   if (addresses.length === 0) return `host ${host} does not resolve`;
-  const bad = addresses.find(isForbiddenAddress);
-  if (bad)
-    return `must not resolve to a loopback, private or link-local address (${host} resolves to ${bad})`;
-  return undefined;
+  return forbiddenAddressProblem(host, addresses);
 }

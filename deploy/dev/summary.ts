@@ -1,0 +1,79 @@
+/**
+ * What `make dev` prints once the system is up: where everything is, the operator token, the test wallets (with
+ * the deployer that can mint test USDC and the command that does it), the demo seller and the next steps.
+ * The demo names and button texts are defined once here; README.md and the demo page use the same words
+ * (deploy/test/newcomer.test.ts checks).
+ */
+import type { TestWallet, TestWalletRole } from '@paygate/testing';
+
+export const DEMO = {
+  /** The paid API skill (PROXY mode) agents pay per call. */
+  apiSkill: 'demo-weather',
+  apiPath: '/forecast',
+  apiPrice: '0.01',
+  /** The product the shop page sells with the checkout widget. */
+  productSkill: 'demo-shop',
+  /** The widget's pay button on the shop page (deploy/demo/page.ts). */
+  buyButton: 'Buy with USDC',
+  /** The dialog's wallet button (libs/checkout-widget); on the demo page the DEV ONLY buyer wallet answers it. */
+  walletButton: 'Pay with browser wallet',
+} as const;
+
+export const MINT_COMMAND = 'pnpm exec tsx deploy/dev/mint.ts';
+const DEFAULT_RPC_URL = 'http://127.0.0.1:8545';
+
+export interface DevSummary {
+  publicBaseUrl: string;
+  operatorToken: string;
+  chain: {
+    rpcUrl: string;
+    chainId: number;
+    usdcAddress: string;
+    wallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>;
+  };
+  infra: { databaseUrl: string; natsUrl: string; started: string[] };
+  seller: { address: string; sellerId: string; apiKey: string };
+  pageUrl: string;
+}
+
+const bold = (text: string) => `\x1b[1m${text}\x1b[0m`;
+
+export function renderDevSummary(s: DevSummary): string {
+  const base = s.publicBaseUrl;
+  const w = s.chain.wallets;
+  // The helper scripts default to the standard local chain; say where it is when it is elsewhere.
+  const chainEnv = s.chain.rpcUrl === DEFAULT_RPC_URL ? '' : `CHAIN_RPC_URL=${s.chain.rpcUrl} `;
+  const paidUrl = `${base}/api/v1/skills/${DEMO.apiSkill}${DEMO.apiPath}`;
+  const started = s.infra.started.length ? ` (started: ${s.infra.started.join(', ')})` : '';
+  return `
+${bold('Paygate is running')}
+  public base URL   ${base}
+  catalog           ${base}/api/v1/skills
+  seller dashboard  ${base}/dashboard (sign in with a browser wallet)
+  API reference     ${base}/api/v1/openapi.json
+  operator token    ${s.operatorToken}   (Authorization: Bearer …, e.g. curl -H 'authorization: Bearer ${s.operatorToken}' ${base}/api/v1/reconciliation)
+  local chain       ${s.chain.rpcUrl} (chain id ${s.chain.chainId}), USDC ${s.chain.usdcAddress}
+  postgres / nats   ${new URL(s.infra.databaseUrl).host} / ${s.infra.natsUrl}${started}
+
+${bold('Test wallets')} (anvil's public dev keys — never use them elsewhere)
+  buyer     ${w.buyer.address}  key ${w.buyer.privateKey}  (1,000 USDC)
+  seller    ${w.seller.address}  key ${w.seller.privateKey}
+  escrow    ${w.escrow.address}
+  deployer  ${w.deployer.address}  key ${w.deployer.privateKey}  (owns the test USDC: the only key that mints it)
+  mint test USDC to any address:
+    ${chainEnv}${MINT_COMMAND} <address> 100
+
+${bold('Demo seller')} ${s.seller.address} (${s.seller.sellerId})
+  API key       ${s.seller.apiKey.slice(0, 12)}… (shown once; rotate it with POST /api/v1/account/api-key/rotate)
+  API skill     ${DEMO.apiSkill}: GET ${paidUrl} (${DEMO.apiPrice} USDC a call)
+  product       ${DEMO.productSkill}: shop page ${s.pageUrl}/ — click "${DEMO.buyButton}", then "${DEMO.walletButton}"
+                (the DEV ONLY buyer wallet pays on the local chain)
+  received webhooks ${s.pageUrl}/webhooks
+
+${bold('Next steps')}
+  curl -i ${paidUrl}            # 402: what to pay
+  ${chainEnv}pnpm exec tsx deploy/dev/pay.ts ${paidUrl}   # pay and call, as an agent
+  pnpm exec tsx deploy/dev/pay-x402.ts ${paidUrl}   # pay gaslessly with an x402 client
+  curl ${base}/api/v1/skills/${DEMO.apiSkill}/SKILL.md                # what agents read
+Ctrl-C stops everything.`;
+}

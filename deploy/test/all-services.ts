@@ -1,0 +1,75 @@
+import { loadConfig as chainIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
+import { loadConfig as checkoutConfig, startCheckout } from '@paygate/checkout';
+import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
+import { loadConfig as gatewayConfig, startGatewayProxy } from '@paygate/gateway-proxy';
+import { loadConfig as notifierConfig, startNotifier } from '@paygate/notifier';
+import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
+import type { RunningService } from '@paygate/runtime';
+import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
+import {
+  type AnvilInstance,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  startAnvil,
+  type TestEnvironment,
+  testWallets,
+} from '@paygate/testing';
+
+/** The seven services on real Postgres, NATS and anvil (test USDC deployed, the buyer funded). */
+export interface AllServices {
+  env: TestEnvironment;
+  anvil: AnvilInstance;
+  usdcAddress: string;
+  services: Record<string, RunningService>;
+  stop(): Promise<void>;
+}
+
+export async function startAllServices(options: {
+  label: string;
+  operatorToken: string;
+  publicBaseUrl: string;
+  /** Extra environment per service name. */
+  extra?: Record<string, Record<string, string>>;
+}): Promise<AllServices> {
+  const env = await createTestEnvironment(options.label);
+  const anvil = await startAnvil();
+  const services: Record<string, RunningService> = {};
+  const stop = async () => {
+    for (const service of Object.values(services).reverse()) await service.stop().catch(() => undefined);
+    await anvil.stop();
+    await env.cleanup();
+  };
+  try {
+    const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n, roles: ['buyer'] });
+    const chain = {
+      CHAIN_RPC_URL: anvil.rpcUrl,
+      CHAIN_NETWORK: 'local',
+      USDC_ADDRESS: usdcAddress,
+      ESCROW_ADDRESS: testWallets.escrow.address,
+      CONFIRMATIONS: '1',
+      PUBLIC_BASE_URL: options.publicBaseUrl,
+      OPERATOR_TOKEN: options.operatorToken,
+    };
+    const envFor = (name: string, own: Record<string, string> = {}) =>
+      env.envFor(name, { ...chain, ...own, ...(options.extra?.[name] ?? {}) });
+    services.registry = await startRegistry(
+      registryConfig(envFor('registry', { VALIDATION_INTERVAL_MS: '200' })),
+    );
+    services['chain-indexer'] = await startChainIndexer(chainIndexerConfig(envFor('chain-indexer')));
+    services['gateway-proxy'] = await startGatewayProxy(gatewayConfig(envFor('gateway-proxy')));
+    services.checkout = await startCheckout(checkoutConfig(envFor('checkout')));
+    services['escrow-ledger'] = await startEscrowLedger(
+      ledgerConfig(envFor('escrow-ledger', { RELEASE_INTERVAL_MS: '200' })),
+    );
+    services.settlement = await startSettlement(
+      settlementConfig(envFor('settlement', { ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey })),
+    );
+    services.notifier = await startNotifier(notifierConfig(envFor('notifier')));
+    return { env, anvil, usdcAddress, services, stop };
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
+  }
+}

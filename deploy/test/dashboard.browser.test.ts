@@ -1,0 +1,289 @@
+/**
+ * The seller dashboard in headless Chromium against the whole system behind the edge (seven services, anvil,
+ * real Postgres and NATS): a seller signs in with a wallet injected as an EIP-1193 provider, creates a skill
+ * (first with a mistake the API names inline), sees it go ACTIVE, sets a webhook, an agent pays, the seller
+ * refunds part of it, redelivers a webhook, rotates a key and signs out. Screenshots: artifacts/screenshots.
+ */
+import { mkdirSync } from 'node:fs';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { createAgent } from '@paygate/agent-client';
+import { findFreePort, testWallets, waitFor } from '@paygate/testing';
+import { getBytes, Wallet } from 'ethers';
+import express from 'express';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { startEdge } from '../dev/edge';
+import { type AllServices, startAllServices } from './all-services';
+
+const SCREENSHOTS = path.join(__dirname, '../../artifacts/screenshots');
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+describe('seller dashboard in a real browser, against the real services', () => {
+  let system: AllServices;
+  let edge: http.Server;
+  let upstream: http.Server;
+  let baseUrl: string;
+  let browser: Browser;
+  const webhooks: Array<{ event: string }> = [];
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    const edgePort = await findFreePort();
+    baseUrl = `http://127.0.0.1:${edgePort}`;
+    system = await startAllServices({
+      label: 'dashboard',
+      operatorToken: 'dashboard-test-operator-token-000',
+      publicBaseUrl: baseUrl,
+    });
+    edge = await startEdge({
+      port: edgePort,
+      upstreams: Object.fromEntries(Object.entries(system.services).map(([name, s]) => [name, s.url])),
+    });
+    // The seller's own server: the paid API and the webhook receiver.
+    const api = express();
+    api.get('/quote', (_req, res) => {
+      res.json({ quote: 'Money is never lost.' });
+    });
+    api.post('/hooks', express.json(), (req, res) => {
+      webhooks.push({ event: String(req.body?.event ?? req.body?.type ?? '') });
+      res.status(200).end();
+    });
+    upstream = await new Promise((resolve) => {
+      const server = api.listen(0, '127.0.0.1', () => resolve(server));
+    });
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: CHROMIUM_ARGS,
+      timeout: 30_000,
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close().catch(() => undefined);
+    edge?.closeAllConnections();
+    await new Promise((r) => edge?.close(r));
+    await new Promise((r) => upstream?.close(r));
+    await system?.stop();
+  });
+
+  /** A browser wallet (EIP-1193) backed by an ethers key in the test process; lowercase accounts like MetaMask. */
+  async function injectWallet(page: Page, wallet: Wallet) {
+    await page.exposeFunction('__testWalletSign', (hex: string) => wallet.signMessage(getBytes(hex)));
+    await page.addInitScript((address: string) => {
+      const signer = (window as unknown as { __testWalletSign: (hex: string) => Promise<string> })
+        .__testWalletSign;
+      (window as unknown as { ethereum: unknown }).ethereum = {
+        request: async ({ method, params }: { method: string; params?: unknown[] }) => {
+          if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [address];
+          if (method === 'eth_chainId') return '0x7a69';
+          if (method === 'personal_sign') return signer(String(params?.[0]));
+          throw Object.assign(new Error(`unsupported ${method}`), { code: 4200 });
+        },
+      };
+    }, wallet.address.toLowerCase());
+  }
+
+  const shot = (page: Page, name: string) =>
+    page.screenshot({ path: path.join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
+
+  /** Reloads the view until the text shows (the dashboard reads fresh data on each view). */
+  async function reloadUntil(
+    page: Page,
+    what: string,
+    locator: () => ReturnType<Page['getByText']>,
+    timeoutMs = 45_000,
+  ) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (
+        await locator()
+          .first()
+          .isVisible()
+          .catch(() => false)
+      )
+        return;
+      if (Date.now() > deadline) {
+        await shot(page, 'failure');
+        throw new Error(`the dashboard never showed ${what} (see dashboard-failure.png)`);
+      }
+      await page.waitForTimeout(500);
+      await page.reload();
+      await page.waitForLoadState('domcontentloaded');
+    }
+  }
+
+  it('takes a seller from sign-in to a refunded payment, a redelivered webhook and a rotated key', async () => {
+    const seller = new Wallet(Wallet.createRandom().privateKey);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('dialog', (dialog) => {
+      void (dialog.type() === 'prompt' ? dialog.accept('not as described') : dialog.accept());
+    });
+    await injectWallet(page, seller);
+
+    // 1. Sign in: the first login shows sk_ once, with a warning and a copy button; nothing key-like is stored.
+    await page.goto(`${baseUrl}/dashboard/`);
+    await page.getByRole('button', { name: 'Sign in with wallet' }).waitFor();
+    await shot(page, 'sign-in');
+    await page.getByRole('button', { name: 'Sign in with wallet' }).focus();
+    await page.keyboard.press('Enter'); // keyboard-usable
+    const secret = page.getByTestId('secret-value');
+    await secret.waitFor();
+    const apiKey = (await secret.textContent())!.trim();
+    expect(apiKey).toMatch(/^sk_test_/);
+    await expect(page.getByText('shown only this once').isVisible()).resolves.toBe(true);
+    await page.getByRole('button', { name: /Copy secret API key/ }).waitFor();
+    await shot(page, 'first-login-key');
+    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }));
+    expect(stored).not.toContain('sk_');
+    expect(page.url()).not.toContain('sk_');
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+
+    // 2. Skills: empty state, a create form whose API error lands on the field, then ACTIVE.
+    await page.getByText('No skills yet').waitFor();
+    await page.getByRole('link', { name: 'New skill' }).click();
+    await page.getByLabel('Display name').fill('Dashboard quotes');
+    expect(await page.getByLabel('Name (URL slug)').inputValue()).toBe('dashboard-quotes');
+    const description = page.locator('#skill-description');
+    await description.fill('Too short');
+    const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    await page.getByLabel('API base URL').fill(upstreamUrl);
+    await page.locator('#ep0-path').fill('/quote');
+    await page.locator('#ep0-price').fill('0.25');
+    await page.locator('#ep0-description').fill('A quote');
+    await page.getByRole('button', { name: 'Create skill' }).click();
+    await page.locator('#skill-description-error').waitFor();
+    expect(await description.getAttribute('aria-invalid')).toBe('true');
+    await shot(page, 'skill-form-error');
+    await description.fill('Quotes about money, one per call.');
+    await page.getByRole('button', { name: 'Create skill' }).click();
+    await page.getByRole('heading', { name: 'Dashboard quotes' }).waitFor();
+    await reloadUntil(page, 'the skill ACTIVE', () =>
+      page.locator('.title-row .badge', { hasText: /^active$/ }),
+    );
+    await page.getByText('Public URL:').first().waitFor();
+    await page.getByTestId('skillmd-version').waitFor();
+    await shot(page, 'skill-active');
+
+    // 3. SKILL.md: edited by hand, a new version stamped by the registry.
+    const generatedVersion = (await page.getByTestId('skillmd-version').textContent())!.trim();
+    await page.getByRole('button', { name: 'Edit SKILL.md by hand' }).click();
+    const editor = page.locator('#skillmd-content');
+    await editor.fill(`${await editor.inputValue()}\n\nSupport: quotes@example.com\n`);
+    await page.getByRole('button', { name: 'Save SKILL.md' }).click();
+    await page.getByText('edited by hand').waitFor();
+    expect((await page.getByTestId('skillmd-version').textContent())!.trim()).not.toBe(generatedVersion);
+    await page.locator('pre.skill-md', { hasText: 'Support: quotes@example.com' }).waitFor();
+
+    // 5. Settings: a webhook URL, whose signing secret is shown once.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
+    await page.getByLabel('Webhook URL').fill(`${upstreamUrl}/hooks`);
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    expect((await page.getByTestId('secret-value').textContent())!.trim()).toMatch(/^whsec_/);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+
+    // An agent pays for a call.
+    const agent = createAgent({
+      wallet: new Wallet(testWallets.buyer.privateKey, system.anvil.provider),
+      maxPricePerCall: '1',
+    });
+    const response = await agent.fetch(`${baseUrl}/api/v1/skills/dashboard-quotes/quote`);
+    expect(response.status).toBe(200);
+
+    // 4. Money: the payment shows in balances, chart and the list; a partial refund shows what remains.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
+    await reloadUntil(page, 'the payment', () => page.getByRole('cell', { name: 'dashboard-quotes' }));
+    // The seller's 95% to the micro-USDC, held or (hold period 0 h) already released.
+    const held = await page.getByTestId('balance-held').textContent();
+    const available = await page.getByTestId('balance-available').textContent();
+    expect([held, available].sort()).toEqual(['$0.00', '$0.2375']);
+    await page.locator('.chart canvas').waitFor();
+    await shot(page, 'money');
+    // Filters go to the API: a later start date finds nothing, the skill and the whole tx hash find the payment.
+    await page.locator('#f-from').fill('2099-01-01');
+    await page.getByText('No transaction matches these filters.').waitFor();
+    await page.locator('#f-from').fill('');
+    await page.locator('#f-skill').selectOption('dashboard-quotes');
+    await page.locator('#f-hash').fill(agent.payments[0]!.txHash);
+    await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor();
+    expect(await page.locator('tbody tr').count()).toBe(1);
+    await page.locator('tbody a').first().click();
+    await page.getByTestId('txn-amount').waitFor();
+    expect(await page.getByTestId('txn-amount').textContent()).toBe('$0.25');
+    await page.getByLabel('Amount (USDC)').fill('0.1');
+    await page.getByText('$0.15 would remain refundable').waitFor();
+    await page.getByLabel('Reason').fill('partial outage');
+    await page.getByRole('button', { name: 'Refund part' }).click();
+    await page.getByText('Refund of $0.10 booked').waitFor();
+    await page.getByTestId('txn-refundable').getByText('$0.10 · $0.15').waitFor();
+    await shot(page, 'refund');
+
+    // The buyer asks for the rest back (signed by the paying wallet); the seller approves it in the dashboard.
+    const transactionId = page.url().split('/').pop()!;
+    const request = await agent.requestRefund({
+      transactionId,
+      reason: 'never arrived',
+      paygateUrl: baseUrl,
+    });
+    expect(request.status).toBe('pending');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
+    await page.getByText('“never arrived”').waitFor();
+    await page.getByRole('button', { name: 'Approve full refund' }).click();
+    await page.getByText('No refund requests waiting for you.').waitFor();
+    const approved = await agent.refundRequestStatus(request.id, { paygateUrl: baseUrl });
+    expect(['approved', 'completed']).toContain(approved.status);
+    await page.locator('tbody a').first().click();
+    await page.getByTestId('txn-refundable').getByText('$0.25 · $0.00').waitFor();
+
+    // 5. Deliveries: the payment's webhook, with its attempts, redelivered.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
+    await reloadUntil(page, 'a webhook delivery', () => page.getByTestId('delivery'));
+    const before = webhooks.length;
+    await page.getByRole('button', { name: 'Redeliver' }).first().click();
+    await page.getByText('sent again to your current webhook URL').waitFor();
+    await waitFor(async () => webhooks.length > before, { message: 'the redelivery never arrived' });
+    await shot(page, 'settings');
+
+    // Rotate the secret key: the new one is shown once and works; the first one is refused.
+    await page.getByRole('button', { name: 'Rotate secret key' }).click();
+    const rotated = (await page.getByTestId('secret-value').textContent())!.trim();
+    expect(rotated).toMatch(/^sk_test_/);
+    expect(rotated).not.toBe(apiKey);
+    const withKey = (key: string) =>
+      fetch(`${baseUrl}/api/v1/balances`, { headers: { authorization: `Bearer ${key}` } }).then(
+        (r) => r.status,
+      );
+    expect(await withKey(rotated)).toBe(200);
+    expect(await withKey(apiKey)).toBe(401);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+
+    // 6. Phone width: the same views fit a 390 px screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
+    await page.getByTestId('balance-held').waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await shot(page, 'money-phone');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Skills' }).click();
+    await page.getByRole('link', { name: 'Dashboard quotes' }).waitFor();
+    await shot(page, 'skills-phone');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in with wallet' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.length + localStorage.length)).toBe(0);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  }, 240_000);
+});

@@ -1,0 +1,75 @@
+/**
+ * Paygate's signature on every request it forwards to a seller (PROXY mode), defined once for the gateway
+ * that signs and the seller middleware that checks (`verifyPaygateRequest`). ES256 with the gateway's ticket
+ * key (published in its JWKS), over a newline-joined payload whose first line separates it from any JWT:
+ *
+ *   paygate-request-v1 \n kid \n timestamp \n nonce \n METHOD \n path+query \n sha256(body) hex \n
+ *   skill \n txHash \n payer \n amount
+ *
+ * The last four are the values of the X-Paygate-Skill / -Tx-Hash / -Payer / -Amount headers sent alongside.
+ */
+export const REQUEST_SIGNATURE_HEADER = 'X-Paygate-Signature';
+export const PAID_REQUEST_HEADERS = {
+  skill: 'x-paygate-skill',
+  txHash: 'x-paygate-tx-hash',
+  payer: 'x-paygate-payer',
+  amount: 'x-paygate-amount',
+} as const;
+/** sha256 of no bytes: the body hash of a GET. */
+export const EMPTY_BODY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+export interface SignedRequestFields {
+  kid: string;
+  /** Unix seconds when the gateway signed. */
+  timestamp: number;
+  /** Unique per forwarded request: a seller refuses a nonce it has seen. */
+  nonce: string;
+  method: string;
+  /** The path and query the seller receives (apiBaseUrl's path + endpoint path + query). */
+  pathAndQuery: string;
+  bodySha256: string;
+  skill: string;
+  txHash: string;
+  payer: string;
+  amount: string;
+}
+
+export function requestSigningPayload(f: SignedRequestFields): string {
+  return `paygate-request-v1\n${f.kid}\n${f.timestamp}\n${f.nonce}\n${f.method}\n${f.pathAndQuery}\n${f.bodySha256}\n${f.skill}\n${f.txHash}\n${f.payer}\n${f.amount}`;
+}
+
+export interface RequestSignature {
+  kid: string;
+  timestamp: number;
+  nonce: string;
+  /** base64url of the raw (IEEE P1363, r‖s) ES256 signature. */
+  signature: string;
+}
+
+/** `v1; kid=…; t=…; nonce=…; sig=…` */
+export function formatRequestSignature(s: RequestSignature): string {
+  return `v1; kid=${s.kid}; t=${s.timestamp}; nonce=${s.nonce}; sig=${s.signature}`;
+}
+
+const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** The parsed header, or null when it is not a v1 signature with every field well formed. */
+export function parseRequestSignature(value: string | undefined): RequestSignature | null {
+  if (!value || value.length > 1024) return null;
+  const parts = value.split(';').map((part) => part.trim());
+  if (parts[0] !== 'v1') return null;
+  const fields = new Map<string, string>();
+  for (const part of parts.slice(1)) {
+    const at = part.indexOf('=');
+    if (at <= 0 || fields.has(part.slice(0, at))) return null;
+    fields.set(part.slice(0, at), part.slice(at + 1));
+  }
+  const kid = fields.get('kid');
+  const t = fields.get('t');
+  const nonce = fields.get('nonce');
+  const signature = fields.get('sig');
+  if (!kid || !t || !nonce || !signature) return null;
+  if (!TOKEN.test(kid) || !TOKEN.test(nonce) || !/^[A-Za-z0-9_-]{86}$/.test(signature)) return null;
+  if (!/^\d{1,12}$/.test(t)) return null;
+  return { kid, timestamp: Number(t), nonce, signature };
+}

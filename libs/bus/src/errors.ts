@@ -1,0 +1,32 @@
+/**
+ * JetStream API error codes (nats-server's `err_code`), matched by number, never by message text, which
+ * servers reword between versions.
+ */
+export const JetStreamErrorCode = {
+  ConsumerNotFound: 10014,
+  ConsumerNameInUse: 10013,
+  ConsumerAlreadyExists: 10105,
+  ConsumerExists: 10148,
+  StreamNameInUse: 10058,
+  StreamNotFound: 10059,
+  WrongLastSequence: 10071,
+} as const;
+
+/** The JetStream API error code an error carries (nats.js sets `api_error` on API failures), if any. */
+export function jetStreamErrorCode(error: unknown): number | undefined {
+  return (error as { api_error?: { err_code?: number } } | undefined)?.api_error?.err_code;
+}
+
+export function isJetStreamError(error: unknown, ...codes: number[]): boolean {
+  const code = jetStreamErrorCode(error);
+  return code !== undefined && codes.includes(code);
+}
+
+/** The consumer add failed because a consumer of that name exists (created by another replica meanwhile). */
+export const isConsumerExistsError = (error: unknown) =>
+  isJetStreamError(
+    error,
+    JetStreamErrorCode.ConsumerNameInUse,
+    JetStreamErrorCode.ConsumerAlreadyExists,
+    JetStreamErrorCode.ConsumerExists,
+  );

@@ -1,0 +1,160 @@
+import {
+  RPCS,
+  type RpcName,
+  type RpcReply,
+  type RpcRequest,
+  type ServiceName,
+  validateRpcReply,
+  validateRpcRequest,
+} from '@paygate/contracts';
+import { type Msg, type Service, ServiceError, type ServiceMsg } from 'nats';
+import type { Bus } from './connection';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Where a responder reports refused requests and failed handlers (a service's pino logger fits). */
+export interface RpcLogger {
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+/** The responder did not answer in time, none is listening, or it could not answer: assume no outcome. */
+export class RpcUnavailableError extends Error {
+  constructor(
+    readonly rpc: string,
+    cause: unknown,
+  ) {
+    super(`${rpc} got no answer: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'RpcUnavailableError';
+  }
+}
+
+/**
+ * The responder answered with a NATS service error instead of a reply: 400 (it refused the request as
+ * invalid, the broken field named in the message) or 500 (its handler failed; retry).
+ */
+export class RpcServiceError extends RpcUnavailableError {
+  constructor(
+    rpc: string,
+    readonly code: number,
+    description: string,
+  ) {
+    super(rpc, new Error(`${code} ${description}`));
+    this.name = 'RpcServiceError';
+  }
+}
+
+/** Status codes of the service errors a responder answers with (NATS micro convention, HTTP-like). */
+export const RPC_INVALID_REQUEST = 400;
+export const RPC_HANDLER_FAILED = 500;
+
+/**
+ * Calls a request-reply RPC declared in @paygate/contracts: validates the request before sending and the
+ * reply on receipt. No answer within `timeoutMs` (or no responder) throws RpcUnavailableError; a service error
+ * answer throws RpcServiceError (a subclass, so callers that map "unavailable" to a 503 cover both).
+ */
+export async function requestRpc<N extends RpcName>(
+  bus: Bus,
+  name: N,
+  request: RpcRequest<N>,
+  options: { timeoutMs: number },
+): Promise<RpcReply<N>> {
+  const body = encoder.encode(JSON.stringify(validateRpcRequest(name, request)));
+  let message: Msg;
+  try {
+    message = await bus.nc.request(bus.rpcSubject(name), body, { timeout: options.timeoutMs });
+  } catch (error) {
+    throw new RpcUnavailableError(name, error);
+  }
+  const serviceError = ServiceError.toServiceError(message);
+  if (serviceError) throw new RpcServiceError(name, serviceError.code, serviceError.message);
+  return validateRpcReply(name, JSON.parse(decoder.decode(message.data)));
+}
+
+export type RpcHandler<N extends RpcName> = (request: RpcRequest<N>) => Promise<RpcReply<N>>;
+
+/** The RPCs a responder answers (those declared with it as `responder`), each with its handler. */
+export type RpcHandlers<S extends ServiceName> = {
+  [N in RpcName as (typeof RPCS)[N]['responder'] extends S ? N : never]?: RpcHandler<N>;
+};
+
+export interface RpcServer {
+  /** The NATS service: `$SRV.PING|INFO|STATS.<responder>` discover it and count its requests and errors. */
+  readonly service: Service;
+  /** Stops listening, then waits for the requests being answered. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves declared RPCs as one NATS service named after the responder, one endpoint per RPC on
+ * `bus.rpcSubject(name)`, in the queue group of the responder's replicas (one replica answers each request).
+ * An invalid request is answered with service error 400 naming the field, without calling the handler; a
+ * handler that throws is answered 500; every reply is validated against the contract before it is sent.
+ */
+export async function serveRpcs<S extends ServiceName>(
+  bus: Bus,
+  responder: S,
+  handlers: RpcHandlers<S>,
+  logger: RpcLogger,
+): Promise<RpcServer> {
+  const inFlight = new Set<Promise<void>>();
+  const answer = async (name: RpcName, handler: RpcHandler<RpcName>, message: ServiceMsg) => {
+    let request: RpcRequest<RpcName>;
+    try {
+      request = validateRpcRequest(name, JSON.parse(decoder.decode(message.data)));
+    } catch (error) {
+      logger.warn({ err: error, rpc: name }, 'invalid RPC request refused');
+      message.respondError(RPC_INVALID_REQUEST, oneLine((error as Error).message));
+      return;
+    }
+    let reply: RpcReply<RpcName>;
+    try {
+      reply = validateRpcReply(name, await handler(request));
+    } catch (error) {
+      logger.error({ err: error, rpc: name }, 'RPC handler failed');
+      message.respondError(RPC_HANDLER_FAILED, `${name} could not be answered; retry`);
+      return;
+    }
+    message.respond(encoder.encode(JSON.stringify(reply)));
+  };
+  const service = await bus.nc.services.add({
+    name: responder,
+    version: '1.0.0',
+    queue: responder,
+    description: `Paygate ${responder} RPCs (namespace ${bus.namespace})`,
+  });
+  for (const [name, handler] of Object.entries(handlers) as Array<[RpcName, RpcHandler<RpcName>]>) {
+    service.addEndpoint(name.replace(/\./g, '_'), {
+      subject: bus.rpcSubject(name),
+      metadata: { rpc: name },
+      handler: (error, message) => {
+        if (error) return;
+        const task = answer(name, handler, message).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+      },
+    });
+  }
+  // The server knows the subscriptions once the flush returns: a request sent after this is answered.
+  await bus.nc.flush();
+  return {
+    service,
+    async stop() {
+      await service.stop();
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+/** One RPC served alone (see serveRpcs). */
+export function serveRpc<N extends RpcName>(
+  bus: Bus,
+  name: N,
+  handler: RpcHandler<N>,
+  logger: RpcLogger,
+): Promise<RpcServer> {
+  const handlers = { [name]: handler } as RpcHandlers<ServiceName>;
+  return serveRpcs(bus, RPCS[name].responder as ServiceName, handlers, logger);
+}
+
+const oneLine = (text: string) => text.replace(/[\r\n]+/g, ' ').slice(0, 500);

@@ -1,0 +1,37 @@
+import { Type } from '@sinclair/typebox';
+import { Address, Id, IsoTime, TxHash, UsdcAmount } from '../primitives';
+
+/**
+ * Who may claim an on-chain transfer, i.e. spend it on one thing: an x402 proof at a paid skill URL (`x402`),
+ * the seller middleware's `POST /api/verify` (`verify`), a checkout session (`checkout`), or an operator sending
+ * unmatched money back (`operator_refund`).
+ */
+export const ClaimChannel = Type.Union([
+  Type.Literal('x402'),
+  Type.Literal('verify'),
+  Type.Literal('checkout'),
+  Type.Literal('operator_refund'),
+]);
+
+/**
+ * The ledger recorded the one claim on a transfer (chainId:txHash:logIndex): from now on it pays for what
+ * `channel` + `reference` name and nothing else. Checkout uses it to keep a claimed transfer off its list of
+ * unmatched money, whichever of the claim and the transfer it hears of first.
+ */
+/** A claim's fields, shared by the `ledger.claim_transfer` request and the `transfer.claimed` event. */
+export const TransferClaimFields = {
+  chainId: Type.Integer({ minimum: 1 }),
+  txHash: TxHash,
+  logIndex: Type.Integer({ minimum: 0 }),
+  channel: ClaimChannel,
+  /** What the transfer pays for, in the channel's terms (`<network>:<txHash>`, a session id, a transfer id). */
+  reference: Type.String({ minLength: 1, maxLength: 160 }),
+  /** The transfer's sender and amount as the claimant saw them on chain. */
+  payer: Address,
+  amount: UsdcAmount,
+};
+
+export const TransferClaimed = Type.Object(
+  { claimId: Id, ...TransferClaimFields, claimedAt: IsoTime },
+  { additionalProperties: false },
+);

@@ -1,0 +1,100 @@
+import { Type } from '@sinclair/typebox';
+import { ClaimChannel, TransferClaimFields } from '../events/claims';
+import { Address, Id, IsoTime, SignedUsdcAmount, UsdcAmount } from '../primitives';
+
+/**
+ * `ledger.claim_transfer`: spend an on-chain transfer on one thing. The first claim of a transfer
+ * (chainId, txHash, logIndex) wins, in every channel and on every replica (a unique row in the ledger); a
+ * repeated claim with the same channel and reference is answered ok again (retries, a subscription's re-use,
+ * a redelivered event), any other is refused with who holds it.
+ */
+export const ClaimTransferRequest = Type.Object(TransferClaimFields, { additionalProperties: false });
+
+export const ClaimTransferReply = Type.Union([
+  Type.Object(
+    {
+      ok: Type.Literal(true),
+      claimId: Id,
+      /** false when this channel and reference already held the claim (an idempotent repeat). */
+      fresh: Type.Boolean(),
+      claimedAt: IsoTime,
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Literal('claimed_elsewhere'),
+      message: Type.String(),
+      claimedBy: Type.Object({ channel: ClaimChannel, claimedAt: IsoTime }, { additionalProperties: false }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      /** Operator refunds only: the ledger's books say the money is not there as requested. */
+      reason: Type.Union([
+        Type.Literal('transfer_reorged'),
+        Type.Literal('amount_differs'),
+        Type.Literal('payer_differs'),
+      ]),
+      message: Type.String(),
+      booked: Type.Object({ from: Address, amount: UsdcAmount }, { additionalProperties: false }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Union([Type.Literal('invalid_request'), Type.Literal('internal_error')]),
+      message: Type.String(),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/**
+ * `ledger.reserve_payout` (settlement asks before a payout): moves the seller's whole available balance to
+ * payout-pending when it is > 0 and at least `minimumAmount`, idempotently per settlementId (a repeat gets the
+ * stored answer).
+ */
+export const ReservePayoutRequest = Type.Object(
+  {
+    settlementId: Id,
+    sellerId: Id,
+    /** Reserve nothing unless at least this much is available. */
+    minimumAmount: UsdcAmount,
+  },
+  { additionalProperties: false },
+);
+
+export const ReservePayoutReply = Type.Union([
+  Type.Object({ ok: Type.Literal(true), amount: UsdcAmount }, { additionalProperties: false }),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Union([Type.Literal('below_minimum'), Type.Literal('nothing_available')]),
+      /** May be negative: refunds booked after a payout are owed by the seller. */
+      available: SignedUsdcAmount,
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/** `ledger.cancel_payout`: settlement gave a payout up; the reserved amount returns to the seller's balance. */
+export const CancelPayoutRequest = Type.Object({ settlementId: Id }, { additionalProperties: false });
+
+export const CancelPayoutReply = Type.Union([
+  Type.Object(
+    { ok: Type.Literal(true), status: Type.Union([Type.Literal('cancelled'), Type.Literal('refused')]) },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Union([Type.Literal('unknown_settlement'), Type.Literal('already_completed')]),
+    },
+    { additionalProperties: false },
+  ),
+]);

@@ -1,0 +1,129 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ServiceName } from '../subjects';
+import { ajv } from '../validation';
+import {
+  CancelPayoutReply,
+  CancelPayoutRequest,
+  ClaimTransferReply,
+  ClaimTransferRequest,
+  ReservePayoutReply,
+  ReservePayoutRequest,
+} from './escrow-ledger';
+import {
+  ResolveApiKeyReply,
+  ResolveApiKeyRequest,
+  WebhookSecretReply,
+  WebhookSecretRequest,
+} from './registry';
+import {
+  RelayerStatusReply,
+  RelayerStatusRequest,
+  RelayerSubmitReply,
+  RelayerSubmitRequest,
+} from './settlement';
+
+export * from './escrow-ledger';
+export * from './registry';
+export * from './settlement';
+
+interface RpcDefinition {
+  /** The service that answers (queue group of its replicas). */
+  responder: ServiceName;
+  request: TSchema;
+  reply: TSchema;
+  description: string;
+}
+
+/**
+ * Request-reply calls over NATS (subject `rpc.<namespace>.<name>`), declared once: the requester validates its
+ * request and the reply, the responder validates the request and its reply, both against these schemas.
+ * `@paygate/bus` serves them with the NATS service API (serveRpcs) and calls them with requestRpc.
+ */
+export const RPCS = {
+  'ledger.claim_transfer': {
+    responder: 'escrow-ledger',
+    request: ClaimTransferRequest,
+    reply: ClaimTransferReply,
+    description:
+      'Spend an on-chain transfer on one thing; the first claim of a transfer wins across channels.',
+  },
+  'ledger.reserve_payout': {
+    responder: 'escrow-ledger',
+    request: ReservePayoutRequest,
+    reply: ReservePayoutReply,
+    description: "Reserve a seller's available balance for a payout (idempotent per settlementId).",
+  },
+  'ledger.cancel_payout': {
+    responder: 'escrow-ledger',
+    request: CancelPayoutRequest,
+    reply: CancelPayoutReply,
+    description: "Give a payout's reservation back to the seller's available balance.",
+  },
+  'registry.resolve_api_key': {
+    responder: 'registry',
+    request: ResolveApiKeyRequest,
+    reply: ResolveApiKeyReply,
+    description:
+      'The seller holding a secret API key (compared by hash), or named by a valid dashboard session token.',
+  },
+  'registry.webhook_secret': {
+    responder: 'registry',
+    request: WebhookSecretRequest,
+    reply: WebhookSecretReply,
+    description: "A seller's webhook signing secret, for the notifier.",
+  },
+  'relayer.submit_authorization': {
+    responder: 'settlement',
+    request: RelayerSubmitRequest,
+    reply: RelayerSubmitReply,
+    description:
+      "Submit an x402 payment's EIP-3009 authorization into escrow once, with the relayer's gas-only key.",
+  },
+  'relayer.status': {
+    responder: 'settlement',
+    request: RelayerStatusRequest,
+    reply: RelayerStatusReply,
+    description: 'Whether the relayer can pay gas (x402 is offered only then).',
+  },
+} as const satisfies Record<string, RpcDefinition>;
+
+export type RpcName = keyof typeof RPCS;
+export type RpcRequest<N extends RpcName> = Static<(typeof RPCS)[N]['request']>;
+export type RpcReply<N extends RpcName> = Static<(typeof RPCS)[N]['reply']>;
+
+export class RpcValidationError extends Error {
+  constructor(
+    readonly rpc: string,
+    readonly part: 'request' | 'reply',
+    readonly errors: ErrorObject[],
+  ) {
+    super(
+      `invalid ${rpc} ${part}: ${errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ')}`,
+    );
+    this.name = 'RpcValidationError';
+  }
+}
+
+const validators = new Map<string, ValidateFunction>();
+function validatorFor(name: RpcName, part: 'request' | 'reply'): ValidateFunction {
+  const key = `${name}:${part}`;
+  let validator = validators.get(key);
+  if (!validator) {
+    validator = ajv.compile(RPCS[name][part]);
+    validators.set(key, validator);
+  }
+  return validator;
+}
+
+export function validateRpcRequest<N extends RpcName>(name: N, value: unknown): RpcRequest<N> {
+  const validator = validatorFor(name, 'request');
+  if (!validator(value)) throw new RpcValidationError(name, 'request', validator.errors ?? []);
+  return value as RpcRequest<N>;
+}
+
+export function validateRpcReply<N extends RpcName>(name: N, value: unknown): RpcReply<N> {
+  const validator = validatorFor(name, 'reply');
+  if (!validator(value)) throw new RpcValidationError(name, 'reply', validator.errors ?? []);
+  return value as RpcReply<N>;
+}

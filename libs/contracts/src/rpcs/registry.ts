@@ -1,0 +1,56 @@
+import { Type } from '@sinclair/typebox';
+import { Address, Id } from '../primitives';
+
+/**
+ * Request-reply with the registry. The API key travels over NATS inside the cluster (TLS in production); the
+ * registry hashes it and compares hashes, never storing it in clear.
+ */
+
+/** A seller's secret key as written in `Authorization: Bearer sk_…`. */
+export const API_KEY_PATTERN = /^sk_[A-Za-z0-9_-]{16,128}$/;
+export const PUBLISHABLE_KEY_PATTERN = /^pk_[A-Za-z0-9_-]{16,128}$/;
+/**
+ * The shape of a dashboard session token (the registry's HS256 JWT from Sign-In with Ethereum). The seller
+ * dashboard calls every seller API with it, so the browser never has to hold the sk_ key.
+ */
+export const SESSION_TOKEN_PATTERN = /^[A-Za-z0-9_-]{8,1024}\.[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{16,512}$/;
+
+/** `registry.resolve_api_key`: who holds this secret key, or which seller this valid session token names. */
+export const ResolveApiKeyRequest = Type.Object(
+  {
+    apiKey: Type.String({
+      pattern: `^(?:${API_KEY_PATTERN.source.slice(1, -1)}|${SESSION_TOKEN_PATTERN.source.slice(1, -1)})$`,
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const SellerIdentity = Type.Object(
+  {
+    sellerId: Id,
+    walletAddress: Address,
+    payoutAddress: Address,
+    publishableKey: Type.String({ pattern: '^pk_', maxLength: 200 }),
+    apiKeyVersion: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+
+export const ResolveApiKeyReply = Type.Union([
+  Type.Object({ ok: Type.Literal(true), seller: SellerIdentity }, { additionalProperties: false }),
+  Type.Object(
+    { ok: Type.Literal(false), reason: Type.Literal('unknown_key') },
+    { additionalProperties: false },
+  ),
+]);
+
+/** `registry.webhook_secret`: the seller's webhook signing secret (notifier signs with it; never in events). */
+export const WebhookSecretRequest = Type.Object({ sellerId: Id }, { additionalProperties: false });
+
+export const WebhookSecretReply = Type.Union([
+  Type.Object(
+    { ok: Type.Literal(true), secret: Type.String({ minLength: 1 }), version: Type.Integer({ minimum: 0 }) },
+    { additionalProperties: false },
+  ),
+  Type.Object({ ok: Type.Literal(false) }, { additionalProperties: false }),
+]);

@@ -1,0 +1,94 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { Address, TxHash } from '../primitives';
+
+/**
+ * Request-reply with settlement's relayer: the gas-only key that submits EIP-3009 `transferWithAuthorization`
+ * for x402 payments (gateway-proxy asks; settlement, the only service that signs transactions, answers).
+ * Declared in RPCS as `relayer.submit_authorization` and `relayer.status`.
+ */
+
+const Bytes32 = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
+const UintString = Type.String({ pattern: '^(0|[1-9][0-9]{0,77})$' });
+
+/** The EIP-3009 authorization as the payer signed it (x402 `exact` scheme payload). */
+export const TransferAuthorization = Type.Object(
+  {
+    from: Address,
+    to: Address,
+    value: UintString,
+    validAfter: UintString,
+    validBefore: UintString,
+    nonce: Bytes32,
+  },
+  { additionalProperties: false },
+);
+export type TransferAuthorization = Static<typeof TransferAuthorization>;
+
+export const RelayerSubmitRequest = Type.Object(
+  {
+    chainId: Type.Integer({ minimum: 1 }),
+    token: Address,
+    authorization: TransferAuthorization,
+    /** 65-byte ECDSA signature, or an ERC-1271 contract wallet's signature bytes. */
+    signature: Type.String({ pattern: '^0x[0-9a-fA-F]{2,4096}$' }),
+    /** How long to wait for the receipt before answering `submitted` (bounded by the relayer). */
+    waitForReceiptMs: Type.Integer({ minimum: 0, maximum: 60_000 }),
+  },
+  { additionalProperties: false },
+);
+export type RelayerSubmitRequest = Static<typeof RelayerSubmitRequest>;
+
+/**
+ * - `confirmed`: the authorization was executed on chain (by us, or `usedElsewhere` by another submitter), the
+ *   transfer's tx hash, block and log index given;
+ * - `submitted`: broadcast, no receipt yet within waitForReceiptMs (ask again with the same request);
+ * - refused with a reason that maps to x402's error codes (nothing was sent).
+ */
+export const RelayerSubmitReply = Type.Union([
+  Type.Object({
+    ok: Type.Literal(true),
+    status: Type.Union([Type.Literal('confirmed'), Type.Literal('submitted')]),
+    txHash: TxHash,
+    blockNumber: Type.Optional(Type.Integer({ minimum: 0 })),
+    logIndex: Type.Optional(Type.Integer({ minimum: 0 })),
+    usedElsewhere: Type.Boolean(),
+    /** The relayer's time: its own checks, the node's simulation, sign+record+broadcast, the wait for the block. */
+    timings: Type.Object({
+      checksMs: Type.Number(),
+      simulationMs: Type.Number(),
+      submissionMs: Type.Number(),
+      inclusionMs: Type.Number(),
+    }),
+  }),
+  Type.Object({
+    ok: Type.Literal(false),
+    reason: Type.Union([
+      Type.Literal('invalid_request'),
+      Type.Literal('relayer_unavailable'),
+      Type.Literal('relayer_out_of_gas'),
+      Type.Literal('insufficient_funds'),
+      Type.Literal('invalid_signature'),
+      Type.Literal('authorization_expired'),
+      Type.Literal('authorization_not_yet_valid'),
+      Type.Literal('nonce_already_used'),
+      Type.Literal('authorization_conflict'),
+      Type.Literal('simulation_failed'),
+      Type.Literal('transaction_failed'),
+      Type.Literal('chain_unavailable'),
+      Type.Literal('internal_error'),
+    ]),
+    message: Type.String(),
+  }),
+]);
+export type RelayerSubmitReply = Static<typeof RelayerSubmitReply>;
+
+export const RelayerStatusRequest = Type.Object({}, { additionalProperties: false });
+
+export const RelayerStatusReply = Type.Object({
+  available: Type.Boolean(),
+  address: Type.Union([Address, Type.Null()]),
+  /** Native balance (wei, decimal string) the relayer pays gas from. */
+  balanceWei: Type.String(),
+  reason: Type.Union([Type.String(), Type.Null()]),
+});
+export type RelayerStatusReply = Static<typeof RelayerStatusReply>;

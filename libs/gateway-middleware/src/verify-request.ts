@@ -1,0 +1,197 @@
+import { createHash, verify } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import {
+  EMPTY_BODY_SHA256,
+  PAID_REQUEST_HEADERS,
+  parseRequestSignature,
+  REQUEST_SIGNATURE_HEADER,
+  requestSigningPayload,
+} from '@paygate/agent-client';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { DEFAULT_API_BASE_URL } from './gateway';
+import { JwksKeys } from './jwks';
+import { PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { MemoryReplayStore } from './tickets';
+import type { TicketReplayStore } from './types';
+
+export interface VerifyPaygateRequestOptions {
+  /** Paygate's address (its JWKS). Defaults to PAYGATE_BASE_URL or http://localhost:8080 (the dev edge). */
+  paygateUrl?: string;
+  /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
+  toleranceSeconds?: number;
+  /**
+   * Where seen nonces are kept until they are too old to pass the timestamp check; in process memory by default
+   * (bounded: 100 000 nonces). Pass a shared store when several replicas serve the same origin.
+   */
+  replayStore?: TicketReplayStore;
+  /** Only requests for these skill names pass (403 otherwise). Default: any skill. */
+  skills?: string[];
+  /** Largest body read to check its hash. Default 10 MiB (the gateway's own limit). */
+  maxBodyBytes?: number;
+  /** Longest wait for Paygate's JWKS. Default 5000 ms. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** What a verified request carries (req.paygate): the signed X-Paygate-* values. */
+export interface PaygateRequest {
+  skill: string;
+  txHash: string;
+  payer: string;
+  amount: string;
+  nonce: string;
+  signedAt: Date;
+}
+
+declare global {
+  namespace Express {
+    interface Request {
+      paygate?: PaygateRequest;
+      /** The body bytes as received (set by verifyPaygateRequest when it read them, or by you in express.json's verify). */
+      rawBody?: Buffer;
+    }
+  }
+}
+
+type Refusal = { status: number; reason: string; message: string };
+const refusal = (reason: string, message: string, status = 401): Refusal => ({ status, reason, message });
+
+/**
+ * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment.
+ * Checks X-Paygate-Signature (ES256 by Paygate's published key) over method, path and query, the body's
+ * sha256, the timestamp (within `toleranceSeconds`), the nonce (never seen before) and the X-Paygate-Skill,
+ * -Tx-Hash, -Payer and -Amount headers; then sets req.paygate and calls next(). Anything else: 401
+ * `{ error: "Invalid Paygate signature", reason, message }`.
+ *
+ *   app.use(verifyPaygateRequest());
+ *
+ * Mount it before any body parser: it reads the body itself (req.rawBody; a JSON body is parsed into req.body).
+ * Behind a parser, keep the bytes with `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`.
+ */
+export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}): RequestHandler {
+  const baseUrl = (options.paygateUrl ?? DEFAULT_API_BASE_URL).replace(/\/$/, '');
+  const keys = new JwksKeys(new PaygateApi(baseUrl, '', options.timeoutMs ?? 5000, options.fetch ?? fetch));
+  const toleranceSeconds = options.toleranceSeconds ?? 300;
+  const replay = options.replayStore ?? new MemoryReplayStore();
+  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const skills = options.skills ? new Set(options.skills) : undefined;
+
+  async function check(req: Request): Promise<Refusal | PaygateRequest> {
+    const header = req.header(REQUEST_SIGNATURE_HEADER);
+    if (!header) return refusal('missing_signature', `no ${REQUEST_SIGNATURE_HEADER}: call through Paygate`);
+    const signature = parseRequestSignature(header);
+    if (!signature)
+      return refusal(
+        'malformed_signature',
+        `${REQUEST_SIGNATURE_HEADER} must be "v1; kid=…; t=…; nonce=…; sig=…"`,
+      );
+    const skewSeconds = Math.abs(Date.now() / 1000 - signature.timestamp);
+    if (skewSeconds > toleranceSeconds)
+      return refusal(
+        'stale_signature',
+        `signed ${Math.round(skewSeconds)} s away from this server's clock (at most ${toleranceSeconds} s)`,
+      );
+    const key = await keys.key(signature.kid);
+    if (!key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
+    const body = await bodyOf(req, maxBodyBytes);
+    if (!Buffer.isBuffer(body)) return body;
+    const paid = {
+      skill: req.header(PAID_REQUEST_HEADERS.skill) ?? '',
+      txHash: req.header(PAID_REQUEST_HEADERS.txHash) ?? '',
+      payer: req.header(PAID_REQUEST_HEADERS.payer) ?? '',
+      amount: req.header(PAID_REQUEST_HEADERS.amount) ?? '',
+    };
+    const payload = requestSigningPayload({
+      kid: signature.kid,
+      timestamp: signature.timestamp,
+      nonce: signature.nonce,
+      method: req.method,
+      pathAndQuery: req.originalUrl,
+      bodySha256: body.length ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_SHA256,
+      ...paid,
+    });
+    const valid = verify(
+      'sha256',
+      Buffer.from(payload),
+      { key, dsaEncoding: 'ieee-p1363' },
+      Buffer.from(signature.signature, 'base64url'),
+    );
+    if (!valid)
+      return refusal(
+        'invalid_signature',
+        'the signature does not match this method, path, body and X-Paygate-* headers',
+      );
+    if (skills && !skills.has(paid.skill))
+      return refusal('wrong_skill', `this server does not sell skill "${paid.skill}"`, 403);
+    // Checked last, so only a genuine signature takes a place in the store.
+    const expiresAtMs = (signature.timestamp + toleranceSeconds) * 1000;
+    if (!(await replay.markUsed(`paygate-request:${signature.nonce}`, expiresAtMs)))
+      return refusal('replayed_request', 'this signed request was already accepted once');
+    const unparsable = parseJsonBody(req);
+    if (unparsable) return unparsable;
+    return { ...paid, nonce: signature.nonce, signedAt: new Date(signature.timestamp * 1000) };
+  }
+
+  return (req: Request, res: Response, next: NextFunction) => {
+    check(req).then(
+      (outcome) => {
+        if ('status' in outcome) {
+          res
+            .status(outcome.status)
+            .json({ error: 'Invalid Paygate signature', reason: outcome.reason, message: outcome.message });
+          return;
+        }
+        req.paygate = outcome;
+        next();
+      },
+      (error) => {
+        if (error instanceof PaygateUnavailableError) {
+          res.status(500).json({ error: 'Payment service unavailable', message: error.message });
+          return;
+        }
+        next(error);
+      },
+    );
+  };
+}
+
+function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** The body bytes: kept by an earlier parser, or read here (bounded) and left on req.rawBody. */
+async function bodyOf(req: Request, maxBytes: number): Promise<Buffer | Refusal> {
+  if (Buffer.isBuffer(req.rawBody)) return req.rawBody;
+  if (Buffer.isBuffer(req.body)) return req.body;
+  if (!declaresBody(req)) return Buffer.alloc(0);
+  if (req.readableEnded)
+    return refusal(
+      'body_unavailable',
+      'a body parser read the body before verifyPaygateRequest: mount it first, or keep the bytes in req.rawBody',
+      500,
+    );
+  if (Number(req.headers['content-length'] ?? 0) > maxBytes)
+    return refusal('body_too_large', `the body must be at most ${maxBytes} bytes`, 413);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) return refusal('body_too_large', `the body must be at most ${maxBytes} bytes`, 413);
+    chunks.push(chunk);
+  }
+  req.rawBody = Buffer.concat(chunks, size);
+  return req.rawBody;
+}
+
+/** A JSON body this middleware read goes on req.body, as express.json would have put it. */
+function parseJsonBody(req: Request): Refusal | undefined {
+  if (req.body !== undefined || !req.rawBody?.length) return undefined;
+  if (!/\bjson\b/i.test(req.headers['content-type'] ?? '')) return undefined;
+  try {
+    req.body = JSON.parse(req.rawBody.toString('utf8'));
+    return undefined;
+  } catch {
+    return refusal('invalid_json', 'the body is not valid JSON', 400);
+  }
+}

@@ -1,0 +1,152 @@
+import { createHash, createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
+import http, { type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { formatRequestSignature, requestSigningPayload } from '@paygate/agent-client';
+import express from 'express';
+import { MemoryReplayStore, verifyPaygateRequest } from '../src';
+
+/**
+ * verifyPaygateRequest's body handling and bounds, against a JWKS served here (the signed forwards through the real
+ * gateway: services/gateway-proxy/test/proxy.test.ts).
+ */
+describe('verifyPaygateRequest', () => {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
+  const kid = 'test-key';
+  let jwks: Server;
+  let paygateUrl: string;
+  let nonce = 0;
+
+  beforeAll(async () => {
+    jwks = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys: [{ ...jwk, kid, alg: 'ES256', use: 'sig' }] }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
+    paygateUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise((resolve) => jwks.close(resolve)));
+
+  function signedHeaders(method: string, pathAndQuery: string, body: string): Record<string, string> {
+    const paid = { skill: 'weather', txHash: `0x${'12'.repeat(32)}`, payer: '0xabc', amount: '0.05' };
+    const fields = {
+      kid,
+      timestamp: Math.floor(Date.now() / 1000),
+      nonce: `n-${++nonce}`,
+      method,
+      pathAndQuery,
+      bodySha256: createHash('sha256').update(body).digest('hex'),
+      ...paid,
+    };
+    const signature = sign('sha256', Buffer.from(requestSigningPayload(fields)), {
+      key: privateKey,
+      dsaEncoding: 'ieee-p1363',
+    }).toString('base64url');
+    return {
+      'content-type': 'application/json',
+      'x-paygate-signature': formatRequestSignature({ ...fields, signature }),
+      'x-paygate-skill': paid.skill,
+      'x-paygate-tx-hash': paid.txHash,
+      'x-paygate-payer': paid.payer,
+      'x-paygate-amount': paid.amount,
+    };
+  }
+
+  async function serve(app: express.Express, run: (url: string) => Promise<void>): Promise<void> {
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  }
+
+  it('reads the body itself (req.rawBody, JSON on req.body), or takes the bytes a parser kept; refuses a parsed body it cannot hash', async () => {
+    const body = '{"city":  "Porto"}';
+    const first = express();
+    first.use(verifyPaygateRequest({ paygateUrl }));
+    first.use(express.json());
+    first.post('/echo', (req, res) => res.json({ body: req.body, raw: req.rawBody?.toString() }));
+    await serve(first, async (url) => {
+      const res = await fetch(`${url}/echo?a=1`, {
+        method: 'POST',
+        headers: signedHeaders('POST', '/echo?a=1', body),
+        body,
+      });
+      expect(await res.json()).toEqual({ body: { city: 'Porto' }, raw: body });
+    });
+
+    const kept = express();
+    kept.use(
+      express.json({
+        verify: (req, _res, buf) => {
+          (req as express.Request).rawBody = buf;
+        },
+      }),
+    );
+    kept.use(verifyPaygateRequest({ paygateUrl }));
+    kept.post('/echo', (req, res) => res.json({ city: req.body.city, paid: req.paygate?.skill }));
+    await serve(kept, async (url) => {
+      const res = await fetch(`${url}/echo`, {
+        method: 'POST',
+        headers: signedHeaders('POST', '/echo', body),
+        body,
+      });
+      expect(await res.json()).toEqual({ city: 'Porto', paid: 'weather' });
+    });
+
+    const parsedFirst = express();
+    parsedFirst.use(express.json());
+    parsedFirst.use(verifyPaygateRequest({ paygateUrl }));
+    parsedFirst.post('/echo', (_req, res) => res.json({ served: true }));
+    await serve(parsedFirst, async (url) => {
+      const res = await fetch(`${url}/echo`, {
+        method: 'POST',
+        headers: signedHeaders('POST', '/echo', body),
+        body,
+      });
+      expect(res.status).toBe(500);
+      expect((await res.json()).reason).toBe('body_unavailable');
+    });
+  });
+
+  it('refuses a body over maxBodyBytes and a request for another skill', async () => {
+    const app = express();
+    app.use('/small', verifyPaygateRequest({ paygateUrl, maxBodyBytes: 10 }));
+    app.use('/other', verifyPaygateRequest({ paygateUrl, skills: ['news'] }));
+    app.post(['/small', '/other'], (_req, res) => res.json({ served: true }));
+    await serve(app, async (url) => {
+      const body = '{"city": "Porto"}';
+      const large = await fetch(`${url}/small`, {
+        method: 'POST',
+        headers: signedHeaders('POST', '/small', body),
+        body,
+      });
+      expect({ status: large.status, reason: (await large.json()).reason }).toEqual({
+        status: 413,
+        reason: 'body_too_large',
+      });
+      const other = await fetch(`${url}/other`, {
+        method: 'POST',
+        headers: signedHeaders('POST', '/other', body),
+        body,
+      });
+      expect({ status: other.status, reason: (await other.json()).reason }).toEqual({
+        status: 403,
+        reason: 'wrong_skill',
+      });
+    });
+  });
+
+  it('MemoryReplayStore stays bounded: when full, the oldest id is forgotten first', () => {
+    const store = new MemoryReplayStore(3);
+    const later = Date.now() + 60_000;
+    for (const id of ['a', 'b', 'c']) expect(store.markUsed(id, later)).toBe(true);
+    expect(store.markUsed('c', later)).toBe(false);
+    expect(store.markUsed('d', later)).toBe(true);
+    expect(store.markUsed('b', later)).toBe(false);
+    expect(store.markUsed('a', later)).toBe(true);
+  });
+});

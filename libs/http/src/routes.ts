@@ -1,0 +1,198 @@
+import type { Static, TObject, TSchema } from '@sinclair/typebox';
+import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
+import {
+  errorResponses,
+  type JsonSchemaObject,
+  jsonRequestBody,
+  jsonResponse,
+  type OpenApiDocumentOptions,
+  openApiDocument,
+  plainSchema,
+  schemaParameters,
+} from './openapi';
+import { assertValid } from './validation';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'head';
+
+/** How a route authenticates: the OpenAPI security scheme it documents and the middleware that enforces it. */
+export interface RouteAuth {
+  /** Name of a security scheme of the document (`apiKey`, `publishableKey`, `operatorToken`…). */
+  scheme: string;
+  middleware: RequestHandler;
+}
+
+/** A response: a JSON body schema, or a description with an optional schema and content type. */
+export type RouteResponse =
+  | TSchema
+  | {
+      description: string;
+      schema?: TSchema | JsonSchemaObject;
+      contentType?: string;
+      headers?: JsonSchemaObject;
+    };
+
+export interface RouteDefinition<
+  Params extends TObject | undefined = undefined,
+  Query extends TObject | undefined = undefined,
+  Body extends TSchema | undefined = undefined,
+> {
+  method: HttpMethod;
+  /** Express path (`/api/v1/settlements/:settlementId`); OpenAPI gets `{settlementId}`. */
+  path: string;
+  summary: string;
+  description?: string;
+  tags?: string[];
+  /** One scheme, or several any of which is accepted (the middleware decides). */
+  auth?: RouteAuth | { schemes: string[]; middleware: RequestHandler };
+  params?: Params;
+  /** Query strings are coerced to the schema's types (`?limit=5` → 5) before validation. */
+  query?: Query;
+  body?: Body;
+  /** Documented only: validated by the handler or a shared helper (for example `Idempotency-Key`). */
+  headers?: JsonSchemaObject[];
+  /** Named request examples shown in the document. */
+  bodyExamples?: Record<string, unknown>;
+  responses: Record<string, RouteResponse>;
+  /** Error statuses, documented with the shared error body: `{ '404': 'no such settlement' }`. */
+  errors?: Record<string, string>;
+  /** Middleware run after authentication and validation, before the handler (rate limits, idempotency…). */
+  before?: RequestHandler[];
+  handler: (
+    req: Request<
+      Params extends TObject ? Static<Params> : Record<string, string>,
+      unknown,
+      Body extends TSchema ? Static<Body> : unknown,
+      Query extends TObject ? Static<Query> : Record<string, unknown>
+    >,
+    res: Response,
+    next: NextFunction,
+  ) => unknown;
+}
+
+/** Any route, whatever its schemas (what lists of routes hold). */
+export type AnyRoute = RouteDefinition<any, any, any>;
+
+/**
+ * Declares a route once: the method, path, schemas of params/query/body/responses, auth and handler. `mountRoutes`
+ * registers it on express with its validation, and `routesOpenApi` documents it, so the two cannot drift.
+ */
+export function defineRoute<
+  Params extends TObject | undefined = undefined,
+  Query extends TObject | undefined = undefined,
+  Body extends TSchema | undefined = undefined,
+>(route: RouteDefinition<Params, Query, Body>): RouteDefinition<Params, Query, Body> {
+  return route;
+}
+
+/**
+ * Query and path values arrive as strings: those whose schema says integer, number or boolean are converted
+ * when they read as one (`"5"` → 5), anything else is left for the validation to refuse with its rule.
+ */
+function coerceStrings(schema: TObject, values: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values };
+  for (const [name, property] of Object.entries(schema.properties)) {
+    const value = out[name];
+    if (typeof value !== 'string') continue;
+    const type = (property as { type?: unknown }).type;
+    if ((type === 'integer' || type === 'number') && /^-?[0-9]+(\.[0-9]+)?$/.test(value))
+      out[name] = Number(value);
+    else if (type === 'boolean' && (value === 'true' || value === 'false')) out[name] = value === 'true';
+  }
+  return out;
+}
+
+function validationMiddleware(route: AnyRoute): RequestHandler {
+  const { params, query, body } = route;
+  return (req, _res, next) => {
+    if (params) assertValid(params, coerceStrings(params, req.params), 'params');
+    if (query) {
+      const coerced = assertValid(query, coerceStrings(query, { ...req.query }), 'query');
+      // Express 5's req.query is a getter: the coerced copy replaces it for the handler.
+      Object.defineProperty(req, 'query', { value: coerced, writable: true, configurable: true });
+    }
+    if (body) assertValid(body, req.body ?? {}, 'body');
+    next();
+  };
+}
+
+/** Registers each route on the app: auth, validation, `before` middleware, then the handler. */
+export function mountRoutes(app: Express, routes: AnyRoute[]): void {
+  for (const route of routes) {
+    const chain: RequestHandler[] = [];
+    if (route.auth) chain.push(route.auth.middleware);
+    chain.push(validationMiddleware(route));
+    chain.push(...(route.before ?? []));
+    chain.push(route.handler as RequestHandler);
+    app[route.method](route.path, ...chain);
+  }
+}
+
+const openApiPath = (path: string) => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
+
+function responseObject(response: RouteResponse) {
+  if ('description' in response && typeof response.description === 'string' && !('type' in response)) {
+    const {
+      description,
+      schema,
+      contentType = 'application/json',
+      headers,
+    } = response as {
+      description: string;
+      schema?: TSchema | JsonSchemaObject;
+      contentType?: string;
+      headers?: JsonSchemaObject;
+    };
+    return {
+      description,
+      ...(headers ? { headers } : {}),
+      ...(schema ? { content: { [contentType]: { schema: plainSchema(schema as TSchema) } } } : {}),
+    };
+  }
+  const schema = response as TSchema;
+  return jsonResponse(schema, schema.description ?? 'success');
+}
+
+function operationOf(route: AnyRoute) {
+  const schemes = route.auth ? ('schemes' in route.auth ? route.auth.schemes : [route.auth.scheme]) : [];
+  return {
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    ...(route.tags ? { tags: route.tags } : {}),
+    ...(schemes.length ? { security: schemes.map((scheme) => ({ [scheme]: [] })) } : {}),
+    parameters: [
+      ...(route.params ? schemaParameters('path', route.params) : []),
+      ...(route.query ? schemaParameters('query', route.query) : []),
+      ...(route.headers ?? []),
+    ],
+    ...(route.body ? { requestBody: jsonRequestBody(route.body, { examples: route.bodyExamples }) } : {}),
+    responses: {
+      ...Object.fromEntries(
+        Object.entries(route.responses).map(([status, response]) => [status, responseObject(response)]),
+      ),
+      ...errorResponses({
+        ...(route.body || route.query || route.params
+          ? { '400': 'a field breaks a rule (field and rule named)' }
+          : {}),
+        ...(route.auth ? { '401': 'missing or invalid credentials' } : {}),
+        ...(route.errors ?? {}),
+      }),
+    },
+  };
+}
+
+/** The OpenAPI 3.1 paths object of the routes (a path with several methods gets one entry per method). */
+export function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<string, unknown>> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    if (route.method === 'head') continue;
+    const path = openApiPath(route.path);
+    paths[path] ??= {};
+    paths[path][route.method] = operationOf(route);
+  }
+  return paths;
+}
+
+/** A whole OpenAPI document from the declared routes plus the document's own facts (title, schemes…). */
+export function routesOpenApi(options: Omit<OpenApiDocumentOptions, 'paths'>, routes: AnyRoute[]) {
+  return openApiDocument({ ...options, paths: routesOpenApiPaths(routes) });
+}

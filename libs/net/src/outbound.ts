@@ -1,0 +1,152 @@
+import http from 'node:http';
+import https from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
+import { bareHost, type HostResolver, isForbiddenAddress, resolveAllAddresses } from './address-policy';
+
+/** How Paygate connects to a seller's server (PROXY forwarding, validation HEADs, webhooks). */
+export interface OutboundPolicy {
+  /**
+   * Production: every connection's host is resolved at connect time and refused when any of its addresses
+   * is loopback, private, link-local or reserved. A check at registration alone is not enough: a seller's DNS
+   * can answer a public address then and 127.0.0.1 later (DNS rebinding).
+   */
+  publicOnly: boolean;
+  /** Stands in for DNS (tests); the system resolver by default. */
+  resolve?: HostResolver;
+}
+
+/** A connection refused by the production address rule. Its message says what and why, for the seller to read. */
+export class ForbiddenAddressError extends Error {
+  override name = 'ForbiddenAddressError';
+  readonly code = 'ERR_FORBIDDEN_ADDRESS';
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
+    super(
+      host === address
+        ? `refused to connect to ${address}: a loopback, private, link-local or reserved address (production rule, checked at connect time)`
+        : `refused to connect to ${host}: it resolves to ${address}, a loopback, private, link-local or reserved address (production rule, checked at connect time)`,
+    );
+  }
+}
+
+/** The refusal of a connection made straight to an IP literal (no lookup happens for those), if any. */
+function literalRefusal(policy: OutboundPolicy, hostname: string | undefined | null): Error | undefined {
+  if (!policy.publicOnly || !hostname) return undefined;
+  const host = bareHost(hostname);
+  return isIP(host) && isForbiddenAddress(host) ? new ForbiddenAddressError(host, host) : undefined;
+}
+
+function wantedFamily(family: number | string | undefined): number {
+  if (family === 'IPv4') return 4;
+  if (family === 'IPv6') return 6;
+  return typeof family === 'number' ? family : 0;
+}
+
+/**
+ * A `dns.lookup`-compatible function for `net.connect`/`tls.connect`: resolves with `policy.resolve` and, under
+ * `publicOnly`, fails the connection unless every address is public. Undefined when the default lookup will do.
+ */
+export function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
+  if (!policy.publicOnly && !policy.resolve) return undefined;
+  const resolve = policy.resolve ?? resolveAllAddresses;
+  return (hostname, options, callback) => {
+    const answer = async () => {
+      const addresses = await resolve(hostname);
+      if (policy.publicOnly) {
+        const bad = addresses.find(isForbiddenAddress);
+        if (bad !== undefined) throw new ForbiddenAddressError(hostname, bad);
+      }
+      const family = wantedFamily(options.family);
+      const usable = addresses.filter((a) => family === 0 || isIP(a) === family);
+      if (usable.length === 0) {
+        throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname });
+      }
+      return usable;
+    };
+    // The callback runs outside the promise chain: an exception thrown by it is not a second answer.
+    answer().then(
+      (usable) =>
+        process.nextTick(() =>
+          options.all
+            ? callback(
+                null,
+                usable.map((address) => ({ address, family: isIP(address) })),
+              )
+            : callback(null, usable[0]!, isIP(usable[0]!)),
+        ),
+      (error: NodeJS.ErrnoException) => process.nextTick(() => callback(error, '', 0)),
+    );
+  };
+}
+
+/** An undici dispatcher (for `fetch(url, { dispatcher })`) whose every connection obeys the policy. */
+export function sellerDispatcher(policy: OutboundPolicy, options: { connectTimeoutMs?: number } = {}): Agent {
+  const lookup = connectLookup(policy);
+  const connector = buildConnector({
+    ...(lookup ? { lookup } : {}),
+    ...(options.connectTimeoutMs ? { timeout: options.connectTimeoutMs } : {}),
+  });
+  return new Agent({
+    connect(connectOptions, callback) {
+      const refused = literalRefusal(policy, connectOptions.hostname);
+      if (refused) {
+        callback(refused, null);
+        return;
+      }
+      connector(connectOptions, callback);
+    },
+  });
+}
+
+export interface SellerFetch {
+  /** fetch (undici's, the same as Node's global one) over a dispatcher that obeys the policy. */
+  fetch(
+    url: string | URL,
+    init?: Omit<Parameters<typeof undiciFetch>[1], 'dispatcher'>,
+  ): ReturnType<typeof undiciFetch>;
+  /** Closes the pooled connections (service shutdown). */
+  close(): Promise<void>;
+}
+
+/** A fetch for calls to sellers' servers that obeys the policy; one per service, closed on shutdown. */
+export function sellerFetch(
+  policy: OutboundPolicy,
+  options: { connectTimeoutMs?: number } = {},
+): SellerFetch {
+  const dispatcher = sellerDispatcher(policy, options);
+  return {
+    fetch: (url, init) => undiciFetch(url, { ...init, dispatcher }),
+    close: () => dispatcher.close(),
+  };
+}
+
+export interface SellerHttpAgents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+/** `node:http`/`node:https` agents (for `http.request({ agent })`) whose every connection obeys the policy. */
+export function sellerHttpAgents(policy: OutboundPolicy, options: http.AgentOptions = {}): SellerHttpAgents {
+  const lookup = connectLookup(policy);
+  const agentOptions = lookup ? { ...options, lookup } : options;
+  return {
+    http: guardLiterals(new http.Agent(agentOptions), policy),
+    https: guardLiterals(new https.Agent(agentOptions), policy),
+  };
+}
+
+function guardLiterals<A extends http.Agent>(agent: A, policy: OutboundPolicy): A {
+  if (!policy.publicOnly) return agent;
+  const createConnection = agent.createConnection.bind(agent);
+  agent.createConnection = (options, callback) => {
+    const refused = literalRefusal(policy, options.host ?? options.hostname);
+    if (!refused) return createConnection(options, callback);
+    // Answered like a failed connect: the request emits 'error' with the refusal.
+    process.nextTick(() => callback?.(refused, undefined as never));
+    return undefined;
+  };
+  return agent;
+}

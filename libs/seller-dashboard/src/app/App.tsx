@@ -1,0 +1,131 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { createApiClient } from './api';
+import { Dashboard } from './context';
+import { MoneyPage, TransactionPage } from './money';
+import { useRoute } from './router';
+import { clearSession, loadSession, type Session, saveSession } from './session';
+import { SettingsPage } from './settings';
+import { SignIn } from './sign-in';
+import { SkillEditor, SkillPage, SkillsPage } from './skills';
+import type { SignInResult } from './types';
+import { Link, SecretOnce } from './ui';
+
+const NAV: Array<[string, string]> = [
+  ['/skills', 'Skills'],
+  ['/money', 'Money'],
+  ['/settings', 'Settings'],
+];
+
+export function App() {
+  const [session, setSession] = useState<Session | undefined>(() => loadSession(new Date()));
+  const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
+  const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
+  const route = useRoute();
+
+  const signOut = (reason?: string) => {
+    clearSession();
+    setSession(undefined);
+    setFirstLogin(undefined);
+    setSignedOutReason(reason);
+  };
+  const api = useMemo(
+    () =>
+      createApiClient({
+        token: () => session?.token,
+        onUnauthorized: () => signOut('Your session ended. Sign in again to continue.'),
+      }),
+    [session?.token],
+  );
+
+  const firstRoute = useRef(true);
+  useEffect(() => {
+    const title = NAV.find(([path]) => route.startsWith(path))?.[1];
+    document.title = `${title ? `${title} · ` : ''}Paygate seller dashboard`;
+    // After an in-app navigation, move focus to the new content so keyboard and screen-reader users start there.
+    if (firstRoute.current) firstRoute.current = false;
+    else document.getElementById('main')?.focus();
+  }, [route]);
+
+  if (!session) {
+    return (
+      <SignIn
+        api={api}
+        notice={signedOutReason}
+        onSignedIn={(result) => {
+          setSession(saveSession(result));
+          setSignedOutReason(undefined);
+          if (result.apiKey) setFirstLogin(result);
+        }}
+      />
+    );
+  }
+
+  return (
+    <Dashboard.Provider value={{ api, session, signOut }}>
+      <a class="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header class="container">
+        <nav aria-label="Main">
+          <ul>
+            <li>
+              <strong>Paygate</strong>
+            </li>
+          </ul>
+          <ul>
+            {NAV.map(([path, label]) => (
+              <li key={path}>
+                <Link to={path} current={route.startsWith(path)}>
+                  {label}
+                </Link>
+              </li>
+            ))}
+            <li>
+              <button
+                type="button"
+                class="outline secondary small"
+                onClick={() => signOut('You signed out.')}
+              >
+                Sign out
+              </button>
+            </li>
+          </ul>
+        </nav>
+        <p class="who">
+          Signed in as <code>{session.walletAddress}</code>
+        </p>
+      </header>
+      <main id="main" class="container" tabIndex={-1}>
+        {firstLogin?.apiKey ? (
+          <SecretOnce
+            label="secret API key (sk_)"
+            value={firstLogin.apiKey}
+            onDone={() => setFirstLogin(undefined)}
+          >
+            <p>
+              Welcome to Paygate. Your servers use this key for the gateway middleware and server-to-server
+              calls (<code>Authorization: Bearer sk_…</code>). Your publishable key, safe in web pages, is{' '}
+              <code>{firstLogin.publishableKey}</code>.
+            </p>
+          </SecretOnce>
+        ) : (
+          <Routes route={route} />
+        )}
+      </main>
+    </Dashboard.Provider>
+  );
+}
+
+function Routes(props: { route: string }) {
+  const { route } = props;
+  if (route === '/skills/new') return <SkillEditor />;
+  const edit = /^\/skills\/([a-z0-9-]+)\/edit$/.exec(route);
+  if (edit) return <SkillEditor name={edit[1]!} />;
+  const skill = /^\/skills\/([a-z0-9-]+)$/.exec(route);
+  if (skill) return <SkillPage name={skill[1]!} />;
+  const transaction = /^\/money\/transactions\/([A-Za-z0-9_-]+)$/.exec(route);
+  if (transaction) return <TransactionPage id={transaction[1]!} />;
+  if (route.startsWith('/money')) return <MoneyPage />;
+  if (route.startsWith('/settings')) return <SettingsPage />;
+  return <SkillsPage />;
+}

@@ -1,0 +1,172 @@
+/**
+ * The dashboard's only way to the server: the public REST API under the same origin, with the session token
+ * from Sign-In with Ethereum as `Authorization: Bearer …` (every seller route of every service accepts it).
+ */
+
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+  field?: string;
+  rule?: string;
+  requestId?: string;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+    readonly rule?: string,
+    readonly requestId?: string,
+  ) {
+    super(message);
+  }
+}
+
+export type Query = Record<string, string | number | undefined | null>;
+
+export interface RequestOptions {
+  body?: unknown;
+  query?: Query;
+  /** Creating requests send one so a retried click never creates twice. */
+  idempotencyKey?: string;
+  /** Plain text instead of JSON (SKILL.md). */
+  text?: boolean;
+}
+
+export interface ApiClient {
+  request<T>(method: string, path: string, options?: RequestOptions): Promise<T>;
+}
+
+const TIMEOUT_MS = 15_000;
+
+export function withQuery(path: string, query: Query = {}): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== null && value !== '') params.set(key, String(value));
+  }
+  const search = params.toString();
+  return search ? `${path}?${search}` : path;
+}
+
+/** The error of a failed answer, from the API's one error shape, or a plain description when there is none. */
+export async function errorFrom(response: Response): Promise<ApiError> {
+  let body: { error?: ApiErrorBody } | undefined;
+  try {
+    body = (await response.json()) as { error?: ApiErrorBody };
+  } catch {
+    body = undefined;
+  }
+  const error = body?.error;
+  if (error?.code) {
+    return new ApiError(response.status, error.code, error.message, error.field, error.rule, error.requestId);
+  }
+  return new ApiError(response.status, `http_${response.status}`, `the server answered ${response.status}`);
+}
+
+export function createApiClient(options: {
+  baseUrl?: string;
+  token: () => string | undefined;
+  onUnauthorized?: (error: ApiError) => void;
+  fetch?: typeof fetch;
+}): ApiClient {
+  const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
+  return {
+    async request<T>(method: string, path: string, request: RequestOptions = {}): Promise<T> {
+      const headers: Record<string, string> = { accept: request.text ? 'text/markdown' : 'application/json' };
+      const token = options.token();
+      if (token) headers.authorization = `Bearer ${token}`;
+      if (request.body !== undefined) headers['content-type'] = 'application/json';
+      if (request.idempotencyKey) headers['idempotency-key'] = request.idempotencyKey;
+      let response: Response;
+      try {
+        response = await doFetch(`${options.baseUrl ?? ''}${withQuery(path, request.query)}`, {
+          method,
+          headers,
+          body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
+          signal: AbortSignal.timeout(TIMEOUT_MS),
+          credentials: 'omit',
+        });
+      } catch (cause) {
+        const timedOut = (cause as Error)?.name === 'TimeoutError';
+        throw new ApiError(
+          0,
+          timedOut ? 'timeout' : 'network_error',
+          timedOut
+            ? 'Paygate did not answer in time. Check your connection and try again.'
+            : 'Paygate could not be reached. Check your connection and try again.',
+        );
+      }
+      if (!response.ok) {
+        const error = await errorFrom(response);
+        if (response.status === 401) options.onUnauthorized?.(error);
+        throw error;
+      }
+      if (response.status === 204) return undefined as T;
+      return (request.text ? await response.text() : await response.json()) as T;
+    },
+  };
+}
+
+/** A message for a person: what went wrong in plain words, with the API's own message where it is clear. */
+export function plainMessage(error: unknown): string {
+  if (!(error instanceof ApiError)) return 'Something went wrong. Try again.';
+  if (error.status === 0) return error.message;
+  if (error.status === 401) return 'Your session has ended. Sign in again.';
+  if (error.status === 403) return 'You are not allowed to do this.';
+  if (error.status === 404) return 'Not found: it may have been removed, or belongs to another account.';
+  if (error.status === 429) return 'Too many requests. Wait a moment and try again.';
+  if (error.status >= 500)
+    return `Paygate had a problem handling this (${error.code}). Try again in a moment${
+      error.requestId ? `; quote request id ${error.requestId} if it persists` : ''
+    }.`;
+  const field = error.field ? humanField(error.field) : '';
+  // The API's messages usually start with the field's own name ("description must be …"): say it once.
+  const bare = error.field?.replace(/^\/|^body\./, '') ?? '';
+  const message =
+    bare && error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
+  return field ? `${field}: ${message}` : message;
+}
+
+/** `endpoints[0].priceUsdc` → "Endpoint 1 price". */
+export function humanField(field: string): string {
+  const names: Record<string, string> = {
+    name: 'Name',
+    displayName: 'Display name',
+    description: 'Description',
+    apiBaseUrl: 'API base URL',
+    type: 'Type',
+    mode: 'Mode',
+    categories: 'Categories',
+    durationDays: 'Duration (days)',
+    requiresShipping: 'Requires shipping',
+    holdPeriodHours: 'Hold period (hours)',
+    path: 'Path',
+    method: 'Method',
+    priceUsdc: 'Price',
+    amount: 'Amount',
+    reason: 'Reason',
+    payoutAddress: 'Payout address',
+    webhookUrl: 'Webhook URL',
+    settlementFrequency: 'Settlement frequency',
+    minimumSettlement: 'Minimum settlement',
+    content: 'SKILL.md',
+  };
+  const match = /^endpoints\[(\d+)\]\.(\w+)$/.exec(field) ?? /^\/?endpoints\/(\d+)\/(\w+)$/.exec(field);
+  if (match) return `Endpoint ${Number(match[1]) + 1} ${(names[match[2]!] ?? match[2]!).toLowerCase()}`;
+  const key = field.replace(/^\/|^body\./, '');
+  return names[key] ?? key;
+}
+
+/** Field errors for a form: the API names one field and its rule per answer. */
+export function fieldErrors(error: unknown): Record<string, string> {
+  if (!(error instanceof ApiError) || !error.field) return {};
+  return { [error.field.replace(/^\/|^body\./, '').replace(/\//g, '.')]: error.message };
+}
+
+export function newIdempotencyKey(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}

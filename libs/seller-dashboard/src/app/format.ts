@@ -1,0 +1,43 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+
+/** Money stays a decimal string or a bigint of micro-USDC; never a JS number. */
+export function usd(amount: string | null | undefined): string {
+  if (amount === null || amount === undefined || amount === '') return '—';
+  const micro = parseSigned(amount);
+  const negative = micro < 0n;
+  const [whole, fraction = ''] = formatUsdc(negative ? -micro : micro).split('.');
+  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return `${negative ? '-' : ''}$${grouped}.${fraction.padEnd(2, '0')}`;
+}
+
+/** parseUsdc for amounts the API may send negative (balances: owed). */
+export function parseSigned(amount: string): bigint {
+  const text = amount.trim();
+  return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
+}
+
+export function sumUsdc(amounts: string[]): string {
+  return formatUsdc(amounts.reduce((total, amount) => total + parseSigned(amount), 0n));
+}
+
+export function dateTime(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : date.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+}
+
+export function shortHash(hash: string | null | undefined): string {
+  if (!hash) return '—';
+  return hash.length > 14 ? `${hash.slice(0, 8)}…${hash.slice(-6)}` : hash;
+}
+
+/** A block explorer page for a transaction, where the network has one; the local chain has none. */
+export function explorerTxUrl(chainId: number, txHash: string): string | undefined {
+  if (chainId === 8453) return `https://basescan.org/tx/${txHash}`;
+  if (chainId === 84532) return `https://sepolia.basescan.org/tx/${txHash}`;
+  return undefined;
+}
+
+export function statusWords(status: string): string {
+  return status.toLowerCase().replace(/_/g, ' ');
+}

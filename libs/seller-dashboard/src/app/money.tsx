@@ -1,0 +1,613 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { useMemo, useState } from 'preact/hooks';
+import { type ApiClient, fieldErrors, newIdempotencyKey, type Query } from './api';
+import { PaymentsChart } from './chart';
+import { useDashboard } from './context';
+import { transactionsCsv } from './csv';
+import { dateTime, explorerTxUrl, shortHash, statusWords, usd } from './format';
+import {
+  dailyPayments,
+  filterTransactions,
+  partialHash,
+  type TransactionFilters,
+  transactionQuery,
+} from './transactions';
+import type {
+  Balances,
+  Page,
+  Refund,
+  RefundRequest,
+  Settlement,
+  Skill,
+  Transaction,
+  TransactionDetail,
+} from './types';
+import { Empty, ErrorNote, Field, Link, Loading, Notice, StatusBadge, useAction, useLoad } from './ui';
+
+const TRANSACTION_STATUSES = [
+  'held',
+  'available',
+  'settling',
+  'settled',
+  'partially_refunded',
+  'refunded',
+  'reversed',
+];
+const PAGE_SIZE = 50;
+const CHART_DAYS = 30;
+/** Pages of 200 fetched at most for the chart and a CSV export (2,000 transactions; the API has the rest). */
+const MAX_PAGES = 10;
+
+async function fetchAll(api: ApiClient, query: Query): Promise<Transaction[]> {
+  const all: Transaction[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const result = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
+      query: { ...query, limit: 200, cursor },
+    });
+    all.push(...result.data);
+    cursor = result.nextCursor ?? undefined;
+    if (!cursor) break;
+  }
+  return all;
+}
+
+export function MoneyPage() {
+  return (
+    <>
+      <h1>Money</h1>
+      <BalancesCard />
+      <TransactionsSection />
+      <RefundRequestsSection />
+      <SettlementsSection />
+    </>
+  );
+}
+
+function BalancesCard() {
+  const { api } = useDashboard();
+  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), []);
+  const items: Array<[keyof Balances, string, string]> = [
+    ['held', 'Held', 'in escrow, in their hold period'],
+    ['available', 'Available', 'released, paid out at the next settlement'],
+    ['settling', 'Settling', 'in a payout being sent'],
+    ['settled', 'Settled', 'paid out to your address'],
+    ['owed', 'Owed', 'refunds after settlement, taken from the next payouts'],
+  ];
+  return (
+    <section aria-labelledby="balances-title">
+      <h2 id="balances-title">Balances</h2>
+      <ErrorNote error={balances.error} onRetry={balances.reload} />
+      {balances.loading && !balances.data ? (
+        <Loading what="balances" />
+      ) : (
+        balances.data && (
+          <div class="balances">
+            {items.map(([key, label, hint]) => (
+              <article key={key} class="balance">
+                <h3>{label}</h3>
+                <p class="amount" data-testid={`balance-${key}`}>
+                  {usd(balances.data![key])}
+                </p>
+                <small>{hint}</small>
+              </article>
+            ))}
+          </div>
+        )
+      )}
+    </section>
+  );
+}
+
+function TransactionsSection() {
+  const { api } = useDashboard();
+  const [filters, setFilters] = useState<TransactionFilters>({});
+  const [cursor, setCursor] = useState<string | undefined>();
+  const [rows, setRows] = useState<Transaction[]>([]);
+  const [exporting, setExporting] = useState(false);
+  // Dates, skill, status and a whole tx hash are filtered by the API; a partial hash over the rows loaded.
+  const query = transactionQuery(filters);
+  const queryKey = JSON.stringify(query);
+  const loaded = useLoad(async () => {
+    const page = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
+      query: { ...query, limit: PAGE_SIZE, cursor },
+    });
+    setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+    return page;
+  }, [queryKey, cursor]);
+  const recent = useLoad(async () => {
+    const from = new Date(Date.now() - (CHART_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
+    return fetchAll(api, { confirmedFrom: from });
+  }, []);
+  const skills = useLoad(
+    () =>
+      api
+        .request<Page<Skill>>('GET', '/api/v1/manage/skills', { query: { limit: 100 } })
+        .then((page) => page.data.map((skill) => skill.name).sort()),
+    [],
+  );
+  const filtered = useMemo(
+    () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
+    [rows, filters],
+  );
+  const series = useMemo(() => dailyPayments(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  const set = (patch: Partial<TransactionFilters>) => {
+    setFilters({ ...filters, ...patch });
+    setCursor(undefined);
+  };
+  const exportCsv = async () => {
+    setExporting(true);
+    try {
+      const all = filterTransactions(await fetchAll(api, query), { txHash: partialHash(filters.txHash) });
+      const blob = new Blob([transactionsCsv(all)], { type: 'text/csv;charset=utf-8' });
+      const url = URL.createObjectURL(blob);
+      const link = document.createElement('a');
+      link.href = url;
+      link.download = `paygate-transactions-${new Date().toISOString().slice(0, 10)}.csv`;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(url), 1000);
+    } finally {
+      setExporting(false);
+    }
+  };
+  return (
+    <section aria-labelledby="transactions-title">
+      <h2 id="transactions-title">Payments</h2>
+      {recent.data && <PaymentsChart series={series} />}
+      <ErrorNote error={recent.error} onRetry={recent.reload} />
+      <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
+        <div class="grid">
+          <Field id="f-from" label="From">
+            {(aria) => (
+              <input
+                {...aria}
+                type="date"
+                value={filters.from ?? ''}
+                onInput={(e) => set({ from: (e.target as HTMLInputElement).value || undefined })}
+              />
+            )}
+          </Field>
+          <Field id="f-to" label="To">
+            {(aria) => (
+              <input
+                {...aria}
+                type="date"
+                value={filters.to ?? ''}
+                onInput={(e) => set({ to: (e.target as HTMLInputElement).value || undefined })}
+              />
+            )}
+          </Field>
+          <Field id="f-skill" label="Skill">
+            {(aria) => (
+              <select
+                {...(aria as object)}
+                value={filters.skill ?? ''}
+                onChange={(e) => set({ skill: (e.target as HTMLSelectElement).value || undefined })}
+              >
+                <option value="">All skills</option>
+                {(skills.data ?? []).map((s) => (
+                  <option key={s}>{s}</option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field id="f-status" label="Status">
+            {(aria) => (
+              <select
+                {...(aria as object)}
+                value={filters.status ?? ''}
+                onChange={(e) => set({ status: (e.target as HTMLSelectElement).value || undefined })}
+              >
+                <option value="">Any status</option>
+                {TRANSACTION_STATUSES.map((s) => (
+                  <option key={s} value={s}>
+                    {statusWords(s)}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field id="f-hash" label="Transaction hash">
+            {(aria) => (
+              <input
+                {...aria}
+                placeholder="0x…"
+                value={filters.txHash ?? ''}
+                onInput={(e) => set({ txHash: (e.target as HTMLInputElement).value || undefined })}
+              />
+            )}
+          </Field>
+        </div>
+      </form>
+      <ErrorNote error={loaded.error} onRetry={loaded.reload} />
+      {loaded.loading && rows.length === 0 ? (
+        <Loading what="transactions" />
+      ) : filtered.length === 0 ? (
+        <Empty>
+          {Object.values(filters).every((v) => !v)
+            ? 'No payments yet. When a buyer pays one of your skills, it appears here within seconds.'
+            : 'No transaction matches these filters.'}
+        </Empty>
+      ) : (
+        <>
+          <p role="status">
+            {filtered.length} transaction{filtered.length === 1 ? '' : 's'}
+            {loaded.data?.nextCursor ? ' shown, more below' : ''}.{' '}
+            <button
+              type="button"
+              class="outline small"
+              onClick={exportCsv}
+              aria-busy={exporting}
+              disabled={exporting}
+            >
+              Export CSV
+            </button>
+          </p>
+          <div class="table-wrap">
+            <table class="striped">
+              <caption class="visually-hidden">Transactions</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Date</th>
+                  <th scope="col">Skill</th>
+                  <th scope="col">Amount</th>
+                  <th scope="col">You get</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Tx</th>
+                </tr>
+              </thead>
+              <tbody>
+                {filtered.map((t) => (
+                  <tr key={t.transactionId}>
+                    <td>
+                      <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
+                    </td>
+                    <td>{t.skillName ?? '—'}</td>
+                    <td>{usd(t.amount)}</td>
+                    <td>{usd(t.sellerAmount)}</td>
+                    <td>
+                      <StatusBadge status={t.status} />
+                    </td>
+                    <td>
+                      <code title={t.txHash}>{shortHash(t.txHash)}</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          {loaded.data?.nextCursor && (
+            <button
+              type="button"
+              class="outline"
+              aria-busy={loaded.loading}
+              onClick={() => setCursor(loaded.data!.nextCursor!)}
+            >
+              Load more
+            </button>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+export function TransactionPage(props: { id: string }) {
+  const { api } = useDashboard();
+  const detail = useLoad(
+    () => api.request<TransactionDetail>('GET', `/api/v1/transactions/${props.id}`),
+    [props.id],
+  );
+  const t = detail.data;
+  return (
+    <section aria-labelledby="txn-title">
+      <p>
+        <Link to="/money">← Money</Link>
+      </p>
+      <h1 id="txn-title">Transaction</h1>
+      <ErrorNote error={detail.error} onRetry={detail.reload} />
+      {!t ? (
+        detail.loading && <Loading what="the transaction" />
+      ) : (
+        <>
+          <dl class="facts">
+            <dt>Id</dt>
+            <dd>
+              <code>{t.transactionId}</code>
+            </dd>
+            <dt>Status</dt>
+            <dd>
+              <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
+            </dd>
+            <dt>Skill</dt>
+            <dd>{t.skillName ?? '—'}</dd>
+            <dt>Amount</dt>
+            <dd data-testid="txn-amount">{usd(t.amount)}</dd>
+            <dt>Your share · fee</dt>
+            <dd>
+              {usd(t.sellerAmount)} · {usd(t.platformFee)}
+            </dd>
+            <dt>Refunded · refundable</dt>
+            <dd data-testid="txn-refundable">
+              {usd(t.refundedAmount)} · {usd(t.refundableAmount)}
+            </dd>
+            <dt>Payer</dt>
+            <dd>
+              <code class="wrap">{t.payer}</code>
+            </dd>
+            <dt>On chain</dt>
+            <dd>
+              <TxLink chainId={t.chainId} hash={t.txHash} /> (log {t.logIndex}, {t.network})
+            </dd>
+            <dt>Hold until</dt>
+            <dd>{dateTime(t.holdUntil)}</dd>
+            <dt>Settlement</dt>
+            <dd>{t.settlementId ?? '—'}</dd>
+          </dl>
+          <h2>History</h2>
+          <ol class="history">
+            {t.history.map((h, i) => (
+              <li key={i}>
+                {dateTime(h.at)} — {statusWords(h.type)}
+                {h.amount ? ` ${usd(h.amount)}` : ''}
+              </li>
+            ))}
+          </ol>
+          <h2>Refunds</h2>
+          {t.refunds.length === 0 ? (
+            <Empty>No refunds.</Empty>
+          ) : (
+            <ul>
+              {t.refunds.map((r) => (
+                <li key={r.refundId}>
+                  {usd(r.amount)} — <StatusBadge status={r.status} /> — “{r.reason}” —{' '}
+                  {r.refundTxHash ? <TxLink chainId={t.chainId} hash={r.refundTxHash} /> : 'transfer pending'}
+                </li>
+              ))}
+            </ul>
+          )}
+          {t.status !== 'reversed' && parseUsdc(t.refundableAmount) > 0n && (
+            <RefundForm transaction={t} onRefunded={detail.reload} />
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+function TxLink(props: { chainId: number; hash: string }) {
+  const url = explorerTxUrl(props.chainId, props.hash);
+  return url ? (
+    <a href={url} target="_blank" rel="noopener noreferrer">
+      <code>{shortHash(props.hash)}</code> (explorer)
+    </a>
+  ) : (
+    <code class="wrap" title="local chain: no block explorer">
+      {props.hash}
+    </code>
+  );
+}
+
+function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
+  const { api } = useDashboard();
+  const t = props.transaction;
+  const [amount, setAmount] = useState(t.refundableAmount);
+  const [reason, setReason] = useState('');
+  const [key, setKey] = useState(newIdempotencyKey);
+  const [done, setDone] = useState<Refund>();
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  let remainder = '';
+  try {
+    const left = parseUsdc(t.refundableAmount) - parseUsdc(amount);
+    remainder = left >= 0n ? formatUsdc(left) : '';
+  } catch {
+    remainder = '';
+  }
+  return (
+    <form
+      aria-labelledby="refund-title"
+      onSubmit={async (event) => {
+        event.preventDefault();
+        const refund = await save.run(() =>
+          api.request<Refund>('POST', '/api/v1/refunds', {
+            body: { transactionId: t.transactionId, amount: amount.trim(), reason: reason.trim() },
+            idempotencyKey: key,
+          }),
+        );
+        if (refund) {
+          setDone(refund);
+          setKey(newIdempotencyKey());
+          setAmount(refund.remainingRefundable ?? '');
+          setReason('');
+          props.onRefunded();
+        }
+      }}
+    >
+      <h2 id="refund-title">Refund</h2>
+      {done && (
+        <Notice>
+          Refund of {usd(done.amount)} booked; the USDC goes back to the payer on chain.{' '}
+          {usd(done.remainingRefundable)} remains refundable.
+        </Notice>
+      )}
+      <div class="grid">
+        <Field
+          id="refund-amount"
+          label="Amount (USDC)"
+          hint={`up to ${usd(t.refundableAmount)}; ${remainder ? `${usd(remainder)} would remain refundable` : 'enter a valid amount'}`}
+          error={errors.amount}
+        >
+          {(aria) => (
+            <input
+              {...aria}
+              inputMode="decimal"
+              value={amount}
+              onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+        <Field id="refund-reason" label="Reason" error={errors.reason}>
+          {(aria) => (
+            <input
+              {...aria}
+              value={reason}
+              onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+      </div>
+      {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+      <div class="actions">
+        <button type="submit" disabled={save.busy} aria-busy={save.busy}>
+          {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}
+        </button>
+        <button type="button" class="outline secondary" onClick={() => setAmount(t.refundableAmount)}>
+          Full amount
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function RefundRequestsSection() {
+  const { api } = useDashboard();
+  const [status, setStatus] = useState('pending');
+  const list = useLoad(
+    () =>
+      api.request<Page<RefundRequest>>('GET', '/api/v1/refund-requests', {
+        query: { status: status || undefined },
+      }),
+    [status],
+  );
+  const action = useAction();
+  const decide = async (request: RefundRequest, decision: 'approve' | 'reject') => {
+    let body: Record<string, string> = {};
+    if (decision === 'reject') {
+      const reason = window.prompt('Why do you reject this refund request? The buyer may see it.');
+      if (reason === null) return;
+      body = { reason: reason || 'rejected by the seller' };
+    }
+    const done = await action.run(() =>
+      api.request('POST', `/api/v1/refund-requests/${request.refundRequestId}/${decision}`, {
+        body,
+        idempotencyKey: newIdempotencyKey(),
+      }),
+    );
+    if (done) list.reload();
+  };
+  return (
+    <section aria-labelledby="rr-title">
+      <h2 id="rr-title">Refund requests from buyers</h2>
+      <Field id="rr-status" label="Show">
+        {(aria) => (
+          <select
+            {...(aria as object)}
+            value={status}
+            onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}
+          >
+            <option value="pending">Waiting for you</option>
+            <option value="approved">Approved</option>
+            <option value="completed">Completed</option>
+            <option value="rejected">Rejected</option>
+            <option value="">All</option>
+          </select>
+        )}
+      </Field>
+      <ErrorNote error={list.error ?? action.error} onRetry={list.error ? list.reload : undefined} />
+      {list.loading && !list.data ? (
+        <Loading what="refund requests" />
+      ) : !list.data?.data.length ? (
+        <Empty>No refund requests {status === 'pending' ? 'waiting for you' : 'here'}.</Empty>
+      ) : (
+        <ul class="cards">
+          {list.data.data.map((r) => (
+            <li key={r.refundRequestId}>
+              <Link to={`/money/transactions/${r.transactionId}`}>{r.transactionId}</Link> — “{r.reason}” —{' '}
+              <StatusBadge status={r.status} />
+              {r.status === 'pending' && (
+                <span class="actions">
+                  <button
+                    type="button"
+                    class="small"
+                    disabled={action.busy}
+                    onClick={() => decide(r, 'approve')}
+                  >
+                    Approve full refund
+                  </button>
+                  <button
+                    type="button"
+                    class="small outline contrast"
+                    disabled={action.busy}
+                    onClick={() => decide(r, 'reject')}
+                  >
+                    Reject
+                  </button>
+                </span>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function SettlementsSection() {
+  const { api } = useDashboard();
+  const [after, setAfter] = useState<string | undefined>();
+  const [rows, setRows] = useState<Settlement[]>([]);
+  const list = useLoad(async () => {
+    const page = await api.request<Page<Settlement> & { hasMore?: boolean }>('GET', '/api/v1/settlements', {
+      query: { limit: 20, starting_after: after },
+    });
+    setRows((earlier) => (after ? [...earlier, ...page.data] : page.data));
+    return page;
+  }, [after]);
+  return (
+    <section aria-labelledby="settlements-title">
+      <h2 id="settlements-title">Settlements</h2>
+      <ErrorNote error={list.error} onRetry={list.reload} />
+      {list.loading && rows.length === 0 ? (
+        <Loading what="settlements" />
+      ) : rows.length === 0 ? (
+        <Empty>
+          No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
+        </Empty>
+      ) : (
+        <div class="table-wrap">
+          <table class="striped">
+            <caption class="visually-hidden">Settlements</caption>
+            <thead>
+              <tr>
+                <th scope="col">Period</th>
+                <th scope="col">Status</th>
+                <th scope="col">Amount</th>
+                <th scope="col">Tx hash</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((s) => (
+                <tr key={s.settlementId}>
+                  <td>{s.period.key}</td>
+                  <td>
+                    <StatusBadge status={s.status} />
+                    {s.skipReason && <small> {statusWords(s.skipReason)}</small>}
+                    {s.failureReason && <small> {s.failureReason}</small>}
+                  </td>
+                  <td>{usd(s.amount ?? s.availableAmount)}</td>
+                  <td>{s.txHash ? <code class="wrap">{s.txHash}</code> : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {list.data?.nextCursor && (
+        <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>
+          Load more
+        </button>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,45 @@
+import type { SignInResult } from './types';
+
+/**
+ * The dashboard session: the registry's short-lived session token (not an API key) and who signed in. Kept in
+ * sessionStorage (this tab only, gone when it closes) so a reload does not ask for a new signature; the sk_
+ * key is never stored anywhere: it is shown once, in memory, on the first login and on rotation.
+ */
+export interface Session {
+  token: string;
+  expiresAt: string;
+  walletAddress: string;
+  sellerId: string;
+}
+
+const KEY = 'paygate.dashboard.session';
+
+export function saveSession(result: SignInResult, storage: Storage = sessionStorage): Session {
+  const session: Session = {
+    token: result.sessionToken,
+    expiresAt: result.expiresAt,
+    walletAddress: result.seller.walletAddress,
+    sellerId: result.seller.sellerId,
+  };
+  storage.setItem(KEY, JSON.stringify(session));
+  return session;
+}
+
+export function loadSession(now: Date, storage: Storage = sessionStorage): Session | undefined {
+  try {
+    const raw = storage.getItem(KEY);
+    if (!raw) return undefined;
+    const session = JSON.parse(raw) as Session;
+    if (typeof session.token !== 'string' || new Date(session.expiresAt).getTime() <= now.getTime()) {
+      storage.removeItem(KEY);
+      return undefined;
+    }
+    return session;
+  } catch {
+    return undefined;
+  }
+}
+
+export function clearSession(storage: Storage = sessionStorage): void {
+  storage.removeItem(KEY);
+}

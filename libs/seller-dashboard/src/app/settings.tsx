@@ -1,0 +1,357 @@
+import { useState } from 'preact/hooks';
+import { fieldErrors, newIdempotencyKey } from './api';
+import { useDashboard } from './context';
+import { dateTime } from './format';
+import type { Account, Delivery, Page } from './types';
+import {
+  CopyButton,
+  Empty,
+  ErrorNote,
+  Field,
+  Loading,
+  Notice,
+  SecretOnce,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
+
+export function SettingsPage() {
+  const { api } = useDashboard();
+  const account = useLoad(() => api.request<Account>('GET', '/api/v1/account'), []);
+  const [secret, setSecret] = useState<{ label: string; value: string }>();
+  if (secret)
+    return <SecretOnce label={secret.label} value={secret.value} onDone={() => setSecret(undefined)} />;
+  return (
+    <>
+      <h1>Settings</h1>
+      <ErrorNote error={account.error} onRetry={account.reload} />
+      {!account.data ? (
+        account.loading && <Loading what="your settings" />
+      ) : (
+        <>
+          <PayoutSettings account={account.data} onSaved={account.reload} onSecret={setSecret} />
+          <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
+          <Deliveries />
+        </>
+      )}
+    </>
+  );
+}
+
+function PayoutSettings(props: {
+  account: Account;
+  onSaved: () => void;
+  onSecret: (secret: { label: string; value: string }) => void;
+}) {
+  const { api } = useDashboard();
+  const a = props.account;
+  const [form, setForm] = useState({
+    payoutAddress: a.payoutAddress,
+    webhookUrl: a.webhookUrl ?? '',
+    settlementFrequency: a.settlementFrequency,
+    minimumSettlement: a.minimumSettlement,
+  });
+  const [saved, setSaved] = useState(false);
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  const input = (key: 'payoutAddress' | 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
+    <Field id={`acct-${key}`} label={label} hint={hint} error={errors[key]}>
+      {(aria) => (
+        <input
+          {...aria}
+          name={key}
+          value={form[key]}
+          onInput={(e) => {
+            setSaved(false);
+            setForm({ ...form, [key]: (e.target as HTMLInputElement).value });
+          }}
+        />
+      )}
+    </Field>
+  );
+  return (
+    <section aria-labelledby="payout-title">
+      <h2 id="payout-title">Payouts and webhooks</h2>
+      <form
+        onSubmit={async (event) => {
+          event.preventDefault();
+          const result = await save.run(() =>
+            api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', {
+              body: {
+                payoutAddress: form.payoutAddress.trim(),
+                webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
+                settlementFrequency: form.settlementFrequency,
+                minimumSettlement: form.minimumSettlement.trim(),
+              },
+            }),
+          );
+          if (!result) return;
+          setSaved(true);
+          if (result.webhookSecret)
+            props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
+          else props.onSaved();
+        }}
+      >
+        {saved && <Notice>Settings saved.</Notice>}
+        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        {input(
+          'payoutAddress',
+          'Payout address',
+          'the wallet settlements are sent to (defaults to your sign-in wallet)',
+        )}
+        {input(
+          'webhookUrl',
+          'Webhook URL',
+          'Paygate posts signed events here (payments, refunds); empty removes it',
+        )}
+        <div class="grid">
+          <Field
+            id="acct-settlementFrequency"
+            label="Settlement frequency"
+            error={errors.settlementFrequency}
+          >
+            {(aria) => (
+              <select
+                {...(aria as object)}
+                value={form.settlementFrequency}
+                onChange={(e) =>
+                  setForm({
+                    ...form,
+                    settlementFrequency: (e.target as HTMLSelectElement)
+                      .value as Account['settlementFrequency'],
+                  })
+                }
+              >
+                <option value="DAILY">Daily</option>
+                <option value="WEEKLY">Weekly</option>
+                <option value="MONTHLY">Monthly</option>
+              </select>
+            )}
+          </Field>
+          {input(
+            'minimumSettlement',
+            'Minimum settlement (USDC)',
+            'smaller balances wait for the next period',
+          )}
+        </div>
+        <button type="submit" disabled={save.busy} aria-busy={save.busy}>
+          Save settings
+        </button>
+      </form>
+    </section>
+  );
+}
+
+function Keys(props: {
+  account: Account;
+  onChanged: () => void;
+  onSecret: (secret: { label: string; value: string }) => void;
+}) {
+  const { api } = useDashboard();
+  const action = useAction();
+  const [notice, setNotice] = useState<string>();
+  const a = props.account;
+  const rotate = async (what: 'api-key' | 'publishable-key' | 'webhook-secret') => {
+    const warnings = {
+      'api-key':
+        'Rotate the secret API key? The current sk_ key stops working at once on every server that uses it.',
+      'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
+      'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
+    };
+    if (!window.confirm(warnings[what])) return;
+    const result = await action.run(() =>
+      api.request<{ apiKey?: string; webhookSecret?: string; publishableKey?: string }>(
+        'POST',
+        `/api/v1/account/${what}/rotate`,
+      ),
+    );
+    if (!result) return;
+    if (result.apiKey) props.onSecret({ label: 'new secret API key (sk_)', value: result.apiKey });
+    else if (result.webhookSecret)
+      props.onSecret({ label: 'new webhook signing secret', value: result.webhookSecret });
+    else {
+      setNotice('New publishable key in place.');
+      props.onChanged();
+    }
+  };
+  return (
+    <section aria-labelledby="keys-title">
+      <h2 id="keys-title">Keys</h2>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorNote error={action.error} />
+      <dl class="facts">
+        <dt>Secret API key (sk_)</dt>
+        <dd>
+          version {a.apiKeyVersion}; shown only when created. Lost it? Rotate it.{' '}
+          <button
+            type="button"
+            class="outline small"
+            disabled={action.busy}
+            onClick={() => rotate('api-key')}
+          >
+            Rotate secret key
+          </button>
+        </dd>
+        <dt>Publishable key (pk_)</dt>
+        <dd>
+          <code data-testid="publishable-key" class="wrap">
+            {a.publishableKey}
+          </code>{' '}
+          <CopyButton text={a.publishableKey} label="publishable key" />{' '}
+          <button
+            type="button"
+            class="outline small"
+            disabled={action.busy}
+            onClick={() => rotate('publishable-key')}
+          >
+            Rotate publishable key
+          </button>
+        </dd>
+        <dt>Webhook signing secret</dt>
+        <dd>
+          {a.webhookSecretVersion === 0
+            ? 'created with your first webhook URL'
+            : `version ${a.webhookSecretVersion}; shown only when created.`}{' '}
+          {a.webhookSecretVersion > 0 && (
+            <button
+              type="button"
+              class="outline small"
+              disabled={action.busy}
+              onClick={() => rotate('webhook-secret')}
+            >
+              Rotate webhook secret
+            </button>
+          )}
+        </dd>
+      </dl>
+    </section>
+  );
+}
+
+function Deliveries() {
+  const { api } = useDashboard();
+  const [status, setStatus] = useState('');
+  const [before, setBefore] = useState<string | undefined>();
+  const [rows, setRows] = useState<Delivery[]>([]);
+  const list = useLoad(async () => {
+    const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
+      query: { limit: 20, status: status || undefined, before },
+    });
+    setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
+    return page;
+  }, [status, before]);
+  const action = useAction();
+  const [notice, setNotice] = useState<string>();
+  return (
+    <section aria-labelledby="deliveries-title">
+      <h2 id="deliveries-title">Webhook deliveries</h2>
+      <div class="title-row">
+        <Field id="deliveries-status" label="Show">
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={status}
+              onChange={(e) => {
+                setBefore(undefined);
+                setStatus((e.target as HTMLSelectElement).value);
+              }}
+            >
+              <option value="">All</option>
+              <option value="pending">Pending</option>
+              <option value="delivered">Delivered</option>
+              <option value="failed">Failed</option>
+            </select>
+          )}
+        </Field>
+        <button
+          type="button"
+          class="outline small"
+          onClick={() => (before ? setBefore(undefined) : list.reload())}
+        >
+          Refresh
+        </button>
+      </div>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorNote error={list.error ?? action.error} onRetry={list.error ? list.reload : undefined} />
+      {list.loading && rows.length === 0 ? (
+        <Loading what="deliveries" />
+      ) : rows.length === 0 ? (
+        <Empty>No webhook deliveries yet. Set a webhook URL above; each event is sent there, signed.</Empty>
+      ) : (
+        <ul class="cards">
+          {rows.map((d) => (
+            <li key={d.id} data-testid="delivery">
+              <details>
+                <summary>
+                  <strong>{d.eventType}</strong> · <StatusBadge status={d.status} /> · {d.attemptCount}{' '}
+                  attempt
+                  {d.attemptCount === 1 ? '' : 's'} · {dateTime(d.createdAt)}
+                  {d.redeliveryOf ? ' · redelivery' : ''}
+                </summary>
+                <p>
+                  To <code class="wrap">{d.url}</code>
+                  {d.lastError ? ` · last error: ${d.lastError}` : ''}
+                  {d.nextAttemptAt && d.status === 'pending'
+                    ? ` · next try ${dateTime(d.nextAttemptAt)}`
+                    : ''}
+                </p>
+                {d.attempts.length > 0 && (
+                  <div class="table-wrap">
+                    <table>
+                      <caption class="visually-hidden">Attempts</caption>
+                      <thead>
+                        <tr>
+                          <th scope="col">#</th>
+                          <th scope="col">When</th>
+                          <th scope="col">Answer</th>
+                          <th scope="col">Time</th>
+                          <th scope="col">Outcome</th>
+                        </tr>
+                      </thead>
+                      <tbody>
+                        {d.attempts.map((attempt) => (
+                          <tr key={attempt.number}>
+                            <td>{attempt.number}</td>
+                            <td>{dateTime(attempt.attemptedAt)}</td>
+                            <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
+                            <td>{attempt.durationMs} ms</td>
+                            <td>{attempt.outcome}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  </div>
+                )}
+              </details>
+              <button
+                type="button"
+                class="outline small"
+                disabled={action.busy}
+                onClick={async () => {
+                  const created = await action.run(() =>
+                    api.request<Delivery>('POST', `/api/v1/webhooks/deliveries/${d.id}/redeliver`, {
+                      idempotencyKey: newIdempotencyKey(),
+                    }),
+                  );
+                  if (created) {
+                    setNotice(`${d.eventType} sent again to your current webhook URL.`);
+                    setBefore(undefined);
+                    list.reload();
+                  }
+                }}
+              >
+                Redeliver
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      {list.data?.nextCursor && (
+        <button type="button" class="outline" onClick={() => setBefore(list.data!.nextCursor!)}>
+          Load more
+        </button>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,166 @@
+/** The shapes the dashboard reads from the public API (see each service's README / OpenAPI document). */
+
+export type SkillType = 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
+export type SkillMode = 'PROXY' | 'TICKET';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
+
+export interface Endpoint {
+  endpointId: string;
+  path: string;
+  method: HttpMethod;
+  description: string;
+  priceUsdc: string;
+  isHealthy: boolean;
+  active: boolean;
+  url: string;
+}
+
+export interface Skill {
+  skillId: string;
+  name: string;
+  displayName: string;
+  description: string;
+  apiBaseUrl: string;
+  type: SkillType;
+  mode: SkillMode;
+  categories: string[];
+  durationDays: number | null;
+  requiresShipping: boolean | null;
+  holdPeriodHours: number;
+  status: SkillStatus;
+  statusReason: string | null;
+  baseUrl: string;
+  skillMdUrl: string;
+  skillMdVersion: string;
+  skillMdSource: 'generated' | 'manual';
+  endpoints: Endpoint[];
+  createdAt?: string;
+  updatedAt?: string;
+}
+
+export interface Account {
+  sellerId: string;
+  walletAddress: string;
+  payoutAddress: string;
+  publishableKey: string;
+  apiKeyVersion: number;
+  webhookUrl: string | null;
+  webhookSecretVersion: number;
+  settlementFrequency: 'DAILY' | 'WEEKLY' | 'MONTHLY';
+  minimumSettlement: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SignInResult {
+  sessionToken: string;
+  expiresAt: string;
+  seller: Account;
+  apiKey?: string;
+  publishableKey: string;
+}
+
+export interface Balances {
+  held: string;
+  available: string;
+  settling: string;
+  settled: string;
+  owed: string;
+}
+
+export interface Transaction {
+  transactionId: string;
+  status: string;
+  escrowStatus: string;
+  amount: string;
+  sellerAmount: string;
+  platformFee: string;
+  refundedAmount: string;
+  refundableAmount: string;
+  payer: string;
+  source: string;
+  paymentId: string;
+  skillId: string | null;
+  skillName: string | null;
+  network: string;
+  chainId: number;
+  txHash: string;
+  logIndex: number;
+  holdPeriodHours: number;
+  holdUntil: string | null;
+  settlementId: string | null;
+  confirmedAt: string;
+  releasedAt: string | null;
+}
+
+export interface Refund {
+  refundId: string;
+  transactionId: string;
+  amount: string;
+  status: string;
+  reason: string;
+  refundTxHash: string | null;
+  createdAt: string;
+  completedAt: string | null;
+  remainingRefundable?: string;
+}
+
+export interface TransactionDetail extends Transaction {
+  history: Array<{ type: string; amount?: string; at: string; refundId?: string }>;
+  refunds: Refund[];
+}
+
+export interface RefundRequest {
+  refundRequestId: string;
+  transactionId: string;
+  reason: string;
+  status: string;
+  createdAt?: string;
+  refund?: Refund | null;
+}
+
+export interface Settlement {
+  settlementId: string;
+  status: string;
+  amount: string | null;
+  availableAmount: string | null;
+  payoutAddress: string;
+  txHash: string | null;
+  period: { frequency: string; key: string; start: string; end: string };
+  skipReason: string | null;
+  failureReason: string | null;
+  createdAt: string;
+  completedAt: string | null;
+}
+
+export interface DeliveryAttempt {
+  number: number;
+  attemptedAt: string;
+  durationMs: number;
+  statusCode: number | null;
+  outcome: string;
+  error: string | null;
+  responseExcerpt: string | null;
+}
+
+export interface Delivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  url: string;
+  status: string;
+  attemptCount: number;
+  nextAttemptAt: string | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  redeliveryOf: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+  attempts: DeliveryAttempt[];
+}
+
+export interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}

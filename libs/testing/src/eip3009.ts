@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcEip712Domain } from '@paygate/chain';
+import type { TransferAuthorization } from '@paygate/contracts';
+import { getAddress, type Wallet } from 'ethers';
+
+export interface SignAuthorizationInput {
+  chainId: number;
+  usdcAddress: string;
+  to: string;
+  valueMicro: bigint;
+  /** Unix seconds; default: 10 minutes ago. */
+  validAfter?: number;
+  /** Unix seconds; default: 5 minutes from now. */
+  validBefore?: number;
+  nonce?: string;
+  /** The payer when it is a contract wallet (ERC-1271) that `wallet` owns; default: the wallet itself. */
+  from?: string;
+}
+
+/** An EIP-3009 TransferWithAuthorization signed by `wallet` for TestUSDC (domain "USD Coin", version "2"). */
+export async function signTransferAuthorization(
+  wallet: Wallet,
+  input: SignAuthorizationInput,
+): Promise<{ authorization: TransferAuthorization; signature: string }> {
+  const now = Math.floor(Date.now() / 1000);
+  const authorization: TransferAuthorization = {
+    from: getAddress(input.from ?? wallet.address),
+    to: getAddress(input.to),
+    value: input.valueMicro.toString(),
+    validAfter: String(input.validAfter ?? now - 600),
+    validBefore: String(input.validBefore ?? now + 300),
+    nonce: input.nonce ?? `0x${randomBytes(32).toString('hex')}`,
+  };
+  const signature = await wallet.signTypedData(
+    usdcEip712Domain({ chainId: input.chainId, usdcAddress: input.usdcAddress }),
+    TRANSFER_WITH_AUTHORIZATION_TYPES as unknown as Record<string, Array<{ name: string; type: string }>>,
+    authorization,
+  );
+  return { authorization, signature };
+}

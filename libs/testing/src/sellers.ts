@@ -1,0 +1,20 @@
+import { type Bus, type RpcServer, serveRpc } from '@paygate/bus';
+import type { ResolveApiKeyReply, SellerIdentity } from '@paygate/seller-auth';
+
+const quiet = { warn: () => undefined, error: () => undefined };
+
+/**
+ * Answers the registry's key-resolution RPC from a fixed table. Only for tests of services other than the
+ * registry that need a seller before the registry runs; end-to-end tests use the real registry.
+ */
+export function serveSellersForTests(bus: Bus, sellers: Record<string, SellerIdentity>): Promise<RpcServer> {
+  return serveRpc(
+    bus,
+    'registry.resolve_api_key',
+    async ({ apiKey }): Promise<ResolveApiKeyReply> => {
+      const seller = sellers[apiKey];
+      return seller ? { ok: true, seller } : { ok: false, reason: 'unknown_key' };
+    },
+    quiet,
+  );
+}

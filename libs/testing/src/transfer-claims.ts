@@ -1,0 +1,47 @@
+import { type Bus, serveRpc } from '@paygate/bus';
+import type { RpcRequest } from '@paygate/contracts';
+
+/**
+ * Answers `ledger.claim_transfer` from memory with the contract's rule (the first channel + reference to claim a
+ * transfer holds it; the same pair again is ok; any other is refused), for suites that run a gateway or checkout
+ * without escrow-ledger. Requests and replies are validated against the contract like the real responder's.
+ * The real claims (Postgres, every replica) are tested in services/escrow-ledger/test/transfer-claims*.test.ts.
+ */
+export async function serveTransferClaimsForTests(bus: Bus): Promise<{
+  claims: Map<string, RpcRequest<'ledger.claim_transfer'> & { claimId: string; claimedAt: string }>;
+  stop(): Promise<void>;
+}> {
+  const claims = new Map<
+    string,
+    RpcRequest<'ledger.claim_transfer'> & { claimId: string; claimedAt: string }
+  >();
+  let counter = 0;
+  const served = await serveRpc(
+    bus,
+    'ledger.claim_transfer',
+    async (request) => {
+      const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
+      const held = claims.get(key);
+      if (!held) {
+        const claim = {
+          ...request,
+          claimId: `clm_test_${(++counter).toString().padStart(6, '0')}`,
+          claimedAt: new Date().toISOString(),
+        };
+        claims.set(key, claim);
+        return { ok: true, claimId: claim.claimId, fresh: true, claimedAt: claim.claimedAt };
+      }
+      if (held.channel === request.channel && held.reference === request.reference) {
+        return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt };
+      }
+      return {
+        ok: false,
+        reason: 'claimed_elsewhere',
+        message: `transfer ${key} already claimed by ${held.channel}`,
+        claimedBy: { channel: held.channel, claimedAt: held.claimedAt },
+      };
+    },
+    { error: () => undefined, warn: () => undefined },
+  );
+  return { claims, stop: () => served.stop() };
+}

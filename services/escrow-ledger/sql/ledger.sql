@@ -1,0 +1,219 @@
+-- The escrow ledger's functions and views: their one definition.
+-- Applied after the versioned migrations whenever this file's checksum changes (libs/runtime applyRepeatableSql),
+-- so a change is made here, never by copying a function into a new migration. Every statement must be
+-- re-runnable: `create or replace`, and `drop … if exists` before a signature change.
+-- Tables, constraints and triggers stay in the frozen, date-prefixed migrations.
+
+-- book_payments took the fee as a constant until the fee became a parameter.
+drop function if exists book_payments(jsonb, timestamptz);
+
+-- Append-only journal: UPDATE, DELETE and TRUNCATE of entries and postings are refused.
+create or replace function refuse_change() returns trigger language plpgsql as $$
+begin
+  raise exception 'ledger table % is append-only: corrections are new reversing entries', tg_table_name
+    using errcode = '55000';
+end $$;
+
+-- The account of a kind and owner, created on first use from its kind (normal side, floor).
+create or replace function ledger_account(p_kind text, p_owner text) returns bigint language plpgsql as $$
+declare v_id bigint;
+begin
+  select id into v_id from accounts where kind = p_kind and owner = p_owner;
+  if v_id is null then
+    insert into accounts (kind, owner, normal_side, floor_micro)
+      select kind, p_owner, normal_side, floor_micro from account_kinds where kind = p_kind
+      on conflict (kind, owner) do nothing
+      returning id into v_id;
+    if v_id is null then
+      select id into v_id from accounts where kind = p_kind and owner = p_owner;
+    end if;
+    if v_id is null then raise exception 'unknown account kind %', p_kind using errcode = '23503'; end if;
+  end if;
+  return v_id;
+end $$;
+
+-- Posts one balanced entry; returns its id, or null when the idempotency key was already used
+-- (the effect is then already on the books). Lines: [{kind, owner, side, amount}], zero lines skipped.
+create or replace function post_entry(p_key text, p_type text, p_transaction_id text, p_reverses bigint,
+                           p_lines jsonb, p_memo jsonb) returns bigint language plpgsql as $$
+declare v_id bigint;
+begin
+  insert into journal_entries (idempotency_key, entry_type, transaction_id, reverses_entry_id, memo)
+    values (p_key, p_type, p_transaction_id, p_reverses, p_memo)
+    on conflict (idempotency_key) do nothing
+    returning id into v_id;
+  if v_id is null then return null; end if;
+  -- Accounts are touched in id order so concurrent entries do not deadlock on balance rows.
+  insert into postings (entry_id, account_id, side, amount_micro)
+    select v_id, a.account_id, a.side, a.amount
+      from (select ledger_account(l->>'kind', coalesce(l->>'owner', '')) as account_id,
+                   l->>'side' as side, (l->>'amount')::bigint as amount
+              from jsonb_array_elements(p_lines) l) a
+     where a.amount <> 0
+     order by a.account_id;
+  return v_id;
+end $$;
+
+-- Every entry of an INSERT statement nets to zero (checked once per statement over the inserted rows).
+create or replace function check_entries_balanced() returns trigger language plpgsql as $$
+declare v_entry bigint; v_net bigint;
+begin
+  select entry_id, net into v_entry, v_net from (
+    select entry_id, sum(case when side = 'debit' then amount_micro else -amount_micro end) as net
+      from new_postings group by entry_id) s
+   where net <> 0 limit 1;
+  if v_entry is not null then
+    raise exception 'journal entry % does not balance (debits - credits = %)', v_entry, v_net
+      using errcode = '23514';
+  end if;
+  return null;
+end $$;
+
+-- Balances are derived from postings, once per statement; rows locked FOR NO KEY UPDATE in id order
+-- (FK checks take KEY SHARE on the same rows, so FOR UPDATE would deadlock concurrent batches).
+create or replace function apply_postings() returns trigger language plpgsql as $$
+begin
+  perform 1 from accounts where id in (select account_id from new_postings) order by id for no key update;
+  update accounts a set balance_micro = a.balance_micro + d.delta
+    from (select p.account_id,
+                 sum(case when p.side = ac.normal_side then p.amount_micro else -p.amount_micro end) as delta
+            from new_postings p join accounts ac on ac.id = p.account_id
+           group by p.account_id) d
+   where a.id = d.account_id;
+  return null;
+end $$;
+
+-- Posts many entries at once: [{key, type, transactionId, lines: [{kind, owner, side, amount}], memo}].
+-- Entries whose key was already used post nothing (idempotent). Missing accounts are created first, in one
+-- global (kind, owner) order, before any balance row is locked.
+create or replace function post_entries(p_entries jsonb) returns integer language plpgsql as $$
+declare v_count integer; r record;
+begin
+  -- Missing accounts are created in one global order (kind, owner), before any balance row is locked.
+  for r in select distinct l->>'kind' as kind, coalesce(l->>'owner', '') as owner
+             from jsonb_array_elements(p_entries) e cross join jsonb_array_elements(e->'lines') l
+            order by 1, 2 loop
+    perform ledger_account(r.kind, r.owner);
+  end loop;
+  with elems as materialized (
+    select e->>'key' as key, e from jsonb_array_elements(p_entries) e
+  ), inserted as (
+    insert into journal_entries (idempotency_key, entry_type, transaction_id, memo)
+      select key, e->>'type', e->>'transactionId', e->'memo' from elems
+      on conflict (idempotency_key) do nothing
+      returning id, idempotency_key
+  ), lines as (
+    select i.id as entry_id, a.id as account_id, l->>'side' as side, (l->>'amount')::bigint as amount
+      from inserted i
+      join elems on elems.key = i.idempotency_key
+      cross join jsonb_array_elements(elems.e->'lines') l
+      join accounts a on a.kind = l->>'kind' and a.owner = coalesce(l->>'owner', '')
+  )
+  insert into postings (entry_id, account_id, side, amount_micro)
+    select entry_id, account_id, side, amount from lines where amount <> 0 order by entry_id, account_id;
+  get diagnostics v_count = row_count;
+  return v_count;
+end $$;
+
+-- Balances are derived: this view lists any account whose running balance differs from its postings.
+create or replace view account_balance_drift as
+  select a.id, a.kind, a.owner, a.balance_micro,
+         coalesce(sum(case when p.side = a.normal_side then p.amount_micro else -p.amount_micro end), 0)
+           as postings_balance_micro
+    from accounts a left join postings p on p.account_id = a.id
+   group by a.id
+  having a.balance_micro <> coalesce(sum(case when p.side = a.normal_side then p.amount_micro else -p.amount_micro end), 0);
+
+-- Books a batch of payment.confirmed payments: each claims its transfer (one live transaction per transfer) and
+-- moves its amount from suspense to the seller's and the platform's held accounts. A second claim, a reorged or
+-- refunded transfer, or an amount above the transfer is recorded as a payment conflict instead. The fee percent
+-- is passed by the caller from @paygate/money (PLATFORM_FEE_PERCENT), its one definition.
+create or replace function book_payments(p_payments jsonb, p_now timestamptz, p_platform_fee_percent integer)
+  returns table (payment_id text, outcome text, transaction_id text, conflict_kind text, existing_transaction_id text)
+  language plpgsql as $$
+#variable_conflict use_column
+declare
+  p jsonb;
+  v_chain integer; v_hash text; v_log integer; v_amount bigint; v_key text;
+  v_transfer transfers%rowtype;
+  v_existing_payment text; v_txn text; v_seller bigint; v_platform bigint; v_kind text;
+  -- A plpgsql array grows in place; appending to a jsonb value would copy it each time (quadratic).
+  v_entries jsonb[] := '{}';
+begin
+  for p in select value from jsonb_array_elements(p_payments) loop
+    v_chain := (p->>'chainId')::integer;
+    v_hash := lower(p->>'txHash');
+    v_log := (p->>'logIndex')::integer;
+    v_amount := (p->>'amountMicro')::bigint;
+    v_key := v_chain || ':' || v_hash || ':' || v_log;
+    payment_id := p->>'paymentId'; transaction_id := null; conflict_kind := null; existing_transaction_id := null;
+
+    insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by, observed_at)
+      values (v_chain, v_hash, v_log, v_amount, lower(p->>'payer'), 'observed', 'payment.confirmed', p_now)
+      on conflict do nothing;
+    if found then
+      v_entries := array_append(v_entries, jsonb_build_object('key', 'transfer:' || v_key, 'type', 'transfer_in',
+        'lines', jsonb_build_array(
+          jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', v_amount::text),
+          jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', v_amount::text)),
+        'memo', jsonb_build_object('transfer', v_key, 'from', lower(p->>'payer'), 'bookedBy', 'payment.confirmed')));
+    end if;
+    select * into v_transfer from transfers
+      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
+
+    v_kind := null;
+    if v_transfer.claimed_by_transaction_id is not null then
+      select t.payment_id into v_existing_payment from transactions t where t.id = v_transfer.claimed_by_transaction_id;
+      if v_existing_payment = p->>'paymentId' then
+        outcome := 'duplicate'; transaction_id := v_transfer.claimed_by_transaction_id;
+        return next; continue;
+      end if;
+      v_kind := 'transfer_already_claimed';
+    elsif v_transfer.refund_id is not null then
+      -- An operator sent this unmatched transfer back to its payer: it cannot pay for anything now.
+      v_kind := 'transfer_refunded';
+    elsif v_transfer.status = 'reorged' then
+      v_kind := 'transfer_reorged';
+    elsif v_amount > v_transfer.amount_micro then
+      v_kind := 'amount_exceeds_transfer';
+    end if;
+    if v_kind is not null then
+      insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id, amount_micro,
+          existing_transaction_id, detail, created_at)
+        values (v_kind, v_chain, v_hash, v_log, p->>'paymentId', p->>'source', p->>'sellerId', v_amount,
+          v_transfer.claimed_by_transaction_id,
+          jsonb_build_object('eventId', p->>'eventId', 'skillId', p->'skillId', 'sessionId', p->'sessionId',
+            'payer', p->>'payer', 'transferAmountMicro', v_transfer.amount_micro::text, 'payment', p),
+          p_now)
+        on conflict do nothing;
+      outcome := case when found then 'conflict' else 'conflict_seen' end;
+      conflict_kind := v_kind; existing_transaction_id := v_transfer.claimed_by_transaction_id;
+      return next; continue;
+    end if;
+
+    -- Integer division of a positive bigint truncates: floor(amount * (100 - fee) / 100), as splitFee does.
+    v_seller := (v_amount * (100 - p_platform_fee_percent)) / 100;
+    v_platform := v_amount - v_seller;
+    v_txn := p->>'transactionId';
+    insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
+        chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro,
+        hold_period_hours, hold_until, escrow_status, confirmed_at, created_at)
+      values (v_txn, p->>'paymentId', p->>'source', p->>'sellerId', p->>'skillId', p->>'skillName', p->>'endpointId',
+        p->>'sessionId', lower(p->>'payer'), v_chain, p->>'network', v_hash, v_log, v_amount, v_seller, v_platform,
+        (p->>'holdPeriodHours')::integer, p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held',
+        (p->>'confirmedAt')::timestamptz, p_now);
+    update transfers set claimed_by_transaction_id = v_txn
+      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
+    v_entries := array_append(v_entries, jsonb_build_object('key',
+      v_key || case when v_transfer.inclusion > 0 then '#' || v_transfer.inclusion else '' end,
+      'type', 'payment', 'transactionId', v_txn,
+      'lines', jsonb_build_array(
+        jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', v_amount::text),
+        jsonb_build_object('kind', 'seller_held', 'owner', p->>'sellerId', 'side', 'credit', 'amount', v_seller::text),
+        jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', v_platform::text)),
+      'memo', jsonb_build_object('paymentId', p->>'paymentId', 'source', p->>'source')));
+    outcome := 'booked'; transaction_id := v_txn;
+    return next;
+  end loop;
+  perform post_entries(to_jsonb(v_entries));
+end $$;

@@ -1,0 +1,185 @@
+import { enqueueEvent, serveRpc } from '@paygate/bus';
+import { createEvent, type RpcReply, type RpcRequest } from '@paygate/contracts';
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { type BackgroundTask, Counter, type ServiceContext } from '@paygate/runtime';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql } from 'kysely';
+import { ulid } from 'ulid';
+import type { LedgerDeps } from '../deps';
+import { transferKey } from '../ledger/entries';
+
+export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
+type ClaimRequest = RpcRequest<'ledger.claim_transfer'>;
+type ClaimReply = RpcReply<'ledger.claim_transfer'>;
+export type ClaimChannel = ClaimRequest['channel'];
+
+const newClaimId = () => `clm_${ulid()}`;
+
+/** What a channel's claim spent the transfer on, for the refusal message. */
+export const CLAIM_CHANNEL_PURPOSE: Record<ClaimChannel, string> = {
+  x402: 'a paid API call (x402 proof)',
+  verify: "a seller's POST /api/verify",
+  checkout: 'a checkout session',
+  operator_refund: 'an operator refund to its sender',
+};
+
+interface ClaimRow {
+  claim_id: string;
+  channel: ClaimChannel;
+  reference: string;
+  claimed_at: Date;
+}
+
+/**
+ * The one claim on an on-chain transfer: the first (channel, reference) to ask holds it, a repeat of the same
+ * pair is answered ok again (fresh: false), anything else is refused with who holds it. The primary key of
+ * `transfer_claims` decides between concurrent claims on every replica; a fresh claim publishes
+ * `transfer.claimed` (outbox, same transaction). A payment or unmatched refund already on the books holds the
+ * transfer even without a claim (booked before claims existed). An operator refund is also checked against the
+ * ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
+ */
+export async function claimTransfer(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  request: ClaimRequest,
+): Promise<ClaimReply> {
+  const txHash = request.txHash.toLowerCase();
+  const amountMicro = parseUsdc(request.amount);
+  const payer = request.payer.toLowerCase();
+  const key = transferKey(request.chainId, txHash, request.logIndex);
+  return ctx.inTransaction(async (trx) => {
+    if (request.channel === 'operator_refund') {
+      const booked = (
+        await sql<{ amount_micro: bigint; from_address: string; status: string }>`
+          select amount_micro, from_address, status from transfers
+          where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}`.execute(
+          trx,
+        )
+      ).rows[0];
+      const refusal = !booked
+        ? null
+        : booked.status === 'reorged'
+          ? ('transfer_reorged' as const)
+          : booked.amount_micro !== amountMicro
+            ? ('amount_differs' as const)
+            : booked.from_address.toLowerCase() !== payer
+              ? ('payer_differs' as const)
+              : null;
+      if (booked && refusal) {
+        return {
+          ok: false,
+          reason: refusal,
+          message: `transfer ${key} cannot be refunded as requested: ${refusal.replace('_', ' ')} on the ledger's books`,
+          booked: { from: booked.from_address, amount: formatUsdc(booked.amount_micro) },
+        };
+      }
+    }
+    // What the books already say spends this transfer (a payment booked, or an unmatched refund, that reached the
+    // ledger without a claim: events published before claims existed) holds it first.
+    await sql`insert into transfer_claims
+          (chain_id, tx_hash, log_index, claim_id, channel, reference, payer, amount_micro, claimed_at)
+        select chain_id, tx_hash, log_index, 'clm_' || id,
+            case source when 'checkout' then 'checkout' else 'x402' end,
+            case source when 'checkout' then coalesce(session_id, payment_id) else network || ':' || tx_hash end,
+            payer, amount_micro, confirmed_at
+          from transactions
+          where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
+            and escrow_status <> 'reversed'
+        union all
+        select chain_id, tx_hash, log_index, 'clm_' || id, 'operator_refund', 'refund:' || transfer_refund_request_id,
+            payer, amount_micro, created_at
+          from refunds
+          where kind = 'unmatched_transfer'
+            and chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
+        limit 1
+        on conflict do nothing`.execute(trx);
+    const now = deps.now();
+    const inserted = (
+      await sql<ClaimRow>`insert into transfer_claims
+          (chain_id, tx_hash, log_index, claim_id, channel, reference, payer, amount_micro, claimed_at)
+        values (${request.chainId}, ${txHash}, ${request.logIndex}, ${newClaimId()}, ${request.channel},
+          ${request.reference}, ${payer}, ${amountMicro}, ${now})
+        on conflict (chain_id, tx_hash, log_index) do nothing
+        returning claim_id, channel, reference, claimed_at`.execute(trx)
+    ).rows[0];
+    if (inserted) {
+      await enqueueEvent(
+        trx,
+        createEvent(
+          'transfer.claimed',
+          'escrow-ledger',
+          {
+            claimId: inserted.claim_id,
+            chainId: request.chainId,
+            txHash,
+            logIndex: request.logIndex,
+            channel: request.channel,
+            reference: request.reference,
+            payer: request.payer,
+            amount: formatUsdc(amountMicro),
+            claimedAt: now.toISOString(),
+          },
+          { trace: currentTraceCarrier() },
+        ),
+      );
+      return { ok: true, claimId: inserted.claim_id, fresh: true, claimedAt: now.toISOString() };
+    }
+    const held = (
+      await sql<ClaimRow>`select claim_id, channel, reference, claimed_at from transfer_claims
+        where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}`.execute(
+        trx,
+      )
+    ).rows[0];
+    if (!held) throw new Error(`claim on ${key} neither inserted nor found`);
+    const claimedAt = new Date(held.claimed_at).toISOString();
+    if (held.channel === request.channel && held.reference === request.reference) {
+      return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
+    }
+    deps.logger.warn(
+      { transfer: key, heldBy: held.channel, refused: request.channel },
+      'second claim on a transfer refused',
+    );
+    return {
+      ok: false,
+      reason: 'claimed_elsewhere',
+      message: `transfer ${key} already paid for ${CLAIM_CHANNEL_PURPOSE[held.channel]}`,
+      claimedBy: { channel: held.channel, claimedAt },
+    };
+  });
+}
+
+/** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
+export class ClaimResponder implements BackgroundTask {
+  private served: { stop(): Promise<void> } | undefined;
+  private readonly outcomes: Counter<'channel' | 'outcome'>;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly deps: LedgerDeps,
+  ) {
+    this.outcomes = new Counter({
+      name: 'ledger_transfer_claims_total',
+      help: 'Claims on transfers by channel and outcome (claimed, repeated, or the refusal reason)',
+      labelNames: ['channel', 'outcome'] as const,
+      registers: [ctx.metrics.registry],
+    });
+  }
+
+  async start(): Promise<void> {
+    this.served = await serveRpc(
+      this.ctx.bus,
+      CLAIM_TRANSFER_RPC,
+      async (request) => {
+        const reply = await claimTransfer(this.ctx, this.deps, request);
+        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
+        this.outcomes.inc({ channel: request.channel, outcome });
+        return reply;
+      },
+      this.ctx.logger,
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.served?.stop();
+  }
+}

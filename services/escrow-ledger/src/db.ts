@@ -1,0 +1,216 @@
+import type { BusTables } from '@paygate/bus';
+import type { Generated, Kysely, Transaction } from 'kysely';
+
+/**
+ * The ledger schema's tables, as the migrations (tables) and sql/ledger.sql (functions, views) define them.
+ * Most of the ledger's statements are SQL (the booking functions, row locks); this interface types the builder
+ * queries and documents every column in one place.
+ */
+export type AccountKind =
+  | 'escrow_asset'
+  | 'suspense'
+  | 'seller_held'
+  | 'platform_held'
+  | 'seller_available'
+  | 'seller_payout_pending'
+  | 'platform_revenue'
+  | 'refund_pending';
+export type PostingSide = 'debit' | 'credit';
+export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
+
+export interface AccountKindsTable {
+  kind: AccountKind;
+  normal_side: PostingSide;
+  floor_micro: bigint | null;
+  description: string;
+}
+
+export interface AccountsTable {
+  id: Generated<bigint>;
+  kind: AccountKind;
+  owner: Generated<string>;
+  normal_side: PostingSide;
+  floor_micro: bigint | null;
+  balance_micro: Generated<bigint>;
+  created_at: Generated<Date>;
+}
+
+/** Append-only (triggers refuse UPDATE, DELETE, TRUNCATE). */
+export interface JournalEntriesTable {
+  id: Generated<bigint>;
+  idempotency_key: string;
+  entry_type: string;
+  transaction_id: string | null;
+  reverses_entry_id: bigint | null;
+  memo: unknown | null;
+  created_at: Generated<Date>;
+}
+
+/** Append-only; every entry's postings net to zero (checked per statement). */
+export interface PostingsTable {
+  id: Generated<bigint>;
+  entry_id: bigint;
+  account_id: bigint;
+  side: PostingSide;
+  amount_micro: bigint;
+}
+
+export interface AccountBalanceDriftView {
+  id: bigint;
+  kind: AccountKind;
+  owner: string;
+  balance_micro: bigint;
+  postings_balance_micro: string;
+}
+
+export interface TransfersTable {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  from_address: string;
+  to_address: string | null;
+  block_number: bigint | null;
+  status: 'observed' | 'reorged';
+  booked_by: 'transfer.observed' | 'payment.confirmed';
+  claimed_by_transaction_id: string | null;
+  observed_at: Date;
+  reorged_at: Date | null;
+  /** 0 for the first inclusion; +1 each time the transfer is mined again after a reorg removed it. */
+  inclusion: Generated<number>;
+  block_hash: string | null;
+  refund_id: string | null;
+}
+
+export interface TransactionsTable {
+  id: string;
+  payment_id: string;
+  source: string;
+  seller_id: string;
+  skill_id: string | null;
+  skill_name: string | null;
+  endpoint_id: string | null;
+  session_id: string | null;
+  payer: string;
+  chain_id: number;
+  network: string;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  seller_share_micro: bigint;
+  platform_share_micro: bigint;
+  refunded_micro: Generated<bigint>;
+  refunded_seller_micro: Generated<bigint>;
+  refunded_platform_micro: Generated<bigint>;
+  hold_period_hours: number;
+  hold_until: Date;
+  escrow_status: EscrowStatus;
+  settlement_id: string | null;
+  confirmed_at: Date;
+  released_at: Date | null;
+  settled_at: Date | null;
+  reversed_at: Date | null;
+  created_at: Generated<Date>;
+}
+
+export interface PaymentConflictsTable {
+  id: Generated<bigint>;
+  kind:
+    | 'transfer_already_claimed'
+    | 'amount_exceeds_transfer'
+    | 'transfer_reorged'
+    | 'reorg_after_refund'
+    | 'transfer_refunded'
+    | 'refund_refused';
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  payment_id: string | null;
+  source: string | null;
+  seller_id: string | null;
+  amount_micro: bigint | null;
+  existing_transaction_id: string | null;
+  detail: unknown;
+  status: Generated<'open' | 'resolved'>;
+  created_at: Generated<Date>;
+  resolution: unknown | null;
+}
+
+export interface RefundsTable {
+  id: string;
+  kind: Generated<'payment' | 'unmatched_transfer'>;
+  transaction_id: string | null;
+  seller_id: string | null;
+  payer: string;
+  chain_id: number;
+  tx_hash: string | null;
+  log_index: number | null;
+  amount_micro: bigint;
+  seller_part_micro: bigint;
+  platform_part_micro: bigint;
+  phase: 'in_escrow' | 'after_release' | 'in_suspense';
+  reason: string;
+  status: string;
+  refund_request_id: string | null;
+  transfer_refund_request_id: string | null;
+  refund_tx_hash: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+export interface RefundRequestsTable {
+  id: string;
+  transaction_id: string;
+  seller_id: string;
+  payer: string;
+  reason: string;
+  signature: string;
+  status: string;
+  refund_id: string | null;
+  decision_reason: string | null;
+  created_at: Date;
+  decided_at: Date | null;
+  completed_at: Date | null;
+}
+
+export interface PayoutReservationsTable {
+  settlement_id: string;
+  seller_id: string;
+  ok: boolean;
+  amount_micro: bigint;
+  available_micro: bigint;
+  reason: string | null;
+  status: string;
+  tx_hash: string | null;
+  payout_address: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+export interface IdempotencyKeysTable {
+  seller_id: string;
+  key: string;
+  route: string;
+  request_hash: string;
+  response_status: number;
+  response_body: unknown;
+  created_at: Generated<Date>;
+}
+
+export interface LedgerDatabase extends BusTables {
+  account_kinds: AccountKindsTable;
+  accounts: AccountsTable;
+  journal_entries: JournalEntriesTable;
+  postings: PostingsTable;
+  account_balance_drift: AccountBalanceDriftView;
+  transfers: TransfersTable;
+  transactions: TransactionsTable;
+  payment_conflicts: PaymentConflictsTable;
+  refunds: RefundsTable;
+  refund_requests: RefundRequestsTable;
+  payout_reservations: PayoutReservationsTable;
+  idempotency_keys: IdempotencyKeysTable;
+}
+
+export type LedgerDb = Kysely<LedgerDatabase>;
+export type LedgerTrx = Transaction<LedgerDatabase>;

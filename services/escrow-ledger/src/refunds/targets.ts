@@ -1,0 +1,100 @@
+import type { RefundTarget } from '@paygate/agent-client';
+import { badRequest, HttpError } from '@paygate/http';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+
+/** A payment as a buyer's refund request sees it. */
+export interface RequestedTransaction {
+  id: string;
+  seller_id: string;
+  payer: string;
+  session_id: string | null;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  refunded_micro: bigint;
+  escrow_status: string;
+}
+
+/** Exactly one of transactionId, txHash (with an optional logIndex) or sessionId names the payment. */
+export function refundTargetOf(body: {
+  transactionId?: string;
+  txHash?: string;
+  logIndex?: number;
+  sessionId?: string;
+}): RefundTarget {
+  const given = [body.transactionId, body.txHash, body.sessionId].filter((v) => v !== undefined).length;
+  if (given !== 1) {
+    throw badRequest('transactionId', 'give exactly one of transactionId, txHash or sessionId');
+  }
+  if (body.logIndex !== undefined && body.txHash === undefined) {
+    throw badRequest('logIndex', 'is only allowed with txHash');
+  }
+  if (body.transactionId !== undefined) return { transactionId: body.transactionId };
+  if (body.sessionId !== undefined) return { sessionId: body.sessionId };
+  return body.logIndex === undefined
+    ? { txHash: body.txHash!.toLowerCase() }
+    : { txHash: body.txHash!.toLowerCase(), logIndex: body.logIndex };
+}
+
+const notBooked = (what: string) =>
+  new HttpError(
+    404,
+    'transaction_not_found',
+    `no payment on the books for this ${what} (yet: a payment is booked seconds after it is confirmed)`,
+  );
+
+/**
+ * The ledger transaction a target names, or throws 404 `transaction_not_found`. A transfer included again after a
+ * reorg has a reversed transaction and a new one: the one that stands is chosen. The session link is the
+ * `sessionId` checkout puts in `payment.confirmed`, which the ledger keeps on the transaction.
+ */
+export async function findRequestedTransaction(
+  db: Transaction<any> | import('kysely').Kysely<any>,
+  deps: LedgerDeps,
+  target: RefundTarget,
+): Promise<RequestedTransaction> {
+  const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status`;
+  const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
+  let rows: RequestedTransaction[];
+  if ('transactionId' in target) {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions where id = ${target.transactionId}`.execute(
+        db,
+      )
+    ).rows;
+    if (!rows[0]) throw notBooked('transactionId');
+  } else if ('sessionId' in target) {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions where session_id = ${target.sessionId}
+          ${standingFirst}`.execute(db)
+    ).rows;
+    if (!rows[0]) throw notBooked('sessionId');
+  } else {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions
+          where chain_id = ${deps.config.chainId} and tx_hash = ${target.txHash}
+            and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})
+          ${standingFirst}`.execute(db)
+    ).rows;
+    if (!rows[0]) throw notBooked('txHash');
+    if (new Set(rows.map((r) => r.log_index)).size > 1) {
+      throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
+    }
+  }
+  return rows[0]!;
+}
+
+/** findRequestedTransaction, then the row locked for the request's checks and insert. */
+export async function findTransactionForUpdate(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  target: RefundTarget,
+): Promise<RequestedTransaction> {
+  const found = await findRequestedTransaction(trx, deps, target);
+  const locked = await sql<RequestedTransaction>`select id, seller_id, payer, session_id, tx_hash, log_index,
+      amount_micro, refunded_micro, escrow_status from transactions where id = ${found.id} for update`.execute(
+    trx,
+  );
+  return locked.rows[0]!;
+}

@@ -1,0 +1,407 @@
+import { randomBytes } from 'node:crypto';
+import { encodeEnvelope } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import {
+  loadConfig as loadGatewayConfig,
+  type RunningGateway,
+  startGatewayProxy,
+} from '@paygate/gateway-proxy';
+import {
+  type Harness,
+  skillSnapshot,
+  startHarness,
+  startUpstream,
+} from '@paygate/gateway-proxy/test/harness';
+import { parseUsdc } from '@paygate/money';
+import {
+  countStreamMessages,
+  mine,
+  openSchema,
+  serveSellersForTests,
+  waitFor,
+  waitForConsumerIdle,
+} from '@paygate/testing';
+import { Wallet } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { type MoneyServices, startMoneyServices } from './money-services';
+
+/**
+ * Issue 9, points 1 and 2: one on-chain transfer buys exactly one thing across every channel (402 proof,
+ * POST /api/verify, checkout session), and a transfer any channel claimed is never shown as unmatched money.
+ * Real anvil + TestUSDC, two gateway-proxy replicas, chain-indexer, checkout, escrow-ledger and settlement on
+ * real Postgres and JetStream. The gateway accepts a proof at 1 confirmation while the indexer reports a
+ * transfer at 3, so a test decides which channel sees the transfer first by mining.
+ */
+
+const OPERATOR_TOKEN = 'transfer-claims-operator-token-0123456';
+const SELLER_ID = 'seller-1'; // the gateway harness's skills belong to it
+const API_KEY = `sk_test_${randomBytes(12).toString('hex')}`;
+const INDEXER_CONFIRMATIONS = 3;
+
+jest.setTimeout(90_000);
+
+describe('one transfer, one purchase across 402 proofs, /api/verify and checkout sessions', () => {
+  let h: Harness;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  let services: MoneyServices;
+  let replica: RunningGateway;
+  let checkoutDb: Kysely<any>;
+  let ledgerDb: Kysely<any>;
+  let sellerResponder: { stop(): Promise<void> } | undefined;
+
+  const resource = () => h.resource('GET', 'claims', '/data');
+
+  /** A paid call of the skill through one gateway replica. */
+  const present = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
+    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+    const res = await fetch(`${gatewayUrl}/api/v1/skills/claims/data`, {
+      headers: { 'X-402-Payment': header },
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  /** The seller middleware's verification of the same proof. */
+  const verify = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
+    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+    const res = await fetch(`${gatewayUrl}/api/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ payment: header, price: '0.05', type: 'payPerCall', resource: resource() }),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const operator = async (path: string, body?: unknown) => {
+    const res = await fetch(`${services.checkout.url}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: {
+        authorization: `Bearer ${OPERATOR_TOKEN}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const createSession = async () => {
+    const res = await fetch(`${services.checkout.url}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ amount: '0.05', description: 'order' }),
+    });
+    expect(res.status).toBe(201);
+    const session = (await res.json()) as any;
+    return { id: session.sessionId as string, amountMicro: parseUsdc(session.exactAmount) };
+  };
+  const sessionStatus = async (sessionId: string) =>
+    ((await (await fetch(`${services.checkout.url}/api/v1/checkout/sessions/${sessionId}`)).json()) as any)
+      .status as string;
+  const pay = async (amountMicro: bigint) => (await h.transfer('buyer', amountMicro)).toLowerCase();
+  /** Enough blocks for the indexer to report the transfer. */
+  const letIndexerSee = () => mine(h.anvil.provider, INDEXER_CONFIRMATIONS);
+  const checkoutTransfer = async (txHash: string) =>
+    (
+      await sql<any>`select transfer_id, status, unmatched_reason, candidate_session_id, session_id, refund_request_id
+        from transfers where tx_hash = ${txHash}`.execute(checkoutDb)
+    ).rows[0];
+  const unmatchedList = async () =>
+    ((await operator('/api/v1/operator/transfers?status=unmatched&limit=500')).body.transfers as any[]).map(
+      (t) => t.txHash as string,
+    );
+  const ledgerTransactions = async (txHash: string) =>
+    (await sql<any>`select id, source from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows;
+  const ledgerConflicts = async (txHash: string) =>
+    (await sql<any>`select kind from payment_conflicts where tx_hash = ${txHash}`.execute(ledgerDb)).rows;
+  const waitForBooking = (txHash: string) =>
+    waitFor(async () => (await ledgerTransactions(txHash)).length > 0, {
+      message: `payment of ${txHash} booked by the ledger`,
+      timeoutMs: 15_000,
+    });
+  /** Every producer relayed what it wrote and the ledger handled it all: a second booking would exist by now. */
+  const settled = async () => {
+    const relays = [h.gateway, replica, services.checkout, services.ledger].filter(Boolean);
+    await waitFor(
+      async () => (await Promise.all(relays.map((s) => s.ctx.relay.backlog()))).every((n) => n === 0),
+      {
+        message: 'every outbox relayed',
+      },
+    );
+    await waitForConsumerIdle(h.bus, 'ledger-payment-confirmed');
+  };
+  /** The ledger booked the payment and any second payment.confirmed has been handled. */
+  const settle = async (txHash: string) => {
+    await waitForBooking(txHash);
+    await settled();
+  };
+
+  beforeAll(async () => {
+    h = await startHarness(
+      'claims',
+      { CONFIRMATIONS: '1', RATE_LIMIT_PER_MINUTE: '1000' },
+      {
+        claims: 'ledger',
+      },
+    );
+    upstream = await startUpstream();
+    services = await startMoneyServices({
+      env: h.env,
+      rpcUrl: h.anvil.rpcUrl,
+      usdcAddress: h.usdcAddress,
+      operatorToken: OPERATOR_TOKEN,
+      clock: h.clock.now,
+      indexerEnv: { CONFIRMATIONS: String(INDEXER_CONFIRMATIONS) },
+    });
+    replica = await startGatewayProxy(
+      loadGatewayConfig(h.env.envFor('gateway-proxy', h.gatewayEnv), h.clock.now),
+    );
+    checkoutDb = openSchema(h.env.schemaFor('checkout'));
+    ledgerDb = openSchema(h.env.schemaFor('escrow-ledger'));
+    const payoutAddress = Wallet.createRandom().address;
+    const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
+    sellerResponder = await serveSellersForTests(h.bus, {
+      [API_KEY]: {
+        sellerId: SELLER_ID,
+        walletAddress: payoutAddress,
+        payoutAddress,
+        publishableKey,
+        apiKeyVersion: 1,
+      },
+    });
+    const seller = createEvent('seller.updated', 'registry', {
+      sellerId: SELLER_ID,
+      revision: 1,
+      walletAddress: payoutAddress,
+      payoutAddress,
+      publishableKey,
+      apiKeyVersion: 1,
+      webhookUrl: null,
+      webhookSecretVersion: 0,
+      settlementFrequency: 'DAILY',
+      minimumSettlement: '1',
+      updatedAt: new Date().toISOString(),
+    } satisfies EventData<'seller.updated'>);
+    await h.bus.js.publish(h.bus.subjectFor('seller.updated'), encodeEnvelope(seller), { msgID: seller.id });
+    await h.publishSkill(skillSnapshot({ name: 'claims', apiBaseUrl: `${upstream.url}/seller` }));
+    await waitFor(
+      async () =>
+        (await sql`select 1 from sellers where seller_id = ${SELLER_ID}`.execute(checkoutDb)).rows[0],
+      { message: 'seller projected by checkout', timeoutMs: 10_000 },
+    );
+    await waitFor(async () => replica.state.skills.byName('claims'), {
+      message: 'skill seen by the replica',
+    });
+  });
+
+  afterAll(async () => {
+    await sellerResponder?.stop();
+    await replica?.stop().catch(() => undefined);
+    await upstream?.close();
+    await services?.stop().catch(() => undefined);
+    await checkoutDb?.destroy();
+    await ledgerDb?.destroy();
+    await h?.close();
+  });
+
+  test('point 1, session first: a transfer that paid a checkout session is refused as a 402 proof and by /api/verify', async () => {
+    const session = await createSession();
+    const txHash = await pay(session.amountMicro);
+    await letIndexerSee();
+    await waitFor(async () => (await sessionStatus(session.id)) === 'paid', {
+      message: 'session paid by its transfer',
+      timeoutMs: 15_000,
+    });
+    const reached = upstream.requests.length;
+
+    const proof = await present(h.gateway.url, txHash, session.amountMicro);
+    expect({ status: proof.status, reason: proof.body.reason }).toEqual({
+      status: 402,
+      reason: 'payment_already_used',
+    });
+    expect(proof.body.message).toMatch(/checkout/);
+    expect(upstream.requests.length).toBe(reached);
+    const verified = await verify(replica.url, txHash, session.amountMicro);
+    expect(verified.body).toMatchObject({ valid: false, reason: 'payment_already_used' });
+
+    await settle(txHash);
+    expect(await ledgerTransactions(txHash)).toEqual([expect.objectContaining({ source: 'checkout' })]);
+    expect(await ledgerConflicts(txHash)).toEqual([]);
+  });
+
+  test("point 1, proof first: the session's own transfer, already spent on a call, leaves the session open and is claimed, not unmatched", async () => {
+    const session = await createSession();
+    const txHash = await pay(session.amountMicro);
+    const reached = upstream.requests.length;
+    const proof = await present(h.gateway.url, txHash, session.amountMicro);
+    expect(proof.status).toBe(200);
+    expect(upstream.requests.length).toBe(reached + 1);
+
+    await letIndexerSee();
+    const row = await waitFor(() => checkoutTransfer(txHash), {
+      message: 'transfer handled by checkout',
+      timeoutMs: 15_000,
+    });
+    expect(row).toMatchObject({
+      status: 'claimed',
+      unmatched_reason: 'claimed_by_x402',
+      candidate_session_id: session.id,
+      session_id: null,
+    });
+    expect(await sessionStatus(session.id)).toBe('open');
+    expect(await unmatchedList()).not.toContain(txHash);
+    await settle(txHash);
+    expect(await ledgerTransactions(txHash)).toEqual([expect.objectContaining({ source: 'x402' })]);
+    expect(await ledgerConflicts(txHash)).toEqual([]);
+  });
+
+  test('point 1, race: the transfer observed for its session while its proof is presented to two replicas and /api/verify: exactly one wins', async () => {
+    for (const delayMs of [0, 150, 400]) {
+      const session = await createSession();
+      const txHash = await pay(session.amountMicro);
+      const reached = upstream.requests.length;
+      const later = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+      const [, ...answers] = await Promise.all([
+        letIndexerSee(),
+        later(delayMs).then(() => present(h.gateway.url, txHash, session.amountMicro)),
+        later(delayMs).then(() => present(replica.url, txHash, session.amountMicro)),
+        later(delayMs).then(() => verify(replica.url, txHash, session.amountMicro)),
+        later(delayMs).then(() => verify(h.gateway.url, txHash, session.amountMicro)),
+      ]);
+      await waitFor(() => checkoutTransfer(txHash), {
+        message: 'transfer handled by checkout',
+        timeoutMs: 15_000,
+      });
+      await settle(txHash);
+      const served = answers.filter((a) => a.status === 200 && a.body.valid !== false).length;
+      const sessionPaid = (await sessionStatus(session.id)) === 'paid' ? 1 : 0;
+      expect({ delayMs, winners: served + sessionPaid }).toEqual({ delayMs, winners: 1 });
+      expect(upstream.requests.length - reached).toBeLessThanOrEqual(1);
+      expect(await ledgerTransactions(txHash)).toHaveLength(1);
+      expect(await ledgerConflicts(txHash)).toEqual([]);
+      for (const a of answers.filter((x) => x.status !== 200 || x.body.valid === false)) {
+        expect(a.body.reason).toBe('payment_already_used');
+      }
+    }
+  });
+
+  test('point 1, two gateway replicas: concurrent presentations of one proof serve exactly one call', async () => {
+    const amountMicro = parseUsdc('0.05');
+    const txHash = await pay(amountMicro);
+    const reached = upstream.requests.length;
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => present(i % 2 ? replica.url : h.gateway.url, txHash, amountMicro)),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, ...Array(9).fill(402)]);
+    expect(upstream.requests.length - reached).toBe(1);
+    await settle(txHash);
+    expect(await ledgerTransactions(txHash)).toHaveLength(1);
+  });
+
+  test('point 2: a paid 402 call is never an unmatched transfer, whether checkout sees it before or after the claim', async () => {
+    const amountMicro = parseUsdc('0.05');
+    // The proof first, then checkout sees the transfer.
+    const first = await pay(amountMicro);
+    expect((await present(h.gateway.url, first, amountMicro)).status).toBe(200);
+    await letIndexerSee();
+    const firstRow = await waitFor(() => checkoutTransfer(first), {
+      message: 'transfer handled by checkout',
+      timeoutMs: 15_000,
+    });
+    expect(firstRow).toMatchObject({ status: 'claimed', unmatched_reason: 'claimed_by_x402' });
+
+    // Checkout sees the transfer first (nothing claims it yet: unmatched), then it pays a call.
+    const second = await pay(amountMicro);
+    await letIndexerSee();
+    const before = await waitFor(() => checkoutTransfer(second), {
+      message: 'transfer handled by checkout',
+      timeoutMs: 15_000,
+    });
+    expect(before).toMatchObject({ status: 'unmatched', unmatched_reason: 'no_session_with_this_amount' });
+    expect((await present(h.gateway.url, second, amountMicro)).status).toBe(200);
+    await waitFor(async () => (await checkoutTransfer(second)).status === 'claimed', {
+      message: 'transfer taken off the unmatched list once the call claimed it',
+      timeoutMs: 10_000,
+    });
+    expect(await checkoutTransfer(second)).toMatchObject({
+      status: 'claimed',
+      unmatched_reason: 'claimed_by_x402',
+    });
+    const unmatched = await unmatchedList();
+    expect(unmatched).not.toContain(first);
+    expect(unmatched).not.toContain(second);
+    const claimedList = await operator('/api/v1/operator/transfers?status=claimed');
+    expect((claimedList.body.transfers as any[]).map((t) => t.txHash)).toEqual(
+      expect.arrayContaining([first, second]),
+    );
+    // Not refundable from the operator's list: it is a payment now.
+    const refused = await operator(`/api/v1/operator/transfers/${before.transfer_id}/refund`, {});
+    expect(refused.status).toBe(409);
+  });
+
+  test('point 2: an operator refund (or attach) of a transfer a 402 call claimed is refused by the ledger with a reason, and the row is not stuck', async () => {
+    const amountMicro = parseUsdc('0.05');
+    const txHash = await pay(amountMicro);
+    await letIndexerSee();
+    const row = await waitFor(() => checkoutTransfer(txHash), {
+      message: 'transfer handled by checkout',
+      timeoutMs: 15_000,
+    });
+    expect((await present(h.gateway.url, txHash, amountMicro)).status).toBe(200);
+    await waitForBooking(txHash);
+    // The operator acts in the window before checkout heard of the claim: its row still says unmatched.
+    await sql`update transfers set status = 'unmatched', unmatched_reason = 'no_session_with_this_amount'
+      where transfer_id = ${row.transfer_id}`.execute(checkoutDb);
+
+    const refund = await operator(`/api/v1/operator/transfers/${row.transfer_id}/refund`, {
+      note: 'mistake?',
+    });
+    expect({ status: refund.status, code: refund.body.error?.code }).toEqual({
+      status: 409,
+      code: 'transfer_claimed_by_payment',
+    });
+    expect(refund.body.error.message).toMatch(/x402/);
+    expect(await checkoutTransfer(txHash)).toMatchObject({ status: 'claimed', refund_request_id: null });
+    expect(await unmatchedList()).not.toContain(txHash);
+    // A refund request would have gone out through checkout's outbox to the ledger: both are done by now.
+    await settled();
+    await waitForConsumerIdle(h.bus, 'ledger-transfer-refund-requested');
+    const requested = (await countStreamMessages(h.bus, 'transfer.refund_requested')).filter(
+      (e) => (e.data as any).txHash === txHash,
+    );
+    expect(requested).toHaveLength(0);
+    expect((await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows).toEqual(
+      [],
+    );
+
+    // Attaching it to a session by hand is refused the same way: the session is not paid with spent money.
+    const session = await createSession();
+    await sql`update transfers set status = 'unmatched' where transfer_id = ${row.transfer_id}`.execute(
+      checkoutDb,
+    );
+    const attach = await operator(`/api/v1/operator/transfers/${row.transfer_id}/attach`, {
+      sessionId: session.id,
+    });
+    expect({
+      status: attach.status,
+      code: attach.body.error?.code,
+      claimedBy: attach.body.error?.claimedBy,
+    }).toEqual({
+      status: 409,
+      code: 'transfer_claimed_by_payment',
+      claimedBy: 'x402',
+    });
+    expect(await sessionStatus(session.id)).toBe('open');
+    expect(await checkoutTransfer(txHash)).toMatchObject({ status: 'claimed', session_id: null });
+  });
+
+  test('a gateway that cannot reach the ledger answers 503 and serves nothing', async () => {
+    const amountMicro = parseUsdc('0.05');
+    const txHash = await pay(amountMicro);
+    await services.ledger.stop();
+    const reached = upstream.requests.length;
+    const proof = await present(h.gateway.url, txHash, amountMicro);
+    expect(proof.status).toBe(503);
+    expect(upstream.requests.length).toBe(reached);
+    const verified = await verify(replica.url, txHash, amountMicro);
+    expect(verified.status).toBe(503);
+    expect(
+      (await sql<any>`select id from payment_claims where tx_hash = ${txHash}`.execute(h.db)).rows,
+    ).toEqual([]);
+  });
+});

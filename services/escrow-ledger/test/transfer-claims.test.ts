@@ -1,0 +1,181 @@
+import { type Bus, requestRpc } from '@paygate/bus';
+import type { RpcRequest } from '@paygate/contracts';
+import { countStreamMessages, openSchema, waitFor } from '@paygate/testing';
+import { type Kysely, sql } from 'kysely';
+import { ServiceError } from 'nats';
+import { type RunningEscrowLedger, startEscrowLedger } from '../src';
+import { type LedgerHarness, observedData, paymentData, randomTxHash, startLedgerHarness } from './helpers';
+
+/**
+ * `ledger.claim_transfer` on real Postgres and NATS, with two ledger replicas answering in one queue group:
+ * the first claim of a transfer wins whatever the channel and the replica, a repeat of the same channel and
+ * reference is ok again, and an operator refund is checked against the books.
+ */
+
+let h: LedgerHarness;
+let replica: RunningEscrowLedger;
+let db: Kysely<any>;
+let bus: Bus;
+const PAYER = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
+
+beforeAll(async () => {
+  h = await startLedgerHarness('ledgerclaims');
+  bus = h.bus;
+  // A second replica on the same schema and bus namespace: both answer in the `escrow-ledger` queue group.
+  replica = await startEscrowLedger(h.ledger.deps.config);
+  db = openSchema(h.env.schemaFor('escrow-ledger'));
+});
+afterAll(async () => {
+  await replica?.stop();
+  await db?.destroy();
+  await h?.stop();
+});
+
+const claim = (request: Partial<RpcRequest<'ledger.claim_transfer'>> & { txHash: string }) =>
+  requestRpc(
+    bus,
+    'ledger.claim_transfer',
+    {
+      chainId: 31337,
+      logIndex: 0,
+      channel: 'x402',
+      reference: `local:${request.txHash}`,
+      payer: PAYER,
+      amount: '1.5',
+      ...request,
+    },
+    { timeoutMs: 5000 },
+  );
+
+describe('ledger.claim_transfer', () => {
+  test('concurrent claims from every channel on two replicas: exactly one channel holds the transfer', async () => {
+    for (let round = 0; round < 3; round++) {
+      const txHash = randomTxHash();
+      const requests = Array.from({ length: 24 }, (_, i) => {
+        const channel = (['x402', 'verify', 'checkout', 'operator_refund'] as const)[i % 4]!;
+        const reference =
+          channel === 'checkout' ? 'cs_session' : channel === 'operator_refund' ? 'tr_1' : `local:${txHash}`;
+        return claim({ txHash, channel, reference });
+      });
+      const replies = await Promise.all(requests);
+      const winners = replies.filter((r) => r.ok);
+      expect(winners).toHaveLength(6); // every request of the winning channel (same reference): ok
+      expect(winners.filter((r) => r.ok && r.fresh)).toHaveLength(1);
+      expect(new Set(winners.map((r) => r.ok && r.claimId)).size).toBe(1);
+      const losers = replies.filter((r) => !r.ok);
+      expect(losers).toHaveLength(18);
+      for (const loser of losers) expect(loser).toMatchObject({ ok: false, reason: 'claimed_elsewhere' });
+      const rows = (await sql<any>`select channel from transfer_claims where tx_hash = ${txHash}`.execute(db))
+        .rows;
+      expect(rows).toHaveLength(1);
+      const claimedBy = (losers[0] as { claimedBy: { channel: string } }).claimedBy.channel;
+      expect(rows[0].channel).toBe(claimedBy);
+      // One transfer.claimed for the one fresh claim.
+      await waitFor(
+        async () =>
+          (await countStreamMessages(bus, 'transfer.claimed')).filter(
+            (e) => (e.data as any).txHash === txHash,
+          ).length === 1,
+        { message: 'transfer.claimed published', timeoutMs: 5000 },
+      );
+    }
+  });
+
+  test('both replicas answered claims (one queue group; the unique row decided, not the replica)', async () => {
+    for (const ledger of [h.ledger, replica]) {
+      const metrics = await (await fetch(`${ledger.url}/metrics`)).text();
+      const answered = metrics
+        .split('\n')
+        .filter((line) => line.startsWith('ledger_transfer_claims_total{'))
+        .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+      expect(answered).toBeGreaterThan(0);
+    }
+  });
+
+  test('the same channel and reference again is ok (not fresh); another reference of the same channel is refused', async () => {
+    const txHash = randomTxHash();
+    const first = await claim({ txHash, channel: 'checkout', reference: 'cs_a' });
+    expect(first).toMatchObject({ ok: true, fresh: true });
+    expect(await claim({ txHash, channel: 'checkout', reference: 'cs_a' })).toMatchObject({
+      ok: true,
+      fresh: false,
+      claimId: (first as { claimId: string }).claimId,
+    });
+    const other = await claim({ txHash, channel: 'checkout', reference: 'cs_b' });
+    expect(other).toMatchObject({
+      ok: false,
+      reason: 'claimed_elsewhere',
+      claimedBy: { channel: 'checkout' },
+    });
+    expect((other as { message: string }).message).toMatch(/a checkout session/);
+  });
+
+  test('an operator refund is checked against the books; a transfer not booked yet can be claimed', async () => {
+    const payment = paymentData(h.sellerId, { amount: '2', payer: PAYER });
+    const observed = observedData(payment);
+    await h.publish('transfer.observed', observed);
+    await waitFor(
+      async () => (await sql`select 1 from transfers where tx_hash = ${observed.txHash}`.execute(db)).rows[0],
+      { message: 'transfer booked' },
+    );
+    const wrongAmount = await claim({
+      txHash: observed.txHash,
+      channel: 'operator_refund',
+      reference: 'tr_x',
+      payer: observed.from,
+      amount: '3',
+    });
+    expect(wrongAmount).toMatchObject({ ok: false, reason: 'amount_differs', booked: { amount: '2' } });
+    expect(
+      await claim({
+        txHash: observed.txHash,
+        channel: 'operator_refund',
+        reference: 'tr_x',
+        payer: observed.from,
+        amount: '2',
+      }),
+    ).toMatchObject({ ok: true, fresh: true });
+    // Not booked yet (its transfer.observed still on the way): claimed now, checked by the refund handler later.
+    expect(
+      await claim({ txHash: randomTxHash(), channel: 'operator_refund', reference: 'tr_y' }),
+    ).toMatchObject({
+      ok: true,
+    });
+  });
+
+  test('a payment booked without a claim (published before claims existed) holds its transfer', async () => {
+    const payment = paymentData(h.sellerId, { amount: '1.5', payer: PAYER });
+    await h.publish('payment.confirmed', payment);
+    await waitFor(
+      async () =>
+        (await sql`select 1 from transactions where tx_hash = ${payment.txHash}`.execute(db)).rows[0],
+      { message: 'payment booked' },
+    );
+    expect(
+      (await sql`select 1 from transfer_claims where tx_hash = ${payment.txHash}`.execute(db)).rows,
+    ).toHaveLength(0);
+    expect(await claim({ txHash: payment.txHash, channel: 'checkout', reference: 'cs_late' })).toMatchObject({
+      ok: false,
+      reason: 'claimed_elsewhere',
+      claimedBy: { channel: 'x402' },
+    });
+    // The gateway that booked it asks with its own reference: the same purchase, ok.
+    expect(await claim({ txHash: payment.txHash, channel: 'x402' })).toMatchObject({
+      ok: true,
+      fresh: false,
+    });
+  });
+
+  test('an invalid request is refused naming the field', async () => {
+    const bad = await bus.nc.request(
+      bus.rpcSubject('ledger.claim_transfer'),
+      new TextEncoder().encode(JSON.stringify({ chainId: 31337, txHash: 'nope' })),
+      { timeout: 5000 },
+    );
+    // A NATS service error (the service API's convention), not a reply: code 400 naming the field.
+    expect(ServiceError.toServiceError(bad)).toMatchObject({
+      code: 400,
+      message: expect.stringMatching(/txHash/),
+    });
+  });
+});

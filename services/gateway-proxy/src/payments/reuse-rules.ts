@@ -1,0 +1,73 @@
+import { failure, type PaymentFailure } from './failures';
+import type { PaymentClaim, Purchase } from './service';
+
+/**
+ * The reuse rules of a transfer that was claimed before, as pure decisions: the cached hot path
+ * (PaymentService.presentCached, no promise) and the full path (present / reuseClaim, Postgres) both ask
+ * these, so a repeated presentation is answered alike whichever path serves it.
+ */
+
+/** What presenting an already-claimed transfer again may do. */
+export type ReuseDecision =
+  /** A subscription in scope and not expired: serve it from the claim as it is. */
+  | { kind: 'serve' }
+  /** A pay-per-call for the same resource and channel: only a retry within the window (Postgres decides). */
+  | { kind: 'retry' }
+  | { kind: 'refuse'; failure: PaymentFailure };
+
+/** Who presents the claim: the proof's payer (`from`, lowercase) and whose signature it carries over the claim's resource. */
+export interface Presenter {
+  fromLower: string;
+  /** The recovered signer (lowercase) over the claim's resource; undefined when recovery failed. */
+  signerLower: string | undefined;
+}
+
+export const alreadyUsed = (txHash: string): PaymentFailure =>
+  failure('payment_already_used', `transaction ${txHash} has already paid for something`);
+
+export const badSignature = (): PaymentFailure =>
+  failure(
+    'invalid_signature',
+    "signature is not the payer's (from) EIP-191 signature over this tx hash and this resource",
+  );
+
+/**
+ * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
+ * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
+ * resource it was claimed for. Then: a subscription in its scope (the skill, or the seller for a
+ * seller-wide purchase) until it expires; a pay-per-call only as a retry of the same resource and channel.
+ */
+export function decideReuse(
+  claim: PaymentClaim,
+  presenter: Presenter | null,
+  purchase: Purchase,
+  now: Date,
+): ReuseDecision {
+  if (presenter) {
+    if (claim.payer.toLowerCase() !== presenter.fromLower) {
+      return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+    }
+    if (presenter.signerLower !== presenter.fromLower) return { kind: 'refuse', failure: badSignature() };
+  }
+  if (claim.kind === 'subscription') {
+    const sameScope =
+      purchase.skillId !== null
+        ? claim.skill_id === purchase.skillId
+        : claim.skill_id === null && claim.seller_id === purchase.sellerId;
+    if (!sameScope) return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+    if (!claim.access_expires_at || claim.access_expires_at.getTime() <= now.getTime()) {
+      return {
+        kind: 'refuse',
+        failure: failure(
+          'subscription_expired',
+          `the subscription paid by ${claim.tx_hash} expired at ${claim.access_expires_at?.toISOString()}`,
+        ),
+      };
+    }
+    return { kind: 'serve' };
+  }
+  if (claim.resource !== purchase.resource || claim.channel !== purchase.channel) {
+    return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+  }
+  return { kind: 'retry' };
+}

@@ -1,0 +1,128 @@
+import { declareDiscoveryExtension } from '@x402/extensions/bazaar';
+import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
+import type { X402Payments } from './payments';
+import {
+  encodeX402Header,
+  paymentRequiredV2,
+  requirementsV1,
+  settlementResponse,
+  X402_EXPOSED_HEADERS,
+  X402_HEADERS,
+  type X402Offer,
+} from './protocol';
+
+/** CORS for paid skill URLs: any origin may pay, and may read x402's answer headers. */
+export const SKILL_CORS_HEADERS = Object.freeze({
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Expose-Headers': [
+    ...X402_EXPOSED_HEADERS,
+    'X-402-Receipt',
+    'X-402-Retry-Until',
+    'RateLimit-Remaining',
+  ].join(', '),
+});
+export const SKILL_PREFLIGHT_HEADERS = Object.freeze({
+  ...SKILL_CORS_HEADERS,
+  'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS',
+  'Access-Control-Allow-Headers': [
+    'Content-Type',
+    X402_HEADERS.paymentSignature,
+    X402_HEADERS.v1Payment,
+    'X-402-Payment',
+    'Payment',
+    'X-Request-Id',
+  ].join(', '),
+  'Access-Control-Max-Age': '600',
+});
+
+const PATH_PARAM = /:([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** The bazaar discovery extension describing how to call the endpoint (method, path parameters, body kind). */
+const bazaarByEndpoint = new WeakMap<EndpointSnapshot, Record<string, unknown>>();
+export function bazaarExtension(endpoint: EndpointSnapshot): Record<string, unknown> {
+  let extension = bazaarByEndpoint.get(endpoint);
+  if (!extension) {
+    const pathParams = Object.fromEntries(
+      [...endpoint.path.matchAll(PATH_PARAM)].map((m) => [
+        m[1]!,
+        { type: 'string', description: `path segment :${m[1]}` },
+      ]),
+    );
+    const hasBody = ['POST', 'PUT', 'PATCH'].includes(endpoint.method);
+    const declared = declareDiscoveryExtension(
+      hasBody
+        ? ({
+            bodyType: 'json',
+            input: {},
+            inputSchema: { properties: {} },
+            ...(Object.keys(pathParams).length ? { pathParamsSchema: { properties: pathParams } } : {}),
+          } as never)
+        : ({ input: {}, inputSchema: { properties: {} } } as never),
+    ) as unknown as { bazaar: { info: { input: Record<string, unknown> } } };
+    declared.bazaar.info.input.method = endpoint.method;
+    if (Object.keys(pathParams).length) declared.bazaar.info.input.pathParams = pathParams;
+    extension = declared as unknown as Record<string, unknown>;
+    bazaarByEndpoint.set(endpoint, extension);
+  }
+  return extension;
+}
+
+export interface Challenge {
+  headers: Record<string, string>;
+  /** v1's fields in the 402 body (Base and Base Sepolia only). */
+  body: Record<string, unknown>;
+}
+
+/**
+ * x402's part of a 402 answer: the v2 `PAYMENT-REQUIRED` header (with the bazaar extension) and, on Base
+ * networks, v1's `accepts` in the body. Empty when x402 is not offered right now (relayer out of gas or away).
+ */
+export function x402Challenge(
+  x402: X402Payments,
+  input: {
+    url: string;
+    description: string;
+    priceMicro: bigint;
+    endpoint: EndpointSnapshot;
+    skill: SkillSnapshot;
+  },
+  error: string,
+): Challenge {
+  const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
+  if (!x402.offered()) return { headers, body: {} };
+  const offer = x402.offer({
+    url: input.url,
+    description: input.description,
+    mimeType: 'application/json',
+    priceMicro: input.priceMicro,
+  });
+  if (!offer) return { headers, body: {} };
+  const extensions = bazaarExtension(input.endpoint);
+  headers[X402_HEADERS.paymentRequired] = encodeX402Header(paymentRequiredV2(offer, error, extensions));
+  const v1 = requirementsV1(offer, {
+    input: { type: 'http', method: input.endpoint.method, discoverable: true },
+  });
+  return { headers, body: v1 ? { x402Version: 1, accepts: [v1] } : {} };
+}
+
+/** The settlement header of a paid answer, in the version the client spoke. */
+export function settlementHeaders(input: {
+  version: 1 | 2;
+  txHash: string;
+  chainId: number;
+  payer: string;
+}): Record<string, string> {
+  const body = settlementResponse({
+    success: true,
+    transaction: input.txHash,
+    chainId: input.chainId,
+    payer: input.payer,
+    version: input.version,
+  });
+  return {
+    [input.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse]:
+      encodeX402Header(body),
+  };
+}
+
+export type { X402Offer };

@@ -1,0 +1,307 @@
+import { type AnyRoute, defineRoute } from '@paygate/http';
+import { parseUsdc } from '@paygate/money';
+import { SellerAuth } from '@paygate/seller-auth';
+import { Type } from '@sinclair/typebox';
+import type { Purchase } from '../payments/service';
+import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
+import type { GatewayState } from '../state';
+import { bazaarExtension } from './challenge';
+import { caip2, parseX402Payment, requirementsV2, v1NetworkOf, type X402HeaderError } from './protocol';
+
+export const X402_PREFIX = '/api/v1/x402';
+
+/** The requirements a seller's x402 server sends with a payment: v2 (`amount`) or v1 (`maxAmountRequired`). */
+const Requirements = Type.Object({
+  scheme: Type.String({ maxLength: 32 }),
+  network: Type.String({ maxLength: 64 }),
+  asset: Type.String({ maxLength: 128 }),
+  payTo: Type.String({ maxLength: 128 }),
+  amount: Type.Optional(Type.String({ pattern: '^[0-9]{1,30}$' })),
+  maxAmountRequired: Type.Optional(Type.String({ pattern: '^[0-9]{1,30}$' })),
+  resource: Type.Optional(Type.String({ maxLength: 2048 })),
+  maxTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 0 })),
+  extra: Type.Optional(Type.Unknown()),
+});
+
+const FacilitatorRequest = Type.Object({
+  x402Version: Type.Union([Type.Literal(1), Type.Literal(2)]),
+  paymentPayload: Type.Record(Type.String(), Type.Unknown()),
+  paymentRequirements: Requirements,
+});
+
+const VerifyResponse = Type.Object(
+  {
+    isValid: Type.Boolean(),
+    invalidReason: Type.Optional(Type.String()),
+    invalidMessage: Type.Optional(Type.String()),
+    payer: Type.Optional(Type.String()),
+  },
+  { description: "x402's VerifyResponse" },
+);
+const SettleResponse = Type.Object(
+  {
+    success: Type.Boolean(),
+    errorReason: Type.Optional(Type.String()),
+    errorMessage: Type.Optional(Type.String()),
+    payer: Type.Optional(Type.String()),
+    transaction: Type.String(),
+    network: Type.String(),
+  },
+  { description: "x402's SettleResponse" },
+);
+
+type Checked =
+  | { ok: true; payment: ReturnType<typeof parseX402Payment>; priceMicro: bigint; resourceUrl: string }
+  | { ok: false; reason: string; message: string; payer?: string };
+
+/**
+ * Paygate as an x402 facilitator for sellers running their own x402 server (for example `@x402/express` with
+ * `HTTPFacilitatorClient`): verify and settle in the standard's shapes, authenticated by the seller's `sk_` key,
+ * for payments into Paygate's escrow only; a settled payment is credited to the key's seller, like any payment.
+ * Also the public x402 Bazaar discovery list of every active Paygate skill endpoint.
+ */
+export function x402Routes(state: GatewayState): AnyRoute[] {
+  const auth = new SellerAuth(state.ctx.bus);
+  const sellerKey = { scheme: 'apiKey', middleware: auth.middleware() };
+  const { config } = state;
+
+  /** The seller's requirements must be Paygate's: exact scheme, this network, USDC, escrow as payTo. */
+  function check(body: typeof FacilitatorRequest.static): Checked {
+    let payment: ReturnType<typeof parseX402Payment>;
+    try {
+      payment = parseX402Payment(body.paymentPayload, body.x402Version);
+    } catch (error) {
+      return { ok: false, reason: 'invalid_payload', message: (error as X402HeaderError).message };
+    }
+    const r = body.paymentRequirements;
+    const payer = payment.authorization.from;
+    const network = body.x402Version === 2 ? caip2(config.chainId) : v1NetworkOf(config.chainId);
+    if (r.scheme !== 'exact') {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_scheme',
+        message: 'Paygate settles the exact scheme',
+        payer,
+      };
+    }
+    if (r.network !== network) {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_network_mismatch',
+        message: `Paygate settles on ${network ?? caip2(config.chainId)}`,
+        payer,
+      };
+    }
+    if (r.asset.toLowerCase() !== config.usdcAddress.toLowerCase()) {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_asset_mismatch',
+        message: `Paygate settles USDC at ${config.usdcAddress}`,
+        payer,
+      };
+    }
+    if (r.payTo.toLowerCase() !== config.escrowAddress.toLowerCase()) {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_recipient_mismatch',
+        message: `payTo must be Paygate's escrow ${config.escrowAddress}`,
+        payer,
+      };
+    }
+    const amount = r.amount ?? r.maxAmountRequired;
+    if (!amount || BigInt(amount) <= 0n) {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_authorization_value',
+        message: 'paymentRequirements has no positive amount',
+        payer,
+      };
+    }
+    const resourceUrl = r.resource ?? payment.resourceUrl ?? 'x402-facilitator';
+    return { ok: true, payment, priceMicro: BigInt(amount), resourceUrl };
+  }
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: `${X402_PREFIX}/supported`,
+      summary: 'What this facilitator settles (x402 SupportedResponse)',
+      auth: sellerKey,
+      responses: {
+        '200': Type.Object({
+          kinds: Type.Array(Type.Unknown()),
+          extensions: Type.Array(Type.String()),
+          signers: Type.Unknown(),
+        }),
+      },
+      handler: async (_req, res) => {
+        const status = await state.x402.relayer.currentStatus();
+        const v1 = v1NetworkOf(config.chainId);
+        res.json({
+          kinds: [
+            { x402Version: 2, scheme: 'exact', network: caip2(config.chainId) },
+            ...(v1 ? [{ x402Version: 1, scheme: 'exact', network: v1 }] : []),
+          ],
+          extensions: ['bazaar'],
+          signers: { 'eip155:*': status.address ? [status.address] : [] },
+        });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${X402_PREFIX}/verify`,
+      summary: 'Verify an x402 payment into escrow without settling it (x402 VerifyRequest → VerifyResponse)',
+      auth: sellerKey,
+      body: FacilitatorRequest,
+      responses: { '200': VerifyResponse },
+      handler: async (req, res) => {
+        const checked = check(req.body);
+        if (!checked.ok) {
+          res.json({
+            isValid: false,
+            invalidReason: checked.reason,
+            invalidMessage: checked.message,
+            payer: checked.payer,
+          });
+          return;
+        }
+        const refusal = await state.x402.verify(checked.payment, checked.priceMicro);
+        const payer = checked.payment.authorization.from;
+        if (refusal) {
+          if (refusal.status === 503) res.status(503);
+          res.json({ isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer });
+          return;
+        }
+        res.json({ isValid: true, payer });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: `${X402_PREFIX}/settle`,
+      summary:
+        "Settle an x402 payment into escrow, credited to the key's seller (x402 SettleRequest → SettleResponse)",
+      auth: sellerKey,
+      body: FacilitatorRequest,
+      responses: { '200': SettleResponse },
+      handler: async (req, res) => {
+        const network =
+          req.body.x402Version === 2
+            ? caip2(config.chainId)
+            : (v1NetworkOf(config.chainId) ?? caip2(config.chainId));
+        const checked = check(req.body);
+        if (!checked.ok) {
+          res.json({
+            success: false,
+            errorReason: checked.reason,
+            errorMessage: checked.message,
+            payer: checked.payer,
+            transaction: '',
+            network,
+          });
+          return;
+        }
+        const purchase: Purchase = {
+          resource: `x402 ${checked.resourceUrl}`,
+          priceMicro: checked.priceMicro,
+          kind: 'payPerCall',
+          durationDays: null,
+          sellerId: req.seller!.sellerId,
+          skillId: null,
+          skillName: null,
+          endpointId: null,
+          holdPeriodHours: 0,
+          channel: 'facilitator',
+        };
+        const outcome = await state.x402.settle(checked.payment, purchase, req.body.x402Version);
+        const payer = checked.payment.authorization.from;
+        if (!outcome.ok) {
+          if (outcome.status === 503) res.status(503);
+          res.json({
+            success: false,
+            errorReason: outcome.reason,
+            errorMessage: outcome.message,
+            payer,
+            transaction: '',
+            network,
+          });
+          return;
+        }
+        res.json({ success: true, payer, transaction: outcome.txHash, network });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${X402_PREFIX}/discovery/resources`,
+      summary: 'Every active Paygate skill endpoint, in the x402 Bazaar discovery shape',
+      query: Type.Object({
+        type: Type.Optional(Type.String({ maxLength: 16 })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+        offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
+      }),
+      responses: {
+        '200': Type.Object({
+          x402Version: Type.Literal(2),
+          items: Type.Array(Type.Unknown()),
+          pagination: Type.Unknown(),
+        }),
+      },
+      handler: async (req, res) => {
+        const limit = req.query.limit ?? 20;
+        const offset = req.query.offset ?? 0;
+        const items = req.query.type && req.query.type !== 'http' ? [] : await discoveryItems(state);
+        res.setHeader('Access-Control-Allow-Origin', '*');
+        res.json({
+          x402Version: 2,
+          items: items.slice(offset, offset + limit),
+          pagination: { limit, offset, total: items.length },
+        });
+      },
+    }),
+  ];
+}
+
+const MAX_DISCOVERY_SKILLS = 5000;
+
+/** One discovery item per active endpoint of every active skill (from the gateway's skill projection). */
+async function discoveryItems(state: GatewayState) {
+  const rows = (await state.ctx.db
+    .selectFrom('skills')
+    .select(['snapshot', 'updated_at'])
+    .orderBy('name')
+    .limit(MAX_DISCOVERY_SKILLS)
+    .execute()) as Array<{ snapshot: SkillSnapshot; updated_at: Date }>;
+  const eip712 = await state.x402.tokenDomain();
+  const items = [];
+  for (const { snapshot: skill, updated_at } of rows) {
+    if (skill.status !== 'ACTIVE') continue;
+    for (const endpoint of skill.endpoints) {
+      if (!endpoint.active) continue;
+      const url = `${state.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
+      const description = `${skill.displayName}: ${endpoint.description || skill.description}`;
+      items.push({
+        resource: url,
+        type: 'http',
+        x402Version: 2,
+        accepts: [
+          requirementsV2({
+            chainId: state.config.chainId,
+            asset: state.config.usdcAddress,
+            payTo: state.config.escrowAddress,
+            amountMicro: parseUsdc(endpoint.price),
+            maxTimeoutSeconds: state.config.x402MaxTimeoutSeconds,
+            eip712,
+            resource: { url, description, mimeType: 'application/json' },
+          }),
+        ],
+        lastUpdated: updated_at.toISOString(),
+        description,
+        mimeType: 'application/json',
+        serviceName: skill.displayName,
+        tags: skill.categories.slice(0, 10),
+        metadata: { method: endpoint.method, type: paymentKindOf(skill.type), skill: skill.name },
+        extensions: bazaarExtension(endpoint),
+      });
+    }
+  }
+  return items;
+}

@@ -1,0 +1,68 @@
+import { migrateToLatest } from '@paygate/runtime';
+import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
+import { type Kysely, sql } from 'kysely';
+import { migrations } from '../migrations';
+import { SharedRateLimiter } from '../src/ratelimit/limiter';
+
+/** The limiter against real Postgres, on a clock the test moves (the limiter reads no other). */
+describe('SharedRateLimiter', () => {
+  let env: TestEnvironment;
+  let db: Kysely<any>;
+  let nowMs = Date.UTC(2026, 10, 22, 12, 0, 0, 500);
+  const clock = () => new Date(nowMs);
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('gwlimiter');
+    const schema = env.schemaFor('gateway-proxy');
+    db = openSchema(schema);
+    await migrateToLatest(db, schema, migrations);
+  });
+  afterAll(async () => {
+    await db.destroy();
+    await env.cleanup();
+  });
+
+  const sharedHits = async (bucket: string) =>
+    Number(
+      (await sql<{ hits: number }>`select hits from rate_limit_windows where bucket = ${bucket}`.execute(db))
+        .rows[0]?.hits ?? 0,
+    );
+  /** Makes the next writes fail the way a lost connection or a failover does, then heals. */
+  const breakWrites = () => sql`alter table rate_limit_windows rename to rate_limit_windows_away`.execute(db);
+  const healWrites = () => sql`alter table rate_limit_windows_away rename to rate_limit_windows`.execute(db);
+
+  it('keeps hits counted locally when their write fails, and writes them with the next one', async () => {
+    const limiter = new SharedRateLimiter(db, 10, clock, { freshMs: 1000 });
+    await limiter.hit('flush-fails'); // written: shared count 1, fresh
+    for (let i = 0; i < 3; i++) expect(limiter.tryLocal('flush-fails')).toMatchObject({ allowed: true });
+    await breakWrites();
+    await expect(limiter.flush()).rejects.toThrow();
+    await healWrites();
+    await limiter.flush();
+    expect(await sharedHits('flush-fails')).toBe(4);
+
+    // The same through a hit that has to ask Postgres (the count is stale): its write fails, the hits before
+    // it are kept; the failed hit itself was not allowed, so it is not counted.
+    expect(limiter.tryLocal('flush-fails')).toMatchObject({ allowed: true, remaining: 5 });
+    nowMs += 1500;
+    await breakWrites();
+    await expect(limiter.hit('flush-fails')).rejects.toThrow();
+    await healWrites();
+    expect(await limiter.hit('flush-fails')).toMatchObject({ allowed: true, remaining: 4 });
+    expect(await sharedHits('flush-fails')).toBe(6);
+  });
+
+  it('ages the shared count on the clock that cuts its windows', async () => {
+    const limiter = new SharedRateLimiter(db, 10, clock, { freshMs: 1000 });
+    await limiter.hit('one-clock');
+    expect(limiter.tryLocal('one-clock')).toMatchObject({ allowed: true });
+    // One second later on the limiter's clock (however little real time passed), the count is stale: the
+    // next decision asks Postgres instead of trusting what may have changed on other replicas.
+    nowMs += 1000;
+    expect(limiter.tryLocal('one-clock')).toBeUndefined();
+    expect(await limiter.hit('one-clock')).toMatchObject({ allowed: true, remaining: 7 });
+    expect(limiter.tryLocal('one-clock')).toMatchObject({ allowed: true, remaining: 6 });
+    await limiter.stop();
+    expect(await sharedHits('one-clock')).toBe(4);
+  });
+});

@@ -1,0 +1,350 @@
+import {
+  loadConfig as loadSettlementConfig,
+  type RunningSettlement,
+  startSettlement,
+} from '@paygate/settlement';
+import {
+  deploySmartWallet,
+  mine,
+  setAutomine,
+  signTransferAuthorization,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { ExactEvmScheme } from '@x402/evm';
+import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
+import { Contract } from 'ethers';
+import { privateKeyToAccount } from 'viem/accounts';
+import { loadConfig, startGatewayProxy } from '../src';
+import { decodePaymentRequired, encodeX402Header } from '../src/x402/protocol';
+import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+
+type Upstream = Awaited<ReturnType<typeof startUpstream>>;
+
+describe('x402: standard clients pay Paygate skills gaslessly', () => {
+  let h: Harness;
+  let upstream: Upstream;
+  let settlement: RunningSettlement;
+  const network = 'eip155:31337';
+
+  beforeAll(async () => {
+    // Many payments from one wallet in one minute: the limit itself is tested in ratelimit.test.ts.
+    h = await startHarness('x402', {
+      RELAYER_TIMEOUT_MS: '2000',
+      RATE_LIMIT_PER_MINUTE: '100000',
+      // A caller waits at most 1 s for inclusion; what it gave up on is finished by the recovery pass soon after.
+      X402_INCLUSION_WAIT_MS: '1000',
+      X402_RECOVERY_AFTER_MS: '300',
+      X402_RECOVERY_INTERVAL_MS: '200',
+    });
+    upstream = await startUpstream();
+    settlement = await startSettlement(
+      loadSettlementConfig(
+        h.env.envFor('settlement', {
+          CHAIN_RPC_URL: h.anvil.rpcUrl,
+          CHAIN_NETWORK: 'local',
+          USDC_ADDRESS: h.usdcAddress,
+          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+          CONFIRMATIONS: '1',
+          SCHEDULER_INTERVAL_MS: '3600000',
+          TRANSFER_POLL_INTERVAL_MS: '200',
+        }),
+      ),
+    );
+    await h.publishSkill(skillSnapshot({ name: 'wx', apiBaseUrl: `${upstream.url}/seller` }));
+    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
+  });
+
+  afterAll(async () => {
+    await settlement?.stop();
+    await upstream?.close();
+    await h?.close();
+  });
+
+  const url = (path: string) => `${h.gateway.url}/api/v1/skills/wx${path}`;
+  const escrowBalance = () =>
+    h.anvil.provider
+      .call({
+        to: h.usdcAddress,
+        data: `0x70a08231000000000000000000000000${testWallets.escrow.address.slice(2).toLowerCase()}`,
+      })
+      .then(BigInt);
+  const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+
+  function x402Fetch(role: 'buyer' | 'stranger' = 'buyer') {
+    const account = privateKeyToAccount(testWallets[role].privateKey as `0x${string}`);
+    return wrapFetchWithPaymentFromConfig(fetch, {
+      schemes: [{ network, client: new ExactEvmScheme(account) }],
+      // The test USDC is not one of x402's default assets: allow it explicitly (what an agent on anvil sets).
+      spendControls: { allowedAssets: [{ network, asset: h.usdcAddress, maxAmountPerPayment: '1000000' }] },
+    });
+  }
+
+  it('402 carries the v2 PAYMENT-REQUIRED header (token domain read from the contract, bazaar extension), no-store and CORS', async () => {
+    const res = await fetch(url('/data'));
+    expect(res.status).toBe(402);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('access-control-expose-headers')).toMatch(/PAYMENT-REQUIRED/);
+    const required = decodePaymentRequired(res.headers.get('payment-required')!) as any;
+    expect(required).toMatchObject({
+      x402Version: 2,
+      resource: { url: 'http://paygate.test/api/v1/skills/wx/data', mimeType: 'application/json' },
+      accepts: [
+        {
+          scheme: 'exact',
+          network,
+          amount: '50000',
+          asset: h.usdcAddress,
+          payTo: testWallets.escrow.address,
+          extra: { name: 'USD Coin', version: '2' },
+        },
+      ],
+    });
+    expect(required.extensions.bazaar.info.input).toMatchObject({ type: 'http', method: 'GET' });
+    // Paygate's own body is unchanged, and on a local chain no v1 list is offered.
+    const body = await res.json();
+    expect(body).toMatchObject({ price: '0.05', network: 'local', payTo: testWallets.escrow.address });
+    expect(body.accepts).toBeUndefined();
+    const preflight = await fetch(url('/data'), { method: 'OPTIONS' });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-headers')).toMatch(/PAYMENT-SIGNATURE/);
+  });
+
+  it('the unmodified @x402/fetch client pays; the seller never sees the payment headers; escrow receives the price', async () => {
+    const before = await escrowBalance();
+    const seen = upstream.requests.length;
+    const res = await x402Fetch()(url('/data?city=oslo'));
+    expect(res.status).toBe(200);
+    const settled = decodePaymentResponseHeader(res.headers.get('payment-response')!);
+    expect(settled).toMatchObject({ success: true, network, payer: testWallets.buyer.address });
+    expect(await escrowBalance()).toBe(before + 50_000n);
+    const reached = upstream.requests.slice(seen);
+    expect(reached).toHaveLength(1);
+    expect(reached[0]!.url).toBe('/seller/data?city=oslo');
+    expect(reached[0]!.headers['payment-signature']).toBeUndefined();
+    expect(reached[0]!.headers['x-payment']).toBeUndefined();
+    expect(reached[0]!.headers['x-paygate-tx-hash']).toBe(settled.transaction.toLowerCase());
+    const claim = await h.db
+      .selectFrom('payment_claims')
+      .selectAll()
+      .where('tx_hash', '=', settled.transaction.toLowerCase())
+      .executeTakeFirst();
+    expect(claim).toMatchObject({ payer: testWallets.buyer.address, amount_micro: 50_000n, state: 'served' });
+  });
+
+  async function header(
+    overrides: Parameters<typeof signTransferAuthorization>[1] extends infer T ? Partial<T> : never = {},
+    role: 'buyer' | 'seller' = 'buyer',
+  ) {
+    const signed = await signTransferAuthorization(testSigner(role, h.anvil.provider), {
+      chainId: 31337,
+      usdcAddress: h.usdcAddress,
+      to: testWallets.escrow.address,
+      valueMicro: 50_000n,
+      ...overrides,
+    });
+    return encodeX402Header({
+      x402Version: 2,
+      accepted: {
+        scheme: 'exact',
+        network,
+        amount: '50000',
+        asset: h.usdcAddress,
+        payTo: testWallets.escrow.address,
+        maxTimeoutSeconds: 60,
+        extra: { name: 'USD Coin', version: '2' },
+      },
+      payload: signed,
+    });
+  }
+
+  it('a replay and 50 concurrent identical headers give exactly one transaction, one credit, one served call', async () => {
+    const payment = await header();
+    const nonceBefore = await relayerNonce();
+    const seen = upstream.requests.length;
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } })),
+    );
+    const statuses = answers.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.every((s) => s === 200 || s === 402 || s === 503)).toBe(true);
+    expect(await relayerNonce()).toBe(nonceBefore + 1);
+    expect(upstream.requests.length - seen).toBe(1);
+    const replay = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
+    expect(replay.status).toBe(402);
+    expect((await replay.json()).reason).toBe('invalid_exact_evm_nonce_already_used');
+    expect(await relayerNonce()).toBe(nonceBefore + 1);
+  });
+
+  it.each([
+    ['wrong amount', { valueMicro: 40_000n }, 'invalid_exact_evm_payload_authorization_value_mismatch'],
+    ['wrong payTo', { to: testWallets.stranger.address }, 'invalid_exact_evm_recipient_mismatch'],
+    [
+      'expired',
+      { validBefore: Math.floor(Date.now() / 1000) + 2 },
+      'invalid_exact_evm_payload_authorization_valid_before',
+    ],
+    [
+      'not yet valid',
+      { validAfter: Math.floor(Date.now() / 1000) + 600 },
+      'invalid_exact_evm_payload_authorization_valid_after',
+    ],
+    ['wrong domain (other chain)', { chainId: 8453 }, 'invalid_exact_evm_signature'],
+    [
+      'wrong asset (domain of another token)',
+      { usdcAddress: testWallets.platform.address },
+      'invalid_exact_evm_signature',
+    ],
+  ])('refuses %s with 402 and its x402 reason, sending no transaction', async (_name, overrides, reason) => {
+    const nonceBefore = await relayerNonce();
+    const res = await fetch(url('/data'), {
+      headers: { 'PAYMENT-SIGNATURE': await header(overrides as never) },
+    });
+    expect(res.status).toBe(402);
+    expect((await res.json()).reason).toBe(reason);
+    expect(res.headers.get('payment-required')).toBeTruthy();
+    expect(await relayerNonce()).toBe(nonceBefore);
+  });
+
+  it('a contract wallet pays with its ERC-1271 signature (its owner signed)', async () => {
+    const deployer = testSigner('deployer', h.anvil.provider);
+    const wallet = await deploySmartWallet(deployer, testWallets.buyer.address);
+    const usdc = new Contract(
+      h.usdcAddress,
+      ['function mint(address to, uint256 amount) returns (bool)'],
+      deployer,
+    );
+    await (await usdc.getFunction('mint')(wallet, 1_000_000n)).wait(1);
+    const res = await fetch(url('/data'), {
+      headers: { 'PAYMENT-SIGNATURE': await header({ from: wallet }) },
+    });
+    expect(res.status).toBe(200);
+    expect(decodePaymentResponseHeader(res.headers.get('payment-response')!)).toMatchObject({
+      success: true,
+      payer: wallet,
+    });
+    // The owner's signature for another contract's payments is not the wallet's.
+    const stranger = await deploySmartWallet(deployer, testWallets.stranger.address);
+    await (await usdc.getFunction('mint')(stranger, 1_000_000n)).wait(1);
+    const refused = await fetch(url('/data'), {
+      headers: { 'PAYMENT-SIGNATURE': await header({ from: stranger }) },
+    });
+    expect((await refused.json()).reason).toBe('invalid_exact_evm_signature');
+  });
+
+  it('refuses a wrong network, a forged signature and a payer without the money, with no gas spent', async () => {
+    const nonceBefore = await relayerNonce();
+    const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
+      chainId: 31337,
+      usdcAddress: h.usdcAddress,
+      to: testWallets.escrow.address,
+      valueMicro: 50_000n,
+    });
+    const wrongNetwork = encodeX402Header({
+      x402Version: 2,
+      accepted: {
+        scheme: 'exact',
+        network: 'eip155:8453',
+        amount: '50000',
+        asset: h.usdcAddress,
+        payTo: testWallets.escrow.address,
+        maxTimeoutSeconds: 60,
+      },
+      payload: signed,
+    });
+    let res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': wrongNetwork } });
+    expect((await res.json()).reason).toBe('invalid_exact_evm_network_mismatch');
+    const forged = encodeX402Header({
+      x402Version: 2,
+      accepted: {
+        scheme: 'exact',
+        network,
+        amount: '50000',
+        asset: h.usdcAddress,
+        payTo: testWallets.escrow.address,
+        maxTimeoutSeconds: 60,
+      },
+      payload: { ...signed, authorization: { ...signed.authorization, from: testWallets.stranger.address } },
+    });
+    res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': forged } });
+    expect((await res.json()).reason).toBe('invalid_exact_evm_signature');
+    // A wallet with no USDC (the seller's, here): refused before anything is submitted.
+    const poor = await header({}, 'seller');
+    res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': poor } });
+    expect(res.status).toBe(402);
+    expect((await res.json()).reason).toBe('invalid_exact_evm_insufficient_balance');
+    const garbage = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': 'not base64 json!' } });
+    expect(garbage.status).toBe(402);
+    expect((await garbage.json()).reason).toBe('invalid_payload');
+    expect(await relayerNonce()).toBe(nonceBefore);
+  });
+
+  it('a payment not included while its caller waited answers 503, is credited once by the recovery pass, and the same header then gets the call', async () => {
+    await setAutomine(h.anvil.provider, false);
+    const payment = await header();
+    const seen = upstream.requests.length;
+    try {
+      const waiting = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
+      expect(waiting.status).toBe(503);
+      expect(waiting.headers.get('retry-after')).toBe('2');
+      await mine(h.anvil.provider, 1);
+    } finally {
+      await setAutomine(h.anvil.provider, true);
+    }
+    const nonce = JSON.parse(Buffer.from(payment, 'base64').toString('utf8')).payload.authorization.nonce;
+    const row = await waitFor(
+      async () => {
+        const r = await h.db
+          .selectFrom('x402_authorizations')
+          .selectAll()
+          .where('auth_nonce', '=', nonce.toLowerCase())
+          .executeTakeFirst();
+        return r?.state === 'settled' && r;
+      },
+      { timeoutMs: 10_000, message: 'the recovery pass did not credit the payment' },
+    );
+    const claims = await h.db
+      .selectFrom('payment_claims')
+      .selectAll()
+      .where('tx_hash', '=', row.tx_hash)
+      .execute();
+    expect(claims).toHaveLength(1);
+    expect(claims[0]!.state).toBe('retryable');
+    const served = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
+    expect(served.status).toBe(200);
+    expect(upstream.requests.length - seen).toBe(1);
+  });
+
+  it('with the chain RPC down, x402 is not offered and a payment answers 503', async () => {
+    const cut = await startGatewayProxy(
+      loadConfig(
+        h.env.envFor('gateway-proxy', {
+          ...h.gatewayEnv,
+          CHAIN_RPC_URL: 'http://127.0.0.1:9',
+          DB_SCHEMA: `${h.env.schemaFor('gateway-proxy')}_cut`,
+        }),
+      ),
+    );
+    try {
+      const res = await fetch(`${cut.url}/api/v1/skills/wx/data`, {
+        headers: { 'PAYMENT-SIGNATURE': await header() },
+      });
+      expect([503, 404]).toContain(res.status);
+    } finally {
+      await cut.stop();
+    }
+  });
+
+  it('without a relayer that can pay gas, x402 is not offered and an x402 payment answers 503', async () => {
+    await settlement.stop();
+    const payment = await header();
+    const res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
+    expect(res.status).toBe(503);
+    await waitFor(async () => !(await fetch(url('/data'))).headers.get('payment-required'), {
+      timeoutMs: 10_000,
+      message: 'x402 still offered without a relayer',
+    });
+  });
+});

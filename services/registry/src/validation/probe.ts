@@ -1,0 +1,80 @@
+import type { SellerFetch } from '@paygate/net';
+
+export const MAX_LATENCY_MS = 5000;
+
+export interface ProbeResult {
+  ok: boolean;
+  latencyMs: number;
+  cause?: string;
+}
+
+/** The statuses that count as "the endpoint responds to HEAD", as said in statusReason. */
+export const PASSING_HEAD_STATUSES = '2xx, 400, 401, 402, 403 or 422';
+
+/**
+ * Whether a HEAD status means the endpoint is there, served by the seller's API at this URL (undefined), or
+ * why not. Passing: 2xx (served); 401/403 (there, behind the seller's own credentials: Paygate's forwarded
+ * calls carry what the seller's server checks, a bare HEAD does not); 402 (there, behind the seller's own
+ * payment gate); 400/422 (the route matched and refused the empty HEAD's missing input). Failing: 3xx
+ * (redirects are not followed: Paygate forwards to apiBaseUrl + path exactly), 404/410 (nothing there; a 404
+ * passes for a path with :param segments), 405
+ * (the endpoint does not answer HEAD, which SPEC requires), 429 and any other 4xx, and 5xx.
+ */
+export function headStatusProblem(status: number, pathHasParameters = false): string | undefined {
+  if (status >= 200 && status < 300) return undefined;
+  if ([400, 401, 402, 403, 422].includes(status)) return undefined;
+  // A path with :param segments is probed with the pattern itself (/users/:id): its route may well be there and
+  // answer 404 for that value (no user ":id"), so 404 shows nothing wrong.
+  if (status === 404 && pathHasParameters) return undefined;
+  let why: string;
+  if (status >= 300 && status < 400)
+    why = 'a redirect (not followed: set apiBaseUrl and the path to where the endpoint is served)';
+  else if (status === 404 || status === 410) why = 'nothing is served at this URL';
+  else if (status === 405) why = 'the endpoint does not answer HEAD';
+  else if (status >= 500) why = "the seller's server failed";
+  else why = 'not a status that shows the endpoint is served here';
+  return `answered HTTP ${status}: ${why} (passing: ${PASSING_HEAD_STATUSES})`;
+}
+
+/** What went wrong in a fetch that got no answer, for statusReason. */
+function unreachableCause(error: unknown, timeoutMs: number): string {
+  const name = (error as Error).name;
+  if (name === 'TimeoutError' || name === 'AbortError') return `no answer within ${timeoutMs} ms`;
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  // The production address rule explains itself; other causes are best named by their code.
+  if (cause?.code === 'ERR_FORBIDDEN_ADDRESS') return cause.message!;
+  return `unreachable (${cause?.code ?? cause?.message ?? (error as Error).message})`;
+}
+
+/**
+ * HEAD apiBaseUrl + path: ok when a passing status (headStatusProblem) arrives within the limit. Redirects are
+ * not followed; connections go through the registry's seller fetch, which applies the production address rule.
+ */
+export async function probeEndpoint(
+  sellers: SellerFetch,
+  url: string,
+  timeoutMs: number,
+  options: { pathHasParameters?: boolean } = {},
+): Promise<ProbeResult> {
+  const started = performance.now();
+  try {
+    const response = await sellers.fetch(url, {
+      method: 'HEAD',
+      redirect: 'manual',
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body?.cancel().catch(() => undefined);
+    const latencyMs = Math.round(performance.now() - started);
+    const problem = headStatusProblem(response.status, options.pathHasParameters);
+    if (problem) return { ok: false, latencyMs, cause: problem };
+    if (latencyMs >= MAX_LATENCY_MS)
+      return { ok: false, latencyMs, cause: `latency ${latencyMs} ms is not under ${MAX_LATENCY_MS} ms` };
+    return { ok: true, latencyMs };
+  } catch (error) {
+    return {
+      ok: false,
+      latencyMs: Math.round(performance.now() - started),
+      cause: unreachableCause(error, timeoutMs),
+    };
+  }
+}

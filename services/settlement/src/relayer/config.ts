@@ -1,0 +1,78 @@
+import { ConfigError, num, parseEnv, str } from '@paygate/runtime';
+import { Wallet } from 'ethers';
+
+/** The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEY the relayer is off and x402 is not offered. */
+export interface RelayerConfig {
+  /** Gas-only key; never the escrow key. Not enumerable on the config object, never logged. */
+  privateKey: string;
+  address: string;
+  minBalanceWei: bigint;
+  feeBumpAfterMs: number;
+  maxFeeBumps: number;
+  maxFeePerGasCapWei: bigint;
+  receiptPollMs: number;
+  lookbackBlocks: number;
+}
+
+const GWEI = 1_000_000_000n;
+
+export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
+  const parsed = parseEnv<{
+    RELAYER_PRIVATE_KEY: string;
+    RELAYER_MIN_BALANCE_WEI: string;
+    RELAYER_FEE_BUMP_AFTER_MS: number;
+    RELAYER_MAX_FEE_BUMPS: number;
+    RELAYER_MAX_FEE_GWEI: number;
+    RELAYER_RECEIPT_POLL_MS: number;
+    RELAYER_LOOKBACK_BLOCKS: number;
+  }>(env, {
+    RELAYER_PRIVATE_KEY: str({ default: '' }),
+    // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
+    RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),
+    RELAYER_FEE_BUMP_AFTER_MS: num({ default: 15_000 }),
+    RELAYER_MAX_FEE_BUMPS: num({ default: 5 }),
+    RELAYER_MAX_FEE_GWEI: num({ default: 50 }),
+    RELAYER_RECEIPT_POLL_MS: num({ default: 20 }),
+    RELAYER_LOOKBACK_BLOCKS: num({ default: 5000 }),
+  });
+  if (!parsed.RELAYER_PRIVATE_KEY) return null;
+  const problems: string[] = [];
+  let address: string | undefined;
+  try {
+    if (/^0x[0-9a-fA-F]{64}$/.test(parsed.RELAYER_PRIVATE_KEY))
+      address = new Wallet(parsed.RELAYER_PRIVATE_KEY).address;
+  } catch {
+    // reported below, without echoing the value
+  }
+  if (!address) problems.push('RELAYER_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
+  if (parsed.RELAYER_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
+    problems.push('RELAYER_PRIVATE_KEY: must not be the escrow key (the relayer holds gas only)');
+  }
+  if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI)) {
+    problems.push('RELAYER_MIN_BALANCE_WEI: must be a whole number of wei');
+  }
+  const positive: Array<[string, number]> = [
+    ['RELAYER_FEE_BUMP_AFTER_MS', parsed.RELAYER_FEE_BUMP_AFTER_MS],
+    ['RELAYER_MAX_FEE_GWEI', parsed.RELAYER_MAX_FEE_GWEI],
+    ['RELAYER_RECEIPT_POLL_MS', parsed.RELAYER_RECEIPT_POLL_MS],
+    ['RELAYER_LOOKBACK_BLOCKS', parsed.RELAYER_LOOKBACK_BLOCKS],
+  ];
+  for (const [name, value] of positive) {
+    if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
+  }
+  if (!Number.isSafeInteger(parsed.RELAYER_MAX_FEE_BUMPS) || parsed.RELAYER_MAX_FEE_BUMPS < 0) {
+    problems.push('RELAYER_MAX_FEE_BUMPS: must be a non-negative integer');
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  const config: RelayerConfig = {
+    address: address!,
+    minBalanceWei: BigInt(parsed.RELAYER_MIN_BALANCE_WEI),
+    feeBumpAfterMs: parsed.RELAYER_FEE_BUMP_AFTER_MS,
+    maxFeeBumps: parsed.RELAYER_MAX_FEE_BUMPS,
+    maxFeePerGasCapWei: BigInt(parsed.RELAYER_MAX_FEE_GWEI) * GWEI,
+    receiptPollMs: parsed.RELAYER_RECEIPT_POLL_MS,
+    lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
+  } as RelayerConfig;
+  Object.defineProperty(config, 'privateKey', { value: parsed.RELAYER_PRIVATE_KEY, enumerable: false });
+  return config;
+}

@@ -1,0 +1,38 @@
+import type { Generated } from 'kysely';
+
+export type RelayedStatus = 'signed' | 'broadcast' | 'confirmed' | 'used_elsewhere' | 'failed';
+
+/** One EIP-3009 authorization the relayer was asked to submit (see the 2026-11-22-1100 migration). */
+export interface RelayedAuthorizationsTable {
+  id: string;
+  chain_id: number;
+  token_address: string;
+  payer: string;
+  auth_nonce: string;
+  to_address: string;
+  value_micro: bigint;
+  valid_after: bigint;
+  valid_before: bigint;
+  signature: string;
+  status: RelayedStatus;
+  relayer_address: string;
+  relayer_nonce: bigint | null;
+  gas_limit: bigint | null;
+  raw_tx: string | null;
+  tx_hash: string | null;
+  /** Hashes of the same relayer nonce signed before a fee bump: any of them may be the one mined. */
+  earlier_tx_hashes: Generated<string[]>;
+  max_fee_per_gas: string | null;
+  max_priority_fee_per_gas: string | null;
+  fee_bumps: Generated<number>;
+  broadcast_attempts: Generated<number>;
+  /** The transaction that executed the authorization (ours, or another submitter's). */
+  settled_tx_hash: string | null;
+  block_number: bigint | null;
+  log_index: number | null;
+  last_error: string | null;
+  created_at: Generated<Date>;
+  signed_at: Date | null;
+  last_broadcast_at: Date | null;
+  finished_at: Date | null;
+}
