@@ -37,6 +37,8 @@ export async function bootstrapDemo(options: {
       type: 'API' as const,
       mode: 'PROXY' as const,
       categories: ['weather', 'demo'],
+      // Development: no hold, so a paid call is available at once and settles in the next 2-minute period.
+      holdPeriodHours: 0,
       apiBaseUrl: api.url,
       endpoints: [
         { path: '/forecast', method: 'GET' as const, priceUsdc: '0.01', description: 'Forecast for ?city=' },
@@ -50,6 +52,7 @@ export async function bootstrapDemo(options: {
       mode: 'PROXY' as const,
       categories: ['demo'],
       requiresShipping: false,
+      holdPeriodHours: 0,
       apiBaseUrl: api.url,
       endpoints: [
         { path: '/orders', method: 'POST' as const, priceUsdc: '2.5', description: 'One demo item' },
@@ -73,11 +76,12 @@ export async function bootstrapDemo(options: {
   const account = await fetch(`${options.registryUrl}/api/v1/account`, {
     method: 'PATCH',
     headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate` }),
+    // A one-cent minimum (SPEC's default is $10) so the demo seller sees a payout after one paid call.
+    body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate`, minimumSettlement: '0.01' }),
     signal: AbortSignal.timeout(5000),
   });
   if (!account.ok)
-    options.log(`could not set the demo webhook URL: ${account.status} ${await account.text()}`);
+    options.log(`could not set the demo webhook URL and minimum: ${account.status} ${await account.text()}`);
   return {
     edgePrefixes: {},
     seller: { address: seller.walletAddress, sellerId: seller.sellerId, apiKey: seller.apiKey },

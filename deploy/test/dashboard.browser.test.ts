@@ -105,18 +105,17 @@ describe('seller dashboard in a real browser, against the real services', () => 
   ) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (
-        await locator()
-          .first()
-          .isVisible()
-          .catch(() => false)
-      )
-        return;
+      // Each view fetches its data after the page loads: give that fetch time to land before reloading again.
+      const shown = await locator()
+        .first()
+        .waitFor({ state: 'visible', timeout: 3_000 })
+        .then(() => true)
+        .catch(() => false);
+      if (shown) return;
       if (Date.now() > deadline) {
         await shot(page, 'failure');
         throw new Error(`the dashboard never showed ${what} (see dashboard-failure.png)`);
       }
-      await page.waitForTimeout(500);
       await page.reload();
       await page.waitForLoadState('domcontentloaded');
     }
