@@ -8,6 +8,7 @@
  * DEV_PORT_OFFSET shifts every port (edge, services, chain, demo) so a second system can run beside the first.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import routeTable from '../routes.json';
 import { startLocalChain } from '../scripts/start-local-chain';
@@ -180,8 +181,13 @@ async function main(): Promise<void> {
     });
     cleanups.push(() => new Promise<void>((resolve) => edge.close(() => resolve())));
 
+    // The demo seller's secret key goes to a file only its owner can read, never to the console or a log.
+    const sellerKeyFile = path.join(REPO_ROOT, '.dev', 'demo-seller-key');
+    mkdirSync(path.dirname(sellerKeyFile), { recursive: true });
+    writeFileSync(sellerKeyFile, `${demo.seller.apiKey}\n`, { mode: 0o600 });
     console.log(
       renderDevSummary({
+        sellerKeyFile: path.relative(process.cwd(), sellerKeyFile),
         publicBaseUrl: PUBLIC_BASE_URL,
         operatorToken: DEV_OPERATOR_TOKEN,
         chain,

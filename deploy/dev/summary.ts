@@ -33,6 +33,8 @@ export interface DevSummary {
   };
   infra: { databaseUrl: string; natsUrl: string; started: string[] };
   seller: { address: string; sellerId: string; apiKey: string };
+  /** Where the demo seller's secret key was written (relative to the working directory). */
+  sellerKeyFile: string;
   pageUrl: string;
 }
 
@@ -64,7 +66,8 @@ ${bold('Test wallets')} (anvil's public dev keys — never use them elsewhere)
     ${chainEnv}${MINT_COMMAND} <address> 100
 
 ${bold('Demo seller')} ${s.seller.address} (${s.seller.sellerId})
-  API key       ${s.seller.apiKey.slice(0, 12)}… (shown once; rotate it with POST /api/v1/account/api-key/rotate)
+  API key       in ${s.sellerKeyFile} (readable by you only), e.g.
+                curl -H "authorization: Bearer $(cat ${s.sellerKeyFile})" ${base}/api/v1/balances
   API skill     ${DEMO.apiSkill}: GET ${paidUrl} (${DEMO.apiPrice} USDC a call)
   product       ${DEMO.productSkill}: shop page ${s.pageUrl}/ — click "${DEMO.buyButton}", then "${DEMO.walletButton}"
                 (the DEV ONLY buyer wallet pays on the local chain)
@@ -75,5 +78,7 @@ ${bold('Next steps')}
   ${chainEnv}pnpm exec tsx deploy/dev/pay.ts ${paidUrl}   # pay and call, as an agent
   pnpm exec tsx deploy/dev/pay-x402.ts ${paidUrl}   # pay gaslessly with an x402 client
   curl ${base}/api/v1/skills/${DEMO.apiSkill}/SKILL.md                # what agents read
+  curl -X POST ${base}/api/v1/operator/settlements/run -H 'authorization: Bearer ${s.operatorToken}' \\
+    -H 'content-type: application/json' -d '{"all":true,"waitMs":10000}'   # pay the seller now
 Ctrl-C stops everything.`;
 }

@@ -34,6 +34,7 @@ describe('what make dev prints, README.md and the demo page', () => {
     },
     seller: { address: testWallets.seller.address, sellerId: 'sel_1', apiKey: 'sk_test_0123456789abcdef' },
     pageUrl: 'http://127.0.0.1:8090',
+    sellerKeyFile: '.dev/demo-seller-key',
   });
   const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
   const page = renderDemoPage({
@@ -54,6 +55,14 @@ describe('what make dev prints, README.md and the demo page', () => {
     expect(printed).toContain(`${MINT_COMMAND} <address> 100`);
     expect(readme).toContain(`${MINT_COMMAND} <address> 100`);
     expect(readme).toMatch(/operator token/);
+  });
+
+  it("the console never prints the demo seller's secret key, only the file that holds it, and how to settle now", () => {
+    expect(printed).not.toContain('sk_test_0123456789abcdef');
+    expect(printed).not.toContain('sk_test_0123');
+    expect(printed).toContain('$(cat .dev/demo-seller-key)');
+    expect(printed).toContain('/api/v1/operator/settlements/run');
+    expect(readme).toContain('/api/v1/operator/settlements/run');
   });
 
   it('console, README and page name the same demo skills and the same buttons', () => {

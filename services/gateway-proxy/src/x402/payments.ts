@@ -126,7 +126,17 @@ export class X402Payments implements BackgroundTask {
   }
 
   start(): void {
+    this.keepOfferFresh();
     this.recovery.start();
+  }
+
+  /**
+   * Reads the token domain and the relayer's status ahead of the 402 path, which never waits for them: at start
+   * (so the first 402 already offers x402) and on every recovery pass (so a relayer that comes up later is seen).
+   */
+  private keepOfferFresh(): void {
+    this.knownTokenDomain();
+    this.relayer.knownAvailable();
   }
 
   stop(): Promise<void> {
@@ -506,6 +516,7 @@ export class X402Payments implements BackgroundTask {
 
   /** Authorizations whose caller gave up (timeout, crash) before their transfer was claimed: finish them. */
   async recoverOnce(): Promise<void> {
+    this.keepOfferFresh();
     // Never race a live caller: it may wait for the inclusion plus the relayer's timeout.
     const afterMs = Math.max(
       this.settings.recoveryAfterMs,
