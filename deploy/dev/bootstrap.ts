@@ -76,8 +76,8 @@ export async function bootstrapDemo(options: {
   const account = await fetch(`${options.registryUrl}/api/v1/account`, {
     method: 'PATCH',
     headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    // A one-cent minimum (SPEC's default is $10) so the demo seller sees a payout after one paid call.
-    body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate`, minimumSettlement: '0.01' }),
+    // A minimum of a tenth of a cent (SPEC's default is $10) so one paid call (95% of one cent) is paid out.
+    body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate`, minimumSettlement: '0.001' }),
     signal: AbortSignal.timeout(5000),
   });
   if (!account.ok)
