@@ -20,6 +20,13 @@ export {
   securitySchemes,
   serveOpenApi,
 } from './openapi';
-export { type AnyRoute, defineRoute, mountRoutes, routesOpenApi, routesOpenApiPaths } from './routes';
+export {
+  type AnyRoute,
+  defineRoute,
+  mountRoutes,
+  openApiRoute,
+  routesOpenApi,
+  routesOpenApiPaths,
+} from './routes';
 export { findStoredTextViolation, MAX_JSON_DEPTH, STORED_TEXT_RULES } from './stored-text';
 export { assertStoredText, assertValid } from './validation';

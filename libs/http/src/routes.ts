@@ -41,6 +41,8 @@ export interface RouteDefinition<
   path: string;
   summary: string;
   description?: string;
+  /** The operation's name for SDK generators (`listWebhookDeliveries`). */
+  operationId?: string;
   tags?: string[];
   /** One scheme, or several any of which is accepted (the middleware decides). */
   auth?: RouteAuth | { schemes: string[]; middleware: RequestHandler };
@@ -48,6 +50,8 @@ export interface RouteDefinition<
   /** Query strings are coerced to the schema's types (`?limit=5` → 5) before validation. */
   query?: Query;
   body?: Body;
+  /** The body may be left out (it is validated as `{}` then): documented as an optional request body. */
+  bodyOptional?: boolean;
   /** Documented only: validated by the handler or a shared helper (for example `Idempotency-Key`). */
   headers?: JsonSchemaObject[];
   /** Named request examples shown in the document. */
@@ -110,7 +114,11 @@ function validationMiddleware(route: AnyRoute): RequestHandler {
       // Express 5's req.query is a getter: the coerced copy replaces it for the handler.
       Object.defineProperty(req, 'query', { value: coerced, writable: true, configurable: true });
     }
-    if (body) assertValid(body, req.body ?? {}, 'body');
+    if (body) {
+      // No body at all is the empty object, which is what the handler gets when its schema allows it.
+      req.body ??= {};
+      assertValid(body, req.body, 'body');
+    }
     next();
   };
 }
@@ -127,7 +135,8 @@ export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   }
 }
 
-const openApiPath = (path: string) => path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
+/** `:id` and express 5 wildcards (`*rest`) become OpenAPI templates (`{id}`, `{rest}`). */
+const openApiPath = (path: string) => path.replace(/[:*]([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
 
 function responseObject(response: RouteResponse) {
   if ('description' in response && typeof response.description === 'string' && !('type' in response)) {
@@ -155,6 +164,7 @@ function responseObject(response: RouteResponse) {
 function operationOf(route: AnyRoute) {
   const schemes = route.auth ? ('schemes' in route.auth ? route.auth.schemes : [route.auth.scheme]) : [];
   return {
+    ...(route.operationId ? { operationId: route.operationId } : {}),
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     ...(route.tags ? { tags: route.tags } : {}),
@@ -164,7 +174,14 @@ function operationOf(route: AnyRoute) {
       ...(route.query ? schemaParameters('query', route.query) : []),
       ...(route.headers ?? []),
     ],
-    ...(route.body ? { requestBody: jsonRequestBody(route.body, { examples: route.bodyExamples }) } : {}),
+    ...(route.body
+      ? {
+          requestBody: jsonRequestBody(route.body, {
+            examples: route.bodyExamples,
+            required: !route.bodyOptional,
+          }),
+        }
+      : {}),
     responses: {
       ...Object.fromEntries(
         Object.entries(route.responses).map(([status, response]) => [status, responseObject(response)]),
@@ -195,4 +212,28 @@ export function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<st
 /** A whole OpenAPI document from the declared routes plus the document's own facts (title, schemes…). */
 export function routesOpenApi(options: Omit<OpenApiDocumentOptions, 'paths'>, routes: AnyRoute[]) {
   return openApiDocument({ ...options, paths: routesOpenApiPaths(routes) });
+}
+
+/**
+ * The route serving the OpenAPI document of `routes` at `path` (serialised once, readable from any origin,
+ * like serveOpenApi); the document lists this route too. Mount it with the others.
+ */
+export function openApiRoute(
+  path: string,
+  options: Omit<OpenApiDocumentOptions, 'paths'>,
+  routes: AnyRoute[],
+): AnyRoute {
+  let body = '';
+  const route = defineRoute({
+    method: 'get',
+    path,
+    summary: 'This OpenAPI 3.1 document',
+    responses: { '200': { description: 'OpenAPI 3.1 document', schema: { type: 'object' } } },
+    handler: (_req, res) => {
+      res.setHeader('Access-Control-Allow-Origin', '*');
+      res.type('application/json').send(body);
+    },
+  });
+  body = JSON.stringify(routesOpenApi(options, [...routes, route]));
+  return route;
 }

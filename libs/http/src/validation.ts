@@ -5,7 +5,8 @@ import type { NextFunction, Request, Response } from 'express';
 import { HttpError } from './errors';
 import { findStoredTextViolation } from './stored-text';
 
-const ajv = addFormats(new Ajv({ allErrors: false, strict: false, coerceTypes: false }));
+// verbose: errors carry the failing schema, whose `x-rule` (if any) is the readable rule of its pattern.
+const ajv = addFormats(new Ajv({ allErrors: false, strict: false, coerceTypes: false, verbose: true }));
 const compiled = new WeakMap<object, ValidateFunction>();
 
 function compile(schema: TSchema): ValidateFunction {
@@ -35,8 +36,14 @@ export function describeAjvError(error: ErrorObject, root: string): { field: str
       return { field: path.join('.') || root, rule: `must be at least ${params.limit} characters` };
     case 'maxLength':
       return { field: path.join('.') || root, rule: `must be at most ${params.limit} characters` };
-    case 'pattern':
-      return { field: path.join('.') || root, rule: `must match ${params.pattern}` };
+    case 'pattern': {
+      // A pattern reads badly as a rule: a schema may say it in words (`{ pattern, 'x-rule': 'must be kebab-case' }`).
+      const rule = (error.parentSchema as { 'x-rule'?: unknown } | undefined)?.['x-rule'];
+      return {
+        field: path.join('.') || root,
+        rule: typeof rule === 'string' ? rule : `must match ${params.pattern}`,
+      };
+    }
     case 'enum':
       return {
         field: path.join('.') || root,

@@ -8,6 +8,7 @@ import {
   errorHandler,
   mountRoutes,
   notFound,
+  openApiRoute,
   operatorAuth,
   routesOpenApi,
   securitySchemes,
@@ -110,5 +111,67 @@ describe('routes declared once: express registration, validation and the OpenAPI
     expect(post.security).toEqual([{ operatorToken: [] }]);
     expect(post.requestBody.content['application/json'].schema.required).toEqual(['id', 'size']);
     expect(Object.keys(post.responses).sort()).toEqual(['201', '400', '401']);
+  });
+});
+
+describe('routes: readable pattern rules, optional bodies, wildcards and the document serving itself', () => {
+  const Slug = Type.String({ pattern: '^[a-z]+(-[a-z]+)*$', 'x-rule': 'must be kebab-case' });
+  const declared = [
+    defineRoute({
+      method: 'post',
+      path: '/slugs/:slug/touch',
+      operationId: 'touchSlug',
+      summary: 'Touch a slug; the body may be left out',
+      params: Type.Object({ slug: Type.String() }),
+      body: Type.Object({ note: Type.Optional(Slug) }, { additionalProperties: false }),
+      bodyOptional: true,
+      responses: { '200': Type.Object({ note: Type.String() }) },
+      handler: (req, res) => {
+        res.json({ note: req.body.note ?? 'none' });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/pages/*rest',
+      summary: 'Any page',
+      params: Type.Object({ rest: Type.Array(Type.String()) }),
+      responses: { '200': { description: 'a page', schema: { type: 'string' }, contentType: 'text/html' } },
+      handler: (req, res) => {
+        res.type('html').send(`<p>${req.params.rest.join('/')}</p>`);
+      },
+    }),
+  ];
+  const docRoute = openApiRoute('/openapi.json', { title: 'slugs', description: 'test' }, declared);
+  const app = createApp({ logger: createLogger('routes-test', 'silent') });
+  mountRoutes(app, [...declared, docRoute]);
+  app.use(errorHandler(createLogger('routes-test', 'silent')));
+
+  test('a pattern with x-rule is refused with that rule, the raw pattern otherwise', async () => {
+    const refused = await request(app).post('/slugs/a/touch').send({ note: 'Not Kebab' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ field: 'note', rule: 'must be kebab-case' });
+    expect(refused.body.error.message).toBe('note must be kebab-case');
+    // No body at all is the empty object.
+    expect((await request(app).post('/slugs/a/touch')).body).toEqual({ note: 'none' });
+    expect((await request(app).post('/slugs/a/touch').send({ note: 'a-b' })).body).toEqual({ note: 'a-b' });
+    expect((await request(app).get('/pages/x/y')).text).toBe('<p>x/y</p>');
+  });
+
+  test('the served document lists every route, itself included, with operationId and optional body', async () => {
+    const served = await request(app).get('/openapi.json');
+    expect(served.status).toBe(200);
+    expect(served.headers['access-control-allow-origin']).toBe('*');
+    const document = served.body;
+    expect(Object.keys(document.paths)).toEqual(['/slugs/{slug}/touch', '/pages/{rest}', '/openapi.json']);
+    const touch = document.paths['/slugs/{slug}/touch'].post;
+    expect(touch.operationId).toBe('touchSlug');
+    expect(touch.requestBody.required).toBe(false);
+    expect(touch.requestBody.content['application/json'].schema.properties.note['x-rule']).toBe(
+      'must be kebab-case',
+    );
+    const page = document.paths['/pages/{rest}'].get;
+    expect(page.parameters.map((p: any) => `${p.in}:${p.name}`)).toEqual(['path:rest']);
+    expect(Object.keys(page.responses['200'].content)).toEqual(['text/html']);
+    expect(document.paths['/openapi.json'].get.responses['200'].description).toBe('OpenAPI 3.1 document');
   });
 });
