@@ -1,16 +1,16 @@
-import { serveOpenApi } from '@paygate/http';
+import { mountRoutes, openApiRoute } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
-import { mountAccountRoutes } from './accounts/routes';
+import { accountRoutes } from './accounts/routes';
+import { registrySecuritySchemes } from './auth/authenticate';
 import type { RegistryConfig } from './config';
 import type { RegistryContext } from './context';
-import { mountDashboard } from './dashboard/routes';
+import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
-import { buildOpenApiDocument } from './openapi/document';
 import { rpcResponders } from './rpc';
 import { SecretBox } from './shared/secrets';
-import { mountSkillRoutes } from './skills/routes';
+import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
 export interface RegistryOptions {
@@ -40,10 +40,20 @@ export function startRegistry(
     migrations,
     routes(app, ctx) {
       const rc = registryContext(ctx);
-      serveOpenApi(app, '/api/v1/openapi.json', buildOpenApiDocument(config.publicBaseUrl));
-      mountAccountRoutes(app, rc);
-      mountSkillRoutes(app, rc, kicker);
-      mountDashboard(app);
+      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+      const routes = [...accountRoutes(rc), ...skillRoutes(rc, kicker), ...dashboardRoutes()];
+      const document = openApiRoute(
+        '/api/v1/openapi.json',
+        {
+          title: 'Paygate registry API',
+          description:
+            'Seller accounts (Sign-In with Ethereum), API keys, skills, endpoints, SKILL.md, the public catalog and the seller dashboard.',
+          serverUrl: config.publicBaseUrl,
+          securitySchemes: registrySecuritySchemes,
+        },
+        routes,
+      );
+      mountRoutes(app, [document, ...routes]);
     },
     background(ctx) {
       const rc = registryContext(ctx);

@@ -19,6 +19,7 @@ export const VerifyRequest = Type.Object(
     }),
     signature: Type.String({
       pattern: '^0x[0-9a-fA-F]{130}$',
+      'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
       description: 'EIP-191 signature of the message',
     }),
   },

@@ -1,4 +1,4 @@
-import { bearerToken, HttpError, operatorAuth } from '@paygate/http';
+import { bearerToken, HttpError, operatorAuth, securitySchemes } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow } from '../accounts/repository';
 import type { RegistryContext } from '../context';
@@ -54,7 +54,24 @@ export function currentSeller(req: Request): SellerRow {
   return req.account;
 }
 
-/** Operator routes: Authorization: Bearer <OPERATOR_TOKEN>, compared in constant time. */
-export function requireOperator(rc: RegistryContext) {
-  return operatorAuth(rc.config.operatorToken);
+/** The auth of the management routes: the API key or the session token (either scheme of the document). */
+export function sellerRouteAuth(rc: RegistryContext) {
+  return { schemes: ['apiKey', 'session'], middleware: requireSeller(rc) };
 }
+
+/** Operator routes: Authorization: Bearer <OPERATOR_TOKEN>, compared in constant time. */
+export function operatorRouteAuth(rc: RegistryContext) {
+  return { scheme: 'operator', middleware: operatorAuth(rc.config.operatorToken) };
+}
+
+/** The security schemes the routes' auth names, as the OpenAPI document describes them. */
+export const registrySecuritySchemes = {
+  apiKey: securitySchemes.apiKey,
+  session: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'dashboard session token from /api/v1/auth/siwe/verify',
+  },
+  operator: securitySchemes.operatorToken,
+};

@@ -28,12 +28,15 @@ const SkillName = Type.String({
   minLength: 2,
   maxLength: 64,
   pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',
+  'x-rule': 'must be kebab-case: lowercase letters and digits separated by single hyphens',
   description: 'URL slug in kebab-case, unique across Paygate; part of every public URL of the skill',
 });
 const EndpointPath = Type.String({
   minLength: 1,
   maxLength: 512,
   pattern: '^/(([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*)(/([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*))*/?)?$',
+  'x-rule':
+    'must start with / and contain only URL path segments (letters, digits, . _ ~ -) or whole-segment parameters :name (name matching [A-Za-z_][A-Za-z0-9_]*)',
   description:
     'URL path starting with /; appended to apiBaseUrl and to the public skill URL. /SKILL.md is reserved. ' +
     'A whole segment :name (name matching [A-Za-z_][A-Za-z0-9_]*) is a parameter matching any one segment ' +
@@ -207,7 +210,11 @@ export const ListQuery = Type.Object(
       Type.String({ maxLength: 100, description: 'text search in name, display name and description' }),
     ),
     limit: Type.Optional(
-      Type.String({ pattern: '^(100|[1-9][0-9]?)$', description: '1 to 100, default 20' }),
+      Type.String({
+        pattern: '^(100|[1-9][0-9]?)$',
+        'x-rule': 'must be an integer from 1 to 100',
+        description: '1 to 100, default 20',
+      }),
     ),
     cursor: Type.Optional(Type.String({ maxLength: 200, description: 'nextCursor of the previous page' })),
   },
