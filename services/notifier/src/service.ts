@@ -1,4 +1,5 @@
-import { HttpError } from '@paygate/http';
+import { CheckoutSessionSnapshot } from '@paygate/contracts';
+import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -6,11 +7,14 @@ import { migrations } from '../migrations';
 import type { NotifierConfig } from './config';
 import { notifierConsumers } from './consumers';
 import type { NotifierDatabase } from './db';
-import { LiveUpdates, WEBSOCKET_PATH } from './live/hub';
-import { notifierOpenApiRoute } from './openapi';
+import { LiveUpdates } from './live/hub';
+import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
-import { mountWebhookRoutes } from './webhooks/routes';
+import { webhookDocuments } from './webhooks/payload';
+import { Delivery, webhookRoutes } from './webhooks/routes';
+
+export const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 
 export interface NotifierOptions {
   /** Jitter source for retry delays (tests make it deterministic). */
@@ -67,15 +71,20 @@ export async function startNotifier(
     routes: (app, ctx) => {
       const { auth, dispatcher, live } = partsFor(ctx);
       live.start();
-      app.get(WEBSOCKET_PATH, () => {
-        throw new HttpError(
-          426,
-          'upgrade_required',
-          'connect with a WebSocket client to receive session updates',
-        );
-      });
-      mountWebhookRoutes(app, ctx, { auth, dispatcher, config });
-      notifierOpenApiRoute(app);
+      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config })];
+      const document = openApiRoute(
+        OPENAPI_PATH,
+        {
+          title: 'Paygate notifier',
+          description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
+          securitySchemes: { secretKey: securitySchemes.apiKey },
+          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery },
+          webhooks: webhookDocuments(),
+        },
+        routes,
+      );
+      mountRoutes(app, [...routes, document]);
     },
     consumers: (ctx) => notifierConsumers({ config, dispatcher: partsFor(ctx).dispatcher }),
     background: (ctx) => [partsFor(ctx).dispatcher],

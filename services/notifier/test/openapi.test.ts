@@ -1,52 +1,93 @@
 import type { Bus } from '@paygate/bus';
-import { assertValid } from '@paygate/http';
 import {
   createTestEnvironment,
+  schemaValidator,
   servedApiOperations,
   serveSellersForTests,
   type TestEnvironment,
+  waitFor,
 } from '@paygate/testing';
 import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/payload';
+import {
+  publish,
+  SELLER_ID,
+  sellerUpdated,
+  serveWebhookSecrets,
+  sessionSnapshot,
+  WebhookReceiver,
+} from './helpers';
 
 const API_KEY = `sk_test_${'7'.repeat(24)}`;
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 
-describe('notifier OpenAPI document', () => {
+describe('notifier OpenAPI document, built from the route declarations', () => {
   let env: TestEnvironment;
   let bus: Bus;
   let notifier: RunningNotifier;
+  let receiver: WebhookReceiver;
   let responder: { stop(): Promise<void> } | undefined;
+  let doc: any;
+  let deliveryId: string;
+  const call = (path: string, init: RequestInit & { headers?: Record<string, string> } = {}) =>
+    fetch(`${notifier.url}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${API_KEY}`, ...(init.headers ?? {}) },
+    });
+
   beforeAll(async () => {
     env = await createTestEnvironment('ntapi');
     bus = await env.bus();
+    receiver = await new WebhookReceiver().start();
+    await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_openapi_0123456789', version: 1 } });
     responder = await serveSellersForTests(bus, {
       [API_KEY]: {
-        sellerId: 'sel_openapi',
+        sellerId: SELLER_ID,
         walletAddress: `0x${'1'.repeat(40)}`,
         payoutAddress: `0x${'1'.repeat(40)}`,
         publishableKey: `pk_test_${'7'.repeat(24)}`,
         apiKeyVersion: 1,
       },
     });
-    notifier = await startNotifier(loadConfig(env.envFor('notifier')));
-  });
+    notifier = await startNotifier(loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50' })));
+    doc = await (await fetch(`${notifier.url}/api/v1/openapi/notifier.json`)).json();
+    // A delivery of the seller, so the documented {id} routes can be called with a real one.
+    await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));
+    const list = async () => (await (await call('/api/v1/webhooks/deliveries')).json()).data ?? [];
+    await waitFor(
+      async () => {
+        await publish(bus, 'checkout.session_created', 'checkout', sessionSnapshot());
+        return (await list()).length > 0;
+      },
+      { timeoutMs: 20_000, message: 'a webhook delivery for the seller' },
+    );
+    deliveryId = (await list())[0].id;
+  }, 60_000);
   afterAll(async () => {
     await responder?.stop();
     await notifier?.stop();
-    await env.cleanup();
+    await receiver?.stop();
+    await env?.cleanup();
   });
 
-  it('is OpenAPI 3.1 with every route, the WebSocket protocol and every webhook it sends', async () => {
-    const res = await fetch(`${notifier.url}/api/v1/openapi/notifier.json`);
-    expect(res.status).toBe(200);
-    const doc = (await res.json()) as any;
-    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
-    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
-      Object.keys(item as object).map((method) => `${method} ${path}`),
+  const operations = (): Array<{ method: string; path: string; op: any }> =>
+    Object.entries<any>(doc.paths).flatMap(([path, item]) =>
+      Object.entries<any>(item)
+        .filter(([method]) => METHODS.includes(method))
+        .map(([method, op]) => ({ method, path, op })),
     );
+
+  it('documents exactly the routes express serves, with the WebSocket protocol and every webhook it sends', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const documented = operations().map(({ method, path }) => `${method} ${path}`);
     const served = servedApiOperations(notifier.app);
     expect(served.length).toBeGreaterThanOrEqual(5);
-    expect([...served].sort()).toEqual([...documented].sort());
+    expect([...documented].sort()).toEqual([...served].sort());
+    for (const { method, path, op } of operations()) {
+      const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      const declared = (op.parameters ?? []).filter((p: any) => p.in === 'path').map((p: any) => p.name);
+      expect({ method, path, declared }).toEqual({ method, path, declared: templated });
+    }
 
     const ws = doc.paths['/api/v1/ws'].get;
     for (const word of [
@@ -57,6 +98,7 @@ describe('notifier OpenAPI document', () => {
       'too_many_subscriptions',
     ])
       expect(ws.description).toContain(word);
+    expect(ws.operationId).toBe('sessionUpdatesWebSocket');
     expect(Object.keys(doc.webhooks).sort()).toEqual([...WEBHOOK_EVENT_TYPES].sort());
     const refund = doc.webhooks['refund.completed'].post.requestBody.content['application/json'].schema;
     expect(refund.properties.data.required).toEqual(
@@ -69,35 +111,74 @@ describe('notifier OpenAPI document', () => {
     expect(refund.properties.refundTxHash).toBeDefined();
   });
 
-  it('documents the query rules the delivery list enforces', async () => {
-    const doc = (await (await fetch(`${notifier.url}/api/v1/openapi/notifier.json`)).json()) as any;
-    const params = doc.paths['/api/v1/webhooks/deliveries'].get.parameters as Array<{
-      name: string;
-      schema: object;
-    }>;
-    const valid = (schema: object, value: string) => {
-      try {
-        assertValid(schema as never, value);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    for (const [name, bad, good] of [
-      ['limit', '101', '100'],
-      ['status', 'bogus', 'failed'],
-    ] as const) {
-      const schema = params.find((p) => p.name === name)!.schema;
-      expect(valid(schema, bad)).toBe(false);
-      expect(valid(schema, good)).toBe(true);
-      const refused = await fetch(`${notifier.url}/api/v1/webhooks/deliveries?${name}=${bad}`, {
-        headers: { authorization: `Bearer ${API_KEY}` },
+  it('every documented operation answers through the real service with a documented status and body', async () => {
+    const statuses: string[] = [];
+    for (const { method, path, op } of operations()) {
+      const response = await call(path.replace('{id}', deliveryId), {
+        method: method.toUpperCase(),
+        ...(method === 'post' ? { headers: { 'idempotency-key': 'openapi-walk' } } : {}),
       });
-      expect(refused.status).toBe(400);
-      const accepted = await fetch(`${notifier.url}/api/v1/webhooks/deliveries?${name}=${good}`, {
-        headers: { authorization: `Bearer ${API_KEY}` },
+      const text = await response.text();
+      const where = `${method} ${path} → ${response.status} ${text.slice(0, 200)}`;
+      statuses.push(`${method} ${path} ${response.status}`);
+      const documented = op.responses[String(response.status)];
+      expect({ where, documented: documented !== undefined }).toEqual({ where, documented: true });
+      const type = response.headers.get('content-type')?.split(';')[0];
+      if (type !== 'application/json') continue;
+      const schema = documented.content?.['application/json']?.schema;
+      expect({ where, schema: schema !== undefined }).toEqual({ where, schema: true });
+      const validator = schemaValidator(schema);
+      expect({ where, valid: validator(JSON.parse(text)), errors: validator.errors ?? null }).toEqual({
+        where,
+        valid: true,
+        errors: null,
       });
-      expect(accepted.status).toBe(200);
     }
+    // The walk reached the real answers, not only refusals.
+    expect(statuses).toEqual(
+      expect.arrayContaining([
+        'get /api/v1/ws 426',
+        'get /api/v1/webhooks/deliveries 200',
+        'get /api/v1/webhooks/deliveries/{id} 200',
+        'post /api/v1/webhooks/deliveries/{id}/redeliver 202',
+        'get /api/v1/openapi/notifier.json 200',
+      ]),
+    );
+  });
+
+  it('a query, path or header value breaking a declared rule is a 400 naming the field and the rule', async () => {
+    const params = doc.paths['/api/v1/webhooks/deliveries'].get.parameters as Array<{ name: string }>;
+    expect(params.map((p) => p.name).sort()).toEqual(['before', 'eventId', 'limit', 'status']);
+    for (const [query, field, rule] of [
+      ['limit=101', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
+      ['limit=0', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
+      ['status=bogus', 'status', 'must be equal to constant'],
+      ['before=a%20b', 'before', 'must match ^[0-9A-Za-z_-]{1,64}$'],
+      ['surprise=1', 'surprise', 'is not an allowed field'],
+    ] as const) {
+      const refused = await call(`/api/v1/webhooks/deliveries?${query}`);
+      expect({ query, status: refused.status, error: (await refused.json()).error }).toMatchObject({
+        query,
+        status: 400,
+        error: { code: 'invalid_request', field, rule, message: `${field} ${rule}` },
+      });
+    }
+    for (const good of ['limit=100', 'status=failed', `before=${deliveryId}`])
+      expect({ good, status: (await call(`/api/v1/webhooks/deliveries?${good}`)).status }).toEqual({
+        good,
+        status: 200,
+      });
+    const badId = await call(`/api/v1/webhooks/deliveries/${'x'.repeat(65)}`);
+    expect(badId.status).toBe(400);
+    expect((await badId.json()).error).toMatchObject({
+      field: 'id',
+      rule: 'must match ^[0-9A-Za-z_-]{1,64}$',
+    });
+    const badKey = await call(`/api/v1/webhooks/deliveries/${deliveryId}/redeliver`, {
+      method: 'POST',
+      headers: { 'idempotency-key': 'has space' },
+    });
+    expect(badKey.status).toBe(400);
+    expect((await badKey.json()).error).toMatchObject({ field: 'Idempotency-Key' });
   });
 });

@@ -1,5 +1,7 @@
-import type { EventEnvelope, Subject } from '@paygate/contracts';
+import { type EventEnvelope, SUBJECTS, type Subject } from '@paygate/contracts';
 import type { PaygateWebhookEvent, WebhookBody } from '@paygate/gateway-middleware';
+import { plainSchema } from '@paygate/http';
+import type { TSchema } from '@sinclair/typebox';
 
 /** The bus events that become webhooks, for every seller with a webhook URL. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -39,4 +41,76 @@ export function buildWebhookBody(envelope: EventEnvelope<WebhookEventType, objec
     data: { event: envelope.type, ...payload },
   };
   return JSON.stringify(body);
+}
+
+const SIGNATURE = `Every webhook is a POST of JSON with headers Paygate-Signature: t=<unix seconds>,v1=<hex
+HMAC-SHA256(webhook secret, "<t>.<raw body>")>, Paygate-Event-Id, Paygate-Event-Type and Paygate-Delivery-Id.
+Verify the HMAC in constant time and reject |now - t| > 300 s. Delivery is at least once and unordered: drop
+ids already processed. 2xx = delivered; 408, 429, 5xx, network errors and timeouts (10 s) are retried with
+exponential backoff (30 s doubling, at most 6 h, jittered) for 72 h; other statuses fail without retry.`;
+
+/**
+ * The OpenAPI `webhooks` entries, one per event type. The body is buildWebhookBody's { id, event, createdAt,
+ * <payload fields>, data }: the payload's fields at the top level, except those named like the envelope's, and the
+ * whole payload again in `data`.
+ */
+export function webhookDocuments() {
+  return Object.fromEntries(
+    WEBHOOK_EVENT_TYPES.map((type) => {
+      const payload = plainSchema(SUBJECTS[type].schema as TSchema) as {
+        properties?: Record<string, unknown>;
+        required?: string[];
+      };
+      const data = {
+        ...payload,
+        properties: { event: { const: type }, ...(payload.properties ?? {}) },
+        required: ['event', ...(payload.required ?? [])],
+      };
+      const topLevel = Object.entries(payload.properties ?? {}).filter(
+        ([name]) => !ENVELOPE_FIELDS.has(name),
+      );
+      const topRequired = (payload.required ?? []).filter((name) => !ENVELOPE_FIELDS.has(name));
+      return [
+        type,
+        {
+          post: {
+            summary: `${type}, to the seller's webhookUrl`,
+            description: SIGNATURE,
+            parameters: [
+              { name: 'Paygate-Signature', in: 'header', required: true, schema: { type: 'string' } },
+              { name: 'Paygate-Event-Id', in: 'header', required: true, schema: { type: 'string' } },
+              { name: 'Paygate-Event-Type', in: 'header', required: true, schema: { const: type } },
+              { name: 'Paygate-Delivery-Id', in: 'header', required: true, schema: { type: 'string' } },
+            ],
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'object',
+                    required: ['id', 'event', 'createdAt', ...topRequired, 'data'],
+                    properties: {
+                      id: {
+                        type: 'string',
+                        description: 'bus event id: the same on every retry and redelivery',
+                      },
+                      event: { const: type },
+                      createdAt: {
+                        type: 'string',
+                        format: 'date-time',
+                        description: 'when the event happened',
+                      },
+                      ...Object.fromEntries(topLevel),
+                      data: { ...data, description: 'the whole event payload, event first' },
+                    },
+                  },
+                },
+              },
+            },
+            responses: { '2XX': { description: 'delivered' } },
+          },
+        },
+      ];
+    }),
+  );
 }

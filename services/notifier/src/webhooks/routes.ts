@@ -1,14 +1,23 @@
 import { createHash } from 'node:crypto';
-import { assertValid, conflict, HttpError, notFound } from '@paygate/http';
+import {
+  type AnyRoute,
+  assertValid,
+  conflict,
+  defineRoute,
+  HttpError,
+  notFound,
+  plainSchema,
+} from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { Type } from '@sinclair/typebox';
-import type { Express, Request } from 'express';
+import { type TSchema, Type } from '@sinclair/typebox';
+import type { Request } from 'express';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
 import type { WebhookDispatcher } from './dispatcher';
+import { WEBHOOK_EVENT_TYPES } from './payload';
 import {
   type AttemptRow,
   attemptsOf,
@@ -26,12 +35,43 @@ const ListQuery = Type.Object(
       Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
     ),
     eventId: Type.Optional(Id),
-    limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$' })),
-    before: Type.Optional(Id),
+    limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$', description: '1..100, default 20' })),
+    before: Type.Optional(
+      Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$', description: 'delivery id cursor' }),
+    ),
   },
   { additionalProperties: false },
 );
+const DeliveryParams = Type.Object({ id: Id });
 const IdempotencyKey = Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' });
+
+const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()]);
+export const Delivery = Type.Object({
+  id: Type.String(),
+  eventId: Type.String({ description: 'the bus event id = the webhook body id = Paygate-Event-Id' }),
+  eventType: Type.Union(WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t))),
+  url: Type.String(),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  attemptCount: Type.Integer(),
+  nextAttemptAt: Nullable(Type.String({ format: 'date-time' })),
+  giveUpAt: Type.String({ format: 'date-time' }),
+  lastStatusCode: Nullable(Type.Integer()),
+  lastError: Nullable(Type.String()),
+  redeliveryOf: Nullable(Type.String()),
+  createdAt: Type.String({ format: 'date-time' }),
+  deliveredAt: Nullable(Type.String({ format: 'date-time' })),
+  attempts: Type.Array(
+    Type.Object({
+      number: Type.Integer(),
+      attemptedAt: Type.String({ format: 'date-time' }),
+      durationMs: Type.Integer(),
+      statusCode: Nullable(Type.Integer()),
+      outcome: Type.String(),
+      error: Nullable(Type.String()),
+      responseExcerpt: Nullable(Type.String()),
+    }),
+  ),
+});
 
 export interface DeliveryView {
   id: string;
@@ -93,112 +133,159 @@ function sellerOf(req: Request): string {
 }
 
 /** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
-export function mountWebhookRoutes(
-  app: Express,
+export function webhookRoutes(
   ctx: ServiceContext<NotifierDatabase>,
   deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig },
-): void {
+): AnyRoute[] {
   const { db } = ctx;
-  const auth = deps.auth.middleware();
-
-  app.get('/api/v1/webhooks/deliveries', auth, async (req, res) => {
-    const sellerId = sellerOf(req);
-    const query = assertValid(ListQuery, { ...req.query }, 'query');
-    const limit = Number(query.limit ?? '20');
-    const rows = await listDeliveries(db, sellerId, {
-      status: query.status,
-      eventId: query.eventId,
-      before: query.before,
-      limit,
-    });
-    const attempts = await attemptsOf(
-      db,
-      rows.map((r) => r.delivery_id),
-    );
-    const types = new Map<string, string>();
-    for (const row of rows) {
-      if (!types.has(row.event_id))
-        types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
-    }
-    res.json({
-      data: rows.map((row) =>
-        toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
-      ),
-      nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
-    });
-  });
-
-  app.get('/api/v1/webhooks/deliveries/:id', auth, async (req, res) => {
-    const sellerId = sellerOf(req);
-    const id = assertValid(Id, req.params.id, 'id');
-    const row = await findDelivery(db, sellerId, id);
-    if (!row) throw notFound('delivery');
-    const event = await eventOf(db, row.event_id);
-    const attempts = await attemptsOf(db, [row.delivery_id]);
-    res.json({
-      ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
-      payload: event ? JSON.parse(event.body) : null,
-    });
-  });
-
-  app.post('/api/v1/webhooks/deliveries/:id/redeliver', auth, async (req, res) => {
-    const sellerId = sellerOf(req);
-    const id = assertValid(Id, req.params.id, 'id');
-    const rawKey = req.header('idempotency-key');
-    const key = rawKey === undefined ? undefined : assertValid(IdempotencyKey, rawKey, 'Idempotency-Key');
-    const requestHash = createHash('sha256').update(`POST redeliver ${id}`).digest('hex');
-
-    const { status, body } = await ctx.inTransaction(async (trx) => {
-      if (key) {
-        // Serialises concurrent requests with the same key: the second waits, then replays the first's answer.
-        await lockIdempotencyKey(trx, sellerId, key);
-        const stored = await trx
-          .selectFrom('idempotency_keys')
-          .selectAll()
-          .where('seller_id', '=', sellerId)
-          .where('idempotency_key', '=', key)
-          .executeTakeFirst();
-        if (stored) {
-          if (stored.request_hash !== requestHash) {
-            throw conflict(
-              'idempotency_key_reused',
-              'this Idempotency-Key was used with a different request',
-            );
-          }
-          return { status: stored.response_status, body: stored.response_body as object };
+  const auth = { scheme: 'secretKey', middleware: deps.auth.middleware() };
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/deliveries',
+      operationId: 'listWebhookDeliveries',
+      summary: "The calling seller's webhook deliveries, newest first, with every attempt",
+      auth,
+      query: ListQuery,
+      responses: {
+        '200': Type.Object(
+          { data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) },
+          { description: 'a page of deliveries' },
+        ),
+      },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const query = req.query;
+        const limit = Number(query.limit ?? '20');
+        const rows = await listDeliveries(db, sellerId, {
+          status: query.status,
+          eventId: query.eventId,
+          before: query.before,
+          limit,
+        });
+        const attempts = await attemptsOf(
+          db,
+          rows.map((r) => r.delivery_id),
+        );
+        const types = new Map<string, string>();
+        for (const row of rows) {
+          if (!types.has(row.event_id))
+            types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
         }
-      }
-      const original = await findDelivery(trx, sellerId, id);
-      if (!original) throw notFound('delivery');
-      const seller = await findSeller(trx, sellerId);
-      if (!seller?.webhook_url) {
-        throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
-      }
-      const now = deps.config.now();
-      const created = await createRedelivery(trx, original, {
-        url: seller.webhook_url,
-        now,
-        retryWindowHours: deps.config.webhookRetryWindowHours,
-      });
-      const event = await eventOf(trx, created.event_id);
-      const view = toView(created, event?.event_type ?? '', []);
-      if (key) {
-        await trx
-          .insertInto('idempotency_keys')
-          .values({
-            seller_id: sellerId,
-            idempotency_key: key,
-            request_hash: requestHash,
-            response_status: 202,
-            response_body: JSON.stringify(view),
-          })
-          .execute();
-      }
-      return { status: 202, body: view };
-    });
-    deps.dispatcher.kick();
-    res.status(status).json(body);
-  });
+        res.json({
+          data: rows.map((row) =>
+            toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
+          ),
+          nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
+        });
+      },
+    }),
+
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/deliveries/:id',
+      operationId: 'getWebhookDelivery',
+      summary: 'One delivery with its attempts and the payload sent',
+      auth,
+      params: DeliveryParams,
+      responses: {
+        '200': Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })], {
+          description: 'the delivery',
+        }),
+      },
+      errors: { '404': 'no such delivery' },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const id = req.params.id;
+        const row = await findDelivery(db, sellerId, id);
+        if (!row) throw notFound('delivery');
+        const event = await eventOf(db, row.event_id);
+        const attempts = await attemptsOf(db, [row.delivery_id]);
+        res.json({
+          ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
+          payload: event ? JSON.parse(event.body) : null,
+        });
+      },
+    }),
+
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/webhooks/deliveries/:id/redeliver',
+      operationId: 'redeliverWebhook',
+      summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
+      auth,
+      params: DeliveryParams,
+      headers: [
+        {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          description: 'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
+          schema: plainSchema(IdempotencyKey),
+        },
+      ],
+      responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
+      errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const id = req.params.id;
+        const rawKey = req.header('idempotency-key');
+        const key = rawKey === undefined ? undefined : assertValid(IdempotencyKey, rawKey, 'Idempotency-Key');
+        const requestHash = createHash('sha256').update(`POST redeliver ${id}`).digest('hex');
+
+        const { status, body } = await ctx.inTransaction(async (trx) => {
+          if (key) {
+            // Serialises concurrent requests with the same key: the second waits, then replays the first's answer.
+            await lockIdempotencyKey(trx, sellerId, key);
+            const stored = await trx
+              .selectFrom('idempotency_keys')
+              .selectAll()
+              .where('seller_id', '=', sellerId)
+              .where('idempotency_key', '=', key)
+              .executeTakeFirst();
+            if (stored) {
+              if (stored.request_hash !== requestHash) {
+                throw conflict(
+                  'idempotency_key_reused',
+                  'this Idempotency-Key was used with a different request',
+                );
+              }
+              return { status: stored.response_status, body: stored.response_body as object };
+            }
+          }
+          const original = await findDelivery(trx, sellerId, id);
+          if (!original) throw notFound('delivery');
+          const seller = await findSeller(trx, sellerId);
+          if (!seller?.webhook_url) {
+            throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
+          }
+          const now = deps.config.now();
+          const created = await createRedelivery(trx, original, {
+            url: seller.webhook_url,
+            now,
+            retryWindowHours: deps.config.webhookRetryWindowHours,
+          });
+          const event = await eventOf(trx, created.event_id);
+          const view = toView(created, event?.event_type ?? '', []);
+          if (key) {
+            await trx
+              .insertInto('idempotency_keys')
+              .values({
+                seller_id: sellerId,
+                idempotency_key: key,
+                request_hash: requestHash,
+                response_status: 202,
+                response_body: JSON.stringify(view),
+              })
+              .execute();
+          }
+          return { status: 202, body: view };
+        });
+        deps.dispatcher.kick();
+        res.status(status).json(body);
+      },
+    }),
+  ];
 }
 
 async function lockIdempotencyKey(

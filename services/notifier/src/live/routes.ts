@@ -1,0 +1,49 @@
+import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { WEBSOCKET_PATH } from './hub';
+import { SESSION_ID_PATTERN } from './protocol';
+
+/** The widget WebSocket protocol as the OpenAPI document describes it. */
+export const WEBSOCKET_PROTOCOL = `Live checkout-session updates for the widget. Connect with a WebSocket client to
+\`wss://<base_url>${WEBSOCKET_PATH}\`; a plain HTTP GET answers 426 upgrade_required. JSON text frames.
+
+Client to server:
+- \`{ "type": "subscribe", "sessionId": "<id>" }\`
+- \`{ "type": "unsubscribe", "sessionId": "<id>" }\`
+
+Server to client:
+- \`{ "type": "subscribed", "sessionId": "<id>" }\` acknowledges a subscribe;
+- \`{ "type": "session", "session": <CheckoutSession> }\` the current state right after subscribing (when known),
+  then every change; never older than (or identical to) one the socket already got for that session;
+- \`{ "type": "error", "code": "<code>", "message": "<text>", "sessionId"?: "<id>" }\` with code
+  invalid_message | unknown_type | invalid_session_id | too_many_subscriptions | rate_limited.
+
+Limits: session ids match ${SESSION_ID_PATTERN.source}; 10 subscriptions per socket; more than 60 messages in 10 s
+closes the socket (1008); frames over 4096 bytes close it (1009); ping every 30 s; a socket without
+subscriptions for 120 s is closed (1000, idle). Polling fallback: GET /api/v1/checkout/sessions/{id} (checkout)
+returns the same session object.`;
+
+/**
+ * GET /api/v1/ws: the upgrade is answered by LiveUpdates on the server's `upgrade` event, before express; a plain
+ * HTTP request reaches this route and is told to upgrade.
+ */
+export function liveRoutes(): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: WEBSOCKET_PATH,
+      operationId: 'sessionUpdatesWebSocket',
+      summary: 'WebSocket: live checkout-session updates (upgrade required)',
+      description: WEBSOCKET_PROTOCOL,
+      headers: [{ name: 'Upgrade', in: 'header', required: true, schema: { const: 'websocket' } }],
+      responses: { '101': { description: 'switching protocols: the socket speaks the protocol above' } },
+      errors: { '426': 'upgrade_required: a plain HTTP request' },
+      handler: () => {
+        throw new HttpError(
+          426,
+          'upgrade_required',
+          'connect with a WebSocket client to receive session updates',
+        );
+      },
+    }),
+  ];
+}
