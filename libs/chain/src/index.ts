@@ -22,7 +22,12 @@ export {
   networks,
   resolveUsdcAddress,
 } from './networks';
-export { fetchChainId, type MakeProviderOptions, makeProvider } from './provider';
+export {
+  broadcastSignedTransaction,
+  fetchChainId,
+  type MakeProviderOptions,
+  makeProvider,
+} from './provider';
 export { eip681TransferUri } from './uri';
 export {
   compareTransferLogs,

@@ -48,3 +48,22 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
   }
   return Number(BigInt(body.result));
 }
+
+/**
+ * Sends exact signed bytes. Resolves when the node accepted them or already knows the transaction (a
+ * rebroadcast after a crash, "already known", "nonce too low" once our own transaction was mined): the node's
+ * view of the hash decides. Throws when the node refused them and does not know the transaction.
+ */
+export async function broadcastSignedTransaction(
+  provider: JsonRpcProvider,
+  rawTx: string,
+  txHash: string,
+): Promise<void> {
+  try {
+    await provider.send('eth_sendRawTransaction', [rawTx]);
+  } catch (error) {
+    const known = await provider.getTransaction(txHash).catch(() => null);
+    if (known) return;
+    throw error;
+  }
+}

@@ -1,4 +1,4 @@
-import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
+import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
 import { Interface, type JsonRpcProvider, Signature, Transaction, Wallet, zeroPadValue } from 'ethers';
 
@@ -154,14 +154,8 @@ export class RelayerChain {
   }
 
   /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
-  async broadcast(rawTx: string, txHash: string): Promise<void> {
-    try {
-      await this.provider.send('eth_sendRawTransaction', [rawTx]);
-    } catch (error) {
-      const known = await this.provider.getTransaction(txHash).catch(() => null);
-      if (known) return;
-      throw error;
-    }
+  broadcast(rawTx: string, txHash: string): Promise<void> {
+    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   /** The receipt of a transaction that ran the authorization, with the payer → `to` Transfer log found in it. */

@@ -214,18 +214,8 @@ export class Relayer implements BackgroundTask {
       return trx
         .insertInto('relayed_authorizations')
         .values({
-          id: `rly_${newEventId()}`,
-          chain_id: request.chainId,
-          token_address: request.token.toLowerCase(),
-          payer: a.from.toLowerCase(),
-          auth_nonce: a.nonce.toLowerCase(),
-          to_address: a.to.toLowerCase(),
-          value_micro: BigInt(a.value),
-          valid_after: BigInt(a.validAfter),
-          valid_before: BigInt(a.validBefore),
-          signature: request.signature.toLowerCase(),
+          ...this.authorizationColumns(request),
           status: 'signed',
-          relayer_address: this.chain.address.toLowerCase(),
           relayer_nonce: nonce,
           gas_limit: gasLimit,
           raw_tx: signed.rawTx,
@@ -274,6 +264,24 @@ export class Relayer implements BackgroundTask {
       .execute();
   }
 
+  /** The columns that identify and restate the authorization itself (the same for every way a row is made). */
+  private authorizationColumns(request: RelayerSubmitRequest) {
+    const a = request.authorization;
+    return {
+      id: `rly_${newEventId()}`,
+      chain_id: request.chainId,
+      token_address: request.token.toLowerCase(),
+      payer: a.from.toLowerCase(),
+      auth_nonce: a.nonce.toLowerCase(),
+      to_address: a.to.toLowerCase(),
+      value_micro: BigInt(a.value),
+      valid_after: BigInt(a.validAfter),
+      valid_before: BigInt(a.validBefore),
+      signature: request.signature.toLowerCase(),
+      relayer_address: this.chain.address.toLowerCase(),
+    };
+  }
+
   /** Someone else's transaction used this authorization: credited once, from that transaction's Transfer log. */
   private async usedElsewhere(request: RelayerSubmitRequest, started: number): Promise<RelayerSubmitReply> {
     const a = request.authorization;
@@ -290,18 +298,8 @@ export class Relayer implements BackgroundTask {
     const inserted = await this.ctx.db
       .insertInto('relayed_authorizations')
       .values({
-        id: `rly_${newEventId()}`,
-        chain_id: request.chainId,
-        token_address: request.token.toLowerCase(),
-        payer: a.from.toLowerCase(),
-        auth_nonce: a.nonce.toLowerCase(),
-        to_address: a.to.toLowerCase(),
-        value_micro: BigInt(a.value),
-        valid_after: BigInt(a.validAfter),
-        valid_before: BigInt(a.validBefore),
-        signature: request.signature.toLowerCase(),
+        ...this.authorizationColumns(request),
         status: 'used_elsewhere',
-        relayer_address: this.chain.address.toLowerCase(),
         settled_tx_hash: executed.txHash,
         block_number: executed.blockNumber,
         log_index: executed.logIndex,

@@ -1,4 +1,4 @@
-import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
+import { broadcastSignedTransaction, formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
 import { Interface, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
 
 const usdc = new Interface(usdcAbi);
@@ -84,19 +84,9 @@ export class EscrowChain {
     return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
   }
 
-  /**
-   * Sends the exact signed bytes. Resolves when the node accepted them or already knew them (a rebroadcast);
-   * throws when the node refused them and does not know the transaction.
-   */
-  async broadcast(rawTx: string, txHash: string): Promise<void> {
-    try {
-      await this.provider.send('eth_sendRawTransaction', [rawTx]);
-    } catch (error) {
-      // "already known", "nonce too low" after our own tx was mined, …: the node's view of the hash decides.
-      const known = await this.provider.getTransaction(txHash).catch(() => null);
-      if (known) return;
-      throw error;
-    }
+  /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
+  broadcast(rawTx: string, txHash: string): Promise<void> {
+    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   async receipt(txHash: string): Promise<TransferReceipt | null> {
