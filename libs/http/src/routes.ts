@@ -44,14 +44,23 @@ export interface RouteDefinition<
   /** The operation's name for SDK generators (`listWebhookDeliveries`). */
   operationId?: string;
   tags?: string[];
-  /** One scheme, or several any of which is accepted (the middleware decides). */
-  auth?: RouteAuth | { schemes: string[]; middleware: RequestHandler };
+  /**
+   * One scheme, or several any of which is accepted (the middleware decides). `optional`: callers without
+   * credentials are served too (documented as the empty alternative). Without `middleware` the handler
+   * authenticates itself (when the credential decides which body schema applies).
+   */
+  auth?: (RouteAuth | { schemes: string[]; middleware?: RequestHandler }) & { optional?: boolean };
   params?: Params;
   /** Query strings are coerced to the schema's types (`?limit=5` → 5) before validation. */
   query?: Query;
   body?: Body;
   /** The body may be left out (it is validated as `{}` then): documented as an optional request body. */
   bodyOptional?: boolean;
+  /**
+   * The handler validates the body itself with `body`'s schemas (checkout's session creation: the key decides
+   * which of two bodies applies, and is checked first); mountRoutes then leaves the body alone.
+   */
+  bodyValidatedByHandler?: boolean;
   /** Documented only: validated by the handler or a shared helper (for example `Idempotency-Key`). */
   headers?: JsonSchemaObject[];
   /** Named request examples shown in the document. */
@@ -114,7 +123,7 @@ function validationMiddleware(route: AnyRoute): RequestHandler {
       // Express 5's req.query is a getter: the coerced copy replaces it for the handler.
       Object.defineProperty(req, 'query', { value: coerced, writable: true, configurable: true });
     }
-    if (body) {
+    if (body && !route.bodyValidatedByHandler) {
       // No body at all is the empty object, which is what the handler gets when its schema allows it.
       req.body ??= {};
       assertValid(body, req.body, 'body');
@@ -127,7 +136,7 @@ function validationMiddleware(route: AnyRoute): RequestHandler {
 export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   for (const route of routes) {
     const chain: RequestHandler[] = [];
-    if (route.auth) chain.push(route.auth.middleware);
+    if (route.auth?.middleware) chain.push(route.auth.middleware);
     chain.push(validationMiddleware(route));
     chain.push(...(route.before ?? []));
     chain.push(route.handler as RequestHandler);
@@ -162,13 +171,18 @@ function responseObject(response: RouteResponse) {
 }
 
 function operationOf(route: AnyRoute) {
-  const schemes = route.auth ? ('schemes' in route.auth ? route.auth.schemes : [route.auth.scheme]) : [];
+  const schemes = route.auth
+    ? [
+        ...(route.auth.optional ? [''] : []),
+        ...('schemes' in route.auth ? route.auth.schemes : [route.auth.scheme]),
+      ]
+    : [];
   return {
     ...(route.operationId ? { operationId: route.operationId } : {}),
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     ...(route.tags ? { tags: route.tags } : {}),
-    ...(schemes.length ? { security: schemes.map((scheme) => ({ [scheme]: [] })) } : {}),
+    ...(schemes.length ? { security: schemes.map((scheme) => (scheme ? { [scheme]: [] } : {})) } : {}),
     parameters: [
       ...(route.params ? schemaParameters('path', route.params) : []),
       ...(route.query ? schemaParameters('query', route.query) : []),

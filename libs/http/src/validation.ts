@@ -20,6 +20,17 @@ function compile(schema: TSchema): ValidateFunction {
 
 /** Turns the first ajv error into a field name (dotted path) and a rule a person can read. */
 export function describeAjvError(error: ErrorObject, root: string): { field: string; rule: string } {
+  const described = describeKeyword(error, root);
+  // `x-rule` may also name the rule per keyword: `{ pattern: 'must be a settlementId', type: 'must be given once' }`.
+  const byKeyword = (error.parentSchema as { 'x-rule'?: unknown } | undefined)?.['x-rule'];
+  if (byKeyword && typeof byKeyword === 'object') {
+    const rule = (byKeyword as Record<string, unknown>)[error.keyword];
+    if (typeof rule === 'string') return { field: described.field, rule };
+  }
+  return described;
+}
+
+function describeKeyword(error: ErrorObject, root: string): { field: string; rule: string } {
   const path = error.instancePath
     .split('/')
     .filter(Boolean)

@@ -3,6 +3,7 @@ import { createLogger } from '@paygate/telemetry';
 import { Type } from '@sinclair/typebox';
 import request from 'supertest';
 import {
+  assertValid,
   createApp,
   defineRoute,
   errorHandler,
@@ -13,6 +14,7 @@ import {
   routesOpenApi,
   securitySchemes,
 } from '../src';
+import { unauthorized } from '../src/errors';
 
 const Thing = Type.Object({ id: Type.String(), size: Type.Integer() }, { description: 'a thing' });
 const things = new Map<string, { id: string; size: number }>([['a', { id: 'a', size: 1 }]]);
@@ -173,5 +175,95 @@ describe('routes: readable pattern rules, optional bodies, wildcards and the doc
     expect(page.parameters.map((p: any) => `${p.in}:${p.name}`)).toEqual(['path:rest']);
     expect(Object.keys(page.responses['200'].content)).toEqual(['text/html']);
     expect(document.paths['/openapi.json'].get.responses['200'].description).toBe('OpenAPI 3.1 document');
+  });
+});
+
+describe('routes: optional auth, bodies the handler validates, rules per keyword', () => {
+  const Body = Type.Object({ name: Type.String({ minLength: 1 }) }, { additionalProperties: false });
+  const operatorOnly = operatorAuth('secret-token');
+  const declared = [
+    defineRoute({
+      method: 'get',
+      path: '/items/:code',
+      summary: 'Public, or the operator’s view with the token',
+      auth: {
+        scheme: 'operatorToken',
+        optional: true,
+        middleware: (req, res, next) => (req.headers.authorization ? operatorOnly(req, res, next) : next()),
+      },
+      params: Type.Object({ code: Type.String() }),
+      query: Type.Object({
+        sort: Type.Optional(
+          Type.String({
+            pattern: '^(asc|desc)$',
+            'x-rule': { pattern: 'must be asc or desc', type: 'must be given once, as a string' },
+          }),
+        ),
+      }),
+      responses: { '200': Type.Object({ code: Type.String(), operator: Type.Boolean() }) },
+      handler: (req, res) => {
+        res.json({ code: req.params.code, operator: Boolean(req.headers.authorization) });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/items',
+      summary: 'The handler checks the key, then the body',
+      auth: { schemes: ['operatorToken'] },
+      body: Body,
+      bodyValidatedByHandler: true,
+      responses: { '201': Type.Object({ name: Type.String() }) },
+      handler: (req, res) => {
+        if (req.headers.authorization !== 'Bearer secret-token') throw unauthorized();
+        res.status(201).json(assertValid(Body, req.body ?? {}, 'body'));
+      },
+    }),
+  ];
+  const app = createApp({ logger: createLogger('routes-test', 'silent') });
+  mountRoutes(app, declared);
+  app.use(errorHandler(createLogger('routes-test', 'silent')));
+  const document = routesOpenApi(
+    {
+      title: 'items',
+      description: 'test',
+      securitySchemes: { operatorToken: securitySchemes.operatorToken },
+    },
+    declared,
+  ) as any;
+
+  test('x-rule as an object names the rule per ajv keyword', async () => {
+    expect((await request(app).get('/items/a?sort=up')).body.error).toMatchObject({
+      field: 'sort',
+      rule: 'must be asc or desc',
+      message: 'sort must be asc or desc',
+    });
+    expect((await request(app).get('/items/a?sort=asc&sort=desc')).body.error).toMatchObject({
+      field: 'sort',
+      rule: 'must be given once, as a string',
+    });
+    expect((await request(app).get('/items/a?sort=asc')).status).toBe(200);
+  });
+
+  test('optional auth serves callers without credentials, checks those who bring some, and documents both', async () => {
+    expect((await request(app).get('/items/a')).body).toEqual({ code: 'a', operator: false });
+    expect((await request(app).get('/items/a').set('authorization', 'Bearer wrong')).status).toBe(401);
+    expect(
+      (await request(app).get('/items/a').set('authorization', 'Bearer secret-token')).body.operator,
+    ).toBe(true);
+    expect(document.paths['/items/{code}'].get.security).toEqual([{}, { operatorToken: [] }]);
+  });
+
+  test('a body the handler validates is left to it: the key is checked first, then the same schema', async () => {
+    // mountRoutes would have answered 400 for the body before the handler saw the missing key.
+    expect((await request(app).post('/items').send({ name: '' })).status).toBe(401);
+    const invalid = await request(app)
+      .post('/items')
+      .set('authorization', 'Bearer secret-token')
+      .send({ name: '' });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatchObject({ field: 'name', rule: 'must be at least 1 characters' });
+    const post = document.paths['/items'].post;
+    expect(post.security).toEqual([{ operatorToken: [] }]);
+    expect(post.requestBody.content['application/json'].schema.required).toEqual(['name']);
   });
 });

@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ConsumerOptions } from '@paygate/bus';
 import type { Subject } from '@paygate/contracts';
+import { CheckoutSessionSnapshot } from '@paygate/contracts';
+import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
 import { PollingLoop, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -9,10 +11,10 @@ import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase, CheckoutTrx } from './db';
 import { LedgerClaims } from './matching/claims';
 import { TransferMatcher } from './matching/transfers';
-import { openApiRoute } from './openapi';
-import { operatorRoutes } from './operator/routes';
+import { operatorRoutes, TransferView } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
+import { cors, corsOnError } from './sessions/cors';
 import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
 import { staticRoutes } from './static/routes';
@@ -50,6 +52,21 @@ class Sweeper implements BackgroundTask {
   }
 }
 
+export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
+
+/** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
+const checkoutDocument = {
+  title: 'Paygate checkout',
+  description:
+    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to one shared escrow wallet, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+  securitySchemes: {
+    publishableKey: securitySchemes.publishableKey,
+    secretKey: securitySchemes.apiKey,
+    operatorToken: securitySchemes.operatorToken,
+  },
+  schemas: { CheckoutSession: CheckoutSessionSnapshot, Transfer: TransferView },
+};
+
 /** Keeps each consumer's handler typed by its own subject inside the mixed list. */
 const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
   options as unknown as ConsumerOptions<Subject>;
@@ -72,10 +89,11 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     routes(app, ctx) {
       store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
       sellerAuth = new SellerAuth(ctx.bus);
-      staticRoutes(app);
-      openApiRoute(app);
-      sessionFastPath = sessionRoutes(app, ctx, config, store, sellerAuth, projectionsFor(ctx));
-      operatorRoutes(app, ctx, config, matcherFor(ctx));
+      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx));
+      sessionFastPath = sessions.fastPath;
+      const routes = [...staticRoutes(), ...sessions.routes, ...operatorRoutes(ctx, config, matcherFor(ctx))];
+      app.use('/api/v1/checkout', cors, corsOnError);
+      mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, checkoutDocument, routes)]);
     },
     consumers(ctx) {
       const matcher = matcherFor(ctx);

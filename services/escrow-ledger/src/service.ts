@@ -1,3 +1,4 @@
+import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
@@ -7,14 +8,27 @@ import type { LedgerDatabase } from './db';
 import type { LedgerDeps } from './deps';
 import { ReleaseScheduler } from './holds/release';
 import { createLedgerMetrics } from './metrics';
-import { mountOpenApiRoute } from './openapi';
-import { mountOperatorRoutes } from './operator/routes';
+import { operatorRoutes } from './operator/routes';
+import { ReconciliationReport } from './operator/schemas';
 import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
 import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
-import { mountRefundRoutes } from './refunds/routes';
+import { refundRoutes } from './refunds/routes';
+import { Refund, RefundRequest } from './refunds/schemas';
 import { onTransferRefundRequested } from './refunds/unmatched';
-import { mountViewRoutes } from './views/routes';
+import { viewRoutes } from './views/routes';
+import { Balances, Transaction } from './views/schemas';
+
+export const OPENAPI_PATH = '/api/v1/openapi/ledger.json';
+
+/** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
+const ledgerDocument = {
+  title: 'Paygate escrow ledger',
+  description:
+    'The double-entry ledger of the escrow wallet: transactions (payments held for their hold period, then released and settled at 95% to the seller, 5% platform fee), balances, seller refunds, buyer refund requests, and the operator views (payment conflicts, suspense, accounts, reconciliation with the chain). Amounts are decimal USDC strings with at most 6 decimals.',
+  securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
+  schemas: { Transaction, Refund, RefundRequest, Balances, ReconciliationReport },
+};
 
 export interface RunningEscrowLedger extends RunningService {
   deps: LedgerDeps;
@@ -44,10 +58,13 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     repeatableSql: [readRepeatableSql(__dirname, 'ledger.sql')],
     routes(app, ctx) {
       auth = new SellerAuth(ctx.bus);
-      mountRefundRoutes(app, ctx, depsOf(ctx), auth);
-      mountViewRoutes(app, ctx, auth);
-      mountOperatorRoutes(app, ctx, depsOf(ctx));
-      mountOpenApiRoute(app);
+      // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
+      const routes = [
+        ...refundRoutes(ctx, depsOf(ctx), auth),
+        ...viewRoutes(ctx, auth),
+        ...operatorRoutes(ctx, depsOf(ctx)),
+      ];
+      mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
     },
     consumers(ctx) {
       const d = depsOf(ctx);

@@ -1,5 +1,6 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import type { Subject } from '@paygate/contracts';
+import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
@@ -15,7 +16,7 @@ import { SettlementScheduler } from './schedule/scheduler';
 import { sellerProjectionConsumer } from './sellers/projection';
 import { settlementOperatorRoutes } from './settlements/operator-routes';
 import { payoutOutcome } from './settlements/outcome';
-import { settlementRoutes } from './settlements/routes';
+import { SETTLEMENT_OPENAPI_PATH, settlementOpenApi, settlementRoutes } from './settlements/routes';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
 
@@ -95,8 +96,12 @@ export async function startSettlement(
       migrations,
       routes: (app, ctx) => {
         const { auth, scheduler, transfers } = build(ctx);
-        settlementRoutes(app, ctx, auth);
-        settlementOperatorRoutes(app, ctx, config, scheduler, clock, () => transfers.kick());
+        const routes = [
+          ...settlementRoutes(ctx, auth),
+          ...settlementOperatorRoutes(ctx, config, scheduler, clock, () => transfers.kick()),
+        ];
+        mountRoutes(app, routes);
+        serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
       },
       consumers: (ctx) => {
         const { transfers } = build(ctx);

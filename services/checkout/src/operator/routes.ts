@@ -1,7 +1,7 @@
-import { assertValid, HttpError, operatorAuth } from '@paygate/http';
+import { CheckoutSessionSnapshot } from '@paygate/contracts';
+import { type AnyRoute, defineRoute, HttpError, operatorAuth } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
-import { Type } from '@sinclair/typebox';
-import type { Express } from 'express';
+import { type TSchema, Type } from '@sinclair/typebox';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase } from '../db';
 import { type ClaimRefusal, type TransferMatcher, toTransferView } from '../matching/transfers';
@@ -30,45 +30,153 @@ export const RefundBody = Type.Object(
   { additionalProperties: false },
 );
 
+const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()]);
+/** What toTransferView answers. */
+export const TransferView = Type.Object({
+  transferId: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }),
+  status: Type.Union(
+    ['matched', 'unmatched', 'attached', 'refund_requested', 'reorged', 'claimed'].map((s) =>
+      Type.Literal(s),
+    ),
+    {
+      description:
+        "claimed: another channel (an x402 proof, a seller's /api/verify) spent the transfer at the ledger; it is a payment, not unmatched money",
+    },
+  ),
+  reason: Nullable(
+    Type.Union(
+      [
+        'no_session_with_this_amount',
+        'session_already_paid',
+        'late_window_passed',
+        'wrong_token',
+        'wrong_recipient',
+        'wrong_chain',
+        'claimed_by_x402',
+        'claimed_by_verify',
+      ].map((s) => Type.Literal(s)),
+    ),
+  ),
+  candidateSessionId: Nullable(Type.String()),
+  sessionId: Nullable(Type.String()),
+  chainId: Type.Integer(),
+  network: Type.String(),
+  txHash: Type.String(),
+  logIndex: Type.Integer(),
+  blockNumber: Type.Integer(),
+  from: Type.String(),
+  to: Type.String(),
+  token: Type.String(),
+  amount: Type.String({ description: 'USDC received (decimal string, 6 decimals)', examples: ['5.01'] }),
+  note: Nullable(Type.String()),
+  refundRequestId: Nullable(
+    Type.String({
+      pattern: '^trr_[0-9a-f]{24}$',
+      description:
+        'set when an operator marked the transfer for refund: the id carried by transfer.refund_requested',
+    }),
+  ),
+  observedAt: Type.String({ format: 'date-time' }),
+  resolvedAt: Nullable(Type.String({ format: 'date-time' })),
+});
+
 /** Operator API: transfers that matched nothing, and their resolution (attach to a session, or refund). */
 export function operatorRoutes(
-  app: Express,
   ctx: ServiceContext<CheckoutDatabase>,
   config: CheckoutConfig,
   matcher: TransferMatcher,
-): void {
-  const auth = operatorAuth(config.operatorToken);
-
-  app.get('/api/v1/operator/transfers', auth, async (req, res) => {
-    const query = assertValid(TransferListQuery, { ...req.query }, 'query');
-    const limit = Math.min(Number(query.limit ?? 100), 500);
-    const rows = await ctx.db
-      .selectFrom('transfers')
-      .selectAll()
-      .where('status', '=', (query.status ?? 'unmatched') as never)
-      .orderBy('observed_at', 'desc')
-      .limit(limit)
-      .execute();
-    res.json({ transfers: rows.map(toTransferView) });
-  });
-
-  app.post('/api/v1/operator/transfers/:id/attach', auth, async (req, res) => {
-    const { id } = assertValid(TransferIdParam, { id: req.params.id }, 'params');
-    const body = assertValid(AttachBody, req.body ?? {}, 'body');
-    const result = await ctx.inTransaction((trx) =>
-      matcher.attach(trx, id, body.sessionId, body.note ?? null),
-    );
-    if ('refused' in result) throw refusedError(result);
-    res.json({ transfer: toTransferView(result.transfer), session: toSnapshot(result.session, config) });
-  });
-
-  app.post('/api/v1/operator/transfers/:id/refund', auth, async (req, res) => {
-    const { id } = assertValid(TransferIdParam, { id: req.params.id }, 'params');
-    const body = assertValid(RefundBody, req.body ?? {}, 'body');
-    const result = await ctx.inTransaction((trx) => matcher.markForRefund(trx, id, body.note ?? null));
-    if ('refused' in result) throw refusedError(result);
-    res.json({ transfer: toTransferView(result.transfer) });
-  });
+): AnyRoute[] {
+  const auth = { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) };
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/operator/transfers',
+      operationId: 'listTransfers',
+      summary: 'Transfers into the escrow wallet by status (default unmatched), newest first',
+      auth,
+      query: TransferListQuery,
+      responses: {
+        '200': Type.Object({ transfers: Type.Array(TransferView) }, { description: 'the transfers' }),
+      },
+      errors: { '400': 'bad query', '401': 'operator token required' },
+      handler: async (req, res) => {
+        const limit = Math.min(Number(req.query.limit ?? 100), 500);
+        const rows = await ctx.db
+          .selectFrom('transfers')
+          .selectAll()
+          .where('status', '=', (req.query.status ?? 'unmatched') as never)
+          .orderBy('observed_at', 'desc')
+          .limit(limit)
+          .execute();
+        res.json({ transfers: rows.map(toTransferView) });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/operator/transfers/:id/attach',
+      operationId: 'attachTransfer',
+      summary: 'Apply a transfer to a session: paid / paid_late (equal), underpaid (less), overpaid (more)',
+      auth,
+      params: TransferIdParam,
+      body: AttachBody,
+      responses: {
+        '200': Type.Object(
+          { transfer: TransferView, session: CheckoutSessionSnapshot },
+          { description: 'the attached transfer and the session’s new state' },
+        ),
+      },
+      errors: {
+        '400': 'invalid_request',
+        '401': 'operator token required',
+        '404': 'not_found (transfer, or sessionId)',
+        '409':
+          'transfer_not_unmatched | session_already_paid | transfer_claimed_by_payment (the ledger says another channel spent the transfer: it becomes claimed; `claimedBy` names the channel)',
+        '503': 'ledger_unavailable (the ledger did not answer the claim; nothing changed, retry)',
+      },
+      handler: async (req, res) => {
+        const { sessionId, note } = req.body;
+        const result = await ctx.inTransaction((trx) =>
+          matcher.attach(trx, req.params.id, sessionId, note ?? null),
+        );
+        if ('refused' in result) throw refusedError(result);
+        res.json({ transfer: toTransferView(result.transfer), session: toSnapshot(result.session, config) });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/operator/transfers/:id/refund',
+      operationId: 'refundTransfer',
+      summary: 'Send an unmatched transfer back to its sender',
+      description:
+        "Asks the ledger first (ledger.claim_transfer, channel operator_refund): a transfer that a payment claimed (an x402 proof, a seller's /api/verify) is refused here with 409 transfer_claimed_by_payment and recorded as claimed, never marked. Otherwise marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.",
+      auth,
+      params: TransferIdParam,
+      body: RefundBody,
+      bodyOptional: true,
+      responses: {
+        '200': Type.Object(
+          { transfer: TransferView },
+          { description: 'the transfer, now refund_requested, with its refundRequestId' },
+        ),
+      },
+      errors: {
+        '400': 'invalid_request',
+        '401': 'operator token required',
+        '404': 'no such transfer',
+        '409':
+          "transfer_not_unmatched (already resolved or marked) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain) | transfer_claimed_by_payment (a payment spent it; `claimedBy` names the channel, the transfer is now claimed) | transfer_reorged | amount_differs | payer_differs (the ledger's books disagree)",
+        '503': 'ledger_unavailable (the ledger did not answer; nothing changed, retry)',
+      },
+      handler: async (req, res) => {
+        const { note } = req.body ?? {};
+        const result = await ctx.inTransaction((trx) =>
+          matcher.markForRefund(trx, req.params.id, note ?? null),
+        );
+        if ('refused' in result) throw refusedError(result);
+        res.json({ transfer: toTransferView(result.transfer) });
+      },
+    }),
+  ];
 }
 
 /** The ledger refused the action; what checkout learned (a claimed transfer) is committed before this answer. */

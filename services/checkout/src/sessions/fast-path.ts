@@ -26,6 +26,8 @@ export interface CreatedAnswer {
 }
 
 export interface FastPathOptions {
+  /** The create route's method and path, as it declares them (routes.ts). */
+  method: string;
   path: string;
   logger: Logger;
   metrics: ServiceMetrics;
@@ -40,8 +42,9 @@ export function createSessionFastPath(
   options: FastPathOptions,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   const handle = createFastPathHandler(options);
+  const method = options.method.toUpperCase();
   return (req, res) => {
-    const token = fastPathToken(req, options.path);
+    const token = fastPathToken(req, method, options.path);
     if (!token) return false;
     handle(req, res, token);
     return true;
@@ -49,8 +52,8 @@ export function createSessionFastPath(
 }
 
 /** The publishable key when the request is one the fast path answers, else undefined. */
-function fastPathToken(req: IncomingMessage, path: string): string | undefined {
-  if (req.method !== 'POST') return undefined;
+function fastPathToken(req: IncomingMessage, method: string, path: string): string | undefined {
+  if (req.method !== method) return undefined;
   const url = req.url;
   if (url !== path && !url?.startsWith(`${path}?`)) return undefined;
   const { headers } = req;
@@ -65,11 +68,12 @@ function fastPathToken(req: IncomingMessage, path: string): string | undefined {
 
 function createFastPathHandler(options: FastPathOptions) {
   const { createSession, logger, metrics, path } = options;
+  const method = options.method.toUpperCase();
   const durationByStatus = new Map<number, { observe(seconds: number): void }>();
   const observe = (status: number, startedMs: number) => {
     let child = durationByStatus.get(status);
     if (!child) {
-      child = metrics.httpDuration.labels({ method: 'POST', route: path, status: String(status) });
+      child = metrics.httpDuration.labels({ method, route: path, status: String(status) });
       durationByStatus.set(status, child);
     }
     child.observe((performance.now() - startedMs) / 1000);

@@ -1,16 +1,23 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { assertValid, HttpError, notFound } from '@paygate/http';
+import { CheckoutSessionSnapshot } from '@paygate/contracts';
+import {
+  type AnyRoute,
+  assertValid,
+  bearerTokenOf,
+  defineRoute,
+  HttpError,
+  idempotencyKeyParameter,
+  notFound,
+} from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
-import { bearerToken, PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
-import type { Express } from 'express';
+import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
-import { cors, corsOnError } from './cors';
 import { type CreatedAnswer, createSessionFastPath } from './fast-path';
-import { PublishableSessionBody, SecretSessionBody, SessionIdParam } from './schemas';
+import { PublishableSessionBody, SecretSessionBody, SessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
 
@@ -35,16 +42,22 @@ function sessionCreatedAnswer(created: CreatedSession & { replayed: boolean }): 
     : { status: 201, body: created.snapshot, headers: NO_HEADERS };
 }
 
+const idempotencyKey = idempotencyKeyParameter(
+  'Per seller: the same key with the same body returns the same session (200, Idempotent-Replayed: true); with another body, 409 idempotency_key_reused.',
+);
+
+/**
+ * The session routes (mounted behind `cors` on /api/v1/checkout), and the fast path that answers the create
+ * route's widget requests ahead of express (the runtime's `fastPath`).
+ */
 export function sessionRoutes(
-  app: Express,
   ctx: ServiceContext<CheckoutDatabase>,
   config: CheckoutConfig,
   store: SessionStore,
   sellerAuth: SellerAuth,
   projections: ProjectionCache,
-): (req: IncomingMessage, res: ServerResponse) => boolean {
+): { routes: AnyRoute[]; fastPath: (req: IncomingMessage, res: ServerResponse) => boolean } {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
-  app.use('/api/v1/checkout', cors, corsOnError);
 
   async function fromPublishableKey(publishableKey: string, body: unknown): Promise<NewSession> {
     const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
@@ -204,29 +217,83 @@ export function sessionRoutes(
 
   /**
    * Authorization: Bearer pk_… (widget: { skill, endpointId? }) or Bearer sk_… (seller server:
-   * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller. The widget's
-   * requests (publishable key, JSON body) are answered by the fast path ahead of express; this route
-   * answers the rest.
+   * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller. The key decides which
+   * body schema applies, so `createSession` checks the key and then the body. The widget's requests
+   * (publishable key, JSON body) are answered by the fast path ahead of express, through the same
+   * `createSession`; this handler answers the rest.
    */
-  app.post('/api/v1/checkout/sessions', async (req, res) => {
-    const created = await createSession(bearerToken(req), req.body, req.header('idempotency-key'));
-    res.set(created.headers).status(created.status).json(created.body);
+  const create = defineRoute({
+    method: 'post',
+    path: '/api/v1/checkout/sessions',
+    operationId: 'createCheckoutSession',
+    summary: 'Create a checkout session with a unique exact amount',
+    description:
+      'With a publishable key (pk_…) the body names a skill (and endpoint) and the price comes from the registry; the browser cannot name an amount. With a secret key (sk_…) the seller’s server names any amount.',
+    auth: { schemes: ['publishableKey', 'secretKey'] },
+    headers: [idempotencyKey],
+    body: SessionBody,
+    bodyValidatedByHandler: true,
+    bodyExamples: {
+      widget: { skill: 'weather-report' },
+      server: { amount: '12.50', description: 'Order #42', holdPeriodHours: 0 },
+    },
+    responses: {
+      '201': { description: 'the new session', schema: CheckoutSessionSnapshot },
+      '200': {
+        description: 'replayed: the session created earlier with this Idempotency-Key',
+        schema: CheckoutSessionSnapshot,
+      },
+    },
+    errors: {
+      '400': 'invalid_request (field and rule named)',
+      '401':
+        'missing_key | invalid_key | invalid_publishable_key | unknown_publishable_key | invalid_api_key | unknown_api_key',
+      '404': 'skill_not_found | endpoint_not_found',
+      '409': 'skill_not_active | endpoint_not_priced | idempotency_key_reused',
+      '503':
+        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later',
+    },
+    handler: async (req, res) => {
+      const created = await createSession(
+        bearerTokenOf(req.header('authorization')),
+        req.body,
+        req.header('idempotency-key'),
+      );
+      res.set(created.headers).status(created.status).json(created.body);
+    },
   });
 
   /** The polling route of the widget: public, the session id is an unguessable capability. */
-  app.get('/api/v1/checkout/sessions/:id', async (req, res) => {
-    const { id } = assertValid(SessionIdParam, { id: req.params.id }, 'params');
-    const session = await store.get(id, inTransaction);
-    if (!session) throw notFound('session');
-    res.setHeader('Cache-Control', 'no-store');
-    res.json(toSnapshot(session, config));
+  const get = defineRoute({
+    method: 'get',
+    path: '/api/v1/checkout/sessions/:id',
+    operationId: 'getCheckoutSession',
+    summary: 'The session (the widget’s polling route; the session id is the capability)',
+    params: SessionIdParam,
+    responses: {
+      '200': {
+        description: 'the session; an open session past expiresAt is expired on read',
+        schema: CheckoutSessionSnapshot,
+      },
+    },
+    errors: { '400': 'malformed session id', '404': 'no such session' },
+    handler: async (req, res) => {
+      const session = await store.get(req.params.id, inTransaction);
+      if (!session) throw notFound('session');
+      res.setHeader('Cache-Control', 'no-store');
+      res.json(toSnapshot(session, config));
+    },
   });
 
-  // The widget's session creation, answered ahead of express by the runtime (`fastPath`).
-  return createSessionFastPath({
-    path: '/api/v1/checkout/sessions',
-    logger: ctx.logger,
-    metrics: ctx.metrics,
-    createSession,
-  });
+  return {
+    routes: [create, get],
+    // The widget's session creation, answered ahead of express by the runtime (`fastPath`).
+    fastPath: createSessionFastPath({
+      method: create.method,
+      path: create.path,
+      logger: ctx.logger,
+      metrics: ctx.metrics,
+      createSession,
+    }),
+  };
 }

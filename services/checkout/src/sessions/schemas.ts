@@ -1,5 +1,5 @@
 import { UsdcAmount } from '@paygate/contracts';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 
 /** Body with the publishable key (the widget): the price comes from the registry's skill projection. */
 export const PublishableSessionBody = Type.Object(
@@ -19,5 +19,16 @@ export const SecretSessionBody = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * What the create route documents: one of the two bodies, the key decides which (the handler validates with
+ * the one the key calls for, after checking the key).
+ */
+export const SessionBody = Type.Unsafe<
+  Static<typeof PublishableSessionBody> | Static<typeof SecretSessionBody>
+>({
+  oneOf: [PublishableSessionBody, SecretSessionBody],
+  description: 'pk_… key: { skill, endpointId? }; sk_… key: { amount, description, holdPeriodHours? }',
+});
 
 export const SessionIdParam = Type.Object({ id: Type.String({ pattern: '^cs_[0-9a-f]{32}$' }) });

@@ -1,13 +1,15 @@
 import { buildWidgetBundle, type WidgetFormat } from '@paygate/checkout-widget/bundle';
-import type { Express } from 'express';
+import { type AnyRoute, defineRoute } from '@paygate/http';
+import { Type } from '@sinclair/typebox';
+import type { Response } from 'express';
 
 /**
  * The browser widget, bundled once per process from its source: a classic script (global PaygateCheckout)
  * and an ES module. Sellers load it from here, so every page gets the version that matches this API.
  */
-export function staticRoutes(app: Express): void {
+export function staticRoutes(): AnyRoute[] {
   const bundles = new Map<WidgetFormat, Promise<string>>();
-  const serve = (format: WidgetFormat) => async (_req: unknown, res: import('express').Response) => {
+  const serve = (format: WidgetFormat) => async (_req: unknown, res: Response) => {
     let bundle = bundles.get(format);
     if (!bundle) {
       bundle = buildWidgetBundle(format);
@@ -20,6 +22,23 @@ export function staticRoutes(app: Express): void {
     res.setHeader('Access-Control-Allow-Origin', '*');
     res.send(code);
   };
-  app.get('/static/paygate-checkout.js', serve('iife'));
-  app.get('/static/paygate-checkout.mjs', serve('esm'));
+  const script = { description: 'JavaScript', contentType: 'text/javascript', schema: Type.String() };
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/static/paygate-checkout.js',
+      operationId: 'widgetScript',
+      summary: 'The checkout widget as a classic script (global PaygateCheckout)',
+      responses: { '200': script },
+      handler: serve('iife'),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/static/paygate-checkout.mjs',
+      operationId: 'widgetModule',
+      summary: 'The checkout widget as an ES module',
+      responses: { '200': script },
+      handler: serve('esm'),
+    }),
+  ];
 }

@@ -1,25 +1,9 @@
-import { assertValid, HttpError } from '@paygate/http';
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { type TSchema, Type } from '@sinclair/typebox';
 
-/**
- * assertValid, with the rule a person can read for pattern-checked fields: ajv would print the regular
- * expression, so a schema may carry `x-rule` and a violation of its pattern reports that instead.
- */
-export function parseInput<T extends TSchema>(schema: T, value: unknown, root: string): Static<T> {
-  try {
-    return assertValid(schema, value, root);
-  } catch (error) {
-    if (error instanceof HttpError && String(error.details.rule ?? '').startsWith('must match')) {
-      const field = String(error.details.field ?? root);
-      const property = (schema as { properties?: Record<string, { 'x-rule'?: string }> }).properties?.[
-        field.split('.').pop() ?? ''
-      ];
-      const rule = property?.['x-rule'];
-      if (rule) throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
-    }
-    throw error;
-  }
-}
+/** The 401 every seller route documents (SellerAuth's codes). */
+export const SELLER_ERRORS = { '401': 'missing_key | invalid_api_key | unknown_api_key: no valid sk_… key' };
+/** The 401 every operator route documents. */
+export const OPERATOR_ERRORS = { '401': 'unauthorized: operator token required' };
 
 /** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
 export const StringEnum = <const T extends readonly string[]>(values: T, description?: string) =>

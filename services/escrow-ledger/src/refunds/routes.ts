@@ -1,24 +1,37 @@
 import { refundRequestMessage } from '@paygate/agent-client';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { badRequest, HttpError, notFound } from '@paygate/http';
+import {
+  type AnyRoute,
+  badRequest,
+  defineRoute,
+  HttpError,
+  idempotencyKeyParameter,
+  notFound,
+} from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
-import type { Express, Request } from 'express';
+import type { Request } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
-import { parseInput } from '../http/schemas';
+import { RefundIdParam, RefundRequestIdParam, SELLER_ERRORS } from '../http/schemas';
 import { withIdempotency } from '../idempotency';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import {
   ApproveBody,
+  Refund,
   RefundBody,
+  RefundCreated,
+  RefundRequest,
+  RefundRequestApproved,
   RefundRequestBody,
+  RefundRequestList,
   RefundRequestListQuery,
   RejectBody,
+  TransactionLookup,
   TransactionLookupQuery,
 } from './schemas';
 import { findRequestedTransaction, findTransactionForUpdate, refundTargetOf } from './targets';
@@ -81,200 +94,365 @@ function requestView(row: RefundRequestRow) {
   };
 }
 
-const sellerOf = (req: Request) => req.seller!.sellerId;
+const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
+/** withIdempotency reads the express request (method, route, params, body, Idempotency-Key). */
+const expressRequest = (req: unknown) => req as Request;
 
-export function mountRefundRoutes(
-  app: Express,
-  ctx: ServiceContext,
-  deps: LedgerDeps,
-  auth: SellerAuth,
-): void {
+// The ledger's own rule for keys (src/idempotency.ts), narrower than the shared default.
+const idempotencyKey = {
+  ...idempotencyKeyParameter(
+    'Per seller: the same key with the same request answers the stored response (nothing is booked twice); the same key with another request is 409 idempotency_key_reused.',
+  ),
+  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,255}$' },
+};
+
+const FEE_RULE =
+  'Fee rule: a refund is split like the payment: the seller bears 95% and the platform returns its 5% fee in proportion. ' +
+  'The split is cumulative (seller part = floor(total refunded x 95%) - what the seller already bore), so partial refunds add up exactly to the original shares. ' +
+  'While the payment is held (phase in_escrow) both parts come out of the holds: the refund is instant and nothing is owed. ' +
+  'After release (available, settling or settled; phase after_release) the seller part is debited from the seller balance, which may go negative (owed, recovered from later settlements), and the platform part from platform revenue. ' +
+  'The USDC is sent back to the payer wallet by settlement (refund.initiated -> refund.completed with refundTxHash); the refund is pending until then.';
+
+const SIGNED_MESSAGE = refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>');
+const SIGNED_MESSAGE_TX = refundRequestMessage({ txHash: '<txHash>', logIndex: 0 }, '<reason>').replace(
+  '0\n',
+  '<logIndex>\n',
+);
+const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }, '<reason>');
+
+export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
+  const seller = { scheme: 'apiKey', middleware: auth.middleware() };
   // Seller refund: instant from the hold while in escrow, else debited from the seller's balance.
-  app.post('/api/v1/refunds', auth.middleware(), async (req, res) => {
-    const body = parseInput(RefundBody, req.body ?? {}, 'body');
-    const amountMicro = parseAmount(body.amount)!;
-    const sellerId = sellerOf(req);
-    const response = await ctx.inTransaction((trx) =>
-      withIdempotency(trx, req, sellerId, async () => {
-        const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
-        const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
-        return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
-      }),
-    );
-    res.status(response.status).json(response.body);
+  const create = defineRoute({
+    method: 'post',
+    path: '/api/v1/refunds',
+    operationId: 'createRefund',
+    summary: 'Refund (part of) a transaction of the calling seller',
+    description: `Any transaction of the seller may be refunded, in one or several parts, up to its amount. Instant while the funds are in escrow, otherwise the seller balance is debited. ${FEE_RULE}`,
+    auth: seller,
+    headers: [idempotencyKey],
+    body: RefundBody,
+    bodyExamples: {
+      partial: { transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C', amount: '4', reason: 'customer asked' },
+    },
+    responses: {
+      '201': {
+        description: 'the booked refund (status pending until the transfer back is on chain)',
+        schema: RefundCreated,
+      },
+    },
+    errors: {
+      '400': 'invalid_request: a field breaks a rule (error.field, error.rule); amount must be > 0',
+      ...SELLER_ERRORS,
+      '404': 'not_found: no such transaction for this seller',
+      '409':
+        'amount_exceeds_refundable (error.refundable says what remains) | transaction_reversed | idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const body = req.body;
+      const amountMicro = parseAmount(body.amount)!;
+      const sellerId = sellerOf(req);
+      const response = await ctx.inTransaction((trx) =>
+        withIdempotency(trx, expressRequest(req), sellerId, async () => {
+          const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
+          const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
+          return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
+        }),
+      );
+      res.status(response.status).json(response.body);
+    },
   });
 
-  app.get('/api/v1/refunds/:id', auth.middleware(), async (req, res) => {
-    const result =
-      await sql<RefundRow>`select * from refunds where id = ${String(req.params.id)} and seller_id = ${sellerOf(req)}`.execute(
-        ctx.db,
-      );
-    if (!result.rows[0]) throw notFound('refund');
-    res.json(refundView(result.rows[0]));
+  const one = defineRoute({
+    method: 'get',
+    path: '/api/v1/refunds/:id',
+    operationId: 'getRefund',
+    summary: 'One refund of the calling seller',
+    auth: seller,
+    params: RefundIdParam,
+    responses: {
+      '200': { description: 'the refund; completed with refundTxHash once sent on chain', schema: Refund },
+    },
+    errors: { ...SELLER_ERRORS, '404': 'not_found' },
+    handler: async (req, res) => {
+      const result =
+        await sql<RefundRow>`select * from refunds where id = ${req.params.id} and seller_id = ${sellerOf(req)}`.execute(
+          ctx.db,
+        );
+      if (!result.rows[0]) throw notFound('refund');
+      res.json(refundView(result.rows[0]));
+    },
   });
 
   // Public: which ledger transaction a checkout session or an on-chain transfer became (the widget's
   // PaymentResult.transactionId). Mounted before /api/v1/transactions/:id.
-  app.get('/api/v1/transactions/lookup', async (req, res) => {
-    const query = parseInput(TransactionLookupQuery, { ...req.query }, 'query');
-    const txn = await findRequestedTransaction(
-      ctx.db,
-      deps,
-      refundTargetOf({
-        sessionId: query.sessionId,
-        txHash: query.txHash,
-        logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
-      }),
-    );
-    res.json({
-      transactionId: txn.id,
-      sessionId: txn.session_id,
-      txHash: txn.tx_hash,
-      logIndex: txn.log_index,
-      amount: formatUsdc(txn.amount_micro),
-      refundableAmount: formatUsdc(
-        txn.escrow_status === 'reversed' ? 0n : txn.amount_micro - txn.refunded_micro,
-      ),
-    });
+  const lookup = defineRoute({
+    method: 'get',
+    path: '/api/v1/transactions/lookup',
+    operationId: 'lookupTransaction',
+    summary: 'Public: the ledger transaction a checkout session or an on-chain transfer became',
+    description:
+      'What a buyer or the checkout widget knows (sessionId, or txHash and logIndex) to the ledger transactionId and what is still refundable. A payment is booked a moment after it is confirmed: 404 transaction_not_found until then.',
+    query: TransactionLookupQuery,
+    responses: { '200': { description: 'the transaction', schema: TransactionLookup } },
+    errors: {
+      '400': 'invalid_request: neither or both of sessionId and txHash, or logIndex needed',
+      '404': 'transaction_not_found',
+    },
+    handler: async (req, res) => {
+      const query = req.query;
+      const txn = await findRequestedTransaction(
+        ctx.db,
+        deps,
+        refundTargetOf({
+          sessionId: query.sessionId,
+          txHash: query.txHash,
+          logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
+        }),
+      );
+      res.json({
+        transactionId: txn.id,
+        sessionId: txn.session_id,
+        txHash: txn.tx_hash,
+        logIndex: txn.log_index,
+        amount: formatUsdc(txn.amount_micro),
+        refundableAmount: formatUsdc(
+          txn.escrow_status === 'reversed' ? 0n : txn.amount_micro - txn.refunded_micro,
+        ),
+      });
+    },
   });
 
   // Buyer refund request: only the payer, proven by a wallet signature over the request. The payment is named by
   // its transactionId, its transfer (txHash [+ logIndex]) or its checkout session (sessionId).
-  app.post('/api/v1/refund-requests', async (req, res) => {
-    const body = parseInput(RefundRequestBody, req.body ?? {}, 'body');
-    const target = refundTargetOf(body);
-    let signer: string;
-    try {
-      signer = verifyMessage(refundRequestMessage(target, body.reason), body.signature);
-    } catch {
-      throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
-    }
-    const view = await ctx.inTransaction(async (trx) => {
-      const txn = await findTransactionForUpdate(trx, deps, target);
-      if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
-        throw new HttpError(
-          403,
-          'not_payer',
-          'only the wallet that paid this transaction can ask for its refund',
-          {
-            field: 'signature',
-            rule: 'must be signed by the payer wallet',
-          },
-        );
+  const request = defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests',
+    operationId: 'createRefundRequest',
+    summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
+    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction. Raises refund.requested.`,
+    body: RefundRequestBody,
+    bodyExamples: {
+      request: {
+        transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
+        reason: 'never arrived',
+        signature: `0x${'ab'.repeat(65)}`,
+      },
+    },
+    responses: { '201': { description: 'the pending request', schema: RefundRequest } },
+    errors: {
+      '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
+      '403': 'not_payer: signed by another wallet than the payer (field signature)',
+      '404':
+        'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
+      '409': 'nothing_refundable | refund_request_pending',
+    },
+    handler: async (req, res) => {
+      const body = req.body;
+      const target = refundTargetOf(body);
+      let signer: string;
+      try {
+        signer = verifyMessage(refundRequestMessage(target, body.reason), body.signature);
+      } catch {
+        throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
       }
-      if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
-        throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
-      }
-      const pending =
-        await sql`select 1 from refund_requests where transaction_id = ${txn.id} and status = 'pending'`.execute(
-          trx,
-        );
-      if (pending.rows.length > 0) {
-        throw new HttpError(
-          409,
-          'refund_request_pending',
-          'a refund request for this transaction is already pending',
-        );
-      }
-      const now = deps.now();
-      const row =
-        await sql<RefundRequestRow>`insert into refund_requests (id, transaction_id, seller_id, payer, reason,
+      const view = await ctx.inTransaction(async (trx) => {
+        const txn = await findTransactionForUpdate(trx, deps, target);
+        if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
+          throw new HttpError(
+            403,
+            'not_payer',
+            'only the wallet that paid this transaction can ask for its refund',
+            {
+              field: 'signature',
+              rule: 'must be signed by the payer wallet',
+            },
+          );
+        }
+        if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
+          throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+        }
+        const pending =
+          await sql`select 1 from refund_requests where transaction_id = ${txn.id} and status = 'pending'`.execute(
+            trx,
+          );
+        if (pending.rows.length > 0) {
+          throw new HttpError(
+            409,
+            'refund_request_pending',
+            'a refund request for this transaction is already pending',
+          );
+        }
+        const now = deps.now();
+        const row =
+          await sql<RefundRequestRow>`insert into refund_requests (id, transaction_id, seller_id, payer, reason,
             signature, status, created_at)
           values (${newRefundRequestId()}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${body.reason}, ${body.signature.toLowerCase()},
             'pending', ${now}) returning *`.execute(trx);
-      const request = row.rows[0]!;
-      await enqueueEvent(
-        trx,
-        createEvent('refund.requested', 'escrow-ledger', {
-          event: 'refund.requested',
-          refundRequestId: request.id,
-          transactionId: txn.id,
-          sellerId: txn.seller_id,
-          reason: body.reason,
-          requestedAt: now.toISOString(),
-        }),
-      );
-      return requestView(request);
-    });
-    res.status(201).json(view);
+        const request = row.rows[0]!;
+        await enqueueEvent(
+          trx,
+          createEvent('refund.requested', 'escrow-ledger', {
+            event: 'refund.requested',
+            refundRequestId: request.id,
+            transactionId: txn.id,
+            sellerId: txn.seller_id,
+            reason: body.reason,
+            requestedAt: now.toISOString(),
+          }),
+        );
+        return requestView(request);
+      });
+      res.status(201).json(view);
+    },
   });
 
-  app.get('/api/v1/refund-requests', auth.middleware(), async (req, res) => {
-    const { status } = parseInput(RefundRequestListQuery, { ...req.query }, 'query');
-    const rows =
-      await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq where seller_id = ${sellerOf(req)}
+  const list = defineRoute({
+    method: 'get',
+    path: '/api/v1/refund-requests',
+    operationId: 'listRefundRequests',
+    summary: "The calling seller's refund requests, newest first",
+    auth: seller,
+    query: RefundRequestListQuery,
+    responses: { '200': { description: 'at most 100 requests', schema: RefundRequestList } },
+    errors: { '400': 'invalid_request (bad status)', ...SELLER_ERRORS },
+    handler: async (req, res) => {
+      const { status } = req.query;
+      const rows =
+        await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq where seller_id = ${sellerOf(req)}
         and (${status ?? null}::text is null or status = ${status ?? null}) order by created_at desc limit 100`.execute(
-        ctx.db,
-      );
-    res.json({ data: rows.rows.map(requestView) });
+          ctx.db,
+        );
+      res.json({ data: rows.rows.map(requestView) });
+    },
   });
 
   // The buyer's status route: public (the rrq_ id is unguessable); with a seller key, only that seller's.
   const sellerIfKeyed = auth.middleware();
-  app.get(
-    '/api/v1/refund-requests/:id',
-    (req, res, next) => (req.headers.authorization ? sellerIfKeyed(req, res, next) : next()),
-    async (req, res) => {
+  const status = defineRoute({
+    method: 'get',
+    path: '/api/v1/refund-requests/:id',
+    operationId: 'getRefundRequest',
+    summary: "A refund request's status: public for the buyer (no key), or the calling seller's own",
+    description:
+      "Without Authorization anyone holding the request id (rrq_…, unguessable) reads its status, its refund and the refund transfer (refund.refundTxHash once completed). With a seller key only that seller's requests are found.",
+    auth: {
+      scheme: 'apiKey',
+      optional: true,
+      middleware: (req, res, next) => (req.headers.authorization ? sellerIfKeyed(req, res, next) : next()),
+    },
+    params: RefundRequestIdParam,
+    responses: { '200': { description: 'the request', schema: RefundRequest } },
+    errors: { ...SELLER_ERRORS, '404': 'not_found' },
+    handler: async (req, res) => {
       const sellerId = req.seller?.sellerId ?? null;
       const rows = await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq
-          where id = ${String(req.params.id)} and (${sellerId}::text is null or seller_id = ${sellerId})`.execute(
+          where id = ${req.params.id} and (${sellerId}::text is null or seller_id = ${sellerId})`.execute(
         ctx.db,
       );
       if (!rows.rows[0]) throw notFound('refund request');
       res.json(requestView(rows.rows[0]));
     },
-  );
+  });
 
   // Merchant approval makes the refund (the whole remaining amount unless `amount` says less).
-  app.post('/api/v1/refund-requests/:id/approve', auth.middleware(), async (req, res) => {
-    const body = parseInput(ApproveBody, req.body ?? {}, 'body');
-    const amountMicro = parseAmount(body.amount);
-    const sellerId = sellerOf(req);
-    const response = await ctx.inTransaction((trx) =>
-      withIdempotency(trx, req, sellerId, async () => {
-        const request = await lockPendingRequest(trx, String(req.params.id), sellerId);
-        const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
-        const refund = await bookRefund(trx, deps, txn, {
-          amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
-          reason: request.reason,
-          refundRequestId: request.id,
-        });
-        const now = deps.now();
-        const updated =
-          await sql<RefundRequestRow>`update refund_requests set status = 'approved', refund_id = ${refund.id},
-              decided_at = ${now} where id = ${request.id} returning *`.execute(trx);
-        await enqueueEvent(
-          trx,
-          createEvent('refund.approved', 'escrow-ledger', {
+  const approve = defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests/:id/approve',
+    operationId: 'approveRefundRequest',
+    summary:
+      'Merchant: approve a pending request; books the refund (all that remains unless amount says less)',
+    description: FEE_RULE,
+    auth: seller,
+    params: RefundRequestIdParam,
+    headers: [idempotencyKey],
+    body: ApproveBody,
+    bodyOptional: true,
+    bodyExamples: { all: {}, part: { amount: '2' } },
+    responses: {
+      '200': {
+        description: 'the request, now approved, with the booked refund',
+        schema: RefundRequestApproved,
+      },
+    },
+    errors: {
+      '400': 'invalid_request',
+      ...SELLER_ERRORS,
+      '404': 'not_found: no such request for this seller',
+      '409':
+        'refund_request_not_pending | amount_exceeds_refundable | transaction_reversed | idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const body = req.body ?? {};
+      const amountMicro = parseAmount(body.amount);
+      const sellerId = sellerOf(req);
+      const response = await ctx.inTransaction((trx) =>
+        withIdempotency(trx, expressRequest(req), sellerId, async () => {
+          const request = await lockPendingRequest(trx, req.params.id, sellerId);
+          const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
+          const refund = await bookRefund(trx, deps, txn, {
+            amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
+            reason: request.reason,
             refundRequestId: request.id,
-            refundId: refund.id,
-            transactionId: txn.id,
-            sellerId,
-            amount: refundView(refund).amount,
-            approvedAt: now.toISOString(),
-          }),
-        );
-        return { status: 200, body: { ...requestView(updated.rows[0]!), refund: refundView(refund) } };
-      }),
-    );
-    res.status(response.status).json(response.body);
+          });
+          const now = deps.now();
+          const updated =
+            await sql<RefundRequestRow>`update refund_requests set status = 'approved', refund_id = ${refund.id},
+              decided_at = ${now} where id = ${request.id} returning *`.execute(trx);
+          await enqueueEvent(
+            trx,
+            createEvent('refund.approved', 'escrow-ledger', {
+              refundRequestId: request.id,
+              refundId: refund.id,
+              transactionId: txn.id,
+              sellerId,
+              amount: refundView(refund).amount,
+              approvedAt: now.toISOString(),
+            }),
+          );
+          return { status: 200, body: { ...requestView(updated.rows[0]!), refund: refundView(refund) } };
+        }),
+      );
+      res.status(response.status).json(response.body);
+    },
   });
 
-  app.post('/api/v1/refund-requests/:id/reject', auth.middleware(), async (req, res) => {
-    const body = parseInput(RejectBody, req.body ?? {}, 'body');
-    const sellerId = sellerOf(req);
-    const response = await ctx.inTransaction((trx) =>
-      withIdempotency(trx, req, sellerId, async () => {
-        const request = await lockPendingRequest(trx, String(req.params.id), sellerId);
-        const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
+  const reject = defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests/:id/reject',
+    operationId: 'rejectRefundRequest',
+    summary: 'Merchant: reject a pending request',
+    auth: seller,
+    params: RefundRequestIdParam,
+    headers: [idempotencyKey],
+    body: RejectBody,
+    bodyOptional: true,
+    bodyExamples: { reason: { reason: 'delivered' } },
+    responses: { '200': { description: 'the request, now rejected', schema: RefundRequest } },
+    errors: {
+      '400': 'invalid_request',
+      ...SELLER_ERRORS,
+      '404': 'not_found',
+      '409': 'refund_request_not_pending | idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const body = req.body ?? {};
+      const sellerId = sellerOf(req);
+      const response = await ctx.inTransaction((trx) =>
+        withIdempotency(trx, expressRequest(req), sellerId, async () => {
+          const request = await lockPendingRequest(trx, req.params.id, sellerId);
+          const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
               decision_reason = ${body.reason ?? null}, decided_at = ${deps.now()} where id = ${request.id} returning *`.execute(
-          trx,
-        );
-        return { status: 200, body: requestView(updated.rows[0]!) };
-      }),
-    );
-    res.status(response.status).json(response.body);
+            trx,
+          );
+          return { status: 200, body: requestView(updated.rows[0]!) };
+        }),
+      );
+      res.status(response.status).json(response.body);
+    },
   });
+
+  return [create, one, lookup, request, list, status, approve, reject];
 }
 
 async function lockPendingRequest(

@@ -1,13 +1,12 @@
-import { HttpError, notFound } from '@paygate/http';
+import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import type { Express } from 'express';
 import { sql } from 'kysely';
-import { parseInput } from '../http/schemas';
+import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { type RefundRow, refundView } from '../refunds/book';
-import { TransactionListQuery } from './schemas';
+import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
 
 export interface TransactionRow {
   id: string;
@@ -88,7 +87,8 @@ const HISTORY_EVENTS: Record<string, string> = {
   payment_reversal: 'payment_reversed',
 };
 
-export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerAuth): void {
+export function viewRoutes(ctx: ServiceContext, auth: SellerAuth): AnyRoute[] {
+  const seller = { scheme: 'apiKey', middleware: auth.middleware() };
   /** A valid-looking date that is not a real one (2026-02-30) is still a 400 naming the field. */
   const queryTime = (text: string, field: string): Date => {
     const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
@@ -101,18 +101,27 @@ export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerA
     return time;
   };
 
-  app.get('/api/v1/transactions', auth.middleware(), async (req, res) => {
-    const query = parseInput(TransactionListQuery, { ...req.query }, 'query');
-    const status = query.status ?? null;
-    const limit = query.limit === undefined ? 50 : Number(query.limit);
-    const cursor = query.cursor ?? null;
-    const escrow = status === 'settling' ? 'payout_pending' : status;
-    const from = query.confirmedFrom ? queryTime(query.confirmedFrom, 'confirmedFrom') : null;
-    const before = query.confirmedBefore ? queryTime(query.confirmedBefore, 'confirmedBefore') : null;
-    const skill = query.skill ?? null;
-    const txHash = query.txHash?.toLowerCase() ?? null;
-    const rows =
-      await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
+  const list = defineRoute({
+    method: 'get',
+    path: '/api/v1/transactions',
+    operationId: 'listTransactions',
+    summary: "The calling seller's transactions, newest first, by cursor",
+    auth: seller,
+    query: TransactionListQuery,
+    responses: { '200': { description: 'a page of transactions', schema: TransactionList } },
+    errors: { '400': 'invalid_request: bad status, limit or cursor', ...SELLER_ERRORS },
+    handler: async (req, res) => {
+      const query = req.query;
+      const status = query.status ?? null;
+      const limit = query.limit === undefined ? 50 : Number(query.limit);
+      const cursor = query.cursor ?? null;
+      const escrow = status === 'settling' ? 'payout_pending' : status;
+      const from = query.confirmedFrom ? queryTime(query.confirmedFrom, 'confirmedFrom') : null;
+      const before = query.confirmedBefore ? queryTime(query.confirmedBefore, 'confirmedBefore') : null;
+      const skill = query.skill ?? null;
+      const txHash = query.txHash?.toLowerCase() ?? null;
+      const rows =
+        await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
         and (${cursor}::text is null or id < ${cursor})
         and (${from}::timestamptz is null or confirmed_at >= ${from})
         and (${before}::timestamptz is null or confirmed_at < ${before})
@@ -123,61 +132,87 @@ export function mountViewRoutes(app: Express, ctx: ServiceContext, auth: SellerA
           or (${escrow} = 'partially_refunded' and refunded_micro > 0 and refunded_micro < amount_micro and escrow_status <> 'reversed')
           or (escrow_status = ${escrow} and (refunded_micro = 0 or escrow_status = 'reversed')))
         order by id desc limit ${limit + 1}`.execute(ctx.db);
-    const page = rows.rows.slice(0, limit);
-    res.json({
-      data: page.map(transactionView),
-      nextCursor: rows.rows.length > limit ? page[page.length - 1]!.id : null,
-    });
+      const page = rows.rows.slice(0, limit);
+      res.json({
+        data: page.map(transactionView),
+        nextCursor: rows.rows.length > limit ? page[page.length - 1]!.id : null,
+      });
+    },
   });
 
-  app.get('/api/v1/transactions/:id', auth.middleware(), async (req, res) => {
-    const rows = await sql<TransactionRow>`select * from transactions where id = ${String(req.params.id)}
+  const one = defineRoute({
+    method: 'get',
+    path: '/api/v1/transactions/:id',
+    operationId: 'getTransaction',
+    summary: 'One transaction with its history and refunds',
+    auth: seller,
+    params: TransactionIdParam,
+    responses: { '200': { description: 'the transaction', schema: TransactionDetail } },
+    errors: { ...SELLER_ERRORS, '404': 'not_found' },
+    handler: async (req, res) => {
+      const rows = await sql<TransactionRow>`select * from transactions where id = ${req.params.id}
         and seller_id = ${req.seller!.sellerId}`.execute(ctx.db);
-    const row = rows.rows[0];
-    if (!row) throw notFound('transaction');
-    const entries = await sql<{
-      entry_type: string;
-      created_at: Date;
-      memo: Record<string, unknown> | null;
-      amount_micro: bigint;
-    }>`
+      const row = rows.rows[0];
+      if (!row) throw notFound('transaction');
+      const entries = await sql<{
+        entry_type: string;
+        created_at: Date;
+        memo: Record<string, unknown> | null;
+        amount_micro: bigint;
+      }>`
         select e.entry_type, e.created_at, e.memo,
                (select sum(amount_micro)::bigint from postings p where p.entry_id = e.id and p.side = 'debit') as amount_micro
           from journal_entries e where e.transaction_id = ${row.id} order by e.id`.execute(ctx.db);
-    const refunds =
-      await sql<RefundRow>`select * from refunds where transaction_id = ${row.id} order by created_at`.execute(
-        ctx.db,
-      );
-    const history = entries.rows.map((e) => ({
-      type: HISTORY_EVENTS[e.entry_type] ?? e.entry_type,
-      amount: formatUsdc(e.amount_micro ?? 0n),
-      at: iso(e.created_at),
-      ...(e.memo?.refundId ? { refundId: e.memo.refundId } : {}),
-    }));
-    if (row.settled_at)
-      history.push({ type: 'settled', amount: formatUsdc(row.seller_share_micro), at: iso(row.settled_at) });
-    res.json({ ...transactionView(row), history, refunds: refunds.rows.map(refundView) });
+      const refunds =
+        await sql<RefundRow>`select * from refunds where transaction_id = ${row.id} order by created_at`.execute(
+          ctx.db,
+        );
+      const history = entries.rows.map((e) => ({
+        type: HISTORY_EVENTS[e.entry_type] ?? e.entry_type,
+        amount: formatUsdc(e.amount_micro ?? 0n),
+        at: iso(e.created_at),
+        ...(e.memo?.refundId ? { refundId: e.memo.refundId } : {}),
+      }));
+      if (row.settled_at)
+        history.push({
+          type: 'settled',
+          amount: formatUsdc(row.seller_share_micro),
+          at: iso(row.settled_at),
+        });
+      res.json({ ...transactionView(row), history, refunds: refunds.rows.map(refundView) });
+    },
   });
 
-  app.get('/api/v1/balances', auth.middleware(), async (req, res) => {
-    const sellerId = req.seller!.sellerId;
-    const [held, available, payoutPending] = await Promise.all([
-      accountBalance(ctx.db, 'seller_held', sellerId),
-      accountBalance(ctx.db, 'seller_available', sellerId),
-      accountBalance(ctx.db, 'seller_payout_pending', sellerId),
-    ]);
-    const settled = await sql<{
-      total: bigint | null;
-    }>`select sum(amount_micro)::bigint as total from payout_reservations
+  const balances = defineRoute({
+    method: 'get',
+    path: '/api/v1/balances',
+    operationId: 'getBalances',
+    summary: "The calling seller's balances: held, available, settling, settled, owed",
+    auth: seller,
+    responses: { '200': { description: 'the balances', schema: Balances } },
+    errors: SELLER_ERRORS,
+    handler: async (req, res) => {
+      const sellerId = req.seller!.sellerId;
+      const [held, available, payoutPending] = await Promise.all([
+        accountBalance(ctx.db, 'seller_held', sellerId),
+        accountBalance(ctx.db, 'seller_available', sellerId),
+        accountBalance(ctx.db, 'seller_payout_pending', sellerId),
+      ]);
+      const settled = await sql<{
+        total: bigint | null;
+      }>`select sum(amount_micro)::bigint as total from payout_reservations
         where seller_id = ${sellerId} and status = 'completed'`.execute(ctx.db);
-    res.json({
-      sellerId,
-      currency: 'USDC',
-      held: formatUsdc(held),
-      available: formatUsdc(available > 0n ? available : 0n),
-      settling: formatUsdc(payoutPending),
-      settled: formatUsdc(settled.rows[0]?.total ?? 0n),
-      owed: formatUsdc(available < 0n ? -available : 0n),
-    });
+      res.json({
+        sellerId,
+        currency: 'USDC',
+        held: formatUsdc(held),
+        available: formatUsdc(available > 0n ? available : 0n),
+        settling: formatUsdc(payoutPending),
+        settled: formatUsdc(settled.rows[0]?.total ?? 0n),
+        owed: formatUsdc(available < 0n ? -available : 0n),
+      });
+    },
   });
+
+  return [list, one, balances];
 }

@@ -1,14 +1,11 @@
-import { badRequest, notFound, serveOpenApi } from '@paygate/http';
+import { type AnyRoute, defineRoute, notFound, routesOpenApi, securitySchemes } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import type { Express, Request } from 'express';
+import { Type } from '@sinclair/typebox';
 import type { Selectable } from 'kysely';
-import type { SettlementDB, SettlementStatus, SettlementsTable } from '../db';
-import { settlementOpenApi } from './openapi';
-
-const STATUSES: readonly SettlementStatus[] = ['pending', 'skipped', 'sending', 'completed', 'failed'];
-const SETTLEMENT_ID = /^stl_[0-9A-HJKMNP-TV-Z]{26}$/;
+import type { SettlementDB, SettlementsTable } from '../db';
+import { Settlement, SettlementIdParam, SettlementListQuery, SettlementPage } from './schemas';
 
 export function settlementView(row: Selectable<SettlementsTable>) {
   return {
@@ -33,58 +30,77 @@ export function settlementView(row: Selectable<SettlementsTable>) {
   };
 }
 
-function queryString(req: Request, name: string): string | undefined {
-  const value = req.query[name];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw badRequest(name, 'must be given once, as a string');
-  return value;
+/** Seller-facing, read-only: a seller sees only its own settlements (Authorization: Bearer sk_…). */
+export function settlementRoutes(ctx: ServiceContext<SettlementDB>, auth: SellerAuth): AnyRoute[] {
+  const seller = { scheme: 'apiKey', middleware: auth.middleware() };
+  const sellerErrors = { '401': 'missing or unknown API key' };
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/settlements',
+      summary: "The calling seller's settlements, newest period first",
+      auth: seller,
+      query: SettlementListQuery,
+      responses: { '200': SettlementPage },
+      errors: { '400': 'bad query (field and rule named)', ...sellerErrors },
+      handler: async (req, res) => {
+        const limit = Number(req.query.limit ?? '20');
+        const { status, starting_after: startingAfter } = req.query;
+        let query = ctx.db
+          .selectFrom('settlements')
+          .selectAll()
+          .where('seller_id', '=', req.seller!.sellerId)
+          .orderBy('settlement_id', 'desc')
+          .limit(limit + 1);
+        if (status) query = query.where('status', '=', status);
+        if (startingAfter) query = query.where('settlement_id', '<', startingAfter);
+        const rows = await query.execute();
+        const page = rows.slice(0, limit);
+        res.json({
+          data: page.map(settlementView),
+          hasMore: rows.length > limit,
+          nextCursor: rows.length > limit ? page[page.length - 1]!.settlement_id : null,
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/settlements/:settlementId',
+      summary: 'One settlement of the calling seller',
+      auth: seller,
+      params: SettlementIdParam,
+      responses: { '200': Type.Object(Settlement.properties, { description: 'the settlement' }) },
+      errors: {
+        '400': 'malformed settlementId',
+        ...sellerErrors,
+        '404': 'no such settlement for this seller',
+      },
+      handler: async (req, res) => {
+        const row = await ctx.db
+          .selectFrom('settlements')
+          .selectAll()
+          .where('settlement_id', '=', req.params.settlementId)
+          .where('seller_id', '=', req.seller!.sellerId)
+          .executeTakeFirst();
+        if (!row) throw notFound('settlement');
+        res.json(settlementView(row));
+      },
+    }),
+  ];
 }
 
-/** Seller-facing, read-only: a seller sees only its own settlements (Authorization: Bearer sk_…). */
-export function settlementRoutes(app: Express, ctx: ServiceContext<SettlementDB>, auth: SellerAuth): void {
-  serveOpenApi(app, '/api/v1/openapi/settlement.json', settlementOpenApi);
+export const SETTLEMENT_OPENAPI_PATH = '/api/v1/openapi/settlement.json';
 
-  app.get('/api/v1/settlements', auth.middleware(), async (req, res) => {
-    const limitText = queryString(req, 'limit') ?? '20';
-    if (!/^[0-9]{1,3}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100) {
-      throw badRequest('limit', 'must be an integer between 1 and 100');
-    }
-    const limit = Number(limitText);
-    const status = queryString(req, 'status');
-    if (status !== undefined && !(STATUSES as readonly string[]).includes(status)) {
-      throw badRequest('status', `must be one of ${STATUSES.join(', ')}`);
-    }
-    const startingAfter = queryString(req, 'starting_after');
-    if (startingAfter !== undefined && !SETTLEMENT_ID.test(startingAfter)) {
-      throw badRequest('starting_after', 'must be a settlementId (stl_…)');
-    }
-    let query = ctx.db
-      .selectFrom('settlements')
-      .selectAll()
-      .where('seller_id', '=', req.seller!.sellerId)
-      .orderBy('settlement_id', 'desc')
-      .limit(limit + 1);
-    if (status) query = query.where('status', '=', status as SettlementStatus);
-    if (startingAfter) query = query.where('settlement_id', '<', startingAfter);
-    const rows = await query.execute();
-    const page = rows.slice(0, limit);
-    res.json({
-      data: page.map(settlementView),
-      hasMore: rows.length > limit,
-      nextCursor: rows.length > limit ? page[page.length - 1]!.settlement_id : null,
-    });
-  });
-
-  app.get('/api/v1/settlements/:settlementId', auth.middleware(), async (req, res) => {
-    const settlementId = String(req.params.settlementId);
-    if (!SETTLEMENT_ID.test(settlementId)) throw badRequest('settlementId', 'must be a settlementId (stl_…)');
-    const row = await ctx.db
-      .selectFrom('settlements')
-      .selectAll()
-      .where('settlement_id', '=', settlementId)
-      .where('seller_id', '=', req.seller!.sellerId)
-      .executeTakeFirst();
-    if (!row) throw notFound('settlement');
-    res.json(settlementView(row));
-  });
+/** The OpenAPI 3.1 document of the settlement API, built from its route declarations (served apart from them). */
+export function settlementOpenApi(routes: AnyRoute[]) {
+  return routesOpenApi(
+    {
+      title: 'Paygate settlements',
+      description:
+        "The seller's settlements: one per seller and period (DAILY, WEEKLY or MONTHLY), paid out in USDC from the escrow wallet once the available balance reaches the seller's minimum. Amounts are decimal USDC strings.",
+      securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
+      schemas: { Settlement },
+    },
+    routes,
+  );
 }
