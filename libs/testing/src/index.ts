@@ -8,6 +8,13 @@ export {
   setAutomine,
   startAnvil,
 } from './anvil';
+export {
+  type ApiContractTarget,
+  type DocumentedOperation,
+  documentedOperationNames,
+  documentedOperations,
+  expectApiContract,
+} from './api-contract';
 export { signTransferAuthorization } from './eip3009';
 export {
   baseAccepted,

@@ -1,6 +1,6 @@
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import { expectApiContract } from '@paygate/escrow-ledger/test/api-contract';
 import { plainSchema } from '@paygate/http';
+import { expectApiContract } from '@paygate/testing';
 import { PublishableSessionBody, SecretSessionBody } from '../src/sessions/schemas';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
 

@@ -1,5 +1,11 @@
 import { assertValid, ErrorBodySchema, plainSchema } from '@paygate/http';
-import { openSchema, waitFor } from '@paygate/testing';
+import {
+  documentedOperationNames,
+  documentedOperations,
+  expectApiContract,
+  openSchema,
+  waitFor,
+} from '@paygate/testing';
 import type { TSchema } from '@sinclair/typebox';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -15,7 +21,6 @@ import {
   RefundRequestList,
 } from '../src/refunds/schemas';
 import { Balances, TransactionDetail, TransactionList } from '../src/views/schemas';
-import { documentedOperationNames, documentedOperations, expectApiContract } from './api-contract';
 import {
   type LedgerHarness,
   OPERATOR_TOKEN,

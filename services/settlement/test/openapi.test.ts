@@ -1,7 +1,7 @@
 import type { Bus } from '@paygate/bus';
-import { expectApiContract } from '@paygate/escrow-ledger/test/api-contract';
 import {
   createTestEnvironment,
+  expectApiContract,
   serveSellersForTests,
   type TestEnvironment,
   testWallets,

@@ -5,8 +5,9 @@
  * documented rule is refused with a 400 naming the field and the rule. Used by the checkout, escrow-ledger and
  * settlement suites.
  */
-import { servedApiOperations } from '@paygate/testing';
+
 import type { Express } from 'express';
+import { servedApiOperations } from './routes';
 
 export interface ApiContractTarget {
   url: string;
