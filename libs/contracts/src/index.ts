@@ -6,7 +6,7 @@ export { CheckoutSessionSnapshot } from './events/checkout';
 // (nothing of './events/payments' is used outside the package)
 // (nothing of './events/registry' is used outside the package)
 // (nothing of './events/settlement' is used outside the package)
-export { UsdcAmount } from './primitives';
+export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export {
   API_KEY_PATTERN,
   PUBLISHABLE_KEY_PATTERN,

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 
 /** Decimal USDC amount on the wire: at most 6 decimals ("0.05", "10.004217"). */
 export const UsdcAmount = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$', maxLength: 24 });
@@ -18,3 +18,15 @@ export const NetworkName = Type.Union([
 ]);
 
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/**
+ * A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". The second argument is the
+ * description, or options with a description and a default.
+ */
+export function StringEnum<const T extends readonly string[]>(
+  values: T,
+  options: string | { description?: string; default?: T[number] } = {},
+): TUnsafe<T[number]> {
+  const extra = typeof options === 'string' ? { description: options } : options;
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...extra });
+}

@@ -26,7 +26,8 @@ export interface WebhookEventsTable {
   created_at: Timestamp;
 }
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 export interface WebhookDeliveriesTable {
   delivery_id: string;

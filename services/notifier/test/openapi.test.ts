@@ -152,7 +152,7 @@ describe('notifier OpenAPI document, built from the route declarations', () => {
     for (const [query, field, rule] of [
       ['limit=101', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
       ['limit=0', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
-      ['status=bogus', 'status', 'must be equal to constant'],
+      ['status=bogus', 'status', 'must be one of pending, delivered, failed'],
       ['before=a%20b', 'before', 'must match ^[0-9A-Za-z_-]{1,64}$'],
       ['surprise=1', 'surprise', 'is not an allowed field'],
     ] as const) {

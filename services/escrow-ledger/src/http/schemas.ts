@@ -1,15 +1,11 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 
 /** The 401 every seller route documents (SellerAuth's codes). */
 export const SELLER_ERRORS = { '401': 'missing_key | invalid_api_key | unknown_api_key: no valid sk_… key' };
 /** The 401 every operator route documents. */
 export const OPERATOR_ERRORS = { '401': 'unauthorized: operator token required' };
 
-/** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
-export const StringEnum = <const T extends readonly string[]>(values: T, description?: string) =>
-  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...(description ? { description } : {}) });
-
-export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export { Nullable, StringEnum } from '@paygate/contracts';
 
 export const UsdcAmount = Type.String({
   pattern: '^-?(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Nullable, StringEnum } from '@paygate/contracts';
 import {
   type AnyRoute,
   assertValid,
@@ -10,11 +11,11 @@ import {
 } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { type TSchema, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import type { Request } from 'express';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
-import type { NotifierDatabase } from '../db';
+import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
 import type { WebhookDispatcher } from './dispatcher';
 import { WEBHOOK_EVENT_TYPES } from './payload';
@@ -31,9 +32,7 @@ import {
 const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
 const ListQuery = Type.Object(
   {
-    status: Type.Optional(
-      Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
-    ),
+    status: Type.Optional(StringEnum(DELIVERY_STATUSES)),
     eventId: Type.Optional(Id),
     limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$', description: '1..100, default 20' })),
     before: Type.Optional(
@@ -45,13 +44,12 @@ const ListQuery = Type.Object(
 const DeliveryParams = Type.Object({ id: Id });
 const IdempotencyKey = Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' });
 
-const Nullable = (schema: TSchema) => Type.Union([schema, Type.Null()]);
 export const Delivery = Type.Object({
   id: Type.String(),
   eventId: Type.String({ description: 'the bus event id = the webhook body id = Paygate-Event-Id' }),
   eventType: Type.Union(WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t))),
   url: Type.String(),
-  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  status: StringEnum(DELIVERY_STATUSES),
   attemptCount: Type.Integer(),
   nextAttemptAt: Nullable(Type.String({ format: 'date-time' })),
   giveUpAt: Type.String({ format: 'date-time' }),

@@ -1,12 +1,6 @@
-import { type TUnsafe, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 
-/** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
-export function StringEnum<const T extends readonly string[]>(
-  values: T,
-  options: { description?: string; default?: T[number] } = {},
-): TUnsafe<T[number]> {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
-}
+export { StringEnum } from '@paygate/contracts';
 
 export const Address = Type.String({
   pattern: '^0x[0-9a-fA-F]{40}$',

@@ -1,4 +1,5 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { Nullable, StringEnum } from '@paygate/contracts';
+import { Type } from '@sinclair/typebox';
 
 export const MAX_SETTLE_WAIT_MS = 60_000;
 
@@ -22,10 +23,6 @@ export const SettleNowBody = Type.Object(
 export const SETTLEMENT_STATUSES = ['pending', 'skipped', 'sending', 'completed', 'failed'] as const;
 export const SETTLEMENT_ID_PATTERN = '^stl_[0-9A-HJKMNP-TV-Z]{26}$';
 
-const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
-/** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
-const StringEnum = <const T extends readonly string[]>(values: T) =>
-  Type.Unsafe<T[number]>({ type: 'string', enum: [...values] });
 /** A query value given twice arrives as an array: the rule says so. */
 const GIVEN_ONCE = 'must be given once, as a string';
 
