@@ -11,9 +11,9 @@
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { buildWidgetBundle } from '@paygate/checkout-widget/bundle';
+import { buildDashboard } from '@paygate/seller-dashboard';
 import { build, type Plugin } from 'esbuild';
-import { buildWidgetBundle } from '../../libs/checkout-widget/src/bundle';
-import { buildDashboard } from '../../libs/seller-dashboard/src';
 import routeTable from '../routes.json';
 
 const ROOT = path.join(__dirname, '../..');

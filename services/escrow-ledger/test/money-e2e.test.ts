@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createAgent } from '@paygate/agent-client';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
+import { lookupTransactionId } from '@paygate/checkout-widget/api';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, formatUsdcExact, parseUsdc, splitFee } from '@paygate/money';
 import {
@@ -20,7 +21,6 @@ import {
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { lookupTransactionId } from '../../../libs/checkout-widget/src/api';
 import { type MoneyServices, startMoneyServices } from './money-services';
 
 /**

@@ -23,9 +23,14 @@ import {
   RelayerSubmitRequest,
 } from './settlement';
 
-export * from './escrow-ledger';
-export * from './registry';
-export * from './settlement';
+// The package's public names from the schema files, listed: what is not here stays inside the package.
+export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from './registry';
+export {
+  RelayerStatusReply,
+  RelayerSubmitReply,
+  RelayerSubmitRequest,
+  TransferAuthorization,
+} from './settlement';
 
 interface RpcDefinition {
   /** The service that answers (queue group of its replicas). */
