@@ -69,6 +69,19 @@ describe('notifier webhooks', () => {
       .where('event_id', '=', eventId)
       .orderBy('created_at')
       .execute();
+  /**
+   * The positive signal before asserting that a delivery was NOT attempted: two marker events delivered one
+   * after the other. Passes never overlap, so once the second is delivered, every pass that began before it
+   * (with everything those passes claimed) has finished.
+   */
+  const dispatchPassesCompleted = async (label: string) => {
+    for (const n of [1, 2]) {
+      const marker = await publish(bus, 'payment.confirmed', 'checkout', paymentData(`${label}_${n}`));
+      await waitFor(async () => (await deliveriesOf(marker))[0]?.status === 'delivered', {
+        message: `marker ${label}_${n} delivered`,
+      });
+    }
+  };
   const paymentData = (paymentId: string) => ({
     paymentId,
     source: 'checkout' as const,
@@ -296,7 +309,9 @@ describe('notifier webhooks', () => {
 
   it('retries 5xx, 408, 429, timeouts with exponential backoff on the stored schedule, then delivers', async () => {
     const answers: Array<number | 'hang'> = [503, 408, 429, 'hang', 200];
-    receiver.respond = () => answers.shift() ?? 200;
+    // Only this event's attempts take the scripted answers: a late delivery of an earlier test's event (or a
+    // marker below) gets 200 and cannot shift the script.
+    receiver.respond = (r) => (JSON.parse(r.body).paymentId === 'pay_retry' ? (answers.shift() ?? 200) : 200);
     const eventId = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_retry'));
     const start = clockMs;
     const expectedDelaysMs = [30_000, 60_000, 120_000, 240_000];
@@ -311,9 +326,11 @@ describe('notifier webhooks', () => {
       expect(row!.status).toBe('pending');
       // random() = 1 gives the full delay: 30 s, doubling.
       expect(row!.next_attempt_at!.getTime() - clockMs).toBe(delayMs);
-      // Not retried before its time.
-      await new Promise((r) => setTimeout(r, 150));
-      expect((await deliveriesOf(eventId))[0]!.attempt_count).toBe(i + 1);
+      // Not retried before its time: two marker events are delivered after it, the second by a pass that
+      // started after the first marker's pass had ended, and a pass claims every delivery due at the clock.
+      // Had the dispatcher taken this one early, its attempt would be recorded by now.
+      await dispatchPassesCompleted(`pay_retry_marker_${i}`);
+      expect((await deliveriesOf(eventId))[0]).toMatchObject({ attempt_count: i + 1, status: 'pending' });
       clockMs += delayMs;
     }
     const [delivered] = await waitFor(
