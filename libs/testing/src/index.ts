@@ -39,7 +39,6 @@ export {
   EventRecorder,
   openSchema,
   randomSuffix,
-  sleep,
   TEST_DATABASE_URL,
   TEST_NATS_URL,
   type TestEnvironment,

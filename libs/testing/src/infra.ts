@@ -104,8 +104,6 @@ export async function waitFor<T>(
   );
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * Records every event published on a subject (a core NATS subscription sees JetStream publishes too),
  * so a test can assert what went out and how many times.

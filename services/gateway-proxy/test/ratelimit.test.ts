@@ -1,4 +1,5 @@
-import { sleep } from '@paygate/testing';
+import { waitFor } from '@paygate/testing';
+import { sql } from 'kysely';
 import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
@@ -44,6 +45,21 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
     h.clock.offsetMs = 60_000 - (h.clock.now().getTime() % 60_000) + 500;
   };
 
+  /**
+   * Waits until the replicas have added every hit so far to the shared count of the current window (what each
+   * one's flush timer does): the positive signal the next request is decided on, instead of a sleep.
+   */
+  const sharedHitsReach = (hits: number) =>
+    waitFor(
+      async () => {
+        const nowMs = h.clock.now().getTime();
+        const { rows } = await sql<{ hits: number }>`select coalesce(sum(hits), 0)::int hits
+          from rate_limit_windows where window_start = ${new Date(nowMs - (nowMs % 60_000))}`.execute(h.db);
+        return rows[0]!.hits === hits;
+      },
+      { message: `the shared count never reached ${hits}` },
+    );
+
   it('defaults to 60 requests per minute', () => {
     const config = loadConfig({ ESCROW_ADDRESS: h.gatewayEnv.ESCROW_ADDRESS, USDC_ADDRESS: h.usdcAddress });
     expect(config.rateLimitPerMinute).toBe(60);
@@ -60,7 +76,7 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
       });
       statuses.push(res.status);
       await res.arrayBuffer();
-      await sleep(120); // past one flush interval, so each replica has published its local count
+      await sharedHitsReach(i + 1);
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
     const over = await fetch(`${second.url}/api/v1/skills/sub/data`, {
@@ -96,7 +112,7 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
       const res = await fetch(`${replicas()[i % 2]}/api/v1/skills/other/data`);
       statuses.push(res.status);
       await res.arrayBuffer();
-      await sleep(120);
+      await sharedHitsReach(i + 1);
     }
     expect(statuses.slice(0, 6)).toEqual([402, 402, 402, 402, 402, 402]);
     expect(statuses[6]).toBe(429);
