@@ -115,7 +115,33 @@ describe('checkout widget in a real browser', () => {
     await env?.cleanup();
   });
 
+  /**
+   * The widget's transaction lookups (the only path to onSuccess): how many are in flight, and how many ended
+   * its lookup (an answer other than "not booked yet, ask again", or a failed request).
+   */
+  const lookups = new WeakMap<Page, { inFlight: number; ended: number }>();
+  function trackLookups(page: Page) {
+    const state = { inFlight: 0, ended: 0 };
+    lookups.set(page, state);
+    const isLookup = (url: string) => url.includes('/api/v1/transactions/lookup');
+    page.on('request', (request) => {
+      if (isLookup(request.url())) state.inFlight++;
+    });
+    page.on('requestfailed', (request) => {
+      if (!isLookup(request.url())) return;
+      state.inFlight--;
+      state.ended++;
+    });
+    page.on('requestfinished', async (request) => {
+      if (!isLookup(request.url())) return;
+      const body = await (await request.response())?.json().catch(() => ({}));
+      if (body?.error?.code !== 'transaction_not_found') state.ended++;
+      state.inFlight--;
+    });
+  }
+
   async function openDialog(page: Page, name: string) {
+    trackLookups(page);
     await page.goto(demo.url);
     const button = page.getByRole('button', { name: 'Buy with USDC' });
     await button.focus();
@@ -139,8 +165,25 @@ describe('checkout widget in a real browser', () => {
   async function expectPaidOnce(page: Page, txHash: string, amount: string, name: string) {
     const dialog = page.getByRole('dialog');
     await dialog.locator('[data-paygate="final"]').getByText('Payment received').waitFor({ timeout: 20_000 });
-    await page.waitForTimeout(1500); // any duplicate onSuccess would have fired by now
-    const successes = await page.evaluate(() => (window as any).paygateEvents.success);
+    // Positive signals before counting: the widget stopped listening (no further status can reach it), no
+    // lookup is in flight, and every lookup that ended has reached onSuccess. A duplicate would show by then.
+    const tracked = lookups.get(page)!;
+    const successes = await waitFor(
+      async () => {
+        const [liveMode, fired] = await page.evaluate(() => [
+          (window as any).paygateCheckout.liveMode,
+          (window as any).paygateEvents.success,
+        ]);
+        return liveMode === 'idle' &&
+          tracked.inFlight === 0 &&
+          tracked.ended > 0 &&
+          fired.length >= tracked.ended
+          ? (fired as any[])
+          : undefined;
+      },
+      { timeoutMs: 15_000, message: 'the widget never settled after the payment' },
+    );
+    expect(tracked.ended).toBe(1);
     expect(successes).toHaveLength(1);
     expect(successes[0]).toMatchObject({
       status: 'paid',
