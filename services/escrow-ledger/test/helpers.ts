@@ -79,7 +79,9 @@ export async function startLedgerHarness(
       env.envFor('escrow-ledger', {
         OPERATOR_TOKEN,
         RELEASE_INTERVAL_MS: '600000',
-        // Only reconciliation reads the chain; tests without anvil never call it.
+        // Only reconciliation reads the chain, and these suites have none: a port nothing listens on, so a
+        // local chain left running on the default 8545 (a dev stack) cannot answer for it.
+        CHAIN_RPC_URL: 'http://127.0.0.1:9',
         USDC_ADDRESS: PLACEHOLDER_USDC_ADDRESS,
         ESCROW_ADDRESS: testWallets.escrow.address,
         ...extraEnv,
