@@ -1,5 +1,13 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -9,7 +17,8 @@ const ROOT = path.join(__dirname, '../..');
 /**
  * The SDKs sellers and agents install from npm: each builds (`pnpm run build`) to plain JavaScript (ESM and
  * CommonJS) with one bundled .d.ts and its own package.json, the private workspace libraries (money, chain…)
- * inlined, and that output runs in a plain Node process (no tsx) exporting exactly what the source package exports.
+ * inlined, and that output runs in a plain Node process (no tsx) exporting exactly what the source package exports;
+ * a consumer imports it by name from CommonJS and ESM and type-checks against its types.
  */
 const SDKS = [
   {
@@ -20,6 +29,12 @@ const SDKS = [
       network: 'local', from: '0x' + '3'.repeat(40), to: '0x' + '4'.repeat(40), signature: '0x' + '5'.repeat(130) };
       out.smoke = m.decodePaymentHeader(m.encodePaymentHeader(p)).amount;`,
     expected: '0.05',
+    // What a TypeScript consumer writes: typed imports by the package name, and a misuse the types refuse.
+    consumer: `import { decodePaymentHeader, encodePaymentHeader, type PaymentProof } from '@paygate/agent-client';
+      export const header: string = encodePaymentHeader({} as PaymentProof);
+      export const amount: string = decodePaymentHeader(header).amount;
+      // @ts-expect-error a proof is an object, not a number
+      encodePaymentHeader(42);`,
   },
   {
     dir: 'libs/gateway-middleware',
@@ -27,12 +42,22 @@ const SDKS = [
     smoke: `const signature = m.signWebhook({ secret: 's', payload: '{}', timestamp: 1 });
       out.smoke = signature.startsWith('t=1,v1=') ? 'signed' : signature;`,
     expected: 'signed',
+    consumer: `import { type Gateway, signWebhook } from '@paygate/gateway-middleware';
+      export const signature: string = signWebhook({ secret: 's', payload: '{}', timestamp: 1 });
+      export type Middleware = Gateway;
+      // @ts-expect-error the secret is required
+      signWebhook({ payload: '{}' });`,
   },
   {
     dir: 'libs/checkout-widget',
     load: () => require('@paygate/checkout-widget'),
     smoke: 'out.smoke = m.formatUsdcExact(1234567n);',
     expected: '1.234567',
+    consumer: `import { type CheckoutOptions, createCheckout, formatUsdcExact } from '@paygate/checkout-widget';
+      export const text: string = formatUsdcExact(1234567n);
+      export const open = (options: CheckoutOptions) => createCheckout(options).open();
+      // @ts-expect-error amounts are bigint micro-USDC, never strings
+      formatUsdcExact('1.5');`,
   },
 ];
 
@@ -81,8 +106,51 @@ describe('SDK packages build to publishable JavaScript with types', () => {
       expect(JSON.parse(stdout)).toEqual({ keys: sourceExports, smoke: sdk.expected });
     }
 
-    // What npm publishes (publishConfig.directory): the build, with a manifest pointing at it and no private deps.
+    // A consumer that installed the package: imported by its name (through the published exports map) from
+    // CommonJS and ESM, and type-checked against the bundled .d.ts, which must be real types, not `any`.
     const manifest = JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
+    const consumerDir = path.join(outDir, 'consumer');
+    const installed = path.join(consumerDir, 'node_modules', ...manifest.name.split('/'));
+    mkdirSync(path.dirname(installed), { recursive: true });
+    symlinkSync(outDir, installed, 'dir');
+    writeFileSync(path.join(consumerDir, 'consumer.cts'), sdk.consumer);
+    writeFileSync(path.join(consumerDir, 'consumer.mts'), sdk.consumer);
+    writeFileSync(
+      path.join(consumerDir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'es2022',
+          lib: ['es2022', 'dom'],
+          types: ['node'],
+          typeRoots: [path.join(ROOT, 'node_modules/@types')],
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+        },
+        files: ['consumer.cts', 'consumer.mts'],
+      }),
+    );
+    await run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumerDir], {
+      cwd: consumerDir,
+      timeout: 120_000,
+    }).catch((error: { stdout?: string }) => {
+      throw new Error(`a consumer's type check failed:\n${error.stdout ?? error}`);
+    });
+    for (const loader of [
+      `require(${JSON.stringify(manifest.name)})`,
+      `await import(${JSON.stringify(manifest.name)})`,
+    ]) {
+      const { stdout } = await run(process.execPath, ['-e', probe(loader)], {
+        cwd: consumerDir,
+        env,
+        timeout: 30_000,
+      });
+      expect(JSON.parse(stdout)).toEqual({ keys: sourceExports, smoke: sdk.expected });
+    }
+
+    // What npm publishes (publishConfig.directory): the build, with a manifest pointing at it and no private deps.
     expect(manifest.private).toBeUndefined();
     expect(manifest.publishConfig).toMatchObject({ directory: 'dist', linkDirectory: false });
     const published = JSON.parse(readFileSync(path.join(outDir, 'package.json'), 'utf8'));

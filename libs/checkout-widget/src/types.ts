@@ -1,8 +1,30 @@
-import type { EventData } from '@paygate/contracts';
+export type CheckoutSessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired';
 
-/** The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). */
-export type CheckoutSession = EventData<'checkout.session_created'>;
-export type CheckoutSessionStatus = CheckoutSession['status'];
+/**
+ * The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). Written out here
+ * so the published types stand alone; test/types.test.ts holds it equal to the contract (checkout.session_*).
+ * Amounts are decimal USDC strings with at most six decimals; times are ISO 8601.
+ */
+export interface CheckoutSession {
+  sessionId: string;
+  sellerId: string;
+  skillId: string | null;
+  description: string;
+  status: CheckoutSessionStatus;
+  exactAmount: string;
+  paidAmount: string | null;
+  walletAddress: string;
+  network: 'base' | 'base-sepolia' | 'local';
+  chainId: number;
+  tokenAddress: string;
+  expiresAt: string;
+  /** Until this time a payment of exactAmount still matches (recorded as paid_late after expiresAt). */
+  lateUntil: string;
+  txHash: string | null;
+  payer: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
 
 /**
  * What `onSuccess` receives, once, when the session is paid (status `paid`, `paid_late` or `overpaid`).
