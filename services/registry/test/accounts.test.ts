@@ -270,6 +270,7 @@ describe('account and keys', () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const cases: Array<[unknown, string]> = [
       [{ payoutAddress: '0x123' }, 'payoutAddress'],
+      [{ payoutAddress: '0x0000000000000000000000000000000000000000' }, 'payoutAddress'],
       [{ settlementFrequency: 'HOURLY' }, 'settlementFrequency'],
       [{ minimumSettlement: '1.1234567' }, 'minimumSettlement'],
       [{ minimumSettlement: -5 }, 'minimumSettlement'],

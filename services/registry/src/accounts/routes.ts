@@ -215,6 +215,14 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
       handler: async (req, res) => {
         const body = req.body;
         const now = config.now();
+        // Settlements are USDC transfers to this address: the zero address would burn the seller's money
+        // (or revert every payout), so it is never a payout address.
+        if (body.payoutAddress !== undefined && /^0x0{40}$/i.test(body.payoutAddress)) {
+          throw new HttpError(400, 'invalid_request', 'payoutAddress must not be the zero address', {
+            field: 'payoutAddress',
+            rule: 'must not be the zero address',
+          });
+        }
         let minimumSettlementMicro: bigint | undefined;
         if (body.minimumSettlement !== undefined) {
           try {
