@@ -132,6 +132,16 @@ describe('skill rules: every violated rule is a 400 naming the field and the rul
     ],
     [{ endpoints: [{ path: '/a', method: 'GET', priceUsdc: 0 }] }, 'endpoints.0.priceUsdc', /greater than 0/],
     [{ endpoints: [{ path: '/a', method: 'GET', priceUsdc: '-1' }] }, 'endpoints.0.priceUsdc', /negative/],
+    [
+      {
+        endpoints: [
+          { path: '/a', method: 'GET', priceUsdc: '1' },
+          { path: '/a', method: 'GET', priceUsdc: '2' },
+        ],
+      },
+      'endpoints.1.path',
+      /unique per method.*GET \/a is endpoints\.0/,
+    ],
     [{ extra: true }, 'extra', /not an allowed field/],
   ])('%j -> %s', async (overrides, field, rule) => {
     const body = validSkill(overrides);

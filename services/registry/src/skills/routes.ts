@@ -30,11 +30,11 @@ import {
   checkEndpointPath,
   checkTypeFields,
   defaultHoldHours,
-  duplicateRoute,
   normalizeCategories,
   parsePrice,
   refuseAmbiguousPath,
   refuseAmbiguousPaths,
+  refuseDuplicateRoutes,
 } from './rules';
 import {
   Catalog,
@@ -149,7 +149,7 @@ export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): 
       body: SkillCreate,
       headers: [idempotencyKey],
       responses: { '201': Skill },
-      errors: { '409': 'skill_name_taken, endpoint_exists or idempotency_key_reused' },
+      errors: { '409': 'skill_name_taken or idempotency_key_reused' },
       handler: async (req, res) => {
         const body = req.body;
         const seller = currentSeller(req);
@@ -165,9 +165,7 @@ export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): 
         });
         const categories = normalizeCategories(body.categories);
         const endpoints = (body.endpoints ?? []).map((e, i) => checkEndpointInput(`endpoints.${i}.`, e));
-        const duplicate = duplicateRoute(endpoints);
-        if (duplicate)
-          throw conflict('endpoint_exists', `endpoints has ${duplicate.method} ${duplicate.path} twice`);
+        refuseDuplicateRoutes(endpoints);
         refuseAmbiguousPaths(endpoints);
 
         await idempotent(ctx.db, req, res, seller.id, async () => {

@@ -142,16 +142,23 @@ export function checkEndpointInput(
   };
 }
 
-export function duplicateRoute(
-  endpoints: Array<{ path: string; method: string }>,
-): { path: string; method: string } | undefined {
-  const seen = new Set<string>();
-  for (const e of endpoints) {
+/**
+ * 400 naming the first endpoint of a new skill's list that repeats an earlier one's (method, path): the list is
+ * the seller's input, so a repeat is a broken input rule (field `endpoints.<i>.path`), not a state conflict.
+ */
+export function refuseDuplicateRoutes(endpoints: Array<{ path: string; method: string }>): void {
+  const seen = new Map<string, number>();
+  for (const [i, e] of endpoints.entries()) {
     const key = `${e.method} ${e.path}`;
-    if (seen.has(key)) return e;
-    seen.add(key);
+    const first = seen.get(key);
+    if (first !== undefined) {
+      throw badRequest(
+        `endpoints.${i}.path`,
+        `must be unique per method among the skill's endpoints (${key} is endpoints.${first})`,
+      );
+    }
+    seen.set(key, i);
   }
-  return undefined;
 }
 
 /** The first endpoint of a new skill's list whose path is ambiguous with an earlier one (400 naming its field). */
