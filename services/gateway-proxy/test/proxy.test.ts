@@ -226,6 +226,69 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     h.clock.advance(-31 * 24 * 60 * 60 * 1000);
   });
 
+  it("accepts the payer's fresh proof for another resource: a subscription serves it, a spent call is already used", async () => {
+    // A subscription paid 0.10 on /news/data; the payer signs a new proof for /news/echo (0.10): served.
+    const txHash = await h.transfer('buyer', 100_000n);
+    const first = await fetch(url('/news/data'), {
+      headers: {
+        'X-402-Payment': await h.header({
+          txHash,
+          resource: h.resource('GET', 'news', '/data'),
+          amount: 100_000n,
+        }),
+      },
+    });
+    expect(first.status).toBe(200);
+    await first.arrayBuffer();
+    const fresh = await h.header({ txHash, resource: h.resource('POST', 'news', '/echo'), amount: 100_000n });
+    const echo = await fetch(url('/news/echo'), {
+      method: 'POST',
+      headers: { 'X-402-Payment': fresh },
+      body: 'x',
+    });
+    expect(echo.status).toBe(200);
+    await echo.arrayBuffer();
+    // A stranger's signature over the new resource is still refused.
+    const forged = await h.header({
+      txHash,
+      resource: h.resource('POST', 'news', '/echo'),
+      amount: 100_000n,
+      signer: 'stranger',
+    });
+    const refused = await fetch(url('/news/echo'), {
+      method: 'POST',
+      headers: { 'X-402-Payment': forged },
+      body: 'x',
+    });
+    expect(refused.status).toBe(402);
+    expect(await refused.json()).toMatchObject({ reason: 'invalid_signature' });
+
+    // A pay-per-call spent on /weather/flaky, presented by its payer for /weather/slow: already used, not a bad signature.
+    const callTx = await h.transfer('buyer', 10_000n);
+    const paid = await fetch(url('/weather/flaky'), {
+      headers: {
+        'X-402-Payment': await h.header({
+          txHash: callTx,
+          resource: h.resource('GET', 'weather', '/flaky'),
+          amount: 10_000n,
+        }),
+      },
+    });
+    expect(paid.status).toBe(200);
+    await paid.arrayBuffer();
+    const again = await fetch(url('/weather/slow'), {
+      headers: {
+        'X-402-Payment': await h.header({
+          txHash: callTx,
+          resource: h.resource('GET', 'weather', '/slow'),
+          amount: 10_000n,
+        }),
+      },
+    });
+    expect(again.status).toBe(402);
+    expect(await again.json()).toMatchObject({ reason: 'payment_already_used' });
+  });
+
   it('keeps a payment usable for a retry when the seller fails (5xx or timeout), within the window', async () => {
     upstream.failuresLeft.count = 1;
     const resource = h.resource('GET', 'weather', '/flaky');

@@ -15,10 +15,10 @@ export type ReuseDecision =
   | { kind: 'retry' }
   | { kind: 'refuse'; failure: PaymentFailure };
 
-/** Who presents the claim: the proof's payer (`from`, lowercase) and whose signature it carries over the claim's resource. */
+/** Who presents the claim: the proof's payer (`from`, lowercase) and whose signature it carries over the claim's resource (or over the resource presented now). */
 export interface Presenter {
   fromLower: string;
-  /** The recovered signer (lowercase) over the claim's resource; undefined when recovery failed. */
+  /** The recovered signer (lowercase) over the claim's resource, else over the presented one; undefined when recovery failed. */
   signerLower: string | undefined;
 }
 
@@ -34,7 +34,7 @@ export const badSignature = (): PaymentFailure =>
 /**
  * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
  * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
- * resource it was claimed for. Then: a subscription in its scope (the skill, or the seller for a
+ * resource it was claimed for or the one it asks for now. Then: a subscription in its scope (the skill, or the seller for a
  * seller-wide purchase) until it expires; a pay-per-call only as a retry of the same resource and channel.
  */
 export function decideReuse(

@@ -200,17 +200,30 @@ export class PaymentService {
     if (!claim) return undefined;
     const refused = this.staticCheckMemo(proof, purchase);
     if (refused) return { ok: false, failure: refused, chainMs: 0 };
-    const decision = decideReuse(claim, this.presenterOf(proof, claim), purchase, this.settings.now());
+    const decision = decideReuse(
+      claim,
+      this.presenterOf(proof, claim, purchase),
+      purchase,
+      this.settings.now(),
+    );
     if (decision.kind === 'serve') return { ok: true, claim, fresh: false, chainMs: 0 };
     if (decision.kind === 'refuse') return { ok: false, failure: decision.failure, chainMs: 0 };
     return undefined;
   }
 
-  private presenterOf(proof: PaymentProof, claim: PaymentClaim): Presenter {
-    return {
-      fromLower: this.memoOf(proof).fromLower,
-      signerLower: this.recoverSigner(proof, claim.resource),
-    };
+  /**
+   * Who presents a claimed transfer. The payer proves itself by signing either the resource the claim was made
+   * for (the header it was served with) or the resource it asks for now (a fresh proof, as the docs describe it):
+   * both are the payer's own signature over this tx hash, so a subscriber's new proof for another endpoint of the
+   * skill is served, and a spent pay-per-call is refused as payment_already_used rather than invalid_signature.
+   */
+  private presenterOf(proof: PaymentProof, claim: PaymentClaim, purchase: Purchase): Presenter {
+    const fromLower = this.memoOf(proof).fromLower;
+    let signerLower = this.recoverSigner(proof, claim.resource);
+    if (signerLower !== fromLower && purchase.resource !== claim.resource) {
+      signerLower = this.recoverSigner(proof, purchase.resource);
+    }
+    return { fromLower, signerLower };
   }
 
   async present(proof: PaymentProof, purchase: Purchase): Promise<PresentOutcome> {
@@ -365,7 +378,7 @@ export class PaymentService {
   ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
     return this.applyReuse(
       claim,
-      decideReuse(claim, this.presenterOf(proof, claim), purchase, this.settings.now()),
+      decideReuse(claim, this.presenterOf(proof, claim, purchase), purchase, this.settings.now()),
     );
   }
 
