@@ -16,7 +16,7 @@ import { bootstrapDemo } from './bootstrap';
 import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
 import { resetDevState } from './reset';
-import { renderDevSummary } from './summary';
+import { browserPortWarnings, renderDevSummary } from './summary';
 
 const REPO_ROOT = path.join(__dirname, '../..');
 const PORT_OFFSET = Number(process.env.DEV_PORT_OFFSET ?? 0);
@@ -103,6 +103,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stopAll());
 
   try {
+    const pagePort = Number(process.env.DEMO_PAGE_PORT ?? 8090 + PORT_OFFSET);
+    for (const warning of browserPortWarnings({ edge: EDGE_PORT, 'demo page': pagePort })) {
+      log(`\x1b[33mwarning: ${warning}\x1b[0m`);
+    }
     const infra = await ensureInfrastructure(log);
     cleanups.push(infra.stop);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
@@ -166,7 +170,7 @@ async function main(): Promise<void> {
       publicBaseUrl: PUBLIC_BASE_URL,
       registryUrl: `http://127.0.0.1:${portOf(routeTable.services.registry.port)}`,
       apiPort: Number(process.env.DEMO_API_PORT ?? portOf(8091)),
-      pagePort: Number(process.env.DEMO_PAGE_PORT ?? portOf(8090)),
+      pagePort,
       chain,
       operatorToken: DEV_OPERATOR_TOKEN,
       log,
@@ -192,6 +196,7 @@ async function main(): Promise<void> {
         operatorToken: DEV_OPERATOR_TOKEN,
         chain,
         infra,
+        eventNamespace: DEV_NAMESPACE,
         seller: demo.seller,
         pageUrl: demo.pageUrl,
       }),

@@ -20,6 +20,25 @@ export const DEMO = {
 } as const;
 
 export const MINT_COMMAND = 'pnpm exec tsx deploy/dev/mint.ts';
+export const DEAD_LETTERS_COMMAND = 'pnpm exec tsx deploy/scripts/dead-letters.ts list';
+
+/** Ports that browsers and fetch() refuse to connect to (the Fetch standard's "bad port" list). */
+const BROWSER_BLOCKED_PORTS = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104,
+  109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515,
+  526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049,
+  3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+]);
+
+/** A warning for each public dev port (the edge, the demo page) that browsers refuse; empty when all are fine. */
+export function browserPortWarnings(ports: Record<string, number>): string[] {
+  return Object.entries(ports)
+    .filter(([, port]) => BROWSER_BLOCKED_PORTS.has(port))
+    .map(
+      ([name, port]) =>
+        `${name} port ${port} is on the browsers' and fetch()'s blocked-port list: the dashboard and demo page cannot be opened there; choose another DEV_PORT_OFFSET`,
+    );
+}
 const DEFAULT_RPC_URL = 'http://127.0.0.1:8545';
 
 export interface DevSummary {
@@ -32,6 +51,8 @@ export interface DevSummary {
     wallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>;
   };
   infra: { databaseUrl: string; natsUrl: string; started: string[] };
+  /** The event namespace the services use (DEV_NAMESPACE): operator tools must be told it. */
+  eventNamespace: string;
   seller: { address: string; sellerId: string; apiKey: string };
   /** Where the demo seller's secret key was written (relative to the working directory). */
   sellerKeyFile: string;
@@ -80,5 +101,6 @@ ${bold('Next steps')}
   curl ${base}/api/v1/skills/${DEMO.apiSkill}/SKILL.md                # what agents read
   curl -X POST ${base}/api/v1/operator/settlements/run -H 'authorization: Bearer ${s.operatorToken}' \\
     -H 'content-type: application/json' -d '{"all":true,"waitMs":10000}'   # pay the seller now
+  EVENT_NAMESPACE=${s.eventNamespace} ${DEAD_LETTERS_COMMAND}   # events a consumer parked (dead letters)
 Ctrl-C stops everything.`;
 }

@@ -8,31 +8,46 @@ import { connectBus, listDeadLetters, replayDeadLetter } from '@paygate/bus';
 
 async function main(): Promise<void> {
   const [command, argument, value] = process.argv.slice(2);
-  const bus = await connectBus({
-    url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
-    namespace: process.env.EVENT_NAMESPACE ?? 'paygate',
-    name: 'dead-letters-cli',
-  });
+  const url = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const namespace = process.env.EVENT_NAMESPACE ?? 'paygate';
+  const bus = await connectBus({ url, namespace, name: 'dead-letters-cli' });
   try {
-    if (command === 'list') {
-      const limit = argument === '--limit' ? Number(value) : 100;
-      const letters = await listDeadLetters(bus, { limit });
-      for (const letter of letters) {
-        const envelope = letter.envelope as { id?: string; type?: string };
-        console.log(
-          `${letter.sequence}\t${letter.storedAt}\t${letter.consumer}\t${envelope.type ?? '?'}\t${envelope.id ?? '?'}\tattempts=${letter.attempts}\t${letter.error}`,
-        );
-      }
-      console.log(`${letters.length} parked event(s) in ${bus.deadLetterStream}`);
-    } else if (command === 'replay' && argument && /^\d+$/.test(argument)) {
-      await replayDeadLetter(bus, Number(argument));
-      console.log(`replayed dead letter ${argument} on its original subject`);
-    } else {
-      console.error('usage: dead-letters.ts list [--limit N] | replay <sequence>');
-      process.exitCode = 2;
+    await run(bus, command, argument, value);
+  } catch (error) {
+    // A namespace with no services in it has no dead-letter stream: say which one was looked for, and how to pick.
+    if (/stream not found/i.test((error as Error).message)) {
+      throw new Error(
+        `no dead-letter stream ${bus.deadLetterStream} on ${url} (EVENT_NAMESPACE=${namespace}): set EVENT_NAMESPACE to the services' namespace (make dev uses dev)`,
+      );
     }
+    throw error;
   } finally {
     await bus.close();
+  }
+}
+
+async function run(
+  bus: Awaited<ReturnType<typeof connectBus>>,
+  command: string | undefined,
+  argument: string | undefined,
+  value: string | undefined,
+): Promise<void> {
+  if (command === 'list') {
+    const limit = argument === '--limit' ? Number(value) : 100;
+    const letters = await listDeadLetters(bus, { limit });
+    for (const letter of letters) {
+      const envelope = letter.envelope as { id?: string; type?: string };
+      console.log(
+        `${letter.sequence}\t${letter.storedAt}\t${letter.consumer}\t${envelope.type ?? '?'}\t${envelope.id ?? '?'}\tattempts=${letter.attempts}\t${letter.error}`,
+      );
+    }
+    console.log(`${letters.length} parked event(s) in ${bus.deadLetterStream}`);
+  } else if (command === 'replay' && argument && /^\d+$/.test(argument)) {
+    await replayDeadLetter(bus, Number(argument));
+    console.log(`replayed dead letter ${argument} on its original subject`);
+  } else {
+    console.error('usage: dead-letters.ts list [--limit N] | replay <sequence>');
+    process.exitCode = 2;
   }
 }
 

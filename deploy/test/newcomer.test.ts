@@ -12,7 +12,13 @@ import { usdcAbi } from '@paygate/chain';
 import { type AnvilInstance, deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { renderDemoPage } from '../demo';
-import { DEMO, MINT_COMMAND, renderDevSummary } from '../dev/summary';
+import {
+  browserPortWarnings,
+  DEAD_LETTERS_COMMAND,
+  DEMO,
+  MINT_COMMAND,
+  renderDevSummary,
+} from '../dev/summary';
 
 const ROOT = path.join(__dirname, '../..');
 const OPERATOR_TOKEN = 'dev-operator-token-not-secret';
@@ -32,6 +38,7 @@ describe('what make dev prints, README.md and the demo page', () => {
       natsUrl: 'nats://127.0.0.1:4222',
       started: [],
     },
+    eventNamespace: 'dev',
     seller: { address: testWallets.seller.address, sellerId: 'sel_1', apiKey: 'sk_test_0123456789abcdef' },
     pageUrl: 'http://127.0.0.1:8090',
     sellerKeyFile: '.dev/demo-seller-key',
@@ -63,6 +70,18 @@ describe('what make dev prints, README.md and the demo page', () => {
     expect(printed).toContain('$(cat .dev/demo-seller-key)');
     expect(printed).toContain('/api/v1/operator/settlements/run');
     expect(readme).toContain('/api/v1/operator/settlements/run');
+  });
+
+  it('console and README give the dead-letter command with the namespace make dev uses (the tool defaults to paygate)', () => {
+    expect(printed).toContain(`EVENT_NAMESPACE=dev ${DEAD_LETTERS_COMMAND}`);
+    expect(readme).toContain(`EVENT_NAMESPACE=dev ${DEAD_LETTERS_COMMAND}`);
+  });
+
+  it('warns when DEV_PORT_OFFSET puts the edge or the demo page on a port browsers refuse (10080)', () => {
+    expect(browserPortWarnings({ edge: 9080, 'demo page': 9090 })).toEqual([]);
+    const warnings = browserPortWarnings({ edge: 10080, 'demo page': 10090 });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/^edge port 10080 .*DEV_PORT_OFFSET/);
   });
 
   it('console, README and page name the same demo skills and the same buttons', () => {
@@ -124,5 +143,30 @@ describe('deploy/dev/mint.ts', () => {
     const bad = await mint(recipient, '1.0000001');
     expect(bad.code).toBe(1);
     expect(bad.output).toContain('amount: must be a positive USDC amount with at most 6 decimals');
+  }, 60_000);
+});
+
+describe('deploy/scripts/dead-letters.ts', () => {
+  it('in a namespace without services, names the stream it looked for and how to choose the namespace', async () => {
+    const proc = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT, 'deploy/scripts/dead-letters.ts'), 'list'],
+      {
+        cwd: ROOT,
+        env: { ...process.env, EVENT_NAMESPACE: `nobody${Date.now()}` },
+      },
+    );
+    let output = '';
+    proc.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    proc.stderr.on('data', (chunk) => {
+      output += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(output).toMatch(
+      /no dead-letter stream NOBODY\d+_DLQ on nats:\/\/.*set EVENT_NAMESPACE .*make dev uses dev/,
+    );
   }, 60_000);
 });
