@@ -60,12 +60,24 @@ function describeKeyword(error: ErrorObject, root: string): { field: string; rul
         field: path.join('.') || root,
         rule: `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}`,
       };
+    case 'const':
+      return { field: path.join('.') || root, rule: `must be ${JSON.stringify(params.allowedValue)}` };
     case 'anyOf': {
+      // A union of literals (TypeBox's Type.Union([Type.Literal('a'), …])) reads as the list of its values.
+      const values = literalValues(error.schema);
+      if (values) return { field: path.join('.') || root, rule: `must be one of ${values.join(', ')}` };
       return { field: path.join('.') || root, rule: 'is not one of the allowed values or types' };
     }
     default:
       return { field: path.join('.') || root, rule: error.message ?? 'is invalid' };
   }
+}
+
+/** The values of an anyOf whose branches are all literals (`const`); undefined otherwise. */
+function literalValues(branches: unknown): string[] | undefined {
+  if (!Array.isArray(branches) || branches.length === 0) return undefined;
+  if (!branches.every((b) => b !== null && typeof b === 'object' && 'const' in b)) return undefined;
+  return branches.map((b) => String((b as { const: unknown }).const));
 }
 
 /** Values already held to the stored-text rules (bodies checked by createApp), not walked twice. */
@@ -92,7 +104,11 @@ export function assertValid<T extends TSchema>(schema: T, value: unknown, root =
   assertStoredText(value, root);
   const validator = compile(schema);
   if (!validator(value)) {
-    const first = validator.errors?.[0];
+    const errors = validator.errors ?? [];
+    let first = errors[0];
+    // A value outside a union of literals fails a branch's `type` or `const` first; the union's own error says it whole.
+    const union = errors.find((e) => e.keyword === 'anyOf' && e.instancePath === first?.instancePath);
+    if (union && literalValues(union.schema)) first = union;
     const { field, rule } = first ? describeAjvError(first, root) : { field: root, rule: 'is invalid' };
     throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
   }
