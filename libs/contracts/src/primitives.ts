@@ -1,14 +1,25 @@
 import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 
 /** Decimal USDC amount on the wire: at most 6 decimals ("0.05", "10.004217"). */
-export const UsdcAmount = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$', maxLength: 24 });
+export const UsdcAmount = Type.String({
+  pattern: '^(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',
+  maxLength: 24,
+  // The rule a refused input is named with (libs/http reads x-rule), instead of the bare pattern.
+  'x-rule': 'must be a decimal USDC amount with at most 6 decimals, such as "0.05"',
+});
 /** Signed variant, for balances that may be owed. */
 export const SignedUsdcAmount = Type.String({
   pattern: '^-?(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',
   maxLength: 25,
 });
-export const Address = Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' });
-export const TxHash = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
+export const Address = Type.String({
+  pattern: '^0x[0-9a-fA-F]{40}$',
+  'x-rule': 'must be a 0x-prefixed 20-byte hex address',
+});
+export const TxHash = Type.String({
+  pattern: '^0x[0-9a-fA-F]{64}$',
+  'x-rule': 'must be a 0x-prefixed 32-byte hex transaction hash',
+});
 export const IsoTime = Type.String({ format: 'date-time' });
 export const Id = Type.String({ minLength: 1, maxLength: 64 });
 export const NetworkName = Type.Union([

@@ -111,7 +111,10 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
     expect((await post({}, null)).status).toBe(401);
     const bad = await post({ payment: 'x', price: 'abc', type: 'payPerCall', resource: 'GET /x' });
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toMatchObject({ field: 'price' });
+    expect((await bad.json()).error).toMatchObject({
+      field: 'price',
+      rule: 'must be a decimal USDC amount with at most 6 decimals, such as "0.05"',
+    });
     const noDays = await post({ payment: 'x', price: '1', type: 'subscription', resource: 'GET /x' });
     expect((await noDays.json()).error).toMatchObject({ field: 'durationDays' });
     const malformed = await post({ payment: '!!', price: '0.05', type: 'payPerCall', resource: 'GET /x' });
