@@ -23,6 +23,11 @@ export interface RegistryConfig extends CommonConfig {
   healthIntervalMs: number;
   healthBatchSize: number;
   healthConcurrency: number;
+  /**
+   * Paygate's escrow wallet (ESCROW_ADDRESS, shared by every service's config), lowercase; null when unset. A
+   * payout there never leaves escrow (the seller would be marked settled and paid nothing), so it is refused.
+   */
+  escrowAddress: string | null;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -49,6 +54,7 @@ export function loadConfig(
     HEALTH_INTERVAL_MS: number;
     HEALTH_BATCH_SIZE: number;
     HEALTH_CONCURRENCY: number;
+    ESCROW_ADDRESS: string;
   }>(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
     SESSION_TTL_MS: num({ default: 12 * 60 * 60 * 1000 }),
@@ -61,7 +67,11 @@ export function loadConfig(
     HEALTH_INTERVAL_MS: num({ default: 60_000 }),
     HEALTH_BATCH_SIZE: num({ default: 20 }),
     HEALTH_CONCURRENCY: num({ default: 4 }),
+    ESCROW_ADDRESS: str({ default: '' }),
   });
+  const escrowAddress = parsed.ESCROW_ADDRESS.trim();
+  if (escrowAddress && !/^0x[0-9a-fA-F]{40}$/.test(escrowAddress))
+    throw new ConfigError('invalid configuration: ESCROW_ADDRESS must be a 0x-prefixed 20-byte hex address');
   // SECRETS_ENCRYPTION_KEY is the webhook key: it encrypts every seller's webhook signing secret at rest (the
   // notifier asks the registry for them over NATS and holds no key of its own).
   productionGuards(env, {
@@ -94,6 +104,7 @@ export function loadConfig(
     healthIntervalMs: parsed.HEALTH_INTERVAL_MS,
     healthBatchSize: parsed.HEALTH_BATCH_SIZE,
     healthConcurrency: parsed.HEALTH_CONCURRENCY,
+    escrowAddress: escrowAddress ? escrowAddress.toLowerCase() : null,
     now,
   };
 }

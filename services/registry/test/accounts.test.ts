@@ -5,9 +5,10 @@ import { api, type Harness, startHarness } from './helpers';
 
 let h: Harness;
 const DOMAIN = 'paygate.test:8080';
+const ESCROW = testWallets.escrow.address;
 
 beforeAll(async () => {
-  h = await startHarness('regacct');
+  h = await startHarness('regacct', { ESCROW_ADDRESS: ESCROW });
 });
 afterAll(async () => {
   await h?.stop();
@@ -271,6 +272,8 @@ describe('account and keys', () => {
     const cases: Array<[unknown, string]> = [
       [{ payoutAddress: '0x123' }, 'payoutAddress'],
       [{ payoutAddress: '0x0000000000000000000000000000000000000000' }, 'payoutAddress'],
+      // A payout to the escrow wallet never leaves it: the seller would be marked settled and paid nothing.
+      [{ payoutAddress: ESCROW.toLowerCase() }, 'payoutAddress'],
       [{ settlementFrequency: 'HOURLY' }, 'settlementFrequency'],
       [{ minimumSettlement: '1.1234567' }, 'minimumSettlement'],
       [{ minimumSettlement: -5 }, 'minimumSettlement'],

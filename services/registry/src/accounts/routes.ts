@@ -223,6 +223,16 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
             rule: 'must not be the zero address',
           });
         }
+        if (
+          body.payoutAddress !== undefined &&
+          config.escrowAddress !== null &&
+          body.payoutAddress.toLowerCase() === config.escrowAddress
+        ) {
+          throw new HttpError(400, 'invalid_request', "payoutAddress must not be Paygate's escrow address", {
+            field: 'payoutAddress',
+            rule: "must not be Paygate's escrow address",
+          });
+        }
         let minimumSettlementMicro: bigint | undefined;
         if (body.minimumSettlement !== undefined) {
           try {
