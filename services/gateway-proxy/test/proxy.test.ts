@@ -286,7 +286,7 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       },
     });
     expect(again.status).toBe(402);
-    expect(await again.json()).toMatchObject({ reason: 'payment_already_used' });
+    expect(await again.json()).toMatchObject({ reason: 'payment_already_used', claimedBy: 'x402' });
   });
 
   it('keeps a payment usable for a retry when the seller fails (5xx or timeout), within the window', async () => {

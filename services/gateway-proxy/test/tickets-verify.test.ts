@@ -137,7 +137,11 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
       },
     });
     const again = await post({ payment, price: '0.05', type: 'payPerCall', resource: 'GET /x' });
-    expect(await again.json()).toMatchObject({ valid: false, reason: 'payment_already_used' });
+    expect(await again.json()).toMatchObject({
+      valid: false,
+      reason: 'payment_already_used',
+      claimedBy: 'verify',
+    });
     const params = await (await fetch(`${h.gateway.url}/api/verify`)).json();
     expect(params).toMatchObject({
       network: 'local',

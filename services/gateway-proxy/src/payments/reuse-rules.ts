@@ -22,8 +22,15 @@ export interface Presenter {
   signerLower: string | undefined;
 }
 
-export const alreadyUsed = (txHash: string): PaymentFailure =>
-  failure('payment_already_used', `transaction ${txHash} has already paid for something`);
+/**
+ * The transfer already paid for something at this gateway: named like the ledger's refusals (`claimedBy`:
+ * `verify` for a seller's /api/verify, `x402` for a paid skill URL or the facilitator), so an agent sees which
+ * channel spent it whichever service holds the claim.
+ */
+export const alreadyUsed = (claim: Pick<PaymentClaim, 'tx_hash' | 'channel'>): PaymentFailure =>
+  failure('payment_already_used', `transaction ${claim.tx_hash} has already paid for something`, {
+    claimedBy: claim.channel === 'verify' ? 'verify' : 'x402',
+  });
 
 export const badSignature = (): PaymentFailure =>
   failure(
@@ -45,7 +52,7 @@ export function decideReuse(
 ): ReuseDecision {
   if (presenter) {
     if (claim.payer.toLowerCase() !== presenter.fromLower) {
-      return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+      return { kind: 'refuse', failure: alreadyUsed(claim) };
     }
     if (presenter.signerLower !== presenter.fromLower) return { kind: 'refuse', failure: badSignature() };
   }
@@ -54,7 +61,7 @@ export function decideReuse(
       purchase.skillId !== null
         ? claim.skill_id === purchase.skillId
         : claim.skill_id === null && claim.seller_id === purchase.sellerId;
-    if (!sameScope) return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+    if (!sameScope) return { kind: 'refuse', failure: alreadyUsed(claim) };
     if (!claim.access_expires_at || claim.access_expires_at.getTime() <= now.getTime()) {
       return {
         kind: 'refuse',
@@ -67,7 +74,7 @@ export function decideReuse(
     return { kind: 'serve' };
   }
   if (claim.resource !== purchase.resource || claim.channel !== purchase.channel) {
-    return { kind: 'refuse', failure: alreadyUsed(claim.tx_hash) };
+    return { kind: 'refuse', failure: alreadyUsed(claim) };
   }
   return { kind: 'retry' };
 }

@@ -420,7 +420,7 @@ export class PaymentService {
       )
       .returningAll()
       .executeTakeFirst()) as PaymentClaim | undefined;
-    if (!retried) return { ok: false, failure: alreadyUsed(claim.tx_hash) };
+    if (!retried) return { ok: false, failure: alreadyUsed(claim) };
     return { ok: true, claim: retried, fresh: false };
   }
 
