@@ -44,8 +44,13 @@ export interface ServiceDefinition<DB = any> {
   routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
   consumers?: (ctx: ServiceContext<DB>) => ConsumerOptions<Subject>[];
   background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
-  /** Extra readiness checks (for example the chain RPC); each throws when not ready. */
-  readinessChecks?: (ctx: ServiceContext<DB>) => Array<() => Promise<void>>;
+  /**
+   * Extra readiness checks (for example the chain RPC); each throws when not ready. /readyz reports a
+   * `{ name, check }` by its name (`chain`), so an operator sees what failed; a bare function by its position.
+   */
+  readinessChecks?: (
+    ctx: ServiceContext<DB>,
+  ) => Array<(() => Promise<void>) | { name: string; check: () => Promise<void> }>;
   logger?: Logger;
   bodyLimit?: string;
   keepRawBody?: boolean;
@@ -150,8 +155,11 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
         await bus.nc.flush();
       },
     ],
-    ...(definition.readinessChecks?.(ctx) ?? []).map(
-      (check, i) => [`check_${i}`, check] as [string, () => Promise<void>],
+    // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
+    ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
+      typeof check === 'function'
+        ? ([`check_${i}`, check] as [string, () => Promise<void>])
+        : ([check.name, check.check] as [string, () => Promise<void>]),
     ),
   ];
   app.get('/readyz', async (_req, res) => {

@@ -22,6 +22,7 @@ describe('startService: health, readiness, metrics, migrations in the service sc
       name: 'registry',
       config: commonConfig(env.envFor('fixture'), { serviceName: 'fixture', schema: 'fixture', port: 0 }),
       logger: env.logger,
+      readinessChecks: () => [{ name: 'chain', check: async () => {} }, async () => {}],
       migrations: {
         '2026-11-22-0100-things': {
           up: async (db) => {
@@ -68,7 +69,8 @@ describe('startService: health, readiness, metrics, migrations in the service sc
     expect((await request(service.app).get('/healthz')).body).toEqual({ status: 'ok', service: 'registry' });
     const ready = await request(service.app).get('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.body.checks).toEqual({ postgres: 'ok', nats: 'ok' });
+    // Extra checks are reported by their name (an operator sees "chain"), unnamed ones by their position.
+    expect(ready.body.checks).toEqual({ postgres: 'ok', nats: 'ok', chain: 'ok', check_1: 'ok' });
     await request(service.app).get('/healthz');
     const metrics = await request(service.app).get('/metrics');
     expect(metrics.text).toContain('http_request_duration_seconds');

@@ -18,8 +18,11 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
     config,
     migrations,
     readinessChecks: () => [
-      async () => {
-        await provider.getBlockNumber();
+      {
+        name: 'chain',
+        check: async () => {
+          await provider.getBlockNumber();
+        },
       },
     ],
     background: (ctx) => {

@@ -47,7 +47,14 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       { start: () => need().limiter.start(), stop: () => need().limiter.stop() },
       { start: () => need().x402.start(), stop: () => need().x402.stop() },
     ],
-    readinessChecks: () => [async () => void (await provider.getBlockNumber())],
+    readinessChecks: () => [
+      {
+        name: 'chain',
+        check: async () => {
+          await provider.getBlockNumber();
+        },
+      },
+    ],
     onStop: async () => provider.destroy(),
     // Paid skill calls are answered on the bare request, ahead of express's middleware stack.
     fastPath: () => {
