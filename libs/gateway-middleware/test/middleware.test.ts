@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { createAgent } from '@paygate/agent-client';
 import { type Harness, skillSnapshot, startHarness } from '@paygate/gateway-proxy/test/harness';
 import { countStreamMessages, serveSellersForTests, testWallets, waitFor } from '@paygate/testing';
@@ -175,7 +175,10 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
 
   it('answers HTTP 500 when Paygate cannot be reached within the timeout', async () => {
     // A Paygate that accepts connections and never answers.
-    const silent = createServer(() => undefined);
+    const silentSockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      silentSockets.add(socket);
+    });
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const silentPort = (silent.address() as AddressInfo).port;
     const dead = createGateway({
@@ -197,8 +200,10 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     const noProof = await fetch(`http://127.0.0.1:${port}/x`);
     expect(noProof.status).toBe(500);
     s.closeAllConnections();
-    s.close();
-    silent.close();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+    // The silent server still holds the connections the gateway gave up on: end them too, or they outlive the suite.
+    for (const socket of silentSockets) socket.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
   });
 
   it('TICKET mode: the agent pays, gets a ticket, calls the seller, who verifies it once', async () => {
