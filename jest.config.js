@@ -8,6 +8,4 @@ module.exports = {
   },
   testTimeout: 60000,
   maxWorkers: 2,
-  // Suites start real Postgres schemas, NATS streams and anvil nodes; each cleans up after itself.
-  forceExit: true,
 };
