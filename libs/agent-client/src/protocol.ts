@@ -61,7 +61,8 @@ export class PaymentHeaderError extends Error {
     readonly field: string,
     readonly rule: string,
   ) {
-    super(`payment header ${field} ${rule}`);
+    // `header` is the value as a whole: "payment header must be Base64", not "payment header header …".
+    super(field === 'header' ? `payment header ${rule}` : `payment header ${field} ${rule}`);
     this.name = 'PaymentHeaderError';
   }
 }

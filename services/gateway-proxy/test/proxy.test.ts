@@ -114,11 +114,16 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     expect((await notBase64.json()).error).toMatchObject({
       code: 'invalid_payment_header',
       field: 'X-402-Payment',
+      rule: 'must be Base64',
+      message: 'X-402-Payment must be Base64',
     });
     const badField = Buffer.from(JSON.stringify({ txHash: '0x12' })).toString('base64');
     const res = await fetch(url('/weather/data'), { headers: { Payment: badField } });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ field: 'X-402-Payment.txHash' });
+    expect((await res.json()).error).toMatchObject({
+      field: 'X-402-Payment.txHash',
+      message: 'X-402-Payment.txHash must be a 0x-prefixed 32-byte hex hash',
+    });
   });
 
   it('forwards a paid call (method, path, query, body, safe headers) and credits it exactly once', async () => {

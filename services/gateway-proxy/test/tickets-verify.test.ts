@@ -118,7 +118,11 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
     const noDays = await post({ payment: 'x', price: '1', type: 'subscription', resource: 'GET /x' });
     expect((await noDays.json()).error).toMatchObject({ field: 'durationDays' });
     const malformed = await post({ payment: '!!', price: '0.05', type: 'payPerCall', resource: 'GET /x' });
-    expect(await malformed.json()).toMatchObject({ valid: false, reason: 'malformed_payment' });
+    expect(await malformed.json()).toMatchObject({
+      valid: false,
+      reason: 'malformed_payment',
+      message: 'payment header must be Base64',
+    });
 
     const txHash = await h.transfer('buyer', 50_000n);
     const payment = await h.header({ txHash, resource: 'GET /x' });

@@ -593,13 +593,12 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       if (!(await state.rateLimit(res, requestId, anonymousBucket))) return;
       const e = error as PaymentHeaderError;
       const field = e instanceof PaymentHeaderError ? e.field : 'header';
+      const named = `${PAYMENT_HEADER}${field === 'header' ? '' : `.${field}`}`;
+      const rule = e instanceof PaymentHeaderError ? e.rule : 'is invalid';
       sendJson(
         res,
         400,
-        errorBody(requestId, 'invalid_payment_header', `${PAYMENT_HEADER} ${e.message}`, {
-          field: `${PAYMENT_HEADER}${field === 'header' ? '' : `.${field}`}`,
-          rule: e instanceof PaymentHeaderError ? e.rule : 'is invalid',
-        }),
+        errorBody(requestId, 'invalid_payment_header', `${named} ${rule}`, { field: named, rule }),
       );
       return;
     }
