@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig as chainIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
 import { loadConfig as checkoutConfig, startCheckout } from '@paygate/checkout';
+import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
 import { loadConfig as notifierConfig, startNotifier } from '@paygate/notifier';
 import {
   publish,
@@ -133,6 +134,19 @@ async function main(): Promise<void> {
       ),
     );
     stops.push(() => indexer.stop());
+    // The ledger owns transfer claims: checkout asks it before a transfer may pay a session.
+    const ledger = await startEscrowLedger(
+      ledgerConfig(
+        env.envFor('escrow-ledger', {
+          ...common,
+          CHAIN_RPC_URL: anvil.rpcUrl,
+          USDC_ADDRESS: usdc,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          CONFIRMATIONS: '1',
+        }),
+      ),
+    );
+    stops.push(() => ledger.stop());
     const checkout = await startCheckout(
       checkoutConfig(
         env.envFor('checkout', { ...common, USDC_ADDRESS: usdc, ESCROW_ADDRESS: testWallets.escrow.address }),
