@@ -83,12 +83,19 @@ export function openSchema<DB = any>(schema: string): Kysely<DB> {
   return createDatabase<DB>({ url: TEST_DATABASE_URL, schema });
 }
 
+/**
+ * How long `waitFor` polls by default. A wait ends as soon as its condition holds, so this only bounds a
+ * failure; it is generous because CI's two cores run two suites with real Postgres, NATS and anvil at once.
+ */
+const WAIT_FOR_DEFAULT_MS = 20_000;
+
 /** Polls `probe` until it returns a truthy value, or fails after `timeoutMs` with `message`. */
 export async function waitFor<T>(
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   options: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
 ): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+  const timeoutMs = options.timeoutMs ?? WAIT_FOR_DEFAULT_MS;
+  const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {
@@ -100,7 +107,7 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
   }
   throw new Error(
-    `${options.message ?? 'condition not met'} within ${options.timeoutMs ?? 10_000} ms${lastError ? `: ${(lastError as Error).message}` : ''}`,
+    `${options.message ?? 'condition not met'} within ${timeoutMs} ms${lastError ? `: ${(lastError as Error).message}` : ''}`,
   );
 }
 
