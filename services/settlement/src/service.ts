@@ -115,7 +115,14 @@ export async function startSettlement(
         const { scheduler, transfers, relayer } = build(ctx);
         return relayer ? [transfers, scheduler, relayer] : [transfers, scheduler];
       },
-      readinessChecks: () => [async () => void (await chain.blockNumber())],
+      readinessChecks: () => [
+        {
+          name: 'chain',
+          check: async () => {
+            await chain.blockNumber();
+          },
+        },
+      ],
       onStop: async () => {
         parts?.auth.close();
       },
