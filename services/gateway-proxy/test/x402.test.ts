@@ -126,11 +126,18 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     expect(reached[0]!.headers['payment-signature']).toBeUndefined();
     expect(reached[0]!.headers['x-payment']).toBeUndefined();
     expect(reached[0]!.headers['x-paygate-tx-hash']).toBe(settled.transaction.toLowerCase());
-    const claim = await h.db
-      .selectFrom('payment_claims')
-      .selectAll()
-      .where('tx_hash', '=', settled.transaction.toLowerCase())
-      .executeTakeFirst();
+    // The claim is marked served once the seller's answer has been relayed, so just after the buyer has it.
+    const claim = await waitFor(
+      async () => {
+        const row = await h.db
+          .selectFrom('payment_claims')
+          .selectAll()
+          .where('tx_hash', '=', settled.transaction.toLowerCase())
+          .executeTakeFirst();
+        return row?.state === 'served' && row;
+      },
+      { message: 'the x402 claim was never marked served' },
+    );
     expect(claim).toMatchObject({ payer: testWallets.buyer.address, amount_micro: 50_000n, state: 'served' });
   });
 
