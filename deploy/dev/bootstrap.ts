@@ -27,8 +27,9 @@ export async function bootstrapDemo(options: {
   operatorToken: string;
   log: (line: string) => void;
 }): Promise<DemoBootstrap> {
-  const api = await startDemoApi(options.apiPort, options.publicBaseUrl);
   const seller = await signUpSeller(options.registryUrl, options.chain.wallets.seller.privateKey);
+  // The demo API checks Paygate's signature with the key derived from the seller's secret key.
+  const api = await startDemoApi(options.apiPort, seller.apiKey, options.publicBaseUrl);
   const skills = [
     {
       name: DEMO.apiSkill,

@@ -9,10 +9,11 @@ import express from 'express';
  */
 export async function startDemoApi(
   port: number,
+  secretKey: string,
   paygateUrl?: string,
 ): Promise<{ url: string; stop(): Promise<void> }> {
   const app = express();
-  app.use(verifyPaygateRequest({ paygateUrl }));
+  app.use(verifyPaygateRequest({ secretKey, paygateUrl }));
   app.use(express.json());
   app.get('/forecast', (req, res) => {
     const city = typeof req.query.city === 'string' ? req.query.city.slice(0, 60) : 'Lisbon';

@@ -5,7 +5,14 @@
  */
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createAgent } from '@paygate/agent-client';
+import {
+  createAgent,
+  EMPTY_BODY_SHA256,
+  forwardingKeyFromApiKey,
+  forwardingSignature,
+  parseRequestSignature,
+  requestSigningPayload,
+} from '@paygate/agent-client';
 import type { RunningService } from '@paygate/runtime';
 import {
   createActiveSkill,
@@ -28,6 +35,7 @@ describe('the whole system behind the edge', () => {
   let all: AllServices;
   let edge: http.Server;
   let upstream: http.Server;
+  const upstreamSaw: http.IncomingHttpHeaders[] = [];
   let baseUrl: string;
   let services: Record<string, RunningService>;
 
@@ -41,7 +49,8 @@ describe('the whole system behind the edge', () => {
       upstreams: Object.fromEntries(Object.entries(services).map(([name, s]) => [name, s.url])),
     });
     const api = express();
-    api.get('/quote', (_req, res) => {
+    api.get('/quote', (req, res) => {
+      upstreamSaw.push(req.headers);
       res.json({ quote: 'Money is never lost.' });
     });
     upstream = await new Promise((resolve) => {
@@ -101,6 +110,21 @@ describe('the whole system behind the edge', () => {
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ quote: 'Money is never lost.' });
     expect(agent.payments).toHaveLength(1);
+    // The forward was signed with the key derived from the seller's secret key (the registry → gateway path).
+    const seen = upstreamSaw.at(-1)!;
+    const signature = parseRequestSignature(seen['x-paygate-signature'] as string)!;
+    expect(signature.kid).toBe('sk');
+    const payload = requestSigningPayload({
+      ...signature,
+      method: 'GET',
+      pathAndQuery: '/quote',
+      bodySha256: EMPTY_BODY_SHA256,
+      skill: seen['x-paygate-skill'] as string,
+      txHash: seen['x-paygate-tx-hash'] as string,
+      payer: seen['x-paygate-payer'] as string,
+      amount: seen['x-paygate-amount'] as string,
+    });
+    expect(signature.signature).toBe(forwardingSignature(forwardingKeyFromApiKey(seller.apiKey), payload));
 
     const transactions = await waitFor(
       async () => {

@@ -36,7 +36,10 @@ export {
 } from './refunds';
 export {
   EMPTY_BODY_SHA256,
+  FORWARDING_KEY_ID,
   formatRequestSignature,
+  forwardingKeyFromApiKey,
+  forwardingSignature,
   PAID_REQUEST_HEADERS,
   parseRequestSignature,
   REQUEST_SIGNATURE_HEADER,

@@ -1,12 +1,20 @@
+import { createHmac } from 'node:crypto';
+
 /**
  * Paygate's signature on every request it forwards to a seller (PROXY mode), defined once for the gateway
- * that signs and the seller middleware that checks (`verifyPaygateRequest`). ES256 with the gateway's ticket
- * key (published in its JWKS), over a newline-joined payload whose first line separates it from any JWT:
+ * that signs and the seller middleware that checks (`verifyPaygateRequest`), over a newline-joined payload
+ * whose first line separates it from any JWT:
  *
  *   paygate-request-v1 \n kid \n timestamp \n nonce \n METHOD \n path+query \n sha256(body) hex \n
  *   skill \n txHash \n payer \n amount
  *
  * The last four are the values of the X-Paygate-Skill / -Tx-Hash / -Payer / -Amount headers sent alongside.
+ * Two kinds of key, told apart by `kid`:
+ * - `kid=sk`: HMAC-SHA256 with the seller's forwarding key, derived from the seller's secret API key
+ *   (`forwardingKeyFromApiKey`), so the seller checks it with the key it already holds and no other secret is
+ *   handed out; about 2 µs per request where an ES256 signature costs about 20 µs.
+ * - any other kid: ES256 with that key of the gateway's JWKS, for an account whose secret key predates
+ *   forwarding keys (until its key is rotated) or while the gateway cannot learn the forwarding key.
  */
 export const REQUEST_SIGNATURE_HEADER = 'X-Paygate-Signature';
 export const PAID_REQUEST_HEADERS = {
@@ -38,11 +46,24 @@ export function requestSigningPayload(f: SignedRequestFields): string {
   return `paygate-request-v1\n${f.kid}\n${f.timestamp}\n${f.nonce}\n${f.method}\n${f.pathAndQuery}\n${f.bodySha256}\n${f.skill}\n${f.txHash}\n${f.payer}\n${f.amount}`;
 }
 
+/** The kid of a signature made with the seller's forwarding key (HMAC-SHA256) rather than a JWKS key. */
+export const FORWARDING_KEY_ID = 'sk';
+
+/** The seller's forwarding key for a secret API key: HMAC-SHA256(key = the sk_… key, "paygate-forwarding-v1"). */
+export function forwardingKeyFromApiKey(apiKey: string): Buffer {
+  return createHmac('sha256', apiKey).update('paygate-forwarding-v1').digest();
+}
+
+/** The `sig` of a `kid=sk` signature: base64url of HMAC-SHA256(forwarding key, payload). */
+export function forwardingSignature(forwardingKey: Buffer, payload: string): string {
+  return createHmac('sha256', forwardingKey).update(payload).digest('base64url');
+}
+
 export interface RequestSignature {
   kid: string;
   timestamp: number;
   nonce: string;
-  /** base64url of the raw (IEEE P1363, r‖s) ES256 signature. */
+  /** base64url of the raw (IEEE P1363, r‖s) ES256 signature, or of the HMAC-SHA256 for `kid=sk`. */
   signature: string;
 }
 
@@ -69,7 +90,9 @@ export function parseRequestSignature(value: string | undefined): RequestSignatu
   const nonce = fields.get('nonce');
   const signature = fields.get('sig');
   if (!kid || !t || !nonce || !signature) return null;
-  if (!TOKEN.test(kid) || !TOKEN.test(nonce) || !/^[A-Za-z0-9_-]{86}$/.test(signature)) return null;
+  if (!TOKEN.test(kid) || !TOKEN.test(nonce)) return null;
+  const signatureLength = kid === FORWARDING_KEY_ID ? 43 : 86;
+  if (signature.length !== signatureLength || !/^[A-Za-z0-9_-]+$/.test(signature)) return null;
   if (!/^\d{1,12}$/.test(t)) return null;
   return { kid, timestamp: Number(t), nonce, signature };
 }

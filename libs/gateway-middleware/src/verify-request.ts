@@ -1,7 +1,10 @@
-import { createHash, verify } from 'node:crypto';
+import { createHash, timingSafeEqual, verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
   EMPTY_BODY_SHA256,
+  FORWARDING_KEY_ID,
+  forwardingKeyFromApiKey,
+  forwardingSignature,
   PAID_REQUEST_HEADERS,
   parseRequestSignature,
   REQUEST_SIGNATURE_HEADER,
@@ -15,6 +18,12 @@ import { MemoryReplayStore } from './tickets';
 import type { TicketReplayStore } from './types';
 
 export interface VerifyPaygateRequestOptions {
+  /**
+   * The seller's secret API key (sk_…): Paygate signs your forwarded requests with a key derived from it
+   * (`kid=sk`). Defaults to PAYGATE_SECRET_KEY. Without it only ES256 signatures (accounts whose key predates
+   * forwarding keys) can be checked.
+   */
+  secretKey?: string;
   /** Paygate's address (its JWKS). Defaults to PAYGATE_BASE_URL or http://localhost:8080 (the dev edge). */
   paygateUrl?: string;
   /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
@@ -58,12 +67,13 @@ const refusal = (reason: string, message: string, status = 401): Refusal => ({ s
 
 /**
  * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment.
- * Checks X-Paygate-Signature (ES256 by Paygate's published key) over method, path and query, the body's
- * sha256, the timestamp (within `toleranceSeconds`), the nonce (never seen before) and the X-Paygate-Skill,
- * -Tx-Hash, -Payer and -Amount headers; then sets req.paygate and calls next(). Anything else: 401
+ * Checks X-Paygate-Signature (HMAC-SHA256 with the forwarding key derived from your secret API key, or ES256
+ * by Paygate's published key) over method, path and query, the body's sha256, the timestamp (within
+ * `toleranceSeconds`), the nonce (never seen before) and the X-Paygate-Skill, -Tx-Hash, -Payer and -Amount
+ * headers; then sets req.paygate and calls next(). Anything else: 401
  * `{ error: "Invalid Paygate signature", reason, message }`.
  *
- *   app.use(verifyPaygateRequest());
+ *   app.use(verifyPaygateRequest()); // secret key from PAYGATE_SECRET_KEY
  *
  * Mount it before any body parser: it reads the body itself (req.rawBody; a JSON body is parsed into req.body).
  * Behind a parser, keep the bytes with `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`.
@@ -75,6 +85,10 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
   const replay = options.replayStore ?? new MemoryReplayStore();
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
   const skills = options.skills ? new Set(options.skills) : undefined;
+  const secretKey = options.secretKey ?? process.env.PAYGATE_SECRET_KEY;
+  if (secretKey !== undefined && !secretKey.startsWith('sk_'))
+    throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
+  const forwardingKey = secretKey ? forwardingKeyFromApiKey(secretKey) : undefined;
 
   async function check(req: Request): Promise<Refusal | PaygateRequest> {
     const header = req.header(REQUEST_SIGNATURE_HEADER);
@@ -91,8 +105,14 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
         'stale_signature',
         `signed ${Math.round(skewSeconds)} s away from this server's clock (at most ${toleranceSeconds} s)`,
       );
-    const key = await keys.key(signature.kid);
-    if (!key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
+    const byForwardingKey = signature.kid === FORWARDING_KEY_ID;
+    if (byForwardingKey && !forwardingKey)
+      return refusal(
+        'secret_key_required',
+        'this request is signed with the key derived from your secret API key: pass verifyPaygateRequest({ secretKey }) or set PAYGATE_SECRET_KEY',
+      );
+    const key = byForwardingKey ? undefined : await keys.key(signature.kid);
+    if (!byForwardingKey && !key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
     const body = await bodyOf(req, maxBodyBytes);
     if (!Buffer.isBuffer(body)) return body;
     const paid = {
@@ -110,16 +130,23 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
       bodySha256: body.length ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_SHA256,
       ...paid,
     });
-    const valid = verify(
-      'sha256',
-      Buffer.from(payload),
-      { key, dsaEncoding: 'ieee-p1363' },
-      Buffer.from(signature.signature, 'base64url'),
-    );
+    const valid = key
+      ? verify(
+          'sha256',
+          Buffer.from(payload),
+          { key, dsaEncoding: 'ieee-p1363' },
+          Buffer.from(signature.signature, 'base64url'),
+        )
+      : timingSafeEqual(
+          Buffer.from(forwardingSignature(forwardingKey!, payload)),
+          Buffer.from(signature.signature),
+        );
     if (!valid)
       return refusal(
         'invalid_signature',
-        'the signature does not match this method, path, body and X-Paygate-* headers',
+        byForwardingKey
+          ? 'the signature does not match this method, path, body and X-Paygate-* headers under the key derived from your secret API key (rotated it? deploy the new one)'
+          : 'the signature does not match this method, path, body and X-Paygate-* headers',
       );
     if (skills && !skills.has(paid.skill))
       return refusal('wrong_skill', `this server does not sell skill "${paid.skill}"`, 403);

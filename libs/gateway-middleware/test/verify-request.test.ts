@@ -1,7 +1,13 @@
 import { createHash, createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { formatRequestSignature, requestSigningPayload } from '@paygate/agent-client';
+import {
+  FORWARDING_KEY_ID,
+  formatRequestSignature,
+  forwardingKeyFromApiKey,
+  forwardingSignature,
+  requestSigningPayload,
+} from '@paygate/agent-client';
 import express from 'express';
 import { MemoryReplayStore, verifyPaygateRequest } from '../src';
 
@@ -27,10 +33,16 @@ describe('verifyPaygateRequest', () => {
   });
   afterAll(() => new Promise((resolve) => jwks.close(resolve)));
 
-  function signedHeaders(method: string, pathAndQuery: string, body: string): Record<string, string> {
+  /** Headers as the gateway sends them: ES256 by the JWKS key, or (`bySecretKey`) HMAC with that key's forwarding key. */
+  function signedHeaders(
+    method: string,
+    pathAndQuery: string,
+    body: string,
+    bySecretKey?: string,
+  ): Record<string, string> {
     const paid = { skill: 'weather', txHash: `0x${'12'.repeat(32)}`, payer: '0xabc', amount: '0.05' };
     const fields = {
-      kid,
+      kid: bySecretKey ? FORWARDING_KEY_ID : kid,
       timestamp: Math.floor(Date.now() / 1000),
       nonce: `n-${++nonce}`,
       method,
@@ -38,10 +50,12 @@ describe('verifyPaygateRequest', () => {
       bodySha256: createHash('sha256').update(body).digest('hex'),
       ...paid,
     };
-    const signature = sign('sha256', Buffer.from(requestSigningPayload(fields)), {
-      key: privateKey,
-      dsaEncoding: 'ieee-p1363',
-    }).toString('base64url');
+    const payload = requestSigningPayload(fields);
+    const signature = bySecretKey
+      ? forwardingSignature(forwardingKeyFromApiKey(bySecretKey), payload)
+      : sign('sha256', Buffer.from(payload), { key: privateKey, dsaEncoding: 'ieee-p1363' }).toString(
+          'base64url',
+        );
     return {
       'content-type': 'application/json',
       'x-paygate-signature': formatRequestSignature({ ...fields, signature }),
@@ -138,6 +152,47 @@ describe('verifyPaygateRequest', () => {
         reason: 'wrong_skill',
       });
     });
+  });
+
+  it('checks a signature made with the key derived from the secret API key (kid=sk): accepts it once, refuses another key, a tampered body, or no secret key configured', async () => {
+    const secretKey = 'sk_test_0123456789abcdefghijklmn';
+    const app = express();
+    app.use('/mine', verifyPaygateRequest({ paygateUrl, secretKey }));
+    app.use('/unconfigured', verifyPaygateRequest({ paygateUrl }));
+    app.post(['/mine', '/unconfigured'], (req, res) => res.json({ paid: req.paygate }));
+    const body = '{"city": "Porto"}';
+    await serve(app, async (url) => {
+      const post = async (path: string, headers: Record<string, string>, sent = body) => {
+        const res = await fetch(`${url}${path}`, { method: 'POST', headers, body: sent });
+        const json = await res.json();
+        return { status: res.status, reason: json.reason, skill: json.paid?.skill };
+      };
+      const signed = signedHeaders('POST', '/mine', body, secretKey);
+      expect(await post('/mine', signed)).toEqual({ status: 200, skill: 'weather' });
+      expect(await post('/mine', signed)).toEqual({ status: 401, reason: 'replayed_request' });
+      expect(
+        await post('/mine', signedHeaders('POST', '/mine', body, 'sk_test_someone_else_s_key_0000')),
+      ).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      expect(
+        await post('/mine', signedHeaders('POST', '/mine', body, secretKey), '{"city": "Oslo"}'),
+      ).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      // An ES256 signature (an account whose key predates forwarding keys) still passes where a secret key is set.
+      expect(await post('/mine', signedHeaders('POST', '/mine', body))).toEqual({
+        status: 200,
+        skill: 'weather',
+      });
+      expect(await post('/unconfigured', signedHeaders('POST', '/unconfigured', body, secretKey))).toEqual({
+        status: 401,
+        reason: 'secret_key_required',
+      });
+    });
+    expect(() => verifyPaygateRequest({ secretKey: 'pk_test_not_a_secret_key' })).toThrow(/sk_/);
   });
 
   it('MemoryReplayStore stays bounded: when full, the oldest id is forgotten first', () => {

@@ -48,7 +48,7 @@ export {
 export { type ServiceProcess, spawnTsProcess } from './processes';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
-export { serveSellersForTests } from './sellers';
+export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deploySmartWallet } from './smart-wallet';
 export { serveTransferClaimsForTests } from './transfer-claims';
 export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';

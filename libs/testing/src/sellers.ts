@@ -18,3 +18,19 @@ export function serveSellersForTests(bus: Bus, sellers: Record<string, SellerIde
     quiet,
   );
 }
+
+/**
+ * Answers the registry's forwarding-key RPC from a fixed table of sellerId → forwarding key (derive it with
+ * `forwardingKeyFromApiKey` of @paygate/agent-client); sellers not in it have none (the gateway signs ES256).
+ */
+export function serveForwardingKeysForTests(bus: Bus, keys: Record<string, Buffer>): Promise<RpcServer> {
+  return serveRpc(
+    bus,
+    'registry.forwarding_key',
+    async ({ sellerId }) => {
+      const key = keys[sellerId];
+      return key ? { ok: true, key: key.toString('base64url'), apiKeyVersion: 1 } : { ok: false };
+    },
+    quiet,
+  );
+}

@@ -27,6 +27,8 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   x402InclusionWaitMs: number;
   /** Timeout of a NATS request to settlement's relayer (on top of the inclusion wait). */
   relayerTimeoutMs: number;
+  /** Timeout of a NATS request to the registry (a seller's forwarding key). */
+  registryTimeoutMs: number;
   /** x402: an authorization still being settled this long after its caller gave up is finished by the recovery pass. */
   x402RecoveryAfterMs: number;
   x402RecoveryIntervalMs: number;
@@ -55,6 +57,7 @@ export function loadConfig(
     X402_MAX_TIMEOUT_SECONDS: number;
     X402_INCLUSION_WAIT_MS: number;
     RELAYER_TIMEOUT_MS: number;
+    REGISTRY_TIMEOUT_MS: number;
     X402_RECOVERY_AFTER_MS: number;
     X402_RECOVERY_INTERVAL_MS: number;
   }>(env, {
@@ -67,6 +70,7 @@ export function loadConfig(
     X402_MAX_TIMEOUT_SECONDS: num({ default: 60 }),
     X402_INCLUSION_WAIT_MS: num({ default: 15_000 }),
     RELAYER_TIMEOUT_MS: num({ default: 3000 }),
+    REGISTRY_TIMEOUT_MS: num({ default: 2000 }),
     X402_RECOVERY_AFTER_MS: num({ default: 30_000 }),
     X402_RECOVERY_INTERVAL_MS: num({ default: 5000 }),
   });
@@ -82,6 +86,7 @@ export function loadConfig(
   positive('X402_MAX_TIMEOUT_SECONDS', parsed.X402_MAX_TIMEOUT_SECONDS);
   positive('X402_INCLUSION_WAIT_MS', parsed.X402_INCLUSION_WAIT_MS);
   positive('RELAYER_TIMEOUT_MS', parsed.RELAYER_TIMEOUT_MS);
+  positive('REGISTRY_TIMEOUT_MS', parsed.REGISTRY_TIMEOUT_MS);
   positive('X402_RECOVERY_AFTER_MS', parsed.X402_RECOVERY_AFTER_MS);
   positive('X402_RECOVERY_INTERVAL_MS', parsed.X402_RECOVERY_INTERVAL_MS);
   if (parsed.X402_INCLUSION_WAIT_MS > 60_000) problems.push('X402_INCLUSION_WAIT_MS: must be at most 60000');
@@ -106,6 +111,7 @@ export function loadConfig(
     x402MaxTimeoutSeconds: parsed.X402_MAX_TIMEOUT_SECONDS,
     x402InclusionWaitMs: parsed.X402_INCLUSION_WAIT_MS,
     relayerTimeoutMs: parsed.RELAYER_TIMEOUT_MS,
+    registryTimeoutMs: parsed.REGISTRY_TIMEOUT_MS,
     x402RecoveryAfterMs: parsed.X402_RECOVERY_AFTER_MS,
     x402RecoveryIntervalMs: parsed.X402_RECOVERY_INTERVAL_MS,
     now,

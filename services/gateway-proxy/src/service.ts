@@ -46,6 +46,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     background: () => [
       { start: () => need().limiter.start(), stop: () => need().limiter.stop() },
       { start: () => need().x402.start(), stop: () => need().x402.stop() },
+      { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
     ],
     readinessChecks: () => [
       {

@@ -15,6 +15,7 @@ import {
   forwardRequest,
   forwardRequestThen,
 } from './proxy/forward';
+import { ForwardingKeys } from './proxy/forwarding-keys';
 import { RequestSigner } from './proxy/signing';
 import { SharedRateLimiter } from './ratelimit/limiter';
 import { SkillDirectory } from './skills/projection';
@@ -46,6 +47,8 @@ export interface GatewayState {
   rateLimitLocal(res: ServerResponse, bucket: string): boolean | undefined;
   /** What every forward uses: timeout, signer, body bound, and the connection pools to sellers. */
   forwarding: ForwardOptions;
+  /** Sellers' forwarding keys (what their forwarded requests are signed with), learnt from the registry. */
+  forwardingKeys: ForwardingKeys;
   forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
   /** The same with a callback (no promise): the cached-subscription hot path. */
   forwardThen(
@@ -167,6 +170,7 @@ export async function createGatewayState(
       return false;
     },
     forwarding: forwardOptions,
+    forwardingKeys: new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs }),
     forward: (req, res, target) => forwardRequest(req, res, target, forwardOptions),
     forwardThen: (req, res, target, done) => forwardRequestThen(req, res, target, forwardOptions, done),
   };

@@ -1,10 +1,10 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseRequestSignature, requestSigningPayload } from '@paygate/agent-client';
+import { forwardingKeyFromApiKey, parseRequestSignature, requestSigningPayload } from '@paygate/agent-client';
 import { verifyPaygateRequest } from '@paygate/gateway-middleware';
 import { sellerHttpAgents } from '@paygate/net';
-import { countStreamMessages, testWallets, waitFor } from '@paygate/testing';
+import { countStreamMessages, serveForwardingKeysForTests, testWallets, waitFor } from '@paygate/testing';
 import express from 'express';
 import { RequestSigner } from '../src/proxy/signing';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
@@ -460,6 +460,7 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
         signed.url,
         'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
         copied,
+        null,
       );
       expect(await direct({ ...copied, 'x-paygate-signature': stale }, '')).toEqual({
         status: 401,
@@ -467,6 +468,62 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       });
       expect(received).toHaveLength(1);
     } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it("signs with the seller's forwarding key (kid=sk) when the registry has one; the seller checks it with its sk_ key, and a rotated key is used at once", async () => {
+    const firstKey = 'sk_test_hmac_seller_first_key_000';
+    const rotatedKey = 'sk_test_hmac_seller_rotated_key_00';
+    const keys: Record<string, Buffer> = { 'seller-hmac': forwardingKeyFromApiKey(firstKey) };
+    const registry = await serveForwardingKeysForTests(h.bus, keys);
+    let secretKey = firstKey;
+    const seen: string[] = [];
+    const app = express();
+    // The seller's origin: the middleware is rebuilt per request only so this test can swap the seller's key.
+    app.use((req, res, next) =>
+      verifyPaygateRequest({ paygateUrl: h.gateway.url, secretKey })(req, res, next),
+    );
+    app.get('/origin/data', (req, res) => {
+      seen.push(req.header('x-paygate-signature')!);
+      res.json({ paid: req.paygate?.txHash });
+    });
+    const server: Server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await h.publishSkill(
+        skillSnapshot({ name: 'hmac-signed', sellerId: 'seller-hmac', apiBaseUrl: `${origin}/origin` }),
+      );
+      const pay = async () => {
+        const resource = h.resource('GET', 'hmac-signed', '/data');
+        const txHash = await h.transfer('buyer', 50_000n);
+        const res = await fetch(url('/hmac-signed/data'), {
+          headers: { 'X-402-Payment': await h.header({ txHash, resource, amount: 50_000n }) },
+        });
+        return { status: res.status, body: await res.json(), txHash: txHash.toLowerCase() };
+      };
+      const first = await pay();
+      expect(first).toMatchObject({ status: 200, body: { paid: first.txHash } });
+      expect(parseRequestSignature(seen[0])).toMatchObject({ kid: 'sk' });
+
+      // The seller rotates its API key: the registry derives the new forwarding key and publishes seller.updated.
+      keys['seller-hmac'] = forwardingKeyFromApiKey(rotatedKey);
+      secretKey = rotatedKey;
+      h.bus.nc.publish(
+        h.bus.subjectFor('seller.updated'),
+        new TextEncoder().encode(JSON.stringify({ data: { sellerId: 'seller-hmac' } })),
+      );
+      await h.bus.nc.flush();
+      const second = await waitFor(async () => {
+        const answer = await pay();
+        return answer.status === 200 && answer;
+      });
+      expect(second.body).toEqual({ paid: second.txHash });
+      expect(parseRequestSignature(seen.at(-1))).toMatchObject({ kid: 'sk' });
+    } finally {
+      await registry.stop();
       server.closeAllConnections();
       server.close();
     }

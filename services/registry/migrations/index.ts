@@ -1,7 +1,9 @@
 import type { Migration } from 'kysely';
 import { init } from './2026-11-22-0100-init';
+import { forwardingKey } from './2026-11-23-0100-forwarding-key';
 
 /** Frozen, date-prefixed migrations of the registry schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
+  '2026-11-23-0100-forwarding-key': forwardingKey,
 };

@@ -11,6 +11,8 @@ export interface SellersTable {
   webhook_url: string | null;
   webhook_secret_encrypted: string | null;
   webhook_secret_version: Generated<number>;
+  /** Sealed base64url forwarding key (derived from the current API key); null for keys issued before it existed. */
+  forwarding_key_encrypted: string | null;
   settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
   minimum_settlement_micro: Generated<bigint>;
   revision: Generated<number>;

@@ -9,7 +9,8 @@ import type { RegistryContext } from './context';
  * its replicas):
  * - registry.resolve_api_key {apiKey} -> the seller identity, looked up by the key's sha256 (or, for a
  *   dashboard session token, by the seller the valid token names);
- * - registry.webhook_secret {sellerId} -> the webhook signing secret (notifier signs with it; never in events).
+ * - registry.webhook_secret {sellerId} -> the webhook signing secret (notifier signs with it; never in events);
+ * - registry.forwarding_key {sellerId} -> the key the gateway signs the seller's forwarded requests with.
  * A database error is answered as a service error, so callers answer 503 rather than "unknown key".
  */
 export function rpcResponders(rc: RegistryContext): BackgroundTask {
@@ -37,6 +38,15 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
               ok: true,
               secret: rc.secrets.open(seller.webhook_secret_encrypted),
               version: seller.webhook_secret_version,
+            };
+          },
+          'registry.forwarding_key': async ({ sellerId }) => {
+            const seller = await findSellerById(ctx.db, sellerId);
+            if (!seller?.forwarding_key_encrypted) return { ok: false };
+            return {
+              ok: true,
+              key: rc.secrets.open(seller.forwarding_key_encrypted),
+              apiKeyVersion: seller.api_key_version,
             };
           },
         },

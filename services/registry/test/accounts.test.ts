@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { forwardingKeyFromApiKey } from '@paygate/agent-client';
+import { requestRpc } from '@paygate/bus';
 import { EventRecorder, openSchema, signUpSeller, siweMessageText, testWallets } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { api, type Harness, startHarness } from './helpers';
@@ -152,6 +154,40 @@ describe('account and keys', () => {
     expect((await api(h.url, 'GET', '/api/v1/account', { token: rotated.body.apiKey })).status).toBe(200);
     const account = await api(h.url, 'GET', '/api/v1/account', { token: rotated.body.apiKey });
     expect(JSON.stringify(account.body)).not.toContain('sk_');
+  });
+
+  it("answers the gateway's registry.forwarding_key with the key derived from the current API key, sealed at rest", async () => {
+    const seller = await signUpSeller(h.url, Wallet.createRandom());
+    const bus = await h.env.bus();
+    const ask = (sellerId: string) =>
+      requestRpc(bus, 'registry.forwarding_key', { sellerId }, { timeoutMs: 2000 });
+    expect(await ask(seller.sellerId)).toEqual({
+      ok: true,
+      key: forwardingKeyFromApiKey(seller.apiKey).toString('base64url'),
+      apiKeyVersion: 1,
+    });
+    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', { token: seller.apiKey });
+    expect(await ask(seller.sellerId)).toEqual({
+      ok: true,
+      key: forwardingKeyFromApiKey(rotated.body.apiKey).toString('base64url'),
+      apiKeyVersion: 2,
+    });
+    const row = await h.registry.ctx.db
+      .selectFrom('sellers')
+      .select('forwarding_key_encrypted')
+      .where('id', '=', seller.sellerId)
+      .executeTakeFirstOrThrow();
+    expect(row.forwarding_key_encrypted).not.toContain(
+      forwardingKeyFromApiKey(rotated.body.apiKey).toString('base64url'),
+    );
+    // An account whose key predates forwarding keys has none until it rotates its key: the gateway signs ES256.
+    await h.registry.ctx.db
+      .updateTable('sellers')
+      .set({ forwarding_key_encrypted: null })
+      .where('id', '=', seller.sellerId)
+      .execute();
+    expect(await ask(seller.sellerId)).toEqual({ ok: false });
+    expect(await ask('sel_nobody')).toEqual({ ok: false });
   });
 
   it('rotates the publishable key: a new pk_ on the account, the old one gone', async () => {

@@ -11,6 +11,8 @@ import {
   ReservePayoutRequest,
 } from './escrow-ledger';
 import {
+  ForwardingKeyReply,
+  ForwardingKeyRequest,
   ResolveApiKeyReply,
   ResolveApiKeyRequest,
   WebhookSecretReply,
@@ -77,6 +79,13 @@ export const RPCS = {
     request: WebhookSecretRequest,
     reply: WebhookSecretReply,
     description: "A seller's webhook signing secret, for the notifier.",
+  },
+  'registry.forwarding_key': {
+    responder: 'registry',
+    request: ForwardingKeyRequest,
+    reply: ForwardingKeyReply,
+    description:
+      "The key the gateway signs a seller's forwarded requests with (derived from the secret API key).",
   },
   'relayer.submit_authorization': {
     responder: 'settlement',

@@ -54,3 +54,23 @@ export const WebhookSecretReply = Type.Union([
   ),
   Type.Object({ ok: Type.Literal(false) }, { additionalProperties: false }),
 ]);
+
+/**
+ * `registry.forwarding_key`: the key the gateway signs a seller's forwarded requests with (HMAC-SHA256), derived
+ * from the seller's current secret API key (`forwardingKeyFromApiKey` in @paygate/agent-client), so the seller's
+ * origin checks it with the key it already holds. `ok: false` for an account whose secret key predates
+ * forwarding keys (the gateway signs its requests with ES256 until the key is rotated).
+ */
+export const ForwardingKeyRequest = Type.Object({ sellerId: Id }, { additionalProperties: false });
+
+export const ForwardingKeyReply = Type.Union([
+  Type.Object(
+    {
+      ok: Type.Literal(true),
+      key: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'base64url of the 32-byte key' }),
+      apiKeyVersion: Type.Integer({ minimum: 1 }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object({ ok: Type.Literal(false) }, { additionalProperties: false }),
+]);

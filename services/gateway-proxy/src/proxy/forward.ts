@@ -59,6 +59,8 @@ export interface ForwardTarget {
   url: { protocol: string; hostname: string; port: string; path: string };
   /** Extra headers telling the seller who paid. */
   extraHeaders: Readonly<Record<string, string>>;
+  /** The seller's forwarding key (ForwardingKeys); null: the request is signed with ES256. */
+  forwardingKey: Buffer | null;
 }
 
 export type ForwardResult =
@@ -232,6 +234,7 @@ function sendUpstream(
     target.url.path,
     bodySha256,
     extraHeaders,
+    target.forwardingKey,
   );
 
   let settled = false;

@@ -1,11 +1,19 @@
 import { randomBytes, sign } from 'node:crypto';
-import { formatRequestSignature, PAID_REQUEST_HEADERS, requestSigningPayload } from '@paygate/agent-client';
+import {
+  FORWARDING_KEY_ID,
+  formatRequestSignature,
+  forwardingSignature,
+  PAID_REQUEST_HEADERS,
+  requestSigningPayload,
+} from '@paygate/agent-client';
 import type { TicketKeyStore } from '../tickets/keys';
 
 /**
  * Signs what the gateway forwards to a seller, so a seller's origin can refuse anything that did not come
- * through a paid call (`verifyPaygateRequest` in @paygate/gateway-middleware). ES256 with the ticket key:
- * sellers already fetch its JWKS, and no per-seller secret has to be handed out or rotated.
+ * through a paid call (`verifyPaygateRequest` in @paygate/gateway-middleware). HMAC-SHA256 with the seller's
+ * forwarding key (derived from its secret API key, so nothing new is handed out) when the gateway knows it;
+ * otherwise ES256 with the ticket key, whose JWKS sellers already fetch. The HMAC costs about 2 µs a request,
+ * the ES256 signature about 20 µs, which halved the gateway's throughput in `make bench`.
  */
 export class RequestSigner {
   // Nonces: a random per-process prefix (96 bits, so replicas never collide) and a counter; cheaper than a UUID.
@@ -17,14 +25,19 @@ export class RequestSigner {
     private readonly now: () => Date,
   ) {}
 
-  /** The X-Paygate-Signature value for one forwarded request; `paid` holds the X-Paygate-* headers sent with it. */
+  /**
+   * The X-Paygate-Signature value for one forwarded request; `paid` holds the X-Paygate-* headers sent with it,
+   * `forwardingKey` the seller's key (null: ES256).
+   */
   signatureFor(
     method: string,
     pathAndQuery: string,
     bodySha256: string,
     paid: Readonly<Record<string, string>>,
+    forwardingKey: Buffer | null,
   ): string {
-    const { kid, privateKey } = this.keys.signingKey();
+    const signing = forwardingKey ? undefined : this.keys.signingKey();
+    const kid = signing ? signing.kid : FORWARDING_KEY_ID;
     const fields = {
       kid,
       timestamp: Math.floor(this.now().getTime() / 1000),
@@ -37,10 +50,12 @@ export class RequestSigner {
       payer: paid[PAID_REQUEST_HEADERS.payer] ?? '',
       amount: paid[PAID_REQUEST_HEADERS.amount] ?? '',
     };
-    const signature = sign('sha256', Buffer.from(requestSigningPayload(fields)), {
-      key: privateKey,
-      dsaEncoding: 'ieee-p1363',
-    }).toString('base64url');
+    const payload = requestSigningPayload(fields);
+    const signature = signing
+      ? sign('sha256', Buffer.from(payload), { key: signing.privateKey, dsaEncoding: 'ieee-p1363' }).toString(
+          'base64url',
+        )
+      : forwardingSignature(forwardingKey!, payload);
     return formatRequestSignature({ kid, timestamp: fields.timestamp, nonce: fields.nonce, signature });
   }
 }

@@ -329,6 +329,8 @@ function serveCachedSubscription(
   const found = routePlanFor(state, skill, url.name, method, url.path);
   if (found.lookup.kind !== 'found' || !found.base) return false;
   const plan = found as FoundPlan & { base: SellerBase };
+  const forwardingKey = state.forwardingKeys.peek(skill.sellerId);
+  if (forwardingKey === undefined) return false;
   const headerValue = paymentHeaderOf(req);
   if (!headerValue) return false;
   let proof: PaymentProof;
@@ -347,7 +349,8 @@ function serveCachedSubscription(
   acceptedReuse.inc();
   const claim = outcome.claim;
   res.setHeader('Server-Timing', chainTiming(0, performance.now() - started));
-  state.forwardThen(req, res, forwardTarget(plan.base, url, clientIpOf(req), claim, skill), (result) => {
+  const target = forwardTarget(plan.base, url, clientIpOf(req), claim, skill, forwardingKey);
+  state.forwardThen(req, res, target, (result) => {
     try {
       finishForward(state, res, requestId, claim, result, NO_HEADERS)?.catch((error) =>
         fail(res, requestId, error),
@@ -367,6 +370,7 @@ function forwardTarget(
   clientIp: string,
   claim: PaymentClaim,
   skill: SkillSnapshot,
+  forwardingKey: Buffer | null,
 ): ForwardTarget {
   return {
     url: {
@@ -377,6 +381,7 @@ function forwardTarget(
     },
     clientIp,
     extraHeaders: payerHeaders(claim, skill.name),
+    forwardingKey,
   };
 }
 
@@ -701,7 +706,12 @@ async function serveClaim(
     );
     return;
   }
-  const result = await state.forward(req, res, forwardTarget(base, url, clientIp, claim, skill));
+  const forwardingKey = await state.forwardingKeys.keyFor(skill.sellerId);
+  const result = await state.forward(
+    req,
+    res,
+    forwardTarget(base, url, clientIp, claim, skill, forwardingKey),
+  );
   await finishForward(state, res, requestId, claim, result, answerHeaders);
 }
 

@@ -8,7 +8,14 @@ import { currentSeller, sellerRouteAuth } from '../auth/authenticate';
 import { issueSessionToken } from '../auth/sessions';
 import type { RegistryContext } from '../context';
 import { EmptyBody } from '../shared/schema';
-import { hashApiKey, newApiKey, newId, newPublishableKey, newWebhookSecret } from '../shared/secrets';
+import {
+  hashApiKey,
+  newApiKey,
+  newId,
+  newPublishableKey,
+  newWebhookSecret,
+  sealedForwardingKey,
+} from '../shared/secrets';
 import { checkSellerUrl } from '../shared/urls';
 import { publishSellerUpdated, toAccount } from './repository';
 import {
@@ -156,6 +163,7 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
               wallet_address: message.address,
               payout_address: message.address,
               api_key_hash: hashApiKey(apiKey),
+              forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
               publishable_key: newPublishableKey(config.production),
               webhook_url: null,
               webhook_secret_encrypted: null,
@@ -317,6 +325,7 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
             .updateTable('sellers')
             .set((eb) => ({
               api_key_hash: hashApiKey(apiKey),
+              forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
               api_key_version: eb('api_key_version', '+', 1),
               revision: eb('revision', '+', 1),
               updated_at: now,

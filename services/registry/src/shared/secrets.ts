@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { forwardingKeyFromApiKey } from '@paygate/agent-client';
 
 /** API keys are 192-bit random strings, so a fast hash (sha256) is the right lookup key: nothing to brute-force. */
 export function hashApiKey(apiKey: string): string {
@@ -7,6 +8,11 @@ export function hashApiKey(apiKey: string): string {
 
 export function newApiKey(production: boolean): string {
   return `${production ? 'sk_live_' : 'sk_test_'}${randomBytes(24).toString('base64url')}`;
+}
+
+/** The gateway signs forwarded requests with this key; the seller derives the same one from its API key. */
+export function sealedForwardingKey(box: SecretBox, apiKey: string): string {
+  return box.seal(forwardingKeyFromApiKey(apiKey).toString('base64url'));
 }
 
 export function newPublishableKey(production: boolean): string {

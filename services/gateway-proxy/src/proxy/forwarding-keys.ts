@@ -1,0 +1,101 @@
+import { type Bus, requestRpc } from '@paygate/bus';
+import { LRUCache } from 'lru-cache';
+import type { Subscription } from 'nats';
+
+interface Entry {
+  /** The key, or null: the seller has none (or the registry did not answer), so its requests are signed ES256. */
+  key: Buffer | null;
+  /** After this the entry is still used, but refreshed in the background. */
+  freshUntilMs: number;
+}
+
+export interface ForwardingKeysOptions {
+  /** Longest wait for the registry's answer. */
+  timeoutMs: number;
+  /** How long a learnt key (or the absence of one) is used before it is asked again. */
+  refreshAfterMs?: number;
+  /** How long "the registry did not answer" is kept (requests are signed ES256 meanwhile). */
+  failureRetryMs?: number;
+  maxEntries?: number;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Sellers' forwarding keys (the HMAC keys forwarded requests are signed with), asked of the registry by
+ * request-reply and kept in memory only (never logged). `seller.updated` (a rotated API key) drops a seller's
+ * entry at once; an entry is also refreshed after `refreshAfterMs` in case that event was missed.
+ */
+export class ForwardingKeys {
+  private readonly cache: LRUCache<string, Entry>;
+  private readonly loading = new Map<string, Promise<Buffer | null>>();
+  private readonly subscription: Subscription;
+  private readonly refreshAfterMs: number;
+  private readonly failureRetryMs: number;
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly options: ForwardingKeysOptions,
+  ) {
+    this.refreshAfterMs = options.refreshAfterMs ?? 60_000;
+    this.failureRetryMs = options.failureRetryMs ?? 5_000;
+    this.cache = new LRUCache({ max: options.maxEntries ?? 10_000 });
+    // A core subscription also sees the events the registry publishes to JetStream.
+    this.subscription = bus.nc.subscribe(bus.subjectFor('seller.updated'), {
+      callback: (_error, message) => {
+        try {
+          const event = JSON.parse(decoder.decode(message.data)) as { data?: { sellerId?: string } };
+          if (event.data?.sellerId) this.cache.delete(event.data.sellerId);
+        } catch {
+          // not ours to judge; consumers validate events
+        }
+      },
+    });
+  }
+
+  /**
+   * Without waiting: the seller's key, null when its requests are signed ES256, undefined when not learnt yet
+   * (call `keyFor`). A stale entry is returned and refreshed in the background.
+   */
+  peek(sellerId: string): Buffer | null | undefined {
+    const entry = this.cache.get(sellerId);
+    if (entry && entry.freshUntilMs < Date.now()) void this.keyFor(sellerId, true);
+    return entry?.key;
+  }
+
+  /** The seller's key, asked of the registry unless fresh in memory; null when its requests are signed ES256. */
+  async keyFor(sellerId: string, refresh = false): Promise<Buffer | null> {
+    const entry = this.cache.get(sellerId);
+    if (entry && !refresh && entry.freshUntilMs >= Date.now()) return entry.key;
+    const pending = this.loading.get(sellerId);
+    if (pending) return pending;
+    const loading = this.ask(sellerId).finally(() => this.loading.delete(sellerId));
+    this.loading.set(sellerId, loading);
+    return loading;
+  }
+
+  close(): void {
+    this.subscription.unsubscribe();
+  }
+
+  private async ask(sellerId: string): Promise<Buffer | null> {
+    let key: Buffer | null = null;
+    let freshForMs = this.refreshAfterMs;
+    try {
+      const reply = await requestRpc(
+        this.bus,
+        'registry.forwarding_key',
+        { sellerId },
+        { timeoutMs: this.options.timeoutMs },
+      );
+      if (reply.ok) key = Buffer.from(reply.key, 'base64url');
+    } catch {
+      // The registry is unreachable: keep a key already learnt, else sign with ES256 (sellers accept both),
+      // and ask again soon.
+      key = this.cache.get(sellerId)?.key ?? null;
+      freshForMs = this.failureRetryMs;
+    }
+    this.cache.set(sellerId, { key, freshUntilMs: Date.now() + freshForMs });
+    return key;
+  }
+}
