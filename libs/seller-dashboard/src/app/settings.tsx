@@ -155,7 +155,7 @@ function Keys(props: {
   const rotate = async (what: 'api-key' | 'publishable-key' | 'webhook-secret') => {
     const warnings = {
       'api-key':
-        'Rotate the secret API key? The current sk_ key stops working at once on every server that uses it.',
+        'Rotate the secret API key? The current sk_ key stops working at once on every server that uses it, and Paygate signs requests to your API with a key derived from the new one: deploy it where verifyPaygateRequest runs.',
       'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
       'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
     };
