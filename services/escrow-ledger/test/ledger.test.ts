@@ -479,6 +479,36 @@ describe('ledger', () => {
     await expectBooksConsistent();
   });
 
+  test('approving a request whose transaction the seller already refunded in full is 409 nothing_refundable', async () => {
+    const { txn } = await pay({ amount: '2', holdPeriodHours: 24 });
+    const buyer = new Wallet(BUYER_KEY);
+    const created = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        reason: 'broken',
+        signature: await buyer.signMessage(refundRequestMessage({ transactionId: txn.id }, 'broken')),
+      },
+    });
+    expect(created.status).toBe(201);
+    const direct = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '2', reason: 'refunded directly' },
+    });
+    expect(direct.status).toBe(201);
+    // The seller sent no amount: the answer must not blame a field it did not send.
+    const approved = await h.http(`/api/v1/refund-requests/${created.body.refundRequestId}/approve`, {
+      body: {},
+    });
+    expect(approved.status).toBe(409);
+    expect(approved.body.error).toMatchObject({ code: 'nothing_refundable' });
+    expect(approved.body.error.field).toBeUndefined();
+    // Still pending: the seller can reject it.
+    const rejected = await h.http(`/api/v1/refund-requests/${created.body.refundRequestId}/reject`, {
+      body: { reason: 'already refunded' },
+    });
+    expect(rejected.body).toMatchObject({ status: 'rejected' });
+  });
+
   test('transfer.reorged reverses the transfer and what its payment caused', async () => {
     const { payment, txn, observed } = await pay({ amount: '6', holdPeriodHours: 24 });
     const escrowBefore = await accountBalance(db, 'escrow_asset');

@@ -380,7 +380,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
       ...SELLER_ERRORS,
       '404': 'not_found: no such request for this seller',
       '409':
-        'refund_request_not_pending | amount_exceeds_refundable | transaction_reversed | idempotency_key_reused',
+        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | transaction_reversed | idempotency_key_reused',
     },
     handler: async (req, res) => {
       const body = req.body ?? {};
@@ -390,6 +390,15 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
         withIdempotency(trx, expressRequest(req), sellerId, async () => {
           const request = await lockPendingRequest(trx, req.params.id, sellerId);
           const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
+          // No amount means all that remains: when nothing does (the seller refunded it directly meanwhile),
+          // say so, as the buyer's create route does, rather than blame an amount the seller did not send.
+          if (
+            amountMicro === undefined &&
+            txn.escrow_status !== 'reversed' &&
+            txn.refunded_micro >= txn.amount_micro
+          ) {
+            throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+          }
           const refund = await bookRefund(trx, deps, txn, {
             amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
             reason: request.reason,
