@@ -449,6 +449,16 @@ describe('ledger', () => {
       body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
     });
     expect(again.status).toBe(201);
+    // A retry whose first answer was lost: refused as a duplicate, but naming the pending request.
+    const retried = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
+    });
+    expect(retried.status).toBe(409);
+    expect(retried.body.error).toMatchObject({
+      code: 'refund_request_pending',
+      refundRequestId: again.body.refundRequestId,
+    });
     const foreignApprove = await h.http(`/api/v1/refund-requests/${again.body.refundRequestId}/approve`, {
       key: OTHER_SELLER_KEY,
       body: {},

@@ -245,7 +245,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
       '403': 'not_payer: signed by another wallet than the payer (field signature)',
       '404':
         'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
-      '409': 'nothing_refundable | refund_request_pending',
+      '409': 'nothing_refundable | refund_request_pending (error.refundRequestId names the pending request)',
     },
     handler: async (req, res) => {
       const body = req.body;
@@ -272,15 +272,19 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
         if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
           throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
         }
-        const pending =
-          await sql`select 1 from refund_requests where transaction_id = ${txn.id} and status = 'pending'`.execute(
-            trx,
-          );
-        if (pending.rows.length > 0) {
+        const pending = await sql<{
+          id: string;
+        }>`select id from refund_requests where transaction_id = ${txn.id} and status = 'pending'`.execute(
+          trx,
+        );
+        if (pending.rows[0]) {
+          // The caller proved it is the payer: name the pending request, so a buyer retrying a request whose
+          // answer it lost can still follow it on the status route.
           throw new HttpError(
             409,
             'refund_request_pending',
             'a refund request for this transaction is already pending',
+            { refundRequestId: pending.rows[0].id },
           );
         }
         const now = deps.now();
