@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@paygate/telemetry';
 import express, { type ErrorRequestHandler, type Express as ExpressApp, type Request } from 'express';
-import { type ErrorBody, HttpError, invalidJson } from './errors';
+import { badRequest, type ErrorBody, HttpError, invalidJson } from './errors';
 import { assertStoredText } from './validation';
 
 declare global {
@@ -127,6 +127,14 @@ export function errorResponse(
         },
       },
     };
+  }
+  // Express could not decode a path value ("%zz", a cut UTF-8 sequence): bad input, named like any other.
+  if (error instanceof URIError && (error as { status?: number }).status === 400) {
+    return errorResponse(
+      badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
+      requestId,
+      onUnexpected,
+    );
   }
   if (typeof error?.status === 'number' && error.status >= 400 && error.status < 500) {
     return {

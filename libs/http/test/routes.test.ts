@@ -77,6 +77,18 @@ describe('routes declared once: express registration, validation and the OpenAPI
     expect((await request(server).get('/things/zz')).status).toBe(404);
   });
 
+  test('a path value that is not valid percent-encoding is a 400 naming the path and the rule', async () => {
+    for (const path of ['/things/%zz', '/things/%E0%A4%A', '/things/%ff']) {
+      const bad = await request(server).get(path);
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toMatchObject({
+        code: 'invalid_request',
+        field: 'path',
+        rule: 'must be valid percent-encoded UTF-8',
+      });
+    }
+  });
+
   test('auth runs first, then the body schema', async () => {
     expect((await request(server).post('/things').send({ id: 'b', size: 2 })).status).toBe(401);
     const invalid = await request(server)
