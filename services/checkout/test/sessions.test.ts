@@ -97,6 +97,17 @@ describe('checkout sessions', () => {
       .set('Authorization', `Bearer ${h.secretKey}`)
       .send({ amount: '0', description: 'x' });
     expect(zero.body.error.field).toBe('amount');
+    // Price + suffix must stay a valid USDC amount (at most 10 billion), or no transfer could ever be matched
+    // to the session (every consumer refuses the larger amount).
+    const huge = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', `Bearer ${h.secretKey}`)
+      .send({ amount: '10000000000', description: 'x' });
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({
+      field: 'amount',
+      rule: expect.stringMatching(/^must be at most /),
+    });
     const unknown = await request(h.url)
       .post('/api/v1/checkout/sessions')
       .set('Authorization', 'Bearer sk_unknown_0123456789abcdef')

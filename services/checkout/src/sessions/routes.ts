@@ -10,7 +10,7 @@ import {
   idempotencyKeyParameter,
   notFound,
 } from '@paygate/http';
-import { MoneyFormatError, parseUsdc } from '@paygate/money';
+import { formatUsdc, MAX_AMOUNT_MICRO, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
@@ -145,6 +145,15 @@ export function sessionRoutes(
       throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
         field: 'amount',
         rule: 'must be greater than 0',
+      });
+    }
+    // The exact amount (price + a suffix below the range) must stay a USDC amount every service accepts,
+    // or the session could never be matched.
+    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(config.amountSuffixRangeMicro - 1);
+    if (priceMicro > maxPriceMicro) {
+      throw new HttpError(400, 'invalid_request', `amount must be at most ${formatUsdc(maxPriceMicro)}`, {
+        field: 'amount',
+        rule: `must be at most ${formatUsdc(maxPriceMicro)}`,
       });
     }
     return {
