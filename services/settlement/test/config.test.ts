@@ -49,6 +49,33 @@ describe('settlement config', () => {
     expect(Object.keys(config)).not.toContain('escrowPrivateKey');
   });
 
+  it('refuses a relayer key equal to the escrow key, in any hex case, without showing it', () => {
+    const refusal = (relayerKey: string) => {
+      try {
+        loadConfig({ ...base, RELAYER_PRIVATE_KEY: relayerKey });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return null;
+    };
+    const escrowKey = testWallets.escrow.privateKey;
+    for (const sameKey of [escrowKey, `0x${escrowKey.slice(2).toUpperCase()}`]) {
+      const message = refusal(sameKey);
+      expect(message).toMatch(/RELAYER_PRIVATE_KEY: must not be the escrow key/);
+      expect(message).not.toContain(escrowKey.slice(2, 18));
+      expect(message).not.toContain(escrowKey.slice(2, 18).toUpperCase());
+    }
+    // A gas-only key of its own is accepted; no key means no relayer.
+    expect(refusal(testWallets.relayer.privateKey)).toBeNull();
+    expect(
+      loadConfig({ ...base, RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey }).relayer,
+    ).toMatchObject({
+      address: testWallets.relayer.address,
+    });
+    expect(loadConfig(base).relayer).toBeNull();
+  });
+
   it('knows the USDC address of base, and needs one for local', () => {
     expect(
       loadConfig({ ESCROW_PRIVATE_KEY: base.ESCROW_PRIVATE_KEY, CHAIN_NETWORK: 'base' }).usdcAddress,
