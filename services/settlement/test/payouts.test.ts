@@ -1,4 +1,5 @@
 import type { Bus } from '@paygate/bus';
+import { formatAddress } from '@paygate/chain';
 import { parseUsdc } from '@paygate/money';
 import {
   createTestEnvironment,
@@ -10,9 +11,11 @@ import {
   testWallets,
   waitFor,
 } from '@paygate/testing';
+import { Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
+import { periodAt, settlementIdFor } from '../src/schedule/periods';
 import {
   publishEvent,
   sellerUpdated,
@@ -25,6 +28,8 @@ import {
 const DAY_MS = 86_400_000;
 const SELLER_KEY = 'sk_test_payouts_seller_0001';
 const OTHER_KEY = 'sk_test_payouts_other_00001';
+/** The settlement service's development default (these tests do not set OPERATOR_TOKEN). */
+const OPERATOR_TOKEN = 'dev-operator-token';
 
 describe('settlement payouts on anvil', () => {
   let env: TestEnvironment;
@@ -312,5 +317,144 @@ describe('settlement payouts on anvil', () => {
     expect(row.cancel_acknowledged_at).not.toBeNull();
     expect(row.failure_reason).toMatch(/pre-flight/);
     expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore); // nothing signed, nothing sent
+  });
+
+  /** POST /api/v1/operator/settlements/run as an operator (the development default token). */
+  const settleNow = async (body: Record<string, unknown>) => {
+    const response = await fetch(`${service.url}/api/v1/operator/settlements/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const raceSellers = Array.from({ length: 6 }, (_, i) => ({
+    sellerId: `sel_race_${i}`,
+    payoutAddress: formatAddress(Wallet.createRandom().address),
+  }));
+  const payoutsTo = async (address: string) =>
+    (await chain.transfersFromEscrow()).filter((t) => t.to === address);
+
+  it('settle-now and a scheduler pass started at the same moment pay each seller once for the period', async () => {
+    // The last test's payout was given back: keep it out of this period (it can never be sent).
+    ledger.available.set(sellerId, 0n);
+    for (const { sellerId: id, payoutAddress } of raceSellers) {
+      await publishEvent(
+        bus,
+        sellerUpdated(id, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '1' }),
+      );
+    }
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('sellers')
+            .select('seller_id')
+            .where('seller_id', 'like', 'sel_race_%')
+            .execute()
+        ).length === raceSellers.length,
+    );
+    // The next day is the sellers' first period: due for the scheduler and for settle-now alike.
+    await nextDay();
+    const period = periodAt('DAILY', now);
+    raceSellers.forEach(({ sellerId: id }, i) => ledger.credit(id, `2.5000${i}`));
+
+    const [answers] = await Promise.all([
+      Promise.all(raceSellers.map(({ sellerId: id }) => settleNow({ sellerId: id }))),
+      service.scheduler.runOnce(),
+    ]);
+
+    for (const [i, { sellerId: id, payoutAddress }] of raceSellers.entries()) {
+      const rows = await settlementsOf(id);
+      // One settlement for the seller and period, whoever created it.
+      expect(rows.map((r) => [r.period_key, r.settlement_id])).toEqual([
+        [period.key, settlementIdFor(id, period)],
+      ]);
+      const answer = answers[i]!;
+      expect(answer.status).toBe(200);
+      // Settle-now either paid it, or says the scheduler's payout of this period already exists.
+      const seen = [...answer.body.settled, ...answer.body.skipped];
+      expect(seen).toEqual([expect.objectContaining({ sellerId: id, settlementId: rows[0]!.settlement_id })]);
+      if (answer.body.skipped.length > 0) {
+        expect(answer.body.skipped[0].reason).toBe('already_settled_this_period');
+      }
+      const reserved = [...ledger.reservations.values()].filter((r) => r.sellerId === id);
+      expect(reserved.map((r) => r.amountMicro)).toEqual([parseUsdc(`2.5000${i}`)]);
+      const paid = await waitFor(
+        async () => {
+          const row = (await settlementsOf(id))[0]!;
+          return row.status === 'completed' ? row : undefined;
+        },
+        { timeoutMs: 30_000, message: `${id}'s payout completed` },
+      );
+      // Exactly one transfer on chain to the seller, of the reserved amount.
+      expect(await payoutsTo(payoutAddress)).toEqual([
+        { to: payoutAddress, amountMicro: parseUsdc(`2.5000${i}`), txHash: paid.tx_hash },
+      ]);
+    }
+    // Another pass and another settle-now in the same period send nothing more.
+    await service.scheduler.runOnce();
+    const again = await settleNow({ sellerId: raceSellers[0]!.sellerId });
+    expect(again.body).toMatchObject({
+      settled: [],
+      skipped: [{ reason: 'already_settled_this_period', status: 'completed' }],
+    });
+    await service.transfers.runOnce();
+    for (const { payoutAddress } of raceSellers) expect(await payoutsTo(payoutAddress)).toHaveLength(1);
+  });
+
+  it('settle-now after the scheduler paid the period sends nothing and says which payout exists', async () => {
+    const { sellerId: id, payoutAddress } = raceSellers[1]!;
+    await nextDay();
+    const period = periodAt('DAILY', now);
+    ledger.credit(id, '3');
+    const before = await payoutsTo(payoutAddress);
+
+    await service.scheduler.runOnce();
+    // At once, while the scheduler's payout may still be on its way: the same settlement, nothing new.
+    const during = await settleNow({ sellerId: id, waitMs: 20_000 });
+    expect(during.status).toBe(200);
+    expect(during.body).toMatchObject({
+      settled: [],
+      skipped: [
+        {
+          sellerId: id,
+          settlementId: settlementIdFor(id, period),
+          reason: 'already_settled_this_period',
+        },
+      ],
+    });
+    expect(['sending', 'completed']).toContain(during.body.skipped[0].status);
+    const paid = await waitFor(
+      async () => {
+        const row = (await settlementsOf(id)).find((r) => r.period_key === period.key);
+        return row?.status === 'completed' ? row : undefined;
+      },
+      { timeoutMs: 30_000, message: 'the scheduled payout completed' },
+    );
+
+    // More money becomes available in the same period: settle-now still sends nothing, and shows the payout.
+    ledger.credit(id, '4');
+    const after = await settleNow({ sellerId: id, waitMs: 20_000 });
+    expect(after.body).toEqual({
+      settled: [],
+      skipped: [
+        {
+          sellerId: id,
+          settlementId: paid.settlement_id,
+          reason: 'already_settled_this_period',
+          status: 'completed',
+          availableAmount: null,
+          txHash: paid.tx_hash,
+        },
+      ],
+      truncated: false,
+    });
+    await service.transfers.runOnce();
+    expect((await payoutsTo(payoutAddress)).slice(before.length)).toEqual([
+      { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
+    ]);
+    expect((await settlementsOf(id)).filter((r) => r.period_key === period.key)).toHaveLength(1);
+    expect(ledger.available.get(id)).toBe(parseUsdc('4')); // waits for the next period
   });
 });
