@@ -357,7 +357,7 @@ describe('settlement payouts on anvil', () => {
     // The next day is the sellers' first period: due for the scheduler and for settle-now alike.
     await nextDay();
     const period = periodAt('DAILY', now);
-    raceSellers.forEach(({ sellerId: id }, i) => ledger.credit(id, `2.5000${i}`));
+    for (const [i, { sellerId: id }] of raceSellers.entries()) ledger.credit(id, `2.5000${i}`);
 
     const [answers] = await Promise.all([
       Promise.all(raceSellers.map(({ sellerId: id }) => settleNow({ sellerId: id }))),
