@@ -1,6 +1,7 @@
 /**
- * The widget in headless Chromium against real services: checkout, notifier (WebSocket), chain-indexer on
- * anvil, behind one origin like the edge; the demo seller page; payments from a funded wallet on anvil.
+ * The widget in headless Chromium against real services: checkout, notifier (WebSocket), escrow-ledger (the
+ * transaction lookup behind PaymentResult.transactionId, and the transfer claims), chain-indexer on anvil, behind
+ * one origin like the edge; the demo seller page; payments from a funded wallet on anvil.
  */
 import { mkdirSync } from 'node:fs';
 import http from 'node:http';
@@ -9,6 +10,11 @@ import path from 'node:path';
 import { usdcAbi } from '@paygate/chain';
 import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
 import { type DemoSeller, startDemoSeller } from '@paygate/deploy/demo';
+import {
+  loadConfig as loadLedgerConfig,
+  type RunningEscrowLedger,
+  startEscrowLedger,
+} from '@paygate/escrow-ledger';
 import { parseUsdc } from '@paygate/money';
 import { loadConfig as loadNotifierConfig, type RunningNotifier, startNotifier } from '@paygate/notifier';
 import type { RunningService } from '@paygate/runtime';
@@ -40,17 +46,26 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
 ];
 
-/** One origin for the browser: /api/v1/ws to notifier, everything else to checkout (as deploy/routes.json). */
+/**
+ * One origin for the browser, as deploy/routes.json: /api/v1/ws to notifier, /api/v1/transactions and
+ * /api/v1/refund-requests to escrow-ledger, everything else to checkout.
+ */
 async function startOrigin(
   checkoutUrl: string,
   notifierUrl: string,
+  ledgerUrl: string,
 ): Promise<{ url: string; server: http.Server }> {
   const proxy = httpProxy.createProxyServer({ ws: true, proxyTimeout: 10_000 });
   proxy.on('error', (_e, _req, res) => {
     if (res instanceof http.ServerResponse && !res.headersSent) res.writeHead(502).end();
     else (res as unknown as { destroy?: () => void }).destroy?.();
   });
-  const targetFor = (url = '/') => (url.startsWith('/api/v1/ws') ? notifierUrl : checkoutUrl);
+  const targetFor = (url = '/') =>
+    url.startsWith('/api/v1/ws')
+      ? notifierUrl
+      : /^\/api\/v1\/(transactions|refund-requests)/.test(url)
+        ? ledgerUrl
+        : checkoutUrl;
   const server = http.createServer((req, res) => proxy.web(req, res, { target: targetFor(req.url) }));
   server.on('upgrade', (req, socket, head) => proxy.ws(req, socket, head, { target: targetFor(req.url) }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -63,6 +78,7 @@ describe('checkout widget in a real browser', () => {
   let usdcAddress: string;
   let h: CheckoutHarness;
   let notifier: RunningNotifier;
+  let ledger: RunningEscrowLedger;
   let indexer: RunningService;
   let origin: { url: string; server: http.Server };
   let demo: DemoSeller;
@@ -80,7 +96,11 @@ describe('checkout widget in a real browser', () => {
       roles: ['buyer'],
     });
     const chainEnv = { USDC_ADDRESS: usdcAddress, ESCROW_ADDRESS: testWallets.escrow.address };
-    h = await startHarness('cobrowser', { ...chainEnv, SWEEP_INTERVAL_MS: '200' }, { env });
+    // The real ledger books each paid session and answers the transfer claims (as in production).
+    ledger = await startEscrowLedger(
+      loadLedgerConfig(env.envFor('escrow-ledger', { ...chainEnv, CHAIN_RPC_URL: anvil.rpcUrl })),
+    );
+    h = await startHarness('cobrowser', { ...chainEnv, SWEEP_INTERVAL_MS: '200' }, { env, claims: 'ledger' });
     await publishSkill(h, skillEvent(h, { name: 'demo-report' }, ['2.5']));
     indexer = await startChainIndexer(
       loadIndexerConfig(
@@ -88,7 +108,7 @@ describe('checkout widget in a real browser', () => {
       ),
     );
     notifier = await startNotifier(loadNotifierConfig(env.envFor('notifier')));
-    origin = await startOrigin(h.url, notifier.url);
+    origin = await startOrigin(h.url, notifier.url, ledger.url);
     demo = await startDemoSeller({
       port: 0,
       paygateBaseUrl: origin.url,
@@ -111,6 +131,7 @@ describe('checkout widget in a real browser', () => {
     await notifier?.stop();
     await indexer?.stop();
     await h?.stop();
+    await ledger?.stop();
     await anvil?.stop();
     await env?.cleanup();
   });
@@ -194,6 +215,25 @@ describe('checkout widget in a real browser', () => {
       walletAddress: testWallets.escrow.address,
       chainId: 31337,
     });
+    // transactionId is the ledger's own id of this payment: what the public lookup (the buyer's route to a
+    // refund) answers for the paid session and for the transfer, and what the ledger booked for this tx hash.
+    const { transactionId, sessionId } = successes[0];
+    expect(transactionId).toMatch(/^txn_[0-9A-Z]{26}$/);
+    const lookup = async (query: string) => {
+      const response = await fetch(`${origin.url}/api/v1/transactions/lookup?${query}`);
+      expect(response.status).toBe(200);
+      return (await response.json()) as { transactionId: string; sessionId: string; amount: string };
+    };
+    const bySession = await lookup(`sessionId=${sessionId}`);
+    expect(bySession.transactionId).toBe(transactionId);
+    expect(parseUsdc(bySession.amount)).toBe(parseUsdc(amount));
+    expect(await lookup(`txHash=${txHash}`)).toMatchObject({ transactionId, sessionId });
+    const booked = await ledger.ctx.db
+      .selectFrom('transactions')
+      .select(['id', 'session_id'])
+      .where('tx_hash', '=', txHash.toLowerCase())
+      .execute();
+    expect(booked).toEqual([{ id: transactionId, session_id: sessionId }]);
     expect(await page.locator('[data-demo="result"]').textContent()).toContain(txHash.toLowerCase());
     await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-success.png`) });
   }

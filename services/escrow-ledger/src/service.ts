@@ -7,6 +7,7 @@ import type { EscrowLedgerConfig } from './config';
 import type { LedgerDatabase } from './db';
 import type { LedgerDeps } from './deps';
 import { ReleaseScheduler } from './holds/release';
+import { publicCors, publicCorsOnError } from './http/cors';
 import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
@@ -58,6 +59,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     repeatableSql: [readRepeatableSql(__dirname, 'ledger.sql')],
     routes(app, ctx) {
       auth = new SellerAuth(ctx.bus);
+      app.use(publicCors, publicCorsOnError);
       // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
       const routes = [
         ...refundRoutes(ctx, depsOf(ctx), auth),
