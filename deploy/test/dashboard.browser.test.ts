@@ -1,8 +1,11 @@
 /**
  * The seller dashboard in headless Chromium against the whole system behind the edge (seven services, anvil,
  * real Postgres and NATS): a seller signs in with a wallet injected as an EIP-1193 provider, creates a skill
- * (first with a mistake the API names inline), sees it go ACTIVE, sets a webhook, an agent pays, the seller
- * refunds part of it, redelivers a webhook, rotates a key and signs out. Screenshots: artifacts/screenshots.
+ * (first with a mistake the API names inline), sees it go ACTIVE, edits it and adds a priced endpoint, sets a
+ * webhook, a payout address (first a bad one the API names inline), the settlement frequency and minimum; an
+ * agent pays, the seller refunds part of it, rejects one buyer refund request and approves another, redelivers a
+ * webhook, rotates both keys and signs out. Every request the page made is a route of the services' published
+ * OpenAPI documents (no back door). Screenshots: artifacts/screenshots.
  */
 import { mkdirSync } from 'node:fs';
 import type http from 'node:http';
@@ -54,6 +57,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
     api.get('/quote', (_req, res) => {
       res.json({ quote: 'Money is never lost.' });
     });
+    api.get('/summary', (_req, res) => {
+      res.json({ summary: 'Quotes, summarised.' });
+    });
     api.post('/hooks', express.json(), (req, res) => {
       webhooks.push({ event: String(req.body?.event ?? req.body?.type ?? '') });
       res.status(200).end();
@@ -93,6 +99,29 @@ describe('seller dashboard in a real browser, against the real services', () => 
     }, wallet.address.toLowerCase());
   }
 
+  /** Method and path of every route the services publish (GET /api/v1/openapi*.json, see docs/api.md). */
+  async function documentedRoutes(): Promise<Array<{ method: string; path: RegExp; template: string }>> {
+    const documents = [
+      'openapi.json',
+      ...['gateway', 'checkout', 'ledger', 'notifier', 'settlement'].map((name) => `openapi/${name}.json`),
+    ];
+    const routes: Array<{ method: string; path: RegExp; template: string }> = [];
+    for (const document of documents) {
+      const response = await fetch(`${baseUrl}/api/v1/${document}`);
+      expect(response.status).toBe(200);
+      const { paths } = (await response.json()) as { paths: Record<string, Record<string, unknown>> };
+      for (const [template, operations] of Object.entries(paths)) {
+        const pattern = template
+          .split(/(\{[^}]+\})/)
+          .map((part) => (part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')))
+          .join('');
+        for (const method of Object.keys(operations))
+          routes.push({ method: method.toUpperCase(), path: new RegExp(`^${pattern}$`), template });
+      }
+    }
+    return routes;
+  }
+
   const shot = (page: Page, name: string) =>
     page.screenshot({ path: path.join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
 
@@ -127,6 +156,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
     const page = await context.newPage();
     const pageErrors: string[] = [];
     page.on('pageerror', (error) => pageErrors.push(error.message));
+    // Every request the page makes, for the no-back-door check at the end.
+    const requests: Array<{ method: string; url: URL }> = [];
+    page.on('request', (request) => requests.push({ method: request.method(), url: new URL(request.url()) }));
     page.on('dialog', (dialog) => {
       void (dialog.type() === 'prompt' ? dialog.accept('not as described') : dialog.accept());
     });
@@ -186,12 +218,58 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect((await page.getByTestId('skillmd-version').textContent())!.trim()).not.toBe(generatedVersion);
     await page.locator('pre.skill-md', { hasText: 'Support: quotes@example.com' }).waitFor();
 
+    // Edit the skill's details: the new description is saved (the skill page reads it back from the API), and a
+    // description change keeps the skill ACTIVE.
+    await page.getByRole('link', { name: 'Edit details' }).click();
+    await page.getByRole('heading', { name: 'Edit dashboard-quotes' }).waitFor();
+    await description.fill('Quotes about money and markets, one per call.');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { name: 'Dashboard quotes' }).waitFor();
+    await page.getByText('Quotes about money and markets, one per call.').waitFor();
+    await page.locator('.title-row .badge', { hasText: /^active$/ }).waitFor();
+
+    // Add a priced endpoint: its card shows method, path and price, and SKILL.md is generated again with it.
+    await page.getByText('Add an endpoint').click();
+    await page.locator('#ep0-path').fill('/summary');
+    await page.locator('#ep0-price').fill('0.5');
+    await page.locator('#ep0-description').fill('A summary');
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    await page.getByRole('heading', { name: /GET \/summary — \$0\.50/ }).waitFor();
+    await page.locator('pre.skill-md', { hasText: '/summary' }).waitFor();
+    await shot(page, 'skill-edited');
+
     // 5. Settings: a webhook URL, whose signing secret is shown once.
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
     await page.getByLabel('Webhook URL').fill(`${upstreamUrl}/hooks`);
     await page.getByRole('button', { name: 'Save settings' }).click();
     expect((await page.getByTestId('secret-value').textContent())!.trim()).toMatch(/^whsec_/);
     await page.getByRole('button', { name: 'I have stored it' }).click();
+    // Back on the form, the webhook URL just saved is still there (saving again must not remove it).
+    expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
+
+    // Payout address, settlement frequency and minimum: a bad address is refused by the API, on its field with
+    // its rule; a good one is saved with the rest, and a reload reads them all back.
+    const payoutAddress = page.getByLabel('Payout address');
+    await payoutAddress.fill('0x1234');
+    await page.getByLabel('Settlement frequency').selectOption('WEEKLY');
+    await page.getByLabel('Minimum settlement (USDC)').fill('25');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    const payoutError = page.locator('#acct-payoutAddress-error');
+    await payoutError.waitFor();
+    expect(await payoutError.textContent()).toMatch(/payoutAddress/);
+    expect(await payoutAddress.getAttribute('aria-invalid')).toBe('true');
+    await shot(page, 'settings-error');
+    const payout = Wallet.createRandom().address;
+    await payoutAddress.fill(payout);
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Settings saved.').waitFor();
+    expect(await payoutError.count()).toBe(0);
+    await page.reload();
+    await page.getByLabel('Payout address').waitFor();
+    expect(await page.getByLabel('Payout address').inputValue()).toBe(payout);
+    expect(await page.getByLabel('Settlement frequency').inputValue()).toBe('WEEKLY');
+    expect(Number(await page.getByLabel('Minimum settlement (USDC)').inputValue())).toBe(25);
+    expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
 
     // An agent pays for a call.
     const agent = createAgent({
@@ -229,15 +307,29 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByTestId('txn-refundable').getByText('$0.10 · $0.15').waitFor();
     await shot(page, 'refund');
 
-    // The buyer asks for the rest back (signed by the paying wallet); the seller approves it in the dashboard.
+    // The buyer asks for the rest back (signed by the paying wallet): the seller rejects a first request, with a
+    // reason the buyer reads on the public status route, and approves a second one.
     const transactionId = page.url().split('/').pop()!;
+    const rejected = await agent.requestRefund({ transactionId, reason: 'wrong quote', paygateUrl: baseUrl });
+    expect(rejected.status).toBe('pending');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
+    await page.getByText('“wrong quote”').waitFor();
+    await page.getByRole('button', { name: 'Reject' }).click(); // the prompt is answered 'not as described'
+    await page.getByText('No refund requests waiting for you.').waitFor();
+    expect(await agent.refundRequestStatus(rejected.id, { paygateUrl: baseUrl })).toMatchObject({
+      status: 'rejected',
+      decisionReason: 'not as described',
+      refund: null,
+    });
+    await page.locator('#rr-status').selectOption('rejected');
+    await page.getByText('“wrong quote”').waitFor();
     const request = await agent.requestRefund({
       transactionId,
       reason: 'never arrived',
       paygateUrl: baseUrl,
     });
     expect(request.status).toBe('pending');
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
+    await page.locator('#rr-status').selectOption('pending');
     await page.getByText('“never arrived”').waitFor();
     await page.getByRole('button', { name: 'Approve full refund' }).click();
     await page.getByText('No refund requests waiting for you.').waitFor();
@@ -268,6 +360,31 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(await withKey(apiKey)).toBe(401);
     await page.getByRole('button', { name: 'I have stored it' }).click();
 
+    // Rotate the publishable key: the page shows the new pk_; checkout refuses the old one and takes the new one.
+    const publishable = page.getByTestId('publishable-key');
+    const oldPk = (await publishable.textContent())!.trim();
+    expect(oldPk).toMatch(/^pk_/);
+    await page.getByRole('button', { name: 'Rotate publishable key' }).click();
+    await page.getByText('New publishable key in place.').waitFor();
+    await waitFor(async () => ((await publishable.textContent())!.trim() !== oldPk ? true : undefined));
+    const newPk = (await publishable.textContent())!.trim();
+    expect(newPk).toMatch(/^pk_/);
+    const skill = (await fetch(`${baseUrl}/api/v1/manage/skills/dashboard-quotes`, {
+      headers: { authorization: `Bearer ${rotated}` },
+    }).then((r) => r.json())) as { endpoints: Array<{ endpointId: string; path: string }> };
+    const { endpointId } = skill.endpoints.find((e) => e.path === '/quote')!;
+    const openSession = (key: string) =>
+      fetch(`${baseUrl}/api/v1/checkout/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ skill: 'dashboard-quotes', endpointId }),
+      }).then((r) => r.status);
+    // Checkout learns of the rotation from the registry's event, a moment later.
+    await waitFor(async () => ((await openSession(newPk)) === 201 ? true : undefined), {
+      message: 'checkout never accepted the new publishable key',
+    });
+    expect(await openSession(oldPk)).toBe(401);
+
     // 6. Phone width: the same views fit a 390 px screen.
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
@@ -283,6 +400,20 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('button', { name: 'Sign in with wallet' }).waitFor();
     expect(await page.evaluate(() => sessionStorage.length + localStorage.length)).toBe(0);
     expect(pageErrors).toEqual([]);
+
+    // No back door: the page fetched its own files under /dashboard and, for the rest, only routes the services
+    // publish in their OpenAPI documents, with the documented method.
+    const routes = await documentedRoutes();
+    const undocumented = requests
+      .filter(({ url }) => !(url.origin === baseUrl && url.pathname.startsWith('/dashboard')))
+      .filter(
+        ({ method, url }) =>
+          url.origin !== baseUrl || !routes.some((r) => r.method === method && r.path.test(url.pathname)),
+      )
+      .map(({ method, url }) => `${method} ${url.origin === baseUrl ? url.pathname : url.href}`);
+    expect(undocumented).toEqual([]);
+    const apiCalls = requests.filter(({ url }) => url.pathname.startsWith('/api/'));
+    expect(apiCalls.length).toBeGreaterThan(20);
     await context.close();
   }, 240_000);
 });

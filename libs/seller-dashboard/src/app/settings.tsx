@@ -30,7 +30,7 @@ export function SettingsPage() {
         account.loading && <Loading what="your settings" />
       ) : (
         <>
-          <PayoutSettings account={account.data} onSaved={account.reload} onSecret={setSecret} />
+          <PayoutSettings account={account.data} onSaved={account.set} onSecret={setSecret} />
           <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
           <Deliveries />
         </>
@@ -41,7 +41,8 @@ export function SettingsPage() {
 
 function PayoutSettings(props: {
   account: Account;
-  onSaved: () => void;
+  /** The account as saved: a secret shown once replaces the page, and the form comes back from this. */
+  onSaved: (account: Account) => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
   const { api } = useDashboard();
@@ -88,9 +89,9 @@ function PayoutSettings(props: {
           );
           if (!result) return;
           setSaved(true);
+          props.onSaved(result.account);
           if (result.webhookSecret)
             props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
-          else props.onSaved();
         }}
       >
         {saved && <Notice>Settings saved.</Notice>}
@@ -167,13 +168,11 @@ function Keys(props: {
       ),
     );
     if (!result) return;
+    props.onChanged(); // the key versions shown after the secret
     if (result.apiKey) props.onSecret({ label: 'new secret API key (sk_)', value: result.apiKey });
     else if (result.webhookSecret)
       props.onSecret({ label: 'new webhook signing secret', value: result.webhookSecret });
-    else {
-      setNotice('New publishable key in place.');
-      props.onChanged();
-    }
+    else setNotice('New publishable key in place.');
   };
   return (
     <section aria-labelledby="keys-title">

@@ -145,7 +145,7 @@ export function Field(props: {
   );
 }
 
-/** Loads data for a view; `reload` fetches it again. */
+/** Loads data for a view; `reload` fetches it again, `set` replaces it with what an action answered. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
   const run = useCallback(() => {
@@ -156,7 +156,9 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
     );
   }, deps);
   useEffect(run, [run]);
-  return { ...state, reload: run };
+  // What an action answered in place of fetching again (the saved object, as the API returned it).
+  const set = useCallback((data: T) => setState({ data, loading: false }), []);
+  return { ...state, reload: run, set };
 }
 
 /** Runs an action once at a time, keeping its error for the form. */
