@@ -7,6 +7,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The request field the API names, when it names one. */
+    readonly field?: string,
   ) {
     super(message);
   }

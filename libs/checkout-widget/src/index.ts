@@ -4,6 +4,7 @@ import QRCode from 'qrcode';
 import { ApiError, createSession, lookupTransactionId } from './api';
 import { PaymentDialog } from './dialog';
 import { LiveStatus } from './live';
+import { fetchRefundRequest, fileRefundRequest, type RefundRequestView, type RefundTarget } from './refunds';
 import type {
   CheckoutError,
   CheckoutOptions,
@@ -13,6 +14,9 @@ import type {
 } from './types';
 import { payWithProvider, type WalletError } from './wallet';
 
+export { ApiError } from './api';
+export type { RefundRequestStatus, RefundRequestView, RefundTarget } from './refunds';
+export { refundRequestMessage } from './refunds';
 export type {
   CheckoutError,
   CheckoutOptions,
@@ -70,6 +74,32 @@ function toPaymentResult(session: CheckoutSession, transactionId: string | null)
   };
 }
 
+const defaultBaseUrl = (baseUrl?: string) =>
+  (baseUrl ?? scriptOrigin ?? window.location.origin).replace(/\/$/, '');
+
+/**
+ * The buyer asks the seller for a refund of a payment made from this browser wallet: names it (the
+ * PaymentResult's transactionId, or its txHash or sessionId), signs Paygate's refund request message with the
+ * paying wallet (EIP-191 personal_sign through EIP-1193, window.ethereum by default) and files it. Resolves to
+ * the request (status pending until the seller decides); rejects with an ApiError (code, status, field).
+ */
+export async function requestRefund(
+  request: RefundTarget & { reason: string; baseUrl?: string; ethereum?: Eip1193Provider },
+): Promise<RefundRequestView> {
+  const { reason, baseUrl, ethereum, ...target } = request;
+  const provider = ethereum ?? (window as unknown as { ethereum?: Eip1193Provider }).ethereum ?? undefined;
+  if (!provider) throw new ApiError(0, 'wallet_unavailable', 'no browser wallet to sign the request');
+  return fileRefundRequest(defaultBaseUrl(baseUrl), provider, target as RefundTarget, reason);
+}
+
+/** A refund request's current status (pending, approved, completed with its refund, or rejected with why). */
+export function refundRequestStatus(
+  id: string,
+  options: { baseUrl?: string } = {},
+): Promise<RefundRequestView> {
+  return fetchRefundRequest(defaultBaseUrl(options.baseUrl), id);
+}
+
 /** A checkout for one skill (and endpoint), initialised with the seller's publishable key. */
 export function createCheckout(options: CheckoutOptions): Checkout {
   if (!/^pk_/.test(options.publishableKey ?? '')) {
@@ -78,7 +108,7 @@ export function createCheckout(options: CheckoutOptions): Checkout {
     );
   }
   if (!options.skill) throw new Error('PaygateCheckout: skill is required');
-  const baseUrl = (options.baseUrl ?? scriptOrigin ?? window.location.origin).replace(/\/$/, '');
+  const baseUrl = defaultBaseUrl(options.baseUrl);
   const pollIntervalMs = options.pollIntervalMs ?? 2000;
   let dialog: PaymentDialog | undefined;
   let live: LiveStatus | undefined;

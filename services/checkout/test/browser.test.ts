@@ -29,7 +29,7 @@ import {
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { Contract } from 'ethers';
+import { Contract, getBytes, Wallet } from 'ethers';
 import httpProxy from 'http-proxy';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
@@ -236,6 +236,34 @@ describe('checkout widget in a real browser', () => {
     expect(booked).toEqual([{ id: transactionId, session_id: sessionId }]);
     expect(await page.locator('[data-demo="result"]').textContent()).toContain(txHash.toLowerCase());
     await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-success.png`) });
+    return successes[0] as { transactionId: string; sessionId: string };
+  }
+
+  /**
+   * The widget's requestRefund, called in the page with an EIP-1193 wallet backed by a test key (personal_sign),
+   * against the origin the widget script came from. Resolves to the request, or to the ApiError's fields.
+   */
+  async function requestRefundInPage(page: Page, signer: Wallet, transactionId: string, reason: string) {
+    const binding = `__sign_${signer.address.slice(2, 10)}`;
+    await page.exposeFunction(binding, (hex: string) => signer.signMessage(getBytes(hex)));
+    return page.evaluate(
+      async ({ binding, account, transactionId, reason }) => {
+        const ethereum = {
+          request: async ({ method, params }: { method: string; params?: unknown[] }) => {
+            if (method === 'eth_requestAccounts') return [account];
+            if (method === 'personal_sign') return (window as any)[binding](params![0]);
+            throw Object.assign(new Error(`unsupported ${method}`), { code: 4200 });
+          },
+        };
+        try {
+          return await (window as any).PaygateCheckout.requestRefund({ transactionId, reason, ethereum });
+        } catch (e) {
+          const { status, code, field } = e as { status: number; code: string; field?: string };
+          return { error: { status, code, field } };
+        }
+      },
+      { binding, account: signer.address.toLowerCase(), transactionId, reason },
+    );
   }
 
   it('pays through the dialog and learns of it over the WebSocket; onSuccess fires once', async () => {
@@ -258,8 +286,26 @@ describe('checkout widget in a real browser', () => {
       const width = await dialog.evaluate((node) => node.getBoundingClientRect().width);
       expect(width).toBeLessThanOrEqual(375);
       const txHash = await payFromWallet(address, amount);
-      await expectPaidOnce(page, txHash, amount, 'websocket');
+      const { transactionId } = await expectPaidOnce(page, txHash, amount, 'websocket');
       expect(await page.evaluate(() => (window as any).paygateCheckout.liveMode)).not.toBe('polling');
+
+      // The buyer asks for a refund from the page with the widget's requestRefund, naming the PaymentResult's
+      // transactionId: only the paying wallet's signature counts (the ledger checks agent-client's message).
+      const stranger = new Wallet(testWallets.stranger.privateKey);
+      expect(await requestRefundInPage(page, stranger, transactionId, 'not mine')).toEqual({
+        error: { status: 403, code: 'not_payer', field: 'signature' },
+      });
+      const buyer = new Wallet(testWallets.buyer.privateKey);
+      const request = await requestRefundInPage(page, buyer, transactionId, 'changed my mind');
+      expect(request).toMatchObject({
+        id: expect.stringMatching(/^rrq_/),
+        status: 'pending',
+        transactionId,
+        reason: 'changed my mind',
+      });
+      expect(
+        await page.evaluate((id) => (window as any).PaygateCheckout.refundRequestStatus(id), request.id),
+      ).toMatchObject({ id: request.id, status: 'pending', refund: null });
     } finally {
       await page.close();
     }

@@ -1,0 +1,115 @@
+import { ApiError } from './api';
+import type { Eip1193Provider } from './types';
+
+/**
+ * Buyer refund requests from the page the buyer paid on, the browser twin of @paygate/agent-client's
+ * `agent.requestRefund`: the same public route (escrow-ledger `POST /api/v1/refund-requests`, no key) and the
+ * same EIP-191 message, signed with `personal_sign` by the buyer's EIP-1193 wallet (the wallet that paid).
+ *
+ * The payment is named by the ledger's `transactionId` (PaymentResult.transactionId), its transfer (`txHash`,
+ * plus `logIndex` when one transaction paid several times) or its checkout session (`sessionId`).
+ */
+export type RefundTarget =
+  | { transactionId: string }
+  | { txHash: string; logIndex?: number }
+  | { sessionId: string };
+
+export type RefundRequestStatus = 'pending' | 'approved' | 'rejected' | 'completed';
+
+/** A refund request as Paygate answers it (POST /api/v1/refund-requests, GET /api/v1/refund-requests/:id). */
+export interface RefundRequestView {
+  /** The request's id (`rrq_…`), for refundRequestStatus. */
+  id: string;
+  refundRequestId: string;
+  transactionId: string;
+  reason: string;
+  /** pending until the seller decides; approved (a refund is booked), then completed; or rejected. */
+  status: RefundRequestStatus;
+  refundId: string | null;
+  /** The seller's reason, when rejected. */
+  decisionReason: string | null;
+  refund: { status: 'pending' | 'completed' | 'failed'; amount: string; refundTxHash: string | null } | null;
+  createdAt: string;
+  decidedAt: string | null;
+  completedAt: string | null;
+}
+
+/**
+ * The exact text the payer signs, lines joined by "\n", no trailing newline. It must stay equal to
+ * @paygate/agent-client's refundRequestMessage, which the ledger verifies with (held by test/refunds.test.ts).
+ */
+export function refundRequestMessage(target: RefundTarget, reason: string): string {
+  const names =
+    'transactionId' in target
+      ? [`transaction: ${target.transactionId}`]
+      : 'sessionId' in target
+        ? [`checkout session: ${target.sessionId}`]
+        : [
+            `tx: ${target.txHash.toLowerCase()}`,
+            ...(target.logIndex === undefined ? [] : [`log index: ${target.logIndex}`]),
+          ];
+  return ['Paygate refund request', ...names, `reason: ${reason}`].join('\n');
+}
+
+const REQUEST_TIMEOUT_MS = 15_000;
+
+function utf8Hex(text: string): string {
+  return `0x${Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+async function refundApi(url: string, init: RequestInit = {}): Promise<RefundRequestView> {
+  let response: Response;
+  try {
+    response = await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  } catch (error) {
+    throw new ApiError(0, 'network_error', `cannot reach Paygate: ${(error as Error).message}`);
+  }
+  const body = (await response.json().catch(() => null)) as
+    | (RefundRequestView & { error?: { code?: string; message?: string; field?: string } })
+    | null;
+  if (!response.ok || !body || body.error) {
+    throw new ApiError(
+      response.status,
+      body?.error?.code ?? 'http_error',
+      body?.error?.message ?? `request failed with status ${response.status}`,
+      body?.error?.field,
+    );
+  }
+  return body;
+}
+
+/** Signs the request with the wallet's first account and files it; the answer is the pending request. */
+export async function fileRefundRequest(
+  baseUrl: string,
+  provider: Eip1193Provider,
+  target: RefundTarget,
+  reason: string,
+): Promise<RefundRequestView> {
+  let signature: string;
+  try {
+    const accounts = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
+    const account = accounts?.[0];
+    if (!account) throw new ApiError(0, 'wallet_unavailable', 'the wallet returned no account');
+    signature = String(
+      await provider.request({
+        method: 'personal_sign',
+        params: [utf8Hex(refundRequestMessage(target, reason)), account],
+      }),
+    );
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    const e = error as { code?: number; message?: string };
+    if (e?.code === 4001) throw new ApiError(0, 'wallet_rejected', 'the request was rejected in the wallet');
+    throw new ApiError(0, 'wallet_failed', e?.message ?? 'the wallet could not sign the request');
+  }
+  return refundApi(`${baseUrl}/api/v1/refund-requests`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ ...target, reason, signature }),
+  });
+}
+
+/** The current status of a refund request (public: the id is enough). */
+export function fetchRefundRequest(baseUrl: string, id: string): Promise<RefundRequestView> {
+  return refundApi(`${baseUrl}/api/v1/refund-requests/${encodeURIComponent(id)}`, { cache: 'no-store' });
+}
