@@ -203,3 +203,46 @@ describe('escrow-ledger routes and their OpenAPI document', () => {
     expect(Object.keys(doc.paths['/api/v1/reconciliation'].get.responses)).toContain('503');
   });
 });
+
+describe('CORS on the buyer routes', () => {
+  it('lets any page call the lookup and refund-request routes (preflight, answers and errors); seller routes get none', async () => {
+    const from = { origin: 'https://shop.example' };
+    const preflight = await fetch(`${h.ledger.url}/api/v1/refund-requests`, {
+      method: 'OPTIONS',
+      headers: {
+        ...from,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type',
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(preflight.headers.get('access-control-allow-headers')).toMatch(/content-type/i);
+    // A 404 (not booked yet) and a body parser's 400 are readable too: the widget reads their error code.
+    const lookup = await fetch(`${h.ledger.url}/api/v1/transactions/lookup?sessionId=cs_nothing`, {
+      headers: from,
+    });
+    expect(lookup.status).toBe(404);
+    expect(lookup.headers.get('access-control-allow-origin')).toBe('*');
+    const broken = await fetch(`${h.ledger.url}/api/v1/refund-requests`, {
+      method: 'POST',
+      headers: { ...from, 'content-type': 'application/json' },
+      body: '{',
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.headers.get('access-control-allow-origin')).toBe('*');
+    const status = await fetch(`${h.ledger.url}/api/v1/refund-requests/rrq_nothing`, { headers: from });
+    expect(status.headers.get('access-control-allow-origin')).toBe('*');
+    for (const path of [
+      '/api/v1/balances',
+      '/api/v1/transactions',
+      '/api/v1/refund-requests/rrq_x/approve',
+    ]) {
+      const seller = await fetch(`${h.ledger.url}${path}`, {
+        method: 'OPTIONS',
+        headers: { ...from, 'access-control-request-method': 'GET' },
+      });
+      expect(seller.headers.get('access-control-allow-origin')).toBeNull();
+    }
+  });
+});
