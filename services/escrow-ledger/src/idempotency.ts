@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
-import { badRequest, conflict } from '@paygate/http';
-import type { Request } from 'express';
+import { badRequest, HttpError } from '@paygate/http';
+import type { Request, Response } from 'express';
 import { sql, type Transaction } from 'kysely';
 
 export interface StoredResponse {
   status: number;
   body: unknown;
+  /** The stored answer to an earlier request with this key (sent with `Idempotent-Replayed: true`). */
+  replayed?: boolean;
 }
 
 /**
@@ -36,9 +38,14 @@ export async function withIdempotency(
   const row = existing.rows[0];
   if (row) {
     if (row.request_hash !== requestHash) {
-      throw conflict('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+      throw new HttpError(
+        409,
+        'idempotency_key_reused',
+        'this Idempotency-Key was used with a different request',
+        { field: 'Idempotency-Key', rule: 'must not be reused with a different body' },
+      );
     }
-    return { status: row.response_status, body: row.response_body };
+    return { status: row.response_status, body: row.response_body, replayed: true };
   }
   const response = await fn();
   await sql`insert into idempotency_keys (seller_id, key, route, request_hash, response_status, response_body)
@@ -46,4 +53,10 @@ export async function withIdempotency(
     trx,
   );
   return response;
+}
+
+/** Sends what withIdempotency answered, marking a replayed answer as checkout and registry do. */
+export function sendStored(res: Response, response: StoredResponse): void {
+  if (response.replayed) res.setHeader('Idempotent-Replayed', 'true');
+  res.status(response.status).json(response.body);
 }

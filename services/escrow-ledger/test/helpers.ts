@@ -36,7 +36,7 @@ export interface LedgerHarness {
   http(
     path: string,
     init?: { method?: string; body?: unknown; key?: string | null; headers?: Record<string, string> },
-  ): Promise<{ status: number; body: any }>;
+  ): Promise<{ status: number; body: any; headers: Headers }>;
   stop(): Promise<void>;
 }
 
@@ -115,7 +115,7 @@ export async function startLedgerHarness(
         signal: AbortSignal.timeout(10_000),
       });
       const text = await response.text();
-      return { status: response.status, body: text ? JSON.parse(text) : null };
+      return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
     },
     async stop() {
       await responder.stop();

@@ -194,12 +194,19 @@ describe('ledger', () => {
       headers: { 'Idempotency-Key': 'refund-a' },
     });
     expect(replay.body).toEqual(first.body);
+    // Marked as a replay, like checkout's and registry's idempotent routes.
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
     const reused = await h.http('/api/v1/refunds', {
       body: { transactionId: txn.id, amount: '5', reason: 'partial' },
       headers: { 'Idempotency-Key': 'refund-a' },
     });
     expect(reused.status).toBe(409);
-    expect(reused.body.error.code).toBe('idempotency_key_reused');
+    expect(reused.body.error).toMatchObject({
+      code: 'idempotency_key_reused',
+      field: 'Idempotency-Key',
+      rule: 'must not be reused with a different body',
+    });
     expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore - 3_800_000n);
 
     // Two concurrent refunds of 4 on the 6 that remain: exactly one wins.

@@ -17,7 +17,7 @@ import type { Request } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { RefundIdParam, RefundRequestIdParam, SELLER_ERRORS } from '../http/schemas';
-import { withIdempotency } from '../idempotency';
+import { sendStored, withIdempotency } from '../idempotency';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import {
@@ -101,7 +101,7 @@ const expressRequest = (req: unknown) => req as Request;
 // The ledger's own rule for keys (src/idempotency.ts), narrower than the shared default.
 const idempotencyKey = {
   ...idempotencyKeyParameter(
-    'Per seller: the same key with the same request answers the stored response (nothing is booked twice); the same key with another request is 409 idempotency_key_reused.',
+    'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',
   ),
   schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,255}$' },
 };
@@ -159,7 +159,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
           return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
         }),
       );
-      res.status(response.status).json(response.body);
+      sendStored(res, response);
     },
   });
 
@@ -426,7 +426,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
           return { status: 200, body: { ...requestView(updated.rows[0]!), refund: refundView(refund) } };
         }),
       );
-      res.status(response.status).json(response.body);
+      sendStored(res, response);
     },
   });
 
@@ -461,7 +461,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
           return { status: 200, body: requestView(updated.rows[0]!) };
         }),
       );
-      res.status(response.status).json(response.body);
+      sendStored(res, response);
     },
   });
 
