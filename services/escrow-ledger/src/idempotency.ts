@@ -23,8 +23,8 @@ export async function withIdempotency(
 ): Promise<StoredResponse> {
   const key = req.header('idempotency-key');
   if (key === undefined) return fn();
-  if (!/^[A-Za-z0-9._:-]{1,255}$/.test(key)) {
-    throw badRequest('Idempotency-Key', 'must be 1-255 characters of letters, digits, . _ : -');
+  if (!/^[\x21-\x7e]{1,255}$/.test(key)) {
+    throw badRequest('Idempotency-Key', 'must be 1-255 visible ASCII characters');
   }
   const route = `${req.method} ${req.baseUrl}${req.route?.path ?? req.path}`;
   const requestHash = createHash('sha256')

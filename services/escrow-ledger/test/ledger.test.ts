@@ -496,6 +496,25 @@ describe('ledger', () => {
     await expectBooksConsistent();
   });
 
+  test('an Idempotency-Key is any 1-255 visible ASCII characters, as in checkout, registry and notifier', async () => {
+    const { txn } = await pay({ amount: '1', holdPeriodHours: 24 });
+    const refund = (key: string) =>
+      h.http('/api/v1/refunds', {
+        body: { transactionId: txn.id, amount: '0.25', reason: 'order #42' },
+        headers: { 'Idempotency-Key': key },
+      });
+    const first = await refund('order#42/refund?1');
+    expect(first.status).toBe(201);
+    const replay = await refund('order#42/refund?1');
+    expect(replay.body.refundId).toBe(first.body.refundId);
+    const bad = await refund('k'.repeat(256));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({
+      field: 'Idempotency-Key',
+      rule: 'must be 1-255 visible ASCII characters',
+    });
+  });
+
   test('approving a request whose transaction the seller already refunded in full is 409 nothing_refundable', async () => {
     const { txn } = await pay({ amount: '2', holdPeriodHours: 24 });
     const buyer = new Wallet(BUYER_KEY);

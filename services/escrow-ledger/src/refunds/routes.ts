@@ -103,7 +103,7 @@ const idempotencyKey = {
   ...idempotencyKeyParameter(
     'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',
   ),
-  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,255}$' },
+  schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
 };
 
 const FEE_RULE =
