@@ -5,6 +5,7 @@
  * (spendControls.allowedAssets), with a cap of 0.10 USDC per payment.
  */
 
+import { formatUsdc } from '@paygate/money';
 import { testWallets } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
   if (settled) {
     const receipt = decodePaymentResponseHeader(settled);
     console.log(
-      `paid ${accepts.amount} micro-USDC in ${receipt.transaction} (payer ${receipt.payer}, no gas)`,
+      `paid ${formatUsdc(BigInt(accepts.amount))} USDC in ${receipt.transaction} (payer ${receipt.payer}, no gas)`,
     );
   }
 }
