@@ -2,13 +2,21 @@
  * `make dev` twice in a row: the real dev runner (deploy/dev/main.ts) starts a new chain each time, so each run
  * must start from state that matches it. Each run pays the demo skill through the edge as an agent and gets 200;
  * the second run repeats the first one's payments from the same deterministic keys on a new chain (often the
- * very same tx hash), which only works on fresh schemas and streams. Both runs stop cleanly: exit code 0 and every port free again.
+ * very same tx hash), which only works on fresh schemas and streams. On each run the public catalog lists exactly
+ * the demo skills (a skill added in run 1 is gone in run 2), the demo API's answer names the tx hash it was paid
+ * with, an operator settle-now (with the token the runner prints) pays the seller on the new chain (run 2 signs
+ * with the new chain's nonces), and reconciliation of ledger and chain shows difference 0. Both runs stop cleanly:
+ * exit code 0 and every port free again.
  *
  *   npx jest deploy/test/dev-twice
  */
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { createAgent } from '@paygate/agent-client';
+import { usdcAbi } from '@paygate/chain';
 import {
+  createActiveSkill,
   randomSuffix,
   type ServiceProcess,
   spawnTsProcess,
@@ -17,8 +25,9 @@ import {
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { JsonRpcProvider, Wallet } from 'ethers';
+import { Contract, JsonRpcProvider, Wallet } from 'ethers';
 import { resetDevState } from '../dev/reset';
+import { DEMO } from '../dev/summary';
 import routeTable from '../routes.json';
 
 const id = randomSuffix(3);
@@ -68,7 +77,18 @@ describe('make dev, twice in a row', () => {
     await resetDevState({ databaseUrl: TEST_DATABASE_URL, natsUrl: TEST_NATS_URL }, NAMESPACE, SCHEMAS);
   });
 
-  async function runAndPay(run: number): Promise<{ txHash: string; body: string }> {
+  /** The demo seller's secret key: the runner writes it to .dev/demo-seller-key (never to the console). */
+  const demoSellerKey = () => readFileSync(path.join(__dirname, '../../.dev/demo-seller-key'), 'utf8').trim();
+  /** A skill run 1 adds beside the demo skills; run 2 must not show it. */
+  const LEFTOVER = 'devtwice-leftover';
+
+  interface RunResult {
+    txHash: string;
+    payoutTxHash: string;
+    settledBy: 'settle-now' | 'scheduler';
+  }
+
+  async function runAndPay(run: number): Promise<RunResult> {
     runner = spawnTsProcess('deploy/dev/main.ts', {
       DATABASE_URL: TEST_DATABASE_URL,
       NATS_URL: TEST_NATS_URL,
@@ -86,6 +106,39 @@ describe('make dev, twice in a row', () => {
       current.exited.then(() => false),
     ]).catch(() => false);
     if (!started) throw new Error(`run ${run}: the dev runner did not start:\n${tail(current.output())}`);
+    // What the runner prints: the operator token and the demo seller.
+    const summary = current.output();
+    const operatorToken = /operator token\s+(\S+)/.exec(summary)?.[1];
+    const demoSeller = /Demo seller\S*\s+(0x[0-9a-fA-F]{40}) \(([^)\s]+)\)/.exec(summary);
+    if (!operatorToken || !demoSeller)
+      throw new Error(`run ${run}: no operator token or demo seller in:\n${summary}`);
+    const [, sellerAddress, sellerId] = demoSeller as unknown as [string, string, string];
+    const edge = `http://127.0.0.1:${8080 + offset}`;
+    const asOperator = { authorization: `Bearer ${operatorToken}`, 'content-type': 'application/json' };
+    const catalogNames = async () => {
+      const catalog = (await fetch(`${edge}/api/v1/skills?limit=100`).then((r) => r.json())) as {
+        data: Array<{ name: string }>;
+        nextCursor: string | null;
+      };
+      expect(catalog.nextCursor).toBeNull();
+      return catalog.data.map((skill) => skill.name);
+    };
+
+    // The public catalog: exactly the demo skills, once each (nothing left from an earlier run).
+    const demoSkills = [DEMO.productSkill, DEMO.apiSkill].sort();
+    expect(await catalogNames()).toEqual(demoSkills);
+    if (run === 1) {
+      // Something the next run must not show.
+      await createActiveSkill(`http://127.0.0.1:${8081 + offset}`, demoSellerKey(), {
+        name: LEFTOVER,
+        type: 'API',
+        mode: 'PROXY',
+        apiBaseUrl: `http://127.0.0.1:${8091 + offset}`,
+        endpoints: [{ path: '/forecast', method: 'GET', priceUsdc: '0.02' }],
+      });
+      expect(await catalogNames()).toEqual([...demoSkills, LEFTOVER].sort());
+    }
+
     const provider = new JsonRpcProvider(`http://127.0.0.1:${8545 + offset}`, 31337, { staticNetwork: true });
     try {
       const agent = createAgent({
@@ -93,16 +146,64 @@ describe('make dev, twice in a row', () => {
         maxPricePerCall: '0.10',
         maxTotalSpend: '1.00',
       });
-      const url = `http://127.0.0.1:${8080 + offset}/api/v1/skills/demo-weather/forecast?city=Porto`;
+      const url = `${edge}/api/v1/skills/${DEMO.apiSkill}${DEMO.apiPath}?city=Porto`;
       const response = await agent.fetch(url);
       const body = await response.text();
       if (response.status !== 200)
         throw new Error(
           `run ${run}: paid call answered ${response.status} ${body}\n${tail(current.output())}`,
         );
-      expect(JSON.parse(body)).toMatchObject({ city: 'Porto', forecast: 'sunny' });
       expect(agent.payments).toHaveLength(1);
-      return { txHash: agent.payments[0]!.txHash, body };
+      const { txHash } = agent.payments[0]!;
+      // The demo API shows the payment it received: the tx hash this agent paid with.
+      expect(JSON.parse(body)).toMatchObject({ city: 'Porto', forecast: 'sunny', paidWith: txHash });
+
+      // The operator settles now: the demo seller (the only seller) is paid 95% of one cent on this chain.
+      // Until the ledger has the payment available the seller is skipped (asked again on the next call); in
+      // the rare case that a 2-minute period starts meanwhile, the scheduler (every 10 s) pays it first and
+      // settle-now answers with that payout.
+      let settledBy: RunResult['settledBy'] = 'settle-now';
+      const payout = await waitFor(
+        async () => {
+          const answer = await fetch(`${edge}/api/v1/operator/settlements/run`, {
+            method: 'POST',
+            headers: asOperator,
+            body: JSON.stringify({ all: true, waitMs: 20_000 }),
+          });
+          expect(answer.status).toBe(200);
+          const result = (await answer.json()) as { settled: any[]; skipped: any[] };
+          expect([...result.settled, ...result.skipped].map((s) => s.sellerId)).toEqual([sellerId]);
+          if (result.settled.length === 1) return result.settled[0];
+          const [skipped] = result.skipped;
+          if (skipped.reason === 'already_settled_this_period') {
+            settledBy = 'scheduler';
+            return skipped.status === 'completed' ? skipped : undefined;
+          }
+          expect(skipped.reason).toBe('nothing_available');
+          return undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 500, message: `run ${run}: settle-now paid the demo seller` },
+      );
+      expect(payout).toMatchObject({ sellerId, status: 'completed', txHash: expect.stringMatching(/^0x/) });
+      if (settledBy === 'settle-now')
+        expect(payout).toMatchObject({ amount: '0.0095', payoutAddress: sellerAddress });
+      // On this run's chain: mined, and the seller (no USDC on a new chain) holds exactly the payout.
+      const receipt = await provider.getTransactionReceipt(payout.txHash);
+      expect(receipt?.status).toBe(1);
+      const usdc = new Contract(receipt!.to!, usdcAbi, provider);
+      expect(await usdc.getFunction('balanceOf')(sellerAddress)).toBe(9_500n);
+
+      // The ledger agrees with the new chain: 1 cent in, 0.95 cent out, the 5% fee left in escrow.
+      const report = await waitFor(
+        async () => {
+          const answer = await fetch(`${edge}/api/v1/reconciliation`, { headers: asOperator });
+          const result = (await answer.json()) as any;
+          return answer.status === 200 && result.difference === '0' && result.balanced ? result : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 500, message: `run ${run}: reconciliation difference 0` },
+      );
+      expect(report).toMatchObject({ chainBalance: '0.0005', ledgerBalance: '0.0005', differences: [] });
+      return { txHash, payoutTxHash: payout.txHash, settledBy };
     } finally {
       provider.destroy();
     }
@@ -116,13 +217,13 @@ describe('make dev, twice in a row', () => {
     runner = undefined;
   }
 
-  it('pays the demo skill through the edge on each run, and stops everything each time', async () => {
+  it('pays the demo skill through the edge, settles and reconciles on each run, and stops everything each time', async () => {
     const first = await runAndPay(1);
     await stopCleanly();
     const second = await runAndPay(2);
     await stopCleanly();
     console.log(
-      `dev runner twice on ports +${offset}: run 1 paid in ${first.txHash}, run 2 paid in ${second.txHash}; both answered 200`,
+      `dev runner twice on ports +${offset}: run 1 paid in ${first.txHash} and paid out in ${first.payoutTxHash} (${first.settledBy}), run 2 paid in ${second.txHash} and paid out in ${second.payoutTxHash} (${second.settledBy}); both answered 200 and reconciled to 0`,
     );
   }, 400_000);
 });
