@@ -24,6 +24,7 @@ import { Contract } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
+import { periodAt, settlementIdFor } from '../src/schedule/periods';
 import { publishEvent, sellerUpdated, settlementEnv, startTestChain, type TestChain } from './helpers';
 
 const DAY_MS = 86_400_000;
@@ -342,6 +343,72 @@ describe('settlement + escrow-ledger end to end', () => {
       status: 400,
       body: { error: { code: 'invalid_request', field: 'waitMs' } },
     });
+  });
+
+  it('settle-now and a scheduler pass started at the same moment: one settlement, one reservation, one payout', async () => {
+    await nextDay(); // a new period, due for the scheduler and for settle-now alike
+    const period = periodAt('DAILY', now);
+    const payment = await pay('20', 0);
+    await waitFor(async () => (await escrowStatusOf(payment.id)) === 'available', {
+      message: 'hold released',
+    });
+    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+    const reservationsBefore = (
+      await sql<any>`select settlement_id from payout_reservations`.execute(ledgerDb)
+    ).rows.length;
+
+    const [answer] = await Promise.all([
+      settleNow({ sellerId, waitMs: 20_000 }),
+      settlement.scheduler.runOnce(),
+    ]);
+
+    // Every settlement of this period (by its start, whatever its key): one, with the id of (seller, period).
+    const rows = await db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('period_start', '=', period.start)
+      .execute();
+    expect(rows.map((r) => r.settlement_id)).toEqual([settlementIdFor(sellerId, period)]);
+    const settlementId = rows[0]!.settlement_id;
+    expect(answer.status).toBe(200);
+    // Settle-now paid it, or answers that the scheduler's payout of this period exists.
+    if (answer.body.settled.length > 0) {
+      expect(answer.body).toMatchObject({ settled: [{ settlementId, amount: '22.8' }], skipped: [] });
+    } else {
+      expect(answer.body).toMatchObject({
+        settled: [],
+        skipped: [{ settlementId, reason: 'already_settled_this_period' }],
+      });
+    }
+    const paid = await waitFor(
+      async () => {
+        const row = await db
+          .selectFrom('settlements')
+          .selectAll()
+          .where('settlement_id', '=', settlementId)
+          .executeTakeFirst();
+        return row?.status === 'completed' ? row : undefined;
+      },
+      { timeoutMs: 20_000, message: 'payout completed' },
+    );
+    // $3.80 left from the last period and $19 of this payment: reserved once by the ledger, sent once.
+    expect(paid.amount_micro).toBe(22_800_000n);
+    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+      { to: formatAddress(testWallets.seller.address), amountMicro: 22_800_000n, txHash: paid.tx_hash },
+    ]);
+    const reservations = (await sql<any>`select settlement_id from payout_reservations`.execute(ledgerDb))
+      .rows;
+    expect(reservations.length).toBe(reservationsBefore + 1);
+    expect(reservations.map((r) => r.settlement_id)).toContain(settlementId);
+    await waitFor(
+      async () => {
+        const report = (await fetch(`${ledger.url}/api/v1/reconciliation`, {
+          headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+        }).then((r) => r.json())) as any;
+        return report.balanced && report.chainBalance === '2.8' && report.ledgerBalance === '2.8';
+      },
+      { message: 'ledger and chain reconciled after the payout (fees 0.60 + 1.00 + 0.20 + 1.00)' },
+    );
   });
 
   /** The operator CLI (src/cli/settle.ts) against this settlement service. */
