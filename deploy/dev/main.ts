@@ -150,6 +150,8 @@ async function main(): Promise<void> {
         env.SETTLEMENT_PERIOD_SECONDS = '120';
         env.SCHEDULER_INTERVAL_MS = '10000';
       }
+      // The demo skills hold nothing: release a payment to the seller's available balance within a second.
+      if (name === 'escrow-ledger') env.RELEASE_INTERVAL_MS = '1000';
       children.push(startServiceProcess(name, portOf(port), env, COLORS[i % COLORS.length]!));
     });
     cleanups.push(async () => {
