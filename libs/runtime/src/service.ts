@@ -59,6 +59,8 @@ export interface ServiceDefinition<DB = any> {
    * true), skipping express's middleware stack; everything else goes to express as usual.
    */
   fastPath?: (ctx: ServiceContext<DB>) => (req: IncomingMessage, res: ServerResponse) => boolean;
+  /** The most bytes all of a request's headers may take (Node's default: 16 KiB); over it Node answers 431. */
+  maxHeaderSize?: number;
   /** Extra work on shutdown (close websockets…), run before the database closes. */
   onStop?: () => Promise<void>;
 }
@@ -203,7 +205,10 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
 
   const server = await new Promise<Server>((resolve, reject) => {
     const fastPath = definition.fastPath?.(ctx);
-    const s = createServer(fastPath ? (req, res) => fastPath(req, res) || app(req, res) : app);
+    const handler = fastPath
+      ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
+      : app;
+    const s = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
     s.listen(config.port, '0.0.0.0', () => resolve(s));
     s.once('error', reject);
   });

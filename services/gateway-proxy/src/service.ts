@@ -10,6 +10,7 @@ import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated, type SkillSnapshot } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
 import { x402Routes } from './x402/facilitator';
+import { MAX_X402_HEADER_BYTES } from './x402/protocol';
 
 export type RunningGateway = RunningService & { state: GatewayState };
 
@@ -57,6 +58,9 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       },
     ],
     onStop: async () => provider.destroy(),
+    // Room for an x402 payment header at its own limit beside the other headers, so one over that limit is
+    // refused with a 402 and its reason rather than by Node's 431 at 16 KiB for all headers together.
+    maxHeaderSize: 2 * MAX_X402_HEADER_BYTES,
     // Paid skill calls are answered on the bare request, ahead of express's middleware stack.
     fastPath: () => {
       const skillHandler = createSkillHandler(need());
