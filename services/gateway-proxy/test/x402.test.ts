@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   loadConfig as loadSettlementConfig,
   type RunningSettlement,
@@ -6,6 +8,7 @@ import {
 import {
   deploySmartWallet,
   mine,
+  openSchema,
   setAutomine,
   signTransferAuthorization,
   testSigner,
@@ -17,7 +20,7 @@ import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x4
 import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, startGatewayProxy } from '../src';
-import { decodePaymentRequired, encodeX402Header } from '../src/x402/protocol';
+import { decodePaymentRequired, encodeX402Header, MAX_X402_HEADER_BYTES } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;
@@ -144,6 +147,8 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
   async function header(
     overrides: Parameters<typeof signTransferAuthorization>[1] extends infer T ? Partial<T> : never = {},
     role: 'buyer' | 'seller' = 'buyer',
+    /** Over the client's `accepted` copy of the requirements, and extra top-level fields of the payload. */
+    lies: { accepted?: Record<string, unknown>; extensions?: Record<string, unknown> } = {},
   ) {
     const signed = await signTransferAuthorization(testSigner(role, h.anvil.provider), {
       chainId: 31337,
@@ -162,8 +167,10 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
         payTo: testWallets.escrow.address,
         maxTimeoutSeconds: 60,
         extra: { name: 'USD Coin', version: '2' },
+        ...lies.accepted,
       },
       payload: signed,
+      ...(lies.extensions ? { extensions: lies.extensions } : {}),
     });
   }
 
@@ -324,6 +331,107 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     expect(upstream.requests.length - seen).toBe(1);
   });
 
+  it('a PAYMENT-SIGNATURE over MAX_X402_HEADER_BYTES is refused with 402 and a reason before decoding, sending no transaction', async () => {
+    const nonceBefore = await relayerNonce();
+    const seen = upstream.requests.length;
+    // A well-signed payment that would be accepted, padded (in the free-form extensions) just over the limit.
+    const unpadded = await header();
+    const padding = 'x'.repeat(Math.ceil(((MAX_X402_HEADER_BYTES - unpadded.length) * 3) / 4) + 64);
+    const oversized = await header({}, 'buyer', { extensions: { padding } });
+    expect(oversized.length).toBeGreaterThan(MAX_X402_HEADER_BYTES);
+    expect(oversized.length).toBeLessThan(MAX_X402_HEADER_BYTES + 512);
+    const res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': oversized } });
+    expect(res.status).toBe(402);
+    const body = await res.json();
+    expect(body.reason).toBe('invalid_payload');
+    expect(body.message).toMatch(/larger than/);
+    expect(res.headers.get('payment-required')).toBeTruthy();
+    // The same size in v1's header is refused alike.
+    const v1 = await fetch(url('/data'), { headers: { 'X-PAYMENT': oversized } });
+    expect(v1.status).toBe(402);
+    expect((await v1.json()).reason).toBe('invalid_payload');
+    expect(await relayerNonce()).toBe(nonceBefore);
+    expect(upstream.requests.length).toBe(seen);
+  });
+
+  it.each([
+    [
+      'a lower amount',
+      { valueMicro: 40_000n },
+      { amount: '40000' },
+      'invalid_exact_evm_payload_authorization_value_mismatch',
+    ],
+    [
+      'another payTo',
+      { to: testWallets.stranger.address },
+      { payTo: testWallets.stranger.address },
+      'invalid_exact_evm_recipient_mismatch',
+    ],
+    [
+      'another asset (signed in its domain)',
+      { usdcAddress: testWallets.platform.address },
+      { asset: testWallets.platform.address },
+      'invalid_exact_evm_signature',
+    ],
+  ])(
+    'a payment whose accepted copy agrees with its bad authorization (%s) is refused: Paygate checks its own requirements',
+    async (_name, authorization, accepted, reason) => {
+      const nonceBefore = await relayerNonce();
+      const seen = upstream.requests.length;
+      const res = await fetch(url('/data'), {
+        headers: { 'PAYMENT-SIGNATURE': await header(authorization as never, 'buyer', { accepted }) },
+      });
+      expect(res.status).toBe(402);
+      expect((await res.json()).reason).toBe(reason);
+      expect(await relayerNonce()).toBe(nonceBefore);
+      expect(upstream.requests.length).toBe(seen);
+    },
+  );
+
+  it("a seller's PAYMENT-RESPONSE, X-PAYMENT-RESPONSE and PAYMENT-REQUIRED never reach the buyer as the seller set them", async () => {
+    const forged = encodeX402Header({
+      success: true,
+      transaction: `0x${'ab'.repeat(32)}`,
+      network,
+      payer: testWallets.stranger.address,
+    });
+    const liar = http.createServer((_req, res) => {
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'PAYMENT-RESPONSE': forged,
+        'X-PAYMENT-RESPONSE': forged,
+        'PAYMENT-REQUIRED': forged,
+      });
+      res.end('{"ok":true}');
+    });
+    await new Promise<void>((resolve) => liar.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (liar.address() as AddressInfo).port;
+      await h.publishSkill(skillSnapshot({ name: 'liar', apiBaseUrl: `http://127.0.0.1:${port}` }));
+      const liarUrl = `${h.gateway.url}/api/v1/skills/liar/data`;
+      // Paid with x402 (v2): PAYMENT-RESPONSE is Paygate's own; the other two are not relayed at all.
+      const paid = await fetch(liarUrl, { headers: { 'PAYMENT-SIGNATURE': await header() } });
+      expect(paid.status).toBe(200);
+      const settled = decodePaymentResponseHeader(paid.headers.get('payment-response')!);
+      expect(paid.headers.get('payment-response')).not.toBe(forged);
+      expect(settled).toMatchObject({ success: true, network, payer: testWallets.buyer.address });
+      expect(settled.transaction).not.toBe(`0x${'ab'.repeat(32)}`);
+      expect(paid.headers.get('x-payment-response')).toBeNull();
+      expect(paid.headers.get('payment-required')).toBeNull();
+      // Paid with Paygate's own proof: none of the three reaches the buyer.
+      const txHash = await h.transfer('buyer', 50_000n);
+      const proof = await h.header({ txHash, resource: h.resource('GET', 'liar', '/data') });
+      const own = await fetch(liarUrl, { headers: { 'X-402-Payment': proof } });
+      expect(own.status).toBe(200);
+      expect(own.headers.get('payment-response')).toBeNull();
+      expect(own.headers.get('x-payment-response')).toBeNull();
+      expect(own.headers.get('payment-required')).toBeNull();
+    } finally {
+      liar.closeAllConnections();
+      await new Promise((resolve) => liar.close(resolve));
+    }
+  });
+
   it('with the chain RPC down, x402 is not offered and a payment answers 503', async () => {
     const cut = await startGatewayProxy(
       loadConfig(
@@ -335,10 +443,32 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       ),
     );
     try {
+      // The skill projection's durable consumer is shared with the first gateway, which already took the
+      // skill: the cut gateway's catalog gets the same row directly (without it, the skill is unknown: 404).
+      const row = await h.db
+        .selectFrom('skills')
+        .selectAll()
+        .where('name', '=', 'wx')
+        .executeTakeFirstOrThrow();
+      const cutDb = openSchema(`${h.env.schemaFor('gateway-proxy')}_cut`);
+      try {
+        await cutDb.insertInto('skills').values(row).execute();
+      } finally {
+        await cutDb.destroy();
+      }
+      cut.state.skills.invalidate();
+      const challenge = await fetch(`${cut.url}/api/v1/skills/wx/data`);
+      expect(challenge.status).toBe(402);
+      expect(challenge.headers.get('payment-required')).toBeNull();
       const res = await fetch(`${cut.url}/api/v1/skills/wx/data`, {
         headers: { 'PAYMENT-SIGNATURE': await header() },
       });
-      expect([503, 404]).toContain(res.status);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('2');
+      expect(await res.json()).toMatchObject({
+        reason: 'x402_unavailable',
+        message: expect.stringMatching(/chain RPC/),
+      });
     } finally {
       await cut.stop();
     }
