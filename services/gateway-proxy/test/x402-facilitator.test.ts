@@ -6,12 +6,20 @@ import {
   type RunningSettlement,
   startSettlement,
 } from '@paygate/settlement';
-import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import {
+  createActiveSkill,
+  signTransferAuthorization,
+  signUpSeller,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { HTTPFacilitatorClient } from '@x402/core/server';
 import { ExactEvmScheme as ExactEvmClient } from '@x402/evm';
 import { ExactEvmScheme as ExactEvmServer } from '@x402/evm/exact/server';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
+import { Contract } from 'ethers';
 import express from 'express';
 import { createWalletClient, defineChain, http } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -131,28 +139,87 @@ describe('x402 facilitator mode and discovery, with the real registry and the re
     });
     expect(await supported.json()).toMatchObject({ kinds: [{ x402Version: 2, scheme: 'exact', network }] });
     expect((await fetch(`${h.gateway.url}/api/v1/x402/supported`)).status).toBe(401);
-    const verify = await fetch(`${h.gateway.url}/api/v1/x402/verify`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
+
+    const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+    const strangerBalance = () =>
+      new Contract(h.usdcAddress, ['function balanceOf(address) view returns (uint256)'], h.anvil.provider)
+        .getFunction('balanceOf')(testWallets.stranger.address)
+        .then(BigInt);
+    /** A real, well-signed payment by the buyer of 1000 atomic units to `to`, and the requirements it meets. */
+    async function paymentTo(to: string, requirementsPayTo = to) {
+      const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
+        chainId: 31337,
+        usdcAddress: h.usdcAddress,
+        to,
+        valueMicro: 1000n,
+      });
+      const paymentRequirements = {
+        scheme: 'exact',
+        network,
+        asset: h.usdcAddress,
+        payTo: requirementsPayTo,
+        amount: '1000',
+        maxTimeoutSeconds: 60,
+        extra: { name: 'USD Coin', version: '2' },
+      };
+      return {
         x402Version: 2,
-        paymentPayload: { x402Version: 2, accepted: {}, payload: {} },
-        paymentRequirements: {
-          scheme: 'exact',
-          network,
-          asset: h.usdcAddress,
-          payTo: testWallets.stranger.address,
-          amount: '1000',
+        paymentPayload: { x402Version: 2, accepted: paymentRequirements, payload: signed },
+        paymentRequirements,
+      };
+    }
+    const call = (path: 'verify' | 'settle', body: unknown, key: string | null = apiKey) =>
+      fetch(`${h.gateway.url}/api/v1/x402/${path}`, {
+        method: 'POST',
+        headers: {
+          ...(key ? { authorization: `Bearer ${key}` } : {}),
+          'content-type': 'application/json',
         },
-      }),
-    });
+        body: JSON.stringify(body),
+      });
+
+    const nonceBefore = await relayerNonce();
+    const balanceBefore = await strangerBalance();
+    // A seller's requirements paying its own wallet (and the buyer's authorization to match): Paygate is not a
+    // facilitator for money that bypasses escrow.
+    const toStranger = await paymentTo(testWallets.stranger.address);
+    const verify = await call('verify', toStranger);
     expect(verify.status).toBe(200);
-    expect(await verify.json()).toMatchObject({ isValid: false });
-    const badBody = await fetch(`${h.gateway.url}/api/v1/x402/settle`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ x402Version: 3 }),
+    expect(await verify.json()).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_evm_recipient_mismatch',
+      payer: testWallets.buyer.address,
     });
+    const settle = await call('settle', toStranger);
+    expect(settle.status).toBe(200);
+    expect(await settle.json()).toMatchObject({
+      success: false,
+      errorReason: 'invalid_exact_evm_recipient_mismatch',
+      transaction: '',
+      payer: testWallets.buyer.address,
+    });
+    // Requirements that name escrow do not cover an authorization paying someone else.
+    const mismatched = await paymentTo(testWallets.stranger.address, testWallets.escrow.address);
+    expect(await (await call('verify', mismatched)).json()).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_evm_recipient_mismatch',
+    });
+    expect(await (await call('settle', mismatched)).json()).toMatchObject({
+      success: false,
+      errorReason: 'invalid_exact_evm_recipient_mismatch',
+      transaction: '',
+    });
+    expect(await relayerNonce()).toBe(nonceBefore);
+    expect(await strangerBalance()).toBe(balanceBefore);
+    // The same well-formed payment into escrow verifies: the refusals above are about payTo, nothing else.
+    expect(await (await call('verify', await paymentTo(testWallets.escrow.address))).json()).toMatchObject({
+      isValid: true,
+      payer: testWallets.buyer.address,
+    });
+    expect((await call('verify', toStranger, null)).status).toBe(401);
+    expect((await call('settle', toStranger, null)).status).toBe(401);
+
+    const badBody = await call('settle', { x402Version: 3 });
     expect(badBody.status).toBe(400);
     expect((await badBody.json()).error.field).toBeDefined();
   });
