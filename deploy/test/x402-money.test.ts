@@ -121,6 +121,17 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     return (await r.json()) as { balanced: boolean; difference: string };
   }
 
+  /** Checkout's view of transfers into escrow by status: unmatched money waits there for an operator. */
+  async function checkoutTransfers(status: 'unmatched' | 'claimed'): Promise<string[]> {
+    const r = await fetch(`${baseUrl}/api/v1/operator/transfers?status=${status}`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    });
+    expect(r.status).toBe(200);
+    return ((await r.json()) as { transfers: Array<{ txHash: string }> }).transfers.map((t) =>
+      t.txHash.toLowerCase(),
+    );
+  }
+
   /** USDC Transfer logs from the buyer into escrow (every on-chain payment the buyer made). */
   async function buyerTransfersIntoEscrow(): Promise<string[]> {
     const logs = await all.anvil.provider.getLogs({
@@ -195,6 +206,12 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     });
     expect(await ledgerTransactions()).toHaveLength(before.length + 1);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
+    // Checkout records the transfer as claimed by the x402 payment, never as unmatched money.
+    await waitFor(async () => (await checkoutTransfers('claimed')).includes(x402TxHash), {
+      timeoutMs: 20_000,
+      message: 'checkout never recorded the x402 transfer as claimed',
+    });
+    expect(await checkoutTransfers('unmatched')).not.toContain(x402TxHash);
   });
 
   it('the x402 transfer presented again as X-402-Payment at the gateway and at POST /api/verify is refused: one transfer buys one thing', async () => {
@@ -283,6 +300,11 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     );
     await tx.wait(1);
     const txHash = (tx.hash as string).toLowerCase();
+    // The indexer saw it first: money nobody has claimed, waiting in checkout's unmatched list.
+    await waitFor(async () => (await checkoutTransfers('unmatched')).includes(txHash), {
+      timeoutMs: 20_000,
+      message: "the stranger's transfer never reached checkout as unmatched",
+    });
     const servedBefore = served;
     const res = await fetch(paidUrl(gatewayUrl), { headers: { 'PAYMENT-SIGNATURE': header } });
     expect(res.status).toBe(200);
@@ -301,6 +323,12 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     const booked = await bookedFor(txHash);
     expect(booked).toHaveLength(1);
     expect(booked[0]).toMatchObject({ amount: '0.25', sellerAmount: '0.2375', platformFee: '0.0125' });
+    // Claimed by the x402 call, it is off the unmatched list: nobody can attach or refund it a second time.
+    await waitFor(async () => (await checkoutTransfers('claimed')).includes(txHash), {
+      timeoutMs: 20_000,
+      message: 'checkout never recorded the transfer as claimed',
+    });
+    expect(await checkoutTransfers('unmatched')).not.toContain(txHash);
     expect(await ledgerTransactions()).toHaveLength(before.length + 1);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
   });
