@@ -73,7 +73,8 @@ export function startEdge(options: EdgeOptions): Promise<http.Server> {
     if (!service) return undefined;
     return options.upstreams?.[service] ?? upstreamFor(service, options.upstreamTemplate);
   };
-  const server = http.createServer((req, res) => {
+  // Like the gateway: room for a 16 KiB x402 payment header beside the others (Node's default is 16 KiB in all).
+  const server = http.createServer({ maxHeaderSize: 32 * 1024 }, (req, res) => {
     const upstream = target(req.url);
     if (!upstream) {
       res.writeHead(404, { 'content-type': 'application/json' });
