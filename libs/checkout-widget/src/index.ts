@@ -178,6 +178,15 @@ export function createCheckout(options: CheckoutOptions): Checkout {
       }
       return;
     }
+    if (session.status === 'refunded') {
+      stopTracking();
+      dialog.showFinal(
+        'error',
+        'The payment was returned',
+        `${session.paidAmount} USDC was sent back to the wallet that paid it. Start a new payment for the full amount.`,
+      );
+      return;
+    }
     if (session.status === 'expired') {
       if (countdown) clearInterval(countdown);
       dialog.setCountdown(0);

@@ -1,4 +1,11 @@
-export type CheckoutSessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired';
+export type CheckoutSessionStatus =
+  | 'open'
+  | 'paid'
+  | 'paid_late'
+  | 'underpaid'
+  | 'overpaid'
+  | 'expired'
+  | 'refunded';
 
 /**
  * The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). Written out here

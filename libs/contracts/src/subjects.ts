@@ -105,6 +105,13 @@ export const SUBJECTS = {
     schema: CheckoutSessionSnapshot,
     description: 'The payment of a session was reorged away; the session is open (or expired) again.',
   },
+  'checkout.session_refunded': {
+    owners: ['checkout'],
+    version: 1,
+    schema: CheckoutSessionSnapshot,
+    description:
+      'An operator sent the transfer of an underpaid session back to its payer (status refunded; no payment was made).',
+  },
   'refund.requested': {
     owners: ['escrow-ledger'],
     version: 1,

@@ -52,7 +52,8 @@ export type OtherWebhook = WebhookBody<
   | 'checkout.session_paid'
   | 'checkout.session_underpaid'
   | 'checkout.session_expired'
-  | 'checkout.session_reopened',
+  | 'checkout.session_reopened'
+  | 'checkout.session_refunded',
   Record<string, unknown>
 >;
 /** Any Paygate webhook body; `event` tells which. */

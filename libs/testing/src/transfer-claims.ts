@@ -3,7 +3,8 @@ import type { RpcRequest } from '@paygate/contracts';
 
 /**
  * Answers `ledger.claim_transfer` from memory with the contract's rule (the first channel + reference to claim a
- * transfer holds it; the same pair again is ok; any other is refused), for suites that run a gateway or checkout
+ * transfer holds it; the same pair again is ok; an operator refund naming the underpaid session that holds it
+ * takes it over; any other is refused), for suites that run a gateway or checkout
  * without escrow-ledger. Requests and replies are validated against the contract like the real responder's.
  * The real claims (Postgres, every replica) are tested in services/escrow-ledger/test/transfer-claims*.test.ts.
  */
@@ -33,6 +34,22 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
       }
       if (held.channel === request.channel && held.reference === request.reference) {
         return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt };
+      }
+      // An operator refund of an underpaid session's transfer takes over that session's claim (no payments are
+      // booked here; the real ledger refuses when one is).
+      if (
+        request.channel === 'operator_refund' &&
+        request.underpaidSessionId &&
+        held.channel === 'checkout' &&
+        held.reference === request.underpaidSessionId
+      ) {
+        const claim = {
+          ...request,
+          claimId: `clm_test_${(++counter).toString().padStart(6, '0')}`,
+          claimedAt: new Date().toISOString(),
+        };
+        claims.set(key, claim);
+        return { ok: true, claimId: claim.claimId, fresh: true, claimedAt: claim.claimedAt };
       }
       return {
         ok: false,

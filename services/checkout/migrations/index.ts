@@ -2,10 +2,12 @@ import type { Migration } from 'kysely';
 import { init } from './2026-11-22-0100-init';
 import { transferRefundRequests } from './2026-11-22-0900-transfer-refund-requests';
 import { claimedTransfers } from './2026-11-22-1000-claimed-transfers';
+import { refundedSessions } from './2026-11-23-2100-refunded-sessions';
 
 /** Frozen, date-prefixed migrations of the checkout schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
   '2026-11-22-0900-transfer-refund-requests': transferRefundRequests,
   '2026-11-22-1000-claimed-transfers': claimedTransfers,
+  '2026-11-23-2100-refunded-sessions': refundedSessions,
 };

@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 
-export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired';
+export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired' | 'refunded';
 export type TransferStatus =
   | 'matched'
   | 'unmatched'

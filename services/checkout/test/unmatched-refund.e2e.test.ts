@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { type MoneyServices, startMoneyServices } from '@paygate/escrow-ledger/test/money-services';
@@ -364,5 +364,191 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
     ).toHaveLength(0);
     await expectReconciled();
+  });
+
+  test('the transfer of an exactly paid session cannot be refunded as an underpayment, at checkout or the ledger', async () => {
+    const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ amount: '1.5', description: 'order #45' }),
+    });
+    const session = (await created.json()) as any;
+    const txHash = await buyerSends(parseUsdc(session.exactAmount));
+    const booked = await waitFor(
+      async () =>
+        (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
+      { message: 'payment booked by the ledger', timeoutMs: 15_000 },
+    );
+    const matched = await checkoutTransfer(txHash, 'matched');
+    const refused = await checkoutApi(`/api/v1/operator/transfers/${matched.transferId}/refund`, {});
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('transfer_not_unmatched');
+    expect(refused.body.error.message).toMatch(/it paid its session/);
+    // Even a caller that names the paid session as underpaid is refused by the ledger: a payment is booked.
+    const claim = await requestRpc(
+      bus,
+      'ledger.claim_transfer',
+      {
+        chainId: matched.chainId,
+        txHash,
+        logIndex: matched.logIndex,
+        channel: 'operator_refund',
+        reference: matched.transferId,
+        payer: matched.from,
+        amount: matched.amount,
+        underpaidSessionId: session.sessionId,
+      },
+      { timeoutMs: 5000 },
+    );
+    expect(claim).toMatchObject({
+      ok: false,
+      reason: 'claimed_elsewhere',
+      claimedBy: { channel: 'checkout' },
+    });
+    const sessionNow = (await (
+      await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
+    ).json()) as any;
+    expect(sessionNow.status).toBe('paid');
+    expect(
+      (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+    ).toHaveLength(0);
+    expect(
+      (await sql<any>`select escrow_status from transactions where id = ${booked.id}`.execute(ledgerDb))
+        .rows[0].escrow_status,
+    ).not.toBe('reversed');
+    await expectReconciled();
+  });
+
+  test('an underpaid session: the operator returns its short transfer to the buyer exactly once, the session reads refunded', async () => {
+    const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ amount: '3', description: 'order #44' }),
+    });
+    const session = (await created.json()) as any;
+    expect(created.status).toBe(201);
+
+    // The buyer sends less than the session's exact amount: unmatched until an operator attaches it.
+    const buyerBefore = await balanceOf(testWallets.buyer.address);
+    const escrowBefore = await balanceOf(testWallets.escrow.address);
+    const sentBefore = await transfersFromEscrowTo(testWallets.buyer.address);
+    const shortMicro = parseUsdc('3');
+    expect(shortMicro < parseUsdc(session.exactAmount)).toBe(true);
+    const txHash = await buyerSends(shortMicro);
+    const unmatched = await waitFor(() => checkoutTransfer(txHash), {
+      message: 'short transfer listed as unmatched by checkout',
+      timeoutMs: 15_000,
+    });
+    await waitFor(
+      async () =>
+        ((await ledgerApi('/api/v1/operator/ledger/suspense')).body.data as any[]).find(
+          (t) => t.txHash === txHash,
+        ),
+      { message: 'short transfer in the ledger suspense', timeoutMs: 15_000 },
+    );
+
+    const attached = await checkoutApi(`/api/v1/operator/transfers/${unmatched.transferId}/attach`, {
+      sessionId: session.sessionId,
+      note: 'buyer says order #44',
+    });
+    expect(attached.status).toBe(200);
+    expect(attached.body.session).toMatchObject({ status: 'underpaid', paidAmount: '3.000000', txHash });
+    await expectReconciled();
+
+    // The operator returns it, twice at once and once more: one decision, one event.
+    const path = `/api/v1/operator/transfers/${unmatched.transferId}/refund`;
+    const marks = await Promise.all([
+      checkoutApi(path, { note: 'buyer will pay in a new session' }),
+      checkoutApi(path, { note: 'buyer will pay in a new session' }),
+    ]);
+    expect(marks.map((m) => m.status).sort()).toEqual([200, 409]);
+    const ok = marks.find((m) => m.status === 200)!.body;
+    expect(ok.transfer).toMatchObject({
+      transferId: unmatched.transferId,
+      status: 'refund_requested',
+      sessionId: session.sessionId,
+      amount: '3.000000',
+      note: 'buyer will pay in a new session',
+    });
+    expect(ok.transfer.refundRequestId).toMatch(/^trr_[0-9a-f]{24}$/);
+    expect(ok.session).toMatchObject({
+      sessionId: session.sessionId,
+      status: 'refunded',
+      paidAmount: '3.000000',
+    });
+    const concurrent = marks.find((m) => m.status === 409)!.body.error;
+    expect(concurrent.code).toBe('transfer_not_unmatched');
+    expect(concurrent.message).toMatch(/refund_requested/);
+    const again = await checkoutApi(path, {});
+    expect(again.status).toBe(409);
+    expect(again.body.error).toMatchObject({ code: 'transfer_not_unmatched' });
+    expect(again.body.error.message).toMatch(/transfer is refund_requested/);
+
+    // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
+    const refund = await waitFor(
+      async () =>
+        (
+          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
+            ledgerDb,
+          )
+        ).rows.find((r) => r.status === 'completed'),
+      { message: 'underpayment refund sent on chain and booked', timeoutMs: 20_000 },
+    );
+    expect(refund).toMatchObject({
+      transaction_id: null,
+      seller_id: null,
+      payer: testWallets.buyer.address.toLowerCase(),
+      amount_micro: shortMicro,
+      transfer_refund_request_id: ok.transfer.refundRequestId,
+    });
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
+    expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
+    const report = await expectReconciled();
+    expect(report.accounts).toMatchObject({ suspense: '0', refund_pending: '0' });
+
+    // The session reads refunded (polling and the session events), and took no payment.
+    const polled = (await (
+      await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
+    ).json()) as any;
+    expect(polled).toMatchObject({ status: 'refunded', paidAmount: '3.000000', txHash });
+    const refundedEvents = (await countStreamMessages(bus, 'checkout.session_refunded')).filter(
+      (e) => (e.data as any).sessionId === session.sessionId,
+    );
+    expect(refundedEvents).toHaveLength(1);
+    expect(refundedEvents[0]!.data).toMatchObject({ status: 'refunded' });
+    const requested = (await countStreamMessages(bus, 'transfer.refund_requested')).filter(
+      (e) => (e.data as any).txHash === txHash,
+    );
+    expect(requested).toHaveLength(1);
+    expect(requested[0]!.data).toMatchObject({ sessionId: session.sessionId, amount: '3.000000' });
+    const confirmed = (await countStreamMessages(bus, 'payment.confirmed')).filter(
+      (e) => (e.data as any).txHash === txHash,
+    );
+    expect(confirmed).toHaveLength(0);
+    expect(
+      (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+    ).toHaveLength(0);
+
+    // A replayed request books nothing more; nothing more leaves escrow.
+    const duplicate = createEvent('transfer.refund_requested', 'checkout', {
+      ...(requested[0]!.data as EventData<'transfer.refund_requested'>),
+      refundRequestId: `trr_${randomBytes(12).toString('hex')}`,
+    });
+    await bus.js.publish(bus.subjectFor('transfer.refund_requested'), encodeEnvelope(duplicate), {
+      msgID: duplicate.id,
+    });
+    await waitFor(
+      async () =>
+        (await sql`select 1 from inbox where event_id = ${duplicate.id}`.execute(ledgerDb)).rows.length > 0,
+      { message: 'duplicate request handled by the ledger', timeoutMs: 10_000 },
+    );
+    expect(
+      (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+    ).toHaveLength(1);
+    expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
+    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+    const final = await expectReconciled();
+    expect(final.difference).toBe('0');
   });
 });

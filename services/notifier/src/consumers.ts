@@ -15,6 +15,7 @@ const SESSION_SUBJECTS = [
   'checkout.session_underpaid',
   'checkout.session_expired',
   'checkout.session_reopened',
+  'checkout.session_refunded',
 ] as const;
 
 function isSessionSubject(type: string): type is (typeof SESSION_SUBJECTS)[number] {

@@ -8,6 +8,8 @@ export const CheckoutSessionStatus = Type.Union([
   Type.Literal('underpaid'),
   Type.Literal('overpaid'),
   Type.Literal('expired'),
+  /** An operator sent the session's transfer (an underpayment) back to its payer; the session takes no payment. */
+  Type.Literal('refunded'),
 ]);
 
 /**
@@ -40,8 +42,9 @@ export const CheckoutSessionSnapshot = Type.Object(
 );
 
 /**
- * An operator decided that a transfer into the escrow wallet that matched no session goes back to its sender
- * (`POST /api/v1/operator/transfers/:id/refund`). The transfer key (chainId, txHash, logIndex) names the money;
+ * An operator decided that a transfer into the escrow wallet that paid for nothing goes back to its sender
+ * (`POST /api/v1/operator/transfers/:id/refund`): an unmatched transfer, or the short transfer of an `underpaid`
+ * session (`sessionId` names it; the session becomes `refunded`). The transfer key (chainId, txHash, logIndex) names the money;
  * `from` and `amount` are what checkout observed, so the ledger can refuse a request that differs from its books.
  */
 export const TransferRefundRequested = Type.Object(
@@ -57,6 +60,8 @@ export const TransferRefundRequested = Type.Object(
     from: Address,
     amount: UsdcAmount,
     reason: Type.String({ minLength: 1, maxLength: 500 }),
+    /** The underpaid session the transfer was attached to, when it was (it paid nothing: no payment was booked). */
+    sessionId: Type.Optional(Id),
     requestedAt: IsoTime,
   },
   { additionalProperties: false },

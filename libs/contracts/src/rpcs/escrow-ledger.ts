@@ -8,7 +8,18 @@ import { Address, Id, IsoTime, SignedUsdcAmount, UsdcAmount } from '../primitive
  * repeated claim with the same channel and reference is answered ok again (retries, a subscription's re-use,
  * a redelivered event), any other is refused with who holds it.
  */
-export const ClaimTransferRequest = Type.Object(TransferClaimFields, { additionalProperties: false });
+export const ClaimTransferRequest = Type.Object(
+  {
+    ...TransferClaimFields,
+    /**
+     * Channel `operator_refund` only: the underpaid checkout session whose claim (channel `checkout`, this session
+     * id) holds the transfer without a payment. The refund takes that claim over, unless a payment of the
+     * transfer is booked (then it is refused as `claimed_elsewhere`, as any refund of a paid transfer is).
+     */
+    underpaidSessionId: Type.Optional(Id),
+  },
+  { additionalProperties: false },
+);
 
 export const ClaimTransferReply = Type.Union([
   Type.Object(

@@ -30,7 +30,12 @@ export class LedgerClaims {
     private readonly timeoutMs = CLAIM_TIMEOUT_MS,
   ) {}
 
-  async claim(transfer: TransferToClaim, channel: ClaimChannel, reference: string): Promise<ClaimAnswer> {
+  async claim(
+    transfer: TransferToClaim,
+    channel: ClaimChannel,
+    reference: string,
+    underpaidSessionId?: string,
+  ): Promise<ClaimAnswer> {
     let reply: Awaited<ReturnType<typeof requestRpc<'ledger.claim_transfer'>>>;
     try {
       reply = await requestRpc(
@@ -44,6 +49,7 @@ export class LedgerClaims {
           reference,
           payer: transfer.from_address,
           amount: formatUsdcExact(transfer.amount_micro),
+          ...(underpaidSessionId ? { underpaidSessionId } : {}),
         },
         { timeoutMs: this.timeoutMs },
       );

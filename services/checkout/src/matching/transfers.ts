@@ -307,6 +307,18 @@ export class TransferMatcher {
     if (refused.reason !== 'claimed_elsewhere') {
       return { refused: { status: 409, code: refused.reason, message: refused.message }, transfer };
     }
+    if (transfer.status !== 'unmatched') {
+      // An underpaid session's transfer stays attached to its session: the ledger says a payment holds it.
+      return {
+        refused: {
+          status: 409,
+          code: refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment',
+          message: refused.message,
+          claimedBy: refused.claimedBy,
+        },
+        transfer,
+      };
+    }
     const claimed = await trx
       .updateTable('transfers')
       .set({
@@ -355,6 +367,8 @@ export class TransferMatcher {
       .forUpdate()
       .executeTakeFirstOrThrow();
     if (session.transfer_id !== transfer.transfer_id) return;
+    // A refunded session took no payment and its transfer is on its way back: nothing to reopen.
+    if (session.status === 'refunded') return;
     const payment = await trx
       .updateTable('payments')
       .set({ status: 'reversed', reversed_at: now })
@@ -450,10 +464,13 @@ export class TransferMatcher {
   }
 
   /**
-   * Operator: send an unmatched transfer back to its sender. The status change and `transfer.refund_requested`
-   * (outbox) commit together, once per transfer: only an `unmatched` row is updated, so a second mark is a 409
-   * and publishes nothing. The ledger books the refund out of suspense and settlement sends it. A transfer that
-   * is not USDC into this escrow wallet on this chain is not on the ledger's books and cannot be refunded here.
+   * Operator: send a transfer that paid for nothing back to its sender: an unmatched transfer, or the short
+   * transfer attached to an `underpaid` session (the session becomes `refunded`, `checkout.session_refunded`).
+   * The status change and `transfer.refund_requested` (outbox) commit together, once per transfer: only an
+   * `unmatched` row (or the `attached` row of an `underpaid` session) is updated under a row lock, so a second
+   * mark is a 409 and publishes nothing. The ledger books the refund out of suspense and settlement sends it. A
+   * transfer that is not USDC into this escrow wallet on this chain is not on the ledger's books and cannot be
+   * refunded here; the transfer of a paid or overpaid session is a payment (refund that payment instead).
    */
   async markForRefund(trx: CheckoutTrx, transferId: string, note: string | null) {
     const now = this.config.now();
@@ -464,8 +481,17 @@ export class TransferMatcher {
       .forUpdate()
       .executeTakeFirst();
     if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
-    if (transfer.status !== 'unmatched') {
-      throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${transfer.status}, not unmatched`);
+    const session = await this.underpaidSessionOf(trx, transfer);
+    if (transfer.status !== 'unmatched' && !session) {
+      const paid =
+        transfer.status === 'attached' || transfer.status === 'matched'
+          ? ': it paid its session (refund the payment with POST /api/v1/refunds)'
+          : '';
+      throw new HttpError(
+        409,
+        'transfer_not_unmatched',
+        `transfer is ${transfer.status}, not unmatched nor the transfer of an underpaid session${paid}`,
+      );
     }
     if (transfer.unmatched_reason && NOT_IN_ESCROW_REASONS.has(transfer.unmatched_reason)) {
       throw new HttpError(
@@ -475,8 +501,14 @@ export class TransferMatcher {
       );
     }
     // Decided now by the owner of the money: a transfer a payment claimed meanwhile is refused (409), not
-    // marked and then dropped by the ledger.
-    const claim = await this.claims.claim(transfer, 'operator_refund', transfer.transfer_id);
+    // marked and then dropped by the ledger. An underpaid session's transfer is held by checkout's claim for
+    // that session, which paid for nothing: the ledger lets the refund take it over unless a payment is booked.
+    const claim = await this.claims.claim(
+      transfer,
+      'operator_refund',
+      transfer.transfer_id,
+      session?.session_id,
+    );
     if (!claim.ok) return this.refusal(trx, transfer, claim);
     const refundRequestId = newRefundRequestId();
     const updated = await trx
@@ -489,7 +521,7 @@ export class TransferMatcher {
         updated_at: now,
       })
       .where('transfer_id', '=', transferId)
-      .where('status', '=', 'unmatched')
+      .where('status', '=', transfer.status)
       .returningAll()
       .executeTakeFirstOrThrow();
     await enqueueEvent(
@@ -506,17 +538,52 @@ export class TransferMatcher {
           from: updated.from_address,
           amount: formatUsdcExact(updated.amount_micro),
           reason:
-            note ?? `unmatched transfer (${updated.unmatched_reason ?? 'no reason'}) returned to sender`,
+            note ??
+            (session
+              ? `underpayment of session ${session.session_id} returned to sender`
+              : `unmatched transfer (${updated.unmatched_reason ?? 'no reason'}) returned to sender`),
+          ...(session ? { sessionId: session.session_id } : {}),
           requestedAt: now.toISOString(),
         },
         { trace: currentTraceCarrier() },
       ),
     );
+    let refundedSession: SessionRow | undefined;
+    if (session) {
+      // The session took no payment and never will: its amount is free for another session.
+      refundedSession = await trx
+        .updateTable('sessions')
+        .set({ status: 'refunded', amount_reserved: false, updated_at: now })
+        .where('session_id', '=', session.session_id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await enqueueSessionEvent(trx, 'checkout.session_refunded', refundedSession, this.config);
+    }
     this.logger.info(
-      { transferId, refundRequestId, txHash: updated.tx_hash, amount: formatUsdcExact(updated.amount_micro) },
-      'unmatched transfer marked for refund',
+      {
+        transferId,
+        refundRequestId,
+        sessionId: session?.session_id,
+        txHash: updated.tx_hash,
+        amount: formatUsdcExact(updated.amount_micro),
+      },
+      session ? 'underpaid session transfer marked for refund' : 'unmatched transfer marked for refund',
     );
-    return { transfer: updated };
+    return { transfer: updated, session: refundedSession };
+  }
+
+  /** The `underpaid` session an attached transfer is the (short) payment of, locked; undefined otherwise. */
+  private async underpaidSessionOf(trx: CheckoutTrx, transfer: TransferRow): Promise<SessionRow | undefined> {
+    if (transfer.status !== 'attached' || !transfer.session_id) return undefined;
+    const session = await trx
+      .selectFrom('sessions')
+      .selectAll()
+      .where('session_id', '=', transfer.session_id)
+      .forUpdate()
+      .executeTakeFirst();
+    return session?.status === 'underpaid' && session.transfer_id === transfer.transfer_id
+      ? session
+      : undefined;
   }
 }
 

@@ -11,7 +11,8 @@ export type SessionEventType =
   | 'checkout.session_paid'
   | 'checkout.session_underpaid'
   | 'checkout.session_expired'
-  | 'checkout.session_reopened';
+  | 'checkout.session_reopened'
+  | 'checkout.session_refunded';
 
 /** The public session object: exactly CheckoutSessionSnapshot (POST/GET responses, events, WebSocket). */
 export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnapshot {

@@ -37,6 +37,8 @@ interface ClaimRow {
  * `transfer.claimed` (outbox, same transaction). A payment or unmatched refund already on the books holds the
  * transfer even without a claim (booked before claims existed). An operator refund is also checked against the
  * ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
+ * An operator refund naming an underpaid session (`underpaidSessionId`) takes over checkout's claim for that
+ * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back.
  */
 export async function claimTransfer(
   ctx: ServiceContext,
@@ -134,6 +136,58 @@ export async function claimTransfer(
     const claimedAt = new Date(held.claimed_at).toISOString();
     if (held.channel === request.channel && held.reference === request.reference) {
       return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
+    }
+    // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
+    // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
+    if (
+      request.channel === 'operator_refund' &&
+      request.underpaidSessionId &&
+      held.channel === 'checkout' &&
+      held.reference === request.underpaidSessionId
+    ) {
+      const payment = (
+        await sql<{ id: string }>`select id from transactions
+          where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
+            and escrow_status <> 'reversed'
+          limit 1`.execute(trx)
+      ).rows[0];
+      if (!payment) {
+        const claimId = newClaimId();
+        const taken = (
+          await sql<ClaimRow>`update transfer_claims
+            set claim_id = ${claimId}, channel = 'operator_refund', reference = ${request.reference},
+              payer = ${payer}, amount_micro = ${amountMicro}, claimed_at = ${now}
+            where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
+              and claim_id = ${held.claim_id}
+            returning claim_id, channel, reference, claimed_at`.execute(trx)
+        ).rows[0];
+        if (taken) {
+          await enqueueEvent(
+            trx,
+            createEvent(
+              'transfer.claimed',
+              'escrow-ledger',
+              {
+                claimId,
+                chainId: request.chainId,
+                txHash,
+                logIndex: request.logIndex,
+                channel: request.channel,
+                reference: request.reference,
+                payer: request.payer,
+                amount: formatUsdc(amountMicro),
+                claimedAt: now.toISOString(),
+              },
+              { trace: currentTraceCarrier() },
+            ),
+          );
+          deps.logger.info(
+            { transfer: key, sessionId: request.underpaidSessionId, claimId },
+            'underpaid session claim released to an operator refund',
+          );
+          return { ok: true, claimId, fresh: true, claimedAt: now.toISOString() };
+        }
+      }
     }
     deps.logger.warn(
       { transfer: key, heldBy: held.channel, refused: request.channel },

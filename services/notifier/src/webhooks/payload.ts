@@ -15,6 +15,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'checkout.session_underpaid',
   'checkout.session_expired',
   'checkout.session_reopened',
+  'checkout.session_refunded',
   // Every kind sent is one the sellers' library types (PaygateWebhookEvent).
 ] as const satisfies readonly (Subject & PaygateWebhookEvent['event'])[];
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
