@@ -19,15 +19,25 @@ export class MoneyFormatError extends Error {
 }
 
 const DECIMAL_PATTERN = /^(0|[1-9][0-9]*)(\.([0-9]{1,6}))?$/;
-/** Upper bound on any single amount: ten billion USDC, far above any real payment, so typos fail loudly. */
+/**
+ * Upper bound on a single amount someone types (a price, a refund, a settlement minimum): ten billion USDC, far
+ * above any real payment, so typos fail loudly. Amounts read from the chain are not typed and not capped by it:
+ * see parseChainUsdc.
+ */
 export const MAX_AMOUNT_MICRO = 10_000_000_000n * MICRO_PER_USDC;
+/**
+ * The largest amount a Postgres `bigint` column holds (2^63 - 1 micro-USDC, about 9.2 trillion USDC): the only
+ * bound on an amount read from the chain (a transfer into escrow, its refund), since the chain's money must be on
+ * the books whatever its size.
+ */
+export const MAX_CHAIN_AMOUNT_MICRO = 2n ** 63n - 1n;
 
 /**
  * Parses a decimal USDC string ("0.05", "10", "1.000001") into micro-USDC.
  * Accepts a JS number only when its shortest decimal form is itself a valid amount string,
  * because sellers send prices as numbers in JSON (SPEC: priceUsdc is "string or number").
  */
-export function parseUsdc(input: unknown): MicroUsdc {
+export function parseUsdc(input: unknown, options: { max?: MicroUsdc } = {}): MicroUsdc {
   let text: string;
   if (typeof input === 'string') text = input.trim();
   else if (typeof input === 'number' && Number.isFinite(input)) text = String(input);
@@ -42,8 +52,23 @@ export function parseUsdc(input: unknown): MicroUsdc {
   const whole = BigInt(match[1]!);
   const fraction = BigInt((match[3] ?? '').padEnd(USDC_DECIMALS, '0'));
   const amount = whole * MICRO_PER_USDC + fraction;
-  if (amount > MAX_AMOUNT_MICRO) throw new MoneyFormatError(input, 'exceeds the maximum amount');
+  const max = options.max ?? MAX_AMOUNT_MICRO;
+  if (amount > max) {
+    throw new MoneyFormatError(
+      input,
+      max === MAX_AMOUNT_MICRO ? 'exceeds the maximum amount' : 'exceeds what the books can hold',
+    );
+  }
   return amount;
+}
+
+/**
+ * Parses an amount that was read from the chain (a USDC transfer observed into escrow, a claim or refund of it):
+ * the same decimal rules as parseUsdc, bounded only by what a `bigint` column holds (MAX_CHAIN_AMOUNT_MICRO), not
+ * by the ten-billion cap on typed amounts. Money that reached the escrow wallet is booked whatever its size.
+ */
+export function parseChainUsdc(input: unknown): MicroUsdc {
+  return parseUsdc(input, { max: MAX_CHAIN_AMOUNT_MICRO });
 }
 
 /** Formats micro-USDC as the shortest decimal string: 50000n → "0.05", 10000000n → "10". */

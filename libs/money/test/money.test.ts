@@ -4,7 +4,9 @@ import {
   formatUsdc,
   formatUsdcExact,
   MAX_AMOUNT_MICRO,
+  MAX_CHAIN_AMOUNT_MICRO,
   MoneyFormatError,
+  parseChainUsdc,
   parseUsdc,
   splitFee,
 } from '../src';
@@ -39,6 +41,27 @@ describe('parseUsdc', () => {
   ])('refuses %p naming the rule', (input, rule) => {
     expect(() => parseUsdc(input)).toThrow(MoneyFormatError);
     expect(() => parseUsdc(input)).toThrow(rule);
+  });
+});
+
+describe('parseChainUsdc', () => {
+  it('reads amounts from the chain above the typed-input cap, up to what a bigint column holds', () => {
+    expect(parseChainUsdc('15000000000')).toBe(15_000_000_000n * 1_000_000n);
+    expect(parseChainUsdc('10000000000.000001')).toBe(MAX_AMOUNT_MICRO + 1n);
+    expect(parseChainUsdc('9223372036854.775807')).toBe(MAX_CHAIN_AMOUNT_MICRO);
+    expect(parseChainUsdc(formatUsdc(MAX_CHAIN_AMOUNT_MICRO))).toBe(MAX_CHAIN_AMOUNT_MICRO);
+    // Typed input keeps its cap.
+    expect(() => parseUsdc('15000000000')).toThrow('maximum');
+  });
+
+  it.each([
+    ['9223372036854.775808', 'what the books can hold'],
+    ['100000000000000000000', 'what the books can hold'],
+    ['-1', 'negative'],
+    ['1.0000001', 'more than 6 decimal places'],
+  ])('refuses %p naming the rule', (input, rule) => {
+    expect(() => parseChainUsdc(input)).toThrow(MoneyFormatError);
+    expect(() => parseChainUsdc(input)).toThrow(rule);
   });
 });
 

@@ -3,7 +3,7 @@ import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { type MoneyServices, startMoneyServices } from '@paygate/escrow-ledger/test/money-services';
-import { parseUsdc } from '@paygate/money';
+import { MAX_AMOUNT_MICRO, parseChainUsdc, parseUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
   countStreamMessages,
@@ -88,7 +88,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       { timeoutMs: 15_000, message: 'ledger and chain never agreed' },
     ).catch(() => ledgerApi('/api/v1/reconciliation'));
     expect(report.body).toMatchObject({ balanced: true, difference: '0', differences: [] });
-    expect(parseUsdc(report.body.chainBalance)).toBe(await balanceOf(testWallets.escrow.address));
+    expect(parseChainUsdc(report.body.chainBalance)).toBe(await balanceOf(testWallets.escrow.address));
     return report.body;
   };
 
@@ -550,5 +550,59 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
     const final = await expectReconciled();
     expect(final.difference).toBe('0');
+  });
+
+  test('a single transfer above ten billion USDC is booked, listed as unmatched, reconciled, and can be returned', async () => {
+    // The ten-billion cap is for typed amounts; money that reached the escrow wallet is booked whatever its size.
+    const hugeMicro = parseUsdc('9999999999.5') * 2n - parseUsdc('7654321098.5'); // 12,345,678,900.5 USDC
+    expect(hugeMicro > MAX_AMOUNT_MICRO).toBe(true);
+    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: hugeMicro, roles: ['stranger'] });
+    const senderBefore = await balanceOf(testWallets.stranger.address);
+    const escrowBefore = await balanceOf(testWallets.escrow.address);
+    const senderUsdc = usdc.connect(testSigner('stranger', anvil.provider)) as Contract;
+    const tx = await senderUsdc.getFunction('transfer')(testWallets.escrow.address, hugeMicro);
+    const txHash = (await tx.wait(1, 10_000)).hash.toLowerCase() as string;
+    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + hugeMicro);
+
+    const unmatched = await waitFor(() => checkoutTransfer(txHash), {
+      message: 'a transfer above the typed-amount cap listed as unmatched by checkout',
+      timeoutMs: 15_000,
+    });
+    expect(unmatched).toMatchObject({
+      status: 'unmatched',
+      reason: 'no_session_with_this_amount',
+      amount: '12345678900.500000',
+    });
+    const inSuspense = await waitFor(
+      async () =>
+        ((await ledgerApi('/api/v1/operator/ledger/suspense')).body.data as any[]).find(
+          (t) => t.txHash === txHash,
+        ),
+      { message: 'a transfer above the cap in the ledger suspense', timeoutMs: 15_000 },
+    );
+    expect(inSuspense).toMatchObject({ amount: '12345678900.5' });
+    const report = await expectReconciled();
+    expect(report.difference).toBe('0');
+    const deadLettered = await bus.jsm.streams
+      .info(bus.deadLetterStream)
+      .then((info) => info.state.messages)
+      .catch(() => 0);
+    expect(deadLettered).toBe(0);
+
+    // And it goes back to its sender like any unmatched transfer.
+    const marked = await checkoutApi(`/api/v1/operator/transfers/${unmatched.transferId}/refund`, {});
+    expect(marked.status).toBe(200);
+    await waitFor(
+      async () =>
+        (
+          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
+            ledgerDb,
+          )
+        ).rows.find((r) => r.status === 'completed'),
+      { message: 'the large refund sent on chain and booked', timeoutMs: 20_000 },
+    );
+    expect(await balanceOf(testWallets.stranger.address)).toBe(senderBefore);
+    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
+    expect((await expectReconciled()).difference).toBe('0');
   });
 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
-import { formatUsdcExact, parseUsdc } from '@paygate/money';
+import { formatUsdcExact, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
@@ -51,7 +51,8 @@ export class TransferMatcher {
 
   async onObserved(trx: CheckoutTrx, data: Observed): Promise<void> {
     const now = this.config.now();
-    const amountMicro = parseUsdc(data.amount);
+    // Read from the chain: booked whatever its size (not the cap on typed amounts).
+    const amountMicro = parseChainUsdc(data.amount);
     await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
     const existing = await trx
       .selectFrom('transfers')

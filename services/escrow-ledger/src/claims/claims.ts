@@ -1,6 +1,6 @@
 import { enqueueEvent, serveRpc } from '@paygate/bus';
 import { createEvent, type RpcReply, type RpcRequest } from '@paygate/contracts';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackgroundTask, Counter, type ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
@@ -46,7 +46,7 @@ export async function claimTransfer(
   request: ClaimRequest,
 ): Promise<ClaimReply> {
   const txHash = request.txHash.toLowerCase();
-  const amountMicro = parseUsdc(request.amount);
+  const amountMicro = parseChainUsdc(request.amount);
   const payer = request.payer.toLowerCase();
   const key = transferKey(request.chainId, txHash, request.logIndex);
   return ctx.inTransaction(async (trx) => {

@@ -1,5 +1,5 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { PLATFORM_FEE_PERCENT, parseUsdc } from '@paygate/money';
+import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
@@ -100,7 +100,7 @@ export async function onTransferObserved(
 ): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
-  const amountMicro = parseUsdc(d.amount);
+  const amountMicro = parseChainUsdc(d.amount);
   const booked = await bookTransfer(trx, {
     chainId: d.chainId,
     txHash,
@@ -162,7 +162,7 @@ async function reincludeTransfer(
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
   const inclusion = transfer.inclusion + 1;
-  const amountMicro = parseUsdc(d.amount);
+  const amountMicro = parseChainUsdc(d.amount);
   await sql`update transfers set status = 'observed', inclusion = ${inclusion}, claimed_by_transaction_id = null,
         amount_micro = ${amountMicro}, block_number = ${d.blockNumber},
         block_hash = ${d.blockHash.toLowerCase()}, to_address = ${d.to.toLowerCase()},
@@ -266,7 +266,7 @@ export async function onPaymentsConfirmed(
     chainId: d.chainId,
     txHash: d.txHash,
     logIndex: d.logIndex,
-    amountMicro: parseUsdc(d.amount).toString(),
+    amountMicro: parseChainUsdc(d.amount).toString(),
     holdPeriodHours: d.holdPeriodHours,
     confirmedAt: d.confirmedAt,
   }));

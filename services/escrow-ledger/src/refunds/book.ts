@@ -1,7 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
-import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
+import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
@@ -164,7 +164,7 @@ export async function onRefundCompleted(
   const refund = result.rows[0];
   if (!refund) throw new Error(`refund.completed for unknown refund ${d.refundId}`);
   if (refund.status === 'completed') return;
-  if (parseUsdc(d.amount) !== refund.amount_micro) {
+  if (parseChainUsdc(d.amount) !== refund.amount_micro) {
     deps.logger.error(
       { refundId: refund.id, booked: formatUsdc(refund.amount_micro), sent: d.amount },
       'refund.completed amount differs from the booked refund; booking the booked amount',

@@ -1,6 +1,6 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
@@ -65,7 +65,7 @@ export async function onTransferRefundRequested(
     ? 'transfer_claimed_by_payment'
     : transfer.status === 'reorged'
       ? 'transfer_reorged'
-      : parseUsdc(d.amount) !== transfer.amount_micro
+      : parseChainUsdc(d.amount) !== transfer.amount_micro
         ? 'amount_differs'
         : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
           ? 'payer_differs'
@@ -78,7 +78,7 @@ export async function onTransferRefundRequested(
       paymentId: null,
       source: 'checkout',
       sellerId: null,
-      amountMicro: parseUsdc(d.amount),
+      amountMicro: parseChainUsdc(d.amount),
       existingTransactionId: transfer.claimed_by_transaction_id,
       detail: {
         reason: refusal,

@@ -1,7 +1,7 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
@@ -32,7 +32,8 @@ export function refundInitiatedConsumer(
           `refund ${refund.refundId} is for chain ${refund.chainId}; this settlement sends on ${config.chainId}`,
         );
       }
-      const amountMicro = parseUsdc(refund.amount);
+      // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
+      const amountMicro = parseChainUsdc(refund.amount);
       const transferId = await recordTransfer(db, {
         kind: 'refund',
         idempotencyKey: refund.refundId,
