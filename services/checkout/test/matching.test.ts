@@ -137,6 +137,73 @@ describe('checkout matching of observed transfers', () => {
     expect(confirmed.some((e) => (e.data as any).sessionId === under.sessionId)).toBe(false);
   });
 
+  it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
+    const under = await newSession({ amount: '7', description: 'short' });
+    const over = await newSession({ amount: '8', description: 'long' });
+    const short = transferEvent('7.000000');
+    const long = transferEvent('8.5');
+    for (const t of [short, long]) await h.publish('transfer.observed', t);
+    const list = async (status: string) =>
+      (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
+        .body.transfers as any[];
+    const byTx = async (tx: string, status = 'unmatched') =>
+      (await list(status)).find((t) => t.txHash === tx.toLowerCase());
+    const shortView = await waitFor(() => byTx(short.txHash));
+    const longView = await waitFor(() => byTx(long.txHash));
+    const attach = (transferId: string, sessionId: string) =>
+      request(h.url)
+        .post(`/api/v1/operator/transfers/${transferId}/attach`)
+        .set('Authorization', OPERATOR)
+        .send({ sessionId });
+    const refund = (transferId: string) =>
+      request(h.url)
+        .post(`/api/v1/operator/transfers/${transferId}/refund`)
+        .set('Authorization', OPERATOR)
+        .send({});
+    expect((await attach(shortView.transferId, under.sessionId)).body.session.status).toBe('underpaid');
+    expect((await attach(longView.transferId, over.sessionId)).body.session.status).toBe('overpaid');
+
+    const refunded = new EventRecorder(h.bus, 'checkout.session_refunded');
+    const requested = new EventRecorder(h.bus, 'transfer.refund_requested');
+    const first = await refund(shortView.transferId);
+    expect(first.status).toBe(200);
+    expect(first.body.transfer).toMatchObject({
+      status: 'refund_requested',
+      sessionId: under.sessionId,
+      amount: '7.000000',
+    });
+    expect(first.body.session).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+    const second = await refund(shortView.transferId);
+    expect(second.status).toBe(409);
+    expect(second.body.error.code).toBe('transfer_not_unmatched');
+    await refunded.waitForCount(1);
+    await requested.waitForCount(1);
+    expect(requested.events[0]!.data).toMatchObject({ sessionId: under.sessionId, amount: '7.000000' });
+    refunded.stop();
+    requested.stop();
+    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+    // Its amount is free again: the refunded session matches nothing any more.
+    const reserved = await h.running.ctx.db
+      .selectFrom('sessions')
+      .select('amount_reserved')
+      .where('session_id', '=', under.sessionId)
+      .executeTakeFirstOrThrow();
+    expect(reserved.amount_reserved).toBe(false);
+
+    // The overpaid session's transfer paid the seller: refunding it here is refused, the session stays overpaid.
+    const paidRefund = await refund(longView.transferId);
+    expect(paidRefund.status).toBe(409);
+    expect(paidRefund.body.error).toMatchObject({ code: 'transfer_not_unmatched' });
+    expect(paidRefund.body.error.message).toMatch(/it paid its session/);
+    expect((await session(over.sessionId)).status).toBe('overpaid');
+
+    // A reorg of the returned transfer does not bring the refunded session back to open.
+    const { confirmations: _c, observedAt: _o, ...fields } = short;
+    await h.publish('transfer.reorged', { ...fields, reorgedAt: new Date().toISOString() });
+    await waitFor(() => byTx(short.txHash, 'reorged'), { message: 'returned transfer reorged' });
+    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+  });
+
   it('a second payment of a paid amount, or one after the late window, is kept unmatched', async () => {
     const s = await newSession({ amount: '8', description: 'twice' });
     await h.publish('transfer.observed', transferEvent(s.exactAmount));
