@@ -18,6 +18,7 @@ export {
   type RpcReply,
   type RpcRequest,
   RpcValidationError,
+  refundTakesOverClaim,
   SESSION_TOKEN_PATTERN,
   TransferAuthorization,
   validateRpcReply,

@@ -1,5 +1,5 @@
 import { type Bus, serveRpc } from '@paygate/bus';
-import type { RpcRequest } from '@paygate/contracts';
+import { type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
 
 /**
  * Answers `ledger.claim_transfer` from memory with the contract's rule (the first channel + reference to claim a
@@ -23,26 +23,11 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
     async (request) => {
       const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
       const held = claims.get(key);
-      if (!held) {
-        const claim = {
-          ...request,
-          claimId: `clm_test_${(++counter).toString().padStart(6, '0')}`,
-          claimedAt: new Date().toISOString(),
-        };
-        claims.set(key, claim);
-        return { ok: true, claimId: claim.claimId, fresh: true, claimedAt: claim.claimedAt };
-      }
-      if (held.channel === request.channel && held.reference === request.reference) {
+      if (held && held.channel === request.channel && held.reference === request.reference) {
         return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt };
       }
-      // An operator refund of an underpaid session's transfer takes over that session's claim (no payments are
-      // booked here; the real ledger refuses when one is).
-      if (
-        request.channel === 'operator_refund' &&
-        request.underpaidSessionId &&
-        held.channel === 'checkout' &&
-        held.reference === request.underpaidSessionId
-      ) {
+      // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
+      if (!held || refundTakesOverClaim(held, request)) {
         const claim = {
           ...request,
           claimId: `clm_test_${(++counter).toString().padStart(6, '0')}`,

@@ -21,6 +21,23 @@ export const ClaimTransferRequest = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Whether a claim request may take over the claim that holds a transfer: only an operator refund naming the
+ * underpaid checkout session that holds it (the caller still refuses when a payment of the transfer is booked).
+ * One rule for the ledger and for the in-memory responder of tests.
+ */
+export function refundTakesOverClaim(
+  held: { channel: string; reference: string },
+  request: { channel: string; underpaidSessionId?: string },
+): boolean {
+  return (
+    request.channel === 'operator_refund' &&
+    request.underpaidSessionId !== undefined &&
+    held.channel === 'checkout' &&
+    held.reference === request.underpaidSessionId
+  );
+}
+
 export const ClaimTransferReply = Type.Union([
   Type.Object(
     {

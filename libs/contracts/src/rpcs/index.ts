@@ -26,6 +26,7 @@ import {
 } from './settlement';
 
 // The package's public names from the schema files, listed: what is not here stays inside the package.
+export { refundTakesOverClaim } from './escrow-ledger';
 export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from './registry';
 export {
   RelayerStatusReply,

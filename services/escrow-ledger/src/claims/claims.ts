@@ -1,9 +1,9 @@
 import { enqueueEvent, serveRpc } from '@paygate/bus';
-import { createEvent, type RpcReply, type RpcRequest } from '@paygate/contracts';
+import { createEvent, type RpcReply, type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackgroundTask, Counter, type ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { ulid } from 'ulid';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
@@ -105,25 +105,7 @@ export async function claimTransfer(
         returning claim_id, channel, reference, claimed_at`.execute(trx)
     ).rows[0];
     if (inserted) {
-      await enqueueEvent(
-        trx,
-        createEvent(
-          'transfer.claimed',
-          'escrow-ledger',
-          {
-            claimId: inserted.claim_id,
-            chainId: request.chainId,
-            txHash,
-            logIndex: request.logIndex,
-            channel: request.channel,
-            reference: request.reference,
-            payer: request.payer,
-            amount: formatUsdc(amountMicro),
-            claimedAt: now.toISOString(),
-          },
-          { trace: currentTraceCarrier() },
-        ),
-      );
+      await publishClaimed(trx, request, inserted.claim_id, now);
       return { ok: true, claimId: inserted.claim_id, fresh: true, claimedAt: now.toISOString() };
     }
     const held = (
@@ -139,12 +121,7 @@ export async function claimTransfer(
     }
     // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
     // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
-    if (
-      request.channel === 'operator_refund' &&
-      request.underpaidSessionId &&
-      held.channel === 'checkout' &&
-      held.reference === request.underpaidSessionId
-    ) {
+    if (refundTakesOverClaim(held, request)) {
       const payment = (
         await sql<{ id: string }>`select id from transactions
           where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
@@ -162,25 +139,7 @@ export async function claimTransfer(
             returning claim_id, channel, reference, claimed_at`.execute(trx)
         ).rows[0];
         if (taken) {
-          await enqueueEvent(
-            trx,
-            createEvent(
-              'transfer.claimed',
-              'escrow-ledger',
-              {
-                claimId,
-                chainId: request.chainId,
-                txHash,
-                logIndex: request.logIndex,
-                channel: request.channel,
-                reference: request.reference,
-                payer: request.payer,
-                amount: formatUsdc(amountMicro),
-                claimedAt: now.toISOString(),
-              },
-              { trace: currentTraceCarrier() },
-            ),
-          );
+          await publishClaimed(trx, request, claimId, now);
           deps.logger.info(
             { transfer: key, sessionId: request.underpaidSessionId, claimId },
             'underpaid session claim released to an operator refund',
@@ -200,6 +159,34 @@ export async function claimTransfer(
       claimedBy: { channel: held.channel, claimedAt },
     };
   });
+}
+
+/** `transfer.claimed` for a fresh claim, in the claim's transaction (outbox). */
+function publishClaimed(
+  trx: Transaction<any>,
+  request: ClaimRequest,
+  claimId: string,
+  now: Date,
+): Promise<void> {
+  return enqueueEvent(
+    trx,
+    createEvent(
+      'transfer.claimed',
+      'escrow-ledger',
+      {
+        claimId,
+        chainId: request.chainId,
+        txHash: request.txHash.toLowerCase(),
+        logIndex: request.logIndex,
+        channel: request.channel,
+        reference: request.reference,
+        payer: request.payer,
+        amount: formatUsdc(parseChainUsdc(request.amount)),
+        claimedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    ),
+  );
 }
 
 /** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
