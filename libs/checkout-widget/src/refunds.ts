@@ -1,54 +1,29 @@
+import {
+  refundRequestMessage as agentRefundRequestMessage,
+  type RefundRequestView,
+  type RefundTarget,
+} from '@paygate/agent-client/refunds';
 import { ApiError } from './api';
 import type { Eip1193Provider } from './types';
 
 /**
  * Buyer refund requests from the page the buyer paid on, the browser twin of @paygate/agent-client's
  * `agent.requestRefund`: the same public route (escrow-ledger `POST /api/v1/refund-requests`, no key) and the
- * same EIP-191 message, signed with `personal_sign` by the buyer's EIP-1193 wallet (the wallet that paid).
+ * same EIP-191 message (agent-client's `refundRequestMessage`, the one the ledger verifies with; its module
+ * imports nothing from ethers at run time, so the browser bundle stays small), signed with `personal_sign` by
+ * the buyer's EIP-1193 wallet (the wallet that paid).
  *
  * The payment is named by the ledger's `transactionId` (PaymentResult.transactionId), its transfer (`txHash`,
  * plus `logIndex` when one transaction paid several times) or its checkout session (`sessionId`).
  */
-export type RefundTarget =
-  | { transactionId: string }
-  | { txHash: string; logIndex?: number }
-  | { sessionId: string };
-
-export type RefundRequestStatus = 'pending' | 'approved' | 'rejected' | 'completed';
-
-/** A refund request as Paygate answers it (POST /api/v1/refund-requests, GET /api/v1/refund-requests/:id). */
-export interface RefundRequestView {
-  /** The request's id (`rrq_…`), for refundRequestStatus. */
-  id: string;
-  refundRequestId: string;
-  transactionId: string;
-  reason: string;
-  /** pending until the seller decides; approved (a refund is booked), then completed; or rejected. */
-  status: RefundRequestStatus;
-  refundId: string | null;
-  /** The seller's reason, when rejected. */
-  decisionReason: string | null;
-  refund: { status: 'pending' | 'completed' | 'failed'; amount: string; refundTxHash: string | null } | null;
-  createdAt: string;
-  decidedAt: string | null;
-  completedAt: string | null;
-}
+export type { RefundRequestStatus, RefundRequestView, RefundTarget } from '@paygate/agent-client/refunds';
 
 /**
- * The exact text the payer signs, lines joined by "\n", no trailing newline. It must stay equal to
- * @paygate/agent-client's refundRequestMessage, which the ledger verifies with (held by test/refunds.test.ts).
+ * The exact text the payer signs: agent-client's message (a function of the widget's own, so the published
+ * .d.ts declares it instead of inlining another package's implementation).
  */
 export function refundRequestMessage(target: RefundTarget, reason: string): string {
-  const names =
-    'transactionId' in target
-      ? [`transaction: ${target.transactionId}`]
-      : 'sessionId' in target
-        ? [`checkout session: ${target.sessionId}`]
-        : [
-            `tx: ${target.txHash.toLowerCase()}`,
-            ...(target.logIndex === undefined ? [] : [`log index: ${target.logIndex}`]),
-          ];
-  return ['Paygate refund request', ...names, `reason: ${reason}`].join('\n');
+  return agentRefundRequestMessage(target, reason);
 }
 
 const REQUEST_TIMEOUT_MS = 15_000;
