@@ -160,6 +160,19 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     await env?.cleanup();
   });
 
+  /** The ledger's refund of an unmatched transfer once settlement sent it on chain and the ledger booked it. */
+  function completedUnmatchedRefund(txHash: string, message: string): Promise<any> {
+    return waitFor(
+      async () =>
+        (
+          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
+            ledgerDb,
+          )
+        ).rows.find((r) => r.status === 'completed'),
+      { message, timeoutMs: 20_000 },
+    );
+  }
+
   test('a wrong amount is unmatched, marked for refund once, and comes back to the buyer exactly', async () => {
     const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
       method: 'POST',
@@ -226,15 +239,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
 
     // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
-    const refund = await waitFor(
-      async () =>
-        (
-          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
-            ledgerDb,
-          )
-        ).rows.find((r) => r.status === 'completed'),
-      { message: 'refund sent on chain and booked', timeoutMs: 20_000 },
-    );
+    const refund = await completedUnmatchedRefund(txHash, 'refund sent on chain and booked');
     expect(refund).toMatchObject({
       transaction_id: null,
       seller_id: null,
@@ -485,15 +490,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     expect(again.body.error.message).toMatch(/transfer is refund_requested/);
 
     // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
-    const refund = await waitFor(
-      async () =>
-        (
-          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
-            ledgerDb,
-          )
-        ).rows.find((r) => r.status === 'completed'),
-      { message: 'underpayment refund sent on chain and booked', timeoutMs: 20_000 },
-    );
+    const refund = await completedUnmatchedRefund(txHash, 'underpayment refund sent on chain and booked');
     expect(refund).toMatchObject({
       transaction_id: null,
       seller_id: null,
@@ -592,15 +589,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     // And it goes back to its sender like any unmatched transfer.
     const marked = await checkoutApi(`/api/v1/operator/transfers/${unmatched.transferId}/refund`, {});
     expect(marked.status).toBe(200);
-    await waitFor(
-      async () =>
-        (
-          await sql<any>`select * from refunds where kind = 'unmatched_transfer' and tx_hash = ${txHash}`.execute(
-            ledgerDb,
-          )
-        ).rows.find((r) => r.status === 'completed'),
-      { message: 'the large refund sent on chain and booked', timeoutMs: 20_000 },
-    );
+    await completedUnmatchedRefund(txHash, 'the large refund sent on chain and booked');
     expect(await balanceOf(testWallets.stranger.address)).toBe(senderBefore);
     expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
     expect((await expectReconciled()).difference).toBe('0');
