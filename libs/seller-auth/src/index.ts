@@ -1,4 +1,4 @@
-export { bearerToken, SellerAuth } from './middleware';
+export { bearerToken, onSellerUpdated, SellerAuth } from './middleware';
 export {
   API_KEY_PATTERN,
   PUBLISHABLE_KEY_PATTERN,

@@ -36,6 +36,23 @@ interface CacheEntry {
 const decoder = new TextDecoder();
 
 /**
+ * Calls `forget(sellerId)` for every `seller.updated` (a rotated key, new settings), on a core subscription, which
+ * also sees what the registry publishes to JetStream: for in-memory caches of seller data, dropped at once.
+ */
+export function onSellerUpdated(bus: Bus, forget: (sellerId: string) => void): Subscription {
+  return bus.nc.subscribe(bus.subjectFor('seller.updated'), {
+    callback: (_error, message) => {
+      try {
+        const event = JSON.parse(decoder.decode(message.data)) as { data?: { sellerId?: string } };
+        if (event.data?.sellerId) forget(event.data.sellerId);
+      } catch {
+        // not ours to judge; consumers validate events
+      }
+    },
+  });
+}
+
+/**
  * Resolves `Authorization: Bearer sk_…` (or a dashboard session token) to a seller by asking the registry over NATS request-reply,
  * caches the answer briefly, and drops a seller's entries as soon as `seller.updated` says its key changed.
  */
@@ -54,17 +71,7 @@ export class SellerAuth {
       maxCacheEntries: options.maxCacheEntries ?? 10_000,
     };
     this.cache = new LRUCache({ max: this.options.maxCacheEntries });
-    // A core subscription also sees events that the registry publishes to JetStream.
-    this.subscription = bus.nc.subscribe(bus.subjectFor('seller.updated'), {
-      callback: (_error, message) => {
-        try {
-          const event = JSON.parse(decoder.decode(message.data)) as { data?: { sellerId?: string } };
-          if (event.data?.sellerId) this.forgetSeller(event.data.sellerId);
-        } catch {
-          // not ours to judge; consumers validate events
-        }
-      },
-    });
+    this.subscription = onSellerUpdated(bus, (sellerId) => this.forgetSeller(sellerId));
   }
 
   forgetSeller(sellerId: string): void {

@@ -1,4 +1,5 @@
 import { type Bus, requestRpc } from '@paygate/bus';
+import { onSellerUpdated } from '@paygate/seller-auth';
 import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
 
@@ -19,8 +20,6 @@ export interface ForwardingKeysOptions {
   maxEntries?: number;
 }
 
-const decoder = new TextDecoder();
-
 /**
  * Sellers' forwarding keys (the HMAC keys forwarded requests are signed with), asked of the registry by
  * request-reply and kept in memory only (never logged). `seller.updated` (a rotated API key) drops a seller's
@@ -40,17 +39,7 @@ export class ForwardingKeys {
     this.refreshAfterMs = options.refreshAfterMs ?? 60_000;
     this.failureRetryMs = options.failureRetryMs ?? 5_000;
     this.cache = new LRUCache({ max: options.maxEntries ?? 10_000 });
-    // A core subscription also sees the events the registry publishes to JetStream.
-    this.subscription = bus.nc.subscribe(bus.subjectFor('seller.updated'), {
-      callback: (_error, message) => {
-        try {
-          const event = JSON.parse(decoder.decode(message.data)) as { data?: { sellerId?: string } };
-          if (event.data?.sellerId) this.cache.delete(event.data.sellerId);
-        } catch {
-          // not ours to judge; consumers validate events
-        }
-      },
-    });
+    this.subscription = onSellerUpdated(bus, (sellerId) => this.cache.delete(sellerId));
   }
 
   /**
