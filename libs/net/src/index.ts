@@ -1,6 +1,6 @@
 /**
  * Paygate's outbound network rules for calls to sellers' servers: which addresses are forbidden in production,
- * the check of a seller URL at registration, and connections (undici dispatcher, node http agents) that apply
+ * the check of a seller URL at registration, and connections (undici dispatchers) that apply
  * the same rule again at connect time, against DNS rebinding.
  */
 export {
@@ -15,9 +15,8 @@ export {
   connectLookup,
   ForbiddenAddressError,
   type OutboundPolicy,
+  type SellerDispatcherOptions,
   type SellerFetch,
-  type SellerHttpAgents,
   sellerDispatcher,
   sellerFetch,
-  sellerHttpAgents,
 } from './outbound';

@@ -1,5 +1,3 @@
-import http from 'node:http';
-import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { bareHost, type HostResolver, isForbiddenAddress, resolveAllAddresses } from './address-policy';
@@ -82,14 +80,24 @@ export function connectLookup(policy: OutboundPolicy): LookupFunction | undefine
   };
 }
 
-/** An undici dispatcher (for `fetch(url, { dispatcher })`) whose every connection obeys the policy. */
-export function sellerDispatcher(policy: OutboundPolicy, options: { connectTimeoutMs?: number } = {}): Agent {
+export interface SellerDispatcherOptions {
+  connectTimeoutMs?: number;
+  /** Connections kept per origin (undici's default: no bound). */
+  connections?: number;
+}
+
+/**
+ * An undici dispatcher (for `fetch(url, { dispatcher })` or `dispatch`) whose every connection obeys the
+ * policy.
+ */
+export function sellerDispatcher(policy: OutboundPolicy, options: SellerDispatcherOptions = {}): Agent {
   const lookup = connectLookup(policy);
   const connector = buildConnector({
     ...(lookup ? { lookup } : {}),
     ...(options.connectTimeoutMs ? { timeout: options.connectTimeoutMs } : {}),
   });
   return new Agent({
+    ...(options.connections ? { connections: options.connections } : {}),
     connect(connectOptions, callback) {
       const refused = literalRefusal(policy, connectOptions.hostname);
       if (refused) {
@@ -112,41 +120,10 @@ export interface SellerFetch {
 }
 
 /** A fetch for calls to sellers' servers that obeys the policy; one per service, closed on shutdown. */
-export function sellerFetch(
-  policy: OutboundPolicy,
-  options: { connectTimeoutMs?: number } = {},
-): SellerFetch {
+export function sellerFetch(policy: OutboundPolicy, options: SellerDispatcherOptions = {}): SellerFetch {
   const dispatcher = sellerDispatcher(policy, options);
   return {
     fetch: (url, init) => undiciFetch(url, { ...init, dispatcher }),
     close: () => dispatcher.close(),
   };
-}
-
-export interface SellerHttpAgents {
-  http: http.Agent;
-  https: https.Agent;
-}
-
-/** `node:http`/`node:https` agents (for `http.request({ agent })`) whose every connection obeys the policy. */
-export function sellerHttpAgents(policy: OutboundPolicy, options: http.AgentOptions = {}): SellerHttpAgents {
-  const lookup = connectLookup(policy);
-  const agentOptions = lookup ? { ...options, lookup } : options;
-  return {
-    http: guardLiterals(new http.Agent(agentOptions), policy),
-    https: guardLiterals(new https.Agent(agentOptions), policy),
-  };
-}
-
-function guardLiterals<A extends http.Agent>(agent: A, policy: OutboundPolicy): A {
-  if (!policy.publicOnly) return agent;
-  const createConnection = agent.createConnection.bind(agent);
-  agent.createConnection = (options, callback) => {
-    const refused = literalRefusal(policy, options.host ?? options.hostname);
-    if (!refused) return createConnection(options, callback);
-    // Answered like a failed connect: the request emits 'error' with the refusal.
-    process.nextTick(() => callback?.(refused, undefined as never));
-    return undefined;
-  };
-  return agent;
 }

@@ -48,6 +48,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       { start: () => need().limiter.start(), stop: () => need().limiter.stop() },
       { start: () => need().x402.start(), stop: () => need().x402.stop() },
       { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
+      // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
+      { start: async () => undefined, stop: () => need().forwarding.dispatcher.close() },
     ],
     readinessChecks: () => [
       {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sellerHttpAgents } from '@paygate/net';
+import { sellerDispatcher } from '@paygate/net';
 import { Counter, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
@@ -8,7 +8,7 @@ import { ChainVerifier } from './payments/chain';
 import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
 import {
-  FORWARD_AGENT_OPTIONS,
+  FORWARD_CONNECTIONS_PER_ORIGIN,
   type ForwardOptions,
   type ForwardResult,
   type ForwardTarget,
@@ -75,7 +75,10 @@ export async function createGatewayState(
     timeoutMs: config.upstreamTimeoutMs,
     signer: new RequestSigner(keys, config.now),
     maxBodyBytes: config.proxyMaxBodyBytes,
-    agents: sellerHttpAgents({ publicOnly: config.production }, FORWARD_AGENT_OPTIONS),
+    dispatcher: sellerDispatcher(
+      { publicOnly: config.production },
+      { connections: FORWARD_CONNECTIONS_PER_ORIGIN, connectTimeoutMs: config.upstreamTimeoutMs },
+    ),
   };
   const limiter = new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now);
   const registers = [ctx.metrics.registry];

@@ -1,9 +1,9 @@
-import { generateKeyPairSync, sign } from 'node:crypto';
-import type { IncomingHttpHeaders, Server } from 'node:http';
+import { createHash, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import http, { type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { forwardingKeyFromApiKey, parseRequestSignature, requestSigningPayload } from '@paygate/agent-client';
 import { verifyPaygateRequest } from '@paygate/gateway-middleware';
-import { sellerHttpAgents } from '@paygate/net';
+import { sellerDispatcher } from '@paygate/net';
 import { countStreamMessages, serveForwardingKeysForTests, testWallets, waitFor } from '@paygate/testing';
 import express from 'express';
 import { RequestSigner } from '../src/proxy/signing';
@@ -329,6 +329,103 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     expect(await late.json()).toMatchObject({ reason: 'payment_already_used' });
     h.clock.advance(-601_000);
   });
+  it("relays the seller's answer as it came: a large body whole to a slow reader, every Set-Cookie, a 5xx's body; a body cut short cuts the buyer's connection", async () => {
+    const big = randomBytes(4 * 1024 * 1024);
+    const seller = http.createServer((req, res) => {
+      if (req.url === '/s/big') {
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': big.length });
+        let at = 0;
+        const more = () => {
+          while (at < big.length) {
+            const chunk = big.subarray(at, at + 65_536);
+            at += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', more);
+          }
+          res.end();
+        };
+        more();
+      } else if (req.url === '/s/cookies') {
+        res.setHeader('set-cookie', ['a=1; Path=/', 'b=2; Path=/']);
+        res.end('ok');
+      } else if (req.url === '/s/down') {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'seller broke' }));
+      } else {
+        // Chunked, then the connection drops: only a cut connection tells the buyer the body is not whole.
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('x'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 50));
+      }
+    });
+    await new Promise<void>((resolve) => seller.listen(0, '127.0.0.1', resolve));
+    const endpoint = (path: string) => ({
+      endpointId: `ep-streams${path}`,
+      path,
+      method: 'GET' as const,
+      description: path,
+      price: '0.01',
+      isHealthy: true,
+      active: true,
+    });
+    await h.publishSkill(
+      skillSnapshot({
+        name: 'streams',
+        apiBaseUrl: `http://127.0.0.1:${(seller.address() as AddressInfo).port}/s`,
+        type: 'Subscription',
+        durationDays: 30,
+        endpoints: ['/big', '/cookies', '/down', '/cut'].map(endpoint),
+      }),
+    );
+    try {
+      const txHash = await h.transfer('buyer', 10_000n);
+      const header = await h.header({ txHash, resource: h.resource('GET', 'streams', '/big') });
+
+      // A buyer reading slowly: the gateway waits for it rather than holding 4 MiB or dropping bytes. Twice:
+      // the first call takes the full path, the second the cached one.
+      for (let round = 0; round < 2; round++) {
+        const received = await new Promise<{ status: number; body: Buffer }>((resolve, reject) => {
+          http
+            .get(url('/streams/big'), { headers: { 'X-402-Payment': header } }, (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (chunk: Buffer) => {
+                chunks.push(chunk);
+                if (chunks.length % 8 === 0) {
+                  res.pause();
+                  setTimeout(() => res.resume(), 5);
+                }
+              });
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+              res.on('error', reject);
+            })
+            .on('error', reject);
+        });
+        expect(received.status).toBe(200);
+        expect(received.body.length).toBe(big.length);
+        expect(createHash('sha256').update(received.body).digest('hex')).toBe(
+          createHash('sha256').update(big).digest('hex'),
+        );
+      }
+
+      const cookies = await fetch(url('/streams/cookies'), { headers: { 'X-402-Payment': header } });
+      expect(cookies.status).toBe(200);
+      expect(cookies.headers.getSetCookie()).toEqual(['a=1; Path=/', 'b=2; Path=/']);
+      expect(cookies.headers.get('x-402-receipt')).toBe(txHash);
+      expect(await cookies.text()).toBe('ok');
+
+      // A seller's 5xx: the buyer reads the seller's own body, with the receipt.
+      const down = await fetch(url('/streams/down'), { headers: { 'X-402-Payment': header } });
+      expect(down.status).toBe(500);
+      expect(down.headers.get('x-402-receipt')).toBe(txHash);
+      expect(await down.json()).toEqual({ error: 'seller broke' });
+
+      const cut = await fetch(url('/streams/cut'), { headers: { 'X-402-Payment': header } });
+      expect(cut.status).toBe(200);
+      await expect(cut.text()).rejects.toThrow();
+    } finally {
+      seller.closeAllConnections();
+      await new Promise((resolve) => seller.close(resolve));
+    }
+  });
+
   it('signs every forwarded request; verifyPaygateRequest() refuses an unsigned, forged, stale or replayed one', async () => {
     // The seller's origin, open to anyone who finds it, guarded by the one-line middleware.
     const received: Array<{ url: string; headers: IncomingHttpHeaders; body: string }> = [];
@@ -539,11 +636,11 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       if (host === 'api.rebind.test') return ['127.0.0.1'];
       throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
     };
-    const original = h.gateway.state.forwarding.agents;
-    const production = sellerHttpAgents({ publicOnly: true, resolve: dns });
-    const development = sellerHttpAgents({ publicOnly: false, resolve: dns });
+    const original = h.gateway.state.forwarding.dispatcher;
+    const production = sellerDispatcher({ publicOnly: true, resolve: dns });
+    const development = sellerDispatcher({ publicOnly: false, resolve: dns });
     try {
-      h.gateway.state.forwarding.agents = production;
+      h.gateway.state.forwarding.dispatcher = production;
       const resource = h.resource('GET', 'rebound', '/data');
       const txHash = await h.transfer('buyer', 50_000n);
       const header = await h.header({ txHash, resource, amount: 50_000n });
@@ -559,17 +656,14 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       expect(upstream.requests.length).toBe(before);
 
       // The payment stays usable for a retry; in development the same DNS answer connects.
-      h.gateway.state.forwarding.agents = development;
+      h.gateway.state.forwarding.dispatcher = development;
       const served = await fetch(url('/rebound/data'), { headers: { 'X-402-Payment': header } });
       expect(served.status).toBe(200);
       await served.arrayBuffer();
       expect(upstream.requests.slice(before).map((r) => r.url)).toEqual(['/seller/data']);
     } finally {
-      h.gateway.state.forwarding.agents = original;
-      for (const agents of [production, development]) {
-        agents.http.destroy();
-        agents.https.destroy();
-      }
+      h.gateway.state.forwarding.dispatcher = original;
+      await Promise.all([production.close(), development.close()]);
     }
   });
 });

@@ -58,9 +58,8 @@ const chainTiming = (chainMs: number, ownMs: number) =>
   `chain;dur=${chainMs.toFixed(2)}, paygate;dur=${ownMs.toFixed(2)}`;
 
 export interface SellerBase {
-  protocol: string;
-  hostname: string;
-  port: string;
+  /** scheme://host[:port], what the connection pool is keyed by. */
+  origin: string;
   pathPrefix: string;
 }
 // The seller's apiBaseUrl, parsed once.
@@ -71,12 +70,10 @@ function sellerBase(apiBaseUrl: string): SellerBase | null {
   let base: SellerBase | null;
   try {
     const url = new URL(apiBaseUrl);
-    base = {
-      protocol: url.protocol,
-      hostname: url.hostname.replace(/^\[|\]$/g, ''),
-      port: url.port,
-      pathPrefix: url.pathname.replace(/\/$/, ''),
-    };
+    base =
+      url.protocol === 'http:' || url.protocol === 'https:'
+        ? { origin: url.origin, pathPrefix: url.pathname.replace(/\/$/, '') }
+        : null;
   } catch {
     base = null;
   }
@@ -373,12 +370,7 @@ function forwardTarget(
   forwardingKey: Buffer | null,
 ): ForwardTarget {
   return {
-    url: {
-      protocol: base.protocol,
-      hostname: base.hostname,
-      port: base.port,
-      path: `${base.pathPrefix}${url.path}${url.query}`,
-    },
+    url: { origin: base.origin, path: `${base.pathPrefix}${url.path}${url.query}` },
     clientIp,
     extraHeaders: payerHeaders(claim, skill.name),
     forwardingKey,
@@ -702,7 +694,7 @@ async function serveClaim(
     sendJson(
       res,
       502,
-      errorBody(requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not a URL"),
+      errorBody(requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not an http(s) URL"),
     );
     return;
   }
