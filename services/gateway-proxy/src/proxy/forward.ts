@@ -320,7 +320,8 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (!this.relaying) {
-      (this.held ??= []).push(chunk);
+      if (this.held) this.held.push(chunk);
+      else this.held = [chunk];
       controller.pause();
       return;
     }
