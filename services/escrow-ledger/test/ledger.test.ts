@@ -456,16 +456,41 @@ describe('ledger', () => {
       body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
     });
     expect(again.status).toBe(201);
-    // A retry whose first answer was lost: refused as a duplicate, but naming the pending request.
+    // A retry whose first answer was lost (the same signed request): the request it made, raised once.
     const retried = await h.http('/api/v1/refund-requests', {
       key: null,
       body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
     });
-    expect(retried.status).toBe(409);
-    expect(retried.body.error).toMatchObject({
+    expect(retried.status).toBe(200);
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    expect(retried.body).toEqual(again.body);
+    // Another request while one is pending: refused, naming the pending one.
+    const another = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        reason: 'changed my mind',
+        signature: await sign(buyer, 'changed my mind'),
+      },
+    });
+    expect(another.status).toBe(409);
+    expect(another.body.error).toMatchObject({
       code: 'refund_request_pending',
       refundRequestId: again.body.refundRequestId,
     });
+    await waitFor(() =>
+      requested.events.some((e: any) => e.data.refundRequestId === again.body.refundRequestId),
+    );
+    expect(
+      requested.events.filter((e: any) => e.data.transactionId === txn.id).map((e: any) => e.data.reason),
+    ).toEqual(['never arrived', 'please']);
+    expect(
+      (
+        await sql<{
+          n: string;
+        }>`select count(*)::text as n from refund_requests where transaction_id = ${txn.id}`.execute(db)
+      ).rows[0]!.n,
+    ).toBe('2');
     const foreignApprove = await h.http(`/api/v1/refund-requests/${again.body.refundRequestId}/approve`, {
       key: OTHER_SELLER_KEY,
       body: {},

@@ -55,6 +55,8 @@ interface RefundRequestRow {
   seller_id: string;
   payer: string;
   reason: string;
+  /** The payer's signature over the request message, lowercase. */
+  signature: string;
   status: 'pending' | 'approved' | 'rejected' | 'completed';
   refund_id: string | null;
   decision_reason: string | null;
@@ -230,7 +232,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
     path: '/api/v1/refund-requests',
     operationId: 'createRefundRequest',
     summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
-    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction. Raises refund.requested.`,
+    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
     body: RefundRequestBody,
     bodyExamples: {
       request: {
@@ -239,13 +241,21 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
         signature: `0x${'ab'.repeat(65)}`,
       },
     },
-    responses: { '201': { description: 'the pending request', schema: RefundRequest } },
+    responses: {
+      '201': { description: 'the pending request', schema: RefundRequest },
+      '200': {
+        description:
+          'the same signed request sent again while it is pending (a retry): the request it made, with Idempotent-Replayed: true; nothing is raised twice',
+        schema: RefundRequest,
+      },
+    },
     errors: {
       '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
       '403': 'not_payer: signed by another wallet than the payer (field signature)',
       '404':
         'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
-      '409': 'nothing_refundable | refund_request_pending (error.refundRequestId names the pending request)',
+      '409':
+        'nothing_refundable | refund_request_pending: another request (another reason) is pending; error.refundRequestId names it',
     },
     handler: async (req, res) => {
       const body = req.body;
@@ -256,7 +266,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
       } catch {
         throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
       }
-      const view = await ctx.inTransaction(async (trx) => {
+      const outcome = await ctx.inTransaction(async (trx) => {
         const txn = await findTransactionForUpdate(trx, deps, target);
         if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
           throw new HttpError(
@@ -272,19 +282,21 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
         if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
           throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
         }
-        const pending = await sql<{
-          id: string;
-        }>`select id from refund_requests where transaction_id = ${txn.id} and status = 'pending'`.execute(
-          trx,
-        );
-        if (pending.rows[0]) {
-          // The caller proved it is the payer: name the pending request, so a buyer retrying a request whose
-          // answer it lost can still follow it on the status route.
+        const pending = await sql<RefundRequestRow>`select * from refund_requests
+          where transaction_id = ${txn.id} and status = 'pending'`.execute(trx);
+        const pendingRequest = pending.rows[0];
+        if (pendingRequest) {
+          // The same signed request again (a retry whose answer was lost; a wallet signs the same message
+          // the same way): the request it made, nothing raised twice.
+          if (pendingRequest.signature === body.signature.toLowerCase()) {
+            return { view: requestView(pendingRequest), replayed: true };
+          }
+          // Another request while one is pending: name it, so the payer can follow it on the status route.
           throw new HttpError(
             409,
             'refund_request_pending',
             'a refund request for this transaction is already pending',
-            { refundRequestId: pending.rows[0].id },
+            { refundRequestId: pendingRequest.id },
           );
         }
         const now = deps.now();
@@ -305,9 +317,10 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
             requestedAt: now.toISOString(),
           }),
         );
-        return requestView(request);
+        return { view: requestView(request), replayed: false };
       });
-      res.status(201).json(view);
+      if (outcome.replayed) res.setHeader('Idempotent-Replayed', 'true');
+      res.status(outcome.replayed ? 200 : 201).json(outcome.view);
     },
   });
 
