@@ -1,4 +1,4 @@
-export { type EventEnvelope, newEventId, TraceContext } from './envelope';
+export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
 // (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';
 // (nothing of './events/claims' is used outside the package)

@@ -1,7 +1,10 @@
+import { decodeTime } from 'ulid';
 import {
   ALL_SUBJECTS,
   createEvent,
   EventValidationError,
+  newEventId,
+  newRandomUlid,
   RpcValidationError,
   SUBJECTS,
   validateEvent,
@@ -80,5 +83,35 @@ describe('contracts', () => {
     };
     expect(validateRpcReply('ledger.claim_transfer', refused)).toEqual(refused);
     expect(() => validateRpcReply('ledger.claim_transfer', { ok: true })).toThrow(/claimId/);
+  });
+});
+
+describe('ids', () => {
+  const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+  it('newRandomUlid: a ULID of this millisecond with 80 fresh random bits, none repeated, every character used evenly', () => {
+    const before = Date.now();
+    const ids = Array.from({ length: 20_000 }, () => newRandomUlid());
+    const after = Date.now();
+    expect(ids.every((id) => ULID.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    const time = (id: string) => decodeTime(id);
+    expect(time(ids[0]!)).toBeGreaterThanOrEqual(before);
+    expect(time(ids.at(-1)!)).toBeLessThanOrEqual(after);
+    // The random part: each of the 32 characters about 1/32 of the time (20,000 x 16 draws: 10,000 expected).
+    const counts = new Map<string, number>();
+    for (const id of ids) for (const c of id.slice(10)) counts.set(c, (counts.get(c) ?? 0) + 1);
+    expect(counts.size).toBe(32);
+    for (const n of counts.values()) expect(Math.abs(n - 10_000)).toBeLessThan(600);
+    // Not monotonic: two ids of the same millisecond do not differ only in their last character.
+    const sameMs = ids.filter((id) => id.slice(0, 10) === ids[0]!.slice(0, 10));
+    if (sameMs.length > 1) expect(sameMs[1]!.slice(10, 25)).not.toBe(sameMs[0]!.slice(10, 25));
+  });
+
+  it('newEventId: monotonic within the process', () => {
+    const ids = Array.from({ length: 1000 }, () => newEventId());
+    expect(ids.every((id) => ULID.test(id))).toBe(true);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
   });
 });

@@ -1,5 +1,6 @@
-import { ulid } from 'ulid';
+import { newRandomUlid } from '@paygate/contracts';
 
-export const newTransactionId = () => `txn_${ulid()}`;
-export const newRefundId = () => `rfd_${ulid()}`;
-export const newRefundRequestId = () => `rrq_${ulid()}`;
+export const newTransactionId = () => `txn_${newRandomUlid()}`;
+export const newRefundId = () => `rfd_${newRandomUlid()}`;
+export const newRefundRequestId = () => `rrq_${newRandomUlid()}`;
+export const newClaimId = () => `clm_${newRandomUlid()}`;

@@ -4,16 +4,14 @@ import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackgroundTask, Counter, type ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql, type Transaction } from 'kysely';
-import { ulid } from 'ulid';
 import type { LedgerDeps } from '../deps';
+import { newClaimId } from '../ids';
 import { transferKey } from '../ledger/entries';
 
 export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
 type ClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
 export type ClaimChannel = ClaimRequest['channel'];
-
-const newClaimId = () => `clm_${ulid()}`;
 
 /** What a channel's claim spent the transfer on, for the refusal message. */
 export const CLAIM_CHANNEL_PURPOSE: Record<ClaimChannel, string> = {
