@@ -137,10 +137,80 @@ declare
   v_chain integer; v_hash text; v_log integer; v_amount bigint; v_key text;
   v_transfer transfers%rowtype;
   v_existing_payment text; v_txn text; v_seller bigint; v_platform bigint; v_kind text;
+  v_fresh boolean; v_inclusion integer;
+  -- Transaction ids of the payments booked by the set-based first pass.
+  v_first_pass text[];
   -- A plpgsql array grows in place; appending to a jsonb value would copy it each time (quadratic).
-  v_entries jsonb[] := '{}';
+  v_entries jsonb[];
 begin
-  for p in select value from jsonb_array_elements(p_payments) loop
+  -- First pass, one statement per table: a transfer first seen here belongs to the first payment naming it
+  -- (fresh, unclaimed, of this very amount: nothing can conflict), so it is inserted already claimed, its
+  -- transaction booked and both entries built at once. Transfers are inserted in one global order, as below.
+  with payments as (
+    select e.p, e.ord, (e.p->>'chainId')::integer as chain_id, lower(e.p->>'txHash') as tx_hash,
+           (e.p->>'logIndex')::integer as log_index, (e.p->>'amountMicro')::bigint as amount
+      from jsonb_array_elements(p_payments) with ordinality as e(p, ord)
+  ), firsts as (
+    select distinct on (chain_id, tx_hash, log_index) * from payments order by chain_id, tx_hash, log_index, ord
+  ), inserted as (
+    insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by, observed_at,
+        claimed_by_transaction_id)
+      select chain_id, tx_hash, log_index, amount, lower(p->>'payer'), 'observed', 'payment.confirmed', p_now,
+             p->>'transactionId'
+        from firsts order by chain_id, tx_hash collate "C", log_index
+      on conflict do nothing
+      returning claimed_by_transaction_id
+  )
+  select coalesce(array_agg(claimed_by_transaction_id), '{}') into v_first_pass from inserted;
+
+  with fresh as (
+    select e.p, e.ord, (e.p->>'chainId')::integer as chain_id, lower(e.p->>'txHash') as tx_hash,
+           (e.p->>'logIndex')::integer as log_index, (e.p->>'amountMicro')::bigint as amount,
+           -- Integer division of a positive bigint truncates: floor(amount * (100 - fee) / 100), as splitFee does.
+           ((e.p->>'amountMicro')::bigint * (100 - p_platform_fee_percent)) / 100 as seller_share
+      from jsonb_array_elements(p_payments) with ordinality as e(p, ord)
+     where e.p->>'transactionId' in (select unnest(v_first_pass))
+  ), booked as (
+    insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
+        chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro,
+        hold_period_hours, hold_until, escrow_status, confirmed_at, created_at)
+      select p->>'transactionId', p->>'paymentId', p->>'source', p->>'sellerId', p->>'skillId', p->>'skillName',
+          p->>'endpointId', p->>'sessionId', lower(p->>'payer'), chain_id, p->>'network', tx_hash, log_index, amount,
+          seller_share, amount - seller_share, (p->>'holdPeriodHours')::integer,
+          p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held', (p->>'confirmedAt')::timestamptz,
+          p_now
+        from fresh order by ord
+      returning id
+  ), entries as (
+    select ord, 1 as part, jsonb_build_object('key', 'transfer:' || chain_id || ':' || tx_hash || ':' || log_index,
+        'type', 'transfer_in',
+        'lines', jsonb_build_array(
+          jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', amount::text),
+          jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', amount::text)),
+        'memo', jsonb_build_object('transfer', chain_id || ':' || tx_hash || ':' || log_index,
+          'from', lower(p->>'payer'), 'bookedBy', 'payment.confirmed')) as entry
+      from fresh
+    union all
+    select ord, 2, jsonb_build_object('key', chain_id || ':' || tx_hash || ':' || log_index,
+        'type', 'payment', 'transactionId', p->>'transactionId',
+        'lines', jsonb_build_array(
+          jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', amount::text),
+          jsonb_build_object('kind', 'seller_held', 'owner', p->>'sellerId', 'side', 'credit',
+            'amount', seller_share::text),
+          jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (amount - seller_share)::text)),
+        'memo', jsonb_build_object('paymentId', p->>'paymentId', 'source', p->>'source'))
+      from fresh
+  )
+  -- (booked runs to completion whether or not this reads it: a data-modifying WITH always does.)
+  select coalesce(array_agg(entry order by ord, part), '{}') into v_entries from entries;
+
+  return query select e.p->>'paymentId', 'booked'::text, e.p->>'transactionId', null::text, null::text
+    from jsonb_array_elements(p_payments) e(p) where e.p->>'transactionId' in (select unnest(v_first_pass));
+
+  -- The rest, one by one in the caller's order (by transfer): a transfer already on the books (observed by the
+  -- indexer, or claimed by the first pass or an earlier batch) is claimed, or the claim is a conflict.
+  for p in select value from jsonb_array_elements(p_payments)
+            where not (value->>'transactionId' in (select unnest(v_first_pass))) loop
     v_chain := (p->>'chainId')::integer;
     v_hash := lower(p->>'txHash');
     v_log := (p->>'logIndex')::integer;
@@ -148,53 +218,60 @@ begin
     v_key := v_chain || ':' || v_hash || ':' || v_log;
     payment_id := p->>'paymentId'; transaction_id := null; conflict_kind := null; existing_transaction_id := null;
 
-    insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by, observed_at)
-      values (v_chain, v_hash, v_log, v_amount, lower(p->>'payer'), 'observed', 'payment.confirmed', p_now)
+    v_txn := p->>'transactionId';
+    -- A transfer first seen here is this payment's: fresh, unclaimed, of this very amount, so nothing can conflict.
+    -- It is inserted already claimed (no second lookup, no update, never in the unclaimed index).
+    insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by, observed_at,
+        claimed_by_transaction_id)
+      values (v_chain, v_hash, v_log, v_amount, lower(p->>'payer'), 'observed', 'payment.confirmed', p_now, v_txn)
       on conflict do nothing;
-    if found then
+    v_fresh := found;
+    if v_fresh then
+      v_inclusion := 0;
       v_entries := array_append(v_entries, jsonb_build_object('key', 'transfer:' || v_key, 'type', 'transfer_in',
         'lines', jsonb_build_array(
           jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', v_amount::text),
           jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', v_amount::text)),
         'memo', jsonb_build_object('transfer', v_key, 'from', lower(p->>'payer'), 'bookedBy', 'payment.confirmed')));
-    end if;
-    select * into v_transfer from transfers
-      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
+    else
+      select * into v_transfer from transfers
+        where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
+      v_inclusion := v_transfer.inclusion;
 
-    v_kind := null;
-    if v_transfer.claimed_by_transaction_id is not null then
-      select t.payment_id into v_existing_payment from transactions t where t.id = v_transfer.claimed_by_transaction_id;
-      if v_existing_payment = p->>'paymentId' then
-        outcome := 'duplicate'; transaction_id := v_transfer.claimed_by_transaction_id;
+      v_kind := null;
+      if v_transfer.claimed_by_transaction_id is not null then
+        select t.payment_id into v_existing_payment from transactions t where t.id = v_transfer.claimed_by_transaction_id;
+        if v_existing_payment = p->>'paymentId' then
+          outcome := 'duplicate'; transaction_id := v_transfer.claimed_by_transaction_id;
+          return next; continue;
+        end if;
+        v_kind := 'transfer_already_claimed';
+      elsif v_transfer.refund_id is not null then
+        -- An operator sent this unmatched transfer back to its payer: it cannot pay for anything now.
+        v_kind := 'transfer_refunded';
+      elsif v_transfer.status = 'reorged' then
+        v_kind := 'transfer_reorged';
+      elsif v_amount > v_transfer.amount_micro then
+        v_kind := 'amount_exceeds_transfer';
+      end if;
+      if v_kind is not null then
+        insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id, amount_micro,
+            existing_transaction_id, detail, created_at)
+          values (v_kind, v_chain, v_hash, v_log, p->>'paymentId', p->>'source', p->>'sellerId', v_amount,
+            v_transfer.claimed_by_transaction_id,
+            jsonb_build_object('eventId', p->>'eventId', 'skillId', p->'skillId', 'sessionId', p->'sessionId',
+              'payer', p->>'payer', 'transferAmountMicro', v_transfer.amount_micro::text, 'payment', p),
+            p_now)
+          on conflict do nothing;
+        outcome := case when found then 'conflict' else 'conflict_seen' end;
+        conflict_kind := v_kind; existing_transaction_id := v_transfer.claimed_by_transaction_id;
         return next; continue;
       end if;
-      v_kind := 'transfer_already_claimed';
-    elsif v_transfer.refund_id is not null then
-      -- An operator sent this unmatched transfer back to its payer: it cannot pay for anything now.
-      v_kind := 'transfer_refunded';
-    elsif v_transfer.status = 'reorged' then
-      v_kind := 'transfer_reorged';
-    elsif v_amount > v_transfer.amount_micro then
-      v_kind := 'amount_exceeds_transfer';
-    end if;
-    if v_kind is not null then
-      insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id, amount_micro,
-          existing_transaction_id, detail, created_at)
-        values (v_kind, v_chain, v_hash, v_log, p->>'paymentId', p->>'source', p->>'sellerId', v_amount,
-          v_transfer.claimed_by_transaction_id,
-          jsonb_build_object('eventId', p->>'eventId', 'skillId', p->'skillId', 'sessionId', p->'sessionId',
-            'payer', p->>'payer', 'transferAmountMicro', v_transfer.amount_micro::text, 'payment', p),
-          p_now)
-        on conflict do nothing;
-      outcome := case when found then 'conflict' else 'conflict_seen' end;
-      conflict_kind := v_kind; existing_transaction_id := v_transfer.claimed_by_transaction_id;
-      return next; continue;
     end if;
 
     -- Integer division of a positive bigint truncates: floor(amount * (100 - fee) / 100), as splitFee does.
     v_seller := (v_amount * (100 - p_platform_fee_percent)) / 100;
     v_platform := v_amount - v_seller;
-    v_txn := p->>'transactionId';
     insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
         chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro,
         hold_period_hours, hold_until, escrow_status, confirmed_at, created_at)
@@ -202,10 +279,12 @@ begin
         p->>'sessionId', lower(p->>'payer'), v_chain, p->>'network', v_hash, v_log, v_amount, v_seller, v_platform,
         (p->>'holdPeriodHours')::integer, p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held',
         (p->>'confirmedAt')::timestamptz, p_now);
-    update transfers set claimed_by_transaction_id = v_txn
-      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
+    if not v_fresh then
+      update transfers set claimed_by_transaction_id = v_txn
+        where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
+    end if;
     v_entries := array_append(v_entries, jsonb_build_object('key',
-      v_key || case when v_transfer.inclusion > 0 then '#' || v_transfer.inclusion else '' end,
+      v_key || case when v_inclusion > 0 then '#' || v_inclusion else '' end,
       'type', 'payment', 'transactionId', v_txn,
       'lines', jsonb_build_array(
         jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', v_amount::text),
