@@ -396,8 +396,23 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('link', { name: 'Dashboard quotes' }).waitFor();
     await shot(page, 'skills-phone');
 
+    // Sign-out ends the session at Paygate, not only in the tab: its token is refused by the registry and, once
+    // they have seen seller.updated, by the other services.
+    const sessionToken = await page.evaluate(
+      () => JSON.parse(sessionStorage.getItem('paygate.dashboard.session') ?? '{}').token as string,
+    );
+    const statusWith = (path: string) =>
+      fetch(`${baseUrl}${path}`, { headers: { authorization: `Bearer ${sessionToken}` } }).then(
+        (r) => r.status,
+      );
+    expect(await statusWith('/api/v1/account')).toBe(200);
+    expect(await statusWith('/api/v1/transactions')).toBe(200);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in with wallet' }).waitFor();
+    expect(await statusWith('/api/v1/account')).toBe(401);
+    await waitFor(async () => ((await statusWith('/api/v1/transactions')) === 401 ? true : undefined), {
+      message: 'the ledger kept accepting a signed-out session',
+    });
     expect(await page.evaluate(() => sessionStorage.length + localStorage.length)).toBe(0);
     expect(pageErrors).toEqual([]);
 

@@ -13,6 +13,8 @@ export interface SellersTable {
   webhook_secret_version: Generated<number>;
   /** Sealed base64url forwarding key (derived from the current API key); null for keys issued before it existed. */
   forwarding_key_encrypted: string | null;
+  /** Dashboard sessions issued at or before this moment are refused (sign-out); null: never signed out. */
+  sessions_revoked_at: Generated<Date | null>;
   settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
   minimum_settlement_micro: Generated<bigint>;
   revision: Generated<number>;

@@ -1,7 +1,7 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { BackgroundTask } from '@paygate/runtime';
 import { findSellerByApiKey, findSellerById, type SellerRow, toIdentity } from './accounts/repository';
-import { verifySessionToken } from './auth/sessions';
+import { sellerOfSession } from './auth/authenticate';
 import type { RegistryContext } from './context';
 
 /**
@@ -26,8 +26,8 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
             let seller: SellerRow | undefined;
             if (apiKey.startsWith('sk_')) seller = await findSellerByApiKey(ctx.db, apiKey);
             else {
-              const sellerId = await verifySessionToken(apiKey, rc.config.sessionSecret, rc.config.now());
-              if (sellerId) seller = await findSellerById(ctx.db, sellerId);
+              const session = await sellerOfSession(rc, apiKey);
+              if (session !== 'signed_out') seller = session;
             }
             return seller ? { ok: true, seller: toIdentity(seller) } : { ok: false, reason: 'unknown_key' };
           },

@@ -156,6 +156,56 @@ describe('account and keys', () => {
     expect(JSON.stringify(account.body)).not.toContain('sk_');
   });
 
+  it('sign-out ends every earlier session of the seller, here and at the other services; the API key stays; a new sign-in works', async () => {
+    const wallet = Wallet.createRandom();
+    const seller = await signUpSeller(h.url, wallet);
+    const other = await signedMessage(wallet);
+    const secondDevice = await api(h.url, 'POST', '/api/v1/auth/siwe/verify', {
+      body: { message: other.message, signature: other.signature },
+    });
+    const sessions = [seller.sessionToken, secondDevice.body.sessionToken as string];
+    for (const token of sessions)
+      expect((await api(h.url, 'GET', '/api/v1/account', { token })).status).toBe(200);
+    const bus = await h.env.bus();
+    const resolve = (apiKey: string) =>
+      requestRpc(bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 2000 });
+    expect(await resolve(sessions[1]!)).toMatchObject({ ok: true });
+    const recorder = new EventRecorder(bus, 'seller.updated');
+
+    const signedOut = await api(h.url, 'POST', '/api/v1/auth/sign-out', { token: sessions[0] });
+    expect(signedOut.status).toBe(200);
+    expect(signedOut.body).toEqual({ signedOut: true, sessionsRevokedAt: expect.any(String) });
+
+    for (const token of sessions) {
+      const refused = await api(h.url, 'GET', '/api/v1/account', { token });
+      expect(refused.status).toBe(401);
+      expect(refused.body.error).toMatchObject({
+        code: 'invalid_session',
+        message: 'this session was signed out; sign in again',
+      });
+    }
+    // The other services ask the registry (and drop their cached answer on seller.updated).
+    expect(await resolve(sessions[1]!)).toEqual({ ok: false, reason: 'unknown_key' });
+    const events = await recorder.waitForCount(1);
+    expect(events[0]!.data).toMatchObject({ sellerId: seller.sellerId });
+    recorder.stop();
+    expect((await api(h.url, 'GET', '/api/v1/account', { token: seller.apiKey })).status).toBe(200);
+
+    h.clock.advance(1);
+    try {
+      const again = await signedMessage(wallet);
+      const signedIn = await api(h.url, 'POST', '/api/v1/auth/siwe/verify', {
+        body: { message: again.message, signature: again.signature },
+      });
+      expect(signedIn.status).toBe(200);
+      const token = signedIn.body.sessionToken as string;
+      expect((await api(h.url, 'GET', '/api/v1/account', { token })).status).toBe(200);
+      expect(await resolve(token)).toMatchObject({ ok: true });
+    } finally {
+      h.clock.advance(-1);
+    }
+  });
+
   it("answers the gateway's registry.forwarding_key with the key derived from the current API key, sealed at rest", async () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const bus = await h.env.bus();

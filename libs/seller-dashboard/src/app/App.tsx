@@ -84,7 +84,11 @@ export function App() {
               <button
                 type="button"
                 class="outline secondary small"
-                onClick={() => signOut('You signed out.')}
+                onClick={async () => {
+                  // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
+                  await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
+                  signOut('You signed out.');
+                }}
               >
                 Sign out
               </button>

@@ -25,6 +25,7 @@ import {
   ApiKeyRotated,
   NonceResponse,
   PublishableKeyRotated,
+  SignOutResponse,
   VerifyRequest,
   VerifyResponse,
   WebhookSecretRotated,
@@ -199,6 +200,34 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
           ...(result.apiKey ? { apiKey: result.apiKey } : {}),
           publishableKey: result.seller.publishable_key,
         });
+      },
+    }),
+
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/sign-out',
+      summary:
+        'Sign out: every dashboard session of this seller issued until now stops working (on every device)',
+      description:
+        'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
+      auth,
+      body: EmptyBody,
+      bodyOptional: true,
+      responses: { '200': SignOutResponse },
+      handler: async (req, res) => {
+        const now = config.now();
+        const sellerId = currentSeller(req).id;
+        await ctx.inTransaction(async (trx) => {
+          const row = await trx
+            .updateTable('sellers')
+            .set((eb) => ({ sessions_revoked_at: now, revision: eb('revision', '+', 1), updated_at: now }))
+            .where('id', '=', sellerId)
+            .returningAll()
+            .executeTakeFirstOrThrow();
+          // Every SellerAuth cache drops the seller's resolved sessions on this event.
+          await publishSellerUpdated(trx, row, now);
+        });
+        res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
       },
     }),
 

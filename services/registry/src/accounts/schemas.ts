@@ -50,6 +50,14 @@ export const VerifyResponse = Type.Object({
   publishableKey: Type.String(),
 });
 
+export const SignOutResponse = Type.Object({
+  signedOut: Type.Literal(true),
+  sessionsRevokedAt: Type.String({
+    format: 'date-time',
+    description: 'every dashboard session token issued at or before this moment is refused from now on',
+  }),
+});
+
 export const AccountPatch = Type.Object(
   {
     payoutAddress: Type.Optional(Address),

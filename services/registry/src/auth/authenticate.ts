@@ -36,17 +36,35 @@ export function requireSeller(rc: RegistryContext) {
       seller = await findSellerByApiKey(rc.ctx.db, token);
       if (!seller) throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
     } else {
-      const sellerId =
-        token.length <= 4096
-          ? await verifySessionToken(token, rc.config.sessionSecret, rc.config.now())
-          : undefined;
-      if (sellerId) seller = await findSellerById(rc.ctx.db, sellerId);
+      const session = await sellerOfSession(rc, token);
+      if (session === 'signed_out') {
+        throw new HttpError(401, 'invalid_session', 'this session was signed out; sign in again');
+      }
+      seller = session;
       if (!seller)
         throw new HttpError(401, 'invalid_session', 'session token is invalid or expired; sign in again');
     }
     req.account = seller;
     next();
   };
+}
+
+/**
+ * The seller of a dashboard session token: undefined when the token is not a valid, unexpired session of an
+ * existing seller, 'signed_out' when the seller signed out after it was issued. The one check, for the HTTP
+ * routes and for the other services asking through registry.resolve_api_key.
+ */
+export async function sellerOfSession(
+  rc: RegistryContext,
+  token: string,
+): Promise<SellerRow | 'signed_out' | undefined> {
+  if (token.length > 4096) return undefined;
+  const session = await verifySessionToken(token, rc.config.sessionSecret, rc.config.now());
+  if (!session) return undefined;
+  const seller = await findSellerById(rc.ctx.db, session.sellerId);
+  const revokedAt = seller?.sessions_revoked_at;
+  if (revokedAt && session.issuedAtMs <= new Date(revokedAt).getTime()) return 'signed_out';
+  return seller;
 }
 
 export function currentSeller(req: Request): SellerRow {
