@@ -124,6 +124,31 @@ create or replace view account_balance_drift as
    group by a.id
   having a.balance_micro <> coalesce(sum(case when p.side = a.normal_side then p.amount_micro else -p.amount_micro end), 0);
 
+-- The seller's share of a payment: floor(amount * (100 - fee) / 100), as splitFee does (integer division of a
+-- positive bigint truncates); the platform's is the rest.
+create or replace function seller_share_micro(p_amount bigint, p_platform_fee_percent integer) returns bigint
+  language sql immutable as $$ select (p_amount * (100 - p_platform_fee_percent)) / 100 $$;
+
+-- The entry of a transfer booked by a payment that saw it first: into the escrow asset, held in suspense.
+create or replace function transfer_in_entry(p_transfer text, p_amount bigint, p_from text) returns jsonb
+  language sql immutable as $$
+  select jsonb_build_object('key', 'transfer:' || p_transfer, 'type', 'transfer_in',
+    'lines', jsonb_build_array(
+      jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', p_amount::text),
+      jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', p_amount::text)),
+    'memo', jsonb_build_object('transfer', p_transfer, 'from', p_from, 'bookedBy', 'payment.confirmed')) $$;
+
+-- The entry of a payment claiming its transfer: out of suspense into the seller's and the platform's holds.
+create or replace function payment_entry(p_key text, p_transaction_id text, p_amount bigint, p_seller_share bigint,
+    p_seller_id text, p_payment_id text, p_source text) returns jsonb
+  language sql immutable as $$
+  select jsonb_build_object('key', p_key, 'type', 'payment', 'transactionId', p_transaction_id,
+    'lines', jsonb_build_array(
+      jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', p_amount::text),
+      jsonb_build_object('kind', 'seller_held', 'owner', p_seller_id, 'side', 'credit', 'amount', p_seller_share::text),
+      jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (p_amount - p_seller_share)::text)),
+    'memo', jsonb_build_object('paymentId', p_payment_id, 'source', p_source)) $$;
+
 -- Books a batch of payment.confirmed payments: each claims its transfer (one live transaction per transfer) and
 -- moves its amount from suspense to the seller's and the platform's held accounts. A second claim, a reorged or
 -- refunded transfer, or an amount above the transfer is recorded as a payment conflict instead. The fee percent
@@ -166,8 +191,7 @@ begin
   with fresh as (
     select e.p, e.ord, (e.p->>'chainId')::integer as chain_id, lower(e.p->>'txHash') as tx_hash,
            (e.p->>'logIndex')::integer as log_index, (e.p->>'amountMicro')::bigint as amount,
-           -- Integer division of a positive bigint truncates: floor(amount * (100 - fee) / 100), as splitFee does.
-           ((e.p->>'amountMicro')::bigint * (100 - p_platform_fee_percent)) / 100 as seller_share
+           seller_share_micro((e.p->>'amountMicro')::bigint, p_platform_fee_percent) as seller_share
       from jsonb_array_elements(p_payments) with ordinality as e(p, ord)
      where e.p->>'transactionId' in (select unnest(v_first_pass))
   ), booked as (
@@ -182,23 +206,12 @@ begin
         from fresh order by ord
       returning id
   ), entries as (
-    select ord, 1 as part, jsonb_build_object('key', 'transfer:' || chain_id || ':' || tx_hash || ':' || log_index,
-        'type', 'transfer_in',
-        'lines', jsonb_build_array(
-          jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', amount::text),
-          jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', amount::text)),
-        'memo', jsonb_build_object('transfer', chain_id || ':' || tx_hash || ':' || log_index,
-          'from', lower(p->>'payer'), 'bookedBy', 'payment.confirmed')) as entry
+    select ord, 1 as part,
+        transfer_in_entry(chain_id || ':' || tx_hash || ':' || log_index, amount, lower(p->>'payer')) as entry
       from fresh
     union all
-    select ord, 2, jsonb_build_object('key', chain_id || ':' || tx_hash || ':' || log_index,
-        'type', 'payment', 'transactionId', p->>'transactionId',
-        'lines', jsonb_build_array(
-          jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', amount::text),
-          jsonb_build_object('kind', 'seller_held', 'owner', p->>'sellerId', 'side', 'credit',
-            'amount', seller_share::text),
-          jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (amount - seller_share)::text)),
-        'memo', jsonb_build_object('paymentId', p->>'paymentId', 'source', p->>'source'))
+    select ord, 2, payment_entry(chain_id || ':' || tx_hash || ':' || log_index, p->>'transactionId', amount,
+        seller_share, p->>'sellerId', p->>'paymentId', p->>'source')
       from fresh
   )
   -- (booked runs to completion whether or not this reads it: a data-modifying WITH always does.)
@@ -228,11 +241,7 @@ begin
     v_fresh := found;
     if v_fresh then
       v_inclusion := 0;
-      v_entries := array_append(v_entries, jsonb_build_object('key', 'transfer:' || v_key, 'type', 'transfer_in',
-        'lines', jsonb_build_array(
-          jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', v_amount::text),
-          jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', v_amount::text)),
-        'memo', jsonb_build_object('transfer', v_key, 'from', lower(p->>'payer'), 'bookedBy', 'payment.confirmed')));
+      v_entries := array_append(v_entries, transfer_in_entry(v_key, v_amount, lower(p->>'payer')));
     else
       select * into v_transfer from transfers
         where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
@@ -269,8 +278,7 @@ begin
       end if;
     end if;
 
-    -- Integer division of a positive bigint truncates: floor(amount * (100 - fee) / 100), as splitFee does.
-    v_seller := (v_amount * (100 - p_platform_fee_percent)) / 100;
+    v_seller := seller_share_micro(v_amount, p_platform_fee_percent);
     v_platform := v_amount - v_seller;
     insert into transactions (id, payment_id, source, seller_id, skill_id, skill_name, endpoint_id, session_id, payer,
         chain_id, network, tx_hash, log_index, amount_micro, seller_share_micro, platform_share_micro,
@@ -283,14 +291,9 @@ begin
       update transfers set claimed_by_transaction_id = v_txn
         where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
     end if;
-    v_entries := array_append(v_entries, jsonb_build_object('key',
-      v_key || case when v_inclusion > 0 then '#' || v_inclusion else '' end,
-      'type', 'payment', 'transactionId', v_txn,
-      'lines', jsonb_build_array(
-        jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', v_amount::text),
-        jsonb_build_object('kind', 'seller_held', 'owner', p->>'sellerId', 'side', 'credit', 'amount', v_seller::text),
-        jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', v_platform::text)),
-      'memo', jsonb_build_object('paymentId', p->>'paymentId', 'source', p->>'source')));
+    v_entries := array_append(v_entries, payment_entry(
+      v_key || case when v_inclusion > 0 then '#' || v_inclusion else '' end, v_txn, v_amount, v_seller,
+      p->>'sellerId', p->>'paymentId', p->>'source'));
     outcome := 'booked'; transaction_id := v_txn;
     return next;
   end loop;
