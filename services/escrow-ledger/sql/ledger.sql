@@ -162,7 +162,6 @@ declare
   v_chain integer; v_hash text; v_log integer; v_amount bigint; v_key text;
   v_transfer transfers%rowtype;
   v_existing_payment text; v_txn text; v_seller bigint; v_platform bigint; v_kind text;
-  v_fresh boolean; v_inclusion integer;
   -- Transaction ids of the payments booked by the set-based first pass.
   v_first_pass text[];
   -- A plpgsql array grows in place; appending to a jsonb value would copy it each time (quadratic).
@@ -232,50 +231,42 @@ begin
     payment_id := p->>'paymentId'; transaction_id := null; conflict_kind := null; existing_transaction_id := null;
 
     v_txn := p->>'transactionId';
-    -- A transfer first seen here is this payment's: fresh, unclaimed, of this very amount, so nothing can conflict.
-    -- It is inserted already claimed (no second lookup, no update, never in the unclaimed index).
-    insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by, observed_at,
-        claimed_by_transaction_id)
-      values (v_chain, v_hash, v_log, v_amount, lower(p->>'payer'), 'observed', 'payment.confirmed', p_now, v_txn)
-      on conflict do nothing;
-    v_fresh := found;
-    if v_fresh then
-      v_inclusion := 0;
-      v_entries := array_append(v_entries, transfer_in_entry(v_key, v_amount, lower(p->>'payer')));
-    else
-      select * into v_transfer from transfers
-        where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
-      v_inclusion := v_transfer.inclusion;
+    -- The first pass inserted every transfer of the batch it had not seen (or waited for the batch that did):
+    -- the row is there.
+    select * into v_transfer from transfers
+      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log for update;
+    if not found then
+      raise exception 'transfer % of payment % is not on the books', v_key, p->>'paymentId' using errcode = 'P0002';
+    end if;
 
-      v_kind := null;
-      if v_transfer.claimed_by_transaction_id is not null then
-        select t.payment_id into v_existing_payment from transactions t where t.id = v_transfer.claimed_by_transaction_id;
-        if v_existing_payment = p->>'paymentId' then
-          outcome := 'duplicate'; transaction_id := v_transfer.claimed_by_transaction_id;
-          return next; continue;
-        end if;
-        v_kind := 'transfer_already_claimed';
-      elsif v_transfer.refund_id is not null then
-        -- An operator sent this unmatched transfer back to its payer: it cannot pay for anything now.
-        v_kind := 'transfer_refunded';
-      elsif v_transfer.status = 'reorged' then
-        v_kind := 'transfer_reorged';
-      elsif v_amount > v_transfer.amount_micro then
-        v_kind := 'amount_exceeds_transfer';
-      end if;
-      if v_kind is not null then
-        insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id, amount_micro,
-            existing_transaction_id, detail, created_at)
-          values (v_kind, v_chain, v_hash, v_log, p->>'paymentId', p->>'source', p->>'sellerId', v_amount,
-            v_transfer.claimed_by_transaction_id,
-            jsonb_build_object('eventId', p->>'eventId', 'skillId', p->'skillId', 'sessionId', p->'sessionId',
-              'payer', p->>'payer', 'transferAmountMicro', v_transfer.amount_micro::text, 'payment', p),
-            p_now)
-          on conflict do nothing;
-        outcome := case when found then 'conflict' else 'conflict_seen' end;
-        conflict_kind := v_kind; existing_transaction_id := v_transfer.claimed_by_transaction_id;
+    v_kind := null;
+    if v_transfer.claimed_by_transaction_id is not null then
+      select t.payment_id into v_existing_payment from transactions t where t.id = v_transfer.claimed_by_transaction_id;
+      if v_existing_payment = p->>'paymentId' then
+        outcome := 'duplicate'; transaction_id := v_transfer.claimed_by_transaction_id;
         return next; continue;
       end if;
+      v_kind := 'transfer_already_claimed';
+    elsif v_transfer.refund_id is not null then
+      -- An operator sent this unmatched transfer back to its payer: it cannot pay for anything now.
+      v_kind := 'transfer_refunded';
+    elsif v_transfer.status = 'reorged' then
+      v_kind := 'transfer_reorged';
+    elsif v_amount > v_transfer.amount_micro then
+      v_kind := 'amount_exceeds_transfer';
+    end if;
+    if v_kind is not null then
+      insert into payment_conflicts (kind, chain_id, tx_hash, log_index, payment_id, source, seller_id, amount_micro,
+          existing_transaction_id, detail, created_at)
+        values (v_kind, v_chain, v_hash, v_log, p->>'paymentId', p->>'source', p->>'sellerId', v_amount,
+          v_transfer.claimed_by_transaction_id,
+          jsonb_build_object('eventId', p->>'eventId', 'skillId', p->'skillId', 'sessionId', p->'sessionId',
+            'payer', p->>'payer', 'transferAmountMicro', v_transfer.amount_micro::text, 'payment', p),
+          p_now)
+        on conflict do nothing;
+      outcome := case when found then 'conflict' else 'conflict_seen' end;
+      conflict_kind := v_kind; existing_transaction_id := v_transfer.claimed_by_transaction_id;
+      return next; continue;
     end if;
 
     v_seller := seller_share_micro(v_amount, p_platform_fee_percent);
@@ -287,12 +278,10 @@ begin
         p->>'sessionId', lower(p->>'payer'), v_chain, p->>'network', v_hash, v_log, v_amount, v_seller, v_platform,
         (p->>'holdPeriodHours')::integer, p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held',
         (p->>'confirmedAt')::timestamptz, p_now);
-    if not v_fresh then
-      update transfers set claimed_by_transaction_id = v_txn
-        where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
-    end if;
+    update transfers set claimed_by_transaction_id = v_txn
+      where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
     v_entries := array_append(v_entries, payment_entry(
-      v_key || case when v_inclusion > 0 then '#' || v_inclusion else '' end, v_txn, v_amount, v_seller,
+      v_key || case when v_transfer.inclusion > 0 then '#' || v_transfer.inclusion else '' end, v_txn, v_amount, v_seller,
       p->>'sellerId', p->>'paymentId', p->>'source'));
     outcome := 'booked'; transaction_id := v_txn;
     return next;
