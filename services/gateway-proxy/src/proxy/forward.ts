@@ -223,7 +223,8 @@ function sendUpstream(
       method: method as Dispatcher.HttpMethod,
       headers: headers as Record<string, string | string[]>,
       body: body ?? null,
-      // Our own timer bounds the wait for the answer's headers (connect included); between body chunks too.
+      // UpstreamCall's timer bounds the wait for the answer's headers, connection included; undici's own
+      // headersTimeout is the same bound as a backstop, and bodyTimeout bounds each pause between body chunks.
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
     },
@@ -265,11 +266,15 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     this.controller?.abort(new Error('timeout'));
-    this.done({
+    this.done(this.timedOut());
+  }
+
+  private timedOut(): ForwardResult {
+    return {
       kind: 'failed',
       reason: 'timeout',
       message: `the seller did not answer within ${this.timeoutMs} ms`,
-    });
+    };
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -353,14 +358,9 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (!this.settled) {
       this.settled = true;
       clearTimeout(this.timer);
-      const timedOut = (error as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT';
       this.done(
-        timedOut
-          ? {
-              kind: 'failed',
-              reason: 'timeout',
-              message: `the seller did not answer within ${this.timeoutMs} ms`,
-            }
+        (error as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT'
+          ? this.timedOut()
           : { kind: 'failed', reason: 'unreachable', message: `the seller's API failed: ${error.message}` },
       );
       return;
