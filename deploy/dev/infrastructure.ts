@@ -7,6 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { anchorStreamStore } from '@paygate/bus';
 import { connect } from 'nats';
 import pg from 'pg';
 
@@ -30,6 +31,16 @@ async function postgresAnswers(url: string): Promise<boolean> {
     return false;
   } finally {
     await client.end().catch(() => undefined);
+  }
+}
+
+/** See anchorStreamStore: without it, two runs creating and deleting streams at once can break each other. */
+async function keepStreamStore(url: string): Promise<void> {
+  const nc = await connect({ servers: url, timeout: 5000, maxReconnectAttempts: 0 });
+  try {
+    await anchorStreamStore(await nc.jetstreamManager({ timeout: 5000 }));
+  } finally {
+    await nc.close();
   }
 }
 
@@ -178,6 +189,7 @@ export async function ensureInfrastructure(
     started.push('nats');
     stops.push(nats.stop);
   }
+  await keepStreamStore(natsUrl);
   return {
     databaseUrl,
     natsUrl,

@@ -112,3 +112,28 @@ export async function deleteStreams(bus: Bus): Promise<void> {
     await bus.jsm.streams.delete(name).catch(() => undefined);
   }
 }
+
+/** The stream that keeps a NATS account's file store from ever being empty (see `anchorStreamStore`). */
+export const STORE_ANCHOR_STREAM = 'PAYGATE_STORE_ANCHOR';
+
+/**
+ * Keeps one stream in the account for good. nats-server 2.9 removes the account's `streams` directory when
+ * its last file stream is deleted; a stream created at that moment fails with "error creating store for
+ * stream" (seen when two test suites tore down and set up namespaces at once). A stream that always exists
+ * keeps the directory. It listens on a subject nothing publishes to, and holds at most one message.
+ */
+export async function anchorStreamStore(jsm: JetStreamManager): Promise<void> {
+  await jsm.streams
+    .add({
+      name: STORE_ANCHOR_STREAM,
+      subjects: ['paygate.store-anchor'],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      max_msgs: 1,
+      num_replicas: 1,
+    })
+    .catch((error) => {
+      if (isJetStreamError(error, JetStreamErrorCode.StreamNameInUse)) return;
+      throw error;
+    });
+}

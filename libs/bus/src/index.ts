@@ -1,4 +1,12 @@
-export { type Bus, connectBus, deleteStreams, ensureStreams, streamNames } from './connection';
+export {
+  anchorStreamStore,
+  type Bus,
+  connectBus,
+  deleteStreams,
+  ensureStreams,
+  STORE_ANCHOR_STREAM,
+  streamNames,
+} from './connection';
 export {
   type BatchEventHandler,
   backoffDelayMs,
