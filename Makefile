@@ -4,7 +4,7 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test bench dist deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test bench fuzz dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
@@ -14,6 +14,10 @@ test: deps lint typecheck
 
 bench: deps
 	$(WITH_INFRA) tsx bench/run-all.ts
+
+# The full property test of every write route: 2,000 bodies per route (make test sends 300, same seeds).
+fuzz: deps
+	FUZZ_RUNS=$${FUZZ_RUNS:-2000} $(WITH_INFRA) jest --ci deploy/test/fuzz.test.ts
 
 # The compiled JavaScript the images run (the Dockerfile's build stage runs the same script).
 dist: node-deps

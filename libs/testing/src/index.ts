@@ -44,6 +44,7 @@ export {
   type TestEnvironment,
   waitFor,
   waitForConsumerIdle,
+  waitForStreamMessages,
 } from './infra';
 export { type ServiceProcess, spawnTsProcess } from './processes';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';

@@ -157,6 +157,26 @@ export async function countStreamMessages(bus: Bus, eventType: string): Promise<
 }
 
 /**
+ * The events of one type that `match` accepts, once at least `count` of them are in the stream. A service
+ * publishes through its outbox relay after its transaction commits, so a test that saw the state change must
+ * still wait for the event (reading the stream at once raced the relay).
+ */
+export async function waitForStreamMessages(
+  bus: Bus,
+  eventType: string,
+  match: (event: EventEnvelope) => boolean,
+  count = 1,
+): Promise<EventEnvelope[]> {
+  return waitFor(
+    async () => {
+      const found = (await countStreamMessages(bus, eventType)).filter(match);
+      return found.length >= count ? found : undefined;
+    },
+    { message: `${count} ${eventType} event(s) in the stream` },
+  );
+}
+
+/**
  * Waits until a durable consumer has acknowledged every event on its subject published so far: the positive
  * signal that it handled them, to be awaited before asserting that something did NOT happen.
  */

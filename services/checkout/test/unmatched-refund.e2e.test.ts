@@ -17,6 +17,7 @@ import {
   testSigner,
   testWallets,
   waitFor,
+  waitForStreamMessages,
 } from '@paygate/testing';
 import { Contract, id as keccakId, Wallet, zeroPadValue } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -509,7 +510,9 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
     ).json()) as any;
     expect(polled).toMatchObject({ status: 'refunded', paidAmount: '3.000000', txHash });
-    const refundedEvents = (await countStreamMessages(bus, 'checkout.session_refunded')).filter(
+    const refundedEvents = await waitForStreamMessages(
+      bus,
+      'checkout.session_refunded',
       (e) => (e.data as any).sessionId === session.sessionId,
     );
     expect(refundedEvents).toHaveLength(1);

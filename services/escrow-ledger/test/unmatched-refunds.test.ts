@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { EventData } from '@paygate/contracts';
-import { countStreamMessages, openSchema, waitFor } from '@paygate/testing';
+import { openSchema, waitFor, waitForStreamMessages } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
@@ -109,7 +109,9 @@ describe('refunds of unmatched transfers', () => {
     expect(await accountBalance(db, 'refund_pending')).toBe(4_200_000n);
     const suspenseView = await h.http('/api/v1/operator/ledger/suspense', { key: OPERATOR_TOKEN });
     expect((suspenseView.body.data as any[]).some((t) => t.txHash === observed.txHash)).toBe(false);
-    const initiated = (await countStreamMessages(h.bus, 'refund.initiated')).filter(
+    const initiated = await waitForStreamMessages(
+      h.bus,
+      'refund.initiated',
       (e) => (e.data as any).refundId === refund.id,
     );
     expect(initiated.map((e) => e.data)).toEqual([
