@@ -4,13 +4,19 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test bench fuzz dist deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test check unit bench fuzz dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
 
 test: deps lint typecheck
 	$(WITH_INFRA) jest --ci
+
+# The quick loop: lint, typecheck and the unit tests (*.unit.test.ts: no Postgres, NATS, chain or browser).
+check: node-deps lint typecheck unit
+
+unit:
+	jest --ci --testPathPattern '\.unit\.test\.ts$$'
 
 bench: deps
 	$(WITH_INFRA) tsx bench/run-all.ts
@@ -21,6 +27,7 @@ fuzz: deps
 
 # The compiled JavaScript the images run (the Dockerfile's build stage runs the same script).
 dist: node-deps
+	tsx deploy/scripts/build-contracts.ts --check
 	tsx deploy/scripts/build-dist.ts
 
 deps: node-deps system-deps

@@ -1,11 +1,29 @@
-/** One jest run for every workspace: each lib and service keeps its suites in its own test/ folder. */
+/**
+ * One jest project per workspace package (each keeps its suites in its own test/ folder), so a run can be
+ * narrowed to one package: `jest --selectProjects services/checkout`. Unit tests (no Postgres, NATS, chain or
+ * browser) are named `*.unit.test.ts`; `make check` runs only those.
+ */
+const fs = require('node:fs');
+const path = require('node:path');
+
+const transform = {
+  '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+};
+
+const packageDirs = ['libs', 'services']
+  .flatMap((parent) => fs.readdirSync(path.join(__dirname, parent)).map((name) => `${parent}/${name}`))
+  .concat('deploy')
+  .filter((dir) => fs.existsSync(path.join(__dirname, dir, 'test')))
+  .sort();
+
 module.exports = {
-  testEnvironment: 'node',
-  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/deploy'],
-  testMatch: ['**/test/**/*.test.ts'],
-  transform: {
-    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
-  },
+  projects: packageDirs.map((dir) => ({
+    displayName: dir,
+    rootDir: path.join(__dirname, dir),
+    testEnvironment: 'node',
+    testMatch: ['<rootDir>/test/**/*.test.ts'],
+    transform,
+  })),
   testTimeout: 60000,
   maxWorkers: 2,
 };

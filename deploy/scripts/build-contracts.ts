@@ -1,15 +1,17 @@
 /**
  * Compiles deploy/contracts/TestUSDC.sol with the pinned npm `solc` and writes deploy/build/TestUSDC.json.
- * The artifact is checked in; deploy/test/contracts.test.ts rebuilds it and fails if it drifted.
+ * The artifact is checked in and compiled at build time, never by a test: `--check` (run by `make dist`)
+ * fails if a rebuild differs from it; deploy/test/contracts.unit.test.ts checks it was built from today's source.
  *
- *   pnpm --filter @paygate/deploy build:contracts
+ *   pnpm --filter @paygate/deploy build:contracts            # after editing the contract
+ *   pnpm exec tsx deploy/scripts/build-contracts.ts --check  # the artifact is what the source compiles to
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-// solc ships no types; its compile() takes and returns standard JSON strings.
-const solc: { compile(input: string): string; version(): string } = require('solc');
+/** solc ships no types; its compile() takes and returns standard JSON strings. Loaded only to compile (it is large). */
+type Solc = { compile(input: string): string; version(): string };
 
 export const CONTRACT_SOURCE_PATH = path.join(__dirname, '../contracts/TestUSDC.sol');
 export const ARTIFACT_PATH = path.join(__dirname, '../build/TestUSDC.json');
@@ -31,6 +33,7 @@ interface SolcError {
 }
 
 export function compileTestUsdc(): ContractArtifact {
+  const solc: Solc = require('solc');
   const source = readFileSync(CONTRACT_SOURCE_PATH, 'utf8');
   const input = {
     language: 'Solidity',
@@ -63,7 +66,25 @@ export function writeArtifact(artifact: ContractArtifact, artifactPath = ARTIFAC
   writeFileSync(artifactPath, `${JSON.stringify(artifact, null, 2)}\n`);
 }
 
-if (require.main === module) {
+/** The fields of the artifact that a rebuild must reproduce exactly, or undefined when it does. */
+export function artifactDrift(rebuilt: ContractArtifact, checkedIn: ContractArtifact): string | undefined {
+  const fields = ['solcVersion', 'bytecode', 'deployedBytecode', 'abi', 'sourceHash'] as const;
+  const drifted = fields.filter(
+    (field) => JSON.stringify(rebuilt[field]) !== JSON.stringify(checkedIn[field]),
+  );
+  return drifted.length > 0 ? drifted.join(', ') : undefined;
+}
+
+if (require.main === module && process.argv.includes('--check')) {
+  const drift = artifactDrift(compileTestUsdc(), JSON.parse(readFileSync(ARTIFACT_PATH, 'utf8')));
+  if (drift) {
+    console.error(
+      `${path.relative(process.cwd(), ARTIFACT_PATH)} is not what the source compiles to (${drift}): run build:contracts`,
+    );
+    process.exit(1);
+  }
+  console.log(`${path.relative(process.cwd(), ARTIFACT_PATH)} matches its source`);
+} else if (require.main === module) {
   const artifact = compileTestUsdc();
   writeArtifact(artifact);
   console.log(

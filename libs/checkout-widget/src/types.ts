@@ -9,7 +9,7 @@ export type CheckoutSessionStatus =
 
 /**
  * The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). Written out here
- * so the published types stand alone; test/types.test.ts holds it equal to the contract (checkout.session_*).
+ * so the published types stand alone; test/types.unit.test.ts holds it equal to the contract (checkout.session_*).
  * Amounts are decimal USDC strings with at most six decimals; times are ISO 8601.
  */
 export interface CheckoutSession {

@@ -1,6 +1,10 @@
+/**
+ * The checked-in artifact is compiled at build time (`make dist` runs build-contracts.ts --check, which rebuilds it
+ * with solc); here only that it was built from today's source and has the interface the services use.
+ */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ARTIFACT_PATH, CONTRACT_SOURCE_PATH, compileTestUsdc } from '../scripts/build-contracts';
+import { ARTIFACT_PATH, CONTRACT_SOURCE_PATH } from '../scripts/build-contracts';
 
 describe('TestUSDC artifact', () => {
   const checkedIn = JSON.parse(readFileSync(ARTIFACT_PATH, 'utf8'));
@@ -8,14 +12,6 @@ describe('TestUSDC artifact', () => {
   it('matches the checked-in source hash (run `pnpm --filter @paygate/deploy build:contracts` after editing)', () => {
     const sourceHash = `0x${createHash('sha256').update(readFileSync(CONTRACT_SOURCE_PATH)).digest('hex')}`;
     expect(checkedIn.sourceHash).toBe(sourceHash);
-  });
-
-  it('rebuilds from source to the exact checked-in bytecode and abi', () => {
-    const rebuilt = compileTestUsdc();
-    expect(rebuilt.solcVersion).toBe(checkedIn.solcVersion);
-    expect(rebuilt.bytecode).toBe(checkedIn.bytecode);
-    expect(rebuilt.deployedBytecode).toBe(checkedIn.deployedBytecode);
-    expect(rebuilt.abi).toEqual(checkedIn.abi);
   });
 
   it('exposes the USDC interface the services rely on', () => {
