@@ -1,4 +1,10 @@
-import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
+import {
+  mountRoutes,
+  openApiRoute,
+  rateLimitMiddleware,
+  SharedRateLimiter,
+  securitySchemes,
+} from '@paygate/http';
 import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
@@ -40,6 +46,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
   let deps: LedgerDeps | undefined;
   let scheduler: ReleaseScheduler | undefined;
   let auth: SellerAuth | undefined;
+  let refundRequestLimiter: SharedRateLimiter | undefined;
   const depsOf = (ctx: {
     logger: LedgerDeps['logger'];
     metrics: Parameters<typeof createLedgerMetrics>[0];
@@ -60,6 +67,16 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     routes(app, ctx) {
       auth = new SellerAuth(ctx.bus);
       app.use(publicCors, publicCorsOnError);
+      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
+      refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
+      app.post(
+        '/api/v1/refund-requests',
+        rateLimitMiddleware(
+          refundRequestLimiter,
+          (req) => `refund-request:${req.ip}`,
+          'refund requests per minute per client address',
+        ),
+      );
       // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
       const routes = [
         ...refundRoutes(ctx, depsOf(ctx), auth),
@@ -112,7 +129,12 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
-      return [new PayoutResponders(ctx, d), new ClaimResponder(ctx, d), scheduler];
+      return [
+        new PayoutResponders(ctx, d),
+        new ClaimResponder(ctx, d),
+        scheduler,
+        ...(refundRequestLimiter ? [refundRequestLimiter] : []),
+      ];
     },
     onStop: async () => auth?.close(),
   });
