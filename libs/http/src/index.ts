@@ -41,6 +41,7 @@ export {
 export {
   type AnyRoute,
   defineRoute,
+  guardRoute,
   mountRoutes,
   openApiRoute,
   routesOpenApi,

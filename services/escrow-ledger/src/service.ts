@@ -1,4 +1,5 @@
 import {
+  guardRoute,
   mountRoutes,
   openApiRoute,
   rateLimitMiddleware,
@@ -67,22 +68,30 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     routes(app, ctx) {
       auth = new SellerAuth(ctx.bus);
       app.use(publicCors, publicCorsOnError);
-      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
-      refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
-      app.post(
-        '/api/v1/refund-requests',
-        rateLimitMiddleware(
-          refundRequestLimiter,
-          (req) => `refund-request:${req.ip}`,
-          'refund requests per minute per client address',
-        ),
-      );
       // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
       const routes = [
         ...refundRoutes(ctx, depsOf(ctx), auth),
         ...viewRoutes(ctx, auth),
         ...operatorRoutes(ctx, depsOf(ctx)),
       ];
+      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
+      refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
+      guardRoute(
+        routes,
+        'post',
+        '/api/v1/refund-requests',
+        [
+          rateLimitMiddleware(
+            refundRequestLimiter,
+            (req) => `refund-request:${req.ip}`,
+            'refund requests per minute per client address',
+          ),
+        ],
+        {
+          '429':
+            'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
+        },
+      );
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
     },
     consumers(ctx) {

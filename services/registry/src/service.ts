@@ -39,9 +39,9 @@ export function startRegistry(
     migrations,
     routes(app, ctx) {
       const rc = registryContext(ctx);
-      rc.signInLimits.mount(app);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [...accountRoutes(rc), ...skillRoutes(rc, kicker), ...dashboardRoutes()];
+      rc.signInLimits.guard(routes);
       const document = openApiRoute(
         '/api/v1/openapi.json',
         {

@@ -1,5 +1,11 @@
-import { checkRateLimit, rateLimitMiddleware, SharedRateLimiter } from '@paygate/http';
-import type { Express, Request, Response } from 'express';
+import {
+  type AnyRoute,
+  checkRateLimit,
+  guardRoute,
+  rateLimitMiddleware,
+  SharedRateLimiter,
+} from '@paygate/http';
+import type { Request, Response } from 'express';
 import type { Kysely } from 'kysely';
 import type { RegistryConfig } from '../config';
 
@@ -18,23 +24,36 @@ export class SignInRateLimits {
     this.accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
   }
 
-  /** Ahead of the routes: nonces and sign-ins are counted before any work (429 with Retry-After). */
-  mount(app: Express): void {
-    app.post(
+  /** On the sign-in routes: nonces and sign-ins are counted per client address (429 with Retry-After). */
+  guard(routes: AnyRoute[]): void {
+    guardRoute(
+      routes,
+      'post',
       '/api/v1/auth/siwe/nonce',
-      rateLimitMiddleware(
-        this.nonces,
-        (req) => `siwe-nonce:${req.ip}`,
-        'SIWE nonces per minute per client address',
-      ),
+      [
+        rateLimitMiddleware(
+          this.nonces,
+          (req) => `siwe-nonce:${req.ip}`,
+          'SIWE nonces per minute per client address',
+        ),
+      ],
+      { '429': 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)' },
     );
-    app.post(
+    guardRoute(
+      routes,
+      'post',
       '/api/v1/auth/siwe/verify',
-      rateLimitMiddleware(
-        this.signIns,
-        (req) => `sign-in:${req.ip}`,
-        'sign-ins per minute per client address',
-      ),
+      [
+        rateLimitMiddleware(
+          this.signIns,
+          (req) => `sign-in:${req.ip}`,
+          'sign-ins per minute per client address',
+        ),
+      ],
+      {
+        '429':
+          'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
+      },
     );
   }
 
