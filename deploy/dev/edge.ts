@@ -48,6 +48,8 @@ export function upstreamFor(service: string, template = 'http://127.0.0.1:{port}
 
 export function startEdge(options: EdgeOptions): Promise<http.Server> {
   const proxy = httpProxy.createProxyServer({
+    // Appends the caller's address to X-Forwarded-For: the services trust the edge (TRUSTED_PROXIES, loopback
+    // by default) and take the client address, which every rate limit counts, from that hop.
     xfwd: true,
     proxyTimeout: options.proxyTimeoutMs ?? 30_000,
     ws: true,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@paygate/telemetry';
 import express, { type ErrorRequestHandler, type Express as ExpressApp, type Request } from 'express';
+import { clientAddress, parseTrustedProxies, type TrustedProxies } from './client-address';
 import { badRequest, type ErrorBody, HttpError, invalidJson } from './errors';
 import { assertStoredText } from './validation';
 
@@ -31,6 +32,8 @@ export interface AppOptions {
   bodyLimit?: string;
   /** Keep the raw bytes of JSON bodies on req.rawBody (signature checks). */
   keepRawBody?: boolean;
+  /** Whose X-Forwarded-For is believed (TRUSTED_PROXIES); loopback only when absent. */
+  trustedProxies?: TrustedProxies;
 }
 
 /**
@@ -40,7 +43,17 @@ export interface AppOptions {
 export function createApp(options: AppOptions): ExpressApp {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', 'loopback');
+  const trusted = options.trustedProxies ?? parseTrustedProxies(undefined);
+  // req.ip is the client address of clientAddress() (the one rule every service and the gateway's bare
+  // paths use: the right-most untrusted X-Forwarded-For hop), never express's own reading of the header.
+  app.set('trust proxy', (address: string) => trusted.has(address));
+  Object.defineProperty(app.request, 'ip', {
+    configurable: true,
+    enumerable: true,
+    get(this: Request) {
+      return clientAddress(this, trusted);
+    },
+  });
   app.use((req, res, next) => {
     req.requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', req.requestId);

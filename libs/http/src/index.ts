@@ -7,6 +7,14 @@ export {
   requestIdFrom,
 } from './app';
 export { bearerToken, bearerTokenOf, constantTimeEqual, operatorAuth } from './auth';
+export {
+  clientAddress,
+  DEFAULT_TRUSTED_PROXIES,
+  normalizeAddress,
+  parseTrustedProxies,
+  type TrustedProxies,
+  TrustedProxiesError,
+} from './client-address';
 export { badRequest, conflict, type ErrorBody, HttpError, invalidJson, notFound } from './errors';
 export {
   ErrorBodySchema,
@@ -21,8 +29,19 @@ export {
   serveOpenApi,
 } from './openapi';
 export {
+  checkRateLimit,
+  type RateDecision,
+  type RateLimiterOptions,
+  rateLimited,
+  rateLimitMiddleware,
+  SharedRateLimiter,
+  setRateLimitHeaders,
+  windowName,
+} from './rate-limit';
+export {
   type AnyRoute,
   defineRoute,
+  guardRoute,
   mountRoutes,
   openApiRoute,
   routesOpenApi,

@@ -132,6 +132,24 @@ function validationMiddleware(route: AnyRoute): RequestHandler {
   };
 }
 
+/**
+ * Puts `handlers` ahead of the `before` middleware of the declared route `method path` and documents `errors`
+ * with it: a rate limit wired where the routes are mounted, without a second route for the path. Throws when no
+ * such route is declared (a renamed route must not silently lose its limit).
+ */
+export function guardRoute(
+  routes: AnyRoute[],
+  method: HttpMethod,
+  path: string,
+  handlers: RequestHandler[],
+  errors: Record<string, string> = {},
+): void {
+  const route = routes.find((r) => r.method === method && r.path === path);
+  if (!route) throw new Error(`guardRoute: no route ${method.toUpperCase()} ${path} is declared`);
+  route.before = [...handlers, ...(route.before ?? [])];
+  route.errors = { ...(route.errors ?? {}), ...errors };
+}
+
 /** Registers each route on the app: auth, validation, `before` middleware, then the handler. */
 export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   for (const route of routes) {

@@ -1,3 +1,4 @@
+import { parseTrustedProxies, type TrustedProxies } from '@paygate/http';
 import { bool, cleanEnv, num, str, url } from 'envalid';
 
 export { bool, num, port, str, url } from 'envalid';
@@ -14,6 +15,11 @@ export interface CommonConfig {
   production: boolean;
   /** How many times start-up tries to reach Postgres and NATS before giving up. */
   startupAttempts: number;
+  /**
+   * TRUSTED_PROXIES: the proxies whose X-Forwarded-For decides the client address (rate limits): loopback by
+   * default (the dev edge); k8s sets the ingress controller's pod range.
+   */
+  trustedProxies: TrustedProxies;
 }
 
 export class ConfigError extends Error {
@@ -47,6 +53,7 @@ export function commonConfig(
     PUBLIC_BASE_URL: string;
     NODE_ENV: string;
     STARTUP_ATTEMPTS: number;
+    TRUSTED_PROXIES: string;
   }>(env, {
     // 0 asks the OS for a free port (tests run many services side by side).
     PORT: num({ default: defaults.port }),
@@ -61,12 +68,19 @@ export function commonConfig(
     PUBLIC_BASE_URL: url({ default: 'http://localhost:8080' }),
     NODE_ENV: str({ default: 'development' }),
     STARTUP_ATTEMPTS: num({ default: 30 }),
+    TRUSTED_PROXIES: str({ default: 'loopback' }),
   });
   if (!Number.isInteger(parsed.PORT) || parsed.PORT < 0 || parsed.PORT > 65535) {
     throw new ConfigError('invalid configuration: PORT must be an integer from 0 to 65535');
   }
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
     throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
+  }
+  let trustedProxies: TrustedProxies;
+  try {
+    trustedProxies = parseTrustedProxies(parsed.TRUSTED_PROXIES);
+  } catch (error) {
+    throw new ConfigError(`invalid configuration: TRUSTED_PROXIES: ${(error as Error).message}`);
   }
   return {
     serviceName: defaults.serviceName,
@@ -79,6 +93,7 @@ export function commonConfig(
     publicBaseUrl: parsed.PUBLIC_BASE_URL.replace(/\/$/, ''),
     production: parsed.NODE_ENV === 'production',
     startupAttempts: parsed.STARTUP_ATTEMPTS,
+    trustedProxies,
   };
 }
 

@@ -143,7 +143,12 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     },
   };
 
-  const app = createApp({ logger, bodyLimit: definition.bodyLimit, keepRawBody: definition.keepRawBody });
+  const app = createApp({
+    logger,
+    bodyLimit: definition.bodyLimit,
+    keepRawBody: definition.keepRawBody,
+    trustedProxies: config.trustedProxies,
+  });
   app.use(httpMetricsMiddleware(metrics));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: definition.name });

@@ -10,7 +10,7 @@ export interface SignAuthorizationInput {
   valueMicro: bigint;
   /** Unix seconds; default: 10 minutes ago. */
   validAfter?: number;
-  /** Unix seconds; default: 5 minutes from now. */
+  /** Unix seconds; default: a minute from now (as an x402 client signs for maxTimeoutSeconds 60, Paygate's). */
   validBefore?: number;
   nonce?: string;
   /** The payer when it is a contract wallet (ERC-1271) that `wallet` owns; default: the wallet itself. */
@@ -28,7 +28,7 @@ export async function signTransferAuthorization(
     to: getAddress(input.to),
     value: input.valueMicro.toString(),
     validAfter: String(input.validAfter ?? now - 600),
-    validBefore: String(input.validBefore ?? now + 300),
+    validBefore: String(input.validBefore ?? now + 60),
     nonce: input.nonce ?? `0x${randomBytes(32).toString('hex')}`,
   };
   const signature = await wallet.signTypedData(

@@ -8,6 +8,7 @@ import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-r
 import { transferClaims } from './2026-11-22-1000-transfer-claims';
 import { transactionsLookup } from './2026-11-22-1200-transactions-lookup';
 
+import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0900-unmatched-transfer-refunds': unmatchedTransferRefunds,
   '2026-11-22-1000-transfer-claims': transferClaims,
   '2026-11-22-1200-transactions-lookup': transactionsLookup,
+  '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
 };

@@ -26,6 +26,8 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   paymentBatchSize: number;
   /** Parallel batches of payment.confirmed (each is its own transaction). */
   paymentConcurrency: number;
+  /** Buyers' refund requests (POST /api/v1/refund-requests) per minute per client address. */
+  refundRequestsPerMinute: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
 }
@@ -40,12 +42,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     RELEASE_BATCH_SIZE: number;
     PAYMENT_BATCH_SIZE: number;
     PAYMENT_CONCURRENCY: number;
+    REFUND_REQUESTS_PER_MINUTE: number;
   }>(env, {
     OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
     RELEASE_INTERVAL_MS: num({ default: 5_000 }),
     RELEASE_BATCH_SIZE: num({ default: 200 }),
     PAYMENT_BATCH_SIZE: num({ default: 200 }),
     PAYMENT_CONCURRENCY: num({ default: 2 }),
+    REFUND_REQUESTS_PER_MINUTE: num({ default: 10 }),
   });
   const problems: string[] = [];
   // Without a default in production envalid hands back undefined: a missing token is reported, not a TypeError.
@@ -56,6 +60,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     ['RELEASE_BATCH_SIZE', parsed.RELEASE_BATCH_SIZE],
     ['PAYMENT_BATCH_SIZE', parsed.PAYMENT_BATCH_SIZE],
     ['PAYMENT_CONCURRENCY', parsed.PAYMENT_CONCURRENCY],
+    ['REFUND_REQUESTS_PER_MINUTE', parsed.REFUND_REQUESTS_PER_MINUTE],
   ] as const) {
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
   }
@@ -74,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     releaseBatchSize: Math.min(parsed.RELEASE_BATCH_SIZE, 1000),
     paymentBatchSize: Math.min(parsed.PAYMENT_BATCH_SIZE, 1000),
     paymentConcurrency: Math.min(parsed.PAYMENT_CONCURRENCY, 16),
+    refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
     now: () => new Date(),
   };
 }

@@ -1,4 +1,11 @@
-import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
+import {
+  guardRoute,
+  mountRoutes,
+  openApiRoute,
+  rateLimitMiddleware,
+  SharedRateLimiter,
+  securitySchemes,
+} from '@paygate/http';
 import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
@@ -40,6 +47,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
   let deps: LedgerDeps | undefined;
   let scheduler: ReleaseScheduler | undefined;
   let auth: SellerAuth | undefined;
+  let refundRequestLimiter: SharedRateLimiter | undefined;
   const depsOf = (ctx: {
     logger: LedgerDeps['logger'];
     metrics: Parameters<typeof createLedgerMetrics>[0];
@@ -66,6 +74,24 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         ...viewRoutes(ctx, auth),
         ...operatorRoutes(ctx, depsOf(ctx)),
       ];
+      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
+      refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
+      guardRoute(
+        routes,
+        'post',
+        '/api/v1/refund-requests',
+        [
+          rateLimitMiddleware(
+            refundRequestLimiter,
+            (req) => `refund-request:${req.ip}`,
+            'refund requests per minute per client address',
+          ),
+        ],
+        {
+          '429':
+            'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
+        },
+      );
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
     },
     consumers(ctx) {
@@ -112,7 +138,12 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
-      return [new PayoutResponders(ctx, d), new ClaimResponder(ctx, d), scheduler];
+      return [
+        new PayoutResponders(ctx, d),
+        new ClaimResponder(ctx, d),
+        scheduler,
+        ...(refundRequestLimiter ? [refundRequestLimiter] : []),
+      ];
     },
     onStop: async () => auth?.close(),
   });

@@ -1,3 +1,4 @@
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -32,6 +33,17 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   /** x402: an authorization still being settled this long after its caller gave up is finished by the recovery pass. */
   x402RecoveryAfterMs: number;
   x402RecoveryIntervalMs: number;
+  /** x402: the smallest payment Paygate's relayer submits (micro-USDC); smaller ones are not offered or settled. */
+  x402MinAmountMicro: bigint;
+  /** x402 facilitator: the largest maxTimeoutSeconds a seller's requirements may carry (bounds validBefore). */
+  x402FacilitatorMaxTimeoutSeconds: number;
+  /** x402 facilitator: verify/settle/supported calls per minute per seller key. */
+  x402FacilitatorPerMinute: number;
+  /** x402 Bazaar discovery: requests per minute per client address. */
+  discoveryPerMinute: number;
+  /** Relayed x402 transactions per UTC day per payer wallet and per seller. */
+  relayerDailyPerPayer: number;
+  relayerDailyPerSeller: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -60,6 +72,12 @@ export function loadConfig(
     REGISTRY_TIMEOUT_MS: number;
     X402_RECOVERY_AFTER_MS: number;
     X402_RECOVERY_INTERVAL_MS: number;
+    X402_MIN_AMOUNT: string;
+    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: number;
+    X402_FACILITATOR_PER_MINUTE: number;
+    DISCOVERY_PER_MINUTE: number;
+    RELAYER_DAILY_PER_PAYER: number;
+    RELAYER_DAILY_PER_SELLER: number;
   }>(env, {
     TICKET_SIGNING_KEY: str({ default: '' }),
     TICKET_TTL_SECONDS: num({ default: 300 }),
@@ -73,6 +91,14 @@ export function loadConfig(
     REGISTRY_TIMEOUT_MS: num({ default: 2000 }),
     X402_RECOVERY_AFTER_MS: num({ default: 30_000 }),
     X402_RECOVERY_INTERVAL_MS: num({ default: 5000 }),
+    // 0.01 USDC: one transferWithAuthorization is ~68,000 gas, about 0.002 USD on Base at 0.01 gwei and
+    // 3,000 USD/ETH; below this a payment costs Paygate more in gas than it is worth moving (README).
+    X402_MIN_AMOUNT: str({ default: '0.01' }),
+    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: num({ default: 3600 }),
+    X402_FACILITATOR_PER_MINUTE: num({ default: 300 }),
+    DISCOVERY_PER_MINUTE: num({ default: 60 }),
+    RELAYER_DAILY_PER_PAYER: num({ default: 1000 }),
+    RELAYER_DAILY_PER_SELLER: num({ default: 10_000 }),
   });
   const problems: string[] = [];
   const positive = (name: string, value: number) => {
@@ -89,6 +115,20 @@ export function loadConfig(
   positive('REGISTRY_TIMEOUT_MS', parsed.REGISTRY_TIMEOUT_MS);
   positive('X402_RECOVERY_AFTER_MS', parsed.X402_RECOVERY_AFTER_MS);
   positive('X402_RECOVERY_INTERVAL_MS', parsed.X402_RECOVERY_INTERVAL_MS);
+  positive('X402_FACILITATOR_MAX_TIMEOUT_SECONDS', parsed.X402_FACILITATOR_MAX_TIMEOUT_SECONDS);
+  positive('X402_FACILITATOR_PER_MINUTE', parsed.X402_FACILITATOR_PER_MINUTE);
+  positive('DISCOVERY_PER_MINUTE', parsed.DISCOVERY_PER_MINUTE);
+  positive('RELAYER_DAILY_PER_PAYER', parsed.RELAYER_DAILY_PER_PAYER);
+  positive('RELAYER_DAILY_PER_SELLER', parsed.RELAYER_DAILY_PER_SELLER);
+  let x402MinAmountMicro = 0n;
+  try {
+    x402MinAmountMicro = parseUsdc(parsed.X402_MIN_AMOUNT);
+    if (x402MinAmountMicro <= 0n) problems.push('X402_MIN_AMOUNT: must be more than 0 USDC');
+  } catch (error) {
+    problems.push(
+      `X402_MIN_AMOUNT: ${error instanceof MoneyFormatError ? error.rule : 'must be a USDC amount'}`,
+    );
+  }
   if (parsed.X402_INCLUSION_WAIT_MS > 60_000) problems.push('X402_INCLUSION_WAIT_MS: must be at most 60000');
   const pem = parsed.TICKET_SIGNING_KEY.replace(/\\n/g, '\n').trim();
   if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
@@ -114,6 +154,12 @@ export function loadConfig(
     registryTimeoutMs: parsed.REGISTRY_TIMEOUT_MS,
     x402RecoveryAfterMs: parsed.X402_RECOVERY_AFTER_MS,
     x402RecoveryIntervalMs: parsed.X402_RECOVERY_INTERVAL_MS,
+    x402MinAmountMicro,
+    x402FacilitatorMaxTimeoutSeconds: parsed.X402_FACILITATOR_MAX_TIMEOUT_SECONDS,
+    x402FacilitatorPerMinute: parsed.X402_FACILITATOR_PER_MINUTE,
+    discoveryPerMinute: parsed.DISCOVERY_PER_MINUTE,
+    relayerDailyPerPayer: parsed.RELAYER_DAILY_PER_PAYER,
+    relayerDailyPerSeller: parsed.RELAYER_DAILY_PER_SELLER,
     now,
   };
 }

@@ -22,19 +22,3 @@ export function requestIdOf(req: IncomingMessage): string {
   idCounter = (idCounter + 1) % Number.MAX_SAFE_INTEGER;
   return `${idPrefix}-${idCounter.toString(36)}`;
 }
-
-const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
-
-/** The client address; behind a proxy on loopback (the edge), the last X-Forwarded-For hop (as express's 'trust proxy loopback'). */
-export function clientIpOf(req: IncomingMessage): string {
-  const remote = req.socket.remoteAddress ?? '';
-  const forwarded = req.headers['x-forwarded-for'];
-  if (LOOPBACK.test(remote) && typeof forwarded === 'string' && forwarded.length > 0) {
-    const hops = forwarded
-      .split(',')
-      .map((h) => h.trim())
-      .filter(Boolean);
-    return hops.at(-1) ?? remote;
-  }
-  return remote;
-}

@@ -45,7 +45,14 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       },
     ],
     background: () => [
-      { start: () => need().limiter.start(), stop: () => need().limiter.stop() },
+      {
+        start: () => {
+          for (const limiter of need().limiters) limiter.start();
+        },
+        stop: async () => {
+          await Promise.all(need().limiters.map((limiter) => limiter.stop()));
+        },
+      },
       { start: () => need().x402.start(), stop: () => need().x402.stop() },
       { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
       // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.

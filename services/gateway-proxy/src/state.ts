@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SharedRateLimiter } from '@paygate/http';
 import { sellerDispatcher } from '@paygate/net';
 import { Counter, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
@@ -17,7 +18,6 @@ import {
 } from './proxy/forward';
 import { ForwardingKeys } from './proxy/forwarding-keys';
 import { RequestSigner } from './proxy/signing';
-import { SharedRateLimiter } from './ratelimit/limiter';
 import { SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
@@ -35,7 +35,14 @@ export interface GatewayState {
   x402: X402Payments;
   keys: TicketKeyStore;
   tickets: TicketIssuer;
+  /** Paid skill URLs: per wallet (or client address) per skill per minute. */
   limiter: SharedRateLimiter;
+  /** The x402 facilitator's routes, per seller key per minute. */
+  facilitatorLimiter: SharedRateLimiter;
+  /** The x402 Bazaar discovery list, per client address per minute. */
+  discoveryLimiter: SharedRateLimiter;
+  /** Every limiter above and the relayer's daily budgets: started and stopped with the service. */
+  limiters: SharedRateLimiter[];
   metrics: {
     accepted: Counter<'mode' | 'fresh'>;
     refused: Counter<'reason'>;
@@ -81,6 +88,14 @@ export async function createGatewayState(
     ),
   };
   const limiter = new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now);
+  const facilitatorLimiter = new SharedRateLimiter(ctx.db, config.x402FacilitatorPerMinute, config.now);
+  const discoveryLimiter = new SharedRateLimiter(ctx.db, config.discoveryPerMinute, config.now);
+  // Budgets are exact (freshMs 0: every relayed payment is counted in Postgres before it is submitted).
+  const day = { windowMs: 24 * 60 * 60_000, freshMs: 0 };
+  const relayerBudgets = {
+    perPayer: new SharedRateLimiter(ctx.db, config.relayerDailyPerPayer, config.now, day),
+    perSeller: new SharedRateLimiter(ctx.db, config.relayerDailyPerSeller, config.now, day),
+  };
   const registers = [ctx.metrics.registry];
   const metrics = {
     accepted: new Counter({
@@ -130,6 +145,8 @@ export async function createGatewayState(
       relayerTimeoutMs: config.relayerTimeoutMs,
       recoveryAfterMs: config.x402RecoveryAfterMs,
       recoveryIntervalMs: config.x402RecoveryIntervalMs,
+      minAmountMicro: config.x402MinAmountMicro,
+      relayerBudgets,
       now: config.now,
     },
   );
@@ -146,6 +163,15 @@ export async function createGatewayState(
     keys,
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     limiter,
+    facilitatorLimiter,
+    discoveryLimiter,
+    limiters: [
+      limiter,
+      facilitatorLimiter,
+      discoveryLimiter,
+      relayerBudgets.perPayer,
+      relayerBudgets.perSeller,
+    ],
     metrics,
     rateLimitLocal(res, bucket) {
       const decision = limiter.tryLocal(bucket);

@@ -1,8 +1,8 @@
+import { SharedRateLimiter } from '@paygate/http';
 import { migrateToLatest } from '@paygate/runtime';
 import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { migrations } from '../migrations';
-import { SharedRateLimiter } from '../src/ratelimit/limiter';
 
 /** The limiter against real Postgres, on a clock the test moves (the limiter reads no other). */
 describe('SharedRateLimiter', () => {

@@ -145,20 +145,20 @@ describe('x402 facilitator mode and discovery, with the real registry and the re
       new Contract(h.usdcAddress, ['function balanceOf(address) view returns (uint256)'], h.anvil.provider)
         .getFunction('balanceOf')(testWallets.stranger.address)
         .then(BigInt);
-    /** A real, well-signed payment by the buyer of 1000 atomic units to `to`, and the requirements it meets. */
+    /** A real, well-signed payment by the buyer of 0.01 USDC (the minimum) to `to`, and the requirements it meets. */
     async function paymentTo(to: string, requirementsPayTo = to) {
       const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
         chainId: 31337,
         usdcAddress: h.usdcAddress,
         to,
-        valueMicro: 1000n,
+        valueMicro: 10_000n,
       });
       const paymentRequirements = {
         scheme: 'exact',
         network,
         asset: h.usdcAddress,
         payTo: requirementsPayTo,
-        amount: '1000',
+        amount: '10000',
         maxTimeoutSeconds: 60,
         extra: { name: 'USD Coin', version: '2' },
       };

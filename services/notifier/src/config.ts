@@ -18,6 +18,8 @@ export interface NotifierConfig extends CommonConfig {
   wsMaxSubscriptionsPerSocket: number;
   wsMaxPayloadBytes: number;
   wsMaxSockets: number;
+  /** Open sockets per client address on one replica (WS_MAX_SOCKETS_PER_CLIENT): one address cannot take them all. */
+  wsMaxSocketsPerClient: number;
   wsHeartbeatIntervalMs: number;
   /** A socket with no subscription for this long is closed. */
   wsIdleTimeoutMs: number;
@@ -41,6 +43,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WS_MAX_SUBSCRIPTIONS_PER_SOCKET: number;
     WS_MAX_PAYLOAD_BYTES: number;
     WS_MAX_SOCKETS: number;
+    WS_MAX_SOCKETS_PER_CLIENT: number;
     WS_HEARTBEAT_INTERVAL_MS: number;
     WS_IDLE_TIMEOUT_MS: number;
   }>(env, {
@@ -56,6 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WS_MAX_SUBSCRIPTIONS_PER_SOCKET: num({ default: 10 }),
     WS_MAX_PAYLOAD_BYTES: num({ default: 4096 }),
     WS_MAX_SOCKETS: num({ default: 10_000 }),
+    WS_MAX_SOCKETS_PER_CLIENT: num({ default: 20 }),
     WS_HEARTBEAT_INTERVAL_MS: num({ default: 30_000 }),
     WS_IDLE_TIMEOUT_MS: num({ default: 120_000 }),
   });
@@ -82,6 +86,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     wsMaxSubscriptionsPerSocket: parsed.WS_MAX_SUBSCRIPTIONS_PER_SOCKET,
     wsMaxPayloadBytes: parsed.WS_MAX_PAYLOAD_BYTES,
     wsMaxSockets: parsed.WS_MAX_SOCKETS,
+    wsMaxSocketsPerClient: parsed.WS_MAX_SOCKETS_PER_CLIENT,
     wsHeartbeatIntervalMs: parsed.WS_HEARTBEAT_INTERVAL_MS,
     wsIdleTimeoutMs: parsed.WS_IDLE_TIMEOUT_MS,
     now: () => new Date(),

@@ -28,6 +28,10 @@ export interface RegistryConfig extends CommonConfig {
    * payout there never leaves escrow (the seller would be marked settled and paid nothing), so it is refused.
    */
   escrowAddress: string | null;
+  /** Per client address: SIWE nonces and sign-ins per minute, new accounts per hour (rate-limits.ts). */
+  siweNoncesPerMinute: number;
+  signInsPerMinute: number;
+  accountsPerHour: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -55,6 +59,9 @@ export function loadConfig(
     HEALTH_BATCH_SIZE: number;
     HEALTH_CONCURRENCY: number;
     ESCROW_ADDRESS: string;
+    SIWE_NONCES_PER_MINUTE: number;
+    SIGN_INS_PER_MINUTE: number;
+    ACCOUNTS_PER_HOUR: number;
   }>(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
     SESSION_TTL_MS: num({ default: 12 * 60 * 60 * 1000 }),
@@ -68,6 +75,9 @@ export function loadConfig(
     HEALTH_BATCH_SIZE: num({ default: 20 }),
     HEALTH_CONCURRENCY: num({ default: 4 }),
     ESCROW_ADDRESS: str({ default: '' }),
+    SIWE_NONCES_PER_MINUTE: num({ default: 30 }),
+    SIGN_INS_PER_MINUTE: num({ default: 30 }),
+    ACCOUNTS_PER_HOUR: num({ default: 20 }),
   });
   const escrowAddress = parsed.ESCROW_ADDRESS.trim();
   if (escrowAddress && !/^0x[0-9a-fA-F]{40}$/.test(escrowAddress))
@@ -91,6 +101,10 @@ export function loadConfig(
     if (!Number.isInteger(value) || value < 1 || value > 64)
       throw new ConfigError(`invalid configuration: ${name} must be an integer from 1 to 64`);
   }
+  for (const name of ['SIWE_NONCES_PER_MINUTE', 'SIGN_INS_PER_MINUTE', 'ACCOUNTS_PER_HOUR'] as const) {
+    if (!Number.isInteger(parsed[name]) || parsed[name] < 1)
+      throw new ConfigError(`invalid configuration: ${name} must be a positive integer`);
+  }
   return {
     ...common,
     sessionSecret: parsed.SESSION_SECRET,
@@ -105,6 +119,9 @@ export function loadConfig(
     healthBatchSize: parsed.HEALTH_BATCH_SIZE,
     healthConcurrency: parsed.HEALTH_CONCURRENCY,
     escrowAddress: escrowAddress ? escrowAddress.toLowerCase() : null,
+    siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
+    signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
+    accountsPerHour: parsed.ACCOUNTS_PER_HOUR,
     now,
   };
 }

@@ -1,5 +1,6 @@
 import type { HostResolver } from '@paygate/net';
 import type { ServiceContext } from '@paygate/runtime';
+import type { SignInRateLimits } from './accounts/rate-limits';
 import type { RegistryConfig } from './config';
 import type { RegistryDatabase } from './db';
 import type { SecretBox } from './shared/secrets';
@@ -13,4 +14,6 @@ export interface RegistryContext {
   siweDomain: string;
   /** Stands in for DNS in seller-URL checks and seller connections (tests); the system resolver when absent. */
   resolveHost?: HostResolver;
+  /** Per client address limits of sign-in (nonces, sign-ins, new accounts). */
+  signInLimits: SignInRateLimits;
 }

@@ -2,6 +2,7 @@ import { mountRoutes, openApiRoute } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
+import { SignInRateLimits } from './accounts/rate-limits';
 import { accountRoutes } from './accounts/routes';
 import { registrySecuritySchemes } from './auth/authenticate';
 import type { RegistryConfig } from './config';
@@ -26,13 +27,11 @@ export function startRegistry(
   const kicker = { kick: () => checker?.kick() };
   const secrets = new SecretBox(config.secretsEncryptionKey);
   const siweDomain = new URL(config.publicBaseUrl).host;
-  const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => ({
-    ctx,
-    config,
-    secrets,
-    siweDomain,
-    resolveHost: options.resolveHost,
-  });
+  let signInLimits: SignInRateLimits | undefined;
+  const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => {
+    signInLimits ??= new SignInRateLimits(ctx.db, config);
+    return { ctx, config, secrets, siweDomain, resolveHost: options.resolveHost, signInLimits };
+  };
 
   return startService<RegistryDatabase>({
     name: 'registry',
@@ -42,6 +41,7 @@ export function startRegistry(
       const rc = registryContext(ctx);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [...accountRoutes(rc), ...skillRoutes(rc, kicker), ...dashboardRoutes()];
+      rc.signInLimits.guard(routes);
       const document = openApiRoute(
         '/api/v1/openapi.json',
         {
@@ -58,7 +58,7 @@ export function startRegistry(
     background(ctx) {
       const rc = registryContext(ctx);
       checker = new SkillChecker(rc);
-      return [rpcResponders(rc), checker];
+      return [rpcResponders(rc), checker, ...rc.signInLimits.tasks];
     },
   });
 }

@@ -10,9 +10,10 @@ import {
   RECEIPT_HEADER,
   resourceFor,
 } from '@paygate/agent-client';
+import { clientAddress } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { LRUCache } from 'lru-cache';
-import { clientIpOf, requestIdOf, sendJson } from '../http-util';
+import { requestIdOf, sendJson } from '../http-util';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
 import type { ForwardFailureReason, ForwardResult, ForwardTarget } from '../proxy/forward';
@@ -346,7 +347,14 @@ function serveCachedSubscription(
   acceptedReuse.inc();
   const claim = outcome.claim;
   res.setHeader('Server-Timing', chainTiming(0, performance.now() - started));
-  const target = forwardTarget(plan.base, url, clientIpOf(req), claim, skill, forwardingKey);
+  const target = forwardTarget(
+    plan.base,
+    url,
+    clientAddress(req, state.config.trustedProxies),
+    claim,
+    skill,
+    forwardingKey,
+  );
   state.forwardThen(req, res, target, (result) => {
     try {
       finishForward(state, res, requestId, claim, result, NO_HEADERS)?.catch((error) =>
@@ -504,7 +512,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
     }
     const endpoint = lookup.endpoint;
     const { resource, purchase } = plan as FoundPlan;
-    const clientIp = clientIpOf(req);
+    const clientIp = clientAddress(req, state.config.trustedProxies);
     const anonymousBucket = clientBucket(clientIp, skill.skillId);
 
     const x402Header = pickX402Header((name) => req.headers[name]);
@@ -531,6 +539,17 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       const outcome = await state.x402.settle(decoded, purchase, x402Header.version);
       if (!outcome.ok) {
         state.metrics.refused.inc({ reason: outcome.reason });
+        if (outcome.status === 429) {
+          res.setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
+          sendJson(
+            res,
+            429,
+            errorBody(requestId, outcome.reason, outcome.message, {
+              retryAfterSeconds: outcome.retryAfterSeconds,
+            }),
+          );
+          return;
+        }
         if (outcome.status === 503) res.setHeader('Retry-After', '2');
         sendPaymentRequired(
           state,

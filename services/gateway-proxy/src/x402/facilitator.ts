@@ -1,5 +1,5 @@
-import { type AnyRoute, defineRoute } from '@paygate/http';
-import { parseUsdc } from '@paygate/money';
+import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { Purchase } from '../payments/service';
@@ -51,7 +51,14 @@ const SettleResponse = Type.Object(
 );
 
 type Checked =
-  | { ok: true; payment: ReturnType<typeof parseX402Payment>; priceMicro: bigint; resourceUrl: string }
+  | {
+      ok: true;
+      payment: ReturnType<typeof parseX402Payment>;
+      priceMicro: bigint;
+      resourceUrl: string;
+      /** The requirements' maxTimeoutSeconds, at most X402_FACILITATOR_MAX_TIMEOUT_SECONDS: bounds validBefore. */
+      maxTimeoutSeconds: number;
+    }
   | { ok: false; reason: string; message: string; payer?: string };
 
 /**
@@ -64,6 +71,21 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
   const auth = new SellerAuth(state.ctx.bus);
   const sellerKey = { scheme: 'apiKey', middleware: auth.middleware() };
   const { config } = state;
+  // Counted per seller key (after authentication): verify and settle are what an x402 server calls per sale.
+  const perSeller = [
+    rateLimitMiddleware(
+      state.facilitatorLimiter,
+      (req) => `facilitator:${req.seller!.sellerId}`,
+      'facilitator calls per minute per seller key',
+    ),
+  ];
+  const perClient = [
+    rateLimitMiddleware(
+      state.discoveryLimiter,
+      (req) => `discovery:${req.ip}`,
+      'discovery requests per minute per client address',
+    ),
+  ];
 
   /** The seller's requirements must be Paygate's: exact scheme, this network, USDC, escrow as payTo. */
   function check(body: typeof FacilitatorRequest.static): Checked {
@@ -117,8 +139,20 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
         payer,
       };
     }
+    if (BigInt(amount) < config.x402MinAmountMicro) {
+      return {
+        ok: false,
+        reason: 'invalid_exact_evm_authorization_value',
+        message: `Paygate relays x402 payments of at least ${config.x402MinAmountMicro} atomic units (${formatUsdc(config.x402MinAmountMicro)} USDC); the requirements ask ${amount}`,
+        payer,
+      };
+    }
     const resourceUrl = r.resource ?? payment.resourceUrl ?? 'x402-facilitator';
-    return { ok: true, payment, priceMicro: BigInt(amount), resourceUrl };
+    const maxTimeoutSeconds = Math.min(
+      r.maxTimeoutSeconds ?? config.x402MaxTimeoutSeconds,
+      config.x402FacilitatorMaxTimeoutSeconds,
+    );
+    return { ok: true, payment, priceMicro: BigInt(amount), resourceUrl, maxTimeoutSeconds };
   }
 
   return [
@@ -127,6 +161,10 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
       path: `${X402_PREFIX}/supported`,
       summary: 'What this facilitator settles (x402 SupportedResponse)',
       auth: sellerKey,
+      before: perSeller,
+      errors: {
+        '429': 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls this minute (Retry-After)',
+      },
       responses: {
         '200': Type.Object({
           kinds: Type.Array(Type.Unknown()),
@@ -153,7 +191,11 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
       summary: 'Verify an x402 payment into escrow without settling it (x402 VerifyRequest → VerifyResponse)',
       auth: sellerKey,
       body: FacilitatorRequest,
+      before: perSeller,
       responses: { '200': VerifyResponse },
+      errors: {
+        '429': 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls this minute (Retry-After)',
+      },
       handler: async (req, res) => {
         const checked = check(req.body);
         if (!checked.ok) {
@@ -165,7 +207,11 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           });
           return;
         }
-        const refusal = await state.x402.verify(checked.payment, checked.priceMicro);
+        const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
+          checkBalance: true,
+          refuseUsed: true,
+          maxTimeoutSeconds: checked.maxTimeoutSeconds,
+        });
         const payer = checked.payment.authorization.from;
         if (refusal) {
           if (refusal.status === 503) res.status(503);
@@ -182,7 +228,12 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
         "Settle an x402 payment into escrow, credited to the key's seller (x402 SettleRequest → SettleResponse)",
       auth: sellerKey,
       body: FacilitatorRequest,
+      before: perSeller,
       responses: { '200': SettleResponse },
+      errors: {
+        '429':
+          'rate_limited (more than X402_FACILITATOR_PER_MINUTE calls this minute) or relayer_daily_limit (the payer or the seller used its relayed payments of the UTC day; the body is also a SettleResponse): Retry-After says when',
+      },
       handler: async (req, res) => {
         const network =
           req.body.x402Version === 2
@@ -212,9 +263,30 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           holdPeriodHours: 0,
           channel: 'facilitator',
         };
-        const outcome = await state.x402.settle(checked.payment, purchase, req.body.x402Version);
+        const outcome = await state.x402.settle(checked.payment, purchase, req.body.x402Version, {
+          maxTimeoutSeconds: checked.maxTimeoutSeconds,
+        });
         const payer = checked.payment.authorization.from;
         if (!outcome.ok) {
+          if (outcome.status === 429) {
+            // A SettleResponse for x402 clients, and the shared error body for everyone else.
+            res.status(429).setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
+            res.json({
+              success: false,
+              errorReason: outcome.reason,
+              errorMessage: outcome.message,
+              payer,
+              transaction: '',
+              network,
+              error: {
+                code: outcome.reason,
+                message: outcome.message,
+                retryAfterSeconds: outcome.retryAfterSeconds,
+                requestId: req.requestId,
+              },
+            });
+            return;
+          }
           if (outcome.status === 503) res.status(503);
           res.json({
             success: false,
@@ -238,6 +310,10 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
         offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
       }),
+      before: perClient,
+      errors: {
+        '429': 'rate_limited: more than DISCOVERY_PER_MINUTE requests this minute from this address',
+      },
       responses: {
         '200': Type.Object({
           x402Version: Type.Literal(2),
@@ -276,6 +352,9 @@ async function discoveryItems(state: GatewayState) {
     if (skill.status !== 'ACTIVE') continue;
     for (const endpoint of skill.endpoints) {
       if (!endpoint.active) continue;
+      const priceMicro = parseUsdc(endpoint.price);
+      // Not payable with x402 (below the relayer's minimum): paid with X-402-Payment only, so not listed.
+      if (priceMicro < state.config.x402MinAmountMicro) continue;
       const url = `${state.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
       const description = `${skill.displayName}: ${endpoint.description || skill.description}`;
       items.push({
@@ -287,7 +366,7 @@ async function discoveryItems(state: GatewayState) {
             chainId: state.config.chainId,
             asset: state.config.usdcAddress,
             payTo: state.config.escrowAddress,
-            amountMicro: parseUsdc(endpoint.price),
+            amountMicro: priceMicro,
             maxTimeoutSeconds: state.config.x402MaxTimeoutSeconds,
             eip712,
             resource: { url, description, mimeType: 'application/json' },

@@ -1,4 +1,5 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
+import type { SharedRateLimiter } from '@paygate/http';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Interface, type JsonRpcProvider } from 'ethers';
 import {
@@ -10,6 +11,7 @@ import {
 import type { DecodedX402Payment, X402Offer } from './protocol';
 import type { RelayerClient } from './relayer-client';
 import {
+  authorizationUsedOnChain,
   checkAuthorization,
   signedByPayer,
   usdcBalance,
@@ -32,6 +34,13 @@ export interface X402Settings {
   /** An authorization still `submitting` this long (its caller gave up or the process died) is finished by the recovery pass. */
   recoveryAfterMs: number;
   recoveryIntervalMs: number;
+  /** The smallest payment the relayer submits (micro-USDC): its gas must be worth the payment. */
+  minAmountMicro: number | bigint;
+  /**
+   * Relayed transactions per UTC day, counted per payer wallet and per seller (one-day windows, every hit
+   * counted in Postgres): a fresh authorization over either budget is refused before the relayer sees it.
+   */
+  relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
   now: () => Date;
 }
 
@@ -45,7 +54,14 @@ export interface X402Timings {
 
 export type X402Outcome =
   | { ok: true; claim: PaymentClaim; txHash: string; payer: string; fresh: boolean; timings: X402Timings }
-  | { ok: false; status: 402 | 503; reason: X402Reason | 'x402_unavailable'; message: string };
+  | {
+      ok: false;
+      status: 402 | 429 | 503;
+      reason: X402Reason | 'x402_unavailable' | 'relayer_daily_limit';
+      message: string;
+      /** 429 only: when the day's budget starts afresh. */
+      retryAfterSeconds?: number;
+    };
 
 type Refused = Extract<X402Outcome, { ok: false }>;
 const refused = (status: 402 | 503, reason: Refused['reason'], message: string): Refused => ({
@@ -54,6 +70,19 @@ const refused = (status: 402 | 503, reason: Refused['reason'], message: string):
   reason,
   message,
 });
+
+/** What a verification holds the authorization to besides the price. */
+export interface VerifyOptions {
+  /** Read the payer's balance (settling skips it: the relayer's simulation refuses without spending gas). */
+  checkBalance: boolean;
+  /**
+   * The facilitator's /verify: refuse an authorization already presented here or used on chain, so a seller's
+   * x402 server never serves a replay (settling answers a replay through the purchase's reuse rules instead).
+   */
+  refuseUsed?: boolean;
+  /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
+  maxTimeoutSeconds?: number;
+}
 
 /** The relayer's refusals, as x402 reason codes; transient ones (nothing was sent) answer 503. */
 const RELAYER_REASONS: Record<
@@ -208,6 +237,8 @@ export class X402Payments implements BackgroundTask {
   }): X402Offer | undefined {
     const eip712 = this.knownTokenDomain();
     if (!eip712) return undefined;
+    // Below the minimum the relayer's gas is not worth it: the buyer pays with X-402-Payment instead.
+    if (input.priceMicro < BigInt(this.settings.minAmountMicro)) return undefined;
     return {
       chainId: this.settings.chainId,
       asset: this.settings.usdcAddress,
@@ -219,13 +250,15 @@ export class X402Payments implements BackgroundTask {
     };
   }
 
-  private async expectation(priceMicro: bigint): Promise<X402Expectation> {
+  private async expectation(priceMicro: bigint, maxTimeoutSeconds?: number): Promise<X402Expectation> {
     return {
       chainId: this.settings.chainId,
       asset: this.settings.usdcAddress,
       payTo: this.settings.escrowAddress,
       amountMicro: priceMicro,
       eip712: await this.tokenDomain(),
+      minAmountMicro: BigInt(this.settings.minAmountMicro),
+      maxTimeoutSeconds: maxTimeoutSeconds ?? this.settings.maxTimeoutSeconds,
     };
   }
 
@@ -233,11 +266,11 @@ export class X402Payments implements BackgroundTask {
   async verify(
     payment: DecodedX402Payment,
     priceMicro: bigint,
-    options: { checkBalance: boolean } = { checkBalance: true },
+    options: VerifyOptions = { checkBalance: true },
   ): Promise<Refused | undefined> {
     let expected: X402Expectation;
     try {
-      expected = await this.expectation(priceMicro);
+      expected = await this.expectation(priceMicro, options.maxTimeoutSeconds);
     } catch {
       return refused(503, 'x402_unavailable', 'the chain RPC did not answer; retry shortly');
     }
@@ -271,16 +304,71 @@ export class X402Payments implements BackgroundTask {
           `the payer holds ${balance} atomic units, less than the ${payment.authorization.value} authorized`,
         );
       }
+      if (options.refuseUsed && (await this.alreadyUsed(payment))) {
+        return refused(
+          402,
+          'invalid_exact_evm_nonce_already_used',
+          'this authorization was already used (on chain or presented for settlement); sign a new one',
+        );
+      }
     } catch {
       return refused(503, 'x402_unavailable', 'the chain RPC did not answer; retry shortly');
     }
     return undefined;
   }
 
+  /** Presented here before (any state) or used on chain (by anyone): EIP-3009's authorizationState. */
+  private async alreadyUsed(payment: DecodedX402Payment): Promise<boolean> {
+    const a = payment.authorization;
+    const presented = await this.ctx.db
+      .selectFrom('x402_authorizations')
+      .select('auth_nonce')
+      .where('chain_id', '=', this.settings.chainId)
+      .where('token', '=', this.settings.usdcAddress.toLowerCase())
+      .where('payer', '=', a.from.toLowerCase())
+      .where('auth_nonce', '=', a.nonce.toLowerCase())
+      .executeTakeFirst();
+    return (
+      presented !== undefined || (await authorizationUsedOnChain(this.provider, this.settings.usdcAddress, a))
+    );
+  }
+
+  /**
+   * Counts a fresh authorization against the payer's and the seller's relayer budgets of the UTC day; the
+   * refusal when either is spent. Counted before submitting, so a refused or failed submission counts too.
+   */
+  private async overRelayerBudget(payer: string, sellerId: string): Promise<Refused | undefined> {
+    const { perPayer, perSeller } = this.settings.relayerBudgets;
+    for (const [limiter, bucket, whose] of [
+      [perPayer, `relayer-payer:${payer.toLowerCase()}`, 'payer wallet'],
+      [perSeller, `relayer-seller:${sellerId}`, 'seller'],
+    ] as const) {
+      const decision = await limiter.hit(bucket);
+      if (!decision.allowed) {
+        return {
+          ok: false,
+          status: 429,
+          reason: 'relayer_daily_limit',
+          message: `Paygate relays at most ${decision.limit} x402 payments per day per ${whose}; retry in ${decision.retryAfterSeconds} s, or pay with X-402-Payment (a USDC transfer you send yourself)`,
+          retryAfterSeconds: decision.retryAfterSeconds,
+        };
+      }
+    }
+    return undefined;
+  }
+
   /** Verifies, claims the authorization for the purchase, has it submitted and waits for its inclusion. */
-  async settle(payment: DecodedX402Payment, purchase: Purchase, version: 1 | 2): Promise<X402Outcome> {
+  async settle(
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+    version: 1 | 2,
+    options: { maxTimeoutSeconds?: number } = {},
+  ): Promise<X402Outcome> {
     const started = performance.now();
-    const notValid = await this.verify(payment, purchase.priceMicro, { checkBalance: false });
+    const notValid = await this.verify(payment, purchase.priceMicro, {
+      checkBalance: false,
+      maxTimeoutSeconds: options.maxTimeoutSeconds,
+    });
     if (notValid) return notValid;
     if (!(await this.relayer.available())) {
       return refused(
@@ -317,8 +405,20 @@ export class X402Payments implements BackgroundTask {
       .onConflict((oc: any) => oc.columns(['chain_id', 'token', 'payer', 'auth_nonce']).doNothing())
       .returning(['auth_nonce'])
       .executeTakeFirst();
-    const verificationMs = performance.now() - started;
     if (!inserted) return this.presentedBefore(key, payment, purchase);
+    // Over budget (or not counted): nothing is submitted, and the same authorization may come back.
+    let overBudget: Refused | undefined;
+    try {
+      overBudget = await this.overRelayerBudget(a.from, purchase.sellerId);
+    } catch (error) {
+      await this.forget(key);
+      throw error;
+    }
+    if (overBudget) {
+      await this.forget(key);
+      return overBudget;
+    }
+    const verificationMs = performance.now() - started;
 
     let reply: RelayerSubmitReply;
     try {
@@ -344,10 +444,7 @@ export class X402Payments implements BackgroundTask {
       const [status, reason] = RELAYER_REASONS[reply.reason];
       if (status === 503) {
         // Nothing was sent: the same authorization may be presented again.
-        await this.ctx.db
-          .deleteFrom('x402_authorizations')
-          .where((eb: any) => eb.and(key))
-          .execute();
+        await this.forget(key);
       } else {
         await this.markRefused(key, reason);
       }
@@ -454,6 +551,13 @@ export class X402Payments implements BackgroundTask {
     if (!existing || mode === 'recovered') return existing;
     const reused = await this.payments.reuseClaim(existing, purchase);
     return reused.ok ? reused.claim : undefined;
+  }
+
+  private async forget(key: Record<string, unknown>): Promise<void> {
+    await this.ctx.db
+      .deleteFrom('x402_authorizations')
+      .where((eb: any) => eb.and(key))
+      .execute();
   }
 
   private async markRefused(key: Record<string, unknown>, reason: string): Promise<void> {

@@ -18,6 +18,7 @@ export type X402Reason =
   | 'invalid_exact_evm_transaction_simulation_failed'
   | 'invalid_exact_evm_transaction_failed'
   | 'invalid_exact_evm_asset_mismatch'
+  | 'invalid_exact_evm_authorization_value'
   | 'unexpected_settle_error';
 
 export interface X402Refusal {
@@ -32,10 +33,17 @@ export interface X402Expectation {
   payTo: string;
   amountMicro: bigint;
   eip712: { name: string; version: string };
+  /** The smallest value Paygate's relayer submits (its gas must be worth the payment). */
+  minAmountMicro: bigint;
+  /** The requirements' maxTimeoutSeconds: validBefore may be at most now + this (+ clock skew). */
+  maxTimeoutSeconds: number;
 }
 
 /** An authorization must stay valid this long after we accept it, so it can still be mined (the reference uses 6 s). */
 export const VALID_BEFORE_MARGIN_SECONDS = 6;
+
+/** How far the payer's clock may run ahead of ours when it sets validBefore to its now + maxTimeoutSeconds. */
+export const VALID_BEFORE_SKEW_SECONDS = 30;
 
 const refusal = (reason: X402Reason, message: string): X402Refusal => ({ reason, message });
 
@@ -69,6 +77,19 @@ export function checkAuthorization(
     return refusal(
       'invalid_exact_evm_payload_authorization_value_mismatch',
       `the authorization is for ${a.value} atomic units; the price is exactly ${expected.amountMicro}`,
+    );
+  }
+  if (BigInt(a.value) < expected.minAmountMicro) {
+    return refusal(
+      'invalid_exact_evm_authorization_value',
+      `the authorization is for ${a.value} atomic units; Paygate relays x402 payments of at least ${expected.minAmountMicro}`,
+    );
+  }
+  const latestValidBefore = nowSeconds + expected.maxTimeoutSeconds + VALID_BEFORE_SKEW_SECONDS;
+  if (BigInt(a.validBefore) > BigInt(latestValidBefore)) {
+    return refusal(
+      'invalid_exact_evm_payload_authorization_valid_before',
+      `the authorization is valid until ${a.validBefore}; it may be valid for at most maxTimeoutSeconds (${expected.maxTimeoutSeconds} s), until ${latestValidBefore} (now ${nowSeconds})`,
     );
   }
   if (BigInt(a.validBefore) < BigInt(nowSeconds + VALID_BEFORE_MARGIN_SECONDS)) {
@@ -156,4 +177,24 @@ export async function verifyAuthorizationSignature(
 export async function usdcBalance(provider: JsonRpcProvider, asset: string, holder: string): Promise<bigint> {
   const result = await provider.call({ to: asset, data: token.encodeFunctionData('balanceOf', [holder]) });
   return token.decodeFunctionResult('balanceOf', result)[0] as bigint;
+}
+
+const eip3009 = new Interface([
+  'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+]);
+
+/** Whether the token already used (or the payer cancelled) this authorization nonce: EIP-3009 authorizationState. */
+export async function authorizationUsedOnChain(
+  provider: JsonRpcProvider,
+  asset: string,
+  authorization: Pick<TransferAuthorization, 'from' | 'nonce'>,
+): Promise<boolean> {
+  const result = await provider.call({
+    to: asset,
+    data: eip3009.encodeFunctionData('authorizationState', [
+      getAddress(authorization.from),
+      authorization.nonce,
+    ]),
+  });
+  return eip3009.decodeFunctionResult('authorizationState', result)[0] as boolean;
 }

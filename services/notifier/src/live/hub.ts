@@ -2,6 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Bus } from '@paygate/bus';
 import { validateEvent } from '@paygate/contracts';
+import { clientAddress } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
@@ -17,9 +18,13 @@ const MESSAGES_PER_WINDOW = 60;
 /** Snapshots heard recently, kept because the core subscription can be ahead of the stored projection. */
 const RECENT_SNAPSHOTS = 10_000;
 const RATE_WINDOW_MS = 10_000;
+/** What a client over its open-socket limit is told to wait (a socket of its own must close first). */
+const TOO_MANY_SOCKETS_RETRY_SECONDS = 10;
 
 interface Client {
   socket: WebSocket;
+  /** The client address (TRUSTED_PROXIES' rule): its open sockets are bounded. */
+  address: string;
   /** Per session: the updatedAt (ms) and JSON of the last snapshot sent, so nothing older or equal goes out. */
   sessions: Map<string, { updatedAtMs: number; json: string }>;
   alive: boolean;
@@ -38,6 +43,8 @@ export class LiveUpdates {
   private readonly wss: WebSocketServer;
   private readonly bySession = new Map<string, Set<Client>>();
   private readonly clients = new Set<Client>();
+  /** Open sockets per client address on this replica. */
+  private readonly socketsByAddress = new Map<string, number>();
   private readonly recent = new Map<string, CheckoutSessionSnapshot>();
   private subscription: Subscription | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -85,7 +92,22 @@ export class LiveUpdates {
       if (path !== WEBSOCKET_PATH) return rejectUpgrade(socket, 404, 'Not Found');
       if (this.clients.size >= this.deps.config.wsMaxSockets)
         return rejectUpgrade(socket, 503, 'Service Unavailable');
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
+      const address = clientAddress(req, this.deps.config.trustedProxies);
+      const limit = this.deps.config.wsMaxSocketsPerClient;
+      if ((this.socketsByAddress.get(address) ?? 0) >= limit) {
+        return rejectUpgrade(socket, 429, 'Too Many Requests', {
+          retryAfterSeconds: TOO_MANY_SOCKETS_RETRY_SECONDS,
+          body: {
+            error: {
+              code: 'rate_limited',
+              message: `at most ${limit} open WebSocket connections per client address; close one first`,
+              limit,
+              retryAfterSeconds: TOO_MANY_SOCKETS_RETRY_SECONDS,
+            },
+          },
+        });
+      }
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, address));
     });
   }
 
@@ -94,6 +116,7 @@ export class LiveUpdates {
     this.subscription?.unsubscribe();
     for (const client of this.clients) client.socket.terminate();
     this.clients.clear();
+    this.socketsByAddress.clear();
     this.bySession.clear();
     this.recent.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
@@ -114,10 +137,11 @@ export class LiveUpdates {
     for (const client of this.bySession.get(snapshot.sessionId) ?? []) this.sendSnapshot(client, snapshot);
   }
 
-  private accept(socket: WebSocket): void {
+  private accept(socket: WebSocket, address: string): void {
     const now = Date.now();
     const client: Client = {
       socket,
+      address,
       sessions: new Map(),
       alive: true,
       idleSinceMs: now,
@@ -125,6 +149,7 @@ export class LiveUpdates {
       windowCount: 0,
     };
     this.clients.add(client);
+    this.socketsByAddress.set(address, (this.socketsByAddress.get(address) ?? 0) + 1);
     this.connections.set(this.clients.size);
     socket.on('pong', () => {
       client.alive = true;
@@ -136,6 +161,9 @@ export class LiveUpdates {
 
   private drop(client: Client): void {
     if (!this.clients.delete(client)) return;
+    const open = (this.socketsByAddress.get(client.address) ?? 1) - 1;
+    if (open > 0) this.socketsByAddress.set(client.address, open);
+    else this.socketsByAddress.delete(client.address);
     for (const sessionId of client.sessions.keys()) this.unsubscribe(client, sessionId);
     this.connections.set(this.clients.size);
   }
@@ -265,6 +293,19 @@ export class LiveUpdates {
   }
 }
 
-function rejectUpgrade(socket: Duplex, status: number, text: string): void {
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+function rejectUpgrade(
+  socket: Duplex,
+  status: number,
+  text: string,
+  options: { retryAfterSeconds?: number; body?: unknown } = {},
+): void {
+  const body = options.body === undefined ? '' : JSON.stringify(options.body);
+  const headers = [
+    `HTTP/1.1 ${status} ${text}`,
+    'Connection: close',
+    ...(options.retryAfterSeconds ? [`Retry-After: ${options.retryAfterSeconds}`] : []),
+    ...(body ? ['Content-Type: application/json; charset=utf-8'] : []),
+    `Content-Length: ${Buffer.byteLength(body)}`,
+  ];
+  socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }

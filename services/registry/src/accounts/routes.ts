@@ -155,6 +155,7 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
             .where(sql<string>`lower(wallet_address)`, '=', message.address.toLowerCase())
             .executeTakeFirst();
           if (existing) return { seller: existing, apiKey: undefined };
+          await rc.signInLimits.countNewAccount(req, res);
 
           const apiKey = newApiKey(config.production);
           const inserted = await trx

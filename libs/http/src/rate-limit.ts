@@ -1,4 +1,6 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { type Kysely, sql } from 'kysely';
+import { HttpError } from './errors';
 
 export interface RateDecision {
   allowed: boolean;
@@ -18,10 +20,25 @@ interface BucketState {
   syncedAt: number;
 }
 
-const WINDOW_MS = 60_000;
+const MINUTE_MS = 60_000;
+
+export interface RateLimiterOptions {
+  /** How often locally counted hits are added to the shared rows (ms). */
+  flushIntervalMs?: number;
+  /** How long a shared count read from Postgres may be trusted for local decisions (ms); 0: every hit asks Postgres. */
+  freshMs?: number;
+  /** The fixed window's length (default one minute); windows are cut on multiples of it since the epoch (days: UTC). */
+  windowMs?: number;
+}
 
 /**
- * Fixed one-minute windows counted in Postgres, shared by every gateway-proxy replica. To keep Postgres off
+ * The table every service using the limiter has in its schema (each service adds it in its own migration):
+ *
+ *   create table rate_limit_windows (bucket text not null, window_start timestamptz not null,
+ *     hits integer not null check (hits >= 0), window_seconds integer not null default 60,
+ *     primary key (bucket, window_start))
+ *
+ * Fixed windows counted in Postgres, shared by every replica of a service. To keep Postgres off
  * the hot path, a replica that saw the shared count less than `freshMs` ago and is below half the limit
  * counts locally and adds its hits to the shared row every `flushIntervalMs`; near the limit every hit is
  * an atomic upsert whose returned total decides. Overshoot across replicas is bounded by what the others
@@ -33,12 +50,18 @@ export class SharedRateLimiter {
   private timer: NodeJS.Timeout | undefined;
   private lastCleanup = 0;
 
+  readonly windowMs: number;
+
   constructor(
     private readonly db: Kysely<any>,
     readonly limit: number,
     private readonly now: () => Date,
-    private readonly options: { flushIntervalMs?: number; freshMs?: number } = {},
-  ) {}
+    private readonly options: RateLimiterOptions = {},
+  ) {
+    this.windowMs = options.windowMs ?? MINUTE_MS;
+    if (!Number.isInteger(this.windowMs) || this.windowMs < 1000 || this.windowMs % 1000 !== 0)
+      throw new Error('rate limiter windowMs must be a whole number of seconds');
+  }
 
   start(): void {
     this.timer = setInterval(
@@ -56,7 +79,7 @@ export class SharedRateLimiter {
   /** Counts the hit locally and decides without Postgres when the rules allow it; otherwise undefined. */
   tryLocal(bucket: string): RateDecision | undefined {
     const nowMs = this.now().getTime();
-    const windowStart = nowMs - (nowMs % WINDOW_MS);
+    const windowStart = nowMs - (nowMs % this.windowMs);
     const state = this.buckets.get(bucket);
     if (!state || state.windowStart !== windowStart) return undefined;
     if (!this.isFresh(state, nowMs)) return undefined;
@@ -66,7 +89,7 @@ export class SharedRateLimiter {
       allowed: true,
       limit: this.limit,
       remaining: this.limit - state.shared - state.pending,
-      retryAfterSeconds: Math.max(1, Math.ceil((windowStart + WINDOW_MS - nowMs) / 1000)),
+      retryAfterSeconds: Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000)),
     };
   }
 
@@ -77,8 +100,8 @@ export class SharedRateLimiter {
 
   async hit(bucket: string): Promise<RateDecision> {
     const nowMs = this.now().getTime();
-    const windowStart = nowMs - (nowMs % WINDOW_MS);
-    const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + WINDOW_MS - nowMs) / 1000));
+    const windowStart = nowMs - (nowMs % this.windowMs);
+    const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000));
     let state = this.buckets.get(bucket);
     if (!state || state.windowStart !== windowStart) {
       state = { windowStart, shared: 0, pending: 0, syncedAt: 0 };
@@ -115,7 +138,8 @@ export class SharedRateLimiter {
 
   private async add(bucket: string, windowStart: number, hits: number): Promise<number> {
     const result = await sql<{ hits: number }>`
-      insert into rate_limit_windows (bucket, window_start, hits) values (${bucket}, ${new Date(windowStart)}, ${hits})
+      insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
+      values (${bucket}, ${new Date(windowStart)}, ${hits}, ${this.windowMs / 1000})
       on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + excluded.hits
       returning hits`.execute(this.db);
     return Number(result.rows[0]?.hits ?? hits);
@@ -134,7 +158,7 @@ export class SharedRateLimiter {
         windows.push(new Date(state.windowStart));
         hits.push(state.pending);
         states.push(state);
-      } else if (state.windowStart + WINDOW_MS < nowMs) {
+      } else if (state.windowStart + this.windowMs < nowMs) {
         this.buckets.delete(bucket);
       }
     }
@@ -144,8 +168,8 @@ export class SharedRateLimiter {
       let result: { rows: Array<{ hits: number; bucket: string }> };
       try {
         result = await sql<{ hits: number; bucket: string }>`
-        insert into rate_limit_windows (bucket, window_start, hits)
-        select * from unnest(${buckets}::text[], ${windows}::timestamptz[], ${hits}::int[])
+        insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
+        select *, ${this.windowMs / 1000}::int from unnest(${buckets}::text[], ${windows}::timestamptz[], ${hits}::int[])
         on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + excluded.hits
         returning bucket, hits`.execute(this.db);
       } catch (error) {
@@ -162,11 +186,74 @@ export class SharedRateLimiter {
         state.syncedAt = syncedAt;
       });
     }
-    if (nowMs - this.lastCleanup > 60_000) {
+    if (nowMs - this.lastCleanup > MINUTE_MS) {
       this.lastCleanup = nowMs;
-      await sql`delete from rate_limit_windows where ctid in (select ctid from rate_limit_windows where window_start < ${new Date(nowMs - 5 * WINDOW_MS)} limit 5000)`.execute(
+      // Any limiter's finished windows (five of their own lengths ago), whatever their length.
+      await sql`delete from rate_limit_windows where ctid in (select ctid from rate_limit_windows
+        where window_start + make_interval(secs => window_seconds * 5) < ${new Date(nowMs)} limit 5000)`.execute(
         this.db,
       );
     }
   }
+}
+
+/** The window in words, for messages: "minute", "hour", "day" or "N s". */
+export function windowName(windowMs: number): string {
+  if (windowMs === MINUTE_MS) return 'minute';
+  if (windowMs === 60 * MINUTE_MS) return 'hour';
+  if (windowMs === 24 * 60 * MINUTE_MS) return 'day';
+  return `${windowMs / 1000} s`;
+}
+
+/** Sets the RateLimit-Limit / RateLimit-Remaining headers of a decision (and Retry-After when refused). */
+export function setRateLimitHeaders(res: Pick<Response, 'setHeader'>, decision: RateDecision): void {
+  res.setHeader('RateLimit-Limit', String(decision.limit));
+  res.setHeader('RateLimit-Remaining', String(decision.remaining));
+  if (!decision.allowed) res.setHeader('Retry-After', String(decision.retryAfterSeconds));
+}
+
+/**
+ * The 429 of a refused decision in the shared error body: { error: { code: 'rate_limited', message, limit,
+ * retryAfterSeconds, requestId } } (the error handler adds the request id); Retry-After is set by
+ * setRateLimitHeaders.
+ */
+export function rateLimited(decision: RateDecision, what: string): HttpError {
+  return new HttpError(
+    429,
+    'rate_limited',
+    `at most ${decision.limit} ${what}; retry in ${decision.retryAfterSeconds} s`,
+    { limit: decision.limit, retryAfterSeconds: decision.retryAfterSeconds },
+  );
+}
+
+/**
+ * Counts one hit of the request in `limiter` (bucket from `keyOf`; undefined counts nothing) and, over the
+ * limit, answers 429 with Retry-After. `what` says what is limited, for the message: "SIWE nonces per minute
+ * per client address".
+ */
+export async function checkRateLimit(
+  limiter: SharedRateLimiter,
+  res: Pick<Response, 'setHeader'>,
+  bucket: string,
+  what: string,
+): Promise<void> {
+  const decision = limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
+  setRateLimitHeaders(res, decision);
+  if (!decision.allowed) throw rateLimited(decision, what);
+}
+
+/** Express middleware form of checkRateLimit (a route's `before`, or ahead of a path). */
+export function rateLimitMiddleware(
+  limiter: SharedRateLimiter,
+  keyOf: (req: Request) => string | undefined,
+  what: string,
+): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const bucket = keyOf(req);
+    if (bucket === undefined) {
+      next();
+      return;
+    }
+    checkRateLimit(limiter, res, bucket, what).then(() => next(), next);
+  };
 }

@@ -1,0 +1,98 @@
+import type { IncomingMessage } from 'node:http';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
+
+/**
+ * The proxies whose X-Forwarded-For is believed (TRUSTED_PROXIES): a comma-separated list of CIDR ranges or
+ * single addresses, `loopback` (127.0.0.0/8 and ::1, the default: the dev edge on the same host) or `none`.
+ */
+export interface TrustedProxies {
+  /** The list as configured, for logs and errors. */
+  readonly source: string;
+  has(address: string): boolean;
+}
+
+/** The default of TRUSTED_PROXIES: only a proxy on this host (the dev edge, a sidecar). */
+export const DEFAULT_TRUSTED_PROXIES = 'loopback';
+
+/** What a bad TRUSTED_PROXIES entry is refused with (the config names the variable). */
+export class TrustedProxiesError extends Error {
+  override name = 'TrustedProxiesError';
+}
+
+/** `::ffff:10.0.0.1` (an IPv4 peer of a dual-stack socket) is 10.0.0.1; IPv6 lowercase; anything else as is. */
+export function normalizeAddress(address: string): string {
+  const trimmed = address.trim();
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(trimmed);
+  if (mapped) return mapped[1]!;
+  return isIPv6(trimmed) ? trimmed.toLowerCase() : trimmed;
+}
+
+/** Parses TRUSTED_PROXIES once (at start-up): throws TrustedProxiesError naming the bad entry. */
+export function parseTrustedProxies(value: string | undefined): TrustedProxies {
+  const source = value?.trim() || DEFAULT_TRUSTED_PROXIES;
+  const list = new BlockList();
+  const entries = source
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  for (const entry of entries) {
+    if (entry === 'none') continue;
+    if (entry === 'loopback') {
+      list.addSubnet('127.0.0.0', 8, 'ipv4');
+      list.addAddress('::1', 'ipv6');
+      continue;
+    }
+    const [address = '', prefixText, ...rest] = entry.split('/');
+    const family = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined;
+    const maxPrefix = family === 'ipv4' ? 32 : 128;
+    const prefix = prefixText === undefined ? maxPrefix : Number(prefixText);
+    if (
+      !family ||
+      rest.length > 0 ||
+      (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) ||
+      prefix > maxPrefix
+    ) {
+      throw new TrustedProxiesError(
+        `"${entry}" is not an IP address or CIDR range (e.g. 10.0.0.0/8, fd00::/8), "loopback" or "none"`,
+      );
+    }
+    list.addSubnet(address, prefix, family);
+  }
+  return {
+    source,
+    has(address) {
+      const normalized = normalizeAddress(address);
+      if (isIPv4(normalized)) return list.check(normalized, 'ipv4');
+      if (isIPv6(normalized)) return list.check(normalized, 'ipv6');
+      return false;
+    },
+  };
+}
+
+/** More hops than any real chain of proxies: a longer header is read only this far from the right. */
+const MAX_FORWARDED_HOPS = 32;
+
+/**
+ * The address of the client that sent a request: the socket's peer, unless that peer is a trusted proxy; then
+ * X-Forwarded-For is walked from the right (each proxy appends the address it was connected from), skipping
+ * trusted proxies, and the first untrusted address is the client. Entries left of it were written by the
+ * client and are never believed. A malformed entry ends the walk at the last trusted hop; when every hop is
+ * trusted, the left-most one is the client.
+ */
+export function clientAddress(req: IncomingMessage, trusted: TrustedProxies): string {
+  const peer = normalizeAddress(req.socket.remoteAddress ?? '');
+  if (!trusted.has(peer)) return peer;
+  const header = req.headers['x-forwarded-for'];
+  // Node joins repeated X-Forwarded-For headers with ", ".
+  const forwarded = Array.isArray(header) ? header.join(',') : header;
+  if (!forwarded) return peer;
+  const hops = forwarded.split(',');
+  let client = peer;
+  for (let i = hops.length - 1, seen = 0; i >= 0 && seen < MAX_FORWARDED_HOPS; i--, seen++) {
+    const hop = normalizeAddress(hops[i]!);
+    if (!isIPv4(hop) && !isIPv6(hop)) return client;
+    client = hop;
+    if (!trusted.has(hop)) return hop;
+  }
+  return client;
+}

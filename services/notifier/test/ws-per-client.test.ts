@@ -1,0 +1,88 @@
+/**
+ * Open WebSockets per client address (security issue, point 6): one address cannot hold every socket of a
+ * replica. Clients are told apart by the loopback address their sockets bind; only 127.0.0.1 is a trusted proxy.
+ *
+ *   npx jest --ci services/notifier/test/ws-per-client.test.ts
+ */
+import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import WebSocket from 'ws';
+import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+
+jest.setTimeout(45_000);
+
+const PER_CLIENT = 2;
+
+describe('notifier: open WebSockets per client address', () => {
+  let env: TestEnvironment;
+  let notifier: RunningNotifier;
+  const sockets: WebSocket[] = [];
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('notifwscap');
+    notifier = await startNotifier(
+      loadConfig(
+        env.envFor('notifier', {
+          WS_MAX_SOCKETS_PER_CLIENT: String(PER_CLIENT),
+          TRUSTED_PROXIES: '127.0.0.1/32',
+        }),
+      ),
+    );
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.terminate();
+    await notifier?.stop();
+    await env?.cleanup();
+  });
+
+  /** Opens a socket from `from`: 'open', or the HTTP status and body the upgrade was refused with. */
+  function connect(
+    from: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ socket: WebSocket } | { status: number; retryAfter: string | undefined; body: any }> {
+    const url = `${notifier.url.replace(/^http/, 'ws')}/api/v1/ws`;
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(url, { localAddress: from, headers });
+      socket.once('open', () => {
+        sockets.push(socket);
+        resolve({ socket });
+      });
+      socket.once('unexpected-response', (_req, res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            retryAfter: res.headers['retry-after'] as string | undefined,
+            body: text ? JSON.parse(text) : undefined,
+          }),
+        );
+      });
+      socket.once('error', (error) => {
+        if (!/Unexpected server response/.test(error.message)) reject(error);
+      });
+    });
+  }
+
+  it(`accepts ${PER_CLIENT} sockets per client address, then 429 with Retry-After; others are not affected`, async () => {
+    for (let i = 0; i < PER_CLIENT; i++) expect(await connect('127.0.0.2')).toHaveProperty('socket');
+    const over = await connect('127.0.0.2');
+    expect(over).toMatchObject({
+      status: 429,
+      retryAfter: expect.stringMatching(/^\d+$/),
+      body: { error: { code: 'rate_limited', limit: PER_CLIENT } },
+    });
+    // A made-up X-Forwarded-For from a peer that is not a trusted proxy changes nothing.
+    expect(await connect('127.0.0.2', { 'X-Forwarded-For': '198.51.100.9' })).toMatchObject({ status: 429 });
+    // Another client address has its own allowance.
+    expect(await connect('127.0.0.3')).toHaveProperty('socket');
+
+    // A closed socket frees its place.
+    const first = sockets[0]!;
+    const before = notifier.live.socketCount;
+    first.close();
+    await waitFor(() => notifier.live.socketCount === before - 1, { message: 'socket never dropped' });
+    expect(await connect('127.0.0.2')).toHaveProperty('socket');
+  });
+});

@@ -1,0 +1,111 @@
+/**
+ * Sign-in's rate limits per client address (security issue, point 6): SIWE nonces (one insert each) and new
+ * accounts are bounded; over the limit a 429 with Retry-After and the shared error body, and nothing is stored.
+ *
+ *   npx jest --ci services/registry/test/rate-limits.test.ts
+ */
+import { openSchema, siweMessageText } from '@paygate/testing';
+import { Wallet } from 'ethers';
+import { sql } from 'kysely';
+import { api, type Harness, startHarness } from './helpers';
+
+const NONCES_PER_MINUTE = 5;
+const ACCOUNTS_PER_HOUR = 2;
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness('regrate', {
+    SIWE_NONCES_PER_MINUTE: String(NONCES_PER_MINUTE),
+    ACCOUNTS_PER_HOUR: String(ACCOUNTS_PER_HOUR),
+  });
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** Moves the clock just past the start of the next hour: a fresh window for every limit. */
+function nextHour() {
+  const nowMs = h.clock.now.getTime();
+  h.clock.advance(3_600_000 - (nowMs % 3_600_000) + 500);
+}
+
+async function signIn(wallet: Wallet) {
+  const nonce = await api(h.url, 'POST', '/api/v1/auth/siwe/nonce');
+  expect(nonce.status).toBe(201);
+  const message = siweMessageText({
+    domain: nonce.body.domain,
+    address: wallet.address,
+    uri: nonce.body.uri,
+    nonce: nonce.body.nonce,
+    issuedAt: h.clock.now,
+  });
+  return api(h.url, 'POST', '/api/v1/auth/siwe/verify', {
+    body: { message, signature: await wallet.signMessage(message) },
+  });
+}
+
+describe('registry: sign-in rate limits per client address', () => {
+  it(`hands out at most ${NONCES_PER_MINUTE} SIWE nonces a minute per client, storing none over it`, async () => {
+    nextHour();
+    const db = openSchema(h.env.schemaFor('registry'));
+    try {
+      const stored = async () =>
+        Number((await sql<{ n: number }>`select count(*)::int n from siwe_nonces`.execute(db)).rows[0]!.n);
+      const before = await stored();
+      for (let i = 0; i < NONCES_PER_MINUTE; i++)
+        expect((await api(h.url, 'POST', '/api/v1/auth/siwe/nonce')).status).toBe(201);
+      const over = await api(h.url, 'POST', '/api/v1/auth/siwe/nonce');
+      expect(over.status).toBe(429);
+      const retryAfter = Number(over.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      expect(over.body.error).toMatchObject({
+        code: 'rate_limited',
+        limit: NONCES_PER_MINUTE,
+        retryAfterSeconds: retryAfter,
+        message: expect.stringContaining(
+          `at most ${NONCES_PER_MINUTE} SIWE nonces per minute per client address`,
+        ),
+        requestId: expect.any(String),
+      });
+      expect(await stored()).toBe(before + NONCES_PER_MINUTE);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it(`creates at most ${ACCOUNTS_PER_HOUR} accounts an hour per client; existing accounts still sign in`, async () => {
+    nextHour();
+    const first = new Wallet(Wallet.createRandom().privateKey);
+    expect((await signIn(first)).status).toBe(201);
+    expect((await signIn(new Wallet(Wallet.createRandom().privateKey))).status).toBe(201);
+    const refused = new Wallet(Wallet.createRandom().privateKey);
+    const over = await signIn(refused);
+    expect(over.status).toBe(429);
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThan(60);
+    expect(over.body.error).toMatchObject({
+      code: 'rate_limited',
+      limit: ACCOUNTS_PER_HOUR,
+      message: expect.stringContaining(
+        `at most ${ACCOUNTS_PER_HOUR} new accounts per hour per client address`,
+      ),
+    });
+    const db = openSchema(h.env.schemaFor('registry'));
+    try {
+      const row = await db
+        .selectFrom('sellers')
+        .select('id')
+        .where(sql<string>`lower(wallet_address)`, '=', refused.address.toLowerCase())
+        .executeTakeFirst();
+      expect(row).toBeUndefined();
+    } finally {
+      await db.destroy();
+    }
+    // Signing in to an account that exists creates nothing: not counted, not refused.
+    expect((await signIn(first)).status).toBe(200);
+    // The next hour the refused wallet gets its account.
+    nextHour();
+    expect((await signIn(refused)).status).toBe(201);
+  });
+});
