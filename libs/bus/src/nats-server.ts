@@ -18,6 +18,8 @@ export interface AuthorizedNatsServer {
   port: number;
   configFile: string;
   child: ChildProcess;
+  /** The server's log so far (its last MiB): permission violations are logged with the user and subject. */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -85,11 +87,13 @@ export async function startAuthorizedNatsServer(options: {
         reject(new Error(`nats-server exited (${code}) before it was ready: ${output.slice(-2000)}`));
       });
     });
-    // Keep draining its log so the pipe never fills.
+    // Keep reading its log (bounded) so the pipe never fills and a test can look at it.
     child.stderr!.removeAllListeners('data');
-    child.stderr!.resume();
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-1024 * 1024);
+    });
     const scheme = options.tls ? 'tls' : 'nats';
-    return { url: `${scheme}://${host}:${port}`, port, configFile, child, stop };
+    return { url: `${scheme}://${host}:${port}`, port, configFile, child, log: () => output, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -84,16 +84,6 @@ export function commonConfig(
       'invalid configuration: NATS_USER and NATS_PASSWORD are set together or not at all',
     );
   }
-  if (production && !parsed.NATS_USER) {
-    throw new ConfigError(
-      `invalid configuration: NATS_USER, NATS_PASSWORD: ${defaults.serviceName} needs its own NATS user in production (k8s/README.md)`,
-    );
-  }
-  if (production && !parsed.NATS_URL.startsWith('tls://') && !parsed.NATS_CA_FILE) {
-    throw new ConfigError(
-      'invalid configuration: NATS_URL: must be tls://… (or NATS_CA_FILE set) in production: credentials and RPCs never cross the network in clear',
-    );
-  }
   return {
     serviceName: defaults.serviceName,
     port: parsed.PORT,
