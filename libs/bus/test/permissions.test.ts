@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createEvent, type RpcName, type ServiceName } from '@paygate/contracts';
@@ -274,5 +275,127 @@ describe('every service on its own NATS user (nats-server 2.9 authorization gene
     await ensureStreams(settlement);
     // A different declaration needs an update, which only the admin may do.
     await expect(ensureStreams(settlement, { maxAgeDays: 1 })).rejects.toThrow(PERMISSION_VIOLATION);
+  });
+});
+
+/** A CA and a server certificate for 127.0.0.1, made with the openssl command line (as cert-manager would in k8s). */
+function makeCertificates(dir: string): { caFile: string; certFile: string; keyFile: string } {
+  const file = (name: string) => path.join(dir, name);
+  const run = (args: string[]) => {
+    const result = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (result.status !== 0) throw new Error(`openssl ${args[0]}: ${result.stderr}`);
+  };
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  run([
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=paygate-test-nats-ca',
+  ]);
+  run(['req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '1',
+    '-extfile',
+    'san.ext',
+  ]);
+  return { caFile: file('ca.crt'), certFile: file('server.crt'), keyFile: file('server.key') };
+}
+
+describe('NATS with TLS on the client port (as in k8s)', () => {
+  const namespace = `tls${randomSuffix()}`;
+  const passwords = generateNatsPasswords();
+  let dir: string;
+  let server: AuthorizedNatsServer;
+  let caFile: string;
+
+  beforeAll(async () => {
+    const binary = findNatsServerBinary();
+    if (!binary) throw new Error('nats-server is not installed (apt-get install nats-server)');
+    dir = mkdtempSync(path.join(os.tmpdir(), 'paygate-nats-tls-'));
+    const certificates = makeCertificates(dir);
+    caFile = certificates.caFile;
+    server = await startAuthorizedNatsServer({
+      binary,
+      dir: path.join(dir, 'server'),
+      namespace,
+      passwords,
+      tls: { certFile: certificates.certFile, keyFile: certificates.keyFile },
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves the sealed secret RPC over TLS to a service that trusts the CA; a client without the CA cannot connect', async () => {
+    expect(server.url).toMatch(/^tls:\/\//);
+    const registry = await connectBus({
+      url: server.url,
+      namespace,
+      name: 'tls-registry',
+      user: 'registry',
+      password: passwords.registry,
+      caFile,
+    });
+    const notifier = await connectBus({
+      url: server.url,
+      namespace,
+      name: 'tls-notifier',
+      user: 'notifier',
+      password: passwords.notifier,
+      caFile,
+    });
+    try {
+      await ensureStreams(registry);
+      const rpcs = await serveRpcs(
+        registry,
+        'registry',
+        { 'registry.webhook_secret': async () => ({ ok: true, secret: WEBHOOK_SECRET, version: 1 }) },
+        quiet,
+      );
+      expect(
+        await requestRpc(
+          notifier,
+          'registry.webhook_secret',
+          { sellerId: SELLER.sellerId },
+          { timeoutMs: 3000 },
+        ),
+      ).toEqual({ ok: true, secret: WEBHOOK_SECRET, version: 1 });
+      await rpcs.stop();
+    } finally {
+      await notifier.close();
+      await registry.close();
+    }
+    // A client that does not trust the CA (a man in the middle's certificate looks the same to it) is refused.
+    await expect(
+      connect({
+        servers: server.url.replace('tls://', 'nats://'),
+        user: 'notifier',
+        pass: passwords.notifier,
+        timeout: 3000,
+        maxReconnectAttempts: 0,
+      }),
+    ).rejects.toThrow();
   });
 });
