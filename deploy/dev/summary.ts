@@ -4,6 +4,8 @@
  * The demo names and button texts are defined once here; README.md and the demo page use the same words
  * (deploy/test/newcomer.test.ts checks).
  */
+import path from 'node:path';
+import { ADMIN_USER } from '@paygate/bus';
 import type { TestWallet, TestWalletRole } from '@paygate/testing';
 
 export const DEMO = {
@@ -50,7 +52,7 @@ export interface DevSummary {
     usdcAddress: string;
     wallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>;
   };
-  infra: { databaseUrl: string; natsUrl: string; started: string[] };
+  infra: { databaseUrl: string; natsUrl: string; started: string[]; natsAdminPasswordFile?: string };
   /** The event namespace the services use (DEV_NAMESPACE): operator tools must be told it. */
   eventNamespace: string;
   seller: { address: string; sellerId: string; apiKey: string };
@@ -68,6 +70,10 @@ export function renderDevSummary(s: DevSummary): string {
   const chainEnv = s.chain.rpcUrl === DEFAULT_RPC_URL ? '' : `CHAIN_RPC_URL=${s.chain.rpcUrl} `;
   const paidUrl = `${base}/api/v1/skills/${DEMO.apiSkill}${DEMO.apiPath}`;
   const started = s.infra.started.length ? ` (started: ${s.infra.started.join(', ')})` : '';
+  // make dev's own NATS has a user per service; operator tools connect as the admin, password from a file.
+  const natsAdminEnv = s.infra.natsAdminPasswordFile
+    ? `NATS_URL=${s.infra.natsUrl} NATS_USER=${ADMIN_USER} NATS_PASSWORD=$(cat ${path.relative(process.cwd(), s.infra.natsAdminPasswordFile)}) `
+    : '';
   return `
 ${bold('Paygate is running')}
   public base URL   ${base}
@@ -101,6 +107,6 @@ ${bold('Next steps')}
   curl ${base}/api/v1/skills/${DEMO.apiSkill}/SKILL.md                # what agents read
   curl -X POST ${base}/api/v1/operator/settlements/run -H 'authorization: Bearer ${s.operatorToken}' \\
     -H 'content-type: application/json' -d '{"all":true,"waitMs":10000}'   # pay the seller now
-  EVENT_NAMESPACE=${s.eventNamespace} ${DEAD_LETTERS_COMMAND}   # events a consumer parked (dead letters)
+  ${natsAdminEnv}EVENT_NAMESPACE=${s.eventNamespace} ${DEAD_LETTERS_COMMAND}   # events a consumer parked (dead letters)
 Ctrl-C stops everything.`;
 }

@@ -2,7 +2,8 @@
  * Operator tool for parked events:
  *   tsx deploy/scripts/dead-letters.ts list [--limit N]
  *   tsx deploy/scripts/dead-letters.ts replay <sequence>
- * Reads NATS_URL (default nats://127.0.0.1:4222) and EVENT_NAMESPACE (default paygate).
+ * Reads NATS_URL (default nats://127.0.0.1:4222), EVENT_NAMESPACE (default paygate) and, on a NATS with users,
+ * NATS_USER / NATS_PASSWORD (the admin user: replaying publishes on any subject) and NATS_CA_FILE for TLS.
  */
 import { connectBus, listDeadLetters, replayDeadLetter } from '@paygate/bus';
 
@@ -10,7 +11,14 @@ async function main(): Promise<void> {
   const [command, argument, value] = process.argv.slice(2);
   const url = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   const namespace = process.env.EVENT_NAMESPACE ?? 'paygate';
-  const bus = await connectBus({ url, namespace, name: 'dead-letters-cli' });
+  const bus = await connectBus({
+    url,
+    namespace,
+    name: 'dead-letters-cli',
+    user: process.env.NATS_USER || undefined,
+    password: process.env.NATS_PASSWORD || undefined,
+    caFile: process.env.NATS_CA_FILE || undefined,
+  });
   try {
     await run(bus, command, argument, value);
   } catch (error) {

@@ -1,3 +1,13 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  type AuthorizedNatsServer,
+  findNatsServerBinary,
+  generateNatsPasswords,
+  type NatsPasswords,
+  startAuthorizedNatsServer,
+} from '@paygate/bus';
 import { loadConfig as chainIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
 import { loadConfig as checkoutConfig, startCheckout } from '@paygate/checkout';
 import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
@@ -22,6 +32,8 @@ export interface AllServices {
   anvil: AnvilInstance;
   usdcAddress: string;
   services: Record<string, RunningService>;
+  /** With `authorizedNats`: the suite's own nats-server and every user's password. */
+  nats?: { url: string; passwords: NatsPasswords; serverLog(): string };
   stop(): Promise<void>;
 }
 
@@ -31,16 +43,41 @@ export async function startAllServices(options: {
   publicBaseUrl: string;
   /** Extra environment per service name. */
   extra?: Record<string, Record<string, string>>;
+  /**
+   * Runs the suite's own nats-server with the users generated from the contracts (one per service, with its
+   * permissions) instead of the shared NATS without authorization; each service connects as its own user.
+   */
+  authorizedNats?: boolean;
 }): Promise<AllServices> {
   const env = await createTestEnvironment(options.label);
   const anvil = await startAnvil();
   const services: Record<string, RunningService> = {};
+  let natsServer: AuthorizedNatsServer | undefined;
+  let natsDir: string | undefined;
   const stop = async () => {
     for (const service of Object.values(services).reverse()) await service.stop().catch(() => undefined);
     await anvil.stop();
+    await natsServer?.stop();
+    if (natsDir) rmSync(natsDir, { recursive: true, force: true });
     await env.cleanup();
   };
   try {
+    const passwords = generateNatsPasswords();
+    if (options.authorizedNats) {
+      const binary = findNatsServerBinary();
+      if (!binary) throw new Error('nats-server is not installed (apt-get install nats-server)');
+      natsDir = mkdtempSync(path.join(os.tmpdir(), 'paygate-nats-'));
+      natsServer = await startAuthorizedNatsServer({
+        binary,
+        dir: natsDir,
+        namespace: env.namespace,
+        passwords,
+      });
+    }
+    const natsEnvFor = (name: string): Record<string, string> =>
+      natsServer
+        ? { NATS_URL: natsServer.url, NATS_USER: name, NATS_PASSWORD: passwords[name as keyof NatsPasswords] }
+        : {};
     const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
     await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n, roles: ['buyer'] });
     const chain = {
@@ -53,7 +90,7 @@ export async function startAllServices(options: {
       OPERATOR_TOKEN: options.operatorToken,
     };
     const envFor = (name: string, own: Record<string, string> = {}) =>
-      env.envFor(name, { ...chain, ...own, ...(options.extra?.[name] ?? {}) });
+      env.envFor(name, { ...chain, ...natsEnvFor(name), ...own, ...(options.extra?.[name] ?? {}) });
     services.registry = await startRegistry(
       registryConfig(envFor('registry', { VALIDATION_INTERVAL_MS: '200' })),
     );
@@ -67,7 +104,14 @@ export async function startAllServices(options: {
       settlementConfig(envFor('settlement', { ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey })),
     );
     services.notifier = await startNotifier(notifierConfig(envFor('notifier')));
-    return { env, anvil, usdcAddress, services, stop };
+    return {
+      env,
+      anvil,
+      usdcAddress,
+      services,
+      ...(natsServer ? { nats: { url: natsServer.url, passwords, serverLog: natsServer.log } } : {}),
+      stop,
+    };
   } catch (error) {
     await stop().catch(() => undefined);
     throw error;

@@ -281,16 +281,61 @@ describe('k8s/base', () => {
       for (const e of serviceSecrets) {
         expect(e.valueFrom.secretKeyRef).toEqual({ name: `${name}-secrets`, key: e.name });
       }
+      // Its own NATS user, never another service's (deploy/scripts/nats-auth.ts makes the Secrets).
+      const natsRefs = secretRefs.filter((e) => ['NATS_USER', 'NATS_PASSWORD'].includes(e.name));
+      expect(natsRefs.map((e) => e.valueFrom.secretKeyRef)).toEqual([
+        { name: `paygate-nats-${name}`, key: 'NATS_USER' },
+        { name: `paygate-nats-${name}`, key: 'NATS_PASSWORD' },
+      ]);
+      // Only the CA certificate of NATS's TLS certificate, at the path paygate-common's NATS_CA_FILE names.
+      const natsCa = (spec.template.spec.volumes as Obj[]).find((v) => v.name === 'nats-ca');
+      expect(natsCa?.secret).toEqual({
+        secretName: 'nats-server-tls',
+        items: [{ key: 'ca.crt', path: 'ca.crt' }],
+      });
+      expect((c.volumeMounts as Obj[]).find((m) => m.name === 'nats-ca')?.mountPath).toBe(
+        '/etc/paygate/nats-ca',
+      );
       // Its own Postgres role, never another service's.
       const dbSecrets = new Set(
         secretRefs
-          .filter((e) => !ALL_SECRETS.includes(e.name) && e.name !== 'OPERATOR_TOKEN')
+          .filter(
+            (e) =>
+              !ALL_SECRETS.includes(e.name) &&
+              e.name !== 'OPERATOR_TOKEN' &&
+              !['NATS_USER', 'NATS_PASSWORD'].includes(e.name),
+          )
           .map((e) => e.valueFrom.secretKeyRef.name),
       );
       expect([...dbSecrets]).toEqual([`paygate-db-${SERVICE_FACTS[name]!.schema}`]);
       expect(env.find((e) => e.name === 'DATABASE_URL')?.value).toBeTruthy();
     },
   );
+
+  it('NATS: TLS with the mounted CA, and a NetworkPolicy that lets only the seven services reach its client port', () => {
+    expect(find(objects, 'ConfigMap', 'paygate-common')!.data).toMatchObject({
+      NATS_URL: expect.stringMatching(/^tls:\/\//),
+      NATS_CA_FILE: '/etc/paygate/nats-ca/ca.crt',
+    });
+    const policy = find(objects, 'NetworkPolicy', 'nats')!;
+    expect(policy.spec.podSelector.matchLabels).toMatchObject({ 'app.kubernetes.io/name': 'nats' });
+    const clientRule = (policy.spec.ingress as Obj[]).find((rule) =>
+      (rule.ports as Obj[]).some((p) => p.port === 4222),
+    )!;
+    const services = clientRule.from[0].podSelector.matchExpressions.find(
+      (e: Obj) => e.key === 'app.kubernetes.io/name',
+    );
+    expect([...services.values].sort()).toEqual([...SERVICES].sort());
+    // No rule opens the client port to a namespace or to every pod.
+    for (const rule of policy.spec.ingress as Obj[]) {
+      if (!(rule.ports as Obj[]).some((p) => p.port === 4222)) continue;
+      for (const peer of rule.from as Obj[]) {
+        expect(peer.namespaceSelector).toBeUndefined();
+        expect(peer.ipBlock).toBeUndefined();
+        expect(Object.keys(peer.podSelector ?? {}).length).toBeGreaterThan(0);
+      }
+    }
+  });
 
   it('the operator token is one Secret, read by exactly the services with operator routes', () => {
     for (const name of SERVICES) {

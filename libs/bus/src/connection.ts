@@ -5,8 +5,10 @@ import {
   type NatsConnection,
   RetentionPolicy,
   StorageType,
+  type StreamConfig,
 } from 'nats';
 import { isJetStreamError, JetStreamErrorCode } from './errors';
+import { inboxPrefixFor } from './inbox';
 
 export interface Bus {
   nc: NatsConnection;
@@ -28,6 +30,14 @@ export interface BusOptions {
   /** Connection name shown in NATS monitoring. */
   name: string;
   timeoutMs?: number;
+  /**
+   * This process's NATS user and password (each service has its own user, see permissions.ts). Replies then come
+   * to the user's own inbox prefix, the only inbox its permissions let it read.
+   */
+  user?: string;
+  password?: string;
+  /** CA certificate (PEM file) that signed the server's TLS certificate; set it, or use a `tls://` URL, for TLS. */
+  caFile?: string;
 }
 
 export function streamNames(namespace: string) {
@@ -47,6 +57,12 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     timeout: options.timeoutMs ?? 5000,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
+    ...(options.user
+      ? { user: options.user, pass: options.password, inboxPrefix: inboxPrefixFor(options.user) }
+      : {}),
+    ...(options.caFile || options.url.startsWith('tls://')
+      ? { tls: options.caFile ? { caFile: options.caFile } : {} }
+      : {}),
   });
   const { eventsStream, deadLetterStream } = streamNames(options.namespace);
   const ns = options.namespace;
@@ -85,26 +101,45 @@ export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } =
       duplicate_window: 2 * 60 * 1_000_000_000,
       num_replicas: 1,
     };
-    const exists = await bus.jsm.streams.info(definition.name).then(
-      () => true,
-      (error) => {
-        if (isJetStreamError(error, JetStreamErrorCode.StreamNotFound)) return false;
-        throw error;
-      },
-    );
-    if (!exists) {
+    const currentConfig = () =>
+      bus.jsm.streams.info(definition.name).then(
+        (info) => info.config,
+        (error) => {
+          if (isJetStreamError(error, JetStreamErrorCode.StreamNotFound)) return undefined;
+          throw error;
+        },
+      );
+    let existing = await currentConfig();
+    if (!existing) {
       const created = await bus.jsm.streams.add(config).then(
         () => true,
         (error) => {
-          // Another replica created it between our check and our add: update it like an existing one.
+          // Another replica created it between our check and our add: treat it like an existing one.
           if (isJetStreamError(error, JetStreamErrorCode.StreamNameInUse)) return false;
           throw error;
         },
       );
       if (created) continue;
+      existing = await currentConfig();
     }
+    // A stream as declared is left alone: a service's NATS user may look streams up and create them, never update
+    // them (that takes the admin user), so only a changed declaration reaches the update.
+    if (existing && sameStreamConfig(existing, config)) continue;
     await bus.jsm.streams.update(definition.name, config);
   }
+}
+
+function sameStreamConfig(
+  existing: Partial<StreamConfig>,
+  wanted: Pick<StreamConfig, 'subjects' | 'max_age' | 'retention' | 'storage' | 'duplicate_window'>,
+): boolean {
+  return (
+    JSON.stringify([...(existing.subjects ?? [])].sort()) === JSON.stringify([...wanted.subjects].sort()) &&
+    existing.max_age === wanted.max_age &&
+    existing.retention === wanted.retention &&
+    existing.storage === wanted.storage &&
+    existing.duplicate_window === wanted.duplicate_window
+  );
 }
 
 export async function deleteStreams(bus: Bus): Promise<void> {

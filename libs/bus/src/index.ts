@@ -1,6 +1,7 @@
 export {
   anchorStreamStore,
   type Bus,
+  type BusOptions,
   connectBus,
   deleteStreams,
   ensureStreams,
@@ -17,8 +18,28 @@ export {
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
 export { isConsumerExistsError, isJetStreamError, JetStreamErrorCode, jetStreamErrorCode } from './errors';
+export { inboxPrefixFor } from './inbox';
 export { busMigrations } from './migrations';
+export { type AuthorizedNatsServer, findNatsServerBinary, startAuthorizedNatsServer } from './nats-server';
 export { enqueueEvent, OutboxRelay } from './outbox';
+export {
+  ADMIN_USER,
+  busPermissions,
+  generateNatsPasswords,
+  type NatsPasswords,
+  type NatsPermissions,
+  renderNatsAuthorization,
+  renderNatsServerConfig,
+} from './permissions';
 export { type PassOutcome, PollingLoop, type PollingLoopOptions } from './polling-loop';
-export { type RpcServer, RpcServiceError, RpcUnavailableError, requestRpc, serveRpc, serveRpcs } from './rpc';
+export {
+  REPLY_KEY_HEADER,
+  type RpcServer,
+  RpcServiceError,
+  RpcUnavailableError,
+  requestRpc,
+  serveRpc,
+  serveRpcs,
+} from './rpc';
+export { newReplyKey, openSealed, type ReplyKey, SealedValueError, sealTo } from './sealed';
 export type { BusTables } from './tables';

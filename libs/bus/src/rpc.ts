@@ -7,8 +7,9 @@ import {
   validateRpcReply,
   validateRpcRequest,
 } from '@paygate/contracts';
-import { type Msg, type Service, ServiceError, type ServiceMsg } from 'nats';
+import { type Msg, headers as natsHeaders, type Service, ServiceError, type ServiceMsg } from 'nats';
 import type { Bus } from './connection';
+import { isReplyPublicKey, newReplyKey, openSealed, type ReplyKey, sealTo } from './sealed';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -45,13 +46,25 @@ export class RpcServiceError extends RpcUnavailableError {
   }
 }
 
+/**
+ * The header in which a requester of an RPC with `sealedReplyFields` sends its one-time X25519 public key; the
+ * responder seals those fields of the reply to it (see sealed.ts).
+ */
+export const REPLY_KEY_HEADER = 'Paygate-Reply-Key';
+
+function sealedFieldsOf(name: RpcName): readonly string[] {
+  const definition = RPCS[name] as { sealedReplyFields?: readonly string[] };
+  return definition.sealedReplyFields ?? [];
+}
+
 /** Status codes of the service errors a responder answers with (NATS micro convention, HTTP-like). */
 export const RPC_INVALID_REQUEST = 400;
 export const RPC_HANDLER_FAILED = 500;
 
 /**
  * Calls a request-reply RPC declared in @paygate/contracts: validates the request before sending and the
- * reply on receipt. No answer within `timeoutMs` (or no responder) throws RpcUnavailableError; a service error
+ * reply on receipt. The reply fields the contract declares sealed come sealed to a key made for this request
+ * and are opened before validation. No answer within `timeoutMs` (or no responder) throws RpcUnavailableError; a service error
  * answer throws RpcServiceError (a subclass, so callers that map "unavailable" to a 503 cover both).
  */
 export async function requestRpc<N extends RpcName>(
@@ -61,15 +74,31 @@ export async function requestRpc<N extends RpcName>(
   options: { timeoutMs: number },
 ): Promise<RpcReply<N>> {
   const body = encoder.encode(JSON.stringify(validateRpcRequest(name, request)));
+  const sealedFields = sealedFieldsOf(name);
+  let replyKey: ReplyKey | undefined;
+  const requestOptions: { timeout: number; headers?: ReturnType<typeof natsHeaders> } = {
+    timeout: options.timeoutMs,
+  };
+  if (sealedFields.length > 0) {
+    replyKey = newReplyKey();
+    requestOptions.headers = natsHeaders();
+    requestOptions.headers.set(REPLY_KEY_HEADER, replyKey.publicKey);
+  }
   let message: Msg;
   try {
-    message = await bus.nc.request(bus.rpcSubject(name), body, { timeout: options.timeoutMs });
+    message = await bus.nc.request(bus.rpcSubject(name), body, requestOptions);
   } catch (error) {
     throw new RpcUnavailableError(name, error);
   }
   const serviceError = ServiceError.toServiceError(message);
   if (serviceError) throw new RpcServiceError(name, serviceError.code, serviceError.message);
-  return validateRpcReply(name, JSON.parse(decoder.decode(message.data)));
+  const reply = JSON.parse(decoder.decode(message.data)) as Record<string, unknown>;
+  if (replyKey) {
+    for (const field of sealedFields) {
+      if (reply[field] !== undefined) reply[field] = openSealed(replyKey, reply[field], name);
+    }
+  }
+  return validateRpcReply(name, reply);
 }
 
 export type RpcHandler<N extends RpcName> = (request: RpcRequest<N>) => Promise<RpcReply<N>>;
@@ -101,11 +130,21 @@ export async function serveRpcs<S extends ServiceName>(
   const inFlight = new Set<Promise<void>>();
   const answer = async (name: RpcName, handler: RpcHandler<RpcName>, message: ServiceMsg) => {
     let request: RpcRequest<RpcName>;
+    const sealedFields = sealedFieldsOf(name);
+    const replyKey = message.headers?.get(REPLY_KEY_HEADER);
     try {
       request = validateRpcRequest(name, JSON.parse(decoder.decode(message.data)));
     } catch (error) {
       logger.warn({ err: error, rpc: name }, 'invalid RPC request refused');
       message.respondError(RPC_INVALID_REQUEST, oneLine((error as Error).message));
+      return;
+    }
+    if (sealedFields.length > 0 && !isReplyPublicKey(replyKey)) {
+      logger.warn({ rpc: name }, 'RPC request without a reply key refused');
+      message.respondError(
+        RPC_INVALID_REQUEST,
+        `${REPLY_KEY_HEADER} header: required, a base64url X25519 public key (32 bytes); ${name} answers sealed`,
+      );
       return;
     }
     let reply: RpcReply<RpcName>;
@@ -116,7 +155,12 @@ export async function serveRpcs<S extends ServiceName>(
       message.respondError(RPC_HANDLER_FAILED, `${name} could not be answered; retry`);
       return;
     }
-    message.respond(encoder.encode(JSON.stringify(reply)));
+    const wire = { ...reply } as Record<string, unknown>;
+    for (const field of sealedFields) {
+      const value = wire[field];
+      if (typeof value === 'string') wire[field] = sealTo(replyKey as string, value, name);
+    }
+    message.respond(encoder.encode(JSON.stringify(wire)));
   };
   const service = await bus.nc.services.add({
     name: responder,

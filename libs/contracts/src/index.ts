@@ -1,3 +1,4 @@
+export { CONSUMERS, declaredConsumerSubject, LIVE_SUBSCRIPTIONS, SERVICE_NAMES } from './bus-access';
 export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
 // (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';

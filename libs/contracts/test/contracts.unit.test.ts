@@ -1,11 +1,15 @@
 import { decodeTime } from 'ulid';
 import {
   ALL_SUBJECTS,
+  CONSUMERS,
   createEvent,
   EventValidationError,
+  LIVE_SUBSCRIPTIONS,
   newEventId,
   newRandomUlid,
+  RPCS,
   RpcValidationError,
+  SERVICE_NAMES,
   SUBJECTS,
   validateEvent,
   validateRpcReply,
@@ -113,5 +117,30 @@ describe('ids', () => {
     expect(ids.every((id) => ULID.test(id))).toBe(true);
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("declares who uses the bus for what: the source of every NATS user's permissions", () => {
+    expect([...SERVICE_NAMES].sort()).toEqual(Object.keys(LIVE_SUBSCRIPTIONS).sort());
+    for (const [name, rpc] of Object.entries(RPCS)) {
+      expect({ name, requesters: rpc.requesters.length > 0 }).toEqual({ name, requesters: true });
+      expect(rpc.requesters as readonly string[]).not.toContain(rpc.responder);
+    }
+    // Durable names are unique across services (a durable is one service's), each on a declared subject.
+    const durables = SERVICE_NAMES.flatMap((service) => Object.keys(CONSUMERS[service]));
+    expect(new Set(durables).size).toBe(durables.length);
+    for (const service of SERVICE_NAMES) {
+      for (const subject of Object.values(CONSUMERS[service]) as string[])
+        expect(ALL_SUBJECTS).toContain(subject);
+      for (const pattern of LIVE_SUBSCRIPTIONS[service] as readonly string[]) {
+        const matcher = new RegExp(`^${pattern.replace('.', '\\.').replace('*', '[a-z_]+')}$`);
+        expect({ pattern, matches: ALL_SUBJECTS.some((subject) => matcher.test(subject)) }).toEqual({
+          pattern,
+          matches: true,
+        });
+      }
+    }
+    // The secrets travel sealed: the fields named exist in the reply schema.
+    expect(RPCS['registry.webhook_secret'].sealedReplyFields).toEqual(['secret']);
+    expect(RPCS['registry.forwarding_key'].sealedReplyFields).toEqual(['key']);
   });
 });

@@ -9,6 +9,10 @@ export interface CommonConfig {
   databaseUrl: string;
   dbSchema: string;
   natsUrl: string;
+  /** This service's own NATS user (NATS_USER, NATS_PASSWORD); absent on a NATS without authorization (tests' shared one). */
+  natsCredentials?: { user: string; password: string };
+  /** CA certificate of the NATS server's TLS certificate (NATS_CA_FILE); a `tls://` NATS_URL uses the system's CAs. */
+  natsCaFile?: string;
   eventNamespace: string;
   logLevel: string;
   publicBaseUrl: string;
@@ -48,6 +52,9 @@ export function commonConfig(
     DATABASE_URL: string;
     DB_SCHEMA: string;
     NATS_URL: string;
+    NATS_USER: string;
+    NATS_PASSWORD: string;
+    NATS_CA_FILE: string;
     EVENT_NAMESPACE: string;
     LOG_LEVEL: string;
     PUBLIC_BASE_URL: string;
@@ -60,6 +67,9 @@ export function commonConfig(
     DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
     DB_SCHEMA: str({ default: defaults.schema }),
     NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
+    NATS_USER: str({ default: '' }),
+    NATS_PASSWORD: str({ default: '' }),
+    NATS_CA_FILE: str({ default: '' }),
     EVENT_NAMESPACE: str({ default: 'paygate' }),
     LOG_LEVEL: str({
       default: 'info',
@@ -76,6 +86,12 @@ export function commonConfig(
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
     throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
   }
+  const production = parsed.NODE_ENV === 'production';
+  if (Boolean(parsed.NATS_USER) !== Boolean(parsed.NATS_PASSWORD)) {
+    throw new ConfigError(
+      'invalid configuration: NATS_USER and NATS_PASSWORD are set together or not at all',
+    );
+  }
   let trustedProxies: TrustedProxies;
   try {
     trustedProxies = parseTrustedProxies(parsed.TRUSTED_PROXIES);
@@ -88,10 +104,14 @@ export function commonConfig(
     databaseUrl: parsed.DATABASE_URL,
     dbSchema: parsed.DB_SCHEMA,
     natsUrl: parsed.NATS_URL,
+    ...(parsed.NATS_USER
+      ? { natsCredentials: { user: parsed.NATS_USER, password: parsed.NATS_PASSWORD } }
+      : {}),
+    ...(parsed.NATS_CA_FILE ? { natsCaFile: parsed.NATS_CA_FILE } : {}),
     eventNamespace: parsed.EVENT_NAMESPACE,
     logLevel: parsed.LOG_LEVEL,
     publicBaseUrl: parsed.PUBLIC_BASE_URL.replace(/\/$/, ''),
-    production: parsed.NODE_ENV === 'production',
+    production,
     startupAttempts: parsed.STARTUP_ATTEMPTS,
     trustedProxies,
   };

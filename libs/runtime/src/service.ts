@@ -7,7 +7,7 @@ import {
   InboxConsumer,
   OutboxRelay,
 } from '@paygate/bus';
-import type { ServiceName, Subject } from '@paygate/contracts';
+import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
 import { createApp, errorHandler, notFoundHandler } from '@paygate/http';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
@@ -75,6 +75,22 @@ export interface RunningService<DB = any> {
 
 const READY_TIMEOUT_MS = 2000;
 
+/**
+ * Every durable consumer must be declared in @paygate/contracts (CONSUMERS): the service's NATS user may create and
+ * read only those, so an undeclared one would fail against an authorizing NATS. Refused here, on every NATS.
+ */
+function checkDeclaredConsumers(service: ServiceName, consumers: ConsumerOptions<Subject>[]): void {
+  for (const { durable, subject } of consumers) {
+    const declared = declaredConsumerSubject(service, durable);
+    if (declared !== subject) {
+      throw new Error(
+        `${service}: consumer ${durable} on ${subject} is not declared in libs/contracts/src/bus-access.ts (CONSUMERS)` +
+          (declared ? `; it is declared on ${declared}` : ''),
+      );
+    }
+  }
+}
+
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
   return Promise.race([
@@ -112,6 +128,9 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
         namespace: config.eventNamespace,
         name: definition.name,
         timeoutMs: 3000,
+        user: config.natsCredentials?.user,
+        password: config.natsCredentials?.password,
+        caFile: config.natsCaFile,
       }),
     { what: `NATS at ${config.natsUrl}`, attempts: config.startupAttempts, logger },
   ).catch(async (error) => {
@@ -192,8 +211,10 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
   app.use(notFoundHandler());
   app.use(errorHandler(logger));
 
+  const consumerOptions = definition.consumers?.(ctx) ?? [];
+  checkDeclaredConsumers(definition.name, consumerOptions);
   relay.start();
-  const consumers = (definition.consumers?.(ctx) ?? []).map((options) => {
+  const consumers = consumerOptions.map((options) => {
     const afterCommit = options.afterCommit;
     return new InboxConsumer(bus, db as Kysely<any>, logger, {
       ...options,

@@ -333,24 +333,22 @@ describe('account and keys', () => {
     expect(JSON.stringify(events)).not.toContain('whsec_');
     recorder.stop();
 
-    // The notifier's RPC gets the current secret.
+    // The notifier's RPC gets the current secret (sealed to the requester's one-time key on the wire, opened by requestRpc).
     const bus = await h.env.bus();
-    const reply = await bus.nc.request(
+    expect(
+      await requestRpc(bus, 'registry.webhook_secret', { sellerId: seller.sellerId }, { timeoutMs: 2000 }),
+    ).toEqual({ ok: true, secret: rotated.body.webhookSecret, version: 2 });
+    expect(
+      await requestRpc(bus, 'registry.webhook_secret', { sellerId: 'nobody' }, { timeoutMs: 2000 }),
+    ).toEqual({ ok: false });
+    // Asked without a reply key, the registry refuses rather than answering in clear.
+    const bare = await bus.nc.request(
       bus.rpcSubject('registry.webhook_secret'),
       new TextEncoder().encode(JSON.stringify({ sellerId: seller.sellerId })),
       { timeout: 2000 },
     );
-    expect(JSON.parse(new TextDecoder().decode(reply.data))).toEqual({
-      ok: true,
-      secret: rotated.body.webhookSecret,
-      version: 2,
-    });
-    const none = await bus.nc.request(
-      bus.rpcSubject('registry.webhook_secret'),
-      new TextEncoder().encode(JSON.stringify({ sellerId: 'nobody' })),
-      { timeout: 2000 },
-    );
-    expect(JSON.parse(new TextDecoder().decode(none.data))).toEqual({ ok: false });
+    expect(bare.headers?.get('Nats-Service-Error-Code')).toBe('400');
+    expect(new TextDecoder().decode(bare.data)).not.toContain('whsec_');
   });
 
   it('names the field and rule of a bad setting', async () => {

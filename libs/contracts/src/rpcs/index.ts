@@ -36,8 +36,15 @@ export {
 } from './settlement';
 
 interface RpcDefinition {
-  /** The service that answers (queue group of its replicas). */
+  /** The service that answers (queue group of its replicas); only its NATS user may subscribe to the subject. */
   responder: ServiceName;
+  /** The services that call it; only their NATS users may publish to the subject. */
+  requesters: readonly ServiceName[];
+  /**
+   * Reply fields that are secrets: they travel sealed to a one-time X25519 key of the requester (`@paygate/bus`
+   * seals and opens them), so whoever can read the reply inbox learns nothing. Validated in clear at both ends.
+   */
+  sealedReplyFields?: readonly string[];
   request: TSchema;
   reply: TSchema;
   description: string;
@@ -51,6 +58,7 @@ interface RpcDefinition {
 export const RPCS = {
   'ledger.claim_transfer': {
     responder: 'escrow-ledger',
+    requesters: ['gateway-proxy', 'checkout'],
     request: ClaimTransferRequest,
     reply: ClaimTransferReply,
     description:
@@ -58,18 +66,21 @@ export const RPCS = {
   },
   'ledger.reserve_payout': {
     responder: 'escrow-ledger',
+    requesters: ['settlement'],
     request: ReservePayoutRequest,
     reply: ReservePayoutReply,
     description: "Reserve a seller's available balance for a payout (idempotent per settlementId).",
   },
   'ledger.cancel_payout': {
     responder: 'escrow-ledger',
+    requesters: ['settlement'],
     request: CancelPayoutRequest,
     reply: CancelPayoutReply,
     description: "Give a payout's reservation back to the seller's available balance.",
   },
   'registry.resolve_api_key': {
     responder: 'registry',
+    requesters: ['gateway-proxy', 'checkout', 'escrow-ledger', 'settlement', 'notifier'],
     request: ResolveApiKeyRequest,
     reply: ResolveApiKeyReply,
     description:
@@ -77,12 +88,16 @@ export const RPCS = {
   },
   'registry.webhook_secret': {
     responder: 'registry',
+    requesters: ['notifier'],
+    sealedReplyFields: ['secret'],
     request: WebhookSecretRequest,
     reply: WebhookSecretReply,
     description: "A seller's webhook signing secret, for the notifier.",
   },
   'registry.forwarding_key': {
     responder: 'registry',
+    requesters: ['gateway-proxy'],
+    sealedReplyFields: ['key'],
     request: ForwardingKeyRequest,
     reply: ForwardingKeyReply,
     description:
@@ -90,6 +105,7 @@ export const RPCS = {
   },
   'relayer.submit_authorization': {
     responder: 'settlement',
+    requesters: ['gateway-proxy'],
     request: RelayerSubmitRequest,
     reply: RelayerSubmitReply,
     description:
@@ -97,6 +113,7 @@ export const RPCS = {
   },
   'relayer.status': {
     responder: 'settlement',
+    requesters: ['gateway-proxy'],
     request: RelayerStatusRequest,
     reply: RelayerStatusReply,
     description: 'Whether the relayer can pay gas (x402 is offered only then).',

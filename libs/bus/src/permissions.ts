@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto';
+import {
+  CONSUMERS,
+  LIVE_SUBSCRIPTIONS,
+  RPCS,
+  type RpcName,
+  SERVICE_NAMES,
+  type ServiceName,
+  SUBJECTS,
+  type Subject,
+} from '@paygate/contracts';
+import { streamNames } from './connection';
+import { inboxPrefixFor } from './inbox';
+
+/**
+ * NATS users and their permissions, generated from @paygate/contracts (who owns each subject, who serves and who
+ * calls each RPC, each service's consumers and live subscriptions) for nats-server 2.9's `authorization` block.
+ * Every service gets its own user that may publish and subscribe to exactly what it needs in one event namespace:
+ * only the ledger may publish `refund.*`, only the registry may serve `registry.*` RPCs, only the notifier may ask
+ * for webhook secrets. The JetStream API is allowed per stream and per durable consumer (and a consumer may be
+ * created only with its declared filter subject); replies come back on the user's own inbox prefix.
+ */
+
+/** The operator's user: stream administration, dead-letter replay, tests' observers. Never given to a service. */
+export const ADMIN_USER = 'paygate-admin';
+
+export interface NatsPermissions {
+  publish: { allow: string[] };
+  subscribe: { allow: string[] };
+  /** Lets a responder publish one reply to the reply subject of each request it received. */
+  allow_responses?: boolean;
+}
+
+const rpcNames = Object.keys(RPCS) as RpcName[];
+
+export function busPermissions(service: ServiceName, namespace: string): NatsPermissions {
+  const { eventsStream, deadLetterStream } = streamNames(namespace);
+  const consumers = Object.entries(CONSUMERS[service]) as Array<[string, Subject]>;
+  const owned = (Object.keys(SUBJECTS) as Subject[]).filter((subject) =>
+    (SUBJECTS[subject].owners as readonly ServiceName[]).includes(service),
+  );
+  const served = rpcNames.filter((name) => RPCS[name].responder === service);
+  const called = rpcNames.filter((name) =>
+    (RPCS[name].requesters as readonly ServiceName[]).includes(service),
+  );
+  const api = '$JS.API';
+  const publish = [
+    ...owned.map((subject) => `${namespace}.${subject}`),
+    ...called.map((name) => `rpc.${namespace}.${name}`),
+    `${api}.INFO`,
+    // Streams: look them up, and create them when missing (a create with another config than the existing stream's
+    // fails, so a service cannot change a stream; updates are the admin's).
+    ...[eventsStream, deadLetterStream].flatMap((stream) => [
+      `${api}.STREAM.INFO.${stream}`,
+      `${api}.STREAM.CREATE.${stream}`,
+    ]),
+    ...consumers.flatMap(([durable, subject]) => [
+      `${api}.CONSUMER.INFO.${eventsStream}.${durable}`,
+      // nats-server 2.9's create API names the filter subject, so a service can only consume what it declared.
+      `${api}.CONSUMER.CREATE.${eventsStream}.${durable}.${namespace}.${subject}`,
+      `${api}.CONSUMER.MSG.NEXT.${eventsStream}.${durable}`,
+      `$JS.ACK.${eventsStream}.${durable}.>`,
+      `dlq.${namespace}.${durable}`,
+    ]),
+  ];
+  const subscribe = [
+    `${inboxPrefixFor(service)}.>`,
+    ...(LIVE_SUBSCRIPTIONS[service] as readonly string[]).map((pattern) => `${namespace}.${pattern}`),
+    ...served.map((name) => `rpc.${namespace}.${name}`),
+    // NATS service discovery (`$SRV.PING|INFO|STATS[.<name>[.<id>]]`) of the responder's own service.
+    ...(served.length > 0 ? ['$SRV.*', `$SRV.*.${service}`, `$SRV.*.${service}.*`] : []),
+  ];
+  return {
+    publish: { allow: publish },
+    subscribe: { allow: subscribe },
+    ...(served.length > 0 ? { allow_responses: true } : {}),
+  };
+}
+
+/** One password per service user and one for the admin: 32 random bytes, hex (safe in a URL and a config file). */
+export type NatsPasswords = Record<ServiceName | typeof ADMIN_USER, string>;
+
+export function generateNatsPasswords(): NatsPasswords {
+  const users = [...SERVICE_NAMES, ADMIN_USER] as Array<keyof NatsPasswords>;
+  return Object.fromEntries(users.map((user) => [user, randomBytes(32).toString('hex')])) as NatsPasswords;
+}
+
+/**
+ * The `authorization { users = [...] }` block of nats-server.conf: one user per service (named like the service)
+ * with its permissions in `namespace`, and the admin without restrictions. Strings are JSON-quoted, which the
+ * NATS config parser reads as plain strings (a quoted `$JS…` is not a variable).
+ */
+export function renderNatsAuthorization(options: { namespace: string; passwords: NatsPasswords }): string {
+  const quote = (value: string) => JSON.stringify(value);
+  const list = (values: string[]) => `[${values.map(quote).join(', ')}]`;
+  const users = SERVICE_NAMES.map((service) => {
+    const permissions = busPermissions(service, options.namespace);
+    return [
+      `    {`,
+      `      user: ${quote(service)}, password: ${quote(options.passwords[service])}`,
+      `      permissions: {`,
+      `        publish: { allow: ${list(permissions.publish.allow)} }`,
+      `        subscribe: { allow: ${list(permissions.subscribe.allow)} }`,
+      ...(permissions.allow_responses ? ['        allow_responses: true'] : []),
+      `      }`,
+      `    }`,
+    ].join('\n');
+  });
+  users.push(`    { user: ${quote(ADMIN_USER)}, password: ${quote(options.passwords[ADMIN_USER])} }`);
+  return `# Generated from @paygate/contracts by @paygate/bus renderNatsAuthorization (namespace ${options.namespace}).\nauthorization {\n  users = [\n${users.join('\n')}\n  ]\n}\n`;
+}
+
+/** A whole nats-server 2.9 config: JetStream, the authorization block and, given a certificate, TLS on the client port. */
+export function renderNatsServerConfig(options: {
+  host: string;
+  port: number;
+  storeDir: string;
+  namespace: string;
+  passwords: NatsPasswords;
+  tls?: { certFile: string; keyFile: string };
+}): string {
+  const quote = (value: string) => JSON.stringify(value);
+  return [
+    `host: ${quote(options.host)}`,
+    `port: ${options.port}`,
+    `jetstream { store_dir: ${quote(options.storeDir)} }`,
+    ...(options.tls
+      ? [`tls { cert_file: ${quote(options.tls.certFile)}, key_file: ${quote(options.tls.keyFile)} }`]
+      : []),
+    renderNatsAuthorization(options),
+  ].join('\n');
+}

@@ -1,0 +1,106 @@
+import {
+  createCipheriv,
+  createDecipheriv,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
+
+/**
+ * Sealing a secret to a one-time X25519 key (ECIES: X25519, HKDF-SHA256, AES-256-GCM), with node:crypto only.
+ * A requester of a secret sends the public half of a key pair it made for this one request; the responder seals the
+ * secret to it; only the requester's process holds the private half. Anyone else who sees the reply (a subscriber
+ * on the inbox, a log of the wire) sees random bytes. The context (the RPC's name) is bound in, so a sealed value
+ * cannot be replayed as another RPC's answer.
+ */
+
+const SEALED_PREFIX = 'x25519-aes256gcm.';
+const BASE64URL_32_BYTES = /^[A-Za-z0-9_-]{43}$/;
+
+export interface ReplyKey {
+  /** The raw 32-byte public key, base64url: what travels in the request. */
+  publicKey: string;
+  privateKey: KeyObject;
+}
+
+export class SealedValueError extends Error {
+  override name = 'SealedValueError';
+}
+
+export function newReplyKey(): ReplyKey {
+  const { publicKey, privateKey } = generateKeyPairSync('x25519');
+  return { publicKey: rawPublicKey(publicKey), privateKey };
+}
+
+function rawPublicKey(key: KeyObject): string {
+  return key.export({ format: 'jwk' }).x as string;
+}
+
+export function isReplyPublicKey(value: unknown): value is string {
+  return typeof value === 'string' && BASE64URL_32_BYTES.test(value);
+}
+
+function importPublicKey(raw: string): KeyObject {
+  if (!isReplyPublicKey(raw))
+    throw new SealedValueError('reply key must be a base64url X25519 public key (32 bytes)');
+  return createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: raw }, format: 'jwk' });
+}
+
+function derivedKey(shared: Buffer, ephemeral: string, recipient: string, context: string): Buffer {
+  const salt = Buffer.from(`${ephemeral}.${recipient}`);
+  return Buffer.from(hkdfSync('sha256', shared, salt, `paygate sealed reply: ${context}`, 32));
+}
+
+/** Seals `plaintext` to the recipient's public key; the result is one ASCII string. */
+export function sealTo(recipientPublicKey: string, plaintext: string, context: string): string {
+  const recipient = importPublicKey(recipientPublicKey);
+  const ephemeral = generateKeyPairSync('x25519');
+  const ephemeralPublic = rawPublicKey(ephemeral.publicKey);
+  const shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient });
+  const iv = randomBytes(12);
+  const cipher = createCipheriv(
+    'aes-256-gcm',
+    derivedKey(shared, ephemeralPublic, recipientPublicKey, context),
+    iv,
+  );
+  cipher.setAAD(Buffer.from(context));
+  const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+  return `${SEALED_PREFIX}${ephemeralPublic}.${iv.toString('base64url')}.${ciphertext.toString('base64url')}`;
+}
+
+/** Opens a value sealed to `replyKey` for `context`; throws SealedValueError when it is not one. */
+export function openSealed(replyKey: ReplyKey, sealed: unknown, context: string): string {
+  if (typeof sealed !== 'string' || !sealed.startsWith(SEALED_PREFIX)) {
+    throw new SealedValueError(`${context}: expected a sealed value in the reply`);
+  }
+  const [ephemeralPublic, ivText, ciphertextText] = sealed.slice(SEALED_PREFIX.length).split('.');
+  const iv = Buffer.from(ivText ?? '', 'base64url');
+  const ciphertext = Buffer.from(ciphertextText ?? '', 'base64url');
+  if (!ephemeralPublic || iv.length !== 12 || ciphertext.length < 16) {
+    throw new SealedValueError(`${context}: malformed sealed value`);
+  }
+  try {
+    const shared = diffieHellman({
+      privateKey: replyKey.privateKey,
+      publicKey: importPublicKey(ephemeralPublic),
+    });
+    const decipher = createDecipheriv(
+      'aes-256-gcm',
+      derivedKey(shared, ephemeralPublic, replyKey.publicKey, context),
+      iv,
+    );
+    decipher.setAAD(Buffer.from(context));
+    decipher.setAuthTag(ciphertext.subarray(ciphertext.length - 16));
+    return Buffer.concat([
+      decipher.update(ciphertext.subarray(0, ciphertext.length - 16)),
+      decipher.final(),
+    ]).toString('utf8');
+  } catch (error) {
+    throw new SealedValueError(
+      `${context}: the sealed value does not open with this request's key (${(error as Error).message})`,
+    );
+  }
+}

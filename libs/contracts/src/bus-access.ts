@@ -1,0 +1,71 @@
+import type { ServiceName, Subject } from './subjects';
+
+/**
+ * What each service does on the bus besides publishing the subjects it owns (SUBJECTS) and calling or serving the
+ * RPCs that name it (RPCS): its durable JetStream consumers and its plain (core NATS) subscriptions. The NATS
+ * users' permissions are generated from these three declarations (`busPermissions` in @paygate/bus), and
+ * `startService` refuses a consumer that is not declared here, so the code and the permissions cannot drift.
+ */
+
+/** Durable consumer name -> the one subject it filters on, per service. */
+export const CONSUMERS = {
+  registry: {},
+  'gateway-proxy': { 'gateway-skill-projection': 'skill.updated' },
+  checkout: {
+    'checkout-skills': 'skill.updated',
+    'checkout-sellers': 'seller.updated',
+    'checkout-transfers': 'transfer.observed',
+    'checkout-transfer-claims': 'transfer.claimed',
+    'checkout-reorgs': 'transfer.reorged',
+  },
+  'chain-indexer': {},
+  'escrow-ledger': {
+    'ledger-payment-confirmed': 'payment.confirmed',
+    'ledger-transfer-observed': 'transfer.observed',
+    'ledger-transfer-reorged': 'transfer.reorged',
+    'ledger-refund-completed': 'refund.completed',
+    'ledger-transfer-refund-requested': 'transfer.refund_requested',
+    'ledger-settlement-completed': 'settlement.completed',
+  },
+  settlement: {
+    'settlement-refund-initiated': 'refund.initiated',
+    'settlement-seller-projection': 'seller.updated',
+  },
+  notifier: {
+    notifier_seller_updated: 'seller.updated',
+    notifier_payment_confirmed: 'payment.confirmed',
+    notifier_payment_reversed: 'payment.reversed',
+    notifier_refund_requested: 'refund.requested',
+    notifier_refund_completed: 'refund.completed',
+    notifier_settlement_completed: 'settlement.completed',
+    notifier_checkout_session_created: 'checkout.session_created',
+    notifier_checkout_session_paid: 'checkout.session_paid',
+    notifier_checkout_session_underpaid: 'checkout.session_underpaid',
+    notifier_checkout_session_expired: 'checkout.session_expired',
+    notifier_checkout_session_reopened: 'checkout.session_reopened',
+    notifier_checkout_session_refunded: 'checkout.session_refunded',
+  },
+} as const satisfies Record<ServiceName, Record<string, Subject>>;
+
+/**
+ * Core NATS subscriptions to event subjects (no durable, no acknowledgement): cache invalidation on
+ * `seller.updated` (@paygate/seller-auth), the notifier's live WebSocket feed of checkout sessions. A pattern
+ * may end in `.*` (one token).
+ */
+export const LIVE_SUBSCRIPTIONS = {
+  registry: [],
+  'gateway-proxy': ['seller.updated'],
+  checkout: ['seller.updated'],
+  'chain-indexer': [],
+  'escrow-ledger': ['seller.updated'],
+  settlement: ['seller.updated'],
+  notifier: ['seller.updated', 'checkout.*'],
+} as const satisfies Record<ServiceName, readonly string[]>;
+
+export const SERVICE_NAMES = Object.keys(CONSUMERS) as ServiceName[];
+
+/** The subject a declared durable consumer of `service` filters on, or undefined when it is not declared. */
+export function declaredConsumerSubject(service: ServiceName, durable: string): Subject | undefined {
+  const consumers = CONSUMERS[service] as Record<string, Subject>;
+  return Object.hasOwn(consumers, durable) ? consumers[durable] : undefined;
+}
