@@ -46,6 +46,7 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'payment.confirmed': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
+  'platform_payout.completed': 'settlement',
   'transfer.refund_requested': 'checkout',
 };
 

@@ -224,8 +224,9 @@ export async function authorizeTransfer(
   if (booked.status !== pendingStatus) {
     return refuse('not_pending', `${request.kind} ${request.id} is ${booked.status}`);
   }
-  // A reservation made before the ledger kept payout addresses has none: its amount is still checked.
-  if (booked.to !== null && booked.to.toLowerCase() !== to) {
+  // A reservation made before the ledger kept payout addresses has none: refused (settlement then cancels it,
+  // and the next settlement reserves again with its address).
+  if (booked.to === null || booked.to.toLowerCase() !== to) {
     return refuse('recipient_differs', `${request.kind} ${request.id} is booked to ${booked.to}`);
   }
   if (BigInt(booked.amount_micro) !== amountMicro) {
