@@ -1,3 +1,4 @@
+import { parseUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -9,7 +10,6 @@ import {
   productionGuards,
   str,
 } from '@paygate/runtime';
-import { parseUsdc } from '@paygate/money';
 import { getAddress, Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
 
@@ -53,7 +53,7 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
    * MAX_TRANSFER_USDC: no single transfer out of escrow (refund, payout, platform payout) above this is signed,
    * whatever the ledger says; it is refused and reported. Required in production.
    */
-  maxTransferMicro: bigint;
+  maxTransferUsdc: string;
   /** TREASURY_ADDRESS: where the platform's revenue is paid (operator platform payouts); null = not offered. */
   treasuryAddress: string | null;
 }
@@ -122,13 +122,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   } else if (periodSeconds > 0 && common.production) {
     problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
   }
-  let maxTransferMicro = 0n;
   if (!parsed.MAX_TRANSFER_USDC) {
-    problems.push('MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)');
+    problems.push(
+      'MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)',
+    );
   } else {
     try {
-      maxTransferMicro = parseUsdc(parsed.MAX_TRANSFER_USDC);
-      if (maxTransferMicro <= 0n) problems.push('MAX_TRANSFER_USDC: must be greater than 0');
+      if (parseUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
+        problems.push('MAX_TRANSFER_USDC: must be greater than 0');
     } catch {
       problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');
     }
@@ -176,7 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
-    maxTransferMicro,
+    maxTransferUsdc: parsed.MAX_TRANSFER_USDC,
     treasuryAddress,
   } as SettlementConfig;
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).

@@ -187,9 +187,13 @@ export class TestLedger {
     else if (request.kind === 'payout') {
       const reservation = this.reservations.get(request.id);
       if (reservation?.cancelled) return { ok: false, reason: 'not_pending', message: 'cancelled' };
-      booked = reservation && { to: reservation.payoutAddress?.toLowerCase(), amountMicro: reservation.amountMicro };
+      booked = reservation && {
+        to: reservation.payoutAddress?.toLowerCase(),
+        amountMicro: reservation.amountMicro,
+      };
     }
-    if (!booked) return { ok: false, reason: 'unknown_transfer', message: `no ${request.kind} ${request.id}` };
+    if (!booked)
+      return { ok: false, reason: 'unknown_transfer', message: `no ${request.kind} ${request.id}` };
     if (booked.to !== undefined && booked.to !== to) {
       return { ok: false, reason: 'recipient_differs', message: `booked to ${booked.to}` };
     }

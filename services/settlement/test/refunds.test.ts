@@ -235,7 +235,9 @@ describe('refunds sent on chain', () => {
     ).toMatch(/above MAX_TRANSFER_USDC/);
     for (const id of ['ref_forged', 'ref_altered', 'ref_huge']) expect(await refundRow(id)).toBeUndefined();
     const metrics = await fetch(`${service.url}/metrics`).then((r) => r.text());
-    expect(metrics).toMatch(/settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(
+      /settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/,
+    );
     await service.transfers.runOnce();
     expect((await chain.transfersFromEscrow()).length).toBe(before);
   });

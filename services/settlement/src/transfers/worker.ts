@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import { formatUsdc } from '@paygate/money';
 import type { SettlementConfig } from '../config';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB, TransferKind } from '../db';
@@ -220,10 +220,10 @@ export class TransferWorker implements BackgroundTask {
       .executeTakeFirst();
     if (!transfer) return false;
     let refusal: { reason: string; message: string } | undefined;
-    if (transfer.amount_micro > this.config.maxTransferMicro) {
+    if (transfer.amount_micro > parseUsdc(this.config.maxTransferUsdc)) {
       refusal = {
         reason: 'exceeds_transfer_cap',
-        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(this.config.maxTransferMicro)})`,
+        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseUsdc(this.config.maxTransferUsdc))})`,
       };
     } else {
       try {
