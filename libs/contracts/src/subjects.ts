@@ -148,7 +148,7 @@ export const SUBJECTS = {
     schema: SettlementCompleted,
     description: 'A payout to a seller was confirmed on chain.',
   },
-  'platform_payout.completed': {
+  'revenue.paid_out': {
     owners: ['settlement'],
     version: 1,
     schema: PlatformPayoutCompleted,

@@ -6,7 +6,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
  *   row = 0);
  * - `platform_payout_pending` and `platform_payouts`: the platform's revenue reserved for a payout to the
  *   treasury address, sent by settlement once (like a seller payout) and booked out of escrow on
- *   `platform_payout.completed`.
+ *   `revenue.paid_out`.
  */
 export const sellerExposure: Migration = {
   async up(db: Kysely<any>) {

@@ -109,7 +109,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         },
         {
           durable: 'ledger-platform-payout-completed',
-          subject: 'platform_payout.completed',
+          subject: 'revenue.paid_out',
           handler: (trx, e) => onPlatformPayoutCompleted(trx, e as never, d),
         },
       ];

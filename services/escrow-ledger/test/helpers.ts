@@ -46,7 +46,7 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'payment.confirmed': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
-  'platform_payout.completed': 'settlement',
+  'revenue.paid_out': 'settlement',
   'transfer.refund_requested': 'checkout',
 };
 

@@ -369,7 +369,7 @@ describe('ledger', () => {
       shortfall: '3.8',
     });
     // An operator grants credit: the seller's balance may go negative, and reconciliation reports the exposure.
-    const credit = await h.http(`/api/v1/operator/sellers/${seller}/credit-limit`, {
+    const credit = await h.http(`/api/v1/operator/ledger/sellers/${seller}/credit-limit`, {
       method: 'PUT',
       key: OPERATOR_TOKEN,
       body: { creditLimit: '5' },
@@ -382,7 +382,7 @@ describe('ledger', () => {
     const exposed = await reconcile(db, h.ledger.deps.config, await accountBalance(db, 'escrow_asset'));
     expect(exposed.exposure).toMatchObject({ owedBySellers: '3.8', uncovered: '3.8' });
     expect(exposed.differences).toEqual([expect.objectContaining({ difference: '3.8' })]);
-    await h.http(`/api/v1/operator/sellers/${seller}/credit-limit`, {
+    await h.http(`/api/v1/operator/ledger/sellers/${seller}/credit-limit`, {
       method: 'PUT',
       key: OPERATOR_TOKEN,
       body: { creditLimit: '0' },

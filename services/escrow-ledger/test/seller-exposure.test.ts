@@ -7,7 +7,7 @@ import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
 import { refundRequestMessage } from '../src/refunds/routes';
-import { type LedgerHarness, OPERATOR_TOKEN, paymentData, randomTxHash, startLedgerHarness } from './helpers';
+import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
 
 /**
  * Escrow is shared by every seller: a refund or payout is paid only from what the ledger says that party still
@@ -272,7 +272,7 @@ describe('a seller spends only its own money in the shared escrow', () => {
     expect(
       await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_3', treasuryAddress: TREASURY }),
     ).toEqual(first);
-    await h.publish('platform_payout.completed', {
+    await h.publish('revenue.paid_out', {
       payoutId: 'ppo_3',
       amount,
       treasuryAddress: TREASURY,

@@ -1,4 +1,4 @@
-import { parseUsdc } from '@paygate/money';
+import { parseChainUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -128,7 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     );
   } else {
     try {
-      if (parseUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
+      if (parseChainUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
         problems.push('MAX_TRANSFER_USDC: must be greater than 0');
     } catch {
       problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');

@@ -536,7 +536,7 @@ describe('settlement + escrow-ledger end to end', () => {
     expect(revenue).toBeGreaterThan(0n);
     const treasuryBefore = await chain.balanceOf(TREASURY);
     const post = () =>
-      fetch(`${settlement.url}/api/v1/operator/platform-payouts`, {
+      fetch(`${settlement.url}/api/v1/operator/settlements/platform-payouts`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
         body: JSON.stringify({ waitMs: 20_000 }),

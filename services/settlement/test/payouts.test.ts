@@ -281,7 +281,7 @@ describe('settlement payouts on anvil', () => {
       '/api/v1/settlements',
       '/api/v1/settlements/{settlementId}',
       '/api/v1/operator/settlements/run',
-      '/api/v1/operator/platform-payouts',
+      '/api/v1/operator/settlements/platform-payouts',
     ]);
   });
 

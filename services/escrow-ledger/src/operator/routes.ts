@@ -202,7 +202,7 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
   // Escrow is shared: a seller's balance goes below zero (refunds beyond what it has) only by an operator's credit.
   const creditLimit = defineRoute({
     method: 'put',
-    path: '/api/v1/operator/sellers/:sellerId/credit-limit',
+    path: '/api/v1/operator/ledger/sellers/:sellerId/credit-limit',
     operationId: 'setSellerCreditLimit',
     summary: "Operator: how far below zero a seller's balance may go through refunds (default 0)",
     description:

@@ -305,7 +305,7 @@ export async function cancelPlatformPayout(
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onPlatformPayoutCompleted(
   trx: Transaction<any>,
-  event: EventEnvelope<'platform_payout.completed', EventData<'platform_payout.completed'>>,
+  event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
@@ -313,13 +313,13 @@ export async function onPlatformPayoutCompleted(
   const rows = await sql<{ status: string; amount_micro: bigint; treasury_address: string }>`select status,
       amount_micro, treasury_address from platform_payouts where payout_id = ${d.payoutId}`.execute(trx);
   const payout = rows.rows[0];
-  if (!payout) throw new Error(`platform_payout.completed for unknown payout ${d.payoutId}`);
+  if (!payout) throw new Error(`revenue.paid_out for unknown payout ${d.payoutId}`);
   if (payout.status === 'completed') return;
   const sentMicro = parseUsdc(d.amount);
   if (payout.status !== 'reserved' || sentMicro !== BigInt(payout.amount_micro)) {
     // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
     throw new Error(
-      `platform_payout.completed ${d.payoutId} does not match its reservation (status ${payout.status}, reserved ${formatUsdc(BigInt(payout.amount_micro))}, sent ${d.amount})`,
+      `revenue.paid_out ${d.payoutId} does not match its reservation (status ${payout.status}, reserved ${formatUsdc(BigInt(payout.amount_micro))}, sent ${d.amount})`,
     );
   }
   await postEntry(trx, {

@@ -17,7 +17,7 @@ import type { TransferOutcomeHandler } from '../transfers/worker';
  * The platform's 5% leaves escrow only this way: an operator asks, the ledger reserves what the platform revenue
  * account holds (`ledger.reserve_platform_payout`), and the same outgoing-transfer engine as seller payouts sends
  * it to TREASURY_ADDRESS exactly once (idempotency key = payoutId; the ledger authorises it again before it is
- * signed). `platform_payout.completed` books it out of escrow in the ledger.
+ * signed). `revenue.paid_out` books it out of escrow in the ledger.
  */
 
 const WAIT_POLL_MS = 200;
@@ -59,7 +59,7 @@ export function platformPayoutView(row: Selectable<PlatformPayoutsTable>) {
   };
 }
 
-/** Ends a platform payout with its transfer; `platform_payout.completed` goes out through the outbox. */
+/** Ends a platform payout with its transfer; `revenue.paid_out` goes out through the outbox. */
 export function platformPayoutOutcome(clock: Clock): TransferOutcomeHandler {
   return {
     async onConfirmed(trx, transfer) {
@@ -74,7 +74,7 @@ export function platformPayoutOutcome(clock: Clock): TransferOutcomeHandler {
       if (!payout) return;
       await enqueueEvent(
         trx,
-        createEvent('platform_payout.completed', 'settlement', {
+        createEvent('revenue.paid_out', 'settlement', {
           payoutId: payout.payout_id,
           amount: formatUsdc(transfer.amount_micro),
           treasuryAddress: transfer.to_address,
@@ -137,11 +137,11 @@ export function platformPayoutRoutes(
   return [
     defineRoute({
       method: 'post',
-      path: '/api/v1/operator/platform-payouts',
+      path: '/api/v1/operator/settlements/platform-payouts',
       operationId: 'createPlatformPayout',
       summary: "Operator: pay the platform's revenue (its fees) out of escrow to TREASURY_ADDRESS",
       description:
-        "The ledger reserves everything the platform revenue account holds (and nothing more); the transfer is sent once, like a seller payout, after the ledger authorises it, and booked out of escrow on platform_payout.completed. Two requests at once: the second finds nothing left (409 nothing_available). waitMs waits for the transfer's confirmation (txHash).",
+        "The ledger reserves everything the platform revenue account holds (and nothing more); the transfer is sent once, like a seller payout, after the ledger authorises it, and booked out of escrow on revenue.paid_out. Two requests at once: the second finds nothing left (409 nothing_available). waitMs waits for the transfer's confirmation (txHash).",
       auth: operator,
       body: PlatformPayoutBody,
       bodyOptional: true,

@@ -1,7 +1,7 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { formatUsdc, parseChainUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
@@ -43,10 +43,10 @@ export function refundInitiatedConsumer(
       }
       // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
       const amountMicro = parseChainUsdc(refund.amount);
-      if (amountMicro > parseUsdc(config.maxTransferUsdc)) {
+      if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
         metrics.transfersRefused.inc({ kind: 'refund', reason: 'exceeds_transfer_cap' });
         throw new Error(
-          `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseUsdc(config.maxTransferUsdc))}); not sent`,
+          `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(config.maxTransferUsdc))}); not sent`,
         );
       }
       const authorization = await ledger.authorizeTransfer({

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { SettlementConfig } from '../config';
@@ -220,10 +220,10 @@ export class TransferWorker implements BackgroundTask {
       .executeTakeFirst();
     if (!transfer) return false;
     let refusal: { reason: string; message: string } | undefined;
-    if (transfer.amount_micro > parseUsdc(this.config.maxTransferUsdc)) {
+    if (transfer.amount_micro > parseChainUsdc(this.config.maxTransferUsdc)) {
       refusal = {
         reason: 'exceeds_transfer_cap',
-        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseUsdc(this.config.maxTransferUsdc))})`,
+        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(this.config.maxTransferUsdc))})`,
       };
     } else {
       try {
