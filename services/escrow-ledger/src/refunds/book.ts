@@ -213,7 +213,7 @@ async function checkSellerCanPay(
     throw new HttpError(
       409,
       'insufficient_seller_balance',
-      `the seller's balance with Paygate does not cover this refund: ${formatUsdc(shortfall)} USDC short (top up the reserve, or ask the operator for credit)`,
+      `the seller's money with Paygate (held + available) does not cover this refund: ${formatUsdc(shortfall)} USDC short; a refund is paid only from what the seller still has (or an operator's credit)`,
       {
         field: 'amount',
         rule: `the seller part (${formatUsdc(sellerPart)}) must be covered by held + available + credit limit`,
