@@ -26,6 +26,7 @@ export const CONSUMERS = {
     'ledger-refund-completed': 'refund.completed',
     'ledger-transfer-refund-requested': 'transfer.refund_requested',
     'ledger-settlement-completed': 'settlement.completed',
+    'ledger-platform-payout-completed': 'revenue.paid_out',
   },
   settlement: {
     'settlement-refund-initiated': 'refund.initiated',

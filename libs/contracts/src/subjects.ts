@@ -5,7 +5,7 @@ import { TransferClaimed } from './events/claims';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
 import { PaymentConfirmed, PaymentReversed } from './events/payments';
 import { SellerUpdated, SkillUpdated } from './events/registry';
-import { RefundCompleted, SettlementCompleted } from './events/settlement';
+import { PlatformPayoutCompleted, RefundCompleted, SettlementCompleted } from './events/settlement';
 
 export type ServiceName =
   | 'gateway-proxy'
@@ -147,6 +147,12 @@ export const SUBJECTS = {
     version: 1,
     schema: SettlementCompleted,
     description: 'A payout to a seller was confirmed on chain.',
+  },
+  'revenue.paid_out': {
+    owners: ['settlement'],
+    version: 1,
+    schema: PlatformPayoutCompleted,
+    description: "A payout of the platform's revenue to the treasury address was confirmed on chain.",
   },
 } as const satisfies Record<string, SubjectDefinition>;
 

@@ -7,8 +7,8 @@ import { reorgReinclusion } from './2026-11-22-0500-reorg-reinclusion';
 import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-refunds';
 import { transferClaims } from './2026-11-22-1000-transfer-claims';
 import { transactionsLookup } from './2026-11-22-1200-transactions-lookup';
-
 import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
+import { sellerExposure } from './2026-11-25-1400-seller-exposure';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -20,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-1000-transfer-claims': transferClaims,
   '2026-11-22-1200-transactions-lookup': transactionsLookup,
   '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
+  '2026-11-25-1400-seller-exposure': sellerExposure,
 };

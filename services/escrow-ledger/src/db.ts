@@ -14,6 +14,7 @@ export type AccountKind =
   | 'seller_available'
   | 'seller_payout_pending'
   | 'platform_revenue'
+  | 'platform_payout_pending'
   | 'refund_pending';
 export type PostingSide = 'debit' | 'credit';
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
@@ -187,6 +188,24 @@ export interface PayoutReservationsTable {
   completed_at: Date | null;
 }
 
+/** How far below zero an operator lets a seller's balance (held + available) go; no row = 0. */
+export interface SellerCreditLimitsTable {
+  seller_id: string;
+  credit_limit_micro: bigint;
+  updated_at: Date;
+}
+
+/** The platform's revenue reserved for a payout to the treasury (settlement sends it once). */
+export interface PlatformPayoutsTable {
+  payout_id: string;
+  treasury_address: string;
+  amount_micro: bigint;
+  status: 'reserved' | 'completed' | 'cancelled';
+  tx_hash: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
 export interface IdempotencyKeysTable {
   seller_id: string;
   key: string;
@@ -210,6 +229,8 @@ export interface LedgerDatabase extends BusTables {
   refund_requests: RefundRequestsTable;
   payout_reservations: PayoutReservationsTable;
   idempotency_keys: IdempotencyKeysTable;
+  seller_credit_limits: SellerCreditLimitsTable;
+  platform_payouts: PlatformPayoutsTable;
 }
 
 export type LedgerDb = Kysely<LedgerDatabase>;

@@ -19,7 +19,7 @@ import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
 import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
-import { onSettlementCompleted, PayoutResponders } from './payouts/payouts';
+import { onPlatformPayoutCompleted, onSettlementCompleted, PayoutResponders } from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
@@ -132,6 +132,11 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
           subject: 'settlement.completed',
           handler: (trx, e) => onSettlementCompleted(trx, e as never, d),
           concurrency: 4,
+        },
+        {
+          durable: 'ledger-platform-payout-completed',
+          subject: 'revenue.paid_out',
+          handler: (trx, e) => onPlatformPayoutCompleted(trx, e as never, d),
         },
       ];
     },

@@ -46,6 +46,7 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'payment.confirmed': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
+  'revenue.paid_out': 'settlement',
   'transfer.refund_requested': 'checkout',
 };
 

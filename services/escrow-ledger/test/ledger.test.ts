@@ -356,10 +356,36 @@ describe('ledger', () => {
     expect((await h.http(`/api/v1/transactions/${a.id}`, { key: OTHER_SELLER_KEY })).body.status).toBe(
       'settled',
     );
-    // Refund after settlement: the seller's balance is debited and goes negative.
+    // Refund after settlement with nothing left with Paygate: refused, escrow is other sellers' money.
+    const refused = await h.http('/api/v1/refunds', {
+      key: OTHER_SELLER_KEY,
+      body: { transactionId: a.id, amount: '4', reason: 'late' },
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({
+      code: 'insufficient_seller_balance',
+      available: '0',
+      held: '0',
+      shortfall: '3.8',
+    });
+    // An operator grants credit: the seller's balance may go negative, and reconciliation reports the exposure.
+    const credit = await h.http(`/api/v1/operator/ledger/sellers/${seller}/credit-limit`, {
+      method: 'PUT',
+      key: OPERATOR_TOKEN,
+      body: { creditLimit: '5' },
+    });
+    expect(credit.body).toMatchObject({ sellerId: seller, creditLimit: '5', held: '0', available: '0' });
     const refund = await h.http('/api/v1/refunds', {
       key: OTHER_SELLER_KEY,
       body: { transactionId: a.id, amount: '4', reason: 'late' },
+    });
+    const exposed = await reconcile(db, h.ledger.deps.config, await accountBalance(db, 'escrow_asset'));
+    expect(exposed.exposure).toMatchObject({ owedBySellers: '3.8', uncovered: '3.8' });
+    expect(exposed.differences).toEqual([expect.objectContaining({ difference: '3.8' })]);
+    await h.http(`/api/v1/operator/ledger/sellers/${seller}/credit-limit`, {
+      method: 'PUT',
+      key: OPERATOR_TOKEN,
+      body: { creditLimit: '0' },
     });
     expect(refund.body).toMatchObject({
       phase: 'after_release',

@@ -234,6 +234,8 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     ).catch(() => call('/api/v1/reconciliation', { key: OPERATOR_TOKEN }));
     expect(report.status).toBe(200);
     expect(report.body).toMatchObject({ balanced: true, difference: '0', differences: [] });
+    // No seller's debt is paid with other sellers' money in escrow.
+    expect(report.body.exposure).toMatchObject({ uncovered: '0' });
     expect(parseUsdc(report.body.chainBalance)).toBe(await balanceOf(testWallets.escrow.address));
     expect(report.body.ledgerBalance).toBe(report.body.chainBalance);
   };
@@ -344,7 +346,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await expectReconciled();
   });
 
-  test('a refund after settlement leaves the seller owing; the next settlement recovers it', async () => {
+  test('a refund after settlement is paid only from what the seller still has (refused with nothing held); the next settlement recovers it', async () => {
     const seller = await newSeller('1');
     const first = await payThroughCheckout(seller, '10', 0);
     await waitReleased(first);
@@ -352,6 +354,18 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await settleAndWait(seller.sellerId, 1);
     expect(await balanceOf(seller.payoutAddress)).toBe(first.sellerMicro);
 
+    // Nothing left with Paygate: the refund would be paid with other sellers' money in escrow.
+    const refused = await refund(seller, first, '4');
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({
+      code: 'insufficient_seller_balance',
+      available: '0',
+      held: '0',
+      shortfall: '3.8',
+    });
+
+    // With a held sale the seller has money with Paygate again: the refund is paid from it, the seller owes.
+    const second = await payThroughCheckout(seller, '10', 24);
     const buyerBefore = await balanceOf(testWallets.buyer.address);
     const booked = await refund(seller, first, '4');
     expect(booked.status).toBe(201);
@@ -363,14 +377,14 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await waitRefundCompleted(booked.body.refundId);
     expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 4_000_000n);
     expect((await call('/api/v1/balances', { key: seller.apiKey })).body).toMatchObject({
+      held: formatUsdc(second.sellerMicro),
       available: '0',
       owed: '3.8',
     });
     await expectReconciled();
 
-    const second = await payThroughCheckout(seller, '10', 0);
-    await waitReleased(second);
     await nextDay();
+    await waitReleased(second);
     const payout = await settleAndWait(seller.sellerId, 2);
     expect(payout.amount_micro).toBe(second.sellerMicro - 3_800_000n);
     expect(await balanceOf(seller.payoutAddress)).toBe(first.sellerMicro + second.sellerMicro - 3_800_000n);

@@ -67,6 +67,8 @@ export async function startMoneyServices(options: {
         TRANSFER_POLL_INTERVAL_MS: '100',
         TX_TIMEOUT_MS: '5000',
         RPC_TIMEOUT_MS: '3000',
+        // No cap in these flows: the unmatched-refund e2e returns a single transfer above ten billion USDC.
+        MAX_TRANSFER_USDC: '9000000000000',
       }),
     ),
     { now: clock },

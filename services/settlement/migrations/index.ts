@@ -3,6 +3,7 @@ import { settlementInit } from './2026-11-22-0600-settlement-init';
 import { availableMayBeNegative } from './2026-11-22-0700-available-may-be-negative';
 import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-refunds';
 import { relayedAuthorizations } from './2026-11-22-1100-relayed-authorizations';
+import { platformPayouts } from './2026-11-25-1400-platform-payouts';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0700-available-may-be-negative': availableMayBeNegative,
   '2026-11-22-0900-unmatched-transfer-refunds': unmatchedTransferRefunds,
   '2026-11-22-1100-relayed-authorizations': relayedAuthorizations,
+  '2026-11-25-1400-platform-payouts': platformPayouts,
 };

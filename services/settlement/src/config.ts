@@ -1,3 +1,4 @@
+import { parseChainUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -9,7 +10,7 @@ import {
   productionGuards,
   str,
 } from '@paygate/runtime';
-import { Wallet } from 'ethers';
+import { getAddress, Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
@@ -48,7 +49,17 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
    * DAILY/WEEKLY/MONTHLY one, so `make dev` pays out within minutes. 0 = the real periods; refused in production.
    */
   settlementPeriodSeconds: number;
+  /**
+   * MAX_TRANSFER_USDC: no single transfer out of escrow (refund, payout, platform payout) above this is signed,
+   * whatever the ledger says; it is refused and reported. Required in production.
+   */
+  maxTransferUsdc: string;
+  /** TREASURY_ADDRESS: where the platform's revenue is paid (operator platform payouts); null = not offered. */
+  treasuryAddress: string | null;
 }
+
+/** The development default cap; production must choose its own. */
+const DEVELOPMENT_MAX_TRANSFER_USDC = '100000';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConfig {
@@ -63,6 +74,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     SETTLEMENT_CRASH_POINT: string;
     OPERATOR_TOKEN: string;
     SETTLEMENT_PERIOD_SECONDS: number;
+    MAX_TRANSFER_USDC: string;
+    TREASURY_ADDRESS: string;
   }>(env, {
     // No default: without the key nothing can be paid out, and a default key would be a public one.
     ESCROW_PRIVATE_KEY: str(),
@@ -74,6 +87,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     SETTLEMENT_CRASH_POINT: str({ default: '' }),
     OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
     SETTLEMENT_PERIOD_SECONDS: num({ default: 0 }),
+    MAX_TRANSFER_USDC: str({ default: common.production ? '' : DEVELOPMENT_MAX_TRANSFER_USDC }),
+    TREASURY_ADDRESS: str({ default: '' }),
   });
   const problems: string[] = [];
   let escrowAddress: string | undefined;
@@ -106,6 +121,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     problems.push('SETTLEMENT_PERIOD_SECONDS: must be an integer from 0 to 86400');
   } else if (periodSeconds > 0 && common.production) {
     problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
+  }
+  if (!parsed.MAX_TRANSFER_USDC) {
+    problems.push(
+      'MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)',
+    );
+  } else {
+    try {
+      if (parseChainUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
+        problems.push('MAX_TRANSFER_USDC: must be greater than 0');
+    } catch {
+      problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');
+    }
+  }
+  let treasuryAddress: string | null = null;
+  if (parsed.TREASURY_ADDRESS) {
+    try {
+      treasuryAddress = getAddress(parsed.TREASURY_ADDRESS);
+      if (/^0x0{40}$/.test(treasuryAddress)) throw new Error('zero');
+    } catch {
+      problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
+      treasuryAddress = null;
+    }
   }
   const crash = parsed.SETTLEMENT_CRASH_POINT;
   if (crash && !(CRASH_POINTS as readonly string[]).includes(crash)) {
@@ -140,6 +177,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
+    maxTransferUsdc: parsed.MAX_TRANSFER_USDC,
+    treasuryAddress,
   } as SettlementConfig;
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
   Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });

@@ -3,7 +3,7 @@ import type { Generated } from 'kysely';
 import type { RelayedAuthorizationsTable } from './relayer/tables';
 
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
-export type TransferKind = 'payout' | 'refund';
+export type TransferKind = 'payout' | 'refund' | 'platform_payout';
 export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
 export type SettlementStatus = 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
 export type RefundStatus = 'sending' | 'completed' | 'failed';
@@ -84,10 +84,25 @@ export interface RefundsTable {
   completed_at: Date | null;
 }
 
+/** A payout of the platform's revenue to the treasury address (an operator's request). */
+export interface PlatformPayoutsTable {
+  payout_id: string;
+  status: 'sending' | 'completed' | 'failed';
+  amount_micro: bigint;
+  treasury_address: string;
+  transfer_id: string;
+  tx_hash: string | null;
+  failure_reason: string | null;
+  cancel_acknowledged_at: Date | null;
+  created_at: Generated<Date>;
+  completed_at: Date | null;
+}
+
 export interface SettlementDB extends BusTables {
   sellers: SellersTable;
   outgoing_transfers: OutgoingTransfersTable;
   settlements: SettlementsTable;
   refunds: RefundsTable;
   relayed_authorizations: RelayedAuthorizationsTable;
+  platform_payouts: PlatformPayoutsTable;
 }

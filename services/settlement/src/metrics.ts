@@ -4,8 +4,10 @@ import { countStuckTransfers } from './transfers/repository';
 
 export interface SettlementMetrics {
   /** Counts a transfer confirmed on chain (money that actually left escrow). */
-  transferSent(kind: 'payout' | 'refund'): void;
+  transferSent(kind: 'payout' | 'refund' | 'platform_payout'): void;
   transfersFailed: Counter<'kind'>;
+  /** Transfers out of escrow refused before signing: the ledger did not authorise them, or over the cap. */
+  transfersRefused: Counter<'kind' | 'reason'>;
   payoutsSent: Counter;
   refundsSent: Counter;
   settlementsSkipped: Counter<'reason'>;
@@ -36,8 +38,15 @@ export function createSettlementMetrics(
   return {
     transferSent(kind) {
       transfersSent.inc({ kind });
-      (kind === 'payout' ? payoutsSent : refundsSent).inc();
+      if (kind === 'payout') payoutsSent.inc();
+      else if (kind === 'refund') refundsSent.inc();
     },
+    transfersRefused: new Counter({
+      name: 'settlement_transfers_refused_total',
+      help: 'Transfers out of escrow refused before signing (not authorised by the ledger, or above MAX_TRANSFER_USDC), by kind and reason',
+      labelNames: ['kind', 'reason'],
+      registers,
+    }),
     transfersFailed: new Counter({
       name: 'settlement_transfers_failed_total',
       help: 'Outgoing transfers that reverted or could not be sent, by kind',

@@ -9,6 +9,7 @@ import type { SettlementConfig } from './config';
 import type { SettlementDB } from './db';
 import { LedgerClient } from './ledger/client';
 import { createSettlementMetrics } from './metrics';
+import { platformPayoutOutcome, platformPayoutRoutes } from './platform/payouts';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
 import { RelayerChain } from './relayer/chain';
 import { Relayer } from './relayer/relayer';
@@ -54,17 +55,32 @@ export async function startSettlement(
       })
     : null;
   let parts:
-    | { scheduler: SettlementScheduler; transfers: TransferWorker; auth: SellerAuth; relayer: Relayer | null }
+    | {
+        scheduler: SettlementScheduler;
+        transfers: TransferWorker;
+        auth: SellerAuth;
+        relayer: Relayer | null;
+        ledger: LedgerClient;
+        metrics: ReturnType<typeof createSettlementMetrics>;
+      }
     | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
   const build = (ctx: ServiceContext<SettlementDB>) => {
     if (parts) return parts;
     const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-    const transfers = new TransferWorker(ctx, config, chain, metrics, {
-      payout: payoutOutcome(clock),
-      refund: refundOutcome(clock),
-    });
     const ledger = new LedgerClient(ctx.bus, config.ledgerTimeoutMs);
+    const transfers = new TransferWorker(
+      ctx,
+      config,
+      chain,
+      metrics,
+      {
+        payout: payoutOutcome(clock),
+        refund: refundOutcome(clock),
+        platform_payout: platformPayoutOutcome(clock),
+      },
+      ledger,
+    );
     const scheduler = new SettlementScheduler(ctx, config, clock, ledger, chain, metrics, () =>
       transfers.kick(),
     );
@@ -84,7 +100,7 @@ export async function startSettlement(
             dbSchema: config.dbSchema,
           })
         : null;
-    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer };
+    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer, ledger, metrics };
     return parts;
   };
 
@@ -95,20 +111,21 @@ export async function startSettlement(
       config,
       migrations,
       routes: (app, ctx) => {
-        const { auth, scheduler, transfers } = build(ctx);
+        const { auth, scheduler, transfers, ledger } = build(ctx);
         const routes = [
           ...settlementRoutes(ctx, auth),
           ...settlementOperatorRoutes(ctx, config, scheduler, clock, () => transfers.kick()),
+          ...platformPayoutRoutes(ctx, config, ledger, chain, () => transfers.kick()),
         ];
         mountRoutes(app, routes);
         serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
       },
       consumers: (ctx) => {
-        const { transfers } = build(ctx);
+        const { transfers, ledger, metrics } = build(ctx);
         // Each consumer is typed by its own subject; the list holds them side by side.
         return [
           sellerProjectionConsumer(clock, config.settlementPeriodSeconds),
-          refundInitiatedConsumer(config, chain, () => transfers.kick()),
+          refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick()),
         ] as unknown as ConsumerOptions<Subject>[];
       },
       background: (ctx) => {

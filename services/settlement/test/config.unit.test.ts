@@ -8,7 +8,11 @@ const base = {
   USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
 };
 
-const production = { NODE_ENV: 'production', OPERATOR_TOKEN: 'a-production-operator-token' };
+const production = {
+  NODE_ENV: 'production',
+  OPERATOR_TOKEN: 'a-production-operator-token',
+  MAX_TRANSFER_USDC: '5000',
+};
 
 describe('settlement config', () => {
   it('has short development periods and an operator token, and refuses both shortcuts in production', () => {
@@ -26,6 +30,27 @@ describe('settlement config', () => {
     expect(() => loadConfig({ ...base, NODE_ENV: 'production' })).toThrow(/OPERATOR_TOKEN/);
     expect(() => loadConfig({ ...base, OPERATOR_TOKEN: 'short' })).toThrow(/OPERATOR_TOKEN/);
     expect(loadConfig({ ...base, ...production }).operatorToken).toBe(production.OPERATOR_TOKEN);
+  });
+
+  it('caps every transfer out of escrow: MAX_TRANSFER_USDC, required in production; TREASURY_ADDRESS checked', () => {
+    expect(loadConfig(base)).toMatchObject({ maxTransferUsdc: '100000', treasuryAddress: null });
+    expect(() => loadConfig({ ...base, ...production, MAX_TRANSFER_USDC: undefined })).toThrow(
+      /MAX_TRANSFER_USDC: must be set in production/,
+    );
+    expect(() => loadConfig({ ...base, MAX_TRANSFER_USDC: '0' })).toThrow(
+      /MAX_TRANSFER_USDC: must be greater/,
+    );
+    expect(() => loadConfig({ ...base, MAX_TRANSFER_USDC: 'lots' })).toThrow(
+      /MAX_TRANSFER_USDC: must be a decimal/,
+    );
+    expect(loadConfig({ ...base, ...production }).maxTransferUsdc).toBe('5000');
+    expect(
+      loadConfig({ ...base, TREASURY_ADDRESS: testWallets.platform.address.toLowerCase() }).treasuryAddress,
+    ).toBe(testWallets.platform.address);
+    expect(() => loadConfig({ ...base, TREASURY_ADDRESS: '0x12' })).toThrow(/TREASURY_ADDRESS/);
+    expect(() => loadConfig({ ...base, TREASURY_ADDRESS: `0x${'0'.repeat(40)}` })).toThrow(
+      /TREASURY_ADDRESS/,
+    );
   });
 
   it('requires the escrow key and never shows it', () => {

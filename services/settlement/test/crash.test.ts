@@ -114,7 +114,7 @@ describe('exactly one transfer on chain across crashes', () => {
   it(
     'killed between recording and broadcasting: the restart broadcasts the recorded transaction once',
     async () => {
-      await publishEvent(bus, refundInitiated('ref_after_record', '3', chain.anvil.chainId));
+      await publishEvent(bus, ledger.booked(refundInitiated('ref_after_record', '3', chain.anvil.chainId)));
       const crashed = startChild('after_record');
       expect(await exitCodeOf(crashed)).toBe(137);
 
@@ -151,7 +151,10 @@ describe('exactly one transfer on chain across crashes', () => {
     async () => {
       await setAutomine(chain.anvil.provider, false); // keep the broadcast transaction pending
       try {
-        await publishEvent(bus, refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId));
+        await publishEvent(
+          bus,
+          ledger.booked(refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId)),
+        );
         const crashed = startChild('after_broadcast');
         expect(await exitCodeOf(crashed)).toBe(137);
 

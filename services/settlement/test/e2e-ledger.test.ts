@@ -31,6 +31,10 @@ const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'e2e-operator-token-0123456789';
 const SELLER_KEY = 'sk_test_e2e_ledger_seller_01';
 const sellerId = 'sel_e2e';
+/** A fresh seller that pays its own skill and tries to refund itself after its payout (issue point 1). */
+const ATTACKER_KEY = 'sk_test_e2e_ledger_attacker_1';
+const attackerId = 'sel_attacker';
+const TREASURY = testWallets.platform.address;
 
 /**
  * Settlement with the real escrow-ledger: real on-chain payments into escrow, holds released by the ledger,
@@ -53,8 +57,13 @@ describe('settlement + escrow-ledger end to end', () => {
   };
 
   /** The buyer pays the escrow wallet on chain; the indexer and the gateway say so. */
-  const pay = async (amount: string, holdPeriodHours: number) => {
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('buyer', chain.anvil.provider));
+  const pay = async (
+    amount: string,
+    holdPeriodHours: number,
+    by: { sellerId: string; payer: 'buyer' | 'stranger' } = { sellerId, payer: 'buyer' },
+  ) => {
+    const payer = testWallets[by.payer].address;
+    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner(by.payer, chain.anvil.provider));
     const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount));
     const receipt = await tx.wait(1, 10_000);
     const log = receipt.logs[0];
@@ -72,7 +81,7 @@ describe('settlement + escrow-ledger end to end', () => {
         ...common,
         blockNumber: receipt.blockNumber,
         blockHash: receipt.blockHash,
-        from: testWallets.buyer.address,
+        from: payer,
         to: testWallets.escrow.address,
         confirmations: 1,
         observedAt: now.toISOString(),
@@ -84,12 +93,12 @@ describe('settlement + escrow-ledger end to end', () => {
         ...common,
         paymentId: `pay_${receipt.hash.slice(2, 14)}`,
         source: 'x402',
-        sellerId,
+        sellerId: by.sellerId,
         skillId: null,
         skillName: null,
         endpointId: null,
         sessionId: null,
-        payer: testWallets.buyer.address,
+        payer,
         holdPeriodHours,
         confirmedAt: now.toISOString(),
       }),
@@ -112,7 +121,7 @@ describe('settlement + escrow-ledger end to end', () => {
       rpcUrl: chain.anvil.rpcUrl,
       usdcAddress: chain.usdcAddress,
       amountMicro: parseUsdc('100'),
-      roles: ['buyer'],
+      roles: ['buyer', 'stranger'],
     });
     bus = await env.bus();
     await serveSellersForTests(bus, {
@@ -121,6 +130,13 @@ describe('settlement + escrow-ledger end to end', () => {
         walletAddress: testWallets.seller.address,
         payoutAddress: testWallets.seller.address,
         publishableKey: 'pk_test_e2e_ledger_seller',
+        apiKeyVersion: 1,
+      },
+      [ATTACKER_KEY]: {
+        sellerId: attackerId,
+        walletAddress: testWallets.stranger.address,
+        payoutAddress: testWallets.stranger.address,
+        publishableKey: 'pk_test_e2e_ledger_attacker',
         apiKeyVersion: 1,
       },
     });
@@ -136,9 +152,10 @@ describe('settlement + escrow-ledger end to end', () => {
       ),
       now: () => now,
     });
-    settlement = await startSettlement(loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN })), {
-      now: () => now,
-    });
+    settlement = await startSettlement(
+      loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN, TREASURY_ADDRESS: TREASURY })),
+      { now: () => now },
+    );
     ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
     db = openSchema<SettlementDB>(env.schemaFor('settlement'));
   });
@@ -409,6 +426,145 @@ describe('settlement + escrow-ledger end to end', () => {
       },
       { message: 'ledger and chain reconciled after the payout (fees 0.60 + 1.00 + 0.20 + 1.00)' },
     );
+  });
+
+  const reconciliation = () =>
+    fetch(`${ledger.url}/api/v1/reconciliation`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    }).then((r) => r.json() as Promise<any>);
+
+  it('a seller cannot drain the shared escrow by refunding its own purchase after its payout (issue point 1)', async () => {
+    // Other sellers' money is in escrow: a held 10 USDC sale of sel_e2e.
+    await nextDay();
+    await pay('10', 24);
+    await publishEvent(
+      bus,
+      sellerUpdated(attackerId, {
+        walletAddress: testWallets.stranger.address,
+        payoutAddress: testWallets.stranger.address,
+        settlementFrequency: 'DAILY',
+        minimumSettlement: '1',
+      }),
+    );
+    await waitFor(() =>
+      db.selectFrom('sellers').selectAll().where('seller_id', '=', attackerId).executeTakeFirst(),
+    );
+    const attackerBefore = await chain.balanceOf(testWallets.stranger.address);
+    const escrowBefore = await chain.balanceOf(testWallets.escrow.address);
+
+    // The attacker pays its own 0-hour-hold skill 2 USDC and receives its 1.9 payout on chain.
+    const own = await pay('2', 0, { sellerId: attackerId, payer: 'stranger' });
+    await waitFor(async () => (await escrowStatusOf(own.id)) === 'available', { message: 'hold released' });
+    const payout = await settleNow({ sellerId: attackerId, waitMs: 20_000 });
+    expect(payout.body.settled).toEqual([
+      expect.objectContaining({ sellerId: attackerId, status: 'completed', amount: '1.9' }),
+    ]);
+    await waitFor(async () => (await escrowStatusOf(own.id)) === 'settled', {
+      message: 'ledger booked payout',
+    });
+
+    // Then refunds the full 2 USDC: refused, it has nothing left with Paygate to pay it from.
+    const refund = await fetch(`${ledger.url}/api/v1/refunds`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTACKER_KEY}` },
+      body: JSON.stringify({ transactionId: own.id, amount: '2', reason: 'refund myself' }),
+    });
+    expect(refund.status).toBe(409);
+    expect(((await refund.json()) as any).error).toMatchObject({
+      code: 'insufficient_seller_balance',
+      available: '0',
+      held: '0',
+      shortfall: '1.9',
+    });
+    const balances = await fetch(`${ledger.url}/api/v1/balances`, {
+      headers: { authorization: `Bearer ${ATTACKER_KEY}` },
+    }).then((r) => r.json() as Promise<any>);
+    expect(balances).toMatchObject({ available: '0', owed: '0', settled: '1.9' });
+
+    // Nothing was sent back: the attacker is 0.1 USDC (the fee) poorer, escrow kept everyone else's money.
+    await settlement.transfers.runOnce();
+    expect(await db.selectFrom('refunds').selectAll().where('seller_id', '=', attackerId).execute()).toEqual(
+      [],
+    );
+    expect(await chain.balanceOf(testWallets.stranger.address)).toBe(attackerBefore - 100_000n);
+    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore + 100_000n);
+    const report = await reconciliation();
+    expect(report).toMatchObject({
+      balanced: true,
+      differences: [],
+      exposure: { owedBySellers: '0', uncovered: '0' },
+    });
+    expect(report.chainBalance).toBe(report.ledgerBalance);
+  });
+
+  it('a refund.initiated published on the bus that the ledger never booked makes settlement send nothing', async () => {
+    const before = await chain.transfersFromEscrow();
+    const forged = createEvent('refund.initiated', 'escrow-ledger', {
+      refundId: 'rfd_forged_by_bus_publisher',
+      transactionId: 'txn_forged',
+      sellerId: attackerId,
+      payer: testWallets.stranger.address,
+      amount: '5',
+      chainId: chain.anvil.chainId,
+      initiatedAt: now.toISOString(),
+    });
+    await publishEvent(bus, forged);
+    // Settlement asked the real ledger, which booked no such refund: refused (the event is retried, then parked).
+    await waitFor(
+      async () =>
+        /settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/.test(
+          await fetch(`${settlement.url}/metrics`).then((r) => r.text()),
+        ),
+      { timeoutMs: 10_000, message: 'settlement refused the forged refund' },
+    );
+    await settlement.transfers.runOnce();
+    expect(
+      await db
+        .selectFrom('outgoing_transfers')
+        .selectAll()
+        .where('idempotency_key', '=', forged.data.refundId)
+        .execute(),
+    ).toEqual([]);
+    expect(await chain.transfersFromEscrow()).toEqual(before);
+    expect((await reconciliation()).balanced).toBe(true);
+  });
+
+  it("pays the platform's 5% to the treasury once, only what platform revenue holds, reconciled (issue point 9)", async () => {
+    const revenue = (
+      await sql<any>`select balance_micro from accounts where kind = 'platform_revenue'`.execute(ledgerDb)
+    ).rows[0].balance_micro as bigint;
+    expect(revenue).toBeGreaterThan(0n);
+    const treasuryBefore = await chain.balanceOf(TREASURY);
+    const post = () =>
+      fetch(`${settlement.url}/api/v1/operator/settlements/platform-payouts`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+        body: JSON.stringify({ waitMs: 20_000 }),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+    // Two operators at once: one payout of everything the revenue account holds, the other finds nothing.
+    const answers = await Promise.all([post(), post()]);
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
+    const paid = answers.find((a) => a.status === 201)!.body;
+    expect(answers.find((a) => a.status === 409)!.body.error.code).toBe('nothing_available');
+    expect(paid).toMatchObject({ status: 'completed', treasuryAddress: TREASURY });
+    expect(parseUsdc(paid.amount)).toBe(revenue);
+    expect(await chain.balanceOf(TREASURY)).toBe(treasuryBefore + revenue);
+    expect((await chain.transfersFromEscrow()).filter((t) => t.to === formatAddress(TREASURY))).toEqual([
+      { to: formatAddress(TREASURY), amountMicro: revenue, txHash: paid.txHash },
+    ]);
+    await waitFor(
+      async () =>
+        (
+          await sql<any>`select status from platform_payouts where payout_id = ${paid.payoutId}`.execute(
+            ledgerDb,
+          )
+        ).rows[0]?.status === 'completed',
+      { message: 'ledger booked the platform payout' },
+    );
+    const report = await reconciliation();
+    expect(report).toMatchObject({ balanced: true, differences: [], exposure: { uncovered: '0' } });
+    expect(report.chainBalance).toBe(report.ledgerBalance);
+    expect(report.accounts.platform_revenue).toBe('0');
   });
 
   /** The operator CLI (src/cli/settle.ts) against this settlement service. */

@@ -124,14 +124,21 @@ export function refundInitiated(
 }
 
 /**
- * Answers ledger.reserve_payout / ledger.cancel_payout from in-memory balances, with the contract's semantics:
- * idempotent per settlementId; reserves the whole available balance when it reaches the minimum.
+ * Answers ledger.reserve_payout / ledger.cancel_payout / ledger.authorize_transfer from in-memory balances, with
+ * the contract's semantics: idempotent per settlementId; reserves the whole available balance when it reaches the
+ * minimum; authorises only its reservations and the refunds it `booked`.
  * Only for these tests until escrow-ledger's responder is on main.
  */
 export class TestLedger {
   readonly available = new Map<string, bigint>();
-  readonly reservations = new Map<string, { sellerId: string; amountMicro: bigint; cancelled: boolean }>();
+  readonly reservations = new Map<
+    string,
+    { sellerId: string; amountMicro: bigint; cancelled: boolean; payoutAddress?: string }
+  >();
   readonly requests: ReservePayoutRequest[] = [];
+  /** Refunds "booked" by this ledger (see `booked`): the only ones it authorises. */
+  readonly refunds = new Map<string, { to: string; amountMicro: bigint }>();
+  readonly authorizations: Array<RpcRequest<'ledger.authorize_transfer'>> = [];
   private server: RpcServer | undefined;
 
   /** Starts answering (requests and replies validated against the contract like the real ledger's). */
@@ -143,6 +150,10 @@ export class TestLedger {
         'ledger.reserve_payout': async (request) => {
           this.requests.push(request);
           return this.reserve(request);
+        },
+        'ledger.authorize_transfer': async (request) => {
+          this.authorizations.push(request);
+          return this.authorize(request);
         },
         'ledger.cancel_payout': async ({ settlementId }) => {
           const reservation = this.reservations.get(settlementId);
@@ -157,6 +168,39 @@ export class TestLedger {
       { warn: () => undefined, error: () => undefined },
     );
     return this;
+  }
+
+  /** Books the refund an event announces (as the real ledger does before publishing it); returns the event. */
+  booked<E extends EventEnvelope<'refund.initiated', EventData<'refund.initiated'>>>(event: E): E {
+    this.refunds.set(event.data.refundId, {
+      to: event.data.payer.toLowerCase(),
+      amountMicro: parseUsdc(event.data.amount),
+    });
+    return event;
+  }
+
+  private authorize(request: RpcRequest<'ledger.authorize_transfer'>): RpcReply<'ledger.authorize_transfer'> {
+    const amountMicro = parseUsdc(request.amount);
+    const to = request.to.toLowerCase();
+    let booked: { to?: string; amountMicro: bigint } | undefined;
+    if (request.kind === 'refund') booked = this.refunds.get(request.id);
+    else if (request.kind === 'payout') {
+      const reservation = this.reservations.get(request.id);
+      if (reservation?.cancelled) return { ok: false, reason: 'not_pending', message: 'cancelled' };
+      booked = reservation && {
+        to: reservation.payoutAddress?.toLowerCase(),
+        amountMicro: reservation.amountMicro,
+      };
+    }
+    if (!booked)
+      return { ok: false, reason: 'unknown_transfer', message: `no ${request.kind} ${request.id}` };
+    if (booked.to !== undefined && booked.to !== to) {
+      return { ok: false, reason: 'recipient_differs', message: `booked to ${booked.to}` };
+    }
+    if (booked.amountMicro !== amountMicro) {
+      return { ok: false, reason: 'amount_differs', message: `booked ${formatUsdc(booked.amountMicro)}` };
+    }
+    return { ok: true };
   }
 
   credit(sellerId: string, amount: string): void {
@@ -176,6 +220,7 @@ export class TestLedger {
       sellerId: request.sellerId,
       amountMicro: available,
       cancelled: false,
+      payoutAddress: request.payoutAddress,
     });
     return { ok: true, amount: formatUsdc(available) };
   }

@@ -144,11 +144,19 @@ describe('settlement payouts on anvil', () => {
       completedAt: now.toISOString(),
     });
     expect(ledger.reservations.get(paid.settlement_id)?.amountMicro).toBe(12_250_001n);
-    // The minimum was sent as a decimal string, per seller setting.
+    // The minimum was sent as a decimal string, per seller setting; the payout address with it, so the ledger
+    // authorises the payout to that address only (and it did, before the transfer was signed).
     expect(ledger.requests.at(-1)).toEqual({
       settlementId: paid.settlement_id,
       sellerId,
       minimumAmount: '10',
+      payoutAddress: testWallets.seller.address,
+    });
+    expect(ledger.authorizations).toContainEqual({
+      kind: 'payout',
+      id: paid.settlement_id,
+      to: testWallets.seller.address,
+      amount: '12.250001',
     });
 
     // Same day again: no second settlement, no second transfer, no second event.
@@ -273,6 +281,7 @@ describe('settlement payouts on anvil', () => {
       '/api/v1/settlements',
       '/api/v1/settlements/{settlementId}',
       '/api/v1/operator/settlements/run',
+      '/api/v1/operator/settlements/platform-payouts',
     ]);
   });
 

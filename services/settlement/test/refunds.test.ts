@@ -12,7 +12,15 @@ import {
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
-import { publishEvent, refundInitiated, settlementEnv, startTestChain, type TestChain } from './helpers';
+import { recordTransfer } from '../src/transfers/repository';
+import {
+  publishEvent,
+  refundInitiated,
+  settlementEnv,
+  startTestChain,
+  type TestChain,
+  TestLedger,
+} from './helpers';
 
 describe('refunds sent on chain', () => {
   let env: TestEnvironment;
@@ -20,17 +28,22 @@ describe('refunds sent on chain', () => {
   let bus: Bus;
   let service: RunningSettlement;
   let db: Kysely<SettlementDB>;
+  let ledger: TestLedger;
 
   beforeAll(async () => {
     env = await createTestEnvironment('stlref');
     chain = await startTestChain('100');
     bus = await env.bus();
-    service = await startSettlement(loadConfig(settlementEnv(env, chain, { TX_TIMEOUT_MS: '1000' })));
+    ledger = await new TestLedger().serve(bus);
+    service = await startSettlement(
+      loadConfig(settlementEnv(env, chain, { TX_TIMEOUT_MS: '1000', MAX_TRANSFER_USDC: '50' })),
+    );
     db = openSchema<SettlementDB>(env.schemaFor('settlement'));
   });
 
   afterAll(async () => {
     await service?.stop();
+    await ledger?.stop();
     await db?.destroy();
     await chain?.anvil.stop();
     await env?.cleanup();
@@ -41,7 +54,7 @@ describe('refunds sent on chain', () => {
 
   it('sends the refund to the payer once, even when the event is delivered again or re-issued', async () => {
     const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    const event = refundInitiated('ref_one', '2.5', chain.anvil.chainId);
+    const event = ledger.booked(refundInitiated('ref_one', '2.5', chain.anvil.chainId));
     await publishEvent(bus, event);
     const done = await waitFor(
       async () => (await refundRow('ref_one'))?.status === 'completed' && refundRow('ref_one'),
@@ -102,7 +115,7 @@ describe('refunds sent on chain', () => {
     ].entries()) {
       await publishEvent(
         bus,
-        refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, chain.anvil.chainId, payer),
+        ledger.booked(refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, chain.anvil.chainId, payer)),
       );
     }
     await waitFor(
@@ -138,7 +151,7 @@ describe('refunds sent on chain', () => {
   it('rebroadcasts the same transaction when no receipt comes within TX_TIMEOUT_MS, and reports it stuck', async () => {
     await setAutomine(chain.anvil.provider, false); // the transaction waits in the mempool
     try {
-      await publishEvent(bus, refundInitiated('ref_slow', '1.5', chain.anvil.chainId));
+      await publishEvent(bus, ledger.booked(refundInitiated('ref_slow', '1.5', chain.anvil.chainId)));
       const transferOf = () =>
         db
           .selectFrom('outgoing_transfers')
@@ -181,5 +194,88 @@ describe('refunds sent on chain', () => {
       warn.mockRestore();
     }
     expect(await refundRow('ref_wrong_chain')).toBeUndefined();
+  });
+
+  /** Waits until the refund consumer refused an event (its retry notice names the event), then stops listening. */
+  async function refusedBySettlement(event: ReturnType<typeof refundInitiated>): Promise<string> {
+    const refusals = new Map<string, string>();
+    const warn = jest.spyOn(service.ctx.logger, 'warn').mockImplementation(((fields: {
+      eventId?: string;
+      err?: Error;
+    }) => {
+      if (fields?.eventId) refusals.set(fields.eventId, String(fields.err?.message));
+    }) as never);
+    try {
+      await publishEvent(bus, event);
+      return await waitFor(() => refusals.get(event.id), { message: 'refund.initiated refused' });
+    } finally {
+      warn.mockRestore();
+    }
+  }
+
+  it('sends nothing for a refund.initiated the ledger never booked, or booked otherwise, or above the cap', async () => {
+    const before = (await chain.transfersFromEscrow()).length;
+    // Anyone who can publish on the bus: a refund the ledger never booked.
+    expect(await refusedBySettlement(refundInitiated('ref_forged', '40', chain.anvil.chainId))).toMatch(
+      /not authorised by the ledger \(unknown_transfer/,
+    );
+    // A booked refund whose event was altered: more money, or another recipient.
+    ledger.booked(refundInitiated('ref_altered', '1', chain.anvil.chainId));
+    expect(await refusedBySettlement(refundInitiated('ref_altered', '30', chain.anvil.chainId))).toMatch(
+      /amount_differs/,
+    );
+    expect(
+      await refusedBySettlement(
+        refundInitiated('ref_altered', '1', chain.anvil.chainId, testWallets.stranger.address),
+      ),
+    ).toMatch(/recipient_differs/);
+    // Booked, but above MAX_TRANSFER_USDC (50 here): never signed, whatever the ledger says.
+    expect(
+      await refusedBySettlement(ledger.booked(refundInitiated('ref_huge', '60', chain.anvil.chainId))),
+    ).toMatch(/above MAX_TRANSFER_USDC/);
+    for (const id of ['ref_forged', 'ref_altered', 'ref_huge']) expect(await refundRow(id)).toBeUndefined();
+    const metrics = await fetch(`${service.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(
+      /settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/,
+    );
+    await service.transfers.runOnce();
+    expect((await chain.transfersFromEscrow()).length).toBe(before);
+  });
+
+  it('the transfer worker asks the ledger again before signing: a recorded transfer it did not book is never signed', async () => {
+    const before = (await chain.transfersFromEscrow()).length;
+    // A transfer recorded without the consumer's check (a bug, or a row written by hand).
+    const transferId = await service.ctx.inTransaction((trx) =>
+      recordTransfer(trx, {
+        kind: 'refund',
+        idempotencyKey: 'ref_unbooked',
+        chainId: chain.anvil.chainId,
+        tokenAddress: chain.usdcAddress,
+        fromAddress: testWallets.escrow.address,
+        toAddress: testWallets.stranger.address,
+        amountMicro: 5_000_000n,
+      }),
+    );
+    service.transfers.kick();
+    const failed = await waitFor(
+      async () => {
+        const row = await db
+          .selectFrom('outgoing_transfers')
+          .selectAll()
+          .where('transfer_id', '=', transferId)
+          .executeTakeFirst();
+        return row?.status === 'failed' ? row : undefined;
+      },
+      { message: 'unbooked transfer refused' },
+    );
+    expect(failed).toMatchObject({ tx_hash: null, raw_tx: null, nonce: null });
+    expect(failed.last_error).toMatch(/^not sent: unknown_transfer/);
+    expect(ledger.authorizations).toContainEqual({
+      kind: 'refund',
+      id: 'ref_unbooked',
+      to: testWallets.stranger.address,
+      amount: '5',
+    });
+    expect((await chain.transfersFromEscrow()).length).toBe(before);
   });
 });

@@ -32,3 +32,18 @@ export const SettlementCompleted = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * The platform's revenue (its 5% fees) was paid out of escrow to the treasury address, confirmed on chain. The
+ * ledger books it out of the reservation it made for `payoutId` (`ledger.reserve_platform_payout`).
+ */
+export const PlatformPayoutCompleted = Type.Object(
+  {
+    payoutId: Id,
+    amount: UsdcAmount,
+    treasuryAddress: Address,
+    txHash: TxHash,
+    completedAt: IsoTime,
+  },
+  { additionalProperties: false },
+);

@@ -93,6 +93,11 @@ export const ReservePayoutRequest = Type.Object(
     sellerId: Id,
     /** Reserve nothing unless at least this much is available. */
     minimumAmount: UsdcAmount,
+    /**
+     * Where settlement will send the payout: the ledger keeps it with the reservation, and
+     * `ledger.authorize_transfer` refuses a payout transfer to any other address.
+     */
+    payoutAddress: Type.Optional(Address),
   },
   { additionalProperties: false },
 );
@@ -122,6 +127,83 @@ export const CancelPayoutReply = Type.Union([
     {
       ok: Type.Literal(false),
       reason: Type.Union([Type.Literal('unknown_settlement'), Type.Literal('already_completed')]),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/** The kinds of transfer out of escrow that settlement sends, each authorised by the ledger first. */
+export const EscrowTransferKind = Type.Union([
+  Type.Literal('refund'),
+  Type.Literal('payout'),
+  Type.Literal('platform_payout'),
+]);
+
+/**
+ * `ledger.authorize_transfer`: settlement asks before it signs any transfer out of escrow (and before it records
+ * a refund from `refund.initiated`) whether the ledger booked exactly that transfer — the refund (refundId), the
+ * seller payout (settlementId) or the platform payout (payoutId) — to that recipient for that amount, and has not
+ * seen it sent. An event alone never moves money.
+ */
+export const AuthorizeTransferRequest = Type.Object(
+  {
+    kind: EscrowTransferKind,
+    /** refundId, settlementId or payoutId: the transfer's idempotency key. */
+    id: Id,
+    to: Address,
+    /** The exact amount settlement would send. */
+    amount: UsdcAmount,
+  },
+  { additionalProperties: false },
+);
+
+export const AuthorizeTransferReply = Type.Union([
+  Type.Object({ ok: Type.Literal(true) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Union([
+        /** The ledger booked no such refund or reservation: nothing may be sent (a forged or stray event). */
+        Type.Literal('unknown_transfer'),
+        Type.Literal('recipient_differs'),
+        Type.Literal('amount_differs'),
+        /** Its completion is booked already: sending it again would pay twice. */
+        Type.Literal('already_sent'),
+        /** Cancelled, refused or failed on the books. */
+        Type.Literal('not_pending'),
+      ]),
+      message: Type.String(),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/**
+ * `ledger.reserve_platform_payout` (an operator's platform payout): moves the whole platform revenue balance to
+ * platform-payout-pending for `payoutId`, to be sent to `treasuryAddress`; idempotent per payoutId.
+ */
+export const ReservePlatformPayoutRequest = Type.Object(
+  { payoutId: Id, treasuryAddress: Address },
+  { additionalProperties: false },
+);
+
+export const ReservePlatformPayoutReply = Type.Union([
+  Type.Object({ ok: Type.Literal(true), amount: UsdcAmount }, { additionalProperties: false }),
+  Type.Object(
+    { ok: Type.Literal(false), reason: Type.Literal('nothing_available') },
+    { additionalProperties: false },
+  ),
+]);
+
+/** `ledger.cancel_platform_payout`: the platform payout could not be sent; its reservation returns to revenue. */
+export const CancelPlatformPayoutRequest = Type.Object({ payoutId: Id }, { additionalProperties: false });
+
+export const CancelPlatformPayoutReply = Type.Union([
+  Type.Object({ ok: Type.Literal(true) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      reason: Type.Union([Type.Literal('unknown_payout'), Type.Literal('already_completed')]),
     },
     { additionalProperties: false },
   ),

@@ -3,12 +3,18 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { ServiceName } from '../subjects';
 import { ajv } from '../validation';
 import {
+  AuthorizeTransferReply,
+  AuthorizeTransferRequest,
   CancelPayoutReply,
   CancelPayoutRequest,
+  CancelPlatformPayoutReply,
+  CancelPlatformPayoutRequest,
   ClaimTransferReply,
   ClaimTransferRequest,
   ReservePayoutReply,
   ReservePayoutRequest,
+  ReservePlatformPayoutReply,
+  ReservePlatformPayoutRequest,
 } from './escrow-ledger';
 import {
   ForwardingKeyReply,
@@ -77,6 +83,28 @@ export const RPCS = {
     request: CancelPayoutRequest,
     reply: CancelPayoutReply,
     description: "Give a payout's reservation back to the seller's available balance.",
+  },
+  'ledger.authorize_transfer': {
+    responder: 'escrow-ledger',
+    requesters: ['settlement'],
+    request: AuthorizeTransferRequest,
+    reply: AuthorizeTransferReply,
+    description:
+      'Before settlement sends a refund or payout out of escrow: is exactly this transfer (id, recipient, amount) booked and not sent yet?',
+  },
+  'ledger.reserve_platform_payout': {
+    responder: 'escrow-ledger',
+    requesters: ['settlement'],
+    request: ReservePlatformPayoutRequest,
+    reply: ReservePlatformPayoutReply,
+    description: "Reserve the platform's revenue for a payout to the treasury (idempotent per payoutId).",
+  },
+  'ledger.cancel_platform_payout': {
+    responder: 'escrow-ledger',
+    requesters: ['settlement'],
+    request: CancelPlatformPayoutRequest,
+    reply: CancelPlatformPayoutReply,
+    description: "Give a platform payout's reservation back to the platform revenue.",
   },
   'registry.resolve_api_key': {
     responder: 'registry',

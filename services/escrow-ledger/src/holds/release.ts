@@ -18,7 +18,8 @@ interface DueHold {
 /**
  * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller
  * share moves to the seller's available balance, the platform share to platform revenue, and escrow.released
- * is published. Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
+ * is published. A payment whose buyer asked for a refund stays held until the seller decides the request (the
+ * next pass after the decision releases what remains). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
  * Returns how many holds were released.
  */
 export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, limit: number): Promise<number> {
@@ -28,6 +29,8 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
       await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
           refunded_platform_micro
         from transactions where escrow_status = 'held' and hold_until <= ${now}
+          and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
+            and rr.status = 'pending')
         order by hold_until limit ${limit} for update skip locked`.execute(trx);
     for (const hold of due.rows) {
       const sellerMicro = hold.seller_share_micro - hold.refunded_seller_micro;

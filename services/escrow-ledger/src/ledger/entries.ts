@@ -8,6 +8,7 @@ export type AccountKind =
   | 'seller_available'
   | 'seller_payout_pending'
   | 'platform_revenue'
+  | 'platform_payout_pending'
   | 'refund_pending';
 
 export interface EntryLine {

@@ -1,9 +1,10 @@
-import { type AnyRoute, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
-import { formatUsdc } from '@paygate/money';
+import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
+import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
+import { accountBalance } from '../ledger/entries';
 import { reconcile, recordReconciliation } from '../reconciliation/reconcile';
 import {
   AccountList,
@@ -11,7 +12,10 @@ import {
   ConflictList,
   ConflictListQuery,
   ConflictResolved,
+  CreditLimit,
+  CreditLimitBody,
   ReconciliationReport,
+  SellerIdParam,
   Suspense,
   UnmatchedRefundList,
   UnmatchedRefundListQuery,
@@ -169,7 +173,7 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     operationId: 'reconcile',
     summary: "Operator: compare the ledger with the escrow wallet's on-chain USDC balance and with itself",
     description:
-      'Lists every difference: escrow_asset vs the chain, the trial balance, and each account vs the sum of its postings. A difference also sets the gauge ledger_reconciliation_differences and logs an error.',
+      "Lists every difference: escrow_asset vs the chain, the trial balance, each account vs the sum of its postings, and any seller balance (held + available) below zero (paid with other sellers' money: exposure.uncovered). A difference also sets the gauge ledger_reconciliation_differences and logs an error.",
     auth: operator,
     responses: {
       '200': {
@@ -195,5 +199,48 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     },
   });
 
-  return [conflicts, resolve, suspense, unmatchedRefunds, accounts, reconciliation];
+  // Escrow is shared: a seller's balance goes below zero (refunds beyond what it has) only by an operator's credit.
+  const creditLimit = defineRoute({
+    method: 'put',
+    path: '/api/v1/operator/ledger/sellers/:sellerId/credit-limit',
+    operationId: 'setSellerCreditLimit',
+    summary: "Operator: how far below zero a seller's balance may go through refunds (default 0)",
+    description:
+      "A refund is paid only from what the seller still has with Paygate (held + available) plus this credit; beyond it the refund is refused (409 insufficient_seller_balance). Credit lets the seller's debt be paid with other sellers' money in escrow: reconciliation reports it as exposure.",
+    auth: operator,
+    params: SellerIdParam,
+    body: CreditLimitBody,
+    bodyExamples: { credit: { creditLimit: '25' }, none: { creditLimit: '0' } },
+    responses: { '200': { description: "the seller's credit limit and balances", schema: CreditLimit } },
+    errors: { '400': 'invalid_request (creditLimit)', ...OPERATOR_ERRORS },
+    handler: async (req, res) => {
+      const { sellerId } = req.params;
+      let limitMicro: bigint;
+      try {
+        limitMicro = parseUsdc(req.body.creditLimit);
+      } catch (error) {
+        if (error instanceof MoneyFormatError) throw badRequest('creditLimit', error.rule);
+        throw error;
+      }
+      const now = deps.now();
+      await sql`insert into seller_credit_limits (seller_id, credit_limit_micro, updated_at)
+          values (${sellerId}, ${limitMicro}, ${now})
+          on conflict (seller_id) do update set credit_limit_micro = excluded.credit_limit_micro,
+            updated_at = excluded.updated_at`.execute(ctx.db);
+      ctx.logger.warn({ sellerId, creditLimit: formatUsdc(limitMicro) }, 'seller credit limit set');
+      const [held, available] = await Promise.all([
+        accountBalance(ctx.db, 'seller_held', sellerId),
+        accountBalance(ctx.db, 'seller_available', sellerId),
+      ]);
+      res.json({
+        sellerId,
+        creditLimit: formatUsdc(limitMicro),
+        held: formatUsdc(held),
+        available: formatUsdc(available),
+        updatedAt: now.toISOString(),
+      });
+    },
+  });
+
+  return [conflicts, resolve, suspense, unmatchedRefunds, accounts, reconciliation, creditLimit];
 }

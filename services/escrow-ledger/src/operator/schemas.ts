@@ -97,7 +97,48 @@ export const ReconciliationReport = Type.Object({
   accounts: Type.Record(Type.String(), UsdcAmount, {
     description: 'balance per account kind (summed over owners)',
   }),
+  exposure: Type.Object(
+    {
+      owedBySellers: {
+        ...UsdcAmount,
+        description:
+          'sum of negative seller available balances (refunds after release not yet recovered); covered while the seller has held money or credit',
+      },
+      uncovered: {
+        ...UsdcAmount,
+        description:
+          "sum over sellers of how far held + available is below zero: other sellers' money in escrow that pays it (a difference when > 0)",
+      },
+      creditGranted: { ...UsdcAmount, description: 'sum of the credit limits operators granted' },
+    },
+    { description: "what sellers owe the shared escrow, and what of it no seller's money covers" },
+  ),
   checkedAt: IsoTime,
+});
+
+export const SellerIdParam = Type.Object({
+  sellerId: Type.String({ minLength: 1, maxLength: 64, description: 'sellerId (sel_…)' }),
+});
+
+export const CreditLimitBody = Type.Object(
+  {
+    creditLimit: Type.String({
+      minLength: 1,
+      maxLength: 40,
+      description:
+        "decimal USDC, 0 or more: how far below zero the seller's balance (held + available) may go through refunds; 0 (the default) = never",
+      examples: ['25'],
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const CreditLimit = Type.Object({
+  sellerId: Type.String(),
+  creditLimit: UsdcAmount,
+  held: UsdcAmount,
+  available: { ...UsdcAmount, description: 'may be negative (owed)' },
+  updatedAt: IsoTime,
 });
 
 export const UnmatchedRefundListQuery = Type.Object({

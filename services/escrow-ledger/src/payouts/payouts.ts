@@ -1,6 +1,6 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { EventData, EventEnvelope, RpcReply, RpcRequest } from '@paygate/contracts';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc, parseUsdc } from '@paygate/money';
 import type { BackgroundTask, ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
@@ -18,6 +18,7 @@ interface ReservationRow {
   available_micro: bigint;
   reason: string | null;
   status: 'reserved' | 'completed' | 'cancelled' | 'refused';
+  payout_address: string | null;
 }
 
 function replyOf(row: ReservationRow): ReservePayoutReply {
@@ -33,8 +34,9 @@ const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
 /**
- * Moves the seller's whole available balance to payout-pending when it is > 0 and >= the minimum, in one
- * transaction, idempotently per settlementId (a repeated request gets the stored reservation; a stored refusal
+ * Moves the seller's available balance to payout-pending when it is > 0 and >= the minimum, in one
+ * transaction, idempotently per settlementId. The seller share of released payments with a buyer's pending
+ * refund request stays available (not paid out) until the request is decided (a repeated request gets the stored reservation; a stored refusal
  * is evaluated again).
  */
 export async function reservePayout(
@@ -53,7 +55,18 @@ export async function reservePayout(
     // A refusal reserved nothing, so it is evaluated again: settlement asks again only for a settlement it has
     // not paid (an operator's settle-now after money became available later in the period).
     if (existing.rows[0] && existing.rows[0].status !== 'refused') return replyOf(existing.rows[0]);
-    const available = await lockAccount(trx, 'seller_available', request.sellerId);
+    // The seller's released payments first (a refund locks its transaction, then the accounts: same order).
+    // A payment with a buyer's pending refund request is not paid out until the request is decided.
+    const released = await sql<{ id: string; unrefunded_micro: bigint; disputed: boolean }>`select id,
+          seller_share_micro - refunded_seller_micro as unrefunded_micro,
+          exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending') as disputed
+        from transactions t where seller_id = ${request.sellerId} and escrow_status = 'available'
+        order by id for update`.execute(trx);
+    const disputedMicro = released.rows
+      .filter((row) => row.disputed)
+      .reduce((sum, row) => sum + BigInt(row.unrefunded_micro), 0n);
+    const balance = await lockAccount(trx, 'seller_available', request.sellerId);
+    const available = balance - disputedMicro;
     const now = deps.now();
     const ok = available > 0n && available >= minimumMicro;
     const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
@@ -67,16 +80,19 @@ export async function reservePayout(
         ],
         memo: { settlementId: request.settlementId },
       });
+      const paidOut = released.rows.filter((row) => !row.disputed).map((row) => row.id);
       await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${request.settlementId}
-          where seller_id = ${request.sellerId} and escrow_status = 'available'`.execute(trx);
+          where id = any(${paidOut}::text[])`.execute(trx);
     }
+    const payoutAddress = request.payoutAddress?.toLowerCase() ?? null;
     const row =
       await sql<ReservationRow>`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro,
-          available_micro, reason, status, created_at)
+          available_micro, reason, status, payout_address, created_at)
         values (${request.settlementId}, ${request.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
-          ${ok ? 'reserved' : 'refused'}, ${now})
+          ${ok ? 'reserved' : 'refused'}, ${payoutAddress}, ${now})
         on conflict (settlement_id) do update set ok = excluded.ok, amount_micro = excluded.amount_micro,
-          available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status
+          available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status,
+          payout_address = excluded.payout_address
         returning *`.execute(trx);
     return replyOf(row.rows[0]!);
   });
@@ -158,7 +174,165 @@ export async function onSettlementCompleted(
       where settlement_id = ${d.settlementId}`.execute(trx);
 }
 
-/** Answers the two payout RPCs settlement calls (in the queue group of the ledger's replicas). */
+type AuthorizeReply = RpcReply<'ledger.authorize_transfer'>;
+const refuse = (
+  reason: Exclude<AuthorizeReply, { ok: true }>['reason'],
+  message: string,
+): AuthorizeReply => ({ ok: false, reason, message });
+
+/**
+ * Settlement asks before it sends anything out of escrow: is this exact transfer (id, recipient, amount) one the
+ * ledger booked and has not seen sent? A refund: a pending refund to its payer; a seller payout: a reserved
+ * payout to the address it was reserved for; a platform payout: a reserved one to its treasury address.
+ * Read-only: the answer for a transfer that is already signed never matters (settlement only re-sends its bytes).
+ */
+export async function authorizeTransfer(
+  ctx: ServiceContext,
+  request: RpcRequest<'ledger.authorize_transfer'>,
+): Promise<AuthorizeReply> {
+  const amountMicro = parseChainUsdc(request.amount);
+  const to = request.to.toLowerCase();
+  let booked: { status: string; to: string | null; amount_micro: bigint } | undefined;
+  let pendingStatus: string;
+  if (request.kind === 'refund') {
+    booked = (
+      await sql<{ status: string; to: string; amount_micro: bigint }>`select status, payer as to, amount_micro
+        from refunds where id = ${request.id}`.execute(ctx.db)
+    ).rows[0];
+    pendingStatus = 'pending';
+  } else if (request.kind === 'payout') {
+    booked = (
+      await sql<{
+        status: string;
+        to: string | null;
+        amount_micro: bigint;
+      }>`select status, payout_address as to,
+        amount_micro from payout_reservations where settlement_id = ${request.id}`.execute(ctx.db)
+    ).rows[0];
+    pendingStatus = 'reserved';
+  } else {
+    booked = (
+      await sql<{ status: string; to: string; amount_micro: bigint }>`select status, treasury_address as to,
+        amount_micro from platform_payouts where payout_id = ${request.id}`.execute(ctx.db)
+    ).rows[0];
+    pendingStatus = 'reserved';
+  }
+  if (!booked) return refuse('unknown_transfer', `the ledger booked no ${request.kind} ${request.id}`);
+  if (booked.status === 'completed') {
+    return refuse('already_sent', `${request.kind} ${request.id} is already booked as sent`);
+  }
+  if (booked.status !== pendingStatus) {
+    return refuse('not_pending', `${request.kind} ${request.id} is ${booked.status}`);
+  }
+  // A reservation made before the ledger kept payout addresses has none: refused (settlement then cancels it,
+  // and the next settlement reserves again with its address).
+  if (booked.to === null || booked.to.toLowerCase() !== to) {
+    return refuse('recipient_differs', `${request.kind} ${request.id} is booked to ${booked.to}`);
+  }
+  if (BigInt(booked.amount_micro) !== amountMicro) {
+    return refuse(
+      'amount_differs',
+      `${request.kind} ${request.id} is booked for ${formatUsdc(BigInt(booked.amount_micro))} USDC`,
+    );
+  }
+  return { ok: true };
+}
+
+const lockPlatformPayout = (trx: Transaction<any>, payoutId: string) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
+
+/**
+ * An operator's platform payout: the whole platform revenue balance moves to platform_payout_pending for
+ * `payoutId`, to be sent to the treasury address. Idempotent per payoutId; the revenue account's lock
+ * serialises two payouts, so the second finds nothing (only what the account holds leaves escrow).
+ */
+export async function reservePlatformPayout(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  request: RpcRequest<'ledger.reserve_platform_payout'>,
+): Promise<RpcReply<'ledger.reserve_platform_payout'>> {
+  return ctx.inTransaction(async (trx) => {
+    await lockPlatformPayout(trx, request.payoutId);
+    const existing = await sql<{ amount_micro: bigint }>`select amount_micro from platform_payouts
+        where payout_id = ${request.payoutId}`.execute(trx);
+    if (existing.rows[0]) return { ok: true, amount: formatUsdc(BigInt(existing.rows[0].amount_micro)) };
+    const revenue = await lockAccount(trx, 'platform_revenue');
+    if (revenue <= 0n) return { ok: false, reason: 'nothing_available' };
+    await postEntry(trx, {
+      idempotencyKey: `platform_payout_reserve:${request.payoutId}`,
+      entryType: 'platform_payout_reserve',
+      lines: [debit('platform_revenue', revenue), credit('platform_payout_pending', revenue)],
+      memo: { payoutId: request.payoutId, treasuryAddress: request.treasuryAddress.toLowerCase() },
+    });
+    await sql`insert into platform_payouts (payout_id, treasury_address, amount_micro, status, created_at)
+        values (${request.payoutId}, ${request.treasuryAddress.toLowerCase()}, ${revenue}, 'reserved', ${deps.now()})`.execute(
+      trx,
+    );
+    return { ok: true, amount: formatUsdc(revenue) };
+  });
+}
+
+/** Settlement gave a platform payout up: the reserved amount returns to platform revenue. */
+export async function cancelPlatformPayout(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  request: RpcRequest<'ledger.cancel_platform_payout'>,
+): Promise<RpcReply<'ledger.cancel_platform_payout'>> {
+  return ctx.inTransaction(async (trx) => {
+    await lockPlatformPayout(trx, request.payoutId);
+    const rows = await sql<{ status: string; amount_micro: bigint }>`select status, amount_micro
+        from platform_payouts where payout_id = ${request.payoutId}`.execute(trx);
+    const payout = rows.rows[0];
+    if (!payout) return { ok: false, reason: 'unknown_payout' };
+    if (payout.status === 'completed') return { ok: false, reason: 'already_completed' };
+    if (payout.status === 'reserved') {
+      await postEntry(trx, {
+        idempotencyKey: `platform_payout_cancel:${request.payoutId}`,
+        entryType: 'platform_payout_cancel',
+        lines: [
+          debit('platform_payout_pending', BigInt(payout.amount_micro)),
+          credit('platform_revenue', BigInt(payout.amount_micro)),
+        ],
+        memo: { payoutId: request.payoutId },
+      });
+      await sql`update platform_payouts set status = 'cancelled', completed_at = ${deps.now()}
+          where payout_id = ${request.payoutId}`.execute(trx);
+    }
+    return { ok: true };
+  });
+}
+
+/** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
+export async function onPlatformPayoutCompleted(
+  trx: Transaction<any>,
+  event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  await lockPlatformPayout(trx, d.payoutId);
+  const rows = await sql<{ status: string; amount_micro: bigint; treasury_address: string }>`select status,
+      amount_micro, treasury_address from platform_payouts where payout_id = ${d.payoutId}`.execute(trx);
+  const payout = rows.rows[0];
+  if (!payout) throw new Error(`revenue.paid_out for unknown payout ${d.payoutId}`);
+  if (payout.status === 'completed') return;
+  const sentMicro = parseUsdc(d.amount);
+  if (payout.status !== 'reserved' || sentMicro !== BigInt(payout.amount_micro)) {
+    // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
+    throw new Error(
+      `revenue.paid_out ${d.payoutId} does not match its reservation (status ${payout.status}, reserved ${formatUsdc(BigInt(payout.amount_micro))}, sent ${d.amount})`,
+    );
+  }
+  await postEntry(trx, {
+    idempotencyKey: `platform_payout:${d.payoutId}`,
+    entryType: 'platform_payout_sent',
+    lines: [debit('platform_payout_pending', sentMicro), credit('escrow_asset', sentMicro)],
+    memo: { payoutId: d.payoutId, txHash: d.txHash, treasuryAddress: d.treasuryAddress },
+  });
+  await sql`update platform_payouts set status = 'completed', tx_hash = ${d.txHash.toLowerCase()},
+      completed_at = ${deps.now()} where payout_id = ${d.payoutId}`.execute(trx);
+}
+
+/** Answers the payout RPCs settlement calls (in the queue group of the ledger's replicas). */
 export class PayoutResponders implements BackgroundTask {
   private server: RpcServer | undefined;
 
@@ -174,6 +348,9 @@ export class PayoutResponders implements BackgroundTask {
       {
         'ledger.reserve_payout': (request) => reservePayout(this.ctx, this.deps, request),
         'ledger.cancel_payout': (request) => cancelPayout(this.ctx, this.deps, request),
+        'ledger.authorize_transfer': (request) => authorizeTransfer(this.ctx, request),
+        'ledger.reserve_platform_payout': (request) => reservePlatformPayout(this.ctx, this.deps, request),
+        'ledger.cancel_platform_payout': (request) => cancelPlatformPayout(this.ctx, this.deps, request),
       },
       this.ctx.logger,
     );

@@ -21,6 +21,8 @@ export interface ReconciliationReport {
   difference: string;
   differences: ReconciliationDifference[];
   accounts: Record<string, string>;
+  /** What sellers owe the shared escrow, and what of it no seller money covers. */
+  exposure: { owedBySellers: string; uncovered: string; creditGranted: string };
   checkedAt: string;
 }
 
@@ -41,7 +43,8 @@ export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bi
 /**
  * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
  * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
- * against the sum of its postings. Every difference is listed; none means the books are right.
+ * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
+ * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
  */
 export async function reconcile(
   db: Kysely<any>,
@@ -95,6 +98,25 @@ export async function reconcile(
       difference: formatUsdc(row.postings_balance_micro - row.balance_micro),
     });
   }
+  // Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
+  const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
+      with sellers as (
+        select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
+          sum(balance_micro) as total
+        from accounts where kind in ('seller_held', 'seller_available') group by owner)
+      select sum(greatest(-available, 0))::bigint as owed, sum(greatest(-total, 0))::bigint as uncovered,
+        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit
+      from sellers`.execute(db);
+  const owed = BigInt(exposure.rows[0]?.owed ?? 0n);
+  const uncovered = BigInt(exposure.rows[0]?.uncovered ?? 0n);
+  if (uncovered > 0n) {
+    differences.push({
+      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
+      expected: '0',
+      actual: formatUsdc(uncovered),
+      difference: formatUsdc(uncovered),
+    });
+  }
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
@@ -103,6 +125,11 @@ export async function reconcile(
     difference: formatUsdc(onChain - ledger),
     differences,
     accounts,
+    exposure: {
+      owedBySellers: formatUsdc(owed),
+      uncovered: formatUsdc(uncovered),
+      creditGranted: formatUsdc(BigInt(exposure.rows[0]?.credit ?? 0n)),
+    },
     checkedAt: new Date().toISOString(),
   };
 }

@@ -5,7 +5,7 @@ import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
-import { credit, debit, postEntry } from '../ledger/entries';
+import { type AccountKind, credit, debit, postEntry } from '../ledger/entries';
 
 export interface TransactionForRefund {
   id: string;
@@ -64,8 +64,9 @@ export async function lockSellerTransaction(
  * returns its fee in proportion. The split is cumulative (floor(total refunded * 95%) minus what the seller
  * already bore), so partial refunds add up exactly to the original shares. While the money is held the parts
  * come out of the holds (instant, nothing owed); after release (available, in a payout, or settled) the
- * seller part is debited from the seller's available balance, which may go negative (owed, recovered from
- * later settlements), and the platform part from platform revenue.
+ * seller part is debited from the seller's available balance and the platform part from platform revenue.
+ * Either way the seller must still have the money with Paygate (checkSellerCanPay): its available balance may
+ * go negative only while its held money (or an operator's credit) covers it.
  */
 export async function bookRefund(
   trx: Transaction<any>,
@@ -102,6 +103,7 @@ export async function bookRefund(
   const sellerPart = splitFee(refundedAfter).sellerMicro - txn.refunded_seller_micro;
   const platformPart = input.amountMicro - sellerPart;
   const phase = txn.escrow_status === 'held' ? 'in_escrow' : 'after_release';
+  await checkSellerCanPay(trx, txn.seller_id, phase, sellerPart, platformPart);
   const refundId = newRefundId();
   const now = deps.now();
   await postEntry(trx, {
@@ -148,6 +150,93 @@ export async function bookRefund(
   txn.refunded_seller_micro += sellerPart;
   deps.metrics.refundsBooked.inc({ phase });
   return row.rows[0]!;
+}
+
+/** The seller's money with Paygate, locked for a refund decision. */
+export interface SellerFunds {
+  held: bigint;
+  /** May be negative: owed, covered by held money (netted when it is released) or by an operator's credit. */
+  available: bigint;
+  creditLimit: bigint;
+  platformRevenue: bigint;
+}
+
+/**
+ * Locks every account a payment refund posts to, in id order (the order post_entry's balance trigger takes
+ * them, so a refund never deadlocks with a release or a payment batch), and reads the seller's credit limit.
+ * A concurrent refund of the same seller waits here and then reads the balances this one left.
+ */
+export async function lockSellerFunds(trx: Transaction<any>, sellerId: string): Promise<SellerFunds> {
+  const accounts: Array<[AccountKind, string]> = [
+    ['platform_held', ''],
+    ['platform_revenue', ''],
+    ['refund_pending', ''],
+    ['seller_available', sellerId],
+    ['seller_held', sellerId],
+  ];
+  // Missing accounts are created in the global (kind, owner) order book_payments uses.
+  for (const [kind, owner] of accounts) await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
+  const rows = await sql<{
+    kind: AccountKind;
+    balance_micro: bigint;
+  }>`select kind, balance_micro from accounts
+      where (kind, owner) in (('platform_held', ''), ('platform_revenue', ''), ('refund_pending', ''),
+        ('seller_available', ${sellerId}), ('seller_held', ${sellerId}))
+      order by id for no key update`.execute(trx);
+  const balance = (kind: AccountKind) => rows.rows.find((r) => r.kind === kind)?.balance_micro ?? 0n;
+  const limit = await sql<{ credit_limit_micro: bigint }>`select credit_limit_micro from seller_credit_limits
+      where seller_id = ${sellerId}`.execute(trx);
+  return {
+    held: balance('seller_held'),
+    available: balance('seller_available'),
+    creditLimit: limit.rows[0]?.credit_limit_micro ?? 0n,
+    platformRevenue: balance('platform_revenue'),
+  };
+}
+
+/**
+ * Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus
+ * the credit an operator granted). Its balance after the refund may not go below -creditLimit; otherwise the
+ * refund would be paid with other sellers' money, and it is refused (409 insufficient_seller_balance, naming
+ * the shortfall). Checked under the account locks, in the transaction that books the refund.
+ */
+async function checkSellerCanPay(
+  trx: Transaction<any>,
+  sellerId: string,
+  phase: 'in_escrow' | 'after_release',
+  sellerPart: bigint,
+  platformPart: bigint,
+): Promise<void> {
+  const funds = await lockSellerFunds(trx, sellerId);
+  const shortfall = sellerPart - (funds.held + funds.available + funds.creditLimit);
+  if (shortfall > 0n) {
+    throw new HttpError(
+      409,
+      'insufficient_seller_balance',
+      `the seller's money with Paygate (held + available) does not cover this refund: ${formatUsdc(shortfall)} USDC short; a refund is paid only from what the seller still has (or an operator's credit)`,
+      {
+        field: 'amount',
+        rule: `the seller part (${formatUsdc(sellerPart)}) must be covered by held + available + credit limit`,
+        available: formatUsdc(funds.available),
+        held: formatUsdc(funds.held),
+        creditLimit: formatUsdc(funds.creditLimit),
+        sellerAmount: formatUsdc(sellerPart),
+        shortfall: formatUsdc(shortfall),
+      },
+    );
+  }
+  // The platform returns its fee from its revenue; after a treasury payout it may not hold enough.
+  if (phase === 'after_release' && platformPart > funds.platformRevenue) {
+    throw new HttpError(
+      409,
+      'insufficient_platform_revenue',
+      'the platform revenue does not cover its fee returned by this refund; the operator must fund it first',
+      {
+        platformRevenue: formatUsdc(funds.platformRevenue),
+        shortfall: formatUsdc(platformPart - funds.platformRevenue),
+      },
+    );
+  }
 }
 
 /**

@@ -112,7 +112,8 @@ const FEE_RULE =
   'Fee rule: a refund is split like the payment: the seller bears 95% and the platform returns its 5% fee in proportion. ' +
   'The split is cumulative (seller part = floor(total refunded x 95%) - what the seller already bore), so partial refunds add up exactly to the original shares. ' +
   'While the payment is held (phase in_escrow) both parts come out of the holds: the refund is instant and nothing is owed. ' +
-  'After release (available, settling or settled; phase after_release) the seller part is debited from the seller balance, which may go negative (owed, recovered from later settlements), and the platform part from platform revenue. ' +
+  'After release (available, settling or settled; phase after_release) the seller part is debited from the seller balance and the platform part from platform revenue. ' +
+  'Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus any credit an operator granted); the available balance may go negative (owed, recovered from later settlements) only while held money covers it, otherwise 409 insufficient_seller_balance names available, held, creditLimit and shortfall. ' +
   'The USDC is sent back to the payer wallet by settlement (refund.initiated -> refund.completed with refundTxHash); the refund is pending until then.';
 
 const SIGNED_MESSAGE = refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>');
@@ -148,7 +149,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
       ...SELLER_ERRORS,
       '404': 'not_found: no such transaction for this seller',
       '409':
-        'amount_exceeds_refundable (error.refundable says what remains) | transaction_reversed | idempotency_key_reused',
+        'amount_exceeds_refundable (error.refundable says what remains) | insufficient_seller_balance (error.available, error.held, error.creditLimit, error.shortfall: the seller no longer has the money with Paygate) | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
     },
     handler: async (req, res) => {
       const body = req.body;
@@ -232,7 +233,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
     path: '/api/v1/refund-requests',
     operationId: 'createRefundRequest',
     summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
-    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
+    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; meanwhile the payment is neither released nor paid out. One pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
     body: RefundRequestBody,
     bodyExamples: {
       request: {
@@ -397,7 +398,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
       ...SELLER_ERRORS,
       '404': 'not_found: no such request for this seller',
       '409':
-        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | transaction_reversed | idempotency_key_reused',
+        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | insufficient_seller_balance | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
     },
     handler: async (req, res) => {
       const body = req.body ?? {};

@@ -8,8 +8,8 @@ export function parseSignedUsdc(text: string): bigint {
 }
 
 /**
- * Settlement's side of escrow-ledger's payout RPCs (`ledger.reserve_payout`, `ledger.cancel_payout`, declared
- * in @paygate/contracts). Both are idempotent per settlementId; no answer in time throws RpcUnavailableError.
+ * Settlement's side of escrow-ledger's RPCs (declared in @paygate/contracts): the payout reservations (idempotent
+ * per settlementId / payoutId) and the authorisation of every transfer out of escrow; no answer in time throws RpcUnavailableError.
  */
 export class LedgerClient {
   constructor(
@@ -23,5 +23,24 @@ export class LedgerClient {
 
   cancelPayout(request: RpcRequest<'ledger.cancel_payout'>): Promise<RpcReply<'ledger.cancel_payout'>> {
     return requestRpc(this.bus, 'ledger.cancel_payout', request, { timeoutMs: this.timeoutMs });
+  }
+
+  /** Before anything leaves escrow: did the ledger book exactly this transfer, and not see it sent yet? */
+  authorizeTransfer(
+    request: RpcRequest<'ledger.authorize_transfer'>,
+  ): Promise<RpcReply<'ledger.authorize_transfer'>> {
+    return requestRpc(this.bus, 'ledger.authorize_transfer', request, { timeoutMs: this.timeoutMs });
+  }
+
+  reservePlatformPayout(
+    request: RpcRequest<'ledger.reserve_platform_payout'>,
+  ): Promise<RpcReply<'ledger.reserve_platform_payout'>> {
+    return requestRpc(this.bus, 'ledger.reserve_platform_payout', request, { timeoutMs: this.timeoutMs });
+  }
+
+  cancelPlatformPayout(
+    request: RpcRequest<'ledger.cancel_platform_payout'>,
+  ): Promise<RpcReply<'ledger.cancel_platform_payout'>> {
+    return requestRpc(this.bus, 'ledger.cancel_platform_payout', request, { timeoutMs: this.timeoutMs });
   }
 }

@@ -6,6 +6,8 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
+import type { LedgerClient } from '../ledger/client';
+import type { SettlementMetrics } from '../metrics';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
@@ -14,10 +16,17 @@ import type { TransferOutcomeHandler } from '../transfers/worker';
  * `refund.initiated` (the ledger booked a refund) -> a refund record and an outgoing transfer keyed by refundId,
  * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it. Both kinds (a seller's
  * payment, or an unmatched transfer without transaction or seller) are sent the same way, to `payer`.
+ *
+ * The event alone moves nothing: the ledger must confirm it booked this refund (id, payer, amount) and it must be
+ * within MAX_TRANSFER_USDC, otherwise nothing is recorded and the event is retried, then dead-lettered for an
+ * operator (anyone able to publish on the bus could otherwise make settlement pay from escrow). The transfer
+ * worker asks the ledger again before it signs.
  */
 export function refundInitiatedConsumer(
   config: SettlementConfig,
   chain: EscrowChain,
+  ledger: LedgerClient,
+  metrics: SettlementMetrics,
   onTransferRecorded: () => void,
 ): ConsumerOptions<'refund.initiated'> {
   return {
@@ -34,6 +43,32 @@ export function refundInitiatedConsumer(
       }
       // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
       const amountMicro = parseChainUsdc(refund.amount);
+      if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
+        metrics.transfersRefused.inc({ kind: 'refund', reason: 'exceeds_transfer_cap' });
+        throw new Error(
+          `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(config.maxTransferUsdc))}); not sent`,
+        );
+      }
+      const authorization = await ledger.authorizeTransfer({
+        kind: 'refund',
+        id: refund.refundId,
+        to: refund.payer,
+        amount: formatUsdc(amountMicro),
+      });
+      if (!authorization.ok && authorization.reason === 'already_sent') {
+        const known = await db
+          .selectFrom('refunds')
+          .select('refund_id')
+          .where('refund_id', '=', refund.refundId)
+          .executeTakeFirst();
+        if (known) return; // a copy of an event whose refund this settlement already sent
+      }
+      if (!authorization.ok) {
+        metrics.transfersRefused.inc({ kind: 'refund', reason: authorization.reason });
+        throw new Error(
+          `refund.initiated ${refund.refundId} not authorised by the ledger (${authorization.reason}: ${authorization.message}); nothing sent`,
+        );
+      }
       const transferId = await recordTransfer(db, {
         kind: 'refund',
         idempotencyKey: refund.refundId,

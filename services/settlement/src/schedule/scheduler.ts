@@ -6,6 +6,7 @@ import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type LedgerClient, parseSignedUsdc } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
+import { cancelFailedPlatformPayouts } from '../platform/payouts';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import { type Period, periodAt, settlementIdFor } from './periods';
@@ -88,6 +89,7 @@ export class SettlementScheduler implements BackgroundTask {
     await this.createDueSettlements();
     await this.reservePending();
     await this.cancelFailed();
+    await cancelFailedPlatformPayouts(this.ctx, this.ledger, this.clock);
   }
 
   async createDueSettlements(): Promise<number> {
@@ -186,6 +188,7 @@ export class SettlementScheduler implements BackgroundTask {
         settlementId: settlement.settlement_id,
         sellerId: settlement.seller_id,
         minimumAmount: formatUsdc(settlement.minimum_micro),
+        payoutAddress,
       });
       if (!reply.ok) {
         await trx

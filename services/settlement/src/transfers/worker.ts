@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { SettlementConfig } from '../config';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB, TransferKind } from '../db';
+import type { LedgerClient } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
 import type { EscrowChain } from './chain';
 import type { TransferRow } from './repository';
@@ -17,6 +19,7 @@ export interface TransferOutcomeHandler {
 const OPEN_BATCH = 100;
 const SIGN_BATCH = 20;
 const PREFLIGHT_BACKOFF_MAX_MS = 5 * 60_000;
+const LEDGER_RETRY_MS = 5000;
 
 function describe(error: unknown): string {
   const e = error as { shortMessage?: string; message?: string };
@@ -44,6 +47,7 @@ export class TransferWorker implements BackgroundTask {
     private readonly chain: EscrowChain,
     private readonly metrics: SettlementMetrics,
     private readonly handlers: Record<TransferKind, TransferOutcomeHandler>,
+    private readonly ledger: LedgerClient,
   ) {
     // One signer per escrow key within this deployment (its schema holds the nonces it allocates).
     const digest = createHash('sha256')
@@ -194,11 +198,85 @@ export class TransferWorker implements BackgroundTask {
       .execute();
     for (const { transfer_id } of due) {
       if (this.loop.isStopped) return;
+      if (!(await this.authorize(transfer_id))) continue;
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(this.config, 'after_record');
       await this.broadcastRecorded(signed);
     }
+  }
+
+  /**
+   * Escrow is shared: before a transfer is signed, the ledger must say it booked exactly this transfer (kind,
+   * idempotency key, recipient, amount) and has not seen it sent, and it must be within MAX_TRANSFER_USDC. A
+   * refusal fails the transfer (never signed) and tells its owner; an unanswered ledger postpones it.
+   */
+  private async authorize(transferId: string): Promise<boolean> {
+    const transfer = await this.ctx.db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('transfer_id', '=', transferId)
+      .where('status', '=', 'created')
+      .executeTakeFirst();
+    if (!transfer) return false;
+    let refusal: { reason: string; message: string } | undefined;
+    if (transfer.amount_micro > parseChainUsdc(this.config.maxTransferUsdc)) {
+      refusal = {
+        reason: 'exceeds_transfer_cap',
+        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(this.config.maxTransferUsdc))})`,
+      };
+    } else {
+      try {
+        const reply = await this.ledger.authorizeTransfer({
+          kind: transfer.kind,
+          id: transfer.idempotency_key,
+          to: transfer.to_address,
+          amount: formatUsdc(transfer.amount_micro),
+        });
+        if (!reply.ok) refusal = { reason: reply.reason, message: reply.message };
+      } catch (error) {
+        await this.ctx.db
+          .updateTable('outgoing_transfers')
+          .set({
+            last_error: `ledger authorisation unavailable: ${describe(error)}`,
+            next_attempt_at: new Date(Date.now() + LEDGER_RETRY_MS),
+          })
+          .where('transfer_id', '=', transferId)
+          .where('status', '=', 'created')
+          .execute();
+        this.ctx.logger.warn({ transferId, err: error }, 'ledger did not authorise in time; will ask again');
+        return false;
+      }
+    }
+    if (!refusal) return true;
+    const reason = `not sent: ${refusal.reason}: ${refusal.message}`;
+    const failed = await this.ctx.inTransaction(async (trx) => {
+      const row = await trx
+        .updateTable('outgoing_transfers')
+        .set({ status: 'failed', failed_at: new Date(), last_error: reason })
+        .where('transfer_id', '=', transferId)
+        .where('status', '=', 'created')
+        .returningAll()
+        .executeTakeFirst();
+      if (row) await this.handlers[row.kind].onFailed(trx, row, reason);
+      return row;
+    });
+    if (failed) {
+      this.metrics.transfersRefused.inc({ kind: failed.kind, reason: refusal.reason });
+      this.metrics.transfersFailed.inc({ kind: failed.kind });
+      this.ctx.logger.error(
+        {
+          transferId,
+          kind: failed.kind,
+          key: failed.idempotency_key,
+          to: failed.to_address,
+          amount: formatUsdc(failed.amount_micro),
+          reason: refusal.reason,
+        },
+        'transfer out of escrow refused before signing',
+      );
+    }
+    return false;
   }
 
   /** Signs one transfer and commits the signed transaction; nothing reaches the chain here. */
