@@ -1,3 +1,4 @@
+import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -10,10 +11,17 @@ import {
   str,
 } from '@paygate/runtime';
 
-/** Checkout only names the chain (sessions carry network, chain id, USDC and escrow address); it never calls it. */
+/** Checkout only names the chain (sessions carry network, chain id, USDC and deposit address); it never calls it. */
 export interface CheckoutConfig
   extends CommonConfig,
     Pick<ChainConfig, 'network' | 'chainId' | 'usdcAddress' | 'escrowAddress'> {
+  /**
+   * CHECKOUT_ESCROW_ADDRESS: the checkout deposit wallet every session is paid to, distinct from the agent
+   * escrow (ESCROW_ADDRESS, where 402 payments go). Only transfers to it are matched to sessions by amount,
+   * so an agent's payment can never pay a session whose exact amount equals its price. Defaults to
+   * ESCROW_ADDRESS outside production (the old shared address); required and distinct in production.
+   */
+  checkoutEscrowAddress: string;
   sessionTtlSeconds: number;
   /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
   lateWindowSeconds: number;
@@ -32,6 +40,44 @@ export interface CheckoutConfig
 }
 
 const DEV_OPERATOR_TOKEN = 'dev-operator-token';
+
+/**
+ * CHECKOUT_ESCROW_ADDRESS, checksummed. In production it is required and must differ from ESCROW_ADDRESS: on one
+ * shared address a transfer's amount is all that tells an agent's payment from a session's, and any session
+ * whose exact amount equals a public price would capture that price's payments.
+ */
+function checkoutDepositAddress(
+  env: NodeJS.ProcessEnv,
+  value: string,
+  escrowAddress: string,
+  production: boolean,
+  problems: string[],
+): string {
+  if (!value.trim()) {
+    if (production) {
+      problems.push(
+        'CHECKOUT_ESCROW_ADDRESS: must be set in production to the checkout deposit wallet (not ESCROW_ADDRESS)',
+      );
+    }
+    return escrowAddress;
+  }
+  let address: string;
+  try {
+    address = formatAddress(value.trim());
+  } catch {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
+    return escrowAddress;
+  }
+  if (production && escrowAddress && address.toLowerCase() === escrowAddress.toLowerCase()) {
+    problems.push(
+      'CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow) in production',
+    );
+  }
+  if (production && env.CHECKOUT_ESCROW_ADDRESS && /^0x0{40}$/i.test(address)) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
+  }
+  return address;
+}
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(
@@ -53,6 +99,7 @@ export function loadConfig(
     SWEEP_INTERVAL_MS: number;
     OPERATOR_TOKEN: string;
     PROJECTION_CACHE_TTL_MS: number;
+    CHECKOUT_ESCROW_ADDRESS: string;
   }>(env, {
     SESSION_TTL_SECONDS: num({ default: 900 }),
     LATE_WINDOW_SECONDS: num({ default: 86_400 }),
@@ -61,8 +108,16 @@ export function loadConfig(
     SWEEP_INTERVAL_MS: num({ default: 1000 }),
     OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
     PROJECTION_CACHE_TTL_MS: num({ default: 2000 }),
+    CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
   });
   const problems: string[] = [];
+  const checkoutEscrowAddress = checkoutDepositAddress(
+    env,
+    parsed.CHECKOUT_ESCROW_ADDRESS,
+    escrowAddress,
+    common.production,
+    problems,
+  );
   const positiveInt = (name: string, value: number, min: number, max: number) => {
     if (!Number.isInteger(value) || value < min || value > max)
       problems.push(`${name} must be an integer from ${min} to ${max}`);
@@ -83,6 +138,7 @@ export function loadConfig(
   return {
     ...common,
     escrowAddress,
+    checkoutEscrowAddress,
     network,
     chainId,
     usdcAddress,

@@ -130,6 +130,12 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       ];
     },
     background(ctx) {
+      if (config.checkoutEscrowAddress === config.escrowAddress) {
+        ctx.logger.warn(
+          { walletAddress: config.escrowAddress },
+          'CHECKOUT_ESCROW_ADDRESS is not set: sessions are paid to the agent escrow, so an agent payment whose amount equals a session exact amount would pay that session; set a distinct checkout deposit wallet',
+        );
+      }
       return [new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs)];
     },
     fastPath: () => {

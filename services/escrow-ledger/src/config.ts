@@ -1,3 +1,4 @@
+import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -28,6 +29,11 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   paymentConcurrency: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
+  /**
+   * CHECKOUT_ESCROW_ADDRESS (optional): the checkout deposit wallet. escrow_asset is the USDC of both wallets,
+   * so reconciliation adds its balance to the escrow wallet's.
+   */
+  checkoutEscrowAddress: string | null;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -75,5 +81,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     paymentBatchSize: Math.min(parsed.PAYMENT_BATCH_SIZE, 1000),
     paymentConcurrency: Math.min(parsed.PAYMENT_CONCURRENCY, 16),
     now: () => new Date(),
+    checkoutEscrowAddress: checkoutEscrowAddressOf(env),
   };
+}
+
+/** CHECKOUT_ESCROW_ADDRESS checksummed, or null when unset; a malformed value is refused like ESCROW_ADDRESS. */
+function checkoutEscrowAddressOf(env: NodeJS.ProcessEnv): string | null {
+  const value = env.CHECKOUT_ESCROW_ADDRESS?.trim();
+  if (!value) return null;
+  try {
+    return formatAddress(value);
+  } catch {
+    throw new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
+  }
 }

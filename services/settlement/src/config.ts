@@ -11,6 +11,7 @@ import {
 } from '@paygate/runtime';
 import { Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
+import { type CheckoutSweepConfig, loadCheckoutSweepConfig } from './sweep/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
@@ -41,6 +42,8 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
   crashPoint: CrashPoint | null;
   /** The x402 relayer (gas-only key), or null when RELAYER_PRIVATE_KEY is not set. */
   relayer: RelayerConfig | null;
+  /** The checkout deposit wallet's sweeper (CHECKOUT_ESCROW_PRIVATE_KEY), or null when not set. */
+  checkoutSweep: CheckoutSweepConfig | null;
   /** Bearer token of the operator routes (POST /api/v1/operator/settlements/run). */
   operatorToken: string;
   /**
@@ -138,6 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
+    checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
   } as SettlementConfig;
