@@ -41,42 +41,37 @@ export interface CheckoutConfig
 
 const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 
-/**
- * CHECKOUT_ESCROW_ADDRESS, checksummed. In production it is required and must differ from ESCROW_ADDRESS: on one
- * shared address a transfer's amount is all that tells an agent's payment from a session's, and any session
- * whose exact amount equals a public price would capture that price's payments.
- */
-function checkoutDepositAddress(
-  env: NodeJS.ProcessEnv,
-  value: string,
-  escrowAddress: string,
-  production: boolean,
-  problems: string[],
-): string {
-  if (!value.trim()) {
-    if (production) {
-      problems.push(
-        'CHECKOUT_ESCROW_ADDRESS: must be set in production to the checkout deposit wallet (not ESCROW_ADDRESS)',
-      );
-    }
-    return escrowAddress;
-  }
-  let address: string;
+/** CHECKOUT_ESCROW_ADDRESS checksummed; unset: ESCROW_ADDRESS (refused in production by productionDeposit). */
+function checkoutDepositAddress(value: string, escrowAddress: string, problems: string[]): string {
+  if (!value.trim()) return escrowAddress;
   try {
-    address = formatAddress(value.trim());
+    return formatAddress(value.trim());
   } catch {
     problems.push('CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
     return escrowAddress;
   }
-  if (production && escrowAddress && address.toLowerCase() === escrowAddress.toLowerCase()) {
+}
+
+/**
+ * In production the deposit wallet must be set, non-zero and distinct from ESCROW_ADDRESS: on one shared address
+ * a transfer's amount is all that tells an agent's payment from a session's, and a session whose exact amount
+ * equals a public price would capture that price's payments. Checked after productionGuards (which names the
+ * escrow's own problems first), in its message format.
+ */
+function productionDeposit(env: NodeJS.ProcessEnv, address: string, escrowAddress: string): void {
+  const problems: string[] = [];
+  if (!env.CHECKOUT_ESCROW_ADDRESS?.trim()) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must be set in production to the checkout deposit wallet');
+  } else if (/^0x0{40}$/i.test(address)) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
+  } else if (address.toLowerCase() === escrowAddress.toLowerCase()) {
     problems.push(
       'CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow) in production',
     );
   }
-  if (production && env.CHECKOUT_ESCROW_ADDRESS && /^0x0{40}$/i.test(address)) {
-    problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
+  if (problems.length > 0) {
+    throw new ConfigError(`invalid production configuration of checkout: ${problems.join('; ')}`);
   }
-  return address;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -112,10 +107,8 @@ export function loadConfig(
   });
   const problems: string[] = [];
   const checkoutEscrowAddress = checkoutDepositAddress(
-    env,
     parsed.CHECKOUT_ESCROW_ADDRESS,
     escrowAddress,
-    common.production,
     problems,
   );
   const positiveInt = (name: string, value: number, min: number, max: number) => {
@@ -135,6 +128,7 @@ export function loadConfig(
     escrow: { address: escrowAddress },
     secrets: ['OPERATOR_TOKEN'],
   });
+  if (common.production) productionDeposit(env, checkoutEscrowAddress, escrowAddress);
   return {
     ...common,
     escrowAddress,

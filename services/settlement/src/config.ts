@@ -141,7 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
-    checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY),
+    checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
   } as SettlementConfig;

@@ -21,6 +21,7 @@ export interface CheckoutSweepConfig {
 export function loadCheckoutSweepConfig(
   env: NodeJS.ProcessEnv,
   escrowPrivateKey: string,
+  production: boolean,
 ): CheckoutSweepConfig | null {
   const parsed = parseEnv<{
     CHECKOUT_ESCROW_PRIVATE_KEY: string;
@@ -35,7 +36,15 @@ export function loadCheckoutSweepConfig(
     CHECKOUT_SWEEP_INTERVAL_MS: num({ default: 5000 }),
     CHECKOUT_SWEEP_MIN_MICRO: num({ default: 1 }),
   });
-  if (!parsed.CHECKOUT_ESCROW_PRIVATE_KEY) return null;
+  if (!parsed.CHECKOUT_ESCROW_PRIVATE_KEY) {
+    // Checkout requires its deposit wallet in production: without the key its USDC could never be paid out.
+    if (production) {
+      throw new ConfigError(
+        'invalid configuration: CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production (settlement sweeps the checkout deposit wallet into escrow)',
+      );
+    }
+    return null;
+  }
   const problems: string[] = [];
   let address: string | undefined;
   try {
