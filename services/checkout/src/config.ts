@@ -25,8 +25,22 @@ export interface CheckoutConfig
   sessionTtlSeconds: number;
   /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
   lateWindowSeconds: number;
-  /** Suffixes are drawn from 1 .. range-1 micro-USDC (10000: below one cent). */
+  /** Suffixes are drawn from 1 .. range-1 micro-USDC (10000: below one cent); the smallest range of any price. */
   amountSuffixRangeMicro: number;
+  /**
+   * A price's range grows with it: range = clamp(price x percent / 100, amountSuffixRangeMicro,
+   * amountSuffixMaxRangeMicro) (1: a suffix below 1% of the price). 0: every price has amountSuffixRangeMicro.
+   */
+  amountSuffixPercent: number;
+  amountSuffixMaxRangeMicro: number;
+  /** Session creations per minute per key (pk_ or sk_), shared by every replica. */
+  sessionRateLimitPerKey: number;
+  /** Session creations per minute per client address with a publishable key (the browser's), over all keys. */
+  sessionRateLimitPerClient: number;
+  /** Open sessions (not yet expired or paid) one seller may have at a time. */
+  maxOpenSessionsPerSeller: number;
+  /** Share (percent) of one price's suffixes a seller's unpaid sessions may hold: no seller can exhaust a price. */
+  maxAmountSharePercent: number;
   /** Hold period of sessions created with the secret key when the body names none. */
   defaultHoldPeriodHours: number;
   /** How often open sessions are expired and stale amount reservations released. */
@@ -95,6 +109,12 @@ export function loadConfig(
     OPERATOR_TOKEN: string;
     PROJECTION_CACHE_TTL_MS: number;
     CHECKOUT_ESCROW_ADDRESS: string;
+    AMOUNT_SUFFIX_PERCENT: number;
+    AMOUNT_SUFFIX_MAX_RANGE_MICRO: number;
+    SESSION_RATE_LIMIT_PER_KEY: number;
+    SESSION_RATE_LIMIT_PER_CLIENT: number;
+    MAX_OPEN_SESSIONS_PER_SELLER: number;
+    MAX_AMOUNT_SHARE_PERCENT: number;
   }>(env, {
     SESSION_TTL_SECONDS: num({ default: 900 }),
     LATE_WINDOW_SECONDS: num({ default: 86_400 }),
@@ -104,6 +124,12 @@ export function loadConfig(
     OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
     PROJECTION_CACHE_TTL_MS: num({ default: 2000 }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
+    AMOUNT_SUFFIX_PERCENT: num({ default: 1 }),
+    AMOUNT_SUFFIX_MAX_RANGE_MICRO: num({ default: 1_000_000 }),
+    SESSION_RATE_LIMIT_PER_KEY: num({ default: 600 }),
+    SESSION_RATE_LIMIT_PER_CLIENT: num({ default: 120 }),
+    MAX_OPEN_SESSIONS_PER_SELLER: num({ default: 1000 }),
+    MAX_AMOUNT_SHARE_PERCENT: num({ default: 20 }),
   });
   const problems: string[] = [];
   const checkoutEscrowAddress = checkoutDepositAddress(
@@ -121,6 +147,12 @@ export function loadConfig(
   positiveInt('DEFAULT_HOLD_PERIOD_HOURS', parsed.DEFAULT_HOLD_PERIOD_HOURS, 0, 168);
   positiveInt('SWEEP_INTERVAL_MS', parsed.SWEEP_INTERVAL_MS, 10, 600_000);
   positiveInt('PROJECTION_CACHE_TTL_MS', parsed.PROJECTION_CACHE_TTL_MS, 0, 60_000);
+  positiveInt('AMOUNT_SUFFIX_PERCENT', parsed.AMOUNT_SUFFIX_PERCENT, 0, 10);
+  positiveInt('AMOUNT_SUFFIX_MAX_RANGE_MICRO', parsed.AMOUNT_SUFFIX_MAX_RANGE_MICRO, 2, 100_000_000);
+  positiveInt('SESSION_RATE_LIMIT_PER_KEY', parsed.SESSION_RATE_LIMIT_PER_KEY, 1, 1_000_000);
+  positiveInt('SESSION_RATE_LIMIT_PER_CLIENT', parsed.SESSION_RATE_LIMIT_PER_CLIENT, 1, 1_000_000);
+  positiveInt('MAX_OPEN_SESSIONS_PER_SELLER', parsed.MAX_OPEN_SESSIONS_PER_SELLER, 1, 10_000_000);
+  positiveInt('MAX_AMOUNT_SHARE_PERCENT', parsed.MAX_AMOUNT_SHARE_PERCENT, 1, 100);
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   productionGuards(env, {
     serviceName: common.serviceName,
@@ -139,6 +171,15 @@ export function loadConfig(
     sessionTtlSeconds: parsed.SESSION_TTL_SECONDS,
     lateWindowSeconds: parsed.LATE_WINDOW_SECONDS,
     amountSuffixRangeMicro: parsed.AMOUNT_SUFFIX_RANGE_MICRO,
+    amountSuffixPercent: parsed.AMOUNT_SUFFIX_PERCENT,
+    amountSuffixMaxRangeMicro: Math.max(
+      parsed.AMOUNT_SUFFIX_MAX_RANGE_MICRO,
+      parsed.AMOUNT_SUFFIX_RANGE_MICRO,
+    ),
+    sessionRateLimitPerKey: parsed.SESSION_RATE_LIMIT_PER_KEY,
+    sessionRateLimitPerClient: parsed.SESSION_RATE_LIMIT_PER_CLIENT,
+    maxOpenSessionsPerSeller: parsed.MAX_OPEN_SESSIONS_PER_SELLER,
+    maxAmountSharePercent: parsed.MAX_AMOUNT_SHARE_PERCENT,
     defaultHoldPeriodHours: parsed.DEFAULT_HOLD_PERIOD_HOURS,
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
     operatorToken: parsed.OPERATOR_TOKEN,

@@ -15,6 +15,7 @@ import { operatorRoutes, TransferView } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
 import { cors, corsOnError } from './sessions/cors';
+import { SessionLimits } from './sessions/limits';
 import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
 import { staticRoutes } from './static/routes';
@@ -58,7 +59,7 @@ export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 const checkoutDocument = {
   title: 'Paygate checkout',
   description:
-    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to one shared escrow wallet, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to the checkout deposit wallet (never the agent escrow), the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
   securitySchemes: {
     publishableKey: securitySchemes.publishableKey,
     secretKey: securitySchemes.apiKey,
@@ -74,6 +75,7 @@ const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
   let sellerAuth: SellerAuth | undefined;
   let store: SessionStore | undefined;
+  let limits: SessionLimits | undefined;
   const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) =>
     new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
   let projections: ProjectionCache | undefined;
@@ -89,7 +91,8 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     routes(app, ctx) {
       store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
       sellerAuth = new SellerAuth(ctx.bus);
-      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx));
+      limits = new SessionLimits(ctx.db, config);
+      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
       sessionFastPath = sessions.fastPath;
       const routes = [...staticRoutes(), ...sessions.routes, ...operatorRoutes(ctx, config, matcherFor(ctx))];
       app.use('/api/v1/checkout', cors, corsOnError);
@@ -136,7 +139,11 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
           'CHECKOUT_ESCROW_ADDRESS is not set: sessions are paid to the agent escrow, so an agent payment whose amount equals a session exact amount would pay that session; set a distinct checkout deposit wallet',
         );
       }
-      return [new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs)];
+      const limiter = limits ?? new SessionLimits(ctx.db, config);
+      return [
+        new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs),
+        { start: () => limiter.start(), stop: () => limiter.stop() },
+      ];
     },
     fastPath: () => {
       void store?.warm();

@@ -17,6 +17,7 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
 import { type CreatedAnswer, createSessionFastPath } from './fast-path';
+import { clientAddressOf, largestSuffixRange, RetryLaterError, type SessionLimits } from './limits';
 import { PublishableSessionBody, SecretSessionBody, SessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -56,6 +57,7 @@ export function sessionRoutes(
   store: SessionStore,
   sellerAuth: SellerAuth,
   projections: ProjectionCache,
+  limits: SessionLimits,
 ): { routes: AnyRoute[]; fastPath: (req: IncomingMessage, res: ServerResponse) => boolean } {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
 
@@ -149,7 +151,7 @@ export function sessionRoutes(
     }
     // The exact amount (price + a suffix below the range) must stay a USDC amount every service accepts,
     // or the session could never be matched.
-    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(config.amountSuffixRangeMicro - 1);
+    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(largestSuffixRange(config) - 1);
     if (priceMicro > maxPriceMicro) {
       throw new HttpError(400, 'invalid_request', `amount must be at most ${formatUsdc(maxPriceMicro)}`, {
         field: 'amount',
@@ -175,6 +177,7 @@ export function sessionRoutes(
     token: string | undefined,
     body: unknown,
     idempotencyKey: string | undefined,
+    client: string | undefined,
   ): Promise<CreatedAnswer> {
     if (!token) {
       throw new HttpError(
@@ -197,9 +200,13 @@ export function sessionRoutes(
         });
       }
       kind = 'publishable';
+      // A browser's request: limited per key and per client address before anything is looked up.
+      await limits.admitRequest(token, client);
       input = await fromPublishableKey(token, body);
     } else if (token.startsWith('sk_')) {
       kind = 'secret';
+      // A seller's server: one client address serves many buyers, so only its key is limited.
+      await limits.admitRequest(token, undefined);
       input = await fromSecretKey(token, body);
     } else {
       throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
@@ -221,6 +228,19 @@ export function sessionRoutes(
             .digest('hex'),
         }
       : undefined;
+    try {
+      await limits.admitSeller(input.sellerId, input.priceMicro, kind === 'secret' ? 'amount' : 'skill');
+    } catch (error) {
+      // A retry of a session created before the seller reached a cap is still answered with that session.
+      const previous =
+        error instanceof RetryLaterError && claim && (await store.replay(input.sellerId, claim));
+      if (!previous) throw error;
+      return sessionCreatedAnswer({
+        session: previous,
+        snapshot: toSnapshot(previous, config),
+        replayed: true,
+      });
+    }
     return sessionCreatedAnswer(await store.create(input, claim));
   }
 
@@ -259,16 +279,24 @@ export function sessionRoutes(
         'missing_key | invalid_key | invalid_publishable_key | unknown_publishable_key | invalid_api_key | unknown_api_key',
       '404': 'skill_not_found | endpoint_not_found',
       '409': 'skill_not_active | endpoint_not_priced | idempotency_key_reused',
+      '429':
+        'rate_limited (per key, or per client address with a publishable key) | too_many_open_sessions (per seller) | amount_share_exhausted (the seller’s unpaid sessions hold its share of this price’s unique amounts); Retry-After says when to retry',
       '503':
-        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later',
+        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later (Retry-After)',
     },
     handler: async (req, res) => {
-      const created = await createSession(
-        bearerTokenOf(req.header('authorization')),
-        req.body,
-        req.header('idempotency-key'),
-      );
-      res.set(created.headers).status(created.status).json(created.body);
+      try {
+        const created = await createSession(
+          bearerTokenOf(req.header('authorization')),
+          req.body,
+          req.header('idempotency-key'),
+          clientAddressOf(req),
+        );
+        res.set(created.headers).status(created.status).json(created.body);
+      } catch (error) {
+        if (error instanceof RetryLaterError) res.set('Retry-After', String(error.retryAfterSeconds));
+        throw error;
+      }
     },
   });
 
