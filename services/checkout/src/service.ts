@@ -89,9 +89,9 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     config,
     migrations,
     routes(app, ctx) {
-      store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
-      sellerAuth = new SellerAuth(ctx.bus);
       limits = new SessionLimits(ctx.db, config);
+      store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits);
+      sellerAuth = new SellerAuth(ctx.bus);
       const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
       sessionFastPath = sessions.fastPath;
       const routes = [...staticRoutes(), ...sessions.routes, ...operatorRoutes(ctx, config, matcherFor(ctx))];

@@ -48,6 +48,29 @@ export function largestSuffixRange(
   return config.amountSuffixPercent > 0 ? config.amountSuffixMaxRangeMicro : config.amountSuffixRangeMicro;
 }
 
+/**
+ * A seller's caps for a new session at this price: open sessions at once, and unpaid sessions (open, or expired
+ * in their late window) among the price's amounts (a share of its suffixes; 100%: no share).
+ */
+export function sellerCaps(
+  config: Pick<
+    CheckoutConfig,
+    | 'amountSuffixRangeMicro'
+    | 'amountSuffixPercent'
+    | 'amountSuffixMaxRangeMicro'
+    | 'maxOpenSessionsPerSeller'
+    | 'maxAmountSharePercent'
+  >,
+  priceMicro: bigint,
+): { maxOpenSessions: number; maxUnpaidInRange: number; capacity: number } {
+  const capacity = suffixRangeFor(config, priceMicro) - 1;
+  const share =
+    config.maxAmountSharePercent >= 100
+      ? Number.MAX_SAFE_INTEGER
+      : Math.max(1, Math.floor((capacity * config.maxAmountSharePercent) / 100));
+  return { maxOpenSessions: config.maxOpenSessionsPerSeller, maxUnpaidInRange: share, capacity };
+}
+
 const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
 
 /**
@@ -81,8 +104,9 @@ const secondsUntil = (now: Date, at: Date | null) =>
  * - per seller: at most `maxOpenSessionsPerSeller` open sessions, and at most `maxAmountSharePercent` of one
  *   price's suffixes held by its unpaid sessions (open, or expired in their late window), so one seller's
  *   flood leaves the rest of every price to the others.
- * Every refusal is a 429 with Retry-After. The seller checks read before the insert, so concurrent requests of
- * one seller can pass a cap by at most the creation pool's size (8 per replica).
+ * Every refusal is a 429 with Retry-After. The seller caps are conditions of the creation statement (counted in
+ * it, not locked), so concurrent requests of one seller can pass a cap by at most the creation pool's size (8
+ * per replica).
  */
 export class SessionLimits {
   private readonly perKey: SharedRateLimiter;
@@ -142,11 +166,14 @@ export class SessionLimits {
     return limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
   }
 
-  /** The seller's caps for a new session at this price: 429 too_many_open_sessions | amount_share_exhausted. */
+  /**
+   * Why the creation statement inserted nothing, when a seller's cap is the reason (the statement enforces the
+   * caps itself, in its one round trip): 429 too_many_open_sessions | amount_share_exhausted; else returns.
+   */
   async admitSeller(sellerId: string, priceMicro: bigint, priceField: 'amount' | 'skill'): Promise<void> {
     const now = this.config.now();
     const range = suffixRangeFor(this.config, priceMicro);
-    const share = Math.max(1, Math.floor(((range - 1) * this.config.maxAmountSharePercent) / 100));
+    const share = sellerCaps(this.config, priceMicro).maxUnpaidInRange;
     // Every amount a session of this price could take: another price's sessions inside it count too.
     const low = priceMicro + 1n;
     const high = priceMicro + BigInt(range - 1);
@@ -179,7 +206,7 @@ export class SessionLimits {
       );
     }
     // 100%: no share (a single-seller deployment may let one seller fill a price).
-    if (this.config.maxAmountSharePercent < 100 && Number(row.held) >= share) {
+    if (Number(row.held) >= share) {
       const retry = secondsUntil(now, row.oldest_held_release);
       throw new RetryLaterError(
         429,

@@ -228,19 +228,8 @@ export function sessionRoutes(
             .digest('hex'),
         }
       : undefined;
-    try {
-      await limits.admitSeller(input.sellerId, input.priceMicro, kind === 'secret' ? 'amount' : 'skill');
-    } catch (error) {
-      // A retry of a session created before the seller reached a cap is still answered with that session.
-      const previous =
-        error instanceof RetryLaterError && claim && (await store.replay(input.sellerId, claim));
-      if (!previous) throw error;
-      return sessionCreatedAnswer({
-        session: previous,
-        snapshot: toSnapshot(previous, config),
-        replayed: true,
-      });
-    }
+    // The seller's caps are conditions of the creation statement: a refusal is a 429 naming the cap, and a retry
+    // of a session created before the cap was reached still replays it.
     return sessionCreatedAnswer(await store.create(input, claim));
   }
 

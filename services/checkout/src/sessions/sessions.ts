@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
 import { CreateSessionStatement } from './create-statement';
-import { RetryLaterError, suffixRangeFor } from './limits';
+import { RetryLaterError, type SessionLimits, sellerCaps, suffixRangeFor } from './limits';
 import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
 export interface NewSession {
@@ -62,6 +62,8 @@ export class SessionStore {
     private readonly config: CheckoutConfig,
     /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
     private readonly onEventsEnqueued: () => void = () => undefined,
+    /** Says which seller cap refused a creation (429); without it a refusal reads as a full range. */
+    private readonly limits?: Pick<SessionLimits, 'admitSeller'>,
   ) {
     this.createStatement = new CreateSessionStatement(config);
   }
@@ -133,6 +135,7 @@ export class SessionStore {
       eventId: event.id,
       eventType: event.type,
       eventJson: JSON.stringify(event),
+      ...sellerCaps(this.config, input.priceMicro),
       idempotency,
     });
     if (exactAmountMicro === undefined) return undefined;
@@ -173,6 +176,8 @@ export class SessionStore {
           if (previous)
             return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
         }
+        // A seller cap reached: 429 with its reason (a full range is decided below).
+        await this.limits?.admitSeller(input.sellerId, input.priceMicro, input.skillId ? 'skill' : 'amount');
         // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
         const free = await this.hasFreeAmount(input.priceMicro);
         if (!free) {
