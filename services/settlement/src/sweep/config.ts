@@ -38,9 +38,9 @@ export function loadCheckoutSweepConfig(
   });
   if (!parsed.CHECKOUT_ESCROW_PRIVATE_KEY) {
     // Checkout requires its deposit wallet in production: without the key its USDC could never be paid out.
-    if (production) {
+    if (production && parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
       throw new ConfigError(
-        'invalid configuration: CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production (settlement sweeps the checkout deposit wallet into escrow)',
+        'invalid configuration: CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production when CHECKOUT_ESCROW_ADDRESS is (settlement sweeps the checkout deposit wallet into escrow)',
       );
     }
     return null;
