@@ -123,12 +123,26 @@ describe('no seller can exhaust the unique amounts of another seller; creation i
       ).n,
     ); // from the flood above
     expect(open).toBeGreaterThanOrEqual(10);
-    for (let i = open; i < MAX_OPEN; i++) {
+    const ordered = () =>
+      request(h.url)
+        .post('/api/v1/checkout/sessions')
+        .set('Authorization', `Bearer ${h.secretKey}`)
+        .set('Idempotency-Key', 'order-42')
+        .send({ amount: '50', description: 'order 42' });
+    const first = await ordered();
+    expect(first.status).toBe(201);
+    for (let i = open + 1; i < MAX_OPEN; i++) {
       expect((await secretSession(h.secretKey, String(10 + i))).status).toBe(201);
     }
     const refused = await secretSession(h.secretKey, '99');
     expectRetryLater(refused, 'too_many_open_sessions', 900);
     expect(refused.body.error).toMatchObject({ field: 'Authorization' });
+    // A retry of a session created before the cap is still its session, not a 429.
+    const retried = await ordered();
+    expect({ status: retried.status, id: retried.body.sessionId }).toEqual({
+      status: 200,
+      id: first.body.sessionId,
+    });
 
     // Past expiry nothing is open any more, but the flood's unpaid amounts stay held for late payments.
     h.clock.advanceSeconds(901);
