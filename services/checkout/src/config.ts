@@ -37,7 +37,7 @@ export interface CheckoutConfig
   sessionRateLimitPerKey: number;
   /** Session creations per minute per client address with a publishable key (the browser's), over all keys. */
   sessionRateLimitPerClient: number;
-  /** Open sessions (not yet expired or paid) one seller may have at a time. */
+  /** Open sessions (not yet expired or paid) one seller may have at a time (0: no cap). */
   maxOpenSessionsPerSeller: number;
   /** Share (percent) of one price's suffixes a seller's unpaid sessions may hold: no seller can exhaust a price. */
   maxAmountSharePercent: number;
@@ -151,7 +151,7 @@ export function loadConfig(
   positiveInt('AMOUNT_SUFFIX_MAX_RANGE_MICRO', parsed.AMOUNT_SUFFIX_MAX_RANGE_MICRO, 2, 100_000_000);
   positiveInt('SESSION_RATE_LIMIT_PER_KEY', parsed.SESSION_RATE_LIMIT_PER_KEY, 1, 1_000_000);
   positiveInt('SESSION_RATE_LIMIT_PER_CLIENT', parsed.SESSION_RATE_LIMIT_PER_CLIENT, 1, 1_000_000);
-  positiveInt('MAX_OPEN_SESSIONS_PER_SELLER', parsed.MAX_OPEN_SESSIONS_PER_SELLER, 1, 10_000_000);
+  positiveInt('MAX_OPEN_SESSIONS_PER_SELLER', parsed.MAX_OPEN_SESSIONS_PER_SELLER, 0, 10_000_000);
   positiveInt('MAX_AMOUNT_SHARE_PERCENT', parsed.MAX_AMOUNT_SHARE_PERCENT, 1, 100);
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   productionGuards(env, {

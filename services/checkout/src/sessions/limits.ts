@@ -50,7 +50,8 @@ export function largestSuffixRange(
 
 /**
  * A seller's caps for a new session at this price: open sessions at once, and unpaid sessions (open, or expired
- * in their late window) among the price's amounts (a share of its suffixes; 100%: no share).
+ * in their late window) among the price's amounts (a share of its suffixes). 0: no such cap
+ * (MAX_OPEN_SESSIONS_PER_SELLER 0, MAX_AMOUNT_SHARE_PERCENT 100).
  */
 export function sellerCaps(
   config: Pick<
@@ -66,7 +67,7 @@ export function sellerCaps(
   const capacity = suffixRangeFor(config, priceMicro) - 1;
   const share =
     config.maxAmountSharePercent >= 100
-      ? Number.MAX_SAFE_INTEGER
+      ? 0
       : Math.max(1, Math.floor((capacity * config.maxAmountSharePercent) / 100));
   return { maxOpenSessions: config.maxOpenSessionsPerSeller, maxUnpaidInRange: share, capacity };
 }
@@ -192,7 +193,8 @@ export class SessionLimits {
         (select min(late_until) from sessions where seller_id = ${sellerId} and amount_reserved and transfer_id is null
           and exact_amount_micro between ${low} and ${high}) as oldest_held_release`.execute(this.db);
     const row = result.rows[0]!;
-    if (Number(row.open) >= this.config.maxOpenSessionsPerSeller) {
+    const maxOpen = this.config.maxOpenSessionsPerSeller;
+    if (maxOpen > 0 && Number(row.open) >= maxOpen) {
       const retry = secondsUntil(now, row.oldest_open_expiry);
       throw new RetryLaterError(
         429,
@@ -205,8 +207,8 @@ export class SessionLimits {
         },
       );
     }
-    // 100%: no share (a single-seller deployment may let one seller fill a price).
-    if (Number(row.held) >= share) {
+    // 0: no share (MAX_AMOUNT_SHARE_PERCENT 100; a single-seller deployment may let one seller fill a price).
+    if (share > 0 && Number(row.held) >= share) {
       const retry = secondsUntil(now, row.oldest_held_release);
       throw new RetryLaterError(
         429,
