@@ -132,6 +132,8 @@ async function main(): Promise<void> {
       CHAIN_ID: String(chain.chainId),
       USDC_ADDRESS: chain.usdcAddress,
       ESCROW_ADDRESS: chain.wallets.escrow.address,
+      // Checkout sessions are paid to their own deposit wallet (anvil account #7), never to the agent escrow.
+      CHECKOUT_ESCROW_ADDRESS: chain.wallets.checkoutEscrow.address,
       CONFIRMATIONS: '1',
       OPERATOR_TOKEN: DEV_OPERATOR_TOKEN,
       SESSION_SECRET: DEV_SESSION_SECRET,
@@ -148,9 +150,11 @@ async function main(): Promise<void> {
         env.NATS_USER = name;
         env.NATS_PASSWORD = infra.natsPasswords[name as keyof NatsPasswords];
       }
-      // Only settlement holds the escrow wallet's key, and the x402 relayer's (gas only, anvil account #6).
+      // Only settlement holds the escrow wallet's key, the checkout deposit wallet's (swept into escrow; anvil's
+      // accounts hold ETH for its gas) and the x402 relayer's (gas only, anvil account #6).
       if (name === 'settlement') {
         env.ESCROW_PRIVATE_KEY = chain.wallets.escrow.privateKey;
+        env.CHECKOUT_ESCROW_PRIVATE_KEY = chain.wallets.checkoutEscrow.privateKey;
         env.RELAYER_PRIVATE_KEY = chain.wallets.relayer.privateKey;
         // Development only: 2-minute settlement periods, looked for every 10 s, so a payout shows within minutes.
         env.SETTLEMENT_PERIOD_SECONDS = '120';

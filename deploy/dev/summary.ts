@@ -87,7 +87,8 @@ ${bold('Paygate is running')}
 ${bold('Test wallets')} (anvil's public dev keys — never use them elsewhere)
   buyer     ${w.buyer.address}  key ${w.buyer.privateKey}  (1,000 USDC)
   seller    ${w.seller.address}  key ${w.seller.privateKey}
-  escrow    ${w.escrow.address}
+  escrow    ${w.escrow.address}  (agent payments: the 402 payTo)
+  checkout  ${w.checkoutEscrow.address}  (checkout deposit wallet: sessions are paid here; settlement sweeps it into escrow)
   deployer  ${w.deployer.address}  key ${w.deployer.privateKey}  (owns the test USDC: the only key that mints it)
   mint test USDC to any address:
     ${chainEnv}${MINT_COMMAND} <address> 100

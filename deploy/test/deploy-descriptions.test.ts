@@ -31,7 +31,10 @@ const SERVICE_FACTS: Record<string, { schema: string; secrets: string[] }> = {
   checkout: { schema: 'checkout', secrets: [] },
   'chain-indexer': { schema: 'indexer', secrets: [] },
   'escrow-ledger': { schema: 'ledger', secrets: [] },
-  settlement: { schema: 'settlement', secrets: ['ESCROW_PRIVATE_KEY', 'RELAYER_PRIVATE_KEY'] },
+  settlement: {
+    schema: 'settlement',
+    secrets: ['ESCROW_PRIVATE_KEY', 'CHECKOUT_ESCROW_PRIVATE_KEY', 'RELAYER_PRIVATE_KEY'],
+  },
   notifier: { schema: 'notifier', secrets: [] },
 };
 /** The services with operator routes: they read the one shared OPERATOR_TOKEN (Secret paygate-operator). */

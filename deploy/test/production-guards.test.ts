@@ -29,6 +29,8 @@ const PRODUCTION: NodeJS.ProcessEnv = {
   SESSION_SECRET: 'sess-1b3d5f7a9c0e2a4c6e8a0c2e4a6c8e0a',
   SECRETS_ENCRYPTION_KEY: 'wh-9e7c5a3f1d0b2e4c6a8f0d2b4e6c8a0f',
   ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+  CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
+  CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
 };
 
 const LOADERS: Record<string, (env: NodeJS.ProcessEnv) => unknown> = {
@@ -70,6 +72,24 @@ describe('production guards', () => {
     expect(refusal(service, without('ESCROW_ADDRESS'))).toMatch(
       /ESCROW_ADDRESS: (must be set to the escrow wallet in production|is required)/,
     );
+  });
+
+  it('checkout refuses a missing, zero or shared CHECKOUT_ESCROW_ADDRESS; settlement a missing deposit key', () => {
+    expect(refusal('checkout', without('CHECKOUT_ESCROW_ADDRESS'))).toContain(
+      'invalid production configuration of checkout: CHECKOUT_ESCROW_ADDRESS: must be set in production',
+    );
+    expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ZERO })).toContain(
+      'CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production',
+    );
+    expect(
+      refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: testWallets.escrow.address }),
+    ).toContain('CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS');
+    expect(refusal('settlement', without('CHECKOUT_ESCROW_PRIVATE_KEY'))).toContain(
+      'CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production',
+    );
+    expect(
+      refusal('settlement', { ...PRODUCTION, CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey }),
+    ).toContain('CHECKOUT_ESCROW_PRIVATE_KEY: must not be the escrow key');
   });
 
   it('settlement refuses an ESCROW_ADDRESS of zero (its own defaults to its key)', () => {

@@ -29,7 +29,8 @@ export const SUBJECTS = {
     owners: ['chain-indexer'],
     version: 1,
     schema: TransferObserved,
-    description: 'A USDC transfer into the escrow wallet reached the required confirmations.',
+    description:
+      'A USDC transfer into the escrow wallet or the checkout deposit wallet (`to` names it) reached the required confirmations.',
   },
   'transfer.reorged': {
     owners: ['chain-indexer'],

@@ -12,9 +12,17 @@ export interface TestWallet {
   accountIndex: number;
 }
 
-export type TestWalletRole = 'deployer' | 'escrow' | 'buyer' | 'seller' | 'platform' | 'stranger' | 'relayer';
+export type TestWalletRole =
+  | 'deployer'
+  | 'escrow'
+  | 'buyer'
+  | 'seller'
+  | 'platform'
+  | 'stranger'
+  | 'relayer'
+  | 'checkoutEscrow';
 
-/** Anvil's default accounts 0-6, named by the role they play in Paygate tests (all pre-funded with 10,000 ETH). */
+/** Anvil's default accounts 0-7, named by the role they play in Paygate tests (all pre-funded with 10,000 ETH). */
 export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>> = Object.freeze({
   deployer: {
     accountIndex: 0,
@@ -51,6 +59,15 @@ export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>
     accountIndex: 6,
     address: '0x976EA74026E726554dB657fA54763abd0C3a0aa9',
     privateKey: '0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e',
+  },
+  /**
+   * The checkout deposit wallet (CHECKOUT_ESCROW_ADDRESS): checkout sessions are paid here, never to the agent
+   * escrow, so an agent's payment can never match a session; settlement sweeps it into escrow.
+   */
+  checkoutEscrow: {
+    accountIndex: 7,
+    address: '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955',
+    privateKey: '0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356',
   },
 });
 

@@ -1,3 +1,4 @@
+import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -7,6 +8,7 @@ import {
   num,
   parseEnv,
   productionGuards,
+  str,
 } from '@paygate/runtime';
 
 /** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own. */
@@ -21,6 +23,14 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
   /** First block to scan when there is no cursor yet (the escrow wallet's first use). */
   startBlock: number;
   leaderRetryMs: number;
+  /**
+   * CHECKOUT_ESCROW_ADDRESS (optional): the checkout deposit wallet, watched beside the agent escrow. Each
+   * transfer.observed names the wallet that received it (`to`); moves between the two wallets (settlement's
+   * sweep) are not money arriving and are not reported.
+   */
+  checkoutEscrowAddress: string | null;
+  /** Every wallet whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
+  watchedAddresses: string[];
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerConfig {
@@ -33,6 +43,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     REORG_WINDOW_BLOCKS: number;
     START_BLOCK: number;
     LEADER_RETRY_MS: number;
+    CHECKOUT_ESCROW_ADDRESS: string;
   }>(env, {
     POLL_INTERVAL_MS: num({ default: 50 }),
     MAX_RANGE_BLOCKS: num({ default: 2000 }),
@@ -40,7 +51,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     REORG_WINDOW_BLOCKS: num({ default: 128 }),
     START_BLOCK: num({ default: 0 }),
     LEADER_RETRY_MS: num({ default: 1000 }),
+    CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
   });
+  let checkoutEscrowAddress: string | null = null;
+  if (parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
+    try {
+      checkoutEscrowAddress = formatAddress(parsed.CHECKOUT_ESCROW_ADDRESS.trim());
+    } catch {
+      throw new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
+    }
+  }
+  const watchedAddresses = [chain.escrowAddress];
+  if (checkoutEscrowAddress && checkoutEscrowAddress !== chain.escrowAddress) {
+    watchedAddresses.push(checkoutEscrowAddress);
+  }
   if (parsed.REORG_WINDOW_BLOCKS < chain.confirmations) {
     throw new ConfigError('invalid configuration: REORG_WINDOW_BLOCKS must be at least CONFIRMATIONS');
   }
@@ -60,5 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     reorgWindowBlocks: parsed.REORG_WINDOW_BLOCKS,
     startBlock: parsed.START_BLOCK,
     leaderRetryMs: parsed.LEADER_RETRY_MS,
+    checkoutEscrowAddress,
+    watchedAddresses,
   };
 }

@@ -3,6 +3,7 @@ import { init } from './2026-11-22-0100-init';
 import { transferRefundRequests } from './2026-11-22-0900-transfer-refund-requests';
 import { claimedTransfers } from './2026-11-22-1000-claimed-transfers';
 import { refundedSessions } from './2026-11-23-2100-refunded-sessions';
+import { sessionLimits } from './2026-11-25-1400-session-limits';
 
 /** Frozen, date-prefixed migrations of the checkout schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0900-transfer-refund-requests': transferRefundRequests,
   '2026-11-22-1000-claimed-transfers': claimedTransfers,
   '2026-11-23-2100-refunded-sessions': refundedSessions,
+  '2026-11-25-1400-session-limits': sessionLimits,
 };

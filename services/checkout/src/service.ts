@@ -15,6 +15,7 @@ import { operatorRoutes, TransferView } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
 import { cors, corsOnError } from './sessions/cors';
+import { SessionLimits } from './sessions/limits';
 import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
 import { staticRoutes } from './static/routes';
@@ -58,7 +59,7 @@ export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 const checkoutDocument = {
   title: 'Paygate checkout',
   description:
-    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to one shared escrow wallet, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to the checkout deposit wallet (never the agent escrow), the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
   securitySchemes: {
     publishableKey: securitySchemes.publishableKey,
     secretKey: securitySchemes.apiKey,
@@ -74,6 +75,7 @@ const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
   let sellerAuth: SellerAuth | undefined;
   let store: SessionStore | undefined;
+  let limits: SessionLimits | undefined;
   const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) =>
     new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
   let projections: ProjectionCache | undefined;
@@ -87,9 +89,10 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     config,
     migrations,
     routes(app, ctx) {
-      store = new SessionStore(ctx.db, config, () => ctx.relay.kick());
+      limits = new SessionLimits(ctx.db, config);
+      store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits);
       sellerAuth = new SellerAuth(ctx.bus);
-      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx));
+      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
       sessionFastPath = sessions.fastPath;
       const routes = [...staticRoutes(), ...sessions.routes, ...operatorRoutes(ctx, config, matcherFor(ctx))];
       app.use('/api/v1/checkout', cors, corsOnError);
@@ -130,7 +133,17 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       ];
     },
     background(ctx) {
-      return [new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs)];
+      if (config.checkoutEscrowAddress === config.escrowAddress) {
+        ctx.logger.warn(
+          { walletAddress: config.escrowAddress },
+          'CHECKOUT_ESCROW_ADDRESS is not set: sessions are paid to the agent escrow, so an agent payment whose amount equals a session exact amount would pay that session; set a distinct checkout deposit wallet',
+        );
+      }
+      const limiter = limits ?? new SessionLimits(ctx.db, config);
+      return [
+        new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs),
+        { start: () => limiter.start(), stop: () => limiter.stop() },
+      ];
     },
     fastPath: () => {
       void store?.warm();

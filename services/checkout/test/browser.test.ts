@@ -95,7 +95,12 @@ describe('checkout widget in a real browser', () => {
       amountMicro: 1_000_000_000n,
       roles: ['buyer'],
     });
-    const chainEnv = { USDC_ADDRESS: usdcAddress, ESCROW_ADDRESS: testWallets.escrow.address };
+    // Sessions are paid to the checkout deposit wallet, not the agent escrow: the widget shows and pays it.
+    const chainEnv = {
+      USDC_ADDRESS: usdcAddress,
+      ESCROW_ADDRESS: testWallets.escrow.address,
+      CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
+    };
     // The real ledger books each paid session and answers the transfer claims (as in production).
     ledger = await startEscrowLedger(
       loadLedgerConfig(env.envFor('escrow-ledger', { ...chainEnv, CHAIN_RPC_URL: anvil.rpcUrl })),
@@ -212,7 +217,7 @@ describe('checkout widget in a real browser', () => {
       amount,
       exactAmount: amount,
       payer: testWallets.buyer.address,
-      walletAddress: testWallets.escrow.address,
+      walletAddress: testWallets.checkoutEscrow.address,
       chainId: 31337,
     });
     // transactionId is the ledger's own id of this payment: what the public lookup (the buyer's route to a
@@ -270,11 +275,11 @@ describe('checkout widget in a real browser', () => {
     const page = await browser.newPage({ viewport: { width: 375, height: 740 } }); // phone width
     try {
       const { dialog, amount, address, uri } = await openDialog(page, 'websocket');
-      expect(address).toBe(testWallets.escrow.address);
+      expect(address).toBe(testWallets.checkoutEscrow.address);
       expect(parseUsdc(amount)).toBeGreaterThan(2_500_000n);
       expect(parseUsdc(amount)).toBeLessThan(2_510_000n);
       expect(uri).toBe(
-        `ethereum:${usdcAddress}@31337/transfer?address=${testWallets.escrow.address}&uint256=${parseUsdc(amount)}`,
+        `ethereum:${usdcAddress}@31337/transfer?address=${testWallets.checkoutEscrow.address}&uint256=${parseUsdc(amount)}`,
       );
       expect(await dialog.getAttribute('aria-modal')).toBe('true');
       expect(await dialog.locator('[role="timer"]').textContent()).toMatch(/^1[45]:\d\d$/);

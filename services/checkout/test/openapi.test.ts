@@ -58,7 +58,16 @@ describe('checkout routes and their OpenAPI document', () => {
     expect(create.responses['201'].content['application/json'].schema).toEqual(
       plainSchema(CheckoutSessionSnapshot),
     );
-    expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '400', '401', '404', '409', '503']);
+    expect(Object.keys(create.responses).sort()).toEqual([
+      '200',
+      '201',
+      '400',
+      '401',
+      '404',
+      '409',
+      '429',
+      '503',
+    ]);
 
     // The handler validates with those same schemas, each after its key, on both transports (the widget's
     // requests are answered by the fast path ahead of express).

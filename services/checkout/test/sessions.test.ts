@@ -12,7 +12,12 @@ const snapshotKeys = Object.keys(CheckoutSessionSnapshot.properties).sort();
 describe('checkout sessions', () => {
   let h: CheckoutHarness;
   beforeAll(async () => {
-    h = await startHarness('cosess', { AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE) });
+    // A fixed range whatever the price, and no per-seller share: this suite fills a price's range on purpose.
+    h = await startHarness('cosess', {
+      AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE),
+      AMOUNT_SUFFIX_PERCENT: '0',
+      MAX_AMOUNT_SHARE_PERCENT: '100',
+    });
     await publishSkill(h, skillEvent(h, { name: 'one-price' }, ['5']));
     await publishSkill(h, skillEvent(h, { name: 'two-prices' }, ['1', '2']));
     await publishSkill(h, skillEvent(h, { name: 'not-active', status: 'SUSPENDED' }, ['3']));

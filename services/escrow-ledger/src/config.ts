@@ -1,3 +1,4 @@
+import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -30,6 +31,11 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   refundRequestsPerMinute: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
+  /**
+   * CHECKOUT_ESCROW_ADDRESS (optional): the checkout deposit wallet. escrow_asset is the USDC of both wallets,
+   * so reconciliation adds its balance to the escrow wallet's.
+   */
+  checkoutEscrowAddress: string | null;
 }
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
@@ -81,5 +87,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     paymentConcurrency: Math.min(parsed.PAYMENT_CONCURRENCY, 16),
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
     now: () => new Date(),
+    checkoutEscrowAddress: checkoutEscrowAddressOf(env),
   };
+}
+
+/** CHECKOUT_ESCROW_ADDRESS checksummed, or null when unset; a malformed value is refused like ESCROW_ADDRESS. */
+function checkoutEscrowAddressOf(env: NodeJS.ProcessEnv): string | null {
+  const value = env.CHECKOUT_ESCROW_ADDRESS?.trim();
+  if (!value) return null;
+  try {
+    return formatAddress(value);
+  } catch {
+    throw new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
+  }
 }

@@ -31,13 +31,25 @@ export async function startMoneyServices(options: {
   ledgerEnv?: Record<string, string>;
   /** Over the indexer's defaults (e.g. more CONFIRMATIONS than a gateway, to order a proof before the match). */
   indexerEnv?: Record<string, string>;
+  /**
+   * A checkout deposit wallet distinct from the escrow (CHECKOUT_ESCROW_ADDRESS for every service, its key and
+   * sweep interval for settlement); without it sessions share the escrow address.
+   */
+  checkoutEscrow?: { address: string; privateKey: string; sweepIntervalMs?: number };
 }): Promise<MoneyServices> {
   const { env, clock } = options;
   const chainEnv = {
     CHAIN_RPC_URL: options.rpcUrl,
     USDC_ADDRESS: options.usdcAddress,
     ESCROW_ADDRESS: testWallets.escrow.address,
+    ...(options.checkoutEscrow ? { CHECKOUT_ESCROW_ADDRESS: options.checkoutEscrow.address } : {}),
   };
+  const sweepEnv: Record<string, string> = options.checkoutEscrow
+    ? {
+        CHECKOUT_ESCROW_PRIVATE_KEY: options.checkoutEscrow.privateKey,
+        CHECKOUT_SWEEP_INTERVAL_MS: String(options.checkoutEscrow.sweepIntervalMs ?? 200),
+      }
+    : {};
   const indexer = await startChainIndexer(
     loadIndexerConfig(
       env.envFor('chain-indexer', { ...chainEnv, CONFIRMATIONS: '1', ...options.indexerEnv }),
@@ -69,6 +81,7 @@ export async function startMoneyServices(options: {
         RPC_TIMEOUT_MS: '3000',
         // No cap in these flows: the unmatched-refund e2e returns a single transfer above ten billion USDC.
         MAX_TRANSFER_USDC: '9000000000000',
+        ...sweepEnv,
       }),
     ),
     { now: clock },

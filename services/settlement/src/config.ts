@@ -12,6 +12,7 @@ import {
 } from '@paygate/runtime';
 import { getAddress, Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
+import { type CheckoutSweepConfig, loadCheckoutSweepConfig } from './sweep/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
@@ -42,6 +43,8 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
   crashPoint: CrashPoint | null;
   /** The x402 relayer (gas-only key), or null when RELAYER_PRIVATE_KEY is not set. */
   relayer: RelayerConfig | null;
+  /** The checkout deposit wallet's sweeper (CHECKOUT_ESCROW_PRIVATE_KEY), or null when not set. */
+  checkoutSweep: CheckoutSweepConfig | null;
   /** Bearer token of the operator routes (POST /api/v1/operator/settlements/run). */
   operatorToken: string;
   /**
@@ -175,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
+    checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
     maxTransferUsdc: parsed.MAX_TRANSFER_USDC,

@@ -18,6 +18,7 @@ import { sellerProjectionConsumer } from './sellers/projection';
 import { settlementOperatorRoutes } from './settlements/operator-routes';
 import { payoutOutcome } from './settlements/outcome';
 import { SETTLEMENT_OPENAPI_PATH, settlementOpenApi, settlementRoutes } from './settlements/routes';
+import { CheckoutSweeper } from './sweep/checkout-sweeper';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
 
@@ -32,6 +33,8 @@ export interface RunningSettlement extends RunningService<SettlementDB> {
   chain: EscrowChain;
   /** The x402 relayer, when RELAYER_PRIVATE_KEY is configured. */
   relayer: Relayer | null;
+  /** Moves the checkout deposit wallet's USDC into escrow, when CHECKOUT_ESCROW_PRIVATE_KEY is configured. */
+  sweeper: CheckoutSweeper | null;
 }
 
 export async function startSettlement(
@@ -62,6 +65,7 @@ export async function startSettlement(
         relayer: Relayer | null;
         ledger: LedgerClient;
         metrics: ReturnType<typeof createSettlementMetrics>;
+        sweeper: CheckoutSweeper | null;
       }
     | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
@@ -100,7 +104,10 @@ export async function startSettlement(
             dbSchema: config.dbSchema,
           })
         : null;
-    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer, ledger, metrics };
+    const sweeper = config.checkoutSweep
+      ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
+      : null;
+    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer, ledger, metrics, sweeper };
     return parts;
   };
 
@@ -129,8 +136,8 @@ export async function startSettlement(
         ] as unknown as ConsumerOptions<Subject>[];
       },
       background: (ctx) => {
-        const { scheduler, transfers, relayer } = build(ctx);
-        return relayer ? [transfers, scheduler, relayer] : [transfers, scheduler];
+        const { scheduler, transfers, relayer, sweeper } = build(ctx);
+        return [transfers, scheduler, ...(relayer ? [relayer] : []), ...(sweeper ? [sweeper] : [])];
       },
       readinessChecks: () => [
         {
@@ -149,13 +156,14 @@ export async function startSettlement(
     relayerChain?.destroy();
     throw error;
   }
-  const { scheduler, transfers, relayer } = parts!;
+  const { scheduler, transfers, relayer, sweeper } = parts!;
   return {
     ...running,
     scheduler,
     transfers,
     chain,
     relayer,
+    sweeper,
     async stop() {
       await running.stop();
       chain.destroy();

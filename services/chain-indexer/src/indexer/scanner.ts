@@ -8,6 +8,12 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import type { IndexerDatabase } from './tables';
 
+/** A transfer from one watched wallet to another (with one wallet, a self-transfer). */
+export function isInternalMove(log: Pick<TransferLog, 'from' | 'to'>, watched: readonly string[]): boolean {
+  const ours = (address: string) => watched.some((w) => w.toLowerCase() === address.toLowerCase());
+  return ours(log.from) && ours(log.to);
+}
+
 export interface PassResult {
   head: number;
   scannedTo: number;
@@ -23,7 +29,8 @@ type ChainReader = Pick<JsonRpcProvider, 'getBlockNumber' | 'getBlock' | 'getLog
  * One pass of the indexer, run only by the leader:
  *  1. compare stored recent block hashes with the chain; on a mismatch, roll back to the common ancestor,
  *     publishing `transfer.reorged` for every published transfer above it;
- *  2. scan new blocks for USDC Transfer logs to the escrow wallet (ranged eth_getLogs) and store them as pending;
+ *  2. scan new blocks for USDC Transfer logs to the escrow wallet and the checkout deposit wallet (ranged
+ *     eth_getLogs; moves between the two are skipped) and store them as pending;
  *  3. publish `transfer.observed` for pending transfers that reached the confirmations, each exactly once
  *     (a conditional status change in the same transaction as the outbox row).
  */
@@ -135,13 +142,17 @@ export class TransferScanner {
     const from = await this.nextBlock();
     if (from > head) return { scannedTo: from - 1, observed: 0 };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
-    const logs = await getTransferLogs(this.provider, {
+    const watched = this.config.watchedAddresses;
+    const received = await getTransferLogs(this.provider, {
       token: this.config.usdcAddress,
-      to: this.config.escrowAddress,
+      to: watched.length === 1 ? watched[0]! : watched,
       fromBlock: from,
       toBlock: to,
       maxRangeBlocks: this.config.maxRangeBlocks,
     });
+    // A move between Paygate's own wallets (settlement sweeping the checkout deposit wallet into escrow) is
+    // not money arriving: the ledger's escrow asset covers both wallets, so it is not reported.
+    const logs = received.filter((log) => !isInternalMove(log, watched));
     // Hashes are kept only for blocks that can still be reorged, so a long catch-up costs one read per block
     // only near the head.
     const hashes: Array<{ number: number; hash: string }> = [];

@@ -79,9 +79,9 @@ export class TransferMatcher {
     };
     const reason = this.rejectReason(data);
     let session: SessionRow | undefined;
-    let unmatchedReason = reason;
+    let unmatchedReason = reason ?? this.notACheckoutDeposit(data);
     let candidate: string | null = null;
-    if (!reason) {
+    if (!unmatchedReason) {
       session = await trx
         .selectFrom('sessions')
         .selectAll()
@@ -123,7 +123,7 @@ export class TransferMatcher {
         session = undefined;
       }
     } else if (!reason) {
-      // Money in escrow that matched no session: another channel may have claimed it already.
+      // Money in escrow that paid no session: another channel may have claimed it already.
       const known = await trx
         .selectFrom('claimed_transfers')
         .select('channel')
@@ -181,11 +181,27 @@ export class TransferMatcher {
     await this.applyToSession(trx, session, transfer, outcomeFor(session, amountMicro, now));
   }
 
+  /** Money that is not USDC in one of Paygate's wallets on this chain (the ledger never booked it). */
   private rejectReason(data: Observed): string | null {
     if (data.chainId !== this.config.chainId) return 'wrong_chain';
-    if (data.to.toLowerCase() !== this.config.escrowAddress.toLowerCase()) return 'wrong_recipient';
+    const to = data.to.toLowerCase();
+    if (
+      to !== this.config.checkoutEscrowAddress.toLowerCase() &&
+      to !== this.config.escrowAddress.toLowerCase()
+    )
+      return 'wrong_recipient';
     if (data.token.toLowerCase() !== this.config.usdcAddress.toLowerCase()) return 'wrong_token';
     return null;
+  }
+
+  /**
+   * A transfer to the agent escrow (where 402 payments go) never pays a session by its amount: the payer chose
+   * that address for an agent payment, and a session whose exact amount equals a public price would otherwise
+   * capture it. It is on the books like any escrow money; an x402 proof claims it, or an operator resolves it.
+   */
+  private notACheckoutDeposit(data: Observed): string | null {
+    const to = data.to.toLowerCase();
+    return to !== this.config.checkoutEscrowAddress.toLowerCase() ? 'paid_to_agent_escrow' : null;
   }
 
   /** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */

@@ -49,6 +49,7 @@ export const TransferView = Type.Object({
         'no_session_with_this_amount',
         'session_already_paid',
         'late_window_passed',
+        'paid_to_agent_escrow',
         'wrong_token',
         'wrong_recipient',
         'wrong_chain',

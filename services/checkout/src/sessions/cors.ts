@@ -5,7 +5,7 @@ export const CORS_HEADERS: Readonly<Record<string, string>> = {
   'Access-Control-Allow-Origin': '*',
   'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization, Content-Type, Idempotency-Key',
-  'Access-Control-Expose-Headers': 'Idempotent-Replayed, X-Request-Id',
+  'Access-Control-Expose-Headers': 'Idempotent-Replayed, X-Request-Id, Retry-After',
   'Access-Control-Max-Age': '600',
 };
 

@@ -17,7 +17,9 @@ const STATEMENT_TIMEOUT_MS = 15_000;
  * formatted like formatUsdcExact). Returns only the allocated amount: the caller knows every other column.
  * $1 session_id, $2 seller_id, $3 skill_id, $4 skill_name, $5 endpoint_id, $6 description, $7 price_micro,
  * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 start, $13 range size (suffixes),
- * $14 event id, $15 event type, $16 event JSON.
+ * $14 event id, $15 event type, $16 event JSON, $17 the seller's open-session cap, $18 its cap on unpaid
+ * reservations among this price's amounts (0: none). Nothing is inserted when a cap is reached (the caller says
+ * which).
  */
 const CREATE_SESSION = `
   with created as (
@@ -29,6 +31,16 @@ const CREATE_SESSION = `
     where not exists (
       select 1 from sessions x where x.amount_reserved and x.exact_amount_micro = $7::bigint + c.suffix
     )
+      -- The seller's caps (limits.ts), in the same statement so a creation stays one round trip: its open
+      -- sessions, and its unpaid reservations among this price's amounts. Each count stops at its cap (an index
+      -- range of at most that many entries); 0 is no cap, and the count is then never run.
+      and ($17::bigint = 0 or (select count(*) from (select 1 from sessions o
+           where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
+           limit $17::bigint) o) < $17::bigint)
+      and ($18::bigint = 0 or (select count(*) from (select 1 from sessions h
+           where h.seller_id = $2::text and h.amount_reserved and h.transfer_id is null
+             and h.exact_amount_micro between $7::bigint + 1 and $7::bigint + $13::bigint
+           limit $18::bigint) h) < $18::bigint)
     limit 1
     on conflict (exact_amount_micro) where amount_reserved do nothing
     returning session_id, seller_id, exact_amount_micro
@@ -41,10 +53,10 @@ const CREATE_SESSION = `
     from created
   )`;
 
-/** The same, plus the idempotency record: $17 idempotency key, $18 request hash. */
+/** The same, plus the idempotency record: $19 idempotency key, $20 request hash. */
 const CREATE_SESSION_IDEMPOTENT = `${CREATE_SESSION}, idempotency as (
     insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
-    select seller_id, $17::text, $18::text, session_id, $9::timestamptz from created
+    select seller_id, $19::text, $20::text, session_id, $9::timestamptz from created
   )
   select exact_amount_micro from created`;
 
@@ -68,6 +80,9 @@ export interface CreateSessionParams {
   eventId: string;
   eventType: string;
   eventJson: string;
+  /** The seller's caps (limits.ts `sellerCaps`). */
+  maxOpenSessions: number;
+  maxUnpaidInRange: number;
   idempotency?: { key: string; requestHash: string };
 }
 
@@ -106,6 +121,8 @@ export class CreateSessionStatement {
       params.eventId,
       params.eventType,
       params.eventJson,
+      params.maxOpenSessions,
+      params.maxUnpaidInRange,
     ];
     const idempotent = params.idempotency !== undefined;
     if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);

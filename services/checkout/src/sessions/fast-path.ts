@@ -3,6 +3,7 @@ import { bearerTokenOf, errorResponse, invalidJson, requestIdFrom } from '@payga
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import { CORS_HEADERS } from './cors';
+import { RetryLaterError } from './limits';
 
 /**
  * Session creation by the widget (POST with a publishable key and a JSON body) answered on the bare Node
@@ -31,7 +32,14 @@ export interface FastPathOptions {
   path: string;
   logger: Logger;
   metrics: ServiceMetrics;
-  createSession(token: string, body: unknown, idempotencyKey: string | undefined): Promise<CreatedAnswer>;
+  /** The client address (libs/http's clientAddress with the service's TRUSTED_PROXIES), as express's req.ip. */
+  clientAddressOf(req: IncomingMessage): string;
+  createSession(
+    token: string,
+    body: unknown,
+    idempotencyKey: string | undefined,
+    client: string | undefined,
+  ): Promise<CreatedAnswer>;
 }
 
 /**
@@ -111,6 +119,7 @@ function createFastPathHandler(options: FastPathOptions) {
         token,
         parseJsonBody(raw),
         typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
+        options.clientAddressOf(req),
       );
       status = created.status;
       send(res, status, requestId, JSON.stringify(created.body), created.headers);
@@ -123,7 +132,9 @@ function createFastPathHandler(options: FastPathOptions) {
       );
       if (res.headersSent) return;
       status = failed.status;
-      send(res, status, requestId, JSON.stringify(failed.body));
+      const retry =
+        error instanceof RetryLaterError ? { 'retry-after': String(error.retryAfterSeconds) } : undefined;
+      send(res, status, requestId, JSON.stringify(failed.body), retry);
     }
     observe(status, started);
   };

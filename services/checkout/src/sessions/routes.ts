@@ -5,6 +5,7 @@ import {
   type AnyRoute,
   assertValid,
   bearerTokenOf,
+  clientAddress,
   defineRoute,
   HttpError,
   idempotencyKeyParameter,
@@ -17,6 +18,7 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
 import { type CreatedAnswer, createSessionFastPath } from './fast-path';
+import { largestSuffixRange, RetryLaterError, type SessionLimits } from './limits';
 import { PublishableSessionBody, SecretSessionBody, SessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -56,6 +58,7 @@ export function sessionRoutes(
   store: SessionStore,
   sellerAuth: SellerAuth,
   projections: ProjectionCache,
+  limits: SessionLimits,
 ): { routes: AnyRoute[]; fastPath: (req: IncomingMessage, res: ServerResponse) => boolean } {
   const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
 
@@ -149,7 +152,7 @@ export function sessionRoutes(
     }
     // The exact amount (price + a suffix below the range) must stay a USDC amount every service accepts,
     // or the session could never be matched.
-    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(config.amountSuffixRangeMicro - 1);
+    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(largestSuffixRange(config) - 1);
     if (priceMicro > maxPriceMicro) {
       throw new HttpError(400, 'invalid_request', `amount must be at most ${formatUsdc(maxPriceMicro)}`, {
         field: 'amount',
@@ -175,6 +178,7 @@ export function sessionRoutes(
     token: string | undefined,
     body: unknown,
     idempotencyKey: string | undefined,
+    client: string | undefined,
   ): Promise<CreatedAnswer> {
     if (!token) {
       throw new HttpError(
@@ -197,9 +201,13 @@ export function sessionRoutes(
         });
       }
       kind = 'publishable';
+      // A browser's request: limited per key and per client address before anything is looked up.
+      await limits.admitRequest(token, client);
       input = await fromPublishableKey(token, body);
     } else if (token.startsWith('sk_')) {
       kind = 'secret';
+      // A seller's server: one client address serves many buyers, so only its key is limited.
+      await limits.admitRequest(token, undefined);
       input = await fromSecretKey(token, body);
     } else {
       throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
@@ -221,6 +229,8 @@ export function sessionRoutes(
             .digest('hex'),
         }
       : undefined;
+    // The seller's caps are conditions of the creation statement: a refusal is a 429 naming the cap, and a retry
+    // of a session created before the cap was reached still replays it.
     return sessionCreatedAnswer(await store.create(input, claim));
   }
 
@@ -259,16 +269,24 @@ export function sessionRoutes(
         'missing_key | invalid_key | invalid_publishable_key | unknown_publishable_key | invalid_api_key | unknown_api_key',
       '404': 'skill_not_found | endpoint_not_found',
       '409': 'skill_not_active | endpoint_not_priced | idempotency_key_reused',
+      '429':
+        'rate_limited (per key, or per client address with a publishable key) | too_many_open_sessions (per seller) | amount_share_exhausted (the seller’s unpaid sessions hold its share of this price’s unique amounts); Retry-After says when to retry',
       '503':
-        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later',
+        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later (Retry-After)',
     },
     handler: async (req, res) => {
-      const created = await createSession(
-        bearerTokenOf(req.header('authorization')),
-        req.body,
-        req.header('idempotency-key'),
-      );
-      res.set(created.headers).status(created.status).json(created.body);
+      try {
+        const created = await createSession(
+          bearerTokenOf(req.header('authorization')),
+          req.body,
+          req.header('idempotency-key'),
+          req.ip,
+        );
+        res.set(created.headers).status(created.status).json(created.body);
+      } catch (error) {
+        if (error instanceof RetryLaterError) res.set('Retry-After', String(error.retryAfterSeconds));
+        throw error;
+      }
     },
   });
 
@@ -302,6 +320,7 @@ export function sessionRoutes(
       path: create.path,
       logger: ctx.logger,
       metrics: ctx.metrics,
+      clientAddressOf: (req) => clientAddress(req, config.trustedProxies),
       createSession,
     }),
   };

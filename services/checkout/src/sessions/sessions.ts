@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
 import { CreateSessionStatement } from './create-statement';
+import { RetryLaterError, type SessionLimits, sellerCaps, suffixRangeFor } from './limits';
 import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
 export interface NewSession {
@@ -32,13 +33,14 @@ export interface IdempotencyClaim {
 const MAX_ALLOCATION_ATTEMPTS = 8;
 const SWEEP_BATCH = 500;
 
-export class AmountRangeExhaustedError extends HttpError {
+export class AmountRangeExhaustedError extends RetryLaterError {
   constructor(priceMicro: bigint, capacity: number) {
     super(
       503,
       'amount_range_exhausted',
       `every one of the ${capacity} unique amounts for this price is held by a session that a payment could still match; retry later`,
-      { field: 'amount', rule: 'no unique amount left for this price', retryAfterSeconds: 60 },
+      60,
+      { field: 'amount', rule: 'no unique amount left for this price' },
     );
     void priceMicro;
   }
@@ -60,13 +62,20 @@ export class SessionStore {
     private readonly config: CheckoutConfig,
     /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
     private readonly onEventsEnqueued: () => void = () => undefined,
+    /** Says which seller cap refused a creation (429); without it a refusal reads as a full range. */
+    private readonly limits?: Pick<SessionLimits, 'admitSeller'>,
   ) {
     this.createStatement = new CreateSessionStatement(config);
   }
 
-  /** Number of distinct suffixes (1 .. range-1). */
-  get capacity(): number {
-    return this.config.amountSuffixRangeMicro - 1;
+  /** Number of distinct suffixes of a price (1 .. range-1; the range grows with the price, see limits.ts). */
+  capacity(priceMicro: bigint): number {
+    return suffixRangeFor(this.config, priceMicro) - 1;
+  }
+
+  /** The session an earlier request with this Idempotency-Key created (409 if its body differed), if any. */
+  replay(sellerId: string, claim: IdempotencyClaim): Promise<SessionRow | undefined> {
+    return this.findIdempotent(sellerId, claim);
   }
 
   /**
@@ -121,11 +130,12 @@ export class SessionStore {
       now,
       expiresAt,
       lateUntil,
-      start: randomInt(0, this.capacity),
-      rangeSize: this.capacity,
+      start: randomInt(0, this.capacity(input.priceMicro)),
+      rangeSize: this.capacity(input.priceMicro),
       eventId: event.id,
       eventType: event.type,
       eventJson: JSON.stringify(event),
+      ...sellerCaps(this.config, input.priceMicro),
       idempotency,
     });
     if (exactAmountMicro === undefined) return undefined;
@@ -166,10 +176,12 @@ export class SessionStore {
           if (previous)
             return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
         }
+        // A seller cap reached: 429 with its reason (a full range is decided below).
+        await this.limits?.admitSeller(input.sellerId, input.priceMicro, input.skillId ? 'skill' : 'amount');
         // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
         const free = await this.hasFreeAmount(input.priceMicro);
         if (!free) {
-          if (swept) throw new AmountRangeExhaustedError(input.priceMicro, this.capacity);
+          if (swept) throw new AmountRangeExhaustedError(input.priceMicro, this.capacity(input.priceMicro));
           swept = true;
           await this.releaseLapsedReservationsOf(input.priceMicro);
         }
@@ -182,7 +194,7 @@ export class SessionStore {
         throw error;
       }
     }
-    throw new AmountRangeExhaustedError(input.priceMicro, this.capacity);
+    throw new AmountRangeExhaustedError(input.priceMicro, this.capacity(input.priceMicro));
   }
 
   private async hasFreeAmount(priceMicro: bigint): Promise<boolean> {
@@ -191,9 +203,9 @@ export class SessionStore {
       .select((eb) => eb.fn.countAll<bigint>().as('taken'))
       .where('amount_reserved', '=', true)
       .where('exact_amount_micro', '>', priceMicro)
-      .where('exact_amount_micro', '<', priceMicro + BigInt(this.config.amountSuffixRangeMicro))
+      .where('exact_amount_micro', '<', priceMicro + BigInt(suffixRangeFor(this.config, priceMicro)))
       .executeTakeFirstOrThrow();
-    return BigInt(row.taken) < BigInt(this.capacity);
+    return BigInt(row.taken) < BigInt(this.capacity(priceMicro));
   }
 
   /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
@@ -278,7 +290,7 @@ export class SessionStore {
       update sessions set amount_reserved = false
       where amount_reserved and late_until <= ${this.config.now()}
         and exact_amount_micro > ${priceMicro}::bigint
-        and exact_amount_micro < ${priceMicro}::bigint + ${this.config.amountSuffixRangeMicro}::bigint`.execute(
+        and exact_amount_micro < ${priceMicro}::bigint + ${suffixRangeFor(this.config, priceMicro)}::bigint`.execute(
       this.db,
     );
   }

@@ -24,7 +24,7 @@ export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnap
     status: row.status,
     exactAmount: formatUsdcExact(row.exact_amount_micro),
     paidAmount: row.paid_amount_micro === null ? null : formatUsdcExact(row.paid_amount_micro),
-    walletAddress: config.escrowAddress,
+    walletAddress: config.checkoutEscrowAddress,
     network: config.network,
     chainId: config.chainId,
     tokenAddress: config.usdcAddress,

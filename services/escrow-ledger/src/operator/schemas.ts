@@ -80,7 +80,14 @@ export const AccountList = Type.Object({
 export const ReconciliationReport = Type.Object({
   balanced: Type.Boolean({ description: 'true when differences is empty' }),
   escrowAddress: Type.String(),
-  chainBalance: { ...UsdcAmount, description: "the escrow wallet's USDC balanceOf on chain" },
+  wallets: Type.Array(Type.String(), {
+    description:
+      'the wallets chainBalance adds up: the escrow, then the checkout deposit wallet when configured',
+  }),
+  chainBalance: {
+    ...UsdcAmount,
+    description: "the escrow wallets' USDC balanceOf on chain, added up (escrow + checkout deposit wallet)",
+  },
   ledgerBalance: { ...UsdcAmount, description: 'the escrow_asset account' },
   difference: { ...UsdcAmount, description: 'chainBalance - ledgerBalance' },
   differences: Type.Array(

@@ -16,6 +16,8 @@ export interface ReconciliationDifference {
 export interface ReconciliationReport {
   balanced: boolean;
   escrowAddress: string;
+  /** Every wallet whose balance chainBalance adds up (the escrow, then the checkout deposit wallet). */
+  wallets: string[];
   chainBalance: string;
   ledgerBalance: string;
   difference: string;
@@ -26,7 +28,17 @@ export interface ReconciliationReport {
   checkedAt: string;
 }
 
-/** The escrow wallet's USDC balance on chain, in micro-USDC (bounded by the RPC timeout). */
+/** The wallets whose USDC the escrow_asset account holds: the escrow, and the checkout deposit wallet if set. */
+export function escrowWallets(
+  config: Pick<EscrowLedgerConfig, 'escrowAddress' | 'checkoutEscrowAddress'>,
+): string[] {
+  const wallets = [config.escrowAddress];
+  const checkout = config.checkoutEscrowAddress;
+  if (checkout && checkout.toLowerCase() !== config.escrowAddress.toLowerCase()) wallets.push(checkout);
+  return wallets;
+}
+
+/** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
 export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bigint> {
   const provider = makeProvider(config.rpcUrl, {
     timeoutMs: config.rpcTimeoutMs,
@@ -34,7 +46,10 @@ export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bi
   });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
-    return (await usdc.getFunction('balanceOf')(config.escrowAddress)) as bigint;
+    const balances = await Promise.all(
+      escrowWallets(config).map((wallet) => usdc.getFunction('balanceOf')(wallet) as Promise<bigint>),
+    );
+    return balances.reduce((sum, balance) => sum + balance, 0n);
   } finally {
     provider.destroy();
   }
@@ -69,7 +84,7 @@ export async function reconcile(
   const differences: ReconciliationDifference[] = [];
   if (onChain !== ledger) {
     differences.push({
-      check: 'escrow_asset vs on-chain escrow wallet USDC balance',
+      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets',
       expected: formatUsdc(onChain),
       actual: formatUsdc(ledger),
       difference: formatUsdc(onChain - ledger),
@@ -120,6 +135,7 @@ export async function reconcile(
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
+    wallets: escrowWallets(config),
     chainBalance: formatUsdc(onChain),
     ledgerBalance: formatUsdc(ledger),
     difference: formatUsdc(onChain - ledger),
