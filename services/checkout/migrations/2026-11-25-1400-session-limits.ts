@@ -12,6 +12,7 @@ export const sessionLimits: Migration = {
         bucket text not null,
         window_start timestamptz not null,
         hits integer not null check (hits >= 0),
+        window_seconds integer not null default 60 check (window_seconds > 0),
         primary key (bucket, window_start)
       );
       create index sessions_open_by_seller on sessions (seller_id, expires_at) where status = 'open';
