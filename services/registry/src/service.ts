@@ -2,6 +2,7 @@ import { mountRoutes, openApiRoute } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
+import { DueAccountChanges } from './accounts/due-changes';
 import { accountRoutes } from './accounts/routes';
 import { registrySecuritySchemes } from './auth/authenticate';
 import type { RegistryConfig } from './config';
@@ -58,7 +59,7 @@ export function startRegistry(
     background(ctx) {
       const rc = registryContext(ctx);
       checker = new SkillChecker(rc);
-      return [rpcResponders(rc), checker];
+      return [rpcResponders(rc), checker, new DueAccountChanges(rc)];
     },
   });
 }
