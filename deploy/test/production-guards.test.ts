@@ -28,6 +28,7 @@ const PRODUCTION: NodeJS.ProcessEnv = {
   OPERATOR_TOKEN: 'op-7c1f0e9a2b4d6c8e0f1a3b5d',
   SESSION_SECRET: 'sess-1b3d5f7a9c0e2a4c6e8a0c2e4a6c8e0a',
   SECRETS_ENCRYPTION_KEY: 'wh-9e7c5a3f1d0b2e4c6a8f0d2b4e6c8a0f',
+  TICKET_KEY_ENCRYPTION_KEY: 'tk-4b8e1c7a0f3d6b9e2a5c8f1d4b7e0a3c',
   ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
 };
 

@@ -10,7 +10,7 @@ import type { RegistryContext } from './context';
 import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
 import { rpcResponders } from './rpc';
-import { SecretBox } from './shared/secrets';
+import { registrySecretBox } from './shared/secrets';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
@@ -25,7 +25,7 @@ export function startRegistry(
 ): Promise<RunningService<RegistryDatabase>> {
   let checker: SkillChecker | undefined;
   const kicker = { kick: () => checker?.kick() };
-  const secrets = new SecretBox(config.secretsEncryptionKey);
+  const secrets = registrySecretBox(config.secretsEncryptionKey);
   const siweDomain = new URL(config.publicBaseUrl).host;
   const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => ({
     ctx,
