@@ -101,7 +101,7 @@ function PayoutAddress(props: { account: Account; onSaved: (account: Account) =>
   };
   return (
     <section aria-labelledby="payout-address-title">
-      <h2 id="payout-address-title">Payout address</h2>
+      <h2 id="payout-address-title">Where payouts go</h2>
       <p data-testid="payout-current">
         Payouts go to <code class="wrap">{a.payoutAddress}</code>.
       </p>
