@@ -34,6 +34,8 @@ export interface AgentOptions {
    * agent made goes to the origin of the URL it paid.
    */
   paygateUrl?: string;
+  /** The clock a refund request's expiry is counted from (tests move it); the system clock by default. */
+  now?: () => Date;
 }
 
 /** Paygate refused a refund request or could not be asked; `code` is Paygate's error code (e.g. not_payer). */
@@ -211,7 +213,10 @@ export class PaygateAgent {
     const { reason, paygateUrl, timeoutMs, ...rest } = request;
     const target = rest as RefundTarget;
     const base = this.paygateBase(paygateUrl, target);
-    const signing = newRefundRequestSigning(await this.chainIdFor(target));
+    const signing = newRefundRequestSigning(
+      await this.chainIdFor(target),
+      this.options.now?.() ?? new Date(),
+    );
     const signature = await signRefundRequest(this.options.wallet, target, reason, signing);
     return this.refundApi(base, '/api/v1/refund-requests', timeoutMs, {
       method: 'POST',
