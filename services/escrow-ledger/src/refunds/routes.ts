@@ -125,14 +125,21 @@ const SIGNED_MESSAGE_TX = refundRequestMessage(
 const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }, '<reason>', SIGNING_FIELDS);
 
 /** The signed chain and validity window of a buyer's refund request (the signature covers both). */
-function checkRefundRequestSigning(body: { chainId: number; expiresAt: string }, chainId: number, now: Date) {
+function checkRefundRequestSigning(
+  body: { chainId?: number; nonce?: string; expiresAt?: string },
+  chainId: number,
+  now: Date,
+): { chainId: number; nonce: string; expiresAt: string } {
+  for (const field of ['chainId', 'nonce', 'expiresAt'] as const)
+    if (body[field] === undefined) throw badRequest(field, 'is required (signed with the request)');
   if (body.chainId !== chainId)
     throw badRequest('chainId', `must be ${chainId}, the chain Paygate books here`);
-  const expiresAtMs = Date.parse(body.expiresAt);
+  const expiresAtMs = Date.parse(body.expiresAt!);
   if (!(expiresAtMs > now.getTime()))
     throw badRequest('expiresAt', 'must be in the future: the signed request expired, sign a new one');
   if (expiresAtMs > now.getTime() + REFUND_REQUEST_MAX_VALIDITY_MS + 60_000)
     throw badRequest('expiresAt', 'must be at most 24 hours ahead');
+  return { chainId, nonce: body.nonce!, expiresAt: body.expiresAt! };
 }
 
 export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
@@ -273,10 +280,10 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
     handler: async (req, res) => {
       const body = req.body;
       const target = refundTargetOf(body);
-      checkRefundRequestSigning(body, deps.config.chainId, deps.now());
+      const signing = checkRefundRequestSigning(body, deps.config.chainId, deps.now());
       let signer: string;
       try {
-        signer = verifyMessage(refundRequestMessage(target, body.reason, body), body.signature);
+        signer = verifyMessage(refundRequestMessage(target, body.reason, signing), body.signature);
       } catch {
         throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
       }
