@@ -401,6 +401,10 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
         const nonce = randomBytes(16).toString('hex');
         const expiresAt = new Date(now.getTime() + config.payoutChallengeTtlMs);
         await ctx.db.insertInto('siwe_nonces').values({ nonce, expires_at: expiresAt }).execute();
+        // Expired nonces are swept as new ones are made (bounded), as for sign-in.
+        await sql`delete from siwe_nonces where nonce in (select nonce from siwe_nonces where expires_at < ${now} limit 100)`.execute(
+          ctx.db,
+        );
         const message = payoutChangeMessage({
           domain: rc.siweDomain,
           walletAddress: seller.wallet_address,
