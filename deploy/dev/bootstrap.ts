@@ -76,7 +76,8 @@ export async function bootstrapDemo(options: {
   });
   const account = await fetch(`${options.registryUrl}/api/v1/account`, {
     method: 'PATCH',
-    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+    // The webhook URL is the wallet's to set (its session, not the sk_ key).
+    headers: { authorization: `Bearer ${seller.sessionToken}`, 'content-type': 'application/json' },
     // A minimum of a tenth of a cent (SPEC's default is $10) so one paid call (95% of one cent) is paid out.
     body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate`, minimumSettlement: '0.001' }),
     signal: AbortSignal.timeout(5000),

@@ -137,6 +137,8 @@ async function main(): Promise<void> {
       CONFIRMATIONS: '1',
       OPERATOR_TOKEN: DEV_OPERATOR_TOKEN,
       SESSION_SECRET: DEV_SESSION_SECRET,
+      // A payout address the wallet signs takes effect at once here (production waits 48 h by default).
+      PAYOUT_ADDRESS_DELAY_MS: '0',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
       NODE_ENV: 'development',
     };

@@ -247,13 +247,11 @@ describe('seller dashboard in a real browser, against the real services', () => 
     // Back on the form, the webhook URL just saved is still there (saving again must not remove it).
     expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
 
-    // Payout address, settlement frequency and minimum: a bad address is refused by the API, on its field with
-    // its rule; a good one is saved with the rest, and a reload reads them all back.
+    // Payout address: a bad address is refused by the API, on its field with its rule; a good one is signed by
+    // the account wallet (a session alone cannot move payouts), announced, and pending for PAYOUT_ADDRESS_DELAY.
     const payoutAddress = page.getByLabel('Payout address');
     await payoutAddress.fill('0x1234');
-    await page.getByLabel('Settlement frequency').selectOption('WEEKLY');
-    await page.getByLabel('Minimum settlement (USDC)').fill('25');
-    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('button', { name: 'Sign and change payout address' }).click();
     const payoutError = page.locator('#acct-payoutAddress-error');
     await payoutError.waitFor();
     expect(await payoutError.textContent()).toMatch(/payoutAddress/);
@@ -261,11 +259,18 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await shot(page, 'settings-error');
     const payout = Wallet.createRandom().address;
     await payoutAddress.fill(payout);
+    await page.getByRole('button', { name: 'Sign and change payout address' }).click();
+    await page.getByText('Payout address change signed').waitFor();
+    expect(await payoutError.count()).toBe(0);
+    // Settlement frequency and minimum are saved with the form below; a reload reads everything back.
+    await page.getByLabel('Settlement frequency').selectOption('WEEKLY');
+    await page.getByLabel('Minimum settlement (USDC)').fill('25');
     await page.getByRole('button', { name: 'Save settings' }).click();
     await page.getByText('Settings saved.').waitFor();
-    expect(await payoutError.count()).toBe(0);
     await page.reload();
     await page.getByLabel('Payout address').waitFor();
+    expect(await page.getByTestId('payout-pending').textContent()).toContain(payout);
+    expect(await page.getByTestId('payout-current').textContent()).toContain(seller.address);
     expect(await page.getByLabel('Payout address').inputValue()).toBe(payout);
     expect(await page.getByLabel('Settlement frequency').inputValue()).toBe('WEEKLY');
     expect(Number(await page.getByLabel('Minimum settlement (USDC)').inputValue())).toBe(25);
@@ -347,7 +352,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await waitFor(async () => webhooks.length > before, { message: 'the redelivery never arrived' });
     await shot(page, 'settings');
 
-    // Rotate the secret key: the new one is shown once and works; the first one is refused.
+    // Rotate the secret key, revoking the current one (a leaked key; without it the old key works for the
+    // overlap): the new one is shown once and works; the first one is refused.
+    await page.getByLabel('Revoke the current key at once (it leaked)').check();
     await page.getByRole('button', { name: 'Rotate secret key' }).click();
     const rotated = (await page.getByTestId('secret-value').textContent())!.trim();
     expect(rotated).toMatch(/^sk_test_/);

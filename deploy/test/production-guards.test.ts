@@ -14,23 +14,38 @@ import { loadConfig as gatewayConfig } from '@paygate/gateway-proxy';
 import { loadConfig as notifierConfig } from '@paygate/notifier';
 import { loadConfig as registryConfig } from '@paygate/registry';
 import { loadConfig as settlementConfig } from '@paygate/settlement';
-import { spawnTsProcess, testWallets } from '@paygate/testing';
+import { spawnTsProcess } from '@paygate/testing';
+import { HDNodeWallet, Wallet } from 'ethers';
 
 const ZERO = '0x0000000000000000000000000000000000000000';
+
+/** Production keys are never the public dev ones: a fresh escrow key per run. */
+const ESCROW = Wallet.createRandom();
+const RELAYER = Wallet.createRandom();
+const CHECKOUT_ESCROW = Wallet.createRandom();
+
+/** The ten accounts anvil and Hardhat derive from their public mnemonic: everyone holds these keys. */
+const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
+const PUBLIC_DEV_KEYS = Array.from(
+  { length: 10 },
+  (_, index) => HDNodeWallet.fromPhrase(ANVIL_MNEMONIC, undefined, `m/44'/60'/0'/0/${index}`).privateKey,
+);
 
 /** A production environment every service accepts: Base, a provider RPC, real-looking secrets. */
 const PRODUCTION: NodeJS.ProcessEnv = {
   NODE_ENV: 'production',
   CHAIN_NETWORK: 'base',
   CHAIN_RPC_URL: 'https://base-mainnet.rpc-provider.example/v2/key',
-  ESCROW_ADDRESS: testWallets.escrow.address,
+  ESCROW_ADDRESS: ESCROW.address,
   CONFIRMATIONS: '3',
   OPERATOR_TOKEN: 'op-7c1f0e9a2b4d6c8e0f1a3b5d',
   SESSION_SECRET: 'sess-1b3d5f7a9c0e2a4c6e8a0c2e4a6c8e0a',
   SECRETS_ENCRYPTION_KEY: 'wh-9e7c5a3f1d0b2e4c6a8f0d2b4e6c8a0f',
-  ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-  CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
-  CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
+  TICKET_KEY_ENCRYPTION_KEY: 'tk-4b8e1c7a0f3d6b9e2a5c8f1d4b7e0a3c',
+  ESCROW_PRIVATE_KEY: ESCROW.privateKey,
+  RELAYER_PRIVATE_KEY: RELAYER.privateKey,
+  CHECKOUT_ESCROW_ADDRESS: CHECKOUT_ESCROW.address,
+  CHECKOUT_ESCROW_PRIVATE_KEY: CHECKOUT_ESCROW.privateKey,
 };
 
 const LOADERS: Record<string, (env: NodeJS.ProcessEnv) => unknown> = {
@@ -81,14 +96,14 @@ describe('production guards', () => {
     expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ZERO })).toContain(
       'CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production',
     );
-    expect(
-      refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: testWallets.escrow.address }),
-    ).toContain('CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS');
+    expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ESCROW.address })).toContain(
+      'CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS',
+    );
     expect(refusal('settlement', without('CHECKOUT_ESCROW_PRIVATE_KEY'))).toContain(
       'CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production',
     );
     expect(
-      refusal('settlement', { ...PRODUCTION, CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey }),
+      refusal('settlement', { ...PRODUCTION, CHECKOUT_ESCROW_PRIVATE_KEY: ESCROW.privateKey }),
     ).toContain('CHECKOUT_ESCROW_PRIVATE_KEY: must not be the escrow key');
   });
 
@@ -132,6 +147,67 @@ describe('production guards', () => {
       );
     },
   );
+
+  it.each(PUBLIC_DEV_KEYS.map((key, index) => [index, key] as const))(
+    'settlement refuses public dev account #%i (anvil/Hardhat mnemonic) as escrow or relayer key',
+    (_index, key) => {
+      const address = new Wallet(key).address;
+      expect(
+        refusal('settlement', { ...PRODUCTION, ESCROW_PRIVATE_KEY: key, ESCROW_ADDRESS: address }),
+      ).toContain(
+        'invalid production configuration of settlement: ESCROW_PRIVATE_KEY: must not be a public anvil/Hardhat development key in production',
+      );
+      expect(refusal('settlement', { ...PRODUCTION, RELAYER_PRIVATE_KEY: key })).toContain(
+        'RELAYER_PRIVATE_KEY: must not be a public anvil/Hardhat development key in production',
+      );
+      // Unprefixed or upper-case, the same key.
+      expect(
+        refusal('settlement', { ...PRODUCTION, RELAYER_PRIVATE_KEY: key.slice(2).toUpperCase() }),
+      ).toMatch(/RELAYER_PRIVATE_KEY: must not be a public anvil\/Hardhat development key/);
+      // The key itself is never echoed.
+      expect(refusal('settlement', { ...PRODUCTION, RELAYER_PRIVATE_KEY: key })).not.toContain(key.slice(2));
+    },
+  );
+
+  it('settlement refuses a guessable escrow key', () => {
+    const weak = `0x${'0'.repeat(63)}1`;
+    expect(
+      refusal('settlement', {
+        ...PRODUCTION,
+        ESCROW_PRIVATE_KEY: weak,
+        ESCROW_ADDRESS: new Wallet(weak).address,
+      }),
+    ).toContain('ESCROW_PRIVATE_KEY: must not be a guessable key in production');
+  });
+
+  const WEAK_SECRETS = [
+    'changeme-changeme-changeme-changeme',
+    'a'.repeat(48),
+    'abcdefabcdefabcdefabcdefabcdefabcdef',
+    '0101010101010101010101010101010101010101',
+    'my-production-password-for-paygate-ops',
+    'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab',
+  ];
+  it.each(WEAK_SECRETS)('every service refuses the guessable secret %s', (weak) => {
+    const cases: Array<[string, string]> = [
+      ['registry', 'SESSION_SECRET'],
+      ['registry', 'SECRETS_ENCRYPTION_KEY'],
+      ['registry', 'OPERATOR_TOKEN'],
+      ['checkout', 'OPERATOR_TOKEN'],
+      ['escrow-ledger', 'OPERATOR_TOKEN'],
+      ['settlement', 'OPERATOR_TOKEN'],
+      ['gateway-proxy', 'TICKET_KEY_ENCRYPTION_KEY'],
+    ];
+    for (const [service, variable] of cases) {
+      expect({ service, variable, refusal: refusal(service, { ...PRODUCTION, [variable]: weak }) }).toEqual({
+        service,
+        variable,
+        refusal: expect.stringContaining(
+          `invalid production configuration of ${service}: ${variable}: must not be guessable in production`,
+        ),
+      });
+    }
+  });
 
   it('registry refuses a missing webhook key (SECRETS_ENCRYPTION_KEY encrypts the webhook secrets)', () => {
     expect(refusal('registry', without('SECRETS_ENCRYPTION_KEY'))).toBe(

@@ -9,7 +9,12 @@ import {
   signPayment,
   TICKET_HEADER,
 } from './protocol';
-import { type RefundRequestView, type RefundTarget, signRefundRequest } from './refunds';
+import {
+  newRefundRequestSigning,
+  type RefundRequestView,
+  type RefundTarget,
+  signRefundRequest,
+} from './refunds';
 
 export interface AgentOptions {
   /** An ethers signer connected to a provider on the network the sellers charge on. */
@@ -29,6 +34,8 @@ export interface AgentOptions {
    * agent made goes to the origin of the URL it paid.
    */
   paygateUrl?: string;
+  /** The clock a refund request's expiry is counted from (tests move it); the system clock by default. */
+  now?: () => Date;
 }
 
 /** Paygate refused a refund request or could not be asked; `code` is Paygate's error code (e.g. not_payer). */
@@ -205,12 +212,30 @@ export class PaygateAgent {
   ): Promise<RefundRequestView> {
     const { reason, paygateUrl, timeoutMs, ...rest } = request;
     const target = rest as RefundTarget;
-    const signature = await signRefundRequest(this.options.wallet, target, reason);
-    return this.refundApi(this.paygateBase(paygateUrl, target), '/api/v1/refund-requests', timeoutMs, {
+    const base = this.paygateBase(paygateUrl, target);
+    const signing = newRefundRequestSigning(
+      await this.chainIdFor(target),
+      this.options.now?.() ?? new Date(),
+    );
+    const signature = await signRefundRequest(this.options.wallet, target, reason, signing);
+    return this.refundApi(base, '/api/v1/refund-requests', timeoutMs, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ ...target, reason, signature }),
+      body: JSON.stringify({ ...target, reason, ...signing, signature }),
     });
+  }
+
+  /** The chain a refund request is signed for: the one this agent paid on, else the wallet's network. */
+  private async chainIdFor(target: RefundTarget): Promise<number> {
+    const paid =
+      'txHash' in target
+        ? this.payments.find((p) => p.txHash.toLowerCase() === target.txHash.toLowerCase())
+        : this.payments.at(-1);
+    if (paid) return paid.requirements.chainId;
+    const provider = this.options.wallet.provider;
+    if (!provider)
+      throw new RefundRequestError('the wallet has no provider to tell the chain id', 0, 'no_chain_id');
+    return Number((await provider.getNetwork()).chainId);
   }
 
   /** The current status of a refund request (public route: the id is enough). */

@@ -28,6 +28,9 @@ export {
   TICKET_HEADER,
 } from './protocol';
 export {
+  newRefundRequestSigning,
+  REFUND_REQUEST_MAX_VALIDITY_MS,
+  type RefundRequestSigning,
   type RefundRequestStatus,
   type RefundRequestView,
   type RefundTarget,

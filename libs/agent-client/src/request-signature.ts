@@ -65,11 +65,17 @@ export interface RequestSignature {
   nonce: string;
   /** base64url of the raw (IEEE P1363, r‖s) ES256 signature, or of the HMAC-SHA256 for `kid=sk`. */
   signature: string;
+  /**
+   * `sig_prev` (kid=sk only): the same payload's HMAC under the forwarding key of the seller's previous API key,
+   * sent while a key rotation's overlap lasts, so an origin that still holds the old key passes.
+   */
+  previousSignature?: string;
 }
 
-/** `v1; kid=…; t=…; nonce=…; sig=…` */
+/** `v1; kid=…; t=…; nonce=…; sig=…` (and `; sig_prev=…` during a key rotation's overlap) */
 export function formatRequestSignature(s: RequestSignature): string {
-  return `v1; kid=${s.kid}; t=${s.timestamp}; nonce=${s.nonce}; sig=${s.signature}`;
+  const base = `v1; kid=${s.kid}; t=${s.timestamp}; nonce=${s.nonce}; sig=${s.signature}`;
+  return s.previousSignature ? `${base}; sig_prev=${s.previousSignature}` : base;
 }
 
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -94,5 +100,14 @@ export function parseRequestSignature(value: string | undefined): RequestSignatu
   const signatureLength = kid === FORWARDING_KEY_ID ? 43 : 86;
   if (signature.length !== signatureLength || !/^[A-Za-z0-9_-]+$/.test(signature)) return null;
   if (!/^\d{1,12}$/.test(t)) return null;
-  return { kid, timestamp: Number(t), nonce, signature };
+  const previous = fields.get('sig_prev');
+  if (previous !== undefined && (kid !== FORWARDING_KEY_ID || !/^[A-Za-z0-9_-]{43}$/.test(previous)))
+    return null;
+  return {
+    kid,
+    timestamp: Number(t),
+    nonce,
+    signature,
+    ...(previous ? { previousSignature: previous } : {}),
+  };
 }

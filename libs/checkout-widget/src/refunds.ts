@@ -1,5 +1,7 @@
 import {
   refundRequestMessage as agentRefundRequestMessage,
+  newRefundRequestSigning,
+  type RefundRequestSigning,
   type RefundRequestView,
   type RefundTarget,
 } from '@paygate/agent-client/refunds';
@@ -16,14 +18,23 @@ import type { Eip1193Provider } from './types';
  * The payment is named by the ledger's `transactionId` (PaymentResult.transactionId), its transfer (`txHash`,
  * plus `logIndex` when one transaction paid several times) or its checkout session (`sessionId`).
  */
-export type { RefundRequestStatus, RefundRequestView, RefundTarget } from '@paygate/agent-client/refunds';
+export type {
+  RefundRequestSigning,
+  RefundRequestStatus,
+  RefundRequestView,
+  RefundTarget,
+} from '@paygate/agent-client/refunds';
 
 /**
  * The exact text the payer signs: agent-client's message (a function of the widget's own, so the published
  * .d.ts declares it instead of inlining another package's implementation).
  */
-export function refundRequestMessage(target: RefundTarget, reason: string): string {
-  return agentRefundRequestMessage(target, reason);
+export function refundRequestMessage(
+  target: RefundTarget,
+  reason: string,
+  signing: RefundRequestSigning,
+): string {
+  return agentRefundRequestMessage(target, reason, signing);
 }
 
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -61,14 +72,19 @@ export async function fileRefundRequest(
   reason: string,
 ): Promise<RefundRequestView> {
   let signature: string;
+  let signing: RefundRequestSigning;
   try {
     const accounts = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
     const account = accounts?.[0];
     if (!account) throw new ApiError(0, 'wallet_unavailable', 'the wallet returned no account');
+    // Signed for the chain the wallet is on (the one it paid on); the ledger refuses another chain by name.
+    signing = newRefundRequestSigning(
+      Number(BigInt(String(await provider.request({ method: 'eth_chainId' })))),
+    );
     signature = String(
       await provider.request({
         method: 'personal_sign',
-        params: [utf8Hex(refundRequestMessage(target, reason)), account],
+        params: [utf8Hex(refundRequestMessage(target, reason, signing)), account],
       }),
     );
   } catch (error) {
@@ -80,7 +96,7 @@ export async function fileRefundRequest(
   return refundApi(`${baseUrl}/api/v1/refund-requests`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ ...target, reason, signature }),
+    body: JSON.stringify({ ...target, reason, ...signing, signature }),
   });
 }
 

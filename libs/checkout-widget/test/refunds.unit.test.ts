@@ -10,10 +10,15 @@ describe('widget refund request message', () => {
     [{ txHash: `0x${'AB'.repeat(32)}` }, `tx: ${hash}`],
     [{ txHash: hash, logIndex: 3 }, `tx: ${hash}\nlog index: 3`],
   ];
-  it.each(cases)('names %j as the ledger expects', (target, names) => {
+  const signing = {
+    chainId: 8453,
+    nonce: '0123456789abcdef0123456789abcdef',
+    expiresAt: '2026-11-25T10:00:00.000Z',
+  };
+  it.each(cases)('names %j, the chain, a nonce and an expiry as the ledger expects', (target, names) => {
     for (const reason of ['never arrived', 'é ünïcode — and\nlines'])
-      expect(refundRequestMessage(target, reason)).toBe(
-        `Paygate refund request\n${names}\nreason: ${reason}`,
+      expect(refundRequestMessage(target, reason, signing)).toBe(
+        `Paygate refund request\n${names}\nchain id: 8453\nnonce: 0123456789abcdef0123456789abcdef\nexpires at: 2026-11-25T10:00:00.000Z\nreason: ${reason}`,
       );
   });
 });

@@ -34,6 +34,7 @@ export const CONSUMERS = {
   },
   notifier: {
     notifier_seller_updated: 'seller.updated',
+    notifier_seller_payout_address_change_requested: 'seller.payout_address_change_requested',
     notifier_payment_confirmed: 'payment.confirmed',
     notifier_payment_reversed: 'payment.reversed',
     notifier_refund_requested: 'refund.requested',

@@ -4,7 +4,7 @@ import { CheckoutSessionSnapshot, TransferRefundRequested } from './events/check
 import { TransferClaimed } from './events/claims';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
 import { PaymentConfirmed, PaymentReversed } from './events/payments';
-import { SellerUpdated, SkillUpdated } from './events/registry';
+import { PayoutAddressChangeRequested, SellerUpdated, SkillUpdated } from './events/registry';
 import { PlatformPayoutCompleted, RefundCompleted, SettlementCompleted } from './events/settlement';
 
 export type ServiceName =
@@ -63,6 +63,13 @@ export const SUBJECTS = {
     version: 1,
     schema: SellerUpdated,
     description: 'A seller account or its settings changed (keys, webhook, payout, settlement).',
+  },
+  'seller.payout_address_change_requested': {
+    owners: ['registry'],
+    version: 1,
+    schema: PayoutAddressChangeRequested,
+    description:
+      'The account wallet signed a new payout address; it takes effect at effectiveAt (announced to the seller by webhook).',
   },
   'payment.confirmed': {
     owners: ['gateway-proxy', 'checkout'],

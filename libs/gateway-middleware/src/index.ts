@@ -20,6 +20,7 @@ export {
   isValidWebhook,
   type OtherWebhook,
   type PaygateWebhookEvent,
+  type PayoutAddressChangeRequestedWebhook,
   type RefundCompletedWebhook,
   type RefundRequestedWebhook,
   type SignWebhookOptions,

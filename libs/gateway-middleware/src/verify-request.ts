@@ -21,9 +21,12 @@ export interface VerifyPaygateRequestOptions {
   /**
    * The seller's secret API key (sk_…): Paygate signs your forwarded requests with a key derived from it
    * (`kid=sk`). Defaults to PAYGATE_SECRET_KEY. Without it only ES256 signatures (accounts whose key predates
-   * forwarding keys) can be checked.
+   * forwarding keys) can be checked. While you move your servers to a rotated key, pass both
+   * (`[newKey, oldKey]`, or set PAYGATE_PREVIOUS_SECRET_KEY): a request signed with either passes. Paygate itself
+   * signs with both keys during the rotation's overlap (the `sig` and `sig_prev` of the header), so one key here
+   * is enough either side of the switch.
    */
-  secretKey?: string;
+  secretKey?: string | readonly string[];
   /** Paygate's address (its JWKS). Defaults to PAYGATE_BASE_URL or http://localhost:8080 (the dev edge). */
   paygateUrl?: string;
   /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
@@ -85,10 +88,17 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
   const replay = options.replayStore ?? new MemoryReplayStore();
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
   const skills = options.skills ? new Set(options.skills) : undefined;
-  const secretKey = options.secretKey ?? process.env.PAYGATE_SECRET_KEY;
-  if (secretKey !== undefined && !secretKey.startsWith('sk_'))
+  const secretKeys = (
+    options.secretKey === undefined
+      ? [process.env.PAYGATE_SECRET_KEY, process.env.PAYGATE_PREVIOUS_SECRET_KEY]
+      : typeof options.secretKey === 'string'
+        ? [options.secretKey]
+        : [...options.secretKey]
+  ).filter((key): key is string => typeof key === 'string' && key !== '');
+  if (secretKeys.some((key) => !key.startsWith('sk_')))
     throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
-  const forwardingKey = secretKey ? forwardingKeyFromApiKey(secretKey) : undefined;
+  if (secretKeys.length > 4) throw new TypeError('verifyPaygateRequest: at most 4 secret keys');
+  const forwardingKeys = secretKeys.map((key) => forwardingKeyFromApiKey(key));
 
   async function check(req: Request): Promise<Refusal | PaygateRequest> {
     const header = req.header(REQUEST_SIGNATURE_HEADER);
@@ -106,7 +116,7 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
         `signed ${Math.round(skewSeconds)} s away from this server's clock (at most ${toleranceSeconds} s)`,
       );
     const byForwardingKey = signature.kid === FORWARDING_KEY_ID;
-    if (byForwardingKey && !forwardingKey)
+    if (byForwardingKey && forwardingKeys.length === 0)
       return refusal(
         'secret_key_required',
         'this request is signed with the key derived from your secret API key: pass verifyPaygateRequest({ secretKey }) or set PAYGATE_SECRET_KEY',
@@ -137,10 +147,7 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
           { key, dsaEncoding: 'ieee-p1363' },
           Buffer.from(signature.signature, 'base64url'),
         )
-      : timingSafeEqual(
-          Buffer.from(forwardingSignature(forwardingKey!, payload)),
-          Buffer.from(signature.signature),
-        );
+      : matchesAnyForwardingKey(forwardingKeys, payload, [signature.signature, signature.previousSignature]);
     if (!valid)
       return refusal(
         'invalid_signature',
@@ -180,6 +187,27 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
       },
     );
   };
+}
+
+/**
+ * Whether one of this origin's forwarding keys made one of the request's HMACs (`sig`, or `sig_prev` during a
+ * key rotation's overlap). Every pair is compared, in constant time, so the time taken says nothing of which.
+ */
+function matchesAnyForwardingKey(
+  keys: readonly Buffer[],
+  payload: string,
+  signatures: ReadonlyArray<string | undefined>,
+): boolean {
+  let matched = false;
+  for (const key of keys) {
+    const expected = Buffer.from(forwardingSignature(key, payload));
+    for (const signature of signatures) {
+      if (signature === undefined) continue;
+      const given = Buffer.from(signature);
+      if (given.length === expected.length && timingSafeEqual(expected, given)) matched = true;
+    }
+  }
+  return matched;
 }
 
 function declaresBody(req: IncomingMessage): boolean {

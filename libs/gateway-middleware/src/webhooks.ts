@@ -43,6 +43,21 @@ export type RefundRequestedWebhook = WebhookBody<
   'refund.requested',
   { refundRequestId: string; transactionId: string; sellerId: string; reason: string; requestedAt: string }
 >;
+/**
+ * The account wallet signed a new payout address; payouts go there from `effectiveAt` on. Not you? Cancel it
+ * (dashboard, or POST /api/v1/account/payout-address/cancel with the wallet's session) and secure the wallet.
+ */
+export type PayoutAddressChangeRequestedWebhook = WebhookBody<
+  'seller.payout_address_change_requested',
+  {
+    sellerId: string;
+    walletAddress: string;
+    currentPayoutAddress: string;
+    newPayoutAddress: string;
+    requestedAt: string;
+    effectiveAt: string;
+  }
+>;
 /** The other kinds; their payloads are described in Paygate's OpenAPI document (`webhooks`). */
 export type OtherWebhook = WebhookBody<
   | 'payment.confirmed'
@@ -57,7 +72,11 @@ export type OtherWebhook = WebhookBody<
   Record<string, unknown>
 >;
 /** Any Paygate webhook body; `event` tells which. */
-export type PaygateWebhookEvent = RefundCompletedWebhook | RefundRequestedWebhook | OtherWebhook;
+export type PaygateWebhookEvent =
+  | RefundCompletedWebhook
+  | RefundRequestedWebhook
+  | PayoutAddressChangeRequestedWebhook
+  | OtherWebhook;
 
 const MAX_HEADER_LENGTH = 2048;
 const MAX_SIGNATURES = 8;

@@ -195,6 +195,62 @@ describe('verifyPaygateRequest', () => {
     expect(() => verifyPaygateRequest({ secretKey: 'pk_test_not_a_secret_key' })).toThrow(/sk_/);
   });
 
+  it('during a key rotation overlap passes a request whose sig or sig_prev was made with a key it holds; one key or both', async () => {
+    const oldKey = 'sk_test_old_key_0123456789abcdefgh';
+    const newKey = 'sk_test_new_key_0123456789abcdefgh';
+    const app = express();
+    app.use('/old', verifyPaygateRequest({ paygateUrl, secretKey: oldKey }));
+    app.use('/new', verifyPaygateRequest({ paygateUrl, secretKey: newKey }));
+    app.use('/both', verifyPaygateRequest({ paygateUrl, secretKey: [newKey, oldKey] }));
+    app.use('/other', verifyPaygateRequest({ paygateUrl, secretKey: 'sk_test_someone_else_s_key_0000' }));
+    app.post(['/old', '/new', '/both', '/other'], (req, res) => res.json({ paid: req.paygate }));
+    const body = '{"city": "Porto"}';
+    /** As the gateway signs during the overlap: sig by the new key, sig_prev by the old one. */
+    const overlapHeaders = (path: string, previous?: string) => {
+      const headers = signedHeaders('POST', path, body, newKey);
+      const parsed = headers['x-paygate-signature']!.match(/t=(\d+); nonce=([^;]+);/)!;
+      const paid = { skill: 'weather', txHash: `0x${'12'.repeat(32)}`, payer: '0xabc', amount: '0.05' };
+      const payload = requestSigningPayload({
+        kid: FORWARDING_KEY_ID,
+        timestamp: Number(parsed[1]),
+        nonce: parsed[2]!,
+        method: 'POST',
+        pathAndQuery: path,
+        bodySha256: createHash('sha256').update(body).digest('hex'),
+        ...paid,
+      });
+      const previousSignature = previous ?? forwardingSignature(forwardingKeyFromApiKey(oldKey), payload);
+      return {
+        ...headers,
+        'x-paygate-signature': `${headers['x-paygate-signature']}; sig_prev=${previousSignature}`,
+      };
+    };
+    await serve(app, async (url) => {
+      const post = async (path: string, headers: Record<string, string>) => {
+        const res = await fetch(`${url}${path}`, { method: 'POST', headers, body });
+        const json = await res.json();
+        return { status: res.status, reason: json.reason };
+      };
+      for (const path of ['/old', '/new', '/both'])
+        expect({ path, ...(await post(path, overlapHeaders(path))) }).toEqual({ path, status: 200 });
+      expect(await post('/other', overlapHeaders('/other'))).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      // Without sig_prev (no overlap, or it ended) the old key no longer passes.
+      expect(await post('/old', signedHeaders('POST', '/old', body, newKey))).toEqual({
+        status: 401,
+        reason: 'invalid_signature',
+      });
+      expect(await post('/both', signedHeaders('POST', '/both', body, oldKey))).toEqual({ status: 200 });
+      // A malformed sig_prev makes the header malformed.
+      expect(await post('/old', overlapHeaders('/old', 'short'))).toEqual({
+        status: 401,
+        reason: 'malformed_signature',
+      });
+    });
+  });
+
   it('MemoryReplayStore stays bounded: when full, the oldest id is forgotten first', () => {
     const store = new MemoryReplayStore(3);
     const later = Date.now() + 60_000;

@@ -3,8 +3,9 @@ import { BlockList, isIP } from 'node:net';
 
 /**
  * Addresses a seller must never make Paygate call: loopback, private, link-local, unique-local, CGNAT,
- * "this network", multicast, documentation, benchmarking and reserved ranges, in IPv4 and IPv6, plus the
- * IPv6 forms that carry or reach an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo).
+ * "this network", multicast, documentation, benchmarking and reserved ranges, in IPv4 and IPv6 (site-local
+ * fec0::/10 too), plus the IPv6 forms that carry or reach an IPv4 address (IPv4-compatible ::/96, IPv4-mapped,
+ * NAT64 64:ff9b::/96 and local-use NAT64 64:ff9b:1::/48, 6to4, Teredo).
  */
 const forbidden = new BlockList();
 for (const [network, prefix] of [
@@ -26,13 +27,17 @@ for (const [network, prefix] of [
   forbidden.addSubnet(network, prefix, 'ipv4');
 }
 for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
+  // IPv4-compatible (deprecated) addresses: ::a.b.c.d; covers :: and ::1 too.
+  ['::', 96],
   ['100::', 64],
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
   ['64:ff9b::', 96],
+  // Local-use NAT64 (RFC 8215): a translator inside the operator's network reaches its private IPv4 hosts.
+  ['64:ff9b:1::', 48],
+  // Site-local (deprecated, RFC 3879): still routed as internal by some networks.
+  ['fec0::', 10],
   ['2001::', 32],
   ['2001:db8::', 32],
   ['2002::', 16],
@@ -40,14 +45,19 @@ for (const [network, prefix] of [
   forbidden.addSubnet(network, prefix, 'ipv6');
 }
 
+/**
+ * IPv4-mapped IPv6 (::ffff:0:0/96), refused whatever IPv4 address it carries: a seller has no reason to name one,
+ * and a stack that reaches it over IPv4 bypasses any IPv6 rule. Kept apart from `forbidden` because a BlockList
+ * matches IPv4 checks against an IPv6 rule for this range (every IPv4 address would be refused).
+ */
+const ipv4Mapped = new BlockList();
+ipv4Mapped.addSubnet('::ffff:0:0', 96, 'ipv6');
+
 /** True for an address Paygate must not call in production (and for anything that is not an IP address). */
 export function isForbiddenAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return forbidden.check(address, 'ipv4');
-  if (family === 6) {
-    // BlockList matches IPv4-mapped IPv6 (::ffff:127.0.0.1 and ::ffff:7f00:1) against the IPv4 rules.
-    return forbidden.check(address, 'ipv6');
-  }
+  if (family === 6) return ipv4Mapped.check(address, 'ipv6') || forbidden.check(address, 'ipv6');
   return true;
 }
 

@@ -26,9 +26,28 @@ describe('network policy', () => {
     expect(isForbiddenAddress(address)).toBe(true);
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '2606:4700:4700::1111'])('allows %s', (address) => {
-    expect(isForbiddenAddress(address)).toBe(false);
+  // IPv4-compatible (::/96), local-use NAT64 (64:ff9b:1::/48), site-local (fec0::/10) and every IPv4-mapped
+  // address (::ffff:0:0/96, even one carrying a public IPv4 address): each can reach an internal host.
+  it.each([
+    '::7f00:1',
+    '::a00:1',
+    '::808:808',
+    '64:ff9b:1::a00:1',
+    '64:ff9b:1:ffff::1',
+    'fec0::1',
+    'feff:ffff::1',
+    '::ffff:8.8.8.8',
+    '::ffff:808:808',
+  ])('refuses %s (IPv4-compatible, local NAT64, site-local, IPv4-mapped)', (address) => {
+    expect(isForbiddenAddress(address)).toBe(true);
   });
+
+  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '2606:4700:4700::1111', '2a00:1450::1'])(
+    'allows %s',
+    (address) => {
+      expect(isForbiddenAddress(address)).toBe(false);
+    },
+  );
 
   it('refuses a host when any of its addresses is internal', async () => {
     const resolver = async () => ['93.184.216.34', '10.0.0.7'];

@@ -11,6 +11,12 @@ export {
 } from './database';
 export { runMain } from './main';
 export { Counter, Gauge, Registry, type ServiceMetrics } from './metrics';
-export { type ProductionGuardOptions, productionGuards } from './production';
+export {
+  isPublicDevKey,
+  type ProductionGuardOptions,
+  productionGuards,
+  weakSecretProblem,
+} from './production';
+export { SecretBox } from './secret-box';
 // (nothing of './retry' is used outside the package)
 export { type BackgroundTask, type RunningService, type ServiceContext, startService } from './service';

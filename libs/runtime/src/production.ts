@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { ConfigError } from './config';
 
 /**
@@ -20,6 +21,64 @@ export const MIN_PRODUCTION_SECRET_LENGTH = 24;
 const DEV_VALUE = /^dev[-_]|not[-_]?(a[-_])?secret|not[-_]for[-_]production|dev[-_]only/i;
 
 const ZERO_ADDRESS = /^0x0{40}$/i;
+
+/**
+ * sha256 (of the lowercase hex, without 0x) of the private keys of the ten accounts anvil and Hardhat derive from
+ * their public dev mnemonic "test test … junk" (m/44'/60'/0'/0/0-9): anyone can sign with them, and bots sweep
+ * any mainnet funds sent to them within seconds. Hashes, so no private key is spelled out in production code.
+ */
+const PUBLIC_DEV_KEY_HASHES: ReadonlySet<string> = new Set([
+  'bc1a50966c9e6486bc4ebf880b51611a2a97fcb8e7a6976e9b81a9e3e8ca0e3c',
+  '8335c55334821eefd4334369ff9c04a8594f161013cf9d87f58802d87297837e',
+  'b26ab6529d20ebebb4192256f202984754f785481c64b1a1aed58cac93b3617e',
+  '64034b44c579b335ab5e85debbfe72789e970138cc8d296799c3833a2a8525fb',
+  '4d3e46eec8244d1d106f866ee48994f6176705298aee1b8426b2ad2529eb454b',
+  '0aedba9d586f34f95cf1f0d54926f62e8a078ce2ca593be73ab27a87d3ff9c5d',
+  '28e543d3753fc9d14c658ebef20b76a3b5f8e7d78667baf27832ceb3bea01bdf',
+  'f070994a8599478580678f2b9482c5f02bb3de0647281e8efae183669425808a',
+  '38e69fdd19aefeb4adf56312f10e62c30274997835173c7006308323ad7db506',
+  '967f21586cdf1248a862f2cfb330099701c942c2c7a7537c54f7ec48f8556505',
+]);
+
+/** True for one of the public anvil/Hardhat dev accounts' private keys (0x-prefixed or not, any case). */
+export function isPublicDevKey(privateKey: string): boolean {
+  const hex = privateKey.trim().replace(/^0x/i, '').toLowerCase();
+  return PUBLIC_DEV_KEY_HASHES.has(createHash('sha256').update(hex).digest('hex'));
+}
+
+/** Placeholder words that make a secret guessable whatever its length. */
+const PLACEHOLDER =
+  /change-?me|replace-?me|pass-?w(o|0)rd|placeholder|example|default|qwerty|letmein|12345678|xxxxxx/i;
+/** Below this many estimated bits a secret is guessable (a random 24-character token has over 100). */
+const MIN_SECRET_BITS = 64;
+const MIN_DISTINCT_CHARACTERS = 10;
+
+/**
+ * Why a secret (or a private key) is too predictable, or undefined: a placeholder word, few distinct characters
+ * (`aaaa…`, `0x000…01`), a short unit repeated (`changeme-changeme-…`, `abcabc…`), or little entropy by the
+ * characters' frequencies (an estimate: length × Shannon entropy per character).
+ */
+export function weakSecretProblem(value: string): string | undefined {
+  if (PLACEHOLDER.test(value)) return 'is a placeholder value';
+  const body = value.replace(/^0x/i, '');
+  const counts = new Map<string, number>();
+  for (const char of body) counts.set(char, (counts.get(char) ?? 0) + 1);
+  if (counts.size < MIN_DISTINCT_CHARACTERS)
+    return `has only ${counts.size} distinct characters (at least ${MIN_DISTINCT_CHARACTERS})`;
+  for (let unit = 1; unit <= body.length / 2; unit++) {
+    if (body.length % unit === 0 && body.slice(0, unit).repeat(body.length / unit) === body)
+      return 'repeats a short pattern';
+  }
+  let perCharacter = 0;
+  for (const count of counts.values()) {
+    const p = count / body.length;
+    perCharacter -= p * Math.log2(p);
+  }
+  const bits = Math.floor(perCharacter * body.length);
+  if (bits < MIN_SECRET_BITS)
+    return `has too little entropy (about ${bits} bits, at least ${MIN_SECRET_BITS})`;
+  return undefined;
+}
 
 export interface ProductionGuardOptions {
   /** The service the error names. */
@@ -44,6 +103,11 @@ export interface ProductionGuardOptions {
    * differing per-service defaults.
    */
   sharedConfirmations?: boolean;
+  /**
+   * Private keys the service signs with (the escrow wallet's, the relayer's): never a public anvil/Hardhat dev
+   * key, never a guessable one. An empty value is skipped (an optional key that is not configured).
+   */
+  privateKeys?: ReadonlyArray<{ name: string; value: string | undefined }>;
 }
 
 /**
@@ -81,6 +145,19 @@ export function productionGuards(env: NodeJS.ProcessEnv, options: ProductionGuar
     else if (value.length < minLength)
       problems.push(`${name}: must be at least ${minLength} characters in production`);
     else if (DEV_VALUE.test(value)) problems.push(`${name}: must not be a development value in production`);
+    else {
+      const weak = weakSecretProblem(value);
+      if (weak) problems.push(`${name}: must not be guessable in production: it ${weak}`);
+    }
+  }
+  for (const { name, value } of options.privateKeys ?? []) {
+    if (!value?.trim()) continue;
+    // The value is never echoed.
+    if (isPublicDevKey(value))
+      problems.push(
+        `${name}: must not be a public anvil/Hardhat development key in production (anyone holds it)`,
+      );
+    else if (weakSecretProblem(value)) problems.push(`${name}: must not be a guessable key in production`);
   }
   if (options.sharedConfirmations && !env.CONFIRMATIONS?.trim())
     problems.push(

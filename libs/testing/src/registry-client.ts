@@ -47,7 +47,8 @@ export function siweMessageText(fields: {
     '',
     `URI: ${fields.uri}`,
     'Version: 1',
-    `Chain ID: ${fields.chainId ?? 1}`,
+    // 31337: the local chain (CHAIN_NETWORK=local), which the registry requires unless configured otherwise.
+    `Chain ID: ${fields.chainId ?? 31337}`,
     `Nonce: ${fields.nonce}`,
     `Issued At: ${(fields.issuedAt ?? new Date()).toISOString()}`,
   ];
@@ -64,7 +65,7 @@ export type SellerWallet = { address: string; signMessage(message: string): Prom
 
 export async function signUpSeller(registryUrl: string, wallet: SellerWallet): Promise<SignedUpSeller> {
   const signer = typeof wallet === 'string' ? new Wallet(wallet) : wallet;
-  const nonce = await call<{ nonce: string; domain: string; uri: string }>(
+  const nonce = await call<{ nonce: string; domain: string; uri: string; chainId: number }>(
     `${registryUrl}/api/v1/auth/siwe/nonce`,
     {
       method: 'POST',
@@ -75,6 +76,7 @@ export async function signUpSeller(registryUrl: string, wallet: SellerWallet): P
     address: signer.address,
     uri: nonce.uri,
     nonce: nonce.nonce,
+    chainId: nonce.chainId,
   });
   const signature = await signer.signMessage(message);
   const verified = await call<{

@@ -23,13 +23,25 @@ export function serveSellersForTests(bus: Bus, sellers: Record<string, SellerIde
  * Answers the registry's forwarding-key RPC from a fixed table of sellerId → forwarding key (derive it with
  * `forwardingKeyFromApiKey` of @paygate/agent-client); sellers not in it have none (the gateway signs ES256).
  */
-export function serveForwardingKeysForTests(bus: Bus, keys: Record<string, Buffer>): Promise<RpcServer> {
+export function serveForwardingKeysForTests(
+  bus: Bus,
+  keys: Record<string, Buffer | { key: Buffer; previous: Buffer; previousExpiresAt: Date }>,
+): Promise<RpcServer> {
   return serveRpc(
     bus,
     'registry.forwarding_key',
     async ({ sellerId }) => {
-      const key = keys[sellerId];
-      return key ? { ok: true, key: key.toString('base64url'), apiKeyVersion: 1 } : { ok: false };
+      const entry = keys[sellerId];
+      if (!entry) return { ok: false };
+      if (Buffer.isBuffer(entry)) return { ok: true, key: entry.toString('base64url'), apiKeyVersion: 1 };
+      // During a key rotation's overlap (the registry's previous key).
+      return {
+        ok: true,
+        key: entry.key.toString('base64url'),
+        apiKeyVersion: 2,
+        previousKey: entry.previous.toString('base64url'),
+        previousKeyExpiresAt: entry.previousExpiresAt.toISOString(),
+      };
     },
     quiet,
   );

@@ -256,6 +256,8 @@ describe('checkout widget in a real browser', () => {
         const ethereum = {
           request: async ({ method, params }: { method: string; params?: unknown[] }) => {
             if (method === 'eth_requestAccounts') return [account];
+            // The local chain (31337): the refund request is signed for it.
+            if (method === 'eth_chainId') return '0x7a69';
             if (method === 'personal_sign') return (window as any)[binding](params![0]);
             throw Object.assign(new Error(`unsupported ${method}`), { code: 4200 });
           },

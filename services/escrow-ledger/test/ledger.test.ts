@@ -1,3 +1,4 @@
+import { newRefundRequestSigning } from '@paygate/agent-client';
 import { requestRpc } from '@paygate/bus';
 import { createEvent, type RpcRequest } from '@paygate/contracts';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
@@ -438,32 +439,62 @@ describe('ledger', () => {
     const requested = new EventRecorder(h.bus, 'refund.requested');
     const { txn } = await pay({ amount: '5', holdPeriodHours: 24 });
     const buyer = new Wallet(BUYER_KEY);
-    const sign = (wallet: Wallet, reason: string, id = txn.id) =>
-      wallet.signMessage(refundRequestMessage({ transactionId: id }, reason));
+    // The signed fields of a request body (chain, a fresh nonce, an expiry) with its signature.
+    const signed = async (
+      wallet: Wallet,
+      reason: string,
+      signing = newRefundRequestSigning(31337, h.clock.now),
+    ) => ({
+      reason,
+      ...signing,
+      signature: await wallet.signMessage(refundRequestMessage({ transactionId: txn.id }, reason, signing)),
+    });
     const forged = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: {
-        transactionId: txn.id,
-        reason: 'not mine',
-        signature: await sign(new Wallet(STRANGER_KEY), 'not mine'),
-      },
+      body: { transactionId: txn.id, ...(await signed(new Wallet(STRANGER_KEY), 'not mine')) },
     });
     expect(forged.status).toBe(403);
     expect(forged.body.error).toMatchObject({ code: 'not_payer', field: 'signature' });
     const tampered = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: {
-        transactionId: txn.id,
-        reason: 'changed reason',
-        signature: await sign(buyer, 'original reason'),
-      },
+      body: { transactionId: txn.id, ...(await signed(buyer, 'original reason')), reason: 'changed reason' },
     });
     expect(tampered.status).toBe(403);
 
-    const created = await h.http('/api/v1/refund-requests', {
+    // A request signed for another chain, or expired, is refused before anything is looked up.
+    const otherChain = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: { transactionId: txn.id, reason: 'never arrived', signature: await sign(buyer, 'never arrived') },
+      body: {
+        transactionId: txn.id,
+        ...(await signed(buyer, 'x', newRefundRequestSigning(8453, h.clock.now))),
+      },
     });
+    expect([otherChain.status, otherChain.body.error.field]).toEqual([400, 'chainId']);
+    const expired = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        ...(await signed(buyer, 'x', {
+          ...newRefundRequestSigning(31337, h.clock.now),
+          expiresAt: new Date(h.clock.now.getTime() - 1000).toISOString(),
+        })),
+      },
+    });
+    expect([expired.status, expired.body.error.field]).toEqual([400, 'expiresAt']);
+    const tooLong = await h.http('/api/v1/refund-requests', {
+      key: null,
+      body: {
+        transactionId: txn.id,
+        ...(await signed(buyer, 'x', {
+          ...newRefundRequestSigning(31337, h.clock.now),
+          expiresAt: new Date(h.clock.now.getTime() + 48 * 3600_000).toISOString(),
+        })),
+      },
+    });
+    expect([tooLong.status, tooLong.body.error.field]).toEqual([400, 'expiresAt']);
+
+    const first = { transactionId: txn.id, ...(await signed(buyer, 'never arrived')) };
+    const created = await h.http('/api/v1/refund-requests', { key: null, body: first });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ transactionId: txn.id, status: 'pending', reason: 'never arrived' });
     const event = await waitFor(() => requested.events.find((e: any) => e.data.transactionId === txn.id));
@@ -477,28 +508,26 @@ describe('ledger', () => {
     });
     expect(rejected.body).toMatchObject({ status: 'rejected', decisionReason: 'delivered' });
     expect((await h.http(`/api/v1/transactions/${txn.id}`)).body.refundedAmount).toBe('0');
-
-    const again = await h.http('/api/v1/refund-requests', {
-      key: null,
-      body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
+    // The decided request sent again (a captured copy): refused, it is good once.
+    const replayed = await h.http('/api/v1/refund-requests', { key: null, body: first });
+    expect(replayed.status).toBe(409);
+    expect(replayed.body.error).toMatchObject({
+      code: 'refund_request_replayed',
+      refundRequestId: created.body.refundRequestId,
     });
+
+    const please = { transactionId: txn.id, ...(await signed(buyer, 'please')) };
+    const again = await h.http('/api/v1/refund-requests', { key: null, body: please });
     expect(again.status).toBe(201);
     // A retry whose first answer was lost (the same signed request): the request it made, raised once.
-    const retried = await h.http('/api/v1/refund-requests', {
-      key: null,
-      body: { transactionId: txn.id, reason: 'please', signature: await sign(buyer, 'please') },
-    });
+    const retried = await h.http('/api/v1/refund-requests', { key: null, body: please });
     expect(retried.status).toBe(200);
     expect(retried.headers.get('idempotent-replayed')).toBe('true');
     expect(retried.body).toEqual(again.body);
     // Another request while one is pending: refused, naming the pending one.
     const another = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: {
-        transactionId: txn.id,
-        reason: 'changed my mind',
-        signature: await sign(buyer, 'changed my mind'),
-      },
+      body: { transactionId: txn.id, ...(await signed(buyer, 'changed my mind')) },
     });
     expect(another.status).toBe(409);
     expect(another.body.error).toMatchObject({
@@ -570,13 +599,13 @@ describe('ledger', () => {
   test('approving a request whose transaction the seller already refunded in full is 409 nothing_refundable', async () => {
     const { txn } = await pay({ amount: '2', holdPeriodHours: 24 });
     const buyer = new Wallet(BUYER_KEY);
+    const signing = newRefundRequestSigning(31337, h.clock.now);
+    const signature = await buyer.signMessage(
+      refundRequestMessage({ transactionId: txn.id }, 'broken', signing),
+    );
     const created = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: {
-        transactionId: txn.id,
-        reason: 'broken',
-        signature: await buyer.signMessage(refundRequestMessage({ transactionId: txn.id }, 'broken')),
-      },
+      body: { transactionId: txn.id, reason: 'broken', ...signing, signature },
     });
     expect(created.status).toBe(201);
     const direct = await h.http('/api/v1/refunds', {

@@ -33,8 +33,13 @@ import { type MoneyServices, startMoneyServices } from './money-services';
 
 const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'money-e2e-operator-token-0123';
-const REFUND_REQUEST_TEXT = (transactionId: string, reason: string) =>
-  `Paygate refund request\ntransaction: ${transactionId}\nreason: ${reason}`;
+/** Written out here on purpose (not agent-client's builder): the ledger must verify exactly this text. */
+const REFUND_REQUEST_TEXT = (
+  transactionId: string,
+  reason: string,
+  s: { chainId: number; nonce: string; expiresAt: string },
+) =>
+  `Paygate refund request\ntransaction: ${transactionId}\nchain id: ${s.chainId}\nnonce: ${s.nonce}\nexpires at: ${s.expiresAt}\nreason: ${reason}`;
 
 jest.setTimeout(60_000);
 
@@ -437,14 +442,21 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     const rejected = await payThroughCheckout(seller, '2', 24);
     const buyer = new Wallet(testWallets.buyer.privateKey);
     const stranger = new Wallet(testWallets.stranger.privateKey);
-    const request = async (wallet: Wallet, paid: Paid, reason: string) =>
-      call('/api/v1/refund-requests', {
+    const request = async (wallet: Wallet, paid: Paid, reason: string) => {
+      const signing = {
+        chainId: 31337,
+        nonce: randomBytes(16).toString('hex'),
+        expiresAt: new Date(now.getTime() + 3_600_000).toISOString(),
+      };
+      return call('/api/v1/refund-requests', {
         body: {
           transactionId: paid.transactionId,
           reason,
-          signature: await wallet.signMessage(REFUND_REQUEST_TEXT(paid.transactionId, reason)),
+          ...signing,
+          signature: await wallet.signMessage(REFUND_REQUEST_TEXT(paid.transactionId, reason, signing)),
         },
       });
+    };
 
     const forged = await request(stranger, approved, 'never arrived');
     expect(forged.status).toBe(403);
@@ -495,11 +507,13 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       wallet: testSigner('buyer', anvil.provider),
       maxPricePerCall: '1',
       paygateUrl: ledger.url,
+      now: () => now,
     });
     const stranger = createAgent({
       wallet: testSigner('stranger', anvil.provider),
       maxPricePerCall: '1',
       paygateUrl: ledger.url,
+      now: () => now,
     });
 
     // What a buyer knows: the transfer's hash, or the session it paid (the widget's PaymentResult has both).

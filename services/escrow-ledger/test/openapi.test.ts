@@ -1,3 +1,4 @@
+import { newRefundRequestSigning } from '@paygate/agent-client';
 import { assertValid, ErrorBodySchema, plainSchema } from '@paygate/http';
 import {
   documentedOperationNames,
@@ -93,11 +94,12 @@ describe('escrow-ledger routes and their OpenAPI document', () => {
 
     const request = doc.paths['/api/v1/refund-requests'].post;
     expect(request.requestBody.content['application/json'].schema).toEqual(plainSchema(RefundRequestBody));
+    const placeholders = { chainId: '<chainId>', nonce: '<nonce>', expiresAt: '<expiresAt>' };
     expect(request.description).toContain(
-      refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>'),
+      refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>', placeholders),
     );
     expect(request.description).toContain(
-      'Paygate refund request\ntransaction: <transactionId>\nreason: <reason>',
+      'Paygate refund request\ntransaction: <transactionId>\nchain id: <chainId>\nnonce: <nonce>\nexpires at: <expiresAt>\nreason: <reason>',
     );
     expect(doc.components.schemas.RefundRequest.properties.status.enum).toEqual([
       'pending',
@@ -160,12 +162,13 @@ describe('escrow-ledger routes and their OpenAPI document', () => {
     conform(Refund, (await h.http(`/api/v1/refunds/${created.body.refundId}`)).body);
 
     const reason = 'never arrived';
+    const signing = newRefundRequestSigning(31337, h.clock.now);
     const signature = await new Wallet(BUYER_KEY).signMessage(
-      refundRequestMessage({ transactionId }, reason),
+      refundRequestMessage({ transactionId }, reason, signing),
     );
     const badSignature = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: { transactionId, reason, signature: '0x1234' },
+      body: { transactionId, reason, ...signing, signature: '0x1234' },
     });
     expect(badSignature.body.error).toMatchObject({
       field: 'signature',
@@ -173,7 +176,7 @@ describe('escrow-ledger routes and their OpenAPI document', () => {
     });
     const requested = await h.http('/api/v1/refund-requests', {
       key: null,
-      body: { transactionId, reason, signature },
+      body: { transactionId, reason, ...signing, signature },
     });
     expect(requested.status).toBe(201);
     conform(RefundRequest, requested.body);

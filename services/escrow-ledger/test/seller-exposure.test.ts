@@ -1,3 +1,4 @@
+import { newRefundRequestSigning } from '@paygate/agent-client';
 import { requestRpc } from '@paygate/bus';
 import type { RpcName, RpcRequest } from '@paygate/contracts';
 import { openSchema, waitFor } from '@paygate/testing';
@@ -130,10 +131,13 @@ describe('a seller spends only its own money in the shared escrow', () => {
   test("a buyer's pending refund request keeps the payment from being released or paid out until it is decided", async () => {
     const buyer = new Wallet(BUYER_KEY);
     const ask = async (transactionId: string) => {
-      const signature = await buyer.signMessage(refundRequestMessage({ transactionId }, 'never arrived'));
+      const signing = newRefundRequestSigning(31337, h.clock.now);
+      const signature = await buyer.signMessage(
+        refundRequestMessage({ transactionId }, 'never arrived', signing),
+      );
       const answer = await h.http('/api/v1/refund-requests', {
         key: null,
-        body: { transactionId, reason: 'never arrived', signature },
+        body: { transactionId, reason: 'never arrived', ...signing, signature },
       });
       expect(answer.status).toBe(201);
       return answer.body.refundRequestId as string;

@@ -15,6 +15,8 @@ import {
 export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   /** ES256 private key (PEM); when absent the gateway schema holds one generated key shared by all replicas. */
   ticketSigningKeyPem: string | undefined;
+  /** Key material of the AES-256-GCM key ticket signing keys are sealed with at rest (TICKET_KEY_ENCRYPTION_KEY). */
+  ticketKeyEncryptionKey: string;
   ticketTtlSeconds: number;
   rateLimitPerMinute: number;
   upstreamTimeoutMs: number;
@@ -61,6 +63,7 @@ export function loadConfig(
   );
   const parsed = parseEnv<{
     TICKET_SIGNING_KEY: string;
+    TICKET_KEY_ENCRYPTION_KEY: string;
     TICKET_TTL_SECONDS: number;
     RATE_LIMIT_PER_MINUTE: number;
     UPSTREAM_TIMEOUT_MS: number;
@@ -80,6 +83,7 @@ export function loadConfig(
     RELAYER_DAILY_PER_SELLER: number;
   }>(env, {
     TICKET_SIGNING_KEY: str({ default: '' }),
+    TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
     TICKET_TTL_SECONDS: num({ default: 300 }),
     RATE_LIMIT_PER_MINUTE: num({ default: 60 }),
     UPSTREAM_TIMEOUT_MS: num({ default: 10_000 }),
@@ -138,11 +142,14 @@ export function loadConfig(
     production: common.production,
     escrow: { address: chain.escrowAddress },
     sharedConfirmations: true,
+    // Seals the ticket signing key at rest: a dump of the gateway schema must not hand out the key.
+    secrets: [{ name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 }],
   });
   return {
     ...common,
     ...chain,
     ticketSigningKeyPem: pem || undefined,
+    ticketKeyEncryptionKey: parsed.TICKET_KEY_ENCRYPTION_KEY,
     ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
     rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
     upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,

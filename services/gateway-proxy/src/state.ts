@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SharedRateLimiter } from '@paygate/http';
 import { sellerDispatcher } from '@paygate/net';
-import { Counter, type ServiceContext } from '@paygate/runtime';
+import { Counter, SecretBox, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
 import { sendJson } from './http-util';
@@ -71,7 +71,11 @@ export async function createGatewayState(
   config: GatewayProxyConfig,
   provider: JsonRpcProvider,
 ): Promise<GatewayState> {
-  const keys = new TicketKeyStore(ctx.db, config.ticketSigningKeyPem);
+  const keys = new TicketKeyStore(
+    ctx.db,
+    config.ticketSigningKeyPem,
+    new SecretBox(config.ticketKeyEncryptionKey, 'paygate-gateway-ticket-keys'),
+  );
   await keys.init();
   const chain = new ChainVerifier(provider, {
     usdcAddress: config.usdcAddress,

@@ -626,6 +626,76 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
     }
   });
 
+  it('during an API-key rotation overlap signs with both forwarding keys: an origin holding either key passes, the old one stops when the overlap ends', async () => {
+    const oldKey = 'sk_test_overlap_seller_old_key_000';
+    const newKey = 'sk_test_overlap_seller_new_key_000';
+    const keys: Parameters<typeof serveForwardingKeysForTests>[1] = {
+      'seller-overlap': {
+        key: forwardingKeyFromApiKey(newKey),
+        previous: forwardingKeyFromApiKey(oldKey),
+        previousExpiresAt: new Date(Date.now() + 60 * 60_000),
+      },
+    };
+    const registry = await serveForwardingKeysForTests(h.bus, keys);
+    let originKeys: string | string[] = oldKey;
+    const seen: string[] = [];
+    const app = express();
+    app.use((req, _res, next) => {
+      seen.push(req.header('x-paygate-signature')!);
+      next();
+    });
+    app.use((req, res, next) =>
+      verifyPaygateRequest({ paygateUrl: h.gateway.url, secretKey: originKeys })(req, res, next),
+    );
+    app.get('/origin/data', (req, res) => {
+      res.json({ paid: req.paygate?.txHash });
+    });
+    const server: Server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await h.publishSkill(
+        skillSnapshot({ name: 'overlap-signed', sellerId: 'seller-overlap', apiBaseUrl: `${origin}/origin` }),
+      );
+      const pay = async () => {
+        const resource = h.resource('GET', 'overlap-signed', '/data');
+        const txHash = await h.transfer('buyer', 50_000n);
+        const res = await fetch(url('/overlap-signed/data'), {
+          headers: { 'X-402-Payment': await h.header({ txHash, resource, amount: 50_000n }) },
+        });
+        return { status: res.status, body: await res.json(), txHash: txHash.toLowerCase() };
+      };
+      // The origin still holds the old key: it passes through sig_prev.
+      const withOld = await pay();
+      expect(withOld).toMatchObject({ status: 200, body: { paid: withOld.txHash } });
+      const header = parseRequestSignature(seen.at(-1));
+      expect(header).toMatchObject({ kid: 'sk', previousSignature: expect.any(String) });
+      // Moved to the new key (or holding both while it moves): passes through sig.
+      originKeys = newKey;
+      expect((await pay()).status).toBe(200);
+      originKeys = [newKey, oldKey];
+      expect((await pay()).status).toBe(200);
+
+      // The overlap ends: the registry drops the old key and publishes seller.updated; only the new key passes.
+      keys['seller-overlap'] = forwardingKeyFromApiKey(newKey);
+      h.bus.nc.publish(
+        h.bus.subjectFor('seller.updated'),
+        new TextEncoder().encode(JSON.stringify({ data: { sellerId: 'seller-overlap' } })),
+      );
+      await h.bus.nc.flush();
+      originKeys = oldKey;
+      await waitFor(async () => (await pay()).status !== 200, { message: 'the old key still passes' });
+      expect(parseRequestSignature(seen.at(-1))?.previousSignature).toBeUndefined();
+      originKeys = newKey;
+      expect((await pay()).status).toBe(200);
+      expect(parseRequestSignature(seen.at(-1))?.previousSignature).toBeUndefined();
+    } finally {
+      await registry.stop();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
   it('in production, refuses at connect time a seller host that resolves to loopback (502); development connects', async () => {
     const port = new URL(upstream.url).port;
     await h.publishSkill(

@@ -238,6 +238,37 @@ describe('notifier webhooks', () => {
     ).toEqual([]);
   });
 
+  it('announces a payout address change the wallet signed to the seller, before it takes effect', async () => {
+    const effectiveAt = new Date(clockMs + 48 * 3_600_000).toISOString();
+    const id = await publish(bus, 'seller.payout_address_change_requested', 'registry', {
+      sellerId: SELLER_ID,
+      walletAddress: `0x${'b'.repeat(40)}`,
+      currentPayoutAddress: `0x${'b'.repeat(40)}`,
+      newPayoutAddress: `0x${'c'.repeat(40)}`,
+      requestedAt: new Date(clockMs).toISOString(),
+      effectiveAt,
+    });
+    const received = await waitFor(
+      () => receiver.received.find((r) => r.headers['paygate-event-id'] === id),
+      { message: 'the payout change webhook' },
+    );
+    expect(received.headers['paygate-event-type']).toBe('seller.payout_address_change_requested');
+    expect(
+      verifyWebhook({
+        payload: received.body,
+        header: received.headers['paygate-signature'],
+        secret: SECRET,
+        now: () => new Date(clockMs),
+      }),
+    ).toEqual({ timestamp: Math.floor(clockMs / 1000) });
+    expect(JSON.parse(received.body)).toMatchObject({
+      id,
+      event: 'seller.payout_address_change_requested',
+      newPayoutAddress: `0x${'c'.repeat(40)}`,
+      effectiveAt,
+    });
+  });
+
   it("puts SPEC's payload fields at the top level of the body, beside id, createdAt and data", async () => {
     const ids = {
       requested: await publish(bus, 'refund.requested', 'escrow-ledger', {

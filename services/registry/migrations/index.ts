@@ -2,12 +2,13 @@ import type { Migration } from 'kysely';
 import { init } from './2026-11-22-0100-init';
 import { forwardingKey } from './2026-11-23-0100-forwarding-key';
 import { sessionSignOut } from './2026-11-24-0100-session-sign-out';
-
+import { walletGuardedChanges } from './2026-11-25-0100-wallet-guarded-changes';
 import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
 /** Frozen, date-prefixed migrations of the registry schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
   '2026-11-23-0100-forwarding-key': forwardingKey,
   '2026-11-24-0100-session-sign-out': sessionSignOut,
+  '2026-11-25-0100-wallet-guarded-changes': walletGuardedChanges,
   '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
 };

@@ -32,6 +32,19 @@ export interface RegistryConfig extends CommonConfig {
   siweNoncesPerMinute: number;
   signInsPerMinute: number;
   accountsPerHour: number;
+  /**
+   * The chain id of CHAIN_NETWORK: a SIWE message and a payout-address change must name it (a signature made for
+   * another chain or deployment is refused).
+   */
+  chainId: number;
+  /** How long after the wallet signs a new payout address it takes effect (settlement pays the old one till then). */
+  payoutAddressDelayMs: number;
+  /** How long a payout-address challenge (the message the wallet signs) may be used. */
+  payoutChallengeTtlMs: number;
+  /** How long the API key replaced by a rotation keeps working (unless revoked at once). */
+  keyRotationOverlapMs: number;
+  /** How often due payout changes and ended key overlaps are applied. */
+  accountChangesIntervalMs: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -39,6 +52,10 @@ export interface RegistryConfig extends CommonConfig {
 const DEV_SESSION_SECRET = 'dev-session-secret-not-for-production';
 const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 const DEV_SECRETS_KEY = 'dev-secrets-key-not-for-production';
+
+/** CHAIN_NETWORK's chain id (the networks of @paygate/chain, which the registry does not otherwise need). */
+const CHAIN_IDS: Readonly<Record<string, number>> = { base: 8453, 'base-sepolia': 84532, local: 31337 };
+const HOUR_MS = 60 * 60 * 1000;
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(
@@ -62,6 +79,11 @@ export function loadConfig(
     SIWE_NONCES_PER_MINUTE: number;
     SIGN_INS_PER_MINUTE: number;
     ACCOUNTS_PER_HOUR: number;
+    CHAIN_NETWORK: string;
+    PAYOUT_ADDRESS_DELAY_MS: number;
+    PAYOUT_CHALLENGE_TTL_MS: number;
+    KEY_ROTATION_OVERLAP_MS: number;
+    ACCOUNT_CHANGES_INTERVAL_MS: number;
   }>(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
     SESSION_TTL_MS: num({ default: 12 * 60 * 60 * 1000 }),
@@ -78,7 +100,29 @@ export function loadConfig(
     SIWE_NONCES_PER_MINUTE: num({ default: 30 }),
     SIGN_INS_PER_MINUTE: num({ default: 30 }),
     ACCOUNTS_PER_HOUR: num({ default: 20 }),
+    CHAIN_NETWORK: str({ default: 'local' }),
+    PAYOUT_ADDRESS_DELAY_MS: num({ default: 48 * HOUR_MS }),
+    PAYOUT_CHALLENGE_TTL_MS: num({ default: 10 * 60 * 1000 }),
+    KEY_ROTATION_OVERLAP_MS: num({ default: 24 * HOUR_MS }),
+    ACCOUNT_CHANGES_INTERVAL_MS: num({ default: 1000 }),
   });
+  const chainId = CHAIN_IDS[parsed.CHAIN_NETWORK];
+  if (chainId === undefined)
+    throw new ConfigError('invalid configuration: CHAIN_NETWORK must be local, base or base-sepolia');
+  for (const [name, value, max] of [
+    ['PAYOUT_ADDRESS_DELAY_MS', parsed.PAYOUT_ADDRESS_DELAY_MS, 30 * 24 * HOUR_MS],
+    ['KEY_ROTATION_OVERLAP_MS', parsed.KEY_ROTATION_OVERLAP_MS, 30 * 24 * HOUR_MS],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 0 || value > max)
+      throw new ConfigError(`invalid configuration: ${name} must be an integer from 0 to ${max} (30 days)`);
+  }
+  for (const [name, value] of [
+    ['PAYOUT_CHALLENGE_TTL_MS', parsed.PAYOUT_CHALLENGE_TTL_MS],
+    ['ACCOUNT_CHANGES_INTERVAL_MS', parsed.ACCOUNT_CHANGES_INTERVAL_MS],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new ConfigError(`invalid configuration: ${name} must be a positive integer`);
+  }
   const escrowAddress = parsed.ESCROW_ADDRESS.trim();
   if (escrowAddress && !/^0x[0-9a-fA-F]{40}$/.test(escrowAddress))
     throw new ConfigError('invalid configuration: ESCROW_ADDRESS must be a 0x-prefixed 20-byte hex address');
@@ -122,6 +166,11 @@ export function loadConfig(
     siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
     signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
     accountsPerHour: parsed.ACCOUNTS_PER_HOUR,
+    chainId,
+    payoutAddressDelayMs: parsed.PAYOUT_ADDRESS_DELAY_MS,
+    payoutChallengeTtlMs: parsed.PAYOUT_CHALLENGE_TTL_MS,
+    keyRotationOverlapMs: parsed.KEY_ROTATION_OVERLAP_MS,
+    accountChangesIntervalMs: parsed.ACCOUNT_CHANGES_INTERVAL_MS,
     now,
   };
 }

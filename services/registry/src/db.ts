@@ -15,6 +15,14 @@ export interface SellersTable {
   forwarding_key_encrypted: string | null;
   /** Dashboard sessions issued at or before this moment are refused (sign-out); null: never signed out. */
   sessions_revoked_at: Generated<Date | null>;
+  /** The API key replaced by the last rotation: still accepted until previous_api_key_expires_at (the overlap). */
+  previous_api_key_hash: Generated<string | null>;
+  previous_api_key_expires_at: Generated<Date | null>;
+  /** Sealed forwarding key of that previous API key (the gateway signs with both during the overlap). */
+  previous_forwarding_key_encrypted: Generated<string | null>;
+  /** A payout address the account wallet signed, applied at pending_payout_effective_at (PAYOUT_ADDRESS_DELAY). */
+  pending_payout_address: Generated<string | null>;
+  pending_payout_effective_at: Generated<Date | null>;
   settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
   minimum_settlement_micro: Generated<bigint>;
   revision: Generated<number>;

@@ -24,7 +24,7 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
         {
           'registry.resolve_api_key': async ({ apiKey }) => {
             let seller: SellerRow | undefined;
-            if (apiKey.startsWith('sk_')) seller = await findSellerByApiKey(ctx.db, apiKey);
+            if (apiKey.startsWith('sk_')) seller = await findSellerByApiKey(ctx.db, apiKey, rc.config.now());
             else {
               const session = await sellerOfSession(rc, apiKey);
               if (session !== 'signed_out') seller = session;
@@ -43,10 +43,22 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
           'registry.forwarding_key': async ({ sellerId }) => {
             const seller = await findSellerById(ctx.db, sellerId);
             if (!seller?.forwarding_key_encrypted) return { ok: false };
+            // During a rotation's overlap the old key's forwarding key too: the gateway signs with both.
+            const previousExpiresAt = seller.previous_api_key_expires_at;
+            const overlap =
+              seller.previous_forwarding_key_encrypted &&
+              previousExpiresAt &&
+              new Date(previousExpiresAt).getTime() > rc.config.now().getTime();
             return {
               ok: true,
               key: rc.secrets.open(seller.forwarding_key_encrypted),
               apiKeyVersion: seller.api_key_version,
+              ...(overlap
+                ? {
+                    previousKey: rc.secrets.open(seller.previous_forwarding_key_encrypted!),
+                    previousKeyExpiresAt: new Date(previousExpiresAt).toISOString(),
+                  }
+                : {}),
             };
           },
         },

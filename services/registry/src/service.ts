@@ -2,6 +2,7 @@ import { mountRoutes, openApiRoute } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
+import { DueAccountChanges } from './accounts/due-changes';
 import { SignInRateLimits } from './accounts/rate-limits';
 import { accountRoutes } from './accounts/routes';
 import { registrySecuritySchemes } from './auth/authenticate';
@@ -10,7 +11,7 @@ import type { RegistryContext } from './context';
 import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
 import { rpcResponders } from './rpc';
-import { SecretBox } from './shared/secrets';
+import { registrySecretBox } from './shared/secrets';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
@@ -25,7 +26,7 @@ export function startRegistry(
 ): Promise<RunningService<RegistryDatabase>> {
   let checker: SkillChecker | undefined;
   const kicker = { kick: () => checker?.kick() };
-  const secrets = new SecretBox(config.secretsEncryptionKey);
+  const secrets = registrySecretBox(config.secretsEncryptionKey);
   const siweDomain = new URL(config.publicBaseUrl).host;
   let signInLimits: SignInRateLimits | undefined;
   const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => {
@@ -58,7 +59,7 @@ export function startRegistry(
     background(ctx) {
       const rc = registryContext(ctx);
       checker = new SkillChecker(rc);
-      return [rpcResponders(rc), checker, ...rc.signInLimits.tasks];
+      return [rpcResponders(rc), checker, new DueAccountChanges(rc), ...rc.signInLimits.tasks];
     },
   });
 }

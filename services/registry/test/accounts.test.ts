@@ -10,7 +10,7 @@ const DOMAIN = 'paygate.test:8080';
 const ESCROW = testWallets.escrow.address;
 
 beforeAll(async () => {
-  h = await startHarness('regacct', { ESCROW_ADDRESS: ESCROW });
+  h = await startHarness('regacct', { ESCROW_ADDRESS: ESCROW, PAYOUT_ADDRESS_DELAY_MS: '0' });
 });
 afterAll(async () => {
   await h?.stop();
@@ -138,14 +138,17 @@ describe('Sign-In with Ethereum', () => {
 });
 
 describe('account and keys', () => {
-  it('rotation stops the old key at once and shows the new one once; session and key both work', async () => {
+  it('a revoking rotation (wallet session) stops the old key at once and shows the new one once; session and key both work', async () => {
     const seller = await signUpSeller(h.url, testWallets.seller.privateKey);
     expect((await api(h.url, 'GET', '/api/v1/account', { token: seller.apiKey })).status).toBe(200);
     const viaSession = await api(h.url, 'GET', '/api/v1/account', { token: seller.sessionToken });
     expect(viaSession.status).toBe(200);
     expect(viaSession.body.apiKeyVersion).toBe(1);
 
-    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', { token: seller.apiKey });
+    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
+      token: seller.sessionToken,
+      body: { revokeImmediately: true },
+    });
     expect(rotated.status).toBe(200);
     expect(rotated.body.apiKeyVersion).toBe(2);
     const old = await api(h.url, 'GET', '/api/v1/account', { token: seller.apiKey });
@@ -216,7 +219,10 @@ describe('account and keys', () => {
       key: forwardingKeyFromApiKey(seller.apiKey).toString('base64url'),
       apiKeyVersion: 1,
     });
-    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', { token: seller.apiKey });
+    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
+      token: seller.sessionToken,
+      body: { revokeImmediately: true },
+    });
     expect(await ask(seller.sellerId)).toEqual({
       ok: true,
       key: forwardingKeyFromApiKey(rotated.body.apiKey).toString('base64url'),
@@ -275,14 +281,23 @@ describe('account and keys', () => {
     }
   });
 
-  it('changes payout address and settings, creates the webhook secret once and rotates it; publishes seller.updated', async () => {
-    const seller = await signUpSeller(h.url, Wallet.createRandom());
+  it('changes payout address (wallet signature) and settings (wallet session), creates the webhook secret once and rotates it; publishes seller.updated', async () => {
+    const wallet = Wallet.createRandom();
+    const seller = await signUpSeller(h.url, wallet);
     const recorder = new EventRecorder(await h.env.bus(), 'seller.updated');
     const payout = Wallet.createRandom().address;
-    const patched = await api(h.url, 'PATCH', '/api/v1/account', {
+    const challenge = await api(h.url, 'POST', '/api/v1/account/payout-address/challenge', {
       token: seller.apiKey,
+      body: { payoutAddress: payout },
+    });
+    const changed = await api(h.url, 'POST', '/api/v1/account/payout-address', {
+      token: seller.apiKey,
+      body: { message: challenge.body.message, signature: await wallet.signMessage(challenge.body.message) },
+    });
+    expect(changed.status).toBe(200);
+    const patched = await api(h.url, 'PATCH', '/api/v1/account', {
+      token: seller.sessionToken,
       body: {
-        payoutAddress: payout,
         webhookUrl: 'http://127.0.0.1:9/hooks',
         settlementFrequency: 'WEEKLY',
         minimumSettlement: 25.5,
@@ -300,7 +315,7 @@ describe('account and keys', () => {
     const secret = patched.body.webhookSecret;
 
     const again = await api(h.url, 'PATCH', '/api/v1/account', {
-      token: seller.apiKey,
+      token: seller.sessionToken,
       body: { webhookUrl: 'http://127.0.0.1:9/other' },
     });
     expect(again.body.webhookSecret).toBeUndefined();
@@ -321,7 +336,7 @@ describe('account and keys', () => {
     expect(rotated.body.webhookSecretVersion).toBe(2);
     expect(rotated.body.webhookSecret).not.toBe(secret);
 
-    const events = await recorder.waitForCount(3);
+    const events = await recorder.waitForCount(4);
     const last = events[events.length - 1]?.data as Record<string, unknown>;
     expect(last).toMatchObject({
       sellerId: seller.sellerId,
@@ -354,10 +369,6 @@ describe('account and keys', () => {
   it('names the field and rule of a bad setting', async () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const cases: Array<[unknown, string]> = [
-      [{ payoutAddress: '0x123' }, 'payoutAddress'],
-      [{ payoutAddress: '0x0000000000000000000000000000000000000000' }, 'payoutAddress'],
-      // A payout to the escrow wallet never leaves it: the seller would be marked settled and paid nothing.
-      [{ payoutAddress: ESCROW.toLowerCase() }, 'payoutAddress'],
       [{ settlementFrequency: 'HOURLY' }, 'settlementFrequency'],
       [{ minimumSettlement: '1.1234567' }, 'minimumSettlement'],
       [{ minimumSettlement: -5 }, 'minimumSettlement'],
@@ -366,13 +377,32 @@ describe('account and keys', () => {
       [{}, 'body'],
     ];
     for (const [body, field] of cases) {
-      const response = await api(h.url, 'PATCH', '/api/v1/account', { token: seller.apiKey, body });
+      const response = await api(h.url, 'PATCH', '/api/v1/account', { token: seller.sessionToken, body });
       expect({ body, status: response.status, field: response.body.error.field }).toEqual({
         body,
         status: 400,
         field,
       });
       expect(typeof response.body.error.rule).toBe('string');
+    }
+    // The new payout address follows the same rules, checked when the challenge is asked for.
+    const payoutCases: Array<[unknown, string]> = [
+      [{ payoutAddress: '0x123' }, 'payoutAddress'],
+      [{ payoutAddress: '0x0000000000000000000000000000000000000000' }, 'payoutAddress'],
+      // A payout to the escrow wallet never leaves it: the seller would be marked settled and paid nothing.
+      [{ payoutAddress: ESCROW.toLowerCase() }, 'payoutAddress'],
+      [{}, 'payoutAddress'],
+    ];
+    for (const [body, field] of payoutCases) {
+      const response = await api(h.url, 'POST', '/api/v1/account/payout-address/challenge', {
+        token: seller.apiKey,
+        body,
+      });
+      expect({ body, status: response.status, field: response.body.error.field }).toEqual({
+        body,
+        status: 400,
+        field,
+      });
     }
   });
 });

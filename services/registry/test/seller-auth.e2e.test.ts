@@ -32,7 +32,7 @@ afterAll(async () => {
 });
 
 describe('seller authentication in any service (registry RPC + SellerAuth middleware)', () => {
-  it('resolves a key to the seller, and refuses it everywhere within seconds of rotation', async () => {
+  it('resolves a key to the seller; after a rotation the old key works on for the overlap, and a revoking rotation refuses it everywhere within seconds', async () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const ok = await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey });
     expect(ok.status).toBe(200);
@@ -46,8 +46,21 @@ describe('seller authentication in any service (registry RPC + SellerAuth middle
     // Cached now (TTL 60 s): only the seller.updated event can make the rotation visible in seconds.
     expect((await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey })).status).toBe(200);
 
+    // A plain rotation: the old key keeps working (KEY_ROTATION_OVERLAP) here and at every other service.
+    const overlapping = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
+      token: seller.sessionToken,
+    });
+    expect(overlapping.status).toBe(200);
+    await waitFor(
+      async () => (await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey })).body?.apiKeyVersion === 2,
+      { timeoutMs: 5000, message: 'the old key is not resolved to the rotated account' },
+    );
+    expect((await api(otherUrl, 'GET', '/whoami', { token: overlapping.body.apiKey })).status).toBe(200);
+
+    // A leaked key: revoked at once, with the key still in its overlap.
     const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
       token: seller.sessionToken,
+      body: { revokeImmediately: true },
     });
     expect(rotated.status).toBe(200);
     const started = Date.now();
@@ -61,9 +74,10 @@ describe('seller authentication in any service (registry RPC + SellerAuth middle
     expect(Date.now() - started).toBeLessThan(5000);
     const refused = await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey });
     expect(refused.body.error.code).toBe('unknown_api_key');
+    expect((await api(otherUrl, 'GET', '/whoami', { token: overlapping.body.apiKey })).status).toBe(401);
     const fresh = await api(otherUrl, 'GET', '/whoami', { token: rotated.body.apiKey });
     expect(fresh.status).toBe(200);
-    expect(fresh.body.apiKeyVersion).toBe(2);
+    expect(fresh.body.apiKeyVersion).toBe(3);
   });
 
   it('resolves a dashboard session token to its seller in any service, and refuses a forged or expired one', async () => {

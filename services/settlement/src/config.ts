@@ -167,6 +167,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
       variable: 'TRANSFER_POLL_INTERVAL_MS',
     },
     secrets: ['OPERATOR_TOKEN'],
+    privateKeys: [
+      { name: 'ESCROW_PRIVATE_KEY', value: parsed.ESCROW_PRIVATE_KEY },
+      { name: 'RELAYER_PRIVATE_KEY', value: env.RELAYER_PRIVATE_KEY },
+      { name: 'CHECKOUT_ESCROW_PRIVATE_KEY', value: env.CHECKOUT_ESCROW_PRIVATE_KEY },
+    ],
   });
   const config = {
     ...common,

@@ -1,5 +1,6 @@
 import { ConfigError } from '@paygate/runtime';
 import { testWallets } from '@paygate/testing';
+import { Wallet } from 'ethers';
 import { loadConfig } from '../src/config';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
 
@@ -8,9 +9,11 @@ const base = {
   USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
 };
 
+// Production refuses the public anvil keys (base's escrow key is one): a fresh key.
 const production = {
   NODE_ENV: 'production',
   OPERATOR_TOKEN: 'a-production-operator-token',
+  ESCROW_PRIVATE_KEY: Wallet.createRandom().privateKey,
   MAX_TRANSFER_USDC: '5000',
 };
 

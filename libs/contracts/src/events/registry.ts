@@ -90,3 +90,20 @@ export const SellerUpdated = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * The seller asked (with a fresh signature by its account wallet) to send its payouts to a new address. Sent as
+ * a webhook so the seller hears of a change it did not make; settlement keeps paying `currentPayoutAddress`
+ * until `effectiveAt` (PAYOUT_ADDRESS_DELAY), when seller.updated carries the new address.
+ */
+export const PayoutAddressChangeRequested = Type.Object(
+  {
+    sellerId: Id,
+    walletAddress: Address,
+    currentPayoutAddress: Address,
+    newPayoutAddress: Address,
+    requestedAt: IsoTime,
+    effectiveAt: IsoTime,
+  },
+  { additionalProperties: false },
+);

@@ -59,7 +59,9 @@ export const WebhookSecretReply = Type.Union([
  * `registry.forwarding_key`: the key the gateway signs a seller's forwarded requests with (HMAC-SHA256), derived
  * from the seller's current secret API key (`forwardingKeyFromApiKey` in @paygate/agent-client), so the seller's
  * origin checks it with the key it already holds. `ok: false` for an account whose secret key predates
- * forwarding keys (the gateway signs its requests with ES256 until the key is rotated).
+ * forwarding keys (the gateway signs its requests with ES256 until the key is rotated). During a key rotation's
+ * overlap (KEY_ROTATION_OVERLAP) `previousKey` is the old key's, valid until `previousKeyExpiresAt`: the gateway
+ * signs with both, so the seller's origin passes whichever key it holds.
  */
 export const ForwardingKeyRequest = Type.Object({ sellerId: Id }, { additionalProperties: false });
 
@@ -69,6 +71,10 @@ export const ForwardingKeyReply = Type.Union([
       ok: Type.Literal(true),
       key: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'base64url of the 32-byte key' }),
       apiKeyVersion: Type.Integer({ minimum: 1 }),
+      previousKey: Type.Optional(
+        Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'the old key, during the overlap only' }),
+      ),
+      previousKeyExpiresAt: Type.Optional(Type.String({ format: 'date-time' })),
     },
     { additionalProperties: false },
   ),

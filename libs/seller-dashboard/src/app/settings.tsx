@@ -15,6 +15,7 @@ import {
   useAction,
   useLoad,
 } from './ui';
+import { browserWallet, signWithAccountWallet, WalletError } from './wallet';
 
 export function SettingsPage() {
   const { api } = useDashboard();
@@ -30,12 +31,122 @@ export function SettingsPage() {
         account.loading && <Loading what="your settings" />
       ) : (
         <>
+          <PayoutAddress account={account.data} onSaved={account.set} />
           <PayoutSettings account={account.data} onSaved={account.set} onSecret={setSecret} />
           <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
           <Deliveries />
         </>
       )}
     </>
+  );
+}
+
+/**
+ * The payout address moves only with a fresh signature by the account wallet (a stolen session cannot redirect
+ * payouts): the API issues the message, the wallet signs it, the API checks the signer. The change is announced
+ * by webhook and paid to after the delay the API states.
+ */
+function PayoutAddress(props: { account: Account; onSaved: (account: Account) => void }) {
+  const { api } = useDashboard();
+  const a = props.account;
+  const [address, setAddress] = useState(a.pendingPayoutAddress?.address ?? a.payoutAddress);
+  const [notice, setNotice] = useState<string>();
+  const [walletProblem, setWalletProblem] = useState<string>();
+  const action = useAction();
+  const errors = fieldErrors(action.error);
+  const change = async () => {
+    setNotice(undefined);
+    setWalletProblem(undefined);
+    const result = await action.run(async () => {
+      const challenge = await api.request<{ message: string }>(
+        'POST',
+        '/api/v1/account/payout-address/challenge',
+        { body: { payoutAddress: address.trim() } },
+      );
+      let signature: string;
+      try {
+        signature = await signWithAccountWallet(browserWallet(), a.walletAddress, challenge.message);
+      } catch (error) {
+        if (error instanceof WalletError) {
+          setWalletProblem(error.message);
+          return undefined;
+        }
+        throw error;
+      }
+      return api.request<{ account: Account; effectiveAt: string }>(
+        'POST',
+        '/api/v1/account/payout-address',
+        {
+          body: { message: challenge.message, signature },
+        },
+      );
+    });
+    if (!result) return;
+    props.onSaved(result.account);
+    setNotice(
+      result.account.pendingPayoutAddress
+        ? `Payout address change signed: payouts go to ${result.account.pendingPayoutAddress.address} from ${dateTime(result.effectiveAt)}. Your webhook was told.`
+        : `Payout address changed: payouts go to ${result.account.payoutAddress}.`,
+    );
+  };
+  const cancel = async () => {
+    setNotice(undefined);
+    const cancelled = await action.run(() =>
+      api.request<Account>('POST', '/api/v1/account/payout-address/cancel'),
+    );
+    if (!cancelled) return;
+    props.onSaved(cancelled);
+    setAddress(cancelled.payoutAddress);
+    setNotice('Pending payout address change cancelled.');
+  };
+  return (
+    <section aria-labelledby="payout-address-title">
+      <h2 id="payout-address-title">Where payouts go</h2>
+      <p data-testid="payout-current">
+        Payouts go to <code class="wrap">{a.payoutAddress}</code>.
+      </p>
+      {a.pendingPayoutAddress && (
+        <p data-testid="payout-pending">
+          Changing to <code class="wrap">{a.pendingPayoutAddress.address}</code> on{' '}
+          {dateTime(a.pendingPayoutAddress.effectiveAt)}.{' '}
+          <button type="button" class="outline small" disabled={action.busy} onClick={cancel}>
+            Cancel change
+          </button>
+        </p>
+      )}
+      {notice && <Notice>{notice}</Notice>}
+      {walletProblem && (
+        <p role="alert" class="error-note">
+          {walletProblem}
+        </p>
+      )}
+      {action.error && !Object.keys(errors).length ? <ErrorNote error={action.error} /> : null}
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          void change();
+        }}
+      >
+        <Field
+          id="acct-payoutAddress"
+          label="Payout address"
+          hint="your account wallet signs the change; it is announced to your webhook and takes effect after a delay"
+          error={errors.payoutAddress}
+        >
+          {(aria) => (
+            <input
+              {...aria}
+              name="payoutAddress"
+              value={address}
+              onInput={(e) => setAddress((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+        <button type="submit" disabled={action.busy} aria-busy={action.busy}>
+          Sign and change payout address
+        </button>
+      </form>
+    </section>
   );
 }
 
@@ -48,7 +159,6 @@ function PayoutSettings(props: {
   const { api } = useDashboard();
   const a = props.account;
   const [form, setForm] = useState({
-    payoutAddress: a.payoutAddress,
     webhookUrl: a.webhookUrl ?? '',
     settlementFrequency: a.settlementFrequency,
     minimumSettlement: a.minimumSettlement,
@@ -56,7 +166,7 @@ function PayoutSettings(props: {
   const [saved, setSaved] = useState(false);
   const save = useAction();
   const errors = fieldErrors(save.error);
-  const input = (key: 'payoutAddress' | 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
+  const input = (key: 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
     <Field id={`acct-${key}`} label={label} hint={hint} error={errors[key]}>
       {(aria) => (
         <input
@@ -73,14 +183,13 @@ function PayoutSettings(props: {
   );
   return (
     <section aria-labelledby="payout-title">
-      <h2 id="payout-title">Payouts and webhooks</h2>
+      <h2 id="payout-title">Settlements and webhooks</h2>
       <form
         onSubmit={async (event) => {
           event.preventDefault();
           const result = await save.run(() =>
             api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', {
               body: {
-                payoutAddress: form.payoutAddress.trim(),
                 webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
                 settlementFrequency: form.settlementFrequency,
                 minimumSettlement: form.minimumSettlement.trim(),
@@ -97,14 +206,9 @@ function PayoutSettings(props: {
         {saved && <Notice>Settings saved.</Notice>}
         {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
         {input(
-          'payoutAddress',
-          'Payout address',
-          'the wallet settlements are sent to (defaults to your sign-in wallet)',
-        )}
-        {input(
           'webhookUrl',
           'Webhook URL',
-          'Paygate posts signed events here (payments, refunds); empty removes it',
+          'Paygate posts signed events here (payments, refunds, payout-address changes); empty removes it',
         )}
         <div class="grid">
           <Field
@@ -152,11 +256,13 @@ function Keys(props: {
   const { api } = useDashboard();
   const action = useAction();
   const [notice, setNotice] = useState<string>();
+  const [revokeImmediately, setRevokeImmediately] = useState(false);
   const a = props.account;
   const rotate = async (what: 'api-key' | 'publishable-key' | 'webhook-secret') => {
     const warnings = {
-      'api-key':
-        'Rotate the secret API key? The current sk_ key stops working at once on every server that uses it, and Paygate signs requests to your API with a key derived from the new one: deploy it where verifyPaygateRequest runs.',
+      'api-key': revokeImmediately
+        ? 'Rotate the secret API key and revoke the current one? The current sk_ key stops working at once on every server that uses it, and requests Paygate forwards to your API are signed with the new key only: deploy it where verifyPaygateRequest runs.'
+        : 'Rotate the secret API key? The current sk_ key keeps working for an overlap period (shown after), while Paygate signs requests to your API with both keys: deploy the new one before it ends.',
       'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
       'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
     };
@@ -165,6 +271,7 @@ function Keys(props: {
       api.request<{ apiKey?: string; webhookSecret?: string; publishableKey?: string }>(
         'POST',
         `/api/v1/account/${what}/rotate`,
+        what === 'api-key' && revokeImmediately ? { body: { revokeImmediately: true } } : undefined,
       ),
     );
     if (!result) return;
@@ -182,7 +289,17 @@ function Keys(props: {
       <dl class="facts">
         <dt>Secret API key (sk_)</dt>
         <dd>
-          version {a.apiKeyVersion}; shown only when created. Lost it? Rotate it.{' '}
+          version {a.apiKeyVersion}; shown only when created. Lost it? Rotate it.
+          {a.previousApiKeyExpiresAt &&
+            ` The previous key works until ${dateTime(a.previousApiKeyExpiresAt)}.`}{' '}
+          <label class="inline">
+            <input
+              type="checkbox"
+              checked={revokeImmediately}
+              onChange={(e) => setRevokeImmediately((e.target as HTMLInputElement).checked)}
+            />{' '}
+            Revoke the current key at once (it leaked)
+          </label>{' '}
           <button
             type="button"
             class="outline small"

@@ -42,7 +42,12 @@ export interface Skill {
 export interface Account {
   sellerId: string;
   walletAddress: string;
+  /** Where payouts go now. */
   payoutAddress: string;
+  /** A change the wallet signed, paid to from effectiveAt on. */
+  pendingPayoutAddress: { address: string; effectiveAt: string } | null;
+  /** The API key replaced by the last rotation works until then. */
+  previousApiKeyExpiresAt: string | null;
   publishableKey: string;
   apiKeyVersion: number;
   webhookUrl: string | null;

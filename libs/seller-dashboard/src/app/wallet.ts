@@ -28,18 +28,18 @@ export async function signInWithWallet(
   const first = Array.isArray(accounts) ? accounts[0] : undefined;
   if (typeof first !== 'string') throw new WalletError('The wallet has no account to sign in with.');
   const address = toChecksumAddress(first);
-  const chainHex = await provider.request({ method: 'eth_chainId' }).catch(() => '0x1');
-  const chainId = typeof chainHex === 'string' ? Number.parseInt(chainHex, 16) || 1 : 1;
-  const nonce = await api.request<{ nonce: string; domain: string; uri: string }>(
+  const nonce = await api.request<{ nonce: string; domain: string; uri: string; chainId: number }>(
     'POST',
     '/api/v1/auth/siwe/nonce',
   );
+  // The registry requires its own URI and chain (a message made for another site or chain is refused); a
+  // personal_sign signature does not depend on the network the wallet is on.
   const message = siweMessage({
     domain: nonce.domain,
     address,
     uri: nonce.uri,
     nonce: nonce.nonce,
-    chainId,
+    chainId: nonce.chainId,
     issuedAt: now(),
   });
   let signature: unknown;
@@ -50,6 +50,40 @@ export async function signInWithWallet(
   }
   if (typeof signature !== 'string') throw new WalletError('The wallet returned no signature.');
   return api.request<SignInResult>('POST', '/api/v1/auth/siwe/verify', { body: { message, signature } });
+}
+
+/**
+ * A fresh signature by the account wallet over a message the API issued (a payout-address change): the wallet
+ * must be the account's, since the API checks the signer.
+ */
+export async function signWithAccountWallet(
+  provider: Eip1193Provider | undefined,
+  walletAddress: string,
+  message: string,
+): Promise<string> {
+  if (!provider) throw new WalletError('No browser wallet found: the account wallet must sign this change.');
+  let accounts: unknown;
+  try {
+    accounts = await provider.request({ method: 'eth_requestAccounts' });
+  } catch (error) {
+    throw new WalletError(walletRefusal(error, 'The wallet did not share an account.'));
+  }
+  const held = Array.isArray(accounts) ? accounts.map((a) => String(a).toLowerCase()) : [];
+  if (!held.includes(walletAddress.toLowerCase()))
+    throw new WalletError(
+      `Switch your wallet to the account's wallet ${walletAddress}: only it can sign this change.`,
+    );
+  let signature: unknown;
+  try {
+    signature = await provider.request({
+      method: 'personal_sign',
+      params: [toHexUtf8(message), toChecksumAddress(walletAddress)],
+    });
+  } catch (error) {
+    throw new WalletError(walletRefusal(error, 'The wallet did not sign the change.'));
+  }
+  if (typeof signature !== 'string') throw new WalletError('The wallet returned no signature.');
+  return signature;
 }
 
 function walletRefusal(error: unknown, fallback: string): string {

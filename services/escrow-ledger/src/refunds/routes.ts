@@ -1,4 +1,4 @@
-import { refundRequestMessage } from '@paygate/agent-client';
+import { REFUND_REQUEST_MAX_VALIDITY_MS, refundRequestMessage } from '@paygate/agent-client';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import {
@@ -116,12 +116,32 @@ const FEE_RULE =
   'Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus any credit an operator granted); the available balance may go negative (owed, recovered from later settlements) only while held money covers it, otherwise 409 insufficient_seller_balance names available, held, creditLimit and shortfall. ' +
   'The USDC is sent back to the payer wallet by settlement (refund.initiated -> refund.completed with refundTxHash); the refund is pending until then.';
 
-const SIGNED_MESSAGE = refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>');
-const SIGNED_MESSAGE_TX = refundRequestMessage({ txHash: '<txHash>', logIndex: 0 }, '<reason>').replace(
-  '0\n',
-  '<logIndex>\n',
-);
-const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }, '<reason>');
+const SIGNING_FIELDS = { chainId: '<chainId>', nonce: '<nonce>', expiresAt: '<expiresAt>' };
+const SIGNED_MESSAGE = refundRequestMessage({ transactionId: '<transactionId>' }, '<reason>', SIGNING_FIELDS);
+const SIGNED_MESSAGE_TX = refundRequestMessage(
+  { txHash: '<txHash>', logIndex: 0 },
+  '<reason>',
+  SIGNING_FIELDS,
+).replace('log index: 0\n', 'log index: <logIndex>\n');
+const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }, '<reason>', SIGNING_FIELDS);
+
+/** The signed chain and validity window of a buyer's refund request (the signature covers both). */
+function checkRefundRequestSigning(
+  body: { chainId?: number; nonce?: string; expiresAt?: string },
+  chainId: number,
+  now: Date,
+): { chainId: number; nonce: string; expiresAt: string } {
+  for (const field of ['chainId', 'nonce', 'expiresAt'] as const)
+    if (body[field] === undefined) throw badRequest(field, 'is required (signed with the request)');
+  if (body.chainId !== chainId)
+    throw badRequest('chainId', `must be ${chainId}, the chain Paygate books here`);
+  const expiresAtMs = Date.parse(body.expiresAt!);
+  if (!(expiresAtMs > now.getTime()))
+    throw badRequest('expiresAt', 'must be in the future: the signed request expired, sign a new one');
+  if (expiresAtMs > now.getTime() + REFUND_REQUEST_MAX_VALIDITY_MS + 60_000)
+    throw badRequest('expiresAt', 'must be at most 24 hours ahead');
+  return { chainId, nonce: body.nonce!, expiresAt: body.expiresAt! };
+}
 
 export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
   const seller = { scheme: 'apiKey', middleware: auth.middleware() };
@@ -233,7 +253,7 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
     path: '/api/v1/refund-requests',
     operationId: 'createRefundRequest',
     summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
-    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\n@paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; meanwhile the payment is neither released nor paid out. One pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
+    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\nchainId, nonce and expiresAt are sent in the body too: chainId must be this ledger's chain, expiresAt in the future and at most 24 hours ahead, and a signed request that was already decided is refused (409 refund_request_replayed), so a captured request cannot be filed again. @paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
     body: RefundRequestBody,
     bodyExamples: {
       request: {
@@ -261,9 +281,10 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
     handler: async (req, res) => {
       const body = req.body;
       const target = refundTargetOf(body);
+      const signing = checkRefundRequestSigning(body, deps.config.chainId, deps.now());
       let signer: string;
       try {
-        signer = verifyMessage(refundRequestMessage(target, body.reason), body.signature);
+        signer = verifyMessage(refundRequestMessage(target, body.reason, signing), body.signature);
       } catch {
         throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
       }
@@ -283,6 +304,22 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
         if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
           throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
         }
+        // A signed request is good once: the same signature on a decided request is a replay.
+        const decided = await sql<{
+          id: string;
+        }>`select id from refund_requests where transaction_id = ${txn.id}
+          and signature = ${body.signature.toLowerCase()} and status <> 'pending' limit 1`.execute(trx);
+        if (decided.rows[0])
+          throw new HttpError(
+            409,
+            'refund_request_replayed',
+            'this signed refund request was already filed and decided; sign a new one',
+            {
+              field: 'signature',
+              rule: 'must sign a new request (fresh nonce)',
+              refundRequestId: decided.rows[0].id,
+            },
+          );
         const pending = await sql<RefundRequestRow>`select * from refund_requests
           where transaction_id = ${txn.id} and status = 'pending'`.execute(trx);
         const pendingRequest = pending.rows[0];

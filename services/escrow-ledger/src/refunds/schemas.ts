@@ -41,6 +41,24 @@ export const RefundRequestBody = Type.Object(
     logIndex: Type.Optional(LogIndex),
     sessionId: Type.Optional(SessionId),
     reason: Reason,
+    // Required (checked after the payment is named, so a body naming none is told that first).
+    chainId: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'required: the chain the payment was made on (signed)' }),
+    ),
+    nonce: Type.Optional(
+      Type.String({
+        pattern: '^[0-9a-f]{32}$',
+        'x-rule': 'must be 32 lowercase hex characters (128 random bits)',
+        description: 'required: random, per request (signed)',
+      }),
+    ),
+    expiresAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        maxLength: 40,
+        description: 'required: the signed request is refused after this (at most 24 hours ahead; signed)',
+      }),
+    ),
     signature: Type.String({
       pattern: '^0x[0-9a-fA-F]{130}$',
       'x-rule': 'must be a 0x-prefixed 65-byte hex signature',

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { EMPTY_BODY_SHA256 } from '@paygate/agent-client';
 import type { Dispatcher } from 'undici';
+import type { ForwardingKey } from './forwarding-keys';
 import type { RequestSigner } from './signing';
 
 /** Never forwarded to a seller: hop-by-hop headers, the payment proof, tickets and any credentials. */
@@ -56,7 +57,7 @@ export interface ForwardTarget {
   /** Extra headers telling the seller who paid. */
   extraHeaders: Readonly<Record<string, string>>;
   /** The seller's forwarding key (ForwardingKeys); null: the request is signed with ES256. */
-  forwardingKey: Buffer | null;
+  forwardingKey: ForwardingKey | null;
 }
 
 export type ForwardResult =

@@ -3,9 +3,19 @@ import { onSellerUpdated } from '@paygate/seller-auth';
 import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
 
+/**
+ * What a seller's forwarded requests are signed with (HMAC-SHA256): its current key and, during an API-key
+ * rotation's overlap, the previous key until `previousUntilMs`, so its origin passes with whichever key it holds.
+ */
+export interface ForwardingKey {
+  key: Buffer;
+  previous: Buffer | null;
+  previousUntilMs: number;
+}
+
 interface Entry {
   /** The key, or null: the seller has none (or the registry did not answer), so its requests are signed ES256. */
-  key: Buffer | null;
+  key: ForwardingKey | null;
   /** After this the entry is still used, but refreshed in the background. */
   freshUntilMs: number;
 }
@@ -22,12 +32,13 @@ export interface ForwardingKeysOptions {
 
 /**
  * Sellers' forwarding keys (the HMAC keys forwarded requests are signed with), asked of the registry by
- * request-reply and kept in memory only (never logged). `seller.updated` (a rotated API key) drops a seller's
- * entry at once; an entry is also refreshed after `refreshAfterMs` in case that event was missed.
+ * request-reply and kept in memory only (never logged). `seller.updated` (a rotated API key, an ended overlap)
+ * drops a seller's entry at once; an entry is also refreshed after `refreshAfterMs` in case that event was missed,
+ * and the previous key is never used past its own expiry (RequestSigner checks it).
  */
 export class ForwardingKeys {
   private readonly cache: LRUCache<string, Entry>;
-  private readonly loading = new Map<string, Promise<Buffer | null>>();
+  private readonly loading = new Map<string, Promise<ForwardingKey | null>>();
   private readonly subscription: Subscription;
   private readonly refreshAfterMs: number;
   private readonly failureRetryMs: number;
@@ -46,14 +57,14 @@ export class ForwardingKeys {
    * Without waiting: the seller's key, null when its requests are signed ES256, undefined when not learnt yet
    * (call `keyFor`). A stale entry is returned and refreshed in the background.
    */
-  peek(sellerId: string): Buffer | null | undefined {
+  peek(sellerId: string): ForwardingKey | null | undefined {
     const entry = this.cache.get(sellerId);
     if (entry && entry.freshUntilMs < Date.now()) void this.keyFor(sellerId, true);
     return entry?.key;
   }
 
   /** The seller's key, asked of the registry unless fresh in memory; null when its requests are signed ES256. */
-  async keyFor(sellerId: string, refresh = false): Promise<Buffer | null> {
+  async keyFor(sellerId: string, refresh = false): Promise<ForwardingKey | null> {
     const entry = this.cache.get(sellerId);
     if (entry && !refresh && entry.freshUntilMs >= Date.now()) return entry.key;
     const pending = this.loading.get(sellerId);
@@ -67,8 +78,8 @@ export class ForwardingKeys {
     this.subscription.unsubscribe();
   }
 
-  private async ask(sellerId: string): Promise<Buffer | null> {
-    let key: Buffer | null = null;
+  private async ask(sellerId: string): Promise<ForwardingKey | null> {
+    let key: ForwardingKey | null = null;
     let freshForMs = this.refreshAfterMs;
     try {
       const reply = await requestRpc(
@@ -77,7 +88,12 @@ export class ForwardingKeys {
         { sellerId },
         { timeoutMs: this.options.timeoutMs },
       );
-      if (reply.ok) key = Buffer.from(reply.key, 'base64url');
+      if (reply.ok)
+        key = {
+          key: Buffer.from(reply.key, 'base64url'),
+          previous: reply.previousKey ? Buffer.from(reply.previousKey, 'base64url') : null,
+          previousUntilMs: reply.previousKeyExpiresAt ? Date.parse(reply.previousKeyExpiresAt) : 0,
+        };
     } catch {
       // The registry is unreachable: keep a key already learnt, else sign with ES256 (sellers accept both),
       // and ask again soon.

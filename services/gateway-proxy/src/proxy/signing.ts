@@ -7,6 +7,7 @@ import {
   requestSigningPayload,
 } from '@paygate/agent-client';
 import type { TicketKeyStore } from '../tickets/keys';
+import type { ForwardingKey } from './forwarding-keys';
 
 /**
  * Signs what the gateway forwards to a seller, so a seller's origin can refuse anything that did not come
@@ -27,14 +28,16 @@ export class RequestSigner {
 
   /**
    * The X-Paygate-Signature value for one forwarded request; `paid` holds the X-Paygate-* headers sent with it,
-   * `forwardingKey` the seller's key (null: ES256).
+   * `forwardingKey` the seller's key (null: ES256). During a key rotation's overlap the header carries a second
+   * HMAC, `sig_prev`, by the previous key: the seller's origin passes whichever of the two keys it holds (an
+   * older verifier reads `sig` only, the current key's).
    */
   signatureFor(
     method: string,
     pathAndQuery: string,
     bodySha256: string,
     paid: Readonly<Record<string, string>>,
-    forwardingKey: Buffer | null,
+    forwardingKey: ForwardingKey | null,
   ): string {
     const signing = forwardingKey ? undefined : this.keys.signingKey();
     const kid = signing ? signing.kid : FORWARDING_KEY_ID;
@@ -55,7 +58,17 @@ export class RequestSigner {
       ? sign('sha256', Buffer.from(payload), { key: signing.privateKey, dsaEncoding: 'ieee-p1363' }).toString(
           'base64url',
         )
-      : forwardingSignature(forwardingKey!, payload);
-    return formatRequestSignature({ kid, timestamp: fields.timestamp, nonce: fields.nonce, signature });
+      : forwardingSignature(forwardingKey!.key, payload);
+    const previous =
+      forwardingKey?.previous && forwardingKey.previousUntilMs > fields.timestamp * 1000
+        ? forwardingSignature(forwardingKey.previous, payload)
+        : undefined;
+    return formatRequestSignature({
+      kid,
+      timestamp: fields.timestamp,
+      nonce: fields.nonce,
+      signature,
+      ...(previous ? { previousSignature: previous } : {}),
+    });
   }
 }

@@ -17,6 +17,7 @@ import { requestIdOf, sendJson } from '../http-util';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
 import type { ForwardFailureReason, ForwardResult, ForwardTarget } from '../proxy/forward';
+import type { ForwardingKey } from '../proxy/forwarding-keys';
 import {
   type EndpointLookup,
   type EndpointSnapshot,
@@ -375,7 +376,7 @@ function forwardTarget(
   clientIp: string,
   claim: PaymentClaim,
   skill: SkillSnapshot,
-  forwardingKey: Buffer | null,
+  forwardingKey: ForwardingKey | null,
 ): ForwardTarget {
   return {
     url: { origin: base.origin, path: `${base.pathPrefix}${url.path}${url.query}` },

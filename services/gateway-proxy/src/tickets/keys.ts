@@ -1,4 +1,5 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import type { SecretBox } from '@paygate/runtime';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { type Kysely, sql } from 'kysely';
 
@@ -38,7 +39,8 @@ const JWKS_REFRESH_MS = 60_000;
  * Ticket signing keys. A configured PEM is used and recorded; without one, the first replica generates an
  * ES256 key under an advisory lock and stores it in the gateway schema, so every replica signs with the same
  * key. Every recorded key stays in the JWKS (newest first, bounded), so tickets signed before a rotation
- * still verify until they expire.
+ * still verify until they expire. Private keys are stored sealed (`box`, TICKET_KEY_ENCRYPTION_KEY), never as
+ * plaintext PEM: a row written in plaintext before sealing existed is sealed and cleared at start.
  */
 export class TicketKeyStore {
   private signing: SigningKey | undefined;
@@ -48,13 +50,15 @@ export class TicketKeyStore {
   constructor(
     private readonly db: Kysely<any>,
     private readonly configuredPem: string | undefined,
+    private readonly box: SecretBox,
   ) {}
 
   async init(): Promise<void> {
+    await this.sealPlaintextKeys();
     if (this.configuredPem) {
       const privateKey = createPrivateKey(this.configuredPem);
       const { kid, jwk, pem } = await describe(privateKey);
-      await sql`insert into ticket_keys (kid, private_key_pem, public_jwk) values (${kid}, ${pem}, ${JSON.stringify(jwk)}::jsonb)
+      await sql`insert into ticket_keys (kid, private_key_sealed, public_jwk) values (${kid}, ${this.box.seal(pem)}, ${JSON.stringify(jwk)}::jsonb)
         on conflict (kid) do nothing`.execute(this.db);
       this.signing = { kid, privateKey };
     } else {
@@ -62,21 +66,52 @@ export class TicketKeyStore {
         await sql`select pg_advisory_xact_lock(hashtext(current_schema() || '.ticket_keys'))`.execute(trx);
         const newest = await trx
           .selectFrom('ticket_keys')
-          .select(['kid', 'private_key_pem'])
+          .select(['kid', 'private_key_sealed'])
           .orderBy('created_at', 'desc')
           .limit(1)
           .executeTakeFirst();
-        if (newest) return { kid: newest.kid, privateKey: createPrivateKey(newest.private_key_pem) };
+        if (newest) return { kid: newest.kid, privateKey: createPrivateKey(this.openKey(newest)) };
         const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
         const { kid, jwk, pem } = await describe(privateKey);
         await trx
           .insertInto('ticket_keys')
-          .values({ kid, private_key_pem: pem, public_jwk: JSON.stringify(jwk) })
+          .values({ kid, private_key_sealed: this.box.seal(pem), public_jwk: JSON.stringify(jwk) })
           .execute();
         return { kid, privateKey };
       });
     }
     await this.refreshJwks();
+  }
+
+  /** Rows stored before keys were sealed: sealed now and their plaintext cleared (bounded: a handful of keys). */
+  private async sealPlaintextKeys(): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext(current_schema() || '.ticket_keys'))`.execute(trx);
+      const plain = await trx
+        .selectFrom('ticket_keys')
+        .select(['kid', 'private_key_pem'])
+        .where('private_key_pem', 'is not', null)
+        .limit(100)
+        .execute();
+      for (const row of plain) {
+        await trx
+          .updateTable('ticket_keys')
+          .set({ private_key_sealed: this.box.seal(row.private_key_pem), private_key_pem: null })
+          .where('kid', '=', row.kid)
+          .execute();
+      }
+    });
+  }
+
+  private openKey(row: { kid: string; private_key_sealed: string | null }): string {
+    if (!row.private_key_sealed) throw new Error(`ticket key ${row.kid} has no sealed private key`);
+    try {
+      return this.box.open(row.private_key_sealed);
+    } catch {
+      throw new Error(
+        `ticket key ${row.kid} cannot be opened with TICKET_KEY_ENCRYPTION_KEY (changed since it was sealed?)`,
+      );
+    }
   }
 
   signingKey(): SigningKey {

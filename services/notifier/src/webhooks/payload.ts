@@ -16,6 +16,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'checkout.session_expired',
   'checkout.session_reopened',
   'checkout.session_refunded',
+  // The account wallet signed a new payout address: the seller hears of it before it takes effect.
+  'seller.payout_address_change_requested',
   // Every kind sent is one the sellers' library types (PaygateWebhookEvent).
 ] as const satisfies readonly (Subject & PaygateWebhookEvent['event'])[];
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

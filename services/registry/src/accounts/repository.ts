@@ -12,7 +12,18 @@ export function toAccount(row: SellerRow) {
   return {
     sellerId: row.id,
     walletAddress: row.wallet_address,
+    // The address settlement pays now; a signed change waits in pendingPayoutAddress until its effectiveAt.
     payoutAddress: row.payout_address,
+    pendingPayoutAddress:
+      row.pending_payout_address && row.pending_payout_effective_at
+        ? {
+            address: row.pending_payout_address,
+            effectiveAt: new Date(row.pending_payout_effective_at).toISOString(),
+          }
+        : null,
+    previousApiKeyExpiresAt: row.previous_api_key_expires_at
+      ? new Date(row.previous_api_key_expires_at).toISOString()
+      : null,
     publishableKey: row.publishable_key,
     apiKeyVersion: row.api_key_version,
     webhookUrl: row.webhook_url,
@@ -59,14 +70,48 @@ export async function publishSellerUpdated(trx: Transaction<RegistryDatabase>, r
   );
 }
 
+/** The seller of an API key: its current key, or the key its last rotation replaced while the overlap lasts. */
+/** The announcement of a signed payout-address change (a webhook to the seller), in the change's transaction. */
+export async function publishPayoutChangeRequested(
+  trx: Transaction<RegistryDatabase>,
+  row: SellerRow,
+  currentPayoutAddress: string,
+  newPayoutAddress: string,
+  at: { requestedAt: Date; effectiveAt: Date },
+) {
+  await enqueueEvent(
+    trx,
+    createEvent(
+      'seller.payout_address_change_requested',
+      'registry',
+      {
+        sellerId: row.id,
+        walletAddress: row.wallet_address,
+        currentPayoutAddress,
+        newPayoutAddress,
+        requestedAt: at.requestedAt.toISOString(),
+        effectiveAt: at.effectiveAt.toISOString(),
+      },
+      { occurredAt: at.requestedAt, ...traceOption() },
+    ),
+  );
+}
+
 export async function findSellerByApiKey(
   db: Kysely<RegistryDatabase>,
   apiKey: string,
+  now: Date,
 ): Promise<SellerRow | undefined> {
+  const hash = hashApiKey(apiKey);
   return db
     .selectFrom('sellers')
     .selectAll()
-    .where('api_key_hash', '=', hashApiKey(apiKey))
+    .where((eb) =>
+      eb.or([
+        eb('api_key_hash', '=', hash),
+        eb.and([eb('previous_api_key_hash', '=', hash), eb('previous_api_key_expires_at', '>', now)]),
+      ]),
+    )
     .executeTakeFirst();
 }
 

@@ -7,7 +7,8 @@ export const NonceResponse = Type.Object({
   nonce: Type.String({ description: 'single-use, alphanumeric; put it in the SIWE message' }),
   expiresAt: IsoTime,
   domain: Type.String({ description: 'the domain the SIWE message must name' }),
-  uri: Type.String({ description: 'a URI suitable for the SIWE message' }),
+  uri: Type.String({ description: 'the URI the SIWE message must name (PUBLIC_BASE_URL)' }),
+  chainId: Type.Integer({ description: 'the Chain ID the SIWE message must name (CHAIN_NETWORK)' }),
 });
 
 export const VerifyRequest = Type.Object(
@@ -30,6 +31,19 @@ export const Account = Type.Object({
   sellerId: Type.String(),
   walletAddress: Address,
   payoutAddress: Address,
+  pendingPayoutAddress: Type.Union(
+    [
+      Type.Object({
+        address: Address,
+        effectiveAt: IsoTime,
+      }),
+      Type.Null(),
+    ],
+    { description: 'a signed payout-address change waiting for its effectiveAt (PAYOUT_ADDRESS_DELAY)' },
+  ),
+  previousApiKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
+    description: 'until then the API key replaced by the last rotation still works (the overlap)',
+  }),
   publishableKey: Type.String(),
   apiKeyVersion: Type.Integer(),
   webhookUrl: Type.Union([Type.String(), Type.Null()]),
@@ -60,7 +74,12 @@ export const SignOutResponse = Type.Object({
 
 export const AccountPatch = Type.Object(
   {
-    payoutAddress: Type.Optional(Address),
+    payoutAddress: Type.Optional(
+      Type.String({
+        description:
+          'refused (403 wallet_signature_required): use POST /api/v1/account/payout-address with a wallet signature',
+      }),
+    ),
     webhookUrl: Type.Optional(
       Type.Union([Type.String({ minLength: 1, maxLength: 2048 }), Type.Null()], {
         description: 'https URL (http allowed outside production); null removes it',
@@ -79,9 +98,53 @@ export const AccountPatchResponse = Type.Object({
   ),
 });
 
+export const ApiKeyRotateRequest = Type.Object(
+  {
+    revokeImmediately: Type.Optional(
+      Type.Boolean({
+        description: 'true: the old key stops working at once (it leaked); default: it works for the overlap',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const ApiKeyRotated = Type.Object({
-  apiKey: Type.String({ description: 'the new sk_… key, shown once; the old key stops working at once' }),
+  apiKey: Type.String({ description: 'the new sk_… key, shown once' }),
   apiKeyVersion: Type.Integer(),
+  previousKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
+    description: 'the old key works until then (KEY_ROTATION_OVERLAP); null: revoked at once',
+  }),
+});
+
+export const PayoutChallengeRequest = Type.Object(
+  { payoutAddress: Address },
+  { additionalProperties: false },
+);
+
+export const PayoutChallenge = Type.Object({
+  message: Type.String({ description: 'sign exactly this text with the account wallet (personal_sign)' }),
+  walletAddress: Address,
+  chainId: Type.Integer(),
+  expiresAt: IsoTime,
+  delaySeconds: Type.Integer({ description: 'how long after the change the new address is paid' }),
+});
+
+export const PayoutChangeRequest = Type.Object(
+  {
+    message: Type.String({ minLength: 1, maxLength: 2048, description: 'the challenge message, as issued' }),
+    signature: Type.String({
+      pattern: '^0x[0-9a-fA-F]{130}$',
+      'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
+      description: "the account wallet's EIP-191 signature of the message",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const PayoutChangeResponse = Type.Object({
+  account: Account,
+  effectiveAt: IsoTime,
 });
 
 export const PublishableKeyRotated = Type.Object({

@@ -8,6 +8,8 @@ declare global {
   namespace Express {
     interface Request {
       account?: SellerRow;
+      /** How the caller proved it is the seller: the sk_ API key, or the wallet's Sign-In with Ethereum session. */
+      credential?: 'api_key' | 'session';
     }
   }
 }
@@ -33,7 +35,7 @@ export function requireSeller(rc: RegistryContext) {
     let seller: SellerRow | undefined;
     if (token.startsWith('sk_')) {
       if (token.length > 200) throw new HttpError(401, 'invalid_api_key', 'API key is malformed');
-      seller = await findSellerByApiKey(rc.ctx.db, token);
+      seller = await findSellerByApiKey(rc.ctx.db, token, rc.config.now());
       if (!seller) throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
     } else {
       const session = await sellerOfSession(rc, token);
@@ -45,8 +47,23 @@ export function requireSeller(rc: RegistryContext) {
         throw new HttpError(401, 'invalid_session', 'session token is invalid or expired; sign in again');
     }
     req.account = seller;
+    req.credential = token.startsWith('sk_') ? 'api_key' : 'session';
     next();
   };
+}
+
+/**
+ * What only the account wallet may do (change the webhook URL, rotate keys): an API key is a server credential
+ * that leaks with a server, so with it alone these are refused 403, naming the credential they need.
+ */
+export function requireWalletSession(req: Request, action: string): void {
+  if (req.credential === 'session') return;
+  throw new HttpError(
+    403,
+    'wallet_session_required',
+    `${action} needs the account wallet's Sign-In with Ethereum session (Authorization: Bearer <session token> from POST /api/v1/auth/siwe/verify); the sk_ API key alone cannot do it`,
+    { field: 'Authorization', rule: "must be the account wallet's session token (Sign-In with Ethereum)" },
+  );
 }
 
 /**

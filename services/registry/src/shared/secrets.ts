@@ -1,5 +1,8 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { forwardingKeyFromApiKey } from '@paygate/agent-client';
+import { SecretBox } from '@paygate/runtime';
+
+export type { SecretBox };
 
 /** API keys are 192-bit random strings, so a fast hash (sha256) is the right lookup key: nothing to brute-force. */
 export function hashApiKey(apiKey: string): string {
@@ -31,32 +34,6 @@ export function newId(prefix: string): string {
  * Webhook secrets must be readable (notifier signs with them), so they are stored encrypted with
  * AES-256-GCM under a key derived from SECRETS_ENCRYPTION_KEY: a leaked table alone reveals nothing.
  */
-export class SecretBox {
-  private readonly key: Buffer;
-  constructor(material: string) {
-    this.key = createHash('sha256').update(`paygate-registry-secrets:${material}`).digest();
-  }
-
-  seal(plain: string): string {
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
-    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return [
-      'v1',
-      iv.toString('base64url'),
-      cipher.getAuthTag().toString('base64url'),
-      body.toString('base64url'),
-    ].join('.');
-  }
-
-  open(sealed: string): string {
-    const [version, iv, tag, body] = sealed.split('.');
-    if (version !== 'v1' || !iv || !tag || body === undefined)
-      throw new Error('unknown sealed secret format');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString(
-      'utf8',
-    );
-  }
+export function registrySecretBox(material: string): SecretBox {
+  return new SecretBox(material, 'paygate-registry-secrets');
 }

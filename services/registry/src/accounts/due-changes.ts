@@ -1,0 +1,56 @@
+import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
+import { sql } from 'kysely';
+import type { RegistryContext } from '../context';
+import { publishSellerUpdated, type SellerRow } from './repository';
+
+const BATCH = 100;
+
+/**
+ * Account changes that take effect later, applied when due (safe with replicas: rows claimed FOR UPDATE SKIP
+ * LOCKED, bounded batches):
+ * - a signed payout address whose delay has passed becomes payout_address, and seller.updated tells settlement;
+ * - a rotated-out API key whose overlap has ended is dropped, and seller.updated makes every cache of it go.
+ */
+export class DueAccountChanges implements BackgroundTask {
+  private readonly loop: PollingLoop;
+
+  constructor(private readonly rc: RegistryContext) {
+    this.loop = new PollingLoop(() => this.applyDue(), {
+      what: 'due account changes',
+      logger: rc.ctx.logger,
+      intervalMs: rc.config.accountChangesIntervalMs,
+      stopWaitMs: 5000,
+    });
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.loop.stop();
+  }
+
+  /** One pass: every due payout change and ended overlap, up to BATCH of each. */
+  async applyDue(): Promise<void> {
+    const now = this.rc.config.now();
+    await this.rc.ctx.inTransaction(async (trx) => {
+      const payouts = await sql<SellerRow>`
+        update sellers set payout_address = pending_payout_address, pending_payout_address = null,
+          pending_payout_effective_at = null, revision = revision + 1, updated_at = ${now}
+        where id in (select id from sellers where pending_payout_address is not null
+                     and pending_payout_effective_at <= ${now} order by pending_payout_effective_at
+                     limit ${BATCH} for update skip locked)
+        returning *`.execute(trx);
+      const overlaps = await sql<SellerRow>`
+        update sellers set previous_api_key_hash = null, previous_api_key_expires_at = null,
+          previous_forwarding_key_encrypted = null, revision = revision + 1, updated_at = ${now}
+        where id in (select id from sellers where previous_api_key_hash is not null
+                     and previous_api_key_expires_at <= ${now} order by previous_api_key_expires_at
+                     limit ${BATCH} for update skip locked)
+        returning *`.execute(trx);
+      // A seller in both lists gets one event per change; the later revision is the one consumers keep.
+      for (const row of [...payouts.rows, ...overlaps.rows]) await publishSellerUpdated(trx, row, now);
+    });
+  }
+}
