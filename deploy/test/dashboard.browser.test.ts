@@ -288,8 +288,12 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
     await reloadUntil(page, 'the payment', () => page.getByRole('cell', { name: 'dashboard-quotes' }));
     // The seller's 95% to the micro-USDC, held or (hold period 0 h) already released.
-    const held = await page.getByTestId('balance-held').textContent();
-    const available = await page.getByTestId('balance-available').textContent();
+    // Both read in one step: the page refreshes its balances, and the release may land between two reads.
+    const [held, available] = await page.evaluate(() =>
+      ['balance-held', 'balance-available'].map(
+        (id) => document.querySelector(`[data-testid="${id}"]`)?.textContent ?? null,
+      ),
+    );
     expect([held, available].sort()).toEqual(['$0.00', '$0.2375']);
     await page.locator('.chart canvas').waitFor();
     await shot(page, 'money');

@@ -96,7 +96,8 @@ describe('every service on its own NATS user (authorizing nats-server)', () => {
     const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
     const account = await fetch(`${baseUrl}/api/v1/account`, {
       method: 'PATCH',
-      headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+      // The webhook URL is the account wallet's to change: its session, never the sk_ key alone.
+      headers: { authorization: `Bearer ${seller.sessionToken}`, 'content-type': 'application/json' },
       body: JSON.stringify({ webhookUrl: `${upstreamUrl}/hooks` }),
     });
     expect(account.status).toBe(200);

@@ -85,6 +85,8 @@ export async function startLedgerHarness(
         CHAIN_RPC_URL: 'http://127.0.0.1:9',
         USDC_ADDRESS: PLACEHOLDER_USDC_ADDRESS,
         ESCROW_ADDRESS: testWallets.escrow.address,
+        // Suites send many refund requests from one address; the limit has a suite of its own.
+        REFUND_REQUESTS_PER_MINUTE: '100000',
         ...extraEnv,
       }),
     ),

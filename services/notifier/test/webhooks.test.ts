@@ -47,8 +47,10 @@ describe('notifier webhooks', () => {
     ...loadConfig(
       env.envFor('notifier', {
         WEBHOOK_POLL_INTERVAL_MS: '50',
-        WEBHOOK_TIMEOUT_MS: '500',
-        WEBHOOK_CLAIM_LEASE_MS: '2000',
+        // Long enough for a busy machine's receiver to answer (a timed-out delivery waits for a retry the frozen
+        // clock never reaches); the 'hang' answer below waits it out once.
+        WEBHOOK_TIMEOUT_MS: '3000',
+        WEBHOOK_CLAIM_LEASE_MS: '6000',
       }),
     ),
     now: () => new Date(clockMs),
