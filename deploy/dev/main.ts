@@ -158,6 +158,8 @@ async function main(): Promise<void> {
         env.ESCROW_PRIVATE_KEY = chain.wallets.escrow.privateKey;
         env.CHECKOUT_ESCROW_PRIVATE_KEY = chain.wallets.checkoutEscrow.privateKey;
         env.RELAYER_PRIVATE_KEY = chain.wallets.relayer.privateKey;
+        // Where the operator's platform payout sends the platform's revenue (anvil account #4).
+        env.TREASURY_ADDRESS = chain.wallets.platform.address;
         // Development only: 2-minute settlement periods, looked for every 10 s, so a payout shows within minutes.
         env.SETTLEMENT_PERIOD_SECONDS = '120';
         env.SCHEDULER_INTERVAL_MS = '10000';

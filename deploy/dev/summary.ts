@@ -89,6 +89,7 @@ ${bold('Test wallets')} (anvil's public dev keys — never use them elsewhere)
   seller    ${w.seller.address}  key ${w.seller.privateKey}
   escrow    ${w.escrow.address}  (agent payments: the 402 payTo)
   checkout  ${w.checkoutEscrow.address}  (checkout deposit wallet: sessions are paid here; settlement sweeps it into escrow)
+  treasury  ${w.platform.address}  (the platform's 5%: POST /api/v1/operator/settlements/platform-payouts sends it here)
   deployer  ${w.deployer.address}  key ${w.deployer.privateKey}  (owns the test USDC: the only key that mints it)
   mint test USDC to any address:
     ${chainEnv}${MINT_COMMAND} <address> 100
