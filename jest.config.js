@@ -25,5 +25,7 @@ module.exports = {
     transform,
   })),
   testTimeout: 60000,
-  maxWorkers: 2,
+  // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
+  // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
+  maxWorkers: 3,
 };
