@@ -23,7 +23,7 @@ describe('notifier: refund.completed without a seller', () => {
     receiver = await new WebhookReceiver().start();
     await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_sellerless_0123456789', version: 1 } });
     notifier = await startNotifier(
-      loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '500' })),
+      loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '3000' })),
     );
     db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
     await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));

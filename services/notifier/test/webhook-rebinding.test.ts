@@ -25,7 +25,7 @@ describe('notifier: webhook to a host that resolves to loopback', () => {
   const start = (production: boolean) =>
     startNotifier(
       {
-        ...loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '1000' })),
+        ...loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '3000' })),
         production,
         now: () => new Date(clockMs),
       },
