@@ -9,9 +9,7 @@ import {
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
-import { NodeSDK } from '@opentelemetry/sdk-node';
-import { AlwaysOffSampler, NoopSpanProcessor } from '@opentelemetry/sdk-trace';
+import type { NodeSDK } from '@opentelemetry/sdk-node';
 
 let sdk: NodeSDK | undefined;
 
@@ -35,7 +33,14 @@ export function startTelemetry(serviceName: string): void {
   const exportSpans = Boolean(process.env.OTEL_EXPORTER_OTLP_ENDPOINT);
   process.env.OTEL_METRICS_EXPORTER ??= 'none';
   process.env.OTEL_LOGS_EXPORTER ??= 'none';
-  sdk = new NodeSDK({
+  // Loaded here, not at the top: the SDK and its instrumentation cost about 0.5 s of CPU to load, and every
+  // test file and tool that imports the telemetry helpers without starting tracing would pay it.
+  const { NodeSDK: Sdk } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
+  const { HttpInstrumentation } =
+    require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
+  const { AlwaysOffSampler, NoopSpanProcessor } =
+    require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
+  sdk = new Sdk({
     serviceName,
     instrumentations: [new HttpInstrumentation()],
     contextManager: new AsyncLocalStorageContextManager(),
