@@ -1,10 +1,11 @@
 /**
- * Compiles deploy/contracts/TestUSDC.sol with the pinned npm `solc` and writes deploy/build/TestUSDC.json.
- * The artifact is checked in and compiled at build time, never by a test: `--check` (run by `make dist`)
- * fails if a rebuild differs from it; deploy/test/contracts.unit.test.ts checks it was built from today's source.
+ * Compiles the test contracts in deploy/contracts with the pinned npm `solc` and writes deploy/build/<Name>.json:
+ * TestUSDC (the local chain's USDC) and TestSmartWallet (an ERC-1271 wallet for the x402 signature tests).
+ * The artifacts are checked in and compiled at build time, never by a test: `--check` (run by `make dist`) fails if
+ * a rebuild differs from them; deploy/test/contracts.unit.test.ts checks each was built from today's source.
  *
- *   pnpm --filter @paygate/deploy build:contracts            # after editing the contract
- *   pnpm exec tsx deploy/scripts/build-contracts.ts --check  # the artifact is what the source compiles to
+ *   pnpm --filter @paygate/deploy build:contracts            # after editing a contract
+ *   pnpm exec tsx deploy/scripts/build-contracts.ts --check  # the artifacts are what the sources compile to
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,10 +14,25 @@ import path from 'node:path';
 /** solc ships no types; its compile() takes and returns standard JSON strings. Loaded only to compile (it is large). */
 type Solc = { compile(input: string): string; version(): string };
 
-export const CONTRACT_SOURCE_PATH = path.join(__dirname, '../contracts/TestUSDC.sol');
-export const ARTIFACT_PATH = path.join(__dirname, '../build/TestUSDC.json');
-const SOURCE_UNIT_NAME = 'TestUSDC.sol';
-const CONTRACT_NAME = 'TestUSDC';
+export interface TestContract {
+  name: string;
+  sourcePath: string;
+  artifactPath: string;
+  /** The optimizer is on for TestUSDC (deployed in every chain test) and off for the small wallet. */
+  optimize: boolean;
+}
+
+const contract = (name: string, optimize: boolean): TestContract => ({
+  name,
+  sourcePath: path.join(__dirname, `../contracts/${name}.sol`),
+  artifactPath: path.join(__dirname, `../build/${name}.json`),
+  optimize,
+});
+
+export const TEST_CONTRACTS: readonly TestContract[] = [
+  contract('TestUSDC', true),
+  contract('TestSmartWallet', false),
+];
 
 export interface ContractArtifact {
   contractName: string;
@@ -32,14 +48,19 @@ interface SolcError {
   formattedMessage: string;
 }
 
-export function compileTestUsdc(): ContractArtifact {
+export function sourceHashOf(source: string | Buffer): string {
+  return `0x${createHash('sha256').update(source).digest('hex')}`;
+}
+
+export function compileContract(target: TestContract): ContractArtifact {
   const solc: Solc = require('solc');
-  const source = readFileSync(CONTRACT_SOURCE_PATH, 'utf8');
+  const source = readFileSync(target.sourcePath, 'utf8');
+  const sourceUnit = `${target.name}.sol`;
   const input = {
     language: 'Solidity',
-    sources: { [SOURCE_UNIT_NAME]: { content: source } },
+    sources: { [sourceUnit]: { content: source } },
     settings: {
-      optimizer: { enabled: true, runs: 200 },
+      ...(target.optimize ? { optimizer: { enabled: true, runs: 200 } } : {}),
       evmVersion: 'cancun',
       outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object', 'evm.deployedBytecode.object'] } },
     },
@@ -49,19 +70,19 @@ export function compileTestUsdc(): ContractArtifact {
   if (errors.length > 0) {
     throw new Error(`solc failed:\n${errors.map((e) => e.formattedMessage).join('\n')}`);
   }
-  const compiled = output.contracts?.[SOURCE_UNIT_NAME]?.[CONTRACT_NAME];
-  if (!compiled) throw new Error(`solc output has no ${CONTRACT_NAME} contract`);
+  const compiled = output.contracts?.[sourceUnit]?.[target.name];
+  if (!compiled) throw new Error(`solc output has no ${target.name} contract`);
   return {
-    contractName: CONTRACT_NAME,
+    contractName: target.name,
     abi: compiled.abi,
     bytecode: `0x${compiled.evm.bytecode.object}`,
     deployedBytecode: `0x${compiled.evm.deployedBytecode.object}`,
     solcVersion: solc.version(),
-    sourceHash: `0x${createHash('sha256').update(source).digest('hex')}`,
+    sourceHash: sourceHashOf(source),
   };
 }
 
-export function writeArtifact(artifact: ContractArtifact, artifactPath = ARTIFACT_PATH): void {
+export function writeArtifact(artifact: ContractArtifact, artifactPath: string): void {
   mkdirSync(path.dirname(artifactPath), { recursive: true });
   writeFileSync(artifactPath, `${JSON.stringify(artifact, null, 2)}\n`);
 }
@@ -75,19 +96,24 @@ export function artifactDrift(rebuilt: ContractArtifact, checkedIn: ContractArti
   return drifted.length > 0 ? drifted.join(', ') : undefined;
 }
 
-if (require.main === module && process.argv.includes('--check')) {
-  const drift = artifactDrift(compileTestUsdc(), JSON.parse(readFileSync(ARTIFACT_PATH, 'utf8')));
-  if (drift) {
-    console.error(
-      `${path.relative(process.cwd(), ARTIFACT_PATH)} is not what the source compiles to (${drift}): run build:contracts`,
-    );
-    process.exit(1);
+if (require.main === module) {
+  const check = process.argv.includes('--check');
+  let failed = false;
+  for (const target of TEST_CONTRACTS) {
+    const artifact = compileContract(target);
+    const shown = path.relative(process.cwd(), target.artifactPath);
+    if (!check) {
+      writeArtifact(artifact, target.artifactPath);
+      console.log(
+        `wrote ${shown} (solc ${artifact.solcVersion}, ${(artifact.bytecode.length - 2) / 2} bytes)`,
+      );
+      continue;
+    }
+    const drift = artifactDrift(artifact, JSON.parse(readFileSync(target.artifactPath, 'utf8')));
+    if (drift) {
+      console.error(`${shown} is not what the source compiles to (${drift}): run build:contracts`);
+      failed = true;
+    } else console.log(`${shown} matches its source`);
   }
-  console.log(`${path.relative(process.cwd(), ARTIFACT_PATH)} matches its source`);
-} else if (require.main === module) {
-  const artifact = compileTestUsdc();
-  writeArtifact(artifact);
-  console.log(
-    `wrote ${path.relative(process.cwd(), ARTIFACT_PATH)} (solc ${artifact.solcVersion}, ${(artifact.bytecode.length - 2) / 2} bytes)`,
-  );
+  if (failed) process.exit(1);
 }

@@ -2,17 +2,21 @@
  * The checked-in artifact is compiled at build time (`make dist` runs build-contracts.ts --check, which rebuilds it
  * with solc); here only that it was built from today's source and has the interface the services use.
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ARTIFACT_PATH, CONTRACT_SOURCE_PATH } from '../scripts/build-contracts';
+import { sourceHashOf, TEST_CONTRACTS } from '../scripts/build-contracts';
+
+describe.each(TEST_CONTRACTS)('$name artifact', (target) => {
+  it('matches the checked-in source hash (run `pnpm --filter @paygate/deploy build:contracts` after editing)', () => {
+    const checkedIn = JSON.parse(readFileSync(target.artifactPath, 'utf8'));
+    expect(checkedIn).toMatchObject({
+      contractName: target.name,
+      sourceHash: sourceHashOf(readFileSync(target.sourcePath)),
+    });
+  });
+});
 
 describe('TestUSDC artifact', () => {
-  const checkedIn = JSON.parse(readFileSync(ARTIFACT_PATH, 'utf8'));
-
-  it('matches the checked-in source hash (run `pnpm --filter @paygate/deploy build:contracts` after editing)', () => {
-    const sourceHash = `0x${createHash('sha256').update(readFileSync(CONTRACT_SOURCE_PATH)).digest('hex')}`;
-    expect(checkedIn.sourceHash).toBe(sourceHash);
-  });
+  const checkedIn = JSON.parse(readFileSync(TEST_CONTRACTS[0]!.artifactPath, 'utf8'));
 
   it('exposes the USDC interface the services rely on', () => {
     const functionNames = new Set(

@@ -8,10 +8,10 @@
  */
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createActiveSkill, schemaValidator, signUpSeller, waitFor } from '@paygate/testing';
 import {
   baseAccepted,
   changedRows,
-  createActiveSkill,
   type FuzzCall,
   figuresTable,
   HOSTILE_URL_VALUES,
@@ -20,14 +20,11 @@ import {
   parameterisedReads,
   type ReadOperation,
   type RouteFigures,
-  schemaValidator,
   sendConcurrently,
-  signUpSeller,
   snapshotRows,
   type WriteOperation,
-  waitFor,
   writeOperations,
-} from '@paygate/testing';
+} from '@paygate/testing/fuzz';
 import { Wallet } from 'ethers';
 import express from 'express';
 import { type AllServices, startAllServices } from './all-services';

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
 import { findStoredTextViolation } from '@paygate/http';
-import Ajv, { type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { openSchema } from './infra';
+import { schemaValidator } from './schema-validator';
 
 /**
  * The shared property test's parts (deploy/test/fuzz.test.ts): the write operations of a served OpenAPI
@@ -143,20 +142,6 @@ export function writeOperations(service: string, document: Json): WriteOperation
     }
   }
   return operations;
-}
-
-const ajv = addFormats(new Ajv({ strict: false, allErrors: false, validateFormats: true }));
-const compiled = new Map<string, ValidateFunction>();
-/** An ajv validator of a plain JSON Schema (OpenAPI 3.1 keywords ajv does not know are ignored). */
-export function schemaValidator(schema: Json): ValidateFunction {
-  const key = JSON.stringify(schema);
-  let validator = compiled.get(key);
-  if (!validator) {
-    const { $schema: _ignored, ...rest } = schema;
-    validator = ajv.compile(rest);
-    compiled.set(key, validator);
-  }
-  return validator;
 }
 
 /** What an operation without a documented body accepts: nothing, or an empty object. */

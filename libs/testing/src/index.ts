@@ -1,3 +1,4 @@
+/** The shared test fixtures. The property-test helpers (fast-check, slow to load) live at `@paygate/testing/fuzz`. */
 export {
   type AnvilInstance,
   deployTestUsdc,
@@ -17,23 +18,6 @@ export {
 } from './api-contract';
 export { signTransferAuthorization } from './eip3009';
 export {
-  baseAccepted,
-  changedRows,
-  type FuzzCall,
-  figuresTable,
-  HOSTILE_URL_VALUES,
-  hostileBodies,
-  operationSeed,
-  parameterisedReads,
-  type ReadOperation,
-  type RouteFigures,
-  schemaValidator,
-  sendConcurrently,
-  snapshotRows,
-  type WriteOperation,
-  writeOperations,
-} from './fuzz';
-export {
   countStreamMessages,
   createTestEnvironment,
   EventRecorder,
@@ -49,6 +33,7 @@ export {
 export { type ServiceProcess, spawnTsProcess } from './processes';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
+export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deploySmartWallet } from './smart-wallet';
 export { serveTransferClaimsForTests } from './transfer-claims';
