@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { fetchChainId, makeProvider } from '@paygate/chain';
 import { Contract, ContractFactory, type JsonRpcProvider, type Signer, toQuantity, Wallet } from 'ethers';
+import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
 
 /** Path of the anvil binary shipped by @foundry-rs/anvil's platform package (ANVIL_BIN overrides). */
@@ -76,6 +77,11 @@ export interface StartAnvilOptions {
   startTimeoutMs?: number;
   /** Extra anvil CLI arguments. */
   extraArgs?: readonly string[];
+  /**
+   * A process of its own even for a default chain. Without options, the suite leases its jest worker's shared
+   * anvil reset to genesis (see shared-anvil.ts), which looks exactly like a new one but has no `process`.
+   */
+  fresh?: boolean;
 }
 
 export interface AnvilInstance {
@@ -91,8 +97,25 @@ export interface AnvilInstance {
 
 const OUTPUT_TAIL_CHARS = 4000;
 
-/** Starts an anvil node and resolves once its JSON-RPC answers with the expected chain id. */
+function isDefaultChain(options: StartAnvilOptions): boolean {
+  return (
+    !options.fresh &&
+    options.port === undefined &&
+    options.host === undefined &&
+    options.blockTimeSec === undefined &&
+    (options.chainId === undefined || options.chainId === 31337) &&
+    options.extraArgs === undefined &&
+    options.startTimeoutMs === undefined
+  );
+}
+
+/** Starts an anvil node (or leases the worker's shared one) once its JSON-RPC answers with the expected chain id. */
 export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
+  if (isDefaultChain(options) && sharingEnabled()) {
+    const watchdog = (child: ChildProcess) => void startOrphanWatchdog(child);
+    const shared = await leaseSharedAnvil(watchdog, findFreePort, resolveAnvilBinary).catch(() => undefined);
+    if (shared) return shared;
+  }
   const attempts = options.port === undefined ? 3 : 1;
   let lastError: unknown;
   for (let attempt = 1; attempt <= attempts; attempt++) {

@@ -218,4 +218,32 @@ describe('startAnvil lifecycle', () => {
       await first.stop();
     }
   });
+
+  it('leases the worker’s shared anvil reset to genesis, and starts its own while the lease is held', async () => {
+    const first = await startAnvil();
+    const { address: usdcAddress } = await deployTestUsdc(first.rpcUrl);
+    await increaseTime(first.provider, 86_400);
+    await setAutomine(first.provider, false);
+    // A second default chain while the first is leased: a process of its own on another port.
+    const second = await startAnvil();
+    expect(second.port).not.toBe(first.port);
+    expect(second.process.pid).toBeGreaterThan(0);
+    await second.stop();
+    await first.stop();
+
+    const again = await startAnvil();
+    try {
+      expect(again.port).toBe(first.port);
+      expect(await again.provider.getBlockNumber()).toBe(0);
+      expect(await again.provider.getTransactionCount(testWallets.deployer.address)).toBe(0);
+      // Mining is back to one block per transaction and the clock offset is gone.
+      const redeployed = await deployTestUsdc(again.rpcUrl);
+      expect(redeployed.address).toBe(usdcAddress);
+      const latest = await again.provider.getBlock('latest');
+      expect(Math.abs(latest!.timestamp - Date.now() / 1000)).toBeLessThan(3_600);
+      expect(() => again.process).toThrow(/shared anvil/);
+    } finally {
+      await again.stop();
+    }
+  });
 });
