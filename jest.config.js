@@ -24,6 +24,7 @@ module.exports = {
     testMatch: ['<rootDir>/test/**/*.test.ts'],
     transform,
   })),
+  testSequencer: path.join(__dirname, 'jest.sequencer.js'),
   testTimeout: 60000,
   // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
   // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
