@@ -52,9 +52,13 @@ function registerForExitCleanup(child: ChildProcess): void {
  * A `sh` process that SIGKILLs anvil when our end of its stdin pipe closes, i.e. when this process dies in any
  * way (including SIGKILL, or a jest worker torn down without running 'exit' handlers).
  */
-function startOrphanWatchdog(child: ChildProcess): ChildProcess | undefined {
+function startOrphanWatchdog(
+  child: ChildProcess,
+  removeAfter: readonly string[] = [],
+): ChildProcess | undefined {
   if (process.platform === 'win32' || child.pid === undefined) return undefined;
-  const watchdog = spawn('sh', ['-c', `read _ignored; kill -9 ${child.pid} 2>/dev/null`], {
+  const removal = removeAfter.map((file) => `; rm -f '${file.replaceAll("'", '')}'`).join('');
+  const watchdog = spawn('sh', ['-c', `read _ignored; kill -9 ${child.pid} 2>/dev/null${removal}`], {
     stdio: ['pipe', 'ignore', 'ignore'],
   });
   watchdog.on('error', () => {
@@ -112,7 +116,8 @@ function isDefaultChain(options: StartAnvilOptions): boolean {
 /** Starts an anvil node (or leases the worker's shared one) once its JSON-RPC answers with the expected chain id. */
 export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
   if (isDefaultChain(options) && sharingEnabled()) {
-    const watchdog = (child: ChildProcess) => void startOrphanWatchdog(child);
+    const watchdog = (child: ChildProcess, removeAfter: readonly string[]) =>
+      void startOrphanWatchdog(child, removeAfter);
     const shared = await leaseSharedAnvil(watchdog, findFreePort, resolveAnvilBinary).catch(() => undefined);
     if (shared) return shared;
   }

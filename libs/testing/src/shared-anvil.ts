@@ -5,7 +5,7 @@
  * what a new anvil would show, without paying for a process start. The lease is kept in a file named after the
  * worker's pid, because jest gives every test file its own module registry: a suite that did not release it (a
  * crash) makes the next ones start their own anvil, and a second default chain inside one suite is a new process.
- * The anvil dies with the worker (the orphan watchdog). PAYGATE_SHARED_ANVIL=0 turns sharing off.
+ * The anvil and its files go with the worker (the orphan watchdog). PAYGATE_SHARED_ANVIL=0 turns sharing off.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -54,7 +54,7 @@ export function sharingEnabled(): boolean {
 
 /** The worker's anvil reset to genesis and leased to the caller, or undefined when it is leased already. */
 export async function leaseSharedAnvil(
-  startWatchdog: (child: ChildProcess) => void,
+  startWatchdog: (child: ChildProcess, removeAfter: readonly string[]) => void,
   findFreePort: () => Promise<number>,
   resolveBinary: () => string,
 ): Promise<AnvilInstance | undefined> {
@@ -118,7 +118,7 @@ function sharedInstance(rpcUrl: string, port: number, provider: JsonRpcProvider)
  * started it) and it is unref'd, so it never keeps a worker alive.
  */
 async function startSharedProcess(
-  startWatchdog: (child: ChildProcess) => void,
+  startWatchdog: (child: ChildProcess, removeAfter: readonly string[]) => void,
   port: number,
   resolveBinary: () => string,
 ): Promise<Omit<SharedAnvilState, 'leased'>> {
@@ -137,7 +137,8 @@ async function startSharedProcess(
   const child = spawn(resolveBinary(), args, { stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
   child.unref();
-  startWatchdog(child);
+  // The state and log files go with the worker.
+  startWatchdog(child, [statePath(), logPath]);
   const pid = child.pid;
   if (pid === undefined) throw new Error('anvil did not start');
   const rpcUrl = `http://127.0.0.1:${port}`;
