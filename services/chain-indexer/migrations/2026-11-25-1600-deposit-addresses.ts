@@ -17,7 +17,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       registered_at timestamptz not null default now()
     );
     create index deposit_addresses_watched on deposit_addresses (watch_until);
-    create index deposit_addresses_backfill on deposit_addresses (assigned_at) where not backfilled`.execute(db);
+    create index deposit_addresses_backfill on deposit_addresses (assigned_at) where not backfilled`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

@@ -9,6 +9,10 @@ export const depositAddresses: Migration = {
   async up(db: Kysely<any>) {
     await sql`
       alter table sessions add column deposit_address text, add column derivation_index bigint;
+      -- A session at its own address is paid exactly its price (no suffix); one at the shared wallet had one.
+      alter table sessions drop constraint sessions_check;
+      alter table sessions add constraint sessions_exact_amount_check
+        check (exact_amount_micro > price_micro or (deposit_address is not null and exact_amount_micro = price_micro));
       create unique index sessions_deposit_address on sessions (deposit_address) where deposit_address is not null;
       create unique index sessions_derivation_index on sessions (derivation_index) where derivation_index is not null;
       create sequence deposit_index_blocks minvalue 0 start with 0`.execute(db);
@@ -18,6 +22,10 @@ export const depositAddresses: Migration = {
       drop sequence if exists deposit_index_blocks;
       drop index if exists sessions_derivation_index;
       drop index if exists sessions_deposit_address;
-      alter table sessions drop column if exists derivation_index, drop column if exists deposit_address`.execute(db);
+      alter table sessions drop constraint sessions_exact_amount_check;
+      alter table sessions add constraint sessions_check check (exact_amount_micro > price_micro);
+      alter table sessions drop column if exists derivation_index, drop column if exists deposit_address`.execute(
+      db,
+    );
   },
 };

@@ -35,7 +35,9 @@ export const depositSweeps: Migration = {
         created_at timestamptz not null default now(),
         finished_at timestamptz
       );
-      create unique index deposit_sweeps_one_open on deposit_sweeps (address) where status = 'open'`.execute(db);
+      create unique index deposit_sweeps_one_open on deposit_sweeps (address) where status = 'open'`.execute(
+      db,
+    );
   },
   async down(db: Kysely<any>) {
     await sql`drop table if exists deposit_sweeps; drop table if exists deposit_addresses`.execute(db);

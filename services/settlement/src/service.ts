@@ -1,8 +1,8 @@
 import type { ConsumerOptions } from '@paygate/bus';
+import { networks } from '@paygate/chain';
 import type { Subject } from '@paygate/contracts';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
-import { networks } from '@paygate/chain';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';

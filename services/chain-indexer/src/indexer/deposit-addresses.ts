@@ -73,7 +73,9 @@ export class DepositAddressBook {
       .orderBy('assigned_at')
       .limit(limit)
       .execute();
-    const late = rows.filter((r) => r.registered_at.getTime() - r.assigned_at.getTime() > LATE_REGISTRATION_MS);
+    const late = rows.filter(
+      (r) => r.registered_at.getTime() - r.assigned_at.getTime() > LATE_REGISTRATION_MS,
+    );
     const earliest = late.length > 0 ? Math.min(...late.map((r) => r.assigned_at.getTime())) : null;
     return {
       addresses: rows.map((r) => r.address),
@@ -83,7 +85,11 @@ export class DepositAddressBook {
 
   async markBackfilled(trx: Transaction<IndexerDatabase>, addresses: string[]): Promise<void> {
     if (addresses.length === 0) return;
-    await trx.updateTable('deposit_addresses').set({ backfilled: true }).where('address', 'in', addresses).execute();
+    await trx
+      .updateTable('deposit_addresses')
+      .set({ backfilled: true })
+      .where('address', 'in', addresses)
+      .execute();
   }
 
   /**
@@ -91,7 +97,10 @@ export class DepositAddressBook {
    * deposit address ever assigned (settlement's sweep of a deposit address into escrow is not money arriving;
    * the ledger booked it when it reached the deposit address).
    */
-  async withoutInternalMoves(logs: TransferLog[], depositAddresses: readonly string[]): Promise<TransferLog[]> {
+  async withoutInternalMoves(
+    logs: TransferLog[],
+    depositAddresses: readonly string[],
+  ): Promise<TransferLog[]> {
     if (logs.length === 0) return logs;
     const fixed = new Set(this.config.watchedAddresses.map((a) => a.toLowerCase()));
     const known = new Set(depositAddresses);

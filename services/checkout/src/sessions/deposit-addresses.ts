@@ -57,9 +57,9 @@ export class DepositAddressAllocator {
   }
 
   private async takeBlock(): Promise<void> {
-    const result = await sql<{ block: string }>`select nextval('deposit_index_blocks')::text as block`.execute(
-      this.db,
-    );
+    const result = await sql<{
+      block: string;
+    }>`select nextval('deposit_index_blocks')::text as block`.execute(this.db);
     const start = Number(result.rows[0]!.block) * INDEX_BLOCK_SIZE;
     if (start + INDEX_BLOCK_SIZE - 1 > MAX_INDEX) {
       throw new Error('every child index of CHECKOUT_DEPOSIT_XPUB is used: configure a new deposit xpub');

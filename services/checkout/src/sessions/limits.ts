@@ -101,7 +101,9 @@ export class SessionLimits {
     if (maxOpen === 0) return;
     const result = await sql<{ open: string; oldest_open_expiry: Date | null }>`
       select count(*) as open, min(expires_at) as oldest_open_expiry
-      from sessions where seller_id = ${sellerId} and status = 'open' and expires_at > ${now}`.execute(this.db);
+      from sessions where seller_id = ${sellerId} and status = 'open' and expires_at > ${now}`.execute(
+      this.db,
+    );
     const row = result.rows[0]!;
     if (Number(row.open) < maxOpen) return;
     const retry = secondsUntil(now, row.oldest_open_expiry);

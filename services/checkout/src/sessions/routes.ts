@@ -11,7 +11,7 @@ import {
   idempotencyKeyParameter,
   notFound,
 } from '@paygate/http';
-import { formatUsdc, MAX_AMOUNT_MICRO, MoneyFormatError, parseUsdc } from '@paygate/money';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
@@ -148,14 +148,6 @@ export function sessionRoutes(
       throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
         field: 'amount',
         rule: 'must be greater than 0',
-      });
-    }
-    // The exact amount is the price: a USDC amount every service accepts, or the session could never be matched.
-    const maxPriceMicro = MAX_AMOUNT_MICRO;
-    if (priceMicro > maxPriceMicro) {
-      throw new HttpError(400, 'invalid_request', `amount must be at most ${formatUsdc(maxPriceMicro)}`, {
-        field: 'amount',
-        rule: `must be at most ${formatUsdc(maxPriceMicro)}`,
       });
     }
     return {

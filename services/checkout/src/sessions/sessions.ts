@@ -68,7 +68,10 @@ export class SessionStore {
    * events into the outbox. No amount is shared with any other session, so nothing can run out. Undefined: the
    * seller's open-session cap was reached (nothing was written).
    */
-  async insertSession(input: NewSession, idempotency?: IdempotencyClaim): Promise<CreatedSession | undefined> {
+  async insertSession(
+    input: NewSession,
+    idempotency?: IdempotencyClaim,
+  ): Promise<CreatedSession | undefined> {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
     const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
@@ -161,14 +164,16 @@ export class SessionStore {
       // Nothing inserted, so the key was not checked: a retry must replay even when the seller is at its cap.
       if (idempotency) {
         const previous = await this.findIdempotent(input.sellerId, idempotency);
-        if (previous) return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+        if (previous)
+          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
       }
       await this.limits?.admitSeller(input.sellerId);
       throw new RetryLaterError(503, 'session_not_created', 'the session could not be created; retry', 1);
     } catch (error) {
       if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
         const previous = await this.findIdempotent(input.sellerId, idempotency);
-        if (previous) return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+        if (previous)
+          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
       }
       throw error;
     }

@@ -187,9 +187,14 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       let report: Awaited<ReturnType<typeof reconcile>>;
       try {
         report = await reconcile(ctx.db, deps.config, undefined, () =>
-          requestRpc(ctx.bus, 'settlement.deposit_holdings', { limit: MAX_DEPOSIT_ADDRESSES }, {
-            timeoutMs: deps.config.rpcTimeoutMs,
-          }),
+          requestRpc(
+            ctx.bus,
+            'settlement.deposit_holdings',
+            { limit: MAX_DEPOSIT_ADDRESSES },
+            {
+              timeoutMs: deps.config.rpcTimeoutMs,
+            },
+          ),
         );
       } catch (error) {
         ctx.logger.error({ err: error }, 'reconciliation could not read the chain');

@@ -67,7 +67,8 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
   const mnemonic = parsed.CHECKOUT_DEPOSIT_MNEMONIC.trim().replace(/\s+/g, ' ');
   const xprv = parsed.CHECKOUT_DEPOSIT_XPRV.trim();
   let node: HDNodeWallet | undefined;
-  if (mnemonic && xprv) problems.push('CHECKOUT_DEPOSIT_MNEMONIC and CHECKOUT_DEPOSIT_XPRV: set one, not both');
+  if (mnemonic && xprv)
+    problems.push('CHECKOUT_DEPOSIT_MNEMONIC and CHECKOUT_DEPOSIT_XPRV: set one, not both');
   else if (xprv) {
     try {
       const parsedNode = HDNodeWallet.fromExtendedKey(xprv);
@@ -83,7 +84,9 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
         parsed.CHECKOUT_DEPOSIT_PATH,
       );
     } catch {
-      problems.push('CHECKOUT_DEPOSIT_MNEMONIC / CHECKOUT_DEPOSIT_PATH: must be a BIP-39 mnemonic and a BIP-32 path');
+      problems.push(
+        'CHECKOUT_DEPOSIT_MNEMONIC / CHECKOUT_DEPOSIT_PATH: must be a BIP-39 mnemonic and a BIP-32 path',
+      );
     }
   } else {
     problems.push(
@@ -91,14 +94,19 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
     );
   }
   if (production && node) {
-    const devXpub = HDNodeWallet.fromMnemonic(Mnemonic.fromPhrase(DEV_DEPOSIT_MNEMONIC), node.path ?? DEFAULT_DEPOSIT_PATH)
-      .neuter().extendedKey;
+    const devXpub = HDNodeWallet.fromMnemonic(
+      Mnemonic.fromPhrase(DEV_DEPOSIT_MNEMONIC),
+      node.path ?? DEFAULT_DEPOSIT_PATH,
+    ).neuter().extendedKey;
     if (mnemonic === DEV_DEPOSIT_MNEMONIC || node.neuter().extendedKey === devXpub) {
-      problems.push('CHECKOUT_DEPOSIT_MNEMONIC / CHECKOUT_DEPOSIT_XPRV: is the public test mnemonic; anyone could sweep it');
+      problems.push(
+        'CHECKOUT_DEPOSIT_MNEMONIC / CHECKOUT_DEPOSIT_XPRV: is the public test mnemonic; anyone could sweep it',
+      );
     }
   }
   const positive = (name: string, value: number, min: number) => {
-    if (!Number.isSafeInteger(value) || value < min) problems.push(`${name}: must be an integer of at least ${min}`);
+    if (!Number.isSafeInteger(value) || value < min)
+      problems.push(`${name}: must be an integer of at least ${min}`);
   };
   positive('CHECKOUT_SWEEP_INTERVAL_MS', parsed.CHECKOUT_SWEEP_INTERVAL_MS, 100);
   positive('CHECKOUT_SWEEP_MIN_MICRO', parsed.CHECKOUT_SWEEP_MIN_MICRO, 1);

@@ -68,7 +68,9 @@ export function depositTransferConsumer(options: {
           last_balance_micro: null,
         })
         .onConflict((oc) =>
-          oc.column('address').doUpdateSet({ holding: true, check_due_at: new Date(), updated_at: new Date() }),
+          oc
+            .column('address')
+            .doUpdateSet({ holding: true, check_due_at: new Date(), updated_at: new Date() }),
         )
         .execute();
     },

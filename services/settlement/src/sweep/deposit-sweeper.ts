@@ -17,7 +17,13 @@ import type { DepositSweepConfig } from './config';
 import type { DepositSweepsTable } from './tables';
 
 type Sweep = Selectable<DepositSweepsTable>;
-export type DepositPassResult = { finished: number; swept: number; dust: number; empty: number; failed: number };
+export type DepositPassResult = {
+  finished: number;
+  swept: number;
+  dust: number;
+  empty: number;
+  failed: number;
+};
 
 /** One sweeper pass at a time across replicas (a transaction-scoped advisory lock held for the pass). */
 const SWEEP_LOCK_KEY = 'settlement-deposit-sweep';
@@ -192,7 +198,12 @@ export class DepositSweeper {
         // Empty: nothing more to count. Dust: kept (and counted) until another transfer makes it worth a sweep.
         await this.ctx.db
           .updateTable('deposit_addresses')
-          .set({ holding: balance > 0n, check_due_at: null, last_balance_micro: balance, updated_at: new Date() })
+          .set({
+            holding: balance > 0n,
+            check_due_at: null,
+            last_balance_micro: balance,
+            updated_at: new Date(),
+          })
           .where('address', '=', row.address)
           .execute();
         if (balance === 0n) result.empty++;
@@ -297,7 +308,10 @@ export class DepositSweeper {
     }
     // Refused before anything was sent (e.g. the balance moved, the relayer is out of gas): tried again later.
     if (reply.reason === 'relayer_out_of_gas' || reply.reason === 'chain_unavailable') {
-      this.ctx.logger.warn({ address: sweep.address, reason: reply.reason }, 'deposit sweep waits for the relayer');
+      this.ctx.logger.warn(
+        { address: sweep.address, reason: reply.reason },
+        'deposit sweep waits for the relayer',
+      );
       return;
     }
     await this.finish(sweep, 'failed', null, `${reply.reason}: ${reply.message}`);
@@ -328,7 +342,10 @@ export class DepositSweeper {
         .execute();
     });
     if (status === 'failed') {
-      this.ctx.logger.error({ address: sweep.address, error }, 'deposit address sweep failed; read again later');
+      this.ctx.logger.error(
+        { address: sweep.address, error },
+        'deposit address sweep failed; read again later',
+      );
     } else {
       this.ctx.logger.info({ address: sweep.address, txHash }, 'deposit address swept into escrow');
     }
