@@ -607,9 +607,10 @@ export class TransferMatcher {
     return { transfer: updated, session: refundedSession };
   }
 
-  /** The `underpaid` session an attached transfer is the (short) payment of, locked; undefined otherwise. */
+  /** The `underpaid` session a transfer (matched at its address, or attached) is the short payment of, locked. */
   private async underpaidSessionOf(trx: CheckoutTrx, transfer: TransferRow): Promise<SessionRow | undefined> {
-    if (transfer.status !== 'attached' || !transfer.session_id) return undefined;
+    if ((transfer.status !== 'attached' && transfer.status !== 'matched') || !transfer.session_id)
+      return undefined;
     const session = await trx
       .selectFrom('sessions')
       .selectAll()
