@@ -234,7 +234,9 @@ export class DepositSweeper {
         .execute();
       return undefined;
     }
-    const now = Math.floor(Date.now() / 1000);
+    // The token judges validity by block time, not by this machine's clock.
+    const latest = await this.provider.getBlock('latest');
+    const now = latest?.timestamp ?? Math.floor(Date.now() / 1000);
     const authorization: TransferAuthorization = {
       from: key.address,
       to: formatAddress(this.escrowAddress),
