@@ -52,16 +52,26 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
   const resource = () => h.resource('GET', 'claims', '/data');
 
   /** A paid call of the skill through one gateway replica. */
-  const present = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
-    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+  const present = async (gatewayUrl: string, txHash: string, amountMicro: bigint, to?: string) => {
+    const header = await h.header({
+      txHash,
+      resource: resource(),
+      amount: amountMicro,
+      ...(to ? { to } : {}),
+    });
     const res = await fetch(`${gatewayUrl}/api/v1/skills/claims/data`, {
       headers: { 'X-402-Payment': header },
     });
     return { status: res.status, body: (await res.json()) as any };
   };
   /** The seller middleware's verification of the same proof. */
-  const verify = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
-    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+  const verify = async (gatewayUrl: string, txHash: string, amountMicro: bigint, to?: string) => {
+    const header = await h.header({
+      txHash,
+      resource: resource(),
+      amount: amountMicro,
+      ...(to ? { to } : {}),
+    });
     const res = await fetch(`${gatewayUrl}/api/verify`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
@@ -216,13 +226,13 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     const reached = upstream.requests.length;
 
     // Not a payment to the escrow: it paid the session whose address it was sent to, and nothing else.
-    const proof = await present(h.gateway.url, txHash, session.amountMicro);
+    const proof = await present(h.gateway.url, txHash, session.amountMicro, session.address);
     expect({ status: proof.status, reason: proof.body.reason }).toEqual({
       status: 402,
       reason: 'wrong_recipient',
     });
     expect(upstream.requests.length).toBe(reached);
-    const verified = await verify(replica.url, txHash, session.amountMicro);
+    const verified = await verify(replica.url, txHash, session.amountMicro, session.address);
     expect(verified.body).toMatchObject({ valid: false, reason: 'wrong_recipient' });
 
     await settle(txHash);
