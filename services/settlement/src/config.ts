@@ -197,6 +197,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     maxTransferUsdc: parsed.MAX_TRANSFER_USDC,
     treasuryAddress,
   } as SettlementConfig;
+  if (common.production && !config.relayer) {
+    throw new ConfigError(
+      'invalid production configuration of settlement: RELAYER_PRIVATE_KEY: must be set in production (its relayer submits the sweeps of session deposit addresses into escrow)',
+    );
+  }
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
   Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });
   return config;
