@@ -71,16 +71,13 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       }),
     );
 
-  /** A buyer pays the address on chain, and the indexer reports it (transfer.observed). */
-  const pay = async (to: string, amountMicro: bigint) => {
-    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
-    const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(to, amountMicro);
-    await tx.wait(1, 10_000);
+  /** What the indexer reports once the buyer's transfer to `to` is mined. */
+  const observe = async (txHash: string, to: string, amountMicro: bigint) => {
     block++;
     const observed: EventData<'transfer.observed'> = {
       chainId: chain.anvil.chainId,
       network: 'local',
-      txHash: tx.hash as string,
+      txHash,
       logIndex: 0,
       blockNumber: block,
       blockHash: `0x${block.toString(16).padStart(64, '0')}`,
@@ -92,6 +89,14 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       observedAt: new Date().toISOString(),
     };
     await publishEvent(bus, createEvent('transfer.observed', 'chain-indexer', observed));
+  };
+
+  /** A buyer pays the address on chain, and the indexer reports it. */
+  const pay = async (to: string, amountMicro: bigint) => {
+    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+    const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(to, amountMicro);
+    await tx.wait(1, 10_000);
+    await observe(tx.hash as string, to, amountMicro);
   };
 
   /** Every USDC transfer from `from` to escrow on chain: the ground truth for exactly once. */
@@ -201,24 +206,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 3_000_000n);
       await mine(chain.anvil.provider, 1);
       await tx.wait(1, 10_000);
-      block++;
-      await publishEvent(
-        bus,
-        createEvent('transfer.observed', 'chain-indexer', {
-          chainId: chain.anvil.chainId,
-          network: 'local',
-          txHash: tx.hash as string,
-          logIndex: 0,
-          blockNumber: block,
-          blockHash: `0x${block.toString(16).padStart(64, '0')}`,
-          from: testWallets.buyer.address,
-          to: deposit.address,
-          token: formatAddress(chain.usdcAddress),
-          amount: '3',
-          confirmations: 1,
-          observedAt: new Date().toISOString(),
-        }),
-      );
+      await observe(tx.hash as string, deposit.address, 3_000_000n);
       // Signed, recorded and broadcast; not mined (automine is off).
       await waitFor(
         async () =>
@@ -233,9 +221,11 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       );
       await service!.stop();
       service = await startSettlement(settlementConfig());
-      // The new process finds the open sweep and submits the recorded authorization again: the relayer answers
-      // with its recorded transaction, nothing new is signed.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The new process finds the open sweep (a pass of its own has run) and signs nothing new: the relayer
+      // holds the recorded transaction, which is then mined.
+      await waitFor(async () => (await service!.depositSweeper.runPass()).leader, {
+        message: 'a sweeper pass of the new process',
+      });
       await mine(chain.anvil.provider, 2);
     } finally {
       await setAutomine(chain.anvil.provider, true);
