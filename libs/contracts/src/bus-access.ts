@@ -18,7 +18,7 @@ export const CONSUMERS = {
     'checkout-transfer-claims': 'transfer.claimed',
     'checkout-reorgs': 'transfer.reorged',
   },
-  'chain-indexer': { 'indexer-deposit-addresses': 'deposit_address.assigned' },
+  'chain-indexer': { 'indexer-deposit-addresses': 'deposit.address_assigned' },
   'escrow-ledger': {
     'ledger-payment-confirmed': 'payment.confirmed',
     'ledger-transfer-observed': 'transfer.observed',
@@ -31,7 +31,7 @@ export const CONSUMERS = {
   settlement: {
     'settlement-refund-initiated': 'refund.initiated',
     'settlement-seller-projection': 'seller.updated',
-    'settlement-deposit-addresses': 'deposit_address.assigned',
+    'settlement-deposit-addresses': 'deposit.address_assigned',
     'settlement-deposit-transfers': 'transfer.observed',
   },
   notifier: {

@@ -120,7 +120,7 @@ export const SUBJECTS = {
     description:
       'An operator sent the transfer of an underpaid session back to its payer (status refunded; no payment was made).',
   },
-  'deposit_address.assigned': {
+  'deposit.address_assigned': {
     owners: ['checkout'],
     version: 1,
     schema: DepositAddressAssigned,

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 
 /**
- * Checkout's session deposit addresses (`deposit_address.assigned`): watched until `watch_until`; each is first
+ * Checkout's session deposit addresses (`deposit.address_assigned`): watched until `watch_until`; each is first
  * backfilled from the block of its assignment (it may have been paid before the indexer heard of it). Kept after
  * that so a transfer out of one (settlement's sweep into escrow) is recognised as an internal move.
  */

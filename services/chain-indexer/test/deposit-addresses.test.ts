@@ -26,7 +26,7 @@ const depositKeys = HDNodeWallet.fromMnemonic(
 );
 
 /**
- * Session deposit addresses (security issue, point 3): the indexer learns them from `deposit_address.assigned`,
+ * Session deposit addresses (security issue, point 3): the indexer learns them from `deposit.address_assigned`,
  * reports transfers to them (also one paid before it heard of the address, and one paid while it was down), not
  * a transfer to an address nobody assigned, and not settlement's sweep of one into escrow (an internal move).
  */
@@ -70,7 +70,7 @@ describe('chain-indexer watches session deposit addresses', () => {
   const assign = async (deposit: { index: number; key: Wallet }) => {
     const bus = await env.bus();
     const now = new Date();
-    const event = createEvent('deposit_address.assigned', 'checkout', {
+    const event = createEvent('deposit.address_assigned', 'checkout', {
       sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
       address: deposit.key.address,
       derivationIndex: deposit.index,
@@ -78,7 +78,7 @@ describe('chain-indexer watches session deposit addresses', () => {
       assignedAt: now.toISOString(),
       watchUntil: new Date(now.getTime() + 86_400_000).toISOString(),
     });
-    await bus.js.publish(bus.subjectFor('deposit_address.assigned'), encodeEnvelope(event), {
+    await bus.js.publish(bus.subjectFor('deposit.address_assigned'), encodeEnvelope(event), {
       msgID: event.id,
     });
   };

@@ -157,7 +157,7 @@ describe('checkout sessions', () => {
       order by subject`.execute(h.running.ctx.db);
     expect(outbox.rows.map((r) => r.subject)).toEqual([
       'checkout.session_created',
-      'deposit_address.assigned',
+      'deposit.address_assigned',
     ]);
     expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
     const row = await h.running.ctx.db

@@ -2,7 +2,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
 
 /**
  * Session deposit addresses and their sweeps into escrow (security issue, point 3). `deposit_addresses`: the
- * derivation index checkout assigned (`deposit_address.assigned`) and whether the address may hold money (a
+ * derivation index checkout assigned (`deposit.address_assigned`) and whether the address may hold money (a
  * transfer to it was observed and it was not seen empty since); `deposit_sweeps`: each EIP-3009 authorization
  * settlement signed to move an address's balance into escrow, recorded before it is submitted, at most one open
  * per address.

@@ -61,7 +61,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   const assign = (deposit: { index: number; address: string }) =>
     publishEvent(
       bus,
-      createEvent('deposit_address.assigned', 'checkout', {
+      createEvent('deposit.address_assigned', 'checkout', {
         sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
         address: deposit.address,
         derivationIndex: deposit.index,

@@ -10,15 +10,15 @@ const LATE_REGISTRATION_MS = 60_000;
 const CLOCK_SKEW_SECONDS = 300;
 
 /**
- * `deposit_address.assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
+ * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
  * redelivery or a restart changes nothing; the scanner reads the table, so what is watched survives restarts.
  */
 export function depositAddressConsumer(
   config: Pick<ChainIndexerConfig, 'chainId'>,
-): ConsumerOptions<'deposit_address.assigned'> {
+): ConsumerOptions<'deposit.address_assigned'> {
   return {
     durable: 'indexer-deposit-addresses',
-    subject: 'deposit_address.assigned',
+    subject: 'deposit.address_assigned',
     concurrency: 4,
     async handler(trx, event) {
       const d = event.data;

@@ -31,7 +31,7 @@ export interface TransfersTable {
   reorged_at: Date | null;
 }
 
-/** A session deposit address checkout assigned (`deposit_address.assigned`); lower-case. */
+/** A session deposit address checkout assigned (`deposit.address_assigned`); lower-case. */
 export interface DepositAddressesTable {
   address: string;
   derivation_index: bigint;

@@ -13,7 +13,7 @@ const STATEMENT_TIMEOUT_MS = 15_000;
 
 /**
  * Inserts a session (its exact amount is its price: the session's own deposit address tells its payment apart)
- * and its two outbox rows, checkout.session_created and deposit_address.assigned, so no address reaches a buyer
+ * and its two outbox rows, checkout.session_created and deposit.address_assigned, so no address reaches a buyer
  * without the indexer and settlement hearing of it. Returns a row when inserted.
  * $1 session_id, $2 seller_id, $3 skill_id, $4 skill_name, $5 endpoint_id, $6 description, $7 price_micro,
  * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 deposit address, $13 derivation index,

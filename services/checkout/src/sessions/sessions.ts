@@ -64,7 +64,7 @@ export class SessionStore {
 
   /**
    * One statement (so one round trip and one commit): inserts a session paid to its own deposit address at
-   * exactly its price, its idempotency record, and its checkout.session_created and deposit_address.assigned
+   * exactly its price, its idempotency record, and its checkout.session_created and deposit.address_assigned
    * events into the outbox. No amount is shared with any other session, so nothing can run out. Undefined: the
    * seller's open-session cap was reached (nothing was written).
    */
@@ -104,7 +104,7 @@ export class SessionStore {
     };
     const event = sessionEvent('checkout.session_created', row, this.config);
     const assigned = createEvent(
-      'deposit_address.assigned',
+      'deposit.address_assigned',
       'checkout',
       {
         sessionId,

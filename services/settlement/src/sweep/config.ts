@@ -121,6 +121,11 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
     validitySeconds: parsed.CHECKOUT_SWEEP_VALIDITY_SECONDS,
   } as DepositSweepConfig;
   Object.defineProperty(config, 'node', { value: node, enumerable: false });
+  // A logged or serialised config shows the settings (the amount as a decimal string), never the key.
+  Object.defineProperty(config, 'toJSON', {
+    value: () => ({ ...config, minAmountMicro: config.minAmountMicro.toString() }),
+    enumerable: false,
+  });
   return config;
 }
 

@@ -3,13 +3,13 @@ import type { Transaction } from 'kysely';
 import type { SettlementDB } from '../db';
 
 /**
- * `deposit_address.assigned` → the derivation index of a session's deposit address, so the sweeper can derive
+ * `deposit.address_assigned` → the derivation index of a session's deposit address, so the sweeper can derive
  * its key. Idempotent: a redelivery, or an address a transfer was already observed at, keeps one row.
  */
-export function depositAddressAssignedConsumer(chainId: number): ConsumerOptions<'deposit_address.assigned'> {
+export function depositAddressAssignedConsumer(chainId: number): ConsumerOptions<'deposit.address_assigned'> {
   return {
     durable: 'settlement-deposit-addresses',
-    subject: 'deposit_address.assigned',
+    subject: 'deposit.address_assigned',
     concurrency: 4,
     async handler(trx, event) {
       const d = event.data;

@@ -3,7 +3,7 @@ import type { Generated } from 'kysely';
 /** A session deposit address (see the 2026-11-25-1600 migration); lower-case. */
 export interface DepositAddressesTable {
   address: string;
-  /** Null until `deposit_address.assigned` arrives (a transfer to it may be observed first). */
+  /** Null until `deposit.address_assigned` arrives (a transfer to it may be observed first). */
   derivation_index: bigint | null;
   session_id: string | null;
   /** May hold USDC: a transfer to it was observed and it was not seen empty since (reconciliation counts it). */
