@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { NatsPasswords } from '@paygate/bus';
+import { HDNodeWallet } from 'ethers';
 import routeTable from '../routes.json';
 import { startLocalChain } from '../scripts/start-local-chain';
 import { bootstrapDemo } from './bootstrap';
@@ -18,6 +19,16 @@ import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
 import { resetDevState } from './reset';
 import { browserPortWarnings, renderDevSummary } from './summary';
+
+/**
+ * Development only: each checkout session gets its own deposit address, a child of this node of anvil's public
+ * mnemonic (account 1', so no child is one of anvil's funded accounts). Checkout gets only the xpub; settlement
+ * the mnemonic, to sign the sweeps. Production refuses both (deploy/test/production-guards.test.ts).
+ */
+const DEV_DEPOSIT_MNEMONIC = 'test test test test test test test test test test test junk';
+const DEV_DEPOSIT_PATH = "m/44'/60'/1'/0";
+const DEV_DEPOSIT_XPUB = HDNodeWallet.fromPhrase(DEV_DEPOSIT_MNEMONIC, undefined, DEV_DEPOSIT_PATH).neuter()
+  .extendedKey;
 
 const REPO_ROOT = path.join(__dirname, '../..');
 const PORT_OFFSET = Number(process.env.DEV_PORT_OFFSET ?? 0);
@@ -132,7 +143,9 @@ async function main(): Promise<void> {
       CHAIN_ID: String(chain.chainId),
       USDC_ADDRESS: chain.usdcAddress,
       ESCROW_ADDRESS: chain.wallets.escrow.address,
-      // Checkout sessions are paid to their own deposit wallet (anvil account #7), never to the agent escrow.
+      // Each checkout session is paid to its own deposit address (a child of this xpub), never to the agent
+      // escrow; the old shared deposit wallet (anvil account #7) only matches sessions from before.
+      CHECKOUT_DEPOSIT_XPUB: DEV_DEPOSIT_XPUB,
       CHECKOUT_ESCROW_ADDRESS: chain.wallets.checkoutEscrow.address,
       CONFIRMATIONS: '1',
       OPERATOR_TOKEN: DEV_OPERATOR_TOKEN,
@@ -152,10 +165,12 @@ async function main(): Promise<void> {
         env.NATS_USER = name;
         env.NATS_PASSWORD = infra.natsPasswords[name as keyof NatsPasswords];
       }
-      // Only settlement holds the escrow wallet's key, the checkout deposit wallet's (swept into escrow; anvil's
-      // accounts hold ETH for its gas) and the x402 relayer's (gas only, anvil account #6).
+      // Only settlement holds the escrow wallet's key, the session deposit addresses' (swept into escrow
+      // through the relayer), the old checkout deposit wallet's and the x402 relayer's (gas only, account #6).
       if (name === 'settlement') {
         env.ESCROW_PRIVATE_KEY = chain.wallets.escrow.privateKey;
+        env.CHECKOUT_DEPOSIT_MNEMONIC = DEV_DEPOSIT_MNEMONIC;
+        env.CHECKOUT_DEPOSIT_PATH = DEV_DEPOSIT_PATH;
         env.CHECKOUT_ESCROW_PRIVATE_KEY = chain.wallets.checkoutEscrow.privateKey;
         env.RELAYER_PRIVATE_KEY = chain.wallets.relayer.privateKey;
         // Where the operator's platform payout sends the platform's revenue (anvil account #4).

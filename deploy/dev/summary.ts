@@ -88,7 +88,8 @@ ${bold('Test wallets')} (anvil's public dev keys — never use them elsewhere)
   buyer     ${w.buyer.address}  key ${w.buyer.privateKey}  (1,000 USDC)
   seller    ${w.seller.address}  key ${w.seller.privateKey}
   escrow    ${w.escrow.address}  (agent payments: the 402 payTo)
-  checkout  ${w.checkoutEscrow.address}  (checkout deposit wallet: sessions are paid here; settlement sweeps it into escrow)
+  checkout  each session has its own deposit address (m/44'/60'/1'/0/<index> of the mnemonic); settlement sweeps them into escrow
+            ${w.checkoutEscrow.address}  (the old shared checkout deposit wallet, for sessions from before)
   treasury  ${w.platform.address}  (the platform's 5%: POST /api/v1/operator/settlements/platform-payouts sends it here)
   deployer  ${w.deployer.address}  key ${w.deployer.privateKey}  (owns the test USDC: the only key that mints it)
   mint test USDC to any address:

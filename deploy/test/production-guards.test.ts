@@ -23,6 +23,8 @@ const ZERO = '0x0000000000000000000000000000000000000000';
 const ESCROW = Wallet.createRandom();
 const RELAYER = Wallet.createRandom();
 const CHECKOUT_ESCROW = Wallet.createRandom();
+/** The session deposit addresses' key: settlement holds the private node, checkout only its public half. */
+const DEPOSIT_NODE = HDNodeWallet.createRandom(undefined, "m/44'/60'/1'/0");
 
 /** The ten accounts anvil and Hardhat derive from their public mnemonic: everyone holds these keys. */
 const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
@@ -47,6 +49,8 @@ const PRODUCTION: NodeJS.ProcessEnv = {
   MAX_TRANSFER_USDC: '5000',
   CHECKOUT_ESCROW_ADDRESS: CHECKOUT_ESCROW.address,
   CHECKOUT_ESCROW_PRIVATE_KEY: CHECKOUT_ESCROW.privateKey,
+  CHECKOUT_DEPOSIT_XPUB: DEPOSIT_NODE.neuter().extendedKey,
+  CHECKOUT_DEPOSIT_XPRV: DEPOSIT_NODE.extendedKey,
 };
 
 const LOADERS: Record<string, (env: NodeJS.ProcessEnv) => unknown> = {
@@ -90,10 +94,17 @@ describe('production guards', () => {
     );
   });
 
-  it('checkout refuses a missing, zero or shared CHECKOUT_ESCROW_ADDRESS; settlement a missing deposit key', () => {
-    expect(refusal('checkout', without('CHECKOUT_ESCROW_ADDRESS'))).toContain(
-      'invalid production configuration of checkout: CHECKOUT_ESCROW_ADDRESS: must be set in production',
+  it('checkout refuses a missing or public-test deposit xpub, a zero or shared CHECKOUT_ESCROW_ADDRESS; settlement a missing or public deposit key', () => {
+    expect(refusal('checkout', without('CHECKOUT_DEPOSIT_XPUB'))).toContain(
+      'invalid production configuration of checkout: CHECKOUT_DEPOSIT_XPUB: must be set in production',
     );
+    const publicNode = HDNodeWallet.fromPhrase(ANVIL_MNEMONIC, undefined, "m/44'/60'/1'/0");
+    expect(
+      refusal('checkout', { ...PRODUCTION, CHECKOUT_DEPOSIT_XPUB: publicNode.neuter().extendedKey }),
+    ).toContain('CHECKOUT_DEPOSIT_XPUB: is derived from the public test mnemonic');
+    // The old shared deposit wallet is only for sessions from before deposit addresses: optional, but never
+    // zero nor the agent escrow.
+    expect(refusal('checkout', without('CHECKOUT_ESCROW_ADDRESS'))).toBe('accepted');
     expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ZERO })).toContain(
       'CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production',
     );
@@ -106,6 +117,20 @@ describe('production guards', () => {
     expect(
       refusal('settlement', { ...PRODUCTION, CHECKOUT_ESCROW_PRIVATE_KEY: ESCROW.privateKey }),
     ).toContain('CHECKOUT_ESCROW_PRIVATE_KEY: must not be the escrow key');
+    expect(refusal('settlement', without('CHECKOUT_DEPOSIT_XPRV'))).toContain(
+      'CHECKOUT_DEPOSIT_MNEMONIC or CHECKOUT_DEPOSIT_XPRV: must be set in production',
+    );
+    const { CHECKOUT_DEPOSIT_XPRV: _xprv, ...withoutXprv } = PRODUCTION;
+    expect(refusal('settlement', { ...withoutXprv, CHECKOUT_DEPOSIT_MNEMONIC: ANVIL_MNEMONIC })).toContain(
+      'is the public test mnemonic',
+    );
+    expect(refusal('settlement', { ...PRODUCTION, CHECKOUT_DEPOSIT_XPRV: publicNode.extendedKey })).toContain(
+      'is the public test mnemonic',
+    );
+    // Without the relayer nothing would move the deposits into escrow.
+    expect(refusal('settlement', without('RELAYER_PRIVATE_KEY'))).toContain(
+      'RELAYER_PRIVATE_KEY: must be set in production',
+    );
   });
 
   it('settlement refuses an ESCROW_ADDRESS of zero (its own defaults to its key)', () => {

@@ -20,7 +20,7 @@ export interface CheckoutSession {
   status: CheckoutSessionStatus;
   exactAmount: string;
   paidAmount: string | null;
-  /** The checkout deposit wallet to pay (never the agent escrow of 402 payments): show and pay exactly this. */
+  /** The session's own deposit address (never the agent escrow of 402 payments): show and pay exactly this. */
   walletAddress: string;
   network: 'base' | 'base-sepolia' | 'local';
   chainId: number;
@@ -55,7 +55,7 @@ export interface PaymentResult {
   exactAmount: string;
   /** The paying wallet. */
   payer: string;
-  /** The checkout deposit wallet that received the payment (the session's walletAddress). */
+  /** The session's own deposit address that received the payment (the session's walletAddress). */
   walletAddress: string;
   network: CheckoutSession['network'];
   chainId: number;

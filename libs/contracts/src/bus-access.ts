@@ -18,7 +18,7 @@ export const CONSUMERS = {
     'checkout-transfer-claims': 'transfer.claimed',
     'checkout-reorgs': 'transfer.reorged',
   },
-  'chain-indexer': {},
+  'chain-indexer': { 'indexer-deposit-addresses': 'deposit.address_assigned' },
   'escrow-ledger': {
     'ledger-payment-confirmed': 'payment.confirmed',
     'ledger-transfer-observed': 'transfer.observed',
@@ -31,6 +31,8 @@ export const CONSUMERS = {
   settlement: {
     'settlement-refund-initiated': 'refund.initiated',
     'settlement-seller-projection': 'seller.updated',
+    'settlement-deposit-addresses': 'deposit.address_assigned',
+    'settlement-deposit-transfers': 'transfer.observed',
   },
   notifier: {
     notifier_seller_updated: 'seller.updated',

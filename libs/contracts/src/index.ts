@@ -10,6 +10,7 @@ export { CheckoutSessionSnapshot } from './events/checkout';
 export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export {
   API_KEY_PATTERN,
+  DepositHoldingsReply,
   PUBLISHABLE_KEY_PATTERN,
   RelayerStatusReply,
   RelayerSubmitReply,

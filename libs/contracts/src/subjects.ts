@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TransferObserved, TransferReorged } from './events/chain-indexer';
-import { CheckoutSessionSnapshot, TransferRefundRequested } from './events/checkout';
+import { CheckoutSessionSnapshot, DepositAddressAssigned, TransferRefundRequested } from './events/checkout';
 import { TransferClaimed } from './events/claims';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
 import { PaymentConfirmed, PaymentReversed } from './events/payments';
@@ -30,7 +30,7 @@ export const SUBJECTS = {
     version: 1,
     schema: TransferObserved,
     description:
-      'A USDC transfer into the escrow wallet or the checkout deposit wallet (`to` names it) reached the required confirmations.',
+      'A USDC transfer into the escrow wallet, the checkout deposit wallet or a session deposit address (`to` names it) reached the required confirmations.',
   },
   'transfer.reorged': {
     owners: ['chain-indexer'],
@@ -119,6 +119,13 @@ export const SUBJECTS = {
     schema: CheckoutSessionSnapshot,
     description:
       'An operator sent the transfer of an underpaid session back to its payer (status refunded; no payment was made).',
+  },
+  'deposit.address_assigned': {
+    owners: ['checkout'],
+    version: 1,
+    schema: DepositAddressAssigned,
+    description:
+      "A checkout session got its own deposit address (an HD child of checkout's xpub); the indexer watches it, settlement sweeps it.",
   },
   'refund.requested': {
     owners: ['escrow-ledger'],

@@ -1,7 +1,9 @@
 import type { Migration } from 'kysely';
 import * as init from './2026-11-22-0100-init';
+import * as depositAddresses from './2026-11-25-1600-deposit-addresses';
 
 /** Frozen, date-prefixed migrations of the indexer schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
+  '2026-11-25-1600-deposit-addresses': depositAddresses,
 };

@@ -29,8 +29,16 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
    * sweep) are not money arriving and are not reported.
    */
   checkoutEscrowAddress: string | null;
-  /** Every wallet whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
+  /** The fixed wallets whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
   watchedAddresses: string[];
+  /** Session deposit addresses watched at once at most (those whose watch ends last). */
+  maxWatchedDepositAddresses: number;
+  /** Recipients per eth_getLogs call (its topic list); more addresses make more calls over the same range. */
+  addressesPerLogQuery: number;
+  /** A newly heard-of deposit address is first searched this many blocks back (it may already have been paid). */
+  depositBackfillBlocks: number;
+  /** ...and, when the indexer heard of it late (a backlog after a restart), back to its assignment time, at most this far. */
+  depositBackfillMaxBlocks: number;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerConfig {
@@ -44,6 +52,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     START_BLOCK: number;
     LEADER_RETRY_MS: number;
     CHECKOUT_ESCROW_ADDRESS: string;
+    MAX_WATCHED_DEPOSIT_ADDRESSES: number;
+    ADDRESSES_PER_LOG_QUERY: number;
+    DEPOSIT_BACKFILL_BLOCKS: number;
+    DEPOSIT_BACKFILL_MAX_BLOCKS: number;
   }>(env, {
     POLL_INTERVAL_MS: num({ default: 50 }),
     MAX_RANGE_BLOCKS: num({ default: 2000 }),
@@ -52,7 +64,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     START_BLOCK: num({ default: 0 }),
     LEADER_RETRY_MS: num({ default: 1000 }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
+    MAX_WATCHED_DEPOSIT_ADDRESSES: num({ default: 200_000 }),
+    ADDRESSES_PER_LOG_QUERY: num({ default: 1000 }),
+    // 1 h of Base blocks: far more than an assignment takes to reach the indexer.
+    DEPOSIT_BACKFILL_BLOCKS: num({ default: 1800 }),
+    // 7 days of Base blocks.
+    DEPOSIT_BACKFILL_MAX_BLOCKS: num({ default: 302_400 }),
   });
+  for (const [name, value, min] of [
+    ['MAX_WATCHED_DEPOSIT_ADDRESSES', parsed.MAX_WATCHED_DEPOSIT_ADDRESSES, 1],
+    ['ADDRESSES_PER_LOG_QUERY', parsed.ADDRESSES_PER_LOG_QUERY, 1],
+    ['DEPOSIT_BACKFILL_BLOCKS', parsed.DEPOSIT_BACKFILL_BLOCKS, 1],
+    ['DEPOSIT_BACKFILL_MAX_BLOCKS', parsed.DEPOSIT_BACKFILL_MAX_BLOCKS, 1],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < min) {
+      throw new ConfigError(`invalid configuration: ${name} must be an integer of at least ${min}`);
+    }
+  }
   let checkoutEscrowAddress: string | null = null;
   if (parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
     try {
@@ -86,5 +114,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     leaderRetryMs: parsed.LEADER_RETRY_MS,
     checkoutEscrowAddress,
     watchedAddresses,
+    maxWatchedDepositAddresses: parsed.MAX_WATCHED_DEPOSIT_ADDRESSES,
+    addressesPerLogQuery: parsed.ADDRESSES_PER_LOG_QUERY,
+    depositBackfillBlocks: Math.max(parsed.DEPOSIT_BACKFILL_BLOCKS, parsed.REORG_WINDOW_BLOCKS),
+    depositBackfillMaxBlocks: Math.max(parsed.DEPOSIT_BACKFILL_MAX_BLOCKS, parsed.DEPOSIT_BACKFILL_BLOCKS),
   };
 }

@@ -3,6 +3,7 @@ import { Gauge, type RunningService, startService } from '@paygate/runtime';
 import type { Kysely } from 'kysely';
 import { migrations } from '../migrations';
 import type { ChainIndexerConfig } from './config';
+import { depositAddressConsumer } from './indexer/deposit-addresses';
 import { AdvisoryLeadership } from './indexer/leader';
 import { IndexerLoop } from './indexer/loop';
 import { TransferScanner } from './indexer/scanner';
@@ -17,6 +18,7 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
     name: 'chain-indexer',
     config,
     migrations,
+    consumers: () => [depositAddressConsumer(config) as never],
     readinessChecks: () => [
       {
         name: 'chain',

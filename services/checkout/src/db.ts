@@ -59,6 +59,9 @@ export interface SessionsTable {
   payer: string | null;
   paid_at: Date | null;
   updated_at: Date;
+  /** The session's own deposit address (HD child `derivation_index` of the deposit xpub); null: an older session paid at the shared wallet. */
+  deposit_address: string | null;
+  derivation_index: bigint | null;
 }
 
 export interface IdempotencyKeysTable {

@@ -59,7 +59,7 @@ export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 const checkoutDocument = {
   title: 'Paygate checkout',
   description:
-    'Checkout sessions with unique exact amounts (price + a random micro-USDC suffix) paid to the checkout deposit wallet (never the agent escrow), the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+    'Checkout sessions, each paid to its own deposit address (an HD child of the checkout deposit xpub; never the agent escrow) at exactly its price, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
   securitySchemes: {
     publishableKey: securitySchemes.publishableKey,
     secretKey: securitySchemes.apiKey,
@@ -133,12 +133,6 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       ];
     },
     background(ctx) {
-      if (config.checkoutEscrowAddress === config.escrowAddress) {
-        ctx.logger.warn(
-          { walletAddress: config.escrowAddress },
-          'CHECKOUT_ESCROW_ADDRESS is not set: sessions are paid to the agent escrow, so an agent payment whose amount equals a session exact amount would pay that session; set a distinct checkout deposit wallet',
-        );
-      }
       const limiter = limits ?? new SessionLimits(ctx.db, config);
       return [
         new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs),

@@ -95,7 +95,7 @@ describe('checkout widget in a real browser', () => {
       amountMicro: 1_000_000_000n,
       roles: ['buyer'],
     });
-    // Sessions are paid to the checkout deposit wallet, not the agent escrow: the widget shows and pays it.
+    // Each session is paid to its own deposit address, not the agent escrow: the widget shows and pays it.
     const chainEnv = {
       USDC_ADDRESS: usdcAddress,
       ESCROW_ADDRESS: testWallets.escrow.address,
@@ -188,7 +188,7 @@ describe('checkout widget in a real browser', () => {
     return tx.hash as string;
   }
 
-  async function expectPaidOnce(page: Page, txHash: string, amount: string, name: string) {
+  async function expectPaidOnce(page: Page, txHash: string, amount: string, address: string, name: string) {
     const dialog = page.getByRole('dialog');
     await dialog.locator('[data-paygate="final"]').getByText('Payment received').waitFor({ timeout: 20_000 });
     // Positive signals before counting: the widget stopped listening (no further status can reach it), no
@@ -217,7 +217,7 @@ describe('checkout widget in a real browser', () => {
       amount,
       exactAmount: amount,
       payer: testWallets.buyer.address,
-      walletAddress: testWallets.checkoutEscrow.address,
+      walletAddress: address,
       chainId: 31337,
     });
     // transactionId is the ledger's own id of this payment: what the public lookup (the buyer's route to a
@@ -277,12 +277,13 @@ describe('checkout widget in a real browser', () => {
     const page = await browser.newPage({ viewport: { width: 375, height: 740 } }); // phone width
     try {
       const { dialog, amount, address, uri } = await openDialog(page, 'websocket');
-      expect(address).toBe(testWallets.checkoutEscrow.address);
-      expect(parseUsdc(amount)).toBeGreaterThan(2_500_000n);
-      // A suffix below 1% of the price (AMOUNT_SUFFIX_PERCENT): 2.500001 .. 2.524999.
-      expect(parseUsdc(amount)).toBeLessThan(2_525_000n);
+      // The session's own deposit address (neither the agent escrow nor the old shared wallet), at exactly the price.
+      expect(address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+      expect(address).not.toBe(testWallets.checkoutEscrow.address);
+      expect(address).not.toBe(testWallets.escrow.address);
+      expect(parseUsdc(amount)).toBe(2_500_000n);
       expect(uri).toBe(
-        `ethereum:${usdcAddress}@31337/transfer?address=${testWallets.checkoutEscrow.address}&uint256=${parseUsdc(amount)}`,
+        `ethereum:${usdcAddress}@31337/transfer?address=${address}&uint256=${parseUsdc(amount)}`,
       );
       expect(await dialog.getAttribute('aria-modal')).toBe('true');
       expect(await dialog.locator('[role="timer"]').textContent()).toMatch(/^1[45]:\d\d$/);
@@ -294,7 +295,7 @@ describe('checkout widget in a real browser', () => {
       const width = await dialog.evaluate((node) => node.getBoundingClientRect().width);
       expect(width).toBeLessThanOrEqual(375);
       const txHash = await payFromWallet(address, amount);
-      const { transactionId } = await expectPaidOnce(page, txHash, amount, 'websocket');
+      const { transactionId } = await expectPaidOnce(page, txHash, amount, address, 'websocket');
       expect(await page.evaluate(() => (window as any).paygateCheckout.liveMode)).not.toBe('polling');
 
       // The buyer asks for a refund from the page with the widget's requestRefund, naming the PaymentResult's
@@ -346,7 +347,7 @@ describe('checkout widget in a real browser', () => {
         async () => (await page.evaluate(() => (window as any).paygateCheckout.liveMode)) === 'polling',
       );
       const txHash = await payFromWallet(address, amount);
-      await expectPaidOnce(page, txHash, amount, 'polling');
+      await expectPaidOnce(page, txHash, amount, address, 'polling');
       expect(polls.length).toBeGreaterThan(0);
     } finally {
       await page.close();

@@ -18,10 +18,10 @@ import { type Kysely, sql } from 'kysely';
  * Security issue, point 2: a checkout session captured an agent's payment. Another seller opened a session
  * (`sk_`, amount 4.2) whose exact amount equalled a skill's public price; the agent paid that skill, checkout
  * matched the transfer to the stranger's session by amount (paid, then paid out) and the agent got
- * `402 payment_already_used`. Now sessions are paid to the checkout deposit wallet, distinct from the agent
- * escrow: checkout matches only transfers to it, the gateway only transfers to the escrow. Real anvil +
- * TestUSDC, gateway-proxy, chain-indexer, checkout, escrow-ledger and settlement (which sweeps the deposit
- * wallet into escrow) on real Postgres and JetStream.
+ * `402 payment_already_used`. Now every session is paid to a deposit address of its own, never the agent
+ * escrow: checkout matches a transfer to the session whose address it was sent to, the gateway only transfers to
+ * the escrow. Real anvil + TestUSDC, gateway-proxy, chain-indexer, checkout, escrow-ledger and settlement (which
+ * sweeps the session addresses into escrow through its relayer) on real Postgres and JetStream.
  */
 
 const OPERATOR_TOKEN = 'capture-e2e-operator-token-0123456789';
@@ -74,7 +74,8 @@ describe('a checkout session can no longer capture an agent payment of the same 
     });
     return { status: res.status, body: (await res.json()) as any };
   };
-  const expectReconciled = async () => {
+  /** Balanced, with the chain side = both wallets + `atDepositAddresses` (money not swept from session addresses). */
+  const expectReconciled = async (atDepositAddresses = 0n) => {
     const report = await waitFor(
       async () => {
         const r = await ledgerCall('/api/v1/reconciliation', { key: OPERATOR_TOKEN });
@@ -84,7 +85,9 @@ describe('a checkout session can no longer capture an agent payment of the same 
     ).catch(() => ledgerCall('/api/v1/reconciliation', { key: OPERATOR_TOKEN }));
     expect(report.body).toMatchObject({ balanced: true, difference: '0', differences: [] });
     expect(report.body.wallets).toEqual([ESCROW, DEPOSIT]);
-    expect(parseUsdc(report.body.chainBalance)).toBe((await balanceOf(ESCROW)) + (await balanceOf(DEPOSIT)));
+    expect(parseUsdc(report.body.chainBalance)).toBe(
+      (await balanceOf(ESCROW)) + (await balanceOf(DEPOSIT)) + atDepositAddresses,
+    );
   };
   const present = async (txHash: string, amountMicro: bigint, to = ESCROW) => {
     const header = await h.header({
@@ -163,7 +166,7 @@ describe('a checkout session can no longer capture an agent payment of the same 
     // The attack of the issue: a stranger's session (sk_, amount 4.2) with an exact amount that a skill's
     // public price equals.
     const stranger = await createStrangerSession('4.2');
-    expect(stranger.walletAddress).toBe(DEPOSIT);
+    expect(stranger.walletAddress).not.toBe(DEPOSIT);
     expect(stranger.walletAddress).not.toBe(ESCROW);
     const priceMicro = parseUsdc(stranger.exactAmount);
     const skill = skillSnapshot({ name: 'capture', apiBaseUrl: `${upstream.url}/seller` });
@@ -203,13 +206,13 @@ describe('a checkout session can no longer capture an agent payment of the same 
     expect(await ledgerTransactions(txHash)).toHaveLength(1);
   });
 
-  test('a buyer paying the session at its deposit wallet pays it; the gateway refuses that transfer; the money is swept, reconciled and refundable', async () => {
+  test('a buyer paying the session at its own address pays it; the gateway refuses that transfer; the money is swept, reconciled and refundable', async () => {
     const order = await createStrangerSession('3.5');
     const amountMicro = parseUsdc(order.exactAmount);
     const escrowBefore = await balanceOf(ESCROW);
     const txHash = (await h.transfer('stranger', amountMicro, { to: order.walletAddress })).toLowerCase();
     await waitFor(async () => (await session(order.sessionId)).status === 'paid', {
-      message: 'session paid by the transfer to its deposit wallet',
+      message: 'session paid by the transfer to its own address',
       timeoutMs: 15_000,
     });
     const booked = await waitFor(async () => (await ledgerTransactions(txHash))[0], {
@@ -218,20 +221,32 @@ describe('a checkout session can no longer capture an agent payment of the same 
     });
     expect(booked).toMatchObject({ source: 'checkout', session_id: order.sessionId, seller_id: STRANGER_ID });
 
-    // A proof of a transfer to the deposit wallet is no agent payment: the gateway accepts only the escrow.
-    const proof = await present(txHash, amountMicro, DEPOSIT);
+    // A proof of a transfer to a session's address is no agent payment: the gateway accepts only the escrow.
+    const proof = await present(txHash, amountMicro, order.walletAddress);
     expect({ status: proof.status, reason: proof.body.reason }).toEqual({
       status: 402,
       reason: 'wrong_recipient',
     });
 
-    // Settlement sweeps the deposit wallet into escrow; the move is not new money for the ledger.
-    await waitFor(async () => (await balanceOf(DEPOSIT)) === 0n, {
-      message: 'deposit wallet swept',
-      timeoutMs: 15_000,
+    // Settlement sweeps the session's address into escrow (its relayer pays the gas); the move is not new money
+    // for the ledger (the indexer does not report it).
+    await waitFor(async () => (await balanceOf(order.walletAddress)) === 0n, {
+      message: 'session address swept',
+      timeoutMs: 20_000,
     });
     expect(await balanceOf(ESCROW)).toBe(escrowBefore + amountMicro);
     await expectReconciled();
+
+    // Money still at a session address (dust below the sweep threshold stays there) is on the books and counted
+    // on chain where it sits: reconciliation balances with it.
+    const small = await createStrangerSession('0.005');
+    await h.transfer('stranger', parseUsdc(small.exactAmount), { to: small.walletAddress });
+    await waitFor(async () => (await session(small.sessionId)).status === 'paid', {
+      message: 'small session paid',
+      timeoutMs: 15_000,
+    });
+    expect(await balanceOf(small.walletAddress)).toBe(5_000n);
+    await expectReconciled(5_000n);
 
     // Payable from escrow: the seller refunds part of it and the buyer gets it on chain.
     const buyerBefore = await balanceOf(testWallets.stranger.address);
@@ -244,6 +259,6 @@ describe('a checkout session can no longer capture an agent payment of the same 
       message: 'refund sent from escrow',
       timeoutMs: 20_000,
     });
-    await expectReconciled();
+    await expectReconciled(5_000n);
   });
 });

@@ -20,8 +20,8 @@ describe('session creation fast path', () => {
     expect(created.headers['x-request-id']).toBe('req-fast-1');
     expect(created.headers['access-control-allow-origin']).toBe('*');
     expect(created.headers['content-type']).toBe('application/json; charset=utf-8');
-    // A suffix below 1% of the price (AMOUNT_SUFFIX_PERCENT): 4.000001 .. 4.039999.
-    expect(created.body.exactAmount).toMatch(/^4\.0[0-3]\d{4}$/);
+    // Exactly the price, at the session's own deposit address.
+    expect(created.body.exactAmount).toBe('4.000000');
 
     const broken = await post().set('content-type', 'application/json').send('{"skill":');
     expect(broken.status).toBe(400);
@@ -113,7 +113,7 @@ describe('session creation fast path', () => {
         headers: { ...answer.headers, 'x-request-id': generatedId(answer.headers['x-request-id']) },
         body: error
           ? { error: { ...error, requestId: generatedId(error.requestId) } }
-          : { ...body, sessionId: '<new>', exactAmount: '<new>' },
+          : { ...body, sessionId: '<new>', walletAddress: '<new>' },
       };
     };
     const auth = { authorization: `Bearer ${h.publishableKey}` };

@@ -27,7 +27,7 @@ describe('checkout matching of observed transfers', () => {
 
   it('pays the session whose exact amount arrives, publishing payment.confirmed exactly once', async () => {
     const s = await newSession();
-    const transfer = transferEvent(s.exactAmount);
+    const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
     await h.publish('transfer.observed', transfer);
     await h.publish('transfer.observed', transfer); // the indexer re-publishes (new event id)
     await waitStatus(s.sessionId, 'paid');
@@ -62,62 +62,59 @@ describe('checkout matching of observed transfers', () => {
     const s = await newSession({ amount: '3', description: 'late' });
     h.clock.advanceSeconds(901);
     await waitStatus(s.sessionId, 'expired');
-    await h.publish('transfer.observed', transferEvent(s.exactAmount));
+    await h.publish('transfer.observed', transferEvent(s.exactAmount, { to: s.walletAddress }));
     await waitStatus(s.sessionId, 'paid_late');
   });
 
-  it('keeps transfers that match nothing, and lets an operator attach them (underpaid, overpaid) or mark a refund', async () => {
+  it("decides under- and overpayment at a session's own address; keeps what reaches no session for an operator", async () => {
     const under = await newSession({ amount: '4', description: 'under' });
     const over = await newSession({ amount: '6', description: 'over' });
-    const stray = transferEvent('4.000000'); // the price without the suffix
-    const big = transferEvent('6.5');
+    const third = await newSession({ amount: '4', description: 'third' });
+    const underpaid = new EventRecorder(h.bus, 'checkout.session_underpaid');
+    const short = transferEvent('3.5', { to: under.walletAddress });
+    const long = transferEvent('6.5', { to: over.walletAddress });
+    // The price sent to the shared wallet instead of a session's address, and an unknown amount there.
+    const stray = transferEvent('4.000000');
     const junk = transferEvent('0.123456');
-    for (const t of [stray, big, junk]) await h.publish('transfer.observed', t);
+    for (const t of [short, long, stray, junk]) await h.publish('transfer.observed', t);
+    // The address names the session, so its amount decides the outcome at once: less is underpaid (no payment,
+    // the operator returns it), more is a payment of what was received (the seller may refund the excess).
+    await waitStatus(under.sessionId, 'underpaid');
+    expect(await session(under.sessionId)).toMatchObject({
+      paidAmount: '3.500000',
+      txHash: short.txHash.toLowerCase(),
+    });
+    await underpaid.waitForCount(1);
+    underpaid.stop();
+    await waitStatus(over.sessionId, 'overpaid');
+    expect((await session(over.sessionId)).paidAmount).toBe('6.500000');
+
     const list = async () =>
       (await request(h.url).get('/api/v1/operator/transfers').set('Authorization', OPERATOR)).body
         .transfers as any[];
-    await waitFor(async () => (await list()).length >= 3);
-    expect((await request(h.url).get('/api/v1/operator/transfers')).status).toBe(401);
     const byTx = async (tx: string) => (await list()).find((t) => t.txHash === tx.toLowerCase());
+    await waitFor(async () => (await byTx(stray.txHash)) && (await byTx(junk.txHash)));
+    expect((await request(h.url).get('/api/v1/operator/transfers')).status).toBe(401);
     const strayView = await byTx(stray.txHash);
+    // Never applied by its amount (4 is the price of two open sessions): only an operator can attach it.
     expect(strayView).toMatchObject({
       status: 'unmatched',
-      reason: 'no_session_with_this_amount',
+      reason: 'paid_to_agent_escrow',
       amount: '4.000000',
     });
-    // One shared escrow address: a non-exact amount is never applied to a session on its own.
-    const stillOpen = await request(h.url).get(`/api/v1/checkout/sessions/${under.sessionId}`);
-    expect(stillOpen.body).toMatchObject({ status: 'open', paidAmount: null, txHash: null });
-    const overOpen = await request(h.url).get(`/api/v1/checkout/sessions/${over.sessionId}`);
-    expect(overOpen.body).toMatchObject({ status: 'open', paidAmount: null });
-    const payments = await h.running.ctx.db
-      .selectFrom('payments')
-      .select('payment_id')
-      .where('session_id', 'in', [under.sessionId, over.sessionId])
-      .execute();
-    expect(payments).toHaveLength(0);
+    expect((await session(third.sessionId)).status).toBe('open');
 
-    const underpaid = new EventRecorder(h.bus, 'checkout.session_underpaid');
     const attach = await request(h.url)
       .post(`/api/v1/operator/transfers/${strayView.transferId}/attach`)
       .set('Authorization', OPERATOR)
-      .send({ sessionId: under.sessionId, note: 'buyer forgot the suffix' });
+      .send({ sessionId: third.sessionId, note: 'buyer paid the wrong address, ticket #1182' });
     expect(attach.status).toBe(200);
-    expect(attach.body.session).toMatchObject({ status: 'underpaid', paidAmount: '4.000000' });
-    await underpaid.waitForCount(1);
-    underpaid.stop();
-
-    const bigView = await byTx(big.txHash);
-    const overpaid = await request(h.url)
-      .post(`/api/v1/operator/transfers/${bigView.transferId}/attach`)
-      .set('Authorization', OPERATOR)
-      .send({ sessionId: over.sessionId });
-    expect(overpaid.body.session).toMatchObject({ status: 'overpaid', paidAmount: '6.500000' });
+    expect(attach.body.session).toMatchObject({ status: 'paid', paidAmount: '4.000000' });
     // An attached transfer cannot be attached again, and a paid session takes no second transfer.
     const again = await request(h.url)
-      .post(`/api/v1/operator/transfers/${bigView.transferId}/attach`)
+      .post(`/api/v1/operator/transfers/${strayView.transferId}/attach`)
       .set('Authorization', OPERATOR)
-      .send({ sessionId: over.sessionId });
+      .send({ sessionId: third.sessionId });
     expect(again.status).toBe(409);
 
     const junkView = await byTx(junk.txHash);
@@ -134,34 +131,33 @@ describe('checkout matching of observed transfers', () => {
       ),
     );
     const confirmed = await countStreamMessages(h.bus, 'payment.confirmed');
+    expect(confirmed.find((e) => (e.data as any).sessionId === over.sessionId)!.data).toMatchObject({
+      amount: '6.500000',
+    });
     expect(confirmed.some((e) => (e.data as any).sessionId === under.sessionId)).toBe(false);
   });
 
   it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
     const under = await newSession({ amount: '7', description: 'short' });
     const over = await newSession({ amount: '8', description: 'long' });
-    const short = transferEvent('7.000000');
-    const long = transferEvent('8.5');
+    const short = transferEvent('6.9', { to: under.walletAddress });
+    const long = transferEvent('8.5', { to: over.walletAddress });
     for (const t of [short, long]) await h.publish('transfer.observed', t);
     const list = async (status: string) =>
       (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
         .body.transfers as any[];
     const byTx = async (tx: string, status = 'unmatched') =>
       (await list(status)).find((t) => t.txHash === tx.toLowerCase());
-    const shortView = await waitFor(() => byTx(short.txHash));
-    const longView = await waitFor(() => byTx(long.txHash));
-    const attach = (transferId: string, sessionId: string) =>
-      request(h.url)
-        .post(`/api/v1/operator/transfers/${transferId}/attach`)
-        .set('Authorization', OPERATOR)
-        .send({ sessionId });
+    // Matched at the sessions' own addresses: underpaid and overpaid without an operator.
+    const shortView = await waitFor(() => byTx(short.txHash, 'matched'));
+    const longView = await waitFor(() => byTx(long.txHash, 'matched'));
     const refund = (transferId: string) =>
       request(h.url)
         .post(`/api/v1/operator/transfers/${transferId}/refund`)
         .set('Authorization', OPERATOR)
         .send({});
-    expect((await attach(shortView.transferId, under.sessionId)).body.session.status).toBe('underpaid');
-    expect((await attach(longView.transferId, over.sessionId)).body.session.status).toBe('overpaid');
+    await waitStatus(under.sessionId, 'underpaid');
+    await waitStatus(over.sessionId, 'overpaid');
 
     const refunded = new EventRecorder(h.bus, 'checkout.session_refunded');
     const requested = new EventRecorder(h.bus, 'transfer.refund_requested');
@@ -170,18 +166,18 @@ describe('checkout matching of observed transfers', () => {
     expect(first.body.transfer).toMatchObject({
       status: 'refund_requested',
       sessionId: under.sessionId,
-      amount: '7.000000',
+      amount: '6.900000',
     });
-    expect(first.body.session).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+    expect(first.body.session).toMatchObject({ status: 'refunded', paidAmount: '6.900000' });
     const second = await refund(shortView.transferId);
     expect(second.status).toBe(409);
     expect(second.body.error.code).toBe('transfer_not_unmatched');
     await refunded.waitForCount(1);
     await requested.waitForCount(1);
-    expect(requested.events[0]!.data).toMatchObject({ sessionId: under.sessionId, amount: '7.000000' });
+    expect(requested.events[0]!.data).toMatchObject({ sessionId: under.sessionId, amount: '6.900000' });
     refunded.stop();
     requested.stop();
-    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '6.900000' });
     // Its amount is free again: the refunded session matches nothing any more.
     const reserved = await h.running.ctx.db
       .selectFrom('sessions')
@@ -201,14 +197,14 @@ describe('checkout matching of observed transfers', () => {
     const { confirmations: _c, observedAt: _o, ...fields } = short;
     await h.publish('transfer.reorged', { ...fields, reorgedAt: new Date().toISOString() });
     await waitFor(() => byTx(short.txHash, 'reorged'), { message: 'returned transfer reorged' });
-    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '7.000000' });
+    expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '6.900000' });
   });
 
   it('a second payment of a paid amount, or one after the late window, is kept unmatched', async () => {
     const s = await newSession({ amount: '8', description: 'twice' });
-    await h.publish('transfer.observed', transferEvent(s.exactAmount));
+    await h.publish('transfer.observed', transferEvent(s.exactAmount, { to: s.walletAddress }));
     await waitStatus(s.sessionId, 'paid');
-    const second = transferEvent(s.exactAmount);
+    const second = transferEvent(s.exactAmount, { to: s.walletAddress });
     await h.publish('transfer.observed', second);
     const found = await waitFor(async () => {
       const rows = (await request(h.url).get('/api/v1/operator/transfers').set('Authorization', OPERATOR))
@@ -219,19 +215,25 @@ describe('checkout matching of observed transfers', () => {
 
     const gone = await newSession({ amount: '9', description: 'too late' });
     h.clock.advanceSeconds(900 + 86_400 + 5);
-    const late = transferEvent(gone.exactAmount);
+    const late = transferEvent(gone.exactAmount, { to: gone.walletAddress });
     await h.publish('transfer.observed', late);
     await waitFor(async () => {
       const rows = (await request(h.url).get('/api/v1/operator/transfers').set('Authorization', OPERATOR))
         .body.transfers as any[];
       return rows.find((t) => t.txHash === late.txHash.toLowerCase());
     });
+    expect(
+      (
+        (await request(h.url).get('/api/v1/operator/transfers').set('Authorization', OPERATOR)).body
+          .transfers as any[]
+      ).find((t) => t.txHash === late.txHash.toLowerCase()),
+    ).toMatchObject({ reason: 'late_window_passed', candidateSessionId: gone.sessionId });
     expect((await session(gone.sessionId)).status).toBe('expired');
   });
 
   it('a reorg that removes the paying transfer reopens the session and publishes the reversal', async () => {
     const s = await newSession({ amount: '11', description: 'reorg me' });
-    const transfer = transferEvent(s.exactAmount);
+    const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
     await h.publish('transfer.observed', transfer);
     await waitStatus(s.sessionId, 'paid');
     const reopened = new EventRecorder(h.bus, 'checkout.session_reopened');

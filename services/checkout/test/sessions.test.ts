@@ -3,21 +3,16 @@ import { parseUsdc } from '@paygate/money';
 import { EventRecorder, waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import request from 'supertest';
-import { loadConfig } from '../src';
+import { DEV_DEPOSIT_XPUB, loadConfig } from '../src/config';
+import { depositAddressAt, depositNode } from '../src/sessions/deposit-addresses';
 import { type CheckoutHarness, ESCROW, publishSkill, skillEvent, startHarness } from './helpers';
 
-const RANGE = 20; // small suffix range so exhaustion is quick to reach; prices differ per test
 const snapshotKeys = Object.keys(CheckoutSessionSnapshot.properties).sort();
 
 describe('checkout sessions', () => {
   let h: CheckoutHarness;
   beforeAll(async () => {
-    // A fixed range whatever the price, and no per-seller share: this suite fills a price's range on purpose.
-    h = await startHarness('cosess', {
-      AMOUNT_SUFFIX_RANGE_MICRO: String(RANGE),
-      AMOUNT_SUFFIX_PERCENT: '0',
-      MAX_AMOUNT_SHARE_PERCENT: '100',
-    });
+    h = await startHarness('cosess');
     await publishSkill(h, skillEvent(h, { name: 'one-price' }, ['5']));
     await publishSkill(h, skillEvent(h, { name: 'two-prices' }, ['1', '2']));
     await publishSkill(h, skillEvent(h, { name: 'not-active', status: 'SUSPENDED' }, ['3']));
@@ -36,15 +31,18 @@ describe('checkout sessions', () => {
       .send({ skill: 'one-price' });
     expect(res.status).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(snapshotKeys);
-    const exact = parseUsdc(res.body.exactAmount);
-    expect(exact).toBeGreaterThan(5_000_000n);
-    expect(exact).toBeLessThan(5_000_000n + BigInt(RANGE));
-    expect(res.body).toMatchObject({
-      status: 'open',
-      walletAddress: ESCROW,
-      skillId: 'sk_one-price',
-      chainId: 31337,
-    });
+    // The exact amount is the price: the session's own deposit address tells its payment apart.
+    expect(res.body.exactAmount).toBe('5.000000');
+    const row = await h.running.ctx.db
+      .selectFrom('sessions')
+      .select(['deposit_address', 'derivation_index'])
+      .where('session_id', '=', res.body.sessionId)
+      .executeTakeFirstOrThrow();
+    expect(res.body.walletAddress).not.toBe(ESCROW);
+    expect(res.body.walletAddress.toLowerCase()).toBe(
+      depositAddressAt(depositNode(DEV_DEPOSIT_XPUB), Number(row.derivation_index)),
+    );
+    expect(res.body).toMatchObject({ status: 'open', skillId: 'sk_one-price', chainId: 31337 });
     expect(Date.parse(res.body.expiresAt) - h.clock.now().getTime()).toBe(900_000);
     expect(Date.parse(res.body.lateUntil) - Date.parse(res.body.expiresAt)).toBe(86_400_000);
     const polled = await request(h.url).get(`/api/v1/checkout/sessions/${res.body.sessionId}`);
@@ -90,7 +88,7 @@ describe('checkout sessions', () => {
       .send({ amount: '12.5', description: 'Order #42' });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ description: 'Order #42', skillId: null, sellerId: h.sellerId });
-    expect(parseUsdc(res.body.exactAmount) - 12_500_000n).toBeGreaterThan(0n);
+    expect(res.body.exactAmount).toBe('12.500000');
     const bad = await request(h.url)
       .post('/api/v1/checkout/sessions')
       .set('Authorization', `Bearer ${h.secretKey}`)
@@ -102,17 +100,14 @@ describe('checkout sessions', () => {
       .set('Authorization', `Bearer ${h.secretKey}`)
       .send({ amount: '0', description: 'x' });
     expect(zero.body.error.field).toBe('amount');
-    // Price + suffix must stay a valid USDC amount (at most 10 billion), or no transfer could ever be matched
-    // to the session (every consumer refuses the larger amount).
+    // The amount must stay a valid USDC amount (at most 10 billion), or no transfer could ever be matched to
+    // the session (every consumer refuses the larger amount).
     const huge = await request(h.url)
       .post('/api/v1/checkout/sessions')
       .set('Authorization', `Bearer ${h.secretKey}`)
-      .send({ amount: '10000000000', description: 'x' });
+      .send({ amount: '10000000000.000001', description: 'x' });
     expect(huge.status).toBe(400);
-    expect(huge.body.error).toMatchObject({
-      field: 'amount',
-      rule: expect.stringMatching(/^must be at most /),
-    });
+    expect(huge.body.error).toMatchObject({ field: 'amount', rule: 'must be a USDC amount' });
     const unknown = await request(h.url)
       .post('/api/v1/checkout/sessions')
       .set('Authorization', 'Bearer sk_unknown_0123456789abcdef')
@@ -148,7 +143,7 @@ describe('checkout sessions', () => {
     expect(rows).toHaveLength(1);
   });
 
-  it('writes session, idempotency record and outbox event together, and replays a key when the range is full', async () => {
+  it('writes the session, its idempotency record and both events (session, deposit address) together', async () => {
     const post = (key: string) =>
       request(h.url)
         .post('/api/v1/checkout/sessions')
@@ -157,24 +152,36 @@ describe('checkout sessions', () => {
         .send({ skill: 'tiny-range' });
     const first = await post('click-1');
     expect(first.status).toBe(201);
-    const outbox = await sql<{ envelope: { data: { sessionId: string; exactAmount: string } } }>`
-      select envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}`.execute(
+    const outbox = await sql<{ subject: string; envelope: { data: Record<string, unknown> } }>`
+      select subject, envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}
+      order by subject`.execute(h.running.ctx.db);
+    expect(outbox.rows.map((r) => r.subject)).toEqual([
+      'checkout.session_created',
+      'deposit.address_assigned',
+    ]);
+    expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
+    const row = await h.running.ctx.db
+      .selectFrom('sessions')
+      .select(['derivation_index', 'late_until'])
+      .where('session_id', '=', first.body.sessionId)
+      .executeTakeFirstOrThrow();
+    expect(outbox.rows[1]!.envelope.data).toEqual({
+      sessionId: first.body.sessionId,
+      address: first.body.walletAddress,
+      derivationIndex: Number(row.derivation_index),
+      chainId: 31337,
+      assignedAt: first.body.createdAt,
+      // The indexer watches a grace period (7 days by default) past the late window.
+      watchUntil: new Date(row.late_until.getTime() + 7 * 86_400_000).toISOString(),
+    });
+    const again = await post('click-1');
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    const events = await sql<{ n: string }>`
+      select count(*)::text as n from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}`.execute(
       h.running.ctx.db,
     );
-    expect(outbox.rows).toHaveLength(1);
-    expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
-    // Take every other amount of this price, then the same click again: still its session, not a 503.
-    for (let i = 0; i < RANGE; i++) {
-      const res = await post(`fill-${i}`);
-      if (res.status === 503) break;
-      expect(res.status).toBe(201);
-    }
-    expect((await post('click-1')).body.sessionId).toBe(first.body.sessionId);
-    expect((await post('click-new')).status).toBe(503);
-    const failed = await sql<{ n: string }>`
-      select count(*)::text as n from outbox where envelope->>'type' = 'checkout.session_created'
-        and envelope->'data'->>'skillId' = 'sk_tiny-range'`.execute(h.running.ctx.db);
-    expect(Number(failed.rows[0]!.n)).toBe(RANGE - 1);
+    expect(Number(events.rows[0]!.n)).toBe(2);
   });
 
   it('prices from the projection at once after this replica consumes a newer skill.updated', async () => {
@@ -190,42 +197,29 @@ describe('checkout sessions', () => {
     expect((await create()).status).toBe(409);
   });
 
-  it('gives every concurrent session a distinct amount and a clear error when the range is exhausted', async () => {
-    const capacity = RANGE - 1;
+  it('gives every concurrent session of one price its own deposit address, at exactly the price', async () => {
+    const count = 60;
     const results = await Promise.all(
-      Array.from({ length: capacity }, () =>
+      Array.from({ length: count }, () =>
         request(h.url)
           .post('/api/v1/checkout/sessions')
           .set('Authorization', pk())
           .send({ skill: 'full-range' }),
       ),
     );
-    expect(results.map((r) => r.status)).toEqual(Array(capacity).fill(201));
-    const amounts = new Set(results.map((r) => r.body.exactAmount));
-    expect(amounts.size).toBe(capacity);
-    const exhausted = await request(h.url)
-      .post('/api/v1/checkout/sessions')
-      .set('Authorization', pk())
-      .send({ skill: 'full-range' });
-    expect(exhausted.status).toBe(503);
-    expect(exhausted.body.error.code).toBe('amount_range_exhausted');
+    expect(results.map((r) => r.status)).toEqual(Array(count).fill(201));
+    expect(new Set(results.map((r) => r.body.exactAmount))).toEqual(new Set(['7.000000']));
+    expect(new Set(results.map((r) => r.body.walletAddress)).size).toBe(count);
 
-    // The database itself refuses a duplicate reserved amount, whatever process tries.
+    // The database itself refuses a second session at an address, whatever process tries.
     const taken = results[0]!.body;
     await expect(
       sql`insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
-            hold_period_hours, created_at, expires_at, late_until, updated_at)
-          values ('cs_dup', 'x', 'dup', 7000000, ${parseUsdc(taken.exactAmount)}, 'open', 0, now(),
-            now() + interval '1 minute', now() + interval '2 minutes', now())`.execute(h.running.ctx.db),
-    ).rejects.toThrow(/sessions_reserved_amount/);
-
-    // Once the late window of those sessions has passed their amounts are free again.
-    h.clock.advanceSeconds(900 + 86_400 + 1);
-    const reused = await request(h.url)
-      .post('/api/v1/checkout/sessions')
-      .set('Authorization', pk())
-      .send({ skill: 'full-range' });
-    expect(reused.status).toBe(201);
+            hold_period_hours, created_at, expires_at, late_until, updated_at, deposit_address, derivation_index)
+          values ('cs_dup', 'x', 'dup', 7000000, 7000000, 'open', 0, now(),
+            now() + interval '1 minute', now() + interval '2 minutes', now(), ${taken.walletAddress.toLowerCase()},
+            ${2 ** 31 - 1})`.execute(h.running.ctx.db),
+    ).rejects.toThrow(/sessions_deposit_address/);
   });
 
   it('expires an open session at expiresAt (on read and by the sweeper) with checkout.session_expired', async () => {
@@ -267,17 +261,19 @@ describe('checkout sessions', () => {
 });
 
 describe('checkout config', () => {
-  it('defaults to 15 minute sessions, a 24 hour late window and suffixes below one cent', () => {
+  it('defaults to 15 minute sessions, a 24 hour late window and the dev deposit xpub outside production', () => {
     const config = loadConfig({ USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3' });
     expect(config.sessionTtlSeconds).toBe(900);
     expect(config.lateWindowSeconds).toBe(86_400);
-    expect(config.amountSuffixRangeMicro).toBe(10_000);
+    expect(config.depositXpub).toBe(DEV_DEPOSIT_XPUB);
     expect(() => loadConfig({ USDC_ADDRESS: 'nope' })).toThrow(/USDC_ADDRESS/);
+    // Checkout never holds a key that can move deposits.
     expect(() =>
       loadConfig({
         USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
-        AMOUNT_SUFFIX_RANGE_MICRO: '1',
+        CHECKOUT_DEPOSIT_XPUB:
+          'xprvA1Fw4j4eedUmpb8E48Sfipcixn7Sqk3QSHs6YDY94oUyR1PhjMotifFTLAioqNaHvePgSR5gopXFLjoeXALAv5unMSv1ZG4ZAtJFf5oGWAQ',
       }),
-    ).toThrow(/AMOUNT_SUFFIX_RANGE_MICRO/);
+    ).toThrow(/CHECKOUT_DEPOSIT_XPUB: must be an extended public key/);
   });
 });

@@ -65,13 +65,19 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   const checkoutApi = (path: string, body?: unknown) => http(checkout.url, path, { body });
   const ledgerApi = (path: string, body?: unknown) => http(ledger.url, path, { body });
 
-  /** The buyer sends `amount` USDC to the escrow wallet; returns the transaction hash. */
-  const buyerSends = async (amountMicro: bigint) => {
+  /** The buyer sends `amount` USDC (to the escrow wallet unless told); returns the transaction hash. */
+  const buyerSends = async (amountMicro: bigint, to = testWallets.escrow.address) => {
     const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
-    const tx = await buyerUsdc.getFunction('transfer')(testWallets.escrow.address, amountMicro);
+    const tx = await buyerUsdc.getFunction('transfer')(to, amountMicro);
     const receipt = await tx.wait(1, 10_000);
     return receipt.hash.toLowerCase() as string;
   };
+  /** Settlement swept a session's address into escrow (its relayer pays the gas). */
+  const swept = (address: string) =>
+    waitFor(async () => (await balanceOf(address)) === 0n, {
+      message: `${address} swept`,
+      timeoutMs: 20_000,
+    });
 
   const checkoutTransfer = async (txHash: string, status = 'unmatched') =>
     ((await checkoutApi(`/api/v1/operator/transfers?status=${status}`)).body.transfers as any[]).find(
@@ -182,9 +188,9 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     const session = (await created.json()) as any;
     expect(created.status).toBe(201);
-    expect(session.exactAmount).not.toBe('5.000000');
+    expect(session.exactAmount).toBe('5.000000');
 
-    // The buyer types the price without the suffix: 5.000000 matches no session.
+    // The buyer sends the price to the escrow wallet instead of the session's address: it pays no session.
     const buyerBefore = await balanceOf(testWallets.buyer.address);
     const escrowBefore = await balanceOf(testWallets.escrow.address);
     const wrongMicro = parseUsdc('5');
@@ -198,7 +204,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     expect(unmatched).toMatchObject({
       status: 'unmatched',
-      reason: 'no_session_with_this_amount',
+      reason: 'paid_to_agent_escrow',
       amount: '5.000000',
       refundRequestId: null,
     });
@@ -328,7 +334,8 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     const session = (await created.json()) as any;
     const amountMicro = parseUsdc(session.exactAmount);
-    const txHash = await buyerSends(amountMicro);
+    const txHash = await buyerSends(amountMicro, session.walletAddress);
+    await swept(session.walletAddress);
     const claimed = await waitFor(
       async () =>
         (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
@@ -379,7 +386,8 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       body: JSON.stringify({ amount: '1.5', description: 'order #45' }),
     });
     const session = (await created.json()) as any;
-    const txHash = await buyerSends(parseUsdc(session.exactAmount));
+    const txHash = await buyerSends(parseUsdc(session.exactAmount), session.walletAddress);
+    await swept(session.walletAddress);
     const booked = await waitFor(
       async () =>
         (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
@@ -434,15 +442,16 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     const session = (await created.json()) as any;
     expect(created.status).toBe(201);
 
-    // The buyer sends less than the session's exact amount: unmatched until an operator attaches it.
+    // The buyer sends less than the session's price to its address: the address names the session, so it is
+    // underpaid at once (no payment), and the short transfer waits for an operator to return it.
     const buyerBefore = await balanceOf(testWallets.buyer.address);
     const escrowBefore = await balanceOf(testWallets.escrow.address);
     const sentBefore = await transfersFromEscrowTo(testWallets.buyer.address);
-    const shortMicro = parseUsdc('3');
+    const shortMicro = parseUsdc('2.5');
     expect(shortMicro < parseUsdc(session.exactAmount)).toBe(true);
-    const txHash = await buyerSends(shortMicro);
-    const unmatched = await waitFor(() => checkoutTransfer(txHash), {
-      message: 'short transfer listed as unmatched by checkout',
+    const txHash = await buyerSends(shortMicro, session.walletAddress);
+    const unmatched = await waitFor(() => checkoutTransfer(txHash, 'matched'), {
+      message: 'short transfer matched to its session by checkout',
       timeoutMs: 15_000,
     });
     await waitFor(
@@ -452,13 +461,13 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
         ),
       { message: 'short transfer in the ledger suspense', timeoutMs: 15_000 },
     );
-
-    const attached = await checkoutApi(`/api/v1/operator/transfers/${unmatched.transferId}/attach`, {
-      sessionId: session.sessionId,
-      note: 'buyer says order #44',
-    });
-    expect(attached.status).toBe(200);
-    expect(attached.body.session).toMatchObject({ status: 'underpaid', paidAmount: '3.000000', txHash });
+    const underpaid = (await (
+      await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
+    ).json()) as any;
+    expect(underpaid).toMatchObject({ status: 'underpaid', paidAmount: '2.500000', txHash });
+    await swept(session.walletAddress);
+    // The sweep moved it into escrow: the ledger's books did not change, the chain still agrees.
+    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + shortMicro);
     await expectReconciled();
 
     // The operator returns it, twice at once and once more: one decision, one event.
@@ -473,14 +482,14 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       transferId: unmatched.transferId,
       status: 'refund_requested',
       sessionId: session.sessionId,
-      amount: '3.000000',
+      amount: '2.500000',
       note: 'buyer will pay in a new session',
     });
     expect(ok.transfer.refundRequestId).toMatch(/^trr_[0-9a-f]{24}$/);
     expect(ok.session).toMatchObject({
       sessionId: session.sessionId,
       status: 'refunded',
-      paidAmount: '3.000000',
+      paidAmount: '2.500000',
     });
     const concurrent = marks.find((m) => m.status === 409)!.body.error;
     expect(concurrent.code).toBe('transfer_not_unmatched');
@@ -509,7 +518,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     const polled = (await (
       await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
     ).json()) as any;
-    expect(polled).toMatchObject({ status: 'refunded', paidAmount: '3.000000', txHash });
+    expect(polled).toMatchObject({ status: 'refunded', paidAmount: '2.500000', txHash });
     const refundedEvents = await waitForStreamMessages(
       bus,
       'checkout.session_refunded',
@@ -521,7 +530,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       (e) => (e.data as any).txHash === txHash,
     );
     expect(requested).toHaveLength(1);
-    expect(requested[0]!.data).toMatchObject({ sessionId: session.sessionId, amount: '3.000000' });
+    expect(requested[0]!.data).toMatchObject({ sessionId: session.sessionId, amount: '2.500000' });
     const confirmed = (await countStreamMessages(bus, 'payment.confirmed')).filter(
       (e) => (e.data as any).txHash === txHash,
     );
@@ -570,7 +579,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     expect(unmatched).toMatchObject({
       status: 'unmatched',
-      reason: 'no_session_with_this_amount',
+      reason: 'paid_to_agent_escrow',
       amount: '12345678900.500000',
     });
     const inSuspense = await waitFor(

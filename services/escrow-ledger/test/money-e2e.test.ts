@@ -122,7 +122,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     return { sellerId, apiKey, payoutAddress };
   };
 
-  /** The seller's server opens a checkout session; the buyer sends exactly its amount to the escrow wallet. */
+  /** The seller's server opens a checkout session; the buyer sends exactly its amount to the session's address. */
   const payThroughCheckout = async (
     seller: Seller,
     amount: string,
@@ -137,9 +137,14 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     expect(created.status).toBe(201);
     const amountMicro = parseUsdc(session.exactAmount);
     const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
-    const tx = await buyerUsdc.getFunction('transfer')(testWallets.escrow.address, amountMicro);
+    const tx = await buyerUsdc.getFunction('transfer')(session.walletAddress, amountMicro);
     const receipt = await tx.wait(1, 10_000);
     const txHash = receipt.hash.toLowerCase();
+    // Settlement sweeps the session's address into escrow (its relayer pays the gas), from where it is paid out.
+    await waitFor(async () => (await balanceOf(session.walletAddress)) === 0n, {
+      message: 'session address swept into escrow',
+      timeoutMs: 20_000,
+    });
     const row = await waitFor(
       async () =>
         (

@@ -81,6 +81,9 @@ export async function startMoneyServices(options: {
         RPC_TIMEOUT_MS: '3000',
         // No cap in these flows: the unmatched-refund e2e returns a single transfer above ten billion USDC.
         MAX_TRANSFER_USDC: '9000000000000',
+        // The relayer submits the sweeps of session deposit addresses into escrow (it pays their gas).
+        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+        CHECKOUT_SWEEP_INTERVAL_MS: '200',
         ...sweepEnv,
       }),
     ),

@@ -52,16 +52,26 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
   const resource = () => h.resource('GET', 'claims', '/data');
 
   /** A paid call of the skill through one gateway replica. */
-  const present = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
-    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+  const present = async (gatewayUrl: string, txHash: string, amountMicro: bigint, to?: string) => {
+    const header = await h.header({
+      txHash,
+      resource: resource(),
+      amount: amountMicro,
+      ...(to ? { to } : {}),
+    });
     const res = await fetch(`${gatewayUrl}/api/v1/skills/claims/data`, {
       headers: { 'X-402-Payment': header },
     });
     return { status: res.status, body: (await res.json()) as any };
   };
   /** The seller middleware's verification of the same proof. */
-  const verify = async (gatewayUrl: string, txHash: string, amountMicro: bigint) => {
-    const header = await h.header({ txHash, resource: resource(), amount: amountMicro });
+  const verify = async (gatewayUrl: string, txHash: string, amountMicro: bigint, to?: string) => {
+    const header = await h.header({
+      txHash,
+      resource: resource(),
+      amount: amountMicro,
+      ...(to ? { to } : {}),
+    });
     const res = await fetch(`${gatewayUrl}/api/verify`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
@@ -88,12 +98,18 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     });
     expect(res.status).toBe(201);
     const session = (await res.json()) as any;
-    return { id: session.sessionId as string, amountMicro: parseUsdc(session.exactAmount) };
+    return {
+      id: session.sessionId as string,
+      amountMicro: parseUsdc(session.exactAmount),
+      address: session.walletAddress as string,
+    };
   };
   const sessionStatus = async (sessionId: string) =>
     ((await (await fetch(`${services.checkout.url}/api/v1/checkout/sessions/${sessionId}`)).json()) as any)
       .status as string;
-  const pay = async (amountMicro: bigint) => (await h.transfer('buyer', amountMicro)).toLowerCase();
+  /** The buyer pays the agent escrow (what an agent does), or the address it names (a session's own). */
+  const pay = async (amountMicro: bigint, to?: string) =>
+    (await h.transfer('buyer', amountMicro, to ? { to } : {})).toLowerCase();
   /** Enough blocks for the indexer to report the transfer. */
   const letIndexerSee = () => mine(h.anvil.provider, INDEXER_CONFIRMATIONS);
   const checkoutTransfer = async (txHash: string) =>
@@ -199,9 +215,9 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     await h?.close();
   });
 
-  test('point 1, session first: a transfer that paid a checkout session is refused as a 402 proof and by /api/verify', async () => {
+  test('point 1: a transfer that paid a checkout session (at its own address) is refused as a 402 proof and by /api/verify', async () => {
     const session = await createSession();
-    const txHash = await pay(session.amountMicro);
+    const txHash = await pay(session.amountMicro, session.address);
     await letIndexerSee();
     await waitFor(async () => (await sessionStatus(session.id)) === 'paid', {
       message: 'session paid by its transfer',
@@ -209,22 +225,22 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     });
     const reached = upstream.requests.length;
 
-    const proof = await present(h.gateway.url, txHash, session.amountMicro);
+    // Not a payment to the escrow: it paid the session whose address it was sent to, and nothing else.
+    const proof = await present(h.gateway.url, txHash, session.amountMicro, session.address);
     expect({ status: proof.status, reason: proof.body.reason }).toEqual({
       status: 402,
-      reason: 'payment_already_used',
+      reason: 'wrong_recipient',
     });
-    expect(proof.body.message).toMatch(/checkout/);
     expect(upstream.requests.length).toBe(reached);
-    const verified = await verify(replica.url, txHash, session.amountMicro);
-    expect(verified.body).toMatchObject({ valid: false, reason: 'payment_already_used' });
+    const verified = await verify(replica.url, txHash, session.amountMicro, session.address);
+    expect(verified.body).toMatchObject({ valid: false, reason: 'wrong_recipient' });
 
     await settle(txHash);
     expect(await ledgerTransactions(txHash)).toEqual([expect.objectContaining({ source: 'checkout' })]);
     expect(await ledgerConflicts(txHash)).toEqual([]);
   });
 
-  test("point 1, proof first: the session's own transfer, already spent on a call, leaves the session open and is claimed, not unmatched", async () => {
+  test("point 1: an agent's transfer of a session's exact amount to the escrow, spent on a call, leaves the session open and is claimed, not unmatched", async () => {
     const session = await createSession();
     const txHash = await pay(session.amountMicro);
     const reached = upstream.requests.length;
@@ -237,10 +253,11 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       message: 'transfer handled by checkout',
       timeoutMs: 15_000,
     });
+    // Never a candidate for the session: a transfer to the escrow is not matched to sessions by amount.
     expect(row).toMatchObject({
       status: 'claimed',
       unmatched_reason: 'claimed_by_x402',
-      candidate_session_id: session.id,
+      candidate_session_id: null,
       session_id: null,
     });
     expect(await sessionStatus(session.id)).toBe('open');
@@ -250,7 +267,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     expect(await ledgerConflicts(txHash)).toEqual([]);
   });
 
-  test('point 1, race: the transfer observed for its session while its proof is presented to two replicas and /api/verify: exactly one wins', async () => {
+  test("point 1, race: a transfer of a session's amount to the escrow, observed while its proof is presented to two replicas and /api/verify: exactly one wins, never the session", async () => {
     for (const delayMs of [0, 150, 400]) {
       const session = await createSession();
       const txHash = await pay(session.amountMicro);
@@ -269,8 +286,8 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       });
       await settle(txHash);
       const served = answers.filter((a) => a.status === 200 && a.body.valid !== false).length;
-      const sessionPaid = (await sessionStatus(session.id)) === 'paid' ? 1 : 0;
-      expect({ delayMs, winners: served + sessionPaid }).toEqual({ delayMs, winners: 1 });
+      expect(await sessionStatus(session.id)).toBe('open');
+      expect({ delayMs, winners: served }).toEqual({ delayMs, winners: 1 });
       expect(upstream.requests.length - reached).toBeLessThanOrEqual(1);
       expect(await ledgerTransactions(txHash)).toHaveLength(1);
       expect(await ledgerConflicts(txHash)).toEqual([]);
@@ -312,7 +329,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       message: 'transfer handled by checkout',
       timeoutMs: 15_000,
     });
-    expect(before).toMatchObject({ status: 'unmatched', unmatched_reason: 'no_session_with_this_amount' });
+    expect(before).toMatchObject({ status: 'unmatched', unmatched_reason: 'paid_to_agent_escrow' });
     expect((await present(h.gateway.url, second, amountMicro)).status).toBe(200);
     await waitFor(async () => (await checkoutTransfer(second)).status === 'claimed', {
       message: 'transfer taken off the unmatched list once the call claimed it',

@@ -32,6 +32,8 @@ export interface RegistryConfig extends CommonConfig {
   siweNoncesPerMinute: number;
   signInsPerMinute: number;
   accountsPerHour: number;
+  /** Payout-address challenges per minute per client address (each is a stored single-use nonce). */
+  payoutChallengesPerMinute: number;
   /**
    * The chain id of CHAIN_NETWORK: a SIWE message and a payout-address change must name it (a signature made for
    * another chain or deployment is refused).
@@ -79,6 +81,7 @@ export function loadConfig(
     SIWE_NONCES_PER_MINUTE: number;
     SIGN_INS_PER_MINUTE: number;
     ACCOUNTS_PER_HOUR: number;
+    PAYOUT_CHALLENGES_PER_MINUTE: number;
     CHAIN_NETWORK: string;
     PAYOUT_ADDRESS_DELAY_MS: number;
     PAYOUT_CHALLENGE_TTL_MS: number;
@@ -100,6 +103,7 @@ export function loadConfig(
     SIWE_NONCES_PER_MINUTE: num({ default: 30 }),
     SIGN_INS_PER_MINUTE: num({ default: 30 }),
     ACCOUNTS_PER_HOUR: num({ default: 20 }),
+    PAYOUT_CHALLENGES_PER_MINUTE: num({ default: 10 }),
     CHAIN_NETWORK: str({ default: 'local' }),
     PAYOUT_ADDRESS_DELAY_MS: num({ default: 48 * HOUR_MS }),
     PAYOUT_CHALLENGE_TTL_MS: num({ default: 10 * 60 * 1000 }),
@@ -145,7 +149,12 @@ export function loadConfig(
     if (!Number.isInteger(value) || value < 1 || value > 64)
       throw new ConfigError(`invalid configuration: ${name} must be an integer from 1 to 64`);
   }
-  for (const name of ['SIWE_NONCES_PER_MINUTE', 'SIGN_INS_PER_MINUTE', 'ACCOUNTS_PER_HOUR'] as const) {
+  for (const name of [
+    'SIWE_NONCES_PER_MINUTE',
+    'SIGN_INS_PER_MINUTE',
+    'ACCOUNTS_PER_HOUR',
+    'PAYOUT_CHALLENGES_PER_MINUTE',
+  ] as const) {
     if (!Number.isInteger(parsed[name]) || parsed[name] < 1)
       throw new ConfigError(`invalid configuration: ${name} must be a positive integer`);
   }
@@ -166,6 +175,7 @@ export function loadConfig(
     siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
     signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
     accountsPerHour: parsed.ACCOUNTS_PER_HOUR,
+    payoutChallengesPerMinute: parsed.PAYOUT_CHALLENGES_PER_MINUTE,
     chainId,
     payoutAddressDelayMs: parsed.PAYOUT_ADDRESS_DELAY_MS,
     payoutChallengeTtlMs: parsed.PAYOUT_CHALLENGE_TTL_MS,

@@ -11,6 +11,7 @@ import { api, type Harness, startHarness } from './helpers';
 
 const NONCES_PER_MINUTE = 5;
 const ACCOUNTS_PER_HOUR = 2;
+const PAYOUT_CHALLENGES_PER_MINUTE = 3;
 
 let h: Harness;
 
@@ -18,6 +19,7 @@ beforeAll(async () => {
   h = await startHarness('regrate', {
     SIWE_NONCES_PER_MINUTE: String(NONCES_PER_MINUTE),
     ACCOUNTS_PER_HOUR: String(ACCOUNTS_PER_HOUR),
+    PAYOUT_CHALLENGES_PER_MINUTE: String(PAYOUT_CHALLENGES_PER_MINUTE),
   });
 });
 afterAll(async () => {
@@ -107,5 +109,38 @@ describe('registry: sign-in rate limits per client address', () => {
     // The next hour the refused wallet gets its account.
     nextHour();
     expect((await signIn(refused)).status).toBe(201);
+  });
+
+  it(`issues at most ${PAYOUT_CHALLENGES_PER_MINUTE} payout-address challenges a minute per client, storing none over it`, async () => {
+    nextHour();
+    const signedIn = await signIn(new Wallet(Wallet.createRandom().privateKey));
+    expect(signedIn.status).toBe(201);
+    const token = signedIn.body.sessionToken as string;
+    const db = openSchema(h.env.schemaFor('registry'));
+    try {
+      const stored = async () =>
+        Number((await sql<{ n: number }>`select count(*)::int n from siwe_nonces`.execute(db)).rows[0]!.n);
+      const before = await stored();
+      const ask = () =>
+        api(h.url, 'POST', '/api/v1/account/payout-address/challenge', {
+          token,
+          body: { payoutAddress: Wallet.createRandom().address },
+        });
+      for (let i = 0; i < PAYOUT_CHALLENGES_PER_MINUTE; i++) expect((await ask()).status).toBe(201);
+      const over = await ask();
+      expect(over.status).toBe(429);
+      expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(over.body.error).toMatchObject({
+        code: 'rate_limited',
+        limit: PAYOUT_CHALLENGES_PER_MINUTE,
+        message: expect.stringContaining('payout-address challenges per minute per client address'),
+      });
+      expect(await stored()).toBe(before + PAYOUT_CHALLENGES_PER_MINUTE);
+      // The next minute the client may ask again.
+      h.clock.advance(60_000);
+      expect((await ask()).status).toBe(201);
+    } finally {
+      await db.destroy();
+    }
   });
 });

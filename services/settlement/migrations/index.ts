@@ -4,6 +4,7 @@ import { availableMayBeNegative } from './2026-11-22-0700-available-may-be-negat
 import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-refunds';
 import { relayedAuthorizations } from './2026-11-22-1100-relayed-authorizations';
 import { platformPayouts } from './2026-11-25-1400-platform-payouts';
+import { depositSweeps } from './2026-11-25-1600-deposit-sweeps';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-0900-unmatched-transfer-refunds': unmatchedTransferRefunds,
   '2026-11-22-1100-relayed-authorizations': relayedAuthorizations,
   '2026-11-25-1400-platform-payouts': platformPayouts,
+  '2026-11-25-1600-deposit-sweeps': depositSweeps,
 };

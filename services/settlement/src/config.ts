@@ -12,7 +12,12 @@ import {
 } from '@paygate/runtime';
 import { getAddress, Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
-import { type CheckoutSweepConfig, loadCheckoutSweepConfig } from './sweep/config';
+import {
+  type CheckoutSweepConfig,
+  type DepositSweepConfig,
+  loadCheckoutSweepConfig,
+  loadDepositSweepConfig,
+} from './sweep/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
@@ -45,6 +50,8 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
   relayer: RelayerConfig | null;
   /** The checkout deposit wallet's sweeper (CHECKOUT_ESCROW_PRIVATE_KEY), or null when not set. */
   checkoutSweep: CheckoutSweepConfig | null;
+  /** Session deposit addresses: their key and the sweeper's settings (swept through the relayer). */
+  depositSweep: DepositSweepConfig;
   /** Bearer token of the operator routes (POST /api/v1/operator/settlements/run). */
   operatorToken: string;
   /**
@@ -184,11 +191,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     crashPoint: common.production || !crash ? null : (crash as CrashPoint),
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
     checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
+    depositSweep: loadDepositSweepConfig(env, common.production),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
     maxTransferUsdc: parsed.MAX_TRANSFER_USDC,
     treasuryAddress,
   } as SettlementConfig;
+  if (common.production && !config.relayer) {
+    throw new ConfigError(
+      'invalid production configuration of settlement: RELAYER_PRIVATE_KEY: must be set in production (its relayer submits the sweeps of session deposit addresses into escrow)',
+    );
+  }
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
   Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });
   return config;

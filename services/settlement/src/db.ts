@@ -1,6 +1,7 @@
 import type { BusTables } from '@paygate/bus';
 import type { Generated } from 'kysely';
 import type { RelayedAuthorizationsTable } from './relayer/tables';
+import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
 
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
 export type TransferKind = 'payout' | 'refund' | 'platform_payout';
@@ -105,4 +106,6 @@ export interface SettlementDB extends BusTables {
   refunds: RefundsTable;
   relayed_authorizations: RelayedAuthorizationsTable;
   platform_payouts: PlatformPayoutsTable;
+  deposit_addresses: DepositAddressesTable;
+  deposit_sweeps: DepositSweepsTable;
 }

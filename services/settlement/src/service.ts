@@ -1,4 +1,5 @@
 import type { ConsumerOptions } from '@paygate/bus';
+import { networks } from '@paygate/chain';
 import type { Subject } from '@paygate/contracts';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
@@ -19,6 +20,8 @@ import { settlementOperatorRoutes } from './settlements/operator-routes';
 import { payoutOutcome } from './settlements/outcome';
 import { SETTLEMENT_OPENAPI_PATH, settlementOpenApi, settlementRoutes } from './settlements/routes';
 import { CheckoutSweeper } from './sweep/checkout-sweeper';
+import { depositAddressAssignedConsumer, depositTransferConsumer } from './sweep/consumers';
+import { DepositSweeper } from './sweep/deposit-sweeper';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
 
@@ -35,6 +38,8 @@ export interface RunningSettlement extends RunningService<SettlementDB> {
   relayer: Relayer | null;
   /** Moves the checkout deposit wallet's USDC into escrow, when CHECKOUT_ESCROW_PRIVATE_KEY is configured. */
   sweeper: CheckoutSweeper | null;
+  /** Moves session deposit addresses' USDC into escrow through the relayer; serves settlement.deposit_holdings. */
+  depositSweeper: DepositSweeper;
 }
 
 export async function startSettlement(
@@ -66,6 +71,7 @@ export async function startSettlement(
         ledger: LedgerClient;
         metrics: ReturnType<typeof createSettlementMetrics>;
         sweeper: CheckoutSweeper | null;
+        depositSweeper: DepositSweeper;
       }
     | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
@@ -107,7 +113,23 @@ export async function startSettlement(
     const sweeper = config.checkoutSweep
       ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
       : null;
-    parts = { scheduler, transfers, auth: new SellerAuth(ctx.bus), relayer, ledger, metrics, sweeper };
+    const depositSweeper = new DepositSweeper(
+      ctx,
+      config.depositSweep,
+      { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
+      chain.address,
+      relayer,
+    );
+    parts = {
+      scheduler,
+      transfers,
+      auth: new SellerAuth(ctx.bus),
+      relayer,
+      ledger,
+      metrics,
+      sweeper,
+      depositSweeper,
+    };
     return parts;
   };
 
@@ -128,16 +150,29 @@ export async function startSettlement(
         serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
       },
       consumers: (ctx) => {
-        const { transfers, ledger, metrics } = build(ctx);
+        const { transfers, ledger, metrics, depositSweeper } = build(ctx);
         // Each consumer is typed by its own subject; the list holds them side by side.
         return [
           sellerProjectionConsumer(clock, config.settlementPeriodSeconds),
           refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick()),
+          depositAddressAssignedConsumer(config.chainId),
+          depositTransferConsumer({
+            chainId: config.chainId,
+            usdcAddress: config.usdcAddress,
+            fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
+            onDue: () => depositSweeper.kick(),
+          }),
         ] as unknown as ConsumerOptions<Subject>[];
       },
       background: (ctx) => {
-        const { scheduler, transfers, relayer, sweeper } = build(ctx);
-        return [transfers, scheduler, ...(relayer ? [relayer] : []), ...(sweeper ? [sweeper] : [])];
+        const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);
+        return [
+          transfers,
+          scheduler,
+          ...(relayer ? [relayer] : []),
+          ...(sweeper ? [sweeper] : []),
+          depositSweeper,
+        ];
       },
       readinessChecks: () => [
         {
@@ -156,7 +191,7 @@ export async function startSettlement(
     relayerChain?.destroy();
     throw error;
   }
-  const { scheduler, transfers, relayer, sweeper } = parts!;
+  const { scheduler, transfers, relayer, sweeper, depositSweeper } = parts!;
   return {
     ...running,
     scheduler,
@@ -164,6 +199,7 @@ export async function startSettlement(
     chain,
     relayer,
     sweeper,
+    depositSweeper,
     async stop() {
       await running.stop();
       chain.destroy();

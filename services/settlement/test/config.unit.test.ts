@@ -1,6 +1,6 @@
 import { ConfigError } from '@paygate/runtime';
 import { testWallets } from '@paygate/testing';
-import { Wallet } from 'ethers';
+import { HDNodeWallet, Mnemonic, Wallet } from 'ethers';
 import { loadConfig } from '../src/config';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
 
@@ -9,12 +9,15 @@ const base = {
   USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
 };
 
-// Production refuses the public anvil keys (base's escrow key is one): a fresh key.
+// Production refuses the public anvil keys (base's escrow key is one) and mnemonic: fresh keys.
+const depositNode = HDNodeWallet.createRandom(undefined, "m/44'/60'/1'/0");
 const production = {
   NODE_ENV: 'production',
   OPERATOR_TOKEN: 'a-production-operator-token',
   ESCROW_PRIVATE_KEY: Wallet.createRandom().privateKey,
   MAX_TRANSFER_USDC: '5000',
+  RELAYER_PRIVATE_KEY: Wallet.createRandom().privateKey,
+  CHECKOUT_DEPOSIT_XPRV: depositNode.extendedKey,
 };
 
 describe('settlement config', () => {
@@ -166,5 +169,38 @@ describe('settlement periods (UTC)', () => {
     expect(settlementIdFor('sel_a', periodAt('DAILY', new Date('2026-11-24T00:00:00Z')))).not.toBe(id);
     // Ids sort by period start, so listing by id lists newest periods first.
     expect(settlementIdFor('sel_a', periodAt('DAILY', new Date('2026-11-24T00:00:00Z'))) > id).toBe(true);
+  });
+
+  it('derives the deposit addresses from a mnemonic or an xprv, never shows the key, and refuses the public mnemonic in production', () => {
+    // Outside production: the public test mnemonic at m/44'/60'/1'/0 (make dev, tests), as checkout's dev xpub.
+    const dev = loadConfig(base).depositSweep;
+    const publicNode = HDNodeWallet.fromMnemonic(
+      Mnemonic.fromPhrase('test test test test test test test test test test test junk'),
+      "m/44'/60'/1'/0",
+    );
+    expect(dev.xpub).toBe(publicNode.neuter().extendedKey);
+    expect(dev.node.deriveChild(3).address).toBe(publicNode.deriveChild(3).address);
+    expect(dev.minAmountMicro).toBe(10_000n);
+    const config = loadConfig({ ...base, ...production });
+    expect(config.depositSweep.xpub).toBe(depositNode.neuter().extendedKey);
+    const shown = JSON.stringify(config, (_key, value) =>
+      typeof value === 'bigint' ? String(value) : value,
+    );
+    expect(shown).toContain(depositNode.neuter().extendedKey);
+    expect(shown).not.toContain(depositNode.extendedKey);
+    expect(Object.keys(config.depositSweep)).not.toContain('node');
+    expect(() =>
+      loadConfig({ ...base, ...production, CHECKOUT_DEPOSIT_XPRV: publicNode.extendedKey }),
+    ).toThrow(/is the public test mnemonic/);
+    expect(() =>
+      loadConfig({ ...base, ...production, CHECKOUT_DEPOSIT_XPRV: depositNode.neuter().extendedKey }),
+    ).toThrow(/CHECKOUT_DEPOSIT_XPRV: must be an extended private key/);
+    expect(() =>
+      loadConfig({
+        ...base,
+        CHECKOUT_DEPOSIT_XPRV: depositNode.extendedKey,
+        CHECKOUT_DEPOSIT_MNEMONIC: 'test test test test test test test test test test test junk',
+      }),
+    ).toThrow(/set one, not both/);
   });
 });

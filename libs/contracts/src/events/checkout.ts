@@ -66,3 +66,23 @@ export const TransferRefundRequested = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * Checkout gave a session its own deposit address: the HD child `derivationIndex` of the checkout deposit xpub
+ * (settlement alone holds the key that can move its funds). The chain-indexer watches `address` until
+ * `watchUntil`, settlement records the index so it can sweep what arrives there into escrow. Published in the
+ * same statement that creates the session, so no address is handed to a buyer without it.
+ */
+export const DepositAddressAssigned = Type.Object(
+  {
+    sessionId: Id,
+    address: Address,
+    /** Non-hardened child index under the deposit xpub (`<CHECKOUT_DEPOSIT_PATH>/<derivationIndex>`). */
+    derivationIndex: Type.Integer({ minimum: 0, maximum: 2_147_483_647 }),
+    chainId: Type.Integer({ minimum: 1 }),
+    assignedAt: IsoTime,
+    /** The session's late window ends here; the indexer keeps watching a grace period beyond it. */
+    watchUntil: IsoTime,
+  },
+  { additionalProperties: false },
+);

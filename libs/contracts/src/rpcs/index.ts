@@ -25,6 +25,8 @@ import {
   WebhookSecretRequest,
 } from './registry';
 import {
+  DepositHoldingsReply,
+  DepositHoldingsRequest,
   RelayerStatusReply,
   RelayerStatusRequest,
   RelayerSubmitReply,
@@ -35,6 +37,7 @@ import {
 export { refundTakesOverClaim } from './escrow-ledger';
 export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from './registry';
 export {
+  DepositHoldingsReply,
   RelayerStatusReply,
   RelayerSubmitReply,
   RelayerSubmitRequest,
@@ -145,6 +148,14 @@ export const RPCS = {
     request: RelayerStatusRequest,
     reply: RelayerStatusReply,
     description: 'Whether the relayer can pay gas (x402 is offered only then).',
+  },
+  'settlement.deposit_holdings': {
+    responder: 'settlement',
+    requesters: ['escrow-ledger'],
+    request: DepositHoldingsRequest,
+    reply: DepositHoldingsReply,
+    description:
+      'Session deposit addresses that may still hold USDC (received, not yet seen empty after a sweep): reconciliation adds their balances.',
   },
 } as const satisfies Record<string, RpcDefinition>;
 

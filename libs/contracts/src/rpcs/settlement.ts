@@ -92,3 +92,22 @@ export const RelayerStatusReply = Type.Object({
   reason: Type.Union([Type.String(), Type.Null()]),
 });
 export type RelayerStatusReply = Static<typeof RelayerStatusReply>;
+
+/** Reconciliation asks which session deposit addresses may still hold USDC the ledger counts as escrow. */
+export const DepositHoldingsRequest = Type.Object(
+  { limit: Type.Integer({ minimum: 1, maximum: 10_000 }) },
+  { additionalProperties: false },
+);
+
+/**
+ * Every deposit address that received money and was not yet seen empty after a sweep (at most `limit`; `truncated`
+ * when there are more). The ledger reads their balances on chain itself and adds them to the escrow wallets'.
+ */
+export const DepositHoldingsReply = Type.Object(
+  {
+    addresses: Type.Array(Address, { maxItems: 10_000 }),
+    truncated: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type DepositHoldingsReply = Static<typeof DepositHoldingsReply>;

@@ -6,13 +6,11 @@ import { currentTraceCarrier, type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
+import { DepositAddressBook } from './deposit-addresses';
 import type { IndexerDatabase } from './tables';
 
-/** A transfer from one watched wallet to another (with one wallet, a self-transfer). */
-export function isInternalMove(log: Pick<TransferLog, 'from' | 'to'>, watched: readonly string[]): boolean {
-  const ours = (address: string) => watched.some((w) => w.toLowerCase() === address.toLowerCase());
-  return ours(log.from) && ours(log.to);
-}
+/** Deposit addresses backfilled per pass at most. */
+const BACKFILL_BATCH = 500;
 
 export interface PassResult {
   head: number;
@@ -29,18 +27,24 @@ type ChainReader = Pick<JsonRpcProvider, 'getBlockNumber' | 'getBlock' | 'getLog
  * One pass of the indexer, run only by the leader:
  *  1. compare stored recent block hashes with the chain; on a mismatch, roll back to the common ancestor,
  *     publishing `transfer.reorged` for every published transfer above it;
- *  2. scan new blocks for USDC Transfer logs to the escrow wallet and the checkout deposit wallet (ranged
- *     eth_getLogs; moves between the two are skipped) and store them as pending;
+ *  2. backfill session deposit addresses heard of since the last pass (they may have been paid in blocks
+ *     already scanned), then scan new blocks for USDC Transfer logs to the escrow wallet, the checkout deposit
+ *     wallet and every watched deposit address (ranged eth_getLogs; moves between Paygate's own addresses, such
+ *     as settlement's sweeps, are skipped) and store them as pending;
  *  3. publish `transfer.observed` for pending transfers that reached the confirmations, each exactly once
  *     (a conditional status change in the same transaction as the outbox row).
  */
 export class TransferScanner {
+  private readonly deposits: DepositAddressBook;
+
   constructor(
     private readonly db: Kysely<IndexerDatabase>,
     private readonly provider: ChainReader,
     private readonly config: ChainIndexerConfig,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.deposits = new DepositAddressBook(db, config);
+  }
 
   private get chainId(): number {
     return this.config.chainId;
@@ -50,6 +54,7 @@ export class TransferScanner {
     return withSpan('indexer.pass', {}, async () => {
       const head = await this.provider.getBlockNumber();
       const reorged = await this.handleReorg(head);
+      await this.backfillNewDepositAddresses();
       const { scannedTo, observed } = await this.scan(head);
       const published = await this.publishConfirmed(head);
       return { head, scannedTo, observed, published, reorged };
@@ -142,17 +147,15 @@ export class TransferScanner {
     const from = await this.nextBlock();
     if (from > head) return { scannedTo: from - 1, observed: 0 };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
-    const watched = this.config.watchedAddresses;
-    const received = await getTransferLogs(this.provider, {
-      token: this.config.usdcAddress,
-      to: watched.length === 1 ? watched[0]! : watched,
-      fromBlock: from,
-      toBlock: to,
-      maxRangeBlocks: this.config.maxRangeBlocks,
-    });
-    // A move between Paygate's own wallets (settlement sweeping the checkout deposit wallet into escrow) is
-    // not money arriving: the ledger's escrow asset covers both wallets, so it is not reported.
-    const logs = received.filter((log) => !isInternalMove(log, watched));
+    const depositAddresses = await this.deposits.watched(new Date());
+    const received = await this.transferLogsTo(
+      [...this.config.watchedAddresses, ...depositAddresses],
+      from,
+      to,
+    );
+    // A move between Paygate's own addresses (settlement sweeping a deposit address into escrow) is not money
+    // arriving: the ledger booked it when it reached the deposit address, so it is not reported.
+    const logs = await this.deposits.withoutInternalMoves(received, depositAddresses);
     // Hashes are kept only for blocks that can still be reorged, so a long catch-up costs one read per block
     // only near the head.
     const hashes: Array<{ number: number; hash: string }> = [];
@@ -198,6 +201,89 @@ export class TransferScanner {
       await this.saveCursor(trx, nextCursor);
     });
     return { scannedTo: nextCursor - 1, observed: consistent.length };
+  }
+
+  /** USDC Transfer logs to any of `recipients` in [from, to], ADDRESSES_PER_LOG_QUERY recipients per call. */
+  private async transferLogsTo(recipients: string[], from: number, to: number): Promise<TransferLog[]> {
+    const logs: TransferLog[] = [];
+    for (let i = 0; i < recipients.length; i += this.config.addressesPerLogQuery) {
+      const chunk = recipients.slice(i, i + this.config.addressesPerLogQuery);
+      logs.push(
+        ...(await getTransferLogs(this.provider, {
+          token: this.config.usdcAddress,
+          to: chunk.length === 1 ? chunk[0]! : chunk,
+          fromBlock: from,
+          toBlock: to,
+          maxRangeBlocks: this.config.maxRangeBlocks,
+        })),
+      );
+    }
+    return logs.sort((a, b) => a.blockNumber - b.blockNumber || a.logIndex - b.logIndex);
+  }
+
+  /**
+   * Deposit addresses checkout assigned since the last pass may have been paid in blocks already scanned (the
+   * buyer had the address before the indexer heard of it): their transfers below the cursor are searched now,
+   * DEPOSIT_BACKFILL_BLOCKS back, or back to the assignment time when the indexer heard of it late (a backlog
+   * after a restart), then they are watched like the rest. Restart-safe: an address is marked backfilled in
+   * the transaction that stores what the backfill found.
+   */
+  private async backfillNewDepositAddresses(): Promise<void> {
+    const pending = await this.deposits.pendingBackfill(BACKFILL_BATCH);
+    if (pending.addresses.length === 0) return;
+    const cursor = await this.nextBlock();
+    const end = cursor - 1;
+    let start = Math.max(this.config.startBlock, cursor - this.config.depositBackfillBlocks);
+    if (pending.lateSinceSeconds !== null) {
+      const floor = Math.max(this.config.startBlock, cursor - this.config.depositBackfillMaxBlocks);
+      start = Math.min(start, await this.firstBlockAtOrAfter(pending.lateSinceSeconds, floor, end));
+    }
+    const found =
+      end >= start
+        ? await this.deposits.withoutInternalMoves(
+            await this.transferLogsTo(pending.addresses, start, end),
+            pending.addresses,
+          )
+        : [];
+    // Only logs of blocks still canonical as far as the reorg check knows (recent blocks are compared by hash).
+    const recent = await this.db
+      .selectFrom('recent_blocks')
+      .select(['number', 'hash'])
+      .where('chain_id', '=', this.chainId)
+      .where('number', '>=', BigInt(start))
+      .execute();
+    const hashes = new Map(recent.map((r) => [Number(r.number), r.hash]));
+    const canonical = found.filter((log) => (hashes.get(log.blockNumber) ?? log.blockHash) === log.blockHash);
+    await this.db.transaction().execute(async (trx) => {
+      if (canonical.length > 0) {
+        await trx
+          .insertInto('transfers')
+          .values(canonical.map((log) => this.transferRow(log)))
+          .onConflict((oc) => oc.doNothing())
+          .execute();
+      }
+      await this.deposits.markBackfilled(trx, pending.addresses);
+    });
+    if (canonical.length > 0) {
+      this.logger.info(
+        { addresses: pending.addresses.length, found: canonical.length, fromBlock: start, toBlock: end },
+        'deposit addresses paid before the indexer heard of them; transfers backfilled',
+      );
+    }
+  }
+
+  /** The first block in [lo, hi] whose timestamp is at least `seconds` (hi + 1 when none), by bisection. */
+  private async firstBlockAtOrAfter(seconds: number, lo: number, hi: number): Promise<number> {
+    let low = lo;
+    let high = hi + 1;
+    while (low < high) {
+      const mid = Math.floor((low + high) / 2);
+      const block = await this.provider.getBlock(mid);
+      if (!block) throw new Error(`block ${mid} not available from the RPC`);
+      if (block.timestamp < seconds) low = mid + 1;
+      else high = mid;
+    }
+    return low;
   }
 
   private transferRow(log: TransferLog) {

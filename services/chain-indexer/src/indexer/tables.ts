@@ -31,7 +31,19 @@ export interface TransfersTable {
   reorged_at: Date | null;
 }
 
+/** A session deposit address checkout assigned (`deposit.address_assigned`); lower-case. */
+export interface DepositAddressesTable {
+  address: string;
+  derivation_index: bigint;
+  session_id: string;
+  assigned_at: Date;
+  watch_until: Date;
+  backfilled: Generated<boolean>;
+  registered_at: Generated<Date>;
+}
+
 export interface IndexerDatabase extends BusTables {
+  deposit_addresses: DepositAddressesTable;
   cursors: CursorsTable;
   recent_blocks: RecentBlocksTable;
   transfers: TransfersTable;

@@ -38,8 +38,10 @@ export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date):
 }
 
 /**
- * Turns confirmed transfers into session payments. A transfer of exactly a reserved amount pays that session
- * (paid, or paid_late after expiry); anything else is kept as an unmatched transfer for an operator.
+ * Turns confirmed transfers into session payments. A transfer to a session's own deposit address pays that
+ * session: exactly its amount `paid` (`paid_late` after expiry), more `overpaid` (a payment of what was received),
+ * less `underpaid` (no payment; an operator returns it). The first transfer to an address decides; a later one is
+ * kept as unmatched (`session_already_paid`) for an operator, like anything that pays no session.
  * payment.confirmed goes out once per applied transfer (unique indexes on payments), and a reorg reverses it.
  */
 export class TransferMatcher {
@@ -79,22 +81,17 @@ export class TransferMatcher {
     };
     const reason = this.rejectReason(data);
     let session: SessionRow | undefined;
-    let unmatchedReason = reason ?? this.notACheckoutDeposit(data);
+    let unmatchedReason = reason;
     let candidate: string | null = null;
-    if (!unmatchedReason) {
-      session = await trx
-        .selectFrom('sessions')
-        .selectAll()
-        .where('amount_reserved', '=', true)
-        .where('exact_amount_micro', '=', amountMicro)
-        .forUpdate()
-        .executeTakeFirst();
-      if (!session) unmatchedReason = 'no_session_with_this_amount';
-      else if (session.late_until <= now) {
+    if (!reason) {
+      const found = await this.sessionPaidBy(trx, data, amountMicro);
+      session = found.session;
+      unmatchedReason = found.unmatchedReason;
+      if (session && session.late_until <= now) {
         unmatchedReason = 'late_window_passed';
         candidate = session.session_id;
         session = undefined;
-      } else if (session.transfer_id !== null) {
+      } else if (session && session.transfer_id !== null) {
         unmatchedReason = 'session_already_paid';
         candidate = session.session_id;
         session = undefined;
@@ -181,27 +178,48 @@ export class TransferMatcher {
     await this.applyToSession(trx, session, transfer, outcomeFor(session, amountMicro, now));
   }
 
-  /** Money that is not USDC in one of Paygate's wallets on this chain (the ledger never booked it). */
+  /** Money that is not USDC on this chain (the ledger never booked it). */
   private rejectReason(data: Observed): string | null {
     if (data.chainId !== this.config.chainId) return 'wrong_chain';
-    const to = data.to.toLowerCase();
-    if (
-      to !== this.config.checkoutEscrowAddress.toLowerCase() &&
-      to !== this.config.escrowAddress.toLowerCase()
-    )
-      return 'wrong_recipient';
     if (data.token.toLowerCase() !== this.config.usdcAddress.toLowerCase()) return 'wrong_token';
     return null;
   }
 
   /**
-   * A transfer to the agent escrow (where 402 payments go) never pays a session by its amount: the payer chose
-   * that address for an agent payment, and a session whose exact amount equals a public price would otherwise
-   * capture it. It is on the books like any escrow money; an x402 proof claims it, or an operator resolves it.
+   * The session a transfer pays, locked, decided by the address the payer sent to (never by its amount alone):
+   * - a session's own deposit address: that session, whatever the amount (outcomeFor: underpaid, paid, overpaid);
+   * - the agent escrow (where 402 payments go): none, `paid_to_agent_escrow` (an x402 proof claims it, or an
+   *   operator resolves it), so a session can never capture an agent's payment;
+   * - the old shared deposit wallet: the session from before deposit addresses that reserves exactly this amount
+   *   (only those sessions reserve amounts, and only there, so nothing else can collide with it);
+   * - anything else: `wrong_recipient` (not Paygate's money).
    */
-  private notACheckoutDeposit(data: Observed): string | null {
+  private async sessionPaidBy(
+    trx: CheckoutTrx,
+    data: Observed,
+    amountMicro: bigint,
+  ): Promise<{ session?: SessionRow; unmatchedReason: string | null }> {
     const to = data.to.toLowerCase();
-    return to !== this.config.checkoutEscrowAddress.toLowerCase() ? 'paid_to_agent_escrow' : null;
+    const byAddress = await trx
+      .selectFrom('sessions')
+      .selectAll()
+      .where('deposit_address', '=', to)
+      .forUpdate()
+      .executeTakeFirst();
+    if (byAddress) return { session: byAddress, unmatchedReason: null };
+    if (to === this.config.escrowAddress.toLowerCase()) return { unmatchedReason: 'paid_to_agent_escrow' };
+    if (to !== this.config.checkoutEscrowAddress.toLowerCase()) return { unmatchedReason: 'wrong_recipient' };
+    const legacy = await trx
+      .selectFrom('sessions')
+      .selectAll()
+      .where('amount_reserved', '=', true)
+      .where('deposit_address', 'is', null)
+      .where('exact_amount_micro', '=', amountMicro)
+      .forUpdate()
+      .executeTakeFirst();
+    return legacy
+      ? { session: legacy, unmatchedReason: null }
+      : { unmatchedReason: 'no_session_with_this_amount' };
   }
 
   /** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */
@@ -589,9 +607,10 @@ export class TransferMatcher {
     return { transfer: updated, session: refundedSession };
   }
 
-  /** The `underpaid` session an attached transfer is the (short) payment of, locked; undefined otherwise. */
+  /** The `underpaid` session a transfer (matched at its address, or attached) is the short payment of, locked. */
   private async underpaidSessionOf(trx: CheckoutTrx, transfer: TransferRow): Promise<SessionRow | undefined> {
-    if (transfer.status !== 'attached' || !transfer.session_id) return undefined;
+    if ((transfer.status !== 'attached' && transfer.status !== 'matched') || !transfer.session_id)
+      return undefined;
     const session = await trx
       .selectFrom('sessions')
       .selectAll()

@@ -12,56 +12,48 @@ const CREATE_POOL_SIZE = 8;
 const STATEMENT_TIMEOUT_MS = 15_000;
 
 /**
- * Inserts a session whose exact amount is price + the first suffix after a random start that no matchable
- * session holds, and its checkout.session_created outbox row (the event JSON gets the allocated amount,
- * formatted like formatUsdcExact). Returns only the allocated amount: the caller knows every other column.
+ * Inserts a session (its exact amount is its price: the session's own deposit address tells its payment apart)
+ * and its two outbox rows, checkout.session_created and deposit.address_assigned, so no address reaches a buyer
+ * without the indexer and settlement hearing of it. Returns a row when inserted.
  * $1 session_id, $2 seller_id, $3 skill_id, $4 skill_name, $5 endpoint_id, $6 description, $7 price_micro,
- * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 start, $13 range size (suffixes),
- * $14 event id, $15 event type, $16 event JSON, $17 the seller's open-session cap, $18 its cap on unpaid
- * reservations among this price's amounts (0: none). Nothing is inserted when a cap is reached (the caller says
- * which).
+ * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 deposit address, $13 derivation index,
+ * $14 the seller's open-session cap (0: none), $15/$16/$17 the session event's id, type and JSON, $18/$19/$20 the
+ * address event's. Nothing is inserted when the cap is reached (the caller says so).
  */
 const CREATE_SESSION = `
   with created as (
     insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
-      exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
-    select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $7::bigint + c.suffix, 'open',
-      $8::int, $9::timestamptz, $10::timestamptz, $11::timestamptz, true, $9::timestamptz
-    from (select 1 + (($12::bigint + generate_series(0, $13::bigint - 1)) % $13::bigint) as suffix) c
-    where not exists (
-      select 1 from sessions x where x.amount_reserved and x.exact_amount_micro = $7::bigint + c.suffix
-    )
-      -- The seller's caps (limits.ts), in the same statement so a creation stays one round trip: its open
-      -- sessions, and its unpaid reservations among this price's amounts. Each count stops at its cap (an index
-      -- range of at most that many entries); 0 is no cap, and the count is then never run.
-      and ($17::bigint = 0 or (select count(*) from (select 1 from sessions o
+      exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at,
+      deposit_address, derivation_index)
+    select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $7::bigint, 'open',
+      $8::int, $9::timestamptz, $10::timestamptz, $11::timestamptz, false, $9::timestamptz, $12::text, $13::bigint
+    -- The seller's open-session cap (limits.ts), in the same statement so a creation stays one round trip; the
+    -- count stops at the cap (an index range of at most that many entries).
+    where ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
            where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
-           limit $17::bigint) o) < $17::bigint)
-      and ($18::bigint = 0 or (select count(*) from (select 1 from sessions h
-           where h.seller_id = $2::text and h.amount_reserved and h.transfer_id is null
-             and h.exact_amount_micro between $7::bigint + 1 and $7::bigint + $13::bigint
-           limit $18::bigint) h) < $18::bigint)
-    limit 1
-    on conflict (exact_amount_micro) where amount_reserved do nothing
-    returning session_id, seller_id, exact_amount_micro
-  ), event as (
+           limit $14::bigint) o) < $14::bigint)
+    returning session_id, seller_id
+  ), events as (
     insert into outbox (id, subject, envelope, published_at)
-    select $14::text, $15::text,
-      jsonb_set($16::jsonb, '{data,exactAmount}',
-        to_jsonb((exact_amount_micro / 1000000)::text || '.' || lpad((exact_amount_micro % 1000000)::text, 6, '0'))),
-      null
-    from created
+    select e.id, e.subject, e.envelope, null
+    from created, (values ($15::text, $16::text, $17::jsonb), ($18::text, $19::text, $20::jsonb)) e(id, subject, envelope)
   )`;
 
-/** The same, plus the idempotency record: $19 idempotency key, $20 request hash. */
+/** The same, plus the idempotency record: $21 idempotency key, $22 request hash. */
 const CREATE_SESSION_IDEMPOTENT = `${CREATE_SESSION}, idempotency as (
     insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
-    select seller_id, $19::text, $20::text, session_id, $9::timestamptz from created
+    select seller_id, $21::text, $22::text, session_id, $9::timestamptz from created
   )
-  select exact_amount_micro from created`;
+  select 1 from created`;
 
 const CREATE_SESSION_PLAIN = `${CREATE_SESSION}
-  select exact_amount_micro from created`;
+  select 1 from created`;
+
+interface OutboxEvent {
+  id: string;
+  type: string;
+  json: string;
+}
 
 export interface CreateSessionParams {
   sessionId: string;
@@ -75,14 +67,12 @@ export interface CreateSessionParams {
   now: Date;
   expiresAt: Date;
   lateUntil: Date;
-  start: number;
-  rangeSize: number;
-  eventId: string;
-  eventType: string;
-  eventJson: string;
-  /** The seller's caps (limits.ts `sellerCaps`). */
+  depositAddress: string;
+  derivationIndex: number;
+  /** The seller's open-session cap (0: none). */
   maxOpenSessions: number;
-  maxUnpaidInRange: number;
+  sessionEvent: OutboxEvent;
+  addressEvent: OutboxEvent;
   idempotency?: { key: string; requestHash: string };
 }
 
@@ -102,8 +92,8 @@ export class CreateSessionStatement {
     this.pool.on('error', () => undefined); // a dropped idle client is replaced on next use
   }
 
-  /** The allocated exact amount, or undefined when nothing was inserted (no free amount, or a race lost). */
-  async execute(params: CreateSessionParams): Promise<bigint | undefined> {
+  /** Whether the session was inserted (false: the seller's open-session cap). */
+  async execute(params: CreateSessionParams): Promise<boolean> {
     const values: unknown[] = [
       params.sessionId,
       params.sellerId,
@@ -116,24 +106,25 @@ export class CreateSessionStatement {
       params.now,
       params.expiresAt,
       params.lateUntil,
-      params.start,
-      params.rangeSize,
-      params.eventId,
-      params.eventType,
-      params.eventJson,
+      params.depositAddress,
+      params.derivationIndex,
       params.maxOpenSessions,
-      params.maxUnpaidInRange,
+      params.sessionEvent.id,
+      params.sessionEvent.type,
+      params.sessionEvent.json,
+      params.addressEvent.id,
+      params.addressEvent.type,
+      params.addressEvent.json,
     ];
     const idempotent = params.idempotency !== undefined;
     if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);
-    const result = await this.pool.query<[bigint | string]>({
+    const result = await this.pool.query({
       name: idempotent ? 'checkout_create_session_idempotent' : 'checkout_create_session',
       text: idempotent ? CREATE_SESSION_IDEMPOTENT : CREATE_SESSION_PLAIN,
       values,
       rowMode: 'array',
     });
-    const cell = result.rows[0]?.[0];
-    return cell === undefined ? undefined : BigInt(cell);
+    return result.rows.length > 0;
   }
 
   /** Opens the pool's connections ahead of the first requests (best effort: a failure shows up on use). */

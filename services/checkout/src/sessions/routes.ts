@@ -11,14 +11,14 @@ import {
   idempotencyKeyParameter,
   notFound,
 } from '@paygate/http';
-import { formatUsdc, MAX_AMOUNT_MICRO, MoneyFormatError, parseUsdc } from '@paygate/money';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, CheckoutTrx } from '../db';
 import type { ProjectionCache } from '../projections/cache';
 import { type CreatedAnswer, createSessionFastPath } from './fast-path';
-import { largestSuffixRange, RetryLaterError, type SessionLimits } from './limits';
+import { RetryLaterError, type SessionLimits } from './limits';
 import { PublishableSessionBody, SecretSessionBody, SessionBody, SessionIdParam } from './schemas';
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -150,15 +150,6 @@ export function sessionRoutes(
         rule: 'must be greater than 0',
       });
     }
-    // The exact amount (price + a suffix below the range) must stay a USDC amount every service accepts,
-    // or the session could never be matched.
-    const maxPriceMicro = MAX_AMOUNT_MICRO - BigInt(largestSuffixRange(config) - 1);
-    if (priceMicro > maxPriceMicro) {
-      throw new HttpError(400, 'invalid_request', `amount must be at most ${formatUsdc(maxPriceMicro)}`, {
-        field: 'amount',
-        rule: `must be at most ${formatUsdc(maxPriceMicro)}`,
-      });
-    }
     return {
       sellerId: seller.sellerId,
       skillId: null,
@@ -270,9 +261,9 @@ export function sessionRoutes(
       '404': 'skill_not_found | endpoint_not_found',
       '409': 'skill_not_active | endpoint_not_priced | idempotency_key_reused',
       '429':
-        'rate_limited (per key, or per client address with a publishable key) | too_many_open_sessions (per seller) | amount_share_exhausted (the seller’s unpaid sessions hold its share of this price’s unique amounts); Retry-After says when to retry',
+        'rate_limited (per key, or per client address with a publishable key) | too_many_open_sessions (per seller); Retry-After says when to retry',
       '503':
-        'amount_range_exhausted: every suffix of this price is held by a session a payment could still match; retry later (Retry-After)',
+        'session_not_created: the seller was at its open-session cap as the request was made and is no longer; retry (Retry-After)',
     },
     handler: async (req, res) => {
       try {

@@ -1,11 +1,13 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
-import { formatUsdcExact } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
 import { CreateSessionStatement } from './create-statement';
-import { RetryLaterError, type SessionLimits, sellerCaps, suffixRangeFor } from './limits';
+import { DepositAddressAllocator, depositNode, displayAddress } from './deposit-addresses';
+import { RetryLaterError, type SessionLimits } from './limits';
 import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
 export interface NewSession {
@@ -29,48 +31,30 @@ export interface IdempotencyClaim {
   requestHash: string;
 }
 
-/** How many times allocation retries when a concurrent insert took the amount it picked. */
-const MAX_ALLOCATION_ATTEMPTS = 8;
 const SWEEP_BATCH = 500;
-
-export class AmountRangeExhaustedError extends RetryLaterError {
-  constructor(priceMicro: bigint, capacity: number) {
-    super(
-      503,
-      'amount_range_exhausted',
-      `every one of the ${capacity} unique amounts for this price is held by a session that a payment could still match; retry later`,
-      60,
-      { field: 'amount', rule: 'no unique amount left for this price' },
-    );
-    void priceMicro;
-  }
-}
 
 export function newSessionId(): string {
   return `cs_${randomBytes(16).toString('hex')}`;
 }
 
 /**
- * Sessions: creation with a unique exact amount, reads with lazy expiry, and the sweep that expires sessions
- * and releases amount reservations once no transfer can match them any more.
+ * Sessions: creation with the session's own deposit address, reads with lazy expiry, and the sweep that expires
+ * sessions (and releases the amounts that sessions from before deposit addresses still reserve).
  */
 export class SessionStore {
   private readonly createStatement: CreateSessionStatement;
+  private readonly addresses: DepositAddressAllocator;
 
   constructor(
     private readonly db: CheckoutDb,
     private readonly config: CheckoutConfig,
     /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
     private readonly onEventsEnqueued: () => void = () => undefined,
-    /** Says which seller cap refused a creation (429); without it a refusal reads as a full range. */
+    /** Says why a creation was refused (429 too_many_open_sessions). */
     private readonly limits?: Pick<SessionLimits, 'admitSeller'>,
   ) {
     this.createStatement = new CreateSessionStatement(config);
-  }
-
-  /** Number of distinct suffixes of a price (1 .. range-1; the range grows with the price, see limits.ts). */
-  capacity(priceMicro: bigint): number {
-    return suffixRangeFor(this.config, priceMicro) - 1;
+    this.addresses = new DepositAddressAllocator(db, depositNode(config.depositXpub));
   }
 
   /** The session an earlier request with this Idempotency-Key created (409 if its body differed), if any. */
@@ -79,22 +63,21 @@ export class SessionStore {
   }
 
   /**
-   * One statement (so one round trip and one commit): inserts a session whose exact amount is price + a
-   * suffix not reserved by any matchable session, its idempotency record, and its checkout.session_created
-   * event into the outbox. The partial unique index decides the amount; the query starts at a random suffix
-   * and takes the first free one after it, so a nearly full range costs a few index probes inside the
-   * statement, not a round trip per guess. The event is built and validated here with a stand-in amount;
-   * the statement writes the allocated amount into it (formatted like formatUsdcExact). Undefined: no
-   * amount was free, or a concurrent insert took the one picked (nothing was written).
+   * One statement (so one round trip and one commit): inserts a session paid to its own deposit address at
+   * exactly its price, its idempotency record, and its checkout.session_created and deposit.address_assigned
+   * events into the outbox. No amount is shared with any other session, so nothing can run out. Undefined: the
+   * seller's open-session cap was reached (nothing was written).
    */
-  async insertWithUniqueAmount(
+  async insertSession(
     input: NewSession,
     idempotency?: IdempotencyClaim,
   ): Promise<CreatedSession | undefined> {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
     const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
+    const watchUntil = new Date(lateUntil.getTime() + this.config.depositWatchGraceSeconds * 1000);
     const sessionId = newSessionId();
+    const deposit = await this.addresses.assign();
     const row: SessionRow = {
       session_id: sessionId,
       seller_id: input.sellerId,
@@ -103,22 +86,37 @@ export class SessionStore {
       endpoint_id: input.endpointId,
       description: input.description,
       price_micro: input.priceMicro,
-      exact_amount_micro: input.priceMicro + 1n, // stand-in; replaced by the allocated amount
+      exact_amount_micro: input.priceMicro,
       status: 'open',
       hold_period_hours: input.holdPeriodHours,
       created_at: now,
       expires_at: expiresAt,
       late_until: lateUntil,
-      amount_reserved: true,
+      amount_reserved: false,
       paid_amount_micro: null,
       transfer_id: null,
       tx_hash: null,
       payer: null,
       paid_at: null,
       updated_at: now,
+      deposit_address: deposit.address,
+      derivation_index: BigInt(deposit.index),
     };
     const event = sessionEvent('checkout.session_created', row, this.config);
-    const exactAmountMicro = await this.createStatement.execute({
+    const assigned = createEvent(
+      'deposit.address_assigned',
+      'checkout',
+      {
+        sessionId,
+        address: displayAddress(deposit.address),
+        derivationIndex: deposit.index,
+        chainId: this.config.chainId,
+        assignedAt: now.toISOString(),
+        watchUntil: watchUntil.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    );
+    const inserted = await this.createStatement.execute({
       sessionId,
       sellerId: input.sellerId,
       skillId: input.skillId,
@@ -130,20 +128,15 @@ export class SessionStore {
       now,
       expiresAt,
       lateUntil,
-      start: randomInt(0, this.capacity(input.priceMicro)),
-      rangeSize: this.capacity(input.priceMicro),
-      eventId: event.id,
-      eventType: event.type,
-      eventJson: JSON.stringify(event),
-      ...sellerCaps(this.config, input.priceMicro),
+      depositAddress: deposit.address,
+      derivationIndex: deposit.index,
+      maxOpenSessions: this.config.maxOpenSessionsPerSeller,
+      sessionEvent: { id: event.id, type: event.type, json: JSON.stringify(event) },
+      addressEvent: { id: assigned.id, type: assigned.type, json: JSON.stringify(assigned) },
       idempotency,
     });
-    if (exactAmountMicro === undefined) return undefined;
-    row.exact_amount_micro = exactAmountMicro;
-    // The event's snapshot is the response: only the amount differs from what was validated.
-    const snapshot = event.data;
-    snapshot.exactAmount = formatUsdcExact(exactAmountMicro);
-    return { session: row, snapshot };
+    if (!inserted) return undefined;
+    return { session: row, snapshot: event.data };
   }
 
   /** Opens the creation pool's connections before the first request. */
@@ -155,57 +148,35 @@ export class SessionStore {
     await this.createStatement.close();
   }
 
-  /** Creates a session (and its idempotency record) and enqueues checkout.session_created, in one statement. */
+  /** Creates a session (and its idempotency record) and enqueues its events, in one statement. */
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
   ): Promise<CreatedSession & { replayed: boolean }> {
     // No lookup first: the statement itself fails on a known Idempotency-Key (and writes nothing), so a new
     // request costs one round trip and only a retry pays for the lookup.
-    let swept = false;
-    for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
-      try {
-        const created = await this.insertWithUniqueAmount(input, idempotency);
-        if (created) {
-          this.onEventsEnqueued();
-          return { ...created, replayed: false };
-        }
-        // Nothing inserted, so the key was not checked: a retry must replay even when the range is full.
-        if (idempotency && attempt === 1) {
-          const previous = await this.findIdempotent(input.sellerId, idempotency);
-          if (previous)
-            return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
-        }
-        // A seller cap reached: 429 with its reason (a full range is decided below).
-        await this.limits?.admitSeller(input.sellerId, input.priceMicro, input.skillId ? 'skill' : 'amount');
-        // Nothing free (or a concurrent insert won the amount we picked): release what has lapsed, try again.
-        const free = await this.hasFreeAmount(input.priceMicro);
-        if (!free) {
-          if (swept) throw new AmountRangeExhaustedError(input.priceMicro, this.capacity(input.priceMicro));
-          swept = true;
-          await this.releaseLapsedReservationsOf(input.priceMicro);
-        }
-      } catch (error) {
-        if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
-          const previous = await this.findIdempotent(input.sellerId, idempotency);
-          if (previous)
-            return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
-        }
-        throw error;
+    try {
+      const created = await this.insertSession(input, idempotency);
+      if (created) {
+        this.onEventsEnqueued();
+        return { ...created, replayed: false };
       }
+      // Nothing inserted, so the key was not checked: a retry must replay even when the seller is at its cap.
+      if (idempotency) {
+        const previous = await this.findIdempotent(input.sellerId, idempotency);
+        if (previous)
+          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+      }
+      await this.limits?.admitSeller(input.sellerId);
+      throw new RetryLaterError(503, 'session_not_created', 'the session could not be created; retry', 1);
+    } catch (error) {
+      if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
+        const previous = await this.findIdempotent(input.sellerId, idempotency);
+        if (previous)
+          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+      }
+      throw error;
     }
-    throw new AmountRangeExhaustedError(input.priceMicro, this.capacity(input.priceMicro));
-  }
-
-  private async hasFreeAmount(priceMicro: bigint): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('sessions')
-      .select((eb) => eb.fn.countAll<bigint>().as('taken'))
-      .where('amount_reserved', '=', true)
-      .where('exact_amount_micro', '>', priceMicro)
-      .where('exact_amount_micro', '<', priceMicro + BigInt(suffixRangeFor(this.config, priceMicro)))
-      .executeTakeFirstOrThrow();
-    return BigInt(row.taken) < BigInt(this.capacity(priceMicro));
   }
 
   /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
@@ -282,20 +253,9 @@ export class SessionStore {
   }
 
   /**
-   * The request path's release: only this price's range, and waiting for rows the sweeper holds (its
-   * skip-locked pass must not make a request see a full range that is being freed).
+   * Frees the amounts that sessions from before deposit addresses reserve at the old shared wallet, once their
+   * late window has passed (new sessions reserve none).
    */
-  private async releaseLapsedReservationsOf(priceMicro: bigint): Promise<void> {
-    await sql`
-      update sessions set amount_reserved = false
-      where amount_reserved and late_until <= ${this.config.now()}
-        and exact_amount_micro > ${priceMicro}::bigint
-        and exact_amount_micro < ${priceMicro}::bigint + ${suffixRangeFor(this.config, priceMicro)}::bigint`.execute(
-      this.db,
-    );
-  }
-
-  /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
   async releaseLapsedReservations(
     inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
   ): Promise<number> {

@@ -2,6 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdcExact } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
+import { getAddress } from 'ethers';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutTrx, SessionRow } from '../db';
 
@@ -24,7 +25,8 @@ export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnap
     status: row.status,
     exactAmount: formatUsdcExact(row.exact_amount_micro),
     paidAmount: row.paid_amount_micro === null ? null : formatUsdcExact(row.paid_amount_micro),
-    walletAddress: config.checkoutEscrowAddress,
+    // The session's own deposit address; a session from before deposit addresses was paid at the shared wallet.
+    walletAddress: row.deposit_address ? getAddress(row.deposit_address) : config.checkoutEscrowAddress,
     network: config.network,
     chainId: config.chainId,
     tokenAddress: config.usdcAddress,

@@ -1,3 +1,4 @@
+import { requestRpc } from '@paygate/bus';
 import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
@@ -5,7 +6,7 @@ import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
-import { reconcile, recordReconciliation } from '../reconciliation/reconcile';
+import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from '../reconciliation/reconcile';
 import {
   AccountList,
   ConflictIdParam,
@@ -185,13 +186,22 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     handler: async (_req, res) => {
       let report: Awaited<ReturnType<typeof reconcile>>;
       try {
-        report = await reconcile(ctx.db, deps.config);
+        report = await reconcile(ctx.db, deps.config, undefined, () =>
+          requestRpc(
+            ctx.bus,
+            'settlement.deposit_holdings',
+            { limit: MAX_DEPOSIT_ADDRESSES },
+            {
+              timeoutMs: deps.config.rpcTimeoutMs,
+            },
+          ),
+        );
       } catch (error) {
         ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
         throw new HttpError(
           503,
           'chain_unavailable',
-          'the escrow wallet balance could not be read from the chain',
+          'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
         );
       }
       recordReconciliation(deps, ctx, report);

@@ -38,18 +38,48 @@ export function escrowWallets(
   return wallets;
 }
 
+/**
+ * Session deposit addresses that may hold USDC the ledger booked (a transfer reached them and settlement has not
+ * seen them empty since): settlement, which sweeps them, lists them (`settlement.deposit_holdings`); the ledger
+ * reads their balances itself. `truncated`: more than the list holds (a difference is reported).
+ */
+export type DepositHoldings = () => Promise<{ addresses: string[]; truncated: boolean }>;
+
+/** Deposit addresses read per reconciliation at most (the RPC's bound). */
+export const MAX_DEPOSIT_ADDRESSES = 10_000;
+const BALANCE_READS_AT_ONCE = 20;
+
+/** Whether the ledger booked any transfer to an address other than the fixed escrow wallets (a deposit address). */
+async function bookedDepositTransfers(db: Kysely<any>, config: EscrowLedgerConfig): Promise<boolean> {
+  const wallets = escrowWallets(config).map((w) => w.toLowerCase());
+  const row = await sql<{ found: boolean }>`select exists (
+      select 1 from transfers where to_address is not null and not (to_address = any(${wallets}::text[]))
+    ) as found`.execute(db);
+  return row.rows[0]?.found ?? false;
+}
+
 /** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
-export async function chainEscrowBalance(config: EscrowLedgerConfig): Promise<bigint> {
+export async function chainEscrowBalance(
+  config: EscrowLedgerConfig,
+  depositAddresses: string[] = [],
+): Promise<bigint> {
   const provider = makeProvider(config.rpcUrl, {
     timeoutMs: config.rpcTimeoutMs,
     chainId: config.chainId,
   });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
-    const balances = await Promise.all(
-      escrowWallets(config).map((wallet) => usdc.getFunction('balanceOf')(wallet) as Promise<bigint>),
-    );
-    return balances.reduce((sum, balance) => sum + balance, 0n);
+    const addresses = [...escrowWallets(config), ...depositAddresses];
+    let total = 0n;
+    for (let i = 0; i < addresses.length; i += BALANCE_READS_AT_ONCE) {
+      const balances = await Promise.all(
+        addresses
+          .slice(i, i + BALANCE_READS_AT_ONCE)
+          .map((wallet) => usdc.getFunction('balanceOf')(wallet) as Promise<bigint>),
+      );
+      total = balances.reduce((sum, balance) => sum + balance, total);
+    }
+    return total;
   } finally {
     provider.destroy();
   }
@@ -65,8 +95,33 @@ export async function reconcile(
   db: Kysely<any>,
   config: EscrowLedgerConfig,
   chainBalance?: bigint,
+  depositHoldings?: DepositHoldings,
 ): Promise<ReconciliationReport> {
-  const onChain = chainBalance ?? (await chainEscrowBalance(config));
+  const differences: ReconciliationDifference[] = [];
+  // Money at session deposit addresses is escrow money not swept yet: counted on chain where it sits.
+  let deposits: string[] = [];
+  if (chainBalance === undefined && (await bookedDepositTransfers(db, config))) {
+    if (!depositHoldings) {
+      differences.push({
+        check: 'session deposit addresses (no way to ask settlement which hold money)',
+        expected: 'listed',
+        actual: 'unknown',
+        difference: 'unknown',
+      });
+    } else {
+      const holdings = await depositHoldings();
+      deposits = holdings.addresses;
+      if (holdings.truncated) {
+        differences.push({
+          check: `session deposit addresses holding money (more than the ${MAX_DEPOSIT_ADDRESSES} read)`,
+          expected: 'all read',
+          actual: `${deposits.length} read`,
+          difference: 'unknown',
+        });
+      }
+    }
+  }
+  const onChain = chainBalance ?? (await chainEscrowBalance(config, deposits));
   const totals = await sql<{ kind: string; normal_side: string; balance: bigint }>`select kind, normal_side,
       sum(balance_micro)::bigint as balance from accounts group by kind, normal_side order by kind`.execute(
     db,
@@ -81,10 +136,9 @@ export async function reconcile(
     else credits += row.balance;
     if (row.kind === 'escrow_asset') ledger = row.balance;
   }
-  const differences: ReconciliationDifference[] = [];
   if (onChain !== ledger) {
     differences.push({
-      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets',
+      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses',
       expected: formatUsdc(onChain),
       actual: formatUsdc(ledger),
       difference: formatUsdc(onChain - ledger),

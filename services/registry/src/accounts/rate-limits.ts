@@ -11,17 +11,19 @@ import type { RegistryConfig } from '../config';
 
 /**
  * Sign-in's limits per client address (req.ip: the right-most untrusted X-Forwarded-For hop): every nonce is an
- * insert and every first sign-in an account, so neither is free to repeat. Shared by the replicas (Postgres).
+ * insert and every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge. Shared by the replicas (Postgres).
  */
 export class SignInRateLimits {
   readonly nonces: SharedRateLimiter;
   readonly signIns: SharedRateLimiter;
   readonly accounts: SharedRateLimiter;
+  readonly payoutChallenges: SharedRateLimiter;
 
   constructor(db: Kysely<any>, config: RegistryConfig) {
     this.nonces = new SharedRateLimiter(db, config.siweNoncesPerMinute, config.now);
     this.signIns = new SharedRateLimiter(db, config.signInsPerMinute, config.now);
     this.accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
+    this.payoutChallenges = new SharedRateLimiter(db, config.payoutChallengesPerMinute, config.now);
   }
 
   /** On the sign-in routes: nonces and sign-ins are counted per client address (429 with Retry-After). */
@@ -55,6 +57,23 @@ export class SignInRateLimits {
           'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
       },
     );
+    // Each challenge stores a single-use nonce: not free to repeat either (security issue, point 3).
+    guardRoute(
+      routes,
+      'post',
+      '/api/v1/account/payout-address/challenge',
+      [
+        rateLimitMiddleware(
+          this.payoutChallenges,
+          (req) => `payout-challenge:${req.ip}`,
+          'payout-address challenges per minute per client address',
+        ),
+      ],
+      {
+        '429':
+          'rate_limited: PAYOUT_CHALLENGES_PER_MINUTE payout-address challenges this minute from this address (Retry-After)',
+      },
+    );
   }
 
   /** Counts a new account of the request's client address; throws the 429 when over the hour's limit. */
@@ -68,6 +87,6 @@ export class SignInRateLimits {
   }
 
   get tasks() {
-    return [this.nonces, this.signIns, this.accounts];
+    return [this.nonces, this.signIns, this.accounts, this.payoutChallenges];
   }
 }

@@ -1,0 +1,121 @@
+import type { ConsumerOptions } from '@paygate/bus';
+import type { TransferLog } from '@paygate/chain';
+import type { Kysely, Transaction } from 'kysely';
+import type { ChainIndexerConfig } from '../config';
+import type { IndexerDatabase } from './tables';
+
+/** An assignment consumed this much later than it was made counts as late: its backfill searches by time. */
+const LATE_REGISTRATION_MS = 60_000;
+/** Block timestamps and checkout's clock may disagree by this much; the time search starts this much earlier. */
+const CLOCK_SKEW_SECONDS = 300;
+
+/**
+ * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
+ * redelivery or a restart changes nothing; the scanner reads the table, so what is watched survives restarts.
+ */
+export function depositAddressConsumer(
+  config: Pick<ChainIndexerConfig, 'chainId'>,
+): ConsumerOptions<'deposit.address_assigned'> {
+  return {
+    durable: 'indexer-deposit-addresses',
+    subject: 'deposit.address_assigned',
+    concurrency: 4,
+    async handler(trx, event) {
+      const d = event.data;
+      if (d.chainId !== config.chainId) return; // another chain's checkout: not ours to watch
+      await (trx as Transaction<IndexerDatabase>)
+        .insertInto('deposit_addresses')
+        .values({
+          address: d.address.toLowerCase(),
+          derivation_index: BigInt(d.derivationIndex),
+          session_id: d.sessionId,
+          assigned_at: new Date(d.assignedAt),
+          watch_until: new Date(d.watchUntil),
+        })
+        .onConflict((oc) => oc.column('address').doNothing())
+        .execute();
+    },
+  };
+}
+
+export interface PendingBackfill {
+  addresses: string[];
+  /** The earliest assignment among them (seconds since epoch), when one was registered late; else null. */
+  lateSinceSeconds: number | null;
+}
+
+/** What the scanner asks about deposit addresses: which to watch, which to backfill, which are Paygate's. */
+export class DepositAddressBook {
+  constructor(
+    private readonly db: Kysely<IndexerDatabase>,
+    private readonly config: Pick<ChainIndexerConfig, 'maxWatchedDepositAddresses' | 'watchedAddresses'>,
+  ) {}
+
+  /** Addresses whose watch has not ended (the newest first, at most maxWatchedDepositAddresses). */
+  async watched(now: Date): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('deposit_addresses')
+      .select('address')
+      .where('watch_until', '>', now)
+      .where('backfilled', '=', true)
+      .orderBy('watch_until', 'desc')
+      .limit(this.config.maxWatchedDepositAddresses)
+      .execute();
+    return rows.map((r) => r.address);
+  }
+
+  /** Registered addresses not backfilled yet (a bounded batch). */
+  async pendingBackfill(limit: number): Promise<PendingBackfill> {
+    const rows = await this.db
+      .selectFrom('deposit_addresses')
+      .select(['address', 'assigned_at', 'registered_at'])
+      .where('backfilled', '=', false)
+      .orderBy('assigned_at')
+      .limit(limit)
+      .execute();
+    const late = rows.filter(
+      (r) => r.registered_at.getTime() - r.assigned_at.getTime() > LATE_REGISTRATION_MS,
+    );
+    const earliest = late.length > 0 ? Math.min(...late.map((r) => r.assigned_at.getTime())) : null;
+    return {
+      addresses: rows.map((r) => r.address),
+      lateSinceSeconds: earliest === null ? null : Math.floor(earliest / 1000) - CLOCK_SKEW_SECONDS,
+    };
+  }
+
+  async markBackfilled(trx: Transaction<IndexerDatabase>, addresses: string[]): Promise<void> {
+    if (addresses.length === 0) return;
+    await trx
+      .updateTable('deposit_addresses')
+      .set({ backfilled: true })
+      .where('address', 'in', addresses)
+      .execute();
+  }
+
+  /**
+   * Drops moves between Paygate's own wallets: the escrow, the old checkout deposit wallet and every session
+   * deposit address ever assigned (settlement's sweep of a deposit address into escrow is not money arriving;
+   * the ledger booked it when it reached the deposit address).
+   */
+  async withoutInternalMoves(
+    logs: TransferLog[],
+    depositAddresses: readonly string[],
+  ): Promise<TransferLog[]> {
+    if (logs.length === 0) return logs;
+    const fixed = new Set(this.config.watchedAddresses.map((a) => a.toLowerCase()));
+    const known = new Set(depositAddresses);
+    const senders = [...new Set(logs.map((l) => l.from.toLowerCase()))].filter(
+      (a) => !fixed.has(a) && !known.has(a),
+    );
+    if (senders.length > 0) {
+      const rows = await this.db
+        .selectFrom('deposit_addresses')
+        .select('address')
+        .where('address', 'in', senders)
+        .execute();
+      for (const row of rows) known.add(row.address);
+    }
+    const ours = (a: string) => fixed.has(a.toLowerCase()) || known.has(a.toLowerCase());
+    return logs.filter((log) => !(ours(log.from) && ours(log.to)));
+  }
+}

@@ -1,0 +1,155 @@
+import { encodeEnvelope } from '@paygate/bus';
+import { usdcAbi } from '@paygate/chain';
+import { createEvent } from '@paygate/contracts';
+import type { RunningService } from '@paygate/runtime';
+import {
+  type AnvilInstance,
+  countStreamMessages,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  openSchema,
+  startAnvil,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { loadConfig, startChainIndexer } from '../src';
+
+const ESCROW = testWallets.escrow.address;
+/** The dev deposit key (settlement's default outside production); checkout hands out its children. */
+const depositKeys = HDNodeWallet.fromMnemonic(
+  Mnemonic.fromPhrase('test test test test test test test test test test test junk'),
+  "m/44'/60'/1'/0",
+);
+
+/**
+ * Session deposit addresses (security issue, point 3): the indexer learns them from `deposit.address_assigned`,
+ * reports transfers to them (also one paid before it heard of the address, and one paid while it was down), not
+ * a transfer to an address nobody assigned, and not settlement's sweep of one into escrow (an internal move).
+ */
+describe('chain-indexer watches session deposit addresses', () => {
+  let env: TestEnvironment;
+  let anvil: AnvilInstance;
+  let usdcAddress: string;
+  let indexer: RunningService | undefined;
+  let db: Kysely<any>;
+  let index = 100;
+
+  const start = async () =>
+    startChainIndexer(
+      loadConfig(
+        env.envFor('chain-indexer', {
+          CHAIN_RPC_URL: anvil.rpcUrl,
+          USDC_ADDRESS: usdcAddress,
+          ESCROW_ADDRESS: ESCROW,
+          CONFIRMATIONS: '1',
+          POLL_INTERVAL_MS: '50',
+          LEADER_RETRY_MS: '200',
+          // One recipient per eth_getLogs call, so the chunking is exercised.
+          ADDRESSES_PER_LOG_QUERY: '1',
+        }),
+      ),
+    );
+  const pay = async (
+    to: string,
+    amountMicro: bigint,
+    from: Wallet = new Wallet(testWallets.buyer.privateKey),
+  ) => {
+    const usdc = new Contract(usdcAddress, usdcAbi, from.connect(anvil.provider));
+    const tx = await usdc.getFunction('transfer')(to, amountMicro);
+    await tx.wait(1, 10_000);
+    return (tx.hash as string).toLowerCase();
+  };
+  const newDepositAddress = () => {
+    const i = index++;
+    return { index: i, key: new Wallet(depositKeys.deriveChild(i).privateKey) };
+  };
+  const assign = async (deposit: { index: number; key: Wallet }) => {
+    const bus = await env.bus();
+    const now = new Date();
+    const event = createEvent('deposit.address_assigned', 'checkout', {
+      sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
+      address: deposit.key.address,
+      derivationIndex: deposit.index,
+      chainId: 31337,
+      assignedAt: now.toISOString(),
+      watchUntil: new Date(now.getTime() + 86_400_000).toISOString(),
+    });
+    await bus.js.publish(bus.subjectFor('deposit.address_assigned'), encodeEnvelope(event), {
+      msgID: event.id,
+    });
+  };
+  const published = async (txHash: string) => {
+    const bus = await env.bus();
+    return waitFor(
+      async () =>
+        (await countStreamMessages(bus, 'transfer.observed')).find((e) => (e.data as any).txHash === txHash),
+      { message: `transfer ${txHash} published` },
+    );
+  };
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('indexerdepositaddr');
+    anvil = await startAnvil();
+    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
+    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n });
+    indexer = await start();
+    db = openSchema(env.schemaFor('chain-indexer'));
+  });
+
+  afterAll(async () => {
+    await indexer?.stop();
+    await db?.destroy();
+    await anvil?.stop();
+    await env?.cleanup();
+  });
+
+  it('reports transfers to assigned addresses, including one paid before the indexer heard of it, and skips the sweep', async () => {
+    const early = newDepositAddress();
+    const late = newDepositAddress();
+    const stranger = newDepositAddress(); // derived but never assigned: not Paygate's to watch
+    // Paid before its assignment reached the indexer (the buyer had the address first): found by the backfill.
+    const earlyTx = await pay(early.key.address, 1_500_000n);
+    await assign(early);
+    await assign(late);
+    await waitFor(
+      async () =>
+        (await sql<{ n: number }>`select count(*)::int n from deposit_addresses where backfilled`.execute(db))
+          .rows[0]!.n >= 2,
+      { message: 'addresses registered and backfilled' },
+    );
+    const lateTx = await pay(late.key.address, 2_000_000n);
+    const strangerTx = await pay(stranger.key.address, 3_000_000n);
+    expect((await published(earlyTx))!.data).toMatchObject({ to: early.key.address, amount: '1.5' });
+    expect((await published(lateTx))!.data).toMatchObject({ to: late.key.address, amount: '2' });
+
+    // Settlement's sweep of the early address into escrow (here a plain transfer; the deposit key pays its gas)
+    // is a move between Paygate's own addresses: not money arriving.
+    await anvil.provider.send('anvil_setBalance', [early.key.address, '0x16345785D8A0000']);
+    const sweepTx = await pay(ESCROW, 1_500_000n, early.key);
+    const marker = await pay(ESCROW, 4_000_000n);
+    await published(marker);
+    const bus = await env.bus();
+    const all = (await countStreamMessages(bus, 'transfer.observed')).map((e) => (e.data as any).txHash);
+    expect(all).not.toContain(sweepTx);
+    expect(all).not.toContain(strangerTx);
+  });
+
+  it('after a restart, watches an address assigned while it was down and finds its payment', async () => {
+    await indexer?.stop();
+    indexer = undefined;
+    const whileDown = newDepositAddress();
+    await assign(whileDown);
+    const paidWhileDown = await pay(whileDown.key.address, 2_500_000n);
+    indexer = await start();
+    expect((await published(paidWhileDown))!.data).toMatchObject({
+      to: whileDown.key.address,
+      amount: '2.5',
+    });
+    const after = await pay(whileDown.key.address, 500_000n);
+    expect((await published(after))!.data).toMatchObject({ to: whileDown.key.address, amount: '0.5' });
+  });
+});

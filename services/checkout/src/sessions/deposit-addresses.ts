@@ -1,0 +1,73 @@
+import { getAddress, HDNodeVoidWallet, HDNodeWallet } from 'ethers';
+import { sql } from 'kysely';
+import type { CheckoutDb } from '../db';
+
+/** Indexes taken from the sequence at a time: one round trip per this many sessions, per replica. */
+export const INDEX_BLOCK_SIZE = 1000;
+/** BIP-32 non-hardened child indexes end here. */
+const MAX_INDEX = 2 ** 31 - 1;
+
+export interface DepositAddress {
+  /** Lower-case, as stored and matched; `getAddress` for display. */
+  address: string;
+  index: number;
+}
+
+/**
+ * The public node under which sessions' deposit addresses are derived (CHECKOUT_DEPOSIT_XPUB). Refuses a private
+ * extended key: checkout never holds a key that can move deposits (settlement alone does, and sweeps them).
+ */
+export function depositNode(xpub: string): HDNodeVoidWallet {
+  const node = HDNodeWallet.fromExtendedKey(xpub);
+  if (!(node instanceof HDNodeVoidWallet)) {
+    throw new Error('must be an extended public key (xpub…), never a private one');
+  }
+  return node;
+}
+
+/** The deposit address of a child index (what settlement derives from the private key for the same index). */
+export function depositAddressAt(node: HDNodeVoidWallet, index: number): string {
+  return node.deriveChild(index).address.toLowerCase();
+}
+
+/**
+ * Gives each session its own deposit address: the next unused child index of the deposit xpub. Indexes come in
+ * blocks of INDEX_BLOCK_SIZE from a Postgres sequence, so replicas never share one; a block left unused by a
+ * restart is a gap, never a reuse (an unassigned address is never watched nor handed out).
+ */
+export class DepositAddressAllocator {
+  private next = 0;
+  private end = 0;
+  private refill: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: CheckoutDb,
+    private readonly node: HDNodeVoidWallet,
+  ) {}
+
+  async assign(): Promise<DepositAddress> {
+    while (this.next >= this.end) {
+      this.refill ??= this.takeBlock().finally(() => {
+        this.refill = undefined;
+      });
+      await this.refill;
+    }
+    const index = this.next++;
+    return { index, address: depositAddressAt(this.node, index) };
+  }
+
+  private async takeBlock(): Promise<void> {
+    const result = await sql<{
+      block: string;
+    }>`select nextval('deposit_index_blocks')::text as block`.execute(this.db);
+    const start = Number(result.rows[0]!.block) * INDEX_BLOCK_SIZE;
+    if (start + INDEX_BLOCK_SIZE - 1 > MAX_INDEX) {
+      throw new Error('every child index of CHECKOUT_DEPOSIT_XPUB is used: configure a new deposit xpub');
+    }
+    this.next = start;
+    this.end = start + INDEX_BLOCK_SIZE;
+  }
+}
+
+/** The address as a checksummed string (the wire format of walletAddress). */
+export const displayAddress = (address: string) => getAddress(address);

@@ -1,0 +1,299 @@
+import type { Bus } from '@paygate/bus';
+import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
+import { createEvent, type DepositHoldingsReply, type EventData } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import {
+  createTestEnvironment,
+  fundTestWallets,
+  mine,
+  openSchema,
+  setAutomine,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
+import type { Kysely } from 'kysely';
+import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import type { SettlementDB } from '../src/db';
+import { publishEvent, settlementEnv, startTestChain, type TestChain } from './helpers';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const ESCROW = testWallets.escrow.address;
+/** The dev deposit key (settlement's default outside production): checkout hands out its children. */
+const depositKeys = HDNodeWallet.fromMnemonic(
+  Mnemonic.fromPhrase('test test test test test test test test test test test junk'),
+  "m/44'/60'/1'/0",
+);
+
+/**
+ * Session deposit addresses swept into escrow by settlement (security issue, point 3): the address's derived
+ * key signs an EIP-3009 authorization of its balance to escrow and the relayer submits it, so neither the buyer
+ * nor the address needs ETH; exactly once (a crash between signing and mining sends nothing twice); dust below
+ * CHECKOUT_SWEEP_MIN_MICRO waits and is still listed for reconciliation. Real anvil, TestUSDC, Postgres, NATS.
+ */
+describe('settlement sweeps session deposit addresses into escrow through the relayer', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let service: RunningSettlement | undefined;
+  let db: Kysely<SettlementDB>;
+  let usdc: Contract;
+  let nextIndex = 500;
+  let block = 1_000;
+
+  const settlementConfig = () =>
+    loadConfig(
+      settlementEnv(env, chain, {
+        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+        TRANSFER_POLL_INTERVAL_MS: '100',
+        CHECKOUT_SWEEP_INTERVAL_MS: '200',
+      }),
+    );
+  const balanceOf = async (address: string) => BigInt(await usdc.getFunction('balanceOf')(address));
+  const newDeposit = () => {
+    const index = nextIndex++;
+    return { index, address: new Wallet(depositKeys.deriveChild(index).privateKey).address };
+  };
+
+  /** What checkout publishes when it gives a session the address. */
+  const assign = (deposit: { index: number; address: string }) =>
+    publishEvent(
+      bus,
+      createEvent('deposit.address_assigned', 'checkout', {
+        sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
+        address: deposit.address,
+        derivationIndex: deposit.index,
+        chainId: chain.anvil.chainId,
+        assignedAt: new Date().toISOString(),
+        watchUntil: new Date(Date.now() + 86_400_000).toISOString(),
+      }),
+    );
+
+  /** What the indexer reports once the buyer's transfer to `to` is mined. */
+  const observe = async (txHash: string, to: string, amountMicro: bigint) => {
+    block++;
+    const observed: EventData<'transfer.observed'> = {
+      chainId: chain.anvil.chainId,
+      network: 'local',
+      txHash,
+      logIndex: 0,
+      blockNumber: block,
+      blockHash: `0x${block.toString(16).padStart(64, '0')}`,
+      from: testWallets.buyer.address,
+      to,
+      token: formatAddress(chain.usdcAddress),
+      amount: formatUsdc(amountMicro),
+      confirmations: 1,
+      observedAt: new Date().toISOString(),
+    };
+    await publishEvent(bus, createEvent('transfer.observed', 'chain-indexer', observed));
+  };
+
+  /** A buyer pays the address on chain, and the indexer reports it. */
+  const pay = async (to: string, amountMicro: bigint) => {
+    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+    const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(to, amountMicro);
+    await tx.wait(1, 10_000);
+    await observe(tx.hash as string, to, amountMicro);
+  };
+
+  /** Every USDC transfer from `from` to escrow on chain: the ground truth for exactly once. */
+  const sweepsOnChain = async (from: string) => {
+    const head = await chain.anvil.provider.getBlockNumber();
+    const logs = await getTransferLogs(chain.anvil.provider, {
+      token: chain.usdcAddress,
+      fromBlock: 0,
+      toBlock: head,
+      maxRangeBlocks: 10_000,
+    });
+    return logs.filter((l) => l.from === formatAddress(from) && l.to === formatAddress(ESCROW));
+  };
+
+  const holdings = async (): Promise<DepositHoldingsReply> => {
+    const reply = await bus.nc.request(
+      bus.rpcSubject('settlement.deposit_holdings'),
+      encoder.encode(JSON.stringify({ limit: 100 })),
+      { timeout: 10_000 },
+    );
+    return JSON.parse(decoder.decode(reply.data)) as DepositHoldingsReply;
+  };
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('depositsweep');
+    chain = await startTestChain(null);
+    await fundTestWallets({
+      rpcUrl: chain.anvil.rpcUrl,
+      usdcAddress: chain.usdcAddress,
+      amountMicro: 100_000_000n,
+      roles: ['buyer'],
+    });
+    usdc = new Contract(chain.usdcAddress, usdcAbi, chain.anvil.provider);
+    bus = await env.bus();
+    service = await startSettlement(settlementConfig());
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  it('sweeps what a session address received into escrow once; the address holds no ETH and the buyer pays no gas for it', async () => {
+    const deposit = newDeposit();
+    await assign(deposit);
+    const escrowBefore = await balanceOf(ESCROW);
+    await pay(deposit.address, 2_500_000n);
+    await waitFor(async () => (await balanceOf(deposit.address)) === 0n, {
+      message: 'deposit address swept',
+      timeoutMs: 30_000,
+    });
+    expect(await balanceOf(ESCROW)).toBe(escrowBefore + 2_500_000n);
+    expect(await chain.anvil.provider.getBalance(deposit.address)).toBe(0n);
+    const swept = await sweepsOnChain(deposit.address);
+    expect(swept.map((l) => l.amountMicro)).toEqual([2_500_000n]);
+    // Seen empty after the sweep: off the list reconciliation reads.
+    await waitFor(async () => !(await holdings()).addresses.includes(deposit.address), {
+      message: 'swept address no longer held',
+    });
+    const sweeps = await db
+      .selectFrom('deposit_sweeps')
+      .selectAll()
+      .where('address', '=', deposit.address.toLowerCase())
+      .execute();
+    expect(sweeps.map((s) => ({ status: s.status, amount: s.amount_micro }))).toEqual([
+      { status: 'confirmed', amount: 2_500_000n },
+    ]);
+  });
+
+  it('leaves dust below the threshold (no gas for it) but lists it for reconciliation; sweeps it all once more arrives', async () => {
+    const deposit = newDeposit();
+    await assign(deposit);
+    await pay(deposit.address, 5_000n); // 0.005 USDC, below the default 0.01
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('deposit_addresses')
+            .select(['check_due_at', 'last_balance_micro'])
+            .where('address', '=', deposit.address.toLowerCase())
+            .executeTakeFirst()
+        )?.last_balance_micro === 5_000n,
+      { message: 'dust read', timeoutMs: 20_000 },
+    );
+    expect(await balanceOf(deposit.address)).toBe(5_000n);
+    expect(await sweepsOnChain(deposit.address)).toHaveLength(0);
+    expect((await holdings()).addresses).toContain(deposit.address);
+
+    await pay(deposit.address, 20_000n);
+    await waitFor(async () => (await balanceOf(deposit.address)) === 0n, {
+      message: 'dust swept with the next payment',
+      timeoutMs: 30_000,
+    });
+    expect((await sweepsOnChain(deposit.address)).map((l) => l.amountMicro)).toEqual([25_000n]);
+  });
+
+  it('a sweep signed and broadcast but not mined when settlement stops is not sent again by the next process', async () => {
+    const deposit = newDeposit();
+    await assign(deposit);
+    await setAutomine(chain.anvil.provider, false);
+    try {
+      // The buyer's transfer must be mined to be observed: one block by hand.
+      const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+      const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 3_000_000n);
+      await mine(chain.anvil.provider, 1);
+      await tx.wait(1, 10_000);
+      await observe(tx.hash as string, deposit.address, 3_000_000n);
+      // Signed, recorded and broadcast; not mined (automine is off).
+      await waitFor(
+        async () =>
+          (
+            await db
+              .selectFrom('relayed_authorizations')
+              .select('status')
+              .where('payer', '=', deposit.address.toLowerCase())
+              .executeTakeFirst()
+          )?.status === 'broadcast',
+        { message: 'sweep broadcast', timeoutMs: 30_000 },
+      );
+      await service!.stop();
+      service = await startSettlement(settlementConfig());
+      // The new process finds the open sweep (a pass of its own has run) and signs nothing new: the relayer
+      // holds the recorded transaction, which is then mined.
+      await waitFor(async () => (await service!.depositSweeper.runPass()).leader, {
+        message: 'a sweeper pass of the new process',
+      });
+      await mine(chain.anvil.provider, 2);
+    } finally {
+      await setAutomine(chain.anvil.provider, true);
+    }
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('deposit_sweeps')
+            .select('status')
+            .where('address', '=', deposit.address.toLowerCase())
+            .executeTakeFirst()
+        )?.status === 'confirmed',
+      { message: 'sweep confirmed after the restart', timeoutMs: 30_000 },
+    );
+    await mine(chain.anvil.provider, 3);
+    expect((await sweepsOnChain(deposit.address)).map((l) => l.amountMicro)).toEqual([3_000_000n]);
+    expect(await balanceOf(deposit.address)).toBe(0n);
+    expect(
+      await db
+        .selectFrom('relayed_authorizations')
+        .select('id')
+        .where('payer', '=', deposit.address.toLowerCase())
+        .execute(),
+    ).toHaveLength(1);
+    expect(
+      await db
+        .selectFrom('deposit_sweeps')
+        .select('sweep_id')
+        .where('address', '=', deposit.address.toLowerCase())
+        .execute(),
+    ).toHaveLength(1);
+  });
+
+  it('a sweep recorded but never submitted (a crash right after signing) is submitted as recorded, once', async () => {
+    const deposit = newDeposit();
+    await assign(deposit);
+    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+    await (await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 1_000_000n)).wait(
+      1,
+    );
+    await waitFor(
+      () =>
+        db
+          .selectFrom('deposit_addresses')
+          .select('derivation_index')
+          .where('address', '=', deposit.address.toLowerCase())
+          .where('derivation_index', 'is not', null)
+          .executeTakeFirst(),
+      { message: 'assignment consumed' },
+    );
+    // What a process that died right after recording leaves behind (no transfer.observed: nothing else is due).
+    const recorded = await service!.depositSweeper.record(
+      deposit.address.toLowerCase(),
+      deposit.index,
+      1_000_000n,
+    );
+    expect(recorded?.status).toBe('open');
+    await waitFor(async () => (await balanceOf(deposit.address)) === 0n, {
+      message: 'recorded sweep submitted',
+      timeoutMs: 30_000,
+    });
+    const relayed = await db
+      .selectFrom('relayed_authorizations')
+      .select(['auth_nonce', 'signature'])
+      .where('payer', '=', deposit.address.toLowerCase())
+      .execute();
+    expect(relayed).toEqual([{ auth_nonce: recorded!.auth_nonce, signature: recorded!.signature }]);
+    expect((await sweepsOnChain(deposit.address)).map((l) => l.amountMicro)).toEqual([1_000_000n]);
+  });
+});
