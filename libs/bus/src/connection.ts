@@ -98,7 +98,14 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
 }
 
 /** Streams are declared in code: one for all events of a namespace, one for its dead letters. */
-export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } = {}): Promise<void> {
+/**
+ * `replicas`: copies of each stream in a JetStream cluster (3 in production and `make chaos`; consumers inherit it).
+ * A stream that exists is compared without it, so a service declaring the default never shrinks a replicated one.
+ */
+export async function ensureStreams(
+  bus: Bus,
+  options: { maxAgeDays?: number; replicas?: number } = {},
+): Promise<void> {
   const nanosPerDay = 24 * 60 * 60 * 1_000_000_000;
   const definitions = [
     {
@@ -114,7 +121,7 @@ export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } =
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       duplicate_window: 2 * 60 * 1_000_000_000,
-      num_replicas: 1,
+      num_replicas: options.replicas ?? 1,
     };
     const currentConfig = () =>
       bus.jsm.streams.info(definition.name).then(
