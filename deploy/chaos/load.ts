@@ -154,7 +154,7 @@ async function payment(
 ): Promise<string> {
   const url = `${options.baseUrl}/api/v1/skills/${seller.skill}/work`;
   const challenge = await fetch(url, { signal: AbortSignal.timeout(15_000) });
-  if (challenge.status !== 402) return `challenge ${challenge.status}`;
+  if (challenge.status !== 402) return `challenge ${challenge.status} ${await errorCode(challenge)}`;
   const requirements = (await challenge.json()) as PaymentRequirements;
   const paid = await agent.pay(url, requirements);
   const replays = prng.int(0, 2);
@@ -199,7 +199,7 @@ async function settleNow(options: LoadOptions, seller: Seller): Promise<string> 
     body: JSON.stringify({ sellerId: seller.sellerId }),
     signal: AbortSignal.timeout(30_000),
   });
-  return response.ok ? 'accepted' : `status ${response.status}`;
+  return response.ok ? 'accepted' : `status ${response.status} ${await errorCode(response)}`;
 }
 
 async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise<string> {
@@ -207,7 +207,7 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
     headers: { authorization: `Bearer ${seller.apiKey}` },
     signal: AbortSignal.timeout(15_000),
   });
-  if (!list.ok) return `list ${list.status}`;
+  if (!list.ok) return `list ${list.status} ${await errorCode(list)}`;
   const { data } = (await list.json()) as { data: Array<{ id: string; amount: string }> };
   if (!data?.length) return 'nothing to refund';
   const transaction = prng.pick(data);
@@ -234,4 +234,10 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
       ? 'full refund accepted'
       : 'partial refund accepted'
     : `refused ${answers.map((a) => a.status).join('/')}`;
+}
+
+/** The error code of a refusal (`error.code`), for the report's outcome counts. */
+async function errorCode(response: Response): Promise<string> {
+  const body = (await response.json().catch(() => null)) as { error?: { code?: string } } | null;
+  return body?.error?.code ?? '';
 }

@@ -10,8 +10,11 @@ import { renderReport } from './report';
 import { PROFILES, runChaos } from './run';
 
 async function main(): Promise<void> {
-  const profile = PROFILES[process.env.CHAOS_PROFILE ?? 'full'];
-  if (!profile) throw new Error(`CHAOS_PROFILE must be one of ${Object.keys(PROFILES).join(', ')}`);
+  const chosen = PROFILES[process.env.CHAOS_PROFILE ?? 'full'];
+  if (!chosen) throw new Error(`CHAOS_PROFILE must be one of ${Object.keys(PROFILES).join(', ')}`);
+  const profile = process.env.CHAOS_FAULT_SECONDS
+    ? { ...chosen, faultSeconds: Number(process.env.CHAOS_FAULT_SECONDS) }
+    : chosen;
   const seeds = process.env.CHAOS_SEED
     ? process.env.CHAOS_SEED.split(',').map((s) => Number(s.trim()))
     : Array.from({ length: Number(process.env.CHAOS_RUNS ?? 3) }, () => newSeed());

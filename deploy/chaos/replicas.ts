@@ -15,6 +15,9 @@ export class Replica {
   /** Last lines of its output (its logs are JSON; kept for the report of a failed run). */
   tail: string[] = [];
   restarts = 0;
+  /** Exits nobody asked for (a crash on a fault): each with the last lines it wrote. */
+  readonly crashes: Array<{ at: number; code: number | null; signal: string | null; tail: string[] }> = [];
+  private expectingExit = false;
 
   constructor(
     readonly service: string,
@@ -51,6 +54,11 @@ export class Replica {
     };
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
+    this.expectingExit = false;
+    child.once('exit', (code, signal) => {
+      if (!this.expectingExit)
+        this.crashes.push({ at: Date.now(), code, signal, tail: this.tail.slice(-15) });
+    });
     this.child = child;
     this.frozen = false;
   }
@@ -74,6 +82,7 @@ export class Replica {
   async kill9(): Promise<void> {
     const child = this.child;
     if (!child || !this.isRunning()) return;
+    this.expectingExit = true;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
@@ -104,6 +113,7 @@ export class Replica {
     const child = this.child;
     if (!child || !this.isRunning()) return;
     this.thaw();
+    this.expectingExit = true;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 5000);

@@ -20,6 +20,8 @@ export interface RunReport {
   recoveryMs: Record<string, { n: number; p50: number | null; p99: number | null }>;
   rpcFaultHits: Record<string, number>;
   webhookFailures: Record<string, number>;
+  /** Replicas that exited by themselves during the run (restarted, as Kubernetes would), with their last lines. */
+  crashes: Record<string, string[]>;
   passed: boolean;
 }
 
@@ -80,6 +82,11 @@ export function renderReport(report: RunReport): string {
         .map(([o, n]) => `${o} ${n}`)
         .join(', ')}`,
     );
+  }
+  lines.push(`replica crashes (not injected): ${Object.keys(report.crashes).length === 0 ? 'none' : ''}`);
+  for (const [replica, crashes] of Object.entries(report.crashes)) {
+    lines.push(`  ${replica}: ${crashes.length}`);
+    for (const crash of crashes.slice(0, 3)) lines.push(`     ${crash}`);
   }
   lines.push('invariants:');
   for (const inv of report.invariants) {

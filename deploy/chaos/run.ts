@@ -206,6 +206,8 @@ export async function runChaos(options: {
       `${sellers.length} sellers, ${buyers.length} buyers; start-up took ${startupSeconds} s; faults begin`,
     );
 
+    // As Kubernetes would: a replica that crashed by itself is started again (and counted, in the report).
+    const crashWatch = watchCrashes(replicas, log);
     const record = emptyRecord();
     const faults: FaultRecord[] = [];
     const faultStart = Date.now();
@@ -244,6 +246,7 @@ export async function runChaos(options: {
       if (!replica.isRunning()) replica.start();
     }
     for (const node of nats.nodes) if (!nats.isUp(node)) await nats.startNode(node);
+    crashWatch.stop();
     const lastFaultAt = Date.now();
     const faultSeconds = Math.round((lastFaultAt - faultStart) / 1000);
     log(`faults over after ${faultSeconds} s (${faults.length}); waiting for the load to finish`);
@@ -310,12 +313,40 @@ export async function runChaos(options: {
       recoveryMs: recoveryTimes(faults, record.successTimes),
       rpcFaultHits: rpcProxy.hits,
       webhookFailures: webhooks.failures,
-      passed: drainSeconds !== null && invariants.every((i) => i.violations === 0),
+      crashes: Object.fromEntries(
+        replicas
+          .filter((r) => r.crashes.length > 0)
+          .map((r) => [
+            r.id,
+            r.crashes.map((c) => `${c.signal ?? c.code}: ${c.tail.slice(-3).join(' | ').slice(0, 600)}`),
+          ]),
+      ),
+      passed:
+        drainSeconds !== null &&
+        invariants.every((i) => i.violations === 0) &&
+        (record.operations.payment?.served ?? 0) > 0,
     };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function watchCrashes(replicas: Replica[], log: (line: string) => void): { stop(): void } {
+  const seen = new Map<Replica, number>();
+  const timer = setInterval(() => {
+    for (const replica of replicas) {
+      if (replica.crashes.length > (seen.get(replica) ?? 0)) {
+        seen.set(replica, replica.crashes.length);
+        const crash = replica.crashes.at(-1)!;
+        log(
+          `${replica.id} CRASHED (${crash.signal ?? crash.code}): ${crash.tail.slice(-3).join(' | ').slice(0, 800)}`,
+        );
+        if (!replica.isRunning()) replica.start();
+      }
+    }
+  }, 1000);
+  return { stop: () => clearInterval(timer) };
 }
 
 /** The sellers' API behind the gateway: answers every call. */

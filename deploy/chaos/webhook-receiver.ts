@@ -25,8 +25,11 @@ export class WebhookReceiver {
           if (kind === 'http500') res.writeHead(500).end('chaos');
           else if (kind === 'timeout') setTimeout(() => res.destroy(), 15_000);
           else {
-            res.writeHead(200, { 'content-type': 'text/plain' });
-            res.write('o');
+            // Headers late, then a body that never ends: the sender must give up on its own timeout.
+            setTimeout(() => {
+              res.writeHead(500, { 'content-type': 'text/plain' });
+              res.write('o');
+            }, 1000);
             setTimeout(() => res.destroy(), 15_000);
           }
           return;
