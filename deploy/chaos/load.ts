@@ -104,6 +104,13 @@ export async function fundBuyers(rpcUrl: string, usdcAddress: string, n: number)
     await tx.wait(1, 30_000);
     buyers.push(wallet);
   }
+  // The funding must be final before any reorg (depth ≤ 3) can happen: 5 blocks on top of it.
+  const funded = await provider.getBlockNumber();
+  const deadline = Date.now() + 60_000;
+  while ((await provider.getBlockNumber()) < funded + 5 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  provider.destroy();
   return buyers;
 }
 
@@ -208,12 +215,12 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
     signal: AbortSignal.timeout(15_000),
   });
   if (!list.ok) return `list ${list.status} ${await errorCode(list)}`;
-  const { data } = (await list.json()) as { data: Array<{ id: string; amount: string }> };
+  const { data } = (await list.json()) as { data: Array<{ transactionId: string; amount: string }> };
   if (!data?.length) return 'nothing to refund';
   const transaction = prng.pick(data);
   const full = prng.chance(0.5);
   const amount = full ? transaction.amount : '0.001';
-  const key = `chaos-${transaction.id}-${prng.int(0, 1e9)}`;
+  const key = `chaos-${transaction.transactionId}-${prng.int(0, 1e9)}`;
   // The same request twice at once with one idempotency key: one refund at most.
   const send = () =>
     fetch(`${options.baseUrl}/api/v1/refunds`, {
@@ -223,7 +230,7 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
         'content-type': 'application/json',
         'idempotency-key': key,
       },
-      body: JSON.stringify({ transactionId: transaction.id, amount, reason: 'chaos' }),
+      body: JSON.stringify({ transactionId: transaction.transactionId, amount, reason: 'chaos' }),
       signal: AbortSignal.timeout(30_000),
     }).then(async (r) => ({ status: r.status, body: (await r.json().catch(() => ({}))) as { id?: string } }));
   const answers = await Promise.all([send(), send()]);

@@ -291,6 +291,18 @@ export async function runChaos(options: {
       record,
       webhooks,
     });
+    const crashed = replicas.flatMap((r) =>
+      r.crashes.map(
+        (c) =>
+          `${r.id} exited by itself (${c.signal ?? c.code}): ${c.tail.slice(-4).join(' | ').slice(0, 400)}`,
+      ),
+    );
+    invariants.push({
+      name: 'no replica crashed by itself (only injected kills)',
+      checked: replicas.length,
+      violations: crashed.length,
+      examples: crashed.slice(0, 5),
+    });
     const faultCounts: Record<string, number> = {};
     for (const fault of faults) faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
     const operationsTotal = Object.values(record.operations).reduce(

@@ -97,6 +97,12 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     ].join(' '),
   });
   pool.on('error', () => undefined); // a dropped idle client is replaced on next use
+  // A client the pool has handed out (a transaction waiting on NATS or an RPC between two statements) has no
+  // error listener of the pool's: a backend ended under it (pg_terminate_backend, a Postgres restart) emitted an
+  // unhandled 'error' and crashed the whole service (found by make chaos). The next statement fails instead.
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
 }
 

@@ -4,6 +4,8 @@
  * (0) or is out of range is refused at start-up. A lock held by another session ends the waiting statement after
  * lock_timeout instead of stalling the pool.
  */
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { TEST_DATABASE_URL } from '@paygate/testing';
 import { sql } from 'kysely';
 import pg from 'pg';
@@ -52,4 +54,14 @@ describe('Postgres limits of every service', () => {
       await db.destroy();
     }
   });
+
+  it('survives a backend ended under a transaction between two statements (the service process stays up)', () => {
+    const run = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', path.join(__dirname, 'fixtures/terminated-in-transaction.ts')],
+      { env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL }, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect({ status: run.status, stderr: run.stderr.slice(-1500) }).toEqual({ status: 0, stderr: '' });
+    expect(run.stdout).toMatch(/transaction failed: .*; next query ok; survived/);
+  }, 90_000);
 });
