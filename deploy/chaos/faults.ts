@@ -16,6 +16,8 @@ export const FAULT_WEIGHTS = {
   killNatsNode: 10,
   pgTerminateBackends: 10,
   pgCrash: 5,
+  pgTableLock: 4,
+  pgConnectionsUsedUp: 3,
   reorg: 10,
   rpcFault: 15,
 } as const;
@@ -36,6 +38,18 @@ export interface FaultTargets {
   chain: JsonRpcProvider;
   rpcProxy: RpcFaultProxy;
 }
+
+/** Tables on the money path, one of which a table-lock fault holds. */
+const LOCKABLE_TABLES = [
+  'ledger.transactions',
+  'ledger.transfers',
+  'ledger.postings',
+  'settlement.outgoing_transfers',
+  'settlement.settlements',
+  'gateway.outbox',
+  'indexer.outbox',
+  'notifier.webhook_deliveries',
+] as const;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -100,6 +114,17 @@ async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<str
       const startedAt = Date.now();
       await t.postgres.crash();
       return `kill -9 of Postgres and its backends, back after ${Date.now() - startedAt} ms`;
+    }
+    case 'pgTableLock': {
+      const table = prng.pick(LOCKABLE_TABLES);
+      const ms = prng.int(1000, 6000);
+      await t.postgres.holdTableLock(table, ms);
+      return `access exclusive lock on ${table} for ${ms} ms`;
+    }
+    case 'pgConnectionsUsedUp': {
+      const ms = prng.int(2000, 6000);
+      const n = await t.postgres.exhaustConnections(ms);
+      return `${n} free connection slots taken for ${ms} ms`;
     }
     case 'reorg': {
       const depth = prng.int(1, 3);

@@ -112,7 +112,7 @@ export async function checkInvariants(options: {
       logs.map((l) => [`${l.transactionHash.toLowerCase()}:${l.index}`, BigInt(l.data)]),
     );
     const booked = await client.query(
-      `select tx_hash, log_index, amount_micro::text as amount, status from ledger.transfers`,
+      `select tx_hash, log_index, amount_micro::text as amount, status, booked_by, block_number::text as block_number from ledger.transfers`,
     );
     const bookedMap = new Map(booked.rows.map((r) => [`${r.tx_hash}:${r.log_index}`, r]));
     const transferProblems: string[] = [];
@@ -124,8 +124,17 @@ export async function checkInvariants(options: {
         transferProblems.push(`${key} amount ${row.amount} vs chain ${amount}`);
     }
     for (const [key, row] of bookedMap) {
-      if (row.status === 'observed' && !onChain.has(key))
-        transferProblems.push(`${key} booked but not on the chain (not reversed)`);
+      if (row.status !== 'observed' || onChain.has(key)) continue;
+      // What the indexer knew of it, to tell a missed reorg from a transfer the indexer never saw.
+      const [txHash, logIndex] = key.split(':');
+      const indexed = await client.query(
+        `select status, block_number::text as block from indexer.transfers where tx_hash = $1 and log_index = $2`,
+        [txHash, Number(logIndex)],
+      );
+      const seen = indexed.rows.map((r) => `${r.status}@${r.block}`).join(',') || 'never indexed';
+      transferProblems.push(
+        `${key} booked (by ${row.booked_by}, block ${row.block_number}) but not on the chain, not reversed; indexer: ${seen}`,
+      );
     }
     add(
       'every escrow transfer credited exactly once; reorged-out ones reversed',

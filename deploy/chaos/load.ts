@@ -110,7 +110,7 @@ export async function fundBuyers(rpcUrl: string, usdcAddress: string, n: number)
   while ((await provider.getBlockNumber()) < funded + 5 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 500));
   }
-  provider.destroy();
+  // (the provider stays: the buyers' wallets send their payments through it)
   return buyers;
 }
 

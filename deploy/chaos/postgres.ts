@@ -39,7 +39,7 @@ export class ChaosPostgres {
       createPostgresUser: process.getuid?.() === 0,
       onLog: () => undefined,
       // Enough connections for 14 service replicas' pools and the checker, and a crash loses no commit.
-      postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=on', '-c', 'synchronous_commit=on'],
+      postgresFlags: ['-c', 'max_connections=200', '-c', 'fsync=on', '-c', 'synchronous_commit=on'],
     });
     await server.initialise();
     await server.start();
@@ -68,6 +68,48 @@ export class ChaosPostgres {
     } finally {
       await client.end().catch(() => undefined);
     }
+  }
+
+  /** Holds an ACCESS EXCLUSIVE lock on `table` for `ms` (a migration or an operator's query gone wrong). */
+  async holdTableLock(table: string, ms: number): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      await client.query('begin');
+      await client.query(`lock table ${table} in access exclusive mode`);
+      await new Promise((r) => setTimeout(r, ms));
+      await client.query('commit');
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /** Takes every free connection slot for `ms`: the services' new connections are refused meanwhile. */
+  async exhaustConnections(ms: number): Promise<number> {
+    const admin = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
+    await admin.connect();
+    const row = (
+      await admin.query(
+        `select current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+           - (select count(*) from pg_stat_activity where backend_type = 'client backend')::int as free`,
+      )
+    ).rows[0];
+    await admin.end();
+    const hogs: pg.Client[] = [];
+    for (let i = 0; i < Math.max(0, row.free - 1); i++) {
+      const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        hogs.push(client);
+      } catch {
+        break;
+      }
+    }
+    await new Promise((r) => setTimeout(r, ms));
+    await Promise.all(hogs.map((c) => c.end().catch(() => undefined)));
+    return hogs.length;
   }
 
   /** kill -9 of the postmaster and its backends, then a start (crash recovery from the WAL). */

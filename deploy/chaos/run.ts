@@ -52,11 +52,11 @@ export const PROFILES: Record<string, ChaosProfile> = {
   full: {
     name: 'full',
     replicas: Object.fromEntries(ALL_SERVICES.map((s) => [s, 2])),
-    faultSeconds: 150,
+    faultSeconds: 140,
     operations: 1200,
-    buyers: 8,
+    buyers: 14,
     sellers: 4,
-    pauseMs: 50,
+    pauseMs: 0,
     drainTimeoutSeconds: 120,
   },
   short: {
