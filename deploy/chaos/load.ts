@@ -127,22 +127,39 @@ export interface LoadOptions {
   shouldStop: () => boolean;
 }
 
+const OPERATION_DEADLINE_MS = 45_000;
+
+function withDeadline(operation: Promise<string>, ms: number): Promise<string> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    operation,
+    new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve('timed out (45 s)'), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 const WEIGHTS: Record<OperationKind, number> = { payment: 80, settleNow: 8, refund: 12 };
 
 export async function runLoad(options: LoadOptions): Promise<void> {
   let issued = 0;
   const workers = options.buyers.map(async (buyer, w) => {
     const prng = options.prng.fork(`worker-${w}`);
-    const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 60_000 });
+    const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 20_000 });
     while (issued < options.operations && !options.shouldStop()) {
       issued++;
       const kind = prng.weighted(WEIGHTS);
       const seller = prng.pick(options.sellers);
       let outcome: string;
       try {
-        if (kind === 'payment') outcome = await payment(options, agent, seller, prng);
-        else if (kind === 'settleNow') outcome = await settleNow(options, seller);
-        else outcome = await refund(options, seller, prng);
+        const operation =
+          kind === 'payment'
+            ? payment(options, agent, seller, prng)
+            : kind === 'settleNow'
+              ? settleNow(options, seller)
+              : refund(options, seller, prng);
+        // Every operation is bounded: one stuck on a dropped transaction never holds the run.
+        outcome = await withDeadline(operation, OPERATION_DEADLINE_MS);
       } catch (error) {
         outcome = `error: ${(error as Error).message.slice(0, 60)}`;
       }
@@ -166,10 +183,10 @@ async function payment(
   const paid = await agent.pay(url, requirements);
   const replays = prng.int(0, 2);
   // Presented until one presentation is served or refused for good (bounded): a 5xx or 503 means no replica took it.
-  for (let round = 0; round < 6; round++) {
+  for (let round = 0; round < 5; round++) {
     const answers = await Promise.all(
       Array.from({ length: 1 + replays }, () =>
-        fetch(url, { headers: { [PAYMENT_HEADER]: paid.header }, signal: AbortSignal.timeout(30_000) })
+        fetch(url, { headers: { [PAYMENT_HEADER]: paid.header }, signal: AbortSignal.timeout(10_000) })
           .then(async (r) => ({ status: r.status, body: await r.text() }))
           .catch(() => ({ status: 0, body: '' })),
       ),

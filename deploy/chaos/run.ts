@@ -52,7 +52,7 @@ export const PROFILES: Record<string, ChaosProfile> = {
   full: {
     name: 'full',
     replicas: Object.fromEntries(ALL_SERVICES.map((s) => [s, 2])),
-    faultSeconds: 140,
+    faultSeconds: 120,
     operations: 1200,
     buyers: 14,
     sellers: 4,
@@ -148,7 +148,9 @@ export async function runChaos(options: {
       USDC_ADDRESS: usdcAddress,
       ESCROW_ADDRESS: testWallets.escrow.address,
       CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
-      CONFIRMATIONS: '1',
+      // More blocks than the deepest reorg drawn (3): within the system's stated assumption, a reorg never
+      // undoes an accepted payment or a confirmed payout. CHAOS_CONFIRMATIONS=1 shows what a deeper one does.
+      CONFIRMATIONS: process.env.CHAOS_CONFIRMATIONS ?? '4',
       OPERATOR_TOKEN,
       SESSION_SECRET,
       PAYOUT_ADDRESS_DELAY_MS: '0',
