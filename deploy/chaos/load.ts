@@ -5,6 +5,7 @@
  * - `payment`: a tx-hash 402 payment: the 402, a USDC transfer on chain, then the paid call with the proof and
  *   0–2 concurrent replays of the same proof; at most one of them may be served. A call that met no replica is
  *   presented again (bounded), as an agent would.
+ * - `x402`: an x402 payment with the standard client (EIP-3009 authorization, relayed gasless by settlement).
  * - `settleNow`: the operator's settle-now for one seller.
  * - `refund`: a seller refund (full or partial) of one of its paid transactions.
  *
@@ -16,8 +17,9 @@ import { usdcAbi } from '@paygate/chain';
 import { createActiveSkill, signUpSeller, testWallets } from '@paygate/testing';
 import { Contract, JsonRpcProvider, NonceManager, Wallet } from 'ethers';
 import type { Prng } from './prng';
+import { payWithX402 } from './x402-payment';
 
-export type OperationKind = 'payment' | 'settleNow' | 'refund';
+export type OperationKind = 'payment' | 'x402' | 'settleNow' | 'refund';
 
 export interface Seller {
   sellerId: string;
@@ -36,10 +38,19 @@ export interface LoadRecord {
   refundsAccepted: string[];
   /** When each payment succeeded (ms since epoch): recovery times are measured on these. */
   successTimes: number[];
+  /** HTTP requests that carried an operation (a payment's presentations and replays, both copies of a refund…). */
+  requests: number;
 }
 
 export function emptyRecord(): LoadRecord {
-  return { operations: {}, served: new Map(), unserved: [], refundsAccepted: [], successTimes: [] };
+  return {
+    operations: {},
+    served: new Map(),
+    unserved: [],
+    refundsAccepted: [],
+    successTimes: [],
+    requests: 0,
+  };
 }
 
 function count(record: LoadRecord, kind: string, outcome: string): void {
@@ -139,7 +150,7 @@ function withDeadline(operation: Promise<string>, ms: number): Promise<string> {
   ]).finally(() => clearTimeout(timer));
 }
 
-const WEIGHTS: Record<OperationKind, number> = { payment: 80, settleNow: 8, refund: 12 };
+const WEIGHTS: Record<OperationKind, number> = { payment: 62, x402: 18, settleNow: 8, refund: 12 };
 
 export async function runLoad(options: LoadOptions): Promise<void> {
   let issued = 0;
@@ -155,9 +166,11 @@ export async function runLoad(options: LoadOptions): Promise<void> {
         const operation =
           kind === 'payment'
             ? payment(options, agent, seller, prng)
-            : kind === 'settleNow'
-              ? settleNow(options, seller)
-              : refund(options, seller, prng);
+            : kind === 'x402'
+              ? x402(options, buyer, seller)
+              : kind === 'settleNow'
+                ? settleNow(options, seller)
+                : refund(options, seller, prng);
         // Every operation is bounded: one stuck on a dropped transaction never holds the run.
         outcome = await withDeadline(operation, OPERATION_DEADLINE_MS);
       } catch (error) {
@@ -178,12 +191,14 @@ async function payment(
 ): Promise<string> {
   const url = `${options.baseUrl}/api/v1/skills/${seller.skill}/work`;
   const challenge = await fetch(url, { signal: AbortSignal.timeout(15_000) });
+  options.record.requests++;
   if (challenge.status !== 402) return `challenge ${challenge.status} ${await errorCode(challenge)}`;
   const requirements = (await challenge.json()) as PaymentRequirements;
   const paid = await agent.pay(url, requirements);
   const replays = prng.int(0, 2);
   // Presented until one presentation is served or refused for good (bounded): a 5xx or 503 means no replica took it.
   for (let round = 0; round < 5; round++) {
+    options.record.requests += 1 + replays;
     const answers = await Promise.all(
       Array.from({ length: 1 + replays }, () =>
         fetch(url, { headers: { [PAYMENT_HEADER]: paid.header }, signal: AbortSignal.timeout(10_000) })
@@ -216,7 +231,25 @@ async function payment(
   return 'not served (gave up)';
 }
 
+async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
+  options.record.requests += 2;
+  const outcome = await payWithX402(`${options.baseUrl}/api/v1/skills/${seller.skill}/work`, buyer);
+  if (outcome.status === 200 && outcome.txHash) {
+    const entry = options.record.served.get(outcome.txHash) ?? {
+      count: 0,
+      sellerId: seller.sellerId,
+      amount: '',
+    };
+    entry.count += 1;
+    options.record.served.set(outcome.txHash, entry);
+    options.record.successTimes.push(Date.now());
+    return 'served';
+  }
+  return `status ${outcome.status} ${outcome.code ?? ''}`.trim();
+}
+
 async function settleNow(options: LoadOptions, seller: Seller): Promise<string> {
+  options.record.requests++;
   const response = await fetch(`${options.baseUrl}/api/v1/operator/settlements/run`, {
     method: 'POST',
     headers: { authorization: `Bearer ${options.operatorToken}`, 'content-type': 'application/json' },
@@ -250,6 +283,7 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
       body: JSON.stringify({ transactionId: transaction.transactionId, amount, reason: 'chaos' }),
       signal: AbortSignal.timeout(30_000),
     }).then(async (r) => ({ status: r.status, body: (await r.json().catch(() => ({}))) as { id?: string } }));
+  options.record.requests += 3;
   const answers = await Promise.all([send(), send()]);
   const created = answers.find((a) => a.status === 201);
   if (created?.body.id) options.record.refundsAccepted.push(created.body.id);

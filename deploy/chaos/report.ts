@@ -15,6 +15,8 @@ export interface RunReport {
   faultLog: FaultRecord[];
   operations: LoadRecord['operations'];
   operationsTotal: number;
+  /** HTTP requests that carried the operations (replays and duplicate refunds included). */
+  requestsTotal: number;
   invariants: InvariantResult[];
   /** Per fault kind: ms from the fault's end until the next served payment. */
   recoveryMs: Record<string, { n: number; p50: number | null; p99: number | null }>;
@@ -75,7 +77,7 @@ export function renderReport(report: RunReport): string {
       .map(([k, n]) => `${k} ${n}`)
       .join(', ')}`,
   );
-  lines.push(`operations (${report.operationsTotal}):`);
+  lines.push(`operations (${report.operationsTotal}, in ${report.requestsTotal} requests):`);
   for (const [kind, outcomes] of Object.entries(report.operations)) {
     lines.push(
       `  ${kind}: ${Object.entries(outcomes)

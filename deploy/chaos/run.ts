@@ -56,7 +56,7 @@ export const PROFILES: Record<string, ChaosProfile> = {
     operations: 1200,
     buyers: 14,
     sellers: 4,
-    pauseMs: 0,
+    pauseMs: 200,
     drainTimeoutSeconds: 120,
   },
   short: {
@@ -323,6 +323,7 @@ export async function runChaos(options: {
       faultLog: faults,
       operations: record.operations,
       operationsTotal,
+      requestsTotal: record.requests,
       invariants,
       recoveryMs: recoveryTimes(faults, record.successTimes),
       rpcFaultHits: rpcProxy.hits,
