@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   let failed = 0;
   for (const seed of seeds) {
     console.log(`[chaos] seed ${seed} (reproduce: CHAOS_SEED=${seed} make chaos)`);
-    const report = await runChaos({ seed, profile });
+    const report = await runChaos({ seed, profile, logDir: path.join(outDir, `${seed}-logs`) });
     writeFileSync(path.join(outDir, `${seed}.json`), `${JSON.stringify(report, null, 2)}\n`);
     console.log(renderReport(report));
     if (!report.passed) failed++;

@@ -3,7 +3,7 @@
  * anvil behind the RPC fault proxy, each service's replicas, a webhook receiver failing half its deliveries),
  * seeded load and faults for a while, then a drain and the invariants. Everything it starts, it stops.
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -81,6 +81,8 @@ export async function runChaos(options: {
   seed: number;
   profile: ChaosProfile;
   log?: (line: string) => void;
+  /** Where each replica's last 200 log lines are written at the end (for a failed run's post-mortem). */
+  logDir?: string;
 }): Promise<RunReport> {
   const log = options.log ?? ((line: string) => console.log(`[chaos ${options.seed}] ${line}`));
   const { profile } = options;
@@ -293,6 +295,15 @@ export async function runChaos(options: {
       record,
       webhooks,
     });
+    if (options.logDir) {
+      mkdirSync(options.logDir, { recursive: true });
+      for (const replica of replicas) {
+        writeFileSync(
+          path.join(options.logDir, `${replica.id.replace('#', '-')}.log`),
+          `${replica.tail.join('\n')}\n`,
+        );
+      }
+    }
     const crashed = replicas.flatMap((r) =>
       r.crashes.map(
         (c) =>
