@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ADMIN_USER, type NatsPasswords, renderNatsAuthorization } from '@paygate/bus';
 import { findFreePort } from '@paygate/testing';
-import { connect } from 'nats';
+import { connect, type JetStreamManager } from 'nats';
 
 export interface NatsNode {
   name: string;
@@ -117,21 +117,25 @@ export class NatsCluster {
   /** The node that leads the events stream (the one a fault sometimes picks), or undefined during an election. */
   async streamLeader(stream: string): Promise<NatsNode | undefined> {
     try {
-      const nc = await connect({
-        servers: this.url.split(','),
-        timeout: 3000,
-        maxReconnectAttempts: 0,
-        ...this.adminCredentials(),
-      });
-      try {
-        const jsm = await nc.jetstreamManager({ timeout: 3000 });
-        const info = await jsm.streams.info(stream);
-        return this.nodes.find((node) => node.name === info.cluster?.leader);
-      } finally {
-        await nc.close();
-      }
+      const info = await this.asAdmin((jsm) => jsm.streams.info(stream));
+      return this.nodes.find((node) => node.name === info.cluster?.leader);
     } catch {
       return undefined;
+    }
+  }
+
+  /** One short admin connection to any node, for one JetStream question. */
+  private async asAdmin<T>(ask: (jsm: JetStreamManager) => Promise<T>): Promise<T> {
+    const nc = await connect({
+      servers: this.url.split(','),
+      timeout: 3000,
+      maxReconnectAttempts: 0,
+      ...this.adminCredentials(),
+    });
+    try {
+      return await ask(await nc.jetstreamManager({ timeout: 3000 }));
+    } finally {
+      await nc.close();
     }
   }
 
@@ -140,19 +144,8 @@ export class NatsCluster {
     let last: unknown;
     while (Date.now() < deadline) {
       try {
-        const nc = await connect({
-          servers: this.url.split(','),
-          timeout: 3000,
-          maxReconnectAttempts: 0,
-          ...this.adminCredentials(),
-        });
-        try {
-          const jsm = await nc.jetstreamManager({ timeout: 3000 });
-          await jsm.getAccountInfo();
-          return;
-        } finally {
-          await nc.close();
-        }
+        await this.asAdmin((jsm) => jsm.getAccountInfo());
+        return;
       } catch (error) {
         last = error;
         await new Promise((r) => setTimeout(r, 500));
