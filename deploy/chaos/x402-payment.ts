@@ -33,10 +33,14 @@ export async function payWithX402(url: string, buyer: Wallet): Promise<X402Outco
   });
   const response = await pay(url, { signal: AbortSignal.timeout(40_000) });
   const settled = response.headers.get('payment-response');
-  const body = (await response.json().catch(() => null)) as { error?: string; reason?: string } | null;
+  const body = (await response.json().catch(() => null)) as {
+    error?: string | { code?: string };
+    reason?: string;
+  } | null;
+  const code = body?.reason ?? (typeof body?.error === 'string' ? body.error : body?.error?.code) ?? '';
   return {
     status: response.status,
     ...(settled ? { txHash: decodePaymentResponseHeader(settled).transaction } : {}),
-    ...(response.status !== 200 ? { code: body?.reason ?? body?.error ?? '' } : {}),
+    ...(response.status !== 200 ? { code } : {}),
   };
 }
