@@ -4,7 +4,7 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test check unit bench fuzz dist deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test check unit bench fuzz chaos dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
@@ -24,6 +24,11 @@ bench: deps
 # The full property test of every write route: 2,000 bodies per route (make test sends 300, same seeds).
 fuzz: deps
 	FUZZ_RUNS=$${FUZZ_RUNS:-2000} $(WITH_INFRA) jest --ci deploy/test/fuzz.test.ts
+
+# Seeded fault injection on the whole system as real processes (docs/reliability.md): 3 seeds of at most 5 min;
+# CHAOS_SEED=<n> reproduces one. Starts its own Postgres, NATS cluster and chain; never the shared ones.
+chaos: deps
+	tsx deploy/chaos/main.ts
 
 # The compiled JavaScript the images run (the Dockerfile's build stage runs the same script).
 dist: node-deps

@@ -1,7 +1,7 @@
 /**
  * `make dev`: the whole system on one machine. Finds or starts Postgres and NATS, starts anvil with the test
  * USDC, the seven services and the edge (one public base URL), then a demo seller; prints where everything is.
- * Ctrl-C (or SIGTERM) stops everything it started.
+ * Ctrl-C (or SIGTERM) stops everything it started within seconds (shutdown.ts: bounded steps, a hard deadline).
  *
  * Every run starts from state that matches its new chain: the services run in their own dev schemas
  * (DB_SCHEMA = DEV_SCHEMA_PREFIX + schema) and event namespace (DEV_NAMESPACE), both dropped first.
@@ -18,6 +18,7 @@ import { bootstrapDemo } from './bootstrap';
 import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
 import { resetDevState } from './reset';
+import { DevShutdown } from './shutdown';
 import { browserPortWarnings, renderDevSummary } from './summary';
 
 /**
@@ -80,7 +81,7 @@ function startServiceProcess(
   child.stdout!.on('data', relay);
   child.stderr!.on('data', relay);
   child.once('exit', (code, signal) => {
-    if (!stopping) log(`${name} exited (${signal ?? code}); see its lines above`);
+    if (!shutdown.isStopping) log(`${name} exited (${signal ?? code}); see its lines above`);
   });
   return child;
 }
@@ -99,20 +100,10 @@ async function waitReady(name: string, port: number, timeoutMs = 90_000): Promis
   throw new Error(`${name} did not become ready on port ${port} within ${timeoutMs} ms`);
 }
 
-let stopping = false;
+const shutdown = new DevShutdown({ log });
 
 async function main(): Promise<void> {
-  const cleanups: Array<() => Promise<void>> = [];
-  const stopAll = async (exitCode = 0) => {
-    if (stopping) return;
-    stopping = true;
-    log('stopping everything that was started…');
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-    log('stopped');
-    process.exit(exitCode);
-  };
-  process.on('SIGINT', () => void stopAll());
-  process.on('SIGTERM', () => void stopAll());
+  shutdown.listen();
 
   try {
     const pagePort = Number(process.env.DEMO_PAGE_PORT ?? 8090 + PORT_OFFSET);
@@ -120,7 +111,7 @@ async function main(): Promise<void> {
       log(`\x1b[33mwarning: ${warning}\x1b[0m`);
     }
     const infra = await ensureInfrastructure(log, { authorizedNatsNamespace: DEV_NAMESPACE });
-    cleanups.push(infra.stop);
+    shutdown.add('Postgres and NATS', infra.stop);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
     const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
     const devSchemas = Object.keys(SCHEMAS).map(schemaOf);
@@ -130,7 +121,7 @@ async function main(): Promise<void> {
       port: CHAIN_PORT,
       blockTimeSec: Number(process.env.BLOCK_TIME_SEC ?? 1),
     });
-    cleanups.push(chain.stop);
+    shutdown.add('the local chain', chain.stop);
     log(`local chain: ${chain.rpcUrl} (chain id ${chain.chainId}), test USDC at ${chain.usdcAddress}`);
 
     const commonEnv: NodeJS.ProcessEnv = {
@@ -183,7 +174,8 @@ async function main(): Promise<void> {
       if (name === 'escrow-ledger') env.RELEASE_INTERVAL_MS = '1000';
       children.push(startServiceProcess(name, portOf(port), env, COLORS[i % COLORS.length]!));
     });
-    cleanups.push(async () => {
+    for (const child of children) shutdown.track(child);
+    shutdown.add('the services', async () => {
       await Promise.all(
         children.map(
           (child) =>
@@ -191,7 +183,7 @@ async function main(): Promise<void> {
               if (child.exitCode !== null || child.signalCode !== null) return resolve();
               child.once('exit', () => resolve());
               child.kill('SIGTERM');
-              setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+              setTimeout(() => child.kill('SIGKILL'), 3000).unref();
             }),
         ),
       );
@@ -206,7 +198,7 @@ async function main(): Promise<void> {
       operatorToken: DEV_OPERATOR_TOKEN,
       log,
     });
-    cleanups.push(demo.stop);
+    shutdown.add('the demo seller', demo.stop);
     const edge = await startEdge({
       port: EDGE_PORT,
       upstreams: Object.fromEntries(
@@ -214,7 +206,7 @@ async function main(): Promise<void> {
       ),
       extraPrefixes: demo.edgePrefixes,
     });
-    cleanups.push(() => new Promise<void>((resolve) => edge.close(() => resolve())));
+    shutdown.trackServer('the edge', edge);
 
     // The demo seller's secret key goes to a file only its owner can read, never to the console or a log.
     const sellerKeyFile = path.join(REPO_ROOT, '.dev', 'demo-seller-key');
@@ -234,7 +226,7 @@ async function main(): Promise<void> {
     );
   } catch (error) {
     console.error(`\x1b[31m[dev] ${(error as Error).message}\x1b[0m`);
-    await stopAll(1);
+    await shutdown.stop(1, 'start-up failed');
   }
 }
 

@@ -40,6 +40,16 @@ export interface BusOptions {
   caFile?: string;
 }
 
+/** NATS_URL may list every server of a cluster, comma-separated: `nats://a:4222,nats://b:4222`. */
+export function natsServerList(url: string): string[] {
+  const servers = url
+    .split(',')
+    .map((server) => server.trim())
+    .filter(Boolean);
+  if (servers.length === 0) throw new Error('NATS_URL names no server');
+  return servers;
+}
+
 export function streamNames(namespace: string) {
   const base = namespace.toUpperCase().replace(/[^A-Z0-9]/g, '_');
   return { eventsStream: `${base}_EVENTS`, deadLetterStream: `${base}_DLQ` };
@@ -52,15 +62,20 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     );
   }
   const nc = await connect({
-    servers: options.url,
+    servers: natsServerList(options.url),
     name: options.name,
     timeout: options.timeoutMs ?? 5000,
+    // Forever: a service whose NATS connection closed for good would stop publishing and consuming while it
+    // still looks alive. Every cluster URL is known up front, and the servers' gossip adds the rest.
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
+    // A server that hangs (stopped, partitioned) is noticed after three unanswered pings, not the default 4 min.
+    pingInterval: 5000,
+    maxPingOut: 3,
     ...(options.user
       ? { user: options.user, pass: options.password, inboxPrefix: inboxPrefixFor(options.user) }
       : {}),
-    ...(options.caFile || options.url.startsWith('tls://')
+    ...(options.caFile || natsServerList(options.url).some((server) => server.startsWith('tls://'))
       ? { tls: options.caFile ? { caFile: options.caFile } : {} }
       : {}),
   });
@@ -83,7 +98,14 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
 }
 
 /** Streams are declared in code: one for all events of a namespace, one for its dead letters. */
-export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } = {}): Promise<void> {
+/**
+ * `replicas`: copies of each stream in a JetStream cluster (3 in production and `make chaos`; consumers inherit it).
+ * A stream that exists is compared without it, so a service declaring the default never shrinks a replicated one.
+ */
+export async function ensureStreams(
+  bus: Bus,
+  options: { maxAgeDays?: number; replicas?: number } = {},
+): Promise<void> {
   const nanosPerDay = 24 * 60 * 60 * 1_000_000_000;
   const definitions = [
     {
@@ -99,7 +121,7 @@ export async function ensureStreams(bus: Bus, options: { maxAgeDays?: number } =
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       duplicate_window: 2 * 60 * 1_000_000_000,
-      num_replicas: 1,
+      num_replicas: options.replicas ?? 1,
     };
     const currentConfig = () =>
       bus.jsm.streams.info(definition.name).then(

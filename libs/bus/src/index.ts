@@ -5,6 +5,7 @@ export {
   connectBus,
   deleteStreams,
   ensureStreams,
+  natsServerList,
   STORE_ANCHOR_STREAM,
   streamNames,
 } from './connection';
@@ -32,6 +33,7 @@ export {
   renderNatsServerConfig,
 } from './permissions';
 export { type PassOutcome, PollingLoop, type PollingLoopOptions } from './polling-loop';
+export { type DurablePublishOptions, type DurablePublishResult, publishDurably } from './publish';
 export {
   REPLY_KEY_HEADER,
   type RpcServer,

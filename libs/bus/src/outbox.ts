@@ -4,6 +4,7 @@ import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
 import { PollingLoop } from './polling-loop';
+import { publishDurably } from './publish';
 import type { BusTables } from './tables';
 
 const encoder = new TextEncoder();
@@ -29,6 +30,8 @@ export interface OutboxRelayOptions {
   batchSize?: number;
   pollIntervalMs?: number;
   publishTimeoutMs?: number;
+  /** How long one row's publish is retried (same Nats-Msg-Id) before the pass ends; past a leader election. */
+  publishRetryMs?: number;
   /** Published rows older than this are deleted; JetStream's dedupe window is far shorter. */
   retainPublishedHours?: number;
   /**
@@ -63,6 +66,7 @@ export class OutboxRelay {
       batchSize: options.batchSize ?? 200,
       pollIntervalMs: options.pollIntervalMs ?? 250,
       publishTimeoutMs: options.publishTimeoutMs ?? 5000,
+      publishRetryMs: options.publishRetryMs ?? 30_000,
       retainPublishedHours: options.retainPublishedHours ?? 24,
       retainInboxDays: options.retainInboxDays ?? 31,
       pruneBatchSize: options.pruneBatchSize ?? 1000,
@@ -151,11 +155,17 @@ export class OutboxRelay {
     if (envelope.trace?.traceparent) headers.set('traceparent', envelope.trace.traceparent);
     if (envelope.trace?.tracestate) headers.set('tracestate', envelope.trace.tracestate);
     headers.set('Paygate-Event-Type', envelope.type);
-    return this.bus.js.publish(this.bus.subjectFor(row.subject), encoder.encode(JSON.stringify(envelope)), {
-      msgID: row.id,
-      headers,
-      timeout: this.options.publishTimeoutMs,
-    });
+    return publishDurably(
+      this.bus,
+      this.bus.subjectFor(row.subject),
+      encoder.encode(JSON.stringify(envelope)),
+      {
+        msgID: row.id,
+        headers,
+        attemptTimeoutMs: this.options.publishTimeoutMs,
+        retryForMs: this.options.publishRetryMs,
+      },
+    );
   }
 
   /**

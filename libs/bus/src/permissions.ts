@@ -54,6 +54,8 @@ export function busPermissions(service: ServiceName, namespace: string): NatsPer
       `${api}.STREAM.INFO.${stream}`,
       `${api}.STREAM.CREATE.${stream}`,
     ]),
+    // The outbox relay reads back the message a duplicate ack names (publish.ts: a remembered id is not proof).
+    `${api}.STREAM.MSG.GET.${eventsStream}`,
     ...consumers.flatMap(([durable, subject]) => [
       `${api}.CONSUMER.INFO.${eventsStream}.${durable}`,
       // nats-server 2.9's create API names the filter subject, so a service can only consume what it declared.

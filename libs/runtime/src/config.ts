@@ -24,7 +24,29 @@ export interface CommonConfig {
    * default (the dev edge); k8s sets the ingress controller's pod range.
    */
   trustedProxies: TrustedProxies;
+  /** The Postgres pool and its bounds (DB_POOL_SIZE, DB_STATEMENT_TIMEOUT_MS, DB_LOCK_TIMEOUT_MS, …); docs/reliability.md. */
+  database?: DatabaseLimits;
+  /** Copies of each JetStream stream this service creates when missing (NATS_STREAM_REPLICAS: 3 on a cluster). */
+  natsStreamReplicas?: number;
 }
+
+export interface DatabaseLimits {
+  poolSize: number;
+  /** How long a request waits for a free connection of the pool. */
+  connectTimeoutMs: number;
+  statementTimeoutMs: number;
+  lockTimeoutMs: number;
+  /** A transaction left open (a process frozen between statements) is ended by Postgres after this. */
+  idleInTransactionTimeoutMs: number;
+}
+
+export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
+  poolSize: 10,
+  connectTimeoutMs: 5000,
+  statementTimeoutMs: 15_000,
+  lockTimeoutMs: 10_000,
+  idleInTransactionTimeoutMs: 60_000,
+};
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -61,6 +83,12 @@ export function commonConfig(
     NODE_ENV: string;
     STARTUP_ATTEMPTS: number;
     TRUSTED_PROXIES: string;
+    DB_POOL_SIZE: number;
+    DB_CONNECT_TIMEOUT_MS: number;
+    DB_STATEMENT_TIMEOUT_MS: number;
+    DB_LOCK_TIMEOUT_MS: number;
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: number;
+    NATS_STREAM_REPLICAS: number;
   }>(env, {
     // 0 asks the OS for a free port (tests run many services side by side).
     PORT: num({ default: defaults.port }),
@@ -79,7 +107,27 @@ export function commonConfig(
     NODE_ENV: str({ default: 'development' }),
     STARTUP_ATTEMPTS: num({ default: 30 }),
     TRUSTED_PROXIES: str({ default: 'loopback' }),
+    DB_POOL_SIZE: num({ default: DEFAULT_DATABASE_LIMITS.poolSize }),
+    DB_CONNECT_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.connectTimeoutMs }),
+    DB_STATEMENT_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.statementTimeoutMs }),
+    DB_LOCK_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.lockTimeoutMs }),
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.idleInTransactionTimeoutMs }),
+    NATS_STREAM_REPLICAS: num({ default: 1 }),
   });
+  const bounded: Array<[string, number, number, number]> = [
+    ['DB_POOL_SIZE', parsed.DB_POOL_SIZE, 1, 200],
+    ['DB_CONNECT_TIMEOUT_MS', parsed.DB_CONNECT_TIMEOUT_MS, 100, 120_000],
+    ['DB_STATEMENT_TIMEOUT_MS', parsed.DB_STATEMENT_TIMEOUT_MS, 100, 600_000],
+    ['DB_LOCK_TIMEOUT_MS', parsed.DB_LOCK_TIMEOUT_MS, 100, 600_000],
+    ['DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', parsed.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS, 1000, 3_600_000],
+    ['NATS_STREAM_REPLICAS', parsed.NATS_STREAM_REPLICAS, 1, 5],
+  ];
+  for (const [name, value, min, max] of bounded) {
+    // 0 would mean "no limit" to Postgres: every bound here is a real one.
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new ConfigError(`invalid configuration: ${name} must be an integer from ${min} to ${max}`);
+    }
+  }
   if (!Number.isInteger(parsed.PORT) || parsed.PORT < 0 || parsed.PORT > 65535) {
     throw new ConfigError('invalid configuration: PORT must be an integer from 0 to 65535');
   }
@@ -114,6 +162,14 @@ export function commonConfig(
     production,
     startupAttempts: parsed.STARTUP_ATTEMPTS,
     trustedProxies,
+    database: {
+      poolSize: parsed.DB_POOL_SIZE,
+      connectTimeoutMs: parsed.DB_CONNECT_TIMEOUT_MS,
+      statementTimeoutMs: parsed.DB_STATEMENT_TIMEOUT_MS,
+      lockTimeoutMs: parsed.DB_LOCK_TIMEOUT_MS,
+      idleInTransactionTimeoutMs: parsed.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    },
+    natsStreamReplicas: parsed.NATS_STREAM_REPLICAS,
   };
 }
 

@@ -16,6 +16,7 @@ import {
   type TableMetadata,
 } from 'kysely';
 import pg from 'pg';
+import { type DatabaseLimits, DEFAULT_DATABASE_LIMITS } from './config';
 
 // Postgres numeric and bigint come back as strings: money columns are read as bigint explicitly.
 pg.types.setTypeParser(20, (value) => BigInt(value));
@@ -25,6 +26,9 @@ export interface DatabaseOptions {
   schema: string;
   poolSize?: number;
   statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  idleInTransactionTimeoutMs?: number;
 }
 
 /**
@@ -77,15 +81,43 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
 
 /** A Kysely instance whose every connection works inside the service's own schema (search_path). */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
+  // Every wait is bounded (docs/reliability.md): for a connection of the pool, a statement, a lock, and a
+  // transaction left open by a process that froze or died between statements.
+  const limits = { ...DEFAULT_DATABASE_LIMITS, ...definedOnly(options) };
   const pool = new pg.Pool({
     connectionString: options.url,
-    max: options.poolSize ?? 10,
-    connectionTimeoutMillis: 5000,
+    max: limits.poolSize,
+    connectionTimeoutMillis: limits.connectTimeoutMs,
     idleTimeoutMillis: 30_000,
-    options: `-c search_path=${options.schema} -c statement_timeout=${options.statementTimeoutMs ?? 15_000}`,
+    options: [
+      `-c search_path=${options.schema}`,
+      `-c statement_timeout=${limits.statementTimeoutMs}`,
+      `-c lock_timeout=${limits.lockTimeoutMs}`,
+      `-c idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`,
+    ].join(' '),
   });
   pool.on('error', () => undefined); // a dropped idle client is replaced on next use
+  // A client the pool has handed out (a transaction waiting on NATS or an RPC between two statements) has no
+  // error listener of the pool's: a backend ended under it (pg_terminate_backend, a Postgres restart) emitted an
+  // unhandled 'error' and crashed the whole service (found by make chaos). The next statement fails instead.
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
+}
+
+function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
+  const { poolSize, statementTimeoutMs, lockTimeoutMs, connectTimeoutMs, idleInTransactionTimeoutMs } =
+    options;
+  return Object.fromEntries(
+    Object.entries({
+      poolSize,
+      statementTimeoutMs,
+      lockTimeoutMs,
+      connectTimeoutMs,
+      idleInTransactionTimeoutMs,
+    }).filter(([, value]) => value !== undefined),
+  ) as Partial<DatabaseLimits>;
 }
 
 class StaticMigrationProvider implements MigrationProvider {

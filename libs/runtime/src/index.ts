@@ -1,7 +1,16 @@
 // The one kickable, non-overlapping background loop (it lives in the bus library so the outbox relay can use it).
 export { type PassOutcome, PollingLoop, type PollingLoopOptions } from '@paygate/bus';
 export { type ChainConfig, chainConfig } from './chain-config';
-export { type CommonConfig, ConfigError, commonConfig, num, parseEnv, str } from './config';
+export {
+  type CommonConfig,
+  ConfigError,
+  commonConfig,
+  type DatabaseLimits,
+  DEFAULT_DATABASE_LIMITS,
+  num,
+  parseEnv,
+  str,
+} from './config';
 export {
   applyRepeatableSql,
   createDatabase,

@@ -112,7 +112,7 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
   const metrics = createMetrics(definition.name);
   const pgHost = new URL(config.databaseUrl).host;
 
-  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema });
+  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
   await retryStartup(() => sql`select 1`.execute(db), {
     what: `Postgres at ${pgHost}`,
     attempts: config.startupAttempts,
@@ -144,7 +144,7 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     logger,
     definition.repeatableSql,
   );
-  await ensureStreams(bus);
+  await ensureStreams(bus, { replicas: config.natsStreamReplicas });
 
   const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
   const ctx: ServiceContext<DB> = {

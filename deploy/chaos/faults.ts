@@ -1,0 +1,160 @@
+/**
+ * The fault schedule: one fault at a time, drawn from the seeded PRNG with these weights, each applied, held for
+ * its drawn duration, then undone, with a drawn pause before the next. At most one NATS node is down at a time
+ * (one fault at a time), sometimes the events stream's leader.
+ */
+import type { JsonRpcProvider } from 'ethers';
+import type { NatsCluster } from './nats-cluster';
+import type { ChaosPostgres } from './postgres';
+import type { Prng } from './prng';
+import type { Replica } from './replicas';
+import { RPC_FAULTS, type RpcFaultProxy } from './rpc-proxy';
+
+export const FAULT_WEIGHTS = {
+  killReplica: 18,
+  freezeReplica: 14,
+  killNatsNode: 10,
+  pgTerminateBackends: 10,
+  pgCrash: 5,
+  pgTableLock: 4,
+  pgConnectionsUsedUp: 3,
+  reorg: 10,
+  rpcFault: 15,
+} as const;
+export type FaultKind = keyof typeof FAULT_WEIGHTS;
+
+export interface FaultRecord {
+  kind: FaultKind;
+  detail: string;
+  startedAt: number;
+  endedAt: number;
+}
+
+export interface FaultTargets {
+  replicas: Replica[];
+  nats: NatsCluster;
+  eventsStream: string;
+  postgres: ChaosPostgres;
+  chain: JsonRpcProvider;
+  rpcProxy: RpcFaultProxy;
+}
+
+/** Tables on the money path, one of which a table-lock fault holds. */
+const LOCKABLE_TABLES = [
+  'ledger.transactions',
+  'ledger.transfers',
+  'ledger.postings',
+  'settlement.outgoing_transfers',
+  'settlement.settlements',
+  'gateway.outbox',
+  'indexer.outbox',
+  'notifier.webhook_deliveries',
+] as const;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runFaults(options: {
+  prng: Prng;
+  targets: FaultTargets;
+  until: () => boolean;
+  record: FaultRecord[];
+  log: (line: string) => void;
+  weights?: Partial<Record<FaultKind, number>>;
+}): Promise<void> {
+  const { prng, targets, record, log } = options;
+  const weights = { ...FAULT_WEIGHTS, ...options.weights } as Record<FaultKind, number>;
+  while (!options.until()) {
+    const kind = prng.weighted(weights);
+    const startedAt = Date.now();
+    let detail: string;
+    try {
+      detail = await inject(kind, prng, targets);
+    } catch (error) {
+      detail = `failed to inject: ${(error as Error).message}`;
+    }
+    const endedAt = Date.now();
+    record.push({ kind, detail, startedAt, endedAt });
+    log(`fault ${kind}: ${detail} (${endedAt - startedAt} ms)`);
+    await sleep(prng.int(1000, 4000));
+  }
+}
+
+async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<string> {
+  switch (kind) {
+    case 'killReplica': {
+      const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
+      await replica.kill9();
+      await sleep(prng.int(500, 5000));
+      replica.start();
+      await replica.waitReady(120_000).catch(() => undefined);
+      return `kill -9 ${replica.id}, restarted`;
+    }
+    case 'freezeReplica': {
+      const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
+      const ms = prng.int(1000, 10_000);
+      replica.freeze();
+      await sleep(ms);
+      replica.thaw();
+      return `SIGSTOP ${replica.id} for ${ms} ms`;
+    }
+    case 'killNatsNode': {
+      const leader = prng.chance(0.5) ? await t.nats.streamLeader(t.eventsStream) : undefined;
+      const node = leader ?? prng.pick(t.nats.nodes);
+      const ms = prng.int(2000, 10_000);
+      await t.nats.kill(node);
+      await sleep(ms);
+      await t.nats.startNode(node);
+      return `kill -9 nats ${node.name}${leader ? ' (stream leader)' : ''} for ${ms} ms, restarted`;
+    }
+    case 'pgTerminateBackends': {
+      const n = await t.postgres.terminateBackends();
+      return `pg_terminate_backend of ${n} connections`;
+    }
+    case 'pgCrash': {
+      const startedAt = Date.now();
+      await t.postgres.crash();
+      return `kill -9 of Postgres and its backends, back after ${Date.now() - startedAt} ms`;
+    }
+    case 'pgTableLock': {
+      const table = prng.pick(LOCKABLE_TABLES);
+      const ms = prng.int(1000, 6000);
+      await t.postgres.holdTableLock(table, ms);
+      return `access exclusive lock on ${table} for ${ms} ms`;
+    }
+    case 'pgConnectionsUsedUp': {
+      const ms = prng.int(2000, 6000);
+      const n = await t.postgres.exhaustConnections(ms);
+      return `${n} free connection slots taken for ${ms} ms`;
+    }
+    case 'reorg': {
+      const depth = prng.int(1, 3);
+      const reinclude = prng.chance(0.5);
+      const head = await t.chain.getBlockNumber();
+      const replacements: Array<[string, number]> = [];
+      if (reinclude) {
+        for (let offset = 0; offset < depth; offset++) {
+          const block = (await t.chain.send('eth_getBlockByNumber', [
+            `0x${(head - offset).toString(16)}`,
+            false,
+          ])) as {
+            transactions: string[];
+          } | null;
+          for (const hash of block?.transactions ?? []) {
+            const raw = (await t.chain.send('eth_getRawTransactionByHash', [hash])) as string | null;
+            if (raw) replacements.push([raw, depth - 1 - offset]);
+          }
+        }
+      }
+      await t.chain.send('anvil_reorg', [depth, replacements]);
+      return `anvil_reorg depth ${depth} at ${head}, ${reinclude ? `${replacements.length} transactions re-included` : 'transactions dropped'}`;
+    }
+    case 'rpcFault': {
+      const fault = prng.pick(RPC_FAULTS);
+      const ms = prng.int(3000, 10_000);
+      t.rpcProxy.inject(fault, ms);
+      await sleep(ms);
+      t.rpcProxy.clear();
+      return `RPC ${fault} for ${ms} ms`;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/** The report of one run: seed, faults by kind, operations by kind and outcome, invariants, recovery, drain. */
+import type { FaultRecord } from './faults';
+import type { InvariantResult } from './invariants';
+import type { LoadRecord } from './load';
+
+export interface RunReport {
+  seed: number;
+  profile: string;
+  startedAt: string;
+  wallSeconds: number;
+  startupSeconds: number;
+  faultSeconds: number;
+  drainSeconds: number | null;
+  faults: Record<string, number>;
+  faultLog: FaultRecord[];
+  operations: LoadRecord['operations'];
+  operationsTotal: number;
+  /** HTTP requests that carried the operations (replays and duplicate refunds included). */
+  requestsTotal: number;
+  invariants: InvariantResult[];
+  /** Per fault kind: ms from the fault's end until the next served payment. */
+  recoveryMs: Record<string, { n: number; p50: number | null; p99: number | null }>;
+  rpcFaultHits: Record<string, number>;
+  webhookFailures: Record<string, number>;
+  /** Replicas that exited by themselves during the run (restarted, as Kubernetes would), with their last lines. */
+  crashes: Record<string, string[]>;
+  passed: boolean;
+}
+
+export function recoveryTimes(faults: FaultRecord[], successTimes: number[]): RunReport['recoveryMs'] {
+  const sorted = [...successTimes].sort((a, b) => a - b);
+  const byKind: Record<string, number[]> = {};
+  for (const fault of faults) {
+    const next = sorted.find((t) => t >= fault.endedAt);
+    if (next === undefined) continue;
+    byKind[fault.kind] ??= [];
+    byKind[fault.kind]!.push(next - fault.endedAt);
+  }
+  const quantile = (values: number[], q: number) => {
+    if (values.length === 0) return null;
+    const s = [...values].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]!;
+  };
+  return Object.fromEntries(
+    Object.entries(byKind).map(([kind, values]) => [
+      kind,
+      { n: values.length, p50: quantile(values, 0.5), p99: quantile(values, 0.99) },
+    ]),
+  );
+}
+
+export function renderReport(report: RunReport): string {
+  const lines: string[] = [];
+  lines.push(
+    `== chaos run, seed ${report.seed} (${report.profile}) — ${report.passed ? 'PASSED' : 'FAILED'}`,
+  );
+  lines.push(
+    `wall ${report.wallSeconds} s (start-up ${report.startupSeconds} s, faults ${report.faultSeconds} s, drain ${report.drainSeconds ?? 'not drained'} s)`,
+  );
+  lines.push(
+    `faults: ${
+      Object.entries(report.faults)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'none'
+    }`,
+  );
+  lines.push(
+    `rpc proxy hits: ${
+      Object.entries(report.rpcFaultHits)
+        .filter(([, n]) => n > 0)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'none'
+    }`,
+  );
+  lines.push(
+    `webhook failures: ${Object.entries(report.webhookFailures)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+  );
+  lines.push(`operations (${report.operationsTotal}, in ${report.requestsTotal} requests):`);
+  for (const [kind, outcomes] of Object.entries(report.operations)) {
+    lines.push(
+      `  ${kind}: ${Object.entries(outcomes)
+        .map(([o, n]) => `${o} ${n}`)
+        .join(', ')}`,
+    );
+  }
+  lines.push(`replica crashes (not injected): ${Object.keys(report.crashes).length === 0 ? 'none' : ''}`);
+  for (const [replica, crashes] of Object.entries(report.crashes)) {
+    lines.push(`  ${replica}: ${crashes.length}`);
+    for (const crash of crashes.slice(0, 3)) lines.push(`     ${crash}`);
+  }
+  lines.push('invariants:');
+  for (const inv of report.invariants) {
+    lines.push(
+      `  ${inv.violations === 0 ? 'ok  ' : 'FAIL'} ${inv.name} (checked ${inv.checked}, violations ${inv.violations})`,
+    );
+    for (const example of inv.examples) lines.push(`         ${example}`);
+  }
+  lines.push('recovery (fault end → next served payment):');
+  for (const [kind, r] of Object.entries(report.recoveryMs)) {
+    lines.push(`  ${kind}: n ${r.n}, p50 ${r.p50} ms, p99 ${r.p99} ms`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,385 @@
+/**
+ * One chaos run: the whole system as real processes on loopback (3-node NATS cluster, the run's own Postgres,
+ * anvil behind the RPC fault proxy, each service's replicas, a webhook receiver failing half its deliveries),
+ * seeded load and faults for a while, then a drain and the invariants. Everything it starts, it stops.
+ */
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  ADMIN_USER,
+  anchorStreamStore,
+  connectBus,
+  ensureStreams,
+  findNatsServerBinary,
+  generateNatsPasswords,
+  type NatsPasswords,
+} from '@paygate/bus';
+import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
+import pg from 'pg';
+import { Balancer } from './balancer';
+import { type FaultKind, type FaultRecord, runFaults } from './faults';
+import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
+import { emptyRecord, fundBuyers, runLoad, setUpSellers } from './load';
+import { NatsCluster } from './nats-cluster';
+import { ChaosPostgres } from './postgres';
+import { Prng } from './prng';
+import { createReplicas, type Replica } from './replicas';
+import { type RunReport, recoveryTimes } from './report';
+import { RpcFaultProxy } from './rpc-proxy';
+import { WebhookReceiver } from './webhook-receiver';
+
+export interface ChaosProfile {
+  name: string;
+  /** Replicas of each service (chain-indexer's two elect a leader). */
+  replicas: Record<string, number>;
+  faultSeconds: number;
+  operations: number;
+  buyers: number;
+  sellers: number;
+  pauseMs: number;
+  drainTimeoutSeconds: number;
+  faultWeights?: Partial<Record<FaultKind, number>>;
+}
+
+const ALL_SERVICES = Object.keys(SCHEMAS);
+const OPERATOR_TOKEN = 'chaos-operator-token-not-secret-000';
+const SESSION_SECRET = 'chaos-session-secret-not-secret-0123456789';
+
+export const PROFILES: Record<string, ChaosProfile> = {
+  full: {
+    name: 'full',
+    replicas: Object.fromEntries(ALL_SERVICES.map((s) => [s, 2])),
+    faultSeconds: 120,
+    operations: 1200,
+    buyers: 14,
+    sellers: 4,
+    pauseMs: 200,
+    drainTimeoutSeconds: 120,
+  },
+  short: {
+    name: 'short',
+    // Two of what the short run must show (the gateway behind the balancer, the indexer's leader election);
+    // one of the rest, which a busy 2-core machine starts in time.
+    replicas: {
+      ...Object.fromEntries(ALL_SERVICES.map((s) => [s, 1])),
+      'gateway-proxy': 2,
+      'chain-indexer': 2,
+    },
+    faultSeconds: 45,
+    operations: 120,
+    buyers: 3,
+    sellers: 2,
+    pauseMs: 100,
+    drainTimeoutSeconds: 90,
+  },
+};
+
+export async function runChaos(options: {
+  seed: number;
+  profile: ChaosProfile;
+  log?: (line: string) => void;
+  /** Where each replica's last 200 log lines are written at the end (for a failed run's post-mortem). */
+  logDir?: string;
+}): Promise<RunReport> {
+  const log = options.log ?? ((line: string) => console.log(`[chaos ${options.seed}] ${line}`));
+  const { profile } = options;
+  const prng = new Prng(options.seed);
+  const started = Date.now();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'paygate-chaos-'));
+  // Postgres runs as its own user when this runs as root: it must reach its directory inside.
+  chmodSync(dir, 0o755);
+  const stops: Array<() => Promise<void>> = [];
+  const namespace = `chaos${options.seed.toString(36)}`;
+  try {
+    log(`seed ${options.seed}, profile ${profile.name}, dir ${dir}`);
+    const postgres = await ChaosPostgres.start(dir);
+    stops.push(() => postgres.stop());
+    log(`postgres on ${postgres.port}`);
+
+    const binary = findNatsServerBinary();
+    if (!binary) throw new Error('nats-server is not installed (apt-get install nats-server)');
+    const passwords: NatsPasswords = generateNatsPasswords();
+    const nats = await NatsCluster.start({ binary, dir, namespace, passwords });
+    stops.push(() => nats.stop());
+    const admin = await connectBus({
+      url: nats.url,
+      namespace,
+      name: 'chaos-admin',
+      user: ADMIN_USER,
+      password: passwords[ADMIN_USER],
+    });
+    stops.push(() => admin.close());
+    await anchorStreamStore(admin.jsm);
+    await ensureStreams(admin, { replicas: 3 });
+    log(`nats cluster ${nats.url}, streams with 3 replicas`);
+
+    const anvil = await startAnvil({ blockTimeSec: 1 });
+    stops.push(() => anvil.stop());
+    const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+    const rpcProxy = await RpcFaultProxy.start(anvil.rpcUrl, prng.fork('rpc'));
+    stops.push(() => rpcProxy.stop());
+    const webhooks = await WebhookReceiver.start(prng.fork('webhooks'));
+    stops.push(() => webhooks.stop());
+    const upstream = await startUpstream();
+    stops.push(
+      () =>
+        new Promise<void>((resolve) => {
+          upstream.closeAllConnections();
+          upstream.close(() => resolve());
+        }),
+    );
+
+    // The balancer's URL is every service's PUBLIC_BASE_URL; it learns the replicas once they exist.
+    const replicas: Replica[] = [];
+    const balancer = await Balancer.start(replicas);
+    stops.push(() => balancer.stop());
+    const envFor = (service: string): NodeJS.ProcessEnv => ({
+      DATABASE_URL: postgres.url,
+      DB_SCHEMA: SCHEMAS[service],
+      NATS_URL: nats.url,
+      NATS_USER: service,
+      NATS_PASSWORD: passwords[service as keyof NatsPasswords],
+      EVENT_NAMESPACE: namespace,
+      PUBLIC_BASE_URL: balancer.url,
+      CHAIN_RPC_URL: rpcProxy.url,
+      CHAIN_NETWORK: 'local',
+      CHAIN_ID: String(anvil.chainId),
+      USDC_ADDRESS: usdcAddress,
+      ESCROW_ADDRESS: testWallets.escrow.address,
+      CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
+      // More blocks than the deepest reorg drawn (3): within the system's stated assumption, a reorg never
+      // undoes an accepted payment or a confirmed payout. CHAOS_CONFIRMATIONS=1 shows what a deeper one does.
+      CONFIRMATIONS: process.env.CHAOS_CONFIRMATIONS ?? '4',
+      OPERATOR_TOKEN,
+      SESSION_SECRET,
+      PAYOUT_ADDRESS_DELAY_MS: '0',
+      LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'warn',
+      NODE_ENV: 'development',
+      STARTUP_ATTEMPTS: '120',
+      ...(service === 'settlement'
+        ? {
+            ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+            CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
+            RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+            TREASURY_ADDRESS: testWallets.platform.address,
+            SETTLEMENT_PERIOD_SECONDS: '60',
+            SCHEDULER_INTERVAL_MS: '5000',
+            TX_TIMEOUT_MS: '30000',
+          }
+        : {}),
+      ...(service === 'escrow-ledger' ? { RELEASE_INTERVAL_MS: '1000' } : {}),
+      ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
+      ...(service === 'notifier'
+        ? {
+            WEBHOOK_TIMEOUT_MS: '3000',
+            WEBHOOK_RETRY_BASE_DELAY_MS: '500',
+            WEBHOOK_RETRY_MAX_DELAY_MS: '4000',
+            WEBHOOK_CLAIM_LEASE_MS: '10000',
+          }
+        : {}),
+    });
+    for (const service of ALL_SERVICES) {
+      replicas.push(...(await createReplicas([service], profile.replicas[service] ?? 2, envFor)));
+    }
+    stops.push(async () => {
+      await Promise.all(replicas.map((r) => r.stop()));
+    });
+    // The first replica of each service migrates its schema; the others start once it is ready.
+    const firsts = replicas.filter((r) => r.index === 1);
+    for (const replica of firsts) replica.start();
+    await Promise.all(firsts.map((r) => r.waitReady(240_000)));
+    const rest = replicas.filter((r) => r.index > 1);
+    for (const replica of rest) replica.start();
+    await Promise.all(rest.map((r) => r.waitReady(240_000)));
+    log(`${replicas.length} replicas ready (${Math.round((Date.now() - started) / 1000)} s)`);
+
+    const loadPrng = prng.fork('load');
+    const sellers = await setUpSellers({
+      baseUrl: balancer.url,
+      count: profile.sellers,
+      upstreamUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      webhookUrl: webhooks.url,
+      prng: loadPrng,
+    });
+    const buyers = await fundBuyers(anvil.rpcUrl, usdcAddress, profile.buyers);
+    const startupSeconds = Math.round((Date.now() - started) / 1000);
+    log(
+      `${sellers.length} sellers, ${buyers.length} buyers; start-up took ${startupSeconds} s; faults begin`,
+    );
+
+    // As Kubernetes would: a replica that crashed by itself is started again (and counted, in the report).
+    const crashWatch = watchCrashes(replicas, log);
+    const record = emptyRecord();
+    const faults: FaultRecord[] = [];
+    const faultStart = Date.now();
+    const faultsEnd = faultStart + profile.faultSeconds * 1000;
+    const load = runLoad({
+      baseUrl: balancer.url,
+      operatorToken: OPERATOR_TOKEN,
+      sellers,
+      buyers,
+      prng: loadPrng,
+      operations: profile.operations,
+      pauseMs: profile.pauseMs,
+      record,
+      // The load goes on a little past the faults (bounded), so recovery after the last one is measured.
+      shouldStop: () => Date.now() > faultsEnd + 20_000,
+    });
+    await runFaults({
+      prng: prng.fork('faults'),
+      targets: {
+        replicas,
+        nats,
+        eventsStream: admin.eventsStream,
+        postgres,
+        chain: anvil.provider,
+        rpcProxy,
+      },
+      until: () => Date.now() > faultsEnd,
+      record: faults,
+      log,
+      weights: profile.faultWeights,
+    });
+    rpcProxy.clear();
+    // Whatever a fault left down comes back: every replica running and thawed, every NATS node up.
+    for (const replica of replicas) {
+      replica.thaw();
+      if (!replica.isRunning()) replica.start();
+    }
+    for (const node of nats.nodes) if (!nats.isUp(node)) await nats.startNode(node);
+    crashWatch.stop();
+    const lastFaultAt = Date.now();
+    const faultSeconds = Math.round((lastFaultAt - faultStart) / 1000);
+    log(`faults over after ${faultSeconds} s (${faults.length}); waiting for the load to finish`);
+    await load;
+
+    // Drain: nothing in flight, measured from the last fault (bounded).
+    let drainSeconds: number | null = null;
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    try {
+      const deadline = lastFaultAt + profile.drainTimeoutSeconds * 1000;
+      let quietSince: number | undefined;
+      while (Date.now() < deadline) {
+        const pending = await pendingWork(client).catch(() => ({ unreachable: 1 }));
+        const busy = Object.values(pending).some((n) => n > 0);
+        if (!busy) {
+          quietSince ??= Date.now();
+          // Quiet for 3 s: events in flight between an outbox and an inbox have landed too.
+          if (Date.now() - quietSince > 3000) {
+            drainSeconds = Math.round((quietSince - lastFaultAt) / 1000);
+            break;
+          }
+        } else quietSince = undefined;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+    log(
+      drainSeconds === null
+        ? 'NOT drained within the bound'
+        : `drained ${drainSeconds} s after the last fault`,
+    );
+
+    const invariants = await checkInvariants({
+      databaseUrl: postgres.url,
+      baseUrl: balancer.url,
+      operatorToken: OPERATOR_TOKEN,
+      chain: anvil.provider,
+      usdcAddress,
+      escrowAddress: testWallets.escrow.address,
+      record,
+      webhooks,
+    });
+    if (options.logDir) {
+      mkdirSync(options.logDir, { recursive: true });
+      for (const replica of replicas) {
+        writeFileSync(
+          path.join(options.logDir, `${replica.id.replace('#', '-')}.log`),
+          `${replica.tail.join('\n')}\n`,
+        );
+      }
+    }
+    const crashed = replicas.flatMap((r) =>
+      r.crashes.map(
+        (c) =>
+          `${r.id} exited by itself (${c.signal ?? c.code}): ${c.tail.slice(-4).join(' | ').slice(0, 400)}`,
+      ),
+    );
+    invariants.push({
+      name: 'no replica crashed by itself (only injected kills)',
+      checked: replicas.length,
+      violations: crashed.length,
+      examples: crashed.slice(0, 5),
+    });
+    const faultCounts: Record<string, number> = {};
+    for (const fault of faults) faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
+    const operationsTotal = Object.values(record.operations).reduce(
+      (sum, outcomes) => sum + Object.values(outcomes).reduce((a, b) => a + b, 0),
+      0,
+    );
+    return {
+      seed: options.seed,
+      profile: profile.name,
+      startedAt: new Date(started).toISOString(),
+      wallSeconds: Math.round((Date.now() - started) / 1000),
+      startupSeconds,
+      faultSeconds,
+      drainSeconds,
+      faults: faultCounts,
+      faultLog: faults,
+      operations: record.operations,
+      operationsTotal,
+      requestsTotal: record.requests,
+      invariants,
+      recoveryMs: recoveryTimes(faults, record.successTimes),
+      rpcFaultHits: rpcProxy.hits,
+      webhookFailures: webhooks.failures,
+      crashes: Object.fromEntries(
+        replicas
+          .filter((r) => r.crashes.length > 0)
+          .map((r) => [
+            r.id,
+            r.crashes.map((c) => `${c.signal ?? c.code}: ${c.tail.slice(-3).join(' | ').slice(0, 600)}`),
+          ]),
+      ),
+      passed:
+        drainSeconds !== null &&
+        invariants.every((i) => i.violations === 0) &&
+        (record.operations.payment?.served ?? 0) > 0,
+    };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function watchCrashes(replicas: Replica[], log: (line: string) => void): { stop(): void } {
+  const seen = new Map<Replica, number>();
+  const timer = setInterval(() => {
+    for (const replica of replicas) {
+      if (replica.crashes.length > (seen.get(replica) ?? 0)) {
+        seen.set(replica, replica.crashes.length);
+        const crash = replica.crashes.at(-1)!;
+        log(
+          `${replica.id} CRASHED (${crash.signal ?? crash.code}): ${crash.tail.slice(-3).join(' | ').slice(0, 800)}`,
+        );
+        if (!replica.isRunning()) replica.start();
+      }
+    }
+  }, 1000);
+  return { stop: () => clearInterval(timer) };
+}
+
+/** The sellers' API behind the gateway: answers every call. */
+function startUpstream(): Promise<http.Server> {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"ok":true}');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}

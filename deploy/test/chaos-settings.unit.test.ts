@@ -1,0 +1,43 @@
+/**
+ * The production settings the chaos runs argue for (docs/reliability.md): the k8s NATS values pin a nats-server
+ * without the known JetStream data-loss bugs (2.12.3 or newer) and fsync every write; the services create their
+ * streams with 3 replicas and bound every Postgres wait.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+
+const ROOT = path.join(__dirname, '../..');
+type Obj = Record<string, any>;
+
+function atLeast(version: string, minimum: [number, number, number]): boolean {
+  const parts = /^(\d+)\.(\d+)\.(\d+)/.exec(version)?.slice(1).map(Number);
+  if (!parts) return false;
+  for (let i = 0; i < 3; i++) if (parts[i] !== minimum[i]) return parts[i]! > minimum[i]!;
+  return true;
+}
+
+describe('production reliability settings', () => {
+  const values = parse(readFileSync(path.join(ROOT, 'k8s/infra/nats-values.yaml'), 'utf8')) as Obj;
+
+  it('pins nats-server 2.12.3 or newer, and fsyncs every JetStream write', () => {
+    expect(values.container.image.repository).toBe('nats');
+    expect(atLeast(values.container.image.tag, [2, 12, 3])).toBe(true);
+    expect(values.config.jetstream.merge.sync_interval).toBe('always');
+    expect(values.config.cluster).toMatchObject({ enabled: true, replicas: 3 });
+  });
+
+  it('the services create 3-replica streams and bound every Postgres wait', () => {
+    const docs = parseAllDocuments(readFileSync(path.join(ROOT, 'k8s/base/config-common.yaml'), 'utf8'));
+    const common = docs.map((d) => d.toJS() as Obj).find((o) => o?.metadata?.name === 'paygate-common')!;
+    expect(common.data).toMatchObject({
+      NATS_STREAM_REPLICAS: '3',
+      DB_POOL_SIZE: expect.stringMatching(/^\d+$/),
+      DB_STATEMENT_TIMEOUT_MS: expect.stringMatching(/^[1-9]\d*$/),
+      DB_LOCK_TIMEOUT_MS: expect.stringMatching(/^[1-9]\d*$/),
+      DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: expect.stringMatching(/^[1-9]\d*$/),
+    });
+    expect(atLeast('2.9.20', [2, 12, 3])).toBe(false);
+    expect(atLeast('2.12.10', [2, 12, 3])).toBe(true);
+  });
+});

@@ -1,0 +1,37 @@
+/**
+ * The short chaos seed inside `make test`: the whole system as real processes (3-node NATS cluster with
+ * 3-replica streams, the run's own Postgres, anvil behind the RPC fault proxy, the gateway and the chain-indexer
+ * with two replicas each, the other services with one), about 45 s of seeded load and faults (kill -9 and
+ * SIGSTOP of replicas, kill -9 of NATS nodes, Postgres connection kills, table locks, used-up connections and a
+ * crash, reorgs, RPC faults, webhooks failing half the time), a drain, and every invariant of
+ * docs/reliability.md. The run is deploy/chaos/main.ts in its own process (as `make chaos` runs it); the seed is
+ * printed, and `CHAOS_SEED=<n>` reruns it.
+ *
+ *   npx jest deploy/test/chaos-short
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { spawnTsProcess } from '@paygate/testing';
+import type { RunReport } from '../chaos/report';
+
+const SEED = Number(process.env.CHAOS_SEED ?? 20261125);
+
+describe('a short chaos seed', () => {
+  it(`loses, duplicates and strands no micro-USDC (seed ${SEED})`, async () => {
+    const startedAt = Date.now();
+    const run = spawnTsProcess('deploy/chaos/main.ts', { CHAOS_PROFILE: 'short', CHAOS_SEED: String(SEED) });
+    const code = await run.exited;
+    console.log(run.output());
+    const report = JSON.parse(
+      readFileSync(path.join(__dirname, `../../.chaos/${SEED}.json`), 'utf8'),
+    ) as RunReport;
+    expect(report.seed).toBe(SEED);
+    // This run's report, not one an earlier run left behind.
+    expect(Date.parse(report.startedAt)).toBeGreaterThanOrEqual(startedAt - 1000);
+    expect(report.faultLog.length).toBeGreaterThan(3);
+    expect(report.operationsTotal).toBeGreaterThan(20);
+    expect(report.drainSeconds).not.toBeNull();
+    expect(report.invariants.filter((i) => i.violations > 0)).toEqual([]);
+    expect(code).toBe(0);
+  }, 600_000);
+});
