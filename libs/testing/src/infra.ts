@@ -56,6 +56,9 @@ export async function createTestEnvironment(label = 't'): Promise<TestEnvironmen
         PORT: '0',
         LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
         STARTUP_ATTEMPTS: '3',
+        // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
+        // the production default of 10 per service could use it up.
+        DB_POOL_SIZE: '4',
         ...extra,
       };
     },
