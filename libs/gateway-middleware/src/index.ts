@@ -1,5 +1,7 @@
 export { createGateway, type Gateway } from './gateway';
-export { PaygateUnavailableError, type PaymentParameters } from './paygate-api';
+export { PaygateUnavailableError } from './paygate-api';
+export { resolvePaygateUrl } from './paygate-url';
+export type { PaymentParameters } from './payment-parameters';
 export { MemoryReplayStore, TicketVerifier } from './tickets';
 export type {
   GatewayConfig,
@@ -36,3 +38,4 @@ export {
   WebhookVerificationError,
   type WebhookVerificationFailure,
 } from './webhooks';
+export { X402_HEADERS } from './x402';
