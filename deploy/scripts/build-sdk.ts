@@ -55,7 +55,9 @@ function workspaceDir(name: string): string {
  * Every npm version range the package could need: its own dependencies (first), then those of each inlined
  * workspace library, transitively, then dev dependencies (for types only).
  */
-async function knownRanges(manifest: Manifest): Promise<{ runtime: Map<string, string>; types: Map<string, string> }> {
+async function knownRanges(
+  manifest: Manifest,
+): Promise<{ runtime: Map<string, string>; types: Map<string, string> }> {
   const runtime = new Map<string, string>();
   const seen = new Set<string>();
   const visit = async (m: Manifest) => {
@@ -81,7 +83,8 @@ const BUILTIN = new Set(builtinModules);
 
 /** A bare import specifier reduced to its npm package name; undefined for Node built-ins and relative paths. */
 function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:')) return undefined;
+  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:'))
+    return undefined;
   const parts = specifier.split('/');
   if (BUILTIN.has(parts[0]!)) return undefined;
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
@@ -183,7 +186,8 @@ async function buildPackage(packageDir: string, outDir: string, argv: string[]):
     for (const name of typeImports(await readFile(file, 'utf8'))) {
       if (dependencies[name]) continue;
       const range = types.get(name);
-      if (!range) throw new Error(`${path.basename(file)} refers to types of ${name}, which nothing declares`);
+      if (!range)
+        throw new Error(`${path.basename(file)} refers to types of ${name}, which nothing declares`);
       peerDependencies[name] = range;
     }
   }
