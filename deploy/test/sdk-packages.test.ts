@@ -243,7 +243,15 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
 
     const edgePort = await findFreePort();
     baseUrl = `http://127.0.0.1:${edgePort}`;
-    all = await startAllServices({ label: 'sdktgz', operatorToken: OPERATOR_TOKEN, publicBaseUrl: baseUrl });
+    all = await startAllServices({
+      label: 'sdktgz',
+      operatorToken: OPERATOR_TOKEN,
+      publicBaseUrl: baseUrl,
+      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path.
+      extra: {
+        settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
+      },
+    });
     edge = await startEdge({
       port: edgePort,
       upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
@@ -377,6 +385,17 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       child.stdout!.once('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString()).port));
     });
     const url = `http://127.0.0.1:${port}/forecast`;
+    // Paygate's facilitator settles once settlement's relayer has reported itself (its signer is listed).
+    await waitFor(
+      async () => {
+        const r = await fetch(`${baseUrl}/api/v1/x402/supported`, {
+          headers: { authorization: `Bearer ${seller.apiKey}` },
+        });
+        const body = (await r.json()) as { signers?: Record<string, string[]> };
+        return (body.signers?.['eip155:*'] ?? []).length > 0;
+      },
+      { timeoutMs: 30_000, message: "Paygate's facilitator never listed a relayer" },
+    );
 
     const byProof = await runConsumer('agent.cjs', AGENT, [
       url,
