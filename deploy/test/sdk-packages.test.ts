@@ -75,22 +75,60 @@ const SDKS = [
   },
 ];
 
-jest.setTimeout(240_000);
+jest.setTimeout(600_000);
+
+/** Where the tarballs go, and the consumer's empty folder: outside the workspace. */
+const WORK = mkdtempSync(path.join(os.tmpdir(), 'paygate-sdk-consumer-'));
+const built = new Map<string, Promise<{ outDir: string; packed: Packed }>>();
+interface Packed {
+  tarball: string;
+  size: number;
+  files: string[];
+}
+
+/**
+ * Each package built once (`build`, into a folder inside the package so the built code resolves the package's own
+ * npm dependencies) and packed (`sdk:pack`), as its maintainer would; shared by both halves of this suite.
+ */
+function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> {
+  let done = built.get(dir);
+  if (!done) {
+    done = (async () => {
+      const packageDir = path.join(ROOT, dir);
+      const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        SDK_OUT_DIR: path.basename(outDir),
+        SDK_PACK_DIR: path.join(WORK, 'tarballs'),
+      };
+      delete env.NODE_OPTIONS;
+      await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 500_000 });
+      const { stdout } = await run('pnpm', ['run', '--silent', 'sdk:pack'], {
+        cwd: packageDir,
+        env,
+        timeout: 120_000,
+      });
+      return { outDir, packed: JSON.parse(stdout.trim().split('\n').at(-1)!) as Packed };
+    })();
+    built.set(dir, done);
+  }
+  return done;
+}
+
+afterAll(async () => {
+  for (const done of built.values()) {
+    const outcome = await done.catch(() => undefined);
+    if (outcome) rmSync(outcome.outDir, { recursive: true, force: true });
+  }
+  rmSync(WORK, { recursive: true, force: true });
+});
 
 describe('SDK packages build to publishable JavaScript with types', () => {
-  const outDirs: string[] = [];
-  afterAll(() => {
-    for (const dir of outDirs) rmSync(dir, { recursive: true, force: true });
-  });
-
   it.concurrent.each(SDKS)('$dir builds, and the built JS runs in plain Node with its .d.ts', async (sdk) => {
     const packageDir = path.join(ROOT, sdk.dir);
-    // Inside the package so the built code resolves the package's own npm dependencies (ethers, qrcode…).
-    const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
-    outDirs.push(outDir);
-    const env: NodeJS.ProcessEnv = { ...process.env, SDK_OUT_DIR: path.basename(outDir) };
+    const { outDir } = await buildAndPack(sdk.dir);
+    const env: NodeJS.ProcessEnv = { ...process.env };
     delete env.NODE_OPTIONS;
-    await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 200_000 });
 
     for (const file of ['index.js', 'index.mjs', 'index.d.ts', 'package.json']) {
       expect(existsSync(path.join(outDir, file))).toBe(true);
@@ -193,9 +231,8 @@ const OPERATOR_TOKEN = 'sdk-tarballs-operator-token-000';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run'];
 
 describe('the packed tarballs install with plain npm outside the workspace, and each makes a paid call', () => {
-  const work = mkdtempSync(path.join(os.tmpdir(), 'paygate-sdk-consumer-'));
-  const app = path.join(work, 'app');
-  const packed: Record<string, { tarball: string; size: number; files: string[] }> = {};
+  const app = path.join(WORK, 'app');
+  const packed: Record<string, Packed> = {};
   let all: AllServices;
   let edge: http.Server;
   let upstream: http.Server;
@@ -205,30 +242,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
   const children: Array<import('node:child_process').ChildProcess> = [];
 
   beforeAll(async () => {
-    // Build and pack each package as its maintainer would (`build`, then `sdk:pack`).
-    await Promise.all(
-      PUBLIC_SDKS.map(async (dir) => {
-        const packageDir = path.join(ROOT, dir);
-        const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
-        const env: NodeJS.ProcessEnv = {
-          ...process.env,
-          SDK_OUT_DIR: path.basename(outDir),
-          SDK_PACK_DIR: path.join(work, 'tarballs'),
-        };
-        delete env.NODE_OPTIONS;
-        try {
-          await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 200_000 });
-          const { stdout } = await run('pnpm', ['run', '--silent', 'sdk:pack'], {
-            cwd: packageDir,
-            env,
-            timeout: 120_000,
-          });
-          packed[dir] = JSON.parse(stdout.trim().split('\n').at(-1)!);
-        } finally {
-          rmSync(outDir, { recursive: true, force: true });
-        }
-      }),
-    );
+    for (const dir of PUBLIC_SDKS) packed[dir] = (await buildAndPack(dir)).packed;
     console.log(
       `packed SDK tarballs: ${PUBLIC_SDKS.map((dir) => `${path.basename(packed[dir]!.tarball)} ${packed[dir]!.size} B`).join(', ')}`,
     );
@@ -276,10 +290,9 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
     for (const child of children) child.kill();
     await browser?.close().catch(() => undefined);
     edge?.closeAllConnections();
-    await new Promise((r) => edge?.close(r));
-    await new Promise((r) => upstream?.close(r));
+    if (edge) await new Promise((r) => edge.close(r));
+    if (upstream) await new Promise((r) => upstream.close(r));
     await all?.stop();
-    rmSync(work, { recursive: true, force: true });
   });
 
   /** A script run by plain node in the consumer folder; its last stdout line is its JSON answer. */
