@@ -38,4 +38,13 @@ export {
   WebhookVerificationError,
   type WebhookVerificationFailure,
 } from './webhooks';
+export type { SettleResponse } from './x402';
 export { X402_HEADERS } from './x402';
+export {
+  createX402Seller,
+  type X402PaymentRequired,
+  type X402Sale,
+  type X402Seller,
+  type X402SellerConfig,
+  type X402Settlement,
+} from './x402-seller';
