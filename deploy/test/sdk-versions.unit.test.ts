@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 const ROOT = path.join(__dirname, '../..');
-const PUBLIC = ['libs/agent-client', 'libs/gateway-middleware', 'libs/checkout-widget'];
+const PUBLIC = ['libs/agent-client', 'libs/gateway-middleware', 'libs/checkout-widget', 'libs/mcp-paywall'];
 
 interface Manifest {
   name: string;

@@ -218,7 +218,7 @@ export class PaygateAgent {
             asset: requirement.asset,
             resource: required.resource?.url ?? `mcp://tool/${call.name}`,
             confirmations: 1,
-            header: MCP_PAYMENT_META,
+            header: 'X-402-Payment',
           },
         });
       }

@@ -7,7 +7,6 @@ export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
 
 /** What `callTool` needs of an MCP client (@modelcontextprotocol/sdk's Client fits). */
 export interface McpToolClient {
-  // biome-ignore lint/suspicious/noExplicitAny: the SDK's result type differs between versions; checked here.
   callTool(params: McpToolCall, ...rest: any[]): Promise<any>;
 }
 
@@ -46,7 +45,7 @@ const isPaymentRequired = (value: unknown): value is McpPaymentRequired =>
  */
 export function paymentRequiredOf(result: unknown): McpPaymentRequired | undefined {
   const r = result as { isError?: boolean; structuredContent?: unknown; content?: Array<{ text?: unknown }> };
-  if (!r || r.isError !== true) return undefined;
+  if (r?.isError !== true) return undefined;
   if (isPaymentRequired(r.structuredContent)) return r.structuredContent;
   const wrapped = (r.structuredContent as { 'x402/error'?: { data?: unknown } } | undefined)?.['x402/error']
     ?.data;

@@ -74,16 +74,18 @@ const errorResult = (message: string): ToolResult => ({
  */
 export function createPaywall(config: PaywallConfig) {
   const seller = createX402Seller(config);
-  return function paid<Args extends unknown[]>(
+  // Typed as the tool's own result (the SDK's CallToolResult), which a payment-required result also is.
+  return function paid<Args extends unknown[], Result extends ToolResult>(
     options: PaidToolOptions,
-    handler: (...args: Args) => ToolResult | Promise<ToolResult>,
-  ): (...args: Args) => Promise<ToolResult> {
+    handler: (...args: Args) => Result | Promise<Result>,
+  ): (...args: Args) => Promise<Result> {
     const sale = {
       price: options.price,
       resourceUrl: `mcp://tool/${options.tool}`,
       description: options.description ?? `${options.tool}: ${options.price} USDC per call`,
     };
-    return async (...args: Args): Promise<ToolResult> => {
+    return async (...args: Args): Promise<Result> => (await charge(args)) as Result;
+    async function charge(args: Args): Promise<ToolResult> {
       const extra = args[args.length - 1] as ToolExtra | undefined;
       const payment = extra?._meta?.[MCP_PAYMENT_META];
       try {
@@ -116,6 +118,6 @@ export function createPaywall(config: PaywallConfig) {
         }
         throw error;
       }
-    };
+    }
   };
 }
