@@ -73,6 +73,17 @@ const SDKS = [
       // @ts-expect-error amounts are bigint micro-USDC, never strings
       formatUsdcExact('1.5');`,
   },
+  {
+    dir: 'libs/mcp-paywall',
+    load: () => require('@paygate/mcp-paywall'),
+    smoke: 'out.smoke = m.MCP_PAYMENT_META;',
+    expected: 'x402/payment',
+    consumer: `import { createPaywall, type ToolResult } from '@paygate/mcp-paywall';
+      const paid = createPaywall({ apiKey: 'sk_x', apiBaseUrl: 'https://paygate.example' });
+      export const tool = paid({ tool: 'quote', price: '0.05' }, async (): Promise<ToolResult> => ({ content: [] }));
+      // @ts-expect-error the price is required
+      paid({ tool: 'quote' }, async () => ({ content: [] }));`,
+  },
 ];
 
 jest.setTimeout(600_000);
@@ -251,7 +262,14 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
     writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'sdk-consumer', private: true }));
     await run(
       'npm',
-      ['install', '--no-audit', '--no-fund', ...PUBLIC_SDKS.map((dir) => packed[dir]!.tarball), 'express@5'],
+      [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        ...PUBLIC_SDKS.map((dir) => packed[dir]!.tarball),
+        'express@5',
+        '@modelcontextprotocol/sdk@1.32.2',
+      ],
       { cwd: app, env: consumerEnv(), timeout: 240_000 },
     );
 
@@ -355,6 +373,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       'agent-client',
       'checkout-widget',
       'gateway-middleware',
+      'mcp-paywall',
     ]);
     expect(existsSync(path.join(app, 'node_modules/esbuild'))).toBe(false);
     // The documented subpath, from CommonJS and ESM.
@@ -437,6 +456,34 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       success: true,
       payer: testWallets.buyer.address,
     });
+  });
+
+  it('@paygate/mcp-paywall prices a tool of an MCP server, and @paygate/agent-client pays it (real MCP SDK)', async () => {
+    const answer = await runConsumer(
+      'mcp.mjs',
+      `import { createAgent } from '@paygate/agent-client';
+       import { createPaywall } from '@paygate/mcp-paywall';
+       import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+       import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+       import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+       import { JsonRpcProvider, Wallet } from 'ethers';
+       const [paygate, rpcUrl, key, apiKey] = process.argv.slice(2);
+       const paid = createPaywall({ apiKey, apiBaseUrl: paygate });
+       const server = new McpServer({ name: 'seller', version: '1.0.0' });
+       server.tool('quote', 'A quote', paid({ tool: 'quote', price: '0.05' }, async () => ({ content: [{ type: 'text', text: 'tarball' }] })));
+       const [a, b] = InMemoryTransport.createLinkedPair();
+       await server.connect(b);
+       const client = new Client({ name: 'agent', version: '1.0.0' });
+       await client.connect(a);
+       const unpaid = await client.callTool({ name: 'quote' });
+       const agent = createAgent({ wallet: new Wallet(key, new JsonRpcProvider(rpcUrl)), maxPricePerCall: '0.10' });
+       const result = await agent.callTool(client, { name: 'quote' });
+       console.log(JSON.stringify({ unpaid: unpaid.isError, text: result.content[0].text,
+         settled: result._meta['x402/payment-response'].success, spent: agent.spent }));
+       process.exit(0);`,
+      [baseUrl, all.anvil.rpcUrl, testWallets.buyer.privateKey, seller.apiKey],
+    );
+    expect(answer).toEqual({ unpaid: true, text: 'tarball', settled: true, spent: '0.05' });
   });
 
   it('@paygate/checkout-widget (its script bundle) takes a checkout payment in Chromium', async () => {
