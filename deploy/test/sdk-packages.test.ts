@@ -3,13 +3,27 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { usdcAbi } from '@paygate/chain';
+import { parseUsdc } from '@paygate/money';
+import { createActiveSkill, findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { ExactEvmScheme } from '@x402/evm';
+import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
+import { Contract, Wallet } from 'ethers';
+import { type Browser, chromium } from 'playwright-core';
+import { privateKeyToAccount } from 'viem/accounts';
+import { startEdge } from '../dev/edge';
+import { type AllServices, startAllServices } from './all-services';
 
 const run = promisify(execFile);
 const ROOT = path.join(__dirname, '../..');
@@ -59,24 +73,73 @@ const SDKS = [
       // @ts-expect-error amounts are bigint micro-USDC, never strings
       formatUsdcExact('1.5');`,
   },
+  {
+    dir: 'libs/mcp-paywall',
+    load: () => require('@paygate/mcp-paywall'),
+    smoke: 'out.smoke = m.MCP_PAYMENT_META;',
+    expected: 'x402/payment',
+    consumer: `import { createPaywall, type ToolResult } from '@paygate/mcp-paywall';
+      const paid = createPaywall({ apiKey: 'sk_x', apiBaseUrl: 'https://paygate.example' });
+      export const tool = paid({ tool: 'quote', price: '0.05' }, async (): Promise<ToolResult> => ({ content: [] }));
+      // @ts-expect-error the price is required
+      paid({ tool: 'quote' }, async () => ({ content: [] }));`,
+  },
 ];
 
-jest.setTimeout(240_000);
+jest.setTimeout(600_000);
+
+/** Where the tarballs go, and the consumer's empty folder: outside the workspace. */
+const WORK = mkdtempSync(path.join(os.tmpdir(), 'paygate-sdk-consumer-'));
+const built = new Map<string, Promise<{ outDir: string; packed: Packed }>>();
+interface Packed {
+  tarball: string;
+  size: number;
+  files: string[];
+}
+
+/**
+ * Each package built once (`build`, into a folder inside the package so the built code resolves the package's own
+ * npm dependencies) and packed (`sdk:pack`), as its maintainer would; shared by both halves of this suite.
+ */
+function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> {
+  let done = built.get(dir);
+  if (!done) {
+    done = (async () => {
+      const packageDir = path.join(ROOT, dir);
+      const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        SDK_OUT_DIR: path.basename(outDir),
+        SDK_PACK_DIR: path.join(WORK, 'tarballs'),
+      };
+      delete env.NODE_OPTIONS;
+      await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 500_000 });
+      const { stdout } = await run('pnpm', ['run', '--silent', 'sdk:pack'], {
+        cwd: packageDir,
+        env,
+        timeout: 120_000,
+      });
+      return { outDir, packed: JSON.parse(stdout.trim().split('\n').at(-1)!) as Packed };
+    })();
+    built.set(dir, done);
+  }
+  return done;
+}
+
+afterAll(async () => {
+  for (const done of built.values()) {
+    const outcome = await done.catch(() => undefined);
+    if (outcome) rmSync(outcome.outDir, { recursive: true, force: true });
+  }
+  rmSync(WORK, { recursive: true, force: true });
+});
 
 describe('SDK packages build to publishable JavaScript with types', () => {
-  const outDirs: string[] = [];
-  afterAll(() => {
-    for (const dir of outDirs) rmSync(dir, { recursive: true, force: true });
-  });
-
   it.concurrent.each(SDKS)('$dir builds, and the built JS runs in plain Node with its .d.ts', async (sdk) => {
     const packageDir = path.join(ROOT, sdk.dir);
-    // Inside the package so the built code resolves the package's own npm dependencies (ethers, qrcode…).
-    const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
-    outDirs.push(outDir);
-    const env: NodeJS.ProcessEnv = { ...process.env, SDK_OUT_DIR: path.basename(outDir) };
+    const { outDir } = await buildAndPack(sdk.dir);
+    const env: NodeJS.ProcessEnv = { ...process.env };
     delete env.NODE_OPTIONS;
-    await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 200_000 });
 
     for (const file of ['index.js', 'index.mjs', 'index.d.ts', 'package.json']) {
       expect(existsSync(path.join(outDir, file))).toBe(true);
@@ -162,5 +225,325 @@ describe('SDK packages build to publishable JavaScript with types', () => {
       exports: { '.': { types: './index.d.ts', import: './index.mjs', require: './index.js' } },
     });
     expect(Object.keys(published.dependencies).filter((name) => name.startsWith('@paygate/'))).toEqual([]);
+  });
+});
+
+/** The environment of a process that must not see the workspace's pnpm settings (an npm consumer's). */
+function consumerEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!/^(npm_|pnpm_|NODE_OPTIONS$|NODE_PATH$)/i.test(key)) env[key] = value;
+  }
+  return env;
+}
+
+const PUBLIC_SDKS = SDKS.map((sdk) => sdk.dir);
+const OPERATOR_TOKEN = 'sdk-tarballs-operator-token-000';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run'];
+
+describe('the packed tarballs install with plain npm outside the workspace, and each makes a paid call', () => {
+  const app = path.join(WORK, 'app');
+  const packed: Record<string, Packed> = {};
+  let all: AllServices;
+  let edge: http.Server;
+  let upstream: http.Server;
+  let browser: Browser | undefined;
+  let baseUrl: string;
+  let seller: { apiKey: string; publishableKey: string };
+  const children: Array<import('node:child_process').ChildProcess> = [];
+
+  beforeAll(async () => {
+    for (const dir of PUBLIC_SDKS) packed[dir] = (await buildAndPack(dir)).packed;
+    console.log(
+      `packed SDK tarballs: ${PUBLIC_SDKS.map((dir) => `${path.basename(packed[dir]!.tarball)} ${packed[dir]!.size} B`).join(', ')}`,
+    );
+    // An empty folder outside the workspace: plain npm, the registry, the tarballs, and express for the seller.
+    mkdirSync(app, { recursive: true });
+    writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'sdk-consumer', private: true }));
+    await run(
+      'npm',
+      [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        ...PUBLIC_SDKS.map((dir) => packed[dir]!.tarball),
+        'express@5',
+        '@modelcontextprotocol/sdk@1.32.2',
+      ],
+      { cwd: app, env: consumerEnv(), timeout: 240_000 },
+    );
+
+    const edgePort = await findFreePort();
+    baseUrl = `http://127.0.0.1:${edgePort}`;
+    all = await startAllServices({
+      label: 'sdktgz',
+      operatorToken: OPERATOR_TOKEN,
+      publicBaseUrl: baseUrl,
+      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path.
+      extra: {
+        settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
+      },
+    });
+    edge = await startEdge({
+      port: edgePort,
+      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    });
+    upstream = await new Promise((resolve) => {
+      const server = http.createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ quote: 'Installed from a tarball.' }));
+      });
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    });
+    seller = await signUpSeller(baseUrl, Wallet.createRandom());
+    await createActiveSkill(baseUrl, seller.apiKey, {
+      name: 'sdk-quotes',
+      type: 'API',
+      apiBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      endpoints: [{ path: '/quote', method: 'GET', priceUsdc: '0.05', description: 'A quote' }],
+    });
+  }, 600_000);
+
+  afterAll(async () => {
+    for (const child of children) child.kill();
+    await browser?.close().catch(() => undefined);
+    edge?.closeAllConnections();
+    if (edge) await new Promise((r) => edge.close(r));
+    if (upstream) await new Promise((r) => upstream.close(r));
+    await all?.stop();
+  });
+
+  /** A script run by plain node in the consumer folder; its last stdout line is its JSON answer. */
+  async function runConsumer(
+    file: string,
+    code: string,
+    args: string[] = [],
+  ): Promise<Record<string, unknown>> {
+    writeFileSync(path.join(app, file), code);
+    const { stdout } = await run(process.execPath, [file, ...args], {
+      cwd: app,
+      env: consumerEnv(),
+      timeout: 120_000,
+    });
+    return JSON.parse(stdout.trim().split('\n').at(-1)!);
+  }
+
+  const AGENT = `const { createAgent } = require('@paygate/agent-client');
+    const { JsonRpcProvider, Wallet } = require('ethers');
+    const [url, rpcUrl, key] = process.argv.slice(2);
+    const agent = createAgent({ wallet: new Wallet(key, new JsonRpcProvider(rpcUrl)), maxPricePerCall: '0.10' });
+    agent.fetch(url).then(async (res) => {
+      console.log(JSON.stringify({ status: res.status, body: await res.json(), spent: agent.spent }));
+      process.exit(0);
+    }, (error) => { console.error(error); process.exit(1); });`;
+
+  it('ships compiled JavaScript, types, every subpath, README, LICENSE and CHANGELOG, with npm ranges only', async () => {
+    for (const dir of PUBLIC_SDKS) {
+      const { files, size } = packed[dir]!;
+      expect(files).toEqual(
+        expect.arrayContaining([
+          'LICENSE',
+          'README.md',
+          'CHANGELOG.md',
+          'index.js',
+          'index.mjs',
+          'index.d.ts',
+          'package.json',
+        ]),
+      );
+      expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+      expect(size).toBeLessThan(200_000);
+      const manifest = JSON.parse(readFileSync(path.join(ROOT, dir, 'package.json'), 'utf8'));
+      const installedDir = path.join(app, 'node_modules', ...manifest.name.split('/'));
+      const installed = JSON.parse(readFileSync(path.join(installedDir, 'package.json'), 'utf8'));
+      expect(installed).toMatchObject({ name: manifest.name, version: manifest.version, license: 'MIT' });
+      expect(JSON.stringify(installed)).not.toContain('workspace:');
+      expect(readFileSync(path.join(installedDir, 'LICENSE'), 'utf8')).toContain('MIT License');
+      // What the widget needs at run time is qrcode and ethers, never its build tool.
+      expect(Object.keys(installed.dependencies ?? {})).not.toContain('esbuild');
+    }
+    expect(packed['libs/agent-client']!.files).toEqual(
+      expect.arrayContaining(['refunds.js', 'refunds.mjs', 'refunds.d.ts']),
+    );
+    expect(packed['libs/checkout-widget']!.files).toEqual(
+      expect.arrayContaining(['paygate-checkout.js', 'paygate-checkout.mjs']),
+    );
+    // Only the three public packages: the private workspace libraries are inlined.
+    expect(readdirSync(path.join(app, 'node_modules/@paygate')).sort()).toEqual([
+      'agent-client',
+      'checkout-widget',
+      'gateway-middleware',
+      'mcp-paywall',
+    ]);
+    expect(existsSync(path.join(app, 'node_modules/esbuild'))).toBe(false);
+    // The documented subpath, from CommonJS and ESM.
+    const subpath = await runConsumer(
+      'subpath.mjs',
+      `import { refundRequestMessage } from '@paygate/agent-client/refunds';
+       const { signRefundRequest } = await import('@paygate/agent-client/refunds');
+       const cjs = (await import('node:module')).createRequire(import.meta.url)('@paygate/agent-client/refunds');
+       console.log(JSON.stringify({ esm: typeof refundRequestMessage, dynamic: typeof signRefundRequest, cjs: typeof cjs.refundRequestMessage }));`,
+    );
+    expect(subpath).toEqual({ esm: 'function', dynamic: 'function', cjs: 'function' });
+  });
+
+  it('@paygate/agent-client pays a Paygate skill from a plain node process', async () => {
+    const answer = await runConsumer('agent.cjs', AGENT, [
+      `${baseUrl}/api/v1/skills/sdk-quotes/quote`,
+      all.anvil.rpcUrl,
+      testWallets.buyer.privateKey,
+    ]);
+    expect(answer).toEqual({ status: 200, body: { quote: 'Installed from a tarball.' }, spent: '0.05' });
+  });
+
+  it('@paygate/gateway-middleware sells a call on a seller server, paid with Paygate’s proof and with @x402/fetch', async () => {
+    writeFileSync(
+      path.join(app, 'seller.cjs'),
+      `const express = require('express');
+       const { createGateway } = require('@paygate/gateway-middleware');
+       const gateway = createGateway({ apiKey: process.env.SELLER_KEY, apiBaseUrl: process.env.PAYGATE });
+       const app = express();
+       app.get('/forecast', gateway.payPerCall('0.05'), (req, res) => res.json({ forecast: 'sunny', paid: req.x402 }));
+       const server = app.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: server.address().port })));`,
+    );
+    const child = (await import('node:child_process')).spawn(process.execPath, ['seller.cjs'], {
+      cwd: app,
+      env: { ...consumerEnv(), SELLER_KEY: seller.apiKey, PAYGATE: baseUrl, NODE_ENV: 'production' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.push(child);
+    const port = await new Promise<number>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the seller server exited (${code})`)));
+      child.stdout!.once('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString()).port));
+    });
+    const url = `http://127.0.0.1:${port}/forecast`;
+    // Paygate's facilitator settles once settlement's relayer has reported itself (its signer is listed).
+    await waitFor(
+      async () => {
+        const r = await fetch(`${baseUrl}/api/v1/x402/supported`, {
+          headers: { authorization: `Bearer ${seller.apiKey}` },
+        });
+        const body = (await r.json()) as { signers?: Record<string, string[]> };
+        return (body.signers?.['eip155:*'] ?? []).length > 0;
+      },
+      { timeoutMs: 30_000, message: "Paygate's facilitator never listed a relayer" },
+    );
+
+    const byProof = await runConsumer('agent.cjs', AGENT, [
+      url,
+      all.anvil.rpcUrl,
+      testWallets.buyer.privateKey,
+    ]);
+    expect(byProof).toMatchObject({
+      status: 200,
+      body: { forecast: 'sunny', paid: { amount: '0.05', payer: testWallets.buyer.address } },
+    });
+
+    const pay = wrapFetchWithPaymentFromConfig(fetch, {
+      schemes: [
+        {
+          network: 'eip155:31337',
+          client: new ExactEvmScheme(privateKeyToAccount(testWallets.buyer.privateKey as `0x${string}`)),
+        },
+      ],
+      spendControls: {
+        allowedAssets: [{ network: 'eip155:31337', asset: all.usdcAddress, maxAmountPerPayment: '100000' }],
+      },
+    });
+    const byX402 = await pay(url);
+    expect(byX402.status).toBe(200);
+    expect(decodePaymentResponseHeader(byX402.headers.get('payment-response')!)).toMatchObject({
+      success: true,
+      payer: testWallets.buyer.address,
+    });
+  });
+
+  it('@paygate/mcp-paywall prices a tool of an MCP server, and @paygate/agent-client pays it (real MCP SDK)', async () => {
+    const answer = await runConsumer(
+      'mcp.mjs',
+      `import { createAgent } from '@paygate/agent-client';
+       import { createPaywall } from '@paygate/mcp-paywall';
+       import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+       import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+       import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+       import { JsonRpcProvider, Wallet } from 'ethers';
+       const [paygate, rpcUrl, key, apiKey] = process.argv.slice(2);
+       const paid = createPaywall({ apiKey, apiBaseUrl: paygate });
+       const server = new McpServer({ name: 'seller', version: '1.0.0' });
+       server.tool('quote', 'A quote', paid({ tool: 'quote', price: '0.05' }, async () => ({ content: [{ type: 'text', text: 'tarball' }] })));
+       const [a, b] = InMemoryTransport.createLinkedPair();
+       await server.connect(b);
+       const client = new Client({ name: 'agent', version: '1.0.0' });
+       await client.connect(a);
+       const unpaid = await client.callTool({ name: 'quote' });
+       const agent = createAgent({ wallet: new Wallet(key, new JsonRpcProvider(rpcUrl)), maxPricePerCall: '0.10' });
+       const result = await agent.callTool(client, { name: 'quote' });
+       console.log(JSON.stringify({ unpaid: unpaid.isError, text: result.content[0].text,
+         settled: result._meta['x402/payment-response'].success, spent: agent.spent }));
+       process.exit(0);`,
+      [baseUrl, all.anvil.rpcUrl, testWallets.buyer.privateKey, seller.apiKey],
+    );
+    expect(answer).toEqual({ unpaid: true, text: 'tarball', settled: true, spent: '0.05' });
+  });
+
+  it('@paygate/checkout-widget (its script bundle) takes a checkout payment in Chromium', async () => {
+    const widgetDir = path.join(app, 'node_modules/@paygate/checkout-widget');
+    const page = `<!doctype html><html lang="en"><body><script type="module">
+      import { createCheckout } from './paygate-checkout.mjs';
+      window.checkout = createCheckout({ publishableKey: ${JSON.stringify(seller.publishableKey)}, skill: 'sdk-quotes',
+        baseUrl: ${JSON.stringify(baseUrl)}, webSocket: false, pollIntervalMs: 300,
+        onSuccess: (result) => { window.paid = result; } });
+      window.checkout.open();
+    </script></body></html>`;
+    const pages = await new Promise<http.Server>((resolve) => {
+      const server = http.createServer((req, res) => {
+        if (req.url === '/paygate-checkout.mjs') {
+          res.writeHead(200, { 'content-type': 'text/javascript' });
+          res.end(readFileSync(path.join(widgetDir, 'paygate-checkout.mjs')));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(page);
+      });
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    });
+    try {
+      browser = await chromium.launch({
+        executablePath: '/usr/bin/chromium',
+        args: CHROMIUM_ARGS,
+        timeout: 30_000,
+      });
+      const tab = await browser.newPage();
+      await tab.goto(`http://127.0.0.1:${(pages.address() as AddressInfo).port}/`);
+      const session = await waitFor(
+        async () =>
+          (await tab.evaluate(
+            () =>
+              (
+                window as unknown as {
+                  checkout: { session?: { exactAmount: string; walletAddress: string } };
+                }
+              ).checkout?.session,
+          )) ?? undefined,
+        { timeoutMs: 20_000, message: 'the widget never opened a checkout session' },
+      );
+      const buyer = new Wallet(testWallets.buyer.privateKey, all.anvil.provider);
+      const usdc = new Contract(all.usdcAddress, usdcAbi, buyer);
+      await (
+        await usdc.getFunction('transfer')(session.walletAddress, parseUsdc(session.exactAmount))
+      ).wait();
+      const result = await waitFor(
+        async () =>
+          (await tab.evaluate(
+            () => (window as unknown as { paid?: { amount: string; txHash: string } }).paid,
+          )) ?? undefined,
+        { timeoutMs: 30_000, message: 'the widget never reported the payment' },
+      );
+      expect(result.amount).toBe(session.exactAmount);
+      expect(result.txHash).toMatch(/^0x[0-9a-f]{64}$/i);
+    } finally {
+      pages.closeAllConnections();
+      await new Promise((r) => pages.close(r));
+    }
   });
 });

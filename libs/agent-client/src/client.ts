@@ -1,6 +1,16 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { Contract, getAddress, type Signer } from 'ethers';
 import {
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  type McpToolCall,
+  type McpToolClient,
+  paymentRequiredOf,
+  pickRequirement,
+  priceOf,
+  signMcpPayment,
+} from './mcp';
+import {
   encodePaymentHeader,
   MODE_HEADER,
   PAYMENT_HEADER,
@@ -140,21 +150,89 @@ export class PaygateAgent {
     return this.followTicket(second, init);
   }
 
-  /** Pays what a 402 asked for and returns the header value proving it. */
-  async pay(url: string, requirements: PaymentRequirements): Promise<AgentPayment> {
-    const priceMicro = parseUsdc(requirements.price);
+  /** Refuses a price past the limits (SpendingLimitError). */
+  private checkLimits(priceMicro: bigint, price: string): void {
     if (priceMicro > this.maxPerCallMicro) {
       throw new SpendingLimitError(
-        `price ${requirements.price} USDC is above the per-call limit ${this.options.maxPricePerCall}`,
+        `price ${price} USDC is above the per-call limit ${this.options.maxPricePerCall}`,
         priceMicro,
       );
     }
     if (this.maxTotalMicro !== undefined && this.spentMicro + priceMicro > this.maxTotalMicro) {
       throw new SpendingLimitError(
-        `paying ${requirements.price} USDC would pass the total limit ${this.options.maxTotalSpend} (spent ${this.spent})`,
+        `paying ${price} USDC would pass the total limit ${this.options.maxTotalSpend} (spent ${this.spent})`,
         priceMicro,
       );
     }
+  }
+
+  /**
+   * MCP mode: calls a tool through an MCP client (@modelcontextprotocol/sdk's Client). A payment-required result
+   * (x402's MCP transport) is paid within this agent's limits — an EIP-3009 authorization the wallet signs, no
+   * gas, no ETH — and the call repeated once with `_meta["x402/payment"]`; the paid result carries
+   * `_meta["x402/payment-response"]` and the payment is in `payments` (url `mcp://tool/<name>`). Any other result
+   * comes back as it is.
+   */
+  async callTool(client: McpToolClient, call: McpToolCall): Promise<Record<string, unknown>> {
+    const first = await client.callTool(call);
+    const required = paymentRequiredOf(first);
+    if (!required) return first;
+    const provider = this.options.wallet.provider;
+    if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
+    const chainId = Number((await provider.getNetwork()).chainId);
+    const requirement = pickRequirement(required, chainId);
+    if (!requirement) {
+      throw new PaymentRequirementsError(
+        `tool ${call.name} asks for no exact payment on chain ${chainId} (eip155:${chainId})`,
+      );
+    }
+    const price = priceOf(requirement);
+    const priceMicro = BigInt(requirement.amount);
+    this.checkLimits(priceMicro, price);
+    // Reserved before signing, so concurrent calls cannot pass the total limit together.
+    this.spentMicro += priceMicro;
+    let settled = false;
+    try {
+      const payment = await signMcpPayment(this.options.wallet, chainId, required, requirement);
+      const second = await client.callTool({
+        ...call,
+        _meta: { ...call._meta, [MCP_PAYMENT_META]: payment },
+      });
+      const response = (second?._meta as Record<string, unknown> | undefined)?.[MCP_PAYMENT_RESPONSE_META] as
+        | { success?: boolean; transaction?: string }
+        | undefined;
+      if (response?.success === true && typeof response.transaction === 'string') {
+        settled = true;
+        this.payments.push({
+          url: required.resource?.url ?? `mcp://tool/${call.name}`,
+          txHash: response.transaction,
+          amount: price,
+          header: '',
+          requirements: {
+            price,
+            description: required.resource?.description ?? '',
+            type: 'payPerCall',
+            network: requirement.network as PaymentRequirements['network'],
+            chainId,
+            payTo: requirement.payTo,
+            asset: requirement.asset,
+            resource: required.resource?.url ?? `mcp://tool/${call.name}`,
+            confirmations: 1,
+            header: 'X-402-Payment',
+          },
+        });
+      }
+      return second;
+    } finally {
+      // An authorization Paygate did not settle moved no money.
+      if (!settled) this.spentMicro -= priceMicro;
+    }
+  }
+
+  /** Pays what a 402 asked for and returns the header value proving it. */
+  async pay(url: string, requirements: PaymentRequirements): Promise<AgentPayment> {
+    const priceMicro = parseUsdc(requirements.price);
+    this.checkLimits(priceMicro, requirements.price);
     const provider = this.options.wallet.provider;
     if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
     const { chainId } = await provider.getNetwork();

@@ -9,6 +9,14 @@ export {
   type TicketAnswer,
 } from './client';
 export {
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  type McpPaymentRequired,
+  type McpToolCall,
+  type McpToolClient,
+  paymentRequiredOf,
+} from './mcp';
+export {
   decodePaymentHeader,
   encodePaymentHeader,
   MODE_HEADER,

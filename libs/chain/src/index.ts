@@ -14,11 +14,13 @@ export {
 } from './logs';
 export {
   type ChainNetwork,
+  DEFAULT_NETWORK_NAME,
   isNetworkName,
   NETWORK_NAMES,
   type NetworkName,
   networkByChainId,
   networkByName,
+  networkFromEnv,
   networks,
   resolveUsdcAddress,
 } from './networks';

@@ -9,6 +9,15 @@ export interface ChainNetwork {
   usdcAddress: string | null;
   /** EIP-712 domain name of the USDC contract (Circle's Base Sepolia deployment uses "USDC", mainnet "USD Coin"). */
   usdcEip712Name: string;
+  /** EIP-712 domain version of the USDC contract (FiatToken v2.2 answers "2" to `version()`). */
+  usdcEip712Version: string;
+  /** x402 v2's CAIP-2 name of the chain (`eip155:<chainId>`). */
+  caip2: string;
+  /**
+   * Confirmations a payment needs by default (its own block counts as one): the services' CONFIRMATIONS
+   * unless set. Base's sequencer orders blocks within ~2 s and a reorg past a few blocks needs an L1 reorg.
+   */
+  confirmations: number;
   /** Expected time between blocks, for polling and confirmation-time estimates. */
   blockTimeMs: number;
   /** Block explorer base URL, null when there is none. */
@@ -21,6 +30,9 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     chainId: 8453,
     usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
     usdcEip712Name: 'USD Coin',
+    usdcEip712Version: '2',
+    caip2: 'eip155:8453',
+    confirmations: 3,
     blockTimeMs: 2000,
     explorerUrl: 'https://basescan.org',
   }),
@@ -29,6 +41,9 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     chainId: 84532,
     usdcAddress: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
     usdcEip712Name: 'USDC',
+    usdcEip712Version: '2',
+    caip2: 'eip155:84532',
+    confirmations: 3,
     blockTimeMs: 2000,
     explorerUrl: 'https://sepolia.basescan.org',
   }),
@@ -36,13 +51,32 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     name: 'local',
     chainId: 31337,
     usdcAddress: null,
+    // deploy/contracts/TestUSDC.sol: the same domain as Base mainnet's USDC.
     usdcEip712Name: 'USD Coin',
+    usdcEip712Version: '2',
+    caip2: 'eip155:31337',
+    confirmations: 1,
     blockTimeMs: 1000,
     explorerUrl: null,
   }),
 });
 
 export const NETWORK_NAMES = Object.keys(networks) as NetworkName[];
+
+/** CHAIN_NETWORK when unset: the local development chain of `make dev` and the tests. */
+export const DEFAULT_NETWORK_NAME: NetworkName = 'local';
+
+/**
+ * The network CHAIN_NETWORK names (the one switch between the local chain, Base Sepolia and Base mainnet), or the
+ * default when it is unset or empty. Throws naming the variable and the accepted names otherwise.
+ */
+export function networkFromEnv(env: Readonly<Record<string, string | undefined>>): Readonly<ChainNetwork> {
+  const name = env.CHAIN_NETWORK?.trim() || DEFAULT_NETWORK_NAME;
+  if (!isNetworkName(name)) {
+    throw new Error(`CHAIN_NETWORK: must be one of ${NETWORK_NAMES.join(', ')} (got "${name}")`);
+  }
+  return networks[name];
+}
 
 export function isNetworkName(name: string): name is NetworkName {
   return Object.hasOwn(networks, name);

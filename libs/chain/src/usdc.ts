@@ -61,10 +61,11 @@ export function usdcEip712Domain(input: {
   chainId: number;
   usdcAddress: string;
   eip712Name?: string;
+  eip712Version?: string;
 }): UsdcEip712Domain {
   return {
     name: input.eip712Name ?? 'USD Coin',
-    version: '2',
+    version: input.eip712Version ?? '2',
     chainId: input.chainId,
     verifyingContract: formatAddress(input.usdcAddress),
   };

@@ -1,6 +1,7 @@
 import { Interface, makeError, zeroPadValue } from 'ethers';
 import {
   addressToTopic,
+  DEFAULT_NETWORK_NAME,
   decodeTransferLog,
   eip681TransferUri,
   formatAddress,
@@ -10,9 +11,12 @@ import {
   type LogsProvider,
   networkByChainId,
   networkByName,
+  networkFromEnv,
+  networks,
   TRANSFER_TOPIC,
   topicToAddress,
   usdcAbi,
+  usdcEip712Domain,
 } from '../src';
 
 const TOKEN = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -63,6 +67,63 @@ describe('networks', () => {
       const { usdcAddress } = networkByName(name);
       expect(usdcAddress).toBe(formatAddress(usdcAddress!));
     }
+  });
+});
+
+describe('network presets and the CHAIN_NETWORK switch', () => {
+  it('carries what a payment on each network needs: chain id, USDC, its EIP-712 domain, confirmations', () => {
+    expect(networkByName('base')).toMatchObject({
+      chainId: 8453,
+      caip2: 'eip155:8453',
+      usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+      usdcEip712Name: 'USD Coin',
+      usdcEip712Version: '2',
+      confirmations: 3,
+    });
+    expect(networkByName('base-sepolia')).toMatchObject({
+      chainId: 84532,
+      caip2: 'eip155:84532',
+      usdcAddress: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+      usdcEip712Name: 'USDC',
+      usdcEip712Version: '2',
+      confirmations: 3,
+    });
+    expect(networkByName('local')).toMatchObject({
+      chainId: 31337,
+      usdcEip712Name: 'USD Coin',
+      confirmations: 1,
+    });
+    for (const network of Object.values(networks)) {
+      expect(network.caip2).toBe(`eip155:${network.chainId}`);
+      expect(Object.isFrozen(network)).toBe(true);
+    }
+  });
+
+  it('CHAIN_NETWORK picks the preset; unset means the local chain; anything else is refused by name', () => {
+    expect(networkFromEnv({ CHAIN_NETWORK: 'base-sepolia' }).chainId).toBe(84532);
+    expect(networkFromEnv({ CHAIN_NETWORK: ' base ' }).chainId).toBe(8453);
+    expect(networkFromEnv({}).name).toBe(DEFAULT_NETWORK_NAME);
+    expect(networkFromEnv({ CHAIN_NETWORK: '' }).name).toBe('local');
+    expect(() => networkFromEnv({ CHAIN_NETWORK: 'base-mainnet' })).toThrow(
+      'CHAIN_NETWORK: must be one of base, base-sepolia, local (got "base-mainnet")',
+    );
+  });
+
+  it("builds each network's USDC EIP-712 domain from the preset", () => {
+    const sepolia = networkByName('base-sepolia');
+    expect(
+      usdcEip712Domain({
+        chainId: sepolia.chainId,
+        usdcAddress: sepolia.usdcAddress!,
+        eip712Name: sepolia.usdcEip712Name,
+        eip712Version: sepolia.usdcEip712Version,
+      }),
+    ).toEqual({
+      name: 'USDC',
+      version: '2',
+      chainId: 84532,
+      verifyingContract: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    });
   });
 });
 

@@ -1,5 +1,7 @@
 export { createGateway, type Gateway } from './gateway';
-export { PaygateUnavailableError, type PaymentParameters } from './paygate-api';
+export { PaygateUnavailableError } from './paygate-api';
+export { resolvePaygateUrl } from './paygate-url';
+export type { PaymentParameters } from './payment-parameters';
 export { MemoryReplayStore, TicketVerifier } from './tickets';
 export type {
   GatewayConfig,
@@ -36,3 +38,13 @@ export {
   WebhookVerificationError,
   type WebhookVerificationFailure,
 } from './webhooks';
+export type { SettleResponse } from './x402';
+export { X402_HEADERS } from './x402';
+export {
+  createX402Seller,
+  type X402PaymentRequired,
+  type X402Sale,
+  type X402Seller,
+  type X402SellerConfig,
+  type X402Settlement,
+} from './x402-seller';

@@ -3,19 +3,7 @@ export class PaygateUnavailableError extends Error {
   override name = 'PaygateUnavailableError';
 }
 
-export interface PaymentParameters {
-  network: string;
-  chainId: number;
-  payTo: string;
-  asset: string;
-  confirmations: number;
-  issuer: string;
-  jwksUrl: string;
-}
-
 export class PaygateApi {
-  private parameters: { value: PaymentParameters; fetchedAt: number } | undefined;
-
   constructor(
     readonly baseUrl: string,
     private readonly apiKey: string,
@@ -23,11 +11,11 @@ export class PaygateApi {
     private readonly fetchImpl: typeof fetch,
   ) {}
 
-  async request(path: string, init: RequestInit = {}): Promise<Response> {
+  async request(path: string, init: RequestInit = {}, timeoutMs = this.timeoutMs): Promise<Response> {
     try {
       return await this.fetchImpl(`${this.baseUrl}${path}`, {
         ...init,
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (error) {
       throw new PaygateUnavailableError(
@@ -36,21 +24,25 @@ export class PaygateApi {
     }
   }
 
-  /** Network, escrow and USDC contract for 402 bodies; cached for 5 minutes. */
-  async paymentParameters(): Promise<PaymentParameters> {
-    if (this.parameters && Date.now() - this.parameters.fetchedAt < 300_000) return this.parameters.value;
-    const res = await this.request('/api/verify', { method: 'GET' });
-    if (!res.ok) throw new PaygateUnavailableError(`Paygate answered ${res.status} to GET /api/verify`);
-    const value = (await res.json()) as PaymentParameters;
-    this.parameters = { value, fetchedAt: Date.now() };
-    return value;
+  private post(path: string, body: unknown, timeoutMs?: number): Promise<Response> {
+    return this.request(
+      path,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.apiKey}` },
+        body: JSON.stringify(body),
+      },
+      timeoutMs,
+    );
   }
 
-  async verify(body: Record<string, unknown>): Promise<Response> {
-    return this.request('/api/verify', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.apiKey}` },
-      body: JSON.stringify(body),
-    });
+  /** Paygate's own proof (X-402-Payment), checked and claimed for this seller. */
+  verify(body: Record<string, unknown>): Promise<Response> {
+    return this.post('/api/verify', body);
+  }
+
+  /** An x402 payment settled into escrow by Paygate's facilitator, credited to this seller. */
+  settleX402(body: Record<string, unknown>, timeoutMs: number): Promise<Response> {
+    return this.post('/api/v1/x402/settle', body, timeoutMs);
   }
 }

@@ -3,7 +3,8 @@ import type { Request } from 'express';
 import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { JwksKeys } from './jwks';
-import type { PaygateApi } from './paygate-api';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { PaymentParametersSource } from './payment-parameters';
 import type { TicketOptions, TicketReplayStore, X402Payment } from './types';
 
 interface TicketClaims {
@@ -69,6 +70,8 @@ export class TicketVerifier {
   constructor(
     private readonly api: PaygateApi,
     private readonly options: TicketOptions,
+    /** Paygate's issuer and network (GET /api/verify); shared with the gateway's 402 answers when given. */
+    private readonly parameters = new PaymentParametersSource(api, {}),
   ) {
     if (!options?.skill) throw new TypeError('ticket: options.skill (the skill name) is required');
     this.replay = options.replayStore ?? new MemoryReplayStore();
@@ -96,7 +99,12 @@ export class TicketVerifier {
         },
       };
     }
-    const parameters = await this.api.paymentParameters();
+    const parameters = await this.parameters.get();
+    if (!parameters?.issuer) {
+      throw new PaygateUnavailableError(
+        `Paygate at ${this.api.baseUrl} did not say which issuer signs tickets`,
+      );
+    }
     let claims: TicketClaims;
     const cached = this.verified.get(token);
     if (cached && cached.until > Date.now() && cached.claims.exp * 1000 > Date.now()) {

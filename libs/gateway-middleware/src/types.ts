@@ -1,4 +1,5 @@
 import type { PaymentKind } from '@paygate/agent-client';
+import type { NetworkName } from '@paygate/chain';
 
 /** Payment data the middleware puts on req.x402 after a successful verification (SPEC: "req.x402"). */
 export interface X402Payment {
@@ -32,8 +33,37 @@ declare global {
 export interface GatewayConfig {
   /** API key from the dashboard (sk_…). Server-side only. */
   apiKey: string;
-  /** Overrides the Paygate API address. Defaults to PAYGATE_BASE_URL or http://localhost:8080 (the dev edge). */
+  /**
+   * Paygate's address (https://paygate.example). Required: without it PAYGATE_BASE_URL is used, and only with
+   * NODE_ENV=development http://localhost:8080 (the `make dev` edge); otherwise createGateway throws.
+   */
   apiBaseUrl?: string;
+  /**
+   * The network Paygate settles on (`base`, `base-sepolia`, `local`) and its escrow wallet: with both, every 402
+   * is answered from this configuration, never waiting for Paygate (a cold start with Paygate down still
+   * answers 402). Without them the values come from GET {apiBaseUrl}/api/verify, fetched at start-up and cached.
+   */
+  network?: NetworkName;
+  /** Paygate's escrow wallet (GET /api/verify's payTo); with `network`. */
+  escrowAddress?: string;
+  /** The USDC contract, when it is not the network's own (required with network `local`). */
+  usdcAddress?: string;
+  /**
+   * The x402 standard beside Paygate's proof (default on): pay-per-call 402s carry PAYMENT-REQUIRED, and a
+   * PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled by Paygate's facilitator into escrow, credited to you.
+   * Offered for pay-per-call prices of at least `minAmount` (default 0.01, Paygate's relaying minimum).
+   */
+  x402?:
+    | boolean
+    | {
+        minAmount?: string;
+        /** How long a buyer's signed authorization may stay valid. Default 300 s (at most 3600). */
+        maxTimeoutSeconds?: number;
+        /** Longest wait for Paygate to settle (the transfer's inclusion). Default 30 000 ms. */
+        settleTimeoutMs?: number;
+        /** USDC's EIP-712 domain, on a chain without a Paygate preset. */
+        eip712?: { name: string; version: string };
+      };
   /** Longest wait for Paygate before answering HTTP 500. Default 5000 ms. */
   timeoutMs?: number;
   /**

@@ -11,9 +11,9 @@ import {
   requestSigningPayload,
 } from '@paygate/agent-client';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { DEFAULT_API_BASE_URL } from './gateway';
 import { JwksKeys } from './jwks';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { resolvePaygateUrl } from './paygate-url';
 import { MemoryReplayStore } from './tickets';
 import type { TicketReplayStore } from './types';
 
@@ -27,7 +27,11 @@ export interface VerifyPaygateRequestOptions {
    * is enough either side of the switch.
    */
   secretKey?: string | readonly string[];
-  /** Paygate's address (its JWKS). Defaults to PAYGATE_BASE_URL or http://localhost:8080 (the dev edge). */
+  /**
+   * Paygate's address (its JWKS, for ES256 signatures). Defaults to PAYGATE_BASE_URL, and with NODE_ENV=development
+   * to http://localhost:8080. Needed only without a secret key: with one, requests signed by its derived key pass
+   * without Paygate's address, and ES256 ones are refused (`unknown_key`) when the address is unknown.
+   */
   paygateUrl?: string;
   /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
   toleranceSeconds?: number;
@@ -82,8 +86,6 @@ const refusal = (reason: string, message: string, status = 401): Refusal => ({ s
  * Behind a parser, keep the bytes with `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`.
  */
 export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}): RequestHandler {
-  const baseUrl = (options.paygateUrl ?? DEFAULT_API_BASE_URL).replace(/\/$/, '');
-  const keys = new JwksKeys(new PaygateApi(baseUrl, '', options.timeoutMs ?? 5000, options.fetch ?? fetch));
   const toleranceSeconds = options.toleranceSeconds ?? 300;
   const replay = options.replayStore ?? new MemoryReplayStore();
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
@@ -99,6 +101,21 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
     throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
   if (secretKeys.length > 4) throw new TypeError('verifyPaygateRequest: at most 4 secret keys');
   const forwardingKeys = secretKeys.map((key) => forwardingKeyFromApiKey(key));
+  const hasPaygateUrl =
+    options.paygateUrl !== undefined ||
+    process.env.PAYGATE_BASE_URL !== undefined ||
+    process.env.NODE_ENV === 'development';
+  const keys =
+    hasPaygateUrl || forwardingKeys.length === 0
+      ? new JwksKeys(
+          new PaygateApi(
+            resolvePaygateUrl(options.paygateUrl, 'verifyPaygateRequest: paygateUrl'),
+            '',
+            options.timeoutMs ?? 5000,
+            options.fetch ?? fetch,
+          ),
+        )
+      : undefined;
 
   async function check(req: Request): Promise<Refusal | PaygateRequest> {
     const header = req.header(REQUEST_SIGNATURE_HEADER);
@@ -121,7 +138,12 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
         'secret_key_required',
         'this request is signed with the key derived from your secret API key: pass verifyPaygateRequest({ secretKey }) or set PAYGATE_SECRET_KEY',
       );
-    const key = byForwardingKey ? undefined : await keys.key(signature.kid);
+    if (!byForwardingKey && !keys)
+      return refusal(
+        'unknown_key',
+        `signed with Paygate's key ${signature.kid}, which needs Paygate's address: pass verifyPaygateRequest({ paygateUrl }) or set PAYGATE_BASE_URL`,
+      );
+    const key = byForwardingKey ? undefined : await keys!.key(signature.kid);
     if (!byForwardingKey && !key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
     const body = await bodyOf(req, maxBodyBytes);
     if (!Buffer.isBuffer(body)) return body;

@@ -173,7 +173,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     expect(holds).toEqual([24, 48, 72]);
   });
 
-  it('answers HTTP 500 when Paygate cannot be reached within the timeout', async () => {
+  it('answers HTTP 500 to a proof it cannot verify when Paygate is unreachable, and still 402 to a call without one', async () => {
     // A Paygate that accepts connections and never answers.
     const silentSockets = new Set<Socket>();
     const silent = createServer((socket) => {
@@ -197,8 +197,17 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     expect(res.status).toBe(500);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     expect(Date.now() - started).toBeLessThan(2000);
+    // A cold start: nothing known about the escrow yet, Paygate silent. Still a 402 with the price, at once.
+    const noProofStarted = Date.now();
     const noProof = await fetch(`http://127.0.0.1:${port}/x`);
-    expect(noProof.status).toBe(500);
+    expect(noProof.status).toBe(402);
+    expect(Date.now() - noProofStarted).toBeLessThan(2000);
+    expect(await noProof.json()).toMatchObject({
+      price: '0.01',
+      type: 'payPerCall',
+      header: 'X-402-Payment',
+    });
+    expect(noProof.headers.get('payment-required')).toBeNull();
     s.closeAllConnections();
     await new Promise<void>((resolve) => s.close(() => resolve()));
     // The silent server still holds the connections the gateway gave up on: end them too, or they outlive the suite.

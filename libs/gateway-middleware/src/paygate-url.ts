@@ -1,0 +1,32 @@
+/** The address of the Paygate every middleware talks to, when the code did not pass one. */
+export const DEVELOPMENT_PAYGATE_URL = 'http://localhost:8080';
+
+/**
+ * Paygate's base URL: the one passed, else PAYGATE_BASE_URL, else (only with NODE_ENV=development) the
+ * `make dev` edge. Anything else throws at start-up naming the option, so a production server never sends its
+ * buyers and its API key to localhost by accident.
+ */
+export function resolvePaygateUrl(
+  given: string | undefined,
+  option: string,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  const url =
+    given ?? env.PAYGATE_BASE_URL ?? (env.NODE_ENV === 'development' ? DEVELOPMENT_PAYGATE_URL : undefined);
+  if (url === undefined || url.trim() === '') {
+    throw new TypeError(
+      `${option} is required: Paygate's address, e.g. https://paygate.example (or set PAYGATE_BASE_URL; ` +
+        `${DEVELOPMENT_PAYGATE_URL} is assumed only when NODE_ENV=development)`,
+    );
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`${option} must be an http(s) URL, got "${url}"`);
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+    throw new TypeError(`${option} must be an http(s) URL, got "${url}"`);
+  }
+  return url.replace(/\/+$/, '');
+}

@@ -1,0 +1,131 @@
+import { formatAddress, type NetworkName, networkByChainId, networkByName } from '@paygate/chain';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+
+/** What a 402 names: where to pay, in which token, on which chain (GET {apiBaseUrl}/api/verify). */
+export interface PaymentParameters {
+  network: string;
+  chainId: number;
+  payTo: string;
+  asset: string;
+  confirmations: number;
+  issuer?: string;
+  jwksUrl?: string;
+}
+
+/** Payment parameters fixed in the seller's configuration, so a 402 never waits for Paygate. */
+export interface PinnedParameters {
+  network?: NetworkName;
+  escrowAddress?: string;
+  usdcAddress?: string;
+}
+
+const FRESH_MS = 5 * 60_000;
+/** After a failed fetch, 402s answer at once with what is known instead of waiting on Paygate again. */
+const RETRY_AFTER_FAILURE_MS = 10_000;
+
+/**
+ * The payment parameters of this seller's 402 answers, known without a round trip whenever possible: from the
+ * configuration when it pins them (network preset + escrow address), else the last answer of
+ * `GET /api/verify` — fetched at start-up, refreshed in the background once 5 minutes old, and kept (stale)
+ * while Paygate cannot be reached.
+ */
+export class PaymentParametersSource {
+  private readonly pinned: PaymentParameters | undefined;
+  private fetched: { value: PaymentParameters; at: number } | undefined;
+  private inFlight: Promise<PaymentParameters | undefined> | undefined;
+  private failedAt = 0;
+
+  constructor(
+    private readonly api: PaygateApi,
+    pin: PinnedParameters,
+  ) {
+    this.pinned = pinnedParameters(pin);
+  }
+
+  /** Starts the first fetch without waiting for it (a pinned configuration needs none). */
+  prefetch(): void {
+    if (!this.pinned) void this.refresh();
+  }
+
+  /** What is known now, without waiting; starts a refresh when the fetched copy is old. */
+  current(): PaymentParameters | undefined {
+    if (this.pinned) return this.pinned;
+    if (this.fetched && Date.now() - this.fetched.at >= FRESH_MS) void this.refresh();
+    return this.fetched?.value;
+  }
+
+  /**
+   * current(), or — when nothing is known yet — one bounded wait for Paygate (shared by concurrent callers);
+   * right after a failed attempt it answers undefined at once rather than waiting again.
+   */
+  async get(): Promise<PaymentParameters | undefined> {
+    const known = this.current();
+    if (known) return known;
+    if (Date.now() - this.failedAt < RETRY_AFTER_FAILURE_MS && !this.inFlight) {
+      void this.refresh();
+      return undefined;
+    }
+    return this.refresh();
+  }
+
+  private refresh(): Promise<PaymentParameters | undefined> {
+    this.inFlight ??= this.load().finally(() => {
+      this.inFlight = undefined;
+    });
+    return this.inFlight;
+  }
+
+  private async load(): Promise<PaymentParameters | undefined> {
+    try {
+      const res = await this.api.request('/api/verify', { method: 'GET' });
+      if (!res.ok) throw new PaygateUnavailableError(`Paygate answered ${res.status} to GET /api/verify`);
+      const value = (await res.json()) as PaymentParameters;
+      this.fetched = { value, at: Date.now() };
+      return value;
+    } catch {
+      // Unreachable, an error status or a body that is not JSON: keep what is known, try again later.
+      this.failedAt = Date.now();
+      return this.fetched?.value;
+    }
+  }
+}
+
+/** The parameters a configuration fixes completely (a network preset and the escrow address), or undefined. */
+function pinnedParameters(pin: PinnedParameters): PaymentParameters | undefined {
+  if (pin.network === undefined && pin.escrowAddress === undefined && pin.usdcAddress === undefined) {
+    return undefined;
+  }
+  if (pin.network === undefined || pin.escrowAddress === undefined) {
+    throw new TypeError(
+      'createGateway: network and escrowAddress go together (the preset names the chain and USDC, the escrow address is where buyers pay)',
+    );
+  }
+  const network = networkByName(pin.network);
+  const asset = pin.usdcAddress ?? network.usdcAddress;
+  if (!asset) throw new TypeError(`createGateway: usdcAddress is required on network "${network.name}"`);
+  return {
+    network: network.name,
+    chainId: network.chainId,
+    payTo: checkedAddress(pin.escrowAddress, 'escrowAddress'),
+    asset: checkedAddress(asset, 'usdcAddress'),
+    confirmations: network.confirmations,
+  };
+}
+
+function checkedAddress(value: string, option: string): string {
+  try {
+    return formatAddress(value);
+  } catch {
+    throw new TypeError(`createGateway: ${option} must be a 20-byte hex address`);
+  }
+}
+
+/** USDC's EIP-712 domain on a chain Paygate knows, for x402 requirements' `extra`; undefined elsewhere. */
+export function usdcDomainOf(chainId: number): { name: string; version: string } | undefined {
+  try {
+    const network = networkByChainId(chainId);
+    return { name: network.usdcEip712Name, version: network.usdcEip712Version };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,141 @@
+import { parseUsdc } from '@paygate/money';
+import { PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { resolvePaygateUrl } from './paygate-url';
+import { PaymentParametersSource, usdcDomainOf } from './payment-parameters';
+import type { GatewayConfig } from './types';
+import { requirementsV2, type SettleResponse } from './x402';
+
+/** What one paid thing costs, as x402 names it (`mcp://tool/<name>`, or a URL). */
+export interface X402Sale {
+  /** Decimal USDC ("0.05"); at least 0.01 (Paygate's relaying minimum). */
+  price: string;
+  resourceUrl: string;
+  description: string;
+}
+
+/** x402's PaymentRequired (v2). */
+export interface X402PaymentRequired {
+  x402Version: 2;
+  error: string;
+  resource: { url: string; description: string; mimeType: string };
+  accepts: Array<ReturnType<typeof requirementsV2>>;
+}
+
+export type X402Settlement =
+  | { ok: true; response: SettleResponse & { success: true }; network: string }
+  | {
+      ok: false;
+      /** 402: refused (x402 reason); 429: rate limited; 503: Paygate could not settle now, present it again. */
+      status: 402 | 429 | 503;
+      reason: string;
+      message: string;
+      response?: SettleResponse;
+    };
+
+export interface X402Seller {
+  /** The requirements for a sale; undefined while Paygate cannot be reached and nothing is pinned. */
+  paymentRequired(sale: X402Sale, error?: string): Promise<X402PaymentRequired | undefined>;
+  /** Settles a PaymentPayload into escrow through Paygate's facilitator, credited to the key's seller. */
+  settle(paymentPayload: unknown, sale: X402Sale): Promise<X402Settlement>;
+}
+
+export type X402SellerConfig = Pick<
+  GatewayConfig,
+  'apiKey' | 'apiBaseUrl' | 'network' | 'escrowAddress' | 'usdcAddress' | 'timeoutMs' | 'fetch'
+> & { maxTimeoutSeconds?: number; settleTimeoutMs?: number };
+
+/**
+ * x402 selling outside HTTP routes (MCP tools, queues…): Paygate's escrow as payTo, settled by Paygate's
+ * facilitator with the seller's key. The same parameters and rules as createGateway's x402.
+ */
+export function createX402Seller(config: X402SellerConfig): X402Seller {
+  if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
+    throw new TypeError('createX402Seller: apiKey must be the sk_… key from the dashboard');
+  }
+  const api = new PaygateApi(
+    resolvePaygateUrl(config.apiBaseUrl, 'createX402Seller: apiBaseUrl'),
+    config.apiKey,
+    config.timeoutMs ?? 5000,
+    config.fetch ?? fetch,
+  );
+  const parameters = new PaymentParametersSource(api, {
+    network: config.network,
+    escrowAddress: config.escrowAddress,
+    usdcAddress: config.usdcAddress,
+  });
+  parameters.prefetch();
+  const maxTimeoutSeconds = config.maxTimeoutSeconds ?? 300;
+  const settleTimeoutMs = config.settleTimeoutMs ?? 30_000;
+
+  async function requirementsFor(sale: X402Sale) {
+    const p = await parameters.get();
+    if (!p) return undefined;
+    const eip712 = usdcDomainOf(p.chainId);
+    if (!eip712) throw new TypeError(`createX402Seller: no USDC EIP-712 domain known for chain ${p.chainId}`);
+    return {
+      network: p.network,
+      resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
+      requirements: requirementsV2({
+        parameters: p,
+        eip712,
+        amountMicro: parseUsdc(sale.price),
+        maxTimeoutSeconds,
+        resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
+      }),
+    };
+  }
+
+  return {
+    async paymentRequired(sale, error = 'payment required') {
+      const found = await requirementsFor(sale);
+      if (!found) return undefined;
+      return { x402Version: 2, error, resource: found.resource, accepts: [found.requirements] };
+    },
+
+    async settle(paymentPayload, sale) {
+      const found = await requirementsFor(sale);
+      if (!found) throw new PaygateUnavailableError('payment parameters unknown: Paygate unreachable');
+      const answer = await api.settleX402(
+        {
+          x402Version: 2,
+          paymentPayload,
+          paymentRequirements: { ...found.requirements, resource: sale.resourceUrl },
+        },
+        settleTimeoutMs,
+      );
+      const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse> & {
+        error?: { code?: string; message?: string; field?: string };
+      };
+      if (answer.status === 429 || answer.status === 503) {
+        return {
+          ok: false,
+          status: answer.status,
+          reason: body.errorReason ?? 'unavailable',
+          message: body.errorMessage ?? 'Paygate could not settle the payment now; present it again',
+        };
+      }
+      if (answer.status === 400) {
+        // The payload did not even have x402's shape (Paygate names the field).
+        return {
+          ok: false,
+          status: 402,
+          reason: 'invalid_payload',
+          message: body.error?.message ?? 'the payment payload is not an x402 PaymentPayload',
+        };
+      }
+      if (!answer.ok) {
+        throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
+      }
+      if (!body.success) {
+        return {
+          ok: false,
+          status: 402,
+          reason: body.errorReason ?? 'settlement_failed',
+          message: body.errorMessage ?? 'not settled',
+          response: body as SettleResponse,
+        };
+      }
+      return { ok: true, response: body as SettleResponse & { success: true }, network: found.network };
+    },
+  };
+}

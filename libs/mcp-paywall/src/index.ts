@@ -1,0 +1,123 @@
+import {
+  createX402Seller,
+  PaygateUnavailableError,
+  type X402PaymentRequired,
+  type X402SellerConfig,
+} from '@paygate/gateway-middleware';
+
+/** x402's MCP transport: where the payment and its settlement travel (`_meta` of the call and of the result). */
+export const MCP_PAYMENT_META = 'x402/payment';
+export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
+
+/** A tool result, as @modelcontextprotocol/sdk's CallToolResult (kept structural: any SDK 1.x version fits). */
+export interface ToolResult {
+  content: Array<{ type: string; [key: string]: unknown }>;
+  isError?: boolean;
+  structuredContent?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** The `extra` every MCP SDK tool callback gets last: the request's `_meta` is where a payment travels. */
+interface ToolExtra {
+  _meta?: Record<string, unknown>;
+}
+
+export interface PaidToolOptions {
+  /** Decimal USDC per call ("0.05"); at least 0.01 (Paygate's relaying minimum). */
+  price: string;
+  /** The tool's name, for the resource the buyer signs for (`mcp://tool/<name>`). */
+  tool: string;
+  /** What the buyer pays for; shown in the payment requirements. */
+  description?: string;
+}
+
+export type PaywallConfig = X402SellerConfig;
+
+/** A tool result saying what to pay (x402 MCP transport: isError, PaymentRequired, the `x402/error` text). */
+function paymentRequiredResult(
+  required: X402PaymentRequired,
+  extra: Record<string, unknown> = {},
+): ToolResult {
+  const structuredContent = { ...required, ...extra };
+  return {
+    isError: true,
+    structuredContent,
+    content: [
+      {
+        type: 'text',
+        text: JSON.stringify({
+          'x402/error': { code: 402, message: required.error, data: structuredContent },
+        }),
+      },
+    ],
+  };
+}
+
+const errorResult = (message: string): ToolResult => ({
+  isError: true,
+  content: [{ type: 'text', text: message }],
+});
+
+/**
+ * Prices the tools of your own MCP server (@modelcontextprotocol/sdk), paid per call with x402 and settled into
+ * Paygate's escrow by Paygate's facilitator, credited to your account like any Paygate payment:
+ *
+ *   const paid = createPaywall({ apiKey: process.env.PAYGATE_API_KEY!, apiBaseUrl: 'https://paygate.example' });
+ *   server.tool('forecast', 'Tomorrow's weather', { city: z.string() },
+ *     paid({ tool: 'forecast', price: '0.05' }, async ({ city }) => ({ content: [{ type: 'text', text: '…' }] })));
+ *
+ * A call without `_meta["x402/payment"]` gets a payment-required result (isError, the requirements in
+ * structuredContent and in the `x402/error` text); a payment is settled before the tool runs, and the result
+ * carries `_meta["x402/payment-response"]`. A refused or replayed payment gets the requirements again with the
+ * reason as `error`; a tool that throws after settlement still cost the buyer the price (as an HTTP call would).
+ */
+export function createPaywall(config: PaywallConfig) {
+  const seller = createX402Seller(config);
+  // Typed as the tool's own result (the SDK's CallToolResult), which a payment-required result also is.
+  return function paid<Args extends unknown[], Result extends ToolResult>(
+    options: PaidToolOptions,
+    handler: (...args: Args) => Result | Promise<Result>,
+  ): (...args: Args) => Promise<Result> {
+    const sale = {
+      price: options.price,
+      resourceUrl: `mcp://tool/${options.tool}`,
+      description: options.description ?? `${options.tool}: ${options.price} USDC per call`,
+    };
+    return async (...args: Args): Promise<Result> => (await charge(args)) as Result;
+    async function charge(args: Args): Promise<ToolResult> {
+      const extra = args[args.length - 1] as ToolExtra | undefined;
+      const payment = extra?._meta?.[MCP_PAYMENT_META];
+      try {
+        if (payment === undefined) {
+          const required = await seller.paymentRequired(sale);
+          return required
+            ? paymentRequiredResult(required)
+            : errorResult('Payment service unavailable: Paygate could not be reached; retry shortly');
+        }
+        const settled = await seller.settle(payment, sale);
+        if (!settled.ok) {
+          const required = await seller.paymentRequired(sale, settled.reason);
+          if (!required || settled.status !== 402) {
+            return errorResult(`Payment not settled (${settled.reason}): ${settled.message}`);
+          }
+          return paymentRequiredResult(required, {
+            [MCP_PAYMENT_RESPONSE_META]: settled.response ?? {
+              success: false,
+              errorReason: settled.reason,
+              transaction: '',
+              network: required.accepts[0]?.network ?? '',
+            },
+          });
+        }
+        const result = await handler(...args);
+        return { ...result, _meta: { ...result._meta, [MCP_PAYMENT_RESPONSE_META]: settled.response } };
+      } catch (error) {
+        if (error instanceof PaygateUnavailableError) {
+          return errorResult('Payment service unavailable: Paygate could not be reached; retry shortly');
+        }
+        throw error;
+      }
+    }
+  };
+}
