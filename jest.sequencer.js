@@ -8,13 +8,17 @@ const Sequencer = require('@jest/test-sequencer').default;
 const path = require('node:path');
 
 const LONGEST_FIRST = [
+  'deploy/test/chaos-short.test.ts',
   'deploy/test/dev-twice.test.ts',
+  'deploy/test/dev-signals.test.ts',
   'deploy/test/fuzz.test.ts',
   'deploy/test/sdk-packages.test.ts',
   'deploy/test/newcomer.test.ts',
   'deploy/test/dashboard.browser.test.ts',
   'services/settlement/test/crash.test.ts',
   'deploy/test/system.test.ts',
+  'deploy/test/middleware-x402.test.ts',
+  'deploy/test/mcp-paywall.test.ts',
   'deploy/test/x402-money.test.ts',
   'services/chain-indexer/test/indexer.test.ts',
   'deploy/test/nats-authorization.test.ts',

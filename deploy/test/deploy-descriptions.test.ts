@@ -33,7 +33,12 @@ const SERVICE_FACTS: Record<string, { schema: string; secrets: string[] }> = {
   'escrow-ledger': { schema: 'ledger', secrets: [] },
   settlement: {
     schema: 'settlement',
-    secrets: ['ESCROW_PRIVATE_KEY', 'CHECKOUT_ESCROW_PRIVATE_KEY', 'CHECKOUT_DEPOSIT_XPRV', 'RELAYER_PRIVATE_KEY'],
+    secrets: [
+      'ESCROW_PRIVATE_KEY',
+      'CHECKOUT_ESCROW_PRIVATE_KEY',
+      'CHECKOUT_DEPOSIT_XPRV',
+      'RELAYER_PRIVATE_KEY',
+    ],
   },
   notifier: { schema: 'notifier', secrets: [] },
 };
