@@ -5,9 +5,11 @@
  * webhook, a payout address (first a bad one the API names inline), the settlement frequency and minimum; an
  * agent pays, the seller refunds part of it, rejects one buyer refund request and approves another, redelivers a
  * webhook, rotates both keys and signs out. Every request the page made is a route of the services' published
- * OpenAPI documents (no back door). Screenshots: artifacts/screenshots.
+ * OpenAPI documents (no back door). Every money action waits for a confirmation dialog that shows the amount, the
+ * payer and the effect on the seller's balance. axe-core audits every view at desktop (1280) and phone (390)
+ * width: no serious or critical finding. Screenshots and axe results: artifacts/dashboard.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -19,7 +21,16 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
 
-const SCREENSHOTS = path.join(__dirname, '../../artifacts/screenshots');
+const SCREENSHOTS = path.join(__dirname, '../../artifacts/dashboard');
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const WIDTHS = { desktop: { width: 1280, height: 900 }, phone: { width: 390, height: 844 } };
+
+interface AxeFinding {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: Array<{ target: string[]; failureSummary?: string }>;
+}
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -123,7 +134,36 @@ describe('seller dashboard in a real browser, against the real services', () => 
   }
 
   const shot = (page: Page, name: string) =>
-    page.screenshot({ path: path.join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
+    page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+
+  /** Serious and critical axe-core findings of every audited view, by view and width. */
+  const axeFindings: Record<string, AxeFinding[]> = {};
+  const axeSummary: Record<string, { violations: number; passes: number }> = {};
+
+  /**
+   * axe-core on the view as it is now, at desktop and phone width, with a screenshot of each (evaluated through
+   * the DevTools protocol, so the page's CSP stays as it is). The viewport comes back to desktop width.
+   */
+  async function audit(page: Page, view: string) {
+    for (const [label, size] of Object.entries(WIDTHS)) {
+      await page.setViewportSize(size);
+      // Layout settles at the new width before axe reads it.
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+      if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+      const result = (await page.evaluate(() =>
+        (window as unknown as { axe: { run: (o: object) => Promise<unknown> } }).axe.run({
+          resultTypes: ['violations'],
+        }),
+      )) as { violations: AxeFinding[]; passes: unknown[] };
+      const key = `${view}-${label}`;
+      writeFileSync(path.join(SCREENSHOTS, `axe-${key}.json`), JSON.stringify(result.violations, null, 2));
+      axeSummary[key] = { violations: result.violations.length, passes: result.passes.length };
+      const serious = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+      if (serious.length) axeFindings[key] = serious;
+      await page.screenshot({ path: path.join(SCREENSHOTS, `${key}.png`), fullPage: true });
+    }
+    await page.setViewportSize(WIDTHS.desktop);
+  }
 
   /** Reloads the view until the text shows (the dashboard reads fresh data on each view). */
   async function reloadUntil(
@@ -159,15 +199,20 @@ describe('seller dashboard in a real browser, against the real services', () => 
     // Every request the page makes, for the no-back-door check at the end.
     const requests: Array<{ method: string; url: URL }> = [];
     page.on('request', (request) => requests.push({ method: request.method(), url: new URL(request.url()) }));
+    // No money action may hang on window.confirm/prompt: the dashboard's own dialog shows what the action does.
+    const nativeDialogs: string[] = [];
     page.on('dialog', (dialog) => {
-      void (dialog.type() === 'prompt' ? dialog.accept('not as described') : dialog.accept());
+      nativeDialogs.push(dialog.message());
+      void dialog.dismiss();
     });
+    const confirmDialog = page.getByRole('dialog');
     await injectWallet(page, seller);
 
     // 1. Sign in: the first login shows sk_ once, with a warning and a copy button; nothing key-like is stored.
     await page.goto(`${baseUrl}/dashboard/`);
     await page.getByRole('button', { name: 'Sign in with wallet' }).waitFor();
     await shot(page, 'sign-in');
+    await audit(page, 'sign-in');
     await page.getByRole('button', { name: 'Sign in with wallet' }).focus();
     await page.keyboard.press('Enter'); // keyboard-usable
     const secret = page.getByTestId('secret-value');
@@ -176,7 +221,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(apiKey).toMatch(/^sk_test_/);
     await expect(page.getByText('shown only this once').isVisible()).resolves.toBe(true);
     await page.getByRole('button', { name: /Copy secret API key/ }).waitFor();
-    await shot(page, 'first-login-key');
+    await audit(page, 'first-login-key');
     const stored = await page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }));
     expect(stored).not.toContain('sk_');
     expect(page.url()).not.toContain('sk_');
@@ -184,7 +229,10 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
     // 2. Skills: empty state, a create form whose API error lands on the field, then ACTIVE.
     await page.getByText('No skills yet').waitFor();
+    await audit(page, 'skills-empty');
     await page.getByRole('link', { name: 'New skill' }).click();
+    await page.getByLabel('Display name').waitFor();
+    await audit(page, 'skill-new');
     await page.getByLabel('Display name').fill('Dashboard quotes');
     expect(await page.getByLabel('Name (URL slug)').inputValue()).toBe('dashboard-quotes');
     const description = page.locator('#skill-description');
@@ -197,7 +245,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('button', { name: 'Create skill' }).click();
     await page.locator('#skill-description-error').waitFor();
     expect(await description.getAttribute('aria-invalid')).toBe('true');
-    await shot(page, 'skill-form-error');
+    await audit(page, 'skill-form-error');
     await description.fill('Quotes about money, one per call.');
     await page.getByRole('button', { name: 'Create skill' }).click();
     await page.getByRole('heading', { name: 'Dashboard quotes' }).waitFor();
@@ -206,7 +254,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     );
     await page.getByText('Public URL:').first().waitFor();
     await page.getByTestId('skillmd-version').waitFor();
-    await shot(page, 'skill-active');
+    await audit(page, 'skill-active');
 
     // 3. SKILL.md: edited by hand, a new version stamped by the registry.
     const generatedVersion = (await page.getByTestId('skillmd-version').textContent())!.trim();
@@ -249,17 +297,22 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
     // Payout address: a bad address is refused by the API, on its field with its rule; a good one is signed by
     // the account wallet (a session alone cannot move payouts), announced, and pending for PAYOUT_ADDRESS_DELAY.
-    const payoutAddress = page.getByLabel('Payout address');
+    const payoutAddress = page.getByLabel('Payout address', { exact: true });
     await payoutAddress.fill('0x1234');
     await page.getByRole('button', { name: 'Sign and change payout address' }).click();
     const payoutError = page.locator('#acct-payoutAddress-error');
     await payoutError.waitFor();
     expect(await payoutError.textContent()).toMatch(/payoutAddress/);
     expect(await payoutAddress.getAttribute('aria-invalid')).toBe('true');
-    await shot(page, 'settings-error');
+    await audit(page, 'settings-error');
     const payout = Wallet.createRandom().address;
-    await payoutAddress.fill(payout);
+    // Typed in lowercase, shown checksummed (EIP-55) in full in the dialog, with when it takes effect.
+    await payoutAddress.fill(payout.toLowerCase());
     await page.getByRole('button', { name: 'Sign and change payout address' }).click();
+    await confirmDialog.getByText(payout).first().waitFor();
+    await confirmDialog.getByText('Takes effect').waitFor();
+    await audit(page, 'payout-confirm');
+    await confirmDialog.getByRole('button', { name: 'Sign with wallet' }).click();
     await page.getByText('Payout address change signed').waitFor();
     expect(await payoutError.count()).toBe(0);
     // Settlement frequency and minimum are saved with the form below; a reload reads everything back.
@@ -268,10 +321,10 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('button', { name: 'Save settings' }).click();
     await page.getByText('Settings saved.').waitFor();
     await page.reload();
-    await page.getByLabel('Payout address').waitFor();
+    await payoutAddress.waitFor();
     expect(await page.getByTestId('payout-pending').textContent()).toContain(payout);
     expect(await page.getByTestId('payout-current').textContent()).toContain(seller.address);
-    expect(await page.getByLabel('Payout address').inputValue()).toBe(payout);
+    expect(await payoutAddress.inputValue()).toBe(payout);
     expect(await page.getByLabel('Settlement frequency').inputValue()).toBe('WEEKLY');
     expect(Number(await page.getByLabel('Minimum settlement (USDC)').inputValue())).toBe(25);
     expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
@@ -296,7 +349,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     );
     expect([held, available].sort()).toEqual(['$0.00', '$0.2375']);
     await page.locator('.chart canvas').waitFor();
-    await shot(page, 'money');
+    await audit(page, 'money');
     // Filters go to the API: a later start date finds nothing, the skill and the whole tx hash find the payment.
     await page.locator('#f-from').fill('2099-01-01');
     await page.getByText('No transaction matches these filters.').waitFor();
@@ -312,9 +365,19 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByText('$0.15 would remain refundable').waitFor();
     await page.getByLabel('Reason').fill('partial outage');
     await page.getByRole('button', { name: 'Refund part' }).click();
+    // The confirmation: amount, payer (checksummed, in full), what the seller keeps and what the balance loses.
+    await confirmDialog.getByRole('heading', { name: 'Refund part of this payment?' }).waitFor();
+    const refundFacts = (await confirmDialog.textContent())!;
+    expect(refundFacts).toContain('$0.10');
+    expect(refundFacts).toContain(testWallets.buyer.address);
+    expect(refundFacts).toContain('You keep of this payment$0.1425');
+    expect(refundFacts).toContain('Your balance goes down by $0.095');
+    await audit(page, 'refund-confirm');
+    await confirmDialog.getByRole('button', { name: 'Refund $0.10' }).click();
     await page.getByText('Refund of $0.10 booked').waitFor();
+    await page.getByTestId('txn-net').getByText('$0.1425').waitFor();
     await page.getByTestId('txn-refundable').getByText('$0.10 · $0.15').waitFor();
-    await shot(page, 'refund');
+    await audit(page, 'transaction');
 
     // The buyer asks for the rest back (signed by the paying wallet): the seller rejects a first request, with a
     // reason the buyer reads on the public status route, and approves a second one.
@@ -323,7 +386,16 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(rejected.status).toBe('pending');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
     await page.getByText('“wrong quote”').waitFor();
-    await page.getByRole('button', { name: 'Reject' }).click(); // the prompt is answered 'not as described'
+    // The request names the payment: what is asked back, the payer, the dates, what the seller would keep.
+    const requestCard = page.getByTestId('refund-request');
+    expect(await requestCard.textContent()).toContain('$0.15 asked back of a $0.25 payment');
+    expect(await requestCard.textContent()).toContain(testWallets.buyer.address);
+    await audit(page, 'refund-request');
+    await page.getByRole('button', { name: 'Reject' }).click();
+    await confirmDialog.getByRole('button', { name: 'Reject request' }).click();
+    await confirmDialog.getByText('Why you reject it is required').waitFor(); // a reason is needed
+    await confirmDialog.getByLabel('Why you reject it').fill('not as described');
+    await confirmDialog.getByRole('button', { name: 'Reject request' }).click();
     await page.getByText('No refund requests waiting for you.').waitFor();
     expect(await agent.refundRequestStatus(rejected.id, { paygateUrl: baseUrl })).toMatchObject({
       status: 'rejected',
@@ -341,6 +413,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.locator('#rr-status').selectOption('pending');
     await page.getByText('“never arrived”').waitFor();
     await page.getByRole('button', { name: 'Approve full refund' }).click();
+    expect(await confirmDialog.textContent()).toContain('You keep of this payment$0.00');
+    await confirmDialog.getByRole('button', { name: 'Approve and refund $0.15' }).click();
     await page.getByText('No refund requests waiting for you.').waitFor();
     const approved = await agent.refundRequestStatus(request.id, { paygateUrl: baseUrl });
     expect(['approved', 'completed']).toContain(approved.status);
@@ -354,12 +428,13 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('button', { name: 'Redeliver' }).first().click();
     await page.getByText('sent again to your current webhook URL').waitFor();
     await waitFor(async () => webhooks.length > before, { message: 'the redelivery never arrived' });
-    await shot(page, 'settings');
+    await audit(page, 'settings');
 
     // Rotate the secret key, revoking the current one (a leaked key; without it the old key works for the
     // overlap): the new one is shown once and works; the first one is refused.
     await page.getByLabel('Revoke the current key at once (it leaked)').check();
     await page.getByRole('button', { name: 'Rotate secret key' }).click();
+    await confirmDialog.getByRole('button', { name: 'Rotate' }).click();
     const rotated = (await page.getByTestId('secret-value').textContent())!.trim();
     expect(rotated).toMatch(/^sk_test_/);
     expect(rotated).not.toBe(apiKey);
@@ -376,6 +451,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     const oldPk = (await publishable.textContent())!.trim();
     expect(oldPk).toMatch(/^pk_/);
     await page.getByRole('button', { name: 'Rotate publishable key' }).click();
+    await confirmDialog.getByRole('button', { name: 'Rotate' }).click();
     await page.getByText('New publishable key in place.').waitFor();
     await waitFor(async () => ((await publishable.textContent())!.trim() !== oldPk ? true : undefined));
     const newPk = (await publishable.textContent())!.trim();
@@ -426,6 +502,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
     });
     expect(await page.evaluate(() => sessionStorage.length + localStorage.length)).toBe(0);
     expect(pageErrors).toEqual([]);
+    expect(nativeDialogs).toEqual([]);
+    writeFileSync(path.join(SCREENSHOTS, 'axe-summary.json'), JSON.stringify(axeSummary, null, 2));
+    expect(axeFindings).toEqual({});
 
     // No back door: the page fetched its own files under /dashboard and, for the rest, only routes the services
     // publish in their OpenAPI documents, with the documented method.

@@ -3,6 +3,7 @@ import { SiweMessage } from 'siwe';
 import { ApiError, createApiClient, fieldErrors, humanField, plainMessage, withQuery } from '../src/app/api';
 import { csvField, transactionsCsv } from '../src/app/csv';
 import { sumUsdc, usd } from '../src/app/format';
+import { refundEffect, sellerNet } from '../src/app/refund-effect';
 import { clearSession, loadSession, saveSession } from '../src/app/session';
 import { siweMessage, toChecksumAddress, toHexUtf8 } from '../src/app/siwe';
 import { effectiveHoldHours, emptyDraft, endpointExamples, skillBody, slugify } from '../src/app/skill-form';
@@ -275,5 +276,43 @@ describe('session storage', () => {
     saveSession(result, storage);
     clearSession(storage);
     expect(storage.length).toBe(0);
+  });
+});
+
+describe('refund effect', () => {
+  it('splits a refund like the ledger (cumulative 95%) and says what the seller keeps and which balance pays', () => {
+    const paid = { amount: '0.25', refundedAmount: '0', refundableAmount: '0.25', escrowStatus: 'held' };
+    expect(refundEffect(paid, '0.1')).toEqual({
+      fromSeller: '0.095',
+      feeReturned: '0.005',
+      sellerKeeps: '0.1425',
+      balance: 'held',
+    });
+    // The rest after a part: floor(0.25 x 95%) - 0.095; the seller keeps nothing.
+    const after = { ...paid, refundedAmount: '0.1', refundableAmount: '0.15', escrowStatus: 'settled' };
+    expect(refundEffect(after, '0.15')).toMatchObject({
+      fromSeller: '0.1425',
+      sellerKeeps: '0',
+      balance: 'owed',
+    });
+    // An odd micro-amount: the floors add up to exactly what the seller had.
+    const odd = {
+      amount: '0.000003',
+      refundedAmount: '0.000001',
+      refundableAmount: '0.000002',
+      escrowStatus: 'available',
+    };
+    expect(refundEffect(odd, '0.000002')).toMatchObject({
+      fromSeller: '0.000002',
+      sellerKeeps: '0',
+      balance: 'available',
+    });
+    expect(() => refundEffect(paid, '0.26')).toThrow(RangeError);
+  });
+
+  it('shows "You get" net of refunds', () => {
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0' })).toBe('0.2375');
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0.1' })).toBe('0.1425');
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0.25' })).toBe('0');
   });
 });

@@ -8,7 +8,10 @@ import { SettingsPage } from './settings';
 import { SignIn } from './sign-in';
 import { SkillEditor, SkillPage, SkillsPage } from './skills';
 import type { SignInResult } from './types';
-import { Link, SecretOnce } from './ui';
+import { Link, refreshLiveViews, SecretOnce } from './ui';
+
+/** How often open views read balances, payments, requests, statuses and deliveries again. */
+const LIVE_REFRESH_MS = 10_000;
 
 const NAV: Array<[string, string]> = [
   ['/skills', 'Skills'],
@@ -21,6 +24,7 @@ export function App() {
   const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
+  const [outageSince, setOutageSince] = useState<Date>();
 
   const signOut = (reason?: string) => {
     clearSession();
@@ -33,9 +37,25 @@ export function App() {
       createApiClient({
         token: () => session?.token,
         onUnauthorized: () => signOut('Your session ended. Sign in again to continue.'),
+        onReachable: (reachable) =>
+          setOutageSince((since) => (reachable ? undefined : (since ?? new Date()))),
       }),
     [session?.token],
   );
+
+  // Live data: every live view loads again while the page is visible (and at once when it becomes visible).
+  useEffect(() => {
+    if (!session) return;
+    const tick = () => {
+      if (document.visibilityState === 'visible') refreshLiveViews();
+    };
+    const timer = setInterval(tick, LIVE_REFRESH_MS);
+    document.addEventListener('visibilitychange', tick);
+    return () => {
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', tick);
+    };
+  }, [session]);
 
   const firstRoute = useRef(true);
   useEffect(() => {
@@ -100,6 +120,13 @@ export function App() {
         </p>
       </header>
       <main id="main" class="container" tabIndex={-1}>
+        {outageSince && (
+          <p class="outage" role="alert" data-testid="outage">
+            <strong>Paygate is not answering</strong> (since {outageSince.toISOString().slice(11, 16)} UTC).
+            What you see may be out of date and actions may fail; nothing is lost. The page tries again every{' '}
+            {LIVE_REFRESH_MS / 1000} seconds.
+          </p>
+        )}
         {firstLogin?.apiKey ? (
           <SecretOnce
             label="secret API key (sk_)"

@@ -69,6 +69,8 @@ export function createApiClient(options: {
   baseUrl?: string;
   token: () => string | undefined;
   onUnauthorized?: (error: ApiError) => void;
+  /** Told after each call whether Paygate answered (false: no answer, a timeout or a 502/503/504). */
+  onReachable?: (reachable: boolean) => void;
   fetch?: typeof fetch;
 }): ApiClient {
   const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
@@ -90,6 +92,7 @@ export function createApiClient(options: {
         });
       } catch (cause) {
         const timedOut = (cause as Error)?.name === 'TimeoutError';
+        options.onReachable?.(false);
         throw new ApiError(
           0,
           timedOut ? 'timeout' : 'network_error',
@@ -98,6 +101,7 @@ export function createApiClient(options: {
             : 'Paygate could not be reached. Check your connection and try again.',
         );
       }
+      options.onReachable?.(![502, 503, 504].includes(response.status));
       if (!response.ok) {
         const error = await errorFrom(response);
         if (response.status === 401) options.onUnauthorized?.(error);
