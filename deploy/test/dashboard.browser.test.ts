@@ -227,7 +227,16 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(page.url()).not.toContain('sk_');
     await page.getByRole('button', { name: 'I have stored it' }).click();
 
+    // The home page is the overview; a new account says it is empty (not loading, not failing).
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    await page.getByText('No payments in the last 30 days').waitFor();
+    expect(await page.getByTestId('figure-gross').textContent()).toBe('$0.00');
+    await page.getByTestId('overview-next-payout').waitFor();
+    await audit(page, 'overview-empty');
+    const nav = page.getByRole('navigation', { name: 'Main' });
+
     // 2. Skills: empty state, a create form whose API error lands on the field, then ACTIVE.
+    await nav.getByRole('link', { name: 'Skills' }).click();
     await page.getByText('No skills yet').waitFor();
     await audit(page, 'skills-empty');
     await page.getByRole('link', { name: 'New skill' }).click();
@@ -329,7 +338,12 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(Number(await page.getByLabel('Minimum settlement (USDC)').inputValue())).toBe(25);
     expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
 
-    // An agent pays for a call.
+    // Money before any payment: empty, said so. Then an agent pays for a call while the page is open: the payment
+    // appears without a reload (the page reads its data again every 10 s and after every action).
+    await nav.getByRole('link', { name: 'Money' }).click();
+    await page.getByText('No payments yet').waitFor();
+    await page.getByTestId('balance-held').waitFor();
+    await audit(page, 'money-empty');
     const agent = createAgent({
       wallet: new Wallet(testWallets.buyer.privateKey, system.anvil.provider),
       maxPricePerCall: '1',
@@ -338,8 +352,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(response.status).toBe(200);
 
     // 4. Money: the payment shows in balances, chart and the list; a partial refund shows what remains.
-    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Money' }).click();
-    await reloadUntil(page, 'the payment', () => page.getByRole('cell', { name: 'dashboard-quotes' }));
+    await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor({ timeout: 45_000 });
+    await page.getByTestId('chart-summary').getByText('1 payment, $0.25 in total').waitFor();
     // The seller's 95% to the micro-USDC, held or (hold period 0 h) already released.
     // Both read in one step: the page refreshes its balances, and the release may land between two reads.
     const [held, available] = await page.evaluate(() =>
@@ -350,6 +364,36 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect([held, available].sort()).toEqual(['$0.00', '$0.2375']);
     await page.locator('.chart canvas').waitFor();
     await audit(page, 'money');
+
+    // Outage, slowness and emptiness look different. Paygate not answering: one alert, each section says it
+    // cannot show its data (not "No payments yet").
+    const moneyApi = /\/api\/v1\/(balances|transactions|refund-requests|settlements)(\?|$)/;
+    await page.route(moneyApi, (route) => route.abort('connectionrefused'));
+    await page.reload();
+    await page.getByTestId('outage').waitFor();
+    await page.getByTestId('unavailable').first().waitFor();
+    expect(await page.getByTestId('unavailable').count()).toBe(4);
+    expect(await page.getByRole('alert').count()).toBe(1);
+    expect(await page.getByText('No payments yet').count()).toBe(0);
+    await audit(page, 'money-outage');
+    await page.unroute(moneyApi);
+    // Slow: the balances wait for the test to let them through, and the page says it is still waiting.
+    let releaseBalances = () => {};
+    const balancesHeld = new Promise<void>((resolve) => {
+      releaseBalances = resolve;
+    });
+    await page.route(/\/api\/v1\/balances$/, async (route) => {
+      await balancesHeld;
+      await route.continue().catch(() => undefined);
+    });
+    await page.reload();
+    await page.getByText('Still loading balances').waitFor();
+    await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor();
+    await shot(page, 'money-slow');
+    releaseBalances();
+    await page.getByTestId('balance-held').waitFor();
+    await page.unroute(/\/api\/v1\/balances$/);
+    await page.getByTestId('outage').waitFor({ state: 'detached' });
     // Filters go to the API: a later start date finds nothing, the skill and the whole tx hash find the payment.
     await page.locator('#f-from').fill('2099-01-01');
     await page.getByText('No transaction matches these filters.').waitFor();
@@ -471,6 +515,19 @@ describe('seller dashboard in a real browser, against the real services', () => 
       message: 'checkout never accepted the new publishable key',
     });
     expect(await openSession(oldPk)).toBe(401);
+
+    // The overview: gross, refunds, fees and net of the payment refunded in full; the chart split by skill.
+    await nav.getByRole('link', { name: 'Overview' }).click();
+    await page.getByTestId('figure-gross').getByText('$0.25').waitFor();
+    expect(await page.getByTestId('figure-refunds').textContent()).toBe('$0.25');
+    expect(await page.getByTestId('figure-net').textContent()).toBe('$0.00');
+    expect(await page.getByTestId('figure-fees').textContent()).toBe('$0.00');
+    await page
+      .getByRole('list', { name: 'Skills in the chart' })
+      .getByText('dashboard-quotes: $0.25')
+      .waitFor();
+    await page.locator('.chart canvas').waitFor();
+    await audit(page, 'overview');
 
     // 6. Phone width: the same views fit a 390 px screen.
     await page.setViewportSize({ width: 390, height: 844 });

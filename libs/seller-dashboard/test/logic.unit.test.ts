@@ -3,11 +3,12 @@ import { SiweMessage } from 'siwe';
 import { ApiError, createApiClient, fieldErrors, humanField, plainMessage, withQuery } from '../src/app/api';
 import { csvField, transactionsCsv } from '../src/app/csv';
 import { sumUsdc, usd } from '../src/app/format';
+import { axisTop, dailyBySkill, nextPayoutAt, periodLabel, tickLabel, totals } from '../src/app/overview';
 import { refundEffect, sellerNet } from '../src/app/refund-effect';
 import { clearSession, loadSession, saveSession } from '../src/app/session';
 import { siweMessage, toChecksumAddress, toHexUtf8 } from '../src/app/siwe';
 import { effectiveHoldHours, emptyDraft, endpointExamples, skillBody, slugify } from '../src/app/skill-form';
-import { dailyPayments, filterTransactions, partialHash, transactionQuery } from '../src/app/transactions';
+import { filterTransactions, partialHash, transactionQuery } from '../src/app/transactions';
 import type { SignInResult, Transaction } from '../src/app/types';
 
 const transaction = (overrides: Partial<Transaction>): Transaction => ({
@@ -231,8 +232,8 @@ describe('transactions view', () => {
   });
 
   it('sums payments per UTC day in bigint, zero-filled, reversed ones left out', () => {
-    const series = dailyPayments(rows, new Date('2026-11-22T12:00:00.000Z'), 3);
-    expect(series.amounts).toEqual([1_000_000n, 500_000n, 0n]);
+    const series = dailyBySkill(rows, new Date('2026-11-22T12:00:00.000Z'), 3);
+    expect(series.totals).toEqual([1_000_000n, 500_000n, 0n]);
     expect(series.counts).toEqual([1, 1, 0]);
     expect(new Date(series.days[0]! * 1000).toISOString()).toBe('2026-11-20T00:00:00.000Z');
   });
@@ -314,5 +315,62 @@ describe('refund effect', () => {
     expect(sellerNet({ amount: '0.25', refundedAmount: '0' })).toBe('0.2375');
     expect(sellerNet({ amount: '0.25', refundedAmount: '0.1' })).toBe('0.1425');
     expect(sellerNet({ amount: '0.25', refundedAmount: '0.25' })).toBe('0');
+  });
+});
+
+describe('overview', () => {
+  it('adds gross, refunds, fees and net exactly, so that gross - refunds - fees = net', () => {
+    const rows = [
+      transaction({ amount: '0.25', refundedAmount: '0.1' }),
+      transaction({ amount: '0.05' }),
+      transaction({ amount: '9', status: 'reversed' }),
+    ];
+    expect(totals(rows)).toEqual({ gross: '0.3', refunds: '0.1', fees: '0.01', net: '0.19', count: 2 });
+  });
+
+  it('splits each day by skill, the largest first, the rest as other skills', () => {
+    const now = new Date('2026-11-25T12:00:00.000Z');
+    const rows = ['a', 'b', 'c'].map((skillName, i) =>
+      transaction({ skillName, amount: String(i + 1), confirmedAt: '2026-11-25T01:00:00.000Z' }),
+    );
+    const series = dailyBySkill(rows, now, 2, 2);
+    expect(series.skills.map((s) => [s.name, s.amounts])).toEqual([
+      ['c', [0n, 3_000_000n]],
+      ['b', [0n, 2_000_000n]],
+      ['Other skills', [0n, 1_000_000n]],
+    ]);
+  });
+
+  it('scales the axis to a $0.05 day and labels ticks with the decimals they need', () => {
+    expect(axisTop(0.05)).toBeCloseTo(0.0575);
+    expect(axisTop(0)).toBe(0.1);
+    expect(tickLabel(0.01, 0.01)).toBe('$0.01');
+    expect(tickLabel(0.005, 0.005)).toBe('$0.005');
+    expect(tickLabel(20, 5)).toBe('$20.00');
+  });
+
+  it('knows when the current settlement period ends (UTC)', () => {
+    const wednesday = new Date('2026-11-25T11:44:00.000Z');
+    expect(nextPayoutAt('DAILY', wednesday).toISOString()).toBe('2026-11-26T00:00:00.000Z');
+    expect(nextPayoutAt('WEEKLY', wednesday).toISOString()).toBe('2026-11-30T00:00:00.000Z');
+    expect(nextPayoutAt('WEEKLY', new Date('2026-11-30T00:00:00.000Z')).toISOString()).toBe(
+      '2026-12-07T00:00:00.000Z',
+    );
+    expect(nextPayoutAt('MONTHLY', wednesday).toISOString()).toBe('2026-12-01T00:00:00.000Z');
+  });
+
+  it('reads settlement periods as dates', () => {
+    const period = (start: string, end: string) => ({ frequency: 'DAILY', key: 'x', start, end });
+    expect(periodLabel(period('2026-11-25T00:00:00.000Z', '2026-11-26T00:00:00.000Z'))).toBe('25 Nov 2026');
+    expect(periodLabel(period('2026-11-23T00:00:00.000Z', '2026-11-30T00:00:00.000Z'))).toBe(
+      '23–29 Nov 2026',
+    );
+    expect(periodLabel(period('2026-11-30T00:00:00.000Z', '2026-12-07T00:00:00.000Z'))).toBe(
+      '30 Nov–6 Dec 2026',
+    );
+    expect(periodLabel(period('2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z'))).toBe('Nov 2026');
+    expect(periodLabel(period('2026-11-25T11:44:00.000Z', '2026-11-25T11:46:00.000Z'))).toBe(
+      '25 Nov 2026, 11:44–11:46 UTC',
+    );
   });
 });

@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { createApiClient } from './api';
 import { Dashboard } from './context';
 import { MoneyPage, TransactionPage } from './money';
+import { OverviewPage } from './overview-page';
 import { useRoute } from './router';
 import { clearSession, loadSession, type Session, saveSession } from './session';
 import { SettingsPage } from './settings';
@@ -14,6 +15,7 @@ import { Link, refreshLiveViews, SecretOnce } from './ui';
 const LIVE_REFRESH_MS = 10_000;
 
 const NAV: Array<[string, string]> = [
+  ['/', 'Overview'],
   ['/skills', 'Skills'],
   ['/money', 'Money'],
   ['/settings', 'Settings'],
@@ -24,7 +26,10 @@ export function App() {
   const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
-  const [outageSince, setOutageSince] = useState<Date>();
+  // The routes that did not answer at their last call, and since when: a service down shows one banner, which
+  // goes once each of them answers again (a route of another service answering does not hide it).
+  const [failing, setFailing] = useState<{ paths: Set<string>; since?: Date }>({ paths: new Set() });
+  const outageSince = failing.paths.size > 0 ? failing.since : undefined;
 
   const signOut = (reason?: string) => {
     clearSession();
@@ -37,8 +42,14 @@ export function App() {
       createApiClient({
         token: () => session?.token,
         onUnauthorized: () => signOut('Your session ended. Sign in again to continue.'),
-        onReachable: (reachable) =>
-          setOutageSince((since) => (reachable ? undefined : (since ?? new Date()))),
+        onReachable: (reachable, path) =>
+          setFailing((current) => {
+            if (reachable !== current.paths.has(path)) return current;
+            const paths = new Set(current.paths);
+            if (reachable) paths.delete(path);
+            else paths.add(path);
+            return { paths, since: paths.size === 0 ? undefined : (current.since ?? new Date()) };
+          }),
       }),
     [session?.token],
   );
@@ -59,7 +70,7 @@ export function App() {
 
   const firstRoute = useRef(true);
   useEffect(() => {
-    const title = NAV.find(([path]) => route.startsWith(path))?.[1];
+    const title = NAV.find(([path]) => isCurrent(route, path))?.[1];
     document.title = `${title ? `${title} · ` : ''}Paygate seller dashboard`;
     // After an in-app navigation, move focus to the new content so keyboard and screen-reader users start there.
     if (firstRoute.current) firstRoute.current = false;
@@ -95,7 +106,7 @@ export function App() {
           <ul>
             {NAV.map(([path, label]) => (
               <li key={path}>
-                <Link to={path} current={route.startsWith(path)}>
+                <Link to={path} current={isCurrent(route, path)}>
                   {label}
                 </Link>
               </li>
@@ -147,6 +158,10 @@ export function App() {
   );
 }
 
+function isCurrent(route: string, path: string): boolean {
+  return path === '/' ? route === '/' : route.startsWith(path);
+}
+
 function Routes(props: { route: string }) {
   const { route } = props;
   if (route === '/skills/new') return <SkillEditor />;
@@ -158,5 +173,6 @@ function Routes(props: { route: string }) {
   if (transaction) return <TransactionPage id={transaction[1]!} />;
   if (route.startsWith('/money')) return <MoneyPage />;
   if (route.startsWith('/settings')) return <SettingsPage />;
-  return <SkillsPage />;
+  if (route.startsWith('/skills')) return <SkillsPage />;
+  return <OverviewPage />;
 }

@@ -69,8 +69,8 @@ export function createApiClient(options: {
   baseUrl?: string;
   token: () => string | undefined;
   onUnauthorized?: (error: ApiError) => void;
-  /** Told after each call whether Paygate answered (false: no answer, a timeout or a 502/503/504). */
-  onReachable?: (reachable: boolean) => void;
+  /** Told after each call whether Paygate answered it (false: no answer, a timeout or a 502/503/504). */
+  onReachable?: (reachable: boolean, path: string) => void;
   fetch?: typeof fetch;
 }): ApiClient {
   const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
@@ -92,7 +92,7 @@ export function createApiClient(options: {
         });
       } catch (cause) {
         const timedOut = (cause as Error)?.name === 'TimeoutError';
-        options.onReachable?.(false);
+        options.onReachable?.(false, path);
         throw new ApiError(
           0,
           timedOut ? 'timeout' : 'network_error',
@@ -101,7 +101,7 @@ export function createApiClient(options: {
             : 'Paygate could not be reached. Check your connection and try again.',
         );
       }
-      options.onReachable?.(![502, 503, 504].includes(response.status));
+      options.onReachable?.(![502, 503, 504].includes(response.status), path);
       if (!response.ok) {
         const error = await errorFrom(response);
         if (response.status === 401) options.onUnauthorized?.(error);

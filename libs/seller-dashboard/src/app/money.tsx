@@ -1,19 +1,15 @@
 import { parseUsdc } from '@paygate/money';
 import { useMemo, useState } from 'preact/hooks';
-import { type ApiClient, plainMessage, type Query } from './api';
+import { plainMessage } from './api';
 import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { transactionsCsv } from './csv';
 import { dateTime, explorerTxUrl, shortHash, statusWords, usd } from './format';
+import { dailyBySkill, periodLabel } from './overview';
+import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
 import { RefundForm, RefundRequestsSection } from './refunds';
-import {
-  dailyPayments,
-  filterTransactions,
-  partialHash,
-  type TransactionFilters,
-  transactionQuery,
-} from './transactions';
+import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Balances, Page, Settlement, Skill, Transaction, TransactionDetail } from './types';
 import {
   Address,
@@ -38,24 +34,6 @@ const TRANSACTION_STATUSES = [
   'reversed',
 ];
 const PAGE_SIZE = 50;
-const CHART_DAYS = 30;
-/** Pages of 200 fetched at most for the chart and a CSV export (2,000 transactions; the API has the rest). */
-const MAX_PAGES = 10;
-
-async function fetchAll(api: ApiClient, query: Query): Promise<Transaction[]> {
-  const all: Transaction[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const result = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
-      query: { ...query, limit: 200, cursor },
-    });
-    all.push(...result.data);
-    cursor = result.nextCursor ?? undefined;
-    if (!cursor) break;
-  }
-  return all;
-}
-
 export function MoneyPage() {
   return (
     <>
@@ -122,14 +100,7 @@ function TransactionsSection() {
     [queryKey, cursor],
     { live: !cursor },
   );
-  const recent = useLoad(
-    async () => {
-      const from = new Date(Date.now() - (CHART_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
-      return fetchAll(api, { confirmedFrom: from });
-    },
-    [],
-    { live: true },
-  );
+  const recent = useRecentPayments();
   const skills = useLoad(
     () =>
       api
@@ -141,7 +112,7 @@ function TransactionsSection() {
     () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
     [rows, filters],
   );
-  const series = useMemo(() => dailyPayments(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   const set = (patch: Partial<TransactionFilters>) => {
     setFilters({ ...filters, ...patch });
     setCursor(undefined);
@@ -451,7 +422,7 @@ function SettlementsSection() {
             <tbody>
               {rows.map((s) => (
                 <tr key={s.settlementId}>
-                  <td>{s.period.key}</td>
+                  <td>{periodLabel(s.period)}</td>
                   <td>
                     <StatusBadge status={s.status} />
                     {s.skipReason && <small> {statusWords(s.skipReason)}</small>}

@@ -11,7 +11,7 @@ import {
   Empty,
   ErrorNote,
   Field,
-  Loading,
+  LoadState,
   Notice,
   SecretOnce,
   StatusBadge,
@@ -37,9 +37,10 @@ export function SettingsPage() {
   return (
     <>
       <h1>Settings</h1>
-      <ErrorNote error={account.error} onRetry={account.reload} />
       {!account.data ? (
-        account.loading && <Loading what="your settings" />
+        <LoadState load={account} what="your settings">
+          {() => null}
+        </LoadState>
       ) : (
         <>
           <PayoutAddress account={account.data} onSaved={account.set} />
@@ -396,13 +397,17 @@ function Deliveries() {
   const [status, setStatus] = useState('');
   const [before, setBefore] = useState<string | undefined>();
   const [rows, setRows] = useState<Delivery[]>([]);
-  const list = useLoad(async () => {
-    const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
-      query: { limit: 20, status: status || undefined, before },
-    });
-    setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [status, before]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
+        query: { limit: 20, status: status || undefined, before },
+      });
+      setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [status, before],
+    { live: !before },
+  );
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   return (
@@ -435,9 +440,11 @@ function Deliveries() {
         </button>
       </div>
       {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={list.error ?? action.error} onRetry={list.error ? list.reload : undefined} />
-      {list.loading && rows.length === 0 ? (
-        <Loading what="deliveries" />
+      <ErrorNote error={action.error} />
+      {list.data === undefined ? (
+        <LoadState load={list} what="webhook deliveries">
+          {() => null}
+        </LoadState>
       ) : rows.length === 0 ? (
         <Empty>No webhook deliveries yet. Set a webhook URL above; each event is sent there, signed.</Empty>
       ) : (

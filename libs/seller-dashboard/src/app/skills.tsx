@@ -27,6 +27,7 @@ import {
   Field,
   Link,
   Loading,
+  LoadState,
   Notice,
   StatusBadge,
   useAction,
@@ -37,13 +38,17 @@ export function SkillsPage() {
   const { api } = useDashboard();
   const [cursor, setCursor] = useState<string | undefined>();
   const [pages, setPages] = useState<Skill[]>([]);
-  const list = useLoad(async () => {
-    const page = await api.request<Page<Skill>>('GET', '/api/v1/manage/skills', {
-      query: { limit: 50, cursor },
-    });
-    setPages((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [cursor]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<Skill>>('GET', '/api/v1/manage/skills', {
+        query: { limit: 50, cursor },
+      });
+      setPages((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [cursor],
+    { live: !cursor },
+  );
   return (
     <section aria-labelledby="skills-title">
       <div class="title-row">
@@ -52,10 +57,11 @@ export function SkillsPage() {
           New skill
         </Link>
       </div>
-      <ErrorNote error={list.error} onRetry={list.reload} />
-      {list.loading && pages.length === 0 ? (
-        <Loading what="your skills" />
-      ) : pages.length === 0 && !list.error ? (
+      {list.data === undefined ? (
+        <LoadState load={list} what="skills">
+          {() => null}
+        </LoadState>
+      ) : pages.length === 0 ? (
         <Empty>
           No skills yet. A skill is a paid API, product or service;{' '}
           <Link to="/skills/new">create your first</Link>.
@@ -432,18 +438,23 @@ function EndpointFields(props: {
 export function SkillPage(props: { name: string }) {
   const { api } = useDashboard();
   const [skill, setSkill] = useState<Skill | undefined>();
-  const loaded = useLoad(async () => {
-    const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
-    setSkill(found);
-    return found;
-  }, [props.name]);
+  const loaded = useLoad(
+    async () => {
+      const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
+      setSkill(found);
+      return found;
+      // Live: validation, health and status change while the page is open.
+    },
+    [props.name],
+    { live: true },
+  );
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   if (!skill)
-    return loaded.error ? (
-      <ErrorNote error={loaded.error} onRetry={loaded.reload} />
-    ) : (
-      <Loading what="the skill" />
+    return (
+      <LoadState load={loaded} what="the skill">
+        {() => null}
+      </LoadState>
     );
   const act = async (path: string, message: string) => {
     const updated = await action.run(() =>
