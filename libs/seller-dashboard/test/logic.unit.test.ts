@@ -102,7 +102,10 @@ describe('API client', () => {
     expect(seen[0]!.headers['idempotency-key']).toBe('k1');
     const error = await api.request('POST', '/bad', { body: {} }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
-    expect(fieldErrors(error)).toEqual({ description: 'must be at least 10 characters' });
+    expect(fieldErrors(error)).toEqual({ description: 'Description must be at least 10 characters' });
+    expect(
+      fieldErrors(new ApiError(400, 'invalid_request', 'payoutAddress must be an address', 'payoutAddress')),
+    ).toEqual({ payoutAddress: 'Payout address must be an address' });
     expect(plainMessage(error)).toBe('Description: must be at least 10 characters');
     expect(
       plainMessage(new ApiError(400, 'invalid_request', 'displayName must not be empty', 'displayName')),

@@ -163,10 +163,16 @@ export function humanField(field: string): string {
   return names[key] ?? key;
 }
 
-/** Field errors for a form: the API names one field and its rule per answer. */
+/**
+ * Field errors for a form: the API names one field and its rule per answer, said with the field's human name
+ * ("Payout address must be …", not "payoutAddress must be …").
+ */
 export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError) || !error.field) return {};
-  return { [error.field.replace(/^\/|^body\./, '').replace(/\//g, '.')]: error.message };
+  const key = error.field.replace(/^\/|^body\./, '').replace(/\//g, '.');
+  const bare = error.field.replace(/^\/|^body\./, '');
+  const rule = error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
+  return { [key]: `${humanField(error.field)} ${rule}` };
 }
 
 export function newIdempotencyKey(): string {

@@ -466,7 +466,7 @@ function Deliveries() {
                     : ''}
                 </p>
                 {d.attempts.length > 0 && (
-                  <div class="table-wrap">
+                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)">
                     <table>
                       <caption class="visually-hidden">Attempts</caption>
                       <thead>
@@ -490,7 +490,7 @@ function Deliveries() {
                         ))}
                       </tbody>
                     </table>
-                  </div>
+                  </section>
                 )}
               </details>
               <button

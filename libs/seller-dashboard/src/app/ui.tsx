@@ -191,9 +191,15 @@ export function Field(props: {
   error?: string;
   hint?: string;
   required?: boolean;
+  /** A live note under the field (a name checked as it is typed). */
+  status?: string;
   children: (aria: JSX.HTMLAttributes<HTMLInputElement>) => ComponentChildren;
 }) {
-  const describedBy = [props.hint && `${props.id}-hint`, props.error && `${props.id}-error`]
+  const describedBy = [
+    props.hint && `${props.id}-hint`,
+    props.status && `${props.id}-status`,
+    props.error && `${props.id}-error`,
+  ]
     .filter(Boolean)
     .join(' ');
   return (
@@ -209,6 +215,11 @@ export function Field(props: {
         'aria-describedby': describedBy || undefined,
       })}
       {props.hint && <small id={`${props.id}-hint`}>{props.hint}</small>}
+      {'status' in props && (
+        <small id={`${props.id}-status`} aria-live="polite" class="field-status">
+          {props.status}
+        </small>
+      )}
       {props.error && (
         <small id={`${props.id}-error`} class="field-error">
           {props.error}
