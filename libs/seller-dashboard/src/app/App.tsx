@@ -129,6 +129,12 @@ export function App() {
         <p class="who">
           Signed in as <code>{session.walletAddress}</code>
         </p>
+        {session.mode === 'test' && (
+          <p class="test-mode" data-testid="test-mode">
+            <strong>Test mode</strong>: this Paygate takes test USDC on a test network; keys start with{' '}
+            <code>sk_test_</code> and <code>pk_test_</code>. Nothing here is real money.
+          </p>
+        )}
       </header>
       <main id="main" class="container" tabIndex={-1}>
         {outageSince && (

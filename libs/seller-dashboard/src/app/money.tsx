@@ -233,7 +233,7 @@ function TransactionsSection() {
               The CSV export failed, nothing was downloaded: {plainMessage(exportError)}
             </p>
           )}
-          <div class="table-wrap">
+          <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
             <table class="striped">
               <caption class="visually-hidden">Transactions</caption>
               <thead>
@@ -270,7 +270,7 @@ function TransactionsSection() {
                 ))}
               </tbody>
             </table>
-          </div>
+          </section>
           {loaded.data?.nextCursor && (
             <button
               type="button"
@@ -374,14 +374,19 @@ export function TransactionPage(props: { id: string }) {
 
 function TxLink(props: { chainId: number; hash: string }) {
   const url = explorerTxUrl(props.chainId, props.hash);
-  return url ? (
-    <a href={url} target="_blank" rel="noopener noreferrer">
-      <code>{shortHash(props.hash)}</code> (explorer)
-    </a>
-  ) : (
-    <code class="wrap" title="local chain: no block explorer">
-      {props.hash}
-    </code>
+  return (
+    <span class="copyable">
+      {url ? (
+        <a href={url} target="_blank" rel="noopener noreferrer">
+          <code>{shortHash(props.hash)}</code> (explorer)
+        </a>
+      ) : (
+        <code class="wrap" title="local chain: no block explorer">
+          {props.hash}
+        </code>
+      )}{' '}
+      <CopyButton text={props.hash} label="transaction hash" />
+    </span>
   );
 }
 
@@ -408,7 +413,7 @@ function SettlementsSection() {
           No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
         </Empty>
       ) : (
-        <div class="table-wrap">
+        <section class="table-wrap" aria-label="Settlements (scrolls sideways)">
           <table class="striped">
             <caption class="visually-hidden">Settlements</caption>
             <thead>
@@ -429,12 +434,21 @@ function SettlementsSection() {
                     {s.failureReason && <small> {s.failureReason}</small>}
                   </td>
                   <td>{usd(s.amount ?? s.availableAmount)}</td>
-                  <td>{s.txHash ? <code class="wrap">{s.txHash}</code> : '—'}</td>
+                  <td>
+                    {s.txHash ? (
+                      <>
+                        <code class="wrap">{s.txHash}</code>{' '}
+                        <CopyButton text={s.txHash} label="settlement transaction hash" />
+                      </>
+                    ) : (
+                      '—'
+                    )}
+                  </td>
                 </tr>
               ))}
             </tbody>
           </table>
-        </div>
+        </section>
       )}
       {list.data?.nextCursor && (
         <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>

@@ -5,8 +5,8 @@ import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
-import type { Account, Balances, Page, Transaction } from './types';
-import { Empty, Link, LoadState, useLoad } from './ui';
+import type { Account, Balances, Page, Skill, Transaction } from './types';
+import { Address, Empty, Link, LoadState, useLoad } from './ui';
 
 export const CHART_DAYS = 30;
 /** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
@@ -45,11 +45,19 @@ export function OverviewPage() {
   const recent = useRecentPayments();
   const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), [], { live: true });
   const account = useLoad(() => api.request<Account>('GET', '/api/v1/account'), [], { live: true });
+  const skills = useLoad(
+    () => api.request<Page<Skill>>('GET', '/api/v1/manage/skills', { query: { limit: 50 } }),
+    [],
+    { live: true },
+  );
   const figures = useMemo(() => (recent.data ? totals(recent.data) : undefined), [recent.data]);
   const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   return (
     <>
       <h1>Overview</h1>
+      {account.data && skills.data && recent.data && (
+        <Checklist account={account.data} skills={skills.data.data} payments={recent.data} />
+      )}
       <section aria-labelledby="figures-title">
         <h2 id="figures-title">Last {CHART_DAYS} days</h2>
         <LoadState load={recent} what="payments">
@@ -160,5 +168,64 @@ function NextPayout(props: { balances: Balances; account: Account }) {
         <small>in escrow, released after each skill's hold period</small>
       </article>
     </div>
+  );
+}
+
+/** The first steps of a new seller, until each is done (then the list goes away). */
+function Checklist(props: { account: Account; skills: Skill[]; payments: Transaction[] }) {
+  const { account, skills, payments } = props;
+  const steps: Array<{ key: string; done: boolean; text: preact.ComponentChildren }> = [
+    {
+      key: 'payout',
+      done:
+        account.payoutAddress.toLowerCase() !== account.walletAddress.toLowerCase() ||
+        account.pendingPayoutAddress !== null,
+      text: (
+        <>
+          Check where payouts go: now <Address value={account.payoutAddress} label="payout address" /> (
+          <Link to="/settings">change it in Settings</Link>)
+        </>
+      ),
+    },
+    {
+      key: 'webhook',
+      done: account.webhookUrl !== null,
+      text: (
+        <>
+          <Link to="/settings">Set a webhook URL</Link> to hear of payments and refunds
+        </>
+      ),
+    },
+    {
+      key: 'skill',
+      done: skills.some((s) => s.status === 'ACTIVE'),
+      text: (
+        <>
+          <Link to="/skills/new">Create your first skill</Link> and see it go active
+        </>
+      ),
+    },
+    {
+      key: 'payment',
+      done: payments.length > 0,
+      text: 'Receive a test payment (pay your skill with the agent client on the test network)',
+    },
+  ];
+  if (steps.every((step) => step.done)) return null;
+  return (
+    <section aria-labelledby="checklist-title" class="checklist">
+      <h2 id="checklist-title">
+        Getting started: {steps.filter((s) => s.done).length} of {steps.length} done
+      </h2>
+      <ul>
+        {steps.map((step) => (
+          <li key={step.key} data-testid={`step-${step.key}`} data-done={step.done}>
+            <span aria-hidden="true">{step.done ? '✓ ' : '○ '}</span>
+            <span class="visually-hidden">{step.done ? 'Done: ' : 'To do: '}</span>
+            {step.text}
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }
