@@ -397,7 +397,13 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await confirmDialog.getByText('Takes effect').waitFor();
     await audit(page, 'payout-confirm');
     await confirmDialog.getByRole('button', { name: 'Sign with wallet' }).click();
-    await page.getByText('Payout address change signed').waitFor();
+    await page
+      .getByText('Payout address change signed')
+      .waitFor({ timeout: 60_000 })
+      .catch(async (error) => {
+        await shot(page, 'failure-payout');
+        throw error;
+      });
     expect(await payoutError.count()).toBe(0);
     // Settlement frequency and minimum are saved with the form below; a reload reads everything back.
     await page.getByLabel('Settlement frequency').selectOption('WEEKLY');
