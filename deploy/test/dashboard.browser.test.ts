@@ -381,6 +381,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
     // Payout address: a bad address is refused by the API, on its field with its rule; a good one is signed by
     // the account wallet (a session alone cannot move payouts), announced, and pending for PAYOUT_ADDRESS_DELAY.
+    // After a reload the page still finds the account wallet (EIP-6963 discovery runs from the start, not only on
+    // the sign-in screen) to sign with.
+    await page.reload();
     const payoutAddress = page.getByLabel('Payout address', { exact: true });
     await payoutAddress.fill('0x1234');
     await page.getByRole('button', { name: 'Sign and change payout address' }).click();
@@ -479,6 +482,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.locator('#f-from').fill('2099-01-01');
     await page.getByText('No transaction matches these filters.').waitFor();
     await page.locator('#f-from').fill('');
+    // The skill list of the filter is read once per view: wait for it before choosing.
+    await page.locator('#f-skill option', { hasText: 'dashboard-quotes' }).waitFor({ state: 'attached' });
     await page.locator('#f-skill').selectOption('dashboard-quotes');
     await page.locator('#f-hash').fill(agent.payments[0]!.txHash);
     await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor();
