@@ -486,8 +486,11 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.locator('#f-skill option', { hasText: 'dashboard-quotes' }).waitFor({ state: 'attached' });
     await page.locator('#f-skill').selectOption('dashboard-quotes');
     await page.locator('#f-hash').fill(agent.payments[0]!.txHash);
+    // Each filter change loads anew (the table is replaced by "Loading" meanwhile): wait for the filtered answer.
+    await waitFor(async () => ((await page.locator('tbody tr').count()) === 1 ? true : undefined), {
+      message: 'the filters never found exactly the payment',
+    });
     await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor();
-    expect(await page.locator('tbody tr').count()).toBe(1);
     await page.locator('tbody a').first().click();
     await page.getByTestId('txn-amount').waitFor();
     expect(await page.getByTestId('txn-amount').textContent()).toBe('$0.25');
