@@ -34,7 +34,10 @@ export async function buildDashboard(options: { minify?: boolean } = {}): Promis
 }
 
 /** The one HTML page of the dashboard (every /dashboard/* path answers it; the app routes in the browser). */
-export function dashboardPage(basePath = '/dashboard'): string {
+export function dashboardPage(
+  basePath = '/dashboard',
+  assets: { js: string; css: string } = { js: 'app.js', css: 'app.css' },
+): string {
   return `<!doctype html>
 <html lang="en" data-theme="light">
 <head>
@@ -42,8 +45,8 @@ export function dashboardPage(basePath = '/dashboard'): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>Paygate seller dashboard</title>
-<link rel="stylesheet" href="${basePath}/assets/app.css">
-<script type="module" src="${basePath}/assets/app.js"></script>
+<link rel="stylesheet" href="${basePath}/assets/${assets.css}">
+<script type="module" src="${basePath}/assets/${assets.js}"></script>
 </head>
 <body>
 <div id="app" data-base-path="${basePath}"><main class="container"><p aria-busy="true">Loading the dashboard…</p></main></div>

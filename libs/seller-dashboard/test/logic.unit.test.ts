@@ -3,10 +3,12 @@ import { SiweMessage } from 'siwe';
 import { ApiError, createApiClient, fieldErrors, humanField, plainMessage, withQuery } from '../src/app/api';
 import { csvField, transactionsCsv } from '../src/app/csv';
 import { sumUsdc, usd } from '../src/app/format';
+import { axisTop, dailyBySkill, nextPayoutAt, periodLabel, tickLabel, totals } from '../src/app/overview';
+import { refundEffect, sellerNet } from '../src/app/refund-effect';
 import { clearSession, loadSession, saveSession } from '../src/app/session';
 import { siweMessage, toChecksumAddress, toHexUtf8 } from '../src/app/siwe';
 import { effectiveHoldHours, emptyDraft, endpointExamples, skillBody, slugify } from '../src/app/skill-form';
-import { dailyPayments, filterTransactions, partialHash, transactionQuery } from '../src/app/transactions';
+import { filterTransactions, partialHash, transactionQuery } from '../src/app/transactions';
 import type { SignInResult, Transaction } from '../src/app/types';
 
 const transaction = (overrides: Partial<Transaction>): Transaction => ({
@@ -100,7 +102,10 @@ describe('API client', () => {
     expect(seen[0]!.headers['idempotency-key']).toBe('k1');
     const error = await api.request('POST', '/bad', { body: {} }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
-    expect(fieldErrors(error)).toEqual({ description: 'must be at least 10 characters' });
+    expect(fieldErrors(error)).toEqual({ description: 'Description must be at least 10 characters' });
+    expect(
+      fieldErrors(new ApiError(400, 'invalid_request', 'payoutAddress must be an address', 'payoutAddress')),
+    ).toEqual({ payoutAddress: 'Payout address must be an address' });
     expect(plainMessage(error)).toBe('Description: must be at least 10 characters');
     expect(
       plainMessage(new ApiError(400, 'invalid_request', 'displayName must not be empty', 'displayName')),
@@ -230,8 +235,8 @@ describe('transactions view', () => {
   });
 
   it('sums payments per UTC day in bigint, zero-filled, reversed ones left out', () => {
-    const series = dailyPayments(rows, new Date('2026-11-22T12:00:00.000Z'), 3);
-    expect(series.amounts).toEqual([1_000_000n, 500_000n, 0n]);
+    const series = dailyBySkill(rows, new Date('2026-11-22T12:00:00.000Z'), 3);
+    expect(series.totals).toEqual([1_000_000n, 500_000n, 0n]);
     expect(series.counts).toEqual([1, 1, 0]);
     expect(new Date(series.days[0]! * 1000).toISOString()).toBe('2026-11-20T00:00:00.000Z');
   });
@@ -275,5 +280,100 @@ describe('session storage', () => {
     saveSession(result, storage);
     clearSession(storage);
     expect(storage.length).toBe(0);
+  });
+});
+
+describe('refund effect', () => {
+  it('splits a refund like the ledger (cumulative 95%) and says what the seller keeps and which balance pays', () => {
+    const paid = { amount: '0.25', refundedAmount: '0', refundableAmount: '0.25', escrowStatus: 'held' };
+    expect(refundEffect(paid, '0.1')).toEqual({
+      fromSeller: '0.095',
+      feeReturned: '0.005',
+      sellerKeeps: '0.1425',
+      balance: 'held',
+    });
+    // The rest after a part: floor(0.25 x 95%) - 0.095; the seller keeps nothing.
+    const after = { ...paid, refundedAmount: '0.1', refundableAmount: '0.15', escrowStatus: 'settled' };
+    expect(refundEffect(after, '0.15')).toMatchObject({
+      fromSeller: '0.1425',
+      sellerKeeps: '0',
+      balance: 'owed',
+    });
+    // An odd micro-amount: the floors add up to exactly what the seller had.
+    const odd = {
+      amount: '0.000003',
+      refundedAmount: '0.000001',
+      refundableAmount: '0.000002',
+      escrowStatus: 'available',
+    };
+    expect(refundEffect(odd, '0.000002')).toMatchObject({
+      fromSeller: '0.000002',
+      sellerKeeps: '0',
+      balance: 'available',
+    });
+    expect(() => refundEffect(paid, '0.26')).toThrow(RangeError);
+  });
+
+  it('shows "You get" net of refunds', () => {
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0' })).toBe('0.2375');
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0.1' })).toBe('0.1425');
+    expect(sellerNet({ amount: '0.25', refundedAmount: '0.25' })).toBe('0');
+  });
+});
+
+describe('overview', () => {
+  it('adds gross, refunds, fees and net exactly, so that gross - refunds - fees = net', () => {
+    const rows = [
+      transaction({ amount: '0.25', refundedAmount: '0.1' }),
+      transaction({ amount: '0.05' }),
+      transaction({ amount: '9', status: 'reversed' }),
+    ];
+    expect(totals(rows)).toEqual({ gross: '0.3', refunds: '0.1', fees: '0.01', net: '0.19', count: 2 });
+  });
+
+  it('splits each day by skill, the largest first, the rest as other skills', () => {
+    const now = new Date('2026-11-25T12:00:00.000Z');
+    const rows = ['a', 'b', 'c'].map((skillName, i) =>
+      transaction({ skillName, amount: String(i + 1), confirmedAt: '2026-11-25T01:00:00.000Z' }),
+    );
+    const series = dailyBySkill(rows, now, 2, 2);
+    expect(series.skills.map((s) => [s.name, s.amounts])).toEqual([
+      ['c', [0n, 3_000_000n]],
+      ['b', [0n, 2_000_000n]],
+      ['Other skills', [0n, 1_000_000n]],
+    ]);
+  });
+
+  it('scales the axis to a $0.05 day and labels ticks with the decimals they need', () => {
+    expect(axisTop(0.05)).toBeCloseTo(0.0575);
+    expect(axisTop(0)).toBe(0.1);
+    expect(tickLabel(0.01, 0.01)).toBe('$0.01');
+    expect(tickLabel(0.005, 0.005)).toBe('$0.005');
+    expect(tickLabel(20, 5)).toBe('$20.00');
+  });
+
+  it('knows when the current settlement period ends (UTC)', () => {
+    const wednesday = new Date('2026-11-25T11:44:00.000Z');
+    expect(nextPayoutAt('DAILY', wednesday).toISOString()).toBe('2026-11-26T00:00:00.000Z');
+    expect(nextPayoutAt('WEEKLY', wednesday).toISOString()).toBe('2026-11-30T00:00:00.000Z');
+    expect(nextPayoutAt('WEEKLY', new Date('2026-11-30T00:00:00.000Z')).toISOString()).toBe(
+      '2026-12-07T00:00:00.000Z',
+    );
+    expect(nextPayoutAt('MONTHLY', wednesday).toISOString()).toBe('2026-12-01T00:00:00.000Z');
+  });
+
+  it('reads settlement periods as dates', () => {
+    const period = (start: string, end: string) => ({ frequency: 'DAILY', key: 'x', start, end });
+    expect(periodLabel(period('2026-11-25T00:00:00.000Z', '2026-11-26T00:00:00.000Z'))).toBe('25 Nov 2026');
+    expect(periodLabel(period('2026-11-23T00:00:00.000Z', '2026-11-30T00:00:00.000Z'))).toBe(
+      '23–29 Nov 2026',
+    );
+    expect(periodLabel(period('2026-11-30T00:00:00.000Z', '2026-12-07T00:00:00.000Z'))).toBe(
+      '30 Nov–6 Dec 2026',
+    );
+    expect(periodLabel(period('2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z'))).toBe('Nov 2026');
+    expect(periodLabel(period('2026-11-25T11:44:00.000Z', '2026-11-25T11:46:00.000Z'))).toBe(
+      '25 Nov 2026, 11:44–11:46 UTC',
+    );
   });
 });

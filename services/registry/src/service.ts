@@ -12,6 +12,7 @@ import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
 import { rpcResponders } from './rpc';
 import { registrySecretBox } from './shared/secrets';
+import { skillNameRoutes } from './skills/name-routes';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
@@ -41,7 +42,12 @@ export function startRegistry(
     routes(app, ctx) {
       const rc = registryContext(ctx);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [...accountRoutes(rc), ...skillRoutes(rc, kicker), ...dashboardRoutes()];
+      const routes = [
+        ...accountRoutes(rc),
+        ...skillRoutes(rc, kicker),
+        ...skillNameRoutes(rc),
+        ...dashboardRoutes(),
+      ];
       rc.signInLimits.guard(routes);
       const document = openApiRoute(
         '/api/v1/openapi.json',

@@ -2,15 +2,20 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { createApiClient } from './api';
 import { Dashboard } from './context';
 import { MoneyPage, TransactionPage } from './money';
+import { OverviewPage } from './overview-page';
 import { useRoute } from './router';
 import { clearSession, loadSession, type Session, saveSession } from './session';
 import { SettingsPage } from './settings';
 import { SignIn } from './sign-in';
 import { SkillEditor, SkillPage, SkillsPage } from './skills';
 import type { SignInResult } from './types';
-import { Link, SecretOnce } from './ui';
+import { Link, refreshLiveViews, SecretOnce } from './ui';
+
+/** How often open views read balances, payments, requests, statuses and deliveries again. */
+const LIVE_REFRESH_MS = 10_000;
 
 const NAV: Array<[string, string]> = [
+  ['/', 'Overview'],
   ['/skills', 'Skills'],
   ['/money', 'Money'],
   ['/settings', 'Settings'],
@@ -21,6 +26,10 @@ export function App() {
   const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
+  // The routes that did not answer at their last call, and since when: a service down shows one banner, which
+  // goes once each of them answers again (a route of another service answering does not hide it).
+  const [failing, setFailing] = useState<{ paths: Set<string>; since?: Date }>({ paths: new Set() });
+  const outageSince = failing.paths.size > 0 ? failing.since : undefined;
 
   const signOut = (reason?: string) => {
     clearSession();
@@ -33,13 +42,35 @@ export function App() {
       createApiClient({
         token: () => session?.token,
         onUnauthorized: () => signOut('Your session ended. Sign in again to continue.'),
+        onReachable: (reachable, path) =>
+          setFailing((current) => {
+            if (reachable !== current.paths.has(path)) return current;
+            const paths = new Set(current.paths);
+            if (reachable) paths.delete(path);
+            else paths.add(path);
+            return { paths, since: paths.size === 0 ? undefined : (current.since ?? new Date()) };
+          }),
       }),
     [session?.token],
   );
 
+  // Live data: every live view loads again while the page is visible (and at once when it becomes visible).
+  useEffect(() => {
+    if (!session) return;
+    const tick = () => {
+      if (document.visibilityState === 'visible') refreshLiveViews();
+    };
+    const timer = setInterval(tick, LIVE_REFRESH_MS);
+    document.addEventListener('visibilitychange', tick);
+    return () => {
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', tick);
+    };
+  }, [session]);
+
   const firstRoute = useRef(true);
   useEffect(() => {
-    const title = NAV.find(([path]) => route.startsWith(path))?.[1];
+    const title = NAV.find(([path]) => isCurrent(route, path))?.[1];
     document.title = `${title ? `${title} · ` : ''}Paygate seller dashboard`;
     // After an in-app navigation, move focus to the new content so keyboard and screen-reader users start there.
     if (firstRoute.current) firstRoute.current = false;
@@ -75,7 +106,7 @@ export function App() {
           <ul>
             {NAV.map(([path, label]) => (
               <li key={path}>
-                <Link to={path} current={route.startsWith(path)}>
+                <Link to={path} current={isCurrent(route, path)}>
                   {label}
                 </Link>
               </li>
@@ -98,8 +129,21 @@ export function App() {
         <p class="who">
           Signed in as <code>{session.walletAddress}</code>
         </p>
+        {session.mode === 'test' && (
+          <p class="test-mode" data-testid="test-mode">
+            <strong>Test mode</strong>: this Paygate takes test USDC on a test network; keys start with{' '}
+            <code>sk_test_</code> and <code>pk_test_</code>. Nothing here is real money.
+          </p>
+        )}
       </header>
       <main id="main" class="container" tabIndex={-1}>
+        {outageSince && (
+          <p class="outage" role="alert" data-testid="outage">
+            <strong>Paygate is not answering</strong> (since {outageSince.toISOString().slice(11, 16)} UTC).
+            What you see may be out of date and actions may fail; nothing is lost. The page tries again every{' '}
+            {LIVE_REFRESH_MS / 1000} seconds.
+          </p>
+        )}
         {firstLogin?.apiKey ? (
           <SecretOnce
             label="secret API key (sk_)"
@@ -120,6 +164,10 @@ export function App() {
   );
 }
 
+function isCurrent(route: string, path: string): boolean {
+  return path === '/' ? route === '/' : route.startsWith(path);
+}
+
 function Routes(props: { route: string }) {
   const { route } = props;
   if (route === '/skills/new') return <SkillEditor />;
@@ -131,5 +179,6 @@ function Routes(props: { route: string }) {
   if (transaction) return <TransactionPage id={transaction[1]!} />;
   if (route.startsWith('/money')) return <MoneyPage />;
   if (route.startsWith('/settings')) return <SettingsPage />;
-  return <SkillsPage />;
+  if (route.startsWith('/skills')) return <SkillsPage />;
+  return <OverviewPage />;
 }

@@ -69,6 +69,8 @@ export function createApiClient(options: {
   baseUrl?: string;
   token: () => string | undefined;
   onUnauthorized?: (error: ApiError) => void;
+  /** Told after each call whether Paygate answered it (false: no answer, a timeout or a 502/503/504). */
+  onReachable?: (reachable: boolean, path: string) => void;
   fetch?: typeof fetch;
 }): ApiClient {
   const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
@@ -90,6 +92,7 @@ export function createApiClient(options: {
         });
       } catch (cause) {
         const timedOut = (cause as Error)?.name === 'TimeoutError';
+        options.onReachable?.(false, path);
         throw new ApiError(
           0,
           timedOut ? 'timeout' : 'network_error',
@@ -98,6 +101,7 @@ export function createApiClient(options: {
             : 'Paygate could not be reached. Check your connection and try again.',
         );
       }
+      options.onReachable?.(![502, 503, 504].includes(response.status), path);
       if (!response.ok) {
         const error = await errorFrom(response);
         if (response.status === 401) options.onUnauthorized?.(error);
@@ -159,10 +163,16 @@ export function humanField(field: string): string {
   return names[key] ?? key;
 }
 
-/** Field errors for a form: the API names one field and its rule per answer. */
+/**
+ * Field errors for a form: the API names one field and its rule per answer, said with the field's human name
+ * ("Payout address must be …", not "payoutAddress must be …").
+ */
 export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError) || !error.field) return {};
-  return { [error.field.replace(/^\/|^body\./, '').replace(/\//g, '.')]: error.message };
+  const key = error.field.replace(/^\/|^body\./, '').replace(/\//g, '.');
+  const bare = error.field.replace(/^\/|^body\./, '');
+  const rule = error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
+  return { [key]: `${humanField(error.field)} ${rule}` };
 }
 
 export function newIdempotencyKey(): string {

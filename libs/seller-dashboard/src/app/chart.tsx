@@ -2,58 +2,108 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { formatUsdc } from '@paygate/money';
-import type { DailySeries } from './transactions';
+import { usd } from './format';
+import { axisTop, dayLabel, type SkillSeries, tickLabel } from './overview';
 import { microToPlot } from './transactions';
 
-/** Payments per day (bars) with a text summary for screen readers. */
-export function PaymentsChart(props: { series: DailySeries }) {
+/** Distinct on white and for common colour blindness (Okabe–Ito). */
+const COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9'];
+const HEIGHT = 240;
+const DAY_S = 86_400;
+
+/**
+ * Payments per UTC day, stacked by skill, with a legend and a text summary for screen readers. The y axis scales to
+ * the largest day (a $0.05 day is visible) and the x axis has half a day of room on each side (today's bar whole).
+ */
+export function PaymentsChart(props: { series: SkillSeries }) {
   const box = useRef<HTMLDivElement>(null);
   const { series } = props;
   useEffect(() => {
     const element = box.current;
     if (!element) return;
     const width = () => Math.max(260, element.clientWidth);
+    // Stacked bars: each skill's bar is drawn from zero to the running total, the later (lower) ones on top.
+    const running = series.days.map(() => 0);
+    const stacked = series.skills.map((skill) =>
+      skill.amounts.map((amount, i) => {
+        running[i]! += microToPlot(amount);
+        return running[i]!;
+      }),
+    );
+    const largest = Math.max(0, ...running);
+    const first = series.days[0] ?? 0;
+    const last = series.days[series.days.length - 1] ?? 0;
     const plot = new uPlot(
       {
         width: width(),
-        height: 220,
+        height: HEIGHT,
         legend: { show: false },
-        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
-        axes: [{}, { values: (_u, ticks) => ticks.map((t) => `$${t}`), size: 60 }],
-        series: [
-          {},
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+        scales: {
+          x: { time: true, range: () => [first - DAY_S / 2, last + DAY_S / 2] },
+          y: { range: () => [0, axisTop(largest)] },
+        },
+        axes: [
           {
-            label: 'Payments (USDC)',
-            stroke: '#1d6fa5',
-            fill: 'rgba(29,111,165,0.35)',
-            paths: uPlot.paths.bars?.({ size: [0.7, 40] }),
-            points: { show: false },
+            label: 'Day (UTC)',
+            labelSize: 20,
+            // "24 Nov", read in UTC like the buckets (not the browser's zone or US month/day order).
+            values: (_u, ticks) => ticks.map((t) => dayLabel(new Date(t * 1000)).slice(0, -5)),
+          },
+          {
+            label: 'USDC',
+            labelSize: 20,
+            size: 70,
+            values: (_u, ticks) => {
+              const step = ticks.length > 1 ? ticks[1]! - ticks[0]! : 1;
+              return ticks.map((t) => tickLabel(t, step));
+            },
           },
         ],
+        series: [
+          {},
+          ...series.skills
+            .map((skill, i) => ({
+              label: skill.name,
+              stroke: COLOURS[i % COLOURS.length]!,
+              fill: COLOURS[i % COLOURS.length]!,
+              paths: uPlot.paths.bars?.({ size: [0.7, 40] }),
+              points: { show: false },
+            }))
+            .reverse(),
+        ],
       },
-      [series.days, series.amounts.map(microToPlot)],
+      [series.days, ...[...stacked].reverse()] as uPlot.AlignedData,
       element,
     );
-    const resize = () => plot.setSize({ width: width(), height: 220 });
+    const resize = () => plot.setSize({ width: width(), height: HEIGHT });
     window.addEventListener('resize', resize);
     return () => {
       window.removeEventListener('resize', resize);
       plot.destroy();
     };
   }, [series]);
-  const total = series.amounts.reduce((a, b) => a + b, 0n);
+  const total = series.totals.reduce((a, b) => a + b, 0n);
   const count = series.counts.reduce((a, b) => a + b, 0);
-  const busiest = series.amounts.reduce((best, amount, i) => (amount > series.amounts[best]! ? i : best), 0);
+  const busiest = series.totals.reduce((best, amount, i) => (amount > series.totals[best]! ? i : best), 0);
   return (
     <figure class="chart">
-      <div ref={box} aria-hidden="true" />
-      <figcaption>
-        Payments per day, last {series.days.length} days: {count} payment{count === 1 ? '' : 's'}, $
-        {formatUsdc(total)} in total
+      <div ref={box} aria-hidden="true" data-testid="chart" />
+      {series.skills.length > 0 && (
+        <ul class="legend" aria-label="Skills in the chart">
+          {series.skills.map((skill, i) => (
+            <li key={skill.name}>
+              <span class={`swatch swatch-${i % COLOURS.length}`} aria-hidden="true" />
+              {skill.name}: {usd(formatUsdc(skill.amounts.reduce((a, b) => a + b, 0n)))}
+            </li>
+          ))}
+        </ul>
+      )}
+      <figcaption data-testid="chart-summary">
+        Payments per day (UTC), last {series.days.length} days: {count} payment{count === 1 ? '' : 's'},{' '}
+        {usd(formatUsdc(total))} in total
         {count > 0 &&
-          `; busiest day ${new Date(series.days[busiest]! * 1000).toISOString().slice(0, 10)} with $${formatUsdc(
-            series.amounts[busiest]!,
-          )}`}
+          `; busiest day ${dayLabel(new Date(series.days[busiest]! * 1000))} with ${usd(formatUsdc(series.totals[busiest]!))}`}
         .
       </figcaption>
     </figure>

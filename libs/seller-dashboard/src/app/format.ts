@@ -1,4 +1,5 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { toChecksumAddress } from './siwe';
 
 /** Money stays a decimal string or a bigint of micro-USDC; never a JS number. */
 export function usd(amount: string | null | undefined): string {
@@ -40,4 +41,13 @@ export function explorerTxUrl(chainId: number, txHash: string): string | undefin
 
 export function statusWords(status: string): string {
   return status.toLowerCase().replace(/_/g, ' ');
+}
+
+/** An address as EIP-55 checksummed text, or as given when it is not an address. */
+export function checksummed(address: string): string {
+  try {
+    return toChecksumAddress(address);
+  } catch {
+    return address;
+  }
 }

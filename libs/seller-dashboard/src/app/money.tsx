@@ -1,28 +1,28 @@
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { parseUsdc } from '@paygate/money';
 import { useMemo, useState } from 'preact/hooks';
-import { type ApiClient, fieldErrors, newIdempotencyKey, type Query } from './api';
+import { plainMessage } from './api';
 import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { transactionsCsv } from './csv';
 import { dateTime, explorerTxUrl, shortHash, statusWords, usd } from './format';
+import { dailyBySkill, periodLabel } from './overview';
+import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
+import { sellerNet } from './refund-effect';
+import { RefundForm, RefundRequestsSection } from './refunds';
+import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
+import type { Balances, Page, Settlement, Skill, Transaction, TransactionDetail } from './types';
 import {
-  dailyPayments,
-  filterTransactions,
-  partialHash,
-  type TransactionFilters,
-  transactionQuery,
-} from './transactions';
-import type {
-  Balances,
-  Page,
-  Refund,
-  RefundRequest,
-  Settlement,
-  Skill,
-  Transaction,
-  TransactionDetail,
-} from './types';
-import { Empty, ErrorNote, Field, Link, Loading, Notice, StatusBadge, useAction, useLoad } from './ui';
+  Address,
+  CopyButton,
+  Empty,
+  ErrorNote,
+  Field,
+  Link,
+  Loading,
+  LoadState,
+  StatusBadge,
+  useLoad,
+} from './ui';
 
 const TRANSACTION_STATUSES = [
   'held',
@@ -34,24 +34,6 @@ const TRANSACTION_STATUSES = [
   'reversed',
 ];
 const PAGE_SIZE = 50;
-const CHART_DAYS = 30;
-/** Pages of 200 fetched at most for the chart and a CSV export (2,000 transactions; the API has the rest). */
-const MAX_PAGES = 10;
-
-async function fetchAll(api: ApiClient, query: Query): Promise<Transaction[]> {
-  const all: Transaction[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < MAX_PAGES; page++) {
-    const result = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
-      query: { ...query, limit: 200, cursor },
-    });
-    all.push(...result.data);
-    cursor = result.nextCursor ?? undefined;
-    if (!cursor) break;
-  }
-  return all;
-}
-
 export function MoneyPage() {
   return (
     <>
@@ -66,7 +48,7 @@ export function MoneyPage() {
 
 function BalancesCard() {
   const { api } = useDashboard();
-  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), []);
+  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), [], { live: true });
   const items: Array<[keyof Balances, string, string]> = [
     ['held', 'Held', 'in escrow, in their hold period'],
     ['available', 'Available', 'released, paid out at the next settlement'],
@@ -77,24 +59,21 @@ function BalancesCard() {
   return (
     <section aria-labelledby="balances-title">
       <h2 id="balances-title">Balances</h2>
-      <ErrorNote error={balances.error} onRetry={balances.reload} />
-      {balances.loading && !balances.data ? (
-        <Loading what="balances" />
-      ) : (
-        balances.data && (
+      <LoadState load={balances} what="balances">
+        {(data) => (
           <div class="balances">
             {items.map(([key, label, hint]) => (
               <article key={key} class="balance">
                 <h3>{label}</h3>
                 <p class="amount" data-testid={`balance-${key}`}>
-                  {usd(balances.data![key])}
+                  {usd(data[key])}
                 </p>
                 <small>{hint}</small>
               </article>
             ))}
           </div>
-        )
-      )}
+        )}
+      </LoadState>
     </section>
   );
 }
@@ -105,20 +84,23 @@ function TransactionsSection() {
   const [cursor, setCursor] = useState<string | undefined>();
   const [rows, setRows] = useState<Transaction[]>([]);
   const [exporting, setExporting] = useState(false);
+  const [exportError, setExportError] = useState<unknown>();
   // Dates, skill, status and a whole tx hash are filtered by the API; a partial hash over the rows loaded.
   const query = transactionQuery(filters);
   const queryKey = JSON.stringify(query);
-  const loaded = useLoad(async () => {
-    const page = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
-      query: { ...query, limit: PAGE_SIZE, cursor },
-    });
-    setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [queryKey, cursor]);
-  const recent = useLoad(async () => {
-    const from = new Date(Date.now() - (CHART_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
-    return fetchAll(api, { confirmedFrom: from });
-  }, []);
+  const loaded = useLoad(
+    async () => {
+      const page = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
+        query: { ...query, limit: PAGE_SIZE, cursor },
+      });
+      setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+      return page;
+      // Live while only the first page is shown (a refresh would drop the pages loaded after it).
+    },
+    [queryKey, cursor],
+    { live: !cursor },
+  );
+  const recent = useRecentPayments();
   const skills = useLoad(
     () =>
       api
@@ -130,13 +112,14 @@ function TransactionsSection() {
     () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
     [rows, filters],
   );
-  const series = useMemo(() => dailyPayments(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   const set = (patch: Partial<TransactionFilters>) => {
     setFilters({ ...filters, ...patch });
     setCursor(undefined);
   };
   const exportCsv = async () => {
     setExporting(true);
+    setExportError(undefined);
     try {
       const all = filterTransactions(await fetchAll(api, query), { txHash: partialHash(filters.txHash) });
       const blob = new Blob([transactionsCsv(all)], { type: 'text/csv;charset=utf-8' });
@@ -146,6 +129,8 @@ function TransactionsSection() {
       link.download = `paygate-transactions-${new Date().toISOString().slice(0, 10)}.csv`;
       link.click();
       setTimeout(() => URL.revokeObjectURL(url), 1000);
+    } catch (error) {
+      setExportError(error);
     } finally {
       setExporting(false);
     }
@@ -154,7 +139,6 @@ function TransactionsSection() {
     <section aria-labelledby="transactions-title">
       <h2 id="transactions-title">Payments</h2>
       {recent.data && <PaymentsChart series={series} />}
-      <ErrorNote error={recent.error} onRetry={recent.reload} />
       <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
         <div class="grid">
           <Field id="f-from" label="From">
@@ -219,9 +203,10 @@ function TransactionsSection() {
           </Field>
         </div>
       </form>
-      <ErrorNote error={loaded.error} onRetry={loaded.reload} />
-      {loaded.loading && rows.length === 0 ? (
-        <Loading what="transactions" />
+      {loaded.data === undefined ? (
+        <LoadState load={loaded} what="payments">
+          {() => null}
+        </LoadState>
       ) : filtered.length === 0 ? (
         <Empty>
           {Object.values(filters).every((v) => !v)
@@ -243,7 +228,12 @@ function TransactionsSection() {
               Export CSV
             </button>
           </p>
-          <div class="table-wrap">
+          {exportError !== undefined && (
+            <p class="error-note" role="alert">
+              The CSV export failed, nothing was downloaded: {plainMessage(exportError)}
+            </p>
+          )}
+          <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
             <table class="striped">
               <caption class="visually-hidden">Transactions</caption>
               <thead>
@@ -264,7 +254,12 @@ function TransactionsSection() {
                     </td>
                     <td>{t.skillName ?? '—'}</td>
                     <td>{usd(t.amount)}</td>
-                    <td>{usd(t.sellerAmount)}</td>
+                    <td>
+                      {usd(sellerNet(t))}
+                      {parseUsdc(t.refundedAmount) > 0n && (
+                        <small> after {usd(t.refundedAmount)} refunded</small>
+                      )}
+                    </td>
                     <td>
                       <StatusBadge status={t.status} />
                     </td>
@@ -275,7 +270,7 @@ function TransactionsSection() {
                 ))}
               </tbody>
             </table>
-          </div>
+          </section>
           {loaded.data?.nextCursor && (
             <button
               type="button"
@@ -313,7 +308,7 @@ export function TransactionPage(props: { id: string }) {
           <dl class="facts">
             <dt>Id</dt>
             <dd>
-              <code>{t.transactionId}</code>
+              <code>{t.transactionId}</code> <CopyButton text={t.transactionId} label="transaction id" />
             </dd>
             <dt>Status</dt>
             <dd>
@@ -327,13 +322,15 @@ export function TransactionPage(props: { id: string }) {
             <dd>
               {usd(t.sellerAmount)} · {usd(t.platformFee)}
             </dd>
+            <dt>You get, after refunds</dt>
+            <dd data-testid="txn-net">{usd(sellerNet(t))}</dd>
             <dt>Refunded · refundable</dt>
             <dd data-testid="txn-refundable">
               {usd(t.refundedAmount)} · {usd(t.refundableAmount)}
             </dd>
             <dt>Payer</dt>
             <dd>
-              <code class="wrap">{t.payer}</code>
+              <Address value={t.payer} label="payer address" />
             </dd>
             <dt>On chain</dt>
             <dd>
@@ -377,179 +374,19 @@ export function TransactionPage(props: { id: string }) {
 
 function TxLink(props: { chainId: number; hash: string }) {
   const url = explorerTxUrl(props.chainId, props.hash);
-  return url ? (
-    <a href={url} target="_blank" rel="noopener noreferrer">
-      <code>{shortHash(props.hash)}</code> (explorer)
-    </a>
-  ) : (
-    <code class="wrap" title="local chain: no block explorer">
-      {props.hash}
-    </code>
-  );
-}
-
-function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
-  const { api } = useDashboard();
-  const t = props.transaction;
-  const [amount, setAmount] = useState(t.refundableAmount);
-  const [reason, setReason] = useState('');
-  const [key, setKey] = useState(newIdempotencyKey);
-  const [done, setDone] = useState<Refund>();
-  const save = useAction();
-  const errors = fieldErrors(save.error);
-  let remainder = '';
-  try {
-    const left = parseUsdc(t.refundableAmount) - parseUsdc(amount);
-    remainder = left >= 0n ? formatUsdc(left) : '';
-  } catch {
-    remainder = '';
-  }
   return (
-    <form
-      aria-labelledby="refund-title"
-      onSubmit={async (event) => {
-        event.preventDefault();
-        const refund = await save.run(() =>
-          api.request<Refund>('POST', '/api/v1/refunds', {
-            body: { transactionId: t.transactionId, amount: amount.trim(), reason: reason.trim() },
-            idempotencyKey: key,
-          }),
-        );
-        if (refund) {
-          setDone(refund);
-          setKey(newIdempotencyKey());
-          setAmount(refund.remainingRefundable ?? '');
-          setReason('');
-          props.onRefunded();
-        }
-      }}
-    >
-      <h2 id="refund-title">Refund</h2>
-      {done && (
-        <Notice>
-          Refund of {usd(done.amount)} booked; the USDC goes back to the payer on chain.{' '}
-          {usd(done.remainingRefundable)} remains refundable.
-        </Notice>
-      )}
-      <div class="grid">
-        <Field
-          id="refund-amount"
-          label="Amount (USDC)"
-          hint={`up to ${usd(t.refundableAmount)}; ${remainder ? `${usd(remainder)} would remain refundable` : 'enter a valid amount'}`}
-          error={errors.amount}
-        >
-          {(aria) => (
-            <input
-              {...aria}
-              inputMode="decimal"
-              value={amount}
-              onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
-        <Field id="refund-reason" label="Reason" error={errors.reason}>
-          {(aria) => (
-            <input
-              {...aria}
-              value={reason}
-              onInput={(e) => setReason((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
-      </div>
-      {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
-      <div class="actions">
-        <button type="submit" disabled={save.busy} aria-busy={save.busy}>
-          {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}
-        </button>
-        <button type="button" class="outline secondary" onClick={() => setAmount(t.refundableAmount)}>
-          Full amount
-        </button>
-      </div>
-    </form>
-  );
-}
-
-function RefundRequestsSection() {
-  const { api } = useDashboard();
-  const [status, setStatus] = useState('pending');
-  const list = useLoad(
-    () =>
-      api.request<Page<RefundRequest>>('GET', '/api/v1/refund-requests', {
-        query: { status: status || undefined },
-      }),
-    [status],
-  );
-  const action = useAction();
-  const decide = async (request: RefundRequest, decision: 'approve' | 'reject') => {
-    let body: Record<string, string> = {};
-    if (decision === 'reject') {
-      const reason = window.prompt('Why do you reject this refund request? The buyer may see it.');
-      if (reason === null) return;
-      body = { reason: reason || 'rejected by the seller' };
-    }
-    const done = await action.run(() =>
-      api.request('POST', `/api/v1/refund-requests/${request.refundRequestId}/${decision}`, {
-        body,
-        idempotencyKey: newIdempotencyKey(),
-      }),
-    );
-    if (done) list.reload();
-  };
-  return (
-    <section aria-labelledby="rr-title">
-      <h2 id="rr-title">Refund requests from buyers</h2>
-      <Field id="rr-status" label="Show">
-        {(aria) => (
-          <select
-            {...(aria as object)}
-            value={status}
-            onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}
-          >
-            <option value="pending">Waiting for you</option>
-            <option value="approved">Approved</option>
-            <option value="completed">Completed</option>
-            <option value="rejected">Rejected</option>
-            <option value="">All</option>
-          </select>
-        )}
-      </Field>
-      <ErrorNote error={list.error ?? action.error} onRetry={list.error ? list.reload : undefined} />
-      {list.loading && !list.data ? (
-        <Loading what="refund requests" />
-      ) : !list.data?.data.length ? (
-        <Empty>No refund requests {status === 'pending' ? 'waiting for you' : 'here'}.</Empty>
+    <span class="copyable">
+      {url ? (
+        <a href={url} target="_blank" rel="noopener noreferrer">
+          <code>{shortHash(props.hash)}</code> (explorer)
+        </a>
       ) : (
-        <ul class="cards">
-          {list.data.data.map((r) => (
-            <li key={r.refundRequestId}>
-              <Link to={`/money/transactions/${r.transactionId}`}>{r.transactionId}</Link> — “{r.reason}” —{' '}
-              <StatusBadge status={r.status} />
-              {r.status === 'pending' && (
-                <span class="actions">
-                  <button
-                    type="button"
-                    class="small"
-                    disabled={action.busy}
-                    onClick={() => decide(r, 'approve')}
-                  >
-                    Approve full refund
-                  </button>
-                  <button
-                    type="button"
-                    class="small outline contrast"
-                    disabled={action.busy}
-                    onClick={() => decide(r, 'reject')}
-                  >
-                    Reject
-                  </button>
-                </span>
-              )}
-            </li>
-          ))}
-        </ul>
-      )}
-    </section>
+        <code class="wrap" title="local chain: no block explorer">
+          {props.hash}
+        </code>
+      )}{' '}
+      <CopyButton text={props.hash} label="transaction hash" />
+    </span>
   );
 }
 
@@ -567,15 +404,16 @@ function SettlementsSection() {
   return (
     <section aria-labelledby="settlements-title">
       <h2 id="settlements-title">Settlements</h2>
-      <ErrorNote error={list.error} onRetry={list.reload} />
-      {list.loading && rows.length === 0 ? (
-        <Loading what="settlements" />
+      {list.data === undefined ? (
+        <LoadState load={list} what="settlements">
+          {() => null}
+        </LoadState>
       ) : rows.length === 0 ? (
         <Empty>
           No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
         </Empty>
       ) : (
-        <div class="table-wrap">
+        <section class="table-wrap" aria-label="Settlements (scrolls sideways)">
           <table class="striped">
             <caption class="visually-hidden">Settlements</caption>
             <thead>
@@ -589,19 +427,28 @@ function SettlementsSection() {
             <tbody>
               {rows.map((s) => (
                 <tr key={s.settlementId}>
-                  <td>{s.period.key}</td>
+                  <td>{periodLabel(s.period)}</td>
                   <td>
                     <StatusBadge status={s.status} />
                     {s.skipReason && <small> {statusWords(s.skipReason)}</small>}
                     {s.failureReason && <small> {s.failureReason}</small>}
                   </td>
                   <td>{usd(s.amount ?? s.availableAmount)}</td>
-                  <td>{s.txHash ? <code class="wrap">{s.txHash}</code> : '—'}</td>
+                  <td>
+                    {s.txHash ? (
+                      <>
+                        <code class="wrap">{s.txHash}</code>{' '}
+                        <CopyButton text={s.txHash} label="settlement transaction hash" />
+                      </>
+                    ) : (
+                      '—'
+                    )}
+                  </td>
                 </tr>
               ))}
             </tbody>
           </table>
-        </div>
+        </section>
       )}
       {list.data?.nextCursor && (
         <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>

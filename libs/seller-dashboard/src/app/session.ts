@@ -10,6 +10,8 @@ export interface Session {
   expiresAt: string;
   walletAddress: string;
   sellerId: string;
+  /** From the key prefixes (pk_test_ / pk_live_): the dashboard says which one it is. */
+  mode?: 'test' | 'live';
 }
 
 const KEY = 'paygate.dashboard.session';
@@ -20,6 +22,7 @@ export function saveSession(result: SignInResult, storage: Storage = sessionStor
     expiresAt: result.expiresAt,
     walletAddress: result.seller.walletAddress,
     sellerId: result.seller.sellerId,
+    mode: result.publishableKey.startsWith('pk_live_') ? 'live' : 'test',
   };
   storage.setItem(KEY, JSON.stringify(session));
   return session;

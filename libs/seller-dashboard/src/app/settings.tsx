@@ -1,14 +1,17 @@
 import { useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
+import { useConfirm } from './confirm';
 import { useDashboard } from './context';
-import { dateTime } from './format';
+import { checksummed, dateTime } from './format';
+import { toChecksumAddress } from './siwe';
 import type { Account, Delivery, Page } from './types';
 import {
+  Address,
   CopyButton,
   Empty,
   ErrorNote,
   Field,
-  Loading,
+  LoadState,
   Notice,
   SecretOnce,
   StatusBadge,
@@ -16,6 +19,14 @@ import {
   useLoad,
 } from './ui';
 import { browserWallet, signWithAccountWallet, WalletError } from './wallet';
+
+/** 172800 → "48 hours"; 90 → "2 minutes". */
+function duration(seconds: number): string {
+  if (seconds >= 2 * 86_400) return `${Math.round(seconds / 86_400)} days`;
+  if (seconds >= 2 * 3600) return `${Math.round(seconds / 3600)} hours`;
+  if (seconds >= 120) return `${Math.round(seconds / 60)} minutes`;
+  return `${seconds} seconds`;
+}
 
 export function SettingsPage() {
   const { api } = useDashboard();
@@ -26,9 +37,10 @@ export function SettingsPage() {
   return (
     <>
       <h1>Settings</h1>
-      <ErrorNote error={account.error} onRetry={account.reload} />
       {!account.data ? (
-        account.loading && <Loading what="your settings" />
+        <LoadState load={account} what="your settings">
+          {() => null}
+        </LoadState>
       ) : (
         <>
           <PayoutAddress account={account.data} onSaved={account.set} />
@@ -49,20 +61,41 @@ export function SettingsPage() {
 function PayoutAddress(props: { account: Account; onSaved: (account: Account) => void }) {
   const { api } = useDashboard();
   const a = props.account;
-  const [address, setAddress] = useState(a.pendingPayoutAddress?.address ?? a.payoutAddress);
+  const [address, setAddress] = useState(checksummed(a.pendingPayoutAddress?.address ?? a.payoutAddress));
   const [notice, setNotice] = useState<string>();
   const [walletProblem, setWalletProblem] = useState<string>();
   const action = useAction();
   const errors = fieldErrors(action.error);
+  const confirm = useConfirm();
   const change = async () => {
     setNotice(undefined);
     setWalletProblem(undefined);
     const result = await action.run(async () => {
-      const challenge = await api.request<{ message: string }>(
+      // The API checks the address first (and names its rule); the seller then sees exactly what is signed.
+      const challenge = await api.request<{ message: string; delaySeconds: number }>(
         'POST',
         '/api/v1/account/payout-address/challenge',
         { body: { payoutAddress: address.trim() } },
       );
+      const checksummed = toChecksumAddress(address.trim());
+      const effectiveAt = new Date(Date.now() + challenge.delaySeconds * 1000);
+      const answer = await confirm.ask({
+        title: 'Send your payouts to a new address?',
+        facts: [
+          ['New payout address', <Address key="n" value={checksummed} label="new payout address" />],
+          ['Current address', <Address key="c" value={a.payoutAddress} label="current payout address" />],
+          ['Takes effect', `${dateTime(effectiveAt.toISOString())} (in ${duration(challenge.delaySeconds)})`],
+        ],
+        effect: (
+          <>
+            Until then every payout still goes to your current address, and you can cancel the change. Your
+            webhook is told at once. Check every character of the new address: USDC sent to a wrong address
+            cannot be recovered. Next, your account wallet <code>{a.walletAddress}</code> signs the change.
+          </>
+        ),
+        confirmLabel: 'Sign with wallet',
+      });
+      if (!answer) return undefined;
       let signature: string;
       try {
         signature = await signWithAccountWallet(browserWallet(), a.walletAddress, challenge.message);
@@ -85,8 +118,8 @@ function PayoutAddress(props: { account: Account; onSaved: (account: Account) =>
     props.onSaved(result.account);
     setNotice(
       result.account.pendingPayoutAddress
-        ? `Payout address change signed: payouts go to ${result.account.pendingPayoutAddress.address} from ${dateTime(result.effectiveAt)}. Your webhook was told.`
-        : `Payout address changed: payouts go to ${result.account.payoutAddress}.`,
+        ? `Payout address change signed: payouts go to ${toChecksumAddress(result.account.pendingPayoutAddress.address)} from ${dateTime(result.effectiveAt)}. Until then they go to ${toChecksumAddress(result.account.payoutAddress)}. Your webhook was told.`
+        : `Payout address changed: payouts go to ${toChecksumAddress(result.account.payoutAddress)}.`,
     );
   };
   const cancel = async () => {
@@ -96,19 +129,19 @@ function PayoutAddress(props: { account: Account; onSaved: (account: Account) =>
     );
     if (!cancelled) return;
     props.onSaved(cancelled);
-    setAddress(cancelled.payoutAddress);
+    setAddress(checksummed(cancelled.payoutAddress));
     setNotice('Pending payout address change cancelled.');
   };
   return (
     <section aria-labelledby="payout-address-title">
       <h2 id="payout-address-title">Where payouts go</h2>
       <p data-testid="payout-current">
-        Payouts go to <code class="wrap">{a.payoutAddress}</code>.
+        Payouts go to <Address value={a.payoutAddress} label="payout address" />.
       </p>
       {a.pendingPayoutAddress && (
         <p data-testid="payout-pending">
-          Changing to <code class="wrap">{a.pendingPayoutAddress.address}</code> on{' '}
-          {dateTime(a.pendingPayoutAddress.effectiveAt)}.{' '}
+          Changing to <Address value={a.pendingPayoutAddress.address} label="pending payout address" /> on{' '}
+          {dateTime(a.pendingPayoutAddress.effectiveAt)}; until then payouts go to the address above.{' '}
           <button type="button" class="outline small" disabled={action.busy} onClick={cancel}>
             Cancel change
           </button>
@@ -146,6 +179,7 @@ function PayoutAddress(props: { account: Account; onSaved: (account: Account) =>
           Sign and change payout address
         </button>
       </form>
+      {confirm.dialog}
     </section>
   );
 }
@@ -258,6 +292,7 @@ function Keys(props: {
   const [notice, setNotice] = useState<string>();
   const [revokeImmediately, setRevokeImmediately] = useState(false);
   const a = props.account;
+  const confirm = useConfirm();
   const rotate = async (what: 'api-key' | 'publishable-key' | 'webhook-secret') => {
     const warnings = {
       'api-key': revokeImmediately
@@ -266,7 +301,18 @@ function Keys(props: {
       'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
       'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
     };
-    if (!window.confirm(warnings[what])) return;
+    const titles = {
+      'api-key': 'Rotate the secret API key?',
+      'publishable-key': 'Rotate the publishable key?',
+      'webhook-secret': 'Rotate the webhook signing secret?',
+    };
+    const answer = await confirm.ask({
+      title: titles[what],
+      facts: [],
+      effect: warnings[what].replace(/^[^?]*\? /, ''),
+      confirmLabel: 'Rotate',
+    });
+    if (!answer) return;
     const result = await action.run(() =>
       api.request<{ apiKey?: string; webhookSecret?: string; publishableKey?: string }>(
         'POST',
@@ -284,6 +330,7 @@ function Keys(props: {
   return (
     <section aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
+      {confirm.dialog}
       {notice && <Notice>{notice}</Notice>}
       <ErrorNote error={action.error} />
       <dl class="facts">
@@ -350,13 +397,17 @@ function Deliveries() {
   const [status, setStatus] = useState('');
   const [before, setBefore] = useState<string | undefined>();
   const [rows, setRows] = useState<Delivery[]>([]);
-  const list = useLoad(async () => {
-    const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
-      query: { limit: 20, status: status || undefined, before },
-    });
-    setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [status, before]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
+        query: { limit: 20, status: status || undefined, before },
+      });
+      setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [status, before],
+    { live: !before },
+  );
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   return (
@@ -389,9 +440,11 @@ function Deliveries() {
         </button>
       </div>
       {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={list.error ?? action.error} onRetry={list.error ? list.reload : undefined} />
-      {list.loading && rows.length === 0 ? (
-        <Loading what="deliveries" />
+      <ErrorNote error={action.error} />
+      {list.data === undefined ? (
+        <LoadState load={list} what="webhook deliveries">
+          {() => null}
+        </LoadState>
       ) : rows.length === 0 ? (
         <Empty>No webhook deliveries yet. Set a webhook URL above; each event is sent there, signed.</Empty>
       ) : (
@@ -413,7 +466,7 @@ function Deliveries() {
                     : ''}
                 </p>
                 {d.attempts.length > 0 && (
-                  <div class="table-wrap">
+                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)">
                     <table>
                       <caption class="visually-hidden">Attempts</caption>
                       <thead>
@@ -437,7 +490,7 @@ function Deliveries() {
                         ))}
                       </tbody>
                     </table>
-                  </div>
+                  </section>
                 )}
               </details>
               <button

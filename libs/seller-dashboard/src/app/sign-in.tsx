@@ -1,8 +1,15 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { ApiClient } from './api';
 import type { SignInResult } from './types';
 import { ErrorNote, Notice } from './ui';
-import { browserWallet, signInWithWallet, WalletError } from './wallet';
+import {
+  chooseWallet,
+  type DiscoveredWallet,
+  discoverWallets,
+  type Eip1193Provider,
+  signInWithWallet,
+  WalletError,
+} from './wallet';
 
 export function SignIn(props: {
   api: ApiClient;
@@ -12,9 +19,17 @@ export function SignIn(props: {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
   const [walletProblem, setWalletProblem] = useState<string>();
-  const wallet = browserWallet();
-  const signIn = async () => {
-    if (!wallet) return;
+  const [wallets, setWallets] = useState<DiscoveredWallet[]>([]);
+  useEffect(() => discoverWallets(setWallets), []);
+  // Wallets announced by EIP-6963 first; a legacy injected window.ethereum when none announced itself.
+  const legacy = (globalThis as { ethereum?: Eip1193Provider }).ethereum;
+  const choices: Array<{ key: string; label: string; provider: Eip1193Provider }> = wallets.length
+    ? wallets.map((w) => ({ key: w.info.uuid, label: `Sign in with ${w.info.name}`, provider: w.provider }))
+    : legacy
+      ? [{ key: 'legacy', label: 'Sign in with wallet', provider: legacy }]
+      : [];
+  const signIn = async (wallet: Eip1193Provider) => {
+    chooseWallet(wallet);
     setBusy(true);
     setError(undefined);
     setWalletProblem(undefined);
@@ -37,14 +52,25 @@ export function SignIn(props: {
           secret API key once.
         </p>
         {props.notice && <Notice>{props.notice}</Notice>}
-        {wallet ? (
-          <button type="button" onClick={signIn} aria-busy={busy} disabled={busy}>
-            {busy ? 'Waiting for your wallet…' : 'Sign in with wallet'}
-          </button>
+        {choices.length ? (
+          <div class="actions">
+            {choices.map((choice) => (
+              <button
+                key={choice.key}
+                type="button"
+                onClick={() => signIn(choice.provider)}
+                aria-busy={busy}
+                disabled={busy}
+              >
+                {choice.label}
+              </button>
+            ))}
+            {busy && <span role="status">Waiting for your wallet…</span>}
+          </div>
         ) : (
           <p role="alert" class="error-note">
-            No browser wallet found. Install a wallet extension (for example MetaMask or Coinbase Wallet),
-            then reload this page.
+            No browser wallet found yet. Install or unlock a wallet extension (for example MetaMask or
+            Coinbase Wallet): it appears here as soon as it announces itself.
           </p>
         )}
         {walletProblem && (

@@ -146,3 +146,56 @@ export function endpointExamples(url: string, method: string, price: string) {
   ].join('\n');
   return { curl, agent };
 }
+
+const SKILL_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+const ENDPOINT_PATH =
+  /^\/(([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*)(\/([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*))*\/?)?$/;
+const PRICE = /^(0|[1-9]\d*)(\.\d{1,6})?$/;
+
+/**
+ * Every rule of the registry's skill schema the form can check before sending, all at once, in the form's order,
+ * keyed like the API's field errors and said with human field names.
+ */
+export function validateSkillDraft(draft: SkillDraft, options: { editing: boolean }): Record<string, string> {
+  const errors: Record<string, string> = {};
+  const displayName = draft.displayName.trim();
+  if (!displayName) errors.displayName = 'Display name is required';
+  else if (displayName.length > 120) errors.displayName = 'Display name must be at most 120 characters';
+  if (!options.editing) {
+    if (!draft.name) errors.name = 'Name is required';
+    else if (draft.name.length < 2 || draft.name.length > 64) errors.name = 'Name must be 2 to 64 characters';
+    else if (!SKILL_NAME.test(draft.name))
+      errors.name = 'Name must be lowercase letters and digits separated by single hyphens';
+  }
+  const description = draft.description.trim();
+  if (!description) errors.description = 'Description is required';
+  else if (description.length < 10)
+    errors.description = `Description needs at least 10 characters (it has ${description.length})`;
+  else if (description.length > 5000) errors.description = 'Description must be at most 5,000 characters';
+  if (!/^https?:\/\/[^/\s]+/.test(draft.apiBaseUrl.trim()))
+    errors.apiBaseUrl =
+      'API base URL must be a web address starting with https:// (http:// only in development)';
+  if (usesDuration(draft.type) && !/^\d+$/.test(draft.durationDays.trim()))
+    errors.durationDays = `Access duration is required for ${draft.type}: whole days, 1 to 3650`;
+  const hold = draft.holdPeriodHours.trim();
+  if (hold && !(/^\d+$/.test(hold) && Number(hold) <= 168))
+    errors.holdPeriodHours = 'Hold period must be whole hours from 0 to 168, or empty for the default';
+  if (!options.editing) {
+    draft.endpoints.forEach((endpoint, i) => {
+      if (!ENDPOINT_PATH.test(endpoint.path.trim()))
+        errors[`endpoints.${i}.path`] =
+          `Endpoint ${i + 1} path must start with / and contain only URL path segments`;
+      if (!PRICE.test(endpoint.priceUsdc.trim()) || /^0(\.0+)?$/.test(endpoint.priceUsdc.trim()))
+        errors[`endpoints.${i}.priceUsdc`] =
+          `Endpoint ${i + 1} price must be an amount of USDC above 0 with at most 6 decimals`;
+    });
+  }
+  return errors;
+}
+
+/** The form control of a field error key (the first invalid one gets the focus). */
+export function skillFieldId(key: string): string {
+  const endpoint = /^endpoints\.(\d+)\.(\w+)$/.exec(key);
+  if (endpoint) return `ep${endpoint[1]}-${endpoint[2] === 'priceUsdc' ? 'price' : endpoint[2]}`;
+  return `skill-${key}`;
+}

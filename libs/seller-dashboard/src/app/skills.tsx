@@ -1,5 +1,5 @@
-import { useState } from 'preact/hooks';
-import { fieldErrors, newIdempotencyKey, plainMessage } from './api';
+import { useEffect, useState } from 'preact/hooks';
+import { fieldErrors, newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { usd } from './format';
 import { navigate } from './router';
@@ -15,9 +15,11 @@ import {
   SKILL_TYPES,
   type SkillDraft,
   skillBody,
+  skillFieldId,
   slugify,
   usesDuration,
   usesShipping,
+  validateSkillDraft,
 } from './skill-form';
 import type { Endpoint, HttpMethod, Page, Skill, SkillType } from './types';
 import {
@@ -27,6 +29,7 @@ import {
   Field,
   Link,
   Loading,
+  LoadState,
   Notice,
   StatusBadge,
   useAction,
@@ -37,13 +40,17 @@ export function SkillsPage() {
   const { api } = useDashboard();
   const [cursor, setCursor] = useState<string | undefined>();
   const [pages, setPages] = useState<Skill[]>([]);
-  const list = useLoad(async () => {
-    const page = await api.request<Page<Skill>>('GET', '/api/v1/manage/skills', {
-      query: { limit: 50, cursor },
-    });
-    setPages((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [cursor]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<Skill>>('GET', '/api/v1/manage/skills', {
+        query: { limit: 50, cursor },
+      });
+      setPages((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [cursor],
+    { live: !cursor },
+  );
   return (
     <section aria-labelledby="skills-title">
       <div class="title-row">
@@ -52,16 +59,17 @@ export function SkillsPage() {
           New skill
         </Link>
       </div>
-      <ErrorNote error={list.error} onRetry={list.reload} />
-      {list.loading && pages.length === 0 ? (
-        <Loading what="your skills" />
-      ) : pages.length === 0 && !list.error ? (
+      {list.data === undefined ? (
+        <LoadState load={list} what="skills">
+          {() => null}
+        </LoadState>
+      ) : pages.length === 0 ? (
         <Empty>
           No skills yet. A skill is a paid API, product or service;{' '}
           <Link to="/skills/new">create your first</Link>.
         </Empty>
       ) : (
-        <div class="table-wrap">
+        <section class="table-wrap" aria-label="Your skills (scrolls sideways)">
           <table class="striped">
             <caption class="visually-hidden">Your skills</caption>
             <thead>
@@ -105,7 +113,7 @@ export function SkillsPage() {
               })}
             </tbody>
           </table>
-        </div>
+        </section>
       )}
       {list.data?.nextCursor && (
         <button
@@ -135,12 +143,20 @@ export function SkillEditor(props: { name?: string }) {
     return skill;
   }, [props.name]);
   const save = useAction();
-  const errors = fieldErrors(save.error);
+  const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
+  const apiErrors = fieldErrors(save.error);
+  const errors = { ...apiErrors, ...localErrors };
+  const nameCheck = useNameAvailability(editing ? undefined : draft?.name);
+  // A field the API refused gets the focus too (the form checked what it could before sending).
+  useEffect(() => {
+    const keys = Object.keys(fieldErrors(save.error));
+    if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
+  }, [save.error]);
   if (!draft)
-    return loaded.error ? (
-      <ErrorNote error={loaded.error} onRetry={loaded.reload} />
-    ) : (
-      <Loading what="the skill" />
+    return (
+      <LoadState load={loaded} what="the skill">
+        {() => null}
+      </LoadState>
     );
 
   const set = (patch: Partial<SkillDraft>) => setDraft({ ...draft, ...patch });
@@ -148,6 +164,15 @@ export function SkillEditor(props: { name?: string }) {
     set({ endpoints: draft.endpoints.map((e, i) => (i === index ? { ...e, ...patch } : e)) });
   const submit = async (event: Event) => {
     event.preventDefault();
+    // Every field the form can check, at once; the focus goes to the first one to fix.
+    const problems = validateSkillDraft(draft, { editing });
+    if (!editing && nameCheck.taken && !problems.name)
+      problems.name = `Name ${draft.name} is taken: choose another`;
+    setLocalErrors(problems);
+    if (Object.keys(problems).length) {
+      focusFirstInvalid(Object.keys(problems).map(skillFieldId));
+      return;
+    }
     const saved = await save.run(() =>
       editing
         ? api.request<Skill>('PATCH', `/api/v1/manage/skills/${props.name}`, {
@@ -156,9 +181,11 @@ export function SkillEditor(props: { name?: string }) {
         : api.request<Skill>('POST', '/api/v1/manage/skills', { body: skillBody(draft), idempotencyKey }),
     );
     if (saved) navigate(`/skills/${saved.name}`);
+    else
+      requestAnimationFrame(() => focusFirstInvalid(Object.keys(fieldErrors(save.error)).map(skillFieldId)));
   };
-  const text = (key: keyof SkillDraft, label: string, hint?: string, type = 'text') => (
-    <Field id={`skill-${key}`} label={label} hint={hint} error={errors[key]}>
+  const text = (key: keyof SkillDraft, label: string, hint?: string, type = 'text', required = false) => (
+    <Field id={`skill-${key}`} label={label} hint={hint} error={errors[key]} required={required}>
       {(aria) => (
         <input
           {...aria}
@@ -175,15 +202,27 @@ export function SkillEditor(props: { name?: string }) {
     <section aria-labelledby="editor-title">
       <h1 id="editor-title">{editing ? `Edit ${props.name}` : 'New skill'}</h1>
       <form onSubmit={submit} noValidate>
-        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
-        {save.error && Object.keys(errors).length ? (
-          <p role="alert" class="error-note">
-            {plainMessage(save.error)}
-          </p>
-        ) : null}
+        {save.error && !Object.keys(apiErrors).length ? <ErrorNote error={save.error} /> : null}
+        {Object.keys(errors).length > 0 && (
+          <div role="alert" class="error-note" data-testid="form-errors">
+            <p>
+              {Object.keys(errors).length === 1
+                ? 'One field needs'
+                : `${Object.keys(errors).length} fields need`}{' '}
+              a change:
+            </p>
+            <ul>
+              {Object.entries(errors).map(([key, message]) => (
+                <li key={key}>
+                  <a href={`#${skillFieldId(key)}`}>{message}</a>
+                </li>
+              ))}
+            </ul>
+          </div>
+        )}
         <fieldset>
           <legend>About the skill</legend>
-          <Field id="skill-displayName" label="Display name" error={errors.displayName}>
+          <Field id="skill-displayName" label="Display name" required error={errors.displayName}>
             {(aria) => (
               <input
                 {...aria}
@@ -205,7 +244,9 @@ export function SkillEditor(props: { name?: string }) {
               id="skill-name"
               label="Name (URL slug)"
               hint="kebab-case, 2–64 characters, unique; it becomes part of every public URL and cannot change"
+              required
               error={errors.name}
+              status={nameCheck.message}
             >
               {(aria) => (
                 <input
@@ -224,6 +265,7 @@ export function SkillEditor(props: { name?: string }) {
             id="skill-description"
             label="Description"
             hint="at least 10 characters"
+            required
             error={errors.description}
           >
             {(aria) => (
@@ -276,7 +318,7 @@ export function SkillEditor(props: { name?: string }) {
               )}
             </Field>
           </div>
-          {text('apiBaseUrl', 'API base URL', 'your API; https in production', 'url')}
+          {text('apiBaseUrl', 'API base URL', 'your API; https in production', 'url', true)}
           {usesDuration(draft.type) &&
             text('durationDays', 'Access duration (days)', `required for ${draft.type}`, 'number')}
           {usesShipping(draft.type) && (
@@ -391,7 +433,7 @@ function EndpointFields(props: {
             </select>
           )}
         </Field>
-        <Field id={id('path')} label="Path" hint="starts with /" error={err('path')}>
+        <Field id={id('path')} label="Path" hint="starts with /" required error={err('path')}>
           {(aria) => (
             <input
               {...aria}
@@ -400,7 +442,13 @@ function EndpointFields(props: {
             />
           )}
         </Field>
-        <Field id={id('price')} label="Price (USDC)" hint="up to 6 decimals" error={err('priceUsdc')}>
+        <Field
+          id={id('price')}
+          label="Price (USDC)"
+          hint="up to 6 decimals"
+          required
+          error={err('priceUsdc')}
+        >
           {(aria) => (
             <input
               {...aria}
@@ -432,18 +480,23 @@ function EndpointFields(props: {
 export function SkillPage(props: { name: string }) {
   const { api } = useDashboard();
   const [skill, setSkill] = useState<Skill | undefined>();
-  const loaded = useLoad(async () => {
-    const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
-    setSkill(found);
-    return found;
-  }, [props.name]);
+  const loaded = useLoad(
+    async () => {
+      const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
+      setSkill(found);
+      return found;
+      // Live: validation, health and status change while the page is open.
+    },
+    [props.name],
+    { live: true },
+  );
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   if (!skill)
-    return loaded.error ? (
-      <ErrorNote error={loaded.error} onRetry={loaded.reload} />
-    ) : (
-      <Loading what="the skill" />
+    return (
+      <LoadState load={loaded} what="the skill">
+        {() => null}
+      </LoadState>
     );
   const act = async (path: string, message: string) => {
     const updated = await action.run(() =>
@@ -762,4 +815,46 @@ function SkillMd(props: { skill: Skill; onSaved: () => void }) {
       )}
     </section>
   );
+}
+
+/** Moves the focus (and the view) to the first of these controls that is on the page. */
+function focusFirstInvalid(ids: string[]) {
+  const elements = ids
+    .map((id) => document.getElementById(id))
+    .filter((element): element is HTMLElement => element !== null)
+    .sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
+  elements[0]?.focus();
+  elements[0]?.scrollIntoView({ block: 'center' });
+}
+
+/** Whether a skill name is free, asked as it is typed (after a pause, the last answer wins). */
+function useNameAvailability(name: string | undefined) {
+  const { api } = useDashboard();
+  const [state, setState] = useState<{ name: string; available: boolean; reason?: string }>();
+  useEffect(() => {
+    if (!name || name.length < 2) return;
+    let current = true;
+    const timer = setTimeout(() => {
+      api
+        .request<{ name: string; available: boolean; reason?: string }>(
+          'GET',
+          `/api/v1/manage/skill-names/${encodeURIComponent(name)}`,
+        )
+        .then((answer) => current && setState(answer))
+        .catch(() => undefined); // the create call still checks
+    }, 300);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
+  }, [name]);
+  if (!name || state?.name !== name) return { taken: false, message: undefined };
+  return {
+    taken: !state.available && state.reason === 'taken',
+    message: state.available
+      ? `${name} is available`
+      : state.reason === 'taken'
+        ? `${name} is taken`
+        : undefined,
+  };
 }

@@ -1,4 +1,3 @@
-import { parseUsdc } from '@paygate/money';
 import type { Transaction } from './types';
 
 export interface TransactionFilters {
@@ -48,31 +47,6 @@ function nextDay(day: string): string {
   const date = new Date(`${day}T00:00:00Z`);
   if (Number.isNaN(date.getTime())) return day;
   return new Date(date.getTime() + 86_400_000).toISOString().slice(0, 10);
-}
-
-export interface DailySeries {
-  /** day starts, seconds since epoch (UTC) */
-  days: number[];
-  /** gross payments of each day, micro-USDC */
-  amounts: bigint[];
-  counts: number[];
-}
-
-/** Payments per UTC day over the last `dayCount` days up to `now` (days without payments are zero). */
-export function dailyPayments(transactions: Transaction[], now: Date, dayCount = 30): DailySeries {
-  const dayMs = 86_400_000;
-  const today = Math.floor(now.getTime() / dayMs);
-  const first = today - dayCount + 1;
-  const amounts = Array.from({ length: dayCount }, () => 0n);
-  const counts = Array.from({ length: dayCount }, () => 0);
-  for (const t of transactions) {
-    if (t.status === 'reversed') continue;
-    const index = Math.floor(new Date(t.confirmedAt).getTime() / dayMs) - first;
-    if (index < 0 || index >= dayCount) continue;
-    amounts[index]! += parseUsdc(t.amount);
-    counts[index]! += 1;
-  }
-  return { days: amounts.map((_, i) => ((first + i) * dayMs) / 1000), amounts, counts };
 }
 
 /** For the chart's axis only (a plot needs floats); every amount shown as text stays exact. */

@@ -1,6 +1,7 @@
 import type { ComponentChildren, JSX } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { plainMessage } from './api';
+import { ApiError, plainMessage } from './api';
+import { checksummed } from './format';
 import { href, navigate } from './router';
 
 export function Link(props: { to: string; children: ComponentChildren; class?: string; current?: boolean }) {
@@ -20,12 +21,59 @@ export function Link(props: { to: string; children: ComponentChildren; class?: s
   );
 }
 
-export function Loading(props: { what: string }) {
+export function Loading(props: { what: string; slow?: boolean }) {
   return (
-    <p aria-busy="true" role="status">
-      Loading {props.what}…
+    <p aria-busy="true" role="status" class={props.slow ? 'slow' : undefined} data-testid="loading">
+      {props.slow
+        ? `Still loading ${props.what}: Paygate is answering slowly. Nothing is lost; it keeps trying.`
+        : `Loading ${props.what}…`}
     </p>
   );
+}
+
+/** Paygate down or failing (no answer, a timeout, a 5xx): not the same as an empty account. */
+export function isOutage(error: unknown): boolean {
+  return error instanceof ApiError && (error.status === 0 || error.status >= 500);
+}
+
+/**
+ * One view's data in its three honest states: loading (and slow), unavailable (the service did not answer: not
+ * "nothing here"), and loaded. Data already shown stays, marked as possibly out of date, when a refresh fails.
+ */
+export function LoadState<T>(props: {
+  load: Loaded<T>;
+  what: string;
+  children: (data: T) => ComponentChildren;
+}) {
+  const { load } = props;
+  if (load.data !== undefined) {
+    return (
+      <>
+        {load.error !== undefined && (
+          <p class="stale" data-testid="stale">
+            Could not refresh {props.what}: showing what was loaded at{' '}
+            {load.loadedAt?.toISOString().slice(11, 16)} UTC.
+          </p>
+        )}
+        {props.children(load.data)}
+      </>
+    );
+  }
+  if (load.error !== undefined) {
+    if (!isOutage(load.error)) return <ErrorNote error={load.error} onRetry={load.reload} />;
+    return (
+      <div class="unavailable" data-testid="unavailable">
+        <p>
+          <strong>Your {props.what} cannot be shown right now</strong>: Paygate did not answer. This is not an
+          empty account; nothing is lost. The page tries again by itself.
+        </p>
+        <button type="button" class="outline secondary small" onClick={load.reload}>
+          Try again now
+        </button>
+      </div>
+    );
+  }
+  return <Loading what={props.what} slow={load.slow} />;
 }
 
 export function Empty(props: { children: ComponentChildren }) {
@@ -90,7 +138,7 @@ export function SecretOnce(props: {
   useEffect(() => ref.current?.focus(), []);
   return (
     <article class="secret-once" aria-labelledby="secret-once-title" tabIndex={-1} ref={ref}>
-      <h3 id="secret-once-title">Your {props.label}</h3>
+      <h1 id="secret-once-title">Your {props.label}</h1>
       <p class="warning">
         <strong>Copy it now and keep it safe: it is shown only this once.</strong> Paygate stores only a hash
         of it. Anyone who has it can act as you; if you lose it, rotate it in Settings.
@@ -117,25 +165,61 @@ export function StatusBadge(props: { status: string }) {
   return <span class={`badge ${tone}`}>{props.status.toLowerCase().replace(/_/g, ' ')}</span>;
 }
 
+/** A visual "*" for required fields; assistive technology hears aria-required on the control instead. */
+export function RequiredMark() {
+  return (
+    <span class="required" aria-hidden="true" title="required">
+      {' '}
+      *
+    </span>
+  );
+}
+
+/** A full address, checksummed (EIP-55), with a copy button. */
+export function Address(props: { value: string; label: string }) {
+  const shown = checksummed(props.value);
+  return (
+    <span class="copyable">
+      <code class="wrap">{shown}</code> <CopyButton text={shown} label={props.label} />
+    </span>
+  );
+}
+
 export function Field(props: {
   id: string;
   label: string;
   error?: string;
   hint?: string;
+  required?: boolean;
+  /** A live note under the field (a name checked as it is typed). */
+  status?: string;
   children: (aria: JSX.HTMLAttributes<HTMLInputElement>) => ComponentChildren;
 }) {
-  const describedBy = [props.hint && `${props.id}-hint`, props.error && `${props.id}-error`]
+  const describedBy = [
+    props.hint && `${props.id}-hint`,
+    props.status && `${props.id}-status`,
+    props.error && `${props.id}-error`,
+  ]
     .filter(Boolean)
     .join(' ');
   return (
     <div class="field">
-      <label for={props.id}>{props.label}</label>
+      <label for={props.id}>
+        {props.label}
+        {props.required && <RequiredMark />}
+      </label>
       {props.children({
         id: props.id,
+        'aria-required': props.required ? true : undefined,
         'aria-invalid': props.error ? true : undefined,
         'aria-describedby': describedBy || undefined,
       })}
       {props.hint && <small id={`${props.id}-hint`}>{props.hint}</small>}
+      {'status' in props && (
+        <small id={`${props.id}-status`} aria-live="polite" class="field-status">
+          {props.status}
+        </small>
+      )}
       {props.error && (
         <small id={`${props.id}-error`} class="field-error">
           {props.error}
@@ -145,19 +229,69 @@ export function Field(props: {
   );
 }
 
-/** Loads data for a view; `reload` fetches it again, `set` replaces it with what an action answered. */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
-  const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
+export interface Loaded<T> {
+  data?: T;
+  error?: unknown;
+  loading: boolean;
+  /** Loading for longer than SLOW_MS. */
+  slow: boolean;
+  loadedAt?: Date;
+  reload: () => void;
+}
+
+const SLOW_MS = 2500;
+const REFRESH_EVENT = 'paygate:refresh';
+
+/** Every live view loads its data again: after each action, and on the dashboard's refresh timer. */
+export function refreshLiveViews(): void {
+  window.dispatchEvent(new Event(REFRESH_EVENT));
+}
+
+/**
+ * Loads data for a view; `reload` fetches it again, `set` replaces it with what an action answered. A live view
+ * also loads again on refreshLiveViews(), in the background (what is shown stays until the new answer).
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], options: { live?: boolean } = {}) {
+  const [state, setState] = useState<Omit<Loaded<T>, 'reload'>>({ loading: true, slow: false });
+  const latest = useRef(0);
   const run = useCallback(() => {
-    setState((s) => ({ ...s, loading: true, error: undefined }));
-    load().then(
-      (data) => setState({ data, loading: false }),
-      (error) => setState({ error, loading: false }),
-    );
+    const call = ++latest.current;
+    setState((s) => ({
+      ...s,
+      loading: true,
+      slow: false,
+      error: s.data === undefined ? undefined : s.error,
+    }));
+    const slowTimer = setTimeout(() => {
+      if (call === latest.current) setState((s) => (s.loading ? { ...s, slow: true } : s));
+    }, SLOW_MS);
+    load()
+      .then(
+        (data) => {
+          // An older call answering late must not replace a newer answer.
+          if (call === latest.current) setState({ data, loading: false, slow: false, loadedAt: new Date() });
+        },
+        (error) => {
+          if (call === latest.current) setState((s) => ({ ...s, error, loading: false, slow: false }));
+        },
+      )
+      .finally(() => clearTimeout(slowTimer));
   }, deps);
-  useEffect(run, [run]);
+  useEffect(() => {
+    // A new query starts afresh (its rows are not the old query's).
+    setState({ loading: true, slow: false });
+    run();
+  }, [run]);
+  useEffect(() => {
+    if (!options.live) return;
+    window.addEventListener(REFRESH_EVENT, run);
+    return () => window.removeEventListener(REFRESH_EVENT, run);
+  }, [run, options.live]);
   // What an action answered in place of fetching again (the saved object, as the API returned it).
-  const set = useCallback((data: T) => setState({ data, loading: false }), []);
+  const set = useCallback(
+    (data: T) => setState({ data, loading: false, slow: false, loadedAt: new Date() }),
+    [],
+  );
   return { ...state, reload: run, set };
 }
 
@@ -169,7 +303,10 @@ export function useAction() {
     setBusy(true);
     setError(undefined);
     try {
-      return await action();
+      const result = await action();
+      // Every view that shows money or status reads it again after an action.
+      refreshLiveViews();
+      return result;
     } catch (caught) {
       setError(caught);
       return undefined;

@@ -7,7 +7,50 @@ export interface Eip1193Provider {
   request(args: { method: string; params?: unknown[] }): Promise<unknown>;
 }
 
+/** A wallet as EIP-6963 announces it (several extensions can live side by side, each announces itself). */
+export interface DiscoveredWallet {
+  info: { uuid: string; name: string; icon?: string; rdns?: string };
+  provider: Eip1193Provider;
+}
+
+const announced = new Map<string, DiscoveredWallet>();
+const watchers = new Set<(wallets: DiscoveredWallet[]) => void>();
+let listening = false;
+let chosen: Eip1193Provider | undefined;
+
+function onAnnounce(event: Event) {
+  const detail = (event as CustomEvent<DiscoveredWallet>).detail;
+  if (!detail?.info?.uuid || typeof detail.provider?.request !== 'function') return;
+  announced.set(detail.info.uuid, detail);
+  for (const watch of watchers) watch([...announced.values()]);
+}
+
+/**
+ * The wallets found the EIP-6963 way: listen for announcements (a wallet injected after the page loaded
+ * announces itself then), and ask the ones already there. Calls `watch` with every wallet found so far.
+ */
+export function discoverWallets(watch: (wallets: DiscoveredWallet[]) => void): () => void {
+  if (!listening) {
+    window.addEventListener('eip6963:announceProvider', onAnnounce);
+    listening = true;
+  }
+  watchers.add(watch);
+  watch([...announced.values()]);
+  window.dispatchEvent(new Event('eip6963:requestProvider'));
+  return () => {
+    watchers.delete(watch);
+  };
+}
+
+/** The wallet the seller signed in with signs later changes too (a payout address). */
+export function chooseWallet(provider: Eip1193Provider): void {
+  chosen = provider;
+}
+
+/** The wallet to ask: the one signed in with, else the only one announced, else a legacy window.ethereum. */
 export function browserWallet(): Eip1193Provider | undefined {
+  if (chosen) return chosen;
+  if (announced.size === 1) return [...announced.values()][0]!.provider;
   return (globalThis as { ethereum?: Eip1193Provider }).ethereum;
 }
 

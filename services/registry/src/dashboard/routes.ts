@@ -1,12 +1,8 @@
-import { type AnyRoute, defineRoute } from '@paygate/http';
-import {
-  buildDashboard,
-  DASHBOARD_CSP,
-  type DashboardAssets,
-  dashboardPage,
-} from '@paygate/seller-dashboard';
+import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { buildDashboard, DASHBOARD_CSP, dashboardPage } from '@paygate/seller-dashboard';
 import { Type } from '@sinclair/typebox';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
+import { pickEncoding, type ServedDashboard, serveDashboardAssets } from './assets';
 
 const text = (description: string, contentType: string) => ({
   description,
@@ -19,10 +15,10 @@ const text = (description: string, contentType: string) => ({
  * libs/seller-dashboard. It talks only to the public API, with the session token from Sign-In with Ethereum.
  */
 export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
-  let assets: Promise<DashboardAssets> | undefined;
+  let assets: Promise<ServedDashboard> | undefined;
   const load = () => {
     if (!assets) {
-      assets = buildDashboard();
+      assets = buildDashboard().then(serveDashboardAssets);
       assets.catch(() => {
         assets = undefined;
       });
@@ -35,36 +31,44 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Referrer-Policy', 'no-referrer');
   };
-  const asset = (kind: keyof DashboardAssets, type: string) => async (_req: unknown, res: Response) => {
-    const built = await load();
+  const asset = async (req: Request, res: Response) => {
+    const { files } = await load();
+    const file = files.get(String((req.params as { file?: string }).file));
+    if (!file) throw new HttpError(404, 'not_found', 'no such dashboard asset');
     secure(res);
-    res.setHeader('Content-Type', type);
-    res.setHeader('Cache-Control', 'no-cache');
-    res.send(built[kind]);
+    res.setHeader('Content-Type', file.type);
+    res.setHeader('Vary', 'Accept-Encoding');
+    res.setHeader('ETag', file.etag);
+    res.setHeader('Cache-Control', file.immutable ? 'public, max-age=31536000, immutable' : 'no-cache');
+    if (req.headers['if-none-match'] === file.etag) {
+      res.status(304).end();
+      return;
+    }
+    const encoding = pickEncoding(req.headers['accept-encoding']);
+    if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
+    res.send(file[encoding]);
   };
-  const html = dashboardPage(basePath);
-  const page = (_req: unknown, res: Response) => {
+  // The page names the hashed files, so it waits for the build (once per process).
+  const page = async (_req: unknown, res: Response) => {
+    const { names } = await load();
     secure(res);
     res.setHeader('Cache-Control', 'no-store');
-    res.type('html').send(html);
+    res.type('html').send(dashboardPage(basePath, names));
   };
   const pageResponse = text('the dashboard page (the app routes in the browser)', 'text/html');
   return [
     defineRoute({
       method: 'get',
-      path: `${basePath}/assets/app.js`,
-      summary: 'The dashboard script',
+      path: `${basePath}/assets/:file`,
+      summary:
+        'A dashboard script or style sheet (app.<hash>.js|css: cached for a year; app.js|css: revalidated)',
       tags: ['dashboard'],
-      responses: { '200': text('the bundle', 'text/javascript') },
-      handler: asset('js', 'text/javascript; charset=utf-8'),
-    }),
-    defineRoute({
-      method: 'get',
-      path: `${basePath}/assets/app.css`,
-      summary: 'The dashboard style sheet',
-      tags: ['dashboard'],
-      responses: { '200': text('the style sheet', 'text/css') },
-      handler: asset('css', 'text/css; charset=utf-8'),
+      params: Type.Object({ file: Type.String({ pattern: '^app(\\.[0-9a-f]{16})?\\.(js|css)$' }) }),
+      responses: {
+        '200': text('the file, brotli or gzip compressed when the client accepts it', 'text/javascript'),
+      },
+      errors: { '404': 'not_found: no such asset (an older build)' },
+      handler: asset,
     }),
     defineRoute({
       method: 'get',

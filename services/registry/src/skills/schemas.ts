@@ -24,7 +24,7 @@ export const DEFAULT_HOLD_HOURS: Record<(typeof SKILL_TYPES)[number], number> = 
 
 export const MAX_ENDPOINTS_PER_SKILL = 100;
 
-const SkillName = Type.String({
+export const SkillName = Type.String({
   minLength: 2,
   maxLength: 64,
   pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',

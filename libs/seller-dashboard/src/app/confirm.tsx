@@ -1,0 +1,122 @@
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { RequiredMark } from './ui';
+
+export interface ConfirmOptions {
+  title: string;
+  /** What the action does, as label and value pairs (amount, payer, address…). */
+  facts: Array<[string, ComponentChildren]>;
+  /** What changes for the seller's money, in one sentence. */
+  effect: ComponentChildren;
+  confirmLabel: string;
+  /** A text the seller must (or may) give with the action, such as a rejection reason. */
+  input?: { label: string; hint?: string; required: boolean };
+}
+
+export type ConfirmAnswer = false | { input: string };
+
+/**
+ * A money action waits for this dialog (a native modal <dialog>: focus moves in and stays there, Escape cancels,
+ * focus returns to the button that opened it). Never window.confirm, which shows no amounts and cannot be styled.
+ */
+export function useConfirm() {
+  const [open, setOpen] = useState<{ options: ConfirmOptions; resolve: (answer: ConfirmAnswer) => void }>();
+  const ask = useCallback(
+    (options: ConfirmOptions) =>
+      new Promise<ConfirmAnswer>((resolve) => {
+        setOpen({ options, resolve });
+      }),
+    [],
+  );
+  const close = (answer: ConfirmAnswer) => {
+    open?.resolve(answer);
+    setOpen(undefined);
+  };
+  const dialog = open ? <ConfirmDialog options={open.options} onAnswer={close} /> : null;
+  return { ask, dialog };
+}
+
+function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: ConfirmAnswer) => void }) {
+  const { options } = props;
+  const ref = useRef<HTMLDialogElement>(null);
+  const [input, setInput] = useState('');
+  const [inputError, setInputError] = useState<string>();
+  useEffect(() => {
+    const opener = document.activeElement as HTMLElement | null;
+    const element = ref.current;
+    if (element && !element.open) element.showModal();
+    return () => opener?.focus?.();
+  }, []);
+  const confirm = (event: Event) => {
+    event.preventDefault();
+    if (options.input?.required && input.trim() === '') {
+      setInputError(`${options.input.label} is required`);
+      document.getElementById('confirm-input')?.focus();
+      return;
+    }
+    props.onAnswer({ input: input.trim() });
+  };
+  return (
+    <dialog
+      ref={ref}
+      aria-labelledby="confirm-title"
+      aria-describedby="confirm-effect"
+      onCancel={(event) => {
+        event.preventDefault();
+        props.onAnswer(false);
+      }}
+    >
+      <article>
+        <form method="dialog" onSubmit={confirm} noValidate>
+          <h2 id="confirm-title">{options.title}</h2>
+          <dl class="facts" data-testid="confirm-facts">
+            {options.facts.map(([label, value]) => (
+              <>
+                <dt key={`${label}-dt`}>{label}</dt>
+                <dd key={`${label}-dd`}>{value}</dd>
+              </>
+            ))}
+          </dl>
+          <p id="confirm-effect" class="effect">
+            {options.effect}
+          </p>
+          {options.input && (
+            <div class="field">
+              <label for="confirm-input">
+                {options.input.label}
+                {options.input.required && <RequiredMark />}
+              </label>
+              <input
+                id="confirm-input"
+                value={input}
+                aria-required={options.input.required}
+                aria-invalid={inputError ? true : undefined}
+                aria-describedby={
+                  [options.input.hint && 'confirm-input-hint', inputError && 'confirm-input-error']
+                    .filter(Boolean)
+                    .join(' ') || undefined
+                }
+                onInput={(e) => {
+                  setInputError(undefined);
+                  setInput((e.target as HTMLInputElement).value);
+                }}
+              />
+              {options.input.hint && <small id="confirm-input-hint">{options.input.hint}</small>}
+              {inputError && (
+                <small id="confirm-input-error" class="field-error">
+                  {inputError}
+                </small>
+              )}
+            </div>
+          )}
+          <footer class="actions">
+            <button type="button" class="secondary outline" onClick={() => props.onAnswer(false)}>
+              Cancel
+            </button>
+            <button type="submit">{options.confirmLabel}</button>
+          </footer>
+        </form>
+      </article>
+    </dialog>
+  );
+}

@@ -1,0 +1,231 @@
+import { parseUsdc } from '@paygate/money';
+import { useMemo } from 'preact/hooks';
+import type { ApiClient, Query } from './api';
+import { PaymentsChart } from './chart';
+import { useDashboard } from './context';
+import { dateTime, usd } from './format';
+import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
+import type { Account, Balances, Page, Skill, Transaction } from './types';
+import { Address, Empty, Link, LoadState, useLoad } from './ui';
+
+export const CHART_DAYS = 30;
+/** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
+const MAX_PAGES = 10;
+
+export async function fetchAll(api: ApiClient, query: Query): Promise<Transaction[]> {
+  const all: Transaction[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const result = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
+      query: { ...query, limit: 200, cursor },
+    });
+    all.push(...result.data);
+    cursor = result.nextCursor ?? undefined;
+    if (!cursor) break;
+  }
+  return all;
+}
+
+/** The last CHART_DAYS UTC days of payments (the chart and the figures read the same rows). */
+export function useRecentPayments() {
+  const { api } = useDashboard();
+  return useLoad(
+    () => {
+      const from = new Date(Date.now() - (CHART_DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
+      return fetchAll(api, { confirmedFrom: from });
+    },
+    [],
+    { live: true },
+  );
+}
+
+/** The home page: what came in, what went out, what is paid next and when. */
+export function OverviewPage() {
+  const { api } = useDashboard();
+  const recent = useRecentPayments();
+  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), [], { live: true });
+  const account = useLoad(() => api.request<Account>('GET', '/api/v1/account'), [], { live: true });
+  const skills = useLoad(
+    () => api.request<Page<Skill>>('GET', '/api/v1/manage/skills', { query: { limit: 50 } }),
+    [],
+    { live: true },
+  );
+  const figures = useMemo(() => (recent.data ? totals(recent.data) : undefined), [recent.data]);
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  return (
+    <>
+      <h1>Overview</h1>
+      {account.data && skills.data && recent.data && (
+        <Checklist account={account.data} skills={skills.data.data} payments={recent.data} />
+      )}
+      <section aria-labelledby="figures-title">
+        <h2 id="figures-title">Last {CHART_DAYS} days</h2>
+        <LoadState load={recent} what="payments">
+          {(rows) => (
+            <>
+              <div class="figures">
+                <Figure
+                  label="Gross"
+                  value={figures!.gross}
+                  hint={`${figures!.count} payment${figures!.count === 1 ? '' : 's'}`}
+                  testId="gross"
+                />
+                <Figure
+                  label="Refunds"
+                  value={figures!.refunds}
+                  hint="sent back to buyers"
+                  testId="refunds"
+                />
+                <Figure
+                  label="Fees"
+                  value={figures!.fees}
+                  hint="Paygate's 5%, less fees returned"
+                  testId="fees"
+                />
+                <Figure label="Net" value={figures!.net} hint="what you get" testId="net" />
+              </div>
+              {rows.length === 0 ? (
+                <Empty>
+                  No payments in the last {CHART_DAYS} days. When a buyer pays one of your skills, it appears
+                  here within seconds.
+                </Empty>
+              ) : (
+                <PaymentsChart series={series} />
+              )}
+            </>
+          )}
+        </LoadState>
+      </section>
+      <section aria-labelledby="payout-next-title">
+        <h2 id="payout-next-title">Next payout</h2>
+        <LoadState load={balances} what="balances">
+          {(b) => (
+            <LoadState load={account} what="your settlement settings">
+              {(a) => <NextPayout balances={b} account={a} />}
+            </LoadState>
+          )}
+        </LoadState>
+        <p>
+          <Link to="/money">All payments, refunds and settlements →</Link>
+        </p>
+      </section>
+    </>
+  );
+}
+
+function Figure(props: { label: string; value: string; hint: string; testId: string }) {
+  return (
+    <article>
+      <h3>{props.label}</h3>
+      <p class="amount" data-testid={`figure-${props.testId}`}>
+        {usd(props.value)}
+      </p>
+      <small>{props.hint}</small>
+    </article>
+  );
+}
+
+function NextPayout(props: { balances: Balances; account: Account }) {
+  const { balances, account } = props;
+  const available = parseUsdc(balances.available);
+  const minimum = parseUsdc(account.minimumSettlement);
+  const next = nextPayoutAt(account.settlementFrequency, new Date());
+  const reached = available >= minimum && available > 0n;
+  // <progress> takes numbers: micro-USDC stays exact well below 2^53 for any balance this shows.
+  const percent = minimum > 0n ? Number((available * 100n) / minimum) : available > 0n ? 100 : 0;
+  return (
+    <div class="figures">
+      <article>
+        <h3>Available</h3>
+        <p class="amount" data-testid="overview-available">
+          {usd(balances.available)}
+        </p>
+        <progress
+          class="minimum"
+          value={Math.min(100, percent)}
+          max={100}
+          aria-label="Available against the minimum"
+        />
+        <small data-testid="overview-minimum">
+          {reached
+            ? `at or above your ${usd(account.minimumSettlement)} minimum`
+            : `${usd(account.minimumSettlement)} minimum: smaller balances wait for a later period`}
+        </small>
+      </article>
+      <article>
+        <h3>Next payout run</h3>
+        <p class="amount" data-testid="overview-next-payout">
+          {dayLabel(next)}
+        </p>
+        <small>
+          {account.settlementFrequency.toLowerCase()}, after {dateTime(next.toISOString())}
+          {reached ? '' : '; only if the minimum is reached by then'}
+        </small>
+      </article>
+      <article>
+        <h3>Held</h3>
+        <p class="amount">{usd(balances.held)}</p>
+        <small>in escrow, released after each skill's hold period</small>
+      </article>
+    </div>
+  );
+}
+
+/** The first steps of a new seller, until each is done (then the list goes away). */
+function Checklist(props: { account: Account; skills: Skill[]; payments: Transaction[] }) {
+  const { account, skills, payments } = props;
+  const steps: Array<{ key: string; done: boolean; text: preact.ComponentChildren }> = [
+    {
+      key: 'payout',
+      done:
+        account.payoutAddress.toLowerCase() !== account.walletAddress.toLowerCase() ||
+        account.pendingPayoutAddress !== null,
+      text: (
+        <>
+          Check where payouts go: now <Address value={account.payoutAddress} label="payout address" /> (
+          <Link to="/settings">change it in Settings</Link>)
+        </>
+      ),
+    },
+    {
+      key: 'webhook',
+      done: account.webhookUrl !== null,
+      text: (
+        <>
+          <Link to="/settings">Set a webhook URL</Link> to hear of payments and refunds
+        </>
+      ),
+    },
+    {
+      key: 'skill',
+      done: skills.some((s) => s.status === 'ACTIVE'),
+      text: (
+        <>
+          <Link to="/skills/new">Create your first skill</Link> and see it go active
+        </>
+      ),
+    },
+    {
+      key: 'payment',
+      done: payments.length > 0,
+      text: 'Receive a test payment (pay your skill with the agent client on the test network)',
+    },
+  ];
+  if (steps.every((step) => step.done)) return null;
+  return (
+    <section aria-labelledby="checklist-title" class="checklist">
+      <h2 id="checklist-title">
+        Getting started: {steps.filter((s) => s.done).length} of {steps.length} done
+      </h2>
+      <ul>
+        {steps.map((step) => (
+          <li key={step.key} data-testid={`step-${step.key}`} data-done={step.done}>
+            <span aria-hidden="true">{step.done ? '✓ ' : '○ '}</span>
+            <span class="visually-hidden">{step.done ? 'Done: ' : 'To do: '}</span>
+            {step.text}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}

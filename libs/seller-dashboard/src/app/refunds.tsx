@@ -1,0 +1,287 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { useState } from 'preact/hooks';
+import { fieldErrors, newIdempotencyKey } from './api';
+import { useConfirm } from './confirm';
+import { useDashboard } from './context';
+import { dateTime, usd } from './format';
+import { BALANCE_EFFECT, refundEffect } from './refund-effect';
+import type { Page, Refund, RefundRequest, TransactionDetail } from './types';
+import {
+  Address,
+  Empty,
+  ErrorNote,
+  Field,
+  Link,
+  LoadState,
+  Notice,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
+
+/** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
+function refundFacts(t: TransactionDetail, amount: string) {
+  const effect = refundEffect(t, amount);
+  return {
+    facts: [
+      ['Refund', <strong key="a">{usd(amount)}</strong>],
+      ['To the payer', <Address key="p" value={t.payer} label="payer address" />],
+      [
+        'Payment',
+        `${usd(t.amount)} on ${dateTime(t.confirmedAt)}${t.skillName ? ` for ${t.skillName}` : ''}`,
+      ],
+      ['You keep of this payment', usd(effect.sellerKeeps)],
+    ] as Array<[string, preact.ComponentChildren]>,
+    effect: (
+      <>
+        Your balance goes down by <strong>{usd(effect.fromSeller)}</strong> (your 95% share; Paygate returns
+        its {usd(effect.feeReturned)} fee), which {BALANCE_EFFECT[effect.balance]}. The USDC goes back to the
+        payer on chain; this cannot be undone.
+      </>
+    ),
+  };
+}
+
+export function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
+  const { api } = useDashboard();
+  const t = props.transaction;
+  const [amount, setAmount] = useState(t.refundableAmount);
+  const [reason, setReason] = useState('');
+  const [key, setKey] = useState(newIdempotencyKey);
+  const [done, setDone] = useState<Refund>();
+  const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
+  const save = useAction();
+  const confirm = useConfirm();
+  const errors = { ...fieldErrors(save.error), ...localErrors };
+  let remainder = '';
+  try {
+    const left = parseUsdc(t.refundableAmount) - parseUsdc(amount);
+    remainder = left >= 0n ? formatUsdc(left) : '';
+  } catch {
+    remainder = '';
+  }
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const problems: Record<string, string> = {};
+    if (!remainder || parseUsdc(amount.trim() || '0') === 0n)
+      problems.amount = `Enter an amount above $0.00 and at most ${usd(t.refundableAmount)}`;
+    if (!reason.trim()) problems.reason = 'Say why you refund (the buyer sees it)';
+    setLocalErrors(problems);
+    if (Object.keys(problems).length) {
+      document.getElementById(problems.amount ? 'refund-amount' : 'refund-reason')?.focus();
+      return;
+    }
+    const facts = refundFacts(t, amount.trim());
+    const answer = await confirm.ask({
+      title: amount.trim() === t.refundableAmount ? 'Refund in full?' : 'Refund part of this payment?',
+      ...facts,
+      confirmLabel: `Refund ${usd(amount.trim())}`,
+    });
+    if (!answer) return;
+    const refund = await save.run(() =>
+      api.request<Refund>('POST', '/api/v1/refunds', {
+        body: { transactionId: t.transactionId, amount: amount.trim(), reason: reason.trim() },
+        idempotencyKey: key,
+      }),
+    );
+    if (refund) {
+      setDone(refund);
+      setKey(newIdempotencyKey());
+      setAmount(refund.remainingRefundable ?? '');
+      setReason('');
+      props.onRefunded();
+    }
+  };
+  return (
+    <form aria-labelledby="refund-title" onSubmit={submit} noValidate>
+      <h2 id="refund-title">Refund</h2>
+      {done && (
+        <Notice>
+          Refund of {usd(done.amount)} booked; the USDC goes back to the payer on chain.{' '}
+          {usd(done.remainingRefundable)} remains refundable.
+        </Notice>
+      )}
+      <div class="grid">
+        <Field
+          id="refund-amount"
+          label="Amount (USDC)"
+          required
+          hint={`up to ${usd(t.refundableAmount)}; ${remainder ? `${usd(remainder)} would remain refundable` : 'enter a valid amount'}`}
+          error={errors.amount}
+        >
+          {(aria) => (
+            <input
+              {...aria}
+              inputMode="decimal"
+              value={amount}
+              onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+        <Field id="refund-reason" label="Reason" required error={errors.reason}>
+          {(aria) => (
+            <input
+              {...aria}
+              value={reason}
+              onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+      </div>
+      {save.error && !Object.keys(fieldErrors(save.error)).length ? <ErrorNote error={save.error} /> : null}
+      <div class="actions">
+        <button type="submit" disabled={save.busy} aria-busy={save.busy}>
+          {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}
+        </button>
+        <button type="button" class="outline secondary" onClick={() => setAmount(t.refundableAmount)}>
+          Full amount
+        </button>
+      </div>
+      {confirm.dialog}
+    </form>
+  );
+}
+
+/** Buyers' refund requests, each with the payment it names: amount, payer, dates, what the seller keeps. */
+export function RefundRequestsSection() {
+  const { api } = useDashboard();
+  const [status, setStatus] = useState('pending');
+  const [notice, setNotice] = useState<string>();
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<RefundRequest>>('GET', '/api/v1/refund-requests', {
+        query: { status: status || undefined },
+      });
+      const payments = await Promise.all(
+        page.data.map((r) =>
+          api.request<TransactionDetail>('GET', `/api/v1/transactions/${r.transactionId}`),
+        ),
+      );
+      return page.data.map((request, i) => ({ request, payment: payments[i]! }));
+    },
+    [status],
+    { live: true },
+  );
+  const action = useAction();
+  const confirm = useConfirm();
+  const decide = async (
+    request: RefundRequest,
+    payment: TransactionDetail,
+    decision: 'approve' | 'reject',
+  ) => {
+    setNotice(undefined);
+    const answer =
+      decision === 'approve'
+        ? await confirm.ask({
+            title: 'Approve this refund request?',
+            ...refundFacts(payment, payment.refundableAmount),
+            confirmLabel: `Approve and refund ${usd(payment.refundableAmount)}`,
+          })
+        : await confirm.ask({
+            title: 'Reject this refund request?',
+            facts: [
+              ['Asked back', usd(payment.refundableAmount)],
+              ['Payer', <Address key="p" value={payment.payer} label="payer address" />],
+              ['Their reason', `“${request.reason}”`],
+            ],
+            effect: `Nothing is refunded and your balance does not change. The buyer can read your reason.`,
+            confirmLabel: 'Reject request',
+            input: { label: 'Why you reject it', hint: 'the buyer sees this', required: true },
+          });
+    if (!answer) return;
+    const done = await action.run(() =>
+      api.request('POST', `/api/v1/refund-requests/${request.refundRequestId}/${decision}`, {
+        body: decision === 'reject' ? { reason: answer.input } : {},
+        idempotencyKey: newIdempotencyKey(),
+      }),
+    );
+    if (done) {
+      setNotice(
+        decision === 'approve'
+          ? `Refund of ${usd(payment.refundableAmount)} to the payer booked.`
+          : 'Refund request rejected; the buyer can read your reason.',
+      );
+      list.reload();
+    }
+  };
+  return (
+    <section aria-labelledby="rr-title">
+      <h2 id="rr-title">Refund requests from buyers</h2>
+      <Field id="rr-status" label="Show">
+        {(aria) => (
+          <select
+            {...(aria as object)}
+            value={status}
+            onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}
+          >
+            <option value="pending">Waiting for you</option>
+            <option value="approved">Approved</option>
+            <option value="completed">Completed</option>
+            <option value="rejected">Rejected</option>
+            <option value="">All</option>
+          </select>
+        )}
+      </Field>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorNote error={action.error} />
+      <LoadState load={list} what="refund requests">
+        {(rows) =>
+          rows.length === 0 ? (
+            <Empty>No refund requests {status === 'pending' ? 'waiting for you' : 'here'}.</Empty>
+          ) : (
+            <ul class="cards">
+              {rows.map(({ request: r, payment: p }) => (
+                <li key={r.refundRequestId} data-testid="refund-request">
+                  <p>
+                    <strong>{usd(r.refund?.amount ?? p.refundableAmount)}</strong> asked back of a{' '}
+                    <Link to={`/money/transactions/${r.transactionId}`}>{usd(p.amount)} payment</Link>
+                    {p.skillName ? ` for ${p.skillName}` : ''} · <StatusBadge status={r.status} />
+                  </p>
+                  <dl class="facts compact">
+                    <dt>Reason</dt>
+                    <dd>“{r.reason}”</dd>
+                    <dt>Payer</dt>
+                    <dd>
+                      <Address value={p.payer} label="payer address" />
+                    </dd>
+                    <dt>Asked</dt>
+                    <dd>{dateTime(r.createdAt)}</dd>
+                    <dt>Paid</dt>
+                    <dd>{dateTime(p.confirmedAt)}</dd>
+                    {r.status === 'pending' && (
+                      <>
+                        <dt>You keep if approved</dt>
+                        <dd>{usd(refundEffect(p, p.refundableAmount).sellerKeeps)}</dd>
+                      </>
+                    )}
+                  </dl>
+                  {r.status === 'pending' && (
+                    <span class="actions">
+                      <button
+                        type="button"
+                        class="small"
+                        disabled={action.busy}
+                        onClick={() => decide(r, p, 'approve')}
+                      >
+                        Approve full refund
+                      </button>
+                      <button
+                        type="button"
+                        class="small outline contrast"
+                        disabled={action.busy}
+                        onClick={() => decide(r, p, 'reject')}
+                      >
+                        Reject
+                      </button>
+                    </span>
+                  )}
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </LoadState>
+      {confirm.dialog}
+    </section>
+  );
+}

@@ -1,0 +1,71 @@
+import { createHash } from 'node:crypto';
+import { promisify } from 'node:util';
+import { brotliCompress, constants, gzip } from 'node:zlib';
+import type { DashboardAssets } from '@paygate/seller-dashboard';
+
+const brotli = promisify(brotliCompress);
+const gzipAsync = promisify(gzip);
+
+export interface ServedAsset {
+  type: string;
+  /** Named after a hash of its content: cached for a year, a new build has a new name. */
+  immutable: boolean;
+  identity: Buffer;
+  gzip: Buffer;
+  br: Buffer;
+  etag: string;
+}
+
+export interface ServedDashboard {
+  /** By file name under {basePath}/assets/: app.<hash>.js, app.<hash>.css, and the unhashed app.js, app.css. */
+  files: Map<string, ServedAsset>;
+  names: { js: string; css: string };
+}
+
+/**
+ * The bundle as the registry serves it: each file compressed once (brotli at its best level, gzip for the rest),
+ * under a content-hashed name pages link to and browsers keep for a year. The unhashed names stay for pages
+ * loaded before a deploy, revalidated each time.
+ */
+export async function serveDashboardAssets(built: DashboardAssets): Promise<ServedDashboard> {
+  const files = new Map<string, ServedAsset>();
+  const names = { js: '', css: '' };
+  const kinds = [
+    ['js', 'text/javascript; charset=utf-8'],
+    ['css', 'text/css; charset=utf-8'],
+  ] as const;
+  for (const [kind, type] of kinds) {
+    const identity = Buffer.from(built[kind], 'utf8');
+    const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
+    const [br, gz] = await Promise.all([
+      brotli(identity, {
+        params: {
+          [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
+          [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
+          [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
+        },
+      }),
+      gzipAsync(identity, { level: 9 }),
+    ]);
+    const asset = { type, identity, gzip: gz, br, etag: `"${hash}"` };
+    names[kind] = `app.${hash}.${kind}`;
+    files.set(names[kind], { ...asset, immutable: true });
+    files.set(`app.${kind}`, { ...asset, immutable: false });
+  }
+  return { files, names };
+}
+
+/** The encoding to send for an Accept-Encoding header: brotli, else gzip, else none (q=0 refuses one). */
+export function pickEncoding(acceptEncoding: string | undefined): 'br' | 'gzip' | 'identity' {
+  const accepted = new Map<string, number>();
+  for (const part of (acceptEncoding ?? '').split(',')) {
+    const [name, ...params] = part.trim().toLowerCase().split(';');
+    if (!name) continue;
+    const q = params.map((p) => /^\s*q=([\d.]+)\s*$/.exec(p)?.[1]).find(Boolean);
+    accepted.set(name, q === undefined ? 1 : Number(q));
+  }
+  const ok = (name: string) => (accepted.get(name) ?? accepted.get('*') ?? 0) > 0;
+  if (ok('br')) return 'br';
+  if (ok('gzip')) return 'gzip';
+  return 'identity';
+}
