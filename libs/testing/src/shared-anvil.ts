@@ -1,6 +1,6 @@
 /**
  * One anvil per jest worker, shared by the suites that worker runs one after another. A suite that asks for a
- * default chain (`startAnvil()` with no options) leases it, reset to its genesis snapshot (`evm_revert`: block 0,
+ * default chain (`startAnvil()` with no options) leases it, reset to its genesis snapshot (`evm_revert`: block 0 plus one empty block of now,
  * every account's nonce and balance, the clock offset; mining back to one block per transaction), so it sees exactly
  * what a new anvil would show, without paying for a process start. The lease is kept in a file named after the
  * worker's pid, because jest gives every test file its own module registry: a suite that did not release it (a
@@ -83,6 +83,9 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
     await provider.send('evm_setIntervalMining', [0]);
     await provider.send('evm_setAutomine', [true]);
     const genesisSnapshot = (await provider.send('evm_snapshot', [])) as string;
+    // The genesis block carries the time the node started; a new node's latest block is about now, and code that
+    // judges by the latest block's time (EIP-3009 validity) must see now: one empty block, as a new node's next.
+    await provider.send('evm_mine', []);
     writeState({ port: state.port, pid: state.pid, genesisSnapshot, leased: true });
   } catch (error) {
     provider.destroy();

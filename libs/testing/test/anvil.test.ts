@@ -234,7 +234,7 @@ describe('startAnvil lifecycle', () => {
     const again = await startAnvil();
     try {
       expect(again.port).toBe(first.port);
-      expect(await again.provider.getBlockNumber()).toBe(0);
+      expect(await again.provider.getBlockNumber()).toBe(1);
       expect(await again.provider.getTransactionCount(testWallets.deployer.address)).toBe(0);
       // Mining is back to one block per transaction and the clock offset is gone.
       const redeployed = await deployTestUsdc(again.rpcUrl);

@@ -4,6 +4,7 @@ import { forwardingKey } from './2026-11-23-0100-forwarding-key';
 import { sessionSignOut } from './2026-11-24-0100-session-sign-out';
 import { walletGuardedChanges } from './2026-11-25-0100-wallet-guarded-changes';
 import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
+import { idempotencyClaims } from './2026-11-25-1800-idempotency-claims';
 /** Frozen, date-prefixed migrations of the registry schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
@@ -11,4 +12,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24-0100-session-sign-out': sessionSignOut,
   '2026-11-25-0100-wallet-guarded-changes': walletGuardedChanges,
   '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
+  '2026-11-25-1800-idempotency-claims': idempotencyClaims,
 };

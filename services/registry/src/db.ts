@@ -85,8 +85,9 @@ export interface IdempotencyKeysTable {
   seller_id: string;
   key: string;
   request_hash: string;
-  response_status: number;
-  response_body: unknown;
+  /** Null while the first request with this key runs (the key is claimed). */
+  response_status: number | null;
+  response_body: unknown | null;
   created_at: Generated<Date>;
 }
 
