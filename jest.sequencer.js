@@ -10,7 +10,6 @@ const path = require('node:path');
 const LONGEST_FIRST = [
   'deploy/test/chaos-short.test.ts',
   'deploy/test/dev-twice.test.ts',
-  'deploy/test/dev-signals.test.ts',
   'deploy/test/fuzz.test.ts',
   'deploy/test/sdk-packages.test.ts',
   'deploy/test/newcomer.test.ts',

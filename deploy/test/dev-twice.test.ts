@@ -5,11 +5,14 @@
  * very same tx hash), which only works on fresh schemas and streams. On each run the public catalog lists exactly
  * the demo skills (a skill added in run 1 is gone in run 2), the demo API's answer names the tx hash it was paid
  * with, an operator settle-now (with the token the runner prints) pays the seller on the new chain (run 2 signs
- * with the new chain's nonces), and reconciliation of ledger and chain shows difference 0. Both runs stop cleanly:
- * exit code 0 and every port free again.
+ * with the new chain's nonces), and reconciliation of ledger and chain shows difference 0. Both runs stop cleanly
+ * within seconds of a signal (SIGTERM after run 1, SIGINT, Ctrl-C, after run 2), even with the connections an hour in
+ * a browser leaves open (a widget's WebSocket through the edge, keep-alive connections): exit code 0 and every port
+ * free again. Before, the runner waited for the edge to close, which never happened while a browser held a socket.
  *
  *   npx jest deploy/test/dev-twice
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -76,6 +79,47 @@ async function freeOffset(): Promise<number> {
   }
   throw new Error('no free block of ports for the dev runner');
 }
+
+/** A WebSocket as the widget opens it, through the edge to the notifier, held open (raw upgrade, no library). */
+function openWidgetSocket(edgePort: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(edgePort, '127.0.0.1', () => {
+      socket.write(
+        [
+          'GET /api/v1/ws HTTP/1.1',
+          `Host: 127.0.0.1:${edgePort}`,
+          'Upgrade: websocket',
+          'Connection: Upgrade',
+          `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+          'Sec-WebSocket-Version: 13',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+    });
+    socket.once('data', (chunk) => {
+      if (chunk.toString().startsWith('HTTP/1.1 101')) resolve(socket);
+      else reject(new Error(`no upgrade: ${chunk.toString().split('\r\n')[0]}`));
+    });
+    socket.once('error', reject);
+    socket.on('error', () => undefined);
+  });
+}
+
+/** A keep-alive HTTP connection that asked one question and stays open. */
+function openKeepAlive(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`);
+    });
+    socket.once('data', () => resolve(socket));
+    socket.once('error', reject);
+    socket.on('error', () => undefined);
+  });
+}
+
+/** What "within seconds" means here, on a busy 2-core machine. */
+const STOP_WITHIN_MS = 12_000;
 
 function tail(output: string, lines = 40): string {
   return output.split('\n').slice(-lines).join('\n');
@@ -226,21 +270,42 @@ describe('make dev, twice in a row', () => {
     }
   }
 
-  async function stopCleanly(): Promise<void> {
-    const code = await runner!.kill('SIGTERM');
-    expect(code).toBe(0);
-    // Nothing it started is left listening: services, chain, demo and edge are gone.
-    await waitFor(() => allFree(offset), { timeoutMs: 10_000, message: 'every dev port free again' });
+  async function stopCleanly(signal: 'SIGTERM' | 'SIGINT'): Promise<void> {
+    const current = runner!;
+    // What an hour in a browser leaves behind: the widget's live socket and keep-alive connections.
+    const sockets = [
+      await openWidgetSocket(8080 + offset),
+      await openKeepAlive(8080 + offset),
+      await openKeepAlive(8090 + offset),
+      await openKeepAlive(routeTable.services.notifier.port + offset),
+    ];
+    try {
+      const signalledAt = Date.now();
+      current.child.kill(signal);
+      const exitCode = await Promise.race([
+        current.exited,
+        new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), STOP_WITHIN_MS)),
+      ]);
+      expect({ signal, exitCode }).toEqual({ signal, exitCode: 0 });
+      // Nothing it started is left listening: services, chain, demo and edge are gone.
+      await waitFor(() => allFree(offset), {
+        timeoutMs: Math.max(1000, STOP_WITHIN_MS - (Date.now() - signalledAt)),
+        intervalMs: 200,
+        message: `every dev port free again after ${signal}`,
+      });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
     runner = undefined;
   }
 
   it('pays the demo skill through the edge, settles and reconciles on each run, and stops everything each time', async () => {
     const first = await runAndPay(1);
-    await stopCleanly();
+    await stopCleanly('SIGTERM');
     const second = await runAndPay(2);
-    await stopCleanly();
+    await stopCleanly('SIGINT');
     console.log(
-      `dev runner twice on ports +${offset}: run 1 paid in ${first.txHash} and paid out in ${first.payoutTxHash} (${first.settledBy}), run 2 paid in ${second.txHash} and paid out in ${second.payoutTxHash} (${second.settledBy}); both answered 200 and reconciled to 0`,
+      `dev runner twice on ports +${offset}: run 1 paid in ${first.txHash} and paid out in ${first.payoutTxHash} (${first.settledBy}), run 2 paid in ${second.txHash} and paid out in ${second.payoutTxHash} (${second.settledBy}); both answered 200, reconciled to 0 and stopped on a signal with sockets open`,
     );
   }, 400_000);
 });

@@ -84,8 +84,17 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
     await provider.send('evm_setAutomine', [true]);
     const genesisSnapshot = (await provider.send('evm_snapshot', [])) as string;
     // The genesis block carries the time the node started; a new node's latest block is about now, and code that
-    // judges by the latest block's time (EIP-3009 validity) must see now: one empty block, as a new node's next.
+    // judges by the latest block's time (EIP-3009 validity) must see now: one empty block, as a new node's next. The
+    // clock is set explicitly too: a suite that moved it forward (evm_increaseTime) could leave it moved after a revert.
+    await provider.send('evm_setTime', [Math.floor(Date.now() / 1000)]);
     await provider.send('evm_mine', []);
+    const latest = await provider.getBlock('latest');
+    const now = Math.floor(Date.now() / 1000);
+    if (!latest || Math.abs(latest.timestamp - now) > 2) {
+      // anvil may give the first block after a revert the snapshot's timestamp: name the time outright.
+      await provider.send('evm_setNextBlockTimestamp', [now + 1]);
+      await provider.send('evm_mine', []);
+    }
     writeState({ port: state.port, pid: state.pid, genesisSnapshot, leased: true });
   } catch (error) {
     provider.destroy();
