@@ -96,6 +96,21 @@ function isDatabaseDataError(error: unknown): error is { code: string; message: 
 }
 
 /**
+ * Postgres is away or refusing connections for now (a restart, a terminated backend, the pool used up): the
+ * request may succeed if retried, so it is a 503, not a 500. SQLSTATE class 08 (connection exception), 57P01-57P03
+ * (admin shutdown, crash shutdown, cannot connect now), 53300 (too many connections), and node-postgres's own
+ * errors for a refused, reset or timed-out connection.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const candidate = error as { code?: unknown; message?: unknown } | null;
+  const code = typeof candidate?.code === 'string' ? candidate.code : '';
+  if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
+  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE'].includes(code)) return true;
+  const message = typeof candidate?.message === 'string' ? candidate.message : '';
+  return /timeout exceeded when trying to connect|Connection terminated|connection is closed/i.test(message);
+}
+
+/**
  * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
  * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
  * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
@@ -149,6 +164,19 @@ export function errorResponse(
       onUnexpected,
     );
   }
+  if (isDatabaseUnavailable(error)) {
+    onUnexpected(error);
+    return {
+      status: 503,
+      body: {
+        error: {
+          code: 'service_unavailable',
+          message: 'the database is unavailable; retry shortly',
+          requestId,
+        },
+      },
+    };
+  }
   if (typeof error?.status === 'number' && error.status >= 400 && error.status < 500) {
     return {
       status: error.status,
@@ -174,6 +202,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
         ),
     );
     if (res.headersSent) return;
+    if (status === 503) res.setHeader('Retry-After', '1');
     res.status(status).json(body);
   };
 }

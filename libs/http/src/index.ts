@@ -3,6 +3,7 @@ export {
   createApp,
   errorHandler,
   errorResponse,
+  isDatabaseUnavailable,
   notFoundHandler,
   requestIdFrom,
 } from './app';

@@ -1,0 +1,47 @@
+/**
+ * While Postgres restarts, a request is refused with 503 and Retry-After (it may succeed when retried), never a 500
+ * (make chaos found 500s during a Postgres restart). Errors as node-postgres reports them.
+ */
+import { errorResponse, isDatabaseUnavailable } from '../src';
+
+const pgError = (code: string, message = 'database error') =>
+  Object.assign(new Error(message), { code, severity: 'FATAL' });
+
+describe('a database that is away answers 503', () => {
+  it.each([
+    [
+      'admin shutdown (a restart, pg_terminate_backend)',
+      pgError('57P01', 'terminating connection due to administrator command'),
+    ],
+    ['the server starting up', pgError('57P03', 'the database system is starting up')],
+    ['too many connections', pgError('53300', 'sorry, too many clients already')],
+    ['a connection exception', pgError('08006', 'connection failure')],
+    [
+      'a refused connection',
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+    ],
+    ['the pool waiting too long', new Error('timeout exceeded when trying to connect')],
+    ['a connection ended mid-query', new Error('Connection terminated unexpectedly')],
+  ])('%s', (_case, error) => {
+    expect(isDatabaseUnavailable(error)).toBe(true);
+    const unexpected: unknown[] = [];
+    const answer = errorResponse(error, 'req-1', (e) => unexpected.push(e));
+    expect(answer).toEqual({
+      status: 503,
+      body: {
+        error: {
+          code: 'service_unavailable',
+          message: 'the database is unavailable; retry shortly',
+          requestId: 'req-1',
+        },
+      },
+    });
+    expect(unexpected).toEqual([error]); // still logged for the operator
+  });
+
+  it('keeps a value the database refused a 400 and a bug a 500', () => {
+    expect(errorResponse(pgError('22P02', 'invalid input syntax'), 'r', () => undefined).status).toBe(400);
+    expect(errorResponse(new TypeError('x is undefined'), 'r', () => undefined).status).toBe(500);
+    expect(isDatabaseUnavailable(pgError('23505', 'duplicate key'))).toBe(false);
+  });
+});
