@@ -21,7 +21,7 @@ unit:
 bench: deps
 	$(WITH_INFRA) tsx bench/run-all.ts
 
-# The full property test of every write route: 2,000 bodies per route (make test sends 300, same seeds).
+# The full property test of every write route: 2,000 bodies per route (make test sends 200, same seeds).
 fuzz: deps
 	FUZZ_RUNS=$${FUZZ_RUNS:-2000} $(WITH_INFRA) jest --ci deploy/test/fuzz.test.ts
 

@@ -1,6 +1,6 @@
 /**
  * The shared property test of every write route: all seven services run on real parts; each one's served
- * OpenAPI document names its POST, PUT and PATCH operations, and each gets FUZZ_RUNS (300 in `make test`, 2,000 in `make fuzz`) bodies
+ * OpenAPI document names its POST, PUT and PATCH operations, and each gets FUZZ_RUNS (200 in `make test`, 2,000 in `make fuzz`) bodies
  * its documented schema or the stored-text rules refuse (NUL, unpaired surrogates, 1 MB strings, deep
  * nesting, numbers for strings, integers too large, other types, bytes that are not JSON), with working
  * credentials so they reach validation. Never a 5xx; every 4xx in the documented error shape; every row
@@ -30,7 +30,7 @@ import express from 'express';
 import { type AllServices, startAllServices } from './all-services';
 
 /** `make test` sends a few hundred bodies per route; `make fuzz` the full 2,000 (same fixed seeds, FUZZ_SEED shifts them). */
-const RUNS = Number(process.env.FUZZ_RUNS ?? 300);
+const RUNS = Number(process.env.FUZZ_RUNS ?? 200);
 const CONCURRENCY = 16;
 const OPERATOR_TOKEN = 'fuzz-operator-token-00000000000000';
 /** Where each service serves its OpenAPI document (chain-indexer has no public API). */

@@ -90,49 +90,111 @@ jest.setTimeout(600_000);
 
 /** Where the tarballs go, and the consumer's empty folder: outside the workspace. */
 const WORK = mkdtempSync(path.join(os.tmpdir(), 'paygate-sdk-consumer-'));
-const built = new Map<string, Promise<{ outDir: string; packed: Packed }>>();
+/** The build folder's name inside each package (so the built code resolves the package's own npm dependencies). */
+const OUT_DIR_NAME = path.basename(mkdtempSync(path.join(WORK, '.sdk-build-')));
 interface Packed {
+  name: string;
   tarball: string;
   size: number;
   files: string[];
 }
+let builtAndPacked: Promise<Record<string, { outDir: string; packed: Packed }>> | undefined;
 
 /**
- * Each package built once (`build`, into a folder inside the package so the built code resolves the package's own
- * npm dependencies) and packed (`sdk:pack`), as its maintainer would; shared by both halves of this suite.
+ * Every public package built (`build-sdk.ts --all`: what each package's `build` script does, with one TypeScript
+ * program for all their declarations) and packed (`--pack`), as a maintainer releasing them would; once, shared by
+ * both halves of this suite.
  */
 function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> {
-  let done = built.get(dir);
-  if (!done) {
-    done = (async () => {
-      const packageDir = path.join(ROOT, dir);
-      const outDir = mkdtempSync(path.join(packageDir, '.sdk-build-'));
-      const env: NodeJS.ProcessEnv = {
-        ...process.env,
-        SDK_OUT_DIR: path.basename(outDir),
-        SDK_PACK_DIR: path.join(WORK, 'tarballs'),
-      };
-      delete env.NODE_OPTIONS;
-      await run('pnpm', ['run', '--silent', 'build'], { cwd: packageDir, env, timeout: 500_000 });
-      const { stdout } = await run('pnpm', ['run', '--silent', 'sdk:pack'], {
-        cwd: packageDir,
-        env,
-        timeout: 120_000,
-      });
-      return { outDir, packed: JSON.parse(stdout.trim().split('\n').at(-1)!) as Packed };
-    })();
-    built.set(dir, done);
-  }
-  return done;
+  builtAndPacked ??= (async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      SDK_OUT_DIR: OUT_DIR_NAME,
+      SDK_PACK_DIR: path.join(WORK, 'tarballs'),
+    };
+    delete env.NODE_OPTIONS;
+    const script = path.join(ROOT, 'deploy/scripts/build-sdk.ts');
+    const tsx = require.resolve('tsx/cli');
+    await run(process.execPath, [tsx, script, '--all'], { cwd: ROOT, env, timeout: 500_000 });
+    const { stdout } = await run(process.execPath, [tsx, script, '--all', '--pack=unused'], {
+      cwd: ROOT,
+      env,
+      timeout: 240_000,
+    });
+    const packed = stdout
+      .trim()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Packed);
+    return Object.fromEntries(
+      SDKS.map(({ dir }) => {
+        const name = JSON.parse(readFileSync(path.join(ROOT, dir, 'package.json'), 'utf8')).name as string;
+        const found = packed.find((p) => p.name === name);
+        if (!found) throw new Error(`${name} was not packed (is its paygateSdk field missing?)`);
+        return [dir, { outDir: path.join(ROOT, dir, OUT_DIR_NAME), packed: found }];
+      }),
+    );
+  })();
+  return builtAndPacked.then((all) => all[dir]!);
 }
 
 afterAll(async () => {
-  for (const done of built.values()) {
-    const outcome = await done.catch(() => undefined);
-    if (outcome) rmSync(outcome.outDir, { recursive: true, force: true });
-  }
+  for (const { dir } of SDKS) rmSync(path.join(ROOT, dir, OUT_DIR_NAME), { recursive: true, force: true });
   rmSync(WORK, { recursive: true, force: true });
 });
+
+let consumersChecked: Promise<string> | undefined;
+
+/**
+ * One consumer folder with every built package installed (linked) under its name, and each package's consumer code
+ * as CommonJS and ESM, type-checked by one tsc run against the bundled .d.ts files and their dependencies' own types
+ * (skipLibCheck off). Answers the folder, for the probes that import the packages by name.
+ */
+function typeCheckedConsumers(): Promise<string> {
+  consumersChecked ??= (async () => {
+    const consumerDir = path.join(WORK, 'typed-consumer');
+    const files: string[] = [];
+    for (const sdk of SDKS) {
+      const { outDir } = await buildAndPack(sdk.dir);
+      const { name } = JSON.parse(readFileSync(path.join(outDir, 'package.json'), 'utf8')) as {
+        name: string;
+      };
+      const installed = path.join(consumerDir, 'node_modules', ...name.split('/'));
+      mkdirSync(path.dirname(installed), { recursive: true });
+      symlinkSync(outDir, installed, 'dir');
+      const base = path.basename(sdk.dir);
+      for (const extension of ['cts', 'mts']) {
+        writeFileSync(path.join(consumerDir, `${base}.${extension}`), sdk.consumer);
+        files.push(`${base}.${extension}`);
+      }
+    }
+    writeFileSync(
+      path.join(consumerDir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'es2022',
+          lib: ['es2022', 'dom'],
+          types: ['node'],
+          typeRoots: [path.join(ROOT, 'node_modules/@types')],
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+        },
+        files,
+      }),
+    );
+    await run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumerDir], {
+      cwd: consumerDir,
+      timeout: 180_000,
+    }).catch((error: { stdout?: string }) => {
+      throw new Error(`a consumer's type check failed:\n${error.stdout ?? error}`);
+    });
+    return consumerDir;
+  })();
+  return consumersChecked;
+}
 
 describe('SDK packages build to publishable JavaScript with types', () => {
   it.concurrent.each(SDKS)('$dir builds, and the built JS runs in plain Node with its .d.ts', async (sdk) => {
@@ -172,35 +234,7 @@ describe('SDK packages build to publishable JavaScript with types', () => {
     // A consumer that installed the package: imported by its name (through the published exports map) from
     // CommonJS and ESM, and type-checked against the bundled .d.ts, which must be real types, not `any`.
     const manifest = JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
-    const consumerDir = path.join(outDir, 'consumer');
-    const installed = path.join(consumerDir, 'node_modules', ...manifest.name.split('/'));
-    mkdirSync(path.dirname(installed), { recursive: true });
-    symlinkSync(outDir, installed, 'dir');
-    writeFileSync(path.join(consumerDir, 'consumer.cts'), sdk.consumer);
-    writeFileSync(path.join(consumerDir, 'consumer.mts'), sdk.consumer);
-    writeFileSync(
-      path.join(consumerDir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          module: 'nodenext',
-          moduleResolution: 'nodenext',
-          target: 'es2022',
-          lib: ['es2022', 'dom'],
-          types: ['node'],
-          typeRoots: [path.join(ROOT, 'node_modules/@types')],
-          strict: true,
-          noEmit: true,
-          skipLibCheck: false,
-        },
-        files: ['consumer.cts', 'consumer.mts'],
-      }),
-    );
-    await run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumerDir], {
-      cwd: consumerDir,
-      timeout: 120_000,
-    }).catch((error: { stdout?: string }) => {
-      throw new Error(`a consumer's type check failed:\n${error.stdout ?? error}`);
-    });
+    const consumerDir = await typeCheckedConsumers();
     for (const loader of [
       `require(${JSON.stringify(manifest.name)})`,
       `await import(${JSON.stringify(manifest.name)})`,
@@ -245,6 +279,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
   const app = path.join(WORK, 'app');
   const packed: Record<string, Packed> = {};
   let all: AllServices;
+  let servicesStarted: Promise<AllServices> | undefined;
   let edge: http.Server;
   let upstream: http.Server;
   let browser: Browser | undefined;
@@ -253,6 +288,19 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
   const children: Array<import('node:child_process').ChildProcess> = [];
 
   beforeAll(async () => {
+    const edgePort = await findFreePort();
+    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The system starts while the packages build and install (it needs none of them).
+    servicesStarted = startAllServices({
+      label: 'sdktgz',
+      operatorToken: OPERATOR_TOKEN,
+      publicBaseUrl: baseUrl,
+      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path.
+      extra: {
+        settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
+      },
+    });
+    servicesStarted.catch(() => undefined);
     for (const dir of PUBLIC_SDKS) packed[dir] = (await buildAndPack(dir)).packed;
     console.log(
       `packed SDK tarballs: ${PUBLIC_SDKS.map((dir) => `${path.basename(packed[dir]!.tarball)} ${packed[dir]!.size} B`).join(', ')}`,
@@ -272,18 +320,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       ],
       { cwd: app, env: consumerEnv(), timeout: 240_000 },
     );
-
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
-    all = await startAllServices({
-      label: 'sdktgz',
-      operatorToken: OPERATOR_TOKEN,
-      publicBaseUrl: baseUrl,
-      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path.
-      extra: {
-        settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
-      },
-    });
+    all = await servicesStarted;
     edge = await startEdge({
       port: edgePort,
       upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
@@ -310,7 +347,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
     edge?.closeAllConnections();
     if (edge) await new Promise((r) => edge.close(r));
     if (upstream) await new Promise((r) => upstream.close(r));
-    await all?.stop();
+    await (await servicesStarted?.catch(() => undefined))?.stop();
   });
 
   /** A script run by plain node in the consumer folder; its last stdout line is its JSON answer. */
