@@ -1,19 +1,22 @@
 /**
- * Paid MCP tools with the real MCP SDK (in memory and over streamable HTTP): a seller's own McpServer whose tool
- * is priced by @paygate/mcp-paywall, called by the MCP SDK Client through the agent client's MCP mode. Unpaid →
- * payment required (x402's MCP transport); paid → result and settlement in `_meta`, settled into escrow by
- * Paygate's facilitator and booked by the ledger; the same payment again → refused; over the limit → not paid.
+ * Paid MCP tools with the real MCP SDK (in memory, over stdio and over streamable HTTP): a seller's own McpServer
+ * whose tool is priced by @paygate/mcp-paywall, and the gateway's own MCP endpoint that sells every catalog
+ * endpoint as a tool, both called by the MCP SDK Client through the agent client's MCP mode. Unpaid → payment
+ * required (x402's MCP transport); paid → result and settlement in `_meta`, settled into escrow and booked by the
+ * ledger like any payment; the same payment again → refused; over the limit → not paid.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createAgent, paymentRequiredOf, SpendingLimitError } from '@paygate/agent-client';
 import { createPaywall } from '@paygate/mcp-paywall';
-import { findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { createActiveSkill, findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
@@ -211,5 +214,165 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
     expect(frugal.spent).toBe('0');
     expect(served).toBe(before);
     await client.close();
+  });
+
+  it('over stdio: a seller MCP server in its own process, paid by the agent', async () => {
+    const client = new Client({ name: 'agent', version: '1.0.0' });
+    const stderr: string[] = [];
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: ['--import', 'tsx', path.join(__dirname, 'fixtures/mcp-stdio-seller.ts')],
+      env: { ...(process.env as Record<string, string>), PAYGATE_API_KEY: apiKey, PAYGATE_URL: baseUrl },
+      stderr: 'pipe',
+    });
+    transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+    try {
+      await client.connect(transport);
+      const unpaid = await client.callTool({ name: 'quote' });
+      expect(paymentRequiredOf(unpaid)?.accepts[0]).toMatchObject({ amount: '50000' });
+      const agent = createAgent({ wallet: buyer(), maxPricePerCall: '0.10' });
+      const result = await agent.callTool(client, { name: 'quote' });
+      expect(result).toMatchObject({ content: [{ type: 'text', text: 'Paid over stdio.' }] });
+      const settlement = (result._meta as Record<string, { success: boolean; transaction: string }>)[
+        'x402/payment-response'
+      ]!;
+      expect(settlement.success).toBe(true);
+      expect(await booked(settlement.transaction)).toMatchObject([{ amount: '0.05' }]);
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\nthe stdio server said: ${stderr.join('')}`);
+    } finally {
+      await client.close();
+    }
+  });
+
+  describe("the gateway's MCP endpoint: every catalog endpoint is a paid tool", () => {
+    const skillName = `mcp-quotes-${Date.now().toString(36)}`;
+    const toolName = `${skillName}__get_quote_by_symbol`;
+    const upstreamCalls: string[] = [];
+    let upstream: http.Server;
+    let client: Client;
+
+    beforeAll(async () => {
+      upstream = http.createServer((req, res) => {
+        // The registry's validation pings (HEAD) are not calls.
+        if (req.method !== 'HEAD') upstreamCalls.push(`${req.method} ${req.url}`);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ quote: 'Every number traced to the chain.', url: req.url }));
+      });
+      await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+      await createActiveSkill(baseUrl, apiKey, {
+        name: skillName,
+        displayName: 'Quotes',
+        description: 'Quotes about money, per symbol.',
+        apiBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+        endpoints: [
+          { path: '/quote/:symbol', method: 'GET', priceUsdc: '0.05', description: 'One quote for a symbol' },
+          { path: '/echo', method: 'POST', priceUsdc: '0.02', description: 'Echoes the body' },
+        ],
+      });
+      client = new Client({ name: 'agent', version: '1.0.0' });
+      // Through the dev edge, as an agent reaches it: the route table sends /api/v1/mcp to the gateway.
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/api/v1/mcp`)));
+      // The gateway's catalog projection follows the registry's event.
+      await waitFor(async () => (await client.listTools()).tools.some((tool) => tool.name === toolName), {
+        timeoutMs: 30_000,
+        message: `the gateway never listed ${toolName}`,
+      });
+    });
+
+    afterAll(async () => {
+      await client?.close();
+      if (upstream) await new Promise((r) => upstream.close(r));
+    });
+
+    it('lists each active endpoint as a tool with its price, description and arguments', async () => {
+      const { tools } = await client.listTools();
+      const quote = tools.find((tool) => tool.name === toolName)!;
+      expect(quote.inputSchema).toMatchObject({
+        type: 'object',
+        properties: { symbol: { type: 'string' }, query: { type: 'object' } },
+        required: ['symbol'],
+      });
+      expect(quote.description).toContain('One quote for a symbol');
+      expect(quote.description).toContain('Quotes about money');
+      expect(quote.description).toContain('0.05 USDC per call');
+      const echo = tools.find((tool) => tool.name === `${skillName}__post_echo`)!;
+      expect(echo.inputSchema).toMatchObject({ properties: { body: {} }, required: [] });
+    });
+
+    it("unpaid → payment required; paid → the seller's answer and the settlement; replay → refused", async () => {
+      const unpaid = await client.callTool({ name: toolName, arguments: { symbol: 'USDC' } });
+      const required = paymentRequiredOf(unpaid);
+      expect(required).toMatchObject({
+        x402Version: 2,
+        accepts: [
+          { scheme: 'exact', amount: '50000', asset: all.usdcAddress, payTo: testWallets.escrow.address },
+        ],
+      });
+      expect(required!.resource!.url).toContain(`/api/v1/skills/${skillName}/quote/USDC`);
+      expect(upstreamCalls).toEqual([]);
+
+      const calls: Array<Record<string, unknown>> = [];
+      const recording = {
+        callTool: (params: Parameters<Client['callTool']>[0]) => {
+          calls.push(params as Record<string, unknown>);
+          return client.callTool(params);
+        },
+      };
+      const agent = createAgent({ wallet: buyer(), maxPricePerCall: '0.10' });
+      const started = performance.now();
+      const result = await agent.callTool(recording, { name: toolName, arguments: { symbol: 'USDC' } });
+      const elapsedMs = performance.now() - started;
+      expect(result.isError).toBeFalsy();
+      expect(result.structuredContent).toEqual({
+        quote: 'Every number traced to the chain.',
+        url: '/quote/USDC',
+      });
+      const settlement = (
+        result._meta as Record<string, { success: boolean; transaction: string; payer: string }>
+      )['x402/payment-response']!;
+      expect(settlement).toMatchObject({ success: true, payer: testWallets.buyer.address });
+      expect(upstreamCalls).toEqual(['GET /quote/USDC']);
+      console.log(
+        `paid MCP tool call (gateway endpoint): ${Math.round(elapsedMs)} ms against anvil's 1 s blocks`,
+      );
+      expect(await booked(settlement.transaction)).toMatchObject([
+        { amount: '0.05', sellerAmount: '0.0475' },
+      ]);
+
+      const paidCall = calls.find((c) => (c._meta as Record<string, unknown> | undefined)?.['x402/payment'])!;
+      const replay = await client.callTool({
+        name: toolName,
+        arguments: { symbol: 'USDC' },
+        _meta: paidCall._meta as Record<string, unknown>,
+      });
+      expect(paymentRequiredOf(replay)).toBeDefined();
+      expect(upstreamCalls).toHaveLength(1);
+    });
+
+    it('refuses arguments that cannot make the request, and names the field', async () => {
+      const missing = await client.callTool({ name: toolName, arguments: {} });
+      expect(missing).toMatchObject({
+        isError: true,
+        content: [{ text: expect.stringContaining('symbol: required') }],
+      });
+      const badQuery = await client.callTool({
+        name: toolName,
+        arguments: { symbol: 'A', query: { a: { b: 1 } } },
+      });
+      expect(badQuery).toMatchObject({
+        isError: true,
+        content: [{ text: expect.stringContaining('query.a') }],
+      });
+      const unknown = await client.callTool({ name: `${skillName}__get_nothing` });
+      expect(unknown).toMatchObject({
+        isError: true,
+        content: [{ text: expect.stringContaining('Unknown tool') }],
+      });
+      // A value with a slash stays one path segment.
+      const unpaid = await client.callTool({ name: toolName, arguments: { symbol: '../echo' } });
+      expect(paymentRequiredOf(unpaid)!.resource!.url).toContain('/quote/..%2Fecho');
+      expect(upstreamCalls).toHaveLength(1);
+    });
   });
 });

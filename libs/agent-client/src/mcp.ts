@@ -1,9 +1,13 @@
 import { formatUsdc } from '@paygate/money';
+import type { ExactRequirements, McpPaymentRequired } from '@paygate/protocol';
 import { getAddress, hexlify, randomBytes, type Signer } from 'ethers';
 
-/** x402's MCP transport: the payment in the call's `_meta`, the settlement in the result's. */
-export const MCP_PAYMENT_META = 'x402/payment';
-export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
+export {
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  type McpPaymentRequired,
+  paymentRequiredOf,
+} from '@paygate/protocol';
 
 /** What `callTool` needs of an MCP client (@modelcontextprotocol/sdk's Client fits). */
 export interface McpToolClient {
@@ -14,52 +18,6 @@ export interface McpToolCall {
   name: string;
   arguments?: Record<string, unknown>;
   _meta?: Record<string, unknown>;
-}
-
-interface ExactRequirements {
-  scheme: string;
-  network: string;
-  amount: string;
-  asset: string;
-  payTo: string;
-  maxTimeoutSeconds: number;
-  extra?: { name?: string; version?: string };
-}
-
-export interface McpPaymentRequired {
-  x402Version: 2;
-  error?: string;
-  resource?: { url: string; description?: string; mimeType?: string };
-  accepts: ExactRequirements[];
-}
-
-const isPaymentRequired = (value: unknown): value is McpPaymentRequired =>
-  typeof value === 'object' &&
-  value !== null &&
-  (value as { x402Version?: unknown }).x402Version === 2 &&
-  Array.isArray((value as { accepts?: unknown }).accepts);
-
-/**
- * The PaymentRequired a tool result carries, in x402's order: `structuredContent`, its `x402/error` wrapper,
- * then the JSON of `content[0].text`; undefined for any other result.
- */
-export function paymentRequiredOf(result: unknown): McpPaymentRequired | undefined {
-  const r = result as { isError?: boolean; structuredContent?: unknown; content?: Array<{ text?: unknown }> };
-  if (r?.isError !== true) return undefined;
-  if (isPaymentRequired(r.structuredContent)) return r.structuredContent;
-  const wrapped = (r.structuredContent as { 'x402/error'?: { data?: unknown } } | undefined)?.['x402/error']
-    ?.data;
-  if (isPaymentRequired(wrapped)) return wrapped;
-  const text = r.content?.[0]?.text;
-  if (typeof text !== 'string') return undefined;
-  try {
-    const parsed = JSON.parse(text) as unknown;
-    if (isPaymentRequired(parsed)) return parsed;
-    const data = (parsed as { 'x402/error'?: { data?: unknown } })?.['x402/error']?.data;
-    return isPaymentRequired(data) ? data : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 const AUTHORIZATION_TYPES = {

@@ -1,22 +1,21 @@
 import {
   createX402Seller,
   PaygateUnavailableError,
-  type X402PaymentRequired,
   type X402SellerConfig,
 } from '@paygate/gateway-middleware';
+import {
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  paymentRequiredResult,
+  type ToolResult,
+} from '@paygate/protocol';
 
-/** x402's MCP transport: where the payment and its settlement travel (`_meta` of the call and of the result). */
-export const MCP_PAYMENT_META = 'x402/payment';
-export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
-
-/** A tool result, as @modelcontextprotocol/sdk's CallToolResult (kept structural: any SDK 1.x version fits). */
-export interface ToolResult {
-  content: Array<{ type: string; [key: string]: unknown }>;
-  isError?: boolean;
-  structuredContent?: Record<string, unknown>;
-  _meta?: Record<string, unknown>;
-  [key: string]: unknown;
-}
+export {
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  paymentRequiredResult,
+  type ToolResult,
+} from '@paygate/protocol';
 
 /** The `extra` every MCP SDK tool callback gets last: the request's `_meta` is where a payment travels. */
 interface ToolExtra {
@@ -33,26 +32,6 @@ export interface PaidToolOptions {
 }
 
 export type PaywallConfig = X402SellerConfig;
-
-/** A tool result saying what to pay (x402 MCP transport: isError, PaymentRequired, the `x402/error` text). */
-function paymentRequiredResult(
-  required: X402PaymentRequired,
-  extra: Record<string, unknown> = {},
-): ToolResult {
-  const structuredContent = { ...required, ...extra };
-  return {
-    isError: true,
-    structuredContent,
-    content: [
-      {
-        type: 'text',
-        text: JSON.stringify({
-          'x402/error': { code: 402, message: required.error, data: structuredContent },
-        }),
-      },
-    ],
-  };
-}
 
 const errorResult = (message: string): ToolResult => ({
   isError: true,

@@ -3,6 +3,7 @@ import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
+import { MCP_PATH, mcpHandler } from './mcp/server';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { createSkillHandler, SKILLS_PREFIX } from './routes/skills';
@@ -20,6 +21,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     chainId: config.chainId,
   });
   let state: GatewayState | undefined;
+  let selfUrl: string | undefined;
   const need = () => {
     if (!state) throw new Error('gateway state not built yet');
     return state;
@@ -33,6 +35,20 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [...verifyRoutes(state), ...jwksRoutes(state), ...x402Routes(state)];
       mountRoutes(app, routes);
+      // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
+      app.all(
+        MCP_PATH,
+        mcpHandler({
+          db: ctx.db,
+          skillByName: (name) => need().skills.byName(name),
+          selfUrl: () => {
+            if (!selfUrl) throw new Error('the gateway is not listening yet');
+            return selfUrl;
+          },
+          trustedProxies: config.trustedProxies,
+          callTimeoutMs: config.upstreamTimeoutMs + 60_000,
+        }),
+      );
       serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
     consumers: () => [
@@ -80,5 +96,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       };
     },
   });
+  selfUrl = running.url;
   return Object.assign(running, { state: need() });
 }

@@ -1,0 +1,146 @@
+import { SKILLS_PREFIX } from '../routes/skills';
+import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
+
+/**
+ * The catalog as MCP tools: each active endpoint of an active skill is one tool, named `<skill>__<method>_<path>`
+ * (MCP tool names: 1–128 of `A-Za-z0-9_.-`), whose arguments are the path's parameters, `query` and, for methods
+ * with a body, `body`. A call becomes the same HTTP request an agent would send to the paid URL.
+ */
+export interface McpTool {
+  name: string;
+  description: string;
+  inputSchema: { type: 'object'; properties: Record<string, unknown>; required: string[] };
+  annotations: { title: string; readOnlyHint: boolean; openWorldHint: true };
+}
+
+const TOOL_NAME_MAX = 128;
+const SEPARATOR = '__';
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+/** The `:name` segments of an endpoint path (each matches one path segment; see skills/projection.ts). */
+export function pathParameters(path: string): string[] {
+  return path
+    .split('/')
+    .filter((segment) => segment.startsWith(':') && segment.length > 1)
+    .map((segment) => segment.slice(1));
+}
+
+function slug(path: string): string {
+  return path
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? `by_${segment.slice(1)}` : segment))
+    .join('_')
+    .replace(/[^A-Za-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
+}
+
+/** The tool's name: readable where it fits, else the endpoint's id (always unique and short enough). */
+export function toolName(skill: Pick<SkillSnapshot, 'name'>, endpoint: EndpointSnapshot): string {
+  const readable = `${skill.name}${SEPARATOR}${endpoint.method.toLowerCase()}_${slug(endpoint.path) || 'root'}`;
+  return readable.length <= TOOL_NAME_MAX ? readable : `${skill.name}${SEPARATOR}${endpoint.endpointId}`;
+}
+
+/** The skill a tool name belongs to (skill names never contain `__`). */
+export function skillNameOf(tool: string): string | undefined {
+  const at = tool.indexOf(SEPARATOR);
+  return at > 0 ? tool.slice(0, at) : undefined;
+}
+
+function callableEndpoints(skill: SkillSnapshot): EndpointSnapshot[] {
+  if (skill.status !== 'ACTIVE') return [];
+  return skill.endpoints.filter((endpoint) => endpoint.active);
+}
+
+/** The skill's tools, each with the endpoint it calls. */
+export function toolsOf(skill: SkillSnapshot): Array<{ tool: McpTool; endpoint: EndpointSnapshot }> {
+  const seen = new Set<string>();
+  return callableEndpoints(skill).map((endpoint) => {
+    let name = toolName(skill, endpoint);
+    // Two paths with the same slug (`/a-b`, `/a_b`): the second is named by its id.
+    if (seen.has(name)) name = `${skill.name}${SEPARATOR}${endpoint.endpointId}`;
+    seen.add(name);
+    return { tool: toolFor(skill, endpoint, name), endpoint };
+  });
+}
+
+function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string): McpTool {
+  const parameters = pathParameters(endpoint.path);
+  const properties: Record<string, unknown> = Object.fromEntries(
+    parameters.map((parameter) => [
+      parameter,
+      { type: 'string', description: `The :${parameter} segment of ${endpoint.path}` },
+    ]),
+  );
+  properties.query = {
+    type: 'object',
+    description: 'Query string parameters',
+    additionalProperties: { type: ['string', 'number', 'boolean'] },
+  };
+  if (METHODS_WITH_BODY.has(endpoint.method)) {
+    properties.body = { description: 'The JSON request body the skill expects' };
+  }
+  const price = `${endpoint.price} USDC per call, paid with x402 (exact, EIP-3009) in _meta["x402/payment"]`;
+  return {
+    name,
+    description: [endpoint.description, `${skill.displayName}: ${skill.description}`, price]
+      .filter((part) => part.trim())
+      .join('\n\n'),
+    inputSchema: { type: 'object', properties, required: parameters },
+    annotations: {
+      title: `${skill.displayName}: ${endpoint.method} ${endpoint.path}`,
+      readOnlyHint: endpoint.method === 'GET',
+      openWorldHint: true,
+    },
+  };
+}
+
+/** Why a tool's arguments cannot make a request (the field and the rule). */
+export class ToolArgumentError extends Error {}
+
+/**
+ * The paid URL's path and query and the JSON body a tool call stands for. Every path parameter is required and
+ * sent percent-encoded (a value cannot reach another path); query values are strings, numbers or booleans.
+ */
+export function requestFor(
+  skill: Pick<SkillSnapshot, 'name'>,
+  endpoint: EndpointSnapshot,
+  args: Record<string, unknown>,
+): { pathAndQuery: string; body: string | undefined } {
+  const segments = endpoint.path.split('/');
+  for (const [index, segment] of segments.entries()) {
+    if (!segment.startsWith(':') || segment.length < 2) continue;
+    const parameter = segment.slice(1);
+    const value = args[parameter];
+    if (typeof value !== 'string' && typeof value !== 'number') {
+      throw new ToolArgumentError(`${parameter}: required, a string or a number`);
+    }
+    const text = String(value);
+    if (text.length === 0 || text.length > 1024) {
+      throw new ToolArgumentError(`${parameter}: must be 1 to 1024 characters`);
+    }
+    segments[index] = encodeURIComponent(text);
+  }
+  const path = segments.join('/');
+  const search = new URLSearchParams();
+  const query = args.query;
+  if (query !== undefined) {
+    if (typeof query !== 'object' || query === null || Array.isArray(query)) {
+      throw new ToolArgumentError('query: must be an object of strings, numbers or booleans');
+    }
+    for (const [key, value] of Object.entries(query)) {
+      if (!['string', 'number', 'boolean'].includes(typeof value)) {
+        throw new ToolArgumentError(`query.${key}: must be a string, a number or a boolean`);
+      }
+      search.append(key, String(value));
+    }
+  }
+  const withBody = METHODS_WITH_BODY.has(endpoint.method);
+  if (!withBody && args.body !== undefined) {
+    throw new ToolArgumentError(`body: ${endpoint.method} ${endpoint.path} takes no body`);
+  }
+  const queryText = search.toString();
+  const relative = path.startsWith('/') ? path : `/${path}`;
+  return {
+    pathAndQuery: `${SKILLS_PREFIX}/${encodeURIComponent(skill.name)}${relative}${queryText ? `?${queryText}` : ''}`,
+    body: withBody && args.body !== undefined ? JSON.stringify(args.body) : undefined,
+  };
+}
