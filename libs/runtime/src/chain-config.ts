@@ -25,8 +25,11 @@ export interface ChainConfig {
 }
 
 export interface ChainConfigDefaults {
-  /** Default CONFIRMATIONS, or one per network (e.g. 1 on local, 3 on Base). */
-  confirmations: number | ((network: NetworkName) => number);
+  /**
+   * Default CONFIRMATIONS, or one per network; without it the network preset's (libs/chain networks.ts: 1 on the
+   * local chain, 3 on Base and Base Sepolia).
+   */
+  confirmations?: number | ((network: NetworkName) => number);
   rpcTimeoutMs: number;
   /** Default ESCROW_ADDRESS; without one the variable is required. */
   escrowAddress?: string;
@@ -74,7 +77,7 @@ export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefault
   const defaultConfirmations =
     typeof defaults.confirmations === 'function'
       ? defaults.confirmations(network.name)
-      : defaults.confirmations;
+      : (defaults.confirmations ?? network.confirmations);
   const confirmations = parsed.CONFIRMATIONS === '' ? defaultConfirmations : Number(parsed.CONFIRMATIONS);
   if (!Number.isSafeInteger(confirmations) || confirmations < 1) {
     problems.push('CONFIRMATIONS: must be a positive integer');

@@ -21,7 +21,7 @@ describe('chainConfig', () => {
     });
   });
 
-  it("uses the network's own USDC, a per-network confirmations default, and the variables when set", () => {
+  it("uses the network preset's USDC and confirmations, and the variables when set", () => {
     const config = chainConfig(
       {
         CHAIN_NETWORK: 'base',
@@ -29,7 +29,7 @@ describe('chainConfig', () => {
         RPC_TIMEOUT_MS: '1500',
         CHAIN_RPC_URL: 'https://rpc.example',
       },
-      { confirmations: (network) => (network === 'local' ? 1 : 3), rpcTimeoutMs: 5000 },
+      { rpcTimeoutMs: 5000 },
     );
     expect(config).toMatchObject({
       network: 'base',
@@ -45,6 +45,10 @@ describe('chainConfig', () => {
         { confirmations: 2, rpcTimeoutMs: 1 },
       ).confirmations,
     ).toBe(7);
+    for (const name of ['local', 'base', 'base-sepolia'] as const) {
+      const env = { CHAIN_NETWORK: name, ESCROW_ADDRESS: ESCROW, USDC_ADDRESS: USDC };
+      expect(chainConfig(env, { rpcTimeoutMs: 1 }).confirmations).toBe(networks[name].confirmations);
+    }
   });
 
   it('fails loudly, naming every bad variable at once', () => {

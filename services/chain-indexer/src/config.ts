@@ -43,7 +43,7 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerConfig {
   const common = commonConfig(env, { serviceName: 'chain-indexer', schema: 'indexer', port: 8084 });
-  const chain = chainConfig(env, { confirmations: 2, rpcTimeoutMs: 5000 });
+  const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
   const parsed = parseEnv<{
     POLL_INTERVAL_MS: number;
     MAX_RANGE_BLOCKS: number;

@@ -105,7 +105,6 @@ export function loadConfig(
 ): CheckoutConfig {
   const common = commonConfig(env, { serviceName: 'checkout', schema: 'checkout', port: 8083 });
   const { network, chainId, usdcAddress, escrowAddress } = chainConfig(env, {
-    confirmations: 2,
     rpcTimeoutMs: 10_000,
     // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
     escrowAddress: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',

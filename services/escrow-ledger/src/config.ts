@@ -41,7 +41,7 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerConfig {
   const common = commonConfig(env, { serviceName: 'escrow-ledger', schema: 'ledger', port: 8085 });
-  const chain = chainConfig(env, { confirmations: 2, rpcTimeoutMs: 10_000 });
+  const chain = chainConfig(env, { rpcTimeoutMs: 10_000 });
   const parsed = parseEnv<{
     OPERATOR_TOKEN: string;
     RELEASE_INTERVAL_MS: number;

@@ -59,7 +59,7 @@ export function loadConfig(
   // CHAIN_TIMEOUT_MS is the gateway's former name of RPC_TIMEOUT_MS, still honoured.
   const chain = chainConfig(
     { ...env, RPC_TIMEOUT_MS: env.RPC_TIMEOUT_MS ?? env.CHAIN_TIMEOUT_MS },
-    { confirmations: (network) => (network === 'local' ? 1 : 3), rpcTimeoutMs: 5000 },
+    { rpcTimeoutMs: 5000 },
   );
   const parsed = parseEnv<{
     TICKET_SIGNING_KEY: string;

@@ -160,7 +160,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   const chain = chainConfig(env, {
-    confirmations: 2,
     rpcTimeoutMs: 10_000,
     escrowAddress,
   });
