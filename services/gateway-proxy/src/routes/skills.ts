@@ -16,6 +16,7 @@ import { LRUCache } from 'lru-cache';
 import { requestIdOf, sendJson } from '../http-util';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PresentOutcome, Purchase } from '../payments/service';
+import { sendPaywallPage, wantsPaywallPage } from '../paywall/page';
 import type { ForwardFailureReason, ForwardResult, ForwardTarget } from '../proxy/forward';
 import type { ForwardingKey } from '../proxy/forwarding-keys';
 import {
@@ -32,7 +33,13 @@ import {
   settlementHeaders,
   x402Challenge,
 } from '../x402/challenge';
-import { decodeX402Payment, pickX402Header, X402HeaderError } from '../x402/protocol';
+import {
+  decodePaymentRequired,
+  decodeX402Payment,
+  pickX402Header,
+  X402_HEADERS,
+  X402HeaderError,
+} from '../x402/protocol';
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
 
@@ -600,6 +607,10 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
         )
       )
         return;
+      if (wantsPaywallPage(req, false)) {
+        sendPaywall(state, res, skill, endpoint, resource);
+        return;
+      }
       sendPaymentRequired(state, res, skill, endpoint, resource, 402);
       return;
     }
@@ -725,6 +736,43 @@ async function serveClaim(
     forwardTarget(base, url, clientIp, claim, skill, forwardingKey),
   );
   await finishForward(state, res, requestId, claim, result, answerHeaders);
+}
+
+/** The 402 a browser gets: the paywall page, with the same offer and x402's PAYMENT-REQUIRED header. */
+function sendPaywall(
+  state: GatewayState,
+  res: ServerResponse,
+  skill: SkillSnapshot,
+  endpoint: EndpointSnapshot,
+  resource: string,
+): void {
+  const requirements = paymentRequirements(state, skill, endpoint, resource);
+  const priceMicro = parseUsdc(endpoint.price);
+  const challenge = x402Challenge(
+    state.x402,
+    {
+      url: resource.slice(resource.indexOf(' ') + 1),
+      description: requirements.description,
+      priceMicro,
+      endpoint,
+      skill,
+    },
+    'payment required',
+  );
+  const x402Header = challenge.headers[X402_HEADERS.paymentRequired];
+  sendPaywallPage(
+    res,
+    {
+      title: skill.displayName,
+      description: requirements.description,
+      price: requirements.price,
+      networkLabel: state.config.network === 'local' ? 'the local test chain' : state.config.network,
+      method: endpoint.method,
+      requirements: { ...requirements, amountMicro: priceMicro.toString() },
+      paymentRequired: x402Header ? decodePaymentRequired(x402Header) : undefined,
+    },
+    challenge.headers,
+  );
 }
 
 /** A 402 (or 503) with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. */
