@@ -3,7 +3,7 @@ import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
-import { MCP_PATH, mcpHandler } from './mcp/server';
+import { mcpRoutes } from './mcp/server';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { createSkillHandler, SKILLS_PREFIX } from './routes/skills';
@@ -33,12 +33,12 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     async routes(app, ctx: ServiceContext) {
       state = await createGatewayState(ctx, config, provider);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [...verifyRoutes(state), ...jwksRoutes(state), ...x402Routes(state)];
-      mountRoutes(app, routes);
-      // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
-      app.all(
-        MCP_PATH,
-        mcpHandler({
+      const routes = [
+        ...verifyRoutes(state),
+        ...jwksRoutes(state),
+        ...x402Routes(state),
+        // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
+        ...mcpRoutes({
           db: ctx.db,
           skillByName: (name) => need().skills.byName(name),
           selfUrl: () => {
@@ -48,7 +48,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           trustedProxies: config.trustedProxies,
           callTimeoutMs: config.upstreamTimeoutMs + 60_000,
         }),
-      );
+      ];
+      mountRoutes(app, routes);
       serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
     consumers: () => [

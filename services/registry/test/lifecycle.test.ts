@@ -32,7 +32,8 @@ beforeAll(async () => {
     'reglife',
     {
       HEALTH_INTERVAL_MS: '300',
-      VALIDATION_TIMEOUT_MS: '600',
+      // Generous: on a busy machine a loopback ping can take most of a second; the slow endpoint takes longer.
+      VALIDATION_TIMEOUT_MS: '3000',
       OPERATOR_TOKEN: 'operator-token-for-tests-000000',
     },
     { resolveHost: loopbackDns },
@@ -151,12 +152,12 @@ describe('skill lifecycle', () => {
   });
 
   it('fails a slow endpoint (latency limit) and a skill without endpoints', async () => {
-    sellerApi.delayMs = 1500;
+    sellerApi.delayMs = 4500;
     try {
       await create('slow-api', [{ path: '/slow', method: 'GET', priceUsdc: '1' }]);
       const failed = await settled('slow-api');
       expect(failed.status).toBe('VALIDATION_FAILED');
-      expect(failed.statusReason).toMatch(/GET \/slow.*no answer within 600 ms/);
+      expect(failed.statusReason).toMatch(/GET \/slow.*no answer within 3000 ms/);
     } finally {
       sellerApi.delayMs = 0;
     }

@@ -6,15 +6,16 @@ import {
   type CallToolResult,
   ListToolsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { clientAddress, type TrustedProxies } from '@paygate/http';
+import { type AnyRoute, clientAddress, defineRoute, type TrustedProxies } from '@paygate/http';
 import {
   MCP_PAYMENT_META,
   MCP_PAYMENT_RESPONSE_META,
   type McpPaymentRequired,
   paymentRequiredResult,
 } from '@paygate/protocol';
-import type { Request, Response } from 'express';
+import { Type } from '@sinclair/typebox';
 import type { Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { SkillSnapshot } from '../skills/projection';
 import { decodePaymentRequired, encodeX402Header, X402_HEADERS } from '../x402/protocol';
 import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
@@ -43,8 +44,24 @@ const errorResult = (text: string, meta?: Record<string, unknown>): CallToolResu
   ...(meta ? { _meta: meta } : {}),
 });
 
+/** tools/list pages, kept briefly: the list is public, so a flood of lists reads Postgres once per page a second. */
+const listCache = new LRUCache<string, { at: number; page: Promise<Awaited<ReturnType<typeof readTools>>> }>({
+  max: 1000,
+});
+const LIST_CACHE_MS = 1000;
+
+function listTools(deps: McpDependencies, cursor: string | undefined) {
+  const key = cursor ?? '';
+  const cached = listCache.get(key);
+  if (cached && Date.now() - cached.at < LIST_CACHE_MS) return cached.page;
+  const page = readTools(deps, cursor);
+  listCache.set(key, { at: Date.now(), page });
+  page.catch(() => listCache.delete(key));
+  return page;
+}
+
 /** One page of tools: active skills by name, after the cursor (the last skill name of the previous page). */
-async function listTools(deps: McpDependencies, cursor: string | undefined) {
+async function readTools(deps: McpDependencies, cursor: string | undefined) {
   let query = deps.db
     .selectFrom('skills')
     .select(['name', 'snapshot'])
@@ -154,41 +171,62 @@ function mcpServer(deps: McpDependencies, caller: string): Server {
   return server;
 }
 
-/** The express handler of MCP_PATH: a server and a transport per request (stateless streamable HTTP). */
-export function mcpHandler(deps: McpDependencies) {
-  return async (req: Request, res: Response): Promise<void> => {
-    if (req.method !== 'POST') {
-      res
-        .status(405)
-        .set('allow', 'POST')
-        .json({
-          jsonrpc: '2.0',
-          error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless, POST only' },
-          id: null,
+/** A JSON-RPC 2.0 message as MCP sends it (requests, notifications and responses; no batches since 2025-06-18). */
+const JsonRpcMessage = Type.Object(
+  {
+    jsonrpc: Type.Literal('2.0'),
+    method: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    id: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Integer()])),
+    params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    result: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    error: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { additionalProperties: false },
+);
+
+/** MCP_PATH, declared: a server and a transport per request (stateless streamable HTTP, JSON answers). */
+export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: MCP_PATH,
+      summary:
+        'Every catalog endpoint as a paid MCP tool (Model Context Protocol, streamable HTTP, stateless)',
+      description:
+        'tools/list: one tool per active endpoint; tools/call: the paid call, paid with x402 in ' +
+        '_meta["x402/payment"] (docs/api.md). Send Accept: application/json, text/event-stream.',
+      tags: ['mcp'],
+      body: JsonRpcMessage,
+      responses: {
+        '200': Type.Record(Type.String(), Type.Unknown(), { description: 'The JSON-RPC answer' }),
+        '202': Type.Null({ description: 'A notification or response, accepted' }),
+      },
+      errors: {
+        '406': 'Accept must name application/json and text/event-stream',
+        '503': 'loopback not trusted',
+      },
+      handler: async (req, res) => {
+        if (!deps.trustedProxies.has('127.0.0.1')) {
+          // The tool call reaches the paid route over loopback with the caller's address in X-Forwarded-For;
+          // unless loopback is a trusted proxy every caller would share one rate-limit bucket.
+          res.status(503).json({
+            error: { code: 'mcp_unavailable', message: 'MCP is off: TRUSTED_PROXIES must include loopback' },
+          });
+          return;
+        }
+        const caller = clientAddress(req as IncomingMessage, deps.trustedProxies);
+        const server = mcpServer(deps, caller);
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: true,
         });
-      return;
-    }
-    if (!deps.trustedProxies.has('127.0.0.1')) {
-      // The tool call reaches the paid route over loopback with the caller's address in X-Forwarded-For; unless
-      // loopback is a trusted proxy every caller would share one rate-limit bucket.
-      res.status(503).json({
-        jsonrpc: '2.0',
-        error: { code: -32000, message: 'MCP is off: TRUSTED_PROXIES must include loopback' },
-        id: null,
-      });
-      return;
-    }
-    const caller = clientAddress(req as IncomingMessage, deps.trustedProxies);
-    const server = mcpServer(deps, caller);
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
-  };
+        res.on('close', () => {
+          void transport.close();
+          void server.close();
+        });
+        await server.connect(transport);
+        await transport.handleRequest(req, res, req.body);
+      },
+    }),
+  ];
 }
