@@ -23,7 +23,7 @@ export interface DistEntry {
   source: string;
   /** Output, relative to the repository root. */
   output: string;
-  /** Bundle its third-party packages too (the edge: http-proxy is a deploy dependency, not in the image). */
+  /** Bundle its third-party packages too (the edge: its imports are not in the image's node_modules). */
   bundleDependencies?: boolean;
 }
 
