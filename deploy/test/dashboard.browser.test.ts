@@ -232,6 +232,14 @@ describe('seller dashboard in a real browser, against the real services', () => 
       void dialog.dismiss();
     });
     const confirmDialog = page.getByRole('dialog');
+    // What the notifier's live channel tells the page (the seller's own changes only).
+    const liveFrames: Array<{ type?: string; eventType?: string; sellerId?: string }> = [];
+    page.on('websocket', (socket) => {
+      if (!socket.url().endsWith('/api/v1/ws')) return;
+      socket.on('framereceived', ({ payload }) => {
+        liveFrames.push(JSON.parse(String(payload)));
+      });
+    });
     await injectWallet(page, seller);
 
     // A wallet that arrives after the page loaded (an extension unlocked late) is found: EIP-6963.
@@ -423,11 +431,15 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(await page.getByLabel('Webhook URL').inputValue()).toBe(`${upstreamUrl}/hooks`);
 
     // Money before any payment: empty, said so. Then an agent pays for a call while the page is open: the payment
-    // appears without a reload (the page reads its data again every 10 s and after every action).
+    // appears without a reload, told by the notifier's live channel (signed in with the dashboard session).
     await nav.getByRole('link', { name: 'Money' }).click();
     await page.getByText('No payments yet').waitFor();
     await page.getByTestId('balance-held').waitFor();
+    await page.locator('[data-testid="live-status"][data-status="live"]').waitFor();
     await audit(page, 'money-empty');
+    const transactionReads = () =>
+      requests.filter((r) => r.method === 'GET' && r.url.pathname === '/api/v1/transactions').length;
+    const readsBeforePayment = transactionReads();
     const agent = createAgent({
       wallet: new Wallet(testWallets.buyer.privateKey, system.anvil.provider),
       maxPricePerCall: '1',
@@ -437,6 +449,11 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
     // 4. Money: the payment shows in balances, chart and the list; a partial refund shows what remains.
     await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor({ timeout: 45_000 });
+    // It came by the live channel: the socket heard payment.confirmed, and the list was read again after it.
+    expect(liveFrames.some((f) => f.type === 'seller_event' && f.eventType === 'payment.confirmed')).toBe(
+      true,
+    );
+    expect(transactionReads()).toBeGreaterThan(readsBeforePayment);
     await page.getByTestId('chart-summary').getByText('1 payment, $0.25 in total').waitFor();
     // The seller's 95% to the micro-USDC, held or (hold period 0 h) already released.
     // Both read in one step: the page refreshes its balances, and the release may land between two reads.

@@ -8,6 +8,7 @@ import type { NotifierConfig } from './config';
 import { notifierConsumers } from './consumers';
 import type { NotifierDatabase } from './db';
 import { LiveUpdates } from './live/hub';
+import { WEBHOOK_DELIVERY_EVENT } from './live/protocol';
 import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
@@ -42,9 +43,17 @@ export async function startNotifier(
   // startService builds the context, then calls routes, consumers and background with it: the parts are
   // created once, on the first of those calls.
   const partsFor = (ctx: ServiceContext<NotifierDatabase>): Parts => {
-    parts ??= {
-      auth: new SellerAuth(ctx.bus),
-      dispatcher: new WebhookDispatcher({
+    if (!parts) {
+      const auth = new SellerAuth(ctx.bus);
+      const live = new LiveUpdates({
+        db: ctx.db,
+        bus: ctx.bus,
+        logger: ctx.logger,
+        config,
+        registry: ctx.metrics.registry,
+        auth,
+      });
+      const dispatcher = new WebhookDispatcher({
         db: ctx.db,
         secrets: new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs }),
         logger: ctx.logger,
@@ -52,15 +61,17 @@ export async function startNotifier(
         registry: ctx.metrics.registry,
         random: options.random,
         resolveHost: options.resolveHost,
-      }),
-      live: new LiveUpdates({
-        db: ctx.db,
-        bus: ctx.bus,
-        logger: ctx.logger,
-        config,
-        registry: ctx.metrics.registry,
-      }),
-    };
+        // The seller's open dashboards on this replica see the attempt at once (others on their next poll).
+        onAttempt: (sellerId, deliveryId, attemptedAt) =>
+          live.publishToSeller(sellerId, {
+            type: 'seller_event',
+            eventId: deliveryId,
+            eventType: WEBHOOK_DELIVERY_EVENT,
+            occurredAt: attemptedAt.toISOString(),
+          }),
+      });
+      parts = { auth, dispatcher, live };
+    }
     return parts;
   };
 

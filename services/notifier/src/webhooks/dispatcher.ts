@@ -33,6 +33,8 @@ export interface DispatcherDependencies {
   random?: () => number;
   /** Stands in for DNS when connecting to webhook URLs (tests). */
   resolveHost?: HostResolver;
+  /** Told after each recorded attempt (the live channel tells the seller's open dashboards). */
+  onAttempt?: (sellerId: string, deliveryId: string, attemptedAt: Date) => void;
 }
 
 /**
@@ -130,6 +132,7 @@ export class WebhookDispatcher implements BackgroundTask {
         ),
     );
     const status = await recordAttempt(db, delivery, result, { attemptedAt, retryAt });
+    this.deps.onAttempt?.(delivery.sellerId, delivery.deliveryId, attemptedAt);
     logger.info(
       {
         deliveryId: delivery.deliveryId,
