@@ -580,8 +580,33 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await waitFor(async () => webhooks.length > before, { message: 'the redelivery never arrived' });
     await audit(page, 'settings');
 
+    // API keys are listed with a name, their last four characters, when made and last used (the agent's call
+    // above did not use it; the test's own request does), and can be named.
+    const keysTable = page.getByTestId('api-keys');
+    expect(await keysTable.getByTestId('api-key-current').textContent()).toContain(`…${apiKey.slice(-4)}`);
+    await page.getByLabel('Name of the current key').fill('Quotes server');
+    await page.getByRole('button', { name: 'Save key name' }).click();
+    await page.getByText('Key name saved.').waitFor();
+    await keysTable.getByTestId('api-key-current').getByText('Quotes server').waitFor();
+    // A plain rotation with a 3-day overlap: the old key is listed with the time it stops working, and still works.
+    await page.getByLabel('Name of the new key (optional)').fill('Quotes server 2');
+    await page.getByLabel('The current key keeps working for').selectOption('72');
+    await page.getByRole('button', { name: 'Rotate secret key' }).click();
+    await confirmDialog.getByText('keeps working for 3 days').waitFor();
+    await confirmDialog.getByRole('button', { name: 'Rotate' }).click();
+    const overlapKey = (await page.getByTestId('secret-value').textContent())!.trim();
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    const previousRow = keysTable.getByTestId('api-key-previous');
+    await previousRow.getByText('Quotes server', { exact: true }).waitFor();
+    expect(await previousRow.textContent()).toMatch(/until .*\(rotation overlap\)/);
+    await keysTable.getByTestId('api-key-current').getByText('Quotes server 2').waitFor();
+    expect(
+      (await fetch(`${baseUrl}/api/v1/balances`, { headers: { authorization: `Bearer ${apiKey}` } })).status,
+    ).toBe(200);
+    await audit(page, 'settings-keys');
+
     // Rotate the secret key, revoking the current one (a leaked key; without it the old key works for the
-    // overlap): the new one is shown once and works; the first one is refused.
+    // overlap): the new one is shown once and works; the ones before it are refused.
     await page.getByLabel('Revoke the current key at once (it leaked)').check();
     await page.getByRole('button', { name: 'Rotate secret key' }).click();
     await confirmDialog.getByRole('button', { name: 'Rotate' }).click();
@@ -594,6 +619,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
       );
     expect(await withKey(rotated)).toBe(200);
     expect(await withKey(apiKey)).toBe(401);
+    expect(await withKey(overlapKey)).toBe(401);
     await page.getByRole('button', { name: 'I have stored it' }).click();
 
     // Rotate the publishable key: the page shows the new pk_; checkout refuses the old one and takes the new one.

@@ -48,6 +48,10 @@ export interface Account {
   pendingPayoutAddress: { address: string; effectiveAt: string } | null;
   /** The API key replaced by the last rotation works until then. */
   previousApiKeyExpiresAt: string | null;
+  /** The current secret key, described (the key itself is shown only once). */
+  apiKey?: ApiKeyInfo;
+  /** The key replaced by the last rotation, while its overlap lasts. */
+  previousApiKey?: (ApiKeyInfo & { expiresAt: string }) | null;
   publishableKey: string;
   apiKeyVersion: number;
   webhookUrl: string | null;
@@ -168,4 +172,12 @@ export interface Delivery {
 export interface Page<T> {
   data: T[];
   nextCursor: string | null;
+}
+
+export interface ApiKeyInfo {
+  name: string;
+  /** The key's last four characters (null for keys made before they were kept). */
+  hint: string | null;
+  createdAt: string | null;
+  lastUsedAt: string | null;
 }
