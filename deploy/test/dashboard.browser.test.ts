@@ -273,8 +273,11 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await bare.close();
 
     // 1. Sign in: the first login shows sk_ once, with a warning and a copy button; nothing key-like is stored.
+    // A first visit (no cached build): the sign-in screen comes inline with the page, and hands over to the app.
+    await context.clearCookies();
     await page.goto(`${baseUrl}/dashboard/`);
     await page.getByRole('button', { name: 'Sign in with Test Wallet' }).waitFor();
+    expect(await page.locator('head script:not([src])').count()).toBe(1);
     await shot(page, 'sign-in');
     await audit(page, 'sign-in');
     await page.getByRole('button', { name: 'Sign in with Test Wallet' }).focus();
@@ -723,8 +726,10 @@ describe('seller dashboard in a real browser, against the real services', () => 
       'devtools-slow-3g': { latency: 2000, downloadThroughput: 50_000, uploadThroughput: 50_000 },
       'webpagetest-3g-slow': { latency: 400, downloadThroughput: 50_000, uploadThroughput: 50_000 },
     };
-    const results: Record<string, { firstVisitMs: number; repeatVisitMs: number; firstVisitBytes: number }> =
-      {};
+    const results: Record<
+      string,
+      { firstVisitMs: number; repeatVisitMs: number; firstScreenBytes: number; firstVisitBytes: number }
+    > = {};
     for (const [profile, conditions] of Object.entries(profiles)) {
       const context = await browser.newContext({ viewport: WIDTHS.phone });
       const page = await context.newPage();
@@ -747,11 +752,13 @@ describe('seller dashboard in a real browser, against the real services', () => 
       const cdp = await context.newCDPSession(page);
       await cdp.send('Network.enable');
       await cdp.send('Network.emulateNetworkConditions', { offline: false, ...conditions });
-      let bytes = 0;
+      // Bytes as sent, per request; the first screen's are those of the requests done when it showed.
+      const finished: Array<{ bytes: number }> = [];
       cdp.on('Network.loadingFinished', (event: { encodedDataLength: number }) => {
-        bytes += event.encodedDataLength;
+        finished.push({ bytes: event.encodedDataLength });
       });
       const visit = async () => {
+        finished.length = 0;
         await page.goto(`${baseUrl}/dashboard/`, { waitUntil: 'commit', timeout: 90_000 });
         await page.waitForFunction(() => '__firstScreenMs' in window, undefined, { timeout: 90_000 });
         return Math.round(
@@ -759,13 +766,20 @@ describe('seller dashboard in a real browser, against the real services', () => 
         );
       };
       const firstVisitMs = await visit();
-      const firstVisitBytes = bytes;
+      const firstScreenBytes = finished.reduce((sum, f) => sum + f.bytes, 0);
+      // The first screen fetches the app and its style sheet in the background, then says so in a cookie:
+      // the repeat visit links the cached files.
+      await page.waitForFunction(() => document.cookie.includes('paygate_dashboard_build='), undefined, {
+        timeout: 90_000,
+      });
+      const firstVisitBytes = finished.reduce((sum, f) => sum + f.bytes, 0);
       const repeatVisitMs = await visit();
-      results[profile] = { firstVisitMs, repeatVisitMs, firstVisitBytes };
+      results[profile] = { firstVisitMs, repeatVisitMs, firstScreenBytes, firstVisitBytes };
       await context.close();
     }
     writeFileSync(path.join(SCREENSHOTS, 'first-screen.json'), JSON.stringify(results, null, 2));
-    // What a first visit downloads (HTML, script, style sheet, as sent): about a second at 400 kbit/s.
-    expect(results['devtools-slow-3g']!.firstVisitBytes).toBeLessThan(80_000);
+    // A first visit's first screen is one response (the page, with the style sheet and sign-in script inline):
+    // about half a second at 400 kbit/s, after the round trip.
+    expect(results['devtools-slow-3g']!.firstScreenBytes).toBeLessThan(30_000);
   }, 240_000);
 });

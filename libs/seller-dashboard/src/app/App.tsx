@@ -24,9 +24,10 @@ const NAV: Array<[string, string]> = [
   ['/settings', 'Settings'],
 ];
 
-export function App() {
+/** `firstLogin`: a first sign-in made on the inlined sign-in screen (its sk_ key is shown once here). */
+export function App(props: { firstLogin?: SignInResult } = {}) {
   const [session, setSession] = useState<Session | undefined>(() => loadSession(new Date()));
-  const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
+  const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>(props.firstLogin);
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
   // The routes that did not answer at their last call, and since when: a service down shows one banner, which
