@@ -12,6 +12,7 @@ import { WEBHOOK_DELIVERY_EVENT } from './live/protocol';
 import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
+import { Endpoint } from './webhooks/endpoints';
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
 
@@ -33,6 +34,7 @@ interface Parts {
   auth: SellerAuth;
   dispatcher: WebhookDispatcher;
   live: LiveUpdates;
+  secrets: WebhookSecrets;
 }
 
 export async function startNotifier(
@@ -53,9 +55,10 @@ export async function startNotifier(
         registry: ctx.metrics.registry,
         auth,
       });
+      const secrets = new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs });
       const dispatcher = new WebhookDispatcher({
         db: ctx.db,
-        secrets: new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs }),
+        secrets,
         logger: ctx.logger,
         config,
         registry: ctx.metrics.registry,
@@ -70,7 +73,7 @@ export async function startNotifier(
             occurredAt: attemptedAt.toISOString(),
           }),
       });
-      parts = { auth, dispatcher, live };
+      parts = { auth, dispatcher, live, secrets };
     }
     return parts;
   };
@@ -80,17 +83,17 @@ export async function startNotifier(
     config,
     migrations,
     routes: (app, ctx) => {
-      const { auth, dispatcher, live } = partsFor(ctx);
+      const { auth, dispatcher, live, secrets } = partsFor(ctx);
       live.start();
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config })];
+      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
       const document = openApiRoute(
         OPENAPI_PATH,
         {
           title: 'Paygate notifier',
           description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
           securitySchemes: { secretKey: securitySchemes.apiKey },
-          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery },
+          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
           webhooks: webhookDocuments(),
         },
         routes,

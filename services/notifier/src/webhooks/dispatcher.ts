@@ -12,6 +12,7 @@ import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
+import { endpointSecret } from './endpoint-secret';
 import {
   type AttemptResult,
   type ClaimedDelivery,
@@ -104,7 +105,10 @@ export class WebhookDispatcher implements BackgroundTask {
     const { config, db, logger } = this.deps;
     let secret: string;
     try {
-      secret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
+      const accountSecret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
+      secret = delivery.endpoint
+        ? endpointSecret(accountSecret, delivery.endpoint.id, delivery.endpoint.secretVersion)
+        : accountSecret;
     } catch (error) {
       if (!(error instanceof SecretUnavailableError)) throw error;
       const now = config.now();
