@@ -60,6 +60,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
   let baseUrl: string;
   let browser: Browser;
   const webhooks: Array<{ event: string }> = [];
+  const endpointWebhooks: Array<{ event: string; signature: string }> = [];
 
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -85,6 +86,14 @@ describe('seller dashboard in a real browser, against the real services', () => 
     api.post('/hooks', express.json(), (req, res) => {
       webhooks.push({ event: String(req.body?.event ?? req.body?.type ?? '') });
       res.status(200).end();
+    });
+    // A second receiver, a webhook endpoint of its own: it answers with a body the dashboard shows.
+    api.post('/hooks/orders', express.json(), (req, res) => {
+      endpointWebhooks.push({
+        event: String(req.body?.event ?? ''),
+        signature: String(req.header('paygate-signature') ?? ''),
+      });
+      res.status(200).send('orders handler says thanks');
     });
     upstream = await new Promise((resolve) => {
       const server = api.listen(0, '127.0.0.1', () => resolve(server));
@@ -582,6 +591,34 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByText('sent again to your current webhook URL').waitFor();
     await waitFor(async () => webhooks.length > before, { message: 'the redelivery never arrived' });
     await audit(page, 'settings');
+
+    // Webhook endpoints: a second URL that wants payments only, with its own secret (shown once); a test event
+    // reaches it, and its delivery shows the payload sent and the receiver's answer.
+    await page.getByLabel('Endpoint URL').fill(`${upstreamUrl}/hooks/orders`);
+    await page.getByLabel('Description (optional)').fill('Orders');
+    await page.getByLabel('All events').uncheck();
+    await page.getByLabel('payment.confirmed', { exact: true }).check();
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const endpointSecret = (await page.getByTestId('secret-value').textContent())!.trim();
+    expect(endpointSecret).toMatch(/^whsec_/);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    const endpointCard = page.getByTestId('endpoint');
+    await endpointCard.getByText('Events: payment.confirmed').waitFor();
+    await endpointCard.getByRole('button', { name: 'Send test event' }).click();
+    await page.getByText('Test event sent to').waitFor();
+    await waitFor(async () => endpointWebhooks.some((w) => w.event === 'webhook.test'), {
+      message: 'the test event never reached the endpoint',
+    });
+    // The delivery appears without a reload (the live channel tells of the attempt), with the answer's body.
+    const testDelivery = page.getByTestId('delivery').filter({ hasText: 'webhook.test' });
+    await testDelivery.filter({ hasText: 'delivered' }).waitFor({ timeout: 45_000 });
+    await testDelivery.locator('summary').click();
+    await testDelivery.getByText('orders handler says thanks').waitFor();
+    await testDelivery.getByRole('button', { name: 'Show payload' }).click();
+    expect(await testDelivery.getByTestId('delivery-payload').textContent()).toContain(
+      '"event": "webhook.test"',
+    );
+    await audit(page, 'settings-endpoints');
 
     // API keys are listed with a name, their last four characters, when made and last used (the agent's call
     // above did not use it; the test's own request does), and can be named.

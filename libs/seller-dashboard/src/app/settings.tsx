@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
+import { WebhookEndpoints } from './endpoints';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
 import type { Account, Delivery, Page } from './types';
@@ -46,6 +47,7 @@ export function SettingsPage() {
           <PayoutAddress account={account.data} onSaved={account.set} />
           <PayoutSettings account={account.data} onSaved={account.set} onSecret={setSecret} />
           <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
+          <WebhookEndpoints onSecret={setSecret} />
           <Deliveries />
         </>
       )}
@@ -507,6 +509,38 @@ function Keys(props: {
   );
 }
 
+/** The exact body a delivery sent (read on demand: the list does not carry it). */
+function Payload(props: { deliveryId: string }) {
+  const { api } = useDashboard();
+  const [payload, setPayload] = useState<string>();
+  const action = useAction();
+  if (payload)
+    return (
+      // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
+      <pre class="payload" data-testid="delivery-payload" tabIndex={0}>
+        {payload}
+      </pre>
+    );
+  return (
+    <>
+      <ErrorNote error={action.error} />
+      <button
+        type="button"
+        class="outline small"
+        disabled={action.busy}
+        onClick={async () => {
+          const detail = await action.run(() =>
+            api.request<{ payload: unknown }>('GET', `/api/v1/webhooks/deliveries/${props.deliveryId}`),
+          );
+          if (detail) setPayload(JSON.stringify(detail.payload, null, 2));
+        }}
+      >
+        Show payload
+      </button>
+    </>
+  );
+}
+
 function overlapLabel(hours: number): string {
   if (hours % 24 === 0) return hours === 24 ? '1 day' : `${hours / 24} days`;
   return hours === 1 ? '1 hour' : `${hours} hours`;
@@ -580,13 +614,15 @@ function Deliveries() {
                 </summary>
                 <p>
                   To <code class="wrap">{d.url}</code>
+                  {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
                   {d.lastError ? ` · last error: ${d.lastError}` : ''}
                   {d.nextAttemptAt && d.status === 'pending'
                     ? ` · next try ${dateTime(d.nextAttemptAt)}`
                     : ''}
                 </p>
                 {d.attempts.length > 0 && (
-                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)">
+                  // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
+                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)" tabIndex={0}>
                     <table>
                       <caption class="visually-hidden">Attempts</caption>
                       <thead>
@@ -594,6 +630,7 @@ function Deliveries() {
                           <th scope="col">#</th>
                           <th scope="col">When</th>
                           <th scope="col">Answer</th>
+                          <th scope="col">Body (start)</th>
                           <th scope="col">Time</th>
                           <th scope="col">Outcome</th>
                         </tr>
@@ -604,6 +641,9 @@ function Deliveries() {
                             <td>{attempt.number}</td>
                             <td>{dateTime(attempt.attemptedAt)}</td>
                             <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
+                            <td>
+                              <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
+                            </td>
                             <td>{attempt.durationMs} ms</td>
                             <td>{attempt.outcome}</td>
                           </tr>
@@ -612,6 +652,7 @@ function Deliveries() {
                     </table>
                   </section>
                 )}
+                <Payload deliveryId={d.id} />
               </details>
               <button
                 type="button"

@@ -158,6 +158,8 @@ export interface Delivery {
   eventId: string;
   eventType: string;
   url: string;
+  /** The endpoint it went to; null: the account's webhook URL. */
+  endpointId?: string | null;
   status: string;
   attemptCount: number;
   nextAttemptAt: string | null;
@@ -180,4 +182,31 @@ export interface ApiKeyInfo {
   hint: string | null;
   createdAt: string | null;
   lastUsedAt: string | null;
+}
+
+/** The events a webhook endpoint may ask for (the notifier's WEBHOOK_EVENT_TYPES); "*" is every kind. */
+export const WEBHOOK_EVENT_TYPES = [
+  'payment.confirmed',
+  'payment.reversed',
+  'refund.requested',
+  'refund.completed',
+  'settlement.completed',
+  'checkout.session_created',
+  'checkout.session_paid',
+  'checkout.session_underpaid',
+  'checkout.session_expired',
+  'checkout.session_reopened',
+  'checkout.session_refunded',
+  'seller.payout_address_change_requested',
+] as const;
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  description: string;
+  events: string[];
+  enabled: boolean;
+  secretVersion: number;
+  createdAt: string;
+  updatedAt: string;
 }
