@@ -12,8 +12,10 @@ import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import type { NotifierDatabase } from '../src/db';
 import {
   OTHER_SELLER_ID,
+  paymentConfirmed,
   publish,
   SELLER_ID,
+  sellerIdentity,
   sellerUpdated,
   serveWebhookSecrets,
   WebhookReceiver,
@@ -25,36 +27,6 @@ const ACCOUNT_SECRET = 'whsec_account_secret_0123456789';
 const API_KEY = 'sk_test_endpoint_seller_0123456789';
 const OTHER_API_KEY = 'sk_test_endpoint_other_0123456789';
 const NO_SECRET_API_KEY = 'sk_test_endpoint_nosecret_0123456789';
-const identity = (sellerId: string) => ({
-  sellerId,
-  walletAddress: `0x${'b'.repeat(40)}`,
-  payoutAddress: `0x${'b'.repeat(40)}`,
-  publishableKey: 'pk_test_0123456789abcdef',
-  apiKeyVersion: 1,
-});
-
-let paymentCount = 0;
-const payment = () => {
-  paymentCount += 1;
-  return {
-    paymentId: `pay_ep_${paymentCount}`,
-    source: 'x402' as const,
-    sellerId: SELLER_ID,
-    skillId: null,
-    skillName: null,
-    endpointId: null,
-    sessionId: null,
-    payer: `0x${'4'.repeat(40)}`,
-    amount: '0.25',
-    network: 'local' as const,
-    chainId: 31337,
-    token: `0x${'c'.repeat(40)}`,
-    txHash: `0x${paymentCount.toString(16).padStart(64, '0')}`,
-    logIndex: 0,
-    holdPeriodHours: 0,
-    confirmedAt: new Date().toISOString(),
-  };
-};
 
 /** Whether a received webhook verifies with this secret (the seller library's check). */
 const signedWith = (request: { headers: Record<string, unknown>; body: string }, secret: string) => {
@@ -100,9 +72,9 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     servers.push(
       await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: ACCOUNT_SECRET, version: 1 } }),
       await serveSellersForTests(bus, {
-        [API_KEY]: identity(SELLER_ID),
-        [OTHER_API_KEY]: identity(OTHER_SELLER_ID),
-        [NO_SECRET_API_KEY]: identity('seller_without_secret'),
+        [API_KEY]: sellerIdentity(SELLER_ID),
+        [OTHER_API_KEY]: sellerIdentity(OTHER_SELLER_ID),
+        [NO_SECRET_API_KEY]: sellerIdentity('seller_without_secret'),
       }),
     );
     notifier = await startNotifier(loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50' })));
@@ -166,7 +138,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     ).toBe(404);
 
     // A payment goes to the account URL and both endpoints; a refund request only where all events are wanted.
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', payment());
+    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
     await publish(bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_ep_1',
@@ -244,7 +216,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       enabled: false,
     });
     expect(off.body.enabled).toBe(false);
-    const third = await publish(bus, 'payment.confirmed', 'gateway-proxy', payment());
+    const third = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
     await waitFor(() => receivers.all.received.length === 3, {
       message: 'the next payment at the catch-all',
     });

@@ -1,5 +1,4 @@
 import type { Bus, RpcServer } from '@paygate/bus';
-import type { EventData } from '@paygate/contracts';
 import {
   createTestEnvironment,
   openSchema,
@@ -10,8 +9,10 @@ import {
 import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import {
   OTHER_SELLER_ID,
+  paymentConfirmed,
   publish,
   SELLER_ID,
+  sellerIdentity,
   sellerUpdated,
   serveWebhookSecrets,
   WebhookReceiver,
@@ -23,36 +24,6 @@ jest.setTimeout(45_000);
 // Seller A signs in to the dashboard (a session token), seller B uses its sk_ key: both resolve like REST calls.
 const SESSION_TOKEN_A = `${'a'.repeat(20)}.${'b'.repeat(40)}.${'c'.repeat(43)}`;
 const API_KEY_B = 'sk_test_seller_two_0123456789';
-const identity = (sellerId: string) => ({
-  sellerId,
-  walletAddress: `0x${'b'.repeat(40)}`,
-  payoutAddress: `0x${'b'.repeat(40)}`,
-  publishableKey: 'pk_test_0123456789abcdef',
-  apiKeyVersion: 1,
-});
-
-let paymentCounter = 0;
-const payment = (sellerId: string): EventData<'payment.confirmed'> => {
-  paymentCounter += 1;
-  return {
-    paymentId: `pay_${sellerId}_${paymentCounter}`,
-    source: 'x402',
-    sellerId,
-    skillId: null,
-    skillName: null,
-    endpointId: null,
-    sessionId: null,
-    payer: `0x${'4'.repeat(40)}`,
-    amount: '0.05',
-    network: 'local',
-    chainId: 31337,
-    token: `0x${'c'.repeat(40)}`,
-    txHash: `0x${paymentCounter.toString(16).padStart(64, '0')}`,
-    logIndex: 0,
-    holdPeriodHours: 0,
-    confirmedAt: new Date().toISOString(),
-  };
-};
 
 describe("notifier live channel for a seller's dashboard", () => {
   let env: TestEnvironment;
@@ -73,8 +44,8 @@ describe("notifier live channel for a seller's dashboard", () => {
     bus = await env.bus();
     servers.push(
       await serveSellersForTests(bus, {
-        [SESSION_TOKEN_A]: identity(SELLER_ID),
-        [API_KEY_B]: identity(OTHER_SELLER_ID),
+        [SESSION_TOKEN_A]: sellerIdentity(SELLER_ID),
+        [API_KEY_B]: sellerIdentity(OTHER_SELLER_ID),
       }),
       await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_live_0123456789', version: 1 } }),
     );
@@ -104,7 +75,7 @@ describe("notifier live channel for a seller's dashboard", () => {
     expect(sellerA.messages).toEqual([{ type: 'authenticated', sellerId: SELLER_ID }]);
     expect(sellerB.messages).toEqual([{ type: 'authenticated', sellerId: OTHER_SELLER_ID }]);
 
-    const paidA = await publish(bus, 'payment.confirmed', 'gateway-proxy', payment(SELLER_ID));
+    const paidA = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
     const refundA = await publish(bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_live_1',
@@ -114,7 +85,7 @@ describe("notifier live channel for a seller's dashboard", () => {
       requestedAt: new Date().toISOString(),
     });
     // Published after A's: once B has it, B would have had A's before it.
-    const paidB = await publish(bus, 'payment.confirmed', 'gateway-proxy', payment(OTHER_SELLER_ID));
+    const paidB = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(OTHER_SELLER_ID));
     await waitFor(() => sellerEvents(sellerB).length >= 1, { message: 'B hears its payment' });
     await waitFor(() => sellerEvents(sellerA).length >= 2, { message: 'A hears its payment and request' });
 
@@ -157,7 +128,7 @@ describe("notifier live channel for a seller's dashboard", () => {
       { message: 'webhook URL projected' },
     );
     await db.destroy();
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', payment(SELLER_ID));
+    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
     await waitFor(() => receiver.received.length > 0, { message: 'webhook delivered' });
     await waitFor(() => sellerEvents(sellerA).some((m) => m.eventType === 'webhook.delivery_attempted'), {
       message: 'delivery attempt heard',
@@ -180,7 +151,7 @@ describe("notifier live channel for a seller's dashboard", () => {
     const sellerA = await open();
     sellerA.send({ type: 'authenticate', token: SESSION_TOKEN_A });
     await waitFor(() => sellerA.messages.some((m) => m.type === 'authenticated'), { message: 'A signed in' });
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', payment(SELLER_ID));
+    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
     await waitFor(() => sellerEvents(sellerA).length >= 1, { message: 'still hears after the idle timeout' });
     expect(sellerA.closed).toBeUndefined();
   });
