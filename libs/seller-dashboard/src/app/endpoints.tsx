@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { fieldErrors } from './api';
+import { ApiError, fieldErrors } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { type Delivery, WEBHOOK_EVENT_TYPES, type WebhookEndpoint } from './types';
@@ -56,6 +56,31 @@ export function WebhookEndpoints(props: { onSecret: (secret: { label: string; va
       {confirm.dialog}
       {notice && <Notice>{notice}</Notice>}
       <ErrorNote error={action.error} />
+      {action.error instanceof ApiError && action.error.code === 'webhook_secret_missing' && (
+        <p>
+          Endpoint secrets are derived from your account's webhook signing secret, which does not exist yet.{' '}
+          <button
+            type="button"
+            class="outline small"
+            disabled={action.busy}
+            onClick={async () => {
+              const created = await action.run(() =>
+                api.request<{ webhookSecret: string }>('POST', '/api/v1/account/webhook-secret/rotate'),
+              );
+              if (created) {
+                setNotice('Account signing secret created: add the endpoint again.');
+                props.onSecret({
+                  label:
+                    'account webhook signing secret (for the webhook URL; endpoint secrets derive from it)',
+                  value: created.webhookSecret,
+                });
+              }
+            }}
+          >
+            Create it
+          </button>
+        </p>
+      )}
       {list.data === undefined ? (
         <LoadState load={list} what="webhook endpoints">
           {() => null}

@@ -305,7 +305,8 @@ function Keys(props: {
         ? 'Rotate the secret API key and revoke the current one? The current sk_ key stops working at once on every server that uses it, and requests Paygate forwards to your API are signed with the new key only: deploy it where verifyPaygateRequest runs.'
         : `Rotate the secret API key? The current sk_ key keeps working for ${overlapLabel(overlapHours)} (until about ${dateTime(new Date(Date.now() + overlapHours * 3_600_000).toISOString())}), while Paygate signs requests to your API with both keys: deploy the new one before it ends.`,
       'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
-      'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
+      'webhook-secret':
+        'Rotate the webhook signing secret? Your webhook handler must use the new secret. The secret of every webhook endpoint is derived from it and changes too: rotate each endpoint to see its new one.',
     };
     const titles = {
       'api-key': 'Rotate the secret API key?',
