@@ -1,12 +1,17 @@
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { build } from 'esbuild';
 
 export interface DashboardAssets {
+  /** The whole app (and its style sheet). */
   js: string;
   css: string;
+  /** The sign-in screen alone, inlined in a first visit's page: it loads `js` after the seller signs in. */
+  signInJs: string;
 }
 
 const ENTRY = path.join(__dirname, 'app/main.tsx');
+const SIGN_IN_ENTRY = path.join(__dirname, 'app/sign-in-main.tsx');
 
 /**
  * Bundles the dashboard (Preact, uPlot, Pico CSS) into one script and one stylesheet, in memory, like the
@@ -14,7 +19,7 @@ const ENTRY = path.join(__dirname, 'app/main.tsx');
  */
 export async function buildDashboard(options: { minify?: boolean } = {}): Promise<DashboardAssets> {
   const result = await build({
-    entryPoints: [ENTRY],
+    entryPoints: { app: ENTRY, signin: SIGN_IN_ENTRY },
     bundle: true,
     write: false,
     outdir: '/dashboard-assets',
@@ -27,17 +32,46 @@ export async function buildDashboard(options: { minify?: boolean } = {}): Promis
     legalComments: 'none',
     logLevel: 'silent',
   });
-  const js = result.outputFiles.find((file) => file.path.endsWith('.js'));
-  const css = result.outputFiles.find((file) => file.path.endsWith('.css'));
-  if (!js || !css) throw new Error('esbuild produced no dashboard bundle');
-  return { js: js.text, css: css.text };
+  const output = (name: string) => result.outputFiles.find((file) => path.basename(file.path) === name);
+  const js = output('app.js');
+  const css = output('app.css');
+  const signInJs = output('signin.js');
+  if (!js || !css || !signInJs) throw new Error('esbuild produced no dashboard bundle');
+  // A module script's text ends the inline <script> it is put in if it holds "</script": escaped for the HTML.
+  return { js: js.text, css: css.text, signInJs: signInJs.text.replace(/<\/(script)/gi, '<\\/$1') };
+}
+
+/** The files a page names: content-hashed, cached for a year. */
+export interface DashboardPageAssets {
+  js: string;
+  css: string;
+}
+
+/**
+ * What a first visit's page carries inline, so the sign-in screen shows after one round trip: the style sheet
+ * and the sign-in script (allowed by their hashes in the page's CSP, see dashboardCsp).
+ */
+export interface InlineFirstScreen {
+  css: string;
+  signInJs: string;
+  /** Names the build in the cookie that says its files are cached (then pages link them instead). */
+  buildId: string;
 }
 
 /** The one HTML page of the dashboard (every /dashboard/* path answers it; the app routes in the browser). */
 export function dashboardPage(
   basePath = '/dashboard',
-  assets: { js: string; css: string } = { js: 'app.js', css: 'app.css' },
+  assets: DashboardPageAssets = { js: 'app.js', css: 'app.css' },
+  inline?: InlineFirstScreen,
 ): string {
+  const js = `${basePath}/assets/${assets.js}`;
+  const css = `${basePath}/assets/${assets.css}`;
+  const head = inline
+    ? `<style>${inline.css}</style>
+<script type="module">${inline.signInJs}</script>`
+    : `<link rel="stylesheet" href="${css}">
+<script type="module" src="${js}"></script>`;
+  const data = inline ? ` data-app-src="${js}" data-css-href="${css}" data-build-id="${inline.buildId}"` : '';
   return `<!doctype html>
 <html lang="en" data-theme="light">
 <head>
@@ -45,30 +79,42 @@ export function dashboardPage(
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>Paygate seller dashboard</title>
-<link rel="stylesheet" href="${basePath}/assets/${assets.css}">
-<script type="module" src="${basePath}/assets/${assets.js}"></script>
+${head}
 </head>
 <body>
-<div id="app" data-base-path="${basePath}"><main class="container"><p aria-busy="true">Loading the dashboard…</p></main></div>
+<div id="app" data-base-path="${basePath}"${data}><main class="container"><p aria-busy="true">Loading the dashboard…</p></main></div>
 <noscript><p>The Paygate dashboard needs JavaScript. Everything it does is also in the REST API: see /api/v1/openapi.json.</p></noscript>
 </body>
 </html>
 `;
 }
 
+/** The CSP source of an inline element's exact text. */
+export function cspHash(text: string): string {
+  return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
+}
+
 /**
- * What the page may load: only its own origin (no inline script or style element, no framing); images may be
- * data: URIs (the CSS icons); links to block explorers are plain navigations.
+ * What the page may load: only its own origin (no inline script or style element but the first screen's own,
+ * named by hash; no framing); images may be data: URIs (the CSS icons); links to block explorers are plain
+ * navigations.
  */
-export const DASHBOARD_CSP = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "font-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join('; ');
+export function dashboardCsp(inline?: InlineFirstScreen): string {
+  const scripts = inline ? ` ${cspHash(inline.signInJs)}` : '';
+  const styles = inline ? ` ${cspHash(inline.css)}` : '';
+  return [
+    "default-src 'self'",
+    `script-src 'self'${scripts}`,
+    `style-src 'self'${styles}`,
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "font-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+/** The policy of every response without inline content (the assets, a linking page). */
+export const DASHBOARD_CSP = dashboardCsp();

@@ -3,6 +3,7 @@ import { SiweMessage } from 'siwe';
 import { ApiError, createApiClient, fieldErrors, humanField, plainMessage, withQuery } from '../src/app/api';
 import { csvField, transactionsCsv } from '../src/app/csv';
 import { sumUsdc, usd } from '../src/app/format';
+import { type LiveStatus, liveUrl, openLiveChannel } from '../src/app/live';
 import { axisTop, dailyBySkill, nextPayoutAt, periodLabel, tickLabel, totals } from '../src/app/overview';
 import { refundEffect, sellerNet } from '../src/app/refund-effect';
 import { clearSession, loadSession, saveSession } from '../src/app/session';
@@ -375,5 +376,68 @@ describe('overview', () => {
     expect(periodLabel(period('2026-11-25T11:44:00.000Z', '2026-11-25T11:46:00.000Z'))).toBe(
       '25 Nov 2026, 11:44–11:46 UTC',
     );
+  });
+});
+
+describe('live channel', () => {
+  /** A browser WebSocket as the channel uses it: the test plays the notifier's side. */
+  class FakeSocket {
+    static opened: FakeSocket[] = [];
+    sent: string[] = [];
+    closedWith: number | undefined;
+    onopen: (() => void) | null = null;
+    onmessage: ((m: { data: string }) => void) | null = null;
+    onclose: ((e: { code: number }) => void) | null = null;
+    constructor(readonly url: string) {
+      FakeSocket.opened.push(this);
+    }
+    send(data: string) {
+      this.sent.push(data);
+    }
+    close(code: number) {
+      this.closedWith = code;
+    }
+    serverSays(message: object) {
+      this.onmessage?.({ data: JSON.stringify(message) });
+    }
+  }
+
+  beforeEach(() => {
+    jest.useFakeTimers();
+    FakeSocket.opened = [];
+  });
+  afterEach(() => jest.useRealTimers());
+
+  it('signs in with the session token (not in the URL), refreshes once per burst, reconnects with backoff', () => {
+    const changes: string[][] = [];
+    const statuses: LiveStatus[] = [];
+    const channel = openLiveChannel({
+      token: 'session.token.value',
+      url: liveUrl({ protocol: 'https:', host: 'pay.example' }),
+      onChange: (types) => changes.push(types),
+      onStatus: (status) => statuses.push(status),
+      WebSocketImpl: FakeSocket as unknown as typeof WebSocket,
+    });
+    const first = FakeSocket.opened[0]!;
+    expect(first.url).toBe('wss://pay.example/api/v1/ws');
+    first.onopen?.();
+    expect(JSON.parse(first.sent[0]!)).toEqual({ type: 'authenticate', token: 'session.token.value' });
+    first.serverSays({ type: 'authenticated', sellerId: 'sel_1' });
+    expect(statuses).toEqual(['connecting', 'live']);
+    expect(changes).toEqual([['reconnected']]);
+    first.serverSays({ type: 'seller_event', eventType: 'payment.confirmed' });
+    first.serverSays({ type: 'seller_event', eventType: 'refund.requested' });
+    jest.advanceTimersByTime(300);
+    expect(changes[1]).toEqual(['payment.confirmed', 'refund.requested']);
+
+    first.onclose?.({ code: 1006 });
+    expect(statuses.at(-1)).toBe('offline');
+    jest.advanceTimersByTime(1000);
+    expect(FakeSocket.opened).toHaveLength(2);
+    // Refused (expired or signed-out session): no reconnect, REST's 401 signs the user out.
+    FakeSocket.opened[1]!.onclose?.({ code: 4401 });
+    jest.advanceTimersByTime(60_000);
+    expect(FakeSocket.opened).toHaveLength(2);
+    channel.close();
   });
 });

@@ -1,7 +1,9 @@
 import type { Migration } from 'kysely';
 import { notifierInit } from './2026-11-22-0700-notifier-init';
+import { webhookEndpoints } from './2026-11-26-0100-webhook-endpoints';
 
 /** Frozen, date-prefixed migrations of the notifier schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0700-notifier-init': notifierInit,
+  '2026-11-26-0100-webhook-endpoints': webhookEndpoints,
 };

@@ -6,6 +6,7 @@ import type { NotifierDatabase } from './db';
 import { findSeller, upsertSeller } from './sellers/repository';
 import { type CheckoutSessionSnapshot, upsertSession } from './sessions/repository';
 import type { WebhookDispatcher } from './webhooks/dispatcher';
+import { endpointsFor } from './webhooks/endpoints';
 import { buildWebhookBody, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhooks/payload';
 import { createDelivery } from './webhooks/repository';
 
@@ -38,16 +39,20 @@ async function enqueueWebhook(
   // No seller: a refund.completed of an unmatched transfer (money that paid no seller) concerns nobody's webhook.
   if (!sellerId) return false;
   const seller = await findSeller(trx, sellerId);
-  if (!seller?.webhook_url) return false;
-  await createDelivery(trx, {
+  // The account's webhook URL (all events) and every enabled endpoint that asked for this kind.
+  const endpoints = await endpointsFor(trx, sellerId, envelope.type);
+  if (!seller?.webhook_url && endpoints.length === 0) return false;
+  const delivery = {
     eventId: envelope.id,
     eventType: envelope.type,
     sellerId,
-    url: seller.webhook_url,
     body: buildWebhookBody(envelope),
     now: config.now(),
     retryWindowHours: config.webhookRetryWindowHours,
-  });
+  };
+  if (seller?.webhook_url) await createDelivery(trx, { ...delivery, url: seller.webhook_url });
+  for (const endpoint of endpoints)
+    await createDelivery(trx, { ...delivery, url: endpoint.url, endpointId: endpoint.endpoint_id });
   return true;
 }
 

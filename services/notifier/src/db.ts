@@ -43,6 +43,22 @@ export interface WebhookDeliveriesTable {
   redelivery_of: string | null;
   created_at: Timestamp;
   delivered_at: Timestamp | null;
+  /** The endpoint it goes to; null: the account's webhook URL. */
+  endpoint_id: Generated<string | null>;
+}
+
+export interface WebhookEndpointsTable {
+  endpoint_id: string;
+  seller_id: string;
+  url: string;
+  description: Generated<string>;
+  events: string[];
+  enabled: Generated<boolean>;
+  /** Part of the derivation of its signing secret: a rotation is a new version. */
+  secret_version: Generated<number>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: Timestamp | null;
 }
 
 export type AttemptOutcome = 'delivered' | 'retryable' | 'permanent';
@@ -73,5 +89,6 @@ export interface NotifierDatabase {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_endpoints: WebhookEndpointsTable;
   idempotency_keys: IdempotencyKeysTable;
 }

@@ -8,9 +8,11 @@ import type { NotifierConfig } from './config';
 import { notifierConsumers } from './consumers';
 import type { NotifierDatabase } from './db';
 import { LiveUpdates } from './live/hub';
+import { WEBHOOK_DELIVERY_EVENT } from './live/protocol';
 import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
+import { Endpoint } from './webhooks/endpoints';
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
 
@@ -32,6 +34,7 @@ interface Parts {
   auth: SellerAuth;
   dispatcher: WebhookDispatcher;
   live: LiveUpdates;
+  secrets: WebhookSecrets;
 }
 
 export async function startNotifier(
@@ -42,25 +45,36 @@ export async function startNotifier(
   // startService builds the context, then calls routes, consumers and background with it: the parts are
   // created once, on the first of those calls.
   const partsFor = (ctx: ServiceContext<NotifierDatabase>): Parts => {
-    parts ??= {
-      auth: new SellerAuth(ctx.bus),
-      dispatcher: new WebhookDispatcher({
-        db: ctx.db,
-        secrets: new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs }),
-        logger: ctx.logger,
-        config,
-        registry: ctx.metrics.registry,
-        random: options.random,
-        resolveHost: options.resolveHost,
-      }),
-      live: new LiveUpdates({
+    if (!parts) {
+      const auth = new SellerAuth(ctx.bus);
+      const live = new LiveUpdates({
         db: ctx.db,
         bus: ctx.bus,
         logger: ctx.logger,
         config,
         registry: ctx.metrics.registry,
-      }),
-    };
+        auth,
+      });
+      const secrets = new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs });
+      const dispatcher = new WebhookDispatcher({
+        db: ctx.db,
+        secrets,
+        logger: ctx.logger,
+        config,
+        registry: ctx.metrics.registry,
+        random: options.random,
+        resolveHost: options.resolveHost,
+        // The seller's open dashboards on this replica see the attempt at once (others on their next poll).
+        onAttempt: (sellerId, deliveryId, attemptedAt) =>
+          live.publishToSeller(sellerId, {
+            type: 'seller_event',
+            eventId: deliveryId,
+            eventType: WEBHOOK_DELIVERY_EVENT,
+            occurredAt: attemptedAt.toISOString(),
+          }),
+      });
+      parts = { auth, dispatcher, live, secrets };
+    }
     return parts;
   };
 
@@ -69,17 +83,17 @@ export async function startNotifier(
     config,
     migrations,
     routes: (app, ctx) => {
-      const { auth, dispatcher, live } = partsFor(ctx);
+      const { auth, dispatcher, live, secrets } = partsFor(ctx);
       live.start();
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config })];
+      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
       const document = openApiRoute(
         OPENAPI_PATH,
         {
           title: 'Paygate notifier',
           description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
           securitySchemes: { secretKey: securitySchemes.apiKey },
-          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery },
+          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
           webhooks: webhookDocuments(),
         },
         routes,

@@ -152,3 +152,42 @@ export function sellerUpdated(
     ...overrides,
   };
 }
+
+/** What the registry's key resolution answers for a seller (the wallet and payout address are placeholders). */
+export function sellerIdentity(sellerId: string) {
+  return {
+    sellerId,
+    walletAddress: `0x${'b'.repeat(40)}`,
+    payoutAddress: `0x${'b'.repeat(40)}`,
+    publishableKey: 'pk_test_0123456789abcdef',
+    apiKeyVersion: 1,
+  };
+}
+
+let paymentCounter = 0;
+/** A payment.confirmed payload for the seller: each call a new payment (its own id and tx hash). */
+export function paymentConfirmed(
+  sellerId: string,
+  overrides: Partial<EventData<'payment.confirmed'>> = {},
+): EventData<'payment.confirmed'> {
+  paymentCounter += 1;
+  return {
+    paymentId: `pay_${sellerId}_${paymentCounter}`,
+    source: 'x402',
+    sellerId,
+    skillId: null,
+    skillName: null,
+    endpointId: null,
+    sessionId: null,
+    payer: `0x${'4'.repeat(40)}`,
+    amount: '0.25',
+    network: 'local',
+    chainId: 31337,
+    token: `0x${'c'.repeat(40)}`,
+    txHash: `0x${paymentCounter.toString(16).padStart(64, '0')}`,
+    logIndex: 0,
+    holdPeriodHours: 0,
+    confirmedAt: new Date().toISOString(),
+    ...overrides,
+  };
+}

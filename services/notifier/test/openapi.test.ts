@@ -148,12 +148,13 @@ describe('notifier OpenAPI document, built from the route declarations', () => {
 
   it('a query, path or header value breaking a declared rule is a 400 naming the field and the rule', async () => {
     const params = doc.paths['/api/v1/webhooks/deliveries'].get.parameters as Array<{ name: string }>;
-    expect(params.map((p) => p.name).sort()).toEqual(['before', 'eventId', 'limit', 'status']);
+    expect(params.map((p) => p.name).sort()).toEqual(['before', 'endpointId', 'eventId', 'limit', 'status']);
     for (const [query, field, rule] of [
       ['limit=101', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
       ['limit=0', 'limit', 'must match ^(100|[1-9][0-9]?)$'],
       ['status=bogus', 'status', 'must be one of pending, delivered, failed'],
       ['before=a%20b', 'before', 'must match ^[0-9A-Za-z_-]{1,64}$'],
+      ['endpointId=nope', 'endpointId', 'must match ^whe_[0-9A-Z]{26}$'],
       ['surprise=1', 'surprise', 'is not an allowed field'],
     ] as const) {
       const refused = await call(`/api/v1/webhooks/deliveries?${query}`);

@@ -5,6 +5,7 @@ import { sessionSignOut } from './2026-11-24-0100-session-sign-out';
 import { walletGuardedChanges } from './2026-11-25-0100-wallet-guarded-changes';
 import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
 import { idempotencyClaims } from './2026-11-25-1800-idempotency-claims';
+import { apiKeyDetails } from './2026-11-26-0100-api-key-details';
 /** Frozen, date-prefixed migrations of the registry schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-init': init,
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-0100-wallet-guarded-changes': walletGuardedChanges,
   '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
   '2026-11-25-1800-idempotency-claims': idempotencyClaims,
+  '2026-11-26-0100-api-key-details': apiKeyDetails,
 };

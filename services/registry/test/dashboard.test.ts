@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { signUpSeller } from '@paygate/testing';
@@ -25,6 +26,12 @@ function rawGet(url: string, headers: Record<string, string> = {}) {
   );
 }
 
+/** The cookie the first screen sets once this build's files are cached. */
+async function buildCookie(): Promise<string> {
+  const html = (await rawGet(`${h.url}/dashboard/`)).body.toString('utf8');
+  return `paygate_dashboard_build=${/data-build-id="([0-9a-f]{16})"/.exec(html)![1]}`;
+}
+
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness('regdash');
@@ -35,17 +42,44 @@ afterAll(async () => {
 
 describe('the seller dashboard served under /dashboard', () => {
   it('answers every dashboard path with the page, locked down by its content security policy', async () => {
+    const cookie = await buildCookie();
     for (const path of ['/dashboard', '/dashboard/', '/dashboard/skills/weather-now']) {
-      const page = await fetch(`${h.url}${path}`);
+      // With this build's files cached (the cookie the first screen sets): the page links them.
+      const page = await fetch(`${h.url}${path}`, { headers: { cookie } });
       expect([path, page.status]).toEqual([path, 200]);
       expect(page.headers.get('content-type')).toContain('text/html');
-      expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+      expect(page.headers.get('content-security-policy')).toContain("script-src 'self';");
+      expect(page.headers.get('content-security-policy')).toContain("style-src 'self';");
       expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
       expect(page.headers.get('cache-control')).toBe('no-store');
+      expect(page.headers.get('vary')).toContain('Cookie');
       expect(await page.text()).toMatch(
         /<script type="module" src="\/dashboard\/assets\/app\.[0-9a-f]{16}\.js">/,
       );
     }
+  });
+
+  it("inlines the first visit's style sheet and sign-in script, allowed by their hashes only, compressed", async () => {
+    const first = await rawGet(`${h.url}/dashboard/`, { 'accept-encoding': 'br' });
+    expect(first.headers['content-encoding']).toBe('br');
+    const html = brotliDecompressSync(first.body).toString('utf8');
+    const script = /<script type="module">([\s\S]*?)<\/script>/.exec(html)![1]!;
+    const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+    expect(script).toContain('/api/v1/auth/siwe/nonce');
+    expect(style.length).toBeGreaterThan(10_000);
+    // The CSP names exactly these two inline elements, by hash: no 'unsafe-inline'.
+    const csp = String(first.headers['content-security-policy']);
+    const hash = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
+    expect(csp).toContain(`script-src 'self' ${hash(script)};`);
+    expect(csp).toContain(`style-src 'self' ${hash(style)};`);
+    expect(csp).not.toContain('unsafe-inline');
+    // The app it loads after sign-in, and the build id for the cookie, are named on the root element.
+    expect(html).toMatch(/data-app-src="\/dashboard\/assets\/app\.[0-9a-f]{16}\.js"/);
+    // What a first visit downloads before its first screen: this page alone.
+    expect(first.body.length).toBeLessThan(30_000);
+    // A cookie of another build is no cache: the page is inlined again.
+    const stale = await rawGet(`${h.url}/dashboard/`, { cookie: 'paygate_dashboard_build=0000000000000000' });
+    expect(stale.body.toString('utf8')).toContain('<script type="module">');
   });
 
   it('serves the bundle built from libs/seller-dashboard (script and stylesheet)', async () => {
@@ -59,7 +93,9 @@ describe('the seller dashboard served under /dashboard', () => {
   });
 
   it('sends the hashed bundle compressed (brotli, else gzip), cached for a year, and answers 304 when unchanged', async () => {
-    const html = await (await fetch(`${h.url}/dashboard/`)).text();
+    const html = await (
+      await fetch(`${h.url}/dashboard/`, { headers: { cookie: await buildCookie() } })
+    ).text();
     const js = /src="(\/dashboard\/assets\/app\.[0-9a-f]{16}\.js)"/.exec(html)![1]!;
     const css = /href="(\/dashboard\/assets\/app\.[0-9a-f]{16}\.css)"/.exec(html)![1]!;
     const plain = await rawGet(`${h.url}${js}`);

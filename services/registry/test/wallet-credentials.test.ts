@@ -305,6 +305,76 @@ describe('API key rotation', () => {
     }
   });
 
+  it('describes each key (name, last four characters, made, last used) and keeps the old one for the overlap asked', async () => {
+    const seller = await signUpSeller(h.url, Wallet.createRandom());
+    const account = async () =>
+      (await api(h.url, 'GET', '/api/v1/account', { token: seller.sessionToken })).body;
+    const first = await account();
+    expect(first.apiKey).toEqual({
+      name: 'Secret key',
+      hint: seller.apiKey.slice(-4),
+      createdAt: expect.any(String),
+      lastUsedAt: null,
+    });
+    expect(first.previousApiKey).toBeNull();
+    // A request with the key is its use (the session token is not a key use).
+    expect((await api(h.url, 'GET', '/api/v1/account', { token: seller.apiKey })).status).toBe(200);
+    const used = await account();
+    expect(Date.parse(used.apiKey.lastUsedAt)).toBeGreaterThan(Date.parse(first.apiKey.createdAt) - 1);
+
+    const renamed = await api(h.url, 'PATCH', '/api/v1/account/api-key', {
+      token: seller.sessionToken,
+      body: { name: '  Production server ' },
+    });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body.apiKey.name).toBe('Production server');
+    const blank = await api(h.url, 'PATCH', '/api/v1/account/api-key', {
+      token: seller.sessionToken,
+      body: { name: '   ' },
+    });
+    expect(blank.status).toBe(400);
+    expect(blank.body.error.field).toBe('name');
+
+    // Rotation with a name for the new key and a 3 h overlap: the old key is listed with its expiry.
+    const rotated = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
+      token: seller.sessionToken,
+      body: { name: 'Production server v2', overlapHours: 3 },
+    });
+    expect(rotated.status).toBe(200);
+    const expiresMs = Date.parse(rotated.body.previousKeyExpiresAt) - Date.now();
+    expect(expiresMs).toBeGreaterThan(3 * HOUR - 60_000);
+    expect(expiresMs).toBeLessThan(3 * HOUR + 60_000);
+    expect(rotated.body.account.apiKey).toEqual({
+      name: 'Production server v2',
+      hint: rotated.body.apiKey.slice(-4),
+      createdAt: expect.any(String),
+      lastUsedAt: null,
+    });
+    expect(rotated.body.account.previousApiKey).toEqual({
+      name: 'Production server',
+      hint: seller.apiKey.slice(-4),
+      createdAt: first.apiKey.createdAt,
+      lastUsedAt: used.apiKey.lastUsedAt,
+      expiresAt: rotated.body.previousKeyExpiresAt,
+    });
+    const tooLong = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', {
+      token: seller.sessionToken,
+      body: { overlapHours: 721 },
+    });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error.field).toBe('overlapHours');
+
+    // After the overlap the old key is gone from the account too.
+    h.clock.advance(3 * HOUR + 1000);
+    try {
+      await waitFor(async () => (await account()).previousApiKey === null, {
+        message: 'the old key is still listed after its overlap',
+      });
+    } finally {
+      h.clock.advance(-(3 * HOUR + 1000));
+    }
+  });
+
   it('revokeImmediately: true ends the old key at once (a leaked key), and any key still in its overlap', async () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const second = await api(h.url, 'POST', '/api/v1/account/api-key/rotate', { token: seller.sessionToken });

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { createApiClient } from './api';
 import { Dashboard } from './context';
+import { type LiveStatus, openLiveChannel } from './live';
 import { MoneyPage, TransactionPage } from './money';
 import { OverviewPage } from './overview-page';
 import { useRoute } from './router';
@@ -11,8 +12,10 @@ import { SkillEditor, SkillPage, SkillsPage } from './skills';
 import type { SignInResult } from './types';
 import { Link, refreshLiveViews, SecretOnce } from './ui';
 
-/** How often open views read balances, payments, requests, statuses and deliveries again. */
-const LIVE_REFRESH_MS = 10_000;
+/** How often open views read balances, payments, requests, statuses and deliveries again without the live channel. */
+const POLL_REFRESH_MS = 10_000;
+/** With the live channel up, a slow safety poll (a change on another notifier replica's deliveries, a lost frame). */
+const LIVE_SAFETY_REFRESH_MS = 60_000;
 
 const NAV: Array<[string, string]> = [
   ['/', 'Overview'],
@@ -21,9 +24,10 @@ const NAV: Array<[string, string]> = [
   ['/settings', 'Settings'],
 ];
 
-export function App() {
+/** `firstLogin`: a first sign-in made on the inlined sign-in screen (its sk_ key is shown once here). */
+export function App(props: { firstLogin?: SignInResult } = {}) {
   const [session, setSession] = useState<Session | undefined>(() => loadSession(new Date()));
-  const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>();
+  const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>(props.firstLogin);
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
   // The routes that did not answer at their last call, and since when: a service down shows one banner, which
@@ -54,19 +58,30 @@ export function App() {
     [session?.token],
   );
 
-  // Live data: every live view loads again while the page is visible (and at once when it becomes visible).
+  // Live data: the notifier's live channel says when something of this seller changed, and the open views read
+  // it again; polling (every 10 s while the page is visible, at once when it becomes visible) while it is down.
+  const [liveStatus, setLiveStatus] = useState<LiveStatus>('connecting');
+  useEffect(() => {
+    if (!session) return;
+    const channel = openLiveChannel({
+      token: session.token,
+      onStatus: setLiveStatus,
+      onChange: () => refreshLiveViews(),
+    });
+    return () => channel.close();
+  }, [session?.token]);
   useEffect(() => {
     if (!session) return;
     const tick = () => {
       if (document.visibilityState === 'visible') refreshLiveViews();
     };
-    const timer = setInterval(tick, LIVE_REFRESH_MS);
+    const timer = setInterval(tick, liveStatus === 'live' ? LIVE_SAFETY_REFRESH_MS : POLL_REFRESH_MS);
     document.addEventListener('visibilitychange', tick);
     return () => {
       clearInterval(timer);
       document.removeEventListener('visibilitychange', tick);
     };
-  }, [session]);
+  }, [session, liveStatus]);
 
   const firstRoute = useRef(true);
   useEffect(() => {
@@ -127,7 +142,14 @@ export function App() {
           </ul>
         </nav>
         <p class="who">
-          Signed in as <code>{session.walletAddress}</code>
+          Signed in as <code>{session.walletAddress}</code>{' '}
+          <span class={`live-status ${liveStatus}`} data-testid="live-status" data-status={liveStatus}>
+            {liveStatus === 'live'
+              ? '● Live: updates as they happen'
+              : liveStatus === 'connecting'
+                ? 'Connecting to live updates…'
+                : `Updates every ${POLL_REFRESH_MS / 1000} s (live updates unavailable)`}
+          </span>
         </p>
         {session.mode === 'test' && (
           <p class="test-mode" data-testid="test-mode">
@@ -141,7 +163,7 @@ export function App() {
           <p class="outage" role="alert" data-testid="outage">
             <strong>Paygate is not answering</strong> (since {outageSince.toISOString().slice(11, 16)} UTC).
             What you see may be out of date and actions may fail; nothing is lost. The page tries again every{' '}
-            {LIVE_REFRESH_MS / 1000} seconds.
+            {POLL_REFRESH_MS / 1000} seconds.
           </p>
         )}
         {firstLogin?.apiKey ? (

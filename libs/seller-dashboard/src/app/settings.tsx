@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
+import { WebhookEndpoints } from './endpoints';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
 import type { Account, Delivery, Page } from './types';
@@ -46,6 +47,7 @@ export function SettingsPage() {
           <PayoutAddress account={account.data} onSaved={account.set} />
           <PayoutSettings account={account.data} onSaved={account.set} onSecret={setSecret} />
           <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
+          <WebhookEndpoints onSecret={setSecret} />
           <Deliveries />
         </>
       )}
@@ -291,15 +293,20 @@ function Keys(props: {
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   const [revokeImmediately, setRevokeImmediately] = useState(false);
+  const [overlapHours, setOverlapHours] = useState(24);
+  const [newKeyName, setNewKeyName] = useState('');
+  const [keyName, setKeyName] = useState(props.account.apiKey?.name ?? '');
   const a = props.account;
+  const keyPrefix = a.publishableKey.startsWith('pk_live_') ? 'sk_live_' : 'sk_test_';
   const confirm = useConfirm();
   const rotate = async (what: 'api-key' | 'publishable-key' | 'webhook-secret') => {
     const warnings = {
       'api-key': revokeImmediately
         ? 'Rotate the secret API key and revoke the current one? The current sk_ key stops working at once on every server that uses it, and requests Paygate forwards to your API are signed with the new key only: deploy it where verifyPaygateRequest runs.'
-        : 'Rotate the secret API key? The current sk_ key keeps working for an overlap period (shown after), while Paygate signs requests to your API with both keys: deploy the new one before it ends.',
+        : `Rotate the secret API key? The current sk_ key keeps working for ${overlapLabel(overlapHours)} (until about ${dateTime(new Date(Date.now() + overlapHours * 3_600_000).toISOString())}), while Paygate signs requests to your API with both keys: deploy the new one before it ends.`,
       'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
-      'webhook-secret': 'Rotate the webhook signing secret? Your webhook handler must use the new secret.',
+      'webhook-secret':
+        'Rotate the webhook signing secret? Your webhook handler must use the new secret. The secret of every webhook endpoint is derived from it and changes too: rotate each endpoint to see its new one.',
     };
     const titles = {
       'api-key': 'Rotate the secret API key?',
@@ -317,7 +324,14 @@ function Keys(props: {
       api.request<{ apiKey?: string; webhookSecret?: string; publishableKey?: string }>(
         'POST',
         `/api/v1/account/${what}/rotate`,
-        what === 'api-key' && revokeImmediately ? { body: { revokeImmediately: true } } : undefined,
+        what === 'api-key'
+          ? {
+              body: {
+                ...(revokeImmediately ? { revokeImmediately: true } : { overlapHours }),
+                ...(newKeyName.trim() ? { name: newKeyName.trim() } : {}),
+              },
+            }
+          : undefined,
       ),
     );
     if (!result) return;
@@ -334,11 +348,115 @@ function Keys(props: {
       {notice && <Notice>{notice}</Notice>}
       <ErrorNote error={action.error} />
       <dl class="facts">
-        <dt>Secret API key (sk_)</dt>
+        <dt>Secret API keys (sk_)</dt>
         <dd>
-          version {a.apiKeyVersion}; shown only when created. Lost it? Rotate it.
-          {a.previousApiKeyExpiresAt &&
-            ` The previous key works until ${dateTime(a.previousApiKeyExpiresAt)}.`}{' '}
+          <section class="table-wrap" aria-label="Secret API keys (scrolls sideways)">
+            <table data-testid="api-keys">
+              <caption class="visually-hidden">Secret API keys</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Key</th>
+                  <th scope="col">Created</th>
+                  <th scope="col">Last used</th>
+                  <th scope="col">Works</th>
+                </tr>
+              </thead>
+              <tbody>
+                {a.apiKey && (
+                  <tr data-testid="api-key-current">
+                    <td>{a.apiKey.name}</td>
+                    <td>
+                      <code>{a.apiKey.hint ? `${keyPrefix}…${a.apiKey.hint}` : `${keyPrefix}…`}</code>
+                    </td>
+                    <td>{a.apiKey.createdAt ? dateTime(a.apiKey.createdAt) : '—'}</td>
+                    <td data-testid="api-key-last-used">
+                      {a.apiKey.lastUsedAt ? dateTime(a.apiKey.lastUsedAt) : 'never'}
+                    </td>
+                    <td>current (version {a.apiKeyVersion})</td>
+                  </tr>
+                )}
+                {a.previousApiKey && (
+                  <tr data-testid="api-key-previous">
+                    <td>{a.previousApiKey.name}</td>
+                    <td>
+                      <code>
+                        {a.previousApiKey.hint ? `${keyPrefix}…${a.previousApiKey.hint}` : `${keyPrefix}…`}
+                      </code>
+                    </td>
+                    <td>{a.previousApiKey.createdAt ? dateTime(a.previousApiKey.createdAt) : '—'}</td>
+                    <td>{a.previousApiKey.lastUsedAt ? dateTime(a.previousApiKey.lastUsedAt) : 'never'}</td>
+                    <td>
+                      <strong>until {dateTime(a.previousApiKey.expiresAt)}</strong> (rotation overlap)
+                    </td>
+                  </tr>
+                )}
+              </tbody>
+            </table>
+          </section>
+          <p class="key-note">
+            A key is shown only when created. Lost it? Rotate it. Last use is to the minute.
+            {!a.previousApiKey &&
+              a.previousApiKeyExpiresAt &&
+              ` The previous key works until ${dateTime(a.previousApiKeyExpiresAt)}.`}
+          </p>
+          {a.apiKey && (
+            <form
+              class="inline-form"
+              onSubmit={async (event) => {
+                event.preventDefault();
+                const saved = await action.run(() =>
+                  api.request<Account>('PATCH', '/api/v1/account/api-key', {
+                    body: { name: keyName.trim() },
+                  }),
+                );
+                if (saved) {
+                  setNotice('Key name saved.');
+                  props.onChanged();
+                }
+              }}
+            >
+              <Field id="key-name" label="Name of the current key" hint="Where it is used, 1-60 characters">
+                {(aria) => (
+                  <input
+                    {...aria}
+                    value={keyName}
+                    maxLength={60}
+                    onInput={(e) => setKeyName((e.target as HTMLInputElement).value)}
+                  />
+                )}
+              </Field>
+              <button type="submit" class="outline small" disabled={action.busy || !keyName.trim()}>
+                Save key name
+              </button>
+            </form>
+          )}
+          <Field id="new-key-name" label="Name of the new key (optional)">
+            {(aria) => (
+              <input
+                {...aria}
+                value={newKeyName}
+                maxLength={60}
+                onInput={(e) => setNewKeyName((e.target as HTMLInputElement).value)}
+              />
+            )}
+          </Field>
+          <Field id="key-overlap" label="The current key keeps working for">
+            {(aria) => (
+              <select
+                {...(aria as object)}
+                value={String(overlapHours)}
+                disabled={revokeImmediately}
+                onChange={(e) => setOverlapHours(Number((e.target as HTMLSelectElement).value))}
+              >
+                {[1, 24, 72, 168].map((hours) => (
+                  <option key={hours} value={String(hours)}>
+                    {overlapLabel(hours)}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
           <label class="inline">
             <input
               type="checkbox"
@@ -390,6 +508,43 @@ function Keys(props: {
       </dl>
     </section>
   );
+}
+
+/** The exact body a delivery sent (read on demand: the list does not carry it). */
+function Payload(props: { deliveryId: string }) {
+  const { api } = useDashboard();
+  const [payload, setPayload] = useState<string>();
+  const action = useAction();
+  if (payload)
+    return (
+      // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
+      <pre class="payload" data-testid="delivery-payload" tabIndex={0}>
+        {payload}
+      </pre>
+    );
+  return (
+    <>
+      <ErrorNote error={action.error} />
+      <button
+        type="button"
+        class="outline small"
+        disabled={action.busy}
+        onClick={async () => {
+          const detail = await action.run(() =>
+            api.request<{ payload: unknown }>('GET', `/api/v1/webhooks/deliveries/${props.deliveryId}`),
+          );
+          if (detail) setPayload(JSON.stringify(detail.payload, null, 2));
+        }}
+      >
+        Show payload
+      </button>
+    </>
+  );
+}
+
+function overlapLabel(hours: number): string {
+  if (hours % 24 === 0) return hours === 24 ? '1 day' : `${hours / 24} days`;
+  return hours === 1 ? '1 hour' : `${hours} hours`;
 }
 
 function Deliveries() {
@@ -460,13 +615,15 @@ function Deliveries() {
                 </summary>
                 <p>
                   To <code class="wrap">{d.url}</code>
+                  {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
                   {d.lastError ? ` · last error: ${d.lastError}` : ''}
                   {d.nextAttemptAt && d.status === 'pending'
                     ? ` · next try ${dateTime(d.nextAttemptAt)}`
                     : ''}
                 </p>
                 {d.attempts.length > 0 && (
-                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)">
+                  // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
+                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)" tabIndex={0}>
                     <table>
                       <caption class="visually-hidden">Attempts</caption>
                       <thead>
@@ -474,6 +631,7 @@ function Deliveries() {
                           <th scope="col">#</th>
                           <th scope="col">When</th>
                           <th scope="col">Answer</th>
+                          <th scope="col">Body (start)</th>
                           <th scope="col">Time</th>
                           <th scope="col">Outcome</th>
                         </tr>
@@ -484,6 +642,9 @@ function Deliveries() {
                             <td>{attempt.number}</td>
                             <td>{dateTime(attempt.attemptedAt)}</td>
                             <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
+                            <td>
+                              <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
+                            </td>
                             <td>{attempt.durationMs} ms</td>
                             <td>{attempt.outcome}</td>
                           </tr>
@@ -492,6 +653,7 @@ function Deliveries() {
                     </table>
                   </section>
                 )}
+                <Payload deliveryId={d.id} />
               </details>
               <button
                 type="button"

@@ -48,6 +48,10 @@ export interface Account {
   pendingPayoutAddress: { address: string; effectiveAt: string } | null;
   /** The API key replaced by the last rotation works until then. */
   previousApiKeyExpiresAt: string | null;
+  /** The current secret key, described (the key itself is shown only once). */
+  apiKey?: ApiKeyInfo;
+  /** The key replaced by the last rotation, while its overlap lasts. */
+  previousApiKey?: (ApiKeyInfo & { expiresAt: string }) | null;
   publishableKey: string;
   apiKeyVersion: number;
   webhookUrl: string | null;
@@ -154,6 +158,8 @@ export interface Delivery {
   eventId: string;
   eventType: string;
   url: string;
+  /** The endpoint it went to; null: the account's webhook URL. */
+  endpointId?: string | null;
   status: string;
   attemptCount: number;
   nextAttemptAt: string | null;
@@ -168,4 +174,39 @@ export interface Delivery {
 export interface Page<T> {
   data: T[];
   nextCursor: string | null;
+}
+
+export interface ApiKeyInfo {
+  name: string;
+  /** The key's last four characters (null for keys made before they were kept). */
+  hint: string | null;
+  createdAt: string | null;
+  lastUsedAt: string | null;
+}
+
+/** The events a webhook endpoint may ask for (the notifier's WEBHOOK_EVENT_TYPES); "*" is every kind. */
+export const WEBHOOK_EVENT_TYPES = [
+  'payment.confirmed',
+  'payment.reversed',
+  'refund.requested',
+  'refund.completed',
+  'settlement.completed',
+  'checkout.session_created',
+  'checkout.session_paid',
+  'checkout.session_underpaid',
+  'checkout.session_expired',
+  'checkout.session_reopened',
+  'checkout.session_refunded',
+  'seller.payout_address_change_requested',
+] as const;
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  description: string;
+  events: string[];
+  enabled: boolean;
+  secretVersion: number;
+  createdAt: string;
+  updatedAt: string;
 }

@@ -4,6 +4,7 @@ import type { Bus } from '@paygate/bus';
 import { validateEvent } from '@paygate/contracts';
 import { clientAddress } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
+import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { Subscription } from 'nats';
@@ -11,7 +12,14 @@ import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { type CheckoutSessionSnapshot, findSession } from '../sessions/repository';
-import { type ClientMessage, type ErrorCode, SESSION_ID_PATTERN, type ServerMessage } from './protocol';
+import {
+  type ClientMessage,
+  type ErrorCode,
+  SELLER_EVENT_TYPES,
+  SESSION_ID_PATTERN,
+  type SellerEventMessage,
+  type ServerMessage,
+} from './protocol';
 
 export const WEBSOCKET_PATH = '/api/v1/ws';
 const MESSAGES_PER_WINDOW = 60;
@@ -20,6 +28,13 @@ const RECENT_SNAPSHOTS = 10_000;
 const RATE_WINDOW_MS = 10_000;
 /** What a client over its open-socket limit is told to wait (a socket of its own must close first). */
 const TOO_MANY_SOCKETS_RETRY_SECONDS = 10;
+/** A seller's socket asks the registry again this often whether its token still holds (expiry, sign-out, rotation). */
+const SELLER_REVERIFY_MS = 60_000;
+/** Tokens are short ASCII strings (sk_ keys, 12 h JWTs): a longer one is refused before any RPC. */
+const TOKEN_MAX_LENGTH = 2048;
+/** Close codes of the application range: the token was refused (sign in again), or could not be checked now. */
+export const CLOSE_UNAUTHORIZED = 4401;
+export const CLOSE_AUTH_UNAVAILABLE = 4503;
 
 interface Client {
   socket: WebSocket;
@@ -31,6 +46,8 @@ interface Client {
   idleSinceMs: number | null;
   windowStartMs: number;
   windowCount: number;
+  /** Set once `authenticate` succeeded: the socket hears this seller's changes and nobody else's. */
+  seller?: { sellerId: string; token: string; verifiedAtMs: number; verifying: boolean };
 }
 
 const decoder = new TextDecoder();
@@ -42,6 +59,8 @@ const decoder = new TextDecoder();
 export class LiveUpdates {
   private readonly wss: WebSocketServer;
   private readonly bySession = new Map<string, Set<Client>>();
+  private readonly bySeller = new Map<string, Set<Client>>();
+  private readonly sellerSubscriptions: Subscription[] = [];
   private readonly clients = new Set<Client>();
   /** Open sockets per client address on this replica. */
   private readonly socketsByAddress = new Map<string, number>();
@@ -57,6 +76,8 @@ export class LiveUpdates {
       logger: Logger;
       config: NotifierConfig;
       registry: Registry;
+      /** Resolves a dashboard session token (or sk_ key) to its seller, for seller sockets. */
+      auth: SellerAuth;
     },
   ) {
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.config.wsMaxPayloadBytes });
@@ -82,6 +103,31 @@ export class LiveUpdates {
         }
       },
     });
+    // A seller's own changes, from every producer: each names its seller, and only that seller's sockets hear it.
+    for (const subject of SELLER_EVENT_TYPES) {
+      this.sellerSubscriptions.push(
+        bus.nc.subscribe(bus.subjectFor(subject), {
+          callback: (_error, message) => {
+            try {
+              const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
+              const sellerId = (envelope.data as { sellerId?: unknown }).sellerId;
+              if (typeof sellerId !== 'string') return; // e.g. a refund of money that paid no seller
+              this.publishToSeller(sellerId, {
+                type: 'seller_event',
+                eventId: envelope.id,
+                eventType: subject,
+                occurredAt: envelope.occurredAt,
+              });
+            } catch (error) {
+              this.deps.logger.warn(
+                { err: error, subject: message.subject },
+                'ignored an invalid seller event',
+              );
+            }
+          },
+        }),
+      );
+    }
     this.heartbeat = setInterval(() => this.sweep(), this.deps.config.wsHeartbeatIntervalMs);
     this.heartbeat.unref();
   }
@@ -114,10 +160,12 @@ export class LiveUpdates {
   async stop(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.subscription?.unsubscribe();
+    for (const subscription of this.sellerSubscriptions.splice(0)) subscription.unsubscribe();
     for (const client of this.clients) client.socket.terminate();
     this.clients.clear();
     this.socketsByAddress.clear();
     this.bySession.clear();
+    this.bySeller.clear();
     this.recent.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
@@ -135,6 +183,11 @@ export class LiveUpdates {
       if (this.recent.size > RECENT_SNAPSHOTS) this.recent.delete(this.recent.keys().next().value as string);
     }
     for (const client of this.bySession.get(snapshot.sessionId) ?? []) this.sendSnapshot(client, snapshot);
+  }
+
+  /** Tells every socket of this replica signed in as the seller that something of its account changed. */
+  publishToSeller(sellerId: string, message: SellerEventMessage): void {
+    for (const client of this.bySeller.get(sellerId) ?? []) this.send(client, message);
   }
 
   private accept(socket: WebSocket, address: string): void {
@@ -165,6 +218,7 @@ export class LiveUpdates {
     if (open > 0) this.socketsByAddress.set(client.address, open);
     else this.socketsByAddress.delete(client.address);
     for (const sessionId of client.sessions.keys()) this.unsubscribe(client, sessionId);
+    if (client.seller) this.forgetSeller(client);
     this.connections.set(this.clients.size);
   }
 
@@ -196,8 +250,12 @@ export class LiveUpdates {
       );
       return;
     }
+    if (message.type === 'authenticate') {
+      await this.authenticate(client, message.token);
+      return;
+    }
     if (message.type !== 'subscribe' && message.type !== 'unsubscribe') {
-      this.sendError(client, 'unknown_type', 'type must be subscribe or unsubscribe');
+      this.sendError(client, 'unknown_type', 'type must be subscribe, unsubscribe or authenticate');
       return;
     }
     const sessionId = message.sessionId;
@@ -248,9 +306,82 @@ export class LiveUpdates {
     }
   }
 
+  /**
+   * The dashboard's sign-in for its socket: the same token its REST calls carry, resolved by the registry. From
+   * then on the socket hears its seller's changes only; a refused token closes it.
+   */
+  private async authenticate(client: Client, token: unknown): Promise<void> {
+    if (typeof token !== 'string' || token.length === 0 || token.length > TOKEN_MAX_LENGTH) {
+      this.sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
+      return;
+    }
+    let sellerId: string;
+    try {
+      sellerId = (await this.deps.auth.resolve(token)).sellerId;
+    } catch (error) {
+      this.refuse(client, error);
+      return;
+    }
+    if (client.seller && client.seller.sellerId !== sellerId) this.forgetSeller(client);
+    client.seller = { sellerId, token, verifiedAtMs: Date.now(), verifying: false };
+    client.idleSinceMs = null;
+    let set = this.bySeller.get(sellerId);
+    if (!set) {
+      set = new Set();
+      this.bySeller.set(sellerId, set);
+    }
+    set.add(client);
+    this.send(client, { type: 'authenticated', sellerId });
+  }
+
+  /** A token the registry refused (or could not check): said on the socket, which is then closed. */
+  private refuse(client: Client, error: unknown): void {
+    const unavailable = (error as { status?: number }).status === 503;
+    if (unavailable) {
+      this.sendError(client, 'auth_unavailable', 'cannot verify the token right now; connect again shortly');
+      client.socket.close(CLOSE_AUTH_UNAVAILABLE, 'auth unavailable');
+    } else {
+      this.sendError(
+        client,
+        'unauthorized',
+        'the token is not valid (unknown, rotated or expired): sign in again',
+      );
+      client.socket.close(CLOSE_UNAUTHORIZED, 'unauthorized');
+    }
+  }
+
+  private forgetSeller(client: Client): void {
+    const sellerId = client.seller?.sellerId;
+    if (!sellerId) return;
+    const set = this.bySeller.get(sellerId);
+    set?.delete(client);
+    if (set && set.size === 0) this.bySeller.delete(sellerId);
+    client.seller = undefined;
+  }
+
+  /** A seller socket's token is asked about again now and then: an expired or signed-out one ends the socket. */
+  private reverify(client: Client, now: number): void {
+    const seller = client.seller;
+    if (!seller || seller.verifying || now - seller.verifiedAtMs < SELLER_REVERIFY_MS) return;
+    seller.verifying = true;
+    this.deps.auth.resolve(seller.token).then(
+      (identity) => {
+        seller.verifying = false;
+        seller.verifiedAtMs = Date.now();
+        if (identity.sellerId !== seller.sellerId) this.refuse(client, new Error('seller changed'));
+      },
+      (error) => {
+        seller.verifying = false;
+        // A registry that cannot answer leaves the socket open: the token was valid and is asked again later.
+        if ((error as { status?: number }).status !== 503) this.refuse(client, error);
+      },
+    );
+  }
+
   private unsubscribe(client: Client, sessionId: string): void {
     client.sessions.delete(sessionId);
-    if (client.sessions.size === 0 && client.idleSinceMs === null) client.idleSinceMs = Date.now();
+    if (client.sessions.size === 0 && !client.seller && client.idleSinceMs === null)
+      client.idleSinceMs = Date.now();
     const set = this.bySession.get(sessionId);
     set?.delete(client);
     if (set && set.size === 0) this.bySession.delete(sessionId);
@@ -283,6 +414,7 @@ export class LiveUpdates {
         this.drop(client);
         continue;
       }
+      this.reverify(client, now);
       if (client.idleSinceMs !== null && now - client.idleSinceMs > this.deps.config.wsIdleTimeoutMs) {
         client.socket.close(1000, 'idle');
         continue;

@@ -1,23 +1,57 @@
 import type { CheckoutSessionSnapshot } from '../sessions/repository';
 
 /**
- * The widget's WebSocket protocol at GET /api/v1/ws (JSON text frames).
+ * The live channel at GET /api/v1/ws (JSON text frames): checkout sessions for widgets, and a seller's own
+ * account changes for the dashboard.
  *
  * client -> server
  *   { "type": "subscribe", "sessionId": "<id>" }
  *   { "type": "unsubscribe", "sessionId": "<id>" }
+ *   { "type": "authenticate", "token": "<dashboard session token or sk_ key>" }
  * server -> client
  *   { "type": "subscribed", "sessionId": "<id>" }                  acknowledgement of a subscribe
  *   { "type": "session", "session": <CheckoutSessionSnapshot> }    current state on subscribe, then every change
+ *   { "type": "authenticated", "sellerId": "<id>" }                the socket now hears this seller's changes
+ *   { "type": "seller_event", "eventId", "eventType", "occurredAt" } something of this seller changed
  *   { "type": "error", "code": "<code>", "message": "<text>", "sessionId"?: "<id>" }
  */
 export type ClientMessage =
   | { type: 'subscribe'; sessionId: string }
-  | { type: 'unsubscribe'; sessionId: string };
+  | { type: 'unsubscribe'; sessionId: string }
+  | { type: 'authenticate'; token: string };
+
+/** What a seller's socket hears of: each names what changed, the dashboard reads it again over REST. */
+export const SELLER_EVENT_TYPES = [
+  'payment.confirmed',
+  'payment.reversed',
+  'refund.requested',
+  'refund.approved',
+  'refund.initiated',
+  'refund.completed',
+  'escrow.released',
+  'settlement.completed',
+  'skill.updated',
+  'seller.updated',
+  'seller.payout_address_change_requested',
+] as const;
+
+/** Not a bus event: the notifier tried a webhook delivery of the seller (its attempt log changed). */
+export const WEBHOOK_DELIVERY_EVENT = 'webhook.delivery_attempted';
+
+export type SellerEventType = (typeof SELLER_EVENT_TYPES)[number] | typeof WEBHOOK_DELIVERY_EVENT;
+
+export interface SellerEventMessage {
+  type: 'seller_event';
+  eventId: string;
+  eventType: SellerEventType;
+  occurredAt: string;
+}
 
 export type ServerMessage =
   | { type: 'subscribed'; sessionId: string }
   | { type: 'session'; session: CheckoutSessionSnapshot }
+  | { type: 'authenticated'; sellerId: string }
+  | SellerEventMessage
   | { type: 'error'; code: ErrorCode; message: string; sessionId?: string };
 
 export type ErrorCode =
@@ -25,6 +59,9 @@ export type ErrorCode =
   | 'unknown_type'
   | 'invalid_session_id'
   | 'too_many_subscriptions'
-  | 'rate_limited';
+  | 'rate_limited'
+  | 'invalid_token'
+  | 'unauthorized'
+  | 'auth_unavailable';
 
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;

@@ -12,6 +12,7 @@ import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
+import { endpointSecret } from './endpoint-secret';
 import {
   type AttemptResult,
   type ClaimedDelivery,
@@ -33,6 +34,8 @@ export interface DispatcherDependencies {
   random?: () => number;
   /** Stands in for DNS when connecting to webhook URLs (tests). */
   resolveHost?: HostResolver;
+  /** Told after each recorded attempt (the live channel tells the seller's open dashboards). */
+  onAttempt?: (sellerId: string, deliveryId: string, attemptedAt: Date) => void;
 }
 
 /**
@@ -102,7 +105,10 @@ export class WebhookDispatcher implements BackgroundTask {
     const { config, db, logger } = this.deps;
     let secret: string;
     try {
-      secret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
+      const accountSecret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
+      secret = delivery.endpoint
+        ? endpointSecret(accountSecret, delivery.endpoint.id, delivery.endpoint.secretVersion)
+        : accountSecret;
     } catch (error) {
       if (!(error instanceof SecretUnavailableError)) throw error;
       const now = config.now();
@@ -130,6 +136,7 @@ export class WebhookDispatcher implements BackgroundTask {
         ),
     );
     const status = await recordAttempt(db, delivery, result, { attemptedAt, retryAt });
+    this.deps.onAttempt?.(delivery.sellerId, delivery.deliveryId, attemptedAt);
     logger.info(
       {
         deliveryId: delivery.deliveryId,

@@ -19,6 +19,8 @@ export async function createDelivery(
     body: string;
     now: Date;
     retryWindowHours: number;
+    /** An endpoint's delivery; none: the account's webhook URL. */
+    endpointId?: string;
   },
 ): Promise<void> {
   await trx
@@ -47,8 +49,21 @@ export async function createDelivery(
       redelivery_of: null,
       created_at: input.now,
       delivered_at: null,
+      endpoint_id: input.endpointId ?? null,
     })
-    .onConflict((oc) => oc.columns(['event_id', 'seller_id']).where('redelivery_of', 'is', null).doNothing())
+    .onConflict((oc) =>
+      input.endpointId
+        ? oc
+            .columns(['event_id', 'endpoint_id'])
+            .where('redelivery_of', 'is', null)
+            .where('endpoint_id', 'is not', null)
+            .doNothing()
+        : oc
+            .columns(['event_id', 'seller_id'])
+            .where('redelivery_of', 'is', null)
+            .where('endpoint_id', 'is', null)
+            .doNothing(),
+    )
     .execute();
 }
 
@@ -62,6 +77,8 @@ export interface ClaimedDelivery {
   attemptCount: number;
   giveUpAt: Date;
   secretVersion: number;
+  /** An endpoint's delivery is signed with the endpoint's own secret (this version of it). */
+  endpoint: { id: string; secretVersion: number } | null;
 }
 
 /**
@@ -95,7 +112,10 @@ export async function claimDueDeliveries(
       .selectFrom('webhook_deliveries as d')
       .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
       .leftJoin('sellers as s', 's.seller_id', 'd.seller_id')
+      .leftJoin('webhook_endpoints as w', 'w.endpoint_id', 'd.endpoint_id')
       .select([
+        'd.endpoint_id',
+        'w.secret_version as endpoint_secret_version',
         'd.delivery_id',
         'd.event_id',
         'e.event_type',
@@ -119,6 +139,9 @@ export async function claimDueDeliveries(
       attemptCount: row.attempt_count,
       giveUpAt: row.give_up_at,
       secretVersion: row.webhook_secret_version ?? 0,
+      endpoint: row.endpoint_id
+        ? { id: row.endpoint_id, secretVersion: row.endpoint_secret_version ?? 1 }
+        : null,
     }));
   });
 }
@@ -225,7 +248,7 @@ export async function findDelivery(
 export async function listDeliveries(
   db: Db,
   sellerId: string,
-  filter: { status?: string; eventId?: string; before?: string; limit: number },
+  filter: { status?: string; eventId?: string; endpointId?: string; before?: string; limit: number },
 ): Promise<DeliveryRow[]> {
   let query = db
     .selectFrom('webhook_deliveries')
@@ -235,6 +258,7 @@ export async function listDeliveries(
     .limit(filter.limit);
   if (filter.status) query = query.where('status', '=', filter.status as DeliveryRow['status']);
   if (filter.eventId) query = query.where('event_id', '=', filter.eventId);
+  if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
   if (filter.before) query = query.where('delivery_id', '<', filter.before);
   return query.execute();
 }
@@ -265,7 +289,7 @@ export async function eventOf(db: Db, eventId: string) {
 export async function createRedelivery(
   trx: Transaction<NotifierDatabase>,
   original: DeliveryRow,
-  options: { url: string; now: Date; retryWindowHours: number },
+  options: { url: string; now: Date; retryWindowHours: number; endpointId?: string | null },
 ): Promise<DeliveryRow> {
   return trx
     .insertInto('webhook_deliveries')
@@ -282,6 +306,7 @@ export async function createRedelivery(
       redelivery_of: original.delivery_id,
       created_at: options.now,
       delivered_at: null,
+      endpoint_id: options.endpointId ?? null,
     })
     .returningAll()
     .executeTakeFirstOrThrow();

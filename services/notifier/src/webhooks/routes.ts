@@ -17,7 +17,9 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
+import type { WebhookSecrets } from '../sellers/secrets';
 import type { WebhookDispatcher } from './dispatcher';
+import { endpointRoutes, TEST_EVENT_TYPE } from './endpoints';
 import { WEBHOOK_EVENT_TYPES } from './payload';
 import {
   type AttemptRow,
@@ -34,6 +36,7 @@ const ListQuery = Type.Object(
   {
     status: Type.Optional(StringEnum(DELIVERY_STATUSES)),
     eventId: Type.Optional(Id),
+    endpointId: Type.Optional(Type.String({ pattern: '^whe_[0-9A-Z]{26}$' })),
     limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$', description: '1..100, default 20' })),
     before: Type.Optional(
       Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$', description: 'delivery id cursor' }),
@@ -47,8 +50,11 @@ const IdempotencyKey = Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' });
 export const Delivery = Type.Object({
   id: Type.String(),
   eventId: Type.String({ description: 'the bus event id = the webhook body id = Paygate-Event-Id' }),
-  eventType: Type.Union(WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t))),
+  eventType: Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(TEST_EVENT_TYPE)]),
   url: Type.String(),
+  endpointId: Nullable(
+    Type.String({ description: "the endpoint it went to; null: the account's webhook URL" }),
+  ),
   status: StringEnum(DELIVERY_STATUSES),
   attemptCount: Type.Integer(),
   nextAttemptAt: Nullable(Type.String({ format: 'date-time' })),
@@ -76,6 +82,7 @@ export interface DeliveryView {
   eventId: string;
   eventType: string;
   url: string;
+  endpointId: string | null;
   status: DeliveryRow['status'];
   attemptCount: number;
   nextAttemptAt: string | null;
@@ -104,6 +111,7 @@ function toView(row: DeliveryRow, eventType: string, attempts: AttemptRow[]): De
     eventId: row.event_id,
     eventType,
     url: row.url,
+    endpointId: row.endpoint_id,
     status: row.status,
     attemptCount: row.attempt_count,
     nextAttemptAt: iso(row.next_attempt_at),
@@ -133,11 +141,12 @@ function sellerOf(req: Request): string {
 /** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
 export function webhookRoutes(
   ctx: ServiceContext<NotifierDatabase>,
-  deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig },
+  deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig; secrets: WebhookSecrets },
 ): AnyRoute[] {
   const { db } = ctx;
   const auth = { scheme: 'secretKey', middleware: deps.auth.middleware() };
   return [
+    ...endpointRoutes(ctx, { ...deps, delivery: (row, eventType) => toView(row, eventType, []) }),
     defineRoute({
       method: 'get',
       path: '/api/v1/webhooks/deliveries',
@@ -158,6 +167,7 @@ export function webhookRoutes(
         const rows = await listDeliveries(db, sellerId, {
           status: query.status,
           eventId: query.eventId,
+          endpointId: query.endpointId,
           before: query.before,
           limit,
         });
@@ -253,15 +263,29 @@ export function webhookRoutes(
           }
           const original = await findDelivery(trx, sellerId, id);
           if (!original) throw notFound('delivery');
-          const seller = await findSeller(trx, sellerId);
-          if (!seller?.webhook_url) {
-            throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
+          // Sent again where it went: the endpoint's current URL, or the account's webhook URL.
+          let url: string | null | undefined;
+          if (original.endpoint_id) {
+            const endpoint = await trx
+              .selectFrom('webhook_endpoints')
+              .select('url')
+              .where('endpoint_id', '=', original.endpoint_id)
+              .where('deleted_at', 'is', null)
+              .executeTakeFirst();
+            url = endpoint?.url;
+            if (!url) throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
+          } else {
+            url = (await findSeller(trx, sellerId))?.webhook_url;
+            if (!url) {
+              throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
+            }
           }
           const now = deps.config.now();
           const created = await createRedelivery(trx, original, {
-            url: seller.webhook_url,
+            url,
             now,
             retryWindowHours: deps.config.webhookRetryWindowHours,
+            endpointId: original.endpoint_id,
           });
           const event = await eventOf(trx, created.event_id);
           const view = toView(created, event?.event_type ?? '', []);

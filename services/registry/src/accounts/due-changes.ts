@@ -44,7 +44,9 @@ export class DueAccountChanges implements BackgroundTask {
         returning *`.execute(trx);
       const overlaps = await sql<SellerRow>`
         update sellers set previous_api_key_hash = null, previous_api_key_expires_at = null,
-          previous_forwarding_key_encrypted = null, revision = revision + 1, updated_at = ${now}
+          previous_forwarding_key_encrypted = null, previous_api_key_name = null, previous_api_key_hint = null,
+          previous_api_key_created_at = null, previous_api_key_last_used_at = null,
+          revision = revision + 1, updated_at = ${now}
         where id in (select id from sellers where previous_api_key_hash is not null
                      and previous_api_key_expires_at <= ${now} order by previous_api_key_expires_at
                      limit ${BATCH} for update skip locked)

@@ -1,7 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { RegistryDatabase, SellersTable } from '../db';
 import { hashApiKey } from '../shared/secrets';
 import { traceOption } from '../shared/trace';
@@ -24,6 +24,22 @@ export function toAccount(row: SellerRow) {
     previousApiKeyExpiresAt: row.previous_api_key_expires_at
       ? new Date(row.previous_api_key_expires_at).toISOString()
       : null,
+    apiKey: {
+      name: row.api_key_name,
+      hint: row.api_key_hint,
+      createdAt: iso(row.api_key_created_at),
+      lastUsedAt: row.api_key_last_used_at ? iso(row.api_key_last_used_at) : null,
+    },
+    previousApiKey:
+      row.previous_api_key_expires_at && row.previous_api_key_hash
+        ? {
+            name: row.previous_api_key_name ?? 'Secret key',
+            hint: row.previous_api_key_hint,
+            createdAt: row.previous_api_key_created_at ? iso(row.previous_api_key_created_at) : null,
+            lastUsedAt: row.previous_api_key_last_used_at ? iso(row.previous_api_key_last_used_at) : null,
+            expiresAt: iso(row.previous_api_key_expires_at),
+          }
+        : null,
     publishableKey: row.publishable_key,
     apiKeyVersion: row.api_key_version,
     webhookUrl: row.webhook_url,
@@ -34,6 +50,8 @@ export function toAccount(row: SellerRow) {
     updatedAt: row.updated_at.toISOString(),
   };
 }
+
+const iso = (value: Date | string) => new Date(value).toISOString();
 
 export function toIdentity(row: SellerRow) {
   return {
@@ -113,6 +131,35 @@ export async function findSellerByApiKey(
       ]),
     )
     .executeTakeFirst();
+}
+
+/** Last use is kept to the minute: at most one write per key per minute, whatever the traffic. */
+const LAST_USED_RESOLUTION = '1 minute';
+
+/**
+ * Records that a secret key was used (resolved for a request), on the current or the previous key's column. Other
+ * services cache a resolved key for up to 30 s, so this is when it was last checked, within a minute of its use.
+ */
+export async function touchApiKey(
+  db: Kysely<RegistryDatabase>,
+  seller: SellerRow,
+  apiKey: string,
+  now: Date,
+): Promise<void> {
+  const current = seller.api_key_hash === hashApiKey(apiKey);
+  const column = current ? 'api_key_last_used_at' : 'previous_api_key_last_used_at';
+  await db
+    .updateTable('sellers')
+    .set({ [column]: now })
+    .where('id', '=', seller.id)
+    .where(current ? 'api_key_hash' : 'previous_api_key_hash', '=', hashApiKey(apiKey))
+    .where((eb) =>
+      eb.or([
+        eb(column, 'is', null),
+        eb(column, '<', sql<Date>`${now}::timestamptz - ${LAST_USED_RESOLUTION}::interval`),
+      ]),
+    )
+    .execute();
 }
 
 export async function findSellerById(

@@ -9,6 +9,7 @@ import { issueSessionToken } from '../auth/sessions';
 import type { RegistryContext } from '../context';
 import { EmptyBody } from '../shared/schema';
 import {
+  apiKeyHint,
   hashApiKey,
   newApiKey,
   newId,
@@ -23,6 +24,7 @@ import {
   Account,
   AccountPatch,
   AccountPatchResponse,
+  ApiKeyRename,
   ApiKeyRotated,
   ApiKeyRotateRequest,
   NonceResponse,
@@ -36,6 +38,8 @@ import {
   VerifyResponse,
   WebhookSecretRotated,
 } from './schemas';
+
+const HOUR_MS = 60 * 60 * 1000;
 
 const siweRefused = (code: string, message: string) =>
   new HttpError(401, code, message, {
@@ -218,6 +222,8 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
               wallet_address: message.address,
               payout_address: message.address,
               api_key_hash: hashApiKey(apiKey),
+              api_key_hint: apiKeyHint(apiKey),
+              api_key_created_at: now,
               forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
               publishable_key: newPublishableKey(config.production),
               webhook_url: null,
@@ -578,8 +584,12 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
         const now = config.now();
         const apiKey = newApiKey(config.production);
         const sellerId = currentSeller(req).id;
-        const revokeImmediately = req.body?.revokeImmediately === true || config.keyRotationOverlapMs === 0;
-        const previousExpiresAt = new Date(now.getTime() + config.keyRotationOverlapMs);
+        const overlapMs =
+          req.body?.overlapHours !== undefined
+            ? req.body.overlapHours * HOUR_MS
+            : config.keyRotationOverlapMs;
+        const revokeImmediately = req.body?.revokeImmediately === true || overlapMs === 0;
+        const previousExpiresAt = new Date(now.getTime() + overlapMs);
         const updated = await ctx.inTransaction(async (trx) => {
           const row = await trx
             .updateTable('sellers')
@@ -592,6 +602,14 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
               previous_forwarding_key_encrypted: revokeImmediately
                 ? null
                 : eb.ref('forwarding_key_encrypted'),
+              previous_api_key_name: revokeImmediately ? null : eb.ref('api_key_name'),
+              previous_api_key_hint: revokeImmediately ? null : eb.ref('api_key_hint'),
+              previous_api_key_created_at: revokeImmediately ? null : eb.ref('api_key_created_at'),
+              previous_api_key_last_used_at: revokeImmediately ? null : eb.ref('api_key_last_used_at'),
+              ...(req.body?.name ? { api_key_name: req.body.name.trim() } : {}),
+              api_key_hint: apiKeyHint(apiKey),
+              api_key_created_at: now,
+              api_key_last_used_at: null,
               api_key_version: eb('api_key_version', '+', 1),
               revision: eb('revision', '+', 1),
               updated_at: now,
@@ -607,7 +625,26 @@ export function accountRoutes(rc: RegistryContext): AnyRoute[] {
           apiKey,
           apiKeyVersion: updated.api_key_version,
           previousKeyExpiresAt: revokeImmediately ? null : previousExpiresAt.toISOString(),
+          account: toAccount(updated),
         });
+      },
+    }),
+
+    defineRoute({
+      method: 'patch',
+      path: '/api/v1/account/api-key',
+      summary: 'Name the current secret key (say where it is used); the key itself does not change',
+      auth,
+      body: ApiKeyRename,
+      responses: { '200': Account },
+      handler: async (req, res) => {
+        const row = await ctx.db
+          .updateTable('sellers')
+          .set({ api_key_name: req.body.name.trim(), updated_at: config.now() })
+          .where('id', '=', currentSeller(req).id)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        res.json(toAccount(row));
       },
     }),
 

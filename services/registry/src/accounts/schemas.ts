@@ -44,6 +44,32 @@ export const Account = Type.Object({
   previousApiKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
     description: 'until then the API key replaced by the last rotation still works (the overlap)',
   }),
+  apiKey: Type.Object(
+    {
+      name: Type.String(),
+      hint: Type.Union([Type.String(), Type.Null()], {
+        description: 'the last four characters of the key (null for keys made before hints were kept)',
+      }),
+      createdAt: IsoTime,
+      lastUsedAt: Type.Union([IsoTime, Type.Null()], {
+        description: 'when a request with this key was last checked, to the minute; null: never used',
+      }),
+    },
+    { description: 'the current secret key, described (the key itself is only shown once)' },
+  ),
+  previousApiKey: Type.Union(
+    [
+      Type.Object({
+        name: Type.String(),
+        hint: Type.Union([Type.String(), Type.Null()]),
+        createdAt: Type.Union([IsoTime, Type.Null()]),
+        lastUsedAt: Type.Union([IsoTime, Type.Null()]),
+        expiresAt: IsoTime,
+      }),
+      Type.Null(),
+    ],
+    { description: 'the key replaced by the last rotation while it still works (its overlap), else null' },
+  ),
   publishableKey: Type.String(),
   apiKeyVersion: Type.Integer(),
   webhookUrl: Type.Union([Type.String(), Type.Null()]),
@@ -98,8 +124,26 @@ export const AccountPatchResponse = Type.Object({
   ),
 });
 
+const ApiKeyName = Type.String({
+  minLength: 1,
+  maxLength: 60,
+  pattern: '\\S',
+  description: 'a name for the key, 1-60 characters (e.g. where it is used)',
+});
+
+export const ApiKeyRename = Type.Object({ name: ApiKeyName }, { additionalProperties: false });
+
 export const ApiKeyRotateRequest = Type.Object(
   {
+    name: Type.Optional(ApiKeyName),
+    overlapHours: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 720,
+        description:
+          'hours the old key keeps working (1-720); default KEY_ROTATION_OVERLAP (24 h). revokeImmediately ends it at once instead',
+      }),
+    ),
     revokeImmediately: Type.Optional(
       Type.Boolean({
         description: 'true: the old key stops working at once (it leaked); default: it works for the overlap',
@@ -113,8 +157,10 @@ export const ApiKeyRotated = Type.Object({
   apiKey: Type.String({ description: 'the new sk_… key, shown once' }),
   apiKeyVersion: Type.Integer(),
   previousKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
-    description: 'the old key works until then (KEY_ROTATION_OVERLAP); null: revoked at once',
+    description:
+      'the old key works until then (overlapHours, default KEY_ROTATION_OVERLAP); null: revoked at once',
   }),
+  account: Account,
 });
 
 export const PayoutChallengeRequest = Type.Object(

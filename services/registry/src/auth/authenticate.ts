@@ -1,6 +1,6 @@
 import { bearerToken, HttpError, operatorAuth, securitySchemes } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
-import { findSellerByApiKey, findSellerById, type SellerRow } from '../accounts/repository';
+import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
 import { verifySessionToken } from './sessions';
 
@@ -37,6 +37,11 @@ export function requireSeller(rc: RegistryContext) {
       if (token.length > 200) throw new HttpError(401, 'invalid_api_key', 'API key is malformed');
       seller = await findSellerByApiKey(rc.ctx.db, token, rc.config.now());
       if (!seller) throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
+      // Last use is bookkeeping: a failed write must not refuse a valid key.
+      const found = seller;
+      await touchApiKey(rc.ctx.db, found, token, rc.config.now()).catch((error) =>
+        rc.ctx.logger.warn({ err: error, sellerId: found.id }, 'could not record API key use'),
+      );
     } else {
       const session = await sellerOfSession(rc, token);
       if (session === 'signed_out') {

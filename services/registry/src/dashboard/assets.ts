@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { brotliCompress, constants, gzip } from 'node:zlib';
-import type { DashboardAssets } from '@paygate/seller-dashboard';
+import { type DashboardAssets, dashboardCsp, dashboardPage } from '@paygate/seller-dashboard';
 
 const brotli = promisify(brotliCompress);
 const gzipAsync = promisify(gzip);
@@ -20,6 +20,12 @@ export interface ServedDashboard {
   /** By file name under {basePath}/assets/: app.<hash>.js, app.<hash>.css, and the unhashed app.js, app.css. */
   files: Map<string, ServedAsset>;
   names: { js: string; css: string };
+  /** The page as a first visit gets it (style sheet and sign-in script inline), compressed once, and its CSP. */
+  firstVisitPage: ServedAsset & { csp: string };
+  /** The page that links the (cached) files. */
+  linkingPage: ServedAsset;
+  /** The cookie value saying this build's files are in the browser's cache. */
+  buildId: string;
 }
 
 /**
@@ -27,7 +33,10 @@ export interface ServedDashboard {
  * under a content-hashed name pages link to and browsers keep for a year. The unhashed names stay for pages
  * loaded before a deploy, revalidated each time.
  */
-export async function serveDashboardAssets(built: DashboardAssets): Promise<ServedDashboard> {
+export async function serveDashboardAssets(
+  built: DashboardAssets,
+  basePath = '/dashboard',
+): Promise<ServedDashboard> {
   const files = new Map<string, ServedAsset>();
   const names = { js: '', css: '' };
   const kinds = [
@@ -35,25 +44,53 @@ export async function serveDashboardAssets(built: DashboardAssets): Promise<Serv
     ['css', 'text/css; charset=utf-8'],
   ] as const;
   for (const [kind, type] of kinds) {
-    const identity = Buffer.from(built[kind], 'utf8');
-    const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
-    const [br, gz] = await Promise.all([
-      brotli(identity, {
-        params: {
-          [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
-          [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
-          [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
-        },
-      }),
-      gzipAsync(identity, { level: 9 }),
-    ]);
-    const asset = { type, identity, gzip: gz, br, etag: `"${hash}"` };
-    names[kind] = `app.${hash}.${kind}`;
+    const asset = await compressed(built[kind], type);
+    names[kind] = `app.${asset.etag.slice(1, -1)}.${kind}`;
     files.set(names[kind], { ...asset, immutable: true });
     files.set(`app.${kind}`, { ...asset, immutable: false });
   }
-  return { files, names };
+  const buildId = createHash('sha256').update(`${names.js}:${names.css}`).digest('hex').slice(0, 16);
+  const inline = { css: built.css, signInJs: built.signInJs, buildId };
+  const html = 'text/html; charset=utf-8';
+  return {
+    files,
+    names,
+    buildId,
+    firstVisitPage: {
+      ...(await compressed(dashboardPage(basePath, names, inline), html)),
+      csp: dashboardCsp(inline),
+    },
+    linkingPage: await compressed(dashboardPage(basePath, names), html),
+  };
 }
+
+/** One text, compressed once (brotli at its best level, gzip for the rest), named by its content hash. */
+async function compressed(text: string, type: string): Promise<ServedAsset> {
+  const identity = Buffer.from(text, 'utf8');
+  const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
+  const [br, gz] = await Promise.all([
+    brotli(identity, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
+        [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
+        [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
+      },
+    }),
+    gzipAsync(identity, { level: 9 }),
+  ]);
+  return { type, identity, gzip: gz, br, etag: `"${hash}"`, immutable: false };
+}
+
+/** The value of the cookie the first screen sets once the build's files are cached, if the request has one. */
+export function cachedBuildId(cookieHeader: string | undefined): string | undefined {
+  for (const part of (cookieHeader ?? '').split(';')) {
+    const [name, value] = part.trim().split('=');
+    if (name === BUILD_COOKIE) return value;
+  }
+  return undefined;
+}
+
+export const BUILD_COOKIE = 'paygate_dashboard_build';
 
 /** The encoding to send for an Accept-Encoding header: brotli, else gzip, else none (q=0 refuses one). */
 export function pickEncoding(acceptEncoding: string | undefined): 'br' | 'gzip' | 'identity' {

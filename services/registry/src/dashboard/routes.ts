@@ -1,8 +1,8 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
-import { buildDashboard, DASHBOARD_CSP, dashboardPage } from '@paygate/seller-dashboard';
+import { buildDashboard, DASHBOARD_CSP } from '@paygate/seller-dashboard';
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
-import { pickEncoding, type ServedDashboard, serveDashboardAssets } from './assets';
+import { cachedBuildId, pickEncoding, type ServedDashboard, serveDashboardAssets } from './assets';
 
 const text = (description: string, contentType: string) => ({
   description,
@@ -18,15 +18,15 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
   let assets: Promise<ServedDashboard> | undefined;
   const load = () => {
     if (!assets) {
-      assets = buildDashboard().then(serveDashboardAssets);
+      assets = buildDashboard().then((built) => serveDashboardAssets(built, basePath));
       assets.catch(() => {
         assets = undefined;
       });
     }
     return assets;
   };
-  const secure = (res: Response) => {
-    res.setHeader('Content-Security-Policy', DASHBOARD_CSP);
+  const secure = (res: Response, csp = DASHBOARD_CSP) => {
+    res.setHeader('Content-Security-Policy', csp);
     res.setHeader('X-Frame-Options', 'DENY');
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Referrer-Policy', 'no-referrer');
@@ -48,12 +48,20 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
     if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
     res.send(file[encoding]);
   };
-  // The page names the hashed files, so it waits for the build (once per process).
-  const page = async (_req: unknown, res: Response) => {
-    const { names } = await load();
-    secure(res);
+  // The page names the hashed files, so it waits for the build (once per process). A browser without this
+  // build's files cached (no cookie naming it) gets the style sheet and the sign-in script inline: its first
+  // screen needs one round trip, not two; one that has them gets the small page that links them.
+  const page = async (req: Request, res: Response) => {
+    const { firstVisitPage, linkingPage, buildId } = await load();
+    const cached = cachedBuildId(req.headers.cookie) === buildId;
+    const served = cached ? linkingPage : firstVisitPage;
+    secure(res, cached ? DASHBOARD_CSP : firstVisitPage.csp);
     res.setHeader('Cache-Control', 'no-store');
-    res.type('html').send(dashboardPage(basePath, names));
+    res.setHeader('Vary', 'Accept-Encoding, Cookie');
+    res.setHeader('Content-Type', served.type);
+    const encoding = pickEncoding(req.headers['accept-encoding']);
+    if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
+    res.send(served[encoding]);
   };
   const pageResponse = text('the dashboard page (the app routes in the browser)', 'text/html');
   return [

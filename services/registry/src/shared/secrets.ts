@@ -13,6 +13,11 @@ export function newApiKey(production: boolean): string {
   return `${production ? 'sk_live_' : 'sk_test_'}${randomBytes(24).toString('base64url')}`;
 }
 
+/** The last four characters of a key: enough for a seller to tell its keys apart, never enough to use one. */
+export function apiKeyHint(apiKey: string): string {
+  return apiKey.slice(-4);
+}
+
 /** The gateway signs forwarded requests with this key; the seller derives the same one from its API key. */
 export function sealedForwardingKey(box: SecretBox, apiKey: string): string {
   return box.seal(forwardingKeyFromApiKey(apiKey).toString('base64url'));

@@ -1,0 +1,25 @@
+import type { SignInResult } from './types';
+import type { Eip1193Provider } from './wallet';
+
+/**
+ * The inlined sign-in screen hands the sign-in result (with the sk_ key shown once, in memory only) and the
+ * wallet used to the app bundle it loads next: two bundles, one page, nothing stored.
+ */
+interface HandOver {
+  result: SignInResult;
+  wallet?: Eip1193Provider;
+}
+
+const KEY = '__paygateSignedIn';
+
+export function handOver(value: HandOver): void {
+  (window as unknown as Record<string, HandOver | undefined>)[KEY] = value;
+}
+
+/** What the sign-in screen handed over, once (it is forgotten as it is read). */
+export function takeHandOver(): HandOver | undefined {
+  const store = window as unknown as Record<string, HandOver | undefined>;
+  const value = store[KEY];
+  delete store[KEY];
+  return value;
+}
