@@ -37,6 +37,7 @@ export interface RelayerSettings {
 
 const OPEN_BATCH = 100;
 const BALANCE_CACHE_MS = 2000;
+const FEES_CACHE_MS = 1000;
 
 function describe(error: unknown): string {
   const e = error as { shortMessage?: string; message?: string };
@@ -60,6 +61,7 @@ export class Relayer implements BackgroundTask {
   private readonly lockKey: string;
   private server: RpcServer | undefined;
   private balance: { wei: bigint; at: number } | undefined;
+  private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -152,6 +154,12 @@ export class Relayer implements BackgroundTask {
       );
     }
     const checked = performance.now();
+    // What the nonce allocation needs from the chain is read now, beside the simulation: the lock then holds
+    // no RPC, so a burst is signed back to back and enters the pool together (one block, not two).
+    const chainNonce = this.chain.pendingNonce();
+    const fees = this.currentFees();
+    chainNonce.catch(() => undefined);
+    fees.catch(() => undefined);
     try {
       gas = await this.chain.simulate(request.token, data);
     } catch (error) {
@@ -162,7 +170,14 @@ export class Relayer implements BackgroundTask {
       return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
     }
     const simulated = performance.now();
-    const row = await this.record(request, data, gas);
+    let chainState: { pendingNonce: bigint; fees: FeeCaps };
+    try {
+      const [pendingNonce, suggested] = await Promise.all([chainNonce, fees]);
+      chainState = { pendingNonce, fees: suggested };
+    } catch (error) {
+      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
+    }
+    const row = await this.record(request, data, gas, chainState);
     if (row.status === 'signed') await this.broadcastRecorded(row);
     return this.answerFor(row, request, started, {
       checksMs: checked - started,
@@ -181,11 +196,29 @@ export class Relayer implements BackgroundTask {
       .executeTakeFirst();
   }
 
+  /** The chain's fee suggestion, shared for a moment by a burst of submissions (one read, not one each). */
+  private currentFees(): Promise<FeeCaps> {
+    if (this.fees && Date.now() - this.fees.at < FEES_CACHE_MS) return this.fees.caps;
+    const caps = this.chain.suggestedFees();
+    this.fees = { caps, at: Date.now() };
+    caps.catch(() => {
+      if (this.fees?.caps === caps) this.fees = undefined;
+    });
+    return caps;
+  }
+
   /**
-   * Allocates the relayer nonce, signs and commits the signed bytes, all under the relayer's lock; a concurrent
-   * submission of the same authorization finds the row instead and sends nothing.
+   * Allocates the relayer nonce, signs and commits the signed bytes, all under the relayer's lock (which holds
+   * no RPC: the chain's pending nonce and fees are read before it); a concurrent submission of the same
+   * authorization finds the row instead and sends nothing. The caller broadcasts after the commit, outside the
+   * lock, so a crash between the two leaves a recorded transaction that the background pass rebroadcasts.
    */
-  private async record(request: RelayerSubmitRequest, data: string, gas: bigint): Promise<Row> {
+  private async record(
+    request: RelayerSubmitRequest,
+    data: string,
+    gas: bigint,
+    chainState: { pendingNonce: bigint; fees: FeeCaps },
+  ): Promise<Row> {
     const a = request.authorization;
     return this.ctx.inTransaction(async (trx) => {
       await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
@@ -206,9 +239,11 @@ export class Relayer implements BackgroundTask {
         .executeTakeFirst();
       const fromDb =
         highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
-      const fromChain = await this.chain.pendingNonce();
+      // Read before the lock: a lower bound still (only this relayer's own transactions, all recorded here,
+      // move it), so the larger of the two is the next free nonce.
+      const fromChain = chainState.pendingNonce;
       const nonce = fromDb > fromChain ? fromDb : fromChain;
-      const fees = this.capped(await this.chain.suggestedFees());
+      const fees = this.capped(chainState.fees);
       const gasLimit = (gas * 13n) / 10n;
       const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
       return trx
