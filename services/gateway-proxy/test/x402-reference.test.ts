@@ -14,6 +14,7 @@ import {
   validateDiscoveryExtension,
   withBazaar,
 } from '@x402/extensions/bazaar';
+import { loadConfig, startGatewayProxy } from '../src';
 import { decodePaymentRequired } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
@@ -248,5 +249,62 @@ describe('x402 as reference clients and facilitators see it', () => {
       errorReason: 'invalid_exact_evm_nonce_already_used',
     });
     expect(await relayerNonce()).toBe(nonceBefore + 1);
+  });
+
+  it('copies of one /settle spread over two gateway replicas: the second replica waits for the first and answers its outcome', async () => {
+    const other = await startGatewayProxy(
+      loadConfig(
+        h.env.envFor('gateway-proxy', {
+          CHAIN_RPC_URL: h.anvil.rpcUrl,
+          CHAIN_NETWORK: 'local',
+          USDC_ADDRESS: h.usdcAddress,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          PUBLIC_BASE_URL: 'http://paygate.test',
+          RATE_LIMIT_PER_MINUTE: '100000',
+        }),
+      ),
+    );
+    try {
+      const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+      const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
+        chainId: 31337,
+        usdcAddress: h.usdcAddress,
+        to: testWallets.escrow.address,
+        valueMicro: 20_000n,
+      });
+      const paymentRequirements = {
+        scheme: 'exact',
+        network,
+        asset: h.usdcAddress,
+        payTo: testWallets.escrow.address,
+        amount: '20000',
+        maxTimeoutSeconds: 60,
+        extra: { name: 'USD Coin', version: '2' },
+      };
+      const body = JSON.stringify({
+        x402Version: 2,
+        paymentPayload: { x402Version: 2, accepted: paymentRequirements, payload: signed },
+        paymentRequirements,
+      });
+      const settleAt = (base: string) =>
+        fetch(`${base}/api/v1/x402/settle`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body,
+        });
+      const nonceBefore = await relayerNonce();
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => settleAt(i % 2 === 0 ? h.gateway.url : other.url)),
+      );
+      const bodies = await Promise.all(answers.map((r) => r.json()));
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      const transaction = bodies[0].transaction;
+      for (const settled of bodies) {
+        expect(settled).toEqual({ success: true, transaction, network, payer: testWallets.buyer.address });
+      }
+      expect(await relayerNonce()).toBe(nonceBefore + 1);
+    } finally {
+      await other.stop();
+    }
   });
 });
