@@ -142,15 +142,29 @@ describe('relayer pipelining: a burst of payments enters the pool together and l
     const blocks = new Set(replies.map((reply) => (reply.ok ? reply.blockNumber : -1)));
     expect([...blocks]).toHaveLength(1);
 
-    const rows = await db
-      .selectFrom('relayed_authorizations')
-      .select(['auth_nonce', 'relayer_nonce', 'status', 'tx_hash', 'settled_tx_hash', 'earlier_tx_hashes'])
-      .where(
-        'auth_nonce',
-        'in',
-        requests.map((r) => r.authorization.nonce.toLowerCase()),
-      )
-      .execute();
+    // Callers are answered from the receipts; the rows are finished just after.
+    const rows = await waitFor(
+      async () => {
+        const found = await db
+          .selectFrom('relayed_authorizations')
+          .select([
+            'auth_nonce',
+            'relayer_nonce',
+            'status',
+            'tx_hash',
+            'settled_tx_hash',
+            'earlier_tx_hashes',
+          ])
+          .where(
+            'auth_nonce',
+            'in',
+            requests.map((r) => r.authorization.nonce.toLowerCase()),
+          )
+          .execute();
+        return found.every((row) => row.status === 'confirmed') && found;
+      },
+      { timeoutMs: 10_000, message: 'the relayed rows were not finished' },
+    );
     expect(rows).toHaveLength(BURST);
     const nonces = rows.map((row) => Number(row.relayer_nonce)).sort((a, b) => a - b);
     expect(nonces).toEqual(Array.from({ length: BURST }, (_, i) => nonceBefore + i));

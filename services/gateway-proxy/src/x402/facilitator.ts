@@ -342,11 +342,34 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           });
           return;
         }
-        const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
-          checkBalance: true,
-          refuseUsed: true,
-          maxTimeoutSeconds: checked.maxTimeoutSeconds,
-        });
+        // Whether the authorization was used (Postgres, then the token) is read beside the other checks'
+        // chain reads rather than after them; a refusal of those still comes first.
+        const [verified, used] = await Promise.all([
+          state.x402.verify(checked.payment, checked.priceMicro, {
+            checkBalance: true,
+            maxTimeoutSeconds: checked.maxTimeoutSeconds,
+          }),
+          state.x402.alreadyUsed(checked.payment).then(
+            (value) => value,
+            () => undefined,
+          ),
+        ]);
+        const refusal =
+          verified ??
+          (used === undefined
+            ? {
+                status: 503,
+                reason: 'x402_unavailable',
+                message: 'the chain RPC did not answer; retry shortly',
+              }
+            : used
+              ? {
+                  status: 402,
+                  reason: 'invalid_exact_evm_nonce_already_used',
+                  message:
+                    'this authorization was already used (on chain or presented for settlement); sign a new one',
+                }
+              : undefined);
         const payer = checked.payment.authorization.from;
         res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
         if (refusal) {

@@ -75,6 +75,8 @@ export class Relayer implements BackgroundTask {
   private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
   private readonly waiting: PendingRecord[] = [];
   private allocating = false;
+  /** Rows being finished after their caller was answered: awaited on stop. */
+  private readonly finishing = new Set<Promise<unknown>>();
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -108,6 +110,7 @@ export class Relayer implements BackgroundTask {
   async stop(): Promise<void> {
     await this.server?.stop();
     await this.loop.stop();
+    await Promise.allSettled([...this.finishing]);
   }
 
   async status(): Promise<RelayerStatusReply> {
@@ -458,7 +461,8 @@ export class Relayer implements BackgroundTask {
       if (current.status === 'failed') {
         return refusal('transaction_failed', current.last_error ?? 'the submission failed on chain');
       }
-      current = (await this.advance(current)) ?? current;
+      // The caller is answered from the receipt; the row is finished meanwhile (or by the background pass).
+      current = (await this.advance(current, { answerFirst: true })) ?? current;
       if (
         current.status === 'confirmed' ||
         current.status === 'used_elsewhere' ||
@@ -507,18 +511,33 @@ export class Relayer implements BackgroundTask {
     }
   }
 
-  /** Looks for a receipt of any hash this row was signed as; finishes the row when one exists. */
-  private async advance(row: Row): Promise<Row | undefined> {
+  /**
+   * Looks for a receipt of any hash this row was signed as; finishes the row when one exists. With
+   * `answerFirst`, a successful transfer is returned as confirmed at once while the row is finished in the
+   * background (idempotent; the background pass finishes it if this fails).
+   */
+  private async advance(row: Row, options: { answerFirst?: boolean } = {}): Promise<Row | undefined> {
     if (row.status !== 'signed' && row.status !== 'broadcast') return row;
     for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
       const executed = await this.chain.executed(hash, row.payer, row.to_address);
       if (!executed) continue;
       if (!executed.reverted) {
-        return this.finish(row, 'confirmed', {
+        const fields = {
           settled_tx_hash: executed.txHash,
           block_number: executed.blockNumber,
           log_index: executed.logIndex,
-        });
+        };
+        if (!options.answerFirst) return this.finish(row, 'confirmed', fields);
+        const finishing = this.finish(row, 'confirmed', fields)
+          .catch((error) =>
+            this.ctx.logger.warn(
+              { id: row.id, txHash: executed.txHash, reason: describe(error) },
+              'relayed authorization not finished yet; the background pass will',
+            ),
+          )
+          .finally(() => this.finishing.delete(finishing));
+        this.finishing.add(finishing);
+        return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
       }
       // Our transaction reverted: the authorization expired, or someone else used it first.
       const otherTx = await this.chain.findAuthorizationUse(
