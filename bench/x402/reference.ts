@@ -127,7 +127,8 @@ async function call(side: Side, path: 'verify' | 'settle', body: string): Promis
   });
   const answer = (await res.json()) as { isValid?: boolean; success?: boolean };
   const ms = performance.now() - started;
-  if (process.env.X402_DEBUG && path === 'settle') console.log(side.name, Math.round(ms), res.headers.get('server-timing'));
+  if (process.env.X402_DEBUG && path === 'settle')
+    console.log(side.name, Math.round(ms), res.headers.get('server-timing'));
   const ok = path === 'verify' ? answer.isValid : answer.success;
   if (res.status !== 200 || !ok)
     throw new Error(`${side.name} ${path}: ${res.status} ${JSON.stringify(answer)}`);

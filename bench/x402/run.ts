@@ -12,7 +12,8 @@
  * Then Paygate's facilitator routes beside the unmodified reference facilitator on the same chain (reference.ts):
  * verify, one settle, ten concurrent settles; target: Paygate at or below the reference in every case.
  *
- * Run: `pnpm exec tsx bench/x402/run.ts` (env: X402_ROUNDS, default 30; X402_COMPARE_ROUNDS, default 10).
+ * Run: `pnpm exec tsx bench/x402/run.ts` (env: X402_ROUNDS, default 30; X402_COMPARE_ROUNDS, default 10;
+ * X402_DEBUG=1 prints each facilitator settle with its Server-Timing).
  * Writes bench/results/x402.json and the x402 section of docs/benchmarks.md.
  */
 import os from 'node:os';
