@@ -177,9 +177,10 @@ describe('x402 as reference clients and facilitators see it', () => {
     expect(await count({ type: 'mcp' })).toBe(0);
   });
 
-  it('five concurrent copies of one /settle all get the in-flight settlement: one transfer, one relayer nonce; Server-Timing on every facilitator route', async () => {
-    const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
-    const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
+  const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+
+  /** A facilitator request body: a fresh 0.02 USDC authorization by the buyer into escrow, with its requirements. */
+  async function settleRequest(): Promise<string> {
     const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
       chainId: 31337,
       usdcAddress: h.usdcAddress,
@@ -195,7 +196,7 @@ describe('x402 as reference clients and facilitators see it', () => {
       maxTimeoutSeconds: 60,
       extra: { name: 'USD Coin', version: '2' },
     };
-    const body = JSON.stringify({
+    return JSON.stringify({
       x402Version: 2,
       paymentPayload: {
         x402Version: 2,
@@ -209,6 +210,11 @@ describe('x402 as reference clients and facilitators see it', () => {
       },
       paymentRequirements,
     });
+  }
+
+  it('five concurrent copies of one /settle all get the in-flight settlement: one transfer, one relayer nonce; Server-Timing on every facilitator route', async () => {
+    const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
+    const body = await settleRequest();
     const post = (path: string) =>
       fetch(`${facilitatorUrl()}/${path}`, { method: 'POST', headers: auth, body });
 
@@ -265,27 +271,7 @@ describe('x402 as reference clients and facilitators see it', () => {
       ),
     );
     try {
-      const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
-      const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
-        chainId: 31337,
-        usdcAddress: h.usdcAddress,
-        to: testWallets.escrow.address,
-        valueMicro: 20_000n,
-      });
-      const paymentRequirements = {
-        scheme: 'exact',
-        network,
-        asset: h.usdcAddress,
-        payTo: testWallets.escrow.address,
-        amount: '20000',
-        maxTimeoutSeconds: 60,
-        extra: { name: 'USD Coin', version: '2' },
-      };
-      const body = JSON.stringify({
-        x402Version: 2,
-        paymentPayload: { x402Version: 2, accepted: paymentRequirements, payload: signed },
-        paymentRequirements,
-      });
+      const body = await settleRequest();
       const settleAt = (base: string) =>
         fetch(`${base}/api/v1/x402/settle`, {
           method: 'POST',
