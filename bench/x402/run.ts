@@ -9,7 +9,11 @@
  * Targets (issue "Speak x402"): Paygate's own work before submission p50 ≤ 10 ms; the whole x402 call within
  * one block plus 300 ms (p99 ≤ 1,300 ms on 1 s blocks). The reference facilitator publishes 200–500 ms for verify.
  *
- * Run: `pnpm exec tsx bench/x402/run.ts` (env: X402_ROUNDS, default 30).
+ * Then Paygate's facilitator routes beside the unmodified reference facilitator on the same chain (reference.ts):
+ * verify, one settle, ten concurrent settles; target: Paygate at or below the reference in every case.
+ *
+ * Run: `pnpm exec tsx bench/x402/run.ts` (env: X402_ROUNDS, default 30; X402_COMPARE_ROUNDS, default 10;
+ * X402_DEBUG=1 prints each facilitator settle with its Server-Timing).
  * Writes bench/results/x402.json and the x402 section of docs/benchmarks.md.
  */
 import os from 'node:os';
@@ -17,11 +21,16 @@ import { encodePaymentHeader, type PaymentProof, resourceFor, signPayment } from
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import { skillSnapshot, startHarness, startUpstream } from '@paygate/gateway-proxy/test/harness';
 import { formatUsdc } from '@paygate/money';
+import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
 import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
-import { signTransferAuthorization, testSigner, testWallets, waitFor } from '@paygate/testing';
+import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { percentile, writeDocSection, writeResults } from '../report';
+import { compareFacilitators, startReferenceFacilitator } from './reference';
 
 const ROUNDS = Number(process.env.X402_ROUNDS ?? 30);
+const COMPARE_ROUNDS = Number(process.env.X402_COMPARE_ROUNDS ?? 10);
+/** Paygate relayer's default receipt poll; the reference's viem client polls as often. */
+const RECEIPT_POLL_MS = 20;
 const BLOCK_TIME_MS = 1000;
 const PRICE_MICRO = 50_000n;
 
@@ -70,10 +79,20 @@ async function main(): Promise<void> {
         RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
         CONFIRMATIONS: '1',
         SCHEDULER_INTERVAL_MS: '3600000',
-        RELAYER_RECEIPT_POLL_MS: '10',
+        RELAYER_RECEIPT_POLL_MS: String(RECEIPT_POLL_MS),
       }),
     ),
   );
+  const registry = await startRegistry(
+    registryConfig(h.env.envFor('registry', { PUBLIC_BASE_URL: 'http://paygate.test', LOG_LEVEL: 'warn' })),
+  );
+  const reference = await startReferenceFacilitator({
+    rpcUrl: h.anvil.rpcUrl,
+    chainId: h.anvil.chainId,
+    // Its own gas key (anvil's funded deployer), so the two never share a nonce sequence.
+    privateKey: testWallets.deployer.privateKey,
+    pollingIntervalMs: RECEIPT_POLL_MS,
+  });
   try {
     await h.publishSkill(skillSnapshot({ name: 'bench', apiBaseUrl: `${upstream.url}/seller` }));
     await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 15_000, message: 'x402 offered' });
@@ -139,6 +158,54 @@ async function main(): Promise<void> {
         `round ${round + 1}/${ROUNDS}: x402 ${Math.round(totalMs)} ms (verify ${t.verify}, simulate ${t.simulate}, submit ${t.submit}, include ${t.include}); tx-hash proof ${Math.round(proof.at(-1)!)} ms\n`,
       );
     }
+    const { apiKey } = await signUpSeller(registry.url, testWallets.seller.privateKey);
+    const loadBefore = os.loadavg();
+    const compared = await compareFacilitators(
+      h,
+      [
+        {
+          name: 'paygate',
+          url: `${h.gateway.url}/api/v1/x402`,
+          headers: { authorization: `Bearer ${apiKey}` },
+        },
+        { name: 'reference', url: reference.url, headers: {} },
+      ],
+      {
+        verify: COMPARE_ROUNDS * 2,
+        settle: COMPARE_ROUNDS,
+        burst: Math.max(1, Math.ceil(COMPARE_ROUNDS / 2)),
+      },
+      BLOCK_TIME_MS,
+    );
+    const loadDuring = [loadBefore, os.loadavg()];
+    const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+    const comparison = Object.fromEntries(
+      (['verify', 'settle', 'burst'] as const).map((kind) => {
+        const paygate = mean(compared.paygate[kind]);
+        const ref = mean(compared.reference[kind]);
+        return [
+          kind,
+          {
+            paygateMeanMs: Math.round(paygate * 10) / 10,
+            referenceMeanMs: Math.round(ref * 10) / 10,
+            ratio: Math.round((paygate / ref) * 100) / 100,
+            paygate: stats(compared.paygate[kind]),
+            reference: stats(compared.reference[kind]),
+          },
+        ];
+      }),
+    ) as Record<
+      'verify' | 'settle' | 'burst',
+      {
+        paygateMeanMs: number;
+        referenceMeanMs: number;
+        ratio: number;
+        paygate: ReturnType<typeof stats>;
+        reference: ReturnType<typeof stats>;
+      }
+    >;
+    const comparisonPass = Object.values(comparison).every((c) => c.ratio <= 1);
+
     // Paygate's own work before submission: its checks in the gateway and the relayer (no node call);
     // the simulation is the node's eth_estimateGas, reported beside it and in the sum below.
     const beforeSubmission = x402.map((s) => s.verifyMs);
@@ -161,10 +228,24 @@ async function main(): Promise<void> {
         beforeSubmissionWithSimulation: stats(beforeSubmissionWithSimulation),
       },
       txHashProof: { presentedToAnswer: stats(proof) },
-      targets: { ownWorkBeforeSubmissionP50Ms: 10, totalP99Ms: BLOCK_TIME_MS + 300 },
+      versusReference: {
+        rounds: compared.rounds,
+        burstSize: 10,
+        receiptPollMs: RECEIPT_POLL_MS,
+        loadavgBeforeAndAfter: loadDuring,
+        ...comparison,
+        pass: comparisonPass,
+      },
+      targets: {
+        ownWorkBeforeSubmissionP50Ms: 10,
+        totalP99Ms: BLOCK_TIME_MS + 300,
+        versusReferenceRatio: 1,
+      },
     };
     const pass =
-      result.x402.ownWorkBeforeSubmission.p50Ms <= 10 && result.x402.total.p99Ms <= BLOCK_TIME_MS + 300;
+      result.x402.ownWorkBeforeSubmission.p50Ms <= 10 &&
+      result.x402.total.p99Ms <= BLOCK_TIME_MS + 300 &&
+      comparisonPass;
     writeResults('x402', { ...result, pass });
     const r = result.x402;
     writeDocSection(
@@ -189,10 +270,44 @@ Load average at the end: ${os
 | **whole x402 call** (target p99 ≤ ${BLOCK_TIME_MS + 300} ms) | ${r.total.p50Ms} ms | ${r.total.p90Ms} ms | **${r.total.p99Ms} ms** |
 | tx-hash proof presented → answer (same run) | ${result.txHashProof.presentedToAnswer.p50Ms} ms | ${result.txHashProof.presentedToAnswer.p90Ms} ms | ${result.txHashProof.presentedToAnswer.p99Ms} ms |
 
-Targets ${pass ? 'met' : 'NOT met'}. The x402 reference facilitator publishes 200–500 ms for its verify call alone.`,
+### Paygate's facilitator beside the reference facilitator
+
+The unmodified reference facilitator (\`@x402/core\`'s \`x402Facilitator\` + \`@x402/evm\`'s exact scheme, a viem
+account under viem's \`nonceManager\`, served over HTTP like x402's example facilitator, receipts polled every
+${RECEIPT_POLL_MS} ms like Paygate's relayer) and Paygate's \`/api/v1/x402/verify\` and \`/settle\` (seller key,
+credited into escrow), on the same anvil (${BLOCK_TIME_MS} ms blocks), for 0.01 USDC payments, order alternating per
+round; each settle starts at the same random point of the block cycle for both sides. Ratio = Paygate's mean /
+the reference's mean (target ≤ 1 in every case). Load average (1/5/15 min) before and after:
+${loadDuring.map((l) => l.map((v) => v.toFixed(1)).join(' / ')).join(' → ')}.
+
+| call | rounds | Paygate mean (p50 / p90) | reference mean (p50 / p90) | ratio |
+|---|---|---|---|---|
+${(
+  [
+    ['verify', 'verify', compared.rounds.verify],
+    ['settle', 'one settle (until included)', compared.rounds.settle],
+    ['burst', 'ten concurrent settles (until all included)', compared.rounds.burst],
+  ] as const
+)
+  .map(
+    ([kind, label, rounds]) =>
+      `| ${label} | ${rounds} | ${comparison[kind].paygateMeanMs} ms (${comparison[kind].paygate.p50Ms} / ${comparison[kind].paygate.p90Ms}) | ${comparison[kind].referenceMeanMs} ms (${comparison[kind].reference.p50Ms} / ${comparison[kind].reference.p90Ms}) | **${comparison[kind].ratio.toFixed(2)}x** |`,
+  )
+  .join('\n')}
+
+Targets ${pass ? 'met' : 'NOT met'}.`,
     );
-    console.log(JSON.stringify({ ...result.x402, txHashProof: result.txHashProof, pass }));
+    console.log(
+      JSON.stringify({
+        ...result.x402,
+        txHashProof: result.txHashProof,
+        versusReference: result.versusReference,
+        pass,
+      }),
+    );
   } finally {
+    await reference.close().catch(() => undefined);
+    await registry.stop().catch(() => undefined);
     await settlement.stop().catch(() => undefined);
     await upstream.close().catch(() => undefined);
     await h.close().catch(() => undefined);

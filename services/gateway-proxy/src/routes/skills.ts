@@ -33,6 +33,7 @@ import {
   settlementHeaders,
   x402Challenge,
 } from '../x402/challenge';
+import { settleAwaitingCopies } from '../x402/facilitator';
 import {
   decodePaymentRequired,
   decodeX402Payment,
@@ -531,7 +532,17 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       } catch (error) {
         if (!(await state.rateLimit(res, requestId, anonymousBucket))) return;
         const message = error instanceof X402HeaderError ? error.message : 'the payment header is invalid';
-        sendPaymentRequired(state, res, skill, endpoint, resource, 402, 'invalid_payload', message);
+        sendPaymentRequired(
+          state,
+          res,
+          skill,
+          endpoint,
+          resource,
+          url.query,
+          402,
+          'invalid_payload',
+          message,
+        );
         return;
       }
       // Counted against the paying wallet only when the payer signed it (as for X-402-Payment proofs).
@@ -544,7 +555,10 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
         ))
       )
         return;
-      const outcome = await state.x402.settle(decoded, purchase, x402Header.version);
+      // A copy of a payment being settled waits for it, then is presented again (never a second call for one payment).
+      const outcome = await settleAwaitingCopies(state, decoded, purchase, x402Header.version, {
+        share: false,
+      });
       if (!outcome.ok) {
         state.metrics.refused.inc({ reason: outcome.reason });
         if (outcome.status === 429) {
@@ -565,6 +579,7 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
           skill,
           endpoint,
           resource,
+          url.query,
           outcome.status,
           outcome.reason,
           outcome.message,
@@ -608,10 +623,10 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
       )
         return;
       if (wantsPaywallPage(req, false)) {
-        sendPaywall(state, res, skill, endpoint, resource);
+        sendPaywall(state, res, skill, endpoint, resource, url.query);
         return;
       }
-      sendPaymentRequired(state, res, skill, endpoint, resource, 402);
+      sendPaymentRequired(state, res, skill, endpoint, resource, url.query, 402);
       return;
     }
     let proof: PaymentProof;
@@ -745,13 +760,15 @@ function sendPaywall(
   skill: SkillSnapshot,
   endpoint: EndpointSnapshot,
   resource: string,
+  /** The paid URL's query (with its '?'), as in sendPaymentRequired. */
+  query: string,
 ): void {
   const requirements = paymentRequirements(state, skill, endpoint, resource);
   const priceMicro = parseUsdc(endpoint.price);
   const challenge = x402Challenge(
     state.x402,
     {
-      url: resource.slice(resource.indexOf(' ') + 1),
+      url: `${resource.slice(resource.indexOf(' ') + 1)}${query}`,
       description: requirements.description,
       priceMicro,
       endpoint,
@@ -782,12 +799,14 @@ function sendPaymentRequired(
   skill: SkillSnapshot,
   endpoint: EndpointSnapshot,
   resource: string,
+  /** The paid URL's query (with its '?'): x402's resource.url is the URL the client asked for, query included. */
+  query: string,
   status: 402 | 503,
   reason?: string,
   message?: string,
 ): void {
   const requirements = paymentRequirements(state, skill, endpoint, resource);
-  const url = resource.slice(resource.indexOf(' ') + 1);
+  const url = `${resource.slice(resource.indexOf(' ') + 1)}${query}`;
   const challenge = x402Challenge(
     state.x402,
     { url, description: requirements.description, priceMicro: parseUsdc(endpoint.price), endpoint, skill },

@@ -1,5 +1,5 @@
-import { declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
+import { bazaarExtension } from './bazaar';
 import type { X402Payments } from './payments';
 import {
   encodeX402Header,
@@ -35,38 +35,6 @@ export const SKILL_PREFLIGHT_HEADERS = Object.freeze({
   'Access-Control-Max-Age': '600',
 });
 
-const PATH_PARAM = /:([A-Za-z_][A-Za-z0-9_]*)/g;
-
-/** The bazaar discovery extension describing how to call the endpoint (method, path parameters, body kind). */
-const bazaarByEndpoint = new WeakMap<EndpointSnapshot, Record<string, unknown>>();
-export function bazaarExtension(endpoint: EndpointSnapshot): Record<string, unknown> {
-  let extension = bazaarByEndpoint.get(endpoint);
-  if (!extension) {
-    const pathParams = Object.fromEntries(
-      [...endpoint.path.matchAll(PATH_PARAM)].map((m) => [
-        m[1]!,
-        { type: 'string', description: `path segment :${m[1]}` },
-      ]),
-    );
-    const hasBody = ['POST', 'PUT', 'PATCH'].includes(endpoint.method);
-    const declared = declareDiscoveryExtension(
-      hasBody
-        ? ({
-            bodyType: 'json',
-            input: {},
-            inputSchema: { properties: {} },
-            ...(Object.keys(pathParams).length ? { pathParamsSchema: { properties: pathParams } } : {}),
-          } as never)
-        : ({ input: {}, inputSchema: { properties: {} } } as never),
-    ) as unknown as { bazaar: { info: { input: Record<string, unknown> } } };
-    declared.bazaar.info.input.method = endpoint.method;
-    if (Object.keys(pathParams).length) declared.bazaar.info.input.pathParams = pathParams;
-    extension = declared as unknown as Record<string, unknown>;
-    bazaarByEndpoint.set(endpoint, extension);
-  }
-  return extension;
-}
-
 export interface Challenge {
   headers: Record<string, string>;
   /** v1's fields in the 402 body (Base and Base Sepolia only). */
@@ -97,7 +65,7 @@ export function x402Challenge(
     priceMicro: input.priceMicro,
   });
   if (!offer) return { headers, body: {} };
-  const extensions = bazaarExtension(input.endpoint);
+  const extensions = bazaarExtension(input.endpoint, input.skill.name, input.url, true);
   headers[X402_HEADERS.paymentRequired] = encodeX402Header(paymentRequiredV2(offer, error, extensions));
   const v1 = requirementsV1(offer, {
     input: { type: 'http', method: input.endpoint.method, discoverable: true },

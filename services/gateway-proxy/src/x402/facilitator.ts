@@ -2,11 +2,19 @@ import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
-import type { Purchase } from '../payments/service';
+import type { PaymentClaim, Purchase } from '../payments/service';
 import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
 import type { GatewayState } from '../state';
-import { bazaarExtension } from './challenge';
-import { caip2, parseX402Payment, requirementsV2, v1NetworkOf, type X402HeaderError } from './protocol';
+import { bazaarExtension } from './bazaar';
+import type { X402Outcome } from './payments';
+import {
+  caip2,
+  type DecodedX402Payment,
+  parseX402Payment,
+  requirementsV2,
+  v1NetworkOf,
+  type X402HeaderError,
+} from './protocol';
 
 export const X402_PREFIX = '/api/v1/x402';
 
@@ -60,6 +68,134 @@ type Checked =
       maxTimeoutSeconds: number;
     }
   | { ok: false; reason: string; message: string; payer?: string };
+
+/** `Server-Timing` of a facilitator answer: each named phase and the whole handler (`total`), in ms. */
+function serverTiming(started: number, phases: Record<string, number> = {}): string {
+  const parts = Object.entries(phases).map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`);
+  parts.push(`total;dur=${(performance.now() - started).toFixed(2)}`);
+  return parts.join(', ');
+}
+
+const COPY_POLL_MS = 50;
+const BEING_SETTLED = /being settled/;
+const COPY_POLL_ROUNDS_MAX = 2000;
+
+interface Running {
+  outcome: Promise<X402Outcome>;
+  /** Who the settlement is for: a copy for the same seller and resource shares its outcome. */
+  purchaseKey: string;
+}
+const runningByState = new WeakMap<GatewayState, Map<string, Running>>();
+
+/**
+ * Settles an x402 payment; a copy of a payment that is being settled (by this gateway or by another replica)
+ * waits for that settlement instead of answering 503. With `share` (the facilitator), a copy for the same seller
+ * and resource is answered with the in-flight settlement's outcome: the one payment is settled once and every
+ * copy learns how. Without it (paid skill URLs, where a copy must not be served a second call), the copy is
+ * presented again once the first is done, under the purchase's reuse rules.
+ */
+export async function settleAwaitingCopies(
+  state: GatewayState,
+  payment: DecodedX402Payment,
+  purchase: Purchase,
+  version: 1 | 2,
+  options: { maxTimeoutSeconds?: number; share: boolean },
+): Promise<X402Outcome> {
+  let running = runningByState.get(state);
+  if (!running) {
+    running = new Map();
+    runningByState.set(state, running);
+  }
+  const a = payment.authorization;
+  const id = `${a.from.toLowerCase()}:${a.nonce.toLowerCase()}:${payment.signature.toLowerCase()}`;
+  const purchaseKey = `${purchase.sellerId}\n${purchase.resource}`;
+  const first = running.get(id);
+  if (first) {
+    const outcome = await first.outcome.catch(() => undefined);
+    if (options.share && outcome && first.purchaseKey === purchaseKey) {
+      return outcome.ok ? { ...outcome, fresh: false } : outcome;
+    }
+  }
+  const settle = async (): Promise<X402Outcome> => {
+    const outcome = await state.x402.settle(payment, purchase, version, {
+      maxTimeoutSeconds: options.maxTimeoutSeconds,
+    });
+    // Only a copy is waited for: the refusal X402Payments gives a payment someone else is settling (its own
+    // attempt's 503s, after the relayer's wait, are answered as they are). x402-reference.test.ts pins the text.
+    if (outcome.ok || outcome.reason !== 'x402_unavailable' || !BEING_SETTLED.test(outcome.message)) {
+      return outcome;
+    }
+    // Presented while another replica (or a caller that gave up) settles it: wait for that settlement.
+    const settled = await settledElsewhere(state, payment);
+    if (!settled) return outcome;
+    if (
+      options.share &&
+      settled.state === 'settled' &&
+      settled.seller_id === purchase.sellerId &&
+      settled.resource === purchase.resource &&
+      settled.claim_id
+    ) {
+      const claim = (await state.ctx.db
+        .selectFrom('payment_claims')
+        .selectAll()
+        .where('id', '=', settled.claim_id)
+        .executeTakeFirst()) as PaymentClaim | undefined;
+      if (claim) {
+        return {
+          ok: true,
+          claim,
+          txHash: claim.tx_hash,
+          payer: claim.payer,
+          fresh: false,
+          timings: { verificationMs: 0, simulationMs: 0, submissionMs: 0, inclusionMs: 0 },
+        };
+      }
+    }
+    return state.x402.settle(payment, purchase, version, { maxTimeoutSeconds: options.maxTimeoutSeconds });
+  };
+  if (running.has(id)) return settle();
+  const outcome = settle();
+  running.set(id, { outcome, purchaseKey });
+  try {
+    return await outcome;
+  } finally {
+    running.delete(id);
+  }
+}
+
+interface AuthorizationState {
+  state: 'submitting' | 'settled' | 'refused';
+  seller_id: string;
+  resource: string;
+  claim_id: string | null;
+}
+
+/**
+ * The authorization's row once it leaves `submitting` (bounded by how long a live caller may wait for its
+ * inclusion and the relayer); undefined when it is not being settled with this signature, or still is.
+ */
+async function settledElsewhere(
+  state: GatewayState,
+  payment: DecodedX402Payment,
+): Promise<AuthorizationState | undefined> {
+  const a = payment.authorization;
+  const deadline = Date.now() + state.config.x402InclusionWaitMs + state.config.relayerTimeoutMs;
+  for (let round = 0; round < COPY_POLL_ROUNDS_MAX; round++) {
+    const row = (await state.ctx.db
+      .selectFrom('x402_authorizations')
+      .select(['state', 'seller_id', 'resource', 'claim_id', 'signature'])
+      .where('chain_id', '=', state.config.chainId)
+      .where('token', '=', state.config.usdcAddress.toLowerCase())
+      .where('payer', '=', a.from.toLowerCase())
+      .where('auth_nonce', '=', a.nonce.toLowerCase())
+      .executeTakeFirst()) as (AuthorizationState & { signature: string }) | undefined;
+    if (!row || row.signature !== payment.signature.toLowerCase()) return undefined;
+    if (row.state !== 'submitting') return row;
+    if (Date.now() >= deadline) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, COPY_POLL_MS));
+  }
+  return undefined;
+}
 
 /**
  * Paygate as an x402 facilitator for sellers running their own x402 server (for example `@x402/express` with
@@ -173,8 +309,10 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
         }),
       },
       handler: async (_req, res) => {
+        const started = performance.now();
         const status = await state.x402.relayer.currentStatus();
         const v1 = v1NetworkOf(config.chainId);
+        res.setHeader('Server-Timing', serverTiming(started));
         res.json({
           kinds: [
             { x402Version: 2, scheme: 'exact', network: caip2(config.chainId) },
@@ -197,8 +335,10 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
         '429': 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls this minute (Retry-After)',
       },
       handler: async (req, res) => {
+        const started = performance.now();
         const checked = check(req.body);
         if (!checked.ok) {
+          res.setHeader('Server-Timing', serverTiming(started));
           res.json({
             isValid: false,
             invalidReason: checked.reason,
@@ -207,12 +347,36 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           });
           return;
         }
-        const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
-          checkBalance: true,
-          refuseUsed: true,
-          maxTimeoutSeconds: checked.maxTimeoutSeconds,
-        });
+        // Whether the authorization was used (Postgres, then the token) is read beside the other checks'
+        // chain reads rather than after them; a refusal of those still comes first.
+        const [verified, used] = await Promise.all([
+          state.x402.verify(checked.payment, checked.priceMicro, {
+            checkBalance: true,
+            maxTimeoutSeconds: checked.maxTimeoutSeconds,
+          }),
+          state.x402.alreadyUsed(checked.payment).then(
+            (value) => value,
+            () => undefined,
+          ),
+        ]);
+        const refusal =
+          verified ??
+          (used === undefined
+            ? {
+                status: 503,
+                reason: 'x402_unavailable',
+                message: 'the chain RPC did not answer; retry shortly',
+              }
+            : used
+              ? {
+                  status: 402,
+                  reason: 'invalid_exact_evm_nonce_already_used',
+                  message:
+                    'this authorization was already used (on chain or presented for settlement); sign a new one',
+                }
+              : undefined);
         const payer = checked.payment.authorization.from;
+        res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
         if (refusal) {
           if (refusal.status === 503) res.status(503);
           res.json({ isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer });
@@ -235,12 +399,14 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           'rate_limited (more than X402_FACILITATOR_PER_MINUTE calls this minute) or relayer_daily_limit (the payer or the seller used its relayed payments of the UTC day; the body is also a SettleResponse): Retry-After says when',
       },
       handler: async (req, res) => {
+        const started = performance.now();
         const network =
           req.body.x402Version === 2
             ? caip2(config.chainId)
             : (v1NetworkOf(config.chainId) ?? caip2(config.chainId));
         const checked = check(req.body);
         if (!checked.ok) {
+          res.setHeader('Server-Timing', serverTiming(started));
           res.json({
             success: false,
             errorReason: checked.reason,
@@ -263,10 +429,25 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           holdPeriodHours: 0,
           channel: 'facilitator',
         };
-        const outcome = await state.x402.settle(checked.payment, purchase, req.body.x402Version, {
+        const outcome = await settleAwaitingCopies(state, checked.payment, purchase, req.body.x402Version, {
           maxTimeoutSeconds: checked.maxTimeoutSeconds,
+          share: true,
         });
         const payer = checked.payment.authorization.from;
+        res.setHeader(
+          'Server-Timing',
+          serverTiming(
+            started,
+            outcome.ok
+              ? {
+                  verify: outcome.timings.verificationMs,
+                  simulate: outcome.timings.simulationMs,
+                  submit: outcome.timings.submissionMs,
+                  include: outcome.timings.inclusionMs,
+                }
+              : {},
+          ),
+        );
         if (!outcome.ok) {
           if (outcome.status === 429) {
             // A SettleResponse for x402 clients, and the shared error body for everyone else.
@@ -307,6 +488,17 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
       summary: 'Every active Paygate skill endpoint, in the x402 Bazaar discovery shape',
       query: Type.Object({
         type: Type.Optional(Type.String({ maxLength: 16 })),
+        network: Type.Optional(
+          Type.String({ maxLength: 64, description: 'CAIP-2 network, e.g. eip155:8453' }),
+        ),
+        payTo: Type.Optional(Type.String({ maxLength: 128 })),
+        scheme: Type.Optional(Type.String({ maxLength: 32 })),
+        extensions: Type.Optional(
+          Type.String({
+            maxLength: 256,
+            description: 'extension keys (comma-separated) every item must carry',
+          }),
+        ),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
         offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
       }),
@@ -324,7 +516,19 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
       handler: async (req, res) => {
         const limit = req.query.limit ?? 20;
         const offset = req.query.offset ?? 0;
-        const items = req.query.type && req.query.type !== 'http' ? [] : await discoveryItems(state);
+        const { type, network, payTo, scheme, extensions } = req.query;
+        const wanted = (extensions ?? '')
+          .split(',')
+          .map((key) => key.trim())
+          .filter(Boolean);
+        // Every item is http, exact, on this network, paid into escrow, with the bazaar extension.
+        const matches =
+          (!type || type === 'http') &&
+          (!scheme || scheme === 'exact') &&
+          (!network || network === caip2(config.chainId)) &&
+          (!payTo || payTo.toLowerCase() === config.escrowAddress.toLowerCase()) &&
+          wanted.every((key) => key === 'bazaar');
+        const items = matches ? await discoveryItems(state) : [];
         res.setHeader('Access-Control-Allow-Origin', '*');
         res.json({
           x402Version: 2,
@@ -378,7 +582,7 @@ async function discoveryItems(state: GatewayState) {
         serviceName: skill.displayName,
         tags: skill.categories.slice(0, 10),
         metadata: { method: endpoint.method, type: paymentKindOf(skill.type), skill: skill.name },
-        extensions: bazaarExtension(endpoint),
+        extensions: bazaarExtension(endpoint, skill.name, url, false),
       });
     }
   }

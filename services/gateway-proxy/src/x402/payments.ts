@@ -318,7 +318,7 @@ export class X402Payments implements BackgroundTask {
   }
 
   /** Presented here before (any state) or used on chain (by anyone): EIP-3009's authorizationState. */
-  private async alreadyUsed(payment: DecodedX402Payment): Promise<boolean> {
+  async alreadyUsed(payment: DecodedX402Payment): Promise<boolean> {
     const a = payment.authorization;
     const presented = await this.ctx.db
       .selectFrom('x402_authorizations')

@@ -37,6 +37,18 @@ export interface RelayerSettings {
 
 const OPEN_BATCH = 100;
 const BALANCE_CACHE_MS = 2000;
+const FEES_CACHE_MS = 1000;
+/** Submissions signed and recorded in one transaction of the nonce allocator, at most. */
+const RECORD_BATCH_MAX = 50;
+
+interface PendingRecord {
+  request: RelayerSubmitRequest;
+  data: string;
+  gas: bigint;
+  chainState: { pendingNonce: bigint; fees: FeeCaps };
+  resolve(row: Row): void;
+  reject(error: unknown): void;
+}
 
 function describe(error: unknown): string {
   const e = error as { shortMessage?: string; message?: string };
@@ -60,6 +72,11 @@ export class Relayer implements BackgroundTask {
   private readonly lockKey: string;
   private server: RpcServer | undefined;
   private balance: { wei: bigint; at: number } | undefined;
+  private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
+  private readonly waiting: PendingRecord[] = [];
+  private allocating = false;
+  /** Rows being finished after their caller was answered: awaited on stop. */
+  private readonly finishing = new Set<Promise<unknown>>();
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -93,6 +110,7 @@ export class Relayer implements BackgroundTask {
   async stop(): Promise<void> {
     await this.server?.stop();
     await this.loop.stop();
+    await Promise.allSettled([...this.finishing]);
   }
 
   async status(): Promise<RelayerStatusReply> {
@@ -130,12 +148,23 @@ export class Relayer implements BackgroundTask {
     if (a.to.toLowerCase() !== this.settings.escrowAddress.toLowerCase()) {
       return refusal('invalid_request', 'this relayer submits payments into the escrow wallet only');
     }
-    const existing = await this.find(request);
+    const data = this.chain.callData(a, request.signature);
+    // The lookup, the simulation and what the nonce allocation needs from the chain (pending nonce, fees) run
+    // side by side: none of them spends anything, and the nonce lock then holds no RPC, so a burst is signed
+    // back to back and enters the pool together (one block, not two).
+    const found = this.find(request);
+    const simulation = this.chain.simulate(request.token, data).then(
+      (gas) => ({ gas }),
+      (error: unknown) => ({ error }),
+    );
+    const chainNonce = this.chain.pendingNonce();
+    const fees = this.currentFees();
+    chainNonce.catch(() => undefined);
+    fees.catch(() => undefined);
+    const existing = await found;
     if (existing) return this.answerFor(existing, request, started, NO_TIME);
 
     let wei: bigint;
-    let gas: bigint;
-    const data = this.chain.callData(a, request.signature);
     try {
       wei = await this.balanceWei();
     } catch (error) {
@@ -152,17 +181,25 @@ export class Relayer implements BackgroundTask {
       );
     }
     const checked = performance.now();
-    try {
-      gas = await this.chain.simulate(request.token, data);
-    } catch (error) {
+    const outcomeOfSimulation = await simulation;
+    if ('error' in outcomeOfSimulation) {
+      const error = outcomeOfSimulation.error;
       if (error instanceof SimulationError) {
         if (error.reason === 'nonce_already_used') return this.usedElsewhere(request, started);
         return refusal(error.reason, error.message);
       }
       return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
     }
+    const gas = outcomeOfSimulation.gas;
     const simulated = performance.now();
-    const row = await this.record(request, data, gas);
+    let chainState: { pendingNonce: bigint; fees: FeeCaps };
+    try {
+      const [pendingNonce, suggested] = await Promise.all([chainNonce, fees]);
+      chainState = { pendingNonce, fees: suggested };
+    } catch (error) {
+      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
+    }
+    const row = await this.record(request, data, gas, chainState);
     if (row.status === 'signed') await this.broadcastRecorded(row);
     return this.answerFor(row, request, started, {
       checksMs: checked - started,
@@ -181,41 +218,101 @@ export class Relayer implements BackgroundTask {
       .executeTakeFirst();
   }
 
+  /** The chain's fee suggestion, shared for a moment by a burst of submissions (one read, not one each). */
+  private currentFees(): Promise<FeeCaps> {
+    if (this.fees && Date.now() - this.fees.at < FEES_CACHE_MS) return this.fees.caps;
+    const caps = this.chain.suggestedFees();
+    this.fees = { caps, at: Date.now() };
+    caps.catch(() => {
+      if (this.fees?.caps === caps) this.fees = undefined;
+    });
+    return caps;
+  }
+
   /**
-   * Allocates the relayer nonce, signs and commits the signed bytes, all under the relayer's lock; a concurrent
-   * submission of the same authorization finds the row instead and sends nothing.
+   * Records the signed transaction of a submission: joins the next batch of the nonce allocator, which signs and
+   * commits every waiting submission in one transaction under the relayer's lock (which holds no RPC: the chain's
+   * pending nonce and fees are read before it). A concurrent submission of the same authorization finds the row
+   * (or its twin in the batch) instead and sends nothing. The caller broadcasts after the commit, outside the
+   * lock, so a crash between the two leaves a recorded transaction that the background pass rebroadcasts.
    */
-  private async record(request: RelayerSubmitRequest, data: string, gas: bigint): Promise<Row> {
-    const a = request.authorization;
+  private record(
+    request: RelayerSubmitRequest,
+    data: string,
+    gas: bigint,
+    chainState: { pendingNonce: bigint; fees: FeeCaps },
+  ): Promise<Row> {
+    return new Promise<Row>((resolve, reject) => {
+      this.waiting.push({ request, data, gas, chainState, resolve, reject });
+      if (!this.allocating) void this.allocate();
+    });
+  }
+
+  /** Drains the waiting submissions, one batch (at most RECORD_BATCH_MAX) per transaction, until none wait. */
+  private async allocate(): Promise<void> {
+    this.allocating = true;
+    try {
+      for (let round = 0; round < 100_000 && this.waiting.length > 0; round++) {
+        const batch = this.waiting.splice(0, RECORD_BATCH_MAX);
+        try {
+          const rows = await this.recordBatch(batch);
+          for (const [i, item] of batch.entries()) item.resolve(rows[i]!);
+        } catch (error) {
+          for (const item of batch) item.reject(error);
+        }
+      }
+    } finally {
+      this.allocating = false;
+      if (this.waiting.length > 0) void this.allocate();
+    }
+  }
+
+  /** One transaction: the lock, the rows already recorded, consecutive nonces for the rest, signed, inserted. */
+  private async recordBatch(batch: readonly PendingRecord[]): Promise<Row[]> {
+    const keyOf = (request: RelayerSubmitRequest) =>
+      `${request.authorization.from.toLowerCase()}:${request.authorization.nonce.toLowerCase()}`;
     return this.ctx.inTransaction(async (trx) => {
       await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
-      const already = await trx
+      const recorded = new Map<string, Row>();
+      const existing = await trx
         .selectFrom('relayed_authorizations')
         .selectAll()
-        .where('chain_id', '=', request.chainId)
-        .where('token_address', '=', request.token.toLowerCase())
-        .where('payer', '=', a.from.toLowerCase())
-        .where('auth_nonce', '=', a.nonce.toLowerCase())
-        .executeTakeFirst();
-      if (already) return already;
+        .where('chain_id', '=', this.settings.chainId)
+        .where('token_address', '=', this.settings.usdcAddress.toLowerCase())
+        .where((eb) =>
+          eb.or(
+            batch.map(({ request }) =>
+              eb.and([
+                eb('payer', '=', request.authorization.from.toLowerCase()),
+                eb('auth_nonce', '=', request.authorization.nonce.toLowerCase()),
+              ]),
+            ),
+          ),
+        )
+        .execute();
+      for (const row of existing) recorded.set(`${row.payer}:${row.auth_nonce}`, row);
       const highest = await trx
         .selectFrom('relayed_authorizations')
         .select((eb) => eb.fn.max('relayer_nonce').as('nonce'))
         .where('chain_id', '=', this.settings.chainId)
         .where('relayer_address', '=', this.chain.address.toLowerCase())
         .executeTakeFirst();
-      const fromDb =
-        highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
-      const fromChain = await this.chain.pendingNonce();
-      const nonce = fromDb > fromChain ? fromDb : fromChain;
-      const fees = this.capped(await this.chain.suggestedFees());
-      const gasLimit = (gas * 13n) / 10n;
-      const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
-      return trx
-        .insertInto('relayed_authorizations')
-        .values({
+      let nonce = highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
+      // Read before the lock: a lower bound still (only this relayer's own transactions, all recorded here,
+      // move it), so the larger of the two is the next free nonce.
+      for (const { chainState } of batch) nonce = larger(nonce, chainState.pendingNonce);
+      const fresh: Array<Parameters<typeof this.authorizationColumns>[0]> = [];
+      const values = [];
+      for (const { request, data, gas, chainState } of batch) {
+        const key = keyOf(request);
+        if (recorded.has(key) || fresh.some((r) => keyOf(r) === key)) continue;
+        const fees = this.capped(chainState.fees);
+        const gasLimit = (gas * 13n) / 10n;
+        const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
+        fresh.push(request);
+        values.push({
           ...this.authorizationColumns(request),
-          status: 'signed',
+          status: 'signed' as const,
           relayer_nonce: nonce,
           gas_limit: gasLimit,
           raw_tx: signed.rawTx,
@@ -223,9 +320,18 @@ export class Relayer implements BackgroundTask {
           max_fee_per_gas: fees.maxFeePerGas.toString(),
           max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
           signed_at: new Date(),
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+        });
+        nonce += 1n;
+      }
+      if (values.length > 0) {
+        const inserted = await trx
+          .insertInto('relayed_authorizations')
+          .values(values)
+          .returningAll()
+          .execute();
+        for (const row of inserted) recorded.set(`${row.payer}:${row.auth_nonce}`, row);
+      }
+      return batch.map(({ request }) => recorded.get(keyOf(request))!);
     });
   }
 
@@ -355,7 +461,8 @@ export class Relayer implements BackgroundTask {
       if (current.status === 'failed') {
         return refusal('transaction_failed', current.last_error ?? 'the submission failed on chain');
       }
-      current = (await this.advance(current)) ?? current;
+      // The caller is answered from the receipt; the row is finished meanwhile (or by the background pass).
+      current = (await this.advance(current, { answerFirst: true })) ?? current;
       if (
         current.status === 'confirmed' ||
         current.status === 'used_elsewhere' ||
@@ -404,18 +511,33 @@ export class Relayer implements BackgroundTask {
     }
   }
 
-  /** Looks for a receipt of any hash this row was signed as; finishes the row when one exists. */
-  private async advance(row: Row): Promise<Row | undefined> {
+  /**
+   * Looks for a receipt of any hash this row was signed as; finishes the row when one exists. With
+   * `answerFirst`, a successful transfer is returned as confirmed at once while the row is finished in the
+   * background (idempotent; the background pass finishes it if this fails).
+   */
+  private async advance(row: Row, options: { answerFirst?: boolean } = {}): Promise<Row | undefined> {
     if (row.status !== 'signed' && row.status !== 'broadcast') return row;
     for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
       const executed = await this.chain.executed(hash, row.payer, row.to_address);
       if (!executed) continue;
       if (!executed.reverted) {
-        return this.finish(row, 'confirmed', {
+        const fields = {
           settled_tx_hash: executed.txHash,
           block_number: executed.blockNumber,
           log_index: executed.logIndex,
-        });
+        };
+        if (!options.answerFirst) return this.finish(row, 'confirmed', fields);
+        const finishing = this.finish(row, 'confirmed', fields)
+          .catch((error) =>
+            this.ctx.logger.warn(
+              { id: row.id, txHash: executed.txHash, reason: describe(error) },
+              'relayed authorization not finished yet; the background pass will',
+            ),
+          )
+          .finally(() => this.finishing.delete(finishing));
+        this.finishing.add(finishing);
+        return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
       }
       // Our transaction reverted: the authorization expired, or someone else used it first.
       const otherTx = await this.chain.findAuthorizationUse(
