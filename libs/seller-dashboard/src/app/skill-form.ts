@@ -1,17 +1,9 @@
+import { DEFAULT_HOLD_HOURS } from '@paygate/contracts/holds';
+
 import type { HttpMethod, Skill, SkillMode, SkillType } from './types';
 
 export const SKILL_TYPES: SkillType[] = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'];
 export const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-
-/** SPEC's default hold period per type (hours in escrow before settlement). */
-export const DEFAULT_HOLD_HOURS: Record<SkillType, number> = {
-  API: 0,
-  Content: 0,
-  SaaS: 24,
-  Subscription: 24,
-  Service: 48,
-  Product: 72,
-};
 
 export const usesDuration = (type: SkillType) => type === 'SaaS' || type === 'Subscription';
 export const usesShipping = (type: SkillType) => type === 'Product';

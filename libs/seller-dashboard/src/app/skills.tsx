@@ -1,10 +1,10 @@
+import { DEFAULT_HOLD_HOURS } from '@paygate/contracts/holds';
 import { useEffect, useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { usd } from './format';
 import { navigate } from './router';
 import {
-  DEFAULT_HOLD_HOURS,
   draftFromSkill,
   type EndpointDraft,
   effectiveHoldHours,

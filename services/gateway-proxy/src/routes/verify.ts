@@ -1,10 +1,5 @@
-import {
-  decodePaymentHeader,
-  PaymentHeaderError,
-  type PaymentKind,
-  type PaymentProof,
-} from '@paygate/agent-client';
-import { UsdcAmount } from '@paygate/contracts';
+import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/agent-client';
+import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
 import { type AnyRoute, defineRoute } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -36,14 +31,6 @@ export const VerifyRequest = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/** SPEC default hold periods by what is sold (the middleware sells no registered skill). */
-const DEFAULT_HOLD_HOURS: Record<PaymentKind, number> = {
-  payPerCall: 0,
-  subscription: 24,
-  product: 72,
-  service: 48,
-};
 
 const PaymentParameters = Type.Object(
   {
@@ -186,7 +173,7 @@ export function verifyRoutes(state: GatewayState): AnyRoute[] {
           skillId: null,
           skillName: null,
           endpointId: null,
-          holdPeriodHours: DEFAULT_HOLD_HOURS[body.type],
+          holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND[body.type],
           channel: 'verify',
         });
         if (!outcome.ok) {

@@ -1,7 +1,7 @@
+import { DEFAULT_HOLD_HOURS } from '@paygate/contracts';
 import { badRequest } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { HttpMethod, SkillMode, SkillType } from '../db';
-import { DEFAULT_HOLD_HOURS } from './schemas';
 
 const CATEGORY_PATTERN = /^[a-z0-9]+([ -][a-z0-9]+)*$/;
 

@@ -12,16 +12,6 @@ export const SKILL_STATUSES = [
 ] as const;
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
-/** Default escrow hold by skill type (SPEC.md). */
-export const DEFAULT_HOLD_HOURS: Record<(typeof SKILL_TYPES)[number], number> = {
-  API: 0,
-  Content: 0,
-  SaaS: 24,
-  Subscription: 24,
-  Service: 48,
-  Product: 72,
-};
-
 export const MAX_ENDPOINTS_PER_SKILL = 100;
 
 export const SkillName = Type.String({
