@@ -65,41 +65,47 @@ export async function setUpSellers(options: {
   webhookUrl: string;
   prng: Prng;
 }): Promise<Seller[]> {
-  const sellers: Seller[] = [];
-  for (let i = 0; i < options.count; i++) {
-    const wallet = Wallet.createRandom() as unknown as Wallet;
-    const signed = await signUpSeller(options.baseUrl, wallet);
-    const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
-    await createActiveSkill(
-      options.baseUrl,
-      signed.apiKey,
-      {
-        name: skill,
-        type: 'API',
-        apiBaseUrl: options.upstreamUrl,
-        holdPeriodHours: 0,
-        endpoints: [
-          { path: '/work', method: 'GET', priceUsdc: `0.0${options.prng.int(10, 99)}`, description: 'work' },
-        ],
-      } as Parameters<typeof createActiveSkill>[2],
-      { timeoutMs: 60_000 },
-    );
-    const account = await fetch(`${options.baseUrl}/api/v1/account`, {
-      method: 'PATCH',
-      headers: { authorization: `Bearer ${signed.sessionToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ webhookUrl: options.webhookUrl, minimumSettlement: '0.001' }),
-      signal: AbortSignal.timeout(10_000),
-    });
-    if (!account.ok) throw new Error(`seller settings: ${account.status} ${await account.text()}`);
-    sellers.push({
-      sellerId: signed.sellerId,
-      apiKey: signed.apiKey,
-      sessionToken: signed.sessionToken,
-      skill,
-      wallet,
-    });
-  }
-  return sellers;
+  // Signed up side by side (each waits for its skill's validation).
+  return Promise.all(
+    Array.from({ length: options.count }, async (_, i): Promise<Seller> => {
+      const wallet = Wallet.createRandom() as unknown as Wallet;
+      const signed = await signUpSeller(options.baseUrl, wallet);
+      const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
+      await createActiveSkill(
+        options.baseUrl,
+        signed.apiKey,
+        {
+          name: skill,
+          type: 'API',
+          apiBaseUrl: options.upstreamUrl,
+          holdPeriodHours: 0,
+          endpoints: [
+            {
+              path: '/work',
+              method: 'GET',
+              priceUsdc: `0.0${options.prng.int(10, 99)}`,
+              description: 'work',
+            },
+          ],
+        } as Parameters<typeof createActiveSkill>[2],
+        { timeoutMs: 60_000 },
+      );
+      const account = await fetch(`${options.baseUrl}/api/v1/account`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${signed.sessionToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ webhookUrl: options.webhookUrl, minimumSettlement: '0.001' }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (!account.ok) throw new Error(`seller settings: ${account.status} ${await account.text()}`);
+      return {
+        sellerId: signed.sellerId,
+        apiKey: signed.apiKey,
+        sessionToken: signed.sessionToken,
+        skill,
+        wallet,
+      };
+    }),
+  );
 }
 
 /** Buyer wallets with ETH (anvil_setBalance) and USDC minted by the test USDC's owner. */
@@ -107,14 +113,17 @@ export async function fundBuyers(rpcUrl: string, usdcAddress: string, n: number)
   const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, pollingInterval: 100 });
   const deployer = new NonceManager(new Wallet(testWallets.deployer.privateKey, provider));
   const usdc = new Contract(usdcAddress, usdcAbi, deployer);
-  const buyers: Wallet[] = [];
-  for (let i = 0; i < n; i++) {
-    const wallet = Wallet.createRandom().connect(provider) as unknown as Wallet;
+  const buyers = Array.from(
+    { length: n },
+    () => Wallet.createRandom().connect(provider) as unknown as Wallet,
+  );
+  // Every mint sent at once (the nonce manager numbers them), then all awaited: one block, not one per buyer.
+  const mints = [];
+  for (const wallet of buyers) {
     await provider.send('anvil_setBalance', [wallet.address, '0x56BC75E2D63100000']);
-    const tx = await usdc.getFunction('mint')(wallet.address, 1_000_000_000n);
-    await tx.wait(1, 30_000);
-    buyers.push(wallet);
+    mints.push(await usdc.getFunction('mint')(wallet.address, 1_000_000_000n));
   }
+  await Promise.all(mints.map((tx) => tx.wait(1, 30_000)));
   // The funding must be final before any reorg (depth ≤ 3) can happen: 5 blocks on top of it.
   const funded = await provider.getBlockNumber();
   const deadline = Date.now() + 60_000;
