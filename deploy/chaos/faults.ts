@@ -20,6 +20,9 @@ export const FAULT_WEIGHTS = {
   pgConnectionsUsedUp: 3,
   reorg: 10,
   rpcFault: 15,
+  // The send that reaches the chain while its answer never comes back, with a payout sent into it: the
+  // settlement sender must find its transaction by hash (recorded before the broadcast), never send a second one.
+  rpcSendTimeout: 6,
 } as const;
 export type FaultKind = keyof typeof FAULT_WEIGHTS;
 
@@ -37,6 +40,8 @@ export interface FaultTargets {
   postgres: ChaosPostgres;
   chain: JsonRpcProvider;
   rpcProxy: RpcFaultProxy;
+  /** Makes the services send a transaction now (an operator's settle-now): what rpcSendTimeout needs to hit. */
+  triggerSend: () => Promise<string>;
 }
 
 /** Tables on the money path, one of which a table-lock fault holds. */
@@ -166,6 +171,15 @@ async function inject(
       await sleep(ms);
       t.rpcProxy.clear();
       return `RPC ${fault} for ${ms} ms`;
+    }
+    case 'rpcSendTimeout': {
+      const ms = hold(prng.int(4000, 10_000));
+      // Every send in the window: mined, its answer never delivered (the client times out).
+      t.rpcProxy.inject('sendTimeout', ms, 1);
+      const sent = await t.triggerSend().catch((error: Error) => `settle-now failed: ${error.message}`);
+      await sleep(Math.max(0, ms - 500));
+      t.rpcProxy.clear();
+      return `RPC sends time out although mined, for ${ms} ms (${sent})`;
     }
   }
 }

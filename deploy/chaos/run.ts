@@ -23,7 +23,7 @@ import { Balancer } from './balancer';
 import { buildChaosServices } from './build';
 import { type FaultKind, type FaultRecord, runFaults } from './faults';
 import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
-import { emptyRecord, fundBuyers, runLoad, setUpSellers } from './load';
+import { changePayoutAddress, emptyRecord, fundBuyers, rotateApiKey, runLoad, setUpSellers } from './load';
 import { NatsCluster } from './nats-cluster';
 import { ChaosPostgres } from './postgres';
 import { Prng } from './prng';
@@ -56,10 +56,10 @@ export const PROFILES: Record<string, ChaosProfile> = {
     name: 'full',
     replicas: Object.fromEntries(ALL_SERVICES.map((s) => [s, 2])),
     faultSeconds: 120,
-    operations: 1200,
-    buyers: 14,
+    operations: 1600,
+    buyers: 24,
     sellers: 4,
-    pauseMs: 200,
+    pauseMs: 100,
     drainTimeoutSeconds: 120,
     loadTailSeconds: 20,
   },
@@ -241,6 +241,8 @@ export async function runChaos(options: {
     const faultsEnd = faultStart + profile.faultSeconds * 1000;
     const load = runLoad({
       baseUrl: balancer.url,
+      usdcAddress,
+      escrowAddress: testWallets.escrow.address,
       operatorToken: OPERATOR_TOKEN,
       sellers,
       buyers,
@@ -251,6 +253,27 @@ export async function runChaos(options: {
       // The load goes on a little past the faults (bounded), so recovery after the last one is measured.
       shouldStop: () => Date.now() > faultsEnd + profile.loadTailSeconds * 1000,
     });
+    // Halfway through the faults: one seller rotates its API key, another moves its payout address.
+    const accountChanges = (async () => {
+      await new Promise((r) => setTimeout(r, (profile.faultSeconds * 1000) / 2));
+      const rotated = sellers[0]!;
+      const moved = sellers[1 % sellers.length]!;
+      for (const [kind, change] of [
+        ['keyRotation', () => rotateApiKey(balancer.url, rotated)],
+        ['payoutAddressChange', () => changePayoutAddress(balancer.url, moved)],
+      ] as const) {
+        // Retried on a 5xx or no answer (a fault may be under way), as the seller would, bounded.
+        let outcome = '';
+        for (let attempt = 0; attempt < 6; attempt++) {
+          outcome = await change().catch((error: Error) => `error: ${error.message.slice(0, 60)}`);
+          if (!/ 5\d\d |^error/.test(outcome)) break;
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+        record.operations[kind] = { [outcome]: 1 };
+        record.accountChanges.push(`${kind}: ${outcome}`);
+        log(`${kind}: ${outcome}`);
+      }
+    })();
     await runFaults({
       prng: prng.fork('faults'),
       targets: {
@@ -260,6 +283,19 @@ export async function runChaos(options: {
         postgres,
         chain: anvil.provider,
         rpcProxy,
+        triggerSend: async () => {
+          const answers = await Promise.all(
+            sellers.map((seller) =>
+              fetch(`${balancer.url}/api/v1/operator/settlements/run`, {
+                method: 'POST',
+                headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+                body: JSON.stringify({ sellerId: seller.sellerId }),
+                signal: AbortSignal.timeout(10_000),
+              }).then((r) => r.status),
+            ),
+          );
+          return `settle-now of ${sellers.length} sellers: ${answers.join('/')}`;
+        },
       },
       endsAt: faultsEnd,
       record: faults,
@@ -278,6 +314,7 @@ export async function runChaos(options: {
     const faultSeconds = Math.round((lastFaultAt - faultStart) / 1000);
     log(`faults over after ${faultSeconds} s (${faults.length}); waiting for the load to finish`);
     await load;
+    await accountChanges;
 
     // Drain: nothing in flight, measured from the last fault (bounded).
     let drainSeconds: number | null = null;
