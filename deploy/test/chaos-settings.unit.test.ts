@@ -41,3 +41,15 @@ describe('production reliability settings', () => {
     expect(atLeast('2.12.10', [2, 12, 3])).toBe(true);
   });
 });
+
+describe('the chaos fault schedule', () => {
+  it('draws every fault kind, the send that times out although mined included', async () => {
+    const { FAULT_WEIGHTS } = await import('../chaos/faults');
+    const { Prng } = await import('../chaos/prng');
+    const prng = new Prng(20261125);
+    const drawn = new Set<string>();
+    for (let i = 0; i < 2000; i++) drawn.add(prng.weighted(FAULT_WEIGHTS));
+    expect([...drawn].sort()).toEqual(Object.keys(FAULT_WEIGHTS).sort());
+    expect(FAULT_WEIGHTS.rpcSendTimeout).toBeGreaterThan(0);
+  });
+});
