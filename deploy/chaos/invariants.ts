@@ -72,6 +72,7 @@ export async function checkInvariants(options: {
   chain: JsonRpcProvider;
   usdcAddress: string;
   escrowAddress: string;
+  checkoutEscrowAddress: string;
   record: LoadRecord;
   webhooks: WebhookReceiver;
 }): Promise<InvariantResult[]> {
@@ -114,6 +115,8 @@ export async function checkInvariants(options: {
       ).rows.map((r) => zeroPadValue(r.a, 32).toLowerCase()),
     );
     const escrowTopic = zeroPadValue(options.escrowAddress, 32).toLowerCase();
+    // Checkout's shared deposit wallet (transfers matching no session land there) is Paygate's money too.
+    const checkoutTopic = zeroPadValue(options.checkoutEscrowAddress, 32).toLowerCase();
     const logs = (
       await options.chain.getLogs({
         address: options.usdcAddress,
@@ -121,7 +124,11 @@ export async function checkInvariants(options: {
         fromBlock: 0,
         toBlock: 'latest',
       })
-    ).filter((l) => l.topics[2]?.toLowerCase() === escrowTopic || deposits.has(l.topics[2]!.toLowerCase()));
+    ).filter(
+      (l) =>
+        [escrowTopic, checkoutTopic].includes(l.topics[2]!.toLowerCase()) ||
+        deposits.has(l.topics[2]!.toLowerCase()),
+    );
     const isSweep = (l: (typeof logs)[number]) =>
       deposits.has(l.topics[1]!.toLowerCase()) && l.topics[2]?.toLowerCase() === escrowTopic;
     const sweeps = logs.filter(isSweep);

@@ -45,7 +45,7 @@ export interface Seller {
 export interface LoadRecord {
   operations: Record<string, Record<string, number>>;
   /** tx hash → number of 200 answers it bought (must be ≤ 1) and the seller it paid. */
-  /** (`payer`: set for plain transfers, whose payment is log 0 of its transaction: what a refund request names.) */
+  /** (`payer`: set for payments whose transaction is the buyer's own USDC transfer: what a refund request names.) */
   served: Map<string, { count: number; sellerId: string; amount: string; payer?: string }>;
   /** Transfers sent whose call was never served (the money is in escrow, unclaimed or claimed and failed). */
   unserved: string[];
@@ -159,6 +159,7 @@ export interface LoadOptions {
   baseUrl: string;
   usdcAddress: string;
   escrowAddress: string;
+  checkoutEscrowAddress: string;
   operatorToken: string;
   sellers: Seller[];
   buyers: Wallet[];
@@ -510,10 +511,16 @@ async function checkoutByWallet(options: LoadOptions, buyer: Wallet, seller: Sel
   return status;
 }
 
-/** USDC sent to the escrow that pays for nothing; the operator finds it among the unmatched and sends it back. */
+/**
+ * USDC sent to checkout's shared deposit wallet that matches no session (checkout keeps such transfers for an
+ * operator; one to the agent escrow is an agent's to claim); the operator finds it among the unmatched and sends
+ * it back.
+ */
 async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng): Promise<string> {
   const amountMicro = BigInt(prng.int(1001, 9999));
-  const txHash = (await transferUsdc(options, buyer, options.escrowAddress, amountMicro)).toLowerCase();
+  const txHash = (
+    await transferUsdc(options, buyer, options.checkoutEscrowAddress, amountMicro)
+  ).toLowerCase();
   const deadline = Date.now() + 35_000;
   while (Date.now() < deadline) {
     options.record.requests++;
@@ -564,10 +571,17 @@ async function refundRequest(
   );
   if (mine.length === 0) return 'nothing to ask back';
   const [txHash] = prng.pick(mine);
+  // The payment is the transaction's USDC Transfer log; its index counts within the block.
+  const receipt = await buyer.provider!.getTransactionReceipt(txHash);
+  const transferLog = receipt?.logs.find(
+    (l) => l.topics[0] === USDC_INTERFACE.getEvent('Transfer')!.topicHash,
+  );
+  if (!transferLog) return 'payment no longer on chain';
   options.record.requests++;
-  const lookup = await fetch(`${options.baseUrl}/api/v1/transactions/lookup?txHash=${txHash}&logIndex=0`, {
-    signal: AbortSignal.timeout(10_000),
-  });
+  const lookup = await fetch(
+    `${options.baseUrl}/api/v1/transactions/lookup?txHash=${txHash}&logIndex=${transferLog.index}`,
+    { signal: AbortSignal.timeout(10_000) },
+  );
   if (!lookup.ok) return `lookup ${lookup.status} ${await errorCode(lookup)}`;
   const { transactionId } = (await lookup.json()) as { transactionId: string };
   const { chainId } = await buyer.provider!.getNetwork();

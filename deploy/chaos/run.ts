@@ -243,6 +243,7 @@ export async function runChaos(options: {
       baseUrl: balancer.url,
       usdcAddress,
       escrowAddress: testWallets.escrow.address,
+      checkoutEscrowAddress: testWallets.checkoutEscrow.address,
       operatorToken: OPERATOR_TOKEN,
       sellers,
       buyers,
@@ -359,6 +360,7 @@ export async function runChaos(options: {
       chain: anvil.provider,
       usdcAddress,
       escrowAddress: testWallets.escrow.address,
+      checkoutEscrowAddress: testWallets.checkoutEscrow.address,
       record,
       webhooks,
     });

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import { FAULT_WEIGHTS } from '../chaos/faults';
+import { Prng } from '../chaos/prng';
 
 const ROOT = path.join(__dirname, '../..');
 type Obj = Record<string, any>;
@@ -43,9 +45,7 @@ describe('production reliability settings', () => {
 });
 
 describe('the chaos fault schedule', () => {
-  it('draws every fault kind, the send that times out although mined included', async () => {
-    const { FAULT_WEIGHTS } = await import('../chaos/faults');
-    const { Prng } = await import('../chaos/prng');
+  it('draws every fault kind, the send that times out although mined included', () => {
     const prng = new Prng(20261125);
     const drawn = new Set<string>();
     for (let i = 0; i < 2000; i++) drawn.add(prng.weighted(FAULT_WEIGHTS));
