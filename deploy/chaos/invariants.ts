@@ -129,8 +129,10 @@ export async function checkInvariants(options: {
         [escrowTopic, checkoutTopic].includes(l.topics[2]!.toLowerCase()) ||
         deposits.has(l.topics[2]!.toLowerCase()),
     );
+    // A move between Paygate's own wallets (a deposit address or the shared deposit wallet swept into the escrow).
     const isSweep = (l: (typeof logs)[number]) =>
-      deposits.has(l.topics[1]!.toLowerCase()) && l.topics[2]?.toLowerCase() === escrowTopic;
+      (deposits.has(l.topics[1]!.toLowerCase()) || l.topics[1]?.toLowerCase() === checkoutTopic) &&
+      l.topics[2]?.toLowerCase() === escrowTopic;
     const sweeps = logs.filter(isSweep);
     const onChain = new Map(
       logs

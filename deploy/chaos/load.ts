@@ -529,8 +529,10 @@ async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng
       signal: AbortSignal.timeout(10_000),
     }).catch(() => undefined);
     if (list?.ok) {
-      const { data } = (await list.json()) as { data?: Array<{ transferId: string; txHash: string }> };
-      const ours = data?.find((t) => t.txHash.toLowerCase() === txHash);
+      const { transfers } = (await list.json()) as {
+        transfers?: Array<{ transferId: string; txHash: string }>;
+      };
+      const ours = transfers?.find((t) => t.txHash.toLowerCase() === txHash);
       if (ours) {
         options.record.requests++;
         const refunded = await fetch(
