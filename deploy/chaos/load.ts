@@ -12,7 +12,12 @@
  * Every acknowledged outcome is recorded for the invariants: which transfers were served, which refunds and
  * settlements were accepted.
  */
-import { createAgent, PAYMENT_HEADER, type PaymentRequirements } from '@paygate/agent-client';
+import {
+  createAgent,
+  PAYMENT_HEADER,
+  type PaymentRequirements,
+  refundRequestMessage,
+} from '@paygate/agent-client';
 import { usdcAbi } from '@paygate/chain';
 import { createSession, getSession } from '@paygate/checkout-widget/api';
 import { parseUsdc } from '@paygate/money';
@@ -450,6 +455,28 @@ async function waitSessionPaid(options: LoadOptions, sessionId: string): Promise
   return `still ${status}`;
 }
 
+/** A session's payment is mined: the widget's view must turn paid; a paid session is a served purchase. */
+async function awaitCheckoutPaid(
+  options: LoadOptions,
+  buyer: Wallet,
+  seller: Seller,
+  session: { sessionId: string; exactAmount: string },
+  txHash: string,
+): Promise<string> {
+  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
+  const status = await waitSessionPaid(options, session.sessionId);
+  if (status.startsWith('still')) return `session ${status}`;
+  // Exactly one ledger payment of its transfer is expected, like a served call.
+  options.record.served.set(txHash.toLowerCase(), {
+    count: 1,
+    sellerId: seller.sellerId,
+    amount: session.exactAmount,
+    payer: buyer.address.toLowerCase(),
+  });
+  options.record.successTimes.push(Date.now());
+  return status;
+}
+
 /** A seller's server opens a checkout session; the buyer sends its exact amount to the session's address. */
 async function checkoutByTransfer(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
   options.record.requests++;
@@ -462,18 +489,7 @@ async function checkoutByTransfer(options: LoadOptions, buyer: Wallet, seller: S
   if (created.status !== 201) return `create ${created.status} ${await errorCode(created)}`;
   const session = (await created.json()) as SessionView;
   const txHash = await transferUsdc(options, buyer, session.walletAddress, parseUsdc(session.exactAmount));
-  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
-  const status = await waitSessionPaid(options, session.sessionId);
-  if (status.startsWith('still')) return `session ${status}`;
-  // A paid session is a served purchase: exactly one ledger payment of its transfer.
-  options.record.served.set(txHash.toLowerCase(), {
-    count: 1,
-    sellerId: seller.sellerId,
-    amount: session.exactAmount,
-    payer: buyer.address.toLowerCase(),
-  });
-  options.record.successTimes.push(Date.now());
-  return status;
+  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
 }
 
 /** The widget's flow: a session from the publishable key, paid through the browser wallet (EIP-1193). */
@@ -497,18 +513,7 @@ async function checkoutByWallet(options: LoadOptions, buyer: Wallet, seller: Sel
   const txHash = sent.hash;
   const receipt = await buyer.provider!.waitForTransaction(txHash, 1, 20_000);
   if (receipt?.status !== 1) return 'wallet transaction not mined';
-  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
-  const status = await waitSessionPaid(options, session.sessionId);
-  if (status.startsWith('still')) return `session ${status}`;
-  // A paid session is a served purchase: exactly one ledger payment of its transfer.
-  options.record.served.set(txHash.toLowerCase(), {
-    count: 1,
-    sellerId: seller.sellerId,
-    amount: session.exactAmount,
-    payer: buyer.address.toLowerCase(),
-  });
-  options.record.successTimes.push(Date.now());
-  return status;
+  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
 }
 
 /**
@@ -553,13 +558,6 @@ async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng
   }
   return 'not listed as unmatched in time';
 }
-
-const REFUND_REQUEST_TEXT = (
-  transactionId: string,
-  reason: string,
-  s: { chainId: number; nonce: string; expiresAt: string },
-) =>
-  `Paygate refund request\ntransaction: ${transactionId}\nchain id: ${s.chainId}\nnonce: ${s.nonce}\nexpires at: ${s.expiresAt}\nreason: ${reason}`;
 
 /** A buyer asks for a refund of one of its payments (signed by its wallet); the seller approves or rejects it. */
 async function refundRequest(
@@ -607,7 +605,7 @@ async function refundRequest(
       transactionId,
       reason,
       ...signing,
-      signature: await buyer.signMessage(REFUND_REQUEST_TEXT(transactionId, reason, signing)),
+      signature: await buyer.signMessage(refundRequestMessage({ transactionId }, reason, signing)),
     }),
     signal: AbortSignal.timeout(15_000),
   });
