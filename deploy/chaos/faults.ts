@@ -20,6 +20,9 @@ export const FAULT_WEIGHTS = {
   pgConnectionsUsedUp: 3,
   reorg: 10,
   rpcFault: 15,
+  // The send that reaches the chain while its answer never comes back, with a payout sent into it: the
+  // settlement sender must find its transaction by hash (recorded before the broadcast), never send a second one.
+  rpcSendTimeout: 6,
 } as const;
 export type FaultKind = keyof typeof FAULT_WEIGHTS;
 
@@ -37,6 +40,8 @@ export interface FaultTargets {
   postgres: ChaosPostgres;
   chain: JsonRpcProvider;
   rpcProxy: RpcFaultProxy;
+  /** Makes the services send a transaction now (an operator's settle-now): what rpcSendTimeout needs to hit. */
+  triggerSend: () => Promise<string>;
 }
 
 /** Tables on the money path, one of which a table-lock fault holds. */
@@ -56,42 +61,53 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function runFaults(options: {
   prng: Prng;
   targets: FaultTargets;
-  until: () => boolean;
+  /** When the schedule ends (ms since epoch): no fault starts after it, and no fault is held past it by more
+   *  than its shortest hold (1 s), so a run's fault phase has a bounded length. */
+  endsAt: number;
   record: FaultRecord[];
   log: (line: string) => void;
   weights?: Partial<Record<FaultKind, number>>;
 }): Promise<void> {
   const { prng, targets, record, log } = options;
   const weights = { ...FAULT_WEIGHTS, ...options.weights } as Record<FaultKind, number>;
-  while (!options.until()) {
+  while (Date.now() < options.endsAt) {
     const kind = prng.weighted(weights);
     const startedAt = Date.now();
+    // A drawn hold is kept (the draw sequence is the seed's), but cut at the schedule's end.
+    const hold = (ms: number) => Math.min(ms, Math.max(1000, options.endsAt - Date.now()));
     let detail: string;
     try {
-      detail = await inject(kind, prng, targets);
+      detail = await inject(kind, prng, targets, hold);
     } catch (error) {
       detail = `failed to inject: ${(error as Error).message}`;
     }
     const endedAt = Date.now();
     record.push({ kind, detail, startedAt, endedAt });
     log(`fault ${kind}: ${detail} (${endedAt - startedAt} ms)`);
-    await sleep(prng.int(1000, 4000));
+    const pause = prng.int(1000, 4000);
+    if (Date.now() + pause >= options.endsAt) break;
+    await sleep(pause);
   }
 }
 
-async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<string> {
+async function inject(
+  kind: FaultKind,
+  prng: Prng,
+  t: FaultTargets,
+  hold: (ms: number) => number,
+): Promise<string> {
   switch (kind) {
     case 'killReplica': {
       const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
       await replica.kill9();
-      await sleep(prng.int(500, 5000));
+      await sleep(hold(prng.int(500, 5000)));
       replica.start();
       await replica.waitReady(120_000).catch(() => undefined);
       return `kill -9 ${replica.id}, restarted`;
     }
     case 'freezeReplica': {
       const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
-      const ms = prng.int(1000, 10_000);
+      const ms = hold(prng.int(1000, 10_000));
       replica.freeze();
       await sleep(ms);
       replica.thaw();
@@ -100,7 +116,7 @@ async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<str
     case 'killNatsNode': {
       const leader = prng.chance(0.5) ? await t.nats.streamLeader(t.eventsStream) : undefined;
       const node = leader ?? prng.pick(t.nats.nodes);
-      const ms = prng.int(2000, 10_000);
+      const ms = hold(prng.int(2000, 10_000));
       await t.nats.kill(node);
       await sleep(ms);
       await t.nats.startNode(node);
@@ -117,12 +133,12 @@ async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<str
     }
     case 'pgTableLock': {
       const table = prng.pick(LOCKABLE_TABLES);
-      const ms = prng.int(1000, 6000);
+      const ms = hold(prng.int(1000, 6000));
       await t.postgres.holdTableLock(table, ms);
       return `access exclusive lock on ${table} for ${ms} ms`;
     }
     case 'pgConnectionsUsedUp': {
-      const ms = prng.int(2000, 6000);
+      const ms = hold(prng.int(2000, 6000));
       const n = await t.postgres.exhaustConnections(ms);
       return `${n} free connection slots taken for ${ms} ms`;
     }
@@ -150,11 +166,20 @@ async function inject(kind: FaultKind, prng: Prng, t: FaultTargets): Promise<str
     }
     case 'rpcFault': {
       const fault = prng.pick(RPC_FAULTS);
-      const ms = prng.int(3000, 10_000);
+      const ms = hold(prng.int(3000, 10_000));
       t.rpcProxy.inject(fault, ms);
       await sleep(ms);
       t.rpcProxy.clear();
       return `RPC ${fault} for ${ms} ms`;
+    }
+    case 'rpcSendTimeout': {
+      const ms = hold(prng.int(4000, 10_000));
+      // Every send in the window: mined, its answer never delivered (the client times out).
+      t.rpcProxy.inject('sendTimeout', ms, 1);
+      const sent = await t.triggerSend().catch((error: Error) => `settle-now failed: ${error.message}`);
+      await sleep(Math.max(0, ms - 500));
+      t.rpcProxy.clear();
+      return `RPC sends time out although mined, for ${ms} ms (${sent})`;
     }
   }
 }

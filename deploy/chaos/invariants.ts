@@ -3,6 +3,7 @@
  * the chain (logs and receipts of the final chain) and read-only SQL on each service's schema. Each check gives a
  * count of violations (0 passes) and a few examples.
  */
+import { getSession } from '@paygate/checkout-widget/api';
 import { CONSUMERS, SUBJECTS, type Subject } from '@paygate/contracts';
 import { type JsonRpcProvider, id as keccakId, zeroPadValue } from 'ethers';
 import pg from 'pg';
@@ -71,6 +72,7 @@ export async function checkInvariants(options: {
   chain: JsonRpcProvider;
   usdcAddress: string;
   escrowAddress: string;
+  checkoutEscrowAddress: string;
   record: LoadRecord;
   webhooks: WebhookReceiver;
 }): Promise<InvariantResult[]> {
@@ -102,14 +104,40 @@ export async function checkInvariants(options: {
     add('ledger postings sum to zero', sum.rows[0].n, sum.rows[0].s === '0' ? [] : [`sum ${sum.rows[0].s}`]);
 
     // 3. Every transfer into escrow on the final chain credited exactly once, and every booked one still on chain.
-    const logs = await options.chain.getLogs({
-      address: options.usdcAddress,
-      topics: [TRANSFER_TOPIC, null, zeroPadValue(options.escrowAddress, 32)],
-      fromBlock: 0,
-      toBlock: 'latest',
-    });
+    // Paygate's money arrives at the escrow wallet (agent payments, unmatched transfers) or at a checkout
+    // session's own deposit address, which settlement then sweeps into the escrow. The sweep moves money already
+    // credited (the buyer's transfer to the deposit address), so it is no credit of its own.
+    const deposits = new Set(
+      (
+        await client.query(
+          `select lower(deposit_address) as a from checkout.sessions where deposit_address is not null`,
+        )
+      ).rows.map((r) => zeroPadValue(r.a, 32).toLowerCase()),
+    );
+    const escrowTopic = zeroPadValue(options.escrowAddress, 32).toLowerCase();
+    // Checkout's shared deposit wallet (transfers matching no session land there) is Paygate's money too.
+    const checkoutTopic = zeroPadValue(options.checkoutEscrowAddress, 32).toLowerCase();
+    const logs = (
+      await options.chain.getLogs({
+        address: options.usdcAddress,
+        topics: [TRANSFER_TOPIC],
+        fromBlock: 0,
+        toBlock: 'latest',
+      })
+    ).filter(
+      (l) =>
+        [escrowTopic, checkoutTopic].includes(l.topics[2]!.toLowerCase()) ||
+        deposits.has(l.topics[2]!.toLowerCase()),
+    );
+    // A move between Paygate's own wallets (a deposit address or the shared deposit wallet swept into the escrow).
+    const isSweep = (l: (typeof logs)[number]) =>
+      (deposits.has(l.topics[1]!.toLowerCase()) || l.topics[1]?.toLowerCase() === checkoutTopic) &&
+      l.topics[2]?.toLowerCase() === escrowTopic;
+    const sweeps = logs.filter(isSweep);
     const onChain = new Map(
-      logs.map((l) => [`${l.transactionHash.toLowerCase()}:${l.index}`, BigInt(l.data)]),
+      logs
+        .filter((l) => !isSweep(l))
+        .map((l) => [`${l.transactionHash.toLowerCase()}:${l.index}`, BigInt(l.data)]),
     );
     const booked = await client.query(
       `select tx_hash, log_index, amount_micro::text as amount, status, booked_by, block_number::text as block_number from ledger.transfers`,
@@ -123,8 +151,9 @@ export async function checkInvariants(options: {
       else if (BigInt(row.amount) !== amount)
         transferProblems.push(`${key} amount ${row.amount} vs chain ${amount}`);
     }
+    const sweepKeys = new Set(sweeps.map((l) => `${l.transactionHash.toLowerCase()}:${l.index}`));
     for (const [key, row] of bookedMap) {
-      if (row.status !== 'observed' || onChain.has(key)) continue;
+      if (row.status !== 'observed' || onChain.has(key) || sweepKeys.has(key)) continue;
       // What the indexer knew of it, to tell a missed reorg from a transfer the indexer never saw.
       const [txHash, logIndex] = key.split(':');
       const indexed = await client.query(
@@ -137,7 +166,7 @@ export async function checkInvariants(options: {
       );
     }
     add(
-      'every escrow transfer credited exactly once; reorged-out ones reversed',
+      `every transfer into escrow or a checkout deposit address credited exactly once; reorged-out ones reversed (${sweeps.length} sweeps from deposits into escrow apart)`,
       onChain.size,
       transferProblems,
     );
@@ -152,11 +181,9 @@ export async function checkInvariants(options: {
       if (served.count !== 1) servedProblems.push(`${txHash} served ${served.count} times`);
       const row = paymentsByTx.get(txHash.toLowerCase());
       if (!row) {
-        if (
-          onChain.has(`${txHash.toLowerCase()}:0`) ||
-          [...onChain.keys()].some((k) => k.startsWith(txHash.toLowerCase()))
-        )
-          servedProblems.push(`${txHash} served, on chain, no ledger payment`);
+        // Served but reorged out of the chain since: reversed, no payment expected. Mined: one expected.
+        const receipt = await options.chain.getTransactionReceipt(txHash);
+        if (receipt?.status === 1) servedProblems.push(`${txHash} served, on chain, no ledger payment`);
       } else if (row.n !== 1) servedProblems.push(`${txHash} has ${row.n} ledger payments`);
     }
     add(
@@ -275,7 +302,25 @@ export async function checkInvariants(options: {
       webhookProblems,
     );
 
-    // 9. Nothing pending after the drain.
+    // 9. A widget that reconnects sees the final state: every checkout session whose payment is mined on the
+    //    final chain is paid when the widget asks again (getSession, what it calls on reconnect and as fallback).
+    const widgetProblems: string[] = [];
+    for (const { sessionId, txHash } of options.record.checkoutPaid) {
+      const receipt = await options.chain.getTransactionReceipt(txHash);
+      if (receipt?.status !== 1) continue;
+      const view = await getSession(options.baseUrl, sessionId).catch((error: Error) => ({
+        status: `unreadable (${error.message})`,
+      }));
+      if (!/^(paid|paid_late|overpaid)$/.test(view.status))
+        widgetProblems.push(`${sessionId} paid by ${txHash} but the widget sees ${view.status}`);
+    }
+    add(
+      'a widget that reconnects sees every mined checkout payment as paid',
+      options.record.checkoutPaid.length,
+      widgetProblems,
+    );
+
+    // 10. Nothing pending after the drain.
     const pending = await pendingWork(client);
     add(
       'nothing accepted is still pending after the drain',

@@ -1,11 +1,13 @@
 /**
- * Each service as real processes: `node --import tsx services/<name>/src/main.ts`, two replicas per service on
+ * Each service as real processes: `node services/<name>/dist/chaos/main.js` (compiled once per run by build.ts;
+ * compiling TypeScript on every start made start-up the longest part of a short run), two replicas per service on
  * ports chosen by the OS once (a restarted replica comes back on its port). A replica can be killed (SIGKILL, a
  * crash), frozen (SIGSTOP) and thawed (SIGCONT), and restarted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { findFreePort } from '@paygate/testing';
+import { CHAOS_NODE_PATH, chaosEntry } from './build';
 
 const REPO_ROOT = path.join(__dirname, '../..');
 
@@ -39,15 +41,11 @@ export class Replica {
   }
 
   start(): void {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(REPO_ROOT, `services/${this.service}/src/main.ts`)],
-      {
-        cwd: REPO_ROOT,
-        env: { ...process.env, ...this.env, PORT: String(this.port) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    const child = spawn(process.execPath, [chaosEntry(this.service)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...this.env, PORT: String(this.port), NODE_PATH: CHAOS_NODE_PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const keep = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line.trim()) this.tail.push(line);
       if (this.tail.length > 200) this.tail.splice(0, this.tail.length - 200);
@@ -74,7 +72,7 @@ export class Replica {
       } catch {
         // not yet
       }
-      await new Promise((r) => setTimeout(r, 300));
+      await new Promise((r) => setTimeout(r, 150));
     }
     throw new Error(`${this.id} not ready within ${timeoutMs} ms:\n${this.tail.slice(-20).join('\n')}`);
   }

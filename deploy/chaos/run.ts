@@ -20,9 +20,10 @@ import {
 import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
 import pg from 'pg';
 import { Balancer } from './balancer';
+import { buildChaosServices } from './build';
 import { type FaultKind, type FaultRecord, runFaults } from './faults';
 import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
-import { emptyRecord, fundBuyers, runLoad, setUpSellers } from './load';
+import { changePayoutAddress, emptyRecord, fundBuyers, rotateApiKey, runLoad, setUpSellers } from './load';
 import { NatsCluster } from './nats-cluster';
 import { ChaosPostgres } from './postgres';
 import { Prng } from './prng';
@@ -41,6 +42,8 @@ export interface ChaosProfile {
   sellers: number;
   pauseMs: number;
   drainTimeoutSeconds: number;
+  /** The load goes on this long past the last fault (bounded), so recovery after it is measured too. */
+  loadTailSeconds: number;
   faultWeights?: Partial<Record<FaultKind, number>>;
 }
 
@@ -53,11 +56,12 @@ export const PROFILES: Record<string, ChaosProfile> = {
     name: 'full',
     replicas: Object.fromEntries(ALL_SERVICES.map((s) => [s, 2])),
     faultSeconds: 120,
-    operations: 1200,
-    buyers: 14,
+    operations: 1600,
+    buyers: 24,
     sellers: 4,
-    pauseMs: 200,
+    pauseMs: 100,
     drainTimeoutSeconds: 120,
+    loadTailSeconds: 20,
   },
   short: {
     name: 'short',
@@ -68,12 +72,13 @@ export const PROFILES: Record<string, ChaosProfile> = {
       'gateway-proxy': 2,
       'chain-indexer': 2,
     },
-    faultSeconds: 45,
+    faultSeconds: 35,
     operations: 120,
     buyers: 3,
     sellers: 2,
     pauseMs: 100,
     drainTimeoutSeconds: 90,
+    loadTailSeconds: 5,
   },
 };
 
@@ -95,15 +100,29 @@ export async function runChaos(options: {
   const namespace = `chaos${options.seed.toString(36)}`;
   try {
     log(`seed ${options.seed}, profile ${profile.name}, dir ${dir}`);
-    const postgres = await ChaosPostgres.start(dir);
-    stops.push(() => postgres.stop());
-    log(`postgres on ${postgres.port}`);
-
     const binary = findNatsServerBinary();
     if (!binary) throw new Error('nats-server is not installed (apt-get install nats-server)');
     const passwords: NatsPasswords = generateNatsPasswords();
-    const nats = await NatsCluster.start({ binary, dir, namespace, passwords });
-    stops.push(() => nats.stop());
+    // What does not depend on anything else starts at once: Postgres, the NATS cluster, the chain, the build.
+    const since = (t: number) => `${((Date.now() - t) / 1000).toFixed(1)} s`;
+    const [postgres, nats, anvil, buildMs] = await allStarted([
+      ChaosPostgres.start(dir).then((pgServer) => {
+        stops.push(() => pgServer.stop());
+        log(`postgres on ${pgServer.port} (${since(started)})`);
+        return pgServer;
+      }),
+      NatsCluster.start({ binary, dir, namespace, passwords }).then((cluster) => {
+        stops.push(() => cluster.stop());
+        log(`nats cluster up (${since(started)})`);
+        return cluster;
+      }),
+      startAnvil({ blockTimeSec: 1 }).then((chain) => {
+        stops.push(() => chain.stop());
+        return chain;
+      }),
+      buildChaosServices(ALL_SERVICES),
+    ] as const);
+    log(`services compiled in ${buildMs} ms`);
     const admin = await connectBus({
       url: nats.url,
       namespace,
@@ -116,8 +135,6 @@ export async function runChaos(options: {
     await ensureStreams(admin, { replicas: 3 });
     log(`nats cluster ${nats.url}, streams with 3 replicas`);
 
-    const anvil = await startAnvil({ blockTimeSec: 1 });
-    stops.push(() => anvil.stop());
     const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
     const rpcProxy = await RpcFaultProxy.start(anvil.rpcUrl, prng.fork('rpc'));
     stops.push(() => rpcProxy.stop());
@@ -174,19 +191,25 @@ export async function runChaos(options: {
       ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
       ...(service === 'notifier'
         ? {
-            WEBHOOK_TIMEOUT_MS: '3000',
+            // Short waits: a run drains within seconds of the last fault although half the deliveries fail.
+            WEBHOOK_TIMEOUT_MS: '2000',
             WEBHOOK_RETRY_BASE_DELAY_MS: '500',
-            WEBHOOK_RETRY_MAX_DELAY_MS: '4000',
-            WEBHOOK_CLAIM_LEASE_MS: '10000',
+            WEBHOOK_RETRY_MAX_DELAY_MS: '2000',
+            WEBHOOK_CLAIM_LEASE_MS: '6000',
+            WEBHOOK_POLL_INTERVAL_MS: '500',
           }
         : {}),
     });
     for (const service of ALL_SERVICES) {
       replicas.push(...(await createReplicas([service], profile.replicas[service] ?? 2, envFor)));
     }
+    // The run is over when these stop: a kill, not a graceful stop (nothing they would still do is checked).
     stops.push(async () => {
-      await Promise.all(replicas.map((r) => r.stop()));
+      await Promise.all(replicas.map((r) => r.kill9()));
     });
+    // The buyers are funded while the services start (the chain is all they need).
+    const funding = fundBuyers(anvil.rpcUrl, usdcAddress, profile.buyers);
+    funding.catch(() => undefined);
     // The first replica of each service migrates its schema; the others start once it is ready.
     const firsts = replicas.filter((r) => r.index === 1);
     for (const replica of firsts) replica.start();
@@ -194,7 +217,7 @@ export async function runChaos(options: {
     const rest = replicas.filter((r) => r.index > 1);
     for (const replica of rest) replica.start();
     await Promise.all(rest.map((r) => r.waitReady(240_000)));
-    log(`${replicas.length} replicas ready (${Math.round((Date.now() - started) / 1000)} s)`);
+    log(`${replicas.length} replicas ready (${since(started)})`);
 
     const loadPrng = prng.fork('load');
     const sellers = await setUpSellers({
@@ -204,7 +227,7 @@ export async function runChaos(options: {
       webhookUrl: webhooks.url,
       prng: loadPrng,
     });
-    const buyers = await fundBuyers(anvil.rpcUrl, usdcAddress, profile.buyers);
+    const buyers = await funding;
     const startupSeconds = Math.round((Date.now() - started) / 1000);
     log(
       `${sellers.length} sellers, ${buyers.length} buyers; start-up took ${startupSeconds} s; faults begin`,
@@ -218,6 +241,9 @@ export async function runChaos(options: {
     const faultsEnd = faultStart + profile.faultSeconds * 1000;
     const load = runLoad({
       baseUrl: balancer.url,
+      usdcAddress,
+      escrowAddress: testWallets.escrow.address,
+      checkoutEscrowAddress: testWallets.checkoutEscrow.address,
       operatorToken: OPERATOR_TOKEN,
       sellers,
       buyers,
@@ -226,8 +252,29 @@ export async function runChaos(options: {
       pauseMs: profile.pauseMs,
       record,
       // The load goes on a little past the faults (bounded), so recovery after the last one is measured.
-      shouldStop: () => Date.now() > faultsEnd + 20_000,
+      shouldStop: () => Date.now() > faultsEnd + profile.loadTailSeconds * 1000,
     });
+    // Halfway through the faults: one seller rotates its API key, another moves its payout address.
+    const accountChanges = (async () => {
+      await new Promise((r) => setTimeout(r, (profile.faultSeconds * 1000) / 2));
+      const rotated = sellers[0]!;
+      const moved = sellers[1 % sellers.length]!;
+      for (const [kind, change] of [
+        ['keyRotation', () => rotateApiKey(balancer.url, rotated)],
+        ['payoutAddressChange', () => changePayoutAddress(balancer.url, moved)],
+      ] as const) {
+        // Retried on a 5xx or no answer (a fault may be under way), as the seller would, bounded.
+        let outcome = '';
+        for (let attempt = 0; attempt < 6; attempt++) {
+          outcome = await change().catch((error: Error) => `error: ${error.message.slice(0, 60)}`);
+          if (!/ 5\d\d |^error/.test(outcome)) break;
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+        record.operations[kind] = { [outcome]: 1 };
+        record.accountChanges.push(`${kind}: ${outcome}`);
+        log(`${kind}: ${outcome}`);
+      }
+    })();
     await runFaults({
       prng: prng.fork('faults'),
       targets: {
@@ -237,8 +284,21 @@ export async function runChaos(options: {
         postgres,
         chain: anvil.provider,
         rpcProxy,
+        triggerSend: async () => {
+          const answers = await Promise.all(
+            sellers.map((seller) =>
+              fetch(`${balancer.url}/api/v1/operator/settlements/run`, {
+                method: 'POST',
+                headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+                body: JSON.stringify({ sellerId: seller.sellerId }),
+                signal: AbortSignal.timeout(10_000),
+              }).then((r) => r.status),
+            ),
+          );
+          return `settle-now of ${sellers.length} sellers: ${answers.join('/')}`;
+        },
       },
-      until: () => Date.now() > faultsEnd,
+      endsAt: faultsEnd,
       record: faults,
       log,
       weights: profile.faultWeights,
@@ -255,6 +315,7 @@ export async function runChaos(options: {
     const faultSeconds = Math.round((lastFaultAt - faultStart) / 1000);
     log(`faults over after ${faultSeconds} s (${faults.length}); waiting for the load to finish`);
     await load;
+    await accountChanges;
 
     // Drain: nothing in flight, measured from the last fault (bounded).
     let drainSeconds: number | null = null;
@@ -263,18 +324,25 @@ export async function runChaos(options: {
     try {
       const deadline = lastFaultAt + profile.drainTimeoutSeconds * 1000;
       let quietSince: number | undefined;
+      let lastShown = 0;
       while (Date.now() < deadline) {
         const pending = await pendingWork(client).catch(() => ({ unreachable: 1 }));
-        const busy = Object.values(pending).some((n) => n > 0);
-        if (!busy) {
+        const busy = Object.entries(pending).filter(([, n]) => n > 0);
+        if (busy.length === 0) {
           quietSince ??= Date.now();
-          // Quiet for 3 s: events in flight between an outbox and an inbox have landed too.
-          if (Date.now() - quietSince > 3000) {
+          // Quiet for 2 s: events in flight between an outbox and an inbox have landed too.
+          if (Date.now() - quietSince > 2000) {
             drainSeconds = Math.round((quietSince - lastFaultAt) / 1000);
             break;
           }
-        } else quietSince = undefined;
-        await new Promise((r) => setTimeout(r, 1000));
+        } else {
+          quietSince = undefined;
+          if (Date.now() - lastShown > 5000) {
+            lastShown = Date.now();
+            log(`draining: ${busy.map(([what, n]) => `${what} ${n}`).join(', ')}`);
+          }
+        }
+        await new Promise((r) => setTimeout(r, 500));
       }
     } finally {
       await client.end().catch(() => undefined);
@@ -292,6 +360,7 @@ export async function runChaos(options: {
       chain: anvil.provider,
       usdcAddress,
       escrowAddress: testWallets.escrow.address,
+      checkoutEscrowAddress: testWallets.checkoutEscrow.address,
       record,
       webhooks,
     });
@@ -356,6 +425,18 @@ export async function runChaos(options: {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Like Promise.all, but waits for every one (so each started part has registered its stop) before failing. */
+async function allStarted<T extends readonly unknown[]>(
+  parts: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(parts);
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }
 
 function watchCrashes(replicas: Replica[], log: (line: string) => void): { stop(): void } {

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import { FAULT_WEIGHTS } from '../chaos/faults';
+import { Prng } from '../chaos/prng';
 
 const ROOT = path.join(__dirname, '../..');
 type Obj = Record<string, any>;
@@ -39,5 +41,15 @@ describe('production reliability settings', () => {
     });
     expect(atLeast('2.9.20', [2, 12, 3])).toBe(false);
     expect(atLeast('2.12.10', [2, 12, 3])).toBe(true);
+  });
+});
+
+describe('the chaos fault schedule', () => {
+  it('draws every fault kind, the send that times out although mined included', () => {
+    const prng = new Prng(20261125);
+    const drawn = new Set<string>();
+    for (let i = 0; i < 2000; i++) drawn.add(prng.weighted(FAULT_WEIGHTS));
+    expect([...drawn].sort()).toEqual(Object.keys(FAULT_WEIGHTS).sort());
+    expect(FAULT_WEIGHTS.rpcSendTimeout).toBeGreaterThan(0);
   });
 });

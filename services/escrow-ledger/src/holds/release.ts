@@ -4,7 +4,7 @@ import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
-import { credit, debit, postEntry } from '../ledger/entries';
+import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 
 interface DueHold {
   id: string;
@@ -32,6 +32,16 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
           and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
             and rr.status = 'pending')
         order by hold_until limit ${limit} for update skip locked`.execute(trx);
+    // Every account the batch posts to exists before the first entry locks balance rows (see ensureAccounts).
+    await ensureAccounts(
+      trx,
+      due.rows.flatMap((hold) => [
+        ['seller_held', hold.seller_id] as const,
+        ['seller_available', hold.seller_id] as const,
+        ['platform_held', ''] as const,
+        ['platform_revenue', ''] as const,
+      ]),
+    );
     for (const hold of due.rows) {
       const sellerMicro = hold.seller_share_micro - hold.refunded_seller_micro;
       const platformMicro = hold.platform_share_micro - hold.refunded_platform_micro;

@@ -67,6 +67,23 @@ export async function postEntry(trx: Transaction<any>, input: EntryInput): Promi
   return result.rows[0]?.id ?? null;
 }
 
+/**
+ * Creates the accounts a transaction will post to that do not exist yet, in the one global (kind, owner) order
+ * post_entries and refunds use, before the transaction locks any balance row. Creating an account while
+ * holding balance rows deadlocks: another transaction may have created the same account (its insert not yet
+ * committed, so ours waits for it) and be waiting for one of those rows (make chaos: a refund against the
+ * hold release, services/escrow-ledger/test/refund-deadlock.test.ts).
+ */
+export async function ensureAccounts(
+  trx: Transaction<any>,
+  accounts: ReadonlyArray<readonly [AccountKind, string]>,
+): Promise<void> {
+  const keys = [...new Set(accounts.map(([kind, owner]) => `${kind}\u0000${owner}`))].sort();
+  // Kinds and owners are lowercase ASCII with underscores: code-unit order is post_entries' `order by 1, 2`.
+  const unique = keys.map((key) => key.split('\u0000') as [AccountKind, string]);
+  for (const [kind, owner] of unique) await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
+}
+
 export async function entryIdByKey(db: Kysely<any>, idempotencyKey: string): Promise<bigint | null> {
   const row = await sql<{
     id: bigint;

@@ -5,7 +5,7 @@ import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
-import { type AccountKind, credit, debit, postEntry } from '../ledger/entries';
+import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 
 export interface TransactionForRefund {
   id: string;
@@ -174,8 +174,8 @@ export async function lockSellerFunds(trx: Transaction<any>, sellerId: string): 
     ['seller_available', sellerId],
     ['seller_held', sellerId],
   ];
-  // Missing accounts are created in the global (kind, owner) order book_payments uses.
-  for (const [kind, owner] of accounts) await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
+  // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
+  await ensureAccounts(trx, accounts);
   const rows = await sql<{
     kind: AccountKind;
     balance_micro: bigint;
