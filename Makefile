@@ -4,7 +4,7 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test check unit bench fuzz chaos dist deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test check unit bench fuzz chaos chaos-short dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
@@ -29,6 +29,10 @@ fuzz: deps
 # CHAOS_SEED=<n> reproduces one. Starts its own Postgres, NATS cluster and chain; never the shared ones.
 chaos: deps
 	tsx deploy/chaos/main.ts
+
+# The short seed (about 90 s): deploy/test/chaos-short.test.ts, its report checked by jest. Not in make test.
+chaos-short: deps
+	PAYGATE_CHAOS_SHORT=1 $(WITH_INFRA) jest --ci deploy/test/chaos-short.test.ts
 
 # The compiled JavaScript the images run (the Dockerfile's build stage runs the same script).
 dist: node-deps

@@ -1,5 +1,5 @@
 /**
- * The short chaos seed inside `make test`: the whole system as real processes (3-node NATS cluster with
+ * The short chaos seed, `make chaos-short` (not in `make test`: chaos runs are their own targets): the whole system as real processes (3-node NATS cluster with
  * 3-replica streams, the run's own Postgres, anvil behind the RPC fault proxy, the gateway and the chain-indexer
  * with two replicas each, the other services with one, started from compiled JavaScript), 35 s of seeded load
  * and faults (kill -9 and
@@ -9,7 +9,7 @@
  * printed, and `CHAOS_SEED=<n>` reruns it. It must stay within 90 s on the 2-core machine (84.9 s measured at
  * load average 6–8, from 217 s when the replicas compiled their TypeScript at every start).
  *
- *   npx jest deploy/test/chaos-short
+ *   make chaos-short    (PAYGATE_CHAOS_SHORT=1 npx jest deploy/test/chaos-short)
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -14,7 +14,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createAgent } from '@paygate/agent-client';
-import { findFreePort, testWallets, waitFor } from '@paygate/testing';
+import { testWallets, waitFor } from '@paygate/testing';
 import { getBytes, Wallet } from 'ethers';
 import express from 'express';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -64,17 +64,19 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     system = await startAllServices({
       label: 'dashboard',
       operatorToken: 'dashboard-test-operator-token-000',
       publicBaseUrl: baseUrl,
     });
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(system.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(system.services).map(([name, s]) => [name, s.url])),
+    );
     // The seller's own server: the paid API and the webhook receiver.
     const api = express();
     api.get('/quote', (_req, res) => {

@@ -42,8 +42,13 @@ const DOCUMENTS: Record<string, string> = {
   notifier: '/api/v1/openapi/notifier.json',
   settlement: '/api/v1/openapi/settlement.json',
 };
-/** Columns background work updates on its own (skill health pings, validation leases). */
-const VOLATILE_COLUMNS = new Set(['health_checked_at', 'validation_lease_until']);
+/** Columns background work or any authenticated call updates on its own (health pings, leases, key last use). */
+const VOLATILE_COLUMNS = new Set([
+  'health_checked_at',
+  'validation_lease_until',
+  'api_key_last_used_at',
+  'previous_api_key_last_used_at',
+]);
 /** Bookkeeping tables: migrations, the outbox/inbox rows the relays mark as they go, rate-limit counts. */
 const SKIP_TABLES = /^(kysely_migration|kysely_migration_lock|outbox|inbox|rate_limit_windows)$/;
 /** Of every 20 calls, one has a hostile value in a path parameter. */

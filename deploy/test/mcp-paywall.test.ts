@@ -16,7 +16,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createAgent, paymentRequiredOf, SpendingLimitError } from '@paygate/agent-client';
 import { createPaywall } from '@paygate/mcp-paywall';
-import { createActiveSkill, findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
@@ -58,8 +58,10 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
   }
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     all = await startAllServices({
       label: 'mcppay',
       operatorToken: OPERATOR_TOKEN,
@@ -68,10 +70,10 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
         settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
       },
     });
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    );
     apiKey = (await signUpSeller(baseUrl, Wallet.createRandom())).apiKey;
     await waitFor(
       async () => {

@@ -7,7 +7,7 @@
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGateway } from '@paygate/gateway-middleware';
-import { findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Wallet } from 'ethers';
@@ -31,8 +31,10 @@ describe('gateway-middleware speaks x402: an unmodified @x402/fetch client pays 
   const served: unknown[] = [];
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     all = await startAllServices({
       label: 'mwx402',
       operatorToken: OPERATOR_TOKEN,
@@ -41,10 +43,10 @@ describe('gateway-middleware speaks x402: an unmodified @x402/fetch client pays 
         settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
       },
     });
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    );
     apiKey = (await signUpSeller(baseUrl, Wallet.createRandom())).apiKey;
     // The facilitator settles once settlement's relayer has reported itself (its signer is listed).
     await waitFor(

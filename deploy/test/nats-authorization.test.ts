@@ -17,7 +17,7 @@ import {
 } from '@paygate/agent-client';
 import { ADMIN_USER, type Bus, connectBus, requestRpc } from '@paygate/bus';
 import { verifyWebhook, WEBHOOK_SIGNATURE_HEADER } from '@paygate/gateway-middleware';
-import { createActiveSkill, findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
 import { connect } from 'nats';
@@ -49,8 +49,10 @@ describe('every service on its own NATS user (authorizing nats-server)', () => {
   };
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     all = await startAllServices({
       label: 'natsauth',
       operatorToken: OPERATOR_TOKEN,
@@ -58,10 +60,10 @@ describe('every service on its own NATS user (authorizing nats-server)', () => {
       authorizedNats: true,
       extra: { notifier: { WEBHOOK_POLL_INTERVAL_MS: '100' } },
     });
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    );
     const api = express();
     api.get('/quote', (req, res) => {
       upstreamSaw.push(req.headers);

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { usdcAbi } from '@paygate/chain';
 import { parseUsdc } from '@paygate/money';
-import { createActiveSkill, findFreePort, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Contract, Wallet } from 'ethers';
@@ -288,8 +288,10 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
   const children: Array<import('node:child_process').ChildProcess> = [];
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     // The system starts while the packages build and install (it needs none of them).
     servicesStarted = startAllServices({
       label: 'sdktgz',
@@ -321,10 +323,10 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       { cwd: app, env: consumerEnv(), timeout: 240_000 },
     );
     all = await servicesStarted;
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    );
     upstream = await new Promise((resolve) => {
       const server = http.createServer((_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' });

@@ -14,14 +14,7 @@ import {
   requestSigningPayload,
 } from '@paygate/agent-client';
 import type { RunningService } from '@paygate/runtime';
-import {
-  createActiveSkill,
-  findFreePort,
-  openSchema,
-  signUpSeller,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
+import { createActiveSkill, openSchema, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
 import { sql } from 'kysely';
@@ -40,14 +33,13 @@ describe('the whole system behind the edge', () => {
   let services: Record<string, RunningService>;
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     all = await startAllServices({ label: 'system', operatorToken: OPERATOR_TOKEN, publicBaseUrl: baseUrl });
     services = all.services;
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(upstreams, Object.fromEntries(Object.entries(services).map(([name, s]) => [name, s.url])));
     const api = express();
     api.get('/quote', (req, res) => {
       upstreamSaw.push(req.headers);

@@ -9,7 +9,6 @@ import { encodePaymentHeader, signPayment } from '@paygate/agent-client';
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import {
   createActiveSkill,
-  findFreePort,
   signTransferAuthorization,
   signUpSeller,
   testSigner,
@@ -48,8 +47,10 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
   let usdcAddress: string;
 
   beforeAll(async () => {
-    const edgePort = await findFreePort();
-    baseUrl = `http://127.0.0.1:${edgePort}`;
+    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+    const upstreams: Record<string, string> = {};
+    edge = await startEdge({ port: 0, upstreams });
+    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
     all = await startAllServices({
       label: 'x402money',
       operatorToken: OPERATOR_TOKEN,
@@ -62,10 +63,10 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     });
     usdcAddress = all.usdcAddress;
     gatewayUrl = all.services['gateway-proxy']!.url;
-    edge = await startEdge({
-      port: edgePort,
-      upstreams: Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    });
+    Object.assign(
+      upstreams,
+      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+    );
     upstream = await new Promise((resolve) => {
       const server = http.createServer((_req, res) => {
         served += 1;

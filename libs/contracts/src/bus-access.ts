@@ -56,6 +56,21 @@ export const CONSUMERS = {
  * `seller.updated` (@paygate/seller-auth), the notifier's live WebSocket feed of checkout sessions. A pattern
  * may end in `.*` (one token).
  */
+/** The events a seller's live channel (notifier, GET /api/v1/ws) passes on: each names its seller. */
+export const SELLER_LIVE_EVENTS = [
+  'payment.confirmed',
+  'payment.reversed',
+  'refund.requested',
+  'refund.approved',
+  'refund.initiated',
+  'refund.completed',
+  'escrow.released',
+  'settlement.completed',
+  'skill.updated',
+  'seller.updated',
+  'seller.payout_address_change_requested',
+] as const satisfies readonly Subject[];
+
 export const LIVE_SUBSCRIPTIONS = {
   registry: [],
   'gateway-proxy': ['seller.updated'],
@@ -63,7 +78,7 @@ export const LIVE_SUBSCRIPTIONS = {
   'chain-indexer': [],
   'escrow-ledger': ['seller.updated'],
   settlement: ['seller.updated'],
-  notifier: ['seller.updated', 'checkout.*'],
+  notifier: ['checkout.*', ...SELLER_LIVE_EVENTS],
 } as const satisfies Record<ServiceName, readonly string[]>;
 
 export const SERVICE_NAMES = Object.keys(CONSUMERS) as ServiceName[];

@@ -1,4 +1,10 @@
-export { CONSUMERS, declaredConsumerSubject, LIVE_SUBSCRIPTIONS, SERVICE_NAMES } from './bus-access';
+export {
+  CONSUMERS,
+  declaredConsumerSubject,
+  LIVE_SUBSCRIPTIONS,
+  SELLER_LIVE_EVENTS,
+  SERVICE_NAMES,
+} from './bus-access';
 export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
 // (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';

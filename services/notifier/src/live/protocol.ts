@@ -1,3 +1,4 @@
+import { SELLER_LIVE_EVENTS } from '@paygate/contracts';
 import type { CheckoutSessionSnapshot } from '../sessions/repository';
 
 /**
@@ -20,20 +21,11 @@ export type ClientMessage =
   | { type: 'unsubscribe'; sessionId: string }
   | { type: 'authenticate'; token: string };
 
-/** What a seller's socket hears of: each names what changed, the dashboard reads it again over REST. */
-export const SELLER_EVENT_TYPES = [
-  'payment.confirmed',
-  'payment.reversed',
-  'refund.requested',
-  'refund.approved',
-  'refund.initiated',
-  'refund.completed',
-  'escrow.released',
-  'settlement.completed',
-  'skill.updated',
-  'seller.updated',
-  'seller.payout_address_change_requested',
-] as const;
+/**
+ * What a seller's socket hears of: each names what changed, the dashboard reads it again over REST. The list lives
+ * with the bus permissions it needs (libs/contracts bus-access.ts).
+ */
+export const SELLER_EVENT_TYPES = SELLER_LIVE_EVENTS;
 
 /** Not a bus event: the notifier tried a webhook delivery of the seller (its attempt log changed). */
 export const WEBHOOK_DELIVERY_EVENT = 'webhook.delivery_attempted';
