@@ -20,7 +20,8 @@ const packageDirs = ['libs', 'services']
  * Chaos runs are their own targets (`make chaos`, `make chaos-short`): a seeded fault run on real processes finds
  * open defects by chance, and a red `make test` lands nothing.
  */
-const testPathIgnorePatterns = process.env.PAYGATE_CHAOS_SHORT === '1' ? [] : ['/deploy/test/chaos-short\\.test\\.ts$'];
+const testPathIgnorePatterns =
+  process.env.PAYGATE_CHAOS_SHORT === '1' ? [] : ['/deploy/test/chaos-short\\.test\\.ts$'];
 
 module.exports = {
   projects: packageDirs.map((dir) => ({
