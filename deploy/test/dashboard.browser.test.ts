@@ -486,8 +486,11 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.route(moneyApi, (route) => route.abort('connectionrefused'));
     await page.reload();
     await page.getByTestId('outage').waitFor();
-    await page.getByTestId('unavailable').first().waitFor();
-    expect(await page.getByTestId('unavailable').count()).toBe(4);
+    // The four sections fail one by one: wait until each says so (counting once raced the slower ones).
+    await waitFor(async () => (await page.getByTestId('unavailable').count()) === 4, {
+      timeoutMs: 20_000,
+      message: 'not every money section said it could not show its data',
+    });
     expect(await page.getByRole('alert').count()).toBe(1);
     expect(await page.getByText('No payments yet').count()).toBe(0);
     await audit(page, 'money-outage');
