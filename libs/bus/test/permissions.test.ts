@@ -167,7 +167,7 @@ describe('every service on its own NATS user (nats-server 2.9 authorization gene
       `rpc.${namespace}.registry.>`,
       '_INBOX.>',
       '_INBOX.gateway-proxy.>',
-      `${namespace}.refund.initiated`,
+      `${namespace}.transfer.observed`,
     ]) {
       const ended = await refusedSubscription(notifier.nc, subject);
       expect({ subject, ended }).toEqual({ subject, ended: expect.stringMatching(PERMISSION_VIOLATION) });
