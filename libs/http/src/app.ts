@@ -111,6 +111,17 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 /**
+ * A service this request needs over the bus did not answer (no responder, no answer in time, or its handler failed:
+ * libs/bus's RpcUnavailableError, RpcServiceError 5xx): retrying may work, so a 503, not a 500. Known by name, as
+ * libs/http does not depend on the bus.
+ */
+export function isDependencyUnavailable(error: unknown): boolean {
+  const candidate = error as { name?: unknown; code?: unknown } | null;
+  if (candidate?.name === 'RpcUnavailableError') return true;
+  return candidate?.name === 'RpcServiceError' && typeof candidate.code === 'number' && candidate.code >= 500;
+}
+
+/**
  * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
  * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
  * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
@@ -172,6 +183,19 @@ export function errorResponse(
         error: {
           code: 'service_unavailable',
           message: 'the database is unavailable; retry shortly',
+          requestId,
+        },
+      },
+    };
+  }
+  if (isDependencyUnavailable(error)) {
+    onUnexpected(error);
+    return {
+      status: 503,
+      body: {
+        error: {
+          code: 'service_unavailable',
+          message: 'a service this request needs did not answer; retry shortly',
           requestId,
         },
       },

@@ -4,6 +4,7 @@ export {
   errorHandler,
   errorResponse,
   isDatabaseUnavailable,
+  isDependencyUnavailable,
   notFoundHandler,
   requestIdFrom,
 } from './app';

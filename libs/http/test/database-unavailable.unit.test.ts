@@ -39,6 +39,26 @@ describe('a database that is away answers 503', () => {
     expect(unexpected).toEqual([error]); // still logged for the operator
   });
 
+  it('answers 503 when a service it needs over the bus does not answer (no responder, timeout, its 5xx)', () => {
+    const rpcError = (name: string, extra: object = {}) =>
+      Object.assign(new Error('registry.resolve_api_key got no answer: 503'), { name, ...extra });
+    for (const error of [rpcError('RpcUnavailableError'), rpcError('RpcServiceError', { code: 500 })]) {
+      const answer = errorResponse(error, 'req-2', () => undefined);
+      expect(answer).toEqual({
+        status: 503,
+        body: {
+          error: {
+            code: 'service_unavailable',
+            message: 'a service this request needs did not answer; retry shortly',
+            requestId: 'req-2',
+          },
+        },
+      });
+    }
+    // The responder refusing our request as invalid is a bug here, not an outage.
+    expect(errorResponse(rpcError('RpcServiceError', { code: 400 }), 'r', () => undefined).status).toBe(500);
+  });
+
   it('keeps a value the database refused a 400 and a bug a 500', () => {
     expect(errorResponse(pgError('22P02', 'invalid input syntax'), 'r', () => undefined).status).toBe(400);
     expect(errorResponse(new TypeError('x is undefined'), 'r', () => undefined).status).toBe(500);

@@ -79,6 +79,9 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
       const reverted = (await provider.send('evm_revert', [state.genesisSnapshot])) as boolean;
       if (!reverted) throw new Error(`evm_revert: unknown snapshot ${state.genesisSnapshot}`);
     }
+    // Nor is the mempool: a transaction an earlier suite left pending (automine off) would stay, and a wallet's
+    // pending nonce would count it, so the next suite's first transaction waited behind a nonce gap forever.
+    await provider.send('anvil_dropAllTransactions', []);
     // Mining settings are not part of a snapshot: back to anvil's defaults.
     await provider.send('evm_setIntervalMining', [0]);
     await provider.send('evm_setAutomine', [true]);

@@ -224,6 +224,12 @@ describe('startAnvil lifecycle', () => {
     const { address: usdcAddress } = await deployTestUsdc(first.rpcUrl);
     await increaseTime(first.provider, 86_400);
     await setAutomine(first.provider, false);
+    // A transaction left pending (automine off): the next lease must not inherit it (a nonce gap stalled a suite).
+    const leftPending = await testSigner('stranger', first.provider).sendTransaction({
+      to: testWallets.buyer.address,
+      value: 1n,
+    });
+    expect(await first.provider.getTransactionCount(testWallets.stranger.address, 'pending')).toBe(1);
     // A second default chain while the first is leased: a process of its own on another port.
     const second = await startAnvil();
     expect(second.port).not.toBe(first.port);
@@ -236,6 +242,8 @@ describe('startAnvil lifecycle', () => {
       expect(again.port).toBe(first.port);
       expect(await again.provider.getBlockNumber()).toBe(1);
       expect(await again.provider.getTransactionCount(testWallets.deployer.address)).toBe(0);
+      expect(await again.provider.getTransactionCount(testWallets.stranger.address, 'pending')).toBe(0);
+      expect(await again.provider.getTransaction(leftPending.hash)).toBeNull();
       // Mining is back to one block per transaction and the clock offset is gone.
       const redeployed = await deployTestUsdc(again.rpcUrl);
       expect(redeployed.address).toBe(usdcAddress);

@@ -10,7 +10,7 @@ import {
   RECEIPT_HEADER,
   resourceFor,
 } from '@paygate/agent-client';
-import { clientAddress } from '@paygate/http';
+import { clientAddress, errorResponse } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { LRUCache } from 'lru-cache';
 import { requestIdOf, sendJson } from '../http-util';
@@ -281,10 +281,18 @@ export function createSkillHandler(
       (performance.now() - (this[STARTED_AT] ?? 0)) / 1000,
     );
   }
+  // Answered like every express route (errorResponse): Postgres away or a service on the bus silent is a 503 with
+  // Retry-After, not a 500 (make chaos saw the 402 challenge answer 500 while Postgres restarted).
   const fail = (res: ServerResponse, requestId: string, error: unknown) => {
-    state.ctx.logger.error({ err: error, requestId }, 'paid skill call failed');
-    if (!res.headersSent) sendJson(res, 500, errorBody(requestId, 'internal_error', 'internal error'));
-    else res.destroy();
+    const { status, body } = errorResponse(error, requestId, (err) =>
+      state.ctx.logger.error({ err, requestId }, 'paid skill call failed'),
+    );
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (status === 503) res.setHeader('Retry-After', '1');
+    sendJson(res, status, body);
   };
   const acceptedReuse = state.metrics.accepted.labels('PROXY', 'false');
   return (req: IncomingMessage, res: ServerResponse): void => {
