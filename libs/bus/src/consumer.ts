@@ -55,6 +55,18 @@ export type ConsumerOptions<S extends Subject> = CommonConsumerOptions<S> &
     | { batchHandler: BatchEventHandler<S>; batchSize: number; handler?: never }
   );
 
+/**
+ * A consumer as a service lists it beside consumers of other subjects. Built only by `defineConsumer`, which checks
+ * the handler against its own subject's event type; the list then needs no cast.
+ */
+export type DeclaredConsumer = ConsumerOptions<Subject> & { readonly __declared: true };
+
+/** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
+export function defineConsumer<S extends Subject>(options: ConsumerOptions<S>): DeclaredConsumer {
+  // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's schema).
+  return options as unknown as DeclaredConsumer;
+}
+
 export function backoffDelayMs(attempt: number, baseMs: number, maxMs: number): number {
   return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), maxMs);
 }

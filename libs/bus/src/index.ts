@@ -13,6 +13,8 @@ export {
   type BatchEventHandler,
   backoffDelayMs,
   type ConsumerOptions,
+  type DeclaredConsumer,
+  defineConsumer,
   type EventHandler,
   encodeEnvelope,
   InboxConsumer,

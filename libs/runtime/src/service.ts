@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import {
   type Bus,
-  type ConsumerOptions,
   connectBus,
+  type DeclaredConsumer,
   ensureStreams,
   InboxConsumer,
   OutboxRelay,
 } from '@paygate/bus';
-import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
+import { declaredConsumerSubject, type ServiceName } from '@paygate/contracts';
 import { createApp, errorHandler, notFoundHandler } from '@paygate/http';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
@@ -42,7 +42,8 @@ export interface ServiceDefinition<DB = any> {
   repeatableSql?: RepeatableSql[];
   /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
   routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
-  consumers?: (ctx: ServiceContext<DB>) => ConsumerOptions<Subject>[];
+  /** Each built with `defineConsumer` (libs/bus), which types its handler by its subject. */
+  consumers?: (ctx: ServiceContext<DB>) => DeclaredConsumer[];
   background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
   /**
    * Extra readiness checks (for example the chain RPC); each throws when not ready. /readyz reports a
@@ -79,7 +80,7 @@ const READY_TIMEOUT_MS = 2000;
  * Every durable consumer must be declared in @paygate/contracts (CONSUMERS): the service's NATS user may create and
  * read only those, so an undeclared one would fail against an authorizing NATS. Refused here, on every NATS.
  */
-function checkDeclaredConsumers(service: ServiceName, consumers: ConsumerOptions<Subject>[]): void {
+function checkDeclaredConsumers(service: ServiceName, consumers: DeclaredConsumer[]): void {
   for (const { durable, subject } of consumers) {
     const declared = declaredConsumerSubject(service, durable);
     if (declared !== subject) {

@@ -3,7 +3,15 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fetchChainId, makeProvider } from '@paygate/chain';
-import { Contract, ContractFactory, type JsonRpcProvider, type Signer, toQuantity, Wallet } from 'ethers';
+import {
+  Contract,
+  ContractFactory,
+  type InterfaceAbi,
+  type JsonRpcProvider,
+  type Signer,
+  toQuantity,
+  Wallet,
+} from 'ethers';
 import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
 
@@ -227,7 +235,7 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
 // ---------------------------------------------------------------- TestUSDC
 
 export interface TestUsdcArtifact {
-  abi: unknown[];
+  abi: InterfaceAbi;
   bytecode: string;
   solcVersion: string;
   sourceHash: string;
@@ -258,12 +266,12 @@ export async function deployTestUsdc(
         )
       : rpcUrlOrSigner;
   const artifact = loadTestUsdcArtifact();
-  const factory = new ContractFactory(artifact.abi as never, artifact.bytecode, signer);
+  const factory = new ContractFactory(artifact.abi, artifact.bytecode, signer);
   const deployed = await factory.deploy();
   const receipt = await deployed.deploymentTransaction()?.wait(1, timeoutMs);
   if (receipt?.status !== 1 || !receipt.contractAddress) throw new Error('TestUSDC deployment failed');
   const address = receipt.contractAddress;
-  return { address, contract: new Contract(address, artifact.abi as never, signer) };
+  return { address, contract: new Contract(address, artifact.abi, signer) };
 }
 
 // ---------------------------------------------------------------- chain control

@@ -149,7 +149,7 @@ export async function countStreamMessages(bus: Bus, eventType: string): Promise<
   const decoder = new TextDecoder();
   const info = await bus.jsm.streams.info(bus.eventsStream, {
     subjects_filter: bus.subjectFor(eventType),
-  } as never);
+  });
   const result: EventEnvelope[] = [];
   for (let seq = info.state.first_seq; seq <= info.state.last_seq && seq > 0; seq++) {
     const message = await bus.jsm.streams.getMessage(bus.eventsStream, { seq }).catch(() => undefined);

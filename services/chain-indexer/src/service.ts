@@ -18,7 +18,7 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
     name: 'chain-indexer',
     config,
     migrations,
-    consumers: () => [depositAddressConsumer(config) as never],
+    consumers: () => [depositAddressConsumer(config)],
     readinessChecks: () => [
       {
         name: 'chain',

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ConsumerOptions } from '@paygate/bus';
-import type { Subject } from '@paygate/contracts';
+import { defineConsumer } from '@paygate/bus';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
@@ -68,10 +67,6 @@ const checkoutDocument = {
   schemas: { CheckoutSession: CheckoutSessionSnapshot, Transfer: TransferView },
 };
 
-/** Keeps each consumer's handler typed by its own subject inside the mixed list. */
-const consumer = <S extends Subject>(options: ConsumerOptions<S>) =>
-  options as unknown as ConsumerOptions<Subject>;
-
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
   let sellerAuth: SellerAuth | undefined;
   let store: SessionStore | undefined;
@@ -101,31 +96,31 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     consumers(ctx) {
       const matcher = matcherFor(ctx);
       return [
-        consumer({
+        defineConsumer({
           durable: 'checkout-skills',
           subject: 'skill.updated',
           handler: (trx, e) => projectSkill(trx, e.data),
           afterCommit: (e) => projectionsFor(ctx).invalidateSkill(e.data.skillId, e.data.sellerId),
         }),
-        consumer({
+        defineConsumer({
           durable: 'checkout-sellers',
           subject: 'seller.updated',
           handler: (trx, e) => projectSeller(trx, e.data),
           afterCommit: () => projectionsFor(ctx).invalidateSellers(),
         }),
-        consumer({
+        defineConsumer({
           durable: 'checkout-transfers',
           subject: 'transfer.observed',
           concurrency: 4,
           handler: (trx, e) => matcher.onObserved(trx, e.data),
         }),
-        consumer({
+        defineConsumer({
           durable: 'checkout-transfer-claims',
           subject: 'transfer.claimed',
           concurrency: 4,
           handler: (trx, e) => matcher.onClaimed(trx, e.data),
         }),
-        consumer({
+        defineConsumer({
           durable: 'checkout-reorgs',
           subject: 'transfer.reorged',
           handler: (trx, e) => matcher.onReorged(trx, e.data),

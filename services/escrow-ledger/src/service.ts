@@ -1,3 +1,4 @@
+import { defineConsumer } from '@paygate/bus';
 import {
   guardRoute,
   mountRoutes,
@@ -98,46 +99,46 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       const d = depsOf(ctx);
       return [
         // payment.confirmed is the hot path: booked in batches, one commit per batch.
-        {
+        defineConsumer({
           durable: 'ledger-payment-confirmed',
           subject: 'payment.confirmed',
-          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events as never, d),
+          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
           batchSize: config.paymentBatchSize,
           concurrency: config.paymentConcurrency,
-        },
-        {
+        }),
+        defineConsumer({
           durable: 'ledger-transfer-observed',
           subject: 'transfer.observed',
-          handler: (trx, e) => onTransferObserved(trx, e as never, d),
+          handler: (trx, e) => onTransferObserved(trx, e, d),
           concurrency: 4,
-        },
-        {
+        }),
+        defineConsumer({
           durable: 'ledger-transfer-reorged',
           subject: 'transfer.reorged',
-          handler: (trx, e) => onTransferReorged(trx, e as never, d),
-        },
-        {
+          handler: (trx, e) => onTransferReorged(trx, e, d),
+        }),
+        defineConsumer({
           durable: 'ledger-refund-completed',
           subject: 'refund.completed',
-          handler: (trx, e) => onRefundCompleted(trx, e as never, d),
+          handler: (trx, e) => onRefundCompleted(trx, e, d),
           concurrency: 4,
-        },
-        {
+        }),
+        defineConsumer({
           durable: 'ledger-transfer-refund-requested',
           subject: 'transfer.refund_requested',
-          handler: (trx, e) => onTransferRefundRequested(trx, e as never, d),
-        },
-        {
+          handler: (trx, e) => onTransferRefundRequested(trx, e, d),
+        }),
+        defineConsumer({
           durable: 'ledger-settlement-completed',
           subject: 'settlement.completed',
-          handler: (trx, e) => onSettlementCompleted(trx, e as never, d),
+          handler: (trx, e) => onSettlementCompleted(trx, e, d),
           concurrency: 4,
-        },
-        {
+        }),
+        defineConsumer({
           durable: 'ledger-platform-payout-completed',
           subject: 'revenue.paid_out',
-          handler: (trx, e) => onPlatformPayoutCompleted(trx, e as never, d),
-        },
+          handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
+        }),
       ];
     },
     background(ctx) {

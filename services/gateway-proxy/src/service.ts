@@ -1,3 +1,4 @@
+import { defineConsumer } from '@paygate/bus';
 import { makeProvider } from '@paygate/chain';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
@@ -8,7 +9,7 @@ import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { createSkillHandler, SKILLS_PREFIX } from './routes/skills';
 import { verifyRoutes } from './routes/verify';
-import { applySkillUpdated, type SkillSnapshot } from './skills/projection';
+import { applySkillUpdated } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
 import { x402Routes } from './x402/facilitator';
 import { MAX_X402_HEADER_BYTES } from './x402/protocol';
@@ -53,13 +54,13 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
     consumers: () => [
-      {
+      defineConsumer({
         durable: 'gateway-skill-projection',
         subject: 'skill.updated',
         concurrency: 4,
-        handler: (trx, event) => applySkillUpdated(trx, event.data as SkillSnapshot),
+        handler: (trx, event) => applySkillUpdated(trx, event.data),
         afterCommit: () => need().skills.invalidate(),
-      },
+      }),
     ],
     background: () => [
       {

@@ -1,4 +1,4 @@
-import type { ConsumerOptions } from '@paygate/bus';
+import { type ConsumerOptions, type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import type { EventEnvelope, Subject } from '@paygate/contracts';
 import type { Transaction } from 'kysely';
 import type { NotifierConfig } from './config';
@@ -59,7 +59,7 @@ async function enqueueWebhook(
 export function notifierConsumers(deps: {
   config: NotifierConfig;
   dispatcher: WebhookDispatcher;
-}): ConsumerOptions<Subject>[] {
+}): DeclaredConsumer[] {
   const { config, dispatcher } = deps;
   const sellerConsumer: ConsumerOptions<'seller.updated'> = {
     durable: durableFor('seller.updated'),
@@ -83,5 +83,5 @@ export function notifierConsumers(deps: {
       afterCommit: () => dispatcher.kick(),
     }),
   );
-  return [sellerConsumer, ...webhookConsumers] as ConsumerOptions<Subject>[];
+  return [defineConsumer(sellerConsumer), ...webhookConsumers.map((consumer) => defineConsumer(consumer))];
 }

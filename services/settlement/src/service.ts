@@ -1,6 +1,5 @@
-import type { ConsumerOptions } from '@paygate/bus';
+import { defineConsumer } from '@paygate/bus';
 import { networks } from '@paygate/chain';
-import type { Subject } from '@paygate/contracts';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -151,18 +150,19 @@ export async function startSettlement(
       },
       consumers: (ctx) => {
         const { transfers, ledger, metrics, depositSweeper } = build(ctx);
-        // Each consumer is typed by its own subject; the list holds them side by side.
         return [
-          sellerProjectionConsumer(clock, config.settlementPeriodSeconds),
-          refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick()),
-          depositAddressAssignedConsumer(config.chainId),
-          depositTransferConsumer({
-            chainId: config.chainId,
-            usdcAddress: config.usdcAddress,
-            fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
-            onDue: () => depositSweeper.kick(),
-          }),
-        ] as unknown as ConsumerOptions<Subject>[];
+          defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
+          defineConsumer(refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick())),
+          defineConsumer(depositAddressAssignedConsumer(config.chainId)),
+          defineConsumer(
+            depositTransferConsumer({
+              chainId: config.chainId,
+              usdcAddress: config.usdcAddress,
+              fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
+              onDue: () => depositSweeper.kick(),
+            }),
+          ),
+        ];
       },
       background: (ctx) => {
         const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);

@@ -1,4 +1,4 @@
-import type { ConsumerOptions } from '@paygate/bus';
+import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import type { TransferLog } from '@paygate/chain';
 import type { Kysely, Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
@@ -13,10 +13,8 @@ const CLOCK_SKEW_SECONDS = 300;
  * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
  * redelivery or a restart changes nothing; the scanner reads the table, so what is watched survives restarts.
  */
-export function depositAddressConsumer(
-  config: Pick<ChainIndexerConfig, 'chainId'>,
-): ConsumerOptions<'deposit.address_assigned'> {
-  return {
+export function depositAddressConsumer(config: Pick<ChainIndexerConfig, 'chainId'>): DeclaredConsumer {
+  return defineConsumer({
     durable: 'indexer-deposit-addresses',
     subject: 'deposit.address_assigned',
     concurrency: 4,
@@ -35,7 +33,7 @@ export function depositAddressConsumer(
         .onConflict((oc) => oc.column('address').doNothing())
         .execute();
     },
-  };
+  });
 }
 
 export interface PendingBackfill {

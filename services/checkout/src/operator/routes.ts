@@ -3,7 +3,7 @@ import { type AnyRoute, defineRoute, HttpError, operatorAuth } from '@paygate/ht
 import type { ServiceContext } from '@paygate/runtime';
 import { type TSchema, Type } from '@sinclair/typebox';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutDatabase } from '../db';
+import type { CheckoutDatabase, TransferStatus } from '../db';
 import { type ClaimRefusal, type TransferMatcher, toTransferView } from '../matching/transfers';
 import { toSnapshot } from '../sessions/snapshot';
 
@@ -105,7 +105,7 @@ export function operatorRoutes(
         const rows = await ctx.db
           .selectFrom('transfers')
           .selectAll()
-          .where('status', '=', (req.query.status ?? 'unmatched') as never)
+          .where('status', '=', (req.query.status ?? 'unmatched') as TransferStatus) // the query schema lists them
           .orderBy('observed_at', 'desc')
           .limit(limit)
           .execute();
