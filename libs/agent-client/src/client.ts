@@ -1,4 +1,17 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import {
+  encodePaymentHeader,
+  MODE_HEADER,
+  newRefundRequestSigning,
+  PAYMENT_HEADER,
+  type PaymentProof,
+  type PaymentRequirements,
+  type RefundRequestView,
+  type RefundTarget,
+  signPayment,
+  signRefundRequest,
+  TICKET_HEADER,
+} from '@paygate/protocol';
 import { Contract, getAddress, type Signer } from 'ethers';
 import {
   MCP_PAYMENT_META,
@@ -10,21 +23,6 @@ import {
   priceOf,
   signMcpPayment,
 } from './mcp';
-import {
-  encodePaymentHeader,
-  MODE_HEADER,
-  PAYMENT_HEADER,
-  type PaymentProof,
-  type PaymentRequirements,
-  signPayment,
-  TICKET_HEADER,
-} from './protocol';
-import {
-  newRefundRequestSigning,
-  type RefundRequestView,
-  type RefundTarget,
-  signRefundRequest,
-} from './refunds';
 
 export interface AgentOptions {
   /** An ethers signer connected to a provider on the network the sellers charge on. */

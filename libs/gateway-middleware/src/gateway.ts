@@ -1,5 +1,5 @@
-import { type PaymentKind, pickPaymentHeader, resourceFor } from '@paygate/agent-client';
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { type PaymentKind, pickPaymentHeader, resourceFor } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { resolvePaygateUrl } from './paygate-url';

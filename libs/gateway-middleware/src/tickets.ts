@@ -1,4 +1,4 @@
-import { TICKET_HEADER } from '@paygate/agent-client';
+import { TICKET_HEADER } from '@paygate/protocol';
 import type { Request } from 'express';
 import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';

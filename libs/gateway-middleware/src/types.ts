@@ -1,5 +1,5 @@
-import type { PaymentKind } from '@paygate/agent-client';
 import type { NetworkName } from '@paygate/chain';
+import type { PaymentKind } from '@paygate/protocol';
 
 /** Payment data the middleware puts on req.x402 after a successful verification (SPEC: "req.x402"). */
 export interface X402Payment {

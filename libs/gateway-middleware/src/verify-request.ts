@@ -9,7 +9,7 @@ import {
   parseRequestSignature,
   REQUEST_SIGNATURE_HEADER,
   requestSigningPayload,
-} from '@paygate/agent-client';
+} from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { JwksKeys } from './jwks';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';

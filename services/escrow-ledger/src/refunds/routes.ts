@@ -1,4 +1,3 @@
-import { REFUND_REQUEST_MAX_VALIDITY_MS, refundRequestMessage } from '@paygate/agent-client';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import {
@@ -10,6 +9,7 @@ import {
   notFound,
 } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
+import { REFUND_REQUEST_MAX_VALIDITY_MS, refundRequestMessage } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';

@@ -1,5 +1,5 @@
-import type { RefundTarget } from '@paygate/agent-client';
 import { badRequest, HttpError } from '@paygate/http';
+import type { RefundTarget } from '@paygate/protocol';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 

@@ -1,6 +1,6 @@
-import type { PaymentProof } from '@paygate/agent-client';
 import { decodeTransferLog, sameAddress, type TransferLog } from '@paygate/chain';
 import { formatUsdc } from '@paygate/money';
+import type { PaymentProof } from '@paygate/protocol';
 import type { JsonRpcProvider } from 'ethers';
 import { failure, type PaymentFailure } from './failures';
 

@@ -1,7 +1,7 @@
-import { type PaymentKind, type PaymentProof, recoverPaymentSigner } from '@paygate/agent-client';
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, newEventId } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { type PaymentKind, type PaymentProof, recoverPaymentSigner } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { LRUCache } from 'lru-cache';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { EMPTY_BODY_SHA256 } from '@paygate/agent-client';
+import { EMPTY_BODY_SHA256 } from '@paygate/protocol';
 import type { Dispatcher } from 'undici';
 import type { ForwardingKey } from './forwarding-keys';
 import type { RequestSigner } from './signing';

@@ -5,7 +5,7 @@ import {
   forwardingSignature,
   PAID_REQUEST_HEADERS,
   requestSigningPayload,
-} from '@paygate/agent-client';
+} from '@paygate/protocol';
 import type { TicketKeyStore } from '../tickets/keys';
 import type { ForwardingKey } from './forwarding-keys';
 

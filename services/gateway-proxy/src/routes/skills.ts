@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { clientAddress, errorResponse } from '@paygate/http';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   decodePaymentHeader,
   MODE_HEADER,
@@ -9,9 +11,7 @@ import {
   pickPaymentHeader,
   RECEIPT_HEADER,
   resourceFor,
-} from '@paygate/agent-client';
-import { clientAddress, errorResponse } from '@paygate/http';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+} from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
 import { requestIdOf, sendJson } from '../http-util';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';

@@ -1,7 +1,7 @@
-import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/agent-client';
 import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
 import { type AnyRoute, defineRoute } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/protocol';
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import { isUnavailable } from '../payments/failures';

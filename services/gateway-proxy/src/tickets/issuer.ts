@@ -1,5 +1,5 @@
-import type { PaymentKind } from '@paygate/agent-client';
 import { newEventId } from '@paygate/contracts';
+import type { PaymentKind } from '@paygate/protocol';
 import { SignJWT } from 'jose';
 import type { TicketKeyStore } from './keys';
 

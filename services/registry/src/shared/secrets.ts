@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { forwardingKeyFromApiKey } from '@paygate/agent-client';
+import { forwardingKeyFromApiKey } from '@paygate/protocol';
 import { SecretBox } from '@paygate/runtime';
 
 export type { SecretBox };
