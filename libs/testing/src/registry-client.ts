@@ -1,4 +1,5 @@
 import { Wallet } from 'ethers';
+import { SiweMessage } from 'siwe';
 
 /**
  * End-to-end helpers against a running registry (real HTTP, real SIWE signatures): sign a seller up and
@@ -28,7 +29,7 @@ async function call<T>(url: string, init: { method: string; token?: string; body
   return JSON.parse(text) as T;
 }
 
-/** The EIP-4361 text for a sign-in (the exact layout the siwe package produces and verifies). */
+/** The EIP-4361 text for a sign-in, built by the siwe package (the one the registry parses it with). */
 export function siweMessageText(fields: {
   domain: string;
   address: string;
@@ -39,21 +40,18 @@ export function siweMessageText(fields: {
   expirationTime?: Date;
   statement?: string;
 }): string {
-  const lines = [
-    `${fields.domain} wants you to sign in with your Ethereum account:`,
-    fields.address,
-    '',
-    fields.statement ?? 'Sign in to Paygate.',
-    '',
-    `URI: ${fields.uri}`,
-    'Version: 1',
+  return new SiweMessage({
+    domain: fields.domain,
+    address: fields.address,
+    statement: fields.statement ?? 'Sign in to Paygate.',
+    uri: fields.uri,
+    version: '1',
     // 31337: the local chain (CHAIN_NETWORK=local), which the registry requires unless configured otherwise.
-    `Chain ID: ${fields.chainId ?? 31337}`,
-    `Nonce: ${fields.nonce}`,
-    `Issued At: ${(fields.issuedAt ?? new Date()).toISOString()}`,
-  ];
-  if (fields.expirationTime) lines.push(`Expiration Time: ${fields.expirationTime.toISOString()}`);
-  return lines.join('\n');
+    chainId: fields.chainId ?? 31337,
+    nonce: fields.nonce,
+    issuedAt: (fields.issuedAt ?? new Date()).toISOString(),
+    ...(fields.expirationTime ? { expirationTime: fields.expirationTime.toISOString() } : {}),
+  }).prepareMessage();
 }
 
 /**
