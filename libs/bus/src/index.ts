@@ -38,10 +38,13 @@ export { type PassOutcome, PollingLoop, type PollingLoopOptions } from './pollin
 export { type DurablePublishOptions, type DurablePublishResult, publishDurably } from './publish';
 export {
   REPLY_KEY_HEADER,
+  type RpcClient,
+  type RpcPrefix,
   type RpcServer,
   RpcServiceError,
   RpcUnavailableError,
   requestRpc,
+  rpcClient,
   serveRpc,
   serveRpcs,
 } from './rpc';

@@ -7,7 +7,7 @@ import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';
 import type { SettlementConfig } from './config';
 import type { SettlementDB } from './db';
-import { LedgerClient } from './ledger/client';
+import { type LedgerClient, ledgerClient } from './ledger/client';
 import { createSettlementMetrics } from './metrics';
 import { platformPayoutOutcome, platformPayoutRoutes } from './platform/payouts';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
@@ -77,7 +77,7 @@ export async function startSettlement(
   const build = (ctx: ServiceContext<SettlementDB>) => {
     if (parts) return parts;
     const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-    const ledger = new LedgerClient(ctx.bus, config.ledgerTimeoutMs);
+    const ledger = ledgerClient(ctx.bus, config.ledgerTimeoutMs);
     const transfers = new TransferWorker(
       ctx,
       config,
