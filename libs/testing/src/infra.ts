@@ -55,7 +55,9 @@ export async function createTestEnvironment(label = 't'): Promise<TestEnvironmen
         EVENT_NAMESPACE: namespace,
         PORT: '0',
         LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-        STARTUP_ATTEMPTS: '3',
+        // About 20 s of patience (0.5, 1, 2, 4, 5, 5, 5 s): a shared Postgres briefly out of connection slots
+        // (53300 too many clients, while other suites start their services) is waited out, not a failed suite.
+        STARTUP_ATTEMPTS: '8',
         // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
         // the production default of 10 per service could use it up.
         DB_POOL_SIZE: '4',
