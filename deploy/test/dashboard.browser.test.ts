@@ -495,6 +495,9 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(await page.getByText('No payments yet').count()).toBe(0);
     await audit(page, 'money-outage');
     await page.unroute(moneyApi);
+    // Answering again: the page retries by itself (2 s, then 4, 8, every 10 s) and the banner goes, no reload.
+    await page.getByTestId('outage').waitFor({ state: 'detached', timeout: 20_000 });
+    expect(await page.getByTestId('unavailable').count()).toBe(0);
     // Slow: the balances wait for the test to let them through, and the page says it is still waiting.
     let releaseBalances = () => {};
     const balancesHeld = new Promise<void>((resolve) => {
@@ -511,12 +514,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
     releaseBalances();
     await page.getByTestId('balance-held').waitFor();
     await page.unroute(/\/api\/v1\/balances$/);
-    // With everything answering again a fresh page shows no outage. (Without a reload the banner of a request that
-    // failed in the slow phase stays until the next refresh: a live notice or the 60 s safety poll; a clean-clone
-    // run waited 30 s for it in vain.)
-    await page.reload();
-    await page.getByTestId('balance-held').waitFor();
-    await page.getByTestId('outage').waitFor({ state: 'detached' });
+    // With everything answering again no outage shows.
+    await page.getByTestId('outage').waitFor({ state: 'detached', timeout: 20_000 });
     // Filters go to the API: a later start date finds nothing, the skill and the whole tx hash find the payment.
     await page.locator('#f-from').fill('2099-01-01');
     await page.getByText('No transaction matches these filters.').waitFor();

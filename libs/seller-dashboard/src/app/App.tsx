@@ -16,6 +16,8 @@ import { Link, refreshLiveViews, SecretOnce } from './ui';
 const POLL_REFRESH_MS = 10_000;
 /** With the live channel up, a slow safety poll (a change on another notifier replica's deliveries, a lost frame). */
 const LIVE_SAFETY_REFRESH_MS = 60_000;
+/** While something does not answer, the open views try again after 2 s, then 4, 8 and every 10 s. */
+const OUTAGE_FIRST_RETRY_MS = 2_000;
 
 const NAV: Array<[string, string]> = [
   ['/', 'Overview'],
@@ -82,6 +84,21 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
       document.removeEventListener('visibilitychange', tick);
     };
   }, [session, liveStatus]);
+
+  // An outage is retried on its own schedule, whatever the live channel says: the banner goes soon after the
+  // service answers again (the 60 s safety poll alone left it up for up to a minute).
+  useEffect(() => {
+    if (!session || !outageSince) return;
+    let delayMs = OUTAGE_FIRST_RETRY_MS;
+    let timer: ReturnType<typeof setTimeout>;
+    const retry = () => {
+      if (document.visibilityState === 'visible') refreshLiveViews();
+      delayMs = Math.min(delayMs * 2, POLL_REFRESH_MS);
+      timer = setTimeout(retry, delayMs);
+    };
+    timer = setTimeout(retry, delayMs);
+    return () => clearTimeout(timer);
+  }, [session, outageSince]);
 
   const firstRoute = useRef(true);
   useEffect(() => {
@@ -162,7 +179,7 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
         {outageSince && (
           <p class="outage" role="alert" data-testid="outage">
             <strong>Paygate is not answering</strong> (since {outageSince.toISOString().slice(11, 16)} UTC).
-            What you see may be out of date and actions may fail; nothing is lost. The page tries again every{' '}
+            What you see may be out of date and actions may fail; nothing is lost. The page tries again within{' '}
             {POLL_REFRESH_MS / 1000} seconds.
           </p>
         )}
