@@ -3,6 +3,7 @@ import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
+import { applySkillTransition, findSkillTransition } from '../skills/status';
 import { probeEndpoint } from './probe';
 
 const LEASE_MS = 60_000;
@@ -113,7 +114,11 @@ export class SkillChecker implements BackgroundTask {
         .forUpdate()
         .executeTakeFirst();
       if (!current) return;
-      if (current.status !== 'PENDING_VALIDATION' || current.validation_seq !== seq) {
+      const transition =
+        current.validation_seq === seq
+          ? findSkillTransition(current.status, failure ? 'validation_failed' : 'validation_passed')
+          : undefined;
+      if (!transition) {
         // The skill changed while it was being checked: this result is stale; the next pass checks it again.
         await trx
           .updateTable('skills')
@@ -129,16 +134,10 @@ export class SkillChecker implements BackgroundTask {
           .where('id', '=', endpointId)
           .execute();
       }
-      await trx
-        .updateTable('skills')
-        .set({
-          status: failure ? 'VALIDATION_FAILED' : 'ACTIVE',
-          status_reason: failure ?? null,
-          validation_lease_until: null,
-          health_checked_at: new Date(),
-        })
-        .where('id', '=', skillId)
-        .execute();
+      await applySkillTransition(trx, skillId, transition, {
+        reason: failure ?? null,
+        also: { health_checked_at: new Date() },
+      });
       await commitSkillChange(trx, skillId, config.now());
     });
     ctx.logger.info(
