@@ -4,7 +4,7 @@ import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth
 import type { RegistryContext } from '../../context';
 import { newWebhookSecret } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
-import { publishSellerUpdated, toAccount } from '../repository';
+import { changeSeller, toAccount } from '../repository';
 import { Account, AccountPatch, AccountPatchResponse } from '../schemas';
 
 /** minimumSettlement as micro-USDC; 400 naming the field and its rule. */
@@ -80,29 +80,21 @@ export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
           // The signing secret is created with the first webhook URL, and shown once.
           const webhookSecret =
             webhookUrl && !current.webhook_secret_encrypted ? newWebhookSecret() : undefined;
-          const updated = await trx
-            .updateTable('sellers')
-            .set((eb) => ({
-              ...(webhookUrl !== undefined ? { webhook_url: webhookUrl } : {}),
-              ...(body.settlementFrequency !== undefined
-                ? { settlement_frequency: body.settlementFrequency }
-                : {}),
-              ...(minimumSettlementMicro !== undefined
-                ? { minimum_settlement_micro: minimumSettlementMicro }
-                : {}),
-              ...(webhookSecret
-                ? {
-                    webhook_secret_encrypted: rc.secrets.seal(webhookSecret),
-                    webhook_secret_version: eb('webhook_secret_version', '+', 1),
-                  }
-                : {}),
-              revision: eb('revision', '+', 1),
-              updated_at: now,
-            }))
-            .where('id', '=', sellerId)
-            .returningAll()
-            .executeTakeFirstOrThrow();
-          await publishSellerUpdated(trx, updated, now);
+          const updated = await changeSeller(trx, sellerId, now, (eb) => ({
+            ...(webhookUrl !== undefined ? { webhook_url: webhookUrl } : {}),
+            ...(body.settlementFrequency !== undefined
+              ? { settlement_frequency: body.settlementFrequency }
+              : {}),
+            ...(minimumSettlementMicro !== undefined
+              ? { minimum_settlement_micro: minimumSettlementMicro }
+              : {}),
+            ...(webhookSecret
+              ? {
+                  webhook_secret_encrypted: rc.secrets.seal(webhookSecret),
+                  webhook_secret_version: eb('webhook_secret_version', '+', 1),
+                }
+              : {}),
+          }));
           return { updated, webhookSecret };
         });
         res.json({

@@ -10,7 +10,7 @@ import {
   newWebhookSecret,
   sealedForwardingKey,
 } from '../../shared/secrets';
-import { publishSellerUpdated, toAccount } from '../repository';
+import { changeSeller, toAccount } from '../repository';
 import {
   Account,
   ApiKeyRename,
@@ -50,34 +50,24 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
         const revokeImmediately = req.body?.revokeImmediately === true || overlapMs === 0;
         const previousExpiresAt = new Date(now.getTime() + overlapMs);
         const updated = await ctx.inTransaction(async (trx) => {
-          const row = await trx
-            .updateTable('sellers')
-            .set((eb) => ({
-              api_key_hash: hashApiKey(apiKey),
-              forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
-              // The key being replaced becomes the one previous key (an older one still in overlap is dropped).
-              previous_api_key_hash: revokeImmediately ? null : eb.ref('api_key_hash'),
-              previous_api_key_expires_at: revokeImmediately ? null : previousExpiresAt,
-              previous_forwarding_key_encrypted: revokeImmediately
-                ? null
-                : eb.ref('forwarding_key_encrypted'),
-              previous_api_key_name: revokeImmediately ? null : eb.ref('api_key_name'),
-              previous_api_key_hint: revokeImmediately ? null : eb.ref('api_key_hint'),
-              previous_api_key_created_at: revokeImmediately ? null : eb.ref('api_key_created_at'),
-              previous_api_key_last_used_at: revokeImmediately ? null : eb.ref('api_key_last_used_at'),
-              ...(req.body?.name ? { api_key_name: req.body.name.trim() } : {}),
-              api_key_hint: apiKeyHint(apiKey),
-              api_key_created_at: now,
-              api_key_last_used_at: null,
-              api_key_version: eb('api_key_version', '+', 1),
-              revision: eb('revision', '+', 1),
-              updated_at: now,
-            }))
-            .where('id', '=', sellerId)
-            .returningAll()
-            .executeTakeFirstOrThrow();
           // Every SellerAuth cache (and the gateway's forwarding keys) drops this seller's entries on this event.
-          await publishSellerUpdated(trx, row, now);
+          const row = await changeSeller(trx, sellerId, now, (eb) => ({
+            api_key_hash: hashApiKey(apiKey),
+            forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
+            // The key being replaced becomes the one previous key (an older one still in overlap is dropped).
+            previous_api_key_hash: revokeImmediately ? null : eb.ref('api_key_hash'),
+            previous_api_key_expires_at: revokeImmediately ? null : previousExpiresAt,
+            previous_forwarding_key_encrypted: revokeImmediately ? null : eb.ref('forwarding_key_encrypted'),
+            previous_api_key_name: revokeImmediately ? null : eb.ref('api_key_name'),
+            previous_api_key_hint: revokeImmediately ? null : eb.ref('api_key_hint'),
+            previous_api_key_created_at: revokeImmediately ? null : eb.ref('api_key_created_at'),
+            previous_api_key_last_used_at: revokeImmediately ? null : eb.ref('api_key_last_used_at'),
+            ...(req.body?.name ? { api_key_name: req.body.name.trim() } : {}),
+            api_key_hint: apiKeyHint(apiKey),
+            api_key_created_at: now,
+            api_key_last_used_at: null,
+            api_key_version: eb('api_key_version', '+', 1),
+          }));
           return row;
         });
         res.json({
@@ -122,18 +112,8 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
         const publishableKey = newPublishableKey(config.production);
         const sellerId = currentSeller(req).id;
         await ctx.inTransaction(async (trx) => {
-          const row = await trx
-            .updateTable('sellers')
-            .set((eb) => ({
-              publishable_key: publishableKey,
-              revision: eb('revision', '+', 1),
-              updated_at: now,
-            }))
-            .where('id', '=', sellerId)
-            .returningAll()
-            .executeTakeFirstOrThrow();
           // checkout's projection (and every SellerAuth cache) follows this event.
-          await publishSellerUpdated(trx, row, now);
+          await changeSeller(trx, sellerId, now, () => ({ publishable_key: publishableKey }));
         });
         res.json({ publishableKey });
       },
@@ -153,18 +133,10 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
         const secret = newWebhookSecret();
         const sellerId = currentSeller(req).id;
         const updated = await ctx.inTransaction(async (trx) => {
-          const row = await trx
-            .updateTable('sellers')
-            .set((eb) => ({
-              webhook_secret_encrypted: rc.secrets.seal(secret),
-              webhook_secret_version: eb('webhook_secret_version', '+', 1),
-              revision: eb('revision', '+', 1),
-              updated_at: now,
-            }))
-            .where('id', '=', sellerId)
-            .returningAll()
-            .executeTakeFirstOrThrow();
-          await publishSellerUpdated(trx, row, now);
+          const row = await changeSeller(trx, sellerId, now, (eb) => ({
+            webhook_secret_encrypted: rc.secrets.seal(secret),
+            webhook_secret_version: eb('webhook_secret_version', '+', 1),
+          }));
           return row;
         });
         res.json({ webhookSecret: secret, webhookSecretVersion: updated.webhook_secret_version });

@@ -18,7 +18,7 @@ import {
   sealedForwardingKey,
 } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
-import { publishSellerUpdated, toAccount } from '../repository';
+import { changeSeller, publishSellerUpdated, toAccount } from '../repository';
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
 const siweRefused = (code: string, message: string) =>
@@ -241,14 +241,8 @@ export function signInRoutes(rc: RegistryContext): AnyRoute[] {
         const now = config.now();
         const sellerId = currentSeller(req).id;
         await ctx.inTransaction(async (trx) => {
-          const row = await trx
-            .updateTable('sellers')
-            .set((eb) => ({ sessions_revoked_at: now, revision: eb('revision', '+', 1), updated_at: now }))
-            .where('id', '=', sellerId)
-            .returningAll()
-            .executeTakeFirstOrThrow();
           // Every SellerAuth cache drops the seller's resolved sessions on this event.
-          await publishSellerUpdated(trx, row, now);
+          await changeSeller(trx, sellerId, now, () => ({ sessions_revoked_at: now }));
         });
         res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
       },

@@ -1,15 +1,8 @@
 import { type AnyRoute, defineRoute, notFound } from '@paygate/http';
 import { sql } from 'kysely';
-import { loadEndpoints, loadSkill, toCatalogSkill } from '../repository';
+import { loadSkill, toCatalogSkill } from '../repository';
 import { Catalog, ListQuery } from '../schemas';
-import {
-  decodeCursor,
-  encodeCursor,
-  NameParams,
-  nameParam,
-  type SkillRouteKit,
-  skillMdResponse,
-} from './kit';
+import { NameParams, nameParam, type SkillRouteKit, skillMdResponse, skillPage } from './kit';
 
 /** Public discovery: the catalog of ACTIVE skills and their SKILL.md (no authentication). */
 export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', AnyRoute> {
@@ -25,8 +18,6 @@ export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', An
       responses: { '200': Catalog },
       handler: async (req, res) => {
         const query = req.query;
-        const limit = Number(query.limit ?? 20);
-        const after = decodeCursor(query.cursor);
         let select = ctx.db.selectFrom('skills').selectAll().where('status', '=', 'ACTIVE');
         if (query.category)
           select = select.where(sql<boolean>`${query.category.trim().toLowerCase()} = any(categories)`);
@@ -40,22 +31,7 @@ export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', An
             ]),
           );
         }
-        if (after) select = select.where('name', '>', after);
-        const rows = await select
-          .orderBy('name')
-          .limit(limit + 1)
-          .execute();
-        const page = rows.slice(0, limit);
-        const endpoints = await loadEndpoints(
-          ctx.db,
-          page.map((r) => r.id),
-        );
-        res.json({
-          data: page.map((skill) =>
-            toCatalogSkill(base, { skill, endpoints: endpoints.get(skill.id) ?? [] }),
-          ),
-          nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.name) : null,
-        });
+        res.json(await skillPage(ctx.db, select, query, (state) => toCatalogSkill(base, state)));
       },
     }),
 

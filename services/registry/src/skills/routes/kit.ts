@@ -1,11 +1,11 @@
 import { HttpError, idempotencyKeyParameter, notFound } from '@paygate/http';
 import { Type } from '@sinclair/typebox';
 import type { Request } from 'express';
-import type { Transaction } from 'kysely';
+import type { Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import { currentSeller, operatorRouteAuth, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
-import { loadSkill, type SkillWithEndpoints, toSkill } from '../repository';
+import { loadEndpoints, loadSkill, type SkillRow, type SkillWithEndpoints, toSkill } from '../repository';
 
 export interface ValidationKicker {
   kick(): void;
@@ -38,11 +38,11 @@ export function endpointIdParam(req: Request): string {
   return id;
 }
 
-export function encodeCursor(name: string): string {
+function encodeCursor(name: string): string {
   return Buffer.from(name, 'utf8').toString('base64url');
 }
 
-export function decodeCursor(cursor: string | undefined): string | undefined {
+function decodeCursor(cursor: string | undefined): string | undefined {
   if (!cursor) return undefined;
   const name = Buffer.from(cursor, 'base64url').toString('utf8');
   if (!NAME_PARAM.test(name))
@@ -51,6 +51,30 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
       rule: 'must be a nextCursor from a previous page',
     });
   return name;
+}
+
+/** One page of skills by name after the cursor, with their endpoints, as `view` shows them. */
+export async function skillPage<T>(
+  db: Kysely<RegistryDatabase>,
+  select: SelectQueryBuilder<RegistryDatabase, 'skills', SkillRow>,
+  query: { limit?: number | string; cursor?: string },
+  view: (state: SkillWithEndpoints) => T,
+): Promise<{ data: T[]; nextCursor: string | null }> {
+  const limit = Number(query.limit ?? 20);
+  const after = decodeCursor(query.cursor);
+  const rows = await (after ? select.where('name', '>', after) : select)
+    .orderBy('name')
+    .limit(limit + 1)
+    .execute();
+  const page = rows.slice(0, limit);
+  const endpoints = await loadEndpoints(
+    db,
+    page.map((r) => r.id),
+  );
+  return {
+    data: page.map((skill) => view({ skill, endpoints: endpoints.get(skill.id) ?? [] })),
+    nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.name) : null,
+  };
 }
 
 /** What every skill route group shares: the context, the auth guards, the renderer and the owned-skill lookup. */

@@ -6,7 +6,7 @@ import type { RegistryDatabase } from '../../db';
 import { idempotent } from '../../shared/idempotency';
 import { newId } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
-import { commitSkillChange, loadEndpoints, loadSkill, regenerateSkillMd, type SkillRow } from '../repository';
+import { commitSkillChange, loadSkill, regenerateSkillMd, type SkillRow } from '../repository';
 import {
   checkEndpointInput,
   checkTypeFields,
@@ -21,13 +21,12 @@ import { ListQuery, Skill, SkillCreate, SkillList, SkillMdReplace, SkillPatch } 
 import { acceptManualSkillMd, skillMdVersion } from '../skill-md';
 import { applySkillTransition, skillTransition } from '../status';
 import {
-  decodeCursor,
-  encodeCursor,
   idempotencyKey,
   NameParams,
   nameParam as nameOf,
   type SkillRouteKit,
   skillMdResponse,
+  skillPage,
 } from './kit';
 
 interface NewSkill {
@@ -174,24 +173,8 @@ export function manageSkillRoutes(
       query: ListQuery,
       responses: { '200': SkillList },
       handler: async (req, res) => {
-        const query = req.query;
-        const limit = Number(query.limit ?? 20);
-        const after = decodeCursor(query.cursor);
-        let select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
-        if (after) select = select.where('name', '>', after);
-        const rows = await select
-          .orderBy('name')
-          .limit(limit + 1)
-          .execute();
-        const page = rows.slice(0, limit);
-        const endpoints = await loadEndpoints(
-          ctx.db,
-          page.map((r) => r.id),
-        );
-        res.json({
-          data: page.map((skill) => render({ skill, endpoints: endpoints.get(skill.id) ?? [] })),
-          nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.name) : null,
-        });
+        const select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
+        res.json(await skillPage(ctx.db, select, req.query, render));
       },
     }),
 
