@@ -1,4 +1,5 @@
 import { type AnyRoute, conflict, defineRoute, HttpError, notFound } from '@paygate/http';
+import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { RegistryDatabase } from '../../db';
@@ -45,6 +46,15 @@ async function afterEndpointChange(
 export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'deactivate', AnyRoute> {
   const { rc, auth, render, validation, base } = kit;
   const { ctx, config } = rc;
+
+  /** The seller's skill (locked) and its endpoint named in the path, with the move an endpoint change makes. */
+  async function ownedEndpoint(trx: Transaction<RegistryDatabase>, req: Request, endpointId: string) {
+    const current = await kit.ownedSkill(trx, req);
+    const transition = skillTransition(current.skill.status, 'endpoints_changed');
+    const endpoint = current.endpoints.find((e) => e.id === endpointId);
+    if (!endpoint) throw notFound('endpoint');
+    return { current, transition, endpoint };
+  }
 
   return {
     add: defineRoute({
@@ -119,10 +129,7 @@ export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'de
         const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
         const now = config.now();
         const state = await ctx.inTransaction(async (trx) => {
-          const current = await kit.ownedSkill(trx, req);
-          const transition = skillTransition(current.skill.status, 'endpoints_changed');
-          const endpoint = current.endpoints.find((e) => e.id === endpointId);
-          if (!endpoint) throw notFound('endpoint');
+          const { current, transition, endpoint } = await ownedEndpoint(trx, req, endpointId);
           if (!endpoint.active)
             throw conflict('endpoint_inactive', 'the endpoint is deactivated; add a new one instead');
           const method = body.method ?? endpoint.method;
@@ -163,10 +170,7 @@ export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'de
         const endpointId = endpointIdParam(req);
         const now = config.now();
         const state = await ctx.inTransaction(async (trx) => {
-          const current = await kit.ownedSkill(trx, req);
-          const transition = skillTransition(current.skill.status, 'endpoints_changed');
-          const endpoint = current.endpoints.find((e) => e.id === endpointId);
-          if (!endpoint) throw notFound('endpoint');
+          const { current, transition, endpoint } = await ownedEndpoint(trx, req, endpointId);
           if (!endpoint.active) return current;
           await trx
             .updateTable('endpoints')

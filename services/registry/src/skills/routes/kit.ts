@@ -88,6 +88,8 @@ export interface SkillRouteKit {
   render(state: SkillWithEndpoints): ReturnType<typeof toSkill>;
   /** The seller's skill named in the path, its row locked; 404 when the seller has none of this name. */
   ownedSkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
+  /** The seller's skill named in the path, read without a lock; 404 when the seller has none of this name. */
+  readOwnedSkill(req: Request): Promise<SkillWithEndpoints>;
   /** Any seller's skill named in the path (operator routes), its row locked; 404 when there is none. */
   anySkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
 }
@@ -107,6 +109,11 @@ export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker)
         { name: nameParam(req), sellerId: currentSeller(req).id },
         { forUpdate: true },
       );
+      if (!state) throw notFound('skill');
+      return state;
+    },
+    async readOwnedSkill(req) {
+      const state = await loadSkill(rc.ctx.db, { name: nameParam(req), sellerId: currentSeller(req).id });
       if (!state) throw notFound('skill');
       return state;
     },

@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
+import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import type { Static } from '@sinclair/typebox';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
@@ -20,14 +20,7 @@ import {
 import { ListQuery, Skill, SkillCreate, SkillList, SkillMdReplace, SkillPatch } from '../schemas';
 import { acceptManualSkillMd, skillMdVersion } from '../skill-md';
 import { applySkillTransition, skillTransition } from '../status';
-import {
-  idempotencyKey,
-  NameParams,
-  nameParam as nameOf,
-  type SkillRouteKit,
-  skillMdResponse,
-  skillPage,
-} from './kit';
+import { idempotencyKey, NameParams, type SkillRouteKit, skillMdResponse, skillPage } from './kit';
 
 interface NewSkill {
   body: Static<typeof SkillCreate>;
@@ -187,8 +180,7 @@ export function manageSkillRoutes(
       responses: { '200': Skill },
       errors: { '404': 'no such skill of this seller' },
       handler: async (req, res) => {
-        const state = await loadSkill(ctx.db, { name: nameOf(req), sellerId: currentSeller(req).id });
-        if (!state) throw notFound('skill');
+        const state = await kit.readOwnedSkill(req);
         res.json(render(state));
       },
     }),
@@ -202,8 +194,7 @@ export function manageSkillRoutes(
       responses: { '200': skillMdResponse },
       errors: { '404': 'no such skill of this seller' },
       handler: async (req, res) => {
-        const state = await loadSkill(ctx.db, { name: nameOf(req), sellerId: currentSeller(req).id });
-        if (!state) throw notFound('skill');
+        const state = await kit.readOwnedSkill(req);
         res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
       },
     }),
