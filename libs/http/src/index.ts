@@ -19,6 +19,31 @@ export {
 } from './client-address';
 export { badRequest, conflict, type ErrorBody, HttpError, invalidJson, notFound } from './errors';
 export {
+  type ClaimTimings,
+  canonicalJson,
+  checkIdempotencyKey,
+  DEFAULT_CLAIM_TIMINGS,
+  fingerprintOf,
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENCY_KEY_PATTERN,
+  IDEMPOTENCY_KEY_RULE,
+  IDEMPOTENT_REPLAYED_HEADER,
+  type IdempotencyClaims,
+  type IdempotencyStore,
+  type IdempotentAnswer,
+  type IdempotentRequest,
+  idempotencyKeyOf,
+  idempotencyKeyReused,
+  idempotentInTransaction,
+  idempotentWithClaim,
+  type RequestIdentity,
+  refuseOtherRequest,
+  replayOrRefuse,
+  requestFingerprint,
+  type StoredKey,
+  sendIdempotentAnswer,
+} from './idempotency';
+export {
   ErrorBodySchema,
   errorResponses,
   idempotencyKeyParameter,

@@ -1,5 +1,6 @@
 import { type TObject, type TSchema, Type } from '@sinclair/typebox';
 import type { Express } from 'express';
+import { IDEMPOTENCY_KEY_PATTERN } from './idempotency';
 
 /** JSON Schema of the one error body every service answers with (see errorHandler). */
 export const ErrorBodySchema = Type.Object({
@@ -75,7 +76,7 @@ export function idempotencyKeyParameter(description?: string) {
     in: 'header',
     required: false,
     ...(description ? { description } : {}),
-    schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
+    schema: { type: 'string', pattern: IDEMPOTENCY_KEY_PATTERN.source },
   };
 }
 

@@ -1,62 +1,60 @@
-import { createHash } from 'node:crypto';
-import { badRequest, HttpError } from '@paygate/http';
+import {
+  fingerprintOf,
+  type IdempotencyStore,
+  type IdempotentAnswer,
+  idempotencyKeyOf,
+  idempotentInTransaction,
+  sendIdempotentAnswer,
+} from '@paygate/http';
 import type { Request, Response } from 'express';
 import { sql, type Transaction } from 'kysely';
 
-export interface StoredResponse {
-  status: number;
-  body: unknown;
-  /** The stored answer to an earlier request with this key (sent with `Idempotent-Replayed: true`). */
-  replayed?: boolean;
+export type StoredResponse = IdempotentAnswer;
+
+/** The ledger's storage of Idempotency-Keys (its idempotency_keys table), in the transaction that books. */
+function ledgerKeys(trx: Transaction<any>, route: string): IdempotencyStore {
+  return {
+    async lock({ scope, key }) {
+      await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${scope}:${key}`}, 0))`.execute(trx);
+    },
+    async find({ scope, key }) {
+      const existing = await sql<{ request_hash: string; response_status: number; response_body: unknown }>`
+        select request_hash, response_status, response_body from idempotency_keys
+        where seller_id = ${scope} and key = ${key}`.execute(trx);
+      const row = existing.rows[0];
+      return (
+        row && {
+          fingerprint: row.request_hash,
+          answer: { status: row.response_status, body: row.response_body },
+        }
+      );
+    },
+    async save({ scope, key, fingerprint }, answer) {
+      await sql`insert into idempotency_keys (seller_id, key, route, request_hash, response_status, response_body)
+        values (${scope}, ${key}, ${route}, ${fingerprint}, ${answer.status}, ${JSON.stringify(answer.body)}::jsonb)`.execute(
+        trx,
+      );
+    },
+  };
 }
 
 /**
- * Runs `fn` at most once per (seller, Idempotency-Key): the key, a hash of the request and the response are
- * stored in the same transaction as the effect. The same key with the same request answers the stored
- * response; with another request, 409 idempotency_key_reused. An advisory lock serialises concurrent retries.
+ * Runs `fn` at most once per (seller, Idempotency-Key), its answer stored in the same transaction as the effect
+ * (the rule: @paygate/http idempotency.ts); an advisory lock serialises concurrent retries.
  */
-export async function withIdempotency(
+export function withIdempotency(
   trx: Transaction<any>,
   req: Request,
   sellerId: string,
   fn: () => Promise<StoredResponse>,
 ): Promise<StoredResponse> {
-  const key = req.header('idempotency-key');
-  if (key === undefined) return fn();
-  if (!/^[\x21-\x7e]{1,255}$/.test(key)) {
-    throw badRequest('Idempotency-Key', 'must be 1-255 visible ASCII characters');
-  }
+  const key = idempotencyKeyOf(req);
+  const request = key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
   const route = `${req.method} ${req.baseUrl}${req.route?.path ?? req.path}`;
-  const requestHash = createHash('sha256')
-    .update(JSON.stringify({ route, params: req.params, body: req.body ?? null }))
-    .digest('hex');
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${sellerId}:${key}`}, 0))`.execute(trx);
-  const existing = await sql<{ request_hash: string; response_status: number; response_body: unknown }>`
-      select request_hash, response_status, response_body from idempotency_keys where seller_id = ${sellerId} and key = ${key}`.execute(
-    trx,
-  );
-  const row = existing.rows[0];
-  if (row) {
-    if (row.request_hash !== requestHash) {
-      throw new HttpError(
-        409,
-        'idempotency_key_reused',
-        'this Idempotency-Key was used with a different request',
-        { field: 'Idempotency-Key', rule: 'must not be reused with a different body' },
-      );
-    }
-    return { status: row.response_status, body: row.response_body, replayed: true };
-  }
-  const response = await fn();
-  await sql`insert into idempotency_keys (seller_id, key, route, request_hash, response_status, response_body)
-      values (${sellerId}, ${key}, ${route}, ${requestHash}, ${response.status}, ${JSON.stringify(response.body)}::jsonb)`.execute(
-    trx,
-  );
-  return response;
+  return idempotentInTransaction(ledgerKeys(trx, route), request, fn);
 }
 
 /** Sends what withIdempotency answered, marking a replayed answer as checkout and registry do. */
 export function sendStored(res: Response, response: StoredResponse): void {
-  if (response.replayed) res.setHeader('Idempotent-Replayed', 'true');
-  res.status(response.status).json(response.body);
+  sendIdempotentAnswer(res, response);
 }

@@ -1,15 +1,16 @@
-import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import {
   type AnyRoute,
   assertValid,
   bearerTokenOf,
+  checkIdempotencyKey,
   clientAddress,
   defineRoute,
   HttpError,
   idempotencyKeyParameter,
   notFound,
+  requestFingerprint,
 } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
@@ -23,16 +24,8 @@ import { PublishableSessionBody, SecretSessionBody, SessionBody, SessionIdParam 
 import type { CreatedSession, NewSession, SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
 
-const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
+/** Where sessions are created (the express route and the fast path). */
+const CREATE_PATH = '/api/v1/checkout/sessions';
 
 const REPLAYED_HEADERS = Object.freeze({ 'Idempotent-Replayed': 'true' });
 const NO_HEADERS = Object.freeze({});
@@ -183,7 +176,6 @@ export function sessionRoutes(
       );
     }
     let input: NewSession;
-    let kind: 'publishable' | 'secret';
     if (token.startsWith('pk_')) {
       if (!PUBLISHABLE_KEY_PATTERN.test(token)) {
         throw new HttpError(401, 'invalid_publishable_key', 'publishable key is malformed', {
@@ -191,12 +183,10 @@ export function sessionRoutes(
           rule: 'must be Bearer pk_…',
         });
       }
-      kind = 'publishable';
       // A browser's request: limited per key and per client address before anything is looked up.
       await limits.admitRequest(token, client);
       input = await fromPublishableKey(token, body);
     } else if (token.startsWith('sk_')) {
-      kind = 'secret';
       // A seller's server: one client address serves many buyers, so only its key is limited.
       await limits.admitRequest(token, undefined);
       input = await fromSecretKey(token, body);
@@ -206,19 +196,10 @@ export function sessionRoutes(
         rule: 'must be Bearer pk_… or Bearer sk_…',
       });
     }
-    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
-      throw new HttpError(400, 'invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters', {
-        field: 'Idempotency-Key',
-        rule: 'must be 1-255 visible ASCII characters',
-      });
-    }
-    const claim = idempotencyKey
-      ? {
-          key: idempotencyKey,
-          requestHash: createHash('sha256')
-            .update(`${kind}\n${canonicalJson(body ?? {})}`)
-            .digest('hex'),
-        }
+    const key = checkIdempotencyKey(idempotencyKey);
+    // Both transports create at the one path: a key replays across them.
+    const claim = key
+      ? { key, requestHash: requestFingerprint({ method: 'POST', path: CREATE_PATH, body }) }
       : undefined;
     // The seller's caps are conditions of the creation statement: a refusal is a 429 naming the cap, and a retry
     // of a session created before the cap was reached still replays it.
@@ -234,7 +215,7 @@ export function sessionRoutes(
    */
   const create = defineRoute({
     method: 'post',
-    path: '/api/v1/checkout/sessions',
+    path: CREATE_PATH,
     operationId: 'createCheckoutSession',
     summary: 'Create a checkout session with a unique exact amount',
     description:

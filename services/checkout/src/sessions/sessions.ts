@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEvent } from '@paygate/contracts';
-import { HttpError } from '@paygate/http';
+import { refuseOtherRequest } from '@paygate/http';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
@@ -188,14 +188,7 @@ export class SessionStore {
       .where('idempotency_key', '=', claim.key)
       .executeTakeFirst();
     if (!previous) return undefined;
-    if (previous.request_hash !== claim.requestHash) {
-      throw new HttpError(
-        409,
-        'idempotency_key_reused',
-        'this Idempotency-Key was used with a different request body',
-        { field: 'Idempotency-Key', rule: 'must not be reused with a different body' },
-      );
-    }
+    refuseOtherRequest(previous.request_hash, claim.requestHash);
     return this.db
       .selectFrom('sessions')
       .selectAll()

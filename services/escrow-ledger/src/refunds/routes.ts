@@ -100,13 +100,9 @@ const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerI
 /** withIdempotency reads the express request (method, route, params, body, Idempotency-Key). */
 const expressRequest = (req: unknown) => req as Request;
 
-// The ledger's own rule for keys (src/idempotency.ts), narrower than the shared default.
-const idempotencyKey = {
-  ...idempotencyKeyParameter(
-    'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',
-  ),
-  schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
-};
+const idempotencyKey = idempotencyKeyParameter(
+  'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',
+);
 
 const FEE_RULE =
   'Fee rule: a refund is split like the payment: the seller bears 95% and the platform returns its 5% fee in proportion. ' +

@@ -6,7 +6,7 @@ import {
   WEBHOOK_SIGNATURE_HEADER,
 } from '@paygate/gateway-middleware';
 import { type HostResolver, type SellerFetch, sellerFetch } from '@paygate/net';
-import { type BackgroundTask, Counter, PollingLoop, type Registry } from '@paygate/runtime';
+import { type BackgroundTask, backoffDelayMs, Counter, PollingLoop, type Registry } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
@@ -20,7 +20,7 @@ import {
   postponeDelivery,
   recordAttempt,
 } from './repository';
-import { classifyStatus, retryDelayMs } from './schedule';
+import { classifyStatus, MAX_WEBHOOK_ATTEMPTS } from './schedule';
 
 const RESPONSE_EXCERPT_BYTES = 1024;
 const USER_AGENT = 'Paygate-Webhooks/1';
@@ -127,14 +127,17 @@ export class WebhookDispatcher implements BackgroundTask {
     const attemptedAt = config.now();
     const result = await this.post(delivery, secret, attemptedAt);
     this.attempts.inc({ outcome: result.outcome });
-    const retryAt = new Date(
-      attemptedAt.getTime() +
-        retryDelayMs(
-          delivery.attemptCount + 1,
-          { baseDelayMs: config.webhookRetryBaseDelayMs, maxDelayMs: config.webhookRetryMaxDelayMs },
-          this.deps.random,
-        ),
+    // The retry after this attempt, or none once the attempts are spent (the delivery fails).
+    const retryDelay = backoffDelayMs(
+      delivery.attemptCount + 1,
+      {
+        baseMs: config.webhookRetryBaseDelayMs,
+        maxMs: config.webhookRetryMaxDelayMs,
+        maxAttempts: MAX_WEBHOOK_ATTEMPTS,
+      },
+      this.deps.random,
     );
+    const retryAt = retryDelay === undefined ? null : new Date(attemptedAt.getTime() + retryDelay);
     const status = await recordAttempt(db, delivery, result, { attemptedAt, retryAt });
     this.deps.onAttempt?.(delivery.sellerId, delivery.deliveryId, attemptedAt);
     logger.info(

@@ -156,13 +156,14 @@ export interface AttemptResult {
 
 /**
  * Logs one attempt and moves the delivery on: delivered, failed for good, or pending again at
- * `retryAt` (which the caller computed from the backoff), failing instead when that is past give_up_at.
+ * `retryAt` (which the caller computed from the backoff), failing instead when that is past give_up_at or
+ * null (the attempts are spent).
  */
 export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
   delivery: ClaimedDelivery,
   result: AttemptResult,
-  options: { attemptedAt: Date; retryAt: Date },
+  options: { attemptedAt: Date; retryAt: Date | null },
 ): Promise<DeliveryRow['status']> {
   return db.transaction().execute(async (trx) => {
     const current = await trx
@@ -189,7 +190,8 @@ export async function recordAttempt(
     let nextAttemptAt: Date | null = null;
     if (result.outcome === 'delivered') status = 'delivered';
     else if (result.outcome === 'permanent') status = 'failed';
-    else if (options.attemptedAt.getTime() >= delivery.giveUpAt.getTime()) status = 'failed';
+    else if (options.retryAt === null || options.attemptedAt.getTime() >= delivery.giveUpAt.getTime())
+      status = 'failed';
     else {
       status = 'pending';
       // The last retry happens at the end of the window rather than never.

@@ -1,19 +1,22 @@
-import { createHash } from 'node:crypto';
 import { Nullable, StringEnum } from '@paygate/contracts';
 import {
   type AnyRoute,
-  assertValid,
   conflict,
   defineRoute,
+  fingerprintOf,
   HttpError,
+  type IdempotencyStore,
+  idempotencyKeyOf,
+  idempotencyKeyParameter,
+  idempotentInTransaction,
   notFound,
-  plainSchema,
+  sendIdempotentAnswer,
 } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { Request } from 'express';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
@@ -45,7 +48,6 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 const DeliveryParams = Type.Object({ id: Id });
-const IdempotencyKey = Type.String({ pattern: '^[\\x21-\\x7e]{1,255}$' });
 
 export const Delivery = Type.Object({
   id: Type.String(),
@@ -224,98 +226,96 @@ export function webhookRoutes(
       auth,
       params: DeliveryParams,
       headers: [
-        {
-          name: 'Idempotency-Key',
-          in: 'header',
-          required: false,
-          description: 'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
-          schema: plainSchema(IdempotencyKey),
-        },
+        idempotencyKeyParameter(
+          'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
+        ),
       ],
       responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
       errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
       handler: async (req, res) => {
         const sellerId = sellerOf(req);
         const id = req.params.id;
-        const rawKey = req.header('idempotency-key');
-        const key = rawKey === undefined ? undefined : assertValid(IdempotencyKey, rawKey, 'Idempotency-Key');
-        const requestHash = createHash('sha256').update(`POST redeliver ${id}`).digest('hex');
+        const key = idempotencyKeyOf(req);
+        const request =
+          key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
 
-        const { status, body } = await ctx.inTransaction(async (trx) => {
-          if (key) {
-            // Serialises concurrent requests with the same key: the second waits, then replays the first's answer.
-            await lockIdempotencyKey(trx, sellerId, key);
-            const stored = await trx
-              .selectFrom('idempotency_keys')
-              .selectAll()
-              .where('seller_id', '=', sellerId)
-              .where('idempotency_key', '=', key)
-              .executeTakeFirst();
-            if (stored) {
-              if (stored.request_hash !== requestHash) {
+        const answer = await ctx.inTransaction((trx) =>
+          idempotentInTransaction(redeliveryKeys(trx), request, async () => {
+            const original = await findDelivery(trx, sellerId, id);
+            if (!original) throw notFound('delivery');
+            // Sent again where it went: the endpoint's current URL, or the account's webhook URL.
+            let url: string | null | undefined;
+            if (original.endpoint_id) {
+              const endpoint = await trx
+                .selectFrom('webhook_endpoints')
+                .select('url')
+                .where('endpoint_id', '=', original.endpoint_id)
+                .where('deleted_at', 'is', null)
+                .executeTakeFirst();
+              url = endpoint?.url;
+              if (!url)
+                throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
+            } else {
+              url = (await findSeller(trx, sellerId))?.webhook_url;
+              if (!url) {
                 throw conflict(
-                  'idempotency_key_reused',
-                  'this Idempotency-Key was used with a different request',
+                  'webhook_url_missing',
+                  'configure a webhook URL before asking for a redelivery',
                 );
               }
-              return { status: stored.response_status, body: stored.response_body as object };
             }
-          }
-          const original = await findDelivery(trx, sellerId, id);
-          if (!original) throw notFound('delivery');
-          // Sent again where it went: the endpoint's current URL, or the account's webhook URL.
-          let url: string | null | undefined;
-          if (original.endpoint_id) {
-            const endpoint = await trx
-              .selectFrom('webhook_endpoints')
-              .select('url')
-              .where('endpoint_id', '=', original.endpoint_id)
-              .where('deleted_at', 'is', null)
-              .executeTakeFirst();
-            url = endpoint?.url;
-            if (!url) throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
-          } else {
-            url = (await findSeller(trx, sellerId))?.webhook_url;
-            if (!url) {
-              throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
-            }
-          }
-          const now = deps.config.now();
-          const created = await createRedelivery(trx, original, {
-            url,
-            now,
-            retryWindowHours: deps.config.webhookRetryWindowHours,
-            endpointId: original.endpoint_id,
-          });
-          const event = await eventOf(trx, created.event_id);
-          const view = toView(created, event?.event_type ?? '', []);
-          if (key) {
-            await trx
-              .insertInto('idempotency_keys')
-              .values({
-                seller_id: sellerId,
-                idempotency_key: key,
-                request_hash: requestHash,
-                response_status: 202,
-                response_body: JSON.stringify(view),
-              })
-              .execute();
-          }
-          return { status: 202, body: view };
-        });
+            const now = deps.config.now();
+            const created = await createRedelivery(trx, original, {
+              url,
+              now,
+              retryWindowHours: deps.config.webhookRetryWindowHours,
+              endpointId: original.endpoint_id,
+            });
+            const event = await eventOf(trx, created.event_id);
+            const view = toView(created, event?.event_type ?? '', []);
+            return { status: 202, body: view };
+          }),
+        );
         deps.dispatcher.kick();
-        res.status(status).json(body);
+        sendIdempotentAnswer(res, answer);
       },
     }),
   ];
 }
 
-async function lockIdempotencyKey(
-  trx: Kysely<NotifierDatabase> | Transaction<NotifierDatabase>,
-  sellerId: string,
-  key: string,
-): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`notifier-redelivery:${sellerId}:${key}`}, 0))`.execute(
-    trx,
-  );
+/** The notifier's storage of Idempotency-Keys (its idempotency_keys table), in the redelivery's transaction. */
+function redeliveryKeys(trx: Transaction<NotifierDatabase>): IdempotencyStore {
+  return {
+    async lock({ scope, key }) {
+      await sql`select pg_advisory_xact_lock(hashtextextended(${`notifier-redelivery:${scope}:${key}`}, 0))`.execute(
+        trx,
+      );
+    },
+    async find({ scope, key }) {
+      const stored = await trx
+        .selectFrom('idempotency_keys')
+        .selectAll()
+        .where('seller_id', '=', scope)
+        .where('idempotency_key', '=', key)
+        .executeTakeFirst();
+      return (
+        stored && {
+          fingerprint: stored.request_hash,
+          answer: { status: stored.response_status, body: stored.response_body },
+        }
+      );
+    },
+    async save({ scope, key, fingerprint }, answer) {
+      await trx
+        .insertInto('idempotency_keys')
+        .values({
+          seller_id: scope,
+          idempotency_key: key,
+          request_hash: fingerprint,
+          response_status: answer.status,
+          response_body: JSON.stringify(answer.body),
+        })
+        .execute();
+    },
+  };
 }

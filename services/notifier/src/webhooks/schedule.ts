@@ -8,15 +8,7 @@ export function classifyStatus(status: number): ResponseClass {
 }
 
 /**
- * Delay before the retry that follows attempt number `attempt` (1-based): base * 2^(attempt-1), capped,
- * scaled by a random factor in [0.8, 1] so that many deliveries failing together do not retry together.
+ * Attempts of one delivery at the most. The retry window (WEBHOOK_RETRY_WINDOW_HOURS) ends a delivery first in
+ * practice: with full jitter, 72 h hold about 33 attempts on average; this bound only keeps the count finite.
  */
-export function retryDelayMs(
-  attempt: number,
-  options: { baseDelayMs: number; maxDelayMs: number },
-  random: () => number = Math.random,
-): number {
-  const exponent = Math.min(Math.max(attempt - 1, 0), 40);
-  const raw = Math.min(options.baseDelayMs * 2 ** exponent, options.maxDelayMs);
-  return Math.round(raw * (0.8 + 0.2 * random()));
-}
+export const MAX_WEBHOOK_ATTEMPTS = 50;

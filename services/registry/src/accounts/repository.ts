@@ -1,7 +1,14 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import {
+  type ExpressionBuilder,
+  type Kysely,
+  type Selectable,
+  sql,
+  type Transaction,
+  type UpdateObject,
+} from 'kysely';
 import type { RegistryDatabase, SellersTable } from '../db';
 import { hashApiKey } from '../shared/secrets';
 import { traceOption } from '../shared/trace';
@@ -90,6 +97,26 @@ export async function publishSellerUpdated(trx: Transaction<RegistryDatabase>, r
 
 /** The seller of an API key: its current key, or the key its last rotation replaced while the overlap lasts. */
 /** The announcement of a signed payout-address change (a webhook to the seller), in the change's transaction. */
+/**
+ * Changes a seller's row as a new revision and announces it (seller.updated) in the same transaction: every
+ * SellerAuth cache, checkout's projection and settlement follow that event.
+ */
+export async function changeSeller(
+  trx: Transaction<RegistryDatabase>,
+  sellerId: string,
+  now: Date,
+  changes: (eb: ExpressionBuilder<RegistryDatabase, 'sellers'>) => UpdateObject<RegistryDatabase, 'sellers'>,
+): Promise<SellerRow> {
+  const row = await trx
+    .updateTable('sellers')
+    .set((eb) => ({ ...changes(eb), revision: eb('revision', '+', 1), updated_at: now }))
+    .where('id', '=', sellerId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await publishSellerUpdated(trx, row, now);
+  return row;
+}
+
 export async function publishPayoutChangeRequested(
   trx: Transaction<RegistryDatabase>,
   row: SellerRow,

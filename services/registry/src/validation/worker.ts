@@ -1,11 +1,14 @@
 import { productionUrlProblem, type SellerFetch, sellerFetch } from '@paygate/net';
-import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
+import { type BackgroundTask, backoffDelayMs, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
+import { applySkillTransition, findSkillTransition } from '../skills/status';
 import { probeEndpoint } from './probe';
 
 const LEASE_MS = 60_000;
+/** After a failed pass: up to 1 s, doubling, at most a lease (no bound on attempts: the loop runs for good). */
+const PASS_BACKOFF = { baseMs: 1000, maxMs: LEASE_MS };
 
 async function mapBounded<T, R>(items: T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length);
@@ -32,13 +35,26 @@ export class SkillChecker implements BackgroundTask {
   private readonly loop: PollingLoop;
   /** Every HEAD goes through it: in production a host resolving to a non-public address is refused at connect. */
   private readonly sellers: SellerFetch;
+  /** Consecutive passes that failed (the backoff's attempt number). */
+  private failedPasses = 0;
 
   constructor(private readonly rc: RegistryContext) {
     this.sellers = sellerFetch({ publicOnly: rc.config.production, resolve: rc.resolveHost });
     this.loop = new PollingLoop(
       async () => {
-        await this.validatePending();
-        await this.pingHealth();
+        try {
+          await this.validatePending();
+          await this.pingHealth();
+          this.failedPasses = 0;
+        } catch (error) {
+          // A broken dependency (Postgres away) is not hammered: the next pass waits the shared backoff.
+          this.failedPasses++;
+          rc.ctx.logger.warn(
+            { err: error, failedPasses: this.failedPasses },
+            'skill checks failed; will retry',
+          );
+          return { delayMs: backoffDelayMs(this.failedPasses, PASS_BACKOFF)! };
+        }
       },
       {
         what: 'skill checks',
@@ -113,7 +129,11 @@ export class SkillChecker implements BackgroundTask {
         .forUpdate()
         .executeTakeFirst();
       if (!current) return;
-      if (current.status !== 'PENDING_VALIDATION' || current.validation_seq !== seq) {
+      const transition =
+        current.validation_seq === seq
+          ? findSkillTransition(current.status, failure ? 'validation_failed' : 'validation_passed')
+          : undefined;
+      if (!transition) {
         // The skill changed while it was being checked: this result is stale; the next pass checks it again.
         await trx
           .updateTable('skills')
@@ -129,16 +149,10 @@ export class SkillChecker implements BackgroundTask {
           .where('id', '=', endpointId)
           .execute();
       }
-      await trx
-        .updateTable('skills')
-        .set({
-          status: failure ? 'VALIDATION_FAILED' : 'ACTIVE',
-          status_reason: failure ?? null,
-          validation_lease_until: null,
-          health_checked_at: new Date(),
-        })
-        .where('id', '=', skillId)
-        .execute();
+      await applySkillTransition(trx, skillId, transition, {
+        reason: failure ?? null,
+        also: { health_checked_at: new Date() },
+      });
       await commitSkillChange(trx, skillId, config.now());
     });
     ctx.logger.info(

@@ -1,0 +1,226 @@
+import { createHash } from 'node:crypto';
+import type { Request, Response } from 'express';
+import { HttpError } from './errors';
+
+/**
+ * The Idempotency-Key rule, one for every service (as Stripe answers it):
+ * - the key is 1-255 visible ASCII characters, else 400 invalid_request naming the header;
+ * - keys are scoped per seller; a request is identified by its fingerprint: the method, the path (without the
+ *   query string) and the canonical JSON of the body (object keys sorted; no body is the same as `{}`);
+ * - the same key with the same request answers the stored answer, marked `Idempotent-Replayed: true`;
+ * - the same key with another request is 409 idempotency_key_reused.
+ *
+ * Storage is each service's own (its own table in its own schema), behind one of two interfaces:
+ * `IdempotencyStore` when the answer is stored in the transaction that makes the effect (escrow-ledger,
+ * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose record
+ * is written by the statement that makes the effect (checkout) uses the fingerprint and `replayOrRefuse`.
+ */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+export const IDEMPOTENCY_KEY_RULE = 'must be 1-255 visible ASCII characters';
+export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** The key as sent, checked (undefined when the header is absent: the request is not idempotent). */
+export function checkIdempotencyKey(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!IDEMPOTENCY_KEY_PATTERN.test(value)) {
+    throw new HttpError(400, 'invalid_request', `${IDEMPOTENCY_KEY_HEADER} ${IDEMPOTENCY_KEY_RULE}`, {
+      field: IDEMPOTENCY_KEY_HEADER,
+      rule: IDEMPOTENCY_KEY_RULE,
+    });
+  }
+  return value;
+}
+
+/** The Idempotency-Key of an express request, checked. */
+export function idempotencyKeyOf(req: Request): string | undefined {
+  return checkIdempotencyKey(req.header(IDEMPOTENCY_KEY_HEADER));
+}
+
+/** JSON with object keys sorted, so that two bodies that differ only in key order are the same request. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+export interface RequestIdentity {
+  method: string;
+  /** The request path; a query string is dropped. */
+  path: string;
+  body: unknown;
+}
+
+/** What identifies a request for its key: sha256 of method, path and canonical body (see the module comment). */
+export function requestFingerprint(request: RequestIdentity): string {
+  const path = request.path.split('?')[0];
+  return createHash('sha256')
+    .update(`${request.method.toUpperCase()} ${path}\n${canonicalJson(request.body ?? {})}`)
+    .digest('hex');
+}
+
+/** The fingerprint of an express request (the full path, as the client sent it). */
+export function fingerprintOf(req: Request): string {
+  return requestFingerprint({ method: req.method, path: req.originalUrl, body: req.body });
+}
+
+export function idempotencyKeyReused(): HttpError {
+  return new HttpError(
+    409,
+    'idempotency_key_reused',
+    'this Idempotency-Key was used with a different request',
+    {
+      field: IDEMPOTENCY_KEY_HEADER,
+      rule: 'must not be reused with a different body',
+    },
+  );
+}
+
+/** Same request: nothing to say; another request under the key: 409 idempotency_key_reused. */
+export function refuseOtherRequest(storedFingerprint: string, fingerprint: string): void {
+  if (storedFingerprint !== fingerprint) throw idempotencyKeyReused();
+}
+
+export interface IdempotentAnswer {
+  status: number;
+  body: unknown;
+  /** The stored answer to an earlier request with this key (sent with `Idempotent-Replayed: true`). */
+  replayed?: boolean;
+}
+
+/** Sends an answer, marking a replayed one. */
+export function sendIdempotentAnswer(res: Response, answer: IdempotentAnswer): void {
+  if (answer.replayed) res.setHeader(IDEMPOTENT_REPLAYED_HEADER, 'true');
+  res.status(answer.status).json(answer.body);
+}
+
+/** A request under a key: whose (scope, usually the seller id), which key, and its fingerprint. */
+export interface IdempotentRequest {
+  scope: string;
+  key: string;
+  fingerprint: string;
+}
+
+export interface StoredKey {
+  fingerprint: string;
+  /** Null while the first request with the key runs (IdempotencyClaims only). */
+  answer: { status: number; body: unknown } | null;
+  createdAt?: Date;
+}
+
+/** The stored answer when it is the same request, replayed; 409 when the key came with another request. */
+export function replayOrRefuse(stored: StoredKey, fingerprint: string): IdempotentAnswer | undefined {
+  refuseOtherRequest(stored.fingerprint, fingerprint);
+  return stored.answer ? { ...stored.answer, replayed: true } : undefined;
+}
+
+/** Keys stored in the transaction that makes the effect: the answer commits (or not) with it. */
+export interface IdempotencyStore {
+  /** Holds concurrent requests with this key until the transaction ends (an advisory lock). */
+  lock(request: IdempotentRequest): Promise<void>;
+  find(request: IdempotentRequest): Promise<StoredKey | undefined>;
+  save(request: IdempotentRequest, answer: { status: number; body: unknown }): Promise<void>;
+}
+
+/**
+ * Runs `run` at most once per key, in the caller's transaction (the store's): a concurrent request with the key
+ * waits on the lock, then replays the answer. Without a key, `run` simply runs.
+ */
+export async function idempotentInTransaction(
+  store: IdempotencyStore,
+  request: IdempotentRequest | undefined,
+  run: () => Promise<IdempotentAnswer>,
+): Promise<IdempotentAnswer> {
+  if (!request) return run();
+  await store.lock(request);
+  const stored = await store.find(request);
+  if (stored) {
+    const replay = replayOrRefuse(stored, request.fingerprint);
+    if (replay) return replay;
+  }
+  const answer = await run();
+  await store.save(request, { status: answer.status, body: answer.body });
+  return answer;
+}
+
+/**
+ * Keys claimed before the work runs, outside any transaction: a claim is a row without an answer; no connection
+ * is held while the work runs or a duplicate waits (holding one deadlocks the pool once waiters take them all).
+ */
+export interface IdempotencyClaims {
+  /** True when this request took the key (no row existed). */
+  claim(request: IdempotentRequest): Promise<boolean>;
+  find(request: IdempotentRequest): Promise<StoredKey | undefined>;
+  complete(request: IdempotentRequest, answer: { status: number; body: unknown }): Promise<void>;
+  /** Gives back a claim without an answer (the work failed, or its request died), so the key may be used again. */
+  release(request: IdempotentRequest): Promise<void>;
+}
+
+export interface ClaimTimings {
+  /** How long a duplicate waits for the first request's answer before 409 (a bound, not a sleep). */
+  duplicateWaitMs: number;
+  /** How often a waiting duplicate looks again. */
+  pollMs: number;
+  /** A claim this old without an answer belongs to a request that died: the next request takes it over. */
+  abandonedAfterMs: number;
+}
+
+export const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
+  duplicateWaitMs: 15_000,
+  pollMs: 50,
+  abandonedAfterMs: 60_000,
+};
+
+/**
+ * Runs `run` at most once per key with claims: the first request claims the key, runs and stores its answer; a
+ * concurrent duplicate polls until the answer is there and replays it, or answers 409
+ * idempotency_request_in_progress after `duplicateWaitMs`. Only answers of work that did not throw are stored,
+ * so a request that failed may be retried with the same key.
+ */
+export async function idempotentWithClaim(
+  claims: IdempotencyClaims,
+  request: IdempotentRequest | undefined,
+  run: () => Promise<IdempotentAnswer>,
+  timings: ClaimTimings = DEFAULT_CLAIM_TIMINGS,
+): Promise<IdempotentAnswer> {
+  if (!request) return run();
+  const deadline = Date.now() + timings.duplicateWaitMs;
+  while (Date.now() < deadline) {
+    if (await claims.claim(request)) return runClaimed(claims, request, run);
+    const stored = await claims.find(request);
+    if (!stored) continue; // the first request failed and gave its claim back: claim it again
+    const replay = replayOrRefuse(stored, request.fingerprint);
+    if (replay) return replay;
+    if (stored.createdAt && Date.now() - stored.createdAt.getTime() > timings.abandonedAfterMs) {
+      await claims.release(request);
+      continue;
+    }
+    await new Promise((resolve) => setTimeout(resolve, timings.pollMs));
+  }
+  throw new HttpError(
+    409,
+    'idempotency_request_in_progress',
+    'a request with this Idempotency-Key is still running; retry shortly with the same key',
+  );
+}
+
+async function runClaimed(
+  claims: IdempotencyClaims,
+  request: IdempotentRequest,
+  run: () => Promise<IdempotentAnswer>,
+): Promise<IdempotentAnswer> {
+  let answer: IdempotentAnswer;
+  try {
+    answer = await run();
+  } catch (error) {
+    await claims.release(request);
+    throw error;
+  }
+  await claims.complete(request, { status: answer.status, body: answer.body });
+  return answer;
+}

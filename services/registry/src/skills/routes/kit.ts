@@ -1,0 +1,126 @@
+import { HttpError, idempotencyKeyParameter, notFound } from '@paygate/http';
+import { Type } from '@sinclair/typebox';
+import type { Request } from 'express';
+import type { Kysely, SelectQueryBuilder, Transaction } from 'kysely';
+import { currentSeller, operatorRouteAuth, sellerRouteAuth } from '../../auth/authenticate';
+import type { RegistryContext } from '../../context';
+import type { RegistryDatabase } from '../../db';
+import { loadEndpoints, loadSkill, type SkillRow, type SkillWithEndpoints, toSkill } from '../repository';
+
+export interface ValidationKicker {
+  kick(): void;
+}
+
+const NAME_PARAM = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+
+// Path values are checked by the handlers (nameParam, endpointIdParam): one that names nothing is 404.
+const SkillNameParam = Type.String({ description: 'the skill name (kebab-case); any other value is 404' });
+export const NameParams = Type.Object({ name: SkillNameParam });
+export const EndpointParams = Type.Object({ name: SkillNameParam, endpointId: Type.String() });
+export const idempotencyKey = idempotencyKeyParameter(
+  'the same key with the same request replays the stored response',
+);
+export const skillMdResponse = {
+  description: 'SKILL.md',
+  contentType: 'text/markdown',
+  schema: { type: 'string' },
+};
+
+export function nameParam(req: Request): string {
+  const name = String(req.params.name ?? '');
+  if (name.length > 64 || !NAME_PARAM.test(name)) throw notFound('skill');
+  return name;
+}
+
+export function endpointIdParam(req: Request): string {
+  const id = String(req.params.endpointId ?? '');
+  if (id.length > 64) throw notFound('endpoint');
+  return id;
+}
+
+function encodeCursor(name: string): string {
+  return Buffer.from(name, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string | undefined): string | undefined {
+  if (!cursor) return undefined;
+  const name = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!NAME_PARAM.test(name))
+    throw new HttpError(400, 'invalid_request', 'cursor is invalid', {
+      field: 'cursor',
+      rule: 'must be a nextCursor from a previous page',
+    });
+  return name;
+}
+
+/** One page of skills by name after the cursor, with their endpoints, as `view` shows them. */
+export async function skillPage<T>(
+  db: Kysely<RegistryDatabase>,
+  select: SelectQueryBuilder<RegistryDatabase, 'skills', SkillRow>,
+  query: { limit?: number | string; cursor?: string },
+  view: (state: SkillWithEndpoints) => T,
+): Promise<{ data: T[]; nextCursor: string | null }> {
+  const limit = Number(query.limit ?? 20);
+  const after = decodeCursor(query.cursor);
+  const rows = await (after ? select.where('name', '>', after) : select)
+    .orderBy('name')
+    .limit(limit + 1)
+    .execute();
+  const page = rows.slice(0, limit);
+  const endpoints = await loadEndpoints(
+    db,
+    page.map((r) => r.id),
+  );
+  return {
+    data: page.map((skill) => view({ skill, endpoints: endpoints.get(skill.id) ?? [] })),
+    nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.name) : null,
+  };
+}
+
+/** What every skill route group shares: the context, the auth guards, the renderer and the owned-skill lookup. */
+export interface SkillRouteKit {
+  rc: RegistryContext;
+  validation: ValidationKicker;
+  auth: ReturnType<typeof sellerRouteAuth>;
+  operator: ReturnType<typeof operatorRouteAuth>;
+  /** PUBLIC_BASE_URL: the links in SKILL.md and the views. */
+  base: string;
+  render(state: SkillWithEndpoints): ReturnType<typeof toSkill>;
+  /** The seller's skill named in the path, its row locked; 404 when the seller has none of this name. */
+  ownedSkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
+  /** The seller's skill named in the path, read without a lock; 404 when the seller has none of this name. */
+  readOwnedSkill(req: Request): Promise<SkillWithEndpoints>;
+  /** Any seller's skill named in the path (operator routes), its row locked; 404 when there is none. */
+  anySkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
+}
+
+export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker): SkillRouteKit {
+  const base = rc.config.publicBaseUrl;
+  return {
+    rc,
+    validation,
+    auth: sellerRouteAuth(rc),
+    operator: operatorRouteAuth(rc),
+    base,
+    render: (state) => toSkill(base, state),
+    async ownedSkill(trx, req) {
+      const state = await loadSkill(
+        trx,
+        { name: nameParam(req), sellerId: currentSeller(req).id },
+        { forUpdate: true },
+      );
+      if (!state) throw notFound('skill');
+      return state;
+    },
+    async readOwnedSkill(req) {
+      const state = await loadSkill(rc.ctx.db, { name: nameParam(req), sellerId: currentSeller(req).id });
+      if (!state) throw notFound('skill');
+      return state;
+    },
+    async anySkill(trx, req) {
+      const state = await loadSkill(trx, { name: nameParam(req) }, { forUpdate: true });
+      if (!state) throw notFound('skill');
+      return state;
+    },
+  };
+}

@@ -1,0 +1,274 @@
+import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import type { Static } from '@sinclair/typebox';
+import type { Transaction } from 'kysely';
+import { currentSeller } from '../../auth/authenticate';
+import type { RegistryDatabase } from '../../db';
+import { idempotent } from '../../shared/idempotency';
+import { newId } from '../../shared/secrets';
+import { checkSellerUrl } from '../../shared/urls';
+import { commitSkillChange, loadSkill, regenerateSkillMd, type SkillRow } from '../repository';
+import {
+  checkEndpointInput,
+  checkTypeFields,
+  defaultHoldHours,
+  type EndpointInput,
+  normalizeCategories,
+  refuseAmbiguousPaths,
+  refuseDuplicateRoutes,
+  type TypeFields,
+} from '../rules';
+import { ListQuery, Skill, SkillCreate, SkillList, SkillMdReplace, SkillPatch } from '../schemas';
+import { acceptManualSkillMd, skillMdVersion } from '../skill-md';
+import { applySkillTransition, skillTransition } from '../status';
+import { idempotencyKey, NameParams, type SkillRouteKit, skillMdResponse, skillPage } from './kit';
+
+interface NewSkill {
+  body: Static<typeof SkillCreate>;
+  apiBaseUrl: string;
+  typeFields: TypeFields;
+  categories: string[];
+  endpoints: EndpointInput[];
+}
+
+/** Inserts a skill (PENDING_VALIDATION) with its endpoints and SKILL.md; 409 skill_name_taken if the name is used. */
+async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string, skill: NewSkill, now: Date) {
+  const { body, typeFields } = skill;
+  const skillId = newId('skl');
+  const inserted = await trx
+    .insertInto('skills')
+    .values({
+      id: skillId,
+      seller_id: sellerId,
+      name: body.name,
+      display_name: body.displayName,
+      description: body.description,
+      api_base_url: skill.apiBaseUrl,
+      mode: body.mode ?? 'PROXY',
+      type: typeFields.type,
+      categories: skill.categories,
+      duration_days: typeFields.durationDays,
+      requires_shipping: typeFields.requiresShipping,
+      hold_period_hours: typeFields.holdPeriodHours,
+      status: 'PENDING_VALIDATION',
+      status_reason: null,
+      validation_lease_until: null,
+      health_checked_at: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  if (!inserted) {
+    throw new HttpError(409, 'skill_name_taken', `a skill named ${body.name} already exists`, {
+      field: 'name',
+      rule: 'must be unique',
+    });
+  }
+  for (const e of skill.endpoints) {
+    await trx
+      .insertInto('endpoints')
+      .values({
+        id: newId('ep'),
+        skill_id: skillId,
+        path: e.path,
+        method: e.method,
+        description: e.description,
+        price_micro: e.priceMicro,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+  }
+  return skillId;
+}
+
+/** The type fields after a PATCH: a field the new type does not use is dropped unless the request sets it. */
+function patchedTypeFields(skill: SkillRow, body: Static<typeof SkillPatch>): TypeFields {
+  const type = body.type ?? skill.type;
+  const typeChanged = type !== skill.type;
+  const keepHoldDefault = typeChanged && skill.hold_period_hours === defaultHoldHours(skill.type);
+  return checkTypeFields({
+    type,
+    durationDays:
+      body.durationDays !== undefined
+        ? body.durationDays
+        : typeChanged && type !== 'SaaS' && type !== 'Subscription'
+          ? null
+          : skill.duration_days,
+    requiresShipping:
+      body.requiresShipping !== undefined
+        ? body.requiresShipping
+        : typeChanged && type !== 'Product'
+          ? null
+          : skill.requires_shipping,
+    holdPeriodHours:
+      body.holdPeriodHours ?? (keepHoldDefault ? defaultHoldHours(type) : skill.hold_period_hours),
+  });
+}
+
+/** The seller's own skills: create, list, read, change, SKILL.md by hand. */
+export function manageSkillRoutes(
+  kit: SkillRouteKit,
+): Record<'create' | 'list' | 'get' | 'skillMd' | 'patch' | 'replaceSkillMd', AnyRoute> {
+  const { rc, auth, render, validation, base } = kit;
+  const { ctx, config } = rc;
+  const checkUrl = (value: string) =>
+    checkSellerUrl('apiBaseUrl', value, { production: config.production, resolve: rc.resolveHost });
+
+  return {
+    create: defineRoute({
+      method: 'post',
+      path: '/api/v1/manage/skills',
+      summary: 'Create a skill (PENDING_VALIDATION, validated in the background)',
+      auth,
+      body: SkillCreate,
+      headers: [idempotencyKey],
+      responses: { '201': Skill },
+      errors: { '409': 'skill_name_taken or idempotency_key_reused' },
+      handler: async (req, res) => {
+        const body = req.body;
+        const apiBaseUrl = await checkUrl(body.apiBaseUrl);
+        const typeFields = checkTypeFields({
+          type: body.type,
+          durationDays: body.durationDays ?? null,
+          requiresShipping: body.requiresShipping ?? null,
+          holdPeriodHours: body.holdPeriodHours ?? defaultHoldHours(body.type),
+        });
+        const categories = normalizeCategories(body.categories);
+        const endpoints = (body.endpoints ?? []).map((e, i) => checkEndpointInput(`endpoints.${i}.`, e));
+        refuseDuplicateRoutes(endpoints);
+        refuseAmbiguousPaths(endpoints);
+        const seller = currentSeller(req);
+        await idempotent(ctx.db, req, res, seller.id, async () => {
+          const now = config.now();
+          const state = await ctx.inTransaction(async (trx) => {
+            const skillId = await insertSkill(
+              trx,
+              seller.id,
+              { body, apiBaseUrl, typeFields, categories, endpoints },
+              now,
+            );
+            await regenerateSkillMd(trx, skillId, base);
+            return commitSkillChange(trx, skillId, now);
+          });
+          validation.kick();
+          return { status: 201, body: render(state) };
+        });
+      },
+    }),
+
+    list: defineRoute({
+      method: 'get',
+      path: '/api/v1/manage/skills',
+      summary: "List the seller's skills (every status)",
+      auth,
+      query: ListQuery,
+      responses: { '200': SkillList },
+      handler: async (req, res) => {
+        const select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
+        res.json(await skillPage(ctx.db, select, req.query, render));
+      },
+    }),
+
+    get: defineRoute({
+      method: 'get',
+      path: '/api/v1/manage/skills/:name',
+      summary: 'One skill with its endpoints',
+      auth,
+      params: NameParams,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill of this seller' },
+      handler: async (req, res) => {
+        const state = await kit.readOwnedSkill(req);
+        res.json(render(state));
+      },
+    }),
+
+    skillMd: defineRoute({
+      method: 'get',
+      path: '/api/v1/manage/skills/:name/skill-md',
+      summary: 'The current SKILL.md of the skill, whatever its status',
+      auth,
+      params: NameParams,
+      responses: { '200': skillMdResponse },
+      errors: { '404': 'no such skill of this seller' },
+      handler: async (req, res) => {
+        const state = await kit.readOwnedSkill(req);
+        res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
+      },
+    }),
+
+    patch: defineRoute({
+      method: 'patch',
+      path: '/api/v1/manage/skills/:name',
+      summary: 'Change a skill (name is immutable); a new apiBaseUrl is validated again',
+      auth,
+      params: NameParams,
+      body: SkillPatch,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+      handler: async (req, res) => {
+        const body = req.body;
+        const apiBaseUrl = body.apiBaseUrl === undefined ? undefined : await checkUrl(body.apiBaseUrl);
+        const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
+        const now = config.now();
+        const state = await ctx.inTransaction(async (trx) => {
+          const { skill } = await kit.ownedSkill(trx, req);
+          const baseUrlChanged = apiBaseUrl !== undefined && apiBaseUrl !== skill.api_base_url;
+          const transition = skillTransition(skill.status, baseUrlChanged ? 'base_url_changed' : 'edited');
+          const typeFields = patchedTypeFields(skill, body);
+          await trx
+            .updateTable('skills')
+            .set({
+              ...(body.displayName !== undefined ? { display_name: body.displayName } : {}),
+              ...(body.description !== undefined ? { description: body.description } : {}),
+              ...(apiBaseUrl !== undefined ? { api_base_url: apiBaseUrl } : {}),
+              ...(body.mode !== undefined ? { mode: body.mode } : {}),
+              ...(categories !== undefined ? { categories } : {}),
+              type: typeFields.type,
+              duration_days: typeFields.durationDays,
+              requires_shipping: typeFields.requiresShipping,
+              hold_period_hours: typeFields.holdPeriodHours,
+            })
+            .where('id', '=', skill.id)
+            .execute();
+          await applySkillTransition(trx, skill.id, transition);
+          if (skill.skill_md_source === 'generated') await regenerateSkillMd(trx, skill.id, base);
+          return commitSkillChange(trx, skill.id, now);
+        });
+        validation.kick();
+        res.json(render(state));
+      },
+    }),
+
+    replaceSkillMd: defineRoute({
+      method: 'put',
+      path: '/api/v1/manage/skills/:name/skill-md',
+      summary: 'Replace SKILL.md by hand. A later endpoint change regenerates it and replaces the hand edit.',
+      auth,
+      params: NameParams,
+      body: SkillMdReplace,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+      handler: async (req, res) => {
+        const body = req.body;
+        const state = await ctx.inTransaction(async (trx) => {
+          const current = await kit.ownedSkill(trx, req);
+          skillTransition(current.skill.status, 'edited');
+          const version = current.skill.skill_md_version + 1;
+          const accepted = acceptManualSkillMd(body.content, current.skill.name, skillMdVersion(version));
+          if ('rule' in accepted)
+            throw new HttpError(400, 'invalid_request', `${accepted.field} ${accepted.rule}`, accepted);
+          await trx
+            .updateTable('skills')
+            .set({ skill_md: accepted.content, skill_md_version: version, skill_md_source: 'manual' })
+            .where('id', '=', current.skill.id)
+            .execute();
+          return loadSkill(trx, { id: current.skill.id });
+        });
+        res.json(render(state!));
+      },
+    }),
+  };
+}

@@ -1,0 +1,206 @@
+import { conflict, HttpError } from '@paygate/http';
+import type { Transaction, Updateable } from 'kysely';
+import type { RegistryDatabase, SkillStatus, SkillsTable } from '../db';
+
+/**
+ * The skill state machine: the one place that says which status a skill may move to, on which event, and what
+ * else the move writes. Every handler (and the validation worker) that changes a skill's status asks
+ * `skillTransition` first (an illegal move is a 409 naming the rule, before anything is written) and writes the
+ * move with `applySkillTransition`.
+ */
+export const SKILL_STATUSES: readonly SkillStatus[] = [
+  'PENDING_VALIDATION',
+  'ACTIVE',
+  'VALIDATION_FAILED',
+  'SUSPENDED',
+  'ARCHIVED',
+];
+
+export type SkillEvent =
+  /** The validation worker found every endpoint answering. */
+  | 'validation_passed'
+  /** The validation worker found a problem (statusReason says which). */
+  | 'validation_failed'
+  /** The seller asks for validation again (POST …/validate). */
+  | 'retry_validation'
+  /** The seller changed fields that do not decide where paid traffic goes (names, type, SKILL.md…). */
+  | 'edited'
+  /** An endpoint was added, changed or deactivated. */
+  | 'endpoints_changed'
+  /** apiBaseUrl changed: where paid traffic goes. */
+  | 'base_url_changed'
+  /** The seller archives the skill (final). */
+  | 'archive'
+  /** An operator suspends the skill (policy violation). */
+  | 'suspend'
+  /** An operator lifts the suspension. */
+  | 'unsuspend';
+
+/**
+ * What a transition writes besides the status:
+ * - `none`: nothing (an edit, or the repeat of an action already done);
+ * - `set_status`: the new status and its reason, any validation lease dropped;
+ * - `revalidate`: PENDING_VALIDATION with a new validation sequence (a run in flight is discarded);
+ * - `recheck_health`: the status stays, the next health pass pings the skill early.
+ */
+export type SkillEffect = 'none' | 'set_status' | 'revalidate' | 'recheck_health';
+
+export interface SkillTransition {
+  from: SkillStatus;
+  event: SkillEvent;
+  to: SkillStatus;
+  effect: SkillEffect;
+}
+
+type Moves = Partial<Record<SkillStatus, readonly [SkillStatus, SkillEffect]>>;
+
+const archivedRule = 'an archived skill cannot be changed';
+const skillArchived = () =>
+  new HttpError(409, 'skill_archived', 'the skill is archived; archived skills cannot be changed', {
+    rule: archivedRule,
+  });
+
+/** Sellers edit a skill in every status but ARCHIVED; a suspended skill is not validated until it is lifted. */
+const editable: Moves = {
+  PENDING_VALIDATION: ['PENDING_VALIDATION', 'none'],
+  ACTIVE: ['ACTIVE', 'none'],
+  VALIDATION_FAILED: ['VALIDATION_FAILED', 'none'],
+  SUSPENDED: ['SUSPENDED', 'none'],
+};
+
+const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) => HttpError }> = {
+  validation_passed: {
+    moves: { PENDING_VALIDATION: ['ACTIVE', 'set_status'] },
+    refusal: (from) =>
+      invalidState(`a validation result applies to a PENDING_VALIDATION skill (status is ${from})`),
+  },
+  validation_failed: {
+    moves: { PENDING_VALIDATION: ['VALIDATION_FAILED', 'set_status'] },
+    refusal: (from) =>
+      invalidState(`a validation result applies to a PENDING_VALIDATION skill (status is ${from})`),
+  },
+  retry_validation: {
+    moves: {
+      VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
+      PENDING_VALIDATION: ['PENDING_VALIDATION', 'none'],
+    },
+    refusal: (from) =>
+      invalidState(`only a skill in VALIDATION_FAILED can be validated again (status is ${from})`),
+  },
+  edited: { moves: editable, refusal: skillArchived },
+  endpoints_changed: {
+    // A skill not yet live is validated again; a live one gets an early health ping.
+    moves: {
+      ...editable,
+      PENDING_VALIDATION: ['PENDING_VALIDATION', 'revalidate'],
+      VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
+      ACTIVE: ['ACTIVE', 'recheck_health'],
+    },
+    refusal: skillArchived,
+  },
+  base_url_changed: {
+    // A new base URL is where paid traffic goes: it is validated again before the skill is payable.
+    moves: {
+      ...editable,
+      PENDING_VALIDATION: ['PENDING_VALIDATION', 'revalidate'],
+      VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
+      ACTIVE: ['PENDING_VALIDATION', 'revalidate'],
+    },
+    refusal: skillArchived,
+  },
+  archive: {
+    moves: {
+      PENDING_VALIDATION: ['ARCHIVED', 'set_status'],
+      ACTIVE: ['ARCHIVED', 'set_status'],
+      VALIDATION_FAILED: ['ARCHIVED', 'set_status'],
+      ARCHIVED: ['ARCHIVED', 'none'],
+    },
+    refusal: () =>
+      new HttpError(409, 'skill_suspended', 'a suspended skill cannot be archived; contact support', {
+        rule: 'a suspended skill cannot be archived',
+      }),
+  },
+  suspend: {
+    moves: {
+      PENDING_VALIDATION: ['SUSPENDED', 'set_status'],
+      ACTIVE: ['SUSPENDED', 'set_status'],
+      VALIDATION_FAILED: ['SUSPENDED', 'set_status'],
+      SUSPENDED: ['SUSPENDED', 'none'],
+    },
+    refusal: skillArchived,
+  },
+  unsuspend: {
+    // A lifted suspension is validated again before the skill can be paid for.
+    moves: { SUSPENDED: ['PENDING_VALIDATION', 'revalidate'] },
+    refusal: (from) => invalidState(`the skill is ${from}, not SUSPENDED`),
+  },
+};
+
+function invalidState(message: string): HttpError {
+  const error = conflict('invalid_state', message);
+  error.details.rule = message;
+  return error;
+}
+
+/** The move `event` makes from `from`, or undefined when the machine has none (see `skillTransition`). */
+export function findSkillTransition(from: SkillStatus, event: SkillEvent): SkillTransition | undefined {
+  const move = MACHINE[event].moves[from];
+  return move ? { from, event, to: move[0], effect: move[1] } : undefined;
+}
+
+/** The move `event` makes from `from`; an illegal one is a 409 (skill_archived, skill_suspended, invalid_state). */
+export function skillTransition(from: SkillStatus, event: SkillEvent): SkillTransition {
+  const transition = findSkillTransition(from, event);
+  if (!transition) throw MACHINE[event].refusal(from);
+  return transition;
+}
+
+/**
+ * Writes a transition of skill `skillId` (its row locked by the caller). `reason` is the statusReason a
+ * `set_status` move records (null when not given); `also` are columns written in the same statement.
+ * Returns false when the transition writes nothing (`none`).
+ */
+export async function applySkillTransition(
+  trx: Transaction<RegistryDatabase>,
+  skillId: string,
+  transition: SkillTransition,
+  options: { reason?: string | null; also?: Updateable<SkillsTable> } = {},
+): Promise<boolean> {
+  const also = options.also ?? {};
+  switch (transition.effect) {
+    case 'none':
+      return false;
+    case 'recheck_health':
+      await trx
+        .updateTable('skills')
+        .set({ ...also, health_checked_at: null })
+        .where('id', '=', skillId)
+        .execute();
+      return true;
+    case 'revalidate':
+      await trx
+        .updateTable('skills')
+        .set((eb) => ({
+          ...also,
+          status: transition.to,
+          status_reason: null,
+          validation_seq: eb('validation_seq', '+', 1),
+          validation_lease_until: null,
+        }))
+        .where('id', '=', skillId)
+        .execute();
+      return true;
+    case 'set_status':
+      await trx
+        .updateTable('skills')
+        .set({
+          ...also,
+          status: transition.to,
+          status_reason: options.reason ?? null,
+          validation_lease_until: null,
+        })
+        .where('id', '=', skillId)
+        .execute();
+      return true;
+  }
+}
