@@ -23,7 +23,7 @@ export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
 
 /**
- * `confirmations` (CONFIRMATIONS, default 2): blocks, including the one holding the transaction, before a
+ * `confirmations` (CONFIRMATIONS, default: the network's, 1 on local, 3 on Base): blocks, including the one holding the transaction, before a
  * transfer counts as done. `escrowAddress` defaults to the address of ESCROW_PRIVATE_KEY.
  */
 export interface SettlementConfig extends CommonConfig, ChainConfig {

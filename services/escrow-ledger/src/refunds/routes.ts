@@ -36,7 +36,7 @@ import {
 } from './schemas';
 import { findRequestedTransaction, findTransactionForUpdate, refundTargetOf } from './targets';
 
-/** The exact text a payer signs (EIP-191 personal_sign) to ask for a refund; defined in @paygate/agent-client. */
+/** The exact text a payer signs (EIP-191 personal_sign) to ask for a refund; defined in @paygate/protocol. */
 export { refundRequestMessage };
 
 function parseAmount(value: string | undefined): bigint | undefined {
