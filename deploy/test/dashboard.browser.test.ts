@@ -227,6 +227,20 @@ describe('seller dashboard in a real browser, against the real services', () => 
     }
   }
 
+  /** Waits for an action's notice; if it never shows, says what the page showed instead (its alerts) and keeps a shot. */
+  async function waitForNotice(page: Page, text: string, timeoutMs = 30_000) {
+    await page
+      .getByText(text)
+      .waitFor({ timeout: timeoutMs })
+      .catch(async (error) => {
+        const alerts = await page.getByRole('alert').allTextContents();
+        await shot(page, 'failure');
+        throw new Error(
+          `"${text}" never showed; the page's alerts: ${JSON.stringify(alerts)} (dashboard-failure.png): ${error}`,
+        );
+      });
+  }
+
   it('takes a seller from sign-in to a refunded payment, a redelivered webhook and a rotated key', async () => {
     const seller = new Wallet(Wallet.createRandom().privateKey);
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -635,7 +649,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     expect(await keysTable.getByTestId('api-key-current').textContent()).toContain(`…${apiKey.slice(-4)}`);
     await page.getByLabel('Name of the current key').fill('Quotes server');
     await page.getByRole('button', { name: 'Save key name' }).click();
-    await page.getByText('Key name saved.').waitFor();
+    await waitForNotice(page, 'Key name saved.');
     await keysTable.getByTestId('api-key-current').getByText('Quotes server').waitFor();
     // A plain rotation with a 3-day overlap: the old key is listed with the time it stops working, and still works.
     await page.getByLabel('Name of the new key (optional)').fill('Quotes server 2');

@@ -282,11 +282,14 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], options: { l
     setState({ loading: true, slow: false });
     run();
   }, [run]);
+  // A live view reads again on every refresh; any other view too while its last read failed (so an outage's
+  // "cannot show" goes, and the banner with it, once the service answers, without a reload).
+  const failed = state.error !== undefined;
   useEffect(() => {
-    if (!options.live) return;
+    if (!options.live && !failed) return;
     window.addEventListener(REFRESH_EVENT, run);
     return () => window.removeEventListener(REFRESH_EVENT, run);
-  }, [run, options.live]);
+  }, [run, options.live, failed]);
   // What an action answered in place of fetching again (the saved object, as the API returned it).
   const set = useCallback(
     (data: T) => setState({ data, loading: false, slow: false, loadedAt: new Date() }),
