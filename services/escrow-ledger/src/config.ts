@@ -41,6 +41,13 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
    * held back (the check still reverses).
    */
   chainConfirmTimeoutMs: number;
+  /**
+   * PAYOUT_UNCLAIMED_AFTER_MS: a payout reservation settlement has not asked to send (authorize_transfer) this
+   * long after it was made is cancelled (its answer was lost; see payouts/payouts.ts sweepPayoutReservations).
+   */
+  payoutUnclaimedAfterMs: number;
+  /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */
+  payoutSweepIntervalMs: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
   /**
@@ -63,6 +70,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     REFUND_REQUESTS_PER_MINUTE: number;
     CHAIN_CHECK_INTERVAL_MS: number;
     CHAIN_CONFIRM_TIMEOUT_MS: number;
+    PAYOUT_UNCLAIMED_AFTER_MS: number;
+    PAYOUT_SWEEP_INTERVAL_MS: number;
   }>(env, {
     OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
     RELEASE_INTERVAL_MS: num({ default: 5_000 }),
@@ -72,6 +81,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     REFUND_REQUESTS_PER_MINUTE: num({ default: 10 }),
     CHAIN_CHECK_INTERVAL_MS: num({ default: 2_000 }),
     CHAIN_CONFIRM_TIMEOUT_MS: num({ default: 600_000 }),
+    PAYOUT_UNCLAIMED_AFTER_MS: num({ default: 600_000 }),
+    PAYOUT_SWEEP_INTERVAL_MS: num({ default: 30_000 }),
   });
   const problems: string[] = [];
   // Without a default in production envalid hands back undefined: a missing token is reported, not a TypeError.
@@ -84,6 +95,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     ['PAYMENT_CONCURRENCY', parsed.PAYMENT_CONCURRENCY],
     ['REFUND_REQUESTS_PER_MINUTE', parsed.REFUND_REQUESTS_PER_MINUTE],
     ['CHAIN_CHECK_INTERVAL_MS', parsed.CHAIN_CHECK_INTERVAL_MS],
+    ['PAYOUT_UNCLAIMED_AFTER_MS', parsed.PAYOUT_UNCLAIMED_AFTER_MS],
+    ['PAYOUT_SWEEP_INTERVAL_MS', parsed.PAYOUT_SWEEP_INTERVAL_MS],
   ] as const) {
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
   }
@@ -108,6 +121,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
+    payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
+    payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
     now: () => new Date(),
     checkoutEscrowAddress: checkoutEscrowAddressOf(env),
   };

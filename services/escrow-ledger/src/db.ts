@@ -195,6 +195,8 @@ export interface PayoutReservationsTable {
   payout_address: string | null;
   created_at: Date;
   completed_at: Date | null;
+  /** When settlement first asked to send it (ledger.authorize_transfer); null: not claimed by a payout yet. */
+  authorized_at: Date | null;
 }
 
 /** How far below zero an operator lets a seller's balance (held + available) go; no row = 0. */

@@ -20,7 +20,12 @@ import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
 import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
-import { onPlatformPayoutCompleted, onSettlementCompleted, PayoutResponders } from './payouts/payouts';
+import {
+  onPlatformPayoutCompleted,
+  onSettlementCompleted,
+  PayoutResponders,
+  PayoutSweep,
+} from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
@@ -149,6 +154,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       chainCheck = new ChainConfirmationCheck(ctx, d);
       return [
         new PayoutResponders(ctx, d),
+        new PayoutSweep(ctx, d),
         new ClaimResponder(ctx, d),
         scheduler,
         chainCheck,
