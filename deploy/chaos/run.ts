@@ -187,7 +187,18 @@ export async function runChaos(options: {
             TX_TIMEOUT_MS: '30000',
           }
         : {}),
-      ...(service === 'escrow-ledger' ? { RELEASE_INTERVAL_MS: '1000' } : {}),
+      ...(service === 'escrow-ledger'
+        ? {
+            RELEASE_INTERVAL_MS: '1000',
+            // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
+            // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
+            CHAIN_CHECK_INTERVAL_MS: '1000',
+            // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
+            // drain; settlement claims its reservations within a second or two, or 5 s after a ledger outage.
+            PAYOUT_UNCLAIMED_AFTER_MS: '30000',
+            PAYOUT_SWEEP_INTERVAL_MS: '2000',
+          }
+        : {}),
       ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
       ...(service === 'notifier'
         ? {
