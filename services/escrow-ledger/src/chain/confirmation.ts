@@ -107,7 +107,8 @@ export class ChainConfirmationCheck implements BackgroundTask {
       decoded !== null &&
       decoded.token === formatAddress(this.deps.config.usdcAddress) &&
       decoded.from.toLowerCase() === transfer.from_address &&
-      decoded.amountMicro === transfer.amount_micro;
+      // A payment may claim less than the transfer carried (an overpayment): booked from it, it names that amount.
+      decoded.amountMicro >= transfer.amount_micro;
     if (receipt && booked) {
       const deep = head - BigInt(receipt.blockNumber) + 1n >= confirmations;
       await sql`update transfers set missing_since_block = null,
