@@ -117,6 +117,7 @@ export class TransferWorker implements BackgroundTask {
       }
       minedNonce ??= await this.chain.minedNonce();
       if (transfer.nonce === null || minedNonce > transfer.nonce) continue; // a lagging node: look again
+      if (!(await this.wouldSucceedNow(transfer))) continue;
       this.ctx.logger.warn(
         { transferId: transfer.transfer_id, txHash: transfer.tx_hash, nonce: transfer.nonce.toString() },
         'confirmed transfer dropped by a reorg; broadcasting the recorded transaction again',
@@ -175,6 +176,7 @@ export class TransferWorker implements BackgroundTask {
         Date.now() - lastSentMs >= this.config.txTimeoutMs
       ) {
         if (droppedByReorg) {
+          if (!(await this.wouldSucceedNow(transfer))) continue;
           this.ctx.logger.warn(
             {
               transferId: transfer.transfer_id,
@@ -191,6 +193,25 @@ export class TransferWorker implements BackgroundTask {
         }
         await this.broadcastRecorded(transfer);
       }
+    }
+  }
+
+  /**
+   * Before a transaction a reorg dropped is sent again: the same pre-flight as before signing. The reorg may also
+   * have dropped money it was paid from (a sweep into escrow, sent again by the relayer); mined before that, the
+   * same bytes would revert and the payout fail. Escrow's later nonces wait behind this one meanwhile, so waiting a
+   * pass (or a few) for the balance costs nothing; bounded by the passes themselves.
+   */
+  private async wouldSucceedNow(transfer: TransferRow): Promise<boolean> {
+    try {
+      await this.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      return true;
+    } catch (error) {
+      this.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        'transfer dropped by a reorg would not succeed now; sent again once escrow covers it',
+      );
+      return false;
     }
   }
 
