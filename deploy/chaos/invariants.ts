@@ -173,18 +173,24 @@ export async function checkInvariants(options: {
 
     // 4. Every served paid call: exactly one ledger payment for its transfer; no transfer served twice.
     const servedProblems: string[] = [];
+    // Live payments only: a payment reversed when its transaction left the chain and booked again when the same
+    // transaction was mined again is one sale (its reversed transaction stays as history).
     const payments = await client.query(
-      `select tx_hash, count(*)::int as n, bool_or(escrow_status = 'reversed') as reversed from ledger.transactions group by tx_hash`,
+      `select tx_hash, count(*) filter (where escrow_status <> 'reversed')::int as live
+         from ledger.transactions group by tx_hash`,
     );
     const paymentsByTx = new Map(payments.rows.map((r) => [r.tx_hash, r]));
     for (const [txHash, served] of options.record.served) {
       if (served.count !== 1) servedProblems.push(`${txHash} served ${served.count} times`);
-      const row = paymentsByTx.get(txHash.toLowerCase());
-      if (!row) {
-        // Served but reorged out of the chain since: reversed, no payment expected. Mined: one expected.
-        const receipt = await options.chain.getTransactionReceipt(txHash);
-        if (receipt?.status === 1) servedProblems.push(`${txHash} served, on chain, no ledger payment`);
-      } else if (row.n !== 1) servedProblems.push(`${txHash} has ${row.n} ledger payments`);
+      const live = paymentsByTx.get(txHash.toLowerCase())?.live ?? 0;
+      // Mined on the final chain: exactly one live payment. Reorged out since: none (reversed).
+      const receipt = await options.chain.getTransactionReceipt(txHash);
+      if (receipt?.status === 1) {
+        if (live === 0) servedProblems.push(`${txHash} served, on chain, no ledger payment`);
+        else if (live !== 1) servedProblems.push(`${txHash} has ${live} ledger payments`);
+      } else if (live > 0) {
+        servedProblems.push(`${txHash} served, not on chain, but ${live} ledger payment(s) not reversed`);
+      }
     }
     add(
       'every served call has exactly one ledger payment, no transfer served twice',

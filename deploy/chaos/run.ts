@@ -21,7 +21,7 @@ import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
 import pg from 'pg';
 import { Balancer } from './balancer';
 import { buildChaosServices } from './build';
-import { type FaultKind, type FaultRecord, runFaults } from './faults';
+import { FAULT_WEIGHTS, type FaultKind, type FaultRecord, runFaults } from './faults';
 import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
 import { changePayoutAddress, emptyRecord, fundBuyers, rotateApiKey, runLoad, setUpSellers } from './load';
 import { NatsCluster } from './nats-cluster';
@@ -80,6 +80,20 @@ export const PROFILES: Record<string, ChaosProfile> = {
     drainTimeoutSeconds: 90,
     loadTailSeconds: 5,
   },
+};
+
+/**
+ * The short profile with chain reorganisations as the only fault (depth 1–3, half of them dropping their
+ * transactions): `CHAOS_PROFILE=reorgs` checks the reorg handling (issue 19: payments booked before CONFIRMATIONS,
+ * relayer and escrow transactions dropped and sent again) in a short run instead of waiting for a full run to
+ * draw a dropping reorg.
+ */
+PROFILES.reorgs = {
+  ...PROFILES.short!,
+  name: 'reorgs',
+  faultWeights: Object.fromEntries(
+    (Object.keys(FAULT_WEIGHTS) as FaultKind[]).map((kind) => [kind, kind === 'reorg' ? 1 : 0]),
+  ),
 };
 
 export async function runChaos(options: {
@@ -187,7 +201,18 @@ export async function runChaos(options: {
             TX_TIMEOUT_MS: '30000',
           }
         : {}),
-      ...(service === 'escrow-ledger' ? { RELEASE_INTERVAL_MS: '1000' } : {}),
+      ...(service === 'escrow-ledger'
+        ? {
+            RELEASE_INTERVAL_MS: '1000',
+            // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
+            // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
+            CHAIN_CHECK_INTERVAL_MS: '1000',
+            // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
+            // drain; settlement claims its reservations within a second or two, or 5 s after a ledger outage.
+            PAYOUT_UNCLAIMED_AFTER_MS: '30000',
+            PAYOUT_SWEEP_INTERVAL_MS: '2000',
+          }
+        : {}),
       ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
       ...(service === 'notifier'
         ? {

@@ -9,6 +9,8 @@ import { transferClaims } from './2026-11-22-1000-transfer-claims';
 import { transactionsLookup } from './2026-11-22-1200-transactions-lookup';
 import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
 import { sellerExposure } from './2026-11-25-1400-seller-exposure';
+import { chainConfirmation } from './2026-11-26-1400-chain-confirmation';
+import { payoutClaims } from './2026-11-26-1500-payout-claims';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -21,4 +23,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-1200-transactions-lookup': transactionsLookup,
   '2026-11-25-0200-rate-limit-windows': rateLimitWindows,
   '2026-11-25-1400-seller-exposure': sellerExposure,
+  '2026-11-26-1400-chain-confirmation': chainConfirmation,
+  '2026-11-26-1500-payout-claims': payoutClaims,
 };

@@ -13,8 +13,8 @@ import {
 
 /**
  * The chain settings serve reconciliation: the escrow wallet (ESCROW_ADDRESS, required) whose on-chain USDC
- * balance the ledger is compared with. CONFIRMATIONS is parsed like everywhere else but the ledger books what
- * the indexer already confirmed.
+ * balance the ledger is compared with, and the chain confirmation check: a transfer booked from
+ * payment.confirmed before CONFIRMATIONS (x402) is confirmed or reversed by its receipt (chain/confirmation.ts).
  */
 export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   /** Bearer token of the operator routes (conflicts, suspense, reconciliation). */
@@ -29,6 +29,25 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   paymentConcurrency: number;
   /** Buyers' refund requests (POST /api/v1/refund-requests) per minute per client address. */
   refundRequestsPerMinute: number;
+  /**
+   * How often transfers booked from payment.confirmed and not yet confirmed by the chain (the indexer's
+   * observation, or their receipt CONFIRMATIONS deep) are checked by receipt (CHAIN_CHECK_INTERVAL_MS).
+   */
+  chainCheckIntervalMs: number;
+  /**
+   * CHAIN_CONFIRM_TIMEOUT_MS: a payment whose transfer the chain has not confirmed is held back from release (so
+   * from payouts) at most this long after it was booked; then it is released (an RPC down must not freeze
+   * payouts) and still reversed, from the seller's balance, if the check later finds the transfer gone. 0: never
+   * held back (the check still reverses).
+   */
+  chainConfirmTimeoutMs: number;
+  /**
+   * PAYOUT_UNCLAIMED_AFTER_MS: a payout reservation settlement has not asked to send (authorize_transfer) this
+   * long after it was made is cancelled (its answer was lost; see payouts/payouts.ts sweepPayoutReservations).
+   */
+  payoutUnclaimedAfterMs: number;
+  /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */
+  payoutSweepIntervalMs: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
   /**
@@ -49,6 +68,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_BATCH_SIZE: number;
     PAYMENT_CONCURRENCY: number;
     REFUND_REQUESTS_PER_MINUTE: number;
+    CHAIN_CHECK_INTERVAL_MS: number;
+    CHAIN_CONFIRM_TIMEOUT_MS: number;
+    PAYOUT_UNCLAIMED_AFTER_MS: number;
+    PAYOUT_SWEEP_INTERVAL_MS: number;
   }>(env, {
     OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
     RELEASE_INTERVAL_MS: num({ default: 5_000 }),
@@ -56,6 +79,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_BATCH_SIZE: num({ default: 200 }),
     PAYMENT_CONCURRENCY: num({ default: 2 }),
     REFUND_REQUESTS_PER_MINUTE: num({ default: 10 }),
+    CHAIN_CHECK_INTERVAL_MS: num({ default: 2_000 }),
+    CHAIN_CONFIRM_TIMEOUT_MS: num({ default: 600_000 }),
+    PAYOUT_UNCLAIMED_AFTER_MS: num({ default: 600_000 }),
+    PAYOUT_SWEEP_INTERVAL_MS: num({ default: 30_000 }),
   });
   const problems: string[] = [];
   // Without a default in production envalid hands back undefined: a missing token is reported, not a TypeError.
@@ -67,8 +94,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     ['PAYMENT_BATCH_SIZE', parsed.PAYMENT_BATCH_SIZE],
     ['PAYMENT_CONCURRENCY', parsed.PAYMENT_CONCURRENCY],
     ['REFUND_REQUESTS_PER_MINUTE', parsed.REFUND_REQUESTS_PER_MINUTE],
+    ['CHAIN_CHECK_INTERVAL_MS', parsed.CHAIN_CHECK_INTERVAL_MS],
+    ['PAYOUT_UNCLAIMED_AFTER_MS', parsed.PAYOUT_UNCLAIMED_AFTER_MS],
+    ['PAYOUT_SWEEP_INTERVAL_MS', parsed.PAYOUT_SWEEP_INTERVAL_MS],
   ] as const) {
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
+  }
+  if (!Number.isSafeInteger(parsed.CHAIN_CONFIRM_TIMEOUT_MS) || parsed.CHAIN_CONFIRM_TIMEOUT_MS < 0) {
+    problems.push('CHAIN_CONFIRM_TIMEOUT_MS: must be a non-negative integer (0: never held back)');
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   productionGuards(env, {
@@ -86,6 +119,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     paymentBatchSize: Math.min(parsed.PAYMENT_BATCH_SIZE, 1000),
     paymentConcurrency: Math.min(parsed.PAYMENT_CONCURRENCY, 16),
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
+    chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
+    chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
+    payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
+    payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
     now: () => new Date(),
     checkoutEscrowAddress: checkoutEscrowAddressOf(env),
   };

@@ -81,6 +81,13 @@ export interface TransfersTable {
   inclusion: Generated<number>;
   block_hash: string | null;
   refund_id: string | null;
+  /**
+   * When the chain confirmed it: the indexer observed it (after CONFIRMATIONS) or the receipt check found it that
+   * deep. Null for a transfer booked from payment.confirmed that is still awaiting the chain.
+   */
+  chain_confirmed_at: Date | null;
+  /** The head block when the receipt check first missed it (cleared when it is seen again). */
+  missing_since_block: bigint | null;
 }
 
 export interface TransactionsTable {
@@ -111,6 +118,8 @@ export interface TransactionsTable {
   released_at: Date | null;
   settled_at: Date | null;
   reversed_at: Date | null;
+  /** Why it was reversed: the indexer reported a reorg, or the receipt check found the transfer gone. */
+  reversal_reason: 'transfer_reorged' | 'not_on_chain' | null;
   created_at: Generated<Date>;
 }
 
@@ -186,6 +195,8 @@ export interface PayoutReservationsTable {
   payout_address: string | null;
   created_at: Date;
   completed_at: Date | null;
+  /** When settlement first asked to send it (ledger.authorize_transfer); null: not claimed by a payout yet. */
+  authorized_at: Date | null;
 }
 
 /** How far below zero an operator lets a seller's balance (held + available) go; no row = 0. */

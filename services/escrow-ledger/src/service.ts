@@ -10,6 +10,7 @@ import {
 import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
+import { ChainConfirmationCheck } from './chain/confirmation';
 import { ClaimResponder } from './claims/claims';
 import type { EscrowLedgerConfig } from './config';
 import type { LedgerDatabase } from './db';
@@ -20,7 +21,12 @@ import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
 import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
-import { onPlatformPayoutCompleted, onSettlementCompleted, PayoutResponders } from './payouts/payouts';
+import {
+  onPlatformPayoutCompleted,
+  onSettlementCompleted,
+  PayoutResponders,
+  PayoutSweep,
+} from './payouts/payouts';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
@@ -42,11 +48,13 @@ const ledgerDocument = {
 export interface RunningEscrowLedger extends RunningService {
   deps: LedgerDeps;
   scheduler: ReleaseScheduler;
+  chainCheck: ChainConfirmationCheck;
 }
 
 export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
   let deps: LedgerDeps | undefined;
   let scheduler: ReleaseScheduler | undefined;
+  let chainCheck: ChainConfirmationCheck | undefined;
   let auth: SellerAuth | undefined;
   let refundRequestLimiter: SharedRateLimiter | undefined;
   const depsOf = (ctx: {
@@ -144,14 +152,17 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
+      chainCheck = new ChainConfirmationCheck(ctx, d);
       return [
         new PayoutResponders(ctx, d),
+        new PayoutSweep(ctx, d),
         new ClaimResponder(ctx, d),
         scheduler,
+        chainCheck,
         ...(refundRequestLimiter ? [refundRequestLimiter] : []),
       ];
     },
     onStop: async () => auth?.close(),
   });
-  return { ...running, deps: deps!, scheduler: scheduler! };
+  return { ...running, deps: deps!, scheduler: scheduler!, chainCheck: chainCheck! };
 }

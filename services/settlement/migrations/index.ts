@@ -5,6 +5,7 @@ import { unmatchedTransferRefunds } from './2026-11-22-0900-unmatched-transfer-r
 import { relayedAuthorizations } from './2026-11-22-1100-relayed-authorizations';
 import { platformPayouts } from './2026-11-25-1400-platform-payouts';
 import { depositSweeps } from './2026-11-25-1600-deposit-sweeps';
+import { reorgWatch } from './2026-11-26-1400-reorg-watch';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-1100-relayed-authorizations': relayedAuthorizations,
   '2026-11-25-1400-platform-payouts': platformPayouts,
   '2026-11-25-1600-deposit-sweeps': depositSweeps,
+  '2026-11-26-1400-reorg-watch': reorgWatch,
 };

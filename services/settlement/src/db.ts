@@ -42,6 +42,10 @@ export interface OutgoingTransfersTable {
   last_broadcast_at: Date | null;
   confirmed_at: Date | null;
   failed_at: Date | null;
+  /** Set once a confirmed transaction is deeper than the reorg window; until then its receipt is watched. */
+  final_at: Date | null;
+  /** Times the recorded transaction was broadcast again after a reorg took it off the chain. */
+  reorg_rebroadcasts: Generated<number>;
 }
 
 export interface SettlementsTable {

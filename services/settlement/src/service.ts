@@ -106,6 +106,7 @@ export async function startSettlement(
             receiptPollMs: config.relayer.receiptPollMs,
             pollIntervalMs: config.transferPollIntervalMs,
             lookbackBlocks: config.relayer.lookbackBlocks,
+            confirmations: config.confirmations,
             dbSchema: config.dbSchema,
           })
         : null;

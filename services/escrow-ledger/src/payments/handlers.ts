@@ -22,7 +22,7 @@ async function bookPayments(trx: LedgerTrx, payments: object[], now: Date): Prom
   return result.rows;
 }
 
-interface TransferRow {
+export interface TransferRow {
   chain_id: number;
   tx_hash: string;
   log_index: number;
@@ -78,9 +78,10 @@ async function bookTransfer(
 ): Promise<boolean> {
   const inserted =
     await sql`insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, to_address,
-        block_number, block_hash, status, booked_by, observed_at)
+        block_number, block_hash, status, booked_by, observed_at, chain_confirmed_at)
       values (${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.amountMicro}, ${input.from.toLowerCase()},
-        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', ${input.bookedBy}, ${input.at})
+        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', ${input.bookedBy}, ${input.at},
+        ${input.bookedBy === 'transfer.observed' ? input.at : null})
       on conflict do nothing`.execute(trx);
   if (Number(inserted.numAffectedRows ?? 0n) === 0) return false;
   const key = transferKey(input.chainId, input.txHash, input.logIndex);
@@ -113,7 +114,12 @@ export async function onTransferObserved(
     bookedBy: 'transfer.observed',
     at: deps.now(),
   });
-  if (booked) return;
+  if (booked) {
+    // The same transaction mined again at another log index (resent after a reorg dropped it): its payment,
+    // reversed as not on chain, claims it again.
+    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+    return;
+  }
   // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
   const existing = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
   if (!existing) return;
@@ -123,8 +129,10 @@ export async function onTransferObserved(
   }
   // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
   // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
+  // The indexer publishes after CONFIRMATIONS: a transfer booked from payment.confirmed is confirmed by the chain now.
   await sql`update transfers set block_number = ${d.blockNumber}, block_hash = ${d.blockHash.toLowerCase()},
-        to_address = ${d.to.toLowerCase()}
+        to_address = ${d.to.toLowerCase()}, chain_confirmed_at = coalesce(chain_confirmed_at, ${deps.now()}),
+        missing_since_block = null
       where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
   if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
     const key = transferKey(d.chainId, txHash, d.logIndex);
@@ -166,7 +174,7 @@ async function reincludeTransfer(
   await sql`update transfers set status = 'observed', inclusion = ${inclusion}, claimed_by_transaction_id = null,
         amount_micro = ${amountMicro}, block_number = ${d.blockNumber},
         block_hash = ${d.blockHash.toLowerCase()}, to_address = ${d.to.toLowerCase()},
-        reorged_at = null
+        reorged_at = null, chain_confirmed_at = ${deps.now()}, missing_since_block = null
       where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
   await postEntry(trx, {
     idempotencyKey: transferEntryKey(key, inclusion),
@@ -184,7 +192,10 @@ async function reincludeTransfer(
         and log_index = ${d.logIndex} and detail ? 'payment'
       order by id limit 1 for update`.execute(trx);
   const conflict = parked.rows[0];
-  if (!conflict) return;
+  if (!conflict) {
+    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+    return;
+  }
   const payment = { ...conflict.payment, transactionId: newTransactionId() };
   const booked = await bookPayments(trx, [payment], deps.now());
   const outcome = booked[0];
@@ -323,6 +334,34 @@ export async function onTransferReorged(
     );
     return;
   }
+  await reverseTransfer(trx, deps, transfer, {
+    reason: 'transfer_reorged',
+    memo: { blockHash: d.blockHash },
+    eventId: event.id,
+  });
+}
+
+/**
+ * Reverses a booked transfer that is not on the chain (locked by the caller, status `observed`): the unrefunded part
+ * of the transaction that claimed it is taken back from wherever it sits (holds, or the seller's available
+ * balance, which may go negative) into suspense, then the transfer itself out of suspense and the escrow asset.
+ * The entries' keys are those of a reorg, so a later transfer.reorged for the same inclusion changes nothing.
+ */
+export async function reverseTransfer(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+  cause: {
+    reason: 'transfer_reorged' | 'not_on_chain';
+    memo: Record<string, unknown>;
+    eventId: string | null;
+  },
+): Promise<void> {
+  const d = { chainId: transfer.chain_id, logIndex: transfer.log_index };
+  const txHash = transfer.tx_hash;
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  const event = { id: cause.eventId };
+  const reasonText = cause.reason === 'transfer_reorged' ? 'transfer reorged' : 'transfer not on chain';
   const now = deps.now();
   let stillInSuspense = transfer.amount_micro;
   if (transfer.claimed_by_transaction_id) {
@@ -345,11 +384,10 @@ export async function onTransferReorged(
           debit(held ? 'platform_held' : 'platform_revenue', platformPart),
           credit('suspense', sellerPart + platformPart),
         ],
-        memo: { reason: 'transfer reorged', transfer: key, fromStatus: txn.escrow_status },
+        memo: { reason: reasonText, transfer: key, fromStatus: txn.escrow_status },
       });
-      await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now} where id = ${txn.id}`.execute(
-        trx,
-      );
+      await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
+          reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
       // Money refunded on chain cannot be taken back from suspense: the operator must see it.
       stillInSuspense = transfer.amount_micro - txn.refunded_micro;
       if (txn.refunded_micro > 0n) {
@@ -388,9 +426,95 @@ export async function onTransferReorged(
     entryType: 'transfer_reversal',
     reversesEntryId: await entryIdByKey(trx, transferEntryKey(key, transfer.inclusion)),
     lines: [debit('suspense', stillInSuspense), credit('escrow_asset', stillInSuspense)],
-    memo: { transfer: key, blockHash: d.blockHash },
+    memo: { transfer: key, reason: reasonText, ...cause.memo },
   });
   // Unclaimed: its reversed transaction no longer holds it, so a payment after a re-inclusion can claim it again.
   await sql`update transfers set status = 'reorged', reorged_at = ${now}, claimed_by_transaction_id = null
       where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+}
+
+interface ReversedPayment {
+  id: string;
+  payment_id: string;
+  source: string;
+  seller_id: string;
+  skill_id: string | null;
+  skill_name: string | null;
+  endpoint_id: string | null;
+  session_id: string | null;
+  payer: string;
+  network: string;
+  amount_micro: bigint;
+  hold_period_hours: number;
+  confirmed_at: Date;
+}
+
+/**
+ * A payment reversed because its transfer was not on the chain, whose very transaction (same hash: the relayer
+ * resends the same signed bytes) is on the chain again and booked unclaimed: the payment claims it again, as a new
+ * transaction, at the transfer's current log index (a re-mined transaction's log index is that of its new block).
+ * Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is live at most once.
+ */
+export async function rebookPaymentsNotOnChain(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  chainId: number,
+  txHash: string,
+): Promise<number> {
+  const reversed =
+    await sql<ReversedPayment>`select t.id, t.payment_id, t.source, t.seller_id, t.skill_id, t.skill_name,
+        t.endpoint_id, t.session_id, t.payer, t.network, t.amount_micro, t.hold_period_hours, t.confirmed_at
+      from transactions t
+      where t.chain_id = ${chainId} and t.tx_hash = ${txHash} and t.reversal_reason = 'not_on_chain'
+        and not exists (select 1 from transactions live where live.payment_id = t.payment_id
+          and live.escrow_status <> 'reversed')
+      order by t.created_at, t.id
+      limit 10`.execute(trx);
+  let rebooked = 0;
+  for (const payment of reversed.rows) {
+    const target = await sql<{ log_index: number }>`select log_index from transfers
+        where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'observed'
+          and claimed_by_transaction_id is null and refund_id is null
+          and from_address = ${payment.payer} and amount_micro = ${payment.amount_micro}
+        order by log_index limit 1 for update`.execute(trx);
+    const transfer = target.rows[0];
+    if (!transfer) continue;
+    const outcome = await bookPayments(
+      trx,
+      [
+        {
+          eventId: `rebook:${payment.id}`,
+          transactionId: newTransactionId(),
+          paymentId: payment.payment_id,
+          source: payment.source,
+          sellerId: payment.seller_id,
+          skillId: payment.skill_id,
+          skillName: payment.skill_name,
+          endpointId: payment.endpoint_id,
+          sessionId: payment.session_id,
+          payer: payment.payer,
+          network: payment.network,
+          chainId,
+          txHash,
+          logIndex: transfer.log_index,
+          amountMicro: payment.amount_micro.toString(),
+          holdPeriodHours: payment.hold_period_hours,
+          confirmedAt: payment.confirmed_at.toISOString(),
+        },
+      ],
+      deps.now(),
+    );
+    if (outcome[0]?.outcome !== 'booked') continue;
+    rebooked += 1;
+    deps.logger.info(
+      {
+        paymentId: payment.payment_id,
+        reversedTransactionId: payment.id,
+        transactionId: outcome[0].transaction_id,
+        transfer: transferKey(chainId, txHash, transfer.log_index),
+      },
+      'payment reversed as not on chain is on chain again; booked again',
+    );
+  }
+  return rebooked;
 }

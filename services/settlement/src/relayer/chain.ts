@@ -125,6 +125,15 @@ export class RelayerChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
+  /** The relayer's nonces consumed by mined transactions (its `latest` transaction count). */
+  async minedNonce(): Promise<bigint> {
+    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
+  }
+
+  async blockNumber(): Promise<bigint> {
+    return BigInt(await this.provider.getBlockNumber());
+  }
+
   async suggestedFees(): Promise<FeeCaps> {
     const fees = await this.provider.getFeeData();
     const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;

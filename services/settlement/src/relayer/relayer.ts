@@ -32,6 +32,11 @@ export interface RelayerSettings {
   pollIntervalMs: number;
   /** Blocks searched for someone else's use of an authorization. */
   lookbackBlocks: number;
+  /**
+   * CONFIRMATIONS: a confirmed submission is answered on its first receipt (x402 books it then), so its receipt is
+   * watched until it is this deep; a reorg that drops it before then has it broadcast again (same bytes).
+   */
+  confirmations: number;
   dbSchema: string;
 }
 
@@ -486,8 +491,9 @@ export class Relayer implements BackgroundTask {
     };
   }
 
-  /** One background pass over what is recorded and open. */
+  /** One background pass: first what a reorg took off the chain (the lowest nonces), then what is open. */
   async runOnce(): Promise<void> {
+    await this.watchConfirmed();
     const open = await this.ctx.db
       .selectFrom('relayed_authorizations')
       .selectAll()
@@ -508,6 +514,97 @@ export class Relayer implements BackgroundTask {
         continue;
       if (advanced.status === 'signed') await this.broadcastRecorded(advanced);
       else await this.bumpIfStuck(advanced);
+    }
+  }
+
+  /**
+   * Confirmed submissions not yet CONFIRMATIONS deep: one whose receipt is gone (a reorg dropped it) while its
+   * relayer nonce is not consumed is broadcast again with the SAME signed bytes, so the same transaction hash
+   * (the one x402 booked) is mined again and every later relayer nonce, waiting behind the gap, can be mined.
+   * Never re-signed: another hash would be another transfer for the ledger. Bounded: OPEN_BATCH rows a pass.
+   */
+  private async watchConfirmed(): Promise<void> {
+    const watched = await this.ctx.db
+      .selectFrom('relayed_authorizations')
+      .selectAll()
+      .where('status', '=', 'confirmed')
+      .where('final_at', 'is', null)
+      .where('chain_id', '=', this.settings.chainId)
+      .where('relayer_address', '=', this.chain.address.toLowerCase())
+      .orderBy('relayer_nonce')
+      .limit(OPEN_BATCH)
+      .execute();
+    if (watched.length === 0) return;
+    const head = await this.chain.blockNumber();
+    let minedNonce: bigint | undefined;
+    for (const row of watched) {
+      if (this.loop.isStopped) return;
+      const hash = row.settled_tx_hash!;
+      const executed = await this.chain.executed(hash, row.payer, row.to_address);
+      if (executed) {
+        if (executed.reverted) {
+          // Mined again after the reorg but reverted (the authorization expired meanwhile): the payment is not on
+          // the chain; the ledger's chain check reverses what x402 booked for it.
+          this.ctx.logger.error(
+            { id: row.id, txHash: hash },
+            'relayed authorization mined again after a reorg but reverted; the payment is not on chain',
+          );
+        }
+        const depth = head - executed.blockNumber + 1n;
+        const moved = executed.blockNumber !== row.block_number || executed.logIndex !== row.log_index;
+        if (depth >= BigInt(this.settings.confirmations) || moved) {
+          await this.ctx.db
+            .updateTable('relayed_authorizations')
+            .set({
+              block_number: executed.blockNumber,
+              log_index: executed.logIndex,
+              ...(depth >= BigInt(this.settings.confirmations) ? { final_at: new Date() } : {}),
+            })
+            .where('id', '=', row.id)
+            .execute();
+        }
+        continue;
+      }
+      minedNonce ??= await this.chain.minedNonce();
+      if (row.relayer_nonce === null || minedNonce > row.relayer_nonce) {
+        // The nonce was consumed, but not by this hash: an earlier or later version of the same nonce, or
+        // nothing of ours. A null receipt can also be a lying or lagging node; look again next pass.
+        this.ctx.logger.warn(
+          { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce?.toString() },
+          'confirmed relayed authorization has no receipt but its relayer nonce is used; watching',
+        );
+        continue;
+      }
+      if (hash !== row.tx_hash || !row.raw_tx) {
+        // The mined version was an earlier fee bump whose bytes are not kept: the latest version (same nonce,
+        // same authorization) is sent instead; x402 booked the other hash, so the ledger's chain check decides.
+        this.ctx.logger.error(
+          { id: row.id, txHash: hash, latestTxHash: row.tx_hash },
+          'a reorg dropped a relayed authorization mined under an earlier fee bump; sending its latest version',
+        );
+      }
+      this.ctx.logger.warn(
+        { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce.toString() },
+        'relayed authorization dropped by a reorg; broadcasting the recorded transaction again',
+      );
+      try {
+        await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
+      } catch (error) {
+        this.ctx.logger.warn(
+          { id: row.id, txHash: row.tx_hash, reason: describe(error) },
+          'rebroadcast after a reorg failed; will retry',
+        );
+        continue;
+      }
+      await this.ctx.db
+        .updateTable('relayed_authorizations')
+        .set((eb) => ({
+          last_broadcast_at: new Date(),
+          reorg_rebroadcasts: eb('reorg_rebroadcasts', '+', 1),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
+        .where('id', '=', row.id)
+        .execute();
     }
   }
 
@@ -595,6 +692,12 @@ export class Relayer implements BackgroundTask {
   private async bumpIfStuck(row: Row): Promise<void> {
     const sentAt = row.last_broadcast_at?.getTime() ?? 0;
     if (Date.now() - sentAt < this.settings.feeBumpAfterMs) return;
+    if (row.relayer_nonce !== null && (await this.chain.minedNonce()) < row.relayer_nonce) {
+      // An earlier relayer nonce is not mined (it waits, or a reorg dropped it and watchConfirmed sends it
+      // again): higher fees cannot move this one past the gap, so it is only kept in the node's pool.
+      await this.broadcastRecorded(row);
+      return;
+    }
     if (row.fee_bumps >= this.settings.maxFeeBumps) {
       await this.broadcastRecorded(row); // keep the last version alive
       return;

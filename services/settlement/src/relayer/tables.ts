@@ -35,4 +35,8 @@ export interface RelayedAuthorizationsTable {
   signed_at: Date | null;
   last_broadcast_at: Date | null;
   finished_at: Date | null;
+  /** Set once a confirmed transaction is deeper than the reorg window; until then its receipt is watched. */
+  final_at: Date | null;
+  /** Times the recorded transaction was broadcast again after a reorg took it off the chain. */
+  reorg_rebroadcasts: Generated<number>;
 }

@@ -112,6 +112,23 @@ async function settleSeller(
   reason: SettleNowSkipReason | null;
   recorded: boolean;
 }> {
+  // The settlement row is committed before the ledger is asked: if the reservation's answer is lost (a crash or
+  // a terminated connection after the ledger committed it), the row stays `pending` and is asked again under the
+  // same id (the ledger answers its stored reservation), never under the next period's id, which would leave the
+  // first reservation holding the seller's money with no settlement to send it.
+  await ctx.inTransaction(async (trx) => {
+    const seller = await trx
+      .selectFrom('sellers')
+      .selectAll()
+      .where('seller_id', '=', sellerId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    await trx
+      .insertInto('settlements')
+      .values(newSettlementRow(seller, scheduler.periodAt(seller.settlement_frequency, clock()), clock()))
+      .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
+      .execute();
+  });
   return ctx.inTransaction(async (trx) => {
     const seller = await trx
       .selectFrom('sellers')

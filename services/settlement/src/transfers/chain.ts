@@ -48,6 +48,11 @@ export class EscrowChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
+  /** Escrow's nonces consumed by mined transactions (its `latest` transaction count). */
+  async minedNonce(): Promise<bigint> {
+    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
+  }
+
   /** Simulates the transfer; throws (for example on insufficient USDC) without spending a nonce. */
   async estimateTransferGas(to: string, amountMicro: bigint): Promise<bigint> {
     return this.provider.estimateGas({

@@ -76,8 +76,71 @@ export class TransferWorker implements BackgroundTask {
 
   /** One bounded pass: advance what is recorded (recovery first), then sign and send what is new. */
   async runOnce(): Promise<void> {
+    await this.watchConfirmed();
     await this.advanceOpen();
     await this.signCreated();
+  }
+
+  /**
+   * Confirmed transfers are watched for another CONFIRMATIONS blocks (the reorg window past the one they were
+   * confirmed in): one whose receipt disappeared while escrow's nonce for it is not consumed is broadcast again
+   * with the SAME recorded bytes (same hash, so the outcome already reported stays true), before any later nonce
+   * can be mined. Bounded: OPEN_BATCH rows a pass; final once 2 x CONFIRMATIONS deep.
+   */
+  private async watchConfirmed(): Promise<void> {
+    const watched = await this.ctx.db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('status', '=', 'confirmed')
+      .where('final_at', 'is', null)
+      .where('chain_id', '=', this.config.chainId)
+      .orderBy('nonce')
+      .limit(OPEN_BATCH)
+      .execute();
+    if (watched.length === 0) return;
+    const head = await this.chain.blockNumber();
+    const finalDepth = 2n * BigInt(this.config.confirmations);
+    let minedNonce: bigint | undefined;
+    for (const transfer of watched) {
+      if (this.loop.isStopped) return;
+      const receipt = await this.chain.receipt(transfer.tx_hash!);
+      if (receipt) {
+        const final = head - receipt.blockNumber + 1n >= finalDepth;
+        if (final || receipt.blockNumber !== transfer.block_number) {
+          await this.ctx.db
+            .updateTable('outgoing_transfers')
+            .set({ block_number: receipt.blockNumber, ...(final ? { final_at: new Date() } : {}) })
+            .where('transfer_id', '=', transfer.transfer_id)
+            .execute();
+        }
+        continue;
+      }
+      minedNonce ??= await this.chain.minedNonce();
+      if (transfer.nonce === null || minedNonce > transfer.nonce) continue; // a lagging node: look again
+      if (!(await this.wouldSucceedNow(transfer))) continue;
+      this.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, nonce: transfer.nonce.toString() },
+        'confirmed transfer dropped by a reorg; broadcasting the recorded transaction again',
+      );
+      try {
+        await this.chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
+      } catch (error) {
+        this.ctx.logger.warn(
+          { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+          'rebroadcast after a reorg failed; will retry',
+        );
+        continue;
+      }
+      await this.ctx.db
+        .updateTable('outgoing_transfers')
+        .set((eb) => ({
+          last_broadcast_at: new Date(),
+          reorg_rebroadcasts: eb('reorg_rebroadcasts', '+', 1),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
+        .where('transfer_id', '=', transfer.transfer_id)
+        .execute();
+    }
   }
 
   private async advanceOpen(): Promise<void> {
@@ -98,14 +161,31 @@ export class TransferWorker implements BackgroundTask {
         const confirmations = head - receipt.blockNumber + 1n;
         if (confirmations >= BigInt(this.config.confirmations)) {
           await this.finish(transfer, receipt.status === 1, receipt.blockNumber);
-        } else if (transfer.status === 'signed') {
-          await this.markBroadcast(transfer.transfer_id, false); // mined, so it was broadcast
+        } else if (transfer.status === 'signed' || transfer.block_number !== receipt.blockNumber) {
+          // Mined (so broadcast); its block is kept so that a reorg taking it away is noticed at once below.
+          await this.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
         }
         continue;
       }
       const lastSentMs = transfer.last_broadcast_at?.getTime() ?? 0;
-      if (transfer.status === 'signed' || Date.now() - lastSentMs >= this.config.txTimeoutMs) {
-        if (transfer.status === 'broadcast') {
+      // Mined before and now without a receipt: a reorg dropped it, so it is sent again now, not TX_TIMEOUT_MS on.
+      const droppedByReorg = transfer.block_number !== null;
+      if (
+        transfer.status === 'signed' ||
+        droppedByReorg ||
+        Date.now() - lastSentMs >= this.config.txTimeoutMs
+      ) {
+        if (droppedByReorg) {
+          if (!(await this.wouldSucceedNow(transfer))) continue;
+          this.ctx.logger.warn(
+            {
+              transferId: transfer.transfer_id,
+              txHash: transfer.tx_hash,
+              block: transfer.block_number?.toString(),
+            },
+            'transfer mined, then dropped by a reorg before CONFIRMATIONS; rebroadcasting the recorded transaction',
+          );
+        } else if (transfer.status === 'broadcast') {
           this.ctx.logger.warn(
             { transferId: transfer.transfer_id, txHash: transfer.tx_hash },
             'transfer has no receipt after TX_TIMEOUT_MS; rebroadcasting the recorded transaction',
@@ -113,6 +193,25 @@ export class TransferWorker implements BackgroundTask {
         }
         await this.broadcastRecorded(transfer);
       }
+    }
+  }
+
+  /**
+   * Before a transaction a reorg dropped is sent again: the same pre-flight as before signing. The reorg may also
+   * have dropped money it was paid from (a sweep into escrow, sent again by the relayer); mined before that, the
+   * same bytes would revert and the payout fail. Escrow's later nonces wait behind this one meanwhile, so waiting a
+   * pass (or a few) for the balance costs nothing; bounded by the passes themselves.
+   */
+  private async wouldSucceedNow(transfer: TransferRow): Promise<boolean> {
+    try {
+      await this.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      return true;
+    } catch (error) {
+      this.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        'transfer dropped by a reorg would not succeed now; sent again once escrow covers it',
+      );
+      return false;
     }
   }
 
@@ -135,12 +234,18 @@ export class TransferWorker implements BackgroundTask {
     await this.markBroadcast(transfer.transfer_id, true);
   }
 
-  private async markBroadcast(transferId: string, sentNow: boolean): Promise<void> {
+  private async markBroadcast(
+    transferId: string,
+    sentNow: boolean,
+    minedIn: bigint | null = null,
+  ): Promise<void> {
     await this.ctx.db
       .updateTable('outgoing_transfers')
       .set((eb) => ({
         status: 'broadcast',
         last_error: null,
+        // The block it was seen mined in, or null once it is sent again (no block holds it now).
+        block_number: minedIn,
         ...(sentNow
           ? { last_broadcast_at: new Date(), broadcast_attempts: eb('broadcast_attempts', '+', 1) }
           : {}),

@@ -1,0 +1,170 @@
+import { decodeTransferLog, formatAddress, makeProvider } from '@paygate/chain';
+import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import type { JsonRpcProvider } from 'ethers';
+import { sql } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { transferKey } from '../ledger/entries';
+import { rebookPaymentsNotOnChain, reverseTransfer, type TransferRow } from '../payments/handlers';
+
+/** Transfers checked per pass, at most (one receipt read each). */
+const CHECK_BATCH = 100;
+
+interface AwaitingTransfer {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  from_address: string;
+  missing_since_block: bigint | null;
+}
+
+export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
+
+/**
+ * Confirms or reverses transfers booked from payment.confirmed before the chain made them final (x402 books a
+ * relayed transfer once it is included). Normally the indexer's transfer.observed (published after
+ * CONFIRMATIONS) confirms such a transfer; but a reorg that drops it before then leaves the indexer nothing to
+ * report, so this check reads the transaction's receipt:
+ * - the receipt holds the booked Transfer log (USDC, the payer, the amount) CONFIRMATIONS deep: confirmed;
+ * - no such log (no receipt, reverted, or the log is not at its index) and no mined transaction behind it, still
+ *   so CONFIRMATIONS blocks after the first miss: reversed, as a reorged transfer is (from the hold, or the
+ *   seller's available balance, which may go negative), so the ledger never stays above the chain. If the same
+ *   transaction is mined again later (the relayer resends the same bytes), the indexer books it and the payment
+ *   claims it again (rebookPaymentsNotOnChain).
+ * An RPC that does not answer changes nothing. Bounded: CHECK_BATCH transfers a pass, one receipt read each.
+ */
+export class ChainConfirmationCheck implements BackgroundTask {
+  private readonly loop: PollingLoop;
+  private provider: JsonRpcProvider | undefined;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly deps: LedgerDeps,
+  ) {
+    this.loop = new PollingLoop(
+      async () => {
+        await this.runOnce();
+      },
+      {
+        what: 'chain confirmation check',
+        logger: ctx.logger,
+        intervalMs: deps.config.chainCheckIntervalMs,
+        maxBackoffMs: 60_000,
+      },
+    );
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.loop.stop();
+    this.provider?.destroy();
+  }
+
+  private chain(): JsonRpcProvider {
+    const config = this.deps.config;
+    this.provider ??= makeProvider(config.rpcUrl, {
+      timeoutMs: config.rpcTimeoutMs,
+      chainId: config.chainId,
+    });
+    return this.provider;
+  }
+
+  /** One pass (also for tests): what happened to each transfer awaiting the chain, by transfer key. */
+  async runOnce(): Promise<Map<string, ChainCheckOutcome>> {
+    const outcomes = new Map<string, ChainCheckOutcome>();
+    const awaiting =
+      await sql<AwaitingTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address,
+          missing_since_block
+        from transfers
+        where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
+        order by observed_at limit ${CHECK_BATCH}`.execute(this.ctx.db);
+    if (awaiting.rows.length === 0) return outcomes;
+    const head = BigInt(await this.chain().getBlockNumber());
+    for (const transfer of awaiting.rows) {
+      if (this.loop.isStopped) break;
+      const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
+      let outcome: ChainCheckOutcome;
+      try {
+        outcome = await this.check(transfer, head);
+      } catch (error) {
+        this.ctx.logger.warn({ transfer: key, err: error }, 'chain confirmation check of a transfer failed');
+        outcome = 'unknown';
+      }
+      outcomes.set(key, outcome);
+    }
+    return outcomes;
+  }
+
+  private async check(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {
+    const confirmations = BigInt(this.deps.config.confirmations);
+    const receipt = await this.chain().getTransactionReceipt(transfer.tx_hash);
+    const log = receipt?.status === 1 ? receipt.logs.find((l) => l.index === transfer.log_index) : undefined;
+    const decoded = log ? decodeTransferLog(log) : null;
+    const booked =
+      decoded !== null &&
+      decoded.token === formatAddress(this.deps.config.usdcAddress) &&
+      decoded.from.toLowerCase() === transfer.from_address &&
+      // A payment may claim less than the transfer carried (an overpayment): booked from it, it names that amount.
+      decoded.amountMicro >= transfer.amount_micro;
+    if (receipt && booked) {
+      const deep = head - BigInt(receipt.blockNumber) + 1n >= confirmations;
+      await sql`update transfers set missing_since_block = null,
+            block_number = ${receipt.blockNumber}, block_hash = ${receipt.blockHash.toLowerCase()},
+            chain_confirmed_at = ${deep ? this.deps.now() : null}
+          where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
+            and log_index = ${transfer.log_index} and chain_confirmed_at is null and status = 'observed'`.execute(
+        this.ctx.db,
+      );
+      return deep ? 'confirmed' : 'waiting';
+    }
+    if (!receipt) {
+      // A node can answer a null receipt for a mined transaction (lagging, or lying): only a transaction the node
+      // does not know as mined counts as gone.
+      const known = await this.chain().getTransaction(transfer.tx_hash);
+      if (known?.blockNumber !== null && known?.blockNumber !== undefined) return 'unknown';
+    }
+    if (transfer.missing_since_block === null) {
+      await sql`update transfers set missing_since_block = ${head}
+          where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
+            and log_index = ${transfer.log_index} and chain_confirmed_at is null and status = 'observed'`.execute(
+        this.ctx.db,
+      );
+      return 'missing';
+    }
+    if (head - transfer.missing_since_block < confirmations) return 'missing';
+    return this.reverse(transfer, head);
+  }
+
+  private async reverse(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {
+    const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
+    const reversed = await this.ctx.inTransaction(async (trx) => {
+      const locked = await sql<TransferRow>`select chain_id, tx_hash, log_index,
+            amount_micro, status, booked_by, claimed_by_transaction_id, inclusion, block_hash, refund_id
+          from transfers
+          where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash} and log_index = ${transfer.log_index}
+            and chain_confirmed_at is null and status = 'observed' and missing_since_block is not null
+          for update`.execute(trx);
+      const row = locked.rows[0];
+      if (!row) return false; // confirmed or reversed meanwhile
+      await reverseTransfer(trx, this.deps, row, {
+        reason: 'not_on_chain',
+        memo: { missingSinceBlock: transfer.missing_since_block?.toString(), head: head.toString() },
+        eventId: null,
+      });
+      // The same transaction may already be booked again at another log index (mined again in another block).
+      await rebookPaymentsNotOnChain(trx, this.deps, transfer.chain_id, transfer.tx_hash);
+      return true;
+    });
+    if (reversed) {
+      this.deps.metrics.conflicts.inc({ kind: 'transfer_not_on_chain' });
+      this.deps.logger.error(
+        { transfer: key, missingSinceBlock: transfer.missing_since_block?.toString(), head: head.toString() },
+        'transfer booked from payment.confirmed is not on the chain CONFIRMATIONS blocks later; reversed',
+      );
+    }
+    return reversed ? 'reversed' : 'unknown';
+  }
+}

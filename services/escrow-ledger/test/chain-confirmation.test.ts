@@ -1,0 +1,189 @@
+/**
+ * Issue 19 ("Storm-proof"), found by make chaos (seeds 1873821474, 332867436): x402 books a relayed transfer from
+ * payment.confirmed once it is included, before CONFIRMATIONS; a reorg that dropped it left the ledger above the
+ * chain for good (the indexer never saw it, so no transfer.reorged came). Real anvil, Postgres and NATS: the
+ * ledger holds such a payment back until the chain confirms it, reverses it when its transaction is gone
+ * CONFIRMATIONS blocks later, and books it again when the same transaction is mined again elsewhere.
+ */
+import { usdcAbi } from '@paygate/chain';
+import type { EventData } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import {
+  type AnvilInstance,
+  deployTestUsdc,
+  fundTestWallets,
+  mine,
+  reorg,
+  setAutomine,
+  startAnvil,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, Transaction } from 'ethers';
+import { sql } from 'kysely';
+import { releaseDueHolds } from '../src/holds/release';
+import { accountBalance } from '../src/ledger/entries';
+import { type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
+
+describe('payments booked before CONFIRMATIONS: confirmed by the chain, or reversed when a reorg dropped them', () => {
+  let anvil: AnvilInstance;
+  let usdcAddress: string;
+  let h: LedgerHarness;
+  const escrow = testWallets.escrow.address;
+
+  beforeAll(async () => {
+    anvil = await startAnvil();
+    usdcAddress = (await deployTestUsdc(anvil.rpcUrl)).address;
+    await fundTestWallets({
+      rpcUrl: anvil.rpcUrl,
+      usdcAddress,
+      amountMicro: 50_000_000n,
+      roles: ['buyer', 'seller'],
+    });
+    h = await startLedgerHarness('chainconf', {
+      CHAIN_RPC_URL: anvil.rpcUrl,
+      USDC_ADDRESS: usdcAddress,
+      CONFIRMATIONS: '2',
+      CHAIN_CONFIRM_TIMEOUT_MS: '600000',
+      // Passes are run by the test, one at a time (the loop's own first pass finds nothing yet).
+      CHAIN_CHECK_INTERVAL_MS: '600000',
+    });
+  });
+
+  afterAll(async () => {
+    await h?.stop();
+    await anvil?.stop();
+  });
+
+  const usdcOf = (role: 'buyer' | 'seller') =>
+    new Contract(usdcAddress, usdcAbi, testSigner(role, anvil.provider));
+  const escrowOnChain = async () =>
+    BigInt(await new Contract(usdcAddress, usdcAbi, anvil.provider).getFunction('balanceOf')(escrow));
+  const escrowInLedger = () => accountBalance(h.ledger.ctx.db, 'escrow_asset');
+
+  /** The buyer pays escrow on chain (mined at once) and the payment is booked from payment.confirmed. */
+  async function payIncluded(amountMicro: bigint) {
+    const tx = await usdcOf('buyer').getFunction('transfer')(escrow, amountMicro);
+    const receipt = await tx.wait(1);
+    const log = receipt.logs.find(
+      (l: { address: string }) => l.address.toLowerCase() === usdcAddress.toLowerCase(),
+    );
+    const payment: EventData<'payment.confirmed'> = paymentData(h.sellerId, {
+      payer: testWallets.buyer.address,
+      token: usdcAddress,
+      txHash: tx.hash.toLowerCase(),
+      logIndex: log.index,
+      amount: formatUsdc(amountMicro),
+      holdPeriodHours: 0,
+    });
+    await h.publish('payment.confirmed', payment);
+    const txn = await waitFor(() => transactionOf(payment.paymentId), { message: 'payment not booked' });
+    return {
+      payment,
+      txn,
+      raw: Transaction.from((await anvil.provider.getTransaction(tx.hash))!).serialized,
+    };
+  }
+
+  async function transactionOf(paymentId: string, live = true) {
+    const rows = await sql<{
+      id: string;
+      escrow_status: string;
+      reversal_reason: string | null;
+      log_index: number;
+    }>`select id, escrow_status, reversal_reason, log_index from transactions where payment_id = ${paymentId}
+        ${live ? sql`and escrow_status <> 'reversed'` : sql``} order by created_at`.execute(h.ledger.ctx.db);
+    return live ? rows.rows[0] : rows.rows;
+  }
+  const statusOf = async (transactionId: string) =>
+    (
+      await sql<{
+        escrow_status: string;
+        reversal_reason: string | null;
+      }>`select escrow_status, reversal_reason from transactions where id = ${transactionId}`.execute(
+        h.ledger.ctx.db,
+      )
+    ).rows[0]!;
+  const release = () => releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+  const check = async (txHash: string, logIndex: number) =>
+    (await h.ledger.chainCheck.runOnce()).get(`31337:${txHash}:${logIndex}`);
+
+  it('held back until the receipt is CONFIRMATIONS deep, then released', async () => {
+    const { payment, txn } = await payIncluded(2_000_000n);
+    if (!txn || Array.isArray(txn)) throw new Error('unreachable');
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('held'); // a 0 h hold, but not confirmed by the chain
+    expect(await check(payment.txHash, payment.logIndex)).toBe('waiting');
+    await mine(anvil.provider, 1);
+    expect(await check(payment.txHash, payment.logIndex)).toBe('confirmed');
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('available');
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+  });
+
+  it('dropped by a reorg: reversed CONFIRMATIONS blocks after it was first missed, never released; mined again elsewhere: booked again', async () => {
+    const heldBefore = await accountBalance(h.ledger.ctx.db, 'seller_held', h.sellerId);
+    const { payment, txn, raw } = await payIncluded(3_000_000n);
+    if (!txn || Array.isArray(txn)) throw new Error('unreachable');
+    await reorg(anvil.provider, 1);
+    expect(await anvil.provider.getTransactionReceipt(payment.txHash)).toBeNull();
+    expect(await escrowInLedger()).toBe((await escrowOnChain()) + 3_000_000n); // the defect's state
+
+    expect(await check(payment.txHash, payment.logIndex)).toBe('missing');
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('held'); // never payable
+    await mine(anvil.provider, 1);
+    expect(await check(payment.txHash, payment.logIndex)).toBe('missing'); // one block: a reorg may bring it back
+    await mine(anvil.provider, 1);
+    expect(await check(payment.txHash, payment.logIndex)).toBe('reversed');
+    expect(await statusOf(txn.id)).toEqual({ escrow_status: 'reversed', reversal_reason: 'not_on_chain' });
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+    expect(await accountBalance(h.ledger.ctx.db, 'seller_held', h.sellerId)).toBe(heldBefore);
+    expect(await check(payment.txHash, payment.logIndex)).toBeUndefined(); // no longer awaiting
+
+    // The same signed transaction is mined again (the relayer resends the same bytes), now second in its block,
+    // so its Transfer has another log index; the indexer reports it after CONFIRMATIONS.
+    await setAutomine(anvil.provider, false);
+    try {
+      // Higher fees than the resent transaction: the node orders it first in the block.
+      await usdcOf('seller').getFunction('transfer')(testWallets.stranger.address, 1n, {
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 100_000_000_000n,
+      });
+      await anvil.provider.send('eth_sendRawTransaction', [raw]);
+      await mine(anvil.provider, 1);
+    } finally {
+      await setAutomine(anvil.provider, true);
+    }
+    const again = await anvil.provider.getTransactionReceipt(payment.txHash);
+    const movedLog = again!.logs.find((l) => l.address.toLowerCase() === usdcAddress.toLowerCase())!;
+    expect(movedLog.index).not.toBe(payment.logIndex);
+    await mine(anvil.provider, 1);
+    await h.publish('transfer.observed', {
+      chainId: 31337,
+      network: 'local',
+      txHash: payment.txHash,
+      logIndex: movedLog.index,
+      blockNumber: again!.blockNumber,
+      blockHash: again!.blockHash,
+      from: testWallets.buyer.address,
+      to: escrow,
+      token: usdcAddress,
+      amount: payment.amount,
+      confirmations: 2,
+      observedAt: new Date().toISOString(),
+    });
+    const rebooked = await waitFor(() => transactionOf(payment.paymentId), {
+      message: 'the payment was not booked again on the re-mined transfer',
+    });
+    if (!rebooked || Array.isArray(rebooked)) throw new Error('unreachable');
+    expect(rebooked).toMatchObject({ escrow_status: 'held', log_index: movedLog.index });
+    expect(rebooked.id).not.toBe(txn.id);
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+    expect(await accountBalance(h.ledger.ctx.db, 'seller_held', h.sellerId)).toBe(heldBefore + 2_850_000n);
+    // Observed by the indexer: confirmed, so released on its (0 h) hold.
+    await release();
+    expect((await statusOf(rebooked.id)).escrow_status).toBe('available');
+  });
+});
