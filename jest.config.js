@@ -27,7 +27,7 @@ module.exports = {
   projects: packageDirs.map((dir) => ({
     displayName: dir,
     rootDir: path.join(__dirname, dir),
-    testEnvironment: 'node',
+    testEnvironment: path.join(__dirname, 'jest.environment.js'),
     testMatch: ['<rootDir>/test/**/*.test.ts'],
     testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
     transform,
