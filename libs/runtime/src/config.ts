@@ -1,5 +1,5 @@
 import { parseTrustedProxies, type TrustedProxies } from '@paygate/http';
-import { bool, cleanEnv, num, str, url } from 'envalid';
+import { bool, cleanEnv, EnvError, makeValidator, str, url } from 'envalid';
 
 export { bool, num, port, str, url } from 'envalid';
 
@@ -52,6 +52,27 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/**
+ * An integer setting within bounds, the one rule every service's config uses: a bad value is reported as
+ * `NAME: must be an integer from <min> to <max>` with the others. 0 is only allowed where `min` says so (for a
+ * timeout or a size, 0 would mean "no limit": every bound here is a real one).
+ */
+export function int(spec: { default?: number; min: number; max?: number; desc?: string }) {
+  const { min, max = Number.MAX_SAFE_INTEGER } = spec;
+  const rule =
+    max === Number.MAX_SAFE_INTEGER ? `an integer of at least ${min}` : `an integer from ${min} to ${max}`;
+  return makeValidator<number>((input) => {
+    const value = typeof input === 'number' ? input : Number(String(input).trim());
+    if (String(input).trim() === '' || !Number.isSafeInteger(value) || value < min || value > max) {
+      throw new EnvError(`must be ${rule}`);
+    }
+    return value;
+  })({
+    ...(spec.default !== undefined ? { default: spec.default } : {}),
+    ...(spec.desc ? { desc: spec.desc } : {}),
+  });
+}
+
 /** Parses the environment once, with envalid, throwing one clear error that names every bad variable. */
 export function parseEnv<T extends Record<string, unknown>>(
   env: NodeJS.ProcessEnv,
@@ -91,7 +112,7 @@ export function commonConfig(
     NATS_STREAM_REPLICAS: number;
   }>(env, {
     // 0 asks the OS for a free port (tests run many services side by side).
-    PORT: num({ default: defaults.port }),
+    PORT: int({ default: defaults.port, min: 0, max: 65535 }),
     DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
     DB_SCHEMA: str({ default: defaults.schema }),
     NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
@@ -105,32 +126,23 @@ export function commonConfig(
     }),
     PUBLIC_BASE_URL: url({ default: 'http://localhost:8080' }),
     NODE_ENV: str({ default: 'development' }),
-    STARTUP_ATTEMPTS: num({ default: 30 }),
+    STARTUP_ATTEMPTS: int({ default: 30, min: 1, max: 1000 }),
     TRUSTED_PROXIES: str({ default: 'loopback' }),
-    DB_POOL_SIZE: num({ default: DEFAULT_DATABASE_LIMITS.poolSize }),
-    DB_CONNECT_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.connectTimeoutMs }),
-    DB_STATEMENT_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.statementTimeoutMs }),
-    DB_LOCK_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.lockTimeoutMs }),
-    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: num({ default: DEFAULT_DATABASE_LIMITS.idleInTransactionTimeoutMs }),
-    NATS_STREAM_REPLICAS: num({ default: 1 }),
+    DB_POOL_SIZE: int({ default: DEFAULT_DATABASE_LIMITS.poolSize, min: 1, max: 200 }),
+    DB_CONNECT_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.connectTimeoutMs, min: 100, max: 120_000 }),
+    DB_STATEMENT_TIMEOUT_MS: int({
+      default: DEFAULT_DATABASE_LIMITS.statementTimeoutMs,
+      min: 100,
+      max: 600_000,
+    }),
+    DB_LOCK_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.lockTimeoutMs, min: 100, max: 600_000 }),
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: int({
+      default: DEFAULT_DATABASE_LIMITS.idleInTransactionTimeoutMs,
+      min: 1000,
+      max: 3_600_000,
+    }),
+    NATS_STREAM_REPLICAS: int({ default: 1, min: 1, max: 5 }),
   });
-  const bounded: Array<[string, number, number, number]> = [
-    ['DB_POOL_SIZE', parsed.DB_POOL_SIZE, 1, 200],
-    ['DB_CONNECT_TIMEOUT_MS', parsed.DB_CONNECT_TIMEOUT_MS, 100, 120_000],
-    ['DB_STATEMENT_TIMEOUT_MS', parsed.DB_STATEMENT_TIMEOUT_MS, 100, 600_000],
-    ['DB_LOCK_TIMEOUT_MS', parsed.DB_LOCK_TIMEOUT_MS, 100, 600_000],
-    ['DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', parsed.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS, 1000, 3_600_000],
-    ['NATS_STREAM_REPLICAS', parsed.NATS_STREAM_REPLICAS, 1, 5],
-  ];
-  for (const [name, value, min, max] of bounded) {
-    // 0 would mean "no limit" to Postgres: every bound here is a real one.
-    if (!Number.isInteger(value) || value < min || value > max) {
-      throw new ConfigError(`invalid configuration: ${name} must be an integer from ${min} to ${max}`);
-    }
-  }
-  if (!Number.isInteger(parsed.PORT) || parsed.PORT < 0 || parsed.PORT > 65535) {
-    throw new ConfigError('invalid configuration: PORT must be an integer from 0 to 65535');
-  }
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
     throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
   }

@@ -8,6 +8,7 @@ export {
   commonConfig,
   type DatabaseLimits,
   DEFAULT_DATABASE_LIMITS,
+  int,
   num,
   parseEnv,
   str,

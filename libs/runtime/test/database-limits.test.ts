@@ -21,7 +21,7 @@ describe('Postgres limits of every service', () => {
       poolSize: 4,
     });
     expect(() => commonConfig({ DB_LOCK_TIMEOUT_MS: '0' }, defaults)).toThrow(
-      'DB_LOCK_TIMEOUT_MS must be an integer from 100 to 600000',
+      'DB_LOCK_TIMEOUT_MS: must be an integer from 100 to 600000',
     );
     expect(() => commonConfig({ DB_STATEMENT_TIMEOUT_MS: '0' }, defaults)).toThrow('DB_STATEMENT_TIMEOUT_MS');
     expect(() => commonConfig({ DB_POOL_SIZE: '0' }, defaults)).toThrow('DB_POOL_SIZE');

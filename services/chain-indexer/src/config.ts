@@ -5,7 +5,7 @@ import {
   ConfigError,
   chainConfig,
   commonConfig,
-  num,
+  int,
   parseEnv,
   productionGuards,
   str,
@@ -57,30 +57,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     DEPOSIT_BACKFILL_BLOCKS: number;
     DEPOSIT_BACKFILL_MAX_BLOCKS: number;
   }>(env, {
-    POLL_INTERVAL_MS: num({ default: 50 }),
-    MAX_RANGE_BLOCKS: num({ default: 2000 }),
-    MAX_BLOCKS_PER_PASS: num({ default: 20_000 }),
-    REORG_WINDOW_BLOCKS: num({ default: 128 }),
-    START_BLOCK: num({ default: 0 }),
-    LEADER_RETRY_MS: num({ default: 1000 }),
+    POLL_INTERVAL_MS: int({ default: 50, min: 1, max: 60_000 }),
+    MAX_RANGE_BLOCKS: int({ default: 2000, min: 1 }),
+    MAX_BLOCKS_PER_PASS: int({ default: 20_000, min: 1 }),
+    REORG_WINDOW_BLOCKS: int({ default: 128, min: 1 }),
+    START_BLOCK: int({ default: 0, min: 0 }),
+    LEADER_RETRY_MS: int({ default: 1000, min: 1 }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
-    MAX_WATCHED_DEPOSIT_ADDRESSES: num({ default: 200_000 }),
-    ADDRESSES_PER_LOG_QUERY: num({ default: 1000 }),
+    MAX_WATCHED_DEPOSIT_ADDRESSES: int({ default: 200_000, min: 1 }),
+    ADDRESSES_PER_LOG_QUERY: int({ default: 1000, min: 1 }),
     // 1 h of Base blocks: far more than an assignment takes to reach the indexer.
-    DEPOSIT_BACKFILL_BLOCKS: num({ default: 1800 }),
+    DEPOSIT_BACKFILL_BLOCKS: int({ default: 1800, min: 1 }),
     // 7 days of Base blocks.
-    DEPOSIT_BACKFILL_MAX_BLOCKS: num({ default: 302_400 }),
+    DEPOSIT_BACKFILL_MAX_BLOCKS: int({ default: 302_400, min: 1 }),
   });
-  for (const [name, value, min] of [
-    ['MAX_WATCHED_DEPOSIT_ADDRESSES', parsed.MAX_WATCHED_DEPOSIT_ADDRESSES, 1],
-    ['ADDRESSES_PER_LOG_QUERY', parsed.ADDRESSES_PER_LOG_QUERY, 1],
-    ['DEPOSIT_BACKFILL_BLOCKS', parsed.DEPOSIT_BACKFILL_BLOCKS, 1],
-    ['DEPOSIT_BACKFILL_MAX_BLOCKS', parsed.DEPOSIT_BACKFILL_MAX_BLOCKS, 1],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < min) {
-      throw new ConfigError(`invalid configuration: ${name} must be an integer of at least ${min}`);
-    }
-  }
   let checkoutEscrowAddress: string | null = null;
   if (parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
     try {

@@ -5,7 +5,7 @@ import {
   ConfigError,
   chainConfig,
   commonConfig,
-  num,
+  int,
   parseEnv,
   productionGuards,
   str,
@@ -123,18 +123,18 @@ export function loadConfig(
     SESSION_RATE_LIMIT_PER_CLIENT: number;
     MAX_OPEN_SESSIONS_PER_SELLER: number;
   }>(env, {
-    SESSION_TTL_SECONDS: num({ default: 900 }),
-    LATE_WINDOW_SECONDS: num({ default: 86_400 }),
-    DEFAULT_HOLD_PERIOD_HOURS: num({ default: 48 }),
-    SWEEP_INTERVAL_MS: num({ default: 1000 }),
+    SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
+    LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
+    DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),
+    SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
     OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
-    PROJECTION_CACHE_TTL_MS: num({ default: 2000 }),
+    PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
     CHECKOUT_DEPOSIT_XPUB: str({ default: '' }),
-    DEPOSIT_WATCH_GRACE_SECONDS: num({ default: 7 * 86_400 }),
-    SESSION_RATE_LIMIT_PER_KEY: num({ default: 600 }),
-    SESSION_RATE_LIMIT_PER_CLIENT: num({ default: 120 }),
-    MAX_OPEN_SESSIONS_PER_SELLER: num({ default: 1000 }),
+    DEPOSIT_WATCH_GRACE_SECONDS: int({ default: 7 * 86_400, min: 0, max: 90 * 86_400 }),
+    SESSION_RATE_LIMIT_PER_KEY: int({ default: 600, min: 1, max: 1_000_000 }),
+    SESSION_RATE_LIMIT_PER_CLIENT: int({ default: 120, min: 1, max: 1_000_000 }),
+    MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
   });
   const problems: string[] = [];
   const checkoutEscrowAddress = checkoutDepositAddress(
@@ -142,25 +142,12 @@ export function loadConfig(
     escrowAddress,
     problems,
   );
-  const positiveInt = (name: string, value: number, min: number, max: number) => {
-    if (!Number.isInteger(value) || value < min || value > max)
-      problems.push(`${name} must be an integer from ${min} to ${max}`);
-  };
-  positiveInt('SESSION_TTL_SECONDS', parsed.SESSION_TTL_SECONDS, 1, 7 * 86_400);
-  positiveInt('LATE_WINDOW_SECONDS', parsed.LATE_WINDOW_SECONDS, 0, 30 * 86_400);
-  positiveInt('DEFAULT_HOLD_PERIOD_HOURS', parsed.DEFAULT_HOLD_PERIOD_HOURS, 0, 168);
-  positiveInt('SWEEP_INTERVAL_MS', parsed.SWEEP_INTERVAL_MS, 10, 600_000);
-  positiveInt('PROJECTION_CACHE_TTL_MS', parsed.PROJECTION_CACHE_TTL_MS, 0, 60_000);
-  positiveInt('SESSION_RATE_LIMIT_PER_KEY', parsed.SESSION_RATE_LIMIT_PER_KEY, 1, 1_000_000);
-  positiveInt('SESSION_RATE_LIMIT_PER_CLIENT', parsed.SESSION_RATE_LIMIT_PER_CLIENT, 1, 1_000_000);
-  positiveInt('DEPOSIT_WATCH_GRACE_SECONDS', parsed.DEPOSIT_WATCH_GRACE_SECONDS, 0, 90 * 86_400);
   const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB.trim() || DEV_DEPOSIT_XPUB;
   try {
     depositNode(depositXpub);
   } catch (error) {
     problems.push(`CHECKOUT_DEPOSIT_XPUB: ${(error as Error).message.split(' (')[0]}`);
   }
-  positiveInt('MAX_OPEN_SESSIONS_PER_SELLER', parsed.MAX_OPEN_SESSIONS_PER_SELLER, 0, 10_000_000);
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   productionGuards(env, {
     serviceName: common.serviceName,

@@ -1,4 +1,4 @@
-import { type CommonConfig, ConfigError, commonConfig, num, parseEnv } from '@paygate/runtime';
+import { type CommonConfig, ConfigError, commonConfig, int, parseEnv } from '@paygate/runtime';
 
 export interface NotifierConfig extends CommonConfig {
   /** Each webhook POST is abandoned (and retried later) after this long. */
@@ -47,28 +47,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WS_HEARTBEAT_INTERVAL_MS: number;
     WS_IDLE_TIMEOUT_MS: number;
   }>(env, {
-    WEBHOOK_TIMEOUT_MS: num({ default: 10_000 }),
-    WEBHOOK_RETRY_BASE_DELAY_MS: num({ default: 30_000 }),
-    WEBHOOK_RETRY_MAX_DELAY_MS: num({ default: 6 * 60 * 60 * 1000 }),
-    WEBHOOK_RETRY_WINDOW_HOURS: num({ default: 72 }),
-    WEBHOOK_POLL_INTERVAL_MS: num({ default: 1000 }),
-    WEBHOOK_BATCH_SIZE: num({ default: 20 }),
-    WEBHOOK_CONCURRENCY: num({ default: 8 }),
-    WEBHOOK_CLAIM_LEASE_MS: num({ default: 60_000 }),
-    SECRET_REQUEST_TIMEOUT_MS: num({ default: 2000 }),
-    WS_MAX_SUBSCRIPTIONS_PER_SOCKET: num({ default: 10 }),
-    WS_MAX_PAYLOAD_BYTES: num({ default: 4096 }),
-    WS_MAX_SOCKETS: num({ default: 10_000 }),
-    WS_MAX_SOCKETS_PER_CLIENT: num({ default: 20 }),
-    WS_HEARTBEAT_INTERVAL_MS: num({ default: 30_000 }),
-    WS_IDLE_TIMEOUT_MS: num({ default: 120_000 }),
+    WEBHOOK_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
+    WEBHOOK_RETRY_BASE_DELAY_MS: int({ default: 30_000, min: 1 }),
+    WEBHOOK_RETRY_MAX_DELAY_MS: int({ default: 6 * 60 * 60 * 1000, min: 1 }),
+    WEBHOOK_RETRY_WINDOW_HOURS: int({ default: 72, min: 1 }),
+    WEBHOOK_POLL_INTERVAL_MS: int({ default: 1000, min: 1 }),
+    WEBHOOK_BATCH_SIZE: int({ default: 20, min: 1 }),
+    WEBHOOK_CONCURRENCY: int({ default: 8, min: 1 }),
+    WEBHOOK_CLAIM_LEASE_MS: int({ default: 60_000, min: 1 }),
+    SECRET_REQUEST_TIMEOUT_MS: int({ default: 2000, min: 1 }),
+    WS_MAX_SUBSCRIPTIONS_PER_SOCKET: int({ default: 10, min: 1 }),
+    WS_MAX_PAYLOAD_BYTES: int({ default: 4096, min: 1 }),
+    WS_MAX_SOCKETS: int({ default: 10_000, min: 1 }),
+    WS_MAX_SOCKETS_PER_CLIENT: int({ default: 20, min: 1 }),
+    WS_HEARTBEAT_INTERVAL_MS: int({ default: 30_000, min: 1 }),
+    WS_IDLE_TIMEOUT_MS: int({ default: 120_000, min: 1 }),
   });
-  const positive: Array<[string, number]> = Object.entries(parsed);
-  for (const [name, value] of positive) {
-    if (!Number.isFinite(value) || value <= 0) {
-      throw new ConfigError(`invalid configuration: ${name} must be a positive number`);
-    }
-  }
   if (parsed.WEBHOOK_CLAIM_LEASE_MS <= parsed.WEBHOOK_TIMEOUT_MS) {
     throw new ConfigError('invalid configuration: WEBHOOK_CLAIM_LEASE_MS must exceed WEBHOOK_TIMEOUT_MS');
   }

@@ -2,7 +2,7 @@ import {
   type CommonConfig,
   ConfigError,
   commonConfig,
-  num,
+  int,
   parseEnv,
   productionGuards,
   str,
@@ -89,44 +89,30 @@ export function loadConfig(
     ACCOUNT_CHANGES_INTERVAL_MS: number;
   }>(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
-    SESSION_TTL_MS: num({ default: 12 * 60 * 60 * 1000 }),
-    SIWE_NONCE_TTL_MS: num({ default: 5 * 60 * 1000 }),
+    SESSION_TTL_MS: int({ default: 12 * 60 * 60 * 1000, min: 1 }),
+    SIWE_NONCE_TTL_MS: int({ default: 5 * 60 * 1000, min: 1 }),
     OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
     SECRETS_ENCRYPTION_KEY: str({ default: DEV_SECRETS_KEY }),
-    VALIDATION_INTERVAL_MS: num({ default: 1000 }),
-    VALIDATION_CONCURRENCY: num({ default: 4 }),
-    VALIDATION_TIMEOUT_MS: num({ default: 5000 }),
-    HEALTH_INTERVAL_MS: num({ default: 60_000 }),
-    HEALTH_BATCH_SIZE: num({ default: 20 }),
-    HEALTH_CONCURRENCY: num({ default: 4 }),
+    VALIDATION_INTERVAL_MS: int({ default: 1000, min: 1 }),
+    VALIDATION_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),
+    VALIDATION_TIMEOUT_MS: int({ default: 5000, min: 1 }),
+    HEALTH_INTERVAL_MS: int({ default: 60_000, min: 1 }),
+    HEALTH_BATCH_SIZE: int({ default: 20, min: 1, max: 64 }),
+    HEALTH_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),
     ESCROW_ADDRESS: str({ default: '' }),
-    SIWE_NONCES_PER_MINUTE: num({ default: 30 }),
-    SIGN_INS_PER_MINUTE: num({ default: 30 }),
-    ACCOUNTS_PER_HOUR: num({ default: 20 }),
-    PAYOUT_CHALLENGES_PER_MINUTE: num({ default: 10 }),
+    SIWE_NONCES_PER_MINUTE: int({ default: 30, min: 1 }),
+    SIGN_INS_PER_MINUTE: int({ default: 30, min: 1 }),
+    ACCOUNTS_PER_HOUR: int({ default: 20, min: 1 }),
+    PAYOUT_CHALLENGES_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_NETWORK: str({ default: 'local' }),
-    PAYOUT_ADDRESS_DELAY_MS: num({ default: 48 * HOUR_MS }),
-    PAYOUT_CHALLENGE_TTL_MS: num({ default: 10 * 60 * 1000 }),
-    KEY_ROTATION_OVERLAP_MS: num({ default: 24 * HOUR_MS }),
-    ACCOUNT_CHANGES_INTERVAL_MS: num({ default: 1000 }),
+    PAYOUT_ADDRESS_DELAY_MS: int({ default: 48 * HOUR_MS, min: 0, max: 30 * 24 * HOUR_MS }),
+    PAYOUT_CHALLENGE_TTL_MS: int({ default: 10 * 60 * 1000, min: 1 }),
+    KEY_ROTATION_OVERLAP_MS: int({ default: 24 * HOUR_MS, min: 0, max: 30 * 24 * HOUR_MS }),
+    ACCOUNT_CHANGES_INTERVAL_MS: int({ default: 1000, min: 1 }),
   });
   const chainId = CHAIN_IDS[parsed.CHAIN_NETWORK];
   if (chainId === undefined)
     throw new ConfigError('invalid configuration: CHAIN_NETWORK must be local, base or base-sepolia');
-  for (const [name, value, max] of [
-    ['PAYOUT_ADDRESS_DELAY_MS', parsed.PAYOUT_ADDRESS_DELAY_MS, 30 * 24 * HOUR_MS],
-    ['KEY_ROTATION_OVERLAP_MS', parsed.KEY_ROTATION_OVERLAP_MS, 30 * 24 * HOUR_MS],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < 0 || value > max)
-      throw new ConfigError(`invalid configuration: ${name} must be an integer from 0 to ${max} (30 days)`);
-  }
-  for (const [name, value] of [
-    ['PAYOUT_CHALLENGE_TTL_MS', parsed.PAYOUT_CHALLENGE_TTL_MS],
-    ['ACCOUNT_CHANGES_INTERVAL_MS', parsed.ACCOUNT_CHANGES_INTERVAL_MS],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < 1)
-      throw new ConfigError(`invalid configuration: ${name} must be a positive integer`);
-  }
   const escrowAddress = parsed.ESCROW_ADDRESS.trim();
   if (escrowAddress && !/^0x[0-9a-fA-F]{40}$/.test(escrowAddress))
     throw new ConfigError('invalid configuration: ESCROW_ADDRESS must be a 0x-prefixed 20-byte hex address');
@@ -141,23 +127,6 @@ export function loadConfig(
       { name: 'SECRETS_ENCRYPTION_KEY', minLength: 32 },
     ],
   });
-  for (const [name, value] of Object.entries({
-    VALIDATION_CONCURRENCY: parsed.VALIDATION_CONCURRENCY,
-    HEALTH_CONCURRENCY: parsed.HEALTH_CONCURRENCY,
-    HEALTH_BATCH_SIZE: parsed.HEALTH_BATCH_SIZE,
-  })) {
-    if (!Number.isInteger(value) || value < 1 || value > 64)
-      throw new ConfigError(`invalid configuration: ${name} must be an integer from 1 to 64`);
-  }
-  for (const name of [
-    'SIWE_NONCES_PER_MINUTE',
-    'SIGN_INS_PER_MINUTE',
-    'ACCOUNTS_PER_HOUR',
-    'PAYOUT_CHALLENGES_PER_MINUTE',
-  ] as const) {
-    if (!Number.isInteger(parsed[name]) || parsed[name] < 1)
-      throw new ConfigError(`invalid configuration: ${name} must be a positive integer`);
-  }
   return {
     ...common,
     sessionSecret: parsed.SESSION_SECRET,
