@@ -1,9 +1,9 @@
 import { type PaymentKind, type PaymentProof, recoverPaymentSigner } from '@paygate/agent-client';
-import { enqueueEvent } from '@paygate/bus';
-import { createEvent, newEventId } from '@paygate/contracts';
+import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
 import type { LedgerClaims } from './claims';
@@ -294,70 +294,61 @@ export class PaymentService {
     if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
     const now = this.settings.now();
     const claimId = newEventId();
-    return this.ctx.inTransaction(async (trx) => {
-      const row = (await trx
-        .insertInto('payment_claims')
-        .values({
-          id: claimId,
-          network: this.settings.network,
-          chain_id: this.settings.chainId,
-          tx_hash: transfer.txHash,
-          log_index: transfer.logIndex,
-          payer: transfer.payer,
-          token: transfer.token,
-          amount_micro: transfer.amountMicro,
-          seller_id: purchase.sellerId,
-          skill_id: purchase.skillId,
-          skill_name: purchase.skillName,
-          endpoint_id: purchase.endpointId,
-          resource: purchase.resource,
-          kind: purchase.kind,
-          channel: purchase.channel,
-          // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-          state:
-            options.state ??
-            (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served'),
-          access_expires_at:
-            purchase.kind === 'subscription'
-              ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
-              : null,
-          retry_until: options.retryUntil ?? null,
-          attempts: 1,
-          created_at: now,
-          updated_at: now,
-        })
-        .onConflict((oc) => oc.columns(['network', 'tx_hash']).doNothing())
-        .returningAll()
-        .executeTakeFirst()) as PaymentClaim | undefined;
-      if (!row) return undefined;
-      await enqueueEvent(
-        trx,
-        createEvent(
-          'payment.confirmed',
-          'gateway-proxy',
-          {
-            paymentId: claimId,
-            source: 'x402',
-            sellerId: purchase.sellerId,
-            skillId: purchase.skillId,
-            skillName: purchase.skillName,
-            endpointId: purchase.endpointId,
-            sessionId: null,
-            payer: transfer.payer,
-            amount: formatUsdc(transfer.amountMicro),
-            network: this.settings.network as 'base' | 'base-sepolia' | 'local',
-            chainId: this.settings.chainId,
-            token: transfer.token,
-            txHash: transfer.txHash,
-            logIndex: transfer.logIndex,
-            holdPeriodHours: purchase.holdPeriodHours,
-            confirmedAt: now.toISOString(),
-          },
-          { trace: currentTraceCarrier() },
+    const state =
+      options.state ??
+      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
+      (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
+    const accessExpiresAt =
+      purchase.kind === 'subscription' ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS) : null;
+    const confirmed = createEvent(
+      'payment.confirmed',
+      'gateway-proxy',
+      {
+        paymentId: claimId,
+        source: 'x402',
+        sellerId: purchase.sellerId,
+        skillId: purchase.skillId,
+        skillName: purchase.skillName,
+        endpointId: purchase.endpointId,
+        sessionId: null,
+        payer: transfer.payer,
+        amount: formatUsdc(transfer.amountMicro),
+        network: this.settings.network as 'base' | 'base-sepolia' | 'local',
+        chainId: this.settings.chainId,
+        token: transfer.token,
+        txHash: transfer.txHash,
+        logIndex: transfer.logIndex,
+        holdPeriodHours: purchase.holdPeriodHours,
+        confirmedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    );
+    validateEvent(confirmed);
+    // One statement (atomic, one round trip on the paid call's path): the claim row, and payment.confirmed in the
+    // outbox only when the row was inserted.
+    const row = (
+      await sql<PaymentClaim>`
+        with claimed as (
+          insert into payment_claims
+              (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+               skill_name, endpoint_id, resource, kind, channel, state, access_expires_at, retry_until, attempts,
+               created_at, updated_at)
+            values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
+              ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
+              ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
+              ${purchase.resource}, ${purchase.kind}, ${purchase.channel}, ${state}, ${accessExpiresAt},
+              ${options.retryUntil ?? null}, 1, ${now}, ${now})
+            on conflict (network, tx_hash) do nothing
+            returning *
         ),
-      );
-      return row;
-    });
+        published as (
+          insert into outbox (id, subject, envelope, published_at)
+            select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null from claimed
+        )
+        select * from claimed`.execute(this.ctx.db)
+    ).rows[0];
+    if (row) this.ctx.relay.kick();
+    return row;
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */
