@@ -71,7 +71,9 @@ async function refundRefusedByBooks(
   const booked = (
     await sql<{ amount_micro: bigint; from_address: string; status: string }>`
       select amount_micro, from_address, status from transfers
-      where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}`.execute(trx)
+      where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}`.execute(
+      trx,
+    )
   ).rows[0];
   if (!booked) return undefined;
   const refusal =

@@ -52,6 +52,11 @@ export type PresentOutcome =
   | { ok: true; claim: PaymentClaim; fresh: boolean; chainMs: number }
   | { ok: false; failure: PaymentFailure; chainMs: number };
 
+/** What `verify` made of a tx-hash proof: decided already (refused, or a claim served again), or a transfer to claim. */
+export type Verified =
+  | { kind: 'decided'; outcome: PresentOutcome }
+  | { kind: 'transfer'; transfer: { logIndex: number; amountMicro: bigint }; chainMs: number };
+
 export interface PaymentSettings {
   network: string;
   chainId: number;
@@ -190,11 +195,10 @@ export class PaymentService {
   }
 
   /**
-   * The hot path of a subscriber repeating a call: a cached subscription claim decided without a promise, by
-   * the same checks and reuse rules (`decideReuse`) as `present`. Undefined when the full path (Postgres,
-   * chain) must decide: no cached claim, or a decision that needs Postgres.
+   * A claim already in memory (a subscription's, immutable until it expires) decided without Postgres by the same
+   * checks and reuse rules (`decideReuse`) as a claim read from Postgres. Undefined when Postgres must decide.
    */
-  presentCached(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
+  private decideFromMemory(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
     const memo = this.memoOf(proof);
     const claim = this.subscriptionCache.get(memo.claimKey);
     if (!claim) return undefined;
@@ -226,30 +230,72 @@ export class PaymentService {
     return { fromLower, signerLower };
   }
 
+  /** verify, then claim what it proved: the whole decision on a tx-hash proof (a seller's /api/verify). */
   async present(proof: PaymentProof, purchase: Purchase): Promise<PresentOutcome> {
-    const cachedOutcome = this.presentCached(proof, purchase);
-    if (cachedOutcome) return cachedOutcome;
+    const verified = await this.verify(proof, purchase);
+    return verified.kind === 'decided' ? verified.outcome : this.claim(proof, verified, purchase);
+  }
+
+  /**
+   * A tx-hash proof's checks: its own fields, then either the claim already made on its transfer (served again
+   * only under the reuse rules) or the transfer proven on chain, ready to be claimed. A subscription claim in
+   * memory answers without Postgres or the chain.
+   */
+  async verify(proof: PaymentProof, purchase: Purchase): Promise<Verified> {
+    const fromMemory = this.decideFromMemory(proof, purchase);
+    if (fromMemory) return { kind: 'decided', outcome: fromMemory };
     const refused = this.staticCheckMemo(proof, purchase);
-    if (refused) return { ok: false, failure: refused, chainMs: 0 };
-    const cacheKey = this.memoOf(proof).claimKey;
-    const existing = await this.findClaim(proof);
-    if (existing) return { ...(await this.reuse(existing, proof, purchase)), chainMs: 0 };
-
-    if (!this.signedBy(proof, purchase.resource)) return { ok: false, failure: badSignature(), chainMs: 0 };
+    if (refused) return { kind: 'decided', outcome: { ok: false, failure: refused, chainMs: 0 } };
+    // The claim lookup runs beside the chain check (a fresh proof, the usual case, does not wait for it first);
+    // a proof its payer did not sign for this resource is never looked up on chain.
+    const existingClaim = this.findClaim(proof);
+    if (!this.signedBy(proof, purchase.resource)) {
+      const existing = await existingClaim;
+      const outcome = existing
+        ? await this.reuse(existing, proof, purchase)
+        : { ok: false as const, failure: badSignature() };
+      return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
+    }
     const chainStart = performance.now();
-    const verified = await this.chain.verifyTransfer(proof, purchase.priceMicro);
-    const chainMs = performance.now() - chainStart;
-    if (!verified.ok) return { ok: false, failure: verified.failure, chainMs };
+    const onChain = this.chain.verifyTransfer(proof, purchase.priceMicro).then(
+      (verified) => ({ verified, chainMs: performance.now() - chainStart }),
+      (error: unknown) => ({ error, chainMs: performance.now() - chainStart }),
+    );
+    const existing = await existingClaim;
+    if (existing) {
+      const outcome = await this.reuse(existing, proof, purchase);
+      return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
+    }
+    const chain = await onChain;
+    if ('error' in chain) throw chain.error;
+    if (!chain.verified.ok) {
+      return {
+        kind: 'decided',
+        outcome: { ok: false, failure: chain.verified.failure, chainMs: chain.chainMs },
+      };
+    }
+    return { kind: 'transfer', transfer: chain.verified.transfer, chainMs: chain.chainMs };
+  }
 
+  /**
+   * Claims a transfer `verify` proved (insertClaim: the ledger's claim, then this gateway's row): exactly one of any
+   * number of concurrent presentations is credited; one that lost the race is decided by the reuse rules.
+   */
+  async claim(
+    proof: PaymentProof,
+    verified: Extract<Verified, { kind: 'transfer' }>,
+    purchase: Purchase,
+  ): Promise<PresentOutcome> {
+    const { transfer, chainMs } = verified;
     let inserted: PaymentClaim | undefined;
     try {
       inserted = await this.insertClaim(
         {
           txHash: proof.txHash,
-          logIndex: verified.transfer.logIndex,
+          logIndex: transfer.logIndex,
           payer: proof.from,
           token: proof.token,
-          amountMicro: verified.transfer.amountMicro,
+          amountMicro: transfer.amountMicro,
         },
         purchase,
       );
@@ -263,7 +309,7 @@ export class PaymentService {
     }
     // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.findClaim(proof);
-    if (!winner) throw new Error(`claim on ${cacheKey} vanished`);
+    if (!winner) throw new Error(`claim on ${this.memoOf(proof).claimKey} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
   }
 
@@ -299,7 +345,9 @@ export class PaymentService {
       // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
       (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
     const accessExpiresAt =
-      purchase.kind === 'subscription' ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS) : null;
+      purchase.kind === 'subscription'
+        ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
+        : null;
     const confirmed = createEvent(
       'payment.confirmed',
       'gateway-proxy',
