@@ -509,7 +509,7 @@ async function verifyAndClaim(
   call.res.setHeader(
     'Server-Timing',
     claimMs
-      ? `chain;dur=${outcome.chainMs.toFixed(2)}, claim;dur=${claimMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}`
+      ? `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}, claim;dur=${claimMs.toFixed(2)}`
       : `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}`,
   );
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
