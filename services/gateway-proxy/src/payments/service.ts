@@ -318,9 +318,10 @@ export class PaymentService {
    * same transaction that enqueues payment.confirmed. Undefined when the transfer was already claimed.
    * Used by the tx-hash proof (after the chain check) and by x402 (after the relayer's transfer was included).
    *
-   * First the ledger claims the transfer (`ledger.claim_transfer`): one transfer buys one thing across every
-   * channel (checkout sessions, /api/verify, operator refunds). Every replica asks with the same reference
-   * (`<network>:<txHash>`), so a concurrent presentation here is answered ok too and the local row decides.
+   * The ledger claims the transfer (`ledger.claim_transfer`) while the row is written, and the row commits only once
+   * the ledger agreed: one transfer buys one thing across every channel (checkout sessions, /api/verify, operator
+   * refunds). Every replica asks with the same reference (`<network>:<txHash>`), so a concurrent presentation here
+   * is answered ok too and the local row decides.
    * Throws LedgerClaimRefused when the ledger refuses (another channel spent it) or does not answer in time.
    */
   async insertClaim(
@@ -328,7 +329,10 @@ export class PaymentService {
     purchase: Purchase,
     options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
   ): Promise<PaymentClaim | undefined> {
-    const refusedByLedger = await this.claims.claim({
+    // The ledger's claim and this gateway's row go out together: the row is written in a transaction that commits
+    // only once the ledger answered that the transfer is this payment's (rolled back when it refused), so a fresh
+    // payment waits for the slower of the two rather than for both in turn.
+    const ledgerAnswer = this.claims.claim({
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
       logIndex: transfer.logIndex,
@@ -337,7 +341,8 @@ export class PaymentService {
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
     });
-    if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
+    ledgerAnswer.catch(() => undefined);
     const now = this.settings.now();
     const claimId = newEventId();
     const state =
@@ -372,31 +377,34 @@ export class PaymentService {
       { trace: currentTraceCarrier() },
     );
     validateEvent(confirmed);
-    // One statement (atomic, one round trip on the paid call's path): the claim row, and payment.confirmed in the
-    // outbox only when the row was inserted.
-    const row = (
-      await sql<PaymentClaim>`
-        with claimed as (
-          insert into payment_claims
-              (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-               skill_name, endpoint_id, resource, kind, channel, state, access_expires_at, retry_until, attempts,
-               created_at, updated_at)
-            values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
-              ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
-              ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
-              ${purchase.resource}, ${purchase.kind}, ${purchase.channel}, ${state}, ${accessExpiresAt},
-              ${options.retryUntil ?? null}, 1, ${now}, ${now})
-            on conflict (network, tx_hash) do nothing
-            returning *
-        ),
-        published as (
-          insert into outbox (id, subject, envelope, published_at)
-            select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null from claimed
-        )
-        select * from claimed`.execute(this.ctx.db)
-    ).rows[0];
-    if (row) this.ctx.relay.kick();
-    return row;
+    return this.ctx.inTransaction(async (trx) => {
+      // The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement.
+      const row = (
+        await sql<PaymentClaim>`
+          with claimed as (
+            insert into payment_claims
+                (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+                 skill_name, endpoint_id, resource, kind, channel, state, access_expires_at, retry_until, attempts,
+                 created_at, updated_at)
+              values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
+                ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
+                ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
+                ${purchase.resource}, ${purchase.kind}, ${purchase.channel}, ${state}, ${accessExpiresAt},
+                ${options.retryUntil ?? null}, 1, ${now}, ${now})
+              on conflict (network, tx_hash) do nothing
+              returning *
+          ),
+          published as (
+            insert into outbox (id, subject, envelope, published_at)
+              select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
+              from claimed
+          )
+          select * from claimed`.execute(trx)
+      ).rows[0];
+      const refusedByLedger = await ledgerAnswer;
+      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+      return row;
+    });
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */
