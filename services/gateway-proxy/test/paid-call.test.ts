@@ -1,3 +1,5 @@
+import { requestRpc } from '@paygate/bus';
+import { testWallets } from '@paygate/testing';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(90_000);
@@ -155,5 +157,41 @@ describe('gateway-proxy: the paid call pipeline', () => {
     } finally {
       h.clock.advance(-31 * 24 * 60 * 60 * 1000);
     }
+  });
+
+  it('a transfer the ledger gives to another channel: 402 payment_already_used, and no claim row or payment.confirmed here', async () => {
+    const txHash = await h.transfer('buyer', 50_000n);
+    // Checkout spent the transfer first (the ledger's claim; its logIndex is the transfer's only log).
+    const held = await requestRpc(
+      h.bus,
+      'ledger.claim_transfer',
+      {
+        chainId: 31337,
+        txHash,
+        logIndex: 0,
+        channel: 'checkout',
+        reference: 'ses_paid_elsewhere',
+        payer: testWallets.buyer.address,
+        amount: '0.05',
+      },
+      { timeoutMs: 3000 },
+    );
+    expect(held).toMatchObject({ ok: true, fresh: true });
+    const resource = h.resource('GET', 'news', '/data');
+    const answer = await call('/news/data', {
+      headers: { 'X-402-Payment': await h.header({ txHash, resource }) },
+    });
+    expect(answer.status).toBe(402);
+    expect(JSON.parse(answer.body)).toMatchObject({ reason: 'payment_already_used', claimedBy: 'checkout' });
+    // The row written while the ledger answered was rolled back with its event.
+    expect(
+      await h.db.selectFrom('payment_claims').where('tx_hash', '=', txHash).selectAll().execute(),
+    ).toEqual([]);
+    const events = await h.db
+      .selectFrom('outbox')
+      .where('subject', '=', 'payment.confirmed')
+      .select('envelope')
+      .execute();
+    expect(events.filter((e) => JSON.stringify(e.envelope).includes(txHash))).toEqual([]);
   });
 });
