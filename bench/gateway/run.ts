@@ -7,6 +7,7 @@
  *   (d) the seller's express route behind the ticket-verifying middleware vs the same route bare,
  * plus the time from presenting a fresh payment to the response, split (Server-Timing) into chain lookups
  * and Paygate's own work. Writes bench/results/gateway.json and the gateway section of docs/benchmarks.md.
+ *   BENCH_LEDGER=memory answers transfer claims in this process instead of escrow-ledger,
  *   BENCH_DURATION_S (default 10) seconds per case, BENCH_CONNECTIONS (default 10), BENCH_FRESH_PAYMENTS (20),
  *   BENCH_NO_WRITE=1 prints the figures without writing them, BENCH_PROFILE=<dir> writes a CPU profile of the
  *   gateway process (.cpuprofile, the whole run; case (c) dominates it) into <dir>.
@@ -18,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { encodePaymentHeader, forwardingKeyFromApiKey, signPayment } from '@paygate/agent-client';
 import { createEvent } from '@paygate/contracts';
+import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
 import {
   createTestEnvironment,
   deployTestUsdc,
@@ -41,6 +43,8 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const FRESH_PAYMENTS = Number(process.env.BENCH_FRESH_PAYMENTS ?? 20);
 const children: ChildProcess[] = [];
+/** What runs in this process and is stopped at the end (the escrow-ledger answering claims). */
+const stops: Array<() => Promise<void>> = [];
 
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : undefined;
 
@@ -141,8 +145,24 @@ async function main() {
     });
     const bus = await env.bus();
     const apiKey = 'sk_bench_seller_key_000000000000';
-    // The ledger's transfer claims, answered in this process (the bench measures the gateway, not the ledger).
-    await serveTransferClaimsForTests(bus);
+    // The ledger's transfer claims, answered by escrow-ledger itself (Postgres, as in production): a fresh
+    // payment's Paygate figure includes the claim that makes one transfer buy one thing. BENCH_LEDGER=memory
+    // answers them from memory in this process instead (the gateway alone).
+    if (process.env.BENCH_LEDGER === 'memory') await serveTransferClaimsForTests(bus);
+    else {
+      const ledger = await startEscrowLedger(
+        ledgerConfig(
+          env.envFor('escrow-ledger', {
+            LOG_LEVEL: 'warn',
+            CHAIN_RPC_URL: anvil.rpcUrl,
+            USDC_ADDRESS: usdcAddress,
+            ESCROW_ADDRESS: testWallets.escrow.address,
+            CONFIRMATIONS: '1',
+          }),
+        ),
+      );
+      stops.push(() => ledger.stop());
+    }
     await serveSellersForTests(bus, {
       [apiKey]: {
         sellerId: 'bench-seller',
@@ -248,7 +268,7 @@ async function main() {
     };
 
     // Fresh payments: present each once, read the Server-Timing split.
-    const fresh: Array<{ totalMs: number; chainMs: number; paygateMs: number }> = [];
+    const fresh: Array<{ totalMs: number; chainMs: number; claimMs: number; paygateMs: number }> = [];
     for (let i = 0; i < FRESH_PAYMENTS; i++) {
       const header = await payHeader(`GET ${gatewayUrl}/api/v1/skills/bench-call/data`);
       const started = performance.now();
@@ -261,7 +281,10 @@ async function main() {
       const timing = res.headers.get('server-timing') ?? '';
       const chainMs = Number(/chain;dur=([\d.]+)/.exec(timing)?.[1] ?? Number.NaN);
       const paygateMs = Number(/paygate;dur=([\d.]+)/.exec(timing)?.[1] ?? Number.NaN);
-      fresh.push({ totalMs, chainMs, paygateMs });
+      // The transfer's claim (escrow-ledger's, then the gateway's row), part of `paygate`; absent before it was timed.
+      const claimMs = Number(/claim;dur=([\d.]+)/.exec(timing)?.[1] ?? Number.NaN);
+      fresh.push({ totalMs, chainMs, claimMs, paygateMs });
+      if (process.env.BENCH_PRINT_TIMINGS) console.log(`fresh ${totalMs.toFixed(1)} ms: ${timing}`);
     }
 
     const subHeader = await payHeader(`GET ${gatewayUrl}/api/v1/skills/bench-sub/data`);
@@ -345,13 +368,19 @@ async function main() {
             50,
           ),
         ),
+        claimMsP50: round(
+          percentile(
+            fresh.map((f) => f.claimMs),
+            50,
+          ),
+        ),
         paygateMsP50: round(
           percentile(
             fresh.map((f) => f.paygateMs),
             50,
           ),
         ),
-        note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil (in parallel); paygate = Paygate work before forwarding (decode, signature recovery, rate limit, claim insert + payment.confirmed outbox in one transaction); the rest of the total is the seller answer, the relay and the client.',
+        note: 'presenting a confirmed payment to the 200 answer (PROXY, pay-per-call, loopback upstream); chain = eth_getTransactionReceipt + eth_blockNumber against local anvil (in parallel); paygate = Paygate work before forwarding (decode, signature recovery, rate limit, the escrow-ledger transfer claim over NATS, claim insert + payment.confirmed outbox); the rest of the total is the seller answer, the relay and the client.',
       },
     };
     if (process.env.BENCH_NO_WRITE) {
@@ -370,6 +399,7 @@ async function main() {
     );
   } finally {
     for (const child of children) child.kill('SIGTERM');
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
     await anvil.stop();
     await env.cleanup();
   }

@@ -1,21 +1,12 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SharedRateLimiter } from '@paygate/http';
 import { sellerDispatcher } from '@paygate/net';
 import { Counter, SecretBox, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
-import { sendJson } from './http-util';
 import { ChainVerifier } from './payments/chain';
 import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
-import {
-  FORWARD_CONNECTIONS_PER_ORIGIN,
-  type ForwardOptions,
-  type ForwardResult,
-  type ForwardTarget,
-  forwardRequest,
-  forwardRequestThen,
-} from './proxy/forward';
+import { FORWARD_CONNECTIONS_PER_ORIGIN, type ForwardOptions } from './proxy/forward';
 import { ForwardingKeys } from './proxy/forwarding-keys';
 import { RequestSigner } from './proxy/signing';
 import { SkillDirectory } from './skills/projection';
@@ -48,22 +39,10 @@ export interface GatewayState {
     refused: Counter<'reason'>;
     rateLimited: Counter<string>;
   };
-  /** Counts one hit; answers 429 and returns false when over the limit. */
-  rateLimit(res: ServerResponse, requestId: string, bucket: string): Promise<boolean>;
-  /** The same, decided in process when the limiter can (no promise); undefined when it must ask Postgres. */
-  rateLimitLocal(res: ServerResponse, bucket: string): boolean | undefined;
   /** What every forward uses: timeout, signer, body bound, and the connection pools to sellers. */
   forwarding: ForwardOptions;
   /** Sellers' forwarding keys (what their forwarded requests are signed with), learnt from the registry. */
   forwardingKeys: ForwardingKeys;
-  forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): Promise<ForwardResult>;
-  /** The same with a callback (no promise): the cached-subscription hot path. */
-  forwardThen(
-    req: IncomingMessage,
-    res: ServerResponse,
-    target: ForwardTarget,
-    done: (result: ForwardResult) => void,
-  ): void;
 }
 
 export async function createGatewayState(
@@ -177,34 +156,7 @@ export async function createGatewayState(
       relayerBudgets.perSeller,
     ],
     metrics,
-    rateLimitLocal(res, bucket) {
-      const decision = limiter.tryLocal(bucket);
-      if (!decision) return undefined;
-      res.setHeader('RateLimit-Limit', String(decision.limit));
-      res.setHeader('RateLimit-Remaining', String(decision.remaining));
-      return true;
-    },
-    async rateLimit(res, requestId, bucket) {
-      const decision = await limiter.hit(bucket);
-      res.setHeader('RateLimit-Limit', String(decision.limit));
-      res.setHeader('RateLimit-Remaining', String(decision.remaining));
-      if (decision.allowed) return true;
-      metrics.rateLimited.inc();
-      res.setHeader('Retry-After', String(decision.retryAfterSeconds));
-      sendJson(res, 429, {
-        error: {
-          code: 'rate_limited',
-          message: `at most ${decision.limit} requests per minute per wallet per skill; retry in ${decision.retryAfterSeconds} s`,
-          limit: decision.limit,
-          retryAfterSeconds: decision.retryAfterSeconds,
-          requestId,
-        },
-      });
-      return false;
-    },
     forwarding: forwardOptions,
     forwardingKeys: new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs }),
-    forward: (req, res, target) => forwardRequest(req, res, target, forwardOptions),
-    forwardThen: (req, res, target, done) => forwardRequestThen(req, res, target, forwardOptions, done),
   };
 }

@@ -1,4 +1,4 @@
-import { SKILLS_PREFIX } from '../routes/skills';
+import { SKILLS_PREFIX } from '../routes/paid-call';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 
 /**

@@ -1,9 +1,9 @@
-import { enqueueEvent } from '@paygate/bus';
-import { createEvent, newEventId } from '@paygate/contracts';
+import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { type PaymentKind, type PaymentProof, recoverPaymentSigner } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
 import type { LedgerClaims } from './claims';
@@ -51,6 +51,11 @@ export interface Purchase {
 export type PresentOutcome =
   | { ok: true; claim: PaymentClaim; fresh: boolean; chainMs: number }
   | { ok: false; failure: PaymentFailure; chainMs: number };
+
+/** What `verify` made of a tx-hash proof: decided already (refused, or a claim served again), or a transfer to claim. */
+export type Verified =
+  | { kind: 'decided'; outcome: PresentOutcome }
+  | { kind: 'transfer'; transfer: { logIndex: number; amountMicro: bigint }; chainMs: number };
 
 export interface PaymentSettings {
   network: string;
@@ -190,11 +195,10 @@ export class PaymentService {
   }
 
   /**
-   * The hot path of a subscriber repeating a call: a cached subscription claim decided without a promise, by
-   * the same checks and reuse rules (`decideReuse`) as `present`. Undefined when the full path (Postgres,
-   * chain) must decide: no cached claim, or a decision that needs Postgres.
+   * A claim already in memory (a subscription's, immutable until it expires) decided without Postgres by the same
+   * checks and reuse rules (`decideReuse`) as a claim read from Postgres. Undefined when Postgres must decide.
    */
-  presentCached(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
+  private decideFromMemory(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
     const memo = this.memoOf(proof);
     const claim = this.subscriptionCache.get(memo.claimKey);
     if (!claim) return undefined;
@@ -226,30 +230,72 @@ export class PaymentService {
     return { fromLower, signerLower };
   }
 
+  /** verify, then claim what it proved: the whole decision on a tx-hash proof (a seller's /api/verify). */
   async present(proof: PaymentProof, purchase: Purchase): Promise<PresentOutcome> {
-    const cachedOutcome = this.presentCached(proof, purchase);
-    if (cachedOutcome) return cachedOutcome;
+    const verified = await this.verify(proof, purchase);
+    return verified.kind === 'decided' ? verified.outcome : this.claim(proof, verified, purchase);
+  }
+
+  /**
+   * A tx-hash proof's checks: its own fields, then either the claim already made on its transfer (served again
+   * only under the reuse rules) or the transfer proven on chain, ready to be claimed. A subscription claim in
+   * memory answers without Postgres or the chain.
+   */
+  async verify(proof: PaymentProof, purchase: Purchase): Promise<Verified> {
+    const fromMemory = this.decideFromMemory(proof, purchase);
+    if (fromMemory) return { kind: 'decided', outcome: fromMemory };
     const refused = this.staticCheckMemo(proof, purchase);
-    if (refused) return { ok: false, failure: refused, chainMs: 0 };
-    const cacheKey = this.memoOf(proof).claimKey;
-    const existing = await this.findClaim(proof);
-    if (existing) return { ...(await this.reuse(existing, proof, purchase)), chainMs: 0 };
-
-    if (!this.signedBy(proof, purchase.resource)) return { ok: false, failure: badSignature(), chainMs: 0 };
+    if (refused) return { kind: 'decided', outcome: { ok: false, failure: refused, chainMs: 0 } };
+    // The claim lookup runs beside the chain check (a fresh proof, the usual case, does not wait for it first);
+    // a proof its payer did not sign for this resource is never looked up on chain.
+    const existingClaim = this.findClaim(proof);
+    if (!this.signedBy(proof, purchase.resource)) {
+      const existing = await existingClaim;
+      const outcome = existing
+        ? await this.reuse(existing, proof, purchase)
+        : { ok: false as const, failure: badSignature() };
+      return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
+    }
     const chainStart = performance.now();
-    const verified = await this.chain.verifyTransfer(proof, purchase.priceMicro);
-    const chainMs = performance.now() - chainStart;
-    if (!verified.ok) return { ok: false, failure: verified.failure, chainMs };
+    const onChain = this.chain.verifyTransfer(proof, purchase.priceMicro).then(
+      (verified) => ({ verified, chainMs: performance.now() - chainStart }),
+      (error: unknown) => ({ error, chainMs: performance.now() - chainStart }),
+    );
+    const existing = await existingClaim;
+    if (existing) {
+      const outcome = await this.reuse(existing, proof, purchase);
+      return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
+    }
+    const chain = await onChain;
+    if ('error' in chain) throw chain.error;
+    if (!chain.verified.ok) {
+      return {
+        kind: 'decided',
+        outcome: { ok: false, failure: chain.verified.failure, chainMs: chain.chainMs },
+      };
+    }
+    return { kind: 'transfer', transfer: chain.verified.transfer, chainMs: chain.chainMs };
+  }
 
+  /**
+   * Claims a transfer `verify` proved (insertClaim: the ledger's claim, then this gateway's row): exactly one of any
+   * number of concurrent presentations is credited; one that lost the race is decided by the reuse rules.
+   */
+  async claim(
+    proof: PaymentProof,
+    verified: Extract<Verified, { kind: 'transfer' }>,
+    purchase: Purchase,
+  ): Promise<PresentOutcome> {
+    const { transfer, chainMs } = verified;
     let inserted: PaymentClaim | undefined;
     try {
       inserted = await this.insertClaim(
         {
           txHash: proof.txHash,
-          logIndex: verified.transfer.logIndex,
+          logIndex: transfer.logIndex,
           payer: proof.from,
           token: proof.token,
-          amountMicro: verified.transfer.amountMicro,
+          amountMicro: transfer.amountMicro,
         },
         purchase,
       );
@@ -263,7 +309,7 @@ export class PaymentService {
     }
     // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.findClaim(proof);
-    if (!winner) throw new Error(`claim on ${cacheKey} vanished`);
+    if (!winner) throw new Error(`claim on ${this.memoOf(proof).claimKey} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
   }
 
@@ -272,9 +318,10 @@ export class PaymentService {
    * same transaction that enqueues payment.confirmed. Undefined when the transfer was already claimed.
    * Used by the tx-hash proof (after the chain check) and by x402 (after the relayer's transfer was included).
    *
-   * First the ledger claims the transfer (`ledger.claim_transfer`): one transfer buys one thing across every
-   * channel (checkout sessions, /api/verify, operator refunds). Every replica asks with the same reference
-   * (`<network>:<txHash>`), so a concurrent presentation here is answered ok too and the local row decides.
+   * The ledger claims the transfer (`ledger.claim_transfer`) while the row is written, and the row commits only once
+   * the ledger agreed: one transfer buys one thing across every channel (checkout sessions, /api/verify, operator
+   * refunds). Every replica asks with the same reference (`<network>:<txHash>`), so a concurrent presentation here
+   * is answered ok too and the local row decides.
    * Throws LedgerClaimRefused when the ledger refuses (another channel spent it) or does not answer in time.
    */
   async insertClaim(
@@ -282,7 +329,10 @@ export class PaymentService {
     purchase: Purchase,
     options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
   ): Promise<PaymentClaim | undefined> {
-    const refusedByLedger = await this.claims.claim({
+    // The ledger's claim and this gateway's row go out together: the row is written in a transaction that commits
+    // only once the ledger answered that the transfer is this payment's (rolled back when it refused), so a fresh
+    // payment waits for the slower of the two rather than for both in turn.
+    const ledgerAnswer = this.claims.claim({
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
       logIndex: transfer.logIndex,
@@ -291,71 +341,68 @@ export class PaymentService {
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
     });
-    if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
+    ledgerAnswer.catch(() => undefined);
     const now = this.settings.now();
     const claimId = newEventId();
+    const state =
+      options.state ??
+      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
+      (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
+    const accessExpiresAt =
+      purchase.kind === 'subscription'
+        ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
+        : null;
+    const confirmed = createEvent(
+      'payment.confirmed',
+      'gateway-proxy',
+      {
+        paymentId: claimId,
+        source: 'x402',
+        sellerId: purchase.sellerId,
+        skillId: purchase.skillId,
+        skillName: purchase.skillName,
+        endpointId: purchase.endpointId,
+        sessionId: null,
+        payer: transfer.payer,
+        amount: formatUsdc(transfer.amountMicro),
+        network: this.settings.network as 'base' | 'base-sepolia' | 'local',
+        chainId: this.settings.chainId,
+        token: transfer.token,
+        txHash: transfer.txHash,
+        logIndex: transfer.logIndex,
+        holdPeriodHours: purchase.holdPeriodHours,
+        confirmedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    );
+    validateEvent(confirmed);
     return this.ctx.inTransaction(async (trx) => {
-      const row = (await trx
-        .insertInto('payment_claims')
-        .values({
-          id: claimId,
-          network: this.settings.network,
-          chain_id: this.settings.chainId,
-          tx_hash: transfer.txHash,
-          log_index: transfer.logIndex,
-          payer: transfer.payer,
-          token: transfer.token,
-          amount_micro: transfer.amountMicro,
-          seller_id: purchase.sellerId,
-          skill_id: purchase.skillId,
-          skill_name: purchase.skillName,
-          endpoint_id: purchase.endpointId,
-          resource: purchase.resource,
-          kind: purchase.kind,
-          channel: purchase.channel,
-          // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-          state:
-            options.state ??
-            (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served'),
-          access_expires_at:
-            purchase.kind === 'subscription'
-              ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
-              : null,
-          retry_until: options.retryUntil ?? null,
-          attempts: 1,
-          created_at: now,
-          updated_at: now,
-        })
-        .onConflict((oc) => oc.columns(['network', 'tx_hash']).doNothing())
-        .returningAll()
-        .executeTakeFirst()) as PaymentClaim | undefined;
-      if (!row) return undefined;
-      await enqueueEvent(
-        trx,
-        createEvent(
-          'payment.confirmed',
-          'gateway-proxy',
-          {
-            paymentId: claimId,
-            source: 'x402',
-            sellerId: purchase.sellerId,
-            skillId: purchase.skillId,
-            skillName: purchase.skillName,
-            endpointId: purchase.endpointId,
-            sessionId: null,
-            payer: transfer.payer,
-            amount: formatUsdc(transfer.amountMicro),
-            network: this.settings.network as 'base' | 'base-sepolia' | 'local',
-            chainId: this.settings.chainId,
-            token: transfer.token,
-            txHash: transfer.txHash,
-            logIndex: transfer.logIndex,
-            holdPeriodHours: purchase.holdPeriodHours,
-            confirmedAt: now.toISOString(),
-          },
-          { trace: currentTraceCarrier() },
-        ),
-      );
+      // The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement.
+      const row = (
+        await sql<PaymentClaim>`
+          with claimed as (
+            insert into payment_claims
+                (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+                 skill_name, endpoint_id, resource, kind, channel, state, access_expires_at, retry_until, attempts,
+                 created_at, updated_at)
+              values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
+                ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
+                ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
+                ${purchase.resource}, ${purchase.kind}, ${purchase.channel}, ${state}, ${accessExpiresAt},
+                ${options.retryUntil ?? null}, 1, ${now}, ${now})
+              on conflict (network, tx_hash) do nothing
+              returning *
+          ),
+          published as (
+            insert into outbox (id, subject, envelope, published_at)
+              select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
+              from claimed
+          )
+          select * from claimed`.execute(trx)
+      ).rows[0];
+      const refusedByLedger = await ledgerAnswer;
+      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
       return row;
     });
   }

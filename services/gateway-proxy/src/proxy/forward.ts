@@ -104,27 +104,27 @@ export function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpH
 }
 
 /**
- * Sends the buyer's request to the seller, signed. Calls `done` once: when the seller's response headers
+ * Sends the buyer's request to the seller, signed. Resolves once: when the seller's response headers
  * arrived (the caller then decides, by status, what the payment becomes, and relays the body as a stream), or
  * with a failure on a connection error, when no response headers came within `timeoutMs`, or when the buyer's
- * body is over `maxBodyBytes` or did not arrive within `timeoutMs`. No promise: the hot path of a cached
- * subscription (a GET, no body) stays synchronous up to the seller's answer.
+ * body is over `maxBodyBytes` or did not arrive within `timeoutMs`.
  */
-export function forwardRequestThen(
+export function forwardRequest(
   req: IncomingMessage,
   res: ServerResponse,
   target: ForwardTarget,
   options: ForwardOptions,
-  done: (result: ForwardResult) => void,
-): void {
-  // express.json may have consumed a JSON body; its raw bytes were kept, so send them as they came.
-  if (target.rawBody) sendUpstream(req, res, target, options, target.rawBody, done);
-  else if (!hasRequestBody(req)) sendUpstream(req, res, target, options, undefined, done);
-  else
-    readBody(req, options, (body) => {
-      if (Buffer.isBuffer(body)) sendUpstream(req, res, target, options, body, done);
-      else done(body);
-    });
+): Promise<ForwardResult> {
+  return new Promise((done) => {
+    // express.json may have consumed a JSON body; its raw bytes were kept, so send them as they came.
+    if (target.rawBody) sendUpstream(req, res, target, options, target.rawBody, done);
+    else if (!hasRequestBody(req)) sendUpstream(req, res, target, options, undefined, done);
+    else
+      readBody(req, options, (body) => {
+        if (Buffer.isBuffer(body)) sendUpstream(req, res, target, options, body, done);
+        else done(body);
+      });
+  });
 }
 
 function hasRequestBody(req: IncomingMessage): boolean {
@@ -370,14 +370,4 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.relaying) this.res.destroy();
     else this.failedAfterHeaders = true;
   }
-}
-
-/** forwardRequestThen as a promise (the async paths). */
-export function forwardRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  target: ForwardTarget,
-  options: ForwardOptions,
-): Promise<ForwardResult> {
-  return new Promise((resolve) => forwardRequestThen(req, res, target, options, resolve));
 }

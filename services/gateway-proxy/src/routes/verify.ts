@@ -5,6 +5,7 @@ import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@pay
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import { isUnavailable } from '../payments/failures';
+import { limitCall } from '../rate-limit';
 import type { GatewayState } from '../state';
 
 export const VerifyRequest = Type.Object(
@@ -163,7 +164,7 @@ export function verifyRoutes(state: GatewayState): AnyRoute[] {
         }
         const seller = req.seller!;
         const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
-        if (!(await state.rateLimit(res, req.requestId, bucket))) return;
+        await limitCall(state.limiter, state.metrics.rateLimited, res, bucket);
         const outcome = await state.payments.present(proof, {
           resource: body.resource,
           priceMicro,

@@ -1,0 +1,29 @@
+import type { ServerResponse } from 'node:http';
+import { checkRateLimit, type SharedRateLimiter } from '@paygate/http';
+
+/** What the gateway's limiter counts, for the 429's message ("at most 60 requests per minute per wallet per skill"). */
+const LIMITED = 'requests per minute per wallet per skill';
+
+/** The bucket of a paying wallet (a proof its payer signed for this resource). */
+export const walletBucket = (wallet: string, skillId: string) => `wallet:${wallet.toLowerCase()}:${skillId}`;
+/** The bucket of a caller without a proof its payer signed (no proof, a bad header, someone else's signature). */
+export const clientBucket = (clientIp: string, skillId: string) => `ip:${clientIp}:${skillId}`;
+
+/**
+ * The gateway's one rate-limit decision (paid skill calls and a seller's /api/verify): counts one hit in `bucket`
+ * (in process while the shared count allows it, else in Postgres) and sets RateLimit-Limit/-Remaining; over the
+ * limit it counts the refusal and throws the shared 429 (`rate_limited`, Retry-After).
+ */
+export async function limitCall(
+  limiter: SharedRateLimiter,
+  rateLimited: { inc(): void },
+  res: Pick<ServerResponse, 'setHeader'>,
+  bucket: string,
+): Promise<void> {
+  try {
+    await checkRateLimit(limiter, res as never, bucket, LIMITED);
+  } catch (error) {
+    if ((error as { status?: unknown }).status === 429) rateLimited.inc();
+    throw error;
+  }
+}
