@@ -5,7 +5,7 @@ import {
   ConfigError,
   chainConfig,
   commonConfig,
-  num,
+  int,
   parseEnv,
   productionGuards,
   str,
@@ -84,46 +84,27 @@ export function loadConfig(
   }>(env, {
     TICKET_SIGNING_KEY: str({ default: '' }),
     TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
-    TICKET_TTL_SECONDS: num({ default: 300 }),
-    RATE_LIMIT_PER_MINUTE: num({ default: 60 }),
-    UPSTREAM_TIMEOUT_MS: num({ default: 10_000 }),
-    PROXY_MAX_BODY_BYTES: num({ default: 10 * 1024 * 1024 }),
-    RETRY_WINDOW_SECONDS: num({ default: 600 }),
-    X402_MAX_TIMEOUT_SECONDS: num({ default: 60 }),
-    X402_INCLUSION_WAIT_MS: num({ default: 15_000 }),
-    RELAYER_TIMEOUT_MS: num({ default: 3000 }),
-    REGISTRY_TIMEOUT_MS: num({ default: 2000 }),
-    X402_RECOVERY_AFTER_MS: num({ default: 30_000 }),
-    X402_RECOVERY_INTERVAL_MS: num({ default: 5000 }),
+    TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
+    RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
+    UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
+    PROXY_MAX_BODY_BYTES: int({ default: 10 * 1024 * 1024, min: 1 }),
+    RETRY_WINDOW_SECONDS: int({ default: 600, min: 1 }),
+    X402_MAX_TIMEOUT_SECONDS: int({ default: 60, min: 1 }),
+    X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1 }),
+    RELAYER_TIMEOUT_MS: int({ default: 3000, min: 1 }),
+    REGISTRY_TIMEOUT_MS: int({ default: 2000, min: 1 }),
+    X402_RECOVERY_AFTER_MS: int({ default: 30_000, min: 1 }),
+    X402_RECOVERY_INTERVAL_MS: int({ default: 5000, min: 1 }),
     // 0.01 USDC: one transferWithAuthorization is ~68,000 gas, about 0.002 USD on Base at 0.01 gwei and
     // 3,000 USD/ETH; below this a payment costs Paygate more in gas than it is worth moving (README).
     X402_MIN_AMOUNT: str({ default: '0.01' }),
-    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: num({ default: 3600 }),
-    X402_FACILITATOR_PER_MINUTE: num({ default: 300 }),
-    DISCOVERY_PER_MINUTE: num({ default: 60 }),
-    RELAYER_DAILY_PER_PAYER: num({ default: 1000 }),
-    RELAYER_DAILY_PER_SELLER: num({ default: 10_000 }),
+    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: int({ default: 3600, min: 1 }),
+    X402_FACILITATOR_PER_MINUTE: int({ default: 300, min: 1 }),
+    DISCOVERY_PER_MINUTE: int({ default: 60, min: 1 }),
+    RELAYER_DAILY_PER_PAYER: int({ default: 1000, min: 1 }),
+    RELAYER_DAILY_PER_SELLER: int({ default: 10_000, min: 1 }),
   });
   const problems: string[] = [];
-  const positive = (name: string, value: number) => {
-    if (!Number.isInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
-  };
-  positive('TICKET_TTL_SECONDS', parsed.TICKET_TTL_SECONDS);
-  positive('RATE_LIMIT_PER_MINUTE', parsed.RATE_LIMIT_PER_MINUTE);
-  positive('UPSTREAM_TIMEOUT_MS', parsed.UPSTREAM_TIMEOUT_MS);
-  positive('PROXY_MAX_BODY_BYTES', parsed.PROXY_MAX_BODY_BYTES);
-  positive('RETRY_WINDOW_SECONDS', parsed.RETRY_WINDOW_SECONDS);
-  positive('X402_MAX_TIMEOUT_SECONDS', parsed.X402_MAX_TIMEOUT_SECONDS);
-  positive('X402_INCLUSION_WAIT_MS', parsed.X402_INCLUSION_WAIT_MS);
-  positive('RELAYER_TIMEOUT_MS', parsed.RELAYER_TIMEOUT_MS);
-  positive('REGISTRY_TIMEOUT_MS', parsed.REGISTRY_TIMEOUT_MS);
-  positive('X402_RECOVERY_AFTER_MS', parsed.X402_RECOVERY_AFTER_MS);
-  positive('X402_RECOVERY_INTERVAL_MS', parsed.X402_RECOVERY_INTERVAL_MS);
-  positive('X402_FACILITATOR_MAX_TIMEOUT_SECONDS', parsed.X402_FACILITATOR_MAX_TIMEOUT_SECONDS);
-  positive('X402_FACILITATOR_PER_MINUTE', parsed.X402_FACILITATOR_PER_MINUTE);
-  positive('DISCOVERY_PER_MINUTE', parsed.DISCOVERY_PER_MINUTE);
-  positive('RELAYER_DAILY_PER_PAYER', parsed.RELAYER_DAILY_PER_PAYER);
-  positive('RELAYER_DAILY_PER_SELLER', parsed.RELAYER_DAILY_PER_SELLER);
   let x402MinAmountMicro = 0n;
   try {
     x402MinAmountMicro = parseUsdc(parsed.X402_MIN_AMOUNT);
