@@ -1,5 +1,11 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import {
+  type BackgroundTask,
+  type BackoffPolicy,
+  backoffDelayMs,
+  PollingLoop,
+  type ServiceContext,
+} from '@paygate/runtime';
 import type { Insertable, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
@@ -44,7 +50,13 @@ const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 const PENDING_BATCH = 20;
 const MAX_PENDING_BATCHES = 10;
-const RETRY_MAX_DELAY_MS = 10 * 60_000;
+/**
+ * Retries of a reservation the ledger did not answer: 2 s, 4 s, ... up to 10 min, at the ceiling of the shared
+ * backoff (no jitter): a pass reserves its due settlements one at a time, so there is no burst for jitter to spread,
+ * and a payout is not postponed further at random.
+ */
+const RESERVE_RETRY_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 10 * 60_000 };
+const AT_CEILING = () => 1;
 
 /**
  * Creates one settlement per seller and period when the period is due, asks the ledger to reserve the seller's
@@ -212,7 +224,7 @@ export class SettlementScheduler implements BackgroundTask {
       if (amountMicro <= 0n) throw new Error(`ledger reserved a non-positive amount ${reply.amount}`);
     } catch (error) {
       const attempts = settlement.attempts + 1;
-      const delayMs = Math.min(1000 * 2 ** Math.min(attempts, 20), RETRY_MAX_DELAY_MS);
+      const delayMs = backoffDelayMs(attempts, RESERVE_RETRY_BACKOFF, AT_CEILING)!;
       await trx
         .updateTable('settlements')
         .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })

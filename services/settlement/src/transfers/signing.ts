@@ -1,4 +1,5 @@
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
+import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB } from '../db';
@@ -8,7 +9,13 @@ import type { TransferRow } from './repository';
 import { describe, type TransferWorkerDeps } from './worker-deps';
 
 const SIGN_BATCH = 20;
-const PREFLIGHT_BACKOFF_MAX_MS = 5 * 60_000;
+/**
+ * Pre-flight retries: 2 s, 4 s, ... up to 5 min, at the ceiling of the shared backoff (no jitter). Deterministic on
+ * purpose: MAX_PREFLIGHT_ATTEMPTS gives up and fails the payout, so these delays set how long escrow has to become
+ * able to pay (e.g. a sweep still on its way); full jitter would shorten that window at random.
+ */
+const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
+const AT_CEILING = () => 1;
 const LEDGER_RETRY_MS = 5000;
 
 interface Refusal {
@@ -218,7 +225,7 @@ export class TransferSigner {
       await this.deps.handlers[failed.kind].onFailed(trx, failed, reason);
       return failed;
     }
-    const delayMs = Math.min(1000 * 2 ** attempts, PREFLIGHT_BACKOFF_MAX_MS);
+    const delayMs = backoffDelayMs(attempts, PREFLIGHT_BACKOFF, AT_CEILING)!;
     await trx
       .updateTable('outgoing_transfers')
       .set({
