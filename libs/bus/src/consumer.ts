@@ -10,6 +10,7 @@ import {
   headers as natsHeaders,
 } from 'nats';
 import type { Bus } from './connection';
+import { cappedDoublingDelayMs } from './doubling-delay';
 import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './errors';
 
 const decoder = new TextDecoder();
@@ -32,7 +33,7 @@ interface CommonConsumerOptions<S extends Subject> {
   subject: S;
   /** Attempts before the message goes to the dead-letter subject. */
   maxAttempts?: number;
-  /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs). */
+  /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs) (deterministic: ./doubling-delay). */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
   ackWaitMs?: number;
@@ -65,10 +66,6 @@ export type DeclaredConsumer = ConsumerOptions<Subject> & { readonly __declared:
 export function defineConsumer<S extends Subject>(options: ConsumerOptions<S>): DeclaredConsumer {
   // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's schema).
   return options as unknown as DeclaredConsumer;
-}
-
-export function backoffDelayMs(attempt: number, baseMs: number, maxMs: number): number {
-  return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), maxMs);
 }
 
 type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
@@ -267,7 +264,7 @@ export class InboxConsumer<S extends Subject> {
       await this.deadLetter(message, error);
       return;
     }
-    const delayMs = backoffDelayMs(attempt, this.options.baseBackoffMs, this.options.maxBackoffMs);
+    const delayMs = cappedDoublingDelayMs(attempt, this.options.baseBackoffMs, this.options.maxBackoffMs);
     this.logger.warn(
       { err: error, eventId: envelope.id, consumer: this.options.durable, attempt, delayMs },
       'event handler failed; will redeliver',

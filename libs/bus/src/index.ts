@@ -11,7 +11,6 @@ export {
 } from './connection';
 export {
   type BatchEventHandler,
-  backoffDelayMs,
   type ConsumerOptions,
   type DeclaredConsumer,
   defineConsumer,
@@ -20,6 +19,7 @@ export {
   InboxConsumer,
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
+export { cappedDoublingDelayMs } from './doubling-delay';
 export { isConsumerExistsError, isJetStreamError, JetStreamErrorCode, jetStreamErrorCode } from './errors';
 export { inboxPrefixFor } from './inbox';
 export { busMigrations } from './migrations';

@@ -1,4 +1,5 @@
 import type { Logger } from '@paygate/telemetry';
+import { cappedDoublingDelayMs } from './doubling-delay';
 
 /**
  * What a pass tells the loop about the next one: nothing (wait the interval), `true` (more work is waiting:
@@ -119,7 +120,7 @@ export class PollingLoop {
     const kicked = this.pending;
     this.pending = false;
     if (this.failures > 0 && maxBackoffMs !== undefined) {
-      return Math.min(maxBackoffMs, intervalMs * 2 ** this.failures);
+      return cappedDoublingDelayMs(this.failures + 1, intervalMs, maxBackoffMs);
     }
     if (outcome === true || kicked) return 0;
     if (typeof outcome === 'object' && outcome !== null) return outcome.delayMs;

@@ -5,7 +5,7 @@ import { countStreamMessages, type TestEnvironment, waitFor } from '@paygate/tes
 import { type Kysely, sql } from 'kysely';
 import {
   type Bus,
-  backoffDelayMs,
+  cappedDoublingDelayMs,
   encodeEnvelope,
   enqueueEvent,
   InboxConsumer,
@@ -155,6 +155,6 @@ describe('bus: outbox, inbox, dead letters (real Postgres and JetStream)', () =>
   });
 
   it('backs off exponentially within a bound', () => {
-    expect([1, 2, 3, 10].map((n) => backoffDelayMs(n, 100, 1000))).toEqual([100, 200, 400, 1000]);
+    expect([1, 2, 3, 10].map((n) => cappedDoublingDelayMs(n, 100, 1000))).toEqual([100, 200, 400, 1000]);
   });
 });

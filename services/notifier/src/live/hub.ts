@@ -7,25 +7,26 @@ import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
-import type { Subscription } from 'nats';
+import type { Msg, Subscription } from 'nats';
 import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { type CheckoutSessionSnapshot, findSession } from '../sessions/repository';
 import {
-  type ClientMessage,
-  type ErrorCode,
-  SELLER_EVENT_TYPES,
-  SESSION_ID_PATTERN,
-  type SellerEventMessage,
-  type ServerMessage,
-} from './protocol';
+  type Client,
+  newClient,
+  parseClientMessage,
+  rejectUpgrade,
+  send,
+  sendError,
+  sendSnapshot,
+  withinRateLimit,
+} from './client';
+import { SELLER_EVENT_TYPES, SESSION_ID_PATTERN, type SellerEventMessage } from './protocol';
 
 export const WEBSOCKET_PATH = '/api/v1/ws';
-const MESSAGES_PER_WINDOW = 60;
 /** Snapshots heard recently, kept because the core subscription can be ahead of the stored projection. */
 const RECENT_SNAPSHOTS = 10_000;
-const RATE_WINDOW_MS = 10_000;
 /** What a client over its open-socket limit is told to wait (a socket of its own must close first). */
 const TOO_MANY_SOCKETS_RETRY_SECONDS = 10;
 /** A seller's socket asks the registry again this often whether its token still holds (expiry, sign-out, rotation). */
@@ -35,20 +36,6 @@ const TOKEN_MAX_LENGTH = 2048;
 /** Close codes of the application range: the token was refused (sign in again), or could not be checked now. */
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_AUTH_UNAVAILABLE = 4503;
-
-interface Client {
-  socket: WebSocket;
-  /** The client address (TRUSTED_PROXIES' rule): its open sockets are bounded. */
-  address: string;
-  /** Per session: the updatedAt (ms) and JSON of the last snapshot sent, so nothing older or equal goes out. */
-  sessions: Map<string, { updatedAtMs: number; json: string }>;
-  alive: boolean;
-  idleSinceMs: number | null;
-  windowStartMs: number;
-  windowCount: number;
-  /** Set once `authenticate` succeeded: the socket hears this seller's changes and nobody else's. */
-  seller?: { sellerId: string; token: string; verifiedAtMs: number; verifying: boolean };
-}
 
 const decoder = new TextDecoder();
 
@@ -93,43 +80,44 @@ export class LiveUpdates {
     const { bus } = this.deps;
     // `<ns>.checkout.*` covers every checkout.session_* subject; a core subscription sees JetStream publishes.
     this.subscription = bus.nc.subscribe(`${bus.subjectFor('checkout')}.*`, {
-      callback: (_error, message) => {
-        try {
-          const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
-          if (!envelope.type.startsWith('checkout.session_')) return;
-          this.publish(envelope.data as CheckoutSessionSnapshot);
-        } catch (error) {
-          this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid session event');
-        }
-      },
+      callback: (_error, message) => this.onSessionEvent(message),
     });
     // A seller's own changes, from every producer: each names its seller, and only that seller's sockets hear it.
     for (const subject of SELLER_EVENT_TYPES) {
       this.sellerSubscriptions.push(
         bus.nc.subscribe(bus.subjectFor(subject), {
-          callback: (_error, message) => {
-            try {
-              const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
-              const sellerId = (envelope.data as { sellerId?: unknown }).sellerId;
-              if (typeof sellerId !== 'string') return; // e.g. a refund of money that paid no seller
-              this.publishToSeller(sellerId, {
-                type: 'seller_event',
-                eventId: envelope.id,
-                eventType: subject,
-                occurredAt: envelope.occurredAt,
-              });
-            } catch (error) {
-              this.deps.logger.warn(
-                { err: error, subject: message.subject },
-                'ignored an invalid seller event',
-              );
-            }
-          },
+          callback: (_error, message) => this.onSellerEvent(subject, message),
         }),
       );
     }
     this.heartbeat = setInterval(() => this.sweep(), this.deps.config.wsHeartbeatIntervalMs);
     this.heartbeat.unref();
+  }
+
+  private onSessionEvent(message: Msg): void {
+    try {
+      const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
+      if (!envelope.type.startsWith('checkout.session_')) return;
+      this.publish(envelope.data as CheckoutSessionSnapshot);
+    } catch (error) {
+      this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid session event');
+    }
+  }
+
+  private onSellerEvent(subject: SellerEventMessage['eventType'], message: Msg): void {
+    try {
+      const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
+      const sellerId = (envelope.data as { sellerId?: unknown }).sellerId;
+      if (typeof sellerId !== 'string') return; // e.g. a refund of money that paid no seller
+      this.publishToSeller(sellerId, {
+        type: 'seller_event',
+        eventId: envelope.id,
+        eventType: subject,
+        occurredAt: envelope.occurredAt,
+      });
+    } catch (error) {
+      this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid seller event');
+    }
   }
 
   attach(server: Server): void {
@@ -182,25 +170,16 @@ export class LiveUpdates {
       this.recent.set(snapshot.sessionId, snapshot);
       if (this.recent.size > RECENT_SNAPSHOTS) this.recent.delete(this.recent.keys().next().value as string);
     }
-    for (const client of this.bySession.get(snapshot.sessionId) ?? []) this.sendSnapshot(client, snapshot);
+    for (const client of this.bySession.get(snapshot.sessionId) ?? []) sendSnapshot(client, snapshot);
   }
 
   /** Tells every socket of this replica signed in as the seller that something of its account changed. */
   publishToSeller(sellerId: string, message: SellerEventMessage): void {
-    for (const client of this.bySeller.get(sellerId) ?? []) this.send(client, message);
+    for (const client of this.bySeller.get(sellerId) ?? []) send(client, message);
   }
 
   private accept(socket: WebSocket, address: string): void {
-    const now = Date.now();
-    const client: Client = {
-      socket,
-      address,
-      sessions: new Map(),
-      alive: true,
-      idleSinceMs: now,
-      windowStartMs: now,
-      windowCount: 0,
-    };
+    const client = newClient(socket, address, Date.now());
     this.clients.add(client);
     this.socketsByAddress.set(address, (this.socketsByAddress.get(address) ?? 0) + 1);
     this.connections.set(this.clients.size);
@@ -223,53 +202,31 @@ export class LiveUpdates {
   }
 
   private async onMessage(client: Client, data: RawData, isBinary: boolean): Promise<void> {
-    const now = Date.now();
-    if (now - client.windowStartMs > RATE_WINDOW_MS) {
-      client.windowStartMs = now;
-      client.windowCount = 0;
-    }
-    if (++client.windowCount > MESSAGES_PER_WINDOW) {
-      this.sendError(
-        client,
-        'rate_limited',
-        `at most ${MESSAGES_PER_WINDOW} messages per ${RATE_WINDOW_MS / 1000} s`,
-      );
-      client.socket.close(1008, 'rate limited');
-      return;
-    }
-    let message: ClientMessage;
-    try {
-      if (isBinary) throw new Error('binary');
-      message = JSON.parse(data.toString()) as ClientMessage;
-      if (typeof message !== 'object' || message === null) throw new Error('not an object');
-    } catch {
-      this.sendError(
-        client,
-        'invalid_message',
-        'messages are JSON objects: {"type":"subscribe","sessionId":"..."}',
-      );
-      return;
-    }
+    if (!withinRateLimit(client, Date.now())) return;
+    const message = parseClientMessage(client, data, isBinary);
+    if (!message) return;
     if (message.type === 'authenticate') {
       await this.authenticate(client, message.token);
       return;
     }
     if (message.type !== 'subscribe' && message.type !== 'unsubscribe') {
-      this.sendError(client, 'unknown_type', 'type must be subscribe, unsubscribe or authenticate');
+      sendError(client, 'unknown_type', 'type must be subscribe, unsubscribe or authenticate');
       return;
     }
     const sessionId = message.sessionId;
     if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId)) {
-      this.sendError(client, 'invalid_session_id', 'sessionId must be 1-64 letters, digits, _ or -');
+      sendError(client, 'invalid_session_id', 'sessionId must be 1-64 letters, digits, _ or -');
       return;
     }
-    if (message.type === 'unsubscribe') {
-      this.unsubscribe(client, sessionId);
-      return;
-    }
+    if (message.type === 'unsubscribe') this.unsubscribe(client, sessionId);
+    else await this.subscribe(client, sessionId);
+  }
+
+  /** Listens to the session (bounded per socket) and sends its current snapshot. */
+  private async subscribe(client: Client, sessionId: string): Promise<void> {
     if (!client.sessions.has(sessionId)) {
       if (client.sessions.size >= this.deps.config.wsMaxSubscriptionsPerSocket) {
-        this.sendError(
+        sendError(
           client,
           'too_many_subscriptions',
           `at most ${this.deps.config.wsMaxSubscriptionsPerSocket} sessions per connection`,
@@ -288,7 +245,7 @@ export class LiveUpdates {
       }
       set.add(client);
     }
-    this.send(client, { type: 'subscribed', sessionId });
+    send(client, { type: 'subscribed', sessionId });
     try {
       // The projection is written by a durable consumer that may lag the core subscription: a change heard
       // here but not yet stored must not be lost to a widget that subscribes in between.
@@ -300,7 +257,7 @@ export class LiveUpdates {
             ? heard
             : stored
           : (stored ?? heard);
-      if (current) this.sendSnapshot(client, current);
+      if (current) sendSnapshot(client, current);
     } catch (error) {
       this.deps.logger.warn({ err: error, sessionId }, 'could not read a session for a subscriber');
     }
@@ -312,7 +269,7 @@ export class LiveUpdates {
    */
   private async authenticate(client: Client, token: unknown): Promise<void> {
     if (typeof token !== 'string' || token.length === 0 || token.length > TOKEN_MAX_LENGTH) {
-      this.sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
+      sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
       return;
     }
     let sellerId: string;
@@ -331,17 +288,17 @@ export class LiveUpdates {
       this.bySeller.set(sellerId, set);
     }
     set.add(client);
-    this.send(client, { type: 'authenticated', sellerId });
+    send(client, { type: 'authenticated', sellerId });
   }
 
   /** A token the registry refused (or could not check): said on the socket, which is then closed. */
   private refuse(client: Client, error: unknown): void {
     const unavailable = (error as { status?: number }).status === 503;
     if (unavailable) {
-      this.sendError(client, 'auth_unavailable', 'cannot verify the token right now; connect again shortly');
+      sendError(client, 'auth_unavailable', 'cannot verify the token right now; connect again shortly');
       client.socket.close(CLOSE_AUTH_UNAVAILABLE, 'auth unavailable');
     } else {
-      this.sendError(
+      sendError(
         client,
         'unauthorized',
         'the token is not valid (unknown, rotated or expired): sign in again',
@@ -387,24 +344,6 @@ export class LiveUpdates {
     if (set && set.size === 0) this.bySession.delete(sessionId);
   }
 
-  private sendSnapshot(client: Client, snapshot: CheckoutSessionSnapshot): void {
-    const last = client.sessions.get(snapshot.sessionId);
-    if (!last) return;
-    const updatedAtMs = Date.parse(snapshot.updatedAt);
-    const json = JSON.stringify(snapshot);
-    if (updatedAtMs < last.updatedAtMs || json === last.json) return; // older than, or the same as, what was sent
-    client.sessions.set(snapshot.sessionId, { updatedAtMs, json });
-    this.send(client, { type: 'session', session: snapshot });
-  }
-
-  private sendError(client: Client, code: ErrorCode, message: string, sessionId?: string): void {
-    this.send(client, { type: 'error', code, message, ...(sessionId ? { sessionId } : {}) });
-  }
-
-  private send(client: Client, message: ServerMessage): void {
-    if (client.socket.readyState === client.socket.OPEN) client.socket.send(JSON.stringify(message));
-  }
-
   /** Heartbeat: terminates sockets that did not answer the last ping, and closes long-idle ones. */
   private sweep(): void {
     const now = Date.now();
@@ -423,21 +362,4 @@ export class LiveUpdates {
       client.socket.ping();
     }
   }
-}
-
-function rejectUpgrade(
-  socket: Duplex,
-  status: number,
-  text: string,
-  options: { retryAfterSeconds?: number; body?: unknown } = {},
-): void {
-  const body = options.body === undefined ? '' : JSON.stringify(options.body);
-  const headers = [
-    `HTTP/1.1 ${status} ${text}`,
-    'Connection: close',
-    ...(options.retryAfterSeconds ? [`Retry-After: ${options.retryAfterSeconds}`] : []),
-    ...(body ? ['Content-Type: application/json; charset=utf-8'] : []),
-    `Content-Length: ${Buffer.byteLength(body)}`,
-  ];
-  socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }

@@ -1,5 +1,11 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import {
+  type BackgroundTask,
+  type BackoffPolicy,
+  backoffDelayMs,
+  PollingLoop,
+  type ServiceContext,
+} from '@paygate/runtime';
 import type { Insertable, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
@@ -40,11 +46,20 @@ export function newSettlementRow(
   };
 }
 
+/** The ledger's answer when it reserves nothing (below the minimum, or nothing available). */
+type ReserveRefusal = Extract<Awaited<ReturnType<LedgerClient['reservePayout']>>, { ok: false }>;
+
 const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 const PENDING_BATCH = 20;
 const MAX_PENDING_BATCHES = 10;
-const RETRY_MAX_DELAY_MS = 10 * 60_000;
+/**
+ * Retries of a reservation the ledger did not answer: 2 s, 4 s, ... up to 10 min, at the ceiling of the shared
+ * backoff (no jitter): a pass reserves its due settlements one at a time, so there is no burst for jitter to spread,
+ * and a payout is not postponed further at random.
+ */
+const RESERVE_RETRY_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 10 * 60_000 };
+const AT_CEILING = () => 1;
 
 /**
  * Creates one settlement per seller and period when the period is due, asks the ledger to reserve the seller's
@@ -191,37 +206,13 @@ export class SettlementScheduler implements BackgroundTask {
         payoutAddress,
       });
       if (!reply.ok) {
-        await trx
-          .updateTable('settlements')
-          .set({
-            status: 'skipped',
-            skip_reason: reply.reason,
-            available_micro: parseSignedUsdc(reply.available),
-            updated_at: now,
-          })
-          .where('settlement_id', '=', settlement.settlement_id)
-          .execute();
-        this.metrics.settlementsSkipped.inc({ reason: reply.reason });
-        this.ctx.logger.info(
-          { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
-          'settlement skipped; the balance accumulates to the next period',
-        );
+        await this.markSkipped(trx, settlement, reply, now);
         return 'skipped';
       }
       amountMicro = parseUsdc(reply.amount);
       if (amountMicro <= 0n) throw new Error(`ledger reserved a non-positive amount ${reply.amount}`);
     } catch (error) {
-      const attempts = settlement.attempts + 1;
-      const delayMs = Math.min(1000 * 2 ** Math.min(attempts, 20), RETRY_MAX_DELAY_MS);
-      await trx
-        .updateTable('settlements')
-        .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })
-        .where('settlement_id', '=', settlement.settlement_id)
-        .execute();
-      this.ctx.logger.warn(
-        { settlementId: settlement.settlement_id, attempts, err: error },
-        'could not reserve the payout with the ledger; will retry',
-      );
+      await this.postponeReservation(trx, settlement, now, error);
       return 'retry';
     }
     const transferId = await recordTransfer(trx, {
@@ -245,6 +236,50 @@ export class SettlementScheduler implements BackgroundTask {
       .where('settlement_id', '=', settlement.settlement_id)
       .execute();
     return 'recorded';
+  }
+
+  /** Below the minimum, or nothing available: skipped; the balance accumulates to the next period. */
+  private async markSkipped(
+    trx: Transaction<SettlementDB>,
+    settlement: Selectable<SettlementsTable>,
+    reply: ReserveRefusal,
+    now: Date,
+  ): Promise<void> {
+    await trx
+      .updateTable('settlements')
+      .set({
+        status: 'skipped',
+        skip_reason: reply.reason,
+        available_micro: parseSignedUsdc(reply.available),
+        updated_at: now,
+      })
+      .where('settlement_id', '=', settlement.settlement_id)
+      .execute();
+    this.metrics.settlementsSkipped.inc({ reason: reply.reason });
+    this.ctx.logger.info(
+      { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
+      'settlement skipped; the balance accumulates to the next period',
+    );
+  }
+
+  /** The ledger did not answer (or answered nonsense): still pending, asked again after the backoff. */
+  private async postponeReservation(
+    trx: Transaction<SettlementDB>,
+    settlement: Selectable<SettlementsTable>,
+    now: Date,
+    error: unknown,
+  ): Promise<void> {
+    const attempts = settlement.attempts + 1;
+    const delayMs = backoffDelayMs(attempts, RESERVE_RETRY_BACKOFF, AT_CEILING)!;
+    await trx
+      .updateTable('settlements')
+      .set({ attempts, next_attempt_at: new Date(Date.now() + delayMs), updated_at: now })
+      .where('settlement_id', '=', settlement.settlement_id)
+      .execute();
+    this.ctx.logger.warn(
+      { settlementId: settlement.settlement_id, attempts, err: error },
+      'could not reserve the payout with the ledger; will retry',
+    );
   }
 
   /** A payout that can never be sent gives its reservation back to the seller's available balance. */

@@ -1,0 +1,173 @@
+import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
+import type { ServiceContext } from '@paygate/runtime';
+import type { SettlementDB } from '../db';
+import type { RelayerChain } from './chain';
+import { describe, type RelayerSettings, type Row } from './settings';
+
+/**
+ * The relayed_authorizations rows: found, broadcast (the recorded bytes), and finished from a receipt of any hash
+ * a row was signed as. Shared by the submissions and the background pass.
+ */
+export class RecordedAuthorizations {
+  /** Rows being finished after their caller was answered: awaited on stop. */
+  private readonly finishing = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly ctx: ServiceContext<SettlementDB>,
+    private readonly chain: RelayerChain,
+    private readonly settings: RelayerSettings,
+  ) {}
+
+  /** Waits for the rows still being finished after their callers were answered. */
+  async finished(): Promise<void> {
+    await Promise.allSettled([...this.finishing]);
+  }
+
+  async find(request: RelayerSubmitRequest): Promise<Row | undefined> {
+    return this.ctx.db
+      .selectFrom('relayed_authorizations')
+      .selectAll()
+      .where('chain_id', '=', request.chainId)
+      .where('token_address', '=', request.token.toLowerCase())
+      .where('payer', '=', request.authorization.from.toLowerCase())
+      .where('auth_nonce', '=', request.authorization.nonce.toLowerCase())
+      .executeTakeFirst();
+  }
+
+  async broadcastRecorded(row: Row): Promise<void> {
+    try {
+      await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
+    } catch (error) {
+      this.ctx.logger.warn(
+        { id: row.id, txHash: row.tx_hash, reason: describe(error) },
+        'relayer broadcast failed; will retry',
+      );
+      await this.ctx.db
+        .updateTable('relayed_authorizations')
+        .set((eb) => ({ last_error: describe(error), broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
+        .where('id', '=', row.id)
+        .execute();
+      return;
+    }
+    await this.ctx.db
+      .updateTable('relayed_authorizations')
+      .set((eb) => ({
+        status: 'broadcast',
+        last_error: null,
+        last_broadcast_at: new Date(),
+        broadcast_attempts: eb('broadcast_attempts', '+', 1),
+      }))
+      .where('id', '=', row.id)
+      .where('status', 'in', ['signed', 'broadcast'])
+      .execute();
+  }
+
+  /** The columns that identify and restate the authorization itself (the same for every way a row is made). */
+  authorizationColumns(request: RelayerSubmitRequest) {
+    const a = request.authorization;
+    return {
+      id: `rly_${newEventId()}`,
+      chain_id: request.chainId,
+      token_address: request.token.toLowerCase(),
+      payer: a.from.toLowerCase(),
+      auth_nonce: a.nonce.toLowerCase(),
+      to_address: a.to.toLowerCase(),
+      value_micro: BigInt(a.value),
+      valid_after: BigInt(a.validAfter),
+      valid_before: BigInt(a.validBefore),
+      signature: request.signature.toLowerCase(),
+      relayer_address: this.chain.address.toLowerCase(),
+    };
+  }
+
+  /**
+   * Looks for a receipt of any hash this row was signed as; finishes the row when one exists. With
+   * `answerFirst`, a successful transfer is returned as confirmed at once while the row is finished in the
+   * background (idempotent; the background pass finishes it if this fails).
+   */
+  async advance(row: Row, options: { answerFirst?: boolean } = {}): Promise<Row | undefined> {
+    if (row.status !== 'signed' && row.status !== 'broadcast') return row;
+    for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
+      const executed = await this.chain.executed(hash, row.payer, row.to_address);
+      if (!executed) continue;
+      if (!executed.reverted) {
+        const fields = {
+          settled_tx_hash: executed.txHash,
+          block_number: executed.blockNumber,
+          log_index: executed.logIndex,
+        };
+        if (!options.answerFirst) return this.finish(row, 'confirmed', fields);
+        this.finishInBackground(row, fields);
+        return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
+      }
+      return this.finishReverted(row, hash);
+    }
+    return row;
+  }
+
+  private finishInBackground(
+    row: Row,
+    fields: Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index'>,
+  ): void {
+    const finishing = this.finish(row, 'confirmed', fields)
+      .catch((error) =>
+        this.ctx.logger.warn(
+          { id: row.id, txHash: fields.settled_tx_hash, reason: describe(error) },
+          'relayed authorization not finished yet; the background pass will',
+        ),
+      )
+      .finally(() => this.finishing.delete(finishing));
+    this.finishing.add(finishing);
+  }
+
+  /** Our transaction reverted: the authorization expired, or someone else used it first. */
+  private async finishReverted(row: Row, hash: string): Promise<Row> {
+    const otherTx = await this.chain.findAuthorizationUse(
+      row.token_address,
+      row.payer,
+      row.auth_nonce,
+      this.settings.lookbackBlocks,
+    );
+    const other = otherTx ? await this.chain.executed(otherTx, row.payer, row.to_address) : null;
+    if (other && !other.reverted) {
+      return this.finish(row, 'used_elsewhere', {
+        settled_tx_hash: other.txHash,
+        block_number: other.blockNumber,
+        log_index: other.logIndex,
+      });
+    }
+    return this.finish(row, 'failed', { last_error: `transaction ${hash} reverted on chain` });
+  }
+
+  private async finish(
+    row: Row,
+    status: 'confirmed' | 'used_elsewhere' | 'failed',
+    fields: Partial<Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index' | 'last_error'>>,
+  ): Promise<Row> {
+    const updated = await this.ctx.db
+      .updateTable('relayed_authorizations')
+      .set({ status, ...fields, finished_at: new Date() })
+      .where('id', '=', row.id)
+      .where('status', 'in', ['signed', 'broadcast'])
+      .returningAll()
+      .executeTakeFirst();
+    const final =
+      updated ??
+      (await this.ctx.db
+        .selectFrom('relayed_authorizations')
+        .selectAll()
+        .where('id', '=', row.id)
+        .executeTakeFirstOrThrow());
+    if (updated) {
+      const log =
+        status === 'failed'
+          ? this.ctx.logger.error.bind(this.ctx.logger)
+          : this.ctx.logger.info.bind(this.ctx.logger);
+      log(
+        { id: row.id, status, txHash: final.settled_tx_hash ?? row.tx_hash },
+        'relayed authorization finished',
+      );
+    }
+    return final;
+  }
+}

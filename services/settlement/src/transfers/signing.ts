@@ -1,0 +1,254 @@
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
+import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
+import { sql, type Transaction } from 'kysely';
+import { crashIfConfigured } from '../crash';
+import type { SettlementDB } from '../db';
+import type { LedgerClient } from '../ledger/client';
+import type { TransferBroadcaster } from './broadcast';
+import type { TransferRow } from './repository';
+import { describe, type TransferWorkerDeps } from './worker-deps';
+
+const SIGN_BATCH = 20;
+/**
+ * Pre-flight retries: 2 s, 4 s, ... up to 5 min, at the ceiling of the shared backoff (no jitter). Deterministic on
+ * purpose: MAX_PREFLIGHT_ATTEMPTS gives up and fails the payout, so these delays set how long escrow has to become
+ * able to pay (e.g. a sweep still on its way); full jitter would shorten that window at random.
+ */
+const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
+const AT_CEILING = () => 1;
+const LEDGER_RETRY_MS = 5000;
+
+interface Refusal {
+  reason: string;
+  message: string;
+}
+
+/**
+ * `created` transfers: authorised by the ledger, then, under a Postgres advisory lock (one signer for the escrow
+ * key across replicas), pre-flight, nonce allocation, signing, and the COMMIT of the signed bytes, hash and nonce
+ * (`signed`) before anything is broadcast.
+ */
+export class TransferSigner {
+  constructor(
+    private readonly deps: TransferWorkerDeps,
+    private readonly ledger: LedgerClient,
+    private readonly lockKey: string,
+    private readonly broadcaster: TransferBroadcaster,
+  ) {}
+
+  async signCreated(): Promise<void> {
+    const { ctx, config } = this.deps;
+    const due = await ctx.db
+      .selectFrom('outgoing_transfers')
+      .select('transfer_id')
+      .where('status', '=', 'created')
+      .where('chain_id', '=', config.chainId)
+      .where('next_attempt_at', '<=', new Date())
+      .orderBy('created_at')
+      .limit(SIGN_BATCH)
+      .execute();
+    for (const { transfer_id } of due) {
+      if (this.deps.isStopped()) return;
+      if (!(await this.authorize(transfer_id))) continue;
+      const signed = await this.signAndRecord(transfer_id);
+      if (!signed) continue;
+      crashIfConfigured(config, 'after_record');
+      await this.broadcaster.broadcastRecorded(signed);
+    }
+  }
+
+  /**
+   * Escrow is shared: before a transfer is signed, the ledger must say it booked exactly this transfer (kind,
+   * idempotency key, recipient, amount) and has not seen it sent, and it must be within MAX_TRANSFER_USDC. A
+   * refusal fails the transfer (never signed) and tells its owner; an unanswered ledger postpones it.
+   */
+  private async authorize(transferId: string): Promise<boolean> {
+    const transfer = await this.deps.ctx.db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('transfer_id', '=', transferId)
+      .where('status', '=', 'created')
+      .executeTakeFirst();
+    if (!transfer) return false;
+    let refusal: Refusal | undefined;
+    if (transfer.amount_micro > parseChainUsdc(this.deps.config.maxTransferUsdc)) {
+      refusal = {
+        reason: 'exceeds_transfer_cap',
+        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(this.deps.config.maxTransferUsdc))})`,
+      };
+    } else {
+      try {
+        const reply = await this.ledger.authorizeTransfer({
+          kind: transfer.kind,
+          id: transfer.idempotency_key,
+          to: transfer.to_address,
+          amount: formatUsdc(transfer.amount_micro),
+        });
+        if (!reply.ok) refusal = { reason: reply.reason, message: reply.message };
+      } catch (error) {
+        await this.postponeUnauthorized(transferId, error);
+        return false;
+      }
+    }
+    if (!refusal) return true;
+    await this.failRefused(transferId, refusal);
+    return false;
+  }
+
+  /** The ledger did not answer: asked again after LEDGER_RETRY_MS. */
+  private async postponeUnauthorized(transferId: string, error: unknown): Promise<void> {
+    await this.deps.ctx.db
+      .updateTable('outgoing_transfers')
+      .set({
+        last_error: `ledger authorisation unavailable: ${describe(error)}`,
+        next_attempt_at: new Date(Date.now() + LEDGER_RETRY_MS),
+      })
+      .where('transfer_id', '=', transferId)
+      .where('status', '=', 'created')
+      .execute();
+    this.deps.ctx.logger.warn({ transferId, err: error }, 'ledger did not authorise in time; will ask again');
+  }
+
+  /** A refused transfer fails, never signed, and its owner is told in the same transaction. */
+  private async failRefused(transferId: string, refusal: Refusal): Promise<void> {
+    const { ctx, metrics, handlers } = this.deps;
+    const reason = `not sent: ${refusal.reason}: ${refusal.message}`;
+    const failed = await ctx.inTransaction(async (trx) => {
+      const row = await trx
+        .updateTable('outgoing_transfers')
+        .set({ status: 'failed', failed_at: new Date(), last_error: reason })
+        .where('transfer_id', '=', transferId)
+        .where('status', '=', 'created')
+        .returningAll()
+        .executeTakeFirst();
+      if (row) await handlers[row.kind].onFailed(trx, row, reason);
+      return row;
+    });
+    if (!failed) return;
+    metrics.transfersRefused.inc({ kind: failed.kind, reason: refusal.reason });
+    metrics.transfersFailed.inc({ kind: failed.kind });
+    ctx.logger.error(
+      {
+        transferId,
+        kind: failed.kind,
+        key: failed.idempotency_key,
+        to: failed.to_address,
+        amount: formatUsdc(failed.amount_micro),
+        reason: refusal.reason,
+      },
+      'transfer out of escrow refused before signing',
+    );
+  }
+
+  /** Signs one transfer and commits the signed transaction; nothing reaches the chain here. */
+  private async signAndRecord(transferId: string): Promise<TransferRow | undefined> {
+    const { ctx, chain, metrics } = this.deps;
+    let failed: TransferRow | undefined;
+    const signed = await ctx.inTransaction(async (trx) => {
+      // One signer per escrow key: nonce allocation and recording are serialised across replicas.
+      await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
+      const transfer = await trx
+        .selectFrom('outgoing_transfers')
+        .selectAll()
+        .where('transfer_id', '=', transferId)
+        .where('status', '=', 'created')
+        .forUpdate()
+        .executeTakeFirst();
+      if (!transfer) return undefined;
+
+      let gasEstimate: bigint;
+      try {
+        gasEstimate = await chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      } catch (error) {
+        failed = await this.recordPreflightFailure(trx, transfer, error);
+        return undefined;
+      }
+
+      const nonce = await this.nextNonce(trx, transfer);
+      const { rawTx, txHash } = await chain.signTransfer({
+        to: transfer.to_address,
+        amountMicro: transfer.amount_micro,
+        nonce,
+        gasLimit: (gasEstimate * 13n) / 10n,
+      });
+      return trx
+        .updateTable('outgoing_transfers')
+        .set({
+          status: 'signed',
+          nonce,
+          raw_tx: rawTx,
+          tx_hash: txHash,
+          signed_at: new Date(),
+          last_error: null,
+        })
+        .where('transfer_id', '=', transferId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
+    if (failed) {
+      metrics.transfersFailed.inc({ kind: failed.kind });
+      ctx.logger.error({ transferId, reason: failed.last_error }, 'transfer given up before signing');
+    }
+    if (signed) {
+      ctx.logger.info(
+        { transferId, kind: signed.kind, nonce: signed.nonce?.toString(), txHash: signed.tx_hash },
+        'transfer signed and recorded',
+      );
+    }
+    return signed;
+  }
+
+  /**
+   * A failed pre-flight (inside the signing transaction): retried with backoff, or, after MAX_PREFLIGHT_ATTEMPTS,
+   * the transfer fails and its owner is told. Returns the failed row, if it failed.
+   */
+  private async recordPreflightFailure(
+    trx: Transaction<SettlementDB>,
+    transfer: TransferRow,
+    error: unknown,
+  ): Promise<TransferRow | undefined> {
+    const transferId = transfer.transfer_id;
+    const attempts = transfer.preflight_attempts + 1;
+    const reason = `pre-flight failed: ${describe(error)}`;
+    if (attempts >= this.deps.config.maxPreflightAttempts) {
+      const failed = await trx
+        .updateTable('outgoing_transfers')
+        .set({
+          status: 'failed',
+          failed_at: new Date(),
+          preflight_attempts: attempts,
+          last_error: reason,
+        })
+        .where('transfer_id', '=', transferId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await this.deps.handlers[failed.kind].onFailed(trx, failed, reason);
+      return failed;
+    }
+    const delayMs = backoffDelayMs(attempts, PREFLIGHT_BACKOFF, AT_CEILING)!;
+    await trx
+      .updateTable('outgoing_transfers')
+      .set({
+        preflight_attempts: attempts,
+        last_error: reason,
+        next_attempt_at: new Date(Date.now() + delayMs),
+      })
+      .where('transfer_id', '=', transferId)
+      .execute();
+    this.deps.ctx.logger.warn({ transferId, attempts, reason }, 'transfer pre-flight failed; will retry');
+    return undefined;
+  }
+
+  /** The next nonce of the escrow key (under the lock): past every recorded one, and not below the chain's. */
+  private async nextNonce(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<bigint> {
+    const highest = await trx
+      .selectFrom('outgoing_transfers')
+      .select((eb) => eb.fn.max('nonce').as('nonce'))
+      .where('chain_id', '=', transfer.chain_id)
+      .where('from_address', '=', transfer.from_address)
+      .executeTakeFirst();
+    const fromDb = highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
+    const fromChain = await this.deps.chain.pendingNonce();
+    return fromDb > fromChain ? fromDb : fromChain;
+  }
+}
