@@ -102,39 +102,8 @@ export async function fileRefundRequest(
   if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
     throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
   }
-  // A signed request is good once: the same signature on a decided request is a replay.
-  const decided = await sql<{
-    id: string;
-  }>`select id from refund_requests where transaction_id = ${txn.id}
-    and signature = ${body.signature.toLowerCase()} and status <> 'pending' limit 1`.execute(trx);
-  if (decided.rows[0])
-    throw new HttpError(
-      409,
-      'refund_request_replayed',
-      'this signed refund request was already filed and decided; sign a new one',
-      {
-        field: 'signature',
-        rule: 'must sign a new request (fresh nonce)',
-        refundRequestId: decided.rows[0].id,
-      },
-    );
-  const pending = await sql<RefundRequestRow>`select * from refund_requests
-    where transaction_id = ${txn.id} and status = 'pending'`.execute(trx);
-  const pendingRequest = pending.rows[0];
-  if (pendingRequest) {
-    // The same signed request again (a retry whose answer was lost; a wallet signs the same message
-    // the same way): the request it made, nothing raised twice.
-    if (pendingRequest.signature === body.signature.toLowerCase()) {
-      return { view: requestView(pendingRequest), replayed: true };
-    }
-    // Another request while one is pending: name it, so the payer can follow it on the status route.
-    throw new HttpError(
-      409,
-      'refund_request_pending',
-      'a refund request for this transaction is already pending',
-      { refundRequestId: pendingRequest.id },
-    );
-  }
+  const pendingRequest = await pendingRequestFor(trx, txn.id, body.signature.toLowerCase());
+  if (pendingRequest) return { view: requestView(pendingRequest), replayed: true };
   const now = deps.now();
   const row =
     await sql<RefundRequestRow>`insert into refund_requests (id, transaction_id, seller_id, payer, reason,
@@ -154,6 +123,51 @@ export async function fileRefundRequest(
     }),
   );
   return { view: requestView(request), replayed: false };
+}
+
+/**
+ * The pending request this very signed request made (a retry), or undefined when none is pending. A signed request
+ * decided already is a replay (409), another request pending a 409 naming it.
+ */
+async function pendingRequestFor(
+  trx: Transaction<any>,
+  transactionId: string,
+  signature: string,
+): Promise<RefundRequestRow | undefined> {
+  // A signed request is good once: the same signature on a decided request is a replay.
+  const decided = await sql<{
+    id: string;
+  }>`select id from refund_requests where transaction_id = ${transactionId}
+    and signature = ${signature} and status <> 'pending' limit 1`.execute(trx);
+  if (decided.rows[0])
+    throw new HttpError(
+      409,
+      'refund_request_replayed',
+      'this signed refund request was already filed and decided; sign a new one',
+      {
+        field: 'signature',
+        rule: 'must sign a new request (fresh nonce)',
+        refundRequestId: decided.rows[0].id,
+      },
+    );
+  const pending = await sql<RefundRequestRow>`select * from refund_requests
+    where transaction_id = ${transactionId} and status = 'pending'`.execute(trx);
+  const pendingRequest = pending.rows[0];
+  if (pendingRequest) {
+    // The same signed request again (a retry whose answer was lost; a wallet signs the same message
+    // the same way): the request it made, nothing raised twice.
+    if (pendingRequest.signature === signature) {
+      return pendingRequest;
+    }
+    // Another request while one is pending: name it, so the payer can follow it on the status route.
+    throw new HttpError(
+      409,
+      'refund_request_pending',
+      'a refund request for this transaction is already pending',
+      { refundRequestId: pendingRequest.id },
+    );
+  }
+  return undefined;
 }
 
 /**
