@@ -4,6 +4,7 @@ import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
+import { lockTransferAt } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
 type Claimed = EventData<'transfer.claimed'>;
@@ -33,14 +34,7 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   // Read from the chain: booked whatever its size (not the cap on typed amounts).
   const amountMicro = parseChainUsdc(data.amount);
   await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
-  const existing = await trx
-    .selectFrom('transfers')
-    .selectAll()
-    .where('chain_id', '=', data.chainId)
-    .where('tx_hash', '=', data.txHash.toLowerCase())
-    .where('log_index', '=', data.logIndex)
-    .forUpdate()
-    .executeTakeFirst();
+  const existing = await lockTransferAt(trx, data);
   if (existing && existing.status !== 'reorged') return; // already applied (a re-publish by the indexer)
   const decision = await decideMatch(deps, trx, data, amountMicro, now);
   const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);

@@ -8,6 +8,7 @@ import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
 import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
+import { lockTransferById } from './transfer-rows';
 
 /** An operator action the ledger refused because the transfer is not this action's to spend. */
 export interface ClaimRefusal {
@@ -28,13 +29,7 @@ export async function attachTransfer(
   sessionId: string,
   note: string | null,
 ) {
-  const transfer = await trx
-    .selectFrom('transfers')
-    .selectAll()
-    .where('transfer_id', '=', transferId)
-    .forUpdate()
-    .executeTakeFirst();
-  if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
+  const transfer = await lockTransferById(trx, transferId);
   if (transfer.status !== 'unmatched') {
     throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${transfer.status}, not unmatched`);
   }
@@ -147,13 +142,7 @@ async function lockRefundableTransfer(
   trx: CheckoutTrx,
   transferId: string,
 ): Promise<{ transfer: TransferRow; session: SessionRow | undefined }> {
-  const transfer = await trx
-    .selectFrom('transfers')
-    .selectAll()
-    .where('transfer_id', '=', transferId)
-    .forUpdate()
-    .executeTakeFirst();
-  if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
+  const transfer = await lockTransferById(trx, transferId);
   const session = await underpaidSessionOf(trx, transfer);
   if (transfer.status !== 'unmatched' && !session) {
     const paid =

@@ -7,6 +7,7 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
+import { lockTransferAt } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
 type Reorged = EventData<'transfer.reorged'>;
@@ -104,14 +105,7 @@ export async function reverseReorgedTransfer(
   data: Reorged,
 ): Promise<void> {
   const now = deps.config.now();
-  const transfer = await trx
-    .selectFrom('transfers')
-    .selectAll()
-    .where('chain_id', '=', data.chainId)
-    .where('tx_hash', '=', data.txHash.toLowerCase())
-    .where('log_index', '=', data.logIndex)
-    .forUpdate()
-    .executeTakeFirst();
+  const transfer = await lockTransferAt(trx, data);
   // Unknown, already reorged, or since re-observed in another block: nothing of ours stands on that block.
   if (!transfer || transfer.status === 'reorged') return;
   if (transfer.block_hash !== data.blockHash.toLowerCase()) return;
