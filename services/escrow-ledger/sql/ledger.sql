@@ -6,6 +6,9 @@
 
 -- book_payments took the fee as a constant until the fee became a parameter.
 drop function if exists book_payments(jsonb, timestamptz);
+-- transfer_in_entry built only the entry of a transfer a payment saw first, until it became the one definition
+-- of every transfer_in entry (its key and memo are the caller's).
+drop function if exists transfer_in_entry(text, bigint, text);
 
 -- Append-only journal: UPDATE, DELETE and TRUNCATE of entries and postings are refused.
 create or replace function refuse_change() returns trigger language plpgsql as $$
@@ -129,14 +132,22 @@ create or replace view account_balance_drift as
 create or replace function seller_share_micro(p_amount bigint, p_platform_fee_percent integer) returns bigint
   language sql immutable as $$ select (p_amount * (100 - p_platform_fee_percent)) / 100 $$;
 
--- The entry of a transfer booked by a payment that saw it first: into the escrow asset, held in suspense.
-create or replace function transfer_in_entry(p_transfer text, p_amount bigint, p_from text) returns jsonb
+-- The entry of money arriving in the escrow wallet: into the escrow asset, held in suspense until a payment claims
+-- it. Its one definition: book_payments builds it for a transfer a payment saw first, and the transfer.observed
+-- paths post it through post_transfer_in (services/escrow-ledger/src/payments/transfer-booking.ts).
+create or replace function transfer_in_entry(p_key text, p_amount bigint, p_memo jsonb) returns jsonb
   language sql immutable as $$
-  select jsonb_build_object('key', 'transfer:' || p_transfer, 'type', 'transfer_in',
+  select jsonb_build_object('key', p_key, 'type', 'transfer_in',
     'lines', jsonb_build_array(
       jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', p_amount::text),
       jsonb_build_object('kind', 'suspense', 'side', 'credit', 'amount', p_amount::text)),
-    'memo', jsonb_build_object('transfer', p_transfer, 'from', p_from, 'bookedBy', 'payment.confirmed')) $$;
+    'memo', p_memo) $$;
+
+-- Posts one transfer_in entry (post_entry: null when its key was already used).
+create or replace function post_transfer_in(p_key text, p_amount bigint, p_memo jsonb) returns bigint
+  language sql as $$
+  select post_entry(e->>'key', e->>'type', null, null, e->'lines', e->'memo')
+    from (select transfer_in_entry(p_key, p_amount, p_memo) as e) entry $$;
 
 -- The entry of a payment claiming its transfer: out of suspense into the seller's and the platform's holds.
 create or replace function payment_entry(p_key text, p_transaction_id text, p_amount bigint, p_seller_share bigint,
@@ -206,7 +217,9 @@ begin
       returning id
   ), entries as (
     select ord, 1 as part,
-        transfer_in_entry(chain_id || ':' || tx_hash || ':' || log_index, amount, lower(p->>'payer')) as entry
+        transfer_in_entry('transfer:' || chain_id || ':' || tx_hash || ':' || log_index, amount,
+          jsonb_build_object('transfer', chain_id || ':' || tx_hash || ':' || log_index, 'from', lower(p->>'payer'),
+            'bookedBy', 'payment.confirmed')) as entry
       from fresh
     union all
     select ord, 2, payment_entry(chain_id || ':' || tx_hash || ':' || log_index, p->>'transactionId', amount,

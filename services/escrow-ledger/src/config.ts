@@ -43,7 +43,7 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   chainConfirmTimeoutMs: number;
   /**
    * PAYOUT_UNCLAIMED_AFTER_MS: a payout reservation settlement has not asked to send (authorize_transfer) this
-   * long after it was made is cancelled (its answer was lost; see payouts/payouts.ts sweepPayoutReservations).
+   * long after it was made is cancelled (its answer was lost; see payouts/sweep.ts sweepPayoutReservations).
    */
   payoutUnclaimedAfterMs: number;
   /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */

@@ -20,13 +20,13 @@ import { publicCors, publicCorsOnError } from './http/cors';
 import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
-import { onPaymentsConfirmed, onTransferObserved, onTransferReorged } from './payments/handlers';
-import {
-  onPlatformPayoutCompleted,
-  onSettlementCompleted,
-  PayoutResponders,
-  PayoutSweep,
-} from './payouts/payouts';
+import { onPaymentsConfirmed } from './payments/confirmed';
+import { onTransferObserved } from './payments/observed';
+import { onTransferReorged } from './payments/reorged';
+import { onPlatformPayoutCompleted } from './payouts/platform';
+import { PayoutResponders } from './payouts/responders';
+import { onSettlementCompleted } from './payouts/seller';
+import { PayoutSweep } from './payouts/sweep';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';

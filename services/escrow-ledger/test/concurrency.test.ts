@@ -3,7 +3,7 @@ import { createEvent, type EventData } from '@paygate/contracts';
 import { waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import { accountBalance } from '../src/ledger/entries';
-import { onPaymentsConfirmed } from '../src/payments/handlers';
+import { onPaymentsConfirmed } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
 import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
 

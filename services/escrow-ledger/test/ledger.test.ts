@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 import { ServiceError } from 'nats';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
-import { onPaymentsConfirmed } from '../src/payments/handlers';
+import { onPaymentsConfirmed } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
 import { refundRequestMessage } from '../src/refunds/routes';
 import {

@@ -11,7 +11,7 @@ import { openSchema, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
-import { sweepPayoutReservations } from '../src/payouts/payouts';
+import { sweepPayoutReservations } from '../src/payouts/sweep';
 import { type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
 
 const PAYOUT_ADDRESS = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';

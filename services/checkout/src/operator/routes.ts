@@ -4,7 +4,9 @@ import type { ServiceContext } from '@paygate/runtime';
 import { type TSchema, Type } from '@sinclair/typebox';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, TransferStatus } from '../db';
-import { type ClaimRefusal, type TransferMatcher, toTransferView } from '../matching/transfers';
+import type { ClaimRefusal } from '../matching/operator';
+import type { TransferMatcher } from '../matching/transfers';
+import { toTransferView } from '../matching/views';
 import { toSnapshot } from '../sessions/snapshot';
 
 export const TransferListQuery = Type.Object({

@@ -4,7 +4,9 @@ import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
-import { rebookPaymentsNotOnChain, reverseTransfer, type TransferRow } from '../payments/handlers';
+import { rebookPaymentsNotOnChain } from '../payments/confirmed';
+import { reverseTransfer } from '../payments/reorged';
+import type { TransferRow } from '../payments/transfer-booking';
 
 /** Transfers checked per pass, at most (one receipt read each). */
 const CHECK_BATCH = 100;

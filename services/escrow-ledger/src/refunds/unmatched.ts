@@ -6,7 +6,7 @@ import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
-import { recordConflict } from '../payments/handlers';
+import { recordConflict } from '../payments/conflicts';
 
 interface SuspenseTransfer {
   chain_id: number;

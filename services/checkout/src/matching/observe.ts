@@ -1,0 +1,268 @@
+import { randomBytes } from 'node:crypto';
+import type { EventData } from '@paygate/contracts';
+import { parseChainUsdc } from '@paygate/money';
+import { sql } from 'kysely';
+import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
+import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
+import { lockTransferAt } from './transfer-rows';
+
+type Observed = EventData<'transfer.observed'>;
+type Claimed = EventData<'transfer.claimed'>;
+
+/** Serialises everything checkout decides about one transfer (observed vs claimed elsewhere) across replicas. */
+const lockTransferKey = (trx: CheckoutTrx, chainId: number, txHash: string, logIndex: number) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`checkout-transfer:${chainId}:${txHash.toLowerCase()}:${logIndex}`}, 0))`.execute(
+    trx,
+  );
+
+const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
+
+/** What an observed transfer is to checkout: the session it pays, or why it pays none. */
+interface MatchDecision {
+  session: SessionRow | undefined;
+  unmatchedReason: string | null;
+  candidate: string | null;
+  claimedBy: string | null;
+}
+
+/**
+ * A confirmed transfer: recorded, and applied to the session it pays (see TransferMatcher). A transfer already
+ * applied (a re-publish by the indexer) changes nothing; a reorged one observed again is decided anew.
+ */
+export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data: Observed): Promise<void> {
+  const now = deps.config.now();
+  // Read from the chain: booked whatever its size (not the cap on typed amounts).
+  const amountMicro = parseChainUsdc(data.amount);
+  await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
+  const existing = await lockTransferAt(trx, data);
+  if (existing && existing.status !== 'reorged') return; // already applied (a re-publish by the indexer)
+  const decision = await decideMatch(deps, trx, data, amountMicro, now);
+  const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);
+  const { session, claimedBy, candidate, unmatchedReason } = decision;
+  if (!session) {
+    if (claimedBy) {
+      deps.logger.info(
+        { txHash: data.txHash, logIndex: data.logIndex, claimedBy, candidateSessionId: candidate },
+        'transfer already claimed by another channel; not unmatched',
+      );
+      return;
+    }
+    deps.logger.warn(
+      { txHash: data.txHash, logIndex: data.logIndex, amount: data.amount, reason: unmatchedReason },
+      'transfer matches no session; kept as unmatched',
+    );
+    return;
+  }
+  await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now));
+}
+
+/**
+ * The session the transfer pays, if it may: not past its late window, not paid by another transfer, and the
+ * transfer claimed for it at the ledger. Otherwise the session is only the candidate and the reason is kept.
+ */
+async function decideMatch(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  data: Observed,
+  amountMicro: bigint,
+  now: Date,
+): Promise<MatchDecision> {
+  const reason = rejectReason(deps, data);
+  let session: SessionRow | undefined;
+  let unmatchedReason = reason;
+  let candidate: string | null = null;
+  if (!reason) {
+    const found = await sessionPaidBy(deps, trx, data, amountMicro);
+    session = found.session;
+    unmatchedReason = found.unmatchedReason;
+    if (session && session.late_until <= now) {
+      unmatchedReason = 'late_window_passed';
+      candidate = session.session_id;
+      session = undefined;
+    } else if (session && session.transfer_id !== null) {
+      unmatchedReason = 'session_already_paid';
+      candidate = session.session_id;
+      session = undefined;
+    }
+  }
+  // A session's payment first claims the transfer at the ledger: a transfer an x402 call (or anything else)
+  // already spent leaves the session open and is recorded as claimed elsewhere, never paid twice.
+  let claimedBy: string | null = null;
+  if (session) {
+    claimedBy = await claimForSession(deps, data, amountMicro, session);
+    if (claimedBy) {
+      candidate = session.session_id;
+      session = undefined;
+    }
+  } else if (!reason) {
+    // Money in escrow that paid no session: another channel may have claimed it already.
+    const known = await trx
+      .selectFrom('claimed_transfers')
+      .select('channel')
+      .where('chain_id', '=', data.chainId)
+      .where('tx_hash', '=', data.txHash.toLowerCase())
+      .where('log_index', '=', data.logIndex)
+      .executeTakeFirst();
+    claimedBy = known?.channel ?? null;
+  }
+  if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
+  return { session, unmatchedReason, candidate, claimedBy };
+}
+
+/** Claims the transfer at the ledger for the session's payment; the channel that spent it already, or null. */
+async function claimForSession(
+  deps: MatchingDeps,
+  data: Observed,
+  amountMicro: bigint,
+  session: SessionRow,
+): Promise<string | null> {
+  const claim = await deps.claims.claim(
+    {
+      chain_id: data.chainId,
+      tx_hash: data.txHash.toLowerCase(),
+      log_index: data.logIndex,
+      from_address: data.from,
+      amount_micro: amountMicro,
+    },
+    'checkout',
+    session.session_id,
+  );
+  if (claim.ok) return null;
+  if (claim.reason !== 'claimed_elsewhere') throw new Error(`unexpected claim refusal: ${claim.message}`);
+  return claim.claimedBy;
+}
+
+/** The transfer row as decided: a new one, or the reorged one observed again, updated in place. */
+async function saveObservedTransfer(
+  trx: CheckoutTrx,
+  data: Observed,
+  existing: TransferRow | undefined,
+  decision: MatchDecision,
+  amountMicro: bigint,
+  now: Date,
+): Promise<TransferRow> {
+  const fields = {
+    chain_id: data.chainId,
+    network: data.network,
+    tx_hash: data.txHash.toLowerCase(),
+    log_index: data.logIndex,
+    block_number: BigInt(data.blockNumber),
+    block_hash: data.blockHash.toLowerCase(),
+    from_address: data.from,
+    to_address: data.to,
+    token_address: data.token,
+    amount_micro: amountMicro,
+    observed_at: now,
+    updated_at: now,
+    status: decision.session ? 'matched' : decision.claimedBy ? 'claimed' : 'unmatched',
+    unmatched_reason: decision.unmatchedReason,
+    candidate_session_id: decision.candidate,
+    session_id: decision.session?.session_id ?? null,
+    resolution_note: null,
+    resolved_at: null,
+  } as const;
+  if (existing) {
+    return trx
+      .updateTable('transfers')
+      .set(fields)
+      .where('transfer_id', '=', existing.transfer_id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+  return trx
+    .insertInto('transfers')
+    .values({ ...fields, transfer_id: newTransferId() })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Money that is not USDC on this chain (the ledger never booked it). */
+function rejectReason(deps: MatchingDeps, data: Observed): string | null {
+  if (data.chainId !== deps.config.chainId) return 'wrong_chain';
+  if (data.token.toLowerCase() !== deps.config.usdcAddress.toLowerCase()) return 'wrong_token';
+  return null;
+}
+
+/**
+ * The session a transfer pays, locked, decided by the address the payer sent to (never by its amount alone):
+ * - a session's own deposit address: that session, whatever the amount (outcomeFor: underpaid, paid, overpaid);
+ * - the agent escrow (where 402 payments go): none, `paid_to_agent_escrow` (an x402 proof claims it, or an
+ *   operator resolves it), so a session can never capture an agent's payment;
+ * - the old shared deposit wallet: the session from before deposit addresses that reserves exactly this amount
+ *   (only those sessions reserve amounts, and only there, so nothing else can collide with it);
+ * - anything else: `wrong_recipient` (not Paygate's money).
+ */
+async function sessionPaidBy(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  data: Observed,
+  amountMicro: bigint,
+): Promise<{ session?: SessionRow; unmatchedReason: string | null }> {
+  const to = data.to.toLowerCase();
+  const byAddress = await trx
+    .selectFrom('sessions')
+    .selectAll()
+    .where('deposit_address', '=', to)
+    .forUpdate()
+    .executeTakeFirst();
+  if (byAddress) return { session: byAddress, unmatchedReason: null };
+  if (to === deps.config.escrowAddress.toLowerCase()) return { unmatchedReason: 'paid_to_agent_escrow' };
+  if (to !== deps.config.checkoutEscrowAddress.toLowerCase()) return { unmatchedReason: 'wrong_recipient' };
+  const legacy = await trx
+    .selectFrom('sessions')
+    .selectAll()
+    .where('amount_reserved', '=', true)
+    .where('deposit_address', 'is', null)
+    .where('exact_amount_micro', '=', amountMicro)
+    .forUpdate()
+    .executeTakeFirst();
+  return legacy
+    ? { session: legacy, unmatchedReason: null }
+    : { unmatchedReason: 'no_session_with_this_amount' };
+}
+
+/**
+ * The ledger recorded a claim by another channel (an x402 proof, a seller's /api/verify): the transfer is not
+ * unmatched money. Remembered for a transfer not observed yet; an unmatched one becomes `claimed`. Checkout's own
+ * claims (sessions, operator refunds) are already recorded by the decision that made them.
+ */
+export async function recordClaimedElsewhere(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  data: Claimed,
+): Promise<void> {
+  if (data.channel === 'checkout' || data.channel === 'operator_refund') return;
+  const txHash = data.txHash.toLowerCase();
+  await lockTransferKey(trx, data.chainId, txHash, data.logIndex);
+  await trx
+    .insertInto('claimed_transfers')
+    .values({
+      chain_id: data.chainId,
+      tx_hash: txHash,
+      log_index: data.logIndex,
+      channel: data.channel,
+      claim_id: data.claimId,
+      claimed_at: new Date(data.claimedAt),
+    })
+    .onConflict((oc) => oc.columns(['chain_id', 'tx_hash', 'log_index']).doNothing())
+    .execute();
+  const claimed = await trx
+    .updateTable('transfers')
+    .set({
+      status: 'claimed',
+      unmatched_reason: `claimed_by_${data.channel}`,
+      updated_at: deps.config.now(),
+    })
+    .where('chain_id', '=', data.chainId)
+    .where('tx_hash', '=', txHash)
+    .where('log_index', '=', data.logIndex)
+    .where('status', '=', 'unmatched')
+    .returning('transfer_id')
+    .executeTakeFirst();
+  if (claimed) {
+    deps.logger.info(
+      { transferId: claimed.transfer_id, txHash, claimedBy: data.channel },
+      'unmatched transfer claimed by another channel; off the unmatched list',
+    );
+  }
+}

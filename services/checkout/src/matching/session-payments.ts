@@ -1,0 +1,184 @@
+import { randomBytes } from 'node:crypto';
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { formatUsdcExact } from '@paygate/money';
+import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
+import type { CheckoutConfig } from '../config';
+import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
+import { enqueueSessionEvent } from '../sessions/snapshot';
+import type { LedgerClaims } from './claims';
+import { lockTransferAt } from './transfer-rows';
+
+type Observed = EventData<'transfer.observed'>;
+type Reorged = EventData<'transfer.reorged'>;
+
+/** What matching decides with: the service's settings and clock, its logger, and the ledger's transfer claims. */
+export interface MatchingDeps {
+  config: CheckoutConfig;
+  logger: Logger;
+  claims: LedgerClaims;
+}
+
+const newPaymentId = () => `pay_${randomBytes(12).toString('hex')}`;
+
+/** The outcome of applying a transfer to a session, decided by amount and time. */
+export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date): SessionStatus {
+  if (amountMicro < session.exact_amount_micro) return 'underpaid';
+  if (amountMicro > session.exact_amount_micro) return 'overpaid';
+  return now < session.expires_at ? 'paid' : 'paid_late';
+}
+
+/** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */
+export async function applyToSession(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  session: SessionRow,
+  transfer: TransferRow,
+  outcome: SessionStatus,
+): Promise<SessionRow> {
+  const now = deps.config.now();
+  const updated = await trx
+    .updateTable('sessions')
+    .set({
+      status: outcome,
+      paid_amount_micro: transfer.amount_micro,
+      transfer_id: transfer.transfer_id,
+      tx_hash: transfer.tx_hash,
+      payer: transfer.from_address,
+      paid_at: now,
+      updated_at: now,
+    })
+    .where('session_id', '=', session.session_id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (outcome === 'underpaid') {
+    await enqueueSessionEvent(trx, 'checkout.session_underpaid', updated, deps.config);
+    return updated;
+  }
+  const paymentId = newPaymentId();
+  await trx
+    .insertInto('payments')
+    .values({
+      payment_id: paymentId,
+      session_id: session.session_id,
+      transfer_id: transfer.transfer_id,
+      amount_micro: transfer.amount_micro,
+      status: 'confirmed',
+      confirmed_at: now,
+      reversed_at: null,
+    })
+    .execute();
+  await enqueueEvent(
+    trx,
+    createEvent(
+      'payment.confirmed',
+      'checkout',
+      {
+        paymentId,
+        source: 'checkout',
+        sellerId: session.seller_id,
+        skillId: session.skill_id,
+        skillName: session.skill_name,
+        endpointId: session.endpoint_id,
+        sessionId: session.session_id,
+        payer: transfer.from_address,
+        amount: formatUsdcExact(transfer.amount_micro),
+        network: transfer.network as Observed['network'],
+        chainId: transfer.chain_id,
+        token: transfer.token_address,
+        txHash: transfer.tx_hash,
+        logIndex: transfer.log_index,
+        holdPeriodHours: session.hold_period_hours,
+        confirmedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    ),
+  );
+  await enqueueSessionEvent(trx, 'checkout.session_paid', updated, deps.config);
+  return updated;
+}
+
+/** A transfer left the canonical chain: reverse its payment and reopen its session. */
+export async function reverseReorgedTransfer(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  data: Reorged,
+): Promise<void> {
+  const now = deps.config.now();
+  const transfer = await lockTransferAt(trx, data);
+  // Unknown, already reorged, or since re-observed in another block: nothing of ours stands on that block.
+  if (!transfer || transfer.status === 'reorged') return;
+  if (transfer.block_hash !== data.blockHash.toLowerCase()) return;
+  await trx
+    .updateTable('transfers')
+    .set({ status: 'reorged', session_id: null, updated_at: now })
+    .where('transfer_id', '=', transfer.transfer_id)
+    .execute();
+  if (!transfer.session_id) return;
+  const session = await trx
+    .selectFrom('sessions')
+    .selectAll()
+    .where('session_id', '=', transfer.session_id)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  if (session.transfer_id !== transfer.transfer_id) return;
+  // A refunded session took no payment and its transfer is on its way back: nothing to reopen.
+  if (session.status === 'refunded') return;
+  await reopenSession(deps, trx, session, transfer, data, now);
+}
+
+/** The session a reorged transfer paid: its payment reversed (payment.reversed), the session open again. */
+async function reopenSession(
+  deps: MatchingDeps,
+  trx: CheckoutTrx,
+  session: SessionRow,
+  transfer: TransferRow,
+  data: Reorged,
+  now: Date,
+): Promise<void> {
+  const payment = await trx
+    .updateTable('payments')
+    .set({ status: 'reversed', reversed_at: now })
+    .where('transfer_id', '=', transfer.transfer_id)
+    .where('status', '=', 'confirmed')
+    .returningAll()
+    .executeTakeFirst();
+  const reopened = await trx
+    .updateTable('sessions')
+    .set({
+      status: now < session.expires_at ? 'open' : 'expired',
+      paid_amount_micro: null,
+      transfer_id: null,
+      tx_hash: null,
+      payer: null,
+      paid_at: null,
+      // The amount stayed reserved until late_until, so it is still this session's alone.
+      updated_at: now,
+    })
+    .where('session_id', '=', session.session_id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (payment) {
+    await enqueueEvent(
+      trx,
+      createEvent(
+        'payment.reversed',
+        'checkout',
+        {
+          paymentId: payment.payment_id,
+          source: 'checkout',
+          sellerId: session.seller_id,
+          sessionId: session.session_id,
+          chainId: transfer.chain_id,
+          txHash: transfer.tx_hash,
+          logIndex: transfer.log_index,
+          amount: formatUsdcExact(payment.amount_micro),
+          reason: `transfer reorged out of block ${data.blockNumber} (${data.blockHash})`,
+          reversedAt: now.toISOString(),
+        },
+        { trace: currentTraceCarrier() },
+      ),
+    );
+  }
+  await enqueueSessionEvent(trx, 'checkout.session_reopened', reopened, deps.config);
+}

@@ -1,0 +1,175 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerTrx } from '../db';
+import type { LedgerDeps } from '../deps';
+import { newTransactionId } from '../ids';
+import { transferKey } from '../ledger/entries';
+
+interface BookedPayment {
+  payment_id: string;
+  outcome: 'booked' | 'duplicate' | 'conflict' | 'conflict_seen';
+  transaction_id: string | null;
+  conflict_kind: string | null;
+  existing_transaction_id: string | null;
+}
+
+/** The one call of the database's book_payments (sql/ledger.sql); the fee comes from @paygate/money's definition. */
+export async function bookPayments(trx: LedgerTrx, payments: object[], now: Date): Promise<BookedPayment[]> {
+  const result =
+    await sql<BookedPayment>`select * from book_payments(${JSON.stringify(payments)}::jsonb, ${now},
+      ${PLATFORM_FEE_PERCENT.toString()}::integer)`.execute(trx);
+  return result.rows;
+}
+
+/** A payment.confirmed as book_payments reads it, with a fresh transaction id. */
+function paymentToBook({ id, data: d }: EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>) {
+  return {
+    eventId: id,
+    transactionId: newTransactionId(),
+    paymentId: d.paymentId,
+    source: d.source,
+    sellerId: d.sellerId,
+    skillId: d.skillId,
+    skillName: d.skillName,
+    endpointId: d.endpointId,
+    sessionId: d.sessionId,
+    payer: d.payer,
+    network: d.network,
+    chainId: d.chainId,
+    txHash: d.txHash,
+    logIndex: d.logIndex,
+    amountMicro: parseChainUsdc(d.amount).toString(),
+    holdPeriodHours: d.holdPeriodHours,
+    confirmedAt: d.confirmedAt,
+  };
+}
+
+/**
+ * Payments claim their transfers: each amount moves from suspense into holds for the seller (95%) and the
+ * platform (5%). A transfer pays for one thing: a claim by another payment is refused and surfaced to an
+ * operator. The booking itself is the database function book_payments (one round trip for the whole batch);
+ * this wrapper supplies ids and the clock and reports conflicts.
+ */
+export async function onPaymentsConfirmed(
+  trx: Transaction<any>,
+  events: Array<EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  if (events.length === 0) return;
+  const payments = events.map(paymentToBook);
+  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
+  // crosswise; the sort is stable, so claims on the same transfer keep their delivery order (the first wins).
+  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash.toLowerCase()}:${p.logIndex}`;
+  payments.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  const outcomes = await bookPayments(trx, payments, deps.now());
+  for (const row of outcomes) {
+    if (row.outcome !== 'conflict') continue;
+    deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
+    deps.logger.warn(
+      {
+        kind: row.conflict_kind,
+        paymentId: row.payment_id,
+        existingTransactionId: row.existing_transaction_id,
+      },
+      'payment conflict surfaced to the operator; nothing credited',
+    );
+  }
+}
+
+interface ReversedPayment {
+  id: string;
+  payment_id: string;
+  source: string;
+  seller_id: string;
+  skill_id: string | null;
+  skill_name: string | null;
+  endpoint_id: string | null;
+  session_id: string | null;
+  payer: string;
+  network: string;
+  amount_micro: bigint;
+  hold_period_hours: number;
+  confirmed_at: Date;
+}
+
+/**
+ * A payment reversed because its transfer was not on the chain, whose very transaction (same hash: the relayer
+ * resends the same signed bytes) is on the chain again and booked unclaimed: the payment claims it again, as a new
+ * transaction, at the transfer's current log index (a re-mined transaction's log index is that of its new block).
+ * Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is live at most once.
+ */
+export async function rebookPaymentsNotOnChain(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  chainId: number,
+  txHash: string,
+): Promise<number> {
+  const reversed =
+    await sql<ReversedPayment>`select t.id, t.payment_id, t.source, t.seller_id, t.skill_id, t.skill_name,
+        t.endpoint_id, t.session_id, t.payer, t.network, t.amount_micro, t.hold_period_hours, t.confirmed_at
+      from transactions t
+      where t.chain_id = ${chainId} and t.tx_hash = ${txHash} and t.reversal_reason = 'not_on_chain'
+        and not exists (select 1 from transactions live where live.payment_id = t.payment_id
+          and live.escrow_status <> 'reversed')
+      order by t.created_at, t.id
+      limit 10`.execute(trx);
+  let rebooked = 0;
+  for (const payment of reversed.rows) {
+    if (await rebookPayment(trx, deps, chainId, txHash, payment)) rebooked += 1;
+  }
+  return rebooked;
+}
+
+/** One reversed payment claims its transfer again, when an unclaimed one of its payer and amount is booked. */
+async function rebookPayment(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  chainId: number,
+  txHash: string,
+  payment: ReversedPayment,
+): Promise<boolean> {
+  const target = await sql<{ log_index: number }>`select log_index from transfers
+      where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'observed'
+        and claimed_by_transaction_id is null and refund_id is null
+        and from_address = ${payment.payer} and amount_micro = ${payment.amount_micro}
+      order by log_index limit 1 for update`.execute(trx);
+  const transfer = target.rows[0];
+  if (!transfer) return false;
+  const outcome = await bookPayments(
+    trx,
+    [
+      {
+        eventId: `rebook:${payment.id}`,
+        transactionId: newTransactionId(),
+        paymentId: payment.payment_id,
+        source: payment.source,
+        sellerId: payment.seller_id,
+        skillId: payment.skill_id,
+        skillName: payment.skill_name,
+        endpointId: payment.endpoint_id,
+        sessionId: payment.session_id,
+        payer: payment.payer,
+        network: payment.network,
+        chainId,
+        txHash,
+        logIndex: transfer.log_index,
+        amountMicro: payment.amount_micro.toString(),
+        holdPeriodHours: payment.hold_period_hours,
+        confirmedAt: payment.confirmed_at.toISOString(),
+      },
+    ],
+    deps.now(),
+  );
+  if (outcome[0]?.outcome !== 'booked') return false;
+  deps.logger.info(
+    {
+      paymentId: payment.payment_id,
+      reversedTransactionId: payment.id,
+      transactionId: outcome[0].transaction_id,
+      transfer: transferKey(chainId, txHash, transfer.log_index),
+    },
+    'payment reversed as not on chain is on chain again; booked again',
+  );
+  return true;
+}

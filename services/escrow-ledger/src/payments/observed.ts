@@ -1,0 +1,146 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { parseChainUsdc } from '@paygate/money';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newTransactionId } from '../ids';
+import { transferKey } from '../ledger/entries';
+import { bookPayments, rebookPaymentsNotOnChain } from './confirmed';
+import {
+  bookTransfer,
+  lockTransfer,
+  postTransferIn,
+  type TransferRow,
+  transferEntryKey,
+} from './transfer-booking';
+
+type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
+
+export async function onTransferObserved(
+  trx: Transaction<any>,
+  event: TransferObserved,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const booked = await bookTransfer(trx, {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    amountMicro: parseChainUsdc(d.amount),
+    from: d.from,
+    to: d.to,
+    blockNumber: d.blockNumber,
+    blockHash: d.blockHash.toLowerCase(),
+    bookedBy: 'transfer.observed',
+    at: deps.now(),
+  });
+  if (booked) {
+    // The same transaction mined again at another log index (resent after a reorg dropped it): its payment,
+    // reversed as not on chain, claims it again.
+    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+    return;
+  }
+  // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
+  const existing = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (!existing) return;
+  if (existing.status === 'reorged') {
+    await reincludeTransfer(trx, event, existing, deps);
+    return;
+  }
+  await confirmBookedTransfer(trx, event, existing, deps);
+}
+
+/**
+ * A transfer booked from payment.confirmed, now observed by the indexer (which publishes after CONFIRMATIONS): the
+ * chain confirms it, in the block it names, and an amount above the one the payment reported is booked too.
+ */
+async function confirmBookedTransfer(
+  trx: Transaction<any>,
+  event: TransferObserved,
+  existing: TransferRow,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const amountMicro = parseChainUsdc(d.amount);
+  // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
+  // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
+  await sql`update transfers set block_number = ${d.blockNumber}, block_hash = ${d.blockHash.toLowerCase()},
+        to_address = ${d.to.toLowerCase()}, chain_confirmed_at = coalesce(chain_confirmed_at, ${deps.now()}),
+        missing_since_block = null
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
+    const key = transferKey(d.chainId, txHash, d.logIndex);
+    await postTransferIn(trx, {
+      idempotencyKey: `transfer_adjust:${key}`,
+      amountMicro: amountMicro - existing.amount_micro,
+      memo: { transfer: key, reason: 'observed amount above the amount the payment reported' },
+    });
+    await sql`update transfers set amount_micro = ${amountMicro}
+        where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  } else if (amountMicro !== existing.amount_micro) {
+    deps.logger.error(
+      { transfer: transferKey(d.chainId, txHash, d.logIndex), observed: d.amount },
+      'observed transfer amount differs from the booked amount; left for an operator',
+    );
+  }
+}
+
+/**
+ * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
+ * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
+ * transaction stays reversed (history); the payment claims it anew: either a payment.confirmed still to come
+ * (checkout re-matches its reopened session), or one that arrived while the transfer was still reorged and was
+ * parked as a `transfer_reorged` conflict, which is booked now and the conflict resolved.
+ */
+async function reincludeTransfer(
+  trx: Transaction<any>,
+  event: TransferObserved,
+  transfer: TransferRow,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  const inclusion = transfer.inclusion + 1;
+  const amountMicro = parseChainUsdc(d.amount);
+  await sql`update transfers set status = 'observed', inclusion = ${inclusion}, claimed_by_transaction_id = null,
+        amount_micro = ${amountMicro}, block_number = ${d.blockNumber},
+        block_hash = ${d.blockHash.toLowerCase()}, to_address = ${d.to.toLowerCase()},
+        reorged_at = null, chain_confirmed_at = ${deps.now()}, missing_since_block = null
+      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await postTransferIn(trx, {
+    idempotencyKey: transferEntryKey(key, inclusion),
+    amountMicro,
+    memo: { transfer: key, inclusion, blockHash: d.blockHash, reason: 're-included after a reorg' },
+  });
+  deps.logger.info({ transfer: key, inclusion, blockHash: d.blockHash }, 'reorged transfer included again');
+  if (!(await bookParkedPayment(trx, event, deps)))
+    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+}
+
+/**
+ * The payment parked as a `transfer_reorged` conflict while its transfer was reorged is booked now, and the
+ * conflict resolved. False when no payment was parked.
+ */
+async function bookParkedPayment(trx: Transaction<any>, event: TransferObserved, deps: LedgerDeps) {
+  const d = event.data;
+  const parked = await sql<{
+    id: bigint;
+    payment: Record<string, unknown>;
+  }>`select id, detail->'payment' as payment
+      from payment_conflicts
+      where kind = 'transfer_reorged' and status = 'open' and chain_id = ${d.chainId}
+        and tx_hash = ${d.txHash.toLowerCase()} and log_index = ${d.logIndex} and detail ? 'payment'
+      order by id limit 1 for update`.execute(trx);
+  const conflict = parked.rows[0];
+  if (!conflict) return false;
+  const payment = { ...conflict.payment, transactionId: newTransactionId() };
+  const booked = await bookPayments(trx, [payment], deps.now());
+  const outcome = booked[0];
+  if (outcome?.outcome !== 'booked') return true;
+  await sql`update payment_conflicts set status = 'resolved',
+        resolution = ${JSON.stringify({ by: 're-inclusion', transactionId: outcome.transaction_id, eventId: event.id })}::jsonb
+      where id = ${conflict.id}`.execute(trx);
+  return true;
+}

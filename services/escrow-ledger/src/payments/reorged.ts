@@ -1,0 +1,155 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
+import { recordConflict } from './conflicts';
+import { lockTransfer, perInclusion, type TransferRow, transferEntryKey } from './transfer-booking';
+
+interface ClaimedTransaction {
+  id: string;
+  seller_id: string;
+  amount_micro: bigint;
+  seller_share_micro: bigint;
+  platform_share_micro: bigint;
+  refunded_micro: bigint;
+  refunded_seller_micro: bigint;
+  refunded_platform_micro: bigint;
+  escrow_status: string;
+}
+
+interface ReversalCause {
+  reason: 'transfer_reorged' | 'not_on_chain';
+  memo: Record<string, unknown>;
+  eventId: string | null;
+}
+
+const reasonTextOf = (cause: ReversalCause) =>
+  cause.reason === 'transfer_reorged' ? 'transfer reorged' : 'transfer not on chain';
+
+/**
+ * A transfer left the canonical chain: reverse what it caused. The unrefunded part of its transaction is taken
+ * back from wherever it sits (holds, or the seller's available balance, which may go negative) into suspense,
+ * then the transfer itself is reversed out of suspense and the escrow asset.
+ */
+export async function onTransferReorged(
+  trx: Transaction<any>,
+  event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (!transfer || transfer.status === 'reorged') return;
+  const key = transferKey(d.chainId, txHash, d.logIndex);
+  if (transfer.block_hash && transfer.block_hash !== d.blockHash.toLowerCase()) {
+    deps.logger.info(
+      { transfer: key, reorgedBlock: d.blockHash, currentBlock: transfer.block_hash },
+      'transfer.reorged for a block the transfer is no longer in; it is included in another: nothing reversed',
+    );
+    return;
+  }
+  await reverseTransfer(trx, deps, transfer, {
+    reason: 'transfer_reorged',
+    memo: { blockHash: d.blockHash },
+    eventId: event.id,
+  });
+}
+
+/**
+ * Reverses a booked transfer that is not on the chain (locked by the caller, status `observed`): the unrefunded part
+ * of the transaction that claimed it is taken back from wherever it sits (holds, or the seller's available
+ * balance, which may go negative) into suspense, then the transfer itself out of suspense and the escrow asset.
+ * The entries' keys are those of a reorg, so a later transfer.reorged for the same inclusion changes nothing.
+ */
+export async function reverseTransfer(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+  cause: ReversalCause,
+): Promise<void> {
+  const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
+  const now = deps.now();
+  let stillInSuspense = transfer.amount_micro;
+  if (transfer.claimed_by_transaction_id) {
+    stillInSuspense = await reverseClaimingTransaction(trx, deps, transfer, cause, now);
+  }
+  if (transfer.refund_id) {
+    // An unmatched transfer already booked out of suspense into a refund: the refund (pending or sent) cannot be
+    // taken back here, so only what is still in suspense (nothing) is reversed and the operator must see it.
+    stillInSuspense = 0n;
+    await recordConflict(trx, deps, 'reorg_after_refund', {
+      chainId: transfer.chain_id,
+      txHash: transfer.tx_hash,
+      logIndex: transfer.log_index,
+      paymentId: null,
+      source: null,
+      sellerId: null,
+      amountMicro: transfer.amount_micro,
+      existingTransactionId: null,
+      detail: { eventId: cause.eventId, refundId: transfer.refund_id, kind: 'unmatched_transfer' },
+    });
+  }
+  await postEntry(trx, {
+    idempotencyKey: `reorg:${perInclusion(key, transfer.inclusion)}`,
+    entryType: 'transfer_reversal',
+    reversesEntryId: await entryIdByKey(trx, transferEntryKey(key, transfer.inclusion)),
+    lines: [debit('suspense', stillInSuspense), credit('escrow_asset', stillInSuspense)],
+    memo: { transfer: key, reason: reasonTextOf(cause), ...cause.memo },
+  });
+  // Unclaimed: its reversed transaction no longer holds it, so a payment after a re-inclusion can claim it again.
+  await sql`update transfers set status = 'reorged', reorged_at = ${now}, claimed_by_transaction_id = null
+      where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
+        and log_index = ${transfer.log_index}`.execute(trx);
+}
+
+/**
+ * The transaction that claimed the transfer is reversed: its unrefunded part back into suspense. Returns what of
+ * the transfer is still in suspense then (all of it but what was refunded on chain, which the operator must see).
+ */
+async function reverseClaimingTransaction(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+  cause: ReversalCause,
+  now: Date,
+): Promise<bigint> {
+  const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
+  const result =
+    await sql<ClaimedTransaction>`select id, seller_id, amount_micro, seller_share_micro, platform_share_micro,
+        refunded_micro, refunded_seller_micro, refunded_platform_micro, escrow_status
+      from transactions where id = ${transfer.claimed_by_transaction_id} for update`.execute(trx);
+  const txn = result.rows[0]!;
+  if (txn.escrow_status === 'reversed') return transfer.amount_micro;
+  const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
+  const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
+  const held = txn.escrow_status === 'held';
+  await postEntry(trx, {
+    idempotencyKey: `reversal:${txn.id}`,
+    entryType: 'payment_reversal',
+    transactionId: txn.id,
+    reversesEntryId: await entryIdByKey(trx, perInclusion(key, transfer.inclusion)),
+    lines: [
+      debit(held ? 'seller_held' : 'seller_available', sellerPart, txn.seller_id),
+      debit(held ? 'platform_held' : 'platform_revenue', platformPart),
+      credit('suspense', sellerPart + platformPart),
+    ],
+    memo: { reason: reasonTextOf(cause), transfer: key, fromStatus: txn.escrow_status },
+  });
+  await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
+      reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
+  // Money refunded on chain cannot be taken back from suspense: the operator must see it.
+  if (txn.refunded_micro > 0n) {
+    await recordConflict(trx, deps, 'reorg_after_refund', {
+      chainId: transfer.chain_id,
+      txHash: transfer.tx_hash,
+      logIndex: transfer.log_index,
+      paymentId: null,
+      source: null,
+      sellerId: txn.seller_id,
+      amountMicro: txn.refunded_micro,
+      existingTransactionId: txn.id,
+      detail: { eventId: cause.eventId },
+    });
+  }
+  return transfer.amount_micro - txn.refunded_micro;
+}

@@ -1,0 +1,90 @@
+import { sql, type Transaction } from 'kysely';
+import { transferKey } from '../ledger/entries';
+
+export interface TransferRow {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  amount_micro: bigint;
+  status: 'observed' | 'reorged';
+  booked_by: string;
+  claimed_by_transaction_id: string | null;
+  /** 0 for the first inclusion in a block; +1 each time it is mined again after a reorg removed it. */
+  inclusion: number;
+  block_hash: string | null;
+  /** Set when the transfer, unclaimed, was sent back to its payer (refunds/unmatched.ts). */
+  refund_id: string | null;
+}
+
+/** What an inclusion causes is keyed per inclusion: `<key>` for the first, `<key>#<n>` after re-inclusions. */
+export const perInclusion = (key: string, inclusion: number) => (inclusion > 0 ? `${key}#${inclusion}` : key);
+export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perInclusion(key, inclusion)}`;
+
+export async function lockTransfer(
+  trx: Transaction<any>,
+  chainId: number,
+  txHash: string,
+  logIndex: number,
+): Promise<TransferRow | undefined> {
+  const result =
+    await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id,
+        inclusion, block_hash, refund_id
+      from transfers where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
+      trx,
+    );
+  return result.rows[0];
+}
+
+/**
+ * Posts a `transfer_in` entry (debit escrow_asset, credit suspense) through the database's post_transfer_in: the
+ * entry's one definition is transfer_in_entry in sql/ledger.sql, which book_payments builds too. Returns the entry
+ * id, or null when the key was already used.
+ */
+export async function postTransferIn(
+  trx: Transaction<any>,
+  input: { idempotencyKey: string; amountMicro: bigint; memo: Record<string, unknown> },
+): Promise<bigint | null> {
+  if (input.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
+  const result = await sql<{
+    id: bigint | null;
+  }>`select post_transfer_in(${input.idempotencyKey}, ${input.amountMicro.toString()}::bigint,
+      ${JSON.stringify(input.memo)}::jsonb) as id`.execute(trx);
+  return result.rows[0]?.id ?? null;
+}
+
+/**
+ * Books money arriving in the escrow wallet: debit escrow_asset, credit suspense. Inserting the transfer row
+ * and posting are one step, so whichever of transfer.observed and payment.confirmed comes first books it and
+ * the other finds it booked.
+ */
+export async function bookTransfer(
+  trx: Transaction<any>,
+  input: {
+    chainId: number;
+    txHash: string;
+    logIndex: number;
+    amountMicro: bigint;
+    from: string;
+    to: string | null;
+    blockNumber: number | null;
+    blockHash: string | null;
+    bookedBy: 'transfer.observed' | 'payment.confirmed';
+    at: Date;
+  },
+): Promise<boolean> {
+  const inserted =
+    await sql`insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, to_address,
+        block_number, block_hash, status, booked_by, observed_at, chain_confirmed_at)
+      values (${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.amountMicro}, ${input.from.toLowerCase()},
+        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', ${input.bookedBy}, ${input.at},
+        ${input.bookedBy === 'transfer.observed' ? input.at : null})
+      on conflict do nothing`.execute(trx);
+  if (Number(inserted.numAffectedRows ?? 0n) === 0) return false;
+  const key = transferKey(input.chainId, input.txHash, input.logIndex);
+  await postTransferIn(trx, {
+    idempotencyKey: transferEntryKey(key),
+    amountMicro: input.amountMicro,
+    memo: { transfer: key, from: input.from.toLowerCase(), bookedBy: input.bookedBy },
+  });
+  return true;
+}

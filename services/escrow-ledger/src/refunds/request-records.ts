@@ -1,0 +1,233 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
+import { badRequest, HttpError, notFound } from '@paygate/http';
+import { formatUsdc } from '@paygate/money';
+import { REFUND_REQUEST_MAX_VALIDITY_MS, type RefundTarget } from '@paygate/protocol';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newRefundRequestId } from '../ids';
+import { bookRefund, lockSellerTransaction, refundView } from './book';
+import { findTransactionForUpdate } from './targets';
+
+export interface RefundRequestRow {
+  id: string;
+  transaction_id: string;
+  seller_id: string;
+  payer: string;
+  reason: string;
+  /** The payer's signature over the request message, lowercase. */
+  signature: string;
+  status: 'pending' | 'approved' | 'rejected' | 'completed';
+  refund_id: string | null;
+  decision_reason: string | null;
+  created_at: Date;
+  decided_at: Date | null;
+  completed_at: Date | null;
+  /** From the booked refund (joined), when there is one. */
+  refund_status?: 'pending' | 'completed' | 'failed' | null;
+  refund_amount_micro?: bigint | null;
+  refund_tx_hash?: string | null;
+}
+
+/** Refund requests with their booked refund's state (left join), for every read of a request. */
+export const requestsWithRefund = sql`(select rr.*, r.status as refund_status, r.amount_micro as refund_amount_micro,
+    r.refund_tx_hash from refund_requests rr left join refunds r on r.id = rr.refund_id)`;
+
+export function requestView(row: RefundRequestRow) {
+  return {
+    id: row.id,
+    refundRequestId: row.id,
+    transactionId: row.transaction_id,
+    reason: row.reason,
+    status: row.status,
+    refundId: row.refund_id,
+    decisionReason: row.decision_reason,
+    refund:
+      row.refund_status && row.refund_amount_micro != null
+        ? {
+            status: row.refund_status,
+            amount: formatUsdc(row.refund_amount_micro),
+            refundTxHash: row.refund_tx_hash ?? null,
+          }
+        : null,
+    createdAt: new Date(row.created_at).toISOString(),
+    decidedAt: row.decided_at ? new Date(row.decided_at).toISOString() : null,
+    completedAt: row.completed_at ? new Date(row.completed_at).toISOString() : null,
+  };
+}
+
+export type RefundRequestView = ReturnType<typeof requestView>;
+
+/** The signed chain and validity window of a buyer's refund request (the signature covers both). */
+export function checkRefundRequestSigning(
+  body: { chainId?: number; nonce?: string; expiresAt?: string },
+  chainId: number,
+  now: Date,
+): { chainId: number; nonce: string; expiresAt: string } {
+  for (const field of ['chainId', 'nonce', 'expiresAt'] as const)
+    if (body[field] === undefined) throw badRequest(field, 'is required (signed with the request)');
+  if (body.chainId !== chainId)
+    throw badRequest('chainId', `must be ${chainId}, the chain Paygate books here`);
+  const expiresAtMs = Date.parse(body.expiresAt!);
+  if (!(expiresAtMs > now.getTime()))
+    throw badRequest('expiresAt', 'must be in the future: the signed request expired, sign a new one');
+  if (expiresAtMs > now.getTime() + REFUND_REQUEST_MAX_VALIDITY_MS + 60_000)
+    throw badRequest('expiresAt', 'must be at most 24 hours ahead');
+  return { chainId, nonce: body.nonce!, expiresAt: body.expiresAt! };
+}
+
+/**
+ * Files a buyer's refund request on the transaction it names (locked): only its payer may, while something is
+ * refundable, once per signed request; the same signed request again answers the pending request it made.
+ */
+export async function fileRefundRequest(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  target: RefundTarget,
+  body: { reason: string; signature: string },
+  signer: string,
+): Promise<{ view: RefundRequestView; replayed: boolean }> {
+  const txn = await findTransactionForUpdate(trx, deps, target);
+  if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
+    throw new HttpError(
+      403,
+      'not_payer',
+      'only the wallet that paid this transaction can ask for its refund',
+      {
+        field: 'signature',
+        rule: 'must be signed by the payer wallet',
+      },
+    );
+  }
+  if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
+    throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+  }
+  const pendingRequest = await pendingRequestFor(trx, txn.id, body.signature.toLowerCase());
+  if (pendingRequest) return { view: requestView(pendingRequest), replayed: true };
+  const now = deps.now();
+  const row =
+    await sql<RefundRequestRow>`insert into refund_requests (id, transaction_id, seller_id, payer, reason,
+      signature, status, created_at)
+    values (${newRefundRequestId()}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${body.reason}, ${body.signature.toLowerCase()},
+      'pending', ${now}) returning *`.execute(trx);
+  const request = row.rows[0]!;
+  await enqueueEvent(
+    trx,
+    createEvent('refund.requested', 'escrow-ledger', {
+      event: 'refund.requested',
+      refundRequestId: request.id,
+      transactionId: txn.id,
+      sellerId: txn.seller_id,
+      reason: body.reason,
+      requestedAt: now.toISOString(),
+    }),
+  );
+  return { view: requestView(request), replayed: false };
+}
+
+/**
+ * The pending request this very signed request made (a retry), or undefined when none is pending. A signed request
+ * decided already is a replay (409), another request pending a 409 naming it.
+ */
+async function pendingRequestFor(
+  trx: Transaction<any>,
+  transactionId: string,
+  signature: string,
+): Promise<RefundRequestRow | undefined> {
+  // A signed request is good once: the same signature on a decided request is a replay.
+  const decided = await sql<{
+    id: string;
+  }>`select id from refund_requests where transaction_id = ${transactionId}
+    and signature = ${signature} and status <> 'pending' limit 1`.execute(trx);
+  if (decided.rows[0])
+    throw new HttpError(
+      409,
+      'refund_request_replayed',
+      'this signed refund request was already filed and decided; sign a new one',
+      {
+        field: 'signature',
+        rule: 'must sign a new request (fresh nonce)',
+        refundRequestId: decided.rows[0].id,
+      },
+    );
+  const pending = await sql<RefundRequestRow>`select * from refund_requests
+    where transaction_id = ${transactionId} and status = 'pending'`.execute(trx);
+  const pendingRequest = pending.rows[0];
+  if (pendingRequest) {
+    // The same signed request again (a retry whose answer was lost; a wallet signs the same message
+    // the same way): the request it made, nothing raised twice.
+    if (pendingRequest.signature === signature) {
+      return pendingRequest;
+    }
+    // Another request while one is pending: name it, so the payer can follow it on the status route.
+    throw new HttpError(
+      409,
+      'refund_request_pending',
+      'a refund request for this transaction is already pending',
+      { refundRequestId: pendingRequest.id },
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Merchant approval of a pending request (locked here): books the refund of `amountMicro`, or of all that remains
+ * when none is given, and raises refund.approved.
+ */
+export async function approveRefundRequest(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  requestId: string,
+  sellerId: string,
+  amountMicro: bigint | undefined,
+) {
+  const request = await lockPendingRequest(trx, requestId, sellerId);
+  const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
+  // No amount means all that remains: when nothing does (the seller refunded it directly meanwhile),
+  // say so, as the buyer's create route does, rather than blame an amount the seller did not send.
+  if (
+    amountMicro === undefined &&
+    txn.escrow_status !== 'reversed' &&
+    txn.refunded_micro >= txn.amount_micro
+  ) {
+    throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+  }
+  const refund = await bookRefund(trx, deps, txn, {
+    amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
+    reason: request.reason,
+    refundRequestId: request.id,
+  });
+  const now = deps.now();
+  const updated =
+    await sql<RefundRequestRow>`update refund_requests set status = 'approved', refund_id = ${refund.id},
+      decided_at = ${now} where id = ${request.id} returning *`.execute(trx);
+  await enqueueEvent(
+    trx,
+    createEvent('refund.approved', 'escrow-ledger', {
+      refundRequestId: request.id,
+      refundId: refund.id,
+      transactionId: txn.id,
+      sellerId,
+      amount: refundView(refund).amount,
+      approvedAt: now.toISOString(),
+    }),
+  );
+  return { status: 200, body: { ...requestView(updated.rows[0]!), refund: refundView(refund) } };
+}
+
+export async function lockPendingRequest(trx: Transaction<any>, id: string, sellerId: string) {
+  const rows =
+    await sql<RefundRequestRow>`select * from refund_requests where id = ${id} and seller_id = ${sellerId} for update`.execute(
+      trx,
+    );
+  const request = rows.rows[0];
+  if (!request) throw notFound('refund request');
+  if (request.status !== 'pending') {
+    throw new HttpError(
+      409,
+      'refund_request_not_pending',
+      `this refund request is already ${request.status}`,
+    );
+  }
+  return request;
+}

@@ -1,0 +1,39 @@
+import { badRequest, idempotencyKeyParameter } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
+import type { ServiceContext } from '@paygate/runtime';
+import type { SellerAuth } from '@paygate/seller-auth';
+import type { Request } from 'express';
+import type { LedgerDeps } from '../deps';
+
+/** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
+export interface RefundRouteContext {
+  ctx: ServiceContext;
+  deps: LedgerDeps;
+  seller: { scheme: string; middleware: ReturnType<SellerAuth['middleware']> };
+}
+
+export function parseAmount(value: string | undefined): bigint | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseUsdc(value);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw badRequest('amount', error.rule);
+    throw error;
+  }
+}
+
+export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
+/** withIdempotency reads the express request (method, route, params, body, Idempotency-Key). */
+export const expressRequest = (req: unknown) => req as Request;
+
+export const idempotencyKey = idempotencyKeyParameter(
+  'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',
+);
+
+export const FEE_RULE =
+  'Fee rule: a refund is split like the payment: the seller bears 95% and the platform returns its 5% fee in proportion. ' +
+  'The split is cumulative (seller part = floor(total refunded x 95%) - what the seller already bore), so partial refunds add up exactly to the original shares. ' +
+  'While the payment is held (phase in_escrow) both parts come out of the holds: the refund is instant and nothing is owed. ' +
+  'After release (available, settling or settled; phase after_release) the seller part is debited from the seller balance and the platform part from platform revenue. ' +
+  'Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus any credit an operator granted); the available balance may go negative (owed, recovered from later settlements) only while held money covers it, otherwise 409 insufficient_seller_balance names available, held, creditLimit and shortfall. ' +
+  'The USDC is sent back to the payer wallet by settlement (refund.initiated -> refund.completed with refundTxHash); the refund is pending until then.';
