@@ -52,72 +52,8 @@ export function SkillPage(props: { name: string }) {
       )}
       {notice && <Notice>{notice}</Notice>}
       <ErrorNote error={action.error} />
-      <dl class="facts">
-        <dt>Name</dt>
-        <dd>
-          <code>{skill.name}</code>
-        </dd>
-        <dt>Type · mode</dt>
-        <dd>
-          {skill.type} · {skill.mode}
-        </dd>
-        <dt>API base URL</dt>
-        <dd>
-          <code>{skill.apiBaseUrl}</code>
-        </dd>
-        <dt>Hold period</dt>
-        <dd>{skill.holdPeriodHours} h</dd>
-        {skill.durationDays !== null && (
-          <>
-            <dt>Access duration</dt>
-            <dd>{skill.durationDays} days</dd>
-          </>
-        )}
-        {skill.requiresShipping !== null && (
-          <>
-            <dt>Shipping</dt>
-            <dd>{skill.requiresShipping ? 'required' : 'not required'}</dd>
-          </>
-        )}
-        <dt>Categories</dt>
-        <dd>{skill.categories.join(', ') || '—'}</dd>
-        <dt>Description</dt>
-        <dd>{skill.description}</dd>
-      </dl>
-      <div class="actions">
-        <Link to={`/skills/${skill.name}/edit`} class="button outline">
-          Edit details
-        </Link>
-        <button type="button" class="outline" onClick={() => loaded.reload()}>
-          Refresh status
-        </button>
-        {skill.status === 'VALIDATION_FAILED' && (
-          <button
-            type="button"
-            onClick={() => act('validate', 'Validation started again.')}
-            disabled={action.busy}
-          >
-            Validate again
-          </button>
-        )}
-        {skill.status !== 'ARCHIVED' && skill.status !== 'SUSPENDED' && (
-          <button
-            type="button"
-            class="outline contrast"
-            disabled={action.busy}
-            onClick={() => {
-              if (
-                window.confirm(
-                  `Archive ${skill.name}? This is final: it stops selling and its name stays taken.`,
-                )
-              )
-                void act('archive', 'The skill is archived.');
-            }}
-          >
-            Archive
-          </button>
-        )}
-      </div>
+      <SkillFacts skill={skill} />
+      <SkillActions skill={skill} busy={action.busy} onRefresh={() => loaded.reload()} act={act} />
       <h2>Endpoints</h2>
       {endpoints.length === 0 ? (
         <Empty>No active endpoints. Add one below; a skill needs at least one to pass validation.</Empty>
@@ -129,5 +65,89 @@ export function SkillPage(props: { name: string }) {
       {skill.status !== 'ARCHIVED' && <AddEndpoint skill={skill} onAdded={setSkill} />}
       <SkillMd skill={skill} onSaved={() => loaded.reload()} />
     </section>
+  );
+}
+
+function SkillFacts(props: { skill: Skill }) {
+  const { skill } = props;
+  return (
+    <dl class="facts">
+      <dt>Name</dt>
+      <dd>
+        <code>{skill.name}</code>
+      </dd>
+      <dt>Type · mode</dt>
+      <dd>
+        {skill.type} · {skill.mode}
+      </dd>
+      <dt>API base URL</dt>
+      <dd>
+        <code>{skill.apiBaseUrl}</code>
+      </dd>
+      <dt>Hold period</dt>
+      <dd>{skill.holdPeriodHours} h</dd>
+      {skill.durationDays !== null && (
+        <>
+          <dt>Access duration</dt>
+          <dd>{skill.durationDays} days</dd>
+        </>
+      )}
+      {skill.requiresShipping !== null && (
+        <>
+          <dt>Shipping</dt>
+          <dd>{skill.requiresShipping ? 'required' : 'not required'}</dd>
+        </>
+      )}
+      <dt>Categories</dt>
+      <dd>{skill.categories.join(', ') || '—'}</dd>
+      <dt>Description</dt>
+      <dd>{skill.description}</dd>
+    </dl>
+  );
+}
+
+/** Edit, refresh, validate again (after a failed validation) and archive (final, asked first). */
+function SkillActions(props: {
+  skill: Skill;
+  busy: boolean;
+  onRefresh: () => void;
+  act: (path: string, message: string) => Promise<void>;
+}) {
+  const { skill } = props;
+  return (
+    <div class="actions">
+      <Link to={`/skills/${skill.name}/edit`} class="button outline">
+        Edit details
+      </Link>
+      <button type="button" class="outline" onClick={props.onRefresh}>
+        Refresh status
+      </button>
+      {skill.status === 'VALIDATION_FAILED' && (
+        <button
+          type="button"
+          onClick={() => props.act('validate', 'Validation started again.')}
+          disabled={props.busy}
+        >
+          Validate again
+        </button>
+      )}
+      {skill.status !== 'ARCHIVED' && skill.status !== 'SUSPENDED' && (
+        <button
+          type="button"
+          class="outline contrast"
+          disabled={props.busy}
+          onClick={() => {
+            if (
+              window.confirm(
+                `Archive ${skill.name}? This is final: it stops selling and its name stays taken.`,
+              )
+            )
+              void props.act('archive', 'The skill is archived.');
+          }}
+        >
+          Archive
+        </button>
+      )}
+    </div>
   );
 }
