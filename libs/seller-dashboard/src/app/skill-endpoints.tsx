@@ -91,7 +91,6 @@ export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChange
   const [description, setDescription] = useState(endpoint.description);
   const save = useAction();
   const errors = fieldErrors(save.error);
-  const examples = endpointExamples(endpoint.url, endpoint.method, endpoint.priceUsdc);
   const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
   const id = endpoint.endpointId;
   return (
@@ -109,19 +108,7 @@ export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChange
         Public URL: <code class="wrap">{endpoint.url}</code>{' '}
         <CopyButton text={endpoint.url} label="public URL" />
       </p>
-      <details>
-        <summary>Try it: curl and agent examples</summary>
-        <p>Without payment the answer is 402 with what to pay:</p>
-        <pre>
-          <code>{examples.curl}</code>
-        </pre>
-        <CopyButton text={examples.curl} label="curl example" />
-        <p>An agent pays and calls it with the agent client:</p>
-        <pre>
-          <code>{examples.agent}</code>
-        </pre>
-        <CopyButton text={examples.agent} label="agent example" />
-      </details>
+      <EndpointExamples endpoint={endpoint} />
       <form
         class="inline-form"
         onSubmit={async (event) => {
@@ -175,6 +162,27 @@ export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChange
         </div>
       </form>
     </article>
+  );
+}
+
+/** The endpoint's public URL called with curl (answered 402) and paid with the agent client, to copy. */
+function EndpointExamples(props: { endpoint: Endpoint }) {
+  const { endpoint } = props;
+  const examples = endpointExamples(endpoint.url, endpoint.method, endpoint.priceUsdc);
+  return (
+    <details>
+      <summary>Try it: curl and agent examples</summary>
+      <p>Without payment the answer is 402 with what to pay:</p>
+      <pre>
+        <code>{examples.curl}</code>
+      </pre>
+      <CopyButton text={examples.curl} label="curl example" />
+      <p>An agent pays and calls it with the agent client:</p>
+      <pre>
+        <code>{examples.agent}</code>
+      </pre>
+      <CopyButton text={examples.agent} label="agent example" />
+    </details>
   );
 }
 

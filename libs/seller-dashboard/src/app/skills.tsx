@@ -49,35 +49,9 @@ export function SkillsPage() {
               </tr>
             </thead>
             <tbody>
-              {pages.map((skill) => {
-                const active = skill.endpoints.filter((e) => e.active);
-                const unhealthy = active.filter((e) => !e.isHealthy).length;
-                return (
-                  <tr key={skill.skillId}>
-                    <td>
-                      <Link to={`/skills/${skill.name}`}>{skill.displayName}</Link>
-                      <br />
-                      <small>
-                        <code>{skill.name}</code>
-                      </small>
-                    </td>
-                    <td>{skill.type}</td>
-                    <td>
-                      <StatusBadge status={skill.status} />
-                      {skill.statusReason && (
-                        <>
-                          <br />
-                          <small class="reason">{skill.statusReason}</small>
-                        </>
-                      )}
-                    </td>
-                    <td>{active.length}</td>
-                    <td>
-                      {active.length === 0 ? '—' : unhealthy ? `${unhealthy} unhealthy` : 'all healthy'}
-                    </td>
-                  </tr>
-                );
-              })}
+              {pages.map((skill) => (
+                <SkillRow key={skill.skillId} skill={skill} />
+              ))}
             </tbody>
           </table>
         </section>
@@ -93,5 +67,35 @@ export function SkillsPage() {
         </button>
       )}
     </section>
+  );
+}
+
+/** A skill with its status (and why), its active endpoints and their health. */
+function SkillRow(props: { skill: Skill }) {
+  const { skill } = props;
+  const active = skill.endpoints.filter((e) => e.active);
+  const unhealthy = active.filter((e) => !e.isHealthy).length;
+  return (
+    <tr>
+      <td>
+        <Link to={`/skills/${skill.name}`}>{skill.displayName}</Link>
+        <br />
+        <small>
+          <code>{skill.name}</code>
+        </small>
+      </td>
+      <td>{skill.type}</td>
+      <td>
+        <StatusBadge status={skill.status} />
+        {skill.statusReason && (
+          <>
+            <br />
+            <small class="reason">{skill.statusReason}</small>
+          </>
+        )}
+      </td>
+      <td>{active.length}</td>
+      <td>{active.length === 0 ? '—' : unhealthy ? `${unhealthy} unhealthy` : 'all healthy'}</td>
+    </tr>
   );
 }
