@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
-import type { Delivery, Page } from './types';
+import type { Delivery, DeliveryAttempt, Page } from './types';
 import { Empty, ErrorNote, Field, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
 
 export function Deliveries() {
@@ -64,55 +64,7 @@ export function Deliveries() {
         <ul class="cards">
           {rows.map((d) => (
             <li key={d.id} data-testid="delivery">
-              <details>
-                <summary>
-                  <strong>{d.eventType}</strong> · <StatusBadge status={d.status} /> · {d.attemptCount}{' '}
-                  attempt
-                  {d.attemptCount === 1 ? '' : 's'} · {dateTime(d.createdAt)}
-                  {d.redeliveryOf ? ' · redelivery' : ''}
-                </summary>
-                <p>
-                  To <code class="wrap">{d.url}</code>
-                  {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
-                  {d.lastError ? ` · last error: ${d.lastError}` : ''}
-                  {d.nextAttemptAt && d.status === 'pending'
-                    ? ` · next try ${dateTime(d.nextAttemptAt)}`
-                    : ''}
-                </p>
-                {d.attempts.length > 0 && (
-                  // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
-                  <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)" tabIndex={0}>
-                    <table>
-                      <caption class="visually-hidden">Attempts</caption>
-                      <thead>
-                        <tr>
-                          <th scope="col">#</th>
-                          <th scope="col">When</th>
-                          <th scope="col">Answer</th>
-                          <th scope="col">Body (start)</th>
-                          <th scope="col">Time</th>
-                          <th scope="col">Outcome</th>
-                        </tr>
-                      </thead>
-                      <tbody>
-                        {d.attempts.map((attempt) => (
-                          <tr key={attempt.number}>
-                            <td>{attempt.number}</td>
-                            <td>{dateTime(attempt.attemptedAt)}</td>
-                            <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
-                            <td>
-                              <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
-                            </td>
-                            <td>{attempt.durationMs} ms</td>
-                            <td>{attempt.outcome}</td>
-                          </tr>
-                        ))}
-                      </tbody>
-                    </table>
-                  </section>
-                )}
-                <Payload deliveryId={d.id} />
-              </details>
+              <DeliveryDetails delivery={d} />
               <button
                 type="button"
                 class="outline small"
@@ -174,5 +126,62 @@ function Payload(props: { deliveryId: string }) {
         Show payload
       </button>
     </>
+  );
+}
+
+/** What a delivery sent where, and each attempt's answer; the payload on demand. */
+function DeliveryDetails(props: { delivery: Delivery }) {
+  const d = props.delivery;
+  return (
+    <details>
+      <summary>
+        <strong>{d.eventType}</strong> · <StatusBadge status={d.status} /> · {d.attemptCount} attempt
+        {d.attemptCount === 1 ? '' : 's'} · {dateTime(d.createdAt)}
+        {d.redeliveryOf ? ' · redelivery' : ''}
+      </summary>
+      <p>
+        To <code class="wrap">{d.url}</code>
+        {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
+        {d.lastError ? ` · last error: ${d.lastError}` : ''}
+        {d.nextAttemptAt && d.status === 'pending' ? ` · next try ${dateTime(d.nextAttemptAt)}` : ''}
+      </p>
+      {d.attempts.length > 0 && <AttemptsTable attempts={d.attempts} />}
+      <Payload deliveryId={d.id} />
+    </details>
+  );
+}
+
+function AttemptsTable(props: { attempts: DeliveryAttempt[] }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
+    <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)" tabIndex={0}>
+      <table>
+        <caption class="visually-hidden">Attempts</caption>
+        <thead>
+          <tr>
+            <th scope="col">#</th>
+            <th scope="col">When</th>
+            <th scope="col">Answer</th>
+            <th scope="col">Body (start)</th>
+            <th scope="col">Time</th>
+            <th scope="col">Outcome</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.attempts.map((attempt) => (
+            <tr key={attempt.number}>
+              <td>{attempt.number}</td>
+              <td>{dateTime(attempt.attemptedAt)}</td>
+              <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
+              <td>
+                <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
+              </td>
+              <td>{attempt.durationMs} ms</td>
+              <td>{attempt.outcome}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
   );
 }
