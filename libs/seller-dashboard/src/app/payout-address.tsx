@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { fieldErrors } from './api';
-import { useConfirm } from './confirm';
+import { type ConfirmOptions, useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
@@ -41,23 +41,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
         { body: { payoutAddress: address.trim() } },
       );
       const checksummed = toChecksumAddress(address.trim());
-      const effectiveAt = new Date(Date.now() + challenge.delaySeconds * 1000);
-      const answer = await confirm.ask({
-        title: 'Send your payouts to a new address?',
-        facts: [
-          ['New payout address', <Address key="n" value={checksummed} label="new payout address" />],
-          ['Current address', <Address key="c" value={a.payoutAddress} label="current payout address" />],
-          ['Takes effect', `${dateTime(effectiveAt.toISOString())} (in ${duration(challenge.delaySeconds)})`],
-        ],
-        effect: (
-          <>
-            Until then every payout still goes to your current address, and you can cancel the change. Your
-            webhook is told at once. Check every character of the new address: USDC sent to a wrong address
-            cannot be recovered. Next, your account wallet <code>{a.walletAddress}</code> signs the change.
-          </>
-        ),
-        confirmLabel: 'Sign with wallet',
-      });
+      const answer = await confirm.ask(payoutChangeQuestion(a, checksummed, challenge.delaySeconds));
       if (!answer) return undefined;
       let signature: string;
       try {
@@ -145,4 +129,25 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
       {confirm.dialog}
     </section>
   );
+}
+
+/** What the seller sees before the wallet signs: the full new address, the current one, and when it applies. */
+function payoutChangeQuestion(a: Account, newAddress: string, delaySeconds: number): ConfirmOptions {
+  const effectiveAt = new Date(Date.now() + delaySeconds * 1000);
+  return {
+    title: 'Send your payouts to a new address?',
+    facts: [
+      ['New payout address', <Address key="n" value={newAddress} label="new payout address" />],
+      ['Current address', <Address key="c" value={a.payoutAddress} label="current payout address" />],
+      ['Takes effect', `${dateTime(effectiveAt.toISOString())} (in ${duration(delaySeconds)})`],
+    ],
+    effect: (
+      <>
+        Until then every payout still goes to your current address, and you can cancel the change. Your
+        webhook is told at once. Check every character of the new address: USDC sent to a wrong address cannot
+        be recovered. Next, your account wallet <code>{a.walletAddress}</code> signs the change.
+      </>
+    ),
+    confirmLabel: 'Sign with wallet',
+  };
 }
