@@ -1,6 +1,6 @@
 import { parseUsdc } from '@paygate/money';
 import { useMemo, useState } from 'preact/hooks';
-import { plainMessage } from './api';
+import { plainMessage, type Query } from './api';
 import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { transactionsCsv } from './csv';
@@ -28,8 +28,6 @@ export function TransactionsSection() {
   const [filters, setFilters] = useState<TransactionFilters>({});
   const [cursor, setCursor] = useState<string | undefined>();
   const [rows, setRows] = useState<Transaction[]>([]);
-  const [exporting, setExporting] = useState(false);
-  const [exportError, setExportError] = useState<unknown>();
   // Dates, skill, status and a whole tx hash are filtered by the API; a partial hash over the rows loaded.
   const query = transactionQuery(filters);
   const queryKey = JSON.stringify(query);
@@ -45,7 +43,69 @@ export function TransactionsSection() {
     [queryKey, cursor],
     { live: !cursor },
   );
+  const filtered = useMemo(
+    () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
+    [rows, filters],
+  );
+  const set = (patch: Partial<TransactionFilters>) => {
+    setFilters({ ...filters, ...patch });
+    setCursor(undefined);
+  };
+  return (
+    <section aria-labelledby="transactions-title">
+      <h2 id="transactions-title">Payments</h2>
+      <RecentPaymentsChart />
+      <TransactionFilterForm filters={filters} onChange={set} />
+      {loaded.data === undefined ? (
+        <LoadState load={loaded} what="payments">
+          {() => null}
+        </LoadState>
+      ) : filtered.length === 0 ? (
+        <Empty>
+          {Object.values(filters).every((v) => !v)
+            ? 'No payments yet. When a buyer pays one of your skills, it appears here within seconds.'
+            : 'No transaction matches these filters.'}
+        </Empty>
+      ) : (
+        <>
+          <TransactionsSummary
+            count={filtered.length}
+            more={Boolean(loaded.data?.nextCursor)}
+            query={query}
+            txHash={filters.txHash}
+          />
+          <TransactionsTable rows={filtered} />
+          {loaded.data?.nextCursor && (
+            <button
+              type="button"
+              class="outline"
+              aria-busy={loaded.loading}
+              onClick={() => setCursor(loaded.data!.nextCursor!)}
+            >
+              Load more
+            </button>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+/** The last 30 days of payments per day, stacked by skill. */
+function RecentPaymentsChart() {
   const recent = useRecentPayments();
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  return recent.data ? <PaymentsChart series={series} /> : null;
+}
+
+/** Dates, skill, status and a transaction hash (whole or partial). */
+function TransactionFilterForm(props: {
+  filters: TransactionFilters;
+  onChange: (patch: Partial<TransactionFilters>) => void;
+}) {
+  const { api } = useDashboard();
+  const { filters } = props;
+  const set = props.onChange;
   const skills = useLoad(
     () =>
       api
@@ -53,20 +113,89 @@ export function TransactionsSection() {
         .then((page) => page.data.map((skill) => skill.name).sort()),
     [],
   );
-  const filtered = useMemo(
-    () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
-    [rows, filters],
+  return (
+    <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
+      <div class="grid">
+        <Field id="f-from" label="From">
+          {(aria) => (
+            <input
+              {...aria}
+              type="date"
+              value={filters.from ?? ''}
+              onInput={(e) => set({ from: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+        <Field id="f-to" label="To">
+          {(aria) => (
+            <input
+              {...aria}
+              type="date"
+              value={filters.to ?? ''}
+              onInput={(e) => set({ to: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+        <Field id="f-skill" label="Skill">
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={filters.skill ?? ''}
+              onChange={(e) => set({ skill: (e.target as HTMLSelectElement).value || undefined })}
+            >
+              <option value="">All skills</option>
+              {(skills.data ?? []).map((s) => (
+                <option key={s}>{s}</option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field id="f-status" label="Status">
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={filters.status ?? ''}
+              onChange={(e) => set({ status: (e.target as HTMLSelectElement).value || undefined })}
+            >
+              <option value="">Any status</option>
+              {TRANSACTION_STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {statusWords(s)}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field id="f-hash" label="Transaction hash">
+          {(aria) => (
+            <input
+              {...aria}
+              placeholder="0x…"
+              value={filters.txHash ?? ''}
+              onInput={(e) => set({ txHash: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+      </div>
+    </form>
   );
-  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
-  const set = (patch: Partial<TransactionFilters>) => {
-    setFilters({ ...filters, ...patch });
-    setCursor(undefined);
-  };
+}
+
+/** How many transactions are shown, and their CSV export (every match, not only the rows loaded). */
+function TransactionsSummary(props: {
+  count: number;
+  more: boolean;
+  query: Query;
+  txHash: string | undefined;
+}) {
+  const { api } = useDashboard();
+  const [exporting, setExporting] = useState(false);
+  const [exportError, setExportError] = useState<unknown>();
   const exportCsv = async () => {
     setExporting(true);
     setExportError(undefined);
     try {
-      const all = filterTransactions(await fetchAll(api, query), { txHash: partialHash(filters.txHash) });
+      const all = filterTransactions(await fetchAll(api, props.query), { txHash: partialHash(props.txHash) });
       const blob = new Blob([transactionsCsv(all)], { type: 'text/csv;charset=utf-8' });
       const url = URL.createObjectURL(blob);
       const link = document.createElement('a');
@@ -81,153 +210,66 @@ export function TransactionsSection() {
     }
   };
   return (
-    <section aria-labelledby="transactions-title">
-      <h2 id="transactions-title">Payments</h2>
-      {recent.data && <PaymentsChart series={series} />}
-      <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
-        <div class="grid">
-          <Field id="f-from" label="From">
-            {(aria) => (
-              <input
-                {...aria}
-                type="date"
-                value={filters.from ?? ''}
-                onInput={(e) => set({ from: (e.target as HTMLInputElement).value || undefined })}
-              />
-            )}
-          </Field>
-          <Field id="f-to" label="To">
-            {(aria) => (
-              <input
-                {...aria}
-                type="date"
-                value={filters.to ?? ''}
-                onInput={(e) => set({ to: (e.target as HTMLInputElement).value || undefined })}
-              />
-            )}
-          </Field>
-          <Field id="f-skill" label="Skill">
-            {(aria) => (
-              <select
-                {...(aria as object)}
-                value={filters.skill ?? ''}
-                onChange={(e) => set({ skill: (e.target as HTMLSelectElement).value || undefined })}
-              >
-                <option value="">All skills</option>
-                {(skills.data ?? []).map((s) => (
-                  <option key={s}>{s}</option>
-                ))}
-              </select>
-            )}
-          </Field>
-          <Field id="f-status" label="Status">
-            {(aria) => (
-              <select
-                {...(aria as object)}
-                value={filters.status ?? ''}
-                onChange={(e) => set({ status: (e.target as HTMLSelectElement).value || undefined })}
-              >
-                <option value="">Any status</option>
-                {TRANSACTION_STATUSES.map((s) => (
-                  <option key={s} value={s}>
-                    {statusWords(s)}
-                  </option>
-                ))}
-              </select>
-            )}
-          </Field>
-          <Field id="f-hash" label="Transaction hash">
-            {(aria) => (
-              <input
-                {...aria}
-                placeholder="0x…"
-                value={filters.txHash ?? ''}
-                onInput={(e) => set({ txHash: (e.target as HTMLInputElement).value || undefined })}
-              />
-            )}
-          </Field>
-        </div>
-      </form>
-      {loaded.data === undefined ? (
-        <LoadState load={loaded} what="payments">
-          {() => null}
-        </LoadState>
-      ) : filtered.length === 0 ? (
-        <Empty>
-          {Object.values(filters).every((v) => !v)
-            ? 'No payments yet. When a buyer pays one of your skills, it appears here within seconds.'
-            : 'No transaction matches these filters.'}
-        </Empty>
-      ) : (
-        <>
-          <p role="status">
-            {filtered.length} transaction{filtered.length === 1 ? '' : 's'}
-            {loaded.data?.nextCursor ? ' shown, more below' : ''}.{' '}
-            <button
-              type="button"
-              class="outline small"
-              onClick={exportCsv}
-              aria-busy={exporting}
-              disabled={exporting}
-            >
-              Export CSV
-            </button>
-          </p>
-          {exportError !== undefined && (
-            <p class="error-note" role="alert">
-              The CSV export failed, nothing was downloaded: {plainMessage(exportError)}
-            </p>
-          )}
-          <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
-            <table class="striped">
-              <caption class="visually-hidden">Transactions</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Date</th>
-                  <th scope="col">Skill</th>
-                  <th scope="col">Amount</th>
-                  <th scope="col">You get</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Tx</th>
-                </tr>
-              </thead>
-              <tbody>
-                {filtered.map((t) => (
-                  <tr key={t.transactionId}>
-                    <td>
-                      <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
-                    </td>
-                    <td>{t.skillName ?? '—'}</td>
-                    <td>{usd(t.amount)}</td>
-                    <td>
-                      {usd(sellerNet(t))}
-                      {parseUsdc(t.refundedAmount) > 0n && (
-                        <small> after {usd(t.refundedAmount)} refunded</small>
-                      )}
-                    </td>
-                    <td>
-                      <StatusBadge status={t.status} />
-                    </td>
-                    <td>
-                      <code title={t.txHash}>{shortHash(t.txHash)}</code>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </section>
-          {loaded.data?.nextCursor && (
-            <button
-              type="button"
-              class="outline"
-              aria-busy={loaded.loading}
-              onClick={() => setCursor(loaded.data!.nextCursor!)}
-            >
-              Load more
-            </button>
-          )}
-        </>
+    <>
+      <p role="status">
+        {props.count} transaction{props.count === 1 ? '' : 's'}
+        {props.more ? ' shown, more below' : ''}.{' '}
+        <button
+          type="button"
+          class="outline small"
+          onClick={exportCsv}
+          aria-busy={exporting}
+          disabled={exporting}
+        >
+          Export CSV
+        </button>
+      </p>
+      {exportError !== undefined && (
+        <p class="error-note" role="alert">
+          The CSV export failed, nothing was downloaded: {plainMessage(exportError)}
+        </p>
       )}
+    </>
+  );
+}
+
+function TransactionsTable(props: { rows: Transaction[] }) {
+  return (
+    <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
+      <table class="striped">
+        <caption class="visually-hidden">Transactions</caption>
+        <thead>
+          <tr>
+            <th scope="col">Date</th>
+            <th scope="col">Skill</th>
+            <th scope="col">Amount</th>
+            <th scope="col">You get</th>
+            <th scope="col">Status</th>
+            <th scope="col">Tx</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.rows.map((t) => (
+            <tr key={t.transactionId}>
+              <td>
+                <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
+              </td>
+              <td>{t.skillName ?? '—'}</td>
+              <td>{usd(t.amount)}</td>
+              <td>
+                {usd(sellerNet(t))}
+                {parseUsdc(t.refundedAmount) > 0n && <small> after {usd(t.refundedAmount)} refunded</small>}
+              </td>
+              <td>
+                <StatusBadge status={t.status} />
+              </td>
+              <td>
+                <code title={t.txHash}>{shortHash(t.txHash)}</code>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </section>
   );
 }
