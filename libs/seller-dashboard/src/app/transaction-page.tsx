@@ -24,42 +24,7 @@ export function TransactionPage(props: { id: string }) {
         detail.loading && <Loading what="the transaction" />
       ) : (
         <>
-          <dl class="facts">
-            <dt>Id</dt>
-            <dd>
-              <code>{t.transactionId}</code> <CopyButton text={t.transactionId} label="transaction id" />
-            </dd>
-            <dt>Status</dt>
-            <dd>
-              <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
-            </dd>
-            <dt>Skill</dt>
-            <dd>{t.skillName ?? '—'}</dd>
-            <dt>Amount</dt>
-            <dd data-testid="txn-amount">{usd(t.amount)}</dd>
-            <dt>Your share · fee</dt>
-            <dd>
-              {usd(t.sellerAmount)} · {usd(t.platformFee)}
-            </dd>
-            <dt>You get, after refunds</dt>
-            <dd data-testid="txn-net">{usd(sellerNet(t))}</dd>
-            <dt>Refunded · refundable</dt>
-            <dd data-testid="txn-refundable">
-              {usd(t.refundedAmount)} · {usd(t.refundableAmount)}
-            </dd>
-            <dt>Payer</dt>
-            <dd>
-              <Address value={t.payer} label="payer address" />
-            </dd>
-            <dt>On chain</dt>
-            <dd>
-              <TxLink chainId={t.chainId} hash={t.txHash} /> (log {t.logIndex}, {t.network})
-            </dd>
-            <dt>Hold until</dt>
-            <dd>{dateTime(t.holdUntil)}</dd>
-            <dt>Settlement</dt>
-            <dd>{t.settlementId ?? '—'}</dd>
-          </dl>
+          <TransactionFacts transaction={t} />
           <h2>History</h2>
           <ol class="history">
             {t.history.map((h, i) => (
@@ -88,6 +53,49 @@ export function TransactionPage(props: { id: string }) {
         </>
       )}
     </section>
+  );
+}
+
+/** Amounts, the seller's share after refunds, the payer and the transfer on chain. */
+function TransactionFacts(props: { transaction: TransactionDetail }) {
+  const t = props.transaction;
+  return (
+    <dl class="facts">
+      <dt>Id</dt>
+      <dd>
+        <code>{t.transactionId}</code> <CopyButton text={t.transactionId} label="transaction id" />
+      </dd>
+      <dt>Status</dt>
+      <dd>
+        <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
+      </dd>
+      <dt>Skill</dt>
+      <dd>{t.skillName ?? '—'}</dd>
+      <dt>Amount</dt>
+      <dd data-testid="txn-amount">{usd(t.amount)}</dd>
+      <dt>Your share · fee</dt>
+      <dd>
+        {usd(t.sellerAmount)} · {usd(t.platformFee)}
+      </dd>
+      <dt>You get, after refunds</dt>
+      <dd data-testid="txn-net">{usd(sellerNet(t))}</dd>
+      <dt>Refunded · refundable</dt>
+      <dd data-testid="txn-refundable">
+        {usd(t.refundedAmount)} · {usd(t.refundableAmount)}
+      </dd>
+      <dt>Payer</dt>
+      <dd>
+        <Address value={t.payer} label="payer address" />
+      </dd>
+      <dt>On chain</dt>
+      <dd>
+        <TxLink chainId={t.chainId} hash={t.txHash} /> (log {t.logIndex}, {t.network})
+      </dd>
+      <dt>Hold until</dt>
+      <dd>{dateTime(t.holdUntil)}</dd>
+      <dt>Settlement</dt>
+      <dd>{t.settlementId ?? '—'}</dd>
+    </dl>
   );
 }
 
