@@ -43,16 +43,8 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
       const checksummed = toChecksumAddress(address.trim());
       const answer = await confirm.ask(payoutChangeQuestion(a, checksummed, challenge.delaySeconds));
       if (!answer) return undefined;
-      let signature: string;
-      try {
-        signature = await signWithAccountWallet(browserWallet(), a.walletAddress, challenge.message);
-      } catch (error) {
-        if (error instanceof WalletError) {
-          setWalletProblem(error.message);
-          return undefined;
-        }
-        throw error;
-      }
+      const signature = await walletSignature(a, challenge.message, setWalletProblem);
+      if (signature === undefined) return undefined;
       return api.request<{ account: Account; effectiveAt: string }>(
         'POST',
         '/api/v1/account/payout-address',
@@ -63,11 +55,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
     });
     if (!result) return;
     props.onSaved(result.account);
-    setNotice(
-      result.account.pendingPayoutAddress
-        ? `Payout address change signed: payouts go to ${toChecksumAddress(result.account.pendingPayoutAddress.address)} from ${dateTime(result.effectiveAt)}. Until then they go to ${toChecksumAddress(result.account.payoutAddress)}. Your webhook was told.`
-        : `Payout address changed: payouts go to ${toChecksumAddress(result.account.payoutAddress)}.`,
-    );
+    setNotice(changedNotice(result.account, result.effectiveAt));
   };
   const cancel = async () => {
     setNotice(undefined);
@@ -150,4 +138,28 @@ function payoutChangeQuestion(a: Account, newAddress: string, delaySeconds: numb
     ),
     confirmLabel: 'Sign with wallet',
   };
+}
+
+/** The account wallet's signature, or undefined (and why, for the seller) when the wallet did not sign. */
+async function walletSignature(
+  account: Account,
+  message: string,
+  onProblem: (problem: string) => void,
+): Promise<string | undefined> {
+  try {
+    return await signWithAccountWallet(browserWallet(), account.walletAddress, message);
+  } catch (error) {
+    if (error instanceof WalletError) {
+      onProblem(error.message);
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+/** Where payouts go now and, for a pending change, from when: said after the change is signed. */
+function changedNotice(account: Account, effectiveAt: string): string {
+  return account.pendingPayoutAddress
+    ? `Payout address change signed: payouts go to ${toChecksumAddress(account.pendingPayoutAddress.address)} from ${dateTime(effectiveAt)}. Until then they go to ${toChecksumAddress(account.payoutAddress)}. Your webhook was told.`
+    : `Payout address changed: payouts go to ${toChecksumAddress(account.payoutAddress)}.`;
 }

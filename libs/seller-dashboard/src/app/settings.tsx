@@ -95,29 +95,11 @@ function PayoutSettings(props: {
           'Paygate posts signed events here (payments, refunds, payout-address changes); empty removes it',
         )}
         <div class="grid">
-          <Field
-            id="acct-settlementFrequency"
-            label="Settlement frequency"
+          <SettlementFrequencyField
+            value={form.settlementFrequency}
             error={errors.settlementFrequency}
-          >
-            {(aria) => (
-              <select
-                {...(aria as object)}
-                value={form.settlementFrequency}
-                onChange={(e) =>
-                  setForm({
-                    ...form,
-                    settlementFrequency: (e.target as HTMLSelectElement)
-                      .value as Account['settlementFrequency'],
-                  })
-                }
-              >
-                <option value="DAILY">Daily</option>
-                <option value="WEEKLY">Weekly</option>
-                <option value="MONTHLY">Monthly</option>
-              </select>
-            )}
-          </Field>
+            onChange={(settlementFrequency) => setForm({ ...form, settlementFrequency })}
+          />
           {input(
             'minimumSettlement',
             'Minimum settlement (USDC)',
@@ -129,5 +111,29 @@ function PayoutSettings(props: {
         </button>
       </form>
     </section>
+  );
+}
+
+function SettlementFrequencyField(props: {
+  value: Account['settlementFrequency'];
+  error: string | undefined;
+  onChange: (frequency: Account['settlementFrequency']) => void;
+}) {
+  return (
+    <Field id="acct-settlementFrequency" label="Settlement frequency" error={props.error}>
+      {(aria) => (
+        <select
+          {...(aria as object)}
+          value={props.value}
+          onChange={(e) =>
+            props.onChange((e.target as HTMLSelectElement).value as Account['settlementFrequency'])
+          }
+        >
+          <option value="DAILY">Daily</option>
+          <option value="WEEKLY">Weekly</option>
+          <option value="MONTHLY">Monthly</option>
+        </select>
+      )}
+    </Field>
   );
 }
