@@ -1,41 +1,12 @@
+import { ApiError, requestJson } from './http';
 import type { CheckoutSession } from './types';
 
 const REQUEST_TIMEOUT_MS = 10_000;
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    /** The request field the API names, when it names one. */
-    readonly field?: string,
-  ) {
-    super(message);
-  }
-}
+export { ApiError };
 
-async function call(url: string, init: RequestInit): Promise<CheckoutSession> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
-  try {
-    const response = await fetch(url, { ...init, signal: controller.signal });
-    const body = (await response.json().catch(() => ({}))) as {
-      error?: { code?: string; message?: string };
-    };
-    if (!response.ok) {
-      throw new ApiError(
-        response.status,
-        body.error?.code ?? 'http_error',
-        body.error?.message ?? `request failed with status ${response.status}`,
-      );
-    }
-    return body as unknown as CheckoutSession;
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
-    throw new ApiError(0, 'network_error', `cannot reach Paygate: ${(error as Error).message}`);
-  } finally {
-    clearTimeout(timer);
-  }
+function call(url: string, init: RequestInit): Promise<CheckoutSession> {
+  return requestJson<CheckoutSession>(url, init, REQUEST_TIMEOUT_MS);
 }
 
 function randomKey(): string {
@@ -81,23 +52,15 @@ const LOOKUP_TIMEOUT_MS = 3000;
 export async function lookupTransactionId(baseUrl: string, sessionId: string): Promise<string | null> {
   for (let attempt = 0; attempt < LOOKUP_ATTEMPTS; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, LOOKUP_DELAY_MS));
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), LOOKUP_TIMEOUT_MS);
     try {
-      const response = await fetch(
+      const body = await requestJson<{ transactionId?: string }>(
         `${baseUrl}/api/v1/transactions/lookup?sessionId=${encodeURIComponent(sessionId)}`,
-        { signal: controller.signal },
+        {},
+        LOOKUP_TIMEOUT_MS,
       );
-      const body = (await response.json().catch(() => ({}))) as {
-        transactionId?: string;
-        error?: { code?: string };
-      };
-      if (response.ok && typeof body.transactionId === 'string') return body.transactionId;
-      if (body.error?.code !== 'transaction_not_found') return null;
-    } catch {
-      return null;
-    } finally {
-      clearTimeout(timer);
+      return typeof body.transactionId === 'string' ? body.transactionId : null;
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.code !== 'transaction_not_found') return null;
     }
   }
   return null;

@@ -5,7 +5,7 @@ import {
   type RefundRequestView,
   type RefundTarget,
 } from '@paygate/agent-client/refunds';
-import { ApiError } from './api';
+import { ApiError, requestJson } from './http';
 import type { Eip1193Provider } from './types';
 
 /**
@@ -43,25 +43,8 @@ function utf8Hex(text: string): string {
   return `0x${Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
-async function refundApi(url: string, init: RequestInit = {}): Promise<RefundRequestView> {
-  let response: Response;
-  try {
-    response = await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
-  } catch (error) {
-    throw new ApiError(0, 'network_error', `cannot reach Paygate: ${(error as Error).message}`);
-  }
-  const body = (await response.json().catch(() => null)) as
-    | (RefundRequestView & { error?: { code?: string; message?: string; field?: string } })
-    | null;
-  if (!response.ok || !body || body.error) {
-    throw new ApiError(
-      response.status,
-      body?.error?.code ?? 'http_error',
-      body?.error?.message ?? `request failed with status ${response.status}`,
-      body?.error?.field,
-    );
-  }
-  return body;
+function refundApi(url: string, init: RequestInit = {}): Promise<RefundRequestView> {
+  return requestJson<RefundRequestView>(url, init, REQUEST_TIMEOUT_MS);
 }
 
 /** Signs the request with the wallet's first account and files it; the answer is the pending request. */

@@ -2,13 +2,16 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { createApiClient } from './api';
 import { Dashboard } from './context';
 import { type LiveStatus, openLiveChannel } from './live';
-import { MoneyPage, TransactionPage } from './money';
+import { MoneyPage } from './money';
 import { OverviewPage } from './overview-page';
 import { useRoute } from './router';
 import { clearSession, loadSession, type Session, saveSession } from './session';
 import { SettingsPage } from './settings';
 import { SignIn } from './sign-in';
-import { SkillEditor, SkillPage, SkillsPage } from './skills';
+import { SkillEditor } from './skill-editor';
+import { SkillPage } from './skill-page';
+import { SkillsPage } from './skills';
+import { TransactionPage } from './transaction-page';
 import type { SignInResult } from './types';
 import { Link, refreshLiveViews, SecretOnce } from './ui';
 

@@ -1,0 +1,75 @@
+import { useState } from 'preact/hooks';
+import { useDashboard } from './context';
+import { statusWords, usd } from './format';
+import { periodLabel } from './overview';
+import type { Page, Settlement } from './types';
+import { CopyButton, Empty, LoadState, StatusBadge, useLoad } from './ui';
+
+export function SettlementsSection() {
+  const { api } = useDashboard();
+  const [after, setAfter] = useState<string | undefined>();
+  const [rows, setRows] = useState<Settlement[]>([]);
+  const list = useLoad(async () => {
+    const page = await api.request<Page<Settlement> & { hasMore?: boolean }>('GET', '/api/v1/settlements', {
+      query: { limit: 20, starting_after: after },
+    });
+    setRows((earlier) => (after ? [...earlier, ...page.data] : page.data));
+    return page;
+  }, [after]);
+  return (
+    <section aria-labelledby="settlements-title">
+      <h2 id="settlements-title">Settlements</h2>
+      {list.data === undefined ? (
+        <LoadState load={list} what="settlements">
+          {() => null}
+        </LoadState>
+      ) : rows.length === 0 ? (
+        <Empty>
+          No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
+        </Empty>
+      ) : (
+        <section class="table-wrap" aria-label="Settlements (scrolls sideways)">
+          <table class="striped">
+            <caption class="visually-hidden">Settlements</caption>
+            <thead>
+              <tr>
+                <th scope="col">Period</th>
+                <th scope="col">Status</th>
+                <th scope="col">Amount</th>
+                <th scope="col">Tx hash</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((s) => (
+                <tr key={s.settlementId}>
+                  <td>{periodLabel(s.period)}</td>
+                  <td>
+                    <StatusBadge status={s.status} />
+                    {s.skipReason && <small> {statusWords(s.skipReason)}</small>}
+                    {s.failureReason && <small> {s.failureReason}</small>}
+                  </td>
+                  <td>{usd(s.amount ?? s.availableAmount)}</td>
+                  <td>
+                    {s.txHash ? (
+                      <>
+                        <code class="wrap">{s.txHash}</code>{' '}
+                        <CopyButton text={s.txHash} label="settlement transaction hash" />
+                      </>
+                    ) : (
+                      '—'
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      )}
+      {list.data?.nextCursor && (
+        <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>
+          Load more
+        </button>
+      )}
+    </section>
+  );
+}

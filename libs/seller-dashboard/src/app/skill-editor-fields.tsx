@@ -1,0 +1,288 @@
+import { DEFAULT_HOLD_HOURS } from '@paygate/contracts/holds';
+import { EndpointFields } from './skill-endpoints';
+import {
+  type EndpointDraft,
+  effectiveHoldHours,
+  SKILL_TYPES,
+  type SkillDraft,
+  skillFieldId,
+  slugify,
+  usesDuration,
+  usesShipping,
+} from './skill-form';
+import type { SkillType } from './types';
+import { Field } from './ui';
+
+/** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
+export interface DraftProps {
+  draft: SkillDraft;
+  errors: Record<string, string>;
+  set: (patch: Partial<SkillDraft>) => void;
+}
+
+/** Every invalid field at once, each linked to its control. */
+export function FormErrorSummary(props: { errors: Record<string, string> }) {
+  const entries = Object.entries(props.errors);
+  if (entries.length === 0) return null;
+  return (
+    <div role="alert" class="error-note" data-testid="form-errors">
+      <p>{entries.length === 1 ? 'One field needs' : `${entries.length} fields need`} a change:</p>
+      <ul>
+        {entries.map(([key, message]) => (
+          <li key={key}>
+            <a href={`#${skillFieldId(key)}`}>{message}</a>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function DraftInput(
+  props: DraftProps & {
+    field: keyof SkillDraft;
+    label: string;
+    hint?: string;
+    type?: string;
+    required?: boolean;
+  },
+) {
+  const key = props.field;
+  return (
+    <Field
+      id={`skill-${key}`}
+      label={props.label}
+      hint={props.hint}
+      error={props.errors[key]}
+      required={props.required ?? false}
+    >
+      {(aria) => (
+        <input
+          {...aria}
+          type={props.type ?? 'text'}
+          name={key}
+          value={props.draft[key] as string}
+          onInput={(e) => props.set({ [key]: (e.target as HTMLInputElement).value })}
+        />
+      )}
+    </Field>
+  );
+}
+
+/** Display name, name (a new skill only: it derives from the display name until typed), description, categories. */
+export function AboutFieldset(
+  props: DraftProps & {
+    editing: boolean;
+    nameTouched: boolean;
+    onNameTyped: () => void;
+    nameStatus: string | undefined;
+  },
+) {
+  const { draft, errors, set, editing } = props;
+  return (
+    <fieldset>
+      <legend>About the skill</legend>
+      <Field id="skill-displayName" label="Display name" required error={errors.displayName}>
+        {(aria) => (
+          <input
+            {...aria}
+            name="displayName"
+            value={draft.displayName}
+            onInput={(e) => {
+              const displayName = (e.target as HTMLInputElement).value;
+              set({ displayName, ...(editing || props.nameTouched ? {} : { name: slugify(displayName) }) });
+            }}
+          />
+        )}
+      </Field>
+      {editing ? (
+        <p>
+          Name (part of every public URL, cannot change): <code>{draft.name}</code>
+        </p>
+      ) : (
+        <Field
+          id="skill-name"
+          label="Name (URL slug)"
+          hint="kebab-case, 2–64 characters, unique; it becomes part of every public URL and cannot change"
+          required
+          error={errors.name}
+          status={props.nameStatus}
+        >
+          {(aria) => (
+            <input
+              {...aria}
+              name="name"
+              value={draft.name}
+              onInput={(e) => {
+                props.onNameTyped();
+                set({ name: (e.target as HTMLInputElement).value });
+              }}
+            />
+          )}
+        </Field>
+      )}
+      <Field
+        id="skill-description"
+        label="Description"
+        hint="at least 10 characters"
+        required
+        error={errors.description}
+      >
+        {(aria) => (
+          <textarea
+            {...(aria as object)}
+            name="description"
+            rows={3}
+            value={draft.description}
+            onInput={(e) => set({ description: (e.target as HTMLTextAreaElement).value })}
+          />
+        )}
+      </Field>
+      <DraftInput
+        {...props}
+        field="categories"
+        label="Categories"
+        hint="comma-separated tags for discovery, e.g. weather, data"
+      />
+    </fieldset>
+  );
+}
+
+function TypeAndMode(props: DraftProps) {
+  const { draft, errors, set } = props;
+  return (
+    <div class="grid">
+      <Field id="skill-type" label="Type" error={errors.type}>
+        {(aria) => (
+          <select
+            {...(aria as object)}
+            name="type"
+            value={draft.type}
+            onChange={(e) => set({ type: (e.target as HTMLSelectElement).value as SkillType })}
+          >
+            {SKILL_TYPES.map((type) => (
+              <option key={type} value={type}>
+                {type}
+              </option>
+            ))}
+          </select>
+        )}
+      </Field>
+      <Field
+        id="skill-mode"
+        label="Verification mode"
+        hint="PROXY: Paygate calls your API. TICKET: the buyer calls you with a signed ticket."
+        error={errors.mode}
+      >
+        {(aria) => (
+          <select
+            {...(aria as object)}
+            name="mode"
+            value={draft.mode}
+            onChange={(e) => set({ mode: (e.target as HTMLSelectElement).value as 'PROXY' | 'TICKET' })}
+          >
+            <option value="PROXY">PROXY (default)</option>
+            <option value="TICKET">TICKET</option>
+          </select>
+        )}
+      </Field>
+    </div>
+  );
+}
+
+/** Type, mode, API base URL, the type's own fields and the hold period (with the type's default shown). */
+export function SellingFieldset(props: DraftProps) {
+  const { draft, errors, set } = props;
+  const typeDefault = DEFAULT_HOLD_HOURS[draft.type];
+  return (
+    <fieldset>
+      <legend>How it is sold</legend>
+      <TypeAndMode {...props} />
+      <DraftInput
+        {...props}
+        field="apiBaseUrl"
+        label="API base URL"
+        hint="your API; https in production"
+        type="url"
+        required
+      />
+      {usesDuration(draft.type) && (
+        <DraftInput
+          {...props}
+          field="durationDays"
+          label="Access duration (days)"
+          hint={`required for ${draft.type}`}
+          type="number"
+        />
+      )}
+      {usesShipping(draft.type) && (
+        <label for="skill-requiresShipping">
+          <input
+            id="skill-requiresShipping"
+            type="checkbox"
+            checked={draft.requiresShipping}
+            onChange={(e) => set({ requiresShipping: (e.target as HTMLInputElement).checked })}
+          />
+          Requires a shipping address
+        </label>
+      )}
+      <Field
+        id="skill-holdPeriodHours"
+        label="Hold period (hours in escrow before settlement)"
+        hint={`0–168. Leave empty for the ${draft.type} default of ${typeDefault} h; applied: ${effectiveHoldHours(draft)} h`}
+        error={errors.holdPeriodHours}
+      >
+        {(aria) => (
+          <input
+            {...aria}
+            type="number"
+            min={0}
+            max={168}
+            name="holdPeriodHours"
+            placeholder={String(typeDefault)}
+            value={draft.holdPeriodHours}
+            onInput={(e) => set({ holdPeriodHours: (e.target as HTMLInputElement).value })}
+          />
+        )}
+      </Field>
+    </fieldset>
+  );
+}
+
+/** A new skill's endpoints (an existing skill changes them one by one on its page). */
+export function NewEndpointsFieldset(props: DraftProps) {
+  const { draft, errors, set } = props;
+  const setEndpoint = (index: number, patch: Partial<EndpointDraft>) =>
+    set({ endpoints: draft.endpoints.map((e, i) => (i === index ? { ...e, ...patch } : e)) });
+  return (
+    <fieldset>
+      <legend>Priced endpoints</legend>
+      {draft.endpoints.map((endpoint, index) => (
+        <EndpointFields
+          key={index}
+          prefix={`endpoints[${index}]`}
+          index={index}
+          endpoint={endpoint}
+          errors={errors}
+          onChange={(patch) => setEndpoint(index, patch)}
+          onRemove={
+            draft.endpoints.length > 1
+              ? () => set({ endpoints: draft.endpoints.filter((_, i) => i !== index) })
+              : undefined
+          }
+        />
+      ))}
+      <button
+        type="button"
+        class="outline secondary"
+        onClick={() =>
+          set({
+            endpoints: [...draft.endpoints, { path: '/', method: 'GET', priceUsdc: '0.01', description: '' }],
+          })
+        }
+      >
+        Add an endpoint
+      </button>
+    </fieldset>
+  );
+}

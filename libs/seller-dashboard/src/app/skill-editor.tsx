@@ -1,0 +1,145 @@
+import { useEffect, useState } from 'preact/hooks';
+import { fieldErrors, newIdempotencyKey } from './api';
+import { useDashboard } from './context';
+import { navigate } from './router';
+import {
+  AboutFieldset,
+  FormErrorSummary,
+  NewEndpointsFieldset,
+  SellingFieldset,
+} from './skill-editor-fields';
+import {
+  draftFromSkill,
+  emptyDraft,
+  type SkillDraft,
+  skillBody,
+  skillFieldId,
+  validateSkillDraft,
+} from './skill-form';
+import type { Skill } from './types';
+import { ErrorNote, Link, LoadState, useAction, useLoad } from './ui';
+
+/** Create (no name) or edit (name) a skill: every SPEC field, type-specific ones only where they apply. */
+export function SkillEditor(props: { name?: string }) {
+  const { api } = useDashboard();
+  const editing = props.name !== undefined;
+  const [draft, setDraft] = useState<SkillDraft | undefined>(editing ? undefined : emptyDraft());
+  const [nameTouched, setNameTouched] = useState(false);
+  const [idempotencyKey] = useState(newIdempotencyKey);
+  const loaded = useLoad(async () => {
+    if (!props.name) return undefined;
+    const skill = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
+    setDraft(draftFromSkill(skill));
+    return skill;
+  }, [props.name]);
+  const save = useAction();
+  const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
+  const apiErrors = fieldErrors(save.error);
+  const errors = { ...apiErrors, ...localErrors };
+  const nameCheck = useNameAvailability(editing ? undefined : draft?.name);
+  // A field the API refused gets the focus too (the form checked what it could before sending).
+  useEffect(() => {
+    const keys = Object.keys(fieldErrors(save.error));
+    if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
+  }, [save.error]);
+  if (!draft)
+    return (
+      <LoadState load={loaded} what="the skill">
+        {() => null}
+      </LoadState>
+    );
+
+  const set = (patch: Partial<SkillDraft>) => setDraft({ ...draft, ...patch });
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    // Every field the form can check, at once; the focus goes to the first one to fix.
+    const problems = validateSkillDraft(draft, { editing });
+    if (!editing && nameCheck.taken && !problems.name)
+      problems.name = `Name ${draft.name} is taken: choose another`;
+    setLocalErrors(problems);
+    if (Object.keys(problems).length) {
+      focusFirstInvalid(Object.keys(problems).map(skillFieldId));
+      return;
+    }
+    const saved = await save.run(() =>
+      editing
+        ? api.request<Skill>('PATCH', `/api/v1/manage/skills/${props.name}`, {
+            body: skillBody(draft, { forUpdate: true }),
+          })
+        : api.request<Skill>('POST', '/api/v1/manage/skills', { body: skillBody(draft), idempotencyKey }),
+    );
+    if (saved) navigate(`/skills/${saved.name}`);
+    else
+      requestAnimationFrame(() => focusFirstInvalid(Object.keys(fieldErrors(save.error)).map(skillFieldId)));
+  };
+  return (
+    <section aria-labelledby="editor-title">
+      <h1 id="editor-title">{editing ? `Edit ${props.name}` : 'New skill'}</h1>
+      <form onSubmit={submit} noValidate>
+        {save.error && !Object.keys(apiErrors).length ? <ErrorNote error={save.error} /> : null}
+        <FormErrorSummary errors={errors} />
+        <AboutFieldset
+          draft={draft}
+          errors={errors}
+          set={set}
+          editing={editing}
+          nameTouched={nameTouched}
+          onNameTyped={() => setNameTouched(true)}
+          nameStatus={nameCheck.message}
+        />
+        <SellingFieldset draft={draft} errors={errors} set={set} />
+        {!editing && <NewEndpointsFieldset draft={draft} errors={errors} set={set} />}
+        <div class="actions">
+          <button type="submit" aria-busy={save.busy} disabled={save.busy}>
+            {editing ? 'Save changes' : 'Create skill'}
+          </button>
+          <Link to={editing ? `/skills/${props.name}` : '/skills'} class="secondary">
+            Cancel
+          </Link>
+        </div>
+      </form>
+    </section>
+  );
+}
+
+/** Moves the focus (and the view) to the first of these controls that is on the page. */
+function focusFirstInvalid(ids: string[]) {
+  const elements = ids
+    .map((id) => document.getElementById(id))
+    .filter((element): element is HTMLElement => element !== null)
+    .sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
+  elements[0]?.focus();
+  elements[0]?.scrollIntoView({ block: 'center' });
+}
+
+/** Whether a skill name is free, asked as it is typed (after a pause, the last answer wins). */
+function useNameAvailability(name: string | undefined) {
+  const { api } = useDashboard();
+  const [state, setState] = useState<{ name: string; available: boolean; reason?: string }>();
+  useEffect(() => {
+    if (!name || name.length < 2) return;
+    let current = true;
+    const timer = setTimeout(() => {
+      api
+        .request<{ name: string; available: boolean; reason?: string }>(
+          'GET',
+          `/api/v1/manage/skill-names/${encodeURIComponent(name)}`,
+        )
+        .then((answer) => current && setState(answer))
+        .catch(() => undefined); // the create call still checks
+    }, 300);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
+  }, [name]);
+  if (!name || state?.name !== name) return { taken: false, message: undefined };
+  return {
+    taken: !state.available && state.reason === 'taken',
+    message: state.available
+      ? `${name} is available`
+      : state.reason === 'taken'
+        ? `${name} is taken`
+        : undefined,
+  };
+}

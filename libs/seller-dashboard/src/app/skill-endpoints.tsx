@@ -1,0 +1,229 @@
+import { useState } from 'preact/hooks';
+import { fieldErrors, newIdempotencyKey } from './api';
+import { useDashboard } from './context';
+import { usd } from './format';
+import { type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
+import type { Endpoint, HttpMethod, Skill } from './types';
+import { CopyButton, ErrorNote, Field, useAction } from './ui';
+
+export function EndpointFields(props: {
+  prefix: string;
+  index: number;
+  endpoint: EndpointDraft;
+  errors: Record<string, string>;
+  onChange: (patch: Partial<EndpointDraft>) => void;
+  onRemove?: () => void;
+}) {
+  const { endpoint, errors, prefix } = props;
+  const id = (key: string) => `ep${props.index}-${key}`;
+  // Endpoints inside the create form are named by index (endpoints[0].path); a lone endpoint form by field.
+  const err = (key: string) =>
+    errors[`${prefix}.${key}`] ??
+    errors[`endpoints.${props.index}.${key}`] ??
+    (prefix === 'new' ? errors[key] : undefined);
+  return (
+    <fieldset class="endpoint-fields">
+      <legend class="visually-hidden">Endpoint {props.index + 1}</legend>
+      <div class="grid">
+        <Field id={id('method')} label="Method" error={err('method')}>
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={endpoint.method}
+              onChange={(e) =>
+                props.onChange({ method: (e.target as HTMLSelectElement).value as HttpMethod })
+              }
+            >
+              {METHODS.map((m) => (
+                <option key={m}>{m}</option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field id={id('path')} label="Path" hint="starts with /" required error={err('path')}>
+          {(aria) => (
+            <input
+              {...aria}
+              value={endpoint.path}
+              onInput={(e) => props.onChange({ path: (e.target as HTMLInputElement).value })}
+            />
+          )}
+        </Field>
+        <Field
+          id={id('price')}
+          label="Price (USDC)"
+          hint="up to 6 decimals"
+          required
+          error={err('priceUsdc')}
+        >
+          {(aria) => (
+            <input
+              {...aria}
+              inputMode="decimal"
+              value={endpoint.priceUsdc}
+              onInput={(e) => props.onChange({ priceUsdc: (e.target as HTMLInputElement).value })}
+            />
+          )}
+        </Field>
+      </div>
+      <Field id={id('description')} label="Description" error={err('description')}>
+        {(aria) => (
+          <input
+            {...aria}
+            value={endpoint.description}
+            onInput={(e) => props.onChange({ description: (e.target as HTMLInputElement).value })}
+          />
+        )}
+      </Field>
+      {props.onRemove && (
+        <button type="button" class="outline secondary small" onClick={props.onRemove}>
+          Remove endpoint {props.index + 1}
+        </button>
+      )}
+    </fieldset>
+  );
+}
+
+export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChanged: (skill: Skill) => void }) {
+  const { api } = useDashboard();
+  const { endpoint, skill } = props;
+  const [price, setPrice] = useState(endpoint.priceUsdc);
+  const [description, setDescription] = useState(endpoint.description);
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
+  const id = endpoint.endpointId;
+  return (
+    <article class="endpoint" aria-labelledby={`${id}-title`}>
+      <header>
+        <h3 id={`${id}-title`}>
+          <span class="method">{endpoint.method}</span> <code>{endpoint.path}</code> —{' '}
+          {usd(endpoint.priceUsdc)}{' '}
+          <span class={`badge ${endpoint.isHealthy ? 'good' : 'bad'}`}>
+            {endpoint.isHealthy ? 'healthy' : 'unhealthy'}
+          </span>
+        </h3>
+      </header>
+      <p>
+        Public URL: <code class="wrap">{endpoint.url}</code>{' '}
+        <CopyButton text={endpoint.url} label="public URL" />
+      </p>
+      <EndpointExamples endpoint={endpoint} />
+      <form
+        class="inline-form"
+        onSubmit={async (event) => {
+          event.preventDefault();
+          const updated = await save.run(() =>
+            api.request<Skill>('PATCH', base, {
+              body: { priceUsdc: price.trim(), description: description.trim() },
+            }),
+          );
+          if (updated) props.onChanged(updated);
+        }}
+      >
+        <div class="grid">
+          <Field id={`${id}-price`} label="Price (USDC)" error={errors.priceUsdc}>
+            {(aria) => (
+              <input
+                {...aria}
+                inputMode="decimal"
+                value={price}
+                onInput={(e) => setPrice((e.target as HTMLInputElement).value)}
+              />
+            )}
+          </Field>
+          <Field id={`${id}-description`} label="Description" error={errors.description}>
+            {(aria) => (
+              <input
+                {...aria}
+                value={description}
+                onInput={(e) => setDescription((e.target as HTMLInputElement).value)}
+              />
+            )}
+          </Field>
+        </div>
+        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <div class="actions">
+          <button type="submit" class="outline" disabled={save.busy}>
+            Save endpoint
+          </button>
+          <button
+            type="button"
+            class="outline contrast"
+            disabled={save.busy}
+            onClick={async () => {
+              if (!window.confirm(`Stop selling ${endpoint.method} ${endpoint.path}?`)) return;
+              const updated = await save.run(() => api.request<Skill>('POST', `${base}/deactivate`));
+              if (updated) props.onChanged(updated);
+            }}
+          >
+            Deactivate
+          </button>
+        </div>
+      </form>
+    </article>
+  );
+}
+
+/** The endpoint's public URL called with curl (answered 402) and paid with the agent client, to copy. */
+function EndpointExamples(props: { endpoint: Endpoint }) {
+  const { endpoint } = props;
+  const examples = endpointExamples(endpoint.url, endpoint.method, endpoint.priceUsdc);
+  return (
+    <details>
+      <summary>Try it: curl and agent examples</summary>
+      <p>Without payment the answer is 402 with what to pay:</p>
+      <pre>
+        <code>{examples.curl}</code>
+      </pre>
+      <CopyButton text={examples.curl} label="curl example" />
+      <p>An agent pays and calls it with the agent client:</p>
+      <pre>
+        <code>{examples.agent}</code>
+      </pre>
+      <CopyButton text={examples.agent} label="agent example" />
+    </details>
+  );
+}
+
+export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => void }) {
+  const { api } = useDashboard();
+  const blank: EndpointDraft = { path: '/', method: 'GET', priceUsdc: '0.01', description: '' };
+  const [endpoint, setEndpoint] = useState<EndpointDraft>(blank);
+  const [key, setKey] = useState(newIdempotencyKey);
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  return (
+    <details>
+      <summary class="add-endpoint">Add an endpoint</summary>
+      <form
+        onSubmit={async (event) => {
+          event.preventDefault();
+          const updated = await save.run(() =>
+            api.request<Skill>('POST', `/api/v1/manage/skills/${props.skill.name}/endpoints`, {
+              body: endpointBody(endpoint),
+              idempotencyKey: key,
+            }),
+          );
+          if (updated) {
+            props.onAdded(updated);
+            setEndpoint(blank);
+            setKey(newIdempotencyKey());
+          }
+        }}
+      >
+        <EndpointFields
+          prefix="new"
+          index={0}
+          endpoint={endpoint}
+          errors={errors}
+          onChange={(p) => setEndpoint({ ...endpoint, ...p })}
+        />
+        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <button type="submit" disabled={save.busy}>
+          Add endpoint
+        </button>
+      </form>
+    </details>
+  );
+}

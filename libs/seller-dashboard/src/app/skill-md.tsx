@@ -1,0 +1,82 @@
+import { useState } from 'preact/hooks';
+import { fieldErrors } from './api';
+import { useDashboard } from './context';
+import type { Skill } from './types';
+import { ErrorNote, Field, Loading, useAction, useLoad } from './ui';
+
+export function SkillMd(props: { skill: Skill; onSaved: () => void }) {
+  const { api } = useDashboard();
+  const [editing, setEditing] = useState<string | undefined>();
+  const md = useLoad(
+    () => api.request<string>('GET', `/api/v1/manage/skills/${props.skill.name}/skill-md`, { text: true }),
+    [props.skill.name, props.skill.skillMdVersion],
+  );
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  return (
+    <section aria-labelledby="skillmd-title">
+      <h2 id="skillmd-title">SKILL.md</h2>
+      <p>
+        Version <strong data-testid="skillmd-version">{props.skill.skillMdVersion}</strong> ·{' '}
+        {props.skill.skillMdSource === 'manual' ? 'edited by hand' : 'generated'} · agents read it at{' '}
+        <code class="wrap">{props.skill.skillMdUrl}</code>
+      </p>
+      {props.skill.skillMdSource === 'manual' && (
+        <p>
+          <small>A later endpoint change regenerates SKILL.md and replaces this hand edit.</small>
+        </p>
+      )}
+      <ErrorNote error={md.error} onRetry={md.reload} />
+      {md.loading && !md.data ? (
+        <Loading what="SKILL.md" />
+      ) : editing === undefined ? (
+        <>
+          <pre class="skill-md">{md.data}</pre>
+          <button type="button" class="outline" onClick={() => setEditing(md.data ?? '')}>
+            Edit SKILL.md by hand
+          </button>
+        </>
+      ) : (
+        <form
+          onSubmit={async (event) => {
+            event.preventDefault();
+            const saved = await save.run(() =>
+              api.request('PUT', `/api/v1/manage/skills/${props.skill.name}/skill-md`, {
+                body: { content: editing },
+              }),
+            );
+            if (saved !== undefined) {
+              setEditing(undefined);
+              props.onSaved();
+            }
+          }}
+        >
+          <Field
+            id="skillmd-content"
+            label="SKILL.md (YAML frontmatter, then Markdown)"
+            error={errors.content}
+          >
+            {(aria) => (
+              <textarea
+                {...(aria as object)}
+                rows={18}
+                class="mono"
+                value={editing}
+                onInput={(e) => setEditing((e.target as HTMLTextAreaElement).value)}
+              />
+            )}
+          </Field>
+          {save.error && !errors.content ? <ErrorNote error={save.error} /> : null}
+          <div class="actions">
+            <button type="submit" disabled={save.busy}>
+              Save SKILL.md
+            </button>
+            <button type="button" class="secondary outline" onClick={() => setEditing(undefined)}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,153 @@
+import { useState } from 'preact/hooks';
+import { useDashboard } from './context';
+import { AddEndpoint, EndpointCard } from './skill-endpoints';
+import { SkillMd } from './skill-md';
+import type { Skill } from './types';
+import { Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+
+export function SkillPage(props: { name: string }) {
+  const { api } = useDashboard();
+  const [skill, setSkill] = useState<Skill | undefined>();
+  const loaded = useLoad(
+    async () => {
+      const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
+      setSkill(found);
+      return found;
+      // Live: validation, health and status change while the page is open.
+    },
+    [props.name],
+    { live: true },
+  );
+  const action = useAction();
+  const [notice, setNotice] = useState<string>();
+  if (!skill)
+    return (
+      <LoadState load={loaded} what="the skill">
+        {() => null}
+      </LoadState>
+    );
+  const act = async (path: string, message: string) => {
+    const updated = await action.run(() =>
+      api.request<Skill>('POST', `/api/v1/manage/skills/${skill.name}/${path}`),
+    );
+    if (updated) {
+      setSkill(updated);
+      setNotice(message);
+    }
+  };
+  const endpoints = skill.endpoints.filter((e) => e.active);
+  return (
+    <section aria-labelledby="skill-title">
+      <p>
+        <Link to="/skills">← All skills</Link>
+      </p>
+      <div class="title-row">
+        <h1 id="skill-title">{skill.displayName}</h1>
+        <StatusBadge status={skill.status} />
+      </div>
+      {skill.statusReason && (
+        <p class="reason" role="status">
+          Why: {skill.statusReason}
+        </p>
+      )}
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorNote error={action.error} />
+      <SkillFacts skill={skill} />
+      <SkillActions skill={skill} busy={action.busy} onRefresh={() => loaded.reload()} act={act} />
+      <h2>Endpoints</h2>
+      {endpoints.length === 0 ? (
+        <Empty>No active endpoints. Add one below; a skill needs at least one to pass validation.</Empty>
+      ) : (
+        endpoints.map((endpoint) => (
+          <EndpointCard key={endpoint.endpointId} skill={skill} endpoint={endpoint} onChanged={setSkill} />
+        ))
+      )}
+      {skill.status !== 'ARCHIVED' && <AddEndpoint skill={skill} onAdded={setSkill} />}
+      <SkillMd skill={skill} onSaved={() => loaded.reload()} />
+    </section>
+  );
+}
+
+function SkillFacts(props: { skill: Skill }) {
+  const { skill } = props;
+  return (
+    <dl class="facts">
+      <dt>Name</dt>
+      <dd>
+        <code>{skill.name}</code>
+      </dd>
+      <dt>Type · mode</dt>
+      <dd>
+        {skill.type} · {skill.mode}
+      </dd>
+      <dt>API base URL</dt>
+      <dd>
+        <code>{skill.apiBaseUrl}</code>
+      </dd>
+      <dt>Hold period</dt>
+      <dd>{skill.holdPeriodHours} h</dd>
+      {skill.durationDays !== null && (
+        <>
+          <dt>Access duration</dt>
+          <dd>{skill.durationDays} days</dd>
+        </>
+      )}
+      {skill.requiresShipping !== null && (
+        <>
+          <dt>Shipping</dt>
+          <dd>{skill.requiresShipping ? 'required' : 'not required'}</dd>
+        </>
+      )}
+      <dt>Categories</dt>
+      <dd>{skill.categories.join(', ') || '—'}</dd>
+      <dt>Description</dt>
+      <dd>{skill.description}</dd>
+    </dl>
+  );
+}
+
+/** Edit, refresh, validate again (after a failed validation) and archive (final, asked first). */
+function SkillActions(props: {
+  skill: Skill;
+  busy: boolean;
+  onRefresh: () => void;
+  act: (path: string, message: string) => Promise<void>;
+}) {
+  const { skill } = props;
+  return (
+    <div class="actions">
+      <Link to={`/skills/${skill.name}/edit`} class="button outline">
+        Edit details
+      </Link>
+      <button type="button" class="outline" onClick={props.onRefresh}>
+        Refresh status
+      </button>
+      {skill.status === 'VALIDATION_FAILED' && (
+        <button
+          type="button"
+          onClick={() => props.act('validate', 'Validation started again.')}
+          disabled={props.busy}
+        >
+          Validate again
+        </button>
+      )}
+      {skill.status !== 'ARCHIVED' && skill.status !== 'SUSPENDED' && (
+        <button
+          type="button"
+          class="outline contrast"
+          disabled={props.busy}
+          onClick={() => {
+            if (
+              window.confirm(
+                `Archive ${skill.name}? This is final: it stops selling and its name stays taken.`,
+              )
+            )
+              void props.act('archive', 'The skill is archived.');
+          }}
+        >
+          Archive
+        </button>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,275 @@
+import { parseUsdc } from '@paygate/money';
+import { useMemo, useState } from 'preact/hooks';
+import { plainMessage, type Query } from './api';
+import { PaymentsChart } from './chart';
+import { useDashboard } from './context';
+import { transactionsCsv } from './csv';
+import { dateTime, shortHash, statusWords, usd } from './format';
+import { dailyBySkill } from './overview';
+import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
+import { sellerNet } from './refund-effect';
+import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
+import type { Page, Skill, Transaction } from './types';
+import { Empty, Field, Link, LoadState, StatusBadge, useLoad } from './ui';
+
+const TRANSACTION_STATUSES = [
+  'held',
+  'available',
+  'settling',
+  'settled',
+  'partially_refunded',
+  'refunded',
+  'reversed',
+];
+const PAGE_SIZE = 50;
+
+export function TransactionsSection() {
+  const { api } = useDashboard();
+  const [filters, setFilters] = useState<TransactionFilters>({});
+  const [cursor, setCursor] = useState<string | undefined>();
+  const [rows, setRows] = useState<Transaction[]>([]);
+  // Dates, skill, status and a whole tx hash are filtered by the API; a partial hash over the rows loaded.
+  const query = transactionQuery(filters);
+  const queryKey = JSON.stringify(query);
+  const loaded = useLoad(
+    async () => {
+      const page = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
+        query: { ...query, limit: PAGE_SIZE, cursor },
+      });
+      setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+      return page;
+      // Live while only the first page is shown (a refresh would drop the pages loaded after it).
+    },
+    [queryKey, cursor],
+    { live: !cursor },
+  );
+  const filtered = useMemo(
+    () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
+    [rows, filters],
+  );
+  const set = (patch: Partial<TransactionFilters>) => {
+    setFilters({ ...filters, ...patch });
+    setCursor(undefined);
+  };
+  return (
+    <section aria-labelledby="transactions-title">
+      <h2 id="transactions-title">Payments</h2>
+      <RecentPaymentsChart />
+      <TransactionFilterForm filters={filters} onChange={set} />
+      {loaded.data === undefined ? (
+        <LoadState load={loaded} what="payments">
+          {() => null}
+        </LoadState>
+      ) : filtered.length === 0 ? (
+        <Empty>
+          {Object.values(filters).every((v) => !v)
+            ? 'No payments yet. When a buyer pays one of your skills, it appears here within seconds.'
+            : 'No transaction matches these filters.'}
+        </Empty>
+      ) : (
+        <>
+          <TransactionsSummary
+            count={filtered.length}
+            more={Boolean(loaded.data?.nextCursor)}
+            query={query}
+            txHash={filters.txHash}
+          />
+          <TransactionsTable rows={filtered} />
+          {loaded.data?.nextCursor && (
+            <button
+              type="button"
+              class="outline"
+              aria-busy={loaded.loading}
+              onClick={() => setCursor(loaded.data!.nextCursor!)}
+            >
+              Load more
+            </button>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+/** The last 30 days of payments per day, stacked by skill. */
+function RecentPaymentsChart() {
+  const recent = useRecentPayments();
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  return recent.data ? <PaymentsChart series={series} /> : null;
+}
+
+/** Dates, skill, status and a transaction hash (whole or partial). */
+function TransactionFilterForm(props: {
+  filters: TransactionFilters;
+  onChange: (patch: Partial<TransactionFilters>) => void;
+}) {
+  const { api } = useDashboard();
+  const { filters } = props;
+  const set = props.onChange;
+  const skills = useLoad(
+    () =>
+      api
+        .request<Page<Skill>>('GET', '/api/v1/manage/skills', { query: { limit: 100 } })
+        .then((page) => page.data.map((skill) => skill.name).sort()),
+    [],
+  );
+  return (
+    <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
+      <div class="grid">
+        <Field id="f-from" label="From">
+          {(aria) => (
+            <input
+              {...aria}
+              type="date"
+              value={filters.from ?? ''}
+              onInput={(e) => set({ from: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+        <Field id="f-to" label="To">
+          {(aria) => (
+            <input
+              {...aria}
+              type="date"
+              value={filters.to ?? ''}
+              onInput={(e) => set({ to: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+        <Field id="f-skill" label="Skill">
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={filters.skill ?? ''}
+              onChange={(e) => set({ skill: (e.target as HTMLSelectElement).value || undefined })}
+            >
+              <option value="">All skills</option>
+              {(skills.data ?? []).map((s) => (
+                <option key={s}>{s}</option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field id="f-status" label="Status">
+          {(aria) => (
+            <select
+              {...(aria as object)}
+              value={filters.status ?? ''}
+              onChange={(e) => set({ status: (e.target as HTMLSelectElement).value || undefined })}
+            >
+              <option value="">Any status</option>
+              {TRANSACTION_STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {statusWords(s)}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field id="f-hash" label="Transaction hash">
+          {(aria) => (
+            <input
+              {...aria}
+              placeholder="0x…"
+              value={filters.txHash ?? ''}
+              onInput={(e) => set({ txHash: (e.target as HTMLInputElement).value || undefined })}
+            />
+          )}
+        </Field>
+      </div>
+    </form>
+  );
+}
+
+/** How many transactions are shown, and their CSV export (every match, not only the rows loaded). */
+function TransactionsSummary(props: {
+  count: number;
+  more: boolean;
+  query: Query;
+  txHash: string | undefined;
+}) {
+  const { api } = useDashboard();
+  const [exporting, setExporting] = useState(false);
+  const [exportError, setExportError] = useState<unknown>();
+  const exportCsv = async () => {
+    setExporting(true);
+    setExportError(undefined);
+    try {
+      const all = filterTransactions(await fetchAll(api, props.query), { txHash: partialHash(props.txHash) });
+      const blob = new Blob([transactionsCsv(all)], { type: 'text/csv;charset=utf-8' });
+      const url = URL.createObjectURL(blob);
+      const link = document.createElement('a');
+      link.href = url;
+      link.download = `paygate-transactions-${new Date().toISOString().slice(0, 10)}.csv`;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(url), 1000);
+    } catch (error) {
+      setExportError(error);
+    } finally {
+      setExporting(false);
+    }
+  };
+  return (
+    <>
+      <p role="status">
+        {props.count} transaction{props.count === 1 ? '' : 's'}
+        {props.more ? ' shown, more below' : ''}.{' '}
+        <button
+          type="button"
+          class="outline small"
+          onClick={exportCsv}
+          aria-busy={exporting}
+          disabled={exporting}
+        >
+          Export CSV
+        </button>
+      </p>
+      {exportError !== undefined && (
+        <p class="error-note" role="alert">
+          The CSV export failed, nothing was downloaded: {plainMessage(exportError)}
+        </p>
+      )}
+    </>
+  );
+}
+
+function TransactionsTable(props: { rows: Transaction[] }) {
+  return (
+    <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
+      <table class="striped">
+        <caption class="visually-hidden">Transactions</caption>
+        <thead>
+          <tr>
+            <th scope="col">Date</th>
+            <th scope="col">Skill</th>
+            <th scope="col">Amount</th>
+            <th scope="col">You get</th>
+            <th scope="col">Status</th>
+            <th scope="col">Tx</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.rows.map((t) => (
+            <tr key={t.transactionId}>
+              <td>
+                <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
+              </td>
+              <td>{t.skillName ?? '—'}</td>
+              <td>{usd(t.amount)}</td>
+              <td>
+                {usd(sellerNet(t))}
+                {parseUsdc(t.refundedAmount) > 0n && <small> after {usd(t.refundedAmount)} refunded</small>}
+              </td>
+              <td>
+                <StatusBadge status={t.status} />
+              </td>
+              <td>
+                <code title={t.txHash}>{shortHash(t.txHash)}</code>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
