@@ -22,6 +22,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { generateDtsBundle } from 'dts-bundle-generator';
 import { build } from 'tsup';
+import { parse as parseYaml } from 'yaml';
 
 const INLINED = /^@paygate\//;
 const ROOT = path.join(__dirname, '../..');
@@ -51,8 +52,30 @@ interface Manifest {
   peerDependencies?: Record<string, string>;
 }
 
-const readManifest = async (dir: string): Promise<Manifest> =>
-  JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8'));
+/** The workspace catalog (pnpm-workspace.yaml `catalog:`): one version range per shared dependency. */
+let catalog: Record<string, string> | undefined;
+async function catalogRange(name: string): Promise<string> {
+  catalog ??=
+    (
+      parseYaml(await readFile(path.join(ROOT, 'pnpm-workspace.yaml'), 'utf8')) as {
+        catalog?: Record<string, string>;
+      }
+    ).catalog ?? {};
+  const range = catalog[name];
+  if (!range) throw new Error(`${name} is "catalog:" but pnpm-workspace.yaml's catalog has no range for it`);
+  return range;
+}
+
+/** A package.json with `catalog:` ranges replaced by the catalog's (an npm consumer needs a real range). */
+async function readManifest(dir: string): Promise<Manifest> {
+  const manifest = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as Manifest;
+  for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
+    for (const [name, range] of Object.entries(manifest[field] ?? {})) {
+      if (range === 'catalog:') manifest[field]![name] = await catalogRange(name);
+    }
+  }
+  return manifest;
+}
 
 /** `@paygate/name` → its folder in the workspace (libs/ or services/). */
 function workspaceDir(name: string): string {
