@@ -38,6 +38,8 @@ export interface DatabaseLimits {
   lockTimeoutMs: number;
   /** A transaction left open (a process frozen between statements) is ended by Postgres after this. */
   idleInTransactionTimeoutMs: number;
+  /** A pooled connection unused this long is closed (tests close them soon: many suites share one Postgres). */
+  idleTimeoutMs: number;
 }
 
 export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
@@ -46,6 +48,7 @@ export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
   statementTimeoutMs: 15_000,
   lockTimeoutMs: 10_000,
   idleInTransactionTimeoutMs: 60_000,
+  idleTimeoutMs: 30_000,
 };
 
 export class ConfigError extends Error {
@@ -109,6 +112,7 @@ export function commonConfig(
     DB_STATEMENT_TIMEOUT_MS: number;
     DB_LOCK_TIMEOUT_MS: number;
     DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: number;
+    DB_IDLE_TIMEOUT_MS: number;
     NATS_STREAM_REPLICAS: number;
   }>(env, {
     // 0 asks the OS for a free port (tests run many services side by side).
@@ -141,6 +145,7 @@ export function commonConfig(
       min: 1000,
       max: 3_600_000,
     }),
+    DB_IDLE_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.idleTimeoutMs, min: 100, max: 3_600_000 }),
     NATS_STREAM_REPLICAS: int({ default: 1, min: 1, max: 5 }),
   });
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
@@ -180,6 +185,7 @@ export function commonConfig(
       statementTimeoutMs: parsed.DB_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: parsed.DB_LOCK_TIMEOUT_MS,
       idleInTransactionTimeoutMs: parsed.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+      idleTimeoutMs: parsed.DB_IDLE_TIMEOUT_MS,
     },
     natsStreamReplicas: parsed.NATS_STREAM_REPLICAS,
   };

@@ -29,6 +29,7 @@ export interface DatabaseOptions {
   lockTimeoutMs?: number;
   connectTimeoutMs?: number;
   idleInTransactionTimeoutMs?: number;
+  idleTimeoutMs?: number;
 }
 
 /**
@@ -88,7 +89,7 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     connectionString: options.url,
     max: limits.poolSize,
     connectionTimeoutMillis: limits.connectTimeoutMs,
-    idleTimeoutMillis: 30_000,
+    idleTimeoutMillis: limits.idleTimeoutMs,
     options: [
       `-c search_path=${options.schema}`,
       `-c statement_timeout=${limits.statementTimeoutMs}`,
@@ -107,8 +108,14 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
 }
 
 function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
-  const { poolSize, statementTimeoutMs, lockTimeoutMs, connectTimeoutMs, idleInTransactionTimeoutMs } =
-    options;
+  const {
+    poolSize,
+    statementTimeoutMs,
+    lockTimeoutMs,
+    connectTimeoutMs,
+    idleInTransactionTimeoutMs,
+    idleTimeoutMs,
+  } = options;
   return Object.fromEntries(
     Object.entries({
       poolSize,
@@ -116,6 +123,7 @@ function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
       lockTimeoutMs,
       connectTimeoutMs,
       idleInTransactionTimeoutMs,
+      idleTimeoutMs,
     }).filter(([, value]) => value !== undefined),
   ) as Partial<DatabaseLimits>;
 }
