@@ -1,7 +1,7 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, TransactionsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
@@ -77,21 +77,23 @@ export async function onPaymentsConfirmed(
   }
 }
 
-interface ReversedPayment {
-  id: string;
-  payment_id: string;
-  source: string;
-  seller_id: string;
-  skill_id: string | null;
-  skill_name: string | null;
-  endpoint_id: string | null;
-  session_id: string | null;
-  payer: string;
-  network: string;
-  amount_micro: bigint;
-  hold_period_hours: number;
-  confirmed_at: Date;
-}
+/** A reversed payment as the re-booking reads it: the facts of its transaction row. */
+type ReversedPayment = Pick<
+  TransactionsTable,
+  | 'id'
+  | 'payment_id'
+  | 'source'
+  | 'seller_id'
+  | 'skill_id'
+  | 'skill_name'
+  | 'endpoint_id'
+  | 'session_id'
+  | 'payer'
+  | 'network'
+  | 'amount_micro'
+  | 'hold_period_hours'
+  | 'confirmed_at'
+>;
 
 /**
  * A payment reversed because its transfer was not on the chain, whose very transaction (same hash: the relayer
