@@ -1,8 +1,10 @@
 /**
  * Runs a command with Postgres and NATS available: `tsx deploy/scripts/with-infra.ts <command> [args…]`.
- * Exports DATABASE_URL and NATS_URL to the command, and stops whatever it had to start when the command ends.
+ * Exports DATABASE_URL and NATS_URL to the command, and the name of a database with every service schema migrated
+ * (the tests clone it per suite), and stops whatever it had to start when the command ends.
  */
 import { spawn } from 'node:child_process';
+import { ensureTemplateDatabase, TEMPLATE_DATABASE_ENV } from '@paygate/testing';
 import { ensureInfrastructure } from '../dev/infrastructure';
 
 async function main(): Promise<void> {
@@ -12,9 +14,15 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const infra = await ensureInfrastructure((line) => console.log(`[infra] ${line}`));
+  const templateDatabase = await ensureTemplateDatabase(infra.databaseUrl);
   const child = spawn(command, args, {
     stdio: 'inherit',
-    env: { ...process.env, DATABASE_URL: infra.databaseUrl, NATS_URL: infra.natsUrl },
+    env: {
+      ...process.env,
+      DATABASE_URL: infra.databaseUrl,
+      NATS_URL: infra.natsUrl,
+      [TEMPLATE_DATABASE_ENV]: templateDatabase,
+    },
   });
   const forward = (signal: NodeJS.Signals) => child.kill(signal);
   process.on('SIGINT', forward);

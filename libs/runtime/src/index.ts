@@ -18,6 +18,7 @@ export {
   createDatabase,
   dropSchema,
   migrateToLatest,
+  type RepeatableSql,
   readRepeatableSql,
 } from './database';
 export { runMain } from './main';
@@ -28,6 +29,6 @@ export {
   productionGuards,
   weakSecretProblem,
 } from './production';
+export { retryStartup } from './retry';
 export { SecretBox } from './secret-box';
-// (nothing of './retry' is used outside the package)
 export { type BackgroundTask, type RunningService, type ServiceContext, startService } from './service';

@@ -36,5 +36,6 @@ export { servedApiOperations } from './routes';
 export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deploySmartWallet } from './smart-wallet';
+export { ensureTemplateDatabase, TEMPLATE_DATABASE_ENV } from './template-database';
 export { serveTransferClaimsForTests } from './transfer-claims';
 export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';

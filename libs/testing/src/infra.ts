@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { type Bus, connectBus, deleteStreams, ensureStreams } from '@paygate/bus';
 import type { EventEnvelope } from '@paygate/contracts';
-import { createDatabase, dropSchema } from '@paygate/runtime';
+import { createDatabase, retryStartup } from '@paygate/runtime';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { Subscription } from 'nats';
+import pg from 'pg';
+import { databaseUrlFor, serviceSchemaName, TEMPLATE_DATABASE_ENV } from './template-database';
 
 export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const TEST_NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -15,7 +17,8 @@ export function randomSuffix(bytes = 4): string {
 
 /**
  * Everything one test suite needs to stay apart from every other: its own event namespace (so its own
- * streams) and its own Postgres schema per service. `cleanup` drops them all.
+ * streams) and its own Postgres database, cloned from the migrated template when there is one. `cleanup` drops
+ * them all.
  */
 export interface TestEnvironment {
   id: string;
@@ -30,26 +33,69 @@ export interface TestEnvironment {
   cleanup(): Promise<void>;
 }
 
+/**
+ * Which suite database holds each schema that `schemaFor` handed out, so `openSchema(schema)` opens the right one.
+ * Module state is per suite: jest gives each test file its own module registry.
+ */
+const suiteDatabasesBySchema = new Map<string, Set<string>>();
+
+/** Runs `run` on a connection to the shared test database, waiting out a brief shortage of connection slots. */
+async function onAdminConnection(
+  run: (client: pg.Client) => Promise<unknown>,
+  logger: Logger,
+): Promise<void> {
+  const client = await retryStartup(
+    async () => {
+      const candidate = new pg.Client({
+        connectionString: TEST_DATABASE_URL,
+        connectionTimeoutMillis: 10_000,
+      });
+      candidate.on('error', () => undefined);
+      await candidate.connect().catch(async (error) => {
+        await candidate.end().catch(() => undefined);
+        throw error;
+      });
+      return candidate;
+    },
+    { what: 'the test Postgres', attempts: 8, logger },
+  );
+  try {
+    await run(client);
+  } finally {
+    await client.end();
+  }
+}
+
 export async function createTestEnvironment(label = 't'): Promise<TestEnvironment> {
   const id = `${label.replace(/[^a-z0-9]/g, '').slice(0, 12)}_${randomSuffix()}`;
   const namespace = `t${id}`;
+  const database = `t_${id}`;
+  const template = process.env[TEMPLATE_DATABASE_ENV];
+  const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
+  await onAdminConnection(
+    (client) => client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`),
+    logger,
+  );
+  const databaseUrl = databaseUrlFor(TEST_DATABASE_URL, database);
   const schemas = new Set<string>();
   const buses: Bus[] = [];
-  const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
   const env: TestEnvironment = {
     id,
     namespace,
-    databaseUrl: TEST_DATABASE_URL,
+    databaseUrl,
     natsUrl: TEST_NATS_URL,
     logger,
     schemaFor(service) {
-      const schema = `${service.replace(/[^a-z0-9]/g, '_')}_${id}`;
+      const schema = serviceSchemaName(service);
       schemas.add(schema);
+      const databases = suiteDatabasesBySchema.get(schema) ?? new Set<string>();
+      databases.add(databaseUrl);
+      suiteDatabasesBySchema.set(schema, databases);
       return schema;
     },
     envFor(service, extra = {}) {
       return {
-        DATABASE_URL: TEST_DATABASE_URL,
+        DATABASE_URL: databaseUrl,
         NATS_URL: TEST_NATS_URL,
         DB_SCHEMA: env.schemaFor(service),
         EVENT_NAMESPACE: namespace,
@@ -78,17 +124,26 @@ export async function createTestEnvironment(label = 't'): Promise<TestEnvironmen
       await deleteStreams(admin);
       await admin.close();
       for (const bus of buses) await bus.close();
-      const db = createDatabase<any>({ url: TEST_DATABASE_URL, schema: 'public' });
-      for (const schema of schemas) await dropSchema(db, schema);
-      await db.destroy();
+      for (const schema of schemas) suiteDatabasesBySchema.get(schema)?.delete(databaseUrl);
+      await onAdminConnection(
+        (client) => client.query(`drop database if exists "${database}" with (force)`),
+        logger,
+      );
     },
   };
   return env;
 }
 
-/** A database handle into one schema, for assertions on what a service stored. */
+/**
+ * A database handle into one schema, for assertions on what a service stored: in the suite database of the test
+ * environment that handed the schema out, or in the shared test database for a schema of no environment.
+ */
 export function openSchema<DB = any>(schema: string): Kysely<DB> {
-  return createDatabase<DB>({ url: TEST_DATABASE_URL, schema, idleTimeoutMs: 1000 });
+  const databases = [...(suiteDatabasesBySchema.get(schema) ?? [])];
+  if (databases.length > 1) {
+    throw new Error(`schema ${schema} is in ${databases.length} live test environments: clean one up first`);
+  }
+  return createDatabase<DB>({ url: databases[0] ?? TEST_DATABASE_URL, schema, idleTimeoutMs: 1000 });
 }
 
 /**

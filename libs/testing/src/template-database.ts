@@ -1,0 +1,125 @@
+/**
+ * A migrated template database for the tests: each suite clones it (`create database … template …`, about 50 ms)
+ * instead of migrating the seven service schemas itself (about 1.5 s). The template's name carries a hash of every
+ * migration, so a changed or new migration builds a new template and a stale one is never cloned.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createDatabase, migrateToLatest, type RepeatableSql } from '@paygate/runtime';
+import type { Migration } from 'kysely';
+import pg from 'pg';
+
+const ROOT = path.join(__dirname, '../../..');
+
+/** The environment variable that hands the template's name to the test processes. */
+export const TEMPLATE_DATABASE_ENV = 'PAYGATE_TEST_TEMPLATE_DATABASE';
+
+/** The schema a service's tests use inside a suite database (`escrow-ledger` → `escrow_ledger`). */
+export function serviceSchemaName(service: string): string {
+  return service.replace(/[^a-z0-9]/g, '_');
+}
+
+/** The database URL with another database name, same host and credentials. */
+export function databaseUrlFor(baseUrl: string, database: string): string {
+  const url = new URL(baseUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+interface ServiceMigrations {
+  service: string;
+  migrationsDir: string;
+  sqlFiles: string[];
+}
+
+function serviceMigrations(): ServiceMigrations[] {
+  const servicesDir = path.join(ROOT, 'services');
+  return readdirSync(servicesDir)
+    .sort()
+    .filter((service) => existsSync(path.join(servicesDir, service, 'migrations', 'index.ts')))
+    .map((service) => {
+      const sqlDir = path.join(servicesDir, service, 'sql');
+      const sqlFiles = existsSync(sqlDir)
+        ? readdirSync(sqlDir)
+            .filter((file) => file.endsWith('.sql'))
+            .sort()
+            .map((file) => path.join(sqlDir, file))
+        : [];
+      return { service, migrationsDir: path.join(servicesDir, service, 'migrations'), sqlFiles };
+    });
+}
+
+/** Hash of everything that shapes a migrated schema: the services' migrations and SQL, the bus's, the migrator. */
+function migrationsHash(services: ServiceMigrations[]): string {
+  const hash = createHash('sha256');
+  const files = [
+    path.join(ROOT, 'libs/bus/src/migrations.ts'),
+    path.join(ROOT, 'libs/runtime/src/database.ts'),
+    ...services.flatMap((s) => [
+      ...readdirSync(s.migrationsDir)
+        .sort()
+        .map((file) => path.join(s.migrationsDir, file)),
+      ...s.sqlFiles,
+    ]),
+  ];
+  for (const file of files) hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file));
+  return hash.digest('hex').slice(0, 16);
+}
+
+async function withAdmin<T>(adminUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function databaseExists(client: pg.Client, name: string): Promise<boolean> {
+  const found = await client.query('select 1 from pg_database where datname = $1', [name]);
+  return (found.rowCount ?? 0) > 0;
+}
+
+async function migrateService(databaseUrl: string, service: ServiceMigrations): Promise<void> {
+  const schema = serviceSchemaName(service.service);
+  const module = (await import(path.join(service.migrationsDir, 'index.ts'))) as {
+    migrations: Record<string, Migration>;
+  };
+  const repeatableSql: RepeatableSql[] = service.sqlFiles.map((file) => ({
+    name: path.basename(file),
+    sql: readFileSync(file, 'utf8'),
+  }));
+  const db = createDatabase<any>({ url: databaseUrl, schema, poolSize: 1 });
+  try {
+    await migrateToLatest(db, schema, module.migrations, undefined, repeatableSql);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/**
+ * Returns the name of a database holding every service schema migrated to the latest migration, building it when
+ * no template of the current migrations exists. Concurrent builders race harmlessly: each builds under its own
+ * name and renames; the loser drops its copy.
+ */
+export async function ensureTemplateDatabase(adminUrl: string): Promise<string> {
+  const services = serviceMigrations();
+  const name = `paygate_template_${migrationsHash(services)}`;
+  if (await withAdmin(adminUrl, (client) => databaseExists(client, name))) return name;
+
+  const building = `${name}_${process.pid}`;
+  await withAdmin(adminUrl, (client) => client.query(`create database "${building}"`));
+  try {
+    const buildingUrl = databaseUrlFor(adminUrl, building);
+    for (const service of services) await migrateService(buildingUrl, service);
+    await withAdmin(adminUrl, async (client) => {
+      if (await databaseExists(client, name)) return;
+      await client.query(`alter database "${building}" rename to "${name}"`);
+    });
+  } finally {
+    await withAdmin(adminUrl, (client) => client.query(`drop database if exists "${building}" with (force)`));
+  }
+  return name;
+}
