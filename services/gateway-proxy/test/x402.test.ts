@@ -438,7 +438,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
         h.env.envFor('gateway-proxy', {
           ...h.gatewayEnv,
           CHAIN_RPC_URL: 'http://127.0.0.1:9',
-          DB_SCHEMA: `${h.env.schemaFor('gateway-proxy')}_cut`,
+          DB_SCHEMA: h.env.schemaFor('gateway-proxy-cut'),
         }),
       ),
     );
@@ -450,7 +450,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
         .selectAll()
         .where('name', '=', 'wx')
         .executeTakeFirstOrThrow();
-      const cutDb = openSchema(`${h.env.schemaFor('gateway-proxy')}_cut`);
+      const cutDb = openSchema(h.env.schemaFor('gateway-proxy-cut'));
       try {
         await cutDb.insertInto('skills').values(row).execute();
       } finally {
