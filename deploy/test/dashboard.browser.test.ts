@@ -752,6 +752,17 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await failedRow.locator('a').first().click();
     await page.getByTestId('txn-call').waitFor();
     expect(await page.getByTestId('txn-call').textContent()).toContain('Your API HTTP 502 at');
+    // The buyer retries with the same payment within the window and is served: the payment says so.
+    const failedPayment = agent.payments[agent.payments.length - 1]!;
+    const retried = await fetch(`${baseUrl}/api/v1/skills/dashboard-quotes/summary`, {
+      headers: { 'X-402-Payment': failedPayment.header },
+    });
+    expect(retried.status).toBe(200);
+    await retried.arrayBuffer();
+    await reloadUntil(page, 'the retry served', () =>
+      page.getByTestId('call-note').getByText('Seller failed, served on retry'),
+    );
+    expect(await page.getByTestId('txn-call').textContent()).toContain("the buyer's retry was served at");
 
     // 6. Phone width: the same views fit a 390 px screen.
     await page.setViewportSize({ width: 390, height: 844 });
