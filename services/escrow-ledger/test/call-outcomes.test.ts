@@ -27,12 +27,14 @@ async function pay() {
   const payment = paymentData(h.sellerId, { holdPeriodHours: 48 });
   await h.publish('transfer.observed', observedData(payment));
   await h.publish('payment.confirmed', payment);
-  const transactionId = await waitFor(async () => {
+  return { payment, transactionId: await transactionIdOf(payment) };
+}
+
+const transactionIdOf = (payment: EventData<'payment.confirmed'>) =>
+  waitFor(async () => {
     const { body } = await h.http(`/api/v1/transactions?txHash=${payment.txHash}`);
     return body.data[0]?.transactionId as string | undefined;
   });
-  return { payment, transactionId };
-}
 
 function failure(
   payment: EventData<'payment.confirmed'>,
@@ -149,10 +151,7 @@ describe('escrow-ledger: call outcomes on the seller transactions', () => {
       { attempt: 2, outcome: 'failed' },
       { attempt: 3, outcome: 'served' },
     ]);
-    const transactionId = await waitFor(async () => {
-      const { body } = await h.http(`/api/v1/transactions?txHash=${payment.txHash}`);
-      return body.data[0]?.transactionId as string | undefined;
-    });
+    const transactionId = await transactionIdOf(payment);
     const { listed } = await shown(transactionId, () => true);
     // The highest attempt decides; the latest failure says how the seller failed.
     expect(listed).toMatchObject({
