@@ -83,6 +83,13 @@ function windowTime(iso: string, now: Date): string {
   return time.slice(0, 10) === now.toISOString().slice(0, 10) ? clock : `${time.slice(0, 10)} ${clock}`;
 }
 
+/** The seller failed the call and the buyer may still retry (judged against `now`: a page may stay open). */
+function retryWindowOpen(t: CallFacts, now: Date): boolean {
+  return (
+    t.callStatus === 'failed_retryable' && Boolean(t.retryUntil) && Date.parse(t.retryUntil!) > now.getTime()
+  );
+}
+
 /**
  * The label of a payment whose seller failed the call, or undefined when it was served at once. The window is
  * judged against `now` too, so a page left open says "not retried" once it passed.
@@ -90,8 +97,8 @@ function windowTime(iso: string, now: Date): string {
 export function callOutcomeLabel(t: CallFacts, now: Date): string | undefined {
   if (!t.callStatus || !t.callFailedAt) return undefined;
   if (t.callStatus === 'served') return 'Seller failed, served on retry';
-  if (t.callStatus === 'failed_retryable' && t.retryUntil && Date.parse(t.retryUntil) > now.getTime()) {
-    return `Seller failed, buyer may retry until ${windowTime(t.retryUntil, now)}`;
+  if (retryWindowOpen(t, now)) {
+    return `Seller failed, buyer may retry until ${windowTime(t.retryUntil!, now)}`;
   }
   return 'Seller failed, not retried';
 }
@@ -102,7 +109,7 @@ export function callOutcomeDetail(t: CallFacts, now: Date): string | undefined {
   const failed = `Your API ${sellerFailureWords(t)} at ${dateTime(t.callFailedAt)}`;
   if (t.callStatus === 'served')
     return `${failed}; the buyer's retry was served at ${dateTime(t.callRecoveredAt)}.`;
-  if (callOutcomeLabel(t, now)?.includes('may retry')) {
+  if (retryWindowOpen(t, now)) {
     return `${failed}; the buyer may call again with the same payment until ${dateTime(t.retryUntil)}.`;
   }
   return `${failed}; no retry was served before the window closed at ${dateTime(t.retryUntil)}.`;
