@@ -60,6 +60,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
   let baseUrl: string;
   let browser: Browser;
   const webhooks: Array<{ event: string }> = [];
+  /** The seller's /summary answers paid calls 502 while this is set. */
+  let summaryFailing = false;
   const endpointWebhooks: Array<{ event: string; signature: string }> = [];
 
   beforeAll(async () => {
@@ -82,7 +84,12 @@ describe('seller dashboard in a real browser, against the real services', () => 
     api.get('/quote', (_req, res) => {
       res.json({ quote: 'Money is never lost.' });
     });
-    api.get('/summary', (_req, res) => {
+    api.get('/summary', (req, res) => {
+      // A paid call (the gateway names its payment) while the seller's API is down: 502.
+      if (summaryFailing && req.header('x-paygate-tx-hash')) {
+        res.status(502).json({ error: 'summariser down' });
+        return;
+      }
       res.json({ summary: 'Quotes, summarised.' });
     });
     api.post('/hooks', express.json(), (req, res) => {
@@ -723,6 +730,39 @@ describe('seller dashboard in a real browser, against the real services', () => 
       .waitFor();
     await page.locator('.chart canvas').waitFor();
     await audit(page, 'overview');
+
+    // A paid call the seller's API fails (502): the list marks the payment in words, with the time until which the
+    // buyer may retry with the same payment, and its detail says how the seller failed.
+    summaryFailing = true;
+    const failedCall = await agent.fetch(`${baseUrl}/api/v1/skills/dashboard-quotes/summary`);
+    expect(failedCall.status).toBe(502);
+    await failedCall.arrayBuffer();
+    summaryFailing = false;
+    const retryUntil = failedCall.headers.get('x-402-retry-until')!;
+    const sameDay = retryUntil.slice(0, 10) === new Date().toISOString().slice(0, 10);
+    const retryTime = `${sameDay ? '' : `${retryUntil.slice(0, 10)} `}${retryUntil.slice(11, 16)} UTC`;
+    await nav.getByRole('link', { name: 'Money' }).click();
+    await reloadUntil(page, "the seller's failed call", () => page.getByTestId('call-note'));
+    const failedRow = page.locator('tbody tr').filter({ has: page.getByTestId('call-note') });
+    expect(await failedRow.getByTestId('call-note').textContent()).toBe(
+      `Seller failed, buyer may retry until ${retryTime}`,
+    );
+    expect(await failedRow.textContent()).toContain('$0.50');
+    await audit(page, 'money-call-failed');
+    await failedRow.locator('a').first().click();
+    await page.getByTestId('txn-call').waitFor();
+    expect(await page.getByTestId('txn-call').textContent()).toContain('Your API HTTP 502 at');
+    // The buyer retries with the same payment within the window and is served: the payment says so.
+    const failedPayment = agent.payments[agent.payments.length - 1]!;
+    const retried = await fetch(`${baseUrl}/api/v1/skills/dashboard-quotes/summary`, {
+      headers: { 'X-402-Payment': failedPayment.header },
+    });
+    expect(retried.status).toBe(200);
+    await retried.arrayBuffer();
+    await reloadUntil(page, 'the retry served', () =>
+      page.getByTestId('call-note').getByText('Seller failed, served on retry'),
+    );
+    expect(await page.getByTestId('txn-call').textContent()).toContain("the buyer's retry was served at");
 
     // 6. Phone width: the same views fit a 390 px screen.
     await page.setViewportSize({ width: 390, height: 844 });

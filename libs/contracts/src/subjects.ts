@@ -3,7 +3,12 @@ import { TransferObserved, TransferReorged } from './events/chain-indexer';
 import { CheckoutSessionSnapshot, DepositAddressAssigned, TransferRefundRequested } from './events/checkout';
 import { TransferClaimed } from './events/claims';
 import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
-import { PaymentConfirmed, PaymentReversed } from './events/payments';
+import {
+  PaymentCallFailed,
+  PaymentCallRecovered,
+  PaymentConfirmed,
+  PaymentReversed,
+} from './events/payments';
 import { PayoutAddressChangeRequested, SellerUpdated, SkillUpdated } from './events/registry';
 import { PlatformPayoutCompleted, RefundCompleted, SettlementCompleted } from './events/settlement';
 
@@ -82,6 +87,19 @@ export const SUBJECTS = {
     version: 1,
     schema: PaymentReversed,
     description: 'A confirmed payment no longer stands (its transfer was reorged away).',
+  },
+  'payment.call_failed': {
+    owners: ['gateway-proxy'],
+    version: 1,
+    schema: PaymentCallFailed,
+    description:
+      "A paid call's forward to the seller failed (5xx, timeout, unreachable): the buyer may retry with the same payment until retryUntil.",
+  },
+  'payment.call_recovered': {
+    owners: ['gateway-proxy'],
+    version: 1,
+    schema: PaymentCallRecovered,
+    description: 'A paid call that failed before was served on a retry within its window.',
   },
   'checkout.session_created': {
     owners: ['checkout'],

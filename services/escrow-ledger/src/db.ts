@@ -217,6 +217,20 @@ export interface PlatformPayoutsTable {
   completed_at: Date | null;
 }
 
+/** One attempt of a paid call the gateway reported: a seller failure or a retry served after one (by payment id). */
+export interface PaymentCallAttemptsTable {
+  payment_id: string;
+  attempt: number;
+  seller_id: string;
+  outcome: 'failed' | 'served';
+  upstream_outcome: 'error_status' | 'timeout' | 'unreachable' | 'misconfigured' | null;
+  upstream_status: number | null;
+  at: Date;
+  retry_until: Date | null;
+  event_id: string;
+  recorded_at: Generated<Date>;
+}
+
 export interface IdempotencyKeysTable {
   seller_id: string;
   key: string;
@@ -242,6 +256,7 @@ export interface LedgerDatabase extends BusTables {
   idempotency_keys: IdempotencyKeysTable;
   seller_credit_limits: SellerCreditLimitsTable;
   platform_payouts: PlatformPayoutsTable;
+  payment_call_attempts: PaymentCallAttemptsTable;
 }
 
 export type LedgerDb = Kysely<LedgerDatabase>;

@@ -20,6 +20,7 @@ import { publicCors, publicCorsOnError } from './http/cors';
 import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
+import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onPaymentsConfirmed } from './payments/confirmed';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
@@ -80,7 +81,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
       const routes = [
         ...refundRoutes(ctx, depsOf(ctx), auth),
-        ...viewRoutes(ctx, auth),
+        ...viewRoutes(ctx, auth, () => config.now()),
         ...operatorRoutes(ctx, depsOf(ctx)),
       ];
       // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
@@ -113,6 +114,17 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
           batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
           batchSize: config.paymentBatchSize,
           concurrency: config.paymentConcurrency,
+        }),
+        // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
+        defineConsumer({
+          durable: 'ledger-payment-call-failed',
+          subject: 'payment.call_failed',
+          handler: (trx, e) => onPaymentCallFailed(trx, e),
+        }),
+        defineConsumer({
+          durable: 'ledger-payment-call-recovered',
+          subject: 'payment.call_recovered',
+          handler: (trx, e) => onPaymentCallRecovered(trx, e),
         }),
         defineConsumer({
           durable: 'ledger-transfer-observed',

@@ -44,6 +44,8 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'transfer.observed': 'chain-indexer',
   'transfer.reorged': 'chain-indexer',
   'payment.confirmed': 'gateway-proxy',
+  'payment.call_failed': 'gateway-proxy',
+  'payment.call_recovered': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
   'revenue.paid_out': 'settlement',

@@ -5,6 +5,7 @@ import { type RunningService, type ServiceContext, startService } from '@paygate
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
 import { mcpRoutes } from './mcp/server';
+import { CallOutcomes } from './payments/call-outcomes';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { paidCallHandler, SKILLS_PREFIX } from './routes/paid-call';
@@ -99,6 +100,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         skills: state.skills,
         limiter: state.limiter,
         payments: state.payments,
+        callOutcomes: new CallOutcomes(state.ctx, {
+          retryWindowSeconds: state.config.retryWindowSeconds,
+          now: state.config.now,
+        }),
         x402: state.x402,
         settleX402: (payment, purchase, version) =>
           settleAwaitingCopies(state, payment, purchase, version, { share: false }),

@@ -45,3 +45,47 @@ export const PaymentReversed = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** What the seller's API did to a paid call that failed: a 5xx answer, no answer in time, no connection, no URL. */
+export const UpstreamOutcome = Type.Union([
+  Type.Literal('error_status'),
+  Type.Literal('timeout'),
+  Type.Literal('unreachable'),
+  Type.Literal('misconfigured'),
+]);
+
+/**
+ * A paid pay-per-call whose forward to the seller failed: the buyer was answered 5xx and may present the same
+ * payment again for the same resource until `retryUntil` (the window starts at the first failure and is not
+ * extended). Published once per failed attempt (`attempt` counts the presentations of the payment, from 1), in
+ * the transaction that marked the gateway's claim retryable.
+ */
+export const PaymentCallFailed = Type.Object(
+  {
+    paymentId: Id,
+    sellerId: Id,
+    skillId: Nullable(Id),
+    attempt: Type.Integer({ minimum: 1 }),
+    upstreamOutcome: UpstreamOutcome,
+    /** The seller's status for `error_status`; null otherwise. */
+    upstreamStatus: Nullable(Type.Integer({ minimum: 500, maximum: 599 })),
+    failedAt: IsoTime,
+    retryUntil: IsoTime,
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * A paid call that failed before (payment.call_failed) was served on a retry within its window. Only published
+ * after a failure: a payment is served unless told otherwise, so every other call costs no event.
+ */
+export const PaymentCallRecovered = Type.Object(
+  {
+    paymentId: Id,
+    sellerId: Id,
+    attempt: Type.Integer({ minimum: 1 }),
+    upstreamStatus: Type.Integer({ minimum: 100, maximum: 499 }),
+    servedAt: IsoTime,
+  },
+  { additionalProperties: false },
+);

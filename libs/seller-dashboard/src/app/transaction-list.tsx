@@ -1,6 +1,7 @@
 import { parseUsdc } from '@paygate/money';
 import { useMemo, useState } from 'preact/hooks';
 import { plainMessage, type Query } from './api';
+import { CallNote } from './call-note';
 import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { transactionsCsv } from './csv';
@@ -234,6 +235,7 @@ function TransactionsSummary(props: {
 }
 
 function TransactionsTable(props: { rows: Transaction[] }) {
+  const now = new Date();
   return (
     <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
       <table class="striped">
@@ -262,6 +264,7 @@ function TransactionsTable(props: { rows: Transaction[] }) {
               </td>
               <td>
                 <StatusBadge status={t.status} />
+                <CallNote transaction={t} now={now} />
               </td>
               <td>
                 <code title={t.txHash}>{shortHash(t.txHash)}</code>

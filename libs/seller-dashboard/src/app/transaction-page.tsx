@@ -1,8 +1,10 @@
 import { parseUsdc } from '@paygate/money';
+import { CallNote } from './call-note';
 import { useDashboard } from './context';
 import { dateTime, explorerTxUrl, shortHash, statusWords, usd } from './format';
 import { sellerNet } from './refund-effect';
 import { RefundForm } from './refunds';
+import { callOutcomeDetail } from './transactions';
 import type { TransactionDetail } from './types';
 import { Address, CopyButton, Empty, ErrorNote, Link, Loading, StatusBadge, useLoad } from './ui';
 
@@ -59,6 +61,7 @@ export function TransactionPage(props: { id: string }) {
 /** Amounts, the seller's share after refunds, the payer and the transfer on chain. */
 function TransactionFacts(props: { transaction: TransactionDetail }) {
   const t = props.transaction;
+  const now = new Date();
   return (
     <dl class="facts">
       <dt>Id</dt>
@@ -69,6 +72,14 @@ function TransactionFacts(props: { transaction: TransactionDetail }) {
       <dd>
         <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
       </dd>
+      {t.callFailedAt && (
+        <>
+          <dt>Seller's answer</dt>
+          <dd data-testid="txn-call">
+            <CallNote transaction={t} now={now} /> {callOutcomeDetail(t, now)}
+          </dd>
+        </>
+      )}
       <dt>Skill</dt>
       <dd>{t.skillName ?? '—'}</dd>
       <dt>Amount</dt>

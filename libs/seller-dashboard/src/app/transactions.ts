@@ -1,3 +1,4 @@
+import { dateTime } from './format';
 import type { Transaction } from './types';
 
 export interface TransactionFilters {
@@ -52,4 +53,64 @@ function nextDay(day: string): string {
 /** For the chart's axis only (a plot needs floats); every amount shown as text stays exact. */
 export function microToPlot(amount: bigint): number {
   return Number(amount) / 1_000_000;
+}
+
+type CallFacts = Pick<
+  Transaction,
+  'callStatus' | 'callFailedAt' | 'upstreamOutcome' | 'upstreamStatus' | 'retryUntil' | 'callRecoveredAt'
+>;
+
+/** How the seller failed the call, in words: "HTTP 502", "timed out", … */
+function sellerFailureWords(t: CallFacts): string {
+  switch (t.upstreamOutcome) {
+    case 'error_status':
+      return `HTTP ${t.upstreamStatus}`;
+    case 'timeout':
+      return 'timed out';
+    case 'unreachable':
+      return 'unreachable';
+    case 'misconfigured':
+      return 'API URL not valid';
+    default:
+      return 'failed';
+  }
+}
+
+/** A time of the retry window: "14:05 UTC" today, with its date on another day. */
+function windowTime(iso: string, now: Date): string {
+  const time = new Date(iso).toISOString();
+  const clock = `${time.slice(11, 16)} UTC`;
+  return time.slice(0, 10) === now.toISOString().slice(0, 10) ? clock : `${time.slice(0, 10)} ${clock}`;
+}
+
+/** The seller failed the call and the buyer may still retry (judged against `now`: a page may stay open). */
+function retryWindowOpen(t: CallFacts, now: Date): boolean {
+  return (
+    t.callStatus === 'failed_retryable' && Boolean(t.retryUntil) && Date.parse(t.retryUntil!) > now.getTime()
+  );
+}
+
+/**
+ * The label of a payment whose seller failed the call, or undefined when it was served at once. The window is
+ * judged against `now` too, so a page left open says "not retried" once it passed.
+ */
+export function callOutcomeLabel(t: CallFacts, now: Date): string | undefined {
+  if (!t.callStatus || !t.callFailedAt) return undefined;
+  if (t.callStatus === 'served') return 'Seller failed, served on retry';
+  if (retryWindowOpen(t, now)) {
+    return `Seller failed, buyer may retry until ${windowTime(t.retryUntil!, now)}`;
+  }
+  return 'Seller failed, not retried';
+}
+
+/** The detail view's sentence: how and when the seller failed, and what became of the buyer's retry window. */
+export function callOutcomeDetail(t: CallFacts, now: Date): string | undefined {
+  if (!t.callFailedAt) return undefined;
+  const failed = `Your API ${sellerFailureWords(t)} at ${dateTime(t.callFailedAt)}`;
+  if (t.callStatus === 'served')
+    return `${failed}; the buyer's retry was served at ${dateTime(t.callRecoveredAt)}.`;
+  if (retryWindowOpen(t, now)) {
+    return `${failed}; the buyer may call again with the same payment until ${dateTime(t.retryUntil)}.`;
+  }
+  return `${failed}; no retry was served before the window closed at ${dateTime(t.retryUntil)}.`;
 }

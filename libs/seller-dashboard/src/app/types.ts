@@ -101,6 +101,13 @@ export interface Transaction {
   settlementId: string | null;
   confirmedAt: string;
   releasedAt: string | null;
+  /** What became of the paid call (escrow-ledger; absent from an older API: served). */
+  callStatus?: 'served' | 'failed_retryable' | 'failed';
+  callFailedAt?: string | null;
+  upstreamOutcome?: 'error_status' | 'timeout' | 'unreachable' | 'misconfigured' | null;
+  upstreamStatus?: number | null;
+  retryUntil?: string | null;
+  callRecoveredAt?: string | null;
 }
 
 export interface Refund {

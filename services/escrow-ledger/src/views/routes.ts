@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { type RefundRow, refundView } from '../refunds/book';
+import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
 
 export interface TransactionRow {
@@ -46,7 +47,7 @@ export function transactionStatus(row: TransactionRow): string {
   return row.escrow_status === 'payout_pending' ? 'settling' : row.escrow_status;
 }
 
-export function transactionView(row: TransactionRow) {
+export function transactionView(row: TransactionRow, call: CallOutcomeView = SERVED_AT_ONCE) {
   return {
     transactionId: row.id,
     status: transactionStatus(row),
@@ -76,6 +77,7 @@ export function transactionView(row: TransactionRow) {
     settledAt: iso(row.settled_at),
     reversedAt: iso(row.reversed_at),
     createdAt: iso(row.created_at),
+    ...call,
   };
 }
 
@@ -87,7 +89,8 @@ const HISTORY_EVENTS: Record<string, string> = {
   payment_reversal: 'payment_reversed',
 };
 
-export function viewRoutes(ctx: ServiceContext, auth: SellerAuth): AnyRoute[] {
+/** `now` decides whether a failed call's retry window is still open (callStatus). */
+export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
   const seller = { scheme: 'apiKey', middleware: auth.middleware() };
   /** A valid-looking date that is not a real one (2026-02-30) is still a 400 naming the field. */
   const queryTime = (text: string, field: string): Date => {
@@ -133,8 +136,13 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth): AnyRoute[] {
           or (escrow_status = ${escrow} and (refunded_micro = 0 or escrow_status = 'reversed')))
         order by id desc limit ${limit + 1}`.execute(ctx.db);
       const page = rows.rows.slice(0, limit);
+      const calls = await callOutcomesOf(
+        ctx.db,
+        page.map((row) => row.payment_id),
+        now(),
+      );
       res.json({
-        data: page.map(transactionView),
+        data: page.map((row) => transactionView(row, calls.get(row.payment_id))),
         nextCursor: rows.rows.length > limit ? page[page.length - 1]!.id : null,
       });
     },
@@ -179,7 +187,12 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth): AnyRoute[] {
           amount: formatUsdc(row.seller_share_micro),
           at: iso(row.settled_at),
         });
-      res.json({ ...transactionView(row), history, refunds: refunds.rows.map(refundView) });
+      const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
+      res.json({
+        ...transactionView(row, calls.get(row.payment_id)),
+        history,
+        refunds: refunds.rows.map(refundView),
+      });
     },
   });
 

@@ -94,6 +94,28 @@ export const Transaction = Type.Object({
   settledAt: Nullable(IsoTime),
   reversedAt: Nullable(IsoTime),
   createdAt: IsoTime,
+  callStatus: StringEnum(
+    ['served', 'failed_retryable', 'failed'],
+    'what became of the paid call: served (at once, or by a retry after a failure); failed_retryable (the seller failed it: 5xx, timeout, unreachable; the buyer may retry with the same payment until retryUntil); failed (the window passed with no retry served). Payments that are not a forwarded call (checkout, tickets) are served',
+  ),
+  callFailedAt: Nullable({
+    ...IsoTime,
+    description: "when the seller's latest failure of this call happened",
+  }),
+  upstreamOutcome: Nullable(
+    StringEnum(
+      ['error_status', 'timeout', 'unreachable', 'misconfigured'],
+      "how the seller failed: a 5xx answer (upstreamStatus), no answer in time, no connection, or the skill's apiBaseUrl is not an http(s) URL",
+    ),
+  ),
+  upstreamStatus: Nullable(
+    Type.Integer({ minimum: 500, maximum: 599, description: "the seller's 5xx status (error_status only)" }),
+  ),
+  retryUntil: Nullable({
+    ...IsoTime,
+    description: 'the end of the retry window the buyer was given (set once the seller failed the call)',
+  }),
+  callRecoveredAt: Nullable({ ...IsoTime, description: 'when a retry after the failure was served' }),
 });
 
 export const TransactionList = Type.Object({

@@ -17,6 +17,7 @@ import type { Logger } from '@paygate/telemetry';
 import { LRUCache } from 'lru-cache';
 import type { GatewayProxyConfig } from '../config';
 import { requestIdOf, sendJson } from '../http-util';
+import type { CallOutcomes, SellerFailure } from '../payments/call-outcomes';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, PaymentService, PresentOutcome, Purchase } from '../payments/service';
 import { sendPaywallPage, wantsPaywallPage } from '../paywall/page';
@@ -81,6 +82,8 @@ export interface PaidCallDeps {
   limiter: SharedRateLimiter;
   /** Tx-hash proofs: verified, then claimed. */
   payments: PaymentService;
+  /** A forwarded call's failure, and a retry served after one, on the claim row and to the seller's books. */
+  callOutcomes: CallOutcomes;
   /** x402's offer (the challenge) and the payer an authorization names. */
   x402: X402Payments;
   /** Settles an x402 payment (a copy of one being settled waits for it, never a second call for one payment). */
@@ -615,7 +618,7 @@ async function forward(
     return undefined;
   }
   if (!base) {
-    await deps.payments.markRetryable(claim);
+    await deps.callOutcomes.markFailed(claim, { outcome: 'misconfigured' });
     sendJson(
       res,
       502,
@@ -652,18 +655,30 @@ const FAILURE_STATUS: Record<ForwardFailureReason, number> = {
   body_incomplete: 400,
 };
 
+/** The seller's part in a failed forward; undefined when the buyer's body could not be forwarded. */
+function sellerFailureOf(result: ForwardResult): SellerFailure | undefined {
+  if (result.kind === 'answered') return { outcome: 'error_status', status: result.status };
+  if (result.reason === 'timeout' || result.reason === 'unreachable') return { outcome: result.reason };
+  return undefined;
+}
+
 /**
  * What the seller's answer makes of the payment: an answer is relayed with the receipt and a pay-per-call is
  * spent; a failure (5xx, timeout, or a buyer's body that could not be forwarded) keeps it usable for a retry.
+ * The seller's books hear of a seller failure (payment.call_failed) and of a retry served after one
+ * (payment.call_recovered), each in the transaction that changes the claim.
  */
 async function book(deps: PaidCallDeps, call: Call, paid: Paid, result: ForwardResult): Promise<void> {
   const { claim, answerHeaders } = paid;
   if (result.kind === 'answered' && result.status < 500) {
     result.relay({ ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash });
-    await deps.payments.markServed(claim);
+    // A claim with a retry window is a retry (or an x402 payment settled after its caller gave up).
+    if (claim.retry_until && claim.kind !== 'subscription') {
+      await deps.callOutcomes.markServedAgain(claim, result.status);
+    } else await deps.payments.markServed(claim);
     return;
   }
-  const retryUntil = await deps.payments.markRetryable(claim);
+  const retryUntil = await deps.callOutcomes.markFailed(claim, sellerFailureOf(result));
   const retryHeaders: Record<string, string> = { ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash };
   if (retryUntil) retryHeaders['X-402-Retry-Until'] = retryUntil.toISOString();
   if (result.kind === 'answered') {

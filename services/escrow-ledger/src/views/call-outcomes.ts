@@ -1,0 +1,73 @@
+import type { Kysely } from 'kysely';
+import type { LedgerDatabase, PaymentCallAttemptsTable } from '../db';
+
+/** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
+export interface CallOutcomeView {
+  /** served (at the first attempt, or a retry after a failure), failed_retryable (the buyer may still retry) or failed (the window passed). */
+  callStatus: 'served' | 'failed_retryable' | 'failed';
+  /** The latest seller failure: when, how (error_status, timeout, unreachable, misconfigured) and its 5xx. */
+  callFailedAt: string | null;
+  upstreamOutcome: PaymentCallAttemptsTable['upstream_outcome'];
+  upstreamStatus: number | null;
+  /** Until when the buyer may retry with the same payment (set once the seller failed). */
+  retryUntil: string | null;
+  /** When a retry after the failure was served. */
+  callRecoveredAt: string | null;
+}
+
+/** A payment with no reported attempt: its call was served at once (or it is not a forwarded call at all). */
+export const SERVED_AT_ONCE: CallOutcomeView = Object.freeze({
+  callStatus: 'served',
+  callFailedAt: null,
+  upstreamOutcome: null,
+  upstreamStatus: null,
+  retryUntil: null,
+  callRecoveredAt: null,
+});
+
+type AttemptRow = Pick<
+  PaymentCallAttemptsTable,
+  'payment_id' | 'attempt' | 'outcome' | 'upstream_outcome' | 'upstream_status' | 'at' | 'retry_until'
+>;
+
+/** The call outcome of each payment that has reported attempts (the others are SERVED_AT_ONCE). */
+export async function callOutcomesOf(
+  db: Kysely<any>,
+  paymentIds: string[],
+  now: Date,
+): Promise<Map<string, CallOutcomeView>> {
+  const outcomes = new Map<string, CallOutcomeView>();
+  if (paymentIds.length === 0) return outcomes;
+  const rows = (await (db as Kysely<LedgerDatabase>)
+    .selectFrom('payment_call_attempts')
+    .select(['payment_id', 'attempt', 'outcome', 'upstream_outcome', 'upstream_status', 'at', 'retry_until'])
+    .where('payment_id', 'in', paymentIds)
+    .orderBy('payment_id')
+    .orderBy('attempt')
+    .execute()) as AttemptRow[];
+  const byPayment = new Map<string, AttemptRow[]>();
+  for (const row of rows) {
+    const attempts = byPayment.get(row.payment_id) ?? [];
+    attempts.push(row);
+    byPayment.set(row.payment_id, attempts);
+  }
+  for (const [paymentId, attempts] of byPayment) outcomes.set(paymentId, outcomeOf(attempts, now));
+  return outcomes;
+}
+
+/** The highest attempt decides (events arrive in any order); the latest failure says how the seller failed. */
+function outcomeOf(attempts: AttemptRow[], now: Date): CallOutcomeView {
+  const last = attempts[attempts.length - 1]!;
+  const failure = attempts.filter((a) => a.outcome === 'failed').pop();
+  if (!failure) return SERVED_AT_ONCE;
+  const retryUntil = new Date(failure.retry_until!);
+  const served = last.outcome === 'served';
+  return {
+    callStatus: served ? 'served' : now < retryUntil ? 'failed_retryable' : 'failed',
+    callFailedAt: new Date(failure.at).toISOString(),
+    upstreamOutcome: failure.upstream_outcome,
+    upstreamStatus: failure.upstream_status,
+    retryUntil: retryUntil.toISOString(),
+    callRecoveredAt: served ? new Date(last.at).toISOString() : null,
+  };
+}

@@ -1,0 +1,99 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import type { ServiceContext } from '@paygate/runtime';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql } from 'kysely';
+import type { PaymentClaim } from './service';
+
+/** What the seller did to a forwarded paid call that failed (payment.call_failed's upstream fields). */
+export type SellerFailure =
+  | { outcome: 'error_status'; status: number }
+  | { outcome: 'timeout' | 'unreachable' | 'misconfigured' };
+
+export interface CallOutcomeSettings {
+  retryWindowSeconds: number;
+  now: () => Date;
+}
+
+/**
+ * What a forwarded pay-per-call's outcome makes of its claim row, told to the seller's books through the outbox in
+ * the same transaction: a seller failure (payment.call_failed, with the retry window) and a retry served after one
+ * (payment.call_recovered). A call served at its first attempt changes the row only (PaymentService.markServed):
+ * the ledger counts a payment served unless told otherwise, so the hot path writes no event.
+ */
+export class CallOutcomes {
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly settings: CallOutcomeSettings,
+  ) {}
+
+  /**
+   * The call failed: the payment stays usable for a retry of the same resource until the returned time (the window
+   * starts at the first failure and is not extended by later ones). `sellerFailure` undefined: the buyer's body
+   * could not be forwarded, which is not the seller's failure (no event). Undefined for a subscription (no window:
+   * it stays valid).
+   */
+  async markFailed(claim: PaymentClaim, sellerFailure: SellerFailure | undefined): Promise<Date | undefined> {
+    if (claim.kind === 'subscription') return undefined;
+    const now = this.settings.now();
+    const freshWindow = new Date(now.getTime() + this.settings.retryWindowSeconds * 1000);
+    return this.ctx.inTransaction(async (trx) => {
+      const row = (await trx
+        .updateTable('payment_claims')
+        .set({
+          state: 'retryable',
+          retry_until: sql`coalesce(retry_until, ${freshWindow})`,
+          updated_at: now,
+        })
+        .where('id', '=', claim.id)
+        .returning(['retry_until'])
+        .executeTakeFirst()) as { retry_until: Date } | undefined;
+      const retryUntil = row?.retry_until ?? freshWindow;
+      if (row && sellerFailure) {
+        await this.publish(trx, 'payment.call_failed', {
+          paymentId: claim.id,
+          sellerId: claim.seller_id,
+          skillId: claim.skill_id,
+          attempt: claim.attempts,
+          upstreamOutcome: sellerFailure.outcome,
+          upstreamStatus: sellerFailure.outcome === 'error_status' ? sellerFailure.status : null,
+          failedAt: now.toISOString(),
+          retryUntil: retryUntil.toISOString(),
+        });
+      }
+      return retryUntil;
+    });
+  }
+
+  /**
+   * A retry of a pay-per-call that failed before was answered (below 500): the payment is spent, and the seller's
+   * books learn that the call was served after all.
+   */
+  async markServedAgain(claim: PaymentClaim, upstreamStatus: number): Promise<void> {
+    const now = this.settings.now();
+    await this.ctx.inTransaction(async (trx) => {
+      const row = await trx
+        .updateTable('payment_claims')
+        .set({ state: 'served', updated_at: now })
+        .where('id', '=', claim.id)
+        .returning(['id'])
+        .executeTakeFirst();
+      if (!row) return;
+      await this.publish(trx, 'payment.call_recovered', {
+        paymentId: claim.id,
+        sellerId: claim.seller_id,
+        attempt: claim.attempts,
+        upstreamStatus,
+        servedAt: now.toISOString(),
+      });
+    });
+  }
+
+  private publish<S extends 'payment.call_failed' | 'payment.call_recovered'>(
+    trx: Parameters<Parameters<ServiceContext['inTransaction']>[0]>[0],
+    subject: S,
+    data: EventData<S>,
+  ): Promise<void> {
+    return enqueueEvent(trx, createEvent(subject, 'gateway-proxy', data, { trace: currentTraceCarrier() }));
+  }
+}
