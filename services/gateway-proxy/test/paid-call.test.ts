@@ -5,7 +5,7 @@ import { type Harness, skillSnapshot, startHarness, startUpstream } from './harn
 jest.setTimeout(90_000);
 
 /**
- * The paid call is one pipeline (routes/paid-call.ts): a subscriber's repeated call and every refusal go through
+ * The paid call is one pipeline (routes/paid-call/): a subscriber's repeated call and every refusal go through
  * the same steps, a cache only making a step cheaper. Each case's status, reason and the headers a buyer reads.
  */
 interface Answer {

@@ -1,0 +1,129 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { PAYMENT_HEADER, type PaymentRequirements } from '@paygate/protocol';
+import { sendJson } from '../../http-util';
+import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
+import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
+import { x402Challenge } from '../../x402/challenge';
+import { decodePaymentRequired, X402_HEADERS } from '../../x402/protocol';
+import { type Call, errorBody, type PaidCallDeps } from './call';
+import type { Offer } from './offer';
+import type { Proof } from './proof';
+
+/** No proof: the 402 with what to pay (a browser gets the paywall page with the same offer). */
+export function challenge(deps: PaidCallDeps, offer: Offer, call: Call): void {
+  if (wantsPaywallPage(call.req, false)) sendPaywall(deps, offer, call);
+  else sendPaymentRequired(deps, offer, call, 402);
+}
+
+export function refuseUnreadable(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  proof: Extract<Proof, { kind: 'unreadable' }>,
+): void {
+  if (proof.x402) {
+    sendPaymentRequired(deps, offer, call, 402, 'invalid_payload', proof.message);
+    return;
+  }
+  sendJson(
+    call.res,
+    400,
+    errorBody(call.requestId, 'invalid_payment_header', proof.message, {
+      field: proof.field,
+      rule: proof.rule,
+    }),
+  );
+}
+
+export function paymentRequirements(
+  config: PaidCallDeps['config'],
+  skill: SkillSnapshot,
+  endpoint: EndpointSnapshot,
+  resource: string,
+): PaymentRequirements & { skill: string; endpoint: { method: string; path: string } } {
+  const kind = paymentKindOf(skill.type);
+  const base = endpoint.description || skill.description;
+  const description =
+    kind === 'subscription'
+      ? `${skill.displayName}: ${base} (${skill.durationDays ?? 30} days of access)`
+      : `${skill.displayName}: ${base}`;
+  return {
+    price: formatUsdc(parseUsdc(endpoint.price)),
+    description,
+    network: config.network,
+    chainId: config.chainId,
+    payTo: config.escrowAddress,
+    asset: config.usdcAddress,
+    resource,
+    confirmations: config.confirmations,
+    type: kind,
+    ...(kind === 'subscription' ? { durationDays: skill.durationDays ?? 30 } : {}),
+    ...(kind === 'product' ? { requiresShipping: skill.requiresShipping ?? false } : {}),
+    header: PAYMENT_HEADER,
+    mode: skill.mode,
+    skill: skill.name,
+    endpoint: { method: endpoint.method, path: endpoint.path },
+  };
+}
+
+/** x402's challenge for the offer; its resource.url is the URL the client asked for, query included. */
+function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description: string, error: string) {
+  const { resource, endpoint, skill } = offer;
+  return x402Challenge(
+    deps.x402,
+    {
+      url: `${resource.slice(resource.indexOf(' ') + 1)}${call.url.query}`,
+      description,
+      priceMicro: offer.purchase.priceMicro,
+      endpoint,
+      skill,
+    },
+    error,
+  );
+}
+
+/** The 402 a browser gets: the paywall page, with the same offer and x402's PAYMENT-REQUIRED header. */
+function sendPaywall(deps: PaidCallDeps, offer: Offer, call: Call): void {
+  const { skill, endpoint } = offer;
+  const requirements = paymentRequirements(deps.config, skill, endpoint, offer.resource);
+  const challenge = challengeFor(deps, offer, call, requirements.description, 'payment required');
+  const x402Header = challenge.headers[X402_HEADERS.paymentRequired];
+  sendPaywallPage(
+    call.res,
+    {
+      title: skill.displayName,
+      description: requirements.description,
+      price: requirements.price,
+      networkLabel: deps.config.network === 'local' ? 'the local test chain' : deps.config.network,
+      method: endpoint.method,
+      requirements: { ...requirements, amountMicro: offer.purchase.priceMicro.toString() },
+      paymentRequired: x402Header ? decodePaymentRequired(x402Header) : undefined,
+    },
+    challenge.headers,
+  );
+}
+
+/** A 402 (or 503) with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. */
+export function sendPaymentRequired(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  status: 402 | 503,
+  reason?: string,
+  message?: string,
+): void {
+  const requirements = paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource);
+  const challenge = challengeFor(deps, offer, call, requirements.description, reason ?? 'payment required');
+  for (const [name, value] of Object.entries(challenge.headers)) call.res.setHeader(name, value);
+  if (!reason) {
+    sendJson(call.res, 402, { ...requirements, ...challenge.body });
+    return;
+  }
+  sendJson(call.res, status, {
+    error: status === 402 ? 'Invalid payment' : 'Payment not verified',
+    reason,
+    message,
+    ...challenge.body,
+    requirements,
+  });
+}

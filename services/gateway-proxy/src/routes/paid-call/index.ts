@@ -1,0 +1,97 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { errorResponse, clientAddress as readClientAddress } from '@paygate/http';
+import { requestIdOf, sendJson } from '../../http-util';
+import { limitCall } from '../../rate-limit';
+import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/challenge';
+import { book } from './book';
+import { type Call, errorBody, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX } from './call';
+import { challenge, refuseUnreadable } from './challenge';
+import { forward } from './forward';
+import { findOffer } from './offer';
+import { settleX402, verifyAndClaim } from './pay';
+import { rateBucket, readProof } from './proof';
+
+export { type PaidCallDeps, SKILLS_PREFIX };
+
+/**
+ * The paid call, one pipeline: find what is offered at the URL, read the proof, count it against the rate limit,
+ * then challenge (no proof) or verify and claim the payment, forward the call, and book what the seller's answer
+ * made of the payment. Each step answers the buyer itself when the call stops there.
+ */
+async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
+  const offer = await findOffer(deps, call);
+  if (!offer) return;
+  const proof = readProof(call);
+  await limitCall(deps.limiter, deps.metrics.rateLimited, call.res, rateBucket(deps, offer, call, proof));
+  if (proof.kind === 'none') return challenge(deps, offer, call);
+  if (proof.kind === 'unreadable') return refuseUnreadable(deps, offer, call, proof);
+  const paid =
+    proof.kind === 'x402'
+      ? await settleX402(deps, offer, call, proof)
+      : await verifyAndClaim(deps, offer, call, proof);
+  if (!paid) return;
+  const answer = await forward(deps, offer, call, paid);
+  if (answer) await book(deps, call, paid, answer);
+}
+
+const STARTED_AT = Symbol('startedAt');
+type TimedResponse = ServerResponse & { [STARTED_AT]?: number };
+
+/**
+ * The paid call's handler on the bare node request, for every method of `${SKILLS_PREFIX}/<skill>/…`: CORS and the
+ * preflight, the request id, the duration metric, and errors answered like every express route (errorResponse:
+ * Postgres away or a bus service silent is a 503 with Retry-After, a rate limit a 429); the call itself is
+ * `paidCall`.
+ */
+export function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const route = `${SKILLS_PREFIX}/:skill/*`;
+  const duration = deps.metrics.httpDuration;
+  // One listener function for every response (no per-request closure): the start time rides on the response.
+  function recordDuration(this: TimedResponse) {
+    duration.observe(
+      { method: this.req?.method ?? '', route, status: String(this.statusCode) },
+      (performance.now() - (this[STARTED_AT] ?? 0)) / 1000,
+    );
+  }
+  const fail = (res: ServerResponse, requestId: string, error: unknown) => {
+    const { status, body } = errorResponse(error, requestId, (err) =>
+      deps.logger.error({ err, requestId }, 'paid skill call failed'),
+    );
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (status === 503) res.setHeader('Retry-After', '1');
+    sendJson(res, status, body);
+  };
+  return (req, res) => {
+    const requestId = requestIdOf(req);
+    const started = performance.now();
+    res.setHeader('x-request-id', requestId);
+    (res as TimedResponse)[STARTED_AT] = started;
+    res.once('finish', recordDuration);
+    if (req.method === 'OPTIONS') {
+      // CORS preflight: browsers may pay from any origin (x402 and Paygate headers allowed).
+      res.writeHead(204, SKILL_PREFLIGHT_HEADERS);
+      res.end();
+      return;
+    }
+    for (const name in SKILL_CORS_HEADERS)
+      res.setHeader(name, SKILL_CORS_HEADERS[name as keyof typeof SKILL_CORS_HEADERS]);
+    const url = parseSkillUrl(req.url ?? '/');
+    if (!url) {
+      sendJson(res, 404, errorBody(requestId, 'skill_not_found', 'no skill at this URL'));
+      return;
+    }
+    const call: Call = {
+      req,
+      res,
+      requestId,
+      started,
+      method: req.method ?? 'GET',
+      url,
+      clientIp: readClientAddress(req, deps.config.trustedProxies),
+    };
+    paidCall(deps, call).catch((error) => fail(res, requestId, error));
+  };
+}

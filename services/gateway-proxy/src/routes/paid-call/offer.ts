@@ -1,0 +1,152 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import { resourceFor } from '@paygate/protocol';
+import { LRUCache } from 'lru-cache';
+import { sendJson } from '../../http-util';
+import type { Purchase } from '../../payments/service';
+import {
+  type EndpointLookup,
+  type EndpointSnapshot,
+  findEndpoint,
+  paymentKindOf,
+  type SkillSnapshot,
+} from '../../skills/projection';
+import { type Call, errorBody, type PaidCallDeps, SKILLS_PREFIX } from './call';
+
+export interface SellerBase {
+  /** scheme://host[:port], what the connection pool is keyed by. */
+  origin: string;
+  pathPrefix: string;
+}
+
+/** What is sold at a (skill, method, path): the endpoint, the signed resource, the purchase and the seller's URL. */
+export interface Offer {
+  kind: 'found';
+  skill: SkillSnapshot;
+  endpoint: EndpointSnapshot;
+  resource: string;
+  purchase: Purchase;
+  /** null: the seller's apiBaseUrl is not an http(s) URL (a PROXY call then fails after the claim, retryable). */
+  base: SellerBase | null;
+}
+type Plan = Offer | Exclude<EndpointLookup, { kind: 'found' }>;
+
+/**
+ * Plans by (method, path), per skill snapshot: a pure function of the snapshot, which the skill directory replaces
+ * whenever it re-reads the projection, so a changed skill is never served from a stale plan.
+ */
+const plansBySnapshot = new WeakMap<SkillSnapshot, LRUCache<string, Plan>>();
+
+function planFor(deps: PaidCallDeps, skill: SkillSnapshot, method: string, path: string): Plan {
+  let plans = plansBySnapshot.get(skill);
+  if (!plans) {
+    // Paths with :param segments are open-ended: bound what one snapshot keeps.
+    plans = new LRUCache({ max: 1000 });
+    plansBySnapshot.set(skill, plans);
+  }
+  const key = `${method} ${path}`;
+  let plan = plans.get(key);
+  if (plan) return plan;
+  const lookup = findEndpoint(skill, method, path);
+  if (lookup.kind !== 'found') plan = lookup;
+  else {
+    const endpoint = lookup.endpoint;
+    const kind = paymentKindOf(skill.type);
+    const resource = resourceFor(method, `${deps.config.publicBaseUrl}${SKILLS_PREFIX}/${skill.name}${path}`);
+    plan = {
+      kind: 'found',
+      skill,
+      endpoint,
+      resource,
+      base: sellerBase(skill.apiBaseUrl),
+      purchase: {
+        resource,
+        priceMicro: parseUsdc(endpoint.price),
+        kind,
+        durationDays: kind === 'subscription' ? (skill.durationDays ?? 30) : null,
+        sellerId: skill.sellerId,
+        skillId: skill.skillId,
+        skillName: skill.name,
+        endpointId: endpoint.endpointId,
+        holdPeriodHours: skill.holdPeriodHours,
+        channel: skill.mode === 'TICKET' ? 'ticket' : 'proxy',
+      },
+    };
+  }
+  plans.set(key, plan);
+  return plan;
+}
+
+function sellerBase(apiBaseUrl: string): SellerBase | null {
+  try {
+    const url = new URL(apiBaseUrl);
+    return url.protocol === 'http:' || url.protocol === 'https:'
+      ? { origin: url.origin, pathPrefix: url.pathname.replace(/\/$/, '') }
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The offer at the call's URL, or the 404 / 405 / HEAD answer (undefined then). */
+export async function findOffer(deps: PaidCallDeps, call: Call): Promise<Offer | undefined> {
+  const { res, requestId, method } = call;
+  const { name, path } = call.url;
+  const skill = deps.skills.peek(name)?.skill ?? (await deps.skills.byName(name));
+  if (!skill) {
+    sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
+    return undefined;
+  }
+  if (skill.status !== 'ACTIVE') {
+    sendJson(
+      res,
+      404,
+      errorBody(requestId, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`),
+    );
+    return undefined;
+  }
+  if (method === 'HEAD') {
+    // Validation pings: say what the endpoint costs; nothing is forwarded or charged.
+    const onPath = endpointOnPath(skill, path);
+    res.statusCode = onPath ? 200 : 404;
+    if (onPath) {
+      res.setHeader('X-402-Price', formatUsdc(parseUsdc(onPath.price)));
+      res.setHeader('X-402-Network', deps.config.network);
+      res.setHeader('Allow', onPath.method);
+    }
+    res.end();
+    return undefined;
+  }
+  const plan = planFor(deps, skill, method, path);
+  if (plan.kind === 'no_path') {
+    sendJson(
+      res,
+      404,
+      errorBody(requestId, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }),
+    );
+    return undefined;
+  }
+  if (plan.kind === 'wrong_method') {
+    res.setHeader('Allow', plan.allowed.join(', '));
+    sendJson(
+      res,
+      405,
+      errorBody(
+        requestId,
+        'method_not_allowed',
+        `${path} of skill "${name}" answers ${plan.allowed.join(', ')}, not ${method}`,
+        { allowed: plan.allowed },
+      ),
+    );
+    return undefined;
+  }
+  return plan;
+}
+
+/** Any endpoint answering at `path` (the one its first allowed method resolves to), for HEAD. */
+function endpointOnPath(skill: SkillSnapshot, path: string): EndpointSnapshot | undefined {
+  const lookup = findEndpoint(skill, 'GET', path);
+  if (lookup.kind === 'found') return lookup.endpoint;
+  if (lookup.kind === 'no_path') return undefined;
+  const other = findEndpoint(skill, lookup.allowed[0]!, path);
+  return other.kind === 'found' ? other.endpoint : undefined;
+}

@@ -1,0 +1,110 @@
+import type { ServerResponse } from 'node:http';
+import type { PaymentRequirements } from '@paygate/protocol';
+import { sendJson } from '../../http-util';
+import { isUnavailable, type PaymentFailure } from '../../payments/failures';
+import type { PaymentClaim, PresentOutcome } from '../../payments/service';
+import { settlementHeaders } from '../../x402/challenge';
+import { type Call, errorBody, type PaidCallDeps } from './call';
+import { paymentRequirements, sendPaymentRequired } from './challenge';
+import type { Offer } from './offer';
+import type { Proof } from './proof';
+
+/** A claimed payment, and the headers its answer carries whatever it is (x402's settlement header). */
+export interface Paid {
+  claim: PaymentClaim;
+  answerHeaders: Readonly<Record<string, string>>;
+}
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** A tx-hash proof (Paygate's own scheme): verified (signature, fields, on chain), then its transfer claimed. */
+export async function verifyAndClaim(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  { proof }: Extract<Proof, { kind: 'tx-hash' }>,
+): Promise<Paid | undefined> {
+  const verified = await deps.payments.verify(proof, offer.purchase);
+  let claimMs = 0;
+  let outcome: PresentOutcome;
+  if (verified.kind === 'decided') outcome = verified.outcome;
+  else {
+    const claimStarted = performance.now();
+    outcome = await deps.payments.claim(proof, verified, offer.purchase);
+    claimMs = performance.now() - claimStarted;
+  }
+  if (!outcome.ok) {
+    deps.metrics.refused.inc({ reason: outcome.failure.reason });
+    refuse(
+      call.res,
+      outcome.failure,
+      paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource),
+    );
+    return undefined;
+  }
+  deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
+  const paygateMs = performance.now() - call.started - outcome.chainMs;
+  call.res.setHeader(
+    'Server-Timing',
+    claimMs
+      ? `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}, claim;dur=${claimMs.toFixed(2)}`
+      : `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}`,
+  );
+  return { claim: outcome.claim, answerHeaders: NO_HEADERS };
+}
+
+function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirements) {
+  if (isUnavailable(failure)) {
+    res.setHeader('Retry-After', '2');
+    sendJson(res, 503, { error: 'Payment not verified', reason: failure.reason, message: failure.message });
+    return;
+  }
+  sendJson(res, 402, {
+    error: 'Invalid payment',
+    reason: failure.reason,
+    message: failure.message,
+    ...(failure.details ?? {}),
+    requirements,
+  });
+}
+
+/** An x402 payment (the standard exact scheme): verified, submitted by the relayer and claimed once included. */
+export async function settleX402(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  { payment, version }: Extract<Proof, { kind: 'x402' }>,
+): Promise<Paid | undefined> {
+  const outcome = await deps.settleX402(payment, offer.purchase, version);
+  if (!outcome.ok) {
+    deps.metrics.refused.inc({ reason: outcome.reason });
+    if (outcome.status === 429) {
+      call.res.setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
+      sendJson(
+        call.res,
+        429,
+        errorBody(call.requestId, outcome.reason, outcome.message, {
+          retryAfterSeconds: outcome.retryAfterSeconds,
+        }),
+      );
+      return undefined;
+    }
+    if (outcome.status === 503) call.res.setHeader('Retry-After', '2');
+    sendPaymentRequired(deps, offer, call, outcome.status, outcome.reason, outcome.message);
+    return undefined;
+  }
+  deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
+  const t = outcome.timings;
+  call.res.setHeader(
+    'Server-Timing',
+    `verify;dur=${t.verificationMs.toFixed(2)}, simulate;dur=${t.simulationMs.toFixed(2)}, submit;dur=${t.submissionMs.toFixed(2)}, include;dur=${t.inclusionMs.toFixed(2)}`,
+  );
+  return {
+    claim: outcome.claim,
+    answerHeaders: settlementHeaders({
+      version,
+      txHash: outcome.txHash,
+      chainId: deps.config.chainId,
+      payer: outcome.payer,
+    }),
+  };
+}
