@@ -62,6 +62,9 @@ export const CONSUMERS = {
 export const SELLER_LIVE_EVENTS = [
   'payment.confirmed',
   'payment.reversed',
+  // A paid call whose seller failed, and its retry served: the payments list marks it (the ledger books it too).
+  'payment.call_failed',
+  'payment.call_recovered',
   'refund.requested',
   'refund.approved',
   'refund.initiated',
