@@ -155,6 +155,14 @@ describe('CSV export', () => {
     expect(header!.split(',')).toContain('txHash');
     expect(row).toContain('"a,b"');
     expect(row).toContain('0.2375');
+    const failed = transactionsCsv([
+      transaction({ callStatus: 'failed_retryable', retryUntil: '2026-11-26T14:05:00.000Z' }),
+    ]);
+    const [failedHeader, failedRow] = failed.trimEnd().split('\r\n');
+    const columns = failedHeader!.split(',');
+    const cells = failedRow!.split(',');
+    expect(cells[columns.indexOf('callStatus')]).toBe('failed_retryable');
+    expect(cells[columns.indexOf('retryUntil')]).toBe('2026-11-26T14:05:00.000Z');
   });
 });
 

@@ -9,6 +9,10 @@ const COLUMNS: Array<[string, (t: Transaction) => string | number | null]> = [
   ['sellerAmount', (t) => t.sellerAmount],
   ['platformFee', (t) => t.platformFee],
   ['refundedAmount', (t) => t.refundedAmount],
+  // A paid call whose seller failed: `failed_retryable` until retryUntil, then `failed` (unless a retry served it).
+  ['callStatus', (t) => t.callStatus ?? 'served'],
+  ['callFailedAt', (t) => t.callFailedAt ?? null],
+  ['retryUntil', (t) => t.retryUntil ?? null],
   ['payer', (t) => t.payer],
   ['source', (t) => t.source],
   ['network', (t) => t.network],
