@@ -185,6 +185,10 @@ export function startEdge(options: EdgeOptions): Promise<http.Server> {
     outgoing.once('error', () => socket.destroy());
     outgoing.end();
   });
+  // As the services do (libs/runtime): idle client connections outlive the clients' own idle sockets, so a request
+  // never goes out on a socket the edge is closing at that moment.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   server.once('close', () => agent.destroy());
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -102,11 +102,15 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   ]).finally(() => clearTimeout(timer));
 }
 
+/** Longer than the 60 s idle timeout of common load balancers and ingresses. */
+const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
 /**
  * Starts a service: reaches Postgres and NATS (bounded retries, one log line each), migrates its schema,
  * declares streams, starts the outbox relay, consumers and background tasks, and serves HTTP with
  * /healthz, /readyz and /metrics.
  */
+
 export async function startService<DB>(definition: ServiceDefinition<DB>): Promise<RunningService<DB>> {
   const { config } = definition;
   const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
@@ -236,6 +240,11 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
       ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
       : app;
     const s = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
+    // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
+    // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
+    // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
+    s.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
+    s.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
     s.listen(config.port, '0.0.0.0', () => resolve(s));
     s.once('error', reject);
   });

@@ -110,6 +110,9 @@ export async function createTestEnvironment(label = 't'): Promise<TestEnvironmen
         // An idle connection goes back to Postgres after 1 s (30 s in production): a clean-clone run alone peaked at
         // 93 of the 100 connections, mostly idle ones of suites that had finished their burst.
         DB_IDLE_TIMEOUT_MS: '1000',
+        // A request waits up to 15 s (5 s in production) for a pooled connection: at load 20 on two cores a burst of
+        // requests against a pool of 4 waited longer than 5 s and was answered 503 "database unavailable".
+        DB_CONNECT_TIMEOUT_MS: '15000',
         ...extra,
       };
     },
