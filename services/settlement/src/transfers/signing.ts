@@ -47,9 +47,16 @@ export class TransferSigner {
       .orderBy('created_at')
       .limit(SIGN_BATCH)
       .execute();
+    // The whole batch is authorised before any is signed: authorising claims a payout's reservation, which the
+    // ledger cancels when no payout claims it in time (PAYOUT_UNCLAIMED_AFTER_MS), and signing each transfer
+    // (pre-flight, fees, broadcast) takes several chain calls that a slow or faulty node stretches.
+    const authorized: string[] = [];
     for (const { transfer_id } of due) {
       if (this.deps.isStopped()) return;
-      if (!(await this.authorize(transfer_id))) continue;
+      if (await this.authorize(transfer_id)) authorized.push(transfer_id);
+    }
+    for (const transfer_id of authorized) {
+      if (this.deps.isStopped()) return;
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(config, 'after_record');
