@@ -17,8 +17,9 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import { indexerCaughtUp } from './caught-up';
 
 const USDC = 1_000_000n;
 
@@ -69,19 +70,7 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
   let indexer: RunningService | undefined;
   let db: Kysely<any>;
 
-  async function caughtUp() {
-    const head = await anvil.provider.getBlockNumber();
-    await waitFor(
-      async () => {
-        const gauge = await indexer!.ctx.metrics.registry.getSingleMetric('indexer_head_block')?.get();
-        const backlog = await sql<{
-          n: number;
-        }>`select count(*)::int n from outbox where published_at is null`.execute(db);
-        return (gauge?.values[0]?.value ?? -1) >= head && backlog.rows[0]!.n === 0;
-      },
-      { message: `indexer never caught up with block ${head}` },
-    );
-  }
+  const caughtUp = () => indexerCaughtUp(indexer!, db, anvil.provider);
 
   beforeAll(async () => {
     env = await createTestEnvironment('indexer-race');
