@@ -94,7 +94,8 @@ export async function checkInvariants(options: {
       1,
       reconciliation.balanced === true && reconciliation.difference === '0'
         ? []
-        : [JSON.stringify(reconciliation).slice(0, 400)],
+        : // Whole: which check differs, and by how much, is the post-mortem's starting point.
+          [JSON.stringify(reconciliation)],
     );
 
     // 2. Double entry: the postings sum to zero (one asset, USDC).
