@@ -16,20 +16,13 @@ const packageDirs = ['libs', 'services']
   .filter((dir) => fs.existsSync(path.join(__dirname, dir, 'test')))
   .sort();
 
-/**
- * Chaos runs are their own targets (`make chaos`, `make chaos-short`): a seeded fault run on real processes finds
- * open defects by chance, and a red `make test` lands nothing.
- */
-const testPathIgnorePatterns =
-  process.env.PAYGATE_CHAOS_SHORT === '1' ? [] : ['/deploy/test/chaos-short\\.test\\.ts$'];
-
 module.exports = {
   projects: packageDirs.map((dir) => ({
     displayName: dir,
     rootDir: path.join(__dirname, dir),
     testEnvironment: path.join(__dirname, 'jest.environment.js'),
     testMatch: ['<rootDir>/test/**/*.test.ts'],
-    testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
+    testPathIgnorePatterns: ['/node_modules/'],
     transform,
   })),
   testSequencer: path.join(__dirname, 'jest.sequencer.js'),

@@ -94,7 +94,8 @@ export async function checkInvariants(options: {
       1,
       reconciliation.balanced === true && reconciliation.difference === '0'
         ? []
-        : [JSON.stringify(reconciliation).slice(0, 400)],
+        : // Whole: which check differs, and by how much, is the post-mortem's starting point.
+          [JSON.stringify(reconciliation)],
     );
 
     // 2. Double entry: the postings sum to zero (one asset, USDC).
@@ -201,14 +202,17 @@ export async function checkInvariants(options: {
     // 5. Every completed settlement: exactly one confirmed payout of its amount, mined on the final chain.
     const settlements = await client.query(
       `select s.settlement_id, s.amount_micro::text as amount, s.payout_address, s.status, o.tx_hash, o.status as transfer_status,
-              o.amount_micro::text as transfer_amount
+              o.amount_micro::text as transfer_amount, coalesce(s.failure_reason, o.last_error) as reason
          from settlement.settlements s left join settlement.outgoing_transfers o on o.transfer_id = s.transfer_id
         where s.status in ('completed', 'sending', 'pending', 'failed')`,
     );
     const settlementProblems: string[] = [];
     for (const s of settlements.rows) {
       if (s.status !== 'completed') {
-        settlementProblems.push(`${s.settlement_id} ${s.status}`);
+        // Why, for the post-mortem: the replica logs keep only their last lines.
+        settlementProblems.push(
+          `${s.settlement_id} ${s.status}${s.reason ? `: ${String(s.reason).slice(0, 160)}` : ''}`,
+        );
         continue;
       }
       if (s.transfer_status !== 'confirmed' || s.transfer_amount !== s.amount) {

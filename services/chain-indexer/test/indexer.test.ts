@@ -20,6 +20,7 @@ import {
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import { indexerCaughtUp } from './caught-up';
 
 const USDC = 1_000_000n;
 
@@ -54,23 +55,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     return countStreamMessages(bus, 'transfer.observed');
   }
 
-  /**
-   * The positive signal before asserting what was NOT published: a pass finished at the chain's current head
-   * (the head gauge is set after the pass published what was due) and the relay sent everything it wrote.
-   */
-  async function caughtUp() {
-    const head = await anvil.provider.getBlockNumber();
-    await waitFor(
-      async () => {
-        const gauge = await indexer!.ctx.metrics.registry.getSingleMetric('indexer_head_block')?.get();
-        const backlog = await sql<{
-          n: number;
-        }>`select count(*)::int n from outbox where published_at is null`.execute(db);
-        return (gauge?.values[0]?.value ?? -1) >= head && backlog.rows[0]!.n === 0;
-      },
-      { message: `indexer never caught up with block ${head}` },
-    );
-  }
+  const caughtUp = () => indexerCaughtUp(indexer!, db, anvil.provider);
 
   beforeAll(async () => {
     env = await createTestEnvironment('indexer');

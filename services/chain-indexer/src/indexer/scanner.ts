@@ -55,8 +55,9 @@ export class TransferScanner {
       const head = await this.provider.getBlockNumber();
       const reorged = await this.handleReorg(head);
       await this.backfillNewDepositAddresses();
-      const { scannedTo, observed } = await this.scan(head);
-      const published = await this.publishConfirmed(head);
+      const { scannedTo, observed, raced } = await this.scan(head);
+      // A pass that saw the chain change under it publishes nothing: the next pass's reorg check comes first.
+      const published = raced ? 0 : await this.publishConfirmed(head);
       return { head, scannedTo, observed, published, reorged };
     });
   }
@@ -143,9 +144,9 @@ export class TransferScanner {
     });
   }
 
-  private async scan(head: number): Promise<{ scannedTo: number; observed: number }> {
+  private async scan(head: number): Promise<{ scannedTo: number; observed: number; raced: boolean }> {
     const from = await this.nextBlock();
-    if (from > head) return { scannedTo: from - 1, observed: 0 };
+    if (from > head) return { scannedTo: from - 1, observed: 0, raced: false };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
     const depositAddresses = await this.deposits.watched(new Date());
     const received = await this.transferLogsTo(
@@ -156,14 +157,8 @@ export class TransferScanner {
     // A move between Paygate's own addresses (settlement sweeping a deposit address into escrow) is not money
     // arriving: the ledger booked it when it reached the deposit address, so it is not reported.
     const logs = await this.deposits.withoutInternalMoves(received, depositAddresses);
-    // Hashes are kept only for blocks that can still be reorged, so a long catch-up costs one read per block
-    // only near the head.
-    const hashes: Array<{ number: number; hash: string }> = [];
-    for (let n = Math.max(from, to - this.config.reorgWindowBlocks + 1); n <= to; n++) {
-      const block = await this.provider.getBlock(n);
-      if (!block?.hash) throw new Error(`block ${n} not available from the RPC`);
-      hashes.push({ number: n, hash: block.hash });
-    }
+    const hashes = await this.linkedBlockHashes(from, to);
+    if (!hashes) return { scannedTo: from - 1, observed: 0, raced: true };
     const canonical = new Map(hashes.map((h) => [h.number, h.hash]));
     // A log read from a block that the header read no longer shows as canonical raced a reorg: skip it and
     // let the next pass see the new block (its hash is stored, so the reorg check will not flag it).
@@ -200,7 +195,47 @@ export class TransferScanner {
         .execute();
       await this.saveCursor(trx, nextCursor);
     });
-    return { scannedTo: nextCursor - 1, observed: consistent.length };
+    return { scannedTo: nextCursor - 1, observed: consistent.length, raced: false };
+  }
+
+  /**
+   * The hashes of the blocks of [from, to] that can still be reorged (a long catch-up reads only those near the
+   * head), or null when they do not form one chain with each other and with the stored hash of block from − 1:
+   * the chain was reorganised during this pass. handleReorg trusts every stored block below the newest one that
+   * matches the chain, which holds only while each stored block is the parent of the next. A reorg that lands
+   * after handleReorg compared the hashes and before these reads would otherwise store the new block on top of a
+   * replaced one, and the replaced block's transfers would be published and never reversed.
+   */
+  private async linkedBlockHashes(
+    from: number,
+    to: number,
+  ): Promise<Array<{ number: number; hash: string }> | null> {
+    const first = Math.max(from, to - this.config.reorgWindowBlocks + 1);
+    const below =
+      first === from
+        ? await this.db
+            .selectFrom('recent_blocks')
+            .select('hash')
+            .where('chain_id', '=', this.chainId)
+            .where('number', '=', BigInt(first - 1))
+            .executeTakeFirst()
+        : undefined;
+    let parent = below?.hash;
+    const hashes: Array<{ number: number; hash: string }> = [];
+    for (let n = first; n <= to; n++) {
+      const block = await this.provider.getBlock(n);
+      if (!block?.hash) throw new Error(`block ${n} not available from the RPC`);
+      if (parent !== undefined && block.parentHash !== parent) {
+        this.logger.warn(
+          { block: n },
+          'chain reorganised during the pass; scanning again after the reorg check',
+        );
+        return null;
+      }
+      hashes.push({ number: n, hash: block.hash });
+      parent = block.hash;
+    }
+    return hashes;
   }
 
   /** USDC Transfer logs to any of `recipients` in [from, to], ADDRESSES_PER_LOG_QUERY recipients per call. */

@@ -53,6 +53,23 @@ export class EscrowChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
 
+  /**
+   * Escrow's USDC and its consumed nonces (mined transactions) at one block: what it can pay out of. A transfer
+   * still in the pool, into escrow or out of it, is in neither.
+   */
+  async minedState(): Promise<{ balanceMicro: bigint; minedNonce: bigint }> {
+    const blockTag = await this.provider.getBlockNumber();
+    const [balance, nonce] = await Promise.all([
+      this.provider.call({
+        to: this.usdcAddress,
+        data: usdc.encodeFunctionData('balanceOf', [this.address]),
+        blockTag,
+      }),
+      this.provider.getTransactionCount(this.address, blockTag),
+    ]);
+    return { balanceMicro: BigInt(balance), minedNonce: BigInt(nonce) };
+  }
+
   /** Simulates the transfer; throws (for example on insufficient USDC) without spending a nonce. */
   async estimateTransferGas(to: string, amountMicro: bigint): Promise<bigint> {
     return this.provider.estimateGas({

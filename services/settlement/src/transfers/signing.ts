@@ -47,9 +47,16 @@ export class TransferSigner {
       .orderBy('created_at')
       .limit(SIGN_BATCH)
       .execute();
+    // The whole batch is authorised before any is signed: authorising claims a payout's reservation, which the
+    // ledger cancels when no payout claims it in time (PAYOUT_UNCLAIMED_AFTER_MS), and signing each transfer
+    // (pre-flight, fees, broadcast) takes several chain calls that a slow or faulty node stretches.
+    const authorized: string[] = [];
     for (const { transfer_id } of due) {
       if (this.deps.isStopped()) return;
-      if (!(await this.authorize(transfer_id))) continue;
+      if (await this.authorize(transfer_id)) authorized.push(transfer_id);
+    }
+    for (const transfer_id of authorized) {
+      if (this.deps.isStopped()) return;
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(config, 'after_record');
@@ -158,6 +165,7 @@ export class TransferSigner {
 
       let gasEstimate: bigint;
       try {
+        await this.assertMinedFundsCover(trx, transfer);
         gasEstimate = await chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
       } catch (error) {
         failed = await this.recordPreflightFailure(trx, transfer, error);
@@ -237,6 +245,30 @@ export class TransferSigner {
       .execute();
     this.deps.ctx.logger.warn({ transferId, attempts, reason }, 'transfer pre-flight failed; will retry');
     return undefined;
+  }
+
+  /**
+   * The pre-flight's balance check (under the lock): escrow's USDC already mined, less every transfer of its own
+   * recorded and not yet mined (nonce at or above the mined count), must cover this one. eth_estimateGas alone is
+   * not enough: a node may simulate on its pending block, counting money still on its way into escrow (a sweep,
+   * a buyer's transfer) that the block can then order after this transfer, which reverts; and a recorded
+   * transaction not yet in the pool (its broadcast failed) is in no simulation at all.
+   */
+  private async assertMinedFundsCover(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<void> {
+    const { balanceMicro, minedNonce } = await this.deps.chain.minedState();
+    const unmined = await trx
+      .selectFrom('outgoing_transfers')
+      .select((eb) => eb.fn.coalesce(eb.fn.sum<string>('amount_micro'), eb.lit(0)).as('amount'))
+      .where('chain_id', '=', transfer.chain_id)
+      .where('from_address', '=', transfer.from_address)
+      .where('nonce', '>=', minedNonce)
+      .executeTakeFirstOrThrow();
+    const available = balanceMicro - BigInt(unmined.amount);
+    if (available < transfer.amount_micro) {
+      throw new Error(
+        `escrow holds ${formatUsdc(balanceMicro)} USDC mined, ${formatUsdc(BigInt(unmined.amount))} of it owed to its transactions not yet mined; ${formatUsdc(transfer.amount_micro)} needed`,
+      );
+    }
   }
 
   /** The next nonce of the escrow key (under the lock): past every recorded one, and not below the chain's. */

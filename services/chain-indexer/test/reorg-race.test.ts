@@ -1,0 +1,137 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { usdcAbi } from '@paygate/chain';
+import type { RunningService } from '@paygate/runtime';
+import {
+  type AnvilInstance,
+  countStreamMessages,
+  createTestEnvironment,
+  deployTestUsdc,
+  fundTestWallets,
+  mine,
+  openSchema,
+  reorg,
+  startAnvil,
+  type TestEnvironment,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, Wallet } from 'ethers';
+import type { Kysely } from 'kysely';
+import { loadConfig, startChainIndexer } from '../src';
+import { indexerCaughtUp } from './caught-up';
+
+const USDC = 1_000_000n;
+
+/**
+ * A pass-through JSON-RPC endpoint in front of anvil that, once armed, runs one `anvil_reorg` on anvil right
+ * before it forwards the next `eth_getLogs`: the reorg then lands inside an indexer pass, after its reorg check
+ * compared the stored hashes with the chain and before the scan reads the new block's hash.
+ */
+async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void>) {
+  let armed = false;
+  let fired = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const calls = [JSON.parse(body)].flat() as Array<{ method: string }>;
+      if (armed && calls.some((call) => call.method === 'eth_getLogs')) {
+        armed = false;
+        await onTrigger();
+        fired++;
+      }
+      const upstream = await fetch(upstreamUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      res.writeHead(upstream.status, { 'content-type': 'application/json' });
+      res.end(await upstream.text());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    arm: () => {
+      armed = true;
+    },
+    fired: () => fired,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('chain-indexer: a reorg between the reorg check and the scan of the next block', () => {
+  let env: TestEnvironment;
+  let anvil: AnvilInstance;
+  let usdcAddress: string;
+  let trap: Awaited<ReturnType<typeof startReorgTrap>>;
+  let indexer: RunningService | undefined;
+  let db: Kysely<any>;
+
+  const caughtUp = () => indexerCaughtUp(indexer!, db, anvil.provider);
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('indexer-race');
+    anvil = await startAnvil();
+    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
+    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100n * USDC });
+    // Depth 2 replaces the transfer's block and the one the indexer is scanning, with empty blocks.
+    trap = await startReorgTrap(anvil.rpcUrl, () => reorg(anvil.provider, 2));
+    indexer = await startChainIndexer(
+      loadConfig(
+        env.envFor('chain-indexer', {
+          CHAIN_RPC_URL: trap.url,
+          USDC_ADDRESS: usdcAddress,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          CONFIRMATIONS: '3',
+          POLL_INTERVAL_MS: '50',
+          LEADER_RETRY_MS: '200',
+        }),
+      ),
+    );
+    db = openSchema(env.schemaFor('chain-indexer'));
+  });
+
+  afterAll(async () => {
+    await indexer?.stop();
+    await db?.destroy();
+    await trap?.close();
+    await anvil?.stop();
+    await env?.cleanup();
+  });
+
+  it('never publishes transfer.observed for a transfer whose block was replaced, or reverses it', async () => {
+    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
+    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
+      testWallets.escrow.address,
+      7n * USDC,
+    );
+    await tx.wait(1, 10_000);
+    const txHash = tx.hash as string;
+    // The indexer holds the transfer as pending (one confirmation of three) and its block's hash.
+    await caughtUp();
+    const pending = await db.selectFrom('transfers').selectAll().where('tx_hash', '=', txHash).execute();
+    expect(pending.map((row) => row.status)).toEqual(['pending']);
+
+    trap.arm();
+    await mine(anvil.provider, 1);
+    await waitFor(async () => trap.fired() === 1, { message: 'the scan of the next block never ran' });
+    expect(await anvil.provider.getTransactionReceipt(txHash)).toBeNull();
+    // Past the confirmations the transfer would have had in its old block.
+    await mine(anvil.provider, 4);
+    await caughtUp();
+
+    const bus = await env.bus();
+    const ofTx = (events: Array<{ data: unknown }>) =>
+      events.filter((e) => (e.data as { txHash: string }).txHash === txHash);
+    const observed = ofTx(await countStreamMessages(bus, 'transfer.observed'));
+    const reorged = ofTx(await countStreamMessages(bus, 'transfer.reorged'));
+    // Before the fix: the block scanned after the reorg matched the chain, so the check never looked below it;
+    // the transfer of the replaced block stayed pending and was published (observed 1, reorged 0).
+    expect(observed.length).toBe(reorged.length);
+    const rows = await db.selectFrom('transfers').selectAll().where('tx_hash', '=', txHash).execute();
+    expect(rows.filter((row) => row.status === 'pending' || row.status === 'published')).toEqual([]);
+  });
+});
