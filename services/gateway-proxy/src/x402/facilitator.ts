@@ -1,7 +1,7 @@
 import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
-import type { Response } from 'express';
+import type { RequestHandler, Response } from 'express';
 import type { Purchase } from '../payments/service';
 import type { GatewayState } from '../state';
 import { settleAwaitingCopies } from './copies';
@@ -29,6 +29,12 @@ function serverTiming(started: number, phases: Record<string, number> = {}): str
   return parts.join(', ');
 }
 
+/** Every facilitator route: the seller's `sk_` key, then its calls per minute. */
+interface SellerGuard {
+  auth: { scheme: string; middleware: RequestHandler };
+  before: RequestHandler[];
+}
+
 /**
  * Paygate as an x402 facilitator for sellers running their own x402 server (for example `@x402/express` with
  * `HTTPFacilitatorClient`): verify and settle in the standard's shapes, authenticated by the seller's `sk_` key,
@@ -37,129 +43,147 @@ function serverTiming(started: number, phases: Record<string, number> = {}): str
  */
 export function x402Routes(state: GatewayState): AnyRoute[] {
   const auth = new SellerAuth(state.ctx.bus);
-  const sellerKey = { scheme: 'apiKey', middleware: auth.middleware() };
-  const { config } = state;
-  // Counted per seller key (after authentication): verify and settle are what an x402 server calls per sale.
-  const perSeller = [
-    rateLimitMiddleware(
-      state.facilitatorLimiter,
-      (req) => `facilitator:${req.seller!.sellerId}`,
-      'facilitator calls per minute per seller key',
-    ),
-  ];
-
+  const guard: SellerGuard = {
+    auth: { scheme: 'apiKey', middleware: auth.middleware() },
+    // Counted per seller key (after authentication): verify and settle are what an x402 server calls per sale.
+    before: [
+      rateLimitMiddleware(
+        state.facilitatorLimiter,
+        (req) => `facilitator:${req.seller!.sellerId}`,
+        'facilitator calls per minute per seller key',
+      ),
+    ],
+  };
   return [
-    defineRoute({
-      method: 'get',
-      path: `${X402_PREFIX}/supported`,
-      summary: 'What this facilitator settles (x402 SupportedResponse)',
-      auth: sellerKey,
-      before: perSeller,
-      errors: { '429': RATE_LIMITED },
-      responses: {
-        '200': Type.Object({
-          kinds: Type.Array(Type.Unknown()),
-          extensions: Type.Array(Type.String()),
-          signers: Type.Unknown(),
-        }),
-      },
-      handler: async (_req, res) => {
-        const started = performance.now();
-        const status = await state.x402.relayer.currentStatus();
-        const v1 = v1NetworkOf(config.chainId);
-        res.setHeader('Server-Timing', serverTiming(started));
-        res.json({
-          kinds: [
-            { x402Version: 2, scheme: 'exact', network: caip2(config.chainId) },
-            ...(v1 ? [{ x402Version: 1, scheme: 'exact', network: v1 }] : []),
-          ],
-          extensions: ['bazaar'],
-          signers: { 'eip155:*': status.address ? [status.address] : [] },
-        });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: `${X402_PREFIX}/verify`,
-      summary: 'Verify an x402 payment into escrow without settling it (x402 VerifyRequest → VerifyResponse)',
-      auth: sellerKey,
-      body: FacilitatorRequest,
-      before: perSeller,
-      responses: { '200': VerifyResponse },
-      errors: { '429': RATE_LIMITED },
-      handler: async (req, res) => {
-        const started = performance.now();
-        const checked = checkFacilitatorRequest(config, req.body);
-        if (!checked.ok) {
-          res.setHeader('Server-Timing', serverTiming(started));
-          res.json({
-            isValid: false,
-            invalidReason: checked.reason,
-            invalidMessage: checked.message,
-            payer: checked.payer,
-          });
-          return;
-        }
-        const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
-          checkBalance: true,
-          refuseUsed: true,
-          maxTimeoutSeconds: checked.maxTimeoutSeconds,
-        });
-        const payer = checked.payment.authorization.from;
-        res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
-        if (refusal) {
-          if (refusal.status === 503) res.status(503);
-          res.json({ isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer });
-          return;
-        }
-        res.json({ isValid: true, payer });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: `${X402_PREFIX}/settle`,
-      summary:
-        "Settle an x402 payment into escrow, credited to the key's seller (x402 SettleRequest → SettleResponse)",
-      auth: sellerKey,
-      body: FacilitatorRequest,
-      before: perSeller,
-      responses: { '200': SettleResponse },
-      errors: {
-        '429':
-          'rate_limited (more than X402_FACILITATOR_PER_MINUTE calls this minute) or relayer_daily_limit (the payer or the seller used its relayed payments of the UTC day; the body is also a SettleResponse): Retry-After says when',
-      },
-      handler: async (req, res) => {
-        const started = performance.now();
-        const network =
-          req.body.x402Version === 2
-            ? caip2(config.chainId)
-            : (v1NetworkOf(config.chainId) ?? caip2(config.chainId));
-        const checked = checkFacilitatorRequest(config, req.body);
-        if (!checked.ok) {
-          res.setHeader('Server-Timing', serverTiming(started));
-          res.json({
-            success: false,
-            errorReason: checked.reason,
-            errorMessage: checked.message,
-            payer: checked.payer,
-            transaction: '',
-            network,
-          });
-          return;
-        }
-        const outcome = await settleAwaitingCopies(
-          state,
-          checked.payment,
-          facilitatorPurchase(checked, req.seller!.sellerId),
-          req.body.x402Version,
-          { maxTimeoutSeconds: checked.maxTimeoutSeconds, share: true },
-        );
-        res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
-        sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
-      },
-    }),
+    supportedRoute(state, guard),
+    verifyRoute(state, guard),
+    settleRoute(state, guard),
     discoveryRoute(state, X402_PREFIX),
   ];
+}
+
+/** What this facilitator settles: exact on this chain (v1 too on Base), and the relayer as signer. */
+function supportedRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
+  const { config } = state;
+  return defineRoute({
+    method: 'get',
+    path: `${X402_PREFIX}/supported`,
+    summary: 'What this facilitator settles (x402 SupportedResponse)',
+    auth: guard.auth,
+    before: guard.before,
+    errors: { '429': RATE_LIMITED },
+    responses: {
+      '200': Type.Object({
+        kinds: Type.Array(Type.Unknown()),
+        extensions: Type.Array(Type.String()),
+        signers: Type.Unknown(),
+      }),
+    },
+    handler: async (_req, res) => {
+      const started = performance.now();
+      const status = await state.x402.relayer.currentStatus();
+      const v1 = v1NetworkOf(config.chainId);
+      res.setHeader('Server-Timing', serverTiming(started));
+      res.json({
+        kinds: [
+          { x402Version: 2, scheme: 'exact', network: caip2(config.chainId) },
+          ...(v1 ? [{ x402Version: 1, scheme: 'exact', network: v1 }] : []),
+        ],
+        extensions: ['bazaar'],
+        signers: { 'eip155:*': status.address ? [status.address] : [] },
+      });
+    },
+  });
+}
+
+/** Every check short of submitting, including that the authorization was never used. */
+function verifyRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
+  const { config } = state;
+  return defineRoute({
+    method: 'post',
+    path: `${X402_PREFIX}/verify`,
+    summary: 'Verify an x402 payment into escrow without settling it (x402 VerifyRequest → VerifyResponse)',
+    auth: guard.auth,
+    body: FacilitatorRequest,
+    before: guard.before,
+    responses: { '200': VerifyResponse },
+    errors: { '429': RATE_LIMITED },
+    handler: async (req, res) => {
+      const started = performance.now();
+      const checked = checkFacilitatorRequest(config, req.body);
+      if (!checked.ok) {
+        res.setHeader('Server-Timing', serverTiming(started));
+        res.json({
+          isValid: false,
+          invalidReason: checked.reason,
+          invalidMessage: checked.message,
+          payer: checked.payer,
+        });
+        return;
+      }
+      const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
+        checkBalance: true,
+        refuseUsed: true,
+        maxTimeoutSeconds: checked.maxTimeoutSeconds,
+      });
+      const payer = checked.payment.authorization.from;
+      res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
+      if (refusal) {
+        if (refusal.status === 503) res.status(503);
+        res.json({ isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer });
+        return;
+      }
+      res.json({ isValid: true, payer });
+    },
+  });
+}
+
+/** Settles into escrow; copies of one payment share its one settlement. */
+function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
+  const { config } = state;
+  return defineRoute({
+    method: 'post',
+    path: `${X402_PREFIX}/settle`,
+    summary:
+      "Settle an x402 payment into escrow, credited to the key's seller (x402 SettleRequest → SettleResponse)",
+    auth: guard.auth,
+    body: FacilitatorRequest,
+    before: guard.before,
+    responses: { '200': SettleResponse },
+    errors: {
+      '429':
+        'rate_limited (more than X402_FACILITATOR_PER_MINUTE calls this minute) or relayer_daily_limit (the payer or the seller used its relayed payments of the UTC day; the body is also a SettleResponse): Retry-After says when',
+    },
+    handler: async (req, res) => {
+      const started = performance.now();
+      const network =
+        req.body.x402Version === 2
+          ? caip2(config.chainId)
+          : (v1NetworkOf(config.chainId) ?? caip2(config.chainId));
+      const checked = checkFacilitatorRequest(config, req.body);
+      if (!checked.ok) {
+        res.setHeader('Server-Timing', serverTiming(started));
+        res.json({
+          success: false,
+          errorReason: checked.reason,
+          errorMessage: checked.message,
+          payer: checked.payer,
+          transaction: '',
+          network,
+        });
+        return;
+      }
+      const outcome = await settleAwaitingCopies(
+        state,
+        checked.payment,
+        facilitatorPurchase(checked, req.seller!.sellerId),
+        req.body.x402Version,
+        { maxTimeoutSeconds: checked.maxTimeoutSeconds, share: true },
+      );
+      res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
+      sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
+    },
+  });
 }
 
 /** What a facilitator payment buys: one call of the seller's resource, credited to the key's seller. */
