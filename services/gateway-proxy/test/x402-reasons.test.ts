@@ -6,6 +6,7 @@
  *   npx jest --ci services/gateway-proxy/test/x402-reasons.test.ts
  */
 import { readFileSync } from 'node:fs';
+import { usdcAbi } from '@paygate/chain';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
@@ -144,9 +145,7 @@ describe('x402: every named exact EVM check answers its upstream reason code', (
     const sig = Signature.from(signature);
     const token = new Contract(
       h.usdcAddress,
-      [
-        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
-      ],
+      usdcAbi,
       new Wallet(testWallets.stranger.privateKey, h.anvil.provider),
     );
     const tx = await token.getFunction('transferWithAuthorization')(
