@@ -168,4 +168,41 @@ describe('x402 v1 on a local chain with Base Sepolia chain id', () => {
       transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
     });
   });
+
+  it("a v1 payment of another amount is refused with @x402/evm's v1 code for it, on the paid route and the facilitator", async () => {
+    const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+    const nonceBefore = await relayerNonce();
+    // The skill costs 0.02 USDC; the buyer signs 0.03.
+    const paymentRequirements = {
+      scheme: 'exact' as const,
+      network: 'base-sepolia' as const,
+      maxAmountRequired: '30000',
+      resource: `${h.gateway.url}/api/v1/skills/v1atlas/forecast/oslo`,
+      description: 'Forecast for a city',
+      mimeType: 'application/json',
+      payTo: testWallets.escrow.address as `0x${string}`,
+      maxTimeoutSeconds: 60,
+      asset: h.usdcAddress as `0x${string}`,
+      extra: { name: 'USD Coin', version: '2' },
+    };
+    const header = await createPaymentHeader(wallet() as never, 1, paymentRequirements);
+    const paid = await fetch(paymentRequirements.resource, { headers: { 'X-PAYMENT': header } });
+    expect(paid.status).toBe(402);
+    expect((await paid.json()).reason).toBe('invalid_exact_evm_authorization_value');
+    // The facilitator, with requirements asking 0.02 for the same 0.03 authorization.
+    const verify = await fetch(`${h.gateway.url}/api/v1/x402/verify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        x402Version: 1,
+        paymentPayload: decode(header),
+        paymentRequirements: { ...paymentRequirements, maxAmountRequired: '20000' },
+      }),
+    });
+    expect(await verify.json()).toMatchObject({
+      isValid: false,
+      invalidReason: 'invalid_exact_evm_authorization_value',
+    });
+    expect(await relayerNonce()).toBe(nonceBefore);
+  });
 });

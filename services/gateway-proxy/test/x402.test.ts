@@ -303,6 +303,8 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       const waiting = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
       expect(waiting.status).toBe(503);
       expect(waiting.headers.get('retry-after')).toBe('2');
+      // @x402/evm's code for a transaction broadcast but not yet included.
+      expect((await waiting.json()).reason).toBe('settlement_pending');
       await mine(h.anvil.provider, 1);
     } finally {
       await setAutomine(h.anvil.provider, true);

@@ -1,0 +1,198 @@
+import type { TransferAuthorization } from '@paygate/contracts';
+import type { Kysely } from 'kysely';
+import type { PaymentClaim, Purchase } from '../payments/service';
+import type { DecodedX402Payment } from './protocol';
+
+/** One authorization, whoever presents it: `(chain, token, payer, nonce)`. */
+export interface AuthorizationKey {
+  chain_id: number;
+  token: string;
+  payer: string;
+  auth_nonce: string;
+}
+
+export interface AuthorizationRow extends AuthorizationKey {
+  signature: string;
+  resource: string;
+  seller_id: string;
+  state: 'submitting' | 'settled' | 'refused';
+  reason: string | null;
+  tx_hash: string | null;
+  claim_id: string | null;
+  purchase: Purchase & { priceMicro: string };
+  to_address: string;
+  value_micro: bigint;
+  valid_after: bigint;
+  valid_before: bigint;
+}
+
+/** What the row says once the transfer the relayer got included was claimed (or was not: another channel's). */
+export interface SettlementRecord {
+  claimId: string | null;
+  txHash: string;
+  logIndex: number | null;
+}
+
+/**
+ * Postgres's record of x402 authorizations (`x402_authorizations`): one row per authorization, claimed for one
+ * purchase before anything is submitted, so every replica and every copy of a payment sees the same one.
+ */
+export class X402Authorizations {
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly chain: { chainId: number; usdcAddress: string },
+    private readonly now: () => Date,
+  ) {}
+
+  keyOf(authorization: Pick<TransferAuthorization, 'from' | 'nonce'>): AuthorizationKey {
+    return {
+      chain_id: this.chain.chainId,
+      token: this.chain.usdcAddress.toLowerCase(),
+      payer: authorization.from.toLowerCase(),
+      auth_nonce: authorization.nonce.toLowerCase(),
+    };
+  }
+
+  /** Claims the authorization for the purchase (`submitting`); false when it was presented before. */
+  async claim(payment: DecodedX402Payment, purchase: Purchase, version: 1 | 2): Promise<boolean> {
+    const a = payment.authorization;
+    const now = this.now();
+    const inserted = await this.db
+      .insertInto('x402_authorizations')
+      .values({
+        ...this.keyOf(a),
+        signature: payment.signature.toLowerCase(),
+        to_address: a.to.toLowerCase(),
+        value_micro: BigInt(a.value),
+        valid_after: BigInt(a.validAfter),
+        valid_before: BigInt(a.validBefore),
+        resource: purchase.resource,
+        seller_id: purchase.sellerId,
+        purchase: JSON.stringify({ ...purchase, priceMicro: purchase.priceMicro.toString() }),
+        x402_version: version,
+        state: 'submitting',
+        created_at: now,
+        updated_at: now,
+      })
+      .onConflict((oc: any) => oc.columns(['chain_id', 'token', 'payer', 'auth_nonce']).doNothing())
+      .returning(['auth_nonce'])
+      .executeTakeFirst();
+    return inserted !== undefined;
+  }
+
+  find(key: AuthorizationKey): Promise<AuthorizationRow | undefined> {
+    return this.db
+      .selectFrom('x402_authorizations')
+      .selectAll()
+      .where((eb: any) => eb.and(key))
+      .executeTakeFirst() as Promise<AuthorizationRow | undefined>;
+  }
+
+  /** Presented here before, in any state. */
+  async presented(key: AuthorizationKey): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('x402_authorizations')
+      .select('auth_nonce')
+      .where((eb: any) => eb.and(key))
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Nothing was submitted: the same authorization may be presented again. */
+  async forget(key: AuthorizationKey): Promise<void> {
+    await this.db
+      .deleteFrom('x402_authorizations')
+      .where((eb: any) => eb.and(key))
+      .execute();
+  }
+
+  async markRefused(key: AuthorizationKey, reason: string): Promise<void> {
+    await this.db
+      .updateTable('x402_authorizations')
+      .set({ state: 'refused', reason, updated_at: this.now() })
+      .where((eb: any) => eb.and(key))
+      .where('state', '=', 'submitting')
+      .execute();
+  }
+
+  /** Records the included transfer on a row still `submitting`; false when someone else finished it first. */
+  async recordSettlement(key: AuthorizationKey, record: SettlementRecord): Promise<boolean> {
+    const updated = await this.db
+      .updateTable('x402_authorizations')
+      .set({
+        state: record.claimId ? 'settled' : 'refused',
+        reason: record.claimId ? null : 'transfer_already_claimed',
+        tx_hash: record.txHash,
+        log_index: record.logIndex,
+        claim_id: record.claimId,
+        updated_at: this.now(),
+      })
+      .where((eb: any) => eb.and(key))
+      .where('state', '=', 'submitting')
+      .returning(['state'])
+      .executeTakeFirst();
+    return updated !== undefined;
+  }
+
+  /** The claim a `settled` row credited for this transaction, if it is that one. */
+  async settledClaim(key: AuthorizationKey, txHash: string): Promise<PaymentClaim | undefined> {
+    const settled = (await this.db
+      .selectFrom('x402_authorizations')
+      .select(['claim_id', 'tx_hash'])
+      .where((eb: any) => eb.and(key))
+      .where('state', '=', 'settled')
+      .executeTakeFirst()) as { claim_id: string | null; tx_hash: string | null } | undefined;
+    if (!settled?.claim_id || settled.tx_hash !== txHash) return undefined;
+    return this.claimById(settled.claim_id);
+  }
+
+  claimById(id: string): Promise<PaymentClaim | undefined> {
+    return this.db
+      .selectFrom('payment_claims')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst() as Promise<PaymentClaim | undefined>;
+  }
+
+  /** Rows still `submitting` since before `stale`: their caller gave up or the process died. */
+  stale(stale: Date, limit: number): Promise<AuthorizationRow[]> {
+    return this.db
+      .selectFrom('x402_authorizations')
+      .selectAll()
+      .where('state', '=', 'submitting')
+      .where('updated_at', '<', stale)
+      .orderBy('updated_at')
+      .limit(limit)
+      .execute() as Promise<AuthorizationRow[]>;
+  }
+
+  async countAttempt(key: AuthorizationKey): Promise<void> {
+    await this.db
+      .updateTable('x402_authorizations')
+      .set((eb: any) => ({ attempts: eb('attempts', '+', 1), updated_at: this.now() }))
+      .where((eb: any) => eb.and(key))
+      .execute();
+  }
+}
+
+export const keyOfRow = (row: AuthorizationRow): AuthorizationKey => ({
+  chain_id: row.chain_id,
+  token: row.token,
+  payer: row.payer,
+  auth_nonce: row.auth_nonce,
+});
+
+/** The authorization exactly as signed, from what was stored. */
+export function authorizationOfRow(row: AuthorizationRow): TransferAuthorization {
+  return {
+    from: row.payer,
+    to: row.to_address,
+    value: row.value_micro.toString(),
+    validAfter: row.valid_after.toString(),
+    validBefore: row.valid_before.toString(),
+    nonce: row.auth_nonce,
+  };
+}
+
+export const purchaseOfRow = (row: AuthorizationRow): Purchase =>
+  ({ ...row.purchase, priceMicro: BigInt(row.purchase.priceMicro) }) as Purchase;

@@ -1,0 +1,121 @@
+import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import { parseUsdc } from '@paygate/money';
+import { Type } from '@sinclair/typebox';
+import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
+import type { GatewayState } from '../state';
+import { bazaarExtension } from './bazaar';
+import { caip2, requirementsV2 } from './protocol';
+
+/** The public x402 Bazaar discovery list of every active Paygate skill endpoint (no key: rate-limited per address). */
+export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {
+  const { config } = state;
+  const perClient = [
+    rateLimitMiddleware(
+      state.discoveryLimiter,
+      (req) => `discovery:${req.ip}`,
+      'discovery requests per minute per client address',
+    ),
+  ];
+  return defineRoute({
+    method: 'get',
+    path: `${prefix}/discovery/resources`,
+    summary: 'Every active Paygate skill endpoint, in the x402 Bazaar discovery shape',
+    query: Type.Object({
+      type: Type.Optional(Type.String({ maxLength: 16 })),
+      network: Type.Optional(Type.String({ maxLength: 64, description: 'CAIP-2 network, e.g. eip155:8453' })),
+      payTo: Type.Optional(Type.String({ maxLength: 128 })),
+      scheme: Type.Optional(Type.String({ maxLength: 32 })),
+      extensions: Type.Optional(
+        Type.String({
+          maxLength: 256,
+          description: 'extension keys (comma-separated) every item must carry',
+        }),
+      ),
+      limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+      offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
+    }),
+    before: perClient,
+    errors: {
+      '429': 'rate_limited: more than DISCOVERY_PER_MINUTE requests this minute from this address',
+    },
+    responses: {
+      '200': Type.Object({
+        x402Version: Type.Literal(2),
+        items: Type.Array(Type.Unknown()),
+        pagination: Type.Unknown(),
+      }),
+    },
+    handler: async (req, res) => {
+      const limit = req.query.limit ?? 20;
+      const offset = req.query.offset ?? 0;
+      const { type, network, payTo, scheme, extensions } = req.query;
+      const wanted = (extensions ?? '')
+        .split(',')
+        .map((key) => key.trim())
+        .filter(Boolean);
+      // Every item is http, exact, on this network, paid into escrow, with the bazaar extension.
+      const matches =
+        (!type || type === 'http') &&
+        (!scheme || scheme === 'exact') &&
+        (!network || network === caip2(config.chainId)) &&
+        (!payTo || payTo.toLowerCase() === config.escrowAddress.toLowerCase()) &&
+        wanted.every((key) => key === 'bazaar');
+      const items = matches ? await discoveryItems(state) : [];
+      res.setHeader('Access-Control-Allow-Origin', '*');
+      res.json({
+        x402Version: 2,
+        items: items.slice(offset, offset + limit),
+        pagination: { limit, offset, total: items.length },
+      });
+    },
+  });
+}
+
+const MAX_DISCOVERY_SKILLS = 5000;
+
+/** One discovery item per active endpoint of every active skill (from the gateway's skill projection). */
+async function discoveryItems(state: GatewayState) {
+  const rows = (await state.ctx.db
+    .selectFrom('skills')
+    .select(['snapshot', 'updated_at'])
+    .orderBy('name')
+    .limit(MAX_DISCOVERY_SKILLS)
+    .execute()) as Array<{ snapshot: SkillSnapshot; updated_at: Date }>;
+  const eip712 = await state.x402.tokenDomain();
+  const items = [];
+  for (const { snapshot: skill, updated_at } of rows) {
+    if (skill.status !== 'ACTIVE') continue;
+    for (const endpoint of skill.endpoints) {
+      if (!endpoint.active) continue;
+      const priceMicro = parseUsdc(endpoint.price);
+      // Not payable with x402 (below the relayer's minimum): paid with X-402-Payment only, so not listed.
+      if (priceMicro < state.config.x402MinAmountMicro) continue;
+      const url = `${state.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
+      const description = `${skill.displayName}: ${endpoint.description || skill.description}`;
+      items.push({
+        resource: url,
+        type: 'http',
+        x402Version: 2,
+        accepts: [
+          requirementsV2({
+            chainId: state.config.chainId,
+            asset: state.config.usdcAddress,
+            payTo: state.config.escrowAddress,
+            amountMicro: priceMicro,
+            maxTimeoutSeconds: state.config.x402MaxTimeoutSeconds,
+            eip712,
+            resource: { url, description, mimeType: 'application/json' },
+          }),
+        ],
+        lastUpdated: updated_at.toISOString(),
+        description,
+        mimeType: 'application/json',
+        serviceName: skill.displayName,
+        tags: skill.categories.slice(0, 10),
+        metadata: { method: endpoint.method, type: paymentKindOf(skill.type), skill: skill.name },
+        extensions: bazaarExtension(endpoint, skill.name, url, false),
+      });
+    }
+  }
+  return items;
+}

@@ -1,0 +1,61 @@
+/**
+ * Every reason code Paygate answers on its x402 paths (the paid skill URLs' x402 payments, and the facilitator's
+ * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's again.
+ *
+ * Upstream's codes are `@x402/evm`'s own invalidReason / errorReason strings (its exact facilitator's
+ * `errors.ts`, which the package bundles without exporting); x402-reasons.test.ts reads the installed package
+ * and fails if one of these is not there word for word. Where `@x402/evm` has no code the x402 specification's
+ * standard list (v2 §9) is used. Paygate-only codes are kept only for what upstream does not check.
+ */
+export const UPSTREAM_REASONS = {
+  // @x402/evm, exact facilitator (EIP-3009)
+  scheme: 'invalid_exact_evm_scheme',
+  networkMismatch: 'invalid_exact_evm_network_mismatch',
+  recipientMismatch: 'invalid_exact_evm_recipient_mismatch',
+  signature: 'invalid_exact_evm_signature',
+  validBefore: 'invalid_exact_evm_payload_authorization_valid_before',
+  validAfter: 'invalid_exact_evm_payload_authorization_valid_after',
+  /** v2: the value is not the requirements' amount (v1's facilitator answers `authorizationValue` instead). */
+  valueMismatch: 'invalid_exact_evm_payload_authorization_value_mismatch',
+  /** v1's value mismatch; Paygate also answers it for a value below its relaying minimum. */
+  authorizationValue: 'invalid_exact_evm_authorization_value',
+  insufficientBalance: 'invalid_exact_evm_insufficient_balance',
+  nonceAlreadyUsed: 'invalid_exact_evm_nonce_already_used',
+  simulationFailed: 'invalid_exact_evm_transaction_simulation_failed',
+  transactionFailed: 'invalid_exact_evm_transaction_failed',
+  /** Broadcast, but not included while the caller waited: present the same payment again. */
+  settlementPending: 'settlement_pending',
+  // the x402 specification's standard codes (v2 §9), which @x402/evm leaves to the transport
+  payload: 'invalid_payload',
+  paymentRequirements: 'invalid_payment_requirements',
+} as const;
+
+/**
+ * Paygate's own codes, each for a check upstream lacks:
+ * - `assetMismatch`: the facilitator settles only Paygate's USDC; `@x402/evm` verifies against whatever asset the
+ *   requirements name, so it has no such refusal.
+ * - `unavailable` (503): the chain RPC or the relayer did not answer, or the authorization is being settled by
+ *   another request; nothing was refused, the same payment may be presented again.
+ * - `relayerDailyLimit` (429): Paygate's per-payer and per-seller budgets of relayed payments per UTC day.
+ */
+export const PAYGATE_REASONS = {
+  assetMismatch: 'invalid_exact_evm_asset_mismatch',
+  unavailable: 'x402_unavailable',
+  relayerDailyLimit: 'relayer_daily_limit',
+} as const;
+
+export type UpstreamReason = (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS];
+export type PaygateReason = (typeof PAYGATE_REASONS)[keyof typeof PAYGATE_REASONS];
+export type X402Reason = UpstreamReason | PaygateReason;
+
+const KNOWN = new Set<string>([...Object.values(UPSTREAM_REASONS), ...Object.values(PAYGATE_REASONS)]);
+
+/** Whether a stored string is one of today's codes (a refused authorization's row keeps the code it got). */
+export function isX402Reason(value: string | null | undefined): value is X402Reason {
+  return typeof value === 'string' && KNOWN.has(value);
+}
+
+export interface X402Refusal {
+  reason: X402Reason;
+  message: string;
+}

@@ -1,0 +1,289 @@
+import type { RelayerSubmitReply } from '@paygate/contracts';
+import type { ServiceContext } from '@paygate/runtime';
+import {
+  LedgerClaimRefused,
+  type PaymentClaim,
+  type PaymentService,
+  type Purchase,
+} from '../payments/service';
+import {
+  type AuthorizationKey,
+  type AuthorizationRow,
+  authorizationOfRow,
+  keyOfRow,
+  purchaseOfRow,
+  type X402Authorizations,
+} from './authorizations';
+import type { DecodedX402Payment } from './protocol';
+import { isX402Reason, PAYGATE_REASONS, UPSTREAM_REASONS, type X402Reason } from './reasons';
+import type { RelayerClient } from './relayer-client';
+
+export interface X402Timings {
+  /** Paygate's checks: the gateway's (authorization, signature, claim) and the relayer's before simulating. */
+  verificationMs: number;
+  simulationMs: number;
+  submissionMs: number;
+  inclusionMs: number;
+}
+
+export type X402Outcome =
+  | { ok: true; claim: PaymentClaim; txHash: string; payer: string; fresh: boolean; timings: X402Timings }
+  | {
+      ok: false;
+      status: 402 | 429 | 503;
+      reason: X402Reason;
+      message: string;
+      /** 429 only: when the day's budget starts afresh. */
+      retryAfterSeconds?: number;
+    };
+
+export type Refused = Extract<X402Outcome, { ok: false }>;
+export const refused = (status: 402 | 503, reason: X402Reason, message: string): Refused => ({
+  ok: false,
+  status,
+  reason,
+  message,
+});
+
+const NO_TIMINGS: X402Timings = { verificationMs: 0, simulationMs: 0, submissionMs: 0, inclusionMs: 0 };
+
+/** A payment settled before (by this request's copy, a replica or the recovery pass): its claim, not fresh. */
+export const settledBefore = (claim: PaymentClaim): X402Outcome => ({
+  ok: true,
+  claim,
+  txHash: claim.tx_hash,
+  payer: claim.payer,
+  fresh: false,
+  timings: NO_TIMINGS,
+});
+
+const { unavailable } = PAYGATE_REASONS;
+
+/** The relayer's refusals, as x402 reason codes; transient ones (nothing was sent) answer 503. */
+export const RELAYER_REASONS: Record<
+  Extract<RelayerSubmitReply, { ok: false }>['reason'],
+  [402 | 503, X402Reason]
+> = {
+  invalid_request: [402, UPSTREAM_REASONS.payload],
+  internal_error: [503, unavailable],
+  relayer_unavailable: [503, unavailable],
+  relayer_out_of_gas: [503, unavailable],
+  chain_unavailable: [503, unavailable],
+  insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
+  invalid_signature: [402, UPSTREAM_REASONS.signature],
+  authorization_expired: [402, UPSTREAM_REASONS.validBefore],
+  authorization_not_yet_valid: [402, UPSTREAM_REASONS.validAfter],
+  nonce_already_used: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+  authorization_conflict: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+  simulation_failed: [402, UPSTREAM_REASONS.simulationFailed],
+  transaction_failed: [402, UPSTREAM_REASONS.transactionFailed],
+};
+
+type Included = Extract<RelayerSubmitReply, { ok: true }>;
+
+/**
+ * Has claimed authorizations submitted by settlement's relayer and, once a transfer is included, claims it like
+ * any payment (payment_claims + payment.confirmed in one transaction); answers a replay under the reuse rules of
+ * the purchase it paid for; finishes, in the recovery pass, what a caller gave up on.
+ */
+export class X402Settlement {
+  constructor(
+    private readonly logger: ServiceContext['logger'],
+    private readonly payments: PaymentService,
+    private readonly relayer: RelayerClient,
+    private readonly authorizations: X402Authorizations,
+    private readonly settings: {
+      chainId: number;
+      usdcAddress: string;
+      inclusionWaitMs: number;
+      retryWindowSeconds: number;
+      now: () => Date;
+    },
+  ) {}
+
+  /** Submits a freshly claimed authorization and waits for its inclusion, then claims its transfer. */
+  async submit(
+    key: AuthorizationKey,
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+    verificationMs: number,
+  ): Promise<X402Outcome> {
+    const a = payment.authorization;
+    let reply: RelayerSubmitReply;
+    try {
+      reply = await this.relayer.submit({
+        chainId: this.settings.chainId,
+        token: this.settings.usdcAddress,
+        authorization: a,
+        signature: payment.signature,
+        waitForReceiptMs: this.settings.inclusionWaitMs,
+      });
+    } catch (error) {
+      this.logger.warn(
+        { err: error, payer: a.from },
+        'relayer did not answer; the recovery pass will finish',
+      );
+      return refused(503, unavailable, 'settlement did not answer in time; present the same payment again');
+    }
+    if (!reply.ok) return this.relayerRefused(key, reply);
+    if (reply.status !== 'confirmed') {
+      return refused(
+        503,
+        UPSTREAM_REASONS.settlementPending,
+        `transaction ${reply.txHash} is not included yet; present the same payment again shortly`,
+      );
+    }
+    let claim: PaymentClaim | undefined;
+    try {
+      claim = await this.claimTransfer(key, payment, purchase, reply, 'live');
+    } catch (error) {
+      if (!(error instanceof LedgerClaimRefused)) throw error;
+      // The ledger did not answer: the row stays `submitting`, the recovery pass claims it later.
+      return refused(503, unavailable, error.failure.message);
+    }
+    if (!claim) {
+      return refused(
+        402,
+        UPSTREAM_REASONS.nonceAlreadyUsed,
+        `transaction ${reply.txHash} already paid for something`,
+      );
+    }
+    const t = reply.timings;
+    return {
+      ok: true,
+      claim,
+      txHash: reply.txHash,
+      payer: a.from,
+      fresh: true,
+      timings: {
+        verificationMs: verificationMs + t.checksMs,
+        simulationMs: t.simulationMs,
+        submissionMs: t.submissionMs,
+        inclusionMs: t.inclusionMs,
+      },
+    };
+  }
+
+  private async relayerRefused(
+    key: AuthorizationKey,
+    reply: Extract<RelayerSubmitReply, { ok: false }>,
+  ): Promise<Refused> {
+    const [status, reason] = RELAYER_REASONS[reply.reason];
+    // Nothing was sent on a 503: the same authorization may be presented again.
+    if (status === 503) await this.authorizations.forget(key);
+    else await this.authorizations.markRefused(key, reason);
+    return refused(status, reason, reply.message);
+  }
+
+  /** The transfer the relayer got included, claimed like any payment; the authorization row records it. */
+  private async claimTransfer(
+    key: AuthorizationKey,
+    payment: Pick<DecodedX402Payment, 'authorization'>,
+    purchase: Purchase,
+    reply: Included,
+    mode: 'live' | 'recovered',
+  ): Promise<PaymentClaim | undefined> {
+    const claim = await this.insertClaim(payment, purchase, reply, mode);
+    const recorded = await this.authorizations.recordSettlement(key, {
+      claimId: claim?.id ?? null,
+      txHash: reply.txHash,
+      logIndex: reply.logIndex ?? null,
+    });
+    if (claim || recorded) return claim;
+    // The recovery pass (or a replica) settled this same authorization first: its claim is this payment's.
+    const existing = await this.authorizations.settledClaim(key, reply.txHash);
+    if (!existing || mode === 'recovered') return existing;
+    const reused = await this.payments.reuseClaim(existing, purchase);
+    return reused.ok ? reused.claim : undefined;
+  }
+
+  /** The ledger's claim of the transfer; undefined when another channel spent it first. */
+  private async insertClaim(
+    payment: Pick<DecodedX402Payment, 'authorization'>,
+    purchase: Purchase,
+    reply: Included,
+    mode: 'live' | 'recovered',
+  ): Promise<PaymentClaim | undefined> {
+    const now = this.settings.now();
+    try {
+      return await this.payments.insertClaim(
+        {
+          txHash: reply.txHash,
+          logIndex: reply.logIndex!,
+          payer: payment.authorization.from,
+          token: this.settings.usdcAddress,
+          amountMicro: BigInt(payment.authorization.value),
+        },
+        purchase,
+        // A payment settled after its caller gave up stays usable for a retry of the same resource.
+        mode === 'recovered'
+          ? {
+              state: 'retryable',
+              retryUntil: new Date(now.getTime() + this.settings.retryWindowSeconds * 1000),
+            }
+          : {},
+      );
+    } catch (error) {
+      // Another channel (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
+      if (!(error instanceof LedgerClaimRefused) || error.failure.reason === 'claim_unavailable') throw error;
+      return undefined;
+    }
+  }
+
+  /** The same authorization again: a replay is served only under the reuse rules of the purchase it paid for. */
+  async presentedBefore(
+    key: AuthorizationKey,
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+  ): Promise<X402Outcome> {
+    const row = await this.authorizations.find(key);
+    const used = refused(
+      402,
+      UPSTREAM_REASONS.nonceAlreadyUsed,
+      'this authorization has already paid for something; sign a new one',
+    );
+    if (!row || row.signature !== payment.signature.toLowerCase()) return used;
+    if (row.state === 'refused') {
+      // A row refused as `transfer_already_claimed` (or under an older code) answers as its live refusal did.
+      const reason = isX402Reason(row.reason) ? row.reason : UPSTREAM_REASONS.nonceAlreadyUsed;
+      return refused(402, reason, 'this authorization was refused before');
+    }
+    if (row.state === 'submitting' || !row.claim_id) {
+      return refused(503, unavailable, 'this authorization is being settled; present it again shortly');
+    }
+    const claim = await this.authorizations.claimById(row.claim_id);
+    if (!claim) return used;
+    const reused = await this.payments.reuseClaim(claim, purchase);
+    return reused.ok ? settledBefore(reused.claim) : used;
+  }
+
+  /**
+   * Finishes one authorization whose caller gave up: credited once included, refused for good on the relayer's
+   * 402s, tried again next pass otherwise. False when the relayer did not answer (stop this pass).
+   */
+  async recover(row: AuthorizationRow): Promise<boolean> {
+    const key = keyOfRow(row);
+    const authorization = authorizationOfRow(row);
+    let reply: RelayerSubmitReply;
+    try {
+      reply = await this.relayer.submit({
+        chainId: row.chain_id,
+        token: this.settings.usdcAddress,
+        authorization,
+        signature: row.signature,
+        waitForReceiptMs: 0,
+      });
+    } catch {
+      return false;
+    }
+    if (reply.ok && reply.status === 'confirmed') {
+      await this.claimTransfer(key, { authorization }, purchaseOfRow(row), reply, 'recovered');
+      this.logger.info({ payer: row.payer, txHash: reply.txHash }, 'x402 payment recovered and credited');
+    } else if (!reply.ok && RELAYER_REASONS[reply.reason][0] === 402) {
+      await this.authorizations.markRefused(key, RELAYER_REASONS[reply.reason][1]);
+    } else {
+      await this.authorizations.countAttempt(key);
+    }
+    return true;
+  }
+}
