@@ -12,6 +12,7 @@ import { signTransferAuthorization, testSigner, testWallets, waitFor } from '@pa
 import { x402Facilitator } from '@x402/core/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { WebSocketProvider } from 'ethers';
 import { createWalletClient, defineChain, nonceManager, publicActions, http as viemHttp } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
@@ -117,7 +118,35 @@ async function paymentBody(h: Harness): Promise<string> {
   });
 }
 
-async function call(side: Side, path: 'verify' | 'settle', body: string): Promise<number> {
+/**
+ * When each block reached the bench (anvil pushes new heads over its WebSocket): an answer's time after the head
+ * of its block is what a facilitator adds once the block exists (noticing it, then answering), apart from where
+ * the block cycle falls.
+ */
+export async function watchHeads(
+  rpcUrl: string,
+): Promise<{ latestBefore(at: number): number; close(): Promise<void> }> {
+  const provider = new WebSocketProvider(rpcUrl.replace(/^http/, 'ws'));
+  const seenAt: number[] = [];
+  await provider.on('block', () => {
+    seenAt.push(performance.now());
+  });
+  return {
+    latestBefore: (at) => {
+      for (let i = seenAt.length - 1; i >= 0; i--) if (seenAt[i]! <= at) return seenAt[i]!;
+      return Number.NaN;
+    },
+    close: async () => {
+      await provider.destroy();
+    },
+  };
+}
+
+async function call(
+  side: Side,
+  path: 'verify' | 'settle',
+  body: string,
+): Promise<{ ms: number; endedAt: number }> {
   const started = performance.now();
   const res = await fetch(`${side.url}/${path}`, {
     method: 'POST',
@@ -126,13 +155,14 @@ async function call(side: Side, path: 'verify' | 'settle', body: string): Promis
     signal: AbortSignal.timeout(30_000),
   });
   const answer = (await res.json()) as { isValid?: boolean; success?: boolean };
-  const ms = performance.now() - started;
+  const endedAt = performance.now();
+  const ms = endedAt - started;
   if (process.env.X402_DEBUG && path === 'settle')
     console.log(side.name, Math.round(ms), res.headers.get('server-timing'));
   const ok = path === 'verify' ? answer.isValid : answer.success;
   if (res.status !== 200 || !ok)
     throw new Error(`${side.name} ${path}: ${res.status} ${JSON.stringify(answer)}`);
-  return ms;
+  return { ms, endedAt };
 }
 
 /** Resolves just after anvil mines its next block (polled every 5 ms, bounded). */
@@ -151,6 +181,8 @@ export interface Comparison {
   rounds: { verify: number; settle: number; burst: number };
   paygate: Record<'verify' | 'settle' | 'burst', number[]>;
   reference: Record<'verify' | 'settle' | 'burst', number[]>;
+  /** Each settle's (a burst's last) answer after the head of the block that included it. */
+  afterBlock: Record<'paygate' | 'reference', Record<'settle' | 'burst', number[]>>;
 }
 
 /**
@@ -162,11 +194,13 @@ export async function compareFacilitators(
   sides: [Side, Side],
   rounds = { verify: 20, settle: 10, burst: 5 },
   blockTimeMs = 1000,
+  heads: { latestBefore(at: number): number },
 ): Promise<Comparison> {
   const out: Comparison = {
     rounds,
     paygate: { verify: [], settle: [], burst: [] },
     reference: { verify: [], settle: [], burst: [] },
+    afterBlock: { paygate: { settle: [], burst: [] }, reference: { settle: [], burst: [] } },
   };
   const ordered = (round: number) => (round % 2 === 0 ? sides : ([sides[1], sides[0]] as const));
   // Warm-up: one verify and one settle each (connections, caches, the token's domain).
@@ -176,7 +210,7 @@ export async function compareFacilitators(
   }
   for (let round = 0; round < rounds.verify; round++) {
     for (const side of ordered(round))
-      out[side.name].verify.push(await call(side, 'verify', await paymentBody(h)));
+      out[side.name].verify.push((await call(side, 'verify', await paymentBody(h))).ms);
   }
   for (let round = 0; round < rounds.settle; round++) {
     const offsetMs = Math.floor(Math.random() * blockTimeMs * 0.8);
@@ -184,10 +218,12 @@ export async function compareFacilitators(
       const body = await paymentBody(h);
       await nextBlock(h);
       await delay(offsetMs);
-      out[side.name].settle.push(await call(side, 'settle', body));
+      const { ms, endedAt } = await call(side, 'settle', body);
+      out[side.name].settle.push(ms);
+      out.afterBlock[side.name].settle.push(endedAt - heads.latestBefore(endedAt));
     }
     process.stdout.write(
-      `settle round ${round + 1}/${rounds.settle}: paygate ${Math.round(out.paygate.settle.at(-1)!)} ms, reference ${Math.round(out.reference.settle.at(-1)!)} ms\n`,
+      `settle round ${round + 1}/${rounds.settle}: paygate ${Math.round(out.paygate.settle.at(-1)!)} ms (${Math.round(out.afterBlock.paygate.settle.at(-1)!)} after the block), reference ${Math.round(out.reference.settle.at(-1)!)} ms (${Math.round(out.afterBlock.reference.settle.at(-1)!)})\n`,
     );
   }
   for (let round = 0; round < rounds.burst; round++) {
@@ -197,11 +233,13 @@ export async function compareFacilitators(
       await nextBlock(h);
       await delay(offsetMs);
       const started = performance.now();
-      await Promise.all(bodies.map((body) => call(side, 'settle', body)));
-      out[side.name].burst.push(performance.now() - started);
+      const answers = await Promise.all(bodies.map((body) => call(side, 'settle', body)));
+      const endedAt = Math.max(...answers.map((a) => a.endedAt));
+      out[side.name].burst.push(endedAt - started);
+      out.afterBlock[side.name].burst.push(endedAt - heads.latestBefore(endedAt));
     }
     process.stdout.write(
-      `burst round ${round + 1}/${rounds.burst}: paygate ${Math.round(out.paygate.burst.at(-1)!)} ms, reference ${Math.round(out.reference.burst.at(-1)!)} ms\n`,
+      `burst round ${round + 1}/${rounds.burst}: paygate ${Math.round(out.paygate.burst.at(-1)!)} ms (${Math.round(out.afterBlock.paygate.burst.at(-1)!)} after the block), reference ${Math.round(out.reference.burst.at(-1)!)} ms (${Math.round(out.afterBlock.reference.burst.at(-1)!)})\n`,
     );
   }
   return out;

@@ -104,6 +104,7 @@ export async function startSettlement(
             maxFeeBumps: config.relayer.maxFeeBumps,
             maxFeePerGasCapWei: config.relayer.maxFeePerGasCapWei,
             receiptPollMs: config.relayer.receiptPollMs,
+            headsWsUrl: config.relayer.headsWsUrl,
             pollIntervalMs: config.transferPollIntervalMs,
             lookbackBlocks: config.relayer.lookbackBlocks,
             confirmations: config.confirmations,

@@ -134,6 +134,12 @@ export class RelayerChain {
     return BigInt(await this.provider.getBlockNumber());
   }
 
+  async blockTimestampSec(block: bigint): Promise<bigint> {
+    const found = await this.provider.getBlock(block);
+    if (!found) throw new Error(`block ${block} not found`);
+    return BigInt(found.timestamp);
+  }
+
   async suggestedFees(): Promise<FeeCaps> {
     const fees = await this.provider.getFeeData();
     const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;

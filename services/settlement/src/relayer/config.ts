@@ -11,6 +11,8 @@ export interface RelayerConfig {
   maxFeeBumps: number;
   maxFeePerGasCapWei: bigint;
   receiptPollMs: number;
+  /** RELAYER_WS_URL: a ws(s) URL of the chain's node for pushed heads; undefined polls only. */
+  headsWsUrl: string | undefined;
   lookbackBlocks: number;
 }
 
@@ -24,6 +26,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     RELAYER_MAX_FEE_BUMPS: number;
     RELAYER_MAX_FEE_GWEI: number;
     RELAYER_RECEIPT_POLL_MS: number;
+    RELAYER_WS_URL: string;
     RELAYER_LOOKBACK_BLOCKS: number;
   }>(env, {
     RELAYER_PRIVATE_KEY: str({ default: '' }),
@@ -33,6 +36,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     RELAYER_MAX_FEE_BUMPS: num({ default: 5 }),
     RELAYER_MAX_FEE_GWEI: num({ default: 50 }),
     RELAYER_RECEIPT_POLL_MS: num({ default: 20 }),
+    RELAYER_WS_URL: str({ default: '' }),
     RELAYER_LOOKBACK_BLOCKS: num({ default: 5000 }),
   });
   if (!parsed.RELAYER_PRIVATE_KEY) return null;
@@ -60,6 +64,9 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
   for (const [name, value] of positive) {
     if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
   }
+  if (parsed.RELAYER_WS_URL && !/^wss?:\/\/[^\s]+$/.test(parsed.RELAYER_WS_URL)) {
+    problems.push('RELAYER_WS_URL: must be a ws:// or wss:// URL');
+  }
   if (!Number.isSafeInteger(parsed.RELAYER_MAX_FEE_BUMPS) || parsed.RELAYER_MAX_FEE_BUMPS < 0) {
     problems.push('RELAYER_MAX_FEE_BUMPS: must be a non-negative integer');
   }
@@ -71,6 +78,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     maxFeeBumps: parsed.RELAYER_MAX_FEE_BUMPS,
     maxFeePerGasCapWei: BigInt(parsed.RELAYER_MAX_FEE_GWEI) * GWEI,
     receiptPollMs: parsed.RELAYER_RECEIPT_POLL_MS,
+    headsWsUrl: parsed.RELAYER_WS_URL || undefined,
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
   } as RelayerConfig;
   Object.defineProperty(config, 'privateKey', { value: parsed.RELAYER_PRIVATE_KEY, enumerable: false });

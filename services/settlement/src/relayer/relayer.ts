@@ -4,6 +4,8 @@ import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/
 import type { SettlementDB } from '../db';
 import { RelayerBackgroundPass } from './background-pass';
 import { type FeeCaps, type RelayerChain, SimulationError } from './chain';
+import { HeadPush } from './head-push';
+import { HeadWatcher } from './heads';
 import { type ChainState, NonceAllocator } from './nonce-allocator';
 import { RecordedAuthorizations } from './recorded';
 import { describe, isFinished, type Refusal, type RelayerSettings, type Row, refusal } from './settings';
@@ -20,7 +22,6 @@ interface TimeBefore {
 }
 
 const NO_TIME: TimeBefore = { checksMs: 0, simulationMs: 0 };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Submits x402 payments' EIP-3009 authorizations with a gas-only key, exactly once per authorization:
@@ -34,6 +35,9 @@ export class Relayer implements BackgroundTask {
   private readonly recorded: RecordedAuthorizations;
   private readonly allocator: NonceAllocator;
   private readonly pass: RelayerBackgroundPass;
+  /** Wakes the callers waiting for a receipt when a newer block exists (./heads). */
+  private readonly heads: HeadWatcher;
+  private readonly headPush: HeadPush | undefined;
   private server: RpcServer | undefined;
   private balance: { wei: bigint; at: number } | undefined;
   private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
@@ -46,6 +50,10 @@ export class Relayer implements BackgroundTask {
     this.recorded = new RecordedAuthorizations(ctx, chain, settings);
     this.allocator = new NonceAllocator(ctx, chain, settings, this.recorded);
     this.pass = new RelayerBackgroundPass(ctx, chain, settings, this.recorded, () => this.loop.isStopped);
+    this.heads = new HeadWatcher(chain, settings.receiptPollMs);
+    this.headPush = settings.headsWsUrl
+      ? new HeadPush(settings.headsWsUrl, settings.chainId, (head) => this.heads.pushed(head), ctx.logger)
+      : undefined;
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'relayer pass',
       logger: ctx.logger,
@@ -63,10 +71,13 @@ export class Relayer implements BackgroundTask {
       },
       this.ctx.logger,
     );
+    this.headPush?.start();
     this.loop.start();
   }
 
   async stop(): Promise<void> {
+    this.heads.stop();
+    await this.headPush?.stop();
     await this.server?.stop();
     await this.loop.stop();
     await this.recorded.finished();
@@ -272,11 +283,13 @@ export class Relayer implements BackgroundTask {
       if (current.status === 'failed') {
         return refusal('transaction_failed', current.last_error ?? 'the submission failed on chain');
       }
+      // The head before the receipt lookup: a block that comes after it wakes this caller for another lookup.
+      const head = this.heads.known();
       // The caller is answered from the receipt; the row is finished meanwhile (or by the background pass).
       current = (await this.recorded.advance(current, { answerFirst: true })) ?? current;
       if (isFinished(current)) continue;
       if (Date.now() >= deadline) break;
-      await sleep(Math.min(this.settings.receiptPollMs, Math.max(1, deadline - Date.now())));
+      await this.heads.newerThan(head, deadline - Date.now());
     }
     return {
       ok: true,

@@ -17,8 +17,10 @@ export interface RelayerSettings {
   maxFeeBumps: number;
   /** Never pay more than this per gas, whatever the bumps. */
   maxFeePerGasCapWei: bigint;
-  /** How often receipts are polled while a caller waits for inclusion. */
+  /** How often the chain's head is polled while a caller waits for inclusion (denser when a block is due). */
   receiptPollMs: number;
+  /** RELAYER_WS_URL: the node's WebSocket, whose pushed heads wake waiting callers at once (polling stays on). */
+  headsWsUrl?: string;
   /** How often the background pass rebroadcasts, bumps and finishes what is recorded. */
   pollIntervalMs: number;
   /** Blocks searched for someone else's use of an authorization. */

@@ -1,0 +1,170 @@
+/**
+ * Polled from DUE_EARLY_MS before a block is due until DUE_LATE_MS after, every DUE_POLL_MS once the moment is
+ * known closely (an eighth of the uncertainty until then, so a few blocks narrow it down).
+ */
+const DUE_POLL_MS = 3;
+const DUE_EARLY_MS = 8;
+const DUE_LATE_MS = 22;
+/** Blocks whose timestamps give the chain's block interval (re-read after this many more heads). */
+const INTERVAL_SPAN_BLOCKS = 20;
+
+export interface HeadReads {
+  blockNumber(): Promise<bigint>;
+  blockTimestampSec(block: bigint): Promise<bigint>;
+}
+
+interface Waiter {
+  after: bigint | undefined;
+  wake(): void;
+}
+
+/**
+ * Tells the callers waiting for a receipt when the chain has a newer block, with one `eth_blockNumber` per poll
+ * whatever the number of callers (each caller used to poll its own receipt every receiptPollMs: ten calls per poll
+ * for a burst of ten). It learns the chain's block rhythm from the heads it sees and polls every DUE_POLL_MS around
+ * the moment the next block is due, so a block is noticed a few milliseconds after it exists instead of half a
+ * poll interval later on average; otherwise it polls every receiptPollMs, so an early or late block is still seen.
+ * It polls only while someone waits. Heads the node pushes (RELAYER_WS_URL, ./head-push) wake the callers at once.
+ */
+export class HeadWatcher {
+  private head: bigint | undefined;
+  /**
+   * The last head seen as it came (by a poll that followed one without it, or pushed): it appeared within
+   * `spreadMs` after `atMs` (between the poll before, which did not see it, and the answer that did).
+   */
+  private anchor: { head: bigint; atMs: number; spreadMs: number } | undefined;
+  /** From the block timestamps; undefined until read (or on a chain too young to tell). */
+  private intervalMs: number | undefined;
+  private intervalReadAt: bigint | undefined;
+  private readonly waiters = new Set<Waiter>();
+  private running = false;
+  private stopped = false;
+
+  constructor(
+    private readonly chain: HeadReads,
+    private readonly pollMs: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** The newest head seen (undefined before the first poll). */
+  known(): bigint | undefined {
+    return this.head;
+  }
+
+  /** The chain's block interval (ms) from its block timestamps; undefined until read. */
+  learnedIntervalMs(): number | undefined {
+    return this.intervalMs;
+  }
+
+  /**
+   * Resolves once a head newer than `after` is seen (at the next poll when `after` is undefined), when a poll
+   * fails (so the caller asks the chain itself and sees the failure), or after `maxWaitMs`.
+   */
+  newerThan(after: bigint | undefined, maxWaitMs: number): Promise<void> {
+    if (this.stopped || (after !== undefined && this.head !== undefined && this.head > after)) {
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const waiter: Waiter = {
+        after,
+        wake: () => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, Math.max(0, maxWaitMs));
+      this.waiters.add(waiter);
+      if (!this.running) void this.run();
+    });
+  }
+
+  /** A head the node pushed (./head-push): wakes the callers waiting for it at once. */
+  pushed(head: bigint): void {
+    this.observe(head, this.now(), 0);
+    this.wakeUpTo(head);
+  }
+
+  /** Wakes every waiter and polls no more. */
+  stop(): void {
+    this.stopped = true;
+    for (const waiter of [...this.waiters]) waiter.wake();
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    // Start of the previous poll of this run: the earliest moment a head it did not see can have appeared.
+    let previousPollAt: number | undefined;
+    try {
+      while (this.waiters.size > 0 && !this.stopped) {
+        await new Promise((resolve) => setTimeout(resolve, this.delayMs()));
+        const pollAt = this.now();
+        let head: bigint;
+        try {
+          head = await this.chain.blockNumber();
+        } catch {
+          for (const waiter of [...this.waiters]) waiter.wake();
+          previousPollAt = undefined;
+          continue;
+        }
+        // A head that the previous poll of this run did not see appeared after that poll began.
+        if (previousPollAt !== undefined) this.observe(head, previousPollAt, this.now() - previousPollAt);
+        else if (this.head === undefined || head > this.head) this.head = head;
+        previousPollAt = pollAt;
+        this.wakeUpTo(head);
+        if (this.intervalReadAt === undefined || head >= this.intervalReadAt + 1000n)
+          void this.readInterval(head);
+      }
+    } finally {
+      this.running = false;
+      if (this.waiters.size > 0 && !this.stopped) void this.run();
+    }
+  }
+
+  private wakeUpTo(head: bigint): void {
+    for (const waiter of [...this.waiters]) {
+      if (waiter.after === undefined || head > waiter.after) waiter.wake();
+    }
+  }
+
+  private observe(head: bigint, atMs: number, spreadMs: number): void {
+    if (this.head !== undefined && head <= this.head) return;
+    this.head = head;
+    this.anchor = { head, atMs, spreadMs };
+  }
+
+  /** The average interval of the last INTERVAL_SPAN_BLOCKS blocks, from their timestamps (whole seconds). */
+  private async readInterval(head: bigint): Promise<void> {
+    this.intervalReadAt = head;
+    const span = head < BigInt(INTERVAL_SPAN_BLOCKS) ? head : BigInt(INTERVAL_SPAN_BLOCKS);
+    if (span < 2n) {
+      this.intervalReadAt = undefined;
+      return;
+    }
+    try {
+      const [last, first] = await Promise.all([
+        this.chain.blockTimestampSec(head),
+        this.chain.blockTimestampSec(head - span),
+      ]);
+      const ms = (Number(last - first) * 1000) / Number(span);
+      this.intervalMs = ms > 0 ? ms : undefined;
+    } catch {
+      this.intervalReadAt = undefined; // read again at the next poll
+    }
+  }
+
+  /** Until the next poll: densely around the moment a block is due, receiptPollMs otherwise. */
+  private delayMs(): number {
+    const interval = this.intervalMs;
+    const anchor = this.anchor;
+    if (interval === undefined || anchor === undefined || interval < 4 * DUE_LATE_MS) return this.pollMs;
+    const windowMs = DUE_EARLY_MS + anchor.spreadMs + DUE_LATE_MS;
+    const densePollMs = Math.max(DUE_POLL_MS, Math.min(this.pollMs, Math.floor(anchor.spreadMs / 8)));
+    if (windowMs >= interval) return densePollMs;
+    const untilFirstWindow = interval - DUE_EARLY_MS - (this.now() - anchor.atMs);
+    if (untilFirstWindow > 0) return Math.max(DUE_POLL_MS, Math.min(this.pollMs, untilFirstWindow));
+    const intoWindow = -untilFirstWindow % interval;
+    if (intoWindow < windowMs) return densePollMs;
+    return Math.max(DUE_POLL_MS, Math.min(this.pollMs, interval - intoWindow));
+  }
+}

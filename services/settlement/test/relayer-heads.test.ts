@@ -1,0 +1,133 @@
+import { type AnvilInstance, startAnvil, testWallets } from '@paygate/testing';
+import { WebSocketProvider } from 'ethers';
+import { loadRelayerConfig } from '../src/relayer/config';
+import { HeadPush } from '../src/relayer/head-push';
+import { HeadWatcher } from '../src/relayer/heads';
+
+jest.setTimeout(60_000);
+
+/** The relayer's chain reads, counted: how many eth_blockNumber calls the waiting callers cost. */
+function countedChain(anvil: AnvilInstance) {
+  const counted = {
+    calls: 0,
+    async blockNumber(): Promise<bigint> {
+      counted.calls++;
+      return BigInt(await anvil.provider.getBlockNumber());
+    },
+    async blockTimestampSec(block: bigint): Promise<bigint> {
+      return BigInt((await anvil.provider.getBlock(block))!.timestamp);
+    },
+  };
+  return counted;
+}
+
+/** When each head reached an independent WebSocket subscriber (the yardstick for "noticed late"). */
+async function headArrivals(anvil: AnvilInstance) {
+  const provider = new WebSocketProvider(anvil.rpcUrl.replace(/^http/, 'ws'));
+  const arrivedAt = new Map<bigint, number>();
+  await provider.on('block', (head: number) => {
+    if (!arrivedAt.has(BigInt(head))) arrivedAt.set(BigInt(head), performance.now());
+  });
+  return { arrivedAt, close: () => provider.destroy() };
+}
+
+/** Waits for the blocks after the current one, one at a time: how long after its arrival each was noticed. */
+async function lagsOfNextBlocks(
+  watcher: HeadWatcher,
+  arrivals: Awaited<ReturnType<typeof headArrivals>>,
+  blocks: number,
+): Promise<number[]> {
+  const lags: number[] = [];
+  for (let i = 0; i < blocks; i++) {
+    await watcher.newerThan(undefined, 5000);
+    const head = watcher.known()!;
+    await watcher.newerThan(head, 5000);
+    const wokenAt = performance.now();
+    const next = watcher.known()!;
+    expect(next).toBeGreaterThan(head);
+    const arrived = arrivals.arrivedAt.get(next);
+    if (arrived !== undefined) lags.push(wokenAt - arrived);
+  }
+  return lags;
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+describe('relayer head watcher: waiting callers hear of a new block together, soon after it exists', () => {
+  let anvil: AnvilInstance;
+  let arrivals: Awaited<ReturnType<typeof headArrivals>>;
+
+  beforeAll(async () => {
+    anvil = await startAnvil({ fresh: true, blockTimeSec: 1 });
+    arrivals = await headArrivals(anvil);
+  });
+
+  afterAll(async () => {
+    await arrivals?.close();
+    await anvil?.stop();
+  });
+
+  it('ten callers waiting for the next block are woken by one poll, not ten', async () => {
+    const POLL_MS = 50;
+    const chain = countedChain(anvil);
+    const watcher = new HeadWatcher(chain, POLL_MS);
+    await watcher.newerThan(undefined, 5000);
+    const head = watcher.known()!;
+    const started = performance.now();
+    const callsBefore = chain.calls;
+    await Promise.all(Array.from({ length: 10 }, () => watcher.newerThan(head, 5000)));
+    const waitedMs = performance.now() - started;
+    expect(watcher.known()).toBe(head + 1n);
+    // One caller alone polling every POLL_MS would have made about waitedMs / POLL_MS reads; ten, ten times that.
+    expect(chain.calls - callsBefore).toBeLessThanOrEqual(Math.ceil(waitedMs / POLL_MS) + 2);
+    watcher.stop();
+  });
+
+  it('learns the block interval and phase and polls densely when a block is due: noticed well within a poll interval', async () => {
+    // Coarse polls: a head seen by them alone would be noticed about POLL_MS / 2 late on average (the median of
+    // five such lags is below POLL_MS / 4 one time in ten).
+    const POLL_MS = 800;
+    const watcher = new HeadWatcher(countedChain(anvil), POLL_MS);
+    await lagsOfNextBlocks(watcher, arrivals, 4);
+    expect(watcher.learnedIntervalMs()).toBe(1000);
+    const lags = await lagsOfNextBlocks(watcher, arrivals, 5);
+    expect(lags.length).toBeGreaterThanOrEqual(4);
+    expect(median(lags)).toBeLessThan(POLL_MS / 4);
+    watcher.stop();
+  });
+
+  it('with RELAYER_WS_URL, a pushed head wakes the callers at once, whatever the poll interval', async () => {
+    const watcher = new HeadWatcher(countedChain(anvil), 5000);
+    const warnings: string[] = [];
+    const push = new HeadPush(
+      anvil.rpcUrl.replace(/^http/, 'ws'),
+      anvil.chainId,
+      (head) => watcher.pushed(head),
+      { warn: (_fields, message) => warnings.push(message) },
+    );
+    push.start();
+    try {
+      await watcher.newerThan(undefined, 10_000);
+      const lags = await lagsOfNextBlocks(watcher, arrivals, 3);
+      expect(lags.length).toBeGreaterThanOrEqual(2);
+      // A 5 s poll could not have seen these blocks within a second of each other, let alone this soon.
+      expect(Math.max(...lags)).toBeLessThan(200);
+      expect(warnings).toEqual([]);
+    } finally {
+      await push.stop();
+      watcher.stop();
+    }
+  });
+
+  it('RELAYER_WS_URL must be a ws:// or wss:// URL', () => {
+    const env = { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey };
+    expect(loadRelayerConfig(env, testWallets.escrow.privateKey)?.headsWsUrl).toBeUndefined();
+    expect(
+      loadRelayerConfig({ ...env, RELAYER_WS_URL: 'wss://node.example/ws' }, testWallets.escrow.privateKey)
+        ?.headsWsUrl,
+    ).toBe('wss://node.example/ws');
+    expect(() =>
+      loadRelayerConfig({ ...env, RELAYER_WS_URL: 'https://node.example' }, testWallets.escrow.privateKey),
+    ).toThrow(/RELAYER_WS_URL: must be a ws:\/\/ or wss:\/\/ URL/);
+  });
+});
