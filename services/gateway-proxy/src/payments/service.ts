@@ -336,7 +336,7 @@ export class PaymentService {
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
       logIndex: transfer.logIndex,
-      channel: purchase.channel === 'verify' ? 'verify' : 'x402',
+      claimedVia: purchase.channel === 'verify' ? 'verify' : 'x402',
       reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
