@@ -1,5 +1,5 @@
 import { failure, type PaymentFailure } from './failures';
-import type { PaymentClaim, Purchase } from './service';
+import type { PaymentClaim, Purchase } from './types';
 
 /**
  * The reuse rules of a transfer that was claimed before, as pure decisions: the cached hot path
