@@ -11,6 +11,7 @@ import { rateLimitWindows } from './2026-11-25-0200-rate-limit-windows';
 import { sellerExposure } from './2026-11-25-1400-seller-exposure';
 import { chainConfirmation } from './2026-11-26-1400-chain-confirmation';
 import { payoutClaims } from './2026-11-26-1500-payout-claims';
+import { claimedVia } from './2026-11-26-1700-claimed-via';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-1400-seller-exposure': sellerExposure,
   '2026-11-26-1400-chain-confirmation': chainConfirmation,
   '2026-11-26-1500-payout-claims': payoutClaims,
+  '2026-11-26-1700-claimed-via': claimedVia,
 };

@@ -65,11 +65,12 @@ describe('ledger.claim_transfer', () => {
       const losers = replies.filter((r) => !r.ok);
       expect(losers).toHaveLength(18);
       for (const loser of losers) expect(loser).toMatchObject({ ok: false, reason: 'claimed_elsewhere' });
-      const rows = (await sql<any>`select channel from transfer_claims where tx_hash = ${txHash}`.execute(db))
-        .rows;
+      const rows = (
+        await sql<any>`select claimed_via from transfer_claims where tx_hash = ${txHash}`.execute(db)
+      ).rows;
       expect(rows).toHaveLength(1);
       const claimedBy = (losers[0] as { claimedBy: { channel: string } }).claimedBy.channel;
-      expect(rows[0].channel).toBe(claimedBy);
+      expect(rows[0].claimed_via).toBe(claimedBy);
       // One transfer.claimed for the one fresh claim.
       await waitFor(
         async () =>

@@ -56,7 +56,7 @@ export class PaymentClaimRows {
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
       logIndex: transfer.logIndex,
-      claimedVia: purchase.channel === 'verify' ? 'verify' : 'x402',
+      claimedVia: purchase.claimedVia === 'verify' ? 'verify' : 'x402',
       reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
@@ -68,7 +68,7 @@ export class PaymentClaimRows {
     const state =
       options.state ??
       // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-      (purchase.channel === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
+      (purchase.claimedVia === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
     const accessExpiresAt =
       purchase.kind === 'subscription'
         ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
@@ -81,12 +81,12 @@ export class PaymentClaimRows {
           with claimed as (
             insert into payment_claims
                 (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-                 skill_name, endpoint_id, resource, kind, channel, state, access_expires_at, retry_until, attempts,
+                 skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
                  created_at, updated_at)
               values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
                 ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
                 ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
-                ${purchase.resource}, ${purchase.kind}, ${purchase.channel}, ${state}, ${accessExpiresAt},
+                ${purchase.resource}, ${purchase.kind}, ${purchase.claimedVia}, ${state}, ${accessExpiresAt},
                 ${options.retryUntil ?? null}, 1, ${now}, ${now})
               on conflict (network, tx_hash) do nothing
               returning *

@@ -17,7 +17,8 @@ export interface PaymentClaim {
   endpoint_id: string | null;
   resource: string;
   kind: PaymentKind;
-  channel: 'proxy' | 'ticket' | 'verify' | 'facilitator';
+  /** The payment path the transfer was claimed through. */
+  claimed_via: 'proxy' | 'ticket' | 'verify' | 'facilitator';
   state: 'in_flight' | 'served' | 'retryable';
   access_expires_at: Date | null;
   retry_until: Date | null;
@@ -37,7 +38,7 @@ export interface Purchase {
   skillName: string | null;
   endpointId: string | null;
   holdPeriodHours: number;
-  channel: PaymentClaim['channel'];
+  claimedVia: PaymentClaim['claimed_via'];
 }
 
 export type PresentOutcome =

@@ -427,7 +427,7 @@ export function x402Routes(state: GatewayState): AnyRoute[] {
           skillName: null,
           endpointId: null,
           holdPeriodHours: 0,
-          channel: 'facilitator',
+          claimedVia: 'facilitator',
         };
         const outcome = await settleAwaitingCopies(state, checked.payment, purchase, req.body.x402Version, {
           maxTimeoutSeconds: checked.maxTimeoutSeconds,
