@@ -30,7 +30,7 @@ import { type MoneyServices, startMoneyServices } from './money-services';
  * POST /api/verify, checkout session), and a transfer any path claimed is never shown as unmatched money.
  * Real anvil + TestUSDC, two gateway-proxy replicas, chain-indexer, checkout, escrow-ledger and settlement on
  * real Postgres and JetStream. The gateway accepts a proof at 1 confirmation while the indexer reports a
- * transfer at 3, so a test decides which channel sees the transfer first by mining.
+ * transfer at 3, so a test decides which payment path sees the transfer first by mining.
  */
 
 const OPERATOR_TOKEN = 'transfer-claims-operator-token-0123456';
