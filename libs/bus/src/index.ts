@@ -22,6 +22,14 @@ export { listDeadLetters, replayDeadLetter } from './dead-letters';
 export { cappedDoublingDelayMs } from './doubling-delay';
 export { isConsumerExistsError, isJetStreamError, JetStreamErrorCode, jetStreamErrorCode } from './errors';
 export { inboxPrefixFor } from './inbox';
+export {
+  type ClaimedVia,
+  LEDGER_CLAIM_TIMEOUT_MS,
+  LedgerClaimClient,
+  type LedgerClaimRefusal,
+  type LedgerClaimRequest,
+  type LedgerClaimResult,
+} from './ledger-claims';
 export { busMigrations } from './migrations';
 export { type AuthorizedNatsServer, findNatsServerBinary, startAuthorizedNatsServer } from './nats-server';
 export { enqueueEvent, OutboxRelay } from './outbox';

@@ -5,6 +5,7 @@ import { claimedTransfers } from './2026-11-22-1000-claimed-transfers';
 import { refundedSessions } from './2026-11-23-2100-refunded-sessions';
 import { sessionLimits } from './2026-11-25-1400-session-limits';
 import { depositAddresses } from './2026-11-25-1600-deposit-addresses';
+import { claimedVia } from './2026-11-26-1700-claimed-via';
 
 /** Frozen, date-prefixed migrations of the checkout schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-23-2100-refunded-sessions': refundedSessions,
   '2026-11-25-1400-session-limits': sessionLimits,
   '2026-11-25-1600-deposit-addresses': depositAddresses,
+  '2026-11-26-1700-claimed-via': claimedVia,
 };

@@ -96,12 +96,12 @@ export interface TransfersTable {
   refund_request_id: string | null;
 }
 
-/** Transfers another channel claimed at the ledger (`transfer.claimed`), possibly before checkout observed them. */
+/** Transfers another payment path claimed at the ledger (`transfer.claimed`), possibly before checkout observed them. */
 export interface ClaimedTransfersTable {
   chain_id: number;
   tx_hash: string;
   log_index: number;
-  channel: string;
+  claimed_via: string;
   claim_id: string;
   claimed_at: Date;
 }

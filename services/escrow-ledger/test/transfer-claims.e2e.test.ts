@@ -26,11 +26,11 @@ import { type Kysely, sql } from 'kysely';
 import { type MoneyServices, startMoneyServices } from './money-services';
 
 /**
- * Issue 9, points 1 and 2: one on-chain transfer buys exactly one thing across every channel (402 proof,
- * POST /api/verify, checkout session), and a transfer any channel claimed is never shown as unmatched money.
+ * Issue 9, points 1 and 2: one on-chain transfer buys exactly one thing whatever payment path claims it (402 proof,
+ * POST /api/verify, checkout session), and a transfer any path claimed is never shown as unmatched money.
  * Real anvil + TestUSDC, two gateway-proxy replicas, chain-indexer, checkout, escrow-ledger and settlement on
  * real Postgres and JetStream. The gateway accepts a proof at 1 confirmation while the indexer reports a
- * transfer at 3, so a test decides which channel sees the transfer first by mining.
+ * transfer at 3, so a test decides which payment path sees the transfer first by mining.
  */
 
 const OPERATOR_TOKEN = 'transfer-claims-operator-token-0123456';

@@ -8,7 +8,7 @@ import { type LedgerHarness, observedData, paymentData, randomTxHash, startLedge
 
 /**
  * `ledger.claim_transfer` on real Postgres and NATS, with two ledger replicas answering in one queue group:
- * the first claim of a transfer wins whatever the channel and the replica, a repeat of the same channel and
+ * the first claim of a transfer wins whatever the payment path and the replica, a repeat of the same path and
  * reference is ok again, and an operator refund is checked against the books.
  */
 
@@ -48,7 +48,7 @@ const claim = (request: Partial<RpcRequest<'ledger.claim_transfer'>> & { txHash:
   );
 
 describe('ledger.claim_transfer', () => {
-  test('concurrent claims from every channel on two replicas: exactly one channel holds the transfer', async () => {
+  test('concurrent claims from every payment path on two replicas: exactly one path holds the transfer', async () => {
     for (let round = 0; round < 3; round++) {
       const txHash = randomTxHash();
       const requests = Array.from({ length: 24 }, (_, i) => {
@@ -59,17 +59,18 @@ describe('ledger.claim_transfer', () => {
       });
       const replies = await Promise.all(requests);
       const winners = replies.filter((r) => r.ok);
-      expect(winners).toHaveLength(6); // every request of the winning channel (same reference): ok
+      expect(winners).toHaveLength(6); // every request of the winning path (same reference): ok
       expect(winners.filter((r) => r.ok && r.fresh)).toHaveLength(1);
       expect(new Set(winners.map((r) => r.ok && r.claimId)).size).toBe(1);
       const losers = replies.filter((r) => !r.ok);
       expect(losers).toHaveLength(18);
       for (const loser of losers) expect(loser).toMatchObject({ ok: false, reason: 'claimed_elsewhere' });
-      const rows = (await sql<any>`select channel from transfer_claims where tx_hash = ${txHash}`.execute(db))
-        .rows;
+      const rows = (
+        await sql<any>`select claimed_via from transfer_claims where tx_hash = ${txHash}`.execute(db)
+      ).rows;
       expect(rows).toHaveLength(1);
       const claimedBy = (losers[0] as { claimedBy: { channel: string } }).claimedBy.channel;
-      expect(rows[0].channel).toBe(claimedBy);
+      expect(rows[0].claimed_via).toBe(claimedBy);
       // One transfer.claimed for the one fresh claim.
       await waitFor(
         async () =>
@@ -92,7 +93,7 @@ describe('ledger.claim_transfer', () => {
     }
   });
 
-  test('the same channel and reference again is ok (not fresh); another reference of the same channel is refused', async () => {
+  test('the same payment path and reference again is ok (not fresh); another reference of the same path is refused', async () => {
     const txHash = randomTxHash();
     const first = await claim({ txHash, channel: 'checkout', reference: 'cs_a' });
     expect(first).toMatchObject({ ok: true, fresh: true });

@@ -3,6 +3,7 @@ import { gatewayInit } from './2026-11-22-0400-gateway-init';
 import { x402Authorizations } from './2026-11-22-1100-x402-authorizations';
 import { rateLimitWindowLength } from './2026-11-25-0100-rate-limit-window-length';
 import { ticketKeysSealed } from './2026-11-25-0200-ticket-keys-sealed';
+import { claimedVia } from './2026-11-26-1700-claimed-via';
 
 /** Frozen, date-prefixed migrations of the gateway schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -10,4 +11,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22-1100-x402-authorizations': x402Authorizations,
   '2026-11-25-0100-rate-limit-window-length': rateLimitWindowLength,
   '2026-11-25-0200-ticket-keys-sealed': ticketKeysSealed,
+  '2026-11-26-1700-claimed-via': claimedVia,
 };

@@ -159,7 +159,7 @@ describe('gateway-proxy: the paid call pipeline', () => {
     }
   });
 
-  it('a transfer the ledger gives to another channel: 402 payment_already_used, and no claim row or payment.confirmed here', async () => {
+  it('a transfer the ledger gives to another payment path: 402 payment_already_used, and no claim row or payment.confirmed here', async () => {
     const txHash = await h.transfer('buyer', 50_000n);
     // Checkout spent the transfer first (the ledger's claim; its logIndex is the transfer's only log).
     const held = await requestRpc(

@@ -127,7 +127,7 @@ describe('x402 facilitator mode and discovery, with the real registry and the re
       await fetch(`${registry.url}/api/v1/account`, { headers: { authorization: `Bearer ${apiKey}` } })
     ).json();
     expect(claim).toMatchObject({
-      channel: 'facilitator',
+      claimed_via: 'facilitator',
       amount_micro: 70_000n,
       seller_id: seller.sellerId,
     });

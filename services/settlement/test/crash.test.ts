@@ -1,28 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
-import type { Bus } from '@paygate/bus';
-import { migrateToLatest } from '@paygate/runtime';
-import {
-  countStreamMessages,
-  createTestEnvironment,
-  mine,
-  openSchema,
-  setAutomine,
-  type TestEnvironment,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import type { Kysely } from 'kysely';
-import { migrations } from '../migrations';
-import type { SettlementDB } from '../src/db';
-import {
-  publishEvent,
-  refundInitiated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-  TestLedger,
-} from './helpers';
+import { countStreamMessages, mine, setAutomine, testWallets, waitFor } from '@paygate/testing';
+import { useSettlementHarness } from './harness';
+import { publishEvent, refundInitiated } from './helpers';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
@@ -41,17 +21,21 @@ interface Child {
  * broadcasting it; it is then started again without the hook. The chain must hold exactly one transfer.
  */
 describe('exactly one transfer on chain across crashes', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: TestLedger;
-  let db: Kysely<SettlementDB>;
   const children: Child[] = [];
+  // Declared before the harness's: the children stop before the chain and the schema they use go.
+  afterAll(async () => {
+    for (const child of children) await stopChild(child);
+  });
+  // Settlement runs as a child process here; its schema is migrated up front so the test can read it.
+  const h = useSettlementHarness('stlcrash', {
+    start: false,
+    overrides: { LOG_LEVEL: 'warn', TX_TIMEOUT_MS: '2000' },
+  });
 
   const startChild = (crashPoint?: 'after_record' | 'after_broadcast'): Child => {
     const childEnv = {
       ...process.env,
-      ...settlementEnv(env, chain, { LOG_LEVEL: 'warn', TX_TIMEOUT_MS: '2000' }),
+      ...h.settlementEnv(),
       NODE_ENV: 'test',
       ...(crashPoint ? { SETTLEMENT_CRASH_POINT: crashPoint } : {}),
     };
@@ -87,42 +71,28 @@ describe('exactly one transfer on chain across crashes', () => {
   };
 
   const transferOf = (kind: 'payout' | 'refund', key: string) =>
-    db
+    h.db
       .selectFrom('outgoing_transfers')
       .selectAll()
       .where('kind', '=', kind)
       .where('idempotency_key', '=', key)
       .executeTakeFirst();
 
-  beforeAll(async () => {
-    env = await createTestEnvironment('stlcrash');
-    chain = await startTestChain('100');
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-    await migrateToLatest(db, env.schemaFor('settlement'), migrations);
-  });
-
-  afterAll(async () => {
-    for (const child of children) await stopChild(child);
-    await ledger?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
-  });
-
   it(
     'killed between recording and broadcasting: the restart broadcasts the recorded transaction once',
     async () => {
-      await publishEvent(bus, ledger.booked(refundInitiated('ref_after_record', '3', chain.anvil.chainId)));
+      await publishEvent(
+        h.bus,
+        h.ledger.booked(refundInitiated('ref_after_record', '3', h.chain.anvil.chainId)),
+      );
       const crashed = startChild('after_record');
       expect(await exitCodeOf(crashed)).toBe(137);
 
       const recorded = (await transferOf('refund', 'ref_after_record'))!;
       expect(recorded.status).toBe('signed');
       expect(recorded.raw_tx).toMatch(/^0x02/);
-      expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).toBeNull(); // never reached the chain
-      expect(await chain.transfersFromEscrow()).toEqual([]);
+      expect(await h.chain.anvil.provider.getTransaction(recorded.tx_hash!)).toBeNull(); // never reached the chain
+      expect(await h.chain.transfersFromEscrow()).toEqual([]);
 
       const restarted = startChild();
       await waitFor(async () => (await transferOf('refund', 'ref_after_record'))?.status === 'confirmed', {
@@ -131,11 +101,11 @@ describe('exactly one transfer on chain across crashes', () => {
       });
       const confirmed = (await transferOf('refund', 'ref_after_record'))!;
       expect(confirmed.raw_tx).toBe(recorded.raw_tx); // the same bytes, never re-signed
-      expect(await chain.transfersFromEscrow()).toEqual([
+      expect(await h.chain.transfersFromEscrow()).toEqual([
         { to: testWallets.buyer.address, amountMicro: 3_000_000n, txHash: recorded.tx_hash },
       ]);
       const completed = await waitFor(async () => {
-        const events = await countStreamMessages(bus, 'refund.completed');
+        const events = await countStreamMessages(h.bus, 'refund.completed');
         return events.length > 0 && events;
       });
       expect(completed.map((e) => (e.data as { refundTxHash: string }).refundTxHash)).toEqual([
@@ -149,11 +119,11 @@ describe('exactly one transfer on chain across crashes', () => {
   it(
     'killed between broadcasting and confirming: the restart confirms the one transaction',
     async () => {
-      await setAutomine(chain.anvil.provider, false); // keep the broadcast transaction pending
+      await setAutomine(h.chain.anvil.provider, false); // keep the broadcast transaction pending
       try {
         await publishEvent(
-          bus,
-          ledger.booked(refundInitiated('ref_after_broadcast', '4', chain.anvil.chainId)),
+          h.bus,
+          h.ledger.booked(refundInitiated('ref_after_broadcast', '4', h.chain.anvil.chainId)),
         );
         const crashed = startChild('after_broadcast');
         expect(await exitCodeOf(crashed)).toBe(137);
@@ -161,8 +131,8 @@ describe('exactly one transfer on chain across crashes', () => {
         const recorded = (await transferOf('refund', 'ref_after_broadcast'))!;
         expect(recorded.status).toBe('signed'); // died before noting the broadcast
         expect(recorded.nonce).toBe(1n);
-        expect(await chain.anvil.provider.getTransaction(recorded.tx_hash!)).not.toBeNull(); // in the mempool
-        expect(await chain.anvil.provider.getTransactionReceipt(recorded.tx_hash!)).toBeNull();
+        expect(await h.chain.anvil.provider.getTransaction(recorded.tx_hash!)).not.toBeNull(); // in the mempool
+        expect(await h.chain.anvil.provider.getTransactionReceipt(recorded.tx_hash!)).toBeNull();
 
         const restarted = startChild();
         // The restart rebroadcasts the same bytes (the node already knows them) and waits for a receipt.
@@ -173,20 +143,20 @@ describe('exactly one transfer on chain across crashes', () => {
             message: `not rebroadcast after restart: ${restarted.output()}`,
           },
         );
-        await mine(chain.anvil.provider, 1);
+        await mine(h.chain.anvil.provider, 1);
         await waitFor(
           async () => (await transferOf('refund', 'ref_after_broadcast'))?.status === 'confirmed',
           {
             timeoutMs: 20_000,
           },
         );
-        const toBuyer = (await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 4_000_000n);
+        const toBuyer = (await h.chain.transfersFromEscrow()).filter((t) => t.amountMicro === 4_000_000n);
         expect(toBuyer).toEqual([
           { to: testWallets.buyer.address, amountMicro: 4_000_000n, txHash: recorded.tx_hash },
         ]);
         await stopChild(restarted);
       } finally {
-        await setAutomine(chain.anvil.provider, true);
+        await setAutomine(h.chain.anvil.provider, true);
       }
     },
     SCENARIO_TIMEOUT_MS,
@@ -196,7 +166,7 @@ describe('exactly one transfer on chain across crashes', () => {
     'a payout killed between recording and broadcasting is paid exactly once, and completed once',
     async () => {
       // A DAILY seller whose last settled period is long past: the first scheduler pass settles today.
-      await db
+      await h.db
         .insertInto('sellers')
         .values({
           seller_id: 'sel_crash',
@@ -207,12 +177,12 @@ describe('exactly one transfer on chain across crashes', () => {
           last_scheduled_period: 'D:2000-01-01',
         })
         .execute();
-      ledger.credit('sel_crash', '15.5');
-      const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+      h.ledger.credit('sel_crash', '15.5');
+      const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
 
       const crashed = startChild('after_record');
       expect(await exitCodeOf(crashed)).toBe(137);
-      const settlement = await db
+      const settlement = await h.db
         .selectFrom('settlements')
         .selectAll()
         .where('seller_id', '=', 'sel_crash')
@@ -225,7 +195,7 @@ describe('exactly one transfer on chain across crashes', () => {
       await waitFor(
         async () =>
           (
-            await db
+            await h.db
               .selectFrom('settlements')
               .select('status')
               .where('settlement_id', '=', settlement.settlement_id)
@@ -233,18 +203,18 @@ describe('exactly one transfer on chain across crashes', () => {
           )?.status === 'completed',
         { timeoutMs: 45_000, message: `payout not completed after restart: ${restarted.output()}` },
       );
-      expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 15_500_000n);
-      expect((await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address)).toEqual([
-        { to: testWallets.seller.address, amountMicro: 15_500_000n, txHash: recorded.tx_hash },
-      ]);
+      expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 15_500_000n);
+      expect(
+        (await h.chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address),
+      ).toEqual([{ to: testWallets.seller.address, amountMicro: 15_500_000n, txHash: recorded.tx_hash }]);
       const completed = await waitFor(async () => {
-        const events = await countStreamMessages(bus, 'settlement.completed');
+        const events = await countStreamMessages(h.bus, 'settlement.completed');
         return events.length > 0 && events;
       });
       expect(completed).toHaveLength(1);
       expect(completed[0]!.data).toMatchObject({ settlementId: settlement.settlement_id, amount: '15.5' });
       // Both runs asked the ledger for the same settlement; it reserved once.
-      expect(ledger.reservations.size).toBe(1);
+      expect(h.ledger.reservations.size).toBe(1);
       await stopChild(restarted);
     },
     SCENARIO_TIMEOUT_MS,

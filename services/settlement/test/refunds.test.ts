@@ -1,83 +1,40 @@
-import type { Bus } from '@paygate/bus';
-import {
-  countStreamMessages,
-  createTestEnvironment,
-  mine,
-  openSchema,
-  setAutomine,
-  type TestEnvironment,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import type { Kysely } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
+import { countStreamMessages, mine, setAutomine, testWallets, waitFor } from '@paygate/testing';
 import { recordTransfer } from '../src/transfers/repository';
-import {
-  publishEvent,
-  refundInitiated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-  TestLedger,
-} from './helpers';
+import { useSettlementHarness } from './harness';
+import { publishEvent, refundInitiated } from './helpers';
 
 describe('refunds sent on chain', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let service: RunningSettlement;
-  let db: Kysely<SettlementDB>;
-  let ledger: TestLedger;
-
-  beforeAll(async () => {
-    env = await createTestEnvironment('stlref');
-    chain = await startTestChain('100');
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    service = await startSettlement(
-      loadConfig(settlementEnv(env, chain, { TX_TIMEOUT_MS: '1000', MAX_TRANSFER_USDC: '50' })),
-    );
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await service?.stop();
-    await ledger?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
-  });
+  const h = useSettlementHarness('stlref', { overrides: { TX_TIMEOUT_MS: '1000', MAX_TRANSFER_USDC: '50' } });
 
   const refundRow = (refundId: string) =>
-    db.selectFrom('refunds').selectAll().where('refund_id', '=', refundId).executeTakeFirst();
+    h.db.selectFrom('refunds').selectAll().where('refund_id', '=', refundId).executeTakeFirst();
 
   it('sends the refund to the payer once, even when the event is delivered again or re-issued', async () => {
-    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    const event = ledger.booked(refundInitiated('ref_one', '2.5', chain.anvil.chainId));
-    await publishEvent(bus, event);
+    const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
+    const event = h.ledger.booked(refundInitiated('ref_one', '2.5', h.chain.anvil.chainId));
+    await publishEvent(h.bus, event);
     const done = await waitFor(
       async () => (await refundRow('ref_one'))?.status === 'completed' && refundRow('ref_one'),
       {
         timeoutMs: 20_000,
       },
     );
-    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 2_500_000n);
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 2_500_000n);
 
     // The same event again (JetStream dedupe bypassed with another msg id) and a new event for the same refund.
-    await bus.js.publish(
-      bus.subjectFor('refund.initiated'),
+    await h.bus.js.publish(
+      h.bus.subjectFor('refund.initiated'),
       new TextEncoder().encode(JSON.stringify(event)),
       {
         msgID: `again-${event.id}`,
       },
     );
-    await publishEvent(bus, refundInitiated('ref_one', '2.5', chain.anvil.chainId));
+    await publishEvent(h.bus, refundInitiated('ref_one', '2.5', h.chain.anvil.chainId));
     await waitFor(
       async () =>
         Number(
           (
-            await db
+            await h.db
               .selectFrom('inbox')
               .select((eb) => eb.fn.countAll<string>().as('n'))
               .where('consumer', '=', 'settlement-refund-initiated')
@@ -85,14 +42,14 @@ describe('refunds sent on chain', () => {
           ).n,
         ) === 2,
     );
-    await service.transfers.runOnce();
-    const transfers = await chain.transfersFromEscrow();
+    await h.service.transfers.runOnce();
+    const transfers = await h.chain.transfersFromEscrow();
     expect(transfers).toEqual([
       { to: testWallets.buyer.address, amountMicro: 2_500_000n, txHash: done.refund_tx_hash },
     ]);
 
     const completed = await waitFor(async () => {
-      const events = await countStreamMessages(bus, 'refund.completed');
+      const events = await countStreamMessages(h.bus, 'refund.completed');
       return events.length > 0 && events;
     });
     expect(completed).toHaveLength(1);
@@ -107,53 +64,53 @@ describe('refunds sent on chain', () => {
   });
 
   it('allocates consecutive nonces to concurrent refunds and confirms them all', async () => {
-    const before = (await chain.transfersFromEscrow()).length;
+    const before = (await h.chain.transfersFromEscrow()).length;
     for (const [i, payer] of [
       testWallets.buyer.address,
       testWallets.stranger.address,
       testWallets.platform.address,
     ].entries()) {
       await publishEvent(
-        bus,
-        ledger.booked(refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, chain.anvil.chainId, payer)),
+        h.bus,
+        h.ledger.booked(refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, h.chain.anvil.chainId, payer)),
       );
     }
     await waitFor(
       async () =>
         (
-          await db.selectFrom('refunds').select('status').where('refund_id', 'like', 'ref_many_%').execute()
+          await h.db.selectFrom('refunds').select('status').where('refund_id', 'like', 'ref_many_%').execute()
         ).filter((r) => r.status === 'completed').length === 3,
       { timeoutMs: 20_000 },
     );
-    const transfers = await db
+    const transfers = await h.db
       .selectFrom('outgoing_transfers')
       .select(['nonce', 'status'])
       .orderBy('nonce')
       .execute();
     expect(transfers.map((t) => t.nonce)).toEqual([0n, 1n, 2n, 3n]);
-    expect((await chain.transfersFromEscrow()).length).toBe(before + 3);
+    expect((await h.chain.transfersFromEscrow()).length).toBe(before + 3);
   });
 
   it('never lets a signed transaction be re-signed or deleted (database guard)', async () => {
-    const row = await db.selectFrom('outgoing_transfers').selectAll().limit(1).executeTakeFirstOrThrow();
+    const row = await h.db.selectFrom('outgoing_transfers').selectAll().limit(1).executeTakeFirstOrThrow();
     await expect(
-      db
+      h.db
         .updateTable('outgoing_transfers')
         .set({ raw_tx: '0x00' })
         .where('transfer_id', '=', row.transfer_id)
         .execute(),
     ).rejects.toThrow(/immutable/);
     await expect(
-      db.deleteFrom('outgoing_transfers').where('transfer_id', '=', row.transfer_id).execute(),
+      h.db.deleteFrom('outgoing_transfers').where('transfer_id', '=', row.transfer_id).execute(),
     ).rejects.toThrow(/never deleted/);
   });
 
   it('rebroadcasts the same transaction when no receipt comes within TX_TIMEOUT_MS, and reports it stuck', async () => {
-    await setAutomine(chain.anvil.provider, false); // the transaction waits in the mempool
+    await setAutomine(h.chain.anvil.provider, false); // the transaction waits in the mempool
     try {
-      await publishEvent(bus, ledger.booked(refundInitiated('ref_slow', '1.5', chain.anvil.chainId)));
+      await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_slow', '1.5', h.chain.anvil.chainId)));
       const transferOf = () =>
-        db
+        h.db
           .selectFrom('outgoing_transfers')
           .selectAll()
           .where('idempotency_key', '=', 'ref_slow')
@@ -165,30 +122,32 @@ describe('refunds sent on chain', () => {
         message: 'rebroadcast after TX_TIMEOUT_MS',
       });
       expect((await transferOf())!.raw_tx).toBe(first.raw_tx);
-      const metrics = await fetch(`${service.url}/metrics`).then((r) => r.text());
+      const metrics = await fetch(`${h.service.url}/metrics`).then((r) => r.text());
       expect(metrics).toMatch(/settlement_stuck_transfers\{[^}]*\} 1/);
-      await mine(chain.anvil.provider, 1);
+      await mine(h.chain.anvil.provider, 1);
       await waitFor(async () => (await refundRow('ref_slow'))?.status === 'completed', { timeoutMs: 10_000 });
-      expect((await chain.transfersFromEscrow()).filter((t) => t.amountMicro === 1_500_000n)).toHaveLength(1);
-      const after = await fetch(`${service.url}/metrics`).then((r) => r.text());
+      expect((await h.chain.transfersFromEscrow()).filter((t) => t.amountMicro === 1_500_000n)).toHaveLength(
+        1,
+      );
+      const after = await fetch(`${h.service.url}/metrics`).then((r) => r.text());
       expect(after).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
       expect(after).toMatch(/settlement_refunds_sent_total\{[^}]*\} 5/);
     } finally {
-      await setAutomine(chain.anvil.provider, true);
+      await setAutomine(h.chain.anvil.provider, true);
     }
   });
 
   it('parks a refund for another chain instead of sending it', async () => {
     // The positive signal that settlement handled it (and refused to send it): the consumer's retry notice.
     const refused: string[] = [];
-    const warn = jest.spyOn(service.ctx.logger, 'warn').mockImplementation(((fields: {
+    const warn = jest.spyOn(h.service.ctx.logger, 'warn').mockImplementation(((fields: {
       eventId?: string;
     }) => {
       if (fields?.eventId) refused.push(fields.eventId);
     }) as never);
     try {
       const event = refundInitiated('ref_wrong_chain', '1', 8453);
-      await publishEvent(bus, event);
+      await publishEvent(h.bus, event);
       await waitFor(() => refused.includes(event.id), { message: 'refund for another chain handled' });
     } finally {
       warn.mockRestore();
@@ -199,14 +158,14 @@ describe('refunds sent on chain', () => {
   /** Waits until the refund consumer refused an event (its retry notice names the event), then stops listening. */
   async function refusedBySettlement(event: ReturnType<typeof refundInitiated>): Promise<string> {
     const refusals = new Map<string, string>();
-    const warn = jest.spyOn(service.ctx.logger, 'warn').mockImplementation(((fields: {
+    const warn = jest.spyOn(h.service.ctx.logger, 'warn').mockImplementation(((fields: {
       eventId?: string;
       err?: Error;
     }) => {
       if (fields?.eventId) refusals.set(fields.eventId, String(fields.err?.message));
     }) as never);
     try {
-      await publishEvent(bus, event);
+      await publishEvent(h.bus, event);
       return await waitFor(() => refusals.get(event.id), { message: 'refund.initiated refused' });
     } finally {
       warn.mockRestore();
@@ -214,52 +173,52 @@ describe('refunds sent on chain', () => {
   }
 
   it('sends nothing for a refund.initiated the ledger never booked, or booked otherwise, or above the cap', async () => {
-    const before = (await chain.transfersFromEscrow()).length;
+    const before = (await h.chain.transfersFromEscrow()).length;
     // Anyone who can publish on the bus: a refund the ledger never booked.
-    expect(await refusedBySettlement(refundInitiated('ref_forged', '40', chain.anvil.chainId))).toMatch(
+    expect(await refusedBySettlement(refundInitiated('ref_forged', '40', h.chain.anvil.chainId))).toMatch(
       /not authorised by the ledger \(unknown_transfer/,
     );
     // A booked refund whose event was altered: more money, or another recipient.
-    ledger.booked(refundInitiated('ref_altered', '1', chain.anvil.chainId));
-    expect(await refusedBySettlement(refundInitiated('ref_altered', '30', chain.anvil.chainId))).toMatch(
+    h.ledger.booked(refundInitiated('ref_altered', '1', h.chain.anvil.chainId));
+    expect(await refusedBySettlement(refundInitiated('ref_altered', '30', h.chain.anvil.chainId))).toMatch(
       /amount_differs/,
     );
     expect(
       await refusedBySettlement(
-        refundInitiated('ref_altered', '1', chain.anvil.chainId, testWallets.stranger.address),
+        refundInitiated('ref_altered', '1', h.chain.anvil.chainId, testWallets.stranger.address),
       ),
     ).toMatch(/recipient_differs/);
     // Booked, but above MAX_TRANSFER_USDC (50 here): never signed, whatever the ledger says.
     expect(
-      await refusedBySettlement(ledger.booked(refundInitiated('ref_huge', '60', chain.anvil.chainId))),
+      await refusedBySettlement(h.ledger.booked(refundInitiated('ref_huge', '60', h.chain.anvil.chainId))),
     ).toMatch(/above MAX_TRANSFER_USDC/);
     for (const id of ['ref_forged', 'ref_altered', 'ref_huge']) expect(await refundRow(id)).toBeUndefined();
-    const metrics = await fetch(`${service.url}/metrics`).then((r) => r.text());
+    const metrics = await fetch(`${h.service.url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(
       /settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/,
     );
-    await service.transfers.runOnce();
-    expect((await chain.transfersFromEscrow()).length).toBe(before);
+    await h.service.transfers.runOnce();
+    expect((await h.chain.transfersFromEscrow()).length).toBe(before);
   });
 
   it('the transfer worker asks the ledger again before signing: a recorded transfer it did not book is never signed', async () => {
-    const before = (await chain.transfersFromEscrow()).length;
+    const before = (await h.chain.transfersFromEscrow()).length;
     // A transfer recorded without the consumer's check (a bug, or a row written by hand).
-    const transferId = await service.ctx.inTransaction((trx) =>
+    const transferId = await h.service.ctx.inTransaction((trx) =>
       recordTransfer(trx, {
         kind: 'refund',
         idempotencyKey: 'ref_unbooked',
-        chainId: chain.anvil.chainId,
-        tokenAddress: chain.usdcAddress,
+        chainId: h.chain.anvil.chainId,
+        tokenAddress: h.chain.usdcAddress,
         fromAddress: testWallets.escrow.address,
         toAddress: testWallets.stranger.address,
         amountMicro: 5_000_000n,
       }),
     );
-    service.transfers.kick();
+    h.service.transfers.kick();
     const failed = await waitFor(
       async () => {
-        const row = await db
+        const row = await h.db
           .selectFrom('outgoing_transfers')
           .selectAll()
           .where('transfer_id', '=', transferId)
@@ -270,12 +229,12 @@ describe('refunds sent on chain', () => {
     );
     expect(failed).toMatchObject({ tx_hash: null, raw_tx: null, nonce: null });
     expect(failed.last_error).toMatch(/^not sent: unknown_transfer/);
-    expect(ledger.authorizations).toContainEqual({
+    expect(h.ledger.authorizations).toContainEqual({
       kind: 'refund',
       id: 'ref_unbooked',
       to: testWallets.stranger.address,
       amount: '5',
     });
-    expect((await chain.transfersFromEscrow()).length).toBe(before);
+    expect((await h.chain.transfersFromEscrow()).length).toBe(before);
   });
 });

@@ -4,97 +4,47 @@
  * authorization stuck; fees bumped") and escrow's later payouts waited. Each case here drops the sender's own
  * mined transaction with a real anvil_reorg and checks it is mined again, the same bytes (same hash), once.
  */
-import type { Bus } from '@paygate/bus';
 import { formatAddress, getTransferLogs } from '@paygate/chain';
 import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
-import {
-  createTestEnvironment,
-  fundTestWallets,
-  mine,
-  openSchema,
-  reorg,
-  signTransferAuthorization,
-  type TestEnvironment,
-  testSigner,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import type { Kysely } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
-import {
-  publishEvent,
-  refundInitiated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-  TestLedger,
-} from './helpers';
+import { mine, reorg, signTransferAuthorization, testSigner, testWallets, waitFor } from '@paygate/testing';
+import { useSettlementHarness } from './harness';
+import { publishEvent, refundInitiated } from './helpers';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const PRICE = 70_000n;
 
 describe('a reorg that drops the sender’s own transaction: sent again with the same bytes', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: TestLedger;
-  let service: RunningSettlement;
-  let db: Kysely<SettlementDB>;
   const escrow = testWallets.escrow.address;
-
-  beforeAll(async () => {
-    env = await createTestEnvironment('reorgsend');
-    chain = await startTestChain('100');
-    await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
-      amountMicro: 10_000_000n,
-      roles: ['buyer'],
-    });
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    service = await startSettlement(
-      loadConfig(
-        settlementEnv(env, chain, {
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          RELAYER_FEE_BUMP_AFTER_MS: '300',
-          TRANSFER_POLL_INTERVAL_MS: '100',
-          // Far beyond the test: a dropped transfer must be sent again because it was dropped, not by timeout.
-          TX_TIMEOUT_MS: '600000',
-          CONFIRMATIONS: '2',
-        }),
-      ),
-    );
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await service?.stop();
-    await ledger?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
+  const h = useSettlementHarness('reorgsend', {
+    buyerFunds: '10',
+    overrides: {
+      RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+      RELAYER_FEE_BUMP_AFTER_MS: '300',
+      TRANSFER_POLL_INTERVAL_MS: '100',
+      // Far beyond the test: a dropped transfer must be sent again because it was dropped, not by timeout.
+      TX_TIMEOUT_MS: '600000',
+      CONFIRMATIONS: '2',
+    },
   });
 
   async function rpc<T>(subject: string, body: unknown): Promise<T> {
-    const reply = await bus.nc.request(bus.rpcSubject(subject), encoder.encode(JSON.stringify(body)), {
+    const reply = await h.bus.nc.request(h.bus.rpcSubject(subject), encoder.encode(JSON.stringify(body)), {
       timeout: 15_000,
     });
     return JSON.parse(decoder.decode(reply.data)) as T;
   }
 
   async function submission(waitForReceiptMs: number): Promise<RelayerSubmitRequest> {
-    const signed = await signTransferAuthorization(testSigner('buyer', chain.anvil.provider), {
-      chainId: chain.anvil.chainId,
-      usdcAddress: chain.usdcAddress,
+    const signed = await signTransferAuthorization(testSigner('buyer', h.chain.anvil.provider), {
+      chainId: h.chain.anvil.chainId,
+      usdcAddress: h.chain.usdcAddress,
       to: escrow,
       valueMicro: PRICE,
     });
     return {
-      chainId: chain.anvil.chainId,
-      token: chain.usdcAddress,
+      chainId: h.chain.anvil.chainId,
+      token: h.chain.usdcAddress,
       authorization: signed.authorization,
       signature: signed.signature,
       waitForReceiptMs,
@@ -102,9 +52,9 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   }
 
   async function transfersIntoEscrowFromBuyer() {
-    const head = await chain.anvil.provider.getBlockNumber();
-    const logs = await getTransferLogs(chain.anvil.provider, {
-      token: chain.usdcAddress,
+    const head = await h.chain.anvil.provider.getBlockNumber();
+    const logs = await getTransferLogs(h.chain.anvil.provider, {
+      token: h.chain.usdcAddress,
       fromBlock: 0,
       toBlock: head,
       maxRangeBlocks: 10_000,
@@ -115,7 +65,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   }
 
   const relayed = (authNonce: string) =>
-    db
+    h.db
       .selectFrom('relayed_authorizations')
       .selectAll()
       .where('auth_nonce', '=', authNonce.toLowerCase())
@@ -128,7 +78,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
     expect(answered).toMatchObject({ ok: true, status: 'confirmed' });
     if (!answered.ok) throw new Error('unreachable');
     // x402 books the payment on this answer. The block holding it is the head (automine): drop it.
-    await reorg(chain.anvil.provider, 1);
+    await reorg(h.chain.anvil.provider, 1);
     const droppedNonce = (await relayed(first.authorization.nonce)).relayer_nonce!;
 
     // A later submission gets the next relayer nonce and waits behind the gap until the dropped one is mined.
@@ -150,11 +100,11 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
     });
     expect(secondDone.relayer_nonce).toBe(droppedNonce + 1n);
     // The very transaction x402 booked is on the chain again (same hash), and the payer paid once per submission.
-    const receipt = await chain.anvil.provider.getTransactionReceipt(answered.txHash);
+    const receipt = await h.chain.anvil.provider.getTransactionReceipt(answered.txHash);
     expect(receipt?.status).toBe(1);
     expect((await transfersIntoEscrowFromBuyer()).length).toBe(before + 2);
     // Watched until CONFIRMATIONS deep, then final.
-    await mine(chain.anvil.provider, 2);
+    await mine(h.chain.anvil.provider, 2);
     await waitFor(async () => (await relayed(first.authorization.nonce)).final_at !== null, {
       timeoutMs: 10_000,
       message: 'the re-mined submission was never marked final',
@@ -162,10 +112,10 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   });
 
   it('escrow: a confirmed refund dropped by a reorg within the watch window is sent again, once', async () => {
-    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    await publishEvent(bus, ledger.booked(refundInitiated('ref_reorged', '1.25', chain.anvil.chainId)));
+    const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
+    await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_reorged', '1.25', h.chain.anvil.chainId)));
     const transfer = () =>
-      db
+      h.db
         .selectFrom('outgoing_transfers')
         .selectAll()
         .where('idempotency_key', '=', 'ref_reorged')
@@ -177,34 +127,34 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
         // Mined in the head block: one more block confirms it (never more, so it stays within the watch window).
         if (
           row?.status === 'broadcast' &&
-          row.block_number === BigInt(await chain.anvil.provider.getBlockNumber())
+          row.block_number === BigInt(await h.chain.anvil.provider.getBlockNumber())
         )
-          await mine(chain.anvil.provider, 1);
+          await mine(h.chain.anvil.provider, 1);
         return row?.status === 'confirmed' && row;
       },
       { timeoutMs: 20_000, message: 'the refund was never confirmed' },
     );
-    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 1_250_000n);
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 1_250_000n);
     // Reorg out its block and those after it: the refund leaves the chain after settlement reported it completed. (The watcher may
     // send it again within one poll, so what is checked is that it is mined again in another block.)
-    const minedIn = (await chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!))!;
-    const depth = (await chain.anvil.provider.getBlockNumber()) - minedIn.blockNumber + 1;
+    const minedIn = (await h.chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!))!;
+    const depth = (await h.chain.anvil.provider.getBlockNumber()) - minedIn.blockNumber + 1;
     expect(depth).toBeLessThan(4); // within the watch window (2 x CONFIRMATIONS)
-    await reorg(chain.anvil.provider, depth);
-    expect(await chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!)).toBeNull();
+    await reorg(h.chain.anvil.provider, depth);
+    expect(await h.chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!)).toBeNull();
     await waitFor(
       async () => {
-        const receipt = await chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!);
+        const receipt = await h.chain.anvil.provider.getTransactionReceipt(confirmed.tx_hash!);
         return receipt !== null && receipt.blockHash !== minedIn.blockHash;
       },
       { timeoutMs: 15_000, message: 'the dropped refund was not sent again' },
     );
-    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 1_250_000n);
-    const refunds = (await chain.transfersFromEscrow()).filter((t) => t.txHash === confirmed.tx_hash);
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 1_250_000n);
+    const refunds = (await h.chain.transfersFromEscrow()).filter((t) => t.txHash === confirmed.tx_hash);
     expect(refunds).toHaveLength(1);
     // Recorded right after the broadcast (which anvil mines at once).
     await waitFor(async () => (await transfer())!.reorg_rebroadcasts >= 1, { timeoutMs: 5_000 });
-    await mine(chain.anvil.provider, 4);
+    await mine(h.chain.anvil.provider, 4);
     await waitFor(async () => (await transfer())!.final_at !== null, {
       timeoutMs: 10_000,
       message: 'the re-mined refund was never marked final',

@@ -6,7 +6,7 @@ import { Address, Id, IsoTime, TxHash, UsdcAmount } from '../primitives';
  * the seller middleware's `POST /api/verify` (`verify`), a checkout session (`checkout`), or an operator sending
  * unmatched money back (`operator_refund`).
  */
-export const ClaimChannel = Type.Union([
+export const ClaimedVia = Type.Union([
   Type.Literal('x402'),
   Type.Literal('verify'),
   Type.Literal('checkout'),
@@ -23,7 +23,8 @@ export const TransferClaimFields = {
   chainId: Type.Integer({ minimum: 1 }),
   txHash: TxHash,
   logIndex: Type.Integer({ minimum: 0 }),
-  channel: ClaimChannel,
+  /** The payment path claiming it (`claimed_via` in the services' tables; the wire keeps the name `channel`). */
+  channel: ClaimedVia,
   /** What the transfer pays for, in the channel's terms (`<network>:<txHash>`, a session id, a transfer id). */
   reference: Type.String({ minLength: 1, maxLength: 160 }),
   /** The transfer's sender and amount as the claimant saw them on chain. */

@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import { ClaimChannel, TransferClaimFields } from '../events/claims';
+import { ClaimedVia, TransferClaimFields } from '../events/claims';
 import { Address, Id, IsoTime, SignedUsdcAmount, UsdcAmount } from '../primitives';
 
 /**
  * `ledger.claim_transfer`: spend an on-chain transfer on one thing. The first claim of a transfer
- * (chainId, txHash, logIndex) wins, in every channel and on every replica (a unique row in the ledger); a
+ * (chainId, txHash, logIndex) wins, whatever path claims it and on every replica (a unique row in the ledger); a
  * repeated claim with the same channel and reference is answered ok again (retries, a subscription's re-use,
  * a redelivered event), any other is refused with who holds it.
  */
@@ -54,7 +54,7 @@ export const ClaimTransferReply = Type.Union([
       ok: Type.Literal(false),
       reason: Type.Literal('claimed_elsewhere'),
       message: Type.String(),
-      claimedBy: Type.Object({ channel: ClaimChannel, claimedAt: IsoTime }, { additionalProperties: false }),
+      claimedBy: Type.Object({ channel: ClaimedVia, claimedAt: IsoTime }, { additionalProperties: false }),
     },
     { additionalProperties: false },
   ),

@@ -71,7 +71,7 @@ export const RPCS = {
     request: ClaimTransferRequest,
     reply: ClaimTransferReply,
     description:
-      'Spend an on-chain transfer on one thing; the first claim of a transfer wins across channels.',
+      'Spend an on-chain transfer on one thing; the first claim of a transfer wins whatever path claims it.',
   },
   'ledger.reserve_payout': {
     responder: 'escrow-ledger',

@@ -1,69 +1,56 @@
-import { type Bus, RpcUnavailableError, requestRpc } from '@paygate/bus';
-import type { RpcRequest } from '@paygate/contracts';
+import {
+  type Bus,
+  type ClaimedVia,
+  LEDGER_CLAIM_TIMEOUT_MS,
+  LedgerClaimClient,
+  type LedgerClaimResult,
+} from '@paygate/bus';
 import { HttpError } from '@paygate/http';
 import { formatUsdcExact } from '@paygate/money';
 import type { TransferRow } from '../db';
 
-/** How long checkout waits for the ledger's claim answer (an operator gets 503; an event is redelivered). */
-export const CLAIM_TIMEOUT_MS = 3000;
-
-type ClaimChannel = RpcRequest<'ledger.claim_transfer'>['channel'];
 /** The transfer as checkout observed it. */
 export type TransferToClaim = Pick<
   TransferRow,
   'chain_id' | 'tx_hash' | 'log_index' | 'from_address' | 'amount_micro'
 >;
 
-export type ClaimAnswer =
-  | { ok: true }
-  | { ok: false; reason: 'claimed_elsewhere'; claimedBy: ClaimChannel; message: string }
-  | { ok: false; reason: 'transfer_reorged' | 'amount_differs' | 'payer_differs'; message: string };
+/** The ledger's decision: an unavailable ledger is thrown instead (see LedgerClaims.claim). */
+export type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailable' }>;
 
 /**
- * Asks escrow-ledger (`ledger.claim_transfer`) to spend a transfer on a checkout session (`checkout`, reference
- * the session id) or on an operator refund (`operator_refund`, reference checkout's transfer id) before checkout
- * records it. No answer in time throws a 503 HttpError: a route answers it, a consumer's event is redelivered.
+ * Checkout's side of the shared ledger claim client: spends a transfer on a checkout session (`checkout`,
+ * reference the session id) or on an operator refund (`operator_refund`, reference checkout's transfer id) before
+ * checkout records it. An unavailable ledger throws a 503 HttpError: a route answers it, a consumer's event is
+ * redelivered.
  */
 export class LedgerClaims {
-  constructor(
-    private readonly bus: Bus,
-    private readonly timeoutMs = CLAIM_TIMEOUT_MS,
-  ) {}
+  private readonly client: LedgerClaimClient;
+
+  constructor(bus: Bus, timeoutMs = LEDGER_CLAIM_TIMEOUT_MS) {
+    this.client = new LedgerClaimClient(bus, timeoutMs);
+  }
 
   async claim(
     transfer: TransferToClaim,
-    channel: ClaimChannel,
+    claimedVia: ClaimedVia,
     reference: string,
     underpaidSessionId?: string,
   ): Promise<ClaimAnswer> {
-    let reply: Awaited<ReturnType<typeof requestRpc<'ledger.claim_transfer'>>>;
-    try {
-      reply = await requestRpc(
-        this.bus,
-        'ledger.claim_transfer',
-        {
-          chainId: transfer.chain_id,
-          txHash: transfer.tx_hash,
-          logIndex: transfer.log_index,
-          channel,
-          reference,
-          payer: transfer.from_address,
-          amount: formatUsdcExact(transfer.amount_micro),
-          ...(underpaidSessionId ? { underpaidSessionId } : {}),
-        },
-        { timeoutMs: this.timeoutMs },
-      );
-    } catch (error) {
-      if (!(error instanceof RpcUnavailableError)) throw error;
-      throw new HttpError(503, 'ledger_unavailable', 'the ledger did not answer; retry shortly');
+    const answer = await this.client.claim({
+      chainId: transfer.chain_id,
+      txHash: transfer.tx_hash,
+      logIndex: transfer.log_index,
+      channel: claimedVia,
+      reference,
+      payer: transfer.from_address,
+      amount: formatUsdcExact(transfer.amount_micro),
+      ...(underpaidSessionId ? { underpaidSessionId } : {}),
+    });
+    if (!answer.ok && answer.reason === 'ledger_unavailable') {
+      const retry = answer.error ? '; retry shortly' : '';
+      throw new HttpError(503, 'ledger_unavailable', `${answer.message}${retry}`);
     }
-    if (reply.ok) return { ok: true };
-    if (reply.reason === 'claimed_elsewhere') {
-      return { ok: false, reason: reply.reason, claimedBy: reply.claimedBy.channel, message: reply.message };
-    }
-    if (reply.reason === 'invalid_request' || reply.reason === 'internal_error') {
-      throw new HttpError(503, 'ledger_unavailable', `the ledger could not answer: ${reply.message}`);
-    }
-    return { ok: false, reason: reply.reason, message: reply.message };
+    return answer;
   }
 }

@@ -43,7 +43,7 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
     if (claimedBy) {
       deps.logger.info(
         { txHash: data.txHash, logIndex: data.logIndex, claimedBy, candidateSessionId: candidate },
-        'transfer already claimed by another channel; not unmatched',
+        'transfer already claimed through another payment path; not unmatched',
       );
       return;
     }
@@ -95,21 +95,21 @@ async function decideMatch(
       session = undefined;
     }
   } else if (!reason) {
-    // Money in escrow that paid no session: another channel may have claimed it already.
+    // Money in escrow that paid no session: another payment path may have claimed it already.
     const known = await trx
       .selectFrom('claimed_transfers')
-      .select('channel')
+      .select('claimed_via')
       .where('chain_id', '=', data.chainId)
       .where('tx_hash', '=', data.txHash.toLowerCase())
       .where('log_index', '=', data.logIndex)
       .executeTakeFirst();
-    claimedBy = known?.channel ?? null;
+    claimedBy = known?.claimed_via ?? null;
   }
   if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
   return { session, unmatchedReason, candidate, claimedBy };
 }
 
-/** Claims the transfer at the ledger for the session's payment; the channel that spent it already, or null. */
+/** Claims the transfer at the ledger for the session's payment; the payment path that spent it already, or null. */
 async function claimForSession(
   deps: MatchingDeps,
   data: Observed,
@@ -222,7 +222,7 @@ async function sessionPaidBy(
 }
 
 /**
- * The ledger recorded a claim by another channel (an x402 proof, a seller's /api/verify): the transfer is not
+ * The ledger recorded a claim through another payment path (an x402 proof, a seller's /api/verify): the transfer is not
  * unmatched money. Remembered for a transfer not observed yet; an unmatched one becomes `claimed`. Checkout's own
  * claims (sessions, operator refunds) are already recorded by the decision that made them.
  */
@@ -240,7 +240,7 @@ export async function recordClaimedElsewhere(
       chain_id: data.chainId,
       tx_hash: txHash,
       log_index: data.logIndex,
-      channel: data.channel,
+      claimed_via: data.channel,
       claim_id: data.claimId,
       claimed_at: new Date(data.claimedAt),
     })
@@ -262,7 +262,7 @@ export async function recordClaimedElsewhere(
   if (claimed) {
     deps.logger.info(
       { transferId: claimed.transfer_id, txHash, claimedBy: data.channel },
-      'unmatched transfer claimed by another channel; off the unmatched list',
+      'unmatched transfer claimed through another payment path; off the unmatched list',
     );
   }
 }

@@ -215,7 +215,7 @@ async function underpaidSessionOf(trx: CheckoutTrx, transfer: TransferRow): Prom
     : undefined;
 }
 
-/** The ledger refused an operator action: a transfer another channel spent is recorded as claimed, not left unmatched. */
+/** The ledger refused an operator action: a transfer another payment path spent is recorded as claimed, not left unmatched. */
 async function refusal(
   deps: MatchingDeps,
   trx: CheckoutTrx,

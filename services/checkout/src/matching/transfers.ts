@@ -36,7 +36,7 @@ export class TransferMatcher {
     return applyToSession(this.deps, trx, session, transfer, outcome);
   }
 
-  /** The ledger recorded a claim by another channel: the transfer is not unmatched money. */
+  /** The ledger recorded a claim through another payment path: the transfer is not unmatched money. */
   onClaimed(trx: CheckoutTrx, data: EventData<'transfer.claimed'>): Promise<void> {
     return recordClaimedElsewhere(this.deps, trx, data);
   }

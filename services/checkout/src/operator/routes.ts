@@ -42,7 +42,7 @@ export const TransferView = Type.Object({
     ),
     {
       description:
-        "claimed: another channel (an x402 proof, a seller's /api/verify) spent the transfer at the ledger; it is a payment, not unmatched money",
+        "claimed: another payment path (an x402 proof, a seller's /api/verify) spent the transfer at the ledger; it is a payment, not unmatched money",
     },
   ),
   reason: Nullable(
@@ -133,7 +133,7 @@ export function operatorRoutes(
         '401': 'operator token required',
         '404': 'not_found (transfer, or sessionId)',
         '409':
-          'transfer_not_unmatched | session_already_paid | transfer_claimed_by_payment (the ledger says another channel spent the transfer: it becomes claimed; `claimedBy` names the channel)',
+          'transfer_not_unmatched | session_already_paid | transfer_claimed_by_payment (the ledger says another payment path spent the transfer: it becomes claimed; `claimedBy` names the path)',
         '503': 'ledger_unavailable (the ledger did not answer the claim; nothing changed, retry)',
       },
       handler: async (req, res) => {
@@ -152,7 +152,7 @@ export function operatorRoutes(
       summary:
         'Send an unmatched transfer, or the short transfer of an underpaid session, back to its sender',
       description:
-        "Asks the ledger first (ledger.claim_transfer, channel operator_refund): a transfer that a payment claimed (an x402 proof, a seller's /api/verify) is refused here with 409 transfer_claimed_by_payment and recorded as claimed, never marked. Otherwise marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The transfer of an underpaid session (attached by an operator, less than the exact amount: no payment was made) can be refunded too: the ledger lets the refund take over that session's claim unless a payment of the transfer is booked, and the session becomes refunded (checkout.session_refunded). The transfer of a paid, paid_late or overpaid session is a payment: 409 transfer_not_unmatched (refund the payment with POST /api/v1/refunds). The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.",
+        "Asks the ledger first (ledger.claim_transfer, claimed via operator_refund): a transfer that a payment claimed (an x402 proof, a seller's /api/verify) is refused here with 409 transfer_claimed_by_payment and recorded as claimed, never marked. Otherwise marks the transfer refund_requested and publishes transfer.refund_requested in the same transaction. The transfer of an underpaid session (attached by an operator, less than the exact amount: no payment was made) can be refunded too: the ledger lets the refund take over that session's claim unless a payment of the transfer is booked, and the session becomes refunded (checkout.session_refunded). The transfer of a paid, paid_late or overpaid session is a payment: 409 transfer_not_unmatched (refund the payment with POST /api/v1/refunds). The ledger books the amount out of suspense into a refund (refused, and listed in its operator conflicts, if a payment already claimed the transfer or it left the chain); settlement sends the USDC back to `from`. Once per transfer: a second call is 409 and publishes nothing. Transfers that are not USDC into this escrow wallet on this chain (wrong_token, wrong_recipient, wrong_chain) are not on the books and are refused.",
       auth,
       params: TransferIdParam,
       body: RefundBody,
@@ -171,7 +171,7 @@ export function operatorRoutes(
         '401': 'operator token required',
         '404': 'no such transfer',
         '409':
-          "transfer_not_unmatched (already resolved or marked, or the payment of a paid/overpaid session) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain) | transfer_claimed_by_payment (a payment spent it; `claimedBy` names the channel, the transfer is now claimed) | transfer_reorged | amount_differs | payer_differs (the ledger's books disagree)",
+          "transfer_not_unmatched (already resolved or marked, or the payment of a paid/overpaid session) | transfer_not_refundable (wrong_token, wrong_recipient, wrong_chain) | transfer_claimed_by_payment (a payment spent it; `claimedBy` names the payment path, the transfer is now claimed) | transfer_reorged | amount_differs | payer_differs (the ledger's books disagree)",
         '503': 'ledger_unavailable (the ledger did not answer; nothing changed, retry)',
       },
       handler: async (req, res) => {

@@ -17,10 +17,10 @@ import { transferKey } from '../ledger/entries';
 export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
 type ClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
-export type ClaimChannel = ClaimRequest['channel'];
+export type ClaimedVia = ClaimRequest['channel'];
 
-/** What a channel's claim spent the transfer on, for the refusal message. */
-export const CLAIM_CHANNEL_PURPOSE: Record<ClaimChannel, string> = {
+/** What a claim through each payment path spent the transfer on, for the refusal message. */
+export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
   x402: 'a paid API call (x402 proof)',
   verify: "a seller's POST /api/verify",
   checkout: 'a checkout session',
@@ -29,13 +29,13 @@ export const CLAIM_CHANNEL_PURPOSE: Record<ClaimChannel, string> = {
 
 interface ClaimRow {
   claim_id: string;
-  channel: ClaimChannel;
+  claimed_via: ClaimedVia;
   reference: string;
   claimed_at: Date;
 }
 
 /**
- * The one claim on an on-chain transfer: the first (channel, reference) to ask holds it, a repeat of the same
+ * The one claim on an on-chain transfer: the first (claimed_via, reference) to ask holds it, a repeat of the same
  * pair is answered ok again (fresh: false), anything else is refused with who holds it. The primary key of
  * `transfer_claims` decides between concurrent claims on every replica; a fresh claim publishes
  * `transfer.claimed` (outbox, same transaction). A payment or unmatched refund already on the books holds the
@@ -117,7 +117,7 @@ async function claimOrHolder(
     await sql<ClaimOutcomeRow>`
       with booked as (
         select chain_id, tx_hash, log_index, 'clm_' || id as claim_id,
-            case source when 'checkout' then 'checkout' else 'x402' end as channel,
+            case source when 'checkout' then 'checkout' else 'x402' end as claimed_via,
             case source when 'checkout' then coalesce(session_id, payment_id) else network || ':' || tx_hash end
               as reference,
             payer, amount_micro, confirmed_at as claimed_at
@@ -134,20 +134,20 @@ async function claimOrHolder(
       ),
       booked_claim as (
         insert into transfer_claims
-            (chain_id, tx_hash, log_index, claim_id, channel, reference, payer, amount_micro, claimed_at)
+            (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
           select * from booked
           on conflict do nothing
-          returning claim_id, channel, reference, claimed_at
+          returning claim_id, claimed_via, reference, claimed_at
       ),
       fresh as (
         insert into transfer_claims
-            (chain_id, tx_hash, log_index, claim_id, channel, reference, payer, amount_micro, claimed_at)
+            (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
           select ${chainId}::integer, ${txHash}::text, ${logIndex}::integer, ${claimId}::text,
               ${request.channel}::text, ${request.reference}::text, ${request.payer.toLowerCase()}::text,
               ${parseChainUsdc(request.amount)}::bigint, ${now}::timestamptz
             where not exists (select 1 from booked)
           on conflict (chain_id, tx_hash, log_index) do nothing
-          returning claim_id, channel, reference, claimed_at
+          returning claim_id, claimed_via, reference, claimed_at
       ),
       published as (
         insert into outbox (id, subject, envelope, published_at)
@@ -157,14 +157,14 @@ async function claimOrHolder(
       union all
       select false, * from booked_claim
       union all
-      select false, claim_id, channel, reference, claimed_at from transfer_claims
+      select false, claim_id, claimed_via, reference, claimed_at from transfer_claims
         where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}`.execute(db)
   ).rows;
   if (rows[0]) return rows[0];
   // A concurrent claim committed after this statement's snapshot was taken (its insert waited for it, then did
   // nothing): a new statement sees it.
   const held = (
-    await sql<ClaimRow>`select claim_id, channel, reference, claimed_at from transfer_claims
+    await sql<ClaimRow>`select claim_id, claimed_via, reference, claimed_at from transfer_claims
       where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}`.execute(db)
   ).rows[0];
   return held && { ...held, fresh: false };
@@ -178,13 +178,13 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
   if (!held) throw new Error(`claim on ${key} neither inserted nor found`);
   if (held.fresh) return { ok: true, claimId: held.claim_id, fresh: true, claimedAt: now.toISOString() };
   const claimedAt = new Date(held.claimed_at).toISOString();
-  if (held.channel === request.channel && held.reference === request.reference) {
+  if (held.claimed_via === request.channel && held.reference === request.reference) {
     return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
   }
   // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
   // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
   // Only an operator refund takes over, and it runs in a transaction (claimTransfer).
-  if (refundTakesOverClaim(held, request)) {
+  if (refundTakesOverClaim({ channel: held.claimed_via, reference: held.reference }, request)) {
     const payer = request.payer.toLowerCase();
     const payment = (
       await sql<{ id: string }>`select id from transactions
@@ -196,11 +196,11 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
       const claimId = newClaimId();
       const taken = (
         await sql<ClaimRow>`update transfer_claims
-          set claim_id = ${claimId}, channel = 'operator_refund', reference = ${request.reference},
+          set claim_id = ${claimId}, claimed_via = 'operator_refund', reference = ${request.reference},
             payer = ${payer}, amount_micro = ${parseChainUsdc(request.amount)}, claimed_at = ${now}
           where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
             and claim_id = ${held.claim_id}
-          returning claim_id, channel, reference, claimed_at`.execute(db)
+          returning claim_id, claimed_via, reference, claimed_at`.execute(db)
       ).rows[0];
       if (taken) {
         await enqueueEvent(db as Transaction<any>, claimedEvent(request, claimId, now));
@@ -213,14 +213,14 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
     }
   }
   deps.logger.warn(
-    { transfer: key, heldBy: held.channel, refused: request.channel },
+    { transfer: key, heldBy: held.claimed_via, refused: request.channel },
     'second claim on a transfer refused',
   );
   return {
     ok: false,
     reason: 'claimed_elsewhere',
-    message: `transfer ${key} already paid for ${CLAIM_CHANNEL_PURPOSE[held.channel]}`,
-    claimedBy: { channel: held.channel, claimedAt },
+    message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
+    claimedBy: { channel: held.claimed_via, claimedAt },
   };
 }
 
@@ -247,7 +247,7 @@ function claimedEvent(request: ClaimRequest, claimId: string, now: Date) {
 /** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
 export class ClaimResponder implements BackgroundTask {
   private served: { stop(): Promise<void> } | undefined;
-  private readonly outcomes: Counter<'channel' | 'outcome'>;
+  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -255,8 +255,8 @@ export class ClaimResponder implements BackgroundTask {
   ) {
     this.outcomes = new Counter({
       name: 'ledger_transfer_claims_total',
-      help: 'Claims on transfers by channel and outcome (claimed, repeated, or the refusal reason)',
-      labelNames: ['channel', 'outcome'] as const,
+      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
+      labelNames: ['claimed_via', 'outcome'] as const,
       registers: [ctx.metrics.registry],
     });
   }
@@ -268,7 +268,7 @@ export class ClaimResponder implements BackgroundTask {
       async (request) => {
         const reply = await claimTransfer(this.ctx, this.deps, request);
         const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ channel: request.channel, outcome });
+        this.outcomes.inc({ claimed_via: request.channel, outcome });
         return reply;
       },
       this.ctx.logger,

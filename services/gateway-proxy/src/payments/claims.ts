@@ -1,17 +1,19 @@
-import { type Bus, RpcUnavailableError, requestRpc } from '@paygate/bus';
-import type { RpcRequest } from '@paygate/contracts';
+import {
+  type Bus,
+  type ClaimedVia,
+  LEDGER_CLAIM_TIMEOUT_MS,
+  LedgerClaimClient,
+  type LedgerClaimResult,
+} from '@paygate/bus';
 import { formatUsdc } from '@paygate/money';
 import type { Logger } from '@paygate/telemetry';
 import { failure, type PaymentFailure } from './failures';
-
-/** How long a payment waits for the ledger's answer before the caller gets a 503 (nothing served, nothing claimed here). */
-export const CLAIM_TIMEOUT_MS = 3000;
 
 export interface TransferToClaim {
   chainId: number;
   txHash: string;
   logIndex: number;
-  channel: Extract<RpcRequest<'ledger.claim_transfer'>['channel'], 'x402' | 'verify'>;
+  claimedVia: Extract<ClaimedVia, 'x402' | 'verify'>;
   /** The gateway claims per transaction (`<network>:<txHash>`), so every replica asks with the same reference. */
   reference: string;
   payer: string;
@@ -19,52 +21,52 @@ export interface TransferToClaim {
 }
 
 /**
- * Asks escrow-ledger (`ledger.claim_transfer`) to spend a verified transfer on this gateway payment before it is
- * served or answered valid: a transfer that already paid for a checkout session, another channel or an operator
- * refund is refused (`payment_already_used`); no answer in time is `claim_unavailable` (503, never served unpaid).
+ * The gateway's side of the shared ledger claim client: a verified transfer is spent on this gateway payment
+ * before it is served or answered valid. A transfer that already paid for a checkout session, was claimed through
+ * another path or by an operator refund is refused (`payment_already_used`); an unavailable ledger is
+ * `claim_unavailable` (503, never served unpaid).
  */
 export class LedgerClaims {
-  constructor(
-    private readonly bus: Bus,
-    private readonly logger: Logger,
-    private readonly timeoutMs = CLAIM_TIMEOUT_MS,
-  ) {}
+  private readonly client: LedgerClaimClient;
 
-  /** undefined when the transfer is this payment's (claimed now or before by the same channel and reference). */
+  constructor(
+    bus: Bus,
+    private readonly logger: Logger,
+    timeoutMs = LEDGER_CLAIM_TIMEOUT_MS,
+  ) {
+    this.client = new LedgerClaimClient(bus, timeoutMs);
+  }
+
+  /** undefined when the transfer is this payment's (claimed now or before with the same path and reference). */
   async claim(transfer: TransferToClaim): Promise<PaymentFailure | undefined> {
-    let reply: Awaited<ReturnType<typeof requestRpc<'ledger.claim_transfer'>>>;
-    try {
-      reply = await requestRpc(
-        this.bus,
-        'ledger.claim_transfer',
-        {
-          chainId: transfer.chainId,
-          txHash: transfer.txHash,
-          logIndex: transfer.logIndex,
-          channel: transfer.channel,
-          reference: transfer.reference,
-          payer: transfer.payer,
-          amount: formatUsdc(transfer.amountMicro),
-        },
-        { timeoutMs: this.timeoutMs },
-      );
-    } catch (error) {
-      if (!(error instanceof RpcUnavailableError)) throw error;
-      this.logger.warn({ err: error, txHash: transfer.txHash }, 'ledger did not answer a claim');
-      return unavailable();
-    }
-    if (reply.ok) return undefined;
-    if (reply.reason === 'claimed_elsewhere') {
+    const answer = await this.client.claim({
+      chainId: transfer.chainId,
+      txHash: transfer.txHash,
+      logIndex: transfer.logIndex,
+      channel: transfer.claimedVia,
+      reference: transfer.reference,
+      payer: transfer.payer,
+      amount: formatUsdc(transfer.amountMicro),
+    });
+    return this.paymentFailureOf(answer, transfer.txHash);
+  }
+
+  private paymentFailureOf(answer: LedgerClaimResult, txHash: string): PaymentFailure | undefined {
+    if (answer.ok) return undefined;
+    if (answer.reason === 'claimed_elsewhere') {
       return failure(
         'payment_already_used',
-        `payment already used for ${reply.claimedBy.channel}: ${reply.message}`,
-        { claimedBy: reply.claimedBy.channel },
+        `payment already used for ${answer.claimedBy}: ${answer.message}`,
+        {
+          claimedBy: answer.claimedBy,
+        },
       );
     }
-    this.logger.error({ reply, txHash: transfer.txHash }, 'ledger refused a claim unexpectedly');
-    return unavailable();
+    if (answer.reason === 'ledger_unavailable' && answer.error) {
+      this.logger.warn({ err: answer.error, txHash }, 'ledger did not answer a claim');
+    } else {
+      this.logger.error({ answer, txHash }, 'ledger refused a claim unexpectedly');
+    }
+    return failure('claim_unavailable', 'the ledger could not record this payment; present it again shortly');
   }
 }
-
-const unavailable = () =>
-  failure('claim_unavailable', 'the ledger could not record this payment; present it again shortly');

@@ -1,5 +1,5 @@
 import { failure, type PaymentFailure } from './failures';
-import type { PaymentClaim, Purchase } from './service';
+import type { PaymentClaim, Purchase } from './types';
 
 /**
  * The reuse rules of a transfer that was claimed before, as pure decisions: the cached hot path
@@ -11,7 +11,7 @@ import type { PaymentClaim, Purchase } from './service';
 export type ReuseDecision =
   /** A subscription in scope and not expired: serve it from the claim as it is. */
   | { kind: 'serve' }
-  /** A pay-per-call for the same resource and channel: only a retry within the window (Postgres decides). */
+  /** A pay-per-call for the same resource and payment path: only a retry within the window (Postgres decides). */
   | { kind: 'retry' }
   | { kind: 'refuse'; failure: PaymentFailure };
 
@@ -25,11 +25,11 @@ export interface Presenter {
 /**
  * The transfer already paid for something at this gateway: named like the ledger's refusals (`claimedBy`:
  * `verify` for a seller's /api/verify, `x402` for a paid skill URL or the facilitator), so an agent sees which
- * channel spent it whichever service holds the claim.
+ * path spent it whichever service holds the claim.
  */
-export const alreadyUsed = (claim: Pick<PaymentClaim, 'tx_hash' | 'channel'>): PaymentFailure =>
+export const alreadyUsed = (claim: Pick<PaymentClaim, 'tx_hash' | 'claimed_via'>): PaymentFailure =>
   failure('payment_already_used', `transaction ${claim.tx_hash} has already paid for something`, {
-    claimedBy: claim.channel === 'verify' ? 'verify' : 'x402',
+    claimedBy: claim.claimed_via === 'verify' ? 'verify' : 'x402',
   });
 
 export const badSignature = (): PaymentFailure =>
@@ -42,7 +42,7 @@ export const badSignature = (): PaymentFailure =>
  * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
  * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
  * resource it was claimed for or the one it asks for now. Then: a subscription in its scope (the skill, or the seller for a
- * seller-wide purchase) until it expires; a pay-per-call only as a retry of the same resource and channel.
+ * seller-wide purchase) until it expires; a pay-per-call only as a retry of the same resource and payment path.
  */
 export function decideReuse(
   claim: PaymentClaim,
@@ -73,7 +73,7 @@ export function decideReuse(
     }
     return { kind: 'serve' };
   }
-  if (claim.resource !== purchase.resource || claim.channel !== purchase.channel) {
+  if (claim.resource !== purchase.resource || claim.claimed_via !== purchase.claimedVia) {
     return { kind: 'refuse', failure: alreadyUsed(claim) };
   }
   return { kind: 'retry' };

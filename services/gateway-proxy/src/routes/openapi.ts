@@ -64,7 +64,7 @@ const paymentRefused = {
       type: 'string',
       enum: ['x402', 'verify', 'checkout', 'operator_refund'],
       description:
-        'with payment_already_used when another channel spent the transfer (one on-chain transfer buys one thing)',
+        'with payment_already_used when another payment path spent the transfer (one on-chain transfer buys one thing)',
     },
     requirements: paymentRequirements,
   },

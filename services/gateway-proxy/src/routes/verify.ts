@@ -175,7 +175,7 @@ export function verifyRoutes(state: GatewayState): AnyRoute[] {
           skillName: null,
           endpointId: null,
           holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND[body.type],
-          channel: 'verify',
+          claimedVia: 'verify',
         });
         if (!outcome.ok) {
           state.metrics.refused.inc({ reason: outcome.failure.reason });

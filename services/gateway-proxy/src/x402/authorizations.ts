@@ -26,7 +26,7 @@ export interface AuthorizationRow extends AuthorizationKey {
   valid_before: bigint;
 }
 
-/** What the row says once the transfer the relayer got included was claimed (or was not: another channel's). */
+/** What the row says once the transfer the relayer got included was claimed (or was not: another payment path's). */
 export interface SettlementRecord {
   claimId: string | null;
   txHash: string;

@@ -198,7 +198,7 @@ function facilitatorPurchase(checked: Extract<CheckedRequest, { ok: true }>, sel
     skillName: null,
     endpointId: null,
     holdPeriodHours: 0,
-    channel: 'facilitator',
+    claimedVia: 'facilitator',
   };
 }
 

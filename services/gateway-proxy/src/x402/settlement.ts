@@ -197,7 +197,7 @@ export class X402Settlement {
     return reused.ok ? reused.claim : undefined;
   }
 
-  /** The ledger's claim of the transfer; undefined when another channel spent it first. */
+  /** The ledger's claim of the transfer; undefined when another payment path spent it first. */
   private async insertClaim(
     payment: Pick<DecodedX402Payment, 'authorization'>,
     purchase: Purchase,

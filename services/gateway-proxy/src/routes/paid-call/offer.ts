@@ -68,7 +68,7 @@ function planFor(deps: PaidCallDeps, skill: SkillSnapshot, method: string, path:
         skillName: skill.name,
         endpointId: endpoint.endpointId,
         holdPeriodHours: skill.holdPeriodHours,
-        channel: skill.mode === 'TICKET' ? 'ticket' : 'proxy',
+        claimedVia: skill.mode === 'TICKET' ? 'ticket' : 'proxy',
       },
     };
   }

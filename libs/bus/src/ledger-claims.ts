@@ -1,0 +1,58 @@
+import type { RpcRequest } from '@paygate/contracts';
+import type { Bus } from './connection';
+import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
+
+/** How long a claimant waits for the ledger's answer before it treats the ledger as unavailable. */
+export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
+
+/** A `ledger.claim_transfer` request: the transfer, who claims it and what it pays for. */
+export type LedgerClaimRequest = RpcRequest<'ledger.claim_transfer'>;
+/** The path a transfer is claimed through (x402, verify, checkout, operator_refund). */
+export type ClaimedVia = LedgerClaimRequest['channel'];
+
+/**
+ * The ledger's answer to a claim, as every claimant reads it. `ledger_unavailable`: no answer in time, no
+ * responder, or an answer that is not an outcome (`invalid_request`, `internal_error`); nothing was decided, so
+ * nothing may be served or recorded. `error` is set when there was no answer at all.
+ */
+export type LedgerClaimResult =
+  | { ok: true }
+  | { ok: false; reason: 'claimed_elsewhere'; claimedBy: ClaimedVia; message: string }
+  | { ok: false; reason: 'transfer_reorged' | 'amount_differs' | 'payer_differs'; message: string }
+  | { ok: false; reason: 'ledger_unavailable'; message: string; error?: RpcUnavailableError };
+
+export type LedgerClaimRefusal = Exclude<LedgerClaimResult, { ok: true }>;
+
+/**
+ * The one client of `ledger.claim_transfer` (escrow-ledger spends an on-chain transfer on one thing; the first
+ * claim wins): checkout and gateway-proxy claim through it and map its result to their own errors.
+ */
+export class LedgerClaimClient {
+  private readonly ledger: RpcClient<'ledger'>;
+
+  constructor(bus: Bus, timeoutMs = LEDGER_CLAIM_TIMEOUT_MS) {
+    this.ledger = rpcClient(bus, 'ledger', { timeoutMs });
+  }
+
+  async claim(request: LedgerClaimRequest): Promise<LedgerClaimResult> {
+    let reply: Awaited<ReturnType<RpcClient<'ledger'>['claimTransfer']>>;
+    try {
+      reply = await this.ledger.claimTransfer(request);
+    } catch (error) {
+      if (!(error instanceof RpcUnavailableError)) throw error;
+      return { ok: false, reason: 'ledger_unavailable', message: 'the ledger did not answer', error };
+    }
+    if (reply.ok) return { ok: true };
+    if (reply.reason === 'claimed_elsewhere') {
+      return { ok: false, reason: reply.reason, claimedBy: reply.claimedBy.channel, message: reply.message };
+    }
+    if (reply.reason === 'invalid_request' || reply.reason === 'internal_error') {
+      return {
+        ok: false,
+        reason: 'ledger_unavailable',
+        message: `the ledger could not answer: ${reply.message}`,
+      };
+    }
+    return { ok: false, reason: reply.reason, message: reply.message };
+  }
+}

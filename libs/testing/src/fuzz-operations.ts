@@ -1,0 +1,147 @@
+import { createHash } from 'node:crypto';
+
+/** The operations of a served OpenAPI document that the shared property test (deploy/test/fuzz.test.ts) calls. */
+
+export type Json = Record<string, any>;
+
+export interface WriteOperation {
+  service: string;
+  method: 'POST' | 'PUT' | 'PATCH';
+  /** OpenAPI template path (`/api/v1/manage/skills/{name}`). */
+  path: string;
+  /** Alternatives: each entry is one security requirement's scheme names ([] = public). */
+  security: string[][];
+  /** The JSON request body schema, $refs resolved; undefined when the operation documents none. */
+  bodySchema?: Json;
+  /** The first documented request example, if any. */
+  bodyExample?: unknown;
+  /** Response body schema by status (as documented). */
+  responses: Record<string, Json | undefined>;
+  /** The document's shared error body schema. */
+  errorSchema: Json;
+}
+
+/** Inlines `#/components/...` references (documents built from TypeBox have few; the depth is bounded). */
+function resolveRefs(value: unknown, doc: Json, depth = 0): any {
+  if (depth > 40) throw new Error('OpenAPI $ref chain too deep');
+  if (Array.isArray(value)) return value.map((item) => resolveRefs(item, doc, depth + 1));
+  if (value && typeof value === 'object') {
+    const ref = (value as Json).$ref;
+    if (typeof ref === 'string' && ref.startsWith('#/')) {
+      const target = ref
+        .slice(2)
+        .split('/')
+        .reduce<any>((node, part) => node?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+      if (target === undefined) throw new Error(`unresolved $ref ${ref}`);
+      return resolveRefs(target, doc, depth + 1);
+    }
+    return Object.fromEntries(
+      Object.entries(value as Json).map(([key, child]) => [key, resolveRefs(child, doc, depth + 1)]),
+    );
+  }
+  return value;
+}
+
+export interface ReadOperation {
+  service: string;
+  path: string;
+  security: string[][];
+  pathParameters: string[];
+  queryParameters: string[];
+  responses: Record<string, Json | undefined>;
+  errorSchema: Json;
+}
+
+/** Every GET operation of a served OpenAPI document that takes path or query parameters. */
+export function parameterisedReads(service: string, document: Json): ReadOperation[] {
+  const doc = resolveRefs(document, document) as Json;
+  const reads: ReadOperation[] = [];
+  for (const [path, item] of Object.entries<Json>(doc.paths ?? {})) {
+    const operation = item.get as Json | undefined;
+    if (!operation) continue;
+    const parameters = [...(item.parameters ?? []), ...(operation.parameters ?? [])] as Json[];
+    const named = (where: string) => parameters.filter((p) => p.in === where).map((p) => String(p.name));
+    if (named('path').length === 0 && named('query').length === 0) continue;
+    reads.push({
+      service,
+      path,
+      security: ((operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>).map((r) =>
+        Object.keys(r),
+      ),
+      pathParameters: named('path'),
+      queryParameters: named('query'),
+      responses: Object.fromEntries(
+        Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
+          status,
+          response.content?.['application/json']?.schema,
+        ]),
+      ),
+      errorSchema: doc.components?.schemas?.Error,
+    });
+  }
+  return reads;
+}
+
+/** Percent-encoded hostile values for a path segment or a query value. */
+export const HOSTILE_URL_VALUES = [
+  '%00',
+  'a%00b',
+  '%ED%A0%80',
+  '%C0%80',
+  '%F0%9F%92%A5',
+  'x'.repeat(3000),
+  '..%2F..',
+  '%25',
+  '-1',
+  '1e999',
+  '99999999999999999999999',
+  '%27%3B%20drop%20table%20x%3B--',
+  '',
+];
+
+function firstExample(media: Json | undefined): unknown {
+  if (!media) return undefined;
+  if (media.example !== undefined) return media.example;
+  const first = Object.values<Json>(media.examples ?? {})[0];
+  return first?.value;
+}
+
+/** Every POST, PUT and PATCH operation of a served OpenAPI document. */
+export function writeOperations(service: string, document: Json): WriteOperation[] {
+  const doc = resolveRefs(document, document) as Json;
+  const operations: WriteOperation[] = [];
+  for (const [path, item] of Object.entries<Json>(doc.paths ?? {})) {
+    for (const method of ['post', 'put', 'patch'] as const) {
+      const operation = item[method] as Json | undefined;
+      if (!operation) continue;
+      const security = (operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>;
+      operations.push({
+        service,
+        method: method.toUpperCase() as WriteOperation['method'],
+        path,
+        security: security.map((requirement) => Object.keys(requirement)),
+        bodySchema: operation.requestBody?.content?.['application/json']?.schema,
+        bodyExample: firstExample(operation.requestBody?.content?.['application/json']),
+        responses: Object.fromEntries(
+          Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
+            status,
+            response.content?.['application/json']?.schema,
+          ]),
+        ),
+        errorSchema: doc.components?.schemas?.Error,
+      });
+    }
+  }
+  return operations;
+}
+
+/** What an operation without a documented body accepts: nothing, or an empty object. */
+export const NO_BODY: Json = { type: 'object', properties: {}, additionalProperties: false };
+
+/** A stable seed per operation (FUZZ_SEED shifts them all). */
+export function operationSeed(operation: Pick<WriteOperation, 'method' | 'path'>): number {
+  const shift = Number(process.env.FUZZ_SEED ?? 0);
+  return (
+    createHash('sha256').update(`${operation.method} ${operation.path}`).digest().readUInt32BE(0) ^ shift
+  );
+}

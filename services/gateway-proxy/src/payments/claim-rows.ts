@@ -1,0 +1,177 @@
+import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import type { ServiceContext } from '@paygate/runtime';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import { sql } from 'kysely';
+import type { LedgerClaims } from './claims';
+import type { PaymentFailure } from './failures';
+import type { PaymentClaim, PaymentSettings, Purchase } from './types';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The ledger did not let this purchase spend the transfer: `failure` says why (already used elsewhere, or 503). */
+export class LedgerClaimRefused extends Error {
+  constructor(readonly failure: PaymentFailure) {
+    super(failure.message);
+    this.name = 'LedgerClaimRefused';
+  }
+}
+
+/** An on-chain transfer proven to pay a purchase, as the claim row records it. */
+export interface ProvenTransfer {
+  txHash: string;
+  logIndex: number;
+  payer: string;
+  token: string;
+  amountMicro: bigint;
+}
+
+/** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
+export class PaymentClaimRows {
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly settings: PaymentSettings,
+    private readonly ledger: LedgerClaims,
+  ) {}
+
+  /**
+   * Claims an on-chain transfer for a purchase: one row per `network:txHash` (a unique constraint), inserted in the
+   * same transaction that enqueues payment.confirmed. Undefined when the transfer was already claimed.
+   *
+   * The ledger claims the transfer (`ledger.claim_transfer`) while the row is written, and the row commits only once
+   * the ledger agreed: one transfer buys one thing whatever path claims it (checkout sessions, /api/verify,
+   * operator refunds). Every replica asks with the same reference (`<network>:<txHash>`), so a concurrent
+   * presentation here is answered ok too and the local row decides.
+   * Throws LedgerClaimRefused when the ledger refuses (another path spent it) or does not answer in time.
+   */
+  async insert(
+    transfer: ProvenTransfer,
+    purchase: Purchase,
+    options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
+  ): Promise<PaymentClaim | undefined> {
+    // The ledger's claim and this gateway's row go out together: the row is written in a transaction that commits
+    // only once the ledger answered that the transfer is this payment's (rolled back when it refused), so a fresh
+    // payment waits for the slower of the two rather than for both in turn.
+    const ledgerAnswer = this.ledger.claim({
+      chainId: this.settings.chainId,
+      txHash: transfer.txHash.toLowerCase(),
+      logIndex: transfer.logIndex,
+      claimedVia: purchase.claimedVia === 'verify' ? 'verify' : 'x402',
+      reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
+      payer: transfer.payer,
+      amountMicro: transfer.amountMicro,
+    });
+    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
+    ledgerAnswer.catch(() => undefined);
+    const now = this.settings.now();
+    const claimId = newEventId();
+    const state =
+      options.state ??
+      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
+      (purchase.claimedVia === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
+    const accessExpiresAt =
+      purchase.kind === 'subscription'
+        ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
+        : null;
+    const confirmed = this.paymentConfirmed(claimId, transfer, purchase, now);
+    return this.ctx.inTransaction(async (trx) => {
+      // The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement.
+      const row = (
+        await sql<PaymentClaim>`
+          with claimed as (
+            insert into payment_claims
+                (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+                 skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
+                 created_at, updated_at)
+              values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
+                ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
+                ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
+                ${purchase.resource}, ${purchase.kind}, ${purchase.claimedVia}, ${state}, ${accessExpiresAt},
+                ${options.retryUntil ?? null}, 1, ${now}, ${now})
+              on conflict (network, tx_hash) do nothing
+              returning *
+          ),
+          published as (
+            insert into outbox (id, subject, envelope, published_at)
+              select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
+              from claimed
+          )
+          select * from claimed`.execute(trx)
+      ).rows[0];
+      const refusedByLedger = await ledgerAnswer;
+      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+      return row;
+    });
+  }
+
+  /** The claim made on a transaction, if any. */
+  async find(network: string, txHash: string): Promise<PaymentClaim | undefined> {
+    return (await this.ctx.db
+      .selectFrom('payment_claims')
+      .selectAll()
+      .where('network', '=', network)
+      .where('tx_hash', '=', txHash)
+      .executeTakeFirst()) as PaymentClaim | undefined;
+  }
+
+  /**
+   * A pay-per-call whose seller call failed, in flight again for its retry: only within its retry window, when it
+   * is retryable or its last attempt went stale. Undefined when it may not be retried.
+   */
+  async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
+    const now = this.settings.now();
+    const staleBefore = new Date(now.getTime() - this.settings.upstreamTimeoutMs - 5000);
+    return (await this.ctx.db
+      .updateTable('payment_claims')
+      .set((eb: any) => ({ state: 'in_flight', attempts: eb('attempts', '+', 1), updated_at: now }))
+      .where('id', '=', claim.id)
+      .where('retry_until', '>', now)
+      .where('attempts', '<', 50)
+      .where((eb: any) =>
+        eb.or([
+          eb('state', '=', 'retryable'),
+          eb.and([eb('state', '=', 'in_flight'), eb('updated_at', '<', staleBefore)]),
+        ]),
+      )
+      .returningAll()
+      .executeTakeFirst()) as PaymentClaim | undefined;
+  }
+
+  /** The seller answered: the pay-per-call payment is spent. */
+  async markServed(claim: PaymentClaim): Promise<void> {
+    if (claim.kind === 'subscription') return;
+    await this.ctx.db
+      .updateTable('payment_claims')
+      .set({ state: 'served', updated_at: this.settings.now() })
+      .where('id', '=', claim.id)
+      .execute();
+  }
+
+  private paymentConfirmed(claimId: string, transfer: ProvenTransfer, purchase: Purchase, now: Date) {
+    const confirmed = createEvent(
+      'payment.confirmed',
+      'gateway-proxy',
+      {
+        paymentId: claimId,
+        source: 'x402',
+        sellerId: purchase.sellerId,
+        skillId: purchase.skillId,
+        skillName: purchase.skillName,
+        endpointId: purchase.endpointId,
+        sessionId: null,
+        payer: transfer.payer,
+        amount: formatUsdc(transfer.amountMicro),
+        network: this.settings.network as 'base' | 'base-sepolia' | 'local',
+        chainId: this.settings.chainId,
+        token: transfer.token,
+        txHash: transfer.txHash,
+        logIndex: transfer.logIndex,
+        holdPeriodHours: purchase.holdPeriodHours,
+        confirmedAt: now.toISOString(),
+      },
+      { trace: currentTraceCarrier() },
+    );
+    validateEvent(confirmed);
+    return confirmed;
+  }
+}
