@@ -7,6 +7,7 @@ import { getSession } from '@paygate/checkout-widget/api';
 import { CONSUMERS, SUBJECTS, type Subject } from '@paygate/contracts';
 import { type JsonRpcProvider, id as keccakId, zeroPadValue } from 'ethers';
 import pg from 'pg';
+import { checkOutflows } from './invariants-outflows';
 import type { LoadRecord } from './load';
 import type { WebhookReceiver } from './webhook-receiver';
 
@@ -171,6 +172,11 @@ export async function checkInvariants(options: {
       onChain.size,
       transferProblems,
     );
+
+    // 3b. Every transfer out of escrow or a deposit address is one ledger debit, and every deposit address
+    //     holding money is counted by reconciliation (so a reconciliation difference names its path).
+    for (const check of await checkOutflows({ client, ...options }))
+      add(check.name, check.checked, check.problems);
 
     // 4. Every served paid call: exactly one ledger payment for its transfer; no transfer served twice.
     const servedProblems: string[] = [];

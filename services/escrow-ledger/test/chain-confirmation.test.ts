@@ -186,4 +186,63 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
     await release();
     expect((await statusOf(rebooked.id)).escrow_status).toBe('available');
   });
+
+  // make chaos, seed 1482062104: a payment partly refunded on chain, then dropped by a reorg; the reversal took
+  // only the unrefunded part out of escrow_asset, so the ledger stayed above the chain by the refund (-0.001).
+  it('dropped after a refund was sent: the whole transfer reversed out of escrow, the seller owes the refund', async () => {
+    const { payment, txn } = await payIncluded(4_000_000n);
+    if (!txn || Array.isArray(txn)) throw new Error('unreachable');
+    const availableBefore = await accountBalance(h.ledger.ctx.db, 'seller_available', h.sellerId);
+    const refunded = await h.http('/api/v1/refunds', {
+      body: { transactionId: txn.id, amount: '1', reason: 'partial' },
+    });
+    expect(refunded.status).toBe(201);
+    const refundId = (
+      await sql<{ id: string }>`select id from refunds where transaction_id = ${txn.id}`.execute(
+        h.ledger.ctx.db,
+      )
+    ).rows[0]!.id;
+    // Settlement sends the refund out of escrow (a block after the payment's) and the ledger books it sent.
+    const refundTx = await new Contract(
+      usdcAddress,
+      usdcAbi,
+      testSigner('escrow', anvil.provider),
+    ).getFunction('transfer')(testWallets.buyer.address, 1_000_000n);
+    await refundTx.wait(1);
+    const refundRaw = Transaction.from((await anvil.provider.getTransaction(refundTx.hash))!).serialized;
+    await h.publish('refund.completed', {
+      event: 'refund.completed',
+      refundId,
+      transactionId: txn.id,
+      sellerId: h.sellerId,
+      refundTxHash: refundTx.hash,
+      amount: '1',
+      completedAt: new Date().toISOString(),
+    });
+    await waitFor(
+      async () =>
+        (
+          await sql<{ status: string }>`select status from refunds where id = ${refundId}`.execute(
+            h.ledger.ctx.db,
+          )
+        ).rows[0]?.status === 'completed',
+      { message: 'refund not booked as sent' },
+    );
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+
+    // A reorg drops both; settlement sends its refund again (the same bytes), the payment is not sent again.
+    await reorg(anvil.provider, 2);
+    expect(await anvil.provider.getTransactionReceipt(payment.txHash)).toBeNull();
+    await anvil.provider.send('eth_sendRawTransaction', [refundRaw]);
+    expect((await anvil.provider.getTransactionReceipt(refundTx.hash))?.status).toBe(1);
+
+    expect(await check(payment.txHash, payment.logIndex)).toBe('missing');
+    await mine(anvil.provider, 2);
+    expect(await check(payment.txHash, payment.logIndex)).toBe('reversed');
+    expect(await statusOf(txn.id)).toEqual({ escrow_status: 'reversed', reversal_reason: 'not_on_chain' });
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+    expect(await accountBalance(h.ledger.ctx.db, 'seller_available', h.sellerId)).toBe(
+      availableBefore - 1_000_000n,
+    );
+  });
 });

@@ -103,8 +103,9 @@ export async function reverseTransfer(
 }
 
 /**
- * The transaction that claimed the transfer is reversed: its unrefunded part back into suspense. Returns what of
- * the transfer is still in suspense then (all of it but what was refunded on chain, which the operator must see).
+ * The transaction that claimed the transfer is reversed: its unrefunded part back into suspense, and its refunded
+ * part too, owed by the seller (the refund left escrow, the payment's money did not arrive). Returns what of the
+ * transfer is in suspense then, to be reversed out of escrow_asset: all of it.
  */
 async function reverseClaimingTransaction(
   trx: Transaction<any>,
@@ -123,6 +124,11 @@ async function reverseClaimingTransaction(
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
   const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
   const held = txn.escrow_status === 'held';
+  // What was refunded left escrow on chain (or will: a booked refund is sent) although the payment's money never
+  // arrived, so the whole transfer is reversed out of escrow_asset, and the seller who refunded owes the refunded
+  // part (seller_available may go negative: the exposure reconciliation reports). Reversing only the unrefunded
+  // part left escrow_asset above the chain by the refund (make chaos, seed 1482062104: -0.001, a partial refund).
+  const refundedOnChain = txn.refunded_micro;
   await postEntry(trx, {
     idempotencyKey: `reversal:${txn.id}`,
     entryType: 'payment_reversal',
@@ -131,14 +137,20 @@ async function reverseClaimingTransaction(
     lines: [
       debit(held ? 'seller_held' : 'seller_available', sellerPart, txn.seller_id),
       debit(held ? 'platform_held' : 'platform_revenue', platformPart),
-      credit('suspense', sellerPart + platformPart),
+      debit('seller_available', refundedOnChain, txn.seller_id),
+      credit('suspense', sellerPart + platformPart + refundedOnChain),
     ],
-    memo: { reason: reasonTextOf(cause), transfer: key, fromStatus: txn.escrow_status },
+    memo: {
+      reason: reasonTextOf(cause),
+      transfer: key,
+      fromStatus: txn.escrow_status,
+      ...(refundedOnChain > 0n ? { refundedOwedBySeller: refundedOnChain.toString() } : {}),
+    },
   });
   await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
       reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
-  // Money refunded on chain cannot be taken back from suspense: the operator must see it.
-  if (txn.refunded_micro > 0n) {
+  // The payer keeps a refund of money that never arrived: the operator must see it (the seller owes it now).
+  if (refundedOnChain > 0n) {
     await recordConflict(trx, deps, 'reorg_after_refund', {
       chainId: transfer.chain_id,
       txHash: transfer.tx_hash,
@@ -151,5 +163,5 @@ async function reverseClaimingTransaction(
       detail: { eventId: cause.eventId },
     });
   }
-  return transfer.amount_micro - txn.refunded_micro;
+  return transfer.amount_micro;
 }
