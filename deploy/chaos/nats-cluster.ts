@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ADMIN_USER, type NatsPasswords, renderNatsAuthorization } from '@paygate/bus';
-import { findFreePort } from '@paygate/testing';
+import { findRestartablePort } from '@paygate/testing';
 import { connect, type JetStreamManager } from 'nats';
 
 export interface NatsNode {
@@ -40,8 +40,8 @@ export class NatsCluster {
     for (let i = 1; i <= size; i++) {
       cluster.nodes.push({
         name: `n${i}`,
-        port: await findFreePort(),
-        clusterPort: await findFreePort(),
+        port: await findRestartablePort(),
+        clusterPort: await findRestartablePort(),
         dir: path.join(options.dir, `nats-n${i}`),
         log: '',
       });

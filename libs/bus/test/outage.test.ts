@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createEvent } from '@paygate/contracts';
 import { createLogger } from '@paygate/telemetry';
-import { findFreePort, randomSuffix, waitFor } from '@paygate/testing';
+import { findRestartablePort, randomSuffix, waitFor } from '@paygate/testing';
 import type { Kysely } from 'kysely';
 import {
   ADMIN_USER,
@@ -67,7 +67,7 @@ describe('the bus through a NATS outage of more than 25 s (the suite’s own nat
   beforeAll(async () => {
     if (!binary) throw new Error('nats-server is not installed (apt-get install nats-server)');
     dir = mkdtempSync(path.join(os.tmpdir(), 'paygate-outage-'));
-    port = await findFreePort();
+    port = await findRestartablePort();
     server = await start();
     suite = await startBusSuite('outage');
     db = suite.db;
@@ -84,7 +84,7 @@ describe('the bus through a NATS outage of more than 25 s (the suite’s own nat
     const admin = await connectAs(ADMIN_USER, server.url);
     await ensureStreams(admin);
     // The service knows two URLs; the first answers nothing, as a dead cluster node would.
-    const deadPort = await findFreePort();
+    const deadPort = await findRestartablePort();
     const producer = await connectAs('chain-indexer', `nats://127.0.0.1:${deadPort},${server.url}`);
     const relay = new OutboxRelay(db, producer, logger, { pollIntervalMs: 100, publishTimeoutMs: 2000 });
     const seen: string[] = [];

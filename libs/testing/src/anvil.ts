@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { fetchChainId, makeProvider } from '@paygate/chain';
 import {
@@ -12,6 +11,7 @@ import {
   toQuantity,
   Wallet,
 } from 'ethers';
+import { findFreePort } from './ports';
 import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
 
@@ -26,22 +26,6 @@ export function resolveAnvilBinary(): string {
   // The platform package is an optional dependency of @foundry-rs/anvil, so resolve it from there.
   const wrapperDir = path.dirname(require.resolve('@foundry-rs/anvil/package.json'));
   return require.resolve(`${platformPackage}/bin/${binaryName}`, { paths: [wrapperDir] });
-}
-
-/** A TCP port that was free a moment ago on 127.0.0.1. */
-export function findFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolve(address.port);
-        else reject(new Error('could not allocate a port'));
-      });
-    });
-  });
 }
 
 // Every anvil this process started; killed synchronously if the process exits without stopping them.

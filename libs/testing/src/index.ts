@@ -2,7 +2,6 @@
 export {
   type AnvilInstance,
   deployTestUsdc,
-  findFreePort,
   increaseTime,
   mine,
   reorg,
@@ -30,6 +29,7 @@ export {
   waitForConsumerIdle,
   waitForStreamMessages,
 } from './infra';
+export { findFreePort, findRestartablePort } from './ports';
 export { type ServiceProcess, spawnTsProcess } from './processes';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
