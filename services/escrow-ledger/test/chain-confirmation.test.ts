@@ -234,7 +234,11 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
     await reorg(anvil.provider, 2);
     expect(await anvil.provider.getTransactionReceipt(payment.txHash)).toBeNull();
     await anvil.provider.send('eth_sendRawTransaction', [refundRaw]);
-    expect((await anvil.provider.getTransactionReceipt(refundTx.hash))?.status).toBe(1);
+    // Automine answers the send before the block holding it is readable: wait for the receipt.
+    const resent = await waitFor(() => anvil.provider.getTransactionReceipt(refundTx.hash), {
+      message: 'the resent refund was not mined',
+    });
+    expect(resent.status).toBe(1);
 
     expect(await check(payment.txHash, payment.logIndex)).toBe('missing');
     await mine(anvil.provider, 2);
