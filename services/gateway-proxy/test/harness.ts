@@ -19,7 +19,7 @@ import {
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { Contract, Wallet } from 'ethers';
+import { Contract, Signature, Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
 
@@ -250,4 +250,43 @@ export async function startHarness(
     },
   };
   return harness;
+}
+
+/** An EIP-3009 authorization as x402 signs it: the fields transferWithAuthorization takes. */
+export interface SignedTransferAuthorization {
+  from: string;
+  to: string;
+  value: string | bigint;
+  validAfter: string | bigint;
+  validBefore: string | bigint;
+  nonce: string;
+}
+
+/**
+ * A stranger relays an x402 authorization straight to the token (no Paygate involved): it is then used on chain,
+ * and Paygate must refuse it as a replay. Waits until it is mined.
+ */
+export async function relayStraightToToken(
+  h: Pick<Harness, 'usdcAddress' | 'anvil'>,
+  a: SignedTransferAuthorization,
+  signature: string,
+): Promise<void> {
+  const sig = Signature.from(signature);
+  const token = new Contract(
+    h.usdcAddress,
+    usdcAbi,
+    new Wallet(testWallets.stranger.privateKey, h.anvil.provider),
+  );
+  const tx = await token.getFunction('transferWithAuthorization')(
+    a.from,
+    a.to,
+    a.value,
+    a.validAfter,
+    a.validBefore,
+    a.nonce,
+    sig.v,
+    sig.r,
+    sig.s,
+  );
+  await tx.wait(1, 20_000);
 }

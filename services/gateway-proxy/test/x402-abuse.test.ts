@@ -12,8 +12,8 @@ import {
   startSettlement,
 } from '@paygate/settlement';
 import { signTransferAuthorization, signUpSeller, testWallets, waitFor } from '@paygate/testing';
-import { Contract, Signature, Wallet } from 'ethers';
-import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { Wallet } from 'ethers';
+import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(120_000);
 
@@ -183,27 +183,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
 
     // Submitted straight to the token by a stranger (anyone may relay a signed authorization).
     const usedElsewhere = await facilitatorBody(payer, 10_000n);
-    const a = usedElsewhere.signed.authorization;
-    const sig = Signature.from(usedElsewhere.signed.signature);
-    const token = new Contract(
-      h.usdcAddress,
-      [
-        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
-      ],
-      new Wallet(testWallets.stranger.privateKey, h.anvil.provider),
-    );
-    const tx = await token.getFunction('transferWithAuthorization')(
-      a.from,
-      a.to,
-      a.value,
-      a.validAfter,
-      a.validBefore,
-      a.nonce,
-      sig.v,
-      sig.r,
-      sig.s,
-    );
-    await tx.wait(1, 20_000);
+    await relayStraightToToken(h, usedElsewhere.signed.authorization, usedElsewhere.signed.signature);
     expect(await (await call('verify', key, usedElsewhere.body)).json()).toMatchObject({
       isValid: false,
       invalidReason: 'invalid_exact_evm_nonce_already_used',

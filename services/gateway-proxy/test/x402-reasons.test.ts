@@ -6,16 +6,15 @@
  *   npx jest --ci services/gateway-proxy/test/x402-reasons.test.ts
  */
 import { readFileSync } from 'node:fs';
-import { usdcAbi } from '@paygate/chain';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
-import { Contract, Signature, Wallet } from 'ethers';
+import { Wallet } from 'ethers';
 import { ErrorReasons } from 'x402/types';
 import { encodeX402Header } from '../src/x402/protocol';
 import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../src/x402/reasons';
 import { EXACT_EVM_CHECKS } from '../src/x402/verify';
-import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(120_000);
 
@@ -141,25 +140,8 @@ describe('x402: every named exact EVM check answers its upstream reason code', (
   /** An authorization the stranger relayed straight to the token: used on chain, never seen by Paygate. */
   async function usedOnChain() {
     const body = await verifyBody();
-    const { authorization: a, signature } = body.paymentPayload.payload;
-    const sig = Signature.from(signature);
-    const token = new Contract(
-      h.usdcAddress,
-      usdcAbi,
-      new Wallet(testWallets.stranger.privateKey, h.anvil.provider),
-    );
-    const tx = await token.getFunction('transferWithAuthorization')(
-      a.from,
-      a.to,
-      a.value,
-      a.validAfter,
-      a.validBefore,
-      a.nonce,
-      sig.v,
-      sig.r,
-      sig.s,
-    );
-    await tx.wait(1, 20_000);
+    const { authorization, signature } = body.paymentPayload.payload;
+    await relayStraightToToken(h, authorization, signature);
     return body;
   }
 
