@@ -233,6 +233,9 @@ function sendUpstream(
   );
 }
 
+/** How much of the seller's answer is read ahead while the caller decides what the payment becomes. */
+const HELD_ANSWER_MAX_BYTES = 64 * 1024;
+
 function upstreamTimedOut(call: UpstreamCall): void {
   call.timeOut();
 }
@@ -253,6 +256,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   private ended = false;
   private failedAfterHeaders = false;
   private held: Buffer[] | undefined;
+  private heldBytes = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -319,16 +323,26 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     this.relaying = true;
     const held = this.held;
     this.held = undefined;
+    if (this.ended) {
+      // The whole answer is here (the usual small one): headers, body and end leave in one write.
+      if (!held) res.end();
+      else {
+        for (let i = 0; i < held.length - 1; i++) res.write(held[i]);
+        res.end(held[held.length - 1]);
+      }
+      return;
+    }
     if (held) for (const chunk of held) res.write(chunk);
-    if (this.ended) res.end();
-    else if (this.controller?.paused) this.controller.resume();
+    if (this.controller?.paused) this.controller.resume();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (!this.relaying) {
       if (this.held) this.held.push(chunk);
       else this.held = [chunk];
-      controller.pause();
+      // Keep reading a small answer to its end (relayed in one write); pause a large one until it is relayed.
+      this.heldBytes += chunk.length;
+      if (this.heldBytes > HELD_ANSWER_MAX_BYTES) controller.pause();
       return;
     }
     const res = this.res;
