@@ -32,3 +32,8 @@ export {
 export { retryStartup } from './retry';
 export { SecretBox } from './secret-box';
 export { type BackgroundTask, type RunningService, type ServiceContext, startService } from './service';
+export {
+  isTransactionConflict,
+  TRANSACTION_CONFLICT_ATTEMPTS,
+  transactionRetryingConflicts,
+} from './transaction';

@@ -15,7 +15,8 @@ import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
 import type { CommonConfig } from './config';
 import { createDatabase, migrateToLatest, type RepeatableSql } from './database';
 import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
-import { retryStartup } from './retry';
+import { describeError, retryStartup } from './retry';
+import { transactionRetryingConflicts } from './transaction';
 
 export interface ServiceContext<DB = any> {
   name: ServiceName;
@@ -25,8 +26,15 @@ export interface ServiceContext<DB = any> {
   relay: OutboxRelay;
   logger: Logger;
   metrics: ServiceMetrics;
-  /** Runs `fn` in one transaction, then wakes the outbox relay so its events go out at once. */
-  inTransaction<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` in one transaction, then wakes the outbox relay so its events go out at once. With
+   * `retryConflicts`, a run Postgres aborted for a deadlock or a serialization conflict runs again (bounded;
+   * `fn` must keep all its effects inside the transaction).
+   */
+  inTransaction<T>(
+    fn: (trx: Transaction<DB>) => Promise<T>,
+    options?: { retryConflicts?: boolean },
+  ): Promise<T>;
 }
 
 export interface BackgroundTask {
@@ -160,8 +168,15 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     relay,
     logger,
     metrics,
-    async inTransaction(fn) {
-      const result = await db.transaction().execute(fn);
+    async inTransaction(fn, options) {
+      const result = options?.retryConflicts
+        ? await transactionRetryingConflicts(db, fn, (error, attempt) =>
+            logger.warn(
+              { reason: describeError(error), attempt },
+              'transaction aborted by a conflict (deadlock or serialization); running it again',
+            ),
+          )
+        : await db.transaction().execute(fn);
       relay.kick();
       return result;
     },

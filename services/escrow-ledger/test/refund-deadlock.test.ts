@@ -120,4 +120,49 @@ describe('refunds concurrent with the hold release', () => {
     const report = await reconcile(db, h.ledger.deps.config, await accountBalance(db, 'escrow_asset'));
     expect(report.differences).toEqual([]);
   });
+
+  test('a refund Postgres aborts for a deadlock (its account locks met a transaction taking them in the other order) runs again: 201', async () => {
+    const { db } = h.ledger.ctx;
+    const toRefund = await pay(h.sellerId, '2', 24);
+    await sql`select ledger_account('seller_available', ${h.sellerId})`.execute(db);
+    let letGo!: () => void;
+    const refundIsWaiting = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    let holding!: () => void;
+    const holdsSellerAvailable = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    // The other side as the chaos run's Postgres log showed it (a posting transaction of several statements): it
+    // holds the seller's available account, then wants the platform's held account, which the refund (locking
+    // its five accounts in id order) took before it reached the seller's.
+    const other = db.transaction().execute(async (trx) => {
+      await sql`select 1 from accounts where kind = 'seller_available' and owner = ${h.sellerId}
+        for no key update`.execute(trx);
+      holding();
+      await refundIsWaiting;
+      await sql`select 1 from accounts where kind = 'platform_held' and owner = '' for no key update`.execute(
+        trx,
+      );
+    });
+    await holdsSellerAvailable;
+    const refunding = refund(toRefund, '0.5');
+    await waitFor(
+      async () =>
+        (
+          await sql`select 1 from pg_stat_activity where state = 'active' and wait_event_type = 'Lock'
+              and query like '%platform_held%seller_available%' and pid <> pg_backend_pid()`.execute(db)
+        ).rows[0],
+      { message: 'the refund waits for the seller account', timeoutMs: 5_000, intervalMs: 20 },
+    );
+    letGo();
+    const [answer, otherOutcome] = await Promise.allSettled([refunding, other]);
+    expect(otherOutcome.status).toBe('fulfilled');
+    expect(answer.status === 'fulfilled' ? [answer.value.status, answer.value.body?.error] : answer).toEqual([
+      201,
+      undefined,
+    ]);
+    const report = await reconcile(db, h.ledger.deps.config, await accountBalance(db, 'escrow_asset'));
+    expect(report.differences).toEqual([]);
+  });
 });

@@ -193,10 +193,13 @@ function approveRefundRequestRoute(parts: RefundRouteContext): AnyRoute {
       const body = req.body ?? {};
       const amountMicro = parseAmount(body.amount);
       const sellerId = sellerOf(req);
-      const response = await ctx.inTransaction((trx) =>
-        withIdempotency(trx, expressRequest(req), sellerId, () =>
-          approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
-        ),
+      // Books a refund: a deadlock with a hold release or a payment booking runs it again (see the refund route).
+      const response = await ctx.inTransaction(
+        (trx) =>
+          withIdempotency(trx, expressRequest(req), sellerId, () =>
+            approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
+          ),
+        { retryConflicts: true },
       );
       sendStored(res, response);
     },

@@ -70,12 +70,16 @@ function createRefundRoute(parts: RefundRouteContext): AnyRoute {
       const body = req.body;
       const amountMicro = parseAmount(body.amount)!;
       const sellerId = sellerOf(req);
-      const response = await ctx.inTransaction((trx) =>
-        withIdempotency(trx, expressRequest(req), sellerId, async () => {
-          const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
-          const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
-          return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
-        }),
+      // A refund locks the seller's accounts, which a hold release or a payment booking may hold in another
+      // order: the transaction Postgres aborts for the deadlock runs again rather than answering 500.
+      const response = await ctx.inTransaction(
+        (trx) =>
+          withIdempotency(trx, expressRequest(req), sellerId, async () => {
+            const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
+            const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
+            return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
+          }),
+        { retryConflicts: true },
       );
       sendStored(res, response);
     },

@@ -1,0 +1,37 @@
+import type { Kysely, Transaction } from 'kysely';
+
+/**
+ * Postgres aborts one of two transactions that wait on each other (deadlock_detected, 40P01) or whose snapshots
+ * conflict (serialization_failure, 40001). Nothing of the aborted one was kept, so it may simply run again: the
+ * Postgres docs' advice for both.
+ */
+const CONFLICT_CODES = new Set(['40P01', '40001']);
+
+/** How often a transaction aborted by a conflict runs at most (the first run included). */
+export const TRANSACTION_CONFLICT_ATTEMPTS = 3;
+
+export function isTransactionConflict(error: unknown): boolean {
+  return CONFLICT_CODES.has((error as { code?: string } | undefined)?.code ?? '');
+}
+
+/**
+ * Runs `fn` in a transaction, and again (at most TRANSACTION_CONFLICT_ATTEMPTS runs in all, after a short
+ * random pause) when Postgres aborted it for a deadlock or a serialization conflict. `fn` must keep every effect
+ * inside the transaction (rows, outbox events), as a retried run repeats it whole.
+ */
+export async function transactionRetryingConflicts<DB, T>(
+  db: Kysely<DB>,
+  fn: (trx: Transaction<DB>) => Promise<T>,
+  onConflict: (error: unknown, attempt: number) => void,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction().execute(fn);
+    } catch (error) {
+      if (!isTransactionConflict(error) || attempt >= TRANSACTION_CONFLICT_ATTEMPTS) throw error;
+      onConflict(error, attempt);
+      // Apart, so the two sides of a deadlock do not meet again at once.
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * attempt));
+    }
+  }
+}
