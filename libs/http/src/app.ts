@@ -107,7 +107,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE'].includes(code)) return true;
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
-  return /timeout exceeded when trying to connect|Connection terminated|connection is closed/i.test(message);
+  return /timeout exceeded when trying to connect|Connection terminated|connection is closed|connection error and is not queryable/i.test(
+    message,
+  );
 }
 
 /**

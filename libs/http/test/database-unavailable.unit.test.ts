@@ -22,6 +22,11 @@ describe('a database that is away answers 503', () => {
     ],
     ['the pool waiting too long', new Error('timeout exceeded when trying to connect')],
     ['a connection ended mid-query', new Error('Connection terminated unexpectedly')],
+    // node-postgres, on a pooled client whose connection broke (make chaos: x402 calls answered 500 after pgCrash).
+    [
+      'a client whose connection broke',
+      new Error('Client has encountered a connection error and is not queryable'),
+    ],
   ])('%s', (_case, error) => {
     expect(isDatabaseUnavailable(error)).toBe(true);
     const unexpected: unknown[] = [];
