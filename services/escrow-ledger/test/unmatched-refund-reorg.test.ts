@@ -66,7 +66,7 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
   const escrowOnChain = async () =>
     BigInt(await new Contract(usdcAddress, usdcAbi, anvil.provider).getFunction('balanceOf')(escrow));
   const escrowInLedger = () => accountBalance(db(), 'escrow_asset');
-  const owedByPayer = () => accountBalance(db(), 'refund_receivable' as never, payer);
+  const owedByPayer = () => accountBalance(db(), 'refund_receivable', payer);
   const handled = (eventId: string) =>
     waitFor(
       async () => (await sql`select 1 from inbox where event_id = ${eventId}`.execute(db())).rows.length > 0,
