@@ -177,6 +177,25 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
     return receipt;
   }
 
+  /** The transaction mined again second in its block (a higher-fee one first): another log index; reported. */
+  async function mineAgainElsewhere(raw: string, observed: EventData<'transfer.observed'>) {
+    await setAutomine(anvil.provider, false);
+    try {
+      await usdc('seller').getFunction('transfer')(testWallets.stranger.address, 1n, {
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 100_000_000_000n,
+      });
+      await anvil.provider.send('eth_sendRawTransaction', [raw]);
+      await mine(anvil.provider, 1);
+    } finally {
+      await setAutomine(anvil.provider, true);
+    }
+    await mine(anvil.provider, 1);
+    const moved = await observe(observed.txHash);
+    expect(moved.logIndex).not.toBe(observed.logIndex);
+    return moved;
+  }
+
   it('refund sent, then the transfer dropped: out of escrow against the payer; mined again: the receivable settles', async () => {
     await expectBooksMatchTheChain(0n);
     const suspense0 = await accountBalance(db(), 'suspense');
@@ -189,7 +208,8 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
     await reorg(anvil.provider, 2);
     expect(await anvil.provider.getTransactionReceipt(observed.txHash)).toBeNull();
     await resend(refundTx.raw, refundTx.hash);
-    await handled(await h.publish('transfer.reorged', reorged(observed)));
+    const reorgEvent = await h.publish('transfer.reorged', reorged(observed));
+    await handled(reorgEvent);
 
     // Before the fix: the ledger held the dropped 2.5 (escrow_asset 5.0 against 2.5 on chain).
     await expectBooksMatchTheChain(2_500_000n);
@@ -197,10 +217,10 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
     expect(await accountBalance(db(), 'suspense')).toBe(suspense0);
     expect(await conflictKinds(observed.txHash)).toEqual(['reorg_after_refund']);
 
-    // Delivered again (at least once), as the same event and as another: nothing more is booked.
-    const data = reorged(observed);
-    await handled(await h.publish('transfer.reorged', data));
-    await handled(await h.publish('transfer.reorged', data));
+    // Delivered again (at least once): the same event (the inbox skips it), and the same reorg published again as
+    // another event (the handler finds the transfer reorged): nothing more is booked.
+    await h.publish('transfer.reorged', reorged(observed), { id: reorgEvent, msgId: `${reorgEvent}-again` });
+    await handled(await h.publish('transfer.reorged', reorged(observed)));
     await expectBooksMatchTheChain(2_500_000n);
     expect(await conflictKinds(observed.txHash)).toEqual(['reorg_after_refund']);
 
@@ -250,20 +270,7 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
 
     // Mined again second in its block, so its Transfer has another log index: a transfer the ledger has not
     // booked, but the same money, which settles the payer's debt and is the refunded transfer still.
-    await setAutomine(anvil.provider, false);
-    try {
-      await usdc('seller').getFunction('transfer')(testWallets.stranger.address, 1n, {
-        maxPriorityFeePerGas: 50_000_000_000n,
-        maxFeePerGas: 100_000_000_000n,
-      });
-      await anvil.provider.send('eth_sendRawTransaction', [raw]);
-      await mine(anvil.provider, 1);
-    } finally {
-      await setAutomine(anvil.provider, true);
-    }
-    await mine(anvil.provider, 1);
-    const moved = await observe(observed.txHash);
-    expect(moved.logIndex).not.toBe(observed.logIndex);
+    const moved = await mineAgainElsewhere(raw, observed);
     await expectBooksMatchTheChain(0n);
     expect(await accountBalance(db(), 'suspense')).toBe(suspense0);
     await handled(await h.publish('transfer.refund_requested', refundRequest(moved)));
@@ -274,6 +281,40 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
             and status = 'pending'`.execute(db())
       ).rows[0]!.n,
     ).toBe(0);
+    await expectBooksMatchTheChain(0n);
+  });
+
+  it('mined again at another log index before the reorg of the refunded transfer was handled: settled at the reorg', async () => {
+    const suspense0 = await accountBalance(db(), 'suspense');
+    const { observed, raw } = await payEscrow(700_000n);
+    const refund = await requestRefund(observed);
+    const refundTx = await sendRefund(refund.id, 700_000n);
+    await reorg(anvil.provider, 2);
+    expect(await anvil.provider.getTransactionReceipt(observed.txHash)).toBeNull();
+    await resend(refundTx.raw, refundTx.hash);
+    // The indexer reports the transfer in its new place before the reorg of its old one: booked as a new transfer.
+    const moved = await mineAgainElsewhere(raw, observed);
+    expect(await accountBalance(db(), 'suspense')).toBe(suspense0 + 700_000n);
+
+    await handled(await h.publish('transfer.reorged', reorged(observed)));
+    await expectBooksMatchTheChain(0n);
+    expect(await accountBalance(db(), 'suspense')).toBe(suspense0);
+    expect(await conflictKinds(observed.txHash)).toEqual(['reorg_after_refund']);
+    const transfers = await sql<{
+      log_index: number;
+      status: string;
+      refund_id: string | null;
+    }>`select log_index, status, refund_id from transfers where tx_hash = ${observed.txHash} order by log_index`.execute(
+      db(),
+    );
+    expect(transfers.rows.map((t) => [t.log_index, t.status, t.refund_id]).sort()).toEqual(
+      [
+        [observed.logIndex, 'reorged', refund.id],
+        [moved.logIndex, 'observed', refund.id],
+      ].sort(),
+    );
+    await handled(await h.publish('transfer.refund_requested', refundRequest(moved)));
+    expect(await refundsOf(observed.txHash)).toHaveLength(1);
     await expectBooksMatchTheChain(0n);
   });
 });
