@@ -116,8 +116,9 @@ export async function checkOutflows(options: {
 
 /**
  * What the ledger's escrow_asset holds for each booked transfer in: its transfer_in entries (one per inclusion)
- * less its reversals must be its amount while it stands and nothing once it is reorged (less what was refunded
- * on chain before the reorg, which the conflict names). And no entry moves escrow_asset but the known ones.
+ * less its reversals must be its amount while it stands and nothing once it is reorged, a refunded one too (its
+ * reversal moves the whole amount: what was refunded is owed by the seller of a payment, or by the payer of an
+ * unmatched transfer, refund_receivable). And no entry moves escrow_asset but the known ones.
  */
 async function checkInflowPostings(client: pg.Client): Promise<OutflowCheck> {
   const nets = await client.query(

@@ -13,6 +13,7 @@ import { chainConfirmation } from './2026-11-26-1400-chain-confirmation';
 import { payoutClaims } from './2026-11-26-1500-payout-claims';
 import { callOutcomes } from './2026-11-26-1620-call-outcomes';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
+import { refundReceivables } from './2026-11-26-1930-refund-receivables';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26-1500-payout-claims': payoutClaims,
   '2026-11-26-1620-call-outcomes': callOutcomes,
   '2026-11-26-1700-claimed-via': claimedVia,
+  '2026-11-26-1930-refund-receivables': refundReceivables,
 };

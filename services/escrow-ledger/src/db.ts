@@ -15,7 +15,8 @@ export type AccountKind =
   | 'seller_payout_pending'
   | 'platform_revenue'
   | 'platform_payout_pending'
-  | 'refund_pending';
+  | 'refund_pending'
+  | 'refund_receivable';
 export type PostingSide = 'debit' | 'credit';
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
 
@@ -168,6 +169,25 @@ export interface RefundsTable {
   completed_at: Date | null;
 }
 
+/**
+ * What a payer owes back: an unmatched transfer refunded to it and then dropped by a reorg (one row per dropped
+ * inclusion), settled when the same transaction is mined again (by that arrival's log index and inclusion).
+ */
+export interface RefundReceivablesTable {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  inclusion: number;
+  refund_id: string;
+  payer: string;
+  amount_micro: bigint;
+  status: 'open' | 'settled';
+  created_at: Date;
+  settled_at: Date | null;
+  settled_by_log_index: number | null;
+  settled_by_inclusion: number | null;
+}
+
 export interface RefundRequestsTable {
   id: string;
   transaction_id: string;
@@ -252,6 +272,7 @@ export interface LedgerDatabase extends BusTables {
   payment_conflicts: PaymentConflictsTable;
   refunds: RefundsTable;
   refund_requests: RefundRequestsTable;
+  refund_receivables: RefundReceivablesTable;
   payout_reservations: PayoutReservationsTable;
   idempotency_keys: IdempotencyKeysTable;
   seller_credit_limits: SellerCreditLimitsTable;

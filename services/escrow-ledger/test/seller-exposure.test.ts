@@ -118,7 +118,12 @@ describe('a seller spends only its own money in the shared escrow', () => {
 
     // Owed, but covered: nothing is uncovered, the books balance.
     const books = await report();
-    expect(books.exposure).toEqual({ owedBySellers: '1.9', uncovered: '0', creditGranted: '0' });
+    expect(books.exposure).toEqual({
+      owedBySellers: '1.9',
+      uncovered: '0',
+      creditGranted: '0',
+      owedByPayers: '0',
+    });
     expect(books.differences).toEqual([]);
 
     // When the held sale is released it nets the debt; the seller's balance never went below zero.

@@ -9,7 +9,8 @@ export type AccountKind =
   | 'seller_payout_pending'
   | 'platform_revenue'
   | 'platform_payout_pending'
-  | 'refund_pending';
+  | 'refund_pending'
+  | 'refund_receivable';
 
 export interface EntryLine {
   kind: AccountKind;

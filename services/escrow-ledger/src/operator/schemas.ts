@@ -117,8 +117,16 @@ export const ReconciliationReport = Type.Object({
           "sum over sellers of how far held + available is below zero: other sellers' money in escrow that pays it (a difference when > 0)",
       },
       creditGranted: { ...UsdcAmount, description: 'sum of the credit limits operators granted' },
+      owedByPayers: {
+        ...UsdcAmount,
+        description:
+          'refunds of unmatched transfers a reorg then dropped (refund_receivable): sent to payers for money that never arrived; settled if the transfer is mined again, else recovered or written off by the operator',
+      },
     },
-    { description: "what sellers owe the shared escrow, and what of it no seller's money covers" },
+    {
+      description:
+        "what sellers and payers owe the shared escrow, and what of the sellers' debt no seller's money covers",
+    },
   ),
   checkedAt: IsoTime,
 });

@@ -4,6 +4,7 @@ import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
+import { settleRefundReceivables } from '../refunds/receivables';
 import { bookPayments, rebookPaymentsNotOnChain } from './confirmed';
 import {
   bookTransfer,
@@ -35,8 +36,10 @@ export async function onTransferObserved(
     at: deps.now(),
   });
   if (booked) {
-    // The same transaction mined again at another log index (resent after a reorg dropped it): its payment,
-    // reversed as not on chain, claims it again.
+    // The same transaction mined again at another log index (resent after a reorg dropped it): an unmatched
+    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment, reversed as not on
+    // chain, claims it again.
+    await settleRefundReceivables(trx, deps, d.chainId, txHash);
     await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
     return;
   }
@@ -115,6 +118,8 @@ async function reincludeTransfer(
     memo: { transfer: key, inclusion, blockHash: d.blockHash, reason: 're-included after a reorg' },
   });
   deps.logger.info({ transfer: key, inclusion, blockHash: d.blockHash }, 'reorged transfer included again');
+  // Refunded before the reorg dropped it: the money is back, its payer no longer owes the refund.
+  if (transfer.refund_id) await settleRefundReceivables(trx, deps, d.chainId, txHash);
   if (!(await bookParkedPayment(trx, event, deps)))
     await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
 }

@@ -1,7 +1,9 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
+import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
 import { lockTransfer, perInclusion, type TransferRow, transferEntryKey } from './transfer-booking';
 
@@ -73,9 +75,13 @@ export async function reverseTransfer(
   if (transfer.claimed_by_transaction_id) {
     stillInSuspense = await reverseClaimingTransaction(trx, deps, transfer, cause, now);
   }
-  if (transfer.refund_id) {
-    // An unmatched transfer already booked out of suspense into a refund: the refund (pending or sent) cannot be
-    // taken back here, so only what is still in suspense (nothing) is reversed and the operator must see it.
+  // An unmatched transfer an operator refunded: its money left suspense for a refund (pending or sent), which cannot
+  // be taken back, while the transfer's money never arrived. The whole transfer is reversed out of escrow_asset
+  // against what its payer owes back (refund_receivable, settled if the same transaction is mined again), and the
+  // operator sees the conflict. Reversing nothing left the ledger above the chain by the transfer (issue 19).
+  // (Not when escrow_asset holds less than the refund: see refundReceivableOnReorg.)
+  const owed = transfer.refund_id ? await refundReceivableOnReorg(trx, deps, transfer) : null;
+  if (owed) {
     stillInSuspense = 0n;
     await recordConflict(trx, deps, 'reorg_after_refund', {
       chainId: transfer.chain_id,
@@ -86,20 +92,42 @@ export async function reverseTransfer(
       sellerId: null,
       amountMicro: transfer.amount_micro,
       existingTransactionId: null,
-      detail: { eventId: cause.eventId, refundId: transfer.refund_id, kind: 'unmatched_transfer' },
+      detail: {
+        eventId: cause.eventId,
+        refundId: transfer.refund_id,
+        kind: 'unmatched_transfer',
+        payer: owed.payer,
+        owedByPayer: formatUsdc(owed.amountMicro),
+        inclusion: transfer.inclusion,
+      },
     });
   }
+  const owedMicro = owed?.amountMicro ?? 0n;
   await postEntry(trx, {
     idempotencyKey: `reorg:${perInclusion(key, transfer.inclusion)}`,
     entryType: 'transfer_reversal',
     reversesEntryId: await entryIdByKey(trx, transferEntryKey(key, transfer.inclusion)),
-    lines: [debit('suspense', stillInSuspense), credit('escrow_asset', stillInSuspense)],
-    memo: { transfer: key, reason: reasonTextOf(cause), ...cause.memo },
+    lines: [
+      debit('suspense', stillInSuspense),
+      // Only when owed: post_entry creates the account of every line, a zero one too.
+      ...(owed && owedMicro > 0n ? [debit('refund_receivable', owedMicro, owed.payer)] : []),
+      credit('escrow_asset', stillInSuspense + owedMicro),
+    ],
+    memo: {
+      transfer: key,
+      reason: reasonTextOf(cause),
+      ...cause.memo,
+      ...(owed && owedMicro > 0n
+        ? { refundedOwedByPayer: owedMicro.toString(), payer: owed.payer, refundId: transfer.refund_id }
+        : {}),
+    },
   });
   // Unclaimed: its reversed transaction no longer holds it, so a payment after a re-inclusion can claim it again.
   await sql`update transfers set status = 'reorged', reorged_at = ${now}, claimed_by_transaction_id = null
       where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
         and log_index = ${transfer.log_index}`.execute(trx);
+  // The same transaction may be on the chain again already (booked before this reorg was handled): it pays the debt.
+  if (owedMicro > 0n) await settleRefundReceivables(trx, deps, transfer.chain_id, transfer.tx_hash);
 }
 
 /**

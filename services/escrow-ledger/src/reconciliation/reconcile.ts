@@ -5,6 +5,7 @@ import { Contract } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerMetrics } from '../metrics';
+import { type PayerExposure, payerExposure } from './payer-receivables';
 
 export interface ReconciliationDifference {
   check: string;
@@ -24,7 +25,7 @@ export interface ReconciliationReport {
   differences: ReconciliationDifference[];
   accounts: Record<string, string>;
   /** What sellers owe the shared escrow, and what of it no seller money covers. */
-  exposure: { owedBySellers: string; uncovered: string; creditGranted: string };
+  exposure: { owedBySellers: string; uncovered: string; creditGranted: string } & PayerExposure;
   checkedAt: string;
 }
 
@@ -199,6 +200,7 @@ export async function reconcile(
       owedBySellers: formatUsdc(owed),
       uncovered: formatUsdc(uncovered),
       creditGranted: formatUsdc(BigInt(exposure.rows[0]?.credit ?? 0n)),
+      ...(await payerExposure(db)),
     },
     checkedAt: new Date().toISOString(),
   };

@@ -1,0 +1,132 @@
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
+import { perInclusion, type TransferRow } from '../payments/transfer-booking';
+
+/**
+ * Refund receivables: an unmatched transfer an operator refunded (refunds/unmatched.ts) and that a reorg then
+ * dropped. The refund left escrow (or will: settlement sends every booked refund), the transfer's money never
+ * arrived, so the payer holds a refund of nothing. The transfer's reversal takes its amount out of escrow_asset
+ * against `refund_receivable` owned by the payer's address (payments/reorged.ts), so the ledger stays at the chain
+ * and the loss is on the books, by payer (reconciliation's exposure.owedByPayers, and the `reorg_after_refund`
+ * conflict). When the same transaction is mined again its money arrives again: it is booked as usual (into
+ * suspense), then pays the payer's debt (D suspense / C refund_receivable) and stays the refunded transfer (never
+ * claimable nor refundable again). A transaction mined again at another log index is a new transfer row: it is
+ * marked refunded by the same refund.
+ */
+
+interface OpenReceivable {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  inclusion: number;
+  refund_id: string;
+  payer: string;
+  amount_micro: bigint;
+}
+
+interface Arrival {
+  log_index: number;
+  inclusion: number;
+}
+
+/**
+ * What the payer of a refunded unmatched transfer owes now that this inclusion of it is dropped: recorded once per
+ * inclusion, its account created before any balance row is locked. `amountMicro` is what the reversal moves out of
+ * escrow_asset against it: the transfer's amount; or 0 when escrow_asset holds less than that (the refund, sent from
+ * escrow, cannot stand on a chain where escrow lacks the transfer's money: its resend fails, and booking it out
+ * would take escrow_asset below the chain, and below zero). Then nothing is owed, as before, and the conflict says so.
+ */
+export async function refundReceivableOnReorg(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+): Promise<{ payer: string; amountMicro: bigint }> {
+  const refund = await sql<{
+    payer: string;
+  }>`select payer from refunds where id = ${transfer.refund_id}`.execute(trx);
+  const payer = refund.rows[0]!.payer.toLowerCase();
+  await ensureAccounts(trx, [['refund_receivable', payer]]);
+  const escrow = await lockAccount(trx, 'escrow_asset');
+  if (escrow < transfer.amount_micro) {
+    deps.logger.error(
+      {
+        transfer: transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index),
+        refundId: transfer.refund_id,
+        escrowAsset: escrow.toString(),
+        amount: transfer.amount_micro.toString(),
+      },
+      'refunded unmatched transfer dropped by a reorg, and escrow holds less than its refund: nothing owed booked',
+    );
+    return { payer, amountMicro: 0n };
+  }
+  await sql`insert into refund_receivables (chain_id, tx_hash, log_index, inclusion, refund_id, payer, amount_micro,
+        status, created_at)
+      values (${transfer.chain_id}, ${transfer.tx_hash}, ${transfer.log_index}, ${transfer.inclusion},
+        ${transfer.refund_id}, ${payer}, ${transfer.amount_micro}, 'open', ${deps.now()})
+      on conflict do nothing`.execute(trx);
+  return { payer, amountMicro: transfer.amount_micro };
+}
+
+/**
+ * Settles the open receivables of a transaction from its transfers on the chain again: the same transfer
+ * re-included (a later inclusion), or the same transaction mined at another log index (a transfer nobody claimed
+ * nor refunded, from the payer, of the amount). Each arrival settles one receivable at most (its money moves from
+ * suspense, key per arrival) and is marked refunded by the receivable's refund. Called when a transfer of the
+ * transaction is booked or re-included, and when a receivable is opened (the arrival may have been booked first).
+ */
+export async function settleRefundReceivables(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  chainId: number,
+  txHash: string,
+): Promise<void> {
+  const open =
+    await sql<OpenReceivable>`select chain_id, tx_hash, log_index, inclusion, refund_id, payer, amount_micro
+      from refund_receivables where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'open'
+      order by created_at, log_index, inclusion for update`.execute(trx);
+  for (const receivable of open.rows) {
+    const found = await sql<Arrival>`select t.log_index, t.inclusion from transfers t
+        where t.chain_id = ${chainId} and t.tx_hash = ${txHash} and t.status = 'observed'
+          and t.claimed_by_transaction_id is null and t.amount_micro = ${receivable.amount_micro}
+          and t.from_address = ${receivable.payer}
+          and (t.refund_id is null or t.refund_id = ${receivable.refund_id})
+          and (t.log_index <> ${receivable.log_index} or t.inclusion > ${receivable.inclusion})
+          and not exists (select 1 from refund_receivables s where s.chain_id = t.chain_id and s.tx_hash = t.tx_hash
+            and s.settled_by_log_index = t.log_index and s.settled_by_inclusion = t.inclusion)
+        order by (t.log_index = ${receivable.log_index}) desc, t.log_index
+        limit 1 for update of t`.execute(trx);
+    const arrival = found.rows[0];
+    if (!arrival) continue;
+    const arrivalKey = transferKey(chainId, txHash, arrival.log_index);
+    const owedKey = perInclusion(transferKey(chainId, txHash, receivable.log_index), receivable.inclusion);
+    await postEntry(trx, {
+      idempotencyKey: `refund_receivable_settled:${perInclusion(arrivalKey, arrival.inclusion)}`,
+      entryType: 'refund_receivable_settled',
+      lines: [
+        debit('suspense', receivable.amount_micro),
+        credit('refund_receivable', receivable.amount_micro, receivable.payer),
+      ],
+      memo: {
+        transfer: arrivalKey,
+        inclusion: arrival.inclusion,
+        settles: owedKey,
+        refundId: receivable.refund_id,
+        payer: receivable.payer,
+      },
+    });
+    await sql`update refund_receivables set status = 'settled', settled_at = ${deps.now()},
+          settled_by_log_index = ${arrival.log_index}, settled_by_inclusion = ${arrival.inclusion}
+        where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${receivable.log_index}
+          and inclusion = ${receivable.inclusion}`.execute(trx);
+    // The money was refunded already: the arrival can neither pay for anything nor be refunded again.
+    await sql`update transfers set refund_id = ${receivable.refund_id}
+        where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${arrival.log_index}`.execute(
+      trx,
+    );
+    deps.logger.warn(
+      { transfer: arrivalKey, settles: owedKey, refundId: receivable.refund_id, payer: receivable.payer },
+      'refunded transfer on the chain again: its payer no longer owes the refund',
+    );
+  }
+}
