@@ -28,6 +28,10 @@ type Outcome =
       body: { error: string; reason: string; message: string; [k: string]: unknown };
     };
 
+type Refusal = Extract<Outcome, { ok: false }>;
+/** Claims are wrapped: a token's payload is the signer's JSON and may hold any key, `ok` included. */
+type VerifiedClaims = { ok: true; claims: TicketClaims };
+
 /**
  * Single-use ids (tickets, request nonces) in process memory until they expire, at most `maxEntries`: when
  * full after dropping the expired ones, the oldest is forgotten (only an id that old could then be replayed).
@@ -78,72 +82,24 @@ export class TicketVerifier {
     this.keys = new JwksKeys(api);
   }
 
-  private refuse(reason: string, message: string, status = 401): Outcome {
+  private refuse(reason: string, message: string, status = 401): Refusal {
     return { ok: false, status, body: { error: 'Invalid ticket', reason, message } };
   }
 
   async verify(req: Request): Promise<Outcome> {
     const token = req.header(TICKET_HEADER);
     const path = `${req.baseUrl}${req.path}`;
-    if (!token) {
-      const base = this.options.basePath?.replace(/\/$/, '') ?? '';
-      const endpointPath = base && path.startsWith(base) ? path.slice(base.length) || '/' : path;
-      return {
-        ok: false,
-        status: 402,
-        body: {
-          error: 'Ticket required',
-          reason: 'missing_ticket',
-          message: `pay at the paymentUrl, then call again with the ticket in ${TICKET_HEADER}`,
-          paymentUrl: `${this.api.baseUrl}/api/v1/skills/${this.options.skill}${endpointPath}`,
-        },
-      };
-    }
+    if (!token) return this.ticketRequired(path);
     const parameters = await this.parameters.get();
     if (!parameters?.issuer) {
       throw new PaygateUnavailableError(
         `Paygate at ${this.api.baseUrl} did not say which issuer signs tickets`,
       );
     }
-    let claims: TicketClaims;
-    const cached = this.verified.get(token);
-    if (cached && cached.until > Date.now() && cached.claims.exp * 1000 > Date.now()) {
-      claims = cached.claims;
-    } else {
-      let header: ReturnType<typeof decodeProtectedHeader>;
-      try {
-        header = decodeProtectedHeader(token);
-      } catch {
-        return this.refuse('malformed_ticket', 'not a JWT');
-      }
-      // Pin the algorithm before looking at any key: `none`, HS256 (public key as HMAC secret) and others are refused.
-      if (header.alg !== 'ES256') {
-        return this.refuse('wrong_algorithm', `tickets are ES256; ${header.alg} is refused`);
-      }
-      const kid = header.kid;
-      if (!kid) return this.refuse('unknown_key', 'ticket has no kid');
-      const key = await this.keys.key(kid);
-      if (!key) return this.refuse('unknown_key', `no published key ${kid}`);
-      try {
-        const { payload } = await jwtVerify(token, key, {
-          algorithms: ['ES256'],
-          audience: this.options.skill,
-          issuer: parameters.issuer,
-          clockTolerance: this.options.clockToleranceSeconds ?? 5,
-        });
-        claims = payload as JWTPayload & TicketClaims;
-      } catch (error) {
-        const reason =
-          error instanceof errors.JWTExpired
-            ? 'ticket_expired'
-            : error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud'
-              ? 'wrong_audience'
-              : 'invalid_ticket';
-        return this.refuse(reason, (error as Error).message);
-      }
-      this.verified.set(token, { claims, until: Date.now() + VERIFIED_TTL_MS });
-    }
-    const base = this.options.basePath?.replace(/\/$/, '') ?? '';
+    const verified = await this.claimsOf(token, parameters.issuer);
+    if (!verified.ok) return verified;
+    const claims = verified.claims;
+    const base = basePathOf(this.options);
     if (claims.method !== req.method || `${base}${claims.path}` !== path) {
       return this.refuse(
         'wrong_resource',
@@ -154,16 +110,84 @@ export class TicketVerifier {
     if (claims.kind !== 'subscription' && !(await this.replay.markUsed(claims.jti, claims.exp * 1000))) {
       return this.refuse('ticket_already_used', 'this single-use ticket was already accepted');
     }
+    return { ok: true, payment: paymentOf(claims, parameters.network) };
+  }
+
+  /** 402 with where to pay for the endpoint (its path below basePath). */
+  private ticketRequired(path: string): Refusal {
+    const base = basePathOf(this.options);
+    const endpointPath = base && path.startsWith(base) ? path.slice(base.length) || '/' : path;
     return {
-      ok: true,
-      payment: {
-        txHash: claims.txHash,
-        amount: claims.amount,
-        payer: claims.sub,
-        network: parameters.network,
-        ...(claims.kind !== 'payPerCall' ? { type: claims.kind } : {}),
-        ticketId: claims.jti,
+      ok: false,
+      status: 402,
+      body: {
+        error: 'Ticket required',
+        reason: 'missing_ticket',
+        message: `pay at the paymentUrl, then call again with the ticket in ${TICKET_HEADER}`,
+        paymentUrl: `${this.api.baseUrl}/api/v1/skills/${this.options.skill}${endpointPath}`,
       },
     };
   }
+
+  /** The token's claims: remembered from a recent signature check while both it and the token are valid. */
+  private async claimsOf(token: string, issuer: string): Promise<VerifiedClaims | Refusal> {
+    const cached = this.verified.get(token);
+    if (cached && cached.until > Date.now() && cached.claims.exp * 1000 > Date.now()) {
+      return { ok: true, claims: cached.claims };
+    }
+    const verified = await this.checkSignature(token, issuer);
+    if (verified.ok)
+      this.verified.set(token, { claims: verified.claims, until: Date.now() + VERIFIED_TTL_MS });
+    return verified;
+  }
+
+  /** The token's ES256 signature by Paygate's published key of its kid, its issuer, audience and expiry. */
+  private async checkSignature(token: string, issuer: string): Promise<VerifiedClaims | Refusal> {
+    let header: ReturnType<typeof decodeProtectedHeader>;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      return this.refuse('malformed_ticket', 'not a JWT');
+    }
+    // Pin the algorithm before looking at any key: `none`, HS256 (public key as HMAC secret) and others are refused.
+    if (header.alg !== 'ES256') {
+      return this.refuse('wrong_algorithm', `tickets are ES256; ${header.alg} is refused`);
+    }
+    const kid = header.kid;
+    if (!kid) return this.refuse('unknown_key', 'ticket has no kid');
+    const key = await this.keys.key(kid);
+    if (!key) return this.refuse('unknown_key', `no published key ${kid}`);
+    try {
+      const { payload } = await jwtVerify(token, key, {
+        algorithms: ['ES256'],
+        audience: this.options.skill,
+        issuer,
+        clockTolerance: this.options.clockToleranceSeconds ?? 5,
+      });
+      return { ok: true, claims: payload as JWTPayload & TicketClaims };
+    } catch (error) {
+      return this.refuse(jwtFailureReason(error), (error as Error).message);
+    }
+  }
+}
+
+function basePathOf(options: TicketOptions): string {
+  return options.basePath?.replace(/\/$/, '') ?? '';
+}
+
+function jwtFailureReason(error: unknown): string {
+  if (error instanceof errors.JWTExpired) return 'ticket_expired';
+  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud') return 'wrong_audience';
+  return 'invalid_ticket';
+}
+
+function paymentOf(claims: TicketClaims, network: string): X402Payment {
+  return {
+    txHash: claims.txHash,
+    amount: claims.amount,
+    payer: claims.sub,
+    network,
+    ...(claims.kind !== 'payPerCall' ? { type: claims.kind } : {}),
+    ticketId: claims.jti,
+  };
 }

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual, verify } from 'node:crypto';
+import { createHash, type KeyObject, timingSafeEqual, verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
   EMPTY_BODY_SHA256,
@@ -8,6 +8,7 @@ import {
   PAID_REQUEST_HEADERS,
   parseRequestSignature,
   REQUEST_SIGNATURE_HEADER,
+  type RequestSignature,
   requestSigningPayload,
 } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -72,6 +73,175 @@ declare global {
 type Refusal = { status: number; reason: string; message: string };
 const refusal = (reason: string, message: string, status = 401): Refusal => ({ status, reason, message });
 
+/** The middleware's settings, resolved once from its options and the environment. */
+interface RequestChecks {
+  toleranceSeconds: number;
+  replay: TicketReplayStore;
+  maxBodyBytes: number;
+  /** undefined: any skill passes. */
+  skills: Set<string> | undefined;
+  /** HMAC keys derived from the seller's secret API keys (`kid=sk`). */
+  forwardingKeys: Buffer[];
+  /** Paygate's published ES256 keys; undefined when Paygate's address is unknown and a secret key is given. */
+  keys: JwksKeys | undefined;
+}
+
+/** The seller's secret keys: the option (one or a list), else PAYGATE_SECRET_KEY and PAYGATE_PREVIOUS_SECRET_KEY. */
+function secretKeysOf(options: VerifyPaygateRequestOptions): string[] {
+  const secretKeys = (
+    options.secretKey === undefined
+      ? [process.env.PAYGATE_SECRET_KEY, process.env.PAYGATE_PREVIOUS_SECRET_KEY]
+      : typeof options.secretKey === 'string'
+        ? [options.secretKey]
+        : [...options.secretKey]
+  ).filter((key): key is string => typeof key === 'string' && key !== '');
+  if (secretKeys.some((key) => !key.startsWith('sk_')))
+    throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
+  if (secretKeys.length > 4) throw new TypeError('verifyPaygateRequest: at most 4 secret keys');
+  return secretKeys;
+}
+
+/** Paygate's JWKS, when its address is known or no secret key leaves another way to check a signature. */
+function paygateKeysOf(options: VerifyPaygateRequestOptions, forwardingKeys: Buffer[]): JwksKeys | undefined {
+  const hasPaygateUrl =
+    options.paygateUrl !== undefined ||
+    process.env.PAYGATE_BASE_URL !== undefined ||
+    process.env.NODE_ENV === 'development';
+  if (!hasPaygateUrl && forwardingKeys.length > 0) return undefined;
+  return new JwksKeys(
+    new PaygateApi(
+      resolvePaygateUrl(options.paygateUrl, 'verifyPaygateRequest: paygateUrl'),
+      '',
+      options.timeoutMs ?? 5000,
+      options.fetch ?? fetch,
+    ),
+  );
+}
+
+function requestChecksOf(options: VerifyPaygateRequestOptions): RequestChecks {
+  const toleranceSeconds = options.toleranceSeconds ?? 300;
+  const replay = options.replayStore ?? new MemoryReplayStore();
+  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const skills = options.skills ? new Set(options.skills) : undefined;
+  const forwardingKeys = secretKeysOf(options).map((key) => forwardingKeyFromApiKey(key));
+  const keys = paygateKeysOf(options, forwardingKeys);
+  return { toleranceSeconds, replay, maxBodyBytes, skills, forwardingKeys, keys };
+}
+
+/** The request's X-Paygate-Signature, parsed and within the timestamp tolerance. */
+function freshSignature(req: Request, toleranceSeconds: number): Refusal | RequestSignature {
+  const header = req.header(REQUEST_SIGNATURE_HEADER);
+  if (!header) return refusal('missing_signature', `no ${REQUEST_SIGNATURE_HEADER}: call through Paygate`);
+  const signature = parseRequestSignature(header);
+  if (!signature)
+    return refusal(
+      'malformed_signature',
+      `${REQUEST_SIGNATURE_HEADER} must be "v1; kid=…; t=…; nonce=…; sig=…"`,
+    );
+  const skewSeconds = Math.abs(Date.now() / 1000 - signature.timestamp);
+  if (skewSeconds > toleranceSeconds)
+    return refusal(
+      'stale_signature',
+      `signed ${Math.round(skewSeconds)} s away from this server's clock (at most ${toleranceSeconds} s)`,
+    );
+  return signature;
+}
+
+/**
+ * The key that checks the signature: Paygate's published ES256 key of its kid, or none for `kid=sk` (the
+ * forwarding keys check it). A refusal when this middleware holds no such key.
+ */
+async function signatureKey(
+  checks: RequestChecks,
+  signature: RequestSignature,
+): Promise<Refusal | { key: KeyObject | undefined }> {
+  const byForwardingKey = signature.kid === FORWARDING_KEY_ID;
+  if (byForwardingKey && checks.forwardingKeys.length === 0)
+    return refusal(
+      'secret_key_required',
+      'this request is signed with the key derived from your secret API key: pass verifyPaygateRequest({ secretKey }) or set PAYGATE_SECRET_KEY',
+    );
+  if (byForwardingKey) return { key: undefined };
+  if (!checks.keys)
+    return refusal(
+      'unknown_key',
+      `signed with Paygate's key ${signature.kid}, which needs Paygate's address: pass verifyPaygateRequest({ paygateUrl }) or set PAYGATE_BASE_URL`,
+    );
+  const key = await checks.keys.key(signature.kid);
+  if (!key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
+  return { key };
+}
+
+type PaidHeaders = Pick<PaygateRequest, 'skill' | 'txHash' | 'payer' | 'amount'>;
+
+function paidHeadersOf(req: Request): PaidHeaders {
+  return {
+    skill: req.header(PAID_REQUEST_HEADERS.skill) ?? '',
+    txHash: req.header(PAID_REQUEST_HEADERS.txHash) ?? '',
+    payer: req.header(PAID_REQUEST_HEADERS.payer) ?? '',
+    amount: req.header(PAID_REQUEST_HEADERS.amount) ?? '',
+  };
+}
+
+/** Whether the signature covers this method, path, body and X-Paygate-* headers under the key. */
+function signatureMatches(
+  req: Request,
+  signature: RequestSignature,
+  key: KeyObject | undefined,
+  forwardingKeys: readonly Buffer[],
+  body: Buffer,
+  paid: PaidHeaders,
+): boolean {
+  const payload = requestSigningPayload({
+    kid: signature.kid,
+    timestamp: signature.timestamp,
+    nonce: signature.nonce,
+    method: req.method,
+    pathAndQuery: req.originalUrl,
+    bodySha256: body.length ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_SHA256,
+    ...paid,
+  });
+  return key
+    ? verify(
+        'sha256',
+        Buffer.from(payload),
+        { key, dsaEncoding: 'ieee-p1363' },
+        Buffer.from(signature.signature, 'base64url'),
+      )
+    : matchesAnyForwardingKey(forwardingKeys, payload, [signature.signature, signature.previousSignature]);
+}
+
+function invalidSignature(signature: RequestSignature): Refusal {
+  return refusal(
+    'invalid_signature',
+    signature.kid === FORWARDING_KEY_ID
+      ? 'the signature does not match this method, path, body and X-Paygate-* headers under the key derived from your secret API key (rotated it? deploy the new one)'
+      : 'the signature does not match this method, path, body and X-Paygate-* headers',
+  );
+}
+
+/** Every check of a forwarded request, in order: the first that fails answers. */
+async function checkForwardedRequest(checks: RequestChecks, req: Request): Promise<Refusal | PaygateRequest> {
+  const signature = freshSignature(req, checks.toleranceSeconds);
+  if ('status' in signature) return signature;
+  const signing = await signatureKey(checks, signature);
+  if ('status' in signing) return signing;
+  const body = await bodyOf(req, checks.maxBodyBytes);
+  if (!Buffer.isBuffer(body)) return body;
+  const paid = paidHeadersOf(req);
+  if (!signatureMatches(req, signature, signing.key, checks.forwardingKeys, body, paid))
+    return invalidSignature(signature);
+  if (checks.skills && !checks.skills.has(paid.skill))
+    return refusal('wrong_skill', `this server does not sell skill "${paid.skill}"`, 403);
+  // Checked last, so only a genuine signature takes a place in the store.
+  const expiresAtMs = (signature.timestamp + checks.toleranceSeconds) * 1000;
+  if (!(await checks.replay.markUsed(`paygate-request:${signature.nonce}`, expiresAtMs)))
+    return refusal('replayed_request', 'this signed request was already accepted once');
+  const unparsable = parseJsonBody(req);
+  if (unparsable) return unparsable;
+  return { ...paid, nonce: signature.nonce, signedAt: new Date(signature.timestamp * 1000) };
+}
+
 /**
  * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment.
  * Checks X-Paygate-Signature (HMAC-SHA256 with the forwarding key derived from your secret API key, or ES256
@@ -86,110 +256,9 @@ const refusal = (reason: string, message: string, status = 401): Refusal => ({ s
  * Behind a parser, keep the bytes with `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`.
  */
 export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}): RequestHandler {
-  const toleranceSeconds = options.toleranceSeconds ?? 300;
-  const replay = options.replayStore ?? new MemoryReplayStore();
-  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
-  const skills = options.skills ? new Set(options.skills) : undefined;
-  const secretKeys = (
-    options.secretKey === undefined
-      ? [process.env.PAYGATE_SECRET_KEY, process.env.PAYGATE_PREVIOUS_SECRET_KEY]
-      : typeof options.secretKey === 'string'
-        ? [options.secretKey]
-        : [...options.secretKey]
-  ).filter((key): key is string => typeof key === 'string' && key !== '');
-  if (secretKeys.some((key) => !key.startsWith('sk_')))
-    throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
-  if (secretKeys.length > 4) throw new TypeError('verifyPaygateRequest: at most 4 secret keys');
-  const forwardingKeys = secretKeys.map((key) => forwardingKeyFromApiKey(key));
-  const hasPaygateUrl =
-    options.paygateUrl !== undefined ||
-    process.env.PAYGATE_BASE_URL !== undefined ||
-    process.env.NODE_ENV === 'development';
-  const keys =
-    hasPaygateUrl || forwardingKeys.length === 0
-      ? new JwksKeys(
-          new PaygateApi(
-            resolvePaygateUrl(options.paygateUrl, 'verifyPaygateRequest: paygateUrl'),
-            '',
-            options.timeoutMs ?? 5000,
-            options.fetch ?? fetch,
-          ),
-        )
-      : undefined;
-
-  async function check(req: Request): Promise<Refusal | PaygateRequest> {
-    const header = req.header(REQUEST_SIGNATURE_HEADER);
-    if (!header) return refusal('missing_signature', `no ${REQUEST_SIGNATURE_HEADER}: call through Paygate`);
-    const signature = parseRequestSignature(header);
-    if (!signature)
-      return refusal(
-        'malformed_signature',
-        `${REQUEST_SIGNATURE_HEADER} must be "v1; kid=…; t=…; nonce=…; sig=…"`,
-      );
-    const skewSeconds = Math.abs(Date.now() / 1000 - signature.timestamp);
-    if (skewSeconds > toleranceSeconds)
-      return refusal(
-        'stale_signature',
-        `signed ${Math.round(skewSeconds)} s away from this server's clock (at most ${toleranceSeconds} s)`,
-      );
-    const byForwardingKey = signature.kid === FORWARDING_KEY_ID;
-    if (byForwardingKey && forwardingKeys.length === 0)
-      return refusal(
-        'secret_key_required',
-        'this request is signed with the key derived from your secret API key: pass verifyPaygateRequest({ secretKey }) or set PAYGATE_SECRET_KEY',
-      );
-    if (!byForwardingKey && !keys)
-      return refusal(
-        'unknown_key',
-        `signed with Paygate's key ${signature.kid}, which needs Paygate's address: pass verifyPaygateRequest({ paygateUrl }) or set PAYGATE_BASE_URL`,
-      );
-    const key = byForwardingKey ? undefined : await keys!.key(signature.kid);
-    if (!byForwardingKey && !key) return refusal('unknown_key', `Paygate publishes no key ${signature.kid}`);
-    const body = await bodyOf(req, maxBodyBytes);
-    if (!Buffer.isBuffer(body)) return body;
-    const paid = {
-      skill: req.header(PAID_REQUEST_HEADERS.skill) ?? '',
-      txHash: req.header(PAID_REQUEST_HEADERS.txHash) ?? '',
-      payer: req.header(PAID_REQUEST_HEADERS.payer) ?? '',
-      amount: req.header(PAID_REQUEST_HEADERS.amount) ?? '',
-    };
-    const payload = requestSigningPayload({
-      kid: signature.kid,
-      timestamp: signature.timestamp,
-      nonce: signature.nonce,
-      method: req.method,
-      pathAndQuery: req.originalUrl,
-      bodySha256: body.length ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_SHA256,
-      ...paid,
-    });
-    const valid = key
-      ? verify(
-          'sha256',
-          Buffer.from(payload),
-          { key, dsaEncoding: 'ieee-p1363' },
-          Buffer.from(signature.signature, 'base64url'),
-        )
-      : matchesAnyForwardingKey(forwardingKeys, payload, [signature.signature, signature.previousSignature]);
-    if (!valid)
-      return refusal(
-        'invalid_signature',
-        byForwardingKey
-          ? 'the signature does not match this method, path, body and X-Paygate-* headers under the key derived from your secret API key (rotated it? deploy the new one)'
-          : 'the signature does not match this method, path, body and X-Paygate-* headers',
-      );
-    if (skills && !skills.has(paid.skill))
-      return refusal('wrong_skill', `this server does not sell skill "${paid.skill}"`, 403);
-    // Checked last, so only a genuine signature takes a place in the store.
-    const expiresAtMs = (signature.timestamp + toleranceSeconds) * 1000;
-    if (!(await replay.markUsed(`paygate-request:${signature.nonce}`, expiresAtMs)))
-      return refusal('replayed_request', 'this signed request was already accepted once');
-    const unparsable = parseJsonBody(req);
-    if (unparsable) return unparsable;
-    return { ...paid, nonce: signature.nonce, signedAt: new Date(signature.timestamp * 1000) };
-  }
-
+  const checks = requestChecksOf(options);
   return (req: Request, res: Response, next: NextFunction) => {
-    check(req).then(
+    checkForwardedRequest(checks, req).then(
       (outcome) => {
         if ('status' in outcome) {
           res

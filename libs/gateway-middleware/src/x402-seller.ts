@@ -44,20 +44,91 @@ export type X402SellerConfig = Pick<
   'apiKey' | 'apiBaseUrl' | 'network' | 'escrowAddress' | 'usdcAddress' | 'timeoutMs' | 'fetch'
 > & { maxTimeoutSeconds?: number; settleTimeoutMs?: number };
 
-/**
- * x402 selling outside HTTP routes (MCP tools, queues…): Paygate's escrow as payTo, settled by Paygate's
- * facilitator with the seller's key. The same parameters and rules as createGateway's x402.
- */
-export function createX402Seller(config: X402SellerConfig): X402Seller {
+/** A sale's x402 requirements under Paygate's parameters (its escrow as payTo). */
+interface SaleRequirements {
+  network: string;
+  resource: X402PaymentRequired['resource'];
+  requirements: ReturnType<typeof requirementsV2>;
+}
+
+function sellerApi(config: X402SellerConfig): PaygateApi {
   if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
     throw new TypeError('createX402Seller: apiKey must be the sk_… key from the dashboard');
   }
-  const api = new PaygateApi(
+  return new PaygateApi(
     resolvePaygateUrl(config.apiBaseUrl, 'createX402Seller: apiBaseUrl'),
     config.apiKey,
     config.timeoutMs ?? 5000,
     config.fetch ?? fetch,
   );
+}
+
+/** undefined while Paygate cannot be reached and nothing is pinned. */
+async function saleRequirements(
+  parameters: PaymentParametersSource,
+  sale: X402Sale,
+  maxTimeoutSeconds: number,
+): Promise<SaleRequirements | undefined> {
+  const p = await parameters.get();
+  if (!p) return undefined;
+  const eip712 = usdcDomainOf(p.chainId);
+  if (!eip712) throw new TypeError(`createX402Seller: no USDC EIP-712 domain known for chain ${p.chainId}`);
+  return {
+    network: p.network,
+    resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
+    requirements: requirementsV2({
+      parameters: p,
+      eip712,
+      amountMicro: parseUsdc(sale.price),
+      maxTimeoutSeconds,
+      resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
+    }),
+  };
+}
+
+/** Paygate's answer to POST /api/v1/x402/settle as a settlement; throws when Paygate failed otherwise. */
+async function settlementOf(answer: Response, network: string): Promise<X402Settlement> {
+  const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse> & {
+    error?: { code?: string; message?: string; field?: string };
+  };
+  if (answer.status === 429 || answer.status === 503) {
+    return {
+      ok: false,
+      status: answer.status,
+      reason: body.errorReason ?? 'unavailable',
+      message: body.errorMessage ?? 'Paygate could not settle the payment now; present it again',
+    };
+  }
+  if (answer.status === 400) {
+    // The payload did not even have x402's shape (Paygate names the field).
+    return {
+      ok: false,
+      status: 402,
+      reason: 'invalid_payload',
+      message: body.error?.message ?? 'the payment payload is not an x402 PaymentPayload',
+    };
+  }
+  if (!answer.ok) {
+    throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
+  }
+  if (!body.success) {
+    return {
+      ok: false,
+      status: 402,
+      reason: body.errorReason ?? 'settlement_failed',
+      message: body.errorMessage ?? 'not settled',
+      response: body as SettleResponse,
+    };
+  }
+  return { ok: true, response: body as SettleResponse & { success: true }, network };
+}
+
+/**
+ * x402 selling outside HTTP routes (MCP tools, queues…): Paygate's escrow as payTo, settled by Paygate's
+ * facilitator with the seller's key. The same parameters and rules as createGateway's x402.
+ */
+export function createX402Seller(config: X402SellerConfig): X402Seller {
+  const api = sellerApi(config);
   const parameters = new PaymentParametersSource(api, {
     network: config.network,
     escrowAddress: config.escrowAddress,
@@ -67,33 +138,15 @@ export function createX402Seller(config: X402SellerConfig): X402Seller {
   const maxTimeoutSeconds = config.maxTimeoutSeconds ?? 300;
   const settleTimeoutMs = config.settleTimeoutMs ?? 30_000;
 
-  async function requirementsFor(sale: X402Sale) {
-    const p = await parameters.get();
-    if (!p) return undefined;
-    const eip712 = usdcDomainOf(p.chainId);
-    if (!eip712) throw new TypeError(`createX402Seller: no USDC EIP-712 domain known for chain ${p.chainId}`);
-    return {
-      network: p.network,
-      resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
-      requirements: requirementsV2({
-        parameters: p,
-        eip712,
-        amountMicro: parseUsdc(sale.price),
-        maxTimeoutSeconds,
-        resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
-      }),
-    };
-  }
-
   return {
     async paymentRequired(sale, error = 'payment required') {
-      const found = await requirementsFor(sale);
+      const found = await saleRequirements(parameters, sale, maxTimeoutSeconds);
       if (!found) return undefined;
       return { x402Version: 2, error, resource: found.resource, accepts: [found.requirements] };
     },
 
     async settle(paymentPayload, sale) {
-      const found = await requirementsFor(sale);
+      const found = await saleRequirements(parameters, sale, maxTimeoutSeconds);
       if (!found) throw new PaygateUnavailableError('payment parameters unknown: Paygate unreachable');
       const answer = await api.settleX402(
         {
@@ -103,39 +156,7 @@ export function createX402Seller(config: X402SellerConfig): X402Seller {
         },
         settleTimeoutMs,
       );
-      const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse> & {
-        error?: { code?: string; message?: string; field?: string };
-      };
-      if (answer.status === 429 || answer.status === 503) {
-        return {
-          ok: false,
-          status: answer.status,
-          reason: body.errorReason ?? 'unavailable',
-          message: body.errorMessage ?? 'Paygate could not settle the payment now; present it again',
-        };
-      }
-      if (answer.status === 400) {
-        // The payload did not even have x402's shape (Paygate names the field).
-        return {
-          ok: false,
-          status: 402,
-          reason: 'invalid_payload',
-          message: body.error?.message ?? 'the payment payload is not an x402 PaymentPayload',
-        };
-      }
-      if (!answer.ok) {
-        throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
-      }
-      if (!body.success) {
-        return {
-          ok: false,
-          status: 402,
-          reason: body.errorReason ?? 'settlement_failed',
-          message: body.errorMessage ?? 'not settled',
-          response: body as SettleResponse,
-        };
-      }
-      return { ok: true, response: body as SettleResponse & { success: true }, network: found.network };
+      return settlementOf(answer, found.network);
     },
   };
 }

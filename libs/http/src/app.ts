@@ -123,26 +123,46 @@ export function isDependencyUnavailable(error: unknown): boolean {
   return candidate?.name === 'RpcServiceError' && typeof candidate.code === 'number' && candidate.code >= 500;
 }
 
-/**
- * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
- * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
- * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
- */
-export function errorResponse(
-  error: any,
-  requestId: string,
-  onUnexpected: (error: unknown) => void,
-  onDatabaseRefusal?: (error: { code: string; message: string }) => void,
-): { status: number; body: ErrorBody } {
-  if (error instanceof HttpError) {
-    return {
-      status: error.status,
-      body: { error: { code: error.code, message: error.message, ...error.details, requestId } },
-    };
-  }
-  if (error?.type === 'entity.parse.failed') return errorResponse(invalidJson(), requestId, onUnexpected);
-  if (error?.type === 'entity.too.large') {
-    return {
+type ErrorAnswer = { status: number; body: ErrorBody };
+
+/** One kind of error and how it is answered; `heard` names which of errorResponse's callbacks hears of it. */
+interface ErrorKind {
+  name: string;
+  matches(error: any): boolean;
+  heard?: 'unexpected' | 'databaseRefusal';
+  answer(error: any, requestId: string): ErrorAnswer;
+}
+
+function httpErrorAnswer(error: HttpError, requestId: string): ErrorAnswer {
+  return {
+    status: error.status,
+    body: { error: { code: error.code, message: error.message, ...error.details, requestId } },
+  };
+}
+
+function serviceUnavailable(message: string): ErrorKind['answer'] {
+  return (_error, requestId) => ({
+    status: 503,
+    body: { error: { code: 'service_unavailable', message, requestId } },
+  });
+}
+
+/** The kinds of error with their own answer, in order: the first that matches answers. */
+const ERROR_KINDS: readonly ErrorKind[] = [
+  {
+    name: 'an HttpError',
+    matches: (error) => error instanceof HttpError,
+    answer: httpErrorAnswer,
+  },
+  {
+    name: 'a body that is not JSON',
+    matches: (error) => error?.type === 'entity.parse.failed',
+    answer: (_error, requestId) => httpErrorAnswer(invalidJson(), requestId),
+  },
+  {
+    name: 'a body over the limit',
+    matches: (error) => error?.type === 'entity.too.large',
+    answer: (_error, requestId) => ({
       status: 413,
       body: {
         error: {
@@ -153,11 +173,13 @@ export function errorResponse(
           requestId,
         },
       },
-    };
-  }
-  if (isDatabaseDataError(error)) {
-    onDatabaseRefusal?.(error);
-    return {
+    }),
+  },
+  {
+    name: 'a value Postgres refuses',
+    matches: isDatabaseDataError,
+    heard: 'databaseRefusal',
+    answer: (_error, requestId) => ({
       status: 400,
       body: {
         error: {
@@ -167,50 +189,59 @@ export function errorResponse(
           requestId,
         },
       },
-    };
-  }
-  // Express could not decode a path value ("%zz", a cut UTF-8 sequence): bad input, named like any other.
-  if (error instanceof URIError && (error as { status?: number }).status === 400) {
-    return errorResponse(
-      badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
-      requestId,
-      onUnexpected,
-    );
-  }
-  if (isDatabaseUnavailable(error)) {
-    onUnexpected(error);
-    return {
-      status: 503,
-      body: {
-        error: {
-          code: 'service_unavailable',
-          message: 'the database is unavailable; retry shortly',
-          requestId,
-        },
-      },
-    };
-  }
-  if (isDependencyUnavailable(error)) {
-    onUnexpected(error);
-    return {
-      status: 503,
-      body: {
-        error: {
-          code: 'service_unavailable',
-          message: 'a service this request needs did not answer; retry shortly',
-          requestId,
-        },
-      },
-    };
-  }
-  if (typeof error?.status === 'number' && error.status >= 400 && error.status < 500) {
-    return {
+    }),
+  },
+  {
+    // Express could not decode a path value ("%zz", a cut UTF-8 sequence): bad input, named like any other.
+    name: 'a path that is not percent-encoded UTF-8',
+    matches: (error) => error instanceof URIError && (error as { status?: number }).status === 400,
+    answer: (error, requestId) =>
+      httpErrorAnswer(
+        badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
+        requestId,
+      ),
+  },
+  {
+    name: 'the database unavailable',
+    matches: isDatabaseUnavailable,
+    heard: 'unexpected',
+    answer: serviceUnavailable('the database is unavailable; retry shortly'),
+  },
+  {
+    name: 'a service over the bus unavailable',
+    matches: isDependencyUnavailable,
+    heard: 'unexpected',
+    answer: serviceUnavailable('a service this request needs did not answer; retry shortly'),
+  },
+  {
+    name: "another client error (express's or a library's 4xx)",
+    matches: (error) => typeof error?.status === 'number' && error.status >= 400 && error.status < 500,
+    answer: (error, requestId) => ({
       status: error.status,
       body: { error: { code: 'bad_request', message: String(error.message ?? 'bad request'), requestId } },
-    };
+    }),
+  },
+];
+
+/**
+ * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
+ * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
+ * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
+ */
+export function errorResponse(
+  error: any,
+  requestId: string,
+  onUnexpected: (error: unknown) => void,
+  onDatabaseRefusal?: (error: { code: string; message: string }) => void,
+): ErrorAnswer {
+  const kind = ERROR_KINDS.find((candidate) => candidate.matches(error));
+  if (!kind) {
+    onUnexpected(error);
+    return { status: 500, body: { error: { code: 'internal_error', message: 'internal error', requestId } } };
   }
-  onUnexpected(error);
-  return { status: 500, body: { error: { code: 'internal_error', message: 'internal error', requestId } } };
+  if (kind.heard === 'unexpected') onUnexpected(error);
+  if (kind.heard === 'databaseRefusal') onDatabaseRefusal?.(error);
+  return kind.answer(error, requestId);
 }
 
 /** Must be added last: maps every error to the shared JSON body. */

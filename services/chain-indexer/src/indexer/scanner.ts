@@ -7,6 +7,7 @@ import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
+import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
 import type { IndexerDatabase } from './tables';
 
 /** Deposit addresses backfilled per pass at most. */
@@ -73,74 +74,22 @@ export class TransferScanner {
 
   /** Finds the highest stored block still canonical; everything above it is rolled back. */
   private async handleReorg(head: number): Promise<number> {
-    const stored = await this.db
-      .selectFrom('recent_blocks')
-      .select(['number', 'hash'])
-      .where('chain_id', '=', this.chainId)
-      .orderBy('number', 'desc')
-      .limit(this.config.reorgWindowBlocks)
-      .execute();
+    const stored = await storedRecentBlocks(this.db, this.chainId, this.config.reorgWindowBlocks);
     if (stored.length === 0) return 0;
-    let ancestor: number | undefined;
-    for (const block of stored) {
-      const number = Number(block.number);
-      if (number > head) continue; // the chain got shorter: this block is gone
-      const onChain = await this.provider.getBlock(number);
-      if (onChain?.hash === block.hash) {
-        ancestor = number;
-        break;
-      }
-    }
+    const ancestor = await canonicalAncestor(stored, head, this.provider);
     const newest = Number(stored[0]!.number);
     if (ancestor === newest) return 0;
     // No stored block is canonical: roll back the whole window (a deeper reorg is beyond configuration).
     const rollbackTo = ancestor ?? Number(stored[stored.length - 1]!.number) - 1;
     this.logger.warn({ from: newest, to: rollbackTo }, 'reorg detected; rolling back');
     return this.db.transaction().execute(async (trx) => {
-      const removed = await trx
-        .updateTable('transfers')
-        .set({ status: 'reorged', reorged_at: new Date() })
-        .where('chain_id', '=', this.chainId)
-        .where('block_number', '>', BigInt(rollbackTo))
-        .where('status', '=', 'published')
-        .returningAll()
-        .execute();
-      for (const transfer of removed) {
-        await enqueueEvent(
-          trx,
-          createEvent(
-            'transfer.reorged',
-            'chain-indexer',
-            {
-              chainId: this.chainId,
-              network: this.config.network,
-              txHash: transfer.tx_hash,
-              logIndex: transfer.log_index,
-              blockNumber: Number(transfer.block_number),
-              blockHash: transfer.block_hash,
-              from: transfer.from_address,
-              to: transfer.to_address,
-              token: transfer.token,
-              amount: formatUsdc(transfer.amount_micro),
-              reorgedAt: new Date().toISOString(),
-            },
-            { trace: currentTraceCarrier() },
-          ),
-        );
-      }
-      await trx
-        .deleteFrom('transfers')
-        .where('chain_id', '=', this.chainId)
-        .where('block_number', '>', BigInt(rollbackTo))
-        .where('status', '=', 'pending')
-        .execute();
-      await trx
-        .deleteFrom('recent_blocks')
-        .where('chain_id', '=', this.chainId)
-        .where('number', '>', BigInt(rollbackTo))
-        .execute();
+      const reversed = await rollBackAbove(
+        trx,
+        { chainId: this.chainId, network: this.config.network },
+        rollbackTo,
+      );
       await this.saveCursor(trx, rollbackTo + 1);
-      return removed.length;
+      return reversed;
     });
   }
 

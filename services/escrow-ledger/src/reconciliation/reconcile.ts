@@ -86,43 +86,64 @@ export async function chainEscrowBalance(
   }
 }
 
+/** Per account kind its balance, and the totals the trial balance and the chain comparison need. */
+interface AccountTotals {
+  accounts: Record<string, string>;
+  debits: bigint;
+  credits: bigint;
+  /** The escrow_asset balance: what the ledger says the escrow wallets hold. */
+  ledger: bigint;
+}
+
+interface SellerExposure {
+  owed: bigint;
+  uncovered: bigint;
+  credit: bigint;
+}
+
 /**
- * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
- * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
- * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
- * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
+ * The session deposit addresses whose balances count as escrow money, and the differences met listing them. Only
+ * asked when the chain balance is to be read here and the ledger booked a transfer to a deposit address.
  */
-export async function reconcile(
+async function depositAddressesToRead(
   db: Kysely<any>,
   config: EscrowLedgerConfig,
-  chainBalance?: bigint,
-  depositHoldings?: DepositHoldings,
-): Promise<ReconciliationReport> {
-  const differences: ReconciliationDifference[] = [];
-  // Money at session deposit addresses is escrow money not swept yet: counted on chain where it sits.
-  let deposits: string[] = [];
-  if (chainBalance === undefined && (await bookedDepositTransfers(db, config))) {
-    if (!depositHoldings) {
-      differences.push({
-        check: 'session deposit addresses (no way to ask settlement which hold money)',
-        expected: 'listed',
-        actual: 'unknown',
-        difference: 'unknown',
-      });
-    } else {
-      const holdings = await depositHoldings();
-      deposits = holdings.addresses;
-      if (holdings.truncated) {
-        differences.push({
-          check: `session deposit addresses holding money (more than the ${MAX_DEPOSIT_ADDRESSES} read)`,
-          expected: 'all read',
-          actual: `${deposits.length} read`,
-          difference: 'unknown',
-        });
-      }
-    }
+  chainBalance: bigint | undefined,
+  depositHoldings: DepositHoldings | undefined,
+): Promise<{ deposits: string[]; differences: ReconciliationDifference[] }> {
+  if (chainBalance !== undefined || !(await bookedDepositTransfers(db, config))) {
+    return { deposits: [], differences: [] };
   }
-  const onChain = chainBalance ?? (await chainEscrowBalance(config, deposits));
+  if (!depositHoldings) {
+    return {
+      deposits: [],
+      differences: [
+        {
+          check: 'session deposit addresses (no way to ask settlement which hold money)',
+          expected: 'listed',
+          actual: 'unknown',
+          difference: 'unknown',
+        },
+      ],
+    };
+  }
+  const holdings = await depositHoldings();
+  const deposits = holdings.addresses;
+  if (!holdings.truncated) return { deposits, differences: [] };
+  return {
+    deposits,
+    differences: [
+      {
+        check: `session deposit addresses holding money (more than the ${MAX_DEPOSIT_ADDRESSES} read)`,
+        expected: 'all read',
+        actual: `${deposits.length} read`,
+        difference: 'unknown',
+      },
+    ],
+  };
+}
+
+async function accountTotals(db: Kysely<any>): Promise<AccountTotals> {
   const totals = await sql<{ kind: string; normal_side: string; balance: bigint }>`select kind, normal_side,
       sum(balance_micro)::bigint as balance from accounts group by kind, normal_side order by kind`.execute(
     db,
@@ -137,22 +158,33 @@ export async function reconcile(
     else credits += row.balance;
     if (row.kind === 'escrow_asset') ledger = row.balance;
   }
-  if (onChain !== ledger) {
+  return { accounts, debits, credits, ledger };
+}
+
+/** The escrow_asset account against the chain, and the trial balance. */
+function totalsDifferences(onChain: bigint, totals: AccountTotals): ReconciliationDifference[] {
+  const differences: ReconciliationDifference[] = [];
+  if (onChain !== totals.ledger) {
     differences.push({
       check: 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses',
       expected: formatUsdc(onChain),
-      actual: formatUsdc(ledger),
-      difference: formatUsdc(onChain - ledger),
+      actual: formatUsdc(totals.ledger),
+      difference: formatUsdc(onChain - totals.ledger),
     });
   }
-  if (debits !== credits) {
+  if (totals.debits !== totals.credits) {
     differences.push({
       check: 'trial balance (debit-normal vs credit-normal accounts)',
-      expected: formatUsdc(debits),
-      actual: formatUsdc(credits),
-      difference: formatUsdc(debits - credits),
+      expected: formatUsdc(totals.debits),
+      actual: formatUsdc(totals.credits),
+      difference: formatUsdc(totals.debits - totals.credits),
     });
   }
+  return differences;
+}
+
+/** Every account whose running balance differs from the sum of its postings. */
+async function balanceDriftDifferences(db: Kysely<any>): Promise<ReconciliationDifference[]> {
   const drift = await sql<{
     kind: string;
     owner: string;
@@ -160,15 +192,15 @@ export async function reconcile(
     postings_balance_micro: bigint;
   }>`
       select kind, owner, balance_micro, postings_balance_micro from account_balance_drift`.execute(db);
-  for (const row of drift.rows) {
-    differences.push({
-      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
-      expected: formatUsdc(row.postings_balance_micro),
-      actual: formatUsdc(row.balance_micro),
-      difference: formatUsdc(row.postings_balance_micro - row.balance_micro),
-    });
-  }
-  // Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
+  return drift.rows.map((row) => ({
+    check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
+    expected: formatUsdc(row.postings_balance_micro),
+    actual: formatUsdc(row.balance_micro),
+    difference: formatUsdc(row.postings_balance_micro - row.balance_micro),
+  }));
+}
+
+async function sellerExposure(db: Kysely<any>): Promise<SellerExposure> {
   const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
@@ -177,29 +209,64 @@ export async function reconcile(
       select sum(greatest(-available, 0))::bigint as owed, sum(greatest(-total, 0))::bigint as uncovered,
         (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit
       from sellers`.execute(db);
-  const owed = BigInt(exposure.rows[0]?.owed ?? 0n);
-  const uncovered = BigInt(exposure.rows[0]?.uncovered ?? 0n);
-  if (uncovered > 0n) {
-    differences.push({
+  return {
+    owed: BigInt(exposure.rows[0]?.owed ?? 0n),
+    uncovered: BigInt(exposure.rows[0]?.uncovered ?? 0n),
+    credit: BigInt(exposure.rows[0]?.credit ?? 0n),
+  };
+}
+
+// Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
+function exposureDifferences(exposure: SellerExposure): ReconciliationDifference[] {
+  if (exposure.uncovered <= 0n) return [];
+  return [
+    {
       check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
       expected: '0',
-      actual: formatUsdc(uncovered),
-      difference: formatUsdc(uncovered),
-    });
-  }
+      actual: formatUsdc(exposure.uncovered),
+      difference: formatUsdc(exposure.uncovered),
+    },
+  ];
+}
+
+/**
+ * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
+ * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
+ * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
+ * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
+ */
+export async function reconcile(
+  db: Kysely<any>,
+  config: EscrowLedgerConfig,
+  chainBalance?: bigint,
+  depositHoldings?: DepositHoldings,
+): Promise<ReconciliationReport> {
+  // Money at session deposit addresses is escrow money not swept yet: counted on chain where it sits.
+  const depositRead = await depositAddressesToRead(db, config, chainBalance, depositHoldings);
+  const onChain = chainBalance ?? (await chainEscrowBalance(config, depositRead.deposits));
+  const totals = await accountTotals(db);
+  const totalsFound = totalsDifferences(onChain, totals);
+  const drift = await balanceDriftDifferences(db);
+  const exposure = await sellerExposure(db);
+  const differences = [
+    ...depositRead.differences,
+    ...totalsFound,
+    ...drift,
+    ...exposureDifferences(exposure),
+  ];
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
     wallets: escrowWallets(config),
     chainBalance: formatUsdc(onChain),
-    ledgerBalance: formatUsdc(ledger),
-    difference: formatUsdc(onChain - ledger),
+    ledgerBalance: formatUsdc(totals.ledger),
+    difference: formatUsdc(onChain - totals.ledger),
     differences,
-    accounts,
+    accounts: totals.accounts,
     exposure: {
-      owedBySellers: formatUsdc(owed),
-      uncovered: formatUsdc(uncovered),
-      creditGranted: formatUsdc(BigInt(exposure.rows[0]?.credit ?? 0n)),
+      owedBySellers: formatUsdc(exposure.owed),
+      uncovered: formatUsdc(exposure.uncovered),
+      creditGranted: formatUsdc(exposure.credit),
       ...(await payerExposure(db)),
     },
     checkedAt: new Date().toISOString(),

@@ -57,6 +57,107 @@ export async function lockSellerTransaction(
   return txn;
 }
 
+type RefundPhase = 'in_escrow' | 'after_release';
+
+/** How a refund divides between the seller and the platform, and out of which accounts it comes. */
+interface RefundSplit {
+  amountMicro: bigint;
+  /** The transaction's refunded total once this refund is booked. */
+  refundedAfter: bigint;
+  sellerPart: bigint;
+  platformPart: bigint;
+  phase: RefundPhase;
+}
+
+/** Refuses a refund of a reversed payment, of nothing, or of more than remains refundable. */
+function assertRefundable(txn: TransactionForRefund, amountMicro: bigint): void {
+  if (txn.escrow_status === 'reversed') {
+    throw new HttpError(
+      409,
+      'transaction_reversed',
+      'the payment of this transaction was reversed; nothing to refund',
+    );
+  }
+  const remaining = txn.amount_micro - txn.refunded_micro;
+  if (amountMicro <= 0n)
+    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+      field: 'amount',
+      rule: 'must be greater than 0',
+    });
+  if (amountMicro > remaining) {
+    throw new HttpError(
+      409,
+      'amount_exceeds_refundable',
+      `amount exceeds what remains refundable (${formatUsdc(remaining)} USDC)`,
+      {
+        field: 'amount',
+        rule: `must be at most ${formatUsdc(remaining)}`,
+        refundable: formatUsdc(remaining),
+      },
+    );
+  }
+}
+
+/** The cumulative fee split: partial refunds add up exactly to the payment's original shares. */
+function splitRefund(txn: TransactionForRefund, amountMicro: bigint): RefundSplit {
+  const refundedAfter = txn.refunded_micro + amountMicro;
+  const sellerPart = splitFee(refundedAfter).sellerMicro - txn.refunded_seller_micro;
+  return {
+    amountMicro,
+    refundedAfter,
+    sellerPart,
+    platformPart: amountMicro - sellerPart,
+    phase: txn.escrow_status === 'held' ? 'in_escrow' : 'after_release',
+  };
+}
+
+/** While held the parts come out of the holds; after release out of seller available and platform revenue. */
+function refundEntryLines(sellerId: string, split: RefundSplit) {
+  return split.phase === 'in_escrow'
+    ? [
+        debit('seller_held', split.sellerPart, sellerId),
+        debit('platform_held', split.platformPart),
+        credit('refund_pending', split.amountMicro),
+      ]
+    : [
+        debit('seller_available', split.sellerPart, sellerId),
+        debit('platform_revenue', split.platformPart),
+        credit('refund_pending', split.amountMicro),
+      ];
+}
+
+/** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */
+async function recordRefund(
+  trx: Transaction<any>,
+  txn: TransactionForRefund,
+  split: RefundSplit,
+  refund: { id: string; reason: string; refundRequestId: string | null; now: Date },
+): Promise<RefundRow> {
+  await sql`update transactions set refunded_micro = refunded_micro + ${split.amountMicro},
+        refunded_seller_micro = refunded_seller_micro + ${split.sellerPart},
+        refunded_platform_micro = refunded_platform_micro + ${split.platformPart}
+      where id = ${txn.id}`.execute(trx);
+  const row =
+    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
+      values (${refund.id}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${split.amountMicro}, ${split.sellerPart},
+        ${split.platformPart}, ${split.phase}, ${refund.reason}, 'pending', ${refund.refundRequestId}, ${refund.now})
+      returning *`.execute(trx);
+  return row.rows[0]!;
+}
+
+function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amountMicro: bigint, now: Date) {
+  return createEvent('refund.initiated', 'escrow-ledger', {
+    refundId,
+    transactionId: txn.id,
+    sellerId: txn.seller_id,
+    payer: txn.payer,
+    amount: formatUsdc(amountMicro),
+    chainId: txn.chain_id,
+    initiatedAt: now.toISOString(),
+  });
+}
+
 /**
  * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated).
  *
@@ -74,82 +175,30 @@ export async function bookRefund(
   txn: TransactionForRefund,
   input: { amountMicro: bigint; reason: string; refundRequestId?: string | null },
 ): Promise<RefundRow> {
-  if (txn.escrow_status === 'reversed') {
-    throw new HttpError(
-      409,
-      'transaction_reversed',
-      'the payment of this transaction was reversed; nothing to refund',
-    );
-  }
-  const remaining = txn.amount_micro - txn.refunded_micro;
-  if (input.amountMicro <= 0n)
-    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
-      field: 'amount',
-      rule: 'must be greater than 0',
-    });
-  if (input.amountMicro > remaining) {
-    throw new HttpError(
-      409,
-      'amount_exceeds_refundable',
-      `amount exceeds what remains refundable (${formatUsdc(remaining)} USDC)`,
-      {
-        field: 'amount',
-        rule: `must be at most ${formatUsdc(remaining)}`,
-        refundable: formatUsdc(remaining),
-      },
-    );
-  }
-  const refundedAfter = txn.refunded_micro + input.amountMicro;
-  const sellerPart = splitFee(refundedAfter).sellerMicro - txn.refunded_seller_micro;
-  const platformPart = input.amountMicro - sellerPart;
-  const phase = txn.escrow_status === 'held' ? 'in_escrow' : 'after_release';
-  await checkSellerCanPay(trx, txn.seller_id, phase, sellerPart, platformPart);
+  assertRefundable(txn, input.amountMicro);
+  const split = splitRefund(txn, input.amountMicro);
+  await checkSellerCanPay(trx, txn.seller_id, split.phase, split.sellerPart, split.platformPart);
   const refundId = newRefundId();
   const now = deps.now();
   await postEntry(trx, {
     idempotencyKey: `refund:${refundId}`,
     entryType: 'refund',
     transactionId: txn.id,
-    lines:
-      phase === 'in_escrow'
-        ? [
-            debit('seller_held', sellerPart, txn.seller_id),
-            debit('platform_held', platformPart),
-            credit('refund_pending', input.amountMicro),
-          ]
-        : [
-            debit('seller_available', sellerPart, txn.seller_id),
-            debit('platform_revenue', platformPart),
-            credit('refund_pending', input.amountMicro),
-          ],
-    memo: { refundId, phase },
+    lines: refundEntryLines(txn.seller_id, split),
+    memo: { refundId, phase: split.phase },
   });
-  await sql`update transactions set refunded_micro = refunded_micro + ${input.amountMicro},
-        refunded_seller_micro = refunded_seller_micro + ${sellerPart},
-        refunded_platform_micro = refunded_platform_micro + ${platformPart}
-      where id = ${txn.id}`.execute(trx);
-  const row =
-    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
-        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
-      values (${refundId}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${input.amountMicro}, ${sellerPart},
-        ${platformPart}, ${phase}, ${input.reason}, 'pending', ${input.refundRequestId ?? null}, ${now})
-      returning *`.execute(trx);
-  await enqueueEvent(
-    trx,
-    createEvent('refund.initiated', 'escrow-ledger', {
-      refundId,
-      transactionId: txn.id,
-      sellerId: txn.seller_id,
-      payer: txn.payer,
-      amount: formatUsdc(input.amountMicro),
-      chainId: txn.chain_id,
-      initiatedAt: now.toISOString(),
-    }),
-  );
-  txn.refunded_micro = refundedAfter;
-  txn.refunded_seller_micro += sellerPart;
-  deps.metrics.refundsBooked.inc({ phase });
-  return row.rows[0]!;
+  const row = await recordRefund(trx, txn, split, {
+    id: refundId,
+    reason: input.reason,
+    refundRequestId: input.refundRequestId ?? null,
+    now,
+  });
+  await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
+  // The caller's locked transaction stays current for a further refund in the same database transaction.
+  txn.refunded_micro = split.refundedAfter;
+  txn.refunded_seller_micro += split.sellerPart;
+  deps.metrics.refundsBooked.inc({ phase: split.phase });
+  return row;
 }
 
 /** The seller's money with Paygate, locked for a refund decision. */
@@ -203,7 +252,7 @@ export async function lockSellerFunds(trx: Transaction<any>, sellerId: string): 
 async function checkSellerCanPay(
   trx: Transaction<any>,
   sellerId: string,
-  phase: 'in_escrow' | 'after_release',
+  phase: RefundPhase,
   sellerPart: bigint,
   platformPart: bigint,
 ): Promise<void> {

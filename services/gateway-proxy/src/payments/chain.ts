@@ -17,6 +17,115 @@ export interface ChainSettings {
   confirmations: number;
 }
 
+type TransactionReceipt = NonNullable<Awaited<ReturnType<JsonRpcProvider['getTransactionReceipt']>>>;
+
+/** What the transfer checks read: the proof, its price, and the chain's answer for its transaction. */
+export interface TransferEvidence {
+  proof: PaymentProof;
+  priceMicro: bigint;
+  settings: ChainSettings;
+  receipt: TransactionReceipt;
+  head: number;
+  /** The largest USDC Transfer from the payer to the escrow wallet in the receipt; decoded on first use. */
+  payingTransfer(): TransferLog | undefined;
+}
+
+/** One named check: the failure it gives, or undefined when the transfer passes it. */
+export interface TransferCheck {
+  name: string;
+  run(evidence: TransferEvidence): PaymentFailure | undefined;
+}
+
+const confirmationsOf = (evidence: TransferEvidence): number =>
+  evidence.head - evidence.receipt.blockNumber + 1;
+
+/** The largest of the receipt's USDC Transfers from the payer to the escrow wallet (the first of equal ones). */
+function largestPayingTransfer(
+  receipt: TransactionReceipt,
+  proof: PaymentProof,
+  settings: ChainSettings,
+): TransferLog | undefined {
+  const transfers = receipt.logs
+    .map((log) => decodeTransferLog(log))
+    .filter(
+      (transfer): transfer is TransferLog =>
+        transfer !== null &&
+        sameAddress(transfer.token, settings.usdcAddress) &&
+        sameAddress(transfer.from, proof.from) &&
+        sameAddress(transfer.to, settings.escrowAddress),
+    );
+  if (transfers.length === 0) return undefined;
+  // The largest matching transfer pays; one tx pays for one thing.
+  return transfers.reduce((a, b) => (b.amountMicro > a.amountMicro ? b : a));
+}
+
+/** The checks of a mined transaction, in order: the first that fails answers. */
+export const TRANSFER_CHECKS: readonly TransferCheck[] = [
+  {
+    name: 'transaction succeeded',
+    run: ({ proof, receipt }) =>
+      receipt.status !== 1
+        ? failure('transaction_failed', `transaction ${proof.txHash} reverted`)
+        : undefined,
+  },
+  {
+    name: 'a USDC Transfer from the payer reached the escrow wallet',
+    run: ({ proof, settings, payingTransfer }) =>
+      payingTransfer()
+        ? undefined
+        : failure(
+            'transfer_not_found',
+            `transaction ${proof.txHash} holds no USDC (${settings.usdcAddress}) Transfer from ${proof.from} to the escrow wallet ${settings.escrowAddress}`,
+          ),
+  },
+  {
+    name: 'the transfer covers the price',
+    run: ({ priceMicro, payingTransfer }) => {
+      const paid = payingTransfer();
+      if (!paid || paid.amountMicro >= priceMicro) return undefined;
+      return failure(
+        'insufficient_amount',
+        `the transfer is ${formatUsdc(paid.amountMicro)} USDC; the price is ${formatUsdc(priceMicro)} USDC`,
+        { paid: formatUsdc(paid.amountMicro), price: formatUsdc(priceMicro) },
+      );
+    },
+  },
+  {
+    name: 'the transfer has enough confirmations',
+    run: (evidence) => {
+      const confirmations = confirmationsOf(evidence);
+      const required = evidence.settings.confirmations;
+      if (confirmations >= required) return undefined;
+      return failure(
+        'insufficient_confirmations',
+        `the transfer has ${confirmations} of the ${required} confirmations required; present it again after more blocks`,
+        { confirmations, required },
+      );
+    },
+  },
+];
+
+function transferEvidence(
+  proof: PaymentProof,
+  priceMicro: bigint,
+  settings: ChainSettings,
+  receipt: TransactionReceipt,
+  head: number,
+): TransferEvidence {
+  let decoded: { transfer: TransferLog | undefined } | undefined;
+  return {
+    proof,
+    priceMicro,
+    settings,
+    receipt,
+    head,
+    payingTransfer: () => {
+      decoded ??= { transfer: largestPayingTransfer(receipt, proof, settings) };
+      return decoded.transfer;
+    },
+  };
+}
+
 /**
  * Proves a payment on chain: the transaction's receipt must hold a USDC Transfer log from the payer to the
  * escrow wallet of at least the price, in a successful transaction with enough confirmations.
@@ -31,14 +140,8 @@ export class ChainVerifier {
     proof: PaymentProof,
     priceMicro: bigint,
   ): Promise<{ ok: true; transfer: VerifiedTransfer } | { ok: false; failure: PaymentFailure }> {
-    let receipt: Awaited<ReturnType<JsonRpcProvider['getTransactionReceipt']>>;
-    let head: number;
-    try {
-      [receipt, head] = await Promise.all([
-        this.provider.getTransactionReceipt(proof.txHash),
-        this.provider.getBlockNumber(),
-      ]);
-    } catch {
+    const chain = await this.readReceiptAndHead(proof.txHash);
+    if (!chain) {
       return {
         ok: false,
         failure: failure(
@@ -47,7 +150,7 @@ export class ChainVerifier {
         ),
       };
     }
-    if (!receipt) {
+    if (!chain.receipt) {
       return {
         ok: false,
         failure: failure(
@@ -56,54 +159,35 @@ export class ChainVerifier {
         ),
       };
     }
-    if (receipt.status !== 1) {
-      return { ok: false, failure: failure('transaction_failed', `transaction ${proof.txHash} reverted`) };
+    const evidence = transferEvidence(proof, priceMicro, this.settings, chain.receipt, chain.head);
+    for (const check of TRANSFER_CHECKS) {
+      const refused = check.run(evidence);
+      if (refused) return { ok: false, failure: refused };
     }
-    const transfers = receipt.logs
-      .map((log) => decodeTransferLog(log))
-      .filter(
-        (transfer): transfer is TransferLog =>
-          transfer !== null &&
-          sameAddress(transfer.token, this.settings.usdcAddress) &&
-          sameAddress(transfer.from, proof.from) &&
-          sameAddress(transfer.to, this.settings.escrowAddress),
-      );
-    if (transfers.length === 0) {
-      return {
-        ok: false,
-        failure: failure(
-          'transfer_not_found',
-          `transaction ${proof.txHash} holds no USDC (${this.settings.usdcAddress}) Transfer from ${proof.from} to the escrow wallet ${this.settings.escrowAddress}`,
-        ),
-      };
-    }
-    // The largest matching transfer pays; one tx pays for one thing.
-    const best = transfers.reduce((a, b) => (b.amountMicro > a.amountMicro ? b : a));
-    const amountMicro = best.amountMicro;
-    if (amountMicro < priceMicro) {
-      return {
-        ok: false,
-        failure: failure(
-          'insufficient_amount',
-          `the transfer is ${formatUsdc(amountMicro)} USDC; the price is ${formatUsdc(priceMicro)} USDC`,
-          { paid: formatUsdc(amountMicro), price: formatUsdc(priceMicro) },
-        ),
-      };
-    }
-    const confirmations = head - receipt.blockNumber + 1;
-    if (confirmations < this.settings.confirmations) {
-      return {
-        ok: false,
-        failure: failure(
-          'insufficient_confirmations',
-          `the transfer has ${confirmations} of the ${this.settings.confirmations} confirmations required; present it again after more blocks`,
-          { confirmations, required: this.settings.confirmations },
-        ),
-      };
-    }
+    const paid = evidence.payingTransfer()!;
     return {
       ok: true,
-      transfer: { logIndex: best.logIndex, amountMicro, blockNumber: receipt.blockNumber, confirmations },
+      transfer: {
+        logIndex: paid.logIndex,
+        amountMicro: paid.amountMicro,
+        blockNumber: chain.receipt.blockNumber,
+        confirmations: confirmationsOf(evidence),
+      },
     };
+  }
+
+  /** The transaction's receipt (null: not mined) and the head block, or undefined when the RPC failed. */
+  private async readReceiptAndHead(
+    txHash: string,
+  ): Promise<{ receipt: TransactionReceipt | null; head: number } | undefined> {
+    try {
+      const [receipt, head] = await Promise.all([
+        this.provider.getTransactionReceipt(txHash),
+        this.provider.getBlockNumber(),
+      ]);
+      return { receipt, head };
+    } catch {
+      return undefined;
+    }
   }
 }

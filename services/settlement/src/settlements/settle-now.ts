@@ -1,8 +1,9 @@
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
-import type { Selectable } from 'kysely';
+import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
-import type { SettlementDB, SettlementsTable } from '../db';
+import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
+import type { Period } from '../schedule/periods';
 import { newSettlementRow, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
 
@@ -102,84 +103,127 @@ export async function settleNow(
   return result;
 }
 
+type SettleSellerOutcome = {
+  settlement: Selectable<SettlementsTable>;
+  reason: SettleNowSkipReason | null;
+  recorded: boolean;
+};
+
+/** Takes the seller's row lock: concurrent settle-now calls for this seller queue behind it. */
+function lockSeller(trx: Transaction<SettlementDB>, sellerId: string): Promise<Selectable<SellersTable>> {
+  return trx
+    .selectFrom('sellers')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+}
+
+/** Creates the seller's settlement of the period unless it exists ((seller_id, period_key) is unique). */
+async function ensurePeriodSettlement(
+  trx: Transaction<SettlementDB>,
+  seller: Selectable<SellersTable>,
+  period: Period,
+  now: Date,
+): Promise<void> {
+  await trx
+    .insertInto('settlements')
+    .values(newSettlementRow(seller, period, now))
+    .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
+    .execute();
+}
+
+// This period is scheduled now: the scheduler's pass of this period creates nothing more.
+async function markPeriodScheduled(
+  trx: Transaction<SettlementDB>,
+  sellerId: string,
+  periodKey: string,
+): Promise<void> {
+  await trx
+    .updateTable('sellers')
+    .set({ last_scheduled_period: periodKey })
+    .where('seller_id', '=', sellerId)
+    .where('last_scheduled_period', '<', periodKey)
+    .execute();
+}
+
+function lockPeriodSettlement(
+  trx: Transaction<SettlementDB>,
+  sellerId: string,
+  periodKey: string,
+): Promise<Selectable<SettlementsTable>> {
+  return trx
+    .selectFrom('settlements')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .where('period_key', '=', periodKey)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+}
+
+// Nothing was paid in this period: ask the ledger again (it re-evaluates a refused reservation).
+async function reopenSkippedSettlement(
+  trx: Transaction<SettlementDB>,
+  settlementId: string,
+  now: Date,
+): Promise<void> {
+  await trx
+    .updateTable('settlements')
+    .set({ status: 'pending', skip_reason: null, updated_at: now })
+    .where('settlement_id', '=', settlementId)
+    .execute();
+}
+
+function paidThisPeriod(settlement: Selectable<SettlementsTable>): boolean {
+  return (
+    settlement.status === 'sending' || settlement.status === 'completed' || settlement.status === 'failed'
+  );
+}
+
+function reservationOutcome(
+  outcome: 'recorded' | 'skipped' | 'retry',
+  settlement: Selectable<SettlementsTable>,
+): SettleSellerOutcome {
+  if (outcome === 'recorded') return { settlement, reason: null, recorded: true };
+  if (outcome === 'retry') return { settlement, reason: 'ledger_unavailable', recorded: false };
+  return { settlement, reason: settlement.skip_reason ?? 'nothing_available', recorded: false };
+}
+
 async function settleSeller(
   ctx: ServiceContext<SettlementDB>,
   scheduler: SettlementScheduler,
   clock: Clock,
   sellerId: string,
-): Promise<{
-  settlement: Selectable<SettlementsTable>;
-  reason: SettleNowSkipReason | null;
-  recorded: boolean;
-}> {
+): Promise<SettleSellerOutcome> {
   // The settlement row is committed before the ledger is asked: if the reservation's answer is lost (a crash or
   // a terminated connection after the ledger committed it), the row stays `pending` and is asked again under the
   // same id (the ledger answers its stored reservation), never under the next period's id, which would leave the
   // first reservation holding the seller's money with no settlement to send it.
   await ctx.inTransaction(async (trx) => {
-    const seller = await trx
-      .selectFrom('sellers')
-      .selectAll()
-      .where('seller_id', '=', sellerId)
-      .forUpdate()
-      .executeTakeFirstOrThrow();
-    await trx
-      .insertInto('settlements')
-      .values(newSettlementRow(seller, scheduler.periodAt(seller.settlement_frequency, clock()), clock()))
-      .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-      .execute();
+    const seller = await lockSeller(trx, sellerId);
+    await ensurePeriodSettlement(
+      trx,
+      seller,
+      scheduler.periodAt(seller.settlement_frequency, clock()),
+      clock(),
+    );
   });
   return ctx.inTransaction(async (trx) => {
-    const seller = await trx
-      .selectFrom('sellers')
-      .selectAll()
-      .where('seller_id', '=', sellerId)
-      .forUpdate()
-      .executeTakeFirstOrThrow();
+    const seller = await lockSeller(trx, sellerId);
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
-    await trx
-      .insertInto('settlements')
-      .values(newSettlementRow(seller, period, now))
-      .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-      .execute();
-    // This period is scheduled now: the scheduler's pass of this period creates nothing more.
-    await trx
-      .updateTable('sellers')
-      .set({ last_scheduled_period: period.key })
-      .where('seller_id', '=', sellerId)
-      .where('last_scheduled_period', '<', period.key)
-      .execute();
-    const load = () =>
-      trx
-        .selectFrom('settlements')
-        .selectAll()
-        .where('seller_id', '=', sellerId)
-        .where('period_key', '=', period.key)
-        .forUpdate()
-        .executeTakeFirstOrThrow();
-    let settlement = await load();
-    if (
-      settlement.status === 'sending' ||
-      settlement.status === 'completed' ||
-      settlement.status === 'failed'
-    ) {
+    await ensurePeriodSettlement(trx, seller, period, now);
+    await markPeriodScheduled(trx, sellerId, period.key);
+    let settlement = await lockPeriodSettlement(trx, sellerId, period.key);
+    if (paidThisPeriod(settlement)) {
       return { settlement, reason: 'already_settled_this_period', recorded: false };
     }
     if (settlement.status === 'skipped') {
-      // Nothing was paid in this period: ask the ledger again (it re-evaluates a refused reservation).
-      await trx
-        .updateTable('settlements')
-        .set({ status: 'pending', skip_reason: null, updated_at: now })
-        .where('settlement_id', '=', settlement.settlement_id)
-        .execute();
-      settlement = await load();
+      await reopenSkippedSettlement(trx, settlement.settlement_id, now);
+      settlement = await lockPeriodSettlement(trx, sellerId, period.key);
     }
     const outcome = await scheduler.reserve(trx, settlement);
-    settlement = await load();
-    if (outcome === 'recorded') return { settlement, reason: null, recorded: true };
-    if (outcome === 'retry') return { settlement, reason: 'ledger_unavailable', recorded: false };
-    return { settlement, reason: settlement.skip_reason ?? 'nothing_available', recorded: false };
+    return reservationOutcome(outcome, await lockPeriodSettlement(trx, sellerId, period.key));
   });
 }
 

@@ -1,0 +1,73 @@
+import type { Request, Response } from 'express';
+import type { Offer } from './gateway-offers';
+import type { PaymentParameters, PaymentParametersSource } from './payment-parameters';
+import { X402_HEADERS, type X402Route, x402Challenge } from './x402';
+
+export type RefusalBody = { error: string; reason: string; message: string };
+
+/** The route's x402 terms, or undefined where x402 is not offered. */
+export type X402RouteOf = (offer: Offer, p: PaymentParameters, req: Request) => X402Route | undefined;
+
+/** Answers a 402 with what to pay (and why the presented payment was refused, when given). */
+export type AnswerPaymentRequired = (
+  offer: Offer,
+  req: Request,
+  res: Response,
+  resource: string,
+  refusal?: RefusalBody,
+) => Promise<void>;
+
+export function answerUnavailable(res: Response): void {
+  res
+    .status(500)
+    .json({ error: 'Payment service unavailable', message: 'Paygate could not be reached; retry shortly' });
+}
+
+/** The 402 body: the offer, and Paygate's parameters when known (else a note to retry). */
+function paymentRequiredBody(
+  offer: Offer,
+  p: PaymentParameters | undefined,
+  resource: string,
+  refusal: RefusalBody | undefined,
+  challengeBody: Record<string, unknown> | undefined,
+) {
+  return {
+    ...(refusal ?? {}),
+    price: offer.price,
+    description: offer.description,
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(offer.accessUrl !== undefined ? { accessUrl: offer.accessUrl } : {}),
+    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
+    ...(p
+      ? {
+          network: p.network,
+          chainId: p.chainId,
+          payTo: p.payTo,
+          asset: p.asset,
+        }
+      : {}),
+    resource,
+    ...(p ? { confirmations: p.confirmations } : {}),
+    type: offer.type,
+    header: 'X-402-Payment',
+    ...(p
+      ? {}
+      : { unavailable: 'Paygate cannot be reached right now to name the escrow wallet; retry shortly' }),
+    ...(challengeBody ?? {}),
+  };
+}
+
+/** A 402 with what to pay, from what is known without asking Paygate whenever possible. */
+export function paymentRequiredAnswer(
+  parameters: PaymentParametersSource,
+  x402RouteOf: X402RouteOf,
+): AnswerPaymentRequired {
+  return async (offer, req, res, resource, refusal) => {
+    const p = await parameters.get();
+    const route = p ? x402RouteOf(offer, p, req) : undefined;
+    const challenge = route ? x402Challenge(route, refusal?.reason ?? 'payment required') : undefined;
+    if (challenge) res.setHeader(X402_HEADERS.paymentRequired, challenge.header);
+    res.setHeader('Cache-Control', 'no-store');
+    res.status(402).json(paymentRequiredBody(offer, p, resource, refusal, challenge?.body));
+  };
+}

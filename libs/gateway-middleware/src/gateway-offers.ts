@@ -1,0 +1,58 @@
+import { formatUsdc, parseUsdc } from '@paygate/money';
+import type { PaymentKind } from '@paygate/protocol';
+import type { ProductConfig, ServiceConfig, SubscriptionConfig } from './types';
+
+/** What a route sells, as its 402 answer and Paygate's verification name it. */
+export interface Offer {
+  type: PaymentKind;
+  price: string;
+  priceMicro: bigint;
+  description: string;
+  durationDays?: number;
+  accessUrl?: string;
+  requiresShipping?: boolean;
+}
+
+function normalisePrice(price: unknown, constructorName: string): { price: string; priceMicro: bigint } {
+  try {
+    const priceMicro = parseUsdc(price);
+    return { price: formatUsdc(priceMicro), priceMicro };
+  } catch (error) {
+    throw new TypeError(`${constructorName}: price ${(error as Error).message}`);
+  }
+}
+
+export function payPerCallOffer(price: string): Offer {
+  const p = normalisePrice(price, 'payPerCall');
+  return { type: 'payPerCall', ...p, description: `Pay ${p.price} USDC per call` };
+}
+
+export function subscriptionOffer(sub: SubscriptionConfig): Offer {
+  const p = normalisePrice(sub?.price, 'subscription');
+  if (!Number.isInteger(sub.durationDays) || sub.durationDays < 1) {
+    throw new TypeError('subscription: durationDays must be a positive integer');
+  }
+  return {
+    type: 'subscription',
+    ...p,
+    description: `${sub.durationDays} days of access for ${p.price} USDC`,
+    durationDays: sub.durationDays,
+    ...(sub.accessUrl !== undefined ? { accessUrl: sub.accessUrl } : {}),
+  };
+}
+
+export function productOffer(product: ProductConfig): Offer {
+  const p = normalisePrice(product?.price, 'product');
+  const requiresShipping = product.requiresShipping ?? false;
+  return {
+    type: 'product',
+    ...p,
+    description: `Purchase for ${p.price} USDC${requiresShipping ? ' (shipping required)' : ''}`,
+    requiresShipping,
+  };
+}
+
+export function serviceOffer(svc: ServiceConfig): Offer {
+  const p = normalisePrice(svc?.price, 'service');
+  return { type: 'service', ...p, description: `Service for ${p.price} USDC` };
+}

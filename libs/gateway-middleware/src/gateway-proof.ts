@@ -1,0 +1,63 @@
+import type { PaymentKind } from '@paygate/protocol';
+import type { NextFunction, Request, Response } from 'express';
+import type { Offer } from './gateway-offers';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import type { X402Payment } from './types';
+
+type VerifiedPayment = Omit<X402Payment, 'type'> & { type: PaymentKind };
+
+type VerifyAnswer =
+  | { valid: true; payment: VerifiedPayment }
+  | { valid: false; reason: string; message: string };
+
+function verifyBody(offer: Offer, payment: string, resource: string): Record<string, unknown> {
+  return {
+    payment,
+    price: offer.price,
+    type: offer.type,
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
+    resource,
+  };
+}
+
+/** req.x402 from Paygate's answer and the route's offer (SPEC's fields; `type` absent for pay-per-call). */
+function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
+  const { type, ...rest } = verified;
+  return {
+    txHash: rest.txHash,
+    amount: rest.amount,
+    payer: rest.payer,
+    network: rest.network,
+    ...(type !== 'payPerCall' ? { type } : {}),
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(rest.expiresAt ? { expiresAt: rest.expiresAt } : {}),
+    ...(offer.type === 'product' ? { requiresShipping: offer.requiresShipping ?? false } : {}),
+  };
+}
+
+/** X-402-Payment (or Payment): Paygate verifies the proof (POST /api/verify) before the handler runs. */
+export async function payWithPaygateProof(
+  api: PaygateApi,
+  offer: Offer,
+  payment: string,
+  resource: string,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+): Promise<void> {
+  const answer = await api.verify(verifyBody(offer, payment, resource));
+  if (answer.status === 429) {
+    res.status(429).setHeader('Retry-After', answer.headers.get('retry-after') ?? '60');
+    res.json({ error: 'Too many requests' });
+    return;
+  }
+  if (!answer.ok) throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/verify`);
+  const result = (await answer.json()) as VerifyAnswer;
+  if (!result.valid) {
+    res.status(402).json({ error: 'Invalid payment', reason: result.reason, message: result.message });
+    return;
+  }
+  req.x402 = paymentOf(result.payment, offer);
+  next();
+}

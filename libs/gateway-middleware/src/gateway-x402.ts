@@ -1,0 +1,178 @@
+import { parseUsdc } from '@paygate/money';
+import type { NextFunction, Request, Response } from 'express';
+import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
+import type { Offer } from './gateway-offers';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
+import type { GatewayConfig } from './types';
+import {
+  decodeX402Payment,
+  encodeX402Header,
+  requirementsV1,
+  requirementsV2,
+  type SettleResponse,
+  X402_HEADERS,
+  X402PayloadError,
+  type X402Route,
+} from './x402';
+
+export interface X402Settings {
+  minAmountMicro: bigint;
+  maxTimeoutSeconds: number;
+  settleTimeoutMs: number;
+  eip712?: { name: string; version: string };
+}
+
+export type X402Header = { value: string; version: 1 | 2 };
+
+/** Settles a PAYMENT-SIGNATURE / X-PAYMENT into escrow, then calls the handler (or answers the refusal). */
+export type PayWithX402 = (
+  offer: Offer,
+  header: X402Header,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+  resource: string,
+) => Promise<void>;
+
+/** GatewayConfig.x402 with its defaults, or undefined when x402 is switched off. */
+export function x402Settings(config: GatewayConfig): X402Settings | undefined {
+  if (config.x402 === false) return undefined;
+  const given = config.x402 === true || config.x402 === undefined ? {} : config.x402;
+  let minAmountMicro: bigint;
+  try {
+    minAmountMicro = parseUsdc(given.minAmount ?? '0.01');
+  } catch (error) {
+    throw new TypeError(`createGateway: x402.minAmount ${(error as Error).message}`);
+  }
+  const maxTimeoutSeconds = given.maxTimeoutSeconds ?? 300;
+  if (!Number.isInteger(maxTimeoutSeconds) || maxTimeoutSeconds < 10 || maxTimeoutSeconds > 3600) {
+    throw new TypeError('createGateway: x402.maxTimeoutSeconds must be an integer from 10 to 3600');
+  }
+  const settleTimeoutMs = given.settleTimeoutMs ?? 30_000;
+  if (!Number.isInteger(settleTimeoutMs) || settleTimeoutMs < 1) {
+    throw new TypeError('createGateway: x402.settleTimeoutMs must be a positive integer (milliseconds)');
+  }
+  return {
+    minAmountMicro,
+    maxTimeoutSeconds,
+    settleTimeoutMs,
+    ...(given.eip712 ? { eip712: given.eip712 } : {}),
+  };
+}
+
+/** x402 is offered on pay-per-call routes priced at least the relaying minimum (see GatewayConfig.x402). */
+export function x402RouteOf(settings: X402Settings | undefined, publicUrl: string | undefined): X402RouteOf {
+  return (offer, p, req) => {
+    if (!settings || offer.type !== 'payPerCall' || offer.priceMicro < settings.minAmountMicro)
+      return undefined;
+    const eip712 = settings.eip712 ?? usdcDomainOf(p.chainId);
+    if (!eip712) return undefined;
+    const origin = publicUrl ?? `${req.protocol}://${req.get('host')}`;
+    return {
+      parameters: p,
+      eip712,
+      amountMicro: offer.priceMicro,
+      maxTimeoutSeconds: settings.maxTimeoutSeconds,
+      resource: {
+        url: `${origin}${req.originalUrl}`,
+        description: offer.description,
+        mimeType: 'application/json',
+      },
+    };
+  };
+}
+
+type X402Refusal = { reason: string; message: string };
+
+/** What to ask Paygate's facilitator to settle, or why the presented payment cannot be settled here. */
+function settleRequest(
+  offer: Offer,
+  route: X402Route | undefined,
+  header: X402Header,
+): X402Refusal | { paymentPayload: Record<string, unknown>; paymentRequirements: Record<string, unknown> } {
+  if (!route) {
+    return {
+      reason: 'x402_not_offered',
+      message: `this route is not paid with x402 (${offer.type}, ${offer.price} USDC): pay with X-402-Payment`,
+    };
+  }
+  const requirements =
+    header.version === 2 ? { ...requirementsV2(route), resource: route.resource.url } : requirementsV1(route);
+  if (!requirements) {
+    return {
+      reason: 'invalid_exact_evm_network_mismatch',
+      message: 'x402 v1 is offered on Base only: pay with v2',
+    };
+  }
+  try {
+    return {
+      paymentPayload: decodeX402Payment(header.value, header.version),
+      paymentRequirements: requirements,
+    };
+  } catch (error) {
+    if (error instanceof X402PayloadError) return { reason: error.reason, message: error.message };
+    throw error;
+  }
+}
+
+/** 429 or 503 from the facilitator: the same answer to the client, to present the same header again. */
+async function answerSettleLater(res: Response, answer: globalThis.Response): Promise<void> {
+  const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse>;
+  res.status(answer.status).setHeader('Retry-After', answer.headers.get('retry-after') ?? '2');
+  res.json({
+    error: answer.status === 429 ? 'Too many requests' : 'Payment service unavailable',
+    reason: body.errorReason ?? 'unavailable',
+    message: body.errorMessage ?? 'Paygate could not settle the payment now; present the same header again',
+  });
+}
+
+/** The settlement's PAYMENT-RESPONSE header, and req.x402 for the handler. */
+function acceptSettlement(
+  req: Request,
+  res: Response,
+  version: 1 | 2,
+  settled: SettleResponse,
+  price: string,
+  network: string,
+): void {
+  res.setHeader(
+    version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
+    encodeX402Header({
+      success: true,
+      transaction: settled.transaction,
+      network: settled.network,
+      payer: settled.payer,
+    }),
+  );
+  req.x402 = { txHash: settled.transaction, amount: price, payer: settled.payer ?? '', network };
+}
+
+/** PAYMENT-SIGNATURE / X-PAYMENT: settled into escrow by Paygate's facilitator before the handler runs. */
+export function x402Payer(
+  api: PaygateApi,
+  parameters: PaymentParametersSource,
+  settleTimeoutMs: number,
+  routeOf: X402RouteOf,
+  paymentRequired: AnswerPaymentRequired,
+): PayWithX402 {
+  return async (offer, header, req, res, next, resource) => {
+    const p = await parameters.get();
+    if (!p) throw new PaygateUnavailableError('payment parameters unknown: Paygate unreachable');
+    const refuse = (reason: string, message: string) =>
+      paymentRequired(offer, req, res, resource, { error: 'Invalid payment', reason, message });
+    const request = settleRequest(offer, routeOf(offer, p, req), header);
+    if ('reason' in request) return refuse(request.reason, request.message);
+    const answer = await api.settleX402({ x402Version: header.version, ...request }, settleTimeoutMs);
+    if (answer.status === 429 || answer.status === 503) return answerSettleLater(res, answer);
+    if (!answer.ok) {
+      throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
+    }
+    const settled = (await answer.json()) as SettleResponse;
+    if (!settled.success) {
+      return refuse(settled.errorReason ?? 'settlement_failed', settled.errorMessage ?? 'not settled');
+    }
+    acceptSettlement(req, res, header.version, settled, offer.price, p.network);
+    next();
+  };
+}

@@ -1,0 +1,102 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
+import { formatUsdc } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import type { JsonRpcProvider } from 'ethers';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { ChainIndexerConfig } from '../config';
+import type { IndexerDatabase, RecentBlocksTable, TransfersTable } from './tables';
+
+type StoredBlock = Pick<Selectable<RecentBlocksTable>, 'number' | 'hash'>;
+
+/** The chain being rolled back, as transfer.reorged names it. */
+export interface ReorgChain {
+  chainId: number;
+  network: ChainIndexerConfig['network'];
+}
+
+/** The stored recent block hashes of the chain, newest first, at most `window` of them. */
+export function storedRecentBlocks(
+  db: Kysely<IndexerDatabase>,
+  chainId: number,
+  window: number,
+): Promise<StoredBlock[]> {
+  return db
+    .selectFrom('recent_blocks')
+    .select(['number', 'hash'])
+    .where('chain_id', '=', chainId)
+    .orderBy('number', 'desc')
+    .limit(window)
+    .execute();
+}
+
+/** The newest stored block (newest first in `stored`) whose hash the chain still has; undefined when none. */
+export async function canonicalAncestor(
+  stored: StoredBlock[],
+  head: number,
+  provider: Pick<JsonRpcProvider, 'getBlock'>,
+): Promise<number | undefined> {
+  for (const block of stored) {
+    const number = Number(block.number);
+    if (number > head) continue; // the chain got shorter: this block is gone
+    const onChain = await provider.getBlock(number);
+    if (onChain?.hash === block.hash) return number;
+  }
+  return undefined;
+}
+
+function transferReorgedEvent(chain: ReorgChain, transfer: Selectable<TransfersTable>) {
+  return createEvent(
+    'transfer.reorged',
+    'chain-indexer',
+    {
+      chainId: chain.chainId,
+      network: chain.network,
+      txHash: transfer.tx_hash,
+      logIndex: transfer.log_index,
+      blockNumber: Number(transfer.block_number),
+      blockHash: transfer.block_hash,
+      from: transfer.from_address,
+      to: transfer.to_address,
+      token: transfer.token,
+      amount: formatUsdc(transfer.amount_micro),
+      reorgedAt: new Date().toISOString(),
+    },
+    { trace: currentTraceCarrier() },
+  );
+}
+
+/**
+ * Forgets every transfer and block hash above `rollbackTo`: a published transfer is marked reorged and
+ * `transfer.reorged` goes out for it (the ledger reverses it); a pending one was never announced and is deleted.
+ * Returns how many published transfers were reversed.
+ */
+export async function rollBackAbove(
+  trx: Transaction<IndexerDatabase>,
+  chain: ReorgChain,
+  rollbackTo: number,
+): Promise<number> {
+  const removed = await trx
+    .updateTable('transfers')
+    .set({ status: 'reorged', reorged_at: new Date() })
+    .where('chain_id', '=', chain.chainId)
+    .where('block_number', '>', BigInt(rollbackTo))
+    .where('status', '=', 'published')
+    .returningAll()
+    .execute();
+  for (const transfer of removed) {
+    await enqueueEvent(trx, transferReorgedEvent(chain, transfer));
+  }
+  await trx
+    .deleteFrom('transfers')
+    .where('chain_id', '=', chain.chainId)
+    .where('block_number', '>', BigInt(rollbackTo))
+    .where('status', '=', 'pending')
+    .execute();
+  await trx
+    .deleteFrom('recent_blocks')
+    .where('chain_id', '=', chain.chainId)
+    .where('number', '>', BigInt(rollbackTo))
+    .execute();
+  return removed.length;
+}
