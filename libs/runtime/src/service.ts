@@ -150,144 +150,160 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     await db.destroy();
     throw error;
   });
-  await migrateToLatest(
-    db as Kysely<any>,
-    config.dbSchema,
-    definition.migrations,
-    logger,
-    definition.repeatableSql,
-  );
-  await ensureStreams(bus, { replicas: config.natsStreamReplicas });
+  // What start-up opened is closed again when a later step fails (a refused key, a taken port): a failed start
+  // leaves no connection, subscription or timer behind (a test's process would not exit; a supervisor's retry
+  // would pile them up).
+  const undo: Array<() => Promise<unknown>> = [() => bus.close(), () => db.destroy()];
+  try {
+    await migrateToLatest(
+      db as Kysely<any>,
+      config.dbSchema,
+      definition.migrations,
+      logger,
+      definition.repeatableSql,
+    );
+    await ensureStreams(bus, { replicas: config.natsStreamReplicas });
 
-  const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
-  const ctx: ServiceContext<DB> = {
-    name: definition.name,
-    config,
-    db,
-    bus,
-    relay,
-    logger,
-    metrics,
-    async inTransaction(fn, options) {
-      const result = options?.retryConflicts
-        ? await transactionRetryingConflicts(db, fn, (error, attempt) =>
-            logger.warn(
-              { reason: describeError(error), attempt },
-              'transaction aborted by a conflict (deadlock or serialization); running it again',
-            ),
-          )
-        : await db.transaction().execute(fn);
-      relay.kick();
-      return result;
-    },
-  };
-
-  const app = createApp({
-    logger,
-    bodyLimit: definition.bodyLimit,
-    keepRawBody: definition.keepRawBody,
-    trustedProxies: config.trustedProxies,
-  });
-  app.use(httpMetricsMiddleware(metrics));
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok', service: definition.name });
-  });
-  const checks: Array<[string, () => Promise<void>]> = [
-    ['postgres', async () => void (await sql`select 1`.execute(db))],
-    [
-      'nats',
-      async () => {
-        if (bus.nc.isClosed()) throw new Error('connection closed');
-        await bus.nc.flush();
-      },
-    ],
-    // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
-    ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
-      typeof check === 'function'
-        ? ([`check_${i}`, check] as [string, () => Promise<void>])
-        : ([check.name, check.check] as [string, () => Promise<void>]),
-    ),
-  ];
-  app.get('/readyz', async (_req, res) => {
-    const results: Record<string, string> = {};
-    let ready = true;
-    for (const [name, check] of checks) {
-      try {
-        await withTimeout(check(), READY_TIMEOUT_MS, name);
-        results[name] = 'ok';
-      } catch (error) {
-        ready = false;
-        results[name] = (error as Error).message;
-      }
-    }
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
-  });
-  app.get('/metrics', async (_req, res) => {
-    metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));
-    res.setHeader('content-type', metrics.registry.contentType);
-    res.send(await metrics.registry.metrics());
-  });
-  await definition.routes?.(app, ctx);
-  app.use(notFoundHandler());
-  app.use(errorHandler(logger));
-
-  const consumerOptions = definition.consumers?.(ctx) ?? [];
-  checkDeclaredConsumers(definition.name, consumerOptions);
-  relay.start();
-  const consumers = consumerOptions.map((options) => {
-    const afterCommit = options.afterCommit;
-    return new InboxConsumer(bus, db as Kysely<any>, logger, {
-      ...options,
-      afterCommit: (event) => {
-        metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
+    const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
+    const ctx: ServiceContext<DB> = {
+      name: definition.name,
+      config,
+      db,
+      bus,
+      relay,
+      logger,
+      metrics,
+      async inTransaction(fn, options) {
+        const result = options?.retryConflicts
+          ? await transactionRetryingConflicts(db, fn, (error, attempt) =>
+              logger.warn(
+                { reason: describeError(error), attempt },
+                'transaction aborted by a conflict (deadlock or serialization); running it again',
+              ),
+            )
+          : await db.transaction().execute(fn);
         relay.kick();
-        afterCommit?.(event);
+        return result;
       },
+    };
+
+    const app = createApp({
+      logger,
+      bodyLimit: definition.bodyLimit,
+      keepRawBody: definition.keepRawBody,
+      trustedProxies: config.trustedProxies,
     });
-  });
-  for (const consumer of consumers) await consumer.start();
-  const tasks = definition.background?.(ctx) ?? [];
-  for (const task of tasks) await task.start();
+    app.use(httpMetricsMiddleware(metrics));
+    app.get('/healthz', (_req, res) => {
+      res.json({ status: 'ok', service: definition.name });
+    });
+    const checks: Array<[string, () => Promise<void>]> = [
+      ['postgres', async () => void (await sql`select 1`.execute(db))],
+      [
+        'nats',
+        async () => {
+          if (bus.nc.isClosed()) throw new Error('connection closed');
+          await bus.nc.flush();
+        },
+      ],
+      // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
+      ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
+        typeof check === 'function'
+          ? ([`check_${i}`, check] as [string, () => Promise<void>])
+          : ([check.name, check.check] as [string, () => Promise<void>]),
+      ),
+    ];
+    app.get('/readyz', async (_req, res) => {
+      const results: Record<string, string> = {};
+      let ready = true;
+      for (const [name, check] of checks) {
+        try {
+          await withTimeout(check(), READY_TIMEOUT_MS, name);
+          results[name] = 'ok';
+        } catch (error) {
+          ready = false;
+          results[name] = (error as Error).message;
+        }
+      }
+      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
+    });
+    app.get('/metrics', async (_req, res) => {
+      metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));
+      res.setHeader('content-type', metrics.registry.contentType);
+      res.send(await metrics.registry.metrics());
+    });
+    await definition.routes?.(app, ctx);
+    app.use(notFoundHandler());
+    app.use(errorHandler(logger));
 
-  const server = await new Promise<Server>((resolve, reject) => {
-    const fastPath = definition.fastPath?.(ctx);
-    const handler = fastPath
-      ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
-      : app;
-    const s = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
-    // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
-    // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
-    // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
-    s.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
-    s.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
-    s.listen(config.port, '0.0.0.0', () => resolve(s));
-    s.once('error', reject);
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://127.0.0.1:${port}`;
-  logger.info(
-    { port, schema: config.dbSchema, namespace: config.eventNamespace },
-    `${definition.name} listening on ${url}`,
-  );
+    const consumerOptions = definition.consumers?.(ctx) ?? [];
+    checkDeclaredConsumers(definition.name, consumerOptions);
+    relay.start();
+    undo.unshift(() => relay.stop());
+    const consumers = consumerOptions.map((options) => {
+      const afterCommit = options.afterCommit;
+      return new InboxConsumer(bus, db as Kysely<any>, logger, {
+        ...options,
+        afterCommit: (event) => {
+          metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
+          relay.kick();
+          afterCommit?.(event);
+        },
+      });
+    });
+    for (const consumer of consumers) {
+      undo.unshift(() => consumer.stop());
+      await consumer.start();
+    }
+    const tasks = definition.background?.(ctx) ?? [];
+    for (const task of tasks) {
+      undo.unshift(() => task.stop());
+      await task.start();
+    }
 
-  let stopped = false;
-  return {
-    ctx,
-    app,
-    server,
-    url,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      server.closeAllConnections?.();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const task of tasks) await task.stop().catch(() => undefined);
-      for (const consumer of consumers) await consumer.stop().catch(() => undefined);
-      await relay.stop();
-      await definition.onStop?.().catch(() => undefined);
-      await bus.close();
-      await db.destroy();
-    },
-  };
+    const server = await new Promise<Server>((resolve, reject) => {
+      const fastPath = definition.fastPath?.(ctx);
+      const handler = fastPath
+        ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
+        : app;
+      const s = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
+      // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
+      // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
+      // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
+      s.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
+      s.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
+      s.listen(config.port, '0.0.0.0', () => resolve(s));
+      s.once('error', reject);
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    const url = `http://127.0.0.1:${port}`;
+    logger.info(
+      { port, schema: config.dbSchema, namespace: config.eventNamespace },
+      `${definition.name} listening on ${url}`,
+    );
+
+    let stopped = false;
+    return {
+      ctx,
+      app,
+      server,
+      url,
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        server.closeAllConnections?.();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        for (const task of tasks) await task.stop().catch(() => undefined);
+        for (const consumer of consumers) await consumer.stop().catch(() => undefined);
+        await relay.stop();
+        await definition.onStop?.().catch(() => undefined);
+        await bus.close();
+        await db.destroy();
+      },
+    };
+  } catch (error) {
+    for (const step of undo) await step().catch(() => undefined);
+    throw error;
+  }
 }
