@@ -9,6 +9,7 @@ import { encodePaymentHeader, signPayment } from '@paygate/agent-client';
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import {
   createActiveSkill,
+  minedReceipt,
   signTransferAuthorization,
   signUpSeller,
   testSigner,
@@ -299,7 +300,7 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
       a.nonce,
       signed.signature,
     );
-    await tx.wait(1);
+    await minedReceipt(tx);
     const txHash = (tx.hash as string).toLowerCase();
     // The indexer saw it first: money nobody has claimed, waiting in checkout's unmatched list.
     await waitFor(async () => (await checkoutTransfers('unmatched')).includes(txHash), {

@@ -4,6 +4,7 @@ import {
   type AnvilInstance,
   deployTestUsdc,
   mine,
+  minedReceipt,
   startAnvil,
   testSigner,
   testWallets,
@@ -27,10 +28,10 @@ describe('chain against anvil', () => {
     const usdc = new Contract(usdcAddress, usdcAbi, testSigner('deployer', anvil.provider));
     const fromBlock = (await anvil.provider.getBlockNumber()) + 1;
     const mint = usdc.getFunction('mint');
-    await (await mint(testWallets.seller.address, 1_000_000n)).wait();
-    await (await mint(testWallets.stranger.address, 7n)).wait(); // other recipient: filtered out
+    await minedReceipt(await mint(testWallets.seller.address, 1_000_000n));
+    await minedReceipt(await mint(testWallets.stranger.address, 7n)); // other recipient: filtered out
     await mine(anvil.provider, 3);
-    await (await mint(testWallets.seller.address, 2_500_000n)).wait();
+    await minedReceipt(await mint(testWallets.seller.address, 2_500_000n));
     const toBlock = await anvil.provider.getBlockNumber();
 
     const transfers = await getTransferLogs(anvil.provider, {

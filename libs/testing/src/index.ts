@@ -31,6 +31,7 @@ export {
 } from './infra';
 export { findFreePort, findRestartablePort } from './ports';
 export { type ServiceProcess, spawnTsProcess } from './processes';
+export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
 export { schemaValidator } from './schema-validator';

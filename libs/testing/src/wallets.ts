@@ -1,5 +1,6 @@
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { Contract, type Provider, Wallet } from 'ethers';
+import { minedReceipt } from './receipts';
 
 /** The public anvil/hardhat dev mnemonic. Its keys are known to everyone: never use them outside a dev chain. */
 export const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
@@ -104,7 +105,7 @@ export async function fundTestWallets(options: FundTestWalletsOptions): Promise<
     const usdc = new Contract(options.usdcAddress, usdcAbi, testSigner('deployer', provider));
     for (const role of options.roles ?? (['buyer', 'stranger'] as const)) {
       const tx = await usdc.getFunction('mint')(testWallets[role].address, options.amountMicro);
-      await tx.wait(1, options.timeoutMs ?? 30_000);
+      await minedReceipt(tx);
     }
   } finally {
     provider.destroy();

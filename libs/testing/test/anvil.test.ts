@@ -4,6 +4,7 @@ import {
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   usdcEip712Domain,
 } from '@paygate/chain';
+import { minedReceipt } from '@paygate/testing';
 import { type Contract, HDNodeWallet, hexlify, randomBytes, Signature, TypedDataEncoder } from 'ethers';
 // Direct module imports: this suite needs only the chain helpers, not the db/nats ones in ../src/index.
 import {
@@ -99,7 +100,7 @@ describe('anvil test chain', () => {
       signature.r,
       signature.s,
     ];
-    await (await submitPermit(...args)).wait();
+    await minedReceipt(await submitPermit(...args));
 
     expect(await usdc.getFunction('allowance')(buyer.address, testWallets.escrow.address)).toBe(
       5n * USDC_MICRO,
@@ -127,7 +128,7 @@ describe('anvil test chain', () => {
       'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)',
     );
     const args = [...Object.values(authorization), signature.v, signature.r, signature.s];
-    await (await transferWithAuthorization(...args)).wait();
+    await minedReceipt(await transferWithAuthorization(...args));
 
     expect(await balanceOf('buyer')).toBe(buyerBefore - 2_500_000n);
     expect(await balanceOf('seller')).toBe(sellerBefore + 2_500_000n);
@@ -153,14 +154,14 @@ describe('anvil test chain', () => {
     await expect(transferWithSignatureBytes(...Object.values(tampered), signature)).rejects.toThrow(
       /invalid signature/,
     );
-    await (await transferWithSignatureBytes(...Object.values(authorization), signature)).wait();
+    await minedReceipt(await transferWithSignatureBytes(...Object.values(authorization), signature));
     expect(await usdc.getFunction('authorizationState')(buyer.address, authorization.nonce)).toBe(true);
   });
 
   it('reorg removes a mined transfer', async () => {
     const sellerBefore = await balanceOf('seller');
     const tx = await usdcAs('buyer').getFunction('transfer')(testWallets.seller.address, 3n * USDC_MICRO);
-    const receipt = await tx.wait();
+    const receipt = await minedReceipt(tx);
     expect(await balanceOf('seller')).toBe(sellerBefore + 3n * USDC_MICRO);
     const height = await anvil.provider.getBlockNumber();
 

@@ -8,6 +8,7 @@ import {
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
+  minedReceipt,
   openSchema,
   startAnvil,
   type TestEnvironment,
@@ -60,7 +61,7 @@ describe('chain-indexer watches session deposit addresses', () => {
   ) => {
     const usdc = new Contract(usdcAddress, usdcAbi, from.connect(anvil.provider));
     const tx = await usdc.getFunction('transfer')(to, amountMicro);
-    await tx.wait(1, 10_000);
+    await minedReceipt(tx);
     return (tx.hash as string).toLowerCase();
   };
   const newDepositAddress = () => {

@@ -6,6 +6,7 @@ import {
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
+  minedReceipt,
   openSchema,
   startAnvil,
   type TestEnvironment,
@@ -34,7 +35,7 @@ describe('chain-indexer with a checkout deposit wallet', () => {
   const send = async (from: TestWalletRole, to: string, amountMicro: bigint) => {
     const usdc = new Contract(usdcAddress, usdcAbi, new Wallet(testWallets[from].privateKey, anvil.provider));
     const tx = await usdc.getFunction('transfer')(to, amountMicro);
-    await tx.wait(1, 10_000);
+    await minedReceipt(tx);
     return (tx.hash as string).toLowerCase();
   };
 

@@ -8,6 +8,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   mine,
+  minedReceipt,
   openSchema,
   reorg,
   type ServiceProcess,
@@ -46,7 +47,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
     const usdc = new Contract(token, usdcAbi, buyer);
     const tx = await usdc.getFunction('transfer')(to, amountMicro);
-    await tx.wait(1, 10_000);
+    await minedReceipt(tx);
     return tx.hash as string;
   }
 
@@ -241,7 +242,7 @@ describe('chain-indexer replicas: one leads, another takes over when it is kille
     const usdc = new Contract(usdcAddress, usdcAbi, buyer);
     const send = async (amount: bigint) => {
       const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, amount);
-      await tx.wait(1, 10_000);
+      await minedReceipt(tx);
       return tx.hash as string;
     };
     const first = await send(1n * USDC);

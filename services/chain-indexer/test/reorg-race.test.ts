@@ -9,6 +9,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   mine,
+  minedReceipt,
   openSchema,
   reorg,
   startAnvil,
@@ -108,7 +109,7 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
       testWallets.escrow.address,
       7n * USDC,
     );
-    await tx.wait(1, 10_000);
+    await minedReceipt(tx);
     const txHash = tx.hash as string;
     // The indexer holds the transfer as pending (one confirmation of three) and its block's hash.
     await caughtUp();

@@ -23,6 +23,7 @@ import {
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
+  minedReceipt,
   startAnvil,
   type TestEnvironment,
   testSigner,
@@ -184,7 +185,7 @@ describe('checkout widget in a real browser', () => {
   async function payFromWallet(address: string, amount: string) {
     const usdc = new Contract(usdcAddress, usdcAbi, testSigner('buyer', anvil.provider));
     const tx = await usdc.getFunction('transfer')(address, parseUsdc(amount));
-    await tx.wait(1, 15_000);
+    await minedReceipt(tx);
     return tx.hash as string;
   }
 

@@ -10,6 +10,7 @@ import {
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
+  minedReceipt,
   openSchema,
   serveSellersForTests,
   startAnvil,
@@ -69,7 +70,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   const buyerSends = async (amountMicro: bigint, to = testWallets.escrow.address) => {
     const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
     const tx = await buyerUsdc.getFunction('transfer')(to, amountMicro);
-    const receipt = await tx.wait(1, 10_000);
+    const receipt = await minedReceipt(tx);
     return receipt.hash.toLowerCase() as string;
   };
   /** Settlement swept a session's address into escrow (its relayer pays the gas). */
@@ -570,7 +571,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     const escrowBefore = await balanceOf(testWallets.escrow.address);
     const senderUsdc = usdc.connect(testSigner('stranger', anvil.provider)) as Contract;
     const tx = await senderUsdc.getFunction('transfer')(testWallets.escrow.address, hugeMicro);
-    const txHash = (await tx.wait(1, 10_000)).hash.toLowerCase() as string;
+    const txHash = (await minedReceipt(tx)).hash.toLowerCase() as string;
     expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + hugeMicro);
 
     const unmatched = await waitFor(() => checkoutTransfer(txHash), {

@@ -13,6 +13,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   mine,
+  minedReceipt,
   reorg,
   setAutomine,
   startAnvil,
@@ -65,7 +66,7 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
   /** The buyer pays escrow on chain (mined at once) and the payment is booked from payment.confirmed. */
   async function payIncluded(amountMicro: bigint) {
     const tx = await usdcOf('buyer').getFunction('transfer')(escrow, amountMicro);
-    const receipt = await tx.wait(1);
+    const receipt = await minedReceipt(tx);
     const log = receipt.logs.find(
       (l: { address: string }) => l.address.toLowerCase() === usdcAddress.toLowerCase(),
     );
@@ -73,7 +74,7 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
       payer: testWallets.buyer.address,
       token: usdcAddress,
       txHash: tx.hash.toLowerCase(),
-      logIndex: log.index,
+      logIndex: log!.index,
       amount: formatUsdc(amountMicro),
       holdPeriodHours: 0,
     });
@@ -208,7 +209,7 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
       usdcAbi,
       testSigner('escrow', anvil.provider),
     ).getFunction('transfer')(testWallets.buyer.address, 1_000_000n);
-    await refundTx.wait(1);
+    await minedReceipt(refundTx);
     const refundRaw = Transaction.from((await anvil.provider.getTransaction(refundTx.hash))!).serialized;
     await h.publish('refund.completed', {
       event: 'refund.completed',

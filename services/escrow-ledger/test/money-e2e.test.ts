@@ -11,6 +11,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   increaseTime,
+  minedReceipt,
   openSchema,
   serveSellersForTests,
   startAnvil,
@@ -138,7 +139,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     const amountMicro = parseUsdc(session.exactAmount);
     const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
     const tx = await buyerUsdc.getFunction('transfer')(session.walletAddress, amountMicro);
-    const receipt = await tx.wait(1, 10_000);
+    const receipt = await minedReceipt(tx);
     const txHash = receipt.hash.toLowerCase();
     // Settlement sweeps the session's address into escrow (its relayer pays the gas), from where it is paid out.
     await waitFor(async () => (await balanceOf(session.walletAddress)) === 0n, {
@@ -278,7 +279,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     // It arrives as an ordinary transfer, so the indexer reports it and the ledger books it (into suspense).
     const platformUsdc = usdc.connect(testSigner('platform', anvil.provider)) as Contract;
     const float = await platformUsdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc('50'));
-    await float.wait(1, 10_000);
+    await minedReceipt(float);
     await waitFor(
       async () =>
         (await sql<any>`select count(*)::int as n from transfers`.execute(ledgerDb)).rows[0].n === 1,

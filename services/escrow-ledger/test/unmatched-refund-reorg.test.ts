@@ -16,6 +16,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   mine,
+  minedReceipt,
   reorg,
   setAutomine,
   startAnvil,
@@ -114,7 +115,7 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
   /** The buyer sends escrow USDC that pays for nothing (mined at once); the indexer reports it. */
   async function payEscrow(amountMicro: bigint) {
     const tx = await usdc('buyer').getFunction('transfer')(escrow, amountMicro);
-    await tx.wait(1);
+    await minedReceipt(tx);
     const raw = Transaction.from((await anvil.provider.getTransaction(tx.hash))!).serialized;
     return { observed: await observe(tx.hash), raw };
   }
@@ -144,7 +145,7 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
   /** Settlement sends the refund from escrow (mined at once) and reports it sent. */
   async function sendRefund(refundId: string, amountMicro: bigint) {
     const tx = await usdc('escrow').getFunction('transfer')(testWallets.buyer.address, amountMicro);
-    await tx.wait(1);
+    await minedReceipt(tx);
     const raw = Transaction.from((await anvil.provider.getTransaction(tx.hash))!).serialized;
     await handled(
       await h.publish('refund.completed', {

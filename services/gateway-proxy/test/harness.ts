@@ -11,6 +11,7 @@ import {
   deployTestUsdc,
   fundTestWallets,
   mine,
+  minedReceipt,
   openSchema,
   serveTransferClaimsForTests,
   startAnvil,
@@ -222,7 +223,7 @@ export async function startHarness(
       const wallet = new Wallet(testWallets[role].privateKey, anvil.provider);
       const token = new Contract(options.token ?? usdcAddress, usdcAbi, wallet);
       const tx = await token.getFunction('transfer')(options.to ?? testWallets.escrow.address, amount);
-      await tx.wait(1, 20_000);
+      await minedReceipt(tx);
       if ((options.extraBlocks ?? 0) > 0) await mine(anvil.provider, options.extraBlocks);
       return tx.hash as string;
     },
@@ -288,5 +289,5 @@ export async function relayStraightToToken(
     sig.r,
     sig.s,
   );
-  await tx.wait(1, 20_000);
+  await minedReceipt(tx);
 }

@@ -6,6 +6,7 @@ import {
   createTestEnvironment,
   fundTestWallets,
   mine,
+  minedReceipt,
   openSchema,
   setAutomine,
   type TestEnvironment,
@@ -95,7 +96,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   const pay = async (to: string, amountMicro: bigint) => {
     const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
     const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(to, amountMicro);
-    await tx.wait(1, 10_000);
+    await minedReceipt(tx);
     await observe(tx.hash as string, to, amountMicro);
   };
 
@@ -205,7 +206,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
       const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 3_000_000n);
       await mine(chain.anvil.provider, 1);
-      await tx.wait(1, 10_000);
+      await minedReceipt(tx);
       await observe(tx.hash as string, deposit.address, 3_000_000n);
       // Signed, recorded and broadcast; not mined (automine is off).
       await waitFor(

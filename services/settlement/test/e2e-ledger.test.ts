@@ -13,6 +13,7 @@ import {
   createTestEnvironment,
   fundTestWallets,
   increaseTime,
+  minedReceipt,
   openSchema,
   serveSellersForTests,
   type TestEnvironment,
@@ -65,13 +66,13 @@ describe('settlement + escrow-ledger end to end', () => {
     const payer = testWallets[by.payer].address;
     const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner(by.payer, chain.anvil.provider));
     const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount));
-    const receipt = await tx.wait(1, 10_000);
+    const receipt = await minedReceipt(tx);
     const log = receipt.logs[0];
     const common = {
       chainId: chain.anvil.chainId,
       network: 'local' as const,
       txHash: receipt.hash.toLowerCase(),
-      logIndex: log.index,
+      logIndex: log!.index,
       token: formatAddress(chain.usdcAddress),
       amount,
     };

@@ -5,6 +5,7 @@ import {
   createTestEnvironment,
   fundTestWallets,
   mine,
+  minedReceipt,
   openSchema,
   setAutomine,
   signTransferAuthorization,
@@ -220,7 +221,7 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
       a.nonce,
       signed.signature,
     );
-    await tx.wait(1);
+    await minedReceipt(tx);
     const nonceBefore = await relayerNonce();
     const reply = await rpc<RelayerSubmitReply>('relayer.submit_authorization', request(signed));
     expect(reply).toMatchObject({
