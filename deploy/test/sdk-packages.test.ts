@@ -16,7 +16,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { usdcAbi } from '@paygate/chain';
 import { parseUsdc } from '@paygate/money';
-import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { createActiveSkill, minedReceipt, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Contract, Wallet } from 'ethers';
@@ -568,9 +568,9 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       );
       const buyer = new Wallet(testWallets.buyer.privateKey, all.anvil.provider);
       const usdc = new Contract(all.usdcAddress, usdcAbi, buyer);
-      await (
-        await usdc.getFunction('transfer')(session.walletAddress, parseUsdc(session.exactAmount))
-      ).wait();
+      await minedReceipt(
+        await usdc.getFunction('transfer')(session.walletAddress, parseUsdc(session.exactAmount)),
+      );
       const result = await waitFor(
         async () =>
           (await tab.evaluate(

@@ -12,6 +12,7 @@ import {
   Wallet,
 } from 'ethers';
 import { findFreePort } from './ports';
+import { minedReceipt } from './receipts';
 import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
 
@@ -252,8 +253,9 @@ export async function deployTestUsdc(
   const artifact = loadTestUsdcArtifact();
   const factory = new ContractFactory(artifact.abi, artifact.bytecode, signer);
   const deployed = await factory.deploy();
-  const receipt = await deployed.deploymentTransaction()?.wait(1, timeoutMs);
-  if (receipt?.status !== 1 || !receipt.contractAddress) throw new Error('TestUSDC deployment failed');
+  const deployment = deployed.deploymentTransaction();
+  const receipt = deployment ? await minedReceipt(deployment, timeoutMs) : undefined;
+  if (!receipt?.contractAddress) throw new Error('TestUSDC deployment failed');
   const address = receipt.contractAddress;
   return { address, contract: new Contract(address, artifact.abi, signer) };
 }

@@ -8,6 +8,7 @@ import {
 import {
   deploySmartWallet,
   mine,
+  minedReceipt,
   openSchema,
   setAutomine,
   signTransferAuthorization,
@@ -230,7 +231,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       ['function mint(address to, uint256 amount) returns (bool)'],
       deployer,
     );
-    await (await usdc.getFunction('mint')(wallet, 1_000_000n)).wait(1);
+    await minedReceipt(await usdc.getFunction('mint')(wallet, 1_000_000n));
     const res = await fetch(url('/data'), {
       headers: { 'PAYMENT-SIGNATURE': await header({ from: wallet }) },
     });
@@ -241,7 +242,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     });
     // The owner's signature for another contract's payments is not the wallet's.
     const stranger = await deploySmartWallet(deployer, testWallets.stranger.address);
-    await (await usdc.getFunction('mint')(stranger, 1_000_000n)).wait(1);
+    await minedReceipt(await usdc.getFunction('mint')(stranger, 1_000_000n));
     const refused = await fetch(url('/data'), {
       headers: { 'PAYMENT-SIGNATURE': await header({ from: stranger }) },
     });

@@ -265,8 +265,8 @@ describe('settlement sweeps session deposit addresses into escrow through the re
     const deposit = newDeposit();
     await assign(deposit);
     const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
-    await (await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 1_000_000n)).wait(
-      1,
+    await minedReceipt(
+      await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 1_000_000n),
     );
     await waitFor(
       () =>
