@@ -25,6 +25,7 @@ import {
   deployTestUsdc,
   findFreePort,
   fundTestWallets,
+  minedReceipt,
   serveForwardingKeysForTests,
   serveSellersForTests,
   serveTransferClaimsForTests,
@@ -256,7 +257,7 @@ async function main() {
     const usdc = new Contract(usdcAddress, ['function transfer(address,uint256) returns (bool)'], buyer);
     const payHeader = async (resource: string) => {
       const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, 10_000n);
-      await tx.wait(1);
+      await minedReceipt(tx);
       return encodePaymentHeader({
         txHash: tx.hash,
         amount: '0.01',
