@@ -19,7 +19,7 @@ const BODY_LIMIT_BYTES = 256 * 1024;
 /** What express.json accepts without re-encoding; any other type or charset goes to express. */
 const JSON_CONTENT_TYPE = /^application\/json\s*(;\s*charset=utf-8\s*)?$/i;
 
-/** How a session creation is answered, by either transport: decided once (routes.ts `sessionCreatedAnswer`). */
+/** How a session creation is answered, by either transport: decided once (create-input.ts `sessionCreatedAnswer`). */
 export interface CreatedAnswer {
   status: number;
   body: unknown;

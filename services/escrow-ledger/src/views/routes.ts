@@ -2,7 +2,9 @@ import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { sql } from 'kysely';
+import type { Static } from '@sinclair/typebox';
+import type { RequestHandler } from 'express';
+import { type Kysely, sql } from 'kysely';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { type RefundRow, refundView } from '../refunds/book';
@@ -89,42 +91,51 @@ const HISTORY_EVENTS: Record<string, string> = {
   payment_reversal: 'payment_reversed',
 };
 
-/** `now` decides whether a failed call's retry window is still open (callStatus). */
-export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
-  const seller = { scheme: 'apiKey', middleware: auth.middleware() };
-  /** A valid-looking date that is not a real one (2026-02-30) is still a 400 naming the field. */
-  const queryTime = (text: string, field: string): Date => {
-    const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
-    if (Number.isNaN(time.getTime()) || time.toISOString().slice(0, 10) !== text.slice(0, 10)) {
-      throw new HttpError(400, 'invalid_request', `${field} is not a real date`, {
-        field,
-        rule: 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
-      });
-    }
-    return time;
-  };
+/** A valid-looking date that is not a real one (2026-02-30) is still a 400 naming the field. */
+function queryTime(text: string, field: string): Date {
+  const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
+  if (Number.isNaN(time.getTime()) || time.toISOString().slice(0, 10) !== text.slice(0, 10)) {
+    throw new HttpError(400, 'invalid_request', `${field} is not a real date`, {
+      field,
+      rule: 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+    });
+  }
+  return time;
+}
 
-  const list = defineRoute({
-    method: 'get',
-    path: '/api/v1/transactions',
-    operationId: 'listTransactions',
-    summary: "The calling seller's transactions, newest first, by cursor",
-    auth: seller,
-    query: TransactionListQuery,
-    responses: { '200': { description: 'a page of transactions', schema: TransactionList } },
-    errors: { '400': 'invalid_request: bad status, limit or cursor', ...SELLER_ERRORS },
-    handler: async (req, res) => {
-      const query = req.query;
-      const status = query.status ?? null;
-      const limit = query.limit === undefined ? 50 : Number(query.limit);
-      const cursor = query.cursor ?? null;
-      const escrow = status === 'settling' ? 'payout_pending' : status;
-      const from = query.confirmedFrom ? queryTime(query.confirmedFrom, 'confirmedFrom') : null;
-      const before = query.confirmedBefore ? queryTime(query.confirmedBefore, 'confirmedBefore') : null;
-      const skill = query.skill ?? null;
-      const txHash = query.txHash?.toLowerCase() ?? null;
-      const rows =
-        await sql<TransactionRow>`select * from transactions where seller_id = ${req.seller!.sellerId}
+/** What a transactions page is filtered by (the list route's query, checked). */
+interface TransactionFilter {
+  cursor: string | null;
+  limit: number;
+  from: Date | null;
+  before: Date | null;
+  skill: string | null;
+  txHash: string | null;
+  /** The status asked for, in escrow terms: settling is payout_pending. */
+  escrow: string | null;
+}
+
+function transactionFilter(query: Static<typeof TransactionListQuery>): TransactionFilter {
+  const status = query.status ?? null;
+  return {
+    limit: query.limit === undefined ? 50 : Number(query.limit),
+    cursor: query.cursor ?? null,
+    escrow: status === 'settling' ? 'payout_pending' : status,
+    from: query.confirmedFrom ? queryTime(query.confirmedFrom, 'confirmedFrom') : null,
+    before: query.confirmedBefore ? queryTime(query.confirmedBefore, 'confirmedBefore') : null,
+    skill: query.skill ?? null,
+    txHash: query.txHash?.toLowerCase() ?? null,
+  };
+}
+
+/** The seller's transactions by the filter, newest first: one more than the page, to tell if another follows. */
+async function transactionRows(
+  db: Kysely<any>,
+  sellerId: string,
+  f: TransactionFilter,
+): Promise<TransactionRow[]> {
+  const { cursor, from, before, skill, txHash, escrow } = f;
+  const rows = await sql<TransactionRow>`select * from transactions where seller_id = ${sellerId}
         and (${cursor}::text is null or id < ${cursor})
         and (${from}::timestamptz is null or confirmed_at >= ${from})
         and (${before}::timestamptz is null or confirmed_at < ${before})
@@ -134,8 +145,85 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Dat
           or (${escrow} = 'refunded' and refunded_micro = amount_micro)
           or (${escrow} = 'partially_refunded' and refunded_micro > 0 and refunded_micro < amount_micro and escrow_status <> 'reversed')
           or (escrow_status = ${escrow} and (refunded_micro = 0 or escrow_status = 'reversed')))
-        order by id desc limit ${limit + 1}`.execute(ctx.db);
-      const page = rows.rows.slice(0, limit);
+        order by id desc limit ${f.limit + 1}`.execute(db);
+  return rows.rows;
+}
+
+/** The transaction's journal entries as events, then its settlement (if settled). */
+async function transactionHistory(db: Kysely<any>, row: TransactionRow) {
+  const entries = await sql<{
+    entry_type: string;
+    created_at: Date;
+    memo: Record<string, unknown> | null;
+    amount_micro: bigint;
+  }>`
+        select e.entry_type, e.created_at, e.memo,
+               (select sum(amount_micro)::bigint from postings p where p.entry_id = e.id and p.side = 'debit') as amount_micro
+          from journal_entries e where e.transaction_id = ${row.id} order by e.id`.execute(db);
+  const history = entries.rows.map((e) => ({
+    type: HISTORY_EVENTS[e.entry_type] ?? e.entry_type,
+    amount: formatUsdc(e.amount_micro ?? 0n),
+    at: iso(e.created_at),
+    ...(e.memo?.refundId ? { refundId: e.memo.refundId } : {}),
+  }));
+  if (row.settled_at)
+    history.push({
+      type: 'settled',
+      amount: formatUsdc(row.seller_share_micro),
+      at: iso(row.settled_at),
+    });
+  return history;
+}
+
+/** The seller's balances: held, available, settling, settled, and owed (an available balance below zero). */
+async function sellerBalances(db: Kysely<any>, sellerId: string) {
+  const [held, available, payoutPending] = await Promise.all([
+    accountBalance(db, 'seller_held', sellerId),
+    accountBalance(db, 'seller_available', sellerId),
+    accountBalance(db, 'seller_payout_pending', sellerId),
+  ]);
+  const settled = await sql<{
+    total: bigint | null;
+  }>`select sum(amount_micro)::bigint as total from payout_reservations
+        where seller_id = ${sellerId} and status = 'completed'`.execute(db);
+  return {
+    sellerId,
+    currency: 'USDC',
+    held: formatUsdc(held),
+    available: formatUsdc(available > 0n ? available : 0n),
+    settling: formatUsdc(payoutPending),
+    settled: formatUsdc(settled.rows[0]?.total ?? 0n),
+    owed: formatUsdc(available < 0n ? -available : 0n),
+  };
+}
+
+/** What the view routes are given; `now` decides whether a failed call's retry window is still open. */
+interface ViewRouteDeps {
+  ctx: ServiceContext;
+  seller: { scheme: string; middleware: RequestHandler };
+  now: () => Date;
+}
+
+/** `now` decides whether a failed call's retry window is still open (callStatus). */
+export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
+  const deps: ViewRouteDeps = { ctx, seller: { scheme: 'apiKey', middleware: auth.middleware() }, now };
+  return [listTransactionsRoute(deps), getTransactionRoute(deps), balancesRoute(deps)];
+}
+
+function listTransactionsRoute({ ctx, seller, now }: ViewRouteDeps) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/transactions',
+    operationId: 'listTransactions',
+    summary: "The calling seller's transactions, newest first, by cursor",
+    auth: seller,
+    query: TransactionListQuery,
+    responses: { '200': { description: 'a page of transactions', schema: TransactionList } },
+    errors: { '400': 'invalid_request: bad status, limit or cursor', ...SELLER_ERRORS },
+    handler: async (req, res) => {
+      const filter = transactionFilter(req.query);
+      const rows = await transactionRows(ctx.db, req.seller!.sellerId, filter);
+      const page = rows.slice(0, filter.limit);
       const calls = await callOutcomesOf(
         ctx.db,
         page.map((row) => row.payment_id),
@@ -143,12 +231,14 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Dat
       );
       res.json({
         data: page.map((row) => transactionView(row, calls.get(row.payment_id))),
-        nextCursor: rows.rows.length > limit ? page[page.length - 1]!.id : null,
+        nextCursor: rows.length > filter.limit ? page[page.length - 1]!.id : null,
       });
     },
   });
+}
 
-  const one = defineRoute({
+function getTransactionRoute({ ctx, seller, now }: ViewRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/transactions/:id',
     operationId: 'getTransaction',
@@ -162,31 +252,11 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Dat
         and seller_id = ${req.seller!.sellerId}`.execute(ctx.db);
       const row = rows.rows[0];
       if (!row) throw notFound('transaction');
-      const entries = await sql<{
-        entry_type: string;
-        created_at: Date;
-        memo: Record<string, unknown> | null;
-        amount_micro: bigint;
-      }>`
-        select e.entry_type, e.created_at, e.memo,
-               (select sum(amount_micro)::bigint from postings p where p.entry_id = e.id and p.side = 'debit') as amount_micro
-          from journal_entries e where e.transaction_id = ${row.id} order by e.id`.execute(ctx.db);
+      const history = await transactionHistory(ctx.db, row);
       const refunds =
         await sql<RefundRow>`select * from refunds where transaction_id = ${row.id} order by created_at`.execute(
           ctx.db,
         );
-      const history = entries.rows.map((e) => ({
-        type: HISTORY_EVENTS[e.entry_type] ?? e.entry_type,
-        amount: formatUsdc(e.amount_micro ?? 0n),
-        at: iso(e.created_at),
-        ...(e.memo?.refundId ? { refundId: e.memo.refundId } : {}),
-      }));
-      if (row.settled_at)
-        history.push({
-          type: 'settled',
-          amount: formatUsdc(row.seller_share_micro),
-          at: iso(row.settled_at),
-        });
       const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
       res.json({
         ...transactionView(row, calls.get(row.payment_id)),
@@ -195,8 +265,10 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Dat
       });
     },
   });
+}
 
-  const balances = defineRoute({
+function balancesRoute({ ctx, seller }: ViewRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/balances',
     operationId: 'getBalances',
@@ -205,27 +277,7 @@ export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Dat
     responses: { '200': { description: 'the balances', schema: Balances } },
     errors: SELLER_ERRORS,
     handler: async (req, res) => {
-      const sellerId = req.seller!.sellerId;
-      const [held, available, payoutPending] = await Promise.all([
-        accountBalance(ctx.db, 'seller_held', sellerId),
-        accountBalance(ctx.db, 'seller_available', sellerId),
-        accountBalance(ctx.db, 'seller_payout_pending', sellerId),
-      ]);
-      const settled = await sql<{
-        total: bigint | null;
-      }>`select sum(amount_micro)::bigint as total from payout_reservations
-        where seller_id = ${sellerId} and status = 'completed'`.execute(ctx.db);
-      res.json({
-        sellerId,
-        currency: 'USDC',
-        held: formatUsdc(held),
-        available: formatUsdc(available > 0n ? available : 0n),
-        settling: formatUsdc(payoutPending),
-        settled: formatUsdc(settled.rows[0]?.total ?? 0n),
-        owed: formatUsdc(available < 0n ? -available : 0n),
-      });
+      res.json(await sellerBalances(ctx.db, req.seller!.sellerId));
     },
   });
-
-  return [list, one, balances];
 }

@@ -3,8 +3,10 @@ import { type AnyRoute, defineRoute } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/protocol';
 import { SellerAuth } from '@paygate/seller-auth';
-import { Type } from '@sinclair/typebox';
-import { isUnavailable } from '../payments/failures';
+import { type Static, Type } from '@sinclair/typebox';
+import type { Request, Response } from 'express';
+import { isUnavailable, type PaymentFailure } from '../payments/failures';
+import type { PaymentClaim, Purchase } from '../payments/types';
 import { limitCall } from '../rate-limit';
 import type { GatewayState } from '../state';
 
@@ -74,148 +76,186 @@ const VerifyAnswer = Type.Union(
   { description: 'valid or invalid' },
 );
 
+type VerifyBody = Static<typeof VerifyRequest>;
+/** The request as defineRoute hands it to the handler (its body already validated). */
+type VerifyHttpRequest = Request<Record<string, string>, unknown, VerifyBody, Record<string, unknown>>;
+/** A 400 answer's field, rule and message (the body of every invalid request of the route). */
+type InvalidRequest = { message: string; field: string; rule: string };
+
+/** The request's rules beyond its schema: a decimal USDC price, and a subscription's duration. */
+function checkVerifyRequest(body: VerifyBody): { priceMicro: bigint } | { invalid: InvalidRequest } {
+  let priceMicro: bigint;
+  try {
+    priceMicro = parseUsdc(body.price);
+  } catch (error) {
+    return {
+      invalid: {
+        message: `price ${(error as Error).message}`,
+        field: 'price',
+        rule: 'must be a decimal USDC amount with at most 6 decimals',
+      },
+    };
+  }
+  if (body.type === 'subscription' && body.durationDays === undefined) {
+    return {
+      invalid: {
+        message: 'durationDays is required for a subscription',
+        field: 'durationDays',
+        rule: 'is required when type is subscription',
+      },
+    };
+  }
+  return { priceMicro };
+}
+
+function sendInvalidRequest(req: Pick<Request, 'requestId'>, res: Response, invalid: InvalidRequest): void {
+  res.status(400).json({
+    error: {
+      code: 'invalid_request',
+      message: invalid.message,
+      field: invalid.field,
+      rule: invalid.rule,
+      requestId: req.requestId,
+    },
+  });
+}
+
+/** What the seller sells, as the payment service is asked to claim it (credited to the API key's seller). */
+function purchaseOf(body: VerifyBody, priceMicro: bigint, sellerId: string): Purchase {
+  return {
+    resource: body.resource,
+    priceMicro,
+    kind: body.type,
+    durationDays: body.type === 'subscription' ? (body.durationDays ?? null) : null,
+    sellerId,
+    skillId: null,
+    skillName: null,
+    endpointId: null,
+    holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND[body.type],
+    claimedVia: 'verify',
+  };
+}
+
+/** A refusal: 503 with Retry-After when the chain or ledger did not answer, otherwise `valid: false` and why. */
+function sendRefusal(req: Pick<Request, 'requestId'>, res: Response, failure: PaymentFailure): void {
+  if (isUnavailable(failure)) {
+    res.status(503).setHeader('Retry-After', '2');
+    res.json({ error: { code: failure.reason, message: failure.message, requestId: req.requestId } });
+    return;
+  }
+  res.json({ valid: false, reason: failure.reason, message: failure.message, ...(failure.details ?? {}) });
+}
+
+/** The valid answer: the claimed payment as the seller middleware puts it on req.x402. */
+function validAnswer(body: VerifyBody, claim: PaymentClaim, fresh: boolean) {
+  return {
+    valid: true,
+    payment: {
+      txHash: claim.tx_hash,
+      amount: formatUsdc(claim.amount_micro),
+      payer: claim.payer,
+      network: claim.network,
+      type: claim.kind,
+      ...(claim.kind === 'subscription'
+        ? { durationDays: body.durationDays, expiresAt: claim.access_expires_at?.toISOString() }
+        : {}),
+      ...(claim.kind === 'product' ? { requiresShipping: body.requiresShipping ?? false } : {}),
+      reused: !fresh,
+    },
+  };
+}
+
+/** POST /api/verify's handler: checks the request, decodes the proof, limits the caller, claims the payment. */
+function verifyHandler(state: GatewayState) {
+  return async (req: VerifyHttpRequest, res: Response) => {
+    const body = req.body;
+    const checked = checkVerifyRequest(body);
+    if ('invalid' in checked) {
+      sendInvalidRequest(req, res, checked.invalid);
+      return;
+    }
+    let proof: PaymentProof;
+    try {
+      proof = decodePaymentHeader(body.payment);
+    } catch (error) {
+      const e = error as PaymentHeaderError;
+      res.json({
+        valid: false,
+        reason: 'malformed_payment',
+        message: e.message,
+        field: e instanceof PaymentHeaderError ? e.field : 'payment',
+      });
+      return;
+    }
+    const seller = req.seller!;
+    const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
+    await limitCall(state.limiter, state.metrics.rateLimited, res, bucket);
+    const outcome = await state.payments.present(
+      proof,
+      purchaseOf(body, checked.priceMicro, seller.sellerId),
+    );
+    if (!outcome.ok) {
+      state.metrics.refused.inc({ reason: outcome.failure.reason });
+      sendRefusal(req, res, outcome.failure);
+      return;
+    }
+    state.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
+    res.json(validAnswer(body, outcome.claim, outcome.fresh));
+  };
+}
+
 /**
  * POST /api/verify: the seller middleware's verification, authenticated with the seller's API key.
  * GET /api/verify: the public payment parameters the middleware puts in its 402 bodies.
  */
 export function verifyRoutes(state: GatewayState): AnyRoute[] {
   const auth = new SellerAuth(state.ctx.bus);
-  return [
-    defineRoute({
-      method: 'get',
-      path: '/api/verify',
-      summary:
-        'Payment parameters (network, chainId, payTo, asset, confirmations, issuer, jwksUrl) for 402 bodies',
-      responses: { '200': PaymentParameters },
-      handler: (_req, res) => {
-        res.setHeader('Cache-Control', 'public, max-age=300');
-        res.json({
-          network: state.config.network,
-          chainId: state.config.chainId,
-          payTo: state.config.escrowAddress,
-          asset: state.config.usdcAddress,
-          confirmations: state.config.confirmations,
-          issuer: state.config.publicBaseUrl,
-          jwksUrl: `${state.config.publicBaseUrl}/.well-known/jwks.json`,
-        });
+  return [paymentParametersRoute(state), verifyPaymentRoute(state, auth)];
+}
+
+function paymentParametersRoute(state: GatewayState) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/verify',
+    summary:
+      'Payment parameters (network, chainId, payTo, asset, confirmations, issuer, jwksUrl) for 402 bodies',
+    responses: { '200': PaymentParameters },
+    handler: (_req, res) => {
+      res.setHeader('Cache-Control', 'public, max-age=300');
+      res.json({
+        network: state.config.network,
+        chainId: state.config.chainId,
+        payTo: state.config.escrowAddress,
+        asset: state.config.usdcAddress,
+        confirmations: state.config.confirmations,
+        issuer: state.config.publicBaseUrl,
+        jwksUrl: `${state.config.publicBaseUrl}/.well-known/jwks.json`,
+      });
+    },
+  });
+}
+
+function verifyPaymentRoute(state: GatewayState, auth: SellerAuth) {
+  return defineRoute({
+    method: 'post',
+    path: '/api/verify',
+    summary:
+      "Verify a payment for the seller middleware; a valid payment is credited to the API key's seller",
+    auth: { scheme: 'apiKey', middleware: auth.middleware() },
+    body: VerifyRequest,
+    bodyExamples: {
+      payPerCall: {
+        payment: '<X-402-Payment value>',
+        price: '0.05',
+        type: 'payPerCall',
+        resource: 'GET https://api.seller.example/weather',
       },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/verify',
-      summary:
-        "Verify a payment for the seller middleware; a valid payment is credited to the API key's seller",
-      auth: { scheme: 'apiKey', middleware: auth.middleware() },
-      body: VerifyRequest,
-      bodyExamples: {
-        payPerCall: {
-          payment: '<X-402-Payment value>',
-          price: '0.05',
-          type: 'payPerCall',
-          resource: 'GET https://api.seller.example/weather',
-        },
-      },
-      responses: { '200': VerifyAnswer },
-      errors: {
-        '429': 'rate limited',
-        '503': 'chain, key registry or ledger (claim_unavailable) unavailable; nothing was claimed; retry',
-      },
-      handler: async (req, res) => {
-        const body = req.body;
-        let priceMicro: bigint;
-        try {
-          priceMicro = parseUsdc(body.price);
-        } catch (error) {
-          res.status(400).json({
-            error: {
-              code: 'invalid_request',
-              message: `price ${(error as Error).message}`,
-              field: 'price',
-              rule: 'must be a decimal USDC amount with at most 6 decimals',
-              requestId: req.requestId,
-            },
-          });
-          return;
-        }
-        if (body.type === 'subscription' && body.durationDays === undefined) {
-          res.status(400).json({
-            error: {
-              code: 'invalid_request',
-              message: 'durationDays is required for a subscription',
-              field: 'durationDays',
-              rule: 'is required when type is subscription',
-              requestId: req.requestId,
-            },
-          });
-          return;
-        }
-        let proof: PaymentProof;
-        try {
-          proof = decodePaymentHeader(body.payment);
-        } catch (error) {
-          const e = error as PaymentHeaderError;
-          res.json({
-            valid: false,
-            reason: 'malformed_payment',
-            message: e.message,
-            field: e instanceof PaymentHeaderError ? e.field : 'payment',
-          });
-          return;
-        }
-        const seller = req.seller!;
-        const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
-        await limitCall(state.limiter, state.metrics.rateLimited, res, bucket);
-        const outcome = await state.payments.present(proof, {
-          resource: body.resource,
-          priceMicro,
-          kind: body.type,
-          durationDays: body.type === 'subscription' ? (body.durationDays ?? null) : null,
-          sellerId: seller.sellerId,
-          skillId: null,
-          skillName: null,
-          endpointId: null,
-          holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND[body.type],
-          claimedVia: 'verify',
-        });
-        if (!outcome.ok) {
-          state.metrics.refused.inc({ reason: outcome.failure.reason });
-          if (isUnavailable(outcome.failure)) {
-            res.status(503).setHeader('Retry-After', '2');
-            res.json({
-              error: {
-                code: outcome.failure.reason,
-                message: outcome.failure.message,
-                requestId: req.requestId,
-              },
-            });
-            return;
-          }
-          res.json({
-            valid: false,
-            reason: outcome.failure.reason,
-            message: outcome.failure.message,
-            ...(outcome.failure.details ?? {}),
-          });
-          return;
-        }
-        state.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
-        const claim = outcome.claim;
-        res.json({
-          valid: true,
-          payment: {
-            txHash: claim.tx_hash,
-            amount: formatUsdc(claim.amount_micro),
-            payer: claim.payer,
-            network: claim.network,
-            type: claim.kind,
-            ...(claim.kind === 'subscription'
-              ? { durationDays: body.durationDays, expiresAt: claim.access_expires_at?.toISOString() }
-              : {}),
-            ...(claim.kind === 'product' ? { requiresShipping: body.requiresShipping ?? false } : {}),
-            reused: !outcome.fresh,
-          },
-        });
-      },
-    }),
-  ];
+    },
+    responses: { '200': VerifyAnswer },
+    errors: {
+      '429': 'rate limited',
+      '503': 'chain, key registry or ledger (claim_unavailable) unavailable; nothing was claimed; retry',
+    },
+    handler: verifyHandler(state),
+  });
 }

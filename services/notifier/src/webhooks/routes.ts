@@ -4,7 +4,6 @@ import {
   conflict,
   defineRoute,
   fingerprintOf,
-  HttpError,
   type IdempotencyStore,
   idempotencyKeyOf,
   idempotencyKeyParameter,
@@ -15,8 +14,7 @@ import {
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
-import type { Request } from 'express';
-import { sql, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
@@ -33,6 +31,7 @@ import {
   findDelivery,
   listDeliveries,
 } from './repository';
+import { secretKeyAuth, sellerOf } from './seller-request';
 
 const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
 const ListQuery = Type.Object(
@@ -135,9 +134,12 @@ function toView(row: DeliveryRow, eventType: string, attempts: AttemptRow[]): De
   };
 }
 
-function sellerOf(req: Request): string {
-  if (!req.seller) throw new HttpError(401, 'unauthorized', 'seller authentication is required');
-  return req.seller.sellerId;
+/** What the deliveries routes are given. */
+interface DeliveryRouteDeps {
+  ctx: ServiceContext<NotifierDatabase>;
+  auth: ReturnType<typeof secretKeyAuth>;
+  config: NotifierConfig;
+  dispatcher: WebhookDispatcher;
 }
 
 /** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
@@ -145,142 +147,166 @@ export function webhookRoutes(
   ctx: ServiceContext<NotifierDatabase>,
   deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig; secrets: WebhookSecrets },
 ): AnyRoute[] {
-  const { db } = ctx;
-  const auth = { scheme: 'secretKey', middleware: deps.auth.middleware() };
+  const d: DeliveryRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
   return [
     ...endpointRoutes(ctx, { ...deps, delivery: (row, eventType) => toView(row, eventType, []) }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/webhooks/deliveries',
-      operationId: 'listWebhookDeliveries',
-      summary: "The calling seller's webhook deliveries, newest first, with every attempt",
-      auth,
-      query: ListQuery,
-      responses: {
-        '200': Type.Object(
-          { data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) },
-          { description: 'a page of deliveries' },
-        ),
-      },
-      handler: async (req, res) => {
-        const sellerId = sellerOf(req);
-        const query = req.query;
-        const limit = Number(query.limit ?? '20');
-        const rows = await listDeliveries(db, sellerId, {
-          status: query.status,
-          eventId: query.eventId,
-          endpointId: query.endpointId,
-          before: query.before,
-          limit,
-        });
-        const attempts = await attemptsOf(
-          db,
-          rows.map((r) => r.delivery_id),
-        );
-        const types = new Map<string, string>();
-        for (const row of rows) {
-          if (!types.has(row.event_id))
-            types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
-        }
-        res.json({
-          data: rows.map((row) =>
-            toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
-          ),
-          nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
-        });
-      },
-    }),
-
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/webhooks/deliveries/:id',
-      operationId: 'getWebhookDelivery',
-      summary: 'One delivery with its attempts and the payload sent',
-      auth,
-      params: DeliveryParams,
-      responses: {
-        '200': Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })], {
-          description: 'the delivery',
-        }),
-      },
-      errors: { '404': 'no such delivery' },
-      handler: async (req, res) => {
-        const sellerId = sellerOf(req);
-        const id = req.params.id;
-        const row = await findDelivery(db, sellerId, id);
-        if (!row) throw notFound('delivery');
-        const event = await eventOf(db, row.event_id);
-        const attempts = await attemptsOf(db, [row.delivery_id]);
-        res.json({
-          ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
-          payload: event ? JSON.parse(event.body) : null,
-        });
-      },
-    }),
-
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/webhooks/deliveries/:id/redeliver',
-      operationId: 'redeliverWebhook',
-      summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
-      auth,
-      params: DeliveryParams,
-      headers: [
-        idempotencyKeyParameter(
-          'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
-        ),
-      ],
-      responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
-      errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
-      handler: async (req, res) => {
-        const sellerId = sellerOf(req);
-        const id = req.params.id;
-        const key = idempotencyKeyOf(req);
-        const request =
-          key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
-
-        const answer = await ctx.inTransaction((trx) =>
-          idempotentInTransaction(redeliveryKeys(trx), request, async () => {
-            const original = await findDelivery(trx, sellerId, id);
-            if (!original) throw notFound('delivery');
-            // Sent again where it went: the endpoint's current URL, or the account's webhook URL.
-            let url: string | null | undefined;
-            if (original.endpoint_id) {
-              const endpoint = await trx
-                .selectFrom('webhook_endpoints')
-                .select('url')
-                .where('endpoint_id', '=', original.endpoint_id)
-                .where('deleted_at', 'is', null)
-                .executeTakeFirst();
-              url = endpoint?.url;
-              if (!url)
-                throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
-            } else {
-              url = (await findSeller(trx, sellerId))?.webhook_url;
-              if (!url) {
-                throw conflict(
-                  'webhook_url_missing',
-                  'configure a webhook URL before asking for a redelivery',
-                );
-              }
-            }
-            const now = deps.config.now();
-            const created = await createRedelivery(trx, original, {
-              url,
-              now,
-              retryWindowHours: deps.config.webhookRetryWindowHours,
-              endpointId: original.endpoint_id,
-            });
-            const event = await eventOf(trx, created.event_id);
-            const view = toView(created, event?.event_type ?? '', []);
-            return { status: 202, body: view };
-          }),
-        );
-        deps.dispatcher.kick();
-        sendIdempotentAnswer(res, answer);
-      },
-    }),
+    listDeliveriesRoute(d),
+    getDeliveryRoute(d),
+    redeliverRoute(d),
   ];
+}
+
+function listDeliveriesRoute({ ctx, auth }: DeliveryRouteDeps) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/webhooks/deliveries',
+    operationId: 'listWebhookDeliveries',
+    summary: "The calling seller's webhook deliveries, newest first, with every attempt",
+    auth,
+    query: ListQuery,
+    responses: {
+      '200': Type.Object(
+        { data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) },
+        { description: 'a page of deliveries' },
+      ),
+    },
+    handler: async (req, res) => {
+      const { db } = ctx;
+      const query = req.query;
+      const limit = Number(query.limit ?? '20');
+      const rows = await listDeliveries(db, sellerOf(req), {
+        status: query.status,
+        eventId: query.eventId,
+        endpointId: query.endpointId,
+        before: query.before,
+        limit,
+      });
+      const attempts = await attemptsOf(
+        db,
+        rows.map((r) => r.delivery_id),
+      );
+      const types = await eventTypesOf(db, rows);
+      res.json({
+        data: rows.map((row) =>
+          toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
+        ),
+        nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
+      });
+    },
+  });
+}
+
+/** The kind of each delivery's event, by event id (looked up once per event). */
+async function eventTypesOf(db: Kysely<NotifierDatabase>, rows: DeliveryRow[]): Promise<Map<string, string>> {
+  const types = new Map<string, string>();
+  for (const row of rows) {
+    if (!types.has(row.event_id))
+      types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
+  }
+  return types;
+}
+
+function getDeliveryRoute({ ctx, auth }: DeliveryRouteDeps) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/webhooks/deliveries/:id',
+    operationId: 'getWebhookDelivery',
+    summary: 'One delivery with its attempts and the payload sent',
+    auth,
+    params: DeliveryParams,
+    responses: {
+      '200': Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })], {
+        description: 'the delivery',
+      }),
+    },
+    errors: { '404': 'no such delivery' },
+    handler: async (req, res) => {
+      const { db } = ctx;
+      const row = await findDelivery(db, sellerOf(req), req.params.id);
+      if (!row) throw notFound('delivery');
+      const event = await eventOf(db, row.event_id);
+      const attempts = await attemptsOf(db, [row.delivery_id]);
+      res.json({
+        ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
+        payload: event ? JSON.parse(event.body) : null,
+      });
+    },
+  });
+}
+
+// AnyRoute: the idempotency helpers take express's plain Request.
+function redeliverRoute({ ctx, auth, config, dispatcher }: DeliveryRouteDeps): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/webhooks/deliveries/:id/redeliver',
+    operationId: 'redeliverWebhook',
+    summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
+    auth,
+    params: DeliveryParams,
+    headers: [
+      idempotencyKeyParameter(
+        'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
+      ),
+    ],
+    responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
+    errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
+    handler: async (req, res) => {
+      const sellerId = sellerOf(req);
+      const key = idempotencyKeyOf(req);
+      const request =
+        key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
+      const answer = await ctx.inTransaction((trx) =>
+        idempotentInTransaction(redeliveryKeys(trx), request, async () => ({
+          status: 202,
+          body: await redeliver(trx, config, sellerId, req.params.id),
+        })),
+      );
+      dispatcher.kick();
+      sendIdempotentAnswer(res, answer);
+    },
+  });
+}
+
+/** A new delivery of the seller's delivery `id` (404 if none), sent again where it went. */
+async function redeliver(
+  trx: Transaction<NotifierDatabase>,
+  config: NotifierConfig,
+  sellerId: string,
+  id: string,
+): Promise<DeliveryView> {
+  const original = await findDelivery(trx, sellerId, id);
+  if (!original) throw notFound('delivery');
+  const url = await redeliveryUrl(trx, sellerId, original);
+  const created = await createRedelivery(trx, original, {
+    url,
+    now: config.now(),
+    retryWindowHours: config.webhookRetryWindowHours,
+    endpointId: original.endpoint_id,
+  });
+  const event = await eventOf(trx, created.event_id);
+  return toView(created, event?.event_type ?? '', []);
+}
+
+/** Where a delivery is sent again: the endpoint's current URL, or the account's webhook URL (409 if gone). */
+async function redeliveryUrl(
+  trx: Transaction<NotifierDatabase>,
+  sellerId: string,
+  original: DeliveryRow,
+): Promise<string> {
+  if (original.endpoint_id) {
+    const endpoint = await trx
+      .selectFrom('webhook_endpoints')
+      .select('url')
+      .where('endpoint_id', '=', original.endpoint_id)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!endpoint?.url)
+      throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
+    return endpoint.url;
+  }
+  const url = (await findSeller(trx, sellerId))?.webhook_url;
+  if (!url) throw conflict('webhook_url_missing', 'configure a webhook URL before asking for a redelivery');
+  return url;
 }
 
 /** The notifier's storage of Idempotency-Keys (its idempotency_keys table), in the redelivery's transaction. */

@@ -2,7 +2,13 @@ import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { buildDashboard, DASHBOARD_CSP } from '@paygate/seller-dashboard';
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
-import { cachedBuildId, pickEncoding, type ServedDashboard, serveDashboardAssets } from './assets';
+import {
+  cachedBuildId,
+  pickEncoding,
+  type ServedAsset,
+  type ServedDashboard,
+  serveDashboardAssets,
+} from './assets';
 
 const text = (description: string, contentType: string) => ({
   description,
@@ -10,13 +16,13 @@ const text = (description: string, contentType: string) => ({
   schema: { type: 'string' },
 });
 
-/**
- * The seller dashboard at /dashboard: a static page and its bundle, built once per process from
- * libs/seller-dashboard. It talks only to the public API, with the session token from Sign-In with Ethereum.
- */
-export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
+type LoadDashboard = () => Promise<ServedDashboard>;
+type Encoded = Pick<ServedAsset, ReturnType<typeof pickEncoding>>;
+
+/** The dashboard, built on first use (once per process; a failed build is tried again by the next request). */
+function dashboardLoader(basePath: string): LoadDashboard {
   let assets: Promise<ServedDashboard> | undefined;
-  const load = () => {
+  return () => {
     if (!assets) {
       assets = buildDashboard().then((built) => serveDashboardAssets(built, basePath));
       assets.catch(() => {
@@ -25,13 +31,26 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
     }
     return assets;
   };
-  const secure = (res: Response, csp = DASHBOARD_CSP) => {
-    res.setHeader('Content-Security-Policy', csp);
-    res.setHeader('X-Frame-Options', 'DENY');
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.setHeader('Referrer-Policy', 'no-referrer');
-  };
-  const asset = async (req: Request, res: Response) => {
+}
+
+/** The headers every dashboard answer carries: its CSP, no framing, no sniffing, no referrer. */
+function secure(res: Response, csp = DASHBOARD_CSP): void {
+  res.setHeader('Content-Security-Policy', csp);
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Referrer-Policy', 'no-referrer');
+}
+
+/** Sends the body in the best encoding the client accepts (brotli, gzip or none). */
+function sendEncoded(req: Request, res: Response, body: Encoded): void {
+  const encoding = pickEncoding(req.headers['accept-encoding']);
+  if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
+  res.send(body[encoding]);
+}
+
+/** A hashed (immutable) or plain (revalidated) script or style sheet of the build. */
+function assetHandler(load: LoadDashboard) {
+  return async (req: Request, res: Response) => {
     const { files } = await load();
     const file = files.get(String((req.params as { file?: string }).file));
     if (!file) throw new HttpError(404, 'not_found', 'no such dashboard asset');
@@ -44,14 +63,15 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
       res.status(304).end();
       return;
     }
-    const encoding = pickEncoding(req.headers['accept-encoding']);
-    if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
-    res.send(file[encoding]);
+    sendEncoded(req, res, file);
   };
-  // The page names the hashed files, so it waits for the build (once per process). A browser without this
-  // build's files cached (no cookie naming it) gets the style sheet and the sign-in script inline: its first
-  // screen needs one round trip, not two; one that has them gets the small page that links them.
-  const page = async (req: Request, res: Response) => {
+}
+
+// The page names the hashed files, so it waits for the build (once per process). A browser without this
+// build's files cached (no cookie naming it) gets the style sheet and the sign-in script inline: its first
+// screen needs one round trip, not two; one that has them gets the small page that links them.
+function pageHandler(load: LoadDashboard) {
+  return async (req: Request, res: Response) => {
     const { firstVisitPage, linkingPage, buildId } = await load();
     const cached = cachedBuildId(req.headers.cookie) === buildId;
     const served = cached ? linkingPage : firstVisitPage;
@@ -59,10 +79,18 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Vary', 'Accept-Encoding, Cookie');
     res.setHeader('Content-Type', served.type);
-    const encoding = pickEncoding(req.headers['accept-encoding']);
-    if (encoding !== 'identity') res.setHeader('Content-Encoding', encoding);
-    res.send(served[encoding]);
+    sendEncoded(req, res, served);
   };
+}
+
+/**
+ * The seller dashboard at /dashboard: a static page and its bundle, built once per process from
+ * libs/seller-dashboard. It talks only to the public API, with the session token from Sign-In with Ethereum.
+ */
+export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
+  const load = dashboardLoader(basePath);
+  const asset = assetHandler(load);
+  const page = pageHandler(load);
   const pageResponse = text('the dashboard page (the app routes in the browser)', 'text/html');
   return [
     defineRoute({

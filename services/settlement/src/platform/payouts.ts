@@ -126,6 +126,15 @@ export async function cancelFailedPlatformPayouts(
   }
 }
 
+/** What the platform payout route is given. */
+interface PlatformPayoutDeps {
+  ctx: ServiceContext<SettlementDB>;
+  config: SettlementConfig;
+  ledger: LedgerClient;
+  chain: EscrowChain;
+  onTransferRecorded: () => void;
+}
+
 export function platformPayoutRoutes(
   ctx: ServiceContext<SettlementDB>,
   config: SettlementConfig,
@@ -133,89 +142,113 @@ export function platformPayoutRoutes(
   chain: EscrowChain,
   onTransferRecorded: () => void,
 ): AnyRoute[] {
-  const operator = { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) };
-  return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/operator/settlements/platform-payouts',
-      operationId: 'createPlatformPayout',
-      summary: "Operator: pay the platform's revenue (its fees) out of escrow to TREASURY_ADDRESS",
-      description:
-        "The ledger reserves everything the platform revenue account holds (and nothing more); the transfer is sent once, like a seller payout, after the ledger authorises it, and booked out of escrow on revenue.paid_out. Two requests at once: the second finds nothing left (409 nothing_available). waitMs waits for the transfer's confirmation (txHash).",
-      auth: operator,
-      body: PlatformPayoutBody,
-      bodyOptional: true,
-      bodyExamples: { now: {}, wait: { waitMs: 20000 } },
-      responses: { '201': { description: 'the platform payout', schema: PlatformPayout } },
-      errors: {
-        '400': 'invalid_request (waitMs)',
-        '401': 'operator token required',
-        '409':
-          'nothing_available: the platform revenue account holds nothing | treasury_not_configured: TREASURY_ADDRESS is not set',
-        '503': 'ledger_unavailable: the ledger did not answer; nothing was reserved or sent',
-      },
-      handler: async (req, res) => {
-        const treasury = config.treasuryAddress;
-        if (!treasury) {
-          throw new HttpError(
-            409,
-            'treasury_not_configured',
-            'TREASURY_ADDRESS is not set: platform payouts are off',
-          );
-        }
-        const payoutId = `ppo_${newEventId()}`;
-        let row: Selectable<PlatformPayoutsTable>;
-        try {
-          row = await ctx.inTransaction(async (trx) => {
-            const reply = await ledger.reservePlatformPayout({ payoutId, treasuryAddress: treasury });
-            if (!reply.ok) {
-              throw new HttpError(409, 'nothing_available', 'the platform revenue account holds nothing');
-            }
-            const amountMicro = parseUsdc(reply.amount);
-            const transferId = await recordTransfer(trx, {
-              kind: 'platform_payout',
-              idempotencyKey: payoutId,
-              chainId: config.chainId,
-              tokenAddress: chain.usdcAddress,
-              fromAddress: chain.address,
-              toAddress: treasury,
-              amountMicro,
-            });
-            return trx
-              .insertInto('platform_payouts')
-              .values({
-                payout_id: payoutId,
-                status: 'sending',
-                amount_micro: amountMicro,
-                treasury_address: treasury,
-                transfer_id: transferId,
-                tx_hash: null,
-                failure_reason: null,
-                cancel_acknowledged_at: null,
-                completed_at: null,
-              })
-              .returningAll()
-              .executeTakeFirstOrThrow();
-          });
-        } catch (error) {
-          if (error instanceof RpcUnavailableError) {
-            throw new HttpError(503, 'ledger_unavailable', 'the ledger did not answer; nothing was sent');
-          }
-          throw error;
-        }
-        ctx.logger.info({ payoutId, amount: formatUsdc(row.amount_micro) }, 'platform payout recorded');
-        onTransferRecorded();
-        const deadline = Date.now() + (req.body?.waitMs ?? 0);
-        while (row.status === 'sending' && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
-          row = await ctx.db
-            .selectFrom('platform_payouts')
-            .selectAll()
-            .where('payout_id', '=', payoutId)
-            .executeTakeFirstOrThrow();
-        }
-        res.status(201).json(platformPayoutView(row));
-      },
-    }),
-  ];
+  return [createPlatformPayoutRoute({ ctx, config, ledger, chain, onTransferRecorded })];
+}
+
+function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
+  const { ctx, config, onTransferRecorded } = deps;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/operator/settlements/platform-payouts',
+    operationId: 'createPlatformPayout',
+    summary: "Operator: pay the platform's revenue (its fees) out of escrow to TREASURY_ADDRESS",
+    description:
+      "The ledger reserves everything the platform revenue account holds (and nothing more); the transfer is sent once, like a seller payout, after the ledger authorises it, and booked out of escrow on revenue.paid_out. Two requests at once: the second finds nothing left (409 nothing_available). waitMs waits for the transfer's confirmation (txHash).",
+    auth: { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) },
+    body: PlatformPayoutBody,
+    bodyOptional: true,
+    bodyExamples: { now: {}, wait: { waitMs: 20000 } },
+    responses: { '201': { description: 'the platform payout', schema: PlatformPayout } },
+    errors: {
+      '400': 'invalid_request (waitMs)',
+      '401': 'operator token required',
+      '409':
+        'nothing_available: the platform revenue account holds nothing | treasury_not_configured: TREASURY_ADDRESS is not set',
+      '503': 'ledger_unavailable: the ledger did not answer; nothing was reserved or sent',
+    },
+    handler: async (req, res) => {
+      const treasury = config.treasuryAddress;
+      if (!treasury) {
+        throw new HttpError(
+          409,
+          'treasury_not_configured',
+          'TREASURY_ADDRESS is not set: platform payouts are off',
+        );
+      }
+      const payoutId = `ppo_${newEventId()}`;
+      const recorded = await recordPlatformPayout(deps, payoutId, treasury);
+      ctx.logger.info({ payoutId, amount: formatUsdc(recorded.amount_micro) }, 'platform payout recorded');
+      onTransferRecorded();
+      const row = await awaitConfirmation(ctx, recorded, req.body?.waitMs ?? 0);
+      res.status(201).json(platformPayoutView(row));
+    },
+  });
+}
+
+/**
+ * The ledger reserves what the platform revenue holds (409 nothing_available when nothing) and the payout's
+ * transfer is recorded in the same transaction; a ledger that does not answer is 503 with nothing sent.
+ */
+async function recordPlatformPayout(
+  { ctx, config, ledger, chain }: PlatformPayoutDeps,
+  payoutId: string,
+  treasury: string,
+): Promise<Selectable<PlatformPayoutsTable>> {
+  try {
+    return await ctx.inTransaction(async (trx) => {
+      const reply = await ledger.reservePlatformPayout({ payoutId, treasuryAddress: treasury });
+      if (!reply.ok) {
+        throw new HttpError(409, 'nothing_available', 'the platform revenue account holds nothing');
+      }
+      const amountMicro = parseUsdc(reply.amount);
+      const transferId = await recordTransfer(trx, {
+        kind: 'platform_payout',
+        idempotencyKey: payoutId,
+        chainId: config.chainId,
+        tokenAddress: chain.usdcAddress,
+        fromAddress: chain.address,
+        toAddress: treasury,
+        amountMicro,
+      });
+      return trx
+        .insertInto('platform_payouts')
+        .values({
+          payout_id: payoutId,
+          status: 'sending',
+          amount_micro: amountMicro,
+          treasury_address: treasury,
+          transfer_id: transferId,
+          tx_hash: null,
+          failure_reason: null,
+          cancel_acknowledged_at: null,
+          completed_at: null,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    });
+  } catch (error) {
+    if (error instanceof RpcUnavailableError) {
+      throw new HttpError(503, 'ledger_unavailable', 'the ledger did not answer; nothing was sent');
+    }
+    throw error;
+  }
+}
+
+/** The payout once it is no longer sending, or as it is after `waitMs` (bounded by the route's maximum). */
+async function awaitConfirmation(
+  ctx: ServiceContext<SettlementDB>,
+  recorded: Selectable<PlatformPayoutsTable>,
+  waitMs: number,
+): Promise<Selectable<PlatformPayoutsTable>> {
+  let row = recorded;
+  const deadline = Date.now() + waitMs;
+  while (row.status === 'sending' && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+    row = await ctx.db
+      .selectFrom('platform_payouts')
+      .selectAll()
+      .where('payout_id', '=', recorded.payout_id)
+      .executeTakeFirstOrThrow();
+  }
+  return row;
 }

@@ -1,11 +1,15 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
+import type { Static } from '@sinclair/typebox';
 import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import { newWebhookSecret } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
 import { changeSeller, toAccount } from '../repository';
 import { Account, AccountPatch, AccountPatchResponse } from '../schemas';
+
+/** How the seller's account routes authenticate (built once per group). */
+type SellerRouteAuth = ReturnType<typeof sellerRouteAuth>;
 
 /** minimumSettlement as micro-USDC; 400 naming the field and its rule. */
 function parseMinimumSettlement(value: string | number): bigint {
@@ -20,88 +24,107 @@ function parseMinimumSettlement(value: string | number): bigint {
   }
 }
 
+/** The checked settings written together; the signing secret is created with the first webhook URL (shown once). */
+async function applyAccountPatch(
+  rc: RegistryContext,
+  sellerId: string,
+  now: Date,
+  change: {
+    webhookUrl: string | null | undefined;
+    settlementFrequency: Static<typeof AccountPatch>['settlementFrequency'];
+    minimumSettlementMicro: bigint | undefined;
+  },
+) {
+  const { webhookUrl, minimumSettlementMicro } = change;
+  return rc.ctx.inTransaction(async (trx) => {
+    const current = await trx
+      .selectFrom('sellers')
+      .selectAll()
+      .where('id', '=', sellerId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    // The signing secret is created with the first webhook URL, and shown once.
+    const webhookSecret = webhookUrl && !current.webhook_secret_encrypted ? newWebhookSecret() : undefined;
+    const updated = await changeSeller(trx, sellerId, now, (eb) => ({
+      ...(webhookUrl !== undefined ? { webhook_url: webhookUrl } : {}),
+      ...(change.settlementFrequency !== undefined
+        ? { settlement_frequency: change.settlementFrequency }
+        : {}),
+      ...(minimumSettlementMicro !== undefined ? { minimum_settlement_micro: minimumSettlementMicro } : {}),
+      ...(webhookSecret
+        ? {
+            webhook_secret_encrypted: rc.secrets.seal(webhookSecret),
+            webhook_secret_version: eb('webhook_secret_version', '+', 1),
+          }
+        : {}),
+    }));
+    return { updated, webhookSecret };
+  });
+}
+
 /** The account and its settings. */
 export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
-  const { ctx, config } = rc;
   const auth = sellerRouteAuth(rc);
-  return [
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/account',
-      summary: 'The account and its settings',
-      auth,
-      responses: { '200': Account },
-      handler: (req, res) => {
-        res.json(toAccount(currentSeller(req)));
-      },
-    }),
+  return [getAccountRoute(auth), patchAccountRoute(rc, auth)];
+}
 
-    defineRoute({
-      method: 'patch',
-      path: '/api/v1/account',
-      summary: 'Change the webhook URL (wallet session only), settlement frequency or minimum settlement',
-      description:
-        'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
-      auth,
-      body: AccountPatch,
-      responses: { '200': AccountPatchResponse },
-      handler: async (req, res) => {
-        const body = req.body;
-        const now = config.now();
-        // The payout address decides where the money goes: only a fresh signature by the account wallet moves
-        // it (a stolen session token or API key must not), through its own route.
-        if (body.payoutAddress !== undefined) {
-          throw new HttpError(
-            403,
-            'wallet_signature_required',
-            'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
-            { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
-          );
-        }
-        // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
-        if (body.webhookUrl !== undefined) requireWalletSession(req, 'changing the webhook URL');
-        const minimumSettlementMicro =
-          body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
-        const webhookUrl =
-          body.webhookUrl === undefined || body.webhookUrl === null
-            ? body.webhookUrl
-            : await checkSellerUrl('webhookUrl', body.webhookUrl, {
-                production: config.production,
-                resolve: rc.resolveHost,
-              });
-        const sellerId = currentSeller(req).id;
-        const result = await ctx.inTransaction(async (trx) => {
-          const current = await trx
-            .selectFrom('sellers')
-            .selectAll()
-            .where('id', '=', sellerId)
-            .forUpdate()
-            .executeTakeFirstOrThrow();
-          // The signing secret is created with the first webhook URL, and shown once.
-          const webhookSecret =
-            webhookUrl && !current.webhook_secret_encrypted ? newWebhookSecret() : undefined;
-          const updated = await changeSeller(trx, sellerId, now, (eb) => ({
-            ...(webhookUrl !== undefined ? { webhook_url: webhookUrl } : {}),
-            ...(body.settlementFrequency !== undefined
-              ? { settlement_frequency: body.settlementFrequency }
-              : {}),
-            ...(minimumSettlementMicro !== undefined
-              ? { minimum_settlement_micro: minimumSettlementMicro }
-              : {}),
-            ...(webhookSecret
-              ? {
-                  webhook_secret_encrypted: rc.secrets.seal(webhookSecret),
-                  webhook_secret_version: eb('webhook_secret_version', '+', 1),
-                }
-              : {}),
-          }));
-          return { updated, webhookSecret };
-        });
-        res.json({
-          account: toAccount(result.updated),
-          ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
-        });
-      },
-    }),
-  ];
+function getAccountRoute(auth: SellerRouteAuth): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/account',
+    summary: 'The account and its settings',
+    auth,
+    responses: { '200': Account },
+    handler: (req, res) => {
+      res.json(toAccount(currentSeller(req)));
+    },
+  });
+}
+
+function patchAccountRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute {
+  const { config } = rc;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/account',
+    summary: 'Change the webhook URL (wallet session only), settlement frequency or minimum settlement',
+    description:
+      'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
+    auth,
+    body: AccountPatch,
+    responses: { '200': AccountPatchResponse },
+    handler: async (req, res) => {
+      const body = req.body;
+      const now = config.now();
+      // The payout address decides where the money goes: only a fresh signature by the account wallet moves
+      // it (a stolen session token or API key must not), through its own route.
+      if (body.payoutAddress !== undefined) {
+        throw new HttpError(
+          403,
+          'wallet_signature_required',
+          'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
+          { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
+        );
+      }
+      // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
+      if (body.webhookUrl !== undefined) requireWalletSession(req, 'changing the webhook URL');
+      const minimumSettlementMicro =
+        body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
+      const webhookUrl =
+        body.webhookUrl === undefined || body.webhookUrl === null
+          ? body.webhookUrl
+          : await checkSellerUrl('webhookUrl', body.webhookUrl, {
+              production: config.production,
+              resolve: rc.resolveHost,
+            });
+      const result = await applyAccountPatch(rc, currentSeller(req).id, now, {
+        webhookUrl,
+        settlementFrequency: body.settlementFrequency,
+        minimumSettlementMicro,
+      });
+      res.json({
+        account: toAccount(result.updated),
+        ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
+      });
+    },
+  });
 }

@@ -21,6 +21,9 @@ import { consumeNonce, issueNonce } from '../nonces';
 import { changeSeller, publishSellerUpdated, toAccount } from '../repository';
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
+/** How the seller's account routes authenticate (built once per group). */
+type SellerRouteAuth = ReturnType<typeof sellerRouteAuth>;
+
 const siweRefused = (code: string, message: string) =>
   new HttpError(401, code, message, {
     field: 'message',
@@ -111,12 +114,12 @@ async function checkSignInMessage(
 
 type SellerRow = Selectable<SellersTable>;
 
-function findByWallet(trx: Transaction<RegistryDatabase>, address: string) {
+/** The account of a wallet: addresses compare without their checksum case. */
+function byWallet(trx: Transaction<RegistryDatabase>, address: string) {
   return trx
     .selectFrom('sellers')
     .selectAll()
-    .where(sql<string>`lower(wallet_address)`, '=', address.toLowerCase())
-    .executeTakeFirst();
+    .where(sql<string>`lower(wallet_address)`, '=', address.toLowerCase());
 }
 
 /** Uses the nonce up and finds the wallet's account, or creates it (then with its API key, shown once). */
@@ -130,7 +133,7 @@ async function signInOrSignUp(
   const { config } = rc;
   if (!(await consumeNonce(trx, message.nonce, now)))
     throw siweRefused('siwe_nonce_invalid', 'nonce is unknown, expired or already used; ask for a new one');
-  const existing = await findByWallet(trx, message.address);
+  const existing = await byWallet(trx, message.address).executeTakeFirst();
   if (existing) return { seller: existing, apiKey: undefined };
   await rc.signInLimits.countNewAccount(http.req, http.res);
 
@@ -156,11 +159,7 @@ async function signInOrSignUp(
     .executeTakeFirst();
   if (!inserted) {
     // A concurrent first login of the same wallet created the account; this login just signs in.
-    const winner = await trx
-      .selectFrom('sellers')
-      .selectAll()
-      .where(sql<string>`lower(wallet_address)`, '=', message.address.toLowerCase())
-      .executeTakeFirstOrThrow();
+    const winner = await byWallet(trx, message.address).executeTakeFirstOrThrow();
     return { seller: winner, apiKey: undefined };
   }
   await publishSellerUpdated(trx, inserted, now);
@@ -169,83 +168,90 @@ async function signInOrSignUp(
 
 /** Sign-in with Ethereum (nonce, verify) and sign-out. */
 export function signInRoutes(rc: RegistryContext): AnyRoute[] {
-  const { ctx, config } = rc;
   const auth = sellerRouteAuth(rc);
-  return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/siwe/nonce',
-      summary: 'Get a single-use SIWE nonce (valid 5 minutes)',
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '201': NonceResponse },
-      handler: async (_req, res) => {
-        const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
-        res.status(201).json({
-          nonce,
-          expiresAt: expiresAt.toISOString(),
-          domain: rc.siweDomain,
-          uri: config.publicBaseUrl,
-          chainId: config.chainId,
-        });
-      },
-    }),
+  return [siweNonceRoute(rc), siweVerifyRoute(rc), signOutRoute(rc, auth)];
+}
 
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/siwe/verify',
-      summary:
-        'Sign in with Ethereum; the first login creates the account and returns the API key once (201)',
-      body: VerifyRequest,
-      responses: {
-        '200': { description: 'signed in', schema: VerifyResponse },
-        '201': {
-          description: 'first login: the account is created, apiKey is shown once',
-          schema: VerifyResponse,
-        },
-      },
-      errors: { '401': 'refused sign-in: domain, signature, expiry or nonce (error.code says which)' },
-      handler: async (req, res) => {
-        const now = config.now();
-        const message = await checkSignInMessage(rc, req.body, now);
-        const result = await ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
+function siweNonceRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/siwe/nonce',
+    summary: 'Get a single-use SIWE nonce (valid 5 minutes)',
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '201': NonceResponse },
+    handler: async (_req, res) => {
+      const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
+      res.status(201).json({
+        nonce,
+        expiresAt: expiresAt.toISOString(),
+        domain: rc.siweDomain,
+        uri: config.publicBaseUrl,
+        chainId: config.chainId,
+      });
+    },
+  });
+}
 
-        const session = await issueSessionToken(
-          result.seller.id,
-          config.sessionSecret,
-          now,
-          config.sessionTtlMs,
-        );
-        res.status(result.apiKey ? 201 : 200).json({
-          sessionToken: session.token,
-          expiresAt: session.expiresAt.toISOString(),
-          seller: toAccount(result.seller),
-          ...(result.apiKey ? { apiKey: result.apiKey } : {}),
-          publishableKey: result.seller.publishable_key,
-        });
+function siweVerifyRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/siwe/verify',
+    summary: 'Sign in with Ethereum; the first login creates the account and returns the API key once (201)',
+    body: VerifyRequest,
+    responses: {
+      '200': { description: 'signed in', schema: VerifyResponse },
+      '201': {
+        description: 'first login: the account is created, apiKey is shown once',
+        schema: VerifyResponse,
       },
-    }),
+    },
+    errors: { '401': 'refused sign-in: domain, signature, expiry or nonce (error.code says which)' },
+    handler: async (req, res) => {
+      const now = config.now();
+      const message = await checkSignInMessage(rc, req.body, now);
+      const result = await ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
 
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/sign-out',
-      summary:
-        'Sign out: every dashboard session of this seller issued until now stops working (on every device)',
-      description:
-        'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
-      auth,
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '200': SignOutResponse },
-      handler: async (req, res) => {
-        const now = config.now();
-        const sellerId = currentSeller(req).id;
-        await ctx.inTransaction(async (trx) => {
-          // Every SellerAuth cache drops the seller's resolved sessions on this event.
-          await changeSeller(trx, sellerId, now, () => ({ sessions_revoked_at: now }));
-        });
-        res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
-      },
-    }),
-  ];
+      const session = await issueSessionToken(
+        result.seller.id,
+        config.sessionSecret,
+        now,
+        config.sessionTtlMs,
+      );
+      res.status(result.apiKey ? 201 : 200).json({
+        sessionToken: session.token,
+        expiresAt: session.expiresAt.toISOString(),
+        seller: toAccount(result.seller),
+        ...(result.apiKey ? { apiKey: result.apiKey } : {}),
+        publishableKey: result.seller.publishable_key,
+      });
+    },
+  });
+}
+
+function signOutRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/sign-out',
+    summary:
+      'Sign out: every dashboard session of this seller issued until now stops working (on every device)',
+    description:
+      'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
+    auth,
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '200': SignOutResponse },
+    handler: async (req, res) => {
+      const now = config.now();
+      const sellerId = currentSeller(req).id;
+      await ctx.inTransaction(async (trx) => {
+        // Every SellerAuth cache drops the seller's resolved sessions on this event.
+        await changeSeller(trx, sellerId, now, () => ({ sessions_revoked_at: now }));
+      });
+      res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
+    },
+  });
 }

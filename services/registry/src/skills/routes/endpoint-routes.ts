@@ -2,7 +2,7 @@ import { type AnyRoute, conflict, defineRoute, HttpError, notFound } from '@payg
 import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
-import type { RegistryDatabase } from '../../db';
+import type { HttpMethod, RegistryDatabase } from '../../db';
 import { idempotent } from '../../shared/idempotency';
 import { EmptyBody } from '../../shared/schema';
 import { newId } from '../../shared/secrets';
@@ -12,7 +12,13 @@ import {
   regenerateSkillMd,
   type SkillWithEndpoints,
 } from '../repository';
-import { checkEndpointInput, checkEndpointPath, parsePrice, refuseAmbiguousPath } from '../rules';
+import {
+  checkEndpointInput,
+  checkEndpointPath,
+  type EndpointInput,
+  parsePrice,
+  refuseAmbiguousPath,
+} from '../rules';
 import { EndpointCreate, EndpointPatch, MAX_ENDPOINTS_PER_SKILL, Skill } from '../schemas';
 import { applySkillTransition, type SkillTransition, skillTransition } from '../status';
 import { EndpointParams, endpointIdParam, idempotencyKey, NameParams, type SkillRouteKit } from './kit';
@@ -42,147 +48,189 @@ async function afterEndpointChange(
   await regenerateSkillMd(trx, state.skill.id, publicBaseUrl);
 }
 
+/** The seller's skill (locked) and its endpoint named in the path, with the move an endpoint change makes. */
+async function ownedEndpoint(
+  kit: SkillRouteKit,
+  trx: Transaction<RegistryDatabase>,
+  req: Request,
+  endpointId: string,
+) {
+  const current = await kit.ownedSkill(trx, req);
+  const transition = skillTransition(current.skill.status, 'endpoints_changed');
+  const endpoint = current.endpoints.find((e) => e.id === endpointId);
+  if (!endpoint) throw notFound('endpoint');
+  return { current, transition, endpoint };
+}
+
+/** Adds the endpoint to the seller's skill named in the path: at most MAX_ENDPOINTS_PER_SKILL active, routes unique. */
+async function addEndpoint(
+  kit: SkillRouteKit,
+  trx: Transaction<RegistryDatabase>,
+  req: Request,
+  input: EndpointInput,
+  now: Date,
+) {
+  const current = await kit.ownedSkill(trx, req);
+  const transition = skillTransition(current.skill.status, 'endpoints_changed');
+  const active = current.endpoints.filter((e) => e.active);
+  if (active.length >= MAX_ENDPOINTS_PER_SKILL) {
+    throw new HttpError(
+      409,
+      'too_many_endpoints',
+      `a skill has at most ${MAX_ENDPOINTS_PER_SKILL} active endpoints`,
+      {
+        field: 'endpoints',
+        rule: `at most ${MAX_ENDPOINTS_PER_SKILL}`,
+      },
+    );
+  }
+  refuseTakenRoute(active, input.method, input.path);
+  refuseAmbiguousPath('path', input, active);
+  await trx
+    .insertInto('endpoints')
+    .values({
+      id: newId('ep'),
+      skill_id: current.skill.id,
+      path: input.path,
+      method: input.method,
+      description: input.description,
+      price_micro: input.priceMicro,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  await afterEndpointChange(trx, current, transition, kit.base);
+  return commitSkillChange(trx, current.skill.id, now);
+}
+
+/** Changes an active endpoint of the seller's skill (409 endpoint_inactive); its route stays unique. */
+async function changeEndpoint(
+  kit: SkillRouteKit,
+  trx: Transaction<RegistryDatabase>,
+  req: Request,
+  endpointId: string,
+  change: { method?: HttpMethod; path?: string; description?: string; priceMicro?: bigint },
+  now: Date,
+) {
+  const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
+  if (!endpoint.active)
+    throw conflict('endpoint_inactive', 'the endpoint is deactivated; add a new one instead');
+  const method = change.method ?? endpoint.method;
+  const nextPath = change.path ?? endpoint.path;
+  const others = current.endpoints.filter((e) => e.active && e.id !== endpoint.id);
+  refuseTakenRoute(others, method, nextPath);
+  refuseAmbiguousPath('path', { path: nextPath, method }, others);
+  await trx
+    .updateTable('endpoints')
+    .set({
+      path: nextPath,
+      method,
+      ...(change.description !== undefined ? { description: change.description } : {}),
+      ...(change.priceMicro !== undefined ? { price_micro: change.priceMicro } : {}),
+      updated_at: now,
+    })
+    .where('id', '=', endpoint.id)
+    .execute();
+  await afterEndpointChange(trx, current, transition, kit.base);
+  return commitSkillChange(trx, current.skill.id, now);
+}
+
 /** A skill's endpoints: add, change, deactivate (each regenerates SKILL.md). */
 export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'deactivate', AnyRoute> {
+  return {
+    add: addEndpointRoute(kit),
+    patch: patchEndpointRoute(kit),
+    deactivate: deactivateEndpointRoute(kit),
+  };
+}
+
+function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, auth, render, validation } = kit;
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/endpoints',
+    summary: 'Add an endpoint (SKILL.md is regenerated)',
+    auth,
+    params: NameParams,
+    body: EndpointCreate,
+    headers: [idempotencyKey],
+    responses: { '201': Skill },
+    errors: {
+      '404': 'no such skill of this seller',
+      '409': 'skill_archived, too_many_endpoints, endpoint_exists or idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const input = checkEndpointInput('', req.body);
+      await idempotent(ctx.db, req, res, currentSeller(req).id, async () => {
+        const now = config.now();
+        const state = await ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
+        validation.kick();
+        return { status: 201, body: render(state) };
+      });
+    },
+  });
+}
+
+function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, auth, render, validation } = kit;
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/manage/skills/:name/endpoints/:endpointId',
+    summary: 'Change an endpoint (SKILL.md is regenerated)',
+    auth,
+    params: EndpointParams,
+    body: EndpointPatch,
+    responses: { '200': Skill },
+    errors: {
+      '404': 'no such skill or endpoint',
+      '409': 'skill_archived, endpoint_inactive or endpoint_exists',
+    },
+    handler: async (req, res) => {
+      const body = req.body;
+      const endpointId = endpointIdParam(req);
+      const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
+      const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
+      const now = config.now();
+      const state = await ctx.inTransaction((trx) =>
+        changeEndpoint(kit, trx, req, endpointId, { ...body, path, priceMicro }, now),
+      );
+      validation.kick();
+      res.json(render(state));
+    },
+  });
+}
+
+function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
   const { rc, auth, render, validation, base } = kit;
   const { ctx, config } = rc;
-
-  /** The seller's skill (locked) and its endpoint named in the path, with the move an endpoint change makes. */
-  async function ownedEndpoint(trx: Transaction<RegistryDatabase>, req: Request, endpointId: string) {
-    const current = await kit.ownedSkill(trx, req);
-    const transition = skillTransition(current.skill.status, 'endpoints_changed');
-    const endpoint = current.endpoints.find((e) => e.id === endpointId);
-    if (!endpoint) throw notFound('endpoint');
-    return { current, transition, endpoint };
-  }
-
-  return {
-    add: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/endpoints',
-      summary: 'Add an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: NameParams,
-      body: EndpointCreate,
-      headers: [idempotencyKey],
-      responses: { '201': Skill },
-      errors: {
-        '404': 'no such skill of this seller',
-        '409': 'skill_archived, too_many_endpoints, endpoint_exists or idempotency_key_reused',
-      },
-      handler: async (req, res) => {
-        const input = checkEndpointInput('', req.body);
-        await idempotent(ctx.db, req, res, currentSeller(req).id, async () => {
-          const now = config.now();
-          const state = await ctx.inTransaction(async (trx) => {
-            const current = await kit.ownedSkill(trx, req);
-            const transition = skillTransition(current.skill.status, 'endpoints_changed');
-            const active = current.endpoints.filter((e) => e.active);
-            if (active.length >= MAX_ENDPOINTS_PER_SKILL) {
-              throw new HttpError(
-                409,
-                'too_many_endpoints',
-                `a skill has at most ${MAX_ENDPOINTS_PER_SKILL} active endpoints`,
-                { field: 'endpoints', rule: `at most ${MAX_ENDPOINTS_PER_SKILL}` },
-              );
-            }
-            refuseTakenRoute(active, input.method, input.path);
-            refuseAmbiguousPath('path', input, active);
-            await trx
-              .insertInto('endpoints')
-              .values({
-                id: newId('ep'),
-                skill_id: current.skill.id,
-                path: input.path,
-                method: input.method,
-                description: input.description,
-                price_micro: input.priceMicro,
-                created_at: now,
-                updated_at: now,
-              })
-              .execute();
-            await afterEndpointChange(trx, current, transition, base);
-            return commitSkillChange(trx, current.skill.id, now);
-          });
-          validation.kick();
-          return { status: 201, body: render(state) };
-        });
-      },
-    }),
-
-    patch: defineRoute({
-      method: 'patch',
-      path: '/api/v1/manage/skills/:name/endpoints/:endpointId',
-      summary: 'Change an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: EndpointParams,
-      body: EndpointPatch,
-      responses: { '200': Skill },
-      errors: {
-        '404': 'no such skill or endpoint',
-        '409': 'skill_archived, endpoint_inactive or endpoint_exists',
-      },
-      handler: async (req, res) => {
-        const body = req.body;
-        const endpointId = endpointIdParam(req);
-        const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
-        const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
-        const now = config.now();
-        const state = await ctx.inTransaction(async (trx) => {
-          const { current, transition, endpoint } = await ownedEndpoint(trx, req, endpointId);
-          if (!endpoint.active)
-            throw conflict('endpoint_inactive', 'the endpoint is deactivated; add a new one instead');
-          const method = body.method ?? endpoint.method;
-          const nextPath = path ?? endpoint.path;
-          const others = current.endpoints.filter((e) => e.active && e.id !== endpoint.id);
-          refuseTakenRoute(others, method, nextPath);
-          refuseAmbiguousPath('path', { path: nextPath, method }, others);
-          await trx
-            .updateTable('endpoints')
-            .set({
-              path: nextPath,
-              method,
-              ...(body.description !== undefined ? { description: body.description } : {}),
-              ...(priceMicro !== undefined ? { price_micro: priceMicro } : {}),
-              updated_at: now,
-            })
-            .where('id', '=', endpoint.id)
-            .execute();
-          await afterEndpointChange(trx, current, transition, base);
-          return commitSkillChange(trx, current.skill.id, now);
-        });
-        validation.kick();
-        res.json(render(state));
-      },
-    }),
-
-    deactivate: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
-      summary: 'Deactivate an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: EndpointParams,
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const endpointId = endpointIdParam(req);
-        const now = config.now();
-        const state = await ctx.inTransaction(async (trx) => {
-          const { current, transition, endpoint } = await ownedEndpoint(trx, req, endpointId);
-          if (!endpoint.active) return current;
-          await trx
-            .updateTable('endpoints')
-            .set({ active: false, updated_at: now })
-            .where('id', '=', endpoint.id)
-            .execute();
-          await afterEndpointChange(trx, current, transition, base);
-          return commitSkillChange(trx, current.skill.id, now);
-        });
-        validation.kick();
-        res.json(render(state));
-      },
-    }),
-  };
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
+    summary: 'Deactivate an endpoint (SKILL.md is regenerated)',
+    auth,
+    params: EndpointParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const endpointId = endpointIdParam(req);
+      const now = config.now();
+      const state = await ctx.inTransaction(async (trx) => {
+        const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
+        if (!endpoint.active) return current;
+        await trx
+          .updateTable('endpoints')
+          .set({ active: false, updated_at: now })
+          .where('id', '=', endpoint.id)
+          .execute();
+        await afterEndpointChange(trx, current, transition, base);
+        return commitSkillChange(trx, current.skill.id, now);
+      });
+      validation.kick();
+      res.json(render(state));
+    },
+  });
 }

@@ -1,5 +1,6 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import type { Static } from '@sinclair/typebox';
+import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { RegistryDatabase } from '../../db';
@@ -107,168 +108,221 @@ function patchedTypeFields(skill: SkillRow, body: Static<typeof SkillPatch>): Ty
   });
 }
 
+/** The skill's API base URL: a public https URL in production (resolved), http(s) otherwise. */
+function checkApiBaseUrl(rc: SkillRouteKit['rc'], value: string): Promise<string> {
+  return checkSellerUrl('apiBaseUrl', value, { production: rc.config.production, resolve: rc.resolveHost });
+}
+
+/** The checked parts of a new skill: its URL, type fields, categories and endpoints (routes unique, unambiguous). */
+async function checkNewSkill(rc: SkillRouteKit['rc'], body: Static<typeof SkillCreate>): Promise<NewSkill> {
+  const apiBaseUrl = await checkApiBaseUrl(rc, body.apiBaseUrl);
+  const typeFields = checkTypeFields({
+    type: body.type,
+    durationDays: body.durationDays ?? null,
+    requiresShipping: body.requiresShipping ?? null,
+    holdPeriodHours: body.holdPeriodHours ?? defaultHoldHours(body.type),
+  });
+  const categories = normalizeCategories(body.categories);
+  const endpoints = (body.endpoints ?? []).map((e, i) => checkEndpointInput(`endpoints.${i}.`, e));
+  refuseDuplicateRoutes(endpoints);
+  refuseAmbiguousPaths(endpoints);
+  return { body, apiBaseUrl, typeFields, categories, endpoints };
+}
+
+/** Applies a PATCH (its URL and categories already checked) to the seller's skill named in the path. */
+async function patchSkill(
+  kit: SkillRouteKit,
+  trx: Transaction<RegistryDatabase>,
+  req: Request,
+  body: Omit<Static<typeof SkillPatch>, 'apiBaseUrl' | 'categories'> & {
+    apiBaseUrl?: string;
+    categories?: string[];
+  },
+  now: Date,
+) {
+  const { apiBaseUrl, categories } = body;
+  const { skill } = await kit.ownedSkill(trx, req);
+  const baseUrlChanged = apiBaseUrl !== undefined && apiBaseUrl !== skill.api_base_url;
+  const transition = skillTransition(skill.status, baseUrlChanged ? 'base_url_changed' : 'edited');
+  const typeFields = patchedTypeFields(skill, body);
+  await trx
+    .updateTable('skills')
+    .set({
+      ...(body.displayName !== undefined ? { display_name: body.displayName } : {}),
+      ...(body.description !== undefined ? { description: body.description } : {}),
+      ...(apiBaseUrl !== undefined ? { api_base_url: apiBaseUrl } : {}),
+      ...(body.mode !== undefined ? { mode: body.mode } : {}),
+      ...(categories !== undefined ? { categories } : {}),
+      type: typeFields.type,
+      duration_days: typeFields.durationDays,
+      requires_shipping: typeFields.requiresShipping,
+      hold_period_hours: typeFields.holdPeriodHours,
+    })
+    .where('id', '=', skill.id)
+    .execute();
+  await applySkillTransition(trx, skill.id, transition);
+  if (skill.skill_md_source === 'generated') await regenerateSkillMd(trx, skill.id, kit.base);
+  return commitSkillChange(trx, skill.id, now);
+}
+
+/** The seller's SKILL.md by hand (checked like a generated one); the skill's status must allow an edit. */
+async function replaceSkillMd(
+  kit: SkillRouteKit,
+  trx: Transaction<RegistryDatabase>,
+  req: Request,
+  content: string,
+) {
+  const current = await kit.ownedSkill(trx, req);
+  skillTransition(current.skill.status, 'edited');
+  const version = current.skill.skill_md_version + 1;
+  const accepted = acceptManualSkillMd(content, current.skill.name, skillMdVersion(version));
+  if ('rule' in accepted)
+    throw new HttpError(400, 'invalid_request', `${accepted.field} ${accepted.rule}`, accepted);
+  await trx
+    .updateTable('skills')
+    .set({ skill_md: accepted.content, skill_md_version: version, skill_md_source: 'manual' })
+    .where('id', '=', current.skill.id)
+    .execute();
+  return loadSkill(trx, { id: current.skill.id });
+}
+
 /** The seller's own skills: create, list, read, change, SKILL.md by hand. */
 export function manageSkillRoutes(
   kit: SkillRouteKit,
 ): Record<'create' | 'list' | 'get' | 'skillMd' | 'patch' | 'replaceSkillMd', AnyRoute> {
+  return {
+    create: createSkillRoute(kit),
+    list: listSkillsRoute(kit),
+    get: getSkillRoute(kit),
+    skillMd: getSkillMdRoute(kit),
+    patch: patchSkillRoute(kit),
+    replaceSkillMd: replaceSkillMdRoute(kit),
+  };
+}
+
+function createSkillRoute(kit: SkillRouteKit): AnyRoute {
   const { rc, auth, render, validation, base } = kit;
   const { ctx, config } = rc;
-  const checkUrl = (value: string) =>
-    checkSellerUrl('apiBaseUrl', value, { production: config.production, resolve: rc.resolveHost });
-
-  return {
-    create: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills',
-      summary: 'Create a skill (PENDING_VALIDATION, validated in the background)',
-      auth,
-      body: SkillCreate,
-      headers: [idempotencyKey],
-      responses: { '201': Skill },
-      errors: { '409': 'skill_name_taken or idempotency_key_reused' },
-      handler: async (req, res) => {
-        const body = req.body;
-        const apiBaseUrl = await checkUrl(body.apiBaseUrl);
-        const typeFields = checkTypeFields({
-          type: body.type,
-          durationDays: body.durationDays ?? null,
-          requiresShipping: body.requiresShipping ?? null,
-          holdPeriodHours: body.holdPeriodHours ?? defaultHoldHours(body.type),
-        });
-        const categories = normalizeCategories(body.categories);
-        const endpoints = (body.endpoints ?? []).map((e, i) => checkEndpointInput(`endpoints.${i}.`, e));
-        refuseDuplicateRoutes(endpoints);
-        refuseAmbiguousPaths(endpoints);
-        const seller = currentSeller(req);
-        await idempotent(ctx.db, req, res, seller.id, async () => {
-          const now = config.now();
-          const state = await ctx.inTransaction(async (trx) => {
-            const skillId = await insertSkill(
-              trx,
-              seller.id,
-              { body, apiBaseUrl, typeFields, categories, endpoints },
-              now,
-            );
-            await regenerateSkillMd(trx, skillId, base);
-            return commitSkillChange(trx, skillId, now);
-          });
-          validation.kick();
-          return { status: 201, body: render(state) };
-        });
-      },
-    }),
-
-    list: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills',
-      summary: "List the seller's skills (every status)",
-      auth,
-      query: ListQuery,
-      responses: { '200': SkillList },
-      handler: async (req, res) => {
-        const select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
-        res.json(await skillPage(ctx.db, select, req.query, render));
-      },
-    }),
-
-    get: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills/:name',
-      summary: 'One skill with its endpoints',
-      auth,
-      params: NameParams,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller' },
-      handler: async (req, res) => {
-        const state = await kit.readOwnedSkill(req);
-        res.json(render(state));
-      },
-    }),
-
-    skillMd: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills/:name/skill-md',
-      summary: 'The current SKILL.md of the skill, whatever its status',
-      auth,
-      params: NameParams,
-      responses: { '200': skillMdResponse },
-      errors: { '404': 'no such skill of this seller' },
-      handler: async (req, res) => {
-        const state = await kit.readOwnedSkill(req);
-        res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
-      },
-    }),
-
-    patch: defineRoute({
-      method: 'patch',
-      path: '/api/v1/manage/skills/:name',
-      summary: 'Change a skill (name is immutable); a new apiBaseUrl is validated again',
-      auth,
-      params: NameParams,
-      body: SkillPatch,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const body = req.body;
-        const apiBaseUrl = body.apiBaseUrl === undefined ? undefined : await checkUrl(body.apiBaseUrl);
-        const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills',
+    summary: 'Create a skill (PENDING_VALIDATION, validated in the background)',
+    auth,
+    body: SkillCreate,
+    headers: [idempotencyKey],
+    responses: { '201': Skill },
+    errors: { '409': 'skill_name_taken or idempotency_key_reused' },
+    handler: async (req, res) => {
+      const body = req.body;
+      const skill = await checkNewSkill(rc, body);
+      const seller = currentSeller(req);
+      await idempotent(ctx.db, req, res, seller.id, async () => {
         const now = config.now();
         const state = await ctx.inTransaction(async (trx) => {
-          const { skill } = await kit.ownedSkill(trx, req);
-          const baseUrlChanged = apiBaseUrl !== undefined && apiBaseUrl !== skill.api_base_url;
-          const transition = skillTransition(skill.status, baseUrlChanged ? 'base_url_changed' : 'edited');
-          const typeFields = patchedTypeFields(skill, body);
-          await trx
-            .updateTable('skills')
-            .set({
-              ...(body.displayName !== undefined ? { display_name: body.displayName } : {}),
-              ...(body.description !== undefined ? { description: body.description } : {}),
-              ...(apiBaseUrl !== undefined ? { api_base_url: apiBaseUrl } : {}),
-              ...(body.mode !== undefined ? { mode: body.mode } : {}),
-              ...(categories !== undefined ? { categories } : {}),
-              type: typeFields.type,
-              duration_days: typeFields.durationDays,
-              requires_shipping: typeFields.requiresShipping,
-              hold_period_hours: typeFields.holdPeriodHours,
-            })
-            .where('id', '=', skill.id)
-            .execute();
-          await applySkillTransition(trx, skill.id, transition);
-          if (skill.skill_md_source === 'generated') await regenerateSkillMd(trx, skill.id, base);
-          return commitSkillChange(trx, skill.id, now);
+          const skillId = await insertSkill(trx, seller.id, skill, now);
+          await regenerateSkillMd(trx, skillId, base);
+          return commitSkillChange(trx, skillId, now);
         });
         validation.kick();
-        res.json(render(state));
-      },
-    }),
+        return { status: 201, body: render(state) };
+      });
+    },
+  });
+}
 
-    replaceSkillMd: defineRoute({
-      method: 'put',
-      path: '/api/v1/manage/skills/:name/skill-md',
-      summary: 'Replace SKILL.md by hand. A later endpoint change regenerates it and replaces the hand edit.',
-      auth,
-      params: NameParams,
-      body: SkillMdReplace,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const body = req.body;
-        const state = await ctx.inTransaction(async (trx) => {
-          const current = await kit.ownedSkill(trx, req);
-          skillTransition(current.skill.status, 'edited');
-          const version = current.skill.skill_md_version + 1;
-          const accepted = acceptManualSkillMd(body.content, current.skill.name, skillMdVersion(version));
-          if ('rule' in accepted)
-            throw new HttpError(400, 'invalid_request', `${accepted.field} ${accepted.rule}`, accepted);
-          await trx
-            .updateTable('skills')
-            .set({ skill_md: accepted.content, skill_md_version: version, skill_md_source: 'manual' })
-            .where('id', '=', current.skill.id)
-            .execute();
-          return loadSkill(trx, { id: current.skill.id });
-        });
-        res.json(render(state!));
-      },
-    }),
-  };
+function listSkillsRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, auth, render } = kit;
+  const { ctx } = rc;
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills',
+    summary: "List the seller's skills (every status)",
+    auth,
+    query: ListQuery,
+    responses: { '200': SkillList },
+    handler: async (req, res) => {
+      const select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
+      res.json(await skillPage(ctx.db, select, req.query, render));
+    },
+  });
+}
+
+function getSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { auth, render } = kit;
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills/:name',
+    summary: 'One skill with its endpoints',
+    auth,
+    params: NameParams,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller' },
+    handler: async (req, res) => {
+      const state = await kit.readOwnedSkill(req);
+      res.json(render(state));
+    },
+  });
+}
+
+function getSkillMdRoute(kit: SkillRouteKit): AnyRoute {
+  const { auth } = kit;
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills/:name/skill-md',
+    summary: 'The current SKILL.md of the skill, whatever its status',
+    auth,
+    params: NameParams,
+    responses: { '200': skillMdResponse },
+    errors: { '404': 'no such skill of this seller' },
+    handler: async (req, res) => {
+      const state = await kit.readOwnedSkill(req);
+      res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
+    },
+  });
+}
+
+function patchSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, auth, render, validation } = kit;
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/manage/skills/:name',
+    summary: 'Change a skill (name is immutable); a new apiBaseUrl is validated again',
+    auth,
+    params: NameParams,
+    body: SkillPatch,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const body = req.body;
+      const apiBaseUrl =
+        body.apiBaseUrl === undefined ? undefined : await checkApiBaseUrl(rc, body.apiBaseUrl);
+      const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
+      const now = config.now();
+      const state = await ctx.inTransaction((trx) =>
+        patchSkill(kit, trx, req, { ...body, apiBaseUrl, categories }, now),
+      );
+      validation.kick();
+      res.json(render(state));
+    },
+  });
+}
+
+function replaceSkillMdRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, auth, render } = kit;
+  const { ctx } = rc;
+  return defineRoute({
+    method: 'put',
+    path: '/api/v1/manage/skills/:name/skill-md',
+    summary: 'Replace SKILL.md by hand. A later endpoint change regenerates it and replaces the hand edit.',
+    auth,
+    params: NameParams,
+    body: SkillMdReplace,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const state = await ctx.inTransaction((trx) => replaceSkillMd(kit, trx, req, req.body.content));
+      res.json(render(state!));
+    },
+  });
 }

@@ -6,6 +6,23 @@ import { Skill, SuspendBody } from '../schemas';
 import { applySkillTransition, type SkillEvent, skillTransition } from '../status';
 import { NameParams, type SkillRouteKit } from './kit';
 
+/** The status move `event` of the skill named in the path (the seller's own, or any for an operator). */
+async function moveSkill(
+  kit: SkillRouteKit,
+  req: Request,
+  event: SkillEvent,
+  lookup: 'owned' | 'any',
+  reason?: string,
+) {
+  const { ctx, config } = kit.rc;
+  return ctx.inTransaction(async (trx) => {
+    const current = lookup === 'owned' ? await kit.ownedSkill(trx, req) : await kit.anySkill(trx, req);
+    const transition = skillTransition(current.skill.status, event);
+    if (!(await applySkillTransition(trx, current.skill.id, transition, { reason }))) return current;
+    return commitSkillChange(trx, current.skill.id, config.now());
+  });
+}
+
 /**
  * The routes whose only work is a status move (archive, retry validation, suspend, unsuspend). The rules of each
  * move live in ../status.ts; a move that writes nothing (the action was already done) answers the skill as it is.
@@ -13,86 +30,91 @@ import { NameParams, type SkillRouteKit } from './kit';
 export function skillStatusRoutes(
   kit: SkillRouteKit,
 ): Record<'archive' | 'retryValidation' | 'suspend' | 'unsuspend', AnyRoute> {
-  const { rc, auth, operator, render, validation } = kit;
-  const { ctx, config } = rc;
-
-  async function move(req: Request, event: SkillEvent, lookup: 'owned' | 'any', reason?: string) {
-    return ctx.inTransaction(async (trx) => {
-      const current = lookup === 'owned' ? await kit.ownedSkill(trx, req) : await kit.anySkill(trx, req);
-      const transition = skillTransition(current.skill.status, event);
-      if (!(await applySkillTransition(trx, current.skill.id, transition, { reason }))) return current;
-      return commitSkillChange(trx, current.skill.id, config.now());
-    });
-  }
-
   return {
-    archive: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/archive',
-      summary: 'Archive the skill (final)',
-      auth,
-      params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller', '409': 'skill_suspended' },
-      handler: async (req, res) => {
-        res.json(render(await move(req, 'archive', 'owned')));
-      },
-    }),
-
-    retryValidation: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/validate',
-      summary: 'Retry validation of a VALIDATION_FAILED skill',
-      auth,
-      params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '202': Skill },
-      errors: {
-        '404': 'no such skill of this seller',
-        '409': 'invalid_state: the skill is not VALIDATION_FAILED',
-      },
-      handler: async (req, res) => {
-        const state = await move(req, 'retry_validation', 'owned');
-        validation.kick();
-        res.status(202).json(render(state));
-      },
-    }),
-
-    // Operator actions (policy violations): suspension and its reversal.
-    suspend: defineRoute({
-      method: 'post',
-      path: '/api/v1/operator/skills/:name/suspend',
-      summary: 'Operator: suspend a skill',
-      auth: operator,
-      params: NameParams,
-      body: SuspendBody,
-      bodyOptional: true,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const reason = req.body.reason ?? 'suspended by an operator';
-        res.json(render(await move(req, 'suspend', 'any', reason)));
-      },
-    }),
-
-    unsuspend: defineRoute({
-      method: 'post',
-      path: '/api/v1/operator/skills/:name/unsuspend',
-      summary: 'Operator: lift a suspension (the skill is validated again)',
-      auth: operator,
-      params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill', '409': 'invalid_state: the skill is not SUSPENDED' },
-      handler: async (req, res) => {
-        const state = await move(req, 'unsuspend', 'any');
-        validation.kick();
-        res.json(render(state));
-      },
-    }),
+    archive: archiveSkillRoute(kit),
+    retryValidation: retryValidationRoute(kit),
+    suspend: suspendSkillRoute(kit),
+    unsuspend: unsuspendSkillRoute(kit),
   };
+}
+
+function archiveSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { auth, render } = kit;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/archive',
+    summary: 'Archive the skill (final)',
+    auth,
+    params: NameParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller', '409': 'skill_suspended' },
+    handler: async (req, res) => {
+      res.json(render(await moveSkill(kit, req, 'archive', 'owned')));
+    },
+  });
+}
+
+function retryValidationRoute(kit: SkillRouteKit): AnyRoute {
+  const { auth, render, validation } = kit;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/validate',
+    summary: 'Retry validation of a VALIDATION_FAILED skill',
+    auth,
+    params: NameParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '202': Skill },
+    errors: {
+      '404': 'no such skill of this seller',
+      '409': 'invalid_state: the skill is not VALIDATION_FAILED',
+    },
+    handler: async (req, res) => {
+      const state = await moveSkill(kit, req, 'retry_validation', 'owned');
+      validation.kick();
+      res.status(202).json(render(state));
+    },
+  });
+}
+
+// Operator actions (policy violations): suspension and its reversal.
+function suspendSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { operator, render } = kit;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/operator/skills/:name/suspend',
+    summary: 'Operator: suspend a skill',
+    auth: operator,
+    params: NameParams,
+    body: SuspendBody,
+    bodyOptional: true,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const reason = req.body.reason ?? 'suspended by an operator';
+      res.json(render(await moveSkill(kit, req, 'suspend', 'any', reason)));
+    },
+  });
+}
+
+function unsuspendSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { operator, render, validation } = kit;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/operator/skills/:name/unsuspend',
+    summary: 'Operator: lift a suspension (the skill is validated again)',
+    auth: operator,
+    params: NameParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill', '409': 'invalid_state: the skill is not SUSPENDED' },
+    handler: async (req, res) => {
+      const state = await moveSkill(kit, req, 'unsuspend', 'any');
+      validation.kick();
+      res.json(render(state));
+    },
+  });
 }

@@ -1,0 +1,203 @@
+import { assertValid, checkIdempotencyKey, HttpError, requestFingerprint } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
+import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
+import type { CheckoutConfig } from '../config';
+import type { SkillEndpointRow } from '../db';
+import type { CachedSkill, ProjectionCache } from '../projections/cache';
+import type { CreatedAnswer } from './fast-path';
+import type { SessionLimits } from './limits';
+import { PublishableSessionBody, SecretSessionBody } from './schemas';
+import type { CreatedSession, NewSession, SessionStore } from './sessions';
+
+/** Where sessions are created (the express route and the fast path). */
+export const CREATE_PATH = '/api/v1/checkout/sessions';
+
+const REPLAYED_HEADERS = Object.freeze({ 'Idempotent-Replayed': 'true' });
+const NO_HEADERS = Object.freeze({});
+
+/** What creating a session needs. */
+export interface SessionCreatorDeps {
+  config: CheckoutConfig;
+  store: SessionStore;
+  sellerAuth: SellerAuth;
+  projections: ProjectionCache;
+  limits: SessionLimits;
+}
+
+/** A created session is 201; a replayed Idempotency-Key answers the first answer's body with 200 and a header. */
+function sessionCreatedAnswer(created: CreatedSession & { replayed: boolean }): CreatedAnswer {
+  return created.replayed
+    ? { status: 200, body: created.snapshot, headers: REPLAYED_HEADERS }
+    : { status: 201, body: created.snapshot, headers: NO_HEADERS };
+}
+
+/**
+ * The whole create request after transport: the key, the body, the Idempotency-Key. Shared by the express
+ * route and the fast path (fast-path.ts), so both answer exactly alike.
+ */
+export function sessionCreator(deps: SessionCreatorDeps) {
+  return async function createSession(
+    token: string | undefined,
+    body: unknown,
+    idempotencyKey: string | undefined,
+    client: string | undefined,
+  ): Promise<CreatedAnswer> {
+    const input = await newSessionFor(deps, token, body, client);
+    const key = checkIdempotencyKey(idempotencyKey);
+    // Both transports create at the one path: a key replays across them.
+    const claim = key
+      ? { key, requestHash: requestFingerprint({ method: 'POST', path: CREATE_PATH, body }) }
+      : undefined;
+    // The seller's caps are conditions of the creation statement: a refusal is a 429 naming the cap, and a retry
+    // of a session created before the cap was reached still replays it.
+    return sessionCreatedAnswer(await deps.store.create(input, claim));
+  };
+}
+
+/** The key decides which body applies: a publishable key's (widget) or a secret key's (seller's server). */
+async function newSessionFor(
+  deps: SessionCreatorDeps,
+  token: string | undefined,
+  body: unknown,
+  client: string | undefined,
+): Promise<NewSession> {
+  if (!token) {
+    throw new HttpError(
+      401,
+      'missing_key',
+      'Authorization: Bearer pk_… (publishable) or Bearer sk_… (secret) is required',
+      { field: 'Authorization', rule: 'is required' },
+    );
+  }
+  if (token.startsWith('pk_')) {
+    if (!PUBLISHABLE_KEY_PATTERN.test(token)) {
+      throw new HttpError(401, 'invalid_publishable_key', 'publishable key is malformed', {
+        field: 'Authorization',
+        rule: 'must be Bearer pk_…',
+      });
+    }
+    // A browser's request: limited per key and per client address before anything is looked up.
+    await deps.limits.admitRequest(token, client);
+    return fromPublishableKey(deps.projections, token, body);
+  }
+  if (token.startsWith('sk_')) {
+    // A seller's server: one client address serves many buyers, so only its key is limited.
+    await deps.limits.admitRequest(token, undefined);
+    return fromSecretKey(deps, token, body);
+  }
+  throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
+    field: 'Authorization',
+    rule: 'must be Bearer pk_… or Bearer sk_…',
+  });
+}
+
+/** The widget's session: the seller's active skill and endpoint, at the endpoint's price. */
+async function fromPublishableKey(
+  projections: ProjectionCache,
+  publishableKey: string,
+  body: unknown,
+): Promise<NewSession> {
+  const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
+  const seller = await projections.sellerByPublishableKey(publishableKey);
+  if (!seller) {
+    throw new HttpError(401, 'unknown_publishable_key', 'publishable key is not valid (unknown or rotated)', {
+      field: 'Authorization',
+      rule: 'must be a current publishable key',
+    });
+  }
+  const skill = await projections.skill(seller.sellerId, input.skill);
+  if (!skill) {
+    throw new HttpError(404, 'skill_not_found', `no skill "${input.skill}" for this seller`, {
+      field: 'skill',
+      rule: 'must name one of the seller’s skills',
+    });
+  }
+  if (skill.status !== 'ACTIVE') {
+    throw new HttpError(409, 'skill_not_active', `skill "${input.skill}" is ${skill.status}, not ACTIVE`, {
+      field: 'skill',
+      rule: 'must be ACTIVE',
+    });
+  }
+  const endpoint = chosenEndpoint(skill, input.endpointId);
+  const priceMicro = parseUsdc(endpoint.price);
+  if (priceMicro <= 0n) {
+    throw new HttpError(409, 'endpoint_not_priced', 'this endpoint has no price', {
+      field: 'endpointId',
+      rule: 'must have a positive price',
+    });
+  }
+  return {
+    sellerId: seller.sellerId,
+    skillId: skill.skill_id,
+    skillName: skill.name,
+    endpointId: endpoint.endpointId,
+    description: `${skill.display_name}: ${endpoint.method} ${endpoint.path}`.slice(0, 500),
+    priceMicro,
+    holdPeriodHours: skill.hold_period_hours,
+  };
+}
+
+/** The active endpoint named, or the skill's only active one when none is named. */
+function chosenEndpoint(skill: CachedSkill, endpointId: string | undefined): SkillEndpointRow {
+  const active = skill.endpoints.filter((e) => e.active);
+  if (endpointId !== undefined) {
+    const endpoint = active.find((e) => e.endpointId === endpointId);
+    if (!endpoint)
+      throw new HttpError(404, 'endpoint_not_found', 'no active endpoint with this id', {
+        field: 'endpointId',
+        rule: 'must name an active endpoint of the skill',
+      });
+    return endpoint;
+  }
+  if (active.length !== 1) {
+    throw new HttpError(
+      400,
+      'invalid_request',
+      'endpointId is required when the skill has several endpoints',
+      {
+        field: 'endpointId',
+        rule:
+          active.length === 0
+            ? 'skill has no active endpoint'
+            : 'is required when the skill has several endpoints',
+      },
+    );
+  }
+  return active[0]!;
+}
+
+/** The seller's server's session: any positive amount it names. */
+async function fromSecretKey(
+  { sellerAuth, config }: SessionCreatorDeps,
+  apiKey: string,
+  body: unknown,
+): Promise<NewSession> {
+  const seller = await sellerAuth.resolve(apiKey);
+  const input = assertValid(SecretSessionBody, body ?? {}, 'body');
+  let priceMicro: bigint;
+  try {
+    priceMicro = parseUsdc(input.amount);
+  } catch (error) {
+    if (error instanceof MoneyFormatError)
+      throw new HttpError(400, 'invalid_request', error.message, {
+        field: 'amount',
+        rule: 'must be a USDC amount',
+      });
+    throw error;
+  }
+  if (priceMicro <= 0n) {
+    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+      field: 'amount',
+      rule: 'must be greater than 0',
+    });
+  }
+  return {
+    sellerId: seller.sellerId,
+    skillId: null,
+    skillName: null,
+    endpointId: null,
+    description: input.description,
+    priceMicro,
+    holdPeriodHours: input.holdPeriodHours ?? config.defaultHoldPeriodHours,
+  };
+}

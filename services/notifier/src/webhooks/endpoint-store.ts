@@ -1,0 +1,221 @@
+import { newEventId } from '@paygate/contracts';
+import { conflict, HttpError, notFound } from '@paygate/http';
+import type { ServiceContext } from '@paygate/runtime';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { NotifierDatabase, WebhookEndpointsTable } from '../db';
+import { findSeller } from '../sellers/repository';
+import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
+import { endpointSecret } from './endpoint-secret';
+import { createDelivery, type DeliveryRow } from './repository';
+
+type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
+export type EndpointRow = Selectable<WebhookEndpointsTable>;
+
+/** A seller's endpoints are few (Stripe allows 16): each event is one delivery per endpoint. */
+export const MAX_ENDPOINTS_PER_SELLER = 16;
+/** The kind of the test event "send test event" posts (never a bus event). */
+export const TEST_EVENT_TYPE = 'webhook.test';
+/** An endpoint's `events`: these kinds, or "*" for every kind (also the ones added later). */
+export const ALL_EVENTS = '*';
+
+/** What a new endpoint is made of (its URL already checked). */
+export interface NewEndpoint {
+  url: string;
+  events: string[];
+  description?: string;
+  enabled?: boolean;
+}
+
+/** The changes asked of an endpoint: the fields left out stay as they are (its URL already checked). */
+export type EndpointChange = Partial<NewEndpoint>;
+
+/** The enabled endpoints of a seller that want this kind of event. */
+export async function endpointsFor(db: Db, sellerId: string, eventType: string): Promise<EndpointRow[]> {
+  const rows = await db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .where('deleted_at', 'is', null)
+    .where('enabled', '=', true)
+    .execute();
+  return rows.filter((row) => row.events.includes(ALL_EVENTS) || row.events.includes(eventType));
+}
+
+/** A seller's endpoints that are not deleted, oldest first. */
+export function listEndpoints(db: Db, sellerId: string): Promise<EndpointRow[]> {
+  return db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .where('deleted_at', 'is', null)
+    .orderBy('created_at')
+    .execute();
+}
+
+/** The seller's endpoint, not deleted, or 404. */
+export async function findEndpoint(db: Db, sellerId: string, endpointId: string): Promise<EndpointRow> {
+  const row = await db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('endpoint_id', '=', endpointId)
+    .where('seller_id', '=', sellerId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  if (!row) throw notFound('webhook endpoint');
+  return row;
+}
+
+/** The account's secret, from which the endpoint's is derived: none yet is the seller's to fix (409). */
+export async function derivedEndpointSecret(
+  db: Db,
+  secrets: WebhookSecrets,
+  at: { sellerId: string; endpointId: string; version: number },
+): Promise<string> {
+  const seller = await findSeller(db, at.sellerId);
+  try {
+    const account = await secrets.get(at.sellerId, seller?.webhook_secret_version ?? 0);
+    return endpointSecret(account.secret, at.endpointId, at.version);
+  } catch (error) {
+    if (error instanceof SecretUnavailableError && /has no webhook secret/.test(error.message))
+      throw conflict(
+        'webhook_secret_missing',
+        "the account has no webhook signing secret yet: create it first (POST /api/v1/account/webhook-secret/rotate, wallet session); each endpoint's secret is derived from it",
+      );
+    throw new HttpError(
+      503,
+      'secret_unavailable',
+      'cannot reach the signing secrets right now; retry shortly',
+    );
+  }
+}
+
+/** Adds the endpoint unless the seller has its {@link MAX_ENDPOINTS_PER_SELLER} already (409). */
+export function insertEndpoint(
+  ctx: ServiceContext<NotifierDatabase>,
+  at: { sellerId: string; endpointId: string; now: () => Date },
+  endpoint: NewEndpoint,
+): Promise<EndpointRow> {
+  return ctx.inTransaction(async (trx) => {
+    const { count } = await trx
+      .selectFrom('webhook_endpoints')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .where('seller_id', '=', at.sellerId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= MAX_ENDPOINTS_PER_SELLER)
+      throw conflict('too_many_endpoints', `at most ${MAX_ENDPOINTS_PER_SELLER} endpoints: delete one first`);
+    return trx
+      .insertInto('webhook_endpoints')
+      .values({
+        endpoint_id: at.endpointId,
+        seller_id: at.sellerId,
+        url: endpoint.url,
+        description: endpoint.description?.trim() ?? '',
+        events: endpoint.events,
+        enabled: endpoint.enabled ?? true,
+        created_at: at.now(),
+        updated_at: at.now(),
+        deleted_at: null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  });
+}
+
+/** Applies the fields given to the seller's endpoint. */
+export function updateEndpoint(
+  db: Db,
+  at: { sellerId: string; endpointId: string; now: Date },
+  change: EndpointChange,
+): Promise<EndpointRow> {
+  return db
+    .updateTable('webhook_endpoints')
+    .set({
+      ...(change.url !== undefined ? { url: change.url } : {}),
+      ...(change.events !== undefined ? { events: change.events } : {}),
+      ...(change.description !== undefined ? { description: change.description.trim() } : {}),
+      ...(change.enabled !== undefined ? { enabled: change.enabled } : {}),
+      updated_at: at.now,
+    })
+    .where('endpoint_id', '=', at.endpointId)
+    .where('seller_id', '=', at.sellerId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Marks the endpoint deleted (and off) and fails its pending deliveries; its log stays. */
+export async function deleteEndpoint(
+  ctx: ServiceContext<NotifierDatabase>,
+  endpointId: string,
+  now: () => Date,
+): Promise<void> {
+  await ctx.inTransaction(async (trx) => {
+    await trx
+      .updateTable('webhook_endpoints')
+      .set({ deleted_at: now(), enabled: false, updated_at: now() })
+      .where('endpoint_id', '=', endpointId)
+      .execute();
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'failed', next_attempt_at: null, last_error: 'endpoint deleted' })
+      .where('endpoint_id', '=', endpointId)
+      .where('status', '=', 'pending')
+      .execute();
+  });
+}
+
+/** Moves the endpoint's secret one version on, unless another rotation did first (409 concurrent_rotation). */
+export async function bumpSecretVersion(db: Db, current: EndpointRow, now: Date): Promise<EndpointRow> {
+  const row = await db
+    .updateTable('webhook_endpoints')
+    .set((eb) => ({ secret_version: eb('secret_version', '+', 1), updated_at: now }))
+    .where('endpoint_id', '=', current.endpoint_id)
+    .where('secret_version', '=', current.secret_version)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw conflict('concurrent_rotation', 'the secret was rotated meanwhile: rotate again');
+  return row;
+}
+
+/** Queues a signed test event to the endpoint, logged and retried (for an hour) like any delivery. */
+export function createTestDelivery(
+  ctx: ServiceContext<NotifierDatabase>,
+  sellerId: string,
+  endpoint: EndpointRow,
+  at: Date,
+): Promise<DeliveryRow> {
+  const eventId = newEventId();
+  const data = {
+    event: TEST_EVENT_TYPE,
+    endpointId: endpoint.endpoint_id,
+    sellerId,
+    message: 'A test event from Paygate: answer 2xx to mark it delivered.',
+  };
+  // The shape of every webhook: id, event, createdAt, the payload's fields, then data (with event first).
+  const { event: _kind, ...fields } = data;
+  const body = JSON.stringify({
+    id: eventId,
+    event: TEST_EVENT_TYPE,
+    createdAt: at.toISOString(),
+    ...fields,
+    data,
+  });
+  return ctx.inTransaction(async (trx) => {
+    await createDelivery(trx, {
+      eventId,
+      eventType: TEST_EVENT_TYPE,
+      sellerId,
+      url: endpoint.url,
+      body,
+      now: at,
+      // A test is for now: it is not retried for days.
+      retryWindowHours: 1,
+      endpointId: endpoint.endpoint_id,
+    });
+    return trx
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where('event_id', '=', eventId)
+      .executeTakeFirstOrThrow();
+  });
+}
