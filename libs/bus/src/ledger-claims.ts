@@ -1,4 +1,4 @@
-import type { RpcRequest } from '@paygate/contracts';
+import { type ClaimedVia, claimedViaOf, type RpcRequest } from '@paygate/contracts';
 import type { Bus } from './connection';
 import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
 
@@ -8,7 +8,7 @@ export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
 /** A `ledger.claim_transfer` request: the transfer, who claims it and what it pays for. */
 export type LedgerClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 /** The path a transfer is claimed through (x402, verify, checkout, operator_refund). */
-export type ClaimedVia = LedgerClaimRequest['channel'];
+export type { ClaimedVia };
 
 /**
  * The ledger's answer to a claim, as every claimant reads it. `ledger_unavailable`: no answer in time, no
@@ -44,7 +44,12 @@ export class LedgerClaimClient {
     }
     if (reply.ok) return { ok: true };
     if (reply.reason === 'claimed_elsewhere') {
-      return { ok: false, reason: reply.reason, claimedBy: reply.claimedBy.channel, message: reply.message };
+      return {
+        ok: false,
+        reason: reply.reason,
+        claimedBy: claimedViaOf(reply.claimedBy),
+        message: reply.message,
+      };
     }
     if (reply.reason === 'invalid_request' || reply.reason === 'internal_error') {
       return {

@@ -34,6 +34,15 @@ describe('LedgerClaimClient: the one client of ledger.claim_transfer (real NATS)
             ok: false,
             reason: 'claimed_elsewhere',
             message: 'transfer already paid for an x402 payment',
+            claimedBy: { claimedVia: 'x402', claimedAt: CLAIMED_AT },
+          };
+        }
+        if (reference === 'cs_taken_old') {
+          // A ledger older than the rename names the holding path only by its old wire name.
+          return {
+            ok: false,
+            reason: 'claimed_elsewhere',
+            message: 'transfer already paid for an x402 payment',
             claimedBy: { channel: 'x402', claimedAt: CLAIMED_AT },
           };
         }
@@ -53,6 +62,12 @@ describe('LedgerClaimClient: the one client of ledger.claim_transfer (real NATS)
       const client = new LedgerClaimClient(bus, 2000);
       expect(await client.claim(CLAIM)).toEqual({ ok: true });
       expect(await client.claim({ ...CLAIM, reference: 'cs_taken' })).toEqual({
+        ok: false,
+        reason: 'claimed_elsewhere',
+        claimedBy: 'x402',
+        message: 'transfer already paid for an x402 payment',
+      });
+      expect(await client.claim({ ...CLAIM, reference: 'cs_taken_old' })).toEqual({
         ok: false,
         reason: 'claimed_elsewhere',
         claimedBy: 'x402',

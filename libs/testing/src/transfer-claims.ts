@@ -1,29 +1,35 @@
 import { type Bus, serveRpc } from '@paygate/bus';
-import { type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
+import { type ClaimedVia, claimedViaOf, type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
+
+/** A claim held in memory: the request as read (its payment path in `claimedVia`), its id and time. */
+type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
+  claimedVia: ClaimedVia;
+  claimId: string;
+  claimedAt: string;
+};
 
 /**
- * Answers `ledger.claim_transfer` from memory with the contract's rule (the first channel + reference to claim a
+ * Answers `ledger.claim_transfer` from memory with the contract's rule (the first payment path + reference to claim a
  * transfer holds it; the same pair again is ok; an operator refund naming the underpaid session that holds it
  * takes it over; any other is refused), for suites that run a gateway or checkout
  * without escrow-ledger. Requests and replies are validated against the contract like the real responder's.
  * The real claims (Postgres, every replica) are tested in services/escrow-ledger/test/transfer-claims*.test.ts.
  */
 export async function serveTransferClaimsForTests(bus: Bus): Promise<{
-  claims: Map<string, RpcRequest<'ledger.claim_transfer'> & { claimId: string; claimedAt: string }>;
+  claims: Map<string, HeldClaim>;
   stop(): Promise<void>;
 }> {
-  const claims = new Map<
-    string,
-    RpcRequest<'ledger.claim_transfer'> & { claimId: string; claimedAt: string }
-  >();
+  const claims = new Map<string, HeldClaim>();
   let counter = 0;
   const served = await serveRpc(
     bus,
     'ledger.claim_transfer',
-    async (request) => {
+    async (wire) => {
+      // The payment path under one name, whichever name the wire used (claimedVia, or the old channel).
+      const request = { ...wire, claimedVia: claimedViaOf(wire) };
       const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
       const held = claims.get(key);
-      if (held && held.channel === request.channel && held.reference === request.reference) {
+      if (held && held.claimedVia === request.claimedVia && held.reference === request.reference) {
         return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt };
       }
       // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
@@ -39,8 +45,8 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
       return {
         ok: false,
         reason: 'claimed_elsewhere',
-        message: `transfer ${key} already claimed by ${held.channel}`,
-        claimedBy: { channel: held.channel, claimedAt: held.claimedAt },
+        message: `transfer ${key} already claimed by ${held.claimedVia}`,
+        claimedBy: { channel: held.claimedVia, claimedAt: held.claimedAt },
       };
     },
     { error: () => undefined, warn: () => undefined },

@@ -137,6 +137,41 @@ describe('checkout matching of observed transfers', () => {
     expect(confirmed.some((e) => (e.data as any).sessionId === under.sessionId)).toBe(false);
   });
 
+  it('transfer.claimed names the payment path as claimedVia, or as channel from a ledger older than the rename: both take the transfer off the unmatched list', async () => {
+    const byOld = transferEvent('0.314159');
+    const byNew = transferEvent('0.271828');
+    for (const t of [byOld, byNew]) await h.publish('transfer.observed', t);
+    const listed = async (status: string) =>
+      (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
+        .body.transfers as any[];
+    const has = async (status: string, tx: string) =>
+      (await listed(status)).find((t) => t.txHash === tx.toLowerCase());
+    await waitFor(
+      async () => (await has('unmatched', byOld.txHash)) && (await has('unmatched', byNew.txHash)),
+    );
+    const claimed = (t: typeof byOld, id: string) => ({
+      claimId: id,
+      chainId: t.chainId,
+      txHash: t.txHash.toLowerCase(),
+      logIndex: t.logIndex,
+      reference: `local:${t.txHash.toLowerCase()}`,
+      payer: t.from,
+      amount: t.amount,
+      claimedAt: new Date().toISOString(),
+    });
+    await h.publish('transfer.claimed', { ...claimed(byOld, 'clm_old'), channel: 'x402' }, 'escrow-ledger');
+    await h.publish(
+      'transfer.claimed',
+      { ...claimed(byNew, 'clm_new'), claimedVia: 'verify' },
+      'escrow-ledger',
+    );
+    await waitFor(async () => (await has('claimed', byOld.txHash)) && (await has('claimed', byNew.txHash)), {
+      message: 'both transfers claimed',
+    });
+    expect(await has('claimed', byOld.txHash)).toMatchObject({ reason: 'claimed_by_x402' });
+    expect(await has('claimed', byNew.txHash)).toMatchObject({ reason: 'claimed_by_verify' });
+  });
+
   it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
     const under = await newSession({ amount: '7', description: 'short' });
     const over = await newSession({ amount: '8', description: 'long' });

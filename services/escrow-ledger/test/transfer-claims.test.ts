@@ -38,7 +38,8 @@ const claim = (request: Partial<RpcRequest<'ledger.claim_transfer'>> & { txHash:
     {
       chainId: 31337,
       logIndex: 0,
-      channel: 'x402',
+      // x402 unless the request names its payment path (under either wire name).
+      ...(request.claimedVia || request.channel ? {} : { channel: 'x402' as const }),
       reference: `local:${request.txHash}`,
       payer: PAYER,
       amount: '1.5',
@@ -109,6 +110,27 @@ describe('ledger.claim_transfer', () => {
       claimedBy: { channel: 'checkout' },
     });
     expect((other as { message: string }).message).toMatch(/a checkout session/);
+  });
+
+  test('the payment path under its new wire name (claimedVia) or its old one (channel, an older replica): one claim', async () => {
+    const txHash = randomTxHash();
+    const first = await claim({ txHash, claimedVia: 'verify', reference: `v:${txHash}` });
+    expect(first).toMatchObject({ ok: true, fresh: true });
+    // The same claim from a gateway older than the rename: the same purchase, ok again.
+    expect(await claim({ txHash, channel: 'verify', reference: `v:${txHash}` })).toMatchObject({
+      ok: true,
+      fresh: false,
+      claimId: (first as { claimId: string }).claimId,
+    });
+    const row = (
+      await sql<any>`select claimed_via from transfer_claims where tx_hash = ${txHash}`.execute(db)
+    ).rows[0];
+    expect(row.claimed_via).toBe('verify');
+    // Another path, under the new name: refused naming the holder.
+    expect(await claim({ txHash, claimedVia: 'checkout', reference: 'cs_new' })).toMatchObject({
+      ok: false,
+      reason: 'claimed_elsewhere',
+    });
   });
 
   test('an operator refund is checked against the books; a transfer not booked yet can be claimed', async () => {

@@ -1,24 +1,24 @@
 import { Type } from '@sinclair/typebox';
-import { ClaimedVia, TransferClaimFields } from '../events/claims';
+import { ClaimedViaFields, claimedViaRule, TransferClaimFields } from '../events/claims';
 import { Address, Id, IsoTime, SignedUsdcAmount, UsdcAmount } from '../primitives';
 
 /**
  * `ledger.claim_transfer`: spend an on-chain transfer on one thing. The first claim of a transfer
  * (chainId, txHash, logIndex) wins, whatever path claims it and on every replica (a unique row in the ledger); a
- * repeated claim with the same channel and reference is answered ok again (retries, a subscription's re-use,
+ * repeated claim with the same payment path (`claimedVia`) and reference is answered ok again (retries, a subscription's re-use,
  * a redelivered event), any other is refused with who holds it.
  */
 export const ClaimTransferRequest = Type.Object(
   {
     ...TransferClaimFields,
     /**
-     * Channel `operator_refund` only: the underpaid checkout session whose claim (channel `checkout`, this session
+     * `claimedVia: 'operator_refund'` only: the underpaid checkout session whose claim (`checkout`, this session
      * id) holds the transfer without a payment. The refund takes that claim over, unless a payment of the
      * transfer is booked (then it is refused as `claimed_elsewhere`, as any refund of a paid transfer is).
      */
     underpaidSessionId: Type.Optional(Id),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, ...claimedViaRule },
 );
 
 /**
@@ -27,13 +27,13 @@ export const ClaimTransferRequest = Type.Object(
  * One rule for the ledger and for the in-memory responder of tests.
  */
 export function refundTakesOverClaim(
-  held: { channel: string; reference: string },
-  request: { channel: string; underpaidSessionId?: string },
+  held: { claimedVia: string; reference: string },
+  request: { claimedVia: string; underpaidSessionId?: string },
 ): boolean {
   return (
-    request.channel === 'operator_refund' &&
+    request.claimedVia === 'operator_refund' &&
     request.underpaidSessionId !== undefined &&
-    held.channel === 'checkout' &&
+    held.claimedVia === 'checkout' &&
     held.reference === request.underpaidSessionId
   );
 }
@@ -43,7 +43,7 @@ export const ClaimTransferReply = Type.Union([
     {
       ok: Type.Literal(true),
       claimId: Id,
-      /** false when this channel and reference already held the claim (an idempotent repeat). */
+      /** false when this payment path and reference already held the claim (an idempotent repeat). */
       fresh: Type.Boolean(),
       claimedAt: IsoTime,
     },
@@ -54,7 +54,11 @@ export const ClaimTransferReply = Type.Union([
       ok: Type.Literal(false),
       reason: Type.Literal('claimed_elsewhere'),
       message: Type.String(),
-      claimedBy: Type.Object({ channel: ClaimedVia, claimedAt: IsoTime }, { additionalProperties: false }),
+      /** The payment path holding the claim: `claimedVia`, or only `channel` from a ledger older than it. */
+      claimedBy: Type.Object(
+        { ...ClaimedViaFields, claimedAt: IsoTime },
+        { additionalProperties: false, ...claimedViaRule },
+      ),
     },
     { additionalProperties: false },
   ),

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { EventData } from '@paygate/contracts';
+import { claimedViaOf, type EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
@@ -231,7 +231,9 @@ export async function recordClaimedElsewhere(
   trx: CheckoutTrx,
   data: Claimed,
 ): Promise<void> {
-  if (data.channel === 'checkout' || data.channel === 'operator_refund') return;
+  // `claimedVia`, or `channel` from a ledger older than the rename (an event already in the stream).
+  const claimedVia = claimedViaOf(data);
+  if (claimedVia === 'checkout' || claimedVia === 'operator_refund') return;
   const txHash = data.txHash.toLowerCase();
   await lockTransferKey(trx, data.chainId, txHash, data.logIndex);
   await trx
@@ -240,7 +242,7 @@ export async function recordClaimedElsewhere(
       chain_id: data.chainId,
       tx_hash: txHash,
       log_index: data.logIndex,
-      claimed_via: data.channel,
+      claimed_via: claimedVia,
       claim_id: data.claimId,
       claimed_at: new Date(data.claimedAt),
     })
@@ -250,7 +252,7 @@ export async function recordClaimedElsewhere(
     .updateTable('transfers')
     .set({
       status: 'claimed',
-      unmatched_reason: `claimed_by_${data.channel}`,
+      unmatched_reason: `claimed_by_${claimedVia}`,
       updated_at: deps.config.now(),
     })
     .where('chain_id', '=', data.chainId)
@@ -261,7 +263,7 @@ export async function recordClaimedElsewhere(
     .executeTakeFirst();
   if (claimed) {
     deps.logger.info(
-      { transferId: claimed.transfer_id, txHash, claimedBy: data.channel },
+      { transferId: claimed.transfer_id, txHash, claimedBy: claimedVia },
       'unmatched transfer claimed through another payment path; off the unmatched list',
     );
   }

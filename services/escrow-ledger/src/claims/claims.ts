@@ -1,5 +1,7 @@
 import { enqueueEvent, serveRpc } from '@paygate/bus';
 import {
+  type ClaimedVia,
+  claimedViaOf,
   createEvent,
   type RpcReply,
   type RpcRequest,
@@ -15,9 +17,14 @@ import { newClaimId } from '../ids';
 import { transferKey } from '../ledger/entries';
 
 export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
-type ClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
-export type ClaimedVia = ClaimRequest['channel'];
+
+export type { ClaimedVia };
+
+/** A claim request as the ledger reads it: its payment path under one name, whichever name the wire used. */
+type ClaimRequest = Omit<RpcRequest<'ledger.claim_transfer'>, 'claimedVia' | 'channel'> & {
+  claimedVia: ClaimedVia;
+};
 
 /** What a claim through each payment path spent the transfer on, for the refusal message. */
 export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
@@ -47,11 +54,13 @@ interface ClaimRow {
 export async function claimTransfer(
   ctx: ServiceContext,
   deps: LedgerDeps,
-  request: ClaimRequest,
+  wire: RpcRequest<'ledger.claim_transfer'>,
 ): Promise<ClaimReply> {
+  const { claimedVia: _, channel: __, ...fields } = wire;
+  const request: ClaimRequest = { ...fields, claimedVia: claimedViaOf(wire) };
   // A gateway's or checkout's claim is one statement (atomic on its own, one round trip: it is on the paid call's
   // path). An operator refund also reads the books and may take a claim over, so it runs in a transaction.
-  if (request.channel !== 'operator_refund') {
+  if (request.claimedVia !== 'operator_refund') {
     const reply = await decideClaim(ctx.db, deps, request);
     if (reply.ok && reply.fresh) ctx.relay.kick();
     return reply;
@@ -143,7 +152,7 @@ async function claimOrHolder(
         insert into transfer_claims
             (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
           select ${chainId}::integer, ${txHash}::text, ${logIndex}::integer, ${claimId}::text,
-              ${request.channel}::text, ${request.reference}::text, ${request.payer.toLowerCase()}::text,
+              ${request.claimedVia}::text, ${request.reference}::text, ${request.payer.toLowerCase()}::text,
               ${parseChainUsdc(request.amount)}::bigint, ${now}::timestamptz
             where not exists (select 1 from booked)
           on conflict (chain_id, tx_hash, log_index) do nothing
@@ -178,13 +187,13 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
   if (!held) throw new Error(`claim on ${key} neither inserted nor found`);
   if (held.fresh) return { ok: true, claimId: held.claim_id, fresh: true, claimedAt: now.toISOString() };
   const claimedAt = new Date(held.claimed_at).toISOString();
-  if (held.claimed_via === request.channel && held.reference === request.reference) {
+  if (held.claimed_via === request.claimedVia && held.reference === request.reference) {
     return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
   }
   // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
   // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
   // Only an operator refund takes over, and it runs in a transaction (claimTransfer).
-  if (refundTakesOverClaim({ channel: held.claimed_via, reference: held.reference }, request)) {
+  if (refundTakesOverClaim({ claimedVia: held.claimed_via, reference: held.reference }, request)) {
     const payer = request.payer.toLowerCase();
     const payment = (
       await sql<{ id: string }>`select id from transactions
@@ -213,7 +222,7 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
     }
   }
   deps.logger.warn(
-    { transfer: key, heldBy: held.claimed_via, refused: request.channel },
+    { transfer: key, heldBy: held.claimed_via, refused: request.claimedVia },
     'second claim on a transfer refused',
   );
   return {
@@ -234,7 +243,7 @@ function claimedEvent(request: ClaimRequest, claimId: string, now: Date) {
       chainId: request.chainId,
       txHash: request.txHash.toLowerCase(),
       logIndex: request.logIndex,
-      channel: request.channel,
+      channel: request.claimedVia,
       reference: request.reference,
       payer: request.payer,
       amount: formatUsdc(parseChainUsdc(request.amount)),
@@ -268,7 +277,7 @@ export class ClaimResponder implements BackgroundTask {
       async (request) => {
         const reply = await claimTransfer(this.ctx, this.deps, request);
         const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ claimed_via: request.channel, outcome });
+        this.outcomes.inc({ claimed_via: claimedViaOf(request), outcome });
         return reply;
       },
       this.ctx.logger,
