@@ -206,7 +206,12 @@ export function windowName(windowMs: number): string {
 }
 
 /** Sets the RateLimit-Limit / RateLimit-Remaining headers of a decision (and Retry-After when refused). */
-export function setRateLimitHeaders(res: Pick<Response, 'setHeader'>, decision: RateDecision): void {
+/** Where the rate-limit headers go: an Express response, or a bare node:http one (the gateway's paid calls). */
+interface RateLimitHeaderSink {
+  setHeader(name: string, value: string): unknown;
+}
+
+export function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDecision): void {
   res.setHeader('RateLimit-Limit', String(decision.limit));
   res.setHeader('RateLimit-Remaining', String(decision.remaining));
   if (!decision.allowed) res.setHeader('Retry-After', String(decision.retryAfterSeconds));
@@ -233,7 +238,7 @@ export function rateLimited(decision: RateDecision, what: string): HttpError {
  */
 export async function checkRateLimit(
   limiter: SharedRateLimiter,
-  res: Pick<Response, 'setHeader'>,
+  res: RateLimitHeaderSink,
   bucket: string,
   what: string,
 ): Promise<void> {

@@ -21,7 +21,7 @@ export async function limitCall(
   bucket: string,
 ): Promise<void> {
   try {
-    await checkRateLimit(limiter, res as never, bucket, LIMITED);
+    await checkRateLimit(limiter, res, bucket, LIMITED);
   } catch (error) {
     if ((error as { status?: unknown }).status === 429) rateLimited.inc();
     throw error;
