@@ -2,8 +2,8 @@ import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql } from 'kysely';
-import type { LedgerClaims } from './claims';
+import { type RawBuilder, sql } from 'kysely';
+import type { LedgerClaims, TransferToClaim } from './claims';
 import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
@@ -24,6 +24,12 @@ export interface ProvenTransfer {
   payer: string;
   token: string;
   amountMicro: bigint;
+}
+
+/** How a claim row starts: its state (default: served, or in flight for a proxied pay-per-call) and retry window. */
+export interface ClaimOptions {
+  state?: PaymentClaim['state'];
+  retryUntil?: Date | null;
 }
 
 /** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
@@ -47,12 +53,53 @@ export class PaymentClaimRows {
   async insert(
     transfer: ProvenTransfer,
     purchase: Purchase,
-    options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
+    options: ClaimOptions = {},
   ): Promise<PaymentClaim | undefined> {
     // The ledger's claim and this gateway's row go out together: the row is written in a transaction that commits
     // only once the ledger answered that the transfer is this payment's (rolled back when it refused), so a fresh
     // payment waits for the slower of the two rather than for both in turn.
-    const ledgerAnswer = this.ledger.claim({
+    const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
+    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
+    ledgerAnswer.catch(() => undefined);
+    const statement = this.claimStatement(transfer, purchase, options);
+    return this.ctx.inTransaction(async (trx) => {
+      const row = (await statement.execute(trx)).rows[0];
+      const refusedByLedger = await ledgerAnswer;
+      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+      return row;
+    });
+  }
+
+  /**
+   * Claims a transfer like `insert`, and records it elsewhere in the same statement: `record` is one more
+   * data-modifying statement (a CTE) that may read the claim row from the CTE `claimed` (no row: the transfer was
+   * claimed before) and returns a row when it recorded something. x402 records the included transfer on its
+   * authorization this way, so a settled payment costs one statement here after the ledger's answer.
+   *
+   * The ledger is asked first and the statement runs only once it answered that the transfer is this payment's
+   * (nothing is written when it refused): one round trip to Postgres, no transaction held open across the RPC.
+   * A crash between the two leaves the ledger's claim under this gateway's reference, which answers the same
+   * claim again ok (the recovery pass claims it). Throws LedgerClaimRefused like `insert`.
+   */
+  async insertRecorded(
+    transfer: ProvenTransfer,
+    purchase: Purchase,
+    options: ClaimOptions,
+    record: RawBuilder<unknown>,
+  ): Promise<{ claim: PaymentClaim | undefined; recorded: boolean }> {
+    const refusedByLedger = await this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
+    if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+    const statement = this.claimStatement(transfer, purchase, options, record) as RawBuilder<
+      PaymentClaim & { recorded_elsewhere: number }
+    >;
+    const row = (await statement.execute(this.ctx.db)).rows[0];
+    if (!row) throw new Error('claim statement returned no row');
+    const { recorded_elsewhere: recorded, ...claim } = row;
+    return { claim: claim.id ? (claim as PaymentClaim) : undefined, recorded: Number(recorded) > 0 };
+  }
+
+  private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): TransferToClaim {
+    return {
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
       logIndex: transfer.logIndex,
@@ -60,9 +107,20 @@ export class PaymentClaimRows {
       reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
-    });
-    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
-    ledgerAnswer.catch(() => undefined);
+    };
+  }
+
+  /**
+   * The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement. With
+   * `record`, also that statement (CTE `recorded`), and one row whatever happened: the claim's columns (null when
+   * the transfer was claimed before) and `recorded_elsewhere`, how many rows `record` returned.
+   */
+  private claimStatement(
+    transfer: ProvenTransfer,
+    purchase: Purchase,
+    options: ClaimOptions,
+    record?: RawBuilder<unknown>,
+  ): RawBuilder<PaymentClaim> {
     const now = this.settings.now();
     const claimId = newEventId();
     const state =
@@ -74,34 +132,32 @@ export class PaymentClaimRows {
         ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
         : null;
     const confirmed = this.paymentConfirmed(claimId, transfer, purchase, now);
-    return this.ctx.inTransaction(async (trx) => {
-      // The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement.
-      const row = (
-        await sql<PaymentClaim>`
-          with claimed as (
-            insert into payment_claims
-                (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-                 skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
-                 created_at, updated_at)
-              values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
-                ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
-                ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
-                ${purchase.resource}, ${purchase.kind}, ${purchase.claimedVia}, ${state}, ${accessExpiresAt},
-                ${options.retryUntil ?? null}, 1, ${now}, ${now})
-              on conflict (network, tx_hash) do nothing
-              returning *
-          ),
-          published as (
-            insert into outbox (id, subject, envelope, published_at)
-              select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
-              from claimed
-          )
-          select * from claimed`.execute(trx)
-      ).rows[0];
-      const refusedByLedger = await ledgerAnswer;
-      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
-      return row;
-    });
+    const answer = record
+      ? sql`,
+          recorded as (${record})
+          select c.*, (select count(*) from recorded)::int as recorded_elsewhere
+            from (select 1) as one left join claimed as c on true`
+      : sql`
+          select * from claimed`;
+    return sql<PaymentClaim>`
+      with claimed as (
+        insert into payment_claims
+            (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+             skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
+             created_at, updated_at)
+          values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
+            ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
+            ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
+            ${purchase.resource}, ${purchase.kind}, ${purchase.claimedVia}, ${state}, ${accessExpiresAt},
+            ${options.retryUntil ?? null}, 1, ${now}, ${now})
+          on conflict (network, tx_hash) do nothing
+          returning *
+      ),
+      published as (
+        insert into outbox (id, subject, envelope, published_at)
+          select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
+          from claimed
+      )${answer}`;
   }
 
   /** The claim made on a transaction, if any. */
