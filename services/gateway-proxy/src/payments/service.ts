@@ -1,9 +1,15 @@
 import type { PaymentProof } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
-import type { RawBuilder } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
-import { type ClaimOptions, LedgerClaimRefused, PaymentClaimRows, type ProvenTransfer } from './claim-rows';
+import {
+  type ClaimOptions,
+  LedgerClaimRefused,
+  PaymentClaimRows,
+  type ProvenTransfer,
+  type RecordedClaim,
+  type RecordStatement,
+} from './claim-rows';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { MAX_CACHE_ENTRIES, ProofChecks } from './proof-checks';
@@ -165,8 +171,8 @@ export class PaymentService {
     transfer: ProvenTransfer,
     purchase: Purchase,
     options: ClaimOptions,
-    record: RawBuilder<unknown>,
-  ): Promise<{ claim: PaymentClaim | undefined; recorded: boolean }> {
+    record: RecordStatement,
+  ): Promise<RecordedClaim> {
     return this.rows.insertRecorded(transfer, purchase, options, record);
   }
 

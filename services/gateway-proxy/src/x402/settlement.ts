@@ -24,6 +24,8 @@ export interface X402Timings {
   simulationMs: number;
   submissionMs: number;
   inclusionMs: number;
+  /** After the relayer's answer: the ledger's claim and the claim row with the authorization's record. */
+  claimMs?: number;
 }
 
 export type X402Outcome =
@@ -134,6 +136,7 @@ export class X402Settlement {
       );
     }
     let claim: PaymentClaim | undefined;
+    const claimStarted = performance.now();
     try {
       claim = await this.claimTransfer(key, payment, purchase, reply, 'live');
     } catch (error) {
@@ -160,6 +163,7 @@ export class X402Settlement {
         simulationMs: t.simulationMs,
         submissionMs: t.submissionMs,
         inclusionMs: t.inclusionMs,
+        claimMs: performance.now() - claimStarted,
       },
     };
   }
