@@ -6,6 +6,7 @@ import { X402Authorizations } from './authorizations';
 import {
   authorizationUsedOnChain,
   readTokenDomain,
+  recoveredOnNode,
   signedByPayer,
   signedOnChain,
   type TokenDomain,
@@ -212,19 +213,37 @@ export class X402Payments implements BackgroundTask {
       ? usdcBalance(this.provider, this.settings.usdcAddress, payment.authorization.from)
       : undefined;
     const used = options.refuseUsed ? this.alreadyUsed(payment) : undefined;
+    // The signature, by the node's ecrecover beside those reads (unless this payment's already recovered here).
+    const onNode =
+      this.recovered.get(payment) === true
+        ? undefined
+        : recoveredOnNode(this.provider, expected, payment.authorization, payment.signature).catch(
+            () => null,
+          );
     balance?.catch(() => undefined);
     used?.catch(() => undefined);
     try {
-      const refusal = await runReadChecks({ ...input, reads: this.chainReads(balance, used) });
+      const refusal = await runReadChecks({ ...input, reads: this.chainReads(balance, used, onNode) });
       return refusal && refused(402, refusal.reason, refusal.message);
     } catch {
       return rpcDown;
     }
   }
 
-  private chainReads(balance: Promise<bigint> | undefined, used: Promise<boolean> | undefined): ChainReads {
+  /**
+   * The reads of runReadChecks, from the promises already started when given. The signature is the payer's when
+   * the node's ecrecover says so; otherwise it is checked here as before (local ECDSA, then a contract wallet's
+   * ERC-1271 by `@x402/evm`'s rules), so a signature is accepted exactly when it was before.
+   */
+  private chainReads(
+    balance: Promise<bigint> | undefined,
+    used: Promise<boolean> | undefined,
+    onNode?: Promise<string | null>,
+  ): ChainReads {
     return {
       signedByPayer: async (payment, expected) =>
+        (onNode !== undefined &&
+          (await onNode)?.toLowerCase() === payment.authorization.from.toLowerCase()) ||
         this.recoveredPayer(payment, expected) ||
         signedOnChain(this.provider, expected, payment.authorization, payment.signature),
       balanceOf: (payer) => balance ?? usdcBalance(this.provider, this.settings.usdcAddress, payer),
