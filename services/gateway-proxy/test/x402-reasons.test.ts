@@ -233,6 +233,23 @@ describe('x402: every named exact EVM check answers its upstream reason code', (
     expect(await verify(await verifyBody())).toEqual(expect.objectContaining({ isValid: true }));
   });
 
+  it("the payer's own signature made malleable (s in the upper half, v flipped) is refused, as the token refuses it", async () => {
+    const body = await verifyBody();
+    const { signature } = body.paymentPayload.payload;
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+    const s = BigInt(`0x${signature.slice(66, 130)}`);
+    const v = Number.parseInt(signature.slice(130, 132), 16);
+    const flipped = `${signature.slice(0, 66)}${(n - s).toString(16).padStart(64, '0')}${(v === 27 ? 28 : 27).toString(16)}`;
+    const malleable = {
+      ...body,
+      paymentPayload: {
+        ...body.paymentPayload,
+        payload: { ...body.paymentPayload.payload, signature: flipped },
+      },
+    };
+    expect(await verify(malleable)).toMatchObject({ isValid: false, invalidReason: R.signature });
+  });
+
   it("refuses requirements Paygate does not settle: another asset (Paygate's own code), no amount, another scheme", async () => {
     const body = await verifyBody();
     const withRequirements = (change: Record<string, unknown>) => ({

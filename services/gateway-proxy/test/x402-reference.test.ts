@@ -257,6 +257,53 @@ describe('x402 as reference clients and facilitators see it', () => {
     expect(await relayerNonce()).toBe(nonceBefore + 1);
   });
 
+  it('six different payments settled at once: each its own transfer, one claim each, its authorization settled with that claim', async () => {
+    const bodies = await Promise.all(Array.from({ length: 6 }, () => settleRequest()));
+    const answers = await Promise.all(
+      bodies.map((body) =>
+        fetch(`${facilitatorUrl()}/settle`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body,
+        }),
+      ),
+    );
+    const settled = await Promise.all(answers.map((r) => r.json()));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    const hashes = settled.map((s: { success: boolean; transaction: string }) => {
+      expect(s.success).toBe(true);
+      return s.transaction.toLowerCase();
+    });
+    expect(new Set(hashes).size).toBe(6);
+    const claims = await h.db
+      .selectFrom('payment_claims')
+      .select(['id', 'tx_hash', 'amount_micro', 'claimed_via'])
+      .where('tx_hash', 'in', hashes)
+      .execute();
+    expect(claims).toHaveLength(6);
+    for (const claim of claims)
+      expect(claim).toMatchObject({ amount_micro: 20_000n, claimed_via: 'facilitator' });
+    const rows = await h.db
+      .selectFrom('x402_authorizations')
+      .select(['state', 'reason', 'tx_hash', 'claim_id'])
+      .where('tx_hash', 'in', hashes)
+      .execute();
+    expect(rows).toHaveLength(6);
+    const claimOf = new Map(claims.map((claim) => [claim.tx_hash.toLowerCase(), claim.id]));
+    for (const row of rows) {
+      expect(row).toMatchObject({ state: 'settled', reason: null, claim_id: claimOf.get(row.tx_hash!) });
+    }
+    const events = await h.db
+      .selectFrom('outbox')
+      .select('envelope')
+      .where('subject', '=', 'payment.confirmed')
+      .execute();
+    const confirmed = events.filter((e) =>
+      hashes.includes(String((e.envelope as { data: { txHash: string } }).data.txHash).toLowerCase()),
+    );
+    expect(confirmed).toHaveLength(6);
+  });
+
   it('copies of one /settle spread over two gateway replicas: the second replica waits for the first and answers its outcome', async () => {
     const other = await startGatewayProxy(
       loadConfig(

@@ -2,7 +2,14 @@ import type { PaymentProof } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
-import { LedgerClaimRefused, PaymentClaimRows, type ProvenTransfer } from './claim-rows';
+import {
+  type ClaimOptions,
+  LedgerClaimRefused,
+  PaymentClaimRows,
+  type ProvenTransfer,
+  type RecordedClaim,
+  type RecordStatement,
+} from './claim-rows';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { MAX_CACHE_ENTRIES, ProofChecks } from './proof-checks';
@@ -151,9 +158,22 @@ export class PaymentService {
   insertClaim(
     transfer: ProvenTransfer,
     purchase: Purchase,
-    options: { state?: PaymentClaim['state']; retryUntil?: Date | null } = {},
+    options: ClaimOptions = {},
   ): Promise<PaymentClaim | undefined> {
     return this.rows.insert(transfer, purchase, options);
+  }
+
+  /**
+   * insertClaim with one more record written in the same statement (PaymentClaimRows.insertRecorded: the ledger's
+   * claim first, then one statement): x402's authorization row, settled with the claim.
+   */
+  insertClaimRecorded(
+    transfer: ProvenTransfer,
+    purchase: Purchase,
+    options: ClaimOptions,
+    record: RecordStatement,
+  ): Promise<RecordedClaim> {
+    return this.rows.insertRecorded(transfer, purchase, options, record);
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */

@@ -1,5 +1,5 @@
 import type { TransferAuthorization } from '@paygate/contracts';
-import type { Kysely } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { PaymentClaim, Purchase } from '../payments/service';
 import type { DecodedX402Payment } from './protocol';
 
@@ -132,6 +132,26 @@ export class X402Authorizations {
       .returning(['state'])
       .executeTakeFirst();
     return updated !== undefined;
+  }
+
+  /**
+   * recordSettlement as one more statement of the transfer's claim (PaymentService.insertClaimRecorded): reads the
+   * claim row from the CTE it is given (none: the transfer was claimed before, so the row is refused as
+   * `transfer_already_claimed`); returns a row when it recorded the transfer on a row still `submitting`.
+   */
+  settlementStatement(
+    key: AuthorizationKey,
+    record: Omit<SettlementRecord, 'claimId'>,
+  ): (claimed: RawBuilder<unknown>) => RawBuilder<unknown> {
+    return (claimed) => sql`
+      update x402_authorizations
+        set state = case when exists (select 1 from ${claimed}) then 'settled' else 'refused' end,
+          reason = case when exists (select 1 from ${claimed}) then null else 'transfer_already_claimed' end,
+          tx_hash = ${record.txHash}, log_index = ${record.logIndex}::integer,
+          claim_id = (select id from ${claimed}), updated_at = ${this.now()}
+        where chain_id = ${key.chain_id} and token = ${key.token} and payer = ${key.payer}
+          and auth_nonce = ${key.auth_nonce} and state = 'submitting'
+        returning state`;
   }
 
   /** The claim a `settled` row credited for this transaction, if it is that one. */

@@ -69,6 +69,44 @@ export function signedByPayer(
   }
 }
 
+/** secp256k1's group order over two: a signature with a larger `s` is malleable, and EIP-3009 tokens refuse it. */
+const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
+const ECRECOVER = '0x0000000000000000000000000000000000000001';
+
+/** A 65-byte signature with v 27/28 (or 0/1) and s in the lower half (what EIP-3009 tokens accept). */
+function canonicalSignature(signature: string): boolean {
+  if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return false;
+  const s = BigInt(`0x${signature.slice(66, 130)}`);
+  const v = Number.parseInt(signature.slice(130, 132), 16);
+  return [0, 1, 27, 28].includes(v) && s > 0n && s <= HALF_ORDER;
+}
+
+/**
+ * The address the node's ecrecover precompile recovers from a 65-byte signature over the authorization's EIP-712
+ * digest (the same recovery the token runs), as x402's reference facilitator has the node check a signature
+ * (viem's verifyTypedData is an eth_call): no ECDSA on this process's CPU. Null when the signature is not a
+ * canonical one (v 27/28 or 0/1, s in the lower half) or nothing was recovered; throws when the RPC fails.
+ */
+export async function recoveredOnNode(
+  provider: JsonRpcProvider,
+  token: TokenDomain,
+  authorization: TransferAuthorization,
+  signature: string,
+): Promise<string | null> {
+  if (!canonicalSignature(signature)) return null;
+  const r = signature.slice(2, 66);
+  const s = signature.slice(66, 130);
+  let v = Number.parseInt(signature.slice(130, 132), 16);
+  if (v === 0 || v === 1) v += 27;
+  const digest = TypedDataEncoder.hash(domainOf(token), TYPES, authorization);
+  const result = await provider.call({
+    to: ECRECOVER,
+    data: `${digest}${v.toString(16).padStart(64, '0')}${r}${s}`,
+  });
+  if (!/^0x[0-9a-fA-F]{64}$/.test(result) || BigInt(result) === 0n) return null;
+  return getAddress(`0x${result.slice(26)}`);
+}
+
 /**
  * The payer's signature over the authorization by `@x402/evm`'s rules (SignatureChecker semantics): ECDSA when the
  * payer has no code, its ERC-1271 `isValidSignature` when it is a contract. Reading the code can throw (the RPC
@@ -81,6 +119,9 @@ export async function signedOnChain(
   signature: string,
 ): Promise<boolean> {
   const code = (await provider.getCode(authorization.from)) as Hex;
+  // An EOA's signature is what the token's ECRecover accepts: s in the lower half (a malleable copy of a valid
+  // signature would pass a plain recovery here and fail in transferWithAuthorization).
+  if ((code === '0x' || code === '0x0') && !canonicalSignature(signature)) return false;
   const digest = TypedDataEncoder.hash(domainOf(token), TYPES, authorization) as Hex;
   const signer = contractReader(provider) as FacilitatorEvmSigner;
   return verifyHashSignatureWithCode(

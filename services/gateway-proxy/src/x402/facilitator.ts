@@ -209,6 +209,7 @@ const phasesOf = (outcome: X402Outcome): Record<string, number> =>
         simulate: outcome.timings.simulationMs,
         submit: outcome.timings.submissionMs,
         include: outcome.timings.inclusionMs,
+        ...(outcome.timings.claimMs === undefined ? {} : { claim: outcome.timings.claimMs }),
       }
     : {};
 

@@ -6,6 +6,7 @@ import { X402Authorizations } from './authorizations';
 import {
   authorizationUsedOnChain,
   readTokenDomain,
+  recoveredOnNode,
   signedByPayer,
   signedOnChain,
   type TokenDomain,
@@ -15,7 +16,7 @@ import type { DecodedX402Payment, X402Offer } from './protocol';
 import { PAYGATE_REASONS } from './reasons';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';
-import { type ChainReads, runChecks, type X402Expectation } from './verify';
+import { type ChainReads, runLocalChecks, runReadChecks, type X402Expectation } from './verify';
 
 export type { X402Outcome, X402Timings } from './settlement';
 
@@ -189,10 +190,6 @@ export class X402Payments implements BackgroundTask {
     priceMicro: bigint,
     options: VerifyOptions = { checkBalance: true },
   ): Promise<Refused | undefined> {
-    // Whether it was used (Postgres, then the token) is read beside the other checks' reads rather than after
-    // them; a refusal of those still comes first.
-    const used = options.refuseUsed ? this.alreadyUsed(payment) : undefined;
-    used?.catch(() => undefined);
     const rpcDown = refused(503, unavailable, 'the chain RPC did not answer; retry shortly');
     let expected: X402Expectation;
     try {
@@ -200,38 +197,70 @@ export class X402Payments implements BackgroundTask {
     } catch {
       return rpcDown;
     }
+    const input = {
+      payment,
+      expected,
+      nowSeconds: Math.floor(this.settings.now().getTime() / 1000),
+      checkBalance: options.checkBalance,
+      refuseUsed: options.refuseUsed === true,
+    };
+    const local = await runLocalChecks({ ...input, reads: this.chainReads(undefined, undefined) });
+    if (local) return refused(402, local.reason, local.message);
+    // A payment that passed the local checks: its reads (the balance; whether it was used, in Postgres and on the
+    // token) all start now, side by side, and the signature's local ECDSA runs while they are in flight. The
+    // checks still decide in their order (signature, balance, nonce): the first refusal answers.
+    const balance = options.checkBalance
+      ? usdcBalance(this.provider, this.settings.usdcAddress, payment.authorization.from)
+      : undefined;
+    const used = options.refuseUsed ? this.alreadyUsed(payment) : undefined;
+    // The signature, by the node's ecrecover beside those reads (unless this payment's already recovered here).
+    const onNode =
+      this.recovered.get(payment) === true
+        ? undefined
+        : recoveredOnNode(this.provider, expected, payment.authorization, payment.signature).catch(
+            () => null,
+          );
+    balance?.catch(() => undefined);
+    used?.catch(() => undefined);
     try {
-      const refusal = await runChecks({
-        payment,
-        expected,
-        nowSeconds: Math.floor(this.settings.now().getTime() / 1000),
-        reads: this.chainReads(used),
-        checkBalance: options.checkBalance,
-        refuseUsed: used !== undefined,
-      });
+      const refusal = await runReadChecks({ ...input, reads: this.chainReads(balance, used, onNode) });
       return refusal && refused(402, refusal.reason, refusal.message);
     } catch {
       return rpcDown;
     }
   }
 
-  private chainReads(used: Promise<boolean> | undefined): ChainReads {
+  /**
+   * The reads of runReadChecks, from the promises already started when given. The signature is the payer's when
+   * the node's ecrecover says so; otherwise it is checked here as before (local ECDSA, then a contract wallet's
+   * ERC-1271 by `@x402/evm`'s rules), so a signature is accepted exactly when it was before.
+   */
+  private chainReads(
+    balance: Promise<bigint> | undefined,
+    used: Promise<boolean> | undefined,
+    onNode?: Promise<string | null>,
+  ): ChainReads {
     return {
       signedByPayer: async (payment, expected) =>
+        (onNode !== undefined &&
+          (await onNode)?.toLowerCase() === payment.authorization.from.toLowerCase()) ||
         this.recoveredPayer(payment, expected) ||
         signedOnChain(this.provider, expected, payment.authorization, payment.signature),
-      balanceOf: (payer) => usdcBalance(this.provider, this.settings.usdcAddress, payer),
+      balanceOf: (payer) => balance ?? usdcBalance(this.provider, this.settings.usdcAddress, payer),
       alreadyUsed: (payment) => used ?? this.alreadyUsed(payment),
     };
   }
 
-  /** Presented here before (any state) or used on chain (by anyone): EIP-3009's authorizationState. */
+  /**
+   * Presented here before (any state) or used on chain (by anyone): EIP-3009's authorizationState. Both are read
+   * at once; presented here answers without waiting for the token.
+   */
   async alreadyUsed(payment: DecodedX402Payment): Promise<boolean> {
     const a = payment.authorization;
-    return (
-      (await this.authorizations.presented(this.authorizations.keyOf(a))) ||
-      (await authorizationUsedOnChain(this.provider, this.settings.usdcAddress, a))
-    );
+    const onChain = authorizationUsedOnChain(this.provider, this.settings.usdcAddress, a);
+    onChain.catch(() => undefined);
+    if (await this.authorizations.presented(this.authorizations.keyOf(a))) return true;
+    return onChain;
   }
 
   /**

@@ -24,6 +24,8 @@ export interface X402Timings {
   simulationMs: number;
   submissionMs: number;
   inclusionMs: number;
+  /** After the relayer's answer: the ledger's claim and the claim row with the authorization's record. */
+  claimMs?: number;
 }
 
 export type X402Outcome =
@@ -134,6 +136,7 @@ export class X402Settlement {
       );
     }
     let claim: PaymentClaim | undefined;
+    const claimStarted = performance.now();
     try {
       claim = await this.claimTransfer(key, payment, purchase, reply, 'live');
     } catch (error) {
@@ -160,6 +163,7 @@ export class X402Settlement {
         simulationMs: t.simulationMs,
         submissionMs: t.submissionMs,
         inclusionMs: t.inclusionMs,
+        claimMs: performance.now() - claimStarted,
       },
     };
   }
@@ -183,12 +187,7 @@ export class X402Settlement {
     reply: Included,
     mode: 'live' | 'recovered',
   ): Promise<PaymentClaim | undefined> {
-    const claim = await this.insertClaim(payment, purchase, reply, mode);
-    const recorded = await this.authorizations.recordSettlement(key, {
-      claimId: claim?.id ?? null,
-      txHash: reply.txHash,
-      logIndex: reply.logIndex ?? null,
-    });
+    const { claim, recorded } = await this.insertClaim(key, payment, purchase, reply, mode);
     if (claim || recorded) return claim;
     // The recovery pass (or a replica) settled this same authorization first: its claim is this payment's.
     const existing = await this.authorizations.settledClaim(key, reply.txHash);
@@ -197,16 +196,22 @@ export class X402Settlement {
     return reused.ok ? reused.claim : undefined;
   }
 
-  /** The ledger's claim of the transfer; undefined when another payment path spent it first. */
+  /**
+   * The ledger's claim of the transfer, then in one statement its claim row and the authorization row's record
+   * (settled; refused when the transfer was claimed here before). No claim when another payment path spent it
+   * first; `recorded` false when the row had left `submitting` (someone else finished it).
+   */
   private async insertClaim(
+    key: AuthorizationKey,
     payment: Pick<DecodedX402Payment, 'authorization'>,
     purchase: Purchase,
     reply: Included,
     mode: 'live' | 'recovered',
-  ): Promise<PaymentClaim | undefined> {
+  ): Promise<{ claim: PaymentClaim | undefined; recorded: boolean }> {
     const now = this.settings.now();
+    const settlement = { txHash: reply.txHash, logIndex: reply.logIndex ?? null };
     try {
-      return await this.payments.insertClaim(
+      return await this.payments.insertClaimRecorded(
         {
           txHash: reply.txHash,
           logIndex: reply.logIndex!,
@@ -222,11 +227,13 @@ export class X402Settlement {
               retryUntil: new Date(now.getTime() + this.settings.retryWindowSeconds * 1000),
             }
           : {},
+        this.authorizations.settlementStatement(key, settlement),
       );
     } catch (error) {
       // Another channel (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
       if (!(error instanceof LedgerClaimRefused) || error.failure.reason === 'claim_unavailable') throw error;
-      return undefined;
+      const recorded = await this.authorizations.recordSettlement(key, { claimId: null, ...settlement });
+      return { claim: undefined, recorded };
     }
   }
 

@@ -188,7 +188,27 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
 
 /** Every check in order; a read that throws propagates (the caller answers 503: nothing was refused). */
 export async function runChecks(input: CheckInput): Promise<X402Refusal | undefined> {
-  for (const check of EXACT_EVM_CHECKS) {
+  return (await runLocalChecks(input)) ?? runReadChecks(input);
+}
+
+const LOCAL_CHECKS = EXACT_EVM_CHECKS.filter((check) => !check.reads);
+const READ_CHECKS = EXACT_EVM_CHECKS.filter((check) => check.reads);
+
+/** The checks that read nothing (every one of them comes before the reads), in order. */
+export async function runLocalChecks(input: CheckInput): Promise<X402Refusal | undefined> {
+  for (const check of LOCAL_CHECKS) {
+    const refusal = await check.run(input);
+    if (refusal) return refusal;
+  }
+  return undefined;
+}
+
+/**
+ * The checks that read the chain or Postgres, in order: the first refusal answers (a caller may have started
+ * their reads beforehand, side by side; the order of the refusals stays this one).
+ */
+export async function runReadChecks(input: CheckInput): Promise<X402Refusal | undefined> {
+  for (const check of READ_CHECKS) {
     const refusal = await check.run(input);
     if (refusal) return refusal;
   }
