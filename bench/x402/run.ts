@@ -22,6 +22,7 @@ import { encodeX402Header } from '@paygate/gateway-proxy';
 import { skillSnapshot, startHarness, startUpstream } from '@paygate/gateway-proxy/test/harness';
 import { formatUsdc } from '@paygate/money';
 import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
+import { DEFAULT_DATABASE_LIMITS } from '@paygate/runtime';
 import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { percentile, writeDocSection, writeResults } from '../report';
@@ -62,10 +63,19 @@ const stats = (values: number[]) => {
   };
 };
 
+/**
+ * The services' Postgres pools as deployed (DEFAULT_DATABASE_LIMITS: 10 connections kept 30 s), not the test
+ * suites' 4 connections dropped after 1 s idle (which made a burst of ten re-open connections).
+ */
+const PRODUCTION_POOL = {
+  DB_POOL_SIZE: String(DEFAULT_DATABASE_LIMITS.poolSize),
+  DB_IDLE_TIMEOUT_MS: String(DEFAULT_DATABASE_LIMITS.idleTimeoutMs),
+};
+
 async function main(): Promise<void> {
   const h = await startHarness(
     'benchx402',
-    { RATE_LIMIT_PER_MINUTE: '100000', CONFIRMATIONS: '1', LOG_LEVEL: 'warn' },
+    { RATE_LIMIT_PER_MINUTE: '100000', CONFIRMATIONS: '1', LOG_LEVEL: 'warn', ...PRODUCTION_POOL },
     { blockTimeSec: 1 },
   );
   const upstream = await startUpstream();
@@ -81,6 +91,7 @@ async function main(): Promise<void> {
         SCHEDULER_INTERVAL_MS: '3600000',
         RELAYER_RECEIPT_POLL_MS: String(RECEIPT_POLL_MS),
         RELAYER_WS_URL: h.anvil.rpcUrl.replace(/^http/, 'ws'),
+        ...PRODUCTION_POOL,
       }),
     ),
   );
