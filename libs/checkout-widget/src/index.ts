@@ -100,14 +100,41 @@ export function refundRequestStatus(
   return fetchRefundRequest(defaultBaseUrl(options.baseUrl), id);
 }
 
-/** A checkout for one skill (and endpoint), initialised with the seller's publishable key. */
-export function createCheckout(options: CheckoutOptions): Checkout {
+/** Refuses options without a publishable key or a skill (a secret key must never reach a page). */
+function assertCheckoutOptions(options: CheckoutOptions): void {
   if (!/^pk_/.test(options.publishableKey ?? '')) {
     throw new Error(
       'PaygateCheckout: publishableKey (pk_…) is required; never put a secret sk_ key in a page',
     );
   }
   if (!options.skill) throw new Error('PaygateCheckout: skill is required');
+}
+
+/** One random key per opened dialog: a retried session creation is the same session. */
+function newIdempotencyKey(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join(
+    '',
+  );
+}
+
+/** The pay button, appended to the element (or the selector's first match). */
+function mountPayButton(target: Element | string, label: string, onClick: () => void): HTMLButtonElement {
+  const container = typeof target === 'string' ? document.querySelector(target) : target;
+  if (!container) throw new Error(`PaygateCheckout: no element matches ${String(target)}`);
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = 'pgc-button';
+  button.setAttribute('data-paygate', 'pay-button');
+  button.setAttribute('aria-haspopup', 'dialog');
+  button.textContent = label;
+  button.addEventListener('click', onClick);
+  container.appendChild(button);
+  return button;
+}
+
+/** A checkout for one skill (and endpoint), initialised with the seller's publishable key. */
+export function createCheckout(options: CheckoutOptions): Checkout {
+  assertCheckoutOptions(options);
   const baseUrl = defaultBaseUrl(options.baseUrl);
   const pollIntervalMs = options.pollIntervalMs ?? 2000;
   let dialog: PaymentDialog | undefined;
@@ -216,9 +243,7 @@ export function createCheckout(options: CheckoutOptions): Checkout {
     expiredNotified = false;
     underpaidNotified = false;
     dialog = new PaymentDialog('Pay with USDC', close);
-    const idempotencyKey = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
-      b.toString(16).padStart(2, '0'),
-    ).join('');
+    const idempotencyKey = newIdempotencyKey();
     const attempt = async () => {
       if (!dialog) return;
       dialog.setStatus('loading', 'Creating your payment…');
@@ -314,16 +339,7 @@ export function createCheckout(options: CheckoutOptions): Checkout {
       return live?.mode ?? 'idle';
     },
     mountButton(target) {
-      const container = typeof target === 'string' ? document.querySelector(target) : target;
-      if (!container) throw new Error(`PaygateCheckout: no element matches ${String(target)}`);
-      const button = document.createElement('button');
-      button.type = 'button';
-      button.className = 'pgc-button';
-      button.setAttribute('data-paygate', 'pay-button');
-      button.setAttribute('aria-haspopup', 'dialog');
-      button.textContent = options.buttonLabel ?? 'Pay with USDC';
-      button.addEventListener('click', () => void open());
-      container.appendChild(button);
+      const button = mountPayButton(target, options.buttonLabel ?? 'Pay with USDC', () => void open());
       buttons.push(button);
       return button;
     },

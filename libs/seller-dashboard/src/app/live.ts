@@ -28,6 +28,36 @@ export function liveUrl(location: Pick<Location, 'protocol' | 'host'>): string {
   return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/api/v1/ws`;
 }
 
+/** Changes arriving within debounceMs are one onChange call (in arrival order). */
+function changeBatcher(onChange: (eventTypes: string[]) => void, debounceMs: number) {
+  let flushTimer: ReturnType<typeof setTimeout> | undefined;
+  let pending: string[] = [];
+  const flush = () => {
+    flushTimer = undefined;
+    const types = pending;
+    pending = [];
+    if (types.length > 0) onChange(types);
+  };
+  return {
+    add(eventType: string) {
+      pending.push(eventType);
+      flushTimer ??= setTimeout(flush, debounceMs);
+    },
+    cancel() {
+      if (flushTimer) clearTimeout(flushTimer);
+    },
+  };
+}
+
+/** A channel message, or undefined when it is not JSON (ignored). */
+function parseLiveMessage(data: unknown): { type?: string; eventType?: string } | undefined {
+  try {
+    return JSON.parse(String(data));
+  } catch {
+    return undefined;
+  }
+}
+
 export function openLiveChannel(options: LiveOptions): { close: () => void } {
   const Impl = options.WebSocketImpl ?? WebSocket;
   const url = options.url ?? liveUrl(window.location);
@@ -36,15 +66,7 @@ export function openLiveChannel(options: LiveOptions): { close: () => void } {
   let closed = false;
   let delayMs = RECONNECT_FIRST_MS;
   let reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  let flushTimer: ReturnType<typeof setTimeout> | undefined;
-  let pending: string[] = [];
-
-  const flush = () => {
-    flushTimer = undefined;
-    const types = pending;
-    pending = [];
-    if (types.length > 0) options.onChange(types);
-  };
+  const changes = changeBatcher(options.onChange, debounceMs);
 
   const connect = () => {
     if (closed) return;
@@ -59,20 +81,15 @@ export function openLiveChannel(options: LiveOptions): { close: () => void } {
     socket = current;
     current.onopen = () => current.send(JSON.stringify({ type: 'authenticate', token: options.token }));
     current.onmessage = (message) => {
-      let parsed: { type?: string; eventType?: string };
-      try {
-        parsed = JSON.parse(String(message.data));
-      } catch {
-        return;
-      }
+      const parsed = parseLiveMessage(message.data);
+      if (parsed === undefined) return;
       if (parsed.type === 'authenticated') {
         delayMs = RECONNECT_FIRST_MS;
         options.onStatus('live');
         // What changed while the channel was down is read now.
         options.onChange(['reconnected']);
       } else if (parsed.type === 'seller_event' && parsed.eventType) {
-        pending.push(parsed.eventType);
-        flushTimer ??= setTimeout(flush, debounceMs);
+        changes.add(parsed.eventType);
       }
     };
     current.onclose = (event) => {
@@ -97,7 +114,7 @@ export function openLiveChannel(options: LiveOptions): { close: () => void } {
     close() {
       closed = true;
       if (reconnectTimer) clearTimeout(reconnectTimer);
-      if (flushTimer) clearTimeout(flushTimer);
+      changes.cancel();
       const open = socket;
       socket = undefined;
       open?.close(1000, 'signed out');

@@ -74,11 +74,10 @@ function fastPathToken(req: IncomingMessage, method: string, path: string): stri
   return token?.startsWith('pk_') ? token : undefined;
 }
 
-function createFastPathHandler(options: FastPathOptions) {
-  const { createSession, logger, metrics, path } = options;
-  const method = options.method.toUpperCase();
+/** The request metric of the route (method, path), its child per status made once. */
+function durationObserver(metrics: ServiceMetrics, method: string, path: string) {
   const durationByStatus = new Map<number, { observe(seconds: number): void }>();
-  const observe = (status: number, startedMs: number) => {
+  return (status: number, startedMs: number) => {
     let child = durationByStatus.get(status);
     if (!child) {
       child = metrics.httpDuration.labels({ method, route: path, status: String(status) });
@@ -86,23 +85,30 @@ function createFastPathHandler(options: FastPathOptions) {
     }
     child.observe((performance.now() - startedMs) / 1000);
   };
+}
 
-  const send = (
-    res: ServerResponse,
-    status: number,
-    requestId: string,
-    json: string,
-    extraHeaders: Readonly<Record<string, string>> = {},
-  ) => {
-    res.writeHead(status, {
-      ...CORS_HEADERS,
-      'x-request-id': requestId,
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(json),
-      ...extraHeaders,
-    });
-    res.end(json);
-  };
+/** Writes a JSON answer with the express route's headers (CORS, request id, type, length) plus any extra. */
+function send(
+  res: ServerResponse,
+  status: number,
+  requestId: string,
+  json: string,
+  extraHeaders: Readonly<Record<string, string>> = {},
+) {
+  res.writeHead(status, {
+    ...CORS_HEADERS,
+    'x-request-id': requestId,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(json),
+    ...extraHeaders,
+  });
+  res.end(json);
+}
+
+function createFastPathHandler(options: FastPathOptions) {
+  const { createSession, logger, metrics, path } = options;
+  const method = options.method.toUpperCase();
+  const observe = durationObserver(metrics, method, path);
 
   const answer = async (
     req: IncomingMessage,

@@ -2,6 +2,7 @@ import { requestRpc } from '@paygate/bus';
 import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
+import type { RequestHandler } from 'express';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
@@ -22,10 +23,49 @@ import {
   UnmatchedRefundListQuery,
 } from './schemas';
 
+/** What the operator routes are given: the service, the ledger's deps and the operator-token auth. */
+interface OperatorRouteDeps {
+  ctx: ServiceContext;
+  deps: LedgerDeps;
+  operator: { scheme: string; middleware: RequestHandler };
+}
+
 export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[] {
   const operator = { scheme: 'operatorToken', middleware: operatorAuth(deps.config.operatorToken) };
+  const routeDeps: OperatorRouteDeps = { ctx, deps, operator };
+  return [
+    listConflictsRoute(routeDeps),
+    resolveConflictRoute(routeDeps),
+    suspenseRoute(routeDeps),
+    unmatchedRefundsRoute(routeDeps),
+    accountsRoute(routeDeps),
+    reconciliationRoute(routeDeps),
+    creditLimitRoute(routeDeps),
+  ];
+}
 
-  const conflicts = defineRoute({
+const iso = (value: Date) => new Date(value).toISOString();
+
+function conflictView(r: Record<string, any>) {
+  return {
+    conflictId: String(r.id),
+    kind: r.kind,
+    status: r.status,
+    chainId: r.chain_id,
+    txHash: r.tx_hash,
+    logIndex: r.log_index,
+    paymentId: r.payment_id,
+    source: r.source,
+    sellerId: r.seller_id,
+    amount: r.amount_micro === null ? null : formatUsdc(r.amount_micro),
+    existingTransactionId: r.existing_transaction_id,
+    detail: r.detail,
+    createdAt: iso(r.created_at),
+  };
+}
+
+function listConflictsRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/operator/ledger/conflicts',
     operationId: 'listConflicts',
@@ -38,27 +78,13 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       const status = req.query.status ?? 'open';
       const rows = await sql<Record<string, any>>`select * from payment_conflicts
         where ${status} = 'all' or status = ${status} order by id desc limit 200`.execute(ctx.db);
-      res.json({
-        data: rows.rows.map((r) => ({
-          conflictId: String(r.id),
-          kind: r.kind,
-          status: r.status,
-          chainId: r.chain_id,
-          txHash: r.tx_hash,
-          logIndex: r.log_index,
-          paymentId: r.payment_id,
-          source: r.source,
-          sellerId: r.seller_id,
-          amount: r.amount_micro === null ? null : formatUsdc(r.amount_micro),
-          existingTransactionId: r.existing_transaction_id,
-          detail: r.detail,
-          createdAt: new Date(r.created_at).toISOString(),
-        })),
-      });
+      res.json({ data: rows.rows.map(conflictView) });
     },
   });
+}
 
-  const resolve = defineRoute({
+function resolveConflictRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'post',
     path: '/api/v1/operator/ledger/conflicts/:id/resolve',
     operationId: 'resolveConflict',
@@ -75,9 +101,22 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       res.json({ conflictId: id, status: 'resolved' });
     },
   });
+}
 
-  // Money that reached the escrow wallet and that no payment has claimed.
-  const suspense = defineRoute({
+function unclaimedTransferView(r: Record<string, any>) {
+  return {
+    chainId: r.chain_id,
+    txHash: r.tx_hash,
+    logIndex: r.log_index,
+    from: r.from_address,
+    amount: formatUsdc(r.amount_micro),
+    observedAt: iso(r.observed_at),
+  };
+}
+
+// Money that reached the escrow wallet and that no payment has claimed.
+function suspenseRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/operator/ledger/suspense',
     operationId: 'getSuspense',
@@ -95,20 +134,33 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       }>`select balance_micro from accounts where kind = 'suspense'`.execute(ctx.db);
       res.json({
         balance: formatUsdc(total.rows[0]?.balance_micro ?? 0n),
-        data: rows.rows.map((r) => ({
-          chainId: r.chain_id,
-          txHash: r.tx_hash,
-          logIndex: r.log_index,
-          from: r.from_address,
-          amount: formatUsdc(r.amount_micro),
-          observedAt: new Date(r.observed_at).toISOString(),
-        })),
+        data: rows.rows.map(unclaimedTransferView),
       });
     },
   });
+}
 
-  // Refunds of transfers no payment claimed (an operator's decision in checkout), and whether they were sent.
-  const unmatchedRefunds = defineRoute({
+function unmatchedRefundView(r: Record<string, any>) {
+  return {
+    refundId: r.id,
+    kind: r.kind,
+    status: r.status,
+    chainId: r.chain_id,
+    txHash: r.tx_hash,
+    logIndex: r.log_index,
+    payer: r.payer,
+    amount: formatUsdc(r.amount_micro),
+    reason: r.reason,
+    refundRequestId: r.transfer_refund_request_id,
+    refundTxHash: r.refund_tx_hash,
+    createdAt: iso(r.created_at),
+    completedAt: r.completed_at ? iso(r.completed_at) : null,
+  };
+}
+
+// Refunds of transfers no payment claimed (an operator's decision in checkout), and whether they were sent.
+function unmatchedRefundsRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/operator/ledger/unmatched-refunds',
     operationId: 'listUnmatchedRefunds',
@@ -123,27 +175,13 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       const rows = await sql<Record<string, any>>`select * from refunds
         where kind = 'unmatched_transfer' and (${status} = 'all' or status = ${status})
         order by created_at desc, id desc limit 200`.execute(ctx.db);
-      res.json({
-        data: rows.rows.map((r) => ({
-          refundId: r.id,
-          kind: r.kind,
-          status: r.status,
-          chainId: r.chain_id,
-          txHash: r.tx_hash,
-          logIndex: r.log_index,
-          payer: r.payer,
-          amount: formatUsdc(r.amount_micro),
-          reason: r.reason,
-          refundRequestId: r.transfer_refund_request_id,
-          refundTxHash: r.refund_tx_hash,
-          createdAt: new Date(r.created_at).toISOString(),
-          completedAt: r.completed_at ? new Date(r.completed_at).toISOString() : null,
-        })),
-      });
+      res.json({ data: rows.rows.map(unmatchedRefundView) });
     },
   });
+}
 
-  const accounts = defineRoute({
+function accountsRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/operator/ledger/accounts',
     operationId: 'listAccounts',
@@ -167,8 +205,33 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       });
     },
   });
+}
 
-  const reconciliation = defineRoute({
+/** The reconciliation report; a chain (or settlement) that cannot be read is a 503, logged. */
+async function reconcileWithChain(ctx: ServiceContext, deps: LedgerDeps) {
+  try {
+    return await reconcile(ctx.db, deps.config, undefined, () =>
+      requestRpc(
+        ctx.bus,
+        'settlement.deposit_holdings',
+        { limit: MAX_DEPOSIT_ADDRESSES },
+        {
+          timeoutMs: deps.config.rpcTimeoutMs,
+        },
+      ),
+    );
+  } catch (error) {
+    ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
+    throw new HttpError(
+      503,
+      'chain_unavailable',
+      'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
+    );
+  }
+}
+
+function reconciliationRoute({ ctx, deps, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'get',
     path: '/api/v1/reconciliation',
     operationId: 'reconcile',
@@ -184,33 +247,35 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     },
     errors: { ...OPERATOR_ERRORS, '503': 'chain_unavailable: the chain could not be read' },
     handler: async (_req, res) => {
-      let report: Awaited<ReturnType<typeof reconcile>>;
-      try {
-        report = await reconcile(ctx.db, deps.config, undefined, () =>
-          requestRpc(
-            ctx.bus,
-            'settlement.deposit_holdings',
-            { limit: MAX_DEPOSIT_ADDRESSES },
-            {
-              timeoutMs: deps.config.rpcTimeoutMs,
-            },
-          ),
-        );
-      } catch (error) {
-        ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
-        throw new HttpError(
-          503,
-          'chain_unavailable',
-          'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
-        );
-      }
+      const report = await reconcileWithChain(ctx, deps);
       recordReconciliation(deps, ctx, report);
       res.json(report);
     },
   });
+}
 
-  // Escrow is shared: a seller's balance goes below zero (refunds beyond what it has) only by an operator's credit.
-  const creditLimit = defineRoute({
+/** The credit limit asked for, in micro-USDC; a malformed amount is a 400 naming creditLimit. */
+function creditLimitMicro(text: string): bigint {
+  try {
+    return parseUsdc(text);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw badRequest('creditLimit', error.rule);
+    throw error;
+  }
+}
+
+/** Stores the seller's credit limit (insert or update) and logs it. */
+async function storeCreditLimit(ctx: ServiceContext, sellerId: string, limitMicro: bigint, now: Date) {
+  await sql`insert into seller_credit_limits (seller_id, credit_limit_micro, updated_at)
+          values (${sellerId}, ${limitMicro}, ${now})
+          on conflict (seller_id) do update set credit_limit_micro = excluded.credit_limit_micro,
+            updated_at = excluded.updated_at`.execute(ctx.db);
+  ctx.logger.warn({ sellerId, creditLimit: formatUsdc(limitMicro) }, 'seller credit limit set');
+}
+
+// Escrow is shared: a seller's balance goes below zero (refunds beyond what it has) only by an operator's credit.
+function creditLimitRoute({ ctx, deps, operator }: OperatorRouteDeps) {
+  return defineRoute({
     method: 'put',
     path: '/api/v1/operator/ledger/sellers/:sellerId/credit-limit',
     operationId: 'setSellerCreditLimit',
@@ -225,19 +290,9 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     errors: { '400': 'invalid_request (creditLimit)', ...OPERATOR_ERRORS },
     handler: async (req, res) => {
       const { sellerId } = req.params;
-      let limitMicro: bigint;
-      try {
-        limitMicro = parseUsdc(req.body.creditLimit);
-      } catch (error) {
-        if (error instanceof MoneyFormatError) throw badRequest('creditLimit', error.rule);
-        throw error;
-      }
+      const limitMicro = creditLimitMicro(req.body.creditLimit);
       const now = deps.now();
-      await sql`insert into seller_credit_limits (seller_id, credit_limit_micro, updated_at)
-          values (${sellerId}, ${limitMicro}, ${now})
-          on conflict (seller_id) do update set credit_limit_micro = excluded.credit_limit_micro,
-            updated_at = excluded.updated_at`.execute(ctx.db);
-      ctx.logger.warn({ sellerId, creditLimit: formatUsdc(limitMicro) }, 'seller credit limit set');
+      await storeCreditLimit(ctx, sellerId, limitMicro, now);
       const [held, available] = await Promise.all([
         accountBalance(ctx.db, 'seller_held', sellerId),
         accountBalance(ctx.db, 'seller_available', sellerId),
@@ -251,6 +306,4 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
       });
     },
   });
-
-  return [conflicts, resolve, suspense, unmatchedRefunds, accounts, reconciliation, creditLimit];
 }

@@ -47,12 +47,7 @@ export async function onTransferRefundRequested(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
-  const result =
-    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
-        claimed_by_transaction_id, refund_id, inclusion
-      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
-      for update`.execute(trx);
-  const transfer = result.rows[0];
+  const transfer = await lockTransfer(trx, d, txHash);
   if (!transfer) throw new Error(`refund requested for transfer ${key}, which the ledger has not booked yet`);
   if (transfer.refund_id) {
     deps.logger.info(
@@ -61,7 +56,33 @@ export async function onTransferRefundRequested(
     );
     return;
   }
-  const refusal: UnmatchedRefundRefusal | null = transfer.claimed_by_transaction_id
+  const refusal = refusalOf(d, transfer);
+  if (refusal) {
+    await recordRefusal(trx, deps, event, transfer, txHash, refusal);
+    return;
+  }
+  await bookUnmatchedRefund(trx, deps, d, transfer, txHash, key);
+}
+
+type RefundRequest = EventData<'transfer.refund_requested'>;
+
+/** The booked transfer the request names, locked (for update) for the rest of the transaction. */
+async function lockTransfer(
+  trx: Transaction<any>,
+  d: RefundRequest,
+  txHash: string,
+): Promise<SuspenseTransfer | undefined> {
+  const result =
+    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
+        claimed_by_transaction_id, refund_id, inclusion
+      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
+      for update`.execute(trx);
+  return result.rows[0];
+}
+
+/** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
+function refusalOf(d: RefundRequest, transfer: SuspenseTransfer): UnmatchedRefundRefusal | null {
+  return transfer.claimed_by_transaction_id
     ? 'transfer_claimed_by_payment'
     : transfer.status === 'reorged'
       ? 'transfer_reorged'
@@ -70,32 +91,54 @@ export async function onTransferRefundRequested(
         : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
           ? 'payer_differs'
           : null;
-  if (refusal) {
-    await recordConflict(trx, deps, 'refund_refused', {
-      chainId: d.chainId,
-      txHash,
-      logIndex: d.logIndex,
-      paymentId: null,
-      source: 'checkout',
-      sellerId: null,
-      amountMicro: parseChainUsdc(d.amount),
-      existingTransactionId: transfer.claimed_by_transaction_id,
-      detail: {
-        reason: refusal,
-        eventId: event.id,
-        refundRequestId: d.refundRequestId,
-        checkoutTransferId: d.transferId,
-        requested: { from: d.from, amount: d.amount },
-        booked: {
-          from: transfer.from_address,
-          amount: formatUsdc(transfer.amount_micro),
-          status: transfer.status,
-        },
-      },
-    });
-    return;
-  }
+}
 
+/** The refused request, as a `refund_refused` conflict for the operator (books nothing). */
+async function recordRefusal(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  event: EventEnvelope<'transfer.refund_requested', RefundRequest>,
+  transfer: SuspenseTransfer,
+  txHash: string,
+  refusal: UnmatchedRefundRefusal,
+): Promise<void> {
+  const d = event.data;
+  await recordConflict(trx, deps, 'refund_refused', {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    paymentId: null,
+    source: 'checkout',
+    sellerId: null,
+    amountMicro: parseChainUsdc(d.amount),
+    existingTransactionId: transfer.claimed_by_transaction_id,
+    detail: {
+      reason: refusal,
+      eventId: event.id,
+      refundRequestId: d.refundRequestId,
+      checkoutTransferId: d.transferId,
+      requested: { from: d.from, amount: d.amount },
+      booked: {
+        from: transfer.from_address,
+        amount: formatUsdc(transfer.amount_micro),
+        status: transfer.status,
+      },
+    },
+  });
+}
+
+/**
+ * Books the transfer's money out of suspense into refund_pending, records the refund, marks the transfer refunded
+ * and asks settlement to send it (refund.initiated), in that order, in the caller's transaction.
+ */
+async function bookUnmatchedRefund(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  d: RefundRequest,
+  transfer: SuspenseTransfer,
+  txHash: string,
+  key: string,
+): Promise<void> {
   const refundId = newRefundId();
   const now = deps.now();
   const amountMicro = transfer.amount_micro;

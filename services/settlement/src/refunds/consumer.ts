@@ -1,6 +1,6 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent } from '@paygate/contracts';
+import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
@@ -35,70 +35,108 @@ export function refundInitiatedConsumer(
     async handler(trx, event) {
       const db = trx as Transaction<SettlementDB>;
       const refund = event.data;
-      if (refund.chainId !== config.chainId) {
-        // Not ours to send: retried, then parked on the dead-letter subject for an operator.
-        throw new Error(
-          `refund ${refund.refundId} is for chain ${refund.chainId}; this settlement sends on ${config.chainId}`,
-        );
-      }
-      // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
-      const amountMicro = parseChainUsdc(refund.amount);
-      if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
-        metrics.transfersRefused.inc({ kind: 'refund', reason: 'exceeds_transfer_cap' });
-        throw new Error(
-          `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(config.maxTransferUsdc))}); not sent`,
-        );
-      }
-      const authorization = await ledger.authorizeTransfer({
-        kind: 'refund',
-        id: refund.refundId,
-        to: refund.payer,
-        amount: formatUsdc(amountMicro),
-      });
-      if (!authorization.ok && authorization.reason === 'already_sent') {
-        const known = await db
-          .selectFrom('refunds')
-          .select('refund_id')
-          .where('refund_id', '=', refund.refundId)
-          .executeTakeFirst();
-        if (known) return; // a copy of an event whose refund this settlement already sent
-      }
-      if (!authorization.ok) {
-        metrics.transfersRefused.inc({ kind: 'refund', reason: authorization.reason });
-        throw new Error(
-          `refund.initiated ${refund.refundId} not authorised by the ledger (${authorization.reason}: ${authorization.message}); nothing sent`,
-        );
-      }
-      const transferId = await recordTransfer(db, {
-        kind: 'refund',
-        idempotencyKey: refund.refundId,
-        chainId: config.chainId,
-        tokenAddress: chain.usdcAddress,
-        fromAddress: chain.address,
-        toAddress: refund.payer,
-        amountMicro,
-      });
-      await db
-        .insertInto('refunds')
-        .values({
-          refund_id: refund.refundId,
-          kind: refund.kind ?? 'payment',
-          transaction_id: refund.transactionId,
-          seller_id: refund.sellerId,
-          payer: refund.payer,
-          amount_micro: amountMicro,
-          chain_id: refund.chainId,
-          status: 'sending',
-          transfer_id: transferId,
-          refund_tx_hash: null,
-          initiated_at: new Date(refund.initiatedAt),
-          completed_at: null,
-        })
-        .onConflict((oc) => oc.column('refund_id').doNothing())
-        .execute();
+      const amountMicro = sendableAmount(config, metrics, refund);
+      if (!(await ledgerAuthorizes(db, ledger, metrics, refund, amountMicro))) return;
+      await recordRefundTransfer(db, config, chain, refund, amountMicro);
     },
     afterCommit: () => onTransferRecorded(),
   };
+}
+
+type RefundInitiated = EventData<'refund.initiated'>;
+
+/** The refund's amount in micro-USDC, once it is on this settlement's chain and within MAX_TRANSFER_USDC. */
+function sendableAmount(
+  config: SettlementConfig,
+  metrics: SettlementMetrics,
+  refund: RefundInitiated,
+): bigint {
+  if (refund.chainId !== config.chainId) {
+    // Not ours to send: retried, then parked on the dead-letter subject for an operator.
+    throw new Error(
+      `refund ${refund.refundId} is for chain ${refund.chainId}; this settlement sends on ${config.chainId}`,
+    );
+  }
+  // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
+  const amountMicro = parseChainUsdc(refund.amount);
+  if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
+    metrics.transfersRefused.inc({ kind: 'refund', reason: 'exceeds_transfer_cap' });
+    throw new Error(
+      `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(config.maxTransferUsdc))}); not sent`,
+    );
+  }
+  return amountMicro;
+}
+
+/**
+ * True when the ledger confirms it booked this refund; false for a copy of an event whose refund this settlement
+ * already sent (nothing to do). Any other refusal throws (retried, then dead-lettered).
+ */
+async function ledgerAuthorizes(
+  db: Transaction<SettlementDB>,
+  ledger: LedgerClient,
+  metrics: SettlementMetrics,
+  refund: RefundInitiated,
+  amountMicro: bigint,
+): Promise<boolean> {
+  const authorization = await ledger.authorizeTransfer({
+    kind: 'refund',
+    id: refund.refundId,
+    to: refund.payer,
+    amount: formatUsdc(amountMicro),
+  });
+  if (!authorization.ok && authorization.reason === 'already_sent') {
+    const known = await db
+      .selectFrom('refunds')
+      .select('refund_id')
+      .where('refund_id', '=', refund.refundId)
+      .executeTakeFirst();
+    if (known) return false; // a copy of an event whose refund this settlement already sent
+  }
+  if (!authorization.ok) {
+    metrics.transfersRefused.inc({ kind: 'refund', reason: authorization.reason });
+    throw new Error(
+      `refund.initiated ${refund.refundId} not authorised by the ledger (${authorization.reason}: ${authorization.message}); nothing sent`,
+    );
+  }
+  return true;
+}
+
+/** The outgoing transfer keyed by refundId, then the refund record pointing at it (a copy adds nothing). */
+async function recordRefundTransfer(
+  db: Transaction<SettlementDB>,
+  config: SettlementConfig,
+  chain: EscrowChain,
+  refund: RefundInitiated,
+  amountMicro: bigint,
+): Promise<void> {
+  const transferId = await recordTransfer(db, {
+    kind: 'refund',
+    idempotencyKey: refund.refundId,
+    chainId: config.chainId,
+    tokenAddress: chain.usdcAddress,
+    fromAddress: chain.address,
+    toAddress: refund.payer,
+    amountMicro,
+  });
+  await db
+    .insertInto('refunds')
+    .values({
+      refund_id: refund.refundId,
+      kind: refund.kind ?? 'payment',
+      transaction_id: refund.transactionId,
+      seller_id: refund.sellerId,
+      payer: refund.payer,
+      amount_micro: amountMicro,
+      chain_id: refund.chainId,
+      status: 'sending',
+      transfer_id: transferId,
+      refund_tx_hash: null,
+      initiated_at: new Date(refund.initiatedAt),
+      completed_at: null,
+    })
+    .onConflict((oc) => oc.column('refund_id').doNothing())
+    .execute();
 }
 
 /** Ends a refund with its transfer; `refund.completed` goes out through the outbox in the same transaction. */
