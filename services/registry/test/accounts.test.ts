@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import { forwardingKeyFromApiKey } from '@paygate/agent-client';
 import { requestRpc } from '@paygate/bus';
-import { EventRecorder, openSchema, signUpSeller, siweMessageText, testWallets } from '@paygate/testing';
+import {
+  EventRecorder,
+  openSchema,
+  signUpSeller,
+  siweMessageText,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { api, type Harness, startHarness } from './helpers';
 
@@ -336,8 +343,14 @@ describe('account and keys', () => {
     expect(rotated.body.webhookSecretVersion).toBe(2);
     expect(rotated.body.webhookSecret).not.toBe(secret);
 
-    const events = await recorder.waitForCount(4);
-    const last = events[events.length - 1]?.data as Record<string, unknown>;
+    // One seller.updated per change (payout, two settings patches, the rotation), delivered at least once: wait for
+    // the rotation's own rather than for a count (a redelivered event made the fourth arrival an older one).
+    const rotation = await waitFor(() =>
+      recorder.events.find((e) => (e.data as { webhookSecretVersion?: number }).webhookSecretVersion === 2),
+    );
+    const events = recorder.events;
+    expect(new Set(events.map((e) => e.id)).size).toBe(4);
+    const last = rotation.data as Record<string, unknown>;
     expect(last).toMatchObject({
       sellerId: seller.sellerId,
       payoutAddress: payout,
