@@ -188,8 +188,11 @@ export class EventRecorder {
   constructor(bus: Bus, eventType: string) {
     const decoder = new TextDecoder();
     this.subscription = bus.nc.subscribe(bus.subjectFor(eventType), {
+      // A core subscription sees each publish, and the outbox relay publishes again (same event id, deduplicated by
+      // JetStream) when an ack came late: record each event once, as a stream consumer would see it.
       callback: (_err, message) => {
-        this.events.push(JSON.parse(decoder.decode(message.data)));
+        const event = JSON.parse(decoder.decode(message.data)) as EventEnvelope;
+        if (!this.events.some((seen) => seen.id === event.id)) this.events.push(event);
       },
     });
   }
