@@ -6,7 +6,6 @@ import type { Static } from '@sinclair/typebox';
 import type { RequestHandler } from 'express';
 import { type Kysely, sql } from 'kysely';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
-import { accountBalance } from '../ledger/entries';
 import { type RefundRow, refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
@@ -177,22 +176,26 @@ async function transactionHistory(db: Kysely<any>, row: TransactionRow) {
 
 /** The seller's balances: held, available, settling, settled, and owed (an available balance below zero). */
 async function sellerBalances(db: Kysely<any>, sellerId: string) {
-  const [held, available, payoutPending] = await Promise.all([
-    accountBalance(db, 'seller_held', sellerId),
-    accountBalance(db, 'seller_available', sellerId),
-    accountBalance(db, 'seller_payout_pending', sellerId),
-  ]);
-  const settled = await sql<{
-    total: bigint | null;
-  }>`select sum(amount_micro)::bigint as total from payout_reservations
-        where seller_id = ${sellerId} and status = 'completed'`.execute(db);
+  // One statement, so one snapshot: read one by one, a hold released between the reads showed the money both held
+  // and available (the dashboard's journey test saw $0.2375 twice).
+  const rows = await sql<{ kind: string | null; balance_micro: bigint }>`
+    select kind, balance_micro from accounts
+      where owner = ${sellerId} and kind in ('seller_held', 'seller_available', 'seller_payout_pending')
+    union all
+    select null, coalesce(sum(amount_micro), 0)::bigint from payout_reservations
+      where seller_id = ${sellerId} and status = 'completed'`.execute(db);
+  const balance = (kind: string | null) =>
+    BigInt(rows.rows.find((r) => r.kind === kind)?.balance_micro ?? 0n);
+  const held = balance('seller_held');
+  const available = balance('seller_available');
+  const payoutPending = balance('seller_payout_pending');
   return {
     sellerId,
     currency: 'USDC',
     held: formatUsdc(held),
     available: formatUsdc(available > 0n ? available : 0n),
     settling: formatUsdc(payoutPending),
-    settled: formatUsdc(settled.rows[0]?.total ?? 0n),
+    settled: formatUsdc(balance(null)),
     owed: formatUsdc(available < 0n ? -available : 0n),
   };
 }
