@@ -312,8 +312,9 @@ describe('settlement payouts on anvil', () => {
             .where('settlement_id', '=', settlement.settlement_id)
             .executeTakeFirst()
         )?.status === 'failed',
-      // The pre-flight is one RPC round trip, but a loaded CI machine has taken over 10 s to get there.
-      { timeoutMs: 30_000, message: 'the payout was never given up' },
+      // The pre-flight is one RPC round trip, but a loaded CI machine has taken over 10 s to get there, and once
+      // over 30 s (a ledger authorisation that did not answer is asked again 5 s later).
+      { timeoutMs: 60_000, message: 'the payout was never given up' },
     );
     await service.scheduler.runOnce();
     expect(ledger.reservations.get(settlement.settlement_id)?.cancelled).toBe(true);
@@ -326,7 +327,7 @@ describe('settlement payouts on anvil', () => {
     expect(row.cancel_acknowledged_at).not.toBeNull();
     expect(row.failure_reason).toMatch(/pre-flight/);
     expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore); // nothing signed, nothing sent
-  });
+  }, 90_000);
 
   /** POST /api/v1/operator/settlements/run as an operator (the development default token). */
   const settleNow = async (body: Record<string, unknown>) => {
