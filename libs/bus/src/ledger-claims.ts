@@ -1,12 +1,17 @@
-import { type ClaimedVia, claimedViaOf, type RpcRequest } from '@paygate/contracts';
+import { type ClaimedVia, claimedViaOf, claimedViaOnWire, type RpcRequest } from '@paygate/contracts';
 import type { Bus } from './connection';
 import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
 
 /** How long a claimant waits for the ledger's answer before it treats the ledger as unavailable. */
 export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
 
-/** A `ledger.claim_transfer` request: the transfer, who claims it and what it pays for. */
-export type LedgerClaimRequest = RpcRequest<'ledger.claim_transfer'>;
+/**
+ * A `ledger.claim_transfer` request: the transfer, who claims it (`claimedVia`) and what it pays for. The client
+ * puts the payment path on the wire under the names the rollout step sends (claimedViaOnWire).
+ */
+export type LedgerClaimRequest = Omit<RpcRequest<'ledger.claim_transfer'>, 'claimedVia' | 'channel'> & {
+  claimedVia: ClaimedVia;
+};
 /** The path a transfer is claimed through (x402, verify, checkout, operator_refund). */
 export type { ClaimedVia };
 
@@ -37,7 +42,7 @@ export class LedgerClaimClient {
   async claim(request: LedgerClaimRequest): Promise<LedgerClaimResult> {
     let reply: Awaited<ReturnType<RpcClient<'ledger'>['claimTransfer']>>;
     try {
-      reply = await this.ledger.claimTransfer(request);
+      reply = await this.ledger.claimTransfer({ ...request, ...claimedViaOnWire(request.claimedVia) });
     } catch (error) {
       if (!(error instanceof RpcUnavailableError)) throw error;
       return { ok: false, reason: 'ledger_unavailable', message: 'the ledger did not answer', error };

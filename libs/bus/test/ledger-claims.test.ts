@@ -6,7 +6,7 @@ const CLAIM: LedgerClaimRequest = {
   chainId: 31337,
   txHash: `0x${'ab'.repeat(32)}`,
   logIndex: 0,
-  channel: 'checkout',
+  claimedVia: 'checkout',
   reference: 'cs_1',
   payer: `0x${'11'.repeat(20)}`,
   amount: '1.50',
@@ -24,10 +24,13 @@ describe('LedgerClaimClient: the one client of ledger.claim_transfer (real NATS)
   afterAll(() => env.cleanup());
 
   it('maps every ledger answer to one result: ok, claimed_elsewhere, a books refusal, ledger_unavailable', async () => {
+    const received: unknown[] = [];
     const server = await serveRpc(
       bus,
       'ledger.claim_transfer',
-      async ({ reference }) => {
+      async (request) => {
+        const { reference } = request;
+        received.push(request);
         if (reference === 'cs_1') return { ok: true, claimId: 'clm_1', fresh: true, claimedAt: CLAIMED_AT };
         if (reference === 'cs_taken') {
           return {
@@ -61,6 +64,8 @@ describe('LedgerClaimClient: the one client of ledger.claim_transfer (real NATS)
     try {
       const client = new LedgerClaimClient(bus, 2000);
       expect(await client.claim(CLAIM)).toEqual({ ok: true });
+      // Rename step 2: the payment path goes out under the new name and, for replicas on step 1, the old one.
+      expect(received[0]).toMatchObject({ claimedVia: 'checkout', channel: 'checkout' });
       expect(await client.claim({ ...CLAIM, reference: 'cs_taken' })).toEqual({
         ok: false,
         reason: 'claimed_elsewhere',

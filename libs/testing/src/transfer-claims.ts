@@ -1,5 +1,11 @@
 import { type Bus, serveRpc } from '@paygate/bus';
-import { type ClaimedVia, claimedViaOf, type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
+import {
+  type ClaimedVia,
+  claimedViaOf,
+  claimedViaOnWire,
+  type RpcRequest,
+  refundTakesOverClaim,
+} from '@paygate/contracts';
 
 /** A claim held in memory: the request as read (its payment path in `claimedVia`), its id and time. */
 type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
@@ -46,7 +52,7 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
         ok: false,
         reason: 'claimed_elsewhere',
         message: `transfer ${key} already claimed by ${held.claimedVia}`,
-        claimedBy: { channel: held.claimedVia, claimedAt: held.claimedAt },
+        claimedBy: { ...claimedViaOnWire(held.claimedVia), claimedAt: held.claimedAt },
       };
     },
     { error: () => undefined, warn: () => undefined },

@@ -107,7 +107,7 @@ describe('ledger.claim_transfer', () => {
     expect(other).toMatchObject({
       ok: false,
       reason: 'claimed_elsewhere',
-      claimedBy: { channel: 'checkout' },
+      claimedBy: { claimedVia: 'checkout', channel: 'checkout' },
     });
     expect((other as { message: string }).message).toMatch(/a checkout session/);
   });

@@ -22,8 +22,8 @@ export type ClaimedVia = Static<typeof ClaimedVia>;
  * `channel`, is DEPRECATED. Every schema here refuses unknown fields, so a replica only understands a field name
  * its own release's schema knows; the rename goes in steps, each safe to roll out over the one before:
  * 1. readers (the ledger's RPC handler, `transfer.claimed` consumers, the claim client reading `claimedBy`) accept
- *    either name and take `claimedVia ?? channel` (claimedViaOf); producers still send `channel` only;
- * 2. producers send `claimedVia`, and for one release `channel` too;
+ *    either name and take `claimedVia ?? channel` (claimedViaOf); producers still send `channel` only (shipped);
+ * 2. producers send `claimedVia`, and for one release `channel` too (claimedViaOnWire; this release);
  * 3. producers send `claimedVia` only; readers keep accepting `channel` until no stream or dead letter can hold a
  *    message from before step 2.
  */
@@ -52,6 +52,14 @@ export const claimedViaRule = {
     },
   ],
 };
+
+/**
+ * The fields every producer of a claim puts on the wire for its payment path (step 2 above): the new name, and the
+ * old one for replicas still on step 1's release. Step 3 drops `channel` here, in one place.
+ */
+export function claimedViaOnWire(claimedVia: ClaimedVia): { claimedVia: ClaimedVia; channel: ClaimedVia } {
+  return { claimedVia, channel: claimedVia };
+}
 
 /** The payment path of a claim read off the wire: `claimedVia`, or `channel` from a producer older than it. */
 export function claimedViaOf(fields: { claimedVia?: ClaimedVia; channel?: ClaimedVia }): ClaimedVia {

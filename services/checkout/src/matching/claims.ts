@@ -41,7 +41,7 @@ export class LedgerClaims {
       chainId: transfer.chain_id,
       txHash: transfer.tx_hash,
       logIndex: transfer.log_index,
-      channel: claimedVia,
+      claimedVia,
       reference,
       payer: transfer.from_address,
       amount: formatUsdcExact(transfer.amount_micro),

@@ -2,6 +2,7 @@ import { enqueueEvent, serveRpc } from '@paygate/bus';
 import {
   type ClaimedVia,
   claimedViaOf,
+  claimedViaOnWire,
   createEvent,
   type RpcReply,
   type RpcRequest,
@@ -229,7 +230,7 @@ async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequ
     ok: false,
     reason: 'claimed_elsewhere',
     message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
-    claimedBy: { channel: held.claimed_via, claimedAt },
+    claimedBy: { ...claimedViaOnWire(held.claimed_via), claimedAt },
   };
 }
 
@@ -243,7 +244,7 @@ function claimedEvent(request: ClaimRequest, claimId: string, now: Date) {
       chainId: request.chainId,
       txHash: request.txHash.toLowerCase(),
       logIndex: request.logIndex,
-      channel: request.claimedVia,
+      ...claimedViaOnWire(request.claimedVia),
       reference: request.reference,
       payer: request.payer,
       amount: formatUsdc(parseChainUsdc(request.amount)),

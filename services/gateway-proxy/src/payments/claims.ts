@@ -43,7 +43,7 @@ export class LedgerClaims {
       chainId: transfer.chainId,
       txHash: transfer.txHash,
       logIndex: transfer.logIndex,
-      channel: transfer.claimedVia,
+      claimedVia: transfer.claimedVia,
       reference: transfer.reference,
       payer: transfer.payer,
       amount: formatUsdc(transfer.amountMicro),
