@@ -159,7 +159,8 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     });
     // b cannot be published for now (its subject is outside every stream), so c must not overtake it.
     await sql`update outbox set subject = 'nowhere' where id = ${b!.id}`.execute(db);
-    const relay = new OutboxRelay(db, bus, env.logger, { publishTimeoutMs: 1000 });
+    // A failed publish gives up after half a second (not the default 30 s of retries): the test needs only the failure.
+    const relay = new OutboxRelay(db, bus, env.logger, { publishTimeoutMs: 1000, publishRetryMs: 500 });
     expect(await relay.publishBatch()).toBe(1);
     const waiting = await sql<{ id: string; attempts: number }>`select id, attempts from outbox
         where published_at is null order by id`.execute(db);
