@@ -7,7 +7,7 @@ import {
   InboxConsumer,
   OutboxRelay,
 } from '@paygate/bus';
-import { declaredConsumerSubject, type ServiceName } from '@paygate/contracts';
+import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
 import { createApp, errorHandler, notFoundHandler } from '@paygate/http';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
@@ -118,38 +118,10 @@ const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
  * declares streams, starts the outbox relay, consumers and background tasks, and serves HTTP with
  * /healthz, /readyz and /metrics.
  */
-
 export async function startService<DB>(definition: ServiceDefinition<DB>): Promise<RunningService<DB>> {
   const { config } = definition;
   const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
-  const metrics = createMetrics(definition.name);
-  const pgHost = new URL(config.databaseUrl).host;
-
-  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
-  await retryStartup(() => sql`select 1`.execute(db), {
-    what: `Postgres at ${pgHost}`,
-    attempts: config.startupAttempts,
-    logger,
-  }).catch(async (error) => {
-    await db.destroy();
-    throw error;
-  });
-  const bus = await retryStartup(
-    () =>
-      connectBus({
-        url: config.natsUrl,
-        namespace: config.eventNamespace,
-        name: definition.name,
-        timeoutMs: 3000,
-        user: config.natsCredentials?.user,
-        password: config.natsCredentials?.password,
-        caFile: config.natsCaFile,
-      }),
-    { what: `NATS at ${config.natsUrl}`, attempts: config.startupAttempts, logger },
-  ).catch(async (error) => {
-    await db.destroy();
-    throw error;
-  });
+  const { db, bus } = await connect<DB>(definition, logger);
   // What start-up opened is closed again when a later step fails (a refused key, a taken port): a failed start
   // leaves no connection, subscription or timer behind (a test's process would not exit; a supervisor's retry
   // would pile them up).
@@ -163,118 +135,18 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
       definition.repeatableSql,
     );
     await ensureStreams(bus, { replicas: config.natsStreamReplicas });
-
     const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
-    const ctx: ServiceContext<DB> = {
-      name: definition.name,
-      config,
+    const ctx = serviceContext(definition, {
       db,
       bus,
       relay,
       logger,
-      metrics,
-      async inTransaction(fn, options) {
-        const result = options?.retryConflicts
-          ? await transactionRetryingConflicts(db, fn, (error, attempt) =>
-              logger.warn(
-                { reason: describeError(error), attempt },
-                'transaction aborted by a conflict (deadlock or serialization); running it again',
-              ),
-            )
-          : await db.transaction().execute(fn);
-        relay.kick();
-        return result;
-      },
-    };
+      metrics: createMetrics(definition.name),
+    });
+    const app = await serviceApp(definition, ctx);
 
-    const app = createApp({
-      logger,
-      bodyLimit: definition.bodyLimit,
-      keepRawBody: definition.keepRawBody,
-      trustedProxies: config.trustedProxies,
-    });
-    app.use(httpMetricsMiddleware(metrics));
-    app.get('/healthz', (_req, res) => {
-      res.json({ status: 'ok', service: definition.name });
-    });
-    const checks: Array<[string, () => Promise<void>]> = [
-      ['postgres', async () => void (await sql`select 1`.execute(db))],
-      [
-        'nats',
-        async () => {
-          if (bus.nc.isClosed()) throw new Error('connection closed');
-          await bus.nc.flush();
-        },
-      ],
-      // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
-      ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
-        typeof check === 'function'
-          ? ([`check_${i}`, check] as [string, () => Promise<void>])
-          : ([check.name, check.check] as [string, () => Promise<void>]),
-      ),
-    ];
-    app.get('/readyz', async (_req, res) => {
-      const results: Record<string, string> = {};
-      let ready = true;
-      for (const [name, check] of checks) {
-        try {
-          await withTimeout(check(), READY_TIMEOUT_MS, name);
-          results[name] = 'ok';
-        } catch (error) {
-          ready = false;
-          results[name] = (error as Error).message;
-        }
-      }
-      res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
-    });
-    app.get('/metrics', async (_req, res) => {
-      metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));
-      res.setHeader('content-type', metrics.registry.contentType);
-      res.send(await metrics.registry.metrics());
-    });
-    await definition.routes?.(app, ctx);
-    app.use(notFoundHandler());
-    app.use(errorHandler(logger));
-
-    const consumerOptions = definition.consumers?.(ctx) ?? [];
-    checkDeclaredConsumers(definition.name, consumerOptions);
-    relay.start();
-    undo.unshift(() => relay.stop());
-    const consumers = consumerOptions.map((options) => {
-      const afterCommit = options.afterCommit;
-      return new InboxConsumer(bus, db as Kysely<any>, logger, {
-        ...options,
-        afterCommit: (event) => {
-          metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
-          relay.kick();
-          afterCommit?.(event);
-        },
-      });
-    });
-    for (const consumer of consumers) {
-      undo.unshift(() => consumer.stop());
-      await consumer.start();
-    }
-    const tasks = definition.background?.(ctx) ?? [];
-    for (const task of tasks) {
-      undo.unshift(() => task.stop());
-      await task.start();
-    }
-
-    const server = await new Promise<Server>((resolve, reject) => {
-      const fastPath = definition.fastPath?.(ctx);
-      const handler = fastPath
-        ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
-        : app;
-      const s = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
-      // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
-      // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
-      // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
-      s.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
-      s.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
-      s.listen(config.port, '0.0.0.0', () => resolve(s));
-      s.once('error', reject);
-    });
+    const { consumers, tasks } = await startWork(definition, ctx, undo);
+    const server = await listen(definition, ctx, app);
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://127.0.0.1:${port}`;
@@ -306,4 +178,185 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     for (const step of undo) await step().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * The outbox relay, the declared consumers and the background tasks, each added to `undo` as it starts (so a
+ * later failure stops what already runs).
+ */
+async function startWork<DB>(
+  definition: ServiceDefinition<DB>,
+  ctx: ServiceContext<DB>,
+  undo: Array<() => Promise<unknown>>,
+): Promise<{ consumers: InboxConsumer<Subject>[]; tasks: BackgroundTask[] }> {
+  const consumerOptions = definition.consumers?.(ctx) ?? [];
+  checkDeclaredConsumers(definition.name, consumerOptions);
+  ctx.relay.start();
+  undo.unshift(() => ctx.relay.stop());
+  const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
+  for (const consumer of consumers) {
+    undo.unshift(() => consumer.stop());
+    await consumer.start();
+  }
+  const tasks = definition.background?.(ctx) ?? [];
+  for (const task of tasks) {
+    undo.unshift(() => task.stop());
+    await task.start();
+  }
+  return { consumers, tasks };
+}
+
+/** Postgres, then NATS, each with bounded retries; the pool is closed again when NATS cannot be reached. */
+async function connect<DB>(
+  definition: ServiceDefinition<DB>,
+  logger: Logger,
+): Promise<{ db: Kysely<DB>; bus: Bus }> {
+  const { config } = definition;
+  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
+  try {
+    await retryStartup(() => sql`select 1`.execute(db), {
+      what: `Postgres at ${new URL(config.databaseUrl).host}`,
+      attempts: config.startupAttempts,
+      logger,
+    });
+    const bus = await retryStartup(
+      () =>
+        connectBus({
+          url: config.natsUrl,
+          namespace: config.eventNamespace,
+          name: definition.name,
+          timeoutMs: 3000,
+          user: config.natsCredentials?.user,
+          password: config.natsCredentials?.password,
+          caFile: config.natsCaFile,
+        }),
+      { what: `NATS at ${config.natsUrl}`, attempts: config.startupAttempts, logger },
+    );
+    return { db, bus };
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+}
+
+/** The context every route, consumer and task of the service gets. */
+function serviceContext<DB>(
+  definition: ServiceDefinition<DB>,
+  parts: Pick<ServiceContext<DB>, 'db' | 'bus' | 'relay' | 'logger' | 'metrics'>,
+): ServiceContext<DB> {
+  const { db, relay, logger } = parts;
+  return {
+    name: definition.name,
+    config: definition.config,
+    ...parts,
+    async inTransaction(fn, options) {
+      const result = options?.retryConflicts
+        ? await transactionRetryingConflicts(db, fn, (error, attempt) =>
+            logger.warn(
+              { reason: describeError(error), attempt },
+              'transaction aborted by a conflict (deadlock or serialization); running it again',
+            ),
+          )
+        : await db.transaction().execute(fn);
+      relay.kick();
+      return result;
+    },
+  };
+}
+
+/** The service's express app: /healthz, /readyz, /metrics, its routes, then the 404 and error handlers. */
+async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceContext<DB>): Promise<Express> {
+  const { logger, metrics, relay } = ctx;
+  const app = createApp({
+    logger,
+    bodyLimit: definition.bodyLimit,
+    keepRawBody: definition.keepRawBody,
+    trustedProxies: ctx.config.trustedProxies,
+  });
+  app.use(httpMetricsMiddleware(metrics));
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok', service: definition.name });
+  });
+  const checks = readinessChecks(definition, ctx);
+  app.get('/readyz', async (_req, res) => {
+    const results: Record<string, string> = {};
+    let ready = true;
+    for (const [name, check] of checks) {
+      try {
+        await withTimeout(check(), READY_TIMEOUT_MS, name);
+        results[name] = 'ok';
+      } catch (error) {
+        ready = false;
+        results[name] = (error as Error).message;
+      }
+    }
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
+  });
+  app.get('/metrics', async (_req, res) => {
+    metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));
+    res.setHeader('content-type', metrics.registry.contentType);
+    res.send(await metrics.registry.metrics());
+  });
+  await definition.routes?.(app, ctx);
+  app.use(notFoundHandler());
+  app.use(errorHandler(logger));
+  return app;
+}
+
+/** Postgres and NATS, then the service's own checks, each by name. */
+function readinessChecks<DB>(
+  definition: ServiceDefinition<DB>,
+  ctx: ServiceContext<DB>,
+): Array<[string, () => Promise<void>]> {
+  return [
+    ['postgres', async () => void (await sql`select 1`.execute(ctx.db))],
+    [
+      'nats',
+      async () => {
+        if (ctx.bus.nc.isClosed()) throw new Error('connection closed');
+        await ctx.bus.nc.flush();
+      },
+    ],
+    // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
+    ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
+      typeof check === 'function'
+        ? ([`check_${i}`, check] as [string, () => Promise<void>])
+        : ([check.name, check.check] as [string, () => Promise<void>]),
+    ),
+  ];
+}
+
+/** A declared consumer on the service's inbox: each handled event is counted and wakes the outbox relay. */
+function inboxConsumer<DB>(ctx: ServiceContext<DB>, options: DeclaredConsumer): InboxConsumer<Subject> {
+  const afterCommit = options.afterCommit;
+  return new InboxConsumer(ctx.bus, ctx.db as Kysely<any>, ctx.logger, {
+    ...options,
+    afterCommit: (event) => {
+      ctx.metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
+      ctx.relay.kick();
+      afterCommit?.(event);
+    },
+  });
+}
+
+/** Serves the app (behind the definition's fast path, if any) on the configured port. */
+function listen<DB>(
+  definition: ServiceDefinition<DB>,
+  ctx: ServiceContext<DB>,
+  app: Express,
+): Promise<Server> {
+  return new Promise<Server>((resolve, reject) => {
+    const fastPath = definition.fastPath?.(ctx);
+    const handler = fastPath
+      ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
+      : app;
+    const server = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
+    // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
+    // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
+    // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
+    server.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
+    server.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
+    server.listen(ctx.config.port, '0.0.0.0', () => resolve(server));
+    server.once('error', reject);
+  });
 }
