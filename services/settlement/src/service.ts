@@ -1,8 +1,9 @@
-import { defineConsumer } from '@paygate/bus';
+import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import { networks } from '@paygate/chain';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
+import type { Express } from 'express';
 import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';
 import type { SettlementConfig } from './config';
@@ -61,76 +62,10 @@ export async function startSettlement(
         timeoutMs: config.rpcTimeoutMs,
       })
     : null;
-  let parts:
-    | {
-        scheduler: SettlementScheduler;
-        transfers: TransferWorker;
-        auth: SellerAuth;
-        relayer: Relayer | null;
-        ledger: LedgerClient;
-        metrics: ReturnType<typeof createSettlementMetrics>;
-        sweeper: CheckoutSweeper | null;
-        depositSweeper: DepositSweeper;
-      }
-    | undefined;
+  let parts: SettlementParts | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
   const build = (ctx: ServiceContext<SettlementDB>) => {
-    if (parts) return parts;
-    const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-    const ledger = ledgerClient(ctx.bus, config.ledgerTimeoutMs);
-    const transfers = new TransferWorker(
-      ctx,
-      config,
-      chain,
-      metrics,
-      {
-        payout: payoutOutcome(clock),
-        refund: refundOutcome(clock),
-        platform_payout: platformPayoutOutcome(clock),
-      },
-      ledger,
-    );
-    const scheduler = new SettlementScheduler(ctx, config, clock, ledger, chain, metrics, () =>
-      transfers.kick(),
-    );
-    const relayer =
-      config.relayer && relayerChain
-        ? new Relayer(ctx, relayerChain, {
-            chainId: config.chainId,
-            usdcAddress: config.usdcAddress,
-            escrowAddress: chain.address,
-            minBalanceWei: config.relayer.minBalanceWei,
-            feeBumpAfterMs: config.relayer.feeBumpAfterMs,
-            maxFeeBumps: config.relayer.maxFeeBumps,
-            maxFeePerGasCapWei: config.relayer.maxFeePerGasCapWei,
-            receiptPollMs: config.relayer.receiptPollMs,
-            headsWsUrl: config.relayer.headsWsUrl,
-            pollIntervalMs: config.transferPollIntervalMs,
-            lookbackBlocks: config.relayer.lookbackBlocks,
-            confirmations: config.confirmations,
-            dbSchema: config.dbSchema,
-          })
-        : null;
-    const sweeper = config.checkoutSweep
-      ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
-      : null;
-    const depositSweeper = new DepositSweeper(
-      ctx,
-      config.depositSweep,
-      { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
-      chain.address,
-      relayer,
-    );
-    parts = {
-      scheduler,
-      transfers,
-      auth: new SellerAuth(ctx.bus),
-      relayer,
-      ledger,
-      metrics,
-      sweeper,
-      depositSweeper,
-    };
+    parts ??= settlementParts(ctx, config, clock, chain, relayerChain);
     return parts;
   };
 
@@ -140,50 +75,13 @@ export async function startSettlement(
       name: 'settlement',
       config,
       migrations,
-      routes: (app, ctx) => {
-        const { auth, scheduler, transfers, ledger } = build(ctx);
-        const routes = [
-          ...settlementRoutes(ctx, auth),
-          ...settlementOperatorRoutes(ctx, config, scheduler, clock, () => transfers.kick()),
-          ...platformPayoutRoutes(ctx, config, ledger, chain, () => transfers.kick()),
-        ];
-        mountRoutes(app, routes);
-        serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
-      },
-      consumers: (ctx) => {
-        const { transfers, ledger, metrics, depositSweeper } = build(ctx);
-        return [
-          defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
-          defineConsumer(refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick())),
-          defineConsumer(depositAddressAssignedConsumer(config.chainId)),
-          defineConsumer(
-            depositTransferConsumer({
-              chainId: config.chainId,
-              usdcAddress: config.usdcAddress,
-              fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
-              onDue: () => depositSweeper.kick(),
-            }),
-          ),
-        ];
-      },
+      routes: (app, ctx) => mountSettlementRoutes(app, ctx, config, clock, chain, build(ctx)),
+      consumers: (ctx) => settlementConsumers(config, clock, chain, build(ctx)),
       background: (ctx) => {
         const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);
-        return [
-          transfers,
-          scheduler,
-          ...(relayer ? [relayer] : []),
-          ...(sweeper ? [sweeper] : []),
-          depositSweeper,
-        ];
+        return [transfers, scheduler, relayer, sweeper, depositSweeper].filter((task) => task !== null);
       },
-      readinessChecks: () => [
-        {
-          name: 'chain',
-          check: async () => {
-            await chain.blockNumber();
-          },
-        },
-      ],
+      readinessChecks: () => [{ name: 'chain', check: async () => void (await chain.blockNumber()) }],
       onStop: async () => {
         parts?.auth.close();
       },
@@ -208,4 +106,127 @@ export async function startSettlement(
       relayerChain?.destroy();
     },
   };
+}
+
+/** What the settlement service runs, built once from its context and shared by its routes, consumers and tasks. */
+interface SettlementParts {
+  scheduler: SettlementScheduler;
+  transfers: TransferWorker;
+  auth: SellerAuth;
+  relayer: Relayer | null;
+  ledger: LedgerClient;
+  metrics: ReturnType<typeof createSettlementMetrics>;
+  sweeper: CheckoutSweeper | null;
+  depositSweeper: DepositSweeper;
+}
+
+function settlementParts(
+  ctx: ServiceContext<SettlementDB>,
+  config: SettlementConfig,
+  clock: Clock,
+  chain: EscrowChain,
+  relayerChain: RelayerChain | null,
+): SettlementParts {
+  const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
+  const ledger = ledgerClient(ctx.bus, config.ledgerTimeoutMs);
+  const transfers = new TransferWorker(
+    ctx,
+    config,
+    chain,
+    metrics,
+    {
+      payout: payoutOutcome(clock),
+      refund: refundOutcome(clock),
+      platform_payout: platformPayoutOutcome(clock),
+    },
+    ledger,
+  );
+  const scheduler = new SettlementScheduler(ctx, config, clock, ledger, chain, metrics, () =>
+    transfers.kick(),
+  );
+  const relayer =
+    config.relayer && relayerChain ? x402Relayer(ctx, config, config.relayer, relayerChain, chain) : null;
+  const sweeper = config.checkoutSweep
+    ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
+    : null;
+  const depositSweeper = new DepositSweeper(
+    ctx,
+    config.depositSweep,
+    { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
+    chain.address,
+    relayer,
+  );
+  return {
+    scheduler,
+    transfers,
+    auth: new SellerAuth(ctx.bus),
+    relayer,
+    ledger,
+    metrics,
+    sweeper,
+    depositSweeper,
+  };
+}
+
+/** The x402 relayer (RELAYER_PRIVATE_KEY configured): sends buyers' signed authorizations, paying the gas. */
+function x402Relayer(
+  ctx: ServiceContext<SettlementDB>,
+  config: SettlementConfig,
+  relayerConfig: NonNullable<SettlementConfig['relayer']>,
+  relayerChain: RelayerChain,
+  chain: EscrowChain,
+): Relayer {
+  return new Relayer(ctx, relayerChain, {
+    chainId: config.chainId,
+    usdcAddress: config.usdcAddress,
+    escrowAddress: chain.address,
+    minBalanceWei: relayerConfig.minBalanceWei,
+    feeBumpAfterMs: relayerConfig.feeBumpAfterMs,
+    maxFeeBumps: relayerConfig.maxFeeBumps,
+    maxFeePerGasCapWei: relayerConfig.maxFeePerGasCapWei,
+    receiptPollMs: relayerConfig.receiptPollMs,
+    headsWsUrl: relayerConfig.headsWsUrl,
+    pollIntervalMs: config.transferPollIntervalMs,
+    lookbackBlocks: relayerConfig.lookbackBlocks,
+    confirmations: config.confirmations,
+    dbSchema: config.dbSchema,
+  });
+}
+
+function mountSettlementRoutes(
+  app: Express,
+  ctx: ServiceContext<SettlementDB>,
+  config: SettlementConfig,
+  clock: Clock,
+  chain: EscrowChain,
+  { auth, scheduler, transfers, ledger }: SettlementParts,
+): void {
+  const routes = [
+    ...settlementRoutes(ctx, auth),
+    ...settlementOperatorRoutes(ctx, config, scheduler, clock, () => transfers.kick()),
+    ...platformPayoutRoutes(ctx, config, ledger, chain, () => transfers.kick()),
+  ];
+  mountRoutes(app, routes);
+  serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
+}
+
+function settlementConsumers(
+  config: SettlementConfig,
+  clock: Clock,
+  chain: EscrowChain,
+  { transfers, ledger, metrics, depositSweeper }: SettlementParts,
+): DeclaredConsumer[] {
+  return [
+    defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
+    defineConsumer(refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick())),
+    defineConsumer(depositAddressAssignedConsumer(config.chainId)),
+    defineConsumer(
+      depositTransferConsumer({
+        chainId: config.chainId,
+        usdcAddress: config.usdcAddress,
+        fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
+        onDue: () => depositSweeper.kick(),
+      }),
+    ),
+  ];
 }
