@@ -1,4 +1,4 @@
-import { defineConsumer } from '@paygate/bus';
+import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import {
   guardRoute,
   mountRoutes,
@@ -104,63 +104,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       );
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
     },
-    consumers(ctx) {
-      const d = depsOf(ctx);
-      return [
-        // payment.confirmed is the hot path: booked in batches, one commit per batch.
-        defineConsumer({
-          durable: 'ledger-payment-confirmed',
-          subject: 'payment.confirmed',
-          batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
-          batchSize: config.paymentBatchSize,
-          concurrency: config.paymentConcurrency,
-        }),
-        // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
-        defineConsumer({
-          durable: 'ledger-payment-call-failed',
-          subject: 'payment.call_failed',
-          handler: (trx, e) => onPaymentCallFailed(trx, e),
-        }),
-        defineConsumer({
-          durable: 'ledger-payment-call-recovered',
-          subject: 'payment.call_recovered',
-          handler: (trx, e) => onPaymentCallRecovered(trx, e),
-        }),
-        defineConsumer({
-          durable: 'ledger-transfer-observed',
-          subject: 'transfer.observed',
-          handler: (trx, e) => onTransferObserved(trx, e, d),
-          concurrency: 4,
-        }),
-        defineConsumer({
-          durable: 'ledger-transfer-reorged',
-          subject: 'transfer.reorged',
-          handler: (trx, e) => onTransferReorged(trx, e, d),
-        }),
-        defineConsumer({
-          durable: 'ledger-refund-completed',
-          subject: 'refund.completed',
-          handler: (trx, e) => onRefundCompleted(trx, e, d),
-          concurrency: 4,
-        }),
-        defineConsumer({
-          durable: 'ledger-transfer-refund-requested',
-          subject: 'transfer.refund_requested',
-          handler: (trx, e) => onTransferRefundRequested(trx, e, d),
-        }),
-        defineConsumer({
-          durable: 'ledger-settlement-completed',
-          subject: 'settlement.completed',
-          handler: (trx, e) => onSettlementCompleted(trx, e, d),
-          concurrency: 4,
-        }),
-        defineConsumer({
-          durable: 'ledger-platform-payout-completed',
-          subject: 'revenue.paid_out',
-          handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
-        }),
-      ];
-    },
+    consumers: (ctx) => ledgerConsumers(config, depsOf(ctx)),
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
@@ -177,4 +121,62 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     onStop: async () => auth?.close(),
   });
   return { ...running, deps: deps!, scheduler: scheduler!, chainCheck: chainCheck! };
+}
+
+/** The events the ledger books, each on its declared durable consumer. */
+function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredConsumer[] {
+  return [
+    // payment.confirmed is the hot path: booked in batches, one commit per batch.
+    defineConsumer({
+      durable: 'ledger-payment-confirmed',
+      subject: 'payment.confirmed',
+      batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
+      batchSize: config.paymentBatchSize,
+      concurrency: config.paymentConcurrency,
+    }),
+    // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
+    defineConsumer({
+      durable: 'ledger-payment-call-failed',
+      subject: 'payment.call_failed',
+      handler: (trx, e) => onPaymentCallFailed(trx, e),
+    }),
+    defineConsumer({
+      durable: 'ledger-payment-call-recovered',
+      subject: 'payment.call_recovered',
+      handler: (trx, e) => onPaymentCallRecovered(trx, e),
+    }),
+    defineConsumer({
+      durable: 'ledger-transfer-observed',
+      subject: 'transfer.observed',
+      handler: (trx, e) => onTransferObserved(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-transfer-reorged',
+      subject: 'transfer.reorged',
+      handler: (trx, e) => onTransferReorged(trx, e, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-refund-completed',
+      subject: 'refund.completed',
+      handler: (trx, e) => onRefundCompleted(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-transfer-refund-requested',
+      subject: 'transfer.refund_requested',
+      handler: (trx, e) => onTransferRefundRequested(trx, e, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-settlement-completed',
+      subject: 'settlement.completed',
+      handler: (trx, e) => onSettlementCompleted(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-completed',
+      subject: 'revenue.paid_out',
+      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
+    }),
+  ];
 }
