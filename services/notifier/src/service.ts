@@ -3,6 +3,7 @@ import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
+import type { Express } from 'express';
 import { migrations } from '../migrations';
 import type { NotifierConfig } from './config';
 import { notifierConsumers } from './consumers';
@@ -45,36 +46,7 @@ export async function startNotifier(
   // startService builds the context, then calls routes, consumers and background with it: the parts are
   // created once, on the first of those calls.
   const partsFor = (ctx: ServiceContext<NotifierDatabase>): Parts => {
-    if (!parts) {
-      const auth = new SellerAuth(ctx.bus);
-      const live = new LiveUpdates({
-        db: ctx.db,
-        bus: ctx.bus,
-        logger: ctx.logger,
-        config,
-        registry: ctx.metrics.registry,
-        auth,
-      });
-      const secrets = new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs });
-      const dispatcher = new WebhookDispatcher({
-        db: ctx.db,
-        secrets,
-        logger: ctx.logger,
-        config,
-        registry: ctx.metrics.registry,
-        random: options.random,
-        resolveHost: options.resolveHost,
-        // The seller's open dashboards on this replica see the attempt at once (others on their next poll).
-        onAttempt: (sellerId, deliveryId, attemptedAt) =>
-          live.publishToSeller(sellerId, {
-            type: 'seller_event',
-            eventId: deliveryId,
-            eventType: WEBHOOK_DELIVERY_EVENT,
-            occurredAt: attemptedAt.toISOString(),
-          }),
-      });
-      parts = { auth, dispatcher, live, secrets };
-    }
+    parts ??= notifierParts(ctx, config, options);
     return parts;
   };
 
@@ -82,24 +54,7 @@ export async function startNotifier(
     name: 'notifier',
     config,
     migrations,
-    routes: (app, ctx) => {
-      const { auth, dispatcher, live, secrets } = partsFor(ctx);
-      live.start();
-      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
-      const document = openApiRoute(
-        OPENAPI_PATH,
-        {
-          title: 'Paygate notifier',
-          description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
-          securitySchemes: { secretKey: securitySchemes.apiKey },
-          schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
-          webhooks: webhookDocuments(),
-        },
-        routes,
-      );
-      mountRoutes(app, [...routes, document]);
-    },
+    routes: (app, ctx) => mountNotifierRoutes(app, ctx, config, partsFor(ctx)),
     consumers: (ctx) => notifierConsumers({ config, dispatcher: partsFor(ctx).dispatcher }),
     background: (ctx) => [partsFor(ctx).dispatcher],
   });
@@ -118,4 +73,64 @@ export async function startNotifier(
       await stopService();
     },
   };
+}
+
+/** The notifier's parts, built once from its context: seller auth, live updates, webhook secrets and dispatcher. */
+function notifierParts(
+  ctx: ServiceContext<NotifierDatabase>,
+  config: NotifierConfig,
+  options: NotifierOptions,
+): Parts {
+  const auth = new SellerAuth(ctx.bus);
+  const live = new LiveUpdates({
+    db: ctx.db,
+    bus: ctx.bus,
+    logger: ctx.logger,
+    config,
+    registry: ctx.metrics.registry,
+    auth,
+  });
+  const secrets = new WebhookSecrets(ctx.bus, { timeoutMs: config.secretRequestTimeoutMs });
+  const dispatcher = new WebhookDispatcher({
+    db: ctx.db,
+    secrets,
+    logger: ctx.logger,
+    config,
+    registry: ctx.metrics.registry,
+    random: options.random,
+    resolveHost: options.resolveHost,
+    // The seller's open dashboards on this replica see the attempt at once (others on their next poll).
+    onAttempt: (sellerId, deliveryId, attemptedAt) =>
+      live.publishToSeller(sellerId, {
+        type: 'seller_event',
+        eventId: deliveryId,
+        eventType: WEBHOOK_DELIVERY_EVENT,
+        occurredAt: attemptedAt.toISOString(),
+      }),
+  });
+  return { auth, dispatcher, live, secrets };
+}
+
+/** Starts live updates and mounts the live and webhook routes with their OpenAPI document. */
+function mountNotifierRoutes(
+  app: Express,
+  ctx: ServiceContext<NotifierDatabase>,
+  config: NotifierConfig,
+  { auth, dispatcher, live, secrets }: Parts,
+): void {
+  live.start();
+  // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+  const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
+  const document = openApiRoute(
+    OPENAPI_PATH,
+    {
+      title: 'Paygate notifier',
+      description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
+      securitySchemes: { secretKey: securitySchemes.apiKey },
+      schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
+      webhooks: webhookDocuments(),
+    },
+    routes,
+  );
+  mountRoutes(app, [...routes, document]);
 }
