@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { defineConsumer } from '@paygate/bus';
+import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
@@ -93,40 +93,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       app.use('/api/v1/checkout', cors, corsOnError);
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, checkoutDocument, routes)]);
     },
-    consumers(ctx) {
-      const matcher = matcherFor(ctx);
-      return [
-        defineConsumer({
-          durable: 'checkout-skills',
-          subject: 'skill.updated',
-          handler: (trx, e) => projectSkill(trx, e.data),
-          afterCommit: (e) => projectionsFor(ctx).invalidateSkill(e.data.skillId, e.data.sellerId),
-        }),
-        defineConsumer({
-          durable: 'checkout-sellers',
-          subject: 'seller.updated',
-          handler: (trx, e) => projectSeller(trx, e.data),
-          afterCommit: () => projectionsFor(ctx).invalidateSellers(),
-        }),
-        defineConsumer({
-          durable: 'checkout-transfers',
-          subject: 'transfer.observed',
-          concurrency: 4,
-          handler: (trx, e) => matcher.onObserved(trx, e.data),
-        }),
-        defineConsumer({
-          durable: 'checkout-transfer-claims',
-          subject: 'transfer.claimed',
-          concurrency: 4,
-          handler: (trx, e) => matcher.onClaimed(trx, e.data),
-        }),
-        defineConsumer({
-          durable: 'checkout-reorgs',
-          subject: 'transfer.reorged',
-          handler: (trx, e) => matcher.onReorged(trx, e.data),
-        }),
-      ];
-    },
+    consumers: (ctx) => checkoutConsumers(matcherFor(ctx), () => projectionsFor(ctx)),
     background(ctx) {
       const limiter = limits ?? new SessionLimits(ctx.db, config);
       return [
@@ -143,4 +110,39 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       await store?.close();
     },
   });
+}
+
+/** Checkout's projections of skills and sellers, and the transfers it matches to sessions. */
+function checkoutConsumers(matcher: TransferMatcher, projections: () => ProjectionCache): DeclaredConsumer[] {
+  return [
+    defineConsumer({
+      durable: 'checkout-skills',
+      subject: 'skill.updated',
+      handler: (trx, e) => projectSkill(trx, e.data),
+      afterCommit: (e) => projections().invalidateSkill(e.data.skillId, e.data.sellerId),
+    }),
+    defineConsumer({
+      durable: 'checkout-sellers',
+      subject: 'seller.updated',
+      handler: (trx, e) => projectSeller(trx, e.data),
+      afterCommit: () => projections().invalidateSellers(),
+    }),
+    defineConsumer({
+      durable: 'checkout-transfers',
+      subject: 'transfer.observed',
+      concurrency: 4,
+      handler: (trx, e) => matcher.onObserved(trx, e.data),
+    }),
+    defineConsumer({
+      durable: 'checkout-transfer-claims',
+      subject: 'transfer.claimed',
+      concurrency: 4,
+      handler: (trx, e) => matcher.onClaimed(trx, e.data),
+    }),
+    defineConsumer({
+      durable: 'checkout-reorgs',
+      subject: 'transfer.reorged',
+      handler: (trx, e) => matcher.onReorged(trx, e.data),
+    }),
+  ];
 }
