@@ -58,16 +58,31 @@ export function parseTrustedProxies(value: string | undefined): TrustedProxies {
     }
     list.addSubnet(address, prefix, family);
   }
+  const check = (address: string): boolean => {
+    const normalized = normalizeAddress(address);
+    if (isIPv4(normalized)) return list.check(normalized, 'ipv4');
+    if (isIPv6(normalized)) return list.check(normalized, 'ipv6');
+    return false;
+  };
+  // BlockList.check builds a SocketAddress each time (about 4 µs, on every paid call); the answer for an address
+  // never changes, so it is remembered (bounded: forgotten all at once when full).
+  const known = new Map<string, boolean>();
   return {
     source,
     has(address) {
-      const normalized = normalizeAddress(address);
-      if (isIPv4(normalized)) return list.check(normalized, 'ipv4');
-      if (isIPv6(normalized)) return list.check(normalized, 'ipv6');
-      return false;
+      let trustedProxy = known.get(address);
+      if (trustedProxy === undefined) {
+        trustedProxy = check(address);
+        if (known.size >= MAX_REMEMBERED_ADDRESSES) known.clear();
+        known.set(address, trustedProxy);
+      }
+      return trustedProxy;
     },
   };
 }
+
+/** Addresses whose TRUSTED_PROXIES answer is remembered at once. */
+const MAX_REMEMBERED_ADDRESSES = 4096;
 
 /** More hops than any real chain of proxies: a longer header is read only this far from the right. */
 const MAX_FORWARDED_HOPS = 32;

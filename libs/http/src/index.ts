@@ -61,6 +61,7 @@ export {
   type RateLimiterOptions,
   rateLimited,
   rateLimitMiddleware,
+  rateLimitNowOrLater,
   SharedRateLimiter,
   setRateLimitHeaders,
   windowName,

@@ -242,7 +242,29 @@ export async function checkRateLimit(
   bucket: string,
   what: string,
 ): Promise<void> {
-  const decision = limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
+  await rateLimitNowOrLater(limiter, res, bucket, what);
+}
+
+/**
+ * checkRateLimit for a hot path: decided at once (returns, or throws the 429) when this replica can decide it
+ * locally, else a promise of the shared count's decision. A paying subscriber's repeated call pays no promise for
+ * its rate limit.
+ */
+export function rateLimitNowOrLater(
+  limiter: SharedRateLimiter,
+  res: RateLimitHeaderSink,
+  bucket: string,
+  what: string,
+): undefined | Promise<void> {
+  const local = limiter.tryLocal(bucket);
+  if (local) {
+    applyRateDecision(res, local, what);
+    return undefined;
+  }
+  return limiter.hit(bucket).then((decision) => applyRateDecision(res, decision, what));
+}
+
+function applyRateDecision(res: RateLimitHeaderSink, decision: RateDecision, what: string): void {
   setRateLimitHeaders(res, decision);
   if (!decision.allowed) throw rateLimited(decision, what);
 }

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { checkRateLimit, type SharedRateLimiter } from '@paygate/http';
+import { rateLimitNowOrLater, type SharedRateLimiter } from '@paygate/http';
 
 /** What the gateway's limiter counts, for the 429's message ("at most 60 requests per minute per wallet per skill"). */
 const LIMITED = 'requests per minute per wallet per skill';
@@ -14,16 +14,22 @@ export const clientBucket = (clientIp: string, skillId: string) => `ip:${clientI
  * (in process while the shared count allows it, else in Postgres) and sets RateLimit-Limit/-Remaining; over the
  * limit it counts the refusal and throws the shared 429 (`rate_limited`, Retry-After).
  */
-export async function limitCall(
+export function limitCall(
   limiter: SharedRateLimiter,
   rateLimited: { inc(): void },
   res: Pick<ServerResponse, 'setHeader'>,
   bucket: string,
-): Promise<void> {
-  try {
-    await checkRateLimit(limiter, res, bucket, LIMITED);
-  } catch (error) {
+): undefined | Promise<void> {
+  const countRefusal = (error: unknown): never => {
     if ((error as { status?: unknown }).status === 429) rateLimited.inc();
     throw error;
+  };
+  // Decided in process for the usual call (no promise on the paid call's hot path), else by the shared count.
+  let later: undefined | Promise<void>;
+  try {
+    later = rateLimitNowOrLater(limiter, res, bucket, LIMITED);
+  } catch (error) {
+    countRefusal(error);
   }
+  return later?.catch(countRefusal);
 }

@@ -308,13 +308,15 @@ export class PaymentClaimRows {
   }
 
   /** The seller answered: the pay-per-call payment is spent. */
-  async markServed(claim: PaymentClaim): Promise<void> {
-    if (claim.kind === 'subscription') return;
-    await this.ctx.db
+  markServed(claim: PaymentClaim): undefined | Promise<void> {
+    // A subscription stays usable: nothing to write (and no promise on its repeated call).
+    if (claim.kind === 'subscription') return undefined;
+    return this.ctx.db
       .updateTable('payment_claims')
       .set({ state: 'served', updated_at: this.settings.now() })
       .where('id', '=', claim.id)
-      .execute();
+      .execute()
+      .then(() => undefined);
   }
 
   private paymentConfirmed(claimId: string, transfer: ProvenTransfer, purchase: Purchase, now: Date) {

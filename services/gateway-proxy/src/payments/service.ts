@@ -77,9 +77,14 @@ export class PaymentService {
    * only under the reuse rules) or the transfer proven on chain, ready to be claimed. A subscription claim in
    * memory answers without Postgres or the chain.
    */
-  async verify(proof: PaymentProof, purchase: Purchase): Promise<Verified> {
+  verify(proof: PaymentProof, purchase: Purchase): Verified | Promise<Verified> {
     const fromMemory = this.decideFromMemory(proof, purchase);
     if (fromMemory) return { kind: 'decided', outcome: fromMemory };
+    return this.verifyBeyondMemory(proof, purchase);
+  }
+
+  /** verify for a proof memory cannot decide: its static checks, then the claim on its transfer or the chain. */
+  private async verifyBeyondMemory(proof: PaymentProof, purchase: Purchase): Promise<Verified> {
     const refused = this.checks.staticCheckMemo(proof, purchase);
     if (refused) return { kind: 'decided', outcome: { ok: false, failure: refused, chainMs: 0 } };
     // The claim lookup runs beside the chain check (a fresh proof, the usual case, does not wait for it first);
@@ -230,7 +235,7 @@ export class PaymentService {
   }
 
   /** The seller answered: the pay-per-call payment is spent. */
-  markServed(claim: PaymentClaim): Promise<void> {
+  markServed(claim: PaymentClaim): undefined | Promise<void> {
     return this.rows.markServed(claim);
   }
 }

@@ -25,16 +25,31 @@ function sellerFailureOf(result: ForwardResult): SellerFailure | undefined {
  * The seller's books hear of a seller failure (payment.call_failed) and of a retry served after one
  * (payment.call_recovered), each in the transaction that changes the claim.
  */
-export async function book(deps: PaidCallDeps, call: Call, paid: Paid, result: ForwardResult): Promise<void> {
+export function book(
+  deps: PaidCallDeps,
+  call: Call,
+  paid: Paid,
+  result: ForwardResult,
+): undefined | Promise<void> {
   const { claim, answerHeaders } = paid;
   if (result.kind === 'answered' && result.status < 500) {
     result.relay({ ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash });
     // A claim with a retry window is a retry (or an x402 payment settled after its caller gave up).
     if (claim.retry_until && claim.kind !== 'subscription') {
-      await deps.callOutcomes.markServedAgain(claim, result.status);
-    } else await deps.payments.markServed(claim);
-    return;
+      return deps.callOutcomes.markServedAgain(claim, result.status);
+    }
+    return deps.payments.markServed(claim);
   }
+  return bookFailure(deps, call, paid, result);
+}
+
+/** A failed forward: the claim stays usable for a retry where it may, and the buyer hears why. */
+async function bookFailure(
+  deps: PaidCallDeps,
+  call: Call,
+  { claim, answerHeaders }: Paid,
+  result: ForwardResult,
+): Promise<void> {
   const retryUntil = await deps.callOutcomes.markFailed(claim, sellerFailureOf(result));
   const retryHeaders: Record<string, string> = { ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash };
   if (retryUntil) retryHeaders['X-402-Retry-Until'] = retryUntil.toISOString();

@@ -10,58 +10,85 @@ import type { Paid } from './pay';
  * Serves a claimed call: a TICKET answer (the call is then done), or the PROXY forward to the seller with the
  * payer headers, whose result `book` decides on.
  */
-export async function forward(
+export function forward(
   deps: PaidCallDeps,
   offer: Offer,
   call: Call,
   paid: Paid,
 ): Promise<ForwardResult | undefined> {
-  const { skill, endpoint, base } = offer;
-  const { claim } = paid;
+  const { skill } = offer;
+  for (const name in paid.answerHeaders) call.res.setHeader(name, paid.answerHeaders[name]!);
+  if (skill.mode === 'TICKET') return answerWithTicket(deps, offer, call, paid);
+  if (!offer.base) return refuseMisconfigured(deps, call, paid);
+  // The seller's forwarding key is usually in memory: no extra promise for it on the hot path.
+  const known = deps.forwardingKeys.peek(skill.sellerId);
+  if (known) return forwardToSeller(deps, offer, call, paid, known);
+  return deps.forwardingKeys
+    .keyFor(skill.sellerId)
+    .then((key) => forwardToSeller(deps, offer, call, paid, key));
+}
+
+/** TICKET mode: the call is answered with a ticket for the seller's own URL (nothing is forwarded). */
+async function answerWithTicket(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  { claim }: Paid,
+): Promise<undefined> {
+  const { skill, endpoint } = offer;
   const { res, url } = call;
-  for (const name in paid.answerHeaders) res.setHeader(name, paid.answerHeaders[name]!);
-  if (skill.mode === 'TICKET') {
-    const { ticket, expiresAt } = await deps.tickets.issue({
-      payer: claim.payer,
-      skill: skill.name,
-      skillId: skill.skillId,
-      sellerId: skill.sellerId,
-      method: endpoint.method,
-      path: url.path,
-      kind: claim.kind,
-      txHash: claim.tx_hash,
-      amount: formatUsdc(claim.amount_micro),
-      notAfter: claim.access_expires_at,
-    });
-    res.setHeader(MODE_HEADER, 'TICKET');
-    res.setHeader(RECEIPT_HEADER, claim.tx_hash);
-    sendJson(res, 200, {
-      ticket,
-      header: 'X-402-Ticket',
-      expiresAt: expiresAt.toISOString(),
-      url: `${skill.apiBaseUrl.replace(/\/$/, '')}${url.path}${url.query}`,
-      method: endpoint.method,
-      txHash: claim.tx_hash,
-      payer: claim.payer,
-    });
-    return undefined;
-  }
-  if (!base) {
-    await deps.callOutcomes.markFailed(claim, { outcome: 'misconfigured' });
-    sendJson(
-      res,
-      502,
-      errorBody(call.requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not an http(s) URL"),
-    );
-    return undefined;
-  }
-  const forwardingKey =
-    deps.forwardingKeys.peek(skill.sellerId) ?? (await deps.forwardingKeys.keyFor(skill.sellerId));
+  const { ticket, expiresAt } = await deps.tickets.issue({
+    payer: claim.payer,
+    skill: skill.name,
+    skillId: skill.skillId,
+    sellerId: skill.sellerId,
+    method: endpoint.method,
+    path: url.path,
+    kind: claim.kind,
+    txHash: claim.tx_hash,
+    amount: formatUsdc(claim.amount_micro),
+    notAfter: claim.access_expires_at,
+  });
+  res.setHeader(MODE_HEADER, 'TICKET');
+  res.setHeader(RECEIPT_HEADER, claim.tx_hash);
+  sendJson(res, 200, {
+    ticket,
+    header: 'X-402-Ticket',
+    expiresAt: expiresAt.toISOString(),
+    url: `${skill.apiBaseUrl.replace(/\/$/, '')}${url.path}${url.query}`,
+    method: endpoint.method,
+    txHash: claim.tx_hash,
+    payer: claim.payer,
+  });
+  return undefined;
+}
+
+/** A seller apiBaseUrl that is not http(s): the call failed on Paygate's side of the forward (retryable). */
+async function refuseMisconfigured(deps: PaidCallDeps, call: Call, { claim }: Paid): Promise<undefined> {
+  await deps.callOutcomes.markFailed(claim, { outcome: 'misconfigured' });
+  sendJson(
+    call.res,
+    502,
+    errorBody(call.requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not an http(s) URL"),
+  );
+  return undefined;
+}
+
+/** PROXY mode: the call goes to the seller with the payer headers, signed with the seller's key. */
+function forwardToSeller(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  { claim }: Paid,
+  forwardingKey: Awaited<ReturnType<PaidCallDeps['forwardingKeys']['keyFor']>>,
+): Promise<ForwardResult> {
+  const { skill } = offer;
+  const base = offer.base!;
   return forwardRequest(
     call.req,
-    res,
+    call.res,
     {
-      url: { origin: base.origin, path: `${base.pathPrefix}${url.path}${url.query}` },
+      url: { origin: base.origin, path: `${base.pathPrefix}${call.url.path}${call.url.query}` },
       clientIp: call.clientIp,
       extraHeaders: {
         'x-paygate-payer': claim.payer,

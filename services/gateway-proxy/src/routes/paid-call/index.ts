@@ -19,19 +19,29 @@ export { type PaidCallDeps, SKILLS_PREFIX };
  * made of the payment. Each step answers the buyer itself when the call stops there.
  */
 async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
-  const offer = await findOffer(deps, call);
+  // A step answers at once when what it needs is in memory (a paying subscriber's repeated call: the skill, the
+  // rate limit, the claim), and is awaited only when it returned a promise: the hot call pays no promise per step.
+  const finding = findOffer(deps, call);
+  const offer = finding instanceof Promise ? await finding : finding;
   if (!offer) return;
   const proof = readProof(call);
-  await limitCall(deps.limiter, deps.metrics.rateLimited, call.res, rateBucket(deps, offer, call, proof));
+  const limiting = limitCall(
+    deps.limiter,
+    deps.metrics.rateLimited,
+    call.res,
+    rateBucket(deps, offer, call, proof),
+  );
+  if (limiting) await limiting;
   if (proof.kind === 'none') return challenge(deps, offer, call);
   if (proof.kind === 'unreadable') return refuseUnreadable(deps, offer, call, proof);
-  const paid =
-    proof.kind === 'x402'
-      ? await settleX402(deps, offer, call, proof)
-      : await verifyAndClaim(deps, offer, call, proof);
+  const paying =
+    proof.kind === 'x402' ? settleX402(deps, offer, call, proof) : verifyAndClaim(deps, offer, call, proof);
+  const paid = paying instanceof Promise ? await paying : paying;
   if (!paid) return;
   const answer = await forward(deps, offer, call, paid);
-  if (answer) await book(deps, call, paid, answer);
+  if (!answer) return;
+  const booking = book(deps, call, paid, answer);
+  if (booking) await booking;
 }
 
 const STARTED_AT = Symbol('startedAt');

@@ -87,11 +87,19 @@ function sellerBase(apiBaseUrl: string): SellerBase | null {
   }
 }
 
-/** The offer at the call's URL, or the 404 / 405 / HEAD answer (undefined then). */
-export async function findOffer(deps: PaidCallDeps, call: Call): Promise<Offer | undefined> {
+/**
+ * The offer at the call's URL, or the 404 / 405 / HEAD answer (undefined then): at once when the skill is in
+ * memory (no promise on the hot path), else once it is read.
+ */
+export function findOffer(deps: PaidCallDeps, call: Call): Offer | undefined | Promise<Offer | undefined> {
+  const known = deps.skills.peek(call.url.name);
+  if (known) return offerOf(deps, call, known.skill);
+  return deps.skills.byName(call.url.name).then((skill) => offerOf(deps, call, skill));
+}
+
+function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefined): Offer | undefined {
   const { res, requestId, method } = call;
   const { name, path } = call.url;
-  const skill = deps.skills.peek(name)?.skill ?? (await deps.skills.byName(name));
   if (!skill) {
     sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
     return undefined;

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { PaymentRequirements } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
-import type { PaymentClaim, PresentOutcome } from '../../payments/service';
+import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
 import { settlementHeaders } from '../../x402/challenge';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import { paymentRequirements, sendPaymentRequired } from './challenge';
@@ -16,22 +16,45 @@ export interface Paid {
 }
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
-/** A tx-hash proof (Paygate's own scheme): verified (signature, fields, on chain), then its transfer claimed. */
-export async function verifyAndClaim(
+/**
+ * A tx-hash proof (Paygate's own scheme): verified (signature, fields, on chain), then its transfer claimed. At
+ * once when memory decides it (a subscriber's repeated call), else once verified and claimed.
+ */
+export function verifyAndClaim(
   deps: PaidCallDeps,
   offer: Offer,
   call: Call,
   { proof }: Extract<Proof, { kind: 'tx-hash' }>,
-): Promise<Paid | undefined> {
-  const verified = await deps.payments.verify(proof, offer.purchase);
-  let claimMs = 0;
-  let outcome: PresentOutcome;
-  if (verified.kind === 'decided') outcome = verified.outcome;
-  else {
-    const claimStarted = performance.now();
-    outcome = await deps.payments.claim(proof, verified, offer.purchase);
-    claimMs = performance.now() - claimStarted;
+): Paid | undefined | Promise<Paid | undefined> {
+  const verified = deps.payments.verify(proof, offer.purchase);
+  if (!(verified instanceof Promise) && verified.kind === 'decided') {
+    return answerOutcome(deps, offer, call, verified.outcome, 0);
   }
+  return claimVerified(deps, offer, call, proof, verified);
+}
+
+async function claimVerified(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  proof: Extract<Proof, { kind: 'tx-hash' }>['proof'],
+  verifying: Verified | Promise<Verified>,
+): Promise<Paid | undefined> {
+  const verified = await verifying;
+  if (verified.kind === 'decided') return answerOutcome(deps, offer, call, verified.outcome, 0);
+  const claimStarted = performance.now();
+  const outcome = await deps.payments.claim(proof, verified, offer.purchase);
+  return answerOutcome(deps, offer, call, outcome, performance.now() - claimStarted);
+}
+
+/** The payment's outcome: refused (402, or 503 when unavailable) or accepted with its Server-Timing. */
+function answerOutcome(
+  deps: PaidCallDeps,
+  offer: Offer,
+  call: Call,
+  outcome: PresentOutcome,
+  claimMs: number,
+): Paid | undefined {
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.failure.reason });
     refuse(
