@@ -21,15 +21,9 @@ import { type DatabaseLimits, DEFAULT_DATABASE_LIMITS } from './config';
 // Postgres numeric and bigint come back as strings: money columns are read as bigint explicitly.
 pg.types.setTypeParser(20, (value) => BigInt(value));
 
-export interface DatabaseOptions {
+export interface DatabaseOptions extends Partial<DatabaseLimits> {
   url: string;
   schema: string;
-  poolSize?: number;
-  statementTimeoutMs?: number;
-  lockTimeoutMs?: number;
-  connectTimeoutMs?: number;
-  idleInTransactionTimeoutMs?: number;
-  idleTimeoutMs?: number;
 }
 
 /**
@@ -107,25 +101,12 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
 }
 
+/** The limits the options set (an option left undefined keeps its default); the defaults name every limit. */
 function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
-  const {
-    poolSize,
-    statementTimeoutMs,
-    lockTimeoutMs,
-    connectTimeoutMs,
-    idleInTransactionTimeoutMs,
-    idleTimeoutMs,
-  } = options;
+  const limitNames = Object.keys(DEFAULT_DATABASE_LIMITS) as (keyof DatabaseLimits)[];
   return Object.fromEntries(
-    Object.entries({
-      poolSize,
-      statementTimeoutMs,
-      lockTimeoutMs,
-      connectTimeoutMs,
-      idleInTransactionTimeoutMs,
-      idleTimeoutMs,
-    }).filter(([, value]) => value !== undefined),
-  ) as Partial<DatabaseLimits>;
+    limitNames.filter((name) => options[name] !== undefined).map((name) => [name, options[name]]),
+  );
 }
 
 class StaticMigrationProvider implements MigrationProvider {
