@@ -1,16 +1,8 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import type { AccountKind } from '../db';
 
-export type AccountKind =
-  | 'escrow_asset'
-  | 'suspense'
-  | 'seller_held'
-  | 'platform_held'
-  | 'seller_available'
-  | 'seller_payout_pending'
-  | 'platform_revenue'
-  | 'platform_payout_pending'
-  | 'refund_pending'
-  | 'refund_receivable';
+/** The account kinds live with the schema (db.ts); re-exported for the entry builders' callers. */
+export type { AccountKind };
 
 export interface EntryLine {
   kind: AccountKind;
