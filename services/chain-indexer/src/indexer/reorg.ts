@@ -1,19 +1,15 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { formatUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { ChainIndexerConfig } from '../config';
 import type { IndexerDatabase, RecentBlocksTable, TransfersTable } from './tables';
+import { type TransferChain, transferEventFields } from './transfer-fields';
 
 type StoredBlock = Pick<Selectable<RecentBlocksTable>, 'number' | 'hash'>;
 
 /** The chain being rolled back, as transfer.reorged names it. */
-export interface ReorgChain {
-  chainId: number;
-  network: ChainIndexerConfig['network'];
-}
+export type ReorgChain = TransferChain;
 
 /** The stored recent block hashes of the chain, newest first, at most `window` of them. */
 export function storedRecentBlocks(
@@ -50,16 +46,7 @@ function transferReorgedEvent(chain: ReorgChain, transfer: Selectable<TransfersT
     'transfer.reorged',
     'chain-indexer',
     {
-      chainId: chain.chainId,
-      network: chain.network,
-      txHash: transfer.tx_hash,
-      logIndex: transfer.log_index,
-      blockNumber: Number(transfer.block_number),
-      blockHash: transfer.block_hash,
-      from: transfer.from_address,
-      to: transfer.to_address,
-      token: transfer.token,
-      amount: formatUsdc(transfer.amount_micro),
+      ...transferEventFields(chain, transfer),
       reorgedAt: new Date().toISOString(),
     },
     { trace: currentTraceCarrier() },

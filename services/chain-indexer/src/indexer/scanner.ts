@@ -1,7 +1,6 @@
 import { enqueueEvent } from '@paygate/bus';
 import { getTransferLogs, type TransferLog } from '@paygate/chain';
 import { createEvent } from '@paygate/contracts';
-import { formatUsdc } from '@paygate/money';
 import { currentTraceCarrier, type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, sql, type Transaction } from 'kysely';
@@ -9,6 +8,7 @@ import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
 import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
 import type { IndexerDatabase } from './tables';
+import { transferEventFields } from './transfer-fields';
 
 /** Deposit addresses backfilled per pass at most. */
 const BACKFILL_BATCH = 500;
@@ -328,16 +328,7 @@ export class TransferScanner {
       'transfer.observed',
       'chain-indexer',
       {
-        chainId: this.chainId,
-        network: this.config.network,
-        txHash: transfer.tx_hash,
-        logIndex: transfer.log_index,
-        blockNumber: Number(transfer.block_number),
-        blockHash: transfer.block_hash,
-        from: transfer.from_address,
-        to: transfer.to_address,
-        token: transfer.token,
-        amount: formatUsdc(transfer.amount_micro),
+        ...transferEventFields({ chainId: this.chainId, network: this.config.network }, transfer),
         confirmations: head - Number(transfer.block_number) + 1,
         observedAt: new Date().toISOString(),
       },
