@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { CheckoutConfig } from '../config';
+import type { IdempotencyClaim, NewSession } from './sessions';
 
 /**
  * The session-creation statement as a named prepared statement on a small pool of its own: Postgres parses
@@ -55,15 +56,9 @@ interface OutboxEvent {
   json: string;
 }
 
-export interface CreateSessionParams {
+/** A new session's own fields (NewSession) and what the statement records with them. */
+export interface CreateSessionParams extends NewSession {
   sessionId: string;
-  sellerId: string;
-  skillId: string | null;
-  skillName: string | null;
-  endpointId: string | null;
-  description: string;
-  priceMicro: bigint;
-  holdPeriodHours: number;
   now: Date;
   expiresAt: Date;
   lateUntil: Date;
@@ -73,7 +68,7 @@ export interface CreateSessionParams {
   maxOpenSessions: number;
   sessionEvent: OutboxEvent;
   addressEvent: OutboxEvent;
-  idempotency?: { key: string; requestHash: string };
+  idempotency?: IdempotencyClaim;
 }
 
 export class CreateSessionStatement {
