@@ -17,6 +17,14 @@ export type AccountKind =
   | 'platform_payout_pending'
   | 'refund_pending'
   | 'refund_receivable';
+/** Why a transfer or payment is set aside for the operator (payments/conflicts.ts records them). */
+export type ConflictKind =
+  | 'transfer_already_claimed'
+  | 'amount_exceeds_transfer'
+  | 'transfer_reorged'
+  | 'reorg_after_refund'
+  | 'transfer_refunded'
+  | 'refund_refused';
 export type PostingSide = 'debit' | 'credit';
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
 
@@ -126,13 +134,7 @@ export interface TransactionsTable {
 
 export interface PaymentConflictsTable {
   id: Generated<bigint>;
-  kind:
-    | 'transfer_already_claimed'
-    | 'amount_exceeds_transfer'
-    | 'transfer_reorged'
-    | 'reorg_after_refund'
-    | 'transfer_refunded'
-    | 'refund_refused';
+  kind: ConflictKind;
   chain_id: number;
   tx_hash: string;
   log_index: number;

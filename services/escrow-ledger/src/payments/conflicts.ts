@@ -1,14 +1,9 @@
 import { sql, type Transaction } from 'kysely';
+import type { ConflictKind } from '../db';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 
-export type ConflictKind =
-  | 'transfer_already_claimed'
-  | 'amount_exceeds_transfer'
-  | 'transfer_reorged'
-  | 'reorg_after_refund'
-  | 'transfer_refunded'
-  | 'refund_refused';
+export type { ConflictKind };
 
 /** Records a conflict for the operator (once per kind, transfer and payment), counted and logged. */
 export async function recordConflict(

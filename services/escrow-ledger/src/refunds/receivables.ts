@@ -1,4 +1,5 @@
 import { sql, type Transaction } from 'kysely';
+import type { RefundReceivablesTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
@@ -15,15 +16,10 @@ import { perInclusion, type TransferRow } from '../payments/transfer-booking';
  * marked refunded by the same refund.
  */
 
-interface OpenReceivable {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  inclusion: number;
-  refund_id: string;
-  payer: string;
-  amount_micro: bigint;
-}
+type OpenReceivable = Pick<
+  RefundReceivablesTable,
+  'chain_id' | 'tx_hash' | 'log_index' | 'inclusion' | 'refund_id' | 'payer' | 'amount_micro'
+>;
 
 interface Arrival {
   log_index: number;

@@ -4,39 +4,18 @@ import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import type { RequestHandler } from 'express';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { TransactionsTable } from '../db';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { type RefundRow, refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
 
-export interface TransactionRow {
-  id: string;
-  payment_id: string;
-  source: string;
-  seller_id: string;
-  skill_id: string | null;
-  skill_name: string | null;
-  session_id: string | null;
-  payer: string;
-  chain_id: number;
-  network: string;
-  tx_hash: string;
-  log_index: number;
-  amount_micro: bigint;
-  seller_share_micro: bigint;
-  platform_share_micro: bigint;
-  refunded_micro: bigint;
-  hold_period_hours: number;
-  hold_until: Date;
-  escrow_status: 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
-  settlement_id: string | null;
-  confirmed_at: Date;
-  released_at: Date | null;
-  settled_at: Date | null;
-  reversed_at: Date | null;
-  created_at: Date;
-}
+/** A transaction as the seller views read it: the table's row (db.ts) without the columns they never show. */
+export type TransactionRow = Omit<
+  Selectable<TransactionsTable>,
+  'endpoint_id' | 'refunded_seller_micro' | 'refunded_platform_micro' | 'reversal_reason'
+>;
 
 const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
