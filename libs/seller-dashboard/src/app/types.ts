@@ -192,20 +192,7 @@ export interface ApiKeyInfo {
 }
 
 /** The events a webhook endpoint may ask for (the notifier's WEBHOOK_EVENT_TYPES); "*" is every kind. */
-export const WEBHOOK_EVENT_TYPES = [
-  'payment.confirmed',
-  'payment.reversed',
-  'refund.requested',
-  'refund.completed',
-  'settlement.completed',
-  'checkout.session_created',
-  'checkout.session_paid',
-  'checkout.session_underpaid',
-  'checkout.session_expired',
-  'checkout.session_reopened',
-  'checkout.session_refunded',
-  'seller.payout_address_change_requested',
-] as const;
+export { WEBHOOK_EVENT_TYPES } from '@paygate/contracts/webhook-events';
 
 export interface WebhookEndpoint {
   id: string;

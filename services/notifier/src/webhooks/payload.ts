@@ -1,25 +1,13 @@
 import { type EventEnvelope, SUBJECTS, type Subject } from '@paygate/contracts';
+import { WEBHOOK_EVENT_TYPES as WEBHOOK_EVENT_KINDS } from '@paygate/contracts/webhook-events';
 import type { PaygateWebhookEvent, WebhookBody } from '@paygate/gateway-middleware';
 import { plainSchema } from '@paygate/http';
 import type { TSchema } from '@sinclair/typebox';
 
-/** The bus events that become webhooks, for every seller with a webhook URL. */
-export const WEBHOOK_EVENT_TYPES = [
-  'payment.confirmed',
-  'payment.reversed',
-  'refund.requested',
-  'refund.completed',
-  'settlement.completed',
-  'checkout.session_created',
-  'checkout.session_paid',
-  'checkout.session_underpaid',
-  'checkout.session_expired',
-  'checkout.session_reopened',
-  'checkout.session_refunded',
-  // The account wallet signed a new payout address: the seller hears of it before it takes effect.
-  'seller.payout_address_change_requested',
-  // Every kind sent is one the sellers' library types (PaygateWebhookEvent).
-] as const satisfies readonly (Subject & PaygateWebhookEvent['event'])[];
+/** The bus events that become webhooks, for every seller with a webhook URL (listed in @paygate/contracts). */
+// Every kind sent is one the sellers' library types (PaygateWebhookEvent).
+export const WEBHOOK_EVENT_TYPES = WEBHOOK_EVENT_KINDS satisfies readonly (Subject &
+  PaygateWebhookEvent['event'])[];
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** Top-level names that belong to the webhook itself; a payload field of the same name is read from `data`. */
