@@ -15,6 +15,18 @@ import { traceOption } from '../shared/trace';
 
 export type SellerRow = Selectable<SellersTable>;
 
+/** A seller's keys, webhook and settlement settings as the account view and seller.updated both show them. */
+function sellerSettings(row: SellerRow) {
+  return {
+    publishableKey: row.publishable_key,
+    apiKeyVersion: row.api_key_version,
+    webhookUrl: row.webhook_url,
+    webhookSecretVersion: row.webhook_secret_version,
+    settlementFrequency: row.settlement_frequency,
+    minimumSettlement: formatUsdc(row.minimum_settlement_micro),
+  };
+}
+
 export function toAccount(row: SellerRow) {
   return {
     sellerId: row.id,
@@ -47,12 +59,7 @@ export function toAccount(row: SellerRow) {
             expiresAt: iso(row.previous_api_key_expires_at),
           }
         : null,
-    publishableKey: row.publishable_key,
-    apiKeyVersion: row.api_key_version,
-    webhookUrl: row.webhook_url,
-    webhookSecretVersion: row.webhook_secret_version,
-    settlementFrequency: row.settlement_frequency,
-    minimumSettlement: formatUsdc(row.minimum_settlement_micro),
+    ...sellerSettings(row),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -82,12 +89,7 @@ export async function publishSellerUpdated(trx: Transaction<RegistryDatabase>, r
         revision: row.revision,
         walletAddress: row.wallet_address,
         payoutAddress: row.payout_address,
-        publishableKey: row.publishable_key,
-        apiKeyVersion: row.api_key_version,
-        webhookUrl: row.webhook_url,
-        webhookSecretVersion: row.webhook_secret_version,
-        settlementFrequency: row.settlement_frequency,
-        minimumSettlement: formatUsdc(row.minimum_settlement_micro),
+        ...sellerSettings(row),
         updatedAt: row.updated_at.toISOString(),
       },
       { occurredAt: now, ...traceOption() },
