@@ -196,8 +196,9 @@ export interface RefundRequestsTable {
   seller_id: string;
   payer: string;
   reason: string;
+  /** The payer's signature over the request message, lowercase. */
   signature: string;
-  status: string;
+  status: 'pending' | 'approved' | 'rejected' | 'completed';
   refund_id: string | null;
   decision_reason: string | null;
   created_at: Date;
@@ -212,7 +213,7 @@ export interface PayoutReservationsTable {
   amount_micro: bigint;
   available_micro: bigint;
   reason: string | null;
-  status: string;
+  status: 'reserved' | 'completed' | 'cancelled' | 'refused';
   tx_hash: string | null;
   payout_address: string | null;
   created_at: Date;

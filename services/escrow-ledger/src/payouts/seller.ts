@@ -2,6 +2,7 @@ import type { EventData, EventEnvelope, RpcReply, RpcRequest } from '@paygate/co
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
+import type { PayoutReservationsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 
@@ -9,16 +10,11 @@ type ReservePayoutRequest = RpcRequest<'ledger.reserve_payout'>;
 type ReservePayoutReply = RpcReply<'ledger.reserve_payout'>;
 type CancelPayoutReply = RpcReply<'ledger.cancel_payout'>;
 
-export interface ReservationRow {
-  settlement_id: string;
-  seller_id: string;
-  ok: boolean;
-  amount_micro: bigint;
-  available_micro: bigint;
-  reason: string | null;
-  status: 'reserved' | 'completed' | 'cancelled' | 'refused';
-  payout_address: string | null;
-}
+/** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
+export type ReservationRow = Omit<
+  PayoutReservationsTable,
+  'tx_hash' | 'created_at' | 'completed_at' | 'authorized_at'
+>;
 
 function replyOf(row: ReservationRow): ReservePayoutReply {
   if (row.ok) return { ok: true, amount: formatUsdc(row.amount_micro) };

@@ -4,25 +4,14 @@ import { badRequest, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { REFUND_REQUEST_MAX_VALIDITY_MS, type RefundTarget } from '@paygate/protocol';
 import { sql, type Transaction } from 'kysely';
+import type { RefundRequestsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, refundView } from './book';
 import { findTransactionForUpdate } from './targets';
 
-export interface RefundRequestRow {
-  id: string;
-  transaction_id: string;
-  seller_id: string;
-  payer: string;
-  reason: string;
-  /** The payer's signature over the request message, lowercase. */
-  signature: string;
-  status: 'pending' | 'approved' | 'rejected' | 'completed';
-  refund_id: string | null;
-  decision_reason: string | null;
-  created_at: Date;
-  decided_at: Date | null;
-  completed_at: Date | null;
+/** A request as every read gets it: its row (db.ts) and its booked refund's state. */
+export interface RefundRequestRow extends RefundRequestsTable {
   /** From the booked refund (joined), when there is one. */
   refund_status?: 'pending' | 'completed' | 'failed' | null;
   refund_amount_micro?: bigint | null;
