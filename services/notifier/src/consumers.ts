@@ -10,17 +10,11 @@ import { endpointsFor } from './webhooks/endpoints';
 import { buildWebhookBody, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhooks/payload';
 import { createDelivery } from './webhooks/repository';
 
-const SESSION_SUBJECTS = [
-  'checkout.session_created',
-  'checkout.session_paid',
-  'checkout.session_underpaid',
-  'checkout.session_expired',
-  'checkout.session_reopened',
-  'checkout.session_refunded',
-] as const;
+/** The checkout session events: each carries the session's snapshot, kept for the live view. */
+type SessionSubject = Extract<WebhookEventType, `checkout.session_${string}`>;
 
-function isSessionSubject(type: string): type is (typeof SESSION_SUBJECTS)[number] {
-  return (SESSION_SUBJECTS as readonly string[]).includes(type);
+function isSessionSubject(type: string): type is SessionSubject {
+  return type.startsWith('checkout.session_') && (WEBHOOK_EVENT_TYPES as readonly string[]).includes(type);
 }
 
 /** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
