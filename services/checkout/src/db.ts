@@ -64,6 +64,15 @@ export interface SessionsTable {
   derivation_index: bigint | null;
 }
 
+/** The payment columns of a session no transfer pays (a new one, or one reopened when its transfer was reorged). */
+export const UNPAID_SESSION = {
+  paid_amount_micro: null,
+  transfer_id: null,
+  tx_hash: null,
+  payer: null,
+  paid_at: null,
+} as const satisfies Partial<SessionsTable>;
+
 export interface IdempotencyKeysTable {
   seller_id: string;
   idempotency_key: string;

@@ -4,7 +4,13 @@ import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdcExact } from '@paygate/money';
 import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
+import {
+  type CheckoutTrx,
+  type SessionRow,
+  type SessionStatus,
+  type TransferRow,
+  UNPAID_SESSION,
+} from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
 import { lockTransferAt } from './transfer-rows';
@@ -147,11 +153,7 @@ async function reopenSession(
     .updateTable('sessions')
     .set({
       status: now < session.expires_at ? 'open' : 'expired',
-      paid_amount_micro: null,
-      transfer_id: null,
-      tx_hash: null,
-      payer: null,
-      paid_at: null,
+      ...UNPAID_SESSION,
       // The amount stayed reserved until late_until, so it is still this session's alone.
       updated_at: now,
     })

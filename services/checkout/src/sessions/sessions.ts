@@ -4,7 +4,7 @@ import { refuseOtherRequest } from '@paygate/http';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutDb, CheckoutTrx, SessionRow } from '../db';
+import { type CheckoutDb, type CheckoutTrx, type SessionRow, UNPAID_SESSION } from '../db';
 import { CreateSessionStatement } from './create-statement';
 import { DepositAddressAllocator, depositNode, displayAddress } from './deposit-addresses';
 import { RetryLaterError, type SessionLimits } from './limits';
@@ -93,11 +93,7 @@ export class SessionStore {
       expires_at: expiresAt,
       late_until: lateUntil,
       amount_reserved: false,
-      paid_amount_micro: null,
-      transfer_id: null,
-      tx_hash: null,
-      payer: null,
-      paid_at: null,
+      ...UNPAID_SESSION,
       updated_at: now,
       deposit_address: deposit.address,
       derivation_index: BigInt(deposit.index),
