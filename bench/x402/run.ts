@@ -218,7 +218,10 @@ async function main(): Promise<void> {
         reference: ReturnType<typeof stats>;
       }
     >;
-    const comparisonPass = Object.values(comparison).every((c) => c.ratio <= 1);
+    // Decided on the unrounded means: a rounded ratio of 1.00 (Paygate 552.6 ms against 550.3) is above, not at.
+    const comparisonPass = (['verify', 'settle', 'burst'] as const).every(
+      (kind) => mean(compared.paygate[kind]) <= mean(compared.reference[kind]),
+    );
     // Apart from where the block cycle falls: each answer (a burst's last) after the head of its block.
     const afterBlock = Object.fromEntries(
       (['settle', 'burst'] as const).map((kind) => [
