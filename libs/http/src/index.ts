@@ -68,6 +68,9 @@ export {
 } from './rate-limit';
 export {
   type AnyRoute,
+  type BareHandler,
+  type BareServing,
+  bareRoutesOf,
   defineRoute,
   guardRoute,
   mountRoutes,

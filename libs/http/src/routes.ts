@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Static, TObject, TSchema } from '@sinclair/typebox';
 import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import {
@@ -31,7 +32,50 @@ export type RouteResponse =
       headers?: JsonSchemaObject;
     };
 
-export interface RouteDefinition<
+/** Answers a request on the bare node request and returns true, or returns false to leave it to express. */
+export type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * A route served on the bare node request, ahead of express's stack (request id, JSON body parser, router), for
+ * the requests whose URL starts with `prefix`: a hot route whose stack costs more than its work, or whose body
+ * must reach its handler as sent. The server offers each such request to `handle` first (libs/runtime); what
+ * `handle` leaves goes to express and the route's `handler`, when it has one.
+ */
+export interface BareServing {
+  prefix: string;
+  handle: BareHandler;
+}
+
+export type RouteHandler<
+  Params extends TObject | undefined = undefined,
+  Query extends TObject | undefined = undefined,
+  Body extends TSchema | undefined = undefined,
+> = (
+  req: Request<
+    Params extends TObject ? Static<Params> : Record<string, string>,
+    unknown,
+    Body extends TSchema ? Static<Body> : unknown,
+    Query extends TObject ? Static<Query> : Record<string, unknown>
+  >,
+  res: Response,
+  next: NextFunction,
+) => unknown;
+
+/**
+ * A declared route: what it is (method, path, schemas, auth, responses) and how it is served: by express
+ * (`handler`), on the bare request (`bare`), or the bare request first and express for what it leaves.
+ */
+export type RouteDefinition<
+  Params extends TObject | undefined = undefined,
+  Query extends TObject | undefined = undefined,
+  Body extends TSchema | undefined = undefined,
+> = RouteDeclaration<Params, Query, Body> &
+  (
+    | { handler: RouteHandler<Params, Query, Body>; bare?: BareServing }
+    | { handler?: undefined; bare: BareServing }
+  );
+
+export interface RouteDeclaration<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,
   Body extends TSchema | undefined = undefined,
@@ -70,16 +114,6 @@ export interface RouteDefinition<
   errors?: Record<string, string>;
   /** Middleware run after authentication and validation, before the handler (rate limits, idempotency…). */
   before?: RequestHandler[];
-  handler: (
-    req: Request<
-      Params extends TObject ? Static<Params> : Record<string, string>,
-      unknown,
-      Body extends TSchema ? Static<Body> : unknown,
-      Query extends TObject ? Static<Query> : Record<string, unknown>
-    >,
-    res: Response,
-    next: NextFunction,
-  ) => unknown;
 }
 
 /** Any route, whatever its schemas (what lists of routes hold). */
@@ -150,9 +184,25 @@ export function guardRoute(
   route.errors = { ...(route.errors ?? {}), ...errors };
 }
 
-/** Registers each route on the app: auth, validation, `before` middleware, then the handler. */
+const BARE_ROUTES = new WeakMap<Express, BareServing[]>();
+
+/** The bare routes mounted on `app`: the server offers each request to them before express (libs/runtime). */
+export function bareRoutesOf(app: Express): readonly BareServing[] {
+  return BARE_ROUTES.get(app) ?? [];
+}
+
+/**
+ * Registers each route on the app: auth, validation, `before` middleware, then the handler; a route served on the
+ * bare request is recorded for the server (`bareRoutesOf`).
+ */
 export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   for (const route of routes) {
+    if (route.bare) {
+      const bare = BARE_ROUTES.get(app) ?? [];
+      bare.push(route.bare);
+      BARE_ROUTES.set(app, bare);
+    }
+    if (!route.handler) continue;
     const chain: RequestHandler[] = [];
     if (route.auth?.middleware) chain.push(route.auth.middleware);
     chain.push(validationMiddleware(route));

@@ -8,7 +8,7 @@ import {
   OutboxRelay,
 } from '@paygate/bus';
 import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
-import { createApp, errorHandler, notFoundHandler } from '@paygate/http';
+import { bareRoutesOf, createApp, errorHandler, notFoundHandler } from '@paygate/http';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
@@ -63,11 +63,6 @@ export interface ServiceDefinition<DB = any> {
   logger?: Logger;
   bodyLimit?: string;
   keepRawBody?: boolean;
-  /**
-   * A hot-path handler that sees every request before express and answers the ones it claims (returning
-   * true), skipping express's middleware stack; everything else goes to express as usual.
-   */
-  fastPath?: (ctx: ServiceContext<DB>) => (req: IncomingMessage, res: ServerResponse) => boolean;
   /** The most bytes all of a request's headers may take (Node's default: 16 KiB); over it Node answers 431. */
   maxHeaderSize?: number;
   /** Extra work on shutdown (close websockets…), run before the database closes. */
@@ -339,17 +334,25 @@ function inboxConsumer<DB>(ctx: ServiceContext<DB>, options: DeclaredConsumer): 
   });
 }
 
-/** Serves the app (behind the definition's fast path, if any) on the configured port. */
+/**
+ * Serves the app on the configured port. Each request goes first to the declared routes served on the bare request
+ * whose prefix it matches (`bare` in defineRoute), then to express when none answered it.
+ */
 function listen<DB>(
   definition: ServiceDefinition<DB>,
   ctx: ServiceContext<DB>,
   app: Express,
 ): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
-    const fastPath = definition.fastPath?.(ctx);
-    const handler = fastPath
-      ? (req: IncomingMessage, res: ServerResponse) => fastPath(req, res) || app(req, res)
-      : app;
+    const bare = bareRoutesOf(app);
+    const handler =
+      bare.length === 0
+        ? app
+        : (req: IncomingMessage, res: ServerResponse) => {
+            const url = req.url ?? '';
+            for (const route of bare) if (url.startsWith(route.prefix) && route.handle(req, res)) return;
+            app(req, res);
+          };
     const server = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
     // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
     // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that

@@ -1,5 +1,6 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
+import { defineRoute, mountRoutes } from '@paygate/http';
 import {
   countStreamMessages,
   createTestEnvironment,
@@ -34,6 +35,38 @@ describe('startService: health, readiness, metrics, migrations in the service sc
         },
       },
       routes: (app, ctx) => {
+        mountRoutes(app, [
+          // Served on the bare request: it answers bodies it can read raw and leaves the rest to express.
+          defineRoute({
+            method: 'post',
+            path: '/echo',
+            summary: 'echo',
+            responses: { '200': { description: 'the bytes sent' } },
+            bare: {
+              prefix: '/echo',
+              handle: (req, res) => {
+                if (req.headers['x-leave-to-express']) return false;
+                req.pipe(res.writeHead(200, { 'x-served': 'bare' }));
+                return true;
+              },
+            },
+            handler: (req, res) => res.set('x-served', 'express').json(req.body),
+          }),
+          // Served on the bare request only: express never sees it.
+          defineRoute({
+            method: 'get',
+            path: '/raw/*rest',
+            summary: 'raw',
+            responses: { '200': { description: 'the path' } },
+            bare: {
+              prefix: '/raw/',
+              handle: (req, res) => {
+                res.writeHead(200, { 'content-type': 'text/plain' }).end(req.url);
+                return true;
+              },
+            },
+          }),
+        ]);
         app.post('/things', async (_req, res) => {
           await ctx.inTransaction(async (trx) => {
             await (trx as any).insertInto('things').values({ id: 'a' }).execute();
@@ -101,6 +134,31 @@ describe('startService: health, readiness, metrics, migrations in the service sc
     await waitFor(async () => (await countStreamMessages(bus, 'seller.updated')).length === 1, {
       timeoutMs: 3000,
     });
+  });
+
+  it('offers a declared bare route each request of its prefix before express', async () => {
+    const body = '{"a": 1,   "b": [2]}';
+    const bare = await fetch(`${service.url}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    // The bytes as sent: no JSON parser ran ahead of it.
+    expect(bare.headers.get('x-served')).toBe('bare');
+    expect(await bare.text()).toBe(body);
+    const left = await fetch(`${service.url}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-leave-to-express': '1' },
+      body,
+    });
+    expect(left.headers.get('x-served')).toBe('express');
+    expect(await left.json()).toEqual({ a: 1, b: [2] });
+    const raw = await fetch(`${service.url}/raw/x?y=1`);
+    expect(await raw.text()).toBe('/raw/x?y=1');
+    // Not under the prefix: express's 404.
+    expect((await fetch(`${service.url}/rawx`)).status).toBe(404);
+    // Express does not serve a route that has only a bare handler.
+    expect((await request(service.app).get('/raw/x')).status).toBe(404);
   });
 
   it('answers 404 in the shared error shape, never a stack trace', async () => {

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
@@ -74,7 +73,6 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
   const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) =>
     new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
   let projections: ProjectionCache | undefined;
-  let sessionFastPath: ((req: IncomingMessage, res: ServerResponse) => boolean) | undefined;
   const projectionsFor = (ctx: ServiceContext<CheckoutDatabase>) => {
     projections ??= new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
     return projections;
@@ -88,8 +86,8 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits);
       sellerAuth = new SellerAuth(ctx.bus);
       const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
-      sessionFastPath = sessions.fastPath;
-      const routes = [...staticRoutes(), ...sessions.routes, ...operatorRoutes(ctx, config, matcherFor(ctx))];
+      void store.warm();
+      const routes = [...staticRoutes(), ...sessions, ...operatorRoutes(ctx, config, matcherFor(ctx))];
       app.use('/api/v1/checkout', cors, corsOnError);
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, checkoutDocument, routes)]);
     },
@@ -100,10 +98,6 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
         new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs),
         { start: () => limiter.start(), stop: () => limiter.stop() },
       ];
-    },
-    fastPath: () => {
-      void store?.warm();
-      return sessionFastPath ?? (() => false);
     },
     async onStop() {
       sellerAuth?.close();

@@ -8,7 +8,7 @@ import { mcpRoutes } from './mcp/server';
 import { CallOutcomes } from './payments/call-outcomes';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
-import { paidCallHandler, SKILLS_PREFIX } from './routes/paid-call';
+import { paidCallRoute } from './routes/paid-call';
 import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
@@ -36,6 +36,25 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       state = await createGatewayState(ctx, config, provider);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [
+        // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
+        paidCallRoute({
+          config: state.config,
+          logger: ctx.logger,
+          skills: state.skills,
+          limiter: state.limiter,
+          payments: state.payments,
+          callOutcomes: new CallOutcomes(ctx, {
+            retryWindowSeconds: config.retryWindowSeconds,
+            now: config.now,
+          }),
+          x402: state.x402,
+          settleX402: (payment, purchase, version) =>
+            settleAwaitingCopies(need(), payment, purchase, version, { share: false }),
+          tickets: state.tickets,
+          forwardingKeys: state.forwardingKeys,
+          forwarding: state.forwarding,
+          metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },
+        }),
         ...verifyRoutes(state),
         ...jwksRoutes(state),
         ...x402Routes(state),
@@ -89,35 +108,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     // Room for an x402 payment header at its own limit beside the other headers, so one over that limit is
     // refused with a 402 and its reason rather than by Node's 431 at 16 KiB for all headers together.
     maxHeaderSize: 2 * MAX_X402_HEADER_BYTES,
-    // The paid call (every method of /api/v1/skills/<skill>/…, documented in gatewayOpenApi) is served on the bare
-    // request: express's stack ahead of it (request id, JSON body parser, router) cost a paying subscriber's
-    // repeated call a quarter of its throughput in `make bench` (case c), and its body must reach the seller as sent.
-    fastPath: () => {
-      const state = need();
-      const paidCall = paidCallHandler({
-        config: state.config,
-        logger: state.ctx.logger,
-        skills: state.skills,
-        limiter: state.limiter,
-        payments: state.payments,
-        callOutcomes: new CallOutcomes(state.ctx, {
-          retryWindowSeconds: state.config.retryWindowSeconds,
-          now: state.config.now,
-        }),
-        x402: state.x402,
-        settleX402: (payment, purchase, version) =>
-          settleAwaitingCopies(state, payment, purchase, version, { share: false }),
-        tickets: state.tickets,
-        forwardingKeys: state.forwardingKeys,
-        forwarding: state.forwarding,
-        metrics: { ...state.metrics, httpDuration: state.ctx.metrics.httpDuration },
-      });
-      return (req, res) => {
-        if (!req.url?.startsWith(`${SKILLS_PREFIX}/`)) return false;
-        paidCall(req, res);
-        return true;
-      };
-    },
   });
   selfUrl = running.url;
   return Object.assign(running, { state: need() });

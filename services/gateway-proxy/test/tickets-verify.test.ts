@@ -213,8 +213,8 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
     });
     const openapi = await (await fetch(`${h.gateway.url}/api/v1/openapi/gateway.json`)).json();
     expect(openapi.openapi).toBe('3.1.0');
-    // Routes declare themselves: the document holds exactly the express routes, plus the paid skill URLs
-    // (answered ahead of express) and the document's own route.
+    // Routes declare themselves: the document holds exactly the express routes, plus the paid skill URLs (a
+    // declared route served on the bare request, ahead of express) and the document's own route.
     const documented = Object.entries(openapi.paths).flatMap(([path, item]) =>
       Object.keys(item as object)
         .filter((key) => ['get', 'post', 'put', 'patch', 'delete'].includes(key))

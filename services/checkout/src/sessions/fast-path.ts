@@ -43,7 +43,7 @@ export interface FastPathOptions {
 }
 
 /**
- * The handler for the runtime's `fastPath` option: answers widget session creation on the bare request and
+ * The create route's bare handler (`bare` in defineRoute): answers widget session creation on the bare request and
  * returns true, or returns false so express handles the request.
  */
 export function createSessionFastPath(

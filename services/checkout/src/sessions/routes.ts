@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import {
   type AnyRoute,
@@ -27,8 +26,8 @@ const idempotencyKey = idempotencyKeyParameter(
 type CreateSession = ReturnType<typeof sessionCreator>;
 
 /**
- * The session routes (mounted behind `cors` on /api/v1/checkout), and the fast path that answers the create
- * route's widget requests ahead of express (the runtime's `fastPath`).
+ * The session routes (mounted behind `cors` on /api/v1/checkout), the create route's widget requests answered on
+ * the bare request ahead of express (its `bare` serving).
  */
 export function sessionRoutes(
   ctx: ServiceContext<CheckoutDatabase>,
@@ -37,13 +36,13 @@ export function sessionRoutes(
   sellerAuth: SellerAuth,
   projections: ProjectionCache,
   limits: SessionLimits,
-): { routes: AnyRoute[]; fastPath: (req: IncomingMessage, res: ServerResponse) => boolean } {
+): AnyRoute[] {
   const createSession = sessionCreator({ config, store, sellerAuth, projections, limits });
   const create = createSessionRoute(createSession);
-  return {
-    routes: [create, getSessionRoute(ctx, config, store)],
-    // The widget's session creation, answered ahead of express by the runtime (`fastPath`).
-    fastPath: createSessionFastPath({
+  // The widget's session creation is answered on the bare request, ahead of express; the rest goes to express.
+  create.bare = {
+    prefix: create.path,
+    handle: createSessionFastPath({
       method: create.method,
       path: create.path,
       logger: ctx.logger,
@@ -52,6 +51,7 @@ export function sessionRoutes(
       createSession,
     }),
   };
+  return [create, getSessionRoute(ctx, config, store)];
 }
 
 /**

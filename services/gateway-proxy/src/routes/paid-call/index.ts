@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorResponse, clientAddress as readClientAddress } from '@paygate/http';
+import { type AnyRoute, defineRoute, errorResponse, clientAddress as readClientAddress } from '@paygate/http';
+import { Type } from '@sinclair/typebox';
 import { requestIdOf, sendJson } from '../../http-util';
 import { limitCall } from '../../rate-limit';
 import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/challenge';
+import { paymentHeaderDoc, paymentRefused, paymentRequirements } from '../openapi';
 import { book } from './book';
 import { type Call, errorBody, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX } from './call';
 import { challenge, refuseUnreadable } from './challenge';
@@ -104,4 +106,64 @@ export function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res:
     };
     paidCall(deps, call).catch((error) => fail(res, requestId, error));
   };
+}
+
+const paymentHeaders = [
+  { name: 'X-402-Payment', description: paymentHeaderDoc },
+  { name: 'Payment', description: 'fallback name of X-402-Payment' },
+  {
+    name: 'PAYMENT-SIGNATURE',
+    description: 'x402 v2 payment: base64 JSON with an EIP-3009 authorization (docs/x402.md)',
+  },
+  { name: 'X-PAYMENT', description: 'x402 v1 payment (Base and Base Sepolia)' },
+].map((header) => ({ ...header, in: 'header', required: false, schema: { type: 'string' } }));
+
+/**
+ * The paid call, declared like every route: served on the bare request for every method under
+ * `${SKILLS_PREFIX}/` (express's stack ahead of it cost a paying subscriber's repeated call a quarter of its
+ * throughput in `make bench`, case c, and the body must reach the seller as sent).
+ */
+export function paidCallRoute(deps: PaidCallDeps): AnyRoute {
+  const handler = paidCallHandler(deps);
+  return defineRoute({
+    method: 'get',
+    path: `${SKILLS_PREFIX}/:skillName/*path`,
+    operationId: 'callPaidEndpoint',
+    summary:
+      "Call a paid endpoint (the method is the endpoint's configured one: GET, POST, PUT, PATCH or DELETE)",
+    description:
+      'HEAD is the validation ping: 200 with X-402-Price, nothing charged or forwarded (404 when there is no such endpoint). OPTIONS answers the CORS preflight for any origin.',
+    params: Type.Object({
+      skillName: Type.String(),
+      path: Type.String({ description: 'the endpoint path' }),
+    }),
+    headers: paymentHeaders,
+    responses: {
+      '200': {
+        description:
+          "PROXY: the seller's answer, streamed, with X-402-Receipt: <txHash> (and PAYMENT-RESPONSE / X-PAYMENT-RESPONSE when paid with x402). TICKET: { ticket, header, expiresAt, url, method, txHash, payer } with X-402-Mode: TICKET; call url with X-402-Ticket: <ticket>.",
+      },
+      '402': {
+        description:
+          'no proof (PaymentRequirements; with x402 the PAYMENT-REQUIRED header) or a refused proof (PaymentRefused; x402 reason codes for x402 payments)',
+        schema: { oneOf: [paymentRequirements, paymentRefused] },
+      },
+      '504': { description: 'the seller timed out; same retry rule as 502' },
+    },
+    errors: {
+      '400': 'malformed payment header',
+      '404': 'unknown or inactive skill, or unknown path',
+      '405': 'wrong method (Allow header names the right one)',
+      '429': 'over 60 requests per minute per wallet per skill; Retry-After says when',
+      '502':
+        'the seller failed; the payment stays usable for a retry of the same resource until retryUntil (X-402-Retry-Until)',
+    },
+    bare: {
+      prefix: `${SKILLS_PREFIX}/`,
+      handle: (req, res) => {
+        handler(req, res);
+        return true;
+      },
+    },
+  });
 }
