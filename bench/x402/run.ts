@@ -4,8 +4,8 @@
  * (sign, record, broadcast) and inclusion (waiting for the block), from the Server-Timing header; beside it, in
  * the same run, Paygate's own tx-hash proof (X-402-Payment) presented → answer, for a transfer already mined.
  *
- * Real parts: anvil with 1-second blocks and TestUSDC, Postgres, NATS JetStream, gateway-proxy and settlement
- * (with its relayer) in this process, a seller API on loopback.
+ * Real parts: anvil with 1-second blocks and TestUSDC, Postgres, NATS JetStream, gateway-proxy, escrow-ledger
+ * (the transfer claims) and settlement (with its relayer) in this process, a seller API on loopback.
  * Targets (issue "Speak x402"): Paygate's own work before submission p50 ≤ 10 ms; the whole x402 call within
  * one block plus 300 ms (p99 ≤ 1,300 ms on 1 s blocks). The reference facilitator publishes 200–500 ms for verify.
  *
@@ -13,11 +13,12 @@
  * verify, one settle, ten concurrent settles; target: Paygate at or below the reference in every case.
  *
  * Run: `pnpm exec tsx bench/x402/run.ts` (env: X402_ROUNDS, default 30; X402_COMPARE_ROUNDS, default 10;
- * X402_DEBUG=1 prints each facilitator settle with its Server-Timing).
+ * X402_DEBUG=1 prints each facilitator settle with its Server-Timing; X402_LEDGER=memory answers the claims in process).
  * Writes bench/results/x402.json and the x402 section of docs/benchmarks.md.
  */
 import os from 'node:os';
 import { encodePaymentHeader, type PaymentProof, resourceFor, signPayment } from '@paygate/agent-client';
+import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import { skillSnapshot, startHarness, startUpstream } from '@paygate/gateway-proxy/test/harness';
 import { formatUsdc } from '@paygate/money';
@@ -30,6 +31,8 @@ import { compareFacilitators, startReferenceFacilitator, watchHeads } from './re
 
 const ROUNDS = Number(process.env.X402_ROUNDS ?? 30);
 const COMPARE_ROUNDS = Number(process.env.X402_COMPARE_ROUNDS ?? 10);
+/** Who answers the transfer claims: escrow-ledger (default) or `memory` (this process, the gateway alone). */
+const X402_LEDGER = process.env.X402_LEDGER ?? 'ledger';
 /** Paygate relayer's default receipt poll; the reference's viem client polls as often. */
 const RECEIPT_POLL_MS = 20;
 const BLOCK_TIME_MS = 1000;
@@ -76,8 +79,19 @@ async function main(): Promise<void> {
   const h = await startHarness(
     'benchx402',
     { RATE_LIMIT_PER_MINUTE: '100000', CONFIRMATIONS: '1', LOG_LEVEL: 'warn', ...PRODUCTION_POOL },
-    { blockTimeSec: 1 },
+    { blockTimeSec: 1, claims: X402_LEDGER === 'memory' ? 'memory' : 'ledger' },
   );
+  // The transfer claims answered by escrow-ledger itself (Postgres, as in production), so a settle's figure
+  // includes the claim that makes one transfer buy one thing. X402_LEDGER=memory answers them in this process.
+  const ledgerEnv = h.env.envFor('escrow-ledger', {
+    LOG_LEVEL: 'warn',
+    CHAIN_RPC_URL: h.anvil.rpcUrl,
+    USDC_ADDRESS: h.usdcAddress,
+    ESCROW_ADDRESS: testWallets.escrow.address,
+    CONFIRMATIONS: '1',
+    ...PRODUCTION_POOL,
+  });
+  const ledger = X402_LEDGER === 'memory' ? undefined : await startEscrowLedger(ledgerConfig(ledgerEnv));
   const upstream = await startUpstream();
   const settlement = await startSettlement(
     settlementConfig(
@@ -303,7 +317,7 @@ Load average at the end: ${os
 The unmodified reference facilitator (\`@x402/core\`'s \`x402Facilitator\` + \`@x402/evm\`'s exact scheme, a viem
 account under viem's \`nonceManager\`, served over HTTP like x402's example facilitator, receipts polled every
 ${RECEIPT_POLL_MS} ms like Paygate's relayer) and Paygate's \`/api/v1/x402/verify\` and \`/settle\` (seller key,
-credited into escrow), on the same anvil (${BLOCK_TIME_MS} ms blocks), for 0.01 USDC payments, order alternating per
+credited into escrow; ${X402_LEDGER === 'memory' ? 'the transfer claims answered in this process (X402_LEDGER=memory), not by escrow-ledger' : 'each settle claims its transfer in escrow-ledger (Postgres) before it answers'}), on the same anvil (${BLOCK_TIME_MS} ms blocks), for 0.01 USDC payments, order alternating per
 round; each settle starts at the same random point of the block cycle for both sides. Ratio = Paygate's mean /
 the reference's mean (target ≤ 1 in every case). Load average (1/5/15 min) before and after:
 ${loadDuring.map((l) => l.map((v) => v.toFixed(1)).join(' / ')).join(' → ')}.
@@ -345,6 +359,7 @@ Targets ${pass ? 'met' : 'NOT met'}.`,
     await registry.stop().catch(() => undefined);
     await settlement.stop().catch(() => undefined);
     await upstream.close().catch(() => undefined);
+    await ledger?.stop().catch(() => undefined);
     await h.close().catch(() => undefined);
   }
 }

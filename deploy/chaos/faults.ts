@@ -64,13 +64,23 @@ export async function runFaults(options: {
   /** When the schedule ends (ms since epoch): no fault starts after it, and no fault is held past it by more
    *  than its shortest hold (1 s), so a run's fault phase has a bounded length. */
   endsAt: number;
+  /**
+   * Faults the schedule injects at least: on a slow machine one fault can take most of the schedule (a replica's
+   * restart took 28 s of a 35 s schedule), so the schedule goes on past `endsAt` until this many ran, up to
+   * `latestEndsAt`.
+   */
+  minFaults?: number;
+  latestEndsAt?: number;
   record: FaultRecord[];
   log: (line: string) => void;
   weights?: Partial<Record<FaultKind, number>>;
 }): Promise<void> {
   const { prng, targets, record, log } = options;
   const weights = { ...FAULT_WEIGHTS, ...options.weights } as Record<FaultKind, number>;
-  while (Date.now() < options.endsAt) {
+  const minFaults = options.minFaults ?? 0;
+  const latestEndsAt = Math.max(options.endsAt, options.latestEndsAt ?? options.endsAt);
+  const goOn = () => Date.now() < options.endsAt || (record.length < minFaults && Date.now() < latestEndsAt);
+  while (goOn()) {
     const kind = prng.weighted(weights);
     const startedAt = Date.now();
     // A drawn hold is kept (the draw sequence is the seed's), but cut at the schedule's end.
@@ -85,7 +95,7 @@ export async function runFaults(options: {
     record.push({ kind, detail, startedAt, endedAt });
     log(`fault ${kind}: ${detail} (${endedAt - startedAt} ms)`);
     const pause = prng.int(1000, 4000);
-    if (Date.now() + pause >= options.endsAt) break;
+    if (Date.now() + pause >= options.endsAt && record.length >= minFaults) break;
     await sleep(pause);
   }
 }
