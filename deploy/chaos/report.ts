@@ -18,6 +18,11 @@ export interface RunReport {
   /** HTTP requests that carried the operations (replays and duplicate refunds included). */
   requestsTotal: number;
   invariants: InvariantResult[];
+  /**
+   * Invariants that failed when read right after the drain and held once the system drained again (work that
+   * started after the drain, such as a settlement period's payouts): what they said then.
+   */
+  invariantsFailedBeforeRecheck: string[];
   /** Per fault kind: ms from the fault's end until the next served payment. */
   recoveryMs: Record<string, { n: number; p50: number | null; p99: number | null }>;
   rpcFaultHits: Record<string, number>;
@@ -96,6 +101,10 @@ export function renderReport(report: RunReport): string {
       `  ${inv.violations === 0 ? 'ok  ' : 'FAIL'} ${inv.name} (checked ${inv.checked}, violations ${inv.violations})`,
     );
     for (const example of inv.examples) lines.push(`         ${example}`);
+  }
+  if (report.invariantsFailedBeforeRecheck.length > 0) {
+    lines.push('read again after a second drain; right after the first one these failed:');
+    for (const failed of report.invariantsFailedBeforeRecheck) lines.push(`         ${failed}`);
   }
   lines.push('recovery (fault end → next served payment):');
   for (const [kind, r] of Object.entries(report.recoveryMs)) {
