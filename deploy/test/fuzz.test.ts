@@ -8,7 +8,7 @@
  */
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createActiveSkill, schemaValidator, signUpSeller, waitFor } from '@paygate/testing';
+import { createActiveSkill, openSchema, schemaValidator, signUpSeller, waitFor } from '@paygate/testing';
 import {
   baseAccepted,
   changedRows,
@@ -99,17 +99,35 @@ beforeAll(async () => {
     endpoints: [{ path: '/a', method: 'POST', priceUsdc: '0.5', description: 'a' }],
   });
   // A checkout session, once checkout's projection knows the skill: rows the run must leave alone.
-  await waitFor(
-    async () =>
-      (
-        await fetch(`${all.services.checkout!.url}/api/v1/checkout/sessions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${publishableKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ skill: 'fuzz-target' }),
-        })
-      ).status === 201,
+  const sessionId = await waitFor(
+    async () => {
+      const response = await fetch(`${all.services.checkout!.url}/api/v1/checkout/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${publishableKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ skill: 'fuzz-target' }),
+      });
+      return response.status === 201
+        ? ((await response.json()) as { sessionId: string }).sessionId
+        : undefined;
+    },
     { timeoutMs: 20_000, message: 'checkout never knew the skill' },
   );
+  // The session's deposit address reaches the chain-indexer as an event: the snapshot before the run must not race
+  // it (a clean run failed with that row "changed" by the fuzzing).
+  const indexer = openSchema(all.env.schemaFor('chain-indexer'));
+  try {
+    await waitFor(
+      async () =>
+        (await indexer
+          .selectFrom('deposit_addresses')
+          .select('session_id')
+          .where('session_id', '=', sessionId)
+          .executeTakeFirst()) !== undefined,
+      { timeoutMs: 20_000, message: "the chain-indexer never registered the session's deposit address" },
+    );
+  } finally {
+    await indexer.destroy();
+  }
   pathValues = {
     name: 'fuzz-target',
     endpointId: skill.endpoints[0]!.endpointId,
