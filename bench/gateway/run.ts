@@ -19,7 +19,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { encodePaymentHeader, forwardingKeyFromApiKey, signPayment } from '@paygate/agent-client';
 import { createEvent } from '@paygate/contracts';
-import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
 import {
   createTestEnvironment,
   deployTestUsdc,
@@ -45,8 +44,6 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const FRESH_PAYMENTS = Number(process.env.BENCH_FRESH_PAYMENTS ?? 20);
 const FRESH_WARM_UP = 3;
 const children: ChildProcess[] = [];
-/** What runs in this process and is stopped at the end (the escrow-ledger answering claims). */
-const stops: Array<() => Promise<void>> = [];
 
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : undefined;
 
@@ -148,22 +145,33 @@ async function main() {
     const bus = await env.bus();
     const apiKey = 'sk_bench_seller_key_000000000000';
     // The ledger's transfer claims, answered by escrow-ledger itself (Postgres, as in production): a fresh
-    // payment's Paygate figure includes the claim that makes one transfer buy one thing. BENCH_LEDGER=memory
-    // answers them from memory in this process instead (the gateway alone).
+    // payment's Paygate figure includes the claim that makes one transfer buy one thing. It runs as its own process,
+    // as deployed (in this process, the bench's own chain polling and signing shared its event loop and the claim
+    // waited behind them). BENCH_LEDGER=memory answers claims from memory in this process instead (the gateway alone).
     if (process.env.BENCH_LEDGER === 'memory') await serveTransferClaimsForTests(bus);
     else {
-      const ledger = await startEscrowLedger(
-        ledgerConfig(
-          env.envFor('escrow-ledger', {
+      const ledgerPort = await findFreePort();
+      const [ledgerCommand, ledgerArgs] = tsxCommand(path.join(ROOT, 'services/escrow-ledger/src/main.ts'));
+      const ledgerChild = spawn(ledgerCommand, ledgerArgs, {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          ...env.envFor('escrow-ledger', {
+            PORT: String(ledgerPort),
             LOG_LEVEL: 'warn',
             CHAIN_RPC_URL: anvil.rpcUrl,
             USDC_ADDRESS: usdcAddress,
             ESCROW_ADDRESS: testWallets.escrow.address,
             CONFIRMATIONS: '1',
           }),
-        ),
-      );
-      stops.push(() => ledger.stop());
+        },
+        stdio: ['pipe', 'ignore', 'inherit'],
+      });
+      children.push(ledgerChild);
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${ledgerPort}/readyz`)).ok, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
     }
     await serveSellersForTests(bus, {
       [apiKey]: {
@@ -402,7 +410,6 @@ async function main() {
     );
   } finally {
     for (const child of children) child.kill('SIGTERM');
-    for (const stop of stops.reverse()) await stop().catch(() => undefined);
     await anvil.stop();
     await env.cleanup();
   }
