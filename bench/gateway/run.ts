@@ -143,6 +143,20 @@ async function main() {
       roles: ['buyer'],
     });
     const bus = await env.bus();
+    /** A Paygate service as its own process (its main.ts, with this run's schema and bus), once it is ready. */
+    const startService = async (name: string, port: number, settings: Record<string, string>) => {
+      const [command, args] = tsxCommand(path.join(ROOT, `services/${name}/src/main.ts`));
+      const child = spawn(command, args, {
+        cwd: ROOT,
+        env: { ...process.env, ...env.envFor(name, { PORT: String(port), ...settings }) },
+        stdio: ['pipe', 'ignore', 'inherit'],
+      });
+      children.push(child);
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+    };
     const apiKey = 'sk_bench_seller_key_000000000000';
     // The ledger's transfer claims, answered by escrow-ledger itself (Postgres, as in production): a fresh
     // payment's Paygate figure includes the claim that makes one transfer buy one thing. It runs as its own process,
@@ -150,27 +164,12 @@ async function main() {
     // waited behind them). BENCH_LEDGER=memory answers claims from memory in this process instead (the gateway alone).
     if (process.env.BENCH_LEDGER === 'memory') await serveTransferClaimsForTests(bus);
     else {
-      const ledgerPort = await findFreePort();
-      const [ledgerCommand, ledgerArgs] = tsxCommand(path.join(ROOT, 'services/escrow-ledger/src/main.ts'));
-      const ledgerChild = spawn(ledgerCommand, ledgerArgs, {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          ...env.envFor('escrow-ledger', {
-            PORT: String(ledgerPort),
-            LOG_LEVEL: 'warn',
-            CHAIN_RPC_URL: anvil.rpcUrl,
-            USDC_ADDRESS: usdcAddress,
-            ESCROW_ADDRESS: testWallets.escrow.address,
-            CONFIRMATIONS: '1',
-          }),
-        },
-        stdio: ['pipe', 'ignore', 'inherit'],
-      });
-      children.push(ledgerChild);
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${ledgerPort}/readyz`)).ok, {
-        timeoutMs: 60_000,
-        intervalMs: 250,
+      await startService('escrow-ledger', await findFreePort(), {
+        LOG_LEVEL: 'warn',
+        CHAIN_RPC_URL: anvil.rpcUrl,
+        USDC_ADDRESS: usdcAddress,
+        ESCROW_ADDRESS: testWallets.escrow.address,
+        CONFIRMATIONS: '1',
       });
     }
     await serveSellersForTests(bus, {
@@ -191,28 +190,14 @@ async function main() {
     const bare = await startChild(path.join(__dirname, 'bare-proxy.ts'), {
       UPSTREAM_URL: seller.ready.upstream,
     });
-    const [command, args] = tsxCommand(path.join(ROOT, 'services/gateway-proxy/src/main.ts'));
-    const gatewayChild = spawn(command, args, {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        ...env.envFor('gateway-proxy', {
-          PORT: String(gatewayPort),
-          CHAIN_RPC_URL: anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: usdcAddress,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-          PUBLIC_BASE_URL: gatewayUrl,
-          RATE_LIMIT_PER_MINUTE: '100000000',
-          LOG_LEVEL: 'warn',
-        }),
-      },
-      stdio: ['pipe', 'ignore', 'inherit'],
-    });
-    children.push(gatewayChild);
-    await waitFor(async () => (await fetch(`${gatewayUrl}/readyz`)).ok, {
-      timeoutMs: 60_000,
-      intervalMs: 250,
+    await startService('gateway-proxy', gatewayPort, {
+      CHAIN_RPC_URL: anvil.rpcUrl,
+      CHAIN_NETWORK: 'local',
+      USDC_ADDRESS: usdcAddress,
+      ESCROW_ADDRESS: testWallets.escrow.address,
+      PUBLIC_BASE_URL: gatewayUrl,
+      RATE_LIMIT_PER_MINUTE: '100000000',
+      LOG_LEVEL: 'warn',
     });
 
     const publish = async (data: Record<string, unknown>) => {
