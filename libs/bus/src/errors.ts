@@ -30,3 +30,13 @@ export const isConsumerExistsError = (error: unknown) =>
     JetStreamErrorCode.ConsumerAlreadyExists,
     JetStreamErrorCode.ConsumerExists,
   );
+
+/**
+ * A JetStream API request that got no answer in time or found no responder: the server is electing a leader or is
+ * overloaded (a chaos run's new 3-node cluster timed out a consumer lookup at start-up). Worth asking again; a
+ * refusal (a bad configuration, a permission) is not.
+ */
+export function isTransientJetStreamError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === 'TIMEOUT' || code === '503';
+}

@@ -20,7 +20,13 @@ export {
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
 export { cappedDoublingDelayMs } from './doubling-delay';
-export { isConsumerExistsError, isJetStreamError, JetStreamErrorCode, jetStreamErrorCode } from './errors';
+export {
+  isConsumerExistsError,
+  isJetStreamError,
+  isTransientJetStreamError,
+  JetStreamErrorCode,
+  jetStreamErrorCode,
+} from './errors';
 export { inboxPrefixFor } from './inbox';
 export {
   type ClaimedVia,

@@ -7,6 +7,7 @@ import {
   ensureStreams,
   InboxConsumer,
   isJetStreamError,
+  isTransientJetStreamError,
   JetStreamErrorCode,
   jetStreamErrorCode,
   listDeadLetters,
@@ -122,6 +123,26 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     const failure = await orphan.start().catch((error) => error);
     expect(jetStreamErrorCode(failure)).toBe(JetStreamErrorCode.StreamNotFound);
     await ensureStreams(fresh);
+  });
+
+  it('tells a JetStream request that got no answer (worth retrying at start-up) from a refusal', async () => {
+    // Subjects outside the events stream (it would answer a publish into `<namespace>.*.*` itself).
+    // No responder: nats.js answers at once with code 503.
+    const noResponder = await bus.nc
+      .request(`probe.${bus.namespace}.nobody.listens`, new Uint8Array(), { timeout: 2000 })
+      .catch((error) => error);
+    expect(isTransientJetStreamError(noResponder)).toBe(true);
+    // A responder that never answers: TIMEOUT.
+    const silent = bus.nc.subscribe(`probe.${bus.namespace}.silent.api`);
+    const timedOut = await bus.nc
+      .request(`probe.${bus.namespace}.silent.api`, new Uint8Array(), { timeout: 50 })
+      .catch((error) => error);
+    silent.unsubscribe();
+    expect(isTransientJetStreamError(timedOut)).toBe(true);
+    // The server's refusal is final: a consumer on a stream that does not exist.
+    const refused = await bus.jsm.consumers.info('NO_SUCH_STREAM_PLUMBING', 'nobody').catch((error) => error);
+    expect(jetStreamErrorCode(refused)).toBe(JetStreamErrorCode.StreamNotFound);
+    expect(isTransientJetStreamError(refused)).toBe(false);
   });
 
   it('prunes the inbox like the outbox: rows past retention, oldest first, in bounded batches', async () => {

@@ -6,6 +6,8 @@ export interface RetryOptions {
   initialDelayMs?: number;
   maxDelayMs?: number;
   logger: Logger;
+  /** Which failures are worth another attempt (default: all); any other is thrown at once, as it is. */
+  retryable?: (error: unknown) => boolean;
 }
 
 /** A short human reason for a connection failure, without a stack trace. */
@@ -26,6 +28,7 @@ export async function retryStartup<T>(fn: () => Promise<T>, options: RetryOption
     try {
       return await fn();
     } catch (error) {
+      if (options.retryable && !options.retryable(error)) throw error;
       const reason = describeError(error);
       if (attempt >= options.attempts) {
         throw new StartupError(`cannot reach ${options.what} (${reason}); gave up after ${attempt} attempts`);

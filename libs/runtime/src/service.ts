@@ -5,6 +5,7 @@ import {
   type DeclaredConsumer,
   ensureStreams,
   InboxConsumer,
+  isTransientJetStreamError,
   OutboxRelay,
 } from '@paygate/bus';
 import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
@@ -189,9 +190,16 @@ async function startWork<DB>(
   ctx.relay.start();
   undo.unshift(() => ctx.relay.stop());
   const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
-  for (const consumer of consumers) {
+  for (const [index, consumer] of consumers.entries()) {
     undo.unshift(() => consumer.stop());
-    await consumer.start();
+    // Its JetStream requests can time out while a cluster elects leaders (a chaos replica exited on one): retried
+    // like the connection itself. start() sets nothing up before those requests succeed.
+    await retryStartup(() => consumer.start(), {
+      what: `JetStream for consumer ${consumerOptions[index]!.durable}`,
+      attempts: ctx.config.startupAttempts,
+      logger: ctx.logger,
+      retryable: isTransientJetStreamError,
+    });
   }
   const tasks = definition.background?.(ctx) ?? [];
   for (const task of tasks) {

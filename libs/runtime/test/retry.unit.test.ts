@@ -56,4 +56,42 @@ describe('retryStartup', () => {
     expect(attemptsAt).toEqual([0, 100, 250]);
     expect(jest.getTimerCount()).toBe(0);
   });
+
+  it('throws a failure it is told not to retry at once, as it is, and retries the others', async () => {
+    const logger = createLogger('retry-test', 'silent');
+    const refusal = Object.assign(new Error('permission denied'), { code: 'PERMISSION' });
+    let calls = 0;
+    const refused = await retryStartup(
+      async () => {
+        calls++;
+        throw refusal;
+      },
+      {
+        what: 'JetStream',
+        attempts: 5,
+        logger,
+        retryable: (error) => (error as { code?: string }).code === 'TIMEOUT',
+      },
+    ).catch((error: unknown) => error);
+    expect(refused).toBe(refusal);
+    expect(calls).toBe(1);
+
+    calls = 0;
+    const outcome = retryStartup(
+      async () => {
+        calls++;
+        if (calls < 3) throw Object.assign(new Error('timed out'), { code: 'TIMEOUT' });
+        return 'started';
+      },
+      {
+        what: 'JetStream',
+        attempts: 5,
+        logger,
+        retryable: (error) => (error as { code?: string }).code === 'TIMEOUT',
+      },
+    );
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(await outcome).toBe('started');
+    expect(calls).toBe(3);
+  });
 });
