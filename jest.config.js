@@ -27,8 +27,7 @@ module.exports = {
   })),
   testSequencer: path.join(__dirname, 'jest.sequencer.js'),
   testTimeout: 60000,
-  // Four workers on two cores: many suites wait on the chain, timers, a browser or child processes, and the extra
-  // workers keep the CPUs busy meanwhile (the whole run used 1.3 cores on average with three workers: 331 s of wall
-  // time; 291 s with four).
-  maxWorkers: 4,
+  // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
+  // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
+  maxWorkers: 3,
 };

@@ -2,36 +2,27 @@
  * Runs the longest suites first. On a clean clone jest has no timings of its own and orders by file size, so a long
  * suite could start last and run alone at the end while the other workers sit idle. Suites jest has timed before
  * keep jest's own order (failed first, then slowest); the others follow this list (measured wall times of a clean
- * run, longest first, with the long suites that mostly wait moved up beside the busy ones), then file size.
+ * run, longest first), then file size.
  */
 const Sequencer = require('@jest/test-sequencer').default;
 const path = require('node:path');
 
 const LONGEST_FIRST = [
   'deploy/test/chaos-short.test.ts',
-  'deploy/test/dashboard.browser.test.ts',
   'deploy/test/dev-twice.test.ts',
-  'deploy/test/sdk-packages.test.ts',
-  // Long but mostly waiting (a NATS server down, heads a second apart): early, beside the busy ones.
-  'libs/bus/test/outage.test.ts',
   'deploy/test/fuzz.test.ts',
-  'services/settlement/test/relayer-heads.test.ts',
-  'services/settlement/test/crash.test.ts',
-  'services/escrow-ledger/test/money-e2e.test.ts',
-  'deploy/test/x402-money.test.ts',
-  'services/gateway-proxy/test/x402.test.ts',
-  'services/gateway-proxy/test/x402-facilitator.test.ts',
-  'services/chain-indexer/test/indexer.test.ts',
-  'services/gateway-proxy/test/paywall.browser.test.ts',
-  'services/checkout/test/browser.test.ts',
-  'deploy/test/mcp-paywall.test.ts',
-  'services/registry/test/lifecycle.test.ts',
-  'services/settlement/test/e2e-ledger.test.ts',
-  'services/escrow-ledger/test/transfer-claims.e2e.test.ts',
+  'deploy/test/sdk-packages.test.ts',
   'deploy/test/newcomer.test.ts',
+  'deploy/test/dashboard.browser.test.ts',
+  'services/settlement/test/crash.test.ts',
   'deploy/test/system.test.ts',
   'deploy/test/middleware-x402.test.ts',
+  'deploy/test/mcp-paywall.test.ts',
+  'deploy/test/x402-money.test.ts',
+  'services/chain-indexer/test/indexer.test.ts',
   'deploy/test/nats-authorization.test.ts',
+  'services/escrow-ledger/test/money-e2e.test.ts',
+  'services/settlement/test/e2e-ledger.test.ts',
   'libs/runtime/test/service.test.ts',
   'services/gateway-proxy/test/proxy.test.ts',
   'services/checkout/test/unmatched-refund.e2e.test.ts',

@@ -104,8 +104,8 @@ export async function createTestEnvironment(label = 't'): Promise<TestEnvironmen
         // About 20 s of patience (0.5, 1, 2, 4, 5, 5, 5 s): a shared Postgres briefly out of connection slots
         // (53300 too many clients, while other suites start their services) is waited out, not a failed suite.
         STARTUP_ATTEMPTS: '8',
-        // Four jest workers each run up to seven services against one shared Postgres (max_connections 100):
-        // the production default of 10 per service could use it up (a clean-clone run peaked at 75 with 4 each).
+        // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
+        // the production default of 10 per service could use it up (with four workers a clean-clone run peaked at 75).
         DB_POOL_SIZE: '4',
         // An idle connection goes back to Postgres after 1 s (30 s in production): a clean-clone run alone peaked at
         // 93 of the 100 connections, mostly idle ones of suites that had finished their burst.
