@@ -1,13 +1,13 @@
 /**
- * Each service as real processes: `node services/<name>/dist/chaos/main.js` (compiled once per run by build.ts;
- * compiling TypeScript on every start made start-up the longest part of a short run), two replicas per service on
+ * Each service as real processes: `node services/<name>/dist/chaos/main.js` (bundled once per run, see
+ * @paygate/testing/service-bundles; compiling TypeScript on every start made start-up the longest part of a short run), two replicas per service on
  * ports below the OS's ephemeral range chosen once (a restarted replica comes back on its port, which no outgoing connection can take meanwhile). A replica can be killed (SIGKILL, a
  * crash), frozen (SIGSTOP) and thawed (SIGCONT), and restarted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { findRestartablePort } from '@paygate/testing';
-import { CHAOS_NODE_PATH, chaosEntry } from './build';
+import { serviceBundleCommand } from '@paygate/testing/service-bundles';
 
 const REPO_ROOT = path.join(__dirname, '../..');
 
@@ -41,9 +41,10 @@ export class Replica {
   }
 
   start(): void {
-    const child = spawn(process.execPath, [chaosEntry(this.service)], {
+    const bundle = serviceBundleCommand(this.service, 'chaos');
+    const child = spawn(process.execPath, bundle.args, {
       cwd: REPO_ROOT,
-      env: { ...process.env, ...this.env, PORT: String(this.port), NODE_PATH: CHAOS_NODE_PATH },
+      env: { ...process.env, ...this.env, PORT: String(this.port), ...bundle.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const keep = (chunk: Buffer) => {

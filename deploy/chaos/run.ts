@@ -18,9 +18,9 @@ import {
   type NatsPasswords,
 } from '@paygate/bus';
 import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
+import { buildServiceBundles } from '@paygate/testing/service-bundles';
 import pg from 'pg';
 import { Balancer } from './balancer';
-import { buildChaosServices } from './build';
 import { FAULT_WEIGHTS, type FaultKind, type FaultRecord, runFaults } from './faults';
 import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
 import { changePayoutAddress, emptyRecord, fundBuyers, rotateApiKey, runLoad, setUpSellers } from './load';
@@ -182,7 +182,7 @@ export async function runChaos(options: {
         stops.push(() => chain.stop());
         return chain;
       }),
-      buildChaosServices(ALL_SERVICES),
+      buildServiceBundles(ALL_SERVICES, 'chaos'),
     ] as const);
     log(`services compiled in ${buildMs} ms`);
     const admin = await connectBus({

@@ -22,7 +22,12 @@ process.once('exit', () => {
  * so SIGKILL really kills the service, as a crash would).
  */
 export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve(REPO_ROOT, entry)], {
+  return spawnNodeProcess(['--import', 'tsx', path.resolve(REPO_ROOT, entry)], env);
+}
+
+/** Runs Node with these arguments as its own process, in the repository's root; its output is kept. */
+export function spawnNodeProcess(args: string[], env: NodeJS.ProcessEnv): ServiceProcess {
+  const child = spawn(process.execPath, args, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -12,12 +12,12 @@ import {
   openSchema,
   reorg,
   type ServiceProcess,
-  spawnTsProcess,
   startAnvil,
   type TestEnvironment,
   testWallets,
   waitFor,
 } from '@paygate/testing';
+import { buildServiceBundles, spawnServiceBundle } from '@paygate/testing/service-bundles';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
@@ -197,8 +197,9 @@ describe('chain-indexer replicas: one leads, another takes over when it is kille
   const replicas: ServiceProcess[] = [];
 
   function spawnReplica(): ServiceProcess {
-    const replica = spawnTsProcess(
-      'services/chain-indexer/src/main.ts',
+    const replica = spawnServiceBundle(
+      'chain-indexer',
+      'test',
       env.envFor('chain-indexer', {
         CHAIN_RPC_URL: anvil.rpcUrl,
         USDC_ADDRESS: usdcAddress,
@@ -214,6 +215,7 @@ describe('chain-indexer replicas: one leads, another takes over when it is kille
   }
 
   beforeAll(async () => {
+    await buildServiceBundles(['chain-indexer'], 'test');
     env = await createTestEnvironment('replicas');
     anvil = await startAnvil();
     ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));

@@ -1,27 +1,26 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
-import { countStreamMessages, mine, setAutomine, testWallets, waitFor } from '@paygate/testing';
+import {
+  countStreamMessages,
+  mine,
+  type ServiceProcess,
+  setAutomine,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { buildServiceBundles, spawnServiceBundle } from '@paygate/testing/service-bundles';
 import { useSettlementHarness } from './harness';
 import { publishEvent, refundInitiated } from './helpers';
 
-const ROOT = path.resolve(__dirname, '../../..');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 // Each scenario starts the real process twice (a few seconds each on a loaded machine).
 const SCENARIO_TIMEOUT_MS = 120_000;
 
-interface Child {
-  process: ChildProcess;
-  exited: Promise<number | null>;
-  output(): string;
-}
-
 /**
- * Crash safety, shown with the real process: settlement runs as a child (tsx src/main.ts); the test-only
- * SETTLEMENT_CRASH_POINT hook makes it exit(137) right after recording a signed transaction, or right after
- * broadcasting it; it is then started again without the hook. The chain must hold exactly one transfer.
+ * Crash safety, shown with the real process: settlement runs as a child (its main bundled as the images bundle
+ * it); the test-only SETTLEMENT_CRASH_POINT hook makes it exit(137) right after recording a signed transaction, or
+ * right after broadcasting it; it is then started again without the hook. The chain must hold exactly one transfer.
  */
 describe('exactly one transfer on chain across crashes', () => {
-  const children: Child[] = [];
+  const children: ServiceProcess[] = [];
+  beforeAll(() => buildServiceBundles(['settlement'], 'test'), 60_000);
   // Declared before the harness's: the children stop before the chain and the schema they use go.
   afterAll(async () => {
     for (const child of children) await stopChild(child);
@@ -32,38 +31,29 @@ describe('exactly one transfer on chain across crashes', () => {
     overrides: { LOG_LEVEL: 'warn', TX_TIMEOUT_MS: '2000' },
   });
 
-  const startChild = (crashPoint?: 'after_record' | 'after_broadcast'): Child => {
-    const childEnv = {
-      ...process.env,
+  const startChild = (crashPoint?: 'after_record' | 'after_broadcast'): ServiceProcess => {
+    const child = spawnServiceBundle('settlement', 'test', {
       ...h.settlementEnv(),
       NODE_ENV: 'test',
       ...(crashPoint ? { SETTLEMENT_CRASH_POINT: crashPoint } : {}),
-    };
-    const child = spawn(TSX, ['services/settlement/src/main.ts'], {
-      cwd: ROOT,
-      env: childEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let output = '';
-    child.stdout?.on('data', (chunk) => (output = (output + chunk).slice(-4000)));
-    child.stderr?.on('data', (chunk) => (output = (output + chunk).slice(-4000)));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const handle = { process: child, exited, output: () => output };
-    children.push(handle);
-    return handle;
+    children.push(child);
+    return child;
   };
 
-  const stopChild = async (child: Child) => {
-    if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGTERM');
-    const timer = setTimeout(() => child.process.kill('SIGKILL'), 5000);
-    await child.exited;
+  const stopChild = async (child: ServiceProcess) => {
+    const timer = setTimeout(() => child.child.kill('SIGKILL'), 5000);
+    await child.kill('SIGTERM');
     clearTimeout(timer);
   };
 
-  const exitCodeOf = async (child: Child, timeoutMs = 45_000) => {
+  const exitCodeOf = async (child: ServiceProcess, timeoutMs = 45_000) => {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<string>((resolve) => {
-      timer = setTimeout(() => resolve(`no exit within ${timeoutMs} ms: ${child.output()}`), timeoutMs);
+      timer = setTimeout(
+        () => resolve(`no exit within ${timeoutMs} ms: ${child.output().slice(-4000)}`),
+        timeoutMs,
+      );
     });
     const code = await Promise.race([child.exited, timeout]);
     clearTimeout(timer);
