@@ -8,8 +8,10 @@ import {
   type DatabaseMetadata,
   Kysely,
   type Migration,
+  type MigrationLockOptions,
   type MigrationProvider,
   Migrator,
+  PostgresAdapter,
   PostgresDialect,
   type SchemaMetadata,
   sql,
@@ -61,6 +63,38 @@ class SchemaScopedIntrospector implements DatabaseIntrospector {
   }
 }
 
+/** The first key of the two-key advisory lock a schema's migrations take ("pgmg"); the second is the schema's hash. */
+const MIGRATION_LOCK_CLASS = 0x70676d67;
+const MIGRATION_LOCK_WAIT_MS = 5 * 60_000;
+
+/**
+ * kysely's migration lock is one advisory lock for the whole database, so every service's start-up waited for every
+ * other's migrations (seven fresh schemas migrated one after another when a system starts). Each service migrates
+ * only its own schema, so the lock is the schema's: replicas of one service still migrate one at a time.
+ */
+class SchemaMigrationLockAdapter extends PostgresAdapter {
+  override async acquireMigrationLock(db: Kysely<any>, options: MigrationLockOptions): Promise<void> {
+    // A bounded wait, as kysely's own lock has, longer than the pool's lock_timeout: a replica waits for another's
+    // migrations of the schema instead of failing its start.
+    await sql`
+      with bounded as (select set_config('lock_timeout', ${String(MIGRATION_LOCK_WAIT_MS)}, true))
+      select pg_advisory_lock(${MIGRATION_LOCK_CLASS}, hashtext(${lockedSchema(options)})) from bounded`.execute(
+      db,
+    );
+  }
+
+  override async releaseMigrationLock(db: Kysely<any>, options: MigrationLockOptions): Promise<void> {
+    await sql`select pg_advisory_unlock(${MIGRATION_LOCK_CLASS}, hashtext(${lockedSchema(options)}))`.execute(
+      db,
+    );
+  }
+}
+
+function lockedSchema(options: MigrationLockOptions): string {
+  if (!options.lockTableSchema) throw new Error('a migration lock needs the schema it migrates');
+  return options.lockTableSchema;
+}
+
 class SchemaScopedPostgresDialect extends PostgresDialect {
   constructor(
     config: ConstructorParameters<typeof PostgresDialect>[0],
@@ -71,6 +105,10 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
 
   override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
     return new SchemaScopedIntrospector(db, this.schema);
+  }
+
+  override createAdapter(): PostgresAdapter {
+    return new SchemaMigrationLockAdapter();
   }
 }
 
@@ -118,7 +156,7 @@ class StaticMigrationProvider implements MigrationProvider {
 
 /**
  * Creates the schema if needed and runs the bus migrations plus the service's own, with kysely's
- * bookkeeping table inside that schema. Concurrent replicas are serialised by kysely's migration lock.
+ * bookkeeping table inside that schema. Concurrent replicas are serialised by the schema's migration lock.
  */
 export async function migrateToLatest(
   db: Kysely<any>,

@@ -190,17 +190,23 @@ async function startWork<DB>(
   ctx.relay.start();
   undo.unshift(() => ctx.relay.stop());
   const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
-  for (const [index, consumer] of consumers.entries()) {
-    undo.unshift(() => consumer.stop());
-    // Its JetStream requests can time out while a cluster elects leaders (a chaos replica exited on one): retried
-    // like the connection itself. start() sets nothing up before those requests succeed.
-    await retryStartup(() => consumer.start(), {
-      what: `JetStream for consumer ${consumerOptions[index]!.durable}`,
-      attempts: ctx.config.startupAttempts,
-      logger: ctx.logger,
-      retryable: isTransientJetStreamError,
-    });
-  }
+  for (const consumer of consumers) undo.unshift(() => consumer.stop());
+  // Started together (each is a few JetStream requests, round trips to a cluster's leader), and all settled before
+  // a failure is thrown, so undo never stops a consumer that is still starting. Their requests can time out while a
+  // cluster elects leaders (a chaos replica exited on one): retried like the connection itself. start() sets
+  // nothing up before those requests succeed.
+  const started = await Promise.allSettled(
+    consumers.map((consumer, index) =>
+      retryStartup(() => consumer.start(), {
+        what: `JetStream for consumer ${consumerOptions[index]!.durable}`,
+        attempts: ctx.config.startupAttempts,
+        logger: ctx.logger,
+        retryable: isTransientJetStreamError,
+      }),
+    ),
+  );
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
   const tasks = definition.background?.(ctx) ?? [];
   for (const task of tasks) {
     undo.unshift(() => task.stop());
