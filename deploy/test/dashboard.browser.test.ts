@@ -14,7 +14,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createAgent } from '@paygate/agent-client';
-import { testWallets, waitFor } from '@paygate/testing';
+import { CHROMIUM_LAUNCH_OPTIONS, testWallets, waitFor } from '@paygate/testing';
 import { getBytes, Wallet } from 'ethers';
 import express from 'express';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -31,17 +31,6 @@ interface AxeFinding {
   help: string;
   nodes: Array<{ target: string[]; failureSummary?: string }>;
 }
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 /** The contrast ratio of a CSS rgb() colour against white (WCAG relative luminance). */
 function contrastWithWhite(color: string): number {
   const [r, g, b] = (color.match(/\d+(\.\d+)?/g) ?? []).slice(0, 3).map(Number);
@@ -107,11 +96,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     upstream = await new Promise((resolve) => {
       const server = api.listen(0, '127.0.0.1', () => resolve(server));
     });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: CHROMIUM_ARGS,
-      timeout: 30_000,
-    });
+    browser = await chromium.launch(CHROMIUM_LAUNCH_OPTIONS);
   }, 120_000);
 
   afterAll(async () => {

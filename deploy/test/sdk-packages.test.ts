@@ -16,7 +16,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { usdcAbi } from '@paygate/chain';
 import { parseUsdc } from '@paygate/money';
-import { createActiveSkill, minedReceipt, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import {
+  CHROMIUM_LAUNCH_OPTIONS,
+  createActiveSkill,
+  minedReceipt,
+  signUpSeller,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Contract, Wallet } from 'ethers';
@@ -273,7 +280,6 @@ function consumerEnv(): NodeJS.ProcessEnv {
 
 const PUBLIC_SDKS = SDKS.map((sdk) => sdk.dir);
 const OPERATOR_TOKEN = 'sdk-tarballs-operator-token-000';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run'];
 
 describe('the packed tarballs install with plain npm outside the workspace, and each makes a paid call', () => {
   const app = path.join(WORK, 'app');
@@ -547,11 +553,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       server.listen(0, '127.0.0.1', () => resolve(server));
     });
     try {
-      browser = await chromium.launch({
-        executablePath: '/usr/bin/chromium',
-        args: CHROMIUM_ARGS,
-        timeout: 30_000,
-      });
+      browser = await chromium.launch(CHROMIUM_LAUNCH_OPTIONS);
       const tab = await browser.newPage();
       await tab.goto(`http://127.0.0.1:${(pages.address() as AddressInfo).port}/`);
       const session = await waitFor(

@@ -15,6 +15,7 @@ export {
   documentedOperations,
   expectApiContract,
 } from './api-contract';
+export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { signTransferAuthorization } from './eip3009';
 export {
   countStreamMessages,

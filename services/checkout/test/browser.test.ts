@@ -20,6 +20,7 @@ import { loadConfig as loadNotifierConfig, type RunningNotifier, startNotifier }
 import type { RunningService } from '@paygate/runtime';
 import {
   type AnvilInstance,
+  CHROMIUM_LAUNCH_OPTIONS,
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
@@ -36,17 +37,6 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
 
 const SCREENSHOTS = path.join(__dirname, '../../../artifacts/screenshots');
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 /**
  * One origin for the browser, as deploy/routes.json: /api/v1/ws to notifier, /api/v1/transactions and
  * /api/v1/refund-requests to escrow-ledger, everything else to checkout.
@@ -122,11 +112,7 @@ describe('checkout widget in a real browser', () => {
       skill: 'demo-report',
       title: 'Demo report shop',
     });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: CHROMIUM_ARGS,
-      timeout: 30_000,
-    });
+    browser = await chromium.launch(CHROMIUM_LAUNCH_OPTIONS);
   }, 120_000);
 
   afterAll(async () => {

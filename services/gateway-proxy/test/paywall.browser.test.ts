@@ -13,24 +13,13 @@ import {
   type RunningSettlement,
   startSettlement,
 } from '@paygate/settlement';
-import { testWallets, waitFor } from '@paygate/testing';
+import { CHROMIUM_LAUNCH_OPTIONS, testWallets, waitFor } from '@paygate/testing';
 import { Contract, getBytes, Wallet } from 'ethers';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const SCREENSHOTS = path.join(__dirname, '../../../artifacts/paywall');
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
 describe('the paywall page: a browser pays a paid URL with its wallet', () => {
@@ -61,7 +50,7 @@ describe('the paywall page: a browser pays a paid URL with its wallet', () => {
       skillSnapshot({ name: 'wx', displayName: 'Weather', apiBaseUrl: `${upstream.url}/seller` }),
     );
     await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 15_000, message: 'x402 never offered' });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await chromium.launch(CHROMIUM_LAUNCH_OPTIONS);
   });
 
   afterAll(async () => {
