@@ -56,10 +56,10 @@ describe("the migration lock is the schema's", () => {
     await migratingA;
   });
 
-  it('runs replicas of one service one at a time: each migration once', async () => {
+  it('starts replicas of one service together on a new database: one creates the schema, each migration runs once', async () => {
     const migrations = { '2026-11-27-0200-once': createsTable };
     const schema = `mlock_c_${randomSuffix()}`;
-    const replicas = [openSchema(schema), openSchema(schema), openSchema(schema)];
+    const replicas = Array.from({ length: 6 }, () => openSchema(schema));
     try {
       await Promise.all(replicas.map((db) => migrateToLatest(db, schema, migrations)));
       const applied = await sql<{ n: number }>`select count(*)::int as n from kysely_migration`.execute(
