@@ -189,6 +189,78 @@ describe('ledger.claim_transfer', () => {
     });
   });
 
+  test('claims that arrive together are written together, each answered on its own: a repeat and a rival of one transfer among them', async () => {
+    const hashes = Array.from({ length: 10 }, () => randomTxHash());
+    const [first, second] = hashes as [string, string];
+    const replies = await Promise.all([
+      ...hashes.map((txHash) => claim({ txHash })),
+      // The same claim again (a gateway's retry): ok, the one claim.
+      claim({ txHash: first }),
+      // Another path on a transfer of the same burst: one of the two holds it.
+      claim({ txHash: second, channel: 'checkout', reference: 'cs_rival' }),
+    ]);
+    const byHash = new Map<string, Array<(typeof replies)[number]>>();
+    for (const [i, reply] of replies.entries()) {
+      const txHash = i < 10 ? hashes[i]! : i === 10 ? first : second;
+      byHash.set(txHash, [...(byHash.get(txHash) ?? []), reply]);
+    }
+    for (const txHash of hashes.slice(2)) {
+      expect(byHash.get(txHash)).toEqual([
+        expect.objectContaining({ ok: true, fresh: true, claimId: expect.stringMatching(/^clm_/) }),
+      ]);
+    }
+    // The repeat: both ok, exactly one fresh, one claim id.
+    const repeated = byHash.get(first)!;
+    expect(repeated.every((r) => r.ok)).toBe(true);
+    expect(repeated.filter((r) => r.ok && r.fresh)).toHaveLength(1);
+    expect(new Set(repeated.map((r) => r.ok && r.claimId)).size).toBe(1);
+    // The rival: one holds it, the other is refused naming the holder.
+    const rivals = byHash.get(second)!;
+    expect(rivals.filter((r) => r.ok && r.fresh)).toHaveLength(1);
+    expect(rivals.filter((r) => !r.ok)).toEqual([expect.objectContaining({ reason: 'claimed_elsewhere' })]);
+    // Each answer is its own claim: ten claim ids for ten transfers, each row its own request's.
+    const rows = (
+      await sql<any>`select tx_hash, claim_id, claimed_via, xmin::text as tx
+        from transfer_claims where tx_hash in (${sql.join(hashes)})`.execute(db)
+    ).rows;
+    expect(rows).toHaveLength(10);
+    for (const row of rows) {
+      const answered = byHash.get(row.tx_hash)!.find((r) => r.ok && r.fresh);
+      expect(answered).toMatchObject({ claimId: row.claim_id });
+    }
+    // Written together: a few transactions (per replica, the first request may go alone), not one per claim.
+    expect(new Set(rows.map((row) => row.tx)).size).toBeLessThanOrEqual(4);
+    await waitFor(
+      async () =>
+        (await countStreamMessages(bus, 'transfer.claimed')).filter((e) =>
+          hashes.includes((e.data as any).txHash),
+        ).length === 10,
+      { message: 'one transfer.claimed per fresh claim', timeoutMs: 5000 },
+    );
+  });
+
+  test('a claim that fails does not fail the claims written with it', async () => {
+    const hashes = Array.from({ length: 8 }, () => randomTxHash());
+    const broken = randomTxHash();
+    const settled = await Promise.allSettled([
+      ...hashes.map((txHash) => claim({ txHash })),
+      // Valid on the wire, refused by the table (amount_micro > 0): its statement fails.
+      claim({ txHash: broken, amount: '0' }),
+    ]);
+    for (const outcome of settled.slice(0, 8)) {
+      expect(outcome).toMatchObject({ status: 'fulfilled', value: { ok: true, fresh: true } });
+    }
+    expect(settled[8]).toMatchObject({ status: 'rejected', reason: { code: 500 } });
+    const rows = (
+      await sql<any>`select tx_hash from transfer_claims where tx_hash in (${sql.join([...hashes, broken])})`.execute(
+        db,
+      )
+    ).rows;
+    expect(rows.map((row) => row.tx_hash).sort()).toEqual([...hashes].sort());
+    // The same transfer claimed properly afterwards: nothing of the failed claim stands in its way.
+    expect(await claim({ txHash: broken })).toMatchObject({ ok: true, fresh: true });
+  });
+
   test('an invalid request is refused naming the field', async () => {
     const bad = await bus.nc.request(
       bus.rpcSubject('ledger.claim_transfer'),

@@ -42,6 +42,33 @@ interface ClaimRow {
   claimed_at: Date;
 }
 
+function claimRequestOf(wire: RpcRequest<'ledger.claim_transfer'>): ClaimRequest {
+  const { claimedVia: _, channel: __, ...fields } = wire;
+  return { ...fields, claimedVia: claimedViaOf(wire) };
+}
+
+const claimKeyOf = (request: ClaimRequest) => transferKey(request.chainId, request.txHash, request.logIndex);
+
+function claimOperatorRefund(ctx: ServiceContext, deps: LedgerDeps, request: ClaimRequest) {
+  return ctx.inTransaction(async (trx) => {
+    const refused = await refundRefusedByBooks(trx, request);
+    if (refused) return refused;
+    const [held] = await claimsOrHolders(trx, [request], deps.now());
+    return decideClaim(trx, deps, request, held!);
+  });
+}
+
+interface QueuedClaim {
+  request: ClaimRequest;
+  resolve(reply: ClaimReply): void;
+  reject(error: unknown): void;
+}
+
+/** Claim statements written at once by one ledger replica. */
+const MAX_CLAIM_WRITES = 2;
+/** Claims in one statement at most. */
+const MAX_CLAIMS_PER_STATEMENT = 25;
+
 /**
  * The one claim on an on-chain transfer: the first (claimed_via, reference) to ask holds it, a repeat of the same
  * pair is answered ok again (fresh: false), anything else is refused with who holds it. The primary key of
@@ -50,26 +77,101 @@ interface ClaimRow {
  * transfer even without a claim (booked before claims existed). An operator refund is also checked against the
  * ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
  * An operator refund naming an underpaid session (`underpaidSessionId`) takes over checkout's claim for that
- * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back.
+ * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back. *
+ * A gateway's or checkout's claim is one statement (atomic on its own, one round trip: it is on the paid call's
+ * path); the claims that arrive together are written as one statement: those whose requests came in the same turn
+ * of the event loop, or while MAX_CLAIM_WRITES statements were being written (one round trip and one commit for a
+ * burst of ten settles instead of ten). Each claim keeps its own outcome: the statement holds each claim's own
+ * insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never share a
+ * statement (the second waits for the next one and is answered from the row the first decided); a statement that
+ * fails is retried claim by claim, so one claim's failure is only its own. An operator refund also reads the
+ * books and may take a claim over, so it runs alone, in a transaction.
  */
-export async function claimTransfer(
-  ctx: ServiceContext,
-  deps: LedgerDeps,
-  wire: RpcRequest<'ledger.claim_transfer'>,
-): Promise<ClaimReply> {
-  const { claimedVia: _, channel: __, ...fields } = wire;
-  const request: ClaimRequest = { ...fields, claimedVia: claimedViaOf(wire) };
-  // A gateway's or checkout's claim is one statement (atomic on its own, one round trip: it is on the paid call's
-  // path). An operator refund also reads the books and may take a claim over, so it runs in a transaction.
-  if (request.claimedVia !== 'operator_refund') {
-    const reply = await decideClaim(ctx.db, deps, request);
-    if (reply.ok && reply.fresh) ctx.relay.kick();
-    return reply;
+export class ClaimBatcher {
+  private readonly queued: QueuedClaim[] = [];
+  private writing = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly deps: LedgerDeps,
+  ) {}
+
+  claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
+    const request = claimRequestOf(wire);
+    if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
+    return new Promise<ClaimReply>((resolve, reject) => {
+      this.queued.push({ request, resolve, reject });
+      // After the I/O at hand: the requests that arrived with this one go in the same statement.
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.writeQueued();
+      });
+    });
   }
-  return ctx.inTransaction(async (trx) => {
-    const refused = await refundRefusedByBooks(trx, request);
-    return refused ?? decideClaim(trx, deps, request);
-  });
+
+  /** Starts a statement for the queued claims when fewer than MAX_CLAIM_WRITES are being written. */
+  private writeQueued(): void {
+    if (this.writing >= MAX_CLAIM_WRITES || this.queued.length === 0) return;
+    const batch: QueuedClaim[] = [];
+    const rest: QueuedClaim[] = [];
+    const keys = new Set<string>();
+    for (const item of this.queued.splice(0)) {
+      const key = claimKeyOf(item.request);
+      if (batch.length >= MAX_CLAIMS_PER_STATEMENT || keys.has(key)) rest.push(item);
+      else {
+        keys.add(key);
+        batch.push(item);
+      }
+    }
+    this.queued.push(...rest);
+    this.writing += 1;
+    void this.writeBatch(batch).finally(() => {
+      this.writing -= 1;
+      this.writeQueued();
+    });
+  }
+
+  /** One statement for the batch; when it fails, each claim alone (one claim's failure is only its own). */
+  private async writeBatch(batch: QueuedClaim[]): Promise<void> {
+    let helds: ClaimOutcomeRow[];
+    try {
+      helds = await claimsOrHolders(
+        this.ctx.db,
+        batch.map((item) => item.request),
+        this.deps.now(),
+      );
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      await Promise.all(
+        batch.map(async (item) => {
+          let held: ClaimOutcomeRow[];
+          try {
+            held = await claimsOrHolders(this.ctx.db, [item.request], this.deps.now());
+          } catch (alone) {
+            item.reject(alone);
+            return;
+          }
+          await this.answer([item], held);
+        }),
+      );
+      return;
+    }
+    await this.answer(batch, helds);
+  }
+
+  /** Each claim's reply from the row its part of the statement found; the relay woken for fresh claims. */
+  private async answer(batch: QueuedClaim[], helds: ClaimOutcomeRow[]): Promise<void> {
+    if (helds.some((held) => held.fresh)) this.ctx.relay.kick();
+    for (const [i, item] of batch.entries()) {
+      await decideClaim(this.ctx.db, this.deps, item.request, helds[i]!).then(item.resolve, item.reject);
+    }
+  }
 }
 
 /** An operator refund of a transfer the books know with another payer or amount, or reorged away: refused. */
@@ -109,84 +211,129 @@ interface ClaimOutcomeRow extends ClaimRow {
 }
 
 /**
- * Claims the transfer, or finds who holds it, in one statement: what the books already say spends it (a payment
- * booked, or an unmatched refund, that reached the ledger without a claim: events published before claims
- * existed) holds it first; otherwise this request's claim is inserted with its `transfer.claimed` outbox row.
+ * Claims each transfer, or finds who holds it, in one statement for all of them (the requests name distinct
+ * transfers; each decides as it would alone): what the books already say spends it (a payment booked, or an
+ * unmatched refund, that reached the ledger without a claim: events published before claims existed) holds it
+ * first; otherwise the request's claim is inserted with its `transfer.claimed` outbox row. The requests go in as
+ * arrays, so the statement is the same whatever their number (planned like one claim's). One row per request, in
+ * order.
  */
-async function claimOrHolder(
+async function claimsOrHolders(
   db: Kysely<any>,
-  request: ClaimRequest,
-  claimId: string,
+  requests: ClaimRequest[],
   now: Date,
-): Promise<ClaimOutcomeRow | undefined> {
-  const txHash = request.txHash.toLowerCase();
-  const { chainId, logIndex } = request;
-  const event = claimedEvent(request, claimId, now);
-  validateEvent(event);
+): Promise<ClaimOutcomeRow[]> {
+  const items = requests.map((request) => {
+    const event = claimedEvent(request, newClaimId(), now);
+    validateEvent(event);
+    return { request, event, amountMicro: parseChainUsdc(request.amount).toString() };
+  });
+  const column = <T>(pick: (item: (typeof items)[number], index: number) => T) => items.map(pick);
   const rows = (
-    await sql<ClaimOutcomeRow>`
-      with booked as (
-        select chain_id, tx_hash, log_index, 'clm_' || id as claim_id,
-            case source when 'checkout' then 'checkout' else 'x402' end as claimed_via,
-            case source when 'checkout' then coalesce(session_id, payment_id) else network || ':' || tx_hash end
-              as reference,
-            payer, amount_micro, confirmed_at as claimed_at
-          from transactions
-          where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}
-            and escrow_status <> 'reversed'
-        union all
-        select chain_id, tx_hash, log_index, 'clm_' || id, 'operator_refund', 'refund:' || transfer_refund_request_id,
-            payer, amount_micro, created_at
-          from refunds
-          where kind = 'unmatched_transfer'
-            and chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}
-        limit 1
+    await sql<ClaimOutcomeRow & { batch_index: number; pick: number }>`
+      with req as (
+        select * from unnest(
+            ${column((_, i) => i)}::integer[], ${column((x) => x.request.chainId)}::integer[],
+            ${column((x) => x.request.txHash.toLowerCase())}::text[], ${column((x) => x.request.logIndex)}::integer[],
+            ${column((x) => x.event.data.claimId)}::text[], ${column((x) => x.request.claimedVia)}::text[],
+            ${column((x) => x.request.reference)}::text[], ${column((x) => x.request.payer.toLowerCase())}::text[],
+            ${column((x) => x.amountMicro)}::bigint[], ${column((x) => x.event.id)}::text[],
+            ${column((x) => JSON.stringify(x.event))}::jsonb[])
+          as r(batch_index, chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
+            event_id, envelope)
+      ),
+      booked as (
+        select r.batch_index, b.* from req r cross join lateral (
+          select chain_id, tx_hash, log_index, 'clm_' || id as claim_id,
+              case source when 'checkout' then 'checkout' else 'x402' end as claimed_via,
+              case source when 'checkout' then coalesce(session_id, payment_id) else network || ':' || tx_hash end
+                as reference,
+              payer, amount_micro, confirmed_at as claimed_at
+            from transactions
+            where chain_id = r.chain_id and tx_hash = r.tx_hash and log_index = r.log_index
+              and escrow_status <> 'reversed'
+          union all
+          select chain_id, tx_hash, log_index, 'clm_' || id, 'operator_refund', 'refund:' || transfer_refund_request_id,
+              payer, amount_micro, created_at
+            from refunds
+            where kind = 'unmatched_transfer'
+              and chain_id = r.chain_id and tx_hash = r.tx_hash and log_index = r.log_index
+          limit 1
+        ) as b
       ),
       booked_claim as (
         insert into transfer_claims
             (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
-          select * from booked
+          select chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at
+            from booked
           on conflict do nothing
-          returning claim_id, claimed_via, reference, claimed_at
+          returning chain_id, tx_hash, log_index, claim_id, claimed_via, reference, claimed_at
       ),
       fresh as (
         insert into transfer_claims
             (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
-          select ${chainId}::integer, ${txHash}::text, ${logIndex}::integer, ${claimId}::text,
-              ${request.claimedVia}::text, ${request.reference}::text, ${request.payer.toLowerCase()}::text,
-              ${parseChainUsdc(request.amount)}::bigint, ${now}::timestamptz
-            where not exists (select 1 from booked)
+          select chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
+              ${now}::timestamptz
+            from req r
+            where not exists (select 1 from booked b where b.batch_index = r.batch_index)
           on conflict (chain_id, tx_hash, log_index) do nothing
           returning claim_id, claimed_via, reference, claimed_at
       ),
       published as (
         insert into outbox (id, subject, envelope, published_at)
-          select ${event.id}::text, ${event.type}::text, ${JSON.stringify(event)}::jsonb, null from fresh
+          select r.event_id, 'transfer.claimed', r.envelope, null from req r join fresh f using (claim_id)
       )
-      select true as fresh, * from fresh
+      select r.batch_index, 0 as pick, true as fresh, f.claim_id, f.claimed_via, f.reference, f.claimed_at
+        from req r join fresh f using (claim_id)
       union all
-      select false, * from booked_claim
+      select r.batch_index, 1, false, b.claim_id, b.claimed_via, b.reference, b.claimed_at
+        from req r join booked_claim b using (chain_id, tx_hash, log_index)
       union all
-      select false, claim_id, claimed_via, reference, claimed_at from transfer_claims
-        where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}`.execute(db)
+      select r.batch_index, 2, false, c.claim_id, c.claimed_via, c.reference, c.claimed_at
+        from req r join transfer_claims c using (chain_id, tx_hash, log_index)`.execute(db)
   ).rows;
-  if (rows[0]) return rows[0];
-  // A concurrent claim committed after this statement's snapshot was taken (its insert waited for it, then did
-  // nothing): a new statement sees it.
-  const held = (
-    await sql<ClaimRow>`select claim_id, claimed_via, reference, claimed_at from transfer_claims
-      where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex}`.execute(db)
-  ).rows[0];
-  return held && { ...held, fresh: false };
+  const out: ClaimOutcomeRow[] = [];
+  for (const [i, request] of requests.entries()) {
+    // The first of: this request's insert, the books' claim, the claim row there before.
+    const found = rows
+      .filter((row) => Number(row.batch_index) === i)
+      .sort((x, y) => Number(x.pick) - Number(y.pick))[0];
+    if (found) {
+      const { batch_index: _, pick: __, ...held } = found;
+      out.push(held);
+      continue;
+    }
+    // A concurrent claim committed after this statement's snapshot was taken (its insert waited for it, then did
+    // nothing): a new statement sees it.
+    const held = (
+      await sql<ClaimRow>`select claim_id, claimed_via, reference, claimed_at from transfer_claims
+        where chain_id = ${request.chainId} and tx_hash = ${request.txHash.toLowerCase()}
+          and log_index = ${request.logIndex}`.execute(db)
+    ).rows[0];
+    if (!held) throw new Error(`claim on ${claimKeyOf(request)} neither inserted nor found`);
+    out.push({ ...held, fresh: false });
+  }
+  return out;
 }
 
-async function decideClaim(db: Kysely<any>, deps: LedgerDeps, request: ClaimRequest): Promise<ClaimReply> {
+/** The reply to a claim from what its statement found (`held`); an operator refund may take a claim over here. */
+async function decideClaim(
+  db: Kysely<any>,
+  deps: LedgerDeps,
+  request: ClaimRequest,
+  held: ClaimOutcomeRow,
+): Promise<ClaimReply> {
   const txHash = request.txHash.toLowerCase();
   const key = transferKey(request.chainId, txHash, request.logIndex);
   const now = deps.now();
-  const held = await claimOrHolder(db, request, newClaimId(), now);
-  if (!held) throw new Error(`claim on ${key} neither inserted nor found`);
-  if (held.fresh) return { ok: true, claimId: held.claim_id, fresh: true, claimedAt: now.toISOString() };
+  if (held.fresh) {
+    return {
+      ok: true,
+      claimId: held.claim_id,
+      fresh: true,
+      claimedAt: new Date(held.claimed_at).toISOString(),
+    };
+  }
   const claimedAt = new Date(held.claimed_at).toISOString();
   if (held.claimed_via === request.claimedVia && held.reference === request.reference) {
     return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
@@ -258,11 +405,13 @@ function claimedEvent(request: ClaimRequest, claimId: string, now: Date) {
 export class ClaimResponder implements BackgroundTask {
   private served: { stop(): Promise<void> } | undefined;
   private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
+  private readonly batcher: ClaimBatcher;
 
   constructor(
     private readonly ctx: ServiceContext,
-    private readonly deps: LedgerDeps,
+    deps: LedgerDeps,
   ) {
+    this.batcher = new ClaimBatcher(ctx, deps);
     this.outcomes = new Counter({
       name: 'ledger_transfer_claims_total',
       help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
@@ -276,7 +425,7 @@ export class ClaimResponder implements BackgroundTask {
       this.ctx.bus,
       CLAIM_TRANSFER_RPC,
       async (request) => {
-        const reply = await claimTransfer(this.ctx, this.deps, request);
+        const reply = await this.batcher.claim(request);
         const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
         this.outcomes.inc({ claimed_via: claimedViaOf(request), outcome });
         return reply;
