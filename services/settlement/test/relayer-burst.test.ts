@@ -31,11 +31,22 @@ const PRICE = 20_000n;
  * whatever the relayer does while holding its nonce lock; at 40 ms per call a lock that waits for the chain lets
  * a burst trickle into the pool over more than a block.
  */
-async function slowRpc(target: string): Promise<{ url: string; close(): Promise<void> }> {
+async function slowRpc(
+  target: string,
+): Promise<{ url: string; calls: Map<string, number>; close(): Promise<void> }> {
+  /** JSON-RPC calls by method, as the relayer sent them. */
+  const calls = new Map<string, number>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk) => chunks.push(chunk));
     req.on('end', () => {
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        for (const call of Array.isArray(body) ? body : [body])
+          calls.set(call.method, (calls.get(call.method) ?? 0) + 1);
+      } catch {
+        // not JSON: forwarded as is
+      }
       setTimeout(async () => {
         try {
           const answer = await fetch(target, {
@@ -55,6 +66,7 @@ async function slowRpc(target: string): Promise<{ url: string; close(): Promise<
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    calls,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
@@ -128,6 +140,7 @@ describe('relayer pipelining: a burst of payments enters the pool together and l
       message: 'anvil mined no block',
     });
     const encoder = new TextEncoder();
+    rpc.calls.clear();
     const replies = await Promise.all(
       requests.map(async (request) => {
         const answer = await bus.nc.request(
@@ -141,6 +154,10 @@ describe('relayer pipelining: a burst of payments enters the pool together and l
     for (const reply of replies) expect(reply).toMatchObject({ ok: true, status: 'confirmed' });
     const blocks = new Set(replies.map((reply) => (reply.ok ? reply.blockNumber : -1)));
     expect([...blocks]).toHaveLength(1);
+    // Woken by a new head, the callers looked their receipts up in its block together (eth_getBlockReceipts, one
+    // read per head for the ten of them) rather than one receipt read each.
+    expect(rpc.calls.get('eth_getBlockReceipts')).toBeGreaterThanOrEqual(1);
+    expect(rpc.calls.get('eth_getBlockReceipts')).toBeLessThanOrEqual(rpc.calls.get('eth_blockNumber') ?? 0);
 
     // Callers are answered from the receipts; the rows are finished just after.
     const rows = await waitFor(

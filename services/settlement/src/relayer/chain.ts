@@ -1,6 +1,14 @@
 import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
-import { Interface, type JsonRpcProvider, Signature, Transaction, Wallet, zeroPadValue } from 'ethers';
+import {
+  Interface,
+  type JsonRpcProvider,
+  Signature,
+  Transaction,
+  toQuantity,
+  Wallet,
+  zeroPadValue,
+} from 'ethers';
 
 const token = new Interface([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -14,6 +22,13 @@ const AUTHORIZATION_USED_TOPIC = token.getEvent('AuthorizationUsed')!.topicHash;
 export interface FeeCaps {
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
+}
+
+/** What the relayer reads of a receipt: a block's receipts (eth_getBlockReceipts) are read as they come. */
+export interface ReceiptFacts {
+  blockNumber: bigint;
+  succeeded: boolean;
+  logs: ReadonlyArray<{ topics: readonly string[]; index: number }>;
 }
 
 export interface ExecutedTransfer {
@@ -177,20 +192,34 @@ export class RelayerChain {
   async executed(txHash: string, payer: string, to: string): Promise<ExecutedTransfer | null> {
     const receipt = await this.provider.getTransactionReceipt(txHash);
     if (!receipt) return null;
-    const fromTopic = zeroPadValue(formatAddress(payer), 32).toLowerCase();
-    const toTopic = zeroPadValue(formatAddress(to), 32).toLowerCase();
-    const log = receipt.logs.find(
-      (l) =>
-        l.topics[0] === TRANSFER_TOPIC &&
-        l.topics[1]?.toLowerCase() === fromTopic &&
-        l.topics[2]?.toLowerCase() === toTopic,
+    return executedIn(
+      txHash,
+      { blockNumber: BigInt(receipt.blockNumber), succeeded: receipt.status === 1, logs: receipt.logs },
+      payer,
+      to,
     );
-    return {
-      txHash: txHash.toLowerCase(),
-      blockNumber: BigInt(receipt.blockNumber),
-      logIndex: log?.index ?? -1,
-      reverted: receipt.status !== 1 || !log,
-    };
+  }
+
+  /**
+   * Every receipt of one block by transaction hash (lowercase), in one `eth_getBlockReceipts`: the callers
+   * waiting on a new head look their transactions up here together instead of one receipt read each.
+   */
+  async blockReceipts(block: bigint): Promise<Map<string, ReceiptFacts>> {
+    const raw = (await this.provider.send('eth_getBlockReceipts', [toQuantity(block)])) as Array<{
+      transactionHash: string;
+      blockNumber: string;
+      status?: string | null;
+      logs: Array<{ topics: string[]; logIndex: string }>;
+    }> | null;
+    const out = new Map<string, ReceiptFacts>();
+    for (const receipt of raw ?? []) {
+      out.set(receipt.transactionHash.toLowerCase(), {
+        blockNumber: BigInt(receipt.blockNumber),
+        succeeded: receipt.status != null && BigInt(receipt.status) === 1n,
+        logs: receipt.logs.map((log) => ({ topics: log.topics, index: Number(BigInt(log.logIndex)) })),
+      });
+    }
+    return out;
   }
 
   /**
@@ -216,4 +245,27 @@ export class RelayerChain {
   destroy(): void {
     this.provider.destroy();
   }
+}
+
+/** A transaction's receipt read for the authorization: its payer → `to` Transfer log, reverted without one. */
+export function executedIn(
+  txHash: string,
+  receipt: ReceiptFacts,
+  payer: string,
+  to: string,
+): ExecutedTransfer {
+  const fromTopic = zeroPadValue(formatAddress(payer), 32).toLowerCase();
+  const toTopic = zeroPadValue(formatAddress(to), 32).toLowerCase();
+  const log = receipt.logs.find(
+    (l) =>
+      l.topics[0]?.toLowerCase() === TRANSFER_TOPIC &&
+      l.topics[1]?.toLowerCase() === fromTopic &&
+      l.topics[2]?.toLowerCase() === toTopic,
+  );
+  return {
+    txHash: txHash.toLowerCase(),
+    blockNumber: receipt.blockNumber,
+    logIndex: log?.index ?? -1,
+    reverted: !receipt.succeeded || !log,
+  };
 }

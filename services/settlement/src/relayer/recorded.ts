@@ -1,7 +1,7 @@
 import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
-import type { RelayerChain } from './chain';
+import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
 import { describe, type RelayerSettings, type Row } from './settings';
 
 /**
@@ -11,6 +11,10 @@ import { describe, type RelayerSettings, type Row } from './settings';
 export class RecordedAuthorizations {
   /** Rows being finished after their caller was answered: awaited on stop. */
   private readonly finishing = new Set<Promise<unknown>>();
+  /** The receipts of the newest block looked at, one read whatever the number of callers woken by it. */
+  private readonly blocks = new Map<bigint, Promise<Map<string, ReceiptFacts> | undefined>>();
+  /** False once the node answered that it has no eth_getBlockReceipts: one receipt read per hash then. */
+  private blockReceiptsServed = true;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -83,12 +87,23 @@ export class RecordedAuthorizations {
   /**
    * Looks for a receipt of any hash this row was signed as; finishes the row when one exists. With
    * `answerFirst`, a successful transfer is returned as confirmed at once while the row is finished in the
-   * background (idempotent; the background pass finishes it if this fails).
+   * background (idempotent; the background pass finishes it if this fails). With `inBlock` (a head that just
+   * came), the block's receipts are looked at first, read once for every caller woken by it; a hash not in it
+   * is read on its own, unless `onlyNewBlock` (the caller looked before this block, right after the one before
+   * it: a transaction not in this block is not mined yet).
    */
-  async advance(row: Row, options: { answerFirst?: boolean } = {}): Promise<Row | undefined> {
+  async advance(
+    row: Row,
+    options: { answerFirst?: boolean; inBlock?: bigint; onlyNewBlock?: boolean } = {},
+  ): Promise<Row | undefined> {
     if (row.status !== 'signed' && row.status !== 'broadcast') return row;
+    const block = options.inBlock === undefined ? undefined : await this.receiptsOf(options.inBlock);
     for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
-      const executed = await this.chain.executed(hash, row.payer, row.to_address);
+      const inBlock = block?.get(hash.toLowerCase());
+      if (!inBlock && block && options.onlyNewBlock) continue;
+      const executed: ExecutedTransfer | null = inBlock
+        ? executedIn(hash, inBlock, row.payer, row.to_address)
+        : await this.chain.executed(hash, row.payer, row.to_address);
       if (!executed) continue;
       if (!executed.reverted) {
         const fields = {
@@ -103,6 +118,25 @@ export class RecordedAuthorizations {
       return this.finishReverted(row, hash);
     }
     return row;
+  }
+
+  /** One block's receipts, shared by the callers asking together; undefined when they cannot be read. */
+  private receiptsOf(block: bigint): Promise<Map<string, ReceiptFacts> | undefined> {
+    if (!this.blockReceiptsServed) return Promise.resolve(undefined);
+    let receipts = this.blocks.get(block);
+    if (!receipts) {
+      receipts = this.chain.blockReceipts(block).catch((error: unknown) => {
+        this.blocks.delete(block);
+        if (/method not found|not supported|does not exist|unsupported/i.test(describe(error))) {
+          this.blockReceiptsServed = false;
+        }
+        return undefined;
+      });
+      this.blocks.set(block, receipts);
+      // The newest block only: a number read again later may be another block after a reorg.
+      for (const known of this.blocks.keys()) if (known < block) this.blocks.delete(known);
+    }
+    return receipts;
   }
 
   private finishInBackground(

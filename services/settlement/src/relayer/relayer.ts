@@ -268,6 +268,8 @@ export class Relayer implements BackgroundTask {
     });
     const deadline = Date.now() + request.waitForReceiptMs;
     let current = row;
+    /** The head at this caller's previous receipt lookup. */
+    let lookedAt: bigint | undefined;
     for (let round = 0; round < 10_000; round++) {
       if (current.status === 'confirmed' || current.status === 'used_elsewhere') {
         return {
@@ -285,8 +287,16 @@ export class Relayer implements BackgroundTask {
       }
       // The head before the receipt lookup: a block that comes after it wakes this caller for another lookup.
       const head = this.heads.known();
-      // The caller is answered from the receipt; the row is finished meanwhile (or by the background pass).
-      current = (await this.recorded.advance(current, { answerFirst: true })) ?? current;
+      // The caller is answered from the receipt; the row is finished meanwhile (or by the background pass). Woken
+      // by a new head, it looks in that block's receipts first (one read for every caller woken by it), and only
+      // there when it looked right before that block (one more receipt read each when heads were skipped).
+      current =
+        (await this.recorded.advance(current, {
+          answerFirst: true,
+          inBlock: round > 0 ? head : undefined,
+          onlyNewBlock: head !== undefined && lookedAt !== undefined && head === lookedAt + 1n,
+        })) ?? current;
+      lookedAt = head;
       if (isFinished(current)) continue;
       if (Date.now() >= deadline) break;
       await this.heads.newerThan(head, deadline - Date.now());
