@@ -1,4 +1,5 @@
-import { getTransferLogs } from '@paygate/chain';
+import { requestRpc } from '@paygate/bus';
+import { getTransferLogs, TRANSFER_TOPIC } from '@paygate/chain';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
 import {
@@ -14,6 +15,7 @@ import {
   validateDiscoveryExtension,
   withBazaar,
 } from '@x402/extensions/bazaar';
+import { Contract } from 'ethers';
 import { loadConfig, startGatewayProxy } from '../src';
 import { decodePaymentRequired } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
@@ -302,6 +304,89 @@ describe('x402 as reference clients and facilitators see it', () => {
       hashes.includes(String((e.envelope as { data: { txHash: string } }).data.txHash).toLowerCase()),
     );
     expect(confirmed).toHaveLength(6);
+  });
+
+  it('a transfer the ledger gave to another payment path: settled beside others, refused alone, nothing written for it', async () => {
+    // Someone else submits the buyer's authorization, and that transfer pays for a checkout session first.
+    const body = await settleRequest();
+    const { signature, authorization: a } = JSON.parse(body).paymentPayload.payload;
+    const usdc = new Contract(
+      h.usdcAddress,
+      [
+        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
+      ],
+      testSigner('stranger', h.anvil.provider),
+    );
+    const tx = await usdc.getFunction('transferWithAuthorization')(
+      a.from,
+      a.to,
+      a.value,
+      a.validAfter,
+      a.validBefore,
+      a.nonce,
+      signature,
+    );
+    const receipt = await tx.wait();
+    const txHash = (tx.hash as string).toLowerCase();
+    const logIndex = receipt.logs.find((log: { topics: string[] }) => log.topics[0] === TRANSFER_TOPIC)
+      .index as number;
+    expect(
+      await requestRpc(
+        h.bus,
+        'ledger.claim_transfer',
+        {
+          chainId: 31337,
+          txHash,
+          logIndex,
+          claimedVia: 'checkout',
+          reference: 'cs_first',
+          payer: a.from,
+          amount: '0.02',
+        },
+        { timeoutMs: 5000 },
+      ),
+    ).toMatchObject({ ok: true, fresh: true });
+
+    // Presented with three other payments at once: those are settled, this one is refused as used.
+    const others = await Promise.all(Array.from({ length: 3 }, () => settleRequest()));
+    const answers = await Promise.all(
+      [body, ...others].map(async (request) => {
+        const res = await fetch(`${facilitatorUrl()}/settle`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: request,
+        });
+        return (await res.json()) as { success: boolean; transaction: string; errorReason?: string };
+      }),
+    );
+    expect(answers[0]).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
+    for (const settled of answers.slice(1)) expect(settled).toMatchObject({ success: true });
+    const hashes = answers.slice(1).map((settled) => settled.transaction.toLowerCase());
+    const claims = await h.db
+      .selectFrom('payment_claims')
+      .select(['tx_hash'])
+      .where('tx_hash', 'in', [txHash, ...hashes])
+      .execute();
+    expect(claims.map((claim) => claim.tx_hash.toLowerCase()).sort()).toEqual([...hashes].sort());
+    const refusedRow = await h.db
+      .selectFrom('x402_authorizations')
+      .select(['state', 'reason', 'tx_hash', 'claim_id'])
+      .where('auth_nonce', '=', a.nonce.toLowerCase())
+      .executeTakeFirstOrThrow();
+    expect(refusedRow).toEqual({
+      state: 'refused',
+      reason: 'transfer_already_claimed',
+      tx_hash: txHash,
+      claim_id: null,
+    });
+    const events = await h.db
+      .selectFrom('outbox')
+      .select('envelope')
+      .where('subject', '=', 'payment.confirmed')
+      .execute();
+    expect(
+      events.filter((e) => (e.envelope as { data: { txHash: string } }).data.txHash.toLowerCase() === txHash),
+    ).toHaveLength(0);
   });
 
   it('copies of one /settle spread over two gateway replicas: the second replica waits for the first and answers its outcome', async () => {

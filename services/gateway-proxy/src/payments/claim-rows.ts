@@ -2,7 +2,7 @@ import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { type RawBuilder, sql } from 'kysely';
+import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { LedgerClaims, TransferToClaim } from './claims';
 import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
@@ -33,10 +33,19 @@ export interface ClaimOptions {
 }
 
 /**
- * A record written with a claim (PaymentClaimRows.insertRecorded): a data-modifying statement that reads the claim
- * row from the CTE it is given and returns a row when it recorded something.
+ * A record written with a claim (PaymentClaimRows.insertRecorded), set-wise so that the claims of a batch share one
+ * statement whatever their number: this claim's `values` (one row of the `records` CTE, typed by `columns`, beside
+ * the claim's `batch_index`) and the data-modifying `statement` written once for all the records of a batch. It
+ * reads `records` and `claims` (`batch_index`, and `id`: the claim row's, null when the transfer was claimed
+ * before) and returns the `batch_index` of each record it wrote. Claims share a statement only with records of
+ * the same `kind`.
  */
-export type RecordStatement = (claimed: RawBuilder<unknown>) => RawBuilder<unknown>;
+export interface RecordStatement {
+  kind: string;
+  columns: ReadonlyArray<readonly [name: string, sqlType: string]>;
+  values: readonly unknown[];
+  statement(records: RawBuilder<unknown>, claims: RawBuilder<unknown>): RawBuilder<unknown>;
+}
 
 /** A claim written with its record: no claim when the transfer was claimed before. */
 export interface RecordedClaim {
@@ -44,13 +53,45 @@ export interface RecordedClaim {
   recorded: boolean;
 }
 
+/** A claim row's values as the batched statement takes them (arrays, one element per claim). */
+interface ClaimValues {
+  id: string;
+  txHash: string;
+  logIndex: number;
+  payer: string;
+  token: string;
+  amountMicro: string;
+  sellerId: string;
+  skillId: string | null;
+  skillName: string | null;
+  endpointId: string | null;
+  resource: string;
+  kind: string;
+  claimedVia: string;
+  state: PaymentClaim['state'];
+  accessExpiresAt: Date | null;
+  retryUntil: Date | null;
+  now: Date;
+  eventId: string;
+  envelope: string;
+}
+
 interface QueuedClaim {
   transfer: ProvenTransfer;
   purchase: Purchase;
   options: ClaimOptions;
   record: RecordStatement;
+  /** The ledger's answer to this claim: undefined when the transfer is this payment's. */
+  ledgerAnswer: Promise<PaymentFailure | undefined>;
   resolve(result: RecordedClaim): void;
   reject(error: unknown): void;
+}
+
+/** Some claims of a batch were refused by the ledger: the batch's transaction is rolled back. */
+class RefusedInBatch extends Error {
+  constructor(readonly answers: Array<PaymentFailure | undefined>) {
+    super('the ledger refused claims of this batch');
+  }
 }
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
@@ -107,11 +148,14 @@ export class PaymentClaimRows {
    * was claimed before) and returns a row when it recorded something. x402 records the included transfer on its
    * authorization this way, so a settled payment costs one statement here after the ledger's answer.
    *
-   * The ledger is asked first and the statement runs only once it answered that the transfer is this payment's
-   * (nothing is written when it refused): no transaction held open across the RPC. A crash between the two leaves
-   * the ledger's claim under this gateway's reference, which answers the same claim again ok (the recovery pass
-   * claims it). Claims that are ready while others are being written go out together, as one statement (one
-   * round trip, one commit); each claim's outcome is its own. Throws LedgerClaimRefused like `insert`.
+   * The ledger is asked and the statement written at the same time, as `insert` does: the statement runs in a
+   * transaction that commits only once the ledger answered that the transfer is this payment's (rolled back when
+   * it refused: nothing is written), so the answer waits for the slower of the two rather than for both in turn.
+   * A crash before the commit leaves at most the ledger's claim under this gateway's reference, which answers the
+   * same claim again ok (the recovery pass claims it). Claims that come while others are being written go out
+   * together, as one statement (one round trip, one commit); each claim's outcome is its own: when the ledger
+   * refused some of a batch, the batch is rolled back and written again without them. Throws LedgerClaimRefused
+   * like `insert`.
    */
   async insertRecorded(
     transfer: ProvenTransfer,
@@ -119,11 +163,12 @@ export class PaymentClaimRows {
     options: ClaimOptions,
     record: RecordStatement,
   ): Promise<RecordedClaim> {
-    const refusedByLedger = await this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
-    if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
+    const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
+    // Awaited in the batch's transaction; one that fails to begin must not leave the answer's failure unhandled.
+    ledgerAnswer.catch(() => undefined);
     const recorded = await new Promise<RecordedClaim>((resolve, reject) => {
-      this.queued.push({ transfer, purchase, options, record, resolve, reject });
-      // After the I/O at hand: the ledger's answers that arrived with this one go in the same statement.
+      this.queued.push({ transfer, purchase, options, record, ledgerAnswer, resolve, reject });
+      // After the I/O at hand: the claims that came with this one go in the same statement.
       if (this.scheduled) return;
       this.scheduled = true;
       setImmediate(() => {
@@ -138,13 +183,19 @@ export class PaymentClaimRows {
   /** Starts a statement for the queued claims when fewer than MAX_CLAIM_WRITES are being written. */
   private writeQueued(): void {
     if (this.writing >= MAX_CLAIM_WRITES || this.queued.length === 0) return;
-    // One claim per transaction in a statement (two of one transfer would update one row twice): the rest waits.
+    // One claim per transaction in a statement (two of one transfer would update one row twice), records of one
+    // kind: the rest waits.
     const batch: QueuedClaim[] = [];
     const rest: QueuedClaim[] = [];
     const hashes = new Set<string>();
     for (const item of this.queued.splice(0)) {
       const hash = item.transfer.txHash.toLowerCase();
-      if (batch.length >= MAX_CLAIMS_PER_STATEMENT || hashes.has(hash)) rest.push(item);
+      if (
+        batch.length >= MAX_CLAIMS_PER_STATEMENT ||
+        hashes.has(hash) ||
+        (batch[0] && batch[0].record.kind !== item.record.kind)
+      )
+        rest.push(item);
       else {
         hashes.add(hash);
         batch.push(item);
@@ -158,50 +209,93 @@ export class PaymentClaimRows {
     });
   }
 
-  /** One statement for the batch; when it fails, each claim alone (one claim's failure is only its own). */
+  /**
+   * One statement for the batch, committed once the ledger agreed to every claim in it. Claims the ledger refused
+   * are refused (LedgerClaimRefused) and the rest written again without them; when the statement fails, each
+   * claim alone (one claim's failure is only its own).
+   */
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
     try {
-      const results = await this.writeClaims(batch);
+      const results = await this.ctx.db.transaction().execute(async (trx) => {
+        const written = await this.writeClaims(trx, batch);
+        const answers = await Promise.all(batch.map((item) => item.ledgerAnswer));
+        if (answers.some((answer) => answer !== undefined)) throw new RefusedInBatch(answers);
+        return written;
+      });
       for (const [i, item] of batch.entries()) item.resolve(results[i]!);
     } catch (error) {
+      if (error instanceof RefusedInBatch) {
+        const agreed = batch.filter((item, i) => {
+          const answer = error.answers[i];
+          if (answer) item.reject(new LedgerClaimRefused(answer));
+          return !answer;
+        });
+        if (agreed.length > 0) await this.writeBatch(agreed);
+        return;
+      }
       if (batch.length === 1) {
         batch[0]!.reject(error);
         return;
       }
-      for (const item of batch) {
-        await this.writeClaims([item]).then(
-          ([result]) => item.resolve(result!),
-          (alone: unknown) => item.reject(alone),
-        );
-      }
+      for (const item of batch) await this.writeBatch([item]);
     }
   }
 
-  private async writeClaims(batch: QueuedClaim[]): Promise<RecordedClaim[]> {
-    const parts = batch.map((item, i) => {
-      const claimed = sql.raw(`claimed_${i}`);
-      const recorded = sql.raw(`recorded_${i}`);
-      return {
-        ctes: sql`${this.claimCtes(item.transfer, item.purchase, item.options, claimed, sql.raw(`published_${i}`))},
-          ${recorded} as (${item.record(claimed)})`,
-        answer: sql`select ${sql.lit(i)}::int as batch_index, c.*,
-            (select count(*) from ${recorded})::int as recorded_elsewhere
-          from (select 1) as one left join ${claimed} as c on true`,
-      };
-    });
+  /**
+   * The batch's claim rows, their payment.confirmed and their records in one statement, the claims as arrays (the
+   * statement is the same whatever their number, so it is planned like one claim's).
+   */
+  private async writeClaims(trx: Transaction<any>, batch: QueuedClaim[]): Promise<RecordedClaim[]> {
+    const claims = batch.map((item) => this.claimValues(item.transfer, item.purchase, item.options));
+    const column = <T>(pick: (claim: ClaimValues) => T) => claims.map(pick);
+    const indexes = batch.map((_item, i) => i);
+    const record = batch[0]!.record;
+    const recordColumns = record.columns.map(
+      ([, type], c) => sql`${batch.map((item) => item.record.values[c] ?? null)}::${sql.raw(type)}[]`,
+    );
+    const recordNames = sql.raw(record.columns.map(([name]) => name).join(', '));
     const rows = (
       await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`
-        with ${sql.join(
-          parts.map((part) => part.ctes),
-          sql`,
-          `,
-        )}
-        ${sql.join(
-          parts.map((part) => part.answer),
-          sql`
-        union all
-        `,
-        )}`.execute(this.ctx.db)
+        with req as (
+          select * from unnest(
+              ${indexes}::integer[], ${column((c) => c.id)}::text[], ${column((c) => c.txHash)}::text[],
+              ${column((c) => c.logIndex)}::integer[], ${column((c) => c.payer)}::text[],
+              ${column((c) => c.token)}::text[], ${column((c) => c.amountMicro)}::bigint[],
+              ${column((c) => c.sellerId)}::text[], ${column((c) => c.skillId)}::text[],
+              ${column((c) => c.skillName)}::text[], ${column((c) => c.endpointId)}::text[],
+              ${column((c) => c.resource)}::text[], ${column((c) => c.kind)}::text[],
+              ${column((c) => c.claimedVia)}::text[], ${column((c) => c.state)}::text[],
+              ${column((c) => c.accessExpiresAt)}::timestamptz[], ${column((c) => c.retryUntil)}::timestamptz[],
+              ${column((c) => c.now)}::timestamptz[], ${column((c) => c.eventId)}::text[],
+              ${column((c) => c.envelope)}::jsonb[])
+            as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
+              endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, now, event_id, envelope)
+        ),
+        claimed as (
+          insert into payment_claims
+              (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
+               skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
+               created_at, updated_at)
+            select id, ${this.settings.network}, ${this.settings.chainId}::integer, tx_hash, log_index, payer, token,
+                amount_micro, seller_id, skill_id, skill_name, endpoint_id, resource, kind, claimed_via, state,
+                access_expires_at, retry_until, 1, now, now
+              from req order by batch_index
+            on conflict (network, tx_hash) do nothing
+            returning *
+        ),
+        published as (
+          insert into outbox (id, subject, envelope, published_at)
+            select r.event_id, 'payment.confirmed', r.envelope, null from req r join claimed c on c.id = r.id
+        ),
+        claims as (select r.batch_index, c.id from req r left join claimed c on c.id = r.id),
+        records as (
+          select * from unnest(${indexes}::integer[], ${sql.join(recordColumns)})
+            as x(batch_index, ${recordNames})
+        ),
+        recorded as (${record.statement(sql.raw('records'), sql.raw('claims'))})
+        select r.batch_index, c.*,
+            (select count(*) from recorded w where w.batch_index = r.batch_index)::int as recorded_elsewhere
+          from req r left join claimed c on c.id = r.id`.execute(trx)
     ).rows;
     return batch.map((_item, i) => {
       const row = rows.find((r) => Number(r.batch_index) === i);
@@ -209,6 +303,48 @@ export class PaymentClaimRows {
       const { batch_index: _index, recorded_elsewhere: recorded, ...claim } = row;
       return { claim: claim.id ? (claim as PaymentClaim) : undefined, recorded: Number(recorded) > 0 };
     });
+  }
+
+  /** One claim row's values and its payment.confirmed (the event, validated). */
+  private claimValues(transfer: ProvenTransfer, purchase: Purchase, options: ClaimOptions): ClaimValues {
+    const now = this.settings.now();
+    const id = newEventId();
+    const confirmed = this.paymentConfirmed(id, transfer, purchase, now);
+    return {
+      id,
+      txHash: transfer.txHash,
+      logIndex: transfer.logIndex,
+      payer: transfer.payer,
+      token: transfer.token,
+      amountMicro: transfer.amountMicro.toString(),
+      sellerId: purchase.sellerId,
+      skillId: purchase.skillId,
+      skillName: purchase.skillName,
+      endpointId: purchase.endpointId,
+      resource: purchase.resource,
+      kind: purchase.kind,
+      claimedVia: purchase.claimedVia,
+      state: this.initialState(purchase, options),
+      accessExpiresAt: this.accessExpiresAt(purchase, now),
+      retryUntil: options.retryUntil ?? null,
+      now,
+      eventId: confirmed.id,
+      envelope: JSON.stringify(confirmed),
+    };
+  }
+
+  private initialState(purchase: Purchase, options: ClaimOptions): PaymentClaim['state'] {
+    return (
+      options.state ??
+      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
+      (purchase.claimedVia === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served')
+    );
+  }
+
+  private accessExpiresAt(purchase: Purchase, now: Date): Date | null {
+    return purchase.kind === 'subscription'
+      ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
+      : null;
   }
 
   private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): TransferToClaim {
@@ -244,14 +380,8 @@ export class PaymentClaimRows {
   ): RawBuilder<unknown> {
     const now = this.settings.now();
     const claimId = newEventId();
-    const state =
-      options.state ??
-      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-      (purchase.claimedVia === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served');
-    const accessExpiresAt =
-      purchase.kind === 'subscription'
-        ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
-        : null;
+    const state = this.initialState(purchase, options);
+    const accessExpiresAt = this.accessExpiresAt(purchase, now);
     const confirmed = this.paymentConfirmed(claimId, transfer, purchase, now);
     return sql`
       ${claimed} as (

@@ -1,5 +1,6 @@
 import type { TransferAuthorization } from '@paygate/contracts';
-import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import type { RecordStatement } from '../payments/claim-rows';
 import type { PaymentClaim, Purchase } from '../payments/service';
 import type { DecodedX402Payment } from './protocol';
 
@@ -25,6 +26,17 @@ export interface AuthorizationRow extends AuthorizationKey {
   valid_after: bigint;
   valid_before: bigint;
 }
+
+/** The values an x402 settlement records on its authorization row (settlementStatement). */
+const SETTLEMENT_COLUMNS = [
+  ['chain_id', 'integer'],
+  ['token', 'text'],
+  ['payer', 'text'],
+  ['auth_nonce', 'text'],
+  ['tx_hash', 'text'],
+  ['log_index', 'integer'],
+  ['updated_at', 'timestamptz'],
+] as const;
 
 /** What the row says once the transfer the relayer got included was claimed (or was not: another payment path's). */
 export interface SettlementRecord {
@@ -135,23 +147,33 @@ export class X402Authorizations {
   }
 
   /**
-   * recordSettlement as one more statement of the transfer's claim (PaymentService.insertClaimRecorded): reads the
-   * claim row from the CTE it is given (none: the transfer was claimed before, so the row is refused as
-   * `transfer_already_claimed`); returns a row when it recorded the transfer on a row still `submitting`.
+   * recordSettlement as one more statement of the transfer's claim (PaymentService.insertClaimRecorded), written
+   * once for the claims of a batch: each authorization row still `submitting` gets its transfer and its claim row
+   * (none: the transfer was claimed before, so the row is refused as `transfer_already_claimed`).
    */
-  settlementStatement(
-    key: AuthorizationKey,
-    record: Omit<SettlementRecord, 'claimId'>,
-  ): (claimed: RawBuilder<unknown>) => RawBuilder<unknown> {
-    return (claimed) => sql`
-      update x402_authorizations
-        set state = case when exists (select 1 from ${claimed}) then 'settled' else 'refused' end,
-          reason = case when exists (select 1 from ${claimed}) then null else 'transfer_already_claimed' end,
-          tx_hash = ${record.txHash}, log_index = ${record.logIndex}::integer,
-          claim_id = (select id from ${claimed}), updated_at = ${this.now()}
-        where chain_id = ${key.chain_id} and token = ${key.token} and payer = ${key.payer}
-          and auth_nonce = ${key.auth_nonce} and state = 'submitting'
-        returning state`;
+  settlementStatement(key: AuthorizationKey, record: Omit<SettlementRecord, 'claimId'>): RecordStatement {
+    return {
+      kind: 'x402_settlement',
+      columns: SETTLEMENT_COLUMNS,
+      values: [
+        key.chain_id,
+        key.token,
+        key.payer,
+        key.auth_nonce,
+        record.txHash,
+        record.logIndex,
+        this.now(),
+      ],
+      statement: (records, claims) => sql`
+        update x402_authorizations a
+          set state = case when c.id is not null then 'settled' else 'refused' end,
+            reason = case when c.id is not null then null else 'transfer_already_claimed' end,
+            tx_hash = x.tx_hash, log_index = x.log_index, claim_id = c.id, updated_at = x.updated_at
+          from ${records} x join ${claims} c using (batch_index)
+          where a.chain_id = x.chain_id and a.token = x.token and a.payer = x.payer
+            and a.auth_nonce = x.auth_nonce and a.state = 'submitting'
+          returning x.batch_index`,
+    };
   }
 
   /** The claim a `settled` row credited for this transaction, if it is that one. */
