@@ -54,6 +54,7 @@ export interface OutboxRelayOptions {
 export class OutboxRelay {
   private lastPrune = 0;
   private readonly loop: PollingLoop;
+  private soon: NodeJS.Timeout | undefined;
   readonly options: Required<OutboxRelayOptions>;
 
   constructor(
@@ -100,7 +101,22 @@ export class OutboxRelay {
     this.loop.kick();
   }
 
+  /**
+   * Ask for a pass in `delayMs` (asks meanwhile share it): for events written on a hot path whose answers should go
+   * out before their publishing competes with them (a burst of paid calls), still well before the next poll.
+   */
+  kickSoon(delayMs: number): void {
+    if (this.soon) return;
+    this.soon = setTimeout(() => {
+      this.soon = undefined;
+      this.loop.kick();
+    }, delayMs);
+    this.soon.unref?.();
+  }
+
   async stop(): Promise<void> {
+    clearTimeout(this.soon);
+    this.soon = undefined;
     await this.loop.stop();
   }
 

@@ -66,6 +66,8 @@ interface QueuedClaim {
 
 /** Claim statements written at once by one ledger replica. */
 const MAX_CLAIM_WRITES = 2;
+/** How long after a batch of fresh claims their transfer.claimed are published (the relay's poll is 250 ms). */
+const PUBLISH_AFTER_MS = 100;
 /** Claims in one statement at most. */
 const MAX_CLAIMS_PER_STATEMENT = 25;
 
@@ -167,7 +169,8 @@ export class ClaimBatcher {
 
   /** Each claim's reply from the row its part of the statement found; the relay woken for fresh claims. */
   private async answer(batch: QueuedClaim[], helds: ClaimOutcomeRow[]): Promise<void> {
-    if (helds.some((held) => held.fresh)) this.ctx.relay.kick();
+    // transfer.claimed goes out once the claims were answered, not between the answers of a burst.
+    if (helds.some((held) => held.fresh)) this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
     for (const [i, item] of batch.entries()) {
       await decideClaim(this.ctx.db, this.deps, item.request, helds[i]!).then(item.resolve, item.reject);
     }

@@ -96,6 +96,8 @@ class RefusedInBatch extends Error {
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
 const MAX_CLAIM_WRITES = 2;
+/** How long after an x402 claim its payment.confirmed is published (a burst's answers first; the poll is 250 ms). */
+const PUBLISH_AFTER_MS = 100;
 /** Claims in one statement at most. */
 const MAX_CLAIMS_PER_STATEMENT = 25;
 
@@ -143,10 +145,10 @@ export class PaymentClaimRows {
   }
 
   /**
-   * Claims a transfer like `insert`, and records it elsewhere in the same statement: `record` names one more
-   * data-modifying statement (a CTE) that may read the claim row from the CTE it is given (no row: the transfer
-   * was claimed before) and returns a row when it recorded something. x402 records the included transfer on its
-   * authorization this way, so a settled payment costs one statement here after the ledger's answer.
+   * Claims a transfer like `insert`, and records it elsewhere in the same statement: `record` (RecordStatement)
+   * names one more data-modifying statement that reads the claim rows (none: the transfer was claimed before) and
+   * returns a row for each record it wrote. x402 records the included transfer on its authorization this way, so a
+   * settled payment costs one statement here, written while the ledger answers.
    *
    * The ledger is asked and the statement written at the same time, as `insert` does: the statement runs in a
    * transaction that commits only once the ledger answered that the transfer is this payment's (rolled back when
@@ -176,7 +178,8 @@ export class PaymentClaimRows {
         this.writeQueued();
       });
     });
-    if (recorded.claim) this.ctx.relay.kick();
+    // payment.confirmed goes out once the burst's answers did (the ledger books it then), not between them.
+    if (recorded.claim) this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
     return recorded;
   }
 

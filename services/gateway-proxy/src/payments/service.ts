@@ -169,8 +169,8 @@ export class PaymentService {
   }
 
   /**
-   * insertClaim with one more record written in the same statement (PaymentClaimRows.insertRecorded: the ledger's
-   * claim first, then one statement): x402's authorization row, settled with the claim.
+   * insertClaim with one more record written in the same statement (PaymentClaimRows.insertRecorded: the statement
+   * beside the ledger's claim, committed once the ledger agreed): x402's authorization row, settled with the claim.
    */
   insertClaimRecorded(
     transfer: ProvenTransfer,

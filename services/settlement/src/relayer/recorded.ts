@@ -4,6 +4,9 @@ import type { SettlementDB } from '../db';
 import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
 import { describe, type RelayerSettings, type Row } from './settings';
 
+/** How long after its caller was answered a confirmed row is finished. */
+const FINISH_AFTER_MS = 100;
+
 /**
  * The relayed_authorizations rows: found, broadcast (the recorded bytes), and finished from a receipt of any hash
  * a row was signed as. Shared by the submissions and the background pass.
@@ -139,11 +142,17 @@ export class RecordedAuthorizations {
     return receipts;
   }
 
+  /**
+   * Finishes the row FINISH_AFTER_MS after its caller was answered: off the answer path of the callers woken by the
+   * same block (a burst's answers first). Until then the row stays `broadcast`, which every reader handles (a copy
+   * of the submission reads the receipt again; the background pass finishes it if this does not).
+   */
   private finishInBackground(
     row: Row,
     fields: Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index'>,
   ): void {
-    const finishing = this.finish(row, 'confirmed', fields)
+    const finishing = new Promise((resolve) => setTimeout(resolve, FINISH_AFTER_MS))
+      .then(() => this.finish(row, 'confirmed', fields))
       .catch((error) =>
         this.ctx.logger.warn(
           { id: row.id, txHash: fields.settled_tx_hash, reason: describe(error) },
