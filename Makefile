@@ -9,8 +9,8 @@ WITH_INFRA := tsx deploy/scripts/with-infra.ts
 dev: deps
 	tsx deploy/dev/main.ts
 
-# The typecheck (one core for about 15 s) runs beside jest, niced: it takes the CPU jest's suites leave while they
-# wait for blocks and timers instead of slowing the first, busiest suites. Either failing fails the target.
+# The typecheck runs beside jest, niced: it takes the CPU jest's suites leave while they wait for blocks and timers
+# instead of slowing the first, busiest suites. Either failing fails the target.
 test: deps lint
 	@$(MAKE) --no-print-directory -j2 TYPECHECK_PRIORITY='nice -n 10' typecheck jest
 
@@ -67,8 +67,10 @@ lint:
 format:
 	biome check --write .
 
+# tsgo, TypeScript's native compiler (the 7.0 preview, pinned), checks the same tsconfig as tsc 5.9 in about a
+# quarter of its CPU (9 s against 33-42 s on 2 cores); tsc still builds the SDKs' declarations (build-sdk.ts).
 typecheck:
-	$(TYPECHECK_PRIORITY) tsc -p tsconfig.json --noEmit
+	$(TYPECHECK_PRIORITY) tsgo -p tsconfig.json --noEmit
 
 jest:
 	$(WITH_INFRA) jest --ci
