@@ -154,7 +154,7 @@ let consumersChecked: Promise<string> | undefined;
 
 /**
  * One consumer folder with every built package installed (linked) under its name, and each package's consumer code
- * as CommonJS and ESM, type-checked by one tsc run against the bundled .d.ts files and their dependencies' own types
+ * as CommonJS and ESM, type-checked by one tsgo run against the bundled .d.ts files and their dependencies' own types
  * (skipLibCheck off). Answers the folder, for the probes that import the packages by name.
  */
 function typeCheckedConsumers(): Promise<string> {
@@ -192,7 +192,8 @@ function typeCheckedConsumers(): Promise<string> {
         files,
       }),
     );
-    await run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', consumerDir], {
+    // tsgo, the native compiler make typecheck uses: the same check in a quarter of tsc's CPU (18 s in a run).
+    await run(path.join(ROOT, 'node_modules/.bin/tsgo'), ['-p', consumerDir], {
       cwd: consumerDir,
       timeout: 180_000,
     }).catch((error: { stdout?: string }) => {
