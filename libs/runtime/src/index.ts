@@ -37,3 +37,4 @@ export {
   TRANSACTION_CONFLICT_ATTEMPTS,
   transactionRetryingConflicts,
 } from './transaction';
+export { WriteBatcher, type WriteBatcherOptions } from './write-batcher';

@@ -10,7 +10,7 @@ import {
   validateEvent,
 } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import { type BackgroundTask, Counter, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, Counter, type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
@@ -90,9 +90,12 @@ const MAX_CLAIMS_PER_STATEMENT = 25;
  * books and may take a claim over, so it runs alone, in a transaction.
  */
 export class ClaimBatcher {
-  private readonly queued: QueuedClaim[] = [];
-  private writing = 0;
-  private scheduled = false;
+  private readonly batcher = new WriteBatcher<QueuedClaim>({
+    maxWrites: MAX_CLAIM_WRITES,
+    maxPerWrite: MAX_CLAIMS_PER_STATEMENT,
+    fits: (batch, item) => !batch.some((other) => claimKeyOf(other.request) === claimKeyOf(item.request)),
+    write: (batch) => this.writeBatch(batch),
+  });
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -102,38 +105,7 @@ export class ClaimBatcher {
   claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     const request = claimRequestOf(wire);
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
-    return new Promise<ClaimReply>((resolve, reject) => {
-      this.queued.push({ request, resolve, reject });
-      // After the I/O at hand: the requests that arrived with this one go in the same statement.
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.writeQueued();
-      });
-    });
-  }
-
-  /** Starts a statement for the queued claims when fewer than MAX_CLAIM_WRITES are being written. */
-  private writeQueued(): void {
-    if (this.writing >= MAX_CLAIM_WRITES || this.queued.length === 0) return;
-    const batch: QueuedClaim[] = [];
-    const rest: QueuedClaim[] = [];
-    const keys = new Set<string>();
-    for (const item of this.queued.splice(0)) {
-      const key = claimKeyOf(item.request);
-      if (batch.length >= MAX_CLAIMS_PER_STATEMENT || keys.has(key)) rest.push(item);
-      else {
-        keys.add(key);
-        batch.push(item);
-      }
-    }
-    this.queued.push(...rest);
-    this.writing += 1;
-    void this.writeBatch(batch).finally(() => {
-      this.writing -= 1;
-      this.writeQueued();
-    });
+    return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, resolve, reject }));
   }
 
   /** One statement for the batch; when it fails, each claim alone (one claim's failure is only its own). */

@@ -1,6 +1,6 @@
 import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import type { ServiceContext } from '@paygate/runtime';
+import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { LedgerClaims, TransferToClaim } from './claims';
@@ -103,10 +103,21 @@ const MAX_CLAIMS_PER_STATEMENT = 25;
 
 /** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
 export class PaymentClaimRows {
-  /** Claims whose ledger answer came while MAX_CLAIM_WRITES statements were being written: the next statement's. */
-  private readonly queued: QueuedClaim[] = [];
-  private writing = 0;
-  private scheduled = false;
+  /**
+   * One claim per transfer in a statement (two of one transfer would update one row twice), records of one kind;
+   * the claims that came while MAX_CLAIM_WRITES statements were being written go in the next one.
+   */
+  private readonly batcher = new WriteBatcher<QueuedClaim>({
+    maxWrites: MAX_CLAIM_WRITES,
+    maxPerWrite: MAX_CLAIMS_PER_STATEMENT,
+    fits: (batch, item) =>
+      !batch.some(
+        (other) =>
+          other.transfer.txHash.toLowerCase() === item.transfer.txHash.toLowerCase() ||
+          other.record.kind !== item.record.kind,
+      ),
+    write: (batch) => this.writeBatch(batch),
+  });
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -168,48 +179,12 @@ export class PaymentClaimRows {
     const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
     // Awaited in the batch's transaction; one that fails to begin must not leave the answer's failure unhandled.
     ledgerAnswer.catch(() => undefined);
-    const recorded = await new Promise<RecordedClaim>((resolve, reject) => {
-      this.queued.push({ transfer, purchase, options, record, ledgerAnswer, resolve, reject });
-      // After the I/O at hand: the claims that came with this one go in the same statement.
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.writeQueued();
-      });
-    });
+    const recorded = await new Promise<RecordedClaim>((resolve, reject) =>
+      this.batcher.add({ transfer, purchase, options, record, ledgerAnswer, resolve, reject }),
+    );
     // payment.confirmed goes out once the burst's answers did (the ledger books it then), not between them.
     if (recorded.claim) this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
     return recorded;
-  }
-
-  /** Starts a statement for the queued claims when fewer than MAX_CLAIM_WRITES are being written. */
-  private writeQueued(): void {
-    if (this.writing >= MAX_CLAIM_WRITES || this.queued.length === 0) return;
-    // One claim per transaction in a statement (two of one transfer would update one row twice), records of one
-    // kind: the rest waits.
-    const batch: QueuedClaim[] = [];
-    const rest: QueuedClaim[] = [];
-    const hashes = new Set<string>();
-    for (const item of this.queued.splice(0)) {
-      const hash = item.transfer.txHash.toLowerCase();
-      if (
-        batch.length >= MAX_CLAIMS_PER_STATEMENT ||
-        hashes.has(hash) ||
-        (batch[0] && batch[0].record.kind !== item.record.kind)
-      )
-        rest.push(item);
-      else {
-        hashes.add(hash);
-        batch.push(item);
-      }
-    }
-    this.queued.push(...rest);
-    this.writing += 1;
-    void this.writeBatch(batch).finally(() => {
-      this.writing -= 1;
-      this.writeQueued();
-    });
   }
 
   /**

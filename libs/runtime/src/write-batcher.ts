@@ -1,0 +1,49 @@
+/**
+ * Requests that arrive together written together: those queued in the same turn of the event loop, or while
+ * `maxWrites` writes are running, go into one write of at most `maxPerWrite` (one round trip and one commit for a
+ * burst instead of one each). `fits(batch, item)` keeps an item out of a batch it must not share (the same transfer
+ * twice): it waits for the next write. `write` settles each item of its batch (every item carries its own promise's
+ * resolve and reject) and must not throw.
+ */
+export interface WriteBatcherOptions<T> {
+  maxWrites: number;
+  maxPerWrite: number;
+  fits(batch: readonly T[], item: T): boolean;
+  write(batch: T[]): Promise<void>;
+}
+
+export class WriteBatcher<T> {
+  private readonly queued: T[] = [];
+  private writing = 0;
+  private scheduled = false;
+
+  constructor(private readonly options: WriteBatcherOptions<T>) {}
+
+  add(item: T): void {
+    this.queued.push(item);
+    // After the I/O at hand: the requests that arrived with this one go in the same write.
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.writeQueued();
+    });
+  }
+
+  /** Starts a write of the queued items when fewer than maxWrites are running. */
+  private writeQueued(): void {
+    if (this.writing >= this.options.maxWrites || this.queued.length === 0) return;
+    const batch: T[] = [];
+    const rest: T[] = [];
+    for (const item of this.queued.splice(0)) {
+      if (batch.length < this.options.maxPerWrite && this.options.fits(batch, item)) batch.push(item);
+      else rest.push(item);
+    }
+    this.queued.push(...rest);
+    this.writing += 1;
+    void this.options.write(batch).finally(() => {
+      this.writing -= 1;
+      this.writeQueued();
+    });
+  }
+}
