@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcEip712Domain } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
-import { getAddress, type Wallet } from 'ethers';
+import { Contract, type ContractTransactionResponse, getAddress, type Signer, type Wallet } from 'ethers';
 
 export interface SignAuthorizationInput {
   chainId: number;
@@ -38,3 +38,27 @@ export async function signTransferAuthorization(
   );
   return { authorization, signature };
 }
+
+/**
+ * Submits a signed authorization to the token itself, from `submitter` (someone other than the relayer, who pays the
+ * gas): the transfer is on chain before Paygate sees the authorization. Answers the sent transaction.
+ */
+export async function submitTransferAuthorization(
+  submitter: Signer,
+  usdcAddress: string,
+  { authorization: a, signature }: { authorization: TransferAuthorization; signature: string },
+): Promise<ContractTransactionResponse> {
+  const usdc = new Contract(usdcAddress, [TRANSFER_WITH_AUTHORIZATION_BYTES_SIGNATURE], submitter);
+  return usdc.getFunction('transferWithAuthorization')(
+    a.from,
+    a.to,
+    a.value,
+    a.validAfter,
+    a.validBefore,
+    a.nonce,
+    signature,
+  ) as Promise<ContractTransactionResponse>;
+}
+
+const TRANSFER_WITH_AUTHORIZATION_BYTES_SIGNATURE =
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)';

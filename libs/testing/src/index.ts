@@ -16,7 +16,7 @@ export {
   expectApiContract,
 } from './api-contract';
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
-export { signTransferAuthorization } from './eip3009';
+export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
 export {
   countStreamMessages,
   createTestEnvironment,

@@ -7,7 +7,14 @@ import {
   type RunningSettlement,
   startSettlement,
 } from '@paygate/settlement';
-import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
+import {
+  signTransferAuthorization,
+  signUpSeller,
+  submitTransferAuthorization,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { HTTPFacilitatorClient } from '@x402/core/server';
 import {
   type DiscoveryExtension,
@@ -15,7 +22,6 @@ import {
   validateDiscoveryExtension,
   withBazaar,
 } from '@x402/extensions/bazaar';
-import { Contract } from 'ethers';
 import { loadConfig, startGatewayProxy } from '../src';
 import { decodePaymentRequired } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
@@ -310,26 +316,13 @@ describe('x402 as reference clients and facilitators see it', () => {
     // Someone else submits the buyer's authorization, and that transfer pays for a checkout session first.
     const body = await settleRequest();
     const { signature, authorization: a } = JSON.parse(body).paymentPayload.payload;
-    const usdc = new Contract(
-      h.usdcAddress,
-      [
-        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
-      ],
-      testSigner('stranger', h.anvil.provider),
-    );
-    const tx = await usdc.getFunction('transferWithAuthorization')(
-      a.from,
-      a.to,
-      a.value,
-      a.validAfter,
-      a.validBefore,
-      a.nonce,
+    const tx = await submitTransferAuthorization(testSigner('stranger', h.anvil.provider), h.usdcAddress, {
+      authorization: a,
       signature,
-    );
-    const receipt = await tx.wait();
-    const txHash = (tx.hash as string).toLowerCase();
-    const logIndex = receipt.logs.find((log: { topics: string[] }) => log.topics[0] === TRANSFER_TOPIC)
-      .index as number;
+    });
+    const receipt = (await tx.wait())!;
+    const txHash = tx.hash.toLowerCase();
+    const logIndex = receipt.logs.find((log) => log.topics[0] === TRANSFER_TOPIC)!.index;
     expect(
       await requestRpc(
         h.bus,

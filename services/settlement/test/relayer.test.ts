@@ -9,6 +9,7 @@ import {
   openSchema,
   setAutomine,
   signTransferAuthorization,
+  submitTransferAuthorization,
   type TestEnvironment,
   testSigner,
   testWallets,
@@ -205,21 +206,13 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
   it('an authorization someone else already submitted into escrow is reported as that transfer, once', async () => {
     const signed = await authorization('buyer');
     const a = signed.authorization;
-    const usdc = new Contract(
-      chain.usdcAddress,
-      [
-        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
-      ],
+    const tx = await submitTransferAuthorization(
       testSigner('stranger', chain.anvil.provider),
-    );
-    const tx = await usdc.getFunction('transferWithAuthorization')(
-      a.from,
-      a.to,
-      a.value,
-      a.validAfter,
-      a.validBefore,
-      a.nonce,
-      signed.signature,
+      chain.usdcAddress,
+      {
+        authorization: a,
+        signature: signed.signature,
+      },
     );
     await minedReceipt(tx);
     const nonceBefore = await relayerNonce();
