@@ -112,8 +112,9 @@ beforeAll(async () => {
     },
     { timeoutMs: 20_000, message: 'checkout never knew the skill' },
   );
-  // The session's deposit address reaches the chain-indexer as an event: the snapshot before the run must not race
-  // it (a clean run failed with that row "changed" by the fuzzing).
+  // The session's deposit address reaches the chain-indexer as an event, and its next pass backfills it: the
+  // snapshot before the run must not race either (clean runs failed with that row "changed" by the fuzzing, once
+  // while it was being registered, once while it was being backfilled).
   const indexer = openSchema(all.env.schemaFor('chain-indexer'));
   try {
     await waitFor(
@@ -122,8 +123,12 @@ beforeAll(async () => {
           .selectFrom('deposit_addresses')
           .select('session_id')
           .where('session_id', '=', sessionId)
+          .where('backfilled', '=', true)
           .executeTakeFirst()) !== undefined,
-      { timeoutMs: 20_000, message: "the chain-indexer never registered the session's deposit address" },
+      {
+        timeoutMs: 20_000,
+        message: "the chain-indexer never registered and backfilled the session's deposit address",
+      },
     );
   } finally {
     await indexer.destroy();
