@@ -22,6 +22,12 @@ import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
 
 const SCREENSHOTS = path.join(__dirname, '../../artifacts/dashboard');
+/**
+ * Screenshots of every view at both widths, for a person reviewing the dashboard: `TEST_SCREENSHOTS=1`. A run
+ * without it still takes one of the page where a check failed. Thirty full-page screenshots were a fifth of this
+ * suite's CPU (5 of 27 s) in every `make test`, for files nobody read there.
+ */
+const VIEW_SCREENSHOTS = process.env.TEST_SCREENSHOTS === '1';
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const WIDTHS = { desktop: { width: 1280, height: 900 }, phone: { width: 390, height: 844 } };
 
@@ -164,14 +170,18 @@ describe('seller dashboard in a real browser, against the real services', () => 
 
   const shot = (page: Page, name: string) =>
     page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  /** A view's screenshot, kept only with TEST_SCREENSHOTS=1. */
+  const viewShot = async (page: Page, name: string) => {
+    if (VIEW_SCREENSHOTS) await shot(page, name);
+  };
 
   /** Serious and critical axe-core findings of every audited view, by view and width. */
   const axeFindings: Record<string, AxeFinding[]> = {};
   const axeSummary: Record<string, { violations: number; passes: number }> = {};
 
   /**
-   * axe-core on the view as it is now, at desktop and phone width, with a screenshot of each (evaluated through
-   * the DevTools protocol, so the page's CSP stays as it is). The viewport comes back to desktop width.
+   * axe-core on the view as it is now, at desktop and phone width, with a screenshot of each when kept (evaluated
+   * through the DevTools protocol, so the page's CSP stays as it is). The viewport comes back to desktop width.
    */
   async function audit(page: Page, view: string) {
     for (const [label, size] of Object.entries(WIDTHS)) {
@@ -189,7 +199,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
       axeSummary[key] = { violations: result.violations.length, passes: result.passes.length };
       const serious = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
       if (serious.length) axeFindings[key] = serious;
-      await page.screenshot({ path: path.join(SCREENSHOTS, `${key}.png`), fullPage: true });
+      await viewShot(page, key);
     }
     await page.setViewportSize(WIDTHS.desktop);
   }
@@ -295,7 +305,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.goto(`${baseUrl}/dashboard/`);
     await page.getByRole('button', { name: 'Sign in with Test Wallet' }).waitFor();
     expect(await page.locator('head script:not([src])').count()).toBe(1);
-    await shot(page, 'sign-in');
+    await viewShot(page, 'sign-in');
     await audit(page, 'sign-in');
     await page.getByRole('button', { name: 'Sign in with Test Wallet' }).focus();
     await page.keyboard.press('Enter'); // keyboard-usable
@@ -396,7 +406,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     await page.getByRole('heading', { name: /GET \/summary — \$0\.50/ }).waitFor();
     await page.locator('pre.skill-md', { hasText: '/summary' }).waitFor();
-    await shot(page, 'skill-edited');
+    await viewShot(page, 'skill-edited');
 
     // 5. Settings: a webhook URL, whose signing secret is shown once.
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
@@ -516,7 +526,7 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.reload();
     await page.getByText('Still loading balances').waitFor();
     await page.getByRole('cell', { name: 'dashboard-quotes' }).waitFor();
-    await shot(page, 'money-slow');
+    await viewShot(page, 'money-slow');
     releaseBalances();
     await page.getByTestId('balance-held').waitFor();
     await page.unroute(/\/api\/v1\/balances$/);
@@ -755,10 +765,10 @@ describe('seller dashboard in a real browser, against the real services', () => 
     await page.getByTestId('balance-held').waitFor();
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
-    await shot(page, 'money-phone');
+    await viewShot(page, 'money-phone');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Skills' }).click();
     await page.getByRole('link', { name: 'Dashboard quotes' }).waitFor();
-    await shot(page, 'skills-phone');
+    await viewShot(page, 'skills-phone');
 
     // Sign-out ends the session at Paygate, not only in the tab: its token is refused by the registry and, once
     // they have seen seller.updated, by the other services.

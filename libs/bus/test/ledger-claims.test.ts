@@ -64,8 +64,9 @@ describe('LedgerClaimClient: the one client of ledger.claim_transfer (real NATS)
     try {
       const client = new LedgerClaimClient(bus, 2000);
       expect(await client.claim(CLAIM)).toEqual({ ok: true });
-      // Rename step 2: the payment path goes out under the new name and, for replicas on step 1, the old one.
-      expect(received[0]).toMatchObject({ claimedVia: 'checkout', channel: 'checkout' });
+      // Rename step 3: the payment path goes out under the new name only.
+      expect(received[0]).toMatchObject({ claimedVia: 'checkout' });
+      expect(received[0]).not.toHaveProperty('channel');
       expect(await client.claim({ ...CLAIM, reference: 'cs_taken' })).toEqual({
         ok: false,
         reason: 'claimed_elsewhere',

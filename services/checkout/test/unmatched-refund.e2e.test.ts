@@ -407,7 +407,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
         chainId: matched.chainId,
         txHash,
         logIndex: matched.logIndex,
-        channel: 'operator_refund',
+        claimedVia: 'operator_refund',
         reference: matched.transferId,
         payer: matched.from,
         amount: matched.amount,
@@ -418,7 +418,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     expect(claim).toMatchObject({
       ok: false,
       reason: 'claimed_elsewhere',
-      claimedBy: { channel: 'checkout' },
+      claimedBy: { claimedVia: 'checkout' },
     });
     const sessionNow = (await (
       await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)

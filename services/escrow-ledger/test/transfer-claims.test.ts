@@ -70,8 +70,10 @@ describe('ledger.claim_transfer', () => {
         await sql<any>`select claimed_via from transfer_claims where tx_hash = ${txHash}`.execute(db)
       ).rows;
       expect(rows).toHaveLength(1);
-      const claimedBy = (losers[0] as { claimedBy: { channel: string } }).claimedBy.channel;
-      expect(rows[0].claimed_via).toBe(claimedBy);
+      // The ledger names the holding path under the new name only (rename step 3).
+      const claimedBy = (losers[0] as { claimedBy: { claimedVia: string } }).claimedBy;
+      expect(claimedBy).not.toHaveProperty('channel');
+      expect(rows[0].claimed_via).toBe(claimedBy.claimedVia);
       // One transfer.claimed for the one fresh claim.
       await waitFor(
         async () =>
@@ -107,7 +109,7 @@ describe('ledger.claim_transfer', () => {
     expect(other).toMatchObject({
       ok: false,
       reason: 'claimed_elsewhere',
-      claimedBy: { claimedVia: 'checkout', channel: 'checkout' },
+      claimedBy: { claimedVia: 'checkout' },
     });
     expect((other as { message: string }).message).toMatch(/a checkout session/);
   });
@@ -180,7 +182,7 @@ describe('ledger.claim_transfer', () => {
     expect(await claim({ txHash: payment.txHash, channel: 'checkout', reference: 'cs_late' })).toMatchObject({
       ok: false,
       reason: 'claimed_elsewhere',
-      claimedBy: { channel: 'x402' },
+      claimedBy: { claimedVia: 'x402' },
     });
     // The gateway that booked it asks with its own reference: the same purchase, ok.
     expect(await claim({ txHash: payment.txHash, channel: 'x402' })).toMatchObject({

@@ -23,9 +23,9 @@ export type ClaimedVia = Static<typeof ClaimedVia>;
  * its own release's schema knows; the rename goes in steps, each safe to roll out over the one before:
  * 1. readers (the ledger's RPC handler, `transfer.claimed` consumers, the claim client reading `claimedBy`) accept
  *    either name and take `claimedVia ?? channel` (claimedViaOf); producers still send `channel` only (shipped);
- * 2. producers send `claimedVia`, and for one release `channel` too (claimedViaOnWire; this release);
- * 3. producers send `claimedVia` only; readers keep accepting `channel` until no stream or dead letter can hold a
- *    message from before step 2.
+ * 2. producers send `claimedVia`, and for one release `channel` too (claimedViaOnWire; shipped);
+ * 3. producers send `claimedVia` only (claimedViaOnWire; this release); readers keep accepting `channel` until no
+ *    stream or dead letter can hold a message from before step 2, then step 4 removes `channel` from the schemas.
  */
 export const ClaimedViaFields = {
   /** The payment path claiming the transfer. */
@@ -54,11 +54,11 @@ export const claimedViaRule = {
 };
 
 /**
- * The fields every producer of a claim puts on the wire for its payment path (step 2 above): the new name, and the
- * old one for replicas still on step 1's release. Step 3 drops `channel` here, in one place.
+ * The fields every producer of a claim puts on the wire for its payment path (step 3 above): the new name only.
+ * Every reader has understood `claimedVia` since step 1's release, and step 2's release sent both names.
  */
-export function claimedViaOnWire(claimedVia: ClaimedVia): { claimedVia: ClaimedVia; channel: ClaimedVia } {
-  return { claimedVia, channel: claimedVia };
+export function claimedViaOnWire(claimedVia: ClaimedVia): { claimedVia: ClaimedVia } {
+  return { claimedVia };
 }
 
 /** The payment path of a claim read off the wire: `claimedVia`, or `channel` from a producer older than it. */
