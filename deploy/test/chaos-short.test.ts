@@ -1,7 +1,7 @@
 /**
  * The short chaos seed, part of `make test` and alone as `make chaos-short`: the whole system as real processes (3-node NATS cluster with
  * 3-replica streams, the run's own Postgres, anvil behind the RPC fault proxy, the gateway and the chain-indexer
- * with two replicas each, the other services with one, started from compiled JavaScript), 35 s of seeded load
+ * with two replicas each, the other services with one, started from compiled JavaScript), 25 s of seeded load
  * and faults (kill -9 and
  * SIGSTOP of replicas, kill -9 of NATS nodes, Postgres connection kills, table locks, used-up connections and a
  * crash, reorgs, RPC faults, webhooks failing half the time), a drain, and every invariant of
