@@ -26,9 +26,10 @@ RUN npm install --global corepack@0.36.0 \
  && corepack prepare pnpm@9.15.9 --activate
 WORKDIR /app
 
-# Only the lockfile decides this layer, so editing sources never re-downloads packages.
+# Only the lockfile (and the patches it names) decides this layer, so editing sources never re-downloads packages.
 FROM base AS deps
 COPY pnpm-lock.yaml pnpm-workspace.yaml package.json ./
+COPY patches ./patches
 RUN pnpm fetch --frozen-lockfile --store-dir "$PNPM_STORE_DIR"
 
 FROM deps AS build

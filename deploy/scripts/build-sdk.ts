@@ -286,7 +286,12 @@ async function finish(plan: Plan): Promise<void> {
   await writeFile(path.join(outDir, 'package.json'), `${JSON.stringify(published, null, 2)}\n`);
 }
 
-/** Builds the packages: JavaScript per package, then every declaration bundle from one TypeScript program. */
+/**
+ * Builds the packages: JavaScript per package, then every declaration bundle from one TypeScript program
+ * (dts-bundle-generator, patched in patches/: its check of which declarations an export uses searched the graph
+ * again for every pair of symbol and export, 7.5 of the 13 s of CPU this build took; the patch walks it once per
+ * symbol and writes the same files).
+ */
 async function buildPackages(packageDirs: string[], outDirName: string): Promise<void> {
   const plans = await Promise.all(packageDirs.map((dir) => planFor(dir, outDirName)));
   for (const plan of plans) await buildJavaScript(plan);
