@@ -12,13 +12,14 @@ import {
   minedReceipt,
   signTransferAuthorization,
   signUpSeller,
+  submitTransferAuthorization,
   testSigner,
   testWallets,
   waitFor,
 } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
-import { Contract, id as topicOf, Wallet, zeroPadValue } from 'ethers';
+import { id as topicOf, Wallet, zeroPadValue } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
@@ -281,24 +282,12 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
 
   it('an authorization someone else submitted into escrow is credited once, to the call it was presented for', async () => {
     const { signed, header } = await signedPayment();
-    const a = signed.authorization;
-    const usdc = new Contract(
-      usdcAddress,
-      [
-        'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
-      ],
-      testSigner('stranger', all.anvil.provider),
-    );
     const relayerNonce = await all.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
     const before = await ledgerTransactions();
-    const tx = await usdc.getFunction('transferWithAuthorization')(
-      a.from,
-      a.to,
-      a.value,
-      a.validAfter,
-      a.validBefore,
-      a.nonce,
-      signed.signature,
+    const tx = await submitTransferAuthorization(
+      testSigner('stranger', all.anvil.provider),
+      usdcAddress,
+      signed,
     );
     await minedReceipt(tx);
     const txHash = (tx.hash as string).toLowerCase();

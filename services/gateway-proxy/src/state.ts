@@ -1,6 +1,6 @@
 import { SharedRateLimiter } from '@paygate/http';
 import { sellerDispatcher } from '@paygate/net';
-import { Counter, SecretBox, type ServiceContext } from '@paygate/runtime';
+import { Counter, Gauge, SecretBox, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
 import { ChainVerifier } from './payments/chain';
@@ -38,6 +38,7 @@ export interface GatewayState {
     accepted: Counter<'mode' | 'fresh'>;
     refused: Counter<'reason'>;
     rateLimited: Counter<string>;
+    x402CopiesWaiting: Gauge<string>;
   };
   /** What every forward uses: timeout, signer, body bound, and the connection pools to sellers. */
   forwarding: ForwardOptions;
@@ -96,6 +97,11 @@ export async function createGatewayState(
     rateLimited: new Counter({
       name: 'gateway_rate_limited_total',
       help: 'Requests answered 429',
+      registers,
+    }),
+    x402CopiesWaiting: new Gauge({
+      name: 'gateway_x402_copies_waiting',
+      help: 'Copies of an x402 payment waiting for the settlement of the first (on this replica or another)',
       registers,
     }),
   };

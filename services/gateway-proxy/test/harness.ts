@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { encodePaymentHeader, type PaymentProof, signPayment } from '@paygate/agent-client';
 import type { Bus } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent, type EventData, type TransferAuthorization } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
@@ -15,12 +15,13 @@ import {
   openSchema,
   serveTransferClaimsForTests,
   startAnvil,
+  submitTransferAuthorization,
   type TestEnvironment,
   type TestWalletRole,
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { Contract, Signature, Wallet } from 'ethers';
+import { Contract, Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
 
@@ -253,41 +254,17 @@ export async function startHarness(
   return harness;
 }
 
-/** An EIP-3009 authorization as x402 signs it: the fields transferWithAuthorization takes. */
-export interface SignedTransferAuthorization {
-  from: string;
-  to: string;
-  value: string | bigint;
-  validAfter: string | bigint;
-  validBefore: string | bigint;
-  nonce: string;
-}
-
 /**
  * A stranger relays an x402 authorization straight to the token (no Paygate involved): it is then used on chain,
  * and Paygate must refuse it as a replay. Waits until it is mined.
  */
 export async function relayStraightToToken(
   h: Pick<Harness, 'usdcAddress' | 'anvil'>,
-  a: SignedTransferAuthorization,
+  authorization: TransferAuthorization,
   signature: string,
 ): Promise<void> {
-  const sig = Signature.from(signature);
-  const token = new Contract(
-    h.usdcAddress,
-    usdcAbi,
-    new Wallet(testWallets.stranger.privateKey, h.anvil.provider),
+  const stranger = new Wallet(testWallets.stranger.privateKey, h.anvil.provider);
+  await minedReceipt(
+    await submitTransferAuthorization(stranger, h.usdcAddress, { authorization, signature }),
   );
-  const tx = await token.getFunction('transferWithAuthorization')(
-    a.from,
-    a.to,
-    a.value,
-    a.validAfter,
-    a.validBefore,
-    a.nonce,
-    sig.v,
-    sig.r,
-    sig.s,
-  );
-  await minedReceipt(tx);
 }

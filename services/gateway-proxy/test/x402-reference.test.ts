@@ -8,6 +8,8 @@ import {
   startSettlement,
 } from '@paygate/settlement';
 import {
+  mine,
+  setAutomine,
   signTransferAuthorization,
   signUpSeller,
   submitTransferAuthorization,
@@ -187,6 +189,43 @@ describe('x402 as reference clients and facilitators see it', () => {
 
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
 
+  /**
+   * Sends copies of one settle and answers their responses. Copies are copies only while the first settlement is
+   * in flight: on a busy machine a copy that came after an automined block had settled the payment was a replay
+   * (refused). So the block is mined once the relayer sent the transaction and every other copy waits for it, on
+   * the gateways given.
+   */
+  async function settleWithCopiesWaiting(
+    nonceBefore: number,
+    gatewayUrls: string[],
+    send: () => Array<Promise<Response>>,
+  ): Promise<Response[]> {
+    await setAutomine(h.anvil.provider, false);
+    try {
+      const sent = send();
+      const answered = Promise.all(sent);
+      await waitFor(
+        async () => {
+          const pending = await h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'pending');
+          if (pending !== nonceBefore + 1) return false;
+          const waiting = await Promise.all(gatewayUrls.map(copiesWaiting));
+          return waiting.reduce((sum, n) => sum + n, 0) === sent.length - 1;
+        },
+        { message: 'the relayer never sent the payment while the other copies waited for it' },
+      );
+      await mine(h.anvil.provider);
+      return await answered;
+    } finally {
+      await setAutomine(h.anvil.provider, true);
+    }
+  }
+
+  /** How many copies of an x402 payment wait on a gateway for the first's settlement (its metrics). */
+  async function copiesWaiting(gatewayUrl: string): Promise<number> {
+    const metrics = await (await fetch(`${gatewayUrl}/metrics`)).text();
+    return Number(/^gateway_x402_copies_waiting(?:\{[^}]*\})? (\d+)$/m.exec(metrics)?.[1] ?? Number.NaN);
+  }
+
   /** A facilitator request body: a fresh 0.02 USDC authorization by the buyer into escrow, with its requirements. */
   async function settleRequest(): Promise<string> {
     const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
@@ -235,7 +274,9 @@ describe('x402 as reference clients and facilitators see it', () => {
 
     const nonceBefore = await relayerNonce();
     const headBefore = await h.anvil.provider.getBlockNumber();
-    const answers = await Promise.all(Array.from({ length: 5 }, () => post('settle')));
+    const answers = await settleWithCopiesWaiting(nonceBefore, [h.gateway.url], () =>
+      Array.from({ length: 5 }, () => post('settle')),
+    );
     const bodies = await Promise.all(answers.map((r) => r.json()));
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
     const transaction = bodies[0].transaction;
@@ -404,7 +445,7 @@ describe('x402 as reference clients and facilitators see it', () => {
           body,
         });
       const nonceBefore = await relayerNonce();
-      const answers = await Promise.all(
+      const answers = await settleWithCopiesWaiting(nonceBefore, [h.gateway.url, other.url], () =>
         Array.from({ length: 6 }, (_, i) => settleAt(i % 2 === 0 ? h.gateway.url : other.url)),
       );
       const bodies = await Promise.all(answers.map((r) => r.json()));

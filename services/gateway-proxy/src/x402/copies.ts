@@ -46,7 +46,10 @@ export async function settleAwaitingCopies(
   const purchaseKey = `${purchase.sellerId}\n${purchase.resource}`;
   const first = running.get(id);
   if (first) {
-    const outcome = await first.outcome.catch(() => undefined);
+    const outcome = await waitingAsCopy(
+      state,
+      first.outcome.catch(() => undefined),
+    );
     if (options.share && outcome && first.purchaseKey === purchaseKey) {
       return outcome.ok ? { ...outcome, fresh: false } : outcome;
     }
@@ -77,7 +80,7 @@ async function settleOrWait(
   if (outcome.ok || outcome.reason !== PAYGATE_REASONS.unavailable || !BEING_SETTLED.test(outcome.message)) {
     return outcome;
   }
-  const settled = await settledElsewhere(state, payment);
+  const settled = await waitingAsCopy(state, settledElsewhere(state, payment));
   if (!settled) return outcome;
   if (
     options.share &&
@@ -90,6 +93,16 @@ async function settleOrWait(
     if (claim) return settledBefore(claim);
   }
   return settle();
+}
+
+/** A copy's wait for the first settlement, counted in `gateway_x402_copies_waiting` while it lasts. */
+async function waitingAsCopy<T>(state: GatewayState, wait: Promise<T>): Promise<T> {
+  state.metrics.x402CopiesWaiting.inc();
+  try {
+    return await wait;
+  } finally {
+    state.metrics.x402CopiesWaiting.dec();
+  }
 }
 
 /**
