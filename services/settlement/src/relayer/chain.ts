@@ -1,4 +1,10 @@
-import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
+import {
+  broadcastSignedTransaction,
+  formatAddress,
+  makeProvider,
+  sendNow,
+  TRANSFER_TOPIC,
+} from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
 import {
   Interface,
@@ -145,8 +151,9 @@ export class RelayerChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
 
+  /** Polled densely around a block's due time: sent at once (sendNow), not behind ethers' drain timer. */
   async blockNumber(): Promise<bigint> {
-    return BigInt(await this.provider.getBlockNumber());
+    return BigInt(await sendNow<string>(this.provider, 'eth_blockNumber', []));
   }
 
   async blockTimestampSec(block: bigint): Promise<bigint> {
@@ -205,12 +212,12 @@ export class RelayerChain {
    * waiting on a new head look their transactions up here together instead of one receipt read each.
    */
   async blockReceipts(block: bigint): Promise<Map<string, ReceiptFacts>> {
-    const raw = (await this.provider.send('eth_getBlockReceipts', [toQuantity(block)])) as Array<{
+    const raw = await sendNow<Array<{
       transactionHash: string;
       blockNumber: string;
       status?: string | null;
       logs: Array<{ topics: string[]; logIndex: string }>;
-    }> | null;
+    }> | null>(this.provider, 'eth_getBlockReceipts', [toQuantity(block)]);
     const out = new Map<string, ReceiptFacts>();
     for (const receipt of raw ?? []) {
       out.set(receipt.transactionHash.toLowerCase(), {
