@@ -10,6 +10,7 @@ import path from 'node:path';
 import { usdcAbi } from '@paygate/chain';
 import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
 import { type DemoSeller, startDemoSeller } from '@paygate/deploy/demo';
+import { startEdge } from '@paygate/deploy/edge';
 import {
   loadConfig as loadLedgerConfig,
   type RunningEscrowLedger,
@@ -32,34 +33,24 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, getBytes, Wallet } from 'ethers';
-import httpProxy from 'http-proxy';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness } from './helpers';
 
 const SCREENSHOTS = path.join(__dirname, '../../../artifacts/screenshots');
 /**
- * One origin for the browser, as deploy/routes.json: /api/v1/ws to notifier, /api/v1/transactions and
- * /api/v1/refund-requests to escrow-ledger, everything else to checkout.
+ * One origin for the browser, routed by the dev edge from deploy/routes.json (as in `make dev`): the widget's
+ * /api/v1/ws to notifier, /api/v1/transactions to escrow-ledger, /api/v1/checkout and /static to checkout.
  */
 async function startOrigin(
   checkoutUrl: string,
   notifierUrl: string,
   ledgerUrl: string,
 ): Promise<{ url: string; server: http.Server }> {
-  const proxy = httpProxy.createProxyServer({ ws: true, proxyTimeout: 10_000 });
-  proxy.on('error', (_e, _req, res) => {
-    if (res instanceof http.ServerResponse && !res.headersSent) res.writeHead(502).end();
-    else (res as unknown as { destroy?: () => void }).destroy?.();
+  const server = await startEdge({
+    port: 0,
+    upstreams: { checkout: checkoutUrl, notifier: notifierUrl, 'escrow-ledger': ledgerUrl },
+    proxyTimeoutMs: 10_000,
   });
-  const targetFor = (url = '/') =>
-    url.startsWith('/api/v1/ws')
-      ? notifierUrl
-      : /^\/api\/v1\/(transactions|refund-requests)/.test(url)
-        ? ledgerUrl
-        : checkoutUrl;
-  const server = http.createServer((req, res) => proxy.web(req, res, { target: targetFor(req.url) }));
-  server.on('upgrade', (req, socket, head) => proxy.ws(req, socket, head, { target: targetFor(req.url) }));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
