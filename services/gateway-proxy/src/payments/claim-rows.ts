@@ -53,6 +53,14 @@ export interface RecordedClaim {
   recorded: boolean;
 }
 
+/** No record beside the claim (the tx-hash proof, /api/verify): such claims share statements with each other. */
+const NO_RECORD: RecordStatement = {
+  kind: 'none',
+  columns: [],
+  values: [],
+  statement: () => sql`select null::integer as batch_index where false`,
+};
+
 /** A claim row's values as the batched statement takes them (arrays, one element per claim). */
 interface ClaimValues {
   id: string;
@@ -140,19 +148,7 @@ export class PaymentClaimRows {
     purchase: Purchase,
     options: ClaimOptions = {},
   ): Promise<PaymentClaim | undefined> {
-    // The ledger's claim and this gateway's row go out together: the row is written in a transaction that commits
-    // only once the ledger answered that the transfer is this payment's (rolled back when it refused), so a fresh
-    // payment waits for the slower of the two rather than for both in turn.
-    const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
-    // Awaited in the transaction; one that fails to begin must not leave the answer's failure unhandled.
-    ledgerAnswer.catch(() => undefined);
-    const statement = this.claimStatement(transfer, purchase, options);
-    return this.ctx.inTransaction(async (trx) => {
-      const row = (await statement.execute(trx)).rows[0];
-      const refusedByLedger = await ledgerAnswer;
-      if (refusedByLedger) throw new LedgerClaimRefused(refusedByLedger);
-      return row;
-    });
+    return (await this.insertRecorded(transfer, purchase, options, NO_RECORD)).claim;
   }
 
   /**
@@ -228,10 +224,13 @@ export class PaymentClaimRows {
     const column = <T>(pick: (claim: ClaimValues) => T) => claims.map(pick);
     const indexes = batch.map((_item, i) => i);
     const record = batch[0]!.record;
-    const recordColumns = record.columns.map(
-      ([, type], c) => sql`${batch.map((item) => item.record.values[c] ?? null)}::${sql.raw(type)}[]`,
-    );
-    const recordNames = sql.raw(record.columns.map(([name]) => name).join(', '));
+    const recordColumns = [
+      sql`${indexes}::integer[]`,
+      ...record.columns.map(
+        ([, type], c) => sql`${batch.map((item) => item.record.values[c] ?? null)}::${sql.raw(type)}[]`,
+      ),
+    ];
+    const recordNames = sql.raw(['batch_index', ...record.columns.map(([name]) => name)].join(', '));
     const rows = (
       await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`
         with req as (
@@ -267,8 +266,7 @@ export class PaymentClaimRows {
         ),
         claims as (select r.batch_index, c.id from req r left join claimed c on c.id = r.id),
         records as (
-          select * from unnest(${indexes}::integer[], ${sql.join(recordColumns)})
-            as x(batch_index, ${recordNames})
+          select * from unnest(${sql.join(recordColumns)}) as x(${recordNames})
         ),
         recorded as (${record.statement(sql.raw('records'), sql.raw('claims'))})
         select r.batch_index, c.*,
@@ -335,51 +333,6 @@ export class PaymentClaimRows {
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
     };
-  }
-
-  /** The claim row, and payment.confirmed in the outbox only when the row was inserted: one statement. */
-  private claimStatement(
-    transfer: ProvenTransfer,
-    purchase: Purchase,
-    options: ClaimOptions,
-  ): RawBuilder<PaymentClaim> {
-    return sql<PaymentClaim>`
-      with ${this.claimCtes(transfer, purchase, options, sql.raw('claimed'), sql.raw('published'))}
-      select * from claimed`;
-  }
-
-  /** The two CTEs of a claim: the row (`claimed`, returning it when inserted) and its payment.confirmed. */
-  private claimCtes(
-    transfer: ProvenTransfer,
-    purchase: Purchase,
-    options: ClaimOptions,
-    claimed: RawBuilder<unknown>,
-    published: RawBuilder<unknown>,
-  ): RawBuilder<unknown> {
-    const now = this.settings.now();
-    const claimId = newEventId();
-    const state = this.initialState(purchase, options);
-    const accessExpiresAt = this.accessExpiresAt(purchase, now);
-    const confirmed = this.paymentConfirmed(claimId, transfer, purchase, now);
-    return sql`
-      ${claimed} as (
-        insert into payment_claims
-            (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-             skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
-             created_at, updated_at)
-          values (${claimId}, ${this.settings.network}, ${this.settings.chainId}, ${transfer.txHash},
-            ${transfer.logIndex}, ${transfer.payer}, ${transfer.token}, ${transfer.amountMicro},
-            ${purchase.sellerId}, ${purchase.skillId}, ${purchase.skillName}, ${purchase.endpointId},
-            ${purchase.resource}, ${purchase.kind}, ${purchase.claimedVia}, ${state}, ${accessExpiresAt},
-            ${options.retryUntil ?? null}, 1, ${now}, ${now})
-          on conflict (network, tx_hash) do nothing
-          returning *
-      ),
-      ${published} as (
-        insert into outbox (id, subject, envelope, published_at)
-          select ${confirmed.id}::text, ${confirmed.type}::text, ${JSON.stringify(confirmed)}::jsonb, null
-          from ${claimed}
-      )`;
   }
 
   /** The claim made on a transaction, if any. */
