@@ -29,7 +29,6 @@ export {
   fetchChainId,
   type MakeProviderOptions,
   makeProvider,
-  sendNow,
 } from './provider';
 export { eip681TransferUri } from './uri';
 export {

@@ -1,4 +1,34 @@
-import { FetchRequest, JsonRpcProvider, Network } from 'ethers';
+import {
+  FetchRequest,
+  type JsonRpcError,
+  type JsonRpcPayload,
+  JsonRpcProvider,
+  type JsonRpcResult,
+  makeError,
+  Network,
+} from 'ethers';
+
+/**
+ * A JsonRpcProvider that sends each call at once, one request per call. ethers queues every call behind a drain
+ * timer (a `setTimeout`, at least 1 ms, even when it batches nothing): on the paths measured in milliseconds (a
+ * relayer answering after a head, the gateway's reads before a payment) that was up to a tenth of the work. No
+ * batching keeps each call's errors and timeout its own; the node's errors become ethers' errors as before.
+ */
+class PromptJsonRpcProvider extends JsonRpcProvider {
+  #nextId = 1;
+
+  override async send(method: string, params: Array<any> | Record<string, any>): Promise<any> {
+    if (this.destroyed) return super.send(method, params);
+    this._start();
+    const payload: JsonRpcPayload = { method, params, id: this.#nextId++, jsonrpc: '2.0' };
+    const replies = (await this._send(payload)) as Array<JsonRpcResult | JsonRpcError>;
+    const response = replies.find((reply) => reply.id === payload.id);
+    if (!response)
+      throw makeError('missing response for request', 'BAD_DATA', { value: replies, info: { payload } });
+    if ('error' in response) throw this.getRpcError(payload, response);
+    return response.result;
+  }
+}
 
 export interface MakeProviderOptions {
   /** Per-request timeout of every JSON-RPC call. */
@@ -10,8 +40,6 @@ export interface MakeProviderOptions {
   chainId?: number;
   /** How often block/event subscriptions poll. */
   pollingIntervalMs?: number;
-  /** JSON-RPC batch size; 1 (no batching) keeps per-call errors and timeouts independent. */
-  batchMaxCount?: number;
   /**
    * How long ethers shares the answer of an identical read (eth_getTransactionCount, eth_blockNumber, eth_call…).
    * Off (-1) by default: a stale nonce or block number right after a send is a bug source, not an optimisation.
@@ -25,9 +53,9 @@ export function makeProvider(rpcUrl: string, options: MakeProviderOptions): Json
   const request = new FetchRequest(rpcUrl);
   request.timeout = options.timeoutMs;
   const network = options.chainId === undefined ? undefined : Network.from(options.chainId);
-  const provider = new JsonRpcProvider(request, network, {
+  const provider = new PromptJsonRpcProvider(request, network, {
     staticNetwork: network ?? true,
-    batchMaxCount: options.batchMaxCount ?? 1,
+    batchMaxCount: 1,
     pollingInterval: options.pollingIntervalMs ?? 1000,
     cacheTimeout: options.cacheTimeoutMs ?? -1,
   });
@@ -47,22 +75,6 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
     throw new Error(`eth_chainId failed at ${rpcUrl}: ${body.error?.message ?? 'no result'}`);
   }
   return Number(BigInt(body.result));
-}
-
-let nextRequestId = 1;
-
-/**
- * One JSON-RPC call sent at once, with the provider's timeout. `provider.send` queues each call behind a drain
- * timer (a `setTimeout` of at least 1 ms even with batchMaxCount 1), a tenth of the relayer's work between a new
- * head and its answer. Throws the node's error with its message.
- */
-export async function sendNow<T>(provider: JsonRpcProvider, method: string, params: unknown[]): Promise<T> {
-  const [reply] = (await provider._send({ jsonrpc: '2.0', id: nextRequestId++, method, params })) as Array<
-    { result?: unknown; error?: { code?: number; message?: string } } | undefined
-  >;
-  if (!reply) throw new Error(`${method}: the node sent no answer`);
-  if (reply.error) throw new Error(`${method}: ${reply.error.message ?? 'error'} (code ${reply.error.code})`);
-  return reply.result as T;
 }
 
 /**

@@ -1,10 +1,4 @@
-import {
-  broadcastSignedTransaction,
-  formatAddress,
-  makeProvider,
-  sendNow,
-  TRANSFER_TOPIC,
-} from '@paygate/chain';
+import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
 import {
   Interface,
@@ -151,9 +145,8 @@ export class RelayerChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
 
-  /** Polled densely around a block's due time: sent at once (sendNow), not behind ethers' drain timer. */
   async blockNumber(): Promise<bigint> {
-    return BigInt(await sendNow<string>(this.provider, 'eth_blockNumber', []));
+    return BigInt(await this.provider.getBlockNumber());
   }
 
   async blockTimestampSec(block: bigint): Promise<bigint> {
@@ -212,12 +205,12 @@ export class RelayerChain {
    * waiting on a new head look their transactions up here together instead of one receipt read each.
    */
   async blockReceipts(block: bigint): Promise<Map<string, ReceiptFacts>> {
-    const raw = await sendNow<Array<{
+    const raw = (await this.provider.send('eth_getBlockReceipts', [toQuantity(block)])) as Array<{
       transactionHash: string;
       blockNumber: string;
       status?: string | null;
       logs: Array<{ topics: string[]; logIndex: string }>;
-    }> | null>(this.provider, 'eth_getBlockReceipts', [toQuantity(block)]);
+    }> | null;
     const out = new Map<string, ReceiptFacts>();
     for (const receipt of raw ?? []) {
       out.set(receipt.transactionHash.toLowerCase(), {
