@@ -136,6 +136,73 @@ export class SharedRateLimiter {
     };
   }
 
+  /**
+   * A hit on `bucket`, then, only when it was allowed, one on `next`'s `nextBucket`: what `hit` on each in turn
+   * decides, in one statement when both limiters count every hit in Postgres (freshMs 0) on the same database. The
+   * second decision is undefined when the first refused (nothing was counted on it).
+   */
+  async hitThen(
+    bucket: string,
+    next: SharedRateLimiter,
+    nextBucket: string,
+  ): Promise<[RateDecision, RateDecision | undefined]> {
+    const exact = (limiter: SharedRateLimiter) => (limiter.options.freshMs ?? 1000) === 0;
+    if (!exact(this) || !exact(next) || next.db !== this.db) {
+      const first = await this.hit(bucket);
+      return [first, first.allowed ? await next.hit(nextBucket) : undefined];
+    }
+    const [own, theirs] = [this.windowOf(), next.windowOf()];
+    const row = (
+      await sql<{ first_hits: number; next_hits: number | null }>`
+        with first as (
+          insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
+            values (${bucket}, ${new Date(own.start)}, 1, ${this.windowMs / 1000})
+            on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + 1
+            returning hits
+        ),
+        next as (
+          insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
+            select ${nextBucket}::text, ${new Date(theirs.start)}::timestamptz, 1, ${next.windowMs / 1000}::integer
+            where (select hits from first) <= ${this.limit}
+            on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + 1
+            returning hits
+        )
+        select (select hits from first) as first_hits, (select hits from next) as next_hits`.execute(this.db)
+    ).rows[0]!;
+    const first = this.decided(bucket, own, Number(row.first_hits));
+    return [
+      first,
+      row.next_hits === null ? undefined : next.decided(nextBucket, theirs, Number(row.next_hits)),
+    ];
+  }
+
+  private windowOf(): { start: number; retryAfterSeconds: number } {
+    const nowMs = this.now().getTime();
+    const start = nowMs - (nowMs % this.windowMs);
+    return { start, retryAfterSeconds: Math.max(1, Math.ceil((start + this.windowMs - nowMs) / 1000)) };
+  }
+
+  /** The decision of a shared total just read, remembered as the bucket's shared count. */
+  private decided(
+    bucket: string,
+    window: { start: number; retryAfterSeconds: number },
+    total: number,
+  ): RateDecision {
+    let state = this.buckets.get(bucket);
+    if (!state || state.windowStart !== window.start) {
+      state = { windowStart: window.start, shared: 0, pending: 0, syncedAt: 0 };
+      this.buckets.set(bucket, state);
+    }
+    state.shared = total;
+    state.syncedAt = this.now().getTime();
+    return {
+      allowed: total <= this.limit,
+      limit: this.limit,
+      remaining: Math.max(0, this.limit - total),
+      retryAfterSeconds: window.retryAfterSeconds,
+    };
+  }
+
   private async add(bucket: string, windowStart: number, hits: number): Promise<number> {
     const result = await sql<{ hits: number }>`
       insert into rate_limit_windows (bucket, window_start, hits, window_seconds)

@@ -65,4 +65,30 @@ describe('SharedRateLimiter', () => {
     await limiter.stop();
     expect(await sharedHits('one-clock')).toBe(4);
   });
+  it('hitThen counts the second bucket only when the first allowed it, in one statement, as two hits would', async () => {
+    const day = { windowMs: 24 * 60 * 60_000, freshMs: 0 };
+    const perPayer = new SharedRateLimiter(db, 2, clock, day);
+    const perSeller = new SharedRateLimiter(db, 3, clock, day);
+    const decisions = [];
+    for (let i = 0; i < 3; i++)
+      decisions.push(await perPayer.hitThen('then-payer-a', perSeller, 'then-seller'));
+    expect(decisions.map(([payer, seller]) => [payer.allowed, seller?.allowed])).toEqual([
+      [true, true],
+      [true, true],
+      [false, undefined],
+    ]);
+    // The payer over its budget counted nothing on the seller's.
+    expect(await sharedHits('then-payer-a')).toBe(3);
+    expect(await sharedHits('then-seller')).toBe(2);
+    // Another payer: the seller's third is allowed, its fourth refused (and counted, as hit counts a refusal).
+    expect((await perPayer.hitThen('then-payer-b', perSeller, 'then-seller'))[1]).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+    const [payerB, sellerOver] = await perPayer.hitThen('then-payer-b', perSeller, 'then-seller');
+    expect(payerB).toMatchObject({ allowed: true, remaining: 0 });
+    expect(sellerOver).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
+    expect(sellerOver!.retryAfterSeconds).toBeGreaterThan(0);
+    expect(await sharedHits('then-seller')).toBe(4);
+  });
 });

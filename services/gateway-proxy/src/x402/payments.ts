@@ -269,22 +269,21 @@ export class X402Payments implements BackgroundTask {
    */
   private async overRelayerBudget(payer: string, sellerId: string): Promise<Refused | undefined> {
     const { perPayer, perSeller } = this.settings.relayerBudgets;
-    for (const [limiter, bucket, whose] of [
-      [perPayer, `relayer-payer:${payer.toLowerCase()}`, 'payer wallet'],
-      [perSeller, `relayer-seller:${sellerId}`, 'seller'],
-    ] as const) {
-      const decision = await limiter.hit(bucket);
-      if (!decision.allowed) {
-        return {
-          ok: false,
-          status: 429,
-          reason: PAYGATE_REASONS.relayerDailyLimit,
-          message: `Paygate relays at most ${decision.limit} x402 payments per day per ${whose}; retry in ${decision.retryAfterSeconds} s, or pay with X-402-Payment (a USDC transfer you send yourself)`,
-          retryAfterSeconds: decision.retryAfterSeconds,
-        };
-      }
-    }
-    return undefined;
+    // The seller's budget counts only what the payer's allowed (one statement for both).
+    const [byPayer, bySeller] = await perPayer.hitThen(
+      `relayer-payer:${payer.toLowerCase()}`,
+      perSeller,
+      `relayer-seller:${sellerId}`,
+    );
+    const [decision, whose] = !byPayer.allowed ? [byPayer, 'payer wallet'] : [bySeller!, 'seller'];
+    if (decision.allowed) return undefined;
+    return {
+      ok: false,
+      status: 429,
+      reason: PAYGATE_REASONS.relayerDailyLimit,
+      message: `Paygate relays at most ${decision.limit} x402 payments per day per ${whose}; retry in ${decision.retryAfterSeconds} s, or pay with X-402-Payment (a USDC transfer you send yourself)`,
+      retryAfterSeconds: decision.retryAfterSeconds,
+    };
   }
 
   /** Verifies, claims the authorization for the purchase, has it submitted and waits for its inclusion. */
