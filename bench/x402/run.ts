@@ -18,14 +18,21 @@
  */
 import os from 'node:os';
 import { encodePaymentHeader, type PaymentProof, resourceFor, signPayment } from '@paygate/agent-client';
-import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-ledger';
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import { skillSnapshot, startHarness, startUpstream } from '@paygate/gateway-proxy/test/harness';
 import { formatUsdc } from '@paygate/money';
 import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
 import { DEFAULT_DATABASE_LIMITS } from '@paygate/runtime';
 import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
-import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
+import {
+  findFreePort,
+  signTransferAuthorization,
+  signUpSeller,
+  spawnTsProcess,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { percentile, writeDocSection, writeResults } from '../report';
 import { compareFacilitators, startReferenceFacilitator, watchHeads } from './reference';
 
@@ -75,6 +82,32 @@ const PRODUCTION_POOL = {
   DB_IDLE_TIMEOUT_MS: String(DEFAULT_DATABASE_LIMITS.idleTimeoutMs),
 };
 
+/** escrow-ledger as its own process (its main.ts under tsx) on this run's schema and bus, once it is ready. */
+async function startLedgerProcess(h: Awaited<ReturnType<typeof startHarness>>) {
+  const port = await findFreePort();
+  const ledger = spawnTsProcess(
+    'services/escrow-ledger/src/main.ts',
+    h.env.envFor('escrow-ledger', {
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      CHAIN_RPC_URL: h.anvil.rpcUrl,
+      USDC_ADDRESS: h.usdcAddress,
+      ESCROW_ADDRESS: testWallets.escrow.address,
+      CONFIRMATIONS: '1',
+      ...PRODUCTION_POOL,
+    }),
+  );
+  await waitFor(
+    async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok === true,
+    {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+      message: `escrow-ledger did not get ready: ${ledger.output().slice(-2000)}`,
+    },
+  );
+  return ledger;
+}
+
 async function main(): Promise<void> {
   const h = await startHarness(
     'benchx402',
@@ -82,16 +115,10 @@ async function main(): Promise<void> {
     { blockTimeSec: 1, claims: X402_LEDGER === 'memory' ? 'memory' : 'ledger' },
   );
   // The transfer claims answered by escrow-ledger itself (Postgres, as in production), so a settle's figure
-  // includes the claim that makes one transfer buy one thing. X402_LEDGER=memory answers them in this process.
-  const ledgerEnv = h.env.envFor('escrow-ledger', {
-    LOG_LEVEL: 'warn',
-    CHAIN_RPC_URL: h.anvil.rpcUrl,
-    USDC_ADDRESS: h.usdcAddress,
-    ESCROW_ADDRESS: testWallets.escrow.address,
-    CONFIRMATIONS: '1',
-    ...PRODUCTION_POOL,
-  });
-  const ledger = X402_LEDGER === 'memory' ? undefined : await startEscrowLedger(ledgerConfig(ledgerEnv));
+  // includes the claim that makes one transfer buy one thing; as its own process, as deployed (in this process
+  // its claims waited behind the gateway's and the relayer's work on one event loop). X402_LEDGER=memory answers
+  // them in this process.
+  const ledger = X402_LEDGER === 'memory' ? undefined : await startLedgerProcess(h);
   const upstream = await startUpstream();
   const settlement = await startSettlement(
     settlementConfig(
@@ -359,7 +386,7 @@ Targets ${pass ? 'met' : 'NOT met'}.`,
     await registry.stop().catch(() => undefined);
     await settlement.stop().catch(() => undefined);
     await upstream.close().catch(() => undefined);
-    await ledger?.stop().catch(() => undefined);
+    await ledger?.kill().catch(() => undefined);
     await h.close().catch(() => undefined);
   }
 }
