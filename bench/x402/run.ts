@@ -344,7 +344,7 @@ Load average at the end: ${os
 The unmodified reference facilitator (\`@x402/core\`'s \`x402Facilitator\` + \`@x402/evm\`'s exact scheme, a viem
 account under viem's \`nonceManager\`, served over HTTP like x402's example facilitator, receipts polled every
 ${RECEIPT_POLL_MS} ms like Paygate's relayer) and Paygate's \`/api/v1/x402/verify\` and \`/settle\` (seller key,
-credited into escrow; ${X402_LEDGER === 'memory' ? 'the transfer claims answered in this process (X402_LEDGER=memory), not by escrow-ledger' : 'each settle claims its transfer in escrow-ledger (Postgres) before it answers'}), on the same anvil (${BLOCK_TIME_MS} ms blocks), for 0.01 USDC payments, order alternating per
+credited into escrow; ${X402_LEDGER === 'memory' ? 'the transfer claims answered in this process (X402_LEDGER=memory), not by escrow-ledger' : 'each settle claims its transfer in escrow-ledger, its own process, before it answers'}), on the same anvil (${BLOCK_TIME_MS} ms blocks), for 0.01 USDC payments, order alternating per
 round; each settle starts at the same random point of the block cycle for both sides. Ratio = Paygate's mean /
 the reference's mean (target ≤ 1 in every case). Load average (1/5/15 min) before and after:
 ${loadDuring.map((l) => l.map((v) => v.toFixed(1)).join(' / ')).join(' → ')}.
