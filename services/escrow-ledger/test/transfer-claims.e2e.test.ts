@@ -117,6 +117,11 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       await sql<any>`select transfer_id, status, unmatched_reason, candidate_session_id, session_id, refund_request_id
         from transfers where tx_hash = ${txHash}`.execute(checkoutDb)
     ).rows[0];
+  /** The transfer's row once checkout recorded it as claimed by another payment path; undefined before. */
+  const claimedInCheckout = async (txHash: string) => {
+    const row = await checkoutTransfer(txHash);
+    return row?.status === 'claimed' ? row : undefined;
+  };
   const unmatchedList = async () =>
     ((await operator('/api/v1/operator/transfers?status=unmatched&limit=500')).body.transfers as any[]).map(
       (t) => t.txHash as string,
@@ -249,8 +254,10 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     expect(upstream.requests.length).toBe(reached + 1);
 
     await letIndexerSee();
-    const row = await waitFor(() => checkoutTransfer(txHash), {
-      message: 'transfer handled by checkout',
+    // Checkout hears of the transfer (chain-indexer) and of its claim (escrow-ledger's transfer.claimed, published
+    // a little after the claim's answer) in either order: the row ends claimed.
+    const row = await waitFor(() => claimedInCheckout(txHash), {
+      message: 'transfer never claimed in checkout',
       timeoutMs: 15_000,
     });
     // Never a candidate for the session: a transfer to the escrow is not matched to sessions by amount.
@@ -310,14 +317,14 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     expect(await ledgerTransactions(txHash)).toHaveLength(1);
   });
 
-  test('point 2: a paid 402 call is never an unmatched transfer, whether checkout sees it before or after the claim', async () => {
+  test('point 2: a paid 402 call ends claimed, never left unmatched, whether checkout sees it before or after the claim', async () => {
     const amountMicro = parseUsdc('0.05');
     // The proof first, then checkout sees the transfer.
     const first = await pay(amountMicro);
     expect((await present(h.gateway.url, first, amountMicro)).status).toBe(200);
     await letIndexerSee();
-    const firstRow = await waitFor(() => checkoutTransfer(first), {
-      message: 'transfer handled by checkout',
+    const firstRow = await waitFor(() => claimedInCheckout(first), {
+      message: 'transfer never claimed in checkout',
       timeoutMs: 15_000,
     });
     expect(firstRow).toMatchObject({ status: 'claimed', unmatched_reason: 'claimed_by_x402' });
