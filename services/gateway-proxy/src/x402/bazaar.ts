@@ -1,4 +1,4 @@
-import { declareDiscoveryExtension } from '@x402/extensions/bazaar';
+import { type DeclareDiscoveryExtensionInput, declareDiscoveryExtension } from '@x402/extensions/bazaar';
 import type { EndpointSnapshot } from '../skills/projection';
 
 const PATH_PARAM = /:([A-Za-z_][A-Za-z0-9_]*)/g;
@@ -50,10 +50,11 @@ export function bazaarExtension(
         }
       : undefined;
     const method = endpoint.method.toUpperCase();
-    const config = BODY_METHODS.has(method)
+    // The method goes in too (the declared info carries it), though the input type leaves it out.
+    const config: DeclareDiscoveryExtensionInput & { method: string } = BODY_METHODS.has(method)
       ? { method, bodyType: 'json', input: {}, inputSchema: { properties: {} }, pathParamsSchema }
       : { method, input: {}, inputSchema: { properties: {} }, pathParamsSchema };
-    const bazaar = declareDiscoveryExtension(config as never).bazaar as unknown as Bazaar;
+    const bazaar = declareDiscoveryExtension(config).bazaar as unknown as Bazaar;
     // As the reference server's enrichDeclaration does: the schema names exactly the method the route answers.
     bazaar.schema.properties.input.properties.method = { type: 'string', enum: [method] };
     if (names.length) bazaar.routeTemplate = routeTemplate;
