@@ -1,6 +1,6 @@
 /**
- * The run's load: sellers with a paid API skill (0 h hold), buyers with their own wallets (one worker each, so
- * nonces never race), and a seeded mix of operations sent through the balancer while faults happen:
+ * The run's load: the sellers and buyers of participants.ts (one worker per buyer, so nonces never race), and a
+ * seeded mix of operations sent through the balancer while faults happen:
  *
  * - `payment`: a tx-hash 402 payment: the 402, a USDC transfer on chain, then the paid call with the proof and
  *   0–2 concurrent replays of the same proof; at most one of them may be served. A call that met no replica is
@@ -12,17 +12,10 @@
  * Every acknowledged outcome is recorded for the invariants: which transfers were served, which refunds and
  * settlements were accepted.
  */
-import {
-  createAgent,
-  PAYMENT_HEADER,
-  type PaymentRequirements,
-  refundRequestMessage,
-} from '@paygate/agent-client';
-import { usdcAbi } from '@paygate/chain';
-import { createSession, getSession } from '@paygate/checkout-widget/api';
-import { parseUsdc } from '@paygate/money';
-import { createActiveSkill, signUpSeller, testWallets } from '@paygate/testing';
-import { Contract, Interface, JsonRpcProvider, NonceManager, Wallet } from 'ethers';
+import { createAgent, PAYMENT_HEADER, type PaymentRequirements } from '@paygate/agent-client';
+import type { Wallet } from 'ethers';
+import { checkoutByTransfer, checkoutByWallet, refundRequest, unmatchedTransfer } from './checkout-load';
+import { errorCode, type Seller } from './participants';
 import type { Prng } from './prng';
 import { payWithX402 } from './x402-payment';
 
@@ -36,16 +29,6 @@ export type OperationKind =
   | 'refundRequest'
   | 'settleNow'
   | 'refund';
-
-export interface Seller {
-  sellerId: string;
-  /** Replaced mid-run by a key rotation (the old key keeps working for its overlap). */
-  apiKey: string;
-  publishableKey: string;
-  sessionToken: string;
-  skill: string;
-  wallet: Wallet;
-}
 
 export interface LoadRecord {
   operations: Record<string, Record<string, number>>;
@@ -81,83 +64,6 @@ export function emptyRecord(): LoadRecord {
 function count(record: LoadRecord, kind: string, outcome: string): void {
   record.operations[kind] ??= {};
   record.operations[kind]![outcome] = (record.operations[kind]![outcome] ?? 0) + 1;
-}
-
-export async function setUpSellers(options: {
-  baseUrl: string;
-  count: number;
-  upstreamUrl: string;
-  webhookUrl: string;
-  prng: Prng;
-}): Promise<Seller[]> {
-  // Signed up side by side (each waits for its skill's validation).
-  return Promise.all(
-    Array.from({ length: options.count }, async (_, i): Promise<Seller> => {
-      const wallet = Wallet.createRandom() as unknown as Wallet;
-      const signed = await signUpSeller(options.baseUrl, wallet);
-      const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
-      await createActiveSkill(
-        options.baseUrl,
-        signed.apiKey,
-        {
-          name: skill,
-          type: 'API',
-          apiBaseUrl: options.upstreamUrl,
-          holdPeriodHours: 0,
-          endpoints: [
-            {
-              path: '/work',
-              method: 'GET',
-              priceUsdc: `0.0${options.prng.int(10, 99)}`,
-              description: 'work',
-            },
-          ],
-        } as Parameters<typeof createActiveSkill>[2],
-        { timeoutMs: 60_000 },
-      );
-      const account = await fetch(`${options.baseUrl}/api/v1/account`, {
-        method: 'PATCH',
-        headers: { authorization: `Bearer ${signed.sessionToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ webhookUrl: options.webhookUrl, minimumSettlement: '0.001' }),
-        signal: AbortSignal.timeout(10_000),
-      });
-      if (!account.ok) throw new Error(`seller settings: ${account.status} ${await account.text()}`);
-      return {
-        sellerId: signed.sellerId,
-        apiKey: signed.apiKey,
-        publishableKey: signed.publishableKey,
-        sessionToken: signed.sessionToken,
-        skill,
-        wallet,
-      };
-    }),
-  );
-}
-
-/** Buyer wallets with ETH (anvil_setBalance) and USDC minted by the test USDC's owner. */
-export async function fundBuyers(rpcUrl: string, usdcAddress: string, n: number): Promise<Wallet[]> {
-  const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, pollingInterval: 100 });
-  const deployer = new NonceManager(new Wallet(testWallets.deployer.privateKey, provider));
-  const usdc = new Contract(usdcAddress, usdcAbi, deployer);
-  const buyers = Array.from(
-    { length: n },
-    () => Wallet.createRandom().connect(provider) as unknown as Wallet,
-  );
-  // Every mint sent at once (the nonce manager numbers them), then all awaited: one block, not one per buyer.
-  const mints = [];
-  for (const wallet of buyers) {
-    await provider.send('anvil_setBalance', [wallet.address, '0x56BC75E2D63100000']);
-    mints.push(await usdc.getFunction('mint')(wallet.address, 1_000_000_000n));
-  }
-  await Promise.all(mints.map((tx) => tx.wait(1, 30_000)));
-  // The funding must be final before any reorg (depth ≤ 3) can happen: 5 blocks on top of it.
-  const funded = await provider.getBlockNumber();
-  const deadline = Date.now() + 60_000;
-  while ((await provider.getBlockNumber()) < funded + 5 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  // (the provider stays: the buyers' wallets send their payments through it)
-  return buyers;
 }
 
 export interface LoadOptions {
@@ -348,16 +254,6 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
     : `refused ${answers.map((a) => a.status).join('/')}`;
 }
 
-const OPERATOR_POLL_MS = 1000;
-const USDC_INTERFACE = new Interface(usdcAbi);
-
-async function transferUsdc(options: LoadOptions, buyer: Wallet, to: string, amountMicro: bigint) {
-  const usdc = new Contract(options.usdcAddress, usdcAbi, buyer);
-  const tx = await usdc.getFunction('transfer')(to, amountMicro);
-  const receipt = await tx.wait(1, 20_000);
-  return receipt.hash as string;
-}
-
 /**
  * A payment verified by a seller's own server (the gateway middleware's `/api/verify`): the agent pays the
  * requirements the seller's middleware would state, and the seller presents the proof, with 0–1 concurrent
@@ -439,233 +335,4 @@ async function verify(
   return 'not verified (gave up)';
 }
 
-type SessionView = { sessionId: string; exactAmount: string; walletAddress: string; status: string };
-
-/** Polls a session (as the widget's fallback does) until it is paid, bounded. */
-async function waitSessionPaid(options: LoadOptions, sessionId: string): Promise<string> {
-  const deadline = Date.now() + 30_000;
-  let status = 'unknown';
-  while (Date.now() < deadline) {
-    options.record.requests++;
-    const view = await getSession(options.baseUrl, sessionId).catch(() => undefined);
-    status = view?.status ?? status;
-    if (/^(paid|paid_late|overpaid)$/.test(status)) return status;
-    await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
-  }
-  return `still ${status}`;
-}
-
-/** A session's payment is mined: the widget's view must turn paid; a paid session is a served purchase. */
-async function awaitCheckoutPaid(
-  options: LoadOptions,
-  buyer: Wallet,
-  seller: Seller,
-  session: { sessionId: string; exactAmount: string },
-  txHash: string,
-): Promise<string> {
-  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
-  const status = await waitSessionPaid(options, session.sessionId);
-  if (status.startsWith('still')) return `session ${status}`;
-  // Exactly one ledger payment of its transfer is expected, like a served call.
-  options.record.served.set(txHash.toLowerCase(), {
-    count: 1,
-    sellerId: seller.sellerId,
-    amount: session.exactAmount,
-    payer: buyer.address.toLowerCase(),
-  });
-  options.record.successTimes.push(Date.now());
-  return status;
-}
-
-/** A seller's server opens a checkout session; the buyer sends its exact amount to the session's address. */
-async function checkoutByTransfer(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
-  options.record.requests++;
-  const created = await fetch(`${options.baseUrl}/api/v1/checkout/sessions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ amount: '0.25', description: 'chaos order', holdPeriodHours: 0 }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (created.status !== 201) return `create ${created.status} ${await errorCode(created)}`;
-  const session = (await created.json()) as SessionView;
-  const txHash = await transferUsdc(options, buyer, session.walletAddress, parseUsdc(session.exactAmount));
-  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
-}
-
-/** The widget's flow: a session from the publishable key, paid through the browser wallet (EIP-1193). */
-async function checkoutByWallet(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
-  options.record.requests++;
-  let session: Awaited<ReturnType<typeof createSession>>;
-  try {
-    session = await createSession(options.baseUrl, seller.publishableKey, { skill: seller.skill });
-  } catch (error) {
-    return `create ${(error as { status?: number }).status ?? 0} ${(error as { code?: string }).code ?? ''}`.trim();
-  }
-  // What the widget asks the browser wallet for (eth_sendTransaction of a USDC transfer to the session's
-  // address, libs/checkout-widget/src/wallet.ts), sent by the buyer's key.
-  const sent = await buyer.sendTransaction({
-    to: session.tokenAddress,
-    data: USDC_INTERFACE.encodeFunctionData('transfer', [
-      session.walletAddress,
-      parseUsdc(session.exactAmount),
-    ]),
-  });
-  const txHash = sent.hash;
-  const receipt = await buyer.provider!.waitForTransaction(txHash, 1, 20_000);
-  if (receipt?.status !== 1) return 'wallet transaction not mined';
-  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
-}
-
-/**
- * USDC sent to checkout's shared deposit wallet that matches no session (checkout keeps such transfers for an
- * operator; one to the agent escrow is an agent's to claim); the operator finds it among the unmatched and sends
- * it back.
- */
-async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng): Promise<string> {
-  const amountMicro = BigInt(prng.int(1001, 9999));
-  const txHash = (
-    await transferUsdc(options, buyer, options.checkoutEscrowAddress, amountMicro)
-  ).toLowerCase();
-  const deadline = Date.now() + 35_000;
-  while (Date.now() < deadline) {
-    options.record.requests++;
-    const list = await fetch(`${options.baseUrl}/api/v1/operator/transfers?status=unmatched&limit=200`, {
-      headers: { authorization: `Bearer ${options.operatorToken}` },
-      signal: AbortSignal.timeout(10_000),
-    }).catch(() => undefined);
-    if (list?.ok) {
-      const { transfers } = (await list.json()) as {
-        transfers?: Array<{ transferId: string; txHash: string }>;
-      };
-      const ours = transfers?.find((t) => t.txHash.toLowerCase() === txHash);
-      if (ours) {
-        options.record.requests++;
-        const refunded = await fetch(
-          `${options.baseUrl}/api/v1/operator/transfers/${ours.transferId}/refund`,
-          {
-            method: 'POST',
-            headers: { authorization: `Bearer ${options.operatorToken}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ note: 'chaos: sent by mistake' }),
-            signal: AbortSignal.timeout(15_000),
-          },
-        );
-        return refunded.ok
-          ? 'operator refund accepted'
-          : `operator refund ${refunded.status} ${await errorCode(refunded)}`;
-      }
-    }
-    await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
-  }
-  return 'not listed as unmatched in time';
-}
-
-/** A buyer asks for a refund of one of its payments (signed by its wallet); the seller approves or rejects it. */
-async function refundRequest(
-  options: LoadOptions,
-  buyer: Wallet,
-  seller: Seller,
-  prng: Prng,
-): Promise<string> {
-  const mine = [...options.record.served.entries()].filter(
-    ([, s]) => s.sellerId === seller.sellerId && s.payer === buyer.address.toLowerCase(),
-  );
-  if (mine.length === 0) return 'nothing to ask back';
-  const [txHash] = prng.pick(mine);
-  // The payment is the transaction's USDC Transfer log; its index counts within the block.
-  const receipt = await buyer.provider!.getTransactionReceipt(txHash);
-  const transferLog = receipt?.logs.find(
-    (l) => l.topics[0] === USDC_INTERFACE.getEvent('Transfer')!.topicHash,
-  );
-  if (!transferLog) return 'payment no longer on chain';
-  options.record.requests++;
-  const lookup = await fetch(
-    `${options.baseUrl}/api/v1/transactions/lookup?txHash=${txHash}&logIndex=${transferLog.index}`,
-    { signal: AbortSignal.timeout(10_000) },
-  );
-  if (!lookup.ok) return `lookup ${lookup.status} ${await errorCode(lookup)}`;
-  const { transactionId } = (await lookup.json()) as { transactionId: string };
-  const { chainId } = await buyer.provider!.getNetwork();
-  const signing = {
-    chainId: Number(chainId),
-    // 128 bits, 32 lowercase hex characters (the ledger's rule), drawn from the seed.
-    nonce: Array.from({ length: 4 }, () =>
-      prng
-        .int(0, 2 ** 31)
-        .toString(16)
-        .padStart(8, '0'),
-    ).join(''),
-    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-  };
-  const reason = 'chaos: not what I asked for';
-  options.record.requests++;
-  const filed = await fetch(`${options.baseUrl}/api/v1/refund-requests`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      transactionId,
-      reason,
-      ...signing,
-      signature: await buyer.signMessage(refundRequestMessage({ transactionId }, reason, signing)),
-    }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (filed.status !== 201) return `request ${filed.status} ${await errorCode(filed)}`;
-  const { refundRequestId } = (await filed.json()) as { refundRequestId: string };
-  const approve = prng.chance(0.5);
-  options.record.requests++;
-  const decided = await fetch(
-    `${options.baseUrl}/api/v1/refund-requests/${refundRequestId}/${approve ? 'approve' : 'reject'}`,
-    {
-      method: 'POST',
-      headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(approve ? {} : { reason: 'delivered' }),
-      signal: AbortSignal.timeout(15_000),
-    },
-  );
-  if (!decided.ok) return `${approve ? 'approve' : 'reject'} ${decided.status} ${await errorCode(decided)}`;
-  if (approve) {
-    const body = (await decided.json()) as { refund?: { refundId?: string } };
-    if (body.refund?.refundId) options.record.refundsAccepted.push(body.refund.refundId);
-  }
-  return approve ? 'approved' : 'rejected';
-}
-
-/** Mid-run account changes: the seller rotates its API key (wallet session) or moves its payout address. */
-export async function rotateApiKey(baseUrl: string, seller: Seller): Promise<string> {
-  const rotated = await fetch(`${baseUrl}/api/v1/account/api-key/rotate`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${seller.sessionToken}`, 'content-type': 'application/json' },
-    body: '{}',
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (!rotated.ok) return `key rotation ${rotated.status} ${await errorCode(rotated)}`;
-  seller.apiKey = ((await rotated.json()) as { apiKey: string }).apiKey;
-  return 'key rotated';
-}
-
-export async function changePayoutAddress(baseUrl: string, seller: Seller): Promise<string> {
-  const payoutAddress = Wallet.createRandom().address;
-  const challenge = await fetch(`${baseUrl}/api/v1/account/payout-address/challenge`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ payoutAddress }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (!challenge.ok) return `payout challenge ${challenge.status} ${await errorCode(challenge)}`;
-  const { message } = (await challenge.json()) as { message: string };
-  const changed = await fetch(`${baseUrl}/api/v1/account/payout-address`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ message, signature: await seller.wallet.signMessage(message) }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  return changed.ok
-    ? 'payout address changed'
-    : `payout change ${changed.status} ${await errorCode(changed)}`;
-}
-
-/** The error code of a refusal (`error.code`), for the report's outcome counts. */
-async function errorCode(response: Response): Promise<string> {
-  const body = (await response.json().catch(() => null)) as { error?: { code?: string } } | null;
-  return body?.error?.code ?? '';
-}
+export type { Seller };

@@ -134,3 +134,21 @@ export async function createReplicas(
   }
   return replicas;
 }
+
+/** A replica that exited by itself is logged and started again (as Kubernetes would); its crash stays counted. */
+export function watchCrashes(replicas: Replica[], log: (line: string) => void): { stop(): void } {
+  const seen = new Map<Replica, number>();
+  const timer = setInterval(() => {
+    for (const replica of replicas) {
+      if (replica.crashes.length > (seen.get(replica) ?? 0)) {
+        seen.set(replica, replica.crashes.length);
+        const crash = replica.crashes.at(-1)!;
+        log(
+          `${replica.id} CRASHED (${crash.signal ?? crash.code}): ${crash.tail.slice(-3).join(' | ').slice(0, 800)}`,
+        );
+        if (!replica.isRunning()) replica.start();
+      }
+    }
+  }, 1000);
+  return { stop: () => clearInterval(timer) };
+}

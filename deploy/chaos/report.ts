@@ -2,6 +2,7 @@
 import type { FaultRecord } from './faults';
 import type { InvariantResult } from './invariants';
 import type { LoadRecord } from './load';
+import type { Replica } from './replicas';
 
 export interface RunReport {
   seed: number;
@@ -30,6 +31,81 @@ export interface RunReport {
   /** Replicas that exited by themselves during the run (restarted, as Kubernetes would), with their last lines. */
   crashes: Record<string, string[]>;
   passed: boolean;
+}
+
+/**
+ * The run's report from what it recorded: faults by kind, operations by outcome, recovery per fault kind, and one
+ * more invariant, that no replica exited by itself (only the injected kills); passed when the system drained,
+ * every invariant held and payments were served.
+ */
+export function runReport(run: {
+  seed: number;
+  profile: string;
+  started: number;
+  startupSeconds: number;
+  faultSeconds: number;
+  drainSeconds: number | null;
+  faults: FaultRecord[];
+  record: LoadRecord;
+  invariants: InvariantResult[];
+  invariantsFailedBeforeRecheck: string[];
+  rpcFaultHits: Record<string, number>;
+  webhookFailures: Record<string, number>;
+  replicas: Replica[];
+}): RunReport {
+  const { record, replicas, faults } = run;
+  const crashed = replicas.flatMap((r) =>
+    r.crashes.map(
+      (c) =>
+        `${r.id} exited by itself (${c.signal ?? c.code}): ${c.tail.slice(-4).join(' | ').slice(0, 400)}`,
+    ),
+  );
+  const invariants = [
+    ...run.invariants,
+    {
+      name: 'no replica crashed by itself (only injected kills)',
+      checked: replicas.length,
+      violations: crashed.length,
+      examples: crashed.slice(0, 5),
+    },
+  ];
+  const faultCounts: Record<string, number> = {};
+  for (const fault of faults) faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
+  const operationsTotal = Object.values(record.operations).reduce(
+    (sum, outcomes) => sum + Object.values(outcomes).reduce((a, b) => a + b, 0),
+    0,
+  );
+  return {
+    seed: run.seed,
+    profile: run.profile,
+    startedAt: new Date(run.started).toISOString(),
+    wallSeconds: Math.round((Date.now() - run.started) / 1000),
+    startupSeconds: run.startupSeconds,
+    faultSeconds: run.faultSeconds,
+    drainSeconds: run.drainSeconds,
+    faults: faultCounts,
+    faultLog: faults,
+    operations: record.operations,
+    operationsTotal,
+    requestsTotal: record.requests,
+    invariants,
+    invariantsFailedBeforeRecheck: run.invariantsFailedBeforeRecheck,
+    recoveryMs: recoveryTimes(faults, record.successTimes),
+    rpcFaultHits: run.rpcFaultHits,
+    webhookFailures: run.webhookFailures,
+    crashes: Object.fromEntries(
+      replicas
+        .filter((r) => r.crashes.length > 0)
+        .map((r) => [
+          r.id,
+          r.crashes.map((c) => `${c.signal ?? c.code}: ${c.tail.slice(-3).join(' | ').slice(0, 600)}`),
+        ]),
+    ),
+    passed:
+      run.drainSeconds !== null &&
+      invariants.every((i) => i.violations === 0) &&
+      (record.operations.payment?.served ?? 0) > 0,
+  };
 }
 
 export function recoveryTimes(faults: FaultRecord[], successTimes: number[]): RunReport['recoveryMs'] {

@@ -19,17 +19,19 @@ import {
 } from '@paygate/bus';
 import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
 import { buildServiceBundles } from '@paygate/testing/service-bundles';
-import pg from 'pg';
 import { Balancer } from './balancer';
+import { drainUntilQuiet } from './drain';
 import { FAULT_WEIGHTS, type FaultKind, type FaultRecord, runFaults } from './faults';
-import { checkInvariants, pendingWork, SCHEMAS } from './invariants';
-import { changePayoutAddress, emptyRecord, fundBuyers, rotateApiKey, runLoad, setUpSellers } from './load';
+import { checkInvariants, SCHEMAS } from './invariants';
+import { emptyRecord, runLoad } from './load';
 import { NatsCluster } from './nats-cluster';
+import { changeAccountsMidway, fundBuyers, setUpSellers } from './participants';
 import { ChaosPostgres } from './postgres';
 import { Prng } from './prng';
-import { createReplicas, type Replica } from './replicas';
-import { type RunReport, recoveryTimes } from './report';
+import { createReplicas, type Replica, watchCrashes } from './replicas';
+import { type RunReport, runReport } from './report';
 import { RpcFaultProxy } from './rpc-proxy';
+import { OPERATOR_TOKEN, serviceEnv } from './service-env';
 import { WebhookReceiver } from './webhook-receiver';
 
 export interface ChaosProfile {
@@ -52,8 +54,6 @@ export interface ChaosProfile {
 }
 
 const ALL_SERVICES = Object.keys(SCHEMAS);
-const OPERATOR_TOKEN = 'chaos-operator-token-not-secret-000';
-const SESSION_SECRET = 'chaos-session-secret-not-secret-0123456789';
 
 export const PROFILES: Record<string, ChaosProfile> = {
   full: {
@@ -112,39 +112,6 @@ PROFILES.reorgs = {
 
 /** The second drain's bound, when an invariant failed right after the first (see runChaos). */
 const RECHECK_DRAIN_MS = 30_000;
-
-/** Waits until nothing is in flight for 2 s (pendingWork), up to `deadline`: when it became quiet, or null. */
-async function drainUntilQuiet(
-  databaseUrl: string,
-  deadline: number,
-  log: (line: string) => void,
-): Promise<number | null> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    let quietSince: number | undefined;
-    let lastShown = 0;
-    while (Date.now() < deadline) {
-      const pending = await pendingWork(client).catch(() => ({ unreachable: 1 }));
-      const busy = Object.entries(pending).filter(([, n]) => n > 0);
-      if (busy.length === 0) {
-        quietSince ??= Date.now();
-        // Quiet for 2 s: events in flight between an outbox and an inbox have landed too.
-        if (Date.now() - quietSince > 2000) return quietSince;
-      } else {
-        quietSince = undefined;
-        if (Date.now() - lastShown > 5000) {
-          lastShown = Date.now();
-          log(`draining: ${busy.map(([what, n]) => `${what} ${n}`).join(', ')}`);
-        }
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
-    return null;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
 export async function runChaos(options: {
   seed: number;
@@ -217,75 +184,18 @@ export async function runChaos(options: {
     const replicas: Replica[] = [];
     const balancer = await Balancer.start(replicas);
     stops.push(() => balancer.stop());
-    const envFor = (service: string): NodeJS.ProcessEnv => ({
-      DATABASE_URL: postgres.url,
-      DB_SCHEMA: SCHEMAS[service],
-      NATS_URL: nats.url,
-      NATS_USER: service,
-      NATS_PASSWORD: passwords[service as keyof NatsPasswords],
-      EVENT_NAMESPACE: namespace,
-      PUBLIC_BASE_URL: balancer.url,
-      CHAIN_RPC_URL: rpcProxy.url,
-      CHAIN_NETWORK: 'local',
-      CHAIN_ID: String(anvil.chainId),
-      USDC_ADDRESS: usdcAddress,
-      ESCROW_ADDRESS: testWallets.escrow.address,
-      CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
-      // More blocks than the deepest reorg drawn (3): within the system's stated assumption, a reorg never
-      // undoes an accepted payment or a confirmed payout. CHAOS_CONFIRMATIONS=1 shows what a deeper one does.
-      CONFIRMATIONS: process.env.CHAOS_CONFIRMATIONS ?? '4',
-      OPERATOR_TOKEN,
-      SESSION_SECRET,
-      PAYOUT_ADDRESS_DELAY_MS: '0',
-      LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'warn',
-      NODE_ENV: 'development',
-      STARTUP_ATTEMPTS: '120',
-      ...(service === 'settlement'
-        ? {
-            ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-            CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
-            RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-            TREASURY_ADDRESS: testWallets.platform.address,
-            SETTLEMENT_PERIOD_SECONDS: '60',
-            SCHEDULER_INTERVAL_MS: '5000',
-            TX_TIMEOUT_MS: '30000',
-          }
-        : {}),
-      ...(service === 'escrow-ledger'
-        ? {
-            RELEASE_INTERVAL_MS: '1000',
-            REFUND_REQUESTS_PER_MINUTE: '100000',
-            // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
-            // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
-            CHAIN_CHECK_INTERVAL_MS: '1000',
-            // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
-            // drain. Settlement claims its reservations within seconds when idle, but a full run under RPC faults
-            // and replica kills claimed some 25–37 s after the reservation: at 30 s, payouts were refused
-            // (`not_pending: cancelled`) that were on their way. The short profile's light load claims in seconds.
-            PAYOUT_UNCLAIMED_AFTER_MS: String(profile.payoutUnclaimedAfterMs),
-            PAYOUT_SWEEP_INTERVAL_MS: '2000',
-          }
-        : {}),
-      ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
-      // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per
-      // client address would answer most of the load 429 (683 of 1,918 operations in one run) instead of working.
-      ...(service === 'gateway-proxy' ? { RATE_LIMIT_PER_MINUTE: '100000' } : {}),
-      ...(service === 'checkout' ? { SESSION_RATE_LIMIT_PER_CLIENT: '100000' } : {}),
-      ...(service === 'notifier'
-        ? {
-            // Short waits: a run drains within seconds of the last fault although half the deliveries fail.
-            WEBHOOK_TIMEOUT_MS: '2000',
-            WEBHOOK_RETRY_BASE_DELAY_MS: '500',
-            WEBHOOK_RETRY_MAX_DELAY_MS: '2000',
-            WEBHOOK_CLAIM_LEASE_MS: '6000',
-            WEBHOOK_POLL_INTERVAL_MS: '500',
-            // Half the deliveries fail, many by hanging until the timeout: more in flight so the backlog of a
-            // 1,000-operation run drains within the bound (8 per replica drained about 8 a second).
-            WEBHOOK_CONCURRENCY: '32',
-            WEBHOOK_BATCH_SIZE: '64',
-          }
-        : {}),
-    });
+    const envFor = (service: string) =>
+      serviceEnv(service, {
+        databaseUrl: postgres.url,
+        natsUrl: nats.url,
+        namespace,
+        passwords,
+        publicBaseUrl: balancer.url,
+        rpcUrl: rpcProxy.url,
+        chainId: anvil.chainId,
+        usdcAddress,
+        payoutUnclaimedAfterMs: profile.payoutUnclaimedAfterMs,
+      });
     for (const service of ALL_SERVICES) {
       replicas.push(...(await createReplicas([service], profile.replicas[service] ?? 2, envFor)));
     }
@@ -343,26 +253,13 @@ export async function runChaos(options: {
         faultsOverAt !== undefined && Date.now() > faultsOverAt + profile.loadTailSeconds * 1000,
     });
     // Halfway through the faults: one seller rotates its API key, another moves its payout address.
-    const accountChanges = (async () => {
-      await new Promise((r) => setTimeout(r, (profile.faultSeconds * 1000) / 2));
-      const rotated = sellers[0]!;
-      const moved = sellers[1 % sellers.length]!;
-      for (const [kind, change] of [
-        ['keyRotation', () => rotateApiKey(balancer.url, rotated)],
-        ['payoutAddressChange', () => changePayoutAddress(balancer.url, moved)],
-      ] as const) {
-        // Retried on a 5xx or no answer (a fault may be under way), as the seller would, bounded.
-        let outcome = '';
-        for (let attempt = 0; attempt < 6; attempt++) {
-          outcome = await change().catch((error: Error) => `error: ${error.message.slice(0, 60)}`);
-          if (!/ 5\d\d |^error/.test(outcome)) break;
-          await new Promise((r) => setTimeout(r, 2000));
-        }
-        record.operations[kind] = { [outcome]: 1 };
-        record.accountChanges.push(`${kind}: ${outcome}`);
-        log(`${kind}: ${outcome}`);
-      }
-    })();
+    const accountChanges = changeAccountsMidway({
+      baseUrl: balancer.url,
+      sellers,
+      afterMs: (profile.faultSeconds * 1000) / 2,
+      record,
+      log,
+    });
     await runFaults({
       prng: prng.fork('faults'),
       targets: {
@@ -457,55 +354,21 @@ export async function runChaos(options: {
       }
       writeFileSync(path.join(options.logDir, 'postgres.log'), `${postgres.logTail.join('\n')}\n`);
     }
-    const crashed = replicas.flatMap((r) =>
-      r.crashes.map(
-        (c) =>
-          `${r.id} exited by itself (${c.signal ?? c.code}): ${c.tail.slice(-4).join(' | ').slice(0, 400)}`,
-      ),
-    );
-    invariants.push({
-      name: 'no replica crashed by itself (only injected kills)',
-      checked: replicas.length,
-      violations: crashed.length,
-      examples: crashed.slice(0, 5),
-    });
-    const faultCounts: Record<string, number> = {};
-    for (const fault of faults) faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
-    const operationsTotal = Object.values(record.operations).reduce(
-      (sum, outcomes) => sum + Object.values(outcomes).reduce((a, b) => a + b, 0),
-      0,
-    );
-    return {
+    return runReport({
       seed: options.seed,
       profile: profile.name,
-      startedAt: new Date(started).toISOString(),
-      wallSeconds: Math.round((Date.now() - started) / 1000),
+      started,
       startupSeconds,
       faultSeconds,
       drainSeconds,
-      faults: faultCounts,
-      faultLog: faults,
-      operations: record.operations,
-      operationsTotal,
-      requestsTotal: record.requests,
+      faults,
+      record,
       invariants,
       invariantsFailedBeforeRecheck: failedFirst,
-      recoveryMs: recoveryTimes(faults, record.successTimes),
       rpcFaultHits: rpcProxy.hits,
       webhookFailures: webhooks.failures,
-      crashes: Object.fromEntries(
-        replicas
-          .filter((r) => r.crashes.length > 0)
-          .map((r) => [
-            r.id,
-            r.crashes.map((c) => `${c.signal ?? c.code}: ${c.tail.slice(-3).join(' | ').slice(0, 600)}`),
-          ]),
-      ),
-      passed:
-        drainSeconds !== null &&
-        invariants.every((i) => i.violations === 0) &&
-        (record.operations.payment?.served ?? 0) > 0,
-    };
+      replicas,
+    });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
@@ -522,23 +385,6 @@ async function allStarted<T extends readonly unknown[]>(
   return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
     -readonly [K in keyof T]: Awaited<T[K]>;
   };
-}
-
-function watchCrashes(replicas: Replica[], log: (line: string) => void): { stop(): void } {
-  const seen = new Map<Replica, number>();
-  const timer = setInterval(() => {
-    for (const replica of replicas) {
-      if (replica.crashes.length > (seen.get(replica) ?? 0)) {
-        seen.set(replica, replica.crashes.length);
-        const crash = replica.crashes.at(-1)!;
-        log(
-          `${replica.id} CRASHED (${crash.signal ?? crash.code}): ${crash.tail.slice(-3).join(' | ').slice(0, 800)}`,
-        );
-        if (!replica.isRunning()) replica.start();
-      }
-    }
-  }, 1000);
-  return { stop: () => clearInterval(timer) };
 }
 
 /** The sellers' API behind the gateway: answers every call. */

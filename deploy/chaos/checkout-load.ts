@@ -1,0 +1,218 @@
+/**
+ * The load's checkout and refund-request operations: a seller's session paid by transfer or through the widget's
+ * wallet flow, a transfer that matches no session (the operator sends it back), and a buyer's signed refund request
+ * that the seller approves or rejects.
+ */
+import { refundRequestMessage } from '@paygate/agent-client';
+import { usdcAbi } from '@paygate/chain';
+import { createSession, getSession } from '@paygate/checkout-widget/api';
+import { parseUsdc } from '@paygate/money';
+import { Contract, Interface, type Wallet } from 'ethers';
+import type { LoadOptions } from './load';
+import { errorCode, type Seller } from './participants';
+import type { Prng } from './prng';
+
+const OPERATOR_POLL_MS = 1000;
+const USDC_INTERFACE = new Interface(usdcAbi);
+
+async function transferUsdc(options: LoadOptions, buyer: Wallet, to: string, amountMicro: bigint) {
+  const usdc = new Contract(options.usdcAddress, usdcAbi, buyer);
+  const tx = await usdc.getFunction('transfer')(to, amountMicro);
+  const receipt = await tx.wait(1, 20_000);
+  return receipt.hash as string;
+}
+
+type SessionView = { sessionId: string; exactAmount: string; walletAddress: string; status: string };
+
+/** Polls a session (as the widget's fallback does) until it is paid, bounded. */
+async function waitSessionPaid(options: LoadOptions, sessionId: string): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  let status = 'unknown';
+  while (Date.now() < deadline) {
+    options.record.requests++;
+    const view = await getSession(options.baseUrl, sessionId).catch(() => undefined);
+    status = view?.status ?? status;
+    if (/^(paid|paid_late|overpaid)$/.test(status)) return status;
+    await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
+  }
+  return `still ${status}`;
+}
+
+/** A session's payment is mined: the widget's view must turn paid; a paid session is a served purchase. */
+async function awaitCheckoutPaid(
+  options: LoadOptions,
+  buyer: Wallet,
+  seller: Seller,
+  session: { sessionId: string; exactAmount: string },
+  txHash: string,
+): Promise<string> {
+  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
+  const status = await waitSessionPaid(options, session.sessionId);
+  if (status.startsWith('still')) return `session ${status}`;
+  // Exactly one ledger payment of its transfer is expected, like a served call.
+  options.record.served.set(txHash.toLowerCase(), {
+    count: 1,
+    sellerId: seller.sellerId,
+    amount: session.exactAmount,
+    payer: buyer.address.toLowerCase(),
+  });
+  options.record.successTimes.push(Date.now());
+  return status;
+}
+
+/** A seller's server opens a checkout session; the buyer sends its exact amount to the session's address. */
+export async function checkoutByTransfer(
+  options: LoadOptions,
+  buyer: Wallet,
+  seller: Seller,
+): Promise<string> {
+  options.record.requests++;
+  const created = await fetch(`${options.baseUrl}/api/v1/checkout/sessions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ amount: '0.25', description: 'chaos order', holdPeriodHours: 0 }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  if (created.status !== 201) return `create ${created.status} ${await errorCode(created)}`;
+  const session = (await created.json()) as SessionView;
+  const txHash = await transferUsdc(options, buyer, session.walletAddress, parseUsdc(session.exactAmount));
+  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
+}
+
+/** The widget's flow: a session from the publishable key, paid through the browser wallet (EIP-1193). */
+export async function checkoutByWallet(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
+  options.record.requests++;
+  let session: Awaited<ReturnType<typeof createSession>>;
+  try {
+    session = await createSession(options.baseUrl, seller.publishableKey, { skill: seller.skill });
+  } catch (error) {
+    return `create ${(error as { status?: number }).status ?? 0} ${(error as { code?: string }).code ?? ''}`.trim();
+  }
+  // What the widget asks the browser wallet for (eth_sendTransaction of a USDC transfer to the session's
+  // address, libs/checkout-widget/src/wallet.ts), sent by the buyer's key.
+  const sent = await buyer.sendTransaction({
+    to: session.tokenAddress,
+    data: USDC_INTERFACE.encodeFunctionData('transfer', [
+      session.walletAddress,
+      parseUsdc(session.exactAmount),
+    ]),
+  });
+  const txHash = sent.hash;
+  const receipt = await buyer.provider!.waitForTransaction(txHash, 1, 20_000);
+  if (receipt?.status !== 1) return 'wallet transaction not mined';
+  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
+}
+
+/**
+ * USDC sent to checkout's shared deposit wallet that matches no session (checkout keeps such transfers for an
+ * operator; one to the agent escrow is an agent's to claim); the operator finds it among the unmatched and sends
+ * it back.
+ */
+export async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng): Promise<string> {
+  const amountMicro = BigInt(prng.int(1001, 9999));
+  const txHash = (
+    await transferUsdc(options, buyer, options.checkoutEscrowAddress, amountMicro)
+  ).toLowerCase();
+  const deadline = Date.now() + 35_000;
+  while (Date.now() < deadline) {
+    options.record.requests++;
+    const list = await fetch(`${options.baseUrl}/api/v1/operator/transfers?status=unmatched&limit=200`, {
+      headers: { authorization: `Bearer ${options.operatorToken}` },
+      signal: AbortSignal.timeout(10_000),
+    }).catch(() => undefined);
+    if (list?.ok) {
+      const { transfers } = (await list.json()) as {
+        transfers?: Array<{ transferId: string; txHash: string }>;
+      };
+      const ours = transfers?.find((t) => t.txHash.toLowerCase() === txHash);
+      if (ours) {
+        options.record.requests++;
+        const refunded = await fetch(
+          `${options.baseUrl}/api/v1/operator/transfers/${ours.transferId}/refund`,
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${options.operatorToken}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ note: 'chaos: sent by mistake' }),
+            signal: AbortSignal.timeout(15_000),
+          },
+        );
+        return refunded.ok
+          ? 'operator refund accepted'
+          : `operator refund ${refunded.status} ${await errorCode(refunded)}`;
+      }
+    }
+    await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
+  }
+  return 'not listed as unmatched in time';
+}
+
+/** A buyer asks for a refund of one of its payments (signed by its wallet); the seller approves or rejects it. */
+export async function refundRequest(
+  options: LoadOptions,
+  buyer: Wallet,
+  seller: Seller,
+  prng: Prng,
+): Promise<string> {
+  const mine = [...options.record.served.entries()].filter(
+    ([, s]) => s.sellerId === seller.sellerId && s.payer === buyer.address.toLowerCase(),
+  );
+  if (mine.length === 0) return 'nothing to ask back';
+  const [txHash] = prng.pick(mine);
+  // The payment is the transaction's USDC Transfer log; its index counts within the block.
+  const receipt = await buyer.provider!.getTransactionReceipt(txHash);
+  const transferLog = receipt?.logs.find(
+    (l) => l.topics[0] === USDC_INTERFACE.getEvent('Transfer')!.topicHash,
+  );
+  if (!transferLog) return 'payment no longer on chain';
+  options.record.requests++;
+  const lookup = await fetch(
+    `${options.baseUrl}/api/v1/transactions/lookup?txHash=${txHash}&logIndex=${transferLog.index}`,
+    { signal: AbortSignal.timeout(10_000) },
+  );
+  if (!lookup.ok) return `lookup ${lookup.status} ${await errorCode(lookup)}`;
+  const { transactionId } = (await lookup.json()) as { transactionId: string };
+  const { chainId } = await buyer.provider!.getNetwork();
+  const signing = {
+    chainId: Number(chainId),
+    // 128 bits, 32 lowercase hex characters (the ledger's rule), drawn from the seed.
+    nonce: Array.from({ length: 4 }, () =>
+      prng
+        .int(0, 2 ** 31)
+        .toString(16)
+        .padStart(8, '0'),
+    ).join(''),
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  };
+  const reason = 'chaos: not what I asked for';
+  options.record.requests++;
+  const filed = await fetch(`${options.baseUrl}/api/v1/refund-requests`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      transactionId,
+      reason,
+      ...signing,
+      signature: await buyer.signMessage(refundRequestMessage({ transactionId }, reason, signing)),
+    }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  if (filed.status !== 201) return `request ${filed.status} ${await errorCode(filed)}`;
+  const { refundRequestId } = (await filed.json()) as { refundRequestId: string };
+  const approve = prng.chance(0.5);
+  options.record.requests++;
+  const decided = await fetch(
+    `${options.baseUrl}/api/v1/refund-requests/${refundRequestId}/${approve ? 'approve' : 'reject'}`,
+    {
+      method: 'POST',
+      headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(approve ? {} : { reason: 'delivered' }),
+      signal: AbortSignal.timeout(15_000),
+    },
+  );
+  if (!decided.ok) return `${approve ? 'approve' : 'reject'} ${decided.status} ${await errorCode(decided)}`;
+  if (approve) {
+    const body = (await decided.json()) as { refund?: { refundId?: string } };
+    if (body.refund?.refundId) options.record.refundsAccepted.push(body.refund.refundId);
+  }
+  return approve ? 'approved' : 'rejected';
+}

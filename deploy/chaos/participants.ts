@@ -1,0 +1,166 @@
+/**
+ * The run's participants: sellers with a paid API skill (0 h hold) and buyers with ETH and USDC of their own; and the
+ * account changes a seller makes mid-run (a key rotation, a new payout address).
+ */
+import { usdcAbi } from '@paygate/chain';
+import { createActiveSkill, signUpSeller, testWallets } from '@paygate/testing';
+import { Contract, JsonRpcProvider, NonceManager, Wallet } from 'ethers';
+import type { LoadRecord } from './load';
+import type { Prng } from './prng';
+
+export interface Seller {
+  sellerId: string;
+  /** Replaced mid-run by a key rotation (the old key keeps working for its overlap). */
+  apiKey: string;
+  publishableKey: string;
+  sessionToken: string;
+  skill: string;
+  wallet: Wallet;
+}
+
+export async function setUpSellers(options: {
+  baseUrl: string;
+  count: number;
+  upstreamUrl: string;
+  webhookUrl: string;
+  prng: Prng;
+}): Promise<Seller[]> {
+  // Signed up side by side (each waits for its skill's validation).
+  return Promise.all(
+    Array.from({ length: options.count }, async (_, i): Promise<Seller> => {
+      const wallet = Wallet.createRandom() as unknown as Wallet;
+      const signed = await signUpSeller(options.baseUrl, wallet);
+      const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
+      await createActiveSkill(
+        options.baseUrl,
+        signed.apiKey,
+        {
+          name: skill,
+          type: 'API',
+          apiBaseUrl: options.upstreamUrl,
+          holdPeriodHours: 0,
+          endpoints: [
+            {
+              path: '/work',
+              method: 'GET',
+              priceUsdc: `0.0${options.prng.int(10, 99)}`,
+              description: 'work',
+            },
+          ],
+        } as Parameters<typeof createActiveSkill>[2],
+        { timeoutMs: 60_000 },
+      );
+      const account = await fetch(`${options.baseUrl}/api/v1/account`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${signed.sessionToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ webhookUrl: options.webhookUrl, minimumSettlement: '0.001' }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (!account.ok) throw new Error(`seller settings: ${account.status} ${await account.text()}`);
+      return {
+        sellerId: signed.sellerId,
+        apiKey: signed.apiKey,
+        publishableKey: signed.publishableKey,
+        sessionToken: signed.sessionToken,
+        skill,
+        wallet,
+      };
+    }),
+  );
+}
+
+/** Buyer wallets with ETH (anvil_setBalance) and USDC minted by the test USDC's owner. */
+export async function fundBuyers(rpcUrl: string, usdcAddress: string, n: number): Promise<Wallet[]> {
+  const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, pollingInterval: 100 });
+  const deployer = new NonceManager(new Wallet(testWallets.deployer.privateKey, provider));
+  const usdc = new Contract(usdcAddress, usdcAbi, deployer);
+  const buyers = Array.from(
+    { length: n },
+    () => Wallet.createRandom().connect(provider) as unknown as Wallet,
+  );
+  // Every mint sent at once (the nonce manager numbers them), then all awaited: one block, not one per buyer.
+  const mints = [];
+  for (const wallet of buyers) {
+    await provider.send('anvil_setBalance', [wallet.address, '0x56BC75E2D63100000']);
+    mints.push(await usdc.getFunction('mint')(wallet.address, 1_000_000_000n));
+  }
+  await Promise.all(mints.map((tx) => tx.wait(1, 30_000)));
+  // The funding must be final before any reorg (depth ≤ 3) can happen: 5 blocks on top of it.
+  const funded = await provider.getBlockNumber();
+  const deadline = Date.now() + 60_000;
+  while ((await provider.getBlockNumber()) < funded + 5 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  // (the provider stays: the buyers' wallets send their payments through it)
+  return buyers;
+}
+
+/**
+ * After `afterMs`, one seller rotates its API key and another moves its payout address; each change is retried on a
+ * 5xx or no answer (a fault may be under way), as the seller would, bounded; the outcomes go in the record.
+ */
+export async function changeAccountsMidway(options: {
+  baseUrl: string;
+  sellers: Seller[];
+  afterMs: number;
+  record: LoadRecord;
+  log: (line: string) => void;
+}): Promise<void> {
+  await new Promise((r) => setTimeout(r, options.afterMs));
+  const rotated = options.sellers[0]!;
+  const moved = options.sellers[1 % options.sellers.length]!;
+  for (const [kind, change] of [
+    ['keyRotation', () => rotateApiKey(options.baseUrl, rotated)],
+    ['payoutAddressChange', () => changePayoutAddress(options.baseUrl, moved)],
+  ] as const) {
+    let outcome = '';
+    for (let attempt = 0; attempt < 6; attempt++) {
+      outcome = await change().catch((error: Error) => `error: ${error.message.slice(0, 60)}`);
+      if (!/ 5\d\d |^error/.test(outcome)) break;
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    options.record.operations[kind] = { [outcome]: 1 };
+    options.record.accountChanges.push(`${kind}: ${outcome}`);
+    options.log(`${kind}: ${outcome}`);
+  }
+}
+
+/** Mid-run account changes: the seller rotates its API key (wallet session) or moves its payout address. */
+async function rotateApiKey(baseUrl: string, seller: Seller): Promise<string> {
+  const rotated = await fetch(`${baseUrl}/api/v1/account/api-key/rotate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${seller.sessionToken}`, 'content-type': 'application/json' },
+    body: '{}',
+    signal: AbortSignal.timeout(15_000),
+  });
+  if (!rotated.ok) return `key rotation ${rotated.status} ${await errorCode(rotated)}`;
+  seller.apiKey = ((await rotated.json()) as { apiKey: string }).apiKey;
+  return 'key rotated';
+}
+
+async function changePayoutAddress(baseUrl: string, seller: Seller): Promise<string> {
+  const payoutAddress = Wallet.createRandom().address;
+  const challenge = await fetch(`${baseUrl}/api/v1/account/payout-address/challenge`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ payoutAddress }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  if (!challenge.ok) return `payout challenge ${challenge.status} ${await errorCode(challenge)}`;
+  const { message } = (await challenge.json()) as { message: string };
+  const changed = await fetch(`${baseUrl}/api/v1/account/payout-address`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ message, signature: await seller.wallet.signMessage(message) }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  return changed.ok
+    ? 'payout address changed'
+    : `payout change ${changed.status} ${await errorCode(changed)}`;
+}
+
+/** The error code of a refusal (`error.code`), for the report's outcome counts. */
+export async function errorCode(response: Response): Promise<string> {
+  const body = (await response.json().catch(() => null)) as { error?: { code?: string } } | null;
+  return body?.error?.code ?? '';
+}
