@@ -117,3 +117,34 @@ test('a payout_pending transaction whose reservation is no longer reserved follo
   expect((await sweep()).repaired).toBe(1);
   expect(await statusOf(txn)).toBe('available');
 });
+
+test('a reservation asked again after the seller moved its payout address follows it, until its payout claimed it', async () => {
+  await releasedPayment('3');
+  const movedTo = '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65';
+  const reserveTo = (payoutAddress: string) =>
+    rpc('ledger.reserve_payout', {
+      settlementId: 'stl_moved',
+      sellerId: h.sellerId,
+      minimumAmount: '1',
+      payoutAddress,
+    });
+  const authorizeTo = (to: string, amount: string) =>
+    rpc('ledger.authorize_transfer', { kind: 'payout', id: 'stl_moved', to, amount });
+  const first = await reserveTo(PAYOUT_ADDRESS);
+  if (!first.ok) throw new Error(`nothing reserved: ${JSON.stringify(first)}`);
+  // Settlement's transaction died with Postgres before it recorded the payout; the seller moved its payout address
+  // meanwhile, and settlement asks again with it: the same reservation, now to the new address.
+  expect(await reserveTo(movedTo)).toEqual(first);
+  expect(await authorizeTo(PAYOUT_ADDRESS, first.amount)).toMatchObject({
+    ok: false,
+    reason: 'recipient_differs',
+  });
+  expect(await authorizeTo(movedTo, first.amount)).toEqual({ ok: true });
+  // Claimed by its payout: asking again with yet another address moves nothing.
+  expect(await reserveTo('0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc')).toEqual(first);
+  expect(await authorizeTo('0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc', first.amount)).toMatchObject({
+    ok: false,
+    reason: 'recipient_differs',
+  });
+  expect(await authorizeTo(movedTo, first.amount)).toEqual({ ok: true });
+});

@@ -48,9 +48,20 @@ export async function reservePayout(
       await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
         trx,
       );
+    const payoutAddress = request.payoutAddress?.toLowerCase() ?? null;
     // A refusal reserved nothing, so it is evaluated again: settlement asks again only for a settlement it has
     // not paid (an operator's settle-now after money became available later in the period).
-    if (existing.rows[0] && existing.rows[0].status !== 'refused') return replyOf(existing.rows[0]);
+    if (existing.rows[0] && existing.rows[0].status !== 'refused') {
+      // Asked again because settlement lost the answer (its transaction rolled back), after the seller moved its
+      // payout address: a reservation nothing was authorized for yet follows the address the transfer will go to.
+      if (payoutAddress && existing.rows[0].payout_address !== payoutAddress) {
+        await sql`update payout_reservations set payout_address = ${payoutAddress}
+          where settlement_id = ${request.settlementId} and status = 'reserved' and authorized_at is null`.execute(
+          trx,
+        );
+      }
+      return replyOf(existing.rows[0]);
+    }
     const { available, paidOut } = await lockPayableBalance(trx, request.sellerId);
     const now = deps.now();
     const ok = available > 0n && available >= minimumMicro;
@@ -68,7 +79,6 @@ export async function reservePayout(
       await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${request.settlementId}
           where id = any(${paidOut}::text[])`.execute(trx);
     }
-    const payoutAddress = request.payoutAddress?.toLowerCase() ?? null;
     const row =
       await sql<ReservationRow>`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro,
           available_micro, reason, status, payout_address, created_at)
