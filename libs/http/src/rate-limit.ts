@@ -126,14 +126,7 @@ export class SharedRateLimiter {
       state.pending += carried;
       throw error;
     }
-    state.shared = total;
-    state.syncedAt = this.now().getTime();
-    return {
-      allowed: total <= this.limit,
-      limit: this.limit,
-      remaining: Math.max(0, this.limit - total),
-      retryAfterSeconds,
-    };
+    return this.decided(bucket, { start: windowStart, retryAfterSeconds }, total);
   }
 
   /**
