@@ -20,6 +20,8 @@ import { createAgent } from '@paygate/agent-client';
 import { usdcAbi } from '@paygate/chain';
 import {
   createActiveSkill,
+  ephemeralRangeStart,
+  FIXED_PORT_BLOCKS_START,
   randomSuffix,
   type ServiceProcess,
   spawnTsProcess,
@@ -56,25 +58,16 @@ async function allFree(offset: number): Promise<boolean> {
 }
 
 /**
- * The first port the kernel hands out to outgoing connections and `listen(0)`: a port at or above it can be
- * taken by any other process at any moment (a busy machine's runs failed with EADDRINUSE there), so the
- * runner's fixed ports stay below it.
+ * An offset that puts every port of the runner in the band of fixed port blocks: below the ephemeral range (where
+ * any process may take a port at any moment: a busy machine's runs failed with EADDRINUSE there) and above the
+ * restartable servers' band of the fault tests running beside this one.
  */
-function ephemeralPortStart(): number {
-  try {
-    const [start] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/);
-    return Number(start) || 32768;
-  } catch {
-    return 32768;
-  }
-}
-
 async function freeOffset(): Promise<number> {
-  const highestBase = Math.max(...BASE_PORTS);
-  const slots = Math.floor((ephemeralPortStart() - 1 - highestBase - 10_000) / 10);
+  const lowest = FIXED_PORT_BLOCKS_START - Math.min(...BASE_PORTS);
+  const slots = Math.floor((ephemeralRangeStart() - 1 - Math.max(...BASE_PORTS) - lowest) / 10);
   if (slots < 1) throw new Error('no room below the ephemeral port range for the dev runner');
   for (let attempt = 0; attempt < 20; attempt++) {
-    const offset = 10_000 + Math.floor(Math.random() * slots) * 10;
+    const offset = lowest + Math.floor(Math.random() * slots) * 10;
     if (await allFree(offset)) return offset;
   }
   throw new Error('no free block of ports for the dev runner');

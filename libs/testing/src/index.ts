@@ -30,7 +30,7 @@ export {
   waitForConsumerIdle,
   waitForStreamMessages,
 } from './infra';
-export { findFreePort, findRestartablePort } from './ports';
+export { ephemeralRangeStart, FIXED_PORT_BLOCKS_START, findFreePort, findRestartablePort } from './ports';
 export { type ServiceProcess, spawnTsProcess } from './processes';
 export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';

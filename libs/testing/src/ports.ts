@@ -22,8 +22,17 @@ function listenOnce(port: number): Promise<number | undefined> {
   });
 }
 
+/**
+ * Below the OS's ephemeral range, ports are handed out in two bands, so that neither kind of user can take the
+ * other's port between its check and its bind: restartable servers (findRestartablePort) below this port, blocks of
+ * fixed ports (the dev runner started on offset ports by dev-twice) from it up to the ephemeral range. (A chaos run's
+ * restartable port once took the port of dev-twice's anvil, checked free a moment before.)
+ */
+export const FIXED_PORT_BLOCKS_START = 18_000;
+const RESTARTABLE_PORTS_START = 10_000;
+
 /** The first port of the OS's ephemeral range (Linux's ip_local_port_range; 32768 where it cannot be read). */
-function ephemeralRangeStart(): number {
+export function ephemeralRangeStart(): number {
   try {
     const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
     return Number.isInteger(low) && low > 1024 ? low : 32768;
@@ -41,8 +50,8 @@ const RESTARTABLE_PORT_ATTEMPTS = 200;
  * the chaos run). Below that range only another listener can hold it, and the bind here checks that.
  */
 export async function findRestartablePort(): Promise<number> {
-  const high = ephemeralRangeStart() - 1;
-  const low = Math.max(10_000, high - 20_000);
+  const high = Math.min(FIXED_PORT_BLOCKS_START, ephemeralRangeStart()) - 1;
+  const low = RESTARTABLE_PORTS_START;
   for (let attempt = 0; attempt < RESTARTABLE_PORT_ATTEMPTS; attempt++) {
     const candidate = low + Math.floor(Math.random() * (high - low));
     if ((await listenOnce(candidate)) === candidate) return candidate;
