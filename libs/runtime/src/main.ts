@@ -1,11 +1,12 @@
-import { createLogger, startTelemetry, stopTelemetry } from '@paygate/telemetry';
+import { createLogger, scrubSecrets, startTelemetry, stopTelemetry } from '@paygate/telemetry';
 import { ConfigError } from './config';
 import { StartupError } from './retry';
 import type { RunningService } from './service';
 
 /**
  * The body of every service's main.ts: start telemetry, start the service, stop cleanly on SIGTERM/SIGINT.
- * Configuration and start-up failures end the process with one clear log line and no stack trace.
+ * Configuration and start-up failures end the process with one clear log line and no stack trace; on standard error
+ * when LOG_LEVEL silences even fatal lines, so a process never exits 1 without saying why.
  */
 export async function runMain(name: string, start: () => Promise<RunningService>): Promise<void> {
   startTelemetry(name);
@@ -22,7 +23,9 @@ export async function runMain(name: string, start: () => Promise<RunningService>
   try {
     running = await start();
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof StartupError) {
+    if (!logger.isLevelEnabled('fatal')) {
+      process.stderr.write(`${name} failed to start: ${scrubSecrets((error as Error).message)}\n`);
+    } else if (error instanceof ConfigError || error instanceof StartupError) {
       logger.fatal(error.message);
     } else {
       logger.fatal({ err: error }, `${name} failed to start`);

@@ -201,16 +201,29 @@ describe('start-up without Postgres or NATS: one clear line per attempt, a bound
     expect(child.output()).not.toMatch(/\n\s+at /);
   });
 
-  it('retries NATS the same way', async () => {
+  it('retries NATS the same way, naming the server without the password in its URL', async () => {
     const child = spawnTsProcess(fixture, {
-      NATS_URL: 'nats://127.0.0.1:1',
+      NATS_URL: 'nats://svc:hunter3@127.0.0.1:1',
       STARTUP_ATTEMPTS: '2',
       LOG_LEVEL: 'info',
     });
     expect(await child.exited).toBe(1);
     const lines = jsonLines(child.output());
     expect(lines.map((l) => l.level)).toEqual(['warn', 'fatal']);
-    expect(lines[0]!.msg).toContain('cannot reach NATS at nats://127.0.0.1:1');
+    expect(lines[0]!.msg).toContain('cannot reach NATS at nats://svc:[redacted]@127.0.0.1:1');
+    expect(child.output()).not.toContain('hunter3');
+  });
+
+  it('says why it did not start even when LOG_LEVEL silences every line, without the password', async () => {
+    const child = spawnTsProcess(fixture, {
+      DATABASE_URL: 'postgres://app:hunter2@db:54x2/paygate',
+      LOG_LEVEL: 'silent',
+    });
+    expect(await child.exited).toBe(1);
+    await waitFor(() => child.output().includes('\n'), { timeoutMs: 5000, message: 'a line on stderr' });
+    expect(child.output()).toMatch(/^registry failed to start: invalid configuration: DATABASE_URL: /);
+    expect(child.output()).toContain('postgres://app:[redacted]@db:54x2/paygate');
+    expect(child.output()).not.toContain('hunter2');
   });
 
   it('refuses a bad configuration in one line naming the variable', () => {

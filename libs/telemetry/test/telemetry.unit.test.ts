@@ -44,6 +44,21 @@ describe('telemetry', () => {
     expect(lines.join('')).not.toContain('sk_live_abcdefgh1234');
     expect(lines.join('')).not.toContain('0xabc');
     expect(scrubSecrets('key sk_live_abcdefgh1234 used')).not.toContain('abcdefgh1234');
+  });
+
+  it('scrubs the password of a URL in free text, and keeps the rest of the URL readable', () => {
+    expect(scrubSecrets('cannot reach NATS at nats://svc:hunter3@127.0.0.1:4222 (refused)')).toBe(
+      'cannot reach NATS at nats://svc:[redacted]@127.0.0.1:4222 (refused)',
+    );
+    expect(scrubSecrets('DATABASE_URL: Invalid url: "postgres://app:p%40ss:w0rd@db:54x2/paygate"')).toBe(
+      'DATABASE_URL: Invalid url: "postgres://app:[redacted]@db:54x2/paygate"',
+    );
+    // An @ left unescaped in the password hides up to the last one before the host.
+    expect(scrubSecrets('at postgres://app:p@ss@db/paygate')).toBe('at postgres://app:[redacted]@db/paygate');
+    // No password, nothing to hide: a URL without user info, or with a user name only, stays as it is.
+    for (const text of ['http://127.0.0.1:8080/api/v1/skills', 'nats://svc@nats:4222', 'at 127.0.0.1:5432']) {
+      expect(scrubSecrets(text)).toBe(text);
+    }
     expect(typeof createLogger('t').info).toBe('function');
   });
 });
