@@ -29,6 +29,7 @@ import {
   serveSellersForTests,
   serveTransferClaimsForTests,
   startAnvil,
+  startServiceProcess,
   testWallets,
   waitFor,
 } from '@paygate/testing';
@@ -145,17 +146,10 @@ async function main() {
     const bus = await env.bus();
     /** A Paygate service as its own process (its main.ts, with this run's schema and bus), once it is ready. */
     const startService = async (name: string, port: number, settings: Record<string, string>) => {
-      const [command, args] = tsxCommand(path.join(ROOT, `services/${name}/src/main.ts`));
-      const child = spawn(command, args, {
-        cwd: ROOT,
-        env: { ...process.env, ...env.envFor(name, { PORT: String(port), ...settings }) },
-        stdio: ['pipe', 'ignore', 'inherit'],
+      const service = await startServiceProcess(name, port, env.envFor(name, settings), {
+        nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
       });
-      children.push(child);
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, {
-        timeoutMs: 60_000,
-        intervalMs: 250,
-      });
+      children.push(service.child);
     };
     const apiKey = 'sk_bench_seller_key_000000000000';
     // The ledger's transfer claims, answered by escrow-ledger itself (Postgres, as in production): a fresh

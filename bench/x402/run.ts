@@ -28,7 +28,7 @@ import {
   findFreePort,
   signTransferAuthorization,
   signUpSeller,
-  spawnTsProcess,
+  startServiceProcess,
   testSigner,
   testWallets,
   waitFor,
@@ -84,11 +84,10 @@ const PRODUCTION_POOL = {
 
 /** escrow-ledger as its own process (its main.ts under tsx) on this run's schema and bus, once it is ready. */
 async function startLedgerProcess(h: Awaited<ReturnType<typeof startHarness>>) {
-  const port = await findFreePort();
-  const ledger = spawnTsProcess(
-    'services/escrow-ledger/src/main.ts',
+  return startServiceProcess(
+    'escrow-ledger',
+    await findFreePort(),
     h.env.envFor('escrow-ledger', {
-      PORT: String(port),
       LOG_LEVEL: 'warn',
       CHAIN_RPC_URL: h.anvil.rpcUrl,
       USDC_ADDRESS: h.usdcAddress,
@@ -97,15 +96,6 @@ async function startLedgerProcess(h: Awaited<ReturnType<typeof startHarness>>) {
       ...PRODUCTION_POOL,
     }),
   );
-  await waitFor(
-    async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok === true,
-    {
-      timeoutMs: 60_000,
-      intervalMs: 100,
-      message: `escrow-ledger did not get ready: ${ledger.output().slice(-2000)}`,
-    },
-  );
-  return ledger;
 }
 
 async function main(): Promise<void> {

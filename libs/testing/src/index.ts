@@ -31,7 +31,7 @@ export {
   waitForStreamMessages,
 } from './infra';
 export { ephemeralRangeStart, FIXED_PORT_BLOCKS_START, findFreePort, findRestartablePort } from './ports';
-export { type ServiceProcess, spawnTsProcess } from './processes';
+export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './processes';
 export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';

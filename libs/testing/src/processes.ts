@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import path from 'node:path';
+import { waitFor } from './infra';
 
 const REPO_ROOT = path.join(__dirname, '../../..');
 
@@ -23,6 +25,50 @@ process.once('exit', () => {
  */
 export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
   return spawnNodeProcess(['--import', 'tsx', path.resolve(REPO_ROOT, entry)], env);
+}
+
+/**
+ * A Paygate service (`services/<name>/src/main.ts` under tsx) as its own process, as it is deployed, once its
+ * `/readyz` answers 200 on `port`. `nodeArgs` go before the entry point (`--cpu-prof` is refused in
+ * NODE_OPTIONS). A process that exits or is not ready within `readyWithinMs` fails with its output, and is killed.
+ */
+export async function startServiceProcess(
+  service: string,
+  port: number,
+  env: NodeJS.ProcessEnv,
+  options: { nodeArgs?: string[]; readyWithinMs?: number } = {},
+): Promise<ServiceProcess> {
+  const entry = path.resolve(REPO_ROOT, `services/${service}/src/main.ts`);
+  const started = spawnNodeProcess([...(options.nodeArgs ?? []), '--import', 'tsx', entry], {
+    ...env,
+    PORT: String(port),
+  });
+  const readyz = `http://127.0.0.1:${port}/readyz`;
+  let exitCode: number | null | undefined;
+  void started.exited.then((code) => {
+    exitCode = code;
+  });
+  try {
+    const outcome = await waitFor(
+      async () => {
+        if (exitCode !== undefined) return 'exited';
+        const answer = await fetch(readyz, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+        return answer?.ok ? 'ready' : undefined;
+      },
+      {
+        timeoutMs: options.readyWithinMs ?? 60_000,
+        intervalMs: 100,
+        message: `${service} did not get ready`,
+      },
+    );
+    if (outcome === 'exited') throw new Error(`${service} exited with ${exitCode} before it was ready`);
+  } catch (error) {
+    await started.kill('SIGKILL');
+    // 'exit' can come before the last of its output was read: wait (briefly) for its stdio to close.
+    await once(started.child, 'close', { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
+    throw new Error(`${(error as Error).message}\n${started.output().slice(-2000)}`);
+  }
+  return started;
 }
 
 /** Runs Node with these arguments as its own process, in the repository's root; its output is kept. */
