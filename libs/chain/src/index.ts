@@ -29,6 +29,7 @@ export {
   fetchChainId,
   type MakeProviderOptions,
   makeProvider,
+  rpcUrlForLogs,
 } from './provider';
 export { eip681TransferUri } from './uri';
 export {

@@ -17,6 +17,15 @@ import {
 class PromptJsonRpcProvider extends JsonRpcProvider {
   #nextId = 1;
 
+  /** Every call's error without the RPC URL's secret parts (ethers puts the URL into a failed call's error). */
+  override async _send(payload: JsonRpcPayload | Array<JsonRpcPayload>): Promise<Array<JsonRpcResult>> {
+    try {
+      return await super._send(payload);
+    } catch (error) {
+      throw withoutRpcUrl(error, this._getConnection().url);
+    }
+  }
+
   override async send(method: string, params: Array<any> | Record<string, any>): Promise<any> {
     if (this.destroyed) return super.send(method, params);
     this._start();
@@ -28,6 +37,33 @@ class PromptJsonRpcProvider extends JsonRpcProvider {
     if ('error' in response) throw this.getRpcError(payload, response);
     return response.result;
   }
+}
+
+/**
+ * An RPC URL as a log line or an error may show it: scheme, host and port. Hosted providers put the API key into
+ * the path or the query (`https://base-mainnet.g.alchemy.com/v2/<key>`, `…/v3/<key>`, `?apikey=`), and a URL may
+ * carry a user and password: those parts read `[redacted]`.
+ */
+export function rpcUrlForLogs(rpcUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(rpcUrl);
+  } catch {
+    return '[an RPC URL that does not parse]';
+  }
+  const secretParts = url.username || url.password || url.search || url.hash || url.pathname.length > 1;
+  return secretParts ? `${url.protocol}//${url.host}/[redacted]` : `${url.protocol}//${url.host}`;
+}
+
+/** The error with every copy of the RPC URL in its message and ethers' `info.requestUrl` shown as rpcUrlForLogs. */
+function withoutRpcUrl(error: unknown, rpcUrl: string): unknown {
+  if (typeof error !== 'object' || error === null) return error;
+  const shown = rpcUrlForLogs(rpcUrl);
+  const scrub = (text: string) => text.split(rpcUrl).join(shown);
+  const failed = error as { message?: unknown; info?: { requestUrl?: unknown } };
+  if (typeof failed.message === 'string') failed.message = scrub(failed.message);
+  if (failed.info && typeof failed.info.requestUrl === 'string') failed.info.requestUrl = shown;
+  return error;
 }
 
 export interface MakeProviderOptions {
@@ -68,11 +104,17 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
   request.timeout = options.timeoutMs;
   request.setHeader('content-type', 'application/json');
   request.body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] });
-  const response = await request.send();
-  response.assertOk();
+  const response = await request.send().catch((error) => {
+    throw withoutRpcUrl(error, rpcUrl);
+  });
+  try {
+    response.assertOk();
+  } catch (error) {
+    throw withoutRpcUrl(error, rpcUrl);
+  }
   const body = response.bodyJson as { result?: string; error?: { message?: string } };
   if (typeof body.result !== 'string') {
-    throw new Error(`eth_chainId failed at ${rpcUrl}: ${body.error?.message ?? 'no result'}`);
+    throw new Error(`eth_chainId failed at ${rpcUrlForLogs(rpcUrl)}: ${body.error?.message ?? 'no result'}`);
   }
   return Number(BigInt(body.result));
 }

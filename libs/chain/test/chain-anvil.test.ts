@@ -74,6 +74,32 @@ describe('chain against anvil', () => {
       provider.destroy();
     });
 
+    it("keeps the API key in a hosted RPC's URL out of a failed call's error", async () => {
+      const failing = createServer((_req, res) => {
+        res.statusCode = 500;
+        res.end('internal');
+      });
+      await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve));
+      const { port } = failing.address() as { port: number };
+      const provider = makeProvider(`http://127.0.0.1:${port}/v2/SECRETKEYabc123`, {
+        timeoutMs: 2000,
+        chainId: 31337,
+      });
+      try {
+        const error = await provider.getBlockNumber().then(
+          () => undefined,
+          (failure: Error & { info?: unknown }) => failure,
+        );
+        expect(error?.message).toMatch(/server response 500/);
+        expect(error?.message).toContain(`http://127.0.0.1:${port}/[redacted]`);
+        expect(`${error?.message} ${JSON.stringify(error?.info)}`).not.toContain('SECRETKEY');
+      } finally {
+        provider.destroy();
+        failing.closeAllConnections();
+        await new Promise((resolve) => failing.close(resolve));
+      }
+    });
+
     it('gives up on an RPC that never answers after timeoutMs', async () => {
       const provider = makeProvider(silentUrl, { timeoutMs: 300, chainId: 31337 });
       const startedAt = Date.now();

@@ -13,6 +13,7 @@ import {
   networkByName,
   networkFromEnv,
   networks,
+  rpcUrlForLogs,
   TRANSFER_TOPIC,
   topicToAddress,
   usdcAbi,
@@ -170,6 +171,21 @@ describe('decodeTransferLog', () => {
     expect(decodeTransferLog({ ...base, data: '0x' })).toBeNull();
     expect(decodeTransferLog({ ...base, topics: [] })).toBeNull();
     expect(base.topics[0]).toBe(TRANSFER_TOPIC);
+  });
+});
+
+describe('rpcUrlForLogs', () => {
+  it.each([
+    ['http://127.0.0.1:8545', 'http://127.0.0.1:8545'],
+    ['https://mainnet.base.org/', 'https://mainnet.base.org'],
+    ['https://base-mainnet.g.alchemy.com/v2/abcKEY', 'https://base-mainnet.g.alchemy.com/[redacted]'],
+    ['https://base-sepolia.infura.io/v3/abcKEY', 'https://base-sepolia.infura.io/[redacted]'],
+    ['https://rpc.example/?apikey=abcKEY', 'https://rpc.example/[redacted]'],
+    ['https://user:abcKEY@rpc.example', 'https://rpc.example/[redacted]'],
+    ['not a url abcKEY', '[an RPC URL that does not parse]'],
+  ])('shows %s as %s', (url, shown) => {
+    expect(rpcUrlForLogs(url)).toBe(shown);
+    expect(rpcUrlForLogs(url)).not.toContain('abcKEY');
   });
 });
 
