@@ -26,6 +26,7 @@ export {
 } from './networks';
 export {
   broadcastSignedTransaction,
+  checkChainRpc,
   fetchChainId,
   type MakeProviderOptions,
   makeProvider,

@@ -98,6 +98,30 @@ export function makeProvider(rpcUrl: string, options: MakeProviderOptions): Json
   return provider;
 }
 
+/**
+ * A service's readiness on its chain RPC: the RPC answers, and serves the chain CHAIN_NETWORK names. An RPC of
+ * another chain (a Base mainnet URL under CHAIN_NETWORK=base-sepolia) answered every read while every payment
+ * challenged, every log read and every transaction signed was for the configured chain: nothing could ever match
+ * or be sent, and nothing said why. Such a service is never ready, and /readyz names both chain ids.
+ */
+export async function checkChainRpc(provider: JsonRpcProvider, chainId: number): Promise<void> {
+  if (servedChainIds.get(provider) === chainId) {
+    await provider.getBlockNumber();
+    return;
+  }
+  const [served] = await Promise.all([provider.send('eth_chainId', []), provider.getBlockNumber()]);
+  const servedChainId = Number(BigInt(served));
+  if (servedChainId !== chainId) {
+    throw new Error(
+      `CHAIN_RPC_URL serves chain id ${servedChainId}, but CHAIN_NETWORK is chain id ${chainId}: point it at an RPC of that chain`,
+    );
+  }
+  servedChainIds.set(provider, servedChainId);
+}
+
+/** The chain id each provider's RPC answered: a URL's chain does not change under a running service. */
+const servedChainIds = new WeakMap<JsonRpcProvider, number>();
+
 /** Asks an RPC for its chain id with a bounded timeout (no ethers provider, no retries). */
 export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number }): Promise<number> {
   const request = new FetchRequest(rpcUrl);

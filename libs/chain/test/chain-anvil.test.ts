@@ -10,7 +10,7 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
-import { getTransferLogs, makeProvider, usdcAbi } from '../src';
+import { checkChainRpc, getTransferLogs, makeProvider, usdcAbi } from '../src';
 
 describe('chain against anvil', () => {
   let anvil: AnvilInstance;
@@ -72,6 +72,21 @@ describe('chain against anvil', () => {
       expect(await provider.getBlockNumber()).toBeGreaterThan(0);
       expect((await provider.getNetwork()).chainId).toBe(31337n);
       provider.destroy();
+    });
+
+    it('is ready on an RPC of the configured chain only (checkChainRpc)', async () => {
+      const provider = makeProvider(anvil.rpcUrl, { timeoutMs: 2000, chainId: 31337 });
+      try {
+        await expect(checkChainRpc(provider, 31337)).resolves.toBeUndefined();
+        await expect(checkChainRpc(provider, 8453)).rejects.toThrow(
+          'CHAIN_RPC_URL serves chain id 31337, but CHAIN_NETWORK is chain id 8453',
+        );
+        const silent = makeProvider(silentUrl, { timeoutMs: 300, chainId: 31337 });
+        await expect(checkChainRpc(silent, 31337)).rejects.toThrow(/timeout/i);
+        silent.destroy();
+      } finally {
+        provider.destroy();
+      }
     });
 
     it("keeps the API key in a hosted RPC's URL out of a failed call's error", async () => {

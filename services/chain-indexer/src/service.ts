@@ -1,4 +1,4 @@
-import { makeProvider } from '@paygate/chain';
+import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { Gauge, type RunningService, startService } from '@paygate/runtime';
 import type { Kysely } from 'kysely';
 import { migrations } from '../migrations';
@@ -22,9 +22,7 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
     readinessChecks: () => [
       {
         name: 'chain',
-        check: async () => {
-          await provider.getBlockNumber();
-        },
+        check: () => checkChainRpc(provider, config.chainId),
       },
     ],
     background: (ctx) => {

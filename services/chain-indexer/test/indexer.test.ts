@@ -117,6 +117,31 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     expect(await observed()).toHaveLength(before);
   });
 
+  it('is never ready on an RPC of another chain than CHAIN_NETWORK, and /readyz names both chain ids', async () => {
+    const elsewhere = await createTestEnvironment('indexerwrongchain');
+    const wrongChain = await startChainIndexer(
+      loadConfig(
+        elsewhere.envFor('chain-indexer', {
+          CHAIN_RPC_URL: anvil.rpcUrl,
+          CHAIN_NETWORK: 'base-sepolia',
+          ESCROW_ADDRESS: testWallets.escrow.address,
+        }),
+      ),
+    );
+    try {
+      const answer = await fetch(`${wrongChain.url}/readyz`);
+      expect(answer.status).toBe(503);
+      expect(((await answer.json()) as { checks: Record<string, string> }).checks.chain).toBe(
+        'CHAIN_RPC_URL serves chain id 31337, but CHAIN_NETWORK is chain id 84532: point it at an RPC of that chain',
+      );
+      // The same RPC under its own chain's name: ready.
+      expect((await fetch(`${indexer!.url}/readyz`)).status).toBe(200);
+    } finally {
+      await wrongChain.stop();
+      await elsewhere.cleanup();
+    }
+  });
+
   it('resumes after a restart with no gap and no duplicate', async () => {
     const before = (await observed()).length;
     await indexer!.stop();

@@ -4,7 +4,7 @@
  * one origin like the edge; the demo seller page; payments from a funded wallet on anvil.
  */
 import { mkdirSync } from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { usdcAbi } from '@paygate/chain';

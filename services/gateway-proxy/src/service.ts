@@ -1,5 +1,5 @@
 import { defineConsumer } from '@paygate/bus';
-import { makeProvider } from '@paygate/chain';
+import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
@@ -99,9 +99,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     readinessChecks: () => [
       {
         name: 'chain',
-        check: async () => {
-          await provider.getBlockNumber();
-        },
+        check: () => checkChainRpc(provider, config.chainId),
       },
     ],
     onStop: async () => provider.destroy(),

@@ -1,5 +1,5 @@
 import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
-import { networks } from '@paygate/chain';
+import { checkChainRpc, networks } from '@paygate/chain';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -81,7 +81,7 @@ export async function startSettlement(
         const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);
         return [transfers, scheduler, relayer, sweeper, depositSweeper].filter((task) => task !== null);
       },
-      readinessChecks: () => [{ name: 'chain', check: async () => void (await chain.blockNumber()) }],
+      readinessChecks: () => [{ name: 'chain', check: () => checkChainRpc(chain.provider, config.chainId) }],
       onStop: async () => {
         parts?.auth.close();
       },
