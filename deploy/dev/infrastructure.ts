@@ -5,7 +5,7 @@
  * With `authorizedNats` (make dev) and no NATS_URL, it always starts its own nats-server with a user per service
  * (permissions generated from the contracts, fresh passwords each run), even when a NATS answers on 4222.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -28,6 +28,11 @@ export interface Infrastructure {
   /** A file (owner-readable only) holding the admin's password, for operator tools such as dead-letters.ts. */
   natsAdminPasswordFile?: string;
   started: string[];
+  /**
+   * The servers it started as child processes (nats-server): stopped last by `stop`, and killed by the runner when
+   * it must exit without its clean-ups (a second Ctrl-C, its deadline), so none outlives it.
+   */
+  processes: ChildProcess[];
   stop(): Promise<void>;
 }
 
@@ -143,7 +148,7 @@ function installNatsServer(log: (line: string) => void): string | undefined {
 
 async function startNatsServer(
   log: (line: string) => void,
-): Promise<{ url: string; stop: () => Promise<void> }> {
+): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
   const binary = findNatsServerBinary() ?? installNatsServer(log);
   if (!binary) {
     throw new Error(
@@ -161,6 +166,7 @@ async function startNatsServer(
     if (await natsWithJetStreamAnswers(url)) {
       return {
         url,
+        child,
         stop: async () => {
           child.kill('SIGTERM');
           await new Promise((resolve) => child.once('exit', resolve));
@@ -180,7 +186,13 @@ async function startNatsServer(
 async function startDevAuthorizedNats(
   namespace: string,
   log: (line: string) => void,
-): Promise<{ url: string; passwords: NatsPasswords; adminPasswordFile: string; stop: () => Promise<void> }> {
+): Promise<{
+  url: string;
+  passwords: NatsPasswords;
+  adminPasswordFile: string;
+  child: ChildProcess;
+  stop: () => Promise<void>;
+}> {
   const binary = findNatsServerBinary() ?? installNatsServer(log);
   if (!binary) {
     throw new Error(
@@ -193,7 +205,7 @@ async function startDevAuthorizedNats(
   const server = await startAuthorizedNatsServer({ binary, dir, namespace, passwords });
   const adminPasswordFile = path.join(dir, 'admin-password');
   writeFileSync(adminPasswordFile, `${passwords[ADMIN_USER]}\n`, { mode: 0o600 });
-  return { url: server.url, passwords, adminPasswordFile, stop: server.stop };
+  return { url: server.url, passwords, adminPasswordFile, child: server.child, stop: server.stop };
 }
 
 export async function ensureInfrastructure(
@@ -201,6 +213,7 @@ export async function ensureInfrastructure(
   options: { authorizedNatsNamespace?: string } = {},
 ): Promise<Infrastructure> {
   const started: string[] = [];
+  const processes: ChildProcess[] = [];
   const stops: Array<() => Promise<void>> = [];
   let databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   if (await postgresAnswers(databaseUrl)) {
@@ -223,6 +236,7 @@ export async function ensureInfrastructure(
     natsPasswords = nats.passwords;
     natsAdminPasswordFile = nats.adminPasswordFile;
     started.push('nats (a user per service)');
+    processes.push(nats.child);
     stops.push(nats.stop);
     log(`nats: started ${natsUrl} with a NATS user per service (permissions from libs/contracts)`);
   } else if (await natsWithJetStreamAnswers(natsUrl)) {
@@ -234,6 +248,7 @@ export async function ensureInfrastructure(
     const nats = await startNatsServer(log);
     natsUrl = nats.url;
     started.push('nats');
+    processes.push(nats.child);
     stops.push(nats.stop);
   }
   await keepStreamStore(natsUrl, natsAdminOptions({ natsPasswords }));
@@ -242,6 +257,7 @@ export async function ensureInfrastructure(
     natsUrl,
     ...(natsPasswords ? { natsPasswords, natsAdminPasswordFile } : {}),
     started,
+    processes,
     async stop() {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     },

@@ -118,6 +118,7 @@ async function main(): Promise<void> {
     }
     const infra = await ensureInfrastructure(log, { authorizedNatsNamespace: DEV_NAMESPACE });
     shutdown.add('Postgres and NATS', infra.stop);
+    for (const server of infra.processes) shutdown.killOnAbort(server);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
     const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
     const devSchemas = Object.keys(SCHEMAS).map(schemaOf);

@@ -20,6 +20,7 @@ export interface ShutdownOptions {
 export class DevShutdown {
   private readonly cleanups: Array<{ what: string; run: () => Promise<void> }> = [];
   private readonly children = new Set<ChildProcess>();
+  private readonly lastResort = new Set<ChildProcess>();
   private stopping = false;
   readonly stepTimeoutMs: number;
   readonly deadlineMs: number;
@@ -65,19 +66,30 @@ export class DevShutdown {
     });
   }
 
+  /**
+   * A process stopped by a clean-up of its own, in order (a server the services need until they stopped), that is
+   * killed too when the runner must exit without its clean-ups: a second signal, the deadline, the runner's exit.
+   */
+  killOnAbort(child: ChildProcess): void {
+    this.lastResort.add(child);
+    child.once('exit', () => this.lastResort.delete(child));
+  }
+
   /** Installs the SIGINT/SIGTERM handlers. */
   listen(): void {
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (this.stopping) {
-        this.options.log(`${signal} again: killing everything now`);
-        this.killChildren();
-        this.exit(0);
-        return;
-      }
-      void this.stop(0, signal);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', (signal) => this.signal(signal));
+    process.on('SIGTERM', (signal) => this.signal(signal));
+  }
+
+  /** A signal: the first stops everything in order, a second kills everything at once. */
+  signal(signal: NodeJS.Signals): void {
+    if (this.stopping) {
+      this.options.log(`${signal} again: killing everything now`);
+      this.killChildren();
+      this.exit(0);
+      return;
+    }
+    void this.stop(0, signal);
   }
 
   async stop(exitCode: number, reason = 'stop'): Promise<void> {
@@ -104,7 +116,7 @@ export class DevShutdown {
   }
 
   private killChildren(): void {
-    for (const child of this.children) {
+    for (const child of [...this.children, ...this.lastResort]) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
   }
