@@ -132,25 +132,39 @@ describe('relayer pipelining: a burst of payments enters the pool together and l
       });
     }
     const nonceBefore = await provider.getTransactionCount(testWallets.relayer.address, 'latest');
-    // Start right after a block: the burst has the whole block time to reach the pool.
-    const head = await provider.getBlockNumber();
-    await waitFor(async () => (await provider.getBlockNumber()) > head, {
-      timeoutMs: 10_000,
-      intervalMs: 20,
-      message: 'anvil mined no block',
-    });
+    // The chain holds its next block until the whole burst is in the pool: a relayer that sent one transaction at a
+    // time (waiting for each to be included) would never get there. With blocks every second the test instead
+    // depended on the machine's speed: a loaded clean-clone run's burst took longer than a block and landed in two.
+    await provider.send('evm_setIntervalMining', [0]);
     const encoder = new TextEncoder();
     rpc.calls.clear();
-    const replies = await Promise.all(
-      requests.map(async (request) => {
-        const answer = await bus.nc.request(
-          bus.rpcSubject('relayer.submit_authorization'),
-          encoder.encode(JSON.stringify(request)),
-          { timeout: 30_000 },
-        );
-        return JSON.parse(new TextDecoder().decode(answer.data)) as RelayerSubmitReply;
-      }),
-    );
+    let replies: RelayerSubmitReply[];
+    try {
+      const answered = Promise.all(
+        requests.map(async (request) => {
+          const answer = await bus.nc.request(
+            bus.rpcSubject('relayer.submit_authorization'),
+            encoder.encode(JSON.stringify(request)),
+            { timeout: 30_000 },
+          );
+          return JSON.parse(new TextDecoder().decode(answer.data)) as RelayerSubmitReply;
+        }),
+      );
+      await waitFor(
+        async () =>
+          (await provider.getTransactionCount(testWallets.relayer.address, 'pending')) ===
+          nonceBefore + BURST,
+        {
+          timeoutMs: 20_000,
+          intervalMs: 20,
+          message: `the burst's ${BURST} transactions in the pool together`,
+        },
+      );
+      await provider.send('evm_mine', []);
+      replies = await answered;
+    } finally {
+      await provider.send('evm_setIntervalMining', [1]);
+    }
     for (const reply of replies) expect(reply).toMatchObject({ ok: true, status: 'confirmed' });
     const blocks = new Set(replies.map((reply) => (reply.ok ? reply.blockNumber : -1)));
     expect([...blocks]).toHaveLength(1);
