@@ -22,6 +22,27 @@ describe('seller auth over NATS request-reply', () => {
   });
   afterAll(() => env.cleanup());
 
+  it('asks the registry once for a burst of calls with one key', async () => {
+    const responder = await serveSellersForTests(bus, { [key]: seller });
+    let questions = 0;
+    const observer = bus.nc.subscribe(bus.rpcSubject('registry.resolve_api_key'), {
+      callback: () => {
+        questions += 1;
+      },
+    });
+    const auth = new SellerAuth(bus, { cacheTtlMs: 60_000 });
+    try {
+      const sellers = await Promise.all(Array.from({ length: 16 }, () => auth.resolve(key)));
+      expect(sellers.map((found) => found.sellerId)).toEqual(Array(16).fill('sel_1'));
+      await bus.nc.flush();
+      expect(questions).toBe(1);
+    } finally {
+      observer.unsubscribe();
+      auth.close();
+      await responder.stop();
+    }
+  });
+
   it('answers 401 for missing, malformed and unknown keys, and drops the cache on seller.updated', async () => {
     const table: Record<string, SellerIdentity> = { [key]: seller };
     const responder = await serveSellersForTests(bus, table);
