@@ -102,6 +102,23 @@ export class OutboxRelay {
   }
 
   /**
+   * Runs a pass now and waits for it, at most `timeoutMs`: for a change whose announcement must be out before the
+   * caller answers (a revoked API key: every SellerAuth cache forgets it when seller.updated is published). Past the
+   * bound the event still goes out with a later pass; the caller only stops waiting.
+   */
+  async publishNow(timeoutMs = this.options.publishTimeoutMs): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.loop.runSoon(),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+        timer.unref?.();
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /**
    * Ask for a pass in `delayMs` (asks meanwhile share it): for events written on a hot path whose answers should go
    * out before their publishing competes with them (a burst of paid calls), still well before the next poll.
    */

@@ -40,6 +40,9 @@ export class PollingLoop {
   private pending = false;
   private stopped = true;
   private failures = 0;
+  /** Callers of `runSoon` waiting for a pass that has not started yet, and for the one running now. */
+  private waitingForNextPass: Array<() => void> = [];
+  private waitingForCurrentPass: Array<() => void> = [];
 
   constructor(
     private readonly pass: () => Promise<PassOutcome>,
@@ -70,8 +73,20 @@ export class PollingLoop {
     this.schedule(0);
   }
 
+  /**
+   * Kicks, and resolves once a pass that started after this call has ended (whatever its outcome), or at once when
+   * the loop is stopped: for a caller that must know its work went out (a revoked key) before it answers.
+   */
+  runSoon(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    const ran = new Promise<void>((resolve) => this.waitingForNextPass.push(resolve));
+    this.kick();
+    return ran;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    this.releaseWaiters();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     const current = this.current;
@@ -94,8 +109,11 @@ export class PollingLoop {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.current || this.stopped) return;
+      this.waitingForCurrentPass = this.waitingForNextPass;
+      this.waitingForNextPass = [];
       this.current = this.runPass().then((nextDelayMs) => {
         this.current = undefined;
+        for (const resolve of this.waitingForCurrentPass.splice(0)) resolve();
         this.schedule(nextDelayMs);
       });
     }, delayMs);
@@ -125,6 +143,11 @@ export class PollingLoop {
     if (outcome === true || kicked) return 0;
     if (typeof outcome === 'object' && outcome !== null) return outcome.delayMs;
     return intervalMs;
+  }
+
+  private releaseWaiters(): void {
+    for (const resolve of [...this.waitingForNextPass.splice(0), ...this.waitingForCurrentPass.splice(0)])
+      resolve();
   }
 
   private report(fn: () => void): void {

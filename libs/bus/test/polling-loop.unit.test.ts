@@ -70,6 +70,37 @@ describe('PollingLoop', () => {
     await loop.stop();
   });
 
+  it('runSoon resolves after a pass that started after it, not after the pass already running', async () => {
+    const seen: number[] = [];
+    let release: (() => void) | undefined;
+    let work = 0;
+    const loop = new PollingLoop(
+      async () => {
+        const snapshot = work;
+        if (seen.length === 1) await new Promise<void>((resolve) => (release = resolve));
+        seen.push(snapshot);
+      },
+      { what: 'test', logger, intervalMs: 60_000 },
+    );
+    loop.start();
+    await elapse(5);
+    expect(seen).toEqual([0]);
+    loop.kick();
+    await elapse(5); // the second pass is running (held) and read work = 0
+    work = 1;
+    let resolved = false;
+    const done = loop.runSoon().then(() => (resolved = true));
+    release?.();
+    await elapse(5);
+    await done;
+    expect(resolved).toBe(true);
+    // The held pass read 0; runSoon waited for the third, which saw the work written before it was called.
+    expect(seen).toEqual([0, 0, 1]);
+    await loop.stop();
+    // A stopped loop runs nothing: runSoon does not wait for it.
+    await expect(loop.runSoon()).resolves.toBeUndefined();
+  });
+
   it('runs again at once when a pass says more work is waiting, and honours a delay it asks for', async () => {
     let passes = 0;
     const loop = new PollingLoop(async () => (++passes < 5 ? true : { delayMs: 60_000 }), {

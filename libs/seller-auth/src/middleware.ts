@@ -64,6 +64,11 @@ export class SellerAuth {
    * waited past the 2 s bound and were answered 503.
    */
   private readonly inFlight = new Map<string, Promise<CacheEntry>>();
+  /**
+   * Counts forgetSeller calls: an answer asked for before one may predate the change it announced (the old key's
+   * "valid"), so it is given to the requests that were waiting for it but never cached or shared with later ones.
+   */
+  private forgetCount = 0;
   private readonly subscription: Subscription;
   readonly options: Required<SellerAuthOptions>;
 
@@ -81,6 +86,8 @@ export class SellerAuth {
   }
 
   forgetSeller(sellerId: string): void {
+    this.forgetCount++;
+    this.inFlight.clear();
     const stale = [...this.cache.entries()].filter(
       ([, entry]) => entry.reply.ok && entry.reply.seller.sellerId === sellerId,
     );
@@ -112,13 +119,17 @@ export class SellerAuth {
   private lookUp(apiKey: string): Promise<CacheEntry> {
     let pending = this.inFlight.get(apiKey);
     if (!pending) {
-      pending = this.askRegistry(apiKey).finally(() => this.inFlight.delete(apiKey));
-      this.inFlight.set(apiKey, pending);
+      const asked = this.askRegistry(apiKey).finally(() => {
+        if (this.inFlight.get(apiKey) === asked) this.inFlight.delete(apiKey);
+      });
+      this.inFlight.set(apiKey, asked);
+      pending = asked;
     }
     return pending;
   }
 
   private async askRegistry(apiKey: string): Promise<CacheEntry> {
+    const forgetCountAtAsk = this.forgetCount;
     let reply: ResolveApiKeyReply;
     try {
       reply = await requestRpc(
@@ -132,7 +143,7 @@ export class SellerAuth {
     }
     // Unknown keys are cached for a shorter time so a just-created key works at once.
     const entry = { reply, expiresAt: Date.now() + (reply.ok ? this.options.cacheTtlMs : 1000) };
-    this.cache.set(apiKey, entry);
+    if (this.forgetCount === forgetCountAtAsk) this.cache.set(apiKey, entry);
     return entry;
   }
 

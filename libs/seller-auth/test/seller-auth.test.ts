@@ -1,4 +1,4 @@
-import type { Bus } from '@paygate/bus';
+import { type Bus, serveRpc } from '@paygate/bus';
 import { createApp, errorHandler } from '@paygate/http';
 import { createTestEnvironment, serveSellersForTests, type TestEnvironment, waitFor } from '@paygate/testing';
 import request from 'supertest';
@@ -38,6 +38,46 @@ describe('seller auth over NATS request-reply', () => {
       expect(questions).toBe(1);
     } finally {
       observer.unsubscribe();
+      auth.close();
+      await responder.stop();
+    }
+  });
+
+  it('keeps no answer asked for before seller.updated: it may be the revoked key\'s "valid"', async () => {
+    // The registry's first answer (the key is valid) is held until the key has been revoked and announced.
+    let questions = 0;
+    let releaseFirst: (() => void) | undefined;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    const responder = await serveRpc(
+      bus,
+      'registry.resolve_api_key',
+      async () => {
+        questions += 1;
+        if (questions === 1) {
+          await firstHeld;
+          return { ok: true as const, seller };
+        }
+        return { ok: false as const, reason: 'unknown_key' };
+      },
+      { warn: () => undefined, error: () => undefined },
+    );
+    const auth = new SellerAuth(bus, { cacheTtlMs: 60_000 });
+    try {
+      const beforeRevocation = auth.resolve(key);
+      await waitFor(async () => questions === 1);
+      bus.nc.publish(
+        bus.subjectFor('seller.updated'),
+        new TextEncoder().encode(JSON.stringify({ data: { sellerId: 'sel_1' } })),
+      );
+      await bus.nc.flush(); // the event reached this connection's subscription before the flush's answer
+      const afterRevocation = auth.resolve(key).catch((error: { status?: number }) => error.status);
+      releaseFirst?.();
+      // The request made before the revocation gets the answer it waited for; the one after asks again.
+      expect((await beforeRevocation).sellerId).toBe('sel_1');
+      expect(await afterRevocation).toBe(401);
+      await expect(auth.resolve(key)).rejects.toMatchObject({ status: 401 }); // the "unknown" answer is cached
+      expect(questions).toBe(2);
+    } finally {
       auth.close();
       await responder.stop();
     }

@@ -32,7 +32,7 @@ afterAll(async () => {
 });
 
 describe('seller authentication in any service (registry RPC + SellerAuth middleware)', () => {
-  it('resolves a key to the seller; after a rotation the old key works on for the overlap, and a revoking rotation refuses it everywhere within seconds', async () => {
+  it('resolves a key to the seller; after a rotation the old key works on for the overlap, and a revoking rotation refuses it everywhere as soon as it has answered', async () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const ok = await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey });
     expect(ok.status).toBe(200);
@@ -63,15 +63,7 @@ describe('seller authentication in any service (registry RPC + SellerAuth middle
       body: { revokeImmediately: true },
     });
     expect(rotated.status).toBe(200);
-    const started = Date.now();
-    await waitFor(
-      async () => (await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey })).status === 401,
-      {
-        timeoutMs: 5000,
-        message: 'rotated key still accepted',
-      },
-    );
-    expect(Date.now() - started).toBeLessThan(5000);
+    // Refused as soon as the rotation has answered: the registry answers only once seller.updated is out.
     const refused = await api(otherUrl, 'GET', '/whoami', { token: seller.apiKey });
     expect(refused.body.error.code).toBe('unknown_api_key');
     expect((await api(otherUrl, 'GET', '/whoami', { token: overlapping.body.apiKey })).status).toBe(401);

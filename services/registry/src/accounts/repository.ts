@@ -1,6 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
+import type { ServiceContext } from '@paygate/runtime';
 import {
   type ExpressionBuilder,
   type Kysely,
@@ -116,6 +117,24 @@ export async function changeSeller(
     .returningAll()
     .executeTakeFirstOrThrow();
   await publishSellerUpdated(trx, row, now);
+  return row;
+}
+
+/**
+ * changeSeller for a credential (an API key, the publishable key, the webhook secret, the sessions) in its own
+ * transaction, answered only once seller.updated is published (bounded by the relay's publish timeout): every cache
+ * of the old credential (SellerAuth, the gateway's forwarding keys, checkout's keys) has been told to forget it
+ * before the seller hears "revoked". The relay's next poll was up to 250 ms later, longer on a loaded host, and a key
+ * revoked at once still worked there meanwhile.
+ */
+export async function changeCredentials(
+  ctx: ServiceContext<RegistryDatabase>,
+  sellerId: string,
+  now: Date,
+  changes: (eb: ExpressionBuilder<RegistryDatabase, 'sellers'>) => UpdateObject<RegistryDatabase, 'sellers'>,
+): Promise<SellerRow> {
+  const row = await ctx.inTransaction((trx) => changeSeller(trx, sellerId, now, changes));
+  await ctx.relay.publishNow();
   return row;
 }
 

@@ -10,7 +10,7 @@ import {
   newWebhookSecret,
   sealedForwardingKey,
 } from '../../shared/secrets';
-import { changeSeller, toAccount } from '../repository';
+import { changeCredentials, toAccount } from '../repository';
 import {
   Account,
   ApiKeyRename,
@@ -38,27 +38,24 @@ async function rotateApiKey(
     options.overlapHours !== undefined ? options.overlapHours * HOUR_MS : config.keyRotationOverlapMs;
   const revokeImmediately = options.revokeImmediately === true || overlapMs === 0;
   const previousExpiresAt = new Date(now.getTime() + overlapMs);
-  const updated = await ctx.inTransaction(async (trx) => {
-    // Every SellerAuth cache (and the gateway's forwarding keys) drops this seller's entries on this event.
-    const row = await changeSeller(trx, sellerId, now, (eb) => ({
-      api_key_hash: hashApiKey(apiKey),
-      forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
-      // The key being replaced becomes the one previous key (an older one still in overlap is dropped).
-      previous_api_key_hash: revokeImmediately ? null : eb.ref('api_key_hash'),
-      previous_api_key_expires_at: revokeImmediately ? null : previousExpiresAt,
-      previous_forwarding_key_encrypted: revokeImmediately ? null : eb.ref('forwarding_key_encrypted'),
-      previous_api_key_name: revokeImmediately ? null : eb.ref('api_key_name'),
-      previous_api_key_hint: revokeImmediately ? null : eb.ref('api_key_hint'),
-      previous_api_key_created_at: revokeImmediately ? null : eb.ref('api_key_created_at'),
-      previous_api_key_last_used_at: revokeImmediately ? null : eb.ref('api_key_last_used_at'),
-      ...(options.name ? { api_key_name: options.name.trim() } : {}),
-      api_key_hint: apiKeyHint(apiKey),
-      api_key_created_at: now,
-      api_key_last_used_at: null,
-      api_key_version: eb('api_key_version', '+', 1),
-    }));
-    return row;
-  });
+  // Every SellerAuth cache (and the gateway's forwarding keys) drops this seller's entries on this event.
+  const updated = await changeCredentials(ctx, sellerId, now, (eb) => ({
+    api_key_hash: hashApiKey(apiKey),
+    forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
+    // The key being replaced becomes the one previous key (an older one still in overlap is dropped).
+    previous_api_key_hash: revokeImmediately ? null : eb.ref('api_key_hash'),
+    previous_api_key_expires_at: revokeImmediately ? null : previousExpiresAt,
+    previous_forwarding_key_encrypted: revokeImmediately ? null : eb.ref('forwarding_key_encrypted'),
+    previous_api_key_name: revokeImmediately ? null : eb.ref('api_key_name'),
+    previous_api_key_hint: revokeImmediately ? null : eb.ref('api_key_hint'),
+    previous_api_key_created_at: revokeImmediately ? null : eb.ref('api_key_created_at'),
+    previous_api_key_last_used_at: revokeImmediately ? null : eb.ref('api_key_last_used_at'),
+    ...(options.name ? { api_key_name: options.name.trim() } : {}),
+    api_key_hint: apiKeyHint(apiKey),
+    api_key_created_at: now,
+    api_key_last_used_at: null,
+    api_key_version: eb('api_key_version', '+', 1),
+  }));
   return {
     apiKey,
     apiKeyVersion: updated.api_key_version,
@@ -134,10 +131,8 @@ function rotatePublishableKeyRoute(rc: RegistryContext, auth: SellerRouteAuth): 
       const now = config.now();
       const publishableKey = newPublishableKey(config.production);
       const sellerId = currentSeller(req).id;
-      await ctx.inTransaction(async (trx) => {
-        // checkout's projection (and every SellerAuth cache) follows this event.
-        await changeSeller(trx, sellerId, now, () => ({ publishable_key: publishableKey }));
-      });
+      // checkout's projection (and every SellerAuth cache) follows this event.
+      await changeCredentials(ctx, sellerId, now, () => ({ publishable_key: publishableKey }));
       res.json({ publishableKey });
     },
   });
@@ -158,13 +153,10 @@ function rotateWebhookSecretRoute(rc: RegistryContext, auth: SellerRouteAuth): A
       const now = config.now();
       const secret = newWebhookSecret();
       const sellerId = currentSeller(req).id;
-      const updated = await ctx.inTransaction(async (trx) => {
-        const row = await changeSeller(trx, sellerId, now, (eb) => ({
-          webhook_secret_encrypted: rc.secrets.seal(secret),
-          webhook_secret_version: eb('webhook_secret_version', '+', 1),
-        }));
-        return row;
-      });
+      const updated = await changeCredentials(ctx, sellerId, now, (eb) => ({
+        webhook_secret_encrypted: rc.secrets.seal(secret),
+        webhook_secret_version: eb('webhook_secret_version', '+', 1),
+      }));
       res.json({ webhookSecret: secret, webhookSecretVersion: updated.webhook_secret_version });
     },
   });

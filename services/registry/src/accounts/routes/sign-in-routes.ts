@@ -18,7 +18,7 @@ import {
   sealedForwardingKey,
 } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
-import { changeSeller, publishSellerUpdated, toAccount } from '../repository';
+import { changeCredentials, publishSellerUpdated, toAccount } from '../repository';
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
 /** How the seller's account routes authenticate (built once per group). */
@@ -247,10 +247,8 @@ function signOutRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute {
     handler: async (req, res) => {
       const now = config.now();
       const sellerId = currentSeller(req).id;
-      await ctx.inTransaction(async (trx) => {
-        // Every SellerAuth cache drops the seller's resolved sessions on this event.
-        await changeSeller(trx, sellerId, now, () => ({ sessions_revoked_at: now }));
-      });
+      // Every SellerAuth cache drops the seller's resolved sessions on this event.
+      await changeCredentials(ctx, sellerId, now, () => ({ sessions_revoked_at: now }));
       res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
     },
   });
