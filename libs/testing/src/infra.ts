@@ -155,10 +155,13 @@ export function openSchema<DB = any>(schema: string): Kysely<DB> {
  */
 const WAIT_FOR_DEFAULT_MS = 20_000;
 
-/** Polls `probe` until it returns a truthy value, or fails after `timeoutMs` with `message`. */
+/**
+ * Polls `probe` until it returns a truthy value, or fails after `timeoutMs` with `message`: a string, or a function
+ * asked only then, to describe the state that never came (a row's status and last error, say).
+ */
 export async function waitFor<T>(
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  options: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+  options: { timeoutMs?: number; intervalMs?: number; message?: string | (() => Promise<string>) } = {},
 ): Promise<T> {
   const timeoutMs = options.timeoutMs ?? WAIT_FOR_DEFAULT_MS;
   const deadline = Date.now() + timeoutMs;
@@ -172,8 +175,14 @@ export async function waitFor<T>(
     }
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
   }
+  const message =
+    typeof options.message === 'function'
+      ? await options
+          .message()
+          .catch((error: Error) => `condition not met (and not described: ${error.message})`)
+      : options.message;
   throw new Error(
-    `${options.message ?? 'condition not met'} within ${timeoutMs} ms${lastError ? `: ${(lastError as Error).message}` : ''}`,
+    `${message ?? 'condition not met'} within ${timeoutMs} ms${lastError ? `: ${(lastError as Error).message}` : ''}`,
   );
 }
 

@@ -75,6 +75,9 @@ export function settlementEnv(
     TRANSFER_POLL_INTERVAL_MS: '200',
     TX_TIMEOUT_MS: '5000',
     RPC_TIMEOUT_MS: '3000',
+    // The tests' ledger answers in the test's own process: on a loaded machine it has been slower than the 5 s
+    // default, and a reservation not answered waits for the scheduler's next pass (an hour here).
+    LEDGER_TIMEOUT_MS: '20000',
     ...extra,
   });
 }
