@@ -14,7 +14,7 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
 import { publishEvent, settlementEnv, startTestChain, type TestChain } from './helpers';
@@ -168,6 +168,25 @@ describe('settlement sweeps session deposit addresses into escrow through the re
     expect(sweeps.map((s) => ({ status: s.status, amount: s.amount_micro }))).toEqual([
       { status: 'confirmed', amount: 2_500_000n },
     ]);
+  });
+
+  it('one sweeper per schema: a sweeper of another deployment in the same database does not hold this one back', async () => {
+    const schema = env.schemaFor('settlement');
+    const passWhileHeld = (lockName: string) =>
+      db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(hashtextextended(${lockName}, 0))`.execute(trx);
+        return (await service!.depositSweeper.runPass()).leader;
+      });
+    // Another schema's sweeper, and the name every deployment shared before: both left this one without a pass.
+    // (Asked until it leads: this service's own timed pass may hold the lock at that moment.)
+    await waitFor(() => passWhileHeld('settlement-deposit-sweep:another_deployment'), {
+      message: 'a pass led while another schema held its sweeper lock',
+    });
+    await waitFor(() => passWhileHeld('settlement-deposit-sweep'), {
+      message: 'a pass led while the shared name was held',
+    });
+    // A replica of this deployment holding it: this pass is not the leader.
+    expect(await passWhileHeld(`settlement-deposit-sweep:${schema}`)).toBe(false);
   });
 
   it('leaves dust below the threshold (no gas for it) but lists it for reconciliation; sweeps it all once more arrives', async () => {

@@ -6,7 +6,8 @@ import type { CheckoutSweepConfig } from './config';
 
 export type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
 
-/** One sweeper across replicas: the pass runs only where this transaction-scoped advisory lock was free. */
+/** One sweeper across replicas: the pass runs only where this transaction-scoped advisory lock was free. It is named
+ * with the schema: two deployments (or two test suites) sharing a database each have their own sweeper. */
 const SWEEP_LOCK_KEY = 'settlement-checkout-sweep';
 
 /**
@@ -71,7 +72,9 @@ export class CheckoutSweeper {
     try {
       result = await this.ctx.db.transaction().execute(async (trx) => {
         const locked = await sql<{ locked: boolean }>`
-          select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY}, 0)) as locked`.execute(trx);
+          select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY} || ':' || current_schema(), 0)) as locked`.execute(
+          trx,
+        );
         if (!locked.rows[0]?.locked) return { outcome: 'not_leader' as const };
         return this.sweep();
       });

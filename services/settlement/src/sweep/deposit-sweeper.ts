@@ -25,7 +25,8 @@ export type DepositPassResult = {
   failed: number;
 };
 
-/** One sweeper pass at a time across replicas (a transaction-scoped advisory lock held for the pass). */
+/** One sweeper pass at a time across replicas (a transaction-scoped advisory lock held for the pass). The lock is named with the schema: two deployments (or two test suites) sharing
+ * a database each have their own sweeper. */
 const SWEEP_LOCK_KEY = 'settlement-deposit-sweep';
 /** A refused or failed sweep's address is read again after this long. */
 const RETRY_AFTER_MS = 60_000;
@@ -133,7 +134,9 @@ export class DepositSweeper {
     if (!this.relayer) return { ...result, leader: false };
     const leader = await this.ctx.db.transaction().execute(async (trx) => {
       const locked = await sql<{ locked: boolean }>`
-        select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY}, 0)) as locked`.execute(trx);
+        select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY} || ':' || current_schema(), 0)) as locked`.execute(
+        trx,
+      );
       if (!locked.rows[0]?.locked) return false;
       await this.finishOpenSweeps(result);
       await this.sweepDueAddresses(result);
