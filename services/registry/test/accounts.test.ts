@@ -178,7 +178,7 @@ describe('account and keys', () => {
       expect((await api(h.url, 'GET', '/api/v1/account', { token })).status).toBe(200);
     const bus = await h.env.bus();
     const resolve = (apiKey: string) =>
-      requestRpc(bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 2000 });
+      requestRpc(bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 10_000 });
     expect(await resolve(sessions[1]!)).toMatchObject({ ok: true });
     const recorder = new EventRecorder(bus, 'seller.updated');
 
@@ -220,7 +220,7 @@ describe('account and keys', () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const bus = await h.env.bus();
     const ask = (sellerId: string) =>
-      requestRpc(bus, 'registry.forwarding_key', { sellerId }, { timeoutMs: 2000 });
+      requestRpc(bus, 'registry.forwarding_key', { sellerId }, { timeoutMs: 10_000 });
     expect(await ask(seller.sellerId)).toEqual({
       ok: true,
       key: forwardingKeyFromApiKey(seller.apiKey).toString('base64url'),
@@ -364,10 +364,10 @@ describe('account and keys', () => {
     // The notifier's RPC gets the current secret (sealed to the requester's one-time key on the wire, opened by requestRpc).
     const bus = await h.env.bus();
     expect(
-      await requestRpc(bus, 'registry.webhook_secret', { sellerId: seller.sellerId }, { timeoutMs: 2000 }),
+      await requestRpc(bus, 'registry.webhook_secret', { sellerId: seller.sellerId }, { timeoutMs: 10_000 }),
     ).toEqual({ ok: true, secret: rotated.body.webhookSecret, version: 2 });
     expect(
-      await requestRpc(bus, 'registry.webhook_secret', { sellerId: 'nobody' }, { timeoutMs: 2000 }),
+      await requestRpc(bus, 'registry.webhook_secret', { sellerId: 'nobody' }, { timeoutMs: 10_000 }),
     ).toEqual({ ok: false });
     // Asked without a reply key, the registry refuses rather than answering in clear.
     const bare = await bus.nc.request(

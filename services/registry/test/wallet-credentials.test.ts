@@ -217,7 +217,7 @@ describe('payout address', () => {
 
     // The identity the other services resolve (and seller.updated) still carries the current address.
     const resolve = () =>
-      requestRpc(bus, 'registry.resolve_api_key', { apiKey: seller.apiKey }, { timeoutMs: 2000 });
+      requestRpc(bus, 'registry.resolve_api_key', { apiKey: seller.apiKey }, { timeoutMs: 10_000 });
     expect(await resolve()).toMatchObject({ ok: true, seller: { payoutAddress: wallet.address } });
     h.clock.advance(HOUR - 5 * 60_000);
     try {
@@ -272,10 +272,10 @@ describe('API key rotation', () => {
     for (const key of [seller.apiKey, rotated.body.apiKey])
       expect((await api(h.url, 'GET', '/api/v1/account', { token: key })).status).toBe(200);
     const resolve = (apiKey: string) =>
-      requestRpc(bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 2000 });
+      requestRpc(bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 10_000 });
     expect(await resolve(seller.apiKey)).toMatchObject({ ok: true, seller: { sellerId: seller.sellerId } });
     const forwarding = () =>
-      requestRpc(bus, 'registry.forwarding_key', { sellerId: seller.sellerId }, { timeoutMs: 2000 });
+      requestRpc(bus, 'registry.forwarding_key', { sellerId: seller.sellerId }, { timeoutMs: 10_000 });
     expect(await forwarding()).toEqual({
       ok: true,
       key: forwardingKeyFromApiKey(rotated.body.apiKey).toString('base64url'),
