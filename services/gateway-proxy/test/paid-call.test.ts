@@ -174,7 +174,7 @@ describe('gateway-proxy: the paid call pipeline', () => {
         payer: testWallets.buyer.address,
         amount: '0.05',
       },
-      { timeoutMs: 3000 },
+      { timeoutMs: 10_000 },
     );
     expect(held).toMatchObject({ ok: true, fresh: true });
     const resource = h.resource('GET', 'news', '/data');

@@ -173,7 +173,7 @@ describe('notifier live session updates over WebSocket', () => {
 
   it('closes idle sockets (no subscription) and answers a plain HTTP GET with 426', async () => {
     const widget = await open(replicaB);
-    await waitFor(() => widget.closed, { timeoutMs: 3000, message: 'idle socket closed' });
+    await waitFor(() => widget.closed, { timeoutMs: 10_000, message: 'idle socket closed' });
     expect(widget.closed?.code).toBe(1000);
     const response = await fetch(`${replicaB.url}/api/v1/ws`);
     expect(response.status).toBe(426);
