@@ -24,6 +24,11 @@ export class ProjectionCache {
     max: MAX_ENTRIES,
   });
   private readonly skills = new LRUCache<string, { value: CachedSkill; until: number }>({ max: MAX_ENTRIES });
+  /**
+   * Counts invalidations: a row read before one may be the revision it replaced (a rotated-out publishable key), so
+   * it answers the request that read it but is not cached.
+   */
+  private invalidations = 0;
 
   constructor(
     private readonly db: CheckoutDb,
@@ -34,6 +39,7 @@ export class ProjectionCache {
   async sellerByPublishableKey(publishableKey: string): Promise<CachedSeller | undefined> {
     const hit = this.sellers.get(publishableKey);
     if (hit && hit.until > this.clockMs()) return hit.value;
+    const invalidationsAtRead = this.invalidations;
     const row = await this.db
       .selectFrom('sellers')
       .select(['seller_id'])
@@ -41,7 +47,7 @@ export class ProjectionCache {
       .executeTakeFirst();
     if (!row) return undefined;
     const value = { sellerId: row.seller_id };
-    this.put(this.sellers, publishableKey, value);
+    if (this.invalidations === invalidationsAtRead) this.put(this.sellers, publishableKey, value);
     return value;
   }
 
@@ -49,6 +55,7 @@ export class ProjectionCache {
     const key = `${sellerId}\n${name}`;
     const hit = this.skills.get(key);
     if (hit && hit.until > this.clockMs()) return hit.value;
+    const invalidationsAtRead = this.invalidations;
     const row = await this.db
       .selectFrom('skills')
       .select(['skill_id', 'seller_id', 'name', 'display_name', 'status', 'hold_period_hours', 'endpoints'])
@@ -56,17 +63,19 @@ export class ProjectionCache {
       .where('name', '=', name)
       .executeTakeFirst();
     if (!row) return undefined;
-    this.put(this.skills, key, row);
+    if (this.invalidations === invalidationsAtRead) this.put(this.skills, key, row);
     return row;
   }
 
   /** After a seller.updated commit: its publishable key may have been rotated, so forget every key. */
   invalidateSellers(): void {
+    this.invalidations++;
     this.sellers.clear();
   }
 
   /** After a skill.updated commit: the skill may have been renamed or moved, so forget every entry of it. */
   invalidateSkill(skillId: string, sellerId: string): void {
+    this.invalidations++;
     const stale = [...this.skills.entries()].filter(
       ([, entry]) => entry.value.skill_id === skillId || entry.value.seller_id === sellerId,
     );

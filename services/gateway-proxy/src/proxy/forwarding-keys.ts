@@ -42,6 +42,11 @@ export class ForwardingKeys {
   private readonly subscription: Subscription;
   private readonly refreshAfterMs: number;
   private readonly failureRetryMs: number;
+  /**
+   * Counts seller.updated events: an answer asked for before one may be the rotated-out key, so it serves the
+   * requests that waited for it but is never kept (a key revoked at once was otherwise used until refreshAfterMs).
+   */
+  private updatesSeen = 0;
 
   constructor(
     private readonly bus: Bus,
@@ -50,7 +55,11 @@ export class ForwardingKeys {
     this.refreshAfterMs = options.refreshAfterMs ?? 60_000;
     this.failureRetryMs = options.failureRetryMs ?? 5_000;
     this.cache = new LRUCache({ max: options.maxEntries ?? 10_000 });
-    this.subscription = onSellerUpdated(bus, (sellerId) => this.cache.delete(sellerId));
+    this.subscription = onSellerUpdated(bus, (sellerId) => {
+      this.updatesSeen++;
+      this.loading.delete(sellerId);
+      this.cache.delete(sellerId);
+    });
   }
 
   /**
@@ -69,7 +78,9 @@ export class ForwardingKeys {
     if (entry && !refresh && entry.freshUntilMs >= Date.now()) return entry.key;
     const pending = this.loading.get(sellerId);
     if (pending) return pending;
-    const loading = this.ask(sellerId).finally(() => this.loading.delete(sellerId));
+    const loading = this.ask(sellerId).finally(() => {
+      if (this.loading.get(sellerId) === loading) this.loading.delete(sellerId);
+    });
     this.loading.set(sellerId, loading);
     return loading;
   }
@@ -79,6 +90,7 @@ export class ForwardingKeys {
   }
 
   private async ask(sellerId: string): Promise<ForwardingKey | null> {
+    const updatesSeenAtAsk = this.updatesSeen;
     let key: ForwardingKey | null = null;
     let freshForMs = this.refreshAfterMs;
     try {
@@ -100,7 +112,8 @@ export class ForwardingKeys {
       key = this.cache.get(sellerId)?.key ?? null;
       freshForMs = this.failureRetryMs;
     }
-    this.cache.set(sellerId, { key, freshUntilMs: Date.now() + freshForMs });
+    if (this.updatesSeen === updatesSeenAtAsk)
+      this.cache.set(sellerId, { key, freshUntilMs: Date.now() + freshForMs });
     return key;
   }
 }
