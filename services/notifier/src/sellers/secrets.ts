@@ -41,7 +41,9 @@ export class WebhookSecrets {
       throw new SecretUnavailableError('registry has no webhook secret for this seller');
     }
     const entry = { secret: reply.secret, version: reply.version };
-    this.cache.set(sellerId, entry);
+    // Two answers can cross: an older version arriving last must not replace a newer one already kept.
+    const kept = this.cache.get(sellerId);
+    if (!kept || kept.version <= entry.version) this.cache.set(sellerId, entry);
     return entry;
   }
 }
