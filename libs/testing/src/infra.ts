@@ -66,16 +66,27 @@ async function onAdminConnection(
   }
 }
 
-export async function createTestEnvironment(label = 't'): Promise<TestEnvironment> {
+/**
+ * `databaseSettings`: server settings every connection to the suite's database starts with (ALTER DATABASE ... SET),
+ * for a suite that needs one in the services' own pools, which a test cannot reconfigure (deadlock_timeout).
+ */
+export async function createTestEnvironment(
+  label = 't',
+  options: { databaseSettings?: Record<string, string> } = {},
+): Promise<TestEnvironment> {
   const id = `${label.replace(/[^a-z0-9]/g, '').slice(0, 12)}_${randomSuffix()}`;
   const namespace = `t${id}`;
   const database = `t_${id}`;
   const template = process.env[TEMPLATE_DATABASE_ENV];
   const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
-  await onAdminConnection(
-    (client) => client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`),
-    logger,
-  );
+  await onAdminConnection(async (client) => {
+    await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
+    for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
+      await client.query(
+        `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
+      );
+    }
+  }, logger);
   const databaseUrl = databaseUrlFor(TEST_DATABASE_URL, database);
   const schemas = new Set<string>();
   const buses: Bus[] = [];

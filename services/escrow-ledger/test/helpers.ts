@@ -55,8 +55,9 @@ const producers: Partial<Record<Subject, ServiceName>> = {
 export async function startLedgerHarness(
   label: string,
   extraEnv: Record<string, string> = {},
+  databaseSettings: Record<string, string> = {},
 ): Promise<LedgerHarness> {
-  const env = await createTestEnvironment(label);
+  const env = await createTestEnvironment(label, { databaseSettings });
   const bus = await env.bus();
   const sellerId = `sel_${randomBytes(4).toString('hex')}`;
   const otherSellerId = `sel_${randomBytes(4).toString('hex')}`;

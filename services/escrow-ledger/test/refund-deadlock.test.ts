@@ -17,7 +17,11 @@ jest.setTimeout(30_000);
 
 let h: LedgerHarness;
 beforeAll(async () => {
-  h = await startLedgerHarness('ledgerrd');
+  // Postgres aborts the transaction whose deadlock check finds the cycle, and a waiter checks once, deadlock_timeout
+  // after it began to wait. The last test needs the refund to be the one aborted: the refund waits first, so its
+  // check must come after the other side has joined the cycle (the default 1 s was too short on a busy CI host,
+  // and the other side was aborted instead), and the other side's own check must come later still (it sets 60 s).
+  h = await startLedgerHarness('ledgerrd', {}, { deadlock_timeout: '5s' });
 });
 afterAll(async () => {
   await h?.stop();
@@ -137,6 +141,7 @@ describe('refunds concurrent with the hold release', () => {
     // holds the seller's available account, then wants the platform's held account, which the refund (locking
     // its five accounts in id order) took before it reached the seller's.
     const other = db.transaction().execute(async (trx) => {
+      await sql`set local deadlock_timeout = '60s'`.execute(trx);
       await sql`select 1 from accounts where kind = 'seller_available' and owner = ${h.sellerId}
         for no key update`.execute(trx);
       holding();
