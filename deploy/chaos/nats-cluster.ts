@@ -19,6 +19,12 @@ export interface NatsNode {
   log: string;
 }
 
+/** The server's fatal and error lines first (a bind that failed), then the end of its log. */
+function whyItStopped(log: string): string {
+  const errors = log.split('\n').filter((line) => /\[(FTL|ERR)\]/.test(line));
+  return [...errors.slice(-5), '--- last lines:', log.slice(-1000)].join('\n');
+}
+
 export class NatsCluster {
   readonly nodes: NatsNode[] = [];
 
@@ -97,7 +103,7 @@ export class NatsCluster {
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`nats ${node.name} exited (${code}): ${node.log.slice(-1500)}`));
+        reject(new Error(`nats ${node.name} exited (${code}): ${whyItStopped(node.log)}`));
       });
     });
   }

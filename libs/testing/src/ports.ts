@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 /** A TCP port that was free a moment ago on 127.0.0.1 (the OS picks it, from its ephemeral range). */
 export function findFreePort(): Promise<number> {
@@ -47,14 +49,80 @@ const RESTARTABLE_PORT_ATTEMPTS = 200;
  * A free port below the OS's ephemeral range, for a server that is killed and started again on the same port
  * (NATS, Postgres and service replicas in fault tests). An OS-chosen port lies in the ephemeral range, where an
  * outgoing connection may take it while the server is down, and the restart then fails with EADDRINUSE (seen in
- * the chaos run). Below that range only another listener can hold it, and the bind here checks that.
+ * the chaos run). Below that range only another listener can hold it: the bind here checks for one, and a lease
+ * file keeps the port from every other test process until this one exits, also while its server is down (a chaos
+ * node once failed to start, its port checked free by two suites at once or handed to a killed server's restart).
  */
 export async function findRestartablePort(): Promise<number> {
   const high = Math.min(FIXED_PORT_BLOCKS_START, ephemeralRangeStart()) - 1;
   const low = RESTARTABLE_PORTS_START;
   for (let attempt = 0; attempt < RESTARTABLE_PORT_ATTEMPTS; attempt++) {
     const candidate = low + Math.floor(Math.random() * (high - low));
+    if (!leasePort(candidate)) continue;
     if ((await listenOnce(candidate)) === candidate) return candidate;
+    releasePort(candidate);
   }
   throw new Error(`no free port between ${low} and ${high} after ${RESTARTABLE_PORT_ATTEMPTS} attempts`);
+}
+
+const LEASE_DIR = path.join(tmpdir(), 'paygate-restartable-ports');
+const leasedPorts = new Set<number>();
+
+/**
+ * Takes `port` for this process: a file holding its pid, linked into place (a link fails where the file exists, and
+ * no reader sees it empty). A lease whose process is gone is taken over.
+ */
+export function leasePort(port: number): boolean {
+  if (leasedPorts.has(port)) return false;
+  mkdirSync(LEASE_DIR, { recursive: true });
+  const file = path.join(LEASE_DIR, String(port));
+  const draft = `${file}.${process.pid}`;
+  writeFileSync(draft, String(process.pid));
+  try {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        linkSync(draft, file);
+        if (leasedPorts.size === 0) process.once('exit', releaseAllPorts);
+        leasedPorts.add(port);
+        return true;
+      } catch {
+        if (isAlive(Number(readLease(file)))) return false;
+        try {
+          unlinkSync(file);
+        } catch {}
+      }
+    }
+    return false;
+  } finally {
+    unlinkSync(draft);
+  }
+}
+
+function readLease(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export function releasePort(port: number): void {
+  leasedPorts.delete(port);
+  try {
+    unlinkSync(path.join(LEASE_DIR, String(port)));
+  } catch {}
+}
+
+function releaseAllPorts(): void {
+  for (const port of [...leasedPorts]) releasePort(port);
 }
