@@ -26,6 +26,11 @@ interface CacheEntry {
  */
 export class SkillDirectory {
   private readonly cache = new LRUCache<string, CacheEntry>({ max: 10_000 });
+  /**
+   * Counts invalidations: a row read before one may be the revision it replaced (the old price, a paused endpoint
+   * still active), so it answers the call that read it but is not cached.
+   */
+  private invalidations = 0;
 
   constructor(
     private readonly db: Kysely<any>,
@@ -33,6 +38,7 @@ export class SkillDirectory {
   ) {}
 
   invalidate(): void {
+    this.invalidations++;
     this.cache.clear();
   }
 
@@ -46,6 +52,7 @@ export class SkillDirectory {
     const now = Date.now();
     const cached = this.cache.get(name);
     if (cached && cached.expiresAt > now) return cached.skill;
+    const invalidationsAtRead = this.invalidations;
     // Names are unique in the registry; after a rename the newest revision holding the name wins.
     const row = await this.db
       .selectFrom('skills')
@@ -55,7 +62,8 @@ export class SkillDirectory {
       .limit(1)
       .executeTakeFirst();
     const skill = row ? (row.snapshot as SkillSnapshot) : undefined;
-    this.cache.set(name, { skill, expiresAt: now + this.cacheTtlMs });
+    if (this.invalidations === invalidationsAtRead)
+      this.cache.set(name, { skill, expiresAt: now + this.cacheTtlMs });
     return skill;
   }
 }
