@@ -1,5 +1,5 @@
-import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
-import { type Kysely, sql } from 'kysely';
+import { createTestEnvironment, holdTableLock, openSchema, type TestEnvironment } from '@paygate/testing';
+import type { Kysely } from 'kysely';
 import { applySkillUpdated, SkillDirectory } from '../src/skills/projection';
 import { skillSnapshot } from './harness';
 
@@ -19,21 +19,12 @@ describe("the gateway's skill directory", () => {
     const before = skillSnapshot({ name: 'repriced', apiBaseUrl: 'http://127.0.0.1:9' });
     await db.transaction().execute((trx) => applySkillUpdated(trx, before));
     const directory = new SkillDirectory(db, 60_000);
-    let releaseLock: (() => void) | undefined;
-    let locked: (() => void) | undefined;
-    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
     // Another transaction holds the projection table, so the directory's read waits while skill.updated is consumed.
-    const holder = db.transaction().execute(async (trx) => {
-      await sql`lock table skills in access exclusive mode`.execute(trx);
-      locked?.();
-      await new Promise<void>((resolve) => (releaseLock = resolve));
-    });
-    await lockTaken;
+    const lock = await holdTableLock(db, 'skills');
     const read = directory.byName('repriced');
     await new Promise((resolve) => setImmediate(resolve));
     directory.invalidate();
-    releaseLock?.();
-    await holder;
+    await lock.release();
     expect((await read)?.endpoints[0]?.price).toBe('0.05');
     // The new revision is in the projection: a cached answer would still sell the call at the old price.
     const after = { ...before, revision: before.revision + 1 };
