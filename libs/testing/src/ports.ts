@@ -67,6 +67,7 @@ export async function findRestartablePort(): Promise<number> {
 
 const LEASE_DIR = path.join(tmpdir(), 'paygate-restartable-ports');
 const leasedPorts = new Set<number>();
+let releasesOnExit = false;
 
 /**
  * Takes `port` for this process: a file holding its pid, linked into place (a link fails where the file exists, and
@@ -82,7 +83,8 @@ export function leasePort(port: number): boolean {
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         linkSync(draft, file);
-        if (leasedPorts.size === 0) process.once('exit', releaseAllPorts);
+        if (!releasesOnExit) process.once('exit', releaseAllPorts);
+        releasesOnExit = true;
         leasedPorts.add(port);
         return true;
       } catch {
