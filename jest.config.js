@@ -10,28 +10,34 @@ const transform = {
   '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
 };
 
+const { bundledPackageMappings } = require('./jest.bundles');
+
 const packageDirs = ['libs', 'services']
   .flatMap((parent) => fs.readdirSync(path.join(__dirname, parent)).map((name) => `${parent}/${name}`))
   .concat('deploy')
   .filter((dir) => fs.existsSync(path.join(__dirname, dir, 'test')))
   .sort();
 
-module.exports = {
-  projects: packageDirs.map((dir) => ({
-    displayName: dir,
-    rootDir: path.join(__dirname, dir),
-    testEnvironment: path.join(__dirname, 'jest.environment.js'),
-    testMatch: ['<rootDir>/test/**/*.test.ts'],
-    testPathIgnorePatterns: ['/node_modules/'],
-    transform,
-  })),
-  testSequencer: path.join(__dirname, 'jest.sequencer.js'),
-  testTimeout: 60000,
-  // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
-  // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
-  maxWorkers: 3,
-  // A worker's heap grew from about 150 MB to 800 MB over its suites (jest --logHeapUsage: each suite's module
-  // registry is not all given back), and garbage collection took a growing share of its CPU (16% of a serial run's,
-  // four times as much per minute at the end as at the start). A worker above this is replaced by a fresh one.
-  workerIdleMemoryLimit: '512MB',
+module.exports = async () => {
+  const moduleNameMapper = await bundledPackageMappings();
+  return {
+    projects: packageDirs.map((dir) => ({
+      displayName: dir,
+      rootDir: path.join(__dirname, dir),
+      testEnvironment: path.join(__dirname, 'jest.environment.js'),
+      testMatch: ['<rootDir>/test/**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/'],
+      transform,
+      moduleNameMapper,
+    })),
+    testSequencer: path.join(__dirname, 'jest.sequencer.js'),
+    testTimeout: 60000,
+    // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
+    // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
+    maxWorkers: 3,
+    // A worker's heap grew from about 150 MB to 800 MB over its suites (jest --logHeapUsage: each suite's module
+    // registry is not all given back), and garbage collection took a growing share of its CPU (16% of a serial run's,
+    // four times as much per minute at the end as at the start). A worker above this is replaced by a fresh one.
+    workerIdleMemoryLimit: '512MB',
+  };
 };

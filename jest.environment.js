@@ -16,3 +16,31 @@ if (!Object.hasOwn(BigInt.prototype, 'toJSON')) {
 }
 
 module.exports = TestEnvironment;
+
+/**
+ * `SUITE_CPU_LOG=<file>`: each suite appends the CPU its worker spent from the suite's setup to its teardown (module
+ * loading, the tests, the services they start in-process; not child processes), in ms, tab, the suite's path. This
+ * is how docs/benchmarks.md measured where a run's CPU goes, by suite.
+ */
+if (process.env.SUITE_CPU_LOG) {
+  const fs = require('node:fs');
+  class Measured extends TestEnvironment {
+    constructor(config, context) {
+      super(config, context);
+      this.suitePath = context.testPath;
+    }
+    async setup() {
+      this.cpuAtStart = process.cpuUsage();
+      return super.setup();
+    }
+    async teardown() {
+      await super.teardown();
+      const cpu = process.cpuUsage(this.cpuAtStart);
+      fs.appendFileSync(
+        process.env.SUITE_CPU_LOG,
+        `${Math.round((cpu.user + cpu.system) / 1000)}\t${this.suitePath}\n`,
+      );
+    }
+  }
+  module.exports = Measured;
+}
