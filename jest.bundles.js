@@ -5,9 +5,12 @@
  * require of the very file the package itself resolves, by absolute path), and jest maps the package's name to it. The code is the package's own, unchanged; only the number of
  * files a suite resolves and compiles falls.
  *
- * Only packages imported by their bare name are bundled, and only where no subpath of theirs is imported anywhere
- * (a subpath would load a second copy of the package's classes beside the bundle's). ajv is left out for that
- * reason: ajv-formats requires `ajv/dist/compile/codegen`, whose classes ajv checks with instanceof.
+ * Only packages imported by their bare name are bundled: a subpath import loads a second copy of the package's
+ * files beside the bundle, so a class it checks with instanceof would be two classes. ajv is left out for that
+ * reason (ajv-formats requires `ajv/dist/compile/codegen`), and so are viem and zod. The one subpath left is
+ * typebox's `/value` (the gateway's x402 protocol): TypeBox tells a schema's kind by global symbols
+ * (`Symbol.for`), not by class, so its copy and the bundle agree. Packages installed in two versions (jose) are
+ * left out too: the name would map every importer to one of them.
  */
 const { createHash } = require('node:crypto');
 const fs = require('node:fs');
