@@ -15,8 +15,10 @@ import {
   ensureStreams,
   findNatsServerBinary,
   generateNatsPasswords,
+  isTransientJetStreamError,
   type NatsPasswords,
 } from '@paygate/bus';
+import { retryStartup } from '@paygate/runtime';
 import { deployTestUsdc, startAnvil, testWallets } from '@paygate/testing';
 import { buildServiceBundles } from '@paygate/testing/service-bundles';
 import { Balancer } from './balancer';
@@ -165,8 +167,20 @@ export async function runChaos(options: {
       password: passwords[ADMIN_USER],
     });
     stops.push(() => admin.close());
-    await anchorStreamStore(admin.jsm);
-    await ensureStreams(admin, { replicas: 3 });
+    // The new cluster may still be placing its first streams (a request timed out in a full jest run): a request
+    // that got no answer is asked again, as the services' own start-up does.
+    await retryStartup(
+      async () => {
+        await anchorStreamStore(admin.jsm);
+        await ensureStreams(admin, { replicas: 3 });
+      },
+      {
+        what: 'the streams of the NATS cluster',
+        attempts: 6,
+        logger: { warn: log },
+        retryable: isTransientJetStreamError,
+      },
+    );
     log(`nats cluster ${nats.url}, streams with 3 replicas`);
 
     const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);

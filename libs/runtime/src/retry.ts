@@ -1,11 +1,10 @@
-import type { Logger } from '@paygate/telemetry';
-
 export interface RetryOptions {
   what: string;
   attempts: number;
   initialDelayMs?: number;
   maxDelayMs?: number;
-  logger: Logger;
+  /** Where each failed attempt is reported (a service's logger; any object with `warn`). */
+  logger: { warn(message: string): void };
   /** Which failures are worth another attempt (default: all); any other is thrown at once, as it is. */
   retryable?: (error: unknown) => boolean;
 }
