@@ -1,10 +1,11 @@
 /**
  * Runs a command with Postgres and NATS available: `tsx deploy/scripts/with-infra.ts <command> [args…]`.
  * Exports DATABASE_URL and NATS_URL to the command, and the name of a database with every service schema migrated
- * (the tests clone it per suite), and stops whatever it had to start when the command ends.
+ * (the tests clone it per suite). When the command ends it drops the suites' databases and stops whatever it had to
+ * start.
  */
 import { spawn } from 'node:child_process';
-import { ensureTemplateDatabase, TEMPLATE_DATABASE_ENV } from '@paygate/testing';
+import { dropRetiredSuiteDatabases, ensureTemplateDatabase, TEMPLATE_DATABASE_ENV } from '@paygate/testing';
 import { ensureInfrastructure } from '../dev/infrastructure';
 
 async function main(): Promise<void> {
@@ -29,6 +30,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', forward);
   const code = await new Promise<number>((resolve) =>
     child.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))),
+  );
+  // The suites close their databases as they finish; they are dropped here, together (see retireSuiteDatabase).
+  await dropRetiredSuiteDatabases(infra.databaseUrl).catch((error: Error) =>
+    console.error(`[infra] the finished suites' databases were not all dropped: ${error.message}`),
   );
   await infra.stop();
   process.exit(code);

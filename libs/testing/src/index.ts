@@ -39,6 +39,10 @@ export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deploySmartWallet } from './smart-wallet';
 export { holdTableLock } from './table-lock';
-export { ensureTemplateDatabase, TEMPLATE_DATABASE_ENV } from './template-database';
+export {
+  dropRetiredSuiteDatabases,
+  ensureTemplateDatabase,
+  TEMPLATE_DATABASE_ENV,
+} from './template-database';
 export { serveTransferClaimsForTests } from './transfer-claims';
 export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';

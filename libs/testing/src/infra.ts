@@ -6,7 +6,13 @@ import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { Subscription } from 'nats';
 import pg from 'pg';
-import { databaseUrlFor, serviceSchemaName, TEMPLATE_DATABASE_ENV } from './template-database';
+import {
+  databaseUrlFor,
+  retireSuiteDatabase,
+  SUITE_DATABASE_PREFIX,
+  serviceSchemaName,
+  TEMPLATE_DATABASE_ENV,
+} from './template-database';
 
 export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const TEST_NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -17,8 +23,8 @@ export function randomSuffix(bytes = 4): string {
 
 /**
  * Everything one test suite needs to stay apart from every other: its own event namespace (so its own
- * streams) and its own Postgres database, cloned from the migrated template when there is one. `cleanup` drops
- * them all.
+ * streams) and its own Postgres database, cloned from the migrated template when there is one. `cleanup` deletes
+ * the streams and closes the database (with-infra drops it after the run).
  */
 export interface TestEnvironment {
   id: string;
@@ -76,12 +82,15 @@ export async function createTestEnvironment(
 ): Promise<TestEnvironment> {
   const id = `${label.replace(/[^a-z0-9]/g, '').slice(0, 12)}_${randomSuffix()}`;
   const namespace = `t${id}`;
-  const database = `t_${id}`;
+  const database = `${SUITE_DATABASE_PREFIX}${id}`;
   const template = process.env[TEMPLATE_DATABASE_ENV];
   const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
   await onAdminConnection(async (client) => {
     await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
-    for (const [name, value] of Object.entries(options.databaseSettings ?? {})) {
+    // Commits return before their WAL reaches the disk: a test never crashes the shared Postgres, and waiting
+    // for fsync on every commit only slowed the suites.
+    const settings = { synchronous_commit: 'off', ...options.databaseSettings };
+    for (const [name, value] of Object.entries(settings)) {
       await client.query(
         `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
       );
@@ -139,10 +148,7 @@ export async function createTestEnvironment(
       await admin.close();
       for (const bus of buses) await bus.close();
       for (const schema of schemas) suiteDatabasesBySchema.get(schema)?.delete(databaseUrl);
-      await onAdminConnection(
-        (client) => client.query(`drop database if exists "${database}" with (force)`),
-        logger,
-      );
+      await onAdminConnection((client) => retireSuiteDatabase(client, database), logger);
     },
   };
   return env;

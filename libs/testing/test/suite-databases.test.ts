@@ -1,0 +1,56 @@
+import { createTestEnvironment, dropRetiredSuiteDatabases, TEST_DATABASE_URL } from '@paygate/testing';
+import pg from 'pg';
+
+async function databaseNamed(name: string): Promise<{ datallowconn: boolean } | undefined> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    const found = await client.query<{ datallowconn: boolean }>(
+      'select datallowconn from pg_database where datname = $1',
+      [name],
+    );
+    return found.rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+describe('suite databases: closed when a suite ends, dropped together after the run', () => {
+  it('cleanup ends the connections and refuses new ones; the drop after the run spares a live suite', async () => {
+    const finished = await createTestEnvironment('retire');
+    const live = await createTestEnvironment('live');
+    const finishedName = new URL(finished.databaseUrl).pathname.slice(1);
+    const liveName = new URL(live.databaseUrl).pathname.slice(1);
+    try {
+      const open = new pg.Client({ connectionString: finished.databaseUrl });
+      open.on('error', () => undefined);
+      await open.connect();
+      const ended = new Promise<void>((resolve) => open.once('end', resolve));
+
+      await finished.cleanup();
+      await ended;
+      const refused = new pg.Client({ connectionString: finished.databaseUrl });
+      await expect(refused.connect()).rejects.toThrow(/not currently accepting connections/);
+      expect(await databaseNamed(finishedName)).toEqual({ datallowconn: false });
+
+      expect(await dropRetiredSuiteDatabases(TEST_DATABASE_URL)).toBeGreaterThanOrEqual(1);
+      expect(await databaseNamed(finishedName)).toBeUndefined();
+      expect(await databaseNamed(liveName)).toEqual({ datallowconn: true });
+    } finally {
+      await live.cleanup();
+    }
+  });
+
+  it('commits on a suite database do not wait for the disk', async () => {
+    const env = await createTestEnvironment('settings');
+    try {
+      const client = new pg.Client({ connectionString: env.databaseUrl });
+      await client.connect();
+      const { rows } = await client.query<{ synchronous_commit: string }>('show synchronous_commit');
+      await client.end();
+      expect(rows[0]!.synchronous_commit).toBe('off');
+    } finally {
+      await env.cleanup();
+    }
+  });
+});
