@@ -44,3 +44,43 @@ if (process.env.SUITE_CPU_LOG) {
   }
   module.exports = Measured;
 }
+
+/**
+ * `SUITE_CPU_PROFILE_DIR=<dir>`: each suite writes a CPU profile of its worker from setup to teardown
+ * (`<suite>.cpuprofile`, for Chrome DevTools or speedscope). `--cpu-prof` is not allowed in NODE_OPTIONS, and it
+ * would profile a worker across all its suites.
+ */
+if (process.env.SUITE_CPU_PROFILE_DIR) {
+  const fs = require('node:fs');
+  const path = require('node:path');
+  const inspector = require('node:inspector');
+  const post = (session, method, params) =>
+    new Promise((resolve, reject) =>
+      session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))),
+    );
+  const Base = module.exports;
+  class Profiled extends Base {
+    constructor(config, context) {
+      super(config, context);
+      this.profileName = path.basename(context.testPath).replace(/\.ts$/, '');
+    }
+    async setup() {
+      this.session = new inspector.Session();
+      this.session.connect();
+      await post(this.session, 'Profiler.enable');
+      await post(this.session, 'Profiler.start');
+      return super.setup();
+    }
+    async teardown() {
+      await super.teardown();
+      const { profile } = await post(this.session, 'Profiler.stop');
+      this.session.disconnect();
+      fs.mkdirSync(process.env.SUITE_CPU_PROFILE_DIR, { recursive: true });
+      fs.writeFileSync(
+        path.join(process.env.SUITE_CPU_PROFILE_DIR, `${this.profileName}.cpuprofile`),
+        JSON.stringify(profile),
+      );
+    }
+  }
+  module.exports = Profiled;
+}
