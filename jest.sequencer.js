@@ -12,7 +12,6 @@ const Sequencer = require('@jest/test-sequencer').default;
 const path = require('node:path');
 
 const LONGEST_FIRST = [
-  'deploy/test/chaos-short.test.ts',
   'deploy/test/fuzz.test.ts',
   'libs/bus/test/outage.test.ts',
   'deploy/test/dev-twice.test.ts',

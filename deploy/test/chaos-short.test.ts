@@ -1,5 +1,5 @@
 /**
- * The short chaos seed, part of `make test` and alone as `make chaos-short`: the whole system as real processes (3-node NATS cluster with
+ * The short chaos seed, `make chaos-short` (its own target, like `make chaos`; `make test` leaves it out): the whole system as real processes (3-node NATS cluster with
  * 3-replica streams, the run's own Postgres, anvil behind the RPC fault proxy, the gateway and the chain-indexer
  * with two replicas each, the other services with one, started from compiled JavaScript), 25 s of seeded load
  * and faults (kill -9 and
