@@ -127,9 +127,11 @@ export async function createTestEnvironment(
         // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
         // the production default of 10 per service could use it up (with four workers a clean-clone run peaked at 75).
         DB_POOL_SIZE: '4',
-        // An idle connection goes back to Postgres after 1 s (30 s in production): a clean-clone run alone peaked at
-        // 93 of the 100 connections, mostly idle ones of suites that had finished their burst.
-        DB_IDLE_TIMEOUT_MS: '1000',
+        // An idle connection goes back to Postgres after 5 s (30 s in production): a clean-clone run alone peaked at
+        // 93 of the 100 connections with 30 s, mostly idle ones of suites that had finished their burst. After 1 s,
+        // pools opened a third more sessions, and a new session costs Postgres about 47 ms of CPU on this host
+        // (pgbench -C), a hundred times a query on an open one.
+        DB_IDLE_TIMEOUT_MS: '5000',
         // A request waits up to 15 s (5 s in production) for a pooled connection: at load 20 on two cores a burst of
         // requests against a pool of 4 waited longer than 5 s and was answered 503 "database unavailable".
         DB_CONNECT_TIMEOUT_MS: '15000',
@@ -163,7 +165,7 @@ export function openSchema<DB = any>(schema: string): Kysely<DB> {
   if (databases.length > 1) {
     throw new Error(`schema ${schema} is in ${databases.length} live test environments: clean one up first`);
   }
-  return createDatabase<DB>({ url: databases[0] ?? TEST_DATABASE_URL, schema, idleTimeoutMs: 1000 });
+  return createDatabase<DB>({ url: databases[0] ?? TEST_DATABASE_URL, schema, idleTimeoutMs: 5000 });
 }
 
 /**
