@@ -150,6 +150,10 @@ describe('make dev, twice in a row', () => {
       DEV_NAMESPACE: NAMESPACE,
       DEV_SCHEMA_PREFIX: SCHEMA_PREFIX,
       LOG_LEVEL: 'warn',
+      // The runner's services share the suites' Postgres (100 connections): with production's pools (10 each,
+      // idle for 30 s) its seven services could hold 70, and a clean-clone run peaked at 90 while it started.
+      DB_POOL_SIZE: '3',
+      DB_IDLE_TIMEOUT_MS: '5000',
     });
     const current = runner;
     const started = await Promise.race([
