@@ -107,17 +107,14 @@ describe('relayer head watcher: waiting callers hear of a new block together, so
     watcher.stop();
   });
 
-  it('learns the block interval from the chain, and notices each block within a poll interval', async () => {
-    // How soon a block is noticed once the phase is learned is tested on a simulated clock
-    // (head-watcher.unit.test.ts): here anvil's miner ticks late on a loaded host, and a late block is left to the
-    // coarse poll.
-    const POLL_MS = 800;
-    const watcher = new HeadWatcher(countedChain(anvil), POLL_MS);
+  it("learns the block interval from the chain's timestamps, and wakes the callers at each new block", async () => {
+    // How soon a block is noticed once its phase is learned is tested on a simulated clock
+    // (head-watcher.unit.test.ts): anvil's miner ticks late on a loaded host, which no bound here could tell from
+    // the watcher's own lateness.
+    const watcher = new HeadWatcher(countedChain(anvil), 800);
     await lagsOfNextBlocks(watcher, arrivals, 4);
     expect(watcher.learnedIntervalMs()).toBe(1000);
-    const lags = await lagsOfNextBlocks(watcher, arrivals, 3);
-    expect(lags.length).toBeGreaterThanOrEqual(2);
-    expect(Math.max(...lags)).toBeLessThan(POLL_MS + 200);
+    await lagsOfNextBlocks(watcher, arrivals, 2);
     watcher.stop();
   });
 
