@@ -145,8 +145,8 @@ export async function retireSuiteDatabase(client: pg.Client, database: string): 
 export async function dropRetiredSuiteDatabases(adminUrl: string, concurrency = 8): Promise<number> {
   const retired = await withAdmin(adminUrl, async (client) => {
     const found = await client.query<{ datname: string }>(
-      "select datname from pg_database where not datallowconn and starts_with(datname, $1) and datname ~ '^t_[a-z0-9]*_[0-9a-f]+$'",
-      [SUITE_DATABASE_PREFIX],
+      'select datname from pg_database where not datallowconn and datname ~ $1',
+      [`^${SUITE_DATABASE_PREFIX}[a-z0-9]*_[0-9a-f]+$`],
     );
     return found.rows.map((row) => row.datname);
   });

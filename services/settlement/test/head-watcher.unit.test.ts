@@ -1,4 +1,4 @@
-import { HeadWatcher } from '../src/relayer/heads';
+import { type HeadReads, HeadWatcher } from '../src/relayer/heads';
 
 /**
  * The watcher's poll schedule on a simulated clock: a chain that makes a block every BLOCK_MS at a fixed phase and
@@ -26,6 +26,14 @@ function simulatedChain() {
     },
   };
   return { chain, blockAt };
+}
+
+/** A watcher polling `chain` every `pollMs`, past its first poll (which sees the head, not yet its rhythm). */
+async function startedWatcher(chain: HeadReads, pollMs: number): Promise<HeadWatcher> {
+  const watcher = new HeadWatcher(chain, pollMs);
+  void watcher.newerThan(undefined, 5000);
+  await jest.advanceTimersByTimeAsync(pollMs + READ_MS);
+  return watcher;
 }
 
 /** How long after each of the next `blocks` blocks existed a caller waiting for it was woken. */
@@ -57,9 +65,7 @@ describe('relayer head watcher on a simulated clock', () => {
   it('learns the interval and phase, then notices each block within a few ms instead of half a poll later', async () => {
     const POLL_MS = 800;
     const { chain, blockAt } = simulatedChain();
-    const watcher = new HeadWatcher(chain, POLL_MS);
-    void watcher.newerThan(undefined, 5000);
-    await jest.advanceTimersByTimeAsync(POLL_MS + READ_MS);
+    const watcher = await startedWatcher(chain, POLL_MS);
     const learning = await lagsOfNextBlocks(watcher, blockAt, 4);
     expect(watcher.learnedIntervalMs()).toBe(BLOCK_MS);
     const lags = await lagsOfNextBlocks(watcher, blockAt, 10);
@@ -74,9 +80,7 @@ describe('relayer head watcher on a simulated clock', () => {
   it('polls densely only around the moment a block is due', async () => {
     const POLL_MS = 800;
     const { chain, blockAt } = simulatedChain();
-    const watcher = new HeadWatcher(chain, POLL_MS);
-    void watcher.newerThan(undefined, 5000);
-    await jest.advanceTimersByTimeAsync(POLL_MS + READ_MS);
+    const watcher = await startedWatcher(chain, POLL_MS);
     await lagsOfNextBlocks(watcher, blockAt, 6);
     chain.reads.length = 0;
     const from = performance.now();
@@ -108,9 +112,7 @@ describe('relayer head watcher on a simulated clock', () => {
         return head;
       },
     };
-    const watcher = new HeadWatcher(lateChain, POLL_MS);
-    void watcher.newerThan(undefined, 5000);
-    await jest.advanceTimersByTimeAsync(POLL_MS + READ_MS);
+    const watcher = await startedWatcher(lateChain, POLL_MS);
     await lagsOfNextBlocks(watcher, blockAt, 4);
     delayedFrom = watcher.known()! + 1n;
     const lags = await lagsOfNextBlocks(watcher, (block) => blockAt(block) + 300, 1);
