@@ -13,6 +13,7 @@ import {
   Migrator,
   PostgresAdapter,
   PostgresDialect,
+  type RawBuilder,
   type SchemaMetadata,
   sql,
   type TableMetadata,
@@ -113,6 +114,32 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
   }
 }
 
+/** The comment that opens a statement marked by `preparedStatement`, with the name it is prepared under. */
+const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
+
+/**
+ * Marks a statement on a hot path (a paid call's claim) to be prepared once per pooled connection and run by name
+ * after that: Postgres then skips parsing and, once its plan is cached, planning (a claim statement: 1.2-1.3 ms
+ * instead of 1.7-2.1 ms, measured with pg on this repo's statement). Put it first in the template:
+ * sql`${preparedStatement('ledger_claims')} with ...`. One name, one text: pg refuses a name prepared for another
+ * text on the same connection, so a statement whose text varies puts what varies in its name.
+ */
+export function preparedStatement(name: string): RawBuilder<unknown> {
+  if (!/^[a-z][a-z0-9_]*$/.test(name))
+    throw new Error(`prepared statement name ${name}: lowercase letters, digits, _`);
+  return sql.raw(`/* prepared:${name} */`);
+}
+
+/** Sends the statements marked by preparedStatement under their name (kysely calls query(text, values)). */
+function prepareMarkedStatements(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((text: unknown, ...rest: unknown[]) => {
+    const name = typeof text === 'string' ? PREPARED_MARKER.exec(text)?.[1] : undefined;
+    if (name === undefined || rest.length !== 1 || !Array.isArray(rest[0])) return query(text, ...rest);
+    return query({ name, text, values: rest[0] });
+  }) as typeof client.query;
+}
+
 /** A Kysely instance whose every connection works inside the service's own schema (search_path). */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   // Every wait is bounded (docs/reliability.md): for a connection of the pool, a statement, a lock, and a
@@ -136,6 +163,7 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   // unhandled 'error' and crashed the whole service (found by make chaos). The next statement fails instead.
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
+    prepareMarkedStatements(client);
   });
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
 }

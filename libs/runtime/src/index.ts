@@ -18,6 +18,7 @@ export {
   createDatabase,
   dropSchema,
   migrateToLatest,
+  preparedStatement,
   type RepeatableSql,
   readRepeatableSql,
 } from './database';

@@ -6,6 +6,7 @@ import {
   validateEvent,
 } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
+import { preparedStatement } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { type Kysely, sql } from 'kysely';
 import { newClaimId } from '../ids';
@@ -51,7 +52,7 @@ export async function claimsOrHolders(
   });
   const column = <T>(pick: (item: (typeof items)[number], index: number) => T) => items.map(pick);
   const rows = (
-    await sql<ClaimOutcomeRow & { batch_index: number; pick: number }>`
+    await sql<ClaimOutcomeRow & { batch_index: number; pick: number }>`${preparedStatement('ledger_claims')}
       with req as (
         select * from unnest(
             ${column((_, i) => i)}::integer[], ${column((x) => x.request.chainId)}::integer[],
