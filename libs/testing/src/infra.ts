@@ -87,9 +87,11 @@ export async function createTestEnvironment(
   const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
   await onAdminConnection(async (client) => {
     await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
-    // Commits return before their WAL reaches the disk: a test never crashes the shared Postgres, and waiting
-    // for fsync on every commit only slowed the suites.
-    const settings = { synchronous_commit: 'off', ...options.databaseSettings };
+    // Under jest, commits return before their WAL reaches the disk: a test never crashes the shared Postgres, and
+    // waiting for fsync on every commit only slowed the suites. Benchmarks (tsx, no jest) keep production's
+    // durable commits, so their figures include the fsync a real commit waits for.
+    const durability = process.env.JEST_WORKER_ID === undefined ? {} : { synchronous_commit: 'off' };
+    const settings = { ...durability, ...options.databaseSettings };
     for (const [name, value] of Object.entries(settings)) {
       await client.query(
         `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
