@@ -21,11 +21,9 @@ afterAll(async () => {
 });
 
 const prepared = async () =>
-  (
-    await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(
-      db,
-    )
-  ).rows.map((row) => row.name);
+  (await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(db)).rows.map(
+    (row) => row.name,
+  );
 
 describe('preparedStatement', () => {
   it('prepares a marked statement once on a connection and runs it with each call’s parameters', async () => {

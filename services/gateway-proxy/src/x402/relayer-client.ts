@@ -1,7 +1,13 @@
 import { type Bus, requestRpc } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 
-const STATUS_TTL_MS = 3000;
+/** How long a status answer is fresh. */
+export const STATUS_TTL_MS = 3000;
+/**
+ * How long a payment may go on an older "available" while a fresh status is asked for beside it (the relayer
+ * still refuses what it cannot pay gas for); "unavailable", or no answer this recent, is asked again and waited for.
+ */
+export const AVAILABLE_STALE_MS = 30_000;
 
 /**
  * The gateway's side of settlement's relayer (the only signer of transactions). Replies are validated against
@@ -14,6 +20,7 @@ export class RelayerClient {
   constructor(
     private readonly bus: Bus,
     private readonly timeoutMs: number,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** Submits and waits (bounded) for inclusion; throws when the relayer cannot be reached in time. */
@@ -23,19 +30,28 @@ export class RelayerClient {
     });
   }
 
-  /** Whether x402 can be offered now (cached a few seconds; one request at a time). */
+  /**
+   * Whether an x402 payment can be submitted now: a fresh answer, or an "available" of the last AVAILABLE_STALE_MS
+   * while a fresh one is asked for (a paid call does not wait for the status round trip every few seconds).
+   */
   async available(): Promise<boolean> {
+    const known = this.status;
+    if (known?.reply.available && this.now() - known.at <= AVAILABLE_STALE_MS) {
+      void this.currentStatus();
+      return true;
+    }
     return (await this.currentStatus()).available;
   }
 
   /** The last known answer without waiting (undefined before the first one): the 402 hot path uses it. */
   knownAvailable(): boolean | undefined {
-    if (!this.status || Date.now() - this.status.at > STATUS_TTL_MS) void this.currentStatus();
+    if (!this.status || this.now() - this.status.at > STATUS_TTL_MS) void this.currentStatus();
     return this.status?.reply.available;
   }
 
+  /** The relayer's status, asked for when the last answer is older than STATUS_TTL_MS (one request at a time). */
   async currentStatus(): Promise<RelayerStatusReply> {
-    if (this.status && Date.now() - this.status.at <= STATUS_TTL_MS) return this.status.reply;
+    if (this.status && this.now() - this.status.at <= STATUS_TTL_MS) return this.status.reply;
     this.statusInFlight ??= (async () => {
       let reply: RelayerStatusReply;
       try {
@@ -43,7 +59,7 @@ export class RelayerClient {
       } catch (error) {
         reply = { available: false, address: null, balanceWei: '0', reason: (error as Error).message };
       }
-      this.status = { reply, at: Date.now() };
+      this.status = { reply, at: this.now() };
       return reply;
     })().finally(() => {
       this.statusInFlight = undefined;

@@ -1,0 +1,66 @@
+/**
+ * The gateway's relayer status, against a relayer.status responder on the real NATS: a paid call waits for the first
+ * answer; a fresh answer is reused; an older "available" answers at once while a fresh status is asked for beside
+ * it; "unavailable", or an answer older than AVAILABLE_STALE_MS, is asked again and waited for.
+ */
+import { type Bus, type RpcServer, serveRpc } from '@paygate/bus';
+import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import { AVAILABLE_STALE_MS, RelayerClient, STATUS_TTL_MS } from '../src/x402/relayer-client';
+
+let env: TestEnvironment;
+let bus: Bus;
+let responder: RpcServer;
+let asked = 0;
+let relayerAvailable = true;
+const silent = { warn: () => undefined, error: () => undefined };
+
+beforeAll(async () => {
+  env = await createTestEnvironment('relayerstatus');
+  bus = await env.bus();
+  responder = await serveRpc(
+    bus,
+    'relayer.status',
+    async () => {
+      asked += 1;
+      return relayerAvailable
+        ? { available: true, address: `0x${'1'.repeat(40)}`, balanceWei: '1000', reason: null }
+        : { available: false, address: null, balanceWei: '0', reason: 'out of gas' };
+    },
+    silent,
+  );
+});
+
+afterAll(async () => {
+  await responder?.stop();
+  await env?.cleanup();
+});
+
+describe('RelayerClient.available', () => {
+  it('answers from a recent "available" without waiting, and asks again only when it must', async () => {
+    let clock = 1_000_000;
+    const client = new RelayerClient(bus, 2000, () => clock);
+    asked = 0;
+    relayerAvailable = true;
+    expect(await client.available()).toBe(true);
+    expect(asked).toBe(1);
+    // Fresh: no request.
+    clock += STATUS_TTL_MS;
+    expect(await client.available()).toBe(true);
+    expect(asked).toBe(1);
+    // Older than the TTL: answered at once from the last answer, a fresh status asked for beside it.
+    relayerAvailable = false;
+    clock += 1;
+    expect(await client.available()).toBe(true);
+    await waitFor(async () => asked === 2 || undefined, { message: 'no fresh status was asked for' });
+    // The fresh answer says unavailable: the next call waits for the relayer's word again.
+    clock += STATUS_TTL_MS + 1;
+    relayerAvailable = true;
+    expect(await client.available()).toBe(true);
+    expect(asked).toBe(3);
+    // An "available" older than AVAILABLE_STALE_MS is not trusted: the call waits for a fresh answer.
+    relayerAvailable = false;
+    clock += AVAILABLE_STALE_MS + 1;
+    expect(await client.available()).toBe(false);
+    expect(asked).toBe(4);
+  });
+});
