@@ -122,7 +122,10 @@ const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
  * after that: Postgres then skips parsing and, once its plan is cached, planning (a claim statement: 1.2-1.3 ms
  * instead of 1.7-2.1 ms, measured with pg on this repo's statement). Put it first in the template:
  * sql`${preparedStatement('ledger_claims')} with ...`. One name, one text: pg refuses a name prepared for another
- * text on the same connection, so a statement whose text varies puts what varies in its name.
+ * text on the same connection, so a statement whose text varies puts what varies in its name. Name every result
+ * column (no `*`, no `returning *` in the result): a migration that adds a column while a replica runs would change a
+ * prepared statement's result type, and Postgres refuses to run it on that connection again ("cached plan must not
+ * change result type"). The gateway's claim statement returns `claimed.*`, so it is not prepared.
  */
 export function preparedStatement(name: string): RawBuilder<unknown> {
   if (!/^[a-z][a-z0-9_]*$/.test(name))

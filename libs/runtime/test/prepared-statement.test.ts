@@ -48,6 +48,22 @@ describe('preparedStatement', () => {
     expect(await prepared()).toEqual(['test_doubled']);
   });
 
+  it('keeps working after a migration adds a column when its result columns are named, unlike `*`', async () => {
+    await sql`create table prepared_probe (id integer primary key)`.execute(db);
+    await sql`insert into prepared_probe values (1)`.execute(db);
+    const named = () =>
+      sql<{
+        id: number;
+      }>`${preparedStatement('test_named')} select id from prepared_probe where id = ${1}`.execute(db);
+    const starred = () =>
+      sql`${preparedStatement('test_starred')} select * from prepared_probe where id = ${1}`.execute(db);
+    await named();
+    await starred();
+    await sql`alter table prepared_probe add column note text`.execute(db);
+    expect((await named()).rows).toEqual([{ id: 1 }]);
+    await expect(starred()).rejects.toThrow('cached plan must not change result type');
+  });
+
   it('refuses a name that is not a lowercase identifier', () => {
     expect(() => preparedStatement('x; drop table')).toThrow('lowercase letters, digits, _');
     expect(() => preparedStatement('Upper')).toThrow('prepared statement name Upper');

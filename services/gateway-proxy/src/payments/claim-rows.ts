@@ -1,6 +1,6 @@
 import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { preparedStatement, type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { LedgerClaims, TransferToClaim } from './claims';
@@ -232,9 +232,7 @@ export class PaymentClaimRows {
     ];
     const recordNames = sql.raw(['batch_index', ...record.columns.map(([name]) => name)].join(', '));
     const rows = (
-      await sql<
-        PaymentClaim & { batch_index: number; recorded_elsewhere: number }
-      >`${preparedStatement(`gateway_claims_${record.kind}`)}
+      await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`
         with req as (
           select * from unnest(
               ${indexes}::integer[], ${column((c) => c.id)}::text[], ${column((c) => c.txHash)}::text[],
