@@ -41,14 +41,38 @@ describe('suite databases: closed when a suite ends, dropped together after the 
     }
   });
 
+  /** The synchronous_commit every new connection to the environment's database gets. */
+  async function commitSetting(env: Awaited<ReturnType<typeof createTestEnvironment>>): Promise<string> {
+    const client = new pg.Client({ connectionString: env.databaseUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ synchronous_commit: string }>('show synchronous_commit');
+      return rows[0]!.synchronous_commit;
+    } finally {
+      await client.end();
+    }
+  }
+
   it('commits on a suite database do not wait for the disk', async () => {
     const env = await createTestEnvironment('settings');
     try {
-      const client = new pg.Client({ connectionString: env.databaseUrl });
-      await client.connect();
-      const { rows } = await client.query<{ synchronous_commit: string }>('show synchronous_commit');
-      await client.end();
-      expect(rows[0]!.synchronous_commit).toBe('off');
+      expect(await commitSetting(env)).toBe('off');
+    } finally {
+      await env.cleanup();
+    }
+  });
+
+  it("a benchmark's database (no jest worker) keeps durable commits", async () => {
+    const worker = process.env.JEST_WORKER_ID;
+    delete process.env.JEST_WORKER_ID;
+    let env: Awaited<ReturnType<typeof createTestEnvironment>>;
+    try {
+      env = await createTestEnvironment('durable');
+    } finally {
+      process.env.JEST_WORKER_ID = worker;
+    }
+    try {
+      expect(await commitSetting(env)).toBe('on');
     } finally {
       await env.cleanup();
     }
