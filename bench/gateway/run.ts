@@ -13,6 +13,7 @@
  *   gateway process (.cpuprofile, the whole run; case (c) dominates it) into <dir>.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -388,7 +389,14 @@ async function main() {
       ),
     );
   } finally {
+    // Each child stops on SIGTERM and is waited for (briefly): a process killed at exit writes no --cpu-prof profile.
+    const exits = children.map((child) =>
+      child.exitCode === null
+        ? once(child, 'exit', { signal: AbortSignal.timeout(10_000) }).catch(() => undefined)
+        : undefined,
+    );
     for (const child of children) child.kill('SIGTERM');
+    await Promise.all(exits);
     await anvil.stop();
     await env.cleanup();
   }

@@ -1,5 +1,6 @@
 import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, makeProvider } from '@paygate/chain';
+import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
@@ -34,6 +35,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     migrations,
     async routes(app, ctx: ServiceContext) {
       state = await createGatewayState(ctx, config, provider);
+      // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
+      ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [
         // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.

@@ -1,5 +1,6 @@
+import { recoverMessageSigner } from '@paygate/chain/signatures';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { type PaymentProof, recoverPaymentSigner } from '@paygate/protocol';
+import { type PaymentProof, paymentMessage } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
 import { failure, type PaymentFailure } from './failures';
 import type { Presenter } from './reuse-rules';
@@ -98,7 +99,8 @@ export class ProofChecks {
     let signer = this.signerCache.get(key);
     if (signer === undefined) {
       try {
-        signer = recoverPaymentSigner(proof.txHash, resource, proof.signature).toLowerCase();
+        // libsecp256k1 where it loads: a fresh proof's signature is the gateway's largest CPU cost.
+        signer = recoverMessageSigner(paymentMessage(proof.txHash, resource), proof.signature).toLowerCase();
       } catch {
         signer = '';
       }

@@ -1,3 +1,4 @@
+import { recoverTypedDataSigner } from '@paygate/chain/signatures';
 import type { TransferAuthorization } from '@paygate/contracts';
 import {
   authorizationTypes,
@@ -5,14 +6,7 @@ import {
   type FacilitatorEvmSigner,
   verifyHashSignatureWithCode,
 } from '@x402/evm';
-import {
-  getAddress,
-  Interface,
-  type InterfaceAbi,
-  type JsonRpcProvider,
-  TypedDataEncoder,
-  verifyTypedData,
-} from 'ethers';
+import { getAddress, Interface, type InterfaceAbi, type JsonRpcProvider, TypedDataEncoder } from 'ethers';
 
 /** The token's EIP-712 domain as the payer signed in it (name and version read from the contract). */
 export interface TokenDomain {
@@ -62,7 +56,7 @@ export function signedByPayer(
 ): boolean {
   if (signature.length !== 132) return false;
   try {
-    const signer = verifyTypedData(domainOf(token), TYPES, authorization, signature);
+    const signer = recoverTypedDataSigner(domainOf(token), TYPES, authorization, signature);
     return signer.toLowerCase() === authorization.from.toLowerCase();
   } catch {
     return false;
