@@ -125,7 +125,7 @@ const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
  * text on the same connection, so a statement whose text varies puts what varies in its name. Name every result
  * column (no `*`, no `returning *` in the result): a migration that adds a column while a replica runs would change a
  * prepared statement's result type, and Postgres refuses to run it on that connection again ("cached plan must not
- * change result type"). The gateway's claim statement returns `claimed.*`, so it is not prepared.
+ * change result type").
  */
 export function preparedStatement(name: string): RawBuilder<unknown> {
   if (!/^[a-z][a-z0-9_]*$/.test(name))

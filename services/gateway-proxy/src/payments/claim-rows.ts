@@ -1,6 +1,6 @@
 import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import { preparedStatement, type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { LedgerClaims, TransferToClaim } from './claims';
@@ -101,6 +101,38 @@ class RefusedInBatch extends Error {
     super('the ledger refused claims of this batch');
   }
 }
+
+/** The claim row's columns, named in the claim statement's result: prepared, its result must not change with a migration. */
+const CLAIM_COLUMNS = [
+  'id',
+  'network',
+  'chain_id',
+  'tx_hash',
+  'log_index',
+  'payer',
+  'token',
+  'amount_micro',
+  'seller_id',
+  'skill_id',
+  'skill_name',
+  'endpoint_id',
+  'resource',
+  'kind',
+  'claimed_via',
+  'state',
+  'access_expires_at',
+  'retry_until',
+  'attempts',
+  'created_at',
+  'updated_at',
+] as const satisfies ReadonlyArray<keyof PaymentClaim>;
+/** Fails to compile when PaymentClaim gains a field CLAIM_COLUMNS does not name. */
+const everyClaimColumnNamed: Exclude<keyof PaymentClaim, (typeof CLAIM_COLUMNS)[number]> extends never
+  ? true
+  : never = true;
+void everyClaimColumnNamed;
+const RETURNED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.join(', '));
+const SELECTED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.map((column) => `c.${column}`).join(', '));
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
 const MAX_CLAIM_WRITES = 2;
@@ -217,7 +249,8 @@ export class PaymentClaimRows {
 
   /**
    * The batch's claim rows, their payment.confirmed and their records in one statement, the claims as arrays (the
-   * statement is the same whatever their number, so it is planned like one claim's).
+   * statement is the same whatever their number: prepared once per connection and record kind, it is planned like
+   * one claim's).
    */
   private async writeClaims(trx: Transaction<any>, batch: QueuedClaim[]): Promise<RecordedClaim[]> {
     const claims = batch.map((item) => this.claimValues(item.transfer, item.purchase, item.options));
@@ -232,7 +265,9 @@ export class PaymentClaimRows {
     ];
     const recordNames = sql.raw(['batch_index', ...record.columns.map(([name]) => name)].join(', '));
     const rows = (
-      await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`
+      await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`${preparedStatement(
+        `gateway_claims_${record.kind}`,
+      )}
         with req as (
           select * from unnest(
               ${indexes}::integer[], ${column((c) => c.id)}::text[], ${column((c) => c.txHash)}::text[],
@@ -258,7 +293,7 @@ export class PaymentClaimRows {
                 access_expires_at, retry_until, 1, now, now
               from req order by batch_index
             on conflict (network, tx_hash) do nothing
-            returning *
+            returning ${RETURNED_CLAIM_COLUMNS}
         ),
         published as (
           insert into outbox (id, subject, envelope, published_at)
@@ -269,7 +304,7 @@ export class PaymentClaimRows {
           select * from unnest(${sql.join(recordColumns)}) as x(${recordNames})
         ),
         recorded as (${record.statement(sql.raw('records'), sql.raw('claims'))})
-        select r.batch_index, c.*,
+        select r.batch_index, ${SELECTED_CLAIM_COLUMNS},
             (select count(*) from recorded w where w.batch_index = r.batch_index)::int as recorded_elsewhere
           from req r left join claimed c on c.id = r.id`.execute(trx)
     ).rows;
