@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { recoverAddress, SigningKey, TypedDataEncoder, verifyMessage, verifyTypedData, Wallet } from 'ethers';
 import fc from 'fast-check';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../src';
@@ -24,8 +26,19 @@ const digest = fc.uint8Array({ minLength: 32, maxLength: 32 });
 const seed = { seed: 20261128 };
 
 describe('signer recovery', () => {
-  it('uses libsecp256k1 here (the prebuilt binding loads on linux-x64)', () => {
-    expect(SIGNATURE_RECOVERY).toBe('libsecp256k1');
+  it('uses libsecp256k1 wherever the package ships a binding for this platform, ethers elsewhere', () => {
+    // The package ships prebuilt bindings for linux-x64 (CI, the images), darwin-arm64 and win32-x64; on another
+    // platform (linux-arm64, say) the binding is absent and ethers recovers, more slowly but the same.
+    const prebuilt = existsSync(
+      path.join(
+        path.dirname(require.resolve('secp256k1/package.json')),
+        'prebuilds',
+        `${process.platform}-${process.arch}`,
+      ),
+    );
+    expect(SIGNATURE_RECOVERY).toBe(prebuilt ? 'libsecp256k1' : 'ethers');
+    if (process.platform === 'linux' && process.arch === 'x64')
+      expect(SIGNATURE_RECOVERY).toBe('libsecp256k1');
   });
 
   it('recovers the signer of any digest exactly as ethers does', () => {
