@@ -79,10 +79,11 @@ describe('relayer head watcher: waiting callers hear of a new block together, so
 
   beforeAll(async () => {
     anvil = await startAnvil({ fresh: true, blockTimeSec: 1 });
-    // A chain with history, its timestamps exactly a second apart and ahead of the clock: the interval the watcher
-    // reads from them is the chain's 1 s whatever the load. A young chain's span reached back to the genesis block,
-    // stamped when anvil started, and on a loaded host a late tick of the miner stamped a block 2 s after the last.
-    await anvil.provider.send('anvil_mine', ['0x20', '0x1']);
+    // Every block stamped exactly a second after the last, whoever mines it: the interval the watcher reads is the
+    // chain's 1 s whatever the load. From the wall clock, a late tick of the miner stamped a block 2 s after the last;
+    // `anvil_mine` with an interval left the miner's next block stamped the same second as the last (seen in CI: 950).
+    await anvil.provider.send('anvil_setBlockTimestampInterval', [1]);
+    await anvil.provider.send('anvil_mine', ['0x20']);
     arrivals = await headArrivals(anvil);
   });
 
