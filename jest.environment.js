@@ -19,11 +19,21 @@ module.exports = TestEnvironment;
 
 /**
  * `SUITE_CPU_LOG=<file>`: each suite appends the CPU its worker spent from the suite's setup to its teardown (module
- * loading, the tests, the services they start in-process; not child processes), in ms, tab, the suite's path. This
+ * loading, the tests, the services they start in-process), in ms, tab, the suite's path, tab, the CPU of the child
+ * processes that exited meanwhile (services, anvil, Chromium; Linux only, else 0), in ms. This
  * is how docs/benchmarks.md measured where a run's CPU goes, by suite.
  */
 if (process.env.SUITE_CPU_LOG) {
   const fs = require('node:fs');
+  /** CPU of the worker's children that have exited and been waited for (services, anvil, Chromium), from /proc. */
+  const reapedChildrenCpuMs = () => {
+    try {
+      const fields = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+      return (Number(fields[13]) + Number(fields[14])) * 10; // cutime + cstime, in ticks of 10 ms
+    } catch {
+      return 0;
+    }
+  };
   class Measured extends TestEnvironment {
     constructor(config, context) {
       super(config, context);
@@ -31,14 +41,16 @@ if (process.env.SUITE_CPU_LOG) {
     }
     async setup() {
       this.cpuAtStart = process.cpuUsage();
+      this.childrenAtStart = reapedChildrenCpuMs();
       return super.setup();
     }
     async teardown() {
       await super.teardown();
       const cpu = process.cpuUsage(this.cpuAtStart);
+      const children = reapedChildrenCpuMs() - this.childrenAtStart;
       fs.appendFileSync(
         process.env.SUITE_CPU_LOG,
-        `${Math.round((cpu.user + cpu.system) / 1000)}\t${this.suitePath}\n`,
+        `${Math.round((cpu.user + cpu.system) / 1000)}\t${this.suitePath}\t${children}\n`,
       );
     }
   }
