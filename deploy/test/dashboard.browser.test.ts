@@ -853,7 +853,8 @@ describe('seller dashboard in a real browser, against the real services', () => 
         finished.push({ bytes: event.encodedDataLength });
       });
       // The waits below poll every 100 ms, not at each animation frame (Playwright's default): polling by frame kept
-      // Chromium drawing frames through every throttled load (its renderer: 36.2 s of CPU for the suite, then 8.3).
+      // Chromium drawing frames through every throttled load (the suite's Chromium: 62 s of CPU in a run before,
+      // 50 and 48 s in two after, on a slow host).
       const visit = async () => {
         finished.length = 0;
         await page.goto(`${baseUrl}/dashboard/`, { waitUntil: 'commit', timeout: 90_000 });
