@@ -28,8 +28,10 @@ if (process.env.SUITE_CPU_LOG) {
   /** CPU of the worker's children that have exited and been waited for (services, anvil, Chromium), from /proc. */
   const reapedChildrenCpuMs = () => {
     try {
-      const fields = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-      return (Number(fields[13]) + Number(fields[14])) * 10; // cutime + cstime, in ticks of 10 ms
+      // After the last ')': a process name may itself hold one. Fields from the state on: cutime and cstime are 13, 14.
+      const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return (Number(fields[13]) + Number(fields[14])) * 10; // in ticks of 10 ms
     } catch {
       return 0;
     }
