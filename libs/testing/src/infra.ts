@@ -235,6 +235,22 @@ export class EventRecorder {
     return this.events;
   }
 
+  /**
+   * Waits for the first recorded event whose data matches. Prefer it to a count: the recorder also hears events that
+   * earlier steps published late (the outbox relay polls) and other tests' events of the same type.
+   */
+  async waitForEvent(
+    matches: (data: Record<string, unknown>) => boolean,
+    timeoutMs = 10_000,
+  ): Promise<EventEnvelope> {
+    const found = () => this.events.find((event) => matches(event.data as Record<string, unknown>));
+    await waitFor(() => found() !== undefined, {
+      timeoutMs,
+      message: `no matching event among the ${this.events.length} recorded`,
+    });
+    return found()!;
+  }
+
   stop(): void {
     this.subscription.unsubscribe();
   }
