@@ -204,8 +204,8 @@ describe('payout address', () => {
     const effectiveAt = Date.parse(changed.body.effectiveAt);
     expect(effectiveAt - Date.now()).toBeGreaterThan(HOUR - 60_000);
 
-    const [announcement] = await announced.waitForCount(1);
-    expect(announcement!.data).toEqual({
+    const announcement = await announced.waitForEvent((data) => data.sellerId === seller.sellerId);
+    expect(announcement.data).toEqual({
       sellerId: seller.sellerId,
       walletAddress: wallet.address,
       currentPayoutAddress: wallet.address,
