@@ -196,12 +196,12 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     const res = await fetch(`http://127.0.0.1:${port}/x`, { headers: { 'X-402-Payment': 'e30=' } });
     expect(res.status).toBe(500);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(5000);
     // A cold start: nothing known about the escrow yet, Paygate silent. Still a 402 with the price, at once.
     const noProofStarted = Date.now();
     const noProof = await fetch(`http://127.0.0.1:${port}/x`);
     expect(noProof.status).toBe(402);
-    expect(Date.now() - noProofStarted).toBeLessThan(2000);
+    expect(Date.now() - noProofStarted).toBeLessThan(5000);
     expect(await noProof.json()).toMatchObject({
       price: '0.01',
       type: 'payPerCall',

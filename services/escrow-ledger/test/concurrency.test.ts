@@ -12,7 +12,7 @@ import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } fro
  * seller's holds, platform holds, suspense, escrow) and claiming the same transfers at the same time must both
  * commit, with no Postgres deadlock (40P01) and no retry.
  */
-jest.setTimeout(15_000);
+jest.setTimeout(60_000);
 
 const DEADLOCK = '40P01';
 // Enough transfers claimed by both batches that their bookings overlap in time, whichever starts first.

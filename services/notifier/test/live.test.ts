@@ -21,7 +21,8 @@ describe('notifier live session updates over WebSocket', () => {
     env = await createTestEnvironment('notifws');
     bus = await env.bus();
     // Two replicas of one notifier: same schema, same namespace, each with its own sockets.
-    const settings = { WS_IDLE_TIMEOUT_MS: '400', WS_HEARTBEAT_INTERVAL_MS: '200' };
+    // Short enough for the idle test, long enough that a busy worker still answers each ping before the next tick.
+    const settings = { WS_IDLE_TIMEOUT_MS: '2000', WS_HEARTBEAT_INTERVAL_MS: '1000' };
     replicaA = await startNotifier(loadConfig(env.envFor('notifier', settings)));
     replicaB = await startNotifier(loadConfig(env.envFor('notifier', settings)));
   });

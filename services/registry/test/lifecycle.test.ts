@@ -49,13 +49,13 @@ afterAll(async () => {
 async function skill(name: string) {
   return (await api(h.url, 'GET', `/api/v1/manage/skills/${name}`, { token: seller.apiKey })).body;
 }
-async function settled(name: string) {
+async function settled(name: string, timeoutMs = 10_000) {
   return waitFor(
     async () => {
       const s = await skill(name);
       return s.status !== 'PENDING_VALIDATION' ? s : undefined;
     },
-    { timeoutMs: 10_000, message: `${name} still pending` },
+    { timeoutMs, message: `${name} still pending` },
   );
 }
 async function create(name: string, endpoints: unknown[], extra: Record<string, unknown> = {}) {
@@ -155,7 +155,8 @@ describe('skill lifecycle', () => {
     sellerApi.delayMs = 4500;
     try {
       await create('slow-api', [{ path: '/slow', method: 'GET', priceUsdc: '1' }]);
-      const failed = await settled('slow-api');
+      // The delay slows every health ping of the skills already active too, and pings share the checker's loop.
+      const failed = await settled('slow-api', 30_000);
       expect(failed.status).toBe('VALIDATION_FAILED');
       expect(failed.statusReason).toMatch(/GET \/slow.*no answer within 3000 ms/);
     } finally {
@@ -211,9 +212,20 @@ describe('skill lifecycle', () => {
     });
     expect(edit.status).toBe(409);
 
-    // Each status change published one skill.updated; the activation before the recorder started may arrive late.
-    for (const status of ['SUSPENDED', 'PENDING_VALIDATION', 'ACTIVE', 'ARCHIVED'])
-      await recorder.waitForEvent((data) => data.name === 'policy-api' && data.status === status);
+    // Each status change published one skill.updated, in revision order; the activation before the recorder
+    // started may arrive late, so count from the suspension on.
+    const suspension = await recorder.waitForEvent(
+      (data) => data.name === 'policy-api' && data.status === 'SUSPENDED',
+    );
+    const since = (suspension.data as { revision: number }).revision;
+    await recorder.waitForEvent((data) => data.name === 'policy-api' && data.status === 'ARCHIVED');
+    const statuses = recorder.events
+      .map((e) => e.data as { name: string; status: string; revision: number })
+      .filter((data) => data.name === 'policy-api' && data.revision >= since)
+      .sort((a, b) => a.revision - b.revision)
+      .map((data) => data.status)
+      .filter((status, i, all) => i === 0 || all[i - 1] !== status); // a health ping may republish a status
+    expect(statuses).toEqual(['SUSPENDED', 'PENDING_VALIDATION', 'ACTIVE', 'ARCHIVED']);
     recorder.stop();
   });
 

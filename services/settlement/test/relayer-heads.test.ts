@@ -133,8 +133,9 @@ describe('relayer head watcher: waiting callers hear of a new block together, so
       await watcher.newerThan(undefined, 10_000);
       const lags = await lagsOfNextBlocks(watcher, arrivals, 3);
       expect(lags.length).toBeGreaterThanOrEqual(2);
-      // A 5 s poll could not have seen these blocks within a second of each other, let alone this soon.
-      expect(Math.max(...lags)).toBeLessThan(200);
+      // A 5 s poll could not have seen these blocks within a second of each other (typically a few ms here; the
+      // bound leaves room for a busy worker).
+      expect(Math.max(...lags)).toBeLessThan(1000);
       expect(warnings).toEqual([]);
     } finally {
       await push.stop();
