@@ -139,14 +139,20 @@ export async function retireSuiteDatabase(client: pg.Client, database: string): 
 }
 
 /**
- * Drops every retired suite database, `concurrency` at a time: drops waiting together share one checkpoint.
- * A database a suite still uses is never retired, so a run beside this one keeps its own.
+ * Drops every retired suite database (or only those of `names` among them), `concurrency` at a time: drops waiting
+ * together share one checkpoint. A database a suite still uses is never retired, so a run beside this one keeps
+ * its own. A test of the drop names its own databases: the whole run's would be dozens of drops, each a checkpoint
+ * the other suites wait behind.
  */
-export async function dropRetiredSuiteDatabases(adminUrl: string, concurrency = 8): Promise<number> {
+export async function dropRetiredSuiteDatabases(
+  adminUrl: string,
+  options: { concurrency?: number; names?: readonly string[] } = {},
+): Promise<number> {
+  const concurrency = options.concurrency ?? 8;
   const retired = await withAdmin(adminUrl, async (client) => {
     const found = await client.query<{ datname: string }>(
-      'select datname from pg_database where not datallowconn and datname ~ $1',
-      [`^${SUITE_DATABASE_PREFIX}[a-z0-9]*_[0-9a-f]+$`],
+      'select datname from pg_database where not datallowconn and datname ~ $1 and ($2::text[] is null or datname = any($2))',
+      [`^${SUITE_DATABASE_PREFIX}[a-z0-9]*_[0-9a-f]+$`, options.names ?? null],
     );
     return found.rows.map((row) => row.datname);
   });
