@@ -239,16 +239,15 @@ export class EventRecorder {
    * Waits for the first recorded event whose data matches. Prefer it to a count: the recorder also hears events that
    * earlier steps published late (the outbox relay polls) and other tests' events of the same type.
    */
-  async waitForEvent(
+  waitForEvent(
     matches: (data: Record<string, unknown>) => boolean,
-    timeoutMs = 10_000,
+    options: { timeoutMs?: number; description?: string } = {},
   ): Promise<EventEnvelope> {
-    const found = () => this.events.find((event) => matches(event.data as Record<string, unknown>));
-    await waitFor(() => found() !== undefined, {
-      timeoutMs,
-      message: `no matching event among the ${this.events.length} recorded`,
+    return waitFor(() => this.events.find((event) => matches(event.data as Record<string, unknown>)), {
+      timeoutMs: options.timeoutMs,
+      message: async () =>
+        `no ${options.description ?? 'matching event'} among the ${this.events.length} recorded`,
     });
-    return found()!;
   }
 
   stop(): void {

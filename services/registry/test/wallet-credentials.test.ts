@@ -45,13 +45,9 @@ function sellerUpdatedOf(
   sellerId: string,
   fields: Record<string, unknown> = {},
 ): Promise<EventEnvelope> {
-  return waitFor(
-    () =>
-      updates.events.find((event) => {
-        const data = event.data as Record<string, unknown>;
-        return data.sellerId === sellerId && Object.entries(fields).every(([k, v]) => data[k] === v);
-      }),
-    { message: `seller.updated of ${sellerId} with ${JSON.stringify(fields)}` },
+  return updates.waitForEvent(
+    (data) => data.sellerId === sellerId && Object.entries(fields).every(([k, v]) => data[k] === v),
+    { description: `seller.updated of ${sellerId} with ${JSON.stringify(fields)}` },
   );
 }
 
