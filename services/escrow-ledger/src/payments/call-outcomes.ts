@@ -2,13 +2,34 @@ import type { EventData, EventEnvelope } from '@paygate/contracts';
 import type { Transaction } from 'kysely';
 import type { LedgerDatabase, PaymentCallAttemptsTable } from '../db';
 
-type CallAttempt = Omit<PaymentCallAttemptsTable, 'recorded_at'>;
+type CallAttemptEvent = EventEnvelope<
+  'payment.call_failed' | 'payment.call_recovered',
+  { paymentId: string; attempt: number; sellerId: string }
+>;
+type CallOutcome = Omit<
+  PaymentCallAttemptsTable,
+  'recorded_at' | 'payment_id' | 'attempt' | 'seller_id' | 'event_id'
+>;
 
-/** An attempt is recorded once whatever delivers it again (the inbox skips a seen event id; the key a copy). */
-async function recordAttempt(trx: Transaction<any>, attempt: CallAttempt): Promise<void> {
+/**
+ * An attempt is keyed by the event's payment, attempt and seller, and recorded once whatever delivers it again (the
+ * inbox skips a seen event id; the key a copy).
+ */
+async function recordAttempt(
+  trx: Transaction<any>,
+  event: CallAttemptEvent,
+  outcome: CallOutcome,
+): Promise<void> {
+  const d = event.data;
   await (trx as Transaction<LedgerDatabase>)
     .insertInto('payment_call_attempts')
-    .values(attempt)
+    .values({
+      payment_id: d.paymentId,
+      attempt: d.attempt,
+      seller_id: d.sellerId,
+      ...outcome,
+      event_id: event.id,
+    })
     .onConflict((oc) => oc.columns(['payment_id', 'attempt']).doNothing())
     .execute();
 }
@@ -19,16 +40,12 @@ export function onPaymentCallFailed(
   event: EventEnvelope<'payment.call_failed', EventData<'payment.call_failed'>>,
 ): Promise<void> {
   const d = event.data;
-  return recordAttempt(trx, {
-    payment_id: d.paymentId,
-    attempt: d.attempt,
-    seller_id: d.sellerId,
+  return recordAttempt(trx, event, {
     outcome: 'failed',
     upstream_outcome: d.upstreamOutcome,
     upstream_status: d.upstreamStatus,
     at: new Date(d.failedAt),
     retry_until: new Date(d.retryUntil),
-    event_id: event.id,
   });
 }
 
@@ -38,15 +55,11 @@ export function onPaymentCallRecovered(
   event: EventEnvelope<'payment.call_recovered', EventData<'payment.call_recovered'>>,
 ): Promise<void> {
   const d = event.data;
-  return recordAttempt(trx, {
-    payment_id: d.paymentId,
-    attempt: d.attempt,
-    seller_id: d.sellerId,
+  return recordAttempt(trx, event, {
     outcome: 'served',
     upstream_outcome: null,
     upstream_status: d.upstreamStatus,
     at: new Date(d.servedAt),
     retry_until: null,
-    event_id: event.id,
   });
 }
