@@ -29,6 +29,31 @@ const reasonTextOf = (cause: ReversalCause) =>
   cause.reason === 'transfer_reorged' ? 'transfer reorged' : 'transfer not on chain';
 
 /**
+ * A refund was made of money that never arrived (the transfer left the chain): the conflict the operator sees,
+ * named by the transfer; the caller says who owes it and how much.
+ */
+function recordReorgAfterRefund(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+  owed: {
+    sellerId: string | null;
+    amountMicro: bigint;
+    existingTransactionId: string | null;
+    detail: Record<string, unknown>;
+  },
+): Promise<void> {
+  return recordConflict(trx, deps, 'reorg_after_refund', {
+    chainId: transfer.chain_id,
+    txHash: transfer.tx_hash,
+    logIndex: transfer.log_index,
+    paymentId: null,
+    source: null,
+    ...owed,
+  });
+}
+
+/**
  * A transfer left the canonical chain: reverse what it caused. The unrefunded part of its transaction is taken
  * back from wherever it sits (holds, or the seller's available balance, which may go negative) into suspense,
  * then the transfer itself is reversed out of suspense and the escrow asset.
@@ -83,12 +108,7 @@ export async function reverseTransfer(
   const owed = transfer.refund_id ? await refundReceivableOnReorg(trx, deps, transfer) : null;
   if (owed) {
     stillInSuspense = 0n;
-    await recordConflict(trx, deps, 'reorg_after_refund', {
-      chainId: transfer.chain_id,
-      txHash: transfer.tx_hash,
-      logIndex: transfer.log_index,
-      paymentId: null,
-      source: null,
+    await recordReorgAfterRefund(trx, deps, transfer, {
       sellerId: null,
       amountMicro: transfer.amount_micro,
       existingTransactionId: null,
@@ -179,12 +199,7 @@ async function reverseClaimingTransaction(
       reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
   // The payer keeps a refund of money that never arrived: the operator must see it (the seller owes it now).
   if (refundedOnChain > 0n) {
-    await recordConflict(trx, deps, 'reorg_after_refund', {
-      chainId: transfer.chain_id,
-      txHash: transfer.tx_hash,
-      logIndex: transfer.log_index,
-      paymentId: null,
-      source: null,
+    await recordReorgAfterRefund(trx, deps, transfer, {
       sellerId: txn.seller_id,
       amountMicro: txn.refunded_micro,
       existingTransactionId: txn.id,
