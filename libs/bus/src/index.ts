@@ -48,7 +48,7 @@ export {
   renderNatsAuthorization,
   renderNatsServerConfig,
 } from './permissions';
-export { type PassOutcome, PollingLoop, type PollingLoopOptions } from './polling-loop';
+export { type PassOutcome, PolledTask, PollingLoop, type PollingLoopOptions } from './polling-loop';
 export { type DurablePublishOptions, type DurablePublishResult, publishDurably } from './publish';
 export {
   REPLY_KEY_HEADER,

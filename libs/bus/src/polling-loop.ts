@@ -158,3 +158,29 @@ export class PollingLoop {
     }
   }
 }
+
+/**
+ * A background task that is one PollingLoop: start, stop and kick go to the loop, and `afterStop` releases what the
+ * passes used once none runs. A subclass builds `loop` in its constructor and keeps its passes.
+ */
+export abstract class PolledTask {
+  protected abstract readonly loop: PollingLoop;
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** Stops the loop (waiting for a running pass as its options say), then `afterStop`. */
+  async stop(): Promise<void> {
+    await this.loop.stop();
+    await this.afterStop();
+  }
+
+  /** Ask for a pass now instead of at the next interval (new work was just written). */
+  kick(): void {
+    this.loop.kick();
+  }
+
+  /** What the passes held that must be released once none runs (a connection pool); nothing by default. */
+  protected async afterStop(): Promise<void> {}
+}

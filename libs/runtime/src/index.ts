@@ -1,5 +1,5 @@
 // The one kickable, non-overlapping background loop (it lives in the bus library so the outbox relay can use it).
-export { type PassOutcome, PollingLoop, type PollingLoopOptions } from '@paygate/bus';
+export { type PassOutcome, PolledTask, PollingLoop, type PollingLoopOptions } from '@paygate/bus';
 export { type BackoffPolicy, backoffDelayMs } from './backoff';
 export { type ChainConfig, chainConfig } from './chain-config';
 export {

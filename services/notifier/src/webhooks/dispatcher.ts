@@ -6,7 +6,14 @@ import {
   WEBHOOK_SIGNATURE_HEADER,
 } from '@paygate/gateway-middleware';
 import { type HostResolver, type SellerFetch, sellerFetch } from '@paygate/net';
-import { type BackgroundTask, backoffDelayMs, Counter, PollingLoop, type Registry } from '@paygate/runtime';
+import {
+  type BackgroundTask,
+  backoffDelayMs,
+  Counter,
+  PolledTask,
+  PollingLoop,
+  type Registry,
+} from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
@@ -43,13 +50,14 @@ export interface DispatcherDependencies {
  * Work is bounded per pass (batch size, concurrency, per-request timeout); a commit that created a
  * delivery kicks a pass at once, otherwise it polls.
  */
-export class WebhookDispatcher implements BackgroundTask {
+export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   private readonly attempts: Counter<'outcome'>;
-  private readonly loop: PollingLoop;
+  protected readonly loop: PollingLoop;
   /** Every delivery goes through it: in production a host resolving to a non-public address is refused at connect. */
   private readonly sellers: SellerFetch;
 
   constructor(private readonly deps: DispatcherDependencies) {
+    super();
     this.sellers = sellerFetch({ publicOnly: deps.config.production, resolve: deps.resolveHost });
     this.attempts = new Counter({
       name: 'notifier_webhook_attempts_total',
@@ -64,18 +72,9 @@ export class WebhookDispatcher implements BackgroundTask {
     });
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
+  /** Once no pass runs: the connections to sellers' webhook URLs. (kick(): a delivery was just created.) */
+  protected override async afterStop(): Promise<void> {
     await this.sellers.close();
-  }
-
-  /** Ask for a pass now (a delivery was just created). */
-  kick(): void {
-    this.loop.kick();
   }
 
   /** One bounded pass: claim due deliveries and attempt each. Returns how many were claimed. */

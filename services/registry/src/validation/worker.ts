@@ -1,5 +1,5 @@
 import { productionUrlProblem, type SellerFetch, sellerFetch } from '@paygate/net';
-import { type BackgroundTask, backoffDelayMs, PollingLoop } from '@paygate/runtime';
+import { type BackgroundTask, backoffDelayMs, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
@@ -31,14 +31,15 @@ function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
  * Background work of the registry, safe with several replicas (rows claimed with FOR UPDATE SKIP LOCKED
  * and a lease): validation of skills in PENDING_VALIDATION, and periodic health pings of ACTIVE skills.
  */
-export class SkillChecker implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class SkillChecker extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
   /** Every HEAD goes through it: in production a host resolving to a non-public address is refused at connect. */
   private readonly sellers: SellerFetch;
   /** Consecutive passes that failed (the backoff's attempt number). */
   private failedPasses = 0;
 
   constructor(private readonly rc: RegistryContext) {
+    super();
     this.sellers = sellerFetch({ publicOnly: rc.config.production, resolve: rc.resolveHost });
     this.loop = new PollingLoop(
       async () => {
@@ -65,18 +66,9 @@ export class SkillChecker implements BackgroundTask {
     );
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
+  /** Once no pass runs: the connections to sellers' APIs. (kick(): a skill was created or sent back to validation.) */
+  protected override async afterStop(): Promise<void> {
     await this.sellers.close();
-  }
-
-  /** Run a pass now (a skill was created or sent back to validation). */
-  kick(): void {
-    this.loop.kick();
   }
 
   /** One bounded pass: claim up to `validationConcurrency` pending skills and validate them. */
