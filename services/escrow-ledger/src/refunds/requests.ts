@@ -4,7 +4,6 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
 import { sql } from 'kysely';
 import { RefundRequestIdParam, SELLER_ERRORS } from '../http/schemas';
-import { sendStored, withIdempotency } from '../idempotency';
 import {
   approveRefundRequest,
   checkRefundRequestSigning,
@@ -15,12 +14,12 @@ import {
   requestView,
 } from './request-records';
 import {
-  expressRequest,
   FEE_RULE,
   idempotencyKey,
   parseAmount,
   type RefundRouteContext,
   sellerOf,
+  sendSellerWrite,
 } from './route-parts';
 import {
   ApproveBody,
@@ -192,16 +191,14 @@ function approveRefundRequestRoute(parts: RefundRouteContext): AnyRoute {
     handler: async (req, res) => {
       const body = req.body ?? {};
       const amountMicro = parseAmount(body.amount);
-      const sellerId = sellerOf(req);
-      // Books a refund: a deadlock with a hold release or a payment booking runs it again (see the refund route).
-      const response = await ctx.inTransaction(
-        (trx) =>
-          withIdempotency(trx, expressRequest(req), sellerId, () =>
-            approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
-          ),
+      // Books a refund: a deadlock with a hold release or a payment booking runs it again.
+      await sendSellerWrite(
+        ctx,
+        req,
+        res,
+        (trx, sellerId) => approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
         { retryConflicts: true },
       );
-      sendStored(res, response);
     },
   });
 }
@@ -228,18 +225,14 @@ function rejectRefundRequestRoute(parts: RefundRouteContext): AnyRoute {
     },
     handler: async (req, res) => {
       const body = req.body ?? {};
-      const sellerId = sellerOf(req);
-      const response = await ctx.inTransaction((trx) =>
-        withIdempotency(trx, expressRequest(req), sellerId, async () => {
-          const request = await lockPendingRequest(trx, req.params.id, sellerId);
-          const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
-              decision_reason = ${body.reason ?? null}, decided_at = ${deps.now()} where id = ${request.id} returning *`.execute(
-            trx,
-          );
-          return { status: 200, body: requestView(updated.rows[0]!) };
-        }),
-      );
-      sendStored(res, response);
+      await sendSellerWrite(ctx, req, res, async (trx, sellerId) => {
+        const request = await lockPendingRequest(trx, req.params.id, sellerId);
+        const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
+            decision_reason = ${body.reason ?? null}, decided_at = ${deps.now()} where id = ${request.id} returning *`.execute(
+          trx,
+        );
+        return { status: 200, body: requestView(updated.rows[0]!) };
+      });
     },
   });
 }

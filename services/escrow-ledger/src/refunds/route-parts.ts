@@ -2,8 +2,10 @@ import { badRequest, idempotencyKeyParameter } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
+import type { Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
+import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
 
 /** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
 export interface RefundRouteContext {
@@ -25,6 +27,26 @@ export function parseAmount(value: string | undefined): bigint | undefined {
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 /** withIdempotency reads the express request (method, route, params, body, Idempotency-Key). */
 export const expressRequest = (req: unknown) => req as Request;
+
+/**
+ * A seller's write, run at most once per Idempotency-Key and answered as stored. A refund booking locks the seller's
+ * accounts, which a hold release or a payment booking may hold in another order: with `retryConflicts` the
+ * transaction Postgres aborts for the deadlock runs again rather than answering 500.
+ */
+export async function sendSellerWrite(
+  ctx: ServiceContext,
+  req: { seller?: { sellerId: string } },
+  res: Response,
+  write: (trx: Transaction<any>, sellerId: string) => Promise<StoredResponse>,
+  options?: { retryConflicts?: boolean },
+): Promise<void> {
+  const sellerId = sellerOf(req);
+  const response = await ctx.inTransaction(
+    (trx) => withIdempotency(trx, expressRequest(req), sellerId, () => write(trx, sellerId)),
+    options,
+  );
+  sendStored(res, response);
+}
 
 export const idempotencyKey = idempotencyKeyParameter(
   'Per seller: the same key with the same request answers the stored response (nothing is booked twice; header Idempotent-Replayed: true); the same key with another request is 409 idempotency_key_reused.',

@@ -6,16 +6,15 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { RefundIdParam, SELLER_ERRORS } from '../http/schemas';
-import { sendStored, withIdempotency } from '../idempotency';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import { refundRequestRoutes } from './requests';
 import {
-  expressRequest,
   FEE_RULE,
   idempotencyKey,
   parseAmount,
   type RefundRouteContext,
   sellerOf,
+  sendSellerWrite,
 } from './route-parts';
 import { Refund, RefundBody, RefundCreated, TransactionLookup, TransactionLookupQuery } from './schemas';
 import { findRequestedTransaction, refundTargetOf } from './targets';
@@ -69,19 +68,17 @@ function createRefundRoute(parts: RefundRouteContext): AnyRoute {
     handler: async (req, res) => {
       const body = req.body;
       const amountMicro = parseAmount(body.amount)!;
-      const sellerId = sellerOf(req);
-      // A refund locks the seller's accounts, which a hold release or a payment booking may hold in another
-      // order: the transaction Postgres aborts for the deadlock runs again rather than answering 500.
-      const response = await ctx.inTransaction(
-        (trx) =>
-          withIdempotency(trx, expressRequest(req), sellerId, async () => {
-            const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
-            const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
-            return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
-          }),
+      await sendSellerWrite(
+        ctx,
+        req,
+        res,
+        async (trx, sellerId) => {
+          const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
+          const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
+          return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
+        },
         { retryConflicts: true },
       );
-      sendStored(res, response);
     },
   });
 }
