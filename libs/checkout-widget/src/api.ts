@@ -1,4 +1,4 @@
-import { ApiError, requestJson } from './http';
+import { ApiError, requestJson } from '@paygate/browser-api';
 import type { CheckoutSession } from './types';
 
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -6,7 +6,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 export { ApiError };
 
 function call(url: string, init: RequestInit): Promise<CheckoutSession> {
-  return requestJson<CheckoutSession>(url, init, REQUEST_TIMEOUT_MS);
+  return requestJson<CheckoutSession>(url, init, { timeoutMs: REQUEST_TIMEOUT_MS });
 }
 
 function randomKey(): string {
@@ -56,7 +56,7 @@ export async function lookupTransactionId(baseUrl: string, sessionId: string): P
       const body = await requestJson<{ transactionId?: string }>(
         `${baseUrl}/api/v1/transactions/lookup?sessionId=${encodeURIComponent(sessionId)}`,
         {},
-        LOOKUP_TIMEOUT_MS,
+        { timeoutMs: LOOKUP_TIMEOUT_MS },
       );
       return typeof body.transactionId === 'string' ? body.transactionId : null;
     } catch (error) {

@@ -5,7 +5,7 @@ import {
   type RefundRequestView,
   type RefundTarget,
 } from '@paygate/agent-client/refunds';
-import { ApiError, requestJson } from './http';
+import { ApiError, requestJson } from '@paygate/browser-api';
 import type { Eip1193Provider } from './types';
 
 /**
@@ -44,7 +44,7 @@ function utf8Hex(text: string): string {
 }
 
 function refundApi(url: string, init: RequestInit = {}): Promise<RefundRequestView> {
-  return requestJson<RefundRequestView>(url, init, REQUEST_TIMEOUT_MS);
+  return requestJson<RefundRequestView>(url, init, { timeoutMs: REQUEST_TIMEOUT_MS });
 }
 
 /** Signs the request with the wallet's first account and files it; the answer is the pending request. */

@@ -3,26 +3,9 @@
  * from Sign-In with Ethereum as `Authorization: Bearer …` (every seller route of every service accepts it).
  */
 
-export interface ApiErrorBody {
-  code: string;
-  message: string;
-  field?: string;
-  rule?: string;
-  requestId?: string;
-}
+import { ApiError, requestJson } from '@paygate/browser-api';
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly field?: string,
-    readonly rule?: string,
-    readonly requestId?: string,
-  ) {
-    super(message);
-  }
-}
+export { ApiError };
 
 export type Query = Record<string, string | number | undefined | null>;
 
@@ -50,21 +33,6 @@ export function withQuery(path: string, query: Query = {}): string {
   return search ? `${path}?${search}` : path;
 }
 
-/** The error of a failed answer, from the API's one error shape, or a plain description when there is none. */
-export async function errorFrom(response: Response): Promise<ApiError> {
-  let body: { error?: ApiErrorBody } | undefined;
-  try {
-    body = (await response.json()) as { error?: ApiErrorBody };
-  } catch {
-    body = undefined;
-  }
-  const error = body?.error;
-  if (error?.code) {
-    return new ApiError(response.status, error.code, error.message, error.field, error.rule, error.requestId);
-  }
-  return new ApiError(response.status, `http_${response.status}`, `the server answered ${response.status}`);
-}
-
 export function createApiClient(options: {
   baseUrl?: string;
   token: () => string | undefined;
@@ -73,7 +41,6 @@ export function createApiClient(options: {
   onReachable?: (reachable: boolean, path: string) => void;
   fetch?: typeof fetch;
 }): ApiClient {
-  const doFetch = options.fetch ?? ((input, init) => fetch(input, init));
   return {
     async request<T>(method: string, path: string, request: RequestOptions = {}): Promise<T> {
       const headers: Record<string, string> = { accept: request.text ? 'text/markdown' : 'application/json' };
@@ -81,34 +48,26 @@ export function createApiClient(options: {
       if (token) headers.authorization = `Bearer ${token}`;
       if (request.body !== undefined) headers['content-type'] = 'application/json';
       if (request.idempotencyKey) headers['idempotency-key'] = request.idempotencyKey;
-      let response: Response;
       try {
-        response = await doFetch(`${options.baseUrl ?? ''}${withQuery(path, request.query)}`, {
-          method,
-          headers,
-          body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
-          signal: AbortSignal.timeout(TIMEOUT_MS),
-          credentials: 'omit',
-        });
-      } catch (cause) {
-        const timedOut = (cause as Error)?.name === 'TimeoutError';
-        options.onReachable?.(false, path);
-        throw new ApiError(
-          0,
-          timedOut ? 'timeout' : 'network_error',
-          timedOut
-            ? 'Paygate did not answer in time. Check your connection and try again.'
-            : 'Paygate could not be reached. Check your connection and try again.',
+        const answer = await requestJson<T>(
+          `${options.baseUrl ?? ''}${withQuery(path, request.query)}`,
+          {
+            method,
+            headers,
+            body: request.body !== undefined ? JSON.stringify(request.body) : undefined,
+            credentials: 'omit',
+          },
+          { timeoutMs: TIMEOUT_MS, text: request.text, fetch: options.fetch },
         );
-      }
-      options.onReachable?.(![502, 503, 504].includes(response.status), path);
-      if (!response.ok) {
-        const error = await errorFrom(response);
-        if (response.status === 401) options.onUnauthorized?.(error);
+        options.onReachable?.(true, path);
+        return answer;
+      } catch (error) {
+        if (error instanceof ApiError) {
+          options.onReachable?.(error.status !== 0 && ![502, 503, 504].includes(error.status), path);
+          if (error.status === 401) options.onUnauthorized?.(error);
+        }
         throw error;
       }
-      if (response.status === 204) return undefined as T;
-      return (request.text ? await response.text() : await response.json()) as T;
     },
   };
 }
