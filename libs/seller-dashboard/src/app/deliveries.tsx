@@ -3,7 +3,18 @@ import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Delivery, DeliveryAttempt, Page } from './types';
-import { Empty, ErrorNote, Field, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import {
+  ActionButton,
+  Empty,
+  ErrorNote,
+  Field,
+  LoadState,
+  Notice,
+  ScrollTable,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
 
 export function Deliveries() {
   const { api } = useDashboard();
@@ -65,25 +76,21 @@ export function Deliveries() {
           {rows.map((d) => (
             <li key={d.id} data-testid="delivery">
               <DeliveryDetails delivery={d} />
-              <button
-                type="button"
-                class="outline small"
-                disabled={action.busy}
-                onClick={async () => {
-                  const created = await action.run(() =>
-                    api.request<Delivery>('POST', `/api/v1/webhooks/deliveries/${d.id}/redeliver`, {
-                      idempotencyKey: newIdempotencyKey(),
-                    }),
-                  );
-                  if (created) {
-                    setNotice(`${d.eventType} sent again to your current webhook URL.`);
-                    setBefore(undefined);
-                    list.reload();
-                  }
+              <ActionButton
+                action={action}
+                call={() =>
+                  api.request<Delivery>('POST', `/api/v1/webhooks/deliveries/${d.id}/redeliver`, {
+                    idempotencyKey: newIdempotencyKey(),
+                  })
+                }
+                done={() => {
+                  setNotice(`${d.eventType} sent again to your current webhook URL.`);
+                  setBefore(undefined);
+                  list.reload();
                 }}
               >
                 Redeliver
-              </button>
+              </ActionButton>
             </li>
           ))}
         </ul>
@@ -112,19 +119,15 @@ function Payload(props: { deliveryId: string }) {
   return (
     <>
       <ErrorNote error={action.error} />
-      <button
-        type="button"
-        class="outline small"
-        disabled={action.busy}
-        onClick={async () => {
-          const detail = await action.run(() =>
-            api.request<{ payload: unknown }>('GET', `/api/v1/webhooks/deliveries/${props.deliveryId}`),
-          );
-          if (detail) setPayload(JSON.stringify(detail.payload, null, 2));
-        }}
+      <ActionButton
+        action={action}
+        call={() =>
+          api.request<{ payload: unknown }>('GET', `/api/v1/webhooks/deliveries/${props.deliveryId}`)
+        }
+        done={(detail) => setPayload(JSON.stringify(detail.payload, null, 2))}
       >
         Show payload
-      </button>
+      </ActionButton>
     </>
   );
 }
@@ -153,35 +156,24 @@ function DeliveryDetails(props: { delivery: Delivery }) {
 
 function AttemptsTable(props: { attempts: DeliveryAttempt[] }) {
   return (
-    // biome-ignore lint/a11y/noNoninteractiveTabindex: a keyboard must reach it to scroll it (WCAG 2.1.1).
-    <section class="table-wrap" aria-label="Delivery attempts (scrolls sideways)" tabIndex={0}>
-      <table>
-        <caption class="visually-hidden">Attempts</caption>
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">When</th>
-            <th scope="col">Answer</th>
-            <th scope="col">Body (start)</th>
-            <th scope="col">Time</th>
-            <th scope="col">Outcome</th>
-          </tr>
-        </thead>
-        <tbody>
-          {props.attempts.map((attempt) => (
-            <tr key={attempt.number}>
-              <td>{attempt.number}</td>
-              <td>{dateTime(attempt.attemptedAt)}</td>
-              <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
-              <td>
-                <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
-              </td>
-              <td>{attempt.durationMs} ms</td>
-              <td>{attempt.outcome}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </section>
+    <ScrollTable
+      label="Delivery attempts"
+      caption="Attempts"
+      columns={['#', 'When', 'Answer', 'Body (start)', 'Time', 'Outcome']}
+      focusable
+    >
+      {props.attempts.map((attempt) => (
+        <tr key={attempt.number}>
+          <td>{attempt.number}</td>
+          <td>{dateTime(attempt.attemptedAt)}</td>
+          <td>{attempt.statusCode ?? attempt.error ?? '—'}</td>
+          <td>
+            <code class="excerpt">{attempt.responseExcerpt ?? '—'}</code>
+          </td>
+          <td>{attempt.durationMs} ms</td>
+          <td>{attempt.outcome}</td>
+        </tr>
+      ))}
+    </ScrollTable>
   );
 }

@@ -3,7 +3,17 @@ import { ApiError, fieldErrors } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { type Delivery, WEBHOOK_EVENT_TYPES, type WebhookEndpoint } from './types';
-import { Empty, ErrorNote, Field, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import {
+  ActionButton,
+  Empty,
+  ErrorNote,
+  LoadState,
+  Notice,
+  StatusBadge,
+  TextField,
+  useAction,
+  useLoad,
+} from './ui';
 
 const ALL = '*';
 
@@ -59,26 +69,22 @@ export function WebhookEndpoints(props: { onSecret: (secret: { label: string; va
       {action.error instanceof ApiError && action.error.code === 'webhook_secret_missing' && (
         <p>
           Endpoint secrets are derived from your account's webhook signing secret, which does not exist yet.{' '}
-          <button
-            type="button"
-            class="outline small"
-            disabled={action.busy}
-            onClick={async () => {
-              const created = await action.run(() =>
-                api.request<{ webhookSecret: string }>('POST', '/api/v1/account/webhook-secret/rotate'),
-              );
-              if (created) {
-                setNotice('Account signing secret created: add the endpoint again.');
-                props.onSecret({
-                  label:
-                    'account webhook signing secret (for the webhook URL; endpoint secrets derive from it)',
-                  value: created.webhookSecret,
-                });
-              }
+          <ActionButton
+            action={action}
+            call={() =>
+              api.request<{ webhookSecret: string }>('POST', '/api/v1/account/webhook-secret/rotate')
+            }
+            done={(created) => {
+              setNotice('Account signing secret created: add the endpoint again.');
+              props.onSecret({
+                label:
+                  'account webhook signing secret (for the webhook URL; endpoint secrets derive from it)',
+                value: created.webhookSecret,
+              });
             }}
           >
             Create it
-          </button>
+          </ActionButton>
         </p>
       )}
       {list.data === undefined ? (
@@ -101,85 +107,65 @@ export function WebhookEndpoints(props: { onSecret: (secret: { label: string; va
                 {endpoint.secretVersion}
               </p>
               <div class="actions">
-                <button
-                  type="button"
-                  class="outline small"
-                  disabled={action.busy}
-                  onClick={async () => {
-                    const sent = await action.run(() =>
-                      api.request<Delivery>('POST', `/api/v1/webhooks/endpoints/${endpoint.id}/test`),
-                    );
-                    if (sent) setNotice(`Test event sent to ${endpoint.url}: see its delivery below.`);
-                  }}
+                <ActionButton
+                  action={action}
+                  call={() => api.request<Delivery>('POST', `/api/v1/webhooks/endpoints/${endpoint.id}/test`)}
+                  done={() => setNotice(`Test event sent to ${endpoint.url}: see its delivery below.`)}
                 >
                   Send test event
-                </button>
-                <button
-                  type="button"
-                  class="outline small"
-                  disabled={action.busy}
-                  onClick={async () => {
-                    const changed = await action.run(() =>
-                      api.request<WebhookEndpoint>('PATCH', `/api/v1/webhooks/endpoints/${endpoint.id}`, {
-                        body: { enabled: !endpoint.enabled },
-                      }),
-                    );
-                    if (changed) list.reload();
-                  }}
+                </ActionButton>
+                <ActionButton
+                  action={action}
+                  call={() =>
+                    api.request<WebhookEndpoint>('PATCH', `/api/v1/webhooks/endpoints/${endpoint.id}`, {
+                      body: { enabled: !endpoint.enabled },
+                    })
+                  }
+                  done={list.reload}
                 >
                   {endpoint.enabled ? 'Turn off' : 'Turn on'}
-                </button>
-                <button
-                  type="button"
-                  class="outline small"
-                  disabled={action.busy}
-                  onClick={async () => {
-                    const answer = await confirm.ask({
+                </ActionButton>
+                <ActionButton
+                  action={action}
+                  ask={() =>
+                    confirm.ask({
                       title: 'Rotate this endpoint’s signing secret?',
                       facts: [],
                       effect: `Webhooks to ${endpoint.url} are signed with the new secret at once: your handler there must use it. Other endpoints keep theirs.`,
                       confirmLabel: 'Rotate',
-                    });
-                    if (!answer) return;
-                    const rotated = await action.run(() =>
-                      api.request<{ endpoint: WebhookEndpoint; secret: string }>(
-                        'POST',
-                        `/api/v1/webhooks/endpoints/${endpoint.id}/rotate-secret`,
-                      ),
-                    );
-                    if (rotated)
-                      props.onSecret({
-                        label: `new signing secret of ${endpoint.url}`,
-                        value: rotated.secret,
-                      });
-                  }}
+                    })
+                  }
+                  call={() =>
+                    api.request<{ endpoint: WebhookEndpoint; secret: string }>(
+                      'POST',
+                      `/api/v1/webhooks/endpoints/${endpoint.id}/rotate-secret`,
+                    )
+                  }
+                  done={(rotated) =>
+                    props.onSecret({ label: `new signing secret of ${endpoint.url}`, value: rotated.secret })
+                  }
                 >
                   Rotate secret
-                </button>
-                <button
-                  type="button"
+                </ActionButton>
+                <ActionButton
+                  action={action}
                   class="outline secondary small"
-                  disabled={action.busy}
-                  onClick={async () => {
-                    const answer = await confirm.ask({
+                  ask={() =>
+                    confirm.ask({
                       title: 'Delete this endpoint?',
                       facts: [],
                       effect: `Nothing more is sent to ${endpoint.url}; deliveries still waiting for it are given up. Its log stays.`,
                       confirmLabel: 'Delete endpoint',
-                    });
-                    if (!answer) return;
-                    const deleted = await action.run(async () => {
-                      await api.request('DELETE', `/api/v1/webhooks/endpoints/${endpoint.id}`);
-                      return true;
-                    });
-                    if (deleted) {
-                      setNotice(`Endpoint ${endpoint.url} deleted.`);
-                      list.reload();
-                    }
+                    })
+                  }
+                  call={() => api.request('DELETE', `/api/v1/webhooks/endpoints/${endpoint.id}`)}
+                  done={() => {
+                    setNotice(`Endpoint ${endpoint.url} deleted.`);
+                    list.reload();
                   }}
                 >
                   Delete
-                </button>
+                </ActionButton>
               </div>
             </li>
           ))}
@@ -187,27 +173,23 @@ export function WebhookEndpoints(props: { onSecret: (secret: { label: string; va
       )}
       <form onSubmit={create} noValidate>
         <h3>Add an endpoint</h3>
-        <Field id="endpoint-url" label="Endpoint URL" required error={errors.url}>
-          {(aria) => (
-            <input
-              {...aria}
-              type="url"
-              value={url}
-              placeholder="https://api.example.com/paygate/webhooks"
-              onInput={(e) => setUrl((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
-        <Field id="endpoint-description" label="Description (optional)" error={errors.description}>
-          {(aria) => (
-            <input
-              {...aria}
-              value={description}
-              maxLength={200}
-              onInput={(e) => setDescription((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
+        <TextField
+          id="endpoint-url"
+          label="Endpoint URL"
+          required
+          error={errors.url}
+          value={url}
+          onValue={setUrl}
+          input={{ type: 'url', placeholder: 'https://api.example.com/paygate/webhooks' }}
+        />
+        <TextField
+          id="endpoint-description"
+          label="Description (optional)"
+          error={errors.description}
+          value={description}
+          onValue={setDescription}
+          input={{ maxLength: 200 }}
+        />
         <fieldset aria-describedby={errors.events ? 'endpoint-events-error' : undefined}>
           <legend>Events to send</legend>
           {[ALL, ...WEBHOOK_EVENT_TYPES].map((event) => (

@@ -4,7 +4,7 @@ import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Account, ApiKeyInfo } from './types';
-import { CopyButton, ErrorNote, Field, Notice, useAction } from './ui';
+import { CopyButton, ErrorNote, Field, Notice, ScrollTable, useAction } from './ui';
 
 type Rotatable = 'api-key' | 'publishable-key' | 'webhook-secret';
 
@@ -132,37 +132,27 @@ function ApiKeysTable(props: { account: Account }) {
   const keyPrefix = a.publishableKey.startsWith('pk_live_') ? 'sk_live_' : 'sk_test_';
   return (
     <>
-      <section class="table-wrap" aria-label="Secret API keys (scrolls sideways)">
-        <table data-testid="api-keys">
-          <caption class="visually-hidden">Secret API keys</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Key</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              <th scope="col">Works</th>
-            </tr>
-          </thead>
-          <tbody>
-            {a.apiKey && (
-              <ApiKeyRow
-                testId="api-key-current"
-                lastUsedTestId="api-key-last-used"
-                info={a.apiKey}
-                prefix={keyPrefix}
-              >
-                current (version {a.apiKeyVersion})
-              </ApiKeyRow>
-            )}
-            {a.previousApiKey && (
-              <ApiKeyRow testId="api-key-previous" info={a.previousApiKey} prefix={keyPrefix}>
-                <strong>until {dateTime(a.previousApiKey.expiresAt)}</strong> (rotation overlap)
-              </ApiKeyRow>
-            )}
-          </tbody>
-        </table>
-      </section>
+      <ScrollTable
+        label="Secret API keys"
+        columns={['Name', 'Key', 'Created', 'Last used', 'Works']}
+        testId="api-keys"
+      >
+        {a.apiKey && (
+          <ApiKeyRow
+            testId="api-key-current"
+            lastUsedTestId="api-key-last-used"
+            info={a.apiKey}
+            prefix={keyPrefix}
+          >
+            current (version {a.apiKeyVersion})
+          </ApiKeyRow>
+        )}
+        {a.previousApiKey && (
+          <ApiKeyRow testId="api-key-previous" info={a.previousApiKey} prefix={keyPrefix}>
+            <strong>until {dateTime(a.previousApiKey.expiresAt)}</strong> (rotation overlap)
+          </ApiKeyRow>
+        )}
+      </ScrollTable>
       <p class="key-note">
         A key is shown only when created. Lost it? Rotate it. Last use is to the minute.
         {!a.previousApiKey &&

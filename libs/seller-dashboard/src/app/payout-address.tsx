@@ -5,7 +5,7 @@ import { useDashboard } from './context';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
 import type { Account } from './types';
-import { Address, ErrorNote, Field, Notice, useAction } from './ui';
+import { Address, ErrorNote, Notice, TextField, useAction } from './ui';
 import { browserWallet, signWithAccountWallet, WalletError } from './wallet';
 
 /** 172800 → "48 hours"; 90 → "2 minutes". */
@@ -95,21 +95,15 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
           void change();
         }}
       >
-        <Field
+        <TextField
           id="acct-payoutAddress"
           label="Payout address"
           hint="your account wallet signs the change; it is announced to your webhook and takes effect after a delay"
           error={errors.payoutAddress}
-        >
-          {(aria) => (
-            <input
-              {...aria}
-              name="payoutAddress"
-              value={address}
-              onInput={(e) => setAddress((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
+          value={address}
+          onValue={setAddress}
+          input={{ name: 'payoutAddress' }}
+        />
         <button type="submit" disabled={action.busy} aria-busy={action.busy}>
           Sign and change payout address
         </button>

@@ -3,7 +3,7 @@ import { useDashboard } from './context';
 import { statusWords, usd } from './format';
 import { periodLabel } from './overview';
 import type { Page, Settlement } from './types';
-import { CopyButton, Empty, LoadState, StatusBadge, useLoad } from './ui';
+import { CopyButton, Empty, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
 
 export function SettlementsSection() {
   const { api } = useDashboard();
@@ -28,42 +28,29 @@ export function SettlementsSection() {
           No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
         </Empty>
       ) : (
-        <section class="table-wrap" aria-label="Settlements (scrolls sideways)">
-          <table class="striped">
-            <caption class="visually-hidden">Settlements</caption>
-            <thead>
-              <tr>
-                <th scope="col">Period</th>
-                <th scope="col">Status</th>
-                <th scope="col">Amount</th>
-                <th scope="col">Tx hash</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((s) => (
-                <tr key={s.settlementId}>
-                  <td>{periodLabel(s.period)}</td>
-                  <td>
-                    <StatusBadge status={s.status} />
-                    {s.skipReason && <small> {statusWords(s.skipReason)}</small>}
-                    {s.failureReason && <small> {s.failureReason}</small>}
-                  </td>
-                  <td>{usd(s.amount ?? s.availableAmount)}</td>
-                  <td>
-                    {s.txHash ? (
-                      <>
-                        <code class="wrap">{s.txHash}</code>{' '}
-                        <CopyButton text={s.txHash} label="settlement transaction hash" />
-                      </>
-                    ) : (
-                      '—'
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </section>
+        <ScrollTable label="Settlements" columns={['Period', 'Status', 'Amount', 'Tx hash']} class="striped">
+          {rows.map((s) => (
+            <tr key={s.settlementId}>
+              <td>{periodLabel(s.period)}</td>
+              <td>
+                <StatusBadge status={s.status} />
+                {s.skipReason && <small> {statusWords(s.skipReason)}</small>}
+                {s.failureReason && <small> {s.failureReason}</small>}
+              </td>
+              <td>{usd(s.amount ?? s.availableAmount)}</td>
+              <td>
+                {s.txHash ? (
+                  <>
+                    <code class="wrap">{s.txHash}</code>{' '}
+                    <CopyButton text={s.txHash} label="settlement transaction hash" />
+                  </>
+                ) : (
+                  '—'
+                )}
+              </td>
+            </tr>
+          ))}
+        </ScrollTable>
       )}
       {list.data?.nextCursor && (
         <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>

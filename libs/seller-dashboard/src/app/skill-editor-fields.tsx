@@ -11,7 +11,7 @@ import {
   usesShipping,
 } from './skill-form';
 import type { SkillType } from './types';
-import { Field } from './ui';
+import { Field, TextField } from './ui';
 
 /** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
 export interface DraftProps {
@@ -49,23 +49,16 @@ function DraftInput(
 ) {
   const key = props.field;
   return (
-    <Field
+    <TextField
       id={`skill-${key}`}
       label={props.label}
       hint={props.hint}
       error={props.errors[key]}
       required={props.required ?? false}
-    >
-      {(aria) => (
-        <input
-          {...aria}
-          type={props.type ?? 'text'}
-          name={key}
-          value={props.draft[key] as string}
-          onInput={(e) => props.set({ [key]: (e.target as HTMLInputElement).value })}
-        />
-      )}
-    </Field>
+      value={props.draft[key] as string}
+      onValue={(value) => props.set({ [key]: value })}
+      input={{ type: props.type ?? 'text', name: key }}
+    />
   );
 }
 
@@ -82,44 +75,36 @@ export function AboutFieldset(
   return (
     <fieldset>
       <legend>About the skill</legend>
-      <Field id="skill-displayName" label="Display name" required error={errors.displayName}>
-        {(aria) => (
-          <input
-            {...aria}
-            name="displayName"
-            value={draft.displayName}
-            onInput={(e) => {
-              const displayName = (e.target as HTMLInputElement).value;
-              set({ displayName, ...(editing || props.nameTouched ? {} : { name: slugify(displayName) }) });
-            }}
-          />
-        )}
-      </Field>
+      <TextField
+        id="skill-displayName"
+        label="Display name"
+        required
+        error={errors.displayName}
+        value={draft.displayName}
+        onValue={(displayName) =>
+          set({ displayName, ...(editing || props.nameTouched ? {} : { name: slugify(displayName) }) })
+        }
+        input={{ name: 'displayName' }}
+      />
       {editing ? (
         <p>
           Name (part of every public URL, cannot change): <code>{draft.name}</code>
         </p>
       ) : (
-        <Field
+        <TextField
           id="skill-name"
           label="Name (URL slug)"
           hint="kebab-case, 2–64 characters, unique; it becomes part of every public URL and cannot change"
           required
           error={errors.name}
           status={props.nameStatus}
-        >
-          {(aria) => (
-            <input
-              {...aria}
-              name="name"
-              value={draft.name}
-              onInput={(e) => {
-                props.onNameTyped();
-                set({ name: (e.target as HTMLInputElement).value });
-              }}
-            />
-          )}
-        </Field>
+          value={draft.name}
+          onValue={(name) => {
+            props.onNameTyped();
+            set({ name });
+          }}
+          input={{ name: 'name' }}
+        />
       )}
       <Field
         id="skill-description"
@@ -226,25 +211,21 @@ export function SellingFieldset(props: DraftProps) {
           Requires a shipping address
         </label>
       )}
-      <Field
+      <TextField
         id="skill-holdPeriodHours"
         label="Hold period (hours in escrow before settlement)"
         hint={`0–168. Leave empty for the ${draft.type} default of ${typeDefault} h; applied: ${effectiveHoldHours(draft)} h`}
         error={errors.holdPeriodHours}
-      >
-        {(aria) => (
-          <input
-            {...aria}
-            type="number"
-            min={0}
-            max={168}
-            name="holdPeriodHours"
-            placeholder={String(typeDefault)}
-            value={draft.holdPeriodHours}
-            onInput={(e) => set({ holdPeriodHours: (e.target as HTMLInputElement).value })}
-          />
-        )}
-      </Field>
+        value={draft.holdPeriodHours}
+        onValue={(holdPeriodHours) => set({ holdPeriodHours })}
+        input={{
+          type: 'number',
+          min: 0,
+          max: 168,
+          name: 'holdPeriodHours',
+          placeholder: String(typeDefault),
+        }}
+      />
     </fieldset>
   );
 }

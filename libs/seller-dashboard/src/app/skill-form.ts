@@ -1,6 +1,6 @@
 import { DEFAULT_HOLD_HOURS } from '@paygate/contracts/holds';
 
-import type { HttpMethod, Skill, SkillMode, SkillType } from './types';
+import type { HttpMethod, Skill, SkillType } from './types';
 
 export const SKILL_TYPES: SkillType[] = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'];
 export const METHODS: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -16,13 +16,9 @@ export interface EndpointDraft {
   description: string;
 }
 
-export interface SkillDraft {
-  name: string;
-  displayName: string;
-  description: string;
-  apiBaseUrl: string;
-  type: SkillType;
-  mode: SkillMode;
+/** The skill's own text fields as they are; the rest as typed (numbers and lists still text). */
+export interface SkillDraft
+  extends Pick<Skill, 'name' | 'displayName' | 'description' | 'apiBaseUrl' | 'type' | 'mode'> {
   categories: string;
   durationDays: string;
   requiresShipping: boolean;

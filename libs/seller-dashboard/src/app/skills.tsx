@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { useDashboard } from './context';
 import type { Page, Skill } from './types';
-import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
 
 export function SkillsPage() {
   const { api } = useDashboard();
@@ -36,25 +36,15 @@ export function SkillsPage() {
           <Link to="/skills/new">create your first</Link>.
         </Empty>
       ) : (
-        <section class="table-wrap" aria-label="Your skills (scrolls sideways)">
-          <table class="striped">
-            <caption class="visually-hidden">Your skills</caption>
-            <thead>
-              <tr>
-                <th scope="col">Skill</th>
-                <th scope="col">Type</th>
-                <th scope="col">Status</th>
-                <th scope="col">Endpoints</th>
-                <th scope="col">Health</th>
-              </tr>
-            </thead>
-            <tbody>
-              {pages.map((skill) => (
-                <SkillRow key={skill.skillId} skill={skill} />
-              ))}
-            </tbody>
-          </table>
-        </section>
+        <ScrollTable
+          label="Your skills"
+          columns={['Skill', 'Type', 'Status', 'Endpoints', 'Health']}
+          class="striped"
+        >
+          {pages.map((skill) => (
+            <SkillRow key={skill.skillId} skill={skill} />
+          ))}
+        </ScrollTable>
       )}
       {list.data?.nextCursor && (
         <button

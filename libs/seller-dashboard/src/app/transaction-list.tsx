@@ -11,7 +11,7 @@ import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
 import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
-import { Empty, Field, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { Empty, Field, Link, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
 
 const TRANSACTION_STATUSES = [
   'held',
@@ -237,42 +237,31 @@ function TransactionsSummary(props: {
 function TransactionsTable(props: { rows: Transaction[] }) {
   const now = new Date();
   return (
-    <section class="table-wrap" aria-label="Transactions (scrolls sideways)">
-      <table class="striped">
-        <caption class="visually-hidden">Transactions</caption>
-        <thead>
-          <tr>
-            <th scope="col">Date</th>
-            <th scope="col">Skill</th>
-            <th scope="col">Amount</th>
-            <th scope="col">You get</th>
-            <th scope="col">Status</th>
-            <th scope="col">Tx</th>
-          </tr>
-        </thead>
-        <tbody>
-          {props.rows.map((t) => (
-            <tr key={t.transactionId}>
-              <td>
-                <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
-              </td>
-              <td>{t.skillName ?? '—'}</td>
-              <td>{usd(t.amount)}</td>
-              <td>
-                {usd(sellerNet(t))}
-                {parseUsdc(t.refundedAmount) > 0n && <small> after {usd(t.refundedAmount)} refunded</small>}
-              </td>
-              <td>
-                <StatusBadge status={t.status} />
-                <CallNote transaction={t} now={now} />
-              </td>
-              <td>
-                <code title={t.txHash}>{shortHash(t.txHash)}</code>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </section>
+    <ScrollTable
+      label="Transactions"
+      columns={['Date', 'Skill', 'Amount', 'You get', 'Status', 'Tx']}
+      class="striped"
+    >
+      {props.rows.map((t) => (
+        <tr key={t.transactionId}>
+          <td>
+            <Link to={`/money/transactions/${t.transactionId}`}>{dateTime(t.confirmedAt)}</Link>
+          </td>
+          <td>{t.skillName ?? '—'}</td>
+          <td>{usd(t.amount)}</td>
+          <td>
+            {usd(sellerNet(t))}
+            {parseUsdc(t.refundedAmount) > 0n && <small> after {usd(t.refundedAmount)} refunded</small>}
+          </td>
+          <td>
+            <StatusBadge status={t.status} />
+            <CallNote transaction={t} now={now} />
+          </td>
+          <td>
+            <code title={t.txHash}>{shortHash(t.txHash)}</code>
+          </td>
+        </tr>
+      ))}
+    </ScrollTable>
   );
 }

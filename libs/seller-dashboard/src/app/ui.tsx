@@ -1,4 +1,4 @@
-import type { ComponentChildren, JSX } from 'preact';
+import type { ComponentChildren, InputHTMLAttributes, JSX } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, plainMessage } from './api';
 import { checksummed } from './format';
@@ -229,6 +229,66 @@ export function Field(props: {
   );
 }
 
+/** A Field with one text input: its value, and each change as the text now in it. */
+export function TextField(
+  props: Omit<Parameters<typeof Field>[0], 'children'> & {
+    value: string;
+    onValue: (value: string) => void;
+    /** The input's other attributes (name, type, placeholder, limits). */
+    input?: Omit<InputHTMLAttributes<HTMLInputElement>, 'value' | 'onInput'>;
+  },
+) {
+  const { value, onValue, input, ...field } = props;
+  return (
+    <Field {...field}>
+      {(aria) => (
+        <input
+          {...aria}
+          {...input}
+          value={value}
+          onInput={(e) => onValue((e.target as HTMLInputElement).value)}
+        />
+      )}
+    </Field>
+  );
+}
+
+/**
+ * A table that scrolls sideways on a narrow screen: its label (the caption unless one is given), its column
+ * headings, and its rows. `focusable` when no cell holds a link or button: a keyboard must reach it to scroll it.
+ */
+export function ScrollTable(props: {
+  label: string;
+  caption?: string;
+  columns: string[];
+  class?: string;
+  testId?: string;
+  focusable?: boolean;
+  children: ComponentChildren;
+}) {
+  return (
+    <section
+      class="table-wrap"
+      aria-label={`${props.label} (scrolls sideways)`}
+      tabIndex={props.focusable ? 0 : undefined}
+    >
+      <table class={props.class} data-testid={props.testId}>
+        <caption class="visually-hidden">{props.caption ?? props.label}</caption>
+        <thead>
+          <tr>
+            {props.columns.map((column) => (
+              <th key={column} scope="col">
+                {column}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </section>
+  );
+}
+
 export interface Loaded<T> {
   data?: T;
   error?: unknown;
@@ -318,4 +378,35 @@ export function useAction() {
     }
   }, []);
   return { busy, error, setError, run };
+}
+
+export type Action = ReturnType<typeof useAction>;
+
+/**
+ * A button that runs one call through an action (disabled while any call of that action runs): first `ask`, when
+ * given (a confirm dialog; a false answer stops), then the call, then `done` with its answer once it succeeded.
+ */
+export function ActionButton<T>(props: {
+  action: Action;
+  call: () => Promise<T>;
+  ask?: () => Promise<unknown>;
+  done?: (answer: T) => void;
+  class?: string;
+  children: ComponentChildren;
+}) {
+  return (
+    <button
+      type="button"
+      class={props.class ?? 'outline small'}
+      disabled={props.action.busy}
+      onClick={async () => {
+        if (props.ask && !(await props.ask())) return;
+        // Wrapped: a call that answers nothing (a 204) succeeded too.
+        const succeeded = await props.action.run(async () => ({ answer: await props.call() }));
+        if (succeeded) props.done?.(succeeded.answer);
+      }}
+    >
+      {props.children}
+    </button>
+  );
 }
