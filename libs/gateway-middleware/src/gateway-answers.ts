@@ -1,12 +1,12 @@
+import { X402_HEADERS, type X402Offer, x402PaymentRequired } from '@paygate/protocol';
 import type { Request, Response } from 'express';
 import type { Offer } from './gateway-offers';
 import type { PaymentParameters, PaymentParametersSource } from './payment-parameters';
-import { X402_HEADERS, type X402Route, x402Challenge } from './x402';
 
 export type RefusalBody = { error: string; reason: string; message: string };
 
 /** The route's x402 terms, or undefined where x402 is not offered. */
-export type X402RouteOf = (offer: Offer, p: PaymentParameters, req: Request) => X402Route | undefined;
+export type X402RouteOf = (offer: Offer, p: PaymentParameters, req: Request) => X402Offer | undefined;
 
 /** Answers a 402 with what to pay (and why the presented payment was refused, when given). */
 export type AnswerPaymentRequired = (
@@ -65,7 +65,7 @@ export function paymentRequiredAnswer(
   return async (offer, req, res, resource, refusal) => {
     const p = await parameters.get();
     const route = p ? x402RouteOf(offer, p, req) : undefined;
-    const challenge = route ? x402Challenge(route, refusal?.reason ?? 'payment required') : undefined;
+    const challenge = route ? x402PaymentRequired(route, refusal?.reason ?? 'payment required') : undefined;
     if (challenge) res.setHeader(X402_HEADERS.paymentRequired, challenge.header);
     res.setHeader('Cache-Control', 'no-store');
     res.status(402).json(paymentRequiredBody(offer, p, resource, refusal, challenge?.body));

@@ -1,10 +1,4 @@
 import { parseUsdc } from '@paygate/money';
-import type { NextFunction, Request, Response } from 'express';
-import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
-import type { Offer } from './gateway-offers';
-import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
-import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
-import type { GatewayConfig } from './types';
 import {
   decodeX402Payment,
   encodeX402Header,
@@ -12,9 +6,15 @@ import {
   requirementsV2,
   type SettleResponse,
   X402_HEADERS,
-  X402PayloadError,
-  type X402Route,
-} from './x402';
+  X402HeaderError,
+  type X402Offer,
+} from '@paygate/protocol';
+import type { NextFunction, Request, Response } from 'express';
+import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
+import type { Offer } from './gateway-offers';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
+import type { GatewayConfig } from './types';
 
 export interface X402Settings {
   minAmountMicro: bigint;
@@ -70,7 +70,9 @@ export function x402RouteOf(settings: X402Settings | undefined, publicUrl: strin
     if (!eip712) return undefined;
     const origin = publicUrl ?? `${req.protocol}://${req.get('host')}`;
     return {
-      parameters: p,
+      chainId: p.chainId,
+      asset: p.asset,
+      payTo: p.payTo,
       eip712,
       amountMicro: offer.priceMicro,
       maxTimeoutSeconds: settings.maxTimeoutSeconds,
@@ -88,7 +90,7 @@ type X402Refusal = { reason: string; message: string };
 /** What to ask Paygate's facilitator to settle, or why the presented payment cannot be settled here. */
 function settleRequest(
   offer: Offer,
-  route: X402Route | undefined,
+  route: X402Offer | undefined,
   header: X402Header,
 ): X402Refusal | { paymentPayload: Record<string, unknown>; paymentRequirements: Record<string, unknown> } {
   if (!route) {
@@ -111,7 +113,7 @@ function settleRequest(
       paymentRequirements: requirements,
     };
   } catch (error) {
-    if (error instanceof X402PayloadError) return { reason: error.reason, message: error.message };
+    if (error instanceof X402HeaderError) return { reason: error.reason, message: error.message };
     throw error;
   }
 }

@@ -1,4 +1,4 @@
-import { pickPaymentHeader, resourceFor } from '@paygate/protocol';
+import { pickPaymentHeader, pickX402Header, resourceFor } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { type AnswerPaymentRequired, answerUnavailable, paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
@@ -9,7 +9,6 @@ import { resolvePaygateUrl } from './paygate-url';
 import { PaymentParametersSource } from './payment-parameters';
 import { TicketVerifier } from './tickets';
 import type { GatewayConfig, ProductConfig, ServiceConfig, SubscriptionConfig, TicketOptions } from './types';
-import { pickX402Header } from './x402';
 
 export interface Gateway {
   payPerCall(price: string): RequestHandler;

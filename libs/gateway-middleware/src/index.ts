@@ -1,3 +1,4 @@
+export { type SettleResponse, X402_HEADERS } from '@paygate/protocol';
 export { createGateway, type Gateway } from './gateway';
 export { PaygateUnavailableError } from './paygate-api';
 export { resolvePaygateUrl } from './paygate-url';
@@ -38,8 +39,6 @@ export {
   WebhookVerificationError,
   type WebhookVerificationFailure,
 } from './webhooks';
-export type { SettleResponse } from './x402';
-export { X402_HEADERS } from './x402';
 export {
   createX402Seller,
   type X402PaymentRequired,

@@ -1,9 +1,9 @@
 import { parseUsdc } from '@paygate/money';
+import { requirementsV2, type SettleResponse } from '@paygate/protocol';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { resolvePaygateUrl } from './paygate-url';
 import { PaymentParametersSource, usdcDomainOf } from './payment-parameters';
 import type { GatewayConfig } from './types';
-import { requirementsV2, type SettleResponse } from './x402';
 
 /** What one paid thing costs, as x402 names it (`mcp://tool/<name>`, or a URL). */
 export interface X402Sale {
@@ -77,7 +77,9 @@ async function saleRequirements(
     network: p.network,
     resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
     requirements: requirementsV2({
-      parameters: p,
+      chainId: p.chainId,
+      asset: p.asset,
+      payTo: p.payTo,
       eip712,
       amountMicro: parseUsdc(sale.price),
       maxTimeoutSeconds,

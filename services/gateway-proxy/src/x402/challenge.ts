@@ -1,15 +1,14 @@
-import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
-import { bazaarExtension } from './bazaar';
-import type { X402Payments } from './payments';
 import {
   encodeX402Header,
-  paymentRequiredV2,
-  requirementsV1,
   settlementResponse,
   X402_EXPOSED_HEADERS,
   X402_HEADERS,
   type X402Offer,
-} from './protocol';
+  x402PaymentRequired,
+} from '@paygate/protocol';
+import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
+import { bazaarExtension } from './bazaar';
+import type { X402Payments } from './payments';
 
 /** CORS for paid skill URLs: any origin may pay, and may read x402's answer headers. */
 export const SKILL_CORS_HEADERS = Object.freeze({
@@ -65,12 +64,12 @@ export function x402Challenge(
     priceMicro: input.priceMicro,
   });
   if (!offer) return { headers, body: {} };
-  const extensions = bazaarExtension(input.endpoint, input.skill.name, input.url, true);
-  headers[X402_HEADERS.paymentRequired] = encodeX402Header(paymentRequiredV2(offer, error, extensions));
-  const v1 = requirementsV1(offer, {
-    input: { type: 'http', method: input.endpoint.method, discoverable: true },
+  const required = x402PaymentRequired(offer, error, {
+    extensions: bazaarExtension(input.endpoint, input.skill.name, input.url, true),
+    v1OutputSchema: { input: { type: 'http', method: input.endpoint.method, discoverable: true } },
   });
-  return { headers, body: v1 ? { x402Version: 1, accepts: [v1] } : {} };
+  headers[X402_HEADERS.paymentRequired] = required.header;
+  return { headers, body: required.body };
 }
 
 /** The settlement header of a paid answer, in the version the client spoke. */

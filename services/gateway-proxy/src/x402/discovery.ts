@@ -1,10 +1,10 @@
 import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
+import { caip2, requirementsV2 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
 import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
 import type { GatewayState } from '../state';
 import { bazaarExtension } from './bazaar';
-import { caip2, requirementsV2 } from './protocol';
 
 /** The public x402 Bazaar discovery list of every active Paygate skill endpoint (no key: rate-limited per address). */
 export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {

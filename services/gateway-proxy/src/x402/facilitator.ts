@@ -1,4 +1,5 @@
 import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import { caip2, v1NetworkOf } from '@paygate/protocol';
 import { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { RequestHandler, Response } from 'express';
@@ -14,7 +15,6 @@ import {
   VerifyResponse,
 } from './facilitator-requirements';
 import type { X402Outcome } from './payments';
-import { caip2, v1NetworkOf } from './protocol';
 
 export { settleAwaitingCopies } from './copies';
 

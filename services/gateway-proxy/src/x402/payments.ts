@@ -1,4 +1,5 @@
 import type { SharedRateLimiter } from '@paygate/http';
+import type { X402Offer } from '@paygate/protocol';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { PaymentService, Purchase } from '../payments/service';
@@ -12,7 +13,7 @@ import {
   type TokenDomain,
   usdcBalance,
 } from './evm-reads';
-import type { DecodedX402Payment, X402Offer } from './protocol';
+import type { DecodedX402Payment } from './protocol';
 import { PAYGATE_REASONS } from './reasons';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';

@@ -1,5 +1,6 @@
+import { caip2, v1NetworkOf } from '@paygate/protocol';
 import type { TokenDomain } from './evm-reads';
-import { caip2, type DecodedX402Payment, v1NetworkOf } from './protocol';
+import type { DecodedX402Payment } from './protocol';
 import { UPSTREAM_REASONS as R, type X402Reason, type X402Refusal } from './reasons';
 
 export type { X402Reason, X402Refusal } from './reasons';
