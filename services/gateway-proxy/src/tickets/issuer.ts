@@ -3,16 +3,8 @@ import type { PaymentKind } from '@paygate/protocol';
 import { SignJWT } from 'jose';
 import type { TicketKeyStore } from './keys';
 
-/** The claims of a Paygate ticket; the seller middleware checks every one of them. */
-export interface TicketClaims {
-  iss: string;
-  /** The payer's wallet. */
-  sub: string;
-  /** The skill name: a ticket for one skill is refused by another. */
-  aud: string;
-  jti: string;
-  iat: number;
-  exp: number;
+/** What a ticket was bought for: the skill endpoint and the payment, as issued and as claimed. */
+interface TicketPurchase {
   skill: string;
   skillId: string;
   sellerId: string;
@@ -24,16 +16,20 @@ export interface TicketClaims {
   amount: string;
 }
 
-export interface IssueTicketInput {
+/** The claims of a Paygate ticket; the seller middleware checks every one of them. */
+export interface TicketClaims extends TicketPurchase {
+  iss: string;
+  /** The payer's wallet. */
+  sub: string;
+  /** The skill name: a ticket for one skill is refused by another. */
+  aud: string;
+  jti: string;
+  iat: number;
+  exp: number;
+}
+
+export interface IssueTicketInput extends TicketPurchase {
   payer: string;
-  skill: string;
-  skillId: string;
-  sellerId: string;
-  method: string;
-  path: string;
-  kind: PaymentKind;
-  txHash: string;
-  amount: string;
   /** A subscription's ticket never outlives the subscription. */
   notAfter: Date | null;
 }
