@@ -2,7 +2,7 @@ import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
 import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
 import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
-import { PollingLoop, startService } from '@paygate/runtime';
+import { PolledTask, PollingLoop, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
@@ -19,28 +19,21 @@ import { SessionStore } from './sessions/sessions';
 import { staticRoutes } from './static/routes';
 
 /** Expires due sessions and frees lapsed amount reservations, on an interval, one pass at a time. */
-class Sweeper implements BackgroundTask {
-  private readonly loop: PollingLoop;
+class Sweeper extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext<CheckoutDatabase>,
     private readonly store: SessionStore,
     intervalMs: number,
   ) {
+    super();
     this.loop = new PollingLoop(() => this.sweep(), {
       what: 'checkout sweep',
       logger: ctx.logger,
       intervalMs,
       firstDelayMs: intervalMs,
     });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
   }
 
   private async sweep(): Promise<void> {

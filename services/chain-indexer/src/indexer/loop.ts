@@ -1,4 +1,4 @@
-import { type BackgroundTask, type Gauge, type PassOutcome, PollingLoop } from '@paygate/runtime';
+import { type BackgroundTask, type Gauge, type PassOutcome, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { AdvisoryLeadership } from './leader';
 import type { TransferScanner } from './scanner';
@@ -15,8 +15,8 @@ export interface IndexerLoopOptions {
  * Polls the head every pollIntervalMs while leading (a new block is noticed within one interval), and retries
  * leadership every leaderRetryMs while following. A failed pass is logged and retried on the next tick.
  */
-export class IndexerLoop implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class IndexerLoop extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(
     private readonly scanner: TransferScanner,
@@ -24,6 +24,7 @@ export class IndexerLoop implements BackgroundTask {
     private readonly logger: Logger,
     private readonly options: IndexerLoopOptions,
   ) {
+    super();
     this.loop = new PollingLoop(() => this.tick(), {
       what: 'indexer pass',
       logger,
@@ -42,10 +43,6 @@ export class IndexerLoop implements BackgroundTask {
     });
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
   private async tick(): Promise<PassOutcome> {
     const leading = await this.leadership.tryAcquire();
     this.options.leaderGauge?.set(leading ? 1 : 0);
@@ -56,8 +53,8 @@ export class IndexerLoop implements BackgroundTask {
     return undefined;
   }
 
-  async stop(): Promise<void> {
-    await this.loop.stop();
+  /** Once no pass runs: the leadership lock, so another replica can take over. */
+  protected override async afterStop(): Promise<void> {
     await this.leadership.release();
   }
 }

@@ -1,5 +1,5 @@
 import { decodeTransferLog, formatAddress, makeProvider } from '@paygate/chain';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
@@ -35,14 +35,15 @@ export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed'
  *   claims it again (rebookPaymentsNotOnChain).
  * An RPC that does not answer changes nothing. Bounded: CHECK_BATCH transfers a pass, one receipt read each.
  */
-export class ChainConfirmationCheck implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
   private provider: JsonRpcProvider | undefined;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
   ) {
+    super();
     this.loop = new PollingLoop(
       async () => {
         await this.runOnce();
@@ -56,12 +57,8 @@ export class ChainConfirmationCheck implements BackgroundTask {
     );
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
+  /** Once no pass runs: the RPC provider the passes read receipts with. */
+  protected override async afterStop(): Promise<void> {
     this.provider?.destroy();
   }
 

@@ -1,7 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
@@ -84,13 +84,14 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
 }
 
 /** Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass. */
-export class ReleaseScheduler implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class ReleaseScheduler extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
   ) {
+    super();
     const intervalMs = deps.config.releaseIntervalMs;
     this.loop = new PollingLoop(
       async () => {
@@ -105,17 +106,9 @@ export class ReleaseScheduler implements BackgroundTask {
     );
   }
 
-  start(): void {
-    this.loop.start();
-  }
-
   /** One pass now, beside the loop's (tests): returns how many holds were released. */
   tick(): Promise<number> {
     return this.releaseBatches();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
   }
 
   /** Releases due holds in batches until none is left, the per-pass bound is reached or the loop stops. */

@@ -1,4 +1,4 @@
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { cancelReservation, lockSettlement, type ReservationRow } from './seller';
@@ -77,13 +77,14 @@ async function repairStrayPayoutPending(ctx: ServiceContext, deps: LedgerDeps): 
   return repaired.rows.length;
 }
 /** Runs sweepPayoutReservations every PAYOUT_SWEEP_INTERVAL_MS. */
-export class PayoutSweep implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class PayoutSweep extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
   ) {
+    super();
     const intervalMs = deps.config.payoutSweepIntervalMs;
     this.loop = new PollingLoop(
       async () => {
@@ -91,13 +92,5 @@ export class PayoutSweep implements BackgroundTask {
       },
       { what: 'payout reservation sweep', logger: ctx.logger, intervalMs, firstDelayMs: intervalMs },
     );
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
   }
 }

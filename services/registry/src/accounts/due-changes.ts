@@ -1,4 +1,4 @@
-import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
 import { publishSellerUpdated, type SellerRow } from './repository';
@@ -11,24 +11,17 @@ const BATCH = 100;
  * - a signed payout address whose delay has passed becomes payout_address, and seller.updated tells settlement;
  * - a rotated-out API key whose overlap has ended is dropped, and seller.updated makes every cache of it go.
  */
-export class DueAccountChanges implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class DueAccountChanges extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(private readonly rc: RegistryContext) {
+    super();
     this.loop = new PollingLoop(() => this.applyDue(), {
       what: 'due account changes',
       logger: rc.ctx.logger,
       intervalMs: rc.config.accountChangesIntervalMs,
       stopWaitMs: 5000,
     });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
   }
 
   /** One pass: every due payout change and ended overlap, up to BATCH of each. */

@@ -3,6 +3,7 @@ import {
   type BackgroundTask,
   type BackoffPolicy,
   backoffDelayMs,
+  PolledTask,
   PollingLoop,
   type ServiceContext,
 } from '@paygate/runtime';
@@ -67,8 +68,8 @@ const AT_CEILING = () => 1;
  * sellers and pending settlements are claimed with FOR UPDATE SKIP LOCKED, settlement ids are deterministic per
  * (seller, period) and unique, and the ledger's reservation is idempotent per settlementId.
  */
-export class SettlementScheduler implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class SettlementScheduler extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -79,19 +80,12 @@ export class SettlementScheduler implements BackgroundTask {
     private readonly metrics: SettlementMetrics,
     private readonly onTransferRecorded: () => void,
   ) {
+    super();
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'settlement scheduler pass',
       logger: ctx.logger,
       intervalMs: config.schedulerIntervalMs,
     });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
   }
 
   /** The seller's period at `at` (the development SETTLEMENT_PERIOD_SECONDS replaces the real ones). */

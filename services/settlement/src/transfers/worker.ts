@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB, TransferKind } from '../db';
 import type { LedgerClient } from '../ledger/client';
@@ -23,8 +23,8 @@ export type { TransferOutcomeHandler } from './worker-deps';
  *     (event via the outbox) in the same transaction, guarded by the state change so it happens once.
  * Every pass starts with step 2/3 for what is already recorded, which is also the crash recovery.
  */
-export class TransferWorker implements BackgroundTask {
-  private readonly loop: PollingLoop;
+export class TransferWorker extends PolledTask implements BackgroundTask {
+  protected readonly loop: PollingLoop;
   private readonly watch: ConfirmationWatch;
   private readonly signer: TransferSigner;
 
@@ -36,6 +36,7 @@ export class TransferWorker implements BackgroundTask {
     handlers: Record<TransferKind, TransferOutcomeHandler>,
     ledger: LedgerClient,
   ) {
+    super();
     // One signer per escrow key within this deployment (its schema holds the nonces it allocates).
     const digest = createHash('sha256')
       .update(`settlement-sender:${config.dbSchema}:${config.chainId}:${chain.address.toLowerCase()}`)
@@ -50,19 +51,6 @@ export class TransferWorker implements BackgroundTask {
       logger: ctx.logger,
       intervalMs: config.transferPollIntervalMs,
     });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  /** Run a pass soon (new work was recorded). */
-  kick(): void {
-    this.loop.kick();
   }
 
   /** One bounded pass: advance what is recorded (recovery first), then sign and send what is new. */
