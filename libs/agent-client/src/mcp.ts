@@ -1,5 +1,6 @@
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '@paygate/chain';
 import { formatUsdc } from '@paygate/money';
-import type { ExactRequirements, McpPaymentRequired } from '@paygate/protocol';
+import { caip2, type ExactRequirements, type McpPaymentRequired } from '@paygate/protocol';
 import { getAddress, hexlify, randomBytes, type Signer } from 'ethers';
 
 export {
@@ -20,24 +21,13 @@ export interface McpToolCall {
   _meta?: Record<string, unknown>;
 }
 
-const AUTHORIZATION_TYPES = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-};
-
 /** The `exact` requirement on the wallet's chain, or undefined when the tool asks for nothing this wallet can pay. */
 export function pickRequirement(
   required: McpPaymentRequired,
   chainId: number,
 ): ExactRequirements | undefined {
   return required.accepts.find(
-    (r) => r.scheme === 'exact' && r.network === `eip155:${chainId}` && /^[0-9]{1,30}$/.test(r.amount),
+    (r) => r.scheme === 'exact' && r.network === caip2(chainId) && /^[0-9]{1,30}$/.test(r.amount),
   );
 }
 
@@ -67,7 +57,7 @@ export async function signMcpPayment(
       chainId,
       verifyingContract: getAddress(requirement.asset),
     },
-    AUTHORIZATION_TYPES,
+    TRANSFER_WITH_AUTHORIZATION_TYPES,
     authorization,
   );
   return {
