@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { RequiredMark } from './ui';
+import { RequiredMark } from './ui-forms';
 
 export interface ConfirmOptions {
   title: string;

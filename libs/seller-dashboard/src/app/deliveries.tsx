@@ -3,18 +3,9 @@ import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Delivery, DeliveryAttempt, Page } from './types';
-import {
-  ActionButton,
-  Empty,
-  ErrorNote,
-  Field,
-  LoadState,
-  Notice,
-  ScrollTable,
-  StatusBadge,
-  useAction,
-  useLoad,
-} from './ui';
+import { ActionButton, Empty, ErrorNote, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import { Field } from './ui-forms';
+import { ScrollTable } from './ui-tables';
 
 export function Deliveries() {
   const { api } = useDashboard();

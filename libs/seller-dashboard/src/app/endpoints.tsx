@@ -3,17 +3,8 @@ import { ApiError, fieldErrors } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { type Delivery, WEBHOOK_EVENT_TYPES, type WebhookEndpoint } from './types';
-import {
-  ActionButton,
-  Empty,
-  ErrorNote,
-  LoadState,
-  Notice,
-  StatusBadge,
-  TextField,
-  useAction,
-  useLoad,
-} from './ui';
+import { ActionButton, Empty, ErrorNote, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import { TextField } from './ui-forms';
 
 const ALL = '*';
 

@@ -4,7 +4,9 @@ import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Account, ApiKeyInfo } from './types';
-import { CopyButton, ErrorNote, Field, Notice, ScrollTable, useAction } from './ui';
+import { CopyButton, ErrorNote, Notice, useAction } from './ui';
+import { Field } from './ui-forms';
+import { ScrollTable } from './ui-tables';
 
 type Rotatable = 'api-key' | 'publishable-key' | 'webhook-secret';
 

@@ -5,7 +5,8 @@ import { useDashboard } from './context';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
 import type { Account } from './types';
-import { Address, ErrorNote, Notice, TextField, useAction } from './ui';
+import { Address, ErrorNote, Notice, useAction } from './ui';
+import { TextField } from './ui-forms';
 import { browserWallet, signWithAccountWallet, WalletError } from './wallet';
 
 /** 172800 → "48 hours"; 90 → "2 minutes". */

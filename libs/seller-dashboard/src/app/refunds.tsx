@@ -6,18 +6,8 @@ import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { BALANCE_EFFECT, refundEffect } from './refund-effect';
 import type { Page, Refund, RefundRequest, TransactionDetail } from './types';
-import {
-  Address,
-  Empty,
-  ErrorNote,
-  Field,
-  Link,
-  LoadState,
-  Notice,
-  StatusBadge,
-  useAction,
-  useLoad,
-} from './ui';
+import { Address, Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import { Field } from './ui-forms';
 
 /** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
 function refundFacts(t: TransactionDetail, amount: string) {

@@ -6,7 +6,8 @@ import { WebhookEndpoints } from './endpoints';
 import { Keys } from './keys';
 import { PayoutAddress } from './payout-address';
 import type { Account } from './types';
-import { ErrorNote, Field, LoadState, Notice, SecretOnce, useAction, useLoad } from './ui';
+import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useLoad } from './ui';
+import { Field } from './ui-forms';
 
 export function SettingsPage() {
   const { api } = useDashboard();

@@ -3,7 +3,8 @@ import { useDashboard } from './context';
 import { statusWords, usd } from './format';
 import { periodLabel } from './overview';
 import type { Page, Settlement } from './types';
-import { CopyButton, Empty, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
+import { CopyButton, Empty, LoadState, StatusBadge, useLoad } from './ui';
+import { ScrollTable } from './ui-tables';
 
 export function SettlementsSection() {
   const { api } = useDashboard();

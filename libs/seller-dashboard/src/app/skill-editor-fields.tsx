@@ -11,7 +11,7 @@ import {
   usesShipping,
 } from './skill-form';
 import type { SkillType } from './types';
-import { Field, TextField } from './ui';
+import { Field, TextField } from './ui-forms';
 
 /** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
 export interface DraftProps {

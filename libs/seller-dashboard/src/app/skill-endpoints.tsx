@@ -4,7 +4,8 @@ import { useDashboard } from './context';
 import { usd } from './format';
 import { type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
 import type { Endpoint, HttpMethod, Skill } from './types';
-import { CopyButton, ErrorNote, Field, useAction } from './ui';
+import { CopyButton, ErrorNote, useAction } from './ui';
+import { Field } from './ui-forms';
 
 export function EndpointFields(props: {
   prefix: string;

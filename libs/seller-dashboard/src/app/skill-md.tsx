@@ -2,7 +2,8 @@ import { useState } from 'preact/hooks';
 import { fieldErrors } from './api';
 import { useDashboard } from './context';
 import type { Skill } from './types';
-import { ErrorNote, Field, Loading, useAction, useLoad } from './ui';
+import { ErrorNote, Loading, useAction, useLoad } from './ui';
+import { Field } from './ui-forms';
 
 export function SkillMd(props: { skill: Skill; onSaved: () => void }) {
   const { api } = useDashboard();

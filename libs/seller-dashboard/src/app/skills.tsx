@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { useDashboard } from './context';
 import type { Page, Skill } from './types';
-import { Empty, Link, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { ScrollTable } from './ui-tables';
 
 export function SkillsPage() {
   const { api } = useDashboard();

@@ -11,7 +11,9 @@ import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
 import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
-import { Empty, Field, Link, LoadState, ScrollTable, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { Field } from './ui-forms';
+import { ScrollTable } from './ui-tables';
 
 const TRANSACTION_STATUSES = [
   'held',

@@ -1,4 +1,4 @@
-import type { ComponentChildren, InputHTMLAttributes, JSX } from 'preact';
+import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, plainMessage } from './api';
 import { checksummed } from './format';
@@ -165,16 +165,6 @@ export function StatusBadge(props: { status: string }) {
   return <span class={`badge ${tone}`}>{props.status.toLowerCase().replace(/_/g, ' ')}</span>;
 }
 
-/** A visual "*" for required fields; assistive technology hears aria-required on the control instead. */
-export function RequiredMark() {
-  return (
-    <span class="required" aria-hidden="true" title="required">
-      {' '}
-      *
-    </span>
-  );
-}
-
 /** A full address, checksummed (EIP-55), with a copy button. */
 export function Address(props: { value: string; label: string }) {
   const shown = checksummed(props.value);
@@ -182,110 +172,6 @@ export function Address(props: { value: string; label: string }) {
     <span class="copyable">
       <code class="wrap">{shown}</code> <CopyButton text={shown} label={props.label} />
     </span>
-  );
-}
-
-export function Field(props: {
-  id: string;
-  label: string;
-  error?: string;
-  hint?: string;
-  required?: boolean;
-  /** A live note under the field (a name checked as it is typed). */
-  status?: string;
-  children: (aria: JSX.HTMLAttributes<HTMLInputElement>) => ComponentChildren;
-}) {
-  const describedBy = [
-    props.hint && `${props.id}-hint`,
-    props.status && `${props.id}-status`,
-    props.error && `${props.id}-error`,
-  ]
-    .filter(Boolean)
-    .join(' ');
-  return (
-    <div class="field">
-      <label for={props.id}>
-        {props.label}
-        {props.required && <RequiredMark />}
-      </label>
-      {props.children({
-        id: props.id,
-        'aria-required': props.required ? true : undefined,
-        'aria-invalid': props.error ? true : undefined,
-        'aria-describedby': describedBy || undefined,
-      })}
-      {props.hint && <small id={`${props.id}-hint`}>{props.hint}</small>}
-      {'status' in props && (
-        <small id={`${props.id}-status`} aria-live="polite" class="field-status">
-          {props.status}
-        </small>
-      )}
-      {props.error && (
-        <small id={`${props.id}-error`} class="field-error">
-          {props.error}
-        </small>
-      )}
-    </div>
-  );
-}
-
-/** A Field with one text input: its value, and each change as the text now in it. */
-export function TextField(
-  props: Omit<Parameters<typeof Field>[0], 'children'> & {
-    value: string;
-    onValue: (value: string) => void;
-    /** The input's other attributes (name, type, placeholder, limits). */
-    input?: Omit<InputHTMLAttributes<HTMLInputElement>, 'value' | 'onInput'>;
-  },
-) {
-  const { value, onValue, input, ...field } = props;
-  return (
-    <Field {...field}>
-      {(aria) => (
-        <input
-          {...aria}
-          {...input}
-          value={value}
-          onInput={(e) => onValue((e.target as HTMLInputElement).value)}
-        />
-      )}
-    </Field>
-  );
-}
-
-/**
- * A table that scrolls sideways on a narrow screen: its label (the caption unless one is given), its column
- * headings, and its rows. `focusable` when no cell holds a link or button: a keyboard must reach it to scroll it.
- */
-export function ScrollTable(props: {
-  label: string;
-  caption?: string;
-  columns: string[];
-  class?: string;
-  testId?: string;
-  focusable?: boolean;
-  children: ComponentChildren;
-}) {
-  return (
-    <section
-      class="table-wrap"
-      aria-label={`${props.label} (scrolls sideways)`}
-      tabIndex={props.focusable ? 0 : undefined}
-    >
-      <table class={props.class} data-testid={props.testId}>
-        <caption class="visually-hidden">{props.caption ?? props.label}</caption>
-        <thead>
-          <tr>
-            {props.columns.map((column) => (
-              <th key={column} scope="col">
-                {column}
-              </th>
-            ))}
-          </tr>
-        </thead>
-        <tbody>{props.children}</tbody>
-      </table>
-    </section>
   );
 }
 

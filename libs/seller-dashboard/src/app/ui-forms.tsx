@@ -1,0 +1,106 @@
+import type { ComponentChildren, InputHTMLAttributes, JSX, SelectHTMLAttributes } from 'preact';
+
+/** A visual "*" for required fields; assistive technology hears aria-required on the control instead. */
+export function RequiredMark() {
+  return (
+    <span class="required" aria-hidden="true" title="required">
+      {' '}
+      *
+    </span>
+  );
+}
+
+export function Field(props: {
+  id: string;
+  label: string;
+  error?: string;
+  hint?: string;
+  required?: boolean;
+  /** A live note under the field (a name checked as it is typed). */
+  status?: string;
+  children: (aria: JSX.HTMLAttributes<HTMLInputElement>) => ComponentChildren;
+}) {
+  const describedBy = [
+    props.hint && `${props.id}-hint`,
+    props.status && `${props.id}-status`,
+    props.error && `${props.id}-error`,
+  ]
+    .filter(Boolean)
+    .join(' ');
+  return (
+    <div class="field">
+      <label for={props.id}>
+        {props.label}
+        {props.required && <RequiredMark />}
+      </label>
+      {props.children({
+        id: props.id,
+        'aria-required': props.required ? true : undefined,
+        'aria-invalid': props.error ? true : undefined,
+        'aria-describedby': describedBy || undefined,
+      })}
+      {props.hint && <small id={`${props.id}-hint`}>{props.hint}</small>}
+      {'status' in props && (
+        <small id={`${props.id}-status`} aria-live="polite" class="field-status">
+          {props.status}
+        </small>
+      )}
+      {props.error && (
+        <small id={`${props.id}-error`} class="field-error">
+          {props.error}
+        </small>
+      )}
+    </div>
+  );
+}
+
+/** A Field with one text input: its value, and each change as the text now in it. */
+export function TextField(
+  props: Omit<Parameters<typeof Field>[0], 'children'> & {
+    value: string;
+    onValue: (value: string) => void;
+    /** The input's other attributes (name, type, placeholder, limits). */
+    input?: Omit<InputHTMLAttributes<HTMLInputElement>, 'value' | 'onInput'>;
+  },
+) {
+  const { value, onValue, input, ...field } = props;
+  return (
+    <Field {...field}>
+      {(aria) => (
+        <input
+          {...aria}
+          {...input}
+          value={value}
+          onInput={(e) => onValue((e.target as HTMLInputElement).value)}
+        />
+      )}
+    </Field>
+  );
+}
+
+/** A Field with one select: its options, its value, and each change as the value now chosen. */
+export function SelectField(
+  props: Omit<Parameters<typeof Field>[0], 'children'> & {
+    value: string;
+    onValue: (value: string) => void;
+    /** The select's other attributes (disabled). */
+    select?: Omit<SelectHTMLAttributes<HTMLSelectElement>, 'value' | 'onChange'>;
+    children: ComponentChildren;
+  },
+) {
+  const { value, onValue, select, children, ...field } = props;
+  return (
+    <Field {...field}>
+      {(aria) => (
+        <select
+          {...(aria as object)}
+          {...select}
+          value={value}
+          onChange={(e) => onValue((e.target as HTMLSelectElement).value)}
+        >
+          {children}
+        </select>
+      )}
+    </Field>
+  );
+}
