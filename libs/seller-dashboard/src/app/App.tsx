@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { createApiClient } from './api';
-import { Dashboard } from './context';
+import { Dashboard, useDashboard } from './context';
 import { type LiveStatus, openLiveChannel } from './live';
 import { MoneyPage } from './money';
 import { OverviewPage } from './overview-page';
@@ -35,11 +35,7 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
   const [firstLogin, setFirstLogin] = useState<SignInResult | undefined>(props.firstLogin);
   const [signedOutReason, setSignedOutReason] = useState<string | undefined>();
   const route = useRoute();
-  // The routes that did not answer at their last call, and since when: a service down shows one banner, which
-  // goes once each of them answers again (a route of another service answering does not hide it).
-  const [failing, setFailing] = useState<{ paths: Set<string>; since?: Date }>({ paths: new Set() });
-  const outageSince = failing.paths.size > 0 ? failing.since : undefined;
-
+  const outage = useOutage();
   const signOut = (reason?: string) => {
     clearSession();
     setSession(undefined);
@@ -51,20 +47,72 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
       createApiClient({
         token: () => session?.token,
         onUnauthorized: () => signOut('Your session ended. Sign in again to continue.'),
-        onReachable: (reachable, path) =>
-          setFailing((current) => {
-            if (reachable !== current.paths.has(path)) return current;
-            const paths = new Set(current.paths);
-            if (reachable) paths.delete(path);
-            else paths.add(path);
-            return { paths, since: paths.size === 0 ? undefined : (current.since ?? new Date()) };
-          }),
+        onReachable: outage.onReachable,
       }),
     [session?.token],
   );
+  const liveStatus = useLiveRefresh(session);
+  useOutageRetry(session, outage.since);
+  useRouteTitleAndFocus(route);
 
-  // Live data: the notifier's live channel says when something of this seller changed, and the open views read
-  // it again; polling (every 10 s while the page is visible, at once when it becomes visible) while it is down.
+  if (!session) {
+    return (
+      <SignIn
+        api={api}
+        notice={signedOutReason}
+        onSignedIn={(result) => {
+          setSession(saveSession(result));
+          setSignedOutReason(undefined);
+          if (result.apiKey) setFirstLogin(result);
+        }}
+      />
+    );
+  }
+
+  return (
+    <Dashboard.Provider value={{ api, session, signOut }}>
+      <a class="skip-link" href="#main">
+        Skip to content
+      </a>
+      <Header route={route} session={session} liveStatus={liveStatus} onSignOut={signOut} />
+      <main id="main" class="container" tabIndex={-1}>
+        {outage.since && <OutageBanner since={outage.since} />}
+        {firstLogin?.apiKey ? (
+          <FirstLoginSecret
+            apiKey={firstLogin.apiKey}
+            publishableKey={firstLogin.publishableKey}
+            onDone={() => setFirstLogin(undefined)}
+          />
+        ) : (
+          <Routes route={route} />
+        )}
+      </main>
+    </Dashboard.Provider>
+  );
+}
+
+/**
+ * The routes that did not answer at their last call, and since when: a service down shows one banner, which
+ * goes once each of them answers again (a route of another service answering does not hide it).
+ */
+function useOutage() {
+  const [failing, setFailing] = useState<{ paths: Set<string>; since?: Date }>({ paths: new Set() });
+  const onReachable = (reachable: boolean, path: string) =>
+    setFailing((current) => {
+      if (reachable !== current.paths.has(path)) return current;
+      const paths = new Set(current.paths);
+      if (reachable) paths.delete(path);
+      else paths.add(path);
+      return { paths, since: paths.size === 0 ? undefined : (current.since ?? new Date()) };
+    });
+  return { since: failing.paths.size > 0 ? failing.since : undefined, onReachable };
+}
+
+/**
+ * Live data: the notifier's live channel says when something of this seller changed, and the open views read
+ * it again; polling (every 10 s while the page is visible, at once when it becomes visible) while it is down.
+ */
+function useLiveRefresh(session: Session | undefined): LiveStatus {
   const [liveStatus, setLiveStatus] = useState<LiveStatus>('connecting');
   useEffect(() => {
     if (!session) return;
@@ -87,9 +135,14 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
       document.removeEventListener('visibilitychange', tick);
     };
   }, [session, liveStatus]);
+  return liveStatus;
+}
 
-  // An outage is retried on its own schedule, whatever the live channel says: the banner goes soon after the
-  // service answers again (the 60 s safety poll alone left it up for up to a minute).
+/**
+ * An outage is retried on its own schedule, whatever the live channel says: the banner goes soon after the
+ * service answers again (the 60 s safety poll alone left it up for up to a minute).
+ */
+function useOutageRetry(session: Session | undefined, outageSince: Date | undefined) {
   useEffect(() => {
     if (!session || !outageSince) return;
     let delayMs = OUTAGE_FIRST_RETRY_MS;
@@ -102,7 +155,10 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
     timer = setTimeout(retry, delayMs);
     return () => clearTimeout(timer);
   }, [session, outageSince]);
+}
 
+/** The page's title follows the route; after an in-app navigation the focus moves to the new content. */
+function useRouteTitleAndFocus(route: string) {
   const firstRoute = useRef(true);
   useEffect(() => {
     const title = NAV.find(([path]) => isCurrent(route, path))?.[1];
@@ -111,98 +167,94 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
     if (firstRoute.current) firstRoute.current = false;
     else document.getElementById('main')?.focus();
   }, [route]);
+}
 
-  if (!session) {
-    return (
-      <SignIn
-        api={api}
-        notice={signedOutReason}
-        onSignedIn={(result) => {
-          setSession(saveSession(result));
-          setSignedOutReason(undefined);
-          if (result.apiKey) setFirstLogin(result);
-        }}
-      />
-    );
-  }
-
+/** The navigation, who is signed in, how the data stays current, and whether this is test mode. */
+function Header(props: {
+  route: string;
+  session: Session;
+  liveStatus: LiveStatus;
+  onSignOut: (reason?: string) => void;
+}) {
+  const { session, liveStatus } = props;
   return (
-    <Dashboard.Provider value={{ api, session, signOut }}>
-      <a class="skip-link" href="#main">
-        Skip to content
-      </a>
-      <header class="container">
-        <nav aria-label="Main">
-          <ul>
-            <li>
-              <strong>Paygate</strong>
-            </li>
-          </ul>
-          <ul>
-            {NAV.map(([path, label]) => (
-              <li key={path}>
-                <Link to={path} current={isCurrent(route, path)}>
-                  {label}
-                </Link>
-              </li>
-            ))}
-            <li>
-              <button
-                type="button"
-                class="outline secondary small"
-                onClick={async () => {
-                  // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
-                  await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
-                  signOut('You signed out.');
-                }}
-              >
-                Sign out
-              </button>
-            </li>
-          </ul>
-        </nav>
-        <p class="who">
-          Signed in as <code>{session.walletAddress}</code>{' '}
-          <span class={`live-status ${liveStatus}`} data-testid="live-status" data-status={liveStatus}>
-            {liveStatus === 'live'
-              ? '● Live: updates as they happen'
-              : liveStatus === 'connecting'
-                ? 'Connecting to live updates…'
-                : `Updates every ${POLL_REFRESH_MS / 1000} s (live updates unavailable)`}
-          </span>
+    <header class="container">
+      <MainNav route={props.route} onSignOut={props.onSignOut} />
+      <p class="who">
+        Signed in as <code>{session.walletAddress}</code>{' '}
+        <span class={`live-status ${liveStatus}`} data-testid="live-status" data-status={liveStatus}>
+          {liveStatus === 'live'
+            ? '● Live: updates as they happen'
+            : liveStatus === 'connecting'
+              ? 'Connecting to live updates…'
+              : `Updates every ${POLL_REFRESH_MS / 1000} s (live updates unavailable)`}
+        </span>
+      </p>
+      {session.mode === 'test' && (
+        <p class="test-mode" data-testid="test-mode">
+          <strong>Test mode</strong>: this Paygate takes test USDC on a test network; keys start with{' '}
+          <code>sk_test_</code> and <code>pk_test_</code>. Nothing here is real money.
         </p>
-        {session.mode === 'test' && (
-          <p class="test-mode" data-testid="test-mode">
-            <strong>Test mode</strong>: this Paygate takes test USDC on a test network; keys start with{' '}
-            <code>sk_test_</code> and <code>pk_test_</code>. Nothing here is real money.
-          </p>
-        )}
-      </header>
-      <main id="main" class="container" tabIndex={-1}>
-        {outageSince && (
-          <p class="outage" role="alert" data-testid="outage">
-            <strong>Paygate is not answering</strong> (since {outageSince.toISOString().slice(11, 16)} UTC).
-            What you see may be out of date and actions may fail; nothing is lost. The page tries again within{' '}
-            {POLL_REFRESH_MS / 1000} seconds.
-          </p>
-        )}
-        {firstLogin?.apiKey ? (
-          <SecretOnce
-            label="secret API key (sk_)"
-            value={firstLogin.apiKey}
-            onDone={() => setFirstLogin(undefined)}
+      )}
+    </header>
+  );
+}
+
+function MainNav(props: { route: string; onSignOut: (reason?: string) => void }) {
+  const { api } = useDashboard();
+  return (
+    <nav aria-label="Main">
+      <ul>
+        <li>
+          <strong>Paygate</strong>
+        </li>
+      </ul>
+      <ul>
+        {NAV.map(([path, label]) => (
+          <li key={path}>
+            <Link to={path} current={isCurrent(props.route, path)}>
+              {label}
+            </Link>
+          </li>
+        ))}
+        <li>
+          <button
+            type="button"
+            class="outline secondary small"
+            onClick={async () => {
+              // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
+              await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
+              props.onSignOut('You signed out.');
+            }}
           >
-            <p>
-              Welcome to Paygate. Your servers use this key for the gateway middleware and server-to-server
-              calls (<code>Authorization: Bearer sk_…</code>). Your publishable key, safe in web pages, is{' '}
-              <code>{firstLogin.publishableKey}</code>.
-            </p>
-          </SecretOnce>
-        ) : (
-          <Routes route={route} />
-        )}
-      </main>
-    </Dashboard.Provider>
+            Sign out
+          </button>
+        </li>
+      </ul>
+    </nav>
+  );
+}
+
+function OutageBanner(props: { since: Date }) {
+  return (
+    <p class="outage" role="alert" data-testid="outage">
+      <strong>Paygate is not answering</strong> (since {props.since.toISOString().slice(11, 16)} UTC). What
+      you see may be out of date and actions may fail; nothing is lost. The page tries again within{' '}
+      {POLL_REFRESH_MS / 1000} seconds.
+    </p>
+  );
+}
+
+/** The secret API key of a first sign-in, shown once, with the publishable key. */
+function FirstLoginSecret(props: { apiKey: string; publishableKey: string; onDone: () => void }) {
+  return (
+    <SecretOnce label="secret API key (sk_)" value={props.apiKey} onDone={props.onDone}>
+      <p>
+        Welcome to Paygate. Your servers use this key for the gateway middleware and server-to-server calls (
+        <code>Authorization: Bearer sk_…</code>). Your publishable key, safe in web pages, is{' '}
+        <code>{props.publishableKey}</code>.
+      </p>
+    </SecretOnce>
   );
 }
 
