@@ -22,60 +22,8 @@ export function PaymentsChart(props: { series: SkillSeries }) {
     const element = box.current;
     if (!element) return;
     const width = () => Math.max(260, element.clientWidth);
-    // Stacked bars: each skill's bar is drawn from zero to the running total, the later (lower) ones on top.
-    const running = series.days.map(() => 0);
-    const stacked = series.skills.map((skill) =>
-      skill.amounts.map((amount, i) => {
-        running[i]! += microToPlot(amount);
-        return running[i]!;
-      }),
-    );
-    const largest = Math.max(0, ...running);
-    const first = series.days[0] ?? 0;
-    const last = series.days[series.days.length - 1] ?? 0;
-    const plot = new uPlot(
-      {
-        width: width(),
-        height: HEIGHT,
-        legend: { show: false },
-        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
-        scales: {
-          x: { time: true, range: () => [first - DAY_S / 2, last + DAY_S / 2] },
-          y: { range: () => [0, axisTop(largest)] },
-        },
-        axes: [
-          {
-            label: 'Day (UTC)',
-            labelSize: 20,
-            // "24 Nov", read in UTC like the buckets (not the browser's zone or US month/day order).
-            values: (_u, ticks) => ticks.map((t) => dayLabel(new Date(t * 1000)).slice(0, -5)),
-          },
-          {
-            label: 'USDC',
-            labelSize: 20,
-            size: 70,
-            values: (_u, ticks) => {
-              const step = ticks.length > 1 ? ticks[1]! - ticks[0]! : 1;
-              return ticks.map((t) => tickLabel(t, step));
-            },
-          },
-        ],
-        series: [
-          {},
-          ...series.skills
-            .map((skill, i) => ({
-              label: skill.name,
-              stroke: COLOURS[i % COLOURS.length]!,
-              fill: COLOURS[i % COLOURS.length]!,
-              paths: uPlot.paths.bars?.({ size: [0.7, 40] }),
-              points: { show: false },
-            }))
-            .reverse(),
-        ],
-      },
-      [series.days, ...[...stacked].reverse()] as uPlot.AlignedData,
-      element,
-    );
+    const { data, largest } = stackedData(series);
+    const plot = new uPlot(plotOptions(series, largest, width()), data, element);
     const resize = () => plot.setSize({ width: width(), height: HEIGHT });
     window.addEventListener('resize', resize);
     return () => {
@@ -83,29 +31,104 @@ export function PaymentsChart(props: { series: SkillSeries }) {
       plot.destroy();
     };
   }, [series]);
+  return (
+    <figure class="chart">
+      <div ref={box} aria-hidden="true" data-testid="chart" />
+      {series.skills.length > 0 && <ChartLegend series={series} />}
+      <ChartSummary series={series} />
+    </figure>
+  );
+}
+
+/**
+ * Stacked bars: each skill's bar is drawn from zero to the running total, the later (lower) ones on top; with the
+ * largest day's total.
+ */
+function stackedData(series: SkillSeries): { data: uPlot.AlignedData; largest: number } {
+  const running = series.days.map(() => 0);
+  const stacked = series.skills.map((skill) =>
+    skill.amounts.map((amount, i) => {
+      running[i]! += microToPlot(amount);
+      return running[i]!;
+    }),
+  );
+  return {
+    data: [series.days, ...[...stacked].reverse()] as uPlot.AlignedData,
+    largest: Math.max(0, ...running),
+  };
+}
+
+/** The axes (days in UTC, USDC up to a round top above the largest day) and one bar series per skill. */
+function plotOptions(series: SkillSeries, largest: number, width: number): uPlot.Options {
+  const first = series.days[0] ?? 0;
+  const last = series.days[series.days.length - 1] ?? 0;
+  return {
+    width,
+    height: HEIGHT,
+    legend: { show: false },
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+    scales: {
+      x: { time: true, range: () => [first - DAY_S / 2, last + DAY_S / 2] },
+      y: { range: () => [0, axisTop(largest)] },
+    },
+    axes: [
+      {
+        label: 'Day (UTC)',
+        labelSize: 20,
+        // "24 Nov", read in UTC like the buckets (not the browser's zone or US month/day order).
+        values: (_u, ticks) => ticks.map((t) => dayLabel(new Date(t * 1000)).slice(0, -5)),
+      },
+      {
+        label: 'USDC',
+        labelSize: 20,
+        size: 70,
+        values: (_u, ticks) => {
+          const step = ticks.length > 1 ? ticks[1]! - ticks[0]! : 1;
+          return ticks.map((t) => tickLabel(t, step));
+        },
+      },
+    ],
+    series: [
+      {},
+      ...series.skills
+        .map((skill, i) => ({
+          label: skill.name,
+          stroke: COLOURS[i % COLOURS.length]!,
+          fill: COLOURS[i % COLOURS.length]!,
+          paths: uPlot.paths.bars?.({ size: [0.7, 40] }),
+          points: { show: false },
+        }))
+        .reverse(),
+    ],
+  };
+}
+
+function ChartLegend(props: { series: SkillSeries }) {
+  return (
+    <ul class="legend" aria-label="Skills in the chart">
+      {props.series.skills.map((skill, i) => (
+        <li key={skill.name}>
+          <span class={`swatch swatch-${i % COLOURS.length}`} aria-hidden="true" />
+          {skill.name}: {usd(formatUsdc(skill.amounts.reduce((a, b) => a + b, 0n)))}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** The chart in words: how many payments, how much, and the busiest day. */
+function ChartSummary(props: { series: SkillSeries }) {
+  const { series } = props;
   const total = series.totals.reduce((a, b) => a + b, 0n);
   const count = series.counts.reduce((a, b) => a + b, 0);
   const busiest = series.totals.reduce((best, amount, i) => (amount > series.totals[best]! ? i : best), 0);
   return (
-    <figure class="chart">
-      <div ref={box} aria-hidden="true" data-testid="chart" />
-      {series.skills.length > 0 && (
-        <ul class="legend" aria-label="Skills in the chart">
-          {series.skills.map((skill, i) => (
-            <li key={skill.name}>
-              <span class={`swatch swatch-${i % COLOURS.length}`} aria-hidden="true" />
-              {skill.name}: {usd(formatUsdc(skill.amounts.reduce((a, b) => a + b, 0n)))}
-            </li>
-          ))}
-        </ul>
-      )}
-      <figcaption data-testid="chart-summary">
-        Payments per day (UTC), last {series.days.length} days: {count} payment{count === 1 ? '' : 's'},{' '}
-        {usd(formatUsdc(total))} in total
-        {count > 0 &&
-          `; busiest day ${dayLabel(new Date(series.days[busiest]! * 1000))} with ${usd(formatUsdc(series.totals[busiest]!))}`}
-        .
-      </figcaption>
-    </figure>
+    <figcaption data-testid="chart-summary">
+      Payments per day (UTC), last {series.days.length} days: {count} payment{count === 1 ? '' : 's'},{' '}
+      {usd(formatUsdc(total))} in total
+      {count > 0 &&
+        `; busiest day ${dayLabel(new Date(series.days[busiest]! * 1000))} with ${usd(formatUsdc(series.totals[busiest]!))}`}
+      .
+    </figcaption>
   );
 }

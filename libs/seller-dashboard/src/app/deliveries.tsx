@@ -3,49 +3,42 @@ import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Delivery, DeliveryAttempt, Page } from './types';
-import { ActionButton, Empty, ErrorNote, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
-import { Field } from './ui-forms';
+import {
+  type Action,
+  ActionButton,
+  Empty,
+  ErrorNote,
+  LoadState,
+  Notice,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
+import { SelectField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
 export function Deliveries() {
-  const { api } = useDashboard();
-  const [status, setStatus] = useState('');
-  const [before, setBefore] = useState<string | undefined>();
-  const [rows, setRows] = useState<Delivery[]>([]);
-  const list = useLoad(
-    async () => {
-      const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
-        query: { limit: 20, status: status || undefined, before },
-      });
-      setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
-      return page;
-    },
-    [status, before],
-    { live: !before },
-  );
+  const { status, setStatus, before, setBefore, rows, list } = useDeliveries();
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   return (
     <section aria-labelledby="deliveries-title">
       <h2 id="deliveries-title">Webhook deliveries</h2>
       <div class="title-row">
-        <Field id="deliveries-status" label="Show">
-          {(aria) => (
-            <select
-              {...(aria as object)}
-              value={status}
-              onChange={(e) => {
-                setBefore(undefined);
-                setStatus((e.target as HTMLSelectElement).value);
-              }}
-            >
-              <option value="">All</option>
-              <option value="pending">Pending</option>
-              <option value="delivered">Delivered</option>
-              <option value="failed">Failed</option>
-            </select>
-          )}
-        </Field>
+        <SelectField
+          id="deliveries-status"
+          label="Show"
+          value={status}
+          onValue={(value) => {
+            setBefore(undefined);
+            setStatus(value);
+          }}
+        >
+          <option value="">All</option>
+          <option value="pending">Pending</option>
+          <option value="delivered">Delivered</option>
+          <option value="failed">Failed</option>
+        </SelectField>
         <button
           type="button"
           class="outline small"
@@ -65,24 +58,16 @@ export function Deliveries() {
       ) : (
         <ul class="cards">
           {rows.map((d) => (
-            <li key={d.id} data-testid="delivery">
-              <DeliveryDetails delivery={d} />
-              <ActionButton
-                action={action}
-                call={() =>
-                  api.request<Delivery>('POST', `/api/v1/webhooks/deliveries/${d.id}/redeliver`, {
-                    idempotencyKey: newIdempotencyKey(),
-                  })
-                }
-                done={() => {
-                  setNotice(`${d.eventType} sent again to your current webhook URL.`);
-                  setBefore(undefined);
-                  list.reload();
-                }}
-              >
-                Redeliver
-              </ActionButton>
-            </li>
+            <DeliveryItem
+              key={d.id}
+              delivery={d}
+              action={action}
+              onRedelivered={() => {
+                setNotice(`${d.eventType} sent again to your current webhook URL.`);
+                setBefore(undefined);
+                list.reload();
+              }}
+            />
           ))}
         </ul>
       )}
@@ -92,6 +77,48 @@ export function Deliveries() {
         </button>
       )}
     </section>
+  );
+}
+
+/** The deliveries of one status, page by page (live while only the first page is shown). */
+function useDeliveries() {
+  const { api } = useDashboard();
+  const [status, setStatus] = useState('');
+  const [before, setBefore] = useState<string | undefined>();
+  const [rows, setRows] = useState<Delivery[]>([]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
+        query: { limit: 20, status: status || undefined, before },
+      });
+      setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [status, before],
+    { live: !before },
+  );
+  return { status, setStatus, before, setBefore, rows, list };
+}
+
+/** One delivery, and its button to send it again. */
+function DeliveryItem(props: { delivery: Delivery; action: Action; onRedelivered: () => void }) {
+  const { api } = useDashboard();
+  const d = props.delivery;
+  return (
+    <li data-testid="delivery">
+      <DeliveryDetails delivery={d} />
+      <ActionButton
+        action={props.action}
+        call={() =>
+          api.request<Delivery>('POST', `/api/v1/webhooks/deliveries/${d.id}/redeliver`, {
+            idempotencyKey: newIdempotencyKey(),
+          })
+        }
+        done={props.onRedelivered}
+      >
+        Redeliver
+      </ActionButton>
+    </li>
   );
 }
 

@@ -5,7 +5,7 @@ import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Account, ApiKeyInfo } from './types';
 import { CopyButton, ErrorNote, Notice, useAction } from './ui';
-import { Field } from './ui-forms';
+import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
 type Rotatable = 'api-key' | 'publishable-key' | 'webhook-secret';
@@ -22,16 +22,68 @@ export function Keys(props: {
   onChanged: () => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
+  const a = props.account;
+  const keys = useKeyRotation(props.onChanged, props.onSecret);
+  const { action } = keys;
+  const rotateButton = (what: Rotatable, label: string) => (
+    <button type="button" class="outline small" disabled={action.busy} onClick={() => keys.rotate(what)}>
+      {label}
+    </button>
+  );
+  return (
+    <section aria-labelledby="keys-title">
+      <h2 id="keys-title">Keys</h2>
+      {keys.confirm.dialog}
+      {keys.notice && <Notice>{keys.notice}</Notice>}
+      <ErrorNote error={action.error} />
+      <dl class="facts">
+        <dt>Secret API keys (sk_)</dt>
+        <dd>
+          <ApiKeysTable account={a} />
+          {a.apiKey && (
+            <KeyNameForm
+              account={a}
+              action={action}
+              onSaved={() => {
+                keys.setNotice('Key name saved.');
+                props.onChanged();
+              }}
+            />
+          )}
+          <RotationFields options={keys.rotation} onChange={keys.setRotation} />{' '}
+          {rotateButton('api-key', 'Rotate secret key')}
+        </dd>
+        <dt>Publishable key (pk_)</dt>
+        <dd>
+          <code data-testid="publishable-key" class="wrap">
+            {a.publishableKey}
+          </code>{' '}
+          <CopyButton text={a.publishableKey} label="publishable key" />{' '}
+          {rotateButton('publishable-key', 'Rotate publishable key')}
+        </dd>
+        <dt>Webhook signing secret</dt>
+        <dd>
+          {a.webhookSecretVersion === 0
+            ? 'created with your first webhook URL'
+            : `version ${a.webhookSecretVersion}; shown only when created.`}{' '}
+          {a.webhookSecretVersion > 0 && rotateButton('webhook-secret', 'Rotate webhook secret')}
+        </dd>
+      </dl>
+    </section>
+  );
+}
+
+/** Rotates a key or secret after its confirmation (the secret key with the rotation options chosen). */
+function useKeyRotation(onChanged: () => void, onSecret: (secret: { label: string; value: string }) => void) {
   const { api } = useDashboard();
   const action = useAction();
+  const confirm = useConfirm();
   const [notice, setNotice] = useState<string>();
   const [rotation, setRotation] = useState<RotationOptions>({
     revokeImmediately: false,
     overlapHours: 24,
     newKeyName: '',
   });
-  const a = props.account;
-  const confirm = useConfirm();
   const rotate = async (what: Rotatable) => {
     const answer = await confirm.ask({
       ...rotationPrompt(what, rotation),
@@ -55,58 +107,13 @@ export function Keys(props: {
       ),
     );
     if (!result) return;
-    props.onChanged(); // the key versions shown after the secret
-    if (result.apiKey) props.onSecret({ label: 'new secret API key (sk_)', value: result.apiKey });
+    onChanged(); // the key versions shown after the secret
+    if (result.apiKey) onSecret({ label: 'new secret API key (sk_)', value: result.apiKey });
     else if (result.webhookSecret)
-      props.onSecret({ label: 'new webhook signing secret', value: result.webhookSecret });
+      onSecret({ label: 'new webhook signing secret', value: result.webhookSecret });
     else setNotice('New publishable key in place.');
   };
-  const rotateButton = (what: Rotatable, label: string) => (
-    <button type="button" class="outline small" disabled={action.busy} onClick={() => rotate(what)}>
-      {label}
-    </button>
-  );
-  return (
-    <section aria-labelledby="keys-title">
-      <h2 id="keys-title">Keys</h2>
-      {confirm.dialog}
-      {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={action.error} />
-      <dl class="facts">
-        <dt>Secret API keys (sk_)</dt>
-        <dd>
-          <ApiKeysTable account={a} />
-          {a.apiKey && (
-            <KeyNameForm
-              account={a}
-              action={action}
-              onSaved={() => {
-                setNotice('Key name saved.');
-                props.onChanged();
-              }}
-            />
-          )}
-          <RotationFields options={rotation} onChange={setRotation} />{' '}
-          {rotateButton('api-key', 'Rotate secret key')}
-        </dd>
-        <dt>Publishable key (pk_)</dt>
-        <dd>
-          <code data-testid="publishable-key" class="wrap">
-            {a.publishableKey}
-          </code>{' '}
-          <CopyButton text={a.publishableKey} label="publishable key" />{' '}
-          {rotateButton('publishable-key', 'Rotate publishable key')}
-        </dd>
-        <dt>Webhook signing secret</dt>
-        <dd>
-          {a.webhookSecretVersion === 0
-            ? 'created with your first webhook URL'
-            : `version ${a.webhookSecretVersion}; shown only when created.`}{' '}
-          {a.webhookSecretVersion > 0 && rotateButton('webhook-secret', 'Rotate webhook secret')}
-        </dd>
-      </dl>
-    </section>
-  );
+  return { action, confirm, notice, setNotice, rotation, setRotation, rotate };
 }
 
 /** What the confirmation asks before a rotation, and what happens to the current key or secret. */
@@ -205,16 +212,14 @@ function KeyNameForm(props: { account: Account; action: ReturnType<typeof useAct
         if (saved) props.onSaved();
       }}
     >
-      <Field id="key-name" label="Name of the current key" hint="Where it is used, 1-60 characters">
-        {(aria) => (
-          <input
-            {...aria}
-            value={keyName}
-            maxLength={60}
-            onInput={(e) => setKeyName((e.target as HTMLInputElement).value)}
-          />
-        )}
-      </Field>
+      <TextField
+        id="key-name"
+        label="Name of the current key"
+        hint="Where it is used, 1-60 characters"
+        value={keyName}
+        onValue={setKeyName}
+        input={{ maxLength: 60 }}
+      />
       <button type="submit" class="outline small" disabled={action.busy || !keyName.trim()}>
         Save key name
       </button>
@@ -227,32 +232,26 @@ function RotationFields(props: { options: RotationOptions; onChange: (options: R
   const change = (patch: Partial<RotationOptions>) => props.onChange({ ...options, ...patch });
   return (
     <>
-      <Field id="new-key-name" label="Name of the new key (optional)">
-        {(aria) => (
-          <input
-            {...aria}
-            value={options.newKeyName}
-            maxLength={60}
-            onInput={(e) => change({ newKeyName: (e.target as HTMLInputElement).value })}
-          />
-        )}
-      </Field>
-      <Field id="key-overlap" label="The current key keeps working for">
-        {(aria) => (
-          <select
-            {...(aria as object)}
-            value={String(options.overlapHours)}
-            disabled={options.revokeImmediately}
-            onChange={(e) => change({ overlapHours: Number((e.target as HTMLSelectElement).value) })}
-          >
-            {[1, 24, 72, 168].map((hours) => (
-              <option key={hours} value={String(hours)}>
-                {overlapLabel(hours)}
-              </option>
-            ))}
-          </select>
-        )}
-      </Field>
+      <TextField
+        id="new-key-name"
+        label="Name of the new key (optional)"
+        value={options.newKeyName}
+        onValue={(newKeyName) => change({ newKeyName })}
+        input={{ maxLength: 60 }}
+      />
+      <SelectField
+        id="key-overlap"
+        label="The current key keeps working for"
+        value={String(options.overlapHours)}
+        onValue={(hours) => change({ overlapHours: Number(hours) })}
+        select={{ disabled: options.revokeImmediately }}
+      >
+        {[1, 24, 72, 168].map((hours) => (
+          <option key={hours} value={String(hours)}>
+            {overlapLabel(hours)}
+          </option>
+        ))}
+      </SelectField>
       <label class="inline">
         <input
           type="checkbox"

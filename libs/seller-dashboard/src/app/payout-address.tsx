@@ -23,13 +23,62 @@ function duration(seconds: number): string {
  * by webhook and paid to after the delay the API states.
  */
 export function PayoutAddress(props: { account: Account; onSaved: (account: Account) => void }) {
-  const { api } = useDashboard();
   const a = props.account;
+  const payout = usePayoutAddressChange(a, props.onSaved);
+  const { action, errors } = payout;
+  return (
+    <section aria-labelledby="payout-address-title">
+      <h2 id="payout-address-title">Where payouts go</h2>
+      <p data-testid="payout-current">
+        Payouts go to <Address value={a.payoutAddress} label="payout address" />.
+      </p>
+      {a.pendingPayoutAddress && (
+        <p data-testid="payout-pending">
+          Changing to <Address value={a.pendingPayoutAddress.address} label="pending payout address" /> on{' '}
+          {dateTime(a.pendingPayoutAddress.effectiveAt)}; until then payouts go to the address above.{' '}
+          <button type="button" class="outline small" disabled={action.busy} onClick={payout.cancel}>
+            Cancel change
+          </button>
+        </p>
+      )}
+      {payout.notice && <Notice>{payout.notice}</Notice>}
+      {payout.walletProblem && (
+        <p role="alert" class="error-note">
+          {payout.walletProblem}
+        </p>
+      )}
+      {action.error && !Object.keys(errors).length ? <ErrorNote error={action.error} /> : null}
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          void payout.change();
+        }}
+      >
+        <TextField
+          id="acct-payoutAddress"
+          label="Payout address"
+          hint="your account wallet signs the change; it is announced to your webhook and takes effect after a delay"
+          error={errors.payoutAddress}
+          value={payout.address}
+          onValue={payout.setAddress}
+          input={{ name: 'payoutAddress' }}
+        />
+        <button type="submit" disabled={action.busy} aria-busy={action.busy}>
+          Sign and change payout address
+        </button>
+      </form>
+      {payout.confirm.dialog}
+    </section>
+  );
+}
+
+/** The address typed, its change (checked by the API, confirmed, signed by the wallet) and a pending one's cancel. */
+function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void) {
+  const { api } = useDashboard();
   const [address, setAddress] = useState(checksummed(a.pendingPayoutAddress?.address ?? a.payoutAddress));
   const [notice, setNotice] = useState<string>();
   const [walletProblem, setWalletProblem] = useState<string>();
   const action = useAction();
-  const errors = fieldErrors(action.error);
   const confirm = useConfirm();
   const change = async () => {
     setNotice(undefined);
@@ -55,7 +104,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
       );
     });
     if (!result) return;
-    props.onSaved(result.account);
+    onSaved(result.account);
     setNotice(changedNotice(result.account, result.effectiveAt));
   };
   const cancel = async () => {
@@ -64,54 +113,12 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
       api.request<Account>('POST', '/api/v1/account/payout-address/cancel'),
     );
     if (!cancelled) return;
-    props.onSaved(cancelled);
+    onSaved(cancelled);
     setAddress(checksummed(cancelled.payoutAddress));
     setNotice('Pending payout address change cancelled.');
   };
-  return (
-    <section aria-labelledby="payout-address-title">
-      <h2 id="payout-address-title">Where payouts go</h2>
-      <p data-testid="payout-current">
-        Payouts go to <Address value={a.payoutAddress} label="payout address" />.
-      </p>
-      {a.pendingPayoutAddress && (
-        <p data-testid="payout-pending">
-          Changing to <Address value={a.pendingPayoutAddress.address} label="pending payout address" /> on{' '}
-          {dateTime(a.pendingPayoutAddress.effectiveAt)}; until then payouts go to the address above.{' '}
-          <button type="button" class="outline small" disabled={action.busy} onClick={cancel}>
-            Cancel change
-          </button>
-        </p>
-      )}
-      {notice && <Notice>{notice}</Notice>}
-      {walletProblem && (
-        <p role="alert" class="error-note">
-          {walletProblem}
-        </p>
-      )}
-      {action.error && !Object.keys(errors).length ? <ErrorNote error={action.error} /> : null}
-      <form
-        onSubmit={(event) => {
-          event.preventDefault();
-          void change();
-        }}
-      >
-        <TextField
-          id="acct-payoutAddress"
-          label="Payout address"
-          hint="your account wallet signs the change; it is announced to your webhook and takes effect after a delay"
-          error={errors.payoutAddress}
-          value={address}
-          onValue={setAddress}
-          input={{ name: 'payoutAddress' }}
-        />
-        <button type="submit" disabled={action.busy} aria-busy={action.busy}>
-          Sign and change payout address
-        </button>
-      </form>
-      {confirm.dialog}
-    </section>
-  );
+  const errors = fieldErrors(action.error);
+  return { address, setAddress, notice, walletProblem, action, errors, confirm, change, cancel };
 }
 
 /** What the seller sees before the wallet signs: the full new address, the current one, and when it applies. */

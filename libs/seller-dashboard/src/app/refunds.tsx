@@ -1,13 +1,13 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
-import { useConfirm } from './confirm';
+import { type ConfirmOptions, useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { BALANCE_EFFECT, refundEffect } from './refund-effect';
 import type { Page, Refund, RefundRequest, TransactionDetail } from './types';
 import { Address, Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
-import { Field } from './ui-forms';
+import { SelectField, TextField } from './ui-forms';
 
 /** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
 function refundFacts(t: TransactionDetail, amount: string) {
@@ -32,9 +32,19 @@ function refundFacts(t: TransactionDetail, amount: string) {
   };
 }
 
-export function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
+/** What would remain refundable after refunding `amount`, or '' when the amount is not a valid one. */
+function remainderAfter(refundable: string, amount: string): string {
+  try {
+    const left = parseUsdc(refundable) - parseUsdc(amount);
+    return left >= 0n ? formatUsdc(left) : '';
+  } catch {
+    return '';
+  }
+}
+
+/** The refund form's amount and reason, checked, confirmed, then booked once (one idempotency key a refund). */
+function useRefundForm(t: TransactionDetail, onRefunded: () => void) {
   const { api } = useDashboard();
-  const t = props.transaction;
   const [amount, setAmount] = useState(t.refundableAmount);
   const [reason, setReason] = useState('');
   const [key, setKey] = useState(newIdempotencyKey);
@@ -43,13 +53,7 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
   const save = useAction();
   const confirm = useConfirm();
   const errors = { ...fieldErrors(save.error), ...localErrors };
-  let remainder = '';
-  try {
-    const left = parseUsdc(t.refundableAmount) - parseUsdc(amount);
-    remainder = left >= 0n ? formatUsdc(left) : '';
-  } catch {
-    remainder = '';
-  }
+  const remainder = remainderAfter(t.refundableAmount, amount);
   const submit = async (event: Event) => {
     event.preventDefault();
     const problems: Record<string, string> = {};
@@ -61,10 +65,9 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
       document.getElementById(problems.amount ? 'refund-amount' : 'refund-reason')?.focus();
       return;
     }
-    const facts = refundFacts(t, amount.trim());
     const answer = await confirm.ask({
       title: amount.trim() === t.refundableAmount ? 'Refund in full?' : 'Refund part of this payment?',
-      ...facts,
+      ...refundFacts(t, amount.trim()),
       confirmLabel: `Refund ${usd(amount.trim())}`,
     });
     if (!answer) return;
@@ -74,16 +77,22 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
         idempotencyKey: key,
       }),
     );
-    if (refund) {
-      setDone(refund);
-      setKey(newIdempotencyKey());
-      setAmount(refund.remainingRefundable ?? '');
-      setReason('');
-      props.onRefunded();
-    }
+    if (!refund) return;
+    setDone(refund);
+    setKey(newIdempotencyKey());
+    setAmount(refund.remainingRefundable ?? '');
+    setReason('');
+    onRefunded();
   };
+  return { amount, setAmount, reason, setReason, done, errors, remainder, save, confirm, submit };
+}
+
+export function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
+  const t = props.transaction;
+  const form = useRefundForm(t, props.onRefunded);
+  const { amount, done, errors, remainder, save } = form;
   return (
-    <form aria-labelledby="refund-title" onSubmit={submit} noValidate>
+    <form aria-labelledby="refund-title" onSubmit={form.submit} noValidate>
       <h2 id="refund-title">Refund</h2>
       {done && (
         <Notice>
@@ -92,53 +101,47 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
         </Notice>
       )}
       <div class="grid">
-        <Field
+        <TextField
           id="refund-amount"
           label="Amount (USDC)"
           required
           hint={`up to ${usd(t.refundableAmount)}; ${remainder ? `${usd(remainder)} would remain refundable` : 'enter a valid amount'}`}
           error={errors.amount}
-        >
-          {(aria) => (
-            <input
-              {...aria}
-              inputMode="decimal"
-              value={amount}
-              onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
-        <Field id="refund-reason" label="Reason" required error={errors.reason}>
-          {(aria) => (
-            <input
-              {...aria}
-              value={reason}
-              onInput={(e) => setReason((e.target as HTMLInputElement).value)}
-            />
-          )}
-        </Field>
+          value={amount}
+          onValue={form.setAmount}
+          input={{ inputMode: 'decimal' }}
+        />
+        <TextField
+          id="refund-reason"
+          label="Reason"
+          required
+          error={errors.reason}
+          value={form.reason}
+          onValue={form.setReason}
+        />
       </div>
       {save.error && !Object.keys(fieldErrors(save.error)).length ? <ErrorNote error={save.error} /> : null}
       <div class="actions">
         <button type="submit" disabled={save.busy} aria-busy={save.busy}>
           {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}
         </button>
-        <button type="button" class="outline secondary" onClick={() => setAmount(t.refundableAmount)}>
+        <button type="button" class="outline secondary" onClick={() => form.setAmount(t.refundableAmount)}>
           Full amount
         </button>
       </div>
-      {confirm.dialog}
+      {form.confirm.dialog}
     </form>
   );
 }
+
+type RequestRow = { request: RefundRequest; payment: TransactionDetail };
 
 /** Buyers' refund requests, each with the payment it names: amount, payer, dates, what the seller keeps. */
 export function RefundRequestsSection() {
   const { api } = useDashboard();
   const [status, setStatus] = useState('pending');
-  const [notice, setNotice] = useState<string>();
   const list = useLoad(
-    async () => {
+    async (): Promise<RequestRow[]> => {
       const page = await api.request<Page<RefundRequest>>('GET', '/api/v1/refund-requests', {
         query: { status: status || undefined },
       });
@@ -152,6 +155,46 @@ export function RefundRequestsSection() {
     [status],
     { live: true },
   );
+  const decision = useRefundDecision(list.reload);
+  return (
+    <section aria-labelledby="rr-title">
+      <h2 id="rr-title">Refund requests from buyers</h2>
+      <SelectField id="rr-status" label="Show" value={status} onValue={setStatus}>
+        <option value="pending">Waiting for you</option>
+        <option value="approved">Approved</option>
+        <option value="completed">Completed</option>
+        <option value="rejected">Rejected</option>
+        <option value="">All</option>
+      </SelectField>
+      {decision.notice && <Notice>{decision.notice}</Notice>}
+      <ErrorNote error={decision.action.error} />
+      <LoadState load={list} what="refund requests">
+        {(rows) =>
+          rows.length === 0 ? (
+            <Empty>No refund requests {status === 'pending' ? 'waiting for you' : 'here'}.</Empty>
+          ) : (
+            <ul class="cards">
+              {rows.map((row) => (
+                <RefundRequestCard
+                  key={row.request.refundRequestId}
+                  row={row}
+                  busy={decision.action.busy}
+                  onDecide={(choice) => decision.decide(row.request, row.payment, choice)}
+                />
+              ))}
+            </ul>
+          )
+        }
+      </LoadState>
+      {decision.confirm.dialog}
+    </section>
+  );
+}
+
+/** Approves or rejects a request after its confirmation (a rejection with the seller's reason). */
+function useRefundDecision(onDecided: () => void) {
+  const { api } = useDashboard();
+  const [notice, setNotice] = useState<string>();
   const action = useAction();
   const confirm = useConfirm();
   const decide = async (
@@ -160,24 +203,15 @@ export function RefundRequestsSection() {
     decision: 'approve' | 'reject',
   ) => {
     setNotice(undefined);
-    const answer =
+    const answer = await confirm.ask(
       decision === 'approve'
-        ? await confirm.ask({
+        ? {
             title: 'Approve this refund request?',
             ...refundFacts(payment, payment.refundableAmount),
             confirmLabel: `Approve and refund ${usd(payment.refundableAmount)}`,
-          })
-        : await confirm.ask({
-            title: 'Reject this refund request?',
-            facts: [
-              ['Asked back', usd(payment.refundableAmount)],
-              ['Payer', <Address key="p" value={payment.payer} label="payer address" />],
-              ['Their reason', `“${request.reason}”`],
-            ],
-            effect: `Nothing is refunded and your balance does not change. The buyer can read your reason.`,
-            confirmLabel: 'Reject request',
-            input: { label: 'Why you reject it', hint: 'the buyer sees this', required: true },
-          });
+          }
+        : rejectQuestion(request, payment),
+    );
     if (!answer) return;
     const done = await action.run(() =>
       api.request('POST', `/api/v1/refund-requests/${request.refundRequestId}/${decision}`, {
@@ -185,93 +219,79 @@ export function RefundRequestsSection() {
         idempotencyKey: newIdempotencyKey(),
       }),
     );
-    if (done) {
-      setNotice(
-        decision === 'approve'
-          ? `Refund of ${usd(payment.refundableAmount)} to the payer booked.`
-          : 'Refund request rejected; the buyer can read your reason.',
-      );
-      list.reload();
-    }
+    if (!done) return;
+    setNotice(
+      decision === 'approve'
+        ? `Refund of ${usd(payment.refundableAmount)} to the payer booked.`
+        : 'Refund request rejected; the buyer can read your reason.',
+    );
+    onDecided();
   };
+  return { notice, action, confirm, decide };
+}
+
+/** What the confirmation of a rejection shows, and the reason it asks for. */
+function rejectQuestion(request: RefundRequest, payment: TransactionDetail): ConfirmOptions {
+  return {
+    title: 'Reject this refund request?',
+    facts: [
+      ['Asked back', usd(payment.refundableAmount)],
+      ['Payer', <Address key="p" value={payment.payer} label="payer address" />],
+      ['Their reason', `“${request.reason}”`],
+    ],
+    effect: `Nothing is refunded and your balance does not change. The buyer can read your reason.`,
+    confirmLabel: 'Reject request',
+    input: { label: 'Why you reject it', hint: 'the buyer sees this', required: true },
+  };
+}
+
+/** One request: what is asked back of which payment, why, by whom, when; approve or reject while pending. */
+function RefundRequestCard(props: {
+  row: RequestRow;
+  busy: boolean;
+  onDecide: (decision: 'approve' | 'reject') => void;
+}) {
+  const { request: r, payment: p } = props.row;
   return (
-    <section aria-labelledby="rr-title">
-      <h2 id="rr-title">Refund requests from buyers</h2>
-      <Field id="rr-status" label="Show">
-        {(aria) => (
-          <select
-            {...(aria as object)}
-            value={status}
-            onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}
-          >
-            <option value="pending">Waiting for you</option>
-            <option value="approved">Approved</option>
-            <option value="completed">Completed</option>
-            <option value="rejected">Rejected</option>
-            <option value="">All</option>
-          </select>
+    <li data-testid="refund-request">
+      <p>
+        <strong>{usd(r.refund?.amount ?? p.refundableAmount)}</strong> asked back of a{' '}
+        <Link to={`/money/transactions/${r.transactionId}`}>{usd(p.amount)} payment</Link>
+        {p.skillName ? ` for ${p.skillName}` : ''} · <StatusBadge status={r.status} />
+      </p>
+      <dl class="facts compact">
+        <dt>Reason</dt>
+        <dd>“{r.reason}”</dd>
+        <dt>Payer</dt>
+        <dd>
+          <Address value={p.payer} label="payer address" />
+        </dd>
+        <dt>Asked</dt>
+        <dd>{dateTime(r.createdAt)}</dd>
+        <dt>Paid</dt>
+        <dd>{dateTime(p.confirmedAt)}</dd>
+        {r.status === 'pending' && (
+          <>
+            <dt>You keep if approved</dt>
+            <dd>{usd(refundEffect(p, p.refundableAmount).sellerKeeps)}</dd>
+          </>
         )}
-      </Field>
-      {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={action.error} />
-      <LoadState load={list} what="refund requests">
-        {(rows) =>
-          rows.length === 0 ? (
-            <Empty>No refund requests {status === 'pending' ? 'waiting for you' : 'here'}.</Empty>
-          ) : (
-            <ul class="cards">
-              {rows.map(({ request: r, payment: p }) => (
-                <li key={r.refundRequestId} data-testid="refund-request">
-                  <p>
-                    <strong>{usd(r.refund?.amount ?? p.refundableAmount)}</strong> asked back of a{' '}
-                    <Link to={`/money/transactions/${r.transactionId}`}>{usd(p.amount)} payment</Link>
-                    {p.skillName ? ` for ${p.skillName}` : ''} · <StatusBadge status={r.status} />
-                  </p>
-                  <dl class="facts compact">
-                    <dt>Reason</dt>
-                    <dd>“{r.reason}”</dd>
-                    <dt>Payer</dt>
-                    <dd>
-                      <Address value={p.payer} label="payer address" />
-                    </dd>
-                    <dt>Asked</dt>
-                    <dd>{dateTime(r.createdAt)}</dd>
-                    <dt>Paid</dt>
-                    <dd>{dateTime(p.confirmedAt)}</dd>
-                    {r.status === 'pending' && (
-                      <>
-                        <dt>You keep if approved</dt>
-                        <dd>{usd(refundEffect(p, p.refundableAmount).sellerKeeps)}</dd>
-                      </>
-                    )}
-                  </dl>
-                  {r.status === 'pending' && (
-                    <span class="actions">
-                      <button
-                        type="button"
-                        class="small"
-                        disabled={action.busy}
-                        onClick={() => decide(r, p, 'approve')}
-                      >
-                        Approve full refund
-                      </button>
-                      <button
-                        type="button"
-                        class="small outline contrast"
-                        disabled={action.busy}
-                        onClick={() => decide(r, p, 'reject')}
-                      >
-                        Reject
-                      </button>
-                    </span>
-                  )}
-                </li>
-              ))}
-            </ul>
-          )
-        }
-      </LoadState>
-      {confirm.dialog}
-    </section>
+      </dl>
+      {r.status === 'pending' && (
+        <span class="actions">
+          <button type="button" class="small" disabled={props.busy} onClick={() => props.onDecide('approve')}>
+            Approve full refund
+          </button>
+          <button
+            type="button"
+            class="small outline contrast"
+            disabled={props.busy}
+            onClick={() => props.onDecide('reject')}
+          >
+            Reject
+          </button>
+        </span>
+      )}
+    </li>
   );
 }
