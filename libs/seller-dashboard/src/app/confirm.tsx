@@ -69,45 +69,20 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
       <article>
         <form method="dialog" onSubmit={confirm} noValidate>
           <h2 id="confirm-title">{options.title}</h2>
-          <dl class="facts" data-testid="confirm-facts">
-            {options.facts.map(([label, value]) => (
-              <>
-                <dt key={`${label}-dt`}>{label}</dt>
-                <dd key={`${label}-dd`}>{value}</dd>
-              </>
-            ))}
-          </dl>
+          <ConfirmFacts facts={options.facts} />
           <p id="confirm-effect" class="effect">
             {options.effect}
           </p>
           {options.input && (
-            <div class="field">
-              <label for="confirm-input">
-                {options.input.label}
-                {options.input.required && <RequiredMark />}
-              </label>
-              <input
-                id="confirm-input"
-                value={input}
-                aria-required={options.input.required}
-                aria-invalid={inputError ? true : undefined}
-                aria-describedby={
-                  [options.input.hint && 'confirm-input-hint', inputError && 'confirm-input-error']
-                    .filter(Boolean)
-                    .join(' ') || undefined
-                }
-                onInput={(e) => {
-                  setInputError(undefined);
-                  setInput((e.target as HTMLInputElement).value);
-                }}
-              />
-              {options.input.hint && <small id="confirm-input-hint">{options.input.hint}</small>}
-              {inputError && (
-                <small id="confirm-input-error" class="field-error">
-                  {inputError}
-                </small>
-              )}
-            </div>
+            <ConfirmInput
+              input={options.input}
+              value={input}
+              error={inputError}
+              onValue={(value) => {
+                setInputError(undefined);
+                setInput(value);
+              }}
+            />
           )}
           <footer class="actions">
             <button type="button" class="secondary outline" onClick={() => props.onAnswer(false)}>
@@ -118,5 +93,53 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
         </form>
       </article>
     </dialog>
+  );
+}
+
+function ConfirmFacts(props: { facts: ConfirmOptions['facts'] }) {
+  return (
+    <dl class="facts" data-testid="confirm-facts">
+      {props.facts.map(([label, value]) => (
+        <>
+          <dt key={`${label}-dt`}>{label}</dt>
+          <dd key={`${label}-dd`}>{value}</dd>
+        </>
+      ))}
+    </dl>
+  );
+}
+
+/** The text the seller gives with the action (a rejection reason), with its hint and its error. */
+function ConfirmInput(props: {
+  input: NonNullable<ConfirmOptions['input']>;
+  value: string;
+  error: string | undefined;
+  onValue: (value: string) => void;
+}) {
+  const { input, error } = props;
+  return (
+    <div class="field">
+      <label for="confirm-input">
+        {input.label}
+        {input.required && <RequiredMark />}
+      </label>
+      <input
+        id="confirm-input"
+        value={props.value}
+        aria-required={input.required}
+        aria-invalid={error ? true : undefined}
+        aria-describedby={
+          [input.hint && 'confirm-input-hint', error && 'confirm-input-error'].filter(Boolean).join(' ') ||
+          undefined
+        }
+        onInput={(e) => props.onValue((e.target as HTMLInputElement).value)}
+      />
+      {input.hint && <small id="confirm-input-hint">{input.hint}</small>}
+      {error && (
+        <small id="confirm-input-error" class="field-error">
+          {error}
+        </small>
+      )}
+    </div>
   );
 }

@@ -24,54 +24,29 @@ export function SkillEditor(props: { name?: string }) {
   const { api } = useDashboard();
   const editing = props.name !== undefined;
   const [draft, setDraft] = useState<SkillDraft | undefined>(editing ? undefined : emptyDraft());
-  const [nameTouched, setNameTouched] = useState(false);
-  const [idempotencyKey] = useState(newIdempotencyKey);
   const loaded = useLoad(async () => {
     if (!props.name) return undefined;
     const skill = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
     setDraft(draftFromSkill(skill));
     return skill;
   }, [props.name]);
-  const save = useAction();
-  const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
-  const apiErrors = fieldErrors(save.error);
-  const errors = { ...apiErrors, ...localErrors };
-  const nameCheck = useNameAvailability(editing ? undefined : draft?.name);
-  // A field the API refused gets the focus too (the form checked what it could before sending).
-  useEffect(() => {
-    const keys = Object.keys(fieldErrors(save.error));
-    if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
-  }, [save.error]);
   if (!draft)
     return (
       <LoadState load={loaded} what="the skill">
         {() => null}
       </LoadState>
     );
+  return <SkillForm name={props.name} draft={draft} setDraft={setDraft} />;
+}
 
-  const set = (patch: Partial<SkillDraft>) => setDraft({ ...draft, ...patch });
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    // Every field the form can check, at once; the focus goes to the first one to fix.
-    const problems = validateSkillDraft(draft, { editing });
-    if (!editing && nameCheck.taken && !problems.name)
-      problems.name = `Name ${draft.name} is taken: choose another`;
-    setLocalErrors(problems);
-    if (Object.keys(problems).length) {
-      focusFirstInvalid(Object.keys(problems).map(skillFieldId));
-      return;
-    }
-    const saved = await save.run(() =>
-      editing
-        ? api.request<Skill>('PATCH', `/api/v1/manage/skills/${props.name}`, {
-            body: skillBody(draft, { forUpdate: true }),
-          })
-        : api.request<Skill>('POST', '/api/v1/manage/skills', { body: skillBody(draft), idempotencyKey }),
-    );
-    if (saved) navigate(`/skills/${saved.name}`);
-    else
-      requestAnimationFrame(() => focusFirstInvalid(Object.keys(fieldErrors(save.error)).map(skillFieldId)));
-  };
+/** The skill's fields, checked at once on submit (the focus on the first to fix), then created or saved. */
+function SkillForm(props: { name?: string; draft: SkillDraft; setDraft: (draft: SkillDraft) => void }) {
+  const { draft } = props;
+  const editing = props.name !== undefined;
+  const [nameTouched, setNameTouched] = useState(false);
+  const nameCheck = useNameAvailability(editing ? undefined : draft.name);
+  const { save, errors, apiErrors, submit } = useSkillSave(props.name, draft, nameCheck.taken);
+  const set = (patch: Partial<SkillDraft>) => props.setDraft({ ...draft, ...patch });
   return (
     <section aria-labelledby="editor-title">
       <h1 id="editor-title">{editing ? `Edit ${props.name}` : 'New skill'}</h1>
@@ -100,6 +75,44 @@ export function SkillEditor(props: { name?: string }) {
       </form>
     </section>
   );
+}
+
+/** Checks the draft, then creates the skill (once: one idempotency key) or saves its changes, and opens it. */
+function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: boolean) {
+  const { api } = useDashboard();
+  const editing = name !== undefined;
+  const [idempotencyKey] = useState(newIdempotencyKey);
+  const save = useAction();
+  const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
+  const apiErrors = fieldErrors(save.error);
+  // A field the API refused gets the focus too (the form checked what it could before sending).
+  useEffect(() => {
+    const keys = Object.keys(fieldErrors(save.error));
+    if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
+  }, [save.error]);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    // Every field the form can check, at once; the focus goes to the first one to fix.
+    const problems = validateSkillDraft(draft, { editing });
+    if (!editing && nameTaken && !problems.name)
+      problems.name = `Name ${draft.name} is taken: choose another`;
+    setLocalErrors(problems);
+    if (Object.keys(problems).length) {
+      focusFirstInvalid(Object.keys(problems).map(skillFieldId));
+      return;
+    }
+    const saved = await save.run(() =>
+      editing
+        ? api.request<Skill>('PATCH', `/api/v1/manage/skills/${name}`, {
+            body: skillBody(draft, { forUpdate: true }),
+          })
+        : api.request<Skill>('POST', '/api/v1/manage/skills', { body: skillBody(draft), idempotencyKey }),
+    );
+    if (saved) navigate(`/skills/${saved.name}`);
+    else
+      requestAnimationFrame(() => focusFirstInvalid(Object.keys(fieldErrors(save.error)).map(skillFieldId)));
+  };
+  return { save, errors: { ...apiErrors, ...localErrors }, apiErrors, submit };
 }
 
 /** Moves the focus (and the view) to the first of these controls that is on the page. */

@@ -5,7 +5,7 @@ import { usd } from './format';
 import { type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
 import type { Endpoint, HttpMethod, Skill } from './types';
 import { CopyButton, ErrorNote, useAction } from './ui';
-import { Field } from './ui-forms';
+import { SelectField, TextField } from './ui-forms';
 
 export function EndpointFields(props: {
   prefix: string;
@@ -26,56 +26,44 @@ export function EndpointFields(props: {
     <fieldset class="endpoint-fields">
       <legend class="visually-hidden">Endpoint {props.index + 1}</legend>
       <div class="grid">
-        <Field id={id('method')} label="Method" error={err('method')}>
-          {(aria) => (
-            <select
-              {...(aria as object)}
-              value={endpoint.method}
-              onChange={(e) =>
-                props.onChange({ method: (e.target as HTMLSelectElement).value as HttpMethod })
-              }
-            >
-              {METHODS.map((m) => (
-                <option key={m}>{m}</option>
-              ))}
-            </select>
-          )}
-        </Field>
-        <Field id={id('path')} label="Path" hint="starts with /" required error={err('path')}>
-          {(aria) => (
-            <input
-              {...aria}
-              value={endpoint.path}
-              onInput={(e) => props.onChange({ path: (e.target as HTMLInputElement).value })}
-            />
-          )}
-        </Field>
-        <Field
+        <SelectField
+          id={id('method')}
+          label="Method"
+          error={err('method')}
+          value={endpoint.method}
+          onValue={(method) => props.onChange({ method: method as HttpMethod })}
+        >
+          {METHODS.map((m) => (
+            <option key={m}>{m}</option>
+          ))}
+        </SelectField>
+        <TextField
+          id={id('path')}
+          label="Path"
+          hint="starts with /"
+          required
+          error={err('path')}
+          value={endpoint.path}
+          onValue={(path) => props.onChange({ path })}
+        />
+        <TextField
           id={id('price')}
           label="Price (USDC)"
           hint="up to 6 decimals"
           required
           error={err('priceUsdc')}
-        >
-          {(aria) => (
-            <input
-              {...aria}
-              inputMode="decimal"
-              value={endpoint.priceUsdc}
-              onInput={(e) => props.onChange({ priceUsdc: (e.target as HTMLInputElement).value })}
-            />
-          )}
-        </Field>
+          value={endpoint.priceUsdc}
+          onValue={(priceUsdc) => props.onChange({ priceUsdc })}
+          input={{ inputMode: 'decimal' }}
+        />
       </div>
-      <Field id={id('description')} label="Description" error={err('description')}>
-        {(aria) => (
-          <input
-            {...aria}
-            value={endpoint.description}
-            onInput={(e) => props.onChange({ description: (e.target as HTMLInputElement).value })}
-          />
-        )}
-      </Field>
+      <TextField
+        id={id('description')}
+        label="Description"
+        error={err('description')}
+        value={endpoint.description}
+        onValue={(description) => props.onChange({ description })}
+      />
       {props.onRemove && (
         <button type="button" class="outline secondary small" onClick={props.onRemove}>
           Remove endpoint {props.index + 1}
@@ -86,13 +74,7 @@ export function EndpointFields(props: {
 }
 
 export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChanged: (skill: Skill) => void }) {
-  const { api } = useDashboard();
-  const { endpoint, skill } = props;
-  const [price, setPrice] = useState(endpoint.priceUsdc);
-  const [description, setDescription] = useState(endpoint.description);
-  const save = useAction();
-  const errors = fieldErrors(save.error);
-  const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
+  const { endpoint } = props;
   const id = endpoint.endpointId;
   return (
     <article class="endpoint" aria-labelledby={`${id}-title`}>
@@ -110,59 +92,70 @@ export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChange
         <CopyButton text={endpoint.url} label="public URL" />
       </p>
       <EndpointExamples endpoint={endpoint} />
-      <form
-        class="inline-form"
-        onSubmit={async (event) => {
-          event.preventDefault();
-          const updated = await save.run(() =>
-            api.request<Skill>('PATCH', base, {
-              body: { priceUsdc: price.trim(), description: description.trim() },
-            }),
-          );
-          if (updated) props.onChanged(updated);
-        }}
-      >
-        <div class="grid">
-          <Field id={`${id}-price`} label="Price (USDC)" error={errors.priceUsdc}>
-            {(aria) => (
-              <input
-                {...aria}
-                inputMode="decimal"
-                value={price}
-                onInput={(e) => setPrice((e.target as HTMLInputElement).value)}
-              />
-            )}
-          </Field>
-          <Field id={`${id}-description`} label="Description" error={errors.description}>
-            {(aria) => (
-              <input
-                {...aria}
-                value={description}
-                onInput={(e) => setDescription((e.target as HTMLInputElement).value)}
-              />
-            )}
-          </Field>
-        </div>
-        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
-        <div class="actions">
-          <button type="submit" class="outline" disabled={save.busy}>
-            Save endpoint
-          </button>
-          <button
-            type="button"
-            class="outline contrast"
-            disabled={save.busy}
-            onClick={async () => {
-              if (!window.confirm(`Stop selling ${endpoint.method} ${endpoint.path}?`)) return;
-              const updated = await save.run(() => api.request<Skill>('POST', `${base}/deactivate`));
-              if (updated) props.onChanged(updated);
-            }}
-          >
-            Deactivate
-          </button>
-        </div>
-      </form>
+      <EndpointEditForm {...props} />
     </article>
+  );
+}
+
+/** A live endpoint's price and description, saved; or the endpoint deactivated (after a confirmation). */
+function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: (skill: Skill) => void }) {
+  const { api } = useDashboard();
+  const { endpoint, skill } = props;
+  const [price, setPrice] = useState(endpoint.priceUsdc);
+  const [description, setDescription] = useState(endpoint.description);
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
+  const id = endpoint.endpointId;
+  return (
+    <form
+      class="inline-form"
+      onSubmit={async (event) => {
+        event.preventDefault();
+        const updated = await save.run(() =>
+          api.request<Skill>('PATCH', base, {
+            body: { priceUsdc: price.trim(), description: description.trim() },
+          }),
+        );
+        if (updated) props.onChanged(updated);
+      }}
+    >
+      <div class="grid">
+        <TextField
+          id={`${id}-price`}
+          label="Price (USDC)"
+          error={errors.priceUsdc}
+          value={price}
+          onValue={setPrice}
+          input={{ inputMode: 'decimal' }}
+        />
+        <TextField
+          id={`${id}-description`}
+          label="Description"
+          error={errors.description}
+          value={description}
+          onValue={setDescription}
+        />
+      </div>
+      {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+      <div class="actions">
+        <button type="submit" class="outline" disabled={save.busy}>
+          Save endpoint
+        </button>
+        <button
+          type="button"
+          class="outline contrast"
+          disabled={save.busy}
+          onClick={async () => {
+            if (!window.confirm(`Stop selling ${endpoint.method} ${endpoint.path}?`)) return;
+            const updated = await save.run(() => api.request<Skill>('POST', `${base}/deactivate`));
+            if (updated) props.onChanged(updated);
+          }}
+        >
+          Deactivate
+        </button>
+      </div>
+    </form>
   );
 }
 

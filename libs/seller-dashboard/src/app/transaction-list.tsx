@@ -12,7 +12,7 @@ import { sellerNet } from './refund-effect';
 import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
 import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
-import { Field } from './ui-forms';
+import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
 const TRANSACTION_STATUSES = [
@@ -119,66 +119,51 @@ function TransactionFilterForm(props: {
   return (
     <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
       <div class="grid">
-        <Field id="f-from" label="From">
-          {(aria) => (
-            <input
-              {...aria}
-              type="date"
-              value={filters.from ?? ''}
-              onInput={(e) => set({ from: (e.target as HTMLInputElement).value || undefined })}
-            />
-          )}
-        </Field>
-        <Field id="f-to" label="To">
-          {(aria) => (
-            <input
-              {...aria}
-              type="date"
-              value={filters.to ?? ''}
-              onInput={(e) => set({ to: (e.target as HTMLInputElement).value || undefined })}
-            />
-          )}
-        </Field>
-        <Field id="f-skill" label="Skill">
-          {(aria) => (
-            <select
-              {...(aria as object)}
-              value={filters.skill ?? ''}
-              onChange={(e) => set({ skill: (e.target as HTMLSelectElement).value || undefined })}
-            >
-              <option value="">All skills</option>
-              {(skills.data ?? []).map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          )}
-        </Field>
-        <Field id="f-status" label="Status">
-          {(aria) => (
-            <select
-              {...(aria as object)}
-              value={filters.status ?? ''}
-              onChange={(e) => set({ status: (e.target as HTMLSelectElement).value || undefined })}
-            >
-              <option value="">Any status</option>
-              {TRANSACTION_STATUSES.map((s) => (
-                <option key={s} value={s}>
-                  {statusWords(s)}
-                </option>
-              ))}
-            </select>
-          )}
-        </Field>
-        <Field id="f-hash" label="Transaction hash">
-          {(aria) => (
-            <input
-              {...aria}
-              placeholder="0x…"
-              value={filters.txHash ?? ''}
-              onInput={(e) => set({ txHash: (e.target as HTMLInputElement).value || undefined })}
-            />
-          )}
-        </Field>
+        <TextField
+          id="f-from"
+          label="From"
+          value={filters.from ?? ''}
+          onValue={(from) => set({ from: from || undefined })}
+          input={{ type: 'date' }}
+        />
+        <TextField
+          id="f-to"
+          label="To"
+          value={filters.to ?? ''}
+          onValue={(to) => set({ to: to || undefined })}
+          input={{ type: 'date' }}
+        />
+        <SelectField
+          id="f-skill"
+          label="Skill"
+          value={filters.skill ?? ''}
+          onValue={(skill) => set({ skill: skill || undefined })}
+        >
+          <option value="">All skills</option>
+          {(skills.data ?? []).map((s) => (
+            <option key={s}>{s}</option>
+          ))}
+        </SelectField>
+        <SelectField
+          id="f-status"
+          label="Status"
+          value={filters.status ?? ''}
+          onValue={(status) => set({ status: status || undefined })}
+        >
+          <option value="">Any status</option>
+          {TRANSACTION_STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {statusWords(s)}
+            </option>
+          ))}
+        </SelectField>
+        <TextField
+          id="f-hash"
+          label="Transaction hash"
+          value={filters.txHash ?? ''}
+          onValue={(txHash) => set({ txHash: txHash || undefined })}
+          input={{ placeholder: '0x…' }}
+        />
       </div>
     </form>
   );
