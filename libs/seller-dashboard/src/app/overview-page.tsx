@@ -6,7 +6,7 @@ import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
 import type { Account, Balances, Page, Skill, Transaction } from './types';
-import { Address, Empty, Link, LoadState, useLoad } from './ui';
+import { Address, Empty, Link, type Loaded, LoadState, useLoad } from './ui';
 
 export const CHART_DAYS = 30;
 /** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
@@ -50,52 +50,13 @@ export function OverviewPage() {
     [],
     { live: true },
   );
-  const figures = useMemo(() => (recent.data ? totals(recent.data) : undefined), [recent.data]);
-  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   return (
     <>
       <h1>Overview</h1>
       {account.data && skills.data && recent.data && (
         <Checklist account={account.data} skills={skills.data.data} payments={recent.data} />
       )}
-      <section aria-labelledby="figures-title">
-        <h2 id="figures-title">Last {CHART_DAYS} days</h2>
-        <LoadState load={recent} what="payments">
-          {(rows) => (
-            <>
-              <div class="figures">
-                <Figure
-                  label="Gross"
-                  value={figures!.gross}
-                  hint={`${figures!.count} payment${figures!.count === 1 ? '' : 's'}`}
-                  testId="gross"
-                />
-                <Figure
-                  label="Refunds"
-                  value={figures!.refunds}
-                  hint="sent back to buyers"
-                  testId="refunds"
-                />
-                <Figure
-                  label="Fees"
-                  value={figures!.fees}
-                  hint="Paygate's 5%, less fees returned"
-                  testId="fees"
-                />
-                <Figure label="Net" value={figures!.net} hint="what you get" testId="net" />
-              </div>
-              {rows.length === 0 ? (
-                <Empty>
-                  No payments in the last {CHART_DAYS} days. When a buyer pays one of your skills, it appears
-                  here within seconds.
-                </Empty>
-              ) : (
-                <PaymentsChart series={series} />
-              )}
-            </>
-          )}
-        </LoadState>
-      </section>
+      <RecentFigures recent={recent} />
       <section aria-labelledby="payout-next-title">
         <h2 id="payout-next-title">Next payout</h2>
         <LoadState load={balances} what="balances">
@@ -110,6 +71,48 @@ export function OverviewPage() {
         </p>
       </section>
     </>
+  );
+}
+
+/** The last CHART_DAYS days in figures (gross, refunds, fees, net) and as a chart. */
+function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
+  const { recent } = props;
+  const figures = useMemo(() => (recent.data ? totals(recent.data) : undefined), [recent.data]);
+  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
+  return (
+    <section aria-labelledby="figures-title">
+      <h2 id="figures-title">Last {CHART_DAYS} days</h2>
+      <LoadState load={recent} what="payments">
+        {(rows) => (
+          <>
+            <div class="figures">
+              <Figure
+                label="Gross"
+                value={figures!.gross}
+                hint={`${figures!.count} payment${figures!.count === 1 ? '' : 's'}`}
+                testId="gross"
+              />
+              <Figure label="Refunds" value={figures!.refunds} hint="sent back to buyers" testId="refunds" />
+              <Figure
+                label="Fees"
+                value={figures!.fees}
+                hint="Paygate's 5%, less fees returned"
+                testId="fees"
+              />
+              <Figure label="Net" value={figures!.net} hint="what you get" testId="net" />
+            </div>
+            {rows.length === 0 ? (
+              <Empty>
+                No payments in the last {CHART_DAYS} days. When a buyer pays one of your skills, it appears
+                here within seconds.
+              </Empty>
+            ) : (
+              <PaymentsChart series={series} />
+            )}
+          </>
+        )}
+      </LoadState>
+    </section>
   );
 }
 

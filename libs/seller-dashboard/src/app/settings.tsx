@@ -7,7 +7,7 @@ import { Keys } from './keys';
 import { PayoutAddress } from './payout-address';
 import type { Account } from './types';
 import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useLoad } from './ui';
-import { Field } from './ui-forms';
+import { SelectField, TextField } from './ui-forms';
 
 export function SettingsPage() {
   const { api } = useDashboard();
@@ -41,53 +41,26 @@ function PayoutSettings(props: {
   onSaved: (account: Account) => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
-  const { api } = useDashboard();
-  const a = props.account;
-  const [form, setForm] = useState({
-    webhookUrl: a.webhookUrl ?? '',
-    settlementFrequency: a.settlementFrequency,
-    minimumSettlement: a.minimumSettlement,
-  });
-  const [saved, setSaved] = useState(false);
-  const save = useAction();
+  const { form, setForm, saved, setSaved, save, submit } = usePayoutSettingsForm(props);
   const errors = fieldErrors(save.error);
   const input = (key: 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
-    <Field id={`acct-${key}`} label={label} hint={hint} error={errors[key]}>
-      {(aria) => (
-        <input
-          {...aria}
-          name={key}
-          value={form[key]}
-          onInput={(e) => {
-            setSaved(false);
-            setForm({ ...form, [key]: (e.target as HTMLInputElement).value });
-          }}
-        />
-      )}
-    </Field>
+    <TextField
+      id={`acct-${key}`}
+      label={label}
+      hint={hint}
+      error={errors[key]}
+      value={form[key]}
+      onValue={(value) => {
+        setSaved(false);
+        setForm({ ...form, [key]: value });
+      }}
+      input={{ name: key }}
+    />
   );
   return (
     <section aria-labelledby="payout-title">
       <h2 id="payout-title">Settlements and webhooks</h2>
-      <form
-        onSubmit={async (event) => {
-          event.preventDefault();
-          const result = await save.run(() =>
-            api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', {
-              body: {
-                webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
-                settlementFrequency: form.settlementFrequency,
-                minimumSettlement: form.minimumSettlement.trim(),
-              },
-            }),
-          );
-          if (!result) return;
-          setSaved(true);
-          props.onSaved(result.account);
-          if (result.webhookSecret)
-            props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
-        }}
-      >
+      <form onSubmit={submit}>
         {saved && <Notice>Settings saved.</Notice>}
         {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
         {input(
@@ -115,26 +88,53 @@ function PayoutSettings(props: {
   );
 }
 
+/** The webhook URL and settlement settings being edited, and their save (a new webhook URL's secret shown once). */
+function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
+  const { api } = useDashboard();
+  const a = props.account;
+  const [form, setForm] = useState({
+    webhookUrl: a.webhookUrl ?? '',
+    settlementFrequency: a.settlementFrequency,
+    minimumSettlement: a.minimumSettlement,
+  });
+  const [saved, setSaved] = useState(false);
+  const save = useAction();
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const result = await save.run(() =>
+      api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', {
+        body: {
+          webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
+          settlementFrequency: form.settlementFrequency,
+          minimumSettlement: form.minimumSettlement.trim(),
+        },
+      }),
+    );
+    if (!result) return;
+    setSaved(true);
+    props.onSaved(result.account);
+    if (result.webhookSecret)
+      props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
+  };
+  return { form, setForm, saved, setSaved, save, submit };
+}
+
 function SettlementFrequencyField(props: {
   value: Account['settlementFrequency'];
   error: string | undefined;
   onChange: (frequency: Account['settlementFrequency']) => void;
 }) {
   return (
-    <Field id="acct-settlementFrequency" label="Settlement frequency" error={props.error}>
-      {(aria) => (
-        <select
-          {...(aria as object)}
-          value={props.value}
-          onChange={(e) =>
-            props.onChange((e.target as HTMLSelectElement).value as Account['settlementFrequency'])
-          }
-        >
-          <option value="DAILY">Daily</option>
-          <option value="WEEKLY">Weekly</option>
-          <option value="MONTHLY">Monthly</option>
-        </select>
-      )}
-    </Field>
+    <SelectField
+      id="acct-settlementFrequency"
+      label="Settlement frequency"
+      error={props.error}
+      value={props.value}
+      onValue={(value) => props.onChange(value as Account['settlementFrequency'])}
+    >
+      <option value="DAILY">Daily</option>
+      <option value="WEEKLY">Weekly</option>
+      <option value="MONTHLY">Monthly</option>
+    </SelectField>
   );
 }

@@ -16,32 +16,8 @@ export function SignIn(props: {
   notice?: string;
   onSignedIn: (result: SignInResult) => void;
 }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
-  const [walletProblem, setWalletProblem] = useState<string>();
-  const [wallets, setWallets] = useState<DiscoveredWallet[]>([]);
-  useEffect(() => discoverWallets(setWallets), []);
-  // Wallets announced by EIP-6963 first; a legacy injected window.ethereum when none announced itself.
-  const legacy = (globalThis as { ethereum?: Eip1193Provider }).ethereum;
-  const choices: Array<{ key: string; label: string; provider: Eip1193Provider }> = wallets.length
-    ? wallets.map((w) => ({ key: w.info.uuid, label: `Sign in with ${w.info.name}`, provider: w.provider }))
-    : legacy
-      ? [{ key: 'legacy', label: 'Sign in with wallet', provider: legacy }]
-      : [];
-  const signIn = async (wallet: Eip1193Provider) => {
-    chooseWallet(wallet);
-    setBusy(true);
-    setError(undefined);
-    setWalletProblem(undefined);
-    try {
-      props.onSignedIn(await signInWithWallet(wallet, props.api));
-    } catch (caught) {
-      if (caught instanceof WalletError) setWalletProblem(caught.message);
-      else setError(caught);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const choices = useWalletChoices();
+  const { busy, error, walletProblem, signIn } = useWalletSignIn(props.api, props.onSignedIn);
   return (
     <main id="main" class="container sign-in">
       <article>
@@ -88,4 +64,38 @@ export function SignIn(props: {
       </article>
     </main>
   );
+}
+
+/** Wallets announced by EIP-6963 first; a legacy injected window.ethereum when none announced itself. */
+function useWalletChoices(): Array<{ key: string; label: string; provider: Eip1193Provider }> {
+  const [wallets, setWallets] = useState<DiscoveredWallet[]>([]);
+  useEffect(() => discoverWallets(setWallets), []);
+  const legacy = (globalThis as { ethereum?: Eip1193Provider }).ethereum;
+  return wallets.length
+    ? wallets.map((w) => ({ key: w.info.uuid, label: `Sign in with ${w.info.name}`, provider: w.provider }))
+    : legacy
+      ? [{ key: 'legacy', label: 'Sign in with wallet', provider: legacy }]
+      : [];
+}
+
+/** Signs in with the wallet chosen: what the wallet refused is said apart from what the API answered. */
+function useWalletSignIn(api: ApiClient, onSignedIn: (result: SignInResult) => void) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const [walletProblem, setWalletProblem] = useState<string>();
+  const signIn = async (wallet: Eip1193Provider) => {
+    chooseWallet(wallet);
+    setBusy(true);
+    setError(undefined);
+    setWalletProblem(undefined);
+    try {
+      onSignedIn(await signInWithWallet(wallet, api));
+    } catch (caught) {
+      if (caught instanceof WalletError) setWalletProblem(caught.message);
+      else setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, walletProblem, signIn };
 }

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { fieldErrors } from './api';
 import { useDashboard } from './context';
 import type { Skill } from './types';
-import { ErrorNote, Loading, useAction, useLoad } from './ui';
+import { type Action, ErrorNote, Loading, useAction, useLoad } from './ui';
 import { Field } from './ui-forms';
 
 export function SkillMd(props: { skill: Skill; onSaved: () => void }) {
@@ -12,8 +12,8 @@ export function SkillMd(props: { skill: Skill; onSaved: () => void }) {
     () => api.request<string>('GET', `/api/v1/manage/skills/${props.skill.name}/skill-md`, { text: true }),
     [props.skill.name, props.skill.skillMdVersion],
   );
+  // Kept while the form is closed: a failed save's error shows again when it is opened.
   const save = useAction();
-  const errors = fieldErrors(save.error);
   return (
     <section aria-labelledby="skillmd-title">
       <h2 id="skillmd-title">SKILL.md</h2>
@@ -38,46 +38,66 @@ export function SkillMd(props: { skill: Skill; onSaved: () => void }) {
           </button>
         </>
       ) : (
-        <form
-          onSubmit={async (event) => {
-            event.preventDefault();
-            const saved = await save.run(() =>
-              api.request('PUT', `/api/v1/manage/skills/${props.skill.name}/skill-md`, {
-                body: { content: editing },
-              }),
-            );
-            if (saved !== undefined) {
-              setEditing(undefined);
-              props.onSaved();
-            }
+        <SkillMdForm
+          skill={props.skill}
+          save={save}
+          content={editing}
+          onContent={setEditing}
+          onDone={() => {
+            setEditing(undefined);
+            props.onSaved();
           }}
-        >
-          <Field
-            id="skillmd-content"
-            label="SKILL.md (YAML frontmatter, then Markdown)"
-            error={errors.content}
-          >
-            {(aria) => (
-              <textarea
-                {...(aria as object)}
-                rows={18}
-                class="mono"
-                value={editing}
-                onInput={(e) => setEditing((e.target as HTMLTextAreaElement).value)}
-              />
-            )}
-          </Field>
-          {save.error && !errors.content ? <ErrorNote error={save.error} /> : null}
-          <div class="actions">
-            <button type="submit" disabled={save.busy}>
-              Save SKILL.md
-            </button>
-            <button type="button" class="secondary outline" onClick={() => setEditing(undefined)}>
-              Cancel
-            </button>
-          </div>
-        </form>
+          onCancel={() => setEditing(undefined)}
+        />
       )}
     </section>
+  );
+}
+
+/** SKILL.md edited by hand, saved in place of the generated one. */
+function SkillMdForm(props: {
+  skill: Skill;
+  save: Action;
+  content: string;
+  onContent: (content: string) => void;
+  onDone: () => void;
+  onCancel: () => void;
+}) {
+  const { api } = useDashboard();
+  const { save } = props;
+  const errors = fieldErrors(save.error);
+  return (
+    <form
+      onSubmit={async (event) => {
+        event.preventDefault();
+        const saved = await save.run(() =>
+          api.request('PUT', `/api/v1/manage/skills/${props.skill.name}/skill-md`, {
+            body: { content: props.content },
+          }),
+        );
+        if (saved !== undefined) props.onDone();
+      }}
+    >
+      <Field id="skillmd-content" label="SKILL.md (YAML frontmatter, then Markdown)" error={errors.content}>
+        {(aria) => (
+          <textarea
+            {...(aria as object)}
+            rows={18}
+            class="mono"
+            value={props.content}
+            onInput={(e) => props.onContent((e.target as HTMLTextAreaElement).value)}
+          />
+        )}
+      </Field>
+      {save.error && !errors.content ? <ErrorNote error={save.error} /> : null}
+      <div class="actions">
+        <button type="submit" disabled={save.busy}>
+          Save SKILL.md
+        </button>
+        <button type="button" class="secondary outline" onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
