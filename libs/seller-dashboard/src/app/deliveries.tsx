@@ -3,17 +3,8 @@ import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Delivery, DeliveryAttempt, Page } from './types';
-import {
-  type Action,
-  ActionButton,
-  Empty,
-  ErrorNote,
-  LoadState,
-  Notice,
-  StatusBadge,
-  useAction,
-  useLoad,
-} from './ui';
+import type { Action } from './ui';
+import { ActionButton, Empty, ErrorNote, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
 import { SelectField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 

@@ -22,6 +22,12 @@ export function EndpointFields(props: {
     errors[`${prefix}.${key}`] ??
     errors[`endpoints.${props.index}.${key}`] ??
     (prefix === 'new' ? errors[key] : undefined);
+  // A text field's error, value and change.
+  const bind = (key: 'path' | 'priceUsdc' | 'description') => ({
+    error: err(key),
+    value: endpoint[key],
+    onValue: (value: string) => props.onChange({ [key]: value }),
+  });
   return (
     <fieldset class="endpoint-fields">
       <legend class="visually-hidden">Endpoint {props.index + 1}</legend>
@@ -37,33 +43,17 @@ export function EndpointFields(props: {
             <option key={m}>{m}</option>
           ))}
         </SelectField>
-        <TextField
-          id={id('path')}
-          label="Path"
-          hint="starts with /"
-          required
-          error={err('path')}
-          value={endpoint.path}
-          onValue={(path) => props.onChange({ path })}
-        />
+        <TextField id={id('path')} label="Path" hint="starts with /" required {...bind('path')} />
         <TextField
           id={id('price')}
           label="Price (USDC)"
           hint="up to 6 decimals"
           required
-          error={err('priceUsdc')}
-          value={endpoint.priceUsdc}
-          onValue={(priceUsdc) => props.onChange({ priceUsdc })}
+          {...bind('priceUsdc')}
           input={{ inputMode: 'decimal' }}
         />
       </div>
-      <TextField
-        id={id('description')}
-        label="Description"
-        error={err('description')}
-        value={endpoint.description}
-        onValue={(description) => props.onChange({ description })}
-      />
+      <TextField id={id('description')} label="Description" {...bind('description')} />
       {props.onRemove && (
         <button type="button" class="outline secondary small" onClick={props.onRemove}>
           Remove endpoint {props.index + 1}

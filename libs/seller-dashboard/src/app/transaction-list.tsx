@@ -108,7 +108,11 @@ function TransactionFilterForm(props: {
 }) {
   const { api } = useDashboard();
   const { filters } = props;
-  const set = props.onChange;
+  // A filter's value, and its change (an emptied filter is no filter).
+  const bind = (key: keyof TransactionFilters) => ({
+    value: filters[key] ?? '',
+    onValue: (value: string) => props.onChange({ [key]: value || undefined }),
+  });
   const skills = useLoad(
     () =>
       api
@@ -119,37 +123,15 @@ function TransactionFilterForm(props: {
   return (
     <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter transactions">
       <div class="grid">
-        <TextField
-          id="f-from"
-          label="From"
-          value={filters.from ?? ''}
-          onValue={(from) => set({ from: from || undefined })}
-          input={{ type: 'date' }}
-        />
-        <TextField
-          id="f-to"
-          label="To"
-          value={filters.to ?? ''}
-          onValue={(to) => set({ to: to || undefined })}
-          input={{ type: 'date' }}
-        />
-        <SelectField
-          id="f-skill"
-          label="Skill"
-          value={filters.skill ?? ''}
-          onValue={(skill) => set({ skill: skill || undefined })}
-        >
+        <TextField id="f-from" label="From" {...bind('from')} input={{ type: 'date' }} />
+        <TextField id="f-to" label="To" {...bind('to')} input={{ type: 'date' }} />
+        <SelectField id="f-skill" label="Skill" {...bind('skill')}>
           <option value="">All skills</option>
           {(skills.data ?? []).map((s) => (
             <option key={s}>{s}</option>
           ))}
         </SelectField>
-        <SelectField
-          id="f-status"
-          label="Status"
-          value={filters.status ?? ''}
-          onValue={(status) => set({ status: status || undefined })}
-        >
+        <SelectField id="f-status" label="Status" {...bind('status')}>
           <option value="">Any status</option>
           {TRANSACTION_STATUSES.map((s) => (
             <option key={s} value={s}>
@@ -157,13 +139,7 @@ function TransactionFilterForm(props: {
             </option>
           ))}
         </SelectField>
-        <TextField
-          id="f-hash"
-          label="Transaction hash"
-          value={filters.txHash ?? ''}
-          onValue={(txHash) => set({ txHash: txHash || undefined })}
-          input={{ placeholder: '0x…' }}
-        />
+        <TextField id="f-hash" label="Transaction hash" {...bind('txHash')} input={{ placeholder: '0x…' }} />
       </div>
     </form>
   );

@@ -54,11 +54,15 @@ export function Field(props: {
   );
 }
 
+/** A Field around one control: the control's value, and each change as the value now in it. */
+type ValueFieldProps = Omit<Parameters<typeof Field>[0], 'children'> & {
+  value: string;
+  onValue: (value: string) => void;
+};
+
 /** A Field with one text input: its value, and each change as the text now in it. */
 export function TextField(
-  props: Omit<Parameters<typeof Field>[0], 'children'> & {
-    value: string;
-    onValue: (value: string) => void;
+  props: ValueFieldProps & {
     /** The input's other attributes (name, type, placeholder, limits). */
     input?: Omit<InputHTMLAttributes<HTMLInputElement>, 'value' | 'onInput'>;
   },
@@ -80,9 +84,7 @@ export function TextField(
 
 /** A Field with one select: its options, its value, and each change as the value now chosen. */
 export function SelectField(
-  props: Omit<Parameters<typeof Field>[0], 'children'> & {
-    value: string;
-    onValue: (value: string) => void;
+  props: ValueFieldProps & {
     /** The select's other attributes (disabled). */
     select?: Omit<SelectHTMLAttributes<HTMLSelectElement>, 'value' | 'onChange'>;
     children: ComponentChildren;
