@@ -2,6 +2,7 @@ import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
 import { mountRoutes, serveOpenApi } from '@paygate/http';
+import { MAX_X402_HEADER_BYTES } from '@paygate/protocol';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
@@ -14,7 +15,6 @@ import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
 import { settleAwaitingCopies, x402Routes } from './x402/facilitator';
-import { MAX_X402_HEADER_BYTES } from './x402/protocol';
 
 export type RunningGateway = RunningService & { state: GatewayState };
 

@@ -6,12 +6,12 @@
  *   npx jest --ci services/gateway-proxy/test/x402-reasons.test.ts
  */
 import { readFileSync } from 'node:fs';
+import { encodeX402Header } from '@paygate/protocol';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { ErrorReasons } from 'x402/types';
-import { encodeX402Header } from '../src/x402/protocol';
 import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../src/x402/reasons';
 import { EXACT_EVM_CHECKS } from '../src/x402/verify';
 import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';

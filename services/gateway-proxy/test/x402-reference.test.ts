@@ -1,5 +1,6 @@
 import { requestRpc } from '@paygate/bus';
 import { getTransferLogs, TRANSFER_TOPIC } from '@paygate/chain';
+import { decodePaymentRequired } from '@paygate/protocol';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
 import {
@@ -25,7 +26,6 @@ import {
   withBazaar,
 } from '@x402/extensions/bazaar';
 import { loadConfig, startGatewayProxy } from '../src';
-import { decodePaymentRequired } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(90_000);

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { decodePaymentRequired, encodeX402Header, MAX_X402_HEADER_BYTES } from '@paygate/protocol';
 import {
   loadConfig as loadSettlementConfig,
   type RunningSettlement,
@@ -21,7 +22,6 @@ import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x4
 import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, startGatewayProxy } from '../src';
-import { decodePaymentRequired, encodeX402Header, MAX_X402_HEADER_BYTES } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;

@@ -8,16 +8,18 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { type AnyRoute, clientAddress, defineRoute, type TrustedProxies } from '@paygate/http';
 import {
+  decodePaymentRequired,
+  encodeX402Header,
   MCP_PAYMENT_META,
   MCP_PAYMENT_RESPONSE_META,
   type McpPaymentRequired,
   paymentRequiredResult,
+  X402_HEADERS,
 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { SkillSnapshot } from '../skills/projection';
-import { decodePaymentRequired, encodeX402Header, X402_HEADERS } from '../x402/protocol';
 import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
 
 /** Where the gateway serves MCP (streamable HTTP, stateless: every POST is a whole exchange). */

@@ -6,16 +6,8 @@ import { Value } from '@sinclair/typebox/value';
 /**
  * The gateway's side of the x402 transport: the TypeBox schemas of x402's payloads, checked on every payment it
  * decodes. The transport itself (header names, base64 JSON, requirements, network names) is @paygate/protocol's,
- * re-exported here for the gateway's modules that import it from here.
+ * which the gateway's modules import from there.
  */
-export {
-  decodePaymentRequired,
-  encodeX402Header,
-  MAX_X402_HEADER_BYTES,
-  pickX402Header,
-  X402_HEADERS,
-  X402HeaderError,
-} from '@paygate/protocol';
 
 const Hex = (max: number) => Type.String({ pattern: `^0x[0-9a-fA-F]{2,${max}}$` });
 

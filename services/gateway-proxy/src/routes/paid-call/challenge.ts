@@ -1,10 +1,14 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { PAYMENT_HEADER, type PaymentRequirements } from '@paygate/protocol';
+import {
+  decodePaymentRequired,
+  PAYMENT_HEADER,
+  type PaymentRequirements,
+  X402_HEADERS,
+} from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 import { x402Challenge } from '../../x402/challenge';
-import { decodePaymentRequired, X402_HEADERS } from '../../x402/protocol';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';

@@ -4,15 +4,12 @@ import {
   PaymentHeaderError,
   type PaymentProof,
   pickPaymentHeader,
+  pickX402Header,
+  X402HeaderError,
 } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
 import { clientBucket, walletBucket } from '../../rate-limit';
-import {
-  type DecodedX402Payment,
-  decodeX402Payment,
-  pickX402Header,
-  X402HeaderError,
-} from '../../x402/protocol';
+import { type DecodedX402Payment, decodeX402Payment } from '../../x402/protocol';
 import type { Call, PaidCallDeps } from './call';
 import type { Offer } from './offer';
 
