@@ -1,13 +1,16 @@
-import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
-import { formatUsdc } from '@paygate/money';
-import { preparedStatement, type ServiceContext, WriteBatcher } from '@paygate/runtime';
-import { currentTraceCarrier } from '@paygate/telemetry';
-import { type RawBuilder, sql, type Transaction } from 'kysely';
+import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import {
+  type ClaimOptions,
+  type ClaimToWrite,
+  NO_RECORD,
+  type ProvenTransfer,
+  type RecordedClaim,
+  type RecordStatement,
+  writeClaims,
+} from './claim-statement';
 import type { LedgerClaims, TransferToClaim } from './claims';
 import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
-
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** The ledger did not let this purchase spend the transfer: `failure` says why (already used elsewhere, or 503). */
 export class LedgerClaimRefused extends Error {
@@ -17,78 +20,7 @@ export class LedgerClaimRefused extends Error {
   }
 }
 
-/** An on-chain transfer proven to pay a purchase, as the claim row records it. */
-export interface ProvenTransfer {
-  txHash: string;
-  logIndex: number;
-  payer: string;
-  token: string;
-  amountMicro: bigint;
-}
-
-/** How a claim row starts: its state (default: served, or in flight for a proxied pay-per-call) and retry window. */
-export interface ClaimOptions {
-  state?: PaymentClaim['state'];
-  retryUntil?: Date | null;
-}
-
-/**
- * A record written with a claim (PaymentClaimRows.insertRecorded), set-wise so that the claims of a batch share one
- * statement whatever their number: this claim's `values` (one row of the `records` CTE, typed by `columns`, beside
- * the claim's `batch_index`) and the data-modifying `statement` written once for all the records of a batch. It
- * reads `records` and `claims` (`batch_index`, and `id`: the claim row's, null when the transfer was claimed
- * before) and returns the `batch_index` of each record it wrote. Claims share a statement only with records of
- * the same `kind`.
- */
-export interface RecordStatement {
-  kind: string;
-  columns: ReadonlyArray<readonly [name: string, sqlType: string]>;
-  values: readonly unknown[];
-  statement(records: RawBuilder<unknown>, claims: RawBuilder<unknown>): RawBuilder<unknown>;
-}
-
-/** A claim written with its record: no claim when the transfer was claimed before. */
-export interface RecordedClaim {
-  claim: PaymentClaim | undefined;
-  recorded: boolean;
-}
-
-/** No record beside the claim (the tx-hash proof, /api/verify): such claims share statements with each other. */
-const NO_RECORD: RecordStatement = {
-  kind: 'none',
-  columns: [],
-  values: [],
-  statement: () => sql`select null::integer as batch_index where false`,
-};
-
-/** A claim row's values as the batched statement takes them (arrays, one element per claim). */
-interface ClaimValues {
-  id: string;
-  txHash: string;
-  logIndex: number;
-  payer: string;
-  token: string;
-  amountMicro: string;
-  sellerId: string;
-  skillId: string | null;
-  skillName: string | null;
-  endpointId: string | null;
-  resource: string;
-  kind: string;
-  claimedVia: string;
-  state: PaymentClaim['state'];
-  accessExpiresAt: Date | null;
-  retryUntil: Date | null;
-  now: Date;
-  eventId: string;
-  envelope: string;
-}
-
-interface QueuedClaim {
-  transfer: ProvenTransfer;
-  purchase: Purchase;
-  options: ClaimOptions;
-  record: RecordStatement;
+interface QueuedClaim extends ClaimToWrite {
   /** The ledger's answer to this claim: undefined when the transfer is this payment's. */
   ledgerAnswer: Promise<PaymentFailure | undefined>;
   resolve(result: RecordedClaim): void;
@@ -101,38 +33,6 @@ class RefusedInBatch extends Error {
     super('the ledger refused claims of this batch');
   }
 }
-
-/** The claim row's columns, named in the claim statement's result: prepared, its result must not change with a migration. */
-const CLAIM_COLUMNS = [
-  'id',
-  'network',
-  'chain_id',
-  'tx_hash',
-  'log_index',
-  'payer',
-  'token',
-  'amount_micro',
-  'seller_id',
-  'skill_id',
-  'skill_name',
-  'endpoint_id',
-  'resource',
-  'kind',
-  'claimed_via',
-  'state',
-  'access_expires_at',
-  'retry_until',
-  'attempts',
-  'created_at',
-  'updated_at',
-] as const satisfies ReadonlyArray<keyof PaymentClaim>;
-/** Fails to compile when PaymentClaim gains a field CLAIM_COLUMNS does not name. */
-const everyClaimColumnNamed: Exclude<keyof PaymentClaim, (typeof CLAIM_COLUMNS)[number]> extends never
-  ? true
-  : never = true;
-void everyClaimColumnNamed;
-const RETURNED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.join(', '));
-const SELECTED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.map((column) => `c.${column}`).join(', '));
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
 const MAX_CLAIM_WRITES = 2;
@@ -223,7 +123,7 @@ export class PaymentClaimRows {
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
     try {
       const results = await this.ctx.db.transaction().execute(async (trx) => {
-        const written = await this.writeClaims(trx, batch);
+        const written = await writeClaims(trx, this.settings, batch);
         const answers = await Promise.all(batch.map((item) => item.ledgerAnswer));
         if (answers.some((answer) => answer !== undefined)) throw new RefusedInBatch(answers);
         return written;
@@ -245,117 +145,6 @@ export class PaymentClaimRows {
       }
       for (const item of batch) await this.writeBatch([item]);
     }
-  }
-
-  /**
-   * The batch's claim rows, their payment.confirmed and their records in one statement, the claims as arrays (the
-   * statement is the same whatever their number: prepared once per connection and record kind, it is planned like
-   * one claim's).
-   */
-  private async writeClaims(trx: Transaction<any>, batch: QueuedClaim[]): Promise<RecordedClaim[]> {
-    const claims = batch.map((item) => this.claimValues(item.transfer, item.purchase, item.options));
-    const column = <T>(pick: (claim: ClaimValues) => T) => claims.map(pick);
-    const indexes = batch.map((_item, i) => i);
-    const record = batch[0]!.record;
-    const recordColumns = [
-      sql`${indexes}::integer[]`,
-      ...record.columns.map(
-        ([, type], c) => sql`${batch.map((item) => item.record.values[c] ?? null)}::${sql.raw(type)}[]`,
-      ),
-    ];
-    const recordNames = sql.raw(['batch_index', ...record.columns.map(([name]) => name)].join(', '));
-    const rows = (
-      await sql<PaymentClaim & { batch_index: number; recorded_elsewhere: number }>`${preparedStatement(
-        `gateway_claims_${record.kind}`,
-      )}
-        with req as (
-          select * from unnest(
-              ${indexes}::integer[], ${column((c) => c.id)}::text[], ${column((c) => c.txHash)}::text[],
-              ${column((c) => c.logIndex)}::integer[], ${column((c) => c.payer)}::text[],
-              ${column((c) => c.token)}::text[], ${column((c) => c.amountMicro)}::bigint[],
-              ${column((c) => c.sellerId)}::text[], ${column((c) => c.skillId)}::text[],
-              ${column((c) => c.skillName)}::text[], ${column((c) => c.endpointId)}::text[],
-              ${column((c) => c.resource)}::text[], ${column((c) => c.kind)}::text[],
-              ${column((c) => c.claimedVia)}::text[], ${column((c) => c.state)}::text[],
-              ${column((c) => c.accessExpiresAt)}::timestamptz[], ${column((c) => c.retryUntil)}::timestamptz[],
-              ${column((c) => c.now)}::timestamptz[], ${column((c) => c.eventId)}::text[],
-              ${column((c) => c.envelope)}::jsonb[])
-            as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
-              endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, now, event_id, envelope)
-        ),
-        claimed as (
-          insert into payment_claims
-              (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-               skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
-               created_at, updated_at)
-            select id, ${this.settings.network}, ${this.settings.chainId}::integer, tx_hash, log_index, payer, token,
-                amount_micro, seller_id, skill_id, skill_name, endpoint_id, resource, kind, claimed_via, state,
-                access_expires_at, retry_until, 1, now, now
-              from req order by batch_index
-            on conflict (network, tx_hash) do nothing
-            returning ${RETURNED_CLAIM_COLUMNS}
-        ),
-        published as (
-          insert into outbox (id, subject, envelope, published_at)
-            select r.event_id, 'payment.confirmed', r.envelope, null from req r join claimed c on c.id = r.id
-        ),
-        claims as (select r.batch_index, c.id from req r left join claimed c on c.id = r.id),
-        records as (
-          select * from unnest(${sql.join(recordColumns)}) as x(${recordNames})
-        ),
-        recorded as (${record.statement(sql.raw('records'), sql.raw('claims'))})
-        select r.batch_index, ${SELECTED_CLAIM_COLUMNS},
-            (select count(*) from recorded w where w.batch_index = r.batch_index)::int as recorded_elsewhere
-          from req r left join claimed c on c.id = r.id`.execute(trx)
-    ).rows;
-    return batch.map((_item, i) => {
-      const row = rows.find((r) => Number(r.batch_index) === i);
-      if (!row) throw new Error('claim statement returned no row for a claim');
-      const { batch_index: _index, recorded_elsewhere: recorded, ...claim } = row;
-      return { claim: claim.id ? (claim as PaymentClaim) : undefined, recorded: Number(recorded) > 0 };
-    });
-  }
-
-  /** One claim row's values and its payment.confirmed (the event, validated). */
-  private claimValues(transfer: ProvenTransfer, purchase: Purchase, options: ClaimOptions): ClaimValues {
-    const now = this.settings.now();
-    const id = newEventId();
-    const confirmed = this.paymentConfirmed(id, transfer, purchase, now);
-    return {
-      id,
-      txHash: transfer.txHash,
-      logIndex: transfer.logIndex,
-      payer: transfer.payer,
-      token: transfer.token,
-      amountMicro: transfer.amountMicro.toString(),
-      sellerId: purchase.sellerId,
-      skillId: purchase.skillId,
-      skillName: purchase.skillName,
-      endpointId: purchase.endpointId,
-      resource: purchase.resource,
-      kind: purchase.kind,
-      claimedVia: purchase.claimedVia,
-      state: this.initialState(purchase, options),
-      accessExpiresAt: this.accessExpiresAt(purchase, now),
-      retryUntil: options.retryUntil ?? null,
-      now,
-      eventId: confirmed.id,
-      envelope: JSON.stringify(confirmed),
-    };
-  }
-
-  private initialState(purchase: Purchase, options: ClaimOptions): PaymentClaim['state'] {
-    return (
-      options.state ??
-      // A proxied pay-per-call stays in flight until the seller answered; everything else is served now.
-      (purchase.claimedVia === 'proxy' && purchase.kind !== 'subscription' ? 'in_flight' : 'served')
-    );
-  }
-
-  private accessExpiresAt(purchase: Purchase, now: Date): Date | null {
-    return purchase.kind === 'subscription'
-      ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
-      : null;
   }
 
   private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): TransferToClaim {
@@ -413,33 +202,5 @@ export class PaymentClaimRows {
       .where('id', '=', claim.id)
       .execute()
       .then(() => undefined);
-  }
-
-  private paymentConfirmed(claimId: string, transfer: ProvenTransfer, purchase: Purchase, now: Date) {
-    const confirmed = createEvent(
-      'payment.confirmed',
-      'gateway-proxy',
-      {
-        paymentId: claimId,
-        source: 'x402',
-        sellerId: purchase.sellerId,
-        skillId: purchase.skillId,
-        skillName: purchase.skillName,
-        endpointId: purchase.endpointId,
-        sessionId: null,
-        payer: transfer.payer,
-        amount: formatUsdc(transfer.amountMicro),
-        network: this.settings.network as 'base' | 'base-sepolia' | 'local',
-        chainId: this.settings.chainId,
-        token: transfer.token,
-        txHash: transfer.txHash,
-        logIndex: transfer.logIndex,
-        holdPeriodHours: purchase.holdPeriodHours,
-        confirmedAt: now.toISOString(),
-      },
-      { trace: currentTraceCarrier() },
-    );
-    validateEvent(confirmed);
-    return confirmed;
   }
 }

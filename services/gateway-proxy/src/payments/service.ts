@@ -2,14 +2,8 @@ import type { PaymentProof } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import { LRUCache } from 'lru-cache';
 import type { ChainVerifier } from './chain';
-import {
-  type ClaimOptions,
-  LedgerClaimRefused,
-  PaymentClaimRows,
-  type ProvenTransfer,
-  type RecordedClaim,
-  type RecordStatement,
-} from './claim-rows';
+import { LedgerClaimRefused, PaymentClaimRows } from './claim-rows';
+import type { ClaimOptions, ProvenTransfer, RecordedClaim, RecordStatement } from './claim-statement';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { MAX_CACHE_ENTRIES, ProofChecks } from './proof-checks';

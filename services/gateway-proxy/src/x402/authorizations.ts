@@ -1,6 +1,6 @@
 import type { TransferAuthorization } from '@paygate/contracts';
 import { type Kysely, sql } from 'kysely';
-import type { RecordStatement } from '../payments/claim-rows';
+import type { RecordStatement } from '../payments/claim-statement';
 import type { PaymentClaim, Purchase } from '../payments/service';
 import type { DecodedX402Payment } from './protocol';
 
