@@ -1,9 +1,45 @@
 /** The end of a run's faults: the system left alone until nothing is in flight (every outbox, inbox and job done). */
 import pg from 'pg';
-import { pendingWork } from './invariants';
+import { SCHEMAS } from './schemas';
 
-export /** Waits until nothing is in flight for 2 s (pendingWork), up to `deadline`: when it became quiet, or null. */
-async function drainUntilQuiet(
+/** Rows still in flight: nothing of this may be left 120 s after the last fault. */
+export async function pendingWork(client: pg.Client): Promise<Record<string, number>> {
+  const pending: Record<string, number> = {};
+  for (const schema of Object.values(SCHEMAS)) {
+    const r = await client.query(
+      `select count(*)::int as n from ${schema}.outbox where published_at is null`,
+    );
+    pending[`${schema}.outbox unpublished`] = r.rows[0].n;
+  }
+  const q = async (label: string, text: string) => {
+    pending[label] = (await client.query(text)).rows[0].n;
+  };
+  await q(
+    'settlement.outgoing_transfers open',
+    `select count(*)::int as n from settlement.outgoing_transfers where status not in ('confirmed','failed')`,
+  );
+  await q(
+    'settlement.settlements pending/sending',
+    `select count(*)::int as n from settlement.settlements where status in ('pending','sending')`,
+  );
+  await q(
+    'settlement.refunds sending',
+    `select count(*)::int as n from settlement.refunds where status = 'sending'`,
+  );
+  await q('ledger.refunds pending', `select count(*)::int as n from ledger.refunds where status = 'pending'`);
+  await q(
+    'notifier.webhook_deliveries pending',
+    `select count(*)::int as n from notifier.webhook_deliveries where status = 'pending'`,
+  );
+  await q(
+    'ledger.transactions payout_pending',
+    `select count(*)::int as n from ledger.transactions where escrow_status = 'payout_pending'`,
+  );
+  return pending;
+}
+
+/** Waits until nothing is in flight for 2 s (pendingWork), up to `deadline`: when it became quiet, or null. */
+export async function drainUntilQuiet(
   databaseUrl: string,
   deadline: number,
   log: (line: string) => void,

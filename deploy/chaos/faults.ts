@@ -87,7 +87,7 @@ export async function runFaults(options: {
     const hold = (ms: number) => Math.min(ms, Math.max(1000, options.endsAt - Date.now()));
     let detail: string;
     try {
-      detail = await inject(kind, prng, targets, hold);
+      detail = await INJECTORS[kind](prng, targets, hold);
     } catch (error) {
       detail = `failed to inject: ${(error as Error).message}`;
     }
@@ -100,96 +100,117 @@ export async function runFaults(options: {
   }
 }
 
-async function inject(
-  kind: FaultKind,
+/** One fault, applied, held for its drawn (and cut) time, and undone: what it did, for the record. */
+type Injector = (prng: Prng, t: FaultTargets, hold: (ms: number) => number) => Promise<string>;
+
+const INJECTORS: Record<FaultKind, Injector> = {
+  killReplica,
+  freezeReplica,
+  killNatsNode,
+  pgTerminateBackends,
+  pgCrash,
+  pgTableLock,
+  pgConnectionsUsedUp,
+  reorg,
+  rpcFault,
+  rpcSendTimeout,
+};
+
+async function killReplica(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
+  await replica.kill9();
+  await sleep(hold(prng.int(500, 5000)));
+  replica.start();
+  await replica.waitReady(120_000).catch(() => undefined);
+  return `kill -9 ${replica.id}, restarted`;
+}
+
+async function freezeReplica(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
+  const ms = hold(prng.int(1000, 10_000));
+  replica.freeze();
+  await sleep(ms);
+  replica.thaw();
+  return `SIGSTOP ${replica.id} for ${ms} ms`;
+}
+
+async function killNatsNode(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const leader = prng.chance(0.5) ? await t.nats.streamLeader(t.eventsStream) : undefined;
+  const node = leader ?? prng.pick(t.nats.nodes);
+  const ms = hold(prng.int(2000, 10_000));
+  await t.nats.kill(node);
+  await sleep(ms);
+  await t.nats.startNode(node);
+  return `kill -9 nats ${node.name}${leader ? ' (stream leader)' : ''} for ${ms} ms, restarted`;
+}
+
+async function pgTerminateBackends(_prng: Prng, t: FaultTargets): Promise<string> {
+  const n = await t.postgres.terminateBackends();
+  return `pg_terminate_backend of ${n} connections`;
+}
+
+async function pgCrash(_prng: Prng, t: FaultTargets): Promise<string> {
+  const startedAt = Date.now();
+  await t.postgres.crash();
+  return `kill -9 of Postgres and its backends, back after ${Date.now() - startedAt} ms`;
+}
+
+async function pgTableLock(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const table = prng.pick(LOCKABLE_TABLES);
+  const ms = hold(prng.int(1000, 6000));
+  await t.postgres.holdTableLock(table, ms);
+  return `access exclusive lock on ${table} for ${ms} ms`;
+}
+
+async function pgConnectionsUsedUp(
   prng: Prng,
   t: FaultTargets,
   hold: (ms: number) => number,
 ): Promise<string> {
-  switch (kind) {
-    case 'killReplica': {
-      const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
-      await replica.kill9();
-      await sleep(hold(prng.int(500, 5000)));
-      replica.start();
-      await replica.waitReady(120_000).catch(() => undefined);
-      return `kill -9 ${replica.id}, restarted`;
-    }
-    case 'freezeReplica': {
-      const replica = prng.pick(t.replicas.filter((r) => r.isRunning()));
-      const ms = hold(prng.int(1000, 10_000));
-      replica.freeze();
-      await sleep(ms);
-      replica.thaw();
-      return `SIGSTOP ${replica.id} for ${ms} ms`;
-    }
-    case 'killNatsNode': {
-      const leader = prng.chance(0.5) ? await t.nats.streamLeader(t.eventsStream) : undefined;
-      const node = leader ?? prng.pick(t.nats.nodes);
-      const ms = hold(prng.int(2000, 10_000));
-      await t.nats.kill(node);
-      await sleep(ms);
-      await t.nats.startNode(node);
-      return `kill -9 nats ${node.name}${leader ? ' (stream leader)' : ''} for ${ms} ms, restarted`;
-    }
-    case 'pgTerminateBackends': {
-      const n = await t.postgres.terminateBackends();
-      return `pg_terminate_backend of ${n} connections`;
-    }
-    case 'pgCrash': {
-      const startedAt = Date.now();
-      await t.postgres.crash();
-      return `kill -9 of Postgres and its backends, back after ${Date.now() - startedAt} ms`;
-    }
-    case 'pgTableLock': {
-      const table = prng.pick(LOCKABLE_TABLES);
-      const ms = hold(prng.int(1000, 6000));
-      await t.postgres.holdTableLock(table, ms);
-      return `access exclusive lock on ${table} for ${ms} ms`;
-    }
-    case 'pgConnectionsUsedUp': {
-      const ms = hold(prng.int(2000, 6000));
-      const n = await t.postgres.exhaustConnections(ms);
-      return `${n} free connection slots taken for ${ms} ms`;
-    }
-    case 'reorg': {
-      const depth = prng.int(1, 3);
-      const reinclude = prng.chance(0.5);
-      const head = await t.chain.getBlockNumber();
-      const replacements: Array<[string, number]> = [];
-      if (reinclude) {
-        for (let offset = 0; offset < depth; offset++) {
-          const block = (await t.chain.send('eth_getBlockByNumber', [
-            `0x${(head - offset).toString(16)}`,
-            false,
-          ])) as {
-            transactions: string[];
-          } | null;
-          for (const hash of block?.transactions ?? []) {
-            const raw = (await t.chain.send('eth_getRawTransactionByHash', [hash])) as string | null;
-            if (raw) replacements.push([raw, depth - 1 - offset]);
-          }
-        }
+  const ms = hold(prng.int(2000, 6000));
+  const n = await t.postgres.exhaustConnections(ms);
+  return `${n} free connection slots taken for ${ms} ms`;
+}
+
+/** A reorg 1–3 blocks deep; half of them mine the replaced blocks' transactions again, half drop them. */
+async function reorg(prng: Prng, t: FaultTargets): Promise<string> {
+  const depth = prng.int(1, 3);
+  const reinclude = prng.chance(0.5);
+  const head = await t.chain.getBlockNumber();
+  const replacements: Array<[string, number]> = [];
+  if (reinclude) {
+    for (let offset = 0; offset < depth; offset++) {
+      const block = (await t.chain.send('eth_getBlockByNumber', [
+        `0x${(head - offset).toString(16)}`,
+        false,
+      ])) as {
+        transactions: string[];
+      } | null;
+      for (const hash of block?.transactions ?? []) {
+        const raw = (await t.chain.send('eth_getRawTransactionByHash', [hash])) as string | null;
+        if (raw) replacements.push([raw, depth - 1 - offset]);
       }
-      await t.chain.send('anvil_reorg', [depth, replacements]);
-      return `anvil_reorg depth ${depth} at ${head}, ${reinclude ? `${replacements.length} transactions re-included` : 'transactions dropped'}`;
-    }
-    case 'rpcFault': {
-      const fault = prng.pick(RPC_FAULTS);
-      const ms = hold(prng.int(3000, 10_000));
-      t.rpcProxy.inject(fault, ms);
-      await sleep(ms);
-      t.rpcProxy.clear();
-      return `RPC ${fault} for ${ms} ms`;
-    }
-    case 'rpcSendTimeout': {
-      const ms = hold(prng.int(4000, 10_000));
-      // Every send in the window: mined, its answer never delivered (the client times out).
-      t.rpcProxy.inject('sendTimeout', ms, 1);
-      const sent = await t.triggerSend().catch((error: Error) => `settle-now failed: ${error.message}`);
-      await sleep(Math.max(0, ms - 500));
-      t.rpcProxy.clear();
-      return `RPC sends time out although mined, for ${ms} ms (${sent})`;
     }
   }
+  await t.chain.send('anvil_reorg', [depth, replacements]);
+  return `anvil_reorg depth ${depth} at ${head}, ${reinclude ? `${replacements.length} transactions re-included` : 'transactions dropped'}`;
+}
+
+async function rpcFault(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const fault = prng.pick(RPC_FAULTS);
+  const ms = hold(prng.int(3000, 10_000));
+  t.rpcProxy.inject(fault, ms);
+  await sleep(ms);
+  t.rpcProxy.clear();
+  return `RPC ${fault} for ${ms} ms`;
+}
+
+async function rpcSendTimeout(prng: Prng, t: FaultTargets, hold: (ms: number) => number): Promise<string> {
+  const ms = hold(prng.int(4000, 10_000));
+  // Every send in the window: mined, its answer never delivered (the client times out).
+  t.rpcProxy.inject('sendTimeout', ms, 1);
+  const sent = await t.triggerSend().catch((error: Error) => `settle-now failed: ${error.message}`);
+  await sleep(Math.max(0, ms - 500));
+  t.rpcProxy.clear();
+  return `RPC sends time out although mined, for ${ms} ms (${sent})`;
 }

@@ -6,46 +6,58 @@
  * on the chain. Moves between Paygate's own wallets (sweeps) are neither. And every deposit address still holding
  * USDC on chain must be listed as holding by settlement: reconciliation counts only the listed ones.
  */
-import { type JsonRpcProvider, id as keccakId, zeroPadValue } from 'ethers';
 import type pg from 'pg';
+import { type InvariantInputs, type InvariantReading, TRANSFER_TOPIC, topicOf } from './invariant-check';
 
-const TRANSFER_TOPIC = keccakId('Transfer(address,address,uint256)');
 /** The ledger entries that say USDC left escrow on chain, and where each keeps its transaction hash. */
 const OUTGOING_ENTRIES = `('payout_sent', 'platform_payout_sent', 'refund_sent')`;
 
-export interface OutflowCheck {
-  name: string;
-  checked: number;
-  problems: string[];
-}
-
-const topicOf = (address: string) => zeroPadValue(address.toLowerCase(), 32).toLowerCase();
 const addressOf = (topic: string) => `0x${topic.slice(-40)}`.toLowerCase();
 
-export async function checkOutflows(options: {
-  client: pg.Client;
-  chain: JsonRpcProvider;
-  usdcAddress: string;
-  escrowAddress: string;
-  checkoutEscrowAddress: string;
-}): Promise<OutflowCheck[]> {
-  const { client, chain } = options;
-  const deposits = (
-    await client.query(
-      `select distinct lower(a) as a from (
-         select deposit_address as a from checkout.sessions where deposit_address is not null
-         union all select address from settlement.deposit_addresses) s`,
-    )
-  ).rows.map((r) => r.a as string);
-  const ours = new Set([options.escrowAddress, options.checkoutEscrowAddress, ...deposits].map(topicOf));
-  const logs = await chain.getLogs({
-    address: options.usdcAddress,
+/** Per transaction and amount, what left a Paygate wallet on the final chain. */
+type ChainOutflows = Map<string, { from: string; to: string; count: number }>;
+/** Per transaction and amount, the ledger entries (not reversed) that say it left. */
+type LedgerOutflows = Map<string, string[]>;
+
+/** Invariant 3b: every USDC transfer out of escrow or a deposit address matches one ledger debit. */
+export async function everyTransferOutIsOneLedgerDebit(run: InvariantInputs): Promise<InvariantReading> {
+  const chainOut = await outflowsOnChain(run, await depositAddresses(run.client));
+  const ledgerOut = await outflowsInLedger(run.client);
+  const { problems, lost, duplicated, unexpected } = matchOutflows(chainOut, ledgerOut);
+  // Why a lost one left: which outgoing record of settlement sent it (payout, platform payout, refund, sweep).
+  for (const [i, problem] of problems.entries()) {
+    const txHash = problem.split(' ')[1]?.split(':')[0];
+    if (!txHash) continue;
+    const source = await describeSettlementTransfer(run.client, txHash);
+    if (source) problems[i] = `${problem}; settlement: ${source}`;
+  }
+  return {
+    name: `every USDC transfer out of escrow or a deposit address matches one ledger debit (lost ${lost}, duplicated ${duplicated}, unexpected ${unexpected})`,
+    checked: chainOut.size + ledgerOut.size,
+    problems,
+  };
+}
+
+/** Every deposit address Paygate handed out: checkout sessions' and the ones settlement lists. */
+async function depositAddresses(client: pg.Client): Promise<string[]> {
+  const deposits = await client.query(
+    `select distinct lower(a) as a from (
+       select deposit_address as a from checkout.sessions where deposit_address is not null
+       union all select address from settlement.deposit_addresses) s`,
+  );
+  return deposits.rows.map((r) => r.a as string);
+}
+
+/** On chain: out of a Paygate wallet to someone else, per transaction and amount (one payout or refund each). */
+async function outflowsOnChain(run: InvariantInputs, deposits: string[]): Promise<ChainOutflows> {
+  const ours = new Set([run.escrowAddress, run.checkoutEscrowAddress, ...deposits].map(topicOf));
+  const logs = await run.chain.getLogs({
+    address: run.usdcAddress,
     topics: [TRANSFER_TOPIC],
     fromBlock: 0,
     toBlock: 'latest',
   });
-  // On chain: out of a Paygate wallet to someone else, per transaction and amount (one payout or refund each).
-  const chainOut = new Map<string, { from: string; to: string; count: number }>();
+  const chainOut: ChainOutflows = new Map();
   for (const l of logs) {
     const from = l.topics[1]!.toLowerCase();
     const to = l.topics[2]!.toLowerCase();
@@ -55,7 +67,11 @@ export async function checkOutflows(options: {
     if (seen) seen.count++;
     else chainOut.set(key, { from: addressOf(from), to: addressOf(to), count: 1 });
   }
-  // In the ledger: each entry crediting escrow_asset for money sent, less any entry reversing it.
+  return chainOut;
+}
+
+/** In the ledger: each entry crediting escrow_asset for money sent, less any entry reversing it. */
+async function outflowsInLedger(client: pg.Client): Promise<LedgerOutflows> {
   const entries = await client.query(
     `select e.entry_type, e.idempotency_key, lower(coalesce(e.memo->>'txHash', e.memo->>'refundTxHash')) as tx_hash,
             p.amount_micro::text as amount,
@@ -65,12 +81,17 @@ export async function checkOutflows(options: {
        join ledger.accounts a on a.id = p.account_id and a.kind = 'escrow_asset'
       where e.entry_type in ${OUTGOING_ENTRIES}`,
   );
-  const ledgerOut = new Map<string, string[]>();
+  const ledgerOut: LedgerOutflows = new Map();
   for (const e of entries.rows) {
     if (e.reversed) continue;
     const key = `${e.tx_hash}:${e.amount}`;
     ledgerOut.set(key, [...(ledgerOut.get(key) ?? []), `${e.entry_type} ${e.idempotency_key}`]);
   }
+  return ledgerOut;
+}
+
+/** Money out on chain the ledger lacks (lost), debited more often than sent (duplicated) or not sent at all. */
+function matchOutflows(chainOut: ChainOutflows, ledgerOut: LedgerOutflows) {
   let lost = 0;
   let duplicated = 0;
   let unexpected = 0;
@@ -96,31 +117,45 @@ export async function checkOutflows(options: {
       );
     }
   }
-  // Why a lost one left: which outgoing record of settlement sent it (payout, platform payout, refund, sweep).
-  for (const [i, problem] of problems.entries()) {
-    const txHash = problem.split(' ')[1]?.split(':')[0];
-    if (!txHash) continue;
-    const source = await describeSettlementTransfer(client, txHash);
-    if (source) problems[i] = `${problem}; settlement: ${source}`;
+  return { problems, lost, duplicated, unexpected };
+}
+
+/** Invariant 3c: every deposit address with USDC on chain is one reconciliation counts (settlement lists it as holding). */
+export async function everyDepositAddressHoldingUsdcIsCounted(
+  run: InvariantInputs,
+): Promise<InvariantReading> {
+  const deposits = await depositAddresses(run.client);
+  const listed = await run.client.query(
+    `select lower(address) as address, holding, check_due_at is not null as due from settlement.deposit_addresses`,
+  );
+  const byAddress = new Map(listed.rows.map((r) => [r.address as string, r]));
+  const problems: string[] = [];
+  for (const address of deposits) {
+    const data = `0x70a08231${address.slice(2).padStart(64, '0')}`;
+    const balance = BigInt(await run.chain.call({ to: run.usdcAddress, data }));
+    if (balance === 0n) continue;
+    const row = byAddress.get(address);
+    if (!row?.holding)
+      problems.push(
+        `${address} holds ${balance} on chain but settlement lists it ${row ? `not holding (due ${row.due})` : 'not at all'}`,
+      );
   }
-  return [
-    {
-      name: `every USDC transfer out of escrow or a deposit address matches one ledger debit (lost ${lost}, duplicated ${duplicated}, unexpected ${unexpected})`,
-      checked: chainOut.size + ledgerOut.size,
-      problems,
-    },
-    await checkDepositHoldings(client, options, deposits),
-    await checkInflowPostings(client),
-  ];
+  return {
+    name: 'every deposit address holding USDC on chain is counted by reconciliation (settlement lists it holding)',
+    checked: deposits.length,
+    problems,
+  };
 }
 
 /**
- * What the ledger's escrow_asset holds for each booked transfer in: its transfer_in entries (one per inclusion)
- * less its reversals must be its amount while it stands and nothing once it is reorged, a refunded one too (its
- * reversal moves the whole amount: what was refunded is owed by the seller of a payment, or by the payer of an
- * unmatched transfer, refund_receivable). And no entry moves escrow_asset but the known ones.
+ * Invariant 3d: what the ledger's escrow_asset holds for each booked transfer in: its transfer_in entries (one per
+ * inclusion) less its reversals must be its amount while it stands and nothing once it is reorged, a refunded one
+ * too (its reversal moves the whole amount: what was refunded is owed by the seller of a payment, or by the payer
+ * of an unmatched transfer, refund_receivable). And no entry moves escrow_asset but the known ones.
  */
-async function checkInflowPostings(client: pg.Client): Promise<OutflowCheck> {
+export async function escrowAssetHoldsEachTransferInWhileOnChain({
+  client,
+}: InvariantInputs): Promise<InvariantReading> {
   const nets = await client.query(
     `select t.chain_id || ':' || t.tx_hash || ':' || t.log_index as key, t.status, t.inclusion, t.refund_id,
             t.amount_micro::text as amount, coalesce(n.net, 0)::text as net, coalesce(n.entries, '') as entries
@@ -174,32 +209,4 @@ async function describeSettlementTransfer(client: pg.Client, txHash: string): Pr
   );
   for (const r of relayed.rows) found.push(`relayed ${r.id} from ${r.payer} ${r.status}`);
   return found.length > 0 ? found.join('; ') : undefined;
-}
-
-/** Every deposit address with USDC on chain is one reconciliation counts (settlement lists it as holding). */
-async function checkDepositHoldings(
-  client: pg.Client,
-  options: { chain: JsonRpcProvider; usdcAddress: string },
-  deposits: string[],
-): Promise<OutflowCheck> {
-  const listed = await client.query(
-    `select lower(address) as address, holding, check_due_at is not null as due from settlement.deposit_addresses`,
-  );
-  const byAddress = new Map(listed.rows.map((r) => [r.address as string, r]));
-  const problems: string[] = [];
-  for (const address of deposits) {
-    const data = `0x70a08231${address.slice(2).padStart(64, '0')}`;
-    const balance = BigInt(await options.chain.call({ to: options.usdcAddress, data }));
-    if (balance === 0n) continue;
-    const row = byAddress.get(address);
-    if (!row?.holding)
-      problems.push(
-        `${address} holds ${balance} on chain but settlement lists it ${row ? `not holding (due ${row.due})` : 'not at all'}`,
-      );
-  }
-  return {
-    name: 'every deposit address holding USDC on chain is counted by reconciliation (settlement lists it holding)',
-    checked: deposits.length,
-    problems,
-  };
 }

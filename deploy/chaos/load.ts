@@ -66,6 +66,22 @@ function count(record: LoadRecord, kind: string, outcome: string): void {
   record.operations[kind]![outcome] = (record.operations[kind]![outcome] ?? 0) + 1;
 }
 
+/**
+ * A paid call served `times(count so far)` more times (the first time, who paid whom and how much), and when: the
+ * served count the invariants check, and the success the recovery times are measured on.
+ */
+function recordServed(
+  record: LoadRecord,
+  txHash: string,
+  payment: { sellerId: string; amount: string; payer?: string },
+  times: (countSoFar: number) => number,
+): void {
+  const entry = record.served.get(txHash) ?? { count: 0, ...payment };
+  entry.count += times(entry.count);
+  record.served.set(txHash, entry);
+  record.successTimes.push(Date.now());
+}
+
 export interface LoadOptions {
   baseUrl: string;
   usdcAddress: string;
@@ -167,15 +183,12 @@ async function payment(
     );
     const served = answers.filter((a) => a.status === 200).length;
     if (served > 0) {
-      const entry = options.record.served.get(paid.txHash) ?? {
-        count: 0,
-        sellerId: seller.sellerId,
-        amount: paid.amount,
-        payer,
-      };
-      entry.count += served;
-      options.record.served.set(paid.txHash, entry);
-      options.record.successTimes.push(Date.now());
+      recordServed(
+        options.record,
+        paid.txHash,
+        { sellerId: seller.sellerId, amount: paid.amount, payer },
+        () => served,
+      );
       return served === 1 ? 'served' : 'served MORE THAN ONCE';
     }
     const retriable = answers.every(
@@ -195,14 +208,7 @@ async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promis
   options.record.requests += 2;
   const outcome = await payWithX402(`${options.baseUrl}/api/v1/skills/${seller.skill}/work`, buyer);
   if (outcome.status === 200 && outcome.txHash) {
-    const entry = options.record.served.get(outcome.txHash) ?? {
-      count: 0,
-      sellerId: seller.sellerId,
-      amount: '',
-    };
-    entry.count += 1;
-    options.record.served.set(outcome.txHash, entry);
-    options.record.successTimes.push(Date.now());
+    recordServed(options.record, outcome.txHash, { sellerId: seller.sellerId, amount: '' }, () => 1);
     return 'served';
   }
   return `status ${outcome.status} ${outcome.code ?? ''}`.trim();
@@ -254,6 +260,12 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
     : `refused ${answers.map((a) => a.status).join('/')}`;
 }
 
+/** What `/api/verify` answered one presentation (status 0: no answer). */
+interface VerifyAnswer {
+  status: number;
+  body: { valid?: boolean; reason?: string; payment?: { reused?: boolean } };
+}
+
 /**
  * A payment verified by a seller's own server (the gateway middleware's `/api/verify`): the agent pays the
  * requirements the seller's middleware would state, and the seller presents the proof, with 0–1 concurrent
@@ -284,44 +296,17 @@ async function verify(
   for (let round = 0; round < 5; round++) {
     options.record.requests += 1 + replays;
     const answers = await Promise.all(
-      Array.from({ length: 1 + replays }, () =>
-        fetch(`${options.baseUrl}/api/verify`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({
-            payment: paid.header,
-            price: requirements.price,
-            type: 'payPerCall',
-            resource: requirements.resource,
-          }),
-          signal: AbortSignal.timeout(10_000),
-        })
-          .then(async (r) => ({
-            status: r.status,
-            body: (await r.json().catch(() => ({}))) as {
-              valid?: boolean;
-              reason?: string;
-              payment?: { reused?: boolean };
-            },
-          }))
-          .catch(() => ({
-            status: 0,
-            body: {} as { valid?: boolean; reason?: string; payment?: { reused?: boolean } },
-          })),
-      ),
+      Array.from({ length: 1 + replays }, () => askVerify(options, seller, paid.header, requirements)),
     );
     const fresh = answers.filter((a) => a.body.valid === true && a.body.payment?.reused !== true).length;
     if (answers.some((a) => a.body.valid === true)) {
-      const entry = options.record.served.get(paid.txHash) ?? {
-        count: 0,
-        sellerId: seller.sellerId,
-        amount: paid.amount,
-        payer,
-      };
       // Reused only: an earlier round's fresh answer was lost on the way (a 5xx at the balancer): one served.
-      entry.count += fresh === 0 && entry.count === 0 ? 1 : fresh;
-      options.record.served.set(paid.txHash, entry);
-      options.record.successTimes.push(Date.now());
+      recordServed(
+        options.record,
+        paid.txHash,
+        { sellerId: seller.sellerId, amount: paid.amount, payer },
+        (countSoFar) => (fresh === 0 && countSoFar === 0 ? 1 : fresh),
+      );
       return fresh === 1 ? 'valid' : fresh === 0 ? 'valid (reused only)' : 'valid MORE THAN ONCE';
     }
     const retriable = answers.every((a) => a.status === 0 || a.status >= 500 || a.status === 429);
@@ -333,6 +318,31 @@ async function verify(
   }
   options.record.unserved.push(paid.txHash);
   return 'not verified (gave up)';
+}
+
+/** The seller presents the payment proof to `/api/verify` for the price and resource it states. */
+function askVerify(
+  options: LoadOptions,
+  seller: Seller,
+  payment: string,
+  requirements: PaymentRequirements,
+): Promise<VerifyAnswer> {
+  return fetch(`${options.baseUrl}/api/verify`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      payment,
+      price: requirements.price,
+      type: 'payPerCall',
+      resource: requirements.resource,
+    }),
+    signal: AbortSignal.timeout(10_000),
+  })
+    .then(async (r) => ({
+      status: r.status,
+      body: (await r.json().catch(() => ({}))) as VerifyAnswer['body'],
+    }))
+    .catch(() => ({ status: 0, body: {} }));
 }
 
 export type { Seller };

@@ -6,8 +6,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { newSeed } from './prng';
+import { PROFILES } from './profiles';
 import { renderReport } from './report';
-import { PROFILES, runChaos } from './run';
+import { runChaos } from './run';
 
 async function main(): Promise<void> {
   const chosen = PROFILES[process.env.CHAOS_PROFILE ?? 'full'];

@@ -3,10 +3,9 @@
  * public base URL, the chain behind the RPC fault proxy, and each service's short intervals (so a run drains
  * within its bound).
  */
-
 import type { NatsPasswords } from '@paygate/bus';
 import { testWallets } from '@paygate/testing';
-import { SCHEMAS } from './invariants';
+import { SCHEMAS } from './schemas';
 
 export const OPERATOR_TOKEN = 'chaos-operator-token-not-secret-000';
 const SESSION_SECRET = 'chaos-session-secret-not-secret-0123456789';
@@ -49,50 +48,49 @@ export function serviceEnv(service: string, run: RunEndpoints): NodeJS.ProcessEn
     LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'warn',
     NODE_ENV: 'development',
     STARTUP_ATTEMPTS: '120',
-    ...(service === 'settlement'
-      ? {
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          TREASURY_ADDRESS: testWallets.platform.address,
-          SETTLEMENT_PERIOD_SECONDS: '60',
-          SCHEDULER_INTERVAL_MS: '5000',
-          TX_TIMEOUT_MS: '30000',
-        }
-      : {}),
-    ...(service === 'escrow-ledger'
-      ? {
-          RELEASE_INTERVAL_MS: '1000',
-          REFUND_REQUESTS_PER_MINUTE: '100000',
-          // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
-          // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
-          CHAIN_CHECK_INTERVAL_MS: '1000',
-          // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
-          // drain. Settlement claims its reservations within seconds when idle, but a full run under RPC faults
-          // and replica kills claimed some 25–37 s after the reservation: at 30 s, payouts were refused
-          // (`not_pending: cancelled`) that were on their way. The short profile's light load claims in seconds.
-          PAYOUT_UNCLAIMED_AFTER_MS: String(run.payoutUnclaimedAfterMs),
-          PAYOUT_SWEEP_INTERVAL_MS: '2000',
-        }
-      : {}),
-    ...(service === 'registry' ? { VALIDATION_INTERVAL_MS: '500' } : {}),
-    // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per
-    // client address would answer most of the load 429 (683 of 1,918 operations in one run) instead of working.
-    ...(service === 'gateway-proxy' ? { RATE_LIMIT_PER_MINUTE: '100000' } : {}),
-    ...(service === 'checkout' ? { SESSION_RATE_LIMIT_PER_CLIENT: '100000' } : {}),
-    ...(service === 'notifier'
-      ? {
-          // Short waits: a run drains within seconds of the last fault although half the deliveries fail.
-          WEBHOOK_TIMEOUT_MS: '2000',
-          WEBHOOK_RETRY_BASE_DELAY_MS: '500',
-          WEBHOOK_RETRY_MAX_DELAY_MS: '2000',
-          WEBHOOK_CLAIM_LEASE_MS: '6000',
-          WEBHOOK_POLL_INTERVAL_MS: '500',
-          // Half the deliveries fail, many by hanging until the timeout: more in flight so the backlog of a
-          // 1,000-operation run drains within the bound (8 per replica drained about 8 a second).
-          WEBHOOK_CONCURRENCY: '32',
-          WEBHOOK_BATCH_SIZE: '64',
-        }
-      : {}),
+    ...OWN_SETTINGS[service]?.(run),
   };
 }
+
+/** Each service's own settings in a run: its keys, and intervals short enough that a run drains within its bound. */
+const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
+  settlement: () => ({
+    ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+    CHECKOUT_ESCROW_PRIVATE_KEY: testWallets.checkoutEscrow.privateKey,
+    RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+    TREASURY_ADDRESS: testWallets.platform.address,
+    SETTLEMENT_PERIOD_SECONDS: '60',
+    SCHEDULER_INTERVAL_MS: '5000',
+    TX_TIMEOUT_MS: '30000',
+  }),
+  'escrow-ledger': (run) => ({
+    RELEASE_INTERVAL_MS: '1000',
+    REFUND_REQUESTS_PER_MINUTE: '100000',
+    // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
+    // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
+    CHAIN_CHECK_INTERVAL_MS: '1000',
+    // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
+    // drain. Settlement claims its reservations within seconds when idle, but a full run under RPC faults
+    // and replica kills claimed some 25–37 s after the reservation: at 30 s, payouts were refused
+    // (`not_pending: cancelled`) that were on their way. The short profile's light load claims in seconds.
+    PAYOUT_UNCLAIMED_AFTER_MS: String(run.payoutUnclaimedAfterMs),
+    PAYOUT_SWEEP_INTERVAL_MS: '2000',
+  }),
+  registry: () => ({ VALIDATION_INTERVAL_MS: '500' }),
+  // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per
+  // client address would answer most of the load 429 (683 of 1,918 operations in one run) instead of working.
+  'gateway-proxy': () => ({ RATE_LIMIT_PER_MINUTE: '100000' }),
+  checkout: () => ({ SESSION_RATE_LIMIT_PER_CLIENT: '100000' }),
+  notifier: () => ({
+    // Short waits: a run drains within seconds of the last fault although half the deliveries fail.
+    WEBHOOK_TIMEOUT_MS: '2000',
+    WEBHOOK_RETRY_BASE_DELAY_MS: '500',
+    WEBHOOK_RETRY_MAX_DELAY_MS: '2000',
+    WEBHOOK_CLAIM_LEASE_MS: '6000',
+    WEBHOOK_POLL_INTERVAL_MS: '500',
+    // Half the deliveries fail, many by hanging until the timeout: more in flight so the backlog of a
+    // 1,000-operation run drains within the bound (8 per replica drained about 8 a second).
+    WEBHOOK_CONCURRENCY: '32',
+    WEBHOOK_BATCH_SIZE: '64',
+  }),
+};
