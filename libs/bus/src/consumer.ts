@@ -9,8 +9,8 @@ import {
   type JsMsg,
   headers as natsHeaders,
 } from 'nats';
+import { backoffCeilingMs } from './backoff';
 import type { Bus } from './connection';
-import { cappedDoublingDelayMs } from './doubling-delay';
 import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './errors';
 
 const decoder = new TextDecoder();
@@ -33,7 +33,7 @@ interface CommonConsumerOptions<S extends Subject> {
   subject: S;
   /** Attempts before the message goes to the dead-letter subject. */
   maxAttempts?: number;
-  /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs) (deterministic: ./doubling-delay). */
+  /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs) (the ceiling of ./backoff, no jitter). */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
   ackWaitMs?: number;
@@ -264,7 +264,10 @@ export class InboxConsumer<S extends Subject> {
       await this.deadLetter(message, error);
       return;
     }
-    const delayMs = cappedDoublingDelayMs(attempt, this.options.baseBackoffMs, this.options.maxBackoffMs);
+    const delayMs = backoffCeilingMs(attempt, {
+      baseMs: this.options.baseBackoffMs,
+      maxMs: this.options.maxBackoffMs,
+    });
     this.logger.warn(
       { err: error, eventId: envelope.id, consumer: this.options.durable, attempt, delayMs },
       'event handler failed; will redeliver',

@@ -1,3 +1,4 @@
+export { type BackoffPolicy, backoffCeilingMs, backoffDelayMs } from './backoff';
 export {
   anchorStreamStore,
   type Bus,
@@ -19,7 +20,6 @@ export {
   InboxConsumer,
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
-export { cappedDoublingDelayMs } from './doubling-delay';
 export {
   isConsumerExistsError,
   isJetStreamError,

@@ -1,5 +1,5 @@
 import type { Logger } from '@paygate/telemetry';
-import { cappedDoublingDelayMs } from './doubling-delay';
+import { backoffCeilingMs } from './backoff';
 
 /**
  * What a pass tells the loop about the next one: nothing (wait the interval), `true` (more work is waiting:
@@ -138,7 +138,7 @@ export class PollingLoop {
     const kicked = this.pending;
     this.pending = false;
     if (this.failures > 0 && maxBackoffMs !== undefined) {
-      return cappedDoublingDelayMs(this.failures + 1, intervalMs, maxBackoffMs);
+      return backoffCeilingMs(this.failures + 1, { baseMs: intervalMs, maxMs: maxBackoffMs });
     }
     if (outcome === true || kicked) return 0;
     if (typeof outcome === 'object' && outcome !== null) return outcome.delayMs;

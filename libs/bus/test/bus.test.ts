@@ -5,7 +5,6 @@ import { countStreamMessages, type TestEnvironment, waitFor } from '@paygate/tes
 import { type Kysely, sql } from 'kysely';
 import {
   type Bus,
-  cappedDoublingDelayMs,
   encodeEnvelope,
   enqueueEvent,
   InboxConsumer,
@@ -152,9 +151,5 @@ describe('bus: outbox, inbox, dead letters (real Postgres and JetStream)', () =>
     expect(producedTraceId).toMatch(/^[0-9a-f]{32}$/);
     expect(consumedTraceId).toBe(producedTraceId);
     await stopTelemetry();
-  });
-
-  it('backs off exponentially within a bound', () => {
-    expect([1, 2, 3, 10].map((n) => cappedDoublingDelayMs(n, 100, 1000))).toEqual([100, 200, 400, 1000]);
   });
 });

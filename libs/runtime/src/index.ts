@@ -1,6 +1,13 @@
-// The one kickable, non-overlapping background loop (it lives in the bus library so the outbox relay can use it).
-export { type PassOutcome, PolledTask, PollingLoop, type PollingLoopOptions } from '@paygate/bus';
-export { type BackoffPolicy, backoffDelayMs } from './backoff';
+// The one kickable, non-overlapping background loop and the one backoff (they live in the bus library, which sits
+// below the runtime, so the outbox relay and the consumers use them too).
+export {
+  type BackoffPolicy,
+  backoffDelayMs,
+  type PassOutcome,
+  PolledTask,
+  PollingLoop,
+  type PollingLoopOptions,
+} from '@paygate/bus';
 export { type ChainConfig, chainConfig } from './chain-config';
 export {
   type CommonConfig,

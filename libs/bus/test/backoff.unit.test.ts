@@ -1,6 +1,14 @@
-import { backoffDelayMs } from '../src';
+import { backoffCeilingMs, backoffDelayMs } from '../src/backoff';
 
 const policy = { baseMs: 1000, maxMs: 8000, maxAttempts: 6 };
+
+describe('backoffCeilingMs', () => {
+  it('doubles from the base up to the cap, without jitter (the bus: redelivery and polling waits)', () => {
+    expect([1, 2, 3, 10].map((n) => backoffCeilingMs(n, { baseMs: 100, maxMs: 1000 }))).toEqual([
+      100, 200, 400, 1000,
+    ]);
+  });
+});
 
 describe('backoffDelayMs', () => {
   it('doubles the ceiling with each attempt up to the cap', () => {
