@@ -1,6 +1,6 @@
 /** The end of a run's faults: the system left alone until nothing is in flight (every outbox, inbox and job done). */
 import pg from 'pg';
-import { SCHEMAS } from './schemas';
+import { SCHEMAS } from '../service-schemas';
 
 /** Rows still in flight: nothing of this may be left 120 s after the last fault. */
 export async function pendingWork(client: pg.Client): Promise<Record<string, number>> {

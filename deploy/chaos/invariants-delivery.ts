@@ -4,8 +4,8 @@
  */
 import { CONSUMERS, SUBJECTS, type Subject } from '@paygate/contracts';
 import type pg from 'pg';
+import { SCHEMAS } from '../service-schemas';
 import type { InvariantInputs, InvariantReading } from './invariant-check';
-import { SCHEMAS } from './schemas';
 
 /**
  * Invariant 7: every outbox event reached each of its consumers exactly once (lost / unexpected; the inbox key

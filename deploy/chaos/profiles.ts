@@ -2,8 +2,9 @@
  * The profiles a chaos run takes (`CHAOS_PROFILE`): how many replicas of each service, how long the faults go on,
  * how much load, and the drain's bound.
  */
+
+import { ALL_SERVICES } from '../service-schemas';
 import { FAULT_WEIGHTS, type FaultKind } from './faults';
-import { ALL_SERVICES } from './schemas';
 
 export interface ChaosProfile {
   name: string;

@@ -5,7 +5,7 @@
  */
 import type { NatsPasswords } from '@paygate/bus';
 import { testWallets } from '@paygate/testing';
-import { SCHEMAS } from './schemas';
+import { SCHEMAS } from '../service-schemas';
 
 export const OPERATOR_TOKEN = 'chaos-operator-token-not-secret-000';
 const SESSION_SECRET = 'chaos-session-secret-not-secret-0123456789';

@@ -21,6 +21,7 @@ import { retryStartup } from '@paygate/runtime';
 import { type AnvilInstance, deployTestUsdc, startAnvil } from '@paygate/testing';
 import { buildServiceBundles } from '@paygate/testing/service-bundles';
 import type { Wallet } from 'ethers';
+import { ALL_SERVICES } from '../service-schemas';
 import { Balancer } from './balancer';
 import { NatsCluster } from './nats-cluster';
 import { fundBuyers, type Seller, setUpSellers } from './participants';
@@ -29,7 +30,6 @@ import type { Prng } from './prng';
 import type { ChaosProfile } from './profiles';
 import { createReplicas, type Replica } from './replicas';
 import { RpcFaultProxy } from './rpc-proxy';
-import { ALL_SERVICES } from './schemas';
 import { serviceEnv } from './service-env';
 import { WebhookReceiver } from './webhook-receiver';
 

@@ -15,6 +15,7 @@ import { buildServiceBundles, serviceBundleCommand } from '@paygate/testing/serv
 import { HDNodeWallet } from 'ethers';
 import routeTable from '../routes.json';
 import { startLocalChain } from '../scripts/start-local-chain';
+import { SCHEMAS } from '../service-schemas';
 import { bootstrapDemo } from './bootstrap';
 import { startEdge } from './edge';
 import { ensureInfrastructure } from './infrastructure';
@@ -43,16 +44,6 @@ const DEV_SESSION_SECRET = 'dev-session-secret-not-secret-0123456789';
 
 const DEV_NAMESPACE = process.env.DEV_NAMESPACE ?? 'dev';
 const DEV_SCHEMA_PREFIX = process.env.DEV_SCHEMA_PREFIX ?? 'dev_';
-/** Each service's schema; `make dev` prefixes them (dev_) so it never touches another setup's data. */
-const SCHEMAS: Record<string, string> = {
-  registry: 'registry',
-  'gateway-proxy': 'gateway',
-  checkout: 'checkout',
-  'chain-indexer': 'indexer',
-  'escrow-ledger': 'ledger',
-  settlement: 'settlement',
-  notifier: 'notifier',
-};
 
 const COLORS = [31, 32, 33, 34, 35, 36, 91, 92];
 
@@ -120,6 +111,7 @@ async function main(): Promise<void> {
     shutdown.add('Postgres and NATS', infra.stop);
     for (const server of infra.processes) shutdown.killOnAbort(server);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
+    // `make dev` prefixes each service's schema (dev_) so it never touches another setup's data.
     const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
     const devSchemas = Object.keys(SCHEMAS).map(schemaOf);
     await resetDevState(infra, DEV_NAMESPACE, devSchemas);

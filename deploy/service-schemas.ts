@@ -1,4 +1,4 @@
-/** The services a chaos run starts, each with the Postgres schema it owns (its outbox, inbox and tables). */
+/** Each service with the Postgres schema it owns (its outbox, inbox and tables), for the runners that start them all. */
 export const SCHEMAS: Record<string, string> = {
   registry: 'registry',
   'gateway-proxy': 'gateway',
