@@ -49,7 +49,6 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
-
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -61,50 +60,121 @@ export function loadConfig(
     { ...env, RPC_TIMEOUT_MS: env.RPC_TIMEOUT_MS ?? env.CHAIN_TIMEOUT_MS },
     { rpcTimeoutMs: 5000 },
   );
-  const parsed = parseEnv<{
-    TICKET_SIGNING_KEY: string;
-    TICKET_KEY_ENCRYPTION_KEY: string;
-    TICKET_TTL_SECONDS: number;
-    RATE_LIMIT_PER_MINUTE: number;
-    UPSTREAM_TIMEOUT_MS: number;
-    PROXY_MAX_BODY_BYTES: number;
-    RETRY_WINDOW_SECONDS: number;
-    X402_MAX_TIMEOUT_SECONDS: number;
-    X402_INCLUSION_WAIT_MS: number;
-    RELAYER_TIMEOUT_MS: number;
-    REGISTRY_TIMEOUT_MS: number;
-    X402_RECOVERY_AFTER_MS: number;
-    X402_RECOVERY_INTERVAL_MS: number;
-    X402_MIN_AMOUNT: string;
-    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: number;
-    X402_FACILITATOR_PER_MINUTE: number;
-    DISCOVERY_PER_MINUTE: number;
-    RELAYER_DAILY_PER_PAYER: number;
-    RELAYER_DAILY_PER_SELLER: number;
-  }>(env, {
-    TICKET_SIGNING_KEY: str({ default: '' }),
-    TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
-    TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
-    RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
-    UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
-    PROXY_MAX_BODY_BYTES: int({ default: 10 * 1024 * 1024, min: 1 }),
-    RETRY_WINDOW_SECONDS: int({ default: 600, min: 1 }),
-    X402_MAX_TIMEOUT_SECONDS: int({ default: 60, min: 1 }),
-    X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1 }),
-    RELAYER_TIMEOUT_MS: int({ default: 3000, min: 1 }),
-    REGISTRY_TIMEOUT_MS: int({ default: 2000, min: 1 }),
-    X402_RECOVERY_AFTER_MS: int({ default: 30_000, min: 1 }),
-    X402_RECOVERY_INTERVAL_MS: int({ default: 5000, min: 1 }),
-    // 0.01 USDC: one transferWithAuthorization is ~68,000 gas, about 0.002 USD on Base at 0.01 gwei and
-    // 3,000 USD/ETH; below this a payment costs Paygate more in gas than it is worth moving (README).
-    X402_MIN_AMOUNT: str({ default: '0.01' }),
-    X402_FACILITATOR_MAX_TIMEOUT_SECONDS: int({ default: 3600, min: 1 }),
-    X402_FACILITATOR_PER_MINUTE: int({ default: 300, min: 1 }),
-    DISCOVERY_PER_MINUTE: int({ default: 60, min: 1 }),
-    RELAYER_DAILY_PER_PAYER: int({ default: 1000, min: 1 }),
-    RELAYER_DAILY_PER_SELLER: int({ default: 10_000, min: 1 }),
+  // One parse for every group, so that one error names every bad variable.
+  const parsed = parseEnv<TicketEnv & SellerCallEnv & X402Env>(env, {
+    ...ticketEnv(),
+    ...sellerCallEnv(),
+    ...x402Env(),
   });
   const problems: string[] = [];
+  const x402 = x402Settings(parsed, problems);
+  const tickets = ticketSettings(parsed, problems);
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  productionGuards(env, {
+    serviceName: common.serviceName,
+    production: common.production,
+    escrow: { address: chain.escrowAddress },
+    sharedConfirmations: true,
+    // Seals the ticket signing key at rest: a dump of the gateway schema must not hand out the key.
+    secrets: [{ name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 }],
+  });
+  return { ...common, ...chain, ...tickets, ...sellerCallSettings(parsed), ...x402, now };
+}
+
+type TicketEnv = {
+  TICKET_SIGNING_KEY: string;
+  TICKET_KEY_ENCRYPTION_KEY: string;
+  TICKET_TTL_SECONDS: number;
+};
+
+const ticketEnv = () => ({
+  TICKET_SIGNING_KEY: str({ default: '' }),
+  TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
+  TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
+});
+
+/** The ticket signing key (a PEM EC private key, or none), its sealing key and the tickets' lifetime. */
+function ticketSettings(
+  parsed: TicketEnv,
+  problems: string[],
+): Pick<GatewayProxyConfig, 'ticketSigningKeyPem' | 'ticketKeyEncryptionKey' | 'ticketTtlSeconds'> {
+  const pem = parsed.TICKET_SIGNING_KEY.replace(/\\n/g, '\n').trim();
+  if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
+  return {
+    ticketSigningKeyPem: pem || undefined,
+    ticketKeyEncryptionKey: parsed.TICKET_KEY_ENCRYPTION_KEY,
+    ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
+  };
+}
+
+type SellerCallEnv = {
+  RATE_LIMIT_PER_MINUTE: number;
+  UPSTREAM_TIMEOUT_MS: number;
+  PROXY_MAX_BODY_BYTES: number;
+  RETRY_WINDOW_SECONDS: number;
+  REGISTRY_TIMEOUT_MS: number;
+};
+
+const sellerCallEnv = () => ({
+  RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
+  UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
+  PROXY_MAX_BODY_BYTES: int({ default: 10 * 1024 * 1024, min: 1 }),
+  RETRY_WINDOW_SECONDS: int({ default: 600, min: 1 }),
+  REGISTRY_TIMEOUT_MS: int({ default: 2000, min: 1 }),
+});
+
+/** The paid call to a seller: its rate limit, timeout, body bound, retry window and the seller's forwarding key. */
+function sellerCallSettings(
+  parsed: SellerCallEnv,
+): Pick<
+  GatewayProxyConfig,
+  | 'rateLimitPerMinute'
+  | 'upstreamTimeoutMs'
+  | 'proxyMaxBodyBytes'
+  | 'retryWindowSeconds'
+  | 'registryTimeoutMs'
+> {
+  return {
+    rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
+    upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,
+    proxyMaxBodyBytes: parsed.PROXY_MAX_BODY_BYTES,
+    retryWindowSeconds: parsed.RETRY_WINDOW_SECONDS,
+    registryTimeoutMs: parsed.REGISTRY_TIMEOUT_MS,
+  };
+}
+
+type X402Env = {
+  X402_MAX_TIMEOUT_SECONDS: number;
+  X402_INCLUSION_WAIT_MS: number;
+  RELAYER_TIMEOUT_MS: number;
+  X402_RECOVERY_AFTER_MS: number;
+  X402_RECOVERY_INTERVAL_MS: number;
+  X402_MIN_AMOUNT: string;
+  X402_FACILITATOR_MAX_TIMEOUT_SECONDS: number;
+  X402_FACILITATOR_PER_MINUTE: number;
+  DISCOVERY_PER_MINUTE: number;
+  RELAYER_DAILY_PER_PAYER: number;
+  RELAYER_DAILY_PER_SELLER: number;
+};
+
+const x402Env = () => ({
+  X402_MAX_TIMEOUT_SECONDS: int({ default: 60, min: 1 }),
+  X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1 }),
+  RELAYER_TIMEOUT_MS: int({ default: 3000, min: 1 }),
+  X402_RECOVERY_AFTER_MS: int({ default: 30_000, min: 1 }),
+  X402_RECOVERY_INTERVAL_MS: int({ default: 5000, min: 1 }),
+  // 0.01 USDC: one transferWithAuthorization is ~68,000 gas, about 0.002 USD on Base at 0.01 gwei and
+  // 3,000 USD/ETH; below this a payment costs Paygate more in gas than it is worth moving (README).
+  X402_MIN_AMOUNT: str({ default: '0.01' }),
+  X402_FACILITATOR_MAX_TIMEOUT_SECONDS: int({ default: 3600, min: 1 }),
+  X402_FACILITATOR_PER_MINUTE: int({ default: 300, min: 1 }),
+  DISCOVERY_PER_MINUTE: int({ default: 60, min: 1 }),
+  RELAYER_DAILY_PER_PAYER: int({ default: 1000, min: 1 }),
+  RELAYER_DAILY_PER_SELLER: int({ default: 10_000, min: 1 }),
+});
+
+/** x402: settlement by the relayer (waits, recovery, smallest amount, daily budgets), the facilitator, discovery. */
+function x402Settings(parsed: X402Env, problems: string[]) {
   let x402MinAmountMicro = 0n;
   try {
     x402MinAmountMicro = parseUsdc(parsed.X402_MIN_AMOUNT);
@@ -115,31 +185,10 @@ export function loadConfig(
     );
   }
   if (parsed.X402_INCLUSION_WAIT_MS > 60_000) problems.push('X402_INCLUSION_WAIT_MS: must be at most 60000');
-  const pem = parsed.TICKET_SIGNING_KEY.replace(/\\n/g, '\n').trim();
-  if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  productionGuards(env, {
-    serviceName: common.serviceName,
-    production: common.production,
-    escrow: { address: chain.escrowAddress },
-    sharedConfirmations: true,
-    // Seals the ticket signing key at rest: a dump of the gateway schema must not hand out the key.
-    secrets: [{ name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 }],
-  });
   return {
-    ...common,
-    ...chain,
-    ticketSigningKeyPem: pem || undefined,
-    ticketKeyEncryptionKey: parsed.TICKET_KEY_ENCRYPTION_KEY,
-    ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
-    rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
-    upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,
-    proxyMaxBodyBytes: parsed.PROXY_MAX_BODY_BYTES,
-    retryWindowSeconds: parsed.RETRY_WINDOW_SECONDS,
     x402MaxTimeoutSeconds: parsed.X402_MAX_TIMEOUT_SECONDS,
     x402InclusionWaitMs: parsed.X402_INCLUSION_WAIT_MS,
     relayerTimeoutMs: parsed.RELAYER_TIMEOUT_MS,
-    registryTimeoutMs: parsed.REGISTRY_TIMEOUT_MS,
     x402RecoveryAfterMs: parsed.X402_RECOVERY_AFTER_MS,
     x402RecoveryIntervalMs: parsed.X402_RECOVERY_INTERVAL_MS,
     x402MinAmountMicro,
@@ -148,6 +197,5 @@ export function loadConfig(
     discoveryPerMinute: parsed.DISCOVERY_PER_MINUTE,
     relayerDailyPerPayer: parsed.RELAYER_DAILY_PER_PAYER,
     relayerDailyPerSeller: parsed.RELAYER_DAILY_PER_SELLER,
-    now,
   };
 }

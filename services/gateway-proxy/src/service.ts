@@ -1,7 +1,7 @@
 import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
-import { mountRoutes, serveOpenApi } from '@paygate/http';
+import { type AnyRoute, mountRoutes, serveOpenApi } from '@paygate/http';
 import { MAX_X402_HEADER_BYTES } from '@paygate/protocol';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
@@ -37,42 +37,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       state = await createGatewayState(ctx, config, provider);
       // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
       ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
-      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
-      const routes = [
-        // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
-        paidCallRoute({
-          config: state.config,
-          logger: ctx.logger,
-          skills: state.skills,
-          limiter: state.limiter,
-          payments: state.payments,
-          callOutcomes: new CallOutcomes(ctx, {
-            retryWindowSeconds: config.retryWindowSeconds,
-            now: config.now,
-          }),
-          x402: state.x402,
-          settleX402: (payment, purchase, version) =>
-            settleAwaitingCopies(need(), payment, purchase, version, { share: false }),
-          tickets: state.tickets,
-          forwardingKeys: state.forwardingKeys,
-          forwarding: state.forwarding,
-          metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },
-        }),
-        ...verifyRoutes(state),
-        ...jwksRoutes(state),
-        ...x402Routes(state),
-        // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
-        ...mcpRoutes({
-          db: ctx.db,
-          skillByName: (name) => need().skills.byName(name),
-          selfUrl: () => {
-            if (!selfUrl) throw new Error('the gateway is not listening yet');
-            return selfUrl;
-          },
-          trustedProxies: config.trustedProxies,
-          callTimeoutMs: config.upstreamTimeoutMs + 60_000,
-        }),
-      ];
+      const routes = gatewayRoutes(ctx, state, need, () => {
+        if (!selfUrl) throw new Error('the gateway is not listening yet');
+        return selfUrl;
+      });
       mountRoutes(app, routes);
       serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
@@ -85,20 +53,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         afterCommit: () => need().skills.invalidate(),
       }),
     ],
-    background: () => [
-      {
-        start: () => {
-          for (const limiter of need().limiters) limiter.start();
-        },
-        stop: async () => {
-          await Promise.all(need().limiters.map((limiter) => limiter.stop()));
-        },
-      },
-      { start: () => need().x402.start(), stop: () => need().x402.stop() },
-      { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
-      // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
-      { start: async () => undefined, stop: () => need().forwarding.dispatcher.close() },
-    ],
+    background: () => backgroundTasks(need),
     readinessChecks: () => [
       {
         name: 'chain',
@@ -112,4 +67,64 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
   });
   selfUrl = running.url;
   return Object.assign(running, { state: need() });
+}
+
+/** Each route declares itself once: registration, validation and the OpenAPI document come from it. */
+function gatewayRoutes(
+  ctx: ServiceContext,
+  state: GatewayState,
+  need: () => GatewayState,
+  selfUrl: () => string,
+): AnyRoute[] {
+  const { config } = state;
+  return [
+    // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
+    paidCallRoute({
+      config: state.config,
+      logger: ctx.logger,
+      skills: state.skills,
+      limiter: state.limiter,
+      payments: state.payments,
+      callOutcomes: new CallOutcomes(ctx, {
+        retryWindowSeconds: config.retryWindowSeconds,
+        now: config.now,
+      }),
+      x402: state.x402,
+      settleX402: (payment, purchase, version) =>
+        settleAwaitingCopies(need(), payment, purchase, version, { share: false }),
+      tickets: state.tickets,
+      forwardingKeys: state.forwardingKeys,
+      forwarding: state.forwarding,
+      metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },
+    }),
+    ...verifyRoutes(state),
+    ...jwksRoutes(state),
+    ...x402Routes(state),
+    // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
+    ...mcpRoutes({
+      db: ctx.db,
+      skillByName: (name) => need().skills.byName(name),
+      selfUrl,
+      trustedProxies: config.trustedProxies,
+      callTimeoutMs: config.upstreamTimeoutMs + 60_000,
+    }),
+  ];
+}
+
+/** The limiters, x402's recovery, the forwarding keys' subscription and the pools to sellers, stopped in order. */
+function backgroundTasks(need: () => GatewayState) {
+  return [
+    {
+      start: () => {
+        for (const limiter of need().limiters) limiter.start();
+      },
+      stop: async () => {
+        await Promise.all(need().limiters.map((limiter) => limiter.stop()));
+      },
+    },
+    { start: () => need().x402.start(), stop: () => need().x402.stop() },
+    { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
+    // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
+    { start: async () => undefined, stop: () => need().forwarding.dispatcher.close() },
+  ];
 }

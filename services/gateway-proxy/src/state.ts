@@ -57,12 +57,41 @@ export async function createGatewayState(
     new SecretBox(config.ticketKeyEncryptionKey, 'paygate-gateway-ticket-keys'),
   );
   await keys.init();
-  const chain = new ChainVerifier(provider, {
-    usdcAddress: config.usdcAddress,
-    escrowAddress: config.escrowAddress,
-    confirmations: config.confirmations,
-  });
-  const forwardOptions: ForwardOptions = {
+  const forwarding = forwardingOptions(config, keys);
+  const { limiter, facilitatorLimiter, discoveryLimiter, relayerBudgets } = rateLimiters(ctx, config);
+  const metrics = gatewayMetrics(ctx);
+  const { payments, x402 } = paymentServices(ctx, config, provider, relayerBudgets);
+  // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
+  void x402.tokenDomain().catch(() => undefined);
+  void x402.relayer.currentStatus();
+  return {
+    config,
+    ctx,
+    provider,
+    skills: new SkillDirectory(ctx.db),
+    payments,
+    x402,
+    keys,
+    tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
+    limiter,
+    facilitatorLimiter,
+    discoveryLimiter,
+    limiters: [
+      limiter,
+      facilitatorLimiter,
+      discoveryLimiter,
+      relayerBudgets.perPayer,
+      relayerBudgets.perSeller,
+    ],
+    metrics,
+    forwarding,
+    forwardingKeys: new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs }),
+  };
+}
+
+/** What every forward uses: the timeout, the request signer (the ticket keys), the body bound and the pools. */
+function forwardingOptions(config: GatewayProxyConfig, keys: TicketKeyStore): ForwardOptions {
+  return {
     timeoutMs: config.upstreamTimeoutMs,
     signer: new RequestSigner(keys, config.now),
     maxBodyBytes: config.proxyMaxBodyBytes,
@@ -71,17 +100,27 @@ export async function createGatewayState(
       { connections: FORWARD_CONNECTIONS_PER_ORIGIN, connectTimeoutMs: config.upstreamTimeoutMs },
     ),
   };
-  const limiter = new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now);
-  const facilitatorLimiter = new SharedRateLimiter(ctx.db, config.x402FacilitatorPerMinute, config.now);
-  const discoveryLimiter = new SharedRateLimiter(ctx.db, config.discoveryPerMinute, config.now);
+}
+
+/** The per-minute limiters of the paid URLs, the facilitator and discovery, and the relayer's daily budgets. */
+function rateLimiters(ctx: ServiceContext, config: GatewayProxyConfig) {
   // Budgets are exact (freshMs 0: every relayed payment is counted in Postgres before it is submitted).
   const day = { windowMs: 24 * 60 * 60_000, freshMs: 0 };
-  const relayerBudgets = {
-    perPayer: new SharedRateLimiter(ctx.db, config.relayerDailyPerPayer, config.now, day),
-    perSeller: new SharedRateLimiter(ctx.db, config.relayerDailyPerSeller, config.now, day),
+  return {
+    limiter: new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now),
+    facilitatorLimiter: new SharedRateLimiter(ctx.db, config.x402FacilitatorPerMinute, config.now),
+    discoveryLimiter: new SharedRateLimiter(ctx.db, config.discoveryPerMinute, config.now),
+    relayerBudgets: {
+      perPayer: new SharedRateLimiter(ctx.db, config.relayerDailyPerPayer, config.now, day),
+      perSeller: new SharedRateLimiter(ctx.db, config.relayerDailyPerSeller, config.now, day),
+    },
   };
+}
+
+/** The gateway's payment, refusal, rate-limit and x402 copy metrics, on the service's registry. */
+function gatewayMetrics(ctx: ServiceContext): GatewayState['metrics'] {
   const registers = [ctx.metrics.registry];
-  const metrics = {
+  return {
     accepted: new Counter({
       name: 'gateway_payments_accepted_total',
       help: 'Payments accepted by mode and whether they were fresh or a reuse',
@@ -105,6 +144,20 @@ export async function createGatewayState(
       registers,
     }),
   };
+}
+
+/** Tx-hash payments (proven on chain, claimed with the ledger) and x402 payments (settled by the relayer). */
+function paymentServices(
+  ctx: ServiceContext,
+  config: GatewayProxyConfig,
+  provider: JsonRpcProvider,
+  relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter },
+) {
+  const chain = new ChainVerifier(provider, {
+    usdcAddress: config.usdcAddress,
+    escrowAddress: config.escrowAddress,
+    confirmations: config.confirmations,
+  });
   const payments = new PaymentService(
     ctx,
     chain,
@@ -139,30 +192,5 @@ export async function createGatewayState(
       now: config.now,
     },
   );
-  // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
-  void x402.tokenDomain().catch(() => undefined);
-  void x402.relayer.currentStatus();
-  return {
-    config,
-    ctx,
-    provider,
-    skills: new SkillDirectory(ctx.db),
-    payments,
-    x402,
-    keys,
-    tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
-    limiter,
-    facilitatorLimiter,
-    discoveryLimiter,
-    limiters: [
-      limiter,
-      facilitatorLimiter,
-      discoveryLimiter,
-      relayerBudgets.perPayer,
-      relayerBudgets.perSeller,
-    ],
-    metrics,
-    forwarding: forwardOptions,
-    forwardingKeys: new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs }),
-  };
+  return { payments, x402 };
 }
