@@ -25,8 +25,6 @@ export function parseAmount(value: string | undefined): bigint | undefined {
 }
 
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
-/** withIdempotency reads the express request (method, route, params, body, Idempotency-Key). */
-export const expressRequest = (req: unknown) => req as Request;
 
 /**
  * A seller's write, run at most once per Idempotency-Key and answered as stored. A refund booking locks the seller's
@@ -42,7 +40,8 @@ export async function sendSellerWrite(
 ): Promise<void> {
   const sellerId = sellerOf(req);
   const response = await ctx.inTransaction(
-    (trx) => withIdempotency(trx, expressRequest(req), sellerId, () => write(trx, sellerId)),
+    // withIdempotency reads the express request (method, route, params, body, Idempotency-Key).
+    (trx) => withIdempotency(trx, req as Request, sellerId, () => write(trx, sellerId)),
     options,
   );
   sendStored(res, response);
