@@ -40,14 +40,7 @@ export interface ChainConfigDefaults {
  * throwing one ConfigError that names every bad variable and its rule.
  */
 export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefaults): ChainConfig {
-  const parsed = parseEnv<{
-    CHAIN_RPC_URL: string;
-    CHAIN_NETWORK: string;
-    USDC_ADDRESS: string;
-    ESCROW_ADDRESS: string;
-    CONFIRMATIONS: string;
-    RPC_TIMEOUT_MS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     CHAIN_RPC_URL: str({ default: 'http://127.0.0.1:8545' }),
     CHAIN_NETWORK: str({ default: 'local' }),
     USDC_ADDRESS: str({ default: '' }),

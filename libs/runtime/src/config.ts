@@ -1,5 +1,15 @@
 import { parseTrustedProxies, type TrustedProxies } from '@paygate/http';
-import { bool, cleanEnv, EnvError, makeValidator, str, url } from 'envalid';
+import {
+  bool,
+  type CleanedEnv,
+  cleanEnv,
+  EnvError,
+  makeValidator,
+  type RequiredValidatorSpec,
+  str,
+  url,
+  type ValidatorSpec,
+} from 'envalid';
 
 export { bool, num, port, str, url } from 'envalid';
 
@@ -60,7 +70,12 @@ export class ConfigError extends Error {
  * `NAME: must be an integer from <min> to <max>` with the others. 0 is only allowed where `min` says so (for a
  * timeout or a size, 0 would mean "no limit": every bound here is a real one).
  */
-export function int(spec: { default?: number; min: number; max?: number; desc?: string }) {
+export function int(spec: {
+  default?: number;
+  min: number;
+  max?: number;
+  desc?: string;
+}): RequiredValidatorSpec<number> {
   const { min, max = Number.MAX_SAFE_INTEGER } = spec;
   const rule =
     max === Number.MAX_SAFE_INTEGER ? `an integer of at least ${min}` : `an integer from ${min} to ${max}`;
@@ -76,45 +91,32 @@ export function int(spec: { default?: number; min: number; max?: number; desc?: 
   });
 }
 
+/** The settings one parseEnv call reads: each variable's envalid validator (`int`, `str`, `num`, `bool`, `url`). */
+export type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
+
+/**
+ * What parseEnv returns for `S`, read off the validators (`int`, `num` → number; `str`, `url` → string), with
+ * envalid's accessors (isProduction, …). `| undefined` only where a spec's type says `default: undefined`: a
+ * default that is undefined only at run time (`production ? undefined : 'x'`) is typed as always present, so a
+ * setting required in production is a validator of its own instead.
+ */
+export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
+
 /** Parses the environment once, with envalid, throwing one clear error that names every bad variable. */
-export function parseEnv<T extends Record<string, unknown>>(
-  env: NodeJS.ProcessEnv,
-  specs: { [K in keyof T]: any },
-): T {
+export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): ParsedEnv<S> {
   return cleanEnv(env, specs, {
     reporter: ({ errors }) => {
       const problems = Object.entries(errors).map(([key, error]) => `${key}: ${(error as Error).message}`);
       if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
     },
-  }) as unknown as T;
+  });
 }
 
 export function commonConfig(
   env: NodeJS.ProcessEnv,
   defaults: { serviceName: string; schema: string; port: number },
 ): CommonConfig {
-  const parsed = parseEnv<{
-    PORT: number;
-    DATABASE_URL: string;
-    DB_SCHEMA: string;
-    NATS_URL: string;
-    NATS_USER: string;
-    NATS_PASSWORD: string;
-    NATS_CA_FILE: string;
-    EVENT_NAMESPACE: string;
-    LOG_LEVEL: string;
-    PUBLIC_BASE_URL: string;
-    NODE_ENV: string;
-    STARTUP_ATTEMPTS: number;
-    TRUSTED_PROXIES: string;
-    DB_POOL_SIZE: number;
-    DB_CONNECT_TIMEOUT_MS: number;
-    DB_STATEMENT_TIMEOUT_MS: number;
-    DB_LOCK_TIMEOUT_MS: number;
-    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: number;
-    DB_IDLE_TIMEOUT_MS: number;
-    NATS_STREAM_REPLICAS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     // 0 asks the OS for a free port (tests run many services side by side).
     PORT: int({ default: defaults.port, min: 0, max: 65535 }),
     DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),

@@ -15,8 +15,10 @@ export {
   commonConfig,
   type DatabaseLimits,
   DEFAULT_DATABASE_LIMITS,
+  type EnvSpecs,
   int,
   num,
+  type ParsedEnv,
   parseEnv,
   str,
 } from './config';

@@ -44,19 +44,7 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerConfig {
   const common = commonConfig(env, { serviceName: 'chain-indexer', schema: 'indexer', port: 8084 });
   const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
-  const parsed = parseEnv<{
-    POLL_INTERVAL_MS: number;
-    MAX_RANGE_BLOCKS: number;
-    MAX_BLOCKS_PER_PASS: number;
-    REORG_WINDOW_BLOCKS: number;
-    START_BLOCK: number;
-    LEADER_RETRY_MS: number;
-    CHECKOUT_ESCROW_ADDRESS: string;
-    MAX_WATCHED_DEPOSIT_ADDRESSES: number;
-    ADDRESSES_PER_LOG_QUERY: number;
-    DEPOSIT_BACKFILL_BLOCKS: number;
-    DEPOSIT_BACKFILL_MAX_BLOCKS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     POLL_INTERVAL_MS: int({ default: 50, min: 1, max: 60_000 }),
     MAX_RANGE_BLOCKS: int({ default: 2000, min: 1 }),
     MAX_BLOCKS_PER_PASS: int({ default: 20_000, min: 1 }),

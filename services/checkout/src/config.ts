@@ -109,20 +109,7 @@ export function loadConfig(
     // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
     escrowAddress: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
   });
-  const parsed = parseEnv<{
-    SESSION_TTL_SECONDS: number;
-    LATE_WINDOW_SECONDS: number;
-    DEFAULT_HOLD_PERIOD_HOURS: number;
-    SWEEP_INTERVAL_MS: number;
-    OPERATOR_TOKEN: string;
-    PROJECTION_CACHE_TTL_MS: number;
-    CHECKOUT_ESCROW_ADDRESS: string;
-    CHECKOUT_DEPOSIT_XPUB: string;
-    DEPOSIT_WATCH_GRACE_SECONDS: number;
-    SESSION_RATE_LIMIT_PER_KEY: number;
-    SESSION_RATE_LIMIT_PER_CLIENT: number;
-    MAX_OPEN_SESSIONS_PER_SELLER: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
     LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
     DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),

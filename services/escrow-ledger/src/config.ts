@@ -61,18 +61,7 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerConfig {
   const common = commonConfig(env, { serviceName: 'escrow-ledger', schema: 'ledger', port: 8085 });
   const chain = chainConfig(env, { rpcTimeoutMs: 10_000 });
-  const parsed = parseEnv<{
-    OPERATOR_TOKEN: string;
-    RELEASE_INTERVAL_MS: number;
-    RELEASE_BATCH_SIZE: number;
-    PAYMENT_BATCH_SIZE: number;
-    PAYMENT_CONCURRENCY: number;
-    REFUND_REQUESTS_PER_MINUTE: number;
-    CHAIN_CHECK_INTERVAL_MS: number;
-    CHAIN_CONFIRM_TIMEOUT_MS: number;
-    PAYOUT_UNCLAIMED_AFTER_MS: number;
-    PAYOUT_SWEEP_INTERVAL_MS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
     RELEASE_INTERVAL_MS: int({ default: 5_000, min: 1 }),
     RELEASE_BATCH_SIZE: int({ default: 200, min: 1 }),

@@ -6,6 +6,7 @@ import {
   chainConfig,
   commonConfig,
   int,
+  type ParsedEnv,
   parseEnv,
   productionGuards,
   str,
@@ -61,7 +62,7 @@ export function loadConfig(
     { rpcTimeoutMs: 5000 },
   );
   // One parse for every group, so that one error names every bad variable.
-  const parsed = parseEnv<TicketEnv & SellerCallEnv & X402Env>(env, {
+  const parsed = parseEnv(env, {
     ...ticketEnv(),
     ...sellerCallEnv(),
     ...x402Env(),
@@ -81,17 +82,13 @@ export function loadConfig(
   return { ...common, ...chain, ...tickets, ...sellerCallSettings(parsed), ...x402, now };
 }
 
-type TicketEnv = {
-  TICKET_SIGNING_KEY: string;
-  TICKET_KEY_ENCRYPTION_KEY: string;
-  TICKET_TTL_SECONDS: number;
-};
-
 const ticketEnv = () => ({
   TICKET_SIGNING_KEY: str({ default: '' }),
   TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
   TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
 });
+
+type TicketEnv = ParsedEnv<ReturnType<typeof ticketEnv>>;
 
 /** The ticket signing key (a PEM EC private key, or none), its sealing key and the tickets' lifetime. */
 function ticketSettings(
@@ -107,14 +104,6 @@ function ticketSettings(
   };
 }
 
-type SellerCallEnv = {
-  RATE_LIMIT_PER_MINUTE: number;
-  UPSTREAM_TIMEOUT_MS: number;
-  PROXY_MAX_BODY_BYTES: number;
-  RETRY_WINDOW_SECONDS: number;
-  REGISTRY_TIMEOUT_MS: number;
-};
-
 const sellerCallEnv = () => ({
   RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
   UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
@@ -122,6 +111,8 @@ const sellerCallEnv = () => ({
   RETRY_WINDOW_SECONDS: int({ default: 600, min: 1 }),
   REGISTRY_TIMEOUT_MS: int({ default: 2000, min: 1 }),
 });
+
+type SellerCallEnv = ParsedEnv<ReturnType<typeof sellerCallEnv>>;
 
 /** The paid call to a seller: its rate limit, timeout, body bound, retry window and the seller's forwarding key. */
 function sellerCallSettings(
@@ -143,20 +134,6 @@ function sellerCallSettings(
   };
 }
 
-type X402Env = {
-  X402_MAX_TIMEOUT_SECONDS: number;
-  X402_INCLUSION_WAIT_MS: number;
-  RELAYER_TIMEOUT_MS: number;
-  X402_RECOVERY_AFTER_MS: number;
-  X402_RECOVERY_INTERVAL_MS: number;
-  X402_MIN_AMOUNT: string;
-  X402_FACILITATOR_MAX_TIMEOUT_SECONDS: number;
-  X402_FACILITATOR_PER_MINUTE: number;
-  DISCOVERY_PER_MINUTE: number;
-  RELAYER_DAILY_PER_PAYER: number;
-  RELAYER_DAILY_PER_SELLER: number;
-};
-
 const x402Env = () => ({
   X402_MAX_TIMEOUT_SECONDS: int({ default: 60, min: 1 }),
   X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1 }),
@@ -172,6 +149,8 @@ const x402Env = () => ({
   RELAYER_DAILY_PER_PAYER: int({ default: 1000, min: 1 }),
   RELAYER_DAILY_PER_SELLER: int({ default: 10_000, min: 1 }),
 });
+
+type X402Env = ParsedEnv<ReturnType<typeof x402Env>>;
 
 /** x402: settlement by the relayer (waits, recovery, smallest amount, daily budgets), the facilitator, discovery. */
 function x402Settings(parsed: X402Env, problems: string[]) {

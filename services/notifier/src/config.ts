@@ -30,23 +30,7 @@ export interface NotifierConfig extends CommonConfig {
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig {
   const common = commonConfig(env, { serviceName: 'notifier', schema: 'notifier', port: 8087 });
-  const parsed = parseEnv<{
-    WEBHOOK_TIMEOUT_MS: number;
-    WEBHOOK_RETRY_BASE_DELAY_MS: number;
-    WEBHOOK_RETRY_MAX_DELAY_MS: number;
-    WEBHOOK_RETRY_WINDOW_HOURS: number;
-    WEBHOOK_POLL_INTERVAL_MS: number;
-    WEBHOOK_BATCH_SIZE: number;
-    WEBHOOK_CONCURRENCY: number;
-    WEBHOOK_CLAIM_LEASE_MS: number;
-    SECRET_REQUEST_TIMEOUT_MS: number;
-    WS_MAX_SUBSCRIPTIONS_PER_SOCKET: number;
-    WS_MAX_PAYLOAD_BYTES: number;
-    WS_MAX_SOCKETS: number;
-    WS_MAX_SOCKETS_PER_CLIENT: number;
-    WS_HEARTBEAT_INTERVAL_MS: number;
-    WS_IDLE_TIMEOUT_MS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     WEBHOOK_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
     WEBHOOK_RETRY_BASE_DELAY_MS: int({ default: 30_000, min: 1 }),
     WEBHOOK_RETRY_MAX_DELAY_MS: int({ default: 6 * 60 * 60 * 1000, min: 1 }),

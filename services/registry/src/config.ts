@@ -65,29 +65,7 @@ export function loadConfig(
   now: () => Date = () => new Date(),
 ): RegistryConfig {
   const common = commonConfig(env, { serviceName: 'registry', schema: 'registry', port: 8081 });
-  const parsed = parseEnv<{
-    SESSION_SECRET: string;
-    SESSION_TTL_MS: number;
-    SIWE_NONCE_TTL_MS: number;
-    OPERATOR_TOKEN: string;
-    SECRETS_ENCRYPTION_KEY: string;
-    VALIDATION_INTERVAL_MS: number;
-    VALIDATION_CONCURRENCY: number;
-    VALIDATION_TIMEOUT_MS: number;
-    HEALTH_INTERVAL_MS: number;
-    HEALTH_BATCH_SIZE: number;
-    HEALTH_CONCURRENCY: number;
-    ESCROW_ADDRESS: string;
-    SIWE_NONCES_PER_MINUTE: number;
-    SIGN_INS_PER_MINUTE: number;
-    ACCOUNTS_PER_HOUR: number;
-    PAYOUT_CHALLENGES_PER_MINUTE: number;
-    CHAIN_NETWORK: string;
-    PAYOUT_ADDRESS_DELAY_MS: number;
-    PAYOUT_CHALLENGE_TTL_MS: number;
-    KEY_ROTATION_OVERLAP_MS: number;
-    ACCOUNT_CHANGES_INTERVAL_MS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
     SESSION_TTL_MS: int({ default: 12 * 60 * 60 * 1000, min: 1 }),
     SIWE_NONCE_TTL_MS: int({ default: 5 * 60 * 1000, min: 1 }),

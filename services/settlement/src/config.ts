@@ -74,19 +74,7 @@ const DEVELOPMENT_MAX_TRANSFER_USDC = '100000';
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConfig {
   const common = commonConfig(env, { serviceName: 'settlement', schema: 'settlement', port: 8086 });
-  const parsed = parseEnv<{
-    ESCROW_PRIVATE_KEY: string;
-    SCHEDULER_INTERVAL_MS: number;
-    TRANSFER_POLL_INTERVAL_MS: number;
-    TX_TIMEOUT_MS: number;
-    LEDGER_TIMEOUT_MS: number;
-    MAX_PREFLIGHT_ATTEMPTS: number;
-    SETTLEMENT_CRASH_POINT: string;
-    OPERATOR_TOKEN: string;
-    SETTLEMENT_PERIOD_SECONDS: number;
-    MAX_TRANSFER_USDC: string;
-    TREASURY_ADDRESS: string;
-  }>(env, {
+  const parsed = parseEnv(env, {
     // No default: without the key nothing can be paid out, and a default key would be a public one.
     ESCROW_PRIVATE_KEY: str(),
     SCHEDULER_INTERVAL_MS: int({ default: 60_000, min: 1 }),

@@ -28,7 +28,7 @@ export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true
  */
 async function main(): Promise<number> {
   const args = parseSettleArgs(process.argv.slice(2));
-  const env = parseEnv<{ SETTLEMENT_URL: string; OPERATOR_TOKEN: string }>(process.env, {
+  const env = parseEnv(process.env, {
     SETTLEMENT_URL: str({ default: `http://127.0.0.1:${process.env.PORT ?? 8086}` }),
     OPERATOR_TOKEN: str({ default: 'dev-operator-token' }),
   });

@@ -19,16 +19,7 @@ export interface RelayerConfig {
 const GWEI = 1_000_000_000n;
 
 export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
-  const parsed = parseEnv<{
-    RELAYER_PRIVATE_KEY: string;
-    RELAYER_MIN_BALANCE_WEI: string;
-    RELAYER_FEE_BUMP_AFTER_MS: number;
-    RELAYER_MAX_FEE_BUMPS: number;
-    RELAYER_MAX_FEE_GWEI: number;
-    RELAYER_RECEIPT_POLL_MS: number;
-    RELAYER_WS_URL: string;
-    RELAYER_LOOKBACK_BLOCKS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     RELAYER_PRIVATE_KEY: str({ default: '' }),
     // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
     RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),

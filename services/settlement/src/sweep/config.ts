@@ -46,15 +46,7 @@ export interface DepositSweepConfig {
 }
 
 export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boolean): DepositSweepConfig {
-  const parsed = parseEnv<{
-    CHECKOUT_DEPOSIT_MNEMONIC: string;
-    CHECKOUT_DEPOSIT_XPRV: string;
-    CHECKOUT_DEPOSIT_PATH: string;
-    CHECKOUT_SWEEP_INTERVAL_MS: number;
-    CHECKOUT_SWEEP_MIN_MICRO: number;
-    CHECKOUT_SWEEP_BATCH: number;
-    CHECKOUT_SWEEP_VALIDITY_SECONDS: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     CHECKOUT_DEPOSIT_MNEMONIC: str({ default: '' }),
     CHECKOUT_DEPOSIT_XPRV: str({ default: '' }),
     CHECKOUT_DEPOSIT_PATH: str({ default: DEFAULT_DEPOSIT_PATH }),
@@ -134,12 +126,7 @@ export function loadCheckoutSweepConfig(
   escrowPrivateKey: string,
   production: boolean,
 ): CheckoutSweepConfig | null {
-  const parsed = parseEnv<{
-    CHECKOUT_ESCROW_PRIVATE_KEY: string;
-    CHECKOUT_ESCROW_ADDRESS: string;
-    CHECKOUT_SWEEP_INTERVAL_MS: number;
-    CHECKOUT_SWEEP_MIN_MICRO: number;
-  }>(env, {
+  const parsed = parseEnv(env, {
     CHECKOUT_ESCROW_PRIVATE_KEY: str({ default: '' }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
     // Well inside the transfer worker's pre-flight retries (MAX_PREFLIGHT_ATTEMPTS x TRANSFER_POLL_INTERVAL_MS),
