@@ -91,6 +91,29 @@ export function int(spec: {
   });
 }
 
+/** The operator token outside production when none is set; productionGuards refuses it in production. */
+export const DEV_OPERATOR_TOKEN = 'dev-operator-token';
+/** The shortest OPERATOR_TOKEN any service accepts (productionGuards asks for 24 characters in production). */
+export const MIN_OPERATOR_TOKEN_LENGTH = 16;
+
+/**
+ * OPERATOR_TOKEN, the bearer token of the operator routes, the one rule of every service that has them: at least
+ * 16 characters; DEV_OPERATOR_TOKEN outside production when unset, no default in production. A spec for the
+ * service's parseEnv call, so a bad token is named with the other bad variables. The service still lists
+ * OPERATOR_TOKEN in productionGuards' secrets (24 characters, no development value, not guessable).
+ */
+export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<string> {
+  const token = makeValidator<string>((input) => {
+    if (input.length < MIN_OPERATOR_TOKEN_LENGTH)
+      throw new EnvError(`must be at least ${MIN_OPERATOR_TOKEN_LENGTH} characters`);
+    return input;
+  });
+  // envalid reports a variable without a value and without a default by its desc.
+  return production
+    ? token({ desc: 'must be set in production (no default)' })
+    : token({ default: DEV_OPERATOR_TOKEN });
+}
+
 /** The settings one parseEnv call reads: each variable's envalid validator (`int`, `str`, `num`, `bool`, `url`). */
 export type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
 
@@ -98,7 +121,7 @@ export type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
  * What parseEnv returns for `S`, read off the validators (`int`, `num` → number; `str`, `url` → string), with
  * envalid's accessors (isProduction, …). `| undefined` only where a spec's type says `default: undefined`: a
  * default that is undefined only at run time (`production ? undefined : 'x'`) is typed as always present, so a
- * setting required in production is a validator of its own instead.
+ * setting required in production is a validator of its own instead (operatorTokenSpec).
  */
 export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
 

@@ -6,6 +6,7 @@ import {
   chainConfig,
   commonConfig,
   int,
+  operatorTokenSpec,
   parseEnv,
   productionGuards,
   str,
@@ -50,8 +51,6 @@ export interface CheckoutConfig
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
-
-const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 
 /**
  * The deposit xpub of `make dev` and the tests: m/44'/60'/1'/0 of the public anvil mnemonic ("test test … junk",
@@ -114,7 +113,7 @@ export function loadConfig(
     LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
     DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),
     SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
-    OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
+    OPERATOR_TOKEN: operatorTokenSpec(common.production),
     PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
     CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
     CHECKOUT_DEPOSIT_XPUB: str({ default: '' }),

@@ -6,9 +6,9 @@ import {
   chainConfig,
   commonConfig,
   int,
+  operatorTokenSpec,
   parseEnv,
   productionGuards,
-  str,
 } from '@paygate/runtime';
 
 /**
@@ -62,7 +62,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
   const common = commonConfig(env, { serviceName: 'escrow-ledger', schema: 'ledger', port: 8085 });
   const chain = chainConfig(env, { rpcTimeoutMs: 10_000 });
   const parsed = parseEnv(env, {
-    OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
+    OPERATOR_TOKEN: operatorTokenSpec(common.production),
     RELEASE_INTERVAL_MS: int({ default: 5_000, min: 1 }),
     RELEASE_BATCH_SIZE: int({ default: 200, min: 1 }),
     PAYMENT_BATCH_SIZE: int({ default: 200, min: 1 }),
@@ -74,11 +74,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
     PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
   });
-  const problems: string[] = [];
-  // Without a default in production envalid hands back undefined: a missing token is reported, not a TypeError.
-  if ((parsed.OPERATOR_TOKEN ?? '').length < 16)
-    problems.push('OPERATOR_TOKEN: must be at least 16 characters');
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   productionGuards(env, {
     serviceName: common.serviceName,
     production: common.production,

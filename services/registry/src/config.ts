@@ -3,6 +3,7 @@ import {
   ConfigError,
   commonConfig,
   int,
+  operatorTokenSpec,
   parseEnv,
   productionGuards,
   str,
@@ -52,7 +53,6 @@ export interface RegistryConfig extends CommonConfig {
 }
 
 const DEV_SESSION_SECRET = 'dev-session-secret-not-for-production';
-const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 const DEV_SECRETS_KEY = 'dev-secrets-key-not-for-production';
 
 /** CHAIN_NETWORK's chain id (the networks of @paygate/chain, which the registry does not otherwise need). */
@@ -69,7 +69,7 @@ export function loadConfig(
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
     SESSION_TTL_MS: int({ default: 12 * 60 * 60 * 1000, min: 1 }),
     SIWE_NONCE_TTL_MS: int({ default: 5 * 60 * 1000, min: 1 }),
-    OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
+    OPERATOR_TOKEN: operatorTokenSpec(common.production),
     SECRETS_ENCRYPTION_KEY: str({ default: DEV_SECRETS_KEY }),
     VALIDATION_INTERVAL_MS: int({ default: 1000, min: 1 }),
     VALIDATION_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),

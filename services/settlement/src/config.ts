@@ -6,6 +6,7 @@ import {
   chainConfig,
   commonConfig,
   int,
+  operatorTokenSpec,
   parseEnv,
   productionGuards,
   str,
@@ -83,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     LEDGER_TIMEOUT_MS: int({ default: 5000, min: 1 }),
     MAX_PREFLIGHT_ATTEMPTS: int({ default: 20, min: 1 }),
     SETTLEMENT_CRASH_POINT: str({ default: '' }),
-    OPERATOR_TOKEN: str({ default: common.production ? undefined : 'dev-operator-token' }),
+    OPERATOR_TOKEN: operatorTokenSpec(common.production),
     SETTLEMENT_PERIOD_SECONDS: int({ default: 0, min: 0, max: 86_400 }),
     MAX_TRANSFER_USDC: str({ default: common.production ? '' : DEVELOPMENT_MAX_TRANSFER_USDC }),
     TREASURY_ADDRESS: str({ default: '' }),
@@ -100,9 +101,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   if (!escrowAddress) {
     // The value itself is never echoed.
     problems.push('ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
-  }
-  if ((parsed.OPERATOR_TOKEN ?? '').length < 16) {
-    problems.push('OPERATOR_TOKEN: must be set, at least 16 characters (required in production)');
   }
   const periodSeconds = parsed.SETTLEMENT_PERIOD_SECONDS;
   if (periodSeconds > 0 && common.production) {

@@ -1,4 +1,4 @@
-import { parseEnv, str } from '@paygate/runtime';
+import { DEV_OPERATOR_TOKEN, parseEnv, str } from '@paygate/runtime';
 import { MAX_SETTLE_WAIT_MS } from '../settlements/schemas';
 import type { SettleNowResult } from '../settlements/settle-now';
 
@@ -30,7 +30,7 @@ async function main(): Promise<number> {
   const args = parseSettleArgs(process.argv.slice(2));
   const env = parseEnv(process.env, {
     SETTLEMENT_URL: str({ default: `http://127.0.0.1:${process.env.PORT ?? 8086}` }),
-    OPERATOR_TOKEN: str({ default: 'dev-operator-token' }),
+    OPERATOR_TOKEN: str({ default: DEV_OPERATOR_TOKEN }),
   });
   const response = await fetch(`${env.SETTLEMENT_URL.replace(/\/$/, '')}/api/v1/operator/settlements/run`, {
     method: 'POST',
