@@ -3,6 +3,8 @@
 # load: `bench/compare.sh <revision> gateway ledger checkout`. BENCH_PAIRS=N (default 1) runs N pairs per benchmark,
 # alternating which side goes first (a pair's second run can find the box busier or Postgres warmer, so one order
 # favours one side). Results: bench-compare/<name>-{before,after}[-<pair>].json (the first pair without suffix).
+# BENCH_BEFORE_PATCH=<file> applies a patch to the earlier revision first: a measurement the bench gained since
+# (bench/gateway/cpu-per-request-9ecd1cb.patch gives 9ecd1cb's gateway bench the server CPU per request).
 set -euo pipefail
 base=${1:?usage: bench/compare.sh <revision> <benchmark>...}; shift
 pairs=${BENCH_PAIRS:-1}
@@ -11,6 +13,7 @@ before=$(mktemp -d /tmp/paygate-before.XXXXXX)
 out="$root/bench-compare"; mkdir -p "$out"
 git -C "$root" worktree add --detach "$before" "$base" >/dev/null
 trap 'git -C "$root" worktree remove --force "$before"' EXIT
+if [ -n "${BENCH_BEFORE_PATCH:-}" ]; then git -C "$before" apply "$(realpath "$BENCH_BEFORE_PATCH")"; fi
 (cd "$before" && pnpm install --frozen-lockfile --reporter=silent)
 for name in "$@"; do
   for pair in $(seq 1 "$pairs"); do

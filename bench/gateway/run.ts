@@ -81,6 +81,12 @@ function startChild(file: string, env: Record<string, string>): Promise<{ child:
 
 interface CaseResult {
   requestsPerSecond: number;
+  /**
+   * CPU time (user + system) the server under test (its process and children) used per request served, in µs:
+   * far steadier from run to run than req/s on a shared 2-core host, where autocannon, the upstream and the
+   * server compete for the cores.
+   */
+  cpuUsPerRequest?: number;
   latencyP50Ms: number;
   latencyP99Ms: number;
   latencyAvgMs: number;
@@ -93,19 +99,40 @@ async function run(url: string, headers: Record<string, string>, seconds: number
   return autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
 }
 
+const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: `getconf CLK_TCK` is 100 on Linux
+/** CPU time a process and its descendants have used so far, in µs (Linux /proc); undefined where unreadable. */
+function processTreeCpuUs(pid: number): number | undefined {
+  try {
+    // Fields after "<pid> (<comm>) ": state is the first; utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop()!.split(' ');
+    const own = ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS_PER_SECOND;
+    const childPids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/);
+    return childPids
+      .filter(Boolean)
+      .reduce((sum, child) => sum + (processTreeCpuUs(Number(child)) ?? 0), own);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Measures cases against each other in interleaved rounds (A B A B …, each DURATION/2 s), so a change in the
  * machine's load during the run (it is shared) does not land on one case only. Figures are the round means.
  */
 async function measureTogether(
-  cases: Array<{ name: string; url: string; headers?: Record<string, string> }>,
+  cases: Array<{ name: string; url: string; headers?: Record<string, string>; serverPid?: number }>,
 ): Promise<CaseResult[]> {
   for (const c of cases) await run(c.url, c.headers ?? {}, 1); // warm-up: pools, JIT
   const rounds = 2;
   const raw: Autocannon.Result[][] = cases.map(() => []);
+  const cpuUs = cases.map(() => 0);
   for (let round = 0; round < rounds; round++) {
-    for (const [i, c] of cases.entries())
+    for (const [i, c] of cases.entries()) {
+      const cpuBefore = c.serverPid ? processTreeCpuUs(c.serverPid) : undefined;
       raw[i]!.push(await run(c.url, c.headers ?? {}, DURATION_S / rounds));
+      const cpuAfter = c.serverPid ? processTreeCpuUs(c.serverPid) : undefined;
+      if (cpuBefore !== undefined && cpuAfter !== undefined) cpuUs[i]! += cpuAfter - cpuBefore;
+    }
   }
   return cases.map((c, i) => {
     const results = raw[i]!;
@@ -120,8 +147,10 @@ async function measureTogether(
       non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
       errors: results.reduce((sum, r) => sum + r.errors + r.timeouts, 0),
     };
+    if (cpuUs[i]! > 0) out.cpuUsPerRequest = round(cpuUs[i]! / out.requests, 1);
+    const cpu = out.cpuUsPerRequest === undefined ? '' : `  server CPU ${out.cpuUsPerRequest} µs/request`;
     console.log(
-      `${c.name.padEnd(38)} ${String(out.requestsPerSecond).padStart(7)} req/s  p50 ${out.latencyP50Ms} ms  p99 ${out.latencyP99Ms} ms  non2xx ${out.non2xx}`,
+      `${c.name.padEnd(38)} ${String(out.requestsPerSecond).padStart(7)} req/s  p50 ${out.latencyP50Ms} ms  p99 ${out.latencyP99Ms} ms  non2xx ${out.non2xx}${cpu}`,
     );
     return out;
   });
@@ -151,6 +180,7 @@ async function main() {
         nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
       });
       children.push(service.child);
+      return service.child;
     };
     const apiKey = 'sk_bench_seller_key_000000000000';
     // The ledger's transfer claims, answered by escrow-ledger itself (Postgres, as in production): a fresh
@@ -185,7 +215,7 @@ async function main() {
     const bare = await startChild(path.join(__dirname, 'bare-proxy.ts'), {
       UPSTREAM_URL: seller.ready.upstream,
     });
-    await startService('gateway-proxy', gatewayPort, {
+    const gateway = await startService('gateway-proxy', gatewayPort, {
       CHAIN_RPC_URL: anvil.rpcUrl,
       CHAIN_NETWORK: 'local',
       USDC_ADDRESS: usdcAddress,
@@ -299,11 +329,12 @@ async function main() {
     );
     const [direct, httpProxy, gatewayProxy] = (await measureTogether([
       { name: '(a) upstream direct', url: `${seller.ready.upstream}/data` },
-      { name: '(b) bare http-proxy', url: `${bare.ready.url}/data` },
+      { name: '(b) bare http-proxy', url: `${bare.ready.url}/data`, serverPid: bare.child.pid },
       {
         name: '(c) gateway-proxy, paid subscriber',
         url: `${gatewayUrl}/api/v1/skills/bench-sub/data`,
         headers: { 'X-402-Payment': subHeader },
+        serverPid: gateway.pid,
       },
     ])) as [CaseResult, CaseResult, CaseResult];
     const [bareRoute, ticketRoute] = (await measureTogether([
@@ -330,6 +361,10 @@ async function main() {
       ratios: {
         gatewayVsHttpProxyThroughput: round(gatewayProxy.requestsPerSecond / httpProxy.requestsPerSecond),
         gatewayMinusHttpProxyP99Ms: round(gatewayProxy.latencyP99Ms - httpProxy.latencyP99Ms),
+        gatewayVsHttpProxyCpuPerRequest:
+          gatewayProxy.cpuUsPerRequest && httpProxy.cpuUsPerRequest
+            ? round(gatewayProxy.cpuUsPerRequest / httpProxy.cpuUsPerRequest)
+            : null,
         ticketVsBareThroughput: round(ticketRoute.requestsPerSecond / bareRoute.requestsPerSecond),
       },
       targets: {
@@ -436,6 +471,8 @@ ${row('(d) same route behind the ticket middleware', r.cases.ticketRoute)}
 
 - (c)/(b) throughput: **${r.ratios.gatewayVsHttpProxyThroughput}** (target ≥ 0.7: ${yes(r.targets.gatewayThroughputAtLeast70PctOfHttpProxy)});
   p99 difference **${r.ratios.gatewayMinusHttpProxyP99Ms} ms** (target ≤ 2 ms: ${yes(r.targets.gatewayP99Within2MsOfHttpProxy)}).
+- Server CPU per request (user + system of its processes, read from /proc around each round; steadier than
+  req/s on a shared host): (b) **${r.cases.httpProxy.cpuUsPerRequest ?? 'n/a'} µs**, (c) **${r.cases.gatewayProxy.cpuUsPerRequest ?? 'n/a'} µs** (ratio ${r.ratios.gatewayVsHttpProxyCpuPerRequest ?? 'n/a'}).
 - (d) ticket/bare throughput: **${r.ratios.ticketVsBareThroughput}** (target ≥ 0.8: ${yes(r.targets.ticketThroughputAtLeast80PctOfBare)}).
 - Fresh payment (present a confirmed pay-per-call payment → 200, ${r.freshPayment.samples} samples after ${FRESH_WARM_UP} unmeasured): p50 **${r.freshPayment.totalMsP50} ms**
   (p99 ${r.freshPayment.totalMsP99} ms), of which chain lookups p50 **${r.freshPayment.chainMsP50} ms** and Paygate's own work p50
