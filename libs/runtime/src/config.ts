@@ -4,6 +4,7 @@ import {
   type CleanedEnv,
   cleanEnv,
   EnvError,
+  EnvMissingError,
   makeValidator,
   type RequiredValidatorSpec,
   str,
@@ -125,11 +126,21 @@ export type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
  */
 export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
 
-/** Parses the environment once, with envalid, throwing one clear error that names every bad variable. */
+/**
+ * Parses the environment once, with envalid, throwing one clear error that names every bad variable. A required
+ * variable that is unset is reported by its spec's `desc`, else as "must be set" (envalid's own message for it is
+ * the desc, "undefined" when there is none).
+ */
 export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): ParsedEnv<S> {
+  const problemOf = (key: string, error: Error) =>
+    error instanceof EnvMissingError
+      ? (specs[key]?.desc ?? 'must be set (it has no default)')
+      : error.message;
   return cleanEnv(env, specs, {
     reporter: ({ errors }) => {
-      const problems = Object.entries(errors).map(([key, error]) => `${key}: ${(error as Error).message}`);
+      const problems = Object.entries(errors).map(
+        ([key, error]) => `${key}: ${problemOf(key, error as Error)}`,
+      );
       if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
     },
   });

@@ -1,4 +1,4 @@
-import { ConfigError, DEV_OPERATOR_TOKEN, int, operatorTokenSpec, parseEnv } from '../src';
+import { ConfigError, DEV_OPERATOR_TOKEN, int, operatorTokenSpec, parseEnv, str } from '../src';
 
 /** The one OPERATOR_TOKEN rule of registry, checkout, escrow-ledger and settlement. */
 function parse(env: NodeJS.ProcessEnv, production: boolean) {
@@ -25,6 +25,18 @@ describe('operatorTokenSpec', () => {
     );
     expect(() => parse({ OPERATOR_TOKEN: 'fifteen-chars-0', BATCH_SIZE: '0' }, true)).toThrow(
       'invalid configuration: OPERATOR_TOKEN: must be at least 16 characters; BATCH_SIZE: must be an integer of at least 1',
+    );
+  });
+});
+
+describe('parseEnv', () => {
+  it('names a required variable that is unset, with the other bad variables', () => {
+    expect(() =>
+      parseEnv({ BATCH_SIZE: 'x' }, { SIGNING_KEY: str(), BATCH_SIZE: int({ default: 10, min: 1 }) }),
+    ).toThrow(
+      new ConfigError(
+        'invalid configuration: SIGNING_KEY: must be set (it has no default); BATCH_SIZE: must be an integer of at least 1',
+      ),
     );
   });
 });
