@@ -5,7 +5,7 @@ import {
   networkByName,
   resolveUsdcAddress,
 } from '@paygate/chain';
-import { ConfigError, num, parseEnv, str } from './config';
+import { ConfigError, int, parseEnv, str } from './config';
 
 /** The chain settings every service that reads or writes the chain shares. */
 export interface ChainConfig {
@@ -40,15 +40,19 @@ export interface ChainConfigDefaults {
  * throwing one ConfigError that names every bad variable and its rule.
  */
 export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefaults): ChainConfig {
-  const parsed = parseEnv(env, {
-    CHAIN_RPC_URL: str({ default: 'http://127.0.0.1:8545' }),
-    CHAIN_NETWORK: str({ default: 'local' }),
-    USDC_ADDRESS: str({ default: '' }),
-    ESCROW_ADDRESS: str({ default: defaults.escrowAddress ?? '' }),
-    CONFIRMATIONS: str({ default: '' }),
-    RPC_TIMEOUT_MS: num({ default: defaults.rpcTimeoutMs }),
-  });
   const problems: string[] = [];
+  const parsed = parseEnv(
+    env,
+    {
+      CHAIN_RPC_URL: str({ default: 'http://127.0.0.1:8545' }),
+      CHAIN_NETWORK: str({ default: 'local' }),
+      USDC_ADDRESS: str({ default: '' }),
+      ESCROW_ADDRESS: str({ default: defaults.escrowAddress ?? '' }),
+      CONFIRMATIONS: str({ default: '' }),
+      RPC_TIMEOUT_MS: int({ default: defaults.rpcTimeoutMs, min: 1 }),
+    },
+    problems,
+  );
   if (!/^(https?|wss?):\/\/[^\s]+$/.test(parsed.CHAIN_RPC_URL)) {
     problems.push('CHAIN_RPC_URL: must be an http(s) or ws(s) URL');
   }
@@ -74,9 +78,6 @@ export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefault
   const confirmations = parsed.CONFIRMATIONS === '' ? defaultConfirmations : Number(parsed.CONFIRMATIONS);
   if (!Number.isSafeInteger(confirmations) || confirmations < 1) {
     problems.push('CONFIRMATIONS: must be a positive integer');
-  }
-  if (!Number.isSafeInteger(parsed.RPC_TIMEOUT_MS) || parsed.RPC_TIMEOUT_MS < 1) {
-    problems.push('RPC_TIMEOUT_MS: must be a positive integer (milliseconds)');
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {

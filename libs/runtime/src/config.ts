@@ -1,3 +1,4 @@
+import { formatAddress } from '@paygate/chain';
 import { parseTrustedProxies, type TrustedProxies } from '@paygate/http';
 import {
   bool,
@@ -98,6 +99,22 @@ export const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 export const MIN_OPERATOR_TOKEN_LENGTH = 16;
 
 /**
+ * An optional address setting (CHECKOUT_ESCROW_ADDRESS, …): checksummed, or '' when unset or blank; anything else
+ * than a 20-byte hex address is reported as `NAME: must be a 20-byte hex address` with the other problems.
+ */
+export function optionalAddress(): RequiredValidatorSpec<string> {
+  return makeValidator<string>((input) => {
+    const value = String(input).trim();
+    if (!value) return '';
+    try {
+      return formatAddress(value);
+    } catch {
+      throw new EnvError('must be a 20-byte hex address');
+    }
+  })({ default: '' });
+}
+
+/**
  * OPERATOR_TOKEN, the bearer token of the operator routes, the one rule of every service that has them: at least
  * 16 characters; DEV_OPERATOR_TOKEN outside production when unset, no default in production. A spec for the
  * service's parseEnv call, so a bad token is named with the other bad variables. The service still lists
@@ -129,21 +146,27 @@ export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
 /**
  * Parses the environment once, with envalid, throwing one clear error that names every bad variable. A required
  * variable that is unset is reported by its spec's `desc`, else as "must be set" (envalid's own message for it is
- * the desc, "undefined" when there is none).
+ * the desc, "undefined" when there is none). With `problems`, the bad variables are added to it instead (their
+ * values are undefined): a config that checks more after parsing throws once for all of them.
  */
-export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): ParsedEnv<S> {
+export function parseEnv<S extends EnvSpecs>(
+  env: NodeJS.ProcessEnv,
+  specs: S,
+  problems?: string[],
+): ParsedEnv<S> {
   const problemOf = (key: string, error: Error) =>
     error instanceof EnvMissingError
       ? (specs[key]?.desc ?? 'must be set (it has no default)')
       : error.message;
-  return cleanEnv(env, specs, {
+  const parsed = cleanEnv(env, specs, {
     reporter: ({ errors }) => {
-      const problems = Object.entries(errors).map(
-        ([key, error]) => `${key}: ${problemOf(key, error as Error)}`,
-      );
-      if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+      const found = Object.entries(errors).map(([key, error]) => `${key}: ${problemOf(key, error as Error)}`);
+      if (problems) problems.push(...found);
+      else if (found.length > 0) throw new ConfigError(`invalid configuration: ${found.join('; ')}`);
     },
   });
+  // envalid's object throws when a variable that failed is read; with `problems` it is read as undefined instead.
+  return problems ? ({ ...parsed } as ParsedEnv<S>) : parsed;
 }
 
 export function commonConfig(

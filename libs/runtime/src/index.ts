@@ -21,6 +21,7 @@ export {
   MIN_OPERATOR_TOKEN_LENGTH,
   num,
   operatorTokenSpec,
+  optionalAddress,
   type ParsedEnv,
   parseEnv,
   str,

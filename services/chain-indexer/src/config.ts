@@ -1,4 +1,3 @@
-import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -6,9 +5,9 @@ import {
   chainConfig,
   commonConfig,
   int,
+  optionalAddress,
   parseEnv,
   productionGuards,
-  str,
 } from '@paygate/runtime';
 
 /** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own. */
@@ -51,7 +50,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     REORG_WINDOW_BLOCKS: int({ default: 128, min: 1 }),
     START_BLOCK: int({ default: 0, min: 0 }),
     LEADER_RETRY_MS: int({ default: 1000, min: 1 }),
-    CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
+    CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
     MAX_WATCHED_DEPOSIT_ADDRESSES: int({ default: 200_000, min: 1 }),
     ADDRESSES_PER_LOG_QUERY: int({ default: 1000, min: 1 }),
     // 1 h of Base blocks: far more than an assignment takes to reach the indexer.
@@ -59,14 +58,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     // 7 days of Base blocks.
     DEPOSIT_BACKFILL_MAX_BLOCKS: int({ default: 302_400, min: 1 }),
   });
-  let checkoutEscrowAddress: string | null = null;
-  if (parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
-    try {
-      checkoutEscrowAddress = formatAddress(parsed.CHECKOUT_ESCROW_ADDRESS.trim());
-    } catch {
-      throw new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
-    }
-  }
+  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || null;
   const watchedAddresses = [chain.escrowAddress];
   if (checkoutEscrowAddress && checkoutEscrowAddress !== chain.escrowAddress) {
     watchedAddresses.push(checkoutEscrowAddress);

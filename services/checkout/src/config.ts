@@ -1,4 +1,3 @@
-import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -7,6 +6,7 @@ import {
   commonConfig,
   int,
   operatorTokenSpec,
+  optionalAddress,
   parseEnv,
   productionGuards,
   str,
@@ -60,17 +60,6 @@ export interface CheckoutConfig
 export const DEV_DEPOSIT_XPUB =
   'xpub6EFHUEbYV13535ChA9yg5xZTWowwFCmFoWnhLbwkd91xHoirGu89GTZwBSUBnBpFeY5EV2cgof8yuyDnkeGALcD8DgGYJSiQfkxKpunWTX1';
 
-/** CHECKOUT_ESCROW_ADDRESS checksummed; unset: ESCROW_ADDRESS (refused in production by productionDeposit). */
-function checkoutDepositAddress(value: string, escrowAddress: string, problems: string[]): string {
-  if (!value.trim()) return escrowAddress;
-  try {
-    return formatAddress(value.trim());
-  } catch {
-    problems.push('CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
-    return escrowAddress;
-  }
-}
-
 /**
  * In production the sessions' deposit xpub must be set and not the public test mnemonic's; the old shared deposit
  * wallet (CHECKOUT_ESCROW_ADDRESS, only for sessions created before deposit addresses) may be unset, but when set
@@ -115,7 +104,7 @@ export function loadConfig(
     SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
-    CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
+    CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
     CHECKOUT_DEPOSIT_XPUB: str({ default: '' }),
     DEPOSIT_WATCH_GRACE_SECONDS: int({ default: 7 * 86_400, min: 0, max: 90 * 86_400 }),
     SESSION_RATE_LIMIT_PER_KEY: int({ default: 600, min: 1, max: 1_000_000 }),
@@ -123,11 +112,8 @@ export function loadConfig(
     MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
   });
   const problems: string[] = [];
-  const checkoutEscrowAddress = checkoutDepositAddress(
-    parsed.CHECKOUT_ESCROW_ADDRESS,
-    escrowAddress,
-    problems,
-  );
+  // Unset: ESCROW_ADDRESS (refused in production by productionDeposit).
+  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || escrowAddress;
   const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB.trim() || DEV_DEPOSIT_XPUB;
   try {
     depositNode(depositXpub);

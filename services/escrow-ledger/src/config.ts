@@ -1,12 +1,11 @@
-import { formatAddress } from '@paygate/chain';
 import {
   type ChainConfig,
   type CommonConfig,
-  ConfigError,
   chainConfig,
   commonConfig,
   int,
   operatorTokenSpec,
+  optionalAddress,
   parseEnv,
   productionGuards,
 } from '@paygate/runtime';
@@ -64,15 +63,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
   const parsed = parseEnv(env, {
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     RELEASE_INTERVAL_MS: int({ default: 5_000, min: 1 }),
-    RELEASE_BATCH_SIZE: int({ default: 200, min: 1 }),
-    PAYMENT_BATCH_SIZE: int({ default: 200, min: 1 }),
-    PAYMENT_CONCURRENCY: int({ default: 2, min: 1 }),
+    RELEASE_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
+    PAYMENT_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
+    PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_CHECK_INTERVAL_MS: int({ default: 2_000, min: 1 }),
     // 0: a payment booked before the chain confirmed it is never held back from release.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: 0 }),
     PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
     PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
+    CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
   });
   productionGuards(env, {
     serviceName: common.serviceName,
@@ -85,26 +85,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     ...chain,
     operatorToken: parsed.OPERATOR_TOKEN,
     releaseIntervalMs: parsed.RELEASE_INTERVAL_MS,
-    releaseBatchSize: Math.min(parsed.RELEASE_BATCH_SIZE, 1000),
-    paymentBatchSize: Math.min(parsed.PAYMENT_BATCH_SIZE, 1000),
-    paymentConcurrency: Math.min(parsed.PAYMENT_CONCURRENCY, 16),
+    releaseBatchSize: parsed.RELEASE_BATCH_SIZE,
+    paymentBatchSize: parsed.PAYMENT_BATCH_SIZE,
+    paymentConcurrency: parsed.PAYMENT_CONCURRENCY,
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
     payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
     payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
     now: () => new Date(),
-    checkoutEscrowAddress: checkoutEscrowAddressOf(env),
+    checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,
   };
-}
-
-/** CHECKOUT_ESCROW_ADDRESS checksummed, or null when unset; a malformed value is refused like ESCROW_ADDRESS. */
-function checkoutEscrowAddressOf(env: NodeJS.ProcessEnv): string | null {
-  const value = env.CHECKOUT_ESCROW_ADDRESS?.trim();
-  if (!value) return null;
-  try {
-    return formatAddress(value);
-  } catch {
-    throw new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
-  }
 }

@@ -4,6 +4,7 @@ import {
   commonConfig,
   int,
   operatorTokenSpec,
+  optionalAddress,
   parseEnv,
   productionGuards,
   str,
@@ -73,11 +74,11 @@ export function loadConfig(
     SECRETS_ENCRYPTION_KEY: str({ default: DEV_SECRETS_KEY }),
     VALIDATION_INTERVAL_MS: int({ default: 1000, min: 1 }),
     VALIDATION_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),
-    VALIDATION_TIMEOUT_MS: int({ default: 5000, min: 1 }),
+    VALIDATION_TIMEOUT_MS: int({ default: 5000, min: 1, max: 5000 }),
     HEALTH_INTERVAL_MS: int({ default: 60_000, min: 1 }),
     HEALTH_BATCH_SIZE: int({ default: 20, min: 1, max: 64 }),
     HEALTH_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),
-    ESCROW_ADDRESS: str({ default: '' }),
+    ESCROW_ADDRESS: optionalAddress(),
     SIWE_NONCES_PER_MINUTE: int({ default: 30, min: 1 }),
     SIGN_INS_PER_MINUTE: int({ default: 30, min: 1 }),
     ACCOUNTS_PER_HOUR: int({ default: 20, min: 1 }),
@@ -91,9 +92,6 @@ export function loadConfig(
   const chainId = CHAIN_IDS[parsed.CHAIN_NETWORK];
   if (chainId === undefined)
     throw new ConfigError('invalid configuration: CHAIN_NETWORK must be local, base or base-sepolia');
-  const escrowAddress = parsed.ESCROW_ADDRESS.trim();
-  if (escrowAddress && !/^0x[0-9a-fA-F]{40}$/.test(escrowAddress))
-    throw new ConfigError('invalid configuration: ESCROW_ADDRESS must be a 0x-prefixed 20-byte hex address');
   // SECRETS_ENCRYPTION_KEY is the webhook key: it encrypts every seller's webhook signing secret at rest (the
   // notifier asks the registry for them over NATS and holds no key of its own).
   productionGuards(env, {
@@ -114,11 +112,11 @@ export function loadConfig(
     secretsEncryptionKey: parsed.SECRETS_ENCRYPTION_KEY,
     validationIntervalMs: parsed.VALIDATION_INTERVAL_MS,
     validationConcurrency: parsed.VALIDATION_CONCURRENCY,
-    validationTimeoutMs: Math.min(parsed.VALIDATION_TIMEOUT_MS, 5000),
+    validationTimeoutMs: parsed.VALIDATION_TIMEOUT_MS,
     healthIntervalMs: parsed.HEALTH_INTERVAL_MS,
     healthBatchSize: parsed.HEALTH_BATCH_SIZE,
     healthConcurrency: parsed.HEALTH_CONCURRENCY,
-    escrowAddress: escrowAddress ? escrowAddress.toLowerCase() : null,
+    escrowAddress: parsed.ESCROW_ADDRESS.toLowerCase() || null,
     siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
     signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
     accountsPerHour: parsed.ACCOUNTS_PER_HOUR,

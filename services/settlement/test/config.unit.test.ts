@@ -107,6 +107,39 @@ describe('settlement config', () => {
     expect(loadConfig(base).relayer).toBeNull();
   });
 
+  it('names a bad relayer or sweep setting with the key problems in one error, and only when the key is set', () => {
+    const message = (env: Record<string, string>) => {
+      try {
+        loadConfig({ ...base, ...env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return null;
+    };
+    expect(message({ RELAYER_PRIVATE_KEY: '0x12', RELAYER_MAX_FEE_BUMPS: '-1' })).toBe(
+      'invalid configuration: RELAYER_MAX_FEE_BUMPS: must be an integer of at least 0; RELAYER_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key',
+    );
+    // Without a relayer key there is no relayer, and its settings are not read.
+    expect(message({ RELAYER_MAX_FEE_BUMPS: '-1' })).toBeNull();
+    const checkoutKey = Wallet.createRandom();
+    expect(
+      message({
+        CHECKOUT_ESCROW_PRIVATE_KEY: checkoutKey.privateKey,
+        CHECKOUT_ESCROW_ADDRESS: '0x1234',
+        CHECKOUT_SWEEP_INTERVAL_MS: '10',
+      }),
+    ).toBe(
+      'invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address; CHECKOUT_SWEEP_INTERVAL_MS: must be an integer of at least 100',
+    );
+    expect(
+      message({
+        CHECKOUT_ESCROW_PRIVATE_KEY: checkoutKey.privateKey,
+        CHECKOUT_ESCROW_ADDRESS: checkoutKey.address,
+      }),
+    ).toBeNull();
+  });
+
   it('knows the USDC address of base, and needs one for local', () => {
     expect(
       loadConfig({ ESCROW_PRIVATE_KEY: base.ESCROW_PRIVATE_KEY, CHAIN_NETWORK: 'base' }).usdcAddress,

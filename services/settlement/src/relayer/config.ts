@@ -1,4 +1,4 @@
-import { ConfigError, num, parseEnv, str } from '@paygate/runtime';
+import { ConfigError, int, parseEnv, str } from '@paygate/runtime';
 import { Wallet } from 'ethers';
 
 /** The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEY the relayer is off and x402 is not offered. */
@@ -19,19 +19,24 @@ export interface RelayerConfig {
 const GWEI = 1_000_000_000n;
 
 export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
-  const parsed = parseEnv(env, {
-    RELAYER_PRIVATE_KEY: str({ default: '' }),
-    // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
-    RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),
-    RELAYER_FEE_BUMP_AFTER_MS: num({ default: 15_000 }),
-    RELAYER_MAX_FEE_BUMPS: num({ default: 5 }),
-    RELAYER_MAX_FEE_GWEI: num({ default: 50 }),
-    RELAYER_RECEIPT_POLL_MS: num({ default: 20 }),
-    RELAYER_WS_URL: str({ default: '' }),
-    RELAYER_LOOKBACK_BLOCKS: num({ default: 5000 }),
-  });
-  if (!parsed.RELAYER_PRIVATE_KEY) return null;
+  // Bad settings are reported with the key's problems below, and only when the relayer is configured at all.
   const problems: string[] = [];
+  const parsed = parseEnv(
+    env,
+    {
+      RELAYER_PRIVATE_KEY: str({ default: '' }),
+      // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
+      RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),
+      RELAYER_FEE_BUMP_AFTER_MS: int({ default: 15_000, min: 1 }),
+      RELAYER_MAX_FEE_BUMPS: int({ default: 5, min: 0 }),
+      RELAYER_MAX_FEE_GWEI: int({ default: 50, min: 1 }),
+      RELAYER_RECEIPT_POLL_MS: int({ default: 20, min: 1 }),
+      RELAYER_WS_URL: str({ default: '' }),
+      RELAYER_LOOKBACK_BLOCKS: int({ default: 5000, min: 1 }),
+    },
+    problems,
+  );
+  if (!parsed.RELAYER_PRIVATE_KEY) return null;
   let address: string | undefined;
   try {
     if (/^0x[0-9a-fA-F]{64}$/.test(parsed.RELAYER_PRIVATE_KEY))
@@ -46,20 +51,8 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
   if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI)) {
     problems.push('RELAYER_MIN_BALANCE_WEI: must be a whole number of wei');
   }
-  const positive: Array<[string, number]> = [
-    ['RELAYER_FEE_BUMP_AFTER_MS', parsed.RELAYER_FEE_BUMP_AFTER_MS],
-    ['RELAYER_MAX_FEE_GWEI', parsed.RELAYER_MAX_FEE_GWEI],
-    ['RELAYER_RECEIPT_POLL_MS', parsed.RELAYER_RECEIPT_POLL_MS],
-    ['RELAYER_LOOKBACK_BLOCKS', parsed.RELAYER_LOOKBACK_BLOCKS],
-  ];
-  for (const [name, value] of positive) {
-    if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name}: must be a positive integer`);
-  }
   if (parsed.RELAYER_WS_URL && !/^wss?:\/\/[^\s]+$/.test(parsed.RELAYER_WS_URL)) {
     problems.push('RELAYER_WS_URL: must be a ws:// or wss:// URL');
-  }
-  if (!Number.isSafeInteger(parsed.RELAYER_MAX_FEE_BUMPS) || parsed.RELAYER_MAX_FEE_BUMPS < 0) {
-    problems.push('RELAYER_MAX_FEE_BUMPS: must be a non-negative integer');
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   const config: RelayerConfig = {

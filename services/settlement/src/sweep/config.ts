@@ -1,5 +1,4 @@
-import { formatAddress } from '@paygate/chain';
-import { ConfigError, num, parseEnv, str } from '@paygate/runtime';
+import { ConfigError, int, optionalAddress, parseEnv, str } from '@paygate/runtime';
 import { HDNodeWallet, Mnemonic, Wallet } from 'ethers';
 
 /**
@@ -46,16 +45,20 @@ export interface DepositSweepConfig {
 }
 
 export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boolean): DepositSweepConfig {
-  const parsed = parseEnv(env, {
-    CHECKOUT_DEPOSIT_MNEMONIC: str({ default: '' }),
-    CHECKOUT_DEPOSIT_XPRV: str({ default: '' }),
-    CHECKOUT_DEPOSIT_PATH: str({ default: DEFAULT_DEPOSIT_PATH }),
-    CHECKOUT_SWEEP_INTERVAL_MS: num({ default: 5000 }),
-    CHECKOUT_SWEEP_MIN_MICRO: num({ default: DEFAULT_SWEEP_MIN_MICRO }),
-    CHECKOUT_SWEEP_BATCH: num({ default: 50 }),
-    CHECKOUT_SWEEP_VALIDITY_SECONDS: num({ default: 86_400 }),
-  });
   const problems: string[] = [];
+  const parsed = parseEnv(
+    env,
+    {
+      CHECKOUT_DEPOSIT_MNEMONIC: str({ default: '' }),
+      CHECKOUT_DEPOSIT_XPRV: str({ default: '' }),
+      CHECKOUT_DEPOSIT_PATH: str({ default: DEFAULT_DEPOSIT_PATH }),
+      CHECKOUT_SWEEP_INTERVAL_MS: int({ default: 5000, min: 100 }),
+      CHECKOUT_SWEEP_MIN_MICRO: int({ default: DEFAULT_SWEEP_MIN_MICRO, min: 1 }),
+      CHECKOUT_SWEEP_BATCH: int({ default: 50, min: 1 }),
+      CHECKOUT_SWEEP_VALIDITY_SECONDS: int({ default: 86_400, min: 600 }),
+    },
+    problems,
+  );
   const mnemonic = parsed.CHECKOUT_DEPOSIT_MNEMONIC.trim().replace(/\s+/g, ' ');
   const xprv = parsed.CHECKOUT_DEPOSIT_XPRV.trim();
   let node: HDNodeWallet | undefined;
@@ -96,14 +99,6 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
       );
     }
   }
-  const positive = (name: string, value: number, min: number) => {
-    if (!Number.isSafeInteger(value) || value < min)
-      problems.push(`${name}: must be an integer of at least ${min}`);
-  };
-  positive('CHECKOUT_SWEEP_INTERVAL_MS', parsed.CHECKOUT_SWEEP_INTERVAL_MS, 100);
-  positive('CHECKOUT_SWEEP_MIN_MICRO', parsed.CHECKOUT_SWEEP_MIN_MICRO, 1);
-  positive('CHECKOUT_SWEEP_BATCH', parsed.CHECKOUT_SWEEP_BATCH, 1);
-  positive('CHECKOUT_SWEEP_VALIDITY_SECONDS', parsed.CHECKOUT_SWEEP_VALIDITY_SECONDS, 600);
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   const config = {
     xpub: node!.neuter().extendedKey,
@@ -126,25 +121,30 @@ export function loadCheckoutSweepConfig(
   escrowPrivateKey: string,
   production: boolean,
 ): CheckoutSweepConfig | null {
-  const parsed = parseEnv(env, {
-    CHECKOUT_ESCROW_PRIVATE_KEY: str({ default: '' }),
-    CHECKOUT_ESCROW_ADDRESS: str({ default: '' }),
-    // Well inside the transfer worker's pre-flight retries (MAX_PREFLIGHT_ATTEMPTS x TRANSFER_POLL_INTERVAL_MS),
-    // so a refund of a checkout payment made right after it never runs out of escrow USDC for long.
-    CHECKOUT_SWEEP_INTERVAL_MS: num({ default: 5000 }),
-    // 0.01 USDC: below it a sweep would spend a noticeable share of the amount on gas; dust waits for more.
-    CHECKOUT_SWEEP_MIN_MICRO: num({ default: DEFAULT_SWEEP_MIN_MICRO }),
-  });
+  // Bad settings are reported with the key's problems below, and only when the key is set.
+  const problems: string[] = [];
+  const parsed = parseEnv(
+    env,
+    {
+      CHECKOUT_ESCROW_PRIVATE_KEY: str({ default: '' }),
+      CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
+      // Well inside the transfer worker's pre-flight retries (MAX_PREFLIGHT_ATTEMPTS x TRANSFER_POLL_INTERVAL_MS),
+      // so a refund of a checkout payment made right after it never runs out of escrow USDC for long.
+      CHECKOUT_SWEEP_INTERVAL_MS: int({ default: 5000, min: 100 }),
+      // 0.01 USDC: below it a sweep would spend a noticeable share of the amount on gas; dust waits for more.
+      CHECKOUT_SWEEP_MIN_MICRO: int({ default: DEFAULT_SWEEP_MIN_MICRO, min: 1 }),
+    },
+    problems,
+  );
   if (!parsed.CHECKOUT_ESCROW_PRIVATE_KEY) {
     // Checkout requires its deposit wallet in production: without the key its USDC could never be paid out.
-    if (production && parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
+    if (production && parsed.CHECKOUT_ESCROW_ADDRESS) {
       throw new ConfigError(
         'invalid configuration: CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production when CHECKOUT_ESCROW_ADDRESS is (settlement sweeps the checkout deposit wallet into escrow)',
       );
     }
     return null;
   }
-  const problems: string[] = [];
   let address: string | undefined;
   try {
     if (/^0x[0-9a-fA-F]{64}$/.test(parsed.CHECKOUT_ESCROW_PRIVATE_KEY)) {
@@ -156,22 +156,8 @@ export function loadCheckoutSweepConfig(
   if (!address) problems.push('CHECKOUT_ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
   else if (parsed.CHECKOUT_ESCROW_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
     problems.push('CHECKOUT_ESCROW_PRIVATE_KEY: must not be the escrow key (a distinct deposit wallet)');
-  } else if (parsed.CHECKOUT_ESCROW_ADDRESS.trim()) {
-    let configured = '';
-    try {
-      configured = formatAddress(parsed.CHECKOUT_ESCROW_ADDRESS.trim());
-    } catch {
-      problems.push('CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address');
-    }
-    if (configured && configured !== address) {
-      problems.push('CHECKOUT_ESCROW_ADDRESS: must be the address of CHECKOUT_ESCROW_PRIVATE_KEY');
-    }
-  }
-  if (!Number.isSafeInteger(parsed.CHECKOUT_SWEEP_INTERVAL_MS) || parsed.CHECKOUT_SWEEP_INTERVAL_MS < 100) {
-    problems.push('CHECKOUT_SWEEP_INTERVAL_MS: must be an integer of at least 100 (milliseconds)');
-  }
-  if (!Number.isSafeInteger(parsed.CHECKOUT_SWEEP_MIN_MICRO) || parsed.CHECKOUT_SWEEP_MIN_MICRO < 1) {
-    problems.push('CHECKOUT_SWEEP_MIN_MICRO: must be a positive integer (micro-USDC)');
+  } else if (parsed.CHECKOUT_ESCROW_ADDRESS && parsed.CHECKOUT_ESCROW_ADDRESS !== address) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must be the address of CHECKOUT_ESCROW_PRIVATE_KEY');
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   const config = {

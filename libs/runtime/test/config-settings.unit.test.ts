@@ -1,4 +1,12 @@
-import { ConfigError, DEV_OPERATOR_TOKEN, int, operatorTokenSpec, parseEnv, str } from '../src';
+import {
+  ConfigError,
+  DEV_OPERATOR_TOKEN,
+  int,
+  operatorTokenSpec,
+  optionalAddress,
+  parseEnv,
+  str,
+} from '../src';
 
 /** The one OPERATOR_TOKEN rule of registry, checkout, escrow-ledger and settlement. */
 function parse(env: NodeJS.ProcessEnv, production: boolean) {
@@ -38,5 +46,33 @@ describe('parseEnv', () => {
         'invalid configuration: SIGNING_KEY: must be set (it has no default); BATCH_SIZE: must be an integer of at least 1',
       ),
     );
+  });
+});
+
+describe('optionalAddress', () => {
+  const parse = (env: NodeJS.ProcessEnv) => parseEnv(env, { CHECKOUT_ESCROW_ADDRESS: optionalAddress() });
+
+  it("is '' when unset or blank, checksummed when set", () => {
+    expect(parse({}).CHECKOUT_ESCROW_ADDRESS).toBe('');
+    expect(parse({ CHECKOUT_ESCROW_ADDRESS: '  ' }).CHECKOUT_ESCROW_ADDRESS).toBe('');
+    expect(
+      parse({ CHECKOUT_ESCROW_ADDRESS: ' 0x70997970c51812dc3a010c7d01b50e0d17dc79c8 ' })
+        .CHECKOUT_ESCROW_ADDRESS,
+    ).toBe('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
+  });
+
+  it('refuses anything else, naming the variable', () => {
+    expect(() => parse({ CHECKOUT_ESCROW_ADDRESS: '0x1234' })).toThrow(
+      new ConfigError('invalid configuration: CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address'),
+    );
+  });
+});
+
+describe('parseEnv with a problems list', () => {
+  it('adds the bad variables to it instead of throwing, so the config reports them with its own checks', () => {
+    const problems: string[] = [];
+    const parsed = parseEnv({ BATCH_SIZE: '0' }, { BATCH_SIZE: int({ default: 10, min: 1 }) }, problems);
+    expect(problems).toEqual(['BATCH_SIZE: must be an integer of at least 1']);
+    expect(parsed.BATCH_SIZE).toBeUndefined();
   });
 });
