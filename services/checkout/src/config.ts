@@ -97,21 +97,25 @@ export function loadConfig(
     // anvil's account 1, the escrow wallet of the local chain (libs/testing testWallets.escrow)
     escrowAddress: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
   });
-  const parsed = parseEnv(env, {
-    SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
-    LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
-    DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),
-    SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
-    OPERATOR_TOKEN: operatorTokenSpec(common.production),
-    PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
-    CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
-    CHECKOUT_DEPOSIT_XPUB: str({ default: '' }),
-    DEPOSIT_WATCH_GRACE_SECONDS: int({ default: 7 * 86_400, min: 0, max: 90 * 86_400 }),
-    SESSION_RATE_LIMIT_PER_KEY: int({ default: 600, min: 1, max: 1_000_000 }),
-    SESSION_RATE_LIMIT_PER_CLIENT: int({ default: 120, min: 1, max: 1_000_000 }),
-    MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
-  });
   const problems: string[] = [];
+  const parsed = parseEnv(
+    env,
+    {
+      SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
+      LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
+      DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),
+      SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
+      OPERATOR_TOKEN: operatorTokenSpec(common.production),
+      PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
+      CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
+      CHECKOUT_DEPOSIT_XPUB: str({ default: '' }),
+      DEPOSIT_WATCH_GRACE_SECONDS: int({ default: 7 * 86_400, min: 0, max: 90 * 86_400 }),
+      SESSION_RATE_LIMIT_PER_KEY: int({ default: 600, min: 1, max: 1_000_000 }),
+      SESSION_RATE_LIMIT_PER_CLIENT: int({ default: 120, min: 1, max: 1_000_000 }),
+      MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
+    },
+    problems,
+  );
   // Unset: ESCROW_ADDRESS (refused in production by productionDeposit).
   const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || escrowAddress;
   const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB.trim() || DEV_DEPOSIT_XPUB;

@@ -138,6 +138,15 @@ describe('settlement config', () => {
         CHECKOUT_ESCROW_ADDRESS: checkoutKey.address,
       }),
     ).toBeNull();
+    // In production a checkout deposit wallet without its key is refused, even when its address is malformed.
+    expect(() =>
+      loadConfig({
+        ...base,
+        ...production,
+        CHECKOUT_ESCROW_ADDRESS: '0x1234',
+        CHECKOUT_ESCROW_PRIVATE_KEY: '',
+      }),
+    ).toThrow(/CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production when CHECKOUT_ESCROW_ADDRESS is/);
   });
 
   it('knows the USDC address of base, and needs one for local', () => {

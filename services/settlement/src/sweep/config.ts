@@ -138,7 +138,8 @@ export function loadCheckoutSweepConfig(
   );
   if (!parsed.CHECKOUT_ESCROW_PRIVATE_KEY) {
     // Checkout requires its deposit wallet in production: without the key its USDC could never be paid out.
-    if (production && parsed.CHECKOUT_ESCROW_ADDRESS) {
+    // Any value counts, a malformed one too (its own problem is not reported without the key).
+    if (production && env.CHECKOUT_ESCROW_ADDRESS?.trim()) {
       throw new ConfigError(
         'invalid configuration: CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production when CHECKOUT_ESCROW_ADDRESS is (settlement sweeps the checkout deposit wallet into escrow)',
       );

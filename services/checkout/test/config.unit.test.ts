@@ -1,0 +1,24 @@
+import { ConfigError } from '@paygate/runtime';
+import { loadConfig } from '../src/config';
+
+// The local chain needs its USDC address (the first contract anvil's deployer creates).
+const base = { USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3' };
+
+describe('checkout config', () => {
+  it('names every bad variable in one error: a malformed deposit wallet address and a bad xpub', () => {
+    expect(() =>
+      loadConfig({ ...base, CHECKOUT_ESCROW_ADDRESS: '0x1234', CHECKOUT_DEPOSIT_XPUB: 'xpub-nonsense' }),
+    ).toThrow(ConfigError);
+    expect(() =>
+      loadConfig({ ...base, CHECKOUT_ESCROW_ADDRESS: '0x1234', CHECKOUT_DEPOSIT_XPUB: 'xpub-nonsense' }),
+    ).toThrow(/CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address; CHECKOUT_DEPOSIT_XPUB: /);
+  });
+
+  it('uses the escrow wallet when no deposit wallet is set, and a checksummed one when it is', () => {
+    expect(loadConfig(base).checkoutEscrowAddress).toBe(loadConfig(base).escrowAddress);
+    expect(
+      loadConfig({ ...base, CHECKOUT_ESCROW_ADDRESS: '0x14dc79964da2c08b23698b3d3cc7ca32193d9955' })
+        .checkoutEscrowAddress,
+    ).toBe('0x14dC79964da2C08b23698B3D3cc7Ca32193d9955');
+  });
+});
