@@ -5,7 +5,7 @@ import {
   networkByName,
   resolveUsdcAddress,
 } from '@paygate/chain';
-import { ConfigError, int, parseEnv, str } from './config';
+import { int, parseEnv, str, throwIfProblems } from './config';
 
 /** The chain settings every service that reads or writes the chain shares. */
 export interface ChainConfig {
@@ -53,12 +53,12 @@ export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefault
     },
     problems,
   );
-  if (!/^(https?|wss?):\/\/[^\s]+$/.test(parsed.CHAIN_RPC_URL)) {
+  if (!/^(https?|wss?):\/\/[^\s]+$/.test(parsed.CHAIN_RPC_URL ?? '')) {
     problems.push('CHAIN_RPC_URL: must be an http(s) or ws(s) URL');
   }
-  if (!isNetworkName(parsed.CHAIN_NETWORK))
-    problems.push('CHAIN_NETWORK: must be local, base or base-sepolia');
-  const network = networkByName(isNetworkName(parsed.CHAIN_NETWORK) ? parsed.CHAIN_NETWORK : 'local');
+  const networkName = parsed.CHAIN_NETWORK ?? '';
+  if (!isNetworkName(networkName)) problems.push('CHAIN_NETWORK: must be local, base or base-sepolia');
+  const network = networkByName(isNetworkName(networkName) ? networkName : 'local');
   let usdcAddress = '';
   try {
     usdcAddress = formatAddress(resolveUsdcAddress(network, parsed.USDC_ADDRESS || null));
@@ -67,7 +67,7 @@ export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefault
   }
   let escrowAddress = '';
   try {
-    escrowAddress = formatAddress(parsed.ESCROW_ADDRESS);
+    escrowAddress = formatAddress(parsed.ESCROW_ADDRESS ?? '');
   } catch {
     problems.push('ESCROW_ADDRESS: is required, a 20-byte hex address');
   }
@@ -75,11 +75,12 @@ export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefault
     typeof defaults.confirmations === 'function'
       ? defaults.confirmations(network.name)
       : (defaults.confirmations ?? network.confirmations);
-  const confirmations = parsed.CONFIRMATIONS === '' ? defaultConfirmations : Number(parsed.CONFIRMATIONS);
+  const confirmations =
+    (parsed.CONFIRMATIONS ?? '') === '' ? defaultConfirmations : Number(parsed.CONFIRMATIONS);
   if (!Number.isSafeInteger(confirmations) || confirmations < 1) {
     problems.push('CONFIRMATIONS: must be a positive integer');
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems, parsed);
   return {
     rpcUrl: parsed.CHAIN_RPC_URL,
     network: network.name,

@@ -149,11 +149,21 @@ export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
  * the desc, "undefined" when there is none). With `problems`, the bad variables are added to it instead (their
  * values are undefined): a config that checks more after parsing throws once for all of them.
  */
+export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): ParsedEnv<S>;
+/**
+ * With `problems`, a variable that failed reads as undefined, so the result is Partial: the compiler makes a config
+ * check each value it reads before throwIfProblems, which makes the result whole.
+ */
+export function parseEnv<S extends EnvSpecs>(
+  env: NodeJS.ProcessEnv,
+  specs: S,
+  problems: string[],
+): Partial<ParsedEnv<S>>;
 export function parseEnv<S extends EnvSpecs>(
   env: NodeJS.ProcessEnv,
   specs: S,
   problems?: string[],
-): ParsedEnv<S> {
+): ParsedEnv<S> | Partial<ParsedEnv<S>> {
   const problemOf = (key: string, error: Error) =>
     error instanceof EnvMissingError
       ? (specs[key]?.desc ?? 'must be set (it has no default)')
@@ -162,11 +172,22 @@ export function parseEnv<S extends EnvSpecs>(
     reporter: ({ errors }) => {
       const found = Object.entries(errors).map(([key, error]) => `${key}: ${problemOf(key, error as Error)}`);
       if (problems) problems.push(...found);
-      else if (found.length > 0) throw new ConfigError(`invalid configuration: ${found.join('; ')}`);
+      else throwIfProblems(found);
     },
   });
   // envalid's object throws when a variable that failed is read; with `problems` it is read as undefined instead.
-  return problems ? ({ ...parsed } as ParsedEnv<S>) : parsed;
+  return problems ? { ...parsed } : parsed;
+}
+
+/**
+ * Throws one ConfigError naming every problem found, if any. Given the Partial result of `parseEnv(…, problems)`,
+ * it is whole afterwards: a config reads its values unchecked only once this has run.
+ */
+export function throwIfProblems<T extends object>(
+  problems: string[],
+  parsed?: Partial<T>,
+): asserts parsed is T {
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
 export function commonConfig(

@@ -25,6 +25,7 @@ export {
   type ParsedEnv,
   parseEnv,
   str,
+  throwIfProblems,
 } from './config';
 export {
   applyRepeatableSql,

@@ -6,6 +6,7 @@ import {
   optionalAddress,
   parseEnv,
   str,
+  throwIfProblems,
 } from '../src';
 
 /** The one OPERATOR_TOKEN rule of registry, checkout, escrow-ledger and settlement. */
@@ -74,5 +75,28 @@ describe('parseEnv with a problems list', () => {
     const parsed = parseEnv({ BATCH_SIZE: '0' }, { BATCH_SIZE: int({ default: 10, min: 1 }) }, problems);
     expect(problems).toEqual(['BATCH_SIZE: must be an integer of at least 1']);
     expect(parsed.BATCH_SIZE).toBeUndefined();
+  });
+
+  it('types the result as Partial until throwIfProblems has run, which throws one error for all of them', () => {
+    const problems: string[] = [];
+    const parsed = parseEnv(
+      { BATCH_SIZE: '0', NAME: 'x' },
+      { BATCH_SIZE: int({ default: 10, min: 1 }), NAME: str({ default: '' }) },
+      problems,
+    );
+    // @ts-expect-error a value read before throwIfProblems may be undefined (its variable failed)
+    const early: number = parsed.BATCH_SIZE;
+    expect(early).toBeUndefined();
+    problems.push('NAME: a check of the config itself');
+    expect(() => throwIfProblems(problems, parsed)).toThrow(
+      new ConfigError(
+        'invalid configuration: BATCH_SIZE: must be an integer of at least 1; NAME: a check of the config itself',
+      ),
+    );
+
+    const good = parseEnv({ BATCH_SIZE: '5' }, { BATCH_SIZE: int({ default: 10, min: 1 }) }, []);
+    throwIfProblems([], good);
+    const size: number = good.BATCH_SIZE;
+    expect(size).toBe(5);
   });
 });

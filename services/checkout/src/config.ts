@@ -10,6 +10,7 @@ import {
   parseEnv,
   productionGuards,
   str,
+  throwIfProblems,
 } from '@paygate/runtime';
 import { depositNode } from './sessions/deposit-addresses';
 
@@ -118,13 +119,13 @@ export function loadConfig(
   );
   // Unset: ESCROW_ADDRESS (refused in production by productionDeposit).
   const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || escrowAddress;
-  const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB.trim() || DEV_DEPOSIT_XPUB;
+  const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB?.trim() || DEV_DEPOSIT_XPUB;
   try {
     depositNode(depositXpub);
   } catch (error) {
     problems.push(`CHECKOUT_DEPOSIT_XPUB: ${(error as Error).message.split(' (')[0]}`);
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems, parsed);
   productionGuards(env, {
     serviceName: common.serviceName,
     production: common.production,

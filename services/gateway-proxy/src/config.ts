@@ -2,7 +2,6 @@ import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
-  ConfigError,
   chainConfig,
   commonConfig,
   int,
@@ -10,6 +9,7 @@ import {
   parseEnv,
   productionGuards,
   str,
+  throwIfProblems,
 } from '@paygate/runtime';
 
 /** Chain settings (payments must use usdcAddress and reach escrowAddress) plus the gateway's own. */
@@ -70,7 +70,7 @@ export function loadConfig(
   const problems: string[] = [];
   const x402 = x402Settings(parsed, problems);
   const tickets = ticketSettings(parsed, problems);
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems);
   productionGuards(env, {
     serviceName: common.serviceName,
     production: common.production,

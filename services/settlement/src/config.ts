@@ -10,6 +10,7 @@ import {
   parseEnv,
   productionGuards,
   str,
+  throwIfProblems,
 } from '@paygate/runtime';
 import { getAddress, Wallet } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
@@ -132,7 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   if (crash && !(CRASH_POINTS as readonly string[]).includes(crash)) {
     problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems);
   const chain = chainConfig(env, {
     rpcTimeoutMs: 10_000,
     escrowAddress,

@@ -1,4 +1,4 @@
-import { ConfigError, int, parseEnv, str } from '@paygate/runtime';
+import { int, parseEnv, str, throwIfProblems } from '@paygate/runtime';
 import { Wallet } from 'ethers';
 
 /** The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEY the relayer is off and x402 is not offered. */
@@ -48,13 +48,13 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
   if (parsed.RELAYER_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
     problems.push('RELAYER_PRIVATE_KEY: must not be the escrow key (the relayer holds gas only)');
   }
-  if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI)) {
+  if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI ?? '')) {
     problems.push('RELAYER_MIN_BALANCE_WEI: must be a whole number of wei');
   }
   if (parsed.RELAYER_WS_URL && !/^wss?:\/\/[^\s]+$/.test(parsed.RELAYER_WS_URL)) {
     problems.push('RELAYER_WS_URL: must be a ws:// or wss:// URL');
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems, parsed);
   const config: RelayerConfig = {
     address: address!,
     minBalanceWei: BigInt(parsed.RELAYER_MIN_BALANCE_WEI),

@@ -1,4 +1,4 @@
-import { ConfigError, int, optionalAddress, parseEnv, str } from '@paygate/runtime';
+import { ConfigError, int, optionalAddress, parseEnv, str, throwIfProblems } from '@paygate/runtime';
 import { HDNodeWallet, Mnemonic, Wallet } from 'ethers';
 
 /**
@@ -59,8 +59,8 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
     },
     problems,
   );
-  const mnemonic = parsed.CHECKOUT_DEPOSIT_MNEMONIC.trim().replace(/\s+/g, ' ');
-  const xprv = parsed.CHECKOUT_DEPOSIT_XPRV.trim();
+  const mnemonic = (parsed.CHECKOUT_DEPOSIT_MNEMONIC ?? '').trim().replace(/\s+/g, ' ');
+  const xprv = (parsed.CHECKOUT_DEPOSIT_XPRV ?? '').trim();
   let node: HDNodeWallet | undefined;
   if (mnemonic && xprv)
     problems.push('CHECKOUT_DEPOSIT_MNEMONIC and CHECKOUT_DEPOSIT_XPRV: set one, not both');
@@ -99,7 +99,7 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
       );
     }
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems, parsed);
   const config = {
     xpub: node!.neuter().extendedKey,
     intervalMs: parsed.CHECKOUT_SWEEP_INTERVAL_MS,
@@ -160,7 +160,7 @@ export function loadCheckoutSweepConfig(
   } else if (parsed.CHECKOUT_ESCROW_ADDRESS && parsed.CHECKOUT_ESCROW_ADDRESS !== address) {
     problems.push('CHECKOUT_ESCROW_ADDRESS: must be the address of CHECKOUT_ESCROW_PRIVATE_KEY');
   }
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems, parsed);
   const config = {
     address: address!,
     intervalMs: parsed.CHECKOUT_SWEEP_INTERVAL_MS,
