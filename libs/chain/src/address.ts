@@ -1,4 +1,4 @@
-import { getAddress, isAddress, zeroPadValue } from 'ethers';
+import { computeAddress, getAddress, isAddress, zeroPadValue } from 'ethers';
 
 /** EIP-55 checksummed form of an address; throws on anything that is not a 20-byte hex address. */
 export function formatAddress(address: string): string {
@@ -12,6 +12,19 @@ export function formatAddress(address: string): string {
 /** True for a 20-byte hex address (any casing that is not a wrong checksum). */
 export function isValidAddress(address: string): boolean {
   return isAddress(address);
+}
+
+/**
+ * The address of a private key setting: a 0x-prefixed 32-byte hex key on the curve. Undefined for anything else,
+ * so a config can name the variable without echoing its value (ethers' error would).
+ */
+export function addressOfPrivateKey(key: string): string | undefined {
+  if (!/^0x[0-9a-fA-F]{64}$/.test(key)) return undefined;
+  try {
+    return computeAddress(key);
+  } catch {
+    return undefined; // 0, or at or above the curve's order
+  }
 }
 
 export function sameAddress(a: string, b: string): boolean {

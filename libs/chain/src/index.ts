@@ -1,4 +1,5 @@
 export {
+  addressOfPrivateKey,
   addressToTopic,
   formatAddress,
   isValidAddress,

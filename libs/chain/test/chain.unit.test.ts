@@ -1,5 +1,6 @@
 import { Interface, makeError, zeroPadValue } from 'ethers';
 import {
+  addressOfPrivateKey,
   addressToTopic,
   DEFAULT_NETWORK_NAME,
   decodeTransferLog,
@@ -344,5 +345,23 @@ describe('getTransferLogs chunking', () => {
     expect(
       await getTransferLogs(provider, { token: TOKEN, fromBlock: 6, toBlock: 5, maxRangeBlocks: 1 }),
     ).toEqual([]);
+  });
+});
+
+describe('addressOfPrivateKey', () => {
+  it("is a key's checksummed address, and undefined for anything that is not a key on the curve", () => {
+    // anvil's account 0
+    expect(addressOfPrivateKey('0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80')).toBe(
+      '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+    );
+    for (const bad of [
+      '',
+      'ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
+      '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff8',
+      `0x${'0'.repeat(64)}`,
+      `0x${'f'.repeat(64)}`,
+    ]) {
+      expect(addressOfPrivateKey(bad)).toBeUndefined();
+    }
   });
 });

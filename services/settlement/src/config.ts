@@ -1,3 +1,4 @@
+import { addressOfPrivateKey } from '@paygate/chain';
 import { parseChainUsdc } from '@paygate/money';
 import {
   type ChainConfig,
@@ -12,7 +13,7 @@ import {
   str,
   throwIfProblems,
 } from '@paygate/runtime';
-import { getAddress, Wallet } from 'ethers';
+import { getAddress } from 'ethers';
 import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
 import {
   type CheckoutSweepConfig,
@@ -91,48 +92,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     TREASURY_ADDRESS: str({ default: '' }),
   });
   const problems: string[] = [];
-  let escrowAddress: string | undefined;
-  try {
-    if (/^0x[0-9a-fA-F]{64}$/.test(parsed.ESCROW_PRIVATE_KEY)) {
-      escrowAddress = new Wallet(parsed.ESCROW_PRIVATE_KEY).address;
-    }
-  } catch {
-    // Out of the curve's range; reported below.
-  }
-  if (!escrowAddress) {
-    // The value itself is never echoed.
-    problems.push('ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
-  }
+  const escrowAddress = addressOfPrivateKey(parsed.ESCROW_PRIVATE_KEY);
+  if (!escrowAddress) problems.push('ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
   const periodSeconds = parsed.SETTLEMENT_PERIOD_SECONDS;
   if (periodSeconds > 0 && common.production) {
     problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
   }
-  if (!parsed.MAX_TRANSFER_USDC) {
-    problems.push(
-      'MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)',
-    );
-  } else {
-    try {
-      if (parseChainUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
-        problems.push('MAX_TRANSFER_USDC: must be greater than 0');
-    } catch {
-      problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');
-    }
-  }
-  let treasuryAddress: string | null = null;
-  if (parsed.TREASURY_ADDRESS) {
-    try {
-      treasuryAddress = getAddress(parsed.TREASURY_ADDRESS);
-      if (/^0x0{40}$/.test(treasuryAddress)) throw new Error('zero');
-    } catch {
-      problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
-      treasuryAddress = null;
-    }
-  }
-  const crash = parsed.SETTLEMENT_CRASH_POINT;
-  if (crash && !(CRASH_POINTS as readonly string[]).includes(crash)) {
-    problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
-  }
+  const transfersOut = transferOutSettings(parsed, problems);
+  const crashPoint = crashPointOf(parsed.SETTLEMENT_CRASH_POINT, common.production, problems);
   throwIfProblems(problems);
   const chain = chainConfig(env, {
     rpcTimeoutMs: 10_000,
@@ -162,14 +129,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     txTimeoutMs: parsed.TX_TIMEOUT_MS,
     ledgerTimeoutMs: parsed.LEDGER_TIMEOUT_MS,
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
-    crashPoint: common.production || !crash ? null : (crash as CrashPoint),
+    crashPoint,
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
     checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
     depositSweep: loadDepositSweepConfig(env, common.production),
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
-    maxTransferUsdc: parsed.MAX_TRANSFER_USDC,
-    treasuryAddress,
+    ...transfersOut,
   } as SettlementConfig;
   if (common.production && !config.relayer) {
     throw new ConfigError(
@@ -179,4 +145,44 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
   Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });
   return config;
+}
+
+/** MAX_TRANSFER_USDC and TREASURY_ADDRESS: the cap on each transfer out of escrow, and where platform revenue goes. */
+function transferOutSettings(
+  parsed: { MAX_TRANSFER_USDC: string; TREASURY_ADDRESS: string },
+  problems: string[],
+): Pick<SettlementConfig, 'maxTransferUsdc' | 'treasuryAddress'> {
+  if (!parsed.MAX_TRANSFER_USDC) {
+    problems.push(
+      'MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)',
+    );
+  } else {
+    try {
+      if (parseChainUsdc(parsed.MAX_TRANSFER_USDC) <= 0n)
+        problems.push('MAX_TRANSFER_USDC: must be greater than 0');
+    } catch {
+      problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');
+    }
+  }
+  let treasuryAddress: string | null = null;
+  if (parsed.TREASURY_ADDRESS) {
+    try {
+      treasuryAddress = getAddress(parsed.TREASURY_ADDRESS);
+      if (/^0x0{40}$/.test(treasuryAddress)) throw new Error('zero');
+    } catch {
+      problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
+      treasuryAddress = null;
+    }
+  }
+  return { maxTransferUsdc: parsed.MAX_TRANSFER_USDC, treasuryAddress };
+}
+
+/** SETTLEMENT_CRASH_POINT (crash tests only): where a payout stops as if its process died; never in production. */
+function crashPointOf(value: string, production: boolean, problems: string[]): CrashPoint | null {
+  if (!value) return null;
+  if (!(CRASH_POINTS as readonly string[]).includes(value)) {
+    problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
+    return null;
+  }
+  return production ? null : (value as CrashPoint);
 }

@@ -1,5 +1,5 @@
+import { addressOfPrivateKey } from '@paygate/chain';
 import { int, parseEnv, str, throwIfProblems } from '@paygate/runtime';
-import { Wallet } from 'ethers';
 
 /** The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEY the relayer is off and x402 is not offered. */
 export interface RelayerConfig {
@@ -37,13 +37,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     problems,
   );
   if (!parsed.RELAYER_PRIVATE_KEY) return null;
-  let address: string | undefined;
-  try {
-    if (/^0x[0-9a-fA-F]{64}$/.test(parsed.RELAYER_PRIVATE_KEY))
-      address = new Wallet(parsed.RELAYER_PRIVATE_KEY).address;
-  } catch {
-    // reported below, without echoing the value
-  }
+  const address = addressOfPrivateKey(parsed.RELAYER_PRIVATE_KEY);
   if (!address) problems.push('RELAYER_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
   if (parsed.RELAYER_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
     problems.push('RELAYER_PRIVATE_KEY: must not be the escrow key (the relayer holds gas only)');

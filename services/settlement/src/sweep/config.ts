@@ -1,5 +1,6 @@
+import { addressOfPrivateKey } from '@paygate/chain';
 import { ConfigError, int, optionalAddress, parseEnv, str, throwIfProblems } from '@paygate/runtime';
-import { HDNodeWallet, Mnemonic, Wallet } from 'ethers';
+import { HDNodeWallet, Mnemonic } from 'ethers';
 
 /**
  * The checkout deposit wallet's settings (CHECKOUT_ESCROW_*). Checkout sessions are paid to that wallet, not to
@@ -146,14 +147,7 @@ export function loadCheckoutSweepConfig(
     }
     return null;
   }
-  let address: string | undefined;
-  try {
-    if (/^0x[0-9a-fA-F]{64}$/.test(parsed.CHECKOUT_ESCROW_PRIVATE_KEY)) {
-      address = new Wallet(parsed.CHECKOUT_ESCROW_PRIVATE_KEY).address;
-    }
-  } catch {
-    // Out of the curve's range; reported below.
-  }
+  const address = addressOfPrivateKey(parsed.CHECKOUT_ESCROW_PRIVATE_KEY);
   if (!address) problems.push('CHECKOUT_ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
   else if (parsed.CHECKOUT_ESCROW_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
     problems.push('CHECKOUT_ESCROW_PRIVATE_KEY: must not be the escrow key (a distinct deposit wallet)');
