@@ -1,3 +1,4 @@
+import { DEFAULT_HOLD_HOURS } from '@paygate/contracts';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -104,7 +105,8 @@ export function loadConfig(
     {
       SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
       LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
-      DEFAULT_HOLD_PERIOD_HOURS: int({ default: 48, min: 0, max: 168 }),
+      // A session without a skill sells a product or a service: the service's default hold (SPEC's table).
+      DEFAULT_HOLD_PERIOD_HOURS: int({ default: DEFAULT_HOLD_HOURS.Service, min: 0, max: 168 }),
       SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
       OPERATOR_TOKEN: operatorTokenSpec(common.production),
       PROJECTION_CACHE_TTL_MS: int({ default: 2000, min: 0, max: 60_000 }),
