@@ -61,16 +61,14 @@ export function loadConfig(
     { ...env, RPC_TIMEOUT_MS: env.RPC_TIMEOUT_MS ?? env.CHAIN_TIMEOUT_MS },
     { rpcTimeoutMs: 5000 },
   );
-  // One parse for every group, so that one error names every bad variable.
-  const parsed = parseEnv(env, {
-    ...ticketEnv(),
-    ...sellerCallEnv(),
-    ...x402Env(),
-  });
+  // One parse for every group, and the checks past envalid's in the same list: one error names every bad variable.
   const problems: string[] = [];
-  const x402 = x402Settings(parsed, problems);
-  const tickets = ticketSettings(parsed, problems);
-  throwIfProblems(problems);
+  const parsed = parseEnv(env, { ...ticketEnv(), ...sellerCallEnv(), ...x402Env() }, problems);
+  const ticketSigningKeyPem = signingKeyPem(parsed.TICKET_SIGNING_KEY ?? '', problems);
+  const x402MinAmountMicro = minAmountMicro(parsed.X402_MIN_AMOUNT ?? '', problems);
+  throwIfProblems(problems, parsed);
+  const x402 = x402Settings(parsed, x402MinAmountMicro);
+  const tickets = ticketSettings(parsed, ticketSigningKeyPem);
   productionGuards(env, {
     serviceName: common.serviceName,
     production: common.production,
@@ -90,15 +88,20 @@ const ticketEnv = () => ({
 
 type TicketEnv = ParsedEnv<ReturnType<typeof ticketEnv>>;
 
-/** The ticket signing key (a PEM EC private key, or none), its sealing key and the tickets' lifetime. */
+/** TICKET_SIGNING_KEY: a PEM EC private key (newlines may be written `\n`), or none. */
+function signingKeyPem(value: string, problems: string[]): string | undefined {
+  const pem = value.replace(/\\n/g, '\n').trim();
+  if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
+  return pem || undefined;
+}
+
+/** The ticket signing key, its sealing key and the tickets' lifetime. */
 function ticketSettings(
   parsed: TicketEnv,
-  problems: string[],
+  ticketSigningKeyPem: string | undefined,
 ): Pick<GatewayProxyConfig, 'ticketSigningKeyPem' | 'ticketKeyEncryptionKey' | 'ticketTtlSeconds'> {
-  const pem = parsed.TICKET_SIGNING_KEY.replace(/\\n/g, '\n').trim();
-  if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
   return {
-    ticketSigningKeyPem: pem || undefined,
+    ticketSigningKeyPem,
     ticketKeyEncryptionKey: parsed.TICKET_KEY_ENCRYPTION_KEY,
     ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
   };
@@ -136,7 +139,7 @@ function sellerCallSettings(
 
 const x402Env = () => ({
   X402_MAX_TIMEOUT_SECONDS: int({ default: 60, min: 1 }),
-  X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1 }),
+  X402_INCLUSION_WAIT_MS: int({ default: 15_000, min: 1, max: 60_000 }),
   RELAYER_TIMEOUT_MS: int({ default: 3000, min: 1 }),
   X402_RECOVERY_AFTER_MS: int({ default: 30_000, min: 1 }),
   X402_RECOVERY_INTERVAL_MS: int({ default: 5000, min: 1 }),
@@ -152,18 +155,22 @@ const x402Env = () => ({
 
 type X402Env = ParsedEnv<ReturnType<typeof x402Env>>;
 
-/** x402: settlement by the relayer (waits, recovery, smallest amount, daily budgets), the facilitator, discovery. */
-function x402Settings(parsed: X402Env, problems: string[]) {
-  let x402MinAmountMicro = 0n;
+/** X402_MIN_AMOUNT: a USDC amount above 0, in micro-USDC. */
+function minAmountMicro(value: string, problems: string[]): bigint {
   try {
-    x402MinAmountMicro = parseUsdc(parsed.X402_MIN_AMOUNT);
-    if (x402MinAmountMicro <= 0n) problems.push('X402_MIN_AMOUNT: must be more than 0 USDC');
+    const amountMicro = parseUsdc(value);
+    if (amountMicro <= 0n) problems.push('X402_MIN_AMOUNT: must be more than 0 USDC');
+    return amountMicro;
   } catch (error) {
     problems.push(
       `X402_MIN_AMOUNT: ${error instanceof MoneyFormatError ? error.rule : 'must be a USDC amount'}`,
     );
+    return 0n;
   }
-  if (parsed.X402_INCLUSION_WAIT_MS > 60_000) problems.push('X402_INCLUSION_WAIT_MS: must be at most 60000');
+}
+
+/** x402: settlement by the relayer (waits, recovery, smallest amount, daily budgets), the facilitator, discovery. */
+function x402Settings(parsed: X402Env, x402MinAmountMicro: bigint) {
   return {
     x402MaxTimeoutSeconds: parsed.X402_MAX_TIMEOUT_SECONDS,
     x402InclusionWaitMs: parsed.X402_INCLUSION_WAIT_MS,
