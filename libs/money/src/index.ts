@@ -32,10 +32,20 @@ export const MAX_AMOUNT_MICRO = 10_000_000_000n * MICRO_PER_USDC;
  */
 export const MAX_CHAIN_AMOUNT_MICRO = 2n ** 63n - 1n;
 
+/** Significant digits any decimal keeps through an IEEE 754 double (DBL_DIG): JSON numbers up to it are exact. */
+const MAX_EXACT_NUMBER_DIGITS = 15;
+
+/** Significant digits of a plain decimal string ("0.050" has 2). */
+function significantDigits(text: string): number {
+  return text.replace('.', '').replace(/^0+/, '').replace(/0+$/, '').length;
+}
+
 /**
  * Parses a decimal USDC string ("0.05", "10", "1.000001") into micro-USDC.
  * Accepts a JS number only when its shortest decimal form is itself a valid amount string,
  * because sellers send prices as numbers in JSON (SPEC: priceUsdc is "string or number").
+ * A fractional number has at most 15 significant digits: up to 15 every decimal survives JSON parsing exactly,
+ * beyond it the parsed number may be another amount than the one sent (9999999999.123456 arrives as …123455).
  */
 export function parseUsdc(input: unknown, options: { max?: MicroUsdc } = {}): MicroUsdc {
   let text: string;
@@ -49,6 +59,15 @@ export function parseUsdc(input: unknown, options: { max?: MicroUsdc } = {}): Mi
     if (/\.[0-9]{7,}$/.test(text)) throw new MoneyFormatError(input, 'has more than 6 decimal places');
     throw new MoneyFormatError(input, 'must be a decimal string with at most 6 decimal places');
   }
+  if (
+    typeof input === 'number' &&
+    !Number.isSafeInteger(input) &&
+    significantDigits(text) > MAX_EXACT_NUMBER_DIGITS
+  )
+    throw new MoneyFormatError(
+      input,
+      `as a JSON number must have at most ${MAX_EXACT_NUMBER_DIGITS} significant digits (JSON numbers do not carry more exactly); send it as a string, such as "0.05"`,
+    );
   const whole = BigInt(match[1]!);
   const fraction = BigInt((match[3] ?? '').padEnd(USDC_DECIMALS, '0'));
   const amount = whole * MICRO_PER_USDC + fraction;

@@ -42,6 +42,18 @@ describe('parseUsdc', () => {
     expect(() => parseUsdc(input)).toThrow(MoneyFormatError);
     expect(() => parseUsdc(input)).toThrow(rule);
   });
+
+  it('refuses a JSON number that parsing may have turned into another amount, and takes the same text as a string', () => {
+    // JSON.parse rounds 9999999999.123456 to 9999999999.123455: read as a number it would be a different price.
+    const sent = JSON.parse('{"price": 9999999999.123456}').price as number;
+    expect(() => parseUsdc(sent)).toThrow('at most 15 significant digits');
+    expect(() => parseUsdc(sent)).toThrow('send it as a string');
+    expect(parseUsdc('9999999999.123456')).toBe(9_999_999_999_123_456n);
+    // Up to 15 significant digits every decimal arrives exactly, and integers up to 2^53 - 1 do too.
+    expect(parseUsdc(JSON.parse('123456789.123457'))).toBe(123_456_789_123_457n);
+    expect(parseUsdc(JSON.parse('9999999999'))).toBe(9_999_999_999_000_000n);
+    expect(parseUsdc(JSON.parse('0.000001'))).toBe(1n);
+  });
 });
 
 describe('parseChainUsdc', () => {

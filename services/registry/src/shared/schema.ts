@@ -12,7 +12,8 @@ export const UsdcAmountOut = Type.String({
   description: 'decimal USDC amount, e.g. "0.05"',
 });
 export const UsdcAmountIn = Type.Union([Type.String({ maxLength: 40 }), Type.Number()], {
-  description: 'decimal USDC amount as a string ("0.05") or a number (0.05); at most 6 decimals',
+  description:
+    'decimal USDC amount as a string ("0.05") or a number (0.05); at most 6 decimals, and a number with a fraction at most 15 significant digits (JSON carries no more exactly)',
 });
 export const IsoTime = Type.String({ format: 'date-time' });
 
