@@ -17,9 +17,15 @@ export const unauthorized = (message = 'missing or invalid credentials') =>
   new HttpError(401, 'unauthorized', message);
 export const forbidden = (message = 'not allowed') => new HttpError(403, 'forbidden', message);
 export const notFound = (what: string) => new HttpError(404, 'not_found', `${what} not found`);
-/** A body that is not JSON (or, as express.json's strict mode, not an object or array). */
+/**
+ * A body that is not a JSON object or array: broken JSON, or a scalar such as `null` or `"text"` (express.json's strict
+ * mode refuses both). The message names the rule for both: "not valid JSON" was untrue of `null`.
+ */
 export const invalidJson = () =>
-  new HttpError(400, 'invalid_json', 'body is not valid JSON', { field: 'body', rule: 'must be JSON' });
+  new HttpError(400, 'invalid_json', 'body must be a JSON object or array', {
+    field: 'body',
+    rule: 'must be a JSON object or array',
+  });
 export const conflict = (code: string, message: string) => new HttpError(409, code, message);
 
 export interface ErrorBody {

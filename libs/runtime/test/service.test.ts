@@ -170,6 +170,17 @@ describe('startService: health, readiness, metrics, migrations in the service sc
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: 'invalid_json', field: 'body' });
     expect(JSON.stringify(bad.body)).not.toContain(' at ');
+    // Valid JSON that is not an object or array: the answer must not call it invalid JSON.
+    const scalar = await request(service.app)
+      .post('/things')
+      .set('content-type', 'application/json')
+      .send('null');
+    expect(scalar.status).toBe(400);
+    expect(scalar.body.error).toMatchObject({
+      code: 'invalid_json',
+      message: 'body must be a JSON object or array',
+      rule: 'must be a JSON object or array',
+    });
   });
 });
 

@@ -25,11 +25,18 @@ describe('session creation fast path', () => {
 
     const broken = await post().set('content-type', 'application/json').send('{"skill":');
     expect(broken.status).toBe(400);
-    expect(broken.body.error).toMatchObject({ code: 'invalid_json', field: 'body', rule: 'must be JSON' });
+    expect(broken.body.error).toMatchObject({
+      code: 'invalid_json',
+      field: 'body',
+      rule: 'must be a JSON object or array',
+    });
     expect(broken.body.error.requestId).toBe(broken.headers['x-request-id']);
 
     const scalar = await post().set('content-type', 'application/json').send('"fast"');
-    expect(scalar.body.error?.code).toBe('invalid_json');
+    expect(scalar.body.error).toMatchObject({
+      code: 'invalid_json',
+      message: 'body must be a JSON object or array',
+    });
 
     const extra = await post().send({ skill: 'fast', amount: '1' });
     expect(extra.status).toBe(400);
