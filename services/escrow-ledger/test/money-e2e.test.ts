@@ -544,7 +544,10 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     const neither = await call('/api/v1/refund-requests', {
       body: { reason: 'x', signature: `0x${'11'.repeat(65)}` },
     });
-    expect(neither.body.error).toMatchObject({ field: 'transactionId' });
+    expect(neither.body.error).toMatchObject({
+      field: 'transactionId',
+      message: 'transactionId must be given, or txHash or sessionId instead (exactly one of the three)',
+    });
     // The widget's lookup: a paid session to its ledger transaction.
     const lookup = await call(`/api/v1/transactions/lookup?sessionId=${bySession.sessionId}`);
     expect(lookup.body).toMatchObject({

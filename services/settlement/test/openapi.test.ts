@@ -104,7 +104,8 @@ describe('settlement routes and their OpenAPI document', () => {
     expect(run.status).toBe(400);
     expect(((await run.json()) as any).error).toMatchObject({
       field: 'sellerId',
-      rule: 'give either sellerId or all: true (exactly one)',
+      message: 'sellerId must be given, or all: true instead (exactly one of the two)',
+      rule: 'must be given, or all: true instead (exactly one of the two)',
     });
     const documentedLimit = doc.paths['/api/v1/settlements'].get.parameters.find(
       (p: any) => p.name === 'limit',

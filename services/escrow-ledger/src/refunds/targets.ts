@@ -25,7 +25,10 @@ export function refundTargetOf(body: {
 }): RefundTarget {
   const given = [body.transactionId, body.txHash, body.sessionId].filter((v) => v !== undefined).length;
   if (given !== 1) {
-    throw badRequest('transactionId', 'give exactly one of transactionId, txHash or sessionId');
+    throw badRequest(
+      'transactionId',
+      'must be given, or txHash or sessionId instead (exactly one of the three)',
+    );
   }
   if (body.logIndex !== undefined && body.txHash === undefined) {
     throw badRequest('logIndex', 'is only allowed with txHash');

@@ -34,7 +34,7 @@ export function settlementOperatorRoutes(
       handler: async (req, res) => {
         const body = req.body ?? {};
         if ((body.sellerId === undefined) === (body.all === undefined)) {
-          throw badRequest('sellerId', 'give either sellerId or all: true (exactly one)');
+          throw badRequest('sellerId', 'must be given, or all: true instead (exactly one of the two)');
         }
         const selection = body.sellerId !== undefined ? { sellerId: body.sellerId } : { all: true as const };
         const result = await settleNow(ctx, scheduler, clock, selection, onTransferRecorded);
