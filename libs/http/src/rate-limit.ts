@@ -16,6 +16,8 @@ interface BucketState {
   shared: number;
   /** Hits allowed here and not yet added to the shared count. */
   pending: number;
+  /** Hits whose write is under way (a flush or a hit asking Postgres): counted until the write's total is read. */
+  writing: number;
   /** When the shared count was read, on the limiter's clock (the one its windows are cut on). */
   syncedAt: number;
 }
@@ -42,13 +44,17 @@ export interface RateLimiterOptions {
  * the hot path, a replica that saw the shared count less than `freshMs` ago and is below half the limit
  * counts locally and adds its hits to the shared row every `flushIntervalMs`; near the limit every hit is
  * an atomic upsert whose returned total decides. Overshoot across replicas is bounded by what the others
- * allowed locally in one flush interval while below half the limit. Hits whose write fails stay pending and go
- * with the next write. One clock (`now`) cuts the windows and ages the shared count.
+ * allowed locally in one flush interval while below half the limit; within a replica there is none, since a
+ * local decision counts the hits still being written too. Hits whose write fails stay pending and go with the next
+ * write. One clock (`now`) cuts the windows and ages the shared count.
  */
 export class SharedRateLimiter {
   private readonly buckets = new Map<string, BucketState>();
   private timer: NodeJS.Timeout | undefined;
   private lastCleanup = 0;
+  /** The last flush called (settled when none is under way), and how many are under way or waiting for it. */
+  private flushing: Promise<void> = Promise.resolve();
+  private flushesUnderWay = 0;
 
   readonly windowMs: number;
 
@@ -64,8 +70,9 @@ export class SharedRateLimiter {
   }
 
   start(): void {
+    // A tick while a flush is still under way (Postgres slow) is skipped: no queue grows behind it.
     this.timer = setInterval(
-      () => void this.flush().catch(() => undefined),
+      () => this.flushesUnderWay === 0 && void this.flush().catch(() => undefined),
       this.options.flushIntervalMs ?? 100,
     );
     this.timer.unref();
@@ -82,20 +89,26 @@ export class SharedRateLimiter {
     const windowStart = nowMs - (nowMs % this.windowMs);
     const state = this.buckets.get(bucket);
     if (!state || state.windowStart !== windowStart) return undefined;
-    if (!this.isFresh(state, nowMs)) return undefined;
-    if (state.shared + state.pending + 1 > this.limit / 2) return undefined;
+    if (!this.mayDecideLocally(state, nowMs)) return undefined;
     state.pending += 1;
     return {
       allowed: true,
       limit: this.limit,
-      remaining: this.limit - state.shared - state.pending,
+      remaining: this.limit - this.countedLocally(state),
       retryAfterSeconds: Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000)),
     };
   }
 
-  private isFresh(state: BucketState, nowMs: number): boolean {
+  /** Every hit this replica knows of: the shared count read, plus its own not yet in it (pending or being written). */
+  private countedLocally(state: BucketState): number {
+    return state.shared + state.writing + state.pending;
+  }
+
+  /** The shared count is fresh and one more hit keeps this replica's count within half the limit. */
+  private mayDecideLocally(state: BucketState, nowMs: number): boolean {
     const age = nowMs - state.syncedAt;
-    return age >= 0 && age < (this.options.freshMs ?? 1000);
+    const fresh = age >= 0 && age < (this.options.freshMs ?? 1000);
+    return fresh && this.countedLocally(state) + 1 <= this.limit / 2;
   }
 
   async hit(bucket: string): Promise<RateDecision> {
@@ -104,28 +117,31 @@ export class SharedRateLimiter {
     const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000));
     let state = this.buckets.get(bucket);
     if (!state || state.windowStart !== windowStart) {
-      state = { windowStart, shared: 0, pending: 0, syncedAt: 0 };
+      state = { windowStart, shared: 0, pending: 0, writing: 0, syncedAt: 0 };
       this.buckets.set(bucket, state);
     }
-    if (this.isFresh(state, nowMs) && state.shared + state.pending + 1 <= this.limit / 2) {
+    if (this.mayDecideLocally(state, nowMs)) {
       state.pending += 1;
       return {
         allowed: true,
         limit: this.limit,
-        remaining: this.limit - state.shared - state.pending,
+        remaining: this.limit - this.countedLocally(state),
         retryAfterSeconds,
       };
     }
     const carried = state.pending;
     state.pending = 0;
+    state.writing += carried + 1;
     let total: number;
     try {
       total = await this.add(bucket, windowStart, carried + 1);
     } catch (error) {
       // Not written: the hits counted here before stay pending (this one is not decided; its caller fails).
+      state.writing -= carried + 1;
       state.pending += carried;
       throw error;
     }
+    state.writing -= carried + 1;
     return this.decided(bucket, { start: windowStart, retryAfterSeconds }, total);
   }
 
@@ -183,10 +199,11 @@ export class SharedRateLimiter {
   ): RateDecision {
     let state = this.buckets.get(bucket);
     if (!state || state.windowStart !== window.start) {
-      state = { windowStart: window.start, shared: 0, pending: 0, syncedAt: 0 };
+      state = { windowStart: window.start, shared: 0, pending: 0, writing: 0, syncedAt: 0 };
       this.buckets.set(bucket, state);
     }
-    state.shared = total;
+    // Writes may return out of order; a window's shared count only grows.
+    state.shared = Math.max(state.shared, total);
     state.syncedAt = this.now().getTime();
     return {
       allowed: total <= this.limit,
@@ -205,8 +222,22 @@ export class SharedRateLimiter {
     return Number(result.rows[0]?.hits ?? hits);
   }
 
-  /** Adds locally counted hits to the shared rows (one statement) and forgets finished windows. */
-  async flush(): Promise<void> {
+  /**
+   * Adds locally counted hits to the shared rows (one statement) and forgets finished windows. One flush at a
+   * time: a call while one is under way waits for it, then flushes what came since.
+   */
+  flush(): Promise<void> {
+    this.flushesUnderWay += 1;
+    const next = this.flushing.then(() => this.flushOnce());
+    this.flushing = next
+      .catch(() => undefined)
+      .finally(() => {
+        this.flushesUnderWay -= 1;
+      });
+    return next;
+  }
+
+  private async flushOnce(): Promise<void> {
     const nowMs = this.now().getTime();
     const buckets: string[] = [];
     const windows: Date[] = [];
@@ -218,13 +249,17 @@ export class SharedRateLimiter {
         windows.push(new Date(state.windowStart));
         hits.push(state.pending);
         states.push(state);
-      } else if (state.windowStart + this.windowMs < nowMs) {
+      } else if (state.writing === 0 && state.windowStart + this.windowMs < nowMs) {
         this.buckets.delete(bucket);
       }
     }
     if (buckets.length > 0) {
-      // Taken out of pending only while the write is in flight: if it fails they go with the next one.
-      for (const state of states) state.pending = 0;
+      // Moved from pending to writing while the write is under way: still counted by local decisions, and put
+      // back in pending if it fails, to go with the next one.
+      states.forEach((state, i) => {
+        state.pending -= hits[i]!;
+        state.writing += hits[i]!;
+      });
       let result: { rows: Array<{ hits: number; bucket: string }> };
       try {
         result = await sql<{ hits: number; bucket: string }>`
@@ -234,6 +269,7 @@ export class SharedRateLimiter {
         returning bucket, hits`.execute(this.db);
       } catch (error) {
         states.forEach((state, i) => {
+          state.writing -= hits[i]!;
           state.pending += hits[i]!;
         });
         throw error;
@@ -242,7 +278,8 @@ export class SharedRateLimiter {
       const syncedAt = this.now().getTime();
       buckets.forEach((bucket, i) => {
         const state = states[i]!;
-        state.shared = totals.get(bucket) ?? state.shared;
+        state.writing -= hits[i]!;
+        state.shared = Math.max(state.shared, totals.get(bucket) ?? state.shared);
         state.syncedAt = syncedAt;
       });
     }

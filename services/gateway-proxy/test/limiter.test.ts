@@ -1,4 +1,4 @@
-import { SharedRateLimiter } from '@paygate/http';
+import { type RateDecision, SharedRateLimiter } from '@paygate/http';
 import { migrateToLatest } from '@paygate/runtime';
 import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
@@ -50,6 +50,42 @@ describe('SharedRateLimiter', () => {
     await healWrites();
     expect(await limiter.hit('flush-fails')).toMatchObject({ allowed: true, remaining: 4 });
     expect(await sharedHits('flush-fails')).toBe(6);
+  });
+
+  it('allows no more than the limit while its own writes are under way (Postgres slow)', async () => {
+    const limiter = new SharedRateLimiter(db, 5, clock, { freshMs: 1000 });
+    expect(await limiter.hit('slow-writes')).toMatchObject({ allowed: true }); // written: shared count 1, fresh
+    // Another session holds the table: every write of the limiter waits, as on a busy Postgres.
+    const holder = openSchema(env.schemaFor('gateway-proxy'));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let markLocked!: () => void;
+    const locked = new Promise<void>((resolve) => {
+      markLocked = resolve;
+    });
+    const holding = holder.transaction().execute(async (trx) => {
+      await sql`lock table rate_limit_windows in exclusive mode`.execute(trx);
+      markLocked();
+      await released;
+    });
+    await locked;
+    // A flush tick between every two hits: the hits it takes out of pending are still on their way to Postgres.
+    const decisions: Promise<RateDecision>[] = [];
+    const flushes: Promise<void>[] = [];
+    for (let i = 0; i < 10; i++) {
+      flushes.push(limiter.flush());
+      decisions.push(limiter.hit('slow-writes'));
+    }
+    release();
+    await holding;
+    await holder.destroy();
+    const allowed = (await Promise.all(decisions)).filter((decision) => decision.allowed);
+    await Promise.all(flushes);
+    expect(allowed).toHaveLength(4);
+    await limiter.stop();
+    expect(await sharedHits('slow-writes')).toBe(11);
   });
 
   it('ages the shared count on the clock that cuts its windows', async () => {
