@@ -231,18 +231,18 @@ export class PaygateAgent {
   async pay(url: string, requirements: PaymentRequirements): Promise<AgentPayment> {
     const priceMicro = parseUsdc(requirements.price);
     this.checkLimits(priceMicro, requirements.price);
-    const provider = this.options.wallet.provider;
-    if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
-    const { chainId } = await provider.getNetwork();
-    if (Number(chainId) !== requirements.chainId) {
-      throw new PaymentRequirementsError(
-        `the seller charges on chain ${requirements.chainId} (${requirements.network}); the wallet is on ${chainId}`,
-      );
-    }
-    // Reserve before sending, so concurrent calls cannot pass the total limit together.
+    // Reserved at once, before any await: concurrent calls cannot pass the total limit together.
     this.spentMicro += priceMicro;
     let sent = false;
     try {
+      const provider = this.options.wallet.provider;
+      if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
+      const { chainId } = await provider.getNetwork();
+      if (Number(chainId) !== requirements.chainId) {
+        throw new PaymentRequirementsError(
+          `the seller charges on chain ${requirements.chainId} (${requirements.network}); the wallet is on ${chainId}`,
+        );
+      }
       const usdc = new Contract(getAddress(requirements.asset), TRANSFER_ABI, this.options.wallet);
       const tx = await usdc.getFunction('transfer')(getAddress(requirements.payTo), priceMicro);
       sent = true;

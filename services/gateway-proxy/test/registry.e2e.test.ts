@@ -62,6 +62,24 @@ describe('gateway-proxy with the real registry', () => {
     expect(agent.spent).toBe('0.05');
     // The total limit now stops a second purchase.
     await expect(agent.fetch(skillUrl)).rejects.toBeInstanceOf(SpendingLimitError);
+    // Two payments at once with room for one: the second is refused before the first has sent anything (the
+    // amount was reserved only after an await, and both transfers went out).
+    const racing = createAgent({
+      wallet: new Wallet(testWallets.buyer.privateKey, h.anvil.provider),
+      maxPricePerCall: '0.10',
+      maxTotalSpend: '0.05',
+    });
+    const requirements = await (await fetch(skillUrl)).json();
+    const outcomes = await Promise.allSettled([
+      racing.pay(skillUrl, requirements),
+      racing.pay(skillUrl, requirements),
+    ]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value.amount)).toEqual(['0.05']);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason)).toEqual([
+      expect.any(SpendingLimitError),
+    ]);
+    expect(racing.payments).toHaveLength(1);
+    expect(racing.spent).toBe('0.05');
 
     const txHash = agent.payments[0]!.txHash.toLowerCase();
     const events = await waitFor(async () => {
