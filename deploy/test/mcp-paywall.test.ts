@@ -187,6 +187,36 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
     await client.close();
   });
 
+  it('keeps a payment counted against the limit when its answer is lost, and gives back one refused', async () => {
+    const client = await inMemoryClient();
+    const paid = (params: Parameters<Client['callTool']>[0]) =>
+      Boolean((params._meta as Record<string, unknown> | undefined)?.['x402/payment']);
+    const calls: Array<Parameters<Client['callTool']>[0]> = [];
+    // The paid call reaches the server and is settled there, but its answer never comes back.
+    const losing = {
+      callTool: async (params: Parameters<Client['callTool']>[0]) => {
+        calls.push(params);
+        const result = await client.callTool(params);
+        if (paid(params)) throw new Error('connection lost after the payment was handed over');
+        return result;
+      },
+    };
+    const agent = createAgent({ wallet: buyer(), maxPricePerCall: '0.10', maxTotalSpend: '1' });
+    await expect(agent.callTool(losing, { name: 'quote' })).rejects.toThrow('connection lost');
+    expect(agent.spent).toBe('0.05');
+
+    // The same authorization again is refused (payment required): nothing moved, nothing more is counted.
+    const handedOver = calls.find(paid)!;
+    const replaying = {
+      callTool: (params: Parameters<Client['callTool']>[0]) =>
+        client.callTool(paid(params) ? { ...params, _meta: handedOver._meta } : params),
+    };
+    const refusedOnce = await agent.callTool(replaying, { name: 'quote' });
+    expect(paymentRequiredOf(refusedOnce)?.error).toBe('invalid_exact_evm_nonce_already_used');
+    expect(agent.spent).toBe('0.05');
+    await client.close();
+  });
+
   it('over streamable HTTP: the agent pays within its limit, and refuses a price above it', async () => {
     const connect = async () => {
       const client = new Client({ name: 'agent', version: '1.0.0' });

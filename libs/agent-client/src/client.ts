@@ -189,9 +189,12 @@ export class PaygateAgent {
     this.checkLimits(priceMicro, price);
     // Reserved before signing, so concurrent calls cannot pass the total limit together.
     this.spentMicro += priceMicro;
-    let settled = false;
+    // Once handed over, a signed authorization can be settled until it expires, whether or not its answer comes
+    // back (a lost connection, a settlement still pending): only a refusal or a failed settlement gives it back.
+    let mayMoveMoney = false;
     try {
       const payment = await signMcpPayment(this.options.wallet, chainId, required, requirement);
+      mayMoveMoney = true;
       const second = await client.callTool({
         ...call,
         _meta: { ...call._meta, [MCP_PAYMENT_META]: payment },
@@ -199,8 +202,8 @@ export class PaygateAgent {
       const response = (second?._meta as Record<string, unknown> | undefined)?.[MCP_PAYMENT_RESPONSE_META] as
         | { success?: boolean; transaction?: string }
         | undefined;
+      if (response?.success === false || paymentRequiredOf(second)) mayMoveMoney = false;
       if (response?.success === true && typeof response.transaction === 'string') {
-        settled = true;
         this.payments.push({
           url: required.resource?.url ?? `mcp://tool/${call.name}`,
           txHash: response.transaction,
@@ -222,8 +225,8 @@ export class PaygateAgent {
       }
       return second;
     } finally {
-      // An authorization Paygate did not settle moved no money.
-      if (!settled) this.spentMicro -= priceMicro;
+      // Refused, or never handed over: it moved no money.
+      if (!mayMoveMoney) this.spentMicro -= priceMicro;
     }
   }
 
