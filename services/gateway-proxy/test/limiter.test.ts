@@ -1,6 +1,6 @@
 import { type RateDecision, SharedRateLimiter } from '@paygate/http';
 import { migrateToLatest } from '@paygate/runtime';
-import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
+import { createTestEnvironment, holdTableLock, openSchema, type TestEnvironment } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { migrations } from '../migrations';
 
@@ -57,20 +57,7 @@ describe('SharedRateLimiter', () => {
     expect(await limiter.hit('slow-writes')).toMatchObject({ allowed: true }); // written: shared count 1, fresh
     // Another session holds the table: every write of the limiter waits, as on a busy Postgres.
     const holder = openSchema(env.schemaFor('gateway-proxy'));
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let markLocked!: () => void;
-    const locked = new Promise<void>((resolve) => {
-      markLocked = resolve;
-    });
-    const holding = holder.transaction().execute(async (trx) => {
-      await sql`lock table rate_limit_windows in exclusive mode`.execute(trx);
-      markLocked();
-      await released;
-    });
-    await locked;
+    const lock = await holdTableLock(holder, 'rate_limit_windows');
     // A flush tick between every two hits: the hits it takes out of pending are still on their way to Postgres.
     const decisions: Promise<RateDecision>[] = [];
     const flushes: Promise<void>[] = [];
@@ -78,8 +65,7 @@ describe('SharedRateLimiter', () => {
       flushes.push(limiter.flush());
       decisions.push(limiter.hit('slow-writes'));
     }
-    release();
-    await holding;
+    await lock.release();
     await holder.destroy();
     const allowed = (await Promise.all(decisions)).filter((decision) => decision.allowed);
     await Promise.all(flushes);
