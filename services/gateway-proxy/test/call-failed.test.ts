@@ -15,13 +15,41 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
   let seller: http.Server;
   /** How many more calls of /bad answer 502 before it answers 200. */
   const badAnswersLeft = { count: 0 };
+  /** What the next calls of /held get, in turn (then 200): a 502 now, or held until the test answers it. */
+  const heldPlan: Array<'fail' | 'hold'> = [];
+  /** Calls of /held being held, for the test to answer, and who waits for the next one. */
+  const heldCalls: http.ServerResponse[] = [];
+  let heldArrived: (() => void) | undefined;
+  const nextHeldCall = () =>
+    heldCalls.length > 0
+      ? Promise.resolve(heldCalls.shift()!)
+      : new Promise<http.ServerResponse>((resolve) => {
+          heldArrived = () => resolve(heldCalls.shift()!);
+        });
+  const UPSTREAM_TIMEOUT_MS = 3000;
   const url = (path: string) => `${h.gateway.url}/api/v1/skills/failing${path}`;
 
   beforeAll(async () => {
-    h = await startHarness('gwcallfail', { RETRY_WINDOW_SECONDS: '600', UPSTREAM_TIMEOUT_MS: '500' });
+    h = await startHarness('gwcallfail', {
+      RETRY_WINDOW_SECONDS: '600',
+      UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+    });
     seller = http.createServer((req, res) => {
       req.resume();
       if (req.url === '/api/slow') return; // never answers: the gateway's timeout fires
+      if (req.url === '/api/held') {
+        const planned = heldPlan.shift();
+        if (planned === 'hold') {
+          heldCalls.push(res);
+          heldArrived?.();
+          return;
+        }
+        if (planned === 'fail') {
+          res.writeHead(502, { 'content-type': 'application/json' });
+          res.end('{"error":"bad gateway"}');
+          return;
+        }
+      }
       if (req.url === '/api/bad' && badAnswersLeft.count > 0) {
         badAnswersLeft.count -= 1;
         res.writeHead(502, { 'content-type': 'application/json' });
@@ -46,9 +74,12 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
         name: 'failing',
         sellerId: 'seller-failing',
         apiBaseUrl: `http://127.0.0.1:${(seller.address() as AddressInfo).port}/api`,
-        endpoints: [endpoint('/bad'), endpoint('/slow'), endpoint('/ok')],
+        endpoints: [endpoint('/bad'), endpoint('/slow'), endpoint('/ok'), endpoint('/held')],
       }),
     );
+  });
+  afterEach(() => {
+    h.clock.offsetMs = 0;
   });
   afterAll(async () => {
     seller?.closeAllConnections();
@@ -163,5 +194,82 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
     );
     expect(await eventsAbout('payment.call_failed', paymentId)).toHaveLength(0);
     expect(await eventsAbout('payment.call_recovered', paymentId)).toHaveLength(0);
+  });
+
+  const claimState = async (paymentId: string) =>
+    (await h.db
+      .selectFrom('payment_claims')
+      .select(['state', 'attempts'])
+      .where('id', '=', paymentId)
+      .executeTakeFirstOrThrow()) as { state: string; attempts: number };
+  const answer502 = (res: http.ServerResponse) => {
+    res.writeHead(502, { 'content-type': 'application/json' });
+    res.end('{"error":"bad gateway"}');
+  };
+
+  it('a retry takes over an attempt only once it outlived its bounds, and the late attempt then books nothing', async () => {
+    heldPlan.push('fail', 'hold');
+    const { txHash, header } = await pay('/held');
+    const call = () => fetch(url('/held'), { headers: { 'X-402-Payment': header } });
+    const failed = await call();
+    expect(failed.status).toBe(502);
+    await failed.arrayBuffer();
+    const paymentId = await claimId(txHash);
+
+    // Attempt 2 reaches the seller, which holds it.
+    const slowAttempt = call();
+    slowAttempt.catch(() => undefined);
+    const slowAtSeller = await nextHeldCall();
+    // It may still answer while younger than two upstream timeouts (the body, then the headers) plus 5 s:
+    // a retry now is refused and nothing goes to the seller.
+    h.clock.advance(UPSTREAM_TIMEOUT_MS + 6000);
+    const tooEarly = await call();
+    expect(tooEarly.status).toBe(402);
+    expect((await tooEarly.json()).reason).toBe('payment_already_used');
+    expect(await claimState(paymentId)).toEqual({ state: 'in_flight', attempts: 2 });
+
+    // Past that bound the attempt is stale: a retry (attempt 3) takes the payment over and is served.
+    h.clock.advance(UPSTREAM_TIMEOUT_MS + 1000);
+    const takenOver = await call();
+    expect(takenOver.status).toBe(200);
+    await takenOver.arrayBuffer();
+    await waitFor(async () => (await claimState(paymentId)).state === 'served', {
+      message: 'the retry marked the payment served',
+    });
+
+    // Attempt 2's seller fails it late (or the gateway's timeout did): its answer books nothing.
+    answer502(slowAtSeller);
+    const late = await slowAttempt;
+    expect([502, 504]).toContain(late.status);
+    await late.arrayBuffer();
+    expect(await claimState(paymentId)).toEqual({ state: 'served', attempts: 3 });
+    const spent = await call();
+    expect(spent.status).toBe(402);
+    await spent.arrayBuffer();
+    // The seller's books: attempt 1's failure and attempt 3's recovery, nothing of attempt 2.
+    const failures = await eventsAbout('payment.call_failed', paymentId);
+    expect(failures.map((e) => (e.data as { attempt: number }).attempt)).toEqual([1]);
+    const recoveries = await eventsAbout('payment.call_recovered', paymentId);
+    expect(recoveries.map((e) => (e.data as { attempt: number }).attempt)).toEqual([3]);
+  });
+
+  it('a first attempt that never came back (the gateway died mid-call) may be retried once it is stale', async () => {
+    heldPlan.push('hold');
+    const { txHash, header } = await pay('/held');
+    const call = () => fetch(url('/held'), { headers: { 'X-402-Payment': header } });
+    const lostAttempt = call();
+    lostAttempt.catch(() => undefined);
+    const lostAtSeller = await nextHeldCall();
+    const paymentId = await claimId(txHash);
+    h.clock.advance(2 * UPSTREAM_TIMEOUT_MS + 6000);
+    const retried = await call();
+    expect(retried.status).toBe(200);
+    await retried.arrayBuffer();
+    await waitFor(async () => (await claimState(paymentId)).state === 'served', {
+      message: 'the retry marked the payment served',
+    });
+    answer502(lostAtSeller);
+    await (await lostAttempt).arrayBuffer();
+    expect(await claimState(paymentId)).toEqual({ state: 'served', attempts: 2 });
   });
 });

@@ -3,6 +3,7 @@ import { createEvent, type EventData } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
+import { attemptOf } from './claim-rows';
 import type { PaymentClaim } from './service';
 
 /** What the seller did to a forwarded paid call that failed (payment.call_failed's upstream fields). */
@@ -31,7 +32,7 @@ export class CallOutcomes {
    * The call failed: the payment stays usable for a retry of the same resource until the returned time (the window
    * starts at the first failure and is not extended by later ones). `sellerFailure` undefined: the buyer's body
    * could not be forwarded, which is not the seller's failure (no event). Undefined for a subscription (no window:
-   * it stays valid).
+   * it stays valid). An attempt a retry already took over changes nothing (its window is read back).
    */
   async markFailed(claim: PaymentClaim, sellerFailure: SellerFailure | undefined): Promise<Date | undefined> {
     if (claim.kind === 'subscription') return undefined;
@@ -45,11 +46,18 @@ export class CallOutcomes {
           retry_until: sql`coalesce(retry_until, ${freshWindow})`,
           updated_at: now,
         })
-        .where('id', '=', claim.id)
+        .where((eb: any) => eb.and(attemptOf(claim)))
         .returning(['retry_until'])
         .executeTakeFirst()) as { retry_until: Date } | undefined;
-      const retryUntil = row?.retry_until ?? freshWindow;
-      if (row && sellerFailure) {
+      if (!row) {
+        const current = (await trx
+          .selectFrom('payment_claims')
+          .select('retry_until')
+          .where('id', '=', claim.id)
+          .executeTakeFirst()) as { retry_until: Date | null } | undefined;
+        return current?.retry_until ?? freshWindow;
+      }
+      if (sellerFailure) {
         await this.publish(trx, 'payment.call_failed', {
           paymentId: claim.id,
           sellerId: claim.seller_id,
@@ -58,10 +66,10 @@ export class CallOutcomes {
           upstreamOutcome: sellerFailure.outcome,
           upstreamStatus: sellerFailure.outcome === 'error_status' ? sellerFailure.status : null,
           failedAt: now.toISOString(),
-          retryUntil: retryUntil.toISOString(),
+          retryUntil: row.retry_until.toISOString(),
         });
       }
-      return retryUntil;
+      return row.retry_until;
     });
   }
 
@@ -75,7 +83,7 @@ export class CallOutcomes {
       const row = await trx
         .updateTable('payment_claims')
         .set({ state: 'served', updated_at: now })
-        .where('id', '=', claim.id)
+        .where((eb: any) => eb.and(attemptOf(claim)))
         .returning(['id'])
         .executeTakeFirst();
       if (!row) return;

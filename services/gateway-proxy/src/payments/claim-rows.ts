@@ -1,4 +1,5 @@
 import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import { sql } from 'kysely';
 import {
   type ClaimOptions,
   type ClaimToWrite,
@@ -170,17 +171,26 @@ export class PaymentClaimRows {
   }
 
   /**
-   * A pay-per-call whose seller call failed, in flight again for its retry: only within its retry window, when it
-   * is retryable or its last attempt went stale. Undefined when it may not be retried.
+   * A pay-per-call in flight again for a retry: when its seller call failed (retryable), or its last attempt went
+   * stale (the gateway died mid-call, or the attempt outlived its bounds), within the retry window (which starts at
+   * the first failure, or at the claim for an attempt that never came back). Undefined when it may not be retried.
+   * The returned row carries the new attempt number: only that attempt may book the outcome (attemptOf).
    */
   async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
     const now = this.settings.now();
-    const staleBefore = new Date(now.getTime() - this.settings.upstreamTimeoutMs - 5000);
+    // An attempt reads the buyer's body (at most the upstream timeout), then waits for the seller's headers (the
+    // same bound again): one younger than both, with room for the bookkeeping, may still answer.
+    const staleBefore = new Date(now.getTime() - 2 * this.settings.upstreamTimeoutMs - 5000);
+    const windowMs = this.settings.retryWindowSeconds * 1000;
     return (await this.ctx.db
       .updateTable('payment_claims')
       .set((eb: any) => ({ state: 'in_flight', attempts: eb('attempts', '+', 1), updated_at: now }))
       .where('id', '=', claim.id)
-      .where('retry_until', '>', now)
+      .where(
+        sql`coalesce(retry_until, created_at + ${sql.lit(windowMs)} * interval '1 millisecond')`,
+        '>',
+        now,
+      )
       .where('attempts', '<', 50)
       .where((eb: any) =>
         eb.or([
@@ -199,8 +209,18 @@ export class PaymentClaimRows {
     return this.ctx.db
       .updateTable('payment_claims')
       .set({ state: 'served', updated_at: this.settings.now() })
-      .where('id', '=', claim.id)
+      .where((eb: any) => eb.and(attemptOf(claim)))
       .execute()
       .then(() => undefined);
   }
 }
+
+/**
+ * The claim row as this attempt left it (in flight, its attempt number): a seller call's outcome is booked only
+ * by the attempt still holding the claim, so a late answer of an attempt a retry took over changes nothing.
+ */
+export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
+  id: claim.id,
+  state: 'in_flight',
+  attempts: claim.attempts,
+});
