@@ -22,6 +22,9 @@ import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x4
 import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, startGatewayProxy } from '../src';
+import type { Purchase } from '../src/payments/types';
+import { X402Authorizations } from '../src/x402/authorizations';
+import { decodeX402Payment } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;
@@ -331,6 +334,53 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     expect(claims[0]!.state).toBe('retryable');
     const served = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
     expect(served.status).toBe(200);
+    expect(upstream.requests.length - seen).toBe(1);
+  });
+
+  it('a payment the recovery pass took over stays when its stalled caller gives its claim back: the same header then gets the call', async () => {
+    const payment = await header();
+    const purchase: Purchase = {
+      resource: h.resource('GET', 'wx', '/data'),
+      priceMicro: 50_000n,
+      kind: 'payPerCall',
+      durationDays: null,
+      sellerId: 'seller-1',
+      skillId: 'skill-wx',
+      skillName: 'wx',
+      endpointId: 'ep-wx-1',
+      holdPeriodHours: 0,
+      claimedVia: 'proxy',
+    };
+    // A live caller claims the authorization as settle() does, then stalls (its budget check waits on Postgres)
+    // past the recovery bound: the recovery pass takes the authorization over and settles it.
+    const authorizations = new X402Authorizations(
+      h.db,
+      { chainId: 31337, usdcAddress: h.usdcAddress },
+      h.clock.now,
+    );
+    const claimed = await authorizations.claim(decodeX402Payment(payment, 2), purchase, 2);
+    expect(claimed).toBeDefined();
+    h.clock.advance(10_000);
+    try {
+      const settled = await waitFor(
+        async () => {
+          const row = await authorizations.find(claimed!.key);
+          return row?.state === 'settled' && row;
+        },
+        { timeoutMs: 10_000, message: 'the recovery pass did not settle the authorization' },
+      );
+      expect(settled.claim_id).toBeTruthy();
+    } finally {
+      h.clock.offsetMs = 0;
+    }
+    // The stalled caller comes back refused (over its budget, say) and gives its claim back: it no longer holds it.
+    await authorizations.forget(claimed!);
+    expect((await authorizations.find(claimed!.key))?.state).toBe('settled');
+    // The buyer, told to try again, presents the same header: the payment the recovery pass credited serves it.
+    const seen = upstream.requests.length;
+    const served = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
+    expect(served.status).toBe(200);
+    await served.arrayBuffer();
     expect(upstream.requests.length - seen).toBe(1);
   });
 

@@ -27,6 +27,16 @@ export interface AuthorizationRow extends AuthorizationKey {
   valid_before: bigint;
 }
 
+/**
+ * An authorization a caller claimed (`submitting` since `claimedAt`): what only that caller may give back (forget).
+ * The recovery pass renews `updated_at` when it takes a row over, so a caller that stalled past the recovery bound
+ * no longer holds it.
+ */
+export interface ClaimedAuthorization {
+  key: AuthorizationKey;
+  claimedAt: Date;
+}
+
 /** The values an x402 settlement records on its authorization row (settlementStatement). */
 const SETTLEMENT_COLUMNS = [
   ['chain_id', 'integer'],
@@ -65,14 +75,19 @@ export class X402Authorizations {
     };
   }
 
-  /** Claims the authorization for the purchase (`submitting`); false when it was presented before. */
-  async claim(payment: DecodedX402Payment, purchase: Purchase, version: 1 | 2): Promise<boolean> {
+  /** Claims the authorization for the purchase (`submitting`); undefined when it was presented before. */
+  async claim(
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+    version: 1 | 2,
+  ): Promise<ClaimedAuthorization | undefined> {
     const a = payment.authorization;
     const now = this.now();
+    const key = this.keyOf(a);
     const inserted = await this.db
       .insertInto('x402_authorizations')
       .values({
-        ...this.keyOf(a),
+        ...key,
         signature: payment.signature.toLowerCase(),
         to_address: a.to.toLowerCase(),
         value_micro: BigInt(a.value),
@@ -89,7 +104,7 @@ export class X402Authorizations {
       .onConflict((oc: any) => oc.columns(['chain_id', 'token', 'payer', 'auth_nonce']).doNothing())
       .returning(['auth_nonce'])
       .executeTakeFirst();
-    return inserted !== undefined;
+    return inserted === undefined ? undefined : { key, claimedAt: now };
   }
 
   find(key: AuthorizationKey): Promise<AuthorizationRow | undefined> {
@@ -110,11 +125,16 @@ export class X402Authorizations {
     return row !== undefined;
   }
 
-  /** Nothing was submitted: the same authorization may be presented again. */
-  async forget(key: AuthorizationKey): Promise<void> {
+  /**
+   * Nothing was submitted by this caller: the same authorization may be presented again. Only while the caller
+   * still holds its claim: a row the recovery pass took over (it may be submitting it) or finished stays.
+   */
+  async forget(claimed: ClaimedAuthorization): Promise<void> {
     await this.db
       .deleteFrom('x402_authorizations')
-      .where((eb: any) => eb.and(key))
+      .where((eb: any) => eb.and(claimed.key))
+      .where('state', '=', 'submitting')
+      .where('updated_at', '=', claimed.claimedAt)
       .execute();
   }
 
@@ -196,16 +216,20 @@ export class X402Authorizations {
       .executeTakeFirst() as Promise<PaymentClaim | undefined>;
   }
 
-  /** Rows still `submitting` since before `stale`: their caller gave up or the process died. */
-  stale(stale: Date, limit: number): Promise<AuthorizationRow[]> {
-    return this.db
-      .selectFrom('x402_authorizations')
-      .selectAll()
-      .where('state', '=', 'submitting')
-      .where('updated_at', '<', stale)
-      .orderBy('updated_at')
-      .limit(limit)
-      .execute() as Promise<AuthorizationRow[]>;
+  /**
+   * Takes over rows still `submitting` since before `stale` (their caller gave up or the process died), oldest
+   * first: each is renewed (`updated_at`), so its caller can no longer forget it and no other pass takes it before
+   * it is stale again. Rows another pass is taking over are skipped.
+   */
+  async takeOverStale(stale: Date, limit: number): Promise<AuthorizationRow[]> {
+    const { rows } = await sql<AuthorizationRow>`
+      update x402_authorizations a set updated_at = ${this.now()}
+        from (select chain_id, token, payer, auth_nonce from x402_authorizations
+                where state = 'submitting' and updated_at < ${stale}
+                order by updated_at limit ${limit} for update skip locked) s
+        where a.chain_id = s.chain_id and a.token = s.token and a.payer = s.payer and a.auth_nonce = s.auth_nonce
+        returning a.*`.execute(this.db);
+    return rows;
   }
 
   async countAttempt(key: AuthorizationKey): Promise<void> {

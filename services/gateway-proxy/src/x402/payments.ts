@@ -303,8 +303,9 @@ export class X402Payments implements BackgroundTask {
     if (!(await this.relayer.available())) {
       return refused(503, unavailable, 'x402 settlement is unavailable right now; pay with X-402-Payment');
     }
-    const key = this.authorizations.keyOf(payment.authorization);
-    if (!(await this.authorizations.claim(payment, purchase, version))) {
+    const claimed = await this.authorizations.claim(payment, purchase, version);
+    if (!claimed) {
+      const key = this.authorizations.keyOf(payment.authorization);
       return this.settlement.presentedBefore(key, payment, purchase);
     }
     // Over budget (or not counted): nothing is submitted, and the same authorization may come back.
@@ -312,14 +313,14 @@ export class X402Payments implements BackgroundTask {
     try {
       overBudget = await this.overRelayerBudget(payment.authorization.from, purchase.sellerId);
     } catch (error) {
-      await this.authorizations.forget(key);
+      await this.authorizations.forget(claimed);
       throw error;
     }
     if (overBudget) {
-      await this.authorizations.forget(key);
+      await this.authorizations.forget(claimed);
       return overBudget;
     }
-    return this.settlement.submit(key, payment, purchase, performance.now() - started);
+    return this.settlement.submit(claimed, payment, purchase, performance.now() - started);
   }
 
   /** Authorizations whose caller gave up (timeout, crash) before their transfer was claimed: finish them. */
@@ -330,7 +331,7 @@ export class X402Payments implements BackgroundTask {
       this.settings.recoveryAfterMs,
       this.settings.inclusionWaitMs + this.settings.relayerTimeoutMs,
     );
-    const rows = await this.authorizations.stale(
+    const rows = await this.authorizations.takeOverStale(
       new Date(this.settings.now().getTime() - afterMs),
       RECOVERY_BATCH,
     );

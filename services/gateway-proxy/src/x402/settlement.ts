@@ -10,6 +10,7 @@ import {
   type AuthorizationKey,
   type AuthorizationRow,
   authorizationOfRow,
+  type ClaimedAuthorization,
   keyOfRow,
   purchaseOfRow,
   type X402Authorizations,
@@ -105,7 +106,7 @@ export class X402Settlement {
 
   /** Submits a freshly claimed authorization and waits for its inclusion, then claims its transfer. */
   async submit(
-    key: AuthorizationKey,
+    claimed: ClaimedAuthorization,
     payment: DecodedX402Payment,
     purchase: Purchase,
     verificationMs: number,
@@ -127,7 +128,7 @@ export class X402Settlement {
       );
       return refused(503, unavailable, 'settlement did not answer in time; present the same payment again');
     }
-    if (!reply.ok) return this.relayerRefused(key, reply);
+    if (!reply.ok) return this.relayerRefused(claimed, reply);
     if (reply.status !== 'confirmed') {
       return refused(
         503,
@@ -138,7 +139,7 @@ export class X402Settlement {
     let claim: PaymentClaim | undefined;
     const claimStarted = performance.now();
     try {
-      claim = await this.claimTransfer(key, payment, purchase, reply, 'live');
+      claim = await this.claimTransfer(claimed.key, payment, purchase, reply, 'live');
     } catch (error) {
       if (!(error instanceof LedgerClaimRefused)) throw error;
       // The ledger did not answer: the row stays `submitting`, the recovery pass claims it later.
@@ -169,13 +170,13 @@ export class X402Settlement {
   }
 
   private async relayerRefused(
-    key: AuthorizationKey,
+    claimed: ClaimedAuthorization,
     reply: Extract<RelayerSubmitReply, { ok: false }>,
   ): Promise<Refused> {
     const [status, reason] = RELAYER_REASONS[reply.reason];
     // Nothing was sent on a 503: the same authorization may be presented again.
-    if (status === 503) await this.authorizations.forget(key);
-    else await this.authorizations.markRefused(key, reason);
+    if (status === 503) await this.authorizations.forget(claimed);
+    else await this.authorizations.markRefused(claimed.key, reason);
     return refused(status, reason, reply.message);
   }
 
