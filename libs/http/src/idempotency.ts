@@ -110,6 +110,7 @@ export interface StoredKey {
   fingerprint: string;
   /** Null while the first request with the key runs (IdempotencyClaims only). */
   answer: { status: number; body: unknown } | null;
+  /** When the key was claimed, to the millisecond (IdempotencyClaims: the claim's holder). */
   createdAt?: Date;
 }
 
@@ -151,14 +152,26 @@ export async function idempotentInTransaction(
 /**
  * Keys claimed before the work runs, outside any transaction: a claim is a row without an answer; no connection
  * is held while the work runs or a duplicate waits (holding one deadlocks the pool once waiters take them all).
+ * A claim is held by the request whose claim time (to the millisecond) the row carries: only that request completes
+ * or releases it, so a request whose claim was taken over (it ran past `abandonedAfterMs`) changes nothing.
  */
 export interface IdempotencyClaims {
-  /** True when this request took the key (no row existed). */
-  claim(request: IdempotentRequest): Promise<boolean>;
+  /** The claim time when this request took the key (no row existed); undefined otherwise. */
+  claim(request: IdempotentRequest): Promise<Date | undefined>;
   find(request: IdempotentRequest): Promise<StoredKey | undefined>;
-  complete(request: IdempotentRequest, answer: { status: number; body: unknown }): Promise<void>;
-  /** Gives back a claim without an answer (the work failed, or its request died), so the key may be used again. */
-  release(request: IdempotentRequest): Promise<void>;
+  /**
+   * Takes over a claim still without an answer and still claimed at `abandonedAt` (the time `find` read): the new
+   * claim time, or undefined when another request took it over first or it was answered or released.
+   */
+  takeOver(request: IdempotentRequest, abandonedAt: Date): Promise<Date | undefined>;
+  /** Stores the answer on the claim made at `claimedAt` (nothing when the claim is no longer this request's). */
+  complete(
+    request: IdempotentRequest,
+    claimedAt: Date,
+    answer: { status: number; body: unknown },
+  ): Promise<void>;
+  /** Gives back the claim made at `claimedAt` without an answer (the work failed), so the key may be used again. */
+  release(request: IdempotentRequest, claimedAt: Date): Promise<void>;
 }
 
 export interface ClaimTimings {
@@ -191,13 +204,16 @@ export async function idempotentWithClaim(
   if (!request) return run();
   const deadline = Date.now() + timings.duplicateWaitMs;
   while (Date.now() < deadline) {
-    if (await claims.claim(request)) return runClaimed(claims, request, run);
+    const claimedAt = await claims.claim(request);
+    if (claimedAt) return runClaimed(claims, request, claimedAt, run);
     const stored = await claims.find(request);
     if (!stored) continue; // the first request failed and gave its claim back: claim it again
     const replay = replayOrRefuse(stored, request.fingerprint);
     if (replay) return replay;
     if (stored.createdAt && Date.now() - stored.createdAt.getTime() > timings.abandonedAfterMs) {
-      await claims.release(request);
+      // One duplicate takes it over (the claim time it read must still be there); the others wait for its answer.
+      const takenAt = await claims.takeOver(request, stored.createdAt);
+      if (takenAt) return runClaimed(claims, request, takenAt, run);
       continue;
     }
     await new Promise((resolve) => setTimeout(resolve, timings.pollMs));
@@ -212,15 +228,16 @@ export async function idempotentWithClaim(
 async function runClaimed(
   claims: IdempotencyClaims,
   request: IdempotentRequest,
+  claimedAt: Date,
   run: () => Promise<IdempotentAnswer>,
 ): Promise<IdempotentAnswer> {
   let answer: IdempotentAnswer;
   try {
     answer = await run();
   } catch (error) {
-    await claims.release(request);
+    await claims.release(request, claimedAt);
     throw error;
   }
-  await claims.complete(request, { status: answer.status, body: answer.body });
+  await claims.complete(request, claimedAt, { status: answer.status, body: answer.body });
   return answer;
 }

@@ -46,18 +46,32 @@ function memoryKeys() {
       rows.set(id(r), { fingerprint: r.fingerprint, answer });
     },
   };
+  /** The row's claim, when it is still unanswered and claimed at `at`. */
+  const heldAt = (r: IdempotentRequest, at: Date) => {
+    const row = rows.get(id(r));
+    return row && row.answer === null && row.createdAt?.getTime() === at.getTime() ? row : undefined;
+  };
+  let tick = 1;
   const claims: IdempotencyClaims = {
     async claim(r) {
-      if (rows.has(id(r))) return false;
-      rows.set(id(r), { fingerprint: r.fingerprint, answer: null, createdAt: new Date() });
-      return true;
+      if (rows.has(id(r))) return undefined;
+      const createdAt = new Date(Date.now() + tick++);
+      rows.set(id(r), { fingerprint: r.fingerprint, answer: null, createdAt });
+      return createdAt;
     },
     find: store.find,
-    async complete(r, answer) {
-      rows.set(id(r), { ...rows.get(id(r))!, answer });
+    async takeOver(r, abandonedAt) {
+      const row = heldAt(r, abandonedAt);
+      if (!row) return undefined;
+      row.createdAt = new Date(Date.now() + tick++);
+      return row.createdAt;
     },
-    async release(r) {
-      if (rows.get(id(r))?.answer === null) rows.delete(id(r));
+    async complete(r, claimedAt, answer) {
+      const row = heldAt(r, claimedAt);
+      if (row) row.answer = answer;
+    },
+    async release(r, claimedAt) {
+      if (heldAt(r, claimedAt)) rows.delete(id(r));
     },
   };
   return { rows, store, claims, locks };
@@ -207,6 +221,25 @@ describe('idempotentWithClaim', () => {
       quick,
     );
     expect(answer).toEqual({ status: 201, body: { id: 2 } });
+  });
+
+  it('lets one duplicate take over an abandoned claim; the abandoned request ending late changes nothing', async () => {
+    const { claims, rows } = memoryKeys();
+    const abandonedAt = new Date(0);
+    rows.set('sel_1\nk1', { fingerprint: request.fingerprint, answer: null, createdAt: abandonedAt });
+    let runs = 0;
+    const work = async () => {
+      runs += 1;
+      return { status: 201, body: { id: runs } };
+    };
+    // Two duplicates find it abandoned at once: one takes it over, the other replays its answer.
+    const answers = await Promise.all([1, 2].map(() => idempotentWithClaim(claims, request, work, quick)));
+    expect(runs).toBe(1);
+    expect(answers.map((a) => a.body)).toEqual([{ id: 1 }, { id: 1 }]);
+    // The abandoned request ends late: neither its answer nor its failure touches the taker's.
+    await claims.complete(request, abandonedAt, { status: 201, body: { id: 99 } });
+    await claims.release(request, abandonedAt);
+    expect(rows.get('sel_1\nk1')!.answer).toEqual({ status: 201, body: { id: 1 } });
   });
 
   it('refuses the key with another request, even while the first runs', async () => {

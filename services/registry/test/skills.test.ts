@@ -1,6 +1,9 @@
+import { idempotentWithClaim } from '@paygate/http';
 import { createActiveSkill, EventRecorder, signUpSeller } from '@paygate/testing';
 import { Wallet } from 'ethers';
+import { sql } from 'kysely';
 import { parse as parseYaml } from 'yaml';
+import { registryClaims } from '../src/shared/idempotency';
 import { api, type Harness, PUBLIC_BASE_URL, startHarness, startSellerApi } from './helpers';
 
 let h: Harness;
@@ -225,6 +228,32 @@ describe('skill rules: every violated rule is a 400 naming the field and the rul
     const skill = (await api(h.url, 'GET', `/api/v1/manage/skills/${body.name}`, { token: seller.apiKey }))
       .body;
     expect(skill.endpoints.filter((e: { path: string }) => e.path === '/raced')).toHaveLength(1);
+  });
+});
+
+describe('Idempotency-Key claims in Postgres', () => {
+  it('one duplicate takes over a claim its request abandoned; that request ending late changes nothing', async () => {
+    const db = h.registry.ctx.db;
+    const claims = registryClaims(db);
+    const request = { scope: seller.sellerId, key: `abandoned-${Date.now()}`, fingerprint: 'f'.repeat(64) };
+    // A claim made an hour ago (by Postgres's clock, to the microsecond) whose request never answered.
+    await sql`insert into idempotency_keys (seller_id, key, request_hash, created_at)
+      values (${request.scope}, ${request.key}, ${request.fingerprint}, now() - interval '1 hour')`.execute(
+      db,
+    );
+    const abandonedAt = (await claims.find(request))!.createdAt!;
+    let runs = 0;
+    const work = async () => {
+      runs += 1;
+      return { status: 201, body: { run: runs } };
+    };
+    const answers = await Promise.all([1, 2, 3].map(() => idempotentWithClaim(claims, request, work)));
+    expect(runs).toBe(1);
+    expect(answers.map((a) => a.body)).toEqual([{ run: 1 }, { run: 1 }, { run: 1 }]);
+    // The abandoned request comes back: its answer and its release touch nothing that is now the taker's.
+    await claims.complete(request, abandonedAt, { status: 201, body: { run: 99 } });
+    await claims.release(request, abandonedAt);
+    expect((await claims.find(request))!.answer).toEqual({ status: 201, body: { run: 1 } });
   });
 });
 

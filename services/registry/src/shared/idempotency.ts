@@ -7,18 +7,23 @@ import {
   sendIdempotentAnswer,
 } from '@paygate/http';
 import type { Request, Response } from 'express';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { RegistryDatabase } from '../db';
 
 /**
  * The registry's storage of Idempotency-Keys (its idempotency_keys table), for @paygate/http's claim protocol:
- * the creating POSTs run outside one transaction (they open their own), so a key is claimed first.
+ * the creating POSTs run outside one transaction (they open their own), so a key is claimed first. A claim is
+ * held by its `created_at` (written from the claiming request's clock, to the millisecond; compared truncated, so
+ * rows of older code with microseconds still match what `find` read).
  */
-function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
+export function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
   const thisKey = (scope: string, key: string) =>
     db.selectFrom('idempotency_keys').where('seller_id', '=', scope).where('key', '=', key);
+  const claimedAtIs = (claimedAt: Date) =>
+    sql<boolean>`date_trunc('milliseconds', created_at) = ${claimedAt}`;
   return {
     async claim({ scope, key, fingerprint }) {
+      const now = new Date();
       const claimed = await db
         .insertInto('idempotency_keys')
         .values({
@@ -27,11 +32,12 @@ function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
           request_hash: fingerprint,
           response_status: null,
           response_body: null,
+          created_at: now,
         })
         .onConflict((conflict) => conflict.columns(['seller_id', 'key']).doNothing())
         .returning('key')
         .executeTakeFirst();
-      return claimed !== undefined;
+      return claimed === undefined ? undefined : now;
     },
     async find({ scope, key }) {
       const row = await thisKey(scope, key).selectAll().executeTakeFirst();
@@ -43,20 +49,36 @@ function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
         createdAt: row.created_at,
       };
     },
-    async complete({ scope, key }, answer) {
+    async takeOver({ scope, key }, abandonedAt) {
+      const now = new Date();
+      const taken = await db
+        .updateTable('idempotency_keys')
+        .set({ created_at: now })
+        .where('seller_id', '=', scope)
+        .where('key', '=', key)
+        .where('response_status', 'is', null)
+        .where(claimedAtIs(abandonedAt))
+        .returning('key')
+        .executeTakeFirst();
+      return taken === undefined ? undefined : now;
+    },
+    async complete({ scope, key }, claimedAt, answer) {
       await db
         .updateTable('idempotency_keys')
         .set({ response_status: answer.status, response_body: JSON.stringify(answer.body) })
         .where('seller_id', '=', scope)
         .where('key', '=', key)
+        .where('response_status', 'is', null)
+        .where(claimedAtIs(claimedAt))
         .execute();
     },
-    async release({ scope, key }) {
+    async release({ scope, key }, claimedAt) {
       await db
         .deleteFrom('idempotency_keys')
         .where('seller_id', '=', scope)
         .where('key', '=', key)
         .where('response_status', 'is', null)
+        .where(claimedAtIs(claimedAt))
         .execute();
     },
   };
