@@ -27,6 +27,31 @@ export function normalizeAddress(address: string): string {
   return isIPv6(trimmed) ? trimmed.toLowerCase() : trimmed;
 }
 
+/**
+ * What a per-address limit counts for a client address: an IPv4 address itself, an IPv6 address its /64 (the
+ * network one host is usually given: an IPv6 client rotating addresses within it stays one client). Anything else
+ * (an unknown peer) as is.
+ */
+export function addressBucket(address: string): string {
+  const normalized = normalizeAddress(address);
+  if (!isIPv6(normalized)) return normalized;
+  return `${ipv6Prefix64(normalized)}::/64`;
+}
+
+/** The first four hextets of an IPv6 address, each without leading zeros ("2001:db8:0:12"). */
+function ipv6Prefix64(address: string): string {
+  // An embedded IPv4 tail (::ffff:1.2.3.4 forms) sits in the low 64 bits: it never changes the prefix.
+  const [head = '', tail = ''] = address.split('::');
+  const headParts = head === '' ? [] : head.split(':');
+  const tailParts = tail === '' ? [] : tail.split(':');
+  const missing = address.includes('::') ? 8 - headParts.length - tailParts.length : 0;
+  const parts = [...headParts, ...Array<string>(Math.max(missing, 0)).fill('0'), ...tailParts];
+  return parts
+    .slice(0, 4)
+    .map((part) => (part.includes('.') ? '0' : part.replace(/^0+(?=.)/, '')))
+    .join(':');
+}
+
 /** Parses TRUSTED_PROXIES once (at start-up): throws TrustedProxiesError naming the bad entry. */
 export function parseTrustedProxies(value: string | undefined): TrustedProxies {
   const source = value?.trim() || DEFAULT_TRUSTED_PROXIES;

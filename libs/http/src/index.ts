@@ -10,6 +10,7 @@ export {
 } from './app';
 export { bearerToken, bearerTokenOf, constantTimeEqual, operatorAuth } from './auth';
 export {
+  addressBucket,
   clientAddress,
   DEFAULT_TRUSTED_PROXIES,
   normalizeAddress,

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { clientAddress, parseTrustedProxies, TrustedProxiesError } from '../src';
+import { addressBucket, clientAddress, parseTrustedProxies, TrustedProxiesError } from '../src';
 
 const request = (peer: string, forwardedFor?: string | string[]) =>
   ({
@@ -41,5 +41,25 @@ describe('clientAddress: the right-most X-Forwarded-For hop that is not a truste
     );
     expect(() => parseTrustedProxies('10.0.0.0/33')).toThrow(TrustedProxiesError);
     expect(() => parseTrustedProxies('ingress')).toThrow('"ingress" is not an IP address or CIDR range');
+  });
+});
+
+describe('addressBucket: what a per-address limit counts', () => {
+  it('is an IPv4 address itself, and an IPv6 address its /64 however it is written', () => {
+    expect(addressBucket('203.0.113.7')).toBe('203.0.113.7');
+    expect(addressBucket('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    for (const inOneNetwork of [
+      '2001:db8:1:2::1',
+      '2001:DB8:1:2:aaaa:bbbb:cccc:dddd',
+      '2001:0db8:0001:0002:ffff:ffff:ffff:ffff',
+      '2001:db8:1:2:0:0:0:0',
+    ]) {
+      expect(addressBucket(inOneNetwork)).toBe('2001:db8:1:2::/64');
+    }
+    expect(addressBucket('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(addressBucket('2001:db8::')).toBe('2001:db8:0:0::/64');
+    expect(addressBucket('::1')).toBe('0:0:0:0::/64');
+    expect(addressBucket('64:ff9b::198.51.100.1')).toBe('64:ff9b:0:0::/64');
+    expect(addressBucket('')).toBe('');
   });
 });

@@ -1,5 +1,6 @@
 import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import {
+  addressBucket,
   guardRoute,
   mountRoutes,
   openApiRoute,
@@ -93,7 +94,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         [
           rateLimitMiddleware(
             refundRequestLimiter,
-            (req) => `refund-request:${req.ip}`,
+            (req) => `refund-request:${addressBucket(req.ip ?? '')}`,
             'refund requests per minute per client address',
           ),
         ],

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { rateLimitNowOrLater, type SharedRateLimiter } from '@paygate/http';
+import { addressBucket, rateLimitNowOrLater, type SharedRateLimiter } from '@paygate/http';
 
 /** What the gateway's limiter counts, for the 429's message ("at most 60 requests per minute per wallet per skill"). */
 const LIMITED = 'requests per minute per wallet per skill';
@@ -7,7 +7,7 @@ const LIMITED = 'requests per minute per wallet per skill';
 /** The bucket of a paying wallet (a proof its payer signed for this resource). */
 export const walletBucket = (wallet: string, skillId: string) => `wallet:${wallet.toLowerCase()}:${skillId}`;
 /** The bucket of a caller without a proof its payer signed (no proof, a bad header, someone else's signature). */
-export const clientBucket = (clientIp: string, skillId: string) => `ip:${clientIp}:${skillId}`;
+export const clientBucket = (clientIp: string, skillId: string) => `ip:${addressBucket(clientIp)}:${skillId}`;
 
 /**
  * The gateway's one rate-limit decision (paid skill calls and a seller's /api/verify): counts one hit in `bucket`

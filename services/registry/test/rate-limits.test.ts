@@ -77,6 +77,20 @@ describe('registry: sign-in rate limits per client address', () => {
     }
   });
 
+  it('counts an IPv6 client by its /64: rotating addresses within it does not get more nonces', async () => {
+    nextHour();
+    // Through a trusted proxy (loopback, the default), as the edge forwards it.
+    const from = (address: string) =>
+      api(h.url, 'POST', '/api/v1/auth/siwe/nonce', { headers: { 'x-forwarded-for': address } });
+    for (let i = 0; i < NONCES_PER_MINUTE; i++)
+      expect((await from(`2001:db8:7:7::${i + 1}`)).status).toBe(201);
+    const rotated = await from('2001:db8:7:7:ffff:ffff:ffff:ffff');
+    expect(rotated.status).toBe(429);
+    expect(rotated.body.error.code).toBe('rate_limited');
+    // Another /64 is another client.
+    expect((await from('2001:db8:7:8::1')).status).toBe(201);
+  });
+
   it(`creates at most ${ACCOUNTS_PER_HOUR} accounts an hour per client; existing accounts still sign in`, async () => {
     nextHour();
     const first = new Wallet(Wallet.createRandom().privateKey);

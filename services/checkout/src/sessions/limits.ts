@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { HttpError, type RateDecision, SharedRateLimiter } from '@paygate/http';
+import { addressBucket, HttpError, type RateDecision, SharedRateLimiter } from '@paygate/http';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb } from '../db';
@@ -18,7 +18,7 @@ export class RetryLaterError extends HttpError {
 }
 
 const keyBucket = (token: string) => `key:${createHash('sha256').update(token).digest('hex').slice(0, 32)}`;
-const clientBucket = (client: string) => `client:${client}`;
+const clientBucket = (client: string) => `client:${addressBucket(client)}`;
 
 const secondsUntil = (now: Date, at: Date | null) =>
   Math.max(1, Math.ceil(((at?.getTime() ?? now.getTime()) - now.getTime()) / 1000));

@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import { type AnyRoute, addressBucket, defineRoute, rateLimitMiddleware } from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
 import { caip2, requirementsV2 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
@@ -12,7 +12,7 @@ export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {
   const perClient = [
     rateLimitMiddleware(
       state.discoveryLimiter,
-      (req) => `discovery:${req.ip}`,
+      (req) => `discovery:${addressBucket(req.ip ?? '')}`,
       'discovery requests per minute per client address',
     ),
   ];

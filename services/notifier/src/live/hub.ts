@@ -2,7 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Bus } from '@paygate/bus';
 import { validateEvent } from '@paygate/contracts';
-import { clientAddress } from '@paygate/http';
+import { addressBucket, clientAddress } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
@@ -49,7 +49,7 @@ export class LiveUpdates {
   private readonly bySeller = new Map<string, Set<Client>>();
   private readonly sellerSubscriptions: Subscription[] = [];
   private readonly clients = new Set<Client>();
-  /** Open sockets per client address on this replica. */
+  /** Open sockets per client address (an IPv6 one by its /64: addressBucket) on this replica. */
   private readonly socketsByAddress = new Map<string, number>();
   private readonly recent = new Map<string, CheckoutSessionSnapshot>();
   private subscription: Subscription | undefined;
@@ -126,7 +126,7 @@ export class LiveUpdates {
       if (path !== WEBSOCKET_PATH) return rejectUpgrade(socket, 404, 'Not Found');
       if (this.clients.size >= this.deps.config.wsMaxSockets)
         return rejectUpgrade(socket, 503, 'Service Unavailable');
-      const address = clientAddress(req, this.deps.config.trustedProxies);
+      const address = addressBucket(clientAddress(req, this.deps.config.trustedProxies));
       const limit = this.deps.config.wsMaxSocketsPerClient;
       if ((this.socketsByAddress.get(address) ?? 0) >= limit) {
         return rejectUpgrade(socket, 429, 'Too Many Requests', {

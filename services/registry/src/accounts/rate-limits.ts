@@ -1,5 +1,6 @@
 import {
   type AnyRoute,
+  addressBucket,
   checkRateLimit,
   guardRoute,
   rateLimitMiddleware,
@@ -10,7 +11,7 @@ import type { Kysely } from 'kysely';
 import type { RegistryConfig } from '../config';
 
 /**
- * Sign-in's limits per client address (req.ip: the right-most untrusted X-Forwarded-For hop): every nonce is an
+ * Sign-in's limits per client address (req.ip: the right-most untrusted X-Forwarded-For hop; an IPv6 one by its /64): every nonce is an
  * insert and every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge. Shared by the replicas (Postgres).
  */
 export class SignInRateLimits {
@@ -35,7 +36,7 @@ export class SignInRateLimits {
       [
         rateLimitMiddleware(
           this.nonces,
-          (req) => `siwe-nonce:${req.ip}`,
+          (req) => `siwe-nonce:${addressBucket(req.ip ?? '')}`,
           'SIWE nonces per minute per client address',
         ),
       ],
@@ -48,7 +49,7 @@ export class SignInRateLimits {
       [
         rateLimitMiddleware(
           this.signIns,
-          (req) => `sign-in:${req.ip}`,
+          (req) => `sign-in:${addressBucket(req.ip ?? '')}`,
           'sign-ins per minute per client address',
         ),
       ],
@@ -65,7 +66,7 @@ export class SignInRateLimits {
       [
         rateLimitMiddleware(
           this.payoutChallenges,
-          (req) => `payout-challenge:${req.ip}`,
+          (req) => `payout-challenge:${addressBucket(req.ip ?? '')}`,
           'payout-address challenges per minute per client address',
         ),
       ],
@@ -81,7 +82,7 @@ export class SignInRateLimits {
     return checkRateLimit(
       this.accounts,
       res,
-      `account:${req.ip}`,
+      `account:${addressBucket(req.ip ?? '')}`,
       'new accounts per hour per client address',
     );
   }
