@@ -26,7 +26,9 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
       : new Promise<http.ServerResponse>((resolve) => {
           heldArrived = () => resolve(heldCalls.shift()!);
         });
-  const UPSTREAM_TIMEOUT_MS = 3000;
+  // Long enough that the attempts the tests hold at the seller never time out on a busy machine before the test
+  // answers them (the timeout test waits this long, idle).
+  const UPSTREAM_TIMEOUT_MS = 10_000;
   const url = (path: string) => `${h.gateway.url}/api/v1/skills/failing${path}`;
 
   beforeAll(async () => {
@@ -221,8 +223,8 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
     slowAttempt.catch(() => undefined);
     const slowAtSeller = await nextHeldCall();
     // It may still answer while younger than two upstream timeouts (the body, then the headers) plus 5 s:
-    // a retry now is refused and nothing goes to the seller.
-    h.clock.advance(UPSTREAM_TIMEOUT_MS + 6000);
+    // a retry now (past the old bound of one timeout plus 5 s) is refused and nothing goes to the seller.
+    h.clock.advance(UPSTREAM_TIMEOUT_MS + 5500);
     const tooEarly = await call();
     expect(tooEarly.status).toBe(402);
     expect((await tooEarly.json()).reason).toBe('payment_already_used');
