@@ -38,7 +38,7 @@ export {
 } from './ledger-claims';
 export { busMigrations } from './migrations';
 export { type AuthorizedNatsServer, findNatsServerBinary, startAuthorizedNatsServer } from './nats-server';
-export { enqueueEvent, OutboxRelay } from './outbox';
+export { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES, OutboxRelay } from './outbox';
 export {
   ADMIN_USER,
   busPermissions,

@@ -10,17 +10,41 @@ import type { BusTables } from './tables';
 const encoder = new TextEncoder();
 
 /**
+ * The largest event the outbox takes, in bytes of its JSON: well under nats-server's default max_payload (1 MiB,
+ * headers included). A larger one could never be published, and its row would hold up every row behind it.
+ */
+export const MAX_EVENT_BYTES = 768 * 1024;
+
+/** An event over MAX_EVENT_BYTES: refused before it is written, so the caller's transaction rolls back. */
+export class EventTooLargeError extends Error {
+  override name = 'EventTooLargeError';
+  constructor(
+    readonly subject: string,
+    readonly bytes: number,
+  ) {
+    super(`a ${subject} event of ${bytes} bytes is over the ${MAX_EVENT_BYTES} bytes an event may carry`);
+  }
+}
+
+/**
  * Writes an event into the outbox in the caller's transaction: it is published only if that transaction
- * commits, and nothing committed is lost if the process dies before the relay runs.
+ * commits, and nothing committed is lost if the process dies before the relay runs. Throws EventTooLargeError
+ * for an event no relay could publish.
  */
 export async function enqueueEvent(trx: Transaction<any>, envelope: EventEnvelope): Promise<void> {
   validateEvent(envelope);
+  const json = JSON.stringify(envelope);
+  // Bytes, not characters: a UTF-16 unit is at most 3 bytes of UTF-8, so only a long event is counted.
+  if (json.length * 3 > MAX_EVENT_BYTES) {
+    const bytes = Buffer.byteLength(json);
+    if (bytes > MAX_EVENT_BYTES) throw new EventTooLargeError(envelope.type, bytes);
+  }
   await (trx as unknown as Transaction<BusTables>)
     .insertInto('outbox')
     .values({
       id: envelope.id,
       subject: envelope.type,
-      envelope: JSON.stringify(envelope),
+      envelope: json,
       published_at: null,
     })
     .execute();

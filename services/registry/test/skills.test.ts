@@ -231,6 +231,56 @@ describe('skill rules: every violated rule is a 400 naming the field and the rul
   });
 });
 
+describe('a skill too large to publish', () => {
+  it('refuses the change that would make skill.updated too large for NATS (413, nothing stored); later changes still publish', async () => {
+    const body = validSkill();
+    const created = await api(h.url, 'POST', '/api/v1/manage/skills', { token: seller.apiKey, body });
+    expect(created.status).toBe(201);
+    // 96 endpoints of 2,000 four-byte characters (about 8 KB each, 780 KB as an event, just under the limit)
+    // written straight to the table: adding each through the API would publish 97 growing events.
+    const description = '\u{1F4B0}'.repeat(2000);
+    await h.registry.ctx.db
+      .insertInto('endpoints')
+      .values(
+        Array.from({ length: 96 }, (_, i) => ({
+          id: `ep_big_${body.name}_${i}`,
+          skill_id: created.body.skillId,
+          path: `/big-${i}`,
+          method: 'GET' as const,
+          description,
+          price_micro: 10_000n,
+        })),
+      )
+      .execute();
+    const path = `/api/v1/manage/skills/${body.name}/endpoints`;
+    const tooLarge = await api(h.url, 'POST', path, {
+      token: seller.apiKey,
+      body: { path: '/one-more', method: 'GET', priceUsdc: '0.01', description },
+    });
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error).toMatchObject({ code: 'skill_too_large', field: 'endpoints' });
+    const stored = await api(h.url, 'GET', `/api/v1/manage/skills/${body.name}`, { token: seller.apiKey });
+    expect(stored.body.endpoints.map((e: { path: string }) => e.path)).not.toContain('/one-more');
+    // The registry's outbox holds nothing it cannot publish: a change that fits is published.
+    const recorder = new EventRecorder(await h.env.bus(), 'skill.updated');
+    try {
+      const shortened = await api(h.url, 'PATCH', `${path}/ep_big_${body.name}_0`, {
+        token: seller.apiKey,
+        body: { description: 'short now' },
+      });
+      expect(shortened.status).toBe(200);
+      await recorder.waitForEvent(
+        (data) =>
+          data.name === body.name &&
+          (data.endpoints as Array<{ description: string }>).some((e) => e.description === 'short now'),
+        { description: 'the shortened skill' },
+      );
+    } finally {
+      recorder.stop();
+    }
+  });
+});
+
 describe('Idempotency-Key claims in Postgres', () => {
   it('one duplicate takes over a claim its request abandoned; that request ending late changes nothing', async () => {
     const db = h.registry.ctx.db;

@@ -1,5 +1,6 @@
-import { enqueueEvent } from '@paygate/bus';
+import { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
+import { HttpError } from '@paygate/http';
 import { formatDollars, formatUsdc } from '@paygate/money';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { EndpointsTable, RegistryDatabase, SkillsTable } from '../db';
@@ -179,7 +180,26 @@ export async function publishSkillUpdated(
   { skill, endpoints }: SkillWithEndpoints,
   now: Date,
 ) {
-  await enqueueEvent(
+  try {
+    await enqueueSkillUpdated(trx, { skill, endpoints }, now);
+  } catch (error) {
+    if (!(error instanceof EventTooLargeError)) throw error;
+    // Nothing is stored: the request's transaction rolls back.
+    throw new HttpError(
+      413,
+      'skill_too_large',
+      `with this change the skill would be ${error.bytes} bytes as an event, over the ${MAX_EVENT_BYTES} bytes one may carry: shorten descriptions or remove endpoints`,
+      { field: 'endpoints', rule: `the skill as JSON at most ${MAX_EVENT_BYTES} bytes` },
+    );
+  }
+}
+
+function enqueueSkillUpdated(
+  trx: Transaction<RegistryDatabase>,
+  { skill, endpoints }: SkillWithEndpoints,
+  now: Date,
+): Promise<void> {
+  return enqueueEvent(
     trx,
     createEvent(
       'skill.updated',

@@ -13,6 +13,8 @@ export const SKILL_STATUSES = [
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export const MAX_ENDPOINTS_PER_SKILL = 100;
+/** Endpoints a skill keeps in all, deactivated ones included (each is in every skill.updated event). */
+export const MAX_ENDPOINT_ROWS_PER_SKILL = 200;
 
 export const SkillName = Type.String({
   minLength: 2,

@@ -19,7 +19,13 @@ import {
   parsePrice,
   refuseAmbiguousPath,
 } from '../rules';
-import { EndpointCreate, EndpointPatch, MAX_ENDPOINTS_PER_SKILL, Skill } from '../schemas';
+import {
+  EndpointCreate,
+  EndpointPatch,
+  MAX_ENDPOINT_ROWS_PER_SKILL,
+  MAX_ENDPOINTS_PER_SKILL,
+  Skill,
+} from '../schemas';
 import { applySkillTransition, type SkillTransition, skillTransition } from '../status';
 import { EndpointParams, endpointIdParam, idempotencyKey, NameParams, type SkillRouteKit } from './kit';
 
@@ -82,6 +88,15 @@ async function addEndpoint(
         field: 'endpoints',
         rule: `at most ${MAX_ENDPOINTS_PER_SKILL}`,
       },
+    );
+  }
+  // Deactivated endpoints stay in the skill (and in every skill.updated): their number is bounded too.
+  if (current.endpoints.length >= MAX_ENDPOINT_ROWS_PER_SKILL) {
+    throw new HttpError(
+      409,
+      'too_many_endpoints',
+      `a skill keeps at most ${MAX_ENDPOINT_ROWS_PER_SKILL} endpoints, deactivated ones included; create another skill`,
+      { field: 'endpoints', rule: `at most ${MAX_ENDPOINT_ROWS_PER_SKILL} in all` },
     );
   }
   refuseTakenRoute(active, input.method, input.path);
