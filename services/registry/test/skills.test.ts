@@ -373,6 +373,14 @@ describe('endpoints and SKILL.md', () => {
       body: { content: '---\nname: other\n---\n' },
     });
     expect(badHand.status).toBe(400);
+    // A frontmatter whose aliases expand without bound is refused by the rule, not answered with a 500.
+    const aliases = Array.from({ length: 101 }, () => '  - *x').join('\n');
+    const aliasBomb = await api(h.url, 'PUT', `/api/v1/manage/skills/${name}/skill-md`, {
+      token: seller.apiKey,
+      body: { content: `---\na: &x v\nb:\n${aliases}\n---\n` },
+    });
+    expect(aliasBomb.status).toBe(400);
+    expect(aliasBomb.body.error).toMatchObject({ field: 'content', rule: expect.stringMatching(/aliases/) });
 
     const deactivated = await api(
       h.url,

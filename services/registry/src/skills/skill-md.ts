@@ -114,6 +114,9 @@ export function generateSkillMd(input: SkillMdInput): string {
   ].join('\n');
 }
 
+/** How far a hand-written frontmatter's aliases may expand (yaml's own default bound). */
+const MAX_YAML_ALIASES = 100;
+
 const FRONTMATTER = /^---\r?\n([\s\S]*?)\r?\n---(\r?\n|$)/;
 
 /**
@@ -129,7 +132,16 @@ export function acceptManualSkillMd(
   if (!match) return { field: 'content', rule: 'must start with a YAML frontmatter block between --- lines' };
   const document = parseDocument(match[1]!, { uniqueKeys: true });
   if (document.errors.length > 0) return { field: 'content', rule: 'frontmatter must be valid YAML' };
-  const data = document.toJS() as Record<string, unknown> | null;
+  let data: Record<string, unknown> | null;
+  try {
+    data = document.toJS({ maxAliasCount: MAX_YAML_ALIASES }) as Record<string, unknown> | null;
+  } catch {
+    // yaml refuses a document whose aliases would expand past the bound (a "billion laughs").
+    return {
+      field: 'content',
+      rule: `frontmatter must not expand more than ${MAX_YAML_ALIASES} YAML aliases`,
+    };
+  }
   if (!data || typeof data !== 'object' || Array.isArray(data))
     return { field: 'content', rule: 'frontmatter must be a YAML mapping' };
   for (const key of ['name', 'base_url', 'description', 'endpoints']) {
