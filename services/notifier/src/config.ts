@@ -23,6 +23,11 @@ export interface NotifierConfig extends CommonConfig {
   wsHeartbeatIntervalMs: number;
   /** A socket with no subscription for this long is closed. */
   wsIdleTimeoutMs: number;
+  /**
+   * Deliveries a seller asks for by hand (test events and redeliveries) per minute: each is retried for
+   * WEBHOOK_RETRY_WINDOW_HOURS from one queue shared by every seller.
+   */
+  manualDeliveriesPerMinute: number;
   /** Clock: tests move time without sleeping. Not read from the environment. */
   now: () => Date;
 }
@@ -46,6 +51,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WS_MAX_SOCKETS_PER_CLIENT: int({ default: 20, min: 1 }),
     WS_HEARTBEAT_INTERVAL_MS: int({ default: 30_000, min: 1 }),
     WS_IDLE_TIMEOUT_MS: int({ default: 120_000, min: 1 }),
+    MANUAL_DELIVERIES_PER_MINUTE: int({ default: 20, min: 1 }),
   });
   if (parsed.WEBHOOK_CLAIM_LEASE_MS <= parsed.WEBHOOK_TIMEOUT_MS) {
     throw new ConfigError('invalid configuration: WEBHOOK_CLAIM_LEASE_MS must exceed WEBHOOK_TIMEOUT_MS');
@@ -67,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     wsMaxSocketsPerClient: parsed.WS_MAX_SOCKETS_PER_CLIENT,
     wsHeartbeatIntervalMs: parsed.WS_HEARTBEAT_INTERVAL_MS,
     wsIdleTimeoutMs: parsed.WS_IDLE_TIMEOUT_MS,
+    manualDeliveriesPerMinute: parsed.MANUAL_DELIVERIES_PER_MINUTE,
     now: () => new Date(),
   };
 }

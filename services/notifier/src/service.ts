@@ -1,5 +1,12 @@
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
+import {
+  guardRoute,
+  mountRoutes,
+  openApiRoute,
+  rateLimitMiddleware,
+  SharedRateLimiter,
+  securitySchemes,
+} from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -16,6 +23,7 @@ import { WebhookDispatcher } from './webhooks/dispatcher';
 import { Endpoint } from './webhooks/endpoints';
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
+import { sellerOf } from './webhooks/seller-request';
 
 export const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 
@@ -36,6 +44,8 @@ interface Parts {
   dispatcher: WebhookDispatcher;
   live: LiveUpdates;
   secrets: WebhookSecrets;
+  /** A seller's test events and redeliveries per minute (every replica's, counted in Postgres). */
+  manualDeliveries: SharedRateLimiter;
 }
 
 export async function startNotifier(
@@ -56,7 +66,7 @@ export async function startNotifier(
     migrations,
     routes: (app, ctx) => mountNotifierRoutes(app, ctx, config, partsFor(ctx)),
     consumers: (ctx) => notifierConsumers({ config, dispatcher: partsFor(ctx).dispatcher }),
-    background: (ctx) => [partsFor(ctx).dispatcher],
+    background: (ctx) => [partsFor(ctx).dispatcher, partsFor(ctx).manualDeliveries],
   });
   const { dispatcher, live, auth } = partsFor(running.ctx);
   live.attach(running.server);
@@ -108,7 +118,8 @@ function notifierParts(
         occurredAt: attemptedAt.toISOString(),
       }),
   });
-  return { auth, dispatcher, live, secrets };
+  const manualDeliveries = new SharedRateLimiter(ctx.db, config.manualDeliveriesPerMinute, config.now);
+  return { auth, dispatcher, live, secrets, manualDeliveries };
 }
 
 /** Starts live updates and mounts the live and webhook routes with their OpenAPI document. */
@@ -116,11 +127,30 @@ function mountNotifierRoutes(
   app: Express,
   ctx: ServiceContext<NotifierDatabase>,
   config: NotifierConfig,
-  { auth, dispatcher, live, secrets }: Parts,
+  { auth, dispatcher, live, secrets, manualDeliveries }: Parts,
 ): void {
   live.start();
   // Each route declares itself once: registration, validation and the OpenAPI document come from it.
   const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
+  // Each test event and redelivery is retried for hours from the queue every seller shares: bounded per seller.
+  for (const path of ['/api/v1/webhooks/endpoints/:id/test', '/api/v1/webhooks/deliveries/:id/redeliver']) {
+    guardRoute(
+      routes,
+      'post',
+      path,
+      [
+        rateLimitMiddleware(
+          manualDeliveries,
+          (req) => `manual-deliveries:${sellerOf(req)}`,
+          'test events and redeliveries per minute per seller',
+        ),
+      ],
+      {
+        '429':
+          'rate_limited: MANUAL_DELIVERIES_PER_MINUTE test events and redeliveries this minute (Retry-After)',
+      },
+    );
+  }
   const document = openApiRoute(
     OPENAPI_PATH,
     {

@@ -43,6 +43,8 @@ const signedWith = (request: { headers: Record<string, unknown>; body: string },
   }
 };
 
+const MANUAL_DELIVERIES_PER_MINUTE = 5;
+
 describe('webhook endpoints: several per seller, each with its events and its own secret', () => {
   let env: TestEnvironment;
   let bus: Bus;
@@ -77,7 +79,14 @@ describe('webhook endpoints: several per seller, each with its events and its ow
         [NO_SECRET_API_KEY]: sellerIdentity('seller_without_secret'),
       }),
     );
-    notifier = await startNotifier(loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50' })));
+    notifier = await startNotifier(
+      loadConfig(
+        env.envFor('notifier', {
+          WEBHOOK_POLL_INTERVAL_MS: '50',
+          MANUAL_DELIVERIES_PER_MINUTE: String(MANUAL_DELIVERIES_PER_MINUTE),
+        }),
+      ),
+    );
     db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
     // The account's single webhook URL (the registry's webhookUrl) keeps working beside the endpoints.
     await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receivers.legacy.url }));
@@ -242,5 +251,35 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     );
     expect(redelivery.status).toBe(409);
     expect(redelivery.body.error.code).toBe('webhook_endpoint_deleted');
+  });
+
+  it(`answers at most ${MANUAL_DELIVERIES_PER_MINUTE} test events a minute per seller, then 429 with Retry-After`, async () => {
+    const endpoint = await api('POST', '/api/v1/webhooks/endpoints', {
+      url: receivers.all.url,
+      events: ['*'],
+    });
+    expect(endpoint.status).toBe(201);
+    // Twice the limit and one more: even if the burst crosses into the next minute, one of them is refused.
+    const answers: Array<{ status: number; retryAfter: string | null; code?: string }> = [];
+    for (let i = 0; i < 2 * MANUAL_DELIVERIES_PER_MINUTE + 1; i++) {
+      const answer = await fetch(
+        `${notifier.url}/api/v1/webhooks/endpoints/${endpoint.body.endpoint.id}/test`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${API_KEY}` },
+        },
+      );
+      const body = await answer.json();
+      answers.push({
+        status: answer.status,
+        retryAfter: answer.headers.get('retry-after'),
+        code: body.error?.code,
+      });
+    }
+    expect(answers.filter((a) => a.status === 202).length).toBeLessThanOrEqual(
+      2 * MANUAL_DELIVERIES_PER_MINUTE,
+    );
+    const refused = answers.find((a) => a.status === 429);
+    expect(refused).toMatchObject({ code: 'rate_limited', retryAfter: expect.stringMatching(/^[1-9]\d*$/) });
   });
 });
