@@ -5,3 +5,4 @@ export {
   type ResolveApiKeyReply,
   type SellerIdentity,
 } from './protocol';
+export { credentialOf, requireWalletSession, type SellerCredential } from './wallet-session';

@@ -26,7 +26,9 @@ jest.setTimeout(60_000);
 const ACCOUNT_SECRET = 'whsec_account_secret_0123456789';
 const API_KEY = 'sk_test_endpoint_seller_0123456789';
 const OTHER_API_KEY = 'sk_test_endpoint_other_0123456789';
-const NO_SECRET_API_KEY = 'sk_test_endpoint_nosecret_0123456789';
+/** The seller's wallet sessions (shaped like the registry's tokens): what changes where events go. */
+const SESSION = 'sessionAA.endpointsA.signature0123456789';
+const NO_SECRET_SESSION = 'sessionBB.endpointsB.signature0123456789';
 
 /** Whether a received webhook verifies with this secret (the seller library's check). */
 const signedWith = (request: { headers: Record<string, unknown>; body: string }, secret: string) => {
@@ -65,6 +67,8 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     const text = await response.text();
     return { status: response.status, body: text ? JSON.parse(text) : undefined };
   };
+  /** Changes where events go: the wallet's session, as the dashboard sends it. */
+  const manage = (method: string, path: string, body?: unknown) => api(method, path, body, SESSION);
   const eventsAt = (receiver: WebhookReceiver) => receiver.received.map((r) => JSON.parse(r.body).event);
 
   beforeAll(async () => {
@@ -76,7 +80,8 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       await serveSellersForTests(bus, {
         [API_KEY]: sellerIdentity(SELLER_ID),
         [OTHER_API_KEY]: sellerIdentity(OTHER_SELLER_ID),
-        [NO_SECRET_API_KEY]: sellerIdentity('seller_without_secret'),
+        [SESSION]: sellerIdentity(SELLER_ID),
+        [NO_SECRET_SESSION]: sellerIdentity('seller_without_secret'),
       }),
     );
     notifier = await startNotifier(
@@ -105,10 +110,13 @@ describe('webhook endpoints: several per seller, each with its events and its ow
 
   it('sends each endpoint the events it asked for, signed with its own secret, with a test event, changes and deletion', async () => {
     // Bad input is named: the field and the rule.
-    const badUrl = await api('POST', '/api/v1/webhooks/endpoints', { url: 'ftp://x', events: ['*'] });
+    const badUrl = await manage('POST', '/api/v1/webhooks/endpoints', { url: 'ftp://x', events: ['*'] });
     expect(badUrl.status).toBe(400);
     expect(badUrl.body.error.field).toBe('url');
-    const noEvents = await api('POST', '/api/v1/webhooks/endpoints', { url: receivers.all.url, events: [] });
+    const noEvents = await manage('POST', '/api/v1/webhooks/endpoints', {
+      url: receivers.all.url,
+      events: [],
+    });
     expect(noEvents.status).toBe(400);
     expect(noEvents.body.error.field).toContain('events');
     // Without an account secret to derive from: 409 naming what to do.
@@ -116,12 +124,20 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       'POST',
       '/api/v1/webhooks/endpoints',
       { url: receivers.all.url, events: ['*'] },
-      NO_SECRET_API_KEY,
+      NO_SECRET_SESSION,
     );
     expect(noSecret.status).toBe(409);
     expect(noSecret.body.error.code).toBe('webhook_secret_missing');
 
-    const payments = await api('POST', '/api/v1/webhooks/endpoints', {
+    // The sk_ API key alone does not change where events go: the wallet's session does (as for webhookUrl).
+    const withKey = await api('POST', '/api/v1/webhooks/endpoints', {
+      url: receivers.all.url,
+      events: ['*'],
+    });
+    expect(withKey.status).toBe(403);
+    expect(withKey.body.error).toMatchObject({ code: 'wallet_session_required', field: 'Authorization' });
+
+    const payments = await manage('POST', '/api/v1/webhooks/endpoints', {
       url: receivers.payments.url,
       events: ['payment.confirmed'],
       description: 'Orders',
@@ -133,7 +149,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       enabled: true,
       secretVersion: 1,
     });
-    const all = await api('POST', '/api/v1/webhooks/endpoints', { url: receivers.all.url, events: ['*'] });
+    const all = await manage('POST', '/api/v1/webhooks/endpoints', { url: receivers.all.url, events: ['*'] });
     expect(all.status).toBe(201);
     expect(all.body.secret).not.toBe(payments.body.secret);
     expect(
@@ -216,12 +232,22 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     receivers.payments.respond = () => 200;
 
     // Rotating one endpoint's secret: its next delivery verifies with the new secret only; the other keeps its own.
-    const rotated = await api('POST', `/api/v1/webhooks/endpoints/${all.body.endpoint.id}/rotate-secret`);
+    const rotated = await manage('POST', `/api/v1/webhooks/endpoints/${all.body.endpoint.id}/rotate-secret`);
     expect(rotated.status).toBe(200);
     expect(rotated.body.endpoint.secretVersion).toBe(2);
     expect(rotated.body.secret).not.toBe(all.body.secret);
+    // Nor silences an endpoint, deletes it or rotates its secret.
+    for (const [method, path] of [
+      ['PATCH', `/api/v1/webhooks/endpoints/${payments.body.endpoint.id}`],
+      ['DELETE', `/api/v1/webhooks/endpoints/${payments.body.endpoint.id}`],
+      ['POST', `/api/v1/webhooks/endpoints/${payments.body.endpoint.id}/rotate-secret`],
+    ] as const) {
+      const refused = await api(method, path, method === 'PATCH' ? { enabled: false } : undefined);
+      expect(refused.status).toBe(403);
+      expect(refused.body.error.code).toBe('wallet_session_required');
+    }
     // Turned off: the payments endpoint hears nothing more.
-    const off = await api('PATCH', `/api/v1/webhooks/endpoints/${payments.body.endpoint.id}`, {
+    const off = await manage('PATCH', `/api/v1/webhooks/endpoints/${payments.body.endpoint.id}`, {
       enabled: false,
     });
     expect(off.body.enabled).toBe(false);
@@ -240,7 +266,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     expect(deliveriesOfThird.map((d) => d.endpoint_id).sort()).toEqual([all.body.endpoint.id, null].sort());
 
     // Deleted: gone from the list; a redelivery of one of its deliveries is refused.
-    expect((await api('DELETE', `/api/v1/webhooks/endpoints/${all.body.endpoint.id}`)).status).toBe(204);
+    expect((await manage('DELETE', `/api/v1/webhooks/endpoints/${all.body.endpoint.id}`)).status).toBe(204);
     expect(
       (await api('GET', '/api/v1/webhooks/endpoints')).body.data.map((e: { id: string }) => e.id),
     ).toEqual([payments.body.endpoint.id]);
@@ -254,7 +280,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
   });
 
   it(`answers at most ${MANUAL_DELIVERIES_PER_MINUTE} test events a minute per seller, then 429 with Retry-After`, async () => {
-    const endpoint = await api('POST', '/api/v1/webhooks/endpoints', {
+    const endpoint = await manage('POST', '/api/v1/webhooks/endpoints', {
       url: receivers.all.url,
       events: ['*'],
     });

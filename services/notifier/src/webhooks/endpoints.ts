@@ -24,7 +24,7 @@ import {
 } from './endpoint-store';
 import { WEBHOOK_EVENT_TYPES } from './payload';
 import type { DeliveryRow } from './repository';
-import { secretKeyAuth, sellerOf } from './seller-request';
+import { requireWalletSessionFor, secretKeyAuth, sellerOf } from './seller-request';
 
 export { endpointsFor, MAX_ENDPOINTS_PER_SELLER, TEST_EVENT_TYPE } from './endpoint-store';
 
@@ -164,10 +164,12 @@ function createEndpointRoute({ ctx, auth, config, secrets }: EndpointRouteDeps) 
     ),
     responses: { '201': WithSecret },
     errors: {
+      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
       '409': `webhook_secret_missing | too_many_endpoints (${MAX_ENDPOINTS_PER_SELLER} per seller)`,
       '503': 'secret_unavailable',
     },
     handler: async (req, res) => {
+      requireWalletSessionFor(req, 'creating a webhook endpoint');
       const sellerId = sellerOf(req);
       const url = await checkEndpointUrl(req.body.url, config.production);
       const endpointId = `whe_${newEventId()}`;
@@ -216,8 +218,12 @@ function updateEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
       { additionalProperties: false },
     ),
     responses: { '200': Endpoint },
-    errors: { '404': 'no such endpoint' },
+    errors: {
+      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '404': 'no such endpoint',
+    },
     handler: async (req, res) => {
+      requireWalletSessionFor(req, 'changing a webhook endpoint');
       const sellerId = sellerOf(req);
       const endpointId = req.params.id;
       await findEndpoint(ctx.db, sellerId, endpointId);
@@ -242,8 +248,12 @@ function deleteEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
     auth,
     params: EndpointParams,
     responses: { '204': { description: 'deleted' } },
-    errors: { '404': 'no such endpoint' },
+    errors: {
+      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '404': 'no such endpoint',
+    },
     handler: async (req, res) => {
+      requireWalletSessionFor(req, 'deleting a webhook endpoint');
       await findEndpoint(ctx.db, sellerOf(req), req.params.id);
       await deleteEndpoint(ctx, req.params.id, () => config.now());
       res.status(204).end();
@@ -260,8 +270,14 @@ function rotateEndpointSecretRoute({ ctx, auth, config, secrets }: EndpointRoute
     auth,
     params: EndpointParams,
     responses: { '200': WithSecret },
-    errors: { '404': 'no such endpoint', '409': 'webhook_secret_missing', '503': 'secret_unavailable' },
+    errors: {
+      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '404': 'no such endpoint',
+      '409': 'webhook_secret_missing',
+      '503': 'secret_unavailable',
+    },
     handler: async (req, res) => {
+      requireWalletSessionFor(req, "rotating a webhook endpoint's secret");
       const sellerId = sellerOf(req);
       const current = await findEndpoint(ctx.db, sellerId, req.params.id);
       // Derived first: a registry that cannot answer leaves the endpoint as it was.

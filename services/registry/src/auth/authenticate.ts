@@ -1,4 +1,9 @@
 import { bearerToken, HttpError, operatorAuth, securitySchemes } from '@paygate/http';
+import {
+  credentialOf,
+  requireWalletSession as refuseWithoutWallet,
+  type SellerCredential,
+} from '@paygate/seller-auth';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
@@ -9,7 +14,7 @@ declare global {
     interface Request {
       account?: SellerRow;
       /** How the caller proved it is the seller: the sk_ API key, or the wallet's Sign-In with Ethereum session. */
-      credential?: 'api_key' | 'session';
+      credential?: SellerCredential;
     }
   }
 }
@@ -52,7 +57,7 @@ export function requireSeller(rc: RegistryContext) {
         throw new HttpError(401, 'invalid_session', 'session token is invalid or expired; sign in again');
     }
     req.account = seller;
-    req.credential = token.startsWith('sk_') ? 'api_key' : 'session';
+    req.credential = credentialOf(token);
     next();
   };
 }
@@ -62,13 +67,7 @@ export function requireSeller(rc: RegistryContext) {
  * that leaks with a server, so with it alone these are refused 403, naming the credential they need.
  */
 export function requireWalletSession(req: Request, action: string): void {
-  if (req.credential === 'session') return;
-  throw new HttpError(
-    403,
-    'wallet_session_required',
-    `${action} needs the account wallet's Sign-In with Ethereum session (Authorization: Bearer <session token> from POST /api/v1/auth/siwe/verify); the sk_ API key alone cannot do it`,
-    { field: 'Authorization', rule: "must be the account wallet's session token (Sign-In with Ethereum)" },
-  );
+  refuseWithoutWallet(req.credential, action);
 }
 
 /**
