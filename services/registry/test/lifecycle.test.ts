@@ -110,6 +110,23 @@ describe('skill lifecycle', () => {
     expect(again.status).toBe(409);
   });
 
+  it('stops probing a skill at its first failing endpoint (at most one round of 4 probes)', async () => {
+    try {
+      sellerApi.status = 503;
+      const paths = Array.from({ length: 12 }, (_, i) => `/many-${i}`);
+      await create(
+        'many-failing',
+        paths.map((path) => ({ path, method: 'GET', priceUsdc: '0.01' })),
+      );
+      expect((await settled('many-failing')).status).toBe('VALIDATION_FAILED');
+      const probed = sellerApi.hits.filter((hit) => paths.some((path) => hit === `HEAD ${path}`));
+      expect(probed.length).toBeGreaterThanOrEqual(1);
+      expect(probed.length).toBeLessThanOrEqual(4);
+    } finally {
+      sellerApi.status = 200;
+    }
+  });
+
   it('fails an endpoint whose HEAD answers 404 or 405, naming the endpoint, the status and the rule', async () => {
     try {
       sellerApi.status = 404;

@@ -101,13 +101,25 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     }
     if (!failure && active.length === 0) failure = 'the skill has no endpoints: add at least one endpoint';
     if (!failure) {
-      const results = await mapBounded(active, 4, (e) =>
-        probeEndpoint(this.sellers, endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs, {
-          pathHasParameters: e.path.includes('/:'),
-        }),
-      );
-      for (const [i, e] of active.entries()) health.set(e.id, results[i]!.ok);
-      const firstBad = active.findIndex((_, i) => !results[i]!.ok);
+      // Once one endpoint fails the skill fails: the rest are not probed (100 endpoints that never answer would
+      // otherwise hold this pass, and every other seller's validation, for 100 timeouts).
+      let failed = false;
+      const results = await mapBounded(active, 4, async (e) => {
+        if (failed) return undefined;
+        const result = await probeEndpoint(
+          this.sellers,
+          endpointUrl(state.skill.api_base_url, e),
+          config.validationTimeoutMs,
+          { pathHasParameters: e.path.includes('/:') },
+        );
+        if (!result.ok) failed = true;
+        return result;
+      });
+      for (const [i, e] of active.entries()) {
+        const result = results[i];
+        if (result) health.set(e.id, result.ok);
+      }
+      const firstBad = active.findIndex((_, i) => results[i]?.ok === false);
       if (firstBad >= 0) {
         const e = active[firstBad]!;
         failure = `endpoint ${e.method} ${e.path}: HEAD ${endpointUrl(state.skill.api_base_url, e)} ${results[firstBad]!.cause}`;
