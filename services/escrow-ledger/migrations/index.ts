@@ -14,6 +14,7 @@ import { payoutClaims } from './2026-11-26-1500-payout-claims';
 import { callOutcomes } from './2026-11-26-1620-call-outcomes';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
 import { refundReceivables } from './2026-11-26-1930-refund-receivables';
+import { platformRevenueOwed } from './2026-11-29-0100-platform-revenue-owed';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26-1620-call-outcomes': callOutcomes,
   '2026-11-26-1700-claimed-via': claimedVia,
   '2026-11-26-1930-refund-receivables': refundReceivables,
+  '2026-11-29-0100-platform-revenue-owed': platformRevenueOwed,
 };

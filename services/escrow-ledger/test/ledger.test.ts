@@ -1,6 +1,7 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
 import { requestRpc } from '@paygate/bus';
 import { createEvent, type RpcRequest } from '@paygate/contracts';
+import { parseUsdc } from '@paygate/money';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -642,6 +643,42 @@ describe('ledger', () => {
       db,
     );
     expect(reversals.rows[0]!.n).toBe(2n);
+    await expectBooksConsistent();
+  });
+
+  test('a released payment reversed after its fee went to the treasury: the platform owes the fee back, and the seller is not paid for it', async () => {
+    const { txn, observed } = await pay({ amount: '6', holdPeriodHours: 0 });
+    await waitFor(async () => {
+      await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
+      return (await h.http(`/api/v1/transactions/${txn.id}`)).body.status === 'available';
+    });
+    // All the platform's revenue is reserved for a payout to the treasury.
+    const payoutId = `ppo_reversal_${txn.id}`;
+    const reserved = await requestRpc(
+      h.bus,
+      'ledger.reserve_platform_payout',
+      { payoutId, treasuryAddress: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65' },
+      { timeoutMs: 5000 },
+    );
+    expect(reserved.ok).toBe(true);
+    expect(await accountBalance(db, 'platform_revenue')).toBe(0n);
+    const sellerBefore = await accountBalance(db, 'seller_available', h.sellerId);
+    const { confirmations: _c, observedAt: _o, ...transfer } = observed;
+    await h.publish('transfer.reorged', { ...transfer, reorgedAt: new Date().toISOString() });
+    await waitFor(async () => (await h.http(`/api/v1/transactions/${txn.id}`)).body.status === 'reversed', {
+      message: 'the released payment was not reversed',
+    });
+    expect(await accountBalance(db, 'seller_available', h.sellerId)).toBe(sellerBefore - 5_700_000n);
+    expect(await accountBalance(db, 'platform_revenue')).toBe(-300_000n);
+    // The payout given up: the reserved revenue comes back, less the fee the platform owes.
+    expect(
+      await requestRpc(h.bus, 'ledger.cancel_platform_payout', { payoutId }, { timeoutMs: 5000 }),
+    ).toEqual({
+      ok: true,
+    });
+    expect(await accountBalance(db, 'platform_revenue')).toBe(
+      parseUsdc((reserved as { amount: string }).amount) - 300_000n,
+    );
     await expectBooksConsistent();
   });
 
