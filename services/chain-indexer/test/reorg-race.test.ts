@@ -32,6 +32,9 @@ const USDC = 1_000_000n;
 async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void>) {
   let armed = false;
   let fired = 0;
+  /** Blocks eth_blockNumber answers behind anvil (a load-balanced node lagging), and how often it did. */
+  let lagBlocks = 0;
+  let laggedAnswers = 0;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -48,8 +51,23 @@ async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void
         headers: { 'content-type': 'application/json' },
         body,
       });
+      let answer = await upstream.text();
+      if (lagBlocks > 0 && calls.some((call) => call.method === 'eth_blockNumber')) {
+        const lagging = new Set(
+          (calls as Array<{ method: string; id: unknown }>)
+            .filter((call) => call.method === 'eth_blockNumber')
+            .map((call) => call.id),
+        );
+        const replies = [JSON.parse(answer)].flat() as Array<{ id: unknown; result?: string }>;
+        for (const reply of replies) {
+          if (!lagging.has(reply.id) || reply.result === undefined) continue;
+          reply.result = `0x${(BigInt(reply.result) - BigInt(lagBlocks)).toString(16)}`;
+          laggedAnswers++;
+        }
+        answer = JSON.stringify(Array.isArray(JSON.parse(body)) ? replies : replies[0]);
+      }
       res.writeHead(upstream.status, { 'content-type': 'application/json' });
-      res.end(await upstream.text());
+      res.end(answer);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -59,6 +77,10 @@ async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void
       armed = true;
     },
     fired: () => fired,
+    lag: (blocks: number) => {
+      lagBlocks = blocks;
+    },
+    laggedAnswers: () => laggedAnswers,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -134,5 +156,43 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
     expect(observed.length).toBe(reorged.length);
     const rows = await db.selectFrom('transfers').selectAll().where('tx_hash', '=', txHash).execute();
     expect(rows.filter((row) => row.status === 'pending' || row.status === 'published')).toEqual([]);
+  });
+
+  it('does not take a node answering a head behind what it saw for a reorg: nothing is reversed', async () => {
+    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
+    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
+      testWallets.escrow.address,
+      3n * USDC,
+    );
+    await minedReceipt(tx);
+    const txHash = tx.hash as string;
+    await mine(anvil.provider, 3);
+    await caughtUp();
+    const published = async () =>
+      (await db.selectFrom('transfers').select('status').where('tx_hash', '=', txHash).execute()).map(
+        (row) => row.status,
+      );
+    expect(await published()).toEqual(['published']);
+
+    // The node answers a head 5 blocks back (below the transfer's block) for a few passes.
+    const before = trap.laggedAnswers();
+    trap.lag(5);
+    try {
+      await waitFor(async () => trap.laggedAnswers() >= before + 3, {
+        message: 'no pass read the lagging head',
+      });
+    } finally {
+      trap.lag(0);
+    }
+    await mine(anvil.provider, 1);
+    await caughtUp();
+    const bus = await env.bus();
+    const reorged = (await countStreamMessages(bus, 'transfer.reorged')).filter(
+      (e) => (e.data as { txHash: string }).txHash === txHash,
+    );
+    // Before: the stored blocks above the lagging head were taken for gone, the transfer was reversed (and, its
+    // block coming back with the same hash, never published again).
+    expect(reorged).toEqual([]);
+    expect(await published()).toEqual(['published']);
   });
 });

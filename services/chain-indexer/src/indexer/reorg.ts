@@ -36,7 +36,9 @@ export async function canonicalAncestor(
     const number = Number(block.number);
     if (number > head) continue; // the chain got shorter: this block is gone
     const onChain = await provider.getBlock(number);
-    if (onChain?.hash === block.hash) return number;
+    // A node without a block at or below its own head is not answering for the chain: no verdict on its word.
+    if (!onChain) throw new Error(`the node has no block ${number} at head ${head}`);
+    if (onChain.hash === block.hash) return number;
   }
   return undefined;
 }

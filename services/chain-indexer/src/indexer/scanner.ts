@@ -76,8 +76,15 @@ export class TransferScanner {
   private async handleReorg(head: number): Promise<number> {
     const stored = await storedRecentBlocks(this.db, this.chainId, this.config.reorgWindowBlocks);
     if (stored.length === 0) return 0;
-    const ancestor = await canonicalAncestor(stored, head, this.provider);
     const newest = Number(stored[0]!.number);
+    if (head < newest) {
+      // A head below a block this indexer already saw is a node lagging behind (a load-balanced RPC), not a
+      // reorg (a reorg replaces blocks, it does not take the chain back): nothing is rolled back on its word.
+      throw new Error(
+        `the node's head ${head} is behind block ${newest} seen before; waiting for it to catch up`,
+      );
+    }
+    const ancestor = await canonicalAncestor(stored, head, this.provider);
     if (ancestor === newest) return 0;
     // No stored block is canonical: roll back the whole window (a deeper reorg is beyond configuration).
     const rollbackTo = ancestor ?? Number(stored[stored.length - 1]!.number) - 1;
