@@ -700,7 +700,13 @@ describe('ledger', () => {
       ).rows;
 
     test('the re-match after re-inclusion is credited as a new transaction, not a conflict', async () => {
-      const payment = paymentData(h.sellerId, { amount: '7', holdPeriodHours: 24 });
+      // A checkout payment: checkout re-matches its reopened session itself (a gateway payment is re-booked below).
+      const payment = paymentData(h.sellerId, {
+        amount: '7',
+        holdPeriodHours: 24,
+        source: 'checkout',
+        sessionId: 'cs_reorg_rematch',
+      });
       const first = observedData(payment);
       await h.publish('transfer.observed', first);
       await h.publish('payment.confirmed', payment);
@@ -726,6 +732,30 @@ describe('ledger', () => {
       await h.publish('payment.confirmed', { ...payment, paymentId: 'pay_third_claim' });
       await waitFor(async () => (await openConflicts(payment.txHash)).length === 1);
       expect(await openConflicts(payment.txHash)).toEqual([{ kind: 'transfer_already_claimed' }]);
+      await expectBooksConsistent();
+    });
+
+    test('a gateway payment reversed by the reorg is booked again when its transaction is mined again', async () => {
+      const payment = paymentData(h.sellerId, { amount: '4', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      await h.publish('transfer.observed', first);
+      await h.publish('payment.confirmed', payment);
+      const original = await transactionFor(payment.txHash);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
+      await h.publish('transfer.reorged', reorgOf(first));
+      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      // The gateway served the call and sends no new payment.confirmed: the re-mined transfer is the same money.
+      await h.publish('transfer.observed', { ...first, blockNumber: 14, blockHash: randomTxHash() });
+      await waitFor(async () => (await transactionsOf(payment.txHash)).length === 2, {
+        message: 'the gateway payment was not booked again',
+      });
+      const [reversed, live] = await transactionsOf(payment.txHash);
+      expect(reversed).toMatchObject({ id: original.id, escrow_status: 'reversed' });
+      expect(live).toMatchObject({ payment_id: payment.paymentId, escrow_status: 'held' });
+      expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore);
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      expect(await openConflicts(payment.txHash)).toEqual([]);
       await expectBooksConsistent();
     });
 

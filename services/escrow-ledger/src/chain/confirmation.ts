@@ -4,7 +4,7 @@ import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
-import { rebookPaymentsNotOnChain } from '../payments/confirmed';
+import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
 import type { TransferRow } from '../payments/transfer-booking';
 
@@ -32,7 +32,7 @@ export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed'
  *   so CONFIRMATIONS blocks after the first miss: reversed, as a reorged transfer is (from the hold, or the
  *   seller's available balance, which may go negative), so the ledger never stays above the chain. If the same
  *   transaction is mined again later (the relayer resends the same bytes), the indexer books it and the payment
- *   claims it again (rebookPaymentsNotOnChain).
+ *   claims it again (rebookReversedPayments).
  * An RPC that does not answer changes nothing. Bounded: CHECK_BATCH transfers a pass, one receipt read each.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
@@ -154,7 +154,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
         eventId: null,
       });
       // The same transaction may already be booked again at another log index (mined again in another block).
-      await rebookPaymentsNotOnChain(trx, this.deps, transfer.chain_id, transfer.tx_hash);
+      await rebookReversedPayments(trx, this.deps, transfer.chain_id, transfer.tx_hash);
       return true;
     });
     if (reversed) {

@@ -96,12 +96,14 @@ type ReversedPayment = Pick<
 >;
 
 /**
- * A payment reversed because its transfer was not on the chain, whose very transaction (same hash: the relayer
- * resends the same signed bytes) is on the chain again and booked unclaimed: the payment claims it again, as a new
- * transaction, at the transfer's current log index (a re-mined transaction's log index is that of its new block).
- * Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is live at most once.
+ * A payment reversed because its transfer left the chain, whose very transaction (same hash: the relayer resends
+ * the same signed bytes, or a reorg mined it again) is on the chain again and booked unclaimed: the payment claims
+ * it again, as a new transaction, at the transfer's current log index (a re-mined transaction's log index is that
+ * of its new block). Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is
+ * live at most once. Reversed as not on chain: any payment. Reversed by a reorg: a gateway (x402) payment, whose
+ * call was served and which nothing else books again; checkout re-matches its reopened session itself.
  */
-export async function rebookPaymentsNotOnChain(
+export async function rebookReversedPayments(
   trx: Transaction<any>,
   deps: LedgerDeps,
   chainId: number,
@@ -111,7 +113,8 @@ export async function rebookPaymentsNotOnChain(
     await sql<ReversedPayment>`select t.id, t.payment_id, t.source, t.seller_id, t.skill_id, t.skill_name,
         t.endpoint_id, t.session_id, t.payer, t.network, t.amount_micro, t.hold_period_hours, t.confirmed_at
       from transactions t
-      where t.chain_id = ${chainId} and t.tx_hash = ${txHash} and t.reversal_reason = 'not_on_chain'
+      where t.chain_id = ${chainId} and t.tx_hash = ${txHash}
+        and (t.reversal_reason = 'not_on_chain' or (t.reversal_reason = 'transfer_reorged' and t.source = 'x402'))
         and not exists (select 1 from transactions live where live.payment_id = t.payment_id
           and live.escrow_status <> 'reversed')
       order by t.created_at, t.id

@@ -5,7 +5,7 @@ import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
-import { bookPayments, rebookPaymentsNotOnChain } from './confirmed';
+import { bookPayments, rebookReversedPayments } from './confirmed';
 import {
   bookTransfer,
   lockTransfer,
@@ -37,10 +37,10 @@ export async function onTransferObserved(
   });
   if (booked) {
     // The same transaction mined again at another log index (resent after a reorg dropped it): an unmatched
-    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment, reversed as not on
-    // chain, claims it again.
+    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment reversed as not on
+    // chain (or a gateway payment reversed by the reorg) claims it again.
     await settleRefundReceivables(trx, deps, d.chainId, txHash);
-    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+    await rebookReversedPayments(trx, deps, d.chainId, txHash);
     return;
   }
   // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
@@ -121,7 +121,7 @@ async function reincludeTransfer(
   // Refunded before the reorg dropped it: the money is back, its payer no longer owes the refund.
   if (transfer.refund_id) await settleRefundReceivables(trx, deps, d.chainId, txHash);
   if (!(await bookParkedPayment(trx, event, deps)))
-    await rebookPaymentsNotOnChain(trx, deps, d.chainId, txHash);
+    await rebookReversedPayments(trx, deps, d.chainId, txHash);
 }
 
 /**
