@@ -1,5 +1,6 @@
 import { parseUsdc } from '@paygate/money';
 import { countStreamMessages, EventRecorder, waitFor, waitForConsumerIdle } from '@paygate/testing';
+import { sql } from 'kysely';
 import request from 'supertest';
 import { type CheckoutHarness, publishSkill, skillEvent, startHarness, transferEvent } from './helpers';
 
@@ -294,5 +295,38 @@ describe('checkout matching of observed transfers', () => {
     });
     await waitStatus(s.sessionId, 'paid');
     expect(parseUsdc((await session(s.sessionId)).paidAmount)).toBe(parseUsdc(s.exactAmount));
+  });
+
+  it('a transfer seen again in another block before the reorg of its old block is handled: that reorg reopens nothing', async () => {
+    const s = await newSession({ amount: '12', description: 'moved block' });
+    const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
+    await h.publish('transfer.observed', transfer);
+    await waitStatus(s.sessionId, 'paid');
+    // Mined again in another block; the indexer's reorg of the first block reaches checkout only afterwards.
+    const moved = { ...transfer, blockHash: `0x${'cd'.repeat(32)}`, blockNumber: 1001 };
+    await h.publish('transfer.observed', moved);
+    await waitFor(
+      async () =>
+        (
+          await h.running.ctx.db
+            .selectFrom('transfers')
+            .select('block_hash')
+            .where('tx_hash', '=', transfer.txHash.toLowerCase())
+            .executeTakeFirst()
+        )?.block_hash === moved.blockHash,
+      { message: 'the transfer never moved to its new block' },
+    );
+    const { confirmations: _c, observedAt: _o, ...fields } = transfer;
+    const staleReorg = await h.publish('transfer.reorged', {
+      ...fields,
+      reorgedAt: new Date().toISOString(),
+    });
+    await waitFor(
+      async () =>
+        (await sql`select 1 from inbox where event_id = ${staleReorg}`.execute(h.running.ctx.db)).rows
+          .length > 0,
+      { message: 'the stale reorg was not handled' },
+    );
+    expect((await session(s.sessionId)).status).toBe('paid');
   });
 });

@@ -35,7 +35,22 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   const amountMicro = parseChainUsdc(data.amount);
   await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
   const existing = await lockTransferAt(trx, data);
-  if (existing && existing.status !== 'reorged') return; // already applied (a re-publish by the indexer)
+  if (existing && existing.status !== 'reorged') {
+    // Already applied (a re-publish by the indexer), or mined again in another block before the reorg of its old
+    // block reached us: it stands on the new block now, so that reorg, when it comes, reverses nothing.
+    if (existing.block_hash !== data.blockHash.toLowerCase()) {
+      await trx
+        .updateTable('transfers')
+        .set({
+          block_hash: data.blockHash.toLowerCase(),
+          block_number: BigInt(data.blockNumber),
+          updated_at: now,
+        })
+        .where('transfer_id', '=', existing.transfer_id)
+        .execute();
+    }
+    return;
+  }
   const decision = await decideMatch(deps, trx, data, amountMicro, now);
   const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);
   const { session, claimedBy, candidate, unmatchedReason } = decision;
