@@ -80,6 +80,7 @@ beforeAll(async () => {
       },
       'escrow-ledger': { REFUND_REQUESTS_PER_MINUTE: '100000000' },
       checkout: { SESSION_RATE_LIMIT_PER_KEY: '1000000', SESSION_RATE_LIMIT_PER_CLIENT: '1000000' },
+      notifier: { MANUAL_DELIVERIES_PER_MINUTE: '100000000' },
     },
   });
   const api = express();
