@@ -7,6 +7,7 @@
  */
 import { requestRpc } from '@paygate/bus';
 import type { RpcName, RpcRequest } from '@paygate/contracts';
+import { parseUsdc } from '@paygate/money';
 import { openSchema, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
@@ -147,4 +148,41 @@ test('a reservation asked again after the seller moved its payout address follow
     reason: 'recipient_differs',
   });
   expect(await authorizeTo(movedTo, first.amount)).toEqual({ ok: true });
+});
+
+test('a platform payout reservation no payout claimed is cancelled, the revenue free again; a claimed one stays', async () => {
+  await releasedPayment('20'); // 1.0 for the platform
+  const treasuryAddress = '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65';
+  // The ledger reserves; the operator's request dies before settlement records it (nothing will ever send it).
+  const lost = await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_answer_lost', treasuryAddress });
+  if (!lost.ok) throw new Error(`nothing reserved: ${lost.reason}`);
+  const revenue = parseUsdc(lost.amount);
+  expect(await accountBalance(db, 'platform_revenue')).toBe(0n);
+  expect((await sweep()).cancelled).not.toContain('ppo_answer_lost');
+  h.clock.advanceHours(1);
+  expect((await sweep()).cancelled).toContain('ppo_answer_lost');
+  expect(await accountBalance(db, 'platform_revenue')).toBe(revenue);
+  expect(await accountBalance(db, 'platform_payout_pending')).toBe(0n);
+  expect(
+    await rpc('ledger.authorize_transfer', {
+      kind: 'platform_payout',
+      id: 'ppo_answer_lost',
+      to: treasuryAddress,
+      amount: lost.amount,
+    }),
+  ).toMatchObject({ ok: false, reason: 'not_pending' });
+
+  const claimed = await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_claimed', treasuryAddress });
+  if (!claimed.ok) throw new Error(`nothing reserved: ${claimed.reason}`);
+  expect(
+    await rpc('ledger.authorize_transfer', {
+      kind: 'platform_payout',
+      id: 'ppo_claimed',
+      to: treasuryAddress,
+      amount: claimed.amount,
+    }),
+  ).toEqual({ ok: true });
+  h.clock.advanceHours(5);
+  expect((await sweep()).cancelled).not.toContain('ppo_claimed');
+  expect(await accountBalance(db, 'platform_payout_pending')).toBe(parseUsdc(claimed.amount));
 });

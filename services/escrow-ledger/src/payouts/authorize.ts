@@ -2,6 +2,7 @@ import type { RpcReply, RpcRequest } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
+import { lockPlatformPayout } from './platform';
 import { lockSettlement } from './seller';
 
 type AuthorizeRequest = RpcRequest<'ledger.authorize_transfer'>;
@@ -51,6 +52,9 @@ export async function authorizeTransfer(
   if (request.kind === 'payout' && !(await claimPayoutReservation(ctx, request.id))) {
     return refuse('not_pending', `payout ${request.id} is no longer reserved`);
   }
+  if (request.kind === 'platform_payout' && !(await claimPlatformPayout(ctx, request.id))) {
+    return refuse('not_pending', `platform payout ${request.id} is no longer reserved`);
+  }
   return { ok: true };
 }
 
@@ -78,6 +82,16 @@ async function bookedTransferOf(
       amount_micro from platform_payouts where payout_id = ${request.id}`.execute(ctx.db)
   ).rows[0];
   return { booked, pendingStatus: 'reserved' };
+}
+
+/** A platform payout claimed the same way, under its own lock. */
+async function claimPlatformPayout(ctx: ServiceContext, payoutId: string): Promise<boolean> {
+  return ctx.inTransaction(async (trx) => {
+    await lockPlatformPayout(trx, payoutId);
+    const updated = await sql`update platform_payouts set authorized_at = coalesce(authorized_at, now())
+        where payout_id = ${payoutId} and status = 'reserved'`.execute(trx);
+    return Number(updated.numAffectedRows ?? 0n) > 0;
+  });
 }
 
 /**

@@ -5,7 +5,7 @@ import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 
-const lockPlatformPayout = (trx: Transaction<any>, payoutId: string) =>
+export const lockPlatformPayout = (trx: Transaction<any>, payoutId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
 
 /**
@@ -53,20 +53,27 @@ export async function cancelPlatformPayout(
     if (!payout) return { ok: false, reason: 'unknown_payout' };
     if (payout.status === 'completed') return { ok: false, reason: 'already_completed' };
     if (payout.status === 'reserved') {
-      await postEntry(trx, {
-        idempotencyKey: `platform_payout_cancel:${request.payoutId}`,
-        entryType: 'platform_payout_cancel',
-        lines: [
-          debit('platform_payout_pending', BigInt(payout.amount_micro)),
-          credit('platform_revenue', BigInt(payout.amount_micro)),
-        ],
-        memo: { payoutId: request.payoutId },
-      });
-      await sql`update platform_payouts set status = 'cancelled', completed_at = ${deps.now()}
-          where payout_id = ${request.payoutId}`.execute(trx);
+      await cancelReservedPlatformPayout(trx, deps, request.payoutId, BigInt(payout.amount_micro));
     }
     return { ok: true };
   });
+}
+
+/** A reserved platform payout given up, under its lock: the reserved amount returns to platform revenue. */
+export async function cancelReservedPlatformPayout(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  payoutId: string,
+  amountMicro: bigint,
+): Promise<void> {
+  await postEntry(trx, {
+    idempotencyKey: `platform_payout_cancel:${payoutId}`,
+    entryType: 'platform_payout_cancel',
+    lines: [debit('platform_payout_pending', amountMicro), credit('platform_revenue', amountMicro)],
+    memo: { payoutId },
+  });
+  await sql`update platform_payouts set status = 'cancelled', completed_at = ${deps.now()}
+      where payout_id = ${payoutId}`.execute(trx);
 }
 
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */

@@ -1,6 +1,7 @@
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
+import { cancelReservedPlatformPayout, lockPlatformPayout } from './platform';
 import { cancelReservation, lockSettlement, type ReservationRow } from './seller';
 
 /** Reservations cancelled and transactions repaired per sweep, at most. */
@@ -20,9 +21,42 @@ export async function sweepPayoutReservations(
   ctx: ServiceContext,
   deps: LedgerDeps,
 ): Promise<{ cancelled: string[]; repaired: number }> {
-  const cancelled = await cancelUnclaimedReservations(ctx, deps);
+  const cancelled = [
+    ...(await cancelUnclaimedReservations(ctx, deps)),
+    ...(await cancelUnclaimedPlatformPayouts(ctx, deps)),
+  ];
   const repaired = await repairStrayPayoutPending(ctx, deps);
   return { cancelled, repaired };
+}
+
+/**
+ * Platform payouts no ledger.authorize_transfer claimed within PAYOUT_UNCLAIMED_AFTER_MS, cancelled (the operator's
+ * request failed after the ledger reserved: the revenue would stay reserved for good); returns their payout ids.
+ */
+async function cancelUnclaimedPlatformPayouts(ctx: ServiceContext, deps: LedgerDeps): Promise<string[]> {
+  const cutoff = new Date(deps.now().getTime() - deps.config.payoutUnclaimedAfterMs);
+  const unclaimed = await sql<{ payout_id: string }>`select payout_id from platform_payouts
+      where status = 'reserved' and authorized_at is null and created_at < ${cutoff}
+      order by created_at limit ${SWEEP_BATCH}`.execute(ctx.db);
+  const cancelled: string[] = [];
+  for (const { payout_id } of unclaimed.rows) {
+    const done = await ctx.inTransaction(async (trx) => {
+      await lockPlatformPayout(trx, payout_id);
+      const rows = await sql<{ amount_micro: bigint }>`select amount_micro from platform_payouts
+          where payout_id = ${payout_id} and status = 'reserved' and authorized_at is null`.execute(trx);
+      const payout = rows.rows[0];
+      if (!payout) return false;
+      await cancelReservedPlatformPayout(trx, deps, payout_id, BigInt(payout.amount_micro));
+      return true;
+    });
+    if (!done) continue;
+    cancelled.push(payout_id);
+    deps.logger.error(
+      { payoutId: payout_id, unclaimedAfterMs: deps.config.payoutUnclaimedAfterMs },
+      'platform payout reservation never claimed by a payout; cancelled, the revenue is available again',
+    );
+  }
+  return cancelled;
 }
 
 /** Reservations no payout claimed within PAYOUT_UNCLAIMED_AFTER_MS, cancelled; returns their settlement ids. */
