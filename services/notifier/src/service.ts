@@ -1,12 +1,5 @@
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import {
-  guardRoute,
-  mountRoutes,
-  openApiRoute,
-  rateLimitMiddleware,
-  SharedRateLimiter,
-  securitySchemes,
-} from '@paygate/http';
+import { mountRoutes, openApiRoute, type SharedRateLimiter, securitySchemes } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -21,9 +14,9 @@ import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
 import { Endpoint } from './webhooks/endpoints';
+import { limitManualDeliveries, manualDeliveryLimiter } from './webhooks/manual-deliveries';
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
-import { sellerOf } from './webhooks/seller-request';
 
 export const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 
@@ -118,7 +111,7 @@ function notifierParts(
         occurredAt: attemptedAt.toISOString(),
       }),
   });
-  const manualDeliveries = new SharedRateLimiter(ctx.db, config.manualDeliveriesPerMinute, config.now);
+  const manualDeliveries = manualDeliveryLimiter(ctx.db, config);
   return { auth, dispatcher, live, secrets, manualDeliveries };
 }
 
@@ -132,25 +125,7 @@ function mountNotifierRoutes(
   live.start();
   // Each route declares itself once: registration, validation and the OpenAPI document come from it.
   const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
-  // Each test event and redelivery is retried for hours from the queue every seller shares: bounded per seller.
-  for (const path of ['/api/v1/webhooks/endpoints/:id/test', '/api/v1/webhooks/deliveries/:id/redeliver']) {
-    guardRoute(
-      routes,
-      'post',
-      path,
-      [
-        rateLimitMiddleware(
-          manualDeliveries,
-          (req) => `manual-deliveries:${sellerOf(req)}`,
-          'test events and redeliveries per minute per seller',
-        ),
-      ],
-      {
-        '429':
-          'rate_limited: MANUAL_DELIVERIES_PER_MINUTE test events and redeliveries this minute (Retry-After)',
-      },
-    );
-  }
+  limitManualDeliveries(routes, manualDeliveries);
   const document = openApiRoute(
     OPENAPI_PATH,
     {

@@ -49,11 +49,8 @@ export async function authorizeTransfer(
       `${request.kind} ${request.id} is booked for ${formatUsdc(BigInt(booked.amount_micro))} USDC`,
     );
   }
-  if (request.kind === 'payout' && !(await claimPayoutReservation(ctx, request.id))) {
-    return refuse('not_pending', `payout ${request.id} is no longer reserved`);
-  }
-  if (request.kind === 'platform_payout' && !(await claimPlatformPayout(ctx, request.id))) {
-    return refuse('not_pending', `platform payout ${request.id} is no longer reserved`);
+  if (request.kind !== 'refund' && !(await claimReservation(ctx, request.kind, request.id))) {
+    return refuse('not_pending', `${request.kind} ${request.id} is no longer reserved`);
   }
   return { ok: true };
 }
@@ -84,25 +81,26 @@ async function bookedTransferOf(
   return { booked, pendingStatus: 'reserved' };
 }
 
-/** A platform payout claimed the same way, under its own lock. */
-async function claimPlatformPayout(ctx: ServiceContext, payoutId: string): Promise<boolean> {
-  return ctx.inTransaction(async (trx) => {
-    await lockPlatformPayout(trx, payoutId);
-    const updated = await sql`update platform_payouts set authorized_at = coalesce(authorized_at, now())
-        where payout_id = ${payoutId} and status = 'reserved'`.execute(trx);
-    return Number(updated.numAffectedRows ?? 0n) > 0;
-  });
-}
+/** The reservations a payout claims, each under its own lock: a seller payout's and a platform payout's. */
+const RESERVATIONS = {
+  payout: { table: 'payout_reservations', idColumn: 'settlement_id', lock: lockSettlement },
+  platform_payout: { table: 'platform_payouts', idColumn: 'payout_id', lock: lockPlatformPayout },
+} as const;
 
 /**
- * Claimed by its payout: never swept as unclaimed from now on. Under the settlement's lock, so a sweep that
+ * Claimed by its payout: never swept as unclaimed from now on. Under the reservation's lock, so a sweep that
  * cancelled it first makes this a refusal (nothing is signed for a cancelled reservation).
  */
-async function claimPayoutReservation(ctx: ServiceContext, settlementId: string): Promise<boolean> {
+async function claimReservation(
+  ctx: ServiceContext,
+  kind: keyof typeof RESERVATIONS,
+  id: string,
+): Promise<boolean> {
+  const { table, idColumn, lock } = RESERVATIONS[kind];
   return ctx.inTransaction(async (trx) => {
-    await lockSettlement(trx, settlementId);
-    const updated = await sql`update payout_reservations set authorized_at = coalesce(authorized_at, now())
-        where settlement_id = ${settlementId} and status = 'reserved'`.execute(trx);
+    await lock(trx, id);
+    const updated = await sql`update ${sql.table(table)} set authorized_at = coalesce(authorized_at, now())
+        where ${sql.ref(idColumn)} = ${id} and status = 'reserved'`.execute(trx);
     return Number(updated.numAffectedRows ?? 0n) > 0;
   });
 }

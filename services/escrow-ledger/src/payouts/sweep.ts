@@ -1,5 +1,5 @@
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { cancelReservedPlatformPayout, lockPlatformPayout } from './platform';
 import { cancelReservation, lockSettlement, type ReservationRow } from './seller';
@@ -14,6 +14,7 @@ const SWEEP_BATCH = 50;
  *   signs) within PAYOUT_UNCLAIMED_AFTER_MS is cancelled: its answer was lost (a crash after the ledger committed
  *   it) and settlement went on under another settlement id, so no payout will ever send it. Cancelled under the
  *   settlement's lock, so an authorization either comes first (and the reservation stays) or is refused after;
+ *   a platform payout reservation likewise (the operator's request died after the ledger reserved);
  * - a `payout_pending` transaction whose reservation is no longer reserved follows it: `settled` if it completed,
  *   `available` if it was cancelled (the money moved with the reservation's entries; only the status lagged).
  */
@@ -22,66 +23,73 @@ export async function sweepPayoutReservations(
   deps: LedgerDeps,
 ): Promise<{ cancelled: string[]; repaired: number }> {
   const cancelled = [
-    ...(await cancelUnclaimedReservations(ctx, deps)),
-    ...(await cancelUnclaimedPlatformPayouts(ctx, deps)),
+    ...(await cancelUnclaimed(ctx, deps, SELLER_PAYOUTS)),
+    ...(await cancelUnclaimed(ctx, deps, PLATFORM_PAYOUTS)),
   ];
   const repaired = await repairStrayPayoutPending(ctx, deps);
   return { cancelled, repaired };
 }
 
-/**
- * Platform payouts no ledger.authorize_transfer claimed within PAYOUT_UNCLAIMED_AFTER_MS, cancelled (the operator's
- * request failed after the ledger reserved: the revenue would stay reserved for good); returns their payout ids.
- */
-async function cancelUnclaimedPlatformPayouts(ctx: ServiceContext, deps: LedgerDeps): Promise<string[]> {
-  const cutoff = new Date(deps.now().getTime() - deps.config.payoutUnclaimedAfterMs);
-  const unclaimed = await sql<{ payout_id: string }>`select payout_id from platform_payouts
-      where status = 'reserved' and authorized_at is null and created_at < ${cutoff}
-      order by created_at limit ${SWEEP_BATCH}`.execute(ctx.db);
-  const cancelled: string[] = [];
-  for (const { payout_id } of unclaimed.rows) {
-    const done = await ctx.inTransaction(async (trx) => {
-      await lockPlatformPayout(trx, payout_id);
-      const rows = await sql<{ amount_micro: bigint }>`select amount_micro from platform_payouts
-          where payout_id = ${payout_id} and status = 'reserved' and authorized_at is null`.execute(trx);
-      const payout = rows.rows[0];
-      if (!payout) return false;
-      await cancelReservedPlatformPayout(trx, deps, payout_id, BigInt(payout.amount_micro));
-      return true;
-    });
-    if (!done) continue;
-    cancelled.push(payout_id);
-    deps.logger.error(
-      { payoutId: payout_id, unclaimedAfterMs: deps.config.payoutUnclaimedAfterMs },
-      'platform payout reservation never claimed by a payout; cancelled, the revenue is available again',
-    );
-  }
-  return cancelled;
+/** A kind of payout reservation the sweep gives back: where it is, its lock, and how it is cancelled. */
+interface UnclaimedKind<Row> {
+  table: 'payout_reservations' | 'platform_payouts';
+  idColumn: 'settlement_id' | 'payout_id';
+  lock(trx: Transaction<any>, id: string): Promise<unknown>;
+  cancel(trx: Transaction<any>, deps: LedgerDeps, row: Row): Promise<void>;
+  cancelledMessage: string;
 }
 
-/** Reservations no payout claimed within PAYOUT_UNCLAIMED_AFTER_MS, cancelled; returns their settlement ids. */
-async function cancelUnclaimedReservations(ctx: ServiceContext, deps: LedgerDeps): Promise<string[]> {
+const SELLER_PAYOUTS: UnclaimedKind<ReservationRow> = {
+  table: 'payout_reservations',
+  idColumn: 'settlement_id',
+  lock: lockSettlement,
+  cancel: (trx, deps, reservation) => cancelReservation(trx, deps, reservation, 'never claimed by a payout'),
+  cancelledMessage:
+    'payout reservation never claimed by a settlement payout; cancelled, its money is available again',
+};
+
+const PLATFORM_PAYOUTS: UnclaimedKind<{ payout_id: string; amount_micro: bigint }> = {
+  table: 'platform_payouts',
+  idColumn: 'payout_id',
+  lock: lockPlatformPayout,
+  cancel: (trx, deps, payout) =>
+    cancelReservedPlatformPayout(trx, deps, payout.payout_id, BigInt(payout.amount_micro)),
+  cancelledMessage:
+    'platform payout reservation never claimed by a payout; cancelled, the revenue is available again',
+};
+
+/**
+ * Reservations of a kind no payout claimed within PAYOUT_UNCLAIMED_AFTER_MS (the answer to the reservation was
+ * lost, or the operator's request died after the ledger reserved), cancelled under their lock; returns their ids.
+ */
+async function cancelUnclaimed<Row>(
+  ctx: ServiceContext,
+  deps: LedgerDeps,
+  kind: UnclaimedKind<Row>,
+): Promise<string[]> {
   const cutoff = new Date(deps.now().getTime() - deps.config.payoutUnclaimedAfterMs);
-  const unclaimed = await sql<{ settlement_id: string }>`select settlement_id from payout_reservations
-      where status = 'reserved' and authorized_at is null and created_at < ${cutoff}
+  const unclaimedOnly = sql`status = 'reserved' and authorized_at is null`;
+  const unclaimed = await sql<{
+    id: string;
+  }>`select ${sql.ref(kind.idColumn)} as id from ${sql.table(kind.table)}
+      where ${unclaimedOnly} and created_at < ${cutoff}
       order by created_at limit ${SWEEP_BATCH}`.execute(ctx.db);
   const cancelled: string[] = [];
-  for (const { settlement_id } of unclaimed.rows) {
+  for (const { id } of unclaimed.rows) {
     const done = await ctx.inTransaction(async (trx) => {
-      await lockSettlement(trx, settlement_id);
-      const rows =
-        await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${settlement_id}
-          and status = 'reserved' and authorized_at is null`.execute(trx);
-      const reservation = rows.rows[0];
-      if (!reservation) return false;
-      await cancelReservation(trx, deps, reservation, 'never claimed by a payout');
+      await kind.lock(trx, id);
+      const rows = await sql<Row>`select * from ${sql.table(kind.table)}
+          where ${sql.ref(kind.idColumn)} = ${id} and ${unclaimedOnly}`.execute(trx);
+      const row = rows.rows[0];
+      if (!row) return false;
+      await kind.cancel(trx, deps, row);
       return true;
     });
     if (!done) continue;
-    cancelled.push(settlement_id);
+    cancelled.push(id);
     deps.logger.error(
-      { settlementId: settlement_id, unclaimedAfterMs: deps.config.payoutUnclaimedAfterMs },
-      'payout reservation never claimed by a settlement payout; cancelled, its money is available again',
+      { [kind.idColumn]: id, unclaimedAfterMs: deps.config.payoutUnclaimedAfterMs },
+      kind.cancelledMessage,
     );
   }
   return cancelled;
