@@ -9,6 +9,7 @@ import {
   SESSION_TOKEN_PATTERN,
   type SellerIdentity,
 } from './protocol';
+import { credentialOf, type SellerCredential } from './wallet-session';
 
 // Re-exported for the services that read the bearer token next to SellerAuth.
 export { bearerToken };
@@ -17,6 +18,8 @@ declare global {
   namespace Express {
     interface Request {
       seller?: SellerIdentity;
+      /** How the caller proved it is the seller: the sk_ API key, or the wallet's Sign-In with Ethereum session. */
+      credential?: SellerCredential;
     }
   }
 }
@@ -147,7 +150,7 @@ export class SellerAuth {
     return entry;
   }
 
-  /** Express middleware: sets req.seller or answers 401. */
+  /** Express middleware: sets req.seller and req.credential, or answers 401. */
   middleware() {
     return async (req: Request, _res: Response, next: NextFunction) => {
       const apiKey = bearerToken(req);
@@ -158,6 +161,7 @@ export class SellerAuth {
         });
       }
       req.seller = await this.resolve(apiKey);
+      req.credential = credentialOf(apiKey);
       next();
     };
   }

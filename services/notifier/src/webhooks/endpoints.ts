@@ -2,7 +2,7 @@ import { newEventId } from '@paygate/contracts';
 import { type AnyRoute, badRequest, defineRoute } from '@paygate/http';
 import { publicUrlProblem } from '@paygate/net';
 import type { ServiceContext } from '@paygate/runtime';
-import type { SellerAuth } from '@paygate/seller-auth';
+import { requireWalletSession, type SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
@@ -24,7 +24,7 @@ import {
 } from './endpoint-store';
 import { WEBHOOK_EVENT_TYPES } from './payload';
 import type { DeliveryRow } from './repository';
-import { requireWalletSessionFor, secretKeyAuth, sellerOf } from './seller-request';
+import { secretKeyAuth, sellerOf } from './seller-request';
 
 export { endpointsFor, MAX_ENDPOINTS_PER_SELLER, TEST_EVENT_TYPE } from './endpoint-store';
 
@@ -169,7 +169,7 @@ function createEndpointRoute({ ctx, auth, config, secrets }: EndpointRouteDeps) 
       '503': 'secret_unavailable',
     },
     handler: async (req, res) => {
-      requireWalletSessionFor(req, 'creating a webhook endpoint');
+      requireWalletSession(req.credential, 'creating a webhook endpoint');
       const sellerId = sellerOf(req);
       const url = await checkEndpointUrl(req.body.url, config.production);
       const endpointId = `whe_${newEventId()}`;
@@ -223,7 +223,7 @@ function updateEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
       '404': 'no such endpoint',
     },
     handler: async (req, res) => {
-      requireWalletSessionFor(req, 'changing a webhook endpoint');
+      requireWalletSession(req.credential, 'changing a webhook endpoint');
       const sellerId = sellerOf(req);
       const endpointId = req.params.id;
       await findEndpoint(ctx.db, sellerId, endpointId);
@@ -253,7 +253,7 @@ function deleteEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
       '404': 'no such endpoint',
     },
     handler: async (req, res) => {
-      requireWalletSessionFor(req, 'deleting a webhook endpoint');
+      requireWalletSession(req.credential, 'deleting a webhook endpoint');
       await findEndpoint(ctx.db, sellerOf(req), req.params.id);
       await deleteEndpoint(ctx, req.params.id, () => config.now());
       res.status(204).end();
@@ -277,7 +277,7 @@ function rotateEndpointSecretRoute({ ctx, auth, config, secrets }: EndpointRoute
       '503': 'secret_unavailable',
     },
     handler: async (req, res) => {
-      requireWalletSessionFor(req, "rotating a webhook endpoint's secret");
+      requireWalletSession(req.credential, "rotating a webhook endpoint's secret");
       const sellerId = sellerOf(req);
       const current = await findEndpoint(ctx.db, sellerId, req.params.id);
       // Derived first: a registry that cannot answer leaves the endpoint as it was.

@@ -1,9 +1,5 @@
 import { bearerToken, HttpError, operatorAuth, securitySchemes } from '@paygate/http';
-import {
-  credentialOf,
-  requireWalletSession as refuseWithoutWallet,
-  type SellerCredential,
-} from '@paygate/seller-auth';
+import { credentialOf, requireWalletSession as refuseWithoutWallet } from '@paygate/seller-auth';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
@@ -13,8 +9,6 @@ declare global {
   namespace Express {
     interface Request {
       account?: SellerRow;
-      /** How the caller proved it is the seller: the sk_ API key, or the wallet's Sign-In with Ethereum session. */
-      credential?: SellerCredential;
     }
   }
 }
