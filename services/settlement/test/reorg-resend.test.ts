@@ -6,7 +6,16 @@
  */
 import { formatAddress, getTransferLogs } from '@paygate/chain';
 import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
-import { mine, reorg, signTransferAuthorization, testSigner, testWallets, waitFor } from '@paygate/testing';
+import {
+  mine,
+  reorg,
+  setAutomine,
+  signTransferAuthorization,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { AbiCoder, keccak256, toBeHex, zeroPadValue } from 'ethers';
 import { useSettlementHarness } from './harness';
 import { publishEvent, refundInitiated } from './helpers';
 
@@ -159,5 +168,84 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
       timeoutMs: 10_000,
       message: 'the re-mined refund was never marked final',
     });
+  });
+
+  it('escrow: a reverted refund is reported failed only once final; a reorg before that which lets it succeed ends it confirmed, once', async () => {
+    const provider = h.chain.anvil.provider;
+    const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
+    // TestUSDC's balanceOf is its third storage slot: emptying escrow's entry makes the pending refund revert.
+    const escrowBalanceSlot = keccak256(
+      AbiCoder.defaultAbiCoder().encode(['address', 'uint256'], [escrow, 2]),
+    );
+    const escrowFunds = await h.chain.balanceOf(escrow);
+    const setEscrowBalance = (micro: bigint) =>
+      provider.send('anvil_setStorageAt', [
+        h.chain.usdcAddress,
+        escrowBalanceSlot,
+        zeroPadValue(toBeHex(micro), 32),
+      ]);
+    const transfer = (key: string) =>
+      h.db.selectFrom('outgoing_transfers').selectAll().where('idempotency_key', '=', key).executeTakeFirst();
+    const broadcast = (key: string) =>
+      waitFor(
+        async () => {
+          const row = await transfer(key);
+          return row?.status === 'broadcast' && row.tx_hash !== null && row;
+        },
+        { timeoutMs: 20_000, message: `${key} was never broadcast` },
+      );
+
+    await setAutomine(provider, false);
+    try {
+      await publishEvent(
+        h.bus,
+        h.ledger.booked(refundInitiated('ref_reverts', '2.5', h.chain.anvil.chainId)),
+      );
+      const reverting = await broadcast('ref_reverts');
+      await setEscrowBalance(0n);
+      expect(await h.chain.balanceOf(escrow)).toBe(0n); // the slot is the right one
+      await mine(provider, 1);
+      const reverted = (await provider.getTransactionReceipt(reverting.tx_hash!))!;
+      expect(reverted.status).toBe(0);
+      await setEscrowBalance(escrowFunds);
+
+      // CONFIRMATIONS (2) deep and then one more: a later refund (next nonce) is seen mined in a pass that looked
+      // at the reverted one first (passes go in nonce order), with the revert at least CONFIRMATIONS deep.
+      await mine(provider, 1);
+      await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_marker', '0.5', h.chain.anvil.chainId)));
+      await broadcast('ref_marker');
+      await mine(provider, 1);
+      await waitFor(async () => (await transfer('ref_marker'))!.block_number !== null, {
+        timeoutMs: 20_000,
+        message: 'the later refund was never seen mined',
+      });
+      // A revert is not final at CONFIRMATIONS: reported failed, escrow's owner would pay the money out again.
+      expect((await transfer('ref_reverts'))!.status).toBe('broadcast');
+
+      // A reorg takes the revert away (and the emptied balance with it): the same bytes are sent again and succeed.
+      await reorg(provider, 3);
+      await setEscrowBalance(escrowFunds);
+      await waitFor(
+        async () => {
+          const receipt = await provider.getTransactionReceipt(reverting.tx_hash!);
+          if (receipt === null) await mine(provider, 1);
+          return receipt?.status === 1;
+        },
+        { timeoutMs: 20_000, message: 'the refund was not mined again after the reorg' },
+      );
+      await mine(provider, 2);
+      await waitFor(async () => (await transfer('ref_reverts'))!.status === 'confirmed', {
+        timeoutMs: 20_000,
+        message: 'the re-mined refund was never confirmed',
+      });
+    } finally {
+      await setAutomine(provider, true);
+    }
+    const sent = (await h.chain.transfersFromEscrow()).filter(
+      (t) => t.to === formatAddress(testWallets.buyer.address),
+    );
+    expect(sent.filter((t) => t.amountMicro === 2_500_000n)).toHaveLength(1);
+    await waitFor(async () => (await transfer('ref_marker'))!.status === 'confirmed', { timeoutMs: 20_000 });
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 3_000_000n);
   });
 });

@@ -115,11 +115,19 @@ export class ConfirmationWatch {
     }
   }
 
-  /** Finished once CONFIRMATIONS deep; before that, its block is recorded. */
+  /**
+   * Finished once deep enough; before that, its block is recorded. A success is reported at CONFIRMATIONS and then
+   * watched to 2 x CONFIRMATIONS (watchConfirmed): a reorg in between is answered by sending the same bytes again.
+   * A revert is reported only at 2 x CONFIRMATIONS, the depth a success becomes final: its owner then gives the
+   * reserved money back (a payout is made again), and a reorg past the revert could still mine the same signed
+   * bytes successfully, paying twice.
+   */
   private async onReceipt(transfer: TransferRow, receipt: TransferReceipt, head: bigint): Promise<void> {
     const confirmations = head - receipt.blockNumber + 1n;
-    if (confirmations >= BigInt(this.deps.config.confirmations)) {
-      await this.finish(transfer, receipt.status === 1, receipt.blockNumber);
+    const succeeded = receipt.status === 1;
+    const reportAt = BigInt(this.deps.config.confirmations) * (succeeded ? 1n : 2n);
+    if (confirmations >= reportAt) {
+      await this.finish(transfer, succeeded, receipt.blockNumber);
     } else if (transfer.status === 'signed' || transfer.block_number !== receipt.blockNumber) {
       // Mined (so broadcast); its block is kept so that a reorg taking it away is noticed at once below.
       await this.broadcaster.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
