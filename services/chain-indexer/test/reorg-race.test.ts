@@ -32,25 +32,39 @@ const USDC = 1_000_000n;
 async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void>) {
   let armed = false;
   let fired = 0;
-  /** Blocks eth_blockNumber answers behind anvil (a load-balanced node lagging), and how often it did. */
+  /**
+   * Blocks the latest block (eth_blockNumber, eth_getBlockByNumber "latest") answers behind anvil (a load-balanced
+   * node lagging), and how often it did.
+   */
   let lagBlocks = 0;
   let laggedAnswers = 0;
+  const send = (body: string) =>
+    fetch(upstreamUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', async () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const calls = [JSON.parse(body)].flat() as Array<{ method: string }>;
+      let body = Buffer.concat(chunks).toString('utf8');
+      const calls = [JSON.parse(body)].flat() as Array<{ method: string; params?: unknown[] }>;
       if (armed && calls.some((call) => call.method === 'eth_getLogs')) {
         armed = false;
         await onTrigger();
         fired++;
       }
-      const upstream = await fetch(upstreamUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-      });
+      const latestBlockCalls = calls.filter(
+        (call) => call.method === 'eth_getBlockByNumber' && call.params?.[0] === 'latest',
+      );
+      if (lagBlocks > 0 && latestBlockCalls.length > 0) {
+        const { result } = (await (
+          await send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }))
+        ).json()) as { result: string };
+        for (const call of latestBlockCalls) {
+          call.params![0] = `0x${(BigInt(result) - BigInt(lagBlocks)).toString(16)}`;
+          laggedAnswers++;
+        }
+        body = JSON.stringify(Array.isArray(JSON.parse(body)) ? calls : calls[0]);
+      }
+      const upstream = await send(body);
       let answer = await upstream.text();
       if (lagBlocks > 0 && calls.some((call) => call.method === 'eth_blockNumber')) {
         const lagging = new Set(

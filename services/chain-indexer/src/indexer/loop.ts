@@ -46,7 +46,10 @@ export class IndexerLoop extends PolledTask implements BackgroundTask {
   private async tick(): Promise<PassOutcome> {
     const leading = await this.leadership.tryAcquire();
     this.options.leaderGauge?.set(leading ? 1 : 0);
-    if (!leading) return { delayMs: this.options.leaderRetryMs };
+    if (!leading) {
+      this.scanner.forgetSettledTip();
+      return { delayMs: this.options.leaderRetryMs };
+    }
     const result = await this.scanner.runPass();
     this.options.headGauge?.set(result.head);
     this.options.onPass?.(result);

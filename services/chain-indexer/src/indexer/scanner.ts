@@ -21,8 +21,13 @@ export interface PassResult {
   reorged: number;
 }
 
+interface ChainTip {
+  number: number;
+  hash: string;
+}
+
 /** The chain reads one pass needs; an ethers provider satisfies it. */
-type ChainReader = Pick<JsonRpcProvider, 'getBlockNumber' | 'getBlock' | 'getLogs'>;
+type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
 /**
  * One pass of the indexer, run only by the leader:
@@ -37,6 +42,8 @@ type ChainReader = Pick<JsonRpcProvider, 'getBlockNumber' | 'getBlock' | 'getLog
  */
 export class TransferScanner {
   private readonly deposits: DepositAddressBook;
+  /** The newest block stored, with its hash as the chain had it at the end of the last complete pass. */
+  private settledTip: ChainTip | undefined;
 
   constructor(
     private readonly db: Kysely<IndexerDatabase>,
@@ -53,14 +60,37 @@ export class TransferScanner {
 
   async runPass(): Promise<PassResult> {
     return withSpan('indexer.pass', {}, async () => {
-      const head = await this.provider.getBlockNumber();
-      const reorged = await this.handleReorg(head);
+      const latest = await this.provider.getBlock('latest');
+      if (!latest?.hash) throw new Error('the node returned no latest block');
+      const head = latest.number;
+      if (this.settledTip?.hash === latest.hash) return this.quietPass(head);
+      this.settledTip = undefined;
+      const { reorged, verifiedTip } = await this.handleReorg(head);
       await this.backfillNewDepositAddresses();
-      const { scannedTo, observed, raced } = await this.scan(head);
+      const { scannedTo, observed, raced, storedTip } = await this.scan(head);
       // A pass that saw the chain change under it publishes nothing: the next pass's reorg check comes first.
       const published = raced ? 0 : await this.publishConfirmed(head);
+      const tip = storedTip ?? verifiedTip;
+      if (!raced && tip?.number === head && tip.hash === latest.hash) this.settledTip = tip;
       return { head, scannedTo, observed, published, reorged };
     });
+  }
+
+  /**
+   * The chain's tip is the block this indexer stored and checked last (the same hash, so every block below it is
+   * unchanged too): no reorg check, scan or publication can find anything new, and each would cost chain reads and
+   * queries 20 times a second. Only deposit addresses heard of since then are backfilled (and published, when
+   * their transfers are already deep enough).
+   */
+  private async quietPass(head: number): Promise<PassResult> {
+    const backfilled = await this.backfillNewDepositAddresses();
+    const published = backfilled > 0 ? await this.publishConfirmed(head) : 0;
+    return { head, scannedTo: head, observed: 0, published, reorged: 0 };
+  }
+
+  /** After leadership is lost another replica may write: the next pass checks everything again. */
+  forgetSettledTip(): void {
+    this.settledTip = undefined;
   }
 
   private async nextBlock(): Promise<number> {
@@ -73,9 +103,9 @@ export class TransferScanner {
   }
 
   /** Finds the highest stored block still canonical; everything above it is rolled back. */
-  private async handleReorg(head: number): Promise<number> {
+  private async handleReorg(head: number): Promise<{ reorged: number; verifiedTip?: ChainTip }> {
     const stored = await storedRecentBlocks(this.db, this.chainId, this.config.reorgWindowBlocks);
-    if (stored.length === 0) return 0;
+    if (stored.length === 0) return { reorged: 0 };
     const newest = Number(stored[0]!.number);
     if (head < newest) {
       // A head below a block this indexer already saw is a node lagging behind (a load-balanced RPC), not a
@@ -85,11 +115,11 @@ export class TransferScanner {
       );
     }
     const ancestor = await canonicalAncestor(stored, head, this.provider);
-    if (ancestor === newest) return 0;
+    if (ancestor === newest) return { reorged: 0, verifiedTip: { number: newest, hash: stored[0]!.hash } };
     // No stored block is canonical: roll back the whole window (a deeper reorg is beyond configuration).
     const rollbackTo = ancestor ?? Number(stored[stored.length - 1]!.number) - 1;
     this.logger.warn({ from: newest, to: rollbackTo }, 'reorg detected; rolling back');
-    return this.db.transaction().execute(async (trx) => {
+    const reorged = await this.db.transaction().execute(async (trx) => {
       const reversed = await rollBackAbove(
         trx,
         { chainId: this.chainId, network: this.config.network },
@@ -98,9 +128,12 @@ export class TransferScanner {
       await this.saveCursor(trx, rollbackTo + 1);
       return reversed;
     });
+    return { reorged };
   }
 
-  private async scan(head: number): Promise<{ scannedTo: number; observed: number; raced: boolean }> {
+  private async scan(
+    head: number,
+  ): Promise<{ scannedTo: number; observed: number; raced: boolean; storedTip?: ChainTip }> {
     const from = await this.nextBlock();
     if (from > head) return { scannedTo: from - 1, observed: 0, raced: false };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
@@ -151,7 +184,8 @@ export class TransferScanner {
         .execute();
       await this.saveCursor(trx, nextCursor);
     });
-    return { scannedTo: nextCursor - 1, observed: consistent.length, raced: false };
+    const storedTip = nextCursor === to + 1 ? hashes[hashes.length - 1] : undefined;
+    return { scannedTo: nextCursor - 1, observed: consistent.length, raced: false, storedTip };
   }
 
   /**
@@ -219,9 +253,10 @@ export class TransferScanner {
    * after a restart), then they are watched like the rest. Restart-safe: an address is marked backfilled in
    * the transaction that stores what the backfill found.
    */
-  private async backfillNewDepositAddresses(): Promise<void> {
+  /** Returns how many transfers it stored. */
+  private async backfillNewDepositAddresses(): Promise<number> {
     const pending = await this.deposits.pendingBackfill(BACKFILL_BATCH);
-    if (pending.addresses.length === 0) return;
+    if (pending.addresses.length === 0) return 0;
     const cursor = await this.nextBlock();
     const end = cursor - 1;
     let start = Math.max(this.config.startBlock, cursor - this.config.depositBackfillBlocks);
@@ -261,6 +296,7 @@ export class TransferScanner {
         'deposit addresses paid before the indexer heard of them; transfers backfilled',
       );
     }
+    return canonical.length;
   }
 
   /** The first block in [lo, hi] whose timestamp is at least `seconds` (hi + 1 when none), by bisection. */
