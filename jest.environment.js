@@ -20,7 +20,8 @@ module.exports = TestEnvironment;
 /**
  * `SUITE_CPU_LOG=<file>`: each suite appends the CPU its worker spent from the suite's setup to its teardown (module
  * loading, the tests, the services they start in-process), in ms, tab, the suite's path, tab, the CPU of the child
- * processes that exited meanwhile (services, anvil, Chromium; Linux only, else 0), in ms. This
+ * processes that exited meanwhile (services, anvil, Chromium; Linux only, else 0), in ms, tab, the worker's pid (a
+ * new pid is a fresh worker, whose first suites load every module cold). This
  * is how docs/benchmarks.md measured where a run's CPU goes, by suite.
  */
 if (process.env.SUITE_CPU_LOG) {
@@ -52,7 +53,7 @@ if (process.env.SUITE_CPU_LOG) {
       const children = reapedChildrenCpuMs() - this.childrenAtStart;
       fs.appendFileSync(
         process.env.SUITE_CPU_LOG,
-        `${Math.round((cpu.user + cpu.system) / 1000)}\t${this.suitePath}\t${children}\n`,
+        `${Math.round((cpu.user + cpu.system) / 1000)}\t${this.suitePath}\t${children}\t${process.pid}\n`,
       );
     }
   }
