@@ -10,6 +10,8 @@ const transform = {
   '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
 };
 
+const { bundledPackageMappings } = require('./jest.bundles');
+
 /**
  * Chaos runs have their own targets (issue 22: `make test` keeps every kind of test, the chaos seeds go to `make
  * chaos` and `make chaos-short`, which sets PAYGATE_CHAOS_TESTS=1). Faults still run in `make test`: killed NATS
@@ -26,6 +28,7 @@ const packageDirs = ['libs', 'services']
   .sort();
 
 module.exports = async () => {
+  const moduleNameMapper = await bundledPackageMappings();
   return {
     projects: packageDirs.map((dir) => ({
       displayName: dir,
@@ -34,8 +37,7 @@ module.exports = async () => {
       testMatch: ['<rootDir>/test/**/*.test.ts'],
       testPathIgnorePatterns: ignoredSuites,
       transform,
-      // Resolves a file of a large package to its bundle (jest.bundles.js).
-      resolver: path.join(__dirname, 'jest.resolver.js'),
+      moduleNameMapper,
     })),
     testSequencer: path.join(__dirname, 'jest.sequencer.js'),
     testTimeout: 60000,
