@@ -75,6 +75,7 @@ beforeAll(async () => {
       },
       'gateway-proxy': {
         RATE_LIMIT_PER_MINUTE: '100000000',
+        VERIFY_PER_SELLER_PER_MINUTE: '100000000',
         X402_FACILITATOR_PER_MINUTE: '100000000',
         DISCOVERY_PER_MINUTE: '100000000',
       },

@@ -20,6 +20,11 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   ticketKeyEncryptionKey: string;
   ticketTtlSeconds: number;
   rateLimitPerMinute: number;
+  /**
+   * POST /api/verify calls per seller per minute, whatever wallet each names (VERIFY_PER_SELLER_PER_MINUTE): the
+   * caller chooses `from`, and each unknown proof costs chain reads, so the per-wallet limit alone bounds nothing.
+   */
+  verifyPerSellerPerMinute: number;
   upstreamTimeoutMs: number;
   /** Largest request body forwarded to a seller (read whole to sign its hash). */
   proxyMaxBodyBytes: number;
@@ -109,6 +114,7 @@ function ticketSettings(
 
 const sellerCallEnv = () => ({
   RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
+  VERIFY_PER_SELLER_PER_MINUTE: int({ default: 600, min: 1 }),
   UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
   PROXY_MAX_BODY_BYTES: int({ default: 10 * 1024 * 1024, min: 1 }),
   RETRY_WINDOW_SECONDS: int({ default: 600, min: 1 }),
@@ -117,12 +123,13 @@ const sellerCallEnv = () => ({
 
 type SellerCallEnv = ParsedEnv<ReturnType<typeof sellerCallEnv>>;
 
-/** The paid call to a seller: its rate limit, timeout, body bound, retry window and the seller's forwarding key. */
+/** The paid call to a seller: its rate limits (and /api/verify's per seller), timeout, body bound, retry window and the seller's forwarding key. */
 function sellerCallSettings(
   parsed: SellerCallEnv,
 ): Pick<
   GatewayProxyConfig,
   | 'rateLimitPerMinute'
+  | 'verifyPerSellerPerMinute'
   | 'upstreamTimeoutMs'
   | 'proxyMaxBodyBytes'
   | 'retryWindowSeconds'
@@ -130,6 +137,7 @@ function sellerCallSettings(
 > {
   return {
     rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
+    verifyPerSellerPerMinute: parsed.VERIFY_PER_SELLER_PER_MINUTE,
     upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,
     proxyMaxBodyBytes: parsed.PROXY_MAX_BODY_BYTES,
     retryWindowSeconds: parsed.RETRY_WINDOW_SECONDS,

@@ -12,19 +12,20 @@ export const clientBucket = (clientIp: string, skillId: string) => `ip:${address
 /**
  * The gateway's one rate-limit decision (paid skill calls and a seller's /api/verify): counts one hit in `bucket`
  * (in process while the shared count allows it, else in Postgres) and sets RateLimit-Limit/-Remaining; over the
- * limit it counts the refusal and throws the shared 429 (`rate_limited`, Retry-After).
+ * limit it counts the refusal and throws the shared 429 (`rate_limited`, Retry-After), its message naming `limited`.
  */
 export function limitCall(
   limiter: SharedRateLimiter,
   rateLimited: { inc(): void },
   res: Pick<ServerResponse, 'setHeader'>,
   bucket: string,
+  limited = LIMITED,
 ): undefined | Promise<void> {
   // Decided in process for the usual call (no promise, and no closure, on the paid call's hot path), else by the
   // shared count.
   let later: undefined | Promise<void>;
   try {
-    later = rateLimitNowOrLater(limiter, res, bucket, LIMITED);
+    later = rateLimitNowOrLater(limiter, res, bucket, limited);
   } catch (error) {
     countRefusal(rateLimited, error);
   }

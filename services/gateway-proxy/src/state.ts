@@ -28,6 +28,8 @@ export interface GatewayState {
   tickets: TicketIssuer;
   /** Paid skill URLs: per wallet (or client address) per skill per minute. */
   limiter: SharedRateLimiter;
+  /** A seller's POST /api/verify, per seller per minute (beside `limiter`'s per wallet). */
+  verifyLimiter: SharedRateLimiter;
   /** The x402 facilitator's routes, per seller key per minute. */
   facilitatorLimiter: SharedRateLimiter;
   /** The x402 Bazaar discovery list, per client address per minute. */
@@ -58,7 +60,10 @@ export async function createGatewayState(
   );
   await keys.init();
   const forwarding = forwardingOptions(config, keys);
-  const { limiter, facilitatorLimiter, discoveryLimiter, relayerBudgets } = rateLimiters(ctx, config);
+  const { limiter, verifyLimiter, facilitatorLimiter, discoveryLimiter, relayerBudgets } = rateLimiters(
+    ctx,
+    config,
+  );
   const metrics = gatewayMetrics(ctx);
   const { payments, x402 } = paymentServices(ctx, config, provider, relayerBudgets);
   // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
@@ -74,10 +79,12 @@ export async function createGatewayState(
     keys,
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     limiter,
+    verifyLimiter,
     facilitatorLimiter,
     discoveryLimiter,
     limiters: [
       limiter,
+      verifyLimiter,
       facilitatorLimiter,
       discoveryLimiter,
       relayerBudgets.perPayer,
@@ -102,12 +109,13 @@ function forwardingOptions(config: GatewayProxyConfig, keys: TicketKeyStore): Fo
   };
 }
 
-/** The per-minute limiters of the paid URLs, the facilitator and discovery, and the relayer's daily budgets. */
+/** The per-minute limiters of the paid URLs, /api/verify per seller, the facilitator and discovery, and the relayer's daily budgets. */
 function rateLimiters(ctx: ServiceContext, config: GatewayProxyConfig) {
   // Budgets are exact (freshMs 0: every relayed payment is counted in Postgres before it is submitted).
   const day = { windowMs: 24 * 60 * 60_000, freshMs: 0 };
   return {
     limiter: new SharedRateLimiter(ctx.db, config.rateLimitPerMinute, config.now),
+    verifyLimiter: new SharedRateLimiter(ctx.db, config.verifyPerSellerPerMinute, config.now),
     facilitatorLimiter: new SharedRateLimiter(ctx.db, config.x402FacilitatorPerMinute, config.now),
     discoveryLimiter: new SharedRateLimiter(ctx.db, config.discoveryPerMinute, config.now),
     relayerBudgets: {

@@ -1,6 +1,8 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { encodePaymentHeader } from '@paygate/protocol';
 import { ConfigError } from '@paygate/runtime';
 import { servedApiOperations, serveSellersForTests, testWallets } from '@paygate/testing';
+import { Wallet } from 'ethers';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
 import { loadConfig, startGatewayProxy } from '../src';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
@@ -8,6 +10,8 @@ import { type Harness, skillSnapshot, startHarness, startUpstream } from './harn
 jest.setTimeout(60_000);
 
 const API_KEY = 'sk_test_verify_key_000000000000';
+/** A seller of its own for the per-seller limit: its counts are shared by every replica of this test's gateway. */
+const FLOOD_KEY = 'sk_test_verify_flood_00000000000';
 
 describe('gateway-proxy: ticket keys, /api/verify, config', () => {
   let h: Harness;
@@ -22,6 +26,13 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
         walletAddress: testWallets.seller.address,
         payoutAddress: testWallets.seller.address,
         publishableKey: 'pk_test_verify_key_000000000000',
+        apiKeyVersion: 1,
+      },
+      [FLOOD_KEY]: {
+        sellerId: 'seller-flood',
+        walletAddress: testWallets.seller.address,
+        payoutAddress: testWallets.seller.address,
+        publishableKey: 'pk_test_verify_flood_00000000000',
         apiKeyVersion: 1,
       },
     });
@@ -228,5 +239,43 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
     expect(documented.filter((op) => !op.includes('/api/v1/skills/')).sort()).toEqual(served.sort());
     expect(documented).toContain('get /api/v1/skills/{skillName}/{path}');
     expect(served).toEqual(expect.arrayContaining(['post /api/verify', 'post /api/v1/x402/settle']));
+  });
+
+  it('POST /api/verify: a seller is limited per minute whatever wallet each proof names', async () => {
+    // Each proof names another wallet (the caller's word) and an unknown transaction, which costs chain reads.
+    const replica = await startGatewayProxy(
+      loadConfig(
+        h.env.envFor('gateway-proxy', { ...h.gatewayEnv, VERIFY_PER_SELLER_PER_MINUTE: '5' }),
+        h.clock.now,
+      ),
+    );
+    try {
+      const statuses: number[] = [];
+      let refusal: unknown;
+      for (let i = 0; i < 8; i++) {
+        const payment = encodePaymentHeader({
+          txHash: `0x${(i + 1).toString(16).padStart(64, '0')}`,
+          amount: '0.05',
+          token: h.usdcAddress,
+          network: 'local',
+          from: Wallet.createRandom().address,
+          to: testWallets.escrow.address,
+          signature: `0x${'11'.repeat(65)}`,
+        });
+        const response = await fetch(`${replica.url}/api/verify`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${FLOOD_KEY}` },
+          body: JSON.stringify({ payment, price: '0.05', type: 'payPerCall', resource: 'GET /x' }),
+        });
+        statuses.push(response.status);
+        if (response.status === 429) refusal = await response.json();
+      }
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+      expect(refusal).toMatchObject({
+        error: { code: 'rate_limited', message: expect.stringContaining('per minute per seller') },
+      });
+    } finally {
+      await replica.stop();
+    }
   });
 });

@@ -188,6 +188,14 @@ function verifyHandler(state: GatewayState) {
       return;
     }
     const seller = req.seller!;
+    // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
+    await limitCall(
+      state.verifyLimiter,
+      state.metrics.rateLimited,
+      res,
+      `verify-seller:${seller.sellerId}`,
+      'verifications per minute per seller',
+    );
     const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
     await limitCall(state.limiter, state.metrics.rateLimited, res, bucket);
     const outcome = await state.payments.present(
