@@ -72,6 +72,7 @@ beforeAll(async () => {
         SIWE_NONCES_PER_MINUTE: '100000000',
         SIGN_INS_PER_MINUTE: '100000000',
         ACCOUNTS_PER_HOUR: '100000000',
+        MAX_SKILLS_PER_SELLER: '100000000',
       },
       'gateway-proxy': {
         RATE_LIMIT_PER_MINUTE: '100000000',

@@ -34,6 +34,11 @@ export interface RegistryConfig extends CommonConfig {
   siweNoncesPerMinute: number;
   signInsPerMinute: number;
   accountsPerHour: number;
+  /**
+   * Skills one seller may hold, archived ones included (they keep their names): MAX_SKILLS_PER_SELLER. A free account
+   * could otherwise take names in bulk, and every skill is validated and health-checked by the registry.
+   */
+  maxSkillsPerSeller: number;
   /** Payout-address challenges per minute per client address (each is a stored single-use nonce). */
   payoutChallengesPerMinute: number;
   /**
@@ -82,6 +87,7 @@ export function loadConfig(
     SIWE_NONCES_PER_MINUTE: int({ default: 30, min: 1 }),
     SIGN_INS_PER_MINUTE: int({ default: 30, min: 1 }),
     ACCOUNTS_PER_HOUR: int({ default: 20, min: 1 }),
+    MAX_SKILLS_PER_SELLER: int({ default: 100, min: 1 }),
     PAYOUT_CHALLENGES_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_NETWORK: str({ default: 'local' }),
     PAYOUT_ADDRESS_DELAY_MS: int({ default: 48 * HOUR_MS, min: 0, max: 30 * 24 * HOUR_MS }),
@@ -120,6 +126,7 @@ export function loadConfig(
     siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
     signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
     accountsPerHour: parsed.ACCOUNTS_PER_HOUR,
+    maxSkillsPerSeller: parsed.MAX_SKILLS_PER_SELLER,
     payoutChallengesPerMinute: parsed.PAYOUT_CHALLENGES_PER_MINUTE,
     chainId,
     payoutAddressDelayMs: parsed.PAYOUT_ADDRESS_DELAY_MS,

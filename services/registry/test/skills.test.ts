@@ -3,6 +3,7 @@ import { createActiveSkill, EventRecorder, signUpSeller } from '@paygate/testing
 import { Wallet } from 'ethers';
 import { sql } from 'kysely';
 import { parse as parseYaml } from 'yaml';
+import { loadConfig, startRegistry } from '../src';
 import { registryClaims } from '../src/shared/idempotency';
 import { api, type Harness, PUBLIC_BASE_URL, startHarness, startSellerApi } from './helpers';
 
@@ -277,6 +278,49 @@ describe('a skill too large to publish', () => {
       );
     } finally {
       recorder.stop();
+    }
+  });
+});
+
+describe('a seller holds a bounded number of skills', () => {
+  it('refuses a skill past MAX_SKILLS_PER_SELLER with 409 naming the rule, also when they are created at once', async () => {
+    // A replica of this test's registry with a small limit (the same schema, so it counts the same rows).
+    const replica = await startRegistry(
+      loadConfig(h.env.envFor('registry', { PUBLIC_BASE_URL, MAX_SKILLS_PER_SELLER: '3' })),
+    );
+    try {
+      const owner = await signUpSeller(replica.url, Wallet.createRandom());
+      const created = await Promise.all(
+        Array.from({ length: 5 }, () =>
+          api(replica.url, 'POST', '/api/v1/manage/skills', { token: owner.apiKey, body: validSkill() }),
+        ),
+      );
+      expect(created.map((r) => r.status).sort()).toEqual([201, 201, 201, 409, 409]);
+      expect(created.find((r) => r.status === 409)!.body.error).toMatchObject({
+        code: 'skill_limit_reached',
+        field: 'name',
+        rule: 'at most 3 skills per seller',
+      });
+      // Archiving one frees nothing: an archived skill keeps its name.
+      const first = created.find((r) => r.status === 201)!.body.name as string;
+      const archived = await api(replica.url, 'POST', `/api/v1/manage/skills/${first}/archive`, {
+        token: owner.apiKey,
+      });
+      expect(archived.status).toBe(200);
+      const again = await api(replica.url, 'POST', '/api/v1/manage/skills', {
+        token: owner.apiKey,
+        body: validSkill(),
+      });
+      expect(again.status).toBe(409);
+      // Another seller is not affected.
+      const other = await signUpSeller(replica.url, Wallet.createRandom());
+      const theirs = await api(replica.url, 'POST', '/api/v1/manage/skills', {
+        token: other.apiKey,
+        body: validSkill(),
+      });
+      expect(theirs.status).toBe(201);
+    } finally {
+      await replica.stop();
     }
   });
 });

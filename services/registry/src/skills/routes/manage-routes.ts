@@ -31,6 +31,32 @@ interface NewSkill {
   endpoints: EndpointInput[];
 }
 
+/**
+ * Refuses a seller's skill past `maxSkills` (409 skill_limit_reached). The seller's row is locked first, so that
+ * concurrent creations by one seller are counted one after the other.
+ */
+async function refuseSkillOverLimit(trx: Transaction<RegistryDatabase>, sellerId: string, maxSkills: number) {
+  await trx
+    .selectFrom('sellers')
+    .select('id')
+    .where('id', '=', sellerId)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  const { held } = await trx
+    .selectFrom('skills')
+    .select((eb) => eb.fn.countAll<string>().as('held'))
+    .where('seller_id', '=', sellerId)
+    .executeTakeFirstOrThrow();
+  if (Number(held) >= maxSkills) {
+    throw new HttpError(
+      409,
+      'skill_limit_reached',
+      `a seller holds at most ${maxSkills} skills, archived ones included; ask the operator for more`,
+      { field: 'name', rule: `at most ${maxSkills} skills per seller` },
+    );
+  }
+}
+
 /** Inserts a skill (PENDING_VALIDATION) with its endpoints and SKILL.md; 409 skill_name_taken if the name is used. */
 async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string, skill: NewSkill, now: Date) {
   const { body, typeFields } = skill;
@@ -211,7 +237,7 @@ function createSkillRoute(kit: SkillRouteKit): AnyRoute {
     body: SkillCreate,
     headers: [idempotencyKey],
     responses: { '201': Skill },
-    errors: { '409': 'skill_name_taken or idempotency_key_reused' },
+    errors: { '409': 'skill_name_taken, skill_limit_reached or idempotency_key_reused' },
     handler: async (req, res) => {
       const body = req.body;
       const skill = await checkNewSkill(rc, body);
@@ -219,6 +245,7 @@ function createSkillRoute(kit: SkillRouteKit): AnyRoute {
       await idempotent(ctx.db, req, res, seller.id, async () => {
         const now = config.now();
         const state = await ctx.inTransaction(async (trx) => {
+          await refuseSkillOverLimit(trx, seller.id, config.maxSkillsPerSeller);
           const skillId = await insertSkill(trx, seller.id, skill, now);
           await regenerateSkillMd(trx, skillId, base);
           return commitSkillChange(trx, skillId, now);
