@@ -6,6 +6,8 @@ export interface SettlementMetrics {
   /** Counts a transfer confirmed on chain (money that actually left escrow). */
   transferSent(kind: 'payout' | 'refund' | 'platform_payout'): void;
   transfersFailed: Counter<'kind'>;
+  /** Transfers reported confirmed that a reorg took away and the chain then mined reverted: an operator's case. */
+  transfersRevertedAfterConfirmation: Counter<'kind'>;
   /** Transfers out of escrow refused before signing: the ledger did not authorise them, or over the cap. */
   transfersRefused: Counter<'kind' | 'reason'>;
   payoutsSent: Counter;
@@ -50,6 +52,12 @@ export function createSettlementMetrics(
     transfersFailed: new Counter({
       name: 'settlement_transfers_failed_total',
       help: 'Outgoing transfers that reverted or could not be sent, by kind',
+      labelNames: ['kind'],
+      registers,
+    }),
+    transfersRevertedAfterConfirmation: new Counter({
+      name: 'settlement_transfers_reverted_after_confirmation_total',
+      help: 'Transfers reported confirmed, dropped by a reorg and then mined reverted (no money left escrow), by kind',
       labelNames: ['kind'],
       registers,
     }),

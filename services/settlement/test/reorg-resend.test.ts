@@ -16,6 +16,7 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { AbiCoder, keccak256, toBeHex, zeroPadValue } from 'ethers';
+import { REVERTED_AFTER_CONFIRMATION } from '../src/transfers/confirmation-watch';
 import { useSettlementHarness } from './harness';
 import { publishEvent, refundInitiated } from './helpers';
 
@@ -247,5 +248,63 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
     expect(sent.filter((t) => t.amountMicro === 2_500_000n)).toHaveLength(1);
     await waitFor(async () => (await transfer('ref_marker'))!.status === 'confirmed', { timeoutMs: 20_000 });
     expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 3_000_000n);
+  });
+
+  it('escrow: a confirmed refund that a reorg drops and the chain then mines reverted is final with the reason, counted', async () => {
+    const provider = h.chain.anvil.provider;
+    const escrowBalanceSlot = keccak256(
+      AbiCoder.defaultAbiCoder().encode(['address', 'uint256'], [escrow, 2]),
+    );
+    const setEscrowBalance = (micro: bigint) =>
+      provider.send('anvil_setStorageAt', [
+        h.chain.usdcAddress,
+        escrowBalanceSlot,
+        zeroPadValue(toBeHex(micro), 32),
+      ]);
+    const transfer = () =>
+      h.db
+        .selectFrom('outgoing_transfers')
+        .selectAll()
+        .where('idempotency_key', '=', 'ref_remined')
+        .executeTakeFirstOrThrow();
+    await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_remined', '0.75', h.chain.anvil.chainId)));
+    const confirmed = await waitFor(
+      async () => {
+        const row = await transfer().catch(() => undefined);
+        if (row?.status === 'broadcast' && row.block_number === BigInt(await provider.getBlockNumber()))
+          await mine(provider, 1);
+        return row?.status === 'confirmed' && row;
+      },
+      { timeoutMs: 20_000, message: 'the refund was never confirmed' },
+    );
+    const minedIn = (await provider.getTransactionReceipt(confirmed.tx_hash!))!;
+    const escrowFunds = await h.chain.balanceOf(escrow);
+    await setAutomine(provider, false);
+    try {
+      // The reorg drops it; escrow cannot cover it now, so settlement does not send it again, but anyone may send
+      // the same bytes from the public mempool (here the test does), and the chain mines them reverted.
+      await reorg(provider, (await provider.getBlockNumber()) - minedIn.blockNumber + 1);
+      await setEscrowBalance(0n);
+      await provider.send('eth_sendRawTransaction', [confirmed.raw_tx]).catch(() => undefined); // may be pooled
+      await mine(provider, 1);
+      const remined = (await provider.getTransactionReceipt(confirmed.tx_hash!))!;
+      expect(remined.status).toBe(0);
+      await setEscrowBalance(escrowFunds);
+      await mine(provider, 4);
+      const final = await waitFor(
+        async () => {
+          const row = await transfer();
+          return row.final_at !== null && row;
+        },
+        { timeoutMs: 20_000, message: 'the re-mined refund was never final' },
+      );
+      expect(final).toMatchObject({ status: 'confirmed', last_error: REVERTED_AFTER_CONFIRMATION });
+      const counted = await h.service.ctx.metrics.registry
+        .getSingleMetric('settlement_transfers_reverted_after_confirmation_total')
+        ?.get();
+      expect(counted?.values).toEqual([expect.objectContaining({ labels: { kind: 'refund' }, value: 1 })]);
+    } finally {
+      await setAutomine(provider, true);
+    }
   });
 });

@@ -3,6 +3,10 @@ import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
 import { describe, OPEN_BATCH, type TransferWorkerDeps } from './worker-deps';
 
+/** Why a confirmed transfer needs an operator: reported confirmed, it is now mined reverted. */
+export const REVERTED_AFTER_CONFIRMATION =
+  'reported confirmed, then mined again after a reorg and reverted: no money left escrow; an operator must pay it';
+
 /**
  * What is already recorded: `signed`/`broadcast` transfers are (re)broadcast until a receipt is CONFIRMATIONS deep,
  * then finished with their owner's outcome; `confirmed` ones are watched through the reorg window and sent again
@@ -47,7 +51,12 @@ export class ConfirmationWatch {
     }
   }
 
-  /** A watched transfer still mined: its block is kept up to date, and it is final once 2 x CONFIRMATIONS deep. */
+  /**
+   * A watched transfer still mined: its block is kept up to date, and it is final once 2 x CONFIRMATIONS deep.
+   * Mined reverted (a reorg dropped it and the same bytes came back where they fail; anyone may send them again from
+   * the public mempool), the outcome its owner was told is false: no money left escrow. That is not undone here
+   * (the owner booked it as paid out); it is final with the reason recorded, counted and logged as an error.
+   */
   private async recordConfirmedDepth(
     transfer: TransferRow,
     receipt: TransferReceipt,
@@ -55,12 +64,24 @@ export class ConfirmationWatch {
   ): Promise<void> {
     const finalDepth = 2n * BigInt(this.deps.config.confirmations);
     const final = head - receipt.blockNumber + 1n >= finalDepth;
+    const revertedFinal = final && receipt.status !== 1;
     if (final || receipt.blockNumber !== transfer.block_number) {
       await this.deps.ctx.db
         .updateTable('outgoing_transfers')
-        .set({ block_number: receipt.blockNumber, ...(final ? { final_at: new Date() } : {}) })
+        .set({
+          block_number: receipt.blockNumber,
+          ...(final ? { final_at: new Date() } : {}),
+          ...(revertedFinal ? { last_error: REVERTED_AFTER_CONFIRMATION } : {}),
+        })
         .where('transfer_id', '=', transfer.transfer_id)
         .execute();
+    }
+    if (revertedFinal) {
+      this.deps.metrics.transfersRevertedAfterConfirmation.inc({ kind: transfer.kind });
+      this.deps.ctx.logger.error(
+        { transferId: transfer.transfer_id, kind: transfer.kind, txHash: transfer.tx_hash },
+        REVERTED_AFTER_CONFIRMATION,
+      );
     }
   }
 
