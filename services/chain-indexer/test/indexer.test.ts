@@ -21,6 +21,7 @@ import { buildServiceBundles, spawnServiceBundle } from '@paygate/testing/servic
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import { insertTransfers } from '../src/indexer/scanner';
 import { indexerCaughtUp } from './caught-up';
 
 const USDC = 1_000_000n;
@@ -182,6 +183,45 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
       .where('tx_hash', '=', txHash)
       .executeTakeFirstOrThrow();
     expect(row.status).toBe('reorged');
+  });
+
+  it('a transfer seen again in a block that comes back with the same hash (A, B, then A again) is published again', async () => {
+    // anvil cannot bring back a replaced block with its old hash (a snapshot does not outlive anvil_reorg), so the
+    // scanner's insert is driven here on rows of a chain id no running indexer scans. Before, the insert met the
+    // reorged row and did nothing: the transfer stayed reversed while its money sat in escrow.
+    const row = (status: 'reorged' | 'published', txHash: string) => ({
+      chain_id: 999_001,
+      block_hash: `0x${'a'.repeat(64)}`,
+      block_number: 10n,
+      tx_hash: txHash,
+      log_index: 0,
+      token: usdcAddress.toLowerCase(),
+      from_address: testWallets.buyer.address.toLowerCase(),
+      to_address: testWallets.escrow.address.toLowerCase(),
+      amount_micro: 7n * USDC,
+      status,
+      published_at: new Date(),
+      reorged_at: status === 'reorged' ? new Date() : null,
+    });
+    const reversed = row('reorged', `0x${'1'.repeat(64)}`);
+    const live = row('published', `0x${'2'.repeat(64)}`);
+    await db.insertInto('transfers').values([reversed, live]).execute();
+    await db.transaction().execute((trx) =>
+      insertTransfers(trx, [
+        { ...reversed, status: 'pending', published_at: null, reorged_at: null },
+        { ...live, status: 'pending', published_at: null, reorged_at: null },
+      ]),
+    );
+    const after = await db
+      .selectFrom('transfers')
+      .select(['tx_hash', 'status', 'published_at', 'reorged_at'])
+      .where('chain_id', '=', 999_001)
+      .orderBy('tx_hash')
+      .execute();
+    expect(after).toEqual([
+      { tx_hash: reversed.tx_hash, status: 'pending', published_at: null, reorged_at: null },
+      { tx_hash: live.tx_hash, status: 'published', published_at: expect.any(Date), reorged_at: null },
+    ]);
   });
 
   it('a redelivered transfer.observed is ignored by an inbox consumer', async () => {

@@ -3,7 +3,7 @@ import { getTransferLogs, type TransferLog } from '@paygate/chain';
 import { createEvent } from '@paygate/contracts';
 import { currentTraceCarrier, type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
 import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
@@ -19,6 +19,27 @@ export interface PassResult {
   observed: number;
   published: number;
   reorged: number;
+}
+
+/**
+ * Stores transfers seen on chain as pending. One seen before is left as it is, unless a reorg reversed it: a block
+ * that comes back with the same hash (the chain went A, B, then A again) holds the same transfer, and it is
+ * published again (the ledger books it as included again), not left reversed while the money is in escrow.
+ */
+export async function insertTransfers(
+  trx: Transaction<IndexerDatabase>,
+  rows: Insertable<IndexerDatabase['transfers']>[],
+): Promise<void> {
+  await trx
+    .insertInto('transfers')
+    .values(rows)
+    .onConflict((oc) =>
+      oc
+        .columns(['chain_id', 'block_hash', 'tx_hash', 'log_index'])
+        .doUpdateSet({ status: 'pending', published_at: null, reorged_at: null })
+        .where('transfers.status', '=', 'reorged'),
+    )
+    .execute();
 }
 
 interface ChainTip {
@@ -161,11 +182,10 @@ export class TransferScanner {
       : to + 1;
     await this.db.transaction().execute(async (trx) => {
       if (consistent.length > 0) {
-        await trx
-          .insertInto('transfers')
-          .values(consistent.map((log) => this.transferRow(log)))
-          .onConflict((oc) => oc.doNothing())
-          .execute();
+        await insertTransfers(
+          trx,
+          consistent.map((log) => this.transferRow(log)),
+        );
       }
       const kept = hashes.filter((h) => h.number < nextCursor);
       if (kept.length > 0) {
@@ -282,11 +302,10 @@ export class TransferScanner {
     const canonical = found.filter((log) => (hashes.get(log.blockNumber) ?? log.blockHash) === log.blockHash);
     await this.db.transaction().execute(async (trx) => {
       if (canonical.length > 0) {
-        await trx
-          .insertInto('transfers')
-          .values(canonical.map((log) => this.transferRow(log)))
-          .onConflict((oc) => oc.doNothing())
-          .execute();
+        await insertTransfers(
+          trx,
+          canonical.map((log) => this.transferRow(log)),
+        );
       }
       await this.deposits.markBackfilled(trx, pending.addresses);
     });
