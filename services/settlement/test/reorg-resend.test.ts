@@ -74,6 +74,18 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
     );
   }
 
+  /** Escrow's outgoing transfer for a refund (its idempotency key is the refund id). */
+  const outgoingTransfer = (key: string) =>
+    h.db.selectFrom('outgoing_transfers').selectAll().where('idempotency_key', '=', key).executeTakeFirst();
+
+  /** Sets escrow's USDC balance: TestUSDC's balanceOf is its third storage slot (emptied, a pending transfer reverts). */
+  const setEscrowBalance = (micro: bigint) =>
+    h.chain.anvil.provider.send('anvil_setStorageAt', [
+      h.chain.usdcAddress,
+      keccak256(AbiCoder.defaultAbiCoder().encode(['address', 'uint256'], [escrow, 2])),
+      zeroPadValue(toBeHex(micro), 32),
+    ]);
+
   const relayed = (authNonce: string) =>
     h.db
       .selectFrom('relayed_authorizations')
@@ -124,12 +136,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   it('escrow: a confirmed refund dropped by a reorg within the watch window is sent again, once', async () => {
     const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
     await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_reorged', '1.25', h.chain.anvil.chainId)));
-    const transfer = () =>
-      h.db
-        .selectFrom('outgoing_transfers')
-        .selectAll()
-        .where('idempotency_key', '=', 'ref_reorged')
-        .executeTakeFirst();
+    const transfer = () => outgoingTransfer('ref_reorged');
     // CONFIRMATIONS=2: the transfer block and one more; nothing else is mined here, so help it along.
     const confirmed = await waitFor(
       async () => {
@@ -174,19 +181,8 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   it('escrow: a reverted refund is reported failed only once final; a reorg before that which lets it succeed ends it confirmed, once', async () => {
     const provider = h.chain.anvil.provider;
     const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
-    // TestUSDC's balanceOf is its third storage slot: emptying escrow's entry makes the pending refund revert.
-    const escrowBalanceSlot = keccak256(
-      AbiCoder.defaultAbiCoder().encode(['address', 'uint256'], [escrow, 2]),
-    );
     const escrowFunds = await h.chain.balanceOf(escrow);
-    const setEscrowBalance = (micro: bigint) =>
-      provider.send('anvil_setStorageAt', [
-        h.chain.usdcAddress,
-        escrowBalanceSlot,
-        zeroPadValue(toBeHex(micro), 32),
-      ]);
-    const transfer = (key: string) =>
-      h.db.selectFrom('outgoing_transfers').selectAll().where('idempotency_key', '=', key).executeTakeFirst();
+    const transfer = outgoingTransfer;
     const broadcast = (key: string) =>
       waitFor(
         async () => {
@@ -252,25 +248,11 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
 
   it('escrow: a confirmed refund that a reorg drops and the chain then mines reverted is final with the reason, counted', async () => {
     const provider = h.chain.anvil.provider;
-    const escrowBalanceSlot = keccak256(
-      AbiCoder.defaultAbiCoder().encode(['address', 'uint256'], [escrow, 2]),
-    );
-    const setEscrowBalance = (micro: bigint) =>
-      provider.send('anvil_setStorageAt', [
-        h.chain.usdcAddress,
-        escrowBalanceSlot,
-        zeroPadValue(toBeHex(micro), 32),
-      ]);
-    const transfer = () =>
-      h.db
-        .selectFrom('outgoing_transfers')
-        .selectAll()
-        .where('idempotency_key', '=', 'ref_remined')
-        .executeTakeFirstOrThrow();
+    const transfer = () => outgoingTransfer('ref_remined');
     await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_remined', '0.75', h.chain.anvil.chainId)));
     const confirmed = await waitFor(
       async () => {
-        const row = await transfer().catch(() => undefined);
+        const row = await transfer();
         if (row?.status === 'broadcast' && row.block_number === BigInt(await provider.getBlockNumber()))
           await mine(provider, 1);
         return row?.status === 'confirmed' && row;
@@ -293,7 +275,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
       await mine(provider, 4);
       const final = await waitFor(
         async () => {
-          const row = await transfer();
+          const row = (await transfer())!;
           return row.final_at !== null && row;
         },
         { timeoutMs: 20_000, message: 'the re-mined refund was never final' },
