@@ -109,6 +109,17 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
 
   const caughtUp = () => indexerCaughtUp(indexer!, db, anvil.provider);
 
+  /** The buyer pays escrow `amountMicro` USDC; the mined transaction's hash. */
+  async function payEscrow(amountMicro: bigint): Promise<string> {
+    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
+    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
+      testWallets.escrow.address,
+      amountMicro,
+    );
+    await minedReceipt(tx);
+    return tx.hash as string;
+  }
+
   beforeAll(async () => {
     env = await createTestEnvironment('indexer-race');
     anvil = await startAnvil();
@@ -140,13 +151,7 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
   });
 
   it('never publishes transfer.observed for a transfer whose block was replaced, or reverses it', async () => {
-    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
-    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
-      testWallets.escrow.address,
-      7n * USDC,
-    );
-    await minedReceipt(tx);
-    const txHash = tx.hash as string;
+    const txHash = await payEscrow(7n * USDC);
     // The indexer holds the transfer as pending (one confirmation of three) and its block's hash.
     await caughtUp();
     const pending = await db.selectFrom('transfers').selectAll().where('tx_hash', '=', txHash).execute();
@@ -173,13 +178,7 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
   });
 
   it('does not take a node answering a head behind what it saw for a reorg: nothing is reversed', async () => {
-    const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
-    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
-      testWallets.escrow.address,
-      3n * USDC,
-    );
-    await minedReceipt(tx);
-    const txHash = tx.hash as string;
+    const txHash = await payEscrow(3n * USDC);
     await mine(anvil.provider, 3);
     await caughtUp();
     const published = async () =>

@@ -692,6 +692,18 @@ describe('ledger', () => {
         await sql<any>`select id, payment_id, escrow_status from transactions where tx_hash = ${txHash}
           order by created_at, id`.execute(db)
       ).rows;
+    /** A payment booked on its observed transfer, then reversed by a reorg of that transfer's block. */
+    const bookedThenReorged = async (payment: ReturnType<typeof paymentData>) => {
+      const first = observedData(payment);
+      await h.publish('transfer.observed', first);
+      await h.publish('payment.confirmed', payment);
+      const original = await transactionFor(payment.txHash);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
+      await h.publish('transfer.reorged', reorgOf(first));
+      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      return { first, original, escrowBefore, heldBefore };
+    };
     const openConflicts = async (txHash: string) =>
       (
         await sql<any>`select kind from payment_conflicts where tx_hash = ${txHash} and status = 'open'`.execute(
@@ -707,14 +719,7 @@ describe('ledger', () => {
         source: 'checkout',
         sessionId: 'cs_reorg_rematch',
       });
-      const first = observedData(payment);
-      await h.publish('transfer.observed', first);
-      await h.publish('payment.confirmed', payment);
-      const original = await transactionFor(payment.txHash);
-      const escrowBefore = await accountBalance(db, 'escrow_asset');
-      const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
-      await h.publish('transfer.reorged', reorgOf(first));
-      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      const { first, original, escrowBefore, heldBefore } = await bookedThenReorged(payment);
       expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - 7_000_000n);
 
       // Mined again in another block; checkout re-matches its reopened session with a new payment id.
@@ -737,14 +742,7 @@ describe('ledger', () => {
 
     test('a gateway payment reversed by the reorg is booked again when its transaction is mined again', async () => {
       const payment = paymentData(h.sellerId, { amount: '4', holdPeriodHours: 24 });
-      const first = observedData(payment);
-      await h.publish('transfer.observed', first);
-      await h.publish('payment.confirmed', payment);
-      const original = await transactionFor(payment.txHash);
-      const escrowBefore = await accountBalance(db, 'escrow_asset');
-      const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
-      await h.publish('transfer.reorged', reorgOf(first));
-      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      const { first, original, escrowBefore, heldBefore } = await bookedThenReorged(payment);
       // The gateway served the call and sends no new payment.confirmed: the re-mined transfer is the same money.
       await h.publish('transfer.observed', { ...first, blockNumber: 14, blockHash: randomTxHash() });
       await waitFor(async () => (await transactionsOf(payment.txHash)).length === 2, {
@@ -761,13 +759,7 @@ describe('ledger', () => {
 
     test('a payment that arrives before the re-inclusion is parked, then booked when the transfer is back', async () => {
       const payment = paymentData(h.sellerId, { amount: '3', holdPeriodHours: 24 });
-      const first = observedData(payment);
-      await h.publish('transfer.observed', first);
-      await h.publish('payment.confirmed', payment);
-      await transactionFor(payment.txHash);
-      const escrowBefore = await accountBalance(db, 'escrow_asset');
-      await h.publish('transfer.reorged', reorgOf(first));
-      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
+      const { first, escrowBefore } = await bookedThenReorged(payment);
       await h.publish('payment.confirmed', { ...payment, paymentId: `${payment.paymentId}_rematch` });
       await waitFor(async () => (await openConflicts(payment.txHash)).length === 1);
       expect(await openConflicts(payment.txHash)).toEqual([{ kind: 'transfer_reorged' }]);
