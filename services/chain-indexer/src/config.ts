@@ -30,7 +30,10 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
   checkoutEscrowAddress: string | null;
   /** The fixed wallets whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
   watchedAddresses: string[];
-  /** Session deposit addresses watched at once at most (those whose watch ends last). */
+  /**
+   * Watched session deposit addresses named in the log filters at most; beyond it the scanner reads every USDC
+   * transfer of its range and keeps those to a watched address (none is ever left unwatched).
+   */
   maxWatchedDepositAddresses: number;
   /** Recipients per eth_getLogs call (its topic list); more addresses make more calls over the same range. */
   addressesPerLogQuery: number;

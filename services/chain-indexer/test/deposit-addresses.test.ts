@@ -39,7 +39,7 @@ describe('chain-indexer watches session deposit addresses', () => {
   let db: Kysely<any>;
   let index = 100;
 
-  const start = async () =>
+  const start = async (extra: Record<string, string> = {}) =>
     startChainIndexer(
       loadConfig(
         env.envFor('chain-indexer', {
@@ -51,6 +51,7 @@ describe('chain-indexer watches session deposit addresses', () => {
           LEADER_RETRY_MS: '200',
           // One recipient per eth_getLogs call, so the chunking is exercised.
           ADDRESSES_PER_LOG_QUERY: '1',
+          ...extra,
         }),
       ),
     );
@@ -68,7 +69,7 @@ describe('chain-indexer watches session deposit addresses', () => {
     const i = index++;
     return { index: i, key: new Wallet(depositKeys.deriveChild(i).privateKey) };
   };
-  const assign = async (deposit: { index: number; key: Wallet }) => {
+  const assign = async (deposit: { index: number; key: Wallet }, watchForMs = 86_400_000) => {
     const bus = await env.bus();
     const now = new Date();
     const event = createEvent('deposit.address_assigned', 'checkout', {
@@ -77,7 +78,7 @@ describe('chain-indexer watches session deposit addresses', () => {
       derivationIndex: deposit.index,
       chainId: 31337,
       assignedAt: now.toISOString(),
-      watchUntil: new Date(now.getTime() + 86_400_000).toISOString(),
+      watchUntil: new Date(now.getTime() + watchForMs).toISOString(),
     });
     await bus.js.publish(bus.subjectFor('deposit.address_assigned'), encodeEnvelope(event), {
       msgID: event.id,
@@ -152,5 +153,43 @@ describe('chain-indexer watches session deposit addresses', () => {
     });
     const after = await pay(whileDown.key.address, 500_000n);
     expect((await published(after))!.data).toMatchObject({ to: whileDown.key.address, amount: '0.5' });
+  });
+
+  it('watches every address beyond MAX_WATCHED_DEPOSIT_ADDRESSES: the one whose watch ends first is still seen', async () => {
+    // Free accounts can open sessions without bound; were the newest addresses watched and the rest dropped, a
+    // flood of sessions would hide an older session's payment. Beyond the limit the indexer reads every transfer.
+    await indexer?.stop();
+    indexer = await start({ MAX_WATCHED_DEPOSIT_ADDRESSES: '2' });
+    const endsFirst = newDepositAddress();
+    await assign(endsFirst, 3_600_000);
+    const flood = [newDepositAddress(), newDepositAddress(), newDepositAddress()];
+    for (const deposit of flood) await assign(deposit, 2 * 86_400_000);
+    await waitFor(
+      async () =>
+        (
+          await sql<{
+            n: number;
+          }>`select count(*)::int n from deposit_addresses where backfilled and watch_until > now()`.execute(
+            db,
+          )
+        ).rows[0]!.n >
+        2 + 1,
+      { message: 'more addresses watched than the limit' },
+    );
+    const stranger = await pay(newDepositAddress().key.address, 700_000n);
+    const paid = await pay(endsFirst.key.address, 1_250_000n);
+    const flooded = await pay(flood[2]!.key.address, 250_000n);
+    expect((await published(paid))!.data).toMatchObject({ to: endsFirst.key.address, amount: '1.25' });
+    expect((await published(flooded))!.data).toMatchObject({ to: flood[2]!.key.address, amount: '0.25' });
+    // The sweep into escrow is still an internal move, and a stranger's address still not watched.
+    await anvil.provider.send('anvil_setBalance', [endsFirst.key.address, '0x16345785D8A0000']);
+    const sweepTx = await pay(ESCROW, 1_250_000n, endsFirst.key);
+    const marker = await pay(ESCROW, 4_500_000n);
+    expect((await published(marker))!.data).toMatchObject({ to: ESCROW, amount: '4.5' });
+    const all = (await countStreamMessages(await env.bus(), 'transfer.observed')).map(
+      (e) => (e.data as any).txHash,
+    );
+    expect(all).not.toContain(sweepTx);
+    expect(all).not.toContain(stranger);
   });
 });

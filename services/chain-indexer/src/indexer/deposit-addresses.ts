@@ -8,6 +8,8 @@ import type { IndexerDatabase } from './tables';
 const LATE_REGISTRATION_MS = 60_000;
 /** Block timestamps and checkout's clock may disagree by this much; the time search starts this much earlier. */
 const CLOCK_SKEW_SECONDS = 300;
+/** Addresses per lookup query (a bound on its parameter list). */
+const LOOKUP_BATCH = 5_000;
 
 /**
  * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
@@ -49,17 +51,39 @@ export class DepositAddressBook {
     private readonly config: Pick<ChainIndexerConfig, 'maxWatchedDepositAddresses' | 'watchedAddresses'>,
   ) {}
 
-  /** Addresses whose watch has not ended (the newest first, at most maxWatchedDepositAddresses). */
-  async watched(now: Date): Promise<string[]> {
+  /**
+   * The deposit addresses whose watch has not ended, when there are at most maxWatchedDepositAddresses of them (the
+   * scanner names them in its log filters); `'every-transfer'` beyond that, and the scanner then reads every USDC
+   * transfer of its range and keeps those to a watched address (watchedAmong). No address is ever left out: a cap
+   * that dropped some would let anyone with free accounts open sessions until a buyer's payment went unseen.
+   */
+  async watched(now: Date): Promise<string[] | 'every-transfer'> {
     const rows = await this.db
       .selectFrom('deposit_addresses')
       .select('address')
       .where('watch_until', '>', now)
       .where('backfilled', '=', true)
-      .orderBy('watch_until', 'desc')
-      .limit(this.config.maxWatchedDepositAddresses)
+      .limit(this.config.maxWatchedDepositAddresses + 1)
       .execute();
+    if (rows.length > this.config.maxWatchedDepositAddresses) return 'every-transfer';
     return rows.map((r) => r.address);
+  }
+
+  /** Those of `recipients` (lower case) that are deposit addresses watched now, by primary-key lookups in batches. */
+  async watchedAmong(recipients: readonly string[], now: Date): Promise<string[]> {
+    const distinct = [...new Set(recipients)];
+    const found: string[] = [];
+    for (let i = 0; i < distinct.length; i += LOOKUP_BATCH) {
+      const rows = await this.db
+        .selectFrom('deposit_addresses')
+        .select('address')
+        .where('address', 'in', distinct.slice(i, i + LOOKUP_BATCH))
+        .where('watch_until', '>', now)
+        .where('backfilled', '=', true)
+        .execute();
+      for (const row of rows) found.push(row.address);
+    }
+    return found;
   }
 
   /** Registered addresses not backfilled yet (a bounded batch). */

@@ -158,12 +158,7 @@ export class TransferScanner {
     const from = await this.nextBlock();
     if (from > head) return { scannedTo: from - 1, observed: 0, raced: false };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
-    const depositAddresses = await this.deposits.watched(new Date());
-    const received = await this.transferLogsTo(
-      [...this.config.watchedAddresses, ...depositAddresses],
-      from,
-      to,
-    );
+    const { received, depositAddresses } = await this.transfersToWatched(from, to);
     // A move between Paygate's own addresses (settlement sweeping a deposit address into escrow) is not money
     // arriving: the ledger booked it when it reached the deposit address, so it is not reported.
     const logs = await this.deposits.withoutInternalMoves(received, depositAddresses);
@@ -249,6 +244,38 @@ export class TransferScanner {
   }
 
   /** USDC Transfer logs to any of `recipients` in [from, to], ADDRESSES_PER_LOG_QUERY recipients per call. */
+  /**
+   * USDC transfers in [from, to] to the fixed wallets and the watched deposit addresses, with the deposit addresses
+   * they reached: named in the log filters while there are few enough of them, else read as every transfer of the
+   * token and matched to the watched addresses here (one query per range instead of one per chunk of addresses).
+   */
+  private async transfersToWatched(
+    from: number,
+    to: number,
+  ): Promise<{ received: TransferLog[]; depositAddresses: string[] }> {
+    const now = new Date();
+    const watched = await this.deposits.watched(now);
+    if (watched !== 'every-transfer') {
+      const received = await this.transferLogsTo([...this.config.watchedAddresses, ...watched], from, to);
+      return { received, depositAddresses: watched };
+    }
+    const every = await getTransferLogs(this.provider, {
+      token: this.config.usdcAddress,
+      fromBlock: from,
+      toBlock: to,
+      maxRangeBlocks: this.config.maxRangeBlocks,
+    });
+    const depositAddresses = await this.deposits.watchedAmong(
+      every.map((log) => log.to.toLowerCase()),
+      now,
+    );
+    const recipients = new Set([
+      ...this.config.watchedAddresses.map((a) => a.toLowerCase()),
+      ...depositAddresses,
+    ]);
+    return { received: every.filter((log) => recipients.has(log.to.toLowerCase())), depositAddresses };
+  }
+
   private async transferLogsTo(recipients: string[], from: number, to: number): Promise<TransferLog[]> {
     const logs: TransferLog[] = [];
     for (let i = 0; i < recipients.length; i += this.config.addressesPerLogQuery) {
