@@ -51,6 +51,12 @@ export {
 export { type PassOutcome, PolledTask, PollingLoop, type PollingLoopOptions } from './polling-loop';
 export { type DurablePublishOptions, type DurablePublishResult, publishDurably } from './publish';
 export {
+  leaveReorgTombstone,
+  lockTransferEvents,
+  type TransferInclusion,
+  takeReorgTombstone,
+} from './reorg-tombstones';
+export {
   REPLY_KEY_HEADER,
   type RpcClient,
   type RpcPrefix,

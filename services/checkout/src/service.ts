@@ -129,7 +129,7 @@ function checkoutConsumers(matcher: TransferMatcher, projections: () => Projecti
     defineConsumer({
       durable: 'checkout-reorgs',
       subject: 'transfer.reorged',
-      handler: (trx, e) => matcher.onReorged(trx, e.data),
+      handler: (trx, e) => matcher.onReorged(trx, e.data, e.id),
     }),
   ];
 }

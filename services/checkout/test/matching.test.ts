@@ -329,4 +329,24 @@ describe('checkout matching of observed transfers', () => {
     );
     expect((await session(s.sessionId)).status).toBe('paid');
   });
+
+  it("a reorg handled before its block's transfer.observed: that observation pays nothing; the transfer mined again in the same block does", async () => {
+    const s = await newSession({ amount: '13', description: 'reorg first' });
+    const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
+    const handled = (eventId: string) =>
+      waitFor(
+        async () =>
+          (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
+          0,
+        { message: `event ${eventId} handled` },
+      );
+    // The indexer published observed, then reorged; the observed consumer was behind and sees it only after.
+    const { confirmations: _c, observedAt: _o, ...fields } = transfer;
+    await handled(await h.publish('transfer.reorged', { ...fields, reorgedAt: new Date().toISOString() }));
+    await handled(await h.publish('transfer.observed', transfer));
+    expect((await session(s.sessionId)).status).toBe('open');
+    // The chain went back to that block: the indexer publishes the transfer again, and now it pays.
+    await h.publish('transfer.observed', { ...transfer, observedAt: new Date().toISOString() });
+    await waitStatus(s.sessionId, 'paid');
+  });
 });

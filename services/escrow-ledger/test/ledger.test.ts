@@ -775,6 +775,40 @@ describe('ledger', () => {
       await expectBooksConsistent();
     });
 
+    test("a transfer.reorged handled before its block's transfer.observed: that observation books nothing", async () => {
+      const payment = paymentData(h.sellerId, { amount: '6', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      const handled = (eventId: string) =>
+        waitFor(
+          async () =>
+            (await sql`select 1 from inbox where event_id = ${eventId}`.execute(db)).rows.length > 0,
+          { message: `event ${eventId} handled` },
+        );
+      await handled(await h.publish('transfer.reorged', reorgOf(first)));
+      await handled(await h.publish('transfer.observed', first));
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      // The chain went back to that block and the indexer published the transfer again: booked now.
+      await h.publish('transfer.observed', { ...first, observedAt: new Date().toISOString() });
+      await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore + 6_000_000n);
+      await expectBooksConsistent();
+    });
+
+    test('a payment booked between a reorg and its stale transfer.observed is reversed by that observation', async () => {
+      const payment = paymentData(h.sellerId, { amount: '5', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      await h.publish('transfer.reorged', reorgOf(first));
+      await h.publish('payment.confirmed', payment);
+      await transactionFor(payment.txHash);
+      await h.publish('transfer.observed', first);
+      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed', {
+        message: 'the payment on a reorged block was not reversed',
+      });
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      await expectBooksConsistent();
+    });
+
     test('a transfer.reorged for the old block handled after the re-inclusion reverses nothing', async () => {
       const payment = paymentData(h.sellerId, { amount: '2', holdPeriodHours: 24 });
       const first = observedData(payment);

@@ -1,19 +1,13 @@
 import { randomBytes } from 'node:crypto';
+import { takeReorgTombstone } from '@paygate/bus';
 import { claimedViaOf, type EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
-import { sql } from 'kysely';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
-import { lockTransferAt } from './transfer-rows';
+import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
 type Claimed = EventData<'transfer.claimed'>;
-
-/** Serialises everything checkout decides about one transfer (observed vs claimed elsewhere) across replicas. */
-const lockTransferKey = (trx: CheckoutTrx, chainId: number, txHash: string, logIndex: number) =>
-  sql`select pg_advisory_xact_lock(hashtextextended(${`checkout-transfer:${chainId}:${txHash.toLowerCase()}:${logIndex}`}, 0))`.execute(
-    trx,
-  );
 
 const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
 
@@ -34,6 +28,13 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   // Read from the chain: booked whatever its size (not the cap on typed amounts).
   const amountMicro = parseChainUsdc(data.amount);
   await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
+  if (await takeReorgTombstone(trx, data)) {
+    deps.logger.warn(
+      { txHash: data.txHash, logIndex: data.logIndex, blockHash: data.blockHash },
+      'transfer.observed of a block whose transfer.reorged was handled first; not applied',
+    );
+    return;
+  }
   const existing = await lockTransferAt(trx, data);
   if (existing && existing.status !== 'reorged') {
     // Already applied (a re-publish by the indexer), or mined again in another block before the reorg of its old

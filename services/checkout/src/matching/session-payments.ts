@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { enqueueEvent } from '@paygate/bus';
+import { enqueueEvent, leaveReorgTombstone } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdcExact } from '@paygate/money';
 import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
@@ -13,7 +13,7 @@ import {
 } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
-import { lockTransferAt } from './transfer-rows';
+import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
 type Reorged = EventData<'transfer.reorged'>;
@@ -109,11 +109,18 @@ export async function reverseReorgedTransfer(
   deps: MatchingDeps,
   trx: CheckoutTrx,
   data: Reorged,
+  eventId: string,
 ): Promise<void> {
   const now = deps.config.now();
+  await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
   const transfer = await lockTransferAt(trx, data);
-  // Unknown, already reorged, or since re-observed in another block: nothing of ours stands on that block.
-  if (!transfer || transfer.status === 'reorged') return;
+  // Not observed here yet (its transfer.observed is behind): that observation must not apply it when it comes.
+  if (!transfer) {
+    await leaveReorgTombstone(trx, data, eventId);
+    return;
+  }
+  // Already reorged, or since re-observed in another block: nothing of ours stands on that block.
+  if (transfer.status === 'reorged') return;
   if (transfer.block_hash !== data.blockHash.toLowerCase()) return;
   await trx
     .updateTable('transfers')

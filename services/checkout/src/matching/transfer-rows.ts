@@ -1,5 +1,10 @@
+import { lockTransferEvents } from '@paygate/bus';
 import { HttpError } from '@paygate/http';
 import type { CheckoutTrx, TransferRow } from '../db';
+
+/** Serialises everything checkout decides about one transfer (observed, reorged, claimed elsewhere) across replicas. */
+export const lockTransferKey = (trx: CheckoutTrx, chainId: number, txHash: string, logIndex: number) =>
+  lockTransferEvents(trx, 'checkout-transfer', { chainId, txHash, logIndex });
 
 /** The transfer at a chain position (chain, transaction hash, log index), locked; undefined when not recorded. */
 export function lockTransferAt(

@@ -42,8 +42,8 @@ export class TransferMatcher {
   }
 
   /** A transfer left the canonical chain: reverse its payment and reopen its session. */
-  onReorged(trx: CheckoutTrx, data: EventData<'transfer.reorged'>): Promise<void> {
-    return reverseReorgedTransfer(this.deps, trx, data);
+  onReorged(trx: CheckoutTrx, data: EventData<'transfer.reorged'>, eventId: string): Promise<void> {
+    return reverseReorgedTransfer(this.deps, trx, data, eventId);
   }
 
   /** Operator: apply an unmatched transfer to a session (paid, paid_late, underpaid or overpaid by amount). */

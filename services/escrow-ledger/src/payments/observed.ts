@@ -1,3 +1,4 @@
+import { lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
@@ -6,10 +7,12 @@ import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
 import { bookPayments, rebookReversedPayments } from './confirmed';
+import { reverseTransfer } from './reorged';
 import {
   bookTransfer,
   lockTransfer,
   postTransferIn,
+  TRANSFER_LOCK_SCOPE,
   type TransferRow,
   transferEntryKey,
 } from './transfer-booking';
@@ -23,6 +26,12 @@ export async function onTransferObserved(
 ): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
+  const inclusion = { chainId: d.chainId, txHash, logIndex: d.logIndex, blockHash: d.blockHash };
+  await lockTransferEvents(trx, TRANSFER_LOCK_SCOPE, inclusion);
+  if (await takeReorgTombstone(trx, inclusion)) {
+    await onStaleObservation(trx, event, deps);
+    return;
+  }
   const booked = await bookTransfer(trx, {
     chainId: d.chainId,
     txHash,
@@ -51,6 +60,31 @@ export async function onTransferObserved(
     return;
   }
   await confirmBookedTransfer(trx, event, existing, deps);
+}
+
+/**
+ * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
+ * booked meanwhile from payment.confirmed stands on that block too, unless it names another: it is reversed.
+ */
+async function onStaleObservation(
+  trx: Transaction<any>,
+  event: TransferObserved,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  deps.logger.warn(
+    { transfer: transferKey(d.chainId, txHash, d.logIndex), blockHash: d.blockHash },
+    'transfer.observed of a block whose transfer.reorged was handled first; not booked',
+  );
+  const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (booked?.status !== 'observed') return;
+  if (booked.block_hash && booked.block_hash !== d.blockHash.toLowerCase()) return;
+  await reverseTransfer(trx, deps, booked, {
+    reason: 'transfer_reorged',
+    memo: { blockHash: d.blockHash },
+    eventId: event.id,
+  });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
@@ -5,7 +6,13 @@ import type { LedgerDeps } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
-import { lockTransfer, perInclusion, type TransferRow, transferEntryKey } from './transfer-booking';
+import {
+  lockTransfer,
+  perInclusion,
+  TRANSFER_LOCK_SCOPE,
+  type TransferRow,
+  transferEntryKey,
+} from './transfer-booking';
 
 interface ClaimedTransaction {
   id: string;
@@ -65,9 +72,19 @@ export async function onTransferReorged(
 ): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
-  const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
-  if (!transfer || transfer.status === 'reorged') return;
   const key = transferKey(d.chainId, txHash, d.logIndex);
+  await lockTransferEvents(trx, TRANSFER_LOCK_SCOPE, { chainId: d.chainId, txHash, logIndex: d.logIndex });
+  const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (!transfer) {
+    // Its transfer.observed has not been handled yet: that observation must not book it when it comes.
+    await leaveReorgTombstone(trx, { ...d, txHash }, event.id);
+    deps.logger.info(
+      { transfer: key, blockHash: d.blockHash },
+      'transfer.reorged before its transfer.observed; tombstone left',
+    );
+    return;
+  }
+  if (transfer.status === 'reorged') return;
   if (transfer.block_hash && transfer.block_hash !== d.blockHash.toLowerCase()) {
     deps.logger.info(
       { transfer: key, reorgedBlock: d.blockHash, currentBlock: transfer.block_hash },

@@ -20,6 +20,9 @@ export interface TransferRow {
 export const perInclusion = (key: string, inclusion: number) => (inclusion > 0 ? `${key}#${inclusion}` : key);
 export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perInclusion(key, inclusion)}`;
 
+/** The ledger's lock space for one transfer's events (lockTransferEvents): observed and reorged never interleave. */
+export const TRANSFER_LOCK_SCOPE = 'ledger-transfer';
+
 export async function lockTransfer(
   trx: Transaction<any>,
   chainId: number,

@@ -1,0 +1,51 @@
+import { sql, type Transaction } from 'kysely';
+
+/** A transfer (chain, transaction, log index) as one block included it. */
+export interface TransferInclusion {
+  chainId: number;
+  txHash: string;
+  logIndex: number;
+  blockHash: string;
+}
+
+/**
+ * Serialises a service's handlers of one transfer's events (`scope` names the service's lock space) across its
+ * replicas, also while the service has no row of the transfer to lock yet.
+ */
+export async function lockTransferEvents(
+  trx: Transaction<any>,
+  scope: string,
+  transfer: Omit<TransferInclusion, 'blockHash'>,
+): Promise<void> {
+  const key = `${scope}:${transfer.chainId}:${transfer.txHash.toLowerCase()}:${transfer.logIndex}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+/**
+ * `transfer.observed` and `transfer.reorged` reach a service through two consumers, so a reorg can be handled
+ * before the observation it reverses (that consumer retrying, or behind). A reorg of a transfer the service does not
+ * know leaves a tombstone in the service's own `reorg_tombstones` table; the observation of the same block takes it
+ * and is not applied, since that block left the chain. A later observation (the transfer mined again, in another
+ * block or, after the chain went back, the same one) finds none and is applied. Call both under lockTransferEvents.
+ */
+export async function leaveReorgTombstone(
+  trx: Transaction<any>,
+  transfer: TransferInclusion,
+  eventId: string,
+): Promise<void> {
+  await sql`insert into reorg_tombstones (chain_id, tx_hash, log_index, block_hash, event_id)
+    values (${transfer.chainId}, ${transfer.txHash.toLowerCase()}, ${transfer.logIndex},
+      ${transfer.blockHash.toLowerCase()}, ${eventId})
+    on conflict do nothing`.execute(trx);
+}
+
+/** Takes the tombstone a reorg left for this inclusion; true when there was one (the observation is stale). */
+export async function takeReorgTombstone(
+  trx: Transaction<any>,
+  transfer: TransferInclusion,
+): Promise<boolean> {
+  const taken = await sql`delete from reorg_tombstones
+    where chain_id = ${transfer.chainId} and tx_hash = ${transfer.txHash.toLowerCase()}
+      and log_index = ${transfer.logIndex} and block_hash = ${transfer.blockHash.toLowerCase()}`.execute(trx);
+  return Number(taken.numAffectedRows ?? 0n) > 0;
+}
