@@ -138,6 +138,13 @@ describe('production guards', () => {
     expect(refusal('settlement', without('ESCROW_ADDRESS'))).toBe('accepted');
   });
 
+  it('escrow-ledger refuses CHAIN_CONFIRM_TIMEOUT_MS=0 (it would release payments the chain has not confirmed)', () => {
+    expect(refusal('escrow-ledger', { ...PRODUCTION, CHAIN_CONFIRM_TIMEOUT_MS: '0' })).toMatch(
+      /CHAIN_CONFIRM_TIMEOUT_MS/,
+    );
+    expect(refusal('escrow-ledger', { ...PRODUCTION, CHAIN_CONFIRM_TIMEOUT_MS: '600000' })).toBe('accepted');
+  });
+
   it('chain-indexer refuses a public rate-limited RPC polled every 50 ms, accepts it polled every second', () => {
     expect(refusal('chain-indexer', { ...PRODUCTION, CHAIN_RPC_URL: 'https://mainnet.base.org' })).toBe(
       'invalid production configuration of chain-indexer: CHAIN_RPC_URL: mainnet.base.org is a public ' +

@@ -35,9 +35,9 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   chainCheckIntervalMs: number;
   /**
    * CHAIN_CONFIRM_TIMEOUT_MS: a payment whose transfer the chain has not confirmed is held back from release (so
-   * from payouts) at most this long after it was booked; then it is released (an RPC down must not freeze
-   * payouts) and still reversed, from the seller's balance, if the check later finds the transfer gone. 0: never
-   * held back (the check still reverses).
+   * from payouts) until it is confirmed; a transfer still unconfirmed this long after it was booked is reported
+   * (`ledger_transfers_unconfirmed_overdue`, an error log) for an operator, and stays held. 0: never held back
+   * (tests and tools without a chain; the check still reverses).
    */
   chainConfirmTimeoutMs: number;
   /**
@@ -68,8 +68,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_CHECK_INTERVAL_MS: int({ default: 2_000, min: 1 }),
-    // 0: a payment booked before the chain confirmed it is never held back from release.
-    CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: 0 }),
+    // 0: a payment booked before the chain confirmed it is never held back from release (tests without a chain);
+    // refused in production, where it would pay out money the chain may not hold.
+    CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
     PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
     PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),

@@ -5,6 +5,7 @@ export interface LedgerMetrics {
   reconciliationDifferences: Gauge;
   holdsReleased: Counter;
   refundsBooked: Counter<'phase'>;
+  unconfirmedOverdue: Gauge;
 }
 
 export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
@@ -26,6 +27,11 @@ export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
       name: 'ledger_refunds_booked_total',
       help: 'Refunds booked, by phase',
       labelNames: ['phase'],
+      registers,
+    }),
+    unconfirmedOverdue: new Gauge({
+      name: 'ledger_transfers_unconfirmed_overdue',
+      help: 'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
       registers,
     }),
   };

@@ -123,6 +123,24 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
     expect(await escrowInLedger()).toBe(await escrowOnChain());
   });
 
+  it('not confirmed within CHAIN_CONFIRM_TIMEOUT_MS: still held (never paid on an unreachable chain), and reported', async () => {
+    const overdue = async () => (await h.ledger.deps.metrics.unconfirmedOverdue.get()).values[0]?.value;
+    const { payment, txn } = await payIncluded(1_000_000n);
+    if (!txn || Array.isArray(txn)) throw new Error('unreachable');
+    h.clock.advanceHours(1); // the timeout is 10 minutes; the receipt is one block deep of the two required
+    expect(await check(payment.txHash, payment.logIndex)).toBe('waiting');
+    expect(await overdue()).toBe(1);
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('held');
+    await mine(anvil.provider, 1);
+    expect(await check(payment.txHash, payment.logIndex)).toBe('confirmed');
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('available');
+    await h.ledger.chainCheck.runOnce();
+    expect(await overdue()).toBe(0);
+    expect(await escrowInLedger()).toBe(await escrowOnChain());
+  });
+
   it('dropped by a reorg: reversed CONFIRMATIONS blocks after it was first missed, never released; mined again elsewhere: booked again', async () => {
     const heldBefore = await accountBalance(h.ledger.ctx.db, 'seller_held', h.sellerId);
     const { payment, txn, raw } = await payIncluded(3_000_000n);

@@ -74,6 +74,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   /** One pass (also for tests): what happened to each transfer awaiting the chain, by transfer key. */
   async runOnce(): Promise<Map<string, ChainCheckOutcome>> {
     const outcomes = new Map<string, ChainCheckOutcome>();
+    await this.reportOverdue();
     const awaiting =
       await sql<AwaitingTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address,
           missing_since_block
@@ -95,6 +96,29 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
       outcomes.set(key, outcome);
     }
     return outcomes;
+  }
+
+  /**
+   * Transfers the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS of their booking: their holds stay held
+   * (money the chain may not have is never paid out), so an operator is told, by gauge and error log.
+   */
+  private async reportOverdue(): Promise<void> {
+    const timeoutMs = this.deps.config.chainConfirmTimeoutMs;
+    if (timeoutMs <= 0) return;
+    const since = new Date(this.deps.now().getTime() - timeoutMs);
+    const overdue = await sql<{ n: number; oldest: Date | null }>`select count(*)::int as n,
+          min(observed_at) as oldest
+        from transfers
+        where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
+          and observed_at <= ${since}`.execute(this.ctx.db);
+    const { n, oldest } = overdue.rows[0]!;
+    this.deps.metrics.unconfirmedOverdue.set(n);
+    if (n > 0) {
+      this.ctx.logger.error(
+        { transfers: n, oldestBookedAt: oldest?.toISOString(), timeoutMs },
+        'transfers booked from payment.confirmed are not confirmed by the chain in time; their holds stay held',
+      );
+    }
   }
 
   private async check(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {

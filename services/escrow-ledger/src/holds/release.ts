@@ -18,15 +18,14 @@ interface DueHold {
 /**
  * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller
  * share moves to the seller's available balance, the platform share to platform revenue, and escrow.released
- * is published. A payment whose transfer the chain has not confirmed yet stays held (at most
- * CHAIN_CONFIRM_TIMEOUT_MS after it was booked). A payment whose buyer asked for a refund stays held until the seller decides the request (the
+ * is published. A payment whose transfer the chain has not confirmed yet stays held, however long that takes (an
+ * unreachable chain stops payouts of unconfirmed money, never pays it: see ChainConfirmationCheck). A payment whose buyer asked for a refund stays held until the seller decides the request (the
  * next pass after the decision releases what remains). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
  * Returns how many holds were released.
  */
 export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, limit: number): Promise<number> {
   const now = deps.now();
   const holdBack = deps.config.chainConfirmTimeoutMs > 0;
-  const awaitingSince = new Date(now.getTime() - deps.config.chainConfirmTimeoutMs);
   return ctx.inTransaction(async (trx) => {
     const due =
       await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
@@ -34,12 +33,11 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
         from transactions where escrow_status = 'held' and hold_until <= ${now}
           and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
             and rr.status = 'pending')
-          -- Not payable before the chain confirmed its transfer (booked at inclusion, a reorg may still drop it),
-          -- within CHAIN_CONFIRM_TIMEOUT_MS of its booking.
+          -- Not payable before the chain confirmed its transfer (booked at inclusion, a reorg may still drop it).
           and (${holdBack} = false or not exists (select 1 from transfers tr
             where tr.chain_id = transactions.chain_id and tr.tx_hash = transactions.tx_hash
               and tr.log_index = transactions.log_index
-              and tr.chain_confirmed_at is null and tr.observed_at > ${awaitingSince}))
+              and tr.chain_confirmed_at is null))
         order by hold_until limit ${limit} for update skip locked`.execute(trx);
     // Every account the batch posts to exists before the first entry locks balance rows (see ensureAccounts).
     await ensureAccounts(
