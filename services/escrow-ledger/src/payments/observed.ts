@@ -7,7 +7,7 @@ import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
 import { bookPayments, rebookReversedPayments } from './confirmed';
-import { reverseTransfer } from './reorged';
+import { reverseIfOnBlock } from './reorged';
 import {
   bookTransfer,
   lockTransfer,
@@ -78,13 +78,7 @@ async function onStaleObservation(
     'transfer.observed of a block whose transfer.reorged was handled first; not booked',
   );
   const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
-  if (booked?.status !== 'observed') return;
-  if (booked.block_hash && booked.block_hash !== d.blockHash.toLowerCase()) return;
-  await reverseTransfer(trx, deps, booked, {
-    reason: 'transfer_reorged',
-    memo: { blockHash: d.blockHash },
-    eventId: event.id,
-  });
+  if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
 }
 
 /**

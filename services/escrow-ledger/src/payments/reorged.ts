@@ -84,18 +84,36 @@ export async function onTransferReorged(
     );
     return;
   }
+  await reverseIfOnBlock(trx, deps, transfer, d.blockHash, event.id);
+}
+
+/**
+ * Reverses a booked transfer (locked by the caller) that stands on `blockHash`, a block that left the chain; one
+ * booked on another block (mined again before the reorg was handled) or already reversed is left alone.
+ */
+export async function reverseIfOnBlock(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  transfer: TransferRow,
+  blockHash: string,
+  eventId: string,
+): Promise<void> {
   if (transfer.status === 'reorged') return;
-  if (transfer.block_hash && transfer.block_hash !== d.blockHash.toLowerCase()) {
+  if (transfer.block_hash && transfer.block_hash !== blockHash.toLowerCase()) {
     deps.logger.info(
-      { transfer: key, reorgedBlock: d.blockHash, currentBlock: transfer.block_hash },
+      {
+        transfer: transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index),
+        reorgedBlock: blockHash,
+        currentBlock: transfer.block_hash,
+      },
       'transfer.reorged for a block the transfer is no longer in; it is included in another: nothing reversed',
     );
     return;
   }
   await reverseTransfer(trx, deps, transfer, {
     reason: 'transfer_reorged',
-    memo: { blockHash: d.blockHash },
-    eventId: event.id,
+    memo: { blockHash },
+    eventId,
   });
 }
 
