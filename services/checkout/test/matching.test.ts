@@ -349,4 +349,31 @@ describe('checkout matching of observed transfers', () => {
     await h.publish('transfer.observed', { ...transfer, observedAt: new Date().toISOString() });
     await waitStatus(s.sessionId, 'paid');
   });
+
+  it('a transfer reorged again from its new block before that block was observed: the late observation pays nothing', async () => {
+    const s = await newSession({ amount: '14', description: 'reorg twice' });
+    const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
+    const handled = (eventId: string) =>
+      waitFor(
+        async () =>
+          (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
+          0,
+        { message: `event ${eventId} handled` },
+      );
+    await h.publish('transfer.observed', transfer);
+    await waitStatus(s.sessionId, 'paid');
+    const { confirmations: _c, observedAt: _o, ...fields } = transfer;
+    await h.publish('transfer.reorged', { ...fields, reorgedAt: new Date().toISOString() });
+    await waitStatus(s.sessionId, 'open');
+    // Mined again in another block, which a reorg also removed; the reorg reaches checkout first.
+    const moved = { ...transfer, blockHash: `0x${'ef'.repeat(32)}`, blockNumber: 1002 };
+    const { confirmations: _c2, observedAt: _o2, ...movedFields } = moved;
+    await handled(
+      await h.publish('transfer.reorged', { ...movedFields, reorgedAt: new Date().toISOString() }),
+    );
+    await handled(await h.publish('transfer.observed', moved));
+    expect((await session(s.sessionId)).status).toBe('open');
+    await h.publish('transfer.observed', { ...moved, observedAt: new Date().toISOString() });
+    await waitStatus(s.sessionId, 'paid');
+  });
 });

@@ -704,6 +704,11 @@ describe('ledger', () => {
       await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed');
       return { first, original, escrowBefore, heldBefore };
     };
+    const handled = (eventId: string) =>
+      waitFor(
+        async () => (await sql`select 1 from inbox where event_id = ${eventId}`.execute(db)).rows.length > 0,
+        { message: `event ${eventId} handled` },
+      );
     const openConflicts = async (txHash: string) =>
       (
         await sql<any>`select kind from payment_conflicts where tx_hash = ${txHash} and status = 'open'`.execute(
@@ -779,18 +784,25 @@ describe('ledger', () => {
       const payment = paymentData(h.sellerId, { amount: '6', holdPeriodHours: 24 });
       const first = observedData(payment);
       const escrowBefore = await accountBalance(db, 'escrow_asset');
-      const handled = (eventId: string) =>
-        waitFor(
-          async () =>
-            (await sql`select 1 from inbox where event_id = ${eventId}`.execute(db)).rows.length > 0,
-          { message: `event ${eventId} handled` },
-        );
       await handled(await h.publish('transfer.reorged', reorgOf(first)));
       await handled(await h.publish('transfer.observed', first));
       expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
       // The chain went back to that block and the indexer published the transfer again: booked now.
       await h.publish('transfer.observed', { ...first, observedAt: new Date().toISOString() });
       await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore + 6_000_000n);
+      await expectBooksConsistent();
+    });
+
+    test('a transfer reorged away again from its new block before that block was observed: the late observation books nothing', async () => {
+      const payment = paymentData(h.sellerId, { amount: '8', holdPeriodHours: 24 });
+      const { first, escrowBefore } = await bookedThenReorged(payment);
+      const moved = { ...first, blockNumber: 15, blockHash: randomTxHash() };
+      await handled(await h.publish('transfer.reorged', reorgOf(moved)));
+      await handled(await h.publish('transfer.observed', moved));
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - 8_000_000n);
+      // The chain went back to that block: published again, booked again.
+      await h.publish('transfer.observed', { ...moved, observedAt: new Date().toISOString() });
+      await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore);
       await expectBooksConsistent();
     });
 

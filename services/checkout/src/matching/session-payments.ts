@@ -114,8 +114,9 @@ export async function reverseReorgedTransfer(
   const now = deps.config.now();
   await lockTransferKey(trx, data.chainId, data.txHash, data.logIndex);
   const transfer = await lockTransferAt(trx, data);
-  // Not observed here yet (its transfer.observed is behind): that observation must not apply it when it comes.
-  if (!transfer) {
+  // Not observed here on this block yet (unknown, or reorged on an earlier block and not seen on this one): its
+  // transfer.observed of this block is behind, and must not apply it when it comes.
+  if (!transfer || (transfer.status === 'reorged' && transfer.block_hash !== data.blockHash.toLowerCase())) {
     await leaveReorgTombstone(trx, data, eventId);
     return;
   }

@@ -75,8 +75,9 @@ export async function onTransferReorged(
   const key = transferKey(d.chainId, txHash, d.logIndex);
   await lockTransferEvents(trx, TRANSFER_LOCK_SCOPE, { chainId: d.chainId, txHash, logIndex: d.logIndex });
   const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
-  if (!transfer) {
-    // Its transfer.observed has not been handled yet: that observation must not book it when it comes.
+  // Its transfer.observed of this block has not been handled yet (the transfer is unknown, or was reversed on an
+  // earlier block and not booked again on this one): that observation must not book it when it comes.
+  if (!transfer || (transfer.status === 'reorged' && transfer.block_hash !== d.blockHash.toLowerCase())) {
     await leaveReorgTombstone(trx, { ...d, txHash }, event.id);
     deps.logger.info(
       { transfer: key, blockHash: d.blockHash },
