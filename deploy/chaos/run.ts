@@ -66,7 +66,7 @@ export async function runChaos(options: {
     });
   } finally {
     for (const stop of run.stops.reverse()) await stop().catch(() => undefined);
-    rmSync(run.dir, { recursive: true, force: true });
+    if (!process.env.CHAOS_KEEP_DIR) rmSync(run.dir, { recursive: true, force: true });
   }
 }
 

@@ -17,6 +17,7 @@ import { refundReceivables } from './2026-11-26-1930-refund-receivables';
 import { platformRevenueOwed } from './2026-11-29-0100-platform-revenue-owed';
 import { platformPayoutClaims } from './2026-11-29-0200-platform-payout-claims';
 import { reorgTombstones } from './2026-11-29-0600-reorg-tombstones';
+import { payoutRecorded } from './2026-11-29-0700-payout-recorded';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,
@@ -37,4 +38,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-29-0100-platform-revenue-owed': platformRevenueOwed,
   '2026-11-29-0200-platform-payout-claims': platformPayoutClaims,
   '2026-11-29-0600-reorg-tombstones': reorgTombstones,
+  '2026-11-29-0700-payout-recorded': payoutRecorded,
 };

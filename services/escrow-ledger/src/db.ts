@@ -220,6 +220,8 @@ export interface PayoutReservationsTable {
   completed_at: Date | null;
   /** When settlement first asked to send it (ledger.authorize_transfer); null: not claimed by a payout yet. */
   authorized_at: Date | null;
+  /** When settlement said it recorded the payout (reserve_payout with `recorded`); null: not yet. */
+  recorded_at: Date | null;
 }
 
 /** How far below zero an operator lets a seller's balance (held + available) go; no row = 0. */

@@ -104,6 +104,34 @@ test('a reservation its payout claimed (authorize_transfer) is never swept, howe
   expect(await statusOf(txn)).toBe('payout_pending');
 });
 
+test('a reservation settlement recorded (asked again with recorded) is never swept while its payout waits to be signed', async () => {
+  // make chaos, seeds 1744858688 and 331752625 on a slow host: four payouts recorded at once waited 104 s behind
+  // refunds to be signed; the sweep had cancelled their reservations at 77 s and the payouts failed unsent.
+  const txn = await releasedPayment('2');
+  const reserved = await reserve('stl_recorded');
+  if (!reserved.ok) throw new Error('nothing reserved');
+  expect(
+    await rpc('ledger.reserve_payout', {
+      settlementId: 'stl_recorded',
+      sellerId: h.sellerId,
+      minimumAmount: '1',
+      payoutAddress: PAYOUT_ADDRESS,
+      recorded: true,
+    }),
+  ).toEqual(reserved);
+  h.clock.advanceHours(5);
+  expect((await sweep()).cancelled).not.toContain('stl_recorded');
+  expect(await statusOf(txn)).toBe('payout_pending');
+  expect(
+    await rpc('ledger.authorize_transfer', {
+      kind: 'payout',
+      id: 'stl_recorded',
+      to: PAYOUT_ADDRESS,
+      amount: reserved.amount,
+    }),
+  ).toEqual({ ok: true });
+});
+
 test('a payout_pending transaction whose reservation is no longer reserved follows its outcome', async () => {
   const txn = await releasedPayment('2');
   // (with what the earlier tests' swept reservations gave back)

@@ -145,13 +145,15 @@ describe('settlement payouts on anvil', () => {
     });
     expect(ledger.reservations.get(paid.settlement_id)?.amountMicro).toBe(12_250_001n);
     // The minimum was sent as a decimal string, per seller setting; the payout address with it, so the ledger
-    // authorises the payout to that address only (and it did, before the transfer was signed).
-    expect(ledger.requests.at(-1)).toEqual({
+    // authorises the payout to that address only (and it did, before the transfer was signed). Once the payout was
+    // recorded (committed), settlement said so, so that the ledger never sweeps the reservation as a lost answer.
+    const reserveRequest = {
       settlementId: paid.settlement_id,
       sellerId,
       minimumAmount: '10',
       payoutAddress: testWallets.seller.address,
-    });
+    };
+    expect(ledger.requests.slice(-2)).toEqual([reserveRequest, { ...reserveRequest, recorded: true }]);
     expect(ledger.authorizations).toContainEqual({
       kind: 'payout',
       id: paid.settlement_id,

@@ -98,6 +98,12 @@ export const ReservePayoutRequest = Type.Object(
     /** Reserve nothing unless at least this much is available. */
     minimumAmount: UsdcAmount,
     /**
+     * Settlement asks again with `true` once its transaction recording the payout committed: the reservation is then
+     * its payout's, and the ledger's sweep of reservations whose answer was lost leaves it alone however long the
+     * payout waits to be signed.
+     */
+    recorded: Type.Optional(Type.Boolean()),
+    /**
      * Where settlement will send the payout: the ledger keeps it with the reservation, and
      * `ledger.authorize_transfer` refuses a payout transfer to any other address.
      */

@@ -13,7 +13,7 @@ type CancelPayoutReply = RpcReply<'ledger.cancel_payout'>;
 /** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
 export type ReservationRow = Omit<
   PayoutReservationsTable,
-  'tx_hash' | 'created_at' | 'completed_at' | 'authorized_at'
+  'tx_hash' | 'created_at' | 'completed_at' | 'authorized_at' | 'recorded_at'
 >;
 
 function replyOf(row: ReservationRow): ReservePayoutReply {
@@ -52,6 +52,11 @@ export async function reservePayout(
     // A refusal reserved nothing, so it is evaluated again: settlement asks again only for a settlement it has
     // not paid (an operator's settle-now after money became available later in the period).
     if (existing.rows[0] && existing.rows[0].status !== 'refused') {
+      // Settlement recorded its payout (its transaction committed): the reservation is claimed, never swept.
+      if (request.recorded) {
+        await sql`update payout_reservations set recorded_at = coalesce(recorded_at, ${deps.now()})
+          where settlement_id = ${request.settlementId} and status = 'reserved'`.execute(trx);
+      }
       // Asked again because settlement lost the answer (its transaction rolled back), after the seller moved its
       // payout address: a reservation nothing was authorized for yet follows the address the transfer will go to.
       if (payoutAddress && existing.rows[0].payout_address !== payoutAddress) {

@@ -34,6 +34,8 @@ export async function sweepPayoutReservations(
 interface UnclaimedKind<Row> {
   table: 'payout_reservations' | 'platform_payouts';
   idColumn: 'settlement_id' | 'payout_id';
+  /** Rows still reserved that no payout claimed. */
+  unclaimedOnly: ReturnType<typeof sql>;
   lock(trx: Transaction<any>, id: string): Promise<unknown>;
   cancel(trx: Transaction<any>, deps: LedgerDeps, row: Row): Promise<void>;
   cancelledMessage: string;
@@ -42,6 +44,8 @@ interface UnclaimedKind<Row> {
 const SELLER_PAYOUTS: UnclaimedKind<ReservationRow> = {
   table: 'payout_reservations',
   idColumn: 'settlement_id',
+  // Recorded by settlement (recorded_at): its payout may wait behind others to be signed; that is no lost answer.
+  unclaimedOnly: sql`status = 'reserved' and authorized_at is null and recorded_at is null`,
   lock: lockSettlement,
   cancel: (trx, deps, reservation) => cancelReservation(trx, deps, reservation, 'never claimed by a payout'),
   cancelledMessage:
@@ -51,6 +55,7 @@ const SELLER_PAYOUTS: UnclaimedKind<ReservationRow> = {
 const PLATFORM_PAYOUTS: UnclaimedKind<{ payout_id: string; amount_micro: bigint }> = {
   table: 'platform_payouts',
   idColumn: 'payout_id',
+  unclaimedOnly: sql`status = 'reserved' and authorized_at is null`,
   lock: lockPlatformPayout,
   cancel: (trx, deps, payout) =>
     cancelReservedPlatformPayout(trx, deps, payout.payout_id, BigInt(payout.amount_micro)),
@@ -68,7 +73,7 @@ async function cancelUnclaimed<Row>(
   kind: UnclaimedKind<Row>,
 ): Promise<string[]> {
   const cutoff = new Date(deps.now().getTime() - deps.config.payoutUnclaimedAfterMs);
-  const unclaimedOnly = sql`status = 'reserved' and authorized_at is null`;
+  const unclaimedOnly = kind.unclaimedOnly;
   const unclaimed = await sql<{
     id: string;
   }>`select ${sql.ref(kind.idColumn)} as id from ${sql.table(kind.table)}

@@ -151,7 +151,7 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
   }
 
   async reservePending(): Promise<void> {
-    let recorded = false;
+    const recorded: string[] = [];
     for (let batch = 0; batch < MAX_PENDING_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const pending = await trx
@@ -165,13 +165,47 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
           .skipLocked()
           .execute();
         for (const settlement of pending) {
-          if ((await this.reserve(trx, settlement)) === 'recorded') recorded = true;
+          if ((await this.reserve(trx, settlement)) === 'recorded') recorded.push(settlement.settlement_id);
         }
         return pending.length;
       });
       if (claimed < PENDING_BATCH) break;
     }
-    if (recorded) this.onTransferRecorded();
+    if (recorded.length > 0) {
+      this.onTransferRecorded();
+      await this.acknowledgeRecorded(recorded);
+    }
+  }
+
+  /**
+   * Tells the ledger these payouts are recorded, once the transaction that recorded them committed
+   * (`ledger.reserve_payout` asked again with `recorded`): their reservations are then never cancelled as lost
+   * answers, however long the payouts wait behind other transfers to be signed. Best effort: one the ledger did not
+   * hear about may still be cancelled after PAYOUT_UNCLAIMED_AFTER_MS, and its payout then fails unsent.
+   */
+  async acknowledgeRecorded(settlementIds: string[]): Promise<void> {
+    const rows = await this.ctx.db
+      .selectFrom('settlements')
+      .select(['settlement_id', 'seller_id', 'minimum_micro', 'payout_address'])
+      .where('settlement_id', 'in', settlementIds)
+      .where('status', '=', 'sending')
+      .execute();
+    for (const row of rows) {
+      try {
+        await this.ledger.reservePayout({
+          settlementId: row.settlement_id,
+          sellerId: row.seller_id,
+          minimumAmount: formatUsdc(row.minimum_micro),
+          ...(row.payout_address ? { payoutAddress: row.payout_address } : {}),
+          recorded: true,
+        });
+      } catch (error) {
+        this.ctx.logger.warn(
+          { settlementId: row.settlement_id, err: error },
+          'could not tell the ledger a payout is recorded; its reservation may be swept if it waits long',
+        );
+      }
+    }
   }
 
   /**

@@ -86,7 +86,10 @@ export async function settleNow(
   }
   for (const sellerId of sellerIds) {
     const outcome = await settleSeller(ctx, scheduler, clock, sellerId);
-    if (outcome.recorded) onTransferRecorded();
+    if (outcome.recorded) {
+      onTransferRecorded();
+      await scheduler.acknowledgeRecorded([outcome.settlement.settlement_id]);
+    }
     if (outcome.reason === null) result.settled.push(settlementView(outcome.settlement));
     else {
       result.skipped.push({
