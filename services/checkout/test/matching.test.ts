@@ -23,6 +23,14 @@ describe('checkout matching of observed transfers', () => {
     return res.body;
   };
   const session = async (id: string) => (await request(h.url).get(`/api/v1/checkout/sessions/${id}`)).body;
+  /** Waits until checkout's consumer handled (committed) the event. */
+  const handled = (eventId: string) =>
+    waitFor(
+      async () =>
+        (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
+        0,
+      { message: `event ${eventId} handled` },
+    );
   const waitStatus = (id: string, status: string) =>
     waitFor(async () => (await session(id)).status === status, { message: `session ${id} ${status}` });
 
@@ -333,13 +341,6 @@ describe('checkout matching of observed transfers', () => {
   it("a reorg handled before its block's transfer.observed: that observation pays nothing; the transfer mined again in the same block does", async () => {
     const s = await newSession({ amount: '13', description: 'reorg first' });
     const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
-    const handled = (eventId: string) =>
-      waitFor(
-        async () =>
-          (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
-          0,
-        { message: `event ${eventId} handled` },
-      );
     // The indexer published observed, then reorged; the observed consumer was behind and sees it only after.
     const { confirmations: _c, observedAt: _o, ...fields } = transfer;
     await handled(await h.publish('transfer.reorged', { ...fields, reorgedAt: new Date().toISOString() }));
@@ -353,13 +354,6 @@ describe('checkout matching of observed transfers', () => {
   it('a transfer reorged again from its new block before that block was observed: the late observation pays nothing', async () => {
     const s = await newSession({ amount: '14', description: 'reorg twice' });
     const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
-    const handled = (eventId: string) =>
-      waitFor(
-        async () =>
-          (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
-          0,
-        { message: `event ${eventId} handled` },
-      );
     await h.publish('transfer.observed', transfer);
     await waitStatus(s.sessionId, 'paid');
     const { confirmations: _c, observedAt: _o, ...fields } = transfer;
