@@ -34,6 +34,11 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
    */
   chainCheckIntervalMs: number;
   /**
+   * CHAIN_CHECK_BATCH_SIZE: receipts read per pass of that check, at most (one each). Each pass reads the transfers
+   * checked least recently, so all are checked within (awaiting / this) passes, whatever the node answers.
+   */
+  chainCheckBatchSize: number;
+  /**
    * CHAIN_CONFIRM_TIMEOUT_MS: a payment whose transfer the chain has not confirmed is held back from release (so
    * from payouts) until it is confirmed; a transfer still unconfirmed this long after it was booked is reported
    * (`ledger_transfers_unconfirmed_overdue`, an error log) for an operator, and stays held. 0: never held back
@@ -68,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_CHECK_INTERVAL_MS: int({ default: 2_000, min: 1 }),
+    CHAIN_CHECK_BATCH_SIZE: int({ default: 100, min: 1, max: 1000 }),
     // 0: a payment booked before the chain confirmed it is never held back from release (tests without a chain);
     // refused in production, where it would pay out money the chain may not hold.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
@@ -91,6 +97,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     paymentConcurrency: parsed.PAYMENT_CONCURRENCY,
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
+    chainCheckBatchSize: parsed.CHAIN_CHECK_BATCH_SIZE,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
     payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
     payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,

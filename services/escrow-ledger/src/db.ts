@@ -97,6 +97,8 @@ export interface TransfersTable {
   chain_confirmed_at: Date | null;
   /** The head block when the receipt check first missed it (cleared when it is seen again). */
   missing_since_block: bigint | null;
+  /** The chain confirmation check's order: the lowest turns are read next; a check takes a new one. */
+  chain_check_turn: Generated<string | null>;
 }
 
 export interface TransactionsTable {

@@ -5,6 +5,8 @@
  * ledger holds such a payment back until the chain confirms it, reverses it when its transaction is gone
  * CONFIRMATIONS blocks later, and books it again when the same transaction is mined again elsewhere.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { usdcAbi } from '@paygate/chain';
 import type { EventData } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
@@ -25,12 +27,61 @@ import { Contract, Transaction } from 'ethers';
 import { sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
-import { type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
+import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
+
+/**
+ * A JSON-RPC endpoint in front of a node that answers an error to every call naming a transaction in `unanswered`
+ * (a node that answers nothing about them), and forwards the rest.
+ */
+async function startRpcSilentOn(upstreamUrl: string) {
+  const unanswered = new Set<string>();
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks);
+      const call = JSON.parse(body.toString()) as { id?: unknown; params?: unknown[] };
+      const named = call.params?.[0];
+      if (typeof named === 'string' && unanswered.has(named.toLowerCase())) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32000, message: 'unavailable' } }),
+        );
+        return;
+      }
+      try {
+        const upstream = await fetch(upstreamUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+          signal: AbortSignal.timeout(10_000),
+        });
+        res.writeHead(upstream.status, { 'content-type': 'application/json' });
+        res.end(await upstream.text());
+      } catch (error) {
+        res.writeHead(502).end(String(error));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    unanswered,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
 
 describe('payments booked before CONFIRMATIONS: confirmed by the chain, or reversed when a reorg dropped them', () => {
   let anvil: AnvilInstance;
   let usdcAddress: string;
   let h: LedgerHarness;
+  let rpc: Awaited<ReturnType<typeof startRpcSilentOn>>;
+  /** Far below the transfers the last test leaves unanswered, so that a pass cannot read them all. */
+  const CHECK_BATCH_SIZE = 10;
   const escrow = testWallets.escrow.address;
 
   beforeAll(async () => {
@@ -42,18 +93,21 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
       amountMicro: 50_000_000n,
       roles: ['buyer', 'seller'],
     });
+    rpc = await startRpcSilentOn(anvil.rpcUrl);
     h = await startLedgerHarness('chainconf', {
-      CHAIN_RPC_URL: anvil.rpcUrl,
+      CHAIN_RPC_URL: rpc.url,
       USDC_ADDRESS: usdcAddress,
       CONFIRMATIONS: '2',
       CHAIN_CONFIRM_TIMEOUT_MS: '600000',
       // Passes are run by the test, one at a time (the loop's own first pass finds nothing yet).
       CHAIN_CHECK_INTERVAL_MS: '600000',
+      CHAIN_CHECK_BATCH_SIZE: String(CHECK_BATCH_SIZE),
     });
   });
 
   afterAll(async () => {
     await h?.stop();
+    await rpc?.close();
     await anvil?.stop();
   });
 
@@ -267,5 +321,49 @@ describe('payments booked before CONFIRMATIONS: confirmed by the chain, or rever
     expect(await accountBalance(h.ledger.ctx.db, 'seller_available', h.sellerId)).toBe(
       availableBefore - 1_000_000n,
     );
+  });
+
+  // Each pass read the 100 oldest bookings first: 100 transfers the node never answered about were read again every
+  // pass, and a newer payment was never checked, so never released. 100 stuck here: more than a pass reads, then
+  // (a fixed 100) and now (CHAIN_CHECK_BATCH_SIZE).
+  it('transfers the node never answers about do not keep a newer payment from being checked and released', async () => {
+    const stuck = Array.from({ length: 100 }, () =>
+      paymentData(h.sellerId, { token: usdcAddress, txHash: randomTxHash(), holdPeriodHours: 0 }),
+    );
+    for (const payment of stuck) {
+      rpc.unanswered.add(payment.txHash);
+      await h.publish('payment.confirmed', payment);
+    }
+    const stuckIds = await waitFor(
+      async () => {
+        const booked = await sql<{ id: string }>`select id from transactions
+            where payment_id in (${sql.join(stuck.map((payment) => payment.paymentId))})`.execute(
+          h.ledger.ctx.db,
+        );
+        return booked.rows.length === stuck.length && booked.rows.map((row) => row.id);
+      },
+      { message: 'stuck payments not booked' },
+    );
+    h.clock.advanceHours(1 / 60); // booked after all of them
+    const { payment, txn } = await payIncluded(1_500_000n);
+    if (!txn || Array.isArray(txn)) throw new Error('unreachable');
+    await mine(anvil.provider, 1); // CONFIRMATIONS deep from its first check on
+    const awaiting = (
+      await sql<{ n: number }>`select count(*)::int as n from transfers
+          where chain_confirmed_at is null and status = 'observed'`.execute(h.ledger.ctx.db)
+    ).rows[0]!.n;
+    expect(awaiting).toBe(stuck.length + 1);
+
+    const outcomes = new Map<string, string>();
+    for (let pass = 0; pass < Math.ceil(awaiting / CHECK_BATCH_SIZE); pass += 1) {
+      for (const [key, outcome] of await h.ledger.chainCheck.runOnce()) outcomes.set(key, outcome);
+    }
+    expect(outcomes.get(`31337:${payment.txHash}:${payment.logIndex}`)).toBe('confirmed');
+    // Every awaiting transfer checked within awaiting / CHECK_BATCH_SIZE passes; the stuck ones answered nothing.
+    expect(outcomes.size).toBe(awaiting);
+    expect([...outcomes.values()].filter((outcome) => outcome === 'unknown')).toHaveLength(stuck.length);
+    await release();
+    expect((await statusOf(txn.id)).escrow_status).toBe('available');
+    for (const id of stuckIds) expect((await statusOf(id)).escrow_status).toBe('held'); // unconfirmed: held
   });
 });

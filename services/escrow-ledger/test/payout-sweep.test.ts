@@ -132,6 +132,41 @@ test('a reservation settlement recorded (asked again with recorded) is never swe
   ).toEqual({ ok: true });
 });
 
+test('a reservation given back (swept, or cancel_payout) and asked for again under its id is refused as reservation_cancelled', async () => {
+  // Settlement's answer was lost and it asked again only after the sweep gave the money back: the old amount in an
+  // ok answer would have it record a payout that authorize_transfer refuses (it failed unsent).
+  const txn = await releasedPayment('6');
+  const reserved = await reserve('stl_swept_asked_again');
+  if (!reserved.ok) throw new Error(`nothing reserved: ${JSON.stringify(reserved)}`);
+  h.clock.advanceHours(1);
+  expect((await sweep()).cancelled).toContain('stl_swept_asked_again');
+  const refused = { ok: false, reason: 'reservation_cancelled', message: expect.any(String) };
+  expect(await reserve('stl_swept_asked_again')).toEqual(refused);
+  expect(
+    await rpc('ledger.reserve_payout', {
+      settlementId: 'stl_swept_asked_again',
+      sellerId: h.sellerId,
+      minimumAmount: '1',
+      payoutAddress: PAYOUT_ADDRESS,
+      recorded: true,
+    }),
+  ).toEqual(refused);
+  // Nothing reserved again: the money stays available for the next settlement.
+  expect(await statusOf(txn)).toBe('available');
+  expect(await accountBalance(db, 'seller_available', h.sellerId)).toBeGreaterThanOrEqual(
+    parseUsdc(reserved.amount),
+  );
+
+  const cancelled = await reserve('stl_cancelled_asked_again');
+  expect(cancelled).toMatchObject({ ok: true });
+  expect(await rpc('ledger.cancel_payout', { settlementId: 'stl_cancelled_asked_again' })).toEqual({
+    ok: true,
+    status: 'cancelled',
+  });
+  expect(await reserve('stl_cancelled_asked_again')).toEqual(refused);
+  expect(await statusOf(txn)).toBe('available');
+});
+
 test('a payout_pending transaction whose reservation is no longer reserved follows its outcome', async () => {
   const txn = await releasedPayment('2');
   // (with what the earlier tests' swept reservations gave back)

@@ -6,6 +6,8 @@ import { relayedAuthorizations } from './2026-11-22-1100-relayed-authorizations'
 import { platformPayouts } from './2026-11-25-1400-platform-payouts';
 import { depositSweeps } from './2026-11-25-1600-deposit-sweeps';
 import { reorgWatch } from './2026-11-26-1400-reorg-watch';
+import { skipReservationCancelled } from './2026-11-29-0900-skip-reservation-cancelled';
+import { recordedAcknowledged } from './2026-11-29-0910-recorded-acknowledged';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -16,4 +18,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-1400-platform-payouts': platformPayouts,
   '2026-11-25-1600-deposit-sweeps': depositSweeps,
   '2026-11-26-1400-reorg-watch': reorgWatch,
+  '2026-11-29-0900-skip-reservation-cancelled': skipReservationCancelled,
+  '2026-11-29-0910-recorded-acknowledged': recordedAcknowledged,
 };

@@ -1,4 +1,5 @@
 import type { BusTables } from '@paygate/bus';
+import type { RpcReply } from '@paygate/contracts';
 import type { Generated } from 'kysely';
 import type { RelayedAuthorizationsTable } from './relayer/tables';
 import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
@@ -8,6 +9,8 @@ export type TransferKind = 'payout' | 'refund' | 'platform_payout';
 export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
 export type SettlementStatus = 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
 export type RefundStatus = 'sending' | 'completed' | 'failed';
+/** Why a settlement paid nothing: the ledger's refusal to reserve (its contract's reasons). */
+export type SkipReason = Extract<RpcReply<'ledger.reserve_payout'>, { ok: false }>['reason'];
 
 export interface SellersTable {
   seller_id: string;
@@ -62,9 +65,11 @@ export interface SettlementsTable {
   payout_address: string;
   transfer_id: string | null;
   tx_hash: string | null;
-  skip_reason: 'below_minimum' | 'nothing_available' | null;
+  skip_reason: SkipReason | null;
   failure_reason: string | null;
   cancel_acknowledged_at: Date | null;
+  /** When the ledger answered that the payout is recorded (reserve_payout with `recorded`); null: not yet. */
+  recorded_acknowledged_at: Date | null;
   attempts: Generated<number>;
   next_attempt_at: Generated<Date>;
   created_at: Generated<Date>;

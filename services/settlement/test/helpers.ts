@@ -129,16 +129,23 @@ export function refundInitiated(
 /**
  * Answers ledger.reserve_payout / ledger.cancel_payout / ledger.authorize_transfer from in-memory balances, with
  * the contract's semantics: idempotent per settlementId; reserves the whole available balance when it reaches the
- * minimum; authorises only its reservations and the refunds it `booked`.
+ * minimum; refuses a reservation given back (`cancel`) as `reservation_cancelled`; keeps whether settlement said it
+ * recorded a payout (`recorded`); authorises only its reservations and the refunds it `booked`.
  * Only for these tests until escrow-ledger's responder is on main.
  */
 export class TestLedger {
   readonly available = new Map<string, bigint>();
   readonly reservations = new Map<
     string,
-    { sellerId: string; amountMicro: bigint; cancelled: boolean; payoutAddress?: string }
+    { sellerId: string; amountMicro: bigint; cancelled: boolean; recorded: boolean; payoutAddress?: string }
   >();
   readonly requests: ReservePayoutRequest[] = [];
+  /** Settlement ids whose reservation this ledger makes but whose answer is lost (the handler fails after it). */
+  readonly answersLost = new Set<string>();
+  /** Settlement ids whose `recorded` acknowledgement this ledger does not hear (the handler fails first). */
+  readonly unheardAcknowledgements = new Set<string>();
+  /** Settlement ids whose payout authorisation this ledger does not hear (the handler fails first). */
+  readonly unheardAuthorizations = new Set<string>();
   /** Refunds "booked" by this ledger (see `booked`): the only ones it authorises. */
   readonly refunds = new Map<string, { to: string; amountMicro: bigint }>();
   readonly authorizations: Array<RpcRequest<'ledger.authorize_transfer'>> = [];
@@ -152,21 +159,22 @@ export class TestLedger {
       {
         'ledger.reserve_payout': async (request) => {
           this.requests.push(request);
-          return this.reserve(request);
+          if (request.recorded && this.unheardAcknowledgements.has(request.settlementId)) {
+            throw new Error('acknowledgement not heard');
+          }
+          const reply = this.reserve(request);
+          if (this.answersLost.has(request.settlementId)) throw new Error('answer lost');
+          return reply;
         },
         'ledger.authorize_transfer': async (request) => {
           this.authorizations.push(request);
+          if (this.unheardAuthorizations.has(request.id)) throw new Error('authorisation not heard');
           return this.authorize(request);
         },
-        'ledger.cancel_payout': async ({ settlementId }) => {
-          const reservation = this.reservations.get(settlementId);
-          if (!reservation) return { ok: false, reason: 'unknown_settlement' };
-          if (!reservation.cancelled) {
-            reservation.cancelled = true;
-            this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
-          }
-          return { ok: true, status: 'cancelled' };
-        },
+        'ledger.cancel_payout': async ({ settlementId }) =>
+          this.cancel(settlementId)
+            ? { ok: true, status: 'cancelled' }
+            : { ok: false, reason: 'unknown_settlement' },
       },
       { warn: () => undefined, error: () => undefined },
     );
@@ -206,13 +214,28 @@ export class TestLedger {
     return { ok: true };
   }
 
+  /** Gives a reservation back (cancel_payout, or the real ledger's sweep); false when there is none. */
+  cancel(settlementId: string): boolean {
+    const reservation = this.reservations.get(settlementId);
+    if (!reservation) return false;
+    if (!reservation.cancelled) {
+      reservation.cancelled = true;
+      this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
+    }
+    return true;
+  }
+
   credit(sellerId: string, amount: string): void {
     this.available.set(sellerId, (this.available.get(sellerId) ?? 0n) + parseUsdc(amount));
   }
 
   private reserve(request: ReservePayoutRequest): RpcReply<'ledger.reserve_payout'> {
     const existing = this.reservations.get(request.settlementId);
-    if (existing) return { ok: true, amount: formatUsdc(existing.amountMicro) };
+    if (existing?.cancelled) return { ok: false, reason: 'reservation_cancelled', message: 'cancelled' };
+    if (existing) {
+      if (request.recorded) existing.recorded = true;
+      return { ok: true, amount: formatUsdc(existing.amountMicro) };
+    }
     const available = this.available.get(request.sellerId) ?? 0n;
     if (available === 0n) return { ok: false, reason: 'nothing_available', available: '0' };
     if (available < parseUsdc(request.minimumAmount)) {
@@ -223,6 +246,7 @@ export class TestLedger {
       sellerId: request.sellerId,
       amountMicro: available,
       cancelled: false,
+      recorded: false,
       payoutAddress: request.payoutAddress,
     });
     return { ok: true, amount: formatUsdc(available) };

@@ -484,4 +484,108 @@ describe('settlement payouts on anvil', () => {
     expect((await settlementsOf(id)).filter((r) => r.period_key === period.key)).toHaveLength(1);
     expect(ledger.available.get(id)).toBe(parseUsdc('4')); // waits for the next period
   });
+  /** A DAILY seller with a minimum of 1 and a payout address of its own, first due on the next day. */
+  const newDailySeller = async (id: string) => {
+    const payoutAddress = formatAddress(Wallet.createRandom().address);
+    await publishEvent(
+      bus,
+      sellerUpdated(id, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '1' }),
+    );
+    await waitFor(() =>
+      db.selectFrom('sellers').select('seller_id').where('seller_id', '=', id).executeTakeFirst(),
+    );
+    return payoutAddress;
+  };
+  const settlementRow = (settlementId: string) =>
+    db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('settlement_id', '=', settlementId)
+      .executeTakeFirstOrThrow();
+  const completedPayout = (id: string) =>
+    waitFor(
+      async () => {
+        const row = (await settlementsOf(id)).at(-1);
+        return row?.status === 'completed' ? row : undefined;
+      },
+      { timeoutMs: 30_000, message: `${id}'s payout completed` },
+    );
+
+  it('a reservation the ledger gave back before settlement heard its answer is skipped as reservation_cancelled; nothing is sent', async () => {
+    const id = 'sel_swept';
+    const payoutAddress = await newDailySeller(id);
+    await nextDay();
+    ledger.credit(id, '3');
+    const settlementId = settlementIdFor(id, periodAt('DAILY', now));
+    // The ledger reserves, but its answer is lost: the settlement stays pending, asked again after its backoff.
+    ledger.answersLost.add(settlementId);
+    await service.scheduler.runOnce();
+    ledger.answersLost.delete(settlementId);
+    expect(ledger.reservations.get(settlementId)?.amountMicro).toBe(parseUsdc('3'));
+    const postponed = await settlementRow(settlementId);
+    expect(postponed.status).toBe('pending');
+    // Meanwhile the ledger's sweep gives the reservation back (never claimed within PAYOUT_UNCLAIMED_AFTER_MS).
+    ledger.cancel(settlementId);
+    await new Promise((resolve) =>
+      setTimeout(resolve, postponed.next_attempt_at.getTime() - Date.now() + 50),
+    );
+    await service.scheduler.runOnce();
+
+    // Asked again, the ledger refuses: no payout is recorded that authorize_transfer would refuse.
+    expect(await settlementRow(settlementId)).toMatchObject({
+      status: 'skipped',
+      skip_reason: 'reservation_cancelled',
+      available_micro: null,
+      transfer_id: null,
+    });
+    expect(ledger.authorizations.filter((a) => a.id === settlementId)).toEqual([]);
+    // Settle-now in the same period gets the same answer.
+    expect((await settleNow({ sellerId: id })).body).toMatchObject({
+      settled: [],
+      skipped: [{ settlementId, reason: 'reservation_cancelled', status: 'skipped', availableAmount: null }],
+    });
+    // The money waits for the next period, and goes out with it.
+    expect(ledger.available.get(id)).toBe(parseUsdc('3'));
+    await nextDay();
+    await service.scheduler.runOnce();
+    const paid = await completedPayout(id);
+    expect(await payoutsTo(payoutAddress)).toEqual([
+      { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
+    ]);
+  });
+
+  it('a recorded payout whose acknowledgement the ledger did not hear is acknowledged by a later pass, once', async () => {
+    const id = 'sel_unacknowledged';
+    const payoutAddress = await newDailySeller(id);
+    await nextDay();
+    ledger.credit(id, '2');
+    const settlementId = settlementIdFor(id, periodAt('DAILY', now));
+    const acknowledgements = () =>
+      ledger.requests.filter((r) => r.settlementId === settlementId).map((r) => r.recorded === true);
+    // The ledger reserves, then hears neither that the payout is recorded nor (for now) its authorisation: the
+    // payout waits unsigned, as behind other transfers, and the ledger's sweep could give its reservation back.
+    ledger.unheardAcknowledgements.add(settlementId);
+    ledger.unheardAuthorizations.add(settlementId);
+    await service.scheduler.runOnce();
+    expect((await settlementRow(settlementId)).status).toBe('sending');
+    expect(acknowledgements()).toEqual([false, true]);
+    expect(ledger.reservations.get(settlementId)?.recorded).toBe(false);
+
+    // The ledger answers again: the next pass tells it, and it keeps the reservation as recorded.
+    ledger.unheardAcknowledgements.delete(settlementId);
+    await service.scheduler.runOnce();
+    expect(ledger.reservations.get(settlementId)?.recorded).toBe(true);
+    expect(acknowledgements()).toEqual([false, true, true]);
+    expect((await settlementRow(settlementId)).recorded_acknowledged_at).toEqual(now);
+    // Answered: not told again.
+    await service.scheduler.runOnce();
+    expect(acknowledgements()).toEqual([false, true, true]);
+
+    // Authorised at last, the payout is sent.
+    ledger.unheardAuthorizations.delete(settlementId);
+    const paid = await completedPayout(id);
+    expect(await payoutsTo(payoutAddress)).toEqual([
+      { to: payoutAddress, amountMicro: parseUsdc('2'), txHash: paid.tx_hash },
+    ]);
+  });
 });

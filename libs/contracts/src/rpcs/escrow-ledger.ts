@@ -89,7 +89,7 @@ export const ClaimTransferReply = Type.Union([
 /**
  * `ledger.reserve_payout` (settlement asks before a payout): moves the seller's whole available balance to
  * payout-pending when it is > 0 and at least `minimumAmount`, idempotently per settlementId (a repeat gets the
- * stored answer).
+ * stored answer; a reservation given back since is refused as `reservation_cancelled`).
  */
 export const ReservePayoutRequest = Type.Object(
   {
@@ -120,6 +120,19 @@ export const ReservePayoutReply = Type.Union([
       reason: Type.Union([Type.Literal('below_minimum'), Type.Literal('nothing_available')]),
       /** May be negative: refunds booked after a payout are owed by the seller. */
       available: SignedUsdcAmount,
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      ok: Type.Literal(false),
+      /**
+       * Asked again (settlement lost the answer, or says it recorded the payout) after the reservation was given
+       * back: swept as never claimed within PAYOUT_UNCLAIMED_AFTER_MS, or cancelled by `ledger.cancel_payout`. Its
+       * money is available again, for a later settlement; no payout of this settlementId is authorised.
+       */
+      reason: Type.Literal('reservation_cancelled'),
+      message: Type.String(),
     },
     { additionalProperties: false },
   ),

@@ -8,9 +8,6 @@ import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
 import type { TransferRow } from '../payments/transfer-booking';
 
-/** Transfers checked per pass, at most (one receipt read each). */
-const CHECK_BATCH = 100;
-
 interface AwaitingTransfer {
   chain_id: number;
   tx_hash: string;
@@ -33,7 +30,9 @@ export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed'
  *   seller's available balance, which may go negative), so the ledger never stays above the chain. If the same
  *   transaction is mined again later (the relayer resends the same bytes), the indexer books it and the payment
  *   claims it again (rebookReversedPayments).
- * An RPC that does not answer changes nothing. Bounded: CHECK_BATCH transfers a pass, one receipt read each.
+ * An RPC that does not answer changes nothing. Bounded: CHAIN_CHECK_BATCH_SIZE transfers a pass, one receipt read
+ * each, the least recently checked first (takeTurns), so transfers the node never answers about cannot keep the
+ * others from being checked.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -75,15 +74,10 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   async runOnce(): Promise<Map<string, ChainCheckOutcome>> {
     const outcomes = new Map<string, ChainCheckOutcome>();
     await this.reportOverdue();
-    const awaiting =
-      await sql<AwaitingTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address,
-          missing_since_block
-        from transfers
-        where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
-        order by observed_at limit ${CHECK_BATCH}`.execute(this.ctx.db);
-    if (awaiting.rows.length === 0) return outcomes;
+    const awaiting = await this.takeTurns();
+    if (awaiting.length === 0) return outcomes;
     const head = BigInt(await this.chain().getBlockNumber());
-    for (const transfer of awaiting.rows) {
+    for (const transfer of awaiting) {
       if (this.loop.isStopped) break;
       const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
       let outcome: ChainCheckOutcome;
@@ -96,6 +90,27 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
       outcomes.set(key, outcome);
     }
     return outcomes;
+  }
+
+  /**
+   * The transfers awaiting the chain that this pass checks: the lowest turns (a turn is taken at booking), each given
+   * the next turn as it is read, so it waits behind every other before its next check. Turns are taken when read,
+   * not after the check, so a pass that fails midway still moves on; a row another pass (a replica) is taking is
+   * skipped, not read twice.
+   */
+  private async takeTurns(): Promise<AwaitingTransfer[]> {
+    const taken = await sql<AwaitingTransfer>`with turns as (
+          select chain_id, tx_hash, log_index from transfers
+            where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
+            order by chain_check_turn limit ${this.deps.config.chainCheckBatchSize}
+            for update skip locked)
+        update transfers t set chain_check_turn = nextval('transfers_chain_check_turn')
+          from turns
+          where t.chain_id = turns.chain_id and t.tx_hash = turns.tx_hash and t.log_index = turns.log_index
+          returning t.chain_id, t.tx_hash, t.log_index, t.amount_micro, t.from_address, t.missing_since_block`.execute(
+      this.ctx.db,
+    );
+    return taken.rows;
   }
 
   /**

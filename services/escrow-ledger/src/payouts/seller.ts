@@ -17,6 +17,15 @@ export type ReservationRow = Omit<
 >;
 
 function replyOf(row: ReservationRow): ReservePayoutReply {
+  // Given back (swept as never claimed, or its payout failed): answering its old amount would have settlement
+  // record a payout that authorize_transfer refuses.
+  if (row.status === 'cancelled') {
+    return {
+      ok: false,
+      reason: 'reservation_cancelled',
+      message: `the reservation of ${formatUsdc(row.amount_micro)} USDC for ${row.settlement_id} was cancelled; its money is available again`,
+    };
+  }
   if (row.ok) return { ok: true, amount: formatUsdc(row.amount_micro) };
   return {
     ok: false,
@@ -33,7 +42,7 @@ export const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
  * Moves the seller's available balance to payout-pending when it is > 0 and >= the minimum, in one
  * transaction, idempotently per settlementId. The seller share of released payments with a buyer's pending
  * refund request stays available (not paid out) until the request is decided (a repeated request gets the stored reservation; a stored refusal
- * is evaluated again).
+ * is evaluated again; a reservation given back since is refused, `reservation_cancelled`).
  */
 export async function reservePayout(
   ctx: ServiceContext,

@@ -41,19 +41,25 @@ export function newSettlementRow(
     skip_reason: null,
     failure_reason: null,
     cancel_acknowledged_at: null,
+    recorded_acknowledged_at: null,
     created_at: now,
     updated_at: now,
     completed_at: null,
   };
 }
 
-/** The ledger's answer when it reserves nothing (below the minimum, or nothing available). */
+/** The ledger's answer when it reserves nothing (below the minimum, nothing available, or given back already). */
 type ReserveRefusal = Extract<Awaited<ReturnType<LedgerClient['reservePayout']>>, { ok: false }>;
 
 const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 const PENDING_BATCH = 20;
 const MAX_PENDING_BATCHES = 10;
+/**
+ * Recorded payouts whose acknowledgement the ledger did not answer, told again per pass at most: a pass each
+ * SCHEDULER_INTERVAL_MS (1 min) tells 500 within the ledger's PAYOUT_UNCLAIMED_AFTER_MS (10 min).
+ */
+const UNACKNOWLEDGED_BATCH = 50;
 /**
  * Retries of a reservation the ledger did not answer: 2 s, 4 s, ... up to 10 min, at the ceiling of the shared
  * backoff (no jitter): a pass reserves its due settlements one at a time, so there is no burst for jitter to spread,
@@ -96,6 +102,8 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
   /** One bounded pass; tests call it directly after moving the clock. */
   async runOnce(): Promise<void> {
     await this.createDueSettlements();
+    // Before this pass records new payouts: an acknowledgement not answered is sent again a pass later, not at once.
+    await this.acknowledgeUnanswered();
     await this.reservePending();
     await this.cancelFailed();
     await cancelFailedPlatformPayouts(this.ctx, this.ledger, this.clock);
@@ -180,32 +188,75 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
   /**
    * Tells the ledger these payouts are recorded, once the transaction that recorded them committed
    * (`ledger.reserve_payout` asked again with `recorded`): their reservations are then never cancelled as lost
-   * answers, however long the payouts wait behind other transfers to be signed. Best effort: one the ledger did not
-   * hear about may still be cancelled after PAYOUT_UNCLAIMED_AFTER_MS, and its payout then fails unsent.
+   * answers, however long the payouts wait behind other transfers to be signed. One the ledger does not answer is
+   * told again by the next passes (acknowledgeUnanswered).
    */
   async acknowledgeRecorded(settlementIds: string[]): Promise<void> {
-    const rows = await this.ctx.db
+    if (settlementIds.length === 0) return;
+    const recorded = await this.unacknowledgedPayouts().where('settlement_id', 'in', settlementIds).execute();
+    for (const payout of recorded) await this.acknowledge(payout);
+  }
+
+  /**
+   * Tells the ledger again, bounded (UNACKNOWLEDGED_BATCH), of recorded payouts whose acknowledgement it did not
+   * answer and that are not signed yet: signing comes after ledger.authorize_transfer, which claims the
+   * reservation as surely as the acknowledgement.
+   */
+  async acknowledgeUnanswered(): Promise<void> {
+    const unsigned = await this.unacknowledgedPayouts()
+      .where('transfer_id', 'in', (eb) =>
+        eb.selectFrom('outgoing_transfers').select('transfer_id').where('status', '=', 'created'),
+      )
+      .orderBy('settlement_id')
+      .limit(UNACKNOWLEDGED_BATCH)
+      .execute();
+    for (const payout of unsigned) await this.acknowledge(payout);
+  }
+
+  private unacknowledgedPayouts() {
+    return this.ctx.db
       .selectFrom('settlements')
       .select(['settlement_id', 'seller_id', 'minimum_micro', 'payout_address'])
-      .where('settlement_id', 'in', settlementIds)
       .where('status', '=', 'sending')
-      .execute();
-    for (const row of rows) {
-      try {
-        await this.ledger.reservePayout({
-          settlementId: row.settlement_id,
-          sellerId: row.seller_id,
-          minimumAmount: formatUsdc(row.minimum_micro),
-          ...(row.payout_address ? { payoutAddress: row.payout_address } : {}),
-          recorded: true,
-        });
-      } catch (error) {
-        this.ctx.logger.warn(
-          { settlementId: row.settlement_id, err: error },
-          'could not tell the ledger a payout is recorded; its reservation may be swept if it waits long',
-        );
-      }
+      .where('recorded_acknowledged_at', 'is', null);
+  }
+
+  /** One acknowledgement; kept as answered once the ledger answers it, whatever it says. */
+  private async acknowledge(
+    payout: Pick<
+      Selectable<SettlementsTable>,
+      'settlement_id' | 'seller_id' | 'minimum_micro' | 'payout_address'
+    >,
+  ): Promise<void> {
+    const settlementId = payout.settlement_id;
+    let reply: Awaited<ReturnType<LedgerClient['reservePayout']>>;
+    try {
+      reply = await this.ledger.reservePayout({
+        settlementId,
+        sellerId: payout.seller_id,
+        minimumAmount: formatUsdc(payout.minimum_micro),
+        payoutAddress: payout.payout_address,
+        recorded: true,
+      });
+    } catch (error) {
+      this.ctx.logger.warn(
+        { settlementId, err: error },
+        'the ledger did not answer that a payout is recorded; the next scheduler pass tells it again',
+      );
+      return;
     }
+    if (!reply.ok) {
+      // Given back before it heard of the payout: authorize_transfer refuses it and it fails unsent.
+      this.ctx.logger.error(
+        { settlementId, reason: reply.reason },
+        'the ledger no longer holds a recorded payout',
+      );
+    }
+    await this.ctx.db
+      .updateTable('settlements')
+      .set({ recorded_acknowledged_at: this.clock() })
+      .where('settlement_id', '=', settlementId)
+      .execute();
   }
 
   /**
@@ -266,26 +317,31 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
     return 'recorded';
   }
 
-  /** Below the minimum, or nothing available: skipped; the balance accumulates to the next period. */
+  /**
+   * Below the minimum, or nothing available: skipped; the balance accumulates to the next period. Likewise when the
+   * ledger already gave this settlement's reservation back (`reservation_cancelled`: asked again after its sweep):
+   * a payout recorded now would be refused by authorize_transfer, and the money is available to a later one.
+   */
   private async markSkipped(
     trx: Transaction<SettlementDB>,
     settlement: Selectable<SettlementsTable>,
     reply: ReserveRefusal,
     now: Date,
   ): Promise<void> {
+    const available = 'available' in reply ? reply.available : null;
     await trx
       .updateTable('settlements')
       .set({
         status: 'skipped',
         skip_reason: reply.reason,
-        available_micro: parseSignedUsdc(reply.available),
+        available_micro: available === null ? null : parseSignedUsdc(available),
         updated_at: now,
       })
       .where('settlement_id', '=', settlement.settlement_id)
       .execute();
     this.metrics.settlementsSkipped.inc({ reason: reply.reason });
     this.ctx.logger.info(
-      { settlementId: settlement.settlement_id, reason: reply.reason, available: reply.available },
+      { settlementId: settlement.settlement_id, reason: reply.reason, available },
       'settlement skipped; the balance accumulates to the next period',
     );
   }

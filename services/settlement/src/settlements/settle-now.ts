@@ -13,6 +13,8 @@ export type SettleNowSkipReason =
   | 'below_minimum'
   /** nothing (or less than nothing: a refund after settlement) is available */
   | 'nothing_available'
+  /** the ledger gave this settlement's reservation back (its answer was lost): the money waits for the next period */
+  | 'reservation_cancelled'
   /** this period already has a payout (sending, completed or failed): one payout per seller and period */
   | 'already_settled_this_period'
   /** the ledger did not answer; the settlement stays pending and the scheduler retries it */
