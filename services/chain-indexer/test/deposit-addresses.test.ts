@@ -8,8 +8,10 @@ import {
   createTestEnvironment,
   deployTestUsdc,
   fundTestWallets,
+  mine,
   minedReceipt,
   openSchema,
+  setAutomine,
   startAnvil,
   type TestEnvironment,
   testWallets,
@@ -18,6 +20,7 @@ import {
 import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import { startLogLimitProxy } from './log-limit-proxy';
 
 const ESCROW = testWallets.escrow.address;
 /** The dev deposit key (settlement's default outside production); checkout hands out its children. */
@@ -191,5 +194,67 @@ describe('chain-indexer watches session deposit addresses', () => {
     );
     expect(all).not.toContain(sweepTx);
     expect(all).not.toContain(stranger);
+  });
+
+  it('reads a block the node refuses whole in every-transfer mode by recipient: its payments are still seen', async () => {
+    // On a busy chain one block can hold more USDC transfers than the node returns at once. A single block cannot
+    // be halved into smaller ranges: read whole, the pass failed on it for good and every later payment went unseen.
+    await indexer?.stop();
+    // The node also refuses more than one recipient per query in that block: the recipient batches are halved.
+    const proxy = await startLogLimitProxy(anvil.rpcUrl, 1);
+    try {
+      indexer = await start({
+        CHAIN_RPC_URL: proxy.url,
+        MAX_WATCHED_DEPOSIT_ADDRESSES: '1',
+        ADDRESSES_PER_LOG_QUERY: '4',
+      });
+      // Two watched addresses, beyond the limit of one: every-transfer mode.
+      const deposit = newDepositAddress();
+      const other = newDepositAddress();
+      await assign(deposit);
+      await assign(other);
+      const addresses = [deposit, other].map((d) => d.key.address.toLowerCase());
+      await waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int n from deposit_addresses
+              where address in (${sql.join(addresses)}) and backfilled`.execute(db)
+          ).rows[0]!.n === 2,
+        { message: 'the addresses registered and backfilled' },
+      );
+      // A payment to the deposit address, one to escrow and a stranger's, all in the block the node refuses whole.
+      const busyBlock = (await anvil.provider.getBlockNumber()) + 1;
+      proxy.refuseBlock(busyBlock);
+      const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
+      const usdc = new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer');
+      const nonce = await buyer.getNonce();
+      const sent: Array<{ hash: string }> = [];
+      await setAutomine(anvil.provider, false);
+      try {
+        sent.push(await usdc(deposit.key.address, 3_250_000n, { nonce }));
+        sent.push(await usdc(ESCROW, 1_750_000n, { nonce: nonce + 1 }));
+        sent.push(await usdc(newDepositAddress().key.address, 600_000n, { nonce: nonce + 2 }));
+        await mine(anvil.provider, 1);
+      } finally {
+        await setAutomine(anvil.provider, true);
+      }
+      const receipts = await Promise.all(sent.map((tx) => anvil.provider.getTransactionReceipt(tx.hash)));
+      expect(receipts.map((r) => r?.blockNumber)).toEqual([busyBlock, busyBlock, busyBlock]);
+      const [paid, toEscrow, stranger] = sent.map((tx) => tx.hash.toLowerCase());
+      expect((await published(paid!))!.data).toMatchObject({ to: deposit.key.address, amount: '3.25' });
+      expect((await published(toEscrow!))!.data).toMatchObject({ to: ESCROW, amount: '1.75' });
+      // The indexer moved past the block: a later payment is seen, and the stranger's transfer never was.
+      const marker = await pay(ESCROW, 5_000_000n);
+      expect((await published(marker))!.data).toMatchObject({ to: ESCROW, amount: '5' });
+      const all = (await countStreamMessages(await env.bus(), 'transfer.observed')).map(
+        (e) => (e.data as any).txHash,
+      );
+      expect(all).not.toContain(stranger);
+      expect(proxy.refusals()).toBeGreaterThan(0);
+    } finally {
+      await indexer?.stop();
+      indexer = undefined;
+      await proxy.close();
+    }
   });
 });

@@ -54,8 +54,9 @@ export class DepositAddressBook {
   /**
    * The deposit addresses whose watch has not ended, when there are at most maxWatchedDepositAddresses of them (the
    * scanner names them in its log filters); `'every-transfer'` beyond that, and the scanner then reads every USDC
-   * transfer of its range and keeps those to a watched address (watchedAmong). No address is ever left out: a cap
-   * that dropped some would let anyone with free accounts open sessions until a buyer's payment went unseen.
+   * transfer of its range and keeps those to a watched address (watchedAmong; a block the node refuses whole is
+   * read by recipient, watchedPage by watchedPage). No address is ever left out: a cap that dropped some would let
+   * anyone with free accounts open sessions until a buyer's payment went unseen.
    */
   async watched(now: Date): Promise<string[] | 'every-transfer'> {
     const rows = await this.db
@@ -84,6 +85,23 @@ export class DepositAddressBook {
       for (const row of rows) found.push(row.address);
     }
     return found;
+  }
+
+  /**
+   * Up to `limit` deposit addresses watched now, in address order after `after` ('' for the first page): keyset
+   * paging on the primary key, so each page costs the same and no address is skipped or read twice.
+   */
+  async watchedPage(now: Date, after: string, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('deposit_addresses')
+      .select('address')
+      .where('address', '>', after)
+      .where('watch_until', '>', now)
+      .where('backfilled', '=', true)
+      .orderBy('address')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.address);
   }
 
   /** Registered addresses not backfilled yet (a bounded batch). */

@@ -6,6 +6,7 @@ import type { JsonRpcProvider } from 'ethers';
 import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
+import { EveryTransferReader } from './every-transfer';
 import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
 import type { IndexerDatabase } from './tables';
 import { transferEventFields } from './transfer-fields';
@@ -63,6 +64,7 @@ type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
  */
 export class TransferScanner {
   private readonly deposits: DepositAddressBook;
+  private readonly everyTransfer: EveryTransferReader;
   /** The newest block stored, with its hash as the chain had it at the end of the last complete pass. */
   private settledTip: ChainTip | undefined;
 
@@ -73,6 +75,7 @@ export class TransferScanner {
     private readonly logger: Logger,
   ) {
     this.deposits = new DepositAddressBook(db, config);
+    this.everyTransfer = new EveryTransferReader(provider, this.deposits, config, logger);
   }
 
   private get chainId(): number {
@@ -243,11 +246,10 @@ export class TransferScanner {
     return hashes;
   }
 
-  /** USDC Transfer logs to any of `recipients` in [from, to], ADDRESSES_PER_LOG_QUERY recipients per call. */
   /**
    * USDC transfers in [from, to] to the fixed wallets and the watched deposit addresses, with the deposit addresses
    * they reached: named in the log filters while there are few enough of them, else read as every transfer of the
-   * token and matched to the watched addresses here (one query per range instead of one per chunk of addresses).
+   * token and matched to the watched addresses (one query per range instead of one per chunk of addresses).
    */
   private async transfersToWatched(
     from: number,
@@ -259,23 +261,10 @@ export class TransferScanner {
       const received = await this.transferLogsTo([...this.config.watchedAddresses, ...watched], from, to);
       return { received, depositAddresses: watched };
     }
-    const every = await getTransferLogs(this.provider, {
-      token: this.config.usdcAddress,
-      fromBlock: from,
-      toBlock: to,
-      maxRangeBlocks: this.config.maxRangeBlocks,
-    });
-    const depositAddresses = await this.deposits.watchedAmong(
-      every.map((log) => log.to.toLowerCase()),
-      now,
-    );
-    const recipients = new Set([
-      ...this.config.watchedAddresses.map((a) => a.toLowerCase()),
-      ...depositAddresses,
-    ]);
-    return { received: every.filter((log) => recipients.has(log.to.toLowerCase())), depositAddresses };
+    return this.everyTransfer.transfersToWatched(from, to, now);
   }
 
+  /** USDC Transfer logs to any of `recipients` in [from, to], ADDRESSES_PER_LOG_QUERY recipients per call. */
   private async transferLogsTo(recipients: string[], from: number, to: number): Promise<TransferLog[]> {
     const logs: TransferLog[] = [];
     for (let i = 0; i < recipients.length; i += this.config.addressesPerLogQuery) {

@@ -1,0 +1,135 @@
+import {
+  compareTransferLogs,
+  decodeTransferLog,
+  formatAddress,
+  getTransferLogs,
+  isRangeTooLargeError,
+  type LogsProvider,
+  TRANSFER_TOPIC,
+  type TransferLog,
+} from '@paygate/chain';
+import type { Logger } from '@paygate/telemetry';
+import type { ChainIndexerConfig } from '../config';
+import type { DepositAddressBook } from './deposit-addresses';
+
+type EveryTransferConfig = Pick<
+  ChainIndexerConfig,
+  'usdcAddress' | 'watchedAddresses' | 'maxRangeBlocks' | 'addressesPerLogQuery'
+>;
+
+/**
+ * Every-transfer mode (more watched deposit addresses than the log filters may name): every USDC transfer of a
+ * range is read, one query per range, and those to a watched address are kept. A single block whose transfers the
+ * node refuses to return at once (more than its result limit, on a busy chain) cannot be split into smaller
+ * ranges: it is read by recipient instead, the fixed wallets and then the watched deposit addresses page by page.
+ * Failing the pass there would keep the indexer on that block for good, every later payment unseen.
+ */
+export class EveryTransferReader {
+  constructor(
+    private readonly provider: LogsProvider,
+    private readonly deposits: DepositAddressBook,
+    private readonly config: EveryTransferConfig,
+    private readonly logger: Logger,
+  ) {}
+
+  /** USDC transfers in [from, to] to the fixed wallets and the deposit addresses watched `now`, and those addresses. */
+  async transfersToWatched(
+    from: number,
+    to: number,
+    now: Date,
+  ): Promise<{ received: TransferLog[]; depositAddresses: string[] }> {
+    const every = await this.everyTransfer(from, to, now);
+    const depositAddresses = await this.deposits.watchedAmong(
+      every.map((log) => log.to.toLowerCase()),
+      now,
+    );
+    const recipients = new Set([
+      ...this.config.watchedAddresses.map((a) => a.toLowerCase()),
+      ...depositAddresses,
+    ]);
+    return { received: every.filter((log) => recipients.has(log.to.toLowerCase())), depositAddresses };
+  }
+
+  /**
+   * Every USDC transfer of [from, to], in ranges of at most MAX_RANGE_BLOCKS halved when the node refuses one. A
+   * refused single block yields only its transfers to watched addresses (all that is kept of it anyway). Not
+   * getTransferLogs: it rethrows a refused single block without saying which one, and drops the rest of the range.
+   */
+  private async everyTransfer(from: number, to: number, now: Date): Promise<TransferLog[]> {
+    const token = formatAddress(this.config.usdcAddress);
+    const transfers: TransferLog[] = [];
+    let spanBlocks = this.config.maxRangeBlocks;
+    let start = from;
+    // Each query reads its range (start moves past it) or is refused (the span halves; a refused single block is
+    // read by recipient and passed): at most (to − from + 1) + log2(MAX_RANGE_BLOCKS) queries.
+    while (start <= to) {
+      const end = Math.min(to, start + spanBlocks - 1);
+      try {
+        const logs = await this.provider.getLogs({
+          address: token,
+          topics: [TRANSFER_TOPIC],
+          fromBlock: start,
+          toBlock: end,
+        });
+        for (const log of logs) {
+          const transfer = decodeTransferLog(log);
+          if (transfer) transfers.push(transfer);
+        }
+      } catch (error) {
+        if (!isRangeTooLargeError(error)) throw error;
+        if (end > start) {
+          spanBlocks = Math.max(1, Math.floor((end - start + 1) / 2));
+          continue;
+        }
+        transfers.push(...(await this.watchedTransfersInBlock(start, now)));
+      }
+      start = end + 1;
+    }
+    return transfers.sort(compareTransferLogs);
+  }
+
+  /**
+   * The transfers in `block` to the fixed wallets and to every deposit address watched `now`, the addresses paged
+   * from the address book ADDRESSES_PER_LOG_QUERY at a time (one query each), so memory and each query stay bounded
+   * however many sessions are open. Each page starts after the last address of the one before: the pages end.
+   */
+  private async watchedTransfersInBlock(block: number, now: Date): Promise<TransferLog[]> {
+    const pageSize = this.config.addressesPerLogQuery;
+    const transfers = await this.transfersToInBlock(this.config.watchedAddresses, block);
+    let depositAddresses = 0;
+    let after = '';
+    for (let fullPage = true; fullPage; ) {
+      const page = await this.deposits.watchedPage(now, after, pageSize);
+      transfers.push(...(await this.transfersToInBlock(page, block)));
+      depositAddresses += page.length;
+      fullPage = page.length === pageSize;
+      after = page[page.length - 1] ?? after;
+    }
+    this.logger.warn(
+      { block, depositAddresses, found: transfers.length },
+      'the node refused every transfer of a block at once; read it by recipient',
+    );
+    return transfers;
+  }
+
+  /** Transfers in `block` to `recipients`; a query the node refuses is split into two halves of the recipients. */
+  private async transfersToInBlock(recipients: readonly string[], block: number): Promise<TransferLog[]> {
+    if (recipients.length === 0) return [];
+    try {
+      return await getTransferLogs(this.provider, {
+        token: this.config.usdcAddress,
+        to: recipients,
+        fromBlock: block,
+        toBlock: block,
+        maxRangeBlocks: 1,
+      });
+    } catch (error) {
+      // One recipient refused alone is past what eth_getLogs can split: the pass fails and is retried. Halving
+      // makes at most 2 × recipients − 1 queries.
+      if (recipients.length === 1 || !isRangeTooLargeError(error)) throw error;
+      const half = Math.ceil(recipients.length / 2);
+      const first = await this.transfersToInBlock(recipients.slice(0, half), block);
+      return [...first, ...(await this.transfersToInBlock(recipients.slice(half), block))];
+    }
+  }
+}
