@@ -35,6 +35,15 @@ export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './proc
 export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
+export {
+  type RpcCall,
+  type RpcForward,
+  type RpcProxy,
+  type RpcProxyOptions,
+  type RpcReply,
+  rpcError,
+  startRpcProxy,
+} from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deploySmartWallet } from './smart-wallet';

@@ -1,12 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-
-interface RpcCall {
-  jsonrpc: string;
-  id: unknown;
-  method: string;
-  params?: unknown[];
-}
+import { type RpcCall, rpcError, startRpcProxy } from '@paygate/testing';
 
 interface LogFilter {
   fromBlock?: string;
@@ -32,49 +24,21 @@ export async function startLogLimitProxy(upstreamUrl: string, recipientsAtOnce: 
     const to = Number(filter.toBlock);
     return [...refusedBlocks].some((block) => from <= block && block <= to);
   };
-  const answer = async (call: RpcCall) => {
-    if (refuses(call)) {
+  const proxy = await startRpcProxy({
+    upstream: upstreamUrl,
+    answer: (call) => {
+      if (!refuses(call)) return undefined;
       refusals++;
-      return {
-        jsonrpc: '2.0',
-        id: call.id,
-        error: { code: -32005, message: 'query returned more than 10000 results' },
-      };
-    }
-    const upstream = await fetch(upstreamUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(call),
-      signal: AbortSignal.timeout(10_000),
-    });
-    return upstream.json();
-  };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RpcCall | RpcCall[];
-        const replies = await Promise.all([body].flat().map(answer));
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(Array.isArray(body) ? replies : replies[0]));
-      } catch (error) {
-        res.writeHead(502).end(String(error));
-      }
-    });
+      return rpcError(call, -32005, 'query returned more than 10000 results');
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: proxy.url,
     refuseBlock: (block: number) => {
       refusedBlocks.add(block);
     },
     /** How many eth_getLogs calls were refused. */
     refusals: () => refusals,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    close: proxy.close,
   };
 }

@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { usdcAbi } from '@paygate/chain';
 import type { RunningService } from '@paygate/runtime';
 import {
@@ -11,6 +9,7 @@ import {
   mine,
   minedReceipt,
   startAnvil,
+  startRpcProxy,
   type TestEnvironment,
   testWallets,
   waitFor,
@@ -21,31 +20,12 @@ import { loadConfig, startChainIndexer } from '../src';
 /** A JSON-RPC endpoint that forwards to whichever node it is switched to (a load balancer changing its mind). */
 async function startSwitchingProxy(initialUrl: string) {
   let upstreamUrl = initialUrl;
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      try {
-        const upstream = await fetch(upstreamUrl, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: Buffer.concat(chunks),
-          signal: AbortSignal.timeout(10_000),
-        });
-        res.writeHead(upstream.status, { 'content-type': 'application/json' });
-        res.end(await upstream.text());
-      } catch (error) {
-        res.writeHead(502).end(String(error));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxy = await startRpcProxy({ upstream: () => upstreamUrl });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    ...proxy,
     switchTo: (url: string) => {
       upstreamUrl = url;
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
 

@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { usdcAbi } from '@paygate/chain';
 import type { RunningService } from '@paygate/runtime';
 import {
@@ -13,6 +11,7 @@ import {
   openSchema,
   reorg,
   startAnvil,
+  startRpcProxy,
   type TestEnvironment,
   testWallets,
   waitFor,
@@ -38,55 +37,31 @@ async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void
    */
   let lagBlocks = 0;
   let laggedAnswers = 0;
-  const send = (body: string) =>
-    fetch(upstreamUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      let body = Buffer.concat(chunks).toString('utf8');
-      const calls = [JSON.parse(body)].flat() as Array<{ method: string; params?: unknown[] }>;
-      if (armed && calls.some((call) => call.method === 'eth_getLogs')) {
+  const lagged = (block: unknown) => `0x${(BigInt(block as string) - BigInt(lagBlocks)).toString(16)}`;
+  const proxy = await startRpcProxy({
+    upstream: upstreamUrl,
+    answer: async (call, forward) => {
+      if (armed && call.method === 'eth_getLogs') {
         armed = false;
         await onTrigger();
         fired++;
       }
-      const latestBlockCalls = calls.filter(
-        (call) => call.method === 'eth_getBlockByNumber' && call.params?.[0] === 'latest',
-      );
-      if (lagBlocks > 0 && latestBlockCalls.length > 0) {
-        const { result } = (await (
-          await send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }))
-        ).json()) as { result: string };
-        for (const call of latestBlockCalls) {
-          call.params![0] = `0x${(BigInt(result) - BigInt(lagBlocks)).toString(16)}`;
-          laggedAnswers++;
-        }
-        body = JSON.stringify(Array.isArray(JSON.parse(body)) ? calls : calls[0]);
+      if (lagBlocks > 0 && call.method === 'eth_getBlockByNumber' && call.params?.[0] === 'latest') {
+        const head = await forward({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] });
+        laggedAnswers++;
+        return forward({ ...call, params: [lagged(head.result), ...call.params.slice(1)] });
       }
-      const upstream = await send(body);
-      let answer = await upstream.text();
-      if (lagBlocks > 0 && calls.some((call) => call.method === 'eth_blockNumber')) {
-        const lagging = new Set(
-          (calls as Array<{ method: string; id: unknown }>)
-            .filter((call) => call.method === 'eth_blockNumber')
-            .map((call) => call.id),
-        );
-        const replies = [JSON.parse(answer)].flat() as Array<{ id: unknown; result?: string }>;
-        for (const reply of replies) {
-          if (!lagging.has(reply.id) || reply.result === undefined) continue;
-          reply.result = `0x${(BigInt(reply.result) - BigInt(lagBlocks)).toString(16)}`;
-          laggedAnswers++;
-        }
-        answer = JSON.stringify(Array.isArray(JSON.parse(body)) ? replies : replies[0]);
+      if (lagBlocks > 0 && call.method === 'eth_blockNumber') {
+        const reply = await forward(call);
+        if (lagBlocks === 0 || reply.result === undefined) return reply;
+        laggedAnswers++;
+        return { ...reply, result: lagged(reply.result) };
       }
-      res.writeHead(upstream.status, { 'content-type': 'application/json' });
-      res.end(answer);
-    });
+      return undefined;
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: proxy.url,
     arm: () => {
       armed = true;
     },
@@ -95,7 +70,7 @@ async function startReorgTrap(upstreamUrl: string, onTrigger: () => Promise<void
       lagBlocks = blocks;
     },
     laggedAnswers: () => laggedAnswers,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: proxy.close,
   };
 }
 

@@ -5,8 +5,6 @@
  * ledger holds such a payment back until the chain confirms it, reverses it when its transaction is gone
  * CONFIRMATIONS blocks later, and books it again when the same transaction is mined again elsewhere.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { usdcAbi } from '@paygate/chain';
 import type { EventData } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
@@ -17,8 +15,10 @@ import {
   mine,
   minedReceipt,
   reorg,
+  rpcError,
   setAutomine,
   startAnvil,
+  startRpcProxy,
   testSigner,
   testWallets,
   waitFor,
@@ -35,44 +35,15 @@ import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } fro
  */
 async function startRpcSilentOn(upstreamUrl: string) {
   const unanswered = new Set<string>();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      const body = Buffer.concat(chunks);
-      const call = JSON.parse(body.toString()) as { id?: unknown; params?: unknown[] };
+  const proxy = await startRpcProxy({
+    upstream: upstreamUrl,
+    answer: (call) => {
       const named = call.params?.[0];
-      if (typeof named === 'string' && unanswered.has(named.toLowerCase())) {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32000, message: 'unavailable' } }),
-        );
-        return;
-      }
-      try {
-        const upstream = await fetch(upstreamUrl, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body,
-          signal: AbortSignal.timeout(10_000),
-        });
-        res.writeHead(upstream.status, { 'content-type': 'application/json' });
-        res.end(await upstream.text());
-      } catch (error) {
-        res.writeHead(502).end(String(error));
-      }
-    });
+      const silent = typeof named === 'string' && unanswered.has(named.toLowerCase());
+      return silent ? rpcError(call, -32000, 'unavailable') : undefined;
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    unanswered,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...proxy, unanswered };
 }
 
 describe('payments booked before CONFIRMATIONS: confirmed by the chain, or reversed when a reorg dropped them', () => {

@@ -1,5 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Bus } from '@paygate/bus';
 import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import {
@@ -10,6 +8,7 @@ import {
   openSchema,
   signTransferAuthorization,
   startAnvil,
+  startRpcProxy,
   type TestEnvironment,
   testSigner,
   testWallets,
@@ -31,49 +30,7 @@ const PRICE = 20_000n;
  * whatever the relayer does while holding its nonce lock; at 40 ms per call a lock that waits for the chain lets
  * a burst trickle into the pool over more than a block.
  */
-async function slowRpc(
-  target: string,
-): Promise<{ url: string; calls: Map<string, number>; close(): Promise<void> }> {
-  /** JSON-RPC calls by method, as the relayer sent them. */
-  const calls = new Map<string, number>();
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk) => chunks.push(chunk));
-    req.on('end', () => {
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        for (const call of Array.isArray(body) ? body : [body])
-          calls.set(call.method, (calls.get(call.method) ?? 0) + 1);
-      } catch {
-        // not JSON: forwarded as is
-      }
-      setTimeout(async () => {
-        try {
-          const answer = await fetch(target, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: Buffer.concat(chunks),
-            signal: AbortSignal.timeout(10_000),
-          });
-          res.writeHead(answer.status, { 'content-type': 'application/json' });
-          res.end(Buffer.from(await answer.arrayBuffer()));
-        } catch {
-          res.writeHead(502).end();
-        }
-      }, RPC_DELAY_MS);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    calls,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
+const slowRpc = (target: string) => startRpcProxy({ upstream: target, delayMs: RPC_DELAY_MS });
 
 describe('relayer pipelining: a burst of payments enters the pool together and lands in one block', () => {
   let env: TestEnvironment;
