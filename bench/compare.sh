@@ -4,7 +4,7 @@
 # alternating which side goes first (a pair's second run can find the box busier or Postgres warmer, so one order
 # favours one side). Results: bench-compare/<name>-{before,after}[-<pair>].json (the first pair without suffix).
 # BENCH_BEFORE_PATCH=<file> applies a patch to the earlier revision first: a measurement the bench gained since
-# (bench/gateway/cpu-per-request-9ecd1cb.patch gives 9ecd1cb's gateway bench the server CPU per request).
+# (bench/gateway/harness-9ecd1cb.patch gives 9ecd1cb's gateway bench the server CPU per request and BENCH_INSTRUCTIONS).
 set -euo pipefail
 base=${1:?usage: bench/compare.sh <revision> <benchmark>...}; shift
 pairs=${BENCH_PAIRS:-1}
@@ -24,7 +24,9 @@ for name in "$@"; do
       echo "=== $name $side (pair $pair) $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
       (cd "$tree" && PATH="$tree/node_modules/.bin:$PATH" tsx deploy/scripts/with-infra.ts tsx "bench/$name/run.ts" \
         > "$out/$name-$side$suffix.log" 2>&1)
-      cp "$tree/bench/results/$name.json" "$out/$name-$side$suffix.json"
+      # BENCH_INSTRUCTIONS=<dir> (bench/gateway/instructions.ts): the gateway bench writes instruction counts instead.
+      result=$([ -n "${BENCH_INSTRUCTIONS:-}" ] && echo "$name-instructions" || echo "$name")
+      cp "$tree/bench/results/$result.json" "$out/$result-$side$suffix.json"
     done
   done
 done

@@ -36,6 +36,7 @@ import {
 } from '@paygate/testing';
 import type Autocannon from 'autocannon';
 import { Contract, Wallet } from 'ethers';
+import { CALLGRIND_DIR, instructionsPerRequest, nodeCommand, SLOWDOWN } from './instructions';
 
 const ROOT = path.join(__dirname, '../..');
 const requireFromGateway = createRequire(path.join(ROOT, 'services/gateway-proxy/package.json'));
@@ -49,11 +50,14 @@ const children: ChildProcess[] = [];
 
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : undefined;
 
-/** tsx, or with BENCH_PROFILE node itself with tsx as a loader (--cpu-prof is refused in NODE_OPTIONS). */
+/**
+ * tsx, or node itself with tsx as a loader: with BENCH_PROFILE (--cpu-prof is refused in NODE_OPTIONS), or with
+ * BENCH_INSTRUCTIONS (under callgrind, which must run the server's own process, not tsx's launcher).
+ */
 function tsxCommand(file: string): [string, string[]] {
-  return PROFILE_DIR
-    ? [process.execPath, ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--import', 'tsx', file]]
-    : [TSX, [file]];
+  if (PROFILE_DIR)
+    return [process.execPath, ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--import', 'tsx', file]];
+  return CALLGRIND_DIR ? nodeCommand(['--import', 'tsx', file]) : [TSX, [file]];
 }
 
 function startChild(file: string, env: Record<string, string>): Promise<{ child: ChildProcess; ready: any }> {
@@ -66,7 +70,10 @@ function startChild(file: string, env: Record<string, string>): Promise<{ child:
     });
     children.push(child);
     let buffer = '';
-    const timer = setTimeout(() => reject(new Error(`${file} did not start within 30 s`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`${file} did not start within ${30 * SLOWDOWN} s`)),
+      30_000 * SLOWDOWN,
+    );
     child.stdout!.on('data', (chunk: Buffer) => {
       buffer += chunk.toString();
       const line = buffer.split('\n').find((l) => l.startsWith('READY '));
@@ -87,6 +94,12 @@ interface CaseResult {
    * server compete for the cores.
    */
   cpuUsPerRequest?: number;
+  /** With BENCH_INSTRUCTIONS: the server's instructions per request (median of batches), and each batch's. */
+  instructionsPerRequest?: number;
+  instructionBatches?: number[];
+  /** The same less what the server runs on its own meanwhile (timers), and that idle rate per second. */
+  instructionsBeyondIdle?: number;
+  idleInstructionsPerSecond?: number;
   latencyP50Ms: number;
   latencyP99Ms: number;
   latencyAvgMs: number;
@@ -97,6 +110,13 @@ interface CaseResult {
 
 async function run(url: string, headers: Record<string, string>, seconds: number) {
   return autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
+}
+
+/** Sends exactly `requests` requests (CONNECTIONS at a time) and fails unless every one was answered 2xx. */
+async function send(url: string, headers: Record<string, string>, requests: number): Promise<void> {
+  const result = await autocannon({ url, connections: CONNECTIONS, amount: requests, headers, timeout: 600 });
+  const failed = result.non2xx + result.errors + result.timeouts;
+  if (failed > 0) throw new Error(`${url}: ${failed} of ${requests} requests failed or were not 2xx`);
 }
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: `getconf CLK_TCK` is 100 on Linux
@@ -122,6 +142,7 @@ function processTreeCpuUs(pid: number): number | undefined {
 async function measureTogether(
   cases: Array<{ name: string; url: string; headers?: Record<string, string>; serverPid?: number }>,
 ): Promise<CaseResult[]> {
+  if (CALLGRIND_DIR) return countInstructions(cases);
   for (const c of cases) await run(c.url, c.headers ?? {}, 1); // warm-up: pools, JIT
   const rounds = 2;
   const raw: Autocannon.Result[][] = cases.map(() => []);
@@ -156,6 +177,37 @@ async function measureTogether(
   });
 }
 
+/** BENCH_INSTRUCTIONS: each case's server instructions per request, one case after the other (no req/s). */
+async function countInstructions(
+  cases: Array<{ name: string; url: string; headers?: Record<string, string>; serverPid?: number }>,
+): Promise<CaseResult[]> {
+  const results: CaseResult[] = [];
+  for (const c of cases) {
+    const out: CaseResult = {
+      requestsPerSecond: 0,
+      latencyP50Ms: 0,
+      latencyP99Ms: 0,
+      latencyAvgMs: 0,
+      requests: 0,
+      non2xx: 0,
+      errors: 0,
+    };
+    if (c.serverPid) {
+      const counted = await instructionsPerRequest(c.serverPid, (n) => send(c.url, c.headers ?? {}, n));
+      out.instructionsPerRequest = counted.median;
+      out.instructionBatches = counted.batches;
+      out.instructionsBeyondIdle = counted.perRequestBeyondIdle;
+      out.idleInstructionsPerSecond = counted.idlePerSecond;
+      console.log(
+        `${c.name.padEnd(38)} ${counted.median} instructions/request (batches ${counted.batches.join(', ')}; ` +
+          `${counted.perRequestBeyondIdle} beyond the ${counted.idlePerSecond}/s it runs idle)`,
+      );
+    }
+    results.push(out);
+  }
+  return results;
+}
+
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
@@ -178,6 +230,8 @@ async function main() {
     const startService = async (name: string, port: number, settings: Record<string, string>) => {
       const service = await startServiceProcess(name, port, env.envFor(name, settings), {
         nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
+        command: name === 'gateway-proxy' ? nodeCommand : undefined,
+        readyWithinMs: 60_000 * SLOWDOWN,
       });
       children.push(service.child);
       return service.child;
@@ -267,7 +321,7 @@ async function main() {
     await publish(skill('bench-tix', 'TICKET', 'Subscription', `${seller.ready.app}/tickets`));
     for (const name of ['bench-sub', 'bench-call', 'bench-tix']) {
       await waitFor(async () => (await fetch(`${gatewayUrl}/api/v1/skills/${name}/data`)).status === 402, {
-        timeoutMs: 20_000,
+        timeoutMs: 20_000 * SLOWDOWN,
       });
     }
 
@@ -338,13 +392,36 @@ async function main() {
       },
     ])) as [CaseResult, CaseResult, CaseResult];
     const [bareRoute, ticketRoute] = (await measureTogether([
-      { name: '(d) seller route, bare', url: `${seller.ready.app}/bare/data` },
+      { name: '(d) seller route, bare', url: `${seller.ready.app}/bare/data`, serverPid: seller.child.pid },
       {
         name: '(d) seller route, ticket middleware',
         url: `${seller.ready.app}/tickets/data`,
         headers: { 'X-402-Ticket': ticketAnswer.ticket },
+        serverPid: seller.child.pid,
       },
     ])) as [CaseResult, CaseResult];
+    if (CALLGRIND_DIR) {
+      const instructions = {
+        generatedAt: new Date().toISOString(),
+        batchRequests: Number(process.env.BENCH_INSTRUCTIONS_BATCH ?? 4000),
+        cases: { httpProxy, gatewayProxy, bareRoute, ticketRoute },
+        ratios: {
+          gatewayVsHttpProxy: round(gatewayProxy.instructionsPerRequest! / httpProxy.instructionsPerRequest!),
+          ticketVsBare: round(ticketRoute.instructionsPerRequest! / bareRoute.instructionsPerRequest!),
+          gatewayVsHttpProxyBeyondIdle: round(
+            gatewayProxy.instructionsBeyondIdle! / httpProxy.instructionsBeyondIdle!,
+          ),
+          ticketVsBareBeyondIdle: round(
+            ticketRoute.instructionsBeyondIdle! / bareRoute.instructionsBeyondIdle!,
+          ),
+        },
+      };
+      mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
+      const file = path.join(ROOT, 'bench/results/gateway-instructions.json');
+      writeFileSync(file, `${JSON.stringify(instructions, null, 2)}\n`);
+      console.log(JSON.stringify(instructions.ratios));
+      return;
+    }
 
     const results = {
       generatedAt: new Date().toISOString(),

@@ -36,13 +36,14 @@ export async function startServiceProcess(
   service: string,
   port: number,
   env: NodeJS.ProcessEnv,
-  options: { nodeArgs?: string[]; readyWithinMs?: number } = {},
+  options: { nodeArgs?: string[]; readyWithinMs?: number; command?: NodeCommand } = {},
 ): Promise<ServiceProcess> {
   const entry = path.resolve(REPO_ROOT, `services/${service}/src/main.ts`);
-  const started = spawnNodeProcess([...(options.nodeArgs ?? []), '--import', 'tsx', entry], {
-    ...env,
-    PORT: String(port),
-  });
+  const started = spawnNodeProcess(
+    [...(options.nodeArgs ?? []), '--import', 'tsx', entry],
+    { ...env, PORT: String(port) },
+    options.command,
+  );
   const readyz = `http://127.0.0.1:${port}/readyz`;
   let exitCode: number | null | undefined;
   void started.exited.then((code) => {
@@ -71,9 +72,17 @@ export async function startServiceProcess(
   return started;
 }
 
+/** The command line that runs `node <args>`: by default this Node itself (a benchmark may wrap it in valgrind). */
+export type NodeCommand = (args: string[]) => [command: string, args: string[]];
+
 /** Runs Node with these arguments as its own process, in the repository's root; its output is kept. */
-export function spawnNodeProcess(args: string[], env: NodeJS.ProcessEnv): ServiceProcess {
-  const child = spawn(process.execPath, args, {
+export function spawnNodeProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  command: NodeCommand = (nodeArgs) => [process.execPath, nodeArgs],
+): ServiceProcess {
+  const [executable, commandArgs] = command(args);
+  const child = spawn(executable, commandArgs, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,122 @@
+/**
+ * `BENCH_INSTRUCTIONS=<dir>`: the servers under test run under valgrind's callgrind, and each case with a server
+ * reports the instructions that server executed per request. Unlike req/s or CPU seconds, an instruction count does
+ * not move with what else the shared 2-core host is doing, so two revisions can be compared to about 1% (req/s
+ * pairs on this host cannot tell apart differences under about 10%, A/A runs included).
+ *
+ * How: callgrind counts from the process's start; before each measured batch the count is zeroed
+ * (`callgrind_control --zero`), after it dumped (`--dump`), and the dump's `totals:` line is the batch's instructions,
+ * every thread of the process included (V8's compiler and GC threads too). The first batches run while V8 still
+ * compiles the hot path, so the figure is the median of the batches after a warm-up. Only this process's own
+ * instructions: the upstream's, the client's and the kernel's work on its sockets are not in it.
+ *
+ * This file is the harness only; it is also added to the baseline revision by bench/gateway/*.patch, so both
+ * sides are measured by the same code.
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Where callgrind writes its dumps, or undefined when instructions are not measured. */
+export const CALLGRIND_DIR = process.env.BENCH_INSTRUCTIONS
+  ? path.resolve(process.env.BENCH_INSTRUCTIONS)
+  : undefined;
+
+/** Under valgrind a process runs 20–50 times slower: its start and its first answers get this much longer. */
+export const SLOWDOWN = CALLGRIND_DIR ? 20 : 1;
+
+/**
+ * Requests per measured batch, and unmeasured requests first: under valgrind V8 still moved hot functions up its
+ * tiers after 2,000 requests (the gateway's batches of 1,000 went 883k, 688k, 581k instructions a request), and a
+ * batch of 1,500 holding a full garbage collection counted 1.6 times one without.
+ */
+const BATCH_REQUESTS = Number(process.env.BENCH_INSTRUCTIONS_BATCH ?? 4000);
+const MEASURED_BATCHES = 5;
+const WARM_UP_REQUESTS = Number(process.env.BENCH_INSTRUCTIONS_WARM_UP ?? 8000);
+
+/** `node <args>` as a command line, wrapped in callgrind when instructions are measured. */
+export function nodeCommand(args: string[]): [string, string[]] {
+  if (!CALLGRIND_DIR) return [process.execPath, args];
+  mkdirSync(CALLGRIND_DIR, { recursive: true });
+  return [
+    'valgrind',
+    [
+      '--tool=callgrind',
+      // V8 writes machine code and rewrites it: valgrind must check for code it has already translated being changed.
+      '--smc-check=all-non-file',
+      `--callgrind-out-file=${path.join(CALLGRIND_DIR, 'callgrind.%p')}`,
+      process.execPath,
+      // V8's background compiler and GC threads, and its heap growth, in a fixed order: the count repeats.
+      '--single-threaded',
+      '--predictable-gc-schedule',
+      ...args,
+    ],
+  ];
+}
+
+async function control(pid: number, command: '--zero' | '--dump'): Promise<void> {
+  await run('callgrind_control', [command, String(pid)], { timeout: 60_000 });
+}
+
+/** The newest dump of this process: callgrind names them callgrind.<pid>.<n>. */
+function latestDumpTotal(pid: number): number {
+  const prefix = `callgrind.${pid}.`;
+  const dumps = readdirSync(CALLGRIND_DIR!)
+    .filter((name) => name.startsWith(prefix))
+    .map((name) => path.join(CALLGRIND_DIR!, name))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
+  if (dumps.length === 0) throw new Error(`no callgrind dump of process ${pid} in ${CALLGRIND_DIR}`);
+  const totals = /^totals:\s+(\d+)/m.exec(readFileSync(dumps[0]!, 'utf8'));
+  if (!totals) throw new Error(`${dumps[0]} has no totals line`);
+  return Number(totals[1]);
+}
+
+/** Instructions counted from a zeroed count to the dump after `work` ends, and the milliseconds it took. */
+async function counted(
+  pid: number,
+  work: () => Promise<void>,
+): Promise<{ instructions: number; ms: number }> {
+  await control(pid, '--zero');
+  const started = performance.now();
+  await work();
+  const ms = performance.now() - started;
+  await control(pid, '--dump');
+  return { instructions: latestDumpTotal(pid), ms };
+}
+
+const IDLE_MS = 15_000;
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return Math.round((sorted[(sorted.length - 1) >> 1]! + sorted[sorted.length >> 1]!) / 2);
+};
+
+/**
+ * Instructions `pid` executes per request while `send(n)` sends n requests and waits for their answers: the median
+ * over the measured batches, with every batch's figure. `perRequestBeyondIdle` subtracts what the process does on
+ * its own meanwhile (timers: rate-limit flushes, relays' idle passes, pings), measured for IDLE_MS with no requests:
+ * under valgrind a batch lasts a minute, and that work would count per request as if the server were 50 times slower.
+ */
+export async function instructionsPerRequest(
+  pid: number,
+  send: (requests: number) => Promise<void>,
+): Promise<{ median: number; batches: number[]; idlePerSecond: number; perRequestBeyondIdle: number }> {
+  await send(WARM_UP_REQUESTS);
+  const idle = await counted(pid, () => new Promise((resolve) => setTimeout(resolve, IDLE_MS)));
+  const idlePerMs = idle.instructions / idle.ms;
+  const batches: number[] = [];
+  const beyondIdle: number[] = [];
+  for (let i = 0; i < MEASURED_BATCHES; i++) {
+    const batch = await counted(pid, () => send(BATCH_REQUESTS));
+    batches.push(Math.round(batch.instructions / BATCH_REQUESTS));
+    beyondIdle.push(Math.round((batch.instructions - idlePerMs * batch.ms) / BATCH_REQUESTS));
+  }
+  return {
+    median: median(batches),
+    batches,
+    idlePerSecond: Math.round(idlePerMs * 1000),
+    perRequestBeyondIdle: median(beyondIdle),
+  };
+}
