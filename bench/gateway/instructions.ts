@@ -13,9 +13,10 @@
  * This file is the harness only; it is also added to the baseline revision by bench/gateway/*.patch, so both
  * sides are measured by the same code.
  *
- * What it resolves (docs/benchmarks.md, 2026-11-29): the same bare proxy on both sides agreed to 0.6% (0.2% beyond
- * idle); the gateway's batches of 4,000 still spread ±15% (whole garbage collections fall in some batches and not
- * others), so a gateway difference under about 10% needs larger batches than a run of about 20 minutes a side allows.
+ * What it resolves (docs/benchmarks.md, 2026-11-29): the same bare proxy on both sides agreed to 0.6%, and the
+ * gateway's median repeated to 0.2% in two runs, though its single batches of 4,000 spread ±15% (a whole garbage
+ * collection falls in some and not others): read the medians. The idle rate is read over 15 s only and varies as
+ * much, so the figures beyond idle are a rough guide.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
