@@ -15,8 +15,7 @@
  *
  * What it resolves (docs/benchmarks.md, 2026-11-29): the same bare proxy on both sides agreed to 0.6%, and the
  * gateway's median repeated to 0.2% in two runs, though its single batches of 4,000 spread ±15% (a whole garbage
- * collection falls in some and not others): read the medians. The idle rate is read over 15 s only and varies as
- * much, so the figures beyond idle are a rough guide.
+ * collection falls in some and not others): read the medians.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -42,6 +41,9 @@ const BATCH_REQUESTS = Number(process.env.BENCH_INSTRUCTIONS_BATCH ?? 4000);
 const MEASURED_BATCHES = 5;
 const WARM_UP_REQUESTS = Number(process.env.BENCH_INSTRUCTIONS_WARM_UP ?? 8000);
 
+/** V8's largest semi-space on 64-bit, which a server under load reaches within its first second of requests. */
+const SEMI_SPACE_MB = 16;
+
 /** `node <args>` as a command line, wrapped in callgrind when instructions are measured. */
 export function nodeCommand(args: string[]): [string, string[]] {
   if (!CALLGRIND_DIR) return [process.execPath, args];
@@ -54,9 +56,16 @@ export function nodeCommand(args: string[]): [string, string[]] {
       '--smc-check=all-non-file',
       `--callgrind-out-file=${path.join(CALLGRIND_DIR, 'callgrind.%p')}`,
       process.execPath,
-      // V8's background compiler and GC threads, and its heap growth, in a fixed order: the count repeats.
+      // V8's background compiler and GC threads in a fixed order, and no heap shrinking on idle: the count repeats.
       '--single-threaded',
-      '--predictable-gc-schedule',
+      '--no-memory-reducer',
+      // The young generation at the size V8 grows it to in a loaded server (16 MB semi-spaces on 64-bit, measured:
+      // 33.6 MB of new space), from the start. --predictable-gc-schedule pinned it at 4 MB, a quarter: four times as
+      // many objects reached the old generation, and the full collections marking it were then counted as the
+      // server's cost (the gateway: +3% against 9ecd1cb), though at the real size neither side runs more than two
+      // in a whole bench run (docs/benchmarks.md, 2026-11-29, "GC as deployed").
+      `--min-semi-space-size=${SEMI_SPACE_MB}`,
+      `--max-semi-space-size=${SEMI_SPACE_MB}`,
       ...args,
     ],
   ];
@@ -92,7 +101,6 @@ async function counted(
   return { instructions: latestDumpTotal(pid), ms };
 }
 
-const IDLE_MS = 15_000;
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return Math.round((sorted[(sorted.length - 1) >> 1]! + sorted[sorted.length >> 1]!) / 2);
@@ -100,28 +108,18 @@ const median = (values: number[]) => {
 
 /**
  * Instructions `pid` executes per request while `send(n)` sends n requests and waits for their answers: the median
- * over the measured batches, with every batch's figure. `perRequestBeyondIdle` subtracts what the process does on
- * its own meanwhile (timers: rate-limit flushes, relays' idle passes, pings), measured for IDLE_MS with no requests:
- * under valgrind a batch lasts a minute, and that work would count per request as if the server were 50 times slower.
+ * over the measured batches, with every batch's figure. What the process runs on its own meanwhile (timers:
+ * rate-limit flushes, relays' idle passes) is in it; a try at subtracting it, from 15 idle seconds, did not repeat.
  */
 export async function instructionsPerRequest(
   pid: number,
   send: (requests: number) => Promise<void>,
-): Promise<{ median: number; batches: number[]; idlePerSecond: number; perRequestBeyondIdle: number }> {
+): Promise<{ median: number; batches: number[] }> {
   await send(WARM_UP_REQUESTS);
-  const idle = await counted(pid, () => new Promise((resolve) => setTimeout(resolve, IDLE_MS)));
-  const idlePerMs = idle.instructions / idle.ms;
   const batches: number[] = [];
-  const beyondIdle: number[] = [];
   for (let i = 0; i < MEASURED_BATCHES; i++) {
     const batch = await counted(pid, () => send(BATCH_REQUESTS));
     batches.push(Math.round(batch.instructions / BATCH_REQUESTS));
-    beyondIdle.push(Math.round((batch.instructions - idlePerMs * batch.ms) / BATCH_REQUESTS));
   }
-  return {
-    median: median(batches),
-    batches,
-    idlePerSecond: Math.round(idlePerMs * 1000),
-    perRequestBeyondIdle: median(beyondIdle),
-  };
+  return { median: median(batches), batches };
 }

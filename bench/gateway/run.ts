@@ -97,9 +97,6 @@ interface CaseResult {
   /** With BENCH_INSTRUCTIONS: the server's instructions per request (median of batches), and each batch's. */
   instructionsPerRequest?: number;
   instructionBatches?: number[];
-  /** The same less what the server runs on its own meanwhile (timers), and that idle rate per second. */
-  instructionsBeyondIdle?: number;
-  idleInstructionsPerSecond?: number;
   latencyP50Ms: number;
   latencyP99Ms: number;
   latencyAvgMs: number;
@@ -196,11 +193,8 @@ async function countInstructions(
       const counted = await instructionsPerRequest(c.serverPid, (n) => send(c.url, c.headers ?? {}, n));
       out.instructionsPerRequest = counted.median;
       out.instructionBatches = counted.batches;
-      out.instructionsBeyondIdle = counted.perRequestBeyondIdle;
-      out.idleInstructionsPerSecond = counted.idlePerSecond;
       console.log(
-        `${c.name.padEnd(38)} ${counted.median} instructions/request (batches ${counted.batches.join(', ')}; ` +
-          `${counted.perRequestBeyondIdle} beyond the ${counted.idlePerSecond}/s it runs idle)`,
+        `${c.name.padEnd(38)} ${counted.median} instructions/request (batches ${counted.batches.join(', ')})`,
       );
     }
     results.push(out);
@@ -408,12 +402,6 @@ async function main() {
         ratios: {
           gatewayVsHttpProxy: round(gatewayProxy.instructionsPerRequest! / httpProxy.instructionsPerRequest!),
           ticketVsBare: round(ticketRoute.instructionsPerRequest! / bareRoute.instructionsPerRequest!),
-          gatewayVsHttpProxyBeyondIdle: round(
-            gatewayProxy.instructionsBeyondIdle! / httpProxy.instructionsBeyondIdle!,
-          ),
-          ticketVsBareBeyondIdle: round(
-            ticketRoute.instructionsBeyondIdle! / bareRoute.instructionsBeyondIdle!,
-          ),
         },
       };
       mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });

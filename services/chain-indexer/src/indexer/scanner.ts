@@ -1,15 +1,13 @@
-import { enqueueEvent } from '@paygate/bus';
 import { getTransferLogs, type TransferLog } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
-import { currentTraceCarrier, type Logger, withSpan } from '@paygate/telemetry';
+import { type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
 import { EveryTransferReader } from './every-transfer';
+import { publishConfirmedTransfers } from './publish';
 import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
 import type { IndexerDatabase } from './tables';
-import { transferEventFields } from './transfer-fields';
 
 /** Deposit addresses backfilled per pass at most. */
 const BACKFILL_BATCH = 500;
@@ -93,7 +91,7 @@ export class TransferScanner {
       await this.backfillNewDepositAddresses();
       const { scannedTo, observed, raced, storedTip } = await this.scan(head);
       // A pass that saw the chain change under it publishes nothing: the next pass's reorg check comes first.
-      const published = raced ? 0 : await this.publishConfirmed(head);
+      const published = raced ? 0 : await publishConfirmedTransfers(this.db, this.config, head);
       const tip = storedTip ?? verifiedTip;
       if (!raced && tip?.number === head && tip.hash === latest.hash) this.settledTip = tip;
       return { head, scannedTo, observed, published, reorged };
@@ -108,7 +106,7 @@ export class TransferScanner {
    */
   private async quietPass(head: number): Promise<PassResult> {
     const backfilled = await this.backfillNewDepositAddresses();
-    const published = backfilled > 0 ? await this.publishConfirmed(head) : 0;
+    const published = backfilled > 0 ? await publishConfirmedTransfers(this.db, this.config, head) : 0;
     return { head, scannedTo: head, observed: 0, published, reorged: 0 };
   }
 
@@ -363,55 +361,6 @@ export class TransferScanner {
       published_at: null,
       reorged_at: null,
     };
-  }
-
-  private async publishConfirmed(head: number): Promise<number> {
-    const confirmedAtOrBelow = head - this.config.confirmations + 1;
-    const due = await this.db
-      .selectFrom('transfers')
-      .selectAll()
-      .where('chain_id', '=', this.chainId)
-      .where('status', '=', 'pending')
-      .where('block_number', '<=', BigInt(confirmedAtOrBelow))
-      .orderBy('block_number')
-      .orderBy('log_index')
-      .limit(500)
-      .execute();
-    let published = 0;
-    for (const transfer of due) {
-      await this.db.transaction().execute(async (trx) => {
-        // The conditional update is the exactly-once guard: only one pass (or replica) moves it to published.
-        const claimed = await trx
-          .updateTable('transfers')
-          .set({ status: 'published', published_at: new Date() })
-          .where('chain_id', '=', transfer.chain_id)
-          .where('block_hash', '=', transfer.block_hash)
-          .where('tx_hash', '=', transfer.tx_hash)
-          .where('log_index', '=', transfer.log_index)
-          .where('status', '=', 'pending')
-          .executeTakeFirst();
-        if (Number(claimed.numUpdatedRows) !== 1) return;
-        await enqueueEvent(trx, this.observedEvent(transfer, head));
-        published++;
-      });
-    }
-    return published;
-  }
-
-  private observedEvent(
-    transfer: IndexerDatabase['transfers'] extends infer T ? Omit<T, 'seen_at'> : never,
-    head: number,
-  ) {
-    return createEvent(
-      'transfer.observed',
-      'chain-indexer',
-      {
-        ...transferEventFields({ chainId: this.chainId, network: this.config.network }, transfer),
-        confirmations: head - Number(transfer.block_number) + 1,
-        observedAt: new Date().toISOString(),
-      },
-      { trace: currentTraceCarrier() },
-    );
   }
 
   private async saveCursor(trx: Transaction<IndexerDatabase>, nextBlock: number): Promise<void> {

@@ -2,7 +2,12 @@ import { productionUrlProblem, type SellerFetch, sellerFetch } from '@paygate/ne
 import { type BackgroundTask, backoffDelayMs, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { RegistryContext } from '../context';
-import { commitSkillChange, type EndpointRow, loadSkill } from '../skills/repository';
+import {
+  commitSkillChange,
+  type EndpointRow,
+  loadSkill,
+  type SkillWithEndpoints,
+} from '../skills/repository';
 import { applySkillTransition, findSkillTransition } from '../skills/status';
 import { probeEndpoint } from './probe';
 
@@ -88,43 +93,63 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
   }
 
   private async validateOne(skillId: string, seq: number): Promise<void> {
-    const { ctx, config } = this.rc;
-    const state = await loadSkill(ctx.db, { id: skillId });
+    const state = await loadSkill(this.rc.ctx.db, { id: skillId });
     if (!state) return;
-    const active = state.endpoints.filter((e) => e.active);
-    let failure: string | undefined;
+    const { failure, health } = await this.probeSkill(state);
+    await this.recordValidation(skillId, seq, failure, health);
+  }
+
+  /**
+   * What validation finds: the first failure (undefined when the skill passes), and each probed endpoint's health.
+   * Once one endpoint fails the skill fails: the rest are not probed (100 endpoints that never answer would
+   * otherwise hold this pass, and every other seller's validation, for 100 timeouts).
+   */
+  private async probeSkill(
+    state: SkillWithEndpoints,
+  ): Promise<{ failure?: string; health: Map<string, boolean> }> {
+    const { config } = this.rc;
     const health = new Map<string, boolean>();
     if (config.production) {
       // Addresses are checked when each HEAD connects (DNS may have changed since registration).
       const problem = productionUrlProblem(new URL(state.skill.api_base_url));
-      if (problem) failure = `apiBaseUrl ${problem}`;
+      if (problem) return { failure: `apiBaseUrl ${problem}`, health };
     }
-    if (!failure && active.length === 0) failure = 'the skill has no endpoints: add at least one endpoint';
-    if (!failure) {
-      // Once one endpoint fails the skill fails: the rest are not probed (100 endpoints that never answer would
-      // otherwise hold this pass, and every other seller's validation, for 100 timeouts).
-      let failed = false;
-      const results = await mapBounded(active, 4, async (e) => {
-        if (failed) return undefined;
-        const result = await probeEndpoint(
-          this.sellers,
-          endpointUrl(state.skill.api_base_url, e),
-          config.validationTimeoutMs,
-          { pathHasParameters: e.path.includes('/:') },
-        );
-        if (!result.ok) failed = true;
-        return result;
-      });
-      for (const [i, e] of active.entries()) {
-        const result = results[i];
-        if (result) health.set(e.id, result.ok);
-      }
-      const firstBad = active.findIndex((_, i) => results[i]?.ok === false);
-      if (firstBad >= 0) {
-        const e = active[firstBad]!;
-        failure = `endpoint ${e.method} ${e.path}: HEAD ${endpointUrl(state.skill.api_base_url, e)} ${results[firstBad]!.cause}`;
-      }
+    const active = state.endpoints.filter((e) => e.active);
+    if (active.length === 0)
+      return { failure: 'the skill has no endpoints: add at least one endpoint', health };
+    let failed = false;
+    const results = await mapBounded(active, 4, async (e) => {
+      if (failed) return undefined;
+      const result = await probeEndpoint(
+        this.sellers,
+        endpointUrl(state.skill.api_base_url, e),
+        config.validationTimeoutMs,
+        { pathHasParameters: e.path.includes('/:') },
+      );
+      if (!result.ok) failed = true;
+      return result;
+    });
+    for (const [i, e] of active.entries()) {
+      const result = results[i];
+      if (result) health.set(e.id, result.ok);
     }
+    const firstBad = active.findIndex((_, i) => results[i]?.ok === false);
+    if (firstBad < 0) return { health };
+    const e = active[firstBad]!;
+    return {
+      failure: `endpoint ${e.method} ${e.path}: HEAD ${endpointUrl(state.skill.api_base_url, e)} ${results[firstBad]!.cause}`,
+      health,
+    };
+  }
+
+  /** Applies the outcome, unless the skill changed while it was checked (then the next pass checks it again). */
+  private async recordValidation(
+    skillId: string,
+    seq: number,
+    failure: string | undefined,
+    health: Map<string, boolean>,
+  ): Promise<void> {
+    const { ctx, config } = this.rc;
     await ctx.inTransaction(async (trx) => {
       const current = await trx
         .selectFrom('skills')
@@ -138,7 +163,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
           ? findSkillTransition(current.status, failure ? 'validation_failed' : 'validation_passed')
           : undefined;
       if (!transition) {
-        // The skill changed while it was being checked: this result is stale; the next pass checks it again.
+        // The skill changed while it was being checked: this result is stale.
         await trx
           .updateTable('skills')
           .set({ validation_lease_until: null })
