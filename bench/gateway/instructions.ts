@@ -61,9 +61,9 @@ export function nodeCommand(args: string[]): [string, string[]] {
       '--single-threaded',
       '--no-memory-reducer',
       // The young generation at the size V8 grows it to in a loaded server (16 MB semi-spaces on 64-bit, measured:
-      // 33.6 MB of new space), from the start. --predictable-gc-schedule pinned it at 4 MB, a quarter: four times as
-      // many objects reached the old generation, and the full collections marking it were then counted as the
-      // server's cost (the gateway: +3% against 9ecd1cb), though at the real size neither side runs more than two
+      // 33.6 MB of new space), from the start. --predictable-gc-schedule pinned it at 4 MB, a quarter: scavenges came
+      // four times as often, more objects reached the old generation, and the full collections marking it were
+      // counted as the server's cost (the gateway: +3% against 9ecd1cb), though at the real size neither side runs more than two
       // in a whole bench run (docs/benchmarks.md, 2026-11-29, "GC as deployed").
       `--min-semi-space-size=${SEMI_SPACE_MB}`,
       `--max-semi-space-size=${SEMI_SPACE_MB}`,
