@@ -1,3 +1,4 @@
+import { parseUsdc } from '@paygate/money';
 import type { PaymentKind } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
 import type { Offer } from './gateway-offers';
@@ -36,6 +37,14 @@ function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
   };
 }
 
+function coversPrice(amount: string, priceMicro: bigint): boolean {
+  try {
+    return parseUsdc(amount) >= priceMicro;
+  } catch {
+    return false;
+  }
+}
+
 /** X-402-Payment (or Payment): Paygate verifies the proof (POST /api/verify) before the handler runs. */
 export async function payWithPaygateProof(
   api: PaygateApi,
@@ -56,6 +65,16 @@ export async function payWithPaygateProof(
   const result = (await answer.json()) as VerifyAnswer;
   if (!result.valid) {
     res.status(402).json({ error: 'Invalid payment', reason: result.reason, message: result.message });
+    return;
+  }
+  // Paygate answers the amount the chain transferred: below this route's price (a cheaper purchase presented
+  // again) the handler never runs, whatever Paygate's version decided.
+  if (!coversPrice(result.payment.amount, offer.priceMicro)) {
+    res.status(402).json({
+      error: 'Invalid payment',
+      reason: 'insufficient_amount',
+      message: `the payment transferred ${result.payment.amount} USDC; the price is ${offer.price} USDC`,
+    });
     return;
   }
   req.x402 = paymentOf(result.payment, offer);

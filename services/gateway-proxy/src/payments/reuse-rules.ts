@@ -1,3 +1,4 @@
+import { formatUsdc } from '@paygate/money';
 import { failure, type PaymentFailure } from './failures';
 import type { PaymentClaim, Purchase } from './types';
 
@@ -42,7 +43,8 @@ export const badSignature = (): PaymentFailure =>
  * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
  * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
  * resource it was claimed for or the one it asks for now. Then: a subscription in its scope (the skill, or the seller for a
- * seller-wide purchase) until it expires; a pay-per-call only as a retry of the same resource and payment path.
+ * seller-wide purchase) whose transferred amount (the claim's, as the chain said) covers the price asked now, until
+ * it expires; a pay-per-call only as a retry of the same resource and payment path (what it was bought for).
  */
 export function decideReuse(
   claim: PaymentClaim,
@@ -62,6 +64,18 @@ export function decideReuse(
         ? claim.skill_id === purchase.skillId
         : claim.skill_id === null && claim.seller_id === purchase.sellerId;
     if (!sameScope) return { kind: 'refuse', failure: alreadyUsed(claim) };
+    // What the chain says was transferred, never the amount the presenter wrote into its proof: a subscription
+    // paid at a cheap endpoint's price opens only endpoints that price covers.
+    if (claim.amount_micro < purchase.priceMicro) {
+      return {
+        kind: 'refuse',
+        failure: failure(
+          'insufficient_amount',
+          `the subscription paid by ${claim.tx_hash} transferred ${formatUsdc(claim.amount_micro)} USDC; this endpoint costs ${formatUsdc(purchase.priceMicro)} USDC`,
+          { paid: formatUsdc(claim.amount_micro), price: formatUsdc(purchase.priceMicro) },
+        ),
+      };
+    }
     if (!claim.access_expires_at || claim.access_expires_at.getTime() <= now.getTime()) {
       return {
         kind: 'refuse',
