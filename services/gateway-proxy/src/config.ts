@@ -52,6 +52,10 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   /** Relayed x402 transactions per UTC day per payer wallet and per seller. */
   relayerDailyPerPayer: number;
   relayerDailyPerSeller: number;
+  /** MCP_PATH requests per minute per client address (MCP_PER_MINUTE), tools/list and tools/call alike. */
+  mcpPerMinute: number;
+  /** The most of a seller's answer one MCP tool call reads (MCP_MAX_RESULT_BYTES); the rest is not read. */
+  mcpMaxResultBytes: number;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -68,7 +72,7 @@ export function loadConfig(
   );
   // One parse for every group, and the checks past envalid's in the same list: one error names every bad variable.
   const problems: string[] = [];
-  const parsed = parseEnv(env, { ...ticketEnv(), ...sellerCallEnv(), ...x402Env() }, problems);
+  const parsed = parseEnv(env, { ...ticketEnv(), ...sellerCallEnv(), ...x402Env(), ...mcpEnv() }, problems);
   const ticketSigningKeyPem = signingKeyPem(parsed.TICKET_SIGNING_KEY ?? '', problems);
   const x402MinAmountMicro = minAmountMicro(parsed.X402_MIN_AMOUNT ?? '', problems);
   throwIfProblems(problems, parsed);
@@ -82,7 +86,15 @@ export function loadConfig(
     // Seals the ticket signing key at rest: a dump of the gateway schema must not hand out the key.
     secrets: [{ name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 }],
   });
-  return { ...common, ...chain, ...tickets, ...sellerCallSettings(parsed), ...x402, now };
+  return {
+    ...common,
+    ...chain,
+    ...tickets,
+    ...sellerCallSettings(parsed),
+    ...x402,
+    ...mcpSettings(parsed),
+    now,
+  };
 }
 
 const ticketEnv = () => ({
@@ -192,4 +204,18 @@ function x402Settings(parsed: X402Env, x402MinAmountMicro: bigint) {
     relayerDailyPerPayer: parsed.RELAYER_DAILY_PER_PAYER,
     relayerDailyPerSeller: parsed.RELAYER_DAILY_PER_SELLER,
   };
+}
+
+const mcpEnv = () => ({
+  MCP_PER_MINUTE: int({ default: 300, min: 1 }),
+  // 1 MB: a quarter of a million tokens is already more than an agent's context takes in one result; each call
+  // in flight holds at most about this much (plus its text and JSON copies).
+  MCP_MAX_RESULT_BYTES: int({ default: 1_000_000, min: 1024, max: 64 * 1024 * 1024 }),
+});
+
+/** The MCP endpoint's rate limit per client address and the most of a seller's answer a tool call reads. */
+function mcpSettings(
+  parsed: ParsedEnv<ReturnType<typeof mcpEnv>>,
+): Pick<GatewayProxyConfig, 'mcpPerMinute' | 'mcpMaxResultBytes'> {
+  return { mcpPerMinute: parsed.MCP_PER_MINUTE, mcpMaxResultBytes: parsed.MCP_MAX_RESULT_BYTES };
 }

@@ -8,9 +8,13 @@ const LIMITED = 'requests per minute per wallet per skill';
 export const walletBucket = (wallet: string, skillId: string) => `wallet:${wallet.toLowerCase()}:${skillId}`;
 /** The bucket of a caller without a proof its payer signed (no proof, a bad header, someone else's signature). */
 export const clientBucket = (clientIp: string, skillId: string) => `ip:${addressBucket(clientIp)}:${skillId}`;
+/** The bucket of an MCP endpoint caller (every JSON-RPC request of one client address, whatever it asks). */
+export const mcpBucket = (clientIp: string) => `mcp:${addressBucket(clientIp)}`;
+/** What the MCP endpoint's limiter counts, for its 429's message. */
+export const MCP_LIMITED = 'MCP requests per minute per client address';
 
 /**
- * The gateway's one rate-limit decision (paid skill calls and a seller's /api/verify): counts one hit in `bucket`
+ * The gateway's one rate-limit decision (paid skill calls, a seller's /api/verify, the MCP endpoint): counts one hit in `bucket`
  * (in process while the shared count allows it, else in Postgres) and sets RateLimit-Limit/-Remaining; over the
  * limit it counts the refusal and throws the shared 429 (`rate_limited`, Retry-After), its message naming `limited`.
  */

@@ -90,8 +90,7 @@ function gatewayRoutes(
         now: config.now,
       }),
       x402: state.x402,
-      settleX402: (payment, purchase, version) =>
-        settleAwaitingCopies(need(), payment, purchase, version, { share: false }),
+      settleX402: (payment, purchase, version) => settleAwaitingCopies(need(), payment, purchase, version),
       tickets: state.tickets,
       forwardingKeys: state.forwardingKeys,
       forwarding: state.forwarding,
@@ -107,6 +106,9 @@ function gatewayRoutes(
       selfUrl,
       trustedProxies: config.trustedProxies,
       callTimeoutMs: config.upstreamTimeoutMs + 60_000,
+      maxResultBytes: config.mcpMaxResultBytes,
+      limiter: state.mcpLimiter,
+      rateLimited: state.metrics.rateLimited,
     }),
   ];
 }

@@ -34,6 +34,8 @@ export interface GatewayState {
   facilitatorLimiter: SharedRateLimiter;
   /** The x402 Bazaar discovery list, per client address per minute. */
   discoveryLimiter: SharedRateLimiter;
+  /** The MCP endpoint, per client address per minute. */
+  mcpLimiter: SharedRateLimiter;
   /** Every limiter above and the relayer's daily budgets: started and stopped with the service. */
   limiters: SharedRateLimiter[];
   metrics: {
@@ -60,10 +62,8 @@ export async function createGatewayState(
   );
   await keys.init();
   const forwarding = forwardingOptions(config, keys);
-  const { limiter, verifyLimiter, facilitatorLimiter, discoveryLimiter, relayerBudgets } = rateLimiters(
-    ctx,
-    config,
-  );
+  const { limiter, verifyLimiter, facilitatorLimiter, discoveryLimiter, mcpLimiter, relayerBudgets } =
+    rateLimiters(ctx, config);
   const metrics = gatewayMetrics(ctx);
   const { payments, x402 } = paymentServices(ctx, config, provider, relayerBudgets);
   // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
@@ -82,11 +82,13 @@ export async function createGatewayState(
     verifyLimiter,
     facilitatorLimiter,
     discoveryLimiter,
+    mcpLimiter,
     limiters: [
       limiter,
       verifyLimiter,
       facilitatorLimiter,
       discoveryLimiter,
+      mcpLimiter,
       relayerBudgets.perPayer,
       relayerBudgets.perSeller,
     ],
@@ -118,6 +120,7 @@ function rateLimiters(ctx: ServiceContext, config: GatewayProxyConfig) {
     verifyLimiter: new SharedRateLimiter(ctx.db, config.verifyPerSellerPerMinute, config.now),
     facilitatorLimiter: new SharedRateLimiter(ctx.db, config.x402FacilitatorPerMinute, config.now),
     discoveryLimiter: new SharedRateLimiter(ctx.db, config.discoveryPerMinute, config.now),
+    mcpLimiter: new SharedRateLimiter(ctx.db, config.mcpPerMinute, config.now),
     relayerBudgets: {
       perPayer: new SharedRateLimiter(ctx.db, config.relayerDailyPerPayer, config.now, day),
       perSeller: new SharedRateLimiter(ctx.db, config.relayerDailyPerSeller, config.now, day),

@@ -4,9 +4,17 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  ErrorCode,
   ListToolsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { type AnyRoute, clientAddress, defineRoute, type TrustedProxies } from '@paygate/http';
+import {
+  type AnyRoute,
+  clientAddress,
+  defineRoute,
+  HttpError,
+  type SharedRateLimiter,
+  type TrustedProxies,
+} from '@paygate/http';
 import {
   decodePaymentRequired,
   encodeX402Header,
@@ -17,8 +25,10 @@ import {
   X402_HEADERS,
 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
+import type { Response as ExpressResponse } from 'express';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
+import { limitCall, MCP_LIMITED, mcpBucket } from '../rate-limit';
 import type { SkillSnapshot } from '../skills/projection';
 import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
 
@@ -26,8 +36,11 @@ import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
 export const MCP_PATH = '/api/v1/mcp';
 /** Skills per `tools/list` page (MCP's cursor pagination). */
 const SKILLS_PER_PAGE = 50;
-/** A tool result's text: the seller's answer, cut at this many characters. */
-const MAX_RESULT_CHARS = 1_000_000;
+/** The most of a seller's error answer (or of a 402 without requirements) a tool call reads: its message. */
+const MAX_ERROR_TEXT_BYTES = 16 * 1024;
+/** `_meta` keys of a result whose answer was cut at the byte cap. */
+export const TRUNCATED_META = 'paygate/truncated';
+export const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
 export interface McpDependencies {
   db: Kysely<any>;
@@ -38,6 +51,12 @@ export interface McpDependencies {
   trustedProxies: TrustedProxies;
   /** Bound on one tool call (the seller's own timeout plus payment settlement). */
   callTimeoutMs: number;
+  /** The most of a seller's answer one tool call reads; the connection is cut there (MCP_MAX_RESULT_BYTES). */
+  maxResultBytes: number;
+  /** MCP_PATH requests per client address per minute (MCP_PER_MINUTE). */
+  limiter: SharedRateLimiter;
+  /** The gateway's count of 429 answers. */
+  rateLimited: { inc(): void };
 }
 
 const errorResult = (text: string, meta?: Record<string, unknown>): CallToolResult => ({
@@ -46,19 +65,63 @@ const errorResult = (text: string, meta?: Record<string, unknown>): CallToolResu
   ...(meta ? { _meta: meta } : {}),
 });
 
-/** tools/list pages, kept briefly: the list is public, so a flood of lists reads Postgres once per page a second. */
-const listCache = new LRUCache<string, { at: number; page: Promise<Awaited<ReturnType<typeof readTools>>> }>({
+type ToolsPage = Awaited<ReturnType<typeof readTools>>;
+interface CachedPage {
+  at: number;
+  page: Promise<ToolsPage>;
+  /** The page's JSON length once read; a guess while it is being read. */
+  bytes: number;
+}
+
+/** The bytes the list cache holds at most (pages of 50 skills' tools; each key is a skill name, ≤ 64 chars). */
+export const TOOLS_LIST_CACHE_BYTES = 16 * 1024 * 1024;
+/** What a page still being read counts for. */
+const PENDING_PAGE_BYTES = 1024;
+
+/**
+ * tools/list pages, kept briefly: the list is public, so a flood of lists reads Postgres once per page a second.
+ * Bounded by bytes, not only entries: every valid cursor is a key of its own, and a page may be large.
+ */
+export const toolsListCache = new LRUCache<string, CachedPage>({
   max: 1000,
+  maxSize: TOOLS_LIST_CACHE_BYTES,
+  sizeCalculation: (entry, key) => key.length + entry.bytes,
 });
 const LIST_CACHE_MS = 1000;
 
+/** A cursor is the last skill name of the previous page: a registry skill name (kebab-case, ≤ 64 characters). */
+const CURSOR = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+const CURSOR_MAX = 64;
+
+/** A JSON-RPC error the SDK sends as it is (its McpError would prefix the message with "MCP error <code>: "). */
+function rpcError(code: number, message: string): Error & { code: number } {
+  return Object.assign(new Error(message), { code });
+}
+
 function listTools(deps: McpDependencies, cursor: string | undefined) {
+  if (cursor !== undefined && (cursor.length > CURSOR_MAX || !CURSOR.test(cursor))) {
+    throw rpcError(
+      ErrorCode.InvalidParams,
+      `cursor: must be a previous page's nextCursor (a skill name: kebab-case, at most ${CURSOR_MAX} characters)`,
+    );
+  }
   const key = cursor ?? '';
-  const cached = listCache.get(key);
+  const cached = toolsListCache.get(key);
   if (cached && Date.now() - cached.at < LIST_CACHE_MS) return cached.page;
   const page = readTools(deps, cursor);
-  listCache.set(key, { at: Date.now(), page });
-  page.catch(() => listCache.delete(key));
+  const entry: CachedPage = { at: Date.now(), page, bytes: PENDING_PAGE_BYTES };
+  toolsListCache.set(key, entry);
+  page.then(
+    (read) => {
+      // Counted at its real size once read (a page over the whole bound is not kept).
+      if (toolsListCache.peek(key) === entry) {
+        toolsListCache.set(key, { ...entry, bytes: JSON.stringify(read).length });
+      }
+    },
+    () => {
+      if (toolsListCache.peek(key) === entry) toolsListCache.delete(key);
+    },
+  );
   return page;
 }
 
@@ -110,30 +173,53 @@ async function callTool(
     ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}),
     ...(payment !== undefined ? { [X402_HEADERS.paymentSignature]: encodeX402Header(payment) } : {}),
   };
+  // Cut at the byte cap (or the timeout): the loopback call to the paid route ends, which cuts the seller off.
+  const cut = new AbortController();
   let response: globalThis.Response;
   try {
     response = await fetch(`${deps.selfUrl()}${request.pathAndQuery}`, {
       method: target.method,
       headers,
       body: request.body,
-      signal: AbortSignal.timeout(deps.callTimeoutMs),
+      signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
     });
   } catch (error) {
     return errorResult(`The paid call did not finish: ${(error as Error).message}`);
   }
-  const text = (await response.text()).slice(0, MAX_RESULT_CHARS);
   const settlementHeader = response.headers.get(X402_HEADERS.paymentResponse);
   const settlement = settlementHeader ? decodeSettlement(settlementHeader) : undefined;
   const meta = settlement ? { [MCP_PAYMENT_RESPONSE_META]: settlement } : undefined;
-  if (response.status === 402) {
-    const required = response.headers.get(X402_HEADERS.paymentRequired);
-    if (required) {
-      const decoded = decodePaymentRequired(required) as McpPaymentRequired;
-      return paymentRequiredResult(decoded, meta) as CallToolResult;
-    }
-    return errorResult(text || 'Payment required', meta);
+  const required = response.status === 402 ? response.headers.get(X402_HEADERS.paymentRequired) : null;
+  if (required) {
+    cut.abort();
+    const decoded = decodePaymentRequired(required) as McpPaymentRequired;
+    return paymentRequiredResult(decoded, meta) as CallToolResult;
   }
-  if (!response.ok) return errorResult(`The skill answered ${response.status}: ${text}`, meta);
+  const limit = response.ok ? deps.maxResultBytes : MAX_ERROR_TEXT_BYTES;
+  let answer: CappedText;
+  try {
+    answer = await readCapped(response, limit, cut);
+  } catch (error) {
+    return errorResult(`The skill's answer did not arrive whole: ${(error as Error).message}`, meta);
+  }
+  const { text, truncated } = answer;
+  const cutNote = truncated ? ` [cut at ${limit} bytes: the rest was not read]` : '';
+  if (response.status === 402) return errorResult(`${text || 'Payment required'}${cutNote}`, meta);
+  if (!response.ok) return errorResult(`The skill answered ${response.status}: ${text}${cutNote}`, meta);
+  if (truncated) {
+    // Served and paid: the agent gets what was read, said to be cut (never parsed as if whole), not an error
+    // that would have it pay again for the same oversized answer.
+    return {
+      content: [
+        { type: 'text', text },
+        {
+          type: 'text',
+          text: `[Paygate: the skill's answer was cut at ${limit} bytes; the rest was not read]`,
+        },
+      ],
+      _meta: { ...meta, [TRUNCATED_META]: true, [MAX_RESULT_BYTES_META]: limit },
+    };
+  }
   let structured: Record<string, unknown> | undefined;
   try {
     const parsed = JSON.parse(text) as unknown;
@@ -148,6 +234,49 @@ async function callTool(
     ...(structured ? { structuredContent: structured } : {}),
     ...(meta ? { _meta: meta } : {}),
   };
+}
+
+interface CappedText {
+  text: string;
+  /** More than `maxBytes` came: the text is the first `maxBytes` (less a character cut in two). */
+  truncated: boolean;
+}
+
+/**
+ * A response body as UTF-8 text, read as it streams and never past `maxBytes`: at the cap the read stops and
+ * `cut` is aborted, which ends the connection (and, through the paid route, the seller's).
+ */
+async function readCapped(
+  response: globalThis.Response,
+  maxBytes: number,
+  cut: AbortController,
+): Promise<CappedText> {
+  const body = response.body;
+  if (!body) return { text: '', truncated: false };
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const parts: string[] = [];
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) {
+        parts.push(decoder.decode());
+        return { text: parts.join(''), truncated: false };
+      }
+      const room = maxBytes - bytes;
+      if (value.byteLength > room) {
+        // `stream: true` keeps a character cut in two at the cap out of the text.
+        parts.push(decoder.decode(value.subarray(0, room), { stream: true }));
+        return { text: parts.join(''), truncated: true };
+      }
+      bytes += value.byteLength;
+      parts.push(decoder.decode(value, { stream: true }));
+    }
+  } finally {
+    cut.abort();
+    reader.cancel().catch(() => undefined);
+  }
 }
 
 function decodeSettlement(header: string): unknown {
@@ -186,6 +315,38 @@ const JsonRpcMessage = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Counts the request against its client address; over the limit answers HTTP 429 (Retry-After) with a JSON-RPC
+ * error for the request's id, so both an HTTP client and an MCP client hear why.
+ */
+async function refusedByRateLimit(
+  deps: McpDependencies,
+  caller: string,
+  message: { id?: string | number } | undefined,
+  res: ExpressResponse,
+): Promise<boolean> {
+  try {
+    const limiting = limitCall(deps.limiter, deps.rateLimited, res, mcpBucket(caller), MCP_LIMITED);
+    if (limiting) await limiting;
+    return false;
+  } catch (error) {
+    if (!(error instanceof HttpError) || error.status !== 429) throw error;
+    res.status(429).json({
+      jsonrpc: '2.0',
+      id: message?.id ?? null,
+      error: {
+        code: RATE_LIMITED_RPC_CODE,
+        message: error.message,
+        data: { code: error.code, ...error.details },
+      },
+    });
+    return true;
+  }
+}
+
+/** JSON-RPC's implementation-defined server error range (-32000 to -32099): the rate limit's refusal. */
+const RATE_LIMITED_RPC_CODE = -32000;
+
 /** MCP_PATH, declared: a server and a transport per request (stateless streamable HTTP, JSON answers). */
 export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
   return [
@@ -205,6 +366,7 @@ export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
       },
       errors: {
         '406': 'Accept must name application/json and text/event-stream',
+        '429': 'over MCP_PER_MINUTE requests per minute per client address (a JSON-RPC error, Retry-After)',
         '503': 'loopback not trusted',
       },
       handler: async (req, res) => {
@@ -217,6 +379,7 @@ export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
           return;
         }
         const caller = clientAddress(req as IncomingMessage, deps.trustedProxies);
+        if (await refusedByRateLimit(deps, caller, req.body, res)) return;
         const server = mcpServer(deps, caller);
         const transport = new StreamableHTTPServerTransport({
           sessionIdGenerator: undefined,

@@ -96,9 +96,38 @@ function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string)
 /** Why a tool's arguments cannot make a request (the field and the rule). */
 export class ToolArgumentError extends Error {}
 
+/** How many times a path parameter value is percent-decoded to look for a dot segment or a separator. */
+const DECODINGS_CHECKED = 8;
+
+/**
+ * Why a path parameter value could leave its segment, or undefined: it is `.` or `..`, or holds `/` or `\`, as
+ * given or once percent-decoded any number of times (`%2e%2e`, `.%2E`, `%252e%252e`, `x%2f..`, `%5c`). URL
+ * parsers resolve dot segments (`%2e` included) before the request leaves, and a seller may decode a value again.
+ */
+function segmentEscape(value: string): string | undefined {
+  let text = value;
+  for (let i = 0; i < DECODINGS_CHECKED; i++) {
+    if (text === '.' || text === '..') return 'must not be "." or ".." (nor percent-encode one)';
+    if (text.includes('/') || text.includes('\\')) {
+      return 'must not contain "/" or "\\" (nor percent-encode one)';
+    }
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(text);
+    } catch {
+      return undefined; // not percent-encoding: sent as it is, encoded
+    }
+    if (decoded === text) return undefined;
+    text = decoded;
+  }
+  return 'must not be percent-encoded this many times over';
+}
+
 /**
  * The paid URL's path and query and the JSON body a tool call stands for. Every path parameter is required and
- * sent percent-encoded (a value cannot reach another path); query values are strings, numbers or booleans.
+ * sent percent-encoded, and one that is or decodes to `.`, `..`, `/` or `\` is refused, so a value cannot reach
+ * another path (the endpoint's own URL is checked again once built); query values are strings, numbers or
+ * booleans.
  */
 export function requestFor(
   skill: Pick<SkillSnapshot, 'name'>,
@@ -117,6 +146,8 @@ export function requestFor(
     if (text.length === 0 || text.length > 1024) {
       throw new ToolArgumentError(`${parameter}: must be 1 to 1024 characters`);
     }
+    const leaves = segmentEscape(text);
+    if (leaves) throw new ToolArgumentError(`${parameter}: ${leaves}`);
     segments[index] = encodeURIComponent(text);
   }
   const path = segments.join('/');
@@ -139,8 +170,13 @@ export function requestFor(
   }
   const queryText = search.toString();
   const relative = path.startsWith('/') ? path : `/${path}`;
+  const skillPath = `${SKILLS_PREFIX}/${encodeURIComponent(skill.name)}${relative}`;
+  // What the URL parser makes of it must be the endpoint's own path, unchanged (no segment resolved away).
+  if (new URL(skillPath, 'http://gateway.invalid').pathname !== skillPath) {
+    throw new ToolArgumentError(`path: ${endpoint.path} with these values leaves the endpoint`);
+  }
   return {
-    pathAndQuery: `${SKILLS_PREFIX}/${encodeURIComponent(skill.name)}${relative}${queryText ? `?${queryText}` : ''}`,
+    pathAndQuery: `${skillPath}${queryText ? `?${queryText}` : ''}`,
     body: withBody && args.body !== undefined ? JSON.stringify(args.body) : undefined,
   };
 }
