@@ -33,7 +33,7 @@ jest.setTimeout(90_000);
 /**
  * What reference x402 code notices about Paygate (issue 20, point 5): bazaar metadata that `@x402/extensions`
  * validates, discovery filters as `withBazaar` sends them, the paid URL's query in `resource.url`, concurrent
- * copies of one payment answered with the in-flight outcome, and Server-Timing on the facilitator routes.
+ * copies of one payment settled once and answered settled once, and Server-Timing on the facilitator routes.
  */
 describe('x402 as reference clients and facilitators see it', () => {
   let h: Harness;
@@ -259,7 +259,7 @@ describe('x402 as reference clients and facilitators see it', () => {
     });
   }
 
-  it('five concurrent copies of one /settle all get the in-flight settlement: one transfer, one relayer nonce; Server-Timing on every facilitator route', async () => {
+  it('five concurrent copies of one /settle: exactly one success, four refused as used; one transfer, one relayer nonce; Server-Timing on every facilitator route', async () => {
     const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
     const body = await settleRequest();
     const post = (path: string) =>
@@ -279,10 +279,14 @@ describe('x402 as reference clients and facilitators see it', () => {
     );
     const bodies = await Promise.all(answers.map((r) => r.json()));
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
-    const transaction = bodies[0].transaction;
+    // A resource server settles once per request and serves on success: one answer may say settled.
+    const settled = bodies.filter((b) => b.success);
+    expect(settled).toHaveLength(1);
+    const transaction = settled[0].transaction;
     expect(transaction).toMatch(/^0x[0-9a-f]{64}$/);
-    for (const settled of bodies) {
-      expect(settled).toEqual({ success: true, transaction, network, payer: testWallets.buyer.address });
+    expect(settled[0]).toEqual({ success: true, transaction, network, payer: testWallets.buyer.address });
+    for (const refused of bodies.filter((b) => !b.success)) {
+      expect(refused).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
     }
     for (const res of answers) {
       expect(res.headers.get('server-timing')).toMatch(/total;dur=[\d.]+/);
@@ -423,7 +427,7 @@ describe('x402 as reference clients and facilitators see it', () => {
     ).toHaveLength(0);
   });
 
-  it('copies of one /settle spread over two gateway replicas: the second replica waits for the first and answers its outcome', async () => {
+  it('copies of one /settle spread over two gateway replicas: the second replica waits for the first, and only one copy hears success', async () => {
     const other = await startGatewayProxy(
       loadConfig(
         h.env.envFor('gateway-proxy', {
@@ -450,9 +454,20 @@ describe('x402 as reference clients and facilitators see it', () => {
       );
       const bodies = await Promise.all(answers.map((r) => r.json()));
       expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
-      const transaction = bodies[0].transaction;
-      for (const settled of bodies) {
-        expect(settled).toEqual({ success: true, transaction, network, payer: testWallets.buyer.address });
+      const settled = bodies.filter((b) => b.success);
+      expect(settled).toEqual([
+        {
+          success: true,
+          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+          network,
+          payer: testWallets.buyer.address,
+        },
+      ]);
+      for (const refused of bodies.filter((b) => !b.success)) {
+        expect(refused).toMatchObject({
+          success: false,
+          errorReason: 'invalid_exact_evm_nonce_already_used',
+        });
       }
       expect(await relayerNonce()).toBe(nonceBefore + 1);
     } finally {

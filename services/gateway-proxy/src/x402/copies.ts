@@ -3,38 +3,31 @@ import type { GatewayState } from '../state';
 import type { AuthorizationRow } from './authorizations';
 import type { X402Outcome } from './payments';
 import type { DecodedX402Payment } from './protocol';
-import { PAYGATE_REASONS } from './reasons';
-import { settledBefore } from './settlement';
 
 const COPY_POLL_MS = 50;
-const BEING_SETTLED = /being settled/;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
-interface Running {
-  outcome: Promise<X402Outcome>;
-  /** Who the settlement is for: a copy for the same seller and resource shares its outcome. */
-  purchaseKey: string;
-}
-const runningByState = new WeakMap<GatewayState, Map<string, Running>>();
+/** Settlements in flight on this gateway, by payer, nonce and signature: a copy waits for the first. */
+const runningByState = new WeakMap<GatewayState, Map<string, Promise<X402Outcome>>>();
 
 interface CopyOptions {
   maxTimeoutSeconds?: number;
-  share: boolean;
 }
 
 /**
- * Settles an x402 payment; a copy of a payment that is being settled (by this gateway or by another replica)
- * waits for that settlement instead of answering 503. With `share` (the facilitator), a copy for the same seller
- * and resource is answered with the in-flight settlement's outcome: the one payment is settled once and every
- * copy learns how. Without it (paid skill URLs, where a copy must not be served a second call), the copy is
- * presented again once the first is done, under the purchase's reuse rules.
+ * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled (by
+ * this gateway or by another replica) waits for that settlement instead of answering 503, then is presented again
+ * under the purchase's reuse rules: one authorization is one sale, so exactly one caller hears it settled (the
+ * seller's server, or the paid skill URL, serves once) and every copy is refused as used, or shares a
+ * subscription's claim the rules allow. A copy's wait never answers it with the first one's success: a resource
+ * server settles once per request, and nothing in a copy proves it is that same request.
  */
 export async function settleAwaitingCopies(
   state: GatewayState,
   payment: DecodedX402Payment,
   purchase: Purchase,
   version: 1 | 2,
-  options: CopyOptions,
+  options: CopyOptions = {},
 ): Promise<X402Outcome> {
   let running = runningByState.get(state);
   if (!running) {
@@ -43,20 +36,17 @@ export async function settleAwaitingCopies(
   }
   const a = payment.authorization;
   const id = `${a.from.toLowerCase()}:${a.nonce.toLowerCase()}:${payment.signature.toLowerCase()}`;
-  const purchaseKey = `${purchase.sellerId}\n${purchase.resource}`;
   const first = running.get(id);
   if (first) {
-    const outcome = await waitingAsCopy(
+    await waitingAsCopy(
       state,
-      first.outcome.catch(() => undefined),
+      first.catch(() => undefined),
     );
-    if (options.share && outcome && first.purchaseKey === purchaseKey) {
-      return outcome.ok ? { ...outcome, fresh: false } : outcome;
-    }
+    // Presented again once the first is done: its row says what this copy may have (usually: already used).
+    return settleOrWait(state, payment, purchase, version, options);
   }
-  if (running.has(id)) return settleOrWait(state, payment, purchase, version, options);
   const outcome = settleOrWait(state, payment, purchase, version, options);
-  running.set(id, { outcome, purchaseKey });
+  running.set(id, outcome);
   try {
     return await outcome;
   } finally {
@@ -75,23 +65,11 @@ async function settleOrWait(
   const settle = () =>
     state.x402.settle(payment, purchase, version, { maxTimeoutSeconds: options.maxTimeoutSeconds });
   const outcome = await settle();
-  // Only a copy is waited for: the refusal X402Payments gives a payment someone else is settling (its own
-  // attempt's 503s, after the relayer's wait, are answered as they are). x402-reference.test.ts pins the text.
-  if (outcome.ok || outcome.reason !== PAYGATE_REASONS.unavailable || !BEING_SETTLED.test(outcome.message)) {
-    return outcome;
-  }
+  // Only a copy is waited for (the authorization's row still `submitting` under someone else): this attempt's own
+  // 503s, after the relayer's wait, are answered as they are.
+  if (outcome.ok || !outcome.beingSettled) return outcome;
   const settled = await waitingAsCopy(state, settledElsewhere(state, payment));
   if (!settled) return outcome;
-  if (
-    options.share &&
-    settled.state === 'settled' &&
-    settled.seller_id === purchase.sellerId &&
-    settled.resource === purchase.resource &&
-    settled.claim_id
-  ) {
-    const claim = await state.x402.authorizations.claimById(settled.claim_id);
-    if (claim) return settledBefore(claim);
-  }
   return settle();
 }
 

@@ -138,7 +138,10 @@ function verifyRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
   });
 }
 
-/** Settles into escrow; copies of one payment share its one settlement. */
+/**
+ * Settles into escrow: one authorization is settled once and answered `success: true` once; its copies (concurrent
+ * or later, on any replica) are refused as used (`invalid_exact_evm_nonce_already_used`).
+ */
 function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
   const { config } = state;
   return defineRoute({
@@ -178,8 +181,11 @@ function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
         checked.payment,
         facilitatorPurchase(checked, req.seller!.sellerId),
         req.body.x402Version,
-        { maxTimeoutSeconds: checked.maxTimeoutSeconds, share: true },
+        { maxTimeoutSeconds: checked.maxTimeoutSeconds },
       );
+      // The seller's server serves on this answer, so the sale is spent now: a claim answered again (one the
+      // recovery pass settled after its caller gave up, reopened for this retry) is never reopened once more.
+      if (outcome.ok && !outcome.fresh) await state.payments.markServed(outcome.claim);
       res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
       sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
     },

@@ -38,6 +38,11 @@ export type X402Outcome =
       message: string;
       /** 429 only: when the day's budget starts afresh. */
       retryAfterSeconds?: number;
+      /**
+       * 503 only: the authorization is `submitting` under another caller (a copy, a replica, the recovery pass),
+       * so this one may wait for that settlement and present it again.
+       */
+      beingSettled?: true;
     };
 
 export type Refused = Extract<X402Outcome, { ok: false }>;
@@ -257,7 +262,10 @@ export class X402Settlement {
       return refused(402, reason, 'this authorization was refused before');
     }
     if (row.state === 'submitting' || !row.claim_id) {
-      return refused(503, unavailable, 'this authorization is being settled; present it again shortly');
+      return {
+        ...refused(503, unavailable, 'this authorization is being settled; present it again shortly'),
+        beingSettled: true,
+      };
     }
     const claim = await this.authorizations.claimById(row.claim_id);
     if (!claim) return used;
