@@ -401,9 +401,12 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
         isError: true,
         content: [{ text: expect.stringContaining('Unknown tool') }],
       });
-      // A value with a slash stays one path segment.
-      const unpaid = await client.callTool({ name: toolName, arguments: { symbol: '../echo' } });
-      expect(paymentRequiredOf(unpaid)!.resource!.url).toContain('/quote/..%2Fecho');
+      // A value with a slash is refused (a seller decoding %2F would see another path), naming the parameter.
+      const slashed = await client.callTool({ name: toolName, arguments: { symbol: '../echo' } });
+      expect(slashed).toMatchObject({
+        isError: true,
+        content: [{ text: expect.stringContaining('symbol: must not contain "/"') }],
+      });
       expect(upstreamCalls).toHaveLength(1);
     });
   });
