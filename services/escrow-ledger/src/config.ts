@@ -1,3 +1,4 @@
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import {
   type ChainConfig,
   type CommonConfig,
@@ -8,6 +9,8 @@ import {
   optionalAddress,
   parseEnv,
   productionGuards,
+  str,
+  throwIfProblems,
 } from '@paygate/runtime';
 
 /**
@@ -28,6 +31,18 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   paymentConcurrency: number;
   /** Buyers' refund requests (POST /api/v1/refund-requests) per minute per client address. */
   refundRequestsPerMinute: number;
+  /**
+   * REFUND_MIN_AMOUNT: the smallest refund, in micro-USDC, unless it is all that remains refundable on its
+   * transaction. Every refund is an escrow transfer (gas, and a place on the escrow's one nonce ahead of payouts).
+   */
+  refundMinAmountMicro: bigint;
+  /**
+   * REFUND_MAX_PARTIAL_PER_TRANSACTION: partial refunds booked per transaction at most; after them only a refund of
+   * all that remains is accepted, so a transaction makes at most this + 1 escrow transfers.
+   */
+  refundMaxPartialPerTransaction: number;
+  /** REFUNDS_PER_MINUTE: refunds a seller books (POST /api/v1/refunds, approvals) per minute. */
+  refundsPerMinute: number;
   /**
    * How often transfers booked from payment.confirmed and not yet confirmed by the chain (the indexer's
    * observation, or their receipt CONFIRMATIONS deep) are checked by receipt (CHAIN_CHECK_INTERVAL_MS).
@@ -72,6 +87,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     PAYMENT_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
     PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
+    // 0.01 USDC, like X402_MIN_AMOUNT: one USDC transfer costs about 0.002 USD of gas on Base; below this a refund
+    // costs Paygate more to send than it gives back (all that remains of a smaller payment is still refundable).
+    REFUND_MIN_AMOUNT: str({ default: '0.01' }),
+    REFUND_MAX_PARTIAL_PER_TRANSACTION: int({ default: 10, min: 1, max: 1000 }),
+    REFUNDS_PER_MINUTE: int({ default: 30, min: 1 }),
     CHAIN_CHECK_INTERVAL_MS: int({ default: 2_000, min: 1 }),
     CHAIN_CHECK_BATCH_SIZE: int({ default: 100, min: 1, max: 1000 }),
     // 0: a payment booked before the chain confirmed it is never held back from release (tests without a chain);
@@ -96,6 +116,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     paymentBatchSize: parsed.PAYMENT_BATCH_SIZE,
     paymentConcurrency: parsed.PAYMENT_CONCURRENCY,
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
+    refundMinAmountMicro: refundMinAmountMicro(parsed.REFUND_MIN_AMOUNT),
+    refundMaxPartialPerTransaction: parsed.REFUND_MAX_PARTIAL_PER_TRANSACTION,
+    refundsPerMinute: parsed.REFUNDS_PER_MINUTE,
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
     chainCheckBatchSize: parsed.CHAIN_CHECK_BATCH_SIZE,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
@@ -104,4 +127,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     now: () => new Date(),
     checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,
   };
+}
+
+/** REFUND_MIN_AMOUNT: a USDC amount above 0, in micro-USDC; anything else is a ConfigError naming it. */
+function refundMinAmountMicro(value: string): bigint {
+  const problems: string[] = [];
+  let amountMicro = 0n;
+  try {
+    amountMicro = parseUsdc(value);
+    if (amountMicro <= 0n) problems.push('REFUND_MIN_AMOUNT: must be more than 0 USDC');
+  } catch (error) {
+    if (!(error instanceof MoneyFormatError)) throw error;
+    problems.push(`REFUND_MIN_AMOUNT: ${error.rule}`);
+  }
+  throwIfProblems(problems);
+  return amountMicro;
 }

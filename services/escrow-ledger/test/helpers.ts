@@ -90,6 +90,8 @@ export async function startLedgerHarness(
         ESCROW_ADDRESS: testWallets.escrow.address,
         // Suites send many refund requests from one address; the limit has a suite of its own.
         REFUND_REQUESTS_PER_MINUTE: '100000',
+        // Likewise many refunds of one seller (its limit: refund-dust.test.ts).
+        REFUNDS_PER_MINUTE: '100000',
         // Without a chain nothing confirms a payment's transfer: not held back for it here (the hold-back and the
         // receipt check have their suite, chain-confirmation.test.ts, with a chain).
         CHAIN_CONFIRM_TIMEOUT_MS: '0',

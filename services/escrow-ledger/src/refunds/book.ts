@@ -98,6 +98,53 @@ function assertRefundable(txn: TransactionForRefund, amountMicro: bigint): void 
   }
 }
 
+/**
+ * Every refund is an on-chain transfer from the escrow wallet, on its one nonce, ahead of payouts: a refund below
+ * REFUND_MIN_AMOUNT (400), or a partial one beyond REFUND_MAX_PARTIAL_PER_TRANSACTION on this transaction (409), is
+ * refused, so one payment cannot be split into thousands of dust transfers. A refund of all that remains is always
+ * accepted, however small, so every payment can still be refunded in full. Called with the transaction locked, so
+ * concurrent refunds of it count each other.
+ */
+async function assertNotDust(
+  trx: Transaction<any>,
+  limits: { refundMinAmountMicro: bigint; refundMaxPartialPerTransaction: number },
+  txn: TransactionForRefund,
+  amountMicro: bigint,
+): Promise<void> {
+  const remaining = txn.amount_micro - txn.refunded_micro;
+  if (amountMicro === remaining) return;
+  const minimum = formatUsdc(limits.refundMinAmountMicro);
+  if (amountMicro < limits.refundMinAmountMicro) {
+    throw new HttpError(
+      400,
+      'invalid_request',
+      `amount must be at least ${minimum} USDC, or all that remains refundable (${formatUsdc(remaining)} USDC)`,
+      {
+        field: 'amount',
+        rule: `must be at least ${minimum} USDC, or all that remains refundable (${formatUsdc(remaining)})`,
+        minimum,
+        refundable: formatUsdc(remaining),
+      },
+    );
+  }
+  const booked = await sql<{ n: number }>`select count(*)::int as n from refunds
+      where transaction_id = ${txn.id}`.execute(trx);
+  const max = limits.refundMaxPartialPerTransaction;
+  if (Number(booked.rows[0]?.n ?? 0) >= max) {
+    throw new HttpError(
+      409,
+      'too_many_partial_refunds',
+      `this transaction has had ${max} partial refunds: only a refund of all that remains (${formatUsdc(remaining)} USDC) is accepted`,
+      {
+        field: 'amount',
+        rule: `after ${max} partial refunds only all that remains refundable (${formatUsdc(remaining)}) is accepted`,
+        refundable: formatUsdc(remaining),
+        maxPartialRefunds: max,
+      },
+    );
+  }
+}
+
 /** The cumulative fee split: partial refunds add up exactly to the payment's original shares. */
 function splitRefund(txn: TransactionForRefund, amountMicro: bigint): RefundSplit {
   const refundedAfter = txn.refunded_micro + amountMicro;
@@ -176,6 +223,7 @@ export async function bookRefund(
   input: { amountMicro: bigint; reason: string; refundRequestId?: string | null },
 ): Promise<RefundRow> {
   assertRefundable(txn, input.amountMicro);
+  await assertNotDust(trx, deps.config, txn, input.amountMicro);
   const split = splitRefund(txn, input.amountMicro);
   await checkSellerCanPay(trx, txn.seller_id, split.phase, split.sellerPart, split.platformPart);
   const refundId = newRefundId();

@@ -17,6 +17,7 @@ import {
   FEE_RULE,
   idempotencyKey,
   parseAmount,
+  REFUND_RATE_LIMIT_ERROR,
   type RefundRouteContext,
   sellerOf,
   sendSellerWrite,
@@ -168,8 +169,9 @@ function approveRefundRequestRoute(parts: RefundRouteContext): AnyRoute {
     operationId: 'approveRefundRequest',
     summary:
       'Merchant: approve a pending request; books the refund (all that remains unless amount says less)',
-    description: FEE_RULE,
+    description: `The refund follows the rules of POST /api/v1/refunds: at least REFUND_MIN_AMOUNT unless all that remains (the default), at most REFUND_MAX_PARTIAL_PER_TRANSACTION partial refunds per transaction, and counted in the seller's REFUNDS_PER_MINUTE. ${FEE_RULE}`,
     auth: seller,
+    before: [parts.refundRateLimit],
     params: RefundRequestIdParam,
     headers: [idempotencyKey],
     body: ApproveBody,
@@ -182,11 +184,12 @@ function approveRefundRequestRoute(parts: RefundRouteContext): AnyRoute {
       },
     },
     errors: {
-      '400': 'invalid_request',
+      '400': 'invalid_request (amount below REFUND_MIN_AMOUNT and not all that remains: error.minimum)',
       ...SELLER_ERRORS,
       '404': 'not_found: no such request for this seller',
       '409':
-        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | insufficient_seller_balance | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
+        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | too_many_partial_refunds | insufficient_seller_balance | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
+      '429': REFUND_RATE_LIMIT_ERROR,
     },
     handler: async (req, res) => {
       const body = req.body ?? {};

@@ -1,8 +1,13 @@
-import { badRequest, idempotencyKeyParameter } from '@paygate/http';
+import {
+  badRequest,
+  idempotencyKeyParameter,
+  rateLimitMiddleware,
+  type SharedRateLimiter,
+} from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import type { Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
@@ -12,7 +17,25 @@ export interface RefundRouteContext {
   ctx: ServiceContext;
   deps: LedgerDeps;
   seller: { scheme: string; middleware: ReturnType<SellerAuth['middleware']> };
+  /** Counts a refund a seller books (REFUNDS_PER_MINUTE per seller); run after the API key check. */
+  refundRateLimit: RequestHandler;
 }
+
+/**
+ * Refunds booked per seller per minute: each one is an escrow transfer settlement sends on the escrow's one
+ * nonce, so one seller may not queue them ahead of everyone's payouts. Counted in Postgres on every hit (shared by
+ * the replicas, exact), before the refund is decided; over the limit 429 rate_limited with Retry-After.
+ */
+export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
+  return rateLimitMiddleware(
+    limiter,
+    (req) => (req.seller ? `refund:${req.seller.sellerId}` : undefined),
+    'refunds per minute per seller (REFUNDS_PER_MINUTE)',
+  );
+}
+
+export const REFUND_RATE_LIMIT_ERROR =
+  'rate_limited: REFUNDS_PER_MINUTE refunds this minute by this seller, counting every attempt (Retry-After)';
 
 export function parseAmount(value: string | undefined): bigint | undefined {
   if (value === undefined) return undefined;

@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, notFound } from '@paygate/http';
+import { type AnyRoute, defineRoute, notFound, SharedRateLimiter } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { refundRequestMessage } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
@@ -12,7 +12,9 @@ import {
   FEE_RULE,
   idempotencyKey,
   parseAmount,
+  REFUND_RATE_LIMIT_ERROR,
   type RefundRouteContext,
+  refundRateLimit,
   sellerOf,
   sendSellerWrite,
 } from './route-parts';
@@ -24,10 +26,14 @@ export { refundRequestMessage };
 
 /** The refund routes: a seller's own refunds and the public transaction lookup here, buyers' requests in requests.ts. */
 export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
+  // freshMs 0: every hit is counted in Postgres at once, so nothing waits to be flushed (no timer to start or stop);
+  // finished windows are deleted by any limiter of this schema (the buyers' one).
+  const limiter = new SharedRateLimiter(ctx.db, deps.config.refundsPerMinute, deps.now, { freshMs: 0 });
   const parts: RefundRouteContext = {
     ctx,
     deps,
     seller: { scheme: 'apiKey', middleware: auth.middleware() },
+    refundRateLimit: refundRateLimit(limiter),
   };
   return [
     createRefundRoute(parts),
@@ -40,13 +46,15 @@ export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: Seller
 /** Seller refund: instant from the hold while in escrow, else debited from the seller's balance. */
 function createRefundRoute(parts: RefundRouteContext): AnyRoute {
   const { ctx, deps, seller } = parts;
+  const { refundMinAmountMicro, refundMaxPartialPerTransaction, refundsPerMinute } = deps.config;
   return defineRoute({
     method: 'post',
     path: '/api/v1/refunds',
     operationId: 'createRefund',
     summary: 'Refund (part of) a transaction of the calling seller',
-    description: `Any transaction of the seller may be refunded, in one or several parts, up to its amount. Instant while the funds are in escrow, otherwise the seller balance is debited. ${FEE_RULE}`,
+    description: `Any transaction of the seller may be refunded, in one or several parts, up to its amount. Instant while the funds are in escrow, otherwise the seller balance is debited. Each refund is an on-chain transfer from escrow, so: a refund is at least ${formatUsdc(refundMinAmountMicro)} USDC (REFUND_MIN_AMOUNT) unless it is all that remains refundable; at most ${refundMaxPartialPerTransaction} partial refunds per transaction (REFUND_MAX_PARTIAL_PER_TRANSACTION), then only all that remains; at most ${refundsPerMinute} refunds a minute per seller (REFUNDS_PER_MINUTE, shared with approvals). ${FEE_RULE}`,
     auth: seller,
+    before: [parts.refundRateLimit],
     headers: [idempotencyKey],
     body: RefundBody,
     bodyExamples: {
@@ -59,11 +67,13 @@ function createRefundRoute(parts: RefundRouteContext): AnyRoute {
       },
     },
     errors: {
-      '400': 'invalid_request: a field breaks a rule (error.field, error.rule); amount must be > 0',
+      '400':
+        'invalid_request: a field breaks a rule (error.field, error.rule); amount must be > 0, and at least REFUND_MIN_AMOUNT unless it is all that remains (error.minimum, error.refundable)',
       ...SELLER_ERRORS,
       '404': 'not_found: no such transaction for this seller',
       '409':
-        'amount_exceeds_refundable (error.refundable says what remains) | insufficient_seller_balance (error.available, error.held, error.creditLimit, error.shortfall: the seller no longer has the money with Paygate) | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
+        'amount_exceeds_refundable (error.refundable says what remains) | too_many_partial_refunds (REFUND_MAX_PARTIAL_PER_TRANSACTION reached: only all that remains, error.refundable) | insufficient_seller_balance (error.available, error.held, error.creditLimit, error.shortfall: the seller no longer has the money with Paygate) | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
+      '429': REFUND_RATE_LIMIT_ERROR,
     },
     handler: async (req, res) => {
       const body = req.body;
