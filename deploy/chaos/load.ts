@@ -235,7 +235,7 @@ async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise
   if (!data?.length) return 'nothing to refund';
   const transaction = prng.pick(data);
   const full = prng.chance(0.5);
-  const amount = full ? transaction.amount : '0.001';
+  const amount = full ? transaction.amount : '0.01';
   const key = `chaos-${transaction.transactionId}-${prng.int(0, 1e9)}`;
   // The same request twice at once with one idempotency key: one refund at most.
   const send = () =>
