@@ -257,6 +257,30 @@ describe('subscription tiers: a cheap payment never opens a dear endpoint', () =
     ).toMatchObject({ valid: true, payment: { reused: true } });
   });
 
+  it('POST /api/verify: a subscription pays for subscription access only, never for a product, a service or a call of the seller', async () => {
+    const txHash = await h.transfer('buyer', 50_000n);
+    const resource = 'GET https://seller.example/news';
+    const sub = await verify({
+      type: 'subscription',
+      durationDays: 30,
+      price: '0.05',
+      resource,
+      payment: await h.header({ txHash, resource, amount: 50_000n }),
+    });
+    expect(sub).toMatchObject({ valid: true, payment: { reused: false } });
+    for (const type of ['product', 'service', 'payPerCall']) {
+      const other = `POST https://seller.example/${type}`;
+      expect(
+        await verify({
+          type,
+          price: '0.01',
+          resource: other,
+          payment: await h.header({ txHash, resource: other, amount: 50_000n }),
+        }),
+      ).toMatchObject({ valid: false, reason: 'payment_already_used' });
+    }
+  });
+
   it("the middleware's subscription(): 0.01 paid at /cheap never runs /premium's handler", async () => {
     const txHash = await h.transfer('buyer', CHEAP);
     const cheap = await h.header({ txHash, resource: 'GET /cheap', amount: CHEAP });

@@ -42,8 +42,8 @@ export const badSignature = (): PaymentFailure =>
 /**
  * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
  * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
- * resource it was claimed for or the one it asks for now. Then: a subscription in its scope (the skill, or the seller for a
- * seller-wide purchase) whose transferred amount (the claim's, as the chain said) covers the price asked now, until
+ * resource it was claimed for or the one it asks for now. Then: a subscription, for subscription access in its scope (the
+ * skill, or the seller for a seller-wide purchase), whose transferred amount (the claim's, as the chain said) covers the price asked now, until
  * it expires; a pay-per-call only as a retry of the same resource and payment path (what it was bought for).
  */
 export function decideReuse(
@@ -63,7 +63,9 @@ export function decideReuse(
       purchase.skillId !== null
         ? claim.skill_id === purchase.skillId
         : claim.skill_id === null && claim.seller_id === purchase.sellerId;
-    if (!sameScope) return { kind: 'refuse', failure: alreadyUsed(claim) };
+    // Subscription access only: a seller-wide subscription never pays for the seller's products, services or calls.
+    if (!sameScope || purchase.kind !== 'subscription')
+      return { kind: 'refuse', failure: alreadyUsed(claim) };
     // What the chain says was transferred, never the amount the presenter wrote into its proof: a subscription
     // paid at a cheap endpoint's price opens only endpoints that price covers.
     if (claim.amount_micro < purchase.priceMicro) {
