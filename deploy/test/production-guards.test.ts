@@ -102,9 +102,10 @@ describe('production guards', () => {
     expect(
       refusal('checkout', { ...PRODUCTION, CHECKOUT_DEPOSIT_XPUB: publicNode.neuter().extendedKey }),
     ).toContain('CHECKOUT_DEPOSIT_XPUB: is derived from the public test mnemonic');
-    // The old shared deposit wallet is only for sessions from before deposit addresses: optional, but never
-    // zero nor the agent escrow.
-    expect(refusal('checkout', without('CHECKOUT_ESCROW_ADDRESS'))).toBe('accepted');
+    // The checkout wallet amount-matched sessions are paid to: required, never zero nor the agent escrow.
+    expect(refusal('checkout', without('CHECKOUT_ESCROW_ADDRESS'))).toContain(
+      'CHECKOUT_ESCROW_ADDRESS: must be set in production',
+    );
     expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ZERO })).toContain(
       'CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production',
     );

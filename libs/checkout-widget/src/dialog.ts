@@ -21,6 +21,17 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/**
+ * What the buyer must do, and what tells this payment apart from everyone else's: with a unique amount, the amount
+ * to the last of its six decimals (the address is shared, so another amount pays nothing automatically); with a
+ * deposit address, the address (it is this payment's alone).
+ */
+export function paymentInstructions(input: { amount: string; network: string; matching: string }): string {
+  return input.matching === 'deposit_address'
+    ? `Send exactly ${input.amount} USDC on ${input.network} to the address below. This address is for this payment only: it identifies your payment.`
+    : `Send exactly ${input.amount} USDC on ${input.network} to the address below, all six decimals included. The exact amount identifies your payment: a different amount will not be matched automatically.`;
+}
+
 let dialogCount = 0;
 
 export type DialogState = 'loading' | 'open' | 'success' | 'expired' | 'error';
@@ -116,18 +127,14 @@ export class PaymentDialog {
     address: string;
     amount: string;
     network: string;
+    /** What identifies the payment: its exact amount (on the shared checkout wallet) or its own address. */
+    matching: 'amount' | 'deposit_address';
     canUseWallet: boolean;
     onWallet: () => void;
   }): void {
     this.body.replaceChildren();
     this.body.append(el('p', { class: 'pgc-desc', 'data-paygate': 'description' }, input.description));
-    this.body.append(
-      el(
-        'p',
-        {},
-        `Send exactly ${input.amount} USDC on ${input.network} to the address below. The exact amount identifies your payment.`,
-      ),
-    );
+    this.body.append(el('p', { 'data-paygate': 'instructions' }, paymentInstructions(input)));
     const qr = el('div', {
       class: 'pgc-qr',
       role: 'img',

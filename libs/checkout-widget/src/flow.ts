@@ -145,6 +145,7 @@ export class CheckoutFlow {
       address: session.walletAddress,
       amount: formatUsdcExact(amountMicro),
       network: session.network,
+      matching: session.matching ?? 'amount',
       canUseWallet: Boolean(provider),
       onWallet: () => this.payWithWallet(provider, amountMicro),
     });

@@ -9,6 +9,7 @@ export type { RefundRequestStatus, RefundRequestView, RefundTarget } from './ref
 export { refundRequestMessage } from './refunds';
 export type {
   CheckoutError,
+  CheckoutMatching,
   CheckoutOptions,
   CheckoutSession,
   CheckoutSessionStatus,

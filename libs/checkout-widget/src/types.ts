@@ -7,6 +7,9 @@ export type CheckoutSessionStatus =
   | 'expired'
   | 'refunded';
 
+/** How a session's payment is told apart from every other: its exact amount, or its own address. */
+export type CheckoutMatching = 'amount' | 'deposit_address';
+
 /**
  * The public session object (GET /api/v1/checkout/sessions/:id, WebSocket `session` messages). Written out here
  * so the published types stand alone; test/types.unit.test.ts holds it equal to the contract (checkout.session_*).
@@ -18,10 +21,25 @@ export interface CheckoutSession {
   skillId: string | null;
   description: string;
   status: CheckoutSessionStatus;
+  /**
+   * What the buyer sends, always with six decimals. With `matching: 'amount'` it is the price plus a random suffix
+   * below one cent (e.g. `1.504217` for a 1.50 price) and it alone identifies the payment: a different amount pays
+   * nothing automatically. With `'deposit_address'` it is exactly the price.
+   */
   exactAmount: string;
   paidAmount: string | null;
-  /** The session's own deposit address (never the agent escrow of 402 payments): show and pay exactly this. */
+  /**
+   * Where the buyer sends it, never the agent escrow of 402 payments. `matching: 'amount'`: the checkout wallet all
+   * sessions share; `'deposit_address'`: this session's own address.
+   */
   walletAddress: string;
+  /**
+   * What identifies the payment. `amount` (the default): the exact amount, on the shared checkout wallet.
+   * `deposit_address` (a seller's choice, for buyers whose exchange cannot send an odd amount, or a price whose
+   * unique amounts are all held): the address, which is this session's alone. Checkout always sends it; absent
+   * only in events from before it (read as `amount`).
+   */
+  matching?: CheckoutMatching;
   network: 'base' | 'base-sepolia' | 'local';
   chainId: number;
   tokenAddress: string;
@@ -51,11 +69,11 @@ export interface PaymentResult {
   txHash: string;
   /** What was received (equals exactAmount unless overpaid). */
   amount: string;
-  /** What the session asked for: the price plus its unique suffix. */
+  /** What the session asked for: the price plus its unique suffix (`amount`), or the price (`deposit_address`). */
   exactAmount: string;
   /** The paying wallet. */
   payer: string;
-  /** The session's own deposit address that received the payment (the session's walletAddress). */
+  /** The address that received the payment (the session's walletAddress: the checkout wallet, or its own). */
   walletAddress: string;
   network: CheckoutSession['network'];
   chainId: number;

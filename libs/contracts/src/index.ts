@@ -9,10 +9,10 @@ export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './e
 // (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';
 export { type ClaimedVia, claimedViaOf, claimedViaOnWire } from './events/claims';
-export { DEFAULT_HOLD_HOURS, DEFAULT_HOLD_HOURS_BY_KIND, type HoldSkillType } from './holds';
 // (nothing of './events/escrow-ledger' is used outside the package)
 // (nothing of './events/payments' is used outside the package)
-// (nothing of './events/registry' is used outside the package)
+export { CHECKOUT_MATCHING_MODES, type CheckoutMatchingMode } from './events/registry';
+export { DEFAULT_HOLD_HOURS, DEFAULT_HOLD_HOURS_BY_KIND, type HoldSkillType } from './holds';
 // (nothing of './events/settlement' is used outside the package)
 export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export {

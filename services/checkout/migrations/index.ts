@@ -7,6 +7,7 @@ import { sessionLimits } from './2026-11-25-1400-session-limits';
 import { depositAddresses } from './2026-11-25-1600-deposit-addresses';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
 import { reorgTombstones } from './2026-11-29-0600-reorg-tombstones';
+import { checkoutMatching } from './2026-12-02-0300-checkout-matching';
 
 /** Frozen, date-prefixed migrations of the checkout schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-1600-deposit-addresses': depositAddresses,
   '2026-11-26-1700-claimed-via': claimedVia,
   '2026-11-29-0600-reorg-tombstones': reorgTombstones,
+  '2026-12-02-0300-checkout-matching': checkoutMatching,
 };

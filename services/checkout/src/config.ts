@@ -15,16 +15,26 @@ import {
 } from '@paygate/runtime';
 import { depositNode } from './sessions/deposit-addresses';
 
-/** Checkout only names the chain (sessions carry network, chain id, USDC and deposit address); it never calls it. */
+/** Checkout only names the chain (sessions carry network, chain id, USDC and wallet address); it never calls it. */
 export interface CheckoutConfig
   extends CommonConfig,
     Pick<ChainConfig, 'network' | 'chainId' | 'usdcAddress' | 'escrowAddress'> {
   /**
-   * CHECKOUT_ESCROW_ADDRESS: the old shared checkout deposit wallet, distinct from the agent escrow. Sessions
-   * created before deposit addresses were paid there and are matched by their unique amount until their late
-   * window ends (only such sessions hold an amount, so nothing else can collide). New sessions never use it.
+   * CHECKOUT_ESCROW_ADDRESS: the checkout wallet every amount-matched session is paid to, never the agent escrow
+   * (ESCROW_ADDRESS, where 402 payments go), so an agent's payment can never pay a session whose exact amount
+   * equals its price. Settlement sweeps it into escrow; the indexer watches it; reconciliation counts it.
    */
   checkoutEscrowAddress: string;
+  /**
+   * AMOUNT_SUFFIX_RANGE_MICRO: suffixes are drawn from 1 .. range-1 micro-USDC (10000: below one cent, so 9,999
+   * sessions of one price can be matchable at once).
+   */
+  amountSuffixRangeMicro: number;
+  /**
+   * MAX_AMOUNT_SHARE_PERCENT: the share of one price's suffixes a seller's unpaid sessions may hold; past it the
+   * seller's next session at that price gets a deposit address instead (no seller can crowd a price alone).
+   */
+  maxAmountSharePercent: number;
   sessionTtlSeconds: number;
   /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
   lateWindowSeconds: number;
@@ -44,7 +54,7 @@ export interface CheckoutConfig
   maxOpenSessionsPerSeller: number;
   /** Hold period of sessions created with the secret key when the body names none. */
   defaultHoldPeriodHours: number;
-  /** How often open sessions are expired and stale amount reservations released. */
+  /** How often open sessions are expired and amounts past their late window released. */
   sweepIntervalMs: number;
   /** Bearer token of the operator routes (/api/v1/operator/transfers). */
   operatorToken: string;
@@ -62,26 +72,28 @@ export interface CheckoutConfig
 export const DEV_DEPOSIT_XPUB =
   'xpub6EFHUEbYV13535ChA9yg5xZTWowwFCmFoWnhLbwkd91xHoirGu89GTZwBSUBnBpFeY5EV2cgof8yuyDnkeGALcD8DgGYJSiQfkxKpunWTX1';
 
+/** The checkout wallet of `make dev` and the tests: anvil's account 7 (libs/testing testWallets.checkoutEscrow). */
+export const DEV_CHECKOUT_WALLET = '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955';
+
 /**
- * In production the sessions' deposit xpub must be set and not the public test mnemonic's; the old shared deposit
- * wallet (CHECKOUT_ESCROW_ADDRESS, only for sessions created before deposit addresses) may be unset, but when set
- * it must be non-zero and distinct from ESCROW_ADDRESS. Checked after productionGuards, in its message format.
+ * In production the checkout wallet must be set, non-zero and distinct from ESCROW_ADDRESS (on one address a
+ * transfer's amount is all that would tell an agent's payment from a session's), and the deposit xpub (deposit
+ * addresses, a seller's choice and the fallback of a crowded price) set and not the public test mnemonic's.
+ * Checked after productionGuards, in its message format.
  */
-function productionDeposit(env: NodeJS.ProcessEnv, address: string, escrowAddress: string): void {
+function productionDeposit(env: NodeJS.ProcessEnv, address: string): void {
   const problems: string[] = [];
   if (!env.CHECKOUT_DEPOSIT_XPUB?.trim()) {
     problems.push('CHECKOUT_DEPOSIT_XPUB: must be set in production (the deposit addresses of sessions)');
   } else if (env.CHECKOUT_DEPOSIT_XPUB.trim() === DEV_DEPOSIT_XPUB) {
     problems.push('CHECKOUT_DEPOSIT_XPUB: is derived from the public test mnemonic; anyone could sweep it');
   }
-  if (env.CHECKOUT_ESCROW_ADDRESS?.trim()) {
-    if (/^0x0{40}$/i.test(address)) {
-      problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
-    } else if (address.toLowerCase() === escrowAddress.toLowerCase()) {
-      problems.push(
-        'CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow) in production',
-      );
-    }
+  if (!env.CHECKOUT_ESCROW_ADDRESS?.trim()) {
+    problems.push(
+      'CHECKOUT_ESCROW_ADDRESS: must be set in production (the checkout wallet sessions are paid to)',
+    );
+  } else if (/^0x0{40}$/i.test(address)) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
   }
   if (problems.length > 0) {
     throw new ConfigError(`invalid production configuration of checkout: ${problems.join('; ')}`);
@@ -116,11 +128,17 @@ export function loadConfig(
       SESSION_RATE_LIMIT_PER_KEY: int({ default: 600, min: 1, max: 1_000_000 }),
       SESSION_RATE_LIMIT_PER_CLIENT: int({ default: 120, min: 1, max: 1_000_000 }),
       MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
+      AMOUNT_SUFFIX_RANGE_MICRO: int({ default: 10_000, min: 2, max: 1_000_000 }),
+      MAX_AMOUNT_SHARE_PERCENT: int({ default: 10, min: 1, max: 100 }),
     },
     problems,
   );
-  // Unset: ESCROW_ADDRESS (refused in production by productionDeposit).
-  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || escrowAddress;
+  // Unset: the dev chain's checkout wallet (refused in production by productionDeposit).
+  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || DEV_CHECKOUT_WALLET;
+  // Never the agent escrow, in any environment: its payments would pay sessions of the same amount.
+  if (checkoutEscrowAddress.toLowerCase() === escrowAddress.toLowerCase()) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow)');
+  }
   const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB?.trim() || DEV_DEPOSIT_XPUB;
   try {
     depositNode(depositXpub);
@@ -134,7 +152,7 @@ export function loadConfig(
     escrow: { address: escrowAddress },
     secrets: ['OPERATOR_TOKEN'],
   });
-  if (common.production) productionDeposit(env, checkoutEscrowAddress, escrowAddress);
+  if (common.production) productionDeposit(env, checkoutEscrowAddress);
   return {
     ...common,
     escrowAddress,
@@ -149,6 +167,8 @@ export function loadConfig(
     sessionRateLimitPerKey: parsed.SESSION_RATE_LIMIT_PER_KEY,
     sessionRateLimitPerClient: parsed.SESSION_RATE_LIMIT_PER_CLIENT,
     maxOpenSessionsPerSeller: parsed.MAX_OPEN_SESSIONS_PER_SELLER,
+    amountSuffixRangeMicro: parsed.AMOUNT_SUFFIX_RANGE_MICRO,
+    maxAmountSharePercent: parsed.MAX_AMOUNT_SHARE_PERCENT,
     defaultHoldPeriodHours: parsed.DEFAULT_HOLD_PERIOD_HOURS,
     sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
     operatorToken: parsed.OPERATOR_TOKEN,

@@ -1,3 +1,4 @@
+import type { CheckoutMatchingMode } from '@paygate/contracts';
 import type { Kysely, Transaction } from 'kysely';
 
 export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired' | 'refunded';
@@ -14,6 +15,8 @@ export interface SellersTable {
   revision: number;
   publishable_key: string;
   wallet_address: string;
+  /** How the seller's sessions are matched (seller.updated checkoutMatching). */
+  checkout_matching: CheckoutMatchingMode;
   updated_at: Date;
 }
 
@@ -52,6 +55,7 @@ export interface SessionsTable {
   created_at: Date;
   expires_at: Date;
   late_until: Date;
+  /** True while a transfer of exact_amount_micro to the checkout wallet could match this session (until late_until). */
   amount_reserved: boolean;
   paid_amount_micro: bigint | null;
   transfer_id: string | null;
@@ -59,7 +63,7 @@ export interface SessionsTable {
   payer: string | null;
   paid_at: Date | null;
   updated_at: Date;
-  /** The session's own deposit address (HD child `derivation_index` of the deposit xpub); null: an older session paid at the shared wallet. */
+  /** The session's own deposit address (HD child `derivation_index` of the deposit xpub); null: paid by its unique amount at the checkout wallet. */
   deposit_address: string | null;
   derivation_index: bigint | null;
 }

@@ -18,7 +18,7 @@ import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
 import { staticRoutes } from './static/routes';
 
-/** Expires due sessions and frees lapsed amount reservations, on an interval, one pass at a time. */
+/** Expires due sessions and frees the amounts of sessions past their late window, on an interval, one pass at a time. */
 class Sweeper extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
@@ -50,7 +50,7 @@ export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 const checkoutDocument = {
   title: 'Paygate checkout',
   description:
-    'Checkout sessions, each paid to its own deposit address (an HD child of the checkout deposit xpub; never the agent escrow) at exactly its price, the polling route of the widget, and the operator resolution of transfers that matched no session. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
+    'Checkout sessions, the polling route of the widget, and the operator resolution of transfers that matched no session. By default a session is paid by its unique exact amount (the price plus a random six-decimal suffix below one cent) to the checkout wallet all sessions share, never the agent escrow; a seller that chose deposit addresses (checkoutMatching) gets an address per session (an HD child of the checkout deposit xpub) paid at exactly the price. Live updates come over the notifier WebSocket (/api/v1/openapi/notifier.json).',
   securitySchemes: {
     publishableKey: securitySchemes.publishableKey,
     secretKey: securitySchemes.apiKey,
@@ -76,7 +76,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     migrations,
     routes(app, ctx) {
       limits = new SessionLimits(ctx.db, config);
-      store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits);
+      store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits, ctx.logger);
       sellerAuth = new SellerAuth(ctx.bus);
       const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
       void store.warm();

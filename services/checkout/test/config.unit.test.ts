@@ -14,8 +14,12 @@ describe('checkout config', () => {
     ).toThrow(/CHECKOUT_ESCROW_ADDRESS: must be a 20-byte hex address; CHECKOUT_DEPOSIT_XPUB: /);
   });
 
-  it('uses the escrow wallet when no deposit wallet is set, and a checksummed one when it is', () => {
-    expect(loadConfig(base).checkoutEscrowAddress).toBe(loadConfig(base).escrowAddress);
+  it('uses the dev checkout wallet when none is set, a checksummed one when it is, and never the agent escrow', () => {
+    expect(loadConfig(base).checkoutEscrowAddress).toBe('0x14dC79964da2C08b23698B3D3cc7Ca32193d9955');
+    expect(loadConfig(base).checkoutEscrowAddress).not.toBe(loadConfig(base).escrowAddress);
+    expect(() => loadConfig({ ...base, CHECKOUT_ESCROW_ADDRESS: loadConfig(base).escrowAddress })).toThrow(
+      /CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS \(the agent escrow\)/,
+    );
     expect(
       loadConfig({ ...base, CHECKOUT_ESCROW_ADDRESS: '0x14dc79964da2c08b23698b3d3cc7ca32193d9955' })
         .checkoutEscrowAddress,

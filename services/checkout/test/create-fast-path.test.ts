@@ -20,8 +20,9 @@ describe('session creation fast path', () => {
     expect(created.headers['x-request-id']).toBe('req-fast-1');
     expect(created.headers['access-control-allow-origin']).toBe('*');
     expect(created.headers['content-type']).toBe('application/json; charset=utf-8');
-    // Exactly the price, at the session's own deposit address.
-    expect(created.body.exactAmount).toBe('4.000000');
+    // The price plus a unique suffix, on the checkout wallet.
+    expect(created.body.exactAmount).toMatch(/^4\.00\d{4}$/);
+    expect(created.body.matching).toBe('amount');
 
     const broken = await post().set('content-type', 'application/json').send('{"skill":');
     expect(broken.status).toBe(400);
@@ -120,7 +121,7 @@ describe('session creation fast path', () => {
         headers: { ...answer.headers, 'x-request-id': generatedId(answer.headers['x-request-id']) },
         body: error
           ? { error: { ...error, requestId: generatedId(error.requestId) } }
-          : { ...body, sessionId: '<new>', walletAddress: '<new>' },
+          : { ...body, sessionId: '<new>', exactAmount: '<unique>' },
       };
     };
     const auth = { authorization: `Bearer ${h.publishableKey}` };

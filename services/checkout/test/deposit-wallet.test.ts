@@ -4,21 +4,22 @@ import { sql } from 'kysely';
 import request from 'supertest';
 import { loadConfig } from '../src';
 import { DEV_DEPOSIT_XPUB } from '../src/config';
+import { depositAddressAt, depositNode } from '../src/sessions/deposit-addresses';
 import { type CheckoutHarness, ESCROW, startHarness, transferEvent } from './helpers';
 
 const DEPOSIT = testWallets.checkoutEscrow.address;
 
 /**
- * Each session is paid to its own deposit address, and only a transfer to that address pays it: a transfer of
- * exactly a session's amount to the agent escrow (an agent paying a skill of that price) is kept for an operator,
- * never applied (security issue, point 2; end to end on anvil in capture.e2e.test.ts), and so is one of that
- * amount to the old shared deposit wallet, where only sessions from before deposit addresses are matched by their
- * unique amount (security issue, point 3).
+ * A seller that chose deposit addresses (checkoutMatching: deposit_address): each session is paid to its own
+ * address, and only a transfer to that address pays it. A transfer of exactly a session's amount to the agent
+ * escrow (an agent paying a skill of that price) is not checkout's at all (end to end on anvil in
+ * capture.e2e.test.ts), and one of that amount to the checkout wallet pays no deposit-address session (its
+ * amount is not a unique amount).
  */
 describe('checkout deposit addresses', () => {
   let h: CheckoutHarness;
   beforeAll(async () => {
-    h = await startHarness('codeposit', { CHECKOUT_ESCROW_ADDRESS: DEPOSIT });
+    h = await startHarness('codeposit', {}, { matching: 'deposit_address' });
   });
   afterAll(() => h.stop());
 
@@ -55,11 +56,6 @@ describe('checkout deposit addresses', () => {
     const s = await newSession();
     const toEscrow = transferEvent(s.exactAmount, { to: ESCROW });
     await h.publish('transfer.observed', toEscrow);
-    expect(await transferRow(toEscrow.txHash)).toEqual({
-      status: 'unmatched',
-      unmatched_reason: 'paid_to_agent_escrow',
-      session_id: null,
-    });
     const toSharedWallet = transferEvent(s.exactAmount, { to: DEPOSIT });
     await h.publish('transfer.observed', toSharedWallet);
     expect(await transferRow(toSharedWallet.txHash)).toEqual({
@@ -69,6 +65,14 @@ describe('checkout deposit addresses', () => {
     });
     await waitForConsumerIdle(h.bus, 'checkout-transfers');
     expect((await session(s.sessionId)).status).toBe('open');
+    // The agent escrow's transfer was ignored: not even listed.
+    expect(
+      (
+        await sql`select 1 from transfers where tx_hash = ${toEscrow.txHash.toLowerCase()}`.execute(
+          h.running.ctx.db,
+        )
+      ).rows,
+    ).toEqual([]);
 
     // Anything else is not Paygate's money at all.
     const elsewhere = transferEvent(s.exactAmount, { to: testWallets.stranger.address });
@@ -82,25 +86,104 @@ describe('checkout deposit addresses', () => {
     await waitFor(async () => (await session(s.sessionId)).status === 'paid', { message: 'session paid' });
   });
 
-  it('still matches a session from before deposit addresses by its unique amount at the shared wallet', async () => {
-    const now = h.clock.now();
-    await sql`insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
-        hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
-      values ('cs_0000000000000000000000000000a001', ${h.sellerId}, 'before', 3000000, 3004217, 'open', 0, ${now},
-        ${new Date(now.getTime() + 900_000)}, ${new Date(now.getTime() + 87_300_000)}, true, ${now})`.execute(
-      h.running.ctx.db,
+  it('writes the session, its idempotency record and both events (session, deposit address) together', async () => {
+    const post = (key: string) =>
+      request(h.url)
+        .post('/api/v1/checkout/sessions')
+        .set('Authorization', `Bearer ${h.secretKey}`)
+        .set('Idempotency-Key', key)
+        .send({ amount: '6', description: 'order with an address' });
+    const first = await post('order-1');
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ matching: 'deposit_address', exactAmount: '6.000000' });
+    const outbox = await sql<{ subject: string; envelope: { data: Record<string, unknown> } }>`
+      select subject, envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}
+      order by subject`.execute(h.running.ctx.db);
+    expect(outbox.rows.map((r) => r.subject)).toEqual([
+      'checkout.session_created',
+      'deposit.address_assigned',
+    ]);
+    expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
+    const row = await h.running.ctx.db
+      .selectFrom('sessions')
+      .select(['derivation_index', 'late_until', 'deposit_address', 'amount_reserved'])
+      .where('session_id', '=', first.body.sessionId)
+      .executeTakeFirstOrThrow();
+    expect(row.amount_reserved).toBe(false);
+    expect(row.deposit_address).toBe(
+      depositAddressAt(depositNode(DEV_DEPOSIT_XPUB), Number(row.derivation_index)),
     );
-    const legacy = await session('cs_0000000000000000000000000000a001');
-    expect(legacy).toMatchObject({ walletAddress: DEPOSIT, exactAmount: '3.004217' });
-    const paid = transferEvent('3.004217', { to: DEPOSIT });
-    await h.publish('transfer.observed', paid);
-    expect(await transferRow(paid.txHash)).toMatchObject({
-      status: 'matched',
-      session_id: 'cs_0000000000000000000000000000a001',
+    expect(outbox.rows[1]!.envelope.data).toEqual({
+      sessionId: first.body.sessionId,
+      address: first.body.walletAddress,
+      derivationIndex: Number(row.derivation_index),
+      chainId: 31337,
+      assignedAt: first.body.createdAt,
+      // The indexer watches a grace period (7 days by default) past the late window.
+      watchUntil: new Date(row.late_until.getTime() + 7 * 86_400_000).toISOString(),
     });
+    const again = await post('order-1');
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
   });
 
-  it('refuses a missing or public-test deposit xpub and a shared deposit wallet in production', () => {
+  it('gives every concurrent session of one price its own deposit address, at exactly the price', async () => {
+    const count = 40;
+    const results = await Promise.all(
+      Array.from({ length: count }, () =>
+        request(h.url)
+          .post('/api/v1/checkout/sessions')
+          .set('Authorization', `Bearer ${h.secretKey}`)
+          .send({ amount: '7', description: 'same price' }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(count).fill(201));
+    expect(new Set(results.map((r) => r.body.exactAmount))).toEqual(new Set(['7.000000']));
+    expect(new Set(results.map((r) => r.body.walletAddress)).size).toBe(count);
+    // The database itself refuses a second session at an address, whatever process tries.
+    const taken = results[0]!.body;
+    await expect(
+      sql`insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
+            hold_period_hours, created_at, expires_at, late_until, updated_at, deposit_address, derivation_index)
+          values ('cs_dup', 'x', 'dup', 7000000, 7000000, 'open', 0, now(),
+            now() + interval '1 minute', now() + interval '2 minutes', now(), ${taken.walletAddress.toLowerCase()},
+            ${2 ** 31 - 1})`.execute(h.running.ctx.db),
+    ).rejects.toThrow(/sessions_deposit_address/);
+  });
+
+  it('switches when the seller changes its setting (seller.updated): the next session is by amount', async () => {
+    await h.publish('seller.updated', {
+      sellerId: h.sellerId,
+      revision: 2,
+      walletAddress: testWallets.seller.address,
+      payoutAddress: testWallets.seller.address,
+      publishableKey: h.publishableKey,
+      apiKeyVersion: 1,
+      webhookUrl: null,
+      webhookSecretVersion: 0,
+      settlementFrequency: 'DAILY',
+      minimumSettlement: '10',
+      checkoutMatching: 'amount',
+      updatedAt: new Date().toISOString(),
+    });
+    await waitFor(
+      async () =>
+        (
+          await h.running.ctx.db
+            .selectFrom('sellers')
+            .select('checkout_matching')
+            .where('seller_id', '=', h.sellerId)
+            .executeTakeFirstOrThrow()
+        ).checkout_matching === 'amount',
+      { message: 'setting projected' },
+    );
+    // The projection cache drops the seller on this replica's commit; another replica's within 2 s.
+    const s = await newSession();
+    expect(s).toMatchObject({ matching: 'amount', walletAddress: DEPOSIT });
+    expect(s.exactAmount).toMatch(/^4\.20\d{4}$/);
+  });
+
+  it('refuses a missing or public-test deposit xpub and a missing or shared checkout wallet in production', () => {
     const production = {
       NODE_ENV: 'production',
       ESCROW_ADDRESS: ESCROW,
@@ -109,12 +192,18 @@ describe('checkout deposit addresses', () => {
     };
     const xpub = HDNodeWallet.createRandom().neuter().extendedKey;
     expect(() => loadConfig(production)).toThrow(/CHECKOUT_DEPOSIT_XPUB: must be set in production/);
+    expect(() => loadConfig({ ...production, CHECKOUT_DEPOSIT_XPUB: xpub })).toThrow(
+      /CHECKOUT_ESCROW_ADDRESS: must be set in production/,
+    );
     expect(() => loadConfig({ ...production, CHECKOUT_DEPOSIT_XPUB: DEV_DEPOSIT_XPUB })).toThrow(
       /CHECKOUT_DEPOSIT_XPUB: is derived from the public test mnemonic/,
     );
     expect(() =>
       loadConfig({ ...production, CHECKOUT_DEPOSIT_XPUB: xpub, CHECKOUT_ESCROW_ADDRESS: ESCROW }),
     ).toThrow(/CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS/);
-    expect(loadConfig({ ...production, CHECKOUT_DEPOSIT_XPUB: xpub }).depositXpub).toBe(xpub);
+    expect(
+      loadConfig({ ...production, CHECKOUT_DEPOSIT_XPUB: xpub, CHECKOUT_ESCROW_ADDRESS: DEPOSIT })
+        .depositXpub,
+    ).toBe(xpub);
   });
 });

@@ -15,6 +15,11 @@ import type { CheckoutDatabase } from '../src/db';
 
 export const USDC = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
 export const ESCROW = testWallets.escrow.address;
+/** The checkout wallet every amount-matched session is paid to (checkout's default outside production). */
+export const CHECKOUT_WALLET = testWallets.checkoutEscrow.address;
+/** Both ways a seller's sessions can be matched, for suites that run their journeys in each. */
+export const MATCHING_MODES = ['amount', 'deposit_address'] as const;
+export type MatchingMode = (typeof MATCHING_MODES)[number];
 
 export class TestClock {
   constructor(public current = new Date()) {}
@@ -42,7 +47,7 @@ export async function startHarness(
   label: string,
   extraEnv: Record<string, string> = {},
   /** claims: who answers `ledger.claim_transfer` (default `memory`: the contract's rule in this process). */
-  options: { env?: TestEnvironment; claims?: 'memory' | 'ledger' } = {},
+  options: { env?: TestEnvironment; claims?: 'memory' | 'ledger'; matching?: MatchingMode } = {},
 ): Promise<CheckoutHarness> {
   const env = options.env ?? (await createTestEnvironment(label));
   const bus = await env.bus();
@@ -88,6 +93,7 @@ export async function startHarness(
     webhookSecretVersion: 0,
     settlementFrequency: 'DAILY',
     minimumSettlement: '10',
+    ...(options.matching ? { checkoutMatching: options.matching } : {}),
     updatedAt: new Date().toISOString(),
   });
   await waitFor(
@@ -180,7 +186,7 @@ export function transferEvent(
     blockNumber: 100 + txCounter,
     blockHash: `0x${randomBytes(32).toString('hex')}`,
     from: testWallets.buyer.address,
-    to: ESCROW,
+    to: CHECKOUT_WALLET,
     token: USDC,
     amount,
     confirmations: 1,

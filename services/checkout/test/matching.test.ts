@@ -2,14 +2,28 @@ import { parseUsdc } from '@paygate/money';
 import { countStreamMessages, EventRecorder, waitFor, waitForConsumerIdle } from '@paygate/testing';
 import { sql } from 'kysely';
 import request from 'supertest';
-import { type CheckoutHarness, publishSkill, skillEvent, startHarness, transferEvent } from './helpers';
+import {
+  CHECKOUT_WALLET,
+  type CheckoutHarness,
+  ESCROW,
+  MATCHING_MODES,
+  publishSkill,
+  skillEvent,
+  startHarness,
+  transferEvent,
+} from './helpers';
 
 const OPERATOR = 'Bearer dev-operator-token';
 
-describe('checkout matching of observed transfers', () => {
+/**
+ * The same journeys for both ways a seller's sessions are matched: by unique amount on the checkout wallet (the
+ * default), and at a deposit address per session. Where the two differ (less or more than the exact amount), each
+ * test says so.
+ */
+describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (matching) => {
   let h: CheckoutHarness;
   beforeAll(async () => {
-    h = await startHarness('comatch');
+    h = await startHarness(matching === 'amount' ? 'comatch' : 'comatchdep', {}, { matching });
     await publishSkill(h, skillEvent(h, { name: 'widget' }, ['5']));
   });
   afterAll(() => h.stop());
@@ -33,6 +47,49 @@ describe('checkout matching of observed transfers', () => {
     );
   const waitStatus = (id: string, status: string) =>
     waitFor(async () => (await session(id)).status === status, { message: `session ${id} ${status}` });
+  const transferRow = (txHash: string) =>
+    waitFor(
+      async () =>
+        (
+          await sql<any>`select transfer_id, status, unmatched_reason from transfers
+            where tx_hash = ${txHash.toLowerCase()}`.execute(h.running.ctx.db)
+        ).rows[0],
+      { message: `transfer ${txHash} recorded` },
+    );
+  /**
+   * A transfer of another amount than the session's exact one, meant for it. At a deposit address the address names
+   * the session, so the amount decides at once; at the checkout wallet only the exact amount names a session, so
+   * the transfer is kept unmatched (no_session_with_this_amount) and an operator attaches it to its session.
+   */
+  const payOther = async (s: any, amount: string) => {
+    const t = transferEvent(amount, { to: s.walletAddress });
+    await h.publish('transfer.observed', t);
+    if (matching === 'deposit_address') return t;
+    const row = await transferRow(t.txHash);
+    expect(row).toMatchObject({ status: 'unmatched', unmatched_reason: 'no_session_with_this_amount' });
+    const attached = await request(h.url)
+      .post(`/api/v1/operator/transfers/${row.transfer_id}/attach`)
+      .set('Authorization', OPERATOR)
+      .send({ sessionId: s.sessionId, note: 'the buyer sent another amount' });
+    expect(attached.status).toBe(200);
+    return t;
+  };
+
+  it('tells the buyer what identifies the payment: a unique six-decimal amount on the shared wallet, or its own address', async () => {
+    const [a, b] = [await newSession(), await newSession()];
+    expect([a.matching, b.matching]).toEqual([matching, matching]);
+    if (matching === 'amount') {
+      expect([a.walletAddress, b.walletAddress]).toEqual([CHECKOUT_WALLET, CHECKOUT_WALLET]);
+      expect(a.exactAmount).not.toBe(b.exactAmount);
+      for (const s of [a, b]) {
+        expect(s.exactAmount).toMatch(/^2\.00\d{4}$/);
+        expect(parseUsdc(s.exactAmount)).toBeGreaterThan(2_000_000n);
+      }
+    } else {
+      expect(a.walletAddress).not.toBe(b.walletAddress);
+      expect([a.exactAmount, b.exactAmount]).toEqual(['2.000000', '2.000000']);
+    }
+  });
 
   it('pays the session whose exact amount arrives, publishing payment.confirmed exactly once', async () => {
     const s = await newSession();
@@ -67,6 +124,28 @@ describe('checkout matching of observed transfers', () => {
     expect(paidEvents).toHaveLength(1);
   });
 
+  it("ignores a transfer to the agent escrow, even of exactly a session's amount: not listed, nothing paid, no warning", async () => {
+    const warn = jest.spyOn(h.running.ctx.logger, 'warn');
+    try {
+      const s = await newSession({ amount: '2.5', description: 'agent price' });
+      const toEscrow = transferEvent(s.exactAmount, { to: ESCROW });
+      await handled(await h.publish('transfer.observed', toEscrow));
+      const recorded = await h.running.ctx.db
+        .selectFrom('transfers')
+        .select('status')
+        .where('tx_hash', '=', toEscrow.txHash.toLowerCase())
+        .executeTakeFirst();
+      expect(recorded).toBeUndefined();
+      expect((await session(s.sessionId)).status).toBe('open');
+      // The session's own payment: a normal sale, nothing logged above info.
+      await h.publish('transfer.observed', transferEvent(s.exactAmount, { to: s.walletAddress }));
+      await waitStatus(s.sessionId, 'paid');
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('records a payment after expiry, inside the late window, as paid_late', async () => {
     const s = await newSession({ amount: '3', description: 'late' });
     h.clock.advanceSeconds(901);
@@ -75,19 +154,20 @@ describe('checkout matching of observed transfers', () => {
     await waitStatus(s.sessionId, 'paid_late');
   });
 
-  it("decides under- and overpayment at a session's own address; keeps what reaches no session for an operator", async () => {
+  it('decides under- and overpayment of a session; keeps what reaches no session for an operator', async () => {
     const under = await newSession({ amount: '4', description: 'under' });
     const over = await newSession({ amount: '6', description: 'over' });
     const third = await newSession({ amount: '4', description: 'third' });
     const underpaid = new EventRecorder(h.bus, 'checkout.session_underpaid');
-    const short = transferEvent('3.5', { to: under.walletAddress });
-    const long = transferEvent('6.5', { to: over.walletAddress });
-    // The price sent to the shared wallet instead of a session's address, and an unknown amount there.
+    // The bare price sent to the checkout wallet (neither a unique amount nor a session's address), and an
+    // unknown amount there.
     const stray = transferEvent('4.000000');
     const junk = transferEvent('0.123456');
-    for (const t of [short, long, stray, junk]) await h.publish('transfer.observed', t);
-    // The address names the session, so its amount decides the outcome at once: less is underpaid (no payment,
-    // the operator returns it), more is a payment of what was received (the seller may refund the excess).
+    for (const t of [stray, junk]) await h.publish('transfer.observed', t);
+    // Less is underpaid (no payment, the operator returns it), more is a payment of what was received (the
+    // seller may refund the excess).
+    const short = await payOther(under, '3.5');
+    await payOther(over, '6.5');
     await waitStatus(under.sessionId, 'underpaid');
     expect(await session(under.sessionId)).toMatchObject({
       paidAmount: '3.500000',
@@ -105,10 +185,11 @@ describe('checkout matching of observed transfers', () => {
     await waitFor(async () => (await byTx(stray.txHash)) && (await byTx(junk.txHash)));
     expect((await request(h.url).get('/api/v1/operator/transfers')).status).toBe(401);
     const strayView = await byTx(stray.txHash);
-    // Never applied by its amount (4 is the price of two open sessions): only an operator can attach it.
+    // Never applied by its amount (4 is the price of two open sessions, not their exact amount): only an
+    // operator can attach it.
     expect(strayView).toMatchObject({
       status: 'unmatched',
-      reason: 'paid_to_agent_escrow',
+      reason: 'no_session_with_this_amount',
       amount: '4.000000',
     });
     expect((await session(third.sessionId)).status).toBe('open');
@@ -116,9 +197,13 @@ describe('checkout matching of observed transfers', () => {
     const attach = await request(h.url)
       .post(`/api/v1/operator/transfers/${strayView.transferId}/attach`)
       .set('Authorization', OPERATOR)
-      .send({ sessionId: third.sessionId, note: 'buyer paid the wrong address, ticket #1182' });
+      .send({ sessionId: third.sessionId, note: 'buyer sent the bare price, ticket #1182' });
     expect(attach.status).toBe(200);
-    expect(attach.body.session).toMatchObject({ status: 'paid', paidAmount: '4.000000' });
+    // The bare price is less than an amount-matched session's exact amount (price + suffix).
+    expect(attach.body.session).toMatchObject({
+      status: matching === 'amount' ? 'underpaid' : 'paid',
+      paidAmount: '4.000000',
+    });
     // An attached transfer cannot be attached again, and a paid session takes no second transfer.
     const again = await request(h.url)
       .post(`/api/v1/operator/transfers/${strayView.transferId}/attach`)
@@ -184,17 +269,17 @@ describe('checkout matching of observed transfers', () => {
   it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
     const under = await newSession({ amount: '7', description: 'short' });
     const over = await newSession({ amount: '8', description: 'long' });
-    const short = transferEvent('6.9', { to: under.walletAddress });
-    const long = transferEvent('8.5', { to: over.walletAddress });
-    for (const t of [short, long]) await h.publish('transfer.observed', t);
+    const short = await payOther(under, '6.9');
+    const long = await payOther(over, '8.5');
     const list = async (status: string) =>
       (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
         .body.transfers as any[];
     const byTx = async (tx: string, status = 'unmatched') =>
       (await list(status)).find((t) => t.txHash === tx.toLowerCase());
-    // Matched at the sessions' own addresses: underpaid and overpaid without an operator.
-    const shortView = await waitFor(() => byTx(short.txHash, 'matched'));
-    const longView = await waitFor(() => byTx(long.txHash, 'matched'));
+    // Matched at the sessions' own addresses, or attached by the operator at the checkout wallet.
+    const decided = matching === 'amount' ? 'attached' : 'matched';
+    const shortView = await waitFor(() => byTx(short.txHash, decided));
+    const longView = await waitFor(() => byTx(long.txHash, decided));
     const refund = (transferId: string) =>
       request(h.url)
         .post(`/api/v1/operator/transfers/${transferId}/refund`)
@@ -260,6 +345,20 @@ describe('checkout matching of observed transfers', () => {
 
     const gone = await newSession({ amount: '9', description: 'too late' });
     h.clock.advanceSeconds(900 + 86_400 + 5);
+    // The unique amount is released once its late window has passed (the sweeper): then it names no session.
+    if (matching === 'amount') {
+      await waitFor(
+        async () =>
+          !(
+            await h.running.ctx.db
+              .selectFrom('sessions')
+              .select('amount_reserved')
+              .where('session_id', '=', gone.sessionId)
+              .executeTakeFirstOrThrow()
+          ).amount_reserved,
+        { message: 'amount released' },
+      );
+    }
     const late = transferEvent(gone.exactAmount, { to: gone.walletAddress });
     await h.publish('transfer.observed', late);
     await waitFor(async () => {
@@ -272,7 +371,11 @@ describe('checkout matching of observed transfers', () => {
         (await request(h.url).get('/api/v1/operator/transfers').set('Authorization', OPERATOR)).body
           .transfers as any[]
       ).find((t) => t.txHash === late.txHash.toLowerCase()),
-    ).toMatchObject({ reason: 'late_window_passed', candidateSessionId: gone.sessionId });
+    ).toMatchObject(
+      matching === 'amount'
+        ? { reason: 'no_session_with_this_amount', candidateSessionId: null }
+        : { reason: 'late_window_passed', candidateSessionId: gone.sessionId },
+    );
     expect((await session(gone.sessionId)).status).toBe('expired');
   });
 

@@ -18,7 +18,7 @@ describe('the projection cache of the session-creation path', () => {
     await new Promise((resolve) => setImmediate(resolve));
     cache.invalidateSellers();
     await lock.release();
-    expect(await read).toEqual({ sellerId: h.sellerId });
+    expect(await read).toEqual({ sellerId: h.sellerId, matching: 'amount' });
     // The key is rotated in the projection: a cached answer would still open sessions with the old key.
     await db
       .updateTable('sellers')
@@ -28,6 +28,7 @@ describe('the projection cache of the session-creation path', () => {
     expect(await cache.sellerByPublishableKey(h.publishableKey)).toBeUndefined();
     expect(await cache.sellerByPublishableKey('pk_test_rotated_projection_cache')).toEqual({
       sellerId: h.sellerId,
+      matching: 'amount',
     });
   });
 });

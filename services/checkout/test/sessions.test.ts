@@ -3,9 +3,23 @@ import { parseUsdc } from '@paygate/money';
 import { EventRecorder, waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import request from 'supertest';
-import { DEV_DEPOSIT_XPUB, loadConfig } from '../src/config';
-import { depositAddressAt, depositNode } from '../src/sessions/deposit-addresses';
-import { type CheckoutHarness, ESCROW, publishSkill, skillEvent, startHarness } from './helpers';
+import { DEV_CHECKOUT_WALLET, DEV_DEPOSIT_XPUB, loadConfig } from '../src/config';
+import {
+  CHECKOUT_WALLET,
+  type CheckoutHarness,
+  ESCROW,
+  publishSkill,
+  skillEvent,
+  startHarness,
+} from './helpers';
+
+/** A unique exact amount of this price: price + 1 .. 9,999 micro-USDC, six decimals. */
+const expectUniqueAmountOf = (exactAmount: string, priceMicro: bigint) => {
+  expect(exactAmount).toMatch(/^\d+\.\d{6}$/);
+  const suffix = parseUsdc(exactAmount) - priceMicro;
+  expect(suffix).toBeGreaterThanOrEqual(1n);
+  expect(suffix).toBeLessThanOrEqual(9_999n);
+};
 
 const snapshotKeys = Object.keys(CheckoutSessionSnapshot.properties).sort();
 
@@ -31,18 +45,29 @@ describe('checkout sessions', () => {
       .send({ skill: 'one-price' });
     expect(res.status).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(snapshotKeys);
-    // The exact amount is the price: the session's own deposit address tells its payment apart.
-    expect(res.body.exactAmount).toBe('5.000000');
+    // The exact amount is the price plus a unique sub-cent suffix, paid to the checkout wallet (never the agent
+    // escrow) that every session shares.
+    expectUniqueAmountOf(res.body.exactAmount, 5_000_000n);
+    expect(res.body.walletAddress).toBe(CHECKOUT_WALLET);
+    expect(res.body.walletAddress).not.toBe(ESCROW);
     const row = await h.running.ctx.db
       .selectFrom('sessions')
-      .select(['deposit_address', 'derivation_index'])
+      .select(['deposit_address', 'amount_reserved', 'exact_amount_micro'])
       .where('session_id', '=', res.body.sessionId)
       .executeTakeFirstOrThrow();
-    expect(res.body.walletAddress).not.toBe(ESCROW);
-    expect(res.body.walletAddress.toLowerCase()).toBe(
-      depositAddressAt(depositNode(DEV_DEPOSIT_XPUB), Number(row.derivation_index)),
-    );
-    expect(res.body).toMatchObject({ status: 'open', skillId: 'sk_one-price', chainId: 31337 });
+    expect(row).toEqual({
+      deposit_address: null,
+      amount_reserved: true,
+      exact_amount_micro: parseUsdc(res.body.exactAmount),
+    });
+    // What the buyer reads: the skill's name and what the endpoint sells, not its method and path.
+    expect(res.body).toMatchObject({
+      status: 'open',
+      skillId: 'sk_one-price',
+      chainId: 31337,
+      matching: 'amount',
+      description: 'Skill one-price: item 0',
+    });
     expect(Date.parse(res.body.expiresAt) - h.clock.now().getTime()).toBe(900_000);
     expect(Date.parse(res.body.lateUntil) - Date.parse(res.body.expiresAt)).toBe(86_400_000);
     const polled = await request(h.url).get(`/api/v1/checkout/sessions/${res.body.sessionId}`);
@@ -88,7 +113,14 @@ describe('checkout sessions', () => {
       .send({ amount: '12.5', description: 'Order #42' });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ description: 'Order #42', skillId: null, sellerId: h.sellerId });
-    expect(res.body.exactAmount).toBe('12.500000');
+    expectUniqueAmountOf(res.body.exactAmount, 12_500_000n);
+    // The largest amount there is takes no suffix: its session gets a deposit address, at exactly the amount.
+    const largest = await request(h.url)
+      .post('/api/v1/checkout/sessions')
+      .set('Authorization', `Bearer ${h.secretKey}`)
+      .send({ amount: '10000000000', description: 'the largest' });
+    expect(largest.status).toBe(201);
+    expect(largest.body).toMatchObject({ matching: 'deposit_address', exactAmount: '10000000000.000000' });
     const bad = await request(h.url)
       .post('/api/v1/checkout/sessions')
       .set('Authorization', `Bearer ${h.secretKey}`)
@@ -143,7 +175,7 @@ describe('checkout sessions', () => {
     expect(rows).toHaveLength(1);
   });
 
-  it('writes the session, its idempotency record and both events (session, deposit address) together', async () => {
+  it('writes the session, its idempotency record and its event together, the event with the allocated amount', async () => {
     const post = (key: string) =>
       request(h.url)
         .post('/api/v1/checkout/sessions')
@@ -155,25 +187,8 @@ describe('checkout sessions', () => {
     const outbox = await sql<{ subject: string; envelope: { data: Record<string, unknown> } }>`
       select subject, envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}
       order by subject`.execute(h.running.ctx.db);
-    expect(outbox.rows.map((r) => r.subject)).toEqual([
-      'checkout.session_created',
-      'deposit.address_assigned',
-    ]);
+    expect(outbox.rows.map((r) => r.subject)).toEqual(['checkout.session_created']);
     expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
-    const row = await h.running.ctx.db
-      .selectFrom('sessions')
-      .select(['derivation_index', 'late_until'])
-      .where('session_id', '=', first.body.sessionId)
-      .executeTakeFirstOrThrow();
-    expect(outbox.rows[1]!.envelope.data).toEqual({
-      sessionId: first.body.sessionId,
-      address: first.body.walletAddress,
-      derivationIndex: Number(row.derivation_index),
-      chainId: 31337,
-      assignedAt: first.body.createdAt,
-      // The indexer watches a grace period (7 days by default) past the late window.
-      watchUntil: new Date(row.late_until.getTime() + 7 * 86_400_000).toISOString(),
-    });
     const again = await post('click-1');
     expect(again.status).toBe(200);
     expect(again.body).toEqual(first.body);
@@ -181,7 +196,7 @@ describe('checkout sessions', () => {
       select count(*)::text as n from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}`.execute(
       h.running.ctx.db,
     );
-    expect(Number(events.rows[0]!.n)).toBe(2);
+    expect(Number(events.rows[0]!.n)).toBe(1);
   });
 
   it('prices from the projection at once after this replica consumes a newer skill.updated', async () => {
@@ -197,7 +212,7 @@ describe('checkout sessions', () => {
     expect((await create()).status).toBe(409);
   });
 
-  it('gives every concurrent session of one price its own deposit address, at exactly the price', async () => {
+  it('gives every concurrent session of one price its own exact amount, all on the one checkout wallet', async () => {
     const count = 60;
     const results = await Promise.all(
       Array.from({ length: count }, () =>
@@ -208,18 +223,20 @@ describe('checkout sessions', () => {
       ),
     );
     expect(results.map((r) => r.status)).toEqual(Array(count).fill(201));
-    expect(new Set(results.map((r) => r.body.exactAmount))).toEqual(new Set(['7.000000']));
-    expect(new Set(results.map((r) => r.body.walletAddress)).size).toBe(count);
+    expect(new Set(results.map((r) => r.body.exactAmount)).size).toBe(count);
+    for (const r of results) expectUniqueAmountOf(r.body.exactAmount, 7_000_000n);
+    expect(new Set(results.map((r) => r.body.walletAddress))).toEqual(new Set([CHECKOUT_WALLET]));
 
-    // The database itself refuses a second session at an address, whatever process tries.
-    const taken = results[0]!.body;
+    // The database itself refuses a second matchable session with an amount, whatever process tries.
+    const taken = parseUsdc(results[0]!.body.exactAmount);
     await expect(
       sql`insert into sessions (session_id, seller_id, description, price_micro, exact_amount_micro, status,
-            hold_period_hours, created_at, expires_at, late_until, updated_at, deposit_address, derivation_index)
-          values ('cs_dup', 'x', 'dup', 7000000, 7000000, 'open', 0, now(),
-            now() + interval '1 minute', now() + interval '2 minutes', now(), ${taken.walletAddress.toLowerCase()},
-            ${2 ** 31 - 1})`.execute(h.running.ctx.db),
-    ).rejects.toThrow(/sessions_deposit_address/);
+            hold_period_hours, created_at, expires_at, late_until, updated_at, amount_reserved)
+          values ('cs_dup', 'x', 'dup', 7000000, ${taken}, 'open', 0, now(),
+            now() + interval '1 minute', now() + interval '2 minutes', now(), true)`.execute(
+        h.running.ctx.db,
+      ),
+    ).rejects.toThrow(/sessions_reserved_amount/);
   });
 
   it('expires an open session at expiresAt (on read and by the sweeper) with checkout.session_expired', async () => {
@@ -261,8 +278,11 @@ describe('checkout sessions', () => {
 });
 
 describe('checkout config', () => {
-  it('defaults to 15 minute sessions, a 24 hour late window and the dev deposit xpub outside production', () => {
+  it('defaults to 15 minute sessions, a 24 hour late window, 9,999 amounts a price, the dev checkout wallet and deposit xpub outside production', () => {
     const config = loadConfig({ USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3' });
+    expect(config.checkoutEscrowAddress).toBe(DEV_CHECKOUT_WALLET);
+    expect(config.checkoutEscrowAddress).not.toBe(config.escrowAddress);
+    expect([config.amountSuffixRangeMicro, config.maxAmountSharePercent]).toEqual([10_000, 10]);
     expect(config.sessionTtlSeconds).toBe(900);
     expect(config.lateWindowSeconds).toBe(86_400);
     expect(config.depositXpub).toBe(DEV_DEPOSIT_XPUB);

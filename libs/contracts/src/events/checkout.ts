@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { CheckoutMatching } from './registry';
 
 export const CheckoutSessionStatus = Type.Union([
   Type.Literal('open'),
@@ -24,9 +25,17 @@ export const CheckoutSessionSnapshot = Type.Object(
     skillId: Nullable(Id),
     description: Type.String({ maxLength: 500 }),
     status: CheckoutSessionStatus,
+    /** What the buyer sends: the price plus a unique six-decimal suffix (`amount`), or exactly the price. */
     exactAmount: UsdcAmount,
     paidAmount: Nullable(UsdcAmount),
+    /** The shared checkout wallet (`amount`) or the session's own deposit address (`deposit_address`). */
     walletAddress: Address,
+    /**
+     * What identifies the payment: `amount` (the exact amount, on the checkout wallet every session shares) or
+     * `deposit_address` (the address, the session's own). Checkout always sends it; absent only in events from
+     * before it.
+     */
+    matching: Type.Optional(CheckoutMatching),
     network: NetworkName,
     chainId: Type.Integer({ minimum: 1 }),
     tokenAddress: Address,

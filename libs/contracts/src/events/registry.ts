@@ -64,6 +64,15 @@ export const SkillUpdated = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * How a seller's checkout sessions are told apart. `amount` (the default, as the specification describes): each
+ * session gets a unique exact amount (price + a sub-cent suffix) on the one checkout wallet. `deposit_address`: each
+ * session gets its own deposit address at exactly its price, for buyers whose exchange cannot send an odd amount.
+ */
+export const CHECKOUT_MATCHING_MODES = ['amount', 'deposit_address'] as const;
+export type CheckoutMatchingMode = (typeof CHECKOUT_MATCHING_MODES)[number];
+export const CheckoutMatching = Type.Union(CHECKOUT_MATCHING_MODES.map((mode) => Type.Literal(mode)));
+
 export const SettlementFrequency = Type.Union([
   Type.Literal('DAILY'),
   Type.Literal('WEEKLY'),
@@ -86,6 +95,8 @@ export const SellerUpdated = Type.Object(
     webhookSecretVersion: Type.Integer({ minimum: 0 }),
     settlementFrequency: SettlementFrequency,
     minimumSettlement: UsdcAmount,
+    /** Absent (a registry from before the setting): `amount`. */
+    checkoutMatching: Type.Optional(CheckoutMatching),
     updatedAt: IsoTime,
   },
   { additionalProperties: false },

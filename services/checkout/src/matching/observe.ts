@@ -52,6 +52,15 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
     }
     return;
   }
+  // The agent escrow is where 402 payments go: never a session's, so not checkout's to list (the ledger books
+  // it and an x402 proof or /api/verify claims it). Only when the transfer is new: one recorded before stays.
+  if (!existing && data.to.toLowerCase() === deps.config.escrowAddress.toLowerCase()) {
+    deps.logger.debug(
+      { txHash: data.txHash, logIndex: data.logIndex },
+      'transfer to the agent escrow; not checkout’s',
+    );
+    return;
+  }
   const decision = await decideMatch(deps, trx, data, amountMicro, now);
   const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);
   const { session, claimedBy, candidate, unmatchedReason } = decision;
@@ -200,12 +209,13 @@ function rejectReason(deps: MatchingDeps, data: Observed): string | null {
 }
 
 /**
- * The session a transfer pays, locked, decided by the address the payer sent to (never by its amount alone):
+ * The session a transfer pays, locked, decided first by the address the payer sent to:
  * - a session's own deposit address: that session, whatever the amount (outcomeFor: underpaid, paid, overpaid);
- * - the agent escrow (where 402 payments go): none, `paid_to_agent_escrow` (an x402 proof claims it, or an
- *   operator resolves it), so a session can never capture an agent's payment;
- * - the old shared deposit wallet: the session from before deposit addresses that reserves exactly this amount
- *   (only those sessions reserve amounts, and only there, so nothing else can collide with it);
+ * - the checkout wallet: the session whose unique exact amount this is (no two matchable sessions hold one
+ *   amount: sessions_reserved_amount); any other amount (less, more, the bare price) pays none,
+ *   `no_session_with_this_amount`, for an operator to attach or refund;
+ * - the agent escrow (where 402 payments go, observed before as a transfer checkout had recorded): none,
+ *   `paid_to_agent_escrow`, so a session can never capture an agent's payment;
  * - anything else: `wrong_recipient` (not Paygate's money).
  */
 async function sessionPaidBy(
@@ -224,16 +234,15 @@ async function sessionPaidBy(
   if (byAddress) return { session: byAddress, unmatchedReason: null };
   if (to === deps.config.escrowAddress.toLowerCase()) return { unmatchedReason: 'paid_to_agent_escrow' };
   if (to !== deps.config.checkoutEscrowAddress.toLowerCase()) return { unmatchedReason: 'wrong_recipient' };
-  const legacy = await trx
+  const byAmount = await trx
     .selectFrom('sessions')
     .selectAll()
     .where('amount_reserved', '=', true)
-    .where('deposit_address', 'is', null)
     .where('exact_amount_micro', '=', amountMicro)
     .forUpdate()
     .executeTakeFirst();
-  return legacy
-    ? { session: legacy, unmatchedReason: null }
+  return byAmount
+    ? { session: byAmount, unmatchedReason: null }
     : { unmatchedReason: 'no_session_with_this_amount' };
 }
 

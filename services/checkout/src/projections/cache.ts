@@ -1,8 +1,10 @@
+import type { CheckoutMatchingMode } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
 import type { CheckoutDb, SkillsTable } from '../db';
 
 export interface CachedSeller {
   sellerId: string;
+  matching: CheckoutMatchingMode;
 }
 
 export type CachedSkill = Pick<
@@ -42,13 +44,32 @@ export class ProjectionCache {
     const invalidationsAtRead = this.invalidations;
     const row = await this.db
       .selectFrom('sellers')
-      .select(['seller_id'])
+      .select(['seller_id', 'checkout_matching'])
       .where('publishable_key', '=', publishableKey)
       .executeTakeFirst();
     if (!row) return undefined;
-    const value = { sellerId: row.seller_id };
+    const value = { sellerId: row.seller_id, matching: row.checkout_matching };
     if (this.invalidations === invalidationsAtRead) this.put(this.sellers, publishableKey, value);
     return value;
+  }
+
+  /**
+   * How a seller's sessions are matched, for a secret-key session (the key was resolved by the registry). A seller
+   * not projected yet gets the default, `amount`.
+   */
+  async matchingOf(sellerId: string): Promise<CheckoutMatchingMode> {
+    const key = `id\n${sellerId}`;
+    const hit = this.sellers.get(key);
+    if (hit && hit.until > this.clockMs()) return hit.value.matching;
+    const invalidationsAtRead = this.invalidations;
+    const row = await this.db
+      .selectFrom('sellers')
+      .select(['seller_id', 'checkout_matching'])
+      .where('seller_id', '=', sellerId)
+      .executeTakeFirst();
+    const value = { sellerId, matching: row?.checkout_matching ?? 'amount' };
+    if (row && this.invalidations === invalidationsAtRead) this.put(this.sellers, key, value);
+    return value.matching;
   }
 
   async skill(sellerId: string, name: string): Promise<CachedSkill | undefined> {

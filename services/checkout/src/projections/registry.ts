@@ -28,10 +28,12 @@ export async function projectSkill(trx: CheckoutTrx, data: EventData<'skill.upda
 
 export async function projectSeller(trx: CheckoutTrx, data: EventData<'seller.updated'>): Promise<void> {
   await sql`
-    insert into sellers (seller_id, revision, publishable_key, wallet_address, updated_at)
-    values (${data.sellerId}, ${data.revision}, ${data.publishableKey}, ${data.walletAddress}, ${new Date(data.updatedAt)})
+    insert into sellers (seller_id, revision, publishable_key, wallet_address, checkout_matching, updated_at)
+    values (${data.sellerId}, ${data.revision}, ${data.publishableKey}, ${data.walletAddress},
+      ${data.checkoutMatching ?? 'amount'}, ${new Date(data.updatedAt)})
     on conflict (seller_id) do update set
       revision = excluded.revision, publishable_key = excluded.publishable_key,
-      wallet_address = excluded.wallet_address, updated_at = excluded.updated_at
+      wallet_address = excluded.wallet_address, checkout_matching = excluded.checkout_matching,
+      updated_at = excluded.updated_at
     where sellers.revision < excluded.revision`.execute(trx);
 }

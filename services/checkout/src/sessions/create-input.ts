@@ -131,10 +131,20 @@ async function fromPublishableKey(
     skillId: skill.skill_id,
     skillName: skill.name,
     endpointId: endpoint.endpointId,
-    description: `${skill.display_name}: ${endpoint.method} ${endpoint.path}`.slice(0, 500),
+    description: buyerDescription(skill.display_name, endpoint.description),
     priceMicro,
     holdPeriodHours: skill.hold_period_hours,
+    matching: seller.matching,
   };
+}
+
+/**
+ * What the buyer reads in the dialog: the skill's display name and what the endpoint sells ("Demo shop: A mug"),
+ * never its HTTP method and path, which name the seller's route, not the purchase.
+ */
+export function buyerDescription(displayName: string, endpointDescription: string): string {
+  const what = endpointDescription.trim();
+  return (what && what !== displayName.trim() ? `${displayName}: ${what}` : displayName).slice(0, 500);
 }
 
 /** The active endpoint named, or the skill's only active one when none is named. */
@@ -168,7 +178,7 @@ function chosenEndpoint(skill: CachedSkill, endpointId: string | undefined): Ski
 
 /** The seller's server's session: any positive amount it names. */
 async function fromSecretKey(
-  { sellerAuth, config }: SessionCreatorDeps,
+  { sellerAuth, config, projections }: SessionCreatorDeps,
   apiKey: string,
   body: unknown,
 ): Promise<NewSession> {
@@ -199,5 +209,6 @@ async function fromSecretKey(
     description: input.description,
     priceMicro,
     holdPeriodHours: input.holdPeriodHours ?? config.defaultHoldPeriodHours,
+    matching: await projections.matchingOf(seller.sellerId),
   };
 }

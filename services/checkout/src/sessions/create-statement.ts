@@ -13,23 +13,73 @@ const CREATE_POOL_SIZE = 8;
 const STATEMENT_TIMEOUT_MS = 15_000;
 
 /**
- * Inserts a session (its exact amount is its price: the session's own deposit address tells its payment apart)
- * and its two outbox rows, checkout.session_created and deposit.address_assigned, so no address reaches a buyer
- * without the indexer and settlement hearing of it. Returns a row when inserted.
+ * Inserts a session paid by its unique amount at the checkout wallet: price + the first suffix after a random start
+ * that no matchable session holds (the partial unique index sessions_reserved_amount decides; a concurrent insert
+ * of the same amount makes this one insert nothing), and its checkout.session_created outbox row, whose JSON gets
+ * the allocated amount (formatted like formatUsdcExact). Returns the allocated amount.
  * $1 session_id, $2 seller_id, $3 skill_id, $4 skill_name, $5 endpoint_id, $6 description, $7 price_micro,
- * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 deposit address, $13 derivation index,
- * $14 the seller's open-session cap (0: none), $15/$16/$17 the session event's id, type and JSON, $18/$19/$20 the
- * address event's. Nothing is inserted when the cap is reached (the caller says so).
+ * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 start, $13 number of suffixes (1 .. $13),
+ * $14 the seller's open-session cap, $15 its cap on unpaid sessions among this price's amounts (0: none),
+ * $16/$17/$18 the session event's id, type and JSON. Nothing is inserted when a cap is reached or no amount is free
+ * (the caller finds out which).
  */
-const CREATE_SESSION = `
+const CREATE_AMOUNT_SESSION = `
+  with created as (
+    insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
+      exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at)
+    select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $7::bigint + c.suffix, 'open',
+      $8::int, $9::timestamptz, $10::timestamptz, $11::timestamptz, true, $9::timestamptz
+    from (select 1 + (($12::bigint + g) % $13::bigint) as suffix from generate_series(0, $13::bigint - 1) g) c
+    where not exists (
+      select 1 from sessions x where x.amount_reserved and x.exact_amount_micro = $7::bigint + c.suffix
+    )
+      -- The seller's caps (limits.ts), in the same statement so a creation stays one round trip: its open
+      -- sessions, and its unpaid sessions among this price's amounts. Each count stops at its cap (an index range
+      -- of at most that many entries); 0 is no cap, and the count is then never run.
+      and ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
+           where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
+           limit $14::bigint) o) < $14::bigint)
+      and ($15::bigint = 0 or (select count(*) from (select 1 from sessions h
+           where h.seller_id = $2::text and h.amount_reserved and h.transfer_id is null
+             and h.exact_amount_micro between $7::bigint + 1 and $7::bigint + $13::bigint
+           limit $15::bigint) h) < $15::bigint)
+    limit 1
+    on conflict (exact_amount_micro) where amount_reserved do nothing
+    returning session_id, seller_id, exact_amount_micro
+  ), event as (
+    insert into outbox (id, subject, envelope, published_at)
+    select $16::text, $17::text,
+      jsonb_set($18::jsonb, '{data,exactAmount}',
+        to_jsonb((exact_amount_micro / 1000000)::text || '.' || lpad((exact_amount_micro % 1000000)::text, 6, '0'))),
+      null
+    from created
+  )`;
+
+/** The same, plus the idempotency record: $19 idempotency key, $20 request hash. */
+const CREATE_AMOUNT_SESSION_IDEMPOTENT = `${CREATE_AMOUNT_SESSION}, idempotency as (
+    insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
+    select seller_id, $19::text, $20::text, session_id, $9::timestamptz from created
+  )
+  select exact_amount_micro from created`;
+
+const CREATE_AMOUNT_SESSION_PLAIN = `${CREATE_AMOUNT_SESSION}
+  select exact_amount_micro from created`;
+
+/**
+ * Inserts a session at its own deposit address (its exact amount is its price: the address tells its payment
+ * apart) and its two outbox rows, checkout.session_created and deposit.address_assigned, so no address reaches a
+ * buyer without the indexer and settlement hearing of it. Returns a row when inserted.
+ * $1 .. $11 as above, $12 deposit address, $13 derivation index, $14 the seller's open-session cap (0: none),
+ * $15/$16/$17 the session event's id, type and JSON, $18/$19/$20 the address event's. Nothing is inserted when
+ * the cap is reached (the caller says so).
+ */
+const CREATE_DEPOSIT_SESSION = `
   with created as (
     insert into sessions (session_id, seller_id, skill_id, skill_name, endpoint_id, description, price_micro,
       exact_amount_micro, status, hold_period_hours, created_at, expires_at, late_until, amount_reserved, updated_at,
       deposit_address, derivation_index)
     select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $7::bigint, 'open',
       $8::int, $9::timestamptz, $10::timestamptz, $11::timestamptz, false, $9::timestamptz, $12::text, $13::bigint
-    -- The seller's open-session cap (limits.ts), in the same statement so a creation stays one round trip; the
-    -- count stops at the cap (an index range of at most that many entries).
     where ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
            where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
            limit $14::bigint) o) < $14::bigint)
@@ -41,13 +91,13 @@ const CREATE_SESSION = `
   )`;
 
 /** The same, plus the idempotency record: $21 idempotency key, $22 request hash. */
-const CREATE_SESSION_IDEMPOTENT = `${CREATE_SESSION}, idempotency as (
+const CREATE_DEPOSIT_SESSION_IDEMPOTENT = `${CREATE_DEPOSIT_SESSION}, idempotency as (
     insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
     select seller_id, $21::text, $22::text, session_id, $9::timestamptz from created
   )
   select 1 from created`;
 
-const CREATE_SESSION_PLAIN = `${CREATE_SESSION}
+const CREATE_DEPOSIT_SESSION_PLAIN = `${CREATE_DEPOSIT_SESSION}
   select 1 from created`;
 
 interface OutboxEvent {
@@ -56,20 +106,46 @@ interface OutboxEvent {
   json: string;
 }
 
-/** A new session's own fields (NewSession) and what the statement records with them. */
-export interface CreateSessionParams extends NewSession {
+/** A new session's own fields (NewSession) and what both statements record with them. */
+interface CommonParams extends NewSession {
   sessionId: string;
   now: Date;
   expiresAt: Date;
   lateUntil: Date;
-  depositAddress: string;
-  derivationIndex: number;
   /** The seller's open-session cap (0: none). */
   maxOpenSessions: number;
   sessionEvent: OutboxEvent;
-  addressEvent: OutboxEvent;
   idempotency?: IdempotencyClaim;
 }
+
+export interface AmountSessionParams extends CommonParams {
+  /** Where the search for a free suffix starts (0 .. suffixes-1). */
+  start: number;
+  /** Suffixes 1 .. suffixes micro-USDC. */
+  suffixes: number;
+  /** The seller's cap on its unpaid sessions among this price's amounts (0: none). */
+  maxHeldAmounts: number;
+}
+
+export interface DepositSessionParams extends CommonParams {
+  depositAddress: string;
+  derivationIndex: number;
+  addressEvent: OutboxEvent;
+}
+
+const commonValues = (params: CommonParams): unknown[] => [
+  params.sessionId,
+  params.sellerId,
+  params.skillId,
+  params.skillName,
+  params.endpointId,
+  params.description,
+  params.priceMicro,
+  params.holdPeriodHours,
+  params.now,
+  params.expiresAt,
+  params.lateUntil,
+];
 
 export class CreateSessionStatement {
   private readonly pool: pg.Pool;
@@ -87,20 +163,34 @@ export class CreateSessionStatement {
     this.pool.on('error', () => undefined); // a dropped idle client is replaced on next use
   }
 
-  /** Whether the session was inserted (false: the seller's open-session cap). */
-  async execute(params: CreateSessionParams): Promise<boolean> {
+  /** The allocated exact amount; undefined when nothing was inserted (a cap, no free amount, or a race). */
+  async executeAmount(params: AmountSessionParams): Promise<bigint | undefined> {
     const values: unknown[] = [
-      params.sessionId,
-      params.sellerId,
-      params.skillId,
-      params.skillName,
-      params.endpointId,
-      params.description,
-      params.priceMicro,
-      params.holdPeriodHours,
-      params.now,
-      params.expiresAt,
-      params.lateUntil,
+      ...commonValues(params),
+      params.start,
+      params.suffixes,
+      params.maxOpenSessions,
+      params.maxHeldAmounts,
+      params.sessionEvent.id,
+      params.sessionEvent.type,
+      params.sessionEvent.json,
+    ];
+    const idempotent = params.idempotency !== undefined;
+    if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);
+    const result = await this.pool.query({
+      name: idempotent ? 'checkout_create_amount_session_idempotent' : 'checkout_create_amount_session',
+      text: idempotent ? CREATE_AMOUNT_SESSION_IDEMPOTENT : CREATE_AMOUNT_SESSION_PLAIN,
+      values,
+      rowMode: 'array',
+    });
+    const row = result.rows[0] as [string] | undefined;
+    return row ? BigInt(row[0]) : undefined;
+  }
+
+  /** Whether the session was inserted (false: the seller's open-session cap). */
+  async executeDeposit(params: DepositSessionParams): Promise<boolean> {
+    const values: unknown[] = [
+      ...commonValues(params),
       params.depositAddress,
       params.derivationIndex,
       params.maxOpenSessions,
@@ -114,8 +204,8 @@ export class CreateSessionStatement {
     const idempotent = params.idempotency !== undefined;
     if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);
     const result = await this.pool.query({
-      name: idempotent ? 'checkout_create_session_idempotent' : 'checkout_create_session',
-      text: idempotent ? CREATE_SESSION_IDEMPOTENT : CREATE_SESSION_PLAIN,
+      name: idempotent ? 'checkout_create_deposit_session_idempotent' : 'checkout_create_deposit_session',
+      text: idempotent ? CREATE_DEPOSIT_SESSION_IDEMPOTENT : CREATE_DEPOSIT_SESSION_PLAIN,
       values,
       rowMode: 'array',
     });

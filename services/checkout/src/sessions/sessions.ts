@@ -1,7 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { createEvent } from '@paygate/contracts';
+import { randomBytes, randomInt } from 'node:crypto';
+import { type CheckoutMatchingMode, createEvent } from '@paygate/contracts';
 import { refuseOtherRequest } from '@paygate/http';
-import { currentTraceCarrier } from '@paygate/telemetry';
+import { formatUsdcExact, MAX_AMOUNT_MICRO } from '@paygate/money';
+import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import { type CheckoutDb, type CheckoutTrx, type SessionRow, UNPAID_SESSION } from '../db';
@@ -18,6 +19,8 @@ export interface NewSession {
   description: string;
   priceMicro: bigint;
   holdPeriodHours: number;
+  /** The seller's choice: a unique amount on the checkout wallet, or a deposit address per session. */
+  matching: CheckoutMatchingMode;
 }
 
 /** A created (or replayed) session and its public object, built once. */
@@ -37,13 +40,32 @@ export function newSessionId(): string {
   return `cs_${randomBytes(16).toString('hex')}`;
 }
 
+/** How many times amount allocation runs when a concurrent insert took the amount it picked. */
+const MAX_ALLOCATION_ATTEMPTS = 4;
+
+/** Why a session of the amount mode was given a deposit address instead (logged, and counted in tests). */
+export type AmountFallbackReason = 'price_crowded' | 'seller_share' | 'contention' | 'amount_at_limit';
+
+/** The number of suffixes of a price (1 .. n micro-USDC) and a seller's cap among them (0: none). */
+export function amountCapacity(
+  config: Pick<CheckoutConfig, 'amountSuffixRangeMicro' | 'maxAmountSharePercent'>,
+) {
+  const suffixes = config.amountSuffixRangeMicro - 1;
+  const share =
+    config.maxAmountSharePercent >= 100
+      ? 0
+      : Math.max(1, Math.floor((suffixes * config.maxAmountSharePercent) / 100));
+  return { suffixes, share };
+}
+
 /**
- * Sessions: creation with the session's own deposit address, reads with lazy expiry, and the sweep that expires
- * sessions (and releases the amounts that sessions from before deposit addresses still reserve).
+ * Sessions: creation (a unique exact amount on the checkout wallet, or the session's own deposit address), reads
+ * with lazy expiry, and the sweep that expires sessions and releases amounts once no transfer can match them.
  */
 export class SessionStore {
   private readonly createStatement: CreateSessionStatement;
   private readonly addresses: DepositAddressAllocator;
+  private readonly capacity: { suffixes: number; share: number };
 
   constructor(
     private readonly db: CheckoutDb,
@@ -52,9 +74,11 @@ export class SessionStore {
     private readonly onEventsEnqueued: () => void = () => undefined,
     /** Says why a creation was refused (429 too_many_open_sessions). */
     private readonly limits?: Pick<SessionLimits, 'admitSeller'>,
+    private readonly logger?: Pick<Logger, 'info'>,
   ) {
     this.createStatement = new CreateSessionStatement(config);
     this.addresses = new DepositAddressAllocator(db, depositNode(config.depositXpub));
+    this.capacity = amountCapacity(config);
   }
 
   /** The session an earlier request with this Idempotency-Key created (409 if its body differed), if any. */
@@ -62,24 +86,11 @@ export class SessionStore {
     return this.findIdempotent(sellerId, claim);
   }
 
-  /**
-   * One statement (so one round trip and one commit): inserts a session paid to its own deposit address at
-   * exactly its price, its idempotency record, and its checkout.session_created and deposit.address_assigned
-   * events into the outbox. No amount is shared with any other session, so nothing can run out. Undefined: the
-   * seller's open-session cap was reached (nothing was written).
-   */
-  async insertSession(
-    input: NewSession,
-    idempotency?: IdempotencyClaim,
-  ): Promise<CreatedSession | undefined> {
+  private newRow(input: NewSession): SessionRow {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
-    const lateUntil = new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000);
-    const watchUntil = new Date(lateUntil.getTime() + this.config.depositWatchGraceSeconds * 1000);
-    const sessionId = newSessionId();
-    const deposit = await this.addresses.assign();
-    const row: SessionRow = {
-      session_id: sessionId,
+    return {
+      session_id: newSessionId(),
       seller_id: input.sellerId,
       skill_id: input.skillId,
       skill_name: input.skillName,
@@ -91,45 +102,93 @@ export class SessionStore {
       hold_period_hours: input.holdPeriodHours,
       created_at: now,
       expires_at: expiresAt,
-      late_until: lateUntil,
+      late_until: new Date(expiresAt.getTime() + this.config.lateWindowSeconds * 1000),
       amount_reserved: false,
       ...UNPAID_SESSION,
       updated_at: now,
-      deposit_address: deposit.address,
-      derivation_index: BigInt(deposit.index),
+      deposit_address: null,
+      derivation_index: null,
     };
+  }
+
+  private commonParams(row: SessionRow, input: NewSession, idempotency: IdempotencyClaim | undefined) {
+    return {
+      ...input,
+      sessionId: row.session_id,
+      now: row.created_at,
+      expiresAt: row.expires_at,
+      lateUntil: row.late_until,
+      maxOpenSessions: this.config.maxOpenSessionsPerSeller,
+      idempotency,
+    };
+  }
+
+  /**
+   * One statement (so one round trip and one commit): a session whose exact amount is price + a suffix no
+   * matchable session holds, paid at the checkout wallet, its idempotency record and its checkout.session_created
+   * event. The partial unique index decides the amount; the statement starts at a random suffix and takes the
+   * first free one after it, so a nearly full price costs a few index probes inside the statement, not a round
+   * trip per guess. The event is built and validated with a stand-in amount, and the statement writes the
+   * allocated one into it. Undefined: a cap was reached, no amount was free, or a concurrent insert took the one
+   * picked (nothing was written).
+   */
+  async insertWithUniqueAmount(
+    input: NewSession,
+    idempotency?: IdempotencyClaim,
+  ): Promise<CreatedSession | undefined> {
+    const row = this.newRow(input);
+    row.exact_amount_micro = input.priceMicro + 1n; // stand-in; replaced by the allocated amount
+    row.amount_reserved = true;
+    const event = sessionEvent('checkout.session_created', row, this.config);
+    const exactAmountMicro = await this.createStatement.executeAmount({
+      ...this.commonParams(row, input, idempotency),
+      start: randomInt(0, this.capacity.suffixes),
+      suffixes: this.capacity.suffixes,
+      maxHeldAmounts: this.capacity.share,
+      sessionEvent: { id: event.id, type: event.type, json: JSON.stringify(event) },
+    });
+    if (exactAmountMicro === undefined) return undefined;
+    row.exact_amount_micro = exactAmountMicro;
+    // The event's snapshot is the response: only the amount differs from what was validated.
+    const snapshot = event.data;
+    snapshot.exactAmount = formatUsdcExact(exactAmountMicro);
+    return { session: row, snapshot };
+  }
+
+  /**
+   * One statement: a session paid to its own deposit address at exactly its price, its idempotency record, and its
+   * checkout.session_created and deposit.address_assigned events. Undefined: the seller's open-session cap was
+   * reached (nothing was written).
+   */
+  async insertAtDepositAddress(
+    input: NewSession,
+    idempotency?: IdempotencyClaim,
+  ): Promise<CreatedSession | undefined> {
+    const row = this.newRow(input);
+    const deposit = await this.addresses.assign();
+    row.deposit_address = deposit.address;
+    row.derivation_index = BigInt(deposit.index);
+    const watchUntil = new Date(row.late_until.getTime() + this.config.depositWatchGraceSeconds * 1000);
     const event = sessionEvent('checkout.session_created', row, this.config);
     const assigned = createEvent(
       'deposit.address_assigned',
       'checkout',
       {
-        sessionId,
+        sessionId: row.session_id,
         address: displayAddress(deposit.address),
         derivationIndex: deposit.index,
         chainId: this.config.chainId,
-        assignedAt: now.toISOString(),
+        assignedAt: row.created_at.toISOString(),
         watchUntil: watchUntil.toISOString(),
       },
       { trace: currentTraceCarrier() },
     );
-    const inserted = await this.createStatement.execute({
-      sessionId,
-      sellerId: input.sellerId,
-      skillId: input.skillId,
-      skillName: input.skillName,
-      endpointId: input.endpointId,
-      description: input.description,
-      priceMicro: input.priceMicro,
-      holdPeriodHours: input.holdPeriodHours,
-      now,
-      expiresAt,
-      lateUntil,
+    const inserted = await this.createStatement.executeDeposit({
+      ...this.commonParams(row, input, idempotency),
       depositAddress: deposit.address,
       derivationIndex: deposit.index,
-      maxOpenSessions: this.config.maxOpenSessionsPerSeller,
       sessionEvent: { id: event.id, type: event.type, json: JSON.stringify(event) },
       addressEvent: { id: assigned.id, type: assigned.type, json: JSON.stringify(assigned) },
-      idempotency,
     });
     if (!inserted) return undefined;
     return { session: row, snapshot: event.data };
@@ -144,7 +203,11 @@ export class SessionStore {
     await this.createStatement.close();
   }
 
-  /** Creates a session (and its idempotency record) and enqueues its events, in one statement. */
+  /**
+   * Creates a session (and its idempotency record) and enqueues its events, in one statement: by its unique
+   * amount, unless the seller chose deposit addresses. A price whose amounts are all held (or whose share this
+   * seller's unpaid sessions already hold) does not refuse the buyer: that session gets a deposit address.
+   */
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
@@ -152,27 +215,107 @@ export class SessionStore {
     // No lookup first: the statement itself fails on a known Idempotency-Key (and writes nothing), so a new
     // request costs one round trip and only a retry pays for the lookup.
     try {
-      const created = await this.insertSession(input, idempotency);
+      if (input.matching === 'amount') {
+        const created = await this.createByAmount(input, idempotency);
+        if ('replayed' in created) return created;
+        if (created.session) {
+          this.onEventsEnqueued();
+          return { ...created.session, replayed: false };
+        }
+        this.logger?.info(
+          { sellerId: input.sellerId, price: formatUsdcExact(input.priceMicro), reason: created.fallback },
+          'no unique amount for this session; it is paid at its own deposit address',
+        );
+      }
+      const created = await this.insertAtDepositAddress(input, idempotency);
       if (created) {
         this.onEventsEnqueued();
         return { ...created, replayed: false };
       }
       // Nothing inserted, so the key was not checked: a retry must replay even when the seller is at its cap.
-      if (idempotency) {
-        const previous = await this.findIdempotent(input.sellerId, idempotency);
-        if (previous)
-          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
-      }
+      const previous = await this.replayed(input, idempotency);
+      if (previous) return previous;
       await this.limits?.admitSeller(input.sellerId);
       throw new RetryLaterError(503, 'session_not_created', 'the session could not be created; retry', 1);
     } catch (error) {
       if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
-        const previous = await this.findIdempotent(input.sellerId, idempotency);
-        if (previous)
-          return { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+        const previous = await this.replayed(input, idempotency);
+        if (previous) return previous;
       }
       throw error;
     }
+  }
+
+  private async replayed(
+    input: NewSession,
+    idempotency: IdempotencyClaim | undefined,
+  ): Promise<(CreatedSession & { replayed: true }) | undefined> {
+    if (!idempotency) return undefined;
+    const previous = await this.findIdempotent(input.sellerId, idempotency);
+    return previous && { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
+  }
+
+  /**
+   * The amount mode's bounded allocation: a created session, a replay, or why the session falls back to a
+   * deposit address. Throws 429 when the seller is at its open-session cap.
+   */
+  private async createByAmount(
+    input: NewSession,
+    idempotency: IdempotencyClaim | undefined,
+  ): Promise<
+    | (CreatedSession & { replayed: true })
+    | { session: CreatedSession; fallback?: undefined }
+    | { session?: undefined; fallback: AmountFallbackReason }
+  > {
+    // A suffix on top would pass the largest USDC amount any part of the system accepts.
+    if (input.priceMicro + BigInt(this.capacity.suffixes) > MAX_AMOUNT_MICRO)
+      return { fallback: 'amount_at_limit' };
+    let released = false;
+    for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
+      const created = await this.insertWithUniqueAmount(input, idempotency);
+      if (created) return { session: created };
+      // Nothing inserted, so the key was not checked: a retry must replay even when the price is crowded.
+      if (attempt === 1) {
+        const previous = await this.replayed(input, idempotency);
+        if (previous) return previous;
+      }
+      await this.limits?.admitSeller(input.sellerId);
+      const { taken, held } = await this.amountsHeld(input.sellerId, input.priceMicro);
+      if (this.capacity.share > 0 && held >= this.capacity.share) return { fallback: 'seller_share' };
+      if (taken >= this.capacity.suffixes) {
+        // The sweeper releases lapsed amounts every SWEEP_INTERVAL_MS; this price's may not have been yet.
+        if (released || (await this.releaseLapsedReservationsOf(input.priceMicro)) === 0) {
+          return { fallback: 'price_crowded' };
+        }
+        released = true;
+      }
+      // Else a concurrent creation took the amount this one picked: try again from another start.
+    }
+    return { fallback: 'contention' };
+  }
+
+  /** This price's amounts held by matchable sessions, and how many of them the seller's unpaid sessions hold. */
+  private async amountsHeld(sellerId: string, priceMicro: bigint): Promise<{ taken: number; held: number }> {
+    const low = priceMicro + 1n;
+    const high = priceMicro + BigInt(this.capacity.suffixes);
+    const result = await sql<{ taken: string; held: string }>`
+      select
+        (select count(*) from sessions where amount_reserved and exact_amount_micro between ${low} and ${high}) as taken,
+        (select count(*) from sessions where seller_id = ${sellerId} and amount_reserved and transfer_id is null
+          and exact_amount_micro between ${low} and ${high}) as held`.execute(this.db);
+    const row = result.rows[0]!;
+    return { taken: Number(row.taken), held: Number(row.held) };
+  }
+
+  /** The request path's release: only this price's amounts whose late window has passed. */
+  private async releaseLapsedReservationsOf(priceMicro: bigint): Promise<number> {
+    const result = await sql`
+      update sessions set amount_reserved = false
+      where amount_reserved and late_until <= ${this.config.now()}
+        and exact_amount_micro between ${priceMicro + 1n} and ${priceMicro + BigInt(this.capacity.suffixes)}`.execute(
+      this.db,
+    );
+    return Number(result.numAffectedRows ?? 0n);
   }
 
   /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
@@ -241,10 +384,7 @@ export class SessionStore {
     });
   }
 
-  /**
-   * Frees the amounts that sessions from before deposit addresses reserve at the old shared wallet, once their
-   * late window has passed (new sessions reserve none).
-   */
+  /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
   async releaseLapsedReservations(
     inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
   ): Promise<number> {

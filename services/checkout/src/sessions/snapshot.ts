@@ -25,8 +25,9 @@ export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnap
     status: row.status,
     exactAmount: formatUsdcExact(row.exact_amount_micro),
     paidAmount: row.paid_amount_micro === null ? null : formatUsdcExact(row.paid_amount_micro),
-    // The session's own deposit address; a session from before deposit addresses was paid at the shared wallet.
+    // The session's own deposit address, or the checkout wallet every amount-matched session shares.
     walletAddress: row.deposit_address ? getAddress(row.deposit_address) : config.checkoutEscrowAddress,
+    matching: row.deposit_address ? 'deposit_address' : 'amount',
     network: config.network,
     chainId: config.chainId,
     tokenAddress: config.usdcAddress,
