@@ -47,11 +47,13 @@ node-deps:
 	@command -v pnpm >/dev/null 2>&1 || npm install -g pnpm@$(PNPM_VERSION)
 	@pnpm install --frozen-lockfile --reporter=silent
 
-# Debian packages the tests use: Chromium (browser tests) and docker-compose (checks docker-compose.yml).
+# Debian packages the tests use: Chromium (browser tests), docker-compose (checks docker-compose.yml) and
+# prometheus, for its promtool (checks and unit-tests the alert rules in k8s/monitoring).
 system-deps:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian packages:$$missing"; \
