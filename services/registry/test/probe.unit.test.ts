@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sellerFetch } from '@paygate/net';
-import { PASSING_HEAD_STATUSES, probeEndpoint } from '../src/validation/probe';
+import { PASSING_HEAD_STATUSES, PASSING_HEAD_STATUSES_NOT_GET, probeEndpoint } from '../src/validation/probe';
 
 /** Which HEAD answers count as "the endpoint responds" (SPEC validation check 2), against a real server. */
 describe('validation HEAD statuses', () => {
@@ -49,6 +49,20 @@ describe('validation HEAD statuses', () => {
     expect(await probeEndpoint(sellers, `${base}/${status}`, 2000)).toMatchObject({
       ok: false,
       cause: `answered HTTP ${status}: ${why} (passing: ${PASSING_HEAD_STATUSES})`,
+    });
+  });
+
+  // HEAD reaches GET handlers only: a POST, PUT, PATCH or DELETE route is there even when its HEAD gets 404 or 405.
+  it.each([200, 301, 400, 404, 405, 410, 429])('HTTP %i passes for a POST endpoint', async (status) => {
+    expect(await probeEndpoint(sellers, `${base}/${status}`, 2000, { method: 'POST' })).toMatchObject({
+      ok: true,
+    });
+  });
+
+  it.each([500, 502, 503])('HTTP %i fails for a POST endpoint', async (status) => {
+    expect(await probeEndpoint(sellers, `${base}/${status}`, 2000, { method: 'DELETE' })).toMatchObject({
+      ok: false,
+      cause: `answered HTTP ${status}: the seller's server failed (passing: ${PASSING_HEAD_STATUSES_NOT_GET})`,
     });
   });
 });

@@ -8,24 +8,45 @@ export interface ProbeResult {
   cause?: string;
 }
 
-/** The statuses that count as "the endpoint responds to HEAD", as said in statusReason. */
+/** The statuses that count as "the endpoint responds to HEAD" for a GET endpoint, as said in statusReason. */
 export const PASSING_HEAD_STATUSES = '2xx, 400, 401, 402, 403 or 422';
+/** ... and for an endpoint of any other method. */
+export const PASSING_HEAD_STATUSES_NOT_GET =
+  'any status below 500 for a POST, PUT, PATCH or DELETE endpoint: frameworks route HEAD to GET handlers only';
+
+export interface HeadProbeOptions {
+  /** The endpoint's method: HEAD is answered by a GET handler only, so for any other method the status says less. */
+  method?: string;
+  /** The path has :param segments (probed as written). */
+  pathHasParameters?: boolean;
+}
 
 /**
  * Whether a HEAD status means the endpoint is there, served by the seller's API at this URL (undefined), or
- * why not. Passing: 2xx (served); 401/403 (there, behind the seller's own credentials: Paygate's forwarded
- * calls carry what the seller's server checks, a bare HEAD does not); 402 (there, behind the seller's own
- * payment gate); 400/422 (the route matched and refused the empty HEAD's missing input). Failing: 3xx
- * (redirects are not followed: Paygate forwards to apiBaseUrl + path exactly), 404/410 (nothing there; a 404
- * passes for a path with :param segments), 405
- * (the endpoint does not answer HEAD, which SPEC requires), 429 and any other 4xx, and 5xx.
+ * why not.
+ *
+ * An endpoint whose method is not GET: frameworks route HEAD to GET handlers only, so a POST-only route answers
+ * HEAD with 404 (express) or 405 though it is there. Any status below 500 shows the seller's server answers at
+ * this URL; a 5xx is its server failing.
+ *
+ * A GET endpoint: its HEAD reaches the GET handler. Passing: 2xx (served); 401/403 (there, behind the seller's
+ * own credentials: Paygate's forwarded calls carry what the seller's server checks, a bare HEAD does not); 402
+ * (there, behind the seller's own payment gate); 400/422 (the route matched and refused the empty HEAD's missing
+ * input). Failing: 3xx (redirects are not followed: Paygate forwards to apiBaseUrl + path exactly), 404/410
+ * (nothing there; a 404 passes for a path with :param segments), 405 (the endpoint does not answer HEAD, which
+ * SPEC requires), 429 and any other 4xx, and 5xx.
  */
-export function headStatusProblem(status: number, pathHasParameters = false): string | undefined {
+export function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
+  const isGet = (options.method ?? 'GET').toUpperCase() === 'GET';
+  if (!isGet) {
+    if (status < 500) return undefined;
+    return `answered HTTP ${status}: the seller's server failed (passing: ${PASSING_HEAD_STATUSES_NOT_GET})`;
+  }
   if (status >= 200 && status < 300) return undefined;
   if ([400, 401, 402, 403, 422].includes(status)) return undefined;
   // A path with :param segments is probed with the pattern itself (/users/:id): its route may well be there and
   // answer 404 for that value (no user ":id"), so 404 shows nothing wrong.
-  if (status === 404 && pathHasParameters) return undefined;
+  if (status === 404 && options.pathHasParameters) return undefined;
   let why: string;
   if (status >= 300 && status < 400)
     why = 'a redirect (not followed: set apiBaseUrl and the path to where the endpoint is served)';
@@ -47,14 +68,15 @@ function unreachableCause(error: unknown, timeoutMs: number): string {
 }
 
 /**
- * HEAD apiBaseUrl + path: ok when a passing status (headStatusProblem) arrives within the limit. Redirects are
+ * HEAD apiBaseUrl + path: ok when a passing status for the endpoint's method (headStatusProblem) arrives under
+ * MAX_LATENCY_MS; a timeout or a refused connection never passes. Redirects are
  * not followed; connections go through the registry's seller fetch, which applies the production address rule.
  */
 export async function probeEndpoint(
   sellers: SellerFetch,
   url: string,
   timeoutMs: number,
-  options: { pathHasParameters?: boolean } = {},
+  options: HeadProbeOptions = {},
 ): Promise<ProbeResult> {
   const started = performance.now();
   try {
@@ -65,7 +87,7 @@ export async function probeEndpoint(
     });
     await response.body?.cancel().catch(() => undefined);
     const latencyMs = Math.round(performance.now() - started);
-    const problem = headStatusProblem(response.status, options.pathHasParameters);
+    const problem = headStatusProblem(response.status, options);
     if (problem) return { ok: false, latencyMs, cause: problem };
     if (latencyMs >= MAX_LATENCY_MS)
       return { ok: false, latencyMs, cause: `latency ${latencyMs} ms is not under ${MAX_LATENCY_MS} ms` };

@@ -124,7 +124,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
         this.sellers,
         endpointUrl(state.skill.api_base_url, e),
         config.validationTimeoutMs,
-        { pathHasParameters: e.path.includes('/:') },
+        { method: e.method, pathHasParameters: e.path.includes('/:') },
       );
       if (!result.ok) failed = true;
       return result;
@@ -216,6 +216,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
       ? active.map(() => ({ ok: false }))
       : await mapBounded(active, 4, (e) =>
           probeEndpoint(this.sellers, endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs, {
+            method: e.method,
             pathHasParameters: e.path.includes('/:'),
           }),
         );
