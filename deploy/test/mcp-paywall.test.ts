@@ -151,9 +151,10 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
         },
       ],
     });
-    expect(JSON.parse((unpaid.content as Array<{ text: string }>)[0]!.text)).toMatchObject({
-      'x402/error': { code: 402, data: { x402Version: 2 } },
-    });
+    // x402's MCP transport: content[0].text is the same PaymentRequired as JSON, for clients without structuredContent.
+    expect(JSON.parse((unpaid.content as Array<{ text: string }>)[0]!.text)).toEqual(
+      unpaid.structuredContent,
+    );
     expect(served).toBe(0);
 
     const agent = createAgent({ wallet: buyer(), maxPricePerCall: '0.10', maxTotalSpend: '1' });
@@ -342,6 +343,10 @@ describe('paid MCP tools: @paygate/mcp-paywall on the server, agent-client MCP m
         ],
       });
       expect(required!.resource!.url).toContain(`/api/v1/skills/${skillName}/quote/USDC`);
+      // A client that only reads the text finds the same PaymentRequired there (x402's MCP transport).
+      expect(JSON.parse((unpaid.content as Array<{ text: string }>)[0]!.text)).toEqual(
+        unpaid.structuredContent,
+      );
       expect(upstreamCalls).toEqual([]);
 
       const calls: Array<Record<string, unknown>> = [];

@@ -47,7 +47,7 @@ const errorResult = (message: string): ToolResult => ({
  *     paid({ tool: 'forecast', price: '0.05' }, async ({ city }) => ({ content: [{ type: 'text', text: '…' }] })));
  *
  * A call without `_meta["x402/payment"]` gets a payment-required result (isError, the requirements in
- * structuredContent and in the `x402/error` text); a payment is settled before the tool runs, and the result
+ * structuredContent and, as JSON, in `content[0].text`); a payment is settled before the tool runs, and the result
  * carries `_meta["x402/payment-response"]`. A refused or replayed payment gets the requirements again with the
  * reason as `error`; a tool that throws after settlement still cost the buyer the price (as an HTTP call would).
  */

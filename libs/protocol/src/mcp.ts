@@ -1,7 +1,8 @@
 /**
  * x402's MCP transport: the payment travels in the tool call's `_meta["x402/payment"]`, the settlement in the
  * result's `_meta["x402/payment-response"]`, and a call that must be paid gets a tool result with `isError`, the
- * PaymentRequired in `structuredContent` and wrapped as `{"x402/error": {code: 402, …}}` in its text.
+ * PaymentRequired in `structuredContent` and the same object as JSON in `content[0].text` (x402's MCP transport:
+ * a client that cannot read structured content finds `accepts` in the text).
  */
 export const MCP_PAYMENT_META = 'x402/payment';
 export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
@@ -48,20 +49,13 @@ export function paymentRequiredResult(
   return {
     isError: true,
     structuredContent,
-    content: [
-      {
-        type: 'text',
-        text: JSON.stringify({
-          'x402/error': { code: 402, message: required.error, data: structuredContent },
-        }),
-      },
-    ],
+    content: [{ type: 'text', text: JSON.stringify(structuredContent) }],
   };
 }
 
 /**
- * The PaymentRequired a tool result carries, in x402's order: `structuredContent`, its `x402/error` wrapper,
- * then the JSON of `content[0].text`; undefined for any other result.
+ * The PaymentRequired a tool result carries, in x402's order: `structuredContent`, then the JSON of
+ * `content[0].text`; also inside an `{"x402/error": {data}}` wrapper, which some other servers send.
  */
 export function paymentRequiredOf(result: unknown): McpPaymentRequired | undefined {
   const r = result as { isError?: boolean; structuredContent?: unknown; content?: Array<{ text?: unknown }> };
