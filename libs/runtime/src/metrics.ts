@@ -8,6 +8,8 @@ export interface ServiceMetrics {
   httpDuration: Histogram<'method' | 'route' | 'status'>;
   eventsHandled: Counter<'consumer' | 'outcome'>;
   outboxBacklog: Gauge;
+  /** 1 when the last /readyz (the kubelet's readiness probe) passed every check, 0 when one failed. */
+  ready: Gauge;
 }
 
 /** One prom-client registry per service instance (tests run several in one process). */
@@ -33,6 +35,11 @@ export function createMetrics(service: string): ServiceMetrics {
     outboxBacklog: new Gauge({
       name: 'outbox_backlog',
       help: 'Outbox rows not yet published',
+      registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'service_ready',
+      help: "1 when the last readiness check (/readyz) passed every check (Postgres, NATS, the service's own), 0 when one failed",
       registers: [registry],
     }),
   };

@@ -13,6 +13,7 @@ import { bareRoutesOf, createApp, errorHandler, notFoundHandler } from '@paygate
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Express } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
+import { registerBusMetrics } from './bus-metrics';
 import type { CommonConfig } from './config';
 import { createDatabase, migrateToLatest, type RepeatableSql } from './database';
 import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
@@ -139,6 +140,7 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
       logger,
       metrics: createMetrics(definition.name),
     });
+    registerBusMetrics(ctx.metrics.registry, bus, definition.name);
     const app = await serviceApp(definition, ctx);
 
     const { consumers, tasks } = await startWork(definition, ctx, undo);
@@ -299,6 +301,7 @@ async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceCon
         results[name] = (error as Error).message;
       }
     }
+    metrics.ready.set(ready ? 1 : 0);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
   });
   app.get('/metrics', async (_req, res) => {

@@ -67,6 +67,12 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   payoutUnclaimedAfterMs: number;
   /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */
   payoutSweepIntervalMs: number;
+  /**
+   * RECONCILE_INTERVAL_MS: how often each replica reconciles with the chain by itself (what
+   * GET /api/v1/reconciliation does), for the ledger_reconciliation_* and ledger_*_micro_usdc gauges the alerts
+   * read. 0: only when an operator asks. Each pass sums every account's postings, so not much more often.
+   */
+  reconcileIntervalMs: number;
   /** The service clock: tests inject one to move time without sleeping. */
   now: () => Date;
   /**
@@ -99,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
     PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
     PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
+    RECONCILE_INTERVAL_MS: int({ default: 300_000, min: 0 }),
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
   });
   productionGuards(env, {
@@ -124,6 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
     payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
     payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
+    reconcileIntervalMs: parsed.RECONCILE_INTERVAL_MS,
     now: () => new Date(),
     checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,
   };

@@ -6,6 +6,15 @@ export interface LedgerMetrics {
   holdsReleased: Counter;
   refundsBooked: Counter<'phase'>;
   unconfirmedOverdue: Gauge;
+  /** Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read. */
+  reconciliation: {
+    lastSuccess: Gauge;
+    escrowChainBalance: Gauge;
+    escrowLedgerBalance: Gauge;
+    sellersOwed: Gauge;
+    sellersUncovered: Gauge;
+    payersOwed: Gauge;
+  };
 }
 
 export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
@@ -34,5 +43,37 @@ export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
       help: 'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
       registers,
     }),
+    reconciliation: {
+      lastSuccess: new Gauge({
+        name: 'ledger_reconciliation_last_success_timestamp_seconds',
+        help: 'When the last reconciliation that could read the chain finished (Unix time)',
+        registers,
+      }),
+      escrowChainBalance: new Gauge({
+        name: 'ledger_escrow_chain_balance_micro_usdc',
+        help: 'USDC on chain in the escrow wallets (and session deposit addresses) at the last reconciliation',
+        registers,
+      }),
+      escrowLedgerBalance: new Gauge({
+        name: 'ledger_escrow_ledger_balance_micro_usdc',
+        help: 'The escrow_asset account (what the ledger says the escrow wallets hold) at the last reconciliation',
+        registers,
+      }),
+      sellersOwed: new Gauge({
+        name: 'ledger_sellers_owed_micro_usdc',
+        help: 'What sellers owe (available balances below zero, refunds beyond what was available) at the last reconciliation',
+        registers,
+      }),
+      sellersUncovered: new Gauge({
+        name: 'ledger_sellers_uncovered_micro_usdc',
+        help: "Seller debts no money of theirs covers (held + available below zero), paid with other sellers' escrow",
+        registers,
+      }),
+      payersOwed: new Gauge({
+        name: 'ledger_payers_owed_micro_usdc',
+        help: 'What payers owe back (refunds of unmatched transfers a reorg then dropped) at the last reconciliation',
+        registers,
+      }),
+    },
   };
 }

@@ -29,6 +29,7 @@ import { onPlatformPayoutCompleted } from './payouts/platform';
 import { PayoutResponders } from './payouts/responders';
 import { onSettlementCompleted } from './payouts/seller';
 import { PayoutSweep } from './payouts/sweep';
+import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
@@ -116,6 +117,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         new ClaimResponder(ctx, d),
         scheduler,
         chainCheck,
+        ...(config.reconcileIntervalMs > 0 ? [new ReconciliationWatch(ctx, d)] : []),
         ...(refundRequestLimiter ? [refundRequestLimiter] : []),
       ];
     },

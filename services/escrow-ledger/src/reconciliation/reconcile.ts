@@ -1,5 +1,5 @@
 import { makeProvider, usdcAbi } from '@paygate/chain';
-import { formatUsdc } from '@paygate/money';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -273,6 +273,14 @@ export async function reconcile(
   };
 }
 
+/**
+ * A report's decimal amount as a gauge value in micro-USDC: a float, exact below 2^53 micro-USDC (9 billion USDC);
+ * for alerts and dashboards only, never booked.
+ */
+function gaugeMicro(amount: string): number {
+  return amount.startsWith('-') ? -Number(parseUsdc(amount.slice(1))) : Number(parseUsdc(amount));
+}
+
 /** A difference raises the metric (number of differences, 0 when reconciled) and an error log line. */
 export function recordReconciliation(
   deps: { metrics: LedgerMetrics },
@@ -280,6 +288,13 @@ export function recordReconciliation(
   report: ReconciliationReport,
 ): void {
   deps.metrics.reconciliationDifferences.set(report.differences.length);
+  const gauges = deps.metrics.reconciliation;
+  gauges.lastSuccess.set(Date.parse(report.checkedAt) / 1000);
+  gauges.escrowChainBalance.set(gaugeMicro(report.chainBalance));
+  gauges.escrowLedgerBalance.set(gaugeMicro(report.ledgerBalance));
+  gauges.sellersOwed.set(gaugeMicro(report.exposure.owedBySellers));
+  gauges.sellersUncovered.set(gaugeMicro(report.exposure.uncovered));
+  gauges.payersOwed.set(gaugeMicro(report.exposure.owedByPayers));
   if (report.balanced) {
     ctx.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
   } else {
