@@ -10,7 +10,13 @@ import {
   startUpstream,
 } from '@paygate/gateway-proxy/test/harness';
 import { formatUsdcExact, parseUsdc } from '@paygate/money';
-import { openSchema, serveSellersForTests, testWallets, waitFor } from '@paygate/testing';
+import {
+  openSchema,
+  serveSellersForTests,
+  testWallets,
+  waitFor,
+  waitForConsumerIdle,
+} from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 
@@ -18,10 +24,11 @@ import { type Kysely, sql } from 'kysely';
  * Security issue, point 2: a checkout session captured an agent's payment. Another seller opened a session
  * (`sk_`, amount 4.2) whose exact amount equalled a skill's public price; the agent paid that skill, checkout
  * matched the transfer to the stranger's session by amount (paid, then paid out) and the agent got
- * `402 payment_already_used`. Now every session is paid to a deposit address of its own, never the agent
- * escrow: checkout matches a transfer to the session whose address it was sent to, the gateway only transfers to
- * the escrow. Real anvil + TestUSDC, gateway-proxy, chain-indexer, checkout, escrow-ledger and settlement (which
- * sweeps the session addresses into escrow through its relayer) on real Postgres and JetStream.
+ * `402 payment_already_used`. Now no session is paid at the agent escrow: an amount-matched session is paid to the
+ * checkout wallet (matched there by its unique amount), a deposit-address session to its own address; checkout
+ * ignores transfers to the agent escrow, the gateway accepts only those. Real anvil + TestUSDC, gateway-proxy,
+ * chain-indexer, checkout, escrow-ledger and settlement (which sweeps the checkout wallet and the session
+ * addresses into escrow) on real Postgres and JetStream.
  */
 
 const OPERATOR_TOKEN = 'capture-e2e-operator-token-0123456789';
@@ -63,6 +70,9 @@ describe('a checkout session can no longer capture an agent payment of the same 
       await sql<any>`select id, source, session_id, seller_id from transactions
         where tx_hash = ${txHash.toLowerCase()}`.execute(ledgerDb)
     ).rows;
+  const ledgerHasTransfer = async (txHash: string) =>
+    (await sql`select 1 from transfers where tx_hash = ${txHash.toLowerCase()}`.execute(ledgerDb)).rows
+      .length > 0;
   const ledgerCall = async (path: string, init: { key: string; body?: unknown }) => {
     const res = await fetch(`${services.ledger.url}${path}`, {
       method: init.body === undefined ? 'GET' : 'POST',
@@ -132,7 +142,7 @@ describe('a checkout session can no longer capture an agent payment of the same 
         apiKeyVersion: 1,
       },
     });
-    const seller = createEvent('seller.updated', 'registry', {
+    strangerSeller = {
       sellerId: STRANGER_ID,
       revision: 1,
       walletAddress: payoutAddress,
@@ -144,14 +154,25 @@ describe('a checkout session can no longer capture an agent payment of the same 
       settlementFrequency: 'DAILY',
       minimumSettlement: '1',
       updatedAt: new Date().toISOString(),
-    } satisfies EventData<'seller.updated'>);
+    };
+    await setMatching('amount');
+  });
+
+  /** The stranger seller's checkout setting, as the registry would publish it (a new revision each time). */
+  let strangerSeller: EventData<'seller.updated'>;
+  const setMatching = async (matching: 'amount' | 'deposit_address') => {
+    strangerSeller = { ...strangerSeller, revision: strangerSeller.revision + 1, checkoutMatching: matching };
+    const seller = createEvent('seller.updated', 'registry', strangerSeller);
     await h.bus.js.publish(h.bus.subjectFor('seller.updated'), encodeEnvelope(seller), { msgID: seller.id });
     await waitFor(
       async () =>
-        (await sql`select 1 from sellers where seller_id = ${STRANGER_ID}`.execute(checkoutDb)).rows[0],
+        (
+          await sql<any>`select checkout_matching from sellers where seller_id = ${STRANGER_ID}
+            and revision = ${strangerSeller.revision}`.execute(checkoutDb)
+        ).rows[0],
       { message: 'stranger seller projected by checkout', timeoutMs: 10_000 },
     );
-  });
+  };
 
   afterAll(async () => {
     await sellerResponder?.stop();
@@ -166,8 +187,8 @@ describe('a checkout session can no longer capture an agent payment of the same 
     // The attack of the issue: a stranger's session (sk_, amount 4.2) with an exact amount that a skill's
     // public price equals.
     const stranger = await createStrangerSession('4.2');
-    expect(stranger.walletAddress).not.toBe(DEPOSIT);
-    expect(stranger.walletAddress).not.toBe(ESCROW);
+    expect(stranger).toMatchObject({ matching: 'amount', walletAddress: DEPOSIT });
+    expect(stranger.exactAmount).not.toBe('4.200000');
     const priceMicro = parseUsdc(stranger.exactAmount);
     const skill = skillSnapshot({ name: 'capture', apiBaseUrl: `${upstream.url}/seller` });
     skill.endpoints[0]!.price = formatUsdcExact(priceMicro);
@@ -178,13 +199,14 @@ describe('a checkout session can no longer capture an agent payment of the same 
     const challenge = await fetch(`${h.gateway.url}/api/v1/skills/capture/data`);
     expect(challenge.status).toBe(402);
     const txHash = (await h.transfer('buyer', priceMicro)).toLowerCase();
-    const seen = await waitFor(() => checkoutTransfer(txHash), {
-      message: 'agent transfer handled by checkout',
+    await waitFor(() => ledgerHasTransfer(txHash), {
+      message: 'agent transfer observed by the ledger',
       timeoutMs: 15_000,
     });
-    // Before: status matched, session_id = the stranger's session, the session paid.
-    expect(seen).toMatchObject({ session_id: null, to_address: ESCROW });
-    expect(['unmatched', 'claimed']).toContain(seen.status);
+    await waitForConsumerIdle(h.bus, 'checkout-transfers');
+    // Before: status matched, session_id = the stranger's session, the session paid. Now checkout does not even
+    // list it: money at the agent escrow is never a session's.
+    expect(await checkoutTransfer(txHash)).toBeUndefined();
     expect((await session(stranger.sessionId)).status).toBe('open');
 
     // Before: 402 payment_already_used ("… checkout"). Now the agent's call is served.
@@ -197,68 +219,82 @@ describe('a checkout session can no longer capture an agent payment of the same 
       timeoutMs: 15_000,
     });
     expect(booked).toMatchObject({ source: 'x402', session_id: null, seller_id: 'seller-1' });
-    await waitFor(async () => (await checkoutTransfer(txHash))?.status === 'claimed', {
-      message: 'checkout records the transfer as claimed by the x402 payment',
-      timeoutMs: 10_000,
-    });
     const after = await session(stranger.sessionId);
     expect({ status: after.status, txHash: after.txHash }).toEqual({ status: 'open', txHash: null });
     expect(await ledgerTransactions(txHash)).toHaveLength(1);
   });
 
-  test('a buyer paying the session at its own address pays it; the gateway refuses that transfer; the money is swept, reconciled and refundable', async () => {
-    const order = await createStrangerSession('3.5');
-    const amountMicro = parseUsdc(order.exactAmount);
-    const escrowBefore = await balanceOf(ESCROW);
-    const txHash = (await h.transfer('stranger', amountMicro, { to: order.walletAddress })).toLowerCase();
-    await waitFor(async () => (await session(order.sessionId)).status === 'paid', {
-      message: 'session paid by the transfer to its own address',
-      timeoutMs: 15_000,
-    });
-    const booked = await waitFor(async () => (await ledgerTransactions(txHash))[0], {
-      message: 'checkout payment booked',
-      timeoutMs: 15_000,
-    });
-    expect(booked).toMatchObject({ source: 'checkout', session_id: order.sessionId, seller_id: STRANGER_ID });
+  test.each(['amount', 'deposit_address'] as const)(
+    '(%s) a buyer paying the session as it says pays it; the gateway refuses that transfer; the money is swept, reconciled and refundable',
+    async (matching) => {
+      await setMatching(matching);
+      const order = await createStrangerSession('3.5');
+      expect(order.matching).toBe(matching);
+      expect(order.walletAddress).not.toBe(ESCROW);
+      const amountMicro = parseUsdc(order.exactAmount);
+      const escrowBefore = await balanceOf(ESCROW);
+      const txHash = (await h.transfer('stranger', amountMicro, { to: order.walletAddress })).toLowerCase();
+      await waitFor(async () => (await session(order.sessionId)).status === 'paid', {
+        message: 'session paid by its transfer',
+        timeoutMs: 15_000,
+      });
+      const booked = await waitFor(async () => (await ledgerTransactions(txHash))[0], {
+        message: 'checkout payment booked',
+        timeoutMs: 15_000,
+      });
+      expect(booked).toMatchObject({
+        source: 'checkout',
+        session_id: order.sessionId,
+        seller_id: STRANGER_ID,
+      });
 
-    // A proof of a transfer to a session's address is no agent payment: the gateway accepts only the escrow.
-    const proof = await present(txHash, amountMicro, order.walletAddress);
-    expect({ status: proof.status, reason: proof.body.reason }).toEqual({
-      status: 402,
-      reason: 'wrong_recipient',
-    });
+      // A proof of a transfer to the checkout wallet or a session's address is no agent payment: the gateway
+      // accepts only the escrow.
+      const proof = await present(txHash, amountMicro, order.walletAddress);
+      expect({ status: proof.status, reason: proof.body.reason }).toEqual({
+        status: 402,
+        reason: 'wrong_recipient',
+      });
 
-    // Settlement sweeps the session's address into escrow (its relayer pays the gas); the move is not new money
-    // for the ledger (the indexer does not report it).
-    await waitFor(async () => (await balanceOf(order.walletAddress)) === 0n, {
-      message: 'session address swept',
-      timeoutMs: 20_000,
-    });
-    expect(await balanceOf(ESCROW)).toBe(escrowBefore + amountMicro);
-    await expectReconciled();
+      // Settlement sweeps the checkout wallet or the session's address into escrow; the move is not new money for
+      // the ledger (the indexer does not report it).
+      await waitFor(async () => (await balanceOf(order.walletAddress)) === 0n, {
+        message: 'paid address swept',
+        timeoutMs: 20_000,
+      });
+      await waitFor(async () => (await balanceOf(ESCROW)) >= escrowBefore + amountMicro, {
+        message: 'escrow received the sweep',
+        timeoutMs: 20_000,
+      });
+      await expectReconciled();
+      if (matching === 'amount') return;
 
-    // Money still at a session address (dust below the sweep threshold stays there) is on the books and counted
-    // on chain where it sits: reconciliation balances with it.
-    const small = await createStrangerSession('0.005');
-    await h.transfer('stranger', parseUsdc(small.exactAmount), { to: small.walletAddress });
-    await waitFor(async () => (await session(small.sessionId)).status === 'paid', {
-      message: 'small session paid',
-      timeoutMs: 15_000,
-    });
-    expect(await balanceOf(small.walletAddress)).toBe(5_000n);
-    await expectReconciled(5_000n);
+      // Money still at a session address (dust below the sweep threshold stays there) is on the books and counted
+      // on chain where it sits: reconciliation balances with it.
+      const small = await createStrangerSession('0.005');
+      await h.transfer('stranger', parseUsdc(small.exactAmount), { to: small.walletAddress });
+      await waitFor(async () => (await session(small.sessionId)).status === 'paid', {
+        message: 'small session paid',
+        timeoutMs: 15_000,
+      });
+      expect(await balanceOf(small.walletAddress)).toBe(5_000n);
+      await expectReconciled(5_000n);
 
-    // Payable from escrow: the seller refunds part of it and the buyer gets it on chain.
-    const buyerBefore = await balanceOf(testWallets.stranger.address);
-    const refund = await ledgerCall('/api/v1/refunds', {
-      key: STRANGER_KEY,
-      body: { transactionId: booked.id, amount: '1.25', reason: 'customer asked' },
-    });
-    expect(refund.status).toBeLessThan(300);
-    await waitFor(async () => (await balanceOf(testWallets.stranger.address)) === buyerBefore + 1_250_000n, {
-      message: 'refund sent from escrow',
-      timeoutMs: 20_000,
-    });
-    await expectReconciled(5_000n);
-  });
+      // Payable from escrow: the seller refunds part of it and the buyer gets it on chain.
+      const buyerBefore = await balanceOf(testWallets.stranger.address);
+      const refund = await ledgerCall('/api/v1/refunds', {
+        key: STRANGER_KEY,
+        body: { transactionId: booked.id, amount: '1.25', reason: 'customer asked' },
+      });
+      expect(refund.status).toBeLessThan(300);
+      await waitFor(
+        async () => (await balanceOf(testWallets.stranger.address)) === buyerBefore + 1_250_000n,
+        {
+          message: 'refund sent from escrow',
+          timeoutMs: 20_000,
+        },
+      );
+      await expectReconciled(5_000n);
+    },
+  );
 });

@@ -30,6 +30,8 @@ import { type Kysely, sql } from 'kysely';
  */
 
 const OPERATOR_TOKEN = 'unmatched-refund-operator-token-0123';
+/** The checkout wallet amount-matched sessions are paid to. */
+const CHECKOUT_WALLET = testWallets.checkoutEscrow.address;
 const TRANSFER_TOPIC = keccakId('Transfer(address,address,uint256)');
 
 jest.setTimeout(60_000);
@@ -67,7 +69,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   const ledgerApi = (path: string, body?: unknown) => http(ledger.url, path, { body });
 
   /** The buyer sends `amount` USDC (to the escrow wallet unless told); returns the transaction hash. */
-  const buyerSends = async (amountMicro: bigint, to = testWallets.escrow.address) => {
+  const buyerSends = async (amountMicro: bigint, to: string) => {
     const buyerUsdc = usdc.connect(testSigner('buyer', anvil.provider)) as Contract;
     const tx = await buyerUsdc.getFunction('transfer')(to, amountMicro);
     const receipt = await minedReceipt(tx);
@@ -139,7 +141,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     sellerResponder = await serveSellersForTests(bus, {
       [apiKey]: { sellerId, walletAddress: payoutAddress, payoutAddress, publishableKey, apiKeyVersion: 1 },
     });
-    const seller = createEvent('seller.updated', 'registry', {
+    strangerSeller = {
       sellerId,
       revision: 1,
       walletAddress: payoutAddress,
@@ -151,14 +153,26 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       settlementFrequency: 'DAILY',
       minimumSettlement: '1',
       updatedAt: now.toISOString(),
-    } satisfies EventData<'seller.updated'>);
+    };
+    await setMatching('amount');
+  });
+
+  /** The seller's checkout setting, as the registry publishes it (a new revision each time). */
+  let strangerSeller: EventData<'seller.updated'>;
+  const setMatching = async (matching: 'amount' | 'deposit_address') => {
+    strangerSeller = { ...strangerSeller, revision: strangerSeller.revision + 1, checkoutMatching: matching };
+    const seller = createEvent('seller.updated', 'registry', strangerSeller);
     await bus.js.publish(bus.subjectFor('seller.updated'), encodeEnvelope(seller), { msgID: seller.id });
     await waitFor(
       async () =>
-        (await sql`select 1 from sellers where seller_id = ${sellerId}`.execute(checkout.ctx.db)).rows[0],
+        (
+          await sql`select 1 from sellers where seller_id = ${sellerId} and revision = ${strangerSeller.revision}`.execute(
+            checkout.ctx.db,
+          )
+        ).rows[0],
       { message: 'seller projected by checkout', timeoutMs: 10_000 },
     );
-  });
+  };
 
   afterAll(async () => {
     await sellerResponder?.stop();
@@ -189,13 +203,15 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     const session = (await created.json()) as any;
     expect(created.status).toBe(201);
-    expect(session.exactAmount).toBe('5.000000');
+    expect(session).toMatchObject({ matching: 'amount', walletAddress: CHECKOUT_WALLET });
+    expect(session.exactAmount).not.toBe('5.000000');
 
-    // The buyer sends the price to the escrow wallet instead of the session's address: it pays no session.
+    // The buyer sends the bare price to the checkout wallet instead of the session's exact amount: it pays no
+    // session (only the exact amount names one).
     const buyerBefore = await balanceOf(testWallets.buyer.address);
     const escrowBefore = await balanceOf(testWallets.escrow.address);
     const wrongMicro = parseUsdc('5');
-    const txHash = await buyerSends(wrongMicro);
+    const txHash = await buyerSends(wrongMicro, session.walletAddress);
     expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore - wrongMicro);
 
     // Visible in checkout's operator API, and on the ledger's books in suspense.
@@ -205,7 +221,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     expect(unmatched).toMatchObject({
       status: 'unmatched',
-      reason: 'paid_to_agent_escrow',
+      reason: 'no_session_with_this_amount',
       amount: '5.000000',
       refundRequestId: null,
     });
@@ -222,6 +238,8 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     expect(suspenseBefore).toBe(wrongMicro);
     const session0 = await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`);
     expect(((await session0.json()) as any).status).toBe('open');
+    // Settlement sweeps the checkout wallet into escrow, where the refund is paid from.
+    await swept(session.walletAddress);
     await expectReconciled();
 
     // The operator marks it for refund, twice at once and once more: exactly one decision, one event.
@@ -270,7 +288,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       }),
     ]);
 
-    // The buyer's USDC is back, to the micro-USDC; the escrow wallet is where it was.
+    // The buyer's USDC is back, to the micro-USDC; the escrow wallet is where it was (the sweep in, the refund out).
     expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
     expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
     const report = await expectReconciled();
@@ -434,133 +452,147 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     await expectReconciled();
   });
 
-  test('an underpaid session: the operator returns its short transfer to the buyer exactly once, the session reads refunded', async () => {
-    const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
-      body: JSON.stringify({ amount: '3', description: 'order #44' }),
-    });
-    const session = (await created.json()) as any;
-    expect(created.status).toBe(201);
+  test.each(['deposit_address', 'amount'] as const)(
+    '(%s) an underpaid session: the operator returns its short transfer to the buyer exactly once, the session reads refunded',
+    async (matching) => {
+      await setMatching(matching);
+      const created = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ amount: '3', description: 'order #44' }),
+      });
+      const session = (await created.json()) as any;
+      expect(created.status).toBe(201);
 
-    // The buyer sends less than the session's price to its address: the address names the session, so it is
-    // underpaid at once (no payment), and the short transfer waits for an operator to return it.
-    const buyerBefore = await balanceOf(testWallets.buyer.address);
-    const escrowBefore = await balanceOf(testWallets.escrow.address);
-    const sentBefore = await transfersFromEscrowTo(testWallets.buyer.address);
-    const shortMicro = parseUsdc('2.5');
-    expect(shortMicro < parseUsdc(session.exactAmount)).toBe(true);
-    const txHash = await buyerSends(shortMicro, session.walletAddress);
-    const unmatched = await waitFor(() => checkoutTransfer(txHash, 'matched'), {
-      message: 'short transfer matched to its session by checkout',
-      timeoutMs: 15_000,
-    });
-    await waitFor(
-      async () =>
-        ((await ledgerApi('/api/v1/operator/ledger/suspense')).body.data as any[]).find(
-          (t) => t.txHash === txHash,
-        ),
-      { message: 'short transfer in the ledger suspense', timeoutMs: 15_000 },
-    );
-    const underpaid = (await (
-      await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
-    ).json()) as any;
-    expect(underpaid).toMatchObject({ status: 'underpaid', paidAmount: '2.500000', txHash });
-    await swept(session.walletAddress);
-    // The sweep moved it into escrow: the ledger's books did not change, the chain still agrees.
-    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + shortMicro);
-    await expectReconciled();
+      // The buyer sends less than the session's exact amount. At its own address the address names the session, so
+      // it is underpaid at once (no payment); at the checkout wallet the amount names none, so the operator attaches
+      // it to its session (underpaid). Then the short transfer waits for an operator to return it.
+      const buyerBefore = await balanceOf(testWallets.buyer.address);
+      const escrowBefore = await balanceOf(testWallets.escrow.address);
+      const sentBefore = await transfersFromEscrowTo(testWallets.buyer.address);
+      const shortMicro = parseUsdc('2.5');
+      expect(shortMicro < parseUsdc(session.exactAmount)).toBe(true);
+      const txHash = await buyerSends(shortMicro, session.walletAddress);
+      let unmatched = await waitFor(
+        () => checkoutTransfer(txHash, matching === 'amount' ? 'unmatched' : 'matched'),
+        { message: 'short transfer recorded by checkout', timeoutMs: 15_000 },
+      );
+      if (matching === 'amount') {
+        expect(unmatched.reason).toBe('no_session_with_this_amount');
+        const attached = await checkoutApi(`/api/v1/operator/transfers/${unmatched.transferId}/attach`, {
+          sessionId: session.sessionId,
+          note: 'the buyer sent less',
+        });
+        expect(attached.status).toBe(200);
+        unmatched = await checkoutTransfer(txHash, 'attached');
+      }
+      await waitFor(
+        async () =>
+          ((await ledgerApi('/api/v1/operator/ledger/suspense')).body.data as any[]).find(
+            (t) => t.txHash === txHash,
+          ),
+        { message: 'short transfer in the ledger suspense', timeoutMs: 15_000 },
+      );
+      const underpaid = (await (
+        await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
+      ).json()) as any;
+      expect(underpaid).toMatchObject({ status: 'underpaid', paidAmount: '2.500000', txHash });
+      await swept(session.walletAddress);
+      // The sweep moved it into escrow: the ledger's books did not change, the chain still agrees.
+      expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + shortMicro);
+      await expectReconciled();
 
-    // The operator returns it, twice at once and once more: one decision, one event.
-    const path = `/api/v1/operator/transfers/${unmatched.transferId}/refund`;
-    const marks = await Promise.all([
-      checkoutApi(path, { note: 'buyer will pay in a new session' }),
-      checkoutApi(path, { note: 'buyer will pay in a new session' }),
-    ]);
-    expect(marks.map((m) => m.status).sort()).toEqual([200, 409]);
-    const ok = marks.find((m) => m.status === 200)!.body;
-    expect(ok.transfer).toMatchObject({
-      transferId: unmatched.transferId,
-      status: 'refund_requested',
-      sessionId: session.sessionId,
-      amount: '2.500000',
-      note: 'buyer will pay in a new session',
-    });
-    expect(ok.transfer.refundRequestId).toMatch(/^trr_[0-9a-f]{24}$/);
-    expect(ok.session).toMatchObject({
-      sessionId: session.sessionId,
-      status: 'refunded',
-      paidAmount: '2.500000',
-    });
-    const concurrent = marks.find((m) => m.status === 409)!.body.error;
-    expect(concurrent.code).toBe('transfer_not_unmatched');
-    expect(concurrent.message).toMatch(/refund_requested/);
-    const again = await checkoutApi(path, {});
-    expect(again.status).toBe(409);
-    expect(again.body.error).toMatchObject({ code: 'transfer_not_unmatched' });
-    expect(again.body.error.message).toMatch(/transfer is refund_requested/);
+      // The operator returns it, twice at once and once more: one decision, one event.
+      const path = `/api/v1/operator/transfers/${unmatched.transferId}/refund`;
+      const marks = await Promise.all([
+        checkoutApi(path, { note: 'buyer will pay in a new session' }),
+        checkoutApi(path, { note: 'buyer will pay in a new session' }),
+      ]);
+      expect(marks.map((m) => m.status).sort()).toEqual([200, 409]);
+      const ok = marks.find((m) => m.status === 200)!.body;
+      expect(ok.transfer).toMatchObject({
+        transferId: unmatched.transferId,
+        status: 'refund_requested',
+        sessionId: session.sessionId,
+        amount: '2.500000',
+        note: 'buyer will pay in a new session',
+      });
+      expect(ok.transfer.refundRequestId).toMatch(/^trr_[0-9a-f]{24}$/);
+      expect(ok.session).toMatchObject({
+        sessionId: session.sessionId,
+        status: 'refunded',
+        paidAmount: '2.500000',
+      });
+      const concurrent = marks.find((m) => m.status === 409)!.body.error;
+      expect(concurrent.code).toBe('transfer_not_unmatched');
+      expect(concurrent.message).toMatch(/refund_requested/);
+      const again = await checkoutApi(path, {});
+      expect(again.status).toBe(409);
+      expect(again.body.error).toMatchObject({ code: 'transfer_not_unmatched' });
+      expect(again.body.error.message).toMatch(/transfer is refund_requested/);
 
-    // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
-    const refund = await completedUnmatchedRefund(txHash, 'underpayment refund sent on chain and booked');
-    expect(refund).toMatchObject({
-      transaction_id: null,
-      seller_id: null,
-      payer: testWallets.buyer.address.toLowerCase(),
-      amount_micro: shortMicro,
-      transfer_refund_request_id: ok.transfer.refundRequestId,
-    });
-    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
-    expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
-    expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
-    const report = await expectReconciled();
-    expect(report.accounts).toMatchObject({ suspense: '0', refund_pending: '0' });
+      // The ledger books it out of suspense, settlement sends it, the ledger books it out of escrow.
+      const refund = await completedUnmatchedRefund(txHash, 'underpayment refund sent on chain and booked');
+      expect(refund).toMatchObject({
+        transaction_id: null,
+        seller_id: null,
+        payer: testWallets.buyer.address.toLowerCase(),
+        amount_micro: shortMicro,
+        transfer_refund_request_id: ok.transfer.refundRequestId,
+      });
+      expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+      expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore);
+      expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
+      const report = await expectReconciled();
+      expect(report.accounts).toMatchObject({ suspense: '0', refund_pending: '0' });
 
-    // The session reads refunded (polling and the session events), and took no payment.
-    const polled = (await (
-      await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
-    ).json()) as any;
-    expect(polled).toMatchObject({ status: 'refunded', paidAmount: '2.500000', txHash });
-    const refundedEvents = await waitForStreamMessages(
-      bus,
-      'checkout.session_refunded',
-      (e) => (e.data as any).sessionId === session.sessionId,
-    );
-    expect(refundedEvents).toHaveLength(1);
-    expect(refundedEvents[0]!.data).toMatchObject({ status: 'refunded' });
-    const requested = (await countStreamMessages(bus, 'transfer.refund_requested')).filter(
-      (e) => (e.data as any).txHash === txHash,
-    );
-    expect(requested).toHaveLength(1);
-    expect(requested[0]!.data).toMatchObject({ sessionId: session.sessionId, amount: '2.500000' });
-    const confirmed = (await countStreamMessages(bus, 'payment.confirmed')).filter(
-      (e) => (e.data as any).txHash === txHash,
-    );
-    expect(confirmed).toHaveLength(0);
-    expect(
-      (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
-    ).toHaveLength(0);
+      // The session reads refunded (polling and the session events), and took no payment.
+      const polled = (await (
+        await fetch(`${checkout.url}/api/v1/checkout/sessions/${session.sessionId}`)
+      ).json()) as any;
+      expect(polled).toMatchObject({ status: 'refunded', paidAmount: '2.500000', txHash });
+      const refundedEvents = await waitForStreamMessages(
+        bus,
+        'checkout.session_refunded',
+        (e) => (e.data as any).sessionId === session.sessionId,
+      );
+      expect(refundedEvents).toHaveLength(1);
+      expect(refundedEvents[0]!.data).toMatchObject({ status: 'refunded' });
+      const requested = (await countStreamMessages(bus, 'transfer.refund_requested')).filter(
+        (e) => (e.data as any).txHash === txHash,
+      );
+      expect(requested).toHaveLength(1);
+      expect(requested[0]!.data).toMatchObject({ sessionId: session.sessionId, amount: '2.500000' });
+      const confirmed = (await countStreamMessages(bus, 'payment.confirmed')).filter(
+        (e) => (e.data as any).txHash === txHash,
+      );
+      expect(confirmed).toHaveLength(0);
+      expect(
+        (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+      ).toHaveLength(0);
 
-    // A replayed request books nothing more; nothing more leaves escrow.
-    const duplicate = createEvent('transfer.refund_requested', 'checkout', {
-      ...(requested[0]!.data as EventData<'transfer.refund_requested'>),
-      refundRequestId: `trr_${randomBytes(12).toString('hex')}`,
-    });
-    await bus.js.publish(bus.subjectFor('transfer.refund_requested'), encodeEnvelope(duplicate), {
-      msgID: duplicate.id,
-    });
-    await waitFor(
-      async () =>
-        (await sql`select 1 from inbox where event_id = ${duplicate.id}`.execute(ledgerDb)).rows.length > 0,
-      { message: 'duplicate request handled by the ledger', timeoutMs: 10_000 },
-    );
-    expect(
-      (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
-    ).toHaveLength(1);
-    expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
-    expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
-    const final = await expectReconciled();
-    expect(final.difference).toBe('0');
-  });
+      // A replayed request books nothing more; nothing more leaves escrow.
+      const duplicate = createEvent('transfer.refund_requested', 'checkout', {
+        ...(requested[0]!.data as EventData<'transfer.refund_requested'>),
+        refundRequestId: `trr_${randomBytes(12).toString('hex')}`,
+      });
+      await bus.js.publish(bus.subjectFor('transfer.refund_requested'), encodeEnvelope(duplicate), {
+        msgID: duplicate.id,
+      });
+      await waitFor(
+        async () =>
+          (await sql`select 1 from inbox where event_id = ${duplicate.id}`.execute(ledgerDb)).rows.length > 0,
+        { message: 'duplicate request handled by the ledger', timeoutMs: 10_000 },
+      );
+      expect(
+        (await sql<any>`select id from refunds where tx_hash = ${txHash}`.execute(ledgerDb)).rows,
+      ).toHaveLength(1);
+      expect(await transfersFromEscrowTo(testWallets.buyer.address)).toBe(sentBefore + 1);
+      expect(await balanceOf(testWallets.buyer.address)).toBe(buyerBefore);
+      const final = await expectReconciled();
+      expect(final.difference).toBe('0');
+    },
+  );
 
   test('a single transfer above ten billion USDC is booked, listed as unmatched, reconciled, and can be returned', async () => {
     // The ten-billion cap is for typed amounts; money that reached the escrow wallet is booked whatever its size.
@@ -570,8 +602,9 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     const senderBefore = await balanceOf(testWallets.stranger.address);
     const escrowBefore = await balanceOf(testWallets.escrow.address);
     const senderUsdc = usdc.connect(testSigner('stranger', anvil.provider)) as Contract;
-    const tx = await senderUsdc.getFunction('transfer')(testWallets.escrow.address, hugeMicro);
+    const tx = await senderUsdc.getFunction('transfer')(CHECKOUT_WALLET, hugeMicro);
     const txHash = (await minedReceipt(tx)).hash.toLowerCase() as string;
+    await swept(CHECKOUT_WALLET);
     expect(await balanceOf(testWallets.escrow.address)).toBe(escrowBefore + hugeMicro);
 
     const unmatched = await waitFor(() => checkoutTransfer(txHash), {
@@ -580,7 +613,7 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
     });
     expect(unmatched).toMatchObject({
       status: 'unmatched',
-      reason: 'paid_to_agent_escrow',
+      reason: 'no_session_with_this_amount',
       amount: '12345678900.500000',
     });
     const inSuspense = await waitFor(

@@ -32,12 +32,14 @@ export async function startMoneyServices(options: {
   /** Over the indexer's defaults (e.g. more CONFIRMATIONS than a gateway, to order a proof before the match). */
   indexerEnv?: Record<string, string>;
   /**
-   * A checkout deposit wallet distinct from the escrow (CHECKOUT_ESCROW_ADDRESS for every service, its key and
-   * sweep interval for settlement); without it sessions share the escrow address.
+   * The checkout wallet, distinct from the escrow (CHECKOUT_ESCROW_ADDRESS for every service, its key and sweep
+   * interval for settlement); testWallets.checkoutEscrow unless given.
    */
   checkoutEscrow?: { address: string; privateKey: string; sweepIntervalMs?: number };
 }): Promise<MoneyServices> {
   const { env, clock } = options;
+  // Checkout's amount-matched sessions are paid to the checkout wallet: every service knows it, settlement sweeps it.
+  options = { ...options, checkoutEscrow: options.checkoutEscrow ?? testWallets.checkoutEscrow };
   const chainEnv = {
     CHAIN_RPC_URL: options.rpcUrl,
     USDC_ADDRESS: options.usdcAddress,
