@@ -24,6 +24,7 @@ import { depositAddressAssignedConsumer, depositTransferConsumer } from './sweep
 import { DepositSweeper } from './sweep/deposit-sweeper';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
+import { registerSettlementWatchGauges } from './watch-metrics';
 
 export interface SettlementOptions {
   /** Business clock (settlement periods, completedAt); tests move it instead of sleeping. */
@@ -128,6 +129,21 @@ function settlementParts(
   relayerChain: RelayerChain | null,
 ): SettlementParts {
   const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
+  registerSettlementWatchGauges(ctx, {
+    clock,
+    schedulerIntervalMs: config.schedulerIntervalMs,
+    settlementPeriodSeconds: config.settlementPeriodSeconds,
+    provider: chain.provider,
+    // Without a relayer, RELAYER_MIN_BALANCE_WEI's default (0.0005 ETH) is the floor of the other wallets.
+    minBalanceWei: config.relayer?.minBalanceWei ?? 500_000_000_000_000n,
+    wallets: [
+      { wallet: 'escrow', address: chain.address },
+      ...(relayerChain ? [{ wallet: 'relayer' as const, address: relayerChain.address }] : []),
+      ...(config.checkoutSweep
+        ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
+        : []),
+    ],
+  });
   const ledger = ledgerClient(ctx.bus, config.ledgerTimeoutMs);
   const transfers = new TransferWorker(
     ctx,

@@ -1,0 +1,116 @@
+import { Gauge, type ServiceContext } from '@paygate/runtime';
+import type { JsonRpcProvider } from 'ethers';
+import { sql } from 'kysely';
+import type { Clock } from './clock';
+import type { Frequency, SettlementDB, TransferKind } from './db';
+import { periodAt } from './schedule/periods';
+
+/** A settlement period is missed once this many scheduler passes went by since it opened without a payout asked. */
+export const PERIOD_OVERDUE_AFTER_PASSES = 10;
+
+const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
+const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
+
+export interface WatchGaugeOptions {
+  clock: Clock;
+  schedulerIntervalMs: number;
+  settlementPeriodSeconds: number;
+  /** The wallets whose ETH pays settlement's gas (the escrow, the relayer, the checkout deposit wallet). */
+  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>;
+  /** Read with the settlement chain's provider (its RPC timeout bounds each read). */
+  provider: JsonRpcProvider;
+  /** RELAYER_MIN_BALANCE_WEI: below it the relayer refuses work; the same floor is reported for every wallet. */
+  minBalanceWei: bigint;
+}
+
+/**
+ * Gauges read when Prometheus scrapes /metrics (one query or RPC read each, -1 when it failed), for the alerts on
+ * money that waits: transfers out of escrow not confirmed yet, settlement periods that opened without their payout
+ * being asked of the ledger, and the ETH the wallets pay gas with.
+ */
+export function registerSettlementWatchGauges(
+  ctx: ServiceContext<SettlementDB>,
+  options: WatchGaugeOptions,
+): void {
+  const registers = [ctx.metrics.registry];
+  new Gauge({
+    name: 'settlement_transfers_pending',
+    help: 'Outgoing transfers recorded and not yet confirmed or failed (created, signed, broadcast), by kind',
+    labelNames: ['kind'],
+    registers,
+    async collect() {
+      const rows = await sql<{ kind: TransferKind; count: string }>`
+        select kind, count(*)::text as count from outgoing_transfers
+        where status in ('created', 'signed', 'broadcast') group by kind`
+        .execute(ctx.db)
+        .then((result) => result.rows)
+        .catch(() => undefined);
+      for (const kind of KINDS) {
+        this.set({ kind }, rows ? Number(rows.find((row) => row.kind === kind)?.count ?? 0) : -1);
+      }
+    },
+  });
+  new Gauge({
+    name: 'settlement_periods_overdue',
+    help: `Settlement periods open for ${PERIOD_OVERDUE_AFTER_PASSES} scheduler passes without their payout asked of the ledger: stage unscheduled (no settlement created) or unreserved (the ledger did not answer)`,
+    labelNames: ['stage'],
+    registers,
+    async collect() {
+      const now = options.clock();
+      const cutoff = new Date(now.getTime() - PERIOD_OVERDUE_AFTER_PASSES * options.schedulerIntervalMs);
+      const due = FREQUENCIES.map((frequency) =>
+        periodAt(frequency, now, options.settlementPeriodSeconds),
+      ).filter((period) => period.start < cutoff);
+      const unscheduled =
+        due.length === 0
+          ? Promise.resolve(0)
+          : ctx.db
+              .selectFrom('sellers')
+              .select((eb) => eb.fn.countAll<string>().as('count'))
+              .where((eb) =>
+                eb.or(
+                  due.map((period) =>
+                    eb.and([
+                      eb('settlement_frequency', '=', period.frequency),
+                      eb('last_scheduled_period', '<', period.key),
+                    ]),
+                  ),
+                ),
+              )
+              .executeTakeFirst()
+              .then((row) => Number(row?.count ?? 0));
+      const unreserved = ctx.db
+        .selectFrom('settlements')
+        .select((eb) => eb.fn.countAll<string>().as('count'))
+        .where('status', '=', 'pending')
+        .where('created_at', '<', cutoff)
+        .executeTakeFirst()
+        .then((row) => Number(row?.count ?? 0));
+      this.set({ stage: 'unscheduled' }, await unscheduled.catch(() => -1));
+      this.set({ stage: 'unreserved' }, await unreserved.catch(() => -1));
+    },
+  });
+  new Gauge({
+    name: 'settlement_gas_balance_wei',
+    help: 'ETH balance of each wallet settlement pays gas from (escrow, relayer, checkout); -1: the chain did not answer',
+    labelNames: ['wallet', 'address'],
+    registers,
+    async collect() {
+      await Promise.all(
+        options.wallets.map(async ({ wallet, address }) => {
+          const wei = await options.provider.getBalance(address).catch(() => undefined);
+          // A float: exact to the wei below 2^53 (0.009 ETH), close enough above for an alert.
+          this.set({ wallet, address }, wei === undefined ? -1 : Number(wei));
+        }),
+      );
+    },
+  });
+  const floor = new Gauge({
+    name: 'settlement_gas_min_balance_wei',
+    help: 'RELAYER_MIN_BALANCE_WEI, per wallet: below it the relayer refuses new work (the alerts warn at twice it)',
+    labelNames: ['wallet', 'address'],
+    registers,
+  });
+  for (const { wallet, address } of options.wallets)
+    floor.set({ wallet, address }, Number(options.minBalanceWei));
+}
