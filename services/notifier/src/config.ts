@@ -10,8 +10,21 @@ export interface NotifierConfig extends CommonConfig {
   webhookRetryWindowHours: number;
   /** How often the dispatcher looks for due deliveries when nothing woke it. */
   webhookPollIntervalMs: number;
+  /** Most deliveries one pass claims (never more than the free sending slots). */
   webhookBatchSize: number;
+  /** Sending slots of one replica: deliveries in flight at once. */
   webhookConcurrency: number;
+  /** Fair share: at most this many deliveries of one seller, and of one of its targets, per pass. */
+  webhookSellerShare: number;
+  webhookEndpointShare: number;
+  /** In flight at once (every replica, counted by lease): of one seller, and of one target (endpoint or account URL). */
+  webhookSellerMaxInFlight: number;
+  webhookEndpointMaxInFlight: number;
+  /** Consecutive failed attempts (timeout, network error, 408/429/5xx) to a target that open its circuit. */
+  webhookBreakerFailureThreshold: number;
+  /** An open circuit waits this long before one probe, doubling each time it reopens, up to the max. */
+  webhookBreakerCooldownMs: number;
+  webhookBreakerMaxCooldownMs: number;
   /** How long a claimed delivery stays invisible to other replicas while it is being sent. */
   webhookClaimLeaseMs: number;
   secretRequestTimeoutMs: number;
@@ -41,8 +54,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WEBHOOK_RETRY_MAX_DELAY_MS: int({ default: 6 * 60 * 60 * 1000, min: 1 }),
     WEBHOOK_RETRY_WINDOW_HOURS: int({ default: 72, min: 1 }),
     WEBHOOK_POLL_INTERVAL_MS: int({ default: 1000, min: 1 }),
-    WEBHOOK_BATCH_SIZE: int({ default: 20, min: 1 }),
-    WEBHOOK_CONCURRENCY: int({ default: 8, min: 1 }),
+    WEBHOOK_BATCH_SIZE: int({ default: 32, min: 1, max: 1000 }),
+    WEBHOOK_CONCURRENCY: int({ default: 32, min: 2, max: 1000 }),
+    WEBHOOK_SELLER_SHARE: int({ default: 4, min: 1 }),
+    WEBHOOK_ENDPOINT_SHARE: int({ default: 2, min: 1 }),
+    WEBHOOK_SELLER_MAX_IN_FLIGHT: int({ default: 8, min: 1 }),
+    WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: int({ default: 4, min: 1 }),
+    WEBHOOK_BREAKER_FAILURE_THRESHOLD: int({ default: 5, min: 1, max: 1000 }),
+    WEBHOOK_BREAKER_COOLDOWN_MS: int({ default: 30_000, min: 1 }),
+    WEBHOOK_BREAKER_MAX_COOLDOWN_MS: int({ default: 10 * 60 * 1000, min: 1 }),
     WEBHOOK_CLAIM_LEASE_MS: int({ default: 60_000, min: 1 }),
     SECRET_REQUEST_TIMEOUT_MS: int({ default: 2000, min: 1 }),
     WS_MAX_SUBSCRIPTIONS_PER_SOCKET: int({ default: 10, min: 1 }),
@@ -53,9 +73,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     WS_IDLE_TIMEOUT_MS: int({ default: 120_000, min: 1 }),
     MANUAL_DELIVERIES_PER_MINUTE: int({ default: 20, min: 1 }),
   });
-  if (parsed.WEBHOOK_CLAIM_LEASE_MS <= parsed.WEBHOOK_TIMEOUT_MS) {
-    throw new ConfigError('invalid configuration: WEBHOOK_CLAIM_LEASE_MS must exceed WEBHOOK_TIMEOUT_MS');
-  }
+  const problems: string[] = [];
+  if (parsed.WEBHOOK_CLAIM_LEASE_MS <= parsed.WEBHOOK_TIMEOUT_MS)
+    problems.push('WEBHOOK_CLAIM_LEASE_MS must exceed WEBHOOK_TIMEOUT_MS');
+  // One seller may never hold every sending slot of a replica, nor one of its targets more than the seller.
+  if (parsed.WEBHOOK_SELLER_MAX_IN_FLIGHT >= parsed.WEBHOOK_CONCURRENCY)
+    problems.push('WEBHOOK_SELLER_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY');
+  if (parsed.WEBHOOK_ENDPOINT_MAX_IN_FLIGHT > parsed.WEBHOOK_SELLER_MAX_IN_FLIGHT)
+    problems.push('WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must not exceed WEBHOOK_SELLER_MAX_IN_FLIGHT');
+  if (parsed.WEBHOOK_SELLER_SHARE > parsed.WEBHOOK_SELLER_MAX_IN_FLIGHT)
+    problems.push('WEBHOOK_SELLER_SHARE must not exceed WEBHOOK_SELLER_MAX_IN_FLIGHT');
+  if (parsed.WEBHOOK_ENDPOINT_SHARE > parsed.WEBHOOK_SELLER_SHARE)
+    problems.push('WEBHOOK_ENDPOINT_SHARE must not exceed WEBHOOK_SELLER_SHARE');
+  if (parsed.WEBHOOK_BREAKER_MAX_COOLDOWN_MS < parsed.WEBHOOK_BREAKER_COOLDOWN_MS)
+    problems.push('WEBHOOK_BREAKER_MAX_COOLDOWN_MS must not be below WEBHOOK_BREAKER_COOLDOWN_MS');
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {
     ...common,
     webhookTimeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
@@ -65,6 +97,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     webhookPollIntervalMs: parsed.WEBHOOK_POLL_INTERVAL_MS,
     webhookBatchSize: parsed.WEBHOOK_BATCH_SIZE,
     webhookConcurrency: parsed.WEBHOOK_CONCURRENCY,
+    webhookSellerShare: parsed.WEBHOOK_SELLER_SHARE,
+    webhookEndpointShare: parsed.WEBHOOK_ENDPOINT_SHARE,
+    webhookSellerMaxInFlight: parsed.WEBHOOK_SELLER_MAX_IN_FLIGHT,
+    webhookEndpointMaxInFlight: parsed.WEBHOOK_ENDPOINT_MAX_IN_FLIGHT,
+    webhookBreakerFailureThreshold: parsed.WEBHOOK_BREAKER_FAILURE_THRESHOLD,
+    webhookBreakerCooldownMs: parsed.WEBHOOK_BREAKER_COOLDOWN_MS,
+    webhookBreakerMaxCooldownMs: parsed.WEBHOOK_BREAKER_MAX_COOLDOWN_MS,
     webhookClaimLeaseMs: parsed.WEBHOOK_CLAIM_LEASE_MS,
     secretRequestTimeoutMs: parsed.SECRET_REQUEST_TIMEOUT_MS,
     wsMaxSubscriptionsPerSocket: parsed.WS_MAX_SUBSCRIPTIONS_PER_SOCKET,

@@ -45,6 +45,28 @@ export interface WebhookDeliveriesTable {
   delivered_at: Timestamp | null;
   /** The endpoint it goes to; null: the account's webhook URL. */
   endpoint_id: Generated<string | null>;
+  /** Set while a replica sends it (claim lease): what a seller and a target have in flight is counted from it. */
+  leased_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+export const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const;
+export type CircuitState = (typeof CIRCUIT_STATES)[number];
+
+/** The breaker of one webhook target: an endpoint, or '' for the account's webhook URL. */
+export interface WebhookCircuitsTable {
+  seller_id: string;
+  target: string;
+  state: CircuitState;
+  consecutive_failures: number;
+  /** Times opened since it last closed: the cooldown doubles with each. */
+  open_count: Generated<number>;
+  opened_at: Timestamp | null;
+  /** Open: no delivery is sent before this; then one probe. Null when closed. */
+  retry_at: Timestamp | null;
+  /** Half-open: the probe's lease; no other delivery is sent until it is answered or this passes. */
+  probe_until: Timestamp | null;
+  last_error: string | null;
+  updated_at: Timestamp;
 }
 
 export interface WebhookEndpointsTable {
@@ -91,4 +113,5 @@ export interface NotifierDatabase {
   webhook_attempts: WebhookAttemptsTable;
   webhook_endpoints: WebhookEndpointsTable;
   idempotency_keys: IdempotencyKeysTable;
+  webhook_circuits: WebhookCircuitsTable;
 }

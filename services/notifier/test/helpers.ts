@@ -1,5 +1,10 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import {
+  type AddressInfo,
+  createServer as createNetServer,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net';
 import { type Bus, encodeEnvelope, type RpcServer, serveRpc } from '@paygate/bus';
 import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
 import WebSocket from 'ws';
@@ -190,4 +195,33 @@ export function paymentConfirmed(
     confirmedAt: new Date().toISOString(),
     ...overrides,
   };
+}
+
+/**
+ * A webhook server that accepts TCP connections and never answers (not even the HTTP status line): every request
+ * sent to it costs the sender its whole timeout. Records when each connection opened.
+ */
+export class SilentServer {
+  readonly connectedAt: number[] = [];
+  private readonly sockets = new Set<Socket>();
+  private server: NetServer | undefined;
+  url = '';
+
+  async start(): Promise<this> {
+    this.server = createNetServer((socket) => {
+      this.connectedAt.push(Date.now());
+      this.sockets.add(socket);
+      socket.on('data', () => undefined);
+      socket.on('error', () => undefined);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
 }

@@ -10,6 +10,8 @@ import {
   type BackgroundTask,
   backoffDelayMs,
   Counter,
+  Gauge,
+  type PassOutcome,
   PolledTask,
   PollingLoop,
   type Registry,
@@ -19,17 +21,15 @@ import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
+import { type BreakerPolicy, type CircuitTransition, openCircuitCount } from './circuits';
+import { claimFairly, failExpiredHeld } from './claim';
 import { endpointSecret } from './endpoint-secret';
-import {
-  type AttemptResult,
-  type ClaimedDelivery,
-  claimDueDeliveries,
-  postponeDelivery,
-  recordAttempt,
-} from './repository';
+import { type AttemptResult, type ClaimedDelivery, postponeDelivery, recordAttempt } from './repository';
 import { classifyStatus, MAX_WEBHOOK_ATTEMPTS } from './schedule';
 
 const RESPONSE_EXCERPT_BYTES = 1024;
+/** Deliveries whose window ended behind an open circuit, failed per pass at the most. */
+const EXPIRED_HELD_PER_PASS = 500;
 const USER_AGENT = 'Paygate-Webhooks/1';
 
 export interface DispatcherDependencies {
@@ -46,58 +46,127 @@ export interface DispatcherDependencies {
 }
 
 /**
- * Sends due webhook deliveries. Several replicas may run it: claims use SKIP LOCKED and a lease.
- * Work is bounded per pass (batch size, concurrency, per-request timeout); a commit that created a
- * delivery kicks a pass at once, otherwise it polls.
+ * Sends due webhook deliveries. Several replicas may run it: claims are serialized, use SKIP LOCKED and a lease.
+ * Sending is continuous: `webhookConcurrency` slots, each delivery sent outside any transaction within its
+ * timeout; a pass claims only for the free slots, fairly (a share per seller and per target, what each may have in
+ * flight, circuits of failing targets), so a seller whose endpoints never answer holds a few slots, never all, and
+ * never delays another seller's first attempt. A new delivery or a freed slot kicks a pass, otherwise it polls.
  */
 export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   private readonly attempts: Counter<'outcome'>;
+  private readonly transitions: Counter<'to'>;
   protected readonly loop: PollingLoop;
   /** Every delivery goes through it: in production a host resolving to a non-public address is refused at connect. */
   private readonly sellers: SellerFetch;
+  /** The deliveries this replica is sending now. */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** The seller the last pass ended on (round robin over sellers). */
+  private cursor: string | null = null;
+  private readonly breaker: BreakerPolicy;
 
   constructor(private readonly deps: DispatcherDependencies) {
     super();
-    this.sellers = sellerFetch({ publicOnly: deps.config.production, resolve: deps.resolveHost });
+    const { config } = deps;
+    this.sellers = sellerFetch({ publicOnly: config.production, resolve: deps.resolveHost });
+    this.breaker = {
+      failureThreshold: config.webhookBreakerFailureThreshold,
+      cooldownMs: config.webhookBreakerCooldownMs,
+      maxCooldownMs: config.webhookBreakerMaxCooldownMs,
+    };
     this.attempts = new Counter({
       name: 'notifier_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome',
       labelNames: ['outcome'],
       registers: [deps.registry],
     });
-    this.loop = new PollingLoop(async () => (await this.runOnce()) >= deps.config.webhookBatchSize, {
+    this.transitions = new Counter({
+      name: 'notifier_webhook_circuit_transitions_total',
+      help: 'Webhook target circuits opened, half-opened (a probe sent) and closed',
+      labelNames: ['to'],
+      registers: [deps.registry],
+    });
+    const inFlight = this.inFlight;
+    new Gauge({
+      name: 'notifier_webhook_in_flight',
+      help: 'Webhook deliveries this replica is sending now',
+      registers: [deps.registry],
+      collect() {
+        this.set(inFlight.size);
+      },
+    });
+    const db = deps.db;
+    new Gauge({
+      name: 'notifier_webhook_circuits_open',
+      help: 'Webhook targets whose circuit is open or half-open (every replica)',
+      registers: [deps.registry],
+      async collect() {
+        this.set(await openCircuitCount(db).catch(() => Number.NaN));
+      },
+    });
+    this.loop = new PollingLoop(() => this.pass(), {
       what: 'webhook dispatch pass',
       logger: deps.logger,
-      intervalMs: deps.config.webhookPollIntervalMs,
+      intervalMs: config.webhookPollIntervalMs,
     });
   }
 
-  /** Once no pass runs: the connections to sellers' webhook URLs. (kick(): a delivery was just created.) */
+  /** Once no pass runs: the deliveries still being sent (each within its timeout), then the connections. */
   protected override async afterStop(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
     await this.sellers.close();
   }
 
-  /** One bounded pass: claim due deliveries and attempt each. Returns how many were claimed. */
+  private async pass(): Promise<PassOutcome> {
+    const requested = this.freeSlots();
+    const claimed = await this.runOnce();
+    // A full claim with slots left: more may be waiting. Otherwise a freed slot or a new delivery kicks.
+    return requested > 0 && claimed >= requested && this.freeSlots() > 0;
+  }
+
+  private freeSlots(): number {
+    const { config } = this.deps;
+    return Math.min(config.webhookBatchSize, config.webhookConcurrency - this.inFlight.size);
+  }
+
+  /**
+   * One bounded pass: fail what expired behind an open circuit, claim due deliveries for the free slots and start
+   * sending them (not waiting for them). Returns how many were claimed.
+   */
   async runOnce(): Promise<number> {
-    const { config, db } = this.deps;
-    const claimed = await claimDueDeliveries(db, {
-      now: config.now(),
+    const { config, db, logger } = this.deps;
+    const now = config.now();
+    const expired = await failExpiredHeld(db, { now, limit: EXPIRED_HELD_PER_PASS });
+    if (expired > 0)
+      logger.warn({ count: expired }, 'webhook deliveries failed: retry window ended behind an open circuit');
+    const limit = this.freeSlots();
+    if (limit <= 0) return 0;
+    const claim = await claimFairly(db, {
+      now,
       leaseMs: config.webhookClaimLeaseMs,
-      limit: config.webhookBatchSize,
+      limit,
+      sellerShare: config.webhookSellerShare,
+      endpointShare: config.webhookEndpointShare,
+      sellerMaxInFlight: config.webhookSellerMaxInFlight,
+      endpointMaxInFlight: config.webhookEndpointMaxInFlight,
+      after: this.cursor,
     });
-    const queue = [...claimed];
-    const workers = Array.from({ length: Math.min(config.webhookConcurrency, queue.length) }, async () => {
-      for (let next = queue.shift(); next; next = queue.shift()) {
-        await this.deliver(next).catch((error) =>
-          this.deps.logger.error(
-            { err: error, deliveryId: next?.deliveryId },
+    this.cursor = claim.cursor;
+    if (claim.probes > 0) this.transitions.inc({ to: 'half_open' }, claim.probes);
+    for (const delivery of claim.deliveries) {
+      const sending: Promise<void> = this.deliver(delivery)
+        .catch((error) =>
+          logger.error(
+            { err: error, deliveryId: delivery.deliveryId },
             'webhook delivery bookkeeping failed',
           ),
-        );
-      }
-    });
-    await Promise.all(workers);
-    return claimed.length;
+        )
+        .finally(() => {
+          this.inFlight.delete(sending);
+          this.kick();
+        });
+      this.inFlight.add(sending);
+    }
+    return claim.deliveries.length;
   }
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
@@ -137,7 +206,12 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
       this.deps.random,
     );
     const retryAt = retryDelay === undefined ? null : new Date(attemptedAt.getTime() + retryDelay);
-    const status = await recordAttempt(db, delivery, result, { attemptedAt, retryAt });
+    const { status, circuit } = await recordAttempt(db, delivery, result, {
+      attemptedAt,
+      retryAt,
+      breaker: this.breaker,
+    });
+    this.noteCircuit(delivery, circuit);
     this.deps.onAttempt?.(delivery.sellerId, delivery.deliveryId, attemptedAt);
     logger.info(
       {
@@ -149,6 +223,17 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
         status,
       },
       'webhook attempt',
+    );
+  }
+
+  private noteCircuit(delivery: ClaimedDelivery, circuit: CircuitTransition): void {
+    if (circuit === null) return;
+    this.transitions.inc({ to: circuit });
+    this.deps.logger.warn(
+      { sellerId: delivery.sellerId, endpointId: delivery.endpoint?.id ?? null, circuit },
+      circuit === 'open'
+        ? 'webhook target circuit opened: its deliveries are held until a probe succeeds'
+        : 'webhook target circuit closed',
     );
   }
 

@@ -161,6 +161,14 @@ export async function deleteEndpoint(
       .where('endpoint_id', '=', endpointId)
       .where('status', '=', 'pending')
       .execute();
+    // Nothing more goes there: its breaker goes too (an endpoint id is never reused).
+    await trx
+      .deleteFrom('webhook_circuits')
+      .where('seller_id', 'in', (eb) =>
+        eb.selectFrom('webhook_endpoints').select('seller_id').where('endpoint_id', '=', endpointId),
+      )
+      .where('target', '=', endpointId)
+      .execute();
   });
 }
 

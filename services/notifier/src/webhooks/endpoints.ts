@@ -4,9 +4,11 @@ import { publicUrlProblem } from '@paygate/net';
 import type { ServiceContext } from '@paygate/runtime';
 import { requireWalletSession, type SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
+import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import type { WebhookSecrets } from '../sellers/secrets';
+import { type CircuitRow, CircuitSchema, circuitsOf, circuitView } from './circuits';
 import type { WebhookDispatcher } from './dispatcher';
 import {
   ALL_EVENTS,
@@ -52,6 +54,7 @@ export const Endpoint = Type.Object({
   secretVersion: Type.Integer({ description: 'the version of its signing secret (a rotation adds one)' }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
+  circuit: CircuitSchema,
 });
 const WithSecret = Type.Object({
   endpoint: Endpoint,
@@ -60,7 +63,7 @@ const WithSecret = Type.Object({
   }),
 });
 
-export function toEndpoint(row: EndpointRow) {
+export function toEndpoint(row: EndpointRow, circuit?: CircuitRow) {
   return {
     id: row.endpoint_id,
     url: row.url,
@@ -70,7 +73,18 @@ export function toEndpoint(row: EndpointRow) {
     secretVersion: row.secret_version,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
+    circuit: circuitView(circuit),
   };
+}
+
+/** The endpoints with their circuits (the breaker state the seller sees). */
+async function withCircuits(db: Kysely<NotifierDatabase>, sellerId: string, rows: EndpointRow[]) {
+  const circuits = await circuitsOf(
+    db,
+    sellerId,
+    rows.map((row) => row.endpoint_id),
+  );
+  return rows.map((row) => toEndpoint(row, circuits.get(row.endpoint_id)));
 }
 
 /** Like the account's webhook URL: absolute http(s), no credentials, query or fragment; public https in production. */
@@ -101,7 +115,7 @@ interface EndpointRouteDeps {
   secrets: WebhookSecrets;
   dispatcher: WebhookDispatcher;
   /** The delivery as the deliveries routes show it. */
-  delivery: (row: DeliveryRow, eventType: string) => unknown;
+  delivery: (row: DeliveryRow, eventType: string, circuit: CircuitRow | undefined) => unknown;
 }
 
 /**
@@ -116,7 +130,7 @@ export function endpointRoutes(
     secrets: WebhookSecrets;
     config: NotifierConfig;
     /** The delivery as the deliveries routes show it. */
-    delivery: (row: DeliveryRow, eventType: string) => unknown;
+    delivery: (row: DeliveryRow, eventType: string, circuit: CircuitRow | undefined) => unknown;
   },
 ): AnyRoute[] {
   const d: EndpointRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
@@ -140,8 +154,8 @@ function listEndpointsRoute({ ctx, auth }: EndpointRouteDeps) {
     auth,
     responses: { '200': Type.Object({ data: Type.Array(Endpoint) }) },
     handler: async (req, res) => {
-      const rows = await listEndpoints(ctx.db, sellerOf(req));
-      res.json({ data: rows.map(toEndpoint) });
+      const sellerId = sellerOf(req);
+      res.json({ data: await withCircuits(ctx.db, sellerId, await listEndpoints(ctx.db, sellerId)) });
     },
   });
 }
@@ -195,7 +209,11 @@ function getEndpointRoute({ ctx, auth }: EndpointRouteDeps) {
     responses: { '200': Endpoint },
     errors: { '404': 'no such endpoint' },
     handler: async (req, res) => {
-      res.json(toEndpoint(await findEndpoint(ctx.db, sellerOf(req), req.params.id)));
+      const sellerId = sellerOf(req);
+      const [view] = await withCircuits(ctx.db, sellerId, [
+        await findEndpoint(ctx.db, sellerId, req.params.id),
+      ]);
+      res.json(view);
     },
   });
 }
@@ -234,7 +252,7 @@ function updateEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
         { sellerId, endpointId, now: config.now() },
         { ...req.body, url },
       );
-      res.json(toEndpoint(row));
+      res.json((await withCircuits(ctx.db, sellerId, [row]))[0]);
     },
   });
 }
@@ -287,7 +305,7 @@ function rotateEndpointSecretRoute({ ctx, auth, config, secrets }: EndpointRoute
         version: current.secret_version + 1,
       });
       const row = await bumpSecretVersion(ctx.db, current, config.now());
-      res.json({ endpoint: toEndpoint(row), secret });
+      res.json({ endpoint: (await withCircuits(ctx.db, sellerId, [row]))[0], secret });
     },
   });
 }
@@ -309,7 +327,8 @@ function sendTestEventRoute({ ctx, auth, config, dispatcher, delivery }: Endpoin
       const endpoint = await findEndpoint(ctx.db, sellerId, req.params.id);
       const row = await createTestDelivery(ctx, sellerId, endpoint, config.now());
       dispatcher.kick();
-      res.status(202).json(delivery(row, TEST_EVENT_TYPE));
+      const circuit = (await circuitsOf(ctx.db, sellerId, [endpoint.endpoint_id])).get(endpoint.endpoint_id);
+      res.status(202).json(delivery(row, TEST_EVENT_TYPE, circuit));
     },
   });
 }

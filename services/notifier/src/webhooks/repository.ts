@@ -1,6 +1,7 @@
 import { newEventId } from '@paygate/contracts';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { AttemptOutcome, NotifierDatabase, WebhookAttemptsTable, WebhookDeliveriesTable } from '../db';
+import { type BreakerPolicy, type CircuitTransition, recordCircuitOutcome, targetOf } from './circuits';
 
 type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
@@ -81,71 +82,6 @@ export interface ClaimedDelivery {
   endpoint: { id: string; secretVersion: number } | null;
 }
 
-/**
- * Claims due deliveries for this replica: rows are locked with SKIP LOCKED (replicas never take the same
- * rows) and their next_attempt_at is pushed out by a lease, so the HTTP call happens outside any
- * transaction and a replica that dies mid-call leaves the row to be retried after the lease.
- */
-export async function claimDueDeliveries(
-  db: Kysely<NotifierDatabase>,
-  options: { now: Date; leaseMs: number; limit: number },
-): Promise<ClaimedDelivery[]> {
-  return db.transaction().execute(async (trx) => {
-    const due = await trx
-      .selectFrom('webhook_deliveries')
-      .select('delivery_id')
-      .where('status', '=', 'pending')
-      .where('next_attempt_at', '<=', options.now)
-      .orderBy('next_attempt_at')
-      .limit(options.limit)
-      .forUpdate()
-      .skipLocked()
-      .execute();
-    if (due.length === 0) return [];
-    const ids = due.map((row) => row.delivery_id);
-    await trx
-      .updateTable('webhook_deliveries')
-      .set({ next_attempt_at: new Date(options.now.getTime() + options.leaseMs) })
-      .where('delivery_id', 'in', ids)
-      .execute();
-    const rows = await trx
-      .selectFrom('webhook_deliveries as d')
-      .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
-      .leftJoin('sellers as s', 's.seller_id', 'd.seller_id')
-      .leftJoin('webhook_endpoints as w', 'w.endpoint_id', 'd.endpoint_id')
-      .select([
-        'd.endpoint_id',
-        'w.secret_version as endpoint_secret_version',
-        'd.delivery_id',
-        'd.event_id',
-        'e.event_type',
-        'd.seller_id',
-        'd.url',
-        'e.body',
-        'd.attempt_count',
-        'd.give_up_at',
-        's.webhook_secret_version',
-      ])
-      .where('d.delivery_id', 'in', ids)
-      .orderBy('d.next_attempt_at')
-      .execute();
-    return rows.map((row) => ({
-      deliveryId: row.delivery_id,
-      eventId: row.event_id,
-      eventType: row.event_type,
-      sellerId: row.seller_id,
-      url: row.url,
-      body: row.body,
-      attemptCount: row.attempt_count,
-      giveUpAt: row.give_up_at,
-      secretVersion: row.webhook_secret_version ?? 0,
-      endpoint: row.endpoint_id
-        ? { id: row.endpoint_id, secretVersion: row.endpoint_secret_version ?? 1 }
-        : null,
-    }));
-  });
-}
-
 export interface AttemptResult {
   outcome: AttemptOutcome;
   statusCode: number | null;
@@ -163,8 +99,8 @@ export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
   delivery: ClaimedDelivery,
   result: AttemptResult,
-  options: { attemptedAt: Date; retryAt: Date | null },
-): Promise<DeliveryRow['status']> {
+  options: { attemptedAt: Date; retryAt: Date | null; breaker: BreakerPolicy },
+): Promise<{ status: DeliveryRow['status']; circuit: CircuitTransition }> {
   return db.transaction().execute(async (trx) => {
     const current = await trx
       .selectFrom('webhook_deliveries')
@@ -206,10 +142,23 @@ export async function recordAttempt(
         last_status_code: result.statusCode,
         last_error: result.error,
         delivered_at: status === 'delivered' ? options.attemptedAt : null,
+        leased_until: null,
       })
       .where('delivery_id', '=', delivery.deliveryId)
       .execute();
-    return status;
+    // The target's breaker, in the same transaction: an attempt is never recorded without its effect on it.
+    const circuit = await recordCircuitOutcome(
+      trx,
+      {
+        sellerId: delivery.sellerId,
+        target: targetOf(delivery.endpoint?.id ?? null),
+        now: options.attemptedAt,
+        failed: result.outcome === 'retryable',
+        error: result.error,
+      },
+      options.breaker,
+    );
+    return { status, circuit };
   });
 }
 
@@ -228,6 +177,7 @@ export async function postponeDelivery(
         ? null
         : new Date(Math.min(options.retryAt.getTime(), delivery.giveUpAt.getTime())),
       last_error: options.reason,
+      leased_until: null,
     })
     .where('delivery_id', '=', delivery.deliveryId)
     .where('status', '=', 'pending')

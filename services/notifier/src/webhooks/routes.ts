@@ -19,6 +19,14 @@ import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
 import type { WebhookSecrets } from '../sellers/secrets';
+import {
+  type CircuitRow,
+  CircuitSchema,
+  type CircuitView,
+  circuitsOf,
+  circuitView,
+  targetOf,
+} from './circuits';
 import type { WebhookDispatcher } from './dispatcher';
 import { endpointRoutes, TEST_EVENT_TYPE } from './endpoints';
 import { WEBHOOK_EVENT_TYPES } from './payload';
@@ -65,6 +73,7 @@ export const Delivery = Type.Object({
   redeliveryOf: Nullable(Type.String()),
   createdAt: Type.String({ format: 'date-time' }),
   deliveredAt: Nullable(Type.String({ format: 'date-time' })),
+  circuit: CircuitSchema,
   attempts: Type.Array(
     Type.Object({
       number: Type.Integer(),
@@ -93,6 +102,8 @@ export interface DeliveryView {
   redeliveryOf: string | null;
   createdAt: string;
   deliveredAt: string | null;
+  /** The breaker of where it goes (the endpoint, or the account URL): open means held, not dropped. */
+  circuit: CircuitView;
   attempts: Array<{
     number: number;
     attemptedAt: string;
@@ -106,7 +117,12 @@ export interface DeliveryView {
 
 const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 
-function toView(row: DeliveryRow, eventType: string, attempts: AttemptRow[]): DeliveryView {
+function toView(
+  row: DeliveryRow,
+  eventType: string,
+  attempts: AttemptRow[],
+  circuit: CircuitRow | undefined,
+): DeliveryView {
   return {
     id: row.delivery_id,
     eventId: row.event_id,
@@ -122,6 +138,7 @@ function toView(row: DeliveryRow, eventType: string, attempts: AttemptRow[]): De
     redeliveryOf: row.redelivery_of,
     createdAt: iso(row.created_at) as string,
     deliveredAt: iso(row.delivered_at),
+    circuit: circuitView(circuit),
     attempts: attempts.map((a) => ({
       number: a.attempt_number,
       attemptedAt: iso(a.attempted_at) as string,
@@ -149,7 +166,10 @@ export function webhookRoutes(
 ): AnyRoute[] {
   const d: DeliveryRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
   return [
-    ...endpointRoutes(ctx, { ...deps, delivery: (row, eventType) => toView(row, eventType, []) }),
+    ...endpointRoutes(ctx, {
+      ...deps,
+      delivery: (row, eventType, circuit) => toView(row, eventType, [], circuit),
+    }),
     listDeliveriesRoute(d),
     getDeliveryRoute(d),
     redeliverRoute(d),
@@ -186,9 +206,19 @@ function listDeliveriesRoute({ ctx, auth }: DeliveryRouteDeps) {
         rows.map((r) => r.delivery_id),
       );
       const types = await eventTypesOf(db, rows);
+      const circuits = await circuitsOf(
+        db,
+        sellerOf(req),
+        rows.map((row) => targetOf(row.endpoint_id)),
+      );
       res.json({
         data: rows.map((row) =>
-          toView(row, types.get(row.event_id) ?? '', attempts.get(row.delivery_id) ?? []),
+          toView(
+            row,
+            types.get(row.event_id) ?? '',
+            attempts.get(row.delivery_id) ?? [],
+            circuits.get(targetOf(row.endpoint_id)),
+          ),
         ),
         nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
       });
@@ -226,8 +256,10 @@ function getDeliveryRoute({ ctx, auth }: DeliveryRouteDeps) {
       if (!row) throw notFound('delivery');
       const event = await eventOf(db, row.event_id);
       const attempts = await attemptsOf(db, [row.delivery_id]);
+      const target = targetOf(row.endpoint_id);
+      const circuit = (await circuitsOf(db, row.seller_id, [target])).get(target);
       res.json({
-        ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? []),
+        ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? [], circuit),
         payload: event ? JSON.parse(event.body) : null,
       });
     },
@@ -284,7 +316,13 @@ async function redeliver(
     endpointId: original.endpoint_id,
   });
   const event = await eventOf(trx, created.event_id);
-  return toView(created, event?.event_type ?? '', []);
+  const target = targetOf(created.endpoint_id);
+  return toView(
+    created,
+    event?.event_type ?? '',
+    [],
+    (await circuitsOf(trx, sellerId, [target])).get(target),
+  );
 }
 
 /** Where a delivery is sent again: the endpoint's current URL, or the account's webhook URL (409 if gone). */

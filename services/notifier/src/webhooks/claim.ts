@@ -1,0 +1,317 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { NotifierDatabase } from '../db';
+import type { CircuitRow } from './circuits';
+import type { ClaimedDelivery } from './repository';
+
+/**
+ * (seller, target) queues one pass looks at, at the most: the scan is an index skip-scan (one probe per queue,
+ * whatever its backlog), and the round-robin cursor continues where the last pass stopped.
+ */
+export const MAX_TARGETS_SCANNED_PER_PASS = 2000;
+
+export interface FairClaimOptions {
+  now: Date;
+  leaseMs: number;
+  /** Most deliveries this pass takes (the free sending slots, at most the batch size). */
+  limit: number;
+  /** Per pass: of one seller, of one of its targets. */
+  sellerShare: number;
+  endpointShare: number;
+  /** In flight at once, counted by lease over every replica: of one seller, of one target. */
+  sellerMaxInFlight: number;
+  endpointMaxInFlight: number;
+  /** The seller the previous pass ended on: this one starts after it (round robin). */
+  after: string | null;
+}
+
+export interface FairClaim {
+  deliveries: ClaimedDelivery[];
+  /** Half-open circuits this pass sent their one probe to. */
+  probes: number;
+  /** Where the next pass starts. */
+  cursor: string | null;
+}
+
+interface DueTarget {
+  seller_id: string;
+  target: string;
+  next_at: Date;
+}
+
+/**
+ * Claims due deliveries fairly. Claims are serialized over every replica (one short transaction under an advisory
+ * lock), so the in-flight counts they read are exact. Sellers are visited in turn from the cursor, each getting
+ * at most `sellerShare` deliveries a pass and each of its targets at most `endpointShare`, never beyond what they
+ * may have in flight; a target whose circuit is open is skipped until its retry time, then gets one probe. The
+ * rows taken are leased (next_attempt_at and leased_until pushed out) and sent outside any transaction.
+ */
+export async function claimFairly(
+  db: Kysely<NotifierDatabase>,
+  options: FairClaimOptions,
+): Promise<FairClaim> {
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(hashtextextended('notifier-webhook-claim', 0))`.execute(trx);
+    const { targets, exhausted } = await dueTargets(trx, options);
+    if (targets.length === 0) return { deliveries: [], probes: 0, cursor: exhausted ?? options.after };
+    const sellers = [...new Set(targets.map((t) => t.seller_id))];
+    const circuits = await openCircuits(trx, sellers);
+    const inFlight = await inFlightCounts(trx, sellers, options.now);
+
+    const now = options.now.getTime();
+    const takenBySeller = new Map<string, number>();
+    const wanted: Array<{ sellerId: string; target: string; quota: number; probe: boolean }> = [];
+    let remaining = options.limit;
+    let cursor = options.after;
+    for (const due of targets) {
+      if (remaining === 0) break;
+      const key = `${due.seller_id}\u0000${due.target}`;
+      const circuit = circuits.get(key);
+      let probe = false;
+      if (circuit) {
+        if (circuit.state === 'open' && new Date(circuit.retry_at as Date).getTime() > now) continue;
+        if (circuit.state === 'half_open' && new Date(circuit.probe_until as Date).getTime() > now) continue;
+        probe = true;
+      }
+      const taken = takenBySeller.get(due.seller_id) ?? 0;
+      const sellerRoom = Math.min(
+        options.sellerShare - taken,
+        options.sellerMaxInFlight - (inFlight.bySeller.get(due.seller_id) ?? 0) - taken,
+      );
+      const targetRoom = Math.min(
+        options.endpointShare,
+        options.endpointMaxInFlight - (inFlight.byTarget.get(key) ?? 0),
+      );
+      const quota = Math.min(remaining, sellerRoom, targetRoom, probe ? 1 : Number.MAX_SAFE_INTEGER);
+      if (quota <= 0) continue;
+      wanted.push({ sellerId: due.seller_id, target: due.target, quota, probe });
+      takenBySeller.set(due.seller_id, taken + quota);
+      remaining -= quota;
+      cursor = due.seller_id;
+    }
+    // Not filled because the scan budget ran out: the next pass goes on from where the scan stopped.
+    if (remaining > 0 && exhausted !== null) cursor = exhausted;
+    if (wanted.length === 0) return { deliveries: [], probes: 0, cursor };
+
+    const ids = await takeRows(trx, wanted, options.now);
+    if (ids.length === 0) return { deliveries: [], probes: 0, cursor };
+    const leasedUntil = new Date(now + options.leaseMs);
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ next_attempt_at: leasedUntil, leased_until: leasedUntil })
+      .where(
+        'delivery_id',
+        'in',
+        ids.map((row) => row.delivery_id),
+      )
+      .execute();
+    const probed = wanted.filter(
+      (w) => w.probe && ids.some((row) => row.seller_id === w.sellerId && row.target === w.target),
+    );
+    for (const w of probed) {
+      await trx
+        .updateTable('webhook_circuits')
+        .set({ state: 'half_open', probe_until: leasedUntil, updated_at: options.now })
+        .where('seller_id', '=', w.sellerId)
+        .where('target', '=', w.target)
+        .execute();
+    }
+    return {
+      deliveries: await claimedRows(
+        trx,
+        ids.map((row) => row.delivery_id),
+      ),
+      probes: probed.length,
+      cursor,
+    };
+  });
+}
+
+/**
+ * The (seller, target) queues with a due delivery, in round-robin order from the cursor: one index probe per
+ * queue with anything pending (the first row of a queue is its earliest), at most MAX_TARGETS_SCANNED_PER_PASS.
+ * `exhausted` is the seller the scan stopped at when it ran out of budget before the end of the ring.
+ */
+async function dueTargets(
+  trx: Transaction<NotifierDatabase>,
+  options: FairClaimOptions,
+): Promise<{ targets: DueTarget[]; exhausted: string | null }> {
+  const first = await scanTargets(trx, {
+    after: options.after,
+    upTo: null,
+    max: MAX_TARGETS_SCANNED_PER_PASS,
+  });
+  let scanned = first;
+  if (first.length < MAX_TARGETS_SCANNED_PER_PASS && options.after !== null) {
+    // The end of the ring: on from the start, up to (and including) the seller the scan began after.
+    const rest = await scanTargets(trx, {
+      after: null,
+      upTo: options.after,
+      max: MAX_TARGETS_SCANNED_PER_PASS - first.length,
+    });
+    scanned = [...first, ...rest];
+  }
+  const exhausted =
+    scanned.length >= MAX_TARGETS_SCANNED_PER_PASS ? (scanned[scanned.length - 1]?.seller_id ?? null) : null;
+  const now = options.now.getTime();
+  return { targets: scanned.filter((t) => new Date(t.next_at).getTime() <= now), exhausted };
+}
+
+/** A skip-scan of webhook_deliveries_target_due: each pending (seller, target) once, with its earliest time. */
+async function scanTargets(
+  trx: Transaction<NotifierDatabase>,
+  range: { after: string | null; upTo: string | null; max: number },
+): Promise<DueTarget[]> {
+  const after = range.after ?? '';
+  const upTo = (column: string) =>
+    range.upTo === null ? sql`` : sql`and ${sql.ref(column)} <= ${range.upTo}`;
+  const result = await sql<DueTarget>`
+    with recursive targets (seller_id, target, next_at, n) as (
+      (select d.seller_id, coalesce(d.endpoint_id, ''), d.next_attempt_at, 1
+         from webhook_deliveries d
+        where d.status = 'pending' and d.seller_id > ${after} ${upTo('d.seller_id')}
+        order by d.seller_id, coalesce(d.endpoint_id, ''), d.next_attempt_at
+        limit 1)
+      union all
+      (select nxt.seller_id, nxt.target, nxt.next_at, t.n + 1
+         from targets t
+         cross join lateral (
+           select d.seller_id, coalesce(d.endpoint_id, '') as target, d.next_attempt_at as next_at
+             from webhook_deliveries d
+            where d.status = 'pending'
+              and (d.seller_id, coalesce(d.endpoint_id, '')) > (t.seller_id, t.target)
+              ${upTo('d.seller_id')}
+            order by d.seller_id, coalesce(d.endpoint_id, ''), d.next_attempt_at
+            limit 1) nxt
+        where t.n < ${range.max})
+    )
+    select seller_id, target, next_at from targets`.execute(trx);
+  return result.rows;
+}
+
+/** The circuits of these sellers that are not closed, by `seller\0target`. */
+async function openCircuits(
+  trx: Transaction<NotifierDatabase>,
+  sellers: string[],
+): Promise<Map<string, CircuitRow>> {
+  const rows = await trx
+    .selectFrom('webhook_circuits')
+    .selectAll()
+    .where('seller_id', 'in', sellers)
+    .where('state', '<>', 'closed')
+    .execute();
+  return new Map(rows.map((row) => [`${row.seller_id}\u0000${row.target}`, row]));
+}
+
+/** Deliveries being sent now (lease not over), by seller and by `seller\0target`. */
+async function inFlightCounts(
+  trx: Transaction<NotifierDatabase>,
+  sellers: string[],
+  now: Date,
+): Promise<{ bySeller: Map<string, number>; byTarget: Map<string, number> }> {
+  const rows = await trx
+    .selectFrom('webhook_deliveries')
+    .select((eb) => [
+      'seller_id',
+      sql<string>`coalesce(endpoint_id, '')`.as('target'),
+      eb.fn.countAll<string>().as('count'),
+    ])
+    .where('seller_id', 'in', sellers)
+    .where('leased_until', '>', now)
+    .groupBy(['seller_id', sql`coalesce(endpoint_id, '')`])
+    .execute();
+  const bySeller = new Map<string, number>();
+  const byTarget = new Map<string, number>();
+  for (const row of rows) {
+    bySeller.set(row.seller_id, (bySeller.get(row.seller_id) ?? 0) + Number(row.count));
+    byTarget.set(`${row.seller_id}\u0000${row.target}`, Number(row.count));
+  }
+  return { bySeller, byTarget };
+}
+
+/** The earliest due rows of each chosen queue, as many as its quota, locked (SKIP LOCKED) for the lease. */
+async function takeRows(
+  trx: Transaction<NotifierDatabase>,
+  wanted: Array<{ sellerId: string; target: string; quota: number }>,
+  now: Date,
+): Promise<Array<{ delivery_id: string; seller_id: string; target: string }>> {
+  const values = sql.join(wanted.map((w) => sql`(${w.sellerId}::text, ${w.target}::text, ${w.quota}::int)`));
+  const result = await sql<{ delivery_id: string; seller_id: string; target: string }>`
+    select d.delivery_id, w.seller_id, w.target
+      from (values ${values}) as w (seller_id, target, quota)
+      cross join lateral (
+        select delivery_id
+          from webhook_deliveries
+         where status = 'pending'
+           and seller_id = w.seller_id
+           and coalesce(endpoint_id, '') = w.target
+           and next_attempt_at <= ${now}
+         order by next_attempt_at
+         limit w.quota
+         for update skip locked) d`.execute(trx);
+  return result.rows;
+}
+
+/** What the dispatcher needs to send each claimed delivery: body, target, secret versions. */
+async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): Promise<ClaimedDelivery[]> {
+  const rows = await trx
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
+    .leftJoin('sellers as s', 's.seller_id', 'd.seller_id')
+    .leftJoin('webhook_endpoints as w', 'w.endpoint_id', 'd.endpoint_id')
+    .select([
+      'd.endpoint_id',
+      'w.secret_version as endpoint_secret_version',
+      'd.delivery_id',
+      'd.event_id',
+      'e.event_type',
+      'd.seller_id',
+      'd.url',
+      'e.body',
+      'd.attempt_count',
+      'd.give_up_at',
+      's.webhook_secret_version',
+    ])
+    .where('d.delivery_id', 'in', ids)
+    .orderBy('d.delivery_id')
+    .execute();
+  return rows.map((row) => ({
+    deliveryId: row.delivery_id,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    sellerId: row.seller_id,
+    url: row.url,
+    body: row.body,
+    attemptCount: row.attempt_count,
+    giveUpAt: row.give_up_at,
+    secretVersion: row.webhook_secret_version ?? 0,
+    endpoint: row.endpoint_id
+      ? { id: row.endpoint_id, secretVersion: row.endpoint_secret_version ?? 1 }
+      : null,
+  }));
+}
+
+/**
+ * Deliveries whose retry window ended while their target's circuit stayed open: failed (visible, and a seller may
+ * ask for a redelivery), never left pending for ever. At most `limit` a pass.
+ */
+export async function failExpiredHeld(
+  db: Kysely<NotifierDatabase>,
+  options: { now: Date; limit: number },
+): Promise<number> {
+  const result = await sql`
+    update webhook_deliveries
+       set status = 'failed', next_attempt_at = null,
+           last_error = 'retry window ended while the endpoint''s circuit was open (it kept failing); not sent again: redeliver once it answers'
+     where delivery_id in (
+       select d.delivery_id
+         from webhook_deliveries d
+         join webhook_circuits c
+           on c.seller_id = d.seller_id and c.target = coalesce(d.endpoint_id, '') and c.state <> 'closed'
+        where d.status = 'pending'
+          and d.give_up_at <= ${options.now}
+          and (d.leased_until is null or d.leased_until <= ${options.now})
+        order by d.give_up_at
+        limit ${options.limit}
+        for update of d skip locked)`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
