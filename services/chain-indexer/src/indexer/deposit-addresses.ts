@@ -25,13 +25,18 @@ export function depositAddressConsumer(config: Pick<ChainIndexerConfig, 'chainId
       if (d.chainId !== config.chainId) return; // another chain's checkout: not ours to watch
       await (trx as Transaction<IndexerDatabase>)
         .insertInto('deposit_addresses')
-        .values({
+        .values((eb) => ({
           address: d.address.toLowerCase(),
           derivation_index: BigInt(d.derivationIndex),
           session_id: d.sessionId,
           assigned_at: new Date(d.assignedAt),
           watch_until: new Date(d.watchUntil),
-        })
+          // Where the scanner is now: it scans on without this address until the address is backfilled.
+          registered_block: eb
+            .selectFrom('cursors')
+            .select('next_block')
+            .where('chain_id', '=', config.chainId),
+        }))
         .onConflict((oc) => oc.column('address').doNothing())
         .execute();
     },
@@ -42,6 +47,11 @@ export interface PendingBackfill {
   addresses: string[];
   /** The earliest assignment among them (seconds since epoch), when one was registered late; else null. */
   lateSinceSeconds: number | null;
+  /**
+   * The lowest scanner cursor at which one of them was registered (null when none was registered after the first
+   * pass): the scanner has scanned from there without them, so their backfill reaches back at least that far.
+   */
+  registeredBlock: number | null;
 }
 
 /** What the scanner asks about deposit addresses: which to watch, which to backfill, which are Paygate's. */
@@ -108,7 +118,7 @@ export class DepositAddressBook {
   async pendingBackfill(limit: number): Promise<PendingBackfill> {
     const rows = await this.db
       .selectFrom('deposit_addresses')
-      .select(['address', 'assigned_at', 'registered_at'])
+      .select(['address', 'assigned_at', 'registered_at', 'registered_block'])
       .where('backfilled', '=', false)
       .orderBy('assigned_at')
       .limit(limit)
@@ -117,9 +127,11 @@ export class DepositAddressBook {
       (r) => r.registered_at.getTime() - r.assigned_at.getTime() > LATE_REGISTRATION_MS,
     );
     const earliest = late.length > 0 ? Math.min(...late.map((r) => r.assigned_at.getTime())) : null;
+    const blocks = rows.flatMap((r) => (r.registered_block === null ? [] : [Number(r.registered_block)]));
     return {
       addresses: rows.map((r) => r.address),
       lateSinceSeconds: earliest === null ? null : Math.floor(earliest / 1000) - CLOCK_SKEW_SECONDS,
+      registeredBlock: blocks.length > 0 ? Math.min(...blocks) : null,
     };
   }
 

@@ -293,9 +293,12 @@ export class TransferScanner {
     if (pending.addresses.length === 0) return 0;
     const cursor = await this.nextBlock();
     const end = cursor - 1;
-    let start = Math.max(this.config.startBlock, cursor - this.config.depositBackfillBlocks);
+    // From DEPOSIT_BACKFILL_BLOCKS below where the scanner was when it heard of the addresses: a flood of sessions
+    // ahead of one in the queue (a batch a pass) lets the cursor pass its payment before the address is watched.
+    const floor = Math.max(this.config.startBlock, cursor - this.config.depositBackfillMaxBlocks);
+    const heardAt = Math.min(cursor, pending.registeredBlock ?? cursor);
+    let start = Math.max(floor, heardAt - this.config.depositBackfillBlocks);
     if (pending.lateSinceSeconds !== null) {
-      const floor = Math.max(this.config.startBlock, cursor - this.config.depositBackfillMaxBlocks);
       start = Math.min(start, await this.firstBlockAtOrAfter(pending.lateSinceSeconds, floor, end));
     }
     const found =

@@ -40,6 +40,8 @@ export interface DepositAddressesTable {
   watch_until: Date;
   backfilled: Generated<boolean>;
   registered_at: Generated<Date>;
+  /** The scanner's cursor when the address was registered (null before the first pass). */
+  registered_block: bigint | null;
 }
 
 export interface IndexerDatabase extends BusTables {
