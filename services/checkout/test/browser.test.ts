@@ -77,7 +77,8 @@ describe('checkout widget in a real browser', () => {
       amountMicro: 1_000_000_000n,
       roles: ['buyer'],
     });
-    // Each session is paid to its own deposit address, not the agent escrow: the widget shows and pays it.
+    // A session is paid by its unique amount at the checkout wallet (or, the seller's choice, at its own deposit
+    // address), never at the agent escrow: the widget shows and pays what the session says.
     const chainEnv = {
       USDC_ADDRESS: usdcAddress,
       ESCROW_ADDRESS: testWallets.escrow.address,
@@ -118,6 +119,35 @@ describe('checkout widget in a real browser', () => {
     await anvil?.stop();
     await env?.cleanup();
   });
+
+  /** The seller's checkout setting, as the registry publishes it (revision 2, once). */
+  async function setMatching(matching: 'amount' | 'deposit_address') {
+    await h.publish('seller.updated', {
+      sellerId: h.sellerId,
+      revision: 2,
+      walletAddress: testWallets.seller.address,
+      payoutAddress: testWallets.seller.address,
+      publishableKey: h.publishableKey,
+      apiKeyVersion: 1,
+      webhookUrl: null,
+      webhookSecretVersion: 0,
+      settlementFrequency: 'DAILY',
+      minimumSettlement: '10',
+      checkoutMatching: matching,
+      updatedAt: new Date().toISOString(),
+    });
+    await waitFor(
+      async () =>
+        (
+          await h.running.ctx.db
+            .selectFrom('sellers')
+            .select('checkout_matching')
+            .where('seller_id', '=', h.sellerId)
+            .executeTakeFirstOrThrow()
+        ).checkout_matching === matching,
+      { message: `seller's checkout setting ${matching}` },
+    );
+  }
 
   /**
    * The widget's transaction lookups (the only path to onSuccess): how many are in flight, and how many ended
@@ -255,11 +285,19 @@ describe('checkout widget in a real browser', () => {
     const page = await browser.newPage({ viewport: { width: 375, height: 740 } }); // phone width
     try {
       const { dialog, amount, address, uri } = await openDialog(page, 'websocket');
-      // The session's own deposit address (neither the agent escrow nor the old shared wallet), at exactly the price.
-      expect(address).toMatch(/^0x[0-9a-fA-F]{40}$/);
-      expect(address).not.toBe(testWallets.checkoutEscrow.address);
-      expect(address).not.toBe(testWallets.escrow.address);
-      expect(parseUsdc(amount)).toBe(2_500_000n);
+      // The default: the checkout wallet every session shares (never the agent escrow), and the price plus a
+      // unique suffix below a cent, shown with all six decimals.
+      expect(address).toBe(testWallets.checkoutEscrow.address);
+      expect(amount).toMatch(/^2\.50\d{4}$/);
+      expect(parseUsdc(amount)).toBeGreaterThan(2_500_000n);
+      // What the buyer reads is true: the exact amount identifies the payment; the purchase is named by the skill
+      // and the endpoint's description, not by its method and path.
+      expect(await dialog.locator('[data-paygate="instructions"]').textContent()).toBe(
+        `Send exactly ${amount} USDC on local to the address below, all six decimals included. The exact amount identifies your payment: a different amount will not be matched automatically.`,
+      );
+      expect(await dialog.locator('[data-paygate="description"]').textContent()).toBe(
+        'Skill demo-report: item 0',
+      );
       expect(uri).toBe(
         `ethereum:${usdcAddress}@31337/transfer?address=${address}&uint256=${parseUsdc(amount)}`,
       );
@@ -298,7 +336,8 @@ describe('checkout widget in a real browser', () => {
     }
   });
 
-  it('falls back to polling when the WebSocket is blocked', async () => {
+  it('falls back to polling when the WebSocket is blocked (a seller that chose deposit addresses)', async () => {
+    await setMatching('deposit_address');
     const page = await browser.newPage({ viewport: { width: 1024, height: 800 } });
     // Every socket fails at once, as behind a proxy that refuses upgrades.
     await page.addInitScript(() => {
@@ -320,7 +359,14 @@ describe('checkout widget in a real browser', () => {
         polls.push(request.url());
     });
     try {
-      const { amount, address } = await openDialog(page, 'polling');
+      const { dialog, amount, address } = await openDialog(page, 'polling');
+      // The session's own address, at exactly the price: the address identifies the payment.
+      expect(address).not.toBe(testWallets.checkoutEscrow.address);
+      expect(address).not.toBe(testWallets.escrow.address);
+      expect(amount).toBe('2.500000');
+      expect(await dialog.locator('[data-paygate="instructions"]').textContent()).toBe(
+        'Send exactly 2.500000 USDC on local to the address below. This address is for this payment only: it identifies your payment.',
+      );
       await waitFor(
         async () => (await page.evaluate(() => (window as any).paygateCheckout.liveMode)) === 'polling',
       );
