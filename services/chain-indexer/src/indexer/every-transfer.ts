@@ -32,32 +32,37 @@ export class EveryTransferReader {
     private readonly logger: Logger,
   ) {}
 
-  /** USDC transfers in [from, to] to the fixed wallets and the deposit addresses watched `now`, and those addresses. */
+  /**
+   * USDC transfers in [from, to] to the fixed wallets and the deposit addresses watched `now`, and those addresses.
+   * Every transfer of the range is read, in ranges of at most MAX_RANGE_BLOCKS halved when the node refuses one,
+   * and each answer is cut to the watched recipients before the next is read: a catch-up of MAX_BLOCKS_PER_PASS
+   * blocks of a busy token holds one answer of the node at a time, not every transfer of the pass (millions on
+   * Base after a few hours down, enough to exhaust the process and keep it from ever catching up). A refused
+   * single block yields only its transfers to watched addresses (all that is kept of it anyway). Not
+   * getTransferLogs: it rethrows a refused single block without saying which one, and drops the rest of the range.
+   */
   async transfersToWatched(
     from: number,
     to: number,
     now: Date,
   ): Promise<{ received: TransferLog[]; depositAddresses: string[] }> {
-    const every = await this.everyTransfer(from, to, now);
-    const depositAddresses = await this.deposits.watchedAmong(
-      every.map((log) => log.to.toLowerCase()),
-      now,
-    );
-    const recipients = new Set([
-      ...this.config.watchedAddresses.map((a) => a.toLowerCase()),
-      ...depositAddresses,
-    ]);
-    return { received: every.filter((log) => recipients.has(log.to.toLowerCase())), depositAddresses };
-  }
-
-  /**
-   * Every USDC transfer of [from, to], in ranges of at most MAX_RANGE_BLOCKS halved when the node refuses one. A
-   * refused single block yields only its transfers to watched addresses (all that is kept of it anyway). Not
-   * getTransferLogs: it rethrows a refused single block without saying which one, and drops the rest of the range.
-   */
-  private async everyTransfer(from: number, to: number, now: Date): Promise<TransferLog[]> {
     const token = formatAddress(this.config.usdcAddress);
-    const transfers: TransferLog[] = [];
+    const fixed = new Set(this.config.watchedAddresses.map((a) => a.toLowerCase()));
+    const received: TransferLog[] = [];
+    const depositAddresses = new Set<string>();
+    const keepWatched = async (transfers: TransferLog[]) => {
+      const watched = new Set(
+        await this.deposits.watchedAmong(
+          transfers.map((log) => log.to.toLowerCase()).filter((a) => !fixed.has(a)),
+          now,
+        ),
+      );
+      for (const address of watched) depositAddresses.add(address);
+      for (const log of transfers) {
+        const recipient = log.to.toLowerCase();
+        if (fixed.has(recipient) || watched.has(recipient)) received.push(log);
+      }
+    };
     let spanBlocks = this.config.maxRangeBlocks;
     let start = from;
     // Each query reads its range (start moves past it) or is refused (the span halves; a refused single block is
@@ -71,21 +76,23 @@ export class EveryTransferReader {
           fromBlock: start,
           toBlock: end,
         });
+        const transfers: TransferLog[] = [];
         for (const log of logs) {
           const transfer = decodeTransferLog(log);
           if (transfer) transfers.push(transfer);
         }
+        await keepWatched(transfers);
       } catch (error) {
         if (!isRangeTooLargeError(error)) throw error;
         if (end > start) {
           spanBlocks = Math.max(1, Math.floor((end - start + 1) / 2));
           continue;
         }
-        transfers.push(...(await this.watchedTransfersInBlock(start, now)));
+        await keepWatched(await this.watchedTransfersInBlock(start, now));
       }
       start = end + 1;
     }
-    return transfers.sort(compareTransferLogs);
+    return { received: received.sort(compareTransferLogs), depositAddresses: [...depositAddresses] };
   }
 
   /**
