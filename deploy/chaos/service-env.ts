@@ -92,5 +92,13 @@ const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
     // 1,000-operation run drains within the bound (8 per replica drained about 8 a second).
     WEBHOOK_CONCURRENCY: '32',
     WEBHOOK_BATCH_SIZE: '64',
+    // The run's few sellers share that one flaky receiver: their in-flight caps and breaker waits are sized to
+    // the short waits above, not to a hostile seller among thousands (the defaults).
+    WEBHOOK_SELLER_MAX_IN_FLIGHT: '24',
+    WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '24',
+    WEBHOOK_SELLER_SHARE: '16',
+    WEBHOOK_ENDPOINT_SHARE: '16',
+    WEBHOOK_BREAKER_COOLDOWN_MS: '500',
+    WEBHOOK_BREAKER_MAX_COOLDOWN_MS: '2000',
   }),
 };

@@ -72,9 +72,9 @@ describe('notifier webhooks', () => {
       .orderBy('created_at')
       .execute();
   /**
-   * The positive signal before asserting that a delivery was NOT attempted: two marker events delivered one
-   * after the other. Passes never overlap, so once the second is delivered, every pass that began before it
-   * (with everything those passes claimed) has finished.
+   * The positive signal before asserting that a delivery was NOT attempted (nor claimed): two marker events
+   * delivered one after the other. Passes never overlap and claims are serialized, so once the second is
+   * delivered, every claim that began before it has committed: a delivery taken early would be leased by then.
    */
   const dispatchPassesCompleted = async (label: string) => {
     for (const n of [1, 2]) {
@@ -361,9 +361,13 @@ describe('notifier webhooks', () => {
       expect(row!.next_attempt_at!.getTime() - clockMs).toBe(delayMs);
       // Not retried before its time: two marker events are delivered after it, the second by a pass that
       // started after the first marker's pass had ended, and a pass claims every delivery due at the clock.
-      // Had the dispatcher taken this one early, its attempt would be recorded by now.
+      // Had the dispatcher taken this one early, it would be leased (or its attempt recorded) by now.
       await dispatchPassesCompleted(`pay_retry_marker_${i}`);
-      expect((await deliveriesOf(eventId))[0]).toMatchObject({ attempt_count: i + 1, status: 'pending' });
+      expect((await deliveriesOf(eventId))[0]).toMatchObject({
+        attempt_count: i + 1,
+        status: 'pending',
+        leased_until: null,
+      });
       clockMs += delayMs;
     }
     const [delivered] = await waitFor(
