@@ -34,6 +34,8 @@ export interface SellersTable {
   pending_payout_effective_at: Generated<Date | null>;
   settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
   minimum_settlement_micro: Generated<bigint>;
+  /** How the seller's checkout sessions are matched: a unique amount on the checkout wallet, or an address each. */
+  checkout_matching: Generated<'amount' | 'deposit_address'>;
   revision: Generated<number>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;

@@ -45,6 +45,8 @@ describe('Sign-In with Ethereum', () => {
     expect(first.body.seller.walletAddress).toBe(wallet.address);
     expect(first.body.seller.payoutAddress).toBe(wallet.address);
     expect(first.body.seller.settlementFrequency).toBe('DAILY');
+    // Checkout sessions are told apart by their unique amount unless the seller chooses deposit addresses.
+    expect(first.body.seller.checkoutMatching).toBe('amount');
     expect(first.body.seller.minimumSettlement).toBe('10');
     expect(typeof first.body.sessionToken).toBe('string');
 
@@ -302,6 +304,7 @@ describe('account and keys', () => {
         webhookUrl: 'http://127.0.0.1:9/hooks',
         settlementFrequency: 'WEEKLY',
         minimumSettlement: 25.5,
+        checkoutMatching: 'deposit_address',
       },
     });
     expect(patched.status).toBe(200);
@@ -310,6 +313,7 @@ describe('account and keys', () => {
       webhookUrl: 'http://127.0.0.1:9/hooks',
       settlementFrequency: 'WEEKLY',
       minimumSettlement: '25.5',
+      checkoutMatching: 'deposit_address',
       webhookSecretVersion: 1,
     });
     expect(patched.body.webhookSecret).toMatch(/^whsec_/);
@@ -357,6 +361,7 @@ describe('account and keys', () => {
       webhookSecretVersion: 2,
       settlementFrequency: 'WEEKLY',
       minimumSettlement: '25.5',
+      checkoutMatching: 'deposit_address',
     });
     expect(JSON.stringify(events)).not.toContain('whsec_');
     recorder.stop();
@@ -382,6 +387,7 @@ describe('account and keys', () => {
     const seller = await signUpSeller(h.url, Wallet.createRandom());
     const cases: Array<[unknown, string]> = [
       [{ settlementFrequency: 'HOURLY' }, 'settlementFrequency'],
+      [{ checkoutMatching: 'qr_code' }, 'checkoutMatching'],
       [{ minimumSettlement: '1.1234567' }, 'minimumSettlement'],
       [{ minimumSettlement: -5 }, 'minimumSettlement'],
       [{ webhookUrl: 'ftp://x' }, 'webhookUrl'],

@@ -114,6 +114,7 @@ export function humanField(field: string): string {
     webhookUrl: 'Webhook URL',
     settlementFrequency: 'Settlement frequency',
     minimumSettlement: 'Minimum settlement',
+    checkoutMatching: 'Checkout payments',
     content: 'SKILL.md',
   };
   const match = /^endpoints\[(\d+)\]\.(\w+)$/.exec(field) ?? /^\/?endpoints\/(\d+)\/(\w+)$/.exec(field);

@@ -26,6 +26,7 @@ export function SettingsPage() {
         <>
           <PayoutAddress account={account.data} onSaved={account.set} />
           <PayoutSettings account={account.data} onSaved={account.set} onSecret={setSecret} />
+          <CheckoutSettings account={account.data} onSaved={account.set} />
           <Keys account={account.data} onChanged={account.reload} onSecret={setSecret} />
           <WebhookEndpoints onSecret={setSecret} />
           <Deliveries />
@@ -136,5 +137,57 @@ function SettlementFrequencyField(props: {
       <option value="WEEKLY">Weekly</option>
       <option value="MONTHLY">Monthly</option>
     </SelectField>
+  );
+}
+
+/**
+ * How the seller's checkout sessions are told apart. By default each session asks for a unique exact amount (the
+ * price plus a suffix below one cent) on the checkout wallet every session shares; a seller whose buyers pay from
+ * exchanges that cannot send an odd amount switches to a deposit address per session, at exactly the price.
+ */
+function CheckoutSettings(props: { account: Account; onSaved: (account: Account) => void }) {
+  const { api } = useDashboard();
+  const [matching, setMatching] = useState(props.account.checkoutMatching);
+  const [saved, setSaved] = useState(false);
+  const save = useAction();
+  const errors = fieldErrors(save.error);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const result = await save.run(() =>
+      api.request<{ account: Account }>('PATCH', '/api/v1/account', { body: { checkoutMatching: matching } }),
+    );
+    if (!result) return;
+    setSaved(true);
+    props.onSaved(result.account);
+  };
+  return (
+    <section aria-labelledby="checkout-title">
+      <h2 id="checkout-title">Checkout</h2>
+      <form onSubmit={submit}>
+        {saved && <Notice>Checkout setting saved.</Notice>}
+        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <SelectField
+          id="acct-checkoutMatching"
+          label="How buyers' payments are told apart"
+          hint={
+            matching === 'amount'
+              ? 'Each session asks for a unique exact amount (your price plus less than one cent, e.g. 1.504217) sent to one Paygate checkout wallet. Switch if your buyers pay from exchanges that cannot send an exact amount.'
+              : 'Each session gets its own deposit address and asks for exactly your price; Paygate moves what arrives into escrow.'
+          }
+          error={errors.checkoutMatching}
+          value={matching}
+          onValue={(value) => {
+            setSaved(false);
+            setMatching(value as Account['checkoutMatching']);
+          }}
+        >
+          <option value="amount">Unique amount (default)</option>
+          <option value="deposit_address">Deposit address per session</option>
+        </SelectField>
+        <button type="submit" disabled={save.busy} aria-busy={save.busy}>
+          Save checkout setting
+        </button>
+      </form>
+    </section>
   );
 }

@@ -58,6 +58,8 @@ export interface Account {
   webhookSecretVersion: number;
   settlementFrequency: 'DAILY' | 'WEEKLY' | 'MONTHLY';
   minimumSettlement: string;
+  /** How checkout sessions are told apart: a unique exact amount on the checkout wallet, or an address each. */
+  checkoutMatching: 'amount' | 'deposit_address';
   createdAt: string;
   updatedAt: string;
 }

@@ -25,6 +25,7 @@ function sellerSettings(row: SellerRow) {
     webhookSecretVersion: row.webhook_secret_version,
     settlementFrequency: row.settlement_frequency,
     minimumSettlement: formatUsdc(row.minimum_settlement_micro),
+    checkoutMatching: row.checkout_matching,
   };
 }
 

@@ -1,7 +1,13 @@
+import { CHECKOUT_MATCHING_MODES } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
 import { Address, IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
 
 export const SETTLEMENT_FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
+
+const CheckoutMatchingSetting = StringEnum(CHECKOUT_MATCHING_MODES, {
+  description:
+    'how checkout sessions are told apart: `amount` (default) a unique exact amount (price + a sub-cent suffix) on the checkout wallet all sessions share; `deposit_address` an address per session at exactly the price, for buyers whose exchange cannot send an odd amount',
+});
 
 export const NonceResponse = Type.Object({
   nonce: Type.String({ description: 'single-use, alphanumeric; put it in the SIWE message' }),
@@ -76,6 +82,7 @@ export const Account = Type.Object({
   webhookSecretVersion: Type.Integer({ description: '0 while no webhook secret exists' }),
   settlementFrequency: StringEnum(SETTLEMENT_FREQUENCIES),
   minimumSettlement: UsdcAmountOut,
+  checkoutMatching: CheckoutMatchingSetting,
   createdAt: IsoTime,
   updatedAt: IsoTime,
 });
@@ -113,6 +120,7 @@ export const AccountPatch = Type.Object(
     ),
     settlementFrequency: Type.Optional(StringEnum(SETTLEMENT_FREQUENCIES)),
     minimumSettlement: Type.Optional(UsdcAmountIn),
+    checkoutMatching: Type.Optional(CheckoutMatchingSetting),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -33,6 +33,7 @@ async function applyAccountPatch(
     webhookUrl: string | null | undefined;
     settlementFrequency: Static<typeof AccountPatch>['settlementFrequency'];
     minimumSettlementMicro: bigint | undefined;
+    checkoutMatching: Static<typeof AccountPatch>['checkoutMatching'];
   },
 ) {
   const { webhookUrl, minimumSettlementMicro } = change;
@@ -51,6 +52,7 @@ async function applyAccountPatch(
         ? { settlement_frequency: change.settlementFrequency }
         : {}),
       ...(minimumSettlementMicro !== undefined ? { minimum_settlement_micro: minimumSettlementMicro } : {}),
+      ...(change.checkoutMatching !== undefined ? { checkout_matching: change.checkoutMatching } : {}),
       ...(webhookSecret
         ? {
             webhook_secret_encrypted: rc.secrets.seal(webhookSecret),
@@ -86,7 +88,8 @@ function patchAccountRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute
   return defineRoute({
     method: 'patch',
     path: '/api/v1/account',
-    summary: 'Change the webhook URL (wallet session only), settlement frequency or minimum settlement',
+    summary:
+      'Change the webhook URL (wallet session only), settlement frequency, minimum settlement or checkout matching',
     description:
       'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
     auth,
@@ -120,6 +123,7 @@ function patchAccountRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute
         webhookUrl,
         settlementFrequency: body.settlementFrequency,
         minimumSettlementMicro,
+        checkoutMatching: body.checkoutMatching,
       });
       res.json({
         account: toAccount(result.updated),
