@@ -60,7 +60,7 @@ export async function lockSellerTransaction(
 type RefundPhase = 'in_escrow' | 'after_release';
 
 /** How a refund divides between the seller and the platform, and out of which accounts it comes. */
-interface RefundSplit {
+export interface RefundSplit {
   amountMicro: bigint;
   /** The transaction's refunded total once this refund is booked. */
   refundedAfter: bigint;
@@ -70,7 +70,7 @@ interface RefundSplit {
 }
 
 /** Refuses a refund of a reversed payment, of nothing, or of more than remains refundable. */
-function assertRefundable(txn: TransactionForRefund, amountMicro: bigint): void {
+export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint): void {
   if (txn.escrow_status === 'reversed') {
     throw new HttpError(
       409,
@@ -146,7 +146,7 @@ async function assertNotDust(
 }
 
 /** The cumulative fee split: partial refunds add up exactly to the payment's original shares. */
-function splitRefund(txn: TransactionForRefund, amountMicro: bigint): RefundSplit {
+export function splitRefund(txn: TransactionForRefund, amountMicro: bigint): RefundSplit {
   const refundedAfter = txn.refunded_micro + amountMicro;
   const sellerPart = splitFee(refundedAfter).sellerMicro - txn.refunded_seller_micro;
   return {
@@ -159,7 +159,7 @@ function splitRefund(txn: TransactionForRefund, amountMicro: bigint): RefundSpli
 }
 
 /** While held the parts come out of the holds; after release out of seller available and platform revenue. */
-function refundEntryLines(sellerId: string, split: RefundSplit) {
+export function refundEntryLines(sellerId: string, split: RefundSplit) {
   return split.phase === 'in_escrow'
     ? [
         debit('seller_held', split.sellerPart, sellerId),

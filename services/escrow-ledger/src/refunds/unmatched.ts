@@ -81,7 +81,10 @@ async function lockTransfer(
 }
 
 /** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
-function refusalOf(d: RefundRequest, transfer: SuspenseTransfer): UnmatchedRefundRefusal | null {
+export function refusalOf(
+  d: Pick<RefundRequest, 'amount' | 'from'>,
+  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
+): UnmatchedRefundRefusal | null {
   return transfer.claimed_by_transaction_id
     ? 'transfer_claimed_by_payment'
     : transfer.status === 'reorged'

@@ -56,7 +56,7 @@ export async function callOutcomesOf(
 }
 
 /** The highest attempt decides (events arrive in any order); the latest failure says how the seller failed. */
-function outcomeOf(attempts: AttemptRow[], now: Date): CallOutcomeView {
+export function outcomeOf(attempts: AttemptRow[], now: Date): CallOutcomeView {
   const last = attempts[attempts.length - 1]!;
   const failure = attempts.filter((a) => a.outcome === 'failed').pop();
   if (!failure) return SERVED_AT_ONCE;
