@@ -301,3 +301,32 @@ describe('notifier: circuit breaker per webhook target', () => {
     expect((await deliveries()).map((d) => d.status)).toEqual(Array(THRESHOLD + 1).fill('delivered'));
   });
 });
+
+describe('notifier: fairness settings', () => {
+  const base = { DATABASE_URL: 'postgres://x@127.0.0.1:5432/x', NATS_URL: 'nats://127.0.0.1:4222' };
+  it('refuses values that do not nest, naming each', () => {
+    expect(() =>
+      loadConfig({
+        ...base,
+        WEBHOOK_CONCURRENCY: '8',
+        WEBHOOK_SELLER_MAX_IN_FLIGHT: '8',
+        WEBHOOK_ENDPOINT_MAX_IN_FLIGHT: '9',
+        WEBHOOK_BREAKER_COOLDOWN_MS: '60000',
+        WEBHOOK_BREAKER_MAX_COOLDOWN_MS: '1000',
+      }),
+    ).toThrow(
+      /WEBHOOK_SELLER_MAX_IN_FLIGHT must be below WEBHOOK_CONCURRENCY; WEBHOOK_ENDPOINT_MAX_IN_FLIGHT must not exceed WEBHOOK_SELLER_MAX_IN_FLIGHT; WEBHOOK_BREAKER_MAX_COOLDOWN_MS must not be below WEBHOOK_BREAKER_COOLDOWN_MS/,
+    );
+    expect(() => loadConfig({ ...base, WEBHOOK_SELLER_SHARE: '0' })).toThrow(/WEBHOOK_SELLER_SHARE/);
+    expect(() => loadConfig({ ...base, WEBHOOK_BREAKER_FAILURE_THRESHOLD: 'many' })).toThrow(
+      /WEBHOOK_BREAKER_FAILURE_THRESHOLD/,
+    );
+    expect(loadConfig(base)).toMatchObject({
+      webhookSellerShare: 4,
+      webhookEndpointShare: 2,
+      webhookSellerMaxInFlight: 8,
+      webhookEndpointMaxInFlight: 4,
+      webhookBreakerFailureThreshold: 5,
+    });
+  });
+});
