@@ -1,6 +1,8 @@
 /**
  * Latency benchmark: from the block that carries a checkout payment being mined to (a) the widget's WebSocket
- * `session` message with the paid status and (b) the seller's `payment.confirmed` webhook arriving.
+ * `session` message with the paid status and (b) the seller's `payment.confirmed` webhook arriving. Measured in
+ * both ways a seller's sessions are matched: by unique amount at the checkout wallet (the default) and at a deposit
+ * address per session; each payment goes where its session says (walletAddress, exactAmount).
  *
  * Real parts: anvil with 1-second blocks and TestUSDC, Postgres, NATS JetStream, and chain-indexer (1
  * confirmation), checkout and notifier started in this process with their default settings otherwise.
@@ -39,8 +41,11 @@ const ROUNDS = Number(process.env.LATENCY_ROUNDS ?? 10);
 const PER_BLOCK = Number(process.env.LATENCY_PER_BLOCK ?? 3);
 const BLOCK_TIME_MS = 1000;
 const TARGET_P99_MS = BLOCK_TIME_MS + 300;
+const MODES = ['amount', 'deposit_address'] as const;
+type Mode = (typeof MODES)[number];
 
 interface Sample {
+  mode: Mode;
   sessionId: string;
   block: number;
   /** Block mined to transfer.observed on the bus: the chain-indexer's share. */
@@ -129,6 +134,7 @@ async function main(): Promise<void> {
           CHAIN_RPC_URL: anvil.rpcUrl,
           USDC_ADDRESS: usdc,
           ESCROW_ADDRESS: testWallets.escrow.address,
+          CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
           CONFIRMATIONS: '1',
         }),
       ),
@@ -149,39 +155,53 @@ async function main(): Promise<void> {
     stops.push(() => ledger.stop());
     const checkout = await startCheckout(
       checkoutConfig(
-        env.envFor('checkout', { ...common, USDC_ADDRESS: usdc, ESCROW_ADDRESS: testWallets.escrow.address }),
+        env.envFor('checkout', {
+          ...common,
+          USDC_ADDRESS: usdc,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+          CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address,
+        }),
       ),
     );
     stops.push(() => checkout.stop());
     const notifier = await startNotifier(notifierConfig(env.envFor('notifier', common)));
     stops.push(() => notifier.stop());
 
-    await publish(
-      bus,
-      'seller.updated',
-      'registry',
-      sellerUpdated({
-        sellerId,
-        publishableKey,
-        walletAddress: testWallets.seller.address,
-        payoutAddress: testWallets.seller.address,
-        webhookUrl: receiver.url,
-      }),
-    );
-    await waitFor(
-      async () =>
-        (await notifier.ctx.db
-          .selectFrom('sellers')
-          .select('seller_id')
-          .where('seller_id', '=', sellerId)
-          .executeTakeFirst()) &&
-        (await checkout.ctx.db
-          .selectFrom('sellers')
-          .select('seller_id')
-          .where('seller_id', '=', sellerId)
-          .executeTakeFirst()),
-      { message: 'seller projected by checkout and notifier' },
-    );
+    /** The seller's checkout setting, as the registry publishes it; resolves once both services hold it. */
+    let revision = 0;
+    const setMode = async (mode: Mode) => {
+      revision++;
+      await publish(
+        bus,
+        'seller.updated',
+        'registry',
+        sellerUpdated({
+          sellerId,
+          revision,
+          publishableKey,
+          walletAddress: testWallets.seller.address,
+          payoutAddress: testWallets.seller.address,
+          webhookUrl: receiver.url,
+          checkoutMatching: mode,
+        }),
+      );
+      await waitFor(
+        async () =>
+          (await notifier.ctx.db
+            .selectFrom('sellers')
+            .select('seller_id')
+            .where('seller_id', '=', sellerId)
+            .executeTakeFirst()) &&
+          (
+            await checkout.ctx.db
+              .selectFrom('sellers')
+              .select('revision')
+              .where('seller_id', '=', sellerId)
+              .executeTakeFirst()
+          )?.revision === revision,
+        { message: `seller (${mode}) projected by checkout and notifier` },
+      );
+    };
 
     // First sight of each block, polled every 5 ms.
     const blockSeenAt = new Map<number, number>();
@@ -234,78 +254,106 @@ async function main(): Promise<void> {
       }
     });
 
-    for (let round = 0; round < ROUNDS; round++) {
-      const sessions: Array<{ sessionId: string; exactAmount: string }> = [];
-      for (let i = 0; i < PER_BLOCK; i++) {
-        const response = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${secretKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ amount: '2.5', description: `bench ${round}.${i}` }),
+    for (const mode of MODES) {
+      await setMode(mode);
+      for (let round = 0; round < ROUNDS; round++) {
+        const sessions: Array<{
+          sessionId: string;
+          exactAmount: string;
+          walletAddress: string;
+          matching: string;
+        }> = [];
+        for (let i = 0; i < PER_BLOCK; i++) {
+          const response = await fetch(`${checkout.url}/api/v1/checkout/sessions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${secretKey}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ amount: '2.5', description: `bench ${round}.${i}` }),
+          });
+          if (response.status !== 201)
+            throw new Error(`session create: ${response.status} ${await response.text()}`);
+          const session = (await response.json()) as (typeof sessions)[number];
+          if (session.matching !== mode)
+            throw new Error(`session matched by ${session.matching}, not ${mode}`);
+          sessions.push(session);
+          widget.send({ type: 'subscribe', sessionId: session.sessionId });
+        }
+        await waitFor(() => sessions.every((s) => widget.sessionMessages(s.sessionId).length >= 1), {
+          message: `widget has the open sessions: ${JSON.stringify(widget.messages.slice(-4))}`,
         });
-        if (response.status !== 201)
-          throw new Error(`session create: ${response.status} ${await response.text()}`);
-        const session = (await response.json()) as { sessionId: string; exactAmount: string };
-        sessions.push(session);
-        widget.send({ type: 'subscribe', sessionId: session.sessionId });
-      }
-      await waitFor(() => sessions.every((s) => widget.sessionMessages(s.sessionId).length >= 1), {
-        message: `widget has the open sessions: ${JSON.stringify(widget.messages.slice(-4))}`,
-      });
-      // Submit just after a block so all transfers land together in the next one.
-      const head = Math.max(...blockSeenAt.keys());
-      await waitFor(() => blockSeenAt.has(head + 1), { timeoutMs: 5000, message: 'next block' });
-      // anvil's dev accounts are unlocked; nonces are assigned here so the transfers can go out at once.
-      const nonce = Number.parseInt(
-        await rpc<string>(anvil.rpcUrl, 'eth_getTransactionCount', [testWallets.buyer.address, 'pending']),
-        16,
-      );
-      const hashes = await Promise.all(
-        sessions.map((s, i) =>
-          rpc<string>(anvil.rpcUrl, 'eth_sendTransaction', [
-            {
-              from: testWallets.buyer.address,
-              to: usdc,
-              nonce: `0x${(nonce + i).toString(16)}`,
-              data: transferCalldata(testWallets.escrow.address, microOf(s.exactAmount)),
-            },
-          ]),
-        ),
-      );
-      await waitFor(() => sessions.every((s) => paidAt.has(s.sessionId) && webhookAt.has(s.sessionId)), {
-        timeoutMs: 15_000,
-        message: `round ${round}: every session paid over WebSocket and webhook`,
-      });
-      for (const [i, s] of sessions.entries()) {
-        const receipt = await rpc<{ blockNumber: string }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [
-          hashes[i],
-        ]);
-        const block = Number.parseInt(receipt.blockNumber, 16);
-        const minedAt = blockSeenAt.get(block);
-        if (minedAt === undefined) throw new Error(`block ${block} was not observed`);
-        samples.push({
-          sessionId: s.sessionId,
-          block,
-          observedMs: (observedAt.get((hashes[i] as string).toLowerCase()) ?? Number.NaN) - minedAt,
-          websocketMs: (paidAt.get(s.sessionId) as number) - minedAt,
-          webhookMs: (webhookAt.get(s.sessionId) as number) - minedAt,
+        // Submit just after a block so all transfers land together in the next one.
+        const head = Math.max(...blockSeenAt.keys());
+        await waitFor(() => blockSeenAt.has(head + 1), { timeoutMs: 5000, message: 'next block' });
+        // anvil's dev accounts are unlocked; nonces are assigned here so the transfers can go out at once.
+        const nonce = Number.parseInt(
+          await rpc<string>(anvil.rpcUrl, 'eth_getTransactionCount', [testWallets.buyer.address, 'pending']),
+          16,
+        );
+        const hashes = await Promise.all(
+          sessions.map((s, i) =>
+            rpc<string>(anvil.rpcUrl, 'eth_sendTransaction', [
+              {
+                from: testWallets.buyer.address,
+                to: usdc,
+                nonce: `0x${(nonce + i).toString(16)}`,
+                // Where the session says: the checkout wallet (amount) or its own address, never the agent escrow.
+                data: transferCalldata(s.walletAddress, microOf(s.exactAmount)),
+              },
+            ]),
+          ),
+        );
+        await waitFor(() => sessions.every((s) => paidAt.has(s.sessionId) && webhookAt.has(s.sessionId)), {
+          timeoutMs: 15_000,
+          message: `${mode} round ${round}: every session paid over WebSocket and webhook`,
         });
-        widget.send({ type: 'unsubscribe', sessionId: s.sessionId });
+        for (const [i, s] of sessions.entries()) {
+          const receipt = await rpc<{ blockNumber: string }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [
+            hashes[i],
+          ]);
+          const block = Number.parseInt(receipt.blockNumber, 16);
+          const minedAt = blockSeenAt.get(block);
+          if (minedAt === undefined) throw new Error(`block ${block} was not observed`);
+          samples.push({
+            mode,
+            sessionId: s.sessionId,
+            block,
+            observedMs: (observedAt.get((hashes[i] as string).toLowerCase()) ?? Number.NaN) - minedAt,
+            websocketMs: (paidAt.get(s.sessionId) as number) - minedAt,
+            webhookMs: (webhookAt.get(s.sessionId) as number) - minedAt,
+          });
+          widget.send({ type: 'unsubscribe', sessionId: s.sessionId });
+        }
+        process.stdout.write(
+          `${mode} round ${round + 1}/${ROUNDS}: ${samples
+            .slice(-PER_BLOCK)
+            .map((s) => `${Math.round(s.websocketMs)}/${Math.round(s.webhookMs)}`)
+            .join(' ')} ms\n`,
+        );
       }
-      process.stdout.write(
-        `round ${round + 1}/${ROUNDS}: ${samples
-          .slice(-PER_BLOCK)
-          .map((s) => `${Math.round(s.websocketMs)}/${Math.round(s.webhookMs)}`)
-          .join(' ')} ms\n`,
-      );
     }
 
     const observedSummary = summary(samples.map((s) => s.observedMs).filter((v) => !Number.isNaN(v)));
     const websocket = summary(samples.map((s) => s.websocketMs));
     const webhook = summary(samples.map((s) => s.webhookMs));
+    const byMode = Object.fromEntries(
+      MODES.map((mode) => {
+        const of = samples.filter((s) => s.mode === mode);
+        return [
+          mode,
+          {
+            samples: of.length,
+            websocket: summary(of.map((s) => s.websocketMs)),
+            webhook: summary(of.map((s) => s.webhookMs)),
+          },
+        ];
+      }),
+    ) as Record<
+      Mode,
+      { samples: number; websocket: ReturnType<typeof summary>; webhook: ReturnType<typeof summary> }
+    >;
     const result = {
       benchmark: 'latency',
       description:
-        'Time from the block carrying a checkout payment being mined to the widget WebSocket message (status paid) and to the payment.confirmed webhook arriving.',
+        'Time from the block carrying a checkout payment being mined to the widget WebSocket message (status paid) and to the payment.confirmed webhook arriving, for sessions matched by unique amount (checkout wallet) and by deposit address.',
       generatedAt: new Date().toISOString(),
       setup: {
         chain: 'anvil',
@@ -320,6 +368,7 @@ async function main(): Promise<void> {
       transferObserved: observedSummary,
       websocket,
       webhook,
+      byMode,
       targetP99Ms: TARGET_P99_MS,
       pass: websocket.p99Ms <= TARGET_P99_MS && webhook.p99Ms <= TARGET_P99_MS,
     };
@@ -327,7 +376,7 @@ async function main(): Promise<void> {
     writeFileSync(path.join(ROOT, 'bench/results/latency.json'), `${JSON.stringify(result, null, 2)}\n`);
     writeDocsSection(result);
     process.stdout.write(
-      `${JSON.stringify({ transferObserved: observedSummary, websocket, webhook, pass: result.pass })}\n`,
+      `${JSON.stringify({ transferObserved: observedSummary, websocket, webhook, byMode, pass: result.pass })}\n`,
     );
   } finally {
     if (blockWatcher) clearInterval(blockWatcher);
@@ -343,6 +392,10 @@ function writeDocsSection(result: {
   transferObserved: ReturnType<typeof summary>;
   websocket: ReturnType<typeof summary>;
   webhook: ReturnType<typeof summary>;
+  byMode: Record<
+    Mode,
+    { samples: number; websocket: ReturnType<typeof summary>; webhook: ReturnType<typeof summary> }
+  >;
   targetP99Ms: number;
   pass: boolean;
   setup: { paymentsPerBlock: number; host: { cpus: number; node: string } };
@@ -360,7 +413,8 @@ function writeDocsSection(result: {
     '',
     `anvil with 1-second blocks and TestUSDC; chain-indexer (1 confirmation, 100 ms head poll), checkout and`,
     `notifier in one process on real Postgres and NATS JetStream; ${result.setup.paymentsPerBlock} checkout payments per block,`,
-    `${result.samples} payments in all; host: ${result.setup.host.cpus} CPUs (shared), Node ${result.setup.host.node}.`,
+    `${result.samples} payments in all, half of them to sessions matched by unique amount (paid to the checkout wallet),`,
+    `half to sessions at a deposit address each; host: ${result.setup.host.cpus} CPUs (shared), Node ${result.setup.host.node}.`,
     'Measured from the moment a 5 ms `eth_blockNumber` poll first sees the block with the transfer to the',
     "widget's WebSocket `session` message with status `paid`, and to the seller's `payment.confirmed` webhook",
     'arriving at a local HTTP receiver.',
@@ -370,6 +424,10 @@ function writeDocsSection(result: {
     row('block -> transfer.observed on the bus (chain-indexer, for reference)', result.transferObserved),
     row('block -> WebSocket message', result.websocket),
     row('block -> webhook arrival', result.webhook),
+    row('unique amount: block -> WebSocket message', result.byMode.amount.websocket),
+    row('unique amount: block -> webhook arrival', result.byMode.amount.webhook),
+    row('deposit address: block -> WebSocket message', result.byMode.deposit_address.websocket),
+    row('deposit address: block -> webhook arrival', result.byMode.deposit_address.webhook),
     '',
     `Target: p99 within one block time plus 300 ms (${result.targetP99Ms} ms): **${result.pass ? 'met' : 'not met'}**.`,
     `Measured ${result.generatedAt}.`,
