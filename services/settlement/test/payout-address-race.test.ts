@@ -1,0 +1,331 @@
+import { createHash } from 'node:crypto';
+import type { Bus } from '@paygate/bus';
+import { formatAddress, usdcAbi } from '@paygate/chain';
+import { createEvent } from '@paygate/contracts';
+import {
+  loadConfig as loadLedgerConfig,
+  type RunningEscrowLedger,
+  startEscrowLedger,
+} from '@paygate/escrow-ledger';
+import { parseUsdc } from '@paygate/money';
+import {
+  createTestEnvironment,
+  fundTestWallets,
+  increaseTime,
+  minedReceipt,
+  openSchema,
+  type TestEnvironment,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
+import { Contract, Wallet } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import pg from 'pg';
+import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import type { SettlementDB } from '../src/db';
+import { ledgerClient } from '../src/ledger/client';
+import { periodAt, settlementIdFor } from '../src/schedule/periods';
+import { publishEvent, sellerUpdated, settlementEnv, startTestChain, type TestChain } from './helpers';
+
+const DAY_MS = 86_400_000;
+const OPERATOR_TOKEN = 'race-operator-token-0123456789';
+
+/**
+ * A seller's payout address changes (wallet-signed, effective after PAYOUT_ADDRESS_DELAY_MS: the registry then
+ * publishes seller.updated) while a payout of the period is already decided, on the real ledger and anvil. The
+ * ledger's reservation names the address; settlement sends only what the ledger authorizes for it. Each payout
+ * goes to exactly one address, once: the address in effect when the transfer was recorded, which the seller had
+ * approved then; never to both, and never to an address only announced.
+ */
+describe('a payout address change racing a payout in flight', () => {
+  let env: TestEnvironment;
+  let chain: TestChain;
+  let bus: Bus;
+  let ledger: RunningEscrowLedger;
+  let settlement: RunningSettlement;
+  let ledgerDb: Kysely<any>;
+  let db: Kysely<SettlementDB>;
+  let now = new Date('2026-12-01T10:00:00Z');
+
+  const nextDay = async () => {
+    now = new Date(now.getTime() + DAY_MS);
+    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+  };
+
+  /** The buyer pays escrow on chain for the seller (the indexer and the gateway say so); returns when released. */
+  const pay = async (sellerId: string, amount: string) => {
+    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('buyer', chain.anvil.provider));
+    const receipt = await minedReceipt(
+      await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount)),
+    );
+    const common = {
+      chainId: chain.anvil.chainId,
+      network: 'local' as const,
+      txHash: receipt.hash.toLowerCase(),
+      logIndex: receipt.logs[0]!.index,
+      token: formatAddress(chain.usdcAddress),
+      amount,
+    };
+    await publishEvent(
+      bus,
+      createEvent('transfer.observed', 'chain-indexer', {
+        ...common,
+        blockNumber: receipt.blockNumber,
+        blockHash: receipt.blockHash,
+        from: testWallets.buyer.address,
+        to: testWallets.escrow.address,
+        confirmations: 1,
+        observedAt: now.toISOString(),
+      }),
+    );
+    await publishEvent(
+      bus,
+      createEvent('payment.confirmed', 'gateway-proxy', {
+        ...common,
+        paymentId: `pay_${receipt.hash.slice(2, 14)}`,
+        source: 'x402',
+        sellerId,
+        skillId: null,
+        skillName: null,
+        endpointId: null,
+        sessionId: null,
+        payer: testWallets.buyer.address,
+        holdPeriodHours: 0,
+        confirmedAt: now.toISOString(),
+      }),
+    );
+    await waitFor(
+      async () =>
+        (
+          await sql<any>`select escrow_status from transactions where tx_hash = ${common.txHash}`.execute(
+            ledgerDb,
+          )
+        ).rows[0]?.escrow_status === 'available',
+      { message: 'payment booked and released by the ledger' },
+    );
+  };
+  /** The registry's seller.updated, as when a signed change became effective; settlement's view of it. */
+  const payoutAddressIs = async (sellerId: string, payoutAddress: string) => {
+    await publishEvent(
+      bus,
+      sellerUpdated(sellerId, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '10' }),
+    );
+    await waitFor(
+      async () =>
+        (
+          await db
+            .selectFrom('sellers')
+            .select('payout_address')
+            .where('seller_id', '=', sellerId)
+            .executeTakeFirst()
+        )?.payout_address === payoutAddress,
+      { message: `settlement sees ${payoutAddress}` },
+    );
+  };
+  const completed = (settlementId: string) =>
+    waitFor(
+      async () => {
+        const row = await db
+          .selectFrom('settlements')
+          .selectAll()
+          .where('settlement_id', '=', settlementId)
+          .executeTakeFirst();
+        return row?.status === 'completed' ? row : undefined;
+      },
+      { timeoutMs: 20_000, message: `${settlementId} completed` },
+    );
+  /** The seller's reservations once the ledger booked the last one as paid (settlement.completed). */
+  const reservationsOf = (sellerId: string) =>
+    waitFor(
+      async () => {
+        const rows = (
+          await sql<any>`select settlement_id, status, payout_address, amount_micro from payout_reservations
+            where seller_id = ${sellerId} order by settlement_id`.execute(ledgerDb)
+        ).rows;
+        return rows.every((r) => r.status !== 'reserved') ? rows : undefined;
+      },
+      { message: 'the ledger booked the payout' },
+    );
+  const balanced = () =>
+    waitFor(
+      async () => {
+        const report = (await fetch(`${ledger.url}/api/v1/reconciliation`, {
+          headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+        }).then((r) => r.json())) as any;
+        return report.balanced === true;
+      },
+      { message: 'ledger and chain reconciled' },
+    );
+
+  beforeAll(async () => {
+    env = await createTestEnvironment('stlpayoutrace');
+    chain = await startTestChain(null);
+    await fundTestWallets({
+      rpcUrl: chain.anvil.rpcUrl,
+      usdcAddress: chain.usdcAddress,
+      amountMicro: parseUsdc('100'),
+      roles: ['buyer'],
+    });
+    bus = await env.bus();
+    ledger = await startEscrowLedger({
+      ...loadLedgerConfig(
+        env.envFor('escrow-ledger', {
+          OPERATOR_TOKEN,
+          RELEASE_INTERVAL_MS: '200',
+          CHAIN_RPC_URL: chain.anvil.rpcUrl,
+          USDC_ADDRESS: chain.usdcAddress,
+          ESCROW_ADDRESS: testWallets.escrow.address,
+        }),
+      ),
+      now: () => now,
+    });
+    settlement = await startSettlement(loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN })), {
+      now: () => now,
+    });
+    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
+    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+  });
+
+  afterAll(async () => {
+    await settlement?.stop();
+    await ledger?.stop();
+    await ledgerDb?.destroy();
+    await db?.destroy();
+    await chain?.anvil.stop();
+    await env?.cleanup();
+  });
+
+  it('a reservation whose answer settlement lost, then the address moves: paid once, to the new address only', async () => {
+    const sellerId = 'sel_lost_answer';
+    const oldAddress = Wallet.createRandom().address;
+    const newAddress = Wallet.createRandom().address;
+    await payoutAddressIs(sellerId, oldAddress);
+    await pay(sellerId, '12');
+    await nextDay();
+    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', now));
+    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+
+    // Settlement asked the ledger to reserve for the old address and its transaction rolled back after the answer
+    // (a crash, a lost connection): the ledger holds a reservation that no transfer was recorded for.
+    const reply = await ledgerClient(bus, 20_000).reservePayout({
+      settlementId,
+      sellerId,
+      minimumAmount: '10',
+      payoutAddress: oldAddress,
+    });
+    expect(reply).toEqual({ ok: true, amount: '11.4' });
+    // The seller's signed change takes effect before settlement asks again.
+    await payoutAddressIs(sellerId, newAddress);
+    await settlement.scheduler.runOnce();
+    const paid = await completed(settlementId);
+
+    // One transfer, to the address in effect when the payout was recorded; the ledger's reservation followed it.
+    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+      { to: formatAddress(newAddress), amountMicro: 11_400_000n, txHash: paid.tx_hash },
+    ]);
+    expect(await chain.balanceOf(oldAddress)).toBe(0n);
+    expect(await reservationsOf(sellerId)).toEqual([
+      {
+        settlement_id: settlementId,
+        status: 'completed',
+        payout_address: newAddress.toLowerCase(),
+        amount_micro: 11_400_000n,
+      },
+    ]);
+    // Nothing authorizes the old address for it any more.
+    expect(
+      await ledgerClient(bus, 20_000).authorizeTransfer({
+        kind: 'payout',
+        id: settlementId,
+        to: oldAddress,
+        amount: '11.4',
+      }),
+    ).toMatchObject({ ok: false });
+    await balanced();
+  });
+
+  it('a recorded payout waiting to be signed when the address moves: sent once to the address it was recorded for', async () => {
+    const sellerId = 'sel_in_flight';
+    const oldAddress = Wallet.createRandom().address;
+    const newAddress = Wallet.createRandom().address;
+    await payoutAddressIs(sellerId, oldAddress);
+    await pay(sellerId, '15');
+    await nextDay();
+    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', now));
+    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+
+    // The escrow signer is busy (the test holds its lock, as a replica signing a long batch would): the payout is
+    // reserved, recorded and authorized for the old address, then waits to be signed.
+    const settlementSchema = env.schemaFor('settlement');
+    const digest = createHash('sha256')
+      .update(
+        `settlement-sender:${settlementSchema}:${chain.anvil.chainId}:${testWallets.escrow.address.toLowerCase()}`,
+      )
+      .digest();
+    const lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+    const signer = new pg.Client({ connectionString: env.envFor('settlement').DATABASE_URL });
+    await signer.connect();
+    try {
+      await signer.query('select pg_advisory_lock($1::bigint)', [lockKey]);
+      await settlement.scheduler.runOnce();
+      await waitFor(
+        async () =>
+          (
+            await signer.query<{ n: number }>(
+              "select count(*)::int n from pg_locks where locktype = 'advisory' and not granted",
+            )
+          ).rows[0]!.n > 0,
+        { message: 'the payout waits for the signer' },
+      );
+      expect(
+        (
+          await db
+            .selectFrom('settlements')
+            .selectAll()
+            .where('settlement_id', '=', settlementId)
+            .executeTakeFirst()
+        )?.payout_address,
+      ).toBe(oldAddress);
+      // The seller's signed change takes effect while the payout waits.
+      await payoutAddressIs(sellerId, newAddress);
+      // Asked again as the scheduler would (its acknowledgement, or a retry) with the new address: the ledger keeps
+      // the address its authorization named.
+      await ledgerClient(bus, 20_000).reservePayout({
+        settlementId,
+        sellerId,
+        minimumAmount: '10',
+        payoutAddress: newAddress,
+      });
+      await settlement.scheduler.runOnce();
+    } finally {
+      await signer.query('select pg_advisory_unlock($1::bigint)', [lockKey]).catch(() => undefined);
+      await signer.end();
+    }
+    const paid = await completed(settlementId);
+    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+      { to: formatAddress(oldAddress), amountMicro: 14_250_000n, txHash: paid.tx_hash },
+    ]);
+    expect(await chain.balanceOf(newAddress)).toBe(0n);
+    expect(await reservationsOf(sellerId)).toEqual([
+      {
+        settlement_id: settlementId,
+        status: 'completed',
+        payout_address: oldAddress.toLowerCase(),
+        amount_micro: 14_250_000n,
+      },
+    ]);
+
+    // The next period's payout goes to the new address, once.
+    await pay(sellerId, '11');
+    await nextDay();
+    const nextId = settlementIdFor(sellerId, periodAt('DAILY', now));
+    await settlement.scheduler.runOnce();
+    const next = await completed(nextId);
+    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+      { to: formatAddress(oldAddress), amountMicro: 14_250_000n, txHash: paid.tx_hash },
+      { to: formatAddress(newAddress), amountMicro: 10_450_000n, txHash: next.tx_hash },
+    ]);
+    await balanced();
+  });
+});
