@@ -1,6 +1,7 @@
 /**
  * Compiles the test contracts in deploy/contracts with the pinned npm `solc` and writes deploy/build/<Name>.json:
- * TestUSDC (the local chain's USDC) and TestSmartWallet (an ERC-1271 wallet for the x402 signature tests).
+ * TestUSDC (the local chain's USDC), TestSmartWallet (an ERC-1271 wallet for the x402 signature tests) and
+ * TestFreeGasWallet (an ERC-1271 wallet that says yes only at gas price 0, for the relayer's simulation tests).
  * The artifacts are checked in and compiled at build time, never by a test: `--check` (run by `make dist`) fails if
  * a rebuild differs from them; deploy/test/contracts.unit.test.ts checks each was built from today's source.
  *
@@ -32,6 +33,7 @@ const contract = (name: string, optimize: boolean): TestContract => ({
 export const TEST_CONTRACTS: readonly TestContract[] = [
   contract('TestUSDC', true),
   contract('TestSmartWallet', false),
+  contract('TestFreeGasWallet', false),
 ];
 
 export interface ContractArtifact {

@@ -46,7 +46,7 @@ export {
 } from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
-export { deploySmartWallet } from './smart-wallet';
+export { deployFreeGasWallet, deploySmartWallet, setAcceptsPaidGas } from './smart-wallet';
 export { holdTableLock } from './table-lock';
 export {
   dropRetiredSuiteDatabases,
