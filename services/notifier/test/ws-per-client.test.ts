@@ -1,6 +1,6 @@
 /**
- * Open WebSockets per client address (security issue, point 6): one address cannot hold every socket of a
- * replica. Clients are told apart by the loopback address their sockets bind; only 127.0.0.1 is a trusted proxy.
+ * Open WebSockets per client address: one address cannot hold every socket of a replica, directly or behind
+ * the trusted proxy (the edge). Clients are told apart by the loopback address their sockets bind; only 127.0.0.1 is a trusted proxy.
  *
  *   npx jest --ci services/notifier/test/ws-per-client.test.ts
  */
@@ -84,5 +84,21 @@ describe('notifier: open WebSockets per client address', () => {
     first.close();
     await waitFor(() => notifier.live.socketCount === before - 1, { message: 'socket never dropped' });
     expect(await connect('127.0.0.2')).toHaveProperty('socket');
+  });
+
+  it('behind the trusted proxy: slots per forwarded client, and a hop the client wrote itself buys nothing', async () => {
+    const viaEdge = (forwardedFor: string) => connect('127.0.0.1', { 'X-Forwarded-For': forwardedFor });
+    for (let i = 0; i < PER_CLIENT; i++) expect(await viaEdge('203.0.113.5')).toHaveProperty('socket');
+    expect(await viaEdge('203.0.113.5')).toMatchObject({ status: 429 });
+    // The client forges hops in front of its own address; the proxy appends the address it saw, which counts.
+    expect(await viaEdge('198.51.100.1, 203.0.113.5')).toMatchObject({ status: 429 });
+    expect(await viaEdge('198.51.100.2, 198.51.100.3, 203.0.113.5')).toMatchObject({ status: 429 });
+    // Another client behind the same proxy has its own allowance, and the proxy's own address is not used up.
+    expect(await viaEdge('203.0.113.6')).toHaveProperty('socket');
+    // IPv6 clients are counted by their /64: rotating the low bits of one prefix does not open more sockets.
+    for (let i = 0; i < PER_CLIENT; i++) {
+      expect(await viaEdge(`2001:db8:aa:bb::${i + 1}`)).toHaveProperty('socket');
+    }
+    expect(await viaEdge('2001:db8:aa:bb::ffff')).toMatchObject({ status: 429 });
   });
 });
