@@ -70,7 +70,7 @@ describe("a payment's fee split", () => {
         expect(sellerMicro + platformMicro).toBe(amount);
         expect(platformMicro >= 0n && platformMicro <= (amount * 5n) / 100n + 1n).toBe(true);
       }),
-      { numRuns: 500 },
+      { numRuns: 300 },
     );
   });
 });
@@ -103,7 +103,7 @@ describe('the cumulative refund split', () => {
           true,
         );
       }),
-      { numRuns: 500 },
+      { numRuns: 300 },
     );
   });
 
