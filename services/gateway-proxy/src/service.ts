@@ -90,7 +90,8 @@ function gatewayRoutes(
         now: config.now,
       }),
       x402: state.x402,
-      settleX402: (payment, purchase, version) => settleAwaitingCopies(need(), payment, purchase, version),
+      settleX402: (payment, purchase, version, options) =>
+        settleAwaitingCopies(need(), payment, purchase, version, options),
       tickets: state.tickets,
       forwardingKeys: state.forwardingKeys,
       forwarding: state.forwarding,

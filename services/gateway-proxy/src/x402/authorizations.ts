@@ -25,6 +25,7 @@ export interface AuthorizationRow extends AuthorizationKey {
   value_micro: bigint;
   valid_after: bigint;
   valid_before: bigint;
+  updated_at: Date;
 }
 
 /**
@@ -130,12 +131,53 @@ export class X402Authorizations {
    * still holds its claim: a row the recovery pass took over (it may be submitting it) or finished stays.
    */
   async forget(claimed: ClaimedAuthorization): Promise<void> {
-    await this.db
+    const forgotten = await this.db
       .deleteFrom('x402_authorizations')
       .where((eb: any) => eb.and(claimed.key))
       .where('state', '=', 'submitting')
       .where('updated_at', '=', claimed.claimedAt)
+      .returning(['auth_nonce'])
+      .executeTakeFirst();
+    // Its payment identifiers bind afresh: the same purchase may be signed again under the same id.
+    if (forgotten) {
+      await this.db
+        .deleteFrom('x402_payment_ids')
+        .where((eb: any) => eb.and(claimed.key))
+        .execute();
+    }
+  }
+
+  /**
+   * Its transaction is sent but was not seen included while its holder waited: the row keeps the hash and is dated
+   * back to `staleBefore`, so the same payment presented again (takeOverPending) or the recovery pass takes it over
+   * at once. Only while the holder still holds it (renewed by nobody since).
+   */
+  async releasePending(claimed: ClaimedAuthorization, txHash: string, staleBefore: Date): Promise<void> {
+    await this.db
+      .updateTable('x402_authorizations')
+      .set((eb: any) => ({
+        tx_hash: txHash,
+        attempts: eb('attempts', '+', 1),
+        updated_at: new Date(staleBefore.getTime() - 1),
+      }))
+      .where((eb: any) => eb.and(claimed.key))
+      .where('state', '=', 'submitting')
+      .where('updated_at', '=', claimed.claimedAt)
       .execute();
+  }
+
+  /**
+   * Takes over one sent authorization nobody holds (released, or stale): renewed, so no other presentation or pass
+   * takes it while this one waits for its inclusion. Undefined when someone holds it.
+   */
+  async takeOverPending(key: AuthorizationKey, staleBefore: Date): Promise<AuthorizationRow | undefined> {
+    const { rows } = await sql<AuthorizationRow>`
+      update x402_authorizations set updated_at = ${this.now()}
+        where chain_id = ${key.chain_id} and token = ${key.token} and payer = ${key.payer}
+          and auth_nonce = ${key.auth_nonce} and state = 'submitting' and tx_hash is not null
+          and updated_at < ${staleBefore}
+        returning *`.execute(this.db);
+    return rows[0];
   }
 
   async markRefused(key: AuthorizationKey, reason: string): Promise<void> {

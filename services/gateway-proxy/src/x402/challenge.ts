@@ -6,6 +6,7 @@ import {
   type X402Offer,
   x402PaymentRequired,
 } from '@paygate/protocol';
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 import { bazaarExtension } from './bazaar';
 import type { X402Payments } from './payments';
@@ -41,8 +42,14 @@ export interface Challenge {
 }
 
 /**
- * x402's part of a 402 answer: the v2 `PAYMENT-REQUIRED` header (with the bazaar extension) and, on Base
- * networks, v1's `accepts` in the body. Empty when x402 is not offered right now (relayer out of gas or away).
+ * x402's payment-identifier extension as Paygate declares it (optional: a client without an id pays as before).
+ * Built once: the declaration is static.
+ */
+const PAYMENT_IDENTIFIER_DECLARATION = Object.freeze(declarePaymentIdentifierExtension(false));
+
+/**
+ * x402's part of a 402 answer: the v2 `PAYMENT-REQUIRED` header (with the bazaar and payment-identifier
+ * extensions) and, on Base networks, v1's `accepts` in the body. Empty when x402 is not offered right now (relayer out of gas or away).
  */
 export function x402Challenge(
   x402: X402Payments,
@@ -65,7 +72,10 @@ export function x402Challenge(
   });
   if (!offer) return { headers, body: {} };
   const required = x402PaymentRequired(offer, error, {
-    extensions: bazaarExtension(input.endpoint, input.skill.name, input.url, true),
+    extensions: {
+      ...bazaarExtension(input.endpoint, input.skill.name, input.url, true),
+      [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION,
+    },
     v1OutputSchema: { input: { type: 'http', method: input.endpoint.method, discoverable: true } },
   });
   headers[X402_HEADERS.paymentRequired] = required.header;

@@ -1,7 +1,7 @@
 import type { Purchase } from '../payments/service';
 import type { GatewayState } from '../state';
-import type { AuthorizationRow } from './authorizations';
-import type { X402Outcome } from './payments';
+import type { AuthorizationKey, AuthorizationRow } from './authorizations';
+import type { SettleOptions, X402Outcome } from './payments';
 import type { DecodedX402Payment } from './protocol';
 
 const COPY_POLL_MS = 50;
@@ -10,9 +10,7 @@ const COPY_POLL_ROUNDS_MAX = 2000;
 /** Settlements in flight on this gateway, by payer, nonce and signature: a copy waits for the first. */
 const runningByState = new WeakMap<GatewayState, Map<string, Promise<X402Outcome>>>();
 
-interface CopyOptions {
-  maxTimeoutSeconds?: number;
-}
+type CopyOptions = SettleOptions;
 
 /**
  * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled (by
@@ -62,13 +60,17 @@ async function settleOrWait(
   version: 1 | 2,
   options: CopyOptions,
 ): Promise<X402Outcome> {
-  const settle = () =>
-    state.x402.settle(payment, purchase, version, { maxTimeoutSeconds: options.maxTimeoutSeconds });
+  const settle = () => state.x402.settle(payment, purchase, version, options);
   const outcome = await settle();
   // Only a copy is waited for (the authorization's row still `submitting` under someone else): this attempt's own
-  // 503s, after the relayer's wait, are answered as they are.
+  // 503s, after the relayer's wait, are answered as they are. A payment identifier's purchase may be paid by
+  // another authorization than this one: that one is waited for.
   if (outcome.ok || !outcome.beingSettled) return outcome;
-  const settled = await waitingAsCopy(state, settledElsewhere(state, payment));
+  const settling = outcome.settling ?? {
+    key: state.x402.authorizations.keyOf(payment.authorization),
+    signature: payment.signature.toLowerCase(),
+  };
+  const settled = await waitingAsCopy(state, settledElsewhere(state, settling));
   if (!settled) return outcome;
   return settle();
 }
@@ -89,14 +91,18 @@ async function waitingAsCopy<T>(state: GatewayState, wait: Promise<T>): Promise<
  */
 async function settledElsewhere(
   state: GatewayState,
-  payment: DecodedX402Payment,
+  { key, signature }: { key: AuthorizationKey; signature: string },
 ): Promise<AuthorizationRow | undefined> {
-  const key = state.x402.authorizations.keyOf(payment.authorization);
-  const deadline = Date.now() + state.config.x402InclusionWaitMs + state.config.relayerTimeoutMs;
+  const { x402InclusionWaitMs, relayerTimeoutMs, x402RecoveryAfterMs } = state.config;
+  const deadline = Date.now() + x402InclusionWaitMs + relayerTimeoutMs;
+  const staleAfterMs = Math.max(x402RecoveryAfterMs, x402InclusionWaitMs + relayerTimeoutMs);
+  const releasedBefore = () => state.config.now().getTime() - staleAfterMs;
   for (let round = 0; round < COPY_POLL_ROUNDS_MAX; round++) {
     const row = await state.x402.authorizations.find(key);
-    if (!row || row.signature !== payment.signature.toLowerCase()) return undefined;
-    if (row.state !== 'submitting') return row;
+    if (!row || row.signature !== signature) return undefined;
+    // Left `submitting`, or sent and released by its holder (dated back: the next presentation takes it over).
+    if (row.state !== 'submitting' || (row.tx_hash && row.updated_at.getTime() < releasedBefore()))
+      return row;
     if (Date.now() >= deadline) return undefined;
     await new Promise((resolve) => setTimeout(resolve, COPY_POLL_MS));
   }

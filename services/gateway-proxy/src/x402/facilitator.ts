@@ -14,6 +14,7 @@ import {
   SettleResponse,
   VerifyResponse,
 } from './facilitator-requirements';
+import { requestFingerprint } from './payment-ids';
 import type { X402Outcome } from './payments';
 
 export { settleAwaitingCopies } from './copies';
@@ -181,7 +182,18 @@ function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
         checked.payment,
         facilitatorPurchase(checked, req.seller!.sellerId),
         req.body.x402Version,
-        { maxTimeoutSeconds: checked.maxTimeoutSeconds },
+        {
+          maxTimeoutSeconds: checked.maxTimeoutSeconds,
+          // The seller's request, as the facilitator sees it: its resource and what it asks to be paid.
+          fingerprint: checked.payment.paymentId
+            ? requestFingerprint([
+                'facilitator',
+                req.seller!.sellerId,
+                checked.resourceUrl,
+                checked.priceMicro.toString(),
+              ])
+            : undefined,
+        },
       );
       // The seller's server serves on this answer, so the sale is spent now: a claim answered again (one the
       // recovery pass settled after its caller gave up, reopened for this retry) is never reopened once more.
@@ -236,9 +248,16 @@ function sendSettleResponse(
     errorReason: outcome.reason,
     errorMessage: outcome.message,
     payer,
-    transaction: '',
+    // settlement_pending names the transaction sent: @x402/core's resource server then asks once more with the
+    // same payload, which waits for that transaction here instead of paying again.
+    transaction: outcome.transaction ?? '',
     network,
   };
+  if (outcome.status === 409) {
+    res.status(409);
+    res.json(answer);
+    return;
+  }
   if (outcome.status === 429) {
     res.status(429).setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
     res.json({

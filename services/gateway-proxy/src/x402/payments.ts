@@ -3,7 +3,7 @@ import type { X402Offer } from '@paygate/protocol';
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { PaymentService, Purchase } from '../payments/service';
-import { X402Authorizations } from './authorizations';
+import { type AuthorizationKey, X402Authorizations } from './authorizations';
 import {
   authorizationUsedOnChain,
   readTokenDomain,
@@ -13,8 +13,9 @@ import {
   type TokenDomain,
   usdcBalance,
 } from './evm-reads';
+import { X402PaymentIds } from './payment-ids';
 import type { DecodedX402Payment } from './protocol';
-import { PAYGATE_REASONS } from './reasons';
+import { PAYGATE_REASONS, UPSTREAM_REASONS } from './reasons';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';
 import { type ChainReads, runLocalChecks, runReadChecks, type X402Expectation } from './verify';
@@ -59,6 +60,20 @@ export interface VerifyOptions {
 }
 
 const RECOVERY_BATCH = 50;
+/** Payment identifiers are kept this long: a purchase is retried within minutes, an id is never reused later. */
+const PAYMENT_ID_KEEP_MS = 24 * 3600_000;
+const PAYMENT_ID_SWEEP_BATCH = 500;
+
+/** How a settlement is asked for besides the payment: the facilitator's bound, and the request an id names. */
+export interface SettleOptions {
+  /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
+  maxTimeoutSeconds?: number;
+  /**
+   * The request this payment pays for (requestFingerprint): with the payload's payment identifier, the same id for
+   * the same request is one purchase, for another request a conflict. Without it the identifier is not used.
+   */
+  fingerprint?: string;
+}
 const { unavailable } = PAYGATE_REASONS;
 
 /**
@@ -73,6 +88,8 @@ export class X402Payments implements BackgroundTask {
   private readonly recovery: PollingLoop;
   /** Postgres's record of every authorization presented (the facilitator's copies wait on it too). */
   readonly authorizations: X402Authorizations;
+  /** x402's payment-identifier extension: each payer's ids, bound to the request and authorization they bought. */
+  readonly paymentIds: X402PaymentIds;
   private readonly settlement: X402Settlement;
 
   constructor(
@@ -83,7 +100,11 @@ export class X402Payments implements BackgroundTask {
     readonly settings: X402Settings,
   ) {
     this.authorizations = new X402Authorizations(ctx.db, settings, settings.now);
-    this.settlement = new X402Settlement(ctx.logger, payments, relayer, this.authorizations, settings);
+    this.paymentIds = new X402PaymentIds(ctx.db, settings.now);
+    this.settlement = new X402Settlement(ctx.logger, payments, relayer, this.authorizations, {
+      ...settings,
+      staleAfterMs: this.staleAfterMs(),
+    });
     this.recovery = new PollingLoop(() => this.recoverOnce(), {
       what: 'x402 recovery pass',
       logger: ctx.logger,
@@ -292,7 +313,7 @@ export class X402Payments implements BackgroundTask {
     payment: DecodedX402Payment,
     purchase: Purchase,
     version: 1 | 2,
-    options: { maxTimeoutSeconds?: number } = {},
+    options: SettleOptions = {},
   ): Promise<X402Outcome> {
     const started = performance.now();
     const notValid = await this.verify(payment, purchase.priceMicro, {
@@ -300,14 +321,40 @@ export class X402Payments implements BackgroundTask {
       maxTimeoutSeconds: options.maxTimeoutSeconds,
     });
     if (notValid) return notValid;
+    const key = this.authorizations.keyOf(payment.authorization);
+    // The payer is proven by the signature just checked: its id names its purchase, whichever authorization
+    // carries it now. Another authorization under a bound id is never submitted: nothing more is charged.
+    if (payment.paymentId && options.fingerprint) {
+      const binding = await this.paymentIds.bind(
+        { payer: payment.authorization.from, id: payment.paymentId, fingerprint: options.fingerprint },
+        key,
+        (bound, boundAt) => this.paidNothing(bound, boundAt),
+      );
+      if (binding.kind === 'conflict') {
+        return refused(
+          409,
+          PAYGATE_REASONS.paymentIdConflict,
+          `payment identifier ${payment.paymentId} was used for another request (method, URL, body or price); use a new id for a new request`,
+        );
+      }
+      if (binding.key.auth_nonce !== key.auth_nonce) {
+        const answer = await this.settlement.presentedBefore(binding.key, null, purchase);
+        // Served already: said so (never a 402, which would have a client sign again), nothing charged.
+        if (!answer.ok && answer.reason === UPSTREAM_REASONS.nonceAlreadyUsed) {
+          return refused(
+            409,
+            PAYGATE_REASONS.paymentIdServed,
+            `the purchase of payment identifier ${payment.paymentId} was served already, and Paygate keeps no copy of its answer; nothing more was charged. Use a new id for a new purchase`,
+          );
+        }
+        return answer;
+      }
+    }
     if (!(await this.relayer.available())) {
       return refused(503, unavailable, 'x402 settlement is unavailable right now; pay with X-402-Payment');
     }
     const claimed = await this.authorizations.claim(payment, purchase, version);
-    if (!claimed) {
-      const key = this.authorizations.keyOf(payment.authorization);
-      return this.settlement.presentedBefore(key, payment, purchase);
-    }
+    if (!claimed) return this.settlement.presentedBefore(key, payment.signature, purchase);
     // Over budget (or not counted): nothing is submitted, and the same authorization may come back.
     let overBudget: Refused | undefined;
     try {
@@ -323,13 +370,31 @@ export class X402Payments implements BackgroundTask {
     return this.settlement.submit(claimed, payment, purchase, performance.now() - started);
   }
 
+  /** How long a `submitting` authorization may be held: never race a live caller (inclusion + relayer's timeout). */
+  private staleAfterMs(): number {
+    return Math.max(
+      this.settings.recoveryAfterMs,
+      this.settings.inclusionWaitMs + this.settings.relayerTimeoutMs,
+    );
+  }
+
+  /**
+   * An authorization that moved no money: refused, or never claimed though its id was bound long ago (a process
+   * that died between the two). One bound just now and not claimed yet is being presented: it is not replaced.
+   */
+  private async paidNothing(key: AuthorizationKey, boundAt: Date): Promise<boolean> {
+    const row = await this.authorizations.find(key);
+    if (row) return row.state === 'refused';
+    return boundAt.getTime() < this.settings.now().getTime() - this.staleAfterMs();
+  }
+
   /** Authorizations whose caller gave up (timeout, crash) before their transfer was claimed: finish them. */
   async recoverOnce(): Promise<void> {
     this.keepOfferFresh();
-    // Never race a live caller: it may wait for the inclusion plus the relayer's timeout.
-    const afterMs = Math.max(
-      this.settings.recoveryAfterMs,
-      this.settings.inclusionWaitMs + this.settings.relayerTimeoutMs,
+    const afterMs = this.staleAfterMs();
+    await this.paymentIds.forgetOlderThan(
+      new Date(this.settings.now().getTime() - PAYMENT_ID_KEEP_MS),
+      PAYMENT_ID_SWEEP_BATCH,
     );
     const rows = await this.authorizations.takeOverStale(
       new Date(this.settings.now().getTime() - afterMs),

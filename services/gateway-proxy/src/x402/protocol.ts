@@ -2,6 +2,7 @@ import { TransferAuthorization } from '@paygate/contracts';
 import { decodeX402Header, X402HeaderError, x402PaymentHeaderName } from '@paygate/protocol';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { isValidPaymentId, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
 /**
  * The gateway's side of the x402 transport: the TypeBox schemas of x402's payloads, checked on every payment it
@@ -58,6 +59,24 @@ export interface DecodedX402Payment {
   signature: string;
   /** v2's resource URL as the client states it (informational). */
   resourceUrl?: string;
+  /** v2's payment-identifier extension: the client's idempotency key for this purchase. */
+  paymentId?: string;
+}
+
+/**
+ * The `id` of x402's payment-identifier extension, when the payload carries one: 16 to 128 characters of
+ * `[A-Za-z0-9_-]` (the extension's own rule), else the header is refused naming the field.
+ */
+function paymentIdOf(extensions: Record<string, unknown> | undefined, name: string): string | undefined {
+  const extension = extensions?.[PAYMENT_IDENTIFIER] as { info?: { id?: unknown } } | undefined;
+  const id = extension?.info?.id;
+  if (id === undefined) return undefined;
+  if (typeof id !== 'string' || !isValidPaymentId(id)) {
+    throw new X402HeaderError(
+      `${name} extensions.${PAYMENT_IDENTIFIER}.info.id must be 16 to 128 characters of A-Z, a-z, 0-9, _ and -`,
+    );
+  }
+  return id;
 }
 
 function firstError(schema: Parameters<typeof Value.Errors>[0], value: unknown): string {
@@ -88,6 +107,7 @@ export function parseX402Payment(
       authorization: value.payload.authorization,
       signature: value.payload.signature,
       resourceUrl: value.resource?.url,
+      paymentId: paymentIdOf(value.extensions, name),
     };
   }
   if (!Value.Check(PaymentPayloadV1, value)) {

@@ -37,11 +37,16 @@ export const UPSTREAM_REASONS = {
  * - `unavailable` (503): the chain RPC or the relayer did not answer, or the authorization is being settled by
  *   another request; nothing was refused, the same payment may be presented again.
  * - `relayerDailyLimit` (429): Paygate's per-payer and per-seller budgets of relayed payments per UTC day.
+ * - `paymentIdConflict` (409): the payment-identifier extension's "same id, different payload" (the extension
+ *   names the status, 409, but no code); `paymentIdServed` (409): the same id for the same request once its
+ *   purchase was served (Paygate keeps no copy of the seller's answer to return).
  */
 export const PAYGATE_REASONS = {
   assetMismatch: 'invalid_exact_evm_asset_mismatch',
   unavailable: 'x402_unavailable',
   relayerDailyLimit: 'relayer_daily_limit',
+  paymentIdConflict: 'payment_identifier_conflict',
+  paymentIdServed: 'payment_identifier_served',
 } as const;
 
 export type UpstreamReason = (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS];

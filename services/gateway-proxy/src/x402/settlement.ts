@@ -33,20 +33,28 @@ export type X402Outcome =
   | { ok: true; claim: PaymentClaim; txHash: string; payer: string; fresh: boolean; timings: X402Timings }
   | {
       ok: false;
-      status: 402 | 429 | 503;
+      /**
+       * 202: `settlement_pending`, the transaction is sent (`transaction`) but not included yet: nothing more is
+       * charged, the same payment (or payment identifier) presented again is served once it is included. 409: a
+       * payment identifier already used for another request.
+       */
+      status: 202 | 402 | 409 | 429 | 503;
       reason: X402Reason;
       message: string;
+      /** 202 only: the hash of the transaction sent. */
+      transaction?: string;
       /** 429 only: when the day's budget starts afresh. */
       retryAfterSeconds?: number;
       /**
-       * 503 only: the authorization is `submitting` under another caller (a copy, a replica, the recovery pass),
-       * so this one may wait for that settlement and present it again.
+       * 503 only: the authorization (`settling`) is `submitting` under another caller (a copy, a replica, the
+       * recovery pass), so this one may wait for that settlement and present it again.
        */
       beingSettled?: true;
+      settling?: { key: AuthorizationKey; signature: string };
     };
 
 export type Refused = Extract<X402Outcome, { ok: false }>;
-export const refused = (status: 402 | 503, reason: X402Reason, message: string): Refused => ({
+export const refused = (status: 402 | 409 | 503, reason: X402Reason, message: string): Refused => ({
   ok: false,
   status,
   reason,
@@ -66,6 +74,15 @@ export const settledBefore = (claim: PaymentClaim): X402Outcome => ({
 });
 
 const { unavailable } = PAYGATE_REASONS;
+
+/** Sent, not included yet: 202 with the transaction, never a 402 that would have a client sign a second payment. */
+export const settlementPending = (txHash: string): Refused => ({
+  ok: false,
+  status: 202,
+  reason: UPSTREAM_REASONS.settlementPending,
+  message: `transaction ${txHash} is sent but not included yet; present the same payment (or payment identifier) again shortly: nothing more is charged`,
+  transaction: txHash,
+});
 
 /** The relayer's refusals, as x402 reason codes; transient ones (nothing was sent) answer 503. */
 export const RELAYER_REASONS: Record<
@@ -105,6 +122,8 @@ export class X402Settlement {
       usdcAddress: string;
       inclusionWaitMs: number;
       retryWindowSeconds: number;
+      /** An authorization `submitting` this long has no live caller any more (the recovery pass's bound). */
+      staleAfterMs: number;
       now: () => Date;
     },
   ) {}
@@ -135,11 +154,9 @@ export class X402Settlement {
     }
     if (!reply.ok) return this.relayerRefused(claimed, reply);
     if (reply.status !== 'confirmed') {
-      return refused(
-        503,
-        UPSTREAM_REASONS.settlementPending,
-        `transaction ${reply.txHash} is not included yet; present the same payment again shortly`,
-      );
+      // Nobody waits for it any more: the same payment presented again (or the recovery pass) takes it over.
+      await this.authorizations.releasePending(claimed, reply.txHash, this.staleBefore());
+      return settlementPending(reply.txHash);
     }
     let claim: PaymentClaim | undefined;
     const claimStarted = performance.now();
@@ -243,10 +260,20 @@ export class X402Settlement {
     }
   }
 
-  /** The same authorization again: a replay is served only under the reuse rules of the purchase it paid for. */
+  /** The stale bound of takeovers, as a time: rows `submitting` since before it have no live caller. */
+  private staleBefore(): Date {
+    return new Date(this.settings.now().getTime() - this.settings.staleAfterMs);
+  }
+
+  /**
+   * The same authorization again (`signature`: the one presented, checked against the row's; null when the
+   * payer is proven otherwise, by its payment identifier): a replay is served only under the reuse rules of the
+   * purchase it paid for. One whose transaction was sent but not seen included is taken over and waited for
+   * here, and served once included.
+   */
   async presentedBefore(
     key: AuthorizationKey,
-    payment: DecodedX402Payment,
+    signature: string | null,
     purchase: Purchase,
   ): Promise<X402Outcome> {
     const row = await this.authorizations.find(key);
@@ -255,19 +282,84 @@ export class X402Settlement {
       UPSTREAM_REASONS.nonceAlreadyUsed,
       'this authorization has already paid for something; sign a new one',
     );
-    if (!row || row.signature !== payment.signature.toLowerCase()) return used;
+    if (!row && signature === null) {
+      // Bound to its id a moment ago by another presentation, not claimed yet: that one is settling it.
+      return {
+        ...refused(503, unavailable, 'this payment identifier is being settled; present it again shortly'),
+        beingSettled: true,
+      };
+    }
+    if (!row || (signature !== null && row.signature !== signature.toLowerCase())) return used;
     if (row.state === 'refused') {
       // A row refused as `transfer_already_claimed` (or under an older code) answers as its live refusal did.
       const reason = isX402Reason(row.reason) ? row.reason : UPSTREAM_REASONS.nonceAlreadyUsed;
       return refused(402, reason, 'this authorization was refused before');
     }
+    if (row.state === 'submitting' && row.tx_hash) {
+      const taken = await this.authorizations.takeOverPending(key, this.staleBefore());
+      if (taken) return this.finishPending(taken, purchase);
+    }
     if (row.state === 'submitting' || !row.claim_id) {
       return {
         ...refused(503, unavailable, 'this authorization is being settled; present it again shortly'),
         beingSettled: true,
+        settling: { key, signature: row.signature },
       };
     }
     const claim = await this.authorizations.claimById(row.claim_id);
+    if (!claim) return used;
+    const reused = await this.payments.reuseClaim(claim, purchase);
+    return reused.ok ? settledBefore(reused.claim) : used;
+  }
+
+  /**
+   * A sent authorization presented again, taken over (`row`, renewed): waits for its inclusion as a live caller
+   * would, then its transfer is claimed (kept for a retry, as the recovery pass does) and served to this request
+   * under the reuse rules; still not included, it is released again and answered pending with its transaction.
+   */
+  private async finishPending(row: AuthorizationRow, purchase: Purchase): Promise<X402Outcome> {
+    const key = keyOfRow(row);
+    const claimed: ClaimedAuthorization = { key, claimedAt: row.updated_at };
+    let reply: RelayerSubmitReply;
+    try {
+      reply = await this.relayer.submit({
+        chainId: row.chain_id,
+        token: this.settings.usdcAddress,
+        authorization: authorizationOfRow(row),
+        signature: row.signature,
+        waitForReceiptMs: this.settings.inclusionWaitMs,
+      });
+    } catch {
+      await this.authorizations.releasePending(claimed, row.tx_hash!, this.staleBefore());
+      return settlementPending(row.tx_hash!);
+    }
+    if (!reply.ok) {
+      if (RELAYER_REASONS[reply.reason][0] === 402) return this.relayerRefused(claimed, reply);
+      await this.authorizations.releasePending(claimed, row.tx_hash!, this.staleBefore());
+      return settlementPending(row.tx_hash!);
+    }
+    if (reply.status !== 'confirmed') {
+      await this.authorizations.releasePending(claimed, reply.txHash, this.staleBefore());
+      return settlementPending(reply.txHash);
+    }
+    let claim: PaymentClaim | undefined;
+    try {
+      claim = await this.claimTransfer(
+        key,
+        { authorization: authorizationOfRow(row) },
+        purchaseOfRow(row),
+        reply,
+        'recovered',
+      );
+    } catch (error) {
+      if (!(error instanceof LedgerClaimRefused)) throw error;
+      return refused(503, unavailable, error.failure.message);
+    }
+    const used = refused(
+      402,
+      UPSTREAM_REASONS.nonceAlreadyUsed,
+      `transaction ${reply.txHash} already paid for something`,
+    );
     if (!claim) return used;
     const reused = await this.payments.reuseClaim(claim, purchase);
     return reused.ok ? settledBefore(reused.claim) : used;
@@ -297,6 +389,13 @@ export class X402Settlement {
       this.logger.info({ payer: row.payer, txHash: reply.txHash }, 'x402 payment recovered and credited');
     } else if (!reply.ok && RELAYER_REASONS[reply.reason][0] === 402) {
       await this.authorizations.markRefused(key, RELAYER_REASONS[reply.reason][1]);
+    } else if (reply.ok) {
+      // Sent, not included yet: left for the next presentation (or pass) to take over at once.
+      await this.authorizations.releasePending(
+        { key, claimedAt: row.updated_at },
+        reply.txHash,
+        this.staleBefore(),
+      );
     } else {
       await this.authorizations.countAttempt(key);
     }

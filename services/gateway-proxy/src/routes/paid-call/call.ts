@@ -9,7 +9,7 @@ import type { ForwardOptions } from '../../proxy/forward';
 import type { ForwardingKeys } from '../../proxy/forwarding-keys';
 import type { SkillDirectory } from '../../skills/projection';
 import type { TicketIssuer } from '../../tickets/issuer';
-import type { X402Outcome, X402Payments } from '../../x402/payments';
+import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/payments';
 import type { DecodedX402Payment } from '../../x402/protocol';
 
 /**
@@ -45,7 +45,12 @@ export interface PaidCallDeps {
   /** x402's offer (the challenge) and the payer an authorization names. */
   x402: X402Payments;
   /** Settles an x402 payment (a copy of one being settled waits for it, never a second call for one payment). */
-  settleX402(payment: DecodedX402Payment, purchase: Purchase, version: 1 | 2): Promise<X402Outcome>;
+  settleX402(
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+    version: 1 | 2,
+    options?: SettleOptions,
+  ): Promise<X402Outcome>;
   tickets: TicketIssuer;
   forwardingKeys: ForwardingKeys;
   forwarding: ForwardOptions;

@@ -1,9 +1,15 @@
 import type { ServerResponse } from 'node:http';
-import type { PaymentRequirements } from '@paygate/protocol';
+import {
+  encodeX402Header,
+  type PaymentRequirements,
+  settlementResponse,
+  X402_HEADERS,
+} from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
 import { settlementHeaders } from '../../x402/challenge';
+import { requestFingerprint } from '../../x402/payment-ids';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import { paymentRequirements, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
@@ -97,9 +103,19 @@ export async function settleX402(
   call: Call,
   { payment, version }: Extract<Proof, { kind: 'x402' }>,
 ): Promise<Paid | undefined> {
-  const outcome = await deps.settleX402(payment, offer.purchase, version);
+  const outcome = await deps.settleX402(payment, offer.purchase, version, {
+    fingerprint: payment.paymentId ? fingerprintOf(call, offer) : undefined,
+  });
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.reason });
+    if (outcome.status === 202) {
+      answerPending(deps, call, version, payment.authorization.from, outcome);
+      return undefined;
+    }
+    if (outcome.status === 409) {
+      sendJson(call.res, 409, errorBody(call.requestId, outcome.reason, outcome.message));
+      return undefined;
+    }
     if (outcome.status === 429) {
       call.res.setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
       sendJson(
@@ -112,7 +128,7 @@ export async function settleX402(
       return undefined;
     }
     if (outcome.status === 503) call.res.setHeader('Retry-After', '2');
-    sendPaymentRequired(deps, offer, call, outcome.status, outcome.reason, outcome.message);
+    sendPaymentRequired(deps, offer, call, outcome.status as 402 | 503, outcome.reason, outcome.message);
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
@@ -130,4 +146,64 @@ export async function settleX402(
       payer: outcome.payer,
     }),
   };
+}
+
+/** Seconds a client waits before presenting a pending payment again (a block or two on Base). */
+const PENDING_RETRY_AFTER_SECONDS = 2;
+
+/**
+ * `settlement_pending`: the transaction is sent, not seen included within the wait. 202, never a 402 (a client would
+ * sign a second payment) nor a 5xx: x402's SettleResponse in PAYMENT-RESPONSE (success false, the transaction), and
+ * the same payment, or another under the same payment identifier, presented again is served once it is included.
+ */
+function answerPending(
+  deps: PaidCallDeps,
+  call: Call,
+  version: 1 | 2,
+  payer: string,
+  outcome: { reason: string; message: string; transaction?: string },
+): void {
+  const transaction = outcome.transaction ?? '';
+  const settlement = settlementResponse({
+    success: false,
+    transaction,
+    chainId: deps.config.chainId,
+    payer,
+    version,
+    errorReason: outcome.reason,
+  });
+  call.res.setHeader(
+    version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
+    encodeX402Header(settlement),
+  );
+  call.res.setHeader('Retry-After', String(PENDING_RETRY_AFTER_SECONDS));
+  call.res.setHeader('Cache-Control', 'no-store');
+  sendJson(
+    call.res,
+    202,
+    errorBody(call.requestId, outcome.reason, outcome.message, {
+      txHash: transaction,
+      retryAfterSeconds: PENDING_RETRY_AFTER_SECONDS,
+    }),
+  );
+}
+
+/**
+ * The request a payment identifier names: method, the paid URL (path and query), the body's type and length, and
+ * the price. The body's bytes are not read here (the forward reads them, once): two bodies of one length and type
+ * under one id are the same purchase, answered as the first (never charged twice).
+ */
+function fingerprintOf(call: Call, offer: Offer): string {
+  const headers = call.req.headers;
+  return requestFingerprint([
+    'paid-call',
+    call.method,
+    call.url.name,
+    call.url.path,
+    call.url.query,
+    String(headers['content-type'] ?? ''),
+    String(headers['content-length'] ?? ''),
+    offer.purchase.resource,
+    offer.purchase.priceMicro.toString(),
+  ]);
 }
