@@ -8,6 +8,7 @@ import { depositSweeps } from './2026-11-25-1600-deposit-sweeps';
 import { reorgWatch } from './2026-11-26-1400-reorg-watch';
 import { skipReservationCancelled } from './2026-11-29-0900-skip-reservation-cancelled';
 import { recordedAcknowledged } from './2026-11-29-0910-recorded-acknowledged';
+import { relayerRefusedPayers } from './2026-12-02-0400-relayer-refused-payers';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26-1400-reorg-watch': reorgWatch,
   '2026-11-29-0900-skip-reservation-cancelled': skipReservationCancelled,
   '2026-11-29-0910-recorded-acknowledged': recordedAcknowledged,
+  '2026-12-02-0400-relayer-refused-payers': relayerRefusedPayers,
 };

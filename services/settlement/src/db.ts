@@ -1,7 +1,7 @@
 import type { BusTables } from '@paygate/bus';
 import type { RpcReply } from '@paygate/contracts';
 import type { Generated } from 'kysely';
-import type { RelayedAuthorizationsTable } from './relayer/tables';
+import type { RelayedAuthorizationsTable, RelayerRefusedPayersTable } from './relayer/tables';
 import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
 
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
@@ -114,6 +114,7 @@ export interface SettlementDB extends BusTables {
   settlements: SettlementsTable;
   refunds: RefundsTable;
   relayed_authorizations: RelayedAuthorizationsTable;
+  relayer_refused_payers: RelayerRefusedPayersTable;
   platform_payouts: PlatformPayoutsTable;
   deposit_addresses: DepositAddressesTable;
   deposit_sweeps: DepositSweepsTable;

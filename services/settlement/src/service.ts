@@ -161,7 +161,9 @@ function settlementParts(
     transfers.kick(),
   );
   const relayer =
-    config.relayer && relayerChain ? x402Relayer(ctx, config, config.relayer, relayerChain, chain) : null;
+    config.relayer && relayerChain
+      ? x402Relayer(ctx, config, config.relayer, relayerChain, chain, clock)
+      : null;
   const sweeper = config.checkoutSweep
     ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
     : null;
@@ -191,6 +193,7 @@ function x402Relayer(
   relayerConfig: NonNullable<SettlementConfig['relayer']>,
   relayerChain: RelayerChain,
   chain: EscrowChain,
+  clock: Clock,
 ): Relayer {
   return new Relayer(ctx, relayerChain, {
     chainId: config.chainId,
@@ -206,6 +209,8 @@ function x402Relayer(
     lookbackBlocks: relayerConfig.lookbackBlocks,
     confirmations: config.confirmations,
     dbSchema: config.dbSchema,
+    revertRefusalMs: relayerConfig.revertRefusalMs,
+    now: clock,
   });
 }
 

@@ -1,4 +1,5 @@
 import type { ServiceContext } from '@paygate/runtime';
+import { Transaction } from 'ethers';
 import { sql } from 'kysely';
 import type { SettlementDB } from '../db';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
@@ -203,17 +204,8 @@ export class RelayerBackgroundPass {
   private async resign(row: Row, bumped: FeeCaps): Promise<Row | undefined> {
     const signed = await this.chain.sign({
       tokenAddress: row.token_address,
-      data: this.chain.callData(
-        {
-          from: row.payer,
-          to: row.to_address,
-          value: row.value_micro.toString(),
-          validAfter: row.valid_after.toString(),
-          validBefore: row.valid_before.toString(),
-          nonce: row.auth_nonce,
-        },
-        row.signature,
-      ),
+      // The calldata signed and simulated before, as it was: only the fees change.
+      data: Transaction.from(row.raw_tx!).data,
       nonce: row.relayer_nonce!,
       gasLimit: row.gas_limit!,
       fees: bumped,

@@ -3,7 +3,7 @@ import type { TransferAuthorization } from '@paygate/contracts';
 import {
   Interface,
   type JsonRpcProvider,
-  Signature,
+  keccak256,
   Transaction,
   toQuantity,
   Wallet,
@@ -67,6 +67,23 @@ function refusalOf(message: string): SimulationRefusal {
   return 'simulation_failed';
 }
 
+/** A hex string of whole bytes, at least one. */
+const WHOLE_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
+
+/** The gas a simulation may use at most: a payer's check that needs more is refused, not sponsored. */
+export const SIMULATION_GAS_CAP = 1_000_000n;
+
+/** The `v` byte of a 65-byte signature; undefined for any other length. */
+function vOf(signature: string): number | undefined {
+  return signature.length === 132 ? Number.parseInt(signature.slice(130, 132), 16) : undefined;
+}
+
+/** Whether a signature's calldata depends on the payer having code (a 65-byte v 27/28 signature's does not). */
+export function dependsOnCode(signature: string): boolean {
+  const v = vOf(signature);
+  return v !== 27 && v !== 28;
+}
+
 function describe(error: unknown): string {
   const e = error as { shortMessage?: string; reason?: string; message?: string };
   return String(e?.reason ?? e?.shortMessage ?? e?.message ?? error).slice(0, 300);
@@ -89,8 +106,20 @@ export class RelayerChain {
     this.chainId = options.chainId;
   }
 
-  /** Calldata: the v,r,s form for a 65-byte EOA signature (every USDC version), the bytes form otherwise (ERC-1271). */
-  callData(authorization: TransferAuthorization, signature: string): string {
+  /**
+   * Calldata of the submission, or undefined for a signature the token cannot take (never a throw). A 65-byte
+   * signature with v 27/28 goes in the v,r,s form (the token passes the same 65 bytes to a contract wallet's
+   * ERC-1271 check); any other signature of a contract payer (`payerHasCode`) goes in the bytes form exactly as
+   * signed (Safe's v 0/1 or 31/32 mean something to the wallet, and changing them breaks its check); an EOA's v
+   * 0/1 is v 27/28, as the token's ecrecover takes it. Whether the payer has code matters only when
+   * `dependsOnCode(signature)`.
+   */
+  callData(
+    authorization: TransferAuthorization,
+    signature: string,
+    payerHasCode: boolean,
+  ): string | undefined {
+    if (!WHOLE_BYTES.test(signature)) return undefined;
     const a = authorization;
     const args = [
       formatAddress(a.from),
@@ -100,30 +129,71 @@ export class RelayerChain {
       BigInt(a.validBefore),
       a.nonce,
     ];
-    if (signature.length === 132) {
-      const sig = Signature.from(signature);
-      return token.encodeFunctionData(
+    const v = vOf(signature);
+    const vrs = (normalised: number) =>
+      token.encodeFunctionData(
         'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)',
-        [...args, sig.v, sig.r, sig.s],
+        [...args, normalised, `0x${signature.slice(2, 66)}`, `0x${signature.slice(66, 130)}`],
+      );
+    if (v === 27 || v === 28) return vrs(v);
+    if (payerHasCode) {
+      return token.encodeFunctionData(
+        'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)',
+        [...args, signature],
       );
     }
-    return token.encodeFunctionData(
-      'transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,bytes)',
-      [...args, signature],
-    );
+    if (v === 0 || v === 1) return vrs(v + 27);
+    return undefined;
   }
 
-  /** Simulates the submission from the relayer; throws SimulationError with the token's reason. */
-  async simulate(tokenAddress: string, data: string): Promise<bigint> {
+  /**
+   * Simulates the submission from the relayer with the fees it will be signed with (a contract payer may answer
+   * differently at gas price 0, which is what a simulation without fees runs at), within SIMULATION_GAS_CAP;
+   * throws SimulationError with the token's reason.
+   */
+  async simulate(tokenAddress: string, data: string, fees: FeeCaps): Promise<bigint> {
     try {
-      return await this.provider.estimateGas({ from: this.address, to: tokenAddress, data });
+      return await this.provider.estimateGas({
+        from: this.address,
+        to: tokenAddress,
+        data,
+        type: 2,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        gasLimit: SIMULATION_GAS_CAP,
+      });
     } catch (error) {
       const message = describe(error);
-      if (/revert|execution reverted|FiatToken|ERC20/i.test(message)) {
+      if (/revert|execution reverted|FiatToken|ERC20|out of gas|gas required exceeds/i.test(message)) {
         throw new SimulationError(refusalOf(message), message);
       }
       throw error; // the RPC itself failed: not the authorization's fault
     }
+  }
+
+  /** The keccak256 of the account's code, or null when it has none (an EOA). */
+  async codeHash(address: string): Promise<string | null> {
+    const code = await this.provider.getCode(formatAddress(address));
+    return code === '0x' || code === '0x0' ? null : keccak256(code).toLowerCase();
+  }
+
+  /** The account's USDC balance after the given block. */
+  async usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
+    const data = token.encodeFunctionData('balanceOf', [formatAddress(account)]);
+    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
+    return token.decodeFunctionResult('balanceOf', result)[0] as bigint;
+  }
+
+  /** Whether the authorization was used or canceled as of the given block. */
+  async authorizationUsedAt(
+    tokenAddress: string,
+    payer: string,
+    nonce: string,
+    block: bigint,
+  ): Promise<boolean> {
+    const data = token.encodeFunctionData('authorizationState', [formatAddress(payer), nonce]);
+    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
+    return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
   }
 
   async authorizationUsed(tokenAddress: string, payer: string, nonce: string): Promise<boolean> {

@@ -14,6 +14,8 @@ export interface RelayerConfig {
   /** RELAYER_WS_URL: a ws(s) URL of the chain's node for pushed heads; undefined polls only. */
   headsWsUrl: string | undefined;
   lookbackBlocks: number;
+  /** How long a payer (and its contract code) is refused after a transaction relayed for it reverted on chain. */
+  revertRefusalMs: number;
 }
 
 const GWEI = 1_000_000_000n;
@@ -33,6 +35,9 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
       RELAYER_RECEIPT_POLL_MS: int({ default: 20, min: 1 }),
       RELAYER_WS_URL: str({ default: '' }),
       RELAYER_LOOKBACK_BLOCKS: int({ default: 5000, min: 1 }),
+      // A week: long enough that a payer (or a wallet's code) that made one relayed transaction revert costs the
+      // relayer at most one transaction a week; an honest payer still pays with X-402-Payment meanwhile.
+      RELAYER_REVERT_REFUSAL_HOURS: int({ default: 168, min: 1, max: 24 * 365 }),
     },
     problems,
   );
@@ -58,6 +63,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     receiptPollMs: parsed.RELAYER_RECEIPT_POLL_MS,
     headsWsUrl: parsed.RELAYER_WS_URL || undefined,
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
+    revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
   } as RelayerConfig;
   Object.defineProperty(config, 'privateKey', { value: parsed.RELAYER_PRIVATE_KEY, enumerable: false });
   return config;

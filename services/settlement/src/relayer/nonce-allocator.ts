@@ -20,6 +20,8 @@ interface PendingRecord {
   data: string;
   gas: bigint;
   chainState: ChainState;
+  /** The payer's code hash as read for this submission (null: no code). */
+  payerCodeHash: string | null;
   resolve(row: Row): void;
   reject(error: unknown): void;
 }
@@ -55,9 +57,15 @@ export class NonceAllocator {
    * (or its twin in the batch) instead and sends nothing. The caller broadcasts after the commit, outside the
    * lock, so a crash between the two leaves a recorded transaction that the background pass rebroadcasts.
    */
-  record(request: RelayerSubmitRequest, data: string, gas: bigint, chainState: ChainState): Promise<Row> {
+  record(
+    request: RelayerSubmitRequest,
+    data: string,
+    gas: bigint,
+    chainState: ChainState,
+    payerCodeHash: string | null,
+  ): Promise<Row> {
     return new Promise<Row>((resolve, reject) => {
-      this.waiting.push({ request, data, gas, chainState, resolve, reject });
+      this.waiting.push({ request, data, gas, chainState, payerCodeHash, resolve, reject });
       if (!this.allocating) void this.allocate();
     });
   }
@@ -92,7 +100,7 @@ export class NonceAllocator {
       for (const { chainState } of batch) nonce = larger(nonce, chainState.pendingNonce);
       const fresh: RelayerSubmitRequest[] = [];
       const values = [];
-      for (const { request, data, gas, chainState } of batch) {
+      for (const { request, data, gas, chainState, payerCodeHash } of batch) {
         const key = keyOf(request);
         if (recorded.has(key) || fresh.some((r) => keyOf(r) === key)) continue;
         const fees = cappedFees(chainState.fees, this.settings.maxFeePerGasCapWei);
@@ -101,6 +109,7 @@ export class NonceAllocator {
         fresh.push(request);
         values.push({
           ...this.recorded.authorizationColumns(request),
+          payer_code_hash: payerCodeHash,
           status: 'signed' as const,
           relayer_nonce: nonce,
           gas_limit: gasLimit,

@@ -2,6 +2,7 @@ import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
+import type { RefusedPayers } from './refused-payers';
 import { describe, type RelayerSettings, type Row } from './settings';
 
 /** How long after its caller was answered a confirmed row is finished. */
@@ -23,6 +24,7 @@ export class RecordedAuthorizations {
     private readonly ctx: ServiceContext<SettlementDB>,
     private readonly chain: RelayerChain,
     private readonly settings: RelayerSettings,
+    private readonly refusedPayers: RefusedPayers,
   ) {}
 
   /** Waits for the rows still being finished after their callers were answered. */
@@ -84,6 +86,7 @@ export class RecordedAuthorizations {
       valid_before: BigInt(a.validBefore),
       signature: request.signature.toLowerCase(),
       relayer_address: this.chain.address.toLowerCase(),
+      payer_code_hash: null as string | null,
     };
   }
 
@@ -118,7 +121,7 @@ export class RecordedAuthorizations {
         this.finishInBackground(row, fields);
         return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
       }
-      return this.finishReverted(row, hash);
+      return this.finishReverted(row, hash, executed.blockNumber);
     }
     return row;
   }
@@ -163,8 +166,12 @@ export class RecordedAuthorizations {
     this.finishing.add(finishing);
   }
 
-  /** Our transaction reverted: the authorization expired, or someone else used it first. */
-  private async finishReverted(row: Row, hash: string): Promise<Row> {
+  /**
+   * Our transaction reverted: someone else used the authorization first (then it is that transaction's), or it
+   * failed. A failure the payer caused (its balance, a cancel, or its own signature check saying no in the block
+   * after yes in the simulation) refuses the payer, and for its check its code hash, in the same transaction.
+   */
+  private async finishReverted(row: Row, hash: string, block: bigint): Promise<Row> {
     const otherTx = await this.chain.findAuthorizationUse(
       row.token_address,
       row.payer,
@@ -179,7 +186,34 @@ export class RecordedAuthorizations {
         log_index: other.logIndex,
       });
     }
-    return this.finish(row, 'failed', { last_error: `transaction ${hash} reverted on chain` });
+    const cause = await this.refusedPayers.causeOf(row, block);
+    const updated = await this.ctx.inTransaction(async (trx) => {
+      const failed = await trx
+        .updateTable('relayed_authorizations')
+        .set({
+          status: 'failed',
+          last_error: `transaction ${hash} reverted on chain`,
+          finished_at: new Date(),
+        })
+        .where('id', '=', row.id)
+        .where('status', 'in', ['signed', 'broadcast'])
+        .returningAll()
+        .executeTakeFirst();
+      if (failed) await this.refusedPayers.record(trx, failed, hash, cause);
+      return failed;
+    });
+    if (updated) {
+      this.ctx.logger.error(
+        { id: row.id, status: 'failed', txHash: hash, cause },
+        'relayed authorization finished',
+      );
+      return updated;
+    }
+    return this.ctx.db
+      .selectFrom('relayed_authorizations')
+      .selectAll()
+      .where('id', '=', row.id)
+      .executeTakeFirstOrThrow();
   }
 
   private async finish(

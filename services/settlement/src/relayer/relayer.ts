@@ -3,12 +3,21 @@ import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } fro
 import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { RelayerBackgroundPass } from './background-pass';
-import { type FeeCaps, type RelayerChain, SimulationError } from './chain';
+import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
 import { HeadPush } from './head-push';
 import { HeadWatcher } from './heads';
 import { type ChainState, NonceAllocator } from './nonce-allocator';
 import { RecordedAuthorizations } from './recorded';
-import { describe, isFinished, type Refusal, type RelayerSettings, type Row, refusal } from './settings';
+import { RefusedPayers } from './refused-payers';
+import {
+  cappedFees,
+  describe,
+  isFinished,
+  type Refusal,
+  type RelayerSettings,
+  type Row,
+  refusal,
+} from './settings';
 
 export type { RelayerSettings } from './settings';
 
@@ -33,6 +42,8 @@ const NO_TIME: TimeBefore = { checksMs: 0, simulationMs: 0 };
 export class Relayer implements BackgroundTask {
   private readonly loop: PollingLoop;
   private readonly recorded: RecordedAuthorizations;
+  /** Payers (and contract code) refused after a relayed transaction of theirs reverted on chain. */
+  private readonly refusedPayers: RefusedPayers;
   private readonly allocator: NonceAllocator;
   private readonly pass: RelayerBackgroundPass;
   /** Wakes the callers waiting for a receipt when a newer block exists (./heads). */
@@ -47,7 +58,8 @@ export class Relayer implements BackgroundTask {
     private readonly chain: RelayerChain,
     private readonly settings: RelayerSettings,
   ) {
-    this.recorded = new RecordedAuthorizations(ctx, chain, settings);
+    this.refusedPayers = new RefusedPayers(ctx, chain, settings);
+    this.recorded = new RecordedAuthorizations(ctx, chain, settings, this.refusedPayers);
     this.allocator = new NonceAllocator(ctx, chain, settings, this.recorded);
     this.pass = new RelayerBackgroundPass(ctx, chain, settings, this.recorded, () => this.loop.isStopped);
     this.heads = new HeadWatcher(chain, settings.receiptPollMs);
@@ -110,27 +122,42 @@ export class Relayer implements BackgroundTask {
     return wei;
   }
 
-  /** Submits (once) and waits up to waitForReceiptMs for the receipt. */
-  async submit(request: RelayerSubmitRequest): Promise<RelayerSubmitReply> {
+  /**
+   * Submits (once) and waits up to waitForReceiptMs for the receipt. `ownKey`: the payer's key is Paygate's own (a
+   * deposit address's sweep), never refused for a revert.
+   */
+  async submit(
+    request: RelayerSubmitRequest,
+    options: { ownKey?: boolean } = {},
+  ): Promise<RelayerSubmitReply> {
     const started = performance.now();
     const foreign = this.refusalOfForeign(request);
     if (foreign) return foreign;
-    const data = this.chain.callData(request.authorization, request.signature);
-    // The lookup, the simulation and what the nonce allocation needs from the chain (pending nonce, fees) run
-    // side by side: none of them spends anything, and the nonce lock then holds no RPC, so a burst is signed
-    // back to back and enters the pool together (one block, not two).
+    // The lookup, the payer's code, the simulation and what the nonce allocation needs from the chain (pending
+    // nonce, fees) run side by side: none of them spends anything, and the nonce lock then holds no RPC, so a burst
+    // is signed back to back and enters the pool together (one block, not two). The simulation waits for the fees:
+    // it runs with the fees the transaction is signed with, as the block will run it.
     const found = this.recorded.find(request);
-    const simulation = this.chain.simulate(request.token, data).then(
-      (gas) => ({ gas }),
-      (error: unknown) => ({ error }),
-    );
+    const codeHash = this.chain.codeHash(request.authorization.from);
     const chainNonce = this.chain.pendingNonce();
     const fees = this.currentFees();
+    codeHash.catch(() => undefined);
     chainNonce.catch(() => undefined);
     fees.catch(() => undefined);
+    const simulation = this.simulation(request, codeHash, fees);
     const existing = await found;
     if (existing) return this.answerFor(existing, request, started, NO_TIME);
 
+    let payerCodeHash: string | null;
+    try {
+      payerCodeHash = await codeHash;
+    } catch (error) {
+      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
+    }
+    if (!options.ownKey) {
+      const refused = await this.refusedPayers.refusalOf(request.authorization.from, payerCodeHash);
+      if (refused) return refused;
+    }
     const outOfGas = await this.refusalOfBalance();
     if (outOfGas) return outOfGas;
     const checked = performance.now();
@@ -138,7 +165,7 @@ export class Relayer implements BackgroundTask {
     if ('error' in outcomeOfSimulation) {
       return this.refusalOfSimulation(outcomeOfSimulation.error, request, started);
     }
-    const gas = outcomeOfSimulation.gas;
+    const { gas, data } = outcomeOfSimulation;
     const simulated = performance.now();
     let chainState: ChainState;
     try {
@@ -147,12 +174,42 @@ export class Relayer implements BackgroundTask {
     } catch (error) {
       return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
     }
-    const row = await this.allocator.record(request, data, gas, chainState);
+    const row = await this.allocator.record(request, data, gas, chainState, payerCodeHash);
     if (row.status === 'signed') await this.recorded.broadcastRecorded(row);
     return this.answerFor(row, request, started, {
       checksMs: checked - started,
       simulationMs: simulated - checked,
     });
+  }
+
+  /**
+   * The submission's calldata and its simulation from the relayer's address with the fees it will be signed with
+   * (capped as signed). The payer's code is waited for only when the calldata depends on it; a signature the
+   * token cannot take is an `invalid_signature` refusal, never a throw.
+   */
+  private async simulation(
+    request: RelayerSubmitRequest,
+    codeHash: Promise<string | null>,
+    fees: Promise<FeeCaps>,
+  ): Promise<{ gas: bigint; data: string } | { error: unknown }> {
+    try {
+      const payerHasCode = dependsOnCode(request.signature) ? (await codeHash) !== null : false;
+      const data = this.chain.callData(request.authorization, request.signature, payerHasCode);
+      if (!data) {
+        return {
+          error: new SimulationError(
+            'invalid_signature',
+            payerHasCode
+              ? 'the signature is not whole bytes'
+              : 'the payer has no code, so its signature must be 65 bytes (r, s, v) with v 27 or 28 (or 0 or 1)',
+          ),
+        };
+      }
+      const caps = cappedFees(await fees, this.settings.maxFeePerGasCapWei);
+      return { gas: await this.chain.simulate(request.token, data, caps), data };
+    } catch (error) {
+      return { error };
+    }
   }
 
   /** This relayer submits USDC payments into the escrow wallet on its own chain, nothing else. */

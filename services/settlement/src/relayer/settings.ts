@@ -31,6 +31,10 @@ export interface RelayerSettings {
    */
   confirmations: number;
   dbSchema: string;
+  /** RELAYER_REVERT_REFUSAL_HOURS: how long a payer (and its code) is refused after its relayed transaction reverted. */
+  revertRefusalMs: number;
+  /** The injected clock (refusals' times). */
+  now: () => Date;
 }
 
 /** Recorded rows looked at in one background pass, at most. */

@@ -39,4 +39,23 @@ export interface RelayedAuthorizationsTable {
   final_at: Date | null;
   /** Times the recorded transaction was broadcast again after a reorg took it off the chain. */
   reorg_rebroadcasts: Generated<number>;
+  /** The keccak256 of the payer's code when the authorization was submitted; null for an account without code. */
+  payer_code_hash: string | null;
+}
+
+/**
+ * A payer the relayer no longer submits for (see the 2026-12-02-0400 migration): by address, or by the code hash of a
+ * contract payer (every address with that code), after a transaction relayed for it reverted on chain.
+ */
+export interface RelayerRefusedPayersTable {
+  chain_id: number;
+  kind: 'payer' | 'code_hash';
+  /** The payer's address, or its code hash (lowercase hex). */
+  subject: string;
+  /** The payer whose relayed transaction reverted. */
+  payer: string;
+  tx_hash: string;
+  reason: string;
+  refused_at: Generated<Date>;
+  refused_until: Date;
 }

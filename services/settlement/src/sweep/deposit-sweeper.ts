@@ -285,20 +285,24 @@ export class DepositSweeper {
 
   /** Submits a recorded sweep exactly as recorded (the relayer is idempotent per payer and nonce). */
   private async submit(sweep: Sweep, result: DepositPassResult): Promise<void> {
-    const reply: RelayerSubmitReply = await this.relayer!.submit({
-      chainId: this.chain.chainId,
-      token: formatAddress(this.chain.usdcAddress),
-      authorization: {
-        from: getAddress(sweep.address),
-        to: formatAddress(this.escrowAddress),
-        value: sweep.amount_micro.toString(),
-        validAfter: sweep.valid_after.toString(),
-        validBefore: sweep.valid_before.toString(),
-        nonce: sweep.auth_nonce,
+    const reply: RelayerSubmitReply = await this.relayer!.submit(
+      {
+        chainId: this.chain.chainId,
+        token: formatAddress(this.chain.usdcAddress),
+        authorization: {
+          from: getAddress(sweep.address),
+          to: formatAddress(this.escrowAddress),
+          value: sweep.amount_micro.toString(),
+          validAfter: sweep.valid_after.toString(),
+          validBefore: sweep.valid_before.toString(),
+          nonce: sweep.auth_nonce,
+        },
+        signature: sweep.signature,
+        waitForReceiptMs: 0,
       },
-      signature: sweep.signature,
-      waitForReceiptMs: 0,
-    });
+      // The deposit address's key is Paygate's own: a revert never stops its sweeps.
+      { ownKey: true },
+    );
     if (reply.ok) {
       this.ctx.logger.info(
         { address: sweep.address, amountMicro: sweep.amount_micro.toString(), txHash: reply.txHash },
