@@ -299,16 +299,16 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     expect(await relayerNonce()).toBe(nonceBefore);
   });
 
-  it('a payment not included while its caller waited answers 503, is credited once by the recovery pass, and the same header then gets the call', async () => {
+  it('a payment not included while its caller waited answers 202 settlement_pending, is credited once by the recovery pass, and the same header then gets the call', async () => {
     await setAutomine(h.anvil.provider, false);
     const payment = await header();
     const seen = upstream.requests.length;
     try {
       const waiting = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
-      expect(waiting.status).toBe(503);
+      expect(waiting.status).toBe(202);
       expect(waiting.headers.get('retry-after')).toBe('2');
       // @x402/evm's code for a transaction broadcast but not yet included.
-      expect((await waiting.json()).reason).toBe('settlement_pending');
+      expect((await waiting.json()).error.code).toBe('settlement_pending');
       await mine(h.anvil.provider, 1);
     } finally {
       await setAutomine(h.anvil.provider, true);
