@@ -1,15 +1,16 @@
 /**
- * The load's checkout and refund-request operations: a seller's session paid by transfer or through the widget's
- * wallet flow, a transfer that matches no session (the operator sends it back), and a buyer's signed refund request
- * that the seller approves or rejects.
+ * The load's checkout and refund-request operations: a seller's session paid by transfer (exactly, short, over or
+ * after the session expired) or through the widget's wallet flow, in the seller's matching mode (a unique amount on
+ * the checkout wallet, or the session's own deposit address); a transfer that matches no session (the operator
+ * sends it back); and a buyer's signed refund request that the seller approves or rejects.
  */
 import { refundRequestMessage } from '@paygate/agent-client';
 import { usdcAbi } from '@paygate/chain';
 import { createSession, getSession } from '@paygate/checkout-widget/api';
-import { parseUsdc } from '@paygate/money';
+import { formatUsdcExact, parseUsdc } from '@paygate/money';
 import { Contract, Interface, type Wallet } from 'ethers';
 import type { LoadOptions } from './load';
-import { errorCode, type Seller } from './participants';
+import { type CheckoutMatching, errorCode, type Seller } from './participants';
 import type { Prng } from './prng';
 
 const OPERATOR_POLL_MS = 1000;
@@ -22,50 +23,84 @@ async function transferUsdc(options: LoadOptions, buyer: Wallet, to: string, amo
   return receipt.hash as string;
 }
 
-type SessionView = { sessionId: string; exactAmount: string; walletAddress: string; status: string };
+type SessionView = {
+  sessionId: string;
+  exactAmount: string;
+  walletAddress: string;
+  status: string;
+  matching?: CheckoutMatching;
+};
 
-/** Polls a session (as the widget's fallback does) until it is paid, bounded. */
-async function waitSessionPaid(options: LoadOptions, sessionId: string): Promise<string> {
-  const deadline = Date.now() + 30_000;
+/** How a checkout session's buyer pays: the exact amount, a cent short or over, or exactly once it expired. */
+type CheckoutPayment = 'exact' | 'under' | 'over' | 'late';
+const CHECKOUT_PAYMENTS: Record<CheckoutPayment, number> = { exact: 70, under: 10, over: 10, late: 10 };
+/** Off the exact amount by a cent: never another session's amount (the load's amounts are 0.25 + a sub-cent suffix, or below 0.1). */
+const OFF_BY_MICRO = 10_000n;
+
+/** Polls a session (as the widget's fallback does) until its status matches, bounded: that status, or `still …`. */
+async function waitSessionStatus(
+  options: LoadOptions,
+  sessionId: string,
+  wanted: RegExp,
+  timeoutMs = 30_000,
+): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
   let status = 'unknown';
   while (Date.now() < deadline) {
     options.record.requests++;
     const view = await getSession(options.baseUrl, sessionId).catch(() => undefined);
     status = view?.status ?? status;
-    if (/^(paid|paid_late|overpaid)$/.test(status)) return status;
+    if (wanted.test(status)) return status;
     await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
   }
   return `still ${status}`;
 }
 
-/** A session's payment is mined: the widget's view must turn paid; a paid session is a served purchase. */
+const PAID = /^(paid|paid_late|overpaid)$/;
+
+/**
+ * A session's payment is mined: the widget's view must turn paid (`expected`, when the payment decides which); a
+ * paid session is a served purchase, counted under its matching mode.
+ */
 async function awaitCheckoutPaid(
   options: LoadOptions,
   buyer: Wallet,
   seller: Seller,
-  session: { sessionId: string; exactAmount: string },
+  session: SessionView,
   txHash: string,
+  amountMicro: bigint,
+  expected?: string,
 ): Promise<string> {
-  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash });
-  const status = await waitSessionPaid(options, session.sessionId);
-  if (status.startsWith('still')) return `session ${status}`;
+  const matching = session.matching ?? 'amount';
+  options.record.checkoutPaid.push({ sessionId: session.sessionId, txHash, matching });
+  const status = await waitSessionStatus(options, session.sessionId, PAID);
+  if (status.startsWith('still')) return `session ${status} (${matching})`;
   // Exactly one ledger payment of its transfer is expected, like a served call.
   options.record.served.set(txHash.toLowerCase(), {
     count: 1,
     sellerId: seller.sellerId,
-    amount: session.exactAmount,
+    amount: formatUsdcExact(amountMicro),
     payer: buyer.address.toLowerCase(),
   });
   options.record.successTimes.push(Date.now());
-  return status;
+  options.record.checkoutPaidByMode[matching]++;
+  const unexpected = expected && status !== expected ? ` (expected ${expected})` : '';
+  return `${status}${unexpected} (${matching})`;
 }
 
-/** A seller's server opens a checkout session; the buyer sends its exact amount to the session's address. */
+/**
+ * A seller's server opens a checkout session; the buyer pays it in the seller's mode (`walletAddress` and
+ * `exactAmount` say where and how much): exactly; a cent short or over (by amount: a transfer that names no session,
+ * which the operator sends back; at a deposit address: the session underpaid, which the operator sends back, or
+ * overpaid); or exactly once the session expired (`paid_late`).
+ */
 export async function checkoutByTransfer(
   options: LoadOptions,
   buyer: Wallet,
   seller: Seller,
+  prng: Prng,
 ): Promise<string> {
+  const payment = prng.weighted(CHECKOUT_PAYMENTS);
   options.record.requests++;
   const created = await fetch(`${options.baseUrl}/api/v1/checkout/sessions`, {
     method: 'POST',
@@ -75,8 +110,30 @@ export async function checkoutByTransfer(
   });
   if (created.status !== 201) return `create ${created.status} ${await errorCode(created)}`;
   const session = (await created.json()) as SessionView;
-  const txHash = await transferUsdc(options, buyer, session.walletAddress, parseUsdc(session.exactAmount));
-  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
+  const matching = session.matching ?? 'amount';
+  if (matching !== seller.checkoutMatching)
+    return `session by ${matching}, the seller chose ${seller.checkoutMatching}`;
+  const exact = parseUsdc(session.exactAmount);
+  if (payment === 'late') {
+    // SESSION_TTL_SECONDS is short in the run (service-env.ts): the session expires while the buyer waits.
+    const expired = await waitSessionStatus(options, session.sessionId, /^expired$/, 40_000);
+    if (expired !== 'expired') return `late: session ${expired} (${matching})`;
+  }
+  const amountMicro =
+    payment === 'under' ? exact - OFF_BY_MICRO : payment === 'over' ? exact + OFF_BY_MICRO : exact;
+  const txHash = await transferUsdc(options, buyer, session.walletAddress, amountMicro);
+  if (payment === 'exact' || payment === 'late' || (payment === 'over' && matching === 'deposit_address')) {
+    const expected = { exact: undefined, late: 'paid_late', over: 'overpaid' }[payment];
+    return `${payment}: ${await awaitCheckoutPaid(options, buyer, seller, session, txHash, amountMicro, expected)}`;
+  }
+  // What pays nothing: the operator sends it back, from the unmatched transfers (by amount) or the underpaid
+  // session's transfer (at its deposit address, where the session shows underpaid first).
+  if (matching === 'deposit_address') {
+    const underpaid = await waitSessionStatus(options, session.sessionId, /^underpaid$/);
+    if (underpaid !== 'underpaid') return `${payment}: session ${underpaid} (${matching})`;
+  }
+  const refund = await operatorRefund(options, txHash, matching === 'amount' ? 'unmatched' : 'matched');
+  return `${payment}: ${refund} (${matching})`;
 }
 
 /** The widget's flow: a session from the publishable key, paid through the browser wallet (EIP-1193). */
@@ -100,7 +157,7 @@ export async function checkoutByWallet(options: LoadOptions, buyer: Wallet, sell
   const txHash = sent.hash;
   const receipt = await buyer.provider!.waitForTransaction(txHash, 1, 20_000);
   if (receipt?.status !== 1) return 'wallet transaction not mined';
-  return awaitCheckoutPaid(options, buyer, seller, session, txHash);
+  return awaitCheckoutPaid(options, buyer, seller, session, txHash, parseUsdc(session.exactAmount));
 }
 
 /**
@@ -110,13 +167,24 @@ export async function checkoutByWallet(options: LoadOptions, buyer: Wallet, sell
  */
 export async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prng: Prng): Promise<string> {
   const amountMicro = BigInt(prng.int(1001, 9999));
-  const txHash = (
-    await transferUsdc(options, buyer, options.checkoutEscrowAddress, amountMicro)
-  ).toLowerCase();
+  const txHash = await transferUsdc(options, buyer, options.checkoutEscrowAddress, amountMicro);
+  return operatorRefund(options, txHash, 'unmatched');
+}
+
+/**
+ * The operator finds a transfer among checkout's transfers of a status (`unmatched`; `matched` for an underpaid
+ * session's at its deposit address) and sends it back, bounded.
+ */
+async function operatorRefund(
+  options: LoadOptions,
+  sentTxHash: string,
+  status: 'unmatched' | 'matched',
+): Promise<string> {
+  const txHash = sentTxHash.toLowerCase();
   const deadline = Date.now() + 35_000;
   while (Date.now() < deadline) {
     options.record.requests++;
-    const list = await fetch(`${options.baseUrl}/api/v1/operator/transfers?status=unmatched&limit=200`, {
+    const list = await fetch(`${options.baseUrl}/api/v1/operator/transfers?status=${status}&limit=200`, {
       headers: { authorization: `Bearer ${options.operatorToken}` },
       signal: AbortSignal.timeout(10_000),
     }).catch(() => undefined);
@@ -143,7 +211,7 @@ export async function unmatchedTransfer(options: LoadOptions, buyer: Wallet, prn
     }
     await new Promise((r) => setTimeout(r, OPERATOR_POLL_MS));
   }
-  return 'not listed as unmatched in time';
+  return `not listed as ${status} in time`;
 }
 
 /** A buyer asks for a refund of one of its payments (signed by its wallet); the seller approves or rejects it. */

@@ -1,10 +1,11 @@
 /**
- * What the load was told and what the system then owes (invariants 4, 5, 6 and 9): every served paid call booked
- * once, every settlement paid out once on the final chain, every refund sent once, and every mined checkout
- * payment shown paid to a widget that asks again.
+ * What the load was told and what the system then owes (invariants 4, 5, 6, 9 and 9b): every served paid call booked
+ * once, every settlement paid out once on the final chain, every refund sent once, every mined checkout payment
+ * shown paid to a widget that asks again, and checkout's sessions in their seller's matching mode, both modes paid.
  */
 import { getSession } from '@paygate/checkout-widget/api';
 import { type InvariantInputs, type InvariantReading, TRANSFER_TOPIC, topicOf } from './invariant-check';
+import type { LoadRecord } from './load';
 
 /** Invariant 4: every served paid call has exactly one ledger payment for its transfer; none served twice. */
 export async function everyServedCallHasOneLedgerPayment(run: InvariantInputs): Promise<InvariantReading> {
@@ -114,9 +115,38 @@ export async function aReconnectingWidgetSeesEveryMinedPaymentPaid(
     if (!/^(paid|paid_late|overpaid)$/.test(view.status))
       problems.push(`${sessionId} paid by ${txHash} but the widget sees ${view.status}`);
   }
+  const byMode = (mode: string) => run.record.checkoutPaid.filter((p) => p.matching === mode).length;
   return {
-    name: 'a widget that reconnects sees every mined checkout payment as paid',
+    name: `a widget that reconnects sees every mined checkout payment as paid (${byMode('amount')} by amount, ${byMode('deposit_address')} by deposit address)`,
     checked: run.record.checkoutPaid.length,
+    problems,
+  };
+}
+
+/**
+ * Invariant 9b: both matching modes ran. Every checkout session is matched the way its seller chose (a unique
+ * amount on the checkout wallet, or its own deposit address; the load's prices are never crowded, so no fallback),
+ * and the load saw sessions paid in each mode some seller chose.
+ */
+export async function checkoutSessionsRanInTheirSellersMode(run: InvariantInputs): Promise<InvariantReading> {
+  const sessions = await run.client.query(
+    `select s.session_id, s.deposit_address is not null as at_address, coalesce(p.checkout_matching, 'amount') as chosen
+       from checkout.sessions s left join checkout.sellers p on p.seller_id = s.seller_id`,
+  );
+  const problems: string[] = sessions.rows
+    .filter((r) => r.at_address !== (r.chosen === 'deposit_address'))
+    .map(
+      (r) =>
+        `${r.session_id} ${r.at_address ? 'at a deposit address' : 'by amount'}, its seller chose ${r.chosen}`,
+    );
+  const chosen = await run.client.query(`select distinct checkout_matching as mode from checkout.sellers`);
+  for (const { mode } of chosen.rows as Array<{ mode: keyof LoadRecord['checkoutPaidByMode'] }>) {
+    if ((run.record.checkoutPaidByMode[mode] ?? 0) === 0) problems.push(`no session paid by ${mode}`);
+  }
+  const paid = run.record.checkoutPaidByMode;
+  return {
+    name: `checkout sessions matched as their seller chose, sessions paid in each mode (${paid.amount} by amount, ${paid.deposit_address} by deposit address)`,
+    checked: sessions.rowCount ?? 0,
     problems,
   };
 }

@@ -14,6 +14,7 @@ import {
 import { everyTransferInIsCreditedOnce } from './invariants-inflows';
 import {
   aReconnectingWidgetSeesEveryMinedPaymentPaid,
+  checkoutSessionsRanInTheirSellersMode,
   everyRefundHasOneMinedTransfer,
   everyServedCallHasOneLedgerPayment,
   everySettlementHasOneMinedPayout,
@@ -86,6 +87,7 @@ const INVARIANTS: InvariantCheck[] = [
   everyOutboxEventReachedEachConsumerOnce, // 7
   everyWebhookEventWasDelivered, // 8
   aReconnectingWidgetSeesEveryMinedPaymentPaid, // 9
+  checkoutSessionsRanInTheirSellersMode, // 9b
   nothingIsPendingAfterTheDrain, // 10
 ];
 

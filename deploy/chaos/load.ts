@@ -15,7 +15,7 @@
 import { createAgent, PAYMENT_HEADER, type PaymentRequirements } from '@paygate/agent-client';
 import type { Wallet } from 'ethers';
 import { checkoutByTransfer, checkoutByWallet, refundRequest, unmatchedTransfer } from './checkout-load';
-import { errorCode, type Seller } from './participants';
+import { type CheckoutMatching, errorCode, type Seller } from './participants';
 import type { Prng } from './prng';
 import { payWithX402 } from './x402-payment';
 
@@ -39,7 +39,9 @@ export interface LoadRecord {
   unserved: string[];
   refundsAccepted: string[];
   /** Checkout sessions whose payment was mined: a widget that reconnects must see each of them paid. */
-  checkoutPaid: Array<{ sessionId: string; txHash: string }>;
+  checkoutPaid: Array<{ sessionId: string; txHash: string; matching: CheckoutMatching }>;
+  /** Checkout sessions the load saw paid (paid, paid_late, overpaid), by how they were matched. */
+  checkoutPaidByMode: Record<CheckoutMatching, number>;
   /** Mid-run account changes (key rotation, payout address): what happened, for the report. */
   accountChanges: string[];
   /** When each payment succeeded (ms since epoch): recovery times are measured on these. */
@@ -55,6 +57,7 @@ export function emptyRecord(): LoadRecord {
     unserved: [],
     refundsAccepted: [],
     checkoutPaid: [],
+    checkoutPaidByMode: { amount: 0, deposit_address: 0 },
     accountChanges: [],
     successTimes: [],
     requests: 0,
@@ -94,6 +97,8 @@ export interface LoadOptions {
   operations: number;
   /** Pause between one worker's operations (the rate the two cores carry). */
   pauseMs: number;
+  /** The profile's changes to the operations' weights (WEIGHTS). */
+  weights?: Partial<Record<OperationKind, number>>;
   record: LoadRecord;
   shouldStop: () => boolean;
 }
@@ -110,7 +115,7 @@ function withDeadline(operation: Promise<string>, ms: number): Promise<string> {
   ]).finally(() => clearTimeout(timer));
 }
 
-const WEIGHTS: Record<OperationKind, number> = {
+export const WEIGHTS: Record<OperationKind, number> = {
   payment: 40,
   x402: 14,
   verify: 8,
@@ -124,12 +129,13 @@ const WEIGHTS: Record<OperationKind, number> = {
 
 export async function runLoad(options: LoadOptions): Promise<void> {
   let issued = 0;
+  const weights = { ...WEIGHTS, ...options.weights };
   const workers = options.buyers.map(async (buyer, w) => {
     const prng = options.prng.fork(`worker-${w}`);
     const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 20_000 });
     while (issued < options.operations && !options.shouldStop()) {
       issued++;
-      const kind = prng.weighted(WEIGHTS);
+      const kind = prng.weighted(weights);
       const seller = prng.pick(options.sellers);
       let outcome: string;
       try {
@@ -137,7 +143,7 @@ export async function runLoad(options: LoadOptions): Promise<void> {
           payment: () => payment(options, agent, seller, prng, buyer.address.toLowerCase()),
           x402: () => x402(options, buyer, seller),
           verify: () => verify(options, agent, seller, prng, buyer.address.toLowerCase()),
-          checkoutTransfer: () => checkoutByTransfer(options, buyer, seller),
+          checkoutTransfer: () => checkoutByTransfer(options, buyer, seller, prng),
           checkoutWallet: () => checkoutByWallet(options, buyer, seller),
           unmatchedTransfer: () => unmatchedTransfer(options, buyer, prng),
           refundRequest: () => refundRequest(options, buyer, seller, prng),

@@ -1,10 +1,12 @@
 /**
- * The run's participants: sellers with a paid API skill (0 h hold) and buyers with ETH and USDC of their own; and the
+ * The run's participants: sellers with a paid API skill (0 h hold), every other one matching its checkout sessions by
+ * deposit address (the rest by unique amount, the default), and buyers with ETH and USDC of their own; and the
  * account changes a seller makes mid-run (a key rotation, a new payout address).
  */
 import { usdcAbi } from '@paygate/chain';
 import { createActiveSkill, signUpSeller, testWallets } from '@paygate/testing';
 import { Contract, JsonRpcProvider, NonceManager, Wallet } from 'ethers';
+import type pg from 'pg';
 import type { LoadRecord } from './load';
 import type { Prng } from './prng';
 
@@ -16,7 +18,12 @@ export interface Seller {
   sessionToken: string;
   skill: string;
   wallet: Wallet;
+  /** How its checkout sessions are matched (the account's `checkoutMatching`, set at sign-up). */
+  checkoutMatching: CheckoutMatching;
 }
+
+export type CheckoutMatching = 'amount' | 'deposit_address';
+export const CHECKOUT_MATCHINGS: readonly CheckoutMatching[] = ['amount', 'deposit_address'];
 
 export async function setUpSellers(options: {
   baseUrl: string;
@@ -28,6 +35,8 @@ export async function setUpSellers(options: {
   // Signed up side by side (each waits for its skill's validation).
   return Promise.all(
     Array.from({ length: options.count }, async (_, i): Promise<Seller> => {
+      // Half the sellers in each mode: the load pays sessions of both.
+      const checkoutMatching: CheckoutMatching = i % 2 === 1 ? 'deposit_address' : 'amount';
       const wallet = Wallet.createRandom() as unknown as Wallet;
       const signed = await signUpSeller(options.baseUrl, wallet);
       const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
@@ -53,10 +62,19 @@ export async function setUpSellers(options: {
       const account = await fetch(`${options.baseUrl}/api/v1/account`, {
         method: 'PATCH',
         headers: { authorization: `Bearer ${signed.sessionToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ webhookUrl: options.webhookUrl, minimumSettlement: '0.001' }),
+        body: JSON.stringify({
+          webhookUrl: options.webhookUrl,
+          minimumSettlement: '0.001',
+          checkoutMatching,
+        }),
         signal: AbortSignal.timeout(10_000),
       });
       if (!account.ok) throw new Error(`seller settings: ${account.status} ${await account.text()}`);
+      const settled = (await account.json()) as { account: { checkoutMatching?: string } };
+      if (settled.account.checkoutMatching !== checkoutMatching)
+        throw new Error(
+          `seller settings: checkoutMatching ${settled.account.checkoutMatching}, not ${checkoutMatching}`,
+        );
       return {
         sellerId: signed.sellerId,
         apiKey: signed.apiKey,
@@ -64,9 +82,36 @@ export async function setUpSellers(options: {
         sessionToken: signed.sessionToken,
         skill,
         wallet,
+        checkoutMatching,
       };
     }),
   );
+}
+
+/**
+ * Waits (bounded) until checkout's projection of every seller holds its matching mode (`seller.updated` consumed),
+ * so no session of the load is created before checkout knows the seller's choice. No session of these sellers
+ * exists yet, so no replica has the seller cached with the old mode.
+ */
+export async function awaitCheckoutMatching(
+  client: pg.Client,
+  sellers: Seller[],
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let missing = sellers.map((s) => s.sellerId);
+  while (Date.now() < deadline) {
+    const rows = await client
+      .query(`select seller_id, checkout_matching from checkout.sellers where seller_id = any($1)`, [
+        sellers.map((s) => s.sellerId),
+      ])
+      .catch(() => ({ rows: [] as Array<{ seller_id: string; checkout_matching: string }> }));
+    const projected = new Map(rows.rows.map((r) => [r.seller_id, r.checkout_matching]));
+    missing = sellers.filter((s) => projected.get(s.sellerId) !== s.checkoutMatching).map((s) => s.sellerId);
+    if (missing.length === 0) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`checkout did not project the matching mode of ${missing.join(', ')} in ${timeoutMs} ms`);
 }
 
 /** Buyer wallets with ETH (anvil_setBalance) and USDC minted by the test USDC's owner. */

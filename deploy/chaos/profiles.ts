@@ -5,6 +5,7 @@
 
 import { ALL_SERVICES } from '../service-schemas';
 import { FAULT_WEIGHTS, type FaultKind } from './faults';
+import type { OperationKind } from './load';
 
 export interface ChaosProfile {
   name: string;
@@ -23,6 +24,8 @@ export interface ChaosProfile {
   /** escrow-ledger's PAYOUT_UNCLAIMED_AFTER_MS: below the drain bound, above how late a loaded run claims. */
   payoutUnclaimedAfterMs: number;
   faultWeights?: Partial<Record<FaultKind, number>>;
+  /** Changes to the load's operation weights (load.ts WEIGHTS). */
+  operationWeights?: Partial<Record<OperationKind, number>>;
 }
 
 export const PROFILES: Record<string, ChaosProfile> = {
@@ -57,6 +60,9 @@ export const PROFILES: Record<string, ChaosProfile> = {
     // takes most of the 25 s.
     minFaults: 4,
     operations: 120,
+    // Its 40-odd operations pay checkout sessions of both sellers, one matching by amount and one by deposit
+    // address: checkout twice as often as in the full profile (8 and 6 of 100).
+    operationWeights: { checkoutTransfer: 16, checkoutWallet: 12 },
     buyers: 3,
     sellers: 2,
     pauseMs: 100,

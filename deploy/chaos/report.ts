@@ -16,6 +16,8 @@ export interface RunReport {
   faultLog: FaultRecord[];
   operations: LoadRecord['operations'];
   operationsTotal: number;
+  /** Checkout sessions the load saw paid (paid, paid_late, overpaid), by matching mode (amount, deposit_address). */
+  checkoutSessionsPaid: LoadRecord['checkoutPaidByMode'];
   /** HTTP requests that carried the operations (replays and duplicate refunds included). */
   requestsTotal: number;
   invariants: InvariantResult[];
@@ -87,6 +89,7 @@ export function runReport(run: {
     faultLog: faults,
     operations: record.operations,
     operationsTotal,
+    checkoutSessionsPaid: { ...record.checkoutPaidByMode },
     requestsTotal: record.requests,
     invariants,
     invariantsFailedBeforeRecheck: run.invariantsFailedBeforeRecheck,
@@ -166,6 +169,9 @@ export function renderReport(report: RunReport): string {
         .join(', ')}`,
     );
   }
+  lines.push(
+    `checkout sessions paid: ${report.checkoutSessionsPaid.amount} by amount, ${report.checkoutSessionsPaid.deposit_address} by deposit address`,
+  );
   lines.push(`replica crashes (not injected): ${Object.keys(report.crashes).length === 0 ? 'none' : ''}`);
   for (const [replica, crashes] of Object.entries(report.crashes)) {
     lines.push(`  ${replica}: ${crashes.length}`);

@@ -115,6 +115,7 @@ async function loadUnderFaults(
     prng: run.loadPrng,
     operations: profile.operations,
     pauseMs: profile.pauseMs,
+    weights: profile.operationWeights,
     record,
     // The load goes on a little past the faults (bounded), so recovery after the last one is measured.
     shouldStop: () =>

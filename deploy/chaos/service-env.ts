@@ -80,7 +80,12 @@ const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
   // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per
   // client address would answer most of the load 429 (683 of 1,918 operations in one run) instead of working.
   'gateway-proxy': () => ({ RATE_LIMIT_PER_MINUTE: '100000' }),
-  checkout: () => ({ SESSION_RATE_LIMIT_PER_CLIENT: '100000' }),
+  checkout: () => ({
+    SESSION_RATE_LIMIT_PER_CLIENT: '100000',
+    // Sessions expire within the run, so the load pays some after expiry (paid_late) and a payment delayed by a
+    // fault is late too, in both matching modes.
+    SESSION_TTL_SECONDS: '10',
+  }),
   notifier: () => ({
     // Short waits: a run drains within seconds of the last fault although half the deliveries fail.
     WEBHOOK_TIMEOUT_MS: '2000',

@@ -1,7 +1,8 @@
 /**
  * A chaos run's system, brought up: the run's own Postgres, a 3-node NATS cluster with 3-replica streams, anvil
  * with the test USDC behind the RPC fault proxy, the webhook receiver, the sellers' upstream, the balancer and each
- * service's replicas, then the sellers set up and the buyers funded. Everything started registers its stop with
+ * service's replicas, then the sellers set up (half of them matching checkout sessions by deposit address, checkout
+ * told before the load begins) and the buyers funded. Everything started registers its stop with
  * the run, which stops them in the reverse order.
  */
 import http from 'node:http';
@@ -21,10 +22,11 @@ import { retryStartup } from '@paygate/runtime';
 import { type AnvilInstance, deployTestUsdc, startAnvil } from '@paygate/testing';
 import { buildServiceBundles } from '@paygate/testing/service-bundles';
 import type { Wallet } from 'ethers';
+import pg from 'pg';
 import { ALL_SERVICES } from '../service-schemas';
 import { Balancer } from './balancer';
 import { NatsCluster } from './nats-cluster';
-import { fundBuyers, type Seller, setUpSellers } from './participants';
+import { awaitCheckoutMatching, fundBuyers, type Seller, setUpSellers } from './participants';
 import { ChaosPostgres } from './postgres';
 import type { Prng } from './prng';
 import type { ChaosProfile } from './profiles';
@@ -87,6 +89,13 @@ export async function startSystem(
     webhookUrl: system.webhooks.url,
     prng: run.loadPrng,
   });
+  const client = new pg.Client({ connectionString: system.postgres.url });
+  await client.connect();
+  try {
+    await awaitCheckoutMatching(client, sellers, 60_000);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
   const buyers = await funding;
   const startupSeconds = Math.round((Date.now() - run.started) / 1000);
   run.log(
