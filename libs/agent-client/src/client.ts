@@ -18,11 +18,25 @@ import {
   MCP_PAYMENT_RESPONSE_META,
   type McpToolCall,
   type McpToolClient,
+  newPaymentId,
   paymentRequiredOf,
   pickRequirement,
   priceOf,
   signMcpPayment,
 } from './mcp';
+
+/** How one paid tool call is made. */
+export interface McpCallOptions {
+  /**
+   * x402's payment-identifier for this purchase, sent when the server declares the extension: the same id on a
+   * retry of the same call is the same purchase (never charged twice). A fresh one per call by default.
+   */
+  paymentId?: string;
+}
+
+/** A settlement still pending is asked again with the same payment this many times, this far apart. */
+const SETTLEMENT_PENDING_ROUNDS = 5;
+const SETTLEMENT_PENDING_DELAY_MS = 2000;
 
 export interface AgentOptions {
   /** An ethers signer connected to a provider on the network the sellers charge on. */
@@ -171,7 +185,11 @@ export class PaygateAgent {
    * `_meta["x402/payment-response"]` and the payment is in `payments` (url `mcp://tool/<name>`). Any other result
    * comes back as it is.
    */
-  async callTool(client: McpToolClient, call: McpToolCall): Promise<Record<string, unknown>> {
+  async callTool(
+    client: McpToolClient,
+    call: McpToolCall,
+    options: McpCallOptions = {},
+  ): Promise<Record<string, unknown>> {
     const first = await client.callTool(call);
     const required = paymentRequiredOf(first);
     if (!required) return first;
@@ -193,16 +211,34 @@ export class PaygateAgent {
     // back (a lost connection, a settlement still pending): only a refusal or a failed settlement gives it back.
     let mayMoveMoney = false;
     try {
-      const payment = await signMcpPayment(this.options.wallet, chainId, required, requirement);
+      const payment = await signMcpPayment(
+        this.options.wallet,
+        chainId,
+        required,
+        requirement,
+        undefined,
+        options.paymentId ?? newPaymentId(),
+      );
       mayMoveMoney = true;
-      const second = await client.callTool({
-        ...call,
-        _meta: { ...call._meta, [MCP_PAYMENT_META]: payment },
-      });
-      const response = (second?._meta as Record<string, unknown> | undefined)?.[MCP_PAYMENT_RESPONSE_META] as
-        | { success?: boolean; transaction?: string }
-        | undefined;
-      if (response?.success === false || paymentRequiredOf(second)) mayMoveMoney = false;
+      const paid = { ...call, _meta: { ...call._meta, [MCP_PAYMENT_META]: payment } };
+      const responseOf = (result: any) =>
+        (result?._meta as Record<string, unknown> | undefined)?.[MCP_PAYMENT_RESPONSE_META] as
+          | { success?: boolean; transaction?: string; errorReason?: string }
+          | undefined;
+      let second = await client.callTool(paid);
+      // Sent but not included yet: the same payment asked again (never a new one), a few times.
+      for (
+        let round = 0;
+        round < SETTLEMENT_PENDING_ROUNDS && responseOf(second)?.errorReason === 'settlement_pending';
+        round++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, SETTLEMENT_PENDING_DELAY_MS));
+        second = await client.callTool(paid);
+      }
+      const response = responseOf(second);
+      // A settlement still pending may yet move the money: it stays counted.
+      const pending = response?.errorReason === 'settlement_pending';
+      if ((response?.success === false && !pending) || paymentRequiredOf(second)) mayMoveMoney = false;
       if (response?.success === true && typeof response.transaction === 'string') {
         this.payments.push({
           url: required.resource?.url ?? `mcp://tool/${call.name}`,

@@ -40,6 +40,7 @@ export {
   type AgentOptions,
   type AgentPayment,
   createAgent,
+  type McpCallOptions,
   PaygateAgent,
   PaymentRequirementsError,
   RefundRequestError,
@@ -52,5 +53,7 @@ export {
   type McpPaymentRequired,
   type McpToolCall,
   type McpToolClient,
+  newPaymentId,
+  PAYMENT_IDENTIFIER,
   paymentRequiredOf,
 } from './mcp';

@@ -3,6 +3,33 @@ import { formatUsdc } from '@paygate/money';
 import { caip2, type ExactRequirements, type McpPaymentRequired } from '@paygate/protocol';
 import { getAddress, hexlify, randomBytes, type Signer } from 'ethers';
 
+/** x402's payment-identifier extension (its key, and its id's rule: 16 to 128 of A-Z, a-z, 0-9, _ and -). */
+export const PAYMENT_IDENTIFIER = 'payment-identifier';
+const PAYMENT_ID = /^[A-Za-z0-9_-]{16,128}$/;
+
+/** A fresh payment identifier, as `@x402/extensions`' generatePaymentId makes them (`pay_` + 32 hex digits). */
+export function newPaymentId(): string {
+  return `pay_${hexlify(randomBytes(16)).slice(2)}`;
+}
+
+/**
+ * The payload's extensions: the server's payment-identifier declaration echoed with the id appended, as x402's
+ * extension asks; nothing when the server declared none (it would not read it).
+ */
+export function paymentIdExtensions(
+  required: { extensions?: Record<string, unknown> },
+  paymentId: string | undefined,
+): Record<string, unknown> | undefined {
+  const declared = required.extensions?.[PAYMENT_IDENTIFIER] as
+    | { info?: Record<string, unknown> }
+    | undefined;
+  if (!declared || typeof declared !== 'object' || paymentId === undefined) return undefined;
+  if (!PAYMENT_ID.test(paymentId)) {
+    throw new Error('paymentId must be 16 to 128 characters of A-Z, a-z, 0-9, _ and -');
+  }
+  return { [PAYMENT_IDENTIFIER]: { ...declared, info: { ...declared.info, id: paymentId } } };
+}
+
 export {
   MCP_PAYMENT_META,
   MCP_PAYMENT_RESPONSE_META,
@@ -38,6 +65,7 @@ export async function signMcpPayment(
   required: McpPaymentRequired,
   requirement: ExactRequirements,
   nowSeconds = Math.floor(Date.now() / 1000),
+  paymentId?: string,
 ): Promise<Record<string, unknown>> {
   if (!requirement.extra?.name || !requirement.extra.version) {
     throw new Error('the requirement names no EIP-712 domain (extra.name, extra.version) for the token');
@@ -60,11 +88,13 @@ export async function signMcpPayment(
     TRANSFER_WITH_AUTHORIZATION_TYPES,
     authorization,
   );
+  const extensions = paymentIdExtensions(required as { extensions?: Record<string, unknown> }, paymentId);
   return {
     x402Version: 2,
     ...(required.resource ? { resource: required.resource } : {}),
     accepted: requirement,
     payload: { signature, authorization },
+    ...(extensions ? { extensions } : {}),
   };
 }
 
