@@ -185,6 +185,20 @@ export class SharedRateLimiter {
     ];
   }
 
+  /**
+   * Takes back one hit counted on `bucket` at `at`, in that time's window, never below zero: for a hit whose work
+   * turned out not to be that bucket's to pay for (the relayer's budget of a seller, when the payer failed).
+   */
+  async giveBack(bucket: string, at: Date): Promise<void> {
+    const atMs = at.getTime();
+    const windowStart = atMs - (atMs % this.windowMs);
+    await sql`
+      update rate_limit_windows set hits = greatest(hits - 1, 0)
+      where bucket = ${bucket} and window_start = ${new Date(windowStart)}`.execute(this.db);
+    const state = this.buckets.get(bucket);
+    if (state && state.windowStart === windowStart && state.shared > 0) state.shared -= 1;
+  }
+
   private windowOf(): { start: number; retryAfterSeconds: number } {
     const nowMs = this.now().getTime();
     const start = nowMs - (nowMs % this.windowMs);

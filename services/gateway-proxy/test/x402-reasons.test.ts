@@ -199,6 +199,16 @@ describe('x402: every named exact EVM check answers its upstream reason code', (
       R.validAfter,
     ],
     [
+      'signature is whole bytes',
+      async () => {
+        const body = await verifyBody();
+        const { signature } = body.paymentPayload.payload;
+        body.paymentPayload.payload.signature = signature.slice(0, 131);
+        return (await verify(body)).invalidReason;
+      },
+      R.signature,
+    ],
+    [
       "signature is the payer's",
       async () =>
         (

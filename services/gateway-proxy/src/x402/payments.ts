@@ -287,7 +287,8 @@ export class X402Payments implements BackgroundTask {
 
   /**
    * Counts a fresh authorization against the payer's and the seller's relayer budgets of the UTC day; the
-   * refusal when either is spent. Counted before submitting, so a refused or failed submission counts too.
+   * refusal when either is spent. Counted before submitting, so a refused or failed submission counts on the
+   * payer's; the seller's is given back when the payer's submission fails (settle).
    */
   private async overRelayerBudget(payer: string, sellerId: string): Promise<Refused | undefined> {
     const { perPayer, perSeller } = this.settings.relayerBudgets;
@@ -356,6 +357,7 @@ export class X402Payments implements BackgroundTask {
     const claimed = await this.authorizations.claim(payment, purchase, version);
     if (!claimed) return this.settlement.presentedBefore(key, payment.signature, purchase);
     // Over budget (or not counted): nothing is submitted, and the same authorization may come back.
+    const countedAt = this.settings.now();
     let overBudget: Refused | undefined;
     try {
       overBudget = await this.overRelayerBudget(payment.authorization.from, purchase.sellerId);
@@ -367,7 +369,15 @@ export class X402Payments implements BackgroundTask {
       await this.authorizations.forget(claimed);
       return overBudget;
     }
-    return this.settlement.submit(claimed, payment, purchase, performance.now() - started);
+    const outcome = await this.settlement.submit(claimed, payment, purchase, performance.now() - started);
+    // The seller's budget counts sponsorship only: a submission refused or reverted for the payer's doing (402)
+    // is given back to the seller and stays on the payer's own budget. A lost give-back only over-counts.
+    if (!outcome.ok && outcome.status === 402) {
+      await this.settings.relayerBudgets.perSeller
+        .giveBack(`relayer-seller:${purchase.sellerId}`, countedAt)
+        .catch(() => undefined);
+    }
+    return outcome;
   }
 
   /** How long a `submitting` authorization may be held: never race a live caller (inclusion + relayer's timeout). */

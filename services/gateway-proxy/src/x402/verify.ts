@@ -152,6 +152,19 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
       ),
   },
   {
+    // The relayer submits a contract's signature as signed (ERC-1271 takes bytes) and an EOA's as r, s, v: either
+    // way it must be whole bytes, refused here by name rather than failing in settlement.
+    name: 'signature is whole bytes',
+    reads: false,
+    run: ({ payment }) =>
+      when(
+        !/^0x(?:[0-9a-fA-F]{2})+$/.test(payment.signature),
+        R.signature,
+        () =>
+          `the signature has ${payment.signature.length - 2} hex digits; it must be whole bytes (an even number of hex digits)`,
+      ),
+  },
+  {
     name: "signature is the payer's",
     reads: true,
     run: async ({ payment, expected, reads }) =>
