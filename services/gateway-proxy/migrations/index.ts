@@ -4,7 +4,7 @@ import { x402Authorizations } from './2026-11-22-1100-x402-authorizations';
 import { rateLimitWindowLength } from './2026-11-25-0100-rate-limit-window-length';
 import { ticketKeysSealed } from './2026-11-25-0200-ticket-keys-sealed';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
-import { x402PaymentIds } from './2026-11-28-0900-x402-payment-ids';
+import { x402PaymentIds } from './2026-12-02-0600-x402-payment-ids';
 
 /** Frozen, date-prefixed migrations of the gateway schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -13,5 +13,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-0100-rate-limit-window-length': rateLimitWindowLength,
   '2026-11-25-0200-ticket-keys-sealed': ticketKeysSealed,
   '2026-11-26-1700-claimed-via': claimedVia,
-  '2026-11-28-0900-x402-payment-ids': x402PaymentIds,
+  '2026-12-02-0600-x402-payment-ids': x402PaymentIds,
 };
