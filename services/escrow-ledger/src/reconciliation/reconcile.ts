@@ -1,5 +1,5 @@
 import { makeProvider, usdcAbi } from '@paygate/chain';
-import { formatUsdc, parseUsdc } from '@paygate/money';
+import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -275,10 +275,11 @@ export async function reconcile(
 
 /**
  * A report's decimal amount as a gauge value in micro-USDC: a float, exact below 2^53 micro-USDC (9 billion USDC);
- * for alerts and dashboards only, never booked.
+ * for alerts and dashboards only, never booked. Bounded only by what the books hold (a transfer above the API's
+ * maximum amount is still on them), so reading a report never throws.
  */
 function gaugeMicro(amount: string): number {
-  return amount.startsWith('-') ? -Number(parseUsdc(amount.slice(1))) : Number(parseUsdc(amount));
+  return amount.startsWith('-') ? -Number(parseChainUsdc(amount.slice(1))) : Number(parseChainUsdc(amount));
 }
 
 /** A difference raises the metric (number of differences, 0 when reconciled) and an error log line. */
