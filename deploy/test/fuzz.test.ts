@@ -101,8 +101,9 @@ beforeAll(async () => {
     apiBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
     endpoints: [{ path: '/a', method: 'POST', priceUsdc: '0.5', description: 'a' }],
   });
-  // A checkout session, once checkout's projection knows the skill: rows the run must leave alone.
-  const sessionId = await waitFor(
+  // A checkout session, once checkout's projection knows the skill: rows the run must leave alone. The default
+  // matching: a unique exact amount at the one checkout wallet, so no deposit address reaches the chain-indexer.
+  const session = await waitFor(
     async () => {
       const response = await fetch(`${all.services.checkout!.url}/api/v1/checkout/sessions`, {
         method: 'POST',
@@ -110,31 +111,27 @@ beforeAll(async () => {
         body: JSON.stringify({ skill: 'fuzz-target' }),
       });
       return response.status === 201
-        ? ((await response.json()) as { sessionId: string }).sessionId
+        ? ((await response.json()) as { sessionId: string; matching: string })
         : undefined;
     },
     { timeoutMs: 20_000, message: 'checkout never knew the skill' },
   );
-  // The session's deposit address reaches the chain-indexer as an event, and its next pass backfills it: the
-  // snapshot before the run must not race either (clean runs failed with that row "changed" by the fuzzing, once
-  // while it was being registered, once while it was being backfilled).
-  const indexer = openSchema(all.env.schemaFor('chain-indexer'));
+  expect(session.matching).toBe('amount');
+  // The session's checkout.session_created reaches the notifier as an event, which stores its snapshot: the
+  // snapshot before the run must not race it (a row taken as "changed" by the fuzzing).
+  const notifier = openSchema(all.env.schemaFor('notifier'));
   try {
     await waitFor(
       async () =>
-        (await indexer
-          .selectFrom('deposit_addresses')
+        (await notifier
+          .selectFrom('sessions')
           .select('session_id')
-          .where('session_id', '=', sessionId)
-          .where('backfilled', '=', true)
+          .where('session_id', '=', session.sessionId)
           .executeTakeFirst()) !== undefined,
-      {
-        timeoutMs: 20_000,
-        message: "the chain-indexer never registered and backfilled the session's deposit address",
-      },
+      { timeoutMs: 20_000, message: "the notifier never stored the session's snapshot" },
     );
   } finally {
-    await indexer.destroy();
+    await notifier.destroy();
   }
   pathValues = {
     name: 'fuzz-target',
