@@ -304,9 +304,13 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
       label: 'sdktgz',
       operatorToken: OPERATOR_TOKEN,
       publicBaseUrl: baseUrl,
-      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path.
+      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path. The widget's session is paid its exact amount
+      // at the one checkout wallet: checkout, the indexer (which reports its transfers) and the ledger all know it.
       extra: {
         settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
+        checkout: { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
+        'chain-indexer': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
+        'escrow-ledger': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
       },
     });
     servicesStarted.catch(() => undefined);
@@ -563,12 +567,19 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
             () =>
               (
                 window as unknown as {
-                  checkout: { session?: { exactAmount: string; walletAddress: string } };
+                  checkout: { session?: { exactAmount: string; walletAddress: string; matching: string } };
                 }
               ).checkout?.session,
           )) ?? undefined,
         { timeoutMs: 20_000, message: 'the widget never opened a checkout session' },
       );
+      // The default matching: the price plus a unique sub-cent suffix, paid to the one checkout wallet.
+      expect(session).toMatchObject({
+        matching: 'amount',
+        walletAddress: testWallets.checkoutEscrow.address,
+      });
+      expect(parseUsdc(session.exactAmount) - parseUsdc('0.05')).toBeGreaterThan(0n);
+      expect(parseUsdc(session.exactAmount) - parseUsdc('0.05')).toBeLessThan(10_000n);
       const buyer = new Wallet(testWallets.buyer.privateKey, all.anvil.provider);
       const usdc = new Contract(all.usdcAddress, usdcAbi, buyer);
       await minedReceipt(
