@@ -7,9 +7,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { encodePaymentHeader, signPayment } from '@paygate/agent-client';
 import { encodeX402Header } from '@paygate/gateway-proxy';
+import { parseUsdc } from '@paygate/money';
 import {
   createActiveSkill,
   minedReceipt,
+  openSchema,
   signTransferAuthorization,
   signUpSeller,
   submitTransferAuthorization,
@@ -20,6 +22,7 @@ import {
 import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { id as topicOf, Wallet, zeroPadValue } from 'ethers';
+import { sql } from 'kysely';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
@@ -124,15 +127,61 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     return (await r.json()) as { balanced: boolean; difference: string };
   }
 
-  /** Checkout's view of transfers into escrow by status: unmatched money waits there for an operator. */
-  async function checkoutTransfers(status: 'unmatched' | 'claimed'): Promise<string[]> {
-    const r = await fetch(`${baseUrl}/api/v1/operator/transfers?status=${status}`, {
+  /**
+   * The ledger's suspense: money that reached the escrow wallet and that no payment has claimed (an operator can
+   * return it), with its balance.
+   */
+  async function suspense(): Promise<{ balance: string; unclaimed: Map<string, string> }> {
+    const r = await fetch(`${baseUrl}/api/v1/operator/ledger/suspense`, {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     });
     expect(r.status).toBe(200);
-    return ((await r.json()) as { transfers: Array<{ txHash: string }> }).transfers.map((t) =>
-      t.txHash.toLowerCase(),
-    );
+    const body = (await r.json()) as { balance: string; data: Array<{ txHash: string; amount: string }> };
+    return {
+      balance: body.balance,
+      unclaimed: new Map(body.data.map((t) => [t.txHash.toLowerCase(), t.amount])),
+    };
+  }
+
+  /**
+   * Checkout handled the indexer's transfer.observed of this transfer (its inbox holds the event's id) and recorded
+   * nothing: money at the agent escrow is never a session's, so it is on none of checkout's lists (neither claimed
+   * nor unmatched); the ledger books it.
+   */
+  async function expectIgnoredByCheckout(txHash: string): Promise<void> {
+    const indexer = openSchema(all.env.schemaFor('chain-indexer'));
+    const checkout = openSchema(all.env.schemaFor('checkout'));
+    try {
+      const eventId = await waitFor(
+        async () =>
+          (
+            await sql<{ id: string }>`select envelope->>'id' as id from outbox
+              where envelope->>'type' = 'transfer.observed' and lower(envelope->'data'->>'txHash') = ${txHash.toLowerCase()}`.execute(
+              indexer,
+            )
+          ).rows[0]?.id,
+        { timeoutMs: 20_000, message: `the chain-indexer never reported ${txHash}` },
+      );
+      await waitFor(
+        async () =>
+          (await checkout
+            .selectFrom('inbox')
+            .select('event_id')
+            .where('consumer', '=', 'checkout-transfers')
+            .where('event_id', '=', eventId)
+            .executeTakeFirst()) !== undefined,
+        { timeoutMs: 20_000, message: `checkout never handled the transfer.observed of ${txHash}` },
+      );
+      expect(
+        await checkout
+          .selectFrom('transfers')
+          .select('status')
+          .where('tx_hash', '=', txHash.toLowerCase())
+          .execute(),
+      ).toEqual([]);
+    } finally {
+      await Promise.all([indexer.destroy(), checkout.destroy()]);
+    }
   }
 
   /** USDC Transfer logs from the buyer into escrow (every on-chain payment the buyer made). */
@@ -209,12 +258,10 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     });
     expect(await ledgerTransactions()).toHaveLength(before.length + 1);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
-    // Checkout records the transfer as claimed by the x402 payment, never as unmatched money.
-    await waitFor(async () => (await checkoutTransfers('claimed')).includes(x402TxHash), {
-      timeoutMs: 20_000,
-      message: 'checkout never recorded the x402 transfer as claimed',
-    });
-    expect(await checkoutTransfers('unmatched')).not.toContain(x402TxHash);
+    // Claimed by the x402 payment, it is not in the ledger's suspense (no one can return it as unclaimed money), and
+    // checkout, which never takes the agent escrow's transfers, records nothing for it.
+    expect((await suspense()).unclaimed.has(x402TxHash)).toBe(false);
+    await expectIgnoredByCheckout(x402TxHash);
   });
 
   it('the x402 transfer presented again as X-402-Payment at the gateway and at POST /api/verify is refused: one transfer buys one thing', async () => {
@@ -284,6 +331,7 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     const { signed, header } = await signedPayment();
     const relayerNonce = await all.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
     const before = await ledgerTransactions();
+    const suspenseBefore = parseUsdc((await suspense()).balance);
     const tx = await submitTransferAuthorization(
       testSigner('stranger', all.anvil.provider),
       usdcAddress,
@@ -291,11 +339,21 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     );
     await minedReceipt(tx);
     const txHash = (tx.hash as string).toLowerCase();
-    // The indexer saw it first: money nobody has claimed, waiting in checkout's unmatched list.
-    await waitFor(async () => (await checkoutTransfers('unmatched')).includes(txHash), {
-      timeoutMs: 20_000,
-      message: "the stranger's transfer never reached checkout as unmatched",
-    });
+    // The indexer saw it first: money nobody has claimed, held in the ledger's suspense (not checkout's: it
+    // reached the agent escrow).
+    const held = await waitFor(
+      async () => {
+        const now = await suspense();
+        return now.unclaimed.has(txHash) ? now : undefined;
+      },
+      {
+        timeoutMs: 20_000,
+        message: "the stranger's transfer never reached the ledger's suspense as unclaimed",
+      },
+    );
+    expect(held.unclaimed.get(txHash)).toBe('0.25');
+    expect(parseUsdc(held.balance) - suspenseBefore).toBe(250_000n);
+    await expectIgnoredByCheckout(txHash);
     const servedBefore = served;
     const res = await fetch(paidUrl(gatewayUrl), { headers: { 'PAYMENT-SIGNATURE': header } });
     expect(res.status).toBe(200);
@@ -314,12 +372,11 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
     const booked = await bookedFor(txHash);
     expect(booked).toHaveLength(1);
     expect(booked[0]).toMatchObject({ amount: '0.25', sellerAmount: '0.2375', platformFee: '0.0125' });
-    // Claimed by the x402 call, it is off the unmatched list: nobody can attach or refund it a second time.
-    await waitFor(async () => (await checkoutTransfers('claimed')).includes(txHash), {
-      timeoutMs: 20_000,
-      message: 'checkout never recorded the transfer as claimed',
-    });
-    expect(await checkoutTransfers('unmatched')).not.toContain(txHash);
+    // Claimed by the x402 call, it is out of suspense: nobody can return it as unclaimed money a second time.
+    const after = await suspense();
+    expect(after.unclaimed.has(txHash)).toBe(false);
+    expect(parseUsdc(after.balance)).toBe(suspenseBefore);
+    await expectIgnoredByCheckout(txHash);
     expect(await ledgerTransactions()).toHaveLength(before.length + 1);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
   });
