@@ -112,6 +112,15 @@ describe('production guards', () => {
     expect(refusal('checkout', { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ESCROW.address })).toContain(
       'CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS',
     );
+    // The indexer (which watches it) and the ledger (which reconciles it) must know the same checkout wallet.
+    for (const service of ['chain-indexer', 'escrow-ledger'] as const) {
+      expect(refusal(service, without('CHECKOUT_ESCROW_ADDRESS'))).toContain(
+        'CHECKOUT_ESCROW_ADDRESS: must be set in production',
+      );
+      expect(refusal(service, { ...PRODUCTION, CHECKOUT_ESCROW_ADDRESS: ZERO })).toContain(
+        'CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production',
+      );
+    }
     expect(refusal('settlement', without('CHECKOUT_ESCROW_PRIVATE_KEY'))).toContain(
       'CHECKOUT_ESCROW_PRIVATE_KEY: must be set in production',
     );

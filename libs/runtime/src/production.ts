@@ -104,6 +104,11 @@ export interface ProductionGuardOptions {
    */
   sharedConfirmations?: boolean;
   /**
+   * A service that must know the checkout wallet (the indexer watches it, the ledger reconciles it): checkout hands
+   * it to every amount-matched session, so a service without it would never see, or never count, their payments.
+   */
+  checkoutWallet?: boolean;
+  /**
    * Private keys the service signs with (the escrow wallet's, the relayer's): never a public anvil/Hardhat dev
    * key, never a guessable one. An empty value is skipped (an optional key that is not configured).
    */
@@ -136,6 +141,15 @@ export function productionGuards(env: NodeJS.ProcessEnv, options: ProductionGuar
         `CHAIN_RPC_URL: ${host} is a public rate-limited endpoint; with ${variable}=${intervalMs} it is throttled ` +
           `in production: use a provider's endpoint or set ${variable} to at least ${MIN_PUBLIC_RPC_POLL_INTERVAL_MS}`,
       );
+  }
+  if (options.checkoutWallet) {
+    const checkoutWallet = env.CHECKOUT_ESCROW_ADDRESS?.trim();
+    if (!checkoutWallet)
+      problems.push(
+        "CHECKOUT_ESCROW_ADDRESS: must be set in production (the checkout wallet sessions are paid to, the same as checkout's)",
+      );
+    else if (ZERO_ADDRESS.test(checkoutWallet))
+      problems.push('CHECKOUT_ESCROW_ADDRESS: must not be the zero address in production');
   }
   for (const secret of options.secrets ?? []) {
     const { name, minLength } =

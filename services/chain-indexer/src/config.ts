@@ -75,6 +75,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     escrow: { address: chain.escrowAddress },
     rpcPolling: { url: chain.rpcUrl, intervalMs: parsed.POLL_INTERVAL_MS, variable: 'POLL_INTERVAL_MS' },
     sharedConfirmations: true,
+    checkoutWallet: true,
   });
   return {
     ...common,

@@ -113,6 +113,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     production: common.production,
     escrow: { address: chain.escrowAddress },
     secrets: ['OPERATOR_TOKEN'],
+    checkoutWallet: true,
   });
   return {
     ...common,
