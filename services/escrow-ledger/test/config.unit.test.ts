@@ -11,6 +11,7 @@ const production = {
   NODE_ENV: 'production',
   OPERATOR_TOKEN: 'a-production-operator-token',
   CONFIRMATIONS: '3',
+  CHECKOUT_ESCROW_ADDRESS: '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955',
 };
 
 describe('escrow-ledger config', () => {
@@ -82,6 +83,9 @@ describe('escrow-ledger config', () => {
       /OPERATOR_TOKEN: must be set in production/,
     );
     expect(loadConfig({ ...base, ...production }).operatorToken).toBe(production.OPERATOR_TOKEN);
+    expect(() => loadConfig({ ...base, ...production, CHECKOUT_ESCROW_ADDRESS: '' })).toThrow(
+      /CHECKOUT_ESCROW_ADDRESS: must be set in production/,
+    );
     expect(() => loadConfig({ ...base, ...production, CHAIN_CONFIRM_TIMEOUT_MS: '0' })).toThrow(
       /CHAIN_CONFIRM_TIMEOUT_MS: must be an integer of at least 1/,
     );
