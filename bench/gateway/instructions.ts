@@ -13,7 +13,7 @@
  * This file is the harness only; it is also added to the baseline revision by bench/gateway/*.patch, so both
  * sides are measured by the same code.
  *
- * What it resolves (docs/benchmarks.md, 2026-11-29, "GC as deployed"): the same bare proxy on both sides agreed to
+ * What it resolves (docs/benchmarks.md, "Instruction counts"): the same bare proxy on both sides agreed to
  * 0.3–0.5% in two runs; the gateway's batches of 4,000 spread ±5% (±15% with the 4 MB young generation, when a whole
  * full collection fell in some batches and not others), and its medians moved 2.5–4% between runs, the same way on
  * both sides: compare sides run at once, and read the medians.
@@ -61,10 +61,10 @@ export function nodeCommand(args: string[]): [string, string[]] {
       '--single-threaded',
       '--no-memory-reducer',
       // The young generation at the size V8 grows it to in a loaded server (16 MB semi-spaces on 64-bit, measured:
-      // 33.6 MB of new space), from the start. --predictable-gc-schedule pinned it at 4 MB, a quarter: scavenges came
-      // four times as often, more objects reached the old generation, and the full collections marking it were
-      // counted as the server's cost (the gateway: +3% against 9ecd1cb), though at the real size neither side runs more than two
-      // in a whole bench run (docs/benchmarks.md, 2026-11-29, "GC as deployed").
+      // 33.6 MB of new space), from the start. --predictable-gc-schedule would pin it at 4 MB, a quarter: scavenges
+      // come four times as often, more objects reach the old generation, and the full collections marking it are
+      // counted as the server's cost, though at the real size neither side runs more than two in a whole bench run
+      // (docs/benchmarks.md, "Instruction counts").
       `--min-semi-space-size=${SEMI_SPACE_MB}`,
       `--max-semi-space-size=${SEMI_SPACE_MB}`,
       ...args,

@@ -196,7 +196,7 @@ function writeSection(result: Record<string, any>): void {
     'Concurrent batches lock the shared balance rows FOR NO KEY UPDATE in account id order (compatible with the',
     "postings' foreign key checks), create new accounts in (kind, owner) order, and insert inbox ids and claim",
     "transfers in sorted order, so batches in flight never deadlock; each entry's balance is checked once per",
-    'INSERT statement instead of once per posting row. Before this: 387 events/s with one batch in flight.',
+    'INSERT statement instead of once per posting row (one batch in flight gave 387 events/s).',
     'A transfer first seen with its payment (every one here) is booked set-based: inserted already claimed, the',
     'transactions and both journal entries in one statement each per batch (about half the SQL time of the',
     'row-by-row path, which the rest keep); ids draw from a pooled CSPRNG (`newRandomUlid`).',

@@ -119,8 +119,8 @@ const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
 
 /**
  * Marks a statement on a hot path (a paid call's claim) to be prepared once per pooled connection and run by name
- * after that: Postgres then skips parsing and, once its plan is cached, planning (figures: docs/benchmarks.md, "the
- * claim statements prepared"). Put it first in the template:
+ * after that: Postgres then skips parsing and, once its plan is cached, planning (figures: docs/benchmarks.md,
+ * "Prepared claim statements"). Put it first in the template:
  * sql`${preparedStatement('ledger_claims')} with ...`. One name, one text: pg refuses a name prepared for another
  * text on the same connection, so a statement whose text varies puts what varies in its name. Name every result
  * column (no `*`, no `returning *` in the result): a migration that adds a column while a replica runs would change a
