@@ -5,6 +5,12 @@
  * name in a row of one folder (`verify`) is that folder's `verify.ts` (or subfolder); and every folder directly
  * under src/ is in the table, so a newcomer reading it finds each one.
  *
+ * Beyond the tables, every README (the repository's, each package's, deploy's, k8s') is held to the files it names
+ * anywhere: a path (`src/x402/verify.ts`, `libs/contracts/src/subjects.ts`) exists from the README's folder, its
+ * src/, the repository, or the folder of the path named before it on the line (`libs/contracts/src/subjects.ts`,
+ * `events/chain-indexer.ts`); a bare source file (`scanner.ts`) exists somewhere in the repository. And every
+ * relative link of a README or of docs/ leads to a file that exists, and to a heading of it when it names one.
+ *
  *   npx jest deploy/test/readme-tree
  */
 import fs from 'node:fs';
@@ -96,6 +102,109 @@ function readmeTreeProblems(root: string, dir: string, rows: FolderRow[]): strin
   return problems;
 }
 
+/** A path a README names: folders, then a file with a known extension (`<name>`, `*` or `$x` make it a pattern). */
+const NAMED_PATH =
+  /^(\.\/)?[\w.[\]-]+(\/[\w.[\]-]+)+\.(ts|tsx|js|mjs|json|sql|md|html|css|sh|yaml|yml|sol|patch)$/;
+/** A source file named alone (`scanner.ts`); `.d.ts` and built `.js` files are outputs, not in the tree. */
+const BARE_SOURCE = /^[\w.[\]-]+\.(ts|tsx|sql)$/;
+/** Built files (`dist/index.mjs`): made by the build, not kept in the tree. */
+const OUTPUT = /(^|\/)dist\//;
+const SKIPPED_FOLDERS = new Set([
+  'node_modules',
+  '.git',
+  'dist',
+  'artifacts',
+  '.dev',
+  'bench-compare',
+  'coverage',
+]);
+
+/** Every file and folder of the repository by path relative to `root`, and every file name. */
+function walkTree(root: string): { paths: Set<string>; names: Set<string> } {
+  const paths = new Set<string>();
+  const names = new Set<string>();
+  const visit = (dir: string) => {
+    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      if (SKIPPED_FOLDERS.has(entry.name)) continue;
+      const relative = dir ? `${dir}/${entry.name}` : entry.name;
+      paths.add(relative);
+      if (entry.isDirectory()) visit(relative);
+      else names.add(entry.name);
+    }
+  };
+  visit('');
+  return { paths, names };
+}
+
+/** What a README at `readme` (relative to `root`) names that is not there; [] when every file it names exists. */
+function namedFileProblems(root: string, readme: string, markdown: string, names: Set<string>): string[] {
+  const dir = path.dirname(readme);
+  const problems: string[] = [];
+  const exists = (file: string) => fs.existsSync(path.join(root, file));
+  let inCode = false;
+  markdown.split('\n').forEach((line, index) => {
+    if (line.trim().startsWith('```')) inCode = !inCode;
+    if (inCode) return;
+    const foldersBefore: string[] = [];
+    for (const raw of backticked(line)) {
+      const token = raw.replace(/^\.\//, '');
+      if (NAMED_PATH.test(raw) && !OUTPUT.test(token)) {
+        const found = [dir, path.join(dir, 'src'), '', ...foldersBefore]
+          .map((base) => path.join(base, token))
+          .find(exists);
+        if (found === undefined) problems.push(`line ${index + 1}: ${raw} does not exist`);
+        else foldersBefore.push(path.dirname(found), path.dirname(path.dirname(found)));
+      } else if (BARE_SOURCE.test(token) && !token.endsWith('.d.ts') && !names.has(token)) {
+        problems.push(`line ${index + 1}: ${raw} is in no folder of the repository`);
+      }
+    }
+  });
+  return problems;
+}
+
+/** The anchors GitHub gives a markdown file's headings (`## Two words` is `#two-words`; repeats get `-1`, `-2`). */
+function headingAnchors(markdown: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  let inCode = false;
+  for (const line of markdown.split('\n')) {
+    if (line.trim().startsWith('```')) inCode = !inCode;
+    const heading = inCode ? null : /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+    if (!heading) continue;
+    const slug = heading[1]!
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
+    const count = seen.get(slug) ?? 0;
+    seen.set(slug, count + 1);
+    anchors.add(count === 0 ? slug : `${slug}-${count}`);
+  }
+  for (const match of markdown.matchAll(/<a (?:name|id)="([^"]+)"/g)) anchors.add(match[1]!);
+  return anchors;
+}
+
+/** The relative links of the markdown file `file` that lead nowhere: a missing file, or a heading it does not have. */
+function brokenLinks(root: string, file: string, markdown: string): string[] {
+  const problems: string[] = [];
+  let inCode = false;
+  markdown.split('\n').forEach((line, index) => {
+    if (line.trim().startsWith('```')) inCode = !inCode;
+    if (inCode) return;
+    for (const [, link] of line.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(link!)) continue;
+      const [target, anchor] = link!.split('#') as [string, string | undefined];
+      const resolved = target ? path.join(path.dirname(file), target) : file;
+      if (!fs.existsSync(path.join(root, resolved))) {
+        problems.push(`line ${index + 1}: ${link} leads to no file`);
+      } else if (anchor && resolved.endsWith('.md')) {
+        const anchors = headingAnchors(fs.readFileSync(path.join(root, resolved), 'utf8'));
+        if (!anchors.has(anchor)) problems.push(`line ${index + 1}: ${link} names no heading of ${resolved}`);
+      }
+    }
+  });
+  return problems;
+}
+
 const packageReadmes = ['services', 'libs']
   .flatMap((parent) =>
     fs
@@ -156,6 +265,65 @@ describe('the folder tables of the package READMEs', () => {
         'line 4: src/x402/settle.ts (module `settle`) does not exist',
         'line 5: src/gone/ does not exist',
         'src/unlisted/ is not in the table',
+      ]);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+const tree = walkTree(ROOT);
+const readmes = [...tree.paths]
+  .filter((file) => path.basename(file) === 'README.md' && !file.startsWith('.'))
+  .sort();
+const docs = [...tree.paths].filter((file) => file.startsWith('docs/') && file.endsWith('.md')).sort();
+
+describe('the files the READMEs name', () => {
+  it('include the repository README, every service and the deployment', () => {
+    expect(readmes).toEqual(
+      expect.arrayContaining(['README.md', 'services/checkout/README.md', 'k8s/README.md']),
+    );
+  });
+
+  it.each(readmes)('%s names only files that exist', (readme) => {
+    expect(
+      namedFileProblems(ROOT, readme, fs.readFileSync(path.join(ROOT, readme), 'utf8'), tree.names),
+    ).toEqual([]);
+  });
+
+  it.each([...readmes, ...docs])('%s links only to files and headings that exist', (file) => {
+    expect(brokenLinks(ROOT, file, fs.readFileSync(path.join(ROOT, file), 'utf8'))).toEqual([]);
+  });
+
+  it('reports a missing path, bare file, link and heading (the check itself)', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-files-'));
+    try {
+      for (const file of ['pkg/src/x402/verify.ts', 'libs/contracts/src/events/a.ts', 'docs/api.md']) {
+        fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+        fs.writeFileSync(
+          path.join(root, file),
+          file.endsWith('.md') ? '# API\n\n## Two words: `here`\n' : '',
+        );
+      }
+      const readme = [
+        'Verified in `x402/verify.ts` and `src/x402/verify.ts`, not in `x402/settle.ts`.',
+        'Truth: `libs/contracts/src/events/a.ts`, `b.ts`; `<name>.ts` and `dist/index.d.ts` are patterns or outputs.',
+        'Subjects in `libs/contracts/src/subjects.ts`, `events/a.ts`, `events/b.ts`.',
+        '```',
+        '`in/code.ts` is an example',
+        '```',
+        '[API](../docs/api.md#two-words-here), [gone](../docs/gone.md), [heading](../docs/api.md#three-words).',
+      ].join('\n');
+      expect(namedFileProblems(root, 'pkg/README.md', readme, walkTree(root).names)).toEqual([
+        'line 1: x402/settle.ts does not exist',
+        'line 2: b.ts is in no folder of the repository',
+        'line 3: libs/contracts/src/subjects.ts does not exist',
+        'line 3: events/a.ts does not exist',
+        'line 3: events/b.ts does not exist',
+      ]);
+      expect(brokenLinks(root, 'pkg/README.md', readme)).toEqual([
+        'line 7: ../docs/gone.md leads to no file',
+        'line 7: ../docs/api.md#three-words names no heading of docs/api.md',
       ]);
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
