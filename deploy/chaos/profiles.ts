@@ -77,7 +77,7 @@ export const PROFILES: Record<string, ChaosProfile> = {
 
 /**
  * The short profile with chain reorganisations as the only fault (depth 1–3, half of them dropping their
- * transactions): `CHAOS_PROFILE=reorgs` checks the reorg handling (issue 19: payments booked before CONFIRMATIONS,
+ * transactions): `CHAOS_PROFILE=reorgs` checks the reorg handling (payments booked before CONFIRMATIONS,
  * relayer and escrow transactions dropped and sent again) in a short run instead of waiting for a full run to
  * draw a dropping reorg.
  */

@@ -78,7 +78,7 @@ export async function bootstrapDemo(options: {
     method: 'PATCH',
     // The webhook URL is the wallet's to set (its session, not the sk_ key).
     headers: { authorization: `Bearer ${seller.sessionToken}`, 'content-type': 'application/json' },
-    // A minimum of a tenth of a cent (SPEC's default is $10) so one paid call (95% of one cent) is paid out.
+    // A minimum of a tenth of a cent (the default is 10 USDC) so one paid call (95% of one cent) is paid out.
     body: JSON.stringify({ webhookUrl: `${page.url}/webhooks/paygate`, minimumSettlement: '0.001' }),
     signal: AbortSignal.timeout(5000),
   });

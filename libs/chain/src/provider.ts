@@ -12,7 +12,7 @@ import {
  * A JsonRpcProvider that sends each call at once, one request per call. ethers queues every call behind a drain
  * timer (a `setTimeout`, at least 1 ms, even when it batches nothing): on the paths measured in milliseconds (a
  * relayer answering after a head, the gateway's reads before a payment) that was up to a tenth of the work. No
- * batching keeps each call's errors and timeout its own; the node's errors become ethers' errors as before.
+ * batching keeps each call's errors and timeout its own; the node's errors still become ethers' errors.
  */
 class PromptJsonRpcProvider extends JsonRpcProvider {
   #nextId = 1;

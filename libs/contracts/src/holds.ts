@@ -1,6 +1,6 @@
 /**
- * How long a payment stays in escrow before it can be settled to the seller, by what the skill sells (SPEC's
- * table): the registry's default for a new skill, the dashboard's form and the gateway's /api/verify (which sells
+ * How long a payment stays in escrow before it can be settled to the seller, by what the skill sells (docs/api.md,
+ * "Skills", `holdPeriodHours`): the registry's default for a new skill, the dashboard's form and the gateway's /api/verify (which sells
  * no registered skill, by payment kind) all read it here. No imports: the dashboard bundles this file alone
  * (`@paygate/contracts/holds`).
  */

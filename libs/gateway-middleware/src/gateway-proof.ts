@@ -22,7 +22,7 @@ function verifyBody(offer: Offer, payment: string, resource: string): Record<str
   };
 }
 
-/** req.x402 from Paygate's answer and the route's offer (SPEC's fields; `type` absent for pay-per-call). */
+/** req.x402 from Paygate's answer and the route's offer (the README's fields; `type` absent for pay-per-call). */
 function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
   const { type, ...rest } = verified;
   return {

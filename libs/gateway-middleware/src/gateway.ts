@@ -71,7 +71,7 @@ function ticketMiddleware(verifier: TicketVerifier): RequestHandler {
 }
 
 /**
- * The seller's gateway middleware. Follows SPEC's verification flow: X-402-Payment (else Payment); none → 402 with
+ * The seller's gateway middleware (README, "Verification flow"): X-402-Payment (else Payment); none → 402 with
  * the payment requirements; present → POST /api/verify; valid → req.x402 and next(); invalid → 402
  * {"error": "Invalid payment"}; Paygate unreachable within the timeout → 500. Beside it, the x402 standard: a
  * pay-per-call 402 carries PAYMENT-REQUIRED, and a PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled into escrow by

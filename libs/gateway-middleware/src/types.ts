@@ -1,13 +1,13 @@
 import type { NetworkName } from '@paygate/chain';
 import type { PaymentKind } from '@paygate/protocol';
 
-/** Payment data the middleware puts on req.x402 after a successful verification (SPEC: "req.x402"). */
+/** Payment data the middleware puts on req.x402 after a successful verification (README, "Verification flow"). */
 export interface X402Payment {
   /** all middleware */
   txHash: string;
   /** all middleware: decimal USDC string */
   amount: string;
-  /** subscription, product, service (absent for payPerCall, as SPEC lists) */
+  /** subscription, product, service (absent for payPerCall) */
   type?: Exclude<PaymentKind, 'payPerCall'>;
   /** subscription */
   durationDays?: number;

@@ -26,7 +26,7 @@ export type WebhookBody<Kind extends string, Fields extends object> = {
   data: { event: Kind } & Fields;
 } & Fields;
 
-/** SPEC: event, transactionId, refundTxHash (the on-chain refund), amount (decimal USDC). */
+/** Top-level fields: event, transactionId, refundTxHash (the on-chain refund), amount (decimal USDC). */
 export type RefundCompletedWebhook = WebhookBody<
   'refund.completed',
   {
@@ -38,7 +38,7 @@ export type RefundCompletedWebhook = WebhookBody<
     completedAt: string;
   }
 >;
-/** SPEC: event, transactionId, reason. */
+/** Top-level fields: event, transactionId, reason. */
 export type RefundRequestedWebhook = WebhookBody<
   'refund.requested',
   { refundRequestId: string; transactionId: string; sellerId: string; reason: string; requestedAt: string }

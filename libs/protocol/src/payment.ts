@@ -5,7 +5,7 @@ import { getAddress, type Signer, verifyMessage } from 'ethers';
  * header names, the payment header's JSON, the message the payer signs, and the 402 body an agent reads.
  */
 export const PAYMENT_HEADER = 'X-402-Payment';
-/** Fallback name accepted wherever X-402-Payment is (SPEC: "or else the header Payment"). */
+/** Fallback name accepted wherever X-402-Payment is (a client that cannot send X-402-Payment sends Payment). */
 export const PAYMENT_HEADER_FALLBACK = 'Payment';
 /** TICKET mode: the agent calls the seller directly with the ticket in this header. */
 export const TICKET_HEADER = 'X-402-Ticket';
@@ -33,7 +33,7 @@ export interface PaymentProof {
   signature: string;
 }
 
-/** HTTP 402 body: SPEC's fields (price, description, network, type-specific) plus what an agent needs to pay. */
+/** HTTP 402 body: the offer (price, description, network, type-specific) plus what an agent needs to pay. */
 export interface PaymentRequirements {
   price: string;
   description: string;

@@ -117,7 +117,7 @@ export function loadConfig(
     {
       SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
       LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
-      // A session without a skill sells a product or a service: the service's default hold (SPEC's table).
+      // A session without a skill sells a product or a service: the service's default hold (DEFAULT_HOLD_HOURS).
       DEFAULT_HOLD_PERIOD_HOURS: int({ default: DEFAULT_HOLD_HOURS.Service, min: 0, max: 168 }),
       SWEEP_INTERVAL_MS: int({ default: 1000, min: 10, max: 600_000 }),
       OPERATOR_TOKEN: operatorTokenSpec(common.production),

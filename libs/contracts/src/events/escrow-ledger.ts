@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
 
-/** SPEC payload (event, transactionId, reason) plus the ids a consumer needs to route it. */
+/** The webhook's documented fields (event, transactionId, reason) plus the ids a consumer needs to route it. */
 export const RefundRequested = Type.Object(
   {
     event: Type.Literal('refund.requested'),

@@ -3,7 +3,7 @@ import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitive
 import { RefundKind } from './escrow-ledger';
 
 /**
- * SPEC payload (event, transactionId, refundTxHash, amount) plus routing ids. `kind` as in refund.initiated
+ * The webhook's documented fields (event, transactionId, refundTxHash, amount) plus routing ids. `kind` as in refund.initiated
  * (absent = payment); a refund of an unmatched transfer has no transaction and no seller (both null), so no
  * seller is notified of it.
  */

@@ -19,7 +19,7 @@ import {
 import type { Skill } from './types';
 import { ErrorNote, Link, LoadState, useAction, useLoad } from './ui';
 
-/** Create (no name) or edit (name) a skill: every SPEC field, type-specific ones only where they apply. */
+/** Create (no name) or edit (name) a skill: every field (docs/api.md, "Skills"), type-specific ones where they apply. */
 export function SkillEditor(props: { name?: string }) {
   const { api } = useDashboard();
   const editing = props.name !== undefined;

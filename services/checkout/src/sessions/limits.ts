@@ -24,7 +24,7 @@ const secondsUntil = (now: Date, at: Date | null) =>
   Math.max(1, Math.ceil(((at?.getTime() ?? now.getTime()) - now.getTime()) / 1000));
 
 /**
- * What bounds session creation (security issue, point 3):
+ * What bounds session creation (docs/security.md, attack 3):
  * - per key (`pk_` or `sk_`) and, for publishable-key requests, per client address: fixed one-minute windows
  *   counted in Postgres and shared by every replica (the gateway's limiter);
  * - per seller: at most `maxOpenSessionsPerSeller` open sessions.

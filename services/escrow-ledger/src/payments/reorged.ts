@@ -139,7 +139,7 @@ export async function reverseTransfer(
   // An unmatched transfer an operator refunded: its money left suspense for a refund (pending or sent), which cannot
   // be taken back, while the transfer's money never arrived. The whole transfer is reversed out of escrow_asset
   // against what its payer owes back (refund_receivable, settled if the same transaction is mined again), and the
-  // operator sees the conflict. Reversing nothing left the ledger above the chain by the transfer (issue 19).
+  // operator sees the conflict. Reversing nothing would leave the ledger above the chain by the transfer.
   // (Not when escrow_asset holds less than the refund: see refundReceivableOnReorg.)
   const owed = transfer.refund_id ? await refundReceivableOnReorg(trx, deps, transfer) : null;
   if (owed) {

@@ -31,7 +31,7 @@ interface Arrival {
  * inclusion, its account created before any balance row is locked. `amountMicro` is what the reversal moves out of
  * escrow_asset against it: the transfer's amount; or 0 when escrow_asset holds less than that (the refund, sent from
  * escrow, cannot stand on a chain where escrow lacks the transfer's money: its resend fails, and booking it out
- * would take escrow_asset below the chain, and below zero). Then nothing is owed, as before, and the conflict says so.
+ * would take escrow_asset below the chain, and below zero). Then nothing is owed, and the conflict says so.
  */
 export async function refundReceivableOnReorg(
   trx: Transaction<any>,

@@ -42,7 +42,7 @@ export interface Challenge {
 }
 
 /**
- * x402's payment-identifier extension as Paygate declares it (optional: a client without an id pays as before).
+ * x402's payment-identifier extension as Paygate declares it (optional: a client may pay without an id).
  * Built once: the declaration is static.
  */
 const PAYMENT_IDENTIFIER_DECLARATION = Object.freeze(declarePaymentIdentifierExtension(false));

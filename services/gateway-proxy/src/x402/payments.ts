@@ -254,8 +254,8 @@ export class X402Payments implements BackgroundTask {
 
   /**
    * The reads of runReadChecks, from the promises already started when given. The signature is the payer's when
-   * the node's ecrecover says so; otherwise it is checked here as before (local ECDSA, then a contract wallet's
-   * ERC-1271 by `@x402/evm`'s rules), so a signature is accepted exactly when it was before.
+   * the node's ecrecover says so; otherwise it is checked here (local ECDSA, then a contract wallet's ERC-1271 by
+   * `@x402/evm`'s rules): the node's answer saves the local check, it accepts no signature those rules refuse.
    */
   private chainReads(
     balance: Promise<bigint> | undefined,

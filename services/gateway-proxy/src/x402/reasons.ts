@@ -1,6 +1,6 @@
 /**
  * Every reason code Paygate answers on its x402 paths (the paid skill URLs' x402 payments, and the facilitator's
- * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's again.
+ * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's.
  *
  * Upstream's codes are `@x402/evm`'s own invalidReason / errorReason strings (its exact facilitator's
  * `errors.ts`, which the package bundles without exporting); x402-reasons.test.ts reads the installed package

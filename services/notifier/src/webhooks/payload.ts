@@ -15,8 +15,8 @@ const ENVELOPE_FIELDS = new Set(['id', 'event', 'createdAt', 'data']);
 
 /**
  * Builds the webhook body of a bus event (shape: WebhookBody in the sellers' library): `id`, `event`, `createdAt`,
- * the payload's fields at the top level (SPEC's `event, transactionId, refundTxHash, amount` and `event,
- * transactionId, reason` are the body's own fields), then `data`, the whole payload with `event` first. A payload
+ * the payload's fields at the top level (docs/api.md, "Webhook requests": `event, transactionId, refundTxHash,
+ * amount` and `event, transactionId, reason` are the body's own fields), then `data`, the whole payload with `event` first. A payload
  * field named like an envelope field (a session's `createdAt`) is only in `data`. The serialised string is stored
  * once and sent byte for byte.
  */

@@ -58,7 +58,7 @@ export class SignInRateLimits {
           'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
       },
     );
-    // Each challenge stores a single-use nonce: not free to repeat either (security issue, point 3).
+    // Each challenge stores a single-use nonce: not free to repeat either (docs/security.md, attack 6).
     guardRoute(
       routes,
       'post',

@@ -34,7 +34,7 @@ export interface HeadProbeOptions {
  * (there, behind the seller's own payment gate); 400/422 (the route matched and refused the empty HEAD's missing
  * input). Failing: 3xx (redirects are not followed: Paygate forwards to apiBaseUrl + path exactly), 404/410
  * (nothing there; a 404 passes for a path with :param segments), 405 (the endpoint does not answer HEAD, which
- * SPEC requires), 429 and any other 4xx, and 5xx.
+ * validation requires: docs/api.md, "Validation and health pings"), 429 and any other 4xx, and 5xx.
  */
 export function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
   const isGet = (options.method ?? 'GET').toUpperCase() === 'GET';

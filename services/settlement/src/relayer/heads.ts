@@ -20,8 +20,8 @@ interface Waiter {
 
 /**
  * Tells the callers waiting for a receipt when the chain has a newer block, with one `eth_blockNumber` per poll
- * whatever the number of callers (each caller used to poll its own receipt every receiptPollMs: ten calls per poll
- * for a burst of ten). It learns the chain's block rhythm from the heads it sees and polls every DUE_POLL_MS around
+ * whatever the number of callers (rather than each caller polling its own receipt every receiptPollMs: ten calls
+ * per poll for a burst of ten). It learns the chain's block rhythm from the heads it sees and polls every DUE_POLL_MS around
  * the moment the next block is due, so a block is noticed a few milliseconds after it exists instead of half a
  * poll interval later on average; otherwise it polls every receiptPollMs, so an early or late block is still seen.
  * It polls only while someone waits. Heads the node pushes (RELAYER_WS_URL, ./head-push) wake the callers at once.

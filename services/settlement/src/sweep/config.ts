@@ -6,7 +6,7 @@ import { HDNodeWallet, Mnemonic } from 'ethers';
  * The checkout deposit wallet's settings (CHECKOUT_ESCROW_*). Checkout sessions are paid to that wallet, not to
  * the agent escrow, so an agent's 402 payment can never match a session by amount; settlement holds its key and
  * sweeps its USDC into the escrow wallet, from which every payout and refund is paid. Without
- * CHECKOUT_ESCROW_PRIVATE_KEY the sweeper is off (sessions then share the escrow address, the old design).
+ * CHECKOUT_ESCROW_PRIVATE_KEY the sweeper is off (sessions then share the escrow address).
  */
 export interface CheckoutSweepConfig {
   /** The deposit wallet's key. Not enumerable on the config object, never logged. */

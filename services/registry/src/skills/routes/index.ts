@@ -15,7 +15,7 @@ export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): 
   const status = skillStatusRoutes(kit);
   const endpoints = endpointRoutes(kit);
   const catalog = catalogRoutes(kit);
-  // The order of the OpenAPI document (and of route matching), as before the split into groups.
+  // The order of the OpenAPI document and of route matching (an earlier route wins), not grouped by file.
   return [
     manage.create,
     manage.list,
