@@ -29,12 +29,18 @@ export const CONSUMERS = {
     'ledger-transfer-refund-requested': 'transfer.refund_requested',
     'ledger-settlement-completed': 'settlement.completed',
     'ledger-platform-payout-completed': 'revenue.paid_out',
+    'ledger-settlement-due': 'settlement.due',
+    'ledger-platform-payout-requested': 'platform_payout.requested',
+    'ledger-payout-failed': 'payout.failed',
+    'ledger-seller-payout-addresses': 'seller.updated',
   },
   settlement: {
     'settlement-refund-initiated': 'refund.initiated',
     'settlement-seller-projection': 'seller.updated',
     'settlement-deposit-addresses': 'deposit.address_assigned',
     'settlement-deposit-transfers': 'transfer.observed',
+    'settlement-payout-reserved': 'payout.reserved',
+    'settlement-payout-refused': 'payout.refused',
   },
   notifier: {
     notifier_seller_updated: 'seller.updated',

@@ -9,6 +9,13 @@ import {
   PaymentConfirmed,
   PaymentReversed,
 } from './events/payments';
+import {
+  PayoutFailed,
+  PayoutRefused,
+  PayoutReserved,
+  PlatformPayoutRequested,
+  SettlementDue,
+} from './events/payouts';
 import { PayoutAddressChangeRequested, SellerUpdated, SkillUpdated } from './events/registry';
 import { PlatformPayoutCompleted, RefundCompleted, SettlementCompleted } from './events/settlement';
 
@@ -174,6 +181,40 @@ export const SUBJECTS = {
     version: 1,
     schema: EscrowReleased,
     description: 'A held payment passed its hold period and became available to the seller.',
+  },
+  'settlement.due': {
+    owners: ['settlement'],
+    version: 1,
+    schema: SettlementDue,
+    description:
+      "A seller's settlement period is due (or an operator settles it now): the ledger decides its payout.",
+  },
+  'platform_payout.requested': {
+    owners: ['settlement'],
+    version: 1,
+    schema: PlatformPayoutRequested,
+    description:
+      "An operator asked for the platform's revenue to be paid to the treasury: the ledger decides it.",
+  },
+  'payout.reserved': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: PayoutReserved,
+    description:
+      'The ledger reserved a payout (seller or platform) in its own transaction; settlement sends exactly it, once.',
+  },
+  'payout.refused': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: PayoutRefused,
+    description: 'The ledger reserved nothing for a due payout (below the minimum, or nothing available).',
+  },
+  'payout.failed': {
+    owners: ['settlement'],
+    version: 1,
+    schema: PayoutFailed,
+    description:
+      'A reserved payout was never sent (pre-flight, transfer cap) or reverted; the ledger gives the reservation back.',
   },
   'settlement.completed': {
     owners: ['settlement'],

@@ -220,10 +220,14 @@ export interface PayoutReservationsTable {
   payout_address: string | null;
   created_at: Date;
   completed_at: Date | null;
-  /** When settlement first asked to send it (ledger.authorize_transfer); null: not claimed by a payout yet. */
-  authorized_at: Date | null;
-  /** When settlement said it recorded the payout (reserve_payout with `recorded`); null: not yet. */
-  recorded_at: Date | null;
+}
+
+/** The ledger's own view of each seller's payout address (`seller.updated`): payouts are reserved to it. */
+export interface SellerPayoutAddressesTable {
+  seller_id: string;
+  revision: number;
+  payout_address: string;
+  updated_at: Generated<Date>;
 }
 
 /** How far below zero an operator lets a seller's balance (held + available) go; no row = 0. */
@@ -281,6 +285,7 @@ export interface LedgerDatabase extends BusTables {
   refund_requests: RefundRequestsTable;
   refund_receivables: RefundReceivablesTable;
   payout_reservations: PayoutReservationsTable;
+  seller_payout_addresses: SellerPayoutAddressesTable;
   idempotency_keys: IdempotencyKeysTable;
   seller_credit_limits: SellerCreditLimitsTable;
   platform_payouts: PlatformPayoutsTable;

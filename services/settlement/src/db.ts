@@ -1,5 +1,5 @@
 import type { BusTables } from '@paygate/bus';
-import type { RpcReply } from '@paygate/contracts';
+import type { EventData } from '@paygate/contracts';
 import type { Generated } from 'kysely';
 import type { RelayedAuthorizationsTable, RelayerRefusedPayersTable } from './relayer/tables';
 import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
@@ -9,8 +9,8 @@ export type TransferKind = 'payout' | 'refund' | 'platform_payout';
 export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
 export type SettlementStatus = 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
 export type RefundStatus = 'sending' | 'completed' | 'failed';
-/** Why a settlement paid nothing: the ledger's refusal to reserve (its contract's reasons). */
-export type SkipReason = Extract<RpcReply<'ledger.reserve_payout'>, { ok: false }>['reason'];
+/** Why a settlement paid nothing: the ledger's refusal to reserve (`payout.refused`). */
+export type SkipReason = EventData<'payout.refused'>['reason'];
 
 export interface SellersTable {
   seller_id: string;
@@ -67,11 +67,6 @@ export interface SettlementsTable {
   tx_hash: string | null;
   skip_reason: SkipReason | null;
   failure_reason: string | null;
-  cancel_acknowledged_at: Date | null;
-  /** When the ledger answered that the payout is recorded (reserve_payout with `recorded`); null: not yet. */
-  recorded_acknowledged_at: Date | null;
-  attempts: Generated<number>;
-  next_attempt_at: Generated<Date>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
   completed_at: Date | null;
@@ -97,13 +92,14 @@ export interface RefundsTable {
 /** A payout of the platform's revenue to the treasury address (an operator's request). */
 export interface PlatformPayoutsTable {
   payout_id: string;
-  status: 'sending' | 'completed' | 'failed';
-  amount_micro: bigint;
+  /** `requested` until the ledger decides it; `refused`: the platform revenue held nothing. */
+  status: 'requested' | 'refused' | 'sending' | 'completed' | 'failed';
+  /** null until the ledger reserved it. */
+  amount_micro: bigint | null;
   treasury_address: string;
-  transfer_id: string;
+  transfer_id: string | null;
   tx_hash: string | null;
   failure_reason: string | null;
-  cancel_acknowledged_at: Date | null;
   created_at: Generated<Date>;
   completed_at: Date | null;
 }

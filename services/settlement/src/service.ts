@@ -8,7 +8,7 @@ import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';
 import type { SettlementConfig } from './config';
 import type { SettlementDB } from './db';
-import { type LedgerClient, ledgerClient } from './ledger/client';
+import { payoutRefusedConsumer, payoutReservedConsumer } from './ledger/decisions';
 import { createSettlementMetrics } from './metrics';
 import { platformPayoutOutcome, platformPayoutRoutes } from './platform/payouts';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
@@ -76,7 +76,7 @@ export async function startSettlement(
       name: 'settlement',
       config,
       migrations,
-      routes: (app, ctx) => mountSettlementRoutes(app, ctx, config, clock, chain, build(ctx)),
+      routes: (app, ctx) => mountSettlementRoutes(app, ctx, config, clock, build(ctx)),
       consumers: (ctx) => settlementConsumers(config, clock, chain, build(ctx)),
       background: (ctx) => {
         const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);
@@ -115,7 +115,6 @@ interface SettlementParts {
   transfers: TransferWorker;
   auth: SellerAuth;
   relayer: Relayer | null;
-  ledger: LedgerClient;
   metrics: ReturnType<typeof createSettlementMetrics>;
   sweeper: CheckoutSweeper | null;
   depositSweeper: DepositSweeper;
@@ -144,22 +143,12 @@ function settlementParts(
         : []),
     ],
   });
-  const ledger = ledgerClient(ctx.bus, config.ledgerTimeoutMs);
-  const transfers = new TransferWorker(
-    ctx,
-    config,
-    chain,
-    metrics,
-    {
-      payout: payoutOutcome(clock),
-      refund: refundOutcome(clock),
-      platform_payout: platformPayoutOutcome(clock),
-    },
-    ledger,
-  );
-  const scheduler = new SettlementScheduler(ctx, config, clock, ledger, chain, metrics, () =>
-    transfers.kick(),
-  );
+  const transfers = new TransferWorker(ctx, config, chain, metrics, {
+    payout: payoutOutcome(clock),
+    refund: refundOutcome(clock),
+    platform_payout: platformPayoutOutcome(clock),
+  });
+  const scheduler = new SettlementScheduler(ctx, config, clock);
   const relayer =
     config.relayer && relayerChain
       ? x402Relayer(ctx, config, config.relayer, relayerChain, chain, clock)
@@ -179,7 +168,6 @@ function settlementParts(
     transfers,
     auth: new SellerAuth(ctx.bus),
     relayer,
-    ledger,
     metrics,
     sweeper,
     depositSweeper,
@@ -219,13 +207,12 @@ function mountSettlementRoutes(
   ctx: ServiceContext<SettlementDB>,
   config: SettlementConfig,
   clock: Clock,
-  chain: EscrowChain,
-  { auth, scheduler, transfers, ledger }: SettlementParts,
+  { auth, scheduler }: SettlementParts,
 ): void {
   const routes = [
     ...settlementRoutes(ctx, auth),
-    ...settlementOperatorRoutes(ctx, config, scheduler, clock, () => transfers.kick()),
-    ...platformPayoutRoutes(ctx, config, ledger, chain, () => transfers.kick()),
+    ...settlementOperatorRoutes(ctx, config, scheduler, clock),
+    ...platformPayoutRoutes(ctx, config, clock),
   ];
   mountRoutes(app, routes);
   serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
@@ -235,11 +222,15 @@ function settlementConsumers(
   config: SettlementConfig,
   clock: Clock,
   chain: EscrowChain,
-  { transfers, ledger, metrics, depositSweeper }: SettlementParts,
+  { transfers, metrics, depositSweeper }: SettlementParts,
 ): DeclaredConsumer[] {
+  const onTransferRecorded = () => transfers.kick();
+  const decisions = { config, chain, metrics, clock, onTransferRecorded };
   return [
     defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
-    defineConsumer(refundInitiatedConsumer(config, chain, ledger, metrics, () => transfers.kick())),
+    defineConsumer(refundInitiatedConsumer(config, chain, metrics, onTransferRecorded)),
+    defineConsumer(payoutReservedConsumer(decisions)),
+    defineConsumer(payoutRefusedConsumer(decisions)),
     defineConsumer(depositAddressAssignedConsumer(config.chainId)),
     defineConsumer(
       depositTransferConsumer({

@@ -2,20 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { ServiceName } from '../subjects';
 import { ajv } from '../validation';
-import {
-  AuthorizeTransferReply,
-  AuthorizeTransferRequest,
-  CancelPayoutReply,
-  CancelPayoutRequest,
-  CancelPlatformPayoutReply,
-  CancelPlatformPayoutRequest,
-  ClaimTransferReply,
-  ClaimTransferRequest,
-  ReservePayoutReply,
-  ReservePayoutRequest,
-  ReservePlatformPayoutReply,
-  ReservePlatformPayoutRequest,
-} from './escrow-ledger';
+import { ClaimTransferReply, ClaimTransferRequest } from './escrow-ledger';
 import {
   ForwardingKeyReply,
   ForwardingKeyRequest,
@@ -72,42 +59,6 @@ export const RPCS = {
     reply: ClaimTransferReply,
     description:
       'Spend an on-chain transfer on one thing; the first claim of a transfer wins whatever path claims it.',
-  },
-  'ledger.reserve_payout': {
-    responder: 'escrow-ledger',
-    requesters: ['settlement'],
-    request: ReservePayoutRequest,
-    reply: ReservePayoutReply,
-    description: "Reserve a seller's available balance for a payout (idempotent per settlementId).",
-  },
-  'ledger.cancel_payout': {
-    responder: 'escrow-ledger',
-    requesters: ['settlement'],
-    request: CancelPayoutRequest,
-    reply: CancelPayoutReply,
-    description: "Give a payout's reservation back to the seller's available balance.",
-  },
-  'ledger.authorize_transfer': {
-    responder: 'escrow-ledger',
-    requesters: ['settlement'],
-    request: AuthorizeTransferRequest,
-    reply: AuthorizeTransferReply,
-    description:
-      'Before settlement sends a refund or payout out of escrow: is exactly this transfer (id, recipient, amount) booked and not sent yet?',
-  },
-  'ledger.reserve_platform_payout': {
-    responder: 'escrow-ledger',
-    requesters: ['settlement'],
-    request: ReservePlatformPayoutRequest,
-    reply: ReservePlatformPayoutReply,
-    description: "Reserve the platform's revenue for a payout to the treasury (idempotent per payoutId).",
-  },
-  'ledger.cancel_platform_payout': {
-    responder: 'escrow-ledger',
-    requesters: ['settlement'],
-    request: CancelPlatformPayoutRequest,
-    reply: CancelPlatformPayoutReply,
-    description: "Give a platform payout's reservation back to the platform revenue.",
   },
   'registry.resolve_api_key': {
     responder: 'registry',

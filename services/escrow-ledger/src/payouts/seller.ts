@@ -1,109 +1,91 @@
-import type { EventData, EventEnvelope, RpcReply, RpcRequest } from '@paygate/contracts';
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { PayoutReservationsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
-
-type ReservePayoutRequest = RpcRequest<'ledger.reserve_payout'>;
-type ReservePayoutReply = RpcReply<'ledger.reserve_payout'>;
-type CancelPayoutReply = RpcReply<'ledger.cancel_payout'>;
+import { payoutAddressOf } from './addresses';
 
 /** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
-export type ReservationRow = Omit<
-  PayoutReservationsTable,
-  'tx_hash' | 'created_at' | 'completed_at' | 'authorized_at' | 'recorded_at'
->;
+export type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
 
-function replyOf(row: ReservationRow): ReservePayoutReply {
-  // Given back (swept as never claimed, or its payout failed): answering its old amount would have settlement
-  // record a payout that authorize_transfer refuses.
-  if (row.status === 'cancelled') {
-    return {
-      ok: false,
-      reason: 'reservation_cancelled',
-      message: `the reservation of ${formatUsdc(row.amount_micro)} USDC for ${row.settlement_id} was cancelled; its money is available again`,
-    };
-  }
-  if (row.ok) return { ok: true, amount: formatUsdc(row.amount_micro) };
-  return {
-    ok: false,
-    reason: row.reason as 'below_minimum' | 'nothing_available',
-    available: formatUsdc(row.available_micro),
-  };
-}
-
-/** Serialises everything done to one settlement's payout reservation (reserve, cancel, sweep, authorize, complete). */
+/** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
 export const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
+/** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
+const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` : formatUsdc(micro));
+
 /**
- * Moves the seller's available balance to payout-pending when it is > 0 and >= the minimum, in one
- * transaction, idempotently per settlementId. The seller share of released payments with a buyer's pending
- * refund request stays available (not paid out) until the request is decided (a repeated request gets the stored reservation; a stored refusal
- * is evaluated again; a reservation given back since is refused, `reservation_cancelled`).
+ * `settlement.due`: the ledger decides the seller's payout in this one transaction (the inbox's). It moves the
+ * seller's payable available balance to payout-pending when it is > 0 and >= the minimum, and enqueues
+ * `payout.reserved` naming the amount and the payout address of the ledger's own seller view; otherwise
+ * `payout.refused`. Per settlementId: a reservation stands (a repeat changes nothing, its event is already in the
+ * outbox); a refusal reserved nothing, so a later `settlement.due` of the same id (settle-now after money became
+ * available in the period) is decided again.
  */
-export async function reservePayout(
-  ctx: ServiceContext,
+export async function onSettlementDue(
+  trx: Transaction<any>,
+  event: EventEnvelope<'settlement.due', EventData<'settlement.due'>>,
   deps: LedgerDeps,
-  request: ReservePayoutRequest,
-): Promise<ReservePayoutReply> {
-  // The request was validated against the contract (ids, a decimal USDC minimum) before it got here.
-  const minimumMicro = parseUsdc(request.minimumAmount);
-  return ctx.inTransaction(async (trx) => {
-    await lockSettlement(trx, request.settlementId);
-    const existing =
-      await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
-        trx,
-      );
-    const payoutAddress = request.payoutAddress?.toLowerCase() ?? null;
-    // A refusal reserved nothing, so it is evaluated again: settlement asks again only for a settlement it has
-    // not paid (an operator's settle-now after money became available later in the period).
-    if (existing.rows[0] && existing.rows[0].status !== 'refused') {
-      // Settlement recorded its payout (its transaction committed): the reservation is claimed, never swept.
-      if (request.recorded) {
-        await sql`update payout_reservations set recorded_at = coalesce(recorded_at, ${deps.now()})
-          where settlement_id = ${request.settlementId} and status = 'reserved'`.execute(trx);
-      }
-      // Asked again because settlement lost the answer (its transaction rolled back), after the seller moved its
-      // payout address: a reservation nothing was authorized for yet follows the address the transfer will go to.
-      if (payoutAddress && existing.rows[0].payout_address !== payoutAddress) {
-        await sql`update payout_reservations set payout_address = ${payoutAddress}
-          where settlement_id = ${request.settlementId} and status = 'reserved' and authorized_at is null`.execute(
-          trx,
-        );
-      }
-      return replyOf(existing.rows[0]);
-    }
-    const { available, paidOut } = await lockPayableBalance(trx, request.sellerId);
-    const now = deps.now();
-    const ok = available > 0n && available >= minimumMicro;
-    const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
-    if (ok) {
-      await postEntry(trx, {
-        idempotencyKey: `payout_reserve:${request.settlementId}`,
-        entryType: 'payout_reserve',
-        lines: [
-          debit('seller_available', available, request.sellerId),
-          credit('seller_payout_pending', available, request.sellerId),
-        ],
-        memo: { settlementId: request.settlementId },
-      });
-      await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${request.settlementId}
-          where id = any(${paidOut}::text[])`.execute(trx);
-    }
-    const row =
-      await sql<ReservationRow>`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro,
-          available_micro, reason, status, payout_address, created_at)
-        values (${request.settlementId}, ${request.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
-          ${ok ? 'reserved' : 'refused'}, ${payoutAddress}, ${now})
-        on conflict (settlement_id) do update set ok = excluded.ok, amount_micro = excluded.amount_micro,
-          available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status,
-          payout_address = excluded.payout_address
-        returning *`.execute(trx);
-    return replyOf(row.rows[0]!);
-  });
+): Promise<void> {
+  const due = event.data;
+  await lockSettlement(trx, due.settlementId);
+  const existing = (
+    await sql<{ status: string }>`select status from payout_reservations
+        where settlement_id = ${due.settlementId}`.execute(trx)
+  ).rows[0];
+  if (existing && existing.status !== 'refused') return;
+  const payoutAddress = await payoutAddressOf(trx, due.sellerId);
+  if (!payoutAddress) {
+    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
+    throw new Error(`no payout address known for seller ${due.sellerId} yet`);
+  }
+  const { available, paidOut } = await lockPayableBalance(trx, due.sellerId);
+  const now = deps.now();
+  const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
+  const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
+  if (ok) {
+    await postEntry(trx, {
+      idempotencyKey: `payout_reserve:${due.settlementId}`,
+      entryType: 'payout_reserve',
+      lines: [
+        debit('seller_available', available, due.sellerId),
+        credit('seller_payout_pending', available, due.sellerId),
+      ],
+      memo: { settlementId: due.settlementId, payoutAddress },
+    });
+    await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${due.settlementId}
+        where id = any(${paidOut}::text[])`.execute(trx);
+  }
+  await sql`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro, available_micro, reason,
+        status, payout_address, created_at)
+      values (${due.settlementId}, ${due.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
+        ${ok ? 'reserved' : 'refused'}, ${payoutAddress}, ${now})
+      on conflict (settlement_id) do update set ok = excluded.ok, amount_micro = excluded.amount_micro,
+        available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status,
+        payout_address = excluded.payout_address`.execute(trx);
+  await enqueueEvent(
+    trx,
+    ok
+      ? createEvent('payout.reserved', 'escrow-ledger', {
+          payoutId: due.settlementId,
+          kind: 'seller',
+          sellerId: due.sellerId,
+          amount: formatUsdc(available),
+          payoutAddress,
+          reservedAt: now.toISOString(),
+        })
+      : createEvent('payout.refused', 'escrow-ledger', {
+          payoutId: due.settlementId,
+          kind: 'seller',
+          sellerId: due.sellerId,
+          reason: reason as 'below_minimum' | 'nothing_available',
+          available: formatSigned(available),
+          refusedAt: now.toISOString(),
+        }),
+  );
 }
 
 /**
@@ -131,34 +113,37 @@ async function lockPayableBalance(
   };
 }
 
-/** Settlement gave a payout up: the reserved amount returns to the seller's available balance. */
-export async function cancelPayout(
-  ctx: ServiceContext,
-  deps: LedgerDeps,
-  request: RpcRequest<'ledger.cancel_payout'>,
-): Promise<CancelPayoutReply> {
-  return ctx.inTransaction(async (trx) => {
-    await lockSettlement(trx, request.settlementId);
-    const rows =
-      await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${request.settlementId}`.execute(
-        trx,
-      );
-    const reservation = rows.rows[0];
-    if (!reservation) return { ok: false, reason: 'unknown_settlement' };
-    if (reservation.status === 'completed') return { ok: false, reason: 'already_completed' };
-    if (reservation.status === 'refused') return { ok: true, status: 'refused' };
-    if (reservation.status === 'reserved') await cancelReservation(trx, deps, reservation, null);
-    return { ok: true, status: 'cancelled' };
-  });
+async function lockedReservation(
+  trx: Transaction<any>,
+  settlementId: string,
+): Promise<ReservationRow | undefined> {
+  await lockSettlement(trx, settlementId);
+  return (
+    await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${settlementId}`.execute(
+      trx,
+    )
+  ).rows[0];
 }
 
-/** A reserved payout (locked by the caller) given up: its amount back to available, its transactions too. */
-export async function cancelReservation(
+/**
+ * `payout.failed` of a seller payout: nothing left escrow (never signed, or reverted), so the reservation goes
+ * back to the seller's available balance, once (its status and the entry's idempotency key). Only this event
+ * gives a reservation back: nothing cancels one while settlement may still send it.
+ */
+export async function onSellerPayoutFailed(
   trx: Transaction<any>,
+  failed: EventData<'payout.failed'>,
   deps: LedgerDeps,
-  reservation: ReservationRow,
-  reason: string | null,
 ): Promise<void> {
+  const reservation = await lockedReservation(trx, failed.payoutId);
+  if (!reservation) throw new Error(`payout.failed for unknown settlement ${failed.payoutId}`);
+  if (reservation.status === 'cancelled') return;
+  if (reservation.status !== 'reserved' || parseUsdc(failed.amount) !== reservation.amount_micro) {
+    // Booked as sent, or not what was reserved: an operator must look (dead letter).
+    throw new Error(
+      `payout.failed ${failed.payoutId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)}, failed ${failed.amount})`,
+    );
+  }
   await postEntry(trx, {
     idempotencyKey: `payout_cancel:${reservation.settlement_id}`,
     entryType: 'payout_cancel',
@@ -166,7 +151,7 @@ export async function cancelReservation(
       debit('seller_payout_pending', reservation.amount_micro, reservation.seller_id),
       credit('seller_available', reservation.amount_micro, reservation.seller_id),
     ],
-    memo: { settlementId: reservation.settlement_id, ...(reason ? { reason } : {}) },
+    memo: { settlementId: reservation.settlement_id, reason: failed.reason.slice(0, 200) },
   });
   await sql`update transactions set escrow_status = 'available', settlement_id = null
       where settlement_id = ${reservation.settlement_id} and escrow_status = 'payout_pending'`.execute(trx);
@@ -181,19 +166,18 @@ export async function onSettlementCompleted(
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
-  await lockSettlement(trx, d.settlementId);
-  const rows =
-    await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${d.settlementId}`.execute(
-      trx,
-    );
-  const reservation = rows.rows[0];
+  const reservation = await lockedReservation(trx, d.settlementId);
   if (!reservation) throw new Error(`settlement.completed for unknown settlement ${d.settlementId}`);
   if (reservation.status === 'completed') return;
   const sentMicro = parseUsdc(d.amount);
-  if (reservation.status !== 'reserved' || sentMicro !== reservation.amount_micro) {
+  if (
+    reservation.status !== 'reserved' ||
+    sentMicro !== reservation.amount_micro ||
+    reservation.payout_address?.toLowerCase() !== d.payoutAddress.toLowerCase()
+  ) {
     // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
     throw new Error(
-      `settlement.completed ${d.settlementId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)}, sent ${d.amount})`,
+      `settlement.completed ${d.settlementId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)} to ${reservation.payout_address}, sent ${d.amount} to ${d.payoutAddress})`,
     );
   }
   const now = deps.now();
@@ -209,6 +193,6 @@ export async function onSettlementCompleted(
   await sql`update transactions set escrow_status = 'settled', settled_at = ${now}
       where settlement_id = ${d.settlementId} and escrow_status = 'payout_pending'`.execute(trx);
   await sql`update payout_reservations set status = 'completed', tx_hash = ${d.txHash.toLowerCase()},
-        payout_address = ${d.payoutAddress.toLowerCase()}, completed_at = ${now}
+        completed_at = ${now}
       where settlement_id = ${d.settlementId}`.execute(trx);
 }

@@ -6,7 +6,6 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
-import type { LedgerClient } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
@@ -17,15 +16,13 @@ import type { TransferOutcomeHandler } from '../transfers/worker';
  * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it. Both kinds (a seller's
  * payment, or an unmatched transfer without transaction or seller) are sent the same way, to `payer`.
  *
- * The event alone moves nothing: the ledger must confirm it booked this refund (id, payer, amount) and it must be
- * within MAX_TRANSFER_USDC, otherwise nothing is recorded and the event is retried, then dead-lettered for an
- * operator (anyone able to publish on the bus could otherwise make settlement pay from escrow). The transfer
- * worker asks the ledger again before it signs.
+ * Only the ledger's bus user may publish `refund.initiated` (the permissions generated from @paygate/contracts), in
+ * the transaction that booked the refund; above MAX_TRANSFER_USDC nothing is recorded and the event is retried, then
+ * dead-lettered for an operator. A copy records nothing more (one transfer per refundId).
  */
 export function refundInitiatedConsumer(
   config: SettlementConfig,
   chain: EscrowChain,
-  ledger: LedgerClient,
   metrics: SettlementMetrics,
   onTransferRecorded: () => void,
 ): ConsumerOptions<'refund.initiated'> {
@@ -36,7 +33,6 @@ export function refundInitiatedConsumer(
       const db = trx as Transaction<SettlementDB>;
       const refund = event.data;
       const amountMicro = sendableAmount(config, metrics, refund);
-      if (!(await ledgerAuthorizes(db, ledger, metrics, refund, amountMicro))) return;
       await recordRefundTransfer(db, config, chain, refund, amountMicro);
     },
     afterCommit: () => onTransferRecorded(),
@@ -66,40 +62,6 @@ function sendableAmount(
     );
   }
   return amountMicro;
-}
-
-/**
- * True when the ledger confirms it booked this refund; false for a copy of an event whose refund this settlement
- * already sent (nothing to do). Any other refusal throws (retried, then dead-lettered).
- */
-async function ledgerAuthorizes(
-  db: Transaction<SettlementDB>,
-  ledger: LedgerClient,
-  metrics: SettlementMetrics,
-  refund: RefundInitiated,
-  amountMicro: bigint,
-): Promise<boolean> {
-  const authorization = await ledger.authorizeTransfer({
-    kind: 'refund',
-    id: refund.refundId,
-    to: refund.payer,
-    amount: formatUsdc(amountMicro),
-  });
-  if (!authorization.ok && authorization.reason === 'already_sent') {
-    const known = await db
-      .selectFrom('refunds')
-      .select('refund_id')
-      .where('refund_id', '=', refund.refundId)
-      .executeTakeFirst();
-    if (known) return false; // a copy of an event whose refund this settlement already sent
-  }
-  if (!authorization.ok) {
-    metrics.transfersRefused.inc({ kind: 'refund', reason: authorization.reason });
-    throw new Error(
-      `refund.initiated ${refund.refundId} not authorised by the ledger (${authorization.reason}: ${authorization.message}); nothing sent`,
-    );
-  }
-  return true;
 }
 
 /** The outgoing transfer keyed by refundId, then the refund record pointing at it (a copy adds nothing). */

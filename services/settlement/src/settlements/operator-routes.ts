@@ -14,7 +14,6 @@ export function settlementOperatorRoutes(
   config: SettlementConfig,
   scheduler: SettlementScheduler,
   clock: Clock,
-  onTransferRecorded: () => void,
 ): AnyRoute[] {
   return [
     defineRoute({
@@ -22,7 +21,7 @@ export function settlementOperatorRoutes(
       path: '/api/v1/operator/settlements/run',
       summary: 'Settle one seller or all sellers now (operator)',
       description:
-        "Uses the period the scheduler would use now and the same settlement (id derived from seller and period): never two payouts for one seller and period, with the scheduler or with concurrent calls. A period skipped earlier is asked again; a period that already has a payout is reported as already_settled_this_period. waitMs waits for the payouts' confirmation (txHash).",
+        "Uses the period the scheduler would use now and the same settlement (id derived from seller and period): never two payouts for one seller and period, with the scheduler or with concurrent calls. The ledger decides each payout (settlement.due, answered by payout.reserved or payout.refused); the answer waits for its decisions up to LEDGER_TIMEOUT_MS (ledger_unavailable: not decided yet, still pending). A period skipped earlier is asked again; a period that already has a payout is reported as already_settled_this_period. waitMs waits for the payouts' confirmation (txHash).",
       auth: { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) },
       body: SettleNowBody,
       responses: { '200': SettleNowAnswer },
@@ -37,7 +36,7 @@ export function settlementOperatorRoutes(
           throw badRequest('sellerId', 'must be given, or all: true instead (exactly one of the two)');
         }
         const selection = body.sellerId !== undefined ? { sellerId: body.sellerId } : { all: true as const };
-        const result = await settleNow(ctx, scheduler, clock, selection, onTransferRecorded);
+        const result = await settleNow(ctx, scheduler, clock, selection, config.ledgerTimeoutMs);
         if (!result) throw notFound('seller');
         if (body.waitMs && result.settled.length > 0) {
           const rows = await waitForPayouts(

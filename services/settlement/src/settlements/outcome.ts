@@ -2,6 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import type { Clock } from '../clock';
+import { enqueuePayoutFailed } from '../ledger/decisions';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
 /** Ends a settlement with its payout transfer; `settlement.completed` goes out through the outbox. */
@@ -35,13 +36,22 @@ export function payoutOutcome(clock: Clock): TransferOutcomeHandler {
       );
     },
     async onFailed(trx, transfer, reason) {
-      // The scheduler then calls ledger.cancel_payout so the reserved amount becomes available again.
-      await trx
+      // Nothing left escrow: payout.failed, in the same transaction, has the ledger give the reservation back.
+      const settlement = await trx
         .updateTable('settlements')
         .set({ status: 'failed', failure_reason: reason, updated_at: clock() })
         .where('transfer_id', '=', transfer.transfer_id)
         .where('status', '=', 'sending')
-        .execute();
+        .returning(['settlement_id', 'seller_id'])
+        .executeTakeFirst();
+      if (!settlement) return;
+      await enqueuePayoutFailed(trx, clock, {
+        payoutId: settlement.settlement_id,
+        kind: 'seller',
+        sellerId: settlement.seller_id,
+        amount: formatUsdc(transfer.amount_micro),
+        reason,
+      });
     },
   };
 }

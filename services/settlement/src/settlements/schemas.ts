@@ -22,12 +22,8 @@ export const SettleNowBody = Type.Object(
 );
 
 export const SETTLEMENT_STATUSES = ['pending', 'skipped', 'sending', 'completed', 'failed'] as const;
-/** Why the ledger reserved nothing for a settlement (its contract's refusals, `SkipReason`). */
-const SKIP_REASONS = [
-  'below_minimum',
-  'nothing_available',
-  'reservation_cancelled',
-] as const satisfies readonly SkipReason[];
+/** Why the ledger reserved nothing for a settlement (`payout.refused`, `SkipReason`). */
+const SKIP_REASONS = ['below_minimum', 'nothing_available'] as const satisfies readonly SkipReason[];
 export const SETTLEMENT_ID_PATTERN = '^stl_[0-9A-HJKMNP-TV-Z]{26}$';
 
 /** A query value given twice arrives as an array: the rule says so. */

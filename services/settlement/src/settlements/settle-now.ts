@@ -3,8 +3,7 @@ import type { ServiceContext } from '@paygate/runtime';
 import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
-import type { Period } from '../schedule/periods';
-import { newSettlementRow, type SettlementScheduler } from '../schedule/scheduler';
+import { enqueueSettlementDue, newSettlementRow, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
 
 /** Why settle-now paid nothing to a seller. */
@@ -13,11 +12,9 @@ export type SettleNowSkipReason =
   | 'below_minimum'
   /** nothing (or less than nothing: a refund after settlement) is available */
   | 'nothing_available'
-  /** the ledger gave this settlement's reservation back (its answer was lost): the money waits for the next period */
-  | 'reservation_cancelled'
   /** this period already has a payout (sending, completed or failed): one payout per seller and period */
   | 'already_settled_this_period'
-  /** the ledger did not answer; the settlement stays pending and the scheduler retries it */
+  /** the ledger has not decided within LEDGER_TIMEOUT_MS; the settlement stays pending until it does */
   | 'ledger_unavailable';
 
 export interface SettleNowResult {
@@ -42,22 +39,24 @@ const WAIT_POLL_MS = 200;
  * Settles sellers at once, in the period the scheduler would use now, through the same settlement row: its id is
  * derived from (seller, period) and (seller_id, period_key) is unique, so settle-now and the scheduled pass of the
  * same period — or two settle-now calls at once — never make two payouts. Per seller, in one transaction holding
- * the seller's row lock (concurrent calls queue behind it; the scheduler's SKIP LOCKED passes go around it):
+ * the seller's row lock (no network call inside it):
  *
- * - no settlement yet this period: created and reserved now; the scheduled pass of this period then finds the
- *   period already scheduled and does nothing;
- * - `pending` (created by the scheduler, not reserved yet): reserved now;
- * - `skipped` (below the minimum or nothing available when last asked): asked again — it never paid anything, so
- *   money that became available later in the period can still go out in this period's one payout;
- * - `sending`, `completed` or `failed`: this period's payout exists; nothing is sent
+ * - no settlement yet this period, or `pending`: `settlement.due` for it (the ledger ignores a due whose payout it
+ *   already reserved);
+ * - `skipped` (below the minimum or nothing available when last decided): pending again with a new `settlement.due`
+ *   — it never paid anything, so money that became available later in the period can still go out in this
+ *   period's one payout;
+ * - `sending`, `completed` or `failed`: this period's payout exists; nothing is asked
  *   (`already_settled_this_period`); money that became available since waits for the next period.
+ *
+ * Then it waits, bounded by `decisionWaitMs` for all of them together, for the ledger's decisions.
  */
 export async function settleNow(
   ctx: ServiceContext<SettlementDB>,
   scheduler: SettlementScheduler,
   clock: Clock,
   selection: { sellerId: string } | { all: true },
-  onTransferRecorded: () => void,
+  decisionWaitMs: number,
 ): Promise<SettleNowResult | null> {
   const result: SettleNowResult = { settled: [], skipped: [], truncated: false };
   let sellerIds: string[];
@@ -86,33 +85,35 @@ export async function settleNow(
     }
     result.truncated = sellerIds.length >= MAX_SELLERS;
   }
+  const asked: string[] = [];
   for (const sellerId of sellerIds) {
-    const outcome = await settleSeller(ctx, scheduler, clock, sellerId);
-    if (outcome.recorded) {
-      onTransferRecorded();
-      await scheduler.acknowledgeRecorded([outcome.settlement.settlement_id]);
-    }
-    if (outcome.reason === null) result.settled.push(settlementView(outcome.settlement));
-    else {
-      result.skipped.push({
-        sellerId,
-        settlementId: outcome.settlement.settlement_id,
-        reason: outcome.reason,
-        status: outcome.settlement.status,
-        availableAmount:
-          outcome.settlement.available_micro === null ? null : formatUsdc(outcome.settlement.available_micro),
-        txHash: outcome.settlement.tx_hash,
-      });
-    }
+    const outcome = await askSeller(ctx, scheduler, clock, sellerId);
+    if (outcome.asked) asked.push(outcome.settlement.settlement_id);
+    else skip(result, outcome.settlement, 'already_settled_this_period');
+  }
+  for (const settlement of await waitForDecisions(ctx, asked, decisionWaitMs)) {
+    if (settlement.status === 'pending') skip(result, settlement, 'ledger_unavailable');
+    else if (settlement.status === 'skipped')
+      skip(result, settlement, settlement.skip_reason ?? 'nothing_available');
+    else result.settled.push(settlementView(settlement));
   }
   return result;
 }
 
-type SettleSellerOutcome = {
-  settlement: Selectable<SettlementsTable>;
-  reason: SettleNowSkipReason | null;
-  recorded: boolean;
-};
+function skip(
+  result: SettleNowResult,
+  settlement: Selectable<SettlementsTable>,
+  reason: SettleNowSkipReason,
+) {
+  result.skipped.push({
+    sellerId: settlement.seller_id,
+    settlementId: settlement.settlement_id,
+    reason,
+    status: settlement.status,
+    availableAmount: settlement.available_micro === null ? null : formatUsdc(settlement.available_micro),
+    txHash: settlement.tx_hash,
+  });
+}
 
 /** Takes the seller's row lock: concurrent settle-now calls for this seller queue behind it. */
 function lockSeller(trx: Transaction<SettlementDB>, sellerId: string): Promise<Selectable<SellersTable>> {
@@ -124,112 +125,82 @@ function lockSeller(trx: Transaction<SettlementDB>, sellerId: string): Promise<S
     .executeTakeFirstOrThrow();
 }
 
-/** Creates the seller's settlement of the period unless it exists ((seller_id, period_key) is unique). */
-async function ensurePeriodSettlement(
-  trx: Transaction<SettlementDB>,
-  seller: Selectable<SellersTable>,
-  period: Period,
-  now: Date,
-): Promise<void> {
-  await trx
-    .insertInto('settlements')
-    .values(newSettlementRow(seller, period, now))
-    .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-    .execute();
-}
-
-// This period is scheduled now: the scheduler's pass of this period creates nothing more.
-async function markPeriodScheduled(
-  trx: Transaction<SettlementDB>,
-  sellerId: string,
-  periodKey: string,
-): Promise<void> {
-  await trx
-    .updateTable('sellers')
-    .set({ last_scheduled_period: periodKey })
-    .where('seller_id', '=', sellerId)
-    .where('last_scheduled_period', '<', periodKey)
-    .execute();
-}
-
-function lockPeriodSettlement(
-  trx: Transaction<SettlementDB>,
-  sellerId: string,
-  periodKey: string,
-): Promise<Selectable<SettlementsTable>> {
-  return trx
-    .selectFrom('settlements')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .where('period_key', '=', periodKey)
-    .forUpdate()
-    .executeTakeFirstOrThrow();
-}
-
-// Nothing was paid in this period: ask the ledger again (it re-evaluates a refused reservation).
-async function reopenSkippedSettlement(
-  trx: Transaction<SettlementDB>,
-  settlementId: string,
-  now: Date,
-): Promise<void> {
-  await trx
-    .updateTable('settlements')
-    .set({ status: 'pending', skip_reason: null, updated_at: now })
-    .where('settlement_id', '=', settlementId)
-    .execute();
-}
-
 function paidThisPeriod(settlement: Selectable<SettlementsTable>): boolean {
   return (
     settlement.status === 'sending' || settlement.status === 'completed' || settlement.status === 'failed'
   );
 }
 
-function reservationOutcome(
-  outcome: 'recorded' | 'skipped' | 'retry',
-  settlement: Selectable<SettlementsTable>,
-): SettleSellerOutcome {
-  if (outcome === 'recorded') return { settlement, reason: null, recorded: true };
-  if (outcome === 'retry') return { settlement, reason: 'ledger_unavailable', recorded: false };
-  return { settlement, reason: settlement.skip_reason ?? 'nothing_available', recorded: false };
-}
-
-async function settleSeller(
+/** The seller's settlement of this period, asked of the ledger unless it already has its payout. */
+async function askSeller(
   ctx: ServiceContext<SettlementDB>,
   scheduler: SettlementScheduler,
   clock: Clock,
   sellerId: string,
-): Promise<SettleSellerOutcome> {
-  // The settlement row is committed before the ledger is asked: if the reservation's answer is lost (a crash or
-  // a terminated connection after the ledger committed it), the row stays `pending` and is asked again under the
-  // same id (the ledger answers its stored reservation), never under the next period's id, which would leave the
-  // first reservation holding the seller's money with no settlement to send it.
-  await ctx.inTransaction(async (trx) => {
-    const seller = await lockSeller(trx, sellerId);
-    await ensurePeriodSettlement(
-      trx,
-      seller,
-      scheduler.periodAt(seller.settlement_frequency, clock()),
-      clock(),
-    );
-  });
+): Promise<{ settlement: Selectable<SettlementsTable>; asked: boolean }> {
   return ctx.inTransaction(async (trx) => {
     const seller = await lockSeller(trx, sellerId);
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
-    await ensurePeriodSettlement(trx, seller, period, now);
-    await markPeriodScheduled(trx, sellerId, period.key);
-    let settlement = await lockPeriodSettlement(trx, sellerId, period.key);
-    if (paidThisPeriod(settlement)) {
-      return { settlement, reason: 'already_settled_this_period', recorded: false };
-    }
+    await trx
+      .insertInto('settlements')
+      .values(newSettlementRow(seller, period, now))
+      .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
+      .execute();
+    // This period is scheduled now: the scheduler's pass of this period creates nothing more.
+    await trx
+      .updateTable('sellers')
+      .set({ last_scheduled_period: period.key })
+      .where('seller_id', '=', sellerId)
+      .where('last_scheduled_period', '<', period.key)
+      .execute();
+    const settlement = await trx
+      .selectFrom('settlements')
+      .selectAll()
+      .where('seller_id', '=', sellerId)
+      .where('period_key', '=', period.key)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    if (paidThisPeriod(settlement)) return { settlement, asked: false };
     if (settlement.status === 'skipped') {
-      await reopenSkippedSettlement(trx, settlement.settlement_id, now);
-      settlement = await lockPeriodSettlement(trx, sellerId, period.key);
+      await trx
+        .updateTable('settlements')
+        .set({ status: 'pending', skip_reason: null, updated_at: now })
+        .where('settlement_id', '=', settlement.settlement_id)
+        .execute();
     }
-    const outcome = await scheduler.reserve(trx, settlement);
-    return reservationOutcome(outcome, await lockPeriodSettlement(trx, sellerId, period.key));
+    await enqueueSettlementDue(trx, settlement, now);
+    return { settlement, asked: true };
   });
+}
+
+/** The given settlements once none is `pending` (the ledger decided each), or as they are after `waitMs`. */
+async function waitForDecisions(
+  ctx: ServiceContext<SettlementDB>,
+  settlementIds: string[],
+  waitMs: number,
+): Promise<Array<Selectable<SettlementsTable>>> {
+  return waitForSettlements(ctx, settlementIds, waitMs, 'pending');
+}
+
+async function waitForSettlements(
+  ctx: ServiceContext<SettlementDB>,
+  settlementIds: string[],
+  waitMs: number,
+  whileStatus: Selectable<SettlementsTable>['status'],
+): Promise<Array<Selectable<SettlementsTable>>> {
+  if (settlementIds.length === 0) return [];
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const rows = await ctx.db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('settlement_id', 'in', settlementIds)
+      .orderBy('settlement_id')
+      .execute();
+    if (rows.every((row) => row.status !== whileStatus) || Date.now() >= deadline) return rows;
+    await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+  }
 }
 
 /** Waits (bounded) until the given settlements are no longer `sending`; returns their rows as they are then. */
@@ -238,18 +209,5 @@ export async function waitForPayouts(
   settlementIds: string[],
   waitMs: number,
 ): Promise<Array<Selectable<SettlementsTable>>> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    const rows =
-      settlementIds.length === 0
-        ? []
-        : await ctx.db
-            .selectFrom('settlements')
-            .selectAll()
-            .where('settlement_id', 'in', settlementIds)
-            .orderBy('settlement_id')
-            .execute();
-    if (rows.every((row) => row.status !== 'sending') || Date.now() >= deadline) return rows;
-    await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
-  }
+  return waitForSettlements(ctx, settlementIds, waitMs, 'sending');
 }

@@ -3,7 +3,6 @@ import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB } from '../db';
-import type { LedgerClient } from '../ledger/client';
 import type { TransferBroadcaster } from './broadcast';
 import type { TransferRow } from './repository';
 import { describe, type TransferWorkerDeps } from './worker-deps';
@@ -16,7 +15,6 @@ const SIGN_BATCH = 20;
  */
 const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
 const AT_CEILING = () => 1;
-const LEDGER_RETRY_MS = 5000;
 
 interface Refusal {
   reason: string;
@@ -24,14 +22,13 @@ interface Refusal {
 }
 
 /**
- * `created` transfers: authorised by the ledger, then, under a Postgres advisory lock (one signer for the escrow
+ * `created` transfers: within MAX_TRANSFER_USDC, then, under a Postgres advisory lock (one signer for the escrow
  * key across replicas), pre-flight, nonce allocation, signing, and the COMMIT of the signed bytes, hash and nonce
  * (`signed`) before anything is broadcast.
  */
 export class TransferSigner {
   constructor(
     private readonly deps: TransferWorkerDeps,
-    private readonly ledger: LedgerClient,
     private readonly lockKey: string,
     private readonly broadcaster: TransferBroadcaster,
   ) {}
@@ -47,16 +44,9 @@ export class TransferSigner {
       .orderBy('created_at')
       .limit(SIGN_BATCH)
       .execute();
-    // The whole batch is authorised before any is signed: authorising claims a payout's reservation, which the
-    // ledger cancels when no payout claims it in time (PAYOUT_UNCLAIMED_AFTER_MS), and signing each transfer
-    // (pre-flight, fees, broadcast) takes several chain calls that a slow or faulty node stretches.
-    const authorized: string[] = [];
     for (const { transfer_id } of due) {
       if (this.deps.isStopped()) return;
-      if (await this.authorize(transfer_id)) authorized.push(transfer_id);
-    }
-    for (const transfer_id of authorized) {
-      if (this.deps.isStopped()) return;
+      if (!(await this.withinCap(transfer_id))) continue;
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(config, 'after_record');
@@ -65,11 +55,11 @@ export class TransferSigner {
   }
 
   /**
-   * Escrow is shared: before a transfer is signed, the ledger must say it booked exactly this transfer (kind,
-   * idempotency key, recipient, amount) and has not seen it sent, and it must be within MAX_TRANSFER_USDC. A
-   * refusal fails the transfer (never signed) and tells its owner; an unanswered ledger postpones it.
+   * Escrow is shared: a transfer is recorded only from the ledger's own event (its outbox; no other bus user may
+   * publish what settlement pays), to the address that event names, and is never signed above MAX_TRANSFER_USDC.
+   * Above it the transfer fails, never signed, and its owner is told (a payout's reservation is then given back).
    */
-  private async authorize(transferId: string): Promise<boolean> {
+  private async withinCap(transferId: string): Promise<boolean> {
     const transfer = await this.deps.ctx.db
       .selectFrom('outgoing_transfers')
       .selectAll()
@@ -77,43 +67,13 @@ export class TransferSigner {
       .where('status', '=', 'created')
       .executeTakeFirst();
     if (!transfer) return false;
-    let refusal: Refusal | undefined;
-    if (transfer.amount_micro > parseChainUsdc(this.deps.config.maxTransferUsdc)) {
-      refusal = {
-        reason: 'exceeds_transfer_cap',
-        message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(this.deps.config.maxTransferUsdc))})`,
-      };
-    } else {
-      try {
-        const reply = await this.ledger.authorizeTransfer({
-          kind: transfer.kind,
-          id: transfer.idempotency_key,
-          to: transfer.to_address,
-          amount: formatUsdc(transfer.amount_micro),
-        });
-        if (!reply.ok) refusal = { reason: reply.reason, message: reply.message };
-      } catch (error) {
-        await this.postponeUnauthorized(transferId, error);
-        return false;
-      }
-    }
-    if (!refusal) return true;
-    await this.failRefused(transferId, refusal);
+    const capMicro = parseChainUsdc(this.deps.config.maxTransferUsdc);
+    if (transfer.amount_micro <= capMicro) return true;
+    await this.failRefused(transferId, {
+      reason: 'exceeds_transfer_cap',
+      message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(capMicro)})`,
+    });
     return false;
-  }
-
-  /** The ledger did not answer: asked again after LEDGER_RETRY_MS. */
-  private async postponeUnauthorized(transferId: string, error: unknown): Promise<void> {
-    await this.deps.ctx.db
-      .updateTable('outgoing_transfers')
-      .set({
-        last_error: `ledger authorisation unavailable: ${describe(error)}`,
-        next_attempt_at: new Date(Date.now() + LEDGER_RETRY_MS),
-      })
-      .where('transfer_id', '=', transferId)
-      .where('status', '=', 'created')
-      .execute();
-    this.deps.ctx.logger.warn({ transferId, err: error }, 'ledger did not authorise in time; will ask again');
   }
 
   /** A refused transfer fails, never signed, and its owner is told in the same transaction. */

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB, TransferKind } from '../db';
-import type { LedgerClient } from '../ledger/client';
 import type { SettlementMetrics } from '../metrics';
 import { TransferBroadcaster } from './broadcast';
 import type { EscrowChain } from './chain';
@@ -34,7 +33,6 @@ export class TransferWorker extends PolledTask implements BackgroundTask {
     chain: EscrowChain,
     metrics: SettlementMetrics,
     handlers: Record<TransferKind, TransferOutcomeHandler>,
-    ledger: LedgerClient,
   ) {
     super();
     // One signer per escrow key within this deployment (its schema holds the nonces it allocates).
@@ -45,7 +43,7 @@ export class TransferWorker extends PolledTask implements BackgroundTask {
     const deps = { ctx, config, chain, metrics, handlers, isStopped: () => this.loop.isStopped };
     const broadcaster = new TransferBroadcaster(deps);
     this.watch = new ConfirmationWatch(deps, broadcaster);
-    this.signer = new TransferSigner(deps, ledger, lockKey, broadcaster);
+    this.signer = new TransferSigner(deps, lockKey, broadcaster);
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'transfer pass',
       logger: ctx.logger,

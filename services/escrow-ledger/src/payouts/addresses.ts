@@ -1,0 +1,28 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import { sql, type Transaction } from 'kysely';
+
+/**
+ * The ledger's own view of where each seller is paid (`seller.updated`, newer revisions only): a payout is
+ * reserved for, and sent to, the address this view holds when the ledger decides it, never one another service
+ * names.
+ */
+export async function onSellerUpdated(
+  trx: Transaction<any>,
+  event: EventEnvelope<'seller.updated', EventData<'seller.updated'>>,
+): Promise<void> {
+  const seller = event.data;
+  await sql`insert into seller_payout_addresses (seller_id, revision, payout_address)
+      values (${seller.sellerId}, ${seller.revision}, ${seller.payoutAddress.toLowerCase()})
+      on conflict (seller_id) do update set revision = excluded.revision,
+        payout_address = excluded.payout_address, updated_at = now()
+      where seller_payout_addresses.revision < excluded.revision`.execute(trx);
+}
+
+/** The seller's payout address in the ledger's view, or null before its first `seller.updated`. */
+export async function payoutAddressOf(trx: Transaction<any>, sellerId: string): Promise<string | null> {
+  const row = (
+    await sql<{ payout_address: string }>`select payout_address from seller_payout_addresses
+        where seller_id = ${sellerId}`.execute(trx)
+  ).rows[0];
+  return row?.payout_address ?? null;
+}

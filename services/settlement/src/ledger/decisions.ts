@@ -1,0 +1,183 @@
+import { type ConsumerOptions, enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData } from '@paygate/contracts';
+import { parseUsdc } from '@paygate/money';
+import type { Transaction } from 'kysely';
+import type { Clock } from '../clock';
+import type { SettlementConfig } from '../config';
+import type { SettlementDB } from '../db';
+import type { SettlementMetrics } from '../metrics';
+import type { EscrowChain } from '../transfers/chain';
+import { recordTransfer } from '../transfers/repository';
+
+/** The ledger's available balance may be negative (refunds after settlement): "-3.8". */
+export function parseSignedUsdc(text: string): bigint {
+  return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
+}
+
+type Reserved = EventData<'payout.reserved'>;
+
+/** What the consumers of the ledger's payout decisions use. */
+export interface DecisionDeps {
+  config: SettlementConfig;
+  chain: EscrowChain;
+  metrics: SettlementMetrics;
+  clock: Clock;
+  onTransferRecorded: () => void;
+}
+
+const DONE = ['sending', 'completed', 'failed'];
+
+/**
+ * `payout.reserved` (only the ledger's bus user may publish it): the payout's outgoing transfer is recorded in the
+ * inbox transaction, for exactly the reserved amount and to exactly the address the event names; the transfer
+ * worker signs, broadcasts and confirms it. A copy finds its payout already sending (or done) and records nothing:
+ * one transfer per (kind, payoutId), on every replica. A platform payout goes only to TREASURY_ADDRESS: a reservation
+ * naming another address is given back (`payout.failed`), never sent.
+ */
+export function payoutReservedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.reserved'> {
+  return {
+    durable: 'settlement-payout-reserved',
+    subject: 'payout.reserved',
+    async handler(trx, event) {
+      const db = trx as Transaction<SettlementDB>;
+      if (event.data.kind === 'seller') await recordSellerPayout(db, deps, event.data);
+      else await recordPlatformPayout(db, deps, event.data);
+    },
+    afterCommit: () => deps.onTransferRecorded(),
+  };
+}
+
+async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: DecisionDeps, reserved: Reserved) {
+  const settlement = await trx
+    .selectFrom('settlements')
+    .select(['status'])
+    .where('settlement_id', '=', reserved.payoutId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!settlement) throw new Error(`payout.reserved for unknown settlement ${reserved.payoutId}`);
+  if (DONE.includes(settlement.status)) return;
+  // Also from `skipped`: the refusal of an earlier due may arrive after the reservation of a later one.
+  const amountMicro = parseUsdc(reserved.amount);
+  const transferId = await recordTransfer(trx, {
+    kind: 'payout',
+    idempotencyKey: reserved.payoutId,
+    chainId: deps.config.chainId,
+    tokenAddress: deps.chain.usdcAddress,
+    fromAddress: deps.chain.address,
+    toAddress: reserved.payoutAddress,
+    amountMicro,
+  });
+  await trx
+    .updateTable('settlements')
+    .set({
+      status: 'sending',
+      amount_micro: amountMicro,
+      transfer_id: transferId,
+      payout_address: reserved.payoutAddress,
+      skip_reason: null,
+      updated_at: deps.clock(),
+    })
+    .where('settlement_id', '=', reserved.payoutId)
+    .execute();
+}
+
+async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: DecisionDeps, reserved: Reserved) {
+  const payout = await trx
+    .selectFrom('platform_payouts')
+    .select(['status', 'treasury_address'])
+    .where('payout_id', '=', reserved.payoutId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!payout) throw new Error(`payout.reserved for unknown platform payout ${reserved.payoutId}`);
+  if (DONE.includes(payout.status)) return;
+  const amountMicro = parseUsdc(reserved.amount);
+  const treasury = deps.config.treasuryAddress?.toLowerCase();
+  const to = reserved.payoutAddress.toLowerCase();
+  if (!treasury || to !== treasury || to !== payout.treasury_address.toLowerCase()) {
+    deps.metrics.transfersRefused.inc({ kind: 'platform_payout', reason: 'recipient_differs' });
+    const reason = `not sent: recipient_differs: ${to} is not TREASURY_ADDRESS (${treasury ?? 'not set'})`;
+    await trx
+      .updateTable('platform_payouts')
+      .set({ status: 'failed', amount_micro: amountMicro, failure_reason: reason })
+      .where('payout_id', '=', reserved.payoutId)
+      .execute();
+    await enqueuePayoutFailed(trx, deps.clock, { ...reserved, reason });
+    return;
+  }
+  const transferId = await recordTransfer(trx, {
+    kind: 'platform_payout',
+    idempotencyKey: reserved.payoutId,
+    chainId: deps.config.chainId,
+    tokenAddress: deps.chain.usdcAddress,
+    fromAddress: deps.chain.address,
+    toAddress: reserved.payoutAddress,
+    amountMicro,
+  });
+  await trx
+    .updateTable('platform_payouts')
+    .set({ status: 'sending', amount_micro: amountMicro, transfer_id: transferId })
+    .where('payout_id', '=', reserved.payoutId)
+    .execute();
+}
+
+/** `payout.refused`: the settlement is skipped (the balance accumulates), or the platform payout refused. */
+export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.refused'> {
+  return {
+    durable: 'settlement-payout-refused',
+    subject: 'payout.refused',
+    async handler(trx, event) {
+      const db = trx as Transaction<SettlementDB>;
+      const refused = event.data;
+      if (refused.kind === 'platform') {
+        await db
+          .updateTable('platform_payouts')
+          .set({ status: 'refused', completed_at: deps.clock() })
+          .where('payout_id', '=', refused.payoutId)
+          .where('status', '=', 'requested')
+          .execute();
+        return;
+      }
+      const skipped = await db
+        .updateTable('settlements')
+        .set({
+          status: 'skipped',
+          skip_reason: refused.reason,
+          available_micro: parseSignedUsdc(refused.available),
+          updated_at: deps.clock(),
+        })
+        .where('settlement_id', '=', refused.payoutId)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      if (Number(skipped.numUpdatedRows ?? 0n) > 0)
+        deps.metrics.settlementsSkipped.inc({ reason: refused.reason });
+    },
+  };
+}
+
+/**
+ * `payout.failed` in the caller's transaction: nothing left escrow for this reservation (never signed, or its
+ * transaction reverted), and only this event makes the ledger give it back.
+ */
+export async function enqueuePayoutFailed(
+  trx: Transaction<SettlementDB>,
+  clock: Clock,
+  payout: {
+    payoutId: string;
+    kind: 'seller' | 'platform';
+    sellerId: string | null;
+    amount: string;
+    reason: string;
+  },
+): Promise<void> {
+  await enqueueEvent(
+    trx,
+    createEvent('payout.failed', 'settlement', {
+      payoutId: payout.payoutId,
+      kind: payout.kind,
+      sellerId: payout.sellerId,
+      amount: payout.amount,
+      reason: payout.reason.slice(0, 600),
+      failedAt: clock().toISOString(),
+    }),
+  );
+}
