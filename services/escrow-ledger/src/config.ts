@@ -25,6 +25,12 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
   releaseIntervalMs: number;
   /** Holds released per scheduler transaction. */
   releaseBatchSize: number;
+  /**
+   * RELEASE_BOUND_MS: a hold past its period whose transfer the chain confirmed is available within this (a release
+   * pass at most RELEASE_INTERVAL_MS away, at once after the chain check confirms); one older is reported by the
+   * gauge ledger_holds_due_oldest_seconds{waiting="release"} and an error log.
+   */
+  releaseBoundMs: number;
   /** payment.confirmed events booked per database transaction (one commit for the whole batch). */
   paymentBatchSize: number;
   /** Parallel batches of payment.confirmed (each is its own transaction). */
@@ -61,6 +67,13 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
    */
   chainConfirmTimeoutMs: number;
   /**
+   * PAYOUT_UNCLAIMED_AFTER_MS: a payout reservation settlement has not asked to send (authorize_transfer) this
+   * long after it was made is cancelled (its answer was lost; see payouts/sweep.ts sweepPayoutReservations).
+   */
+  payoutUnclaimedAfterMs: number;
+  /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */
+  payoutSweepIntervalMs: number;
+  /**
    * RECONCILE_INTERVAL_MS: how often each replica reconciles with the chain by itself (what
    * GET /api/v1/reconciliation does), for the ledger_reconciliation_* and ledger_*_micro_usdc gauges the alerts
    * read. 0: only when an operator asks. Each pass sums every account's postings, so not much more often.
@@ -83,6 +96,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     RELEASE_INTERVAL_MS: int({ default: 5_000, min: 1 }),
     RELEASE_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
+    // Empty: three release intervals (15 s at the default), room for a pass that runs long on a loaded machine.
+    RELEASE_BOUND_MS: str({ default: '' }),
     PAYMENT_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
     PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
@@ -96,6 +111,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     // 0: a payment booked before the chain confirmed it is never held back from release (tests without a chain);
     // refused in production, where it would pay out money the chain may not hold.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
+    PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
+    PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
     RECONCILE_INTERVAL_MS: int({ default: 300_000, min: 0 }),
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
   });
@@ -112,6 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     operatorToken: parsed.OPERATOR_TOKEN,
     releaseIntervalMs: parsed.RELEASE_INTERVAL_MS,
     releaseBatchSize: parsed.RELEASE_BATCH_SIZE,
+    releaseBoundMs: releaseBoundMs(parsed.RELEASE_BOUND_MS, parsed.RELEASE_INTERVAL_MS),
     paymentBatchSize: parsed.PAYMENT_BATCH_SIZE,
     paymentConcurrency: parsed.PAYMENT_CONCURRENCY,
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
@@ -121,10 +139,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
     chainCheckBatchSize: parsed.CHAIN_CHECK_BATCH_SIZE,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
+    payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
+    payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
     reconcileIntervalMs: parsed.RECONCILE_INTERVAL_MS,
     now: () => new Date(),
     checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,
   };
+}
+
+/** RELEASE_BOUND_MS: milliseconds above RELEASE_INTERVAL_MS (a pass runs that often), 3 intervals when empty. */
+function releaseBoundMs(value: string, intervalMs: number): number {
+  if (value === '') return 3 * intervalMs;
+  const boundMs = Number(value);
+  if (!Number.isSafeInteger(boundMs) || boundMs <= intervalMs) {
+    throwIfProblems(['RELEASE_BOUND_MS: must be an integer of milliseconds above RELEASE_INTERVAL_MS']);
+  }
+  return boundMs;
 }
 
 /** REFUND_MIN_AMOUNT: a USDC amount above 0, in micro-USDC; anything else is a ConfigError naming it. */

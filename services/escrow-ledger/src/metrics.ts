@@ -4,6 +4,8 @@ export interface LedgerMetrics {
   conflicts: Counter<'kind'>;
   reconciliationDifferences: Gauge;
   holdsReleased: Counter;
+  /** Age of the oldest hold past its period and not released, by what it waits for (`release`, `chain`). */
+  holdsDueOldest: Gauge<'waiting'>;
   refundsBooked: Counter<'phase'>;
   unconfirmedOverdue: Gauge;
   /** Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read. */
@@ -32,6 +34,12 @@ export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
       registers,
     }),
     holdsReleased: new Counter({ name: 'ledger_holds_released_total', help: 'Holds released', registers }),
+    holdsDueOldest: new Gauge({
+      name: 'ledger_holds_due_oldest_seconds',
+      help: 'Seconds the oldest hold past its hold period is still held (no pending refund request), by what it waits for: release (its transfer is confirmed; alert above RELEASE_BOUND_MS) or chain (its transfer awaits CONFIRMATIONS)',
+      labelNames: ['waiting'],
+      registers,
+    }),
     refundsBooked: new Counter({
       name: 'ledger_refunds_booked_total',
       help: 'Refunds booked, by phase',

@@ -25,7 +25,10 @@ import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-out
 import { onPaymentsConfirmed } from './payments/confirmed';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { payoutConsumers } from './payouts/consumers';
+import { onPlatformPayoutCompleted } from './payouts/platform';
+import { PayoutResponders } from './payouts/responders';
+import { onSettlementCompleted } from './payouts/seller';
+import { PayoutSweep } from './payouts/sweep';
 import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
@@ -107,8 +110,10 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
-      chainCheck = new ChainConfirmationCheck(ctx, d);
+      chainCheck = new ChainConfirmationCheck(ctx, d, () => scheduler?.kick());
       return [
+        new PayoutResponders(ctx, d),
+        new PayoutSweep(ctx, d),
         new ClaimResponder(ctx, d),
         scheduler,
         chainCheck,
@@ -165,6 +170,16 @@ function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredCon
       subject: 'transfer.refund_requested',
       handler: (trx, e) => onTransferRefundRequested(trx, e, d),
     }),
-    ...payoutConsumers(d),
+    defineConsumer({
+      durable: 'ledger-settlement-completed',
+      subject: 'settlement.completed',
+      handler: (trx, e) => onSettlementCompleted(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-completed',
+      subject: 'revenue.paid_out',
+      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
+    }),
   ];
 }

@@ -38,14 +38,26 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   protected readonly loop: PollingLoop;
   private provider: JsonRpcProvider | undefined;
 
+  /** Receipts read at once within a pass: a pass's reads overlap, so a backlog is not read one round trip at a time. */
+  private static readonly READ_CONCURRENCY = 8;
+
+  /**
+   * `onConfirmed` runs after a pass that confirmed a transfer (the release scheduler's kick: the hold it kept back
+   * is released at once, not a release interval later).
+   */
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
+    private readonly onConfirmed: () => void = () => {},
   ) {
     super();
     this.loop = new PollingLoop(
       async () => {
-        await this.runOnce();
+        const outcomes = await this.runOnce();
+        // A full batch that decided something: more may be ready, so the next pass runs at once (bounded by that
+        // progress: a node that answers nothing, or transfers still missing, wait the interval).
+        const decided = [...outcomes.values()].some((o) => o === 'confirmed' || o === 'reversed');
+        return decided && outcomes.size >= deps.config.chainCheckBatchSize;
       },
       {
         what: 'chain confirmation check',
@@ -74,34 +86,55 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   async runOnce(): Promise<Map<string, ChainCheckOutcome>> {
     const outcomes = new Map<string, ChainCheckOutcome>();
     await this.reportOverdue();
-    const awaiting = await this.takeTurns();
-    if (awaiting.length === 0) return outcomes;
+    if (!(await this.anyAwaiting())) return outcomes;
     const head = BigInt(await this.chain().getBlockNumber());
-    for (const transfer of awaiting) {
-      if (this.loop.isStopped) break;
-      const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
-      let outcome: ChainCheckOutcome;
-      try {
-        outcome = await this.check(transfer, head);
-      } catch (error) {
-        this.ctx.logger.warn({ transfer: key, err: error }, 'chain confirmation check of a transfer failed');
-        outcome = 'unknown';
+    const awaiting = await this.takeTurns(head);
+    let next = 0;
+    const readNext = async () => {
+      while (next < awaiting.length && !this.loop.isStopped) {
+        const transfer = awaiting[next++]!;
+        const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
+        let outcome: ChainCheckOutcome;
+        try {
+          outcome = await this.check(transfer, head);
+        } catch (error) {
+          this.ctx.logger.warn(
+            { transfer: key, err: error },
+            'chain confirmation check of a transfer failed',
+          );
+          outcome = 'unknown';
+        }
+        outcomes.set(key, outcome);
       }
-      outcomes.set(key, outcome);
-    }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(ChainConfirmationCheck.READ_CONCURRENCY, awaiting.length) }, readNext),
+    );
+    if ([...outcomes.values()].includes('confirmed')) this.onConfirmed();
     return outcomes;
+  }
+
+  private async anyAwaiting(): Promise<boolean> {
+    const found = await sql<{ one: number }>`select 1 as one from transfers
+        where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
+        limit 1`.execute(this.ctx.db);
+    return found.rows.length > 0;
   }
 
   /**
    * The transfers awaiting the chain that this pass checks: the lowest turns (a turn is taken at booking), each given
    * the next turn as it is read, so it waits behind every other before its next check. Turns are taken when read,
    * not after the check, so a pass that fails midway still moves on; a row another pass (a replica) is taking is
-   * skipped, not read twice.
+   * skipped, not read twice. A transfer last seen in a block not yet CONFIRMATIONS deep at `head` is left for a
+   * later pass (its read could only answer "waiting"), so the turns go to those that can be decided now; a reorg
+   * that moved or dropped it is seen once its old block would have been deep, and a missing one is read every turn.
    */
-  private async takeTurns(): Promise<AwaitingTransfer[]> {
+  private async takeTurns(head: bigint): Promise<AwaitingTransfer[]> {
+    const deepAtOrBelow = head + 1n - BigInt(this.deps.config.confirmations);
     const taken = await sql<AwaitingTransfer>`with turns as (
           select chain_id, tx_hash, log_index from transfers
             where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
+              and (block_number is null or missing_since_block is not null or block_number <= ${deepAtOrBelow})
             order by chain_check_turn limit ${this.deps.config.chainCheckBatchSize}
             for update skip locked)
         update transfers t set chain_check_turn = nextval('transfers_chain_check_turn')

@@ -81,9 +81,51 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
   });
 }
 
-/** Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass. */
+/** How long the oldest due hold has waited past its hold period, by what it waits for (seconds; 0: none). */
+export interface DueHoldAges {
+  /** Its transfer is confirmed by the chain: only a release pass stands between it and the seller. */
+  releaseSeconds: number;
+  /** Its transfer is not yet confirmed by the chain (the indexer or the receipt check, chain/confirmation.ts). */
+  chainSeconds: number;
+}
+
+/**
+ * The age of the oldest hold past its hold period and still held, apart from those a pending buyer refund request
+ * holds (they wait for the seller's decision, not for the ledger). One indexed read of held transactions.
+ */
+export async function dueHoldAges(ctx: ServiceContext, deps: LedgerDeps): Promise<DueHoldAges> {
+  const now = deps.now();
+  const rows = await sql<{ waiting: 'release' | 'chain'; oldest: Date | null }>`select
+        case when exists (select 1 from transfers tr
+            where tr.chain_id = t.chain_id and tr.tx_hash = t.tx_hash and tr.log_index = t.log_index
+              and tr.chain_confirmed_at is null) then 'chain' else 'release' end as waiting,
+        min(t.hold_until) as oldest
+      from transactions t
+      where t.escrow_status = 'held' and t.hold_until <= ${now}
+        and not exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending')
+      group by 1`.execute(ctx.db);
+  const ageOf = (waiting: 'release' | 'chain') => {
+    const oldest = rows.rows.find((r) => r.waiting === waiting)?.oldest;
+    return oldest ? Math.max(0, (now.getTime() - new Date(oldest).getTime()) / 1000) : 0;
+  };
+  const holdBack = deps.config.chainConfirmTimeoutMs > 0;
+  // Without the hold-back an unconfirmed transfer does not keep its hold from release.
+  const chain = ageOf('chain');
+  return holdBack
+    ? { releaseSeconds: ageOf('release'), chainSeconds: chain }
+    : { releaseSeconds: Math.max(ageOf('release'), chain), chainSeconds: 0 };
+}
+
+/**
+ * Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass, and at once when kicked
+ * (the chain check kicks it when it confirmed a transfer). So a due hold whose transfer is confirmed waits at most
+ * RELEASE_INTERVAL_MS plus the passes ahead of it (RELEASE_BATCH_SIZE × 20 a pass, the next pass at once while more
+ * remain); each pass sets ledger_holds_due_oldest_seconds and logs an error when a confirmed one has waited past
+ * RELEASE_BOUND_MS.
+ */
 export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
+  private static readonly BATCHES_PER_PASS = 20;
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -93,7 +135,9 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
     const intervalMs = deps.config.releaseIntervalMs;
     this.loop = new PollingLoop(
       async () => {
-        await this.releaseBatches();
+        const { more } = await this.releaseBatches();
+        await this.reportDue();
+        return more;
       },
       {
         what: 'hold release pass',
@@ -105,18 +149,35 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   }
 
   /** One pass now, beside the loop's (tests): returns how many holds were released. */
-  tick(): Promise<number> {
-    return this.releaseBatches();
+  async tick(): Promise<number> {
+    const { released } = await this.releaseBatches();
+    await this.reportDue();
+    return released;
   }
 
   /** Releases due holds in batches until none is left, the per-pass bound is reached or the loop stops. */
-  private async releaseBatches(): Promise<number> {
+  private async releaseBatches(): Promise<{ released: number; more: boolean }> {
     let total = 0;
-    for (let batch = 0; batch < 20 && !this.loop.isStopped; batch++) {
-      const released = await releaseDueHolds(this.ctx, this.deps, this.deps.config.releaseBatchSize);
+    const batchSize = this.deps.config.releaseBatchSize;
+    for (let batch = 0; batch < ReleaseScheduler.BATCHES_PER_PASS && !this.loop.isStopped; batch++) {
+      const released = await releaseDueHolds(this.ctx, this.deps, batchSize);
       total += released;
-      if (released < this.deps.config.releaseBatchSize) break;
+      if (released < batchSize) return { released: total, more: false };
     }
-    return total;
+    return { released: total, more: !this.loop.isStopped };
+  }
+
+  /** The gauge of the oldest due holds, and an error log when a confirmed one waited past RELEASE_BOUND_MS. */
+  private async reportDue(): Promise<void> {
+    const ages = await dueHoldAges(this.ctx, this.deps);
+    this.deps.metrics.holdsDueOldest.set({ waiting: 'release' }, ages.releaseSeconds);
+    this.deps.metrics.holdsDueOldest.set({ waiting: 'chain' }, ages.chainSeconds);
+    const boundMs = this.deps.config.releaseBoundMs;
+    if (ages.releaseSeconds * 1000 > boundMs) {
+      this.ctx.logger.error(
+        { oldestDueSeconds: ages.releaseSeconds, releaseBoundMs: boundMs },
+        'a due hold of a confirmed payment is still not released past RELEASE_BOUND_MS',
+      );
+    }
   }
 }
