@@ -6,8 +6,9 @@ import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
 export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
 
 /**
- * A `ledger.claim_transfer` request: the transfer, who claims it (`claimedVia`) and what it pays for. The client
- * puts the payment path on the wire under the names the rollout step sends (claimedViaOnWire).
+ * A `ledger.claim_transfer` request: the transfer, who claims it (`claimedVia`), what it pays for and the payment
+ * the ledger books with the claim (`payment`, one ledger transaction). The client puts the payment path on the wire
+ * under the names the rollout step sends (claimedViaOnWire).
  */
 export type LedgerClaimRequest = Omit<RpcRequest<'ledger.claim_transfer'>, 'claimedVia' | 'channel'> & {
   claimedVia: ClaimedVia;
@@ -21,7 +22,8 @@ export type { ClaimedVia };
  * nothing may be served or recorded. `error` is set when there was no answer at all.
  */
 export type LedgerClaimResult =
-  | { ok: true }
+  /** The transfer is this claimant's; `paymentId` the payment booked with its claim (the first request's). */
+  | { ok: true; paymentId?: string; transactionId?: string }
   | { ok: false; reason: 'claimed_elsewhere'; claimedBy: ClaimedVia; message: string }
   | { ok: false; reason: 'transfer_reorged' | 'amount_differs' | 'payer_differs'; message: string }
   | { ok: false; reason: 'ledger_unavailable'; message: string; error?: RpcUnavailableError };
@@ -29,8 +31,9 @@ export type LedgerClaimResult =
 export type LedgerClaimRefusal = Exclude<LedgerClaimResult, { ok: true }>;
 
 /**
- * The one client of `ledger.claim_transfer` (escrow-ledger spends an on-chain transfer on one thing; the first
- * claim wins): checkout and gateway-proxy claim through it and map its result to their own errors.
+ * The one client of `ledger.claim_transfer` (escrow-ledger spends an on-chain transfer on one thing and books its
+ * payment; the first claim wins): checkout and gateway-proxy claim through it and map its result to their own
+ * errors.
  */
 export class LedgerClaimClient {
   private readonly ledger: RpcClient<'ledger'>;
@@ -47,7 +50,13 @@ export class LedgerClaimClient {
       if (!(error instanceof RpcUnavailableError)) throw error;
       return { ok: false, reason: 'ledger_unavailable', message: 'the ledger did not answer', error };
     }
-    if (reply.ok) return { ok: true };
+    if (reply.ok) {
+      return {
+        ok: true,
+        ...(reply.paymentId ? { paymentId: reply.paymentId } : {}),
+        ...(reply.transactionId ? { transactionId: reply.transactionId } : {}),
+      };
+    }
     if (reply.reason === 'claimed_elsewhere') {
       return {
         ok: false,

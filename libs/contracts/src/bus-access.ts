@@ -20,7 +20,6 @@ export const CONSUMERS = {
   },
   'chain-indexer': { 'indexer-deposit-addresses': 'deposit.address_assigned' },
   'escrow-ledger': {
-    'ledger-payment-confirmed': 'payment.confirmed',
     'ledger-payment-call-failed': 'payment.call_failed',
     'ledger-payment-call-recovered': 'payment.call_recovered',
     'ledger-transfer-observed': 'transfer.observed',

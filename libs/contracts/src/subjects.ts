@@ -84,10 +84,11 @@ export const SUBJECTS = {
       'The account wallet signed a new payout address; it takes effect at effectiveAt (announced to the seller by webhook).',
   },
   'payment.confirmed': {
-    owners: ['gateway-proxy', 'checkout'],
+    owners: ['escrow-ledger'],
     version: 1,
     schema: PaymentConfirmed,
-    description: 'A payment was accepted for a seller (x402 proof or checkout match).',
+    description:
+      'The ledger booked a payment for a seller (x402 proof or checkout match), in the transaction of its ledger.claim_transfer: a fact for the notifier and the live channel.',
   },
   'payment.reversed': {
     owners: ['gateway-proxy', 'checkout'],

@@ -14,18 +14,27 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
   claimedAt: string;
 };
 
+/** A payment the in-memory ledger booked with a claim: the claim's request (transfer, payer, amount, payment). */
+export type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
+
 /**
  * Answers `ledger.claim_transfer` from memory with the contract's rule (the first payment path + reference to claim a
- * transfer holds it; the same pair again is ok; an operator refund naming the underpaid session that holds it
- * takes it over; any other is refused), for suites that run a gateway or checkout
- * without escrow-ledger. Requests and replies are validated against the contract like the real responder's.
- * The real claims (Postgres, every replica) are tested in services/escrow-ledger/test/transfer-claims*.test.ts.
+ * transfer holds it and books its payment, once; the same pair again is ok, answered with the payment booked the
+ * first time; an operator refund naming the underpaid session that holds it takes it over; any other is refused),
+ * for suites that run a gateway or checkout without escrow-ledger. `payments` lists what was booked, in order
+ * (what the real ledger would publish as payment.confirmed). Requests and replies are validated against the
+ * contract like the real responder's. The real claims (Postgres, every replica) are tested in
+ * services/escrow-ledger/test/transfer-claims*.test.ts and claim-command.test.ts.
  */
 export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   claims: Map<string, HeldClaim>;
+  payments: BookedClaimPayment[];
   stop(): Promise<void>;
 }> {
   const claims = new Map<string, HeldClaim>();
+  const payments: BookedClaimPayment[] = [];
+  const booked = (claim: HeldClaim) =>
+    claim.payment ? { paymentId: claim.payment.paymentId, transactionId: `txn_${claim.claimId}` } : {};
   let counter = 0;
   const served = await serveRpc(
     bus,
@@ -36,7 +45,7 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
       const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
       const held = claims.get(key);
       if (held && held.claimedVia === request.claimedVia && held.reference === request.reference) {
-        return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt };
+        return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt, ...booked(held) };
       }
       // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
       if (!held || refundTakesOverClaim(held, request)) {
@@ -46,7 +55,14 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
           claimedAt: new Date().toISOString(),
         };
         claims.set(key, claim);
-        return { ok: true, claimId: claim.claimId, fresh: true, claimedAt: claim.claimedAt };
+        if (claim.payment) payments.push(claim as BookedClaimPayment);
+        return {
+          ok: true,
+          claimId: claim.claimId,
+          fresh: true,
+          claimedAt: claim.claimedAt,
+          ...booked(claim),
+        };
       }
       return {
         ok: false,
@@ -57,5 +73,5 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
     },
     { error: () => undefined, warn: () => undefined },
   );
-  return { claims, stop: () => served.stop() };
+  return { claims, payments, stop: () => served.stop() };
 }

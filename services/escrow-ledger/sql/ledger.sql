@@ -133,7 +133,7 @@ create or replace function seller_share_micro(p_amount bigint, p_platform_fee_pe
   language sql immutable as $$ select (p_amount * (100 - p_platform_fee_percent)) / 100 $$;
 
 -- The entry of money arriving in the escrow wallet: into the escrow asset, held in suspense until a payment claims
--- it. Its one definition: book_payments builds it for a transfer a payment saw first, and the transfer.observed
+-- it. Its one definition: book_payments builds it for a transfer a payment's claim saw first, and the transfer.observed
 -- paths post it through post_transfer_in (services/escrow-ledger/src/payments/transfer-booking.ts).
 create or replace function transfer_in_entry(p_key text, p_amount bigint, p_memo jsonb) returns jsonb
   language sql immutable as $$
@@ -160,10 +160,12 @@ create or replace function payment_entry(p_key text, p_transaction_id text, p_am
       jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (p_amount - p_seller_share)::text)),
     'memo', jsonb_build_object('paymentId', p_payment_id, 'source', p_source)) $$;
 
--- Books a batch of payment.confirmed payments: each claims its transfer (one live transaction per transfer) and
--- moves its amount from suspense to the seller's and the platform's held accounts. A second claim, a reorged or
--- refunded transfer, or an amount above the transfer is recorded as a payment conflict instead. The fee percent
--- is passed by the caller from @paygate/money (PLATFORM_FEE_PERCENT), its one definition.
+-- Books a batch of claimed payments (ledger.claim_transfer, in the claims' own transaction; a parked or reorged
+-- payment when its transfer is mined again): each takes its transfer (one live transaction per transfer) and
+-- moves its amount from suspense to the seller's and the platform's held accounts. transfer_claims already
+-- decided whose the transfer is; where the books disagree (a transfer reorged away, an amount above the
+-- transfer's, a transfer another transaction holds) a payment conflict is recorded for an operator instead. The
+-- fee percent is passed by the caller from @paygate/money (PLATFORM_FEE_PERCENT), its one definition.
 create or replace function book_payments(p_payments jsonb, p_now timestamptz, p_platform_fee_percent integer)
   returns table (payment_id text, outcome text, transaction_id text, conflict_kind text, existing_transaction_id text)
   language plpgsql as $$

@@ -22,7 +22,6 @@ import { createLedgerMetrics } from './metrics';
 import { operatorRoutes } from './operator/routes';
 import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
-import { onPaymentsConfirmed } from './payments/confirmed';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
 import { onPlatformPayoutCompleted } from './payouts/platform';
@@ -129,14 +128,6 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
 /** The events the ledger books, each on its declared durable consumer. */
 function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredConsumer[] {
   return [
-    // payment.confirmed is the hot path: booked in batches, one commit per batch.
-    defineConsumer({
-      durable: 'ledger-payment-confirmed',
-      subject: 'payment.confirmed',
-      batchHandler: (trx, events) => onPaymentsConfirmed(trx, events, d),
-      batchSize: config.paymentBatchSize,
-      concurrency: config.paymentConcurrency,
-    }),
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
     defineConsumer({
       durable: 'ledger-payment-call-failed',

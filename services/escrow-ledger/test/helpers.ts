@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { type Bus, encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
+import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
+import {
+  createEvent,
+  type EventData,
+  type RpcReply,
+  type RpcRequest,
+  type ServiceName,
+  type Subject,
+} from '@paygate/contracts';
 import {
   createTestEnvironment,
   serveSellersForTests,
@@ -28,11 +35,20 @@ export interface LedgerHarness {
   clock: Clock;
   sellerId: string;
   otherSellerId: string;
+  /**
+   * Publishes an event to the ledger's stream. `payment.confirmed` is not an instruction to the ledger: a payment
+   * given as one is sent as the command that books it (`claim`), as the gateway or checkout would.
+   */
   publish<S extends Subject>(
     type: S,
     data: EventData<S>,
     options?: { id?: string; msgId?: string },
   ): Promise<string>;
+  /** `ledger.claim_transfer` booking the payment, as the gateway (x402) or checkout (a session) asks it. */
+  claim(
+    payment: EventData<'payment.confirmed'>,
+    options?: { reference?: string },
+  ): Promise<RpcReply<'ledger.claim_transfer'>>;
   http(
     path: string,
     init?: { method?: string; body?: unknown; key?: string | null; headers?: Record<string, string> },
@@ -43,7 +59,6 @@ export interface LedgerHarness {
 const producers: Partial<Record<Subject, ServiceName>> = {
   'transfer.observed': 'chain-indexer',
   'transfer.reorged': 'chain-indexer',
-  'payment.confirmed': 'gateway-proxy',
   'payment.call_failed': 'gateway-proxy',
   'payment.call_recovered': 'gateway-proxy',
   'refund.completed': 'settlement',
@@ -101,6 +116,10 @@ export async function startLedgerHarness(
     now: () => clock.now,
   };
   const ledger = await startEscrowLedger(config);
+  const claim: LedgerHarness['claim'] = (payment, options = {}) =>
+    requestRpc(bus, 'ledger.claim_transfer', claimRequestOf(payment, options.reference), {
+      timeoutMs: 15_000,
+    });
   return {
     env,
     bus,
@@ -109,12 +128,17 @@ export async function startLedgerHarness(
     sellerId,
     otherSellerId,
     async publish(type, data, options = {}) {
+      if (type === 'payment.confirmed') {
+        await claim(data as EventData<'payment.confirmed'>);
+        return options.id ?? `claim:${(data as EventData<'payment.confirmed'>).paymentId}`;
+      }
       const envelope = createEvent(type, producers[type]!, data, options.id ? { id: options.id } : {});
       await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), {
         msgID: options.msgId ?? envelope.id,
       });
       return envelope.id;
     },
+    claim,
     async http(path, init = {}) {
       const headers: Record<string, string> = { 'content-type': 'application/json', ...(init.headers ?? {}) };
       const key = init.key === undefined ? SELLER_KEY : init.key;
@@ -132,6 +156,37 @@ export async function startLedgerHarness(
       await responder.stop();
       await ledger.stop();
       await env.cleanup();
+    },
+  };
+}
+
+/** The claim that books a payment: the gateway's (x402, per transaction) or checkout's (per session). */
+export function claimRequestOf(
+  payment: EventData<'payment.confirmed'>,
+  reference?: string,
+): RpcRequest<'ledger.claim_transfer'> {
+  const { paymentId, source, sellerId, skillId, skillName, endpointId, sessionId, network, token } = payment;
+  return {
+    chainId: payment.chainId,
+    txHash: payment.txHash,
+    logIndex: payment.logIndex,
+    claimedVia: source === 'checkout' ? 'checkout' : 'x402',
+    reference:
+      reference ??
+      (source === 'checkout' ? (sessionId ?? paymentId) : `${network}:${payment.txHash.toLowerCase()}`),
+    payer: payment.payer,
+    amount: payment.amount,
+    payment: {
+      paymentId,
+      source,
+      sellerId,
+      skillId,
+      skillName,
+      endpointId,
+      sessionId,
+      network,
+      token,
+      holdPeriodHours: payment.holdPeriodHours,
     },
   };
 }

@@ -168,29 +168,6 @@ describe('ledger.claim_transfer', () => {
     });
   });
 
-  test('a payment booked without a claim (published before claims existed) holds its transfer', async () => {
-    const payment = paymentData(h.sellerId, { amount: '1.5', payer: PAYER });
-    await h.publish('payment.confirmed', payment);
-    await waitFor(
-      async () =>
-        (await sql`select 1 from transactions where tx_hash = ${payment.txHash}`.execute(db)).rows[0],
-      { message: 'payment booked' },
-    );
-    expect(
-      (await sql`select 1 from transfer_claims where tx_hash = ${payment.txHash}`.execute(db)).rows,
-    ).toHaveLength(0);
-    expect(await claim({ txHash: payment.txHash, channel: 'checkout', reference: 'cs_late' })).toMatchObject({
-      ok: false,
-      reason: 'claimed_elsewhere',
-      claimedBy: { claimedVia: 'x402' },
-    });
-    // The gateway that booked it asks with its own reference: the same purchase, ok.
-    expect(await claim({ txHash: payment.txHash, channel: 'x402' })).toMatchObject({
-      ok: true,
-      fresh: false,
-    });
-  });
-
   test('claims that arrive together are written together, each answered on its own: a repeat and a rival of one transfer among them', async () => {
     const hashes = Array.from({ length: 10 }, () => randomTxHash());
     const [first, second] = hashes as [string, string];

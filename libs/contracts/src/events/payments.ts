@@ -4,8 +4,10 @@ import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from 
 export const PaymentSource = Type.Union([Type.Literal('x402'), Type.Literal('checkout')]);
 
 /**
- * A payment accepted for something a seller sells. Published by gateway-proxy (source x402) and by checkout
- * (source checkout). The ledger keys it by chainId:txHash:logIndex: one transfer pays for one thing.
+ * A payment booked for something a seller sells (source x402: gateway-proxy's claim; checkout: a matched session).
+ * Published by escrow-ledger through its outbox in the transaction that claimed the transfer and booked the
+ * payment (`ledger.claim_transfer` with its `payment`): a fact for the notifier and the live channel, consumed by
+ * nothing that moves money. One transfer (chainId:txHash:logIndex) pays for one thing.
  */
 export const PaymentConfirmed = Type.Object(
   {

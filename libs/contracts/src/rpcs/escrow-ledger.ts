@@ -1,12 +1,37 @@
 import { Type } from '@sinclair/typebox';
 import { ClaimedViaFields, claimedViaRule, TransferClaimFields } from '../events/claims';
-import { Address, Id, IsoTime, SignedUsdcAmount, UsdcAmount } from '../primitives';
+import { PaymentSource } from '../events/payments';
+import { Address, Id, IsoTime, NetworkName, Nullable, SignedUsdcAmount, UsdcAmount } from '../primitives';
 
 /**
- * `ledger.claim_transfer`: spend an on-chain transfer on one thing. The first claim of a transfer
- * (chainId, txHash, logIndex) wins, whatever path claims it and on every replica (a unique row in the ledger); a
- * repeated claim with the same payment path (`claimedVia`) and reference is answered ok again (retries, a subscription's re-use,
- * a redelivered event), any other is refused with who holds it.
+ * What a claim pays for, booked by the ledger in the claim's own transaction: the transfer's amount from suspense
+ * into the seller's hold (95%) and the platform's (5%), and `payment.confirmed` (these fields with the claim's
+ * chainId, txHash, logIndex, payer, amount and the ledger's confirmedAt) published through the ledger's outbox.
+ */
+export const PaymentToBook = Type.Object(
+  {
+    /** The payment's id, the same on every repeat of the claim (the gateway derives it from `network:txHash`). */
+    paymentId: Id,
+    source: PaymentSource,
+    sellerId: Id,
+    skillId: Nullable(Id),
+    skillName: Nullable(Type.String()),
+    endpointId: Nullable(Id),
+    sessionId: Nullable(Id),
+    network: NetworkName,
+    token: Address,
+    holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * `ledger.claim_transfer`: spend an on-chain transfer on one thing, and book what it pays for. The first claim of a
+ * transfer (chainId, txHash, logIndex) wins, whatever path claims it and on every replica (a unique row in the
+ * ledger); with a `payment`, the claim, the payment's booking and its `payment.confirmed` are one ledger
+ * transaction, answered once. A repeated claim with the same payment path (`claimedVia`) and reference is answered
+ * ok again with the payment booked the first time, never booking again (retries, a subscription's re-use, a
+ * redelivered event, two replicas asking at once); any other is refused with who holds it.
  */
 export const ClaimTransferRequest = Type.Object(
   {
@@ -17,6 +42,11 @@ export const ClaimTransferRequest = Type.Object(
      * transfer is booked (then it is refused as `claimed_elsewhere`, as any refund of a paid transfer is).
      */
     underpaidSessionId: Type.Optional(Id),
+    /**
+     * The payment to book with the claim (x402, verify, a paid checkout session). Absent for a claim that pays for
+     * nothing the ledger books: an operator refund, an underpaid checkout session.
+     */
+    payment: Type.Optional(PaymentToBook),
   },
   { additionalProperties: false, ...claimedViaRule },
 );
@@ -46,6 +76,13 @@ export const ClaimTransferReply = Type.Union([
       /** false when this payment path and reference already held the claim (an idempotent repeat). */
       fresh: Type.Boolean(),
       claimedAt: IsoTime,
+      /**
+       * The payment booked with this claim (the first request's, on a repeat) and its ledger transaction. The
+       * transaction is absent while the payment is parked (its transfer reorged away: booked when mined again) or
+       * was refused as a conflict for an operator; both absent for a claim that books nothing.
+       */
+      paymentId: Type.Optional(Id),
+      transactionId: Type.Optional(Id),
     },
     { additionalProperties: false },
   ),

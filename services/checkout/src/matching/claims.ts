@@ -3,6 +3,7 @@ import {
   type ClaimedVia,
   LEDGER_CLAIM_TIMEOUT_MS,
   LedgerClaimClient,
+  type LedgerClaimRequest,
   type LedgerClaimResult,
 } from '@paygate/bus';
 import { HttpError } from '@paygate/http';
@@ -20,8 +21,8 @@ export type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailab
 
 /**
  * Checkout's side of the shared ledger claim client: spends a transfer on a checkout session (`checkout`,
- * reference the session id) or on an operator refund (`operator_refund`, reference checkout's transfer id) before
- * checkout records it. An unavailable ledger throws a 503 HttpError: a route answers it, a consumer's event is
+ * reference the session id; with the session's payment, which the ledger books in the same transaction) or on an
+ * operator refund (`operator_refund`, reference checkout's transfer id) before checkout records it. An unavailable ledger throws a 503 HttpError: a route answers it, a consumer's event is
  * redelivered.
  */
 export class LedgerClaims {
@@ -36,6 +37,7 @@ export class LedgerClaims {
     claimedVia: ClaimedVia,
     reference: string,
     underpaidSessionId?: string,
+    payment?: LedgerClaimRequest['payment'],
   ): Promise<ClaimAnswer> {
     const answer = await this.client.claim({
       chainId: transfer.chain_id,
@@ -46,6 +48,7 @@ export class LedgerClaims {
       payer: transfer.from_address,
       amount: formatUsdcExact(transfer.amount_micro),
       ...(underpaidSessionId ? { underpaidSessionId } : {}),
+      ...(payment ? { payment } : {}),
     });
     if (!answer.ok && answer.reason === 'ledger_unavailable') {
       const retry = answer.error ? '; retry shortly' : '';

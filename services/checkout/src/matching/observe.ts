@@ -3,7 +3,7 @@ import { takeReorgTombstone } from '@paygate/bus';
 import { claimedViaOf, type EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
-import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
+import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
 import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
@@ -17,6 +17,8 @@ interface MatchDecision {
   unmatchedReason: string | null;
   candidate: string | null;
   claimedBy: string | null;
+  /** The payment the ledger booked with the session's claim (none for an underpaid session). */
+  paymentId: string | undefined;
 }
 
 /**
@@ -63,7 +65,7 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   }
   const decision = await decideMatch(deps, trx, data, amountMicro, now);
   const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);
-  const { session, claimedBy, candidate, unmatchedReason } = decision;
+  const { session, claimedBy, candidate, unmatchedReason, paymentId } = decision;
   if (!session) {
     if (claimedBy) {
       deps.logger.info(
@@ -78,7 +80,7 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
     );
     return;
   }
-  await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now));
+  await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now), paymentId);
 }
 
 /**
@@ -110,11 +112,13 @@ async function decideMatch(
       session = undefined;
     }
   }
-  // A session's payment first claims the transfer at the ledger: a transfer an x402 call (or anything else)
-  // already spent leaves the session open and is recorded as claimed elsewhere, never paid twice.
+  // A session's payment first claims the transfer at the ledger, which books it: a transfer an x402 call (or
+  // anything else) already spent leaves the session open and is recorded as claimed elsewhere, never paid twice.
   let claimedBy: string | null = null;
+  let paymentId: string | undefined;
   if (session) {
-    claimedBy = await claimForSession(deps, data, amountMicro, session);
+    const claim = await claimForSession(deps, data, amountMicro, session, now);
+    ({ claimedBy, paymentId } = claim);
     if (claimedBy) {
       candidate = session.session_id;
       session = undefined;
@@ -131,16 +135,25 @@ async function decideMatch(
     claimedBy = known?.claimed_via ?? null;
   }
   if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
-  return { session, unmatchedReason, candidate, claimedBy };
+  return { session, unmatchedReason, candidate, claimedBy, paymentId };
 }
 
-/** Claims the transfer at the ledger for the session's payment; the payment path that spent it already, or null. */
+/**
+ * Claims the transfer at the ledger for the session's payment, which the ledger books with the claim: the payment
+ * path that spent it already, or the payment id the ledger booked (none for an underpaid session).
+ */
 async function claimForSession(
   deps: MatchingDeps,
   data: Observed,
   amountMicro: bigint,
   session: SessionRow,
-): Promise<string | null> {
+  now: Date,
+): Promise<{ claimedBy: string | null; paymentId: string | undefined }> {
+  const payment = sessionPaymentOf(
+    session,
+    { network: data.network, token_address: data.token },
+    outcomeFor(session, amountMicro, now),
+  );
   const claim = await deps.claims.claim(
     {
       chain_id: data.chainId,
@@ -151,10 +164,12 @@ async function claimForSession(
     },
     'checkout',
     session.session_id,
+    undefined,
+    payment,
   );
-  if (claim.ok) return null;
+  if (claim.ok) return { claimedBy: null, paymentId: claim.paymentId ?? payment?.paymentId };
   if (claim.reason !== 'claimed_elsewhere') throw new Error(`unexpected claim refusal: ${claim.message}`);
-  return claim.claimedBy;
+  return { claimedBy: claim.claimedBy, paymentId: undefined };
 }
 
 /** The transfer row as decided: a new one, or the reorged one observed again, updated in place. */

@@ -7,7 +7,7 @@ import { currentTraceCarrier } from '@paygate/telemetry';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
-import { applyToSession, type MatchingDeps, outcomeFor } from './session-payments';
+import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
 import { lockTransferById } from './transfer-rows';
 
 /** An operator action the ledger refused because the transfer is not this action's to spend. */
@@ -48,9 +48,12 @@ export async function attachTransfer(
       rule: 'must not have a transfer already',
     });
   }
-  const claim = await deps.claims.claim(transfer, 'checkout', sessionId);
-  if (!claim.ok) return refusal(deps, trx, transfer, claim);
   const now = deps.config.now();
+  const outcome = outcomeFor(session, transfer.amount_micro, now);
+  // The ledger books the session's payment with checkout's claim (none for an underpaid session).
+  const payment = sessionPaymentOf(session, transfer, outcome);
+  const claim = await deps.claims.claim(transfer, 'checkout', sessionId, undefined, payment);
+  if (!claim.ok) return refusal(deps, trx, transfer, claim);
   const attached = await trx
     .updateTable('transfers')
     .set({
@@ -63,8 +66,14 @@ export async function attachTransfer(
     .where('transfer_id', '=', transferId)
     .returningAll()
     .executeTakeFirstOrThrow();
-  const outcome = outcomeFor(session, transfer.amount_micro, now);
-  const updated = await applyToSession(deps, trx, session, attached, outcome);
+  const updated = await applyToSession(
+    deps,
+    trx,
+    session,
+    attached,
+    outcome,
+    claim.paymentId ?? payment?.paymentId,
+  );
   return { transfer: attached, session: updated };
 }
 

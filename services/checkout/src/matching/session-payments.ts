@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { enqueueEvent, leaveReorgTombstone } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent, type EventData, type RpcRequest } from '@paygate/contracts';
 import { formatUsdcExact } from '@paygate/money';
 import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import type { CheckoutConfig } from '../config';
@@ -15,8 +15,8 @@ import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
 import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
-type Observed = EventData<'transfer.observed'>;
 type Reorged = EventData<'transfer.reorged'>;
+type PaymentToBook = NonNullable<RpcRequest<'ledger.claim_transfer'>['payment']>;
 
 /** What matching decides with: the service's settings and clock, its logger, and the ledger's transfer claims. */
 export interface MatchingDeps {
@@ -34,13 +34,43 @@ export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date):
   return now < session.expires_at ? 'paid' : 'paid_late';
 }
 
-/** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */
+/**
+ * The payment the ledger books with checkout's claim of the transfer for the session (ledger.claim_transfer), or
+ * none for an underpaid session (a short transfer pays for nothing; an operator returns it). The id is fresh: on a
+ * repeat of the claim (a redelivered transfer.observed) the ledger answers with the id it booked the first time.
+ */
+export function sessionPaymentOf(
+  session: SessionRow,
+  transfer: Pick<TransferRow, 'network' | 'token_address'>,
+  outcome: SessionStatus,
+): PaymentToBook | undefined {
+  if (outcome === 'underpaid') return undefined;
+  return {
+    paymentId: newPaymentId(),
+    source: 'checkout',
+    sellerId: session.seller_id,
+    skillId: session.skill_id,
+    skillName: session.skill_name,
+    endpointId: session.endpoint_id,
+    sessionId: session.session_id,
+    network: transfer.network as PaymentToBook['network'],
+    token: transfer.token_address,
+    holdPeriodHours: session.hold_period_hours,
+  };
+}
+
+/**
+ * Records the transfer on the session; every outcome but underpaid is a payment, already booked by the ledger
+ * under `paymentId` (the claim's answer; the ledger published payment.confirmed): the payments row is checkout's
+ * record of it, for reopening the session on a reorg and for its views.
+ */
 export async function applyToSession(
   deps: MatchingDeps,
   trx: CheckoutTrx,
   session: SessionRow,
   transfer: TransferRow,
   outcome: SessionStatus,
+  paymentId: string | undefined,
 ): Promise<SessionRow> {
   const now = deps.config.now();
   const updated = await trx
@@ -61,7 +91,7 @@ export async function applyToSession(
     await enqueueSessionEvent(trx, 'checkout.session_underpaid', updated, deps.config);
     return updated;
   }
-  const paymentId = newPaymentId();
+  if (!paymentId) throw new Error(`session ${session.session_id} paid without the ledger's payment id`);
   await trx
     .insertInto('payments')
     .values({
@@ -74,32 +104,6 @@ export async function applyToSession(
       reversed_at: null,
     })
     .execute();
-  await enqueueEvent(
-    trx,
-    createEvent(
-      'payment.confirmed',
-      'checkout',
-      {
-        paymentId,
-        source: 'checkout',
-        sellerId: session.seller_id,
-        skillId: session.skill_id,
-        skillName: session.skill_name,
-        endpointId: session.endpoint_id,
-        sessionId: session.session_id,
-        payer: transfer.from_address,
-        amount: formatUsdcExact(transfer.amount_micro),
-        network: transfer.network as Observed['network'],
-        chainId: transfer.chain_id,
-        token: transfer.token_address,
-        txHash: transfer.tx_hash,
-        logIndex: transfer.log_index,
-        holdPeriodHours: session.hold_period_hours,
-        confirmedAt: now.toISOString(),
-      },
-      { trace: currentTraceCarrier() },
-    ),
-  );
   await enqueueSessionEvent(trx, 'checkout.session_paid', updated, deps.config);
   return updated;
 }

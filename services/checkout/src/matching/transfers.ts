@@ -1,18 +1,19 @@
 import type { EventData } from '@paygate/contracts';
 import type { Logger } from '@paygate/telemetry';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutTrx, SessionRow, SessionStatus, TransferRow } from '../db';
+import type { CheckoutTrx } from '../db';
 import type { LedgerClaims } from './claims';
 import { observeTransfer, recordClaimedElsewhere } from './observe';
 import { attachTransfer, markTransferForRefund } from './operator';
-import { applyToSession, type MatchingDeps, reverseReorgedTransfer } from './session-payments';
+import { type MatchingDeps, reverseReorgedTransfer } from './session-payments';
 
 /**
  * Turns confirmed transfers into session payments. A transfer to a session's own deposit address pays that
  * session: exactly its amount `paid` (`paid_late` after expiry), more `overpaid` (a payment of what was received),
  * less `underpaid` (no payment; an operator returns it). The first transfer to an address decides; a later one is
  * kept as unmatched (`session_already_paid`) for an operator, like anything that pays no session.
- * payment.confirmed goes out once per applied transfer (unique indexes on payments), and a reorg reverses it.
+ * The ledger books each session's payment with checkout's claim of its transfer (and publishes payment.confirmed);
+ * checkout records it once per applied transfer (unique indexes on payments), and a reorg reverses it.
  * Matching a transfer is observe.ts, what a session's payment does session-payments.ts, operator actions operator.ts.
  */
 export class TransferMatcher {
@@ -24,16 +25,6 @@ export class TransferMatcher {
 
   onObserved(trx: CheckoutTrx, data: EventData<'transfer.observed'>): Promise<void> {
     return observeTransfer(this.deps, trx, data);
-  }
-
-  /** Records the transfer on the session; every outcome but underpaid is a payment (payment.confirmed). */
-  applyToSession(
-    trx: CheckoutTrx,
-    session: SessionRow,
-    transfer: TransferRow,
-    outcome: SessionStatus,
-  ): Promise<SessionRow> {
-    return applyToSession(this.deps, trx, session, transfer, outcome);
   }
 
   /** The ledger recorded a claim through another payment path: the transfer is not unmatched money. */

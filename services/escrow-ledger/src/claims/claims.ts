@@ -13,6 +13,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newClaimId } from '../ids';
 import { transferKey } from '../ledger/entries';
+import { bookClaimedPayments } from '../payments/confirmed';
 import {
   type ClaimOutcomeRow,
   type ClaimRequest,
@@ -55,43 +56,42 @@ interface QueuedClaim {
   reject(error: unknown): void;
 }
 
-/** Claim statements written at once by one ledger replica. */
-const MAX_CLAIM_WRITES = 2;
-/** How long after a batch of fresh claims their transfer.claimed are published (the relay's poll is 250 ms). */
-const PUBLISH_AFTER_MS = 100;
-/** Claims in one statement at most. */
-const MAX_CLAIMS_PER_STATEMENT = 25;
-
 /**
- * The one claim on an on-chain transfer: the first (claimed_via, reference) to ask holds it, a repeat of the same
- * pair is answered ok again (fresh: false), anything else is refused with who holds it. The primary key of
- * `transfer_claims` decides between concurrent claims on every replica; a fresh claim publishes
- * `transfer.claimed` (outbox, same transaction). A payment or unmatched refund already on the books holds the
- * transfer even without a claim (booked before claims existed). An operator refund is also checked against the
- * ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
+ * The one command that spends an on-chain transfer and books what it pays for. The first (claimed_via, reference)
+ * to ask holds the transfer; with a payment, the claim, the payment's booking (transfer row if the indexer has not
+ * reported it yet, transaction, 95/5 entries into holds) and its `payment.confirmed` are one transaction, answered
+ * once. A repeat of the same pair is answered ok again (fresh: false) with the payment booked the first time and
+ * books nothing; anything else is refused with who holds it. The primary key of `transfer_claims` decides between
+ * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); a
+ * fresh claim publishes `transfer.claimed` (outbox, same transaction). An operator refund is also checked against
+ * the ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
  * An operator refund naming an underpaid session (`underpaidSessionId`) takes over checkout's claim for that
- * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back. *
- * A gateway's or checkout's claim is one statement (atomic on its own, one round trip: it is on the paid call's
- * path); the claims that arrive together are written as one statement: those whose requests came in the same turn
- * of the event loop, or while MAX_CLAIM_WRITES statements were being written (one round trip and one commit for a
- * burst of ten settles instead of ten). Each claim keeps its own outcome: the statement holds each claim's own
- * insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never share a
- * statement (the second waits for the next one and is answered from the row the first decided); a statement that
- * fails is retried claim by claim, so one claim's failure is only its own. An operator refund also reads the
- * books and may take a claim over, so it runs alone, in a transaction.
+ * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back.
+ *
+ * A gateway's or checkout's claim is on the paid call's path, so the claims that arrive together are one
+ * transaction of two statements (the claims, then book_payments for the fresh ones): those whose requests came in
+ * the same turn of the event loop, or while PAYMENT_CONCURRENCY transactions were being written (one round trip per
+ * statement and one commit for a burst instead of one each). Each claim keeps its own outcome: the statement holds
+ * each claim's own insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never
+ * share a transaction (the second waits for the next one and is answered from the row the first decided); a
+ * transaction that fails is retried claim by claim, so one claim's failure is only its own. An operator refund also
+ * reads the books and may take a claim over, so it runs alone, in a transaction.
  */
 export class ClaimBatcher {
-  private readonly batcher = new WriteBatcher<QueuedClaim>({
-    maxWrites: MAX_CLAIM_WRITES,
-    maxPerWrite: MAX_CLAIMS_PER_STATEMENT,
-    fits: (batch, item) => !batch.some((other) => claimKeyOf(other.request) === claimKeyOf(item.request)),
-    write: (batch) => this.writeBatch(batch),
-  });
+  private readonly batcher: WriteBatcher<QueuedClaim>;
 
   constructor(
     private readonly ctx: ServiceContext,
     private readonly deps: LedgerDeps,
-  ) {}
+  ) {
+    this.batcher = new WriteBatcher<QueuedClaim>({
+      // PAYMENT_CONCURRENCY transactions in flight per replica, PAYMENT_BATCH_SIZE claims in one at most.
+      maxWrites: deps.config.paymentConcurrency,
+      maxPerWrite: deps.config.paymentBatchSize,
+      fits: (batch, item) => !batch.some((other) => claimKeyOf(other.request) === claimKeyOf(item.request)),
+      write: (batch) => this.writeBatch(batch),
+    });
+  }
 
   claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     const request = claimRequestOf(wire);
@@ -99,44 +99,50 @@ export class ClaimBatcher {
     return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, resolve, reject }));
   }
 
-  /** One statement for the batch; when it fails, each claim alone (one claim's failure is only its own). */
+  /** One transaction for the batch; when it fails, each claim alone (one claim's failure is only its own). */
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
-    let helds: ClaimOutcomeRow[];
+    let replies: ClaimReply[];
     try {
-      helds = await claimsOrHolders(
-        this.ctx.db,
-        batch.map((item) => item.request),
-        this.deps.now(),
-      );
+      replies = await this.claimAndBook(batch.map((item) => item.request));
     } catch (error) {
       if (batch.length === 1) {
         batch[0]!.reject(error);
         return;
       }
       await Promise.all(
-        batch.map(async (item) => {
-          let held: ClaimOutcomeRow[];
-          try {
-            held = await claimsOrHolders(this.ctx.db, [item.request], this.deps.now());
-          } catch (alone) {
-            item.reject(alone);
-            return;
-          }
-          await this.answer([item], held);
-        }),
+        batch.map((item) =>
+          this.claimAndBook([item.request]).then(([reply]) => item.resolve(reply!), item.reject),
+        ),
       );
       return;
     }
-    await this.answer(batch, helds);
+    for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
   }
 
-  /** Each claim's reply from the row its part of the statement found; the relay woken for fresh claims. */
-  private async answer(batch: QueuedClaim[], helds: ClaimOutcomeRow[]): Promise<void> {
-    // transfer.claimed goes out once the claims were answered, not between the answers of a burst.
-    if (helds.some((held) => held.fresh)) this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
-    for (const [i, item] of batch.entries()) {
-      await decideClaim(this.ctx.db, this.deps, item.request, helds[i]!).then(item.resolve, item.reject);
-    }
+  /** The claims, the fresh claims' payments booked and each claim's reply: one transaction. */
+  private claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
+    return this.ctx.inTransaction(
+      async (trx) => {
+        const helds = await claimsOrHolders(trx, requests, this.deps.now());
+        const fresh = requests.flatMap((request, i) =>
+          helds[i]!.fresh && request.payment ? [{ i, request, payment: request.payment }] : [],
+        );
+        const bookings = await bookClaimedPayments(trx, fresh, this.deps);
+        const bookedAs = new Map(fresh.map((item, j) => [item.i, bookings[j]!.transactionId]));
+        const replies: ClaimReply[] = [];
+        for (const [i, request] of requests.entries()) {
+          const held = helds[i]!;
+          replies.push(
+            await decideClaim(trx, this.deps, request, {
+              ...held,
+              transaction_id: bookedAs.get(i) ?? held.transaction_id,
+            }),
+          );
+        }
+        return replies;
+      },
+      { retryConflicts: true },
+    );
   }
 }
 
@@ -171,6 +177,14 @@ async function refundRefusedByBooks(
   };
 }
 
+/** The payment a claim booked, as its reply names it (absent fields: none, or not booked). */
+function bookedPaymentOf(held: ClaimOutcomeRow): { paymentId?: string; transactionId?: string } {
+  return {
+    ...(held.payment_id ? { paymentId: held.payment_id } : {}),
+    ...(held.payment_id && held.transaction_id ? { transactionId: held.transaction_id } : {}),
+  };
+}
+
 /** The reply to a claim from what its statement found (`held`); an operator refund may take a claim over here. */
 async function decideClaim(
   db: Kysely<any>,
@@ -187,11 +201,12 @@ async function decideClaim(
       claimId: held.claim_id,
       fresh: true,
       claimedAt: new Date(held.claimed_at).toISOString(),
+      ...bookedPaymentOf(held),
     };
   }
   const claimedAt = new Date(held.claimed_at).toISOString();
   if (held.claimed_via === request.claimedVia && held.reference === request.reference) {
-    return { ok: true, claimId: held.claim_id, fresh: false, claimedAt };
+    return { ok: true, claimId: held.claim_id, fresh: false, claimedAt, ...bookedPaymentOf(held) };
   }
   // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
   // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
@@ -209,10 +224,11 @@ async function decideClaim(
       const taken = (
         await sql<ClaimRow>`update transfer_claims
           set claim_id = ${claimId}, claimed_via = 'operator_refund', reference = ${request.reference},
-            payer = ${payer}, amount_micro = ${parseChainUsdc(request.amount)}, claimed_at = ${now}
+            payer = ${payer}, amount_micro = ${parseChainUsdc(request.amount)}, claimed_at = ${now},
+            payment_id = null
           where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}
             and claim_id = ${held.claim_id}
-          returning claim_id, claimed_via, reference, claimed_at`.execute(db)
+          returning claim_id, claimed_via, reference, claimed_at, payment_id`.execute(db)
       ).rows[0];
       if (taken) {
         await enqueueEvent(db as Transaction<any>, claimedEvent(request, claimId, now));

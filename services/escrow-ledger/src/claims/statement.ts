@@ -22,6 +22,8 @@ export interface ClaimRow {
   claimed_via: ClaimedVia;
   reference: string;
   claimed_at: Date;
+  /** The payment booked with the claim (null: it pays for nothing the ledger books). */
+  payment_id: string | null;
 }
 
 export const claimKeyOf = (request: ClaimRequest) =>
@@ -30,15 +32,17 @@ export const claimKeyOf = (request: ClaimRequest) =>
 /** The claim row as the statement returns it; `fresh` when this request inserted it. */
 export interface ClaimOutcomeRow extends ClaimRow {
   fresh: boolean;
+  /** The latest ledger transaction of the claim's payment (a repeat's answer); null when none is booked. */
+  transaction_id: string | null;
 }
 
 /**
  * Claims each transfer, or finds who holds it, in one statement for all of them (the requests name distinct
- * transfers; each decides as it would alone): what the books already say spends it (a payment booked, or an
- * unmatched refund, that reached the ledger without a claim: events published before claims existed) holds it
- * first; otherwise the request's claim is inserted with its `transfer.claimed` outbox row. The requests go in as
- * arrays, so the statement is the same whatever their number (planned like one claim's). One row per request, in
- * order.
+ * transfers; each decides as it would alone): the request's claim, with the payment it books, is inserted with
+ * its `transfer.claimed` outbox row, or the claim there before is returned with its payment's latest transaction.
+ * Claims are inserted in transfer order, so two batches in flight never wait on each other crosswise. The requests
+ * go in as arrays, so the statement is the same whatever their number (planned like one claim's). One row per
+ * request, in order. Run in the transaction that books the fresh claims' payments (ClaimBatcher).
  */
 export async function claimsOrHolders(
   db: Kysely<any>,
@@ -52,74 +56,53 @@ export async function claimsOrHolders(
   });
   const column = <T>(pick: (item: (typeof items)[number], index: number) => T) => items.map(pick);
   const rows = (
-    await sql<ClaimOutcomeRow & { batch_index: number; pick: number }>`${preparedStatement('ledger_claims')}
+    await sql<
+      ClaimOutcomeRow & { batch_index: number; pick: number }
+    >`${preparedStatement('ledger_claims_booked')}
       with req as (
         select * from unnest(
             ${column((_, i) => i)}::integer[], ${column((x) => x.request.chainId)}::integer[],
             ${column((x) => x.request.txHash.toLowerCase())}::text[], ${column((x) => x.request.logIndex)}::integer[],
             ${column((x) => x.event.data.claimId)}::text[], ${column((x) => x.request.claimedVia)}::text[],
             ${column((x) => x.request.reference)}::text[], ${column((x) => x.request.payer.toLowerCase())}::text[],
-            ${column((x) => x.amountMicro)}::bigint[], ${column((x) => x.event.id)}::text[],
-            ${column((x) => JSON.stringify(x.event))}::jsonb[])
+            ${column((x) => x.amountMicro)}::bigint[], ${column((x) => x.request.payment?.paymentId ?? null)}::text[],
+            ${column((x) => x.event.id)}::text[], ${column((x) => JSON.stringify(x.event))}::jsonb[])
           as r(batch_index, chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
-            event_id, envelope)
-      ),
-      booked as (
-        select r.batch_index, b.* from req r cross join lateral (
-          select chain_id, tx_hash, log_index, 'clm_' || id as claim_id,
-              case source when 'checkout' then 'checkout' else 'x402' end as claimed_via,
-              case source when 'checkout' then coalesce(session_id, payment_id) else network || ':' || tx_hash end
-                as reference,
-              payer, amount_micro, confirmed_at as claimed_at
-            from transactions
-            where chain_id = r.chain_id and tx_hash = r.tx_hash and log_index = r.log_index
-              and escrow_status <> 'reversed'
-          union all
-          select chain_id, tx_hash, log_index, 'clm_' || id, 'operator_refund', 'refund:' || transfer_refund_request_id,
-              payer, amount_micro, created_at
-            from refunds
-            where kind = 'unmatched_transfer'
-              and chain_id = r.chain_id and tx_hash = r.tx_hash and log_index = r.log_index
-          limit 1
-        ) as b
-      ),
-      booked_claim as (
-        insert into transfer_claims
-            (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
-          select chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at
-            from booked
-          on conflict do nothing
-          returning chain_id, tx_hash, log_index, claim_id, claimed_via, reference, claimed_at
+            payment_id, event_id, envelope)
       ),
       fresh as (
         insert into transfer_claims
-            (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at)
+            (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro, claimed_at,
+             payment_id)
           select chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
-              ${now}::timestamptz
-            from req r
-            where not exists (select 1 from booked b where b.batch_index = r.batch_index)
+              ${now}::timestamptz, payment_id
+            from req order by chain_id, tx_hash collate "C", log_index
           on conflict (chain_id, tx_hash, log_index) do nothing
-          returning claim_id, claimed_via, reference, claimed_at
+          returning claim_id, claimed_via, reference, claimed_at, payment_id
       ),
       published as (
         insert into outbox (id, subject, envelope, published_at)
           select r.event_id, 'transfer.claimed', r.envelope, null from req r join fresh f using (claim_id)
       )
-      select r.batch_index, 0 as pick, true as fresh, f.claim_id, f.claimed_via, f.reference, f.claimed_at
+      select r.batch_index, 0 as pick, true as fresh, f.claim_id, f.claimed_via, f.reference, f.claimed_at,
+          f.payment_id, null::text as transaction_id
         from req r join fresh f using (claim_id)
       union all
-      select r.batch_index, 1, false, b.claim_id, b.claimed_via, b.reference, b.claimed_at
-        from req r join booked_claim b using (chain_id, tx_hash, log_index)
-      union all
-      select r.batch_index, 2, false, c.claim_id, c.claimed_via, c.reference, c.claimed_at
+      select r.batch_index, 1, false, c.claim_id, c.claimed_via, c.reference, c.claimed_at, c.payment_id,
+          ${latestTransactionOf}
         from req r join transfer_claims c using (chain_id, tx_hash, log_index)`.execute(db)
   ).rows;
   return heldInOrder(db, requests, rows);
 }
 
+/** The latest transaction of a claim row `c`'s payment on its transfer (a payment rebooked after a reorg has two). */
+const latestTransactionOf = sql`(select t.id from transactions t
+    where t.payment_id = c.payment_id and t.chain_id = c.chain_id and t.tx_hash = c.tx_hash
+    order by t.created_at desc, t.id desc limit 1)`;
+
 /**
- * Each request's row, in order: the first of its own insert, the books' claim, the claim row there before; read
- * again when a concurrent claim committed after the statement's snapshot.
+ * Each request's row, in order: its own insert, else the claim row there before; read again when a concurrent
+ * claim committed after the statement's snapshot.
  */
 async function heldInOrder(
   db: Kysely<any>,
@@ -128,7 +111,6 @@ async function heldInOrder(
 ): Promise<ClaimOutcomeRow[]> {
   const out: ClaimOutcomeRow[] = [];
   for (const [i, request] of requests.entries()) {
-    // The first of: this request's insert, the books' claim, the claim row there before.
     const found = rows
       .filter((row) => Number(row.batch_index) === i)
       .sort((x, y) => Number(x.pick) - Number(y.pick))[0];
@@ -140,9 +122,11 @@ async function heldInOrder(
     // A concurrent claim committed after this statement's snapshot was taken (its insert waited for it, then did
     // nothing): a new statement sees it.
     const held = (
-      await sql<ClaimRow>`select claim_id, claimed_via, reference, claimed_at from transfer_claims
-        where chain_id = ${request.chainId} and tx_hash = ${request.txHash.toLowerCase()}
-          and log_index = ${request.logIndex}`.execute(db)
+      await sql<ClaimOutcomeRow>`select c.claim_id, c.claimed_via, c.reference, c.claimed_at, c.payment_id,
+          ${latestTransactionOf} as transaction_id
+        from transfer_claims c
+        where c.chain_id = ${request.chainId} and c.tx_hash = ${request.txHash.toLowerCase()}
+          and c.log_index = ${request.logIndex}`.execute(db)
     ).rows[0];
     if (!held) throw new Error(`claim on ${claimKeyOf(request)} neither inserted nor found`);
     out.push({ ...held, fresh: false });

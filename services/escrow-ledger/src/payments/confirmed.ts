@@ -1,6 +1,8 @@
-import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
+import { createEvent, validateEvent } from '@paygate/contracts';
+import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql, type Transaction } from 'kysely';
+import type { ClaimRequest } from '../claims/statement';
 import type { LedgerTrx, TransactionsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
@@ -22,59 +24,130 @@ export async function bookPayments(trx: LedgerTrx, payments: object[], now: Date
   return result.rows;
 }
 
-/** A payment.confirmed as book_payments reads it, with a fresh transaction id. */
-function paymentToBook({ id, data: d }: EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>) {
+/** A claim's payment as book_payments reads it: the request's payment with the claim's transfer, payer and amount. */
+export interface ClaimedPayment {
+  request: ClaimRequest;
+  payment: PaymentToBookWire;
+}
+type PaymentToBookWire = NonNullable<ClaimRequest['payment']>;
+
+function paymentToBook({ request, payment }: ClaimedPayment, transactionId: string, now: Date) {
   return {
-    eventId: id,
-    transactionId: newTransactionId(),
-    paymentId: d.paymentId,
-    source: d.source,
-    sellerId: d.sellerId,
-    skillId: d.skillId,
-    skillName: d.skillName,
-    endpointId: d.endpointId,
-    sessionId: d.sessionId,
-    payer: d.payer,
-    network: d.network,
-    chainId: d.chainId,
-    txHash: d.txHash,
-    logIndex: d.logIndex,
-    amountMicro: parseChainUsdc(d.amount).toString(),
-    holdPeriodHours: d.holdPeriodHours,
-    confirmedAt: d.confirmedAt,
+    eventId: `claim:${payment.paymentId}`,
+    transactionId,
+    paymentId: payment.paymentId,
+    source: payment.source,
+    sellerId: payment.sellerId,
+    skillId: payment.skillId,
+    skillName: payment.skillName,
+    endpointId: payment.endpointId,
+    sessionId: payment.sessionId,
+    payer: request.payer,
+    network: payment.network,
+    token: payment.token,
+    chainId: request.chainId,
+    txHash: request.txHash.toLowerCase(),
+    logIndex: request.logIndex,
+    amountMicro: parseChainUsdc(request.amount).toString(),
+    holdPeriodHours: payment.holdPeriodHours,
+    confirmedAt: now.toISOString(),
   };
 }
 
+/** The outcome of one claimed payment's booking: its transaction, or none (parked or refused for an operator). */
+export interface ClaimedBooking {
+  transactionId: string | null;
+  outcome: BookedPayment['outcome'];
+}
+
 /**
- * Payments claim their transfers: each amount moves from suspense into holds for the seller (95%) and the
- * platform (5%). A transfer pays for one thing: a claim by another payment is refused and surfaced to an
- * operator. The booking itself is the database function book_payments (one round trip for the whole batch);
- * this wrapper supplies ids and the clock and reports conflicts.
+ * The payments of fresh claims, booked in the claims' own transaction: each amount moves from suspense (the
+ * transfer row and its transfer_in entry first, when the chain-indexer has not reported it yet) into holds for
+ * the seller (95%) and the platform (5%), and each booked payment's `payment.confirmed` goes into the ledger's
+ * outbox in the same transaction, a fact for the notifier and the live channel. The claim already decided that the
+ * transfer is this payment's; the database function book_payments (one round trip for the batch) still records a
+ * conflict for an operator where the books disagree (a transfer reorged away: parked until mined again; an amount
+ * above the transfer's). One outcome per claim, in order.
  */
-export async function onPaymentsConfirmed(
+export async function bookClaimedPayments(
   trx: Transaction<any>,
-  events: Array<EventEnvelope<'payment.confirmed', EventData<'payment.confirmed'>>>,
+  claimed: ClaimedPayment[],
   deps: LedgerDeps,
+): Promise<ClaimedBooking[]> {
+  if (claimed.length === 0) return [];
+  const now = deps.now();
+  const payments = claimed.map((item) => paymentToBook(item, newTransactionId(), now));
+  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
+  // crosswise (the claims statement inserted them in that order too).
+  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
+  const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  const outcomes = await bookPayments(trx, sorted, now);
+  const byPayment = new Map(outcomes.map((row) => [row.payment_id, row]));
+  const booked: ReturnType<typeof paymentConfirmedEvent>[] = [];
+  const result = claimed.map((item, i) => {
+    const row = byPayment.get(item.payment.paymentId);
+    if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
+    if (row.outcome === 'booked') booked.push(paymentConfirmedEvent(payments[i]!));
+    if (row.outcome === 'conflict') reportConflict(deps, row);
+    return {
+      transactionId: row.outcome === 'booked' || row.outcome === 'duplicate' ? row.transaction_id : null,
+      outcome: row.outcome,
+    };
+  });
+  await enqueuePaymentsConfirmed(trx, booked);
+  return result;
+}
+
+function reportConflict(deps: LedgerDeps, row: BookedPayment): void {
+  deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
+  deps.logger.warn(
+    {
+      kind: row.conflict_kind,
+      paymentId: row.payment_id,
+      existingTransactionId: row.existing_transaction_id,
+    },
+    'payment conflict surfaced to the operator; nothing credited',
+  );
+}
+
+/** `payment.confirmed` of a payment as book_payments booked it (the ledger's clock confirms it). */
+export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
+  return createEvent(
+    'payment.confirmed',
+    'escrow-ledger',
+    {
+      paymentId: p.paymentId,
+      source: p.source,
+      sellerId: p.sellerId,
+      skillId: p.skillId,
+      skillName: p.skillName,
+      endpointId: p.endpointId,
+      sessionId: p.sessionId,
+      payer: p.payer,
+      amount: formatUsdc(BigInt(p.amountMicro)),
+      network: p.network,
+      chainId: p.chainId,
+      token: p.token,
+      txHash: p.txHash,
+      logIndex: p.logIndex,
+      holdPeriodHours: p.holdPeriodHours,
+      confirmedAt: p.confirmedAt,
+    },
+    { trace: currentTraceCarrier() },
+  );
+}
+
+/** Writes the events to the outbox in one statement (validated first, as enqueueEvent does one). */
+async function enqueuePaymentsConfirmed(
+  trx: Transaction<any>,
+  events: Array<ReturnType<typeof paymentConfirmedEvent>>,
 ): Promise<void> {
   if (events.length === 0) return;
-  const payments = events.map(paymentToBook);
-  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
-  // crosswise; the sort is stable, so claims on the same transfer keep their delivery order (the first wins).
-  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash.toLowerCase()}:${p.logIndex}`;
-  payments.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
-  const outcomes = await bookPayments(trx, payments, deps.now());
-  for (const row of outcomes) {
-    if (row.outcome !== 'conflict') continue;
-    deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
-    deps.logger.warn(
-      {
-        kind: row.conflict_kind,
-        paymentId: row.payment_id,
-        existingTransactionId: row.existing_transaction_id,
-      },
-      'payment conflict surfaced to the operator; nothing credited',
-    );
-  }
+  for (const event of events) validateEvent(event);
+  await sql`insert into outbox (id, subject, envelope, published_at)
+      select id, 'payment.confirmed', envelope, null
+        from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => JSON.stringify(e))}::jsonb[])
+          as e(id, envelope)`.execute(trx);
 }
 
 /** A reversed payment as the re-booking reads it: the facts of its transaction row. */

@@ -1,4 +1,4 @@
-import { lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
+import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql, type Transaction } from 'kysely';
@@ -6,7 +6,7 @@ import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
-import { bookPayments, rebookReversedPayments } from './confirmed';
+import { bookPayments, paymentConfirmedEvent, rebookReversedPayments } from './confirmed';
 import { reverseIfOnBlock } from './reorged';
 import {
   bookTransfer,
@@ -52,7 +52,8 @@ export async function onTransferObserved(
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
     return;
   }
-  // Already booked from a payment.confirmed that arrived first: the chain's amount is the truth.
+  // Already booked by the claim of its payment (ledger.claim_transfer, before the chain-indexer's CONFIRMATIONS):
+  // the observation confirms it, and the chain's amount is the truth.
   const existing = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
   if (!existing) return;
   if (existing.status === 'reorged') {
@@ -64,7 +65,7 @@ export async function onTransferObserved(
 
 /**
  * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
- * booked meanwhile from payment.confirmed stands on that block too, unless it names another: it is reversed.
+ * booked meanwhile by a payment's claim stands on that block too, unless it names another: it is reversed.
  */
 async function onStaleObservation(
   trx: Transaction<any>,
@@ -82,8 +83,9 @@ async function onStaleObservation(
 }
 
 /**
- * A transfer booked from payment.confirmed, now observed by the indexer (which publishes after CONFIRMATIONS): the
- * chain confirms it, in the block it names, and an amount above the one the payment reported is booked too.
+ * A transfer booked by a payment's claim, now observed by the indexer (which publishes after CONFIRMATIONS): the
+ * chain confirms it, in the block it names, and an amount above the one the claim reported is booked too (into
+ * suspense: the payment stays as claimed). Confirming never books the payment again.
  */
 async function confirmBookedTransfer(
   trx: Transaction<any>,
@@ -120,9 +122,11 @@ async function confirmBookedTransfer(
 /**
  * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
  * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
- * transaction stays reversed (history); the payment claims it anew: either a payment.confirmed still to come
- * (checkout re-matches its reopened session), or one that arrived while the transfer was still reorged and was
- * parked as a `transfer_reorged` conflict, which is booked now and the conflict resolved.
+ * transaction stays reversed (history); what its claim booked is reinstated, never a second payment: a payment
+ * whose claim came while the transfer was reorged away was parked as a `transfer_reorged` conflict and is booked
+ * now (its first booking: payment.confirmed then) and the conflict resolved; a gateway (x402) payment the reorg
+ * reversed is booked again under its payment id (rebookReversedPayments); checkout re-matches its reopened session
+ * with a claim of its own.
  */
 async function reincludeTransfer(
   trx: Transaction<any>,
@@ -172,6 +176,8 @@ async function bookParkedPayment(trx: Transaction<any>, event: TransferObserved,
   const booked = await bookPayments(trx, [payment], deps.now());
   const outcome = booked[0];
   if (outcome?.outcome !== 'booked') return true;
+  // Parked by its claim, booked only now: the payment's one payment.confirmed.
+  await enqueueEvent(trx, paymentConfirmedEvent(payment as Parameters<typeof paymentConfirmedEvent>[0]));
   await sql`update payment_conflicts set status = 'resolved',
         resolution = ${JSON.stringify({ by: 're-inclusion', transactionId: outcome.transaction_id, eventId: event.id })}::jsonb
       where id = ${conflict.id}`.execute(trx);

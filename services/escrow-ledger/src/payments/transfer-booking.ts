@@ -57,8 +57,9 @@ export async function postTransferIn(
 
 /**
  * Books money arriving in the escrow wallet: debit escrow_asset, credit suspense. Inserting the transfer row
- * and posting are one step, so whichever of transfer.observed and payment.confirmed comes first books it and
- * the other finds it booked.
+ * and posting are one step, so whichever of transfer.observed and the payment's claim (book_payments, which
+ * inserts the row it did not find) comes first books it and the other finds it booked. `booked_by`
+ * 'payment.confirmed' names a transfer booked by its payment's claim.
  */
 export async function bookTransfer(
   trx: Transaction<any>,

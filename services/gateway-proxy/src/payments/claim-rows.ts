@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import {
   type ClaimOptions,
   type ClaimToWrite,
+  gatewayPaymentId,
   NO_RECORD,
   type ProvenTransfer,
   type RecordedClaim,
@@ -37,8 +38,6 @@ class RefusedInBatch extends Error {
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
 const MAX_CLAIM_WRITES = 2;
-/** How long after an x402 claim its payment.confirmed is published (a burst's answers first; the poll is 250 ms). */
-const PUBLISH_AFTER_MS = 100;
 /** Claims in one statement at most. */
 const MAX_CLAIMS_PER_STATEMENT = 25;
 
@@ -67,13 +66,14 @@ export class PaymentClaimRows {
   ) {}
 
   /**
-   * Claims an on-chain transfer for a purchase: one row per `network:txHash` (a unique constraint), inserted in the
-   * same transaction that enqueues payment.confirmed. Undefined when the transfer was already claimed.
+   * Claims an on-chain transfer for a purchase: one row per `network:txHash` (a unique constraint). Undefined when
+   * the transfer was already claimed.
    *
-   * The ledger claims the transfer (`ledger.claim_transfer`) while the row is written, and the row commits only once
-   * the ledger agreed: one transfer buys one thing whatever path claims it (checkout sessions, /api/verify,
-   * operator refunds). Every replica asks with the same reference (`<network>:<txHash>`), so a concurrent
-   * presentation here is answered ok too and the local row decides.
+   * The ledger claims the transfer and books the purchase as its payment (`ledger.claim_transfer`, one ledger
+   * transaction that also publishes payment.confirmed) while the row is written, and the row commits only once the
+   * ledger agreed: one transfer buys one thing whatever path claims it (checkout sessions, /api/verify, operator
+   * refunds). Every replica asks with the same reference (`<network>:<txHash>`) and payment id, so a concurrent
+   * presentation here is answered ok too (booked once) and the local row decides which presentation is served.
    * Throws LedgerClaimRefused when the ledger refuses (another path spent it) or does not answer in time.
    */
   async insert(
@@ -93,8 +93,8 @@ export class PaymentClaimRows {
    * The ledger is asked and the statement written at the same time, as `insert` does: the statement runs in a
    * transaction that commits only once the ledger answered that the transfer is this payment's (rolled back when
    * it refused: nothing is written), so the answer waits for the slower of the two rather than for both in turn.
-   * A crash before the commit leaves at most the ledger's claim under this gateway's reference, which answers the
-   * same claim again ok (the recovery pass claims it). Claims that come while others are being written go out
+   * A crash before the commit leaves at most the ledger's claim and booking under this gateway's reference and
+   * payment id, which answers the same claim again ok without booking again (the recovery pass claims it). Claims that come while others are being written go out
    * together, as one statement (one round trip, one commit); each claim's outcome is its own: when the ledger
    * refused some of a batch, the batch is rolled back and written again without them. Throws LedgerClaimRefused
    * like `insert`.
@@ -108,12 +108,9 @@ export class PaymentClaimRows {
     const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
     // Awaited in the batch's transaction; one that fails to begin must not leave the answer's failure unhandled.
     ledgerAnswer.catch(() => undefined);
-    const recorded = await new Promise<RecordedClaim>((resolve, reject) =>
+    return new Promise<RecordedClaim>((resolve, reject) =>
       this.batcher.add({ transfer, purchase, options, record, ledgerAnswer, resolve, reject }),
     );
-    // payment.confirmed goes out once the burst's answers did (the ledger books it then), not between them.
-    if (recorded.claim) this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
-    return recorded;
   }
 
   /**
@@ -148,7 +145,9 @@ export class PaymentClaimRows {
     }
   }
 
+  /** The ledger's command: claim the transfer and book this purchase as its payment (gatewayPaymentId). */
   private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): TransferToClaim {
+    const network = this.settings.network as TransferToClaim['payment']['network'];
     return {
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
@@ -157,6 +156,18 @@ export class PaymentClaimRows {
       reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
       payer: transfer.payer,
       amountMicro: transfer.amountMicro,
+      payment: {
+        paymentId: gatewayPaymentId(this.settings.network, transfer.txHash),
+        source: 'x402',
+        sellerId: purchase.sellerId,
+        skillId: purchase.skillId,
+        skillName: purchase.skillName,
+        endpointId: purchase.endpointId,
+        sessionId: null,
+        network,
+        token: transfer.token,
+        holdPeriodHours: purchase.holdPeriodHours,
+      },
     };
   }
 

@@ -1,13 +1,13 @@
-import { createEvent, newEventId, validateEvent } from '@paygate/contracts';
-import { formatUsdc } from '@paygate/money';
+import { createHash } from 'node:crypto';
 import { preparedStatement } from '@paygate/runtime';
-import { currentTraceCarrier } from '@paygate/telemetry';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 /**
- * What a claim row holds and the one statement that writes a batch of them: the rows, their payment.confirmed and
- * the records written beside them (PaymentClaimRows, in claim-rows.ts, batches the claims and asks the ledger).
+ * What a claim row holds and the one statement that writes a batch of them: the rows and the records written
+ * beside them (PaymentClaimRows, in claim-rows.ts, batches the claims and asks the ledger, which books the payment
+ * and publishes payment.confirmed). The row is this gateway's record of the purchase and of its service (state,
+ * attempts, access window), written only once the ledger agreed: it answers reuse and retries without the ledger.
  */
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -75,8 +75,6 @@ interface ClaimValues {
   accessExpiresAt: Date | null;
   retryUntil: Date | null;
   now: Date;
-  eventId: string;
-  envelope: string;
 }
 
 /** A claim to write: the transfer, what it buys, how its row starts and what is recorded beside it. */
@@ -120,7 +118,7 @@ const RETURNED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.join(', '));
 const SELECTED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.map((column) => `c.${column}`).join(', '));
 
 /**
- * The batch's claim rows, their payment.confirmed and their records in one statement, the claims as arrays (the
+ * The batch's claim rows and their records in one statement, the claims as arrays (the
  * statement is the same whatever their number: prepared once per connection and record kind, it is planned like
  * one claim's).
  */
@@ -154,10 +152,9 @@ export async function writeClaims(
             ${column((c) => c.resource)}::text[], ${column((c) => c.kind)}::text[],
             ${column((c) => c.claimedVia)}::text[], ${column((c) => c.state)}::text[],
             ${column((c) => c.accessExpiresAt)}::timestamptz[], ${column((c) => c.retryUntil)}::timestamptz[],
-            ${column((c) => c.now)}::timestamptz[], ${column((c) => c.eventId)}::text[],
-            ${column((c) => c.envelope)}::jsonb[])
+            ${column((c) => c.now)}::timestamptz[])
           as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
-            endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, now, event_id, envelope)
+            endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, now)
       ),
       claimed as (
         insert into payment_claims
@@ -170,10 +167,6 @@ export async function writeClaims(
             from req order by batch_index
           on conflict (network, tx_hash) do nothing
           returning ${RETURNED_CLAIM_COLUMNS}
-      ),
-      published as (
-        insert into outbox (id, subject, envelope, published_at)
-          select r.event_id, 'payment.confirmed', r.envelope, null from req r join claimed c on c.id = r.id
       ),
       claims as (select r.batch_index, c.id from req r left join claimed c on c.id = r.id),
       records as (
@@ -192,7 +185,15 @@ export async function writeClaims(
   });
 }
 
-/** One claim row's values and its payment.confirmed (the event, validated). */
+/**
+ * The payment id of a transfer claimed here: one per `network:txHash` (the claim row's unique key), so every
+ * replica and every retry asks the ledger with the same id and the row carries the id the ledger booked.
+ */
+export function gatewayPaymentId(network: string, txHash: string): string {
+  return `pay_${createHash('sha256').update(`${network}:${txHash.toLowerCase()}`).digest('hex').slice(0, 40)}`;
+}
+
+/** One claim row's values. */
 function claimValues(
   settings: PaymentSettings,
   transfer: ProvenTransfer,
@@ -200,10 +201,8 @@ function claimValues(
   options: ClaimOptions,
 ): ClaimValues {
   const now = settings.now();
-  const id = newEventId();
-  const confirmed = paymentConfirmed(settings, id, transfer, purchase, now);
   return {
-    id,
+    id: gatewayPaymentId(settings.network, transfer.txHash),
     txHash: transfer.txHash,
     logIndex: transfer.logIndex,
     payer: transfer.payer,
@@ -220,8 +219,6 @@ function claimValues(
     accessExpiresAt: accessExpiresAt(purchase, now),
     retryUntil: options.retryUntil ?? null,
     now,
-    eventId: confirmed.id,
-    envelope: JSON.stringify(confirmed),
   };
 }
 
@@ -237,38 +234,4 @@ function accessExpiresAt(purchase: Purchase, now: Date): Date | null {
   return purchase.kind === 'subscription'
     ? new Date(now.getTime() + (purchase.durationDays ?? 30) * DAY_MS)
     : null;
-}
-
-function paymentConfirmed(
-  settings: PaymentSettings,
-  claimId: string,
-  transfer: ProvenTransfer,
-  purchase: Purchase,
-  now: Date,
-) {
-  const confirmed = createEvent(
-    'payment.confirmed',
-    'gateway-proxy',
-    {
-      paymentId: claimId,
-      source: 'x402',
-      sellerId: purchase.sellerId,
-      skillId: purchase.skillId,
-      skillName: purchase.skillName,
-      endpointId: purchase.endpointId,
-      sessionId: null,
-      payer: transfer.payer,
-      amount: formatUsdc(transfer.amountMicro),
-      network: settings.network as 'base' | 'base-sepolia' | 'local',
-      chainId: settings.chainId,
-      token: transfer.token,
-      txHash: transfer.txHash,
-      logIndex: transfer.logIndex,
-      holdPeriodHours: purchase.holdPeriodHours,
-      confirmedAt: now.toISOString(),
-    },
-    { trace: currentTraceCarrier() },
-  );
-  validateEvent(confirmed);
-  return confirmed;
 }

@@ -3,6 +3,7 @@ import {
   type ClaimedVia,
   LEDGER_CLAIM_TIMEOUT_MS,
   LedgerClaimClient,
+  type LedgerClaimRequest,
   type LedgerClaimResult,
 } from '@paygate/bus';
 import { formatUsdc } from '@paygate/money';
@@ -18,11 +19,13 @@ export interface TransferToClaim {
   reference: string;
   payer: string;
   amountMicro: bigint;
+  /** The payment the ledger books with the claim (its payment.confirmed is the ledger's). */
+  payment: NonNullable<LedgerClaimRequest['payment']>;
 }
 
 /**
- * The gateway's side of the shared ledger claim client: a verified transfer is spent on this gateway payment
- * before it is served or answered valid. A transfer that already paid for a checkout session, was claimed through
+ * The gateway's side of the shared ledger claim client: a verified transfer is spent on this gateway payment, and
+ * the payment booked (held for its seller), before it is served or answered valid. A transfer that already paid for a checkout session, was claimed through
  * another path or by an operator refund is refused (`payment_already_used`); an unavailable ledger is
  * `claim_unavailable` (503, never served unpaid).
  */
@@ -47,6 +50,7 @@ export class LedgerClaims {
       reference: transfer.reference,
       payer: transfer.payer,
       amount: formatUsdc(transfer.amountMicro),
+      payment: transfer.payment,
     });
     return this.paymentFailureOf(answer, transfer.txHash);
   }
