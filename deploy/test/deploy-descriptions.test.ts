@@ -27,7 +27,10 @@ const SERVICES = Object.keys(table.services);
 /** Each service's Postgres schema (config.ts default) and the secrets only it holds. */
 const SERVICE_FACTS: Record<string, { schema: string; secrets: string[] }> = {
   registry: { schema: 'registry', secrets: ['SESSION_SECRET', 'SECRETS_ENCRYPTION_KEY'] },
-  'gateway-proxy': { schema: 'gateway', secrets: ['TICKET_SIGNING_KEY', 'TICKET_KEY_ENCRYPTION_KEY'] },
+  'gateway-proxy': {
+    schema: 'gateway',
+    secrets: ['TICKET_SIGNING_KEY', 'TICKET_KEY_ENCRYPTION_KEY', 'RECEIPT_SIGNING_KEY'],
+  },
   checkout: { schema: 'checkout', secrets: [] },
   'chain-indexer': { schema: 'indexer', secrets: [] },
   'escrow-ledger': { schema: 'ledger', secrets: [] },

@@ -11,6 +11,7 @@ import {
   str,
   throwIfProblems,
 } from '@paygate/runtime';
+import { developmentReceiptKey, parseReceiptKey } from './x402/extensions/offer-receipt';
 
 /** Chain settings (payments must use usdcAddress and reach escrowAddress) plus the gateway's own. */
 export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
@@ -56,6 +57,11 @@ export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
   mcpPerMinute: number;
   /** The most of a seller's answer one MCP tool call reads (MCP_MAX_RESULT_BYTES); the rest is not read. */
   mcpMaxResultBytes: number;
+  /**
+   * secp256k1 private key (32 bytes) x402's offers and receipts are signed with (RECEIPT_SIGNING_KEY); outside
+   * production without one, a fixed development key derived from the chain.
+   */
+  receiptSigningKey: Buffer;
   /** Injected clock: tests move time without sleeping. */
   now: () => Date;
 }
@@ -72,9 +78,23 @@ export function loadConfig(
   );
   // One parse for every group, and the checks past envalid's in the same list: one error names every bad variable.
   const problems: string[] = [];
-  const parsed = parseEnv(env, { ...ticketEnv(), ...sellerCallEnv(), ...x402Env(), ...mcpEnv() }, problems);
+  const parsed = parseEnv(
+    env,
+    { ...ticketEnv(), ...sellerCallEnv(), ...x402Env(), ...mcpEnv(), ...receiptEnv() },
+    problems,
+  );
   const ticketSigningKeyPem = signingKeyPem(parsed.TICKET_SIGNING_KEY ?? '', problems);
   const x402MinAmountMicro = minAmountMicro(parsed.X402_MIN_AMOUNT ?? '', problems);
+  const receiptSigningKey = receiptKey(parsed.RECEIPT_SIGNING_KEY ?? '', chain.chainId, problems);
+  // Unset, productionGuards below names the missing key; set to the development key, this refuses it.
+  if (
+    common.production &&
+    parsed.RECEIPT_SIGNING_KEY?.trim() &&
+    receiptSigningKey.equals(developmentReceiptKey(chain.chainId))
+  )
+    problems.push(
+      'RECEIPT_SIGNING_KEY: must not be the development key in production (anyone can derive it)',
+    );
   throwIfProblems(problems, parsed);
   const x402 = x402Settings(parsed, x402MinAmountMicro);
   const tickets = ticketSettings(parsed, ticketSigningKeyPem);
@@ -84,7 +104,12 @@ export function loadConfig(
     escrow: { address: chain.escrowAddress },
     sharedConfirmations: true,
     // Seals the ticket signing key at rest: a dump of the gateway schema must not hand out the key.
-    secrets: [{ name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 }],
+    secrets: [
+      { name: 'TICKET_KEY_ENCRYPTION_KEY', minLength: 32 },
+      // Signs the offers and receipts buyers show as evidence: the development key is public.
+      { name: 'RECEIPT_SIGNING_KEY', minLength: 64 },
+    ],
+    privateKeys: [{ name: 'RECEIPT_SIGNING_KEY', value: env.RECEIPT_SIGNING_KEY }],
   });
   return {
     ...common,
@@ -93,8 +118,20 @@ export function loadConfig(
     ...sellerCallSettings(parsed),
     ...x402,
     ...mcpSettings(parsed),
+    receiptSigningKey,
     now,
   };
+}
+
+const receiptEnv = () => ({ RECEIPT_SIGNING_KEY: str({ default: '' }) });
+
+/** RECEIPT_SIGNING_KEY: 32 bytes of hex, a secp256k1 private key; unset outside production: the development key. */
+function receiptKey(value: string, chainId: number, problems: string[]): Buffer {
+  if (!value.trim()) return developmentReceiptKey(chainId);
+  const key = parseReceiptKey(value);
+  if (!key)
+    problems.push('RECEIPT_SIGNING_KEY: must be a secp256k1 private key (64 hex digits, 0x optional)');
+  return key ?? developmentReceiptKey(chainId);
 }
 
 const ticketEnv = () => ({

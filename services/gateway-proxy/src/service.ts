@@ -8,9 +8,11 @@ import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
 import { mcpRoutes } from './mcp/server';
 import { CallOutcomes } from './payments/call-outcomes';
+import { UnservedCalls } from './payments/unserved';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { paidCallRoute } from './routes/paid-call';
+import { receiptKeyRoutes } from './routes/receipt-keys';
 import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated } from './skills/projection';
 import { createGatewayState, type GatewayState } from './state';
@@ -53,7 +55,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         afterCommit: () => need().skills.invalidate(),
       }),
     ],
-    background: () => backgroundTasks(need),
+    // A paid call left unserved when its retry window passed is made final and the ledger told (it refunds).
+    background: (ctx) => [...backgroundTasks(need), new UnservedCalls(ctx, config.now)],
     readinessChecks: () => [
       {
         name: 'chain',
@@ -93,12 +96,14 @@ function gatewayRoutes(
       settleX402: (payment, purchase, version, options) =>
         settleAwaitingCopies(need(), payment, purchase, version, options),
       tickets: state.tickets,
+      receipts: state.receipts,
       forwardingKeys: state.forwardingKeys,
       forwarding: state.forwarding,
       metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },
     }),
     ...verifyRoutes(state),
     ...jwksRoutes(state),
+    ...receiptKeyRoutes(state.receipts),
     ...x402Routes(state),
     // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
     ...mcpRoutes({

@@ -12,6 +12,7 @@ import { RequestSigner } from './proxy/signing';
 import { SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
+import { ReceiptSigner } from './x402/extensions/offer-receipt';
 import { X402Payments } from './x402/payments';
 import { RelayerClient } from './x402/relayer-client';
 
@@ -26,6 +27,8 @@ export interface GatewayState {
   x402: X402Payments;
   keys: TicketKeyStore;
   tickets: TicketIssuer;
+  /** x402's offer-receipt: the key offers and receipts are signed with (public half at RECEIPT_KEYS_PATH). */
+  receipts: ReceiptSigner;
   /** Paid skill URLs: per wallet (or client address) per skill per minute. */
   limiter: SharedRateLimiter;
   /** A seller's POST /api/verify, per seller per minute (beside `limiter`'s per wallet). */
@@ -78,6 +81,7 @@ export async function createGatewayState(
     x402,
     keys,
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
+    receipts: new ReceiptSigner(config.receiptSigningKey, config.publicBaseUrl, config.now),
     limiter,
     verifyLimiter,
     facilitatorLimiter,

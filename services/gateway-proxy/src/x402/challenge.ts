@@ -1,5 +1,6 @@
 import {
   encodeX402Header,
+  requirementsV2,
   settlementResponse,
   X402_EXPOSED_HEADERS,
   X402_HEADERS,
@@ -9,6 +10,7 @@ import {
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 import { bazaarExtension } from './bazaar';
+import type { ReceiptSigner } from './extensions/offer-receipt';
 import type { X402Payments } from './payments';
 
 /** CORS for paid skill URLs: any origin may pay, and may read x402's answer headers. */
@@ -61,6 +63,7 @@ export function x402Challenge(
     skill: SkillSnapshot;
   },
   error: string,
+  receipts?: ReceiptSigner,
 ): Challenge {
   const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
   if (!x402.offered()) return { headers, body: {} };
@@ -75,6 +78,8 @@ export function x402Challenge(
     extensions: {
       ...bazaarExtension(input.endpoint, input.skill.name, input.url, true),
       [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION,
+      // x402's offer-receipt: the offer signed by Paygate (what is paid, to whom, for which URL, until when).
+      ...receipts?.offerExtension([{ resourceUrl: input.url, ...requirementsV2(offer) }]),
     },
     v1OutputSchema: { input: { type: 'http', method: input.endpoint.method, discoverable: true } },
   });
@@ -88,14 +93,17 @@ export function settlementHeaders(input: {
   txHash: string;
   chainId: number;
   payer: string;
+  /** Extensions of the settlement response (offer-receipt's signed receipt). */
+  extensions?: Record<string, unknown>;
 }): Record<string, string> {
-  const body = settlementResponse({
+  const settled = settlementResponse({
     success: true,
     transaction: input.txHash,
     chainId: input.chainId,
     payer: input.payer,
     version: input.version,
   });
+  const body = input.extensions ? { ...settled, extensions: input.extensions } : settled;
   return {
     [input.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse]:
       encodeX402Header(body),

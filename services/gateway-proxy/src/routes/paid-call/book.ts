@@ -33,7 +33,10 @@ export function book(
 ): undefined | Promise<void> {
   const { claim, answerHeaders } = paid;
   if (result.kind === 'answered' && result.status < 500) {
-    result.relay({ ...answerHeaders, [RECEIPT_HEADER]: claim.tx_hash });
+    result.relay({
+      ...(paid.servedHeaders?.(result.status) ?? answerHeaders),
+      [RECEIPT_HEADER]: claim.tx_hash,
+    });
     // A claim with a retry window is a retry (or an x402 payment settled after its caller gave up).
     if (claim.retry_until && claim.kind !== 'subscription') {
       return deps.callOutcomes.markServedAgain(claim, result.status);

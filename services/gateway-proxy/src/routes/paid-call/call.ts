@@ -9,6 +9,7 @@ import type { ForwardOptions } from '../../proxy/forward';
 import type { ForwardingKeys } from '../../proxy/forwarding-keys';
 import type { SkillDirectory } from '../../skills/projection';
 import type { TicketIssuer } from '../../tickets/issuer';
+import type { ReceiptSigner } from '../../x402/extensions/offer-receipt';
 import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/payments';
 import type { DecodedX402Payment } from '../../x402/protocol';
 
@@ -52,6 +53,8 @@ export interface PaidCallDeps {
     options?: SettleOptions,
   ): Promise<X402Outcome>;
   tickets: TicketIssuer;
+  /** x402's offer-receipt: signs the 402's offers and the paid answer's receipt. */
+  receipts: ReceiptSigner;
   forwardingKeys: ForwardingKeys;
   forwarding: ForwardOptions;
   metrics: {

@@ -70,19 +70,25 @@ export function paymentRequirements(
   };
 }
 
+/** The URL the client asked for, query included: x402's resource.url, and what offers and receipts name. */
+export function resourceUrlOf(offer: Offer, call: Call): string {
+  return `${offer.resource.slice(offer.resource.indexOf(' ') + 1)}${call.url.query}`;
+}
+
 /** x402's challenge for the offer; its resource.url is the URL the client asked for, query included. */
 function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description: string, error: string) {
-  const { resource, endpoint, skill } = offer;
+  const { endpoint, skill } = offer;
   return x402Challenge(
     deps.x402,
     {
-      url: `${resource.slice(resource.indexOf(' ') + 1)}${call.url.query}`,
+      url: resourceUrlOf(offer, call),
       description,
       priceMicro: offer.purchase.priceMicro,
       endpoint,
       skill,
     },
     error,
+    deps.receipts,
   );
 }
 

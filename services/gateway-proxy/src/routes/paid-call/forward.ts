@@ -33,7 +33,7 @@ async function answerWithTicket(
   deps: PaidCallDeps,
   offer: Offer,
   call: Call,
-  { claim }: Paid,
+  { claim, servedHeaders }: Paid,
 ): Promise<undefined> {
   const { skill, endpoint } = offer;
   const { res, url } = call;
@@ -49,6 +49,8 @@ async function answerWithTicket(
     amount: formatUsdc(claim.amount_micro),
     notAfter: claim.access_expires_at,
   });
+  const served = servedHeaders?.(200);
+  for (const name in served) res.setHeader(name, served[name]!);
   res.setHeader(MODE_HEADER, 'TICKET');
   res.setHeader(RECEIPT_HEADER, claim.tx_hash);
   sendJson(res, 200, {

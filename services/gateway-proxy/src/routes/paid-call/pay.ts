@@ -11,7 +11,7 @@ import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/serv
 import { settlementHeaders } from '../../x402/challenge';
 import { requestFingerprint } from '../../x402/payment-ids';
 import { type Call, errorBody, type PaidCallDeps } from './call';
-import { paymentRequirements, sendPaymentRequired } from './challenge';
+import { paymentRequirements, resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
@@ -19,6 +19,11 @@ import type { Proof } from './proof';
 export interface Paid {
   claim: PaymentClaim;
   answerHeaders: Readonly<Record<string, string>>;
+  /**
+   * The headers of an answer that served the call (x402: the settlement header with offer-receipt's signed
+   * receipt naming the outcome and the seller's status), instead of `answerHeaders`.
+   */
+  servedHeaders?: (status: number) => Readonly<Record<string, string>>;
 }
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
@@ -137,14 +142,25 @@ export async function settleX402(
     'Server-Timing',
     `verify;dur=${t.verificationMs.toFixed(2)}, simulate;dur=${t.simulationMs.toFixed(2)}, submit;dur=${t.submissionMs.toFixed(2)}, include;dur=${t.inclusionMs.toFixed(2)}`,
   );
+  const settled = { version, txHash: outcome.txHash, chainId: deps.config.chainId, payer: outcome.payer };
   return {
     claim: outcome.claim,
-    answerHeaders: settlementHeaders({
-      version,
-      txHash: outcome.txHash,
-      chainId: deps.config.chainId,
-      payer: outcome.payer,
-    }),
+    answerHeaders: settlementHeaders(settled),
+    servedHeaders: (status) =>
+      settlementHeaders({
+        ...settled,
+        extensions: deps.receipts.receiptExtension({
+          network: `eip155:${deps.config.chainId}`,
+          resourceUrl: resourceUrlOf(offer, call),
+          payer: outcome.payer,
+          transaction: outcome.txHash,
+          amount: outcome.claim.amount_micro.toString(),
+          asset: deps.config.usdcAddress,
+          payTo: deps.config.escrowAddress,
+          outcome: 'served',
+          status,
+        }),
+      }),
   };
 }
 
