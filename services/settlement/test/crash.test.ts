@@ -71,10 +71,7 @@ describe('exactly one transfer on chain across crashes', () => {
   it(
     'killed between recording and broadcasting: the restart broadcasts the recorded transaction once',
     async () => {
-      await publishEvent(
-        h.bus,
-        h.ledger.booked(refundInitiated('ref_after_record', '3', h.chain.anvil.chainId)),
-      );
+      await publishEvent(h.bus, refundInitiated('ref_after_record', '3', h.chain.anvil.chainId));
       const crashed = startChild('after_record');
       expect(await exitCodeOf(crashed)).toBe(137);
 
@@ -111,10 +108,7 @@ describe('exactly one transfer on chain across crashes', () => {
     async () => {
       await setAutomine(h.chain.anvil.provider, false); // keep the broadcast transaction pending
       try {
-        await publishEvent(
-          h.bus,
-          h.ledger.booked(refundInitiated('ref_after_broadcast', '4', h.chain.anvil.chainId)),
-        );
+        await publishEvent(h.bus, refundInitiated('ref_after_broadcast', '4', h.chain.anvil.chainId));
         const crashed = startChild('after_broadcast');
         expect(await exitCodeOf(crashed)).toBe(137);
 
@@ -168,6 +162,7 @@ describe('exactly one transfer on chain across crashes', () => {
         })
         .execute();
       h.ledger.credit('sel_crash', '15.5');
+      h.ledger.payoutAddresses.set('sel_crash', { revision: 1, address: testWallets.seller.address });
       const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
 
       const crashed = startChild('after_record');
@@ -203,7 +198,7 @@ describe('exactly one transfer on chain across crashes', () => {
       });
       expect(completed).toHaveLength(1);
       expect(completed[0]!.data).toMatchObject({ settlementId: settlement.settlement_id, amount: '15.5' });
-      // Both runs asked the ledger for the same settlement; it reserved once.
+      // The ledger decided the settlement once; the restart recorded nothing more.
       expect(h.ledger.reservations.size).toBe(1);
       await stopChild(restarted);
     },

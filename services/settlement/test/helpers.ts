@@ -1,12 +1,6 @@
-import { type Bus, encodeEnvelope, type RpcServer, serveRpcs } from '@paygate/bus';
+import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
-import {
-  createEvent,
-  type EventData,
-  type EventEnvelope,
-  type RpcReply,
-  type RpcRequest,
-} from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope, type Subject } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
@@ -17,8 +11,7 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
-
-type ReservePayoutRequest = RpcRequest<'ledger.reserve_payout'>;
+import type { Subscription } from 'nats';
 
 export interface TestChain {
   anvil: AnvilInstance;
@@ -75,8 +68,8 @@ export function settlementEnv(
     TRANSFER_POLL_INTERVAL_MS: '200',
     TX_TIMEOUT_MS: '5000',
     RPC_TIMEOUT_MS: '3000',
-    // The tests' ledger answers in the test's own process: on a loaded machine it has been slower than the 5 s
-    // default, and a reservation not answered waits for the scheduler's next pass (an hour here).
+    // How long settle-now and a platform payout wait for the ledger's decision (the tests' ledger decides in the
+    // test's own process, slower than the 5 s default on a loaded machine).
     LEDGER_TIMEOUT_MS: '20000',
     ...extra,
   });
@@ -127,132 +120,180 @@ export function refundInitiated(
 }
 
 /**
- * Answers ledger.reserve_payout / ledger.cancel_payout / ledger.authorize_transfer from in-memory balances, with
- * the contract's semantics: idempotent per settlementId; reserves the whole available balance when it reaches the
- * minimum; refuses a reservation given back (`cancel`) as `reservation_cancelled`; keeps whether settlement said it
- * recorded a payout (`recorded`); authorises only its reservations and the refunds it `booked`.
- * Only for these tests until escrow-ledger's responder is on main.
+ * Decides payouts as the ledger does, from in-memory balances, over the bus: hears `settlement.due` and
+ * `platform_payout.requested` (core subscriptions to what settlement's outbox publishes) and answers
+ * `payout.reserved` / `payout.refused` as the ledger's outbox would (the whole available balance when it reaches
+ * the minimum; a reservation stands per settlementId, a refusal is decided again), to the payout address of its own
+ * view (`seller.updated`). `payout.failed` gives a reservation back once; `settlement.completed` books it sent.
  */
 export class TestLedger {
   readonly available = new Map<string, bigint>();
+  /** The ledger's view of each seller's payout address (from seller.updated, newer revisions only). */
+  readonly payoutAddresses = new Map<string, { revision: number; address: string }>();
   readonly reservations = new Map<
     string,
-    { sellerId: string; amountMicro: bigint; cancelled: boolean; recorded: boolean; payoutAddress?: string }
+    {
+      sellerId: string | null;
+      amountMicro: bigint;
+      payoutAddress: string;
+      status: 'reserved' | 'completed' | 'given_back';
+    }
   >();
-  readonly requests: ReservePayoutRequest[] = [];
-  /** Settlement ids whose reservation this ledger makes but whose answer is lost (the handler fails after it). */
-  readonly answersLost = new Set<string>();
-  /** Settlement ids whose `recorded` acknowledgement this ledger does not hear (the handler fails first). */
-  readonly unheardAcknowledgements = new Set<string>();
-  /** Settlement ids whose payout authorisation this ledger does not hear (the handler fails first). */
-  readonly unheardAuthorizations = new Set<string>();
-  /** Refunds "booked" by this ledger (see `booked`): the only ones it authorises. */
-  readonly refunds = new Map<string, { to: string; amountMicro: bigint }>();
-  readonly authorizations: Array<RpcRequest<'ledger.authorize_transfer'>> = [];
-  private server: RpcServer | undefined;
+  readonly dues: Array<EventData<'settlement.due'>> = [];
+  readonly failures: Array<EventData<'payout.failed'>> = [];
+  /** Platform revenue a platform payout reserves. */
+  platformRevenueMicro = 0n;
+  /** Settlement ids whose decision is held back (a slow ledger) until `release`d. */
+  readonly withheld = new Set<string>();
+  /** Decides nothing at all (a ledger that is away). */
+  withholdAll = false;
+  private readonly held: Array<EventData<'settlement.due'>> = [];
+  private readonly subscriptions: Subscription[] = [];
+  private bus: Bus | undefined;
 
-  /** Starts answering (requests and replies validated against the contract like the real ledger's). */
   async serve(bus: Bus): Promise<this> {
-    this.server = await serveRpcs(
-      bus,
-      'escrow-ledger',
-      {
-        'ledger.reserve_payout': async (request) => {
-          this.requests.push(request);
-          if (request.recorded && this.unheardAcknowledgements.has(request.settlementId)) {
-            throw new Error('acknowledgement not heard');
-          }
-          const reply = this.reserve(request);
-          if (this.answersLost.has(request.settlementId)) throw new Error('answer lost');
-          return reply;
-        },
-        'ledger.authorize_transfer': async (request) => {
-          this.authorizations.push(request);
-          if (this.unheardAuthorizations.has(request.id)) throw new Error('authorisation not heard');
-          return this.authorize(request);
-        },
-        'ledger.cancel_payout': async ({ settlementId }) =>
-          this.cancel(settlementId)
-            ? { ok: true, status: 'cancelled' }
-            : { ok: false, reason: 'unknown_settlement' },
-      },
-      { warn: () => undefined, error: () => undefined },
-    );
+    this.bus = bus;
+    const decoder = new TextDecoder();
+    const seen = new Set<string>();
+    const on = <S extends Subject>(type: S, handle: (data: EventData<S>) => Promise<void>) => {
+      this.subscriptions.push(
+        bus.nc.subscribe(bus.subjectFor(type), {
+          callback: (_err, message) => {
+            const event = JSON.parse(decoder.decode(message.data)) as EventEnvelope<S, EventData<S>>;
+            // The outbox relay may publish an event again (an ack came late): one decision per event, like an inbox.
+            if (seen.has(event.id)) return;
+            seen.add(event.id);
+            void handle(event.data).catch(() => undefined);
+          },
+        }),
+      );
+    };
+    on('seller.updated', async (seller) => {
+      const known = this.payoutAddresses.get(seller.sellerId);
+      if (!known || known.revision < seller.revision) {
+        this.payoutAddresses.set(seller.sellerId, {
+          revision: seller.revision,
+          address: seller.payoutAddress,
+        });
+      }
+    });
+    on('settlement.due', async (due) => {
+      this.dues.push(due);
+      if (this.withholdAll || this.withheld.has(due.settlementId)) this.held.push(due);
+      else await this.decide(due);
+    });
+    on('platform_payout.requested', async (request) => this.decidePlatform(request));
+    on('payout.failed', async (failed) => {
+      this.failures.push(failed);
+      const reservation = this.reservations.get(failed.payoutId);
+      if (reservation?.status !== 'reserved') return;
+      reservation.status = 'given_back';
+      if (reservation.sellerId) this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
+      else this.platformRevenueMicro += reservation.amountMicro;
+    });
+    on('settlement.completed', async (completed) => {
+      const reservation = this.reservations.get(completed.settlementId);
+      if (reservation?.status === 'reserved') reservation.status = 'completed';
+    });
+    on('revenue.paid_out', async (paid) => {
+      const reservation = this.reservations.get(paid.payoutId);
+      if (reservation?.status === 'reserved') reservation.status = 'completed';
+    });
+    await bus.nc.flush();
     return this;
   }
 
-  /** Books the refund an event announces (as the real ledger does before publishing it); returns the event. */
-  booked<E extends EventEnvelope<'refund.initiated', EventData<'refund.initiated'>>>(event: E): E {
-    this.refunds.set(event.data.refundId, {
-      to: event.data.payer.toLowerCase(),
-      amountMicro: parseUsdc(event.data.amount),
-    });
-    return event;
-  }
-
-  private authorize(request: RpcRequest<'ledger.authorize_transfer'>): RpcReply<'ledger.authorize_transfer'> {
-    const amountMicro = parseUsdc(request.amount);
-    const to = request.to.toLowerCase();
-    let booked: { to?: string; amountMicro: bigint } | undefined;
-    if (request.kind === 'refund') booked = this.refunds.get(request.id);
-    else if (request.kind === 'payout') {
-      const reservation = this.reservations.get(request.id);
-      if (reservation?.cancelled) return { ok: false, reason: 'not_pending', message: 'cancelled' };
-      booked = reservation && {
-        to: reservation.payoutAddress?.toLowerCase(),
-        amountMicro: reservation.amountMicro,
-      };
-    }
-    if (!booked)
-      return { ok: false, reason: 'unknown_transfer', message: `no ${request.kind} ${request.id}` };
-    if (booked.to !== undefined && booked.to !== to) {
-      return { ok: false, reason: 'recipient_differs', message: `booked to ${booked.to}` };
-    }
-    if (booked.amountMicro !== amountMicro) {
-      return { ok: false, reason: 'amount_differs', message: `booked ${formatUsdc(booked.amountMicro)}` };
-    }
-    return { ok: true };
-  }
-
-  /** Gives a reservation back (cancel_payout, or the real ledger's sweep); false when there is none. */
-  cancel(settlementId: string): boolean {
-    const reservation = this.reservations.get(settlementId);
-    if (!reservation) return false;
-    if (!reservation.cancelled) {
-      reservation.cancelled = true;
-      this.credit(reservation.sellerId, formatUsdc(reservation.amountMicro));
-    }
-    return true;
+  /** Decides the held-back dues of `settlementId` now. */
+  async release(settlementId: string): Promise<void> {
+    this.withheld.delete(settlementId);
+    for (const due of this.held.splice(0).filter((d) => d.settlementId === settlementId))
+      await this.decide(due);
   }
 
   credit(sellerId: string, amount: string): void {
     this.available.set(sellerId, (this.available.get(sellerId) ?? 0n) + parseUsdc(amount));
   }
 
-  private reserve(request: ReservePayoutRequest): RpcReply<'ledger.reserve_payout'> {
-    const existing = this.reservations.get(request.settlementId);
-    if (existing?.cancelled) return { ok: false, reason: 'reservation_cancelled', message: 'cancelled' };
-    if (existing) {
-      if (request.recorded) existing.recorded = true;
-      return { ok: true, amount: formatUsdc(existing.amountMicro) };
+  private async decide(due: EventData<'settlement.due'>): Promise<void> {
+    if (this.reservations.has(due.settlementId)) return;
+    const available = this.available.get(due.sellerId) ?? 0n;
+    const at = new Date().toISOString();
+    if (available <= 0n || available < parseUsdc(due.minimumAmount)) {
+      await this.answer(
+        createEvent('payout.refused', 'escrow-ledger', {
+          payoutId: due.settlementId,
+          kind: 'seller',
+          sellerId: due.sellerId,
+          reason: available <= 0n ? 'nothing_available' : 'below_minimum',
+          available: formatUsdc(available < 0n ? 0n : available),
+          refusedAt: at,
+        }),
+      );
+      return;
     }
-    const available = this.available.get(request.sellerId) ?? 0n;
-    if (available === 0n) return { ok: false, reason: 'nothing_available', available: '0' };
-    if (available < parseUsdc(request.minimumAmount)) {
-      return { ok: false, reason: 'below_minimum', available: formatUsdc(available) };
-    }
-    this.available.set(request.sellerId, 0n);
-    this.reservations.set(request.settlementId, {
-      sellerId: request.sellerId,
+    const payoutAddress = this.payoutAddresses.get(due.sellerId)?.address;
+    if (!payoutAddress) throw new Error(`TestLedger: no payout address for ${due.sellerId}`);
+    this.available.set(due.sellerId, 0n);
+    this.reservations.set(due.settlementId, {
+      sellerId: due.sellerId,
       amountMicro: available,
-      cancelled: false,
-      recorded: false,
-      payoutAddress: request.payoutAddress,
+      payoutAddress,
+      status: 'reserved',
     });
-    return { ok: true, amount: formatUsdc(available) };
+    await this.answer(
+      createEvent('payout.reserved', 'escrow-ledger', {
+        payoutId: due.settlementId,
+        kind: 'seller',
+        sellerId: due.sellerId,
+        amount: formatUsdc(available),
+        payoutAddress,
+        reservedAt: at,
+      }),
+    );
+  }
+
+  private async decidePlatform(request: EventData<'platform_payout.requested'>): Promise<void> {
+    if (this.reservations.has(request.payoutId)) return;
+    const revenue = this.platformRevenueMicro;
+    const at = new Date().toISOString();
+    if (revenue <= 0n) {
+      await this.answer(
+        createEvent('payout.refused', 'escrow-ledger', {
+          payoutId: request.payoutId,
+          kind: 'platform',
+          sellerId: null,
+          reason: 'nothing_available',
+          available: '0',
+          refusedAt: at,
+        }),
+      );
+      return;
+    }
+    this.platformRevenueMicro = 0n;
+    this.reservations.set(request.payoutId, {
+      sellerId: null,
+      amountMicro: revenue,
+      payoutAddress: request.treasuryAddress,
+      status: 'reserved',
+    });
+    await this.answer(
+      createEvent('payout.reserved', 'escrow-ledger', {
+        payoutId: request.payoutId,
+        kind: 'platform',
+        sellerId: null,
+        amount: formatUsdc(revenue),
+        payoutAddress: request.treasuryAddress,
+        reservedAt: at,
+      }),
+    );
+  }
+
+  /** Publishes a decision as the ledger's outbox relay would. */
+  async answer(envelope: EventEnvelope): Promise<void> {
+    await publishEvent(this.bus!, envelope);
   }
 
   async stop(): Promise<void> {
-    await this.server?.stop();
+    for (const subscription of this.subscriptions) subscription.unsubscribe();
   }
 }

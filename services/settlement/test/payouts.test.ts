@@ -1,5 +1,6 @@
-import type { Bus } from '@paygate/bus';
+import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { formatAddress } from '@paygate/chain';
+import { createEvent } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import {
   createTestEnvironment,
@@ -54,6 +55,17 @@ describe('settlement payouts on anvil', () => {
       .orderBy('settlement_id')
       .execute();
 
+  /** A scheduler pass, then the ledger's decisions of what it made due (settlements no longer pending). */
+  const runScheduler = async (scheduler = service.scheduler) => {
+    await scheduler.runOnce();
+    await waitFor(
+      async () =>
+        (await db.selectFrom('settlements').select('settlement_id').where('status', '=', 'pending').execute())
+          .length === 0,
+      { timeoutMs: 20_000, message: 'the ledger decided the due settlements' },
+    );
+  };
+
   beforeAll(async () => {
     env = await createTestEnvironment('stlpay');
     chain = await startTestChain('1000');
@@ -99,24 +111,24 @@ describe('settlement payouts on anvil', () => {
 
     // The day the seller appears: its first period starts tomorrow.
     ledger.credit(sellerId, '4');
-    await service.scheduler.runOnce();
+    await runScheduler();
     expect(await settlementsOf(sellerId)).toHaveLength(0);
 
     // Day 1: $4 available, below the $10 minimum: skipped, the money stays.
     await nextDay();
-    await service.scheduler.runOnce();
+    await runScheduler();
     let rows = await settlementsOf(sellerId);
     expect(rows.map((r) => [r.status, r.skip_reason, r.available_micro])).toEqual([
       ['skipped', 'below_minimum', 4_000_000n],
     ]);
     // A second pass the same day changes nothing.
-    await service.scheduler.runOnce();
+    await runScheduler();
     expect(await settlementsOf(sellerId)).toHaveLength(1);
 
     // Day 2: $9.50 accumulated: still below.
     ledger.credit(sellerId, '5.5');
     await nextDay();
-    await service.scheduler.runOnce();
+    await runScheduler();
     rows = await settlementsOf(sellerId);
     expect(rows.map((r) => r.status)).toEqual(['skipped', 'skipped']);
     expect(rows[1]!.available_micro).toBe(9_500_000n);
@@ -126,7 +138,7 @@ describe('settlement payouts on anvil', () => {
     const sellerBefore = await chain.balanceOf(testWallets.seller.address);
     const escrowBefore = await chain.balanceOf(testWallets.escrow.address);
     await nextDay();
-    await service.scheduler.runOnce();
+    await runScheduler();
     const [event] = await completed.waitForCount(1, 20_000);
     rows = await settlementsOf(sellerId);
     const paid = rows[2]!;
@@ -143,26 +155,17 @@ describe('settlement payouts on anvil', () => {
       txHash: paid.tx_hash,
       completedAt: now.toISOString(),
     });
-    expect(ledger.reservations.get(paid.settlement_id)?.amountMicro).toBe(12_250_001n);
-    // The minimum was sent as a decimal string, per seller setting; the payout address with it, so the ledger
-    // authorises the payout to that address only (and it did, before the transfer was signed). Once the payout was
-    // recorded (committed), settlement said so, so that the ledger never sweeps the reservation as a lost answer.
-    const reserveRequest = {
-      settlementId: paid.settlement_id,
-      sellerId,
-      minimumAmount: '10',
-      payoutAddress: testWallets.seller.address,
-    };
-    expect(ledger.requests.slice(-2)).toEqual([reserveRequest, { ...reserveRequest, recorded: true }]);
-    expect(ledger.authorizations).toContainEqual({
-      kind: 'payout',
-      id: paid.settlement_id,
-      to: testWallets.seller.address,
-      amount: '12.250001',
+    expect(ledger.reservations.get(paid.settlement_id)).toMatchObject({
+      amountMicro: 12_250_001n,
+      status: 'completed',
     });
+    // Asked once per settlement, the minimum as a decimal string per seller setting; the ledger named the address.
+    expect(ledger.dues.filter((d) => d.settlementId === paid.settlement_id)).toEqual([
+      { settlementId: paid.settlement_id, sellerId, minimumAmount: '10', dueAt: now.toISOString() },
+    ]);
 
     // Same day again: no second settlement, no second transfer, no second event.
-    await service.scheduler.runOnce();
+    await runScheduler();
     await service.transfers.runOnce();
     expect(await settlementsOf(sellerId)).toHaveLength(3);
     const transfers = await chain.transfersFromEscrow();
@@ -184,7 +187,7 @@ describe('settlement payouts on anvil', () => {
     const seen: Record<string, string[]> = { sel_weekly: [], sel_monthly: [] };
     // Thursday 26th .. Wednesday 2nd of December.
     for (let day = 0; day < 7; day++) {
-      await service.scheduler.runOnce();
+      await runScheduler();
       for (const seller of Object.keys(seen)) {
         seen[seller] = (await settlementsOf(seller)).map((r) => r.period_start.toISOString().slice(0, 10));
       }
@@ -201,11 +204,7 @@ describe('settlement payouts on anvil', () => {
     ledger.credit(sellerId, '20');
     const second = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
     try {
-      await Promise.all([
-        service.scheduler.runOnce(),
-        second.scheduler.runOnce(),
-        service.scheduler.runOnce(),
-      ]);
+      await Promise.all([runScheduler(), runScheduler(second.scheduler), runScheduler()]);
       const today = (await settlementsOf(sellerId)).filter(
         (r) => r.period_start.getTime() <= now.getTime() && r.period_end.getTime() > now.getTime(),
       );
@@ -294,56 +293,54 @@ describe('settlement payouts on anvil', () => {
     expect(text).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
   });
 
-  it('gives a payout that can never be sent back to the ledger (cancel_payout)', async () => {
+  it('a payout that can never be sent gives its reservation back through payout.failed, once', async () => {
     // More than the escrow wallet holds: the pre-flight fails, and with one allowed attempt it is given up.
     await service.stop();
     service = await startSettlement(loadConfig(settlementEnv(env, chain, { MAX_PREFLIGHT_ATTEMPTS: '1' })), {
       now: () => now,
     });
+    const failedEvents = new EventRecorder(bus, 'payout.failed');
     ledger.credit(sellerId, '5000');
     await nextDay();
     const transfersBefore = (await chain.transfersFromEscrow()).length;
-    await service.scheduler.runOnce();
+    await runScheduler();
     const settlement = (await settlementsOf(sellerId)).at(-1)!;
     const settlementRow = () =>
       db
         .selectFrom('settlements')
-        .select(['status', 'attempts', 'next_attempt_at', 'failure_reason'])
+        .select(['status', 'failure_reason'])
         .where('settlement_id', '=', settlement.settlement_id)
         .executeTakeFirst();
-    await waitFor(
-      async () => {
-        // The scheduler's own pass, as its interval would run it (an hour here): a reservation the ledger did not
-        // answer in time on a loaded machine is asked again there, not by the first pass.
-        await service.scheduler.runOnce();
-        return (await settlementRow())?.status === 'failed';
-      },
-      {
-        // The pre-flight is one RPC round trip, but a loaded CI machine has taken over 10 s to get there, and once
-        // over 30 s (a ledger authorisation that did not answer is asked again 5 s later).
-        timeoutMs: 60_000,
-        intervalMs: 250,
-        message: async () =>
-          `the payout was never given up: settlement ${JSON.stringify(await settlementRow())}, its transfers ${JSON.stringify(
-            await db
-              .selectFrom('outgoing_transfers')
-              .select(['status', 'last_error', 'preflight_attempts', 'next_attempt_at', 'created_at'])
-              .where('idempotency_key', '=', settlement.settlement_id)
-              .execute(),
-          )} (now ${new Date().toISOString()})`,
-      },
-    );
-    await service.scheduler.runOnce();
-    expect(ledger.reservations.get(settlement.settlement_id)?.cancelled).toBe(true);
+    await waitFor(async () => (await settlementRow())?.status === 'failed', {
+      timeoutMs: 60_000,
+      message: async () =>
+        `the payout was never given up: settlement ${JSON.stringify(await settlementRow())}, its transfers ${JSON.stringify(
+          await db
+            .selectFrom('outgoing_transfers')
+            .select(['status', 'last_error', 'preflight_attempts', 'next_attempt_at', 'created_at'])
+            .where('idempotency_key', '=', settlement.settlement_id)
+            .execute(),
+        )} (now ${new Date().toISOString()})`,
+    });
+    const [failed] = await failedEvents.waitForCount(1, 20_000);
+    expect(failed!.data).toMatchObject({
+      payoutId: settlement.settlement_id,
+      kind: 'seller',
+      sellerId,
+      amount: '5000',
+      reason: expect.stringMatching(/pre-flight/),
+    });
+    await waitFor(() => ledger.reservations.get(settlement.settlement_id)?.status === 'given_back');
     expect(ledger.available.get(sellerId)).toBe(parseUsdc('5000'));
-    const row = await db
-      .selectFrom('settlements')
-      .selectAll()
-      .where('settlement_id', '=', settlement.settlement_id)
-      .executeTakeFirstOrThrow();
-    expect(row.cancel_acknowledged_at).not.toBeNull();
-    expect(row.failure_reason).toMatch(/pre-flight/);
-    expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore); // nothing signed, nothing sent
+    expect((await settlementRow())!.failure_reason).toMatch(/pre-flight/);
+    // Further passes tell the ledger nothing more; nothing was signed, nothing sent.
+    await runScheduler();
+    await service.transfers.runOnce();
+    expect(
+      failedEvents.events.filter((e) => (e.data as any).payoutId === settlement.settlement_id),
+    ).toHaveLength(1);
+    expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore);
+    failedEvents.stop();
   }, 90_000);
 
   /** POST /api/v1/operator/settlements/run as an operator (the development default token). */
@@ -388,7 +385,7 @@ describe('settlement payouts on anvil', () => {
 
     const [answers] = await Promise.all([
       Promise.all(raceSellers.map(({ sellerId: id }) => settleNow({ sellerId: id }))),
-      service.scheduler.runOnce(),
+      runScheduler(),
     ]);
 
     for (const [i, { sellerId: id, payoutAddress }] of raceSellers.entries()) {
@@ -420,7 +417,7 @@ describe('settlement payouts on anvil', () => {
       ]);
     }
     // Another pass and another settle-now in the same period send nothing more.
-    await service.scheduler.runOnce();
+    await runScheduler();
     const again = await settleNow({ sellerId: raceSellers[0]!.sellerId });
     expect(again.body).toMatchObject({
       settled: [],
@@ -437,7 +434,7 @@ describe('settlement payouts on anvil', () => {
     ledger.credit(id, '3');
     const before = await payoutsTo(payoutAddress);
 
-    await service.scheduler.runOnce();
+    await runScheduler();
     // At once, while the scheduler's payout may still be on its way: the same settlement, nothing new.
     const during = await settleNow({ sellerId: id, waitMs: 20_000 });
     expect(during.status).toBe(200);
@@ -496,12 +493,8 @@ describe('settlement payouts on anvil', () => {
     );
     return payoutAddress;
   };
-  const settlementRow = (settlementId: string) =>
-    db
-      .selectFrom('settlements')
-      .selectAll()
-      .where('settlement_id', '=', settlementId)
-      .executeTakeFirstOrThrow();
+  /** A scheduler pass without waiting for the ledger's decisions (some are held back). */
+  const runSchedulerOnly = (scheduler = service.scheduler) => scheduler.runOnce();
   const completedPayout = (id: string) =>
     waitFor(
       async () => {
@@ -511,81 +504,88 @@ describe('settlement payouts on anvil', () => {
       { timeoutMs: 30_000, message: `${id}'s payout completed` },
     );
 
-  it('a reservation the ledger gave back before settlement heard its answer is skipped as reservation_cancelled; nothing is sent', async () => {
-    const id = 'sel_swept';
+  it('a ledger slow to decide: settle-now answers ledger_unavailable with the settlement pending; it is paid once the ledger decides, never given back', async () => {
+    const id = 'sel_slow_ledger';
     const payoutAddress = await newDailySeller(id);
     await nextDay();
     ledger.credit(id, '3');
     const settlementId = settlementIdFor(id, periodAt('DAILY', now));
-    // The ledger reserves, but its answer is lost: the settlement stays pending, asked again after its backoff.
-    ledger.answersLost.add(settlementId);
-    await service.scheduler.runOnce();
-    ledger.answersLost.delete(settlementId);
-    expect(ledger.reservations.get(settlementId)?.amountMicro).toBe(parseUsdc('3'));
-    const postponed = await settlementRow(settlementId);
-    expect(postponed.status).toBe('pending');
-    // Meanwhile the ledger's sweep gives the reservation back (never claimed within PAYOUT_UNCLAIMED_AFTER_MS).
-    ledger.cancel(settlementId);
-    await new Promise((resolve) =>
-      setTimeout(resolve, postponed.next_attempt_at.getTime() - Date.now() + 50),
-    );
-    await service.scheduler.runOnce();
-
-    // Asked again, the ledger refuses: no payout is recorded that authorize_transfer would refuse.
-    expect(await settlementRow(settlementId)).toMatchObject({
-      status: 'skipped',
-      skip_reason: 'reservation_cancelled',
-      available_micro: null,
-      transfer_id: null,
+    ledger.withheld.add(settlementId);
+    const slow = await fetch(`${service.url}/api/v1/operator/settlements/run`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+      body: JSON.stringify({ sellerId: id }),
     });
-    expect(ledger.authorizations.filter((a) => a.id === settlementId)).toEqual([]);
-    // Settle-now in the same period gets the same answer.
-    expect((await settleNow({ sellerId: id })).body).toMatchObject({
-      settled: [],
-      skipped: [{ settlementId, reason: 'reservation_cancelled', status: 'skipped', availableAmount: null }],
-    });
-    // The money waits for the next period, and goes out with it.
-    expect(ledger.available.get(id)).toBe(parseUsdc('3'));
-    await nextDay();
-    await service.scheduler.runOnce();
+    // Bounded by LEDGER_TIMEOUT_MS: the answer says the ledger has not decided; nothing is sent or given back.
+    expect(slow.status).toBe(200);
+    expect(((await slow.json()) as any).skipped).toEqual([
+      expect.objectContaining({ settlementId, reason: 'ledger_unavailable', status: 'pending' }),
+    ]);
+    await service.scheduler.runOnce(); // the scheduler's pass asks nothing more of a pending settlement
+    expect(ledger.dues.filter((d) => d.settlementId === settlementId)).toHaveLength(1);
+    // Hours later the ledger decides: the payout is sent, once.
+    now = new Date(now.getTime() + 3 * 3_600_000);
+    await ledger.release(settlementId);
     const paid = await completedPayout(id);
+    expect(paid.settlement_id).toBe(settlementId);
     expect(await payoutsTo(payoutAddress)).toEqual([
       { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
     ]);
+    expect(ledger.reservations.get(settlementId)?.status).toBe('completed');
   });
 
-  it('a recorded payout whose acknowledgement the ledger did not hear is acknowledged by a later pass, once', async () => {
-    const id = 'sel_unacknowledged';
+  it('a payout is sent once when the ledger’s payout.reserved is delivered again, or twice under two event ids, to two replicas', async () => {
+    const id = 'sel_redelivered';
     const payoutAddress = await newDailySeller(id);
     await nextDay();
     ledger.credit(id, '2');
     const settlementId = settlementIdFor(id, periodAt('DAILY', now));
-    const acknowledgements = () =>
-      ledger.requests.filter((r) => r.settlementId === settlementId).map((r) => r.recorded === true);
-    // The ledger reserves, then hears neither that the payout is recorded nor (for now) its authorisation: the
-    // payout waits unsigned, as behind other transfers, and the ledger's sweep could give its reservation back.
-    ledger.unheardAcknowledgements.add(settlementId);
-    ledger.unheardAuthorizations.add(settlementId);
-    await service.scheduler.runOnce();
-    expect((await settlementRow(settlementId)).status).toBe('sending');
-    expect(acknowledgements()).toEqual([false, true]);
-    expect(ledger.reservations.get(settlementId)?.recorded).toBe(false);
-
-    // The ledger answers again: the next pass tells it, and it keeps the reservation as recorded.
-    ledger.unheardAcknowledgements.delete(settlementId);
-    await service.scheduler.runOnce();
-    expect(ledger.reservations.get(settlementId)?.recorded).toBe(true);
-    expect(acknowledgements()).toEqual([false, true, true]);
-    expect((await settlementRow(settlementId)).recorded_acknowledged_at).toEqual(now);
-    // Answered: not told again.
-    await service.scheduler.runOnce();
-    expect(acknowledgements()).toEqual([false, true, true]);
-
-    // Authorised at last, the payout is sent.
-    ledger.unheardAuthorizations.delete(settlementId);
-    const paid = await completedPayout(id);
-    expect(await payoutsTo(payoutAddress)).toEqual([
-      { to: payoutAddress, amountMicro: parseUsdc('2'), txHash: paid.tx_hash },
-    ]);
+    const second = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    try {
+      // The ledger's outbox relay publishes its decision again (same event id: JetStream dedupes nothing here,
+      // the msgID differs), and a second copy under a new event id reaches the other replica.
+      const reserved = createEvent('payout.reserved', 'escrow-ledger', {
+        payoutId: settlementId,
+        kind: 'seller',
+        sellerId: id,
+        amount: '2',
+        payoutAddress,
+        reservedAt: now.toISOString(),
+      });
+      ledger.withheld.add(settlementId);
+      await runSchedulerOnly(second.scheduler);
+      ledger.available.set(id, 0n);
+      ledger.reservations.set(settlementId, {
+        sellerId: id,
+        amountMicro: 2_000_000n,
+        payoutAddress,
+        status: 'reserved',
+      });
+      await Promise.all([
+        bus.js.publish(bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
+          msgID: `${reserved.id}:a`,
+        }),
+        bus.js.publish(bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
+          msgID: `${reserved.id}:b`,
+        }),
+        bus.js.publish(
+          bus.subjectFor('payout.reserved'),
+          encodeEnvelope(createEvent('payout.reserved', 'escrow-ledger', reserved.data)),
+        ),
+      ]);
+      const paid = await completedPayout(id);
+      await Promise.all([service.transfers.runOnce(), second.transfers.runOnce()]);
+      expect(await payoutsTo(payoutAddress)).toEqual([
+        { to: payoutAddress, amountMicro: parseUsdc('2'), txHash: paid.tx_hash },
+      ]);
+      const transfers = await db
+        .selectFrom('outgoing_transfers')
+        .select('transfer_id')
+        .where('idempotency_key', '=', settlementId)
+        .execute();
+      expect(transfers).toHaveLength(1);
+    } finally {
+      await second.stop();
+    }
   });
 });

@@ -76,7 +76,7 @@ describe('escrow pre-flight: only USDC already mined into escrow pays a transfer
       gasLimit: 100_000n,
     });
     const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    await publishEvent(bus, ledger.booked(refundInitiated('ref_preflight', '2.5', chain.anvil.chainId)));
+    await publishEvent(bus, refundInitiated('ref_preflight', '2.5', chain.anvil.chainId));
     const transfer = () =>
       db
         .selectFrom('outgoing_transfers')

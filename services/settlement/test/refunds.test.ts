@@ -11,7 +11,7 @@ describe('refunds sent on chain', () => {
 
   it('sends the refund to the payer once, even when the event is delivered again or re-issued', async () => {
     const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
-    const event = h.ledger.booked(refundInitiated('ref_one', '2.5', h.chain.anvil.chainId));
+    const event = refundInitiated('ref_one', '2.5', h.chain.anvil.chainId);
     await publishEvent(h.bus, event);
     const done = await waitFor(
       async () => (await refundRow('ref_one'))?.status === 'completed' && refundRow('ref_one'),
@@ -72,7 +72,7 @@ describe('refunds sent on chain', () => {
     ].entries()) {
       await publishEvent(
         h.bus,
-        h.ledger.booked(refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, h.chain.anvil.chainId, payer)),
+        refundInitiated(`ref_many_${i}`, `1.00000${i + 1}`, h.chain.anvil.chainId, payer),
       );
     }
     await waitFor(
@@ -108,7 +108,7 @@ describe('refunds sent on chain', () => {
   it('rebroadcasts the same transaction when no receipt comes within TX_TIMEOUT_MS, and reports it stuck', async () => {
     await setAutomine(h.chain.anvil.provider, false); // the transaction waits in the mempool
     try {
-      await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_slow', '1.5', h.chain.anvil.chainId)));
+      await publishEvent(h.bus, refundInitiated('ref_slow', '1.5', h.chain.anvil.chainId));
       const transferOf = () =>
         h.db
           .selectFrom('outgoing_transfers')
@@ -172,47 +172,33 @@ describe('refunds sent on chain', () => {
     }
   }
 
-  it('sends nothing for a refund.initiated the ledger never booked, or booked otherwise, or above the cap', async () => {
+  it('sends nothing for a refund.initiated above the cap (only the ledger may publish one: libs/bus permissions.test)', async () => {
     const before = (await h.chain.transfersFromEscrow()).length;
-    // Anyone who can publish on the bus: a refund the ledger never booked.
-    expect(await refusedBySettlement(refundInitiated('ref_forged', '40', h.chain.anvil.chainId))).toMatch(
-      /not authorised by the ledger \(unknown_transfer/,
+    // Above MAX_TRANSFER_USDC (50 here): never recorded, never signed, whatever the event says.
+    expect(await refusedBySettlement(refundInitiated('ref_huge', '60', h.chain.anvil.chainId))).toMatch(
+      /above MAX_TRANSFER_USDC/,
     );
-    // A booked refund whose event was altered: more money, or another recipient.
-    h.ledger.booked(refundInitiated('ref_altered', '1', h.chain.anvil.chainId));
-    expect(await refusedBySettlement(refundInitiated('ref_altered', '30', h.chain.anvil.chainId))).toMatch(
-      /amount_differs/,
-    );
-    expect(
-      await refusedBySettlement(
-        refundInitiated('ref_altered', '1', h.chain.anvil.chainId, testWallets.stranger.address),
-      ),
-    ).toMatch(/recipient_differs/);
-    // Booked, but above MAX_TRANSFER_USDC (50 here): never signed, whatever the ledger says.
-    expect(
-      await refusedBySettlement(h.ledger.booked(refundInitiated('ref_huge', '60', h.chain.anvil.chainId))),
-    ).toMatch(/above MAX_TRANSFER_USDC/);
-    for (const id of ['ref_forged', 'ref_altered', 'ref_huge']) expect(await refundRow(id)).toBeUndefined();
+    expect(await refundRow('ref_huge')).toBeUndefined();
     const metrics = await fetch(`${h.service.url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(
-      /settlement_transfers_refused_total\{[^}]*reason="unknown_transfer"[^}]*\} [1-9]/,
+      /settlement_transfers_refused_total\{[^}]*reason="exceeds_transfer_cap"[^}]*\} [1-9]/,
     );
     await h.service.transfers.runOnce();
     expect((await h.chain.transfersFromEscrow()).length).toBe(before);
   });
 
-  it('the transfer worker asks the ledger again before signing: a recorded transfer it did not book is never signed', async () => {
+  it('the transfer worker refuses a recorded transfer above the cap before signing', async () => {
     const before = (await h.chain.transfersFromEscrow()).length;
     // A transfer recorded without the consumer's check (a bug, or a row written by hand).
     const transferId = await h.service.ctx.inTransaction((trx) =>
       recordTransfer(trx, {
         kind: 'refund',
-        idempotencyKey: 'ref_unbooked',
+        idempotencyKey: 'ref_unchecked',
         chainId: h.chain.anvil.chainId,
         tokenAddress: h.chain.usdcAddress,
         fromAddress: testWallets.escrow.address,
         toAddress: testWallets.stranger.address,
-        amountMicro: 5_000_000n,
+        amountMicro: 75_000_000n,
       }),
     );
     h.service.transfers.kick();
@@ -225,16 +211,10 @@ describe('refunds sent on chain', () => {
           .executeTakeFirst();
         return row?.status === 'failed' ? row : undefined;
       },
-      { message: 'unbooked transfer refused' },
+      { message: 'transfer above the cap refused' },
     );
     expect(failed).toMatchObject({ tx_hash: null, raw_tx: null, nonce: null });
-    expect(failed.last_error).toMatch(/^not sent: unknown_transfer/);
-    expect(h.ledger.authorizations).toContainEqual({
-      kind: 'refund',
-      id: 'ref_unbooked',
-      to: testWallets.stranger.address,
-      amount: '5',
-    });
+    expect(failed.last_error).toMatch(/^not sent: exceeds_transfer_cap/);
     expect((await h.chain.transfersFromEscrow()).length).toBe(before);
   });
 });

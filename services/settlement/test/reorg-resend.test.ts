@@ -135,7 +135,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
 
   it('escrow: a confirmed refund dropped by a reorg within the watch window is sent again, once', async () => {
     const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
-    await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_reorged', '1.25', h.chain.anvil.chainId)));
+    await publishEvent(h.bus, refundInitiated('ref_reorged', '1.25', h.chain.anvil.chainId));
     const transfer = () => outgoingTransfer('ref_reorged');
     // CONFIRMATIONS=2: the transfer block and one more; nothing else is mined here, so help it along.
     const confirmed = await waitFor(
@@ -194,10 +194,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
 
     await setAutomine(provider, false);
     try {
-      await publishEvent(
-        h.bus,
-        h.ledger.booked(refundInitiated('ref_reverts', '2.5', h.chain.anvil.chainId)),
-      );
+      await publishEvent(h.bus, refundInitiated('ref_reverts', '2.5', h.chain.anvil.chainId));
       const reverting = await broadcast('ref_reverts');
       await setEscrowBalance(0n);
       expect(await h.chain.balanceOf(escrow)).toBe(0n); // the slot is the right one
@@ -209,7 +206,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
       // CONFIRMATIONS (2) deep and then one more: a later refund (next nonce) is seen mined in a pass that looked
       // at the reverted one first (passes go in nonce order), with the revert at least CONFIRMATIONS deep.
       await mine(provider, 1);
-      await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_marker', '0.5', h.chain.anvil.chainId)));
+      await publishEvent(h.bus, refundInitiated('ref_marker', '0.5', h.chain.anvil.chainId));
       await broadcast('ref_marker');
       await mine(provider, 1);
       await waitFor(async () => (await transfer('ref_marker'))!.block_number !== null, {
@@ -249,7 +246,7 @@ describe('a reorg that drops the sender’s own transaction: sent again with the
   it('escrow: a confirmed refund that a reorg drops and the chain then mines reverted is final with the reason, counted', async () => {
     const provider = h.chain.anvil.provider;
     const transfer = () => outgoingTransfer('ref_remined');
-    await publishEvent(h.bus, h.ledger.booked(refundInitiated('ref_remined', '0.75', h.chain.anvil.chainId)));
+    await publishEvent(h.bus, refundInitiated('ref_remined', '0.75', h.chain.anvil.chainId));
     const confirmed = await waitFor(
       async () => {
         const row = await transfer();

@@ -1,4 +1,5 @@
 import { type ConsumerOptions, enqueueEvent } from '@paygate/bus';
+import { formatAddress } from '@paygate/chain';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import type { Transaction } from 'kysely';
@@ -58,13 +59,14 @@ async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: Decision
   if (DONE.includes(settlement.status)) return;
   // Also from `skipped`: the refusal of an earlier due may arrive after the reservation of a later one.
   const amountMicro = parseUsdc(reserved.amount);
+  const payoutAddress = formatAddress(reserved.payoutAddress);
   const transferId = await recordTransfer(trx, {
     kind: 'payout',
     idempotencyKey: reserved.payoutId,
     chainId: deps.config.chainId,
     tokenAddress: deps.chain.usdcAddress,
     fromAddress: deps.chain.address,
-    toAddress: reserved.payoutAddress,
+    toAddress: payoutAddress,
     amountMicro,
   });
   await trx
@@ -73,7 +75,7 @@ async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: Decision
       status: 'sending',
       amount_micro: amountMicro,
       transfer_id: transferId,
-      payout_address: reserved.payoutAddress,
+      payout_address: payoutAddress,
       skip_reason: null,
       updated_at: deps.clock(),
     })
@@ -110,7 +112,7 @@ async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: Decisi
     chainId: deps.config.chainId,
     tokenAddress: deps.chain.usdcAddress,
     fromAddress: deps.chain.address,
-    toAddress: reserved.payoutAddress,
+    toAddress: formatAddress(reserved.payoutAddress),
     amountMicro,
   });
   await trx
