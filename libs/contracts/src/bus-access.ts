@@ -22,6 +22,7 @@ export const CONSUMERS = {
   'escrow-ledger': {
     'ledger-payment-call-failed': 'payment.call_failed',
     'ledger-payment-call-recovered': 'payment.call_recovered',
+    'ledger-payment-call-unserved': 'payment.call_unserved',
     'ledger-transfer-observed': 'transfer.observed',
     'ledger-transfer-reorged': 'transfer.reorged',
     'ledger-refund-completed': 'refund.completed',
@@ -48,6 +49,7 @@ export const CONSUMERS = {
     notifier_payment_reversed: 'payment.reversed',
     notifier_refund_requested: 'refund.requested',
     notifier_refund_completed: 'refund.completed',
+    notifier_payment_refunded: 'payment.refunded',
     notifier_settlement_completed: 'settlement.completed',
     notifier_checkout_session_created: 'checkout.session_created',
     notifier_checkout_session_paid: 'checkout.session_paid',
@@ -70,6 +72,7 @@ export const SELLER_LIVE_EVENTS = [
   // A paid call whose seller failed, and its retry served: the payments list marks it (the ledger books it too).
   'payment.call_failed',
   'payment.call_recovered',
+  'payment.refunded',
   'refund.requested',
   'refund.approved',
   'refund.initiated',

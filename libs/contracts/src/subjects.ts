@@ -2,10 +2,17 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { TransferObserved, TransferReorged } from './events/chain-indexer';
 import { CheckoutSessionSnapshot, DepositAddressAssigned, TransferRefundRequested } from './events/checkout';
 import { TransferClaimed } from './events/claims';
-import { EscrowReleased, RefundApproved, RefundInitiated, RefundRequested } from './events/escrow-ledger';
+import {
+  EscrowReleased,
+  PaymentRefunded,
+  RefundApproved,
+  RefundInitiated,
+  RefundRequested,
+} from './events/escrow-ledger';
 import {
   PaymentCallFailed,
   PaymentCallRecovered,
+  PaymentCallUnserved,
   PaymentConfirmed,
   PaymentReversed,
 } from './events/payments';
@@ -108,6 +115,20 @@ export const SUBJECTS = {
     version: 1,
     schema: PaymentCallRecovered,
     description: 'A paid call that failed before was served on a retry within its window.',
+  },
+  'payment.call_unserved': {
+    owners: ['gateway-proxy'],
+    version: 1,
+    schema: PaymentCallUnserved,
+    description:
+      "A paid call's seller failed it and its retry window closed with no attempt served: the ledger refunds it.",
+  },
+  'payment.refunded': {
+    owners: ['escrow-ledger'],
+    version: 1,
+    schema: PaymentRefunded,
+    description:
+      'The ledger refunded a paid call its seller did not serve (no seller approval); the seller hears of it by webhook.',
   },
   'checkout.session_created': {
     owners: ['checkout'],

@@ -8,6 +8,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'payment.reversed',
   'refund.requested',
   'refund.completed',
+  // A paid call the seller did not serve, refunded by the ledger without the seller's approval (reason, amount).
+  'payment.refunded',
   'settlement.completed',
   'checkout.session_created',
   'checkout.session_paid',

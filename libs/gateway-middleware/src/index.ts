@@ -23,6 +23,7 @@ export {
   isValidWebhook,
   type OtherWebhook,
   type PaygateWebhookEvent,
+  type PaymentRefundedWebhook,
   type PayoutAddressChangeRequestedWebhook,
   type RefundCompletedWebhook,
   type RefundRequestedWebhook,

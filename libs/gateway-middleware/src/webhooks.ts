@@ -38,6 +38,27 @@ export type RefundCompletedWebhook = WebhookBody<
     completedAt: string;
   }
 >;
+/**
+ * A paid call you did not serve (your API answered 5xx, did not answer within the timeout, or could not be reached,
+ * and the buyer's retry window closed with no attempt served) was refunded to its payer from escrow, without your
+ * approval: `amount` leaves your held (or available) balance. A 4xx you chose is service and never refunded.
+ */
+export type PaymentRefundedWebhook = WebhookBody<
+  'payment.refunded',
+  {
+    refundId: string;
+    transactionId: string;
+    paymentId: string;
+    sellerId: string;
+    payer: string;
+    amount: string;
+    reason: 'unserved';
+    upstreamOutcome: string;
+    upstreamStatus: number | null;
+    txHash: string;
+    refundedAt: string;
+  }
+>;
 /** Top-level fields: event, transactionId, reason. */
 export type RefundRequestedWebhook = WebhookBody<
   'refund.requested',
@@ -74,6 +95,7 @@ export type OtherWebhook = WebhookBody<
 /** Any Paygate webhook body; `event` tells which. */
 export type PaygateWebhookEvent =
   | RefundCompletedWebhook
+  | PaymentRefundedWebhook
   | RefundRequestedWebhook
   | PayoutAddressChangeRequestedWebhook
   | OtherWebhook;

@@ -19,6 +19,7 @@ import { platformPayoutClaims } from './2026-11-29-0200-platform-payout-claims';
 import { reorgTombstones } from './2026-11-29-0600-reorg-tombstones';
 import { payoutRecorded } from './2026-11-29-0700-payout-recorded';
 import { chainCheckTurns } from './2026-11-29-0910-chain-check-turns';
+import { unservedRefunds } from './2026-12-02-0730-unserved-refunds';
 import { claimPayments } from './2026-12-02-0700-claim-payments';
 import { payoutsByEvents } from './2026-12-02-0720-payouts-by-events';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
@@ -43,6 +44,7 @@ export const migrations: Record<string, Migration> = {
   '2026-11-29-0600-reorg-tombstones': reorgTombstones,
   '2026-11-29-0700-payout-recorded': payoutRecorded,
   '2026-11-29-0910-chain-check-turns': chainCheckTurns,
+  '2026-12-02-0730-unserved-refunds': unservedRefunds,
   '2026-12-02-0700-claim-payments': claimPayments,
   '2026-12-02-0720-payouts-by-events': payoutsByEvents,
 };

@@ -12,13 +12,14 @@ import {
   str,
   throwIfProblems,
 } from '@paygate/runtime';
+import { type UnservedRefundConfig, unservedRefundConfig } from './unserved/config';
 
 /**
  * The chain settings serve reconciliation: the escrow wallet (ESCROW_ADDRESS, required) whose on-chain USDC
  * balance the ledger is compared with, and the chain confirmation check: a transfer booked from
  * payment.confirmed before CONFIRMATIONS (x402) is confirmed or reversed by its receipt (chain/confirmation.ts).
  */
-export interface EscrowLedgerConfig extends CommonConfig, ChainConfig {
+export interface EscrowLedgerConfig extends CommonConfig, ChainConfig, UnservedRefundConfig {
   /** Bearer token of the operator routes (conflicts, suspense, reconciliation). */
   operatorToken: string;
   /** How often the release scheduler looks for holds whose period has passed. */
@@ -126,6 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
   return {
     ...common,
     ...chain,
+    ...unservedRefundConfig(env),
     operatorToken: parsed.OPERATOR_TOKEN,
     releaseIntervalMs: parsed.RELEASE_INTERVAL_MS,
     releaseBatchSize: parsed.RELEASE_BATCH_SIZE,

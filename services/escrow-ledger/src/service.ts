@@ -33,6 +33,8 @@ import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
 import { onTransferRefundRequested } from './refunds/unmatched';
+import { onPaymentCallUnserved } from './unserved/decide';
+import { UnservedRefundSweep } from './unserved/sweep';
 import { viewRoutes } from './views/routes';
 import { Balances, Transaction } from './views/schemas';
 
@@ -116,6 +118,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         new ClaimResponder(ctx, d),
         scheduler,
         chainCheck,
+        new UnservedRefundSweep(ctx, d),
         ...(config.reconcileIntervalMs > 0 ? [new ReconciliationWatch(ctx, d)] : []),
         ...(refundRequestLimiter ? [refundRequestLimiter] : []),
       ];
@@ -138,6 +141,12 @@ function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredCon
       durable: 'ledger-payment-call-recovered',
       subject: 'payment.call_recovered',
       handler: (trx, e) => onPaymentCallRecovered(trx, e),
+    }),
+    // A call its seller failed whose window closed unserved: refunded to its payer (unserved/decide.ts).
+    defineConsumer({
+      durable: 'ledger-payment-call-unserved',
+      subject: 'payment.call_unserved',
+      handler: (trx, e) => onPaymentCallUnserved(trx, e, d),
     }),
     defineConsumer({
       durable: 'ledger-transfer-observed',

@@ -5,6 +5,7 @@ import { rateLimitWindowLength } from './2026-11-25-0100-rate-limit-window-lengt
 import { ticketKeysSealed } from './2026-11-25-0200-ticket-keys-sealed';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
 import { x402PaymentIds } from './2026-12-02-0600-x402-payment-ids';
+import { unservedClaims } from './2026-12-02-0730-unserved-claims';
 
 /** Frozen, date-prefixed migrations of the gateway schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-25-0200-ticket-keys-sealed': ticketKeysSealed,
   '2026-11-26-1700-claimed-via': claimedVia,
   '2026-12-02-0600-x402-payment-ids': x402PaymentIds,
+  '2026-12-02-0730-unserved-claims': unservedClaims,
 };

@@ -74,8 +74,11 @@ export interface SettlementsTable {
 
 export interface RefundsTable {
   refund_id: string;
-  /** `unmatched_transfer`: money that matched no payment, sent back to its payer (no transaction, no seller). */
-  kind: 'payment' | 'unmatched_transfer';
+  /**
+   * `unmatched_transfer`: money that matched no payment, sent back to its payer (no transaction, no seller);
+   * `unserved_batch`: a payer's refunds of calls their sellers did not serve, as one transfer (neither either).
+   */
+  kind: 'payment' | 'unmatched_transfer' | 'unserved_batch';
   transaction_id: string | null;
   seller_id: string | null;
   payer: string;

@@ -91,3 +91,20 @@ export const PaymentCallRecovered = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * A paid pay-per-call whose seller failed (payment.call_failed) and whose retry window closed with no attempt
+ * served: the gateway will serve nothing more for this payment. Published once per payment, in the transaction
+ * that made the claim final (no retry can take it over afterwards). The ledger decides the refund.
+ */
+export const PaymentCallUnserved = Type.Object(
+  {
+    paymentId: Id,
+    sellerId: Id,
+    /** The presentations of the payment the gateway counted. */
+    attempts: Type.Integer({ minimum: 1 }),
+    retryUntil: IsoTime,
+    closedAt: IsoTime,
+  },
+  { additionalProperties: false },
+);

@@ -21,8 +21,12 @@ export interface TransactionForRefund {
 
 export interface RefundRow {
   id: string;
-  /** `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction, no seller). */
-  kind: 'payment' | 'unmatched_transfer';
+  /**
+   * `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction, no seller).
+   * `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
+   * transaction, no seller: each of them is a `payment` refund of its own).
+   */
+  kind: 'payment' | 'unmatched_transfer' | 'unserved_batch';
   transaction_id: string | null;
   seller_id: string | null;
   payer: string;
@@ -30,7 +34,7 @@ export interface RefundRow {
   amount_micro: bigint;
   seller_part_micro: bigint;
   platform_part_micro: bigint;
-  phase: 'in_escrow' | 'after_release' | 'in_suspense';
+  phase: 'in_escrow' | 'after_release' | 'in_suspense' | 'batch';
   reason: string;
   status: 'pending' | 'completed' | 'failed';
   refund_request_id: string | null;
@@ -220,7 +224,13 @@ export async function bookRefund(
   trx: Transaction<any>,
   deps: LedgerDeps,
   txn: TransactionForRefund,
-  input: { amountMicro: bigint; reason: string; refundRequestId?: string | null },
+  input: {
+    amountMicro: bigint;
+    reason: string;
+    refundRequestId?: string | null;
+    /** false: booked without refund.initiated; the transfer goes out later with others (an unserved batch). */
+    initiate?: boolean;
+  },
 ): Promise<RefundRow> {
   assertRefundable(txn, input.amountMicro);
   await assertNotDust(trx, deps.config, txn, input.amountMicro);
@@ -241,7 +251,9 @@ export async function bookRefund(
     refundRequestId: input.refundRequestId ?? null,
     now,
   });
-  await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
+  if (input.initiate !== false) {
+    await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
+  }
   // The caller's locked transaction stays current for a further refund in the same database transaction.
   txn.refunded_micro = split.refundedAfter;
   txn.refunded_seller_micro += split.sellerPart;
@@ -366,6 +378,14 @@ export async function onRefundCompleted(
   });
   await sql`update refunds set status = 'completed', refund_tx_hash = ${d.refundTxHash.toLowerCase()}, completed_at = ${now}
       where id = ${refund.id}`.execute(trx);
+  if (refund.kind === 'unserved_batch') {
+    // The refunds the batch carried were booked one by one; the transfer that sent them is theirs too.
+    await sql`update refunds set status = 'completed', refund_tx_hash = ${d.refundTxHash.toLowerCase()},
+        completed_at = ${now}
+      where id in (select refund_id from unserved_calls where batch_id = ${refund.id}) and status = 'pending'`.execute(
+      trx,
+    );
+  }
   if (refund.refund_request_id) {
     await sql`update refund_requests set status = 'completed', completed_at = ${now}
         where id = ${refund.refund_request_id} and status = 'approved'`.execute(trx);

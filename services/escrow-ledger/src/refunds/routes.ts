@@ -6,6 +6,7 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { RefundIdParam, SELLER_ERRORS } from '../http/schemas';
+import { paymentOutcome } from '../unserved/outcome';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import { refundRequestRoutes } from './requests';
 import {
@@ -129,7 +130,7 @@ function lookupTransactionRoute(parts: RefundRouteContext): AnyRoute {
     operationId: 'lookupTransaction',
     summary: 'Public: the ledger transaction a checkout session or an on-chain transfer became',
     description:
-      'What a buyer or the checkout widget knows (sessionId, or txHash and logIndex) to the ledger transactionId and what is still refundable. A payment is booked a moment after it is confirmed: 404 transaction_not_found until then.',
+      "What a buyer or the checkout widget knows (sessionId, or txHash and logIndex) to the ledger transactionId, what is still refundable and what became of the paid call (outcome): an agent polls it by the payment's txHash to see a call its seller did not serve come back (refund_pending, then refunded with refundTxHash). A payment is booked a moment after it is confirmed: 404 transaction_not_found until then.",
     query: TransactionLookupQuery,
     responses: { '200': { description: 'the transaction', schema: TransactionLookup } },
     errors: {
@@ -156,6 +157,7 @@ function lookupTransactionRoute(parts: RefundRouteContext): AnyRoute {
         refundableAmount: formatUsdc(
           txn.escrow_status === 'reversed' ? 0n : txn.amount_micro - txn.refunded_micro,
         ),
+        ...(await paymentOutcome(ctx.db, txn.payment_id, deps.now())),
       });
     },
   });

@@ -94,6 +94,20 @@ export const TransactionLookup = Type.Object({
   logIndex: Type.Integer({ minimum: 0 }),
   amount: UsdcAmount,
   refundableAmount: { ...UsdcAmount, description: 'what a refund could still give back' },
+  outcome: Type.Union(
+    ['served', 'retryable', 'unserved', 'refund_pending', 'refunded', 'not_refunded'].map((v) =>
+      Type.Literal(v),
+    ),
+    {
+      description:
+        'what became of the paid call: served (answered below 500, at once or on a retry; every payment that is not a forwarded call), retryable (the seller failed it: present the same payment again until retryUntil), unserved (its window closed unserved: the refund is being decided), refund_pending (refunded on the books, the transfer back not on chain yet), refunded (on chain, refundTxHash), not_refunded (closed without a seller failure, or nothing remained refundable: refundReason)',
+    },
+  ),
+  retryUntil: Nullable(IsoTime),
+  refundId: Nullable(Type.String()),
+  refundTxHash: Nullable(TxHash),
+  refundedAt: Nullable(IsoTime),
+  refundReason: Nullable(Type.String()),
 });
 
 export const ApproveBody = Type.Object(

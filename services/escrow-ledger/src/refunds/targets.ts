@@ -14,6 +14,8 @@ export interface RequestedTransaction {
   amount_micro: bigint;
   refunded_micro: bigint;
   escrow_status: string;
+  /** The id the paying service gave the payment (the gateway's claim): what its call outcome is recorded by. */
+  payment_id: string;
 }
 
 /** Exactly one of transactionId, txHash (with an optional logIndex) or sessionId names the payment. */
@@ -57,7 +59,8 @@ export async function findRequestedTransaction(
   deps: LedgerDeps,
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
-  const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status`;
+  const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
+    payment_id`;
   const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
   let rows: RequestedTransaction[];
   if ('transactionId' in target) {
@@ -96,7 +99,7 @@ export async function findTransactionForUpdate(
 ): Promise<RequestedTransaction> {
   const found = await findRequestedTransaction(trx, deps, target);
   const locked = await sql<RequestedTransaction>`select id, seller_id, payer, session_id, tx_hash, log_index,
-      amount_micro, refunded_micro, escrow_status from transactions where id = ${found.id} for update`.execute(
+      amount_micro, refunded_micro, escrow_status, payment_id from transactions where id = ${found.id} for update`.execute(
     trx,
   );
   return locked.rows[0]!;

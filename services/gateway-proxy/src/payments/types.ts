@@ -19,7 +19,8 @@ export interface PaymentClaim {
   kind: PaymentKind;
   /** The payment path the transfer was claimed through. */
   claimed_via: 'proxy' | 'ticket' | 'verify' | 'facilitator';
-  state: 'in_flight' | 'served' | 'retryable';
+  /** unserved: its retry window passed after a seller failure; final (payments/unserved.ts). */
+  state: 'in_flight' | 'served' | 'retryable' | 'unserved';
   access_expires_at: Date | null;
   retry_until: Date | null;
   attempts: number;

@@ -1,0 +1,243 @@
+import { enqueueEvent } from '@paygate/bus';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { HttpError } from '@paygate/http';
+import { formatUsdc } from '@paygate/money';
+import { sql, type Transaction } from 'kysely';
+import type { LedgerDeps } from '../deps';
+import { newRefundId } from '../ids';
+import { bookRefund, type TransactionForRefund } from '../refunds/book';
+
+/**
+ * A paid call is unserved when its seller failed it (the gateway reported payment.call_failed: a 5xx answer, no
+ * answer within the upstream timeout, no connection, no valid URL) and its retry window closed with no attempt
+ * served (payment.call_unserved; the gateway publishes it only for a claim no retry can take over any more). An
+ * answer below 500 is service, whatever it says: a 4xx the seller chose is never refunded here. Such a call is
+ * refunded to its payer in full (all that remains refundable), without the seller's approval, exactly once (one
+ * row per payment id).
+ */
+
+/** A closed call whose failure or payment the ledger has not heard of this long after is given up. */
+const GIVE_UP_AFTER_MS = 60 * 60_000;
+/** Calls decided per sweep pass, and refunds one batch transfer carries, at most. */
+export const DECIDE_BATCH = 100;
+const BATCH_MEMBERS = 500;
+
+interface UnservedRow {
+  payment_id: string;
+  seller_id: string;
+  status: 'closed' | 'refunded' | 'served' | 'not_refundable';
+  recorded_at: Date;
+}
+
+/** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
+export async function onPaymentCallUnserved(
+  trx: Transaction<any>,
+  event: EventEnvelope<'payment.call_unserved', EventData<'payment.call_unserved'>>,
+  deps: LedgerDeps,
+): Promise<void> {
+  const d = event.data;
+  const inserted =
+    await sql`insert into unserved_calls (payment_id, seller_id, attempts, retry_until, closed_at,
+        status, event_id, recorded_at, checked_at)
+      values (${d.paymentId}, ${d.sellerId}, ${d.attempts}, ${new Date(d.retryUntil)}, ${new Date(d.closedAt)},
+        'closed', ${event.id}, ${deps.now()}, ${deps.now()})
+      on conflict (payment_id) do nothing`.execute(trx);
+  if (Number(inserted.numAffectedRows ?? 0n) === 0) return;
+  const payer = await decideUnserved(trx, deps, d.paymentId);
+  if (payer) await sendDueRefunds(trx, deps, payer);
+}
+
+type Decision =
+  | { kind: 'wait' }
+  | { kind: 'final'; status: 'served' | 'not_refundable'; decision: string }
+  | {
+      kind: 'refund';
+      txn: TransactionForRefund & { tx_hash: string; payment_id: string };
+      amountMicro: bigint;
+    };
+
+/**
+ * Decides one closed call, under its row's lock: refunds it (returns its payer), marks it served or not
+ * refundable, or leaves it closed for the next pass (its failure or its payment not booked yet, or its seller's
+ * money short). Never refunds a call twice: only a `closed` row is decided.
+ */
+export async function decideUnserved(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  paymentId: string,
+): Promise<string | undefined> {
+  const locked = await sql<UnservedRow>`select payment_id, seller_id, status, recorded_at from unserved_calls
+      where payment_id = ${paymentId} and status = 'closed' for update skip locked`.execute(trx);
+  const row = locked.rows[0];
+  if (!row) return undefined;
+  const now = deps.now();
+  const decision = await decisionOf(trx, row, now);
+  if (decision.kind === 'wait') {
+    await sql`update unserved_calls set checked_at = ${now} where payment_id = ${paymentId}`.execute(trx);
+    return undefined;
+  }
+  if (decision.kind === 'final') {
+    await sql`update unserved_calls set status = ${decision.status}, decision = ${decision.decision},
+        decided_at = ${now} where payment_id = ${paymentId}`.execute(trx);
+    if (decision.status === 'not_refundable') {
+      deps.logger.warn({ paymentId, decision: decision.decision }, 'unserved call not refunded');
+    }
+    return undefined;
+  }
+  return bookUnservedRefund(trx, deps, row, decision, now);
+}
+
+async function decisionOf(trx: Transaction<any>, row: UnservedRow, now: Date): Promise<Decision> {
+  const attempts = await sql<{ outcome: string }>`select outcome from payment_call_attempts
+      where payment_id = ${row.payment_id} order by attempt`.execute(trx);
+  const givenUp = now.getTime() - new Date(row.recorded_at).getTime() > GIVE_UP_AFTER_MS;
+  if (attempts.rows.some((a) => a.outcome === 'served')) {
+    return { kind: 'final', status: 'served', decision: 'served_on_retry' };
+  }
+  if (!attempts.rows.some((a) => a.outcome === 'failed')) {
+    // The failure is on another consumer of the bus: it may still be on its way. Without one, only the buyer's
+    // body failed (too large, incomplete): not the seller's failure.
+    return givenUp
+      ? { kind: 'final', status: 'not_refundable', decision: 'no_seller_failure' }
+      : { kind: 'wait' };
+  }
+  const found = await sql<
+    TransactionForRefund & { tx_hash: string; payment_id: string }
+  >`select id, seller_id,
+        payer, chain_id, amount_micro, seller_share_micro, refunded_micro, refunded_seller_micro, escrow_status,
+        tx_hash, payment_id
+      from transactions where payment_id = ${row.payment_id} and escrow_status <> 'reversed'
+      order by created_at desc limit 1 for update`.execute(trx);
+  const txn = found.rows[0];
+  if (!txn) {
+    // Booked a moment after its claim, or reversed by a reorg (nothing arrived, nothing to give back).
+    return givenUp
+      ? { kind: 'final', status: 'not_refundable', decision: 'payment_not_booked' }
+      : { kind: 'wait' };
+  }
+  const amountMicro = txn.amount_micro - txn.refunded_micro;
+  if (amountMicro <= 0n) return { kind: 'final', status: 'not_refundable', decision: 'already_refunded' };
+  return { kind: 'refund', txn, amountMicro };
+}
+
+/**
+ * The refund of all that remains, out of the hold while the payment is held (the seller never receives it), else
+ * out of the seller's available balance, within what the seller still has with Paygate (bookRefund's check). A
+ * seller without the money: the call stays closed and is tried again each pass (`awaiting_seller_funds`), never
+ * paid with other sellers' money.
+ */
+async function bookUnservedRefund(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  row: UnservedRow,
+  decision: Extract<Decision, { kind: 'refund' }>,
+  now: Date,
+): Promise<string | undefined> {
+  const { txn, amountMicro } = decision;
+  const failure = (
+    await sql<{ upstream_outcome: string; upstream_status: number | null }>`select upstream_outcome,
+        upstream_status from payment_call_attempts where payment_id = ${row.payment_id} and outcome = 'failed'
+        order by attempt desc limit 1`.execute(trx)
+  ).rows[0]!;
+  await sql`savepoint unserved_refund`.execute(trx);
+  let refundId: string;
+  try {
+    const refund = await bookRefund(trx, deps, txn, {
+      amountMicro,
+      reason: `unserved: ${failure.upstream_outcome}${failure.upstream_status ? ` ${failure.upstream_status}` : ''}`,
+      initiate: false,
+    });
+    refundId = refund.id;
+  } catch (error) {
+    if (!(error instanceof HttpError) || error.status !== 409) throw error;
+    await sql`rollback to savepoint unserved_refund`.execute(trx);
+    await sql`update unserved_calls set decision = ${`awaiting_seller_funds: ${error.code}`},
+        checked_at = ${now} where payment_id = ${row.payment_id}`.execute(trx);
+    deps.logger.warn(
+      { paymentId: row.payment_id, transactionId: txn.id, code: error.code },
+      'unserved call: the refund waits for the seller to have the money',
+    );
+    return undefined;
+  }
+  await sql`release savepoint unserved_refund`.execute(trx);
+  await sql`update unserved_calls set status = 'refunded', decision = 'refunded', transaction_id = ${txn.id},
+      refund_id = ${refundId}, payer = ${txn.payer}, amount_micro = ${amountMicro}, decided_at = ${now}
+      where payment_id = ${row.payment_id}`.execute(trx);
+  await enqueueEvent(
+    trx,
+    createEvent('payment.refunded', 'escrow-ledger', {
+      refundId,
+      transactionId: txn.id,
+      paymentId: row.payment_id,
+      sellerId: txn.seller_id,
+      payer: txn.payer,
+      amount: formatUsdc(amountMicro),
+      reason: 'unserved',
+      upstreamOutcome: failure.upstream_outcome,
+      upstreamStatus: failure.upstream_status,
+      txHash: txn.tx_hash,
+      refundedAt: now.toISOString(),
+    }),
+  );
+  return txn.payer;
+}
+
+/**
+ * Sends what is due to a payer (or to every payer due, without one): its booked unserved refunds not sent yet, as
+ * one escrow transfer, once they add up to UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS.
+ * The batch is a refund of its own (kind unserved_batch) through refund.initiated -> settlement -> refund.completed,
+ * which completes the refunds it carries. Returns the batches made.
+ */
+export async function sendDueRefunds(
+  trx: Transaction<any>,
+  deps: LedgerDeps,
+  payer?: string,
+): Promise<number> {
+  const now = deps.now();
+  const oldestBefore = new Date(now.getTime() - deps.config.unservedRefundMaxAgeMs);
+  const due = await sql<{ payer: string }>`select payer from unserved_calls
+      where status = 'refunded' and batch_id is null and (${payer ?? null}::text is null or payer = ${payer ?? null})
+      group by payer
+      having sum(amount_micro) >= ${deps.config.unservedRefundThresholdMicro} or min(decided_at) <= ${oldestBefore}
+      limit ${DECIDE_BATCH}`.execute(trx);
+  let batches = 0;
+  for (const { payer: to } of due.rows) {
+    const members = await sql<{ payment_id: string; amount_micro: bigint }>`select payment_id, amount_micro
+        from unserved_calls where status = 'refunded' and batch_id is null and payer = ${to}
+        order by decided_at limit ${BATCH_MEMBERS} for update skip locked`.execute(trx);
+    if (members.rows.length === 0) continue;
+    const amountMicro = members.rows.reduce((sum, m) => sum + BigInt(m.amount_micro), 0n);
+    const batchId = newRefundId();
+    await sql`insert into refunds (id, kind, transaction_id, seller_id, payer, chain_id, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, created_at)
+      values (${batchId}, 'unserved_batch', null, null, ${to}, ${deps.config.chainId}, ${amountMicro}, 0, 0,
+        'batch', ${`unserved: ${members.rows.length} call(s)`}, 'pending', ${now})`.execute(trx);
+    await sql`update unserved_calls set batch_id = ${batchId}
+        where payment_id in (${sql.join(members.rows.map((m) => m.payment_id))})`.execute(trx);
+    await enqueueEvent(
+      trx,
+      createEvent('refund.initiated', 'escrow-ledger', {
+        refundId: batchId,
+        kind: 'unserved_batch',
+        transactionId: null,
+        sellerId: null,
+        payer: to,
+        amount: formatUsdc(amountMicro),
+        chainId: deps.config.chainId,
+        initiatedAt: now.toISOString(),
+      }),
+    );
+    batches += 1;
+  }
+  return batches;
+}
+
+/**
+ * The closed calls to decide again (their failure or payment was not booked yet, or their seller was short), the
+ * least recently tried first: calls that keep waiting never keep the others from being decided.
+ */
+export async function undecidedCalls(trx: Transaction<any>): Promise<string[]> {
+  const rows = await sql<{ payment_id: string }>`select payment_id from unserved_calls where status = 'closed'
+      order by checked_at limit ${DECIDE_BATCH}`.execute(trx);
+  return rows.rows.map((r) => r.payment_id);
+}

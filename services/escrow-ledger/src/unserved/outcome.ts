@@ -1,0 +1,66 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import { callOutcomesOf } from '../views/call-outcomes';
+
+/**
+ * What became of a paid call, as its buyer polls it: `served` (answered, at once or on a retry; also every payment
+ * that is not a forwarded call), `retryable` (its seller failed it; the same payment may be presented again until
+ * retryUntil), `unserved` (its window closed; the refund is being decided), `refund_pending` (refunded on the books;
+ * the transfer back is not on chain yet), `refunded` (on chain: refundTxHash) or `not_refunded` (closed, but the
+ * seller never failed it, only the buyer's body did; or nothing remained refundable: refundReason says which).
+ */
+export type CallResult = 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
+
+export interface PaymentOutcome {
+  outcome: CallResult;
+  retryUntil: string | null;
+  refundId: string | null;
+  refundTxHash: string | null;
+  refundedAt: string | null;
+  /** How the seller failed the call (error_status with its 5xx, timeout, unreachable, misconfigured). */
+  refundReason: string | null;
+}
+
+export async function paymentOutcome(
+  db: Kysely<any> | Transaction<any>,
+  paymentId: string,
+  now: Date,
+): Promise<PaymentOutcome> {
+  const call = (await callOutcomesOf(db as Kysely<any>, [paymentId], now)).get(paymentId);
+  const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
+  const unserved = (
+    await sql<{
+      status: string;
+      decision: string | null;
+      refund_id: string | null;
+      refund_status: string | null;
+      refund_tx_hash: string | null;
+      completed_at: Date | null;
+      reason: string | null;
+    }>`select u.status, u.decision, u.refund_id, r.status as refund_status, r.refund_tx_hash, r.completed_at, r.reason
+      from unserved_calls u left join refunds r on r.id = u.refund_id where u.payment_id = ${paymentId}`.execute(
+      db,
+    )
+  ).rows[0];
+  if (unserved?.refund_id) {
+    const sent = unserved.refund_status === 'completed';
+    return {
+      outcome: sent ? 'refunded' : 'refund_pending',
+      retryUntil: none.retryUntil,
+      refundId: unserved.refund_id,
+      refundTxHash: unserved.refund_tx_hash,
+      refundedAt: unserved.completed_at ? new Date(unserved.completed_at).toISOString() : null,
+      refundReason: unserved.reason,
+    };
+  }
+  if (unserved?.status === 'closed') return { outcome: 'unserved', ...none, refundReason: null };
+  if (unserved?.status === 'not_refundable') {
+    return { outcome: 'not_refunded', ...none, refundReason: unserved.decision };
+  }
+  if (!call || call.callStatus === 'served' || unserved)
+    return { outcome: 'served', ...none, refundReason: null };
+  return {
+    outcome: call.callStatus === 'failed_retryable' ? 'retryable' : 'unserved',
+    ...none,
+    refundReason: null,
+  };
+}
