@@ -96,31 +96,96 @@ function isDatabaseDataError(error: unknown): error is { code: string; message: 
 }
 
 /**
- * Postgres is away or refusing connections for now (a restart, a terminated backend, the pool used up): the
- * request may succeed if retried, so it is a 503, not a 500. SQLSTATE class 08 (connection exception), 57P01-57P03
- * (admin shutdown, crash shutdown, cannot connect now), 53300 (too many connections), and node-postgres's own
- * errors for a refused, reset or timed-out connection.
+ * Postgres is away, refusing connections or not handing one out for now (a restart, a terminated backend, the pool
+ * used up, a lock held past its bound): the request may succeed if retried, so it is a 503, not a 500. SQLSTATE
+ * class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now), 53300 (too many
+ * connections), 55P03 and 57014 (a lock or statement past lock_timeout / statement_timeout), 40P01 and 40001 (a
+ * deadlock or serialization conflict left after the transaction's own retries), node-postgres's own errors for a
+ * refused, reset, closed or timed-out connection, and the socket errors of a host that cannot be reached. Nothing of
+ * the transaction was kept, so a retry under the same Idempotency-Key applies the write once.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
+  return someCause(error, isOneDatabaseUnavailable);
+}
+
+const UNAVAILABLE_SQLSTATES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '55P03',
+  '57014',
+  '40P01',
+  '40001',
+]);
+const UNREACHABLE_SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ECONNABORTED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+
+function isOneDatabaseUnavailable(error: unknown): boolean {
   const candidate = error as { code?: unknown; message?: unknown } | null;
   const code = typeof candidate?.code === 'string' ? candidate.code : '';
-  if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
-  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE'].includes(code)) return true;
+  if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code) || UNREACHABLE_SOCKET_CODES.has(code))
+    return true;
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
-  return /timeout exceeded when trying to connect|Connection terminated|connection is closed|connection error and is not queryable/i.test(
+  return /timeout exceeded when trying to connect|Connection terminated|connection is closed|connection error and is not queryable|Client was closed and is not queryable|Query read timeout/i.test(
     message,
   );
 }
 
 /**
+ * Whether `error`, an error it wraps (`cause`, a few levels) or one of an AggregateError's (a connection tried on
+ * every address of a host) matches: a library that wraps the connection's error keeps its 503.
+ */
+function someCause(error: unknown, matches: (error: unknown) => boolean, depth = 0): boolean {
+  if (error === null || error === undefined || depth > 4) return false;
+  if (matches(error)) return true;
+  const candidate = error as { cause?: unknown; errors?: unknown };
+  if (Array.isArray(candidate.errors) && candidate.errors.some((e) => someCause(e, matches, depth + 1))) {
+    return true;
+  }
+  return candidate.cause !== error && someCause(candidate.cause, matches, depth + 1);
+}
+
+/**
+ * NATS errors of a connection that is away for now (the nats client's NatsError codes): disconnected, closed or
+ * draining, refused or timed out connecting, a request with no answer in time (TIMEOUT, JetStream's 408) or no
+ * responder (503). What the request needed over the bus may work when retried.
+ */
+const NATS_UNAVAILABLE_CODES = new Set([
+  'DISCONNECT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_DRAINING',
+  'CONNECTION_REFUSED',
+  'CONNECTION_TIMEOUT',
+  'TIMEOUT',
+  '408',
+  '503',
+]);
+
+/**
  * A service this request needs over the bus did not answer (no responder, no answer in time, or its handler failed:
- * libs/bus's RpcUnavailableError, RpcServiceError 5xx): retrying may work, so a 503, not a 500. Known by name, as
- * libs/http does not depend on the bus.
+ * libs/bus's RpcUnavailableError, RpcServiceError 5xx), or NATS itself is away: retrying may work, so a 503, not a
+ * 500. Known by name, as libs/http does not depend on the bus.
  */
 export function isDependencyUnavailable(error: unknown): boolean {
-  const candidate = error as { name?: unknown; code?: unknown } | null;
-  if (candidate?.name === 'RpcUnavailableError') return true;
-  return candidate?.name === 'RpcServiceError' && typeof candidate.code === 'number' && candidate.code >= 500;
+  return someCause(error, (one) => {
+    const candidate = one as { name?: unknown; code?: unknown } | null;
+    if (candidate?.name === 'RpcUnavailableError') return true;
+    if (candidate?.name === 'NatsError' && typeof candidate.code === 'string') {
+      return NATS_UNAVAILABLE_CODES.has(candidate.code);
+    }
+    return (
+      candidate?.name === 'RpcServiceError' && typeof candidate.code === 'number' && candidate.code >= 500
+    );
+  });
 }
 
 type ErrorAnswer = { status: number; body: ErrorBody };

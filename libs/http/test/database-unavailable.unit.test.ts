@@ -27,6 +27,23 @@ describe('a database that is away answers 503', () => {
       'a client whose connection broke',
       new Error('Client has encountered a connection error and is not queryable'),
     ],
+    // A lock or statement past its bound (a table locked by a migration or an operator's query): retry later.
+    ['a lock wait past lock_timeout', pgError('55P03', 'canceling statement due to lock timeout')],
+    ['a statement past statement_timeout', pgError('57014', 'canceling statement due to statement timeout')],
+    ['a deadlock left after the retries', pgError('40P01', 'deadlock detected')],
+    ['a client the pool closed', new Error('Client was closed and is not queryable')],
+    [
+      'a host that cannot be reached',
+      Object.assign(new Error('connect ETIMEDOUT 10.0.0.5:5432'), { code: 'ETIMEDOUT' }),
+    ],
+    [
+      'a connection refused on every address (AggregateError)',
+      Object.assign(new AggregateError([Object.assign(new Error('x'), { code: 'ECONNREFUSED' })], ''), {}),
+    ],
+    [
+      'a connection error wrapped by a library (cause)',
+      new Error('could not book', { cause: pgError('57P01', 'terminating connection') }),
+    ],
   ])('%s', (_case, error) => {
     expect(isDatabaseUnavailable(error)).toBe(true);
     const unexpected: unknown[] = [];
@@ -60,6 +77,20 @@ describe('a database that is away answers 503', () => {
         },
       });
     }
+    // NATS itself away or not answering (the nats client's NatsError codes), also wrapped.
+    const natsError = (code: string) => Object.assign(new Error(code), { name: 'NatsError', code });
+    for (const error of [
+      natsError('DISCONNECT'),
+      natsError('CONNECTION_CLOSED'),
+      natsError('TIMEOUT'),
+      natsError('503'),
+      new Error('replay failed', { cause: natsError('CONNECTION_REFUSED') }),
+    ]) {
+      const answer = errorResponse(error, 'req-3', () => undefined);
+      expect(answer.status).toBe(503);
+      expect(answer.body.error.code).toBe('service_unavailable');
+    }
+    expect(errorResponse(natsError('BAD_SUBJECT'), 'r', () => undefined).status).toBe(500);
     // The responder refusing our request as invalid is a bug here, not an outage.
     expect(errorResponse(rpcError('RpcServiceError', { code: 400 }), 'r', () => undefined).status).toBe(500);
   });
