@@ -97,6 +97,7 @@ function gatewayRoutes(
         settleAwaitingCopies(need(), payment, purchase, version, options),
       tickets: state.tickets,
       receipts: state.receipts,
+      signIn: state.signIn,
       forwardingKeys: state.forwardingKeys,
       forwarding: state.forwarding,
       metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },

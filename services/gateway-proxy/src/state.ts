@@ -13,6 +13,7 @@ import { SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
 import { ReceiptSigner } from './x402/extensions/offer-receipt';
+import { SignInWithX } from './x402/extensions/sign-in-with-x';
 import { X402Payments } from './x402/payments';
 import { RelayerClient } from './x402/relayer-client';
 
@@ -29,6 +30,8 @@ export interface GatewayState {
   tickets: TicketIssuer;
   /** x402's offer-receipt: the key offers and receipts are signed with (public half at RECEIPT_KEYS_PATH). */
   receipts: ReceiptSigner;
+  /** x402's sign-in-with-x: subscribers' wallet signatures (nonces in siwx_nonces). */
+  signIn: SignInWithX;
   /** Paid skill URLs: per wallet (or client address) per skill per minute. */
   limiter: SharedRateLimiter;
   /** A seller's POST /api/verify, per seller per minute (beside `limiter`'s per wallet). */
@@ -82,6 +85,13 @@ export async function createGatewayState(
     keys,
     tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
     receipts: new ReceiptSigner(config.receiptSigningKey, config.publicBaseUrl, config.now),
+    signIn: new SignInWithX(ctx.db, {
+      origin: new URL(config.publicBaseUrl).origin,
+      chainId: config.chainId,
+      rpcUrl: config.rpcUrl,
+      rpcTimeoutMs: config.rpcTimeoutMs,
+      now: config.now,
+    }),
     limiter,
     verifyLimiter,
     facilitatorLimiter,

@@ -24,6 +24,8 @@ const DROPPED_REQUEST_HEADERS = new Set([
   // x402's payment headers: an authorization is the buyer's money, never the seller's to see or replay.
   'payment-signature',
   'x-payment',
+  // x402's sign-in-with-x: the subscriber's signed message is for Paygate (its nonce is spent here).
+  'sign-in-with-x',
   'x-402-ticket',
   'authorization',
   'cookie',

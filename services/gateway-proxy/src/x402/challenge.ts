@@ -30,6 +30,7 @@ export const SKILL_PREFLIGHT_HEADERS = Object.freeze({
     'Content-Type',
     X402_HEADERS.paymentSignature,
     X402_HEADERS.v1Payment,
+    'SIGN-IN-WITH-X',
     'X-402-Payment',
     'Payment',
     'X-Request-Id',
@@ -61,6 +62,8 @@ export function x402Challenge(
     priceMicro: bigint;
     endpoint: EndpointSnapshot;
     skill: SkillSnapshot;
+    /** More extensions of this offer (sign-in-with-x's challenge on a subscription). */
+    extensions?: Record<string, unknown>;
   },
   error: string,
   receipts?: ReceiptSigner,
@@ -80,6 +83,7 @@ export function x402Challenge(
       [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION,
       // x402's offer-receipt: the offer signed by Paygate (what is paid, to whom, for which URL, until when).
       ...receipts?.offerExtension([{ resourceUrl: input.url, ...requirementsV2(offer) }]),
+      ...input.extensions,
     },
     v1OutputSchema: { input: { type: 'http', method: input.endpoint.method, discoverable: true } },
   });

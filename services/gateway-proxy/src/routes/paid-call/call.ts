@@ -10,6 +10,7 @@ import type { ForwardingKeys } from '../../proxy/forwarding-keys';
 import type { SkillDirectory } from '../../skills/projection';
 import type { TicketIssuer } from '../../tickets/issuer';
 import type { ReceiptSigner } from '../../x402/extensions/offer-receipt';
+import type { SignInWithX } from '../../x402/extensions/sign-in-with-x';
 import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/payments';
 import type { DecodedX402Payment } from '../../x402/protocol';
 
@@ -55,6 +56,8 @@ export interface PaidCallDeps {
   tickets: TicketIssuer;
   /** x402's offer-receipt: signs the 402's offers and the paid answer's receipt. */
   receipts: ReceiptSigner;
+  /** x402's sign-in-with-x: a subscriber's wallet signature finds its subscription (no new payment). */
+  signIn: SignInWithX;
   forwardingKeys: ForwardingKeys;
   forwarding: ForwardOptions;
   metrics: {

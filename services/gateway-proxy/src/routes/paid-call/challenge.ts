@@ -9,6 +9,7 @@ import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 import { x402Challenge } from '../../x402/challenge';
+import { signInDeclaration } from '../../x402/extensions/sign-in-with-x';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
@@ -78,14 +79,25 @@ export function resourceUrlOf(offer: Offer, call: Call): string {
 /** x402's challenge for the offer; its resource.url is the URL the client asked for, query included. */
 function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description: string, error: string) {
   const { endpoint, skill } = offer;
+  const url = resourceUrlOf(offer, call);
   return x402Challenge(
     deps.x402,
     {
-      url: resourceUrlOf(offer, call),
+      url,
       description,
       priceMicro: offer.purchase.priceMicro,
       endpoint,
       skill,
+      // A subscriber that paid once signs in with its wallet (x402's sign-in-with-x) instead of paying again.
+      extensions:
+        offer.purchase.kind === 'subscription'
+          ? signInDeclaration({
+              publicBaseUrl: deps.config.publicBaseUrl,
+              resourceUrl: url,
+              chainId: deps.config.chainId,
+              now: new Date(),
+            })
+          : undefined,
     },
     error,
     deps.receipts,

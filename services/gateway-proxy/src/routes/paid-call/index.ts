@@ -12,6 +12,7 @@ import { forward } from './forward';
 import { findOffer } from './offer';
 import { settleX402, verifyAndClaim } from './pay';
 import { rateBucket, readProof } from './proof';
+import { signIn } from './sign-in';
 
 export { type PaidCallDeps, SKILLS_PREFIX };
 
@@ -34,10 +35,17 @@ async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
     rateBucket(deps, offer, call, proof),
   );
   if (limiting) await limiting;
-  if (proof.kind === 'none') return challenge(deps, offer, call);
   if (proof.kind === 'unreadable') return refuseUnreadable(deps, offer, call, proof);
-  const paying =
-    proof.kind === 'x402' ? settleX402(deps, offer, call, proof) : verifyAndClaim(deps, offer, call, proof);
+  let paying: ReturnType<typeof verifyAndClaim>;
+  if (proof.kind === 'none') {
+    // No payment: a subscriber's SIGN-IN-WITH-X, or the 402.
+    const signingIn = signIn(deps, offer, call);
+    if (!signingIn) return challenge(deps, offer, call);
+    paying = signingIn;
+  } else {
+    paying =
+      proof.kind === 'x402' ? settleX402(deps, offer, call, proof) : verifyAndClaim(deps, offer, call, proof);
+  }
   const paid = paying instanceof Promise ? await paying : paying;
   if (!paid) return;
   const answer = await forward(deps, offer, call, paid);

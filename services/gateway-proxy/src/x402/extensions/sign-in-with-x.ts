@@ -1,0 +1,272 @@
+import { randomBytes } from 'node:crypto';
+import {
+  buildSIWxSchema,
+  parseSIWxHeader,
+  SIGN_IN_WITH_X,
+  type SIWxPayload,
+  validateSIWxMessage,
+  verifySIWxSignature,
+} from '@x402/extensions/sign-in-with-x';
+import { verifyMessage as recoverMessageSigner } from 'ethers';
+import { type Kysely, sql } from 'kysely';
+import { createPublicClient, http } from 'viem';
+import { decideReuse } from '../../payments/reuse-rules';
+import type { PaymentClaim, Purchase } from '../../payments/types';
+
+/**
+ * x402's sign-in-with-x extension (`@x402/extensions/sign-in-with-x`, CAIP-122 / EIP-4361 messages): a subscriber
+ * that paid once proves its wallet with a signed message instead of paying again, from an unmodified x402 client
+ * (the extension's client hook answers the 402's challenge with a `SIGN-IN-WITH-X` header). Accepted: a message
+ * for this domain and URI origin, issued within the last five minutes and not expired, for this chain, signed by
+ * the wallet (EIP-191 for an EOA, ERC-1271 for a deployed contract wallet, ERC-6492 for one not deployed yet,
+ * both checked on the chain within RPC_TIMEOUT_MS), whose nonce was never accepted before (every replica inserts
+ * it in `siwx_nonces`). The wallet then names the payer of a subscription claim that the reuse rules serve.
+ */
+
+export const SIWX_HEADER = SIGN_IN_WITH_X;
+
+/** How old a signed message may be (the extension's default) and how long a challenge asks it to stay valid. */
+const MAX_AGE_MS = 5 * 60_000;
+const CHALLENGE_VALID_MS = 5 * 60_000;
+/** Nonces are kept past the age a message can have (plus clock skew), then swept, at most this many a pass. */
+const NONCE_KEEP_MS = MAX_AGE_MS + 60_000;
+const SWEEP_EVERY_INSERTS = 100;
+const SWEEP_BATCH = 500;
+/** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
+const MAX_HEADER_BYTES = 8192;
+
+const STATEMENT = 'Sign in with the wallet that paid for this subscription';
+
+/**
+ * The challenge a 402 of a subscription endpoint carries: `extensions["sign-in-with-x"]` as the extension's
+ * server declares it (domain and URI from the public base URL, a fresh nonce, issuedAt, expirationTime), for
+ * this chain's EVM wallets.
+ */
+export function signInDeclaration(input: {
+  publicBaseUrl: string;
+  resourceUrl: string;
+  chainId: number;
+  now: Date;
+}): Record<string, unknown> {
+  const origin = new URL(input.publicBaseUrl);
+  return {
+    [SIGN_IN_WITH_X]: {
+      info: {
+        domain: origin.host,
+        uri: input.resourceUrl,
+        statement: STATEMENT,
+        version: '1',
+        nonce: randomBytes(16).toString('hex'),
+        issuedAt: input.now.toISOString(),
+        expirationTime: new Date(input.now.getTime() + CHALLENGE_VALID_MS).toISOString(),
+        resources: [input.resourceUrl],
+      },
+      supportedChains: [{ chainId: `eip155:${input.chainId}`, type: 'eip191' }],
+      schema: buildSIWxSchema(),
+    },
+  };
+}
+
+/** Why a signed-in call is refused: the extension's reason codes, Paygate's, or the reuse rules' (a PaymentFailure). */
+export interface SignInFailure {
+  reason: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+const failure = (reason: string, message: string): SignInFailure => ({ reason, message });
+
+/** A SIGN-IN-WITH-X header's verdict: the wallet it proves, or why not (503 when the chain did not answer). */
+export type SignInOutcome =
+  | { ok: true; address: string }
+  | { ok: false; status: 402 | 503; failure: SignInFailure };
+
+/** The subscription a signed-in wallet may use now, or why none. */
+export type SubscriptionOutcome =
+  | { ok: true; claim: PaymentClaim; address: string }
+  | { ok: false; status: 402 | 503; failure: SignInFailure };
+
+export interface SignInSettings {
+  /** The origin messages must name (domain = its host, URI within it). */
+  origin: string;
+  chainId: number;
+  rpcUrl: string;
+  rpcTimeoutMs: number;
+  now: () => Date;
+}
+
+class ChainUnavailable extends Error {}
+
+export class SignInWithX {
+  private readonly client;
+  private inserts = 0;
+
+  constructor(
+    private readonly db: Kysely<any>,
+    private readonly settings: SignInSettings,
+  ) {
+    // One request per check, bounded by the RPC timeout, no retries: a slow chain is a 503, never a wait.
+    this.client = createPublicClient({
+      transport: http(settings.rpcUrl, { timeout: settings.rpcTimeoutMs, retryCount: 0 }),
+    });
+  }
+
+  /**
+   * The wallet a SIGN-IN-WITH-X header proves, its nonce spent. `origin` overrides the gateway's own (a seller's
+   * middleware names its public origin). Refusals carry the extension's reason codes.
+   */
+  async verify(header: string, origin: string = this.settings.origin): Promise<SignInOutcome> {
+    if (header.length > MAX_HEADER_BYTES) {
+      return refused('invalid_siwx_payload', `the ${SIWX_HEADER} header is over ${MAX_HEADER_BYTES} bytes`);
+    }
+    let payload: SIWxPayload;
+    try {
+      payload = parseSIWxHeader(header);
+    } catch (error) {
+      return refused('invalid_siwx_payload', error instanceof Error ? error.message : 'unreadable');
+    }
+    let expected: URL;
+    try {
+      expected = new URL(origin);
+    } catch {
+      return refused('invalid_siwx_domain_mismatch', `the expected origin ${origin} is not a URL`);
+    }
+    const validation = await validateSIWxMessage(payload, expected, { maxAge: MAX_AGE_MS });
+    if (!validation.isValid) return refused(validation.invalidReason, validation.invalidMessage);
+    if (payload.chainId !== `eip155:${this.settings.chainId}`) {
+      return refused(
+        'invalid_siwx_chain_id',
+        `chainId must be eip155:${this.settings.chainId} (the chain the subscription was paid on)`,
+      );
+    }
+    if (!/^0x[0-9a-fA-F]{40}$/.test(payload.address)) {
+      return refused('invalid_siwx_payload', 'address must be a 0x-prefixed 20-byte hex address');
+    }
+    let chainDown = false;
+    const verification = await verifySIWxSignature(payload, {
+      evmVerifier: async (args) => {
+        try {
+          return await this.signedBy(args);
+        } catch (error) {
+          if (error instanceof ChainUnavailable) chainDown = true;
+          throw error;
+        }
+      },
+    });
+    if (chainDown) {
+      return {
+        ok: false,
+        status: 503,
+        failure: failure('siwx_unavailable', 'the chain did not answer the wallet signature check'),
+      };
+    }
+    if (!verification.isValid) return refused(verification.invalidReason, verification.invalidMessage);
+    const address = payload.address.toLowerCase();
+    if (!(await this.spendNonce(payload, address))) {
+      return refused('invalid_siwx_nonce', 'this message was already used: sign a new one');
+    }
+    return { ok: true, address };
+  }
+
+  /**
+   * The subscription a signed-in wallet may use for this purchase: its newest subscription claim in scope (the
+   * skill, or the seller for a seller-wide one), decided by the same reuse rules as a presented payment (scope,
+   * amount paid against the price, expiry). A wallet that never paid is refused `siwx_not_subscribed`.
+   */
+  async subscriptionFor(header: string, purchase: Purchase, origin?: string): Promise<SubscriptionOutcome> {
+    const signedIn = await this.verify(header, origin);
+    if (!signedIn.ok) return signedIn;
+    const claims = (await this.db
+      .selectFrom('payment_claims')
+      .selectAll()
+      .where(sql`lower(payer)`, '=', signedIn.address)
+      .where('kind', '=', 'subscription')
+      .where((eb: any) =>
+        purchase.skillId !== null
+          ? eb('skill_id', '=', purchase.skillId)
+          : eb.and([eb('skill_id', 'is', null), eb('seller_id', '=', purchase.sellerId)]),
+      )
+      .orderBy('access_expires_at', 'desc')
+      .limit(20)
+      .execute()) as PaymentClaim[];
+    if (claims.length === 0) {
+      return refused(
+        'siwx_not_subscribed',
+        `wallet ${signedIn.address} has no subscription here: pay for one (this 402's accepts)`,
+      );
+    }
+    const now = this.settings.now();
+    let first: SignInFailure | undefined;
+    for (const claim of claims) {
+      const decision = decideReuse(claim, null, purchase, now);
+      if (decision.kind === 'serve') return { ok: true, claim, address: signedIn.address };
+      if (decision.kind === 'refuse') first ??= decision.failure;
+    }
+    return {
+      ok: false,
+      status: 402,
+      failure: first ?? failure('siwx_not_subscribed', 'no usable subscription'),
+    };
+  }
+
+  /**
+   * EIP-191 from an EOA, checked here without the chain; otherwise the chain decides (viem's verifyMessage: the
+   * wallet's ERC-1271 isValidSignature, or ERC-6492's deployless check for a wallet not deployed yet).
+   */
+  private async signedBy(args: {
+    address: `0x${string}`;
+    message: string;
+    signature: `0x${string}`;
+  }): Promise<boolean> {
+    if (/^0x[0-9a-fA-F]{130}$/.test(args.signature)) {
+      try {
+        if (recoverMessageSigner(args.message, args.signature).toLowerCase() === args.address.toLowerCase())
+          return true;
+      } catch {
+        // not an ECDSA signature of this message: a contract wallet's, for the chain to judge
+      }
+    }
+    try {
+      return await this.client.verifyMessage(args);
+    } catch (error) {
+      const name = (error as { name?: string })?.name ?? '';
+      // A revert or a bad signature is a "no"; a timeout or a transport failure is the chain being away.
+      if (/Timeout|HttpRequest|Rpc|Fetch|Socket/i.test(name) && !/Execution|Revert|Contract/i.test(name))
+        throw new ChainUnavailable(name);
+      return false;
+    }
+  }
+
+  /** Inserts the message's nonce; false when some replica accepted it before. */
+  private async spendNonce(payload: SIWxPayload, address: string): Promise<boolean> {
+    const now = this.settings.now();
+    const issuedAt = new Date(payload.issuedAt);
+    const expiresAt = new Date(Math.max(issuedAt.getTime(), now.getTime()) + NONCE_KEEP_MS);
+    const inserted = await this.db
+      .insertInto('siwx_nonces')
+      .values({
+        nonce: payload.nonce,
+        address,
+        domain: payload.domain,
+        expires_at: expiresAt,
+        created_at: now,
+      })
+      .onConflict((oc: any) => oc.column('nonce').doNothing())
+      .returning('nonce')
+      .executeTakeFirst();
+    if (++this.inserts % SWEEP_EVERY_INSERTS === 0) void this.sweep().catch(() => undefined);
+    return inserted !== undefined;
+  }
+
+  /** Deletes nonces no message can be accepted with anymore (a bounded batch). */
+  async sweep(): Promise<number> {
+    const result = await sql`
+      delete from siwx_nonces where nonce in (
+        select nonce from siwx_nonces where expires_at < ${this.settings.now()} limit ${SWEEP_BATCH}
+      )`.execute(this.db);
+    return Number(result.numAffectedRows ?? 0);
+  }
+}
+
+function refused(reason: string, message: string): { ok: false; status: 402; failure: SignInFailure } {
+  return { ok: false, status: 402, failure: failure(reason, message) };
+}
