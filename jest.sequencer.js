@@ -1,49 +1,60 @@
 /**
- * Orders the suites of a run. On a clean clone jest has no timings of its own and orders by file size, so a long
- * suite could start last and run alone at the end while the other workers sit idle. Suites jest has timed before
- * keep jest's own order (failed first, then slowest); the others follow this list, then file size.
+ * Orders the suites of a run longest first, from the suite times committed in jest.timings.json (seconds, measured
+ * in a whole `make test` on the 2-core machine). Workers take the next suite as they free up, so longest first is
+ * the classic LPT schedule: the long suites overlap each other at the start, the short ones fill the gaps at the
+ * end, and no long suite starts last to run alone while the other workers sit idle. A clean clone has no jest cache
+ * (jest would order by file size: the 100 s browser suite was no larger than many 5 s ones), which is why the
+ * times are committed rather than left to jest's cache.
  *
- * The list starts the long suites first, and alternates the ones that keep a core busy (chaos, fuzz, the dev
- * runner, the SDK builds) with long ones that mostly wait (a NATS outage of 26 s, blocks on a 1 s chain): three
- * suites that all want a core each on two cores ran each of them slower, while a waiting suite leaves its core to
- * the others.
+ * A suite the file does not know (new since the file was written) is estimated from its size at the median
+ * seconds per byte of the known ones; a suite that failed in this checkout's last run (jest's cache) goes first.
+ * `tsx deploy/scripts/test-timings.ts <jest --json output>` rewrites the file from a run.
  */
 const Sequencer = require('@jest/test-sequencer').default;
+const fs = require('node:fs');
 const path = require('node:path');
 
-const LONGEST_FIRST = [
-  'deploy/test/fuzz.test.ts',
-  'libs/bus/test/outage.test.ts',
-  'deploy/test/dev-twice.test.ts',
-  'services/settlement/test/relayer-heads.test.ts',
-  'deploy/test/sdk-packages.test.ts',
-  'deploy/test/dashboard.browser.test.ts',
-  'services/escrow-ledger/test/money-e2e.test.ts',
-  'services/settlement/test/crash.test.ts',
-  'deploy/test/newcomer.test.ts',
-  'deploy/test/x402-money.test.ts',
-  'deploy/test/system.test.ts',
-  'deploy/test/middleware-x402.test.ts',
-  'deploy/test/mcp-paywall.test.ts',
-  'services/chain-indexer/test/indexer.test.ts',
-  'deploy/test/nats-authorization.test.ts',
-  'services/settlement/test/e2e-ledger.test.ts',
-  'libs/runtime/test/service.test.ts',
-  'services/gateway-proxy/test/proxy.test.ts',
-  'services/checkout/test/unmatched-refund.e2e.test.ts',
-].map((file) => path.join(__dirname, file));
+const TIMINGS_FILE = path.join(__dirname, 'jest.timings.json');
+
+function committedTimings() {
+  try {
+    return JSON.parse(fs.readFileSync(TIMINGS_FILE, 'utf8')).seconds ?? {};
+  } catch {
+    return {};
+  }
+}
+
+function fileSize(file) {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
 
 class LongestFirstSequencer extends Sequencer {
   sort(tests) {
-    const timed = super.sort(tests);
-    const rank = (test) => {
-      const index = LONGEST_FIRST.indexOf(test.path);
-      return index === -1 ? LONGEST_FIRST.length : index;
-    };
-    // super.sort sets each test's duration from jest's cache of earlier runs.
-    if (timed.every((test) => test.duration != null)) return timed;
-    // Array.prototype.sort is stable: equal ranks keep jest's order.
-    return [...timed].sort((a, b) => rank(a) - rank(b));
+    // super.sort reads jest's cache of earlier runs in this checkout: each test's duration, and which failed.
+    const cached = super.sort(tests);
+    const timings = committedTimings();
+    const known = (test) => timings[path.relative(__dirname, test.path).split(path.sep).join('/')];
+    const perByte = cached
+      .map((test) => {
+        const seconds = known(test);
+        const size = fileSize(test.path);
+        return seconds != null && size > 0 ? seconds / size : undefined;
+      })
+      .filter((rate) => rate !== undefined)
+      .sort((a, b) => a - b);
+    const medianPerByte = perByte.length ? perByte[Math.floor(perByte.length / 2)] : 0;
+    const estimate = new Map(
+      cached.map((test) => [
+        test,
+        known(test) ?? (test.duration != null ? test.duration / 1000 : fileSize(test.path) * medianPerByte),
+      ]),
+    );
+    const failed = (test) => (this.hasFailed(test) ? 1 : 0);
+    return [...cached].sort((a, b) => failed(b) - failed(a) || estimate.get(b) - estimate.get(a));
   }
 }
 
