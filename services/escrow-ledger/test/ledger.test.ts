@@ -1,11 +1,9 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
-import { requestRpc } from '@paygate/bus';
-import { createEvent, type RpcRequest } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { ServiceError } from 'nats';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { onPaymentsConfirmed } from '../src/payments/confirmed';
@@ -20,6 +18,7 @@ import {
   randomTxHash,
   startLedgerHarness,
 } from './helpers';
+import { PAYOUT_ADDRESS, payoutEvents } from './payout-events';
 
 const BUYER_KEY = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
 const STRANGER_KEY = '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba';
@@ -310,11 +309,9 @@ describe('ledger', () => {
 
   test('payouts: reserve is idempotent per settlementId, refund after settlement leaves the seller owing, recovered next time', async () => {
     const seller = h.otherSellerId;
-    // Through the contract: both the request and the ledger's reply are validated against RPCS.
-    const request = <N extends 'ledger.reserve_payout' | 'ledger.cancel_payout'>(
-      name: N,
-      body: RpcRequest<N>,
-    ) => requestRpc(h.bus, name, body, { timeoutMs: 5000 });
+    // Decided from settlement.due (validated against its event schema), answered in the ledger's outbox.
+    const payouts = payoutEvents(h, db);
+    await payouts.knowAddress(seller);
     const payFor = async (amount: string) => {
       const payment = paymentData(seller, { amount, holdPeriodHours: 0 });
       await h.publish('payment.confirmed', payment);
@@ -323,7 +320,7 @@ describe('ledger', () => {
     const a = await payFor('4');
     await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
     expect(
-      await request('ledger.reserve_payout', {
+      await payouts.reserve({
         settlementId: 'stl_1',
         sellerId: seller,
         minimumAmount: '10',
@@ -334,7 +331,7 @@ describe('ledger', () => {
       available: '3.8',
     });
     expect(
-      await request('ledger.reserve_payout', {
+      await payouts.reserve({
         settlementId: 'stl_none',
         sellerId: 'sel_nobody',
         minimumAmount: '10',
@@ -343,16 +340,16 @@ describe('ledger', () => {
     await payFor('8'); // accumulates: 3.8 + 7.6
     await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
     const reserve = { settlementId: 'stl_2', sellerId: seller, minimumAmount: '10' };
-    expect(await request('ledger.reserve_payout', reserve)).toEqual({ ok: true, amount: '11.4' });
-    expect(await request('ledger.reserve_payout', reserve)).toEqual({ ok: true, amount: '11.4' });
+    const reserved = { ok: true, amount: '11.4', payoutAddress: PAYOUT_ADDRESS };
+    expect(await payouts.reserve(reserve)).toEqual(reserved);
+    expect(await payouts.reserve(reserve)).toEqual(reserved);
     expect(await accountBalance(db, 'seller_payout_pending', seller)).toBe(11_400_000n);
-    await h.publish('settlement.completed', {
+    await payouts.complete({
       settlementId: 'stl_2',
       sellerId: seller,
       amount: '11.4',
       payoutAddress: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
       txHash: randomTxHash(),
-      completedAt: new Date().toISOString(),
     });
     await waitFor(async () => (await accountBalance(db, 'seller_payout_pending', seller)) === 0n);
     expect((await h.http(`/api/v1/transactions/${a.id}`, { key: OTHER_SELLER_KEY })).body.status).toBe(
@@ -401,38 +398,22 @@ describe('ledger', () => {
       held: '0',
     });
     expect(
-      await request('ledger.reserve_payout', { settlementId: 'stl_3', sellerId: seller, minimumAmount: '1' }),
+      await payouts.reserve({ settlementId: 'stl_3', sellerId: seller, minimumAmount: '1' }),
     ).toMatchObject({ ok: false, reason: 'nothing_available', available: '-3.8' });
     await payFor('20'); // 19 for the seller, 3.8 of it recovers the debt
     await releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
     expect(
-      await request('ledger.reserve_payout', {
+      await payouts.reserve({
         settlementId: 'stl_4',
         sellerId: seller,
         minimumAmount: '10',
       }),
-    ).toEqual({ ok: true, amount: '15.2' });
-    expect(await request('ledger.cancel_payout', { settlementId: 'stl_4' })).toEqual({
-      ok: true,
-      status: 'cancelled',
-    });
+    ).toMatchObject({ ok: true, amount: '15.2' });
+    // Settlement could not send it: given back, once.
+    await payouts.fail({ payoutId: 'stl_4', kind: 'seller', sellerId: seller, amount: '15.2' });
+    await payouts.fail({ payoutId: 'stl_4', kind: 'seller', sellerId: seller, amount: '15.2' });
     expect(await accountBalance(db, 'seller_available', seller)).toBe(15_200_000n);
-    expect(await request('ledger.cancel_payout', { settlementId: 'stl_unknown' })).toMatchObject({
-      ok: false,
-      reason: 'unknown_settlement',
-    });
-    // A request that breaks the contract is refused by the ledger (service error 400) naming the field.
-    const raw = await h.bus.nc.request(
-      h.bus.rpcSubject('ledger.reserve_payout'),
-      new TextEncoder().encode(
-        JSON.stringify({ settlementId: 'stl_5', sellerId: seller, minimumAmount: 'ten' }),
-      ),
-      { timeout: 5000 },
-    );
-    expect(ServiceError.toServiceError(raw)).toMatchObject({
-      code: 400,
-      message: expect.stringMatching(/minimumAmount/),
-    });
+    expect(await accountBalance(db, 'seller_payout_pending', seller)).toBe(0n);
     await expectBooksConsistent();
   });
 
@@ -654,13 +635,12 @@ describe('ledger', () => {
     });
     // All the platform's revenue is reserved for a payout to the treasury.
     const payoutId = `ppo_reversal_${txn.id}`;
-    const reserved = await requestRpc(
-      h.bus,
-      'ledger.reserve_platform_payout',
-      { payoutId, treasuryAddress: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65' },
-      { timeoutMs: 5000 },
+    const payouts = payoutEvents(h, db);
+    const reserved = await payouts.requestPlatformPayout(
+      payoutId,
+      '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65',
     );
-    expect(reserved.ok).toBe(true);
+    if (!reserved.ok) throw new Error('nothing reserved');
     expect(await accountBalance(db, 'platform_revenue')).toBe(0n);
     const sellerBefore = await accountBalance(db, 'seller_available', h.sellerId);
     const { confirmations: _c, observedAt: _o, ...transfer } = observed;
@@ -671,14 +651,8 @@ describe('ledger', () => {
     expect(await accountBalance(db, 'seller_available', h.sellerId)).toBe(sellerBefore - 5_700_000n);
     expect(await accountBalance(db, 'platform_revenue')).toBe(-300_000n);
     // The payout given up: the reserved revenue comes back, less the fee the platform owes.
-    expect(
-      await requestRpc(h.bus, 'ledger.cancel_platform_payout', { payoutId }, { timeoutMs: 5000 }),
-    ).toEqual({
-      ok: true,
-    });
-    expect(await accountBalance(db, 'platform_revenue')).toBe(
-      parseUsdc((reserved as { amount: string }).amount) - 300_000n,
-    );
+    await payouts.fail({ payoutId, kind: 'platform', sellerId: null, amount: reserved.amount });
+    expect(await accountBalance(db, 'platform_revenue')).toBe(parseUsdc(reserved.amount) - 300_000n);
     await expectBooksConsistent();
   });
 

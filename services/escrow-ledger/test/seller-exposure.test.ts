@@ -1,6 +1,4 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
-import { requestRpc } from '@paygate/bus';
-import type { RpcName, RpcRequest } from '@paygate/contracts';
 import { openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -9,12 +7,13 @@ import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
 import { refundRequestMessage } from '../src/refunds/routes';
 import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
+import { payoutEvents } from './payout-events';
 
 /**
  * Escrow is shared by every seller: a refund or payout is paid only from what the ledger says that party still
  * has there. These tests fail on a ledger that lets a seller's balance go negative at will (the seller then
  * drains other sellers' money by refunding its own paid-out purchases), that releases or pays out a payment
- * whose buyer asked for a refund, or that authorises transfers it never booked.
+ * whose buyer asked for a refund, or that pays the platform more than its revenue.
  */
 const BUYER_KEY = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a'; // the default payer
 const PAYOUT_ADDRESS = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';
@@ -22,18 +21,18 @@ const TREASURY = '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65';
 
 let h: LedgerHarness;
 let db: Kysely<any>;
+let payouts: ReturnType<typeof payoutEvents>;
 
 beforeAll(async () => {
   h = await startLedgerHarness('exposure');
   db = openSchema(h.env.schemaFor('escrow-ledger'));
+  payouts = payoutEvents(h, db);
+  await payouts.knowAddress(h.sellerId, PAYOUT_ADDRESS.toLowerCase());
 });
 afterAll(async () => {
   await db?.destroy();
   await h?.stop();
 });
-
-const rpc = <N extends RpcName>(name: N, body: RpcRequest<N>) =>
-  requestRpc(h.bus, name, body, { timeoutMs: 5000 });
 
 async function pay(amount: string, holdPeriodHours: number) {
   const payment = paymentData(h.sellerId, { amount, holdPeriodHours });
@@ -49,20 +48,14 @@ const release = () => releaseDueHolds(h.ledger.ctx, h.ledger.deps, 100);
 
 /** Reserves the seller's available balance and books the payout as sent, as settlement would. */
 async function paidOut(settlementId: string) {
-  const reply = await rpc('ledger.reserve_payout', {
-    settlementId,
-    sellerId: h.sellerId,
-    minimumAmount: '1',
-    payoutAddress: PAYOUT_ADDRESS,
-  });
+  const reply = await payouts.reserve({ settlementId, sellerId: h.sellerId, minimumAmount: '1' });
   if (!reply.ok) throw new Error(`nothing reserved: ${reply.reason}`);
-  await h.publish('settlement.completed', {
+  await payouts.complete({
     settlementId,
     sellerId: h.sellerId,
     amount: reply.amount,
     payoutAddress: PAYOUT_ADDRESS,
     txHash: randomTxHash(),
-    completedAt: new Date().toISOString(),
   });
   await waitFor(async () => (await accountBalance(db, 'seller_payout_pending', h.sellerId)) === 0n, {
     message: 'payout booked',
@@ -78,8 +71,6 @@ async function report() {
 }
 
 describe('a seller spends only its own money in the shared escrow', () => {
-  let pendingRefundId: string;
-
   test('concurrent refunds after payout: only what the seller still has pays; the rest is 409 naming the shortfall', async () => {
     // Three 2 USDC sales paid out (5.7 to the seller), then 1.9 still held from a fourth sale.
     const sold = [await pay('2', 0), await pay('2', 0), await pay('2', 0)];
@@ -104,7 +95,6 @@ describe('a seller spends only its own money in the shared escrow', () => {
         }),
       );
     }
-    pendingRefundId = answers.find((a) => a.status === 201)!.body.refundId;
     expect((await h.http('/api/v1/balances')).body).toMatchObject({
       held: '1.9',
       available: '0',
@@ -162,12 +152,8 @@ describe('a seller spends only its own money in the shared escrow', () => {
     await release();
     const releasedRequest = await ask(disputedReleased.id);
     expect(
-      await rpc('ledger.reserve_payout', {
-        settlementId: 'stl_exposure_2',
-        sellerId: h.sellerId,
-        minimumAmount: '1',
-      }),
-    ).toEqual({ ok: true, amount: '1.9' });
+      await payouts.reserve({ settlementId: 'stl_exposure_2', sellerId: h.sellerId, minimumAmount: '1' }),
+    ).toMatchObject({ ok: true, amount: '1.9' });
     const statuses = await sql<any>`select id, escrow_status from transactions
         where id in (${disputedReleased.id}, ${undisputed.id}) order by id`.execute(db);
     expect(Object.fromEntries(statuses.rows.map((r: any) => [r.id, r.escrow_status]))).toEqual({
@@ -181,106 +167,32 @@ describe('a seller spends only its own money in the shared escrow', () => {
     }
     await release();
     expect(
-      await rpc('ledger.reserve_payout', {
-        settlementId: 'stl_exposure_3',
-        sellerId: h.sellerId,
-        minimumAmount: '1',
-        payoutAddress: PAYOUT_ADDRESS,
-      }),
-    ).toEqual({ ok: true, amount: '13.3' });
-  });
-
-  test('ledger.authorize_transfer authorises only the exact transfers the ledger booked, until they are sent', async () => {
-    const refundRow = (await sql<any>`select * from refunds where id = ${pendingRefundId}`.execute(db))
-      .rows[0];
-    const payer = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
-    const ask = (body: Partial<RpcRequest<'ledger.authorize_transfer'>>) =>
-      rpc('ledger.authorize_transfer', {
-        kind: 'refund',
-        id: pendingRefundId,
-        to: payer,
-        amount: '2',
-        ...body,
-      });
-    expect(refundRow.status).toBe('pending');
-    expect(await ask({})).toEqual({ ok: true });
-    expect(await ask({ amount: '2.000001' })).toMatchObject({ ok: false, reason: 'amount_differs' });
-    expect(await ask({ to: TREASURY })).toMatchObject({ ok: false, reason: 'recipient_differs' });
-    // A refund.initiated that the ledger never booked (a forged event) is refused.
-    expect(await ask({ id: 'rfd_forged' })).toMatchObject({ ok: false, reason: 'unknown_transfer' });
-    await h.publish('refund.completed', {
-      event: 'refund.completed',
-      refundId: pendingRefundId,
-      kind: 'payment',
-      transactionId: refundRow.transaction_id,
-      sellerId: h.sellerId,
-      refundTxHash: randomTxHash(),
-      amount: '2',
-      completedAt: new Date().toISOString(),
-    });
-    await waitFor(
-      async () =>
-        (await sql<any>`select status from refunds where id = ${pendingRefundId}`.execute(db)).rows[0]
-          .status === 'completed',
-    );
-    expect(await ask({})).toMatchObject({ ok: false, reason: 'already_sent' });
-
-    // A seller payout: to the address it was reserved for, for the reserved amount, while reserved.
-    const payout = { kind: 'payout' as const, id: 'stl_exposure_3', to: PAYOUT_ADDRESS, amount: '13.3' };
-    expect(await rpc('ledger.authorize_transfer', payout)).toEqual({ ok: true });
-    expect(await rpc('ledger.authorize_transfer', { ...payout, to: TREASURY })).toMatchObject({
-      ok: false,
-      reason: 'recipient_differs',
-    });
-    // Reserved without an address (before the ledger kept them): no recipient is authorised.
-    expect(
-      await rpc('ledger.authorize_transfer', { ...payout, id: 'stl_exposure_2', amount: '1.9' }),
-    ).toMatchObject({ ok: false, reason: 'recipient_differs' });
-    expect(await rpc('ledger.cancel_payout', { settlementId: 'stl_exposure_3' })).toMatchObject({ ok: true });
-    expect(await rpc('ledger.authorize_transfer', payout)).toMatchObject({
-      ok: false,
-      reason: 'not_pending',
-    });
-    expect((await report()).differences).toEqual([]);
+      await payouts.reserve({ settlementId: 'stl_exposure_3', sellerId: h.sellerId, minimumAmount: '1' }),
+    ).toMatchObject({ ok: true, amount: '13.3' });
   });
 
   test('the platform revenue is paid to the treasury once, only what the account holds, and reconciles', async () => {
     const revenue = await accountBalance(db, 'platform_revenue');
     expect(revenue).toBeGreaterThan(0n);
     const escrowBefore = await accountBalance(db, 'escrow_asset');
-    const first = await rpc('ledger.reserve_platform_payout', {
-      payoutId: 'ppo_1',
-      treasuryAddress: TREASURY,
+    const first = await payouts.requestPlatformPayout('ppo_1', TREASURY);
+    expect(first).toEqual({
+      ok: true,
+      amount: (Number(revenue) / 1e6).toString(),
+      payoutAddress: TREASURY.toLowerCase(),
     });
-    expect(first).toEqual({ ok: true, amount: (Number(revenue) / 1e6).toString() });
-    // Idempotent per payoutId; a second payout finds nothing left.
-    expect(
-      await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_1', treasuryAddress: TREASURY }),
-    ).toEqual(first);
-    expect(
-      await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_2', treasuryAddress: TREASURY }),
-    ).toEqual({
+    // Once per payoutId; a second payout finds nothing left.
+    expect(await payouts.requestPlatformPayout('ppo_1', TREASURY)).toEqual(first);
+    expect(await payouts.requestPlatformPayout('ppo_2', TREASURY)).toMatchObject({
       ok: false,
       reason: 'nothing_available',
     });
-    const amount = (first as { amount: string }).amount;
-    expect(
-      await rpc('ledger.authorize_transfer', { kind: 'platform_payout', id: 'ppo_1', to: TREASURY, amount }),
-    ).toEqual({ ok: true });
-    expect(
-      await rpc('ledger.authorize_transfer', {
-        kind: 'platform_payout',
-        id: 'ppo_1',
-        to: PAYOUT_ADDRESS,
-        amount,
-      }),
-    ).toMatchObject({ ok: false, reason: 'recipient_differs' });
+    if (!first.ok) throw new Error('nothing reserved');
+    const amount = first.amount;
     // Given up (the transfer failed): the revenue comes back, and can be paid out again.
-    expect(await rpc('ledger.cancel_platform_payout', { payoutId: 'ppo_1' })).toEqual({ ok: true });
+    await payouts.fail({ payoutId: 'ppo_1', kind: 'platform', sellerId: null, amount });
     expect(await accountBalance(db, 'platform_revenue')).toBe(revenue);
-    expect(
-      await rpc('ledger.reserve_platform_payout', { payoutId: 'ppo_3', treasuryAddress: TREASURY }),
-    ).toEqual(first);
+    expect(await payouts.requestPlatformPayout('ppo_3', TREASURY)).toEqual(first);
     await h.publish('revenue.paid_out', {
       payoutId: 'ppo_3',
       amount,
@@ -293,9 +205,6 @@ describe('a seller spends only its own money in the shared escrow', () => {
     });
     expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore - revenue);
     expect(await accountBalance(db, 'platform_revenue')).toBe(0n);
-    expect(
-      await rpc('ledger.authorize_transfer', { kind: 'platform_payout', id: 'ppo_3', to: TREASURY, amount }),
-    ).toMatchObject({ ok: false, reason: 'already_sent' });
     expect((await report()).differences).toEqual([]);
   });
 });

@@ -37,16 +37,16 @@ export async function onSettlementDue(
         where settlement_id = ${due.settlementId}`.execute(trx)
   ).rows[0];
   if (existing && existing.status !== 'refused') return;
-  const payoutAddress = await payoutAddressOf(trx, due.sellerId);
-  if (!payoutAddress) {
-    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
-    throw new Error(`no payout address known for seller ${due.sellerId} yet`);
-  }
   const { available, paidOut } = await lockPayableBalance(trx, due.sellerId);
   const now = deps.now();
   const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
   const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
-  if (ok) {
+  const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
+  if (ok && !payoutAddress) {
+    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
+    throw new Error(`no payout address known for seller ${due.sellerId} yet`);
+  }
+  if (ok && payoutAddress) {
     await postEntry(trx, {
       idempotencyKey: `payout_reserve:${due.settlementId}`,
       entryType: 'payout_reserve',
@@ -68,7 +68,7 @@ export async function onSettlementDue(
         payout_address = excluded.payout_address`.execute(trx);
   await enqueueEvent(
     trx,
-    ok
+    ok && payoutAddress
       ? createEvent('payout.reserved', 'escrow-ledger', {
           payoutId: due.settlementId,
           kind: 'seller',
