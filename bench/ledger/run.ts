@@ -1,24 +1,27 @@
 /**
- * Ledger throughput: payment.confirmed events posted per second through JetStream into escrow-ledger, with 10%
- * of them delivered twice, then the ledger is checked for exactly-once. Writes bench/results/ledger.json and
- * the ledger section of docs/benchmarks.md. Run: `npx tsx bench/ledger/run.ts` (BENCH_EVENTS to size it).
+ * Ledger throughput: payments booked per second by the one command that books them, `ledger.claim_transfer` with
+ * its payment (claim + booking + payment.confirmed in one ledger transaction), asked over NATS as the gateway and
+ * checkout ask it, 10% of them asked twice (a retry: answered with the first booking), then the ledger is checked
+ * for exactly-once. Writes bench/results/ledger.json and the ledger section of docs/benchmarks.md. Run:
+ * `npx tsx bench/ledger/run.ts` (BENCH_EVENTS to size it).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { requestRpc } from '@paygate/bus';
+import type { RpcRequest } from '@paygate/contracts';
 import { loadConfig, reconcile, startEscrowLedger } from '@paygate/escrow-ledger';
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
-import { createTestEnvironment, openSchema, testWallets, waitFor } from '@paygate/testing';
+import { createTestEnvironment, openSchema, testWallets } from '@paygate/testing';
 import { sql } from 'kysely';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000);
 const REDELIVERED_FRACTION = 0.1;
 const TARGET_PER_SECOND = 2000;
 const SELLERS = 50;
-const PUBLISH_WINDOW = 1000;
+/** Requests in flight at once (as many gateway and checkout replicas would keep asking). */
+const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 1000);
 const ROOT = path.join(__dirname, '../..');
 
 async function main() {
@@ -32,7 +35,7 @@ async function main() {
         // Required by the config; the bench never reconciles with the chain.
         USDC_ADDRESS: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
         ESCROW_ADDRESS: testWallets.escrow.address,
-        PAYMENT_BATCH_SIZE: process.env.BENCH_BATCH_SIZE ?? '1000',
+        PAYMENT_BATCH_SIZE: process.env.BENCH_BATCH_SIZE ?? '200',
         PAYMENT_CONCURRENCY: process.env.BENCH_CONCURRENCY ?? '3',
         LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
       }),
@@ -42,69 +45,54 @@ async function main() {
   try {
     let expectedTotal = 0n;
     let expectedSeller = 0n;
-    const envelopes = Array.from({ length: EVENTS }, (_, i) => {
+    const requests = Array.from({ length: EVENTS }, (_, i): RpcRequest<'ledger.claim_transfer'> => {
       const amount = formatUsdc(1_000_000n + BigInt(i % 997) * 1_001n);
       expectedTotal += parseUsdc(amount);
       expectedSeller += splitFee(parseUsdc(amount)).sellerMicro;
-      const data: EventData<'payment.confirmed'> = {
-        paymentId: `pay_bench_${i}`,
-        source: i % 2 ? 'x402' : 'checkout',
-        sellerId: `sel_bench_${i % SELLERS}`,
-        skillId: null,
-        skillName: null,
-        endpointId: null,
-        sessionId: null,
+      const checkout = i % 2 === 0;
+      const txHash = `0x${randomBytes(32).toString('hex')}`;
+      return {
+        chainId: 31337,
+        txHash,
+        logIndex: i % 3,
+        claimedVia: checkout ? 'checkout' : 'x402',
+        reference: checkout ? `cs_bench_${i}` : `local:${txHash}`,
         payer: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
         amount,
-        network: 'local',
-        chainId: 31337,
-        token: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
-        txHash: `0x${randomBytes(32).toString('hex')}`,
-        logIndex: i % 3,
-        holdPeriodHours: 24,
-        confirmedAt: new Date().toISOString(),
+        payment: {
+          paymentId: `pay_bench_${i}`,
+          source: checkout ? 'checkout' : 'x402',
+          sellerId: `sel_bench_${i % SELLERS}`,
+          skillId: null,
+          skillName: null,
+          endpointId: null,
+          sessionId: checkout ? `cs_bench_${i}` : null,
+          network: 'local',
+          token: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+          holdPeriodHours: 24,
+        },
       };
-      return createEvent('payment.confirmed', 'gateway-proxy', data);
     });
-    // 10% are published a second time under another Nats-Msg-Id, so JetStream delivers the same event twice.
-    const redelivered = envelopes.filter((_, i) => i % Math.round(1 / REDELIVERED_FRACTION) === 0);
-    const messages = [
-      ...envelopes.map((e) => ({ e, msgID: e.id })),
-      ...redelivered.map((e) => ({ e, msgID: `${e.id}-redelivery` })),
-    ];
-    // Interleave the redeliveries through the stream instead of leaving them all at the end.
-    messages.sort((a, b) => (a.e.id === b.e.id ? 0 : a.e.id < b.e.id ? -1 : 1));
+    // 10% are asked a second time (a retry after a lost answer), interleaved with the first requests.
+    const redelivered = requests.filter((_, i) => i % Math.round(1 / REDELIVERED_FRACTION) === 0);
+    const messages = [...requests, ...redelivered];
+    messages.sort((a, b) => (a.txHash < b.txHash ? -1 : a.txHash > b.txHash ? 1 : 0));
 
     const loadBefore = os.loadavg();
     const started = process.hrtime.bigint();
-    for (let i = 0; i < messages.length; i += PUBLISH_WINDOW) {
-      await Promise.all(
-        messages
-          .slice(i, i + PUBLISH_WINDOW)
-          .map(({ e, msgID }) =>
-            bus.js.publish(bus.subjectFor('payment.confirmed'), encodeEnvelope(e), { msgID }),
-          ),
-      );
-    }
-    const published = process.hrtime.bigint();
-    const countInbox = async () =>
-      (
-        await sql<{
-          n: bigint;
-        }>`select count(*)::bigint as n from inbox where consumer = 'ledger-payment-confirmed'`.execute(db)
-      ).rows[0]!.n;
-    await waitFor(async () => (await countInbox()) >= BigInt(EVENTS), {
-      timeoutMs: 300_000,
-      intervalMs: 100,
-    });
-    // Every delivery (redeliveries included) has been acknowledged once the consumer has nothing pending.
-    await waitFor(
-      async () => {
-        const info = await bus.jsm.consumers.info(bus.eventsStream, 'ledger-payment-confirmed');
-        return info.num_pending === 0 && info.num_ack_pending === 0;
-      },
-      { timeoutMs: 60_000, intervalMs: 100 },
+    let next = 0;
+    let refused = 0;
+    // IN_FLIGHT askers, each asking its next request once its last was answered.
+    await Promise.all(
+      Array.from({ length: Math.min(IN_FLIGHT, messages.length) }, async () => {
+        while (next < messages.length) {
+          const request = messages[next++]!;
+          const reply = await requestRpc(bus, 'ledger.claim_transfer', request, { timeoutMs: 60_000 });
+          if (!reply.ok) refused += 1;
+        }
+      }),
     );
+    const published = process.hrtime.bigint();
     const finished = process.hrtime.bigint();
     const seconds = Number(finished - started) / 1e9;
     // The machine is shared: the load average says how much else was running while this was measured.
@@ -124,6 +112,9 @@ async function main() {
     );
     const escrow = await one(sql`select balance_micro as v from accounts where kind = 'escrow_asset'`);
     const conflicts = await one(sql`select count(*)::bigint as v from payment_conflicts`);
+    const confirmedEvents = await one(
+      sql`select count(*)::bigint as v from outbox where subject = 'payment.confirmed'`,
+    );
     const report = await reconcile(db, ledger.deps.config, expectedTotal);
     const exactlyOnce =
       transactions === BigInt(EVENTS) &&
@@ -132,15 +123,18 @@ async function main() {
       held === expectedSeller &&
       escrow === expectedTotal &&
       conflicts === 0n &&
+      refused === 0 &&
+      confirmedEvents === BigInt(EVENTS) &&
       report.balanced;
     const perSecond = Math.round(EVENTS / seconds);
     const result = {
-      benchmark: 'ledger payment.confirmed throughput',
+      benchmark: 'ledger booking throughput (ledger.claim_transfer with its payment)',
       events: EVENTS,
       redeliveries: redelivered.length,
       deliveries: messages.length,
       seconds: Number(seconds.toFixed(2)),
-      publishSeconds: Number((Number(published - started) / 1e9).toFixed(2)),
+      answeredSeconds: Number((Number(published - started) / 1e9).toFixed(2)),
+      inFlight: IN_FLIGHT,
       eventsPerSecond: perSecond,
       targetPerSecond: TARGET_PER_SECOND,
       meetsTarget: perSecond >= TARGET_PER_SECOND,
@@ -156,6 +150,8 @@ async function main() {
         escrowAsset: formatUsdc(escrow),
         expectedEscrowAsset: formatUsdc(expectedTotal),
         conflicts: conflicts.toString(),
+        refused,
+        paymentConfirmedEvents: confirmedEvents.toString(),
         reconciliationDifferences: report.differences.length,
       },
       loadAverage: {
@@ -182,27 +178,26 @@ function writeSection(result: Record<string, any>): void {
   mkdirSync(path.dirname(file), { recursive: true });
   const section = [
     '<!-- ledger:start -->',
-    '## Ledger: payment.confirmed throughput',
+    '## Ledger: booking throughput (ledger.claim_transfer with its payment)',
     '',
-    `\`npx tsx bench/ledger/run.ts\` (part of \`make bench\`) publishes ${result.events} \`payment.confirmed\` events to`,
-    `JetStream, ${result.redeliveries} of them (10%) a second time so the consumer receives the same event twice, and`,
-    'measures until escrow-ledger has booked every one (transfer into suspense, then the 95/5 hold split, one',
-    `transaction per transfer). Booking is batched: up to ${result.batchSize} events per database transaction, ${result.concurrency} batches in flight.`,
+    `\`npx tsx bench/ledger/run.ts\` (part of \`make bench\`) asks escrow-ledger over NATS to claim and book ${result.events}`,
+    `payments (\`ledger.claim_transfer\` with its \`payment\`, as the gateway and checkout ask it; ${result.inFlight} requests in`,
+    `flight), ${result.redeliveries} of them (10%) a second time as a retry would, and measures until every one was answered: each answer comes`,
+    'after the commit of its transaction, which claimed the transfer, booked it (transfer into suspense, then the 95/5',
+    "hold split) and wrote its payment.confirmed into the ledger's outbox. The claims that arrive together are one",
+    `transaction: up to ${result.batchSize} per transaction, ${result.concurrency} transactions in flight (PAYMENT_BATCH_SIZE, PAYMENT_CONCURRENCY).`,
     '',
-    '| events | deliveries | seconds | events/s | target | exactly once | load average (1 min) before / after |',
+    '| payments | requests | seconds | payments/s | target | exactly once | load average (1 min) before / after |',
     '|---|---|---|---|---|---|---|',
     `| ${result.events} | ${result.deliveries} | ${result.seconds} | **${result.eventsPerSecond}** | ${result.targetPerSecond} | ${result.exactlyOnce ? 'yes' : 'NO'} | ${result.loadAverage.before[0]} / ${result.loadAverage.after[0]} |`,
     '',
-    'Concurrent batches lock the shared balance rows FOR NO KEY UPDATE in account id order (compatible with the',
-    "postings' foreign key checks), create new accounts in (kind, owner) order, and insert inbox ids and claim",
-    "transfers in sorted order, so batches in flight never deadlock; each entry's balance is checked once per",
-    'INSERT statement instead of once per posting row (one batch in flight gave 387 events/s).',
-    'A transfer first seen with its payment (every one here) is booked set-based: inserted already claimed, the',
-    'transactions and both journal entries in one statement each per batch (about half the SQL time of the',
-    'row-by-row path, which the rest keep); ids draw from a pooled CSPRNG (`newRandomUlid`).',
+    'Concurrent transactions insert claims and transfers in (chain, hash, log) order and lock the shared balance rows',
+    "FOR NO KEY UPDATE in account id order, so transactions in flight never deadlock; each entry's balance is checked once",
+    'per INSERT statement. A transfer first seen with its payment (every one here) is booked set-based: inserted already',
+    'claimed, the transactions and both journal entries in one statement each per batch.',
     '',
     `Exactly-once check afterwards: ${result.checks.transactions} transactions and ${result.checks.paymentEntries} payment entries for`,
-    `${result.events} transfers, seller holds ${result.checks.sellerHeld} USDC (expected ${result.checks.expectedSellerHeld}), escrow asset`,
+    `${result.events} transfers, ${result.checks.paymentConfirmedEvents} payment.confirmed, seller holds ${result.checks.sellerHeld} USDC (expected ${result.checks.expectedSellerHeld}), escrow asset`,
     `${result.checks.escrowAsset} (expected ${result.checks.expectedEscrowAsset}), ${result.checks.conflicts} conflicts, ${result.checks.reconciliationDifferences} reconciliation differences.`,
     `Machine: ${result.machine.cpus} CPUs (${result.machine.cpuModel}), Node ${result.machine.node}, shared with other work; ${result.ranAt}.`,
     'Raw figures: `bench/results/ledger.json`.',

@@ -2,7 +2,7 @@
  * Requests that arrive together written together: those queued in the same turn of the event loop, or while
  * `maxWrites` writes are running, go into one write of at most `maxPerWrite` (one round trip and one commit for a
  * burst instead of one each). `fits(batch, item)` keeps an item out of a batch it must not share (the same transfer
- * twice): it waits for the next write. `write` settles each item of its batch (every item carries its own promise's
+ * twice, or one a write in flight holds): it waits for the next write. `write` settles each item of its batch (every item carries its own promise's
  * resolve and reject) and must not throw.
  */
 export interface WriteBatcherOptions<T> {
@@ -40,6 +40,8 @@ export class WriteBatcher<T> {
       else rest.push(item);
     }
     this.queued.push(...rest);
+    // Nothing fits now (each waits for a write in flight, see fits): the end of that write starts the next.
+    if (batch.length === 0) return;
     this.writing += 1;
     void this.options.write(batch).finally(() => {
       this.writing -= 1;

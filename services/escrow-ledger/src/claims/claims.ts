@@ -88,10 +88,18 @@ export class ClaimBatcher {
       // PAYMENT_CONCURRENCY transactions in flight per replica, PAYMENT_BATCH_SIZE claims in one at most.
       maxWrites: deps.config.paymentConcurrency,
       maxPerWrite: deps.config.paymentBatchSize,
-      fits: (batch, item) => !batch.some((other) => claimKeyOf(other.request) === claimKeyOf(item.request)),
+      // A claim of a transfer a transaction in flight is claiming waits for it (its insert would wait on that
+      // transaction's row, and hold up every claim of its own batch meanwhile), then is answered from its row.
+      fits: (batch, item) => {
+        const key = claimKeyOf(item.request);
+        return !this.writing.has(key) && !batch.some((other) => claimKeyOf(other.request) === key);
+      },
       write: (batch) => this.writeBatch(batch),
     });
   }
+
+  /** The transfers of the transactions in flight on this replica. */
+  private readonly writing = new Set<string>();
 
   claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     const request = claimRequestOf(wire);
@@ -101,6 +109,16 @@ export class ClaimBatcher {
 
   /** One transaction for the batch; when it fails, each claim alone (one claim's failure is only its own). */
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
+    const keys = batch.map((item) => claimKeyOf(item.request));
+    for (const key of keys) this.writing.add(key);
+    try {
+      await this.writeClaims(batch);
+    } finally {
+      for (const key of keys) this.writing.delete(key);
+    }
+  }
+
+  private async writeClaims(batch: QueuedClaim[]): Promise<void> {
     let replies: ClaimReply[];
     try {
       replies = await this.claimAndBook(batch.map((item) => item.request));

@@ -81,20 +81,24 @@ export async function bookClaimedPayments(
   // crosswise (the claims statement inserted them in that order too).
   const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
   const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  // payment.confirmed is written first and withdrawn for the rare payment not booked, so that the balance rows
+  // book_payments locks are held only until the commit, not while events are built and written.
+  const events = payments.map(paymentConfirmedEvent);
+  await enqueuePaymentsConfirmed(trx, events);
   const outcomes = await bookPayments(trx, sorted, now);
   const byPayment = new Map(outcomes.map((row) => [row.payment_id, row]));
-  const booked: ReturnType<typeof paymentConfirmedEvent>[] = [];
+  const notBooked: string[] = [];
   const result = claimed.map((item, i) => {
     const row = byPayment.get(item.payment.paymentId);
     if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
-    if (row.outcome === 'booked') booked.push(paymentConfirmedEvent(payments[i]!));
+    if (row.outcome !== 'booked') notBooked.push(events[i]!.id);
     if (row.outcome === 'conflict') reportConflict(deps, row);
     return {
       transactionId: row.outcome === 'booked' || row.outcome === 'duplicate' ? row.transaction_id : null,
       outcome: row.outcome,
     };
   });
-  await enqueuePaymentsConfirmed(trx, booked);
+  if (notBooked.length > 0) await sql`delete from outbox where id = any(${notBooked}::text[])`.execute(trx);
   return result;
 }
 
