@@ -269,6 +269,58 @@ describe('every service on its own NATS user (nats-server 2.9 authorization gene
     expect(typeof stolen === 'string' ? stolen : 'read a message').toMatch(PERMISSION_VIOLATION);
   });
 
+  it('lets only the ledger publish the payouts settlement sends, and only settlement report their outcome', async () => {
+    const admin = await busFor(ADMIN_USER);
+    const reserved = createEvent('payout.reserved', 'escrow-ledger', {
+      payoutId: 'stl_permissions',
+      kind: 'seller',
+      sellerId: SELLER.sellerId,
+      amount: '1000',
+      payoutAddress: `0x${'56'.repeat(20)}`,
+      reservedAt: new Date().toISOString(),
+    });
+    const failed = createEvent('payout.failed', 'settlement', {
+      payoutId: 'stl_permissions',
+      kind: 'seller',
+      sellerId: SELLER.sellerId,
+      amount: '1000',
+      reason: 'forged',
+      failedAt: new Date().toISOString(),
+    });
+    const publishAs = async (service: ServiceName, envelope: typeof reserved | typeof failed) => {
+      const bus = await busFor(service);
+      return bus.js
+        .publish(bus.subjectFor(envelope.type), encodeEnvelope(envelope), {
+          msgID: `${service}-${envelope.type}`,
+          timeout: 1500,
+        })
+        .then(
+          () => 'stored',
+          (error: Error) => error.message,
+        );
+    };
+    for (const service of ['settlement', 'checkout', 'notifier', 'registry', 'gateway-proxy'] as const) {
+      expect({ service, outcome: await publishAs(service, reserved) }).toEqual({
+        service,
+        outcome: expect.stringMatching(PERMISSION_VIOLATION),
+      });
+    }
+    // Giving a reservation back is settlement's word only: the ledger itself may not publish it.
+    for (const service of ['escrow-ledger', 'checkout', 'gateway-proxy'] as const) {
+      expect({ service, outcome: await publishAs(service, failed) }).toEqual({
+        service,
+        outcome: expect.stringMatching(PERMISSION_VIOLATION),
+      });
+    }
+    expect(await publishAs('escrow-ledger', reserved)).toBe('stored');
+    expect(await publishAs('settlement', failed)).toBe('stored');
+    const info = await admin.jsm.streams.info(admin.eventsStream, { subjects_filter: '>' } as never);
+    expect(info.state.subjects).toMatchObject({
+      [admin.subjectFor('payout.reserved')]: 1,
+      [admin.subjectFor('payout.failed')]: 1,
+    });
+  });
+
   it('lets a service look its streams up without the right to change them', async () => {
     const settlement = await busFor('settlement');
     // Declared as they are: nothing to update, so the service user's start-up succeeds.
