@@ -17,6 +17,8 @@ import {
   CreditLimit,
   CreditLimitBody,
   ReconciliationReport,
+  RefundReceivableList,
+  RefundReceivableListQuery,
   SellerIdParam,
   Suspense,
   UnmatchedRefundList,
@@ -38,6 +40,7 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     resolveConflictRoute(routeDeps),
     suspenseRoute(routeDeps),
     unmatchedRefundsRoute(routeDeps),
+    refundReceivablesRoute(routeDeps),
     accountsRoute(routeDeps),
     reconciliationRoute(routeDeps),
     creditLimitRoute(routeDeps),
@@ -176,6 +179,57 @@ function unmatchedRefundsRoute({ ctx, operator }: OperatorRouteDeps) {
         where kind = 'unmatched_transfer' and (${status} = 'all' or status = ${status})
         order by created_at desc, id desc limit 200`.execute(ctx.db);
       res.json({ data: rows.rows.map(unmatchedRefundView) });
+    },
+  });
+}
+
+// Refunds of unmatched transfers a reorg then dropped: the payer holds money that never arrived (refunds/receivables.ts).
+function refundReceivablesRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/operator/ledger/refund-receivables',
+    operationId: 'listRefundReceivables',
+    summary:
+      'Operator: what payers owe back: refunds of unmatched transfers that a reorg then dropped (the refund left escrow, the money never arrived), open until the same transaction is mined again',
+    description:
+      'Each row is one dropped inclusion of a refunded unmatched transfer, booked out of escrow_asset against refund_receivable (so the ledger stays at the chain); the reorg_after_refund conflict names the same transfer. Open: the operator recovers it from the payer or writes it off. Settled: the transaction was mined again and its money paid the debt.',
+    auth: operator,
+    query: RefundReceivableListQuery,
+    responses: {
+      '200': {
+        description: 'the receivables, newest first, and what is owed now',
+        schema: RefundReceivableList,
+      },
+    },
+    errors: { ...OPERATOR_ERRORS, '400': 'invalid_request (status)' },
+    handler: async (req, res) => {
+      const status = req.query.status ?? 'open';
+      const [rows, owed] = await Promise.all([
+        sql<Record<string, any>>`select * from refund_receivables
+          where (${status} = 'all' or status = ${status})
+          order by created_at desc, tx_hash, log_index, inclusion limit 200`.execute(ctx.db),
+        sql<{ owed: bigint | null }>`select sum(amount_micro) as owed from refund_receivables
+          where status = 'open'`.execute(ctx.db),
+      ]);
+      res.json({
+        owed: formatUsdc(BigInt(owed.rows[0]?.owed ?? 0n)),
+        data: rows.rows.map((r) => ({
+          chainId: r.chain_id,
+          txHash: r.tx_hash,
+          logIndex: r.log_index,
+          inclusion: r.inclusion,
+          status: r.status,
+          payer: r.payer,
+          amount: formatUsdc(r.amount_micro),
+          refundId: r.refund_id,
+          createdAt: iso(r.created_at),
+          settledAt: r.settled_at ? iso(r.settled_at) : null,
+          settledBy:
+            r.status === 'settled'
+              ? { logIndex: r.settled_by_log_index, inclusion: r.settled_by_inclusion }
+              : null,
+        })),
+      });
     },
   });
 }

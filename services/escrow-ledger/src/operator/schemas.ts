@@ -162,6 +162,42 @@ export const UnmatchedRefundListQuery = Type.Object({
   ),
 });
 
+export const RefundReceivableListQuery = Type.Object({
+  status: Type.Optional(StringEnum(['open', 'settled', 'all'], 'open (default), settled or all')),
+});
+
+export const RefundReceivableList = Type.Object({
+  /** What payers owe now (every open receivable), as reconciliation's exposure.owedByPayers. */
+  owed: UsdcAmount,
+  data: Type.Array(
+    Type.Object({
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
+      inclusion: Type.Integer({
+        description: 'which inclusion of the transfer the reorg dropped (0 the first)',
+      }),
+      status: StringEnum(['open', 'settled']),
+      payer: Type.String({ description: 'who holds the refund of money that never arrived, and owes it' }),
+      amount: UsdcAmount,
+      refundId: Type.String({
+        description: 'the unmatched-transfer refund that was sent (unmatched-refunds)',
+      }),
+      createdAt: IsoTime,
+      settledAt: Nullable(IsoTime),
+      settledBy: Nullable(
+        Type.Object(
+          { logIndex: Type.Integer(), inclusion: Type.Integer() },
+          {
+            description: 'the arrival of the same transaction, mined again, whose money paid the debt',
+          },
+        ),
+      ),
+    }),
+    { description: 'newest first, at most 200' },
+  ),
+});
+
 export const UnmatchedRefundList = Type.Object({
   data: Type.Array(
     Type.Object({
