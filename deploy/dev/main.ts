@@ -185,7 +185,14 @@ async function main(): Promise<void> {
         env.SCHEDULER_INTERVAL_MS = '10000';
       }
       // The demo skills hold nothing: release a payment to the seller's available balance within a second.
-      if (name === 'escrow-ledger') env.RELEASE_INTERVAL_MS = '1000';
+      // A paid call its seller failed comes back within a minute: a 30 s retry window (production 600 s), unserved
+      // calls decided every second, and refunds below the threshold sent after a minute (production a day).
+      if (name === 'escrow-ledger') {
+        env.RELEASE_INTERVAL_MS = '1000';
+        env.UNSERVED_SWEEP_INTERVAL_MS = '1000';
+        env.UNSERVED_REFUND_MAX_AGE_MS = '60000';
+      }
+      if (name === 'gateway-proxy') env.RETRY_WINDOW_SECONDS = '30';
       children.push(startServiceProcess(name, portOf(port), env, COLORS[i % COLORS.length]!));
     });
     for (const child of children) shutdown.track(child);

@@ -6,6 +6,7 @@
  * agent polls the outcome by its transaction, reconciliation stays at 0. A call served on a retry within its window
  * is never refunded. All services on real Postgres, NATS and anvil.
  */
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -13,7 +14,6 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createAgent } from '@paygate/agent-client';
 import { createActiveSkill, openSchema, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
-import { appendPaymentIdentifierToExtensions, generatePaymentId } from '@x402/extensions/payment-identifier';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { Wallet } from 'ethers';
 import { sql } from 'kysely';
@@ -136,12 +136,17 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
         allowedAssets: [{ network: NETWORK, asset: usdcAddress, maxAmountPerPayment: '1000000' }],
       },
     });
+    // What @x402/extensions' appendPaymentIdentifierToExtensions does: the id into the extension the 402 declared.
     client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      paymentRequired.extensions ??= {};
-      appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
+      const declared = paymentRequired.extensions?.['payment-identifier'] as
+        | { info: { id?: string } }
+        | undefined;
+      if (declared) declared.info.id = paymentId;
     });
     return wrapFetchWithPayment(fetch, client);
   }
+
+  const newPaymentId = () => `pay_${randomUUID().replace(/-/g, '')}`;
 
   /** What the agent polls: the public lookup by its payment's transaction. */
   async function lookup(txHash: string): Promise<Lookup | undefined> {
@@ -217,7 +222,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
   let flakyTxHash: string;
 
   it('a call that fails once and is served on its retry (same payment identifier) within the window is charged once', async () => {
-    const pay = payingWithId(generatePaymentId());
+    const pay = payingWithId(newPaymentId());
     const first = await pay(paidUrl('/flaky'));
     expect(first.status).toBe(500);
     expect(first.headers.get('x-402-retry-until')).not.toBeNull();
@@ -233,7 +238,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
 
   it('@x402/fetch: a call its seller answers 500, presented again under its payment identifier, is charged once and its USDC is back on chain after the window', async () => {
     const before = await balanceOf(testWallets.buyer.address);
-    const pay = payingWithId(generatePaymentId());
+    const pay = payingWithId(newPaymentId());
     const started = Date.now();
     const first = await pay(paidUrl('/fail'));
     expect(first.status).toBe(500);

@@ -61,6 +61,7 @@ const producers: Partial<Record<Subject, ServiceName>> = {
   'transfer.reorged': 'chain-indexer',
   'payment.call_failed': 'gateway-proxy',
   'payment.call_recovered': 'gateway-proxy',
+  'payment.call_unserved': 'gateway-proxy',
   'refund.completed': 'settlement',
   'settlement.completed': 'settlement',
   'revenue.paid_out': 'settlement',

@@ -5,6 +5,7 @@ import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } fro
 import { sql } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { notAwaitingUnservedDecision } from '../unserved/holds';
 
 interface DueHold {
   id: string;
@@ -33,6 +34,8 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
         from transactions where escrow_status = 'held' and hold_until <= ${now}
           and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
             and rr.status = 'pending')
+          -- A call its seller failed: held while its buyer may retry and until its refund is decided.
+          and ${notAwaitingUnservedDecision('transactions', now)}
           -- Not payable before the chain confirmed its transfer (booked at inclusion, a reorg may still drop it).
           and (${holdBack} = false or not exists (select 1 from transfers tr
             where tr.chain_id = transactions.chain_id and tr.tx_hash = transactions.tx_hash
@@ -103,6 +106,7 @@ export async function dueHoldAges(ctx: ServiceContext, deps: LedgerDeps): Promis
       from transactions t
       where t.escrow_status = 'held' and t.hold_until <= ${now}
         and not exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending')
+        and ${notAwaitingUnservedDecision('t', now)}
       group by 1`.execute(ctx.db);
   const ageOf = (waiting: 'release' | 'chain') => {
     const oldest = rows.rows.find((r) => r.waiting === waiting)?.oldest;
