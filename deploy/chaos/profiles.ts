@@ -21,8 +21,6 @@ export interface ChaosProfile {
   loadTailSeconds: number;
   /** Faults injected at least, the fault phase going on past faultSeconds (at most twice as long) until then. */
   minFaults?: number;
-  /** escrow-ledger's PAYOUT_UNCLAIMED_AFTER_MS: below the drain bound, above how late a loaded run claims. */
-  payoutUnclaimedAfterMs: number;
   faultWeights?: Partial<Record<FaultKind, number>>;
   /** Changes to the load's operation weights (load.ts WEIGHTS). */
   operationWeights?: Partial<Record<OperationKind, number>>;
@@ -42,7 +40,6 @@ export const PROFILES: Record<string, ChaosProfile> = {
     pauseMs: 100,
     drainTimeoutSeconds: 120,
     loadTailSeconds: 20,
-    payoutUnclaimedAfterMs: 75_000,
   },
   short: {
     name: 'short',
@@ -68,10 +65,6 @@ export const PROFILES: Record<string, ChaosProfile> = {
     pauseMs: 100,
     drainTimeoutSeconds: 90,
     loadTailSeconds: 5,
-    // 60 s, not 30: on a slow host with the registry killed for 28 s and Postgres crashed for 8 s, settlement asked to
-    // send a payout more than 30 s after reserving it; the ledger had given the reservation back and the settlement
-    // failed (nothing lost: the amount went back to the seller's balance). Still well inside the 90 s drain.
-    payoutUnclaimedAfterMs: 60_000,
   },
 };
 

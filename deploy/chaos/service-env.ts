@@ -20,8 +20,6 @@ export interface RunEndpoints {
   rpcUrl: string;
   chainId: number;
   usdcAddress: string;
-  /** escrow-ledger's PAYOUT_UNCLAIMED_AFTER_MS (the profile's). */
-  payoutUnclaimedAfterMs: number;
 }
 
 export function serviceEnv(service: string, run: RunEndpoints): NodeJS.ProcessEnv {
@@ -69,12 +67,6 @@ const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
     // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
     // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
     CHAIN_CHECK_INTERVAL_MS: '1000',
-    // A reservation settlement never claimed (its answer lost in a Postgres fault) is cancelled within the
-    // drain. Settlement claims its reservations within seconds when idle, but a full run under RPC faults
-    // and replica kills claimed some 25–37 s after the reservation: at 30 s, payouts were refused
-    // (`not_pending: cancelled`) that were on their way. The short profile's light load claims in seconds.
-    PAYOUT_UNCLAIMED_AFTER_MS: String(run.payoutUnclaimedAfterMs),
-    PAYOUT_SWEEP_INTERVAL_MS: '2000',
   }),
   registry: () => ({ VALIDATION_INTERVAL_MS: '500' }),
   // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per

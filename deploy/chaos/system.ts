@@ -189,7 +189,6 @@ async function startRunParts(
       rpcUrl: rpcProxy.url,
       chainId: anvil.chainId,
       usdcAddress,
-      payoutUnclaimedAfterMs: profile.payoutUnclaimedAfterMs,
     });
   for (const service of ALL_SERVICES) {
     replicas.push(...(await createReplicas([service], profile.replicas[service] ?? 2, envFor)));

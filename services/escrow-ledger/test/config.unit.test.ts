@@ -34,8 +34,6 @@ describe('escrow-ledger config', () => {
       chainCheckIntervalMs: 2000,
       chainCheckBatchSize: 100,
       chainConfirmTimeoutMs: 600_000,
-      payoutUnclaimedAfterMs: 600_000,
-      payoutSweepIntervalMs: 30_000,
       reconcileIntervalMs: 300_000,
     });
   });
