@@ -19,7 +19,7 @@ import { ExactEvmScheme as ExactEvmClient } from '@x402/evm';
 import { ExactEvmScheme as ExactEvmServer } from '@x402/evm/exact/server';
 import { paymentMiddleware, x402ResourceServer } from '@x402/express';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
-import { Contract } from 'ethers';
+import { Contract, Wallet } from 'ethers';
 import express from 'express';
 import { createWalletClient, defineChain, http } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -27,6 +27,9 @@ import { wrapFetchWithPayment as wrapFetchWithPaymentV1 } from 'x402-fetch';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(90_000);
+
+/** The relayer's second key: anvil's public dev account 8 (funded, no role in the tests). */
+const secondRelayer = new Wallet('0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97');
 
 function startRelayer(h: Harness, networkName: string): Promise<RunningSettlement> {
   return startSettlement(
@@ -36,7 +39,7 @@ function startRelayer(h: Harness, networkName: string): Promise<RunningSettlemen
         CHAIN_NETWORK: networkName,
         USDC_ADDRESS: h.usdcAddress,
         ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+        RELAYER_PRIVATE_KEYS: `${testWallets.relayer.privateKey},${secondRelayer.privateKey}`,
         CONFIRMATIONS: '1',
         SCHEDULER_INTERVAL_MS: '3600000',
         TRANSFER_POLL_INTERVAL_MS: '200',
@@ -137,10 +140,16 @@ describe('x402 facilitator mode and discovery, with the real registry and the re
     const supported = await fetch(`${h.gateway.url}/api/v1/x402/supported`, {
       headers: { authorization: `Bearer ${apiKey}` },
     });
-    expect(await supported.json()).toMatchObject({ kinds: [{ x402Version: 2, scheme: 'exact', network }] });
+    // Every key of the relayer's pool is a signer (x402 v2: addresses by CAIP-2 family).
+    expect(await supported.json()).toMatchObject({
+      kinds: [{ x402Version: 2, scheme: 'exact', network }],
+      signers: { 'eip155:*': [testWallets.relayer.address, secondRelayer.address] },
+    });
     expect((await fetch(`${h.gateway.url}/api/v1/x402/supported`)).status).toBe(401);
 
-    const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+    const relayerNonce = async () =>
+      (await h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest')) +
+      (await h.anvil.provider.getTransactionCount(secondRelayer.address, 'latest'));
     const strangerBalance = () =>
       new Contract(h.usdcAddress, ['function balanceOf(address) view returns (uint256)'], h.anvil.provider)
         .getFunction('balanceOf')(testWallets.stranger.address)

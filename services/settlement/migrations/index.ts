@@ -9,8 +9,9 @@ import { reorgWatch } from './2026-11-26-1400-reorg-watch';
 import { skipReservationCancelled } from './2026-11-29-0900-skip-reservation-cancelled';
 import { recordedAcknowledged } from './2026-11-29-0910-recorded-acknowledged';
 import { relayerRefusedPayers } from './2026-12-02-0400-relayer-refused-payers';
-import { unservedBatchRefunds } from './2026-12-02-0730-unserved-batch-refunds';
 import { payoutsByEvents } from './2026-12-02-0720-payouts-by-events';
+import { unservedBatchRefunds } from './2026-12-02-0730-unserved-batch-refunds';
+import { relayerKeyPool } from './2026-12-02-0800-relayer-key-pool';
 
 /** Frozen, date-prefixed migrations of the settlement schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02-0400-relayer-refused-payers': relayerRefusedPayers,
   '2026-12-02-0730-unserved-batch-refunds': unservedBatchRefunds,
   '2026-12-02-0720-payouts-by-events': payoutsByEvents,
+  '2026-12-02-0800-relayer-key-pool': relayerKeyPool,
 };

@@ -49,7 +49,7 @@ export interface SettlementConfig extends CommonConfig, ChainConfig {
    * crash safety. Ignored (always null) when NODE_ENV=production.
    */
   crashPoint: CrashPoint | null;
-  /** The x402 relayer (gas-only key), or null when RELAYER_PRIVATE_KEY is not set. */
+  /** The x402 relayer (a pool of gas-only keys), or null when neither RELAYER_PRIVATE_KEYS nor RELAYER_PRIVATE_KEY is set. */
   relayer: RelayerConfig | null;
   /** The checkout deposit wallet's sweeper (CHECKOUT_ESCROW_PRIVATE_KEY), or null when not set. */
   checkoutSweep: CheckoutSweepConfig | null;
@@ -118,6 +118,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     privateKeys: [
       { name: 'ESCROW_PRIVATE_KEY', value: parsed.ESCROW_PRIVATE_KEY },
       { name: 'RELAYER_PRIVATE_KEY', value: env.RELAYER_PRIVATE_KEY },
+      ...(env.RELAYER_PRIVATE_KEYS ?? '')
+        .split(',')
+        .map((value, i) => ({ name: `RELAYER_PRIVATE_KEYS (key ${i + 1})`, value })),
       { name: 'CHECKOUT_ESCROW_PRIVATE_KEY', value: env.CHECKOUT_ESCROW_PRIVATE_KEY },
     ],
   });

@@ -63,10 +63,14 @@ export async function startSettlement(
         timeoutMs: config.rpcTimeoutMs,
       })
     : null;
+  // The pool's other keys read through the first key's provider.
+  const relayerKeys = relayerChain
+    ? [relayerChain, ...config.relayer!.privateKeys.slice(1).map((key) => relayerChain.withKey(key))]
+    : [];
   let parts: SettlementParts | undefined;
   // startService calls routes, then consumers, then background with the same ctx: build everything once.
   const build = (ctx: ServiceContext<SettlementDB>) => {
-    parts ??= settlementParts(ctx, config, clock, chain, relayerChain);
+    parts ??= settlementParts(ctx, config, clock, chain, relayerKeys);
     return parts;
   };
 
@@ -125,7 +129,7 @@ function settlementParts(
   config: SettlementConfig,
   clock: Clock,
   chain: EscrowChain,
-  relayerChain: RelayerChain | null,
+  relayerKeys: readonly RelayerChain[],
 ): SettlementParts {
   const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
   registerSettlementWatchGauges(ctx, {
@@ -137,7 +141,7 @@ function settlementParts(
     minBalanceWei: config.relayer?.minBalanceWei ?? 500_000_000_000_000n,
     wallets: [
       { wallet: 'escrow', address: chain.address },
-      ...(relayerChain ? [{ wallet: 'relayer' as const, address: relayerChain.address }] : []),
+      ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
       ...(config.checkoutSweep
         ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
         : []),
@@ -150,8 +154,8 @@ function settlementParts(
   });
   const scheduler = new SettlementScheduler(ctx, config, clock);
   const relayer =
-    config.relayer && relayerChain
-      ? x402Relayer(ctx, config, config.relayer, relayerChain, chain, clock)
+    config.relayer && relayerKeys.length > 0
+      ? x402Relayer(ctx, config, config.relayer, relayerKeys, chain, clock)
       : null;
   const sweeper = config.checkoutSweep
     ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
@@ -179,11 +183,11 @@ function x402Relayer(
   ctx: ServiceContext<SettlementDB>,
   config: SettlementConfig,
   relayerConfig: NonNullable<SettlementConfig['relayer']>,
-  relayerChain: RelayerChain,
+  relayerKeys: readonly RelayerChain[],
   chain: EscrowChain,
   clock: Clock,
 ): Relayer {
-  return new Relayer(ctx, relayerChain, {
+  return new Relayer(ctx, relayerKeys, {
     chainId: config.chainId,
     usdcAddress: config.usdcAddress,
     escrowAddress: chain.address,
@@ -198,6 +202,8 @@ function x402Relayer(
     confirmations: config.confirmations,
     dbSchema: config.dbSchema,
     revertRefusalMs: relayerConfig.revertRefusalMs,
+    stuckAfterMs: relayerConfig.stuckAfterMs,
+    codeHashRefusalPayers: relayerConfig.codeHashRefusalPayers,
     now: clock,
   });
 }

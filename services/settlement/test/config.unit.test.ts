@@ -107,6 +107,60 @@ describe('settlement config', () => {
     expect(loadConfig(base).relayer).toBeNull();
   });
 
+  it('reads a pool of relayer keys (RELAYER_PRIVATE_KEYS), never shown, and names a bad, repeated or escrow key by its place', () => {
+    const keys = [Wallet.createRandom(), Wallet.createRandom(), Wallet.createRandom()];
+    const relayer = loadConfig({ ...base, RELAYER_PRIVATE_KEYS: keys.map((k) => k.privateKey).join(' , ') })
+      .relayer!;
+    expect(relayer.addresses).toEqual(keys.map((k) => k.address));
+    expect(relayer.address).toBe(keys[0]!.address);
+    expect(relayer.privateKeys).toEqual(keys.map((k) => k.privateKey));
+    expect(Object.keys(relayer)).not.toContain('privateKeys');
+    expect(JSON.stringify(relayer, (_k, v) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
+      keys[1]!.privateKey.slice(2, 18),
+    );
+    // The single key still works, as a pool of one; the same key as the pool's first beside it is accepted.
+    expect(loadConfig({ ...base, RELAYER_PRIVATE_KEY: keys[0]!.privateKey }).relayer!.addresses).toEqual([
+      keys[0]!.address,
+    ]);
+    expect(
+      loadConfig({
+        ...base,
+        RELAYER_PRIVATE_KEY: keys[0]!.privateKey,
+        RELAYER_PRIVATE_KEYS: `${keys[0]!.privateKey},${keys[1]!.privateKey}`,
+      }).relayer!.addresses,
+    ).toHaveLength(2);
+    const message = (env: Record<string, string>) => {
+      try {
+        loadConfig({ ...base, ...env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return null;
+    };
+    const pool = (...list: string[]) => ({ RELAYER_PRIVATE_KEYS: list.join(',') });
+    expect(message(pool(keys[0]!.privateKey, '0x12'))).toMatch(
+      /RELAYER_PRIVATE_KEYS \(key 2\): must be a 0x-prefixed 32-byte hex key/,
+    );
+    expect(message(pool(keys[0]!.privateKey, keys[0]!.privateKey))).toMatch(
+      /RELAYER_PRIVATE_KEYS \(key 2\): the same key twice/,
+    );
+    const escrowMessage = message(pool(keys[0]!.privateKey, testWallets.escrow.privateKey));
+    expect(escrowMessage).toMatch(/RELAYER_PRIVATE_KEYS \(key 2\): must not be the escrow key/);
+    expect(escrowMessage).not.toContain(testWallets.escrow.privateKey.slice(2, 18));
+    expect(message({ ...pool(keys[0]!.privateKey), RELAYER_PRIVATE_KEY: keys[1]!.privateKey })).toMatch(
+      /RELAYER_PRIVATE_KEY: set RELAYER_PRIVATE_KEYS alone, or make this its first key/,
+    );
+    // Production refuses a public development key anywhere in the pool.
+    expect(
+      message({
+        ...production,
+        RELAYER_PRIVATE_KEYS: `${keys[0]!.privateKey},${testWallets.relayer.privateKey}`,
+        RELAYER_PRIVATE_KEY: '',
+      }),
+    ).toMatch(/RELAYER_PRIVATE_KEYS \(key 2\): must not be a public anvil\/Hardhat development key/);
+  });
+
   it('names a bad relayer or sweep setting with the key problems in one error, and only when the key is set', () => {
     const message = (env: Record<string, string>) => {
       try {

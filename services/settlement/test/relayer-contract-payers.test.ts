@@ -2,7 +2,7 @@
  * The relayer's gas is not burnt for a payer contract: the simulation runs with the fees the transaction carries
  * (a wallet that says yes only at gas price 0 is refused before anything is sent); a payer whose relayed
  * transaction reverted on chain is refused afterwards, and so is its contract code at any other address (its code
- * hash), persisted; a contract's signature bytes are submitted as signed, whatever its `v`, and a signature the
+ * hash) once a given number of distinct payers of it reverted, persisted; a contract's signature bytes are submitted as signed, whatever its `v`, and a signature the
  * token cannot take is refused by name, never an error.
  *
  *   npx jest --ci services/settlement/test/relayer-contract-payers.test.ts
@@ -34,7 +34,11 @@ describe('x402 relayer: contract payers cannot burn its gas', () => {
   const h = useSettlementHarness('relayerpayers', {
     escrowFunds: null,
     buyerFunds: '100',
-    overrides: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '100' },
+    overrides: {
+      RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+      TRANSFER_POLL_INTERVAL_MS: '100',
+      RELAYER_CODE_HASH_REFUSAL_PAYERS: '2',
+    },
   });
   const escrow = testWallets.escrow.address;
   /** Owns the contract wallets (anvil funds it with ETH) and signs their authorizations. */
@@ -223,24 +227,34 @@ describe('x402 relayer: contract payers cannot burn its gas', () => {
     expect(await submit(await sign(owner(), again))).toMatchObject({ ok: true, status: 'confirmed' });
   });
 
-  it('after a revert on chain the payer is refused, and so is its code at a new address, across a restart; others are not', async () => {
+  it('after a revert on chain the payer is refused; its code only once a second payer of it reverted, across a restart; others are not', async () => {
     const wallet = await fundedWallet(true);
-    const signed = await sign(owner(), wallet);
-    const row = await revertAfterSimulation(signed, (fees) =>
+    const row = await revertAfterSimulation(await sign(owner(), wallet), (fees) =>
       setAcceptsPaidGas(owner(), wallet, false, fees),
     );
     expect(row).toMatchObject({ status: 'failed' });
     expect(await h.chain.balanceOf(wallet)).toBe(1_000_000n);
     await (await setAcceptsPaidGas(owner(), wallet, true)).wait();
 
-    const nonceBefore = await relayerNonce();
+    let nonceBefore = await relayerNonce();
     const samePayer = await submit(await sign(owner(), wallet));
     expect(samePayer).toMatchObject({
       ok: false,
       reason: 'transaction_failed',
       message: expect.stringMatching(new RegExp(`${wallet.toLowerCase()}.*reverted on chain`)),
     });
-    // The same bytecode deployed again (a new address, the same code hash) is refused the same way.
+    expect(await relayerNonce()).toBe(nonceBefore);
+    // One wallet is one payer: another wallet of the same code (one Safe beside another) is still relayed.
+    const sibling = await fundedWallet(true);
+    expect(await submit(await sign(owner(), sibling))).toMatchObject({ ok: true, status: 'confirmed' });
+
+    // A second payer of that code reverting the same way (RELAYER_CODE_HASH_REFUSAL_PAYERS=2) refuses the code.
+    const second = await fundedWallet(true);
+    const secondRow = await revertAfterSimulation(await sign(owner(), second), (fees) =>
+      setAcceptsPaidGas(owner(), second, false, fees),
+    );
+    expect(secondRow).toMatchObject({ status: 'failed' });
+    nonceBefore = await relayerNonce();
     const redeployed = await fundedWallet(true);
     const sameCode = await submit(await sign(owner(), redeployed));
     expect(sameCode).toMatchObject({

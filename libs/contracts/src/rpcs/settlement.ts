@@ -90,6 +90,12 @@ export const RelayerStatusReply = Type.Object({
   /** Native balance (wei, decimal string) the relayer pays gas from. */
   balanceWei: Type.String(),
   reason: Type.Union([Type.String(), Type.Null()]),
+  /** Every key of the relayer's pool (x402 /supported lists them as its signers), `address` among them. */
+  signers: Type.Optional(
+    Type.Array(Type.Object({ address: Address, available: Type.Boolean(), balanceWei: Type.String() }), {
+      maxItems: 64,
+    }),
+  ),
 });
 export type RelayerStatusReply = Static<typeof RelayerStatusReply>;
 

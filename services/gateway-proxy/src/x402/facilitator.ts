@@ -1,3 +1,4 @@
+import type { RelayerStatusReply } from '@paygate/contracts';
 import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
 import { caip2, v1NetworkOf } from '@paygate/protocol';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -91,10 +92,17 @@ function supportedRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
           ...(v1 ? [{ x402Version: 1, scheme: 'exact', network: v1 }] : []),
         ],
         extensions: ['bazaar'],
-        signers: { 'eip155:*': status.address ? [status.address] : [] },
+        // Every key of the relayer's pool: a settlement may come from any of them.
+        signers: { 'eip155:*': signersOf(status) },
       });
     },
   });
+}
+
+/** The relayer's signing addresses (x402 v2 `signers`), its one `address` when it names no pool. */
+function signersOf(status: RelayerStatusReply): string[] {
+  if (status.signers && status.signers.length > 0) return status.signers.map((signer) => signer.address);
+  return status.address ? [status.address] : [];
 }
 
 /** Every check short of submitting, including that the authorization was never used. */

@@ -3,6 +3,7 @@ import { Transaction } from 'ethers';
 import { sql } from 'kysely';
 import type { SettlementDB } from '../db';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
+import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
 import {
   cappedFees,
@@ -15,37 +16,83 @@ import {
 } from './settings';
 
 /**
- * The relayer's background pass, which is also its crash recovery: confirmed rows watched through the reorg
- * window (and sent again, same bytes, if a reorg drops them), then open rows rebroadcast, finished from their
- * receipts, or fee-bumped on the same relayer nonce when stuck.
+ * The relayer's background pass, which is also its crash recovery, key by key of the pool: confirmed rows watched
+ * through the reorg window (and sent again, same bytes, if a reorg drops them), then open rows rebroadcast, finished
+ * from their receipts, or fee-bumped on the same nonce (signed by the row's key) when stuck. Rows of a key no longer
+ * configured are still rebroadcast and finished (never bumped: nothing here can sign for it).
  */
 export class RelayerBackgroundPass {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
+    /** Reads and broadcasts (the provider the keys share). */
     private readonly chain: RelayerChain,
+    private readonly pool: SignerPool,
     private readonly settings: RelayerSettings,
     private readonly recorded: RecordedAuthorizations,
     /** True once the relayer's loop is stopping: a pass returns between two rows. */
     private readonly isStopped: () => boolean,
   ) {}
 
-  /** One background pass: first what a reorg took off the chain (the lowest nonces), then what is open. */
+  /** One background pass: per key, first what a reorg took off the chain (the lowest nonces), then what is open. */
   async runOnce(): Promise<void> {
-    await this.watchConfirmed();
+    for (const signer of this.pool.signers) {
+      if (this.isStopped()) return;
+      await this.watchConfirmed(signer);
+      await this.runOpen(signer);
+    }
+    if (!this.isStopped()) await this.runOpen(undefined);
+  }
+
+  /**
+   * The open rows of one key (OPEN_BATCH at most, lowest nonces first), or with `signer` undefined those of keys
+   * no longer in the pool. Afterwards the key is marked stuck while its oldest open transaction was signed longer
+   * than RELAYER_STUCK_AFTER_MS ago (new submissions go to the other keys meanwhile).
+   */
+  private async runOpen(signer: RelayerSigner | undefined): Promise<void> {
+    const configured = this.pool.signers.map((s) => s.address);
     const open = await this.ctx.db
       .selectFrom('relayed_authorizations')
       .selectAll()
       .where('status', 'in', ['signed', 'broadcast'])
       .where('chain_id', '=', this.settings.chainId)
+      .where((eb) =>
+        signer ? eb('relayer_address', '=', signer.address) : eb('relayer_address', 'not in', configured),
+      )
       .orderBy('relayer_nonce')
       .limit(OPEN_BATCH)
       .execute();
+    let oldestOpenAt: number | undefined;
     for (const row of open) {
       if (this.isStopped()) return;
       const advanced = await this.recorded.advance(row);
       if (!advanced || isFinished(advanced)) continue;
+      // Since it was first signed: a rebroadcast or a fee bump does not make it any less stuck.
+      const sentAt = (advanced.signed_at ?? advanced.created_at).getTime();
+      oldestOpenAt = Math.min(oldestOpenAt ?? sentAt, sentAt);
       if (advanced.status === 'signed') await this.recorded.broadcastRecorded(advanced);
-      else await this.bumpIfStuck(advanced);
+      else if (signer) await this.bumpIfStuck(advanced, signer.chain);
+      else await this.recorded.broadcastRecorded(advanced);
+    }
+    if (!signer) {
+      if (open.length > 0) {
+        this.ctx.logger.warn(
+          { rows: open.length, relayers: [...new Set(open.map((row) => row.relayer_address))] },
+          'relayed authorizations of keys no longer configured: rebroadcast, never fee-bumped',
+        );
+      }
+      return;
+    }
+    const wasStuck =
+      signer.stuckSince !== undefined && Date.now() - signer.stuckSince >= this.settings.stuckAfterMs;
+    signer.stuckSince = oldestOpenAt;
+    const isStuck = oldestOpenAt !== undefined && Date.now() - oldestOpenAt >= this.settings.stuckAfterMs;
+    if (isStuck !== wasStuck) {
+      this.ctx.logger.warn(
+        { relayer: signer.address, since: oldestOpenAt ? new Date(oldestOpenAt).toISOString() : null },
+        isStuck
+          ? 'relayer key stuck: a transaction waits for its receipt; new submissions go to the other keys'
+          : 'relayer key no longer stuck',
+      );
     }
   }
 
@@ -55,14 +102,14 @@ export class RelayerBackgroundPass {
    * (the one x402 booked) is mined again and every later relayer nonce, waiting behind the gap, can be mined.
    * Never re-signed: another hash would be another transfer for the ledger. Bounded: OPEN_BATCH rows a pass.
    */
-  private async watchConfirmed(): Promise<void> {
+  private async watchConfirmed(signer: RelayerSigner): Promise<void> {
     const watched = await this.ctx.db
       .selectFrom('relayed_authorizations')
       .selectAll()
       .where('status', '=', 'confirmed')
       .where('final_at', 'is', null)
       .where('chain_id', '=', this.settings.chainId)
-      .where('relayer_address', '=', this.chain.address.toLowerCase())
+      .where('relayer_address', '=', signer.address)
       .orderBy('relayer_nonce')
       .limit(OPEN_BATCH)
       .execute();
@@ -77,7 +124,7 @@ export class RelayerBackgroundPass {
         await this.recordConfirmedDepth(row, executed, head);
         continue;
       }
-      minedNonce ??= await this.chain.minedNonce();
+      minedNonce ??= await signer.chain.minedNonce();
       if (row.relayer_nonce === null || minedNonce > row.relayer_nonce) {
         // The nonce was consumed, but not by this hash: an earlier or later version of the same nonce, or
         // nothing of ours. A null receipt can also be a lying or lagging node; look again next pass.
@@ -152,10 +199,10 @@ export class RelayerBackgroundPass {
   }
 
   /** A broadcast stuck past feeBumpAfterMs is re-signed on the same relayer nonce with higher fees (bounded). */
-  private async bumpIfStuck(row: Row): Promise<void> {
+  private async bumpIfStuck(row: Row, key: RelayerChain): Promise<void> {
     const sentAt = row.last_broadcast_at?.getTime() ?? 0;
     if (Date.now() - sentAt < this.settings.feeBumpAfterMs) return;
-    if (row.relayer_nonce !== null && (await this.chain.minedNonce()) < row.relayer_nonce) {
+    if (row.relayer_nonce !== null && (await key.minedNonce()) < row.relayer_nonce) {
       // An earlier relayer nonce is not mined (it waits, or a reorg dropped it and watchConfirmed sends it
       // again): higher fees cannot move this one past the gap, so it is only kept in the node's pool.
       await this.recorded.broadcastRecorded(row);
@@ -174,7 +221,7 @@ export class RelayerBackgroundPass {
       await this.recorded.broadcastRecorded(row); // at the cap: rebroadcast what we have
       return;
     }
-    const updated = await this.resign(row, bumped);
+    const updated = await this.resign(row, bumped, key);
     if (!updated) return;
     this.ctx.logger.warn(
       { id: row.id, previousTxHash: row.tx_hash, txHash: updated.tx_hash, bumps: updated.fee_bumps },
@@ -201,8 +248,8 @@ export class RelayerBackgroundPass {
    * Signs the same authorization on the same relayer nonce with the bumped fees and records it (every earlier
    * hash kept), unless the row moved on meanwhile (then undefined).
    */
-  private async resign(row: Row, bumped: FeeCaps): Promise<Row | undefined> {
-    const signed = await this.chain.sign({
+  private async resign(row: Row, bumped: FeeCaps, key: RelayerChain): Promise<Row | undefined> {
+    const signed = await key.sign({
       tokenAddress: row.token_address,
       // The calldata signed and simulated before, as it was: only the fees change.
       data: Transaction.from(row.raw_tx!).data,

@@ -99,11 +99,27 @@ export class RelayerChain {
   readonly address: string;
   readonly chainId: number;
 
-  constructor(options: { rpcUrl: string; chainId: number; privateKey: string; timeoutMs: number }) {
-    this.provider = makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
+  /** False for a key of a pool that reads through another key's provider (./pool): destroyed with that one. */
+  private readonly ownsProvider: boolean;
+
+  constructor(
+    options:
+      | { rpcUrl: string; chainId: number; privateKey: string; timeoutMs: number }
+      | { provider: JsonRpcProvider; chainId: number; privateKey: string },
+  ) {
+    this.ownsProvider = !('provider' in options);
+    this.provider =
+      'provider' in options
+        ? options.provider
+        : makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
     this.wallet = new Wallet(options.privateKey);
     this.address = this.wallet.address;
     this.chainId = options.chainId;
+  }
+
+  /** Another key of the relayer's pool on the same node, sharing this key's provider (its connections, timeout). */
+  withKey(privateKey: string): RelayerChain {
+    return new RelayerChain({ provider: this.provider, chainId: this.chainId, privateKey });
   }
 
   /**
@@ -313,7 +329,7 @@ export class RelayerChain {
   }
 
   destroy(): void {
-    this.provider.destroy();
+    if (this.ownsProvider) this.provider.destroy();
   }
 }
 

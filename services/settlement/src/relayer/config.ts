@@ -1,11 +1,26 @@
 import { addressOfPrivateKey } from '@paygate/chain';
 import { int, parseEnv, str, throwIfProblems } from '@paygate/runtime';
 
-/** The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEY the relayer is off and x402 is not offered. */
+/**
+ * The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEYS or RELAYER_PRIVATE_KEY the relayer is off
+ * and x402 is not offered.
+ */
 export interface RelayerConfig {
-  /** Gas-only key; never the escrow key. Not enumerable on the config object, never logged. */
+  /** The pool's first key (gas-only; never the escrow key). Not enumerable on the config object, never logged. */
   privateKey: string;
+  /** Every key of the pool (RELAYER_PRIVATE_KEYS, else RELAYER_PRIVATE_KEY alone), in order. Not enumerable. */
+  privateKeys: string[];
+  /** The first key's address. */
   address: string;
+  /** Every key's address, in the order of the keys. */
+  addresses: string[];
+  /**
+   * RELAYER_STUCK_AFTER_MS: a key whose oldest submission has waited this long without a receipt is skipped by new
+   * submissions (its queue would hold them up) until that submission is mined.
+   */
+  stuckAfterMs: number;
+  /** RELAYER_CODE_HASH_REFUSAL_PAYERS: distinct reverting payers sharing a code hash before the hash is refused. */
+  codeHashRefusalPayers: number;
   minBalanceWei: bigint;
   feeBumpAfterMs: number;
   maxFeeBumps: number;
@@ -19,6 +34,8 @@ export interface RelayerConfig {
 }
 
 const GWEI = 1_000_000_000n;
+/** Keys in one pool, at most: each is a nonce sequence, an advisory lock and a balance read. */
+const MAX_KEYS = 64;
 
 export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
   // Bad settings are reported with the key's problems below, and only when the relayer is configured at all.
@@ -27,6 +44,12 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     env,
     {
       RELAYER_PRIVATE_KEY: str({ default: '' }),
+      RELAYER_PRIVATE_KEYS: str({ default: '' }),
+      // Several blocks on every chain Paygate runs on (Base: 2 s, Flashblocks 200 ms), far below the fee bump.
+      RELAYER_STUCK_AFTER_MS: int({ default: 10_000, min: 100 }),
+      // One contract wallet that reverts is one payer: its code is refused only when this many distinct payers
+      // with that code made a relayed transaction revert within RELAYER_REVERT_REFUSAL_HOURS.
+      RELAYER_CODE_HASH_REFUSAL_PAYERS: int({ default: 3, min: 1, max: 1000 }),
       // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
       RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),
       RELAYER_FEE_BUMP_AFTER_MS: int({ default: 15_000, min: 1 }),
@@ -41,11 +64,30 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     },
     problems,
   );
-  if (!parsed.RELAYER_PRIVATE_KEY) return null;
-  const address = addressOfPrivateKey(parsed.RELAYER_PRIVATE_KEY);
-  if (!address) problems.push('RELAYER_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
-  if (parsed.RELAYER_PRIVATE_KEY.toLowerCase() === escrowPrivateKey.toLowerCase()) {
-    problems.push('RELAYER_PRIVATE_KEY: must not be the escrow key (the relayer holds gas only)');
+  const keysVariable = parsed.RELAYER_PRIVATE_KEYS ? 'RELAYER_PRIVATE_KEYS' : 'RELAYER_PRIVATE_KEY';
+  const keys = (parsed.RELAYER_PRIVATE_KEYS || parsed.RELAYER_PRIVATE_KEY || '')
+    .split(',')
+    .map((key) => key.trim())
+    .filter((key) => key !== '');
+  if (keys.length === 0) return null;
+  if (keys.length > MAX_KEYS) problems.push(`${keysVariable}: at most ${MAX_KEYS} keys`);
+  if (
+    parsed.RELAYER_PRIVATE_KEYS &&
+    parsed.RELAYER_PRIVATE_KEY &&
+    parsed.RELAYER_PRIVATE_KEY.toLowerCase() !== keys[0]!.toLowerCase()
+  ) {
+    problems.push('RELAYER_PRIVATE_KEY: set RELAYER_PRIVATE_KEYS alone, or make this its first key');
+  }
+  const addresses: string[] = [];
+  for (const [i, key] of keys.entries()) {
+    const which = keys.length > 1 ? `${keysVariable} (key ${i + 1})` : keysVariable;
+    const address = addressOfPrivateKey(key);
+    if (!address) problems.push(`${which}: must be a 0x-prefixed 32-byte hex key`);
+    else if (addresses.includes(address)) problems.push(`${which}: the same key twice`);
+    else addresses.push(address);
+    if (key.toLowerCase() === escrowPrivateKey.toLowerCase()) {
+      problems.push(`${which}: must not be the escrow key (the relayer holds gas only)`);
+    }
   }
   if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI ?? '')) {
     problems.push('RELAYER_MIN_BALANCE_WEI: must be a whole number of wei');
@@ -55,7 +97,10 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
   }
   throwIfProblems(problems, parsed);
   const config: RelayerConfig = {
-    address: address!,
+    address: addresses[0]!,
+    addresses,
+    stuckAfterMs: parsed.RELAYER_STUCK_AFTER_MS,
+    codeHashRefusalPayers: parsed.RELAYER_CODE_HASH_REFUSAL_PAYERS,
     minBalanceWei: BigInt(parsed.RELAYER_MIN_BALANCE_WEI),
     feeBumpAfterMs: parsed.RELAYER_FEE_BUMP_AFTER_MS,
     maxFeeBumps: parsed.RELAYER_MAX_FEE_BUMPS,
@@ -65,6 +110,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
     revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
   } as RelayerConfig;
-  Object.defineProperty(config, 'privateKey', { value: parsed.RELAYER_PRIVATE_KEY, enumerable: false });
+  Object.defineProperty(config, 'privateKey', { value: keys[0], enumerable: false });
+  Object.defineProperty(config, 'privateKeys', { value: keys, enumerable: false });
   return config;
 }

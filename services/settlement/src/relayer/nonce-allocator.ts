@@ -30,8 +30,9 @@ const keyOf = (request: RelayerSubmitRequest) =>
   `${request.authorization.from.toLowerCase()}:${request.authorization.nonce.toLowerCase()}`;
 
 /**
- * The relayer's one nonce allocator (an advisory lock across replicas): waiting submissions are signed and
- * committed in batches, one transaction each, consecutive relayer nonces, nothing broadcast here.
+ * The nonce allocator of one key of the relayer's pool (an advisory lock per key across replicas): waiting
+ * submissions are signed and committed in batches, one transaction each, consecutive nonces of that key, nothing
+ * broadcast here. Each key's lock and sequence are its own, so the keys sign side by side.
  */
 export class NonceAllocator {
   private readonly lockKey: string;
@@ -108,7 +109,7 @@ export class NonceAllocator {
         const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
         fresh.push(request);
         values.push({
-          ...this.recorded.authorizationColumns(request),
+          ...this.recorded.authorizationColumns(request, this.chain.address),
           payer_code_hash: payerCodeHash,
           status: 'signed' as const,
           relayer_nonce: nonce,

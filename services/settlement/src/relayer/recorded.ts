@@ -43,6 +43,14 @@ export class RecordedAuthorizations {
       .executeTakeFirst();
   }
 
+  async byId(id: string): Promise<Row | undefined> {
+    return this.ctx.db
+      .selectFrom('relayed_authorizations')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
   async broadcastRecorded(row: Row): Promise<void> {
     try {
       await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
@@ -71,8 +79,11 @@ export class RecordedAuthorizations {
       .execute();
   }
 
-  /** The columns that identify and restate the authorization itself (the same for every way a row is made). */
-  authorizationColumns(request: RelayerSubmitRequest) {
+  /**
+   * The columns that identify and restate the authorization itself (the same for every way a row is made), and the
+   * pool's key whose nonce sequence it is in (the row's signer: its background pass bumps and watches it).
+   */
+  authorizationColumns(request: RelayerSubmitRequest, relayerAddress: string) {
     const a = request.authorization;
     return {
       id: `rly_${newEventId()}`,
@@ -85,7 +96,7 @@ export class RecordedAuthorizations {
       valid_after: BigInt(a.validAfter),
       valid_before: BigInt(a.validBefore),
       signature: request.signature.toLowerCase(),
-      relayer_address: this.chain.address.toLowerCase(),
+      relayer_address: relayerAddress.toLowerCase(),
       payer_code_hash: null as string | null,
     };
   }

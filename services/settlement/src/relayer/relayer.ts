@@ -6,7 +6,8 @@ import { RelayerBackgroundPass } from './background-pass';
 import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
 import { HeadPush } from './head-push';
 import { HeadWatcher } from './heads';
-import { type ChainState, NonceAllocator } from './nonce-allocator';
+import type { ChainState } from './nonce-allocator';
+import { type Assignment, RelayerSigner, SignerPool } from './pool';
 import { RecordedAuthorizations } from './recorded';
 import { RefusedPayers } from './refused-payers';
 import {
@@ -21,8 +22,9 @@ import {
 
 export type { RelayerSettings } from './settings';
 
-const BALANCE_CACHE_MS = 2000;
 const FEES_CACHE_MS = 1000;
+/** How often a caller waiting for its receipt reads its row again (one indexed read each, at most). */
+const ROW_REREAD_MS = 1000;
 
 /** Time spent before the submission: the checks and the simulation (none for a submission already recorded). */
 interface TimeBefore {
@@ -33,9 +35,10 @@ interface TimeBefore {
 const NO_TIME: TimeBefore = { checksMs: 0, simulationMs: 0 };
 
 /**
- * Submits x402 payments' EIP-3009 authorizations with a gas-only key, exactly once per authorization:
- * one row per (chain, token, payer, nonce), the signed transaction recorded before it is broadcast, one relayer
- * nonce allocator (advisory lock across replicas; ./nonce-allocator), fee bumps that keep every earlier hash, and a
+ * Submits x402 payments' EIP-3009 authorizations with a pool of gas-only keys, exactly once per authorization:
+ * one row per (chain, token, payer, nonce), the signed transaction recorded (with the key that signed it) before it
+ * is broadcast, one nonce allocator per key (advisory lock across replicas; ./nonce-allocator), each submission on
+ * the least loaded key that can pay and is not stuck (./pool), fee bumps that keep every earlier hash, and a
  * background pass that rebroadcasts, bumps and finishes whatever is recorded (which is also the crash recovery;
  * ./background-pass). This file holds the RPC handlers and the submission itself.
  */
@@ -44,24 +47,42 @@ export class Relayer implements BackgroundTask {
   private readonly recorded: RecordedAuthorizations;
   /** Payers (and contract code) refused after a relayed transaction of theirs reverted on chain. */
   private readonly refusedPayers: RefusedPayers;
-  private readonly allocator: NonceAllocator;
+  private readonly pool: SignerPool;
   private readonly pass: RelayerBackgroundPass;
   /** Wakes the callers waiting for a receipt when a newer block exists (./heads). */
   private readonly heads: HeadWatcher;
   private readonly headPush: HeadPush | undefined;
   private server: RpcServer | undefined;
-  private balance: { wei: bigint; at: number } | undefined;
+  private stopping = false;
   private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
+
+  /** Reads and broadcasts (any key's provider: they share one); signing is each key's (./pool). */
+  private readonly chain: RelayerChain;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
-    private readonly chain: RelayerChain,
+    /** The pool's keys, the first also reading for all (a single key is a pool of one). */
+    chains: RelayerChain | readonly RelayerChain[],
     private readonly settings: RelayerSettings,
   ) {
+    const keys = Array.isArray(chains) ? chains : [chains as RelayerChain];
+    const chain = keys[0]!;
+    this.chain = chain;
     this.refusedPayers = new RefusedPayers(ctx, chain, settings);
     this.recorded = new RecordedAuthorizations(ctx, chain, settings, this.refusedPayers);
-    this.allocator = new NonceAllocator(ctx, chain, settings, this.recorded);
-    this.pass = new RelayerBackgroundPass(ctx, chain, settings, this.recorded, () => this.loop.isStopped);
+    this.pool = new SignerPool(
+      keys.map((key) => new RelayerSigner(ctx, key, settings, this.recorded)),
+      settings,
+      ctx.logger,
+    );
+    this.pass = new RelayerBackgroundPass(
+      ctx,
+      chain,
+      this.pool,
+      settings,
+      this.recorded,
+      () => this.loop.isStopped,
+    );
     this.heads = new HeadWatcher(chain, settings.receiptPollMs);
     this.headPush = settings.headsWsUrl
       ? new HeadPush(settings.headsWsUrl, settings.chainId, (head) => this.heads.pushed(head), ctx.logger)
@@ -88,6 +109,8 @@ export class Relayer implements BackgroundTask {
   }
 
   async stop(): Promise<void> {
+    // Callers still waiting for a receipt are answered `submitted` (their transaction is recorded) at once.
+    this.stopping = true;
     this.heads.stop();
     await this.headPush?.stop();
     await this.server?.stop();
@@ -100,26 +123,46 @@ export class Relayer implements BackgroundTask {
     return this.pass.runOnce();
   }
 
-  async status(): Promise<RelayerStatusReply> {
-    try {
-      const wei = await this.balanceWei();
-      const available = wei >= this.settings.minBalanceWei;
-      return {
-        available,
-        address: this.chain.address,
-        balanceWei: wei.toString(),
-        reason: available ? null : `relayer balance ${wei} wei is below ${this.settings.minBalanceWei} wei`,
-      };
-    } catch (error) {
-      return { available: false, address: this.chain.address, balanceWei: '0', reason: describe(error) };
-    }
+  /** The pool's keys (checksummed addresses), in the configured order. */
+  get addresses(): string[] {
+    return this.pool.signers.map((signer) => signer.chain.address);
   }
 
-  private async balanceWei(): Promise<bigint> {
-    if (this.balance && Date.now() - this.balance.at < BALANCE_CACHE_MS) return this.balance.wei;
-    const wei = await this.chain.balanceWei();
-    this.balance = { wei, at: Date.now() };
-    return wei;
+  /** Each key of the pool as this process sees it: its submissions waiting for an answer, and whether it is stuck. */
+  keys(): Array<{ address: string; load: number; stuck: boolean }> {
+    const now = Date.now();
+    return this.pool.signers.map((signer) => ({
+      address: signer.address,
+      load: signer.load(),
+      stuck: signer.stuck(now),
+    }));
+  }
+
+  /**
+   * Available while any key can pay gas; `address` and `balanceWei` are the best funded key's, `signers` every
+   * key's (one below RELAYER_MIN_BALANCE_WEI is skipped by new submissions, the others go on).
+   */
+  async status(): Promise<RelayerStatusReply> {
+    const balances = await this.pool.balances();
+    const signers = balances.map(({ signer, wei }) => ({
+      address: signer.chain.address,
+      available: wei !== undefined && wei >= this.settings.minBalanceWei,
+      balanceWei: (wei ?? 0n).toString(),
+    }));
+    const best = balances.reduce((a, b) => ((b.wei ?? -1n) > (a.wei ?? -1n) ? b : a));
+    const available = signers.some((signer) => signer.available);
+    const reason = available
+      ? null
+      : best.wei === undefined
+        ? (best.error ?? 'the chain RPC did not answer')
+        : `every relayer key's balance is below ${this.settings.minBalanceWei} wei (the largest: ${best.wei} wei)`;
+    return {
+      available,
+      address: best.signer.chain.address,
+      balanceWei: (best.wei ?? 0n).toString(),
+      reason,
+      signers,
+    };
   }
 
   /**
@@ -133,20 +176,78 @@ export class Relayer implements BackgroundTask {
     const started = performance.now();
     const foreign = this.refusalOfForeign(request);
     if (foreign) return foreign;
-    // The lookup, the payer's code, the simulation and what the nonce allocation needs from the chain (pending
-    // nonce, fees) run side by side: none of them spends anything, and the nonce lock then holds no RPC, so a burst
-    // is signed back to back and enters the pool together (one block, not two). The simulation waits for the fees:
-    // it runs with the fees the transaction is signed with, as the block will run it.
+    // The lookup, the key's assignment, the payer's code, the simulation and what the nonce allocation needs from
+    // the chain (the key's pending nonce, fees) run side by side: none of them spends anything, and the nonce lock
+    // then holds no RPC, so a burst is signed back to back and enters the pool together (one block, not two). The
+    // simulation waits for the fees and the key: it runs from the key that signs, with the fees it signs with, as
+    // the block will run it.
     const found = this.recorded.find(request);
+    const assigned = this.pool.assign();
     const codeHash = this.chain.codeHash(request.authorization.from);
-    const chainNonce = this.chain.pendingNonce();
+    const key = assigned.then((a) => ('ok' in a ? undefined : a));
+    const chainNonce = key.then((a) => a?.signer.chain.pendingNonce());
     const fees = this.currentFees();
     codeHash.catch(() => undefined);
     chainNonce.catch(() => undefined);
     fees.catch(() => undefined);
-    const simulation = this.simulation(request, codeHash, fees);
-    const existing = await found;
-    if (existing) return this.answerFor(existing, request, started, NO_TIME);
+    const simulation = key.then((a) => (a ? this.simulation(request, a.signer, codeHash, fees) : undefined));
+    let assignment: Assignment | undefined;
+    try {
+      const existing = await found;
+      if (existing) {
+        void key.then((a) => a?.release());
+        return this.answerFor(existing, request, started, NO_TIME);
+      }
+      const outcome = await assigned;
+      if ('ok' in outcome) {
+        // Out of gas (or no balance readable): after the payer's refusal, which says more to its caller.
+        const refused = await this.refusalOfPayer(request, codeHash, options);
+        return refused ?? outcome;
+      }
+      assignment = outcome;
+      return await this.submitAssigned(
+        request,
+        assignment,
+        started,
+        { codeHash, chainNonce, fees, simulation },
+        options,
+      );
+    } finally {
+      assignment?.release();
+    }
+  }
+
+  /** The refusal of a payer (or its code) in force, or a chain_unavailable refusal when its code cannot be read. */
+  private async refusalOfPayer(
+    request: RelayerSubmitRequest,
+    codeHash: Promise<string | null>,
+    options: { ownKey?: boolean },
+  ): Promise<Refusal | undefined> {
+    let payerCodeHash: string | null;
+    try {
+      payerCodeHash = await codeHash;
+    } catch (error) {
+      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
+    }
+    if (options.ownKey) return undefined;
+    return this.refusedPayers.refusalOf(request.authorization.from, payerCodeHash);
+  }
+
+  /** A new submission on its key: the payer's checks, the simulation, the recorded transaction, its broadcast. */
+  private async submitAssigned(
+    request: RelayerSubmitRequest,
+    assignment: Assignment,
+    started: number,
+    reads: {
+      codeHash: Promise<string | null>;
+      chainNonce: Promise<bigint | undefined>;
+      fees: Promise<FeeCaps>;
+      simulation: Promise<{ gas: bigint; data: string } | { error: unknown } | undefined>;
+    },
+    options: { ownKey?: boolean },
+  ): Promise<RelayerSubmitReply> {
+    const { codeHash, chainNonce, fees } = reads;
+    const simulation = reads.simulation as Promise<{ gas: bigint; data: string } | { error: unknown }>;
 
     let payerCodeHash: string | null;
     try {
@@ -158,8 +259,6 @@ export class Relayer implements BackgroundTask {
       const refused = await this.refusedPayers.refusalOf(request.authorization.from, payerCodeHash);
       if (refused) return refused;
     }
-    const outOfGas = await this.refusalOfBalance();
-    if (outOfGas) return outOfGas;
     const checked = performance.now();
     const outcomeOfSimulation = await simulation;
     if ('error' in outcomeOfSimulation) {
@@ -170,11 +269,13 @@ export class Relayer implements BackgroundTask {
     let chainState: ChainState;
     try {
       const [pendingNonce, suggested] = await Promise.all([chainNonce, fees]);
-      chainState = { pendingNonce, fees: suggested };
+      chainState = { pendingNonce: pendingNonce!, fees: suggested };
     } catch (error) {
       return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
     }
-    const row = await this.allocator.record(request, data, gas, chainState, payerCodeHash);
+    const row = await assignment.signer.allocator.record(request, data, gas, chainState, payerCodeHash);
+    // Recorded on this key from now (or found recorded, maybe on another key): waiting on the chain from here.
+    assignment.recordedAt = Date.now();
     if (row.status === 'signed') await this.recorded.broadcastRecorded(row);
     return this.answerFor(row, request, started, {
       checksMs: checked - started,
@@ -189,6 +290,7 @@ export class Relayer implements BackgroundTask {
    */
   private async simulation(
     request: RelayerSubmitRequest,
+    signer: RelayerSigner,
     codeHash: Promise<string | null>,
     fees: Promise<FeeCaps>,
   ): Promise<{ gas: bigint; data: string } | { error: unknown }> {
@@ -206,7 +308,7 @@ export class Relayer implements BackgroundTask {
         };
       }
       const caps = cappedFees(await fees, this.settings.maxFeePerGasCapWei);
-      return { gas: await this.chain.simulate(request.token, data, caps), data };
+      return { gas: await signer.chain.simulate(request.token, data, caps), data };
     } catch (error) {
       return { error };
     }
@@ -224,25 +326,6 @@ export class Relayer implements BackgroundTask {
       return refusal('invalid_request', 'this relayer submits payments into the escrow wallet only');
     }
     return undefined;
-  }
-
-  /** Below RELAYER_MIN_BALANCE (or with no answer from the chain) new work is refused. */
-  private async refusalOfBalance(): Promise<Refusal | undefined> {
-    let wei: bigint;
-    try {
-      wei = await this.balanceWei();
-    } catch (error) {
-      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
-    }
-    if (wei >= this.settings.minBalanceWei) return undefined;
-    this.ctx.logger.error(
-      { relayer: this.chain.address, balanceWei: wei.toString() },
-      'relayer is out of gas; x402 submissions refused',
-    );
-    return refusal(
-      'relayer_out_of_gas',
-      'the relayer cannot pay gas right now; pay with a tx-hash proof instead',
-    );
   }
 
   /** A failed simulation: refused, unless the authorization was used by someone else (then credited once). */
@@ -285,7 +368,7 @@ export class Relayer implements BackgroundTask {
     const inserted = await this.ctx.db
       .insertInto('relayed_authorizations')
       .values({
-        ...this.recorded.authorizationColumns(request),
+        ...this.recorded.authorizationColumns(request, this.chain.address),
         status: 'used_elsewhere',
         settled_tx_hash: executed.txHash,
         block_number: executed.blockNumber,
@@ -327,6 +410,7 @@ export class Relayer implements BackgroundTask {
     let current = row;
     /** The head at this caller's previous receipt lookup. */
     let lookedAt: bigint | undefined;
+    let readAt = Date.now();
     for (let round = 0; round < 10_000; round++) {
       if (current.status === 'confirmed' || current.status === 'used_elsewhere') {
         return {
@@ -350,13 +434,20 @@ export class Relayer implements BackgroundTask {
       current =
         (await this.recorded.advance(current, {
           answerFirst: true,
-          inBlock: round > 0 ? head : undefined,
+          inBlock: round > 0 && head !== lookedAt ? head : undefined,
           onlyNewBlock: head !== undefined && lookedAt !== undefined && head === lookedAt + 1n,
         })) ?? current;
       lookedAt = head;
       if (isFinished(current)) continue;
-      if (Date.now() >= deadline) break;
-      await this.heads.newerThan(head, deadline - Date.now());
+      if (Date.now() >= deadline || this.stopping) break;
+      if (Date.now() - readAt >= ROW_REREAD_MS) {
+        // The background pass may have re-signed it (a fee bump: a hash this copy does not know) or finished it.
+        current = (await this.recorded.byId(current.id)) ?? current;
+        readAt = Date.now();
+        if (isFinished(current)) continue;
+      }
+      // Woken by the next head, or to read the row again when none comes (a chain that mines only on demand).
+      await this.heads.newerThan(head, Math.min(deadline - Date.now(), ROW_REREAD_MS));
     }
     return {
       ok: true,

@@ -33,6 +33,10 @@ export interface RelayerSettings {
   dbSchema: string;
   /** RELAYER_REVERT_REFUSAL_HOURS: how long a payer (and its code) is refused after its relayed transaction reverted. */
   revertRefusalMs: number;
+  /** RELAYER_STUCK_AFTER_MS: a key with a transaction waiting this long for a receipt gets no new submissions. */
+  stuckAfterMs: number;
+  /** RELAYER_CODE_HASH_REFUSAL_PAYERS: distinct reverting payers of one code hash before that code is refused. */
+  codeHashRefusalPayers: number;
   /** The injected clock (refusals' times). */
   now: () => Date;
 }

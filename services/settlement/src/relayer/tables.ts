@@ -59,3 +59,16 @@ export interface RelayerRefusedPayersTable {
   refused_at: Generated<Date>;
   refused_until: Date;
 }
+
+/**
+ * A contract payer whose relayed transaction reverted for its own check, by its code hash (see the 2026-12-02-0800
+ * migration): the code hash is refused once RELAYER_CODE_HASH_REFUSAL_PAYERS distinct payers of it are here within
+ * RELAYER_REVERT_REFUSAL_HOURS. Not in SettlementDB: read through `withTables` (./refused-payers), its only user.
+ */
+export interface RelayerCodeHashRevertsTable {
+  chain_id: number;
+  code_hash: string;
+  payer: string;
+  tx_hash: string;
+  reverted_at: Date;
+}
