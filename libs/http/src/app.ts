@@ -26,7 +26,7 @@ export function requestIdFrom(incoming: string | string[] | undefined): string {
   return acceptedRequestId(incoming) ?? randomUUID();
 }
 
-export interface AppOptions {
+interface AppOptions {
   logger: Logger;
   /** Largest JSON body accepted; larger bodies get 413. */
   bodyLimit?: string;

@@ -23,7 +23,7 @@ export function constantTimeEqual(a: string, b: string): boolean {
 }
 
 /** The 401 every operator route answers when the token is missing or wrong. */
-export const operatorUnauthorized = () =>
+const operatorUnauthorized = () =>
   new HttpError(401, 'unauthorized', 'operator token required (Authorization: Bearer <OPERATOR_TOKEN>)', {
     field: 'Authorization',
     rule: 'must be the operator token',

@@ -13,13 +13,10 @@ export class HttpError extends Error {
 
 export const badRequest = (field: string, rule: string, message?: string) =>
   new HttpError(400, 'invalid_request', message ?? `${field} ${rule}`, { field, rule });
-export const unauthorized = (message = 'missing or invalid credentials') =>
-  new HttpError(401, 'unauthorized', message);
-export const forbidden = (message = 'not allowed') => new HttpError(403, 'forbidden', message);
 export const notFound = (what: string) => new HttpError(404, 'not_found', `${what} not found`);
 /**
  * A body that is not a JSON object or array: broken JSON, or a scalar such as `null` or `"text"` (express.json's strict
- * mode refuses both). The message names the rule for both: "not valid JSON" was untrue of `null`.
+ * mode refuses both). The message names the rule, which holds for both (`null` is valid JSON).
  */
 export const invalidJson = () =>
   new HttpError(400, 'invalid_json', 'body must be a JSON object or array', {

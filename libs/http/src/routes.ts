@@ -13,17 +13,17 @@ import {
 } from './openapi';
 import { assertValid } from './validation';
 
-export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'head';
+type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'head';
 
 /** How a route authenticates: the OpenAPI security scheme it documents and the middleware that enforces it. */
-export interface RouteAuth {
+interface RouteAuth {
   /** Name of a security scheme of the document (`apiKey`, `publishableKey`, `operatorToken`…). */
   scheme: string;
   middleware: RequestHandler;
 }
 
 /** A response: a JSON body schema, or a description with an optional schema and content type. */
-export type RouteResponse =
+type RouteResponse =
   | TSchema
   | {
       description: string;
@@ -46,7 +46,7 @@ export interface BareServing {
   handle: BareHandler;
 }
 
-export type RouteHandler<
+type RouteHandler<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,
   Body extends TSchema | undefined = undefined,
@@ -65,7 +65,7 @@ export type RouteHandler<
  * A declared route: what it is (method, path, schemas, auth, responses) and how it is served: by express
  * (`handler`), on the bare request (`bare`), or the bare request first and express for what it leaves.
  */
-export type RouteDefinition<
+type RouteDefinition<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,
   Body extends TSchema | undefined = undefined,
@@ -75,7 +75,7 @@ export type RouteDefinition<
     | { handler?: undefined; bare: BareServing }
   );
 
-export interface RouteDeclaration<
+interface RouteDeclaration<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,
   Body extends TSchema | undefined = undefined,

@@ -1,7 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { NextFunction, Request, Response } from 'express';
 import { HttpError } from './errors';
 import { findStoredTextViolation } from './stored-text';
 
@@ -19,7 +18,7 @@ function compile(schema: TSchema): ValidateFunction {
 }
 
 /** Turns the first ajv error into a field name (dotted path) and a rule a person can read. */
-export function describeAjvError(error: ErrorObject, root: string): { field: string; rule: string } {
+function describeAjvError(error: ErrorObject, root: string): { field: string; rule: string } {
   const described = describeKeyword(error, root);
   // `x-rule` may also name the rule per keyword: `{ pattern: 'must be a settlementId', type: 'must be given once' }`.
   const byKeyword = (error.parentSchema as { 'x-rule'?: unknown } | undefined)?.['x-rule'];
@@ -113,14 +112,4 @@ export function assertValid<T extends TSchema>(schema: T, value: unknown, root =
     throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
   }
   return value as Static<T>;
-}
-
-/** Express middleware validating req.body (or query/params) against a schema. */
-export function validate(part: 'body' | 'query' | 'params', schema: TSchema) {
-  return (req: Request, _res: Response, next: NextFunction) => {
-    const value =
-      part === 'body' ? (req.body ?? {}) : part === 'query' ? { ...req.query } : { ...req.params };
-    assertValid(schema, value, part);
-    next();
-  };
 }

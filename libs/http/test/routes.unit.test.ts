@@ -7,6 +7,7 @@ import {
   createApp,
   defineRoute,
   errorHandler,
+  HttpError,
   mountRoutes,
   notFound,
   openApiRoute,
@@ -14,7 +15,6 @@ import {
   routesOpenApi,
   securitySchemes,
 } from '../src';
-import { unauthorized } from '../src/errors';
 
 const Thing = Type.Object({ id: Type.String(), size: Type.Integer() }, { description: 'a thing' });
 const things = new Map<string, { id: string; size: number }>([['a', { id: 'a', size: 1 }]]);
@@ -226,7 +226,8 @@ describe('routes: optional auth, bodies the handler validates, rules per keyword
       bodyValidatedByHandler: true,
       responses: { '201': Type.Object({ name: Type.String() }) },
       handler: (req, res) => {
-        if (req.headers.authorization !== 'Bearer secret-token') throw unauthorized();
+        if (req.headers.authorization !== 'Bearer secret-token')
+          throw new HttpError(401, 'unauthorized', 'missing or invalid credentials');
         res.status(201).json(assertValid(Body, req.body ?? {}, 'body'));
       },
     }),

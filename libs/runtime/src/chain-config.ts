@@ -24,7 +24,7 @@ export interface ChainConfig {
   rpcTimeoutMs: number;
 }
 
-export interface ChainConfigDefaults {
+interface ChainConfigDefaults {
   /**
    * Default CONFIRMATIONS, or one per network; without it the network preset's (libs/chain networks.ts: 1 on the
    * local chain, 3 on Base and Base Sepolia).

@@ -24,7 +24,7 @@ import { type DatabaseLimits, DEFAULT_DATABASE_LIMITS } from './config';
 // Postgres numeric and bigint come back as strings: money columns are read as bigint explicitly.
 pg.types.setTypeParser(20, (value) => BigInt(value));
 
-export interface DatabaseOptions extends Partial<DatabaseLimits> {
+interface DatabaseOptions extends Partial<DatabaseLimits> {
   url: string;
   schema: string;
 }
@@ -237,7 +237,7 @@ export function readRepeatableSql(fromDir: string, file: string): RepeatableSql 
   throw new Error(`repeatable SQL file sql/${file} not found above ${fromDir}`);
 }
 
-export function sqlChecksum(text: string): string {
+function sqlChecksum(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 

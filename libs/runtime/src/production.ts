@@ -5,7 +5,7 @@ import { ConfigError } from './config';
  * Public JSON-RPC endpoints that are rate limited and documented as not for production traffic. Fine for a
  * look around; a service polling one every few milliseconds is throttled and stops seeing the chain.
  */
-export const PUBLIC_RATE_LIMITED_RPC_HOSTS: readonly string[] = [
+const PUBLIC_RATE_LIMITED_RPC_HOSTS: readonly string[] = [
   'mainnet.base.org',
   'sepolia.base.org',
   'mainnet-preconf.base.org',
@@ -13,9 +13,9 @@ export const PUBLIC_RATE_LIMITED_RPC_HOSTS: readonly string[] = [
 ];
 
 /** The fastest polling a public rate-limited endpoint is allowed in production (Base makes a block every 2 s). */
-export const MIN_PUBLIC_RPC_POLL_INTERVAL_MS = 1000;
+const MIN_PUBLIC_RPC_POLL_INTERVAL_MS = 1000;
 
-export const MIN_PRODUCTION_SECRET_LENGTH = 24;
+const MIN_PRODUCTION_SECRET_LENGTH = 24;
 
 /** The shape of the fixed development values (dev-operator-token, …-not-secret, dev-only-…). */
 const DEV_VALUE = /^dev[-_]|not[-_]?(a[-_])?secret|not[-_]for[-_]production|dev[-_]only/i;

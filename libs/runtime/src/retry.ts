@@ -1,4 +1,4 @@
-export interface RetryOptions {
+interface RetryOptions {
   what: string;
   attempts: number;
   initialDelayMs?: number;

@@ -44,7 +44,7 @@ export interface BackgroundTask {
   stop(): Promise<void>;
 }
 
-export interface ServiceDefinition<DB = any> {
+interface ServiceDefinition<DB = any> {
   name: ServiceName;
   config: CommonConfig;
   migrations: Record<string, Migration>;

@@ -24,7 +24,7 @@ declare global {
   }
 }
 
-export interface SellerAuthOptions {
+interface SellerAuthOptions {
   /** How long a resolved key is trusted without asking again. Rotation drops the entry sooner. */
   cacheTtlMs?: number;
   requestTimeoutMs?: number;

@@ -1,4 +1,4 @@
-import type { RpcReply, RpcRequest } from '@paygate/contracts';
+import type { RpcReply } from '@paygate/contracts';
 
 /**
  * Who holds an API key: the registry answers `registry.resolve_api_key`, declared with its schemas in
@@ -6,6 +6,5 @@ import type { RpcReply, RpcRequest } from '@paygate/contracts';
  */
 export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from '@paygate/contracts';
 
-export type ResolveApiKeyRequest = RpcRequest<'registry.resolve_api_key'>;
 export type ResolveApiKeyReply = RpcReply<'registry.resolve_api_key'>;
 export type SellerIdentity = Extract<ResolveApiKeyReply, { ok: true }>['seller'];

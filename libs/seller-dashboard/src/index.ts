@@ -42,7 +42,7 @@ export async function buildDashboard(options: { minify?: boolean } = {}): Promis
 }
 
 /** The files a page names: content-hashed, cached for a year. */
-export interface DashboardPageAssets {
+interface DashboardPageAssets {
   js: string;
   css: string;
 }
@@ -51,7 +51,7 @@ export interface DashboardPageAssets {
  * What a first visit's page carries inline, so the sign-in screen shows after one round trip: the style sheet
  * and the sign-in script (allowed by their hashes in the page's CSP, see dashboardCsp).
  */
-export interface InlineFirstScreen {
+interface InlineFirstScreen {
   css: string;
   signInJs: string;
   /** Names the build in the cookie that says its files are cached (then pages link them instead). */
@@ -90,7 +90,7 @@ ${head}
 }
 
 /** The CSP source of an inline element's exact text. */
-export function cspHash(text: string): string {
+function cspHash(text: string): string {
   return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 }
 

@@ -17,7 +17,7 @@ import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
 
 /** Path of the anvil binary shipped by @foundry-rs/anvil's platform package (ANVIL_BIN overrides). */
-export function resolveAnvilBinary(): string {
+function resolveAnvilBinary(): string {
   if (process.env.ANVIL_BIN) return process.env.ANVIL_BIN;
   const archNames: Partial<Record<string, string>> = { x64: 'amd64', arm64: 'arm64' };
   const arch = archNames[process.arch];
@@ -62,7 +62,7 @@ function startOrphanWatchdog(
   return watchdog;
 }
 
-export interface StartAnvilOptions {
+interface StartAnvilOptions {
   /** Port to listen on; a free random port by default. */
   port?: number;
   /** Interface to bind; 127.0.0.1 by default (0.0.0.0 inside a container so other services can reach it). */
@@ -219,17 +219,17 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
 
 // ---------------------------------------------------------------- TestUSDC
 
-export interface TestUsdcArtifact {
+interface TestUsdcArtifact {
   abi: InterfaceAbi;
   bytecode: string;
   solcVersion: string;
   sourceHash: string;
 }
 
-export const TEST_USDC_ARTIFACT_PATH = path.join(__dirname, '../../../deploy/build/TestUSDC.json');
+const TEST_USDC_ARTIFACT_PATH = path.join(__dirname, '../../../deploy/build/TestUSDC.json');
 
 let cachedArtifact: TestUsdcArtifact | undefined;
-export function loadTestUsdcArtifact(): TestUsdcArtifact {
+function loadTestUsdcArtifact(): TestUsdcArtifact {
   cachedArtifact ??= JSON.parse(readFileSync(TEST_USDC_ARTIFACT_PATH, 'utf8')) as TestUsdcArtifact;
   return cachedArtifact;
 }
@@ -263,7 +263,7 @@ export async function deployTestUsdc(
 // ---------------------------------------------------------------- chain control
 
 /** Anything with a raw JSON-RPC `send` (an ethers JsonRpcProvider). */
-export interface RpcSender {
+interface RpcSender {
   send(method: string, params: unknown[]): Promise<any>;
 }
 
@@ -295,7 +295,7 @@ export async function increaseTime(
 }
 
 /** A transaction to include in the replacement chain of a reorg, and the offset of its block from the fork point. */
-export interface ReorgTransaction {
+interface ReorgTransaction {
   /** A transaction request (from, to, data, value, gas…) or a signed raw transaction ({ Raw: '0x…' }). */
   tx: Record<string, unknown>;
   blockOffset: number;

@@ -44,7 +44,7 @@ export function documentedOperationNames(document: any): string[] {
 }
 
 /** The routed operations, less those left out of the document on purpose. */
-export function routedOperationNames(target: ApiContractTarget): string[] {
+function routedOperationNames(target: ApiContractTarget): string[] {
   return servedApiOperations(target.app).filter((op) => !(target.undocumented ?? []).includes(op));
 }
 
@@ -64,7 +64,7 @@ function pathWith(target: ApiContractTarget, path: string, values: Record<string
   );
 }
 
-export async function call(
+async function call(
   target: ApiContractTarget,
   documented: DocumentedOperation,
   options: { path?: Record<string, string>; query?: Record<string, string>; body?: unknown } = {},
@@ -97,7 +97,7 @@ export async function call(
  * What each documented operation answers to a plain request (valid credentials, path values, an empty JSON
  * body): `METHOD path -> status`, for a test to compare with the documented statuses.
  */
-export async function answerOfEveryOperation(
+async function answerOfEveryOperation(
   target: ApiContractTarget,
 ): Promise<Array<{ op: string; status: number; documented: string[]; noRoute: boolean }>> {
   const answers = [];
@@ -123,7 +123,7 @@ function breakingValue(schema: any): string | undefined {
   return undefined;
 }
 
-export interface Violation {
+interface Violation {
   op: string;
   input: string;
   /** The fields the answer may name. */
@@ -139,7 +139,7 @@ export interface Violation {
  * Bodies get an extra field no schema allows next to the documented required ones left out, so the answer
  * names either the missing field or the extra one.
  */
-export async function answersToBrokenRules(target: ApiContractTarget): Promise<Violation[]> {
+async function answersToBrokenRules(target: ApiContractTarget): Promise<Violation[]> {
   const answers: Violation[] = [];
   for (const documented of documentedOperations(target.document)) {
     const op = `${documented.method} ${documented.path}`;
@@ -182,7 +182,7 @@ export async function answersToBrokenRules(target: ApiContractTarget): Promise<V
 }
 
 /** The property names a request body schema knows (through oneOf / anyOf / allOf). */
-export function bodyFields(schema: any): string[] {
+function bodyFields(schema: any): string[] {
   if (!schema || typeof schema !== 'object') return [];
   return [
     ...Object.keys(schema.properties ?? {}),

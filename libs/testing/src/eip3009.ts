@@ -3,7 +3,7 @@ import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcEip712Domain } from '@paygate/ch
 import type { TransferAuthorization } from '@paygate/contracts';
 import { Contract, type ContractTransactionResponse, getAddress, type Signer, type Wallet } from 'ethers';
 
-export interface SignAuthorizationInput {
+interface SignAuthorizationInput {
   chainId: number;
   usdcAddress: string;
   to: string;

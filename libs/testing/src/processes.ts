@@ -73,7 +73,7 @@ export async function startServiceProcess(
 }
 
 /** The command line that runs `node <args>`: by default this Node itself (a benchmark may wrap it in valgrind). */
-export type NodeCommand = (args: string[]) => [command: string, args: string[]];
+type NodeCommand = (args: string[]) => [command: string, args: string[]];
 
 /** Runs Node with these arguments as its own process, in the repository's root; its output is kept. */
 export function spawnNodeProcess(

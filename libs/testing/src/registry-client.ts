@@ -6,7 +6,7 @@ import { SiweMessage } from 'siwe';
  * register a skill that has passed validation. For tests only.
  */
 
-export interface SignedUpSeller {
+interface SignedUpSeller {
   sessionToken: string;
   apiKey: string;
   publishableKey: string;
@@ -59,7 +59,7 @@ export function siweMessageText(fields: {
  * that already has an account the key is rotated so the caller always gets a working sk_… key.
  */
 /** An ethers Wallet (or HDNodeWallet), or a private key. */
-export type SellerWallet = { address: string; signMessage(message: string): Promise<string> } | string;
+type SellerWallet = { address: string; signMessage(message: string): Promise<string> } | string;
 
 export async function signUpSeller(registryUrl: string, wallet: SellerWallet): Promise<SignedUpSeller> {
   const signer = typeof wallet === 'string' ? new Wallet(wallet) : wallet;
@@ -100,7 +100,7 @@ export async function signUpSeller(registryUrl: string, wallet: SellerWallet): P
   };
 }
 
-export interface SkillInput {
+interface SkillInput {
   name: string;
   displayName?: string;
   description?: string;
@@ -120,7 +120,7 @@ export interface SkillInput {
 }
 
 /** The registry's view of a skill (GET /api/v1/manage/skills/:name). */
-export interface RegisteredSkill {
+interface RegisteredSkill {
   skillId: string;
   sellerId: string;
   name: string;

@@ -1,7 +1,7 @@
 import type { Express } from 'express';
 
 /** Every `METHOD path` the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
-export function routedOperations(app: Express): string[] {
+function routedOperations(app: Express): string[] {
   const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
   return stack
     .filter((layer) => layer.route?.path)

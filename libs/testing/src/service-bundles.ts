@@ -19,12 +19,12 @@ import { type ServiceProcess, spawnNodeProcess } from './processes';
 const REPO_ROOT = path.join(__dirname, '../../..');
 
 /** pnpm's hoisted packages: what library code bundled into a service requires (the Dockerfile sets the same). */
-export const SERVICE_BUNDLE_NODE_PATH = path.join(REPO_ROOT, 'node_modules/.pnpm/node_modules');
+const SERVICE_BUNDLE_NODE_PATH = path.join(REPO_ROOT, 'node_modules/.pnpm/node_modules');
 
 /** Who runs the bundle: each has its own output file. */
-export type BundlePurpose = 'dev' | 'chaos' | 'test';
+type BundlePurpose = 'dev' | 'chaos' | 'test';
 
-export function serviceBundlePath(service: string, purpose: BundlePurpose): string {
+function serviceBundlePath(service: string, purpose: BundlePurpose): string {
   return path.join(REPO_ROOT, `services/${service}/dist/${purpose}/main.js`);
 }
 

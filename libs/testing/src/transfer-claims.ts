@@ -15,7 +15,7 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
 };
 
 /** A payment the in-memory ledger booked with a claim: the claim's request (transfer, payer, amount, payment). */
-export type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
+type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
 
 /**
  * Answers `ledger.claim_transfer` from memory with the contract's rule (the first payment path + reference to claim a

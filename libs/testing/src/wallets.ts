@@ -79,7 +79,7 @@ export function testSigner(role: TestWalletRole, provider: Provider): Wallet {
   return new Wallet(testWallets[role].privateKey, provider);
 }
 
-export interface FundTestWalletsOptions {
+interface FundTestWalletsOptions {
   rpcUrl: string;
   usdcAddress: string;
   /** USDC minted to each recipient, in micro-USDC. */

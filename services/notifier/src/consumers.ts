@@ -18,7 +18,7 @@ function isSessionSubject(type: string): type is SessionSubject {
 }
 
 /** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
-export const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
+const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
 
 /**
  * Every event that becomes a webhook: record its body and a pending delivery for the seller, if the seller

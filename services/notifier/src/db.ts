@@ -2,7 +2,7 @@ import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
-export interface SessionsTable {
+interface SessionsTable {
   session_id: string;
   seller_id: string;
   status: string;
@@ -18,7 +18,7 @@ export interface SellersTable {
   updated_at: Timestamp;
 }
 
-export interface WebhookEventsTable {
+interface WebhookEventsTable {
   event_id: string;
   seller_id: string;
   event_type: string;
@@ -27,7 +27,7 @@ export interface WebhookEventsTable {
 }
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 export interface WebhookDeliveriesTable {
   delivery_id: string;
@@ -96,7 +96,7 @@ export interface WebhookAttemptsTable {
   response_excerpt: string | null;
 }
 
-export interface IdempotencyKeysTable {
+interface IdempotencyKeysTable {
   seller_id: string;
   idempotency_key: string;
   request_hash: string;

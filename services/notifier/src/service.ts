@@ -18,9 +18,9 @@ import { limitManualDeliveries, manualDeliveryLimiter } from './webhooks/manual-
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
 
-export const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
+const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 
-export interface NotifierOptions {
+interface NotifierOptions {
   /** Jitter source for retry delays (tests make it deterministic). */
   random?: () => number;
   /** Stands in for DNS when connecting to sellers' webhook URLs (tests). */

@@ -41,7 +41,7 @@ export interface SellersTable {
   updated_at: Generated<Date>;
 }
 
-export interface SiweNoncesTable {
+interface SiweNoncesTable {
   nonce: string;
   expires_at: Date;
 }
@@ -92,7 +92,7 @@ export interface EndpointsTable {
   updated_at: Generated<Date>;
 }
 
-export interface IdempotencyKeysTable {
+interface IdempotencyKeysTable {
   seller_id: string;
   key: string;
   request_hash: string;

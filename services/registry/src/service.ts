@@ -16,7 +16,7 @@ import { skillNameRoutes } from './skills/name-routes';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
-export interface RegistryOptions {
+interface RegistryOptions {
   /** Stands in for DNS when seller URLs are checked and sellers' servers are called (tests). */
   resolveHost?: HostResolver;
 }

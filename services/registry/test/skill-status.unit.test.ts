@@ -1,8 +1,8 @@
 import { HttpError } from '@paygate/http';
 import type { SkillStatus } from '../src/db';
+import { SKILL_STATUSES } from '../src/skills/schemas';
 import {
   findSkillTransition,
-  SKILL_STATUSES,
   type SkillEffect,
   type SkillEvent,
   skillTransition,

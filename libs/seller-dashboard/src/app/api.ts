@@ -9,7 +9,7 @@ export { ApiError };
 
 export type Query = Record<string, string | number | undefined | null>;
 
-export interface RequestOptions {
+interface RequestOptions {
   body?: unknown;
   query?: Query;
   /** Creating requests send one so a retried click never creates twice. */

@@ -13,7 +13,7 @@ export interface ConfirmOptions {
   input?: { label: string; hint?: string; required: boolean };
 }
 
-export type ConfirmAnswer = false | { input: string };
+type ConfirmAnswer = false | { input: string };
 
 /**
  * A money action waits for this dialog (a native modal <dialog>: focus moves in and stays there, Escape cancels,

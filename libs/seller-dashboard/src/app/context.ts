@@ -3,7 +3,7 @@ import { useContext } from 'preact/hooks';
 import type { ApiClient } from './api';
 import type { Session } from './session';
 
-export interface DashboardContext {
+interface DashboardContext {
   api: ApiClient;
   session: Session;
   signOut: (reason?: string) => void;

@@ -12,13 +12,9 @@ export function usd(amount: string | null | undefined): string {
 }
 
 /** parseUsdc for amounts the API may send negative (balances: owed). */
-export function parseSigned(amount: string): bigint {
+function parseSigned(amount: string): bigint {
   const text = amount.trim();
   return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
-}
-
-export function sumUsdc(amounts: string[]): string {
-  return formatUsdc(amounts.reduce((total, amount) => total + parseSigned(amount), 0n));
 }
 
 export function dateTime(iso: string | null | undefined): string {

@@ -6,7 +6,7 @@
 
 export type LiveStatus = 'connecting' | 'live' | 'offline';
 
-export interface LiveOptions {
+interface LiveOptions {
   /** The same token the REST calls carry (never put in the URL). */
   token: string;
   /** Something of this seller changed (eventType says what): called at most once per burst. */

@@ -1,7 +1,7 @@
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
 import type { Settlement, Transaction } from './types';
 
-export interface Totals {
+interface Totals {
   /** What buyers paid. */
   gross: string;
   /** What went back to them. */

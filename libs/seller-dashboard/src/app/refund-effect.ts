@@ -1,7 +1,7 @@
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
 
 /** The fields of a transaction a refund's effect depends on (GET /api/v1/transactions/{id}). */
-export interface RefundableTransaction {
+interface RefundableTransaction {
   amount: string;
   refundedAmount: string;
   refundableAmount: string;
@@ -9,7 +9,7 @@ export interface RefundableTransaction {
   escrowStatus: string;
 }
 
-export interface RefundEffect {
+interface RefundEffect {
   /** What comes out of the seller's balance (95% of the refund, the ledger's cumulative split). */
   fromSeller: string;
   /** The platform's fee it returns with the refund. */

@@ -6,7 +6,7 @@ export function setBasePath(path: string): void {
 }
 
 /** The route inside the dashboard: "/skills/weather" for /dashboard/skills/weather. */
-export function currentRoute(): string {
+function currentRoute(): string {
   const path = window.location.pathname;
   const inner = path.startsWith(basePath) ? path.slice(basePath.length) : path;
   return inner === '' ? '/' : inner;

@@ -13,7 +13,7 @@ export function toChecksumAddress(address: string): string {
   return out;
 }
 
-export interface SiweFields {
+interface SiweFields {
   domain: string;
   address: string;
   uri: string;

@@ -14,7 +14,7 @@ import type { SkillType } from './types';
 import { Field, TextField } from './ui-forms';
 
 /** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
-export interface DraftProps {
+interface DraftProps {
   draft: SkillDraft;
   errors: Record<string, string>;
   set: (patch: Partial<SkillDraft>) => void;

@@ -1,9 +1,9 @@
 /** The shapes the dashboard reads from the public API (see each service's README / OpenAPI document). */
 
 export type SkillType = 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
-export type SkillMode = 'PROXY' | 'TICKET';
+type SkillMode = 'PROXY' | 'TICKET';
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-export type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
+type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
 
 export interface Endpoint {
   endpointId: string;

@@ -32,7 +32,7 @@ export function Loading(props: { what: string; slow?: boolean }) {
 }
 
 /** Paygate down or failing (no answer, a timeout, a 5xx): not the same as an empty account. */
-export function isOutage(error: unknown): boolean {
+function isOutage(error: unknown): boolean {
   return error instanceof ApiError && (error.status === 0 || error.status >= 500);
 }
 

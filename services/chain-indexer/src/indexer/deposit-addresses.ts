@@ -43,7 +43,7 @@ export function depositAddressConsumer(config: Pick<ChainIndexerConfig, 'chainId
   });
 }
 
-export interface PendingBackfill {
+interface PendingBackfill {
   addresses: string[];
   /** The earliest assignment among them (seconds since epoch), when one was registered late; else null. */
   lateSinceSeconds: number | null;

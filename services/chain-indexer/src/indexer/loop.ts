@@ -3,7 +3,7 @@ import type { Logger } from '@paygate/telemetry';
 import type { AdvisoryLeadership } from './leader';
 import type { TransferScanner } from './scanner';
 
-export interface IndexerLoopOptions {
+interface IndexerLoopOptions {
   pollIntervalMs: number;
   leaderRetryMs: number;
   onPass?: (result: Awaited<ReturnType<TransferScanner['runPass']>>) => void;

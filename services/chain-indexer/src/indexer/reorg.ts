@@ -9,7 +9,7 @@ import { type TransferChain, transferEventFields } from './transfer-fields';
 type StoredBlock = Pick<Selectable<RecentBlocksTable>, 'number' | 'hash'>;
 
 /** The chain being rolled back, as transfer.reorged names it. */
-export type ReorgChain = TransferChain;
+type ReorgChain = TransferChain;
 
 /** The stored recent block hashes of the chain, newest first, at most `window` of them. */
 export function storedRecentBlocks(

@@ -12,7 +12,7 @@ import type { IndexerDatabase } from './tables';
 /** Deposit addresses backfilled per pass at most. */
 const BACKFILL_BATCH = 500;
 
-export interface PassResult {
+interface PassResult {
   head: number;
   scannedTo: number;
   observed: number;

@@ -1,7 +1,7 @@
 import type { BusTables } from '@paygate/bus';
 import type { Generated } from 'kysely';
 
-export interface CursorsTable {
+interface CursorsTable {
   chain_id: number;
   next_block: bigint;
   updated_at: Generated<Date>;
@@ -13,7 +13,7 @@ export interface RecentBlocksTable {
   hash: string;
 }
 
-export type TransferStatus = 'pending' | 'published' | 'reorged';
+type TransferStatus = 'pending' | 'published' | 'reorged';
 
 export interface TransfersTable {
   chain_id: number;
@@ -32,7 +32,7 @@ export interface TransfersTable {
 }
 
 /** A session deposit address checkout assigned (`deposit.address_assigned`); lower-case. */
-export interface DepositAddressesTable {
+interface DepositAddressesTable {
   address: string;
   derivation_index: bigint;
   session_id: string;

@@ -10,7 +10,7 @@ import type { TransferMatcher } from '../matching/transfers';
 import { toTransferView } from '../matching/views';
 import { toSnapshot } from '../sessions/snapshot';
 
-export const TransferListQuery = Type.Object({
+const TransferListQuery = Type.Object({
   status: Type.Optional(
     Type.Union(
       ['unmatched', 'attached', 'refund_requested', 'matched', 'reorged', 'claimed'].map((s) =>
@@ -20,15 +20,15 @@ export const TransferListQuery = Type.Object({
   ),
   limit: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,2}$' })),
 });
-export const TransferIdParam = Type.Object({ id: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }) });
-export const AttachBody = Type.Object(
+const TransferIdParam = Type.Object({ id: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }) });
+const AttachBody = Type.Object(
   {
     sessionId: Type.String({ pattern: '^cs_[0-9a-f]{32}$' }),
     note: Type.Optional(Type.String({ maxLength: 500 })),
   },
   { additionalProperties: false },
 );
-export const RefundBody = Type.Object(
+const RefundBody = Type.Object(
   { note: Type.Optional(Type.String({ maxLength: 500 })) },
   { additionalProperties: false },
 );

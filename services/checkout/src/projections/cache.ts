@@ -2,7 +2,7 @@ import type { CheckoutMatchingMode } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
 import type { CheckoutDb, SkillsTable } from '../db';
 
-export interface CachedSeller {
+interface CachedSeller {
   sellerId: string;
   matching: CheckoutMatchingMode;
 }

@@ -16,7 +16,7 @@ const REPLAYED_HEADERS = Object.freeze({ 'Idempotent-Replayed': 'true' });
 const NO_HEADERS = Object.freeze({});
 
 /** What creating a session needs. */
-export interface SessionCreatorDeps {
+interface SessionCreatorDeps {
   config: CheckoutConfig;
   store: SessionStore;
   sellerAuth: SellerAuth;
@@ -142,7 +142,7 @@ async function fromPublishableKey(
  * What the buyer reads in the dialog: the skill's display name and what the endpoint sells ("Demo shop: A mug"),
  * never its HTTP method and path, which name the seller's route, not the purchase.
  */
-export function buyerDescription(displayName: string, endpointDescription: string): string {
+function buyerDescription(displayName: string, endpointDescription: string): string {
   const what = endpointDescription.trim();
   return (what && what !== displayName.trim() ? `${displayName}: ${what}` : displayName).slice(0, 500);
 }

@@ -118,7 +118,7 @@ interface CommonParams extends NewSession {
   idempotency?: IdempotencyClaim;
 }
 
-export interface AmountSessionParams extends CommonParams {
+interface AmountSessionParams extends CommonParams {
   /** Where the search for a free suffix starts (0 .. suffixes-1). */
   start: number;
   /** Suffixes 1 .. suffixes micro-USDC. */
@@ -127,7 +127,7 @@ export interface AmountSessionParams extends CommonParams {
   maxHeldAmounts: number;
 }
 
-export interface DepositSessionParams extends CommonParams {
+interface DepositSessionParams extends CommonParams {
   depositAddress: string;
   derivationIndex: number;
   addressEvent: OutboxEvent;

@@ -3,11 +3,11 @@ import { sql } from 'kysely';
 import type { CheckoutDb } from '../db';
 
 /** Indexes taken from the sequence at a time: one round trip per this many sessions, per replica. */
-export const INDEX_BLOCK_SIZE = 1000;
+const INDEX_BLOCK_SIZE = 1000;
 /** BIP-32 non-hardened child indexes end here. */
 const MAX_INDEX = 2 ** 31 - 1;
 
-export interface DepositAddress {
+interface DepositAddress {
   /** Lower-case, as stored and matched; `getAddress` for display. */
   address: string;
   index: number;

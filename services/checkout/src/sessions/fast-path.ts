@@ -26,7 +26,7 @@ export interface CreatedAnswer {
   headers: Readonly<Record<string, string>>;
 }
 
-export interface FastPathOptions {
+interface FastPathOptions {
   /** The create route's method and path, as it declares them (routes.ts). */
   method: string;
   path: string;

@@ -36,7 +36,7 @@ export interface IdempotencyClaim {
 
 const SWEEP_BATCH = 500;
 
-export function newSessionId(): string {
+function newSessionId(): string {
   return `cs_${randomBytes(16).toString('hex')}`;
 }
 
@@ -44,12 +44,10 @@ export function newSessionId(): string {
 const MAX_ALLOCATION_ATTEMPTS = 4;
 
 /** Why a session of the amount mode was given a deposit address instead (logged, and counted in tests). */
-export type AmountFallbackReason = 'price_crowded' | 'seller_share' | 'contention' | 'amount_at_limit';
+type AmountFallbackReason = 'price_crowded' | 'seller_share' | 'contention' | 'amount_at_limit';
 
 /** The number of suffixes of a price (1 .. n micro-USDC) and a seller's cap among them (0: none). */
-export function amountCapacity(
-  config: Pick<CheckoutConfig, 'amountSuffixRangeMicro' | 'maxAmountSharePercent'>,
-) {
+function amountCapacity(config: Pick<CheckoutConfig, 'amountSuffixRangeMicro' | 'maxAmountSharePercent'>) {
   const suffixes = config.amountSuffixRangeMicro - 1;
   const share =
     config.maxAmountSharePercent >= 100
@@ -400,7 +398,7 @@ export class SessionStore {
   }
 }
 
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+function isUniqueViolation(error: unknown, constraint?: string): boolean {
   const e = error as { code?: string; constraint?: string };
   return e?.code === '23505' && (!constraint || e.constraint === constraint);
 }

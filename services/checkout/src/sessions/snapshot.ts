@@ -7,7 +7,7 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutTrx, SessionRow } from '../db';
 
 export type SessionSnapshot = EventData<'checkout.session_created'>;
-export type SessionEventType =
+type SessionEventType =
   | 'checkout.session_created'
   | 'checkout.session_paid'
   | 'checkout.session_underpaid'

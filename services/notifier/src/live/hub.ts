@@ -34,8 +34,8 @@ const SELLER_REVERIFY_MS = 60_000;
 /** Tokens are short ASCII strings (sk_ keys, 12 h JWTs): a longer one is refused before any RPC. */
 const TOKEN_MAX_LENGTH = 2048;
 /** Close codes of the application range: the token was refused (sign in again), or could not be checked now. */
-export const CLOSE_UNAUTHORIZED = 4401;
-export const CLOSE_AUTH_UNAVAILABLE = 4503;
+const CLOSE_UNAUTHORIZED = 4401;
+const CLOSE_AUTH_UNAVAILABLE = 4503;
 
 const decoder = new TextDecoder();
 

@@ -30,7 +30,7 @@ export const SELLER_EVENT_TYPES = SELLER_LIVE_EVENTS;
 /** Not a bus event: the notifier tried a webhook delivery of the seller (its attempt log changed). */
 export const WEBHOOK_DELIVERY_EVENT = 'webhook.delivery_attempted';
 
-export type SellerEventType = (typeof SELLER_EVENT_TYPES)[number] | typeof WEBHOOK_DELIVERY_EVENT;
+type SellerEventType = (typeof SELLER_EVENT_TYPES)[number] | typeof WEBHOOK_DELIVERY_EVENT;
 
 export interface SellerEventMessage {
   type: 'seller_event';

@@ -19,7 +19,7 @@ export interface BreakerPolicy {
 export type CircuitTransition = 'open' | 'closed' | null;
 
 /** The wait before the probe after the circuit opened for the `openCount`th time in a row: doubling, capped. */
-export function cooldownMs(openCount: number, policy: BreakerPolicy): number {
+function cooldownMs(openCount: number, policy: BreakerPolicy): number {
   return Math.min(policy.cooldownMs * 2 ** Math.min(Math.max(openCount - 1, 0), 30), policy.maxCooldownMs);
 }
 

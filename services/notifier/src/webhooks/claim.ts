@@ -7,9 +7,9 @@ import type { ClaimedDelivery } from './repository';
  * (seller, target) queues one pass looks at, at the most: the scan is an index skip-scan (one probe per queue,
  * whatever its backlog), and the round-robin cursor continues where the last pass stopped.
  */
-export const MAX_TARGETS_SCANNED_PER_PASS = 2000;
+const MAX_TARGETS_SCANNED_PER_PASS = 2000;
 
-export interface FairClaimOptions {
+interface FairClaimOptions {
   now: Date;
   leaseMs: number;
   /** Most deliveries this pass takes (the free sending slots, at most the batch size). */
@@ -24,7 +24,7 @@ export interface FairClaimOptions {
   after: string | null;
 }
 
-export interface FairClaim {
+interface FairClaim {
   deliveries: ClaimedDelivery[];
   /** Half-open circuits this pass sent their one probe to. */
   probes: number;

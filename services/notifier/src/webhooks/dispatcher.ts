@@ -32,7 +32,7 @@ const RESPONSE_EXCERPT_BYTES = 1024;
 const EXPIRED_HELD_PER_PASS = 500;
 const USER_AGENT = 'Paygate-Webhooks/1';
 
-export interface DispatcherDependencies {
+interface DispatcherDependencies {
   db: Kysely<NotifierDatabase>;
   secrets: WebhookSecrets;
   logger: Logger;

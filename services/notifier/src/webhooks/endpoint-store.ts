@@ -19,7 +19,7 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 export const ALL_EVENTS = '*';
 
 /** What a new endpoint is made of (its URL already checked). */
-export interface NewEndpoint {
+interface NewEndpoint {
   url: string;
   events: string[];
   description?: string;
@@ -27,7 +27,7 @@ export interface NewEndpoint {
 }
 
 /** The changes asked of an endpoint: the fields left out stay as they are (its URL already checked). */
-export type EndpointChange = Partial<NewEndpoint>;
+type EndpointChange = Partial<NewEndpoint>;
 
 /** The enabled endpoints of a seller that want this kind of event. */
 export async function endpointsFor(db: Db, sellerId: string, eventType: string): Promise<EndpointRow[]> {

@@ -63,7 +63,7 @@ const WithSecret = Type.Object({
   }),
 });
 
-export function toEndpoint(row: EndpointRow, circuit?: CircuitRow) {
+function toEndpoint(row: EndpointRow, circuit?: CircuitRow) {
   return {
     id: row.endpoint_id,
     url: row.url,

@@ -87,7 +87,7 @@ export const Delivery = Type.Object({
   ),
 });
 
-export interface DeliveryView {
+interface DeliveryView {
   id: string;
   eventId: string;
   eventType: string;

@@ -1,4 +1,4 @@
-export type ResponseClass = 'delivered' | 'retryable' | 'permanent';
+type ResponseClass = 'delivered' | 'retryable' | 'permanent';
 
 /** 2xx delivered; 408, 429 and 5xx retried; anything else (3xx are not followed, other 4xx) is final. */
 export function classifyStatus(status: number): ResponseClass {

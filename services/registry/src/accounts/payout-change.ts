@@ -5,7 +5,7 @@
  * twice. The registry issues it (POST /api/v1/account/payout-address/challenge) and accepts it back only in
  * exactly this layout.
  */
-export interface PayoutChangeFields {
+interface PayoutChangeFields {
   domain: string;
   walletAddress: string;
   sellerId: string;

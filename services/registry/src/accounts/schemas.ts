@@ -2,7 +2,7 @@ import { CHECKOUT_MATCHING_MODES } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
 import { Address, IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
 
-export const SETTLEMENT_FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
+const SETTLEMENT_FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
 
 const CheckoutMatchingSetting = StringEnum(CHECKOUT_MATCHING_MODES, {
   description:

@@ -17,7 +17,7 @@ declare global {
  * Every management route accepts either the dashboard session token or the API key (sk_…), so a seller
  * can automate everything the dashboard does. The registry owns the keys, so it checks them in its own table.
  */
-export function requireSeller(rc: RegistryContext) {
+function requireSeller(rc: RegistryContext) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     const token = bearerToken(req);
     if (!token) {

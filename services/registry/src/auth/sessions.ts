@@ -22,7 +22,7 @@ export async function issueSessionToken(sellerId: string, secret: string, now: D
   return { token, expiresAt: new Date(exp * 1000) };
 }
 
-export interface VerifiedSession {
+interface VerifiedSession {
   sellerId: string;
   issuedAtMs: number;
 }

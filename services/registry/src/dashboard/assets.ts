@@ -90,7 +90,7 @@ export function cachedBuildId(cookieHeader: string | undefined): string | undefi
   return undefined;
 }
 
-export const BUILD_COOKIE = 'paygate_dashboard_build';
+const BUILD_COOKIE = 'paygate_dashboard_build';
 
 /** The encoding to send for an Accept-Encoding header: brotli, else gzip, else none (q=0 refuses one). */
 export function pickEncoding(acceptEncoding: string | undefined): 'br' | 'gzip' | 'identity' {

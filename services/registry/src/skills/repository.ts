@@ -14,11 +14,11 @@ export interface SkillWithEndpoints {
   endpoints: EndpointRow[];
 }
 
-export function skillBaseUrl(publicBaseUrl: string, name: string): string {
+function skillBaseUrl(publicBaseUrl: string, name: string): string {
   return `${publicBaseUrl}/api/v1/skills/${name}`;
 }
 
-export function toEndpoint(publicBaseUrl: string, skillName: string, e: EndpointRow) {
+function toEndpoint(publicBaseUrl: string, skillName: string, e: EndpointRow) {
   return {
     endpointId: e.id,
     path: e.path,
@@ -175,7 +175,7 @@ export async function commitSkillChange(
   return state;
 }
 
-export async function publishSkillUpdated(
+async function publishSkillUpdated(
   trx: Transaction<RegistryDatabase>,
   { skill, endpoints }: SkillWithEndpoints,
   now: Date,

@@ -62,7 +62,7 @@ export function checkEndpointPath(field: string, path: string): string {
  * exactly the same URLs (`/users/:id`, `/users/:name`), so the gateway could not tell them apart. Paths that
  * only overlap (`/users/me`, `/users/:id`) are fine: static segments win, left to right.
  */
-export function pathShape(path: string): string {
+function pathShape(path: string): string {
   return path
     .split('/')
     .map((segment) => (segment.startsWith(':') ? ':' : segment))

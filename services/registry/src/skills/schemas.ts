@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
 
-export const SKILL_TYPES = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'] as const;
-export const SKILL_MODES = ['PROXY', 'TICKET'] as const;
+const SKILL_TYPES = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'] as const;
+const SKILL_MODES = ['PROXY', 'TICKET'] as const;
 export const SKILL_STATUSES = [
   'PENDING_VALIDATION',
   'ACTIVE',
@@ -10,7 +10,7 @@ export const SKILL_STATUSES = [
   'SUSPENDED',
   'ARCHIVED',
 ] as const;
-export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export const MAX_ENDPOINTS_PER_SKILL = 100;
 /** Endpoints a skill keeps in all, deactivated ones included (each is in every skill.updated event). */
@@ -122,7 +122,7 @@ export const SkillMdReplace = Type.Object(
   { additionalProperties: false },
 );
 
-export const Endpoint = Type.Object({
+const Endpoint = Type.Object({
   endpointId: Type.String(),
   path: Type.String(),
   method: StringEnum(HTTP_METHODS),
@@ -163,7 +163,7 @@ export const SkillList = Type.Object({
   nextCursor: Type.Union([Type.String(), Type.Null()]),
 });
 
-export const CatalogEndpoint = Type.Object({
+const CatalogEndpoint = Type.Object({
   path: Type.String(),
   method: StringEnum(HTTP_METHODS),
   description: Type.String(),
@@ -173,7 +173,7 @@ export const CatalogEndpoint = Type.Object({
   url: Type.String(),
 });
 
-export const CatalogSkill = Type.Object({
+const CatalogSkill = Type.Object({
   name: Type.String(),
   displayName: Type.String(),
   description: Type.String(),

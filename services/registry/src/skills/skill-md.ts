@@ -1,7 +1,7 @@
 import { formatDollars } from '@paygate/money';
 import { parseDocument, stringify } from 'yaml';
 
-export interface SkillMdInput {
+interface SkillMdInput {
   name: string;
   displayName: string;
   description: string;

@@ -8,14 +8,6 @@ import type { RegistryDatabase, SkillStatus, SkillsTable } from '../db';
  * `skillTransition` first (an illegal move is a 409 naming the rule, before anything is written) and writes the
  * move with `applySkillTransition`.
  */
-export const SKILL_STATUSES: readonly SkillStatus[] = [
-  'PENDING_VALIDATION',
-  'ACTIVE',
-  'VALIDATION_FAILED',
-  'SUSPENDED',
-  'ARCHIVED',
-];
-
 export type SkillEvent =
   /** The validation worker found every endpoint answering. */
   | 'validation_passed'

@@ -1,8 +1,8 @@
 import type { SellerFetch } from '@paygate/net';
 
-export const MAX_LATENCY_MS = 5000;
+const MAX_LATENCY_MS = 5000;
 
-export interface ProbeResult {
+interface ProbeResult {
   ok: boolean;
   latencyMs: number;
   cause?: string;
@@ -14,7 +14,7 @@ export const PASSING_HEAD_STATUSES = '2xx, 400, 401, 402, 403 or 422';
 export const PASSING_HEAD_STATUSES_NOT_GET =
   'any status below 500 for a POST, PUT, PATCH or DELETE endpoint: frameworks route HEAD to GET handlers only';
 
-export interface HeadProbeOptions {
+interface HeadProbeOptions {
   /** The endpoint's method: HEAD is answered by a GET handler only, so for any other method the status says less. */
   method?: string;
   /** The path has :param segments (probed as written). */
@@ -36,7 +36,7 @@ export interface HeadProbeOptions {
  * (nothing there; a 404 passes for a path with :param segments), 405 (the endpoint does not answer HEAD, which
  * validation requires: docs/api.md, "Validation and health pings"), 429 and any other 4xx, and 5xx.
  */
-export function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
+function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
   const isGet = (options.method ?? 'GET').toUpperCase() === 'GET';
   if (!isGet) {
     if (status < 500) return undefined;
