@@ -68,13 +68,6 @@ export interface EscrowLedgerConfig extends CommonConfig, ChainConfig, UnservedR
    */
   chainConfirmTimeoutMs: number;
   /**
-   * PAYOUT_UNCLAIMED_AFTER_MS: a payout reservation settlement has not asked to send (authorize_transfer) this
-   * long after it was made is cancelled (its answer was lost; see payouts/sweep.ts sweepPayoutReservations).
-   */
-  payoutUnclaimedAfterMs: number;
-  /** PAYOUT_SWEEP_INTERVAL_MS: how often that sweep (and the payout_pending check) runs. */
-  payoutSweepIntervalMs: number;
-  /**
    * RECONCILE_INTERVAL_MS: how often each replica reconciles with the chain by itself (what
    * GET /api/v1/reconciliation does), for the ledger_reconciliation_* and ledger_*_micro_usdc gauges the alerts
    * read. 0: only when an operator asks. Each pass sums every account's postings, so not much more often.
@@ -112,8 +105,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     // 0: a payment booked before the chain confirmed it is never held back from release (tests without a chain);
     // refused in production, where it would pay out money the chain may not hold.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
-    PAYOUT_UNCLAIMED_AFTER_MS: int({ default: 600_000, min: 1 }),
-    PAYOUT_SWEEP_INTERVAL_MS: int({ default: 30_000, min: 1 }),
     RECONCILE_INTERVAL_MS: int({ default: 300_000, min: 0 }),
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
   });
@@ -141,8 +132,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
     chainCheckBatchSize: parsed.CHAIN_CHECK_BATCH_SIZE,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
-    payoutUnclaimedAfterMs: parsed.PAYOUT_UNCLAIMED_AFTER_MS,
-    payoutSweepIntervalMs: parsed.PAYOUT_SWEEP_INTERVAL_MS,
     reconcileIntervalMs: parsed.RECONCILE_INTERVAL_MS,
     now: () => new Date(),
     checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,

@@ -24,10 +24,7 @@ import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { onPlatformPayoutCompleted } from './payouts/platform';
-import { PayoutResponders } from './payouts/responders';
-import { onSettlementCompleted } from './payouts/seller';
-import { PayoutSweep } from './payouts/sweep';
+import { payoutConsumers } from './payouts/consumers';
 import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
@@ -113,8 +110,6 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       scheduler = new ReleaseScheduler(ctx, d);
       chainCheck = new ChainConfirmationCheck(ctx, d, () => scheduler?.kick());
       return [
-        new PayoutResponders(ctx, d),
-        new PayoutSweep(ctx, d),
         new ClaimResponder(ctx, d),
         scheduler,
         chainCheck,
@@ -170,16 +165,6 @@ function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredCon
       subject: 'transfer.refund_requested',
       handler: (trx, e) => onTransferRefundRequested(trx, e, d),
     }),
-    defineConsumer({
-      durable: 'ledger-settlement-completed',
-      subject: 'settlement.completed',
-      handler: (trx, e) => onSettlementCompleted(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-platform-payout-completed',
-      subject: 'revenue.paid_out',
-      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
-    }),
+    ...payoutConsumers(d),
   ];
 }
