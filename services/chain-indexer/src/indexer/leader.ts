@@ -15,10 +15,6 @@ export class AdvisoryLeadership {
     private readonly logger: Logger,
   ) {}
 
-  get isLeader(): boolean {
-    return this.leading;
-  }
-
   /** Tries once to become leader; returns whether this replica leads now. */
   async tryAcquire(): Promise<boolean> {
     if (this.leading) return true;

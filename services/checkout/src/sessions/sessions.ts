@@ -79,11 +79,6 @@ export class SessionStore {
     this.capacity = amountCapacity(config);
   }
 
-  /** The session an earlier request with this Idempotency-Key created (409 if its body differed), if any. */
-  replay(sellerId: string, claim: IdempotencyClaim): Promise<SessionRow | undefined> {
-    return this.findIdempotent(sellerId, claim);
-  }
-
   private newRow(input: NewSession): SessionRow {
     const now = this.config.now();
     const expiresAt = new Date(now.getTime() + this.config.sessionTtlSeconds * 1000);
