@@ -1,4 +1,10 @@
-import { X402_HEADERS, type X402Offer, x402PaymentRequired } from '@paygate/protocol';
+import {
+  encodeX402Header,
+  signInWithXChallenge,
+  X402_HEADERS,
+  type X402Offer,
+  x402PaymentRequired,
+} from '@paygate/protocol';
 import type { Request, Response } from 'express';
 import type { Offer } from './gateway-offers';
 import type { PaymentParameters, PaymentParametersSource } from './payment-parameters';
@@ -57,16 +63,39 @@ function paymentRequiredBody(
   };
 }
 
+/**
+ * A subscription's x402 PAYMENT-REQUIRED: nothing to pay with x402 here (subscriptions are paid with X-402-Payment),
+ * only x402's sign-in-with-x challenge, so a standard client of a subscriber signs in with its wallet.
+ */
+function signInChallenge(offer: Offer, p: PaymentParameters, origin: string, url: string, error: string) {
+  return encodeX402Header({
+    x402Version: 2,
+    error,
+    resource: { url, description: offer.description, mimeType: 'application/json' },
+    accepts: [],
+    extensions: signInWithXChallenge({ origin, resourceUrl: url, chainId: p.chainId }),
+  });
+}
+
 /** A 402 with what to pay, from what is known without asking Paygate whenever possible. */
 export function paymentRequiredAnswer(
   parameters: PaymentParametersSource,
   x402RouteOf: X402RouteOf,
+  originOf: (req: Request) => string,
 ): AnswerPaymentRequired {
   return async (offer, req, res, resource, refusal) => {
     const p = await parameters.get();
     const route = p ? x402RouteOf(offer, p, req) : undefined;
     const challenge = route ? x402PaymentRequired(route, refusal?.reason ?? 'payment required') : undefined;
     if (challenge) res.setHeader(X402_HEADERS.paymentRequired, challenge.header);
+    else if (p && offer.type === 'subscription') {
+      const origin = originOf(req);
+      const url = `${origin}${req.originalUrl}`;
+      res.setHeader(
+        X402_HEADERS.paymentRequired,
+        signInChallenge(offer, p, origin, url, refusal?.reason ?? 'payment required'),
+      );
+    }
     res.setHeader('Cache-Control', 'no-store');
     res.status(402).json(paymentRequiredBody(offer, p, resource, refusal, challenge?.body));
   };

@@ -3,6 +3,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { type AnswerPaymentRequired, answerUnavailable, paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
 import { payWithPaygateProof } from './gateway-proof';
+import { payWithSignIn, signInHeaderOf } from './gateway-sign-in';
 import { type PayWithX402, x402Payer, x402RouteOf, x402Settings } from './gateway-x402';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { resolvePaygateUrl } from './paygate-url';
@@ -29,15 +30,19 @@ function paymentMiddleware(
   publicUrl: string | undefined,
   paymentRequired: AnswerPaymentRequired,
   payWithX402: PayWithX402 | undefined,
+  originOf: (req: Request) => string,
 ): RequestHandler {
   return async function paygatePayment(req: Request, res: Response, next: NextFunction) {
     const path = `${req.baseUrl}${req.path}`;
     const resource = resourceFor(req.method, publicUrl ? `${publicUrl}${path}` : path);
     const header = pickPaymentHeader((name) => req.headers[name.toLowerCase()]);
     const x402Header = payWithX402 && !header ? pickX402Header((name) => req.headers[name]) : undefined;
+    const signIn = !header && !x402Header ? signInHeaderOf(offer, req) : undefined;
     try {
       if (payWithX402 && x402Header) await payWithX402(offer, x402Header, req, res, next, resource);
-      else if (!header) await paymentRequired(offer, req, res, resource);
+      else if (signIn) {
+        await payWithSignIn(api, offer, signIn, originOf(req), resource, req, res, next, paymentRequired);
+      } else if (!header) await paymentRequired(offer, req, res, resource);
       else await payWithPaygateProof(api, offer, header, resource, req, res, next);
     } catch (error) {
       if (error instanceof PaygateUnavailableError) {
@@ -92,11 +97,14 @@ export function createGateway(config: GatewayConfig): Gateway {
   parameters.prefetch();
   const publicUrl = config.publicUrl?.replace(/\/$/, '');
   const routeOf = x402RouteOf(x402, publicUrl);
-  const paymentRequired = paymentRequiredAnswer(parameters, routeOf);
+  // The origin buyers call: what a 402's x402 resource and a sign-in message name.
+  const originOf = (req: Request) => publicUrl ?? `${req.protocol}://${req.get('host')}`;
+  const paymentRequired = paymentRequiredAnswer(parameters, routeOf, originOf);
   const payWithX402 = x402
     ? x402Payer(api, parameters, x402.settleTimeoutMs, routeOf, paymentRequired)
     : undefined;
-  const middleware = (offer: Offer) => paymentMiddleware(offer, api, publicUrl, paymentRequired, payWithX402);
+  const middleware = (offer: Offer) =>
+    paymentMiddleware(offer, api, publicUrl, paymentRequired, payWithX402, originOf);
   // Tickets name Paygate's issuer, which a pinned configuration does not know: they ask Paygate.
   const ticketParameters = new PaymentParametersSource(api, {});
   return {

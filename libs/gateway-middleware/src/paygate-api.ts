@@ -41,6 +41,11 @@ export class PaygateApi {
     return this.post('/api/verify', body);
   }
 
+  /** x402's sign-in-with-x: the subscription of the wallet that signed the message, if it has one here. */
+  verifySignIn(body: Record<string, unknown>): Promise<Response> {
+    return this.post('/api/verify/sign-in', body);
+  }
+
   /** An x402 payment settled into escrow by Paygate's facilitator, credited to this seller. */
   settleX402(body: Record<string, unknown>, timeoutMs: number): Promise<Response> {
     return this.post('/api/v1/x402/settle', body, timeoutMs);

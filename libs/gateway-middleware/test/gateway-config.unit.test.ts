@@ -121,12 +121,21 @@ describe('402 answers from a pinned configuration (no round trip to Paygate)', (
   });
 
   it('offers x402 only where Paygate settles it: pay-per-call of at least 0.01 USDC', async () => {
-    for (const path of ['/cheap', '/news']) {
-      const res = await fetch(`${url}${path}`);
-      expect(res.status).toBe(402);
-      expect(res.headers.get('payment-required')).toBeNull();
-      expect(await res.json()).toMatchObject({ payTo: ESCROW, network: 'base-sepolia' });
-    }
+    const cheap = await fetch(`${url}/cheap`);
+    expect(cheap.status).toBe(402);
+    expect(cheap.headers.get('payment-required')).toBeNull();
+    expect(await cheap.json()).toMatchObject({ payTo: ESCROW, network: 'base-sepolia' });
+    // A subscription is paid with X-402-Payment: its PAYMENT-REQUIRED offers nothing to pay, only x402's
+    // sign-in-with-x challenge for a subscriber's wallet.
+    const news = await fetch(`${url}/news`);
+    expect(news.status).toBe(402);
+    expect(await news.json()).toMatchObject({ payTo: ESCROW, network: 'base-sepolia' });
+    const required = decode(news.headers.get('payment-required')) as any;
+    expect(required.accepts).toEqual([]);
+    expect(required.extensions['sign-in-with-x']).toMatchObject({
+      info: { domain: 'api.seller.example', uri: 'https://api.seller.example/news', version: '1' },
+      supportedChains: [{ chainId: 'eip155:84532', type: 'eip191' }],
+    });
     const paid = await fetch(`${url}/news`, { headers: { 'PAYMENT-SIGNATURE': 'eyJ4NDAyVmVyc2lvbiI6Mn0=' } });
     expect(paid.status).toBe(402);
     expect(await paid.json()).toMatchObject({ error: 'Invalid payment', reason: 'x402_not_offered' });

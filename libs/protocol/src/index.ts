@@ -50,6 +50,12 @@ export {
   type SignedRequestFields,
 } from './request-signature';
 export {
+  SIGN_IN_CHALLENGE_SECONDS,
+  SIGN_IN_WITH_X,
+  SIGN_IN_WITH_X_HEADER,
+  signInWithXChallenge,
+} from './sign-in-with-x';
+export {
   caip2,
   decodePaymentRequired,
   decodeX402Header,

@@ -9,6 +9,7 @@ import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentClaim, Purchase } from '../payments/types';
 import { limitCall } from '../rate-limit';
 import type { GatewayState } from '../state';
+import { signInVerifyRoute } from './verify-sign-in';
 
 export const VerifyRequest = Type.Object(
   {
@@ -218,7 +219,7 @@ function verifyHandler(state: GatewayState) {
  */
 export function verifyRoutes(state: GatewayState): AnyRoute[] {
   const auth = new SellerAuth(state.ctx.bus);
-  return [paymentParametersRoute(state), verifyPaymentRoute(state, auth)];
+  return [paymentParametersRoute(state), verifyPaymentRoute(state, auth), signInVerifyRoute(state, auth)];
 }
 
 function paymentParametersRoute(state: GatewayState) {

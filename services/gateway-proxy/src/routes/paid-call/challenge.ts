@@ -3,13 +3,13 @@ import {
   decodePaymentRequired,
   PAYMENT_HEADER,
   type PaymentRequirements,
+  signInWithXChallenge,
   X402_HEADERS,
 } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 import { x402Challenge } from '../../x402/challenge';
-import { signInDeclaration } from '../../x402/extensions/sign-in-with-x';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
@@ -91,11 +91,10 @@ function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description:
       // A subscriber that paid once signs in with its wallet (x402's sign-in-with-x) instead of paying again.
       extensions:
         offer.purchase.kind === 'subscription'
-          ? signInDeclaration({
-              publicBaseUrl: deps.config.publicBaseUrl,
+          ? signInWithXChallenge({
+              origin: deps.config.publicBaseUrl,
               resourceUrl: url,
               chainId: deps.config.chainId,
-              now: new Date(),
             })
           : undefined,
     },

@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { SIGN_IN_WITH_X_HEADER } from '@paygate/protocol';
 import {
-  buildSIWxSchema,
   parseSIWxHeader,
-  SIGN_IN_WITH_X,
   type SIWxPayload,
   validateSIWxMessage,
   verifySIWxSignature,
@@ -23,49 +21,17 @@ import type { PaymentClaim, Purchase } from '../../payments/types';
  * it in `siwx_nonces`). The wallet then names the payer of a subscription claim that the reuse rules serve.
  */
 
-export const SIWX_HEADER = SIGN_IN_WITH_X;
+/** Node's name of the request header (lowercase). */
+export const SIWX_HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
-/** How old a signed message may be (the extension's default) and how long a challenge asks it to stay valid. */
+/** How old a signed message may be (the extension's default; the challenge asks for as long). */
 const MAX_AGE_MS = 5 * 60_000;
-const CHALLENGE_VALID_MS = 5 * 60_000;
 /** Nonces are kept past the age a message can have (plus clock skew), then swept, at most this many a pass. */
 const NONCE_KEEP_MS = MAX_AGE_MS + 60_000;
 const SWEEP_EVERY_INSERTS = 100;
 const SWEEP_BATCH = 500;
 /** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
 const MAX_HEADER_BYTES = 8192;
-
-const STATEMENT = 'Sign in with the wallet that paid for this subscription';
-
-/**
- * The challenge a 402 of a subscription endpoint carries: `extensions["sign-in-with-x"]` as the extension's
- * server declares it (domain and URI from the public base URL, a fresh nonce, issuedAt, expirationTime), for
- * this chain's EVM wallets.
- */
-export function signInDeclaration(input: {
-  publicBaseUrl: string;
-  resourceUrl: string;
-  chainId: number;
-  now: Date;
-}): Record<string, unknown> {
-  const origin = new URL(input.publicBaseUrl);
-  return {
-    [SIGN_IN_WITH_X]: {
-      info: {
-        domain: origin.host,
-        uri: input.resourceUrl,
-        statement: STATEMENT,
-        version: '1',
-        nonce: randomBytes(16).toString('hex'),
-        issuedAt: input.now.toISOString(),
-        expirationTime: new Date(input.now.getTime() + CHALLENGE_VALID_MS).toISOString(),
-        resources: [input.resourceUrl],
-      },
-      supportedChains: [{ chainId: `eip155:${input.chainId}`, type: 'eip191' }],
-      schema: buildSIWxSchema(),
-    },
-  };
-}
 
 /** Why a signed-in call is refused: the extension's reason codes, Paygate's, or the reuse rules' (a PaymentFailure). */
 export interface SignInFailure {

@@ -1,0 +1,76 @@
+import { SIGN_IN_WITH_X_HEADER } from '@paygate/protocol';
+import type { NextFunction, Request, Response } from 'express';
+import type { AnswerPaymentRequired } from './gateway-answers';
+import type { Offer } from './gateway-offers';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+
+/** Node's (lowercase) name of x402's sign-in-with-x request header. */
+const HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
+
+type SignInAnswer =
+  | {
+      valid: true;
+      payment: { txHash: string; amount: string; payer: string; network: string; expiresAt?: string };
+    }
+  | { valid: false; reason: string; message: string };
+
+/** A SIGN-IN-WITH-X header on a subscription route that carries no payment, else undefined. */
+export function signInHeaderOf(offer: Offer, req: Request): string | undefined {
+  if (offer.type !== 'subscription') return undefined;
+  const value = req.headers[HEADER];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/**
+ * x402's sign-in-with-x on subscription(): Paygate checks the wallet-signed message (this server's origin, fresh,
+ * its nonce never used) and finds that wallet's subscription to this seller (POST /api/verify/sign-in). Found and
+ * in force: req.x402 as for a presented subscription payment, then next(). Otherwise the 402 with a fresh
+ * challenge and the reason (siwx_not_subscribed, invalid_siwx_nonce, subscription_expired, …).
+ */
+export async function payWithSignIn(
+  api: PaygateApi,
+  offer: Offer,
+  header: string,
+  origin: string,
+  resource: string,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+  paymentRequired: AnswerPaymentRequired,
+): Promise<void> {
+  const answer = await api.verifySignIn({
+    signIn: header,
+    origin,
+    price: offer.price,
+    durationDays: offer.durationDays,
+    resource,
+  });
+  if (answer.status === 429) {
+    res.status(429).setHeader('Retry-After', answer.headers.get('retry-after') ?? '60');
+    res.json({ error: 'Too many requests' });
+    return;
+  }
+  if (!answer.ok) {
+    throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/verify/sign-in`);
+  }
+  const result = (await answer.json()) as SignInAnswer;
+  if (!result.valid) {
+    await paymentRequired(offer, req, res, resource, {
+      error: 'Invalid sign-in',
+      reason: result.reason,
+      message: result.message,
+    });
+    return;
+  }
+  const { payment } = result;
+  req.x402 = {
+    txHash: payment.txHash,
+    amount: payment.amount,
+    payer: payment.payer,
+    network: payment.network,
+    type: 'subscription',
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(payment.expiresAt ? { expiresAt: payment.expiresAt } : {}),
+  };
+  next();
+}
