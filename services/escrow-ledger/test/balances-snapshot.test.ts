@@ -1,8 +1,7 @@
-import { createEvent } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import { releaseDueHolds } from '../src/holds/release';
-import { onPaymentsConfirmed } from '../src/payments/confirmed';
-import { type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
+import { bookClaimedPayments } from '../src/payments/confirmed';
+import { claimedPaymentOf, type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
 
 /**
  * GET /api/v1/balances reads every balance in one snapshot. Read one by one, a hold released between the reads
@@ -22,13 +21,9 @@ afterAll(async () => {
 
 it('held + available is what the seller was paid in every read, while holds are released', async () => {
   const payments = Array.from({ length: PAYMENTS }, () => paymentData(h.sellerId, { amount: '1' }));
-  await h.ledger.ctx.db.transaction().execute((trx) =>
-    onPaymentsConfirmed(
-      trx,
-      payments.map((data) => createEvent('payment.confirmed', 'gateway-proxy', data)),
-      h.ledger.deps,
-    ),
-  );
+  await h.ledger.ctx.db
+    .transaction()
+    .execute((trx) => bookClaimedPayments(trx, payments.map(claimedPaymentOf), h.ledger.deps));
   const paidToSeller = parseUsdc('0.95') * BigInt(PAYMENTS);
   const read = async () => {
     const { status, body } = await h.http('/api/v1/balances');

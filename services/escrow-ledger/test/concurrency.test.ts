@@ -1,11 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { createEvent, type EventData } from '@paygate/contracts';
+import type { EventData } from '@paygate/contracts';
 import { waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import { accountBalance } from '../src/ledger/entries';
-import { onPaymentsConfirmed } from '../src/payments/confirmed';
+import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
-import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
+import {
+  claimedPaymentOf,
+  type LedgerHarness,
+  paymentData,
+  randomTxHash,
+  startLedgerHarness,
+} from './helpers';
 
 /**
  * Regression for the payment-batch deadlock: two batches booking payments on the same accounts (the same
@@ -48,11 +54,7 @@ describe('concurrent payment batches', () => {
         arrived += 1;
         if (arrived === 2) release();
         await bothInside;
-        await onPaymentsConfirmed(
-          trx,
-          payments.map((data) => createEvent('payment.confirmed', 'gateway-proxy', data)),
-          h.ledger.deps,
-        );
+        await bookClaimedPayments(trx, payments.map(claimedPaymentOf), h.ledger.deps);
       });
     const results = await Promise.allSettled([book(batchA), book(batchB)]);
     const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));

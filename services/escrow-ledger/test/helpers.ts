@@ -15,6 +15,7 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
+import type { ClaimedPayment } from '../src/payments/confirmed';
 
 /** The first contract anvil's deployer creates (deployTestUsdc); the config requires a USDC address. */
 const PLACEHOLDER_USDC_ADDRESS = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
@@ -190,6 +191,12 @@ export function claimRequestOf(
       holdPeriodHours: payment.holdPeriodHours,
     },
   };
+}
+
+/** A payment as the ledger's booking reads it from its claim (bookClaimedPayments), for suites that book directly. */
+export function claimedPaymentOf(payment: EventData<'payment.confirmed'>): ClaimedPayment {
+  const request = claimRequestOf(payment);
+  return { request: { ...request, claimedVia: request.claimedVia! }, payment: request.payment! };
 }
 
 export function randomTxHash(): string {

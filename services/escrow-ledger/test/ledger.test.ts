@@ -1,15 +1,15 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
-import { createEvent } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
-import { onPaymentsConfirmed } from '../src/payments/confirmed';
+import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
 import { refundRequestMessage } from '../src/refunds/routes';
 import {
+  claimedPaymentOf,
   type LedgerHarness,
   OPERATOR_TOKEN,
   OTHER_SELLER_KEY,
@@ -47,7 +47,14 @@ async function pay(overrides: Parameters<typeof paymentData>[1] = {}) {
   const payment = paymentData(h.sellerId, overrides);
   const observed = observedData(payment);
   await h.publish('transfer.observed', observed);
-  await h.publish('payment.confirmed', payment);
+  // The ledger confirms a payment when its claim books it, on its own clock.
+  const clock = h.clock.now;
+  if (overrides.confirmedAt) h.clock.now = new Date(overrides.confirmedAt);
+  try {
+    await h.publish('payment.confirmed', payment);
+  } finally {
+    h.clock.now = clock;
+  }
   const txn = await transactionFor(payment.txHash);
   return { payment, txn, observed };
 }
@@ -69,24 +76,20 @@ describe('ledger', () => {
     expect((await h.http('/api/v1/operator/ledger/suspense', { key: OPERATOR_TOKEN })).body.data).toEqual(
       expect.arrayContaining([expect.objectContaining({ txHash: payment.txHash, amount: '10.000001' })]),
     );
-    const eventId = await h.publish('payment.confirmed', payment);
-    // Redelivery of the same event (a second copy in the stream) is a no-op through the inbox.
-    await h.publish('payment.confirmed', payment, { id: eventId, msgId: `${eventId}-again` });
-    // Another payment claiming the same transfer (say a checkout match after the x402 proof) is a conflict.
-    await h.publish('payment.confirmed', { ...payment, paymentId: 'pay_other_claim', source: 'checkout' });
+    expect(await h.claim(payment)).toMatchObject({ ok: true, fresh: true, paymentId: payment.paymentId });
+    // The same command again (a retry) is answered with the same booking and books nothing.
+    expect(await h.claim(payment)).toMatchObject({ ok: true, fresh: false, paymentId: payment.paymentId });
+    // Another payment claiming the same transfer (say a checkout match after the x402 proof) is refused.
+    expect(
+      await h.claim({ ...payment, paymentId: 'pay_other_claim', source: 'checkout', sessionId: 'cs_other' }),
+    ).toMatchObject({ ok: false, reason: 'claimed_elsewhere' });
     const txn = await transactionFor(payment.txHash);
     expect(txn.seller_share_micro).toBe(9_500_000n); // floor(10.000001 * 95%)
     expect(txn.platform_share_micro).toBe(500_001n);
-    await waitFor(
-      async () =>
-        (await h.http('/api/v1/operator/ledger/conflicts', { key: OPERATOR_TOKEN })).body.data.length === 1,
+    // Refused by the claim, it reached no booking: nothing for an operator to resolve.
+    expect((await h.http('/api/v1/operator/ledger/conflicts', { key: OPERATOR_TOKEN })).body.data).toEqual(
+      [],
     );
-    const conflicts = (await h.http('/api/v1/operator/ledger/conflicts', { key: OPERATOR_TOKEN })).body.data;
-    expect(conflicts[0]).toMatchObject({
-      kind: 'transfer_already_claimed',
-      paymentId: 'pay_other_claim',
-      existingTransactionId: txn.id,
-    });
     const count = await sql<{
       n: bigint;
     }>`select count(*)::bigint as n from transactions where tx_hash = ${payment.txHash}`.execute(db);
@@ -712,10 +715,12 @@ describe('ledger', () => {
       expect(await accountBalance(db, 'seller_held', h.sellerId)).toBe(heldBefore);
       expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
       expect(await openConflicts(payment.txHash)).toEqual([]);
-      // A second claim on the re-included transfer is still refused.
-      await h.publish('payment.confirmed', { ...payment, paymentId: 'pay_third_claim' });
-      await waitFor(async () => (await openConflicts(payment.txHash)).length === 1);
-      expect(await openConflicts(payment.txHash)).toEqual([{ kind: 'transfer_already_claimed' }]);
+      // A second claim on the re-included transfer is still refused, and books nothing.
+      expect(
+        await h.claim({ ...payment, paymentId: 'pay_third_claim', source: 'x402', sessionId: null }),
+      ).toMatchObject({ ok: false, reason: 'claimed_elsewhere' });
+      expect(await transactionsOf(payment.txHash)).toHaveLength(2);
+      expect(await openConflicts(payment.txHash)).toEqual([]);
       await expectBooksConsistent();
     });
 
@@ -846,15 +851,15 @@ describe('ledger: one batch', () => {
     const heldBefore = await accountBalance(db, 'seller_held', h.sellerId);
     const otherHeldBefore = await accountBalance(db, 'seller_held', h.otherSellerId);
 
-    await h.ledger.ctx.db.transaction().execute((trx) =>
-      onPaymentsConfirmed(
-        trx,
-        [first, redelivered, secondClaim, observedFirst, overpaid].map((data) =>
-          createEvent('payment.confirmed', 'gateway-proxy', data),
+    await h.ledger.ctx.db
+      .transaction()
+      .execute((trx) =>
+        bookClaimedPayments(
+          trx,
+          [first, redelivered, secondClaim, observedFirst, overpaid].map(claimedPaymentOf),
+          h.ledger.deps,
         ),
-        h.ledger.deps,
-      ),
-    );
+      );
 
     const booked = await sql<{
       payment_id: string;

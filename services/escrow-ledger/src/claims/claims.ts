@@ -137,31 +137,72 @@ export class ClaimBatcher {
     for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
   }
 
-  /** The claims, the fresh claims' payments booked and each claim's reply: one transaction. */
+  /**
+   * The claims, their payments booked and each claim's reply: one transaction. A fresh claim books its payment; a
+   * repeat by the same claimant books only when no payment of the transfer stands any more (reversed by a reorg
+   * or the chain check: checkout re-matching its reopened session, a gateway presenting the payment again), then
+   * the claim names the new payment.
+   */
   private claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
     return this.ctx.inTransaction(
       async (trx) => {
+        const started = performance.now();
         const helds = await claimsOrHolders(trx, requests, this.deps.now());
-        const fresh = requests.flatMap((request, i) =>
-          helds[i]!.fresh && request.payment ? [{ i, request, payment: request.payment }] : [],
+        const toBook = requests.flatMap((request, i) => {
+          const held = helds[i]!;
+          if (!request.payment) return [];
+          const again = !held.fresh && !held.live && sameClaimant(held, request);
+          return held.fresh || again ? [{ i, request, payment: request.payment }] : [];
+        });
+        const bookings = await bookClaimedPayments(trx, toBook, this.deps);
+        const rebooked = toBook.filter(
+          (item, j) => !helds[item.i]!.fresh && bookings[j]!.outcome !== 'duplicate',
         );
-        const bookings = await bookClaimedPayments(trx, fresh, this.deps);
-        const bookedAs = new Map(fresh.map((item, j) => [item.i, bookings[j]!.transactionId]));
+        if (rebooked.length > 0) await renameClaimPayments(trx, rebooked, helds);
+        const bookedAs = new Map(toBook.map((item, j) => [item.i, { item, booking: bookings[j]! }]));
         const replies: ClaimReply[] = [];
         for (const [i, request] of requests.entries()) {
           const held = helds[i]!;
+          const booked = bookedAs.get(i);
           replies.push(
-            await decideClaim(trx, this.deps, request, {
-              ...held,
-              transaction_id: bookedAs.get(i) ?? held.transaction_id,
-            }),
+            await decideClaim(
+              trx,
+              this.deps,
+              request,
+              booked
+                ? {
+                    ...held,
+                    payment_id:
+                      booked.booking.outcome === 'duplicate'
+                        ? held.payment_id
+                        : booked.item.payment.paymentId,
+                    transaction_id: booked.booking.transactionId ?? held.transaction_id,
+                  }
+                : held,
+            ),
           );
         }
+        this.deps.logger.debug({ size: requests.length, ms: performance.now() - started }, 'batch booked');
         return replies;
       },
       { retryConflicts: true },
     );
   }
+}
+
+const sameClaimant = (held: ClaimOutcomeRow, request: ClaimRequest) =>
+  held.claimed_via === request.claimedVia && held.reference === request.reference;
+
+/** A repeat's new payment is the one its claim names from now on (its repeats are answered with it). */
+async function renameClaimPayments(
+  trx: Transaction<any>,
+  rebooked: Array<{ i: number; payment: NonNullable<ClaimRequest['payment']> }>,
+  helds: ClaimOutcomeRow[],
+): Promise<void> {
+  await sql`update transfer_claims c set payment_id = r.payment_id
+      from unnest(${rebooked.map((item) => helds[item.i]!.claim_id)}::text[],
+        ${rebooked.map((item) => item.payment.paymentId)}::text[]) as r(claim_id, payment_id)
+      where c.claim_id = r.claim_id`.execute(trx);
 }
 
 /** An operator refund of a transfer the books know with another payer or amount, or reorged away: refused. */

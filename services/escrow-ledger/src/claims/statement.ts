@@ -34,6 +34,8 @@ export interface ClaimOutcomeRow extends ClaimRow {
   fresh: boolean;
   /** The latest ledger transaction of the claim's payment (a repeat's answer); null when none is booked. */
   transaction_id: string | null;
+  /** A payment of the transfer stands (a transaction not reversed): a repeat of the claim books nothing. */
+  live: boolean;
 }
 
 /**
@@ -85,11 +87,11 @@ export async function claimsOrHolders(
           select r.event_id, 'transfer.claimed', r.envelope, null from req r join fresh f using (claim_id)
       )
       select r.batch_index, 0 as pick, true as fresh, f.claim_id, f.claimed_via, f.reference, f.claimed_at,
-          f.payment_id, null::text as transaction_id
+          f.payment_id, null::text as transaction_id, false as live
         from req r join fresh f using (claim_id)
       union all
       select r.batch_index, 1, false, c.claim_id, c.claimed_via, c.reference, c.claimed_at, c.payment_id,
-          ${latestTransactionOf}
+          ${latestTransactionOf}, ${livePaymentOf}
         from req r join transfer_claims c using (chain_id, tx_hash, log_index)`.execute(db)
   ).rows;
   return heldInOrder(db, requests, rows);
@@ -99,6 +101,11 @@ export async function claimsOrHolders(
 const latestTransactionOf = sql`(select t.id from transactions t
     where t.payment_id = c.payment_id and t.chain_id = c.chain_id and t.tx_hash = c.tx_hash
     order by t.created_at desc, t.id desc limit 1)`;
+
+/** Whether a payment of claim row `c`'s transfer stands (not reversed by a reorg or the chain check). */
+const livePaymentOf = sql`exists (select 1 from transactions t
+    where t.chain_id = c.chain_id and t.tx_hash = c.tx_hash and t.log_index = c.log_index
+      and t.escrow_status <> 'reversed')`;
 
 /**
  * Each request's row, in order: its own insert, else the claim row there before; read again when a concurrent
@@ -123,7 +130,7 @@ async function heldInOrder(
     // nothing): a new statement sees it.
     const held = (
       await sql<ClaimOutcomeRow>`select c.claim_id, c.claimed_via, c.reference, c.claimed_at, c.payment_id,
-          ${latestTransactionOf} as transaction_id
+          ${latestTransactionOf} as transaction_id, ${livePaymentOf} as live
         from transfer_claims c
         where c.chain_id = ${request.chainId} and c.tx_hash = ${request.txHash.toLowerCase()}
           and c.log_index = ${request.logIndex}`.execute(db)

@@ -86,17 +86,22 @@ export async function bookClaimedPayments(
   const events = payments.map(paymentConfirmedEvent);
   await enqueuePaymentsConfirmed(trx, events);
   const outcomes = await bookPayments(trx, sorted, now);
-  const byPayment = new Map(outcomes.map((row) => [row.payment_id, row]));
+  // A booked payment's row names its own transaction; the rest are found by payment id.
+  const bookedIds = new Set(
+    outcomes.filter((row) => row.outcome === 'booked').map((row) => row.transaction_id),
+  );
+  const others = new Map(
+    outcomes.filter((row) => row.outcome !== 'booked').map((row) => [row.payment_id, row]),
+  );
   const notBooked: string[] = [];
-  const result = claimed.map((item, i) => {
-    const row = byPayment.get(item.payment.paymentId);
+  const result = claimed.map((item, i): ClaimedBooking => {
+    const own = payments[i]!.transactionId;
+    if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
+    const row = others.get(item.payment.paymentId);
     if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
-    if (row.outcome !== 'booked') notBooked.push(events[i]!.id);
+    notBooked.push(events[i]!.id);
     if (row.outcome === 'conflict') reportConflict(deps, row);
-    return {
-      transactionId: row.outcome === 'booked' || row.outcome === 'duplicate' ? row.transaction_id : null,
-      outcome: row.outcome,
-    };
+    return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
   });
   if (notBooked.length > 0) await sql`delete from outbox where id = any(${notBooked}::text[])`.execute(trx);
   return result;
