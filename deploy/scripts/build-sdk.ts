@@ -12,6 +12,7 @@
  *   --pack=<dir>: no build; `npm pack` each output folder into <dir> (relative to the working directory;
  *     SDK_PACK_DIR overrides it) after checking every exported file is there, and print
  *     `{ name, tarball, size, unpackedSize, files }` as JSON, a line per package.
+ *   --build with --pack: build first, then pack, in one process (a tsx start less).
  * The manifest's `paygateSdk` field says how to build the package (see SdkOptions).
  */
 import { execFile } from 'node:child_process';
@@ -379,6 +380,7 @@ async function main(): Promise<void> {
   const packageDirs = process.argv.includes('--all') ? await publishedPackages() : [process.cwd()];
   const packTo = process.argv.find((arg) => arg.startsWith('--pack='))?.slice(7);
   if (!packTo) return buildPackages(packageDirs, outDirName);
+  if (process.argv.includes('--build')) await buildPackages(packageDirs, outDirName);
   await pack(
     packageDirs.map((dir) => path.resolve(dir, outDirName)),
     path.resolve(process.env.SDK_PACK_DIR ?? packTo),

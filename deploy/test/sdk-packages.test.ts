@@ -109,8 +109,8 @@ let builtAndPacked: Promise<Record<string, { outDir: string; packed: Packed }>> 
 
 /**
  * Every public package built (`build-sdk.ts --all`: what each package's `build` script does, with one TypeScript
- * program for all their declarations) and packed (`--pack`), as a maintainer releasing them would; once, shared by
- * both halves of this suite.
+ * program for all their declarations) and packed (`--pack`), as a maintainer releasing them would, in one process;
+ * once, shared by both halves of this suite.
  */
 function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> {
   builtAndPacked ??= (async () => {
@@ -122,11 +122,10 @@ function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> 
     delete env.NODE_OPTIONS;
     const script = path.join(ROOT, 'deploy/scripts/build-sdk.ts');
     const tsx = require.resolve('tsx/cli');
-    await run(process.execPath, [tsx, script, '--all'], { cwd: ROOT, env, timeout: 500_000 });
-    const { stdout } = await run(process.execPath, [tsx, script, '--all', '--pack=unused'], {
+    const { stdout } = await run(process.execPath, [tsx, script, '--all', '--build', '--pack=unused'], {
       cwd: ROOT,
       env,
-      timeout: 240_000,
+      timeout: 500_000,
     });
     const packed = stdout
       .trim()
@@ -145,7 +144,74 @@ function buildAndPack(dir: string): Promise<{ outDir: string; packed: Packed }> 
   return builtAndPacked.then((all) => all[dir]!);
 }
 
+/** The npm consumer: an empty folder outside the workspace where plain npm installs the tarballs. */
+const APP = path.join(WORK, 'app');
+/** What the consumer's own code needs besides the SDKs: express for the seller, the MCP SDK for the agent. */
+const CONSUMER_PACKAGES = ['express@5', '@modelcontextprotocol/sdk@1.32.2'];
+const OPERATOR_TOKEN = 'sdk-tarballs-operator-token-000';
+
+/** The environment of a process that must not see the workspace's pnpm settings (an npm consumer's). */
+function consumerEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!/^(npm_|pnpm_|NODE_OPTIONS$|NODE_PATH$)/i.test(key)) env[key] = value;
+  }
+  return env;
+}
+
+/**
+ * Started as the suite starts, beside the build (which needs neither): the consumer's own npm packages, installed
+ * by npm into the consumer folder (the tarballs' install later is the same command with the tarballs added, and
+ * only adds them and their dependencies), and the whole system behind the edge. The build is CPU, the install
+ * mostly the registry's answers, the system's start mostly Postgres and the chain.
+ */
+let consumerPackagesInstalled: Promise<unknown>;
+let edge: http.Server | undefined;
+let baseUrl: string;
+let servicesStarted: Promise<AllServices> | undefined;
+
+beforeAll(async () => {
+  mkdirSync(APP, { recursive: true });
+  writeFileSync(path.join(APP, 'package.json'), JSON.stringify({ name: 'sdk-consumer', private: true }));
+  consumerPackagesInstalled = run('npm', ['install', '--no-audit', '--no-fund', ...CONSUMER_PACKAGES], {
+    cwd: APP,
+    env: consumerEnv(),
+    timeout: 240_000,
+  });
+  consumerPackagesInstalled.catch(() => undefined); // awaited before the tarballs' install
+  buildAndPack(SDKS[0]!.dir).catch(() => undefined); // awaited by every test
+  // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
+  const upstreams: Record<string, string> = {};
+  edge = await startEdge({ port: 0, upstreams });
+  baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
+  servicesStarted = startAllServices({
+    label: 'sdktgz',
+    operatorToken: OPERATOR_TOKEN,
+    publicBaseUrl: baseUrl,
+    // x402's relayer, for the middleware's PAYMENT-SIGNATURE path. The widget's session is paid its exact amount
+    // at the one checkout wallet: checkout, the indexer (which reports its transfers) and the ledger all know it.
+    extra: {
+      settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
+      checkout: { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
+      'chain-indexer': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
+      'escrow-ledger': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
+    },
+  });
+  servicesStarted
+    .then((all) =>
+      Object.assign(
+        upstreams,
+        Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
+      ),
+    )
+    .catch(() => undefined); // awaited by the second half
+});
+
 afterAll(async () => {
+  edge?.closeAllConnections();
+  if (edge) await new Promise((r) => edge!.close(r));
+  await (await servicesStarted?.catch(() => undefined))?.stop();
+  await consumerPackagesInstalled?.catch(() => undefined);
   for (const { dir } of SDKS) rmSync(path.join(ROOT, dir, OUT_DIR_NAME), { recursive: true, force: true });
   rmSync(WORK, { recursive: true, force: true });
 });
@@ -270,57 +336,24 @@ describe('SDK packages build to publishable JavaScript with types', () => {
   });
 });
 
-/** The environment of a process that must not see the workspace's pnpm settings (an npm consumer's). */
-function consumerEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!/^(npm_|pnpm_|NODE_OPTIONS$|NODE_PATH$)/i.test(key)) env[key] = value;
-  }
-  return env;
-}
-
 const PUBLIC_SDKS = SDKS.map((sdk) => sdk.dir);
-const OPERATOR_TOKEN = 'sdk-tarballs-operator-token-000';
 
 describe('the packed tarballs install with plain npm outside the workspace, and each makes a paid call', () => {
-  const app = path.join(WORK, 'app');
+  const app = APP;
   const packed: Record<string, Packed> = {};
   let all: AllServices;
-  let servicesStarted: Promise<AllServices> | undefined;
-  let edge: http.Server;
   let upstream: http.Server;
   let browser: Browser | undefined;
-  let baseUrl: string;
   let seller: { apiKey: string; publishableKey: string };
   const children: Array<import('node:child_process').ChildProcess> = [];
 
   beforeAll(async () => {
-    // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.
-    const upstreams: Record<string, string> = {};
-    edge = await startEdge({ port: 0, upstreams });
-    baseUrl = `http://127.0.0.1:${(edge.address() as AddressInfo).port}`;
-    // The system starts while the packages build and install (it needs none of them).
-    servicesStarted = startAllServices({
-      label: 'sdktgz',
-      operatorToken: OPERATOR_TOKEN,
-      publicBaseUrl: baseUrl,
-      // x402's relayer, for the middleware's PAYMENT-SIGNATURE path. The widget's session is paid its exact amount
-      // at the one checkout wallet: checkout, the indexer (which reports its transfers) and the ledger all know it.
-      extra: {
-        settlement: { RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey, TRANSFER_POLL_INTERVAL_MS: '200' },
-        checkout: { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
-        'chain-indexer': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
-        'escrow-ledger': { CHECKOUT_ESCROW_ADDRESS: testWallets.checkoutEscrow.address },
-      },
-    });
-    servicesStarted.catch(() => undefined);
     for (const dir of PUBLIC_SDKS) packed[dir] = (await buildAndPack(dir)).packed;
     console.log(
       `packed SDK tarballs: ${PUBLIC_SDKS.map((dir) => `${path.basename(packed[dir]!.tarball)} ${packed[dir]!.size} B`).join(', ')}`,
     );
-    // An empty folder outside the workspace: plain npm, the registry, the tarballs, and express for the seller.
-    mkdirSync(app, { recursive: true });
-    writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'sdk-consumer', private: true }));
+    // The folder outside the workspace: plain npm, the registry, the tarballs, and the consumer's own packages.
+    await consumerPackagesInstalled;
     await run(
       'npm',
       [
@@ -328,16 +361,11 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
         '--no-audit',
         '--no-fund',
         ...PUBLIC_SDKS.map((dir) => packed[dir]!.tarball),
-        'express@5',
-        '@modelcontextprotocol/sdk@1.32.2',
+        ...CONSUMER_PACKAGES,
       ],
       { cwd: app, env: consumerEnv(), timeout: 240_000 },
     );
-    all = await servicesStarted;
-    Object.assign(
-      upstreams,
-      Object.fromEntries(Object.entries(all.services).map(([name, s]) => [name, s.url])),
-    );
+    all = await servicesStarted!;
     upstream = await new Promise((resolve) => {
       const server = http.createServer((_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -357,10 +385,7 @@ describe('the packed tarballs install with plain npm outside the workspace, and 
   afterAll(async () => {
     for (const child of children) child.kill();
     await browser?.close().catch(() => undefined);
-    edge?.closeAllConnections();
-    if (edge) await new Promise((r) => edge.close(r));
     if (upstream) await new Promise((r) => upstream.close(r));
-    await (await servicesStarted?.catch(() => undefined))?.stop();
   });
 
   /** A script run by plain node in the consumer folder; its last stdout line is its JSON answer. */
