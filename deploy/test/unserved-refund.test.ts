@@ -317,4 +317,30 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
     expect(hooks.filter((h) => h.event === 'payment.refunded' && h.txHash === flakyTxHash)).toEqual([]);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
   });
+  it('a seller blocks a payer: its paid calls are refused before anything is charged, until unblocked', async () => {
+    const buyer = testWallets.buyer.address;
+    const asSeller = (method: string, path: string, body?: unknown) =>
+      fetch(`${baseUrl}/api/v1/blocked-payers${path}`, {
+        method,
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    expect((await asSeller('PUT', '/not-an-address', {})).status).toBe(400);
+    const blocked = await asSeller('PUT', `/${buyer}`, { reason: 'calls built to fail' });
+    expect(blocked.status).toBe(200);
+    expect(await blocked.json()).toMatchObject({ payer: buyer.toLowerCase(), reason: 'calls built to fail' });
+    expect(await (await asSeller('GET', '')).json()).toMatchObject({
+      data: [{ payer: buyer.toLowerCase() }],
+    });
+    const before = await balanceOf(buyer);
+    const callsBefore = upstreamCalls.length;
+    const refused = await payingWithId(newPaymentId())(paidUrl('/fail'));
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('payer_blocked');
+    expect(await balanceOf(buyer)).toBe(before);
+    expect(upstreamCalls.length).toBe(callsBefore);
+    expect((await asSeller('DELETE', `/${buyer}`)).status).toBe(204);
+    expect((await asSeller('DELETE', `/${buyer}`)).status).toBe(404);
+    expect((await payingWithId(newPaymentId())(paidUrl('/flaky'))).status).toBe(200);
+  });
 });

@@ -6,6 +6,7 @@ import { ticketKeysSealed } from './2026-11-25-0200-ticket-keys-sealed';
 import { claimedVia } from './2026-11-26-1700-claimed-via';
 import { x402PaymentIds } from './2026-12-02-0600-x402-payment-ids';
 import { unservedClaims } from './2026-12-02-0730-unserved-claims';
+import { blockedPayers } from './2026-12-02-0740-blocked-payers';
 import { siwxNonces } from './2026-12-02-0800-siwx-nonces';
 
 /** Frozen, date-prefixed migrations of the gateway schema. They never import application code. */
@@ -17,5 +18,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26-1700-claimed-via': claimedVia,
   '2026-12-02-0600-x402-payment-ids': x402PaymentIds,
   '2026-12-02-0730-unserved-claims': unservedClaims,
+  '2026-12-02-0740-blocked-payers': blockedPayers,
   '2026-12-02-0800-siwx-nonces': siwxNonces,
 };

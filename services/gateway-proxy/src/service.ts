@@ -4,9 +4,11 @@ import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
 import { type AnyRoute, mountRoutes, serveOpenApi } from '@paygate/http';
 import { MAX_X402_HEADER_BYTES } from '@paygate/protocol';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
+import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
 import { mcpRoutes } from './mcp/server';
+import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
 import { CallOutcomes } from './payments/call-outcomes';
 import { UnservedCalls } from './payments/unserved';
 import { jwksRoutes } from './routes/jwks';
@@ -26,6 +28,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     chainId: config.chainId,
   });
   let state: GatewayState | undefined;
+  let blockedPayers: BlockedPayers | undefined;
   let selfUrl: string | undefined;
   const need = () => {
     if (!state) throw new Error('gateway state not built yet');
@@ -37,12 +40,24 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     migrations,
     async routes(app, ctx: ServiceContext) {
       state = await createGatewayState(ctx, config, provider);
+      blockedPayers = new BlockedPayers(ctx, config.now);
+      blockedPayers.attach(ctx.db);
       // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
       ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
-      const routes = gatewayRoutes(ctx, state, need, () => {
-        if (!selfUrl) throw new Error('the gateway is not listening yet');
-        return selfUrl;
-      });
+      const routes = [
+        ...gatewayRoutes(
+          ctx,
+          state,
+          need,
+          () => {
+            if (!selfUrl) throw new Error('the gateway is not listening yet');
+            return selfUrl;
+          },
+          blockedPayers,
+        ),
+        // A seller's payers refused before anything is charged (calls built to fail, say).
+        ...blockedPayerRoutes(blockedPayers, new SellerAuth(ctx.bus)),
+      ];
       mountRoutes(app, routes);
       serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
     },
@@ -56,7 +71,11 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       }),
     ],
     // A paid call left unserved when its retry window passed is made final and the ledger told (it refunds).
-    background: (ctx) => [...backgroundTasks(need), new UnservedCalls(ctx, config.now)],
+    background: (ctx) => [
+      ...backgroundTasks(need),
+      new UnservedCalls(ctx, config.now),
+      ...(blockedPayers ? [blockedPayers] : []),
+    ],
     readinessChecks: () => [
       {
         name: 'chain',
@@ -78,6 +97,7 @@ function gatewayRoutes(
   state: GatewayState,
   need: () => GatewayState,
   selfUrl: () => string,
+  blockedPayers?: BlockedPayers,
 ): AnyRoute[] {
   const { config } = state;
   return [
@@ -88,6 +108,7 @@ function gatewayRoutes(
       skills: state.skills,
       limiter: state.limiter,
       payments: state.payments,
+      blockedPayers,
       callOutcomes: new CallOutcomes(ctx, {
         retryWindowSeconds: config.retryWindowSeconds,
         now: config.now,

@@ -3,6 +3,7 @@ import type { SharedRateLimiter } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
+import type { BlockedPayerCheck } from '../../payments/blocked-payers';
 import type { CallOutcomes } from '../../payments/call-outcomes';
 import type { PaymentService, Purchase } from '../../payments/service';
 import type { ForwardOptions } from '../../proxy/forward';
@@ -42,6 +43,8 @@ export interface PaidCallDeps {
   limiter: SharedRateLimiter;
   /** Tx-hash proofs: verified, then claimed. */
   payments: PaymentService;
+  /** The payers a seller refuses (403 payer_blocked before anything is charged); none when absent. */
+  blockedPayers?: BlockedPayerCheck;
   /** A forwarded call's failure, and a retry served after one, on the claim row and to the seller's books. */
   callOutcomes: CallOutcomes;
   /** x402's offer (the challenge) and the payer an authorization names. */

@@ -5,6 +5,7 @@ import { requestIdOf, sendJson } from '../../http-util';
 import { limitCall } from '../../rate-limit';
 import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/challenge';
 import { paymentHeaderDoc, paymentRefused, paymentRequirements } from '../openapi';
+import { refuseBlockedPayer } from './blocked';
 import { book } from './book';
 import { type Call, errorBody, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX } from './call';
 import { challenge, refuseUnreadable } from './challenge';
@@ -35,6 +36,7 @@ async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
     rateBucket(deps, offer, call, proof),
   );
   if (limiting) await limiting;
+  if (refuseBlockedPayer(deps, offer, call, proof)) return;
   if (proof.kind === 'unreadable') return refuseUnreadable(deps, offer, call, proof);
   let paying: ReturnType<typeof verifyAndClaim>;
   if (proof.kind === 'none') {

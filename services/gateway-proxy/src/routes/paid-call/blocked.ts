@@ -1,0 +1,34 @@
+import { sendJson } from '../../http-util';
+import { type Call, errorBody, type PaidCallDeps } from './call';
+import type { Offer } from './offer';
+import type { Proof } from './proof';
+
+/**
+ * A payment from a payer the seller blocked is refused before anything is verified, settled or claimed: 403
+ * `payer_blocked`, nothing charged. The payer is the one the proof names (an x402 authorization's `from`, a tx-hash
+ * proof's `from`): a proof naming someone else's wallet only refuses itself.
+ */
+export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call, proof: Proof): boolean {
+  if (!deps.blockedPayers) return false;
+  const payer =
+    proof.kind === 'x402'
+      ? deps.x402.walletOf(proof.payment)
+      : proof.kind === 'tx-hash'
+        ? proof.proof.from
+        : undefined;
+  if (!payer || !deps.blockedPayers.isBlocked(offer.purchase.sellerId, payer)) return false;
+  deps.metrics.refused.inc({ reason: 'payer_blocked' });
+  sendJson(
+    call.res,
+    403,
+    errorBody(
+      call.requestId,
+      'payer_blocked',
+      'the seller of this skill does not sell to this payer; nothing was charged',
+      {
+        payer: payer.toLowerCase(),
+      },
+    ),
+  );
+  return true;
+}
