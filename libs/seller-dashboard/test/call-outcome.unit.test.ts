@@ -23,11 +23,13 @@ describe('dashboard: a payment whose seller failed the call', () => {
     ).toBe('Seller failed, buyer may retry until 2026-11-27 00:04 UTC');
   });
 
-  it('says "not retried" after the window, even when the page read it while the window was open', () => {
+  it('says "not served: refunded" after the window, even when the page read it while the window was open', () => {
     expect(callOutcomeLabel(failedCall({ callStatus: 'failed' }), at('2026-11-26T14:10:00Z'))).toBe(
-      'Seller failed, not retried',
+      'Seller failed, not served: refunded to the buyer',
     );
-    expect(callOutcomeLabel(failedCall(), at('2026-11-26T14:05:00Z'))).toBe('Seller failed, not retried');
+    expect(callOutcomeLabel(failedCall(), at('2026-11-26T14:05:00Z'))).toBe(
+      'Seller failed, not served: refunded to the buyer',
+    );
   });
 
   it('a retry served: said so; a call served at once (or an older API without the fields): no label', () => {
@@ -48,7 +50,7 @@ describe('dashboard: a payment whose seller failed the call', () => {
         at('2026-11-26T15:00:00Z'),
       ),
     ).toBe(
-      'Your API timed out at 2026-11-26 13:55 UTC; no retry was served before the window closed at 2026-11-26 14:05 UTC.',
+      'Your API timed out at 2026-11-26 13:55 UTC; no retry was served before the window closed at 2026-11-26 14:05 UTC, so the payment is refunded to the buyer from escrow.',
     );
     expect(
       callOutcomeDetail(

@@ -100,7 +100,8 @@ export function callOutcomeLabel(t: CallFacts, now: Date): string | undefined {
   if (retryWindowOpen(t, now)) {
     return `Seller failed, buyer may retry until ${windowTime(t.retryUntil!, now)}`;
   }
-  return 'Seller failed, not retried';
+  // Past the window with no attempt served, the ledger refunds the buyer (the transaction's status says when).
+  return 'Seller failed, not served: refunded to the buyer';
 }
 
 /** The detail view's sentence: how and when the seller failed, and what became of the buyer's retry window. */
@@ -112,5 +113,5 @@ export function callOutcomeDetail(t: CallFacts, now: Date): string | undefined {
   if (retryWindowOpen(t, now)) {
     return `${failed}; the buyer may call again with the same payment until ${dateTime(t.retryUntil)}.`;
   }
-  return `${failed}; no retry was served before the window closed at ${dateTime(t.retryUntil)}.`;
+  return `${failed}; no retry was served before the window closed at ${dateTime(t.retryUntil)}, so the payment is refunded to the buyer from escrow.`;
 }
