@@ -24,6 +24,7 @@ import {
   everyDepositAddressHoldingUsdcIsCounted,
   everyTransferOutIsOneLedgerDebit,
 } from './invariants-outflows';
+import { everyPaidCallIsServedOrRefunded } from './invariants-unserved';
 
 export interface InvariantResult {
   name: string;
@@ -89,6 +90,7 @@ const INVARIANTS: InvariantCheck[] = [
   aReconnectingWidgetSeesEveryMinedPaymentPaid, // 9
   checkoutSessionsRanInTheirSellersMode, // 9b
   nothingIsPendingAfterTheDrain, // 10
+  everyPaidCallIsServedOrRefunded, // 12
 ];
 
 /** Reads every invariant, one after the other, on one read-only connection to the run's Postgres. */
