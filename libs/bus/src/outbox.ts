@@ -1,5 +1,5 @@
 import { type EventEnvelope, validateEvent } from '@paygate/contracts';
-import type { Logger } from '@paygate/telemetry';
+import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
@@ -29,9 +29,11 @@ export class EventTooLargeError extends Error {
 /**
  * Writes an event into the outbox in the caller's transaction: it is published only if that transaction
  * commits, and nothing committed is lost if the process dies before the relay runs. Throws EventTooLargeError
- * for an event no relay could publish.
+ * for an event no relay could publish. An event without a trace context gets the caller's (when a span is active),
+ * stored with it: the relay publishes it later, from another context, with this one in its headers.
  */
-export async function enqueueEvent(trx: Transaction<any>, envelope: EventEnvelope): Promise<void> {
+export async function enqueueEvent(trx: Transaction<any>, event: EventEnvelope): Promise<void> {
+  const envelope = withCurrentTrace(event);
   validateEvent(envelope);
   const json = JSON.stringify(envelope);
   // Bytes, not characters: a UTF-16 unit is at most 3 bytes of UTF-8, so only a long event is counted.
@@ -48,6 +50,20 @@ export async function enqueueEvent(trx: Transaction<any>, envelope: EventEnvelop
       published_at: null,
     })
     .execute();
+}
+
+/** The envelope with the active trace context, unless it carries one already (or none is active). */
+function withCurrentTrace(envelope: EventEnvelope): EventEnvelope {
+  if (envelope.trace?.traceparent) return envelope;
+  const carrier = currentTraceCarrier();
+  if (!carrier.traceparent) return envelope;
+  return {
+    ...envelope,
+    trace: {
+      traceparent: carrier.traceparent,
+      ...(carrier.tracestate ? { tracestate: carrier.tracestate } : {}),
+    },
+  };
 }
 
 export interface OutboxRelayOptions {

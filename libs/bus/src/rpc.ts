@@ -7,7 +7,15 @@ import {
   validateRpcReply,
   validateRpcRequest,
 } from '@paygate/contracts';
-import { type Msg, headers as natsHeaders, type Service, ServiceError, type ServiceMsg } from 'nats';
+import { currentTraceCarrier, SpanKind, withSpan } from '@paygate/telemetry';
+import {
+  type Msg,
+  type MsgHdrs,
+  headers as natsHeaders,
+  type Service,
+  ServiceError,
+  type ServiceMsg,
+} from 'nats';
 import type { Bus } from './connection';
 import { isReplyPublicKey, newReplyKey, openSealed, type ReplyKey, sealTo } from './sealed';
 
@@ -74,14 +82,28 @@ export async function requestRpc<N extends RpcName>(
   options: { timeoutMs: number },
 ): Promise<RpcReply<N>> {
   const body = encoder.encode(JSON.stringify(validateRpcRequest(name, request)));
+  // A client span whose context travels in the request's headers: the responder's span is its child.
+  return withSpan(
+    `rpc ${name}`,
+    { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'nats', 'rpc.method': name } },
+    () => requestInSpan(bus, name, body, options),
+  );
+}
+
+async function requestInSpan<N extends RpcName>(
+  bus: Bus,
+  name: N,
+  body: Uint8Array,
+  options: { timeoutMs: number },
+): Promise<RpcReply<N>> {
   const sealedFields = sealedFieldsOf(name);
   let replyKey: ReplyKey | undefined;
-  const requestOptions: { timeout: number; headers?: ReturnType<typeof natsHeaders> } = {
+  const requestOptions: { timeout: number; headers: MsgHdrs } = {
     timeout: options.timeoutMs,
+    headers: traceHeaders(),
   };
   if (sealedFields.length > 0) {
     replyKey = newReplyKey();
-    requestOptions.headers = natsHeaders();
     requestOptions.headers.set(REPLY_KEY_HEADER, replyKey.publicKey);
   }
   let message: Msg;
@@ -99,6 +121,15 @@ export async function requestRpc<N extends RpcName>(
     }
   }
   return validateRpcReply(name, reply);
+}
+
+/** NATS headers holding the active trace context (W3C traceparent / tracestate), when there is one. */
+function traceHeaders(): MsgHdrs {
+  const headers = natsHeaders();
+  const carrier = currentTraceCarrier();
+  if (carrier.traceparent) headers.set('traceparent', carrier.traceparent);
+  if (carrier.tracestate) headers.set('tracestate', carrier.tracestate);
+  return headers;
 }
 
 type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -181,7 +212,20 @@ export async function serveRpcs<S extends ServiceName>(
     }
     let reply: RpcReply<RpcName>;
     try {
-      reply = validateRpcReply(name, await handler(request));
+      // The handler runs in a server span continuing the requester's trace (its traceparent header).
+      const answered = await withSpan(
+        `rpc ${name}`,
+        {
+          kind: SpanKind.SERVER,
+          carrier: {
+            traceparent: message.headers?.get('traceparent') || undefined,
+            tracestate: message.headers?.get('tracestate') || undefined,
+          },
+          attributes: { 'rpc.system': 'nats', 'rpc.method': name },
+        },
+        () => handler(request),
+      );
+      reply = validateRpcReply(name, answered);
     } catch (error) {
       logger.error({ err: error, rpc: name }, 'RPC handler failed');
       message.respondError(RPC_HANDLER_FAILED, `${name} could not be answered; retry`);

@@ -122,6 +122,41 @@ describe('bus: outbox, inbox, dead letters (real Postgres and JetStream)', () =>
     await consumer.stop();
   });
 
+  it("stores the enqueuing span's trace with an event that names none, and the consumer continues it", async () => {
+    startTelemetry('bus-test');
+    let consumedTraceId = '';
+    const consumer = new InboxConsumer(bus, db, env.logger, {
+      durable: 'traced-default',
+      subject: 'transfer.observed',
+      deliverNewOnly: true,
+      handler: async (_trx, event) => {
+        if (event.data.blockNumber === 78)
+          consumedTraceId = trace.getActiveSpan()?.spanContext().traceId ?? '';
+      },
+    });
+    await consumer.start();
+    let producedTraceId = '';
+    const event = createEvent('transfer.observed', 'chain-indexer', transfer(78));
+    await withSpan('produce', {}, async (span) => {
+      producedTraceId = span.spanContext().traceId;
+      await db.transaction().execute((trx) => enqueueEvent(trx, event));
+    });
+    const stored = await db
+      .selectFrom('outbox')
+      .select('envelope')
+      .where('id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    expect((stored.envelope as EventEnvelope).trace?.traceparent).toContain(producedTraceId);
+    // Published from the relay's own pass (no span of the producer's around it), with the stored context.
+    const relay = new OutboxRelay(db, bus, env.logger, { pollIntervalMs: 20 });
+    relay.start();
+    await waitFor(() => consumedTraceId !== '');
+    await relay.stop();
+    await consumer.stop();
+    expect(consumedTraceId).toBe(producedTraceId);
+    await stopTelemetry();
+  });
+
   it('carries the trace context from the producing span through NATS into the consumer', async () => {
     startTelemetry('bus-test');
     let producedTraceId = '';

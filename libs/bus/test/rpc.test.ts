@@ -1,4 +1,6 @@
+import { trace } from '@opentelemetry/api';
 import { RpcValidationError } from '@paygate/contracts';
+import { startTelemetry, stopTelemetry, withSpan } from '@paygate/telemetry';
 import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
 import { RequestStrategy } from 'nats';
 import { type Bus, RpcServiceError, RpcUnavailableError, requestRpc, rpcClient, serveRpcs } from '../src';
@@ -115,6 +117,39 @@ describe('RPCs declared in contracts, served with the NATS service API (real NAT
       await expect(registry.webhookSecret({ sellerId: '' })).rejects.toThrow(RpcValidationError);
     } finally {
       await server.stop();
+    }
+  });
+
+  it("continues the caller's trace in the responder: the request's traceparent header, a server span under the client's", async () => {
+    startTelemetry('bus-rpc-test');
+    let seen: { traceId: string; headerParent: string | undefined } | undefined;
+    const server = await serveRpcs(
+      bus,
+      'registry',
+      {
+        'registry.webhook_secret': async () => {
+          seen = { traceId: trace.getActiveSpan()?.spanContext().traceId ?? '', headerParent: undefined };
+          return SECRET;
+        },
+      },
+      quiet,
+    );
+    try {
+      let callerTraceId = '';
+      await withSpan('caller', {}, async (span) => {
+        callerTraceId = span.spanContext().traceId;
+        await requestRpc(bus, 'registry.webhook_secret', { sellerId: 'sel_known' }, { timeoutMs: 2000 });
+      });
+      expect(callerTraceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(seen?.traceId).toBe(callerTraceId);
+      // Without a span around it, the request still opens one (a new trace) and the responder continues it.
+      seen = undefined;
+      await requestRpc(bus, 'registry.webhook_secret', { sellerId: 'sel_known' }, { timeoutMs: 2000 });
+      expect(seen?.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(seen?.traceId).not.toBe(callerTraceId);
+    } finally {
+      await server.stop();
+      await stopTelemetry();
     }
   });
 });

@@ -42,7 +42,12 @@ export function startTelemetry(serviceName: string): void {
     require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
   sdk = new Sdk({
     serviceName,
-    instrumentations: [new HttpInstrumentation()],
+    instrumentations: [
+      new HttpInstrumentation({
+        // Probes and scrapes every few seconds are not anybody's request.
+        ignoreIncomingRequestHook: (request) => PROBE_PATHS.test(request.url ?? ''),
+      }),
+    ],
     contextManager: new AsyncLocalStorageContextManager(),
     textMapPropagator: new W3CTraceContextPropagator(),
     // With no exporter, spans are not recorded (nobody would read them) but still get real ids, so trace ids
@@ -51,7 +56,15 @@ export function startTelemetry(serviceName: string): void {
   });
   sdk.start();
   contextReady = true;
+  // A service's main module imports its server (express, hence node:http) before it starts telemetry; a require
+  // now hands the instrumentation the loaded module, which it patches in place (its Server prototype, request and
+  // get), so the servers made from it still get a span per request that continues the caller's traceparent.
+  require('node:http');
+  require('node:https');
 }
+
+/** Requests that are health probes or metric scrapes: no span. */
+const PROBE_PATHS = /^\/(healthz|readyz|livez|metrics)(\?|$)/;
 
 export async function stopTelemetry(): Promise<void> {
   await sdk?.shutdown().catch(() => undefined);
