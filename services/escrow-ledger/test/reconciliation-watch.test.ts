@@ -73,9 +73,9 @@ describe('periodic reconciliation', () => {
     const metrics = await text();
     expect(metrics).toMatch(/^service_ready\{[^}]*\} 1$/m);
     expect(metrics).toMatch(
-      /^bus_consumer_pending_messages\{[^}]*consumer="ledger-payment-confirmed"[^}]*\} 0$/m,
+      /^bus_consumer_pending_messages\{[^}]*consumer="ledger-transfer-observed"[^}]*\} 0$/m,
     );
-    expect(metrics).toMatch(/^bus_dead_letter_messages\{[^}]*consumer="ledger-payment-confirmed"[^}]*\} 0$/m);
+    expect(metrics).toMatch(/^bus_dead_letter_messages\{[^}]*consumer="ledger-transfer-observed"[^}]*\} 0$/m);
     // Only its own consumers: settlement's are settlement's to report.
     expect(metrics).not.toMatch(/consumer="settlement-/);
 

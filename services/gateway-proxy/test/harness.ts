@@ -154,8 +154,16 @@ export interface Harness {
   }): Promise<string>;
   /** The resource string the gateway binds a payment to. */
   resource(method: string, skill: string, path: string): string;
+  /**
+   * The payments the in-memory ledger booked with the gateway's claims (what escrow-ledger publishes as
+   * payment.confirmed), in payment.confirmed's terms; empty with `claims: 'none'`.
+   */
+  ledgerPayments(txHash?: string): LedgerPayment[];
   close(): Promise<void>;
 }
+
+/** A payment the ledger booked with a claim, as payment.confirmed carries it (less the ledger's confirmedAt). */
+export type LedgerPayment = Omit<EventData<'payment.confirmed'>, 'confirmedAt'>;
 
 export interface HarnessOptions {
   /** The anvil chain id (default anvil's own). */
@@ -194,6 +202,18 @@ export async function startHarness(
   const db = openSchema(env.schemaFor('gateway-proxy'));
   const encoder = new TextEncoder();
   const harness: Harness = {
+    ledgerPayments(txHash) {
+      return (claims?.payments ?? [])
+        .filter((booked) => !txHash || booked.txHash.toLowerCase() === txHash.toLowerCase())
+        .map(({ payment, chainId, txHash: hash, logIndex, payer, amount }) => ({
+          ...payment,
+          payer,
+          amount,
+          chainId,
+          txHash: hash,
+          logIndex,
+        }));
+    },
     env,
     anvil,
     usdcAddress,
