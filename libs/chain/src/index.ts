@@ -1,23 +1,8 @@
+export { addressOfPrivateKey, addressToTopic, formatAddress, sameAddress, topicToAddress } from './address';
+export { getTransferLogs, isRangeTooLargeError, type LogsProvider } from './logs';
 export {
-  addressOfPrivateKey,
-  addressToTopic,
-  formatAddress,
-  isValidAddress,
-  sameAddress,
-  shortAddress,
-  topicToAddress,
-} from './address';
-export {
-  type GetTransferLogsOptions,
-  getTransferLogs,
-  isRangeTooLargeError,
-  type LogsProvider,
-} from './logs';
-export {
-  type ChainNetwork,
   DEFAULT_NETWORK_NAME,
   isNetworkName,
-  NETWORK_NAMES,
   type NetworkName,
   networkByChainId,
   networkByName,
@@ -29,7 +14,6 @@ export {
   broadcastSignedTransaction,
   checkChainRpc,
   fetchChainId,
-  type MakeProviderOptions,
   makeProvider,
   rpcUrlForLogs,
 } from './provider';
@@ -42,8 +26,6 @@ export {
   TRANSFER_TOPIC,
   TRANSFER_WITH_AUTHORIZATION_TYPES,
   type TransferLog,
-  USDC_DECIMALS,
-  type UsdcEip712Domain,
   usdcAbi,
   usdcEip712Domain,
 } from './usdc';

@@ -4,7 +4,6 @@ export {
   errorHandler,
   errorResponse,
   isDatabaseUnavailable,
-  isDependencyUnavailable,
   notFoundHandler,
   requestIdFrom,
 } from './app';
@@ -12,34 +11,22 @@ export { bearerToken, bearerTokenOf, constantTimeEqual, operatorAuth } from './a
 export {
   addressBucket,
   clientAddress,
-  DEFAULT_TRUSTED_PROXIES,
-  normalizeAddress,
   parseTrustedProxies,
   type TrustedProxies,
   TrustedProxiesError,
 } from './client-address';
-export { badRequest, conflict, type ErrorBody, HttpError, invalidJson, notFound } from './errors';
+export { badRequest, conflict, HttpError, invalidJson, notFound } from './errors';
 export {
-  type ClaimTimings,
-  canonicalJson,
   checkIdempotencyKey,
-  DEFAULT_CLAIM_TIMINGS,
   fingerprintOf,
-  IDEMPOTENCY_KEY_HEADER,
-  IDEMPOTENCY_KEY_PATTERN,
-  IDEMPOTENCY_KEY_RULE,
-  IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyClaims,
   type IdempotencyStore,
   type IdempotentAnswer,
   type IdempotentRequest,
   idempotencyKeyOf,
-  idempotencyKeyReused,
   idempotentInTransaction,
   idempotentWithClaim,
-  type RequestIdentity,
   refuseOtherRequest,
-  replayOrRefuse,
   requestFingerprint,
   type StoredKey,
   sendIdempotentAnswer,
@@ -59,25 +46,18 @@ export {
 export {
   checkRateLimit,
   type RateDecision,
-  type RateLimiterOptions,
-  rateLimited,
   rateLimitMiddleware,
   rateLimitNowOrLater,
   SharedRateLimiter,
-  setRateLimitHeaders,
-  windowName,
 } from './rate-limit';
 export {
   type AnyRoute,
-  type BareHandler,
-  type BareServing,
   bareRoutesOf,
   defineRoute,
   guardRoute,
   mountRoutes,
   openApiRoute,
   routesOpenApi,
-  routesOpenApiPaths,
 } from './routes';
 export { findStoredTextViolation, MAX_JSON_DEPTH, STORED_TEXT_RULES } from './stored-text';
-export { assertStoredText, assertValid } from './validation';
+export { assertValid } from './validation';

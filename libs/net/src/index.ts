@@ -4,19 +4,10 @@
  * the same rule again at connect time, against DNS rebinding.
  */
 export {
-  forbiddenAddressProblem,
   type HostResolver,
   isForbiddenAddress,
   productionUrlProblem,
   publicUrlProblem,
   resolveAllAddresses,
 } from './address-policy';
-export {
-  connectLookup,
-  ForbiddenAddressError,
-  type OutboundPolicy,
-  type SellerDispatcherOptions,
-  type SellerFetch,
-  sellerDispatcher,
-  sellerFetch,
-} from './outbound';
+export { type OutboundPolicy, type SellerFetch, sellerDispatcher, sellerFetch } from './outbound';

@@ -8,13 +8,7 @@ export {
   setAutomine,
   startAnvil,
 } from './anvil';
-export {
-  type ApiContractTarget,
-  type DocumentedOperation,
-  documentedOperationNames,
-  documentedOperations,
-  expectApiContract,
-} from './api-contract';
+export { documentedOperationNames, documentedOperations, expectApiContract } from './api-contract';
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
 export {
@@ -35,15 +29,7 @@ export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './proc
 export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { servedApiOperations } from './routes';
-export {
-  type RpcCall,
-  type RpcForward,
-  type RpcProxy,
-  type RpcProxyOptions,
-  type RpcReply,
-  rpcError,
-  startRpcProxy,
-} from './rpc-proxy';
+export { type RpcCall, rpcError, startRpcProxy } from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
 export { deployFreeGasWallet, deploySmartWallet, setAcceptsPaidGas } from './smart-wallet';
