@@ -125,7 +125,8 @@ function walkTree(root: string): { paths: Set<string>; names: Set<string> } {
   const names = new Set<string>();
   const visit = (dir: string) => {
     for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
-      if (SKIPPED_FOLDERS.has(entry.name)) continue;
+      // Hidden folders are tooling's (.git, .dev, an SDK build's .sdk-build-*), not the tree a reader is shown.
+      if (SKIPPED_FOLDERS.has(entry.name) || entry.name.startsWith('.')) continue;
       const relative = dir ? `${dir}/${entry.name}` : entry.name;
       paths.add(relative);
       if (entry.isDirectory()) visit(relative);
