@@ -240,7 +240,11 @@ describe('an operator-refunded unmatched transfer dropped by a reorg', () => {
     await handled(await h.publish('transfer.refund_requested', refundRequest(reincluded)));
     expect(await refundsOf(observed.txHash)).toHaveLength(1);
     const late = paymentData(h.sellerId, { txHash: observed.txHash, amount: '2.5', payer });
-    await handled(await h.publish('payment.confirmed', late));
+    // Refunded (here without an operator_refund claim, which would refuse it): the payment's claim books
+    // nothing, credits nothing, and the books tell an operator.
+    const refused = await h.claim(late);
+    expect(refused).toMatchObject({ ok: true, paymentId: late.paymentId });
+    expect(refused).not.toHaveProperty('transactionId');
     expect(await conflictKinds(observed.txHash)).toEqual(['reorg_after_refund', 'transfer_refunded']);
     await expectBooksMatchTheChain(0n);
 
