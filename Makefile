@@ -4,7 +4,7 @@ PNPM_VERSION := 9.15.9
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 WITH_INFRA := tsx deploy/scripts/with-infra.ts
 
-.PHONY: dev test check unit bench fuzz chaos chaos-short dist deps node-deps system-deps lint typecheck format jest clean
+.PHONY: dev test check unit bench load fuzz chaos chaos-short dist deps node-deps system-deps lint typecheck format jest clean
 
 dev: deps
 	tsx deploy/dev/main.ts
@@ -22,6 +22,12 @@ unit:
 
 bench: deps
 	$(WITH_INFRA) tsx bench/run-all.ts
+
+# Sustained load on the whole system as real processes (deploy/load/main.ts): 2 replicas of each service, a NATS
+# cluster of 3, anvil with 1 s blocks, a mix of agents for LOAD_SECONDS (default 300) beside the reference x402
+# facilitator, then the money invariants; writes bench/results/load-<date>.json. Starts its own Postgres and NATS.
+load: deps
+	tsx deploy/load/main.ts
 
 # The full property test of every write route: 2,000 bodies per route (make test sends 200, same seeds).
 fuzz: deps

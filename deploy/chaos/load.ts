@@ -163,7 +163,7 @@ export async function runLoad(options: LoadOptions): Promise<void> {
   await Promise.all(workers);
 }
 
-async function payment(
+export async function payment(
   options: LoadOptions,
   agent: ReturnType<typeof createAgent>,
   seller: Seller,
@@ -210,7 +210,7 @@ async function payment(
   return 'not served (gave up)';
 }
 
-async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
+export async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
   options.record.requests += 2;
   const outcome = await payWithX402(`${options.baseUrl}/api/v1/skills/${seller.skill}/work`, buyer);
   if (outcome.status === 200 && outcome.txHash) {
@@ -220,7 +220,7 @@ async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promis
   return `status ${outcome.status} ${outcome.code ?? ''}`.trim();
 }
 
-async function settleNow(options: LoadOptions, seller: Seller): Promise<string> {
+export async function settleNow(options: LoadOptions, seller: Seller): Promise<string> {
   options.record.requests++;
   const response = await fetch(`${options.baseUrl}/api/v1/operator/settlements/run`, {
     method: 'POST',
@@ -231,7 +231,7 @@ async function settleNow(options: LoadOptions, seller: Seller): Promise<string> 
   return response.ok ? 'accepted' : `status ${response.status} ${await errorCode(response)}`;
 }
 
-async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise<string> {
+export async function refund(options: LoadOptions, seller: Seller, prng: Prng): Promise<string> {
   const list = await fetch(`${options.baseUrl}/api/v1/transactions?limit=20`, {
     headers: { authorization: `Bearer ${seller.apiKey}` },
     signal: AbortSignal.timeout(15_000),

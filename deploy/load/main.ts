@@ -1,0 +1,297 @@
+/**
+ * `make load`: the whole system as real processes on loopback (deploy/chaos/system.ts without the faults: its own
+ * Postgres, a 3-node NATS cluster with 3-replica streams, anvil with 1 s blocks, 2 replicas of each service behind
+ * the balancer), a mix of agents for LOAD_SECONDS (default 300), and the reference x402 facilitator beside it
+ * under the same offered load for the x402 part (deploy/load/agents.ts). Then a drain and the chaos run's money
+ * invariants. Prints the table and writes bench/results/load-<date>.json.
+ *
+ *   LOAD_SECONDS          the load's length (default 300); the run as a whole is bounded at LOAD_SECONDS + 420 s
+ *   LOAD_X402_AGENTS      x402 payers with the unmodified @x402/fetch (default 32), and as many reference payers
+ *   LOAD_PROOF_AGENTS     tx-hash proof payers (default 6)
+ *   LOAD_MCP_AGENTS       MCP tool callers (default 4)
+ *   LOAD_CHECKOUT_AGENTS  checkout sessions paid by transfer (default 2)
+ *   LOAD_OPERATOR_AGENTS  refunds and settle-nows, each (default 1)
+ *   LOAD_SEED             the draws (sellers, amounts, refunds); random by default
+ */
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { testWallets } from '@paygate/testing';
+import { JsonRpcProvider, Wallet } from 'ethers';
+import pg from 'pg';
+import { percentile } from '../../bench/report';
+import { startReferenceFacilitator } from '../../bench/x402/reference';
+import { drainUntilQuiet } from '../chaos/drain';
+import { checkInvariants } from '../chaos/invariants';
+import { emptyRecord, type LoadOptions } from '../chaos/load';
+import { fundBuyers } from '../chaos/participants';
+import { newSeed, Prng } from '../chaos/prng';
+import { PROFILES } from '../chaos/profiles';
+import { OPERATOR_TOKEN } from '../chaos/service-env';
+import { type ChaosRun, startSystem } from '../chaos/system';
+import { AGENT_KINDS, type AgentKind, emptyAgentRecords, payingAgents, runAgents } from './agents';
+import { measureCpu } from './cpu';
+
+const LOAD_SECONDS = Number(process.env.LOAD_SECONDS ?? 300);
+/** Start-up (about 60-90 s here), the drain (at most 120 s) and the invariants, past the load. */
+const RUN_BOUND_MS = (LOAD_SECONDS + 420) * 1000;
+const DRAIN_BOUND_MS = 120_000;
+const BLOCK_MS = 1000;
+
+const counts: Record<AgentKind, number> = {
+  x402: Number(process.env.LOAD_X402_AGENTS ?? 32),
+  reference: Number(process.env.LOAD_X402_AGENTS ?? 32),
+  txHashProof: Number(process.env.LOAD_PROOF_AGENTS ?? 6),
+  mcp: Number(process.env.LOAD_MCP_AGENTS ?? 4),
+  checkout: Number(process.env.LOAD_CHECKOUT_AGENTS ?? 2),
+  refund: Number(process.env.LOAD_OPERATOR_AGENTS ?? 1),
+  settleNow: Number(process.env.LOAD_OPERATOR_AGENTS ?? 1),
+};
+
+const log = (line: string) => console.log(`[load] ${line}`);
+
+function stats(values: number[], seconds: number) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (v: number) => Math.round(v);
+  return {
+    done: sorted.length,
+    perSecond: Math.round((sorted.length / seconds) * 100) / 100,
+    p50Ms: round(percentile(sorted, 50)),
+    p99Ms: round(percentile(sorted, 99)),
+    maxMs: round(sorted.at(-1) ?? Number.NaN),
+  };
+}
+
+async function main(): Promise<void> {
+  if (!Number.isFinite(LOAD_SECONDS) || LOAD_SECONDS < 10)
+    throw new Error('LOAD_SECONDS must be at least 10');
+  // No reorgs here: one confirmation, as a Base deployment that trusts its sequencer's blocks.
+  process.env.CHAOS_CONFIRMATIONS ??= '1';
+  const seed = Number(process.env.LOAD_SEED ?? newSeed());
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'paygate-load-'));
+  chmodSync(dir, 0o755); // Postgres runs as its own user when this runs as root
+  const prng = new Prng(seed);
+  const run: ChaosRun = {
+    seed,
+    profile: {
+      ...PROFILES.full!,
+      name: 'load',
+      // The reference facilitator's payers are funded apart (deploy/load/agents.ts takes them in order).
+      buyers: payingAgents(counts) - counts.reference,
+      sellers: 4,
+    },
+    prng,
+    loadPrng: prng.fork('load'),
+    log,
+    started: Date.now(),
+    dir,
+    namespace: `load${seed.toString(36)}`,
+    stops: [],
+  };
+  const stopAll = async () => {
+    for (const stop of run.stops.reverse()) await stop().catch(() => undefined);
+    run.stops = [];
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const watchdog = setTimeout(() => {
+    log(`the run passed its bound (${RUN_BOUND_MS / 1000} s): stopping everything`);
+    void stopAll().finally(() => process.exit(3));
+  }, RUN_BOUND_MS);
+  watchdog.unref();
+  try {
+    const report = await loadRun(run);
+    const file = path.join(
+      __dirname,
+      `../../bench/results/load-${new Date().toISOString().slice(0, 10)}.json`,
+    );
+    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+    printReport(report);
+    log(`written to ${path.relative(process.cwd(), file)}`);
+    process.exitCode = report.passed ? 0 : 1;
+  } finally {
+    await stopAll();
+    clearTimeout(watchdog);
+  }
+}
+
+async function loadRun(run: ChaosRun) {
+  const { system, participants } = await startSystem(run);
+  const chainId = system.anvil.chainId;
+  // The reference facilitator's gas key: a wallet of its own, so it never shares a nonce with Paygate's relayer.
+  const referenceKey = Wallet.createRandom();
+  await system.anvil.provider.send('anvil_setBalance', [referenceKey.address, '0x56BC75E2D63100000']);
+  const reference = await startReferenceFacilitator({
+    rpcUrl: system.anvil.rpcUrl,
+    chainId,
+    privateKey: referenceKey.privateKey,
+    // Paygate relayer's receipt poll, as bench/x402 sets it: both look for the block as often.
+    pollingIntervalMs: 20,
+  });
+  run.stops.push(() => reference.close());
+  // The buyers startSystem funded, through a provider of this process; the reference's payers get their own.
+  const provider = new JsonRpcProvider(system.anvil.rpcUrl, chainId, {
+    staticNetwork: true,
+    pollingInterval: 100,
+  });
+  run.stops.push(async () => provider.destroy());
+  const referencePayers = await fundBuyers(system.anvil.rpcUrl, system.usdcAddress, counts.reference);
+  const paygateBuyers = participants.buyers;
+  const wallets = [
+    ...paygateBuyers.slice(0, counts.x402),
+    ...referencePayers,
+    ...paygateBuyers.slice(counts.x402),
+  ].map((w) => new Wallet(w.privateKey, provider));
+
+  const record = emptyRecord();
+  const agents = emptyAgentRecords();
+  const loadEndsAt = Date.now() + LOAD_SECONDS * 1000;
+  const shouldStop = () => Date.now() >= loadEndsAt;
+  const load: LoadOptions = {
+    baseUrl: system.balancer.url,
+    usdcAddress: system.usdcAddress,
+    escrowAddress: testWallets.escrow.address,
+    checkoutEscrowAddress: testWallets.checkoutEscrow.address,
+    operatorToken: OPERATOR_TOKEN,
+    sellers: participants.sellers,
+    buyers: wallets,
+    prng: run.loadPrng,
+    operations: Number.MAX_SAFE_INTEGER,
+    pauseMs: 0,
+    record,
+    shouldStop,
+  };
+  const postmaster = await postmasterPid(system.postgres.url);
+  const cpu = measureCpu(() => [
+    ...system.replicas.map((r) => ({ name: r.id, pid: r.child?.pid })),
+    ...system.nats.nodes.map((node, i) => ({ name: `nats-server #${i + 1}`, pid: node.child?.pid })),
+    { name: 'postgres (all backends)', pid: postmaster },
+    { name: 'anvil', pid: system.anvil.process.pid },
+    { name: 'load agents + reference facilitator + balancer (this process)', pid: process.pid },
+  ]);
+  log(
+    `load for ${LOAD_SECONDS} s: ${AGENT_KINDS.map((k) => `${counts[k]} ${k}`).join(', ')} (seed ${run.seed})`,
+  );
+  const progress = setInterval(() => {
+    const done = AGENT_KINDS.map((k) => `${k} ${agents[k].okMs.length}`).join(', ');
+    log(`${Math.round((loadEndsAt - Date.now()) / 1000)} s left; done: ${done}`);
+  }, 30_000);
+  const loadStarted = performance.now();
+  try {
+    await runAgents({
+      load,
+      record,
+      agents,
+      prng: run.loadPrng.fork('agents'),
+      chainId,
+      reference: { url: reference.url, payTo: participants.sellers[0]!.wallet.address },
+      counts,
+      wallets,
+      shouldStop,
+    });
+  } finally {
+    clearInterval(progress);
+  }
+  // Each agent finishes the operation it had in flight: the rates are over the load's own length.
+  const loadSeconds = (performance.now() - loadStarted) / 1000;
+  const cpuByProcess = cpu.stop();
+  log(`load over after ${loadSeconds.toFixed(0)} s; draining`);
+  const drainStarted = Date.now();
+  const quietAt = await drainUntilQuiet(system.postgres.url, drainStarted + DRAIN_BOUND_MS, log);
+  const invariants = await checkInvariants({
+    databaseUrl: system.postgres.url,
+    baseUrl: system.balancer.url,
+    operatorToken: OPERATOR_TOKEN,
+    chain: system.anvil.provider,
+    usdcAddress: system.usdcAddress,
+    escrowAddress: testWallets.escrow.address,
+    checkoutEscrowAddress: testWallets.checkoutEscrow.address,
+    record,
+    webhooks: system.webhooks,
+  });
+  const byKind = Object.fromEntries(
+    AGENT_KINDS.map((kind) => [
+      kind,
+      { agents: counts[kind], ...stats(agents[kind].okMs, loadSeconds), outcomes: agents[kind].outcomes },
+    ]),
+  );
+  const x402 = byKind.x402!;
+  const referenceStats = byKind.reference!;
+  const crashes = system.replicas.filter((r) => r.crashes.length > 0).map((r) => r.id);
+  return {
+    date: new Date().toISOString(),
+    commit: gitCommit(),
+    host: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', loadAverageAtEnd: os.loadavg() },
+    seed: run.seed,
+    loadSeconds: Math.round(loadSeconds),
+    startupSeconds: participants.startupSeconds,
+    blockMs: BLOCK_MS,
+    replicas: Object.fromEntries(
+      [...new Set(system.replicas.map((r) => r.service))].map((s) => [
+        s,
+        system.replicas.filter((r) => r.service === s).length,
+      ]),
+    ),
+    nats: `cluster of ${system.nats.nodes.length} nats-server processes, streams with 3 replicas`,
+    byKind,
+    x402VsReference: {
+      settlementsPerSecond: { paygate: x402.perSecond, reference: referenceStats.perSecond },
+      p50Ms: { paygate: x402.p50Ms, reference: referenceStats.p50Ms },
+      p99Ms: { paygate: x402.p99Ms, reference: referenceStats.p99Ms },
+      // Paygate's figure is the whole paid call (402, then the paid request through the gateway to the seller's
+      // answer); the reference's is a facilitator settle alone.
+      goal: { settlementsPerSecond: 100, p99Ms: BLOCK_MS + 500 },
+    },
+    cpuByProcess,
+    drainedSeconds: quietAt === null ? null : Math.round((quietAt - drainStarted) / 1000),
+    replicaCrashes: crashes,
+    invariants,
+    passed: invariants.every((i) => i.violations === 0) && quietAt !== null,
+  };
+}
+
+/** The run's Postgres postmaster: its CPU counts every backend that exited. */
+async function postmasterPid(databaseUrl: string): Promise<number | undefined> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const stat = (await import('node:fs')).readFileSync(`/proc/${rows[0]!.pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+function gitCommit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+function printReport(report: Awaited<ReturnType<typeof loadRun>>): void {
+  console.log(`\nload run ${report.date} (${report.commit}), ${report.loadSeconds} s, seed ${report.seed}`);
+  console.log('kind         agents   done   per s    p50 ms   p99 ms');
+  for (const [kind, s] of Object.entries(report.byKind)) {
+    console.log(
+      `${kind.padEnd(12)} ${String(s.agents).padStart(6)} ${String(s.done).padStart(6)} ${s.perSecond.toFixed(2).padStart(7)} ${String(s.p50Ms).padStart(9)} ${String(s.p99Ms).padStart(8)}`,
+    );
+  }
+  console.log('\nCPU by process (cores over the load):');
+  for (const p of report.cpuByProcess) console.log(`  ${p.cores.toFixed(2)}  ${p.process}`);
+  console.log('\ninvariants:');
+  for (const i of report.invariants)
+    console.log(
+      `  ${i.violations === 0 ? 'ok  ' : 'FAIL'} ${i.name}${i.violations ? `: ${i.examples.join('; ')}` : ''}`,
+    );
+  console.log(report.passed ? '\nPASSED' : '\nFAILED');
+}
+
+main().catch((error) => {
+  console.error(`[load] ${(error as Error).stack ?? error}`);
+  process.exit(2);
+});
