@@ -17,8 +17,14 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
   maxRangeBlocks: number;
   /** Blocks scanned in one pass at most, so a long catch-up commits progress as it goes. */
   maxBlocksPerPass: number;
-  /** Recent block hashes kept to detect reorgs; deeper reorgs are out of scope by configuration. */
+  /** Recent block hashes kept to detect reorgs (and to find their common ancestor). */
   reorgWindowBlocks: number;
+  /**
+   * DEEP_REORG_SEARCH_BLOCKS: for a reorg deeper than the window, how many older known blocks (older stored hashes,
+   * blocks of reported transfers) are read at most to find the common ancestor; deeper still, the reorg is reported
+   * as not undone.
+   */
+  deepReorgSearchBlocks: number;
   /** First block to scan when there is no cursor yet (the escrow wallet's first use). */
   startBlock: number;
   leaderRetryMs: number;
@@ -51,6 +57,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     MAX_RANGE_BLOCKS: int({ default: 2000, min: 1 }),
     MAX_BLOCKS_PER_PASS: int({ default: 20_000, min: 1 }),
     REORG_WINDOW_BLOCKS: int({ default: 128, min: 1 }),
+    DEEP_REORG_SEARCH_BLOCKS: int({ default: 1000, min: 1, max: 100_000 }),
     START_BLOCK: int({ default: 0, min: 0 }),
     LEADER_RETRY_MS: int({ default: 1000, min: 1 }),
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
@@ -84,6 +91,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerCo
     maxRangeBlocks: parsed.MAX_RANGE_BLOCKS,
     maxBlocksPerPass: parsed.MAX_BLOCKS_PER_PASS,
     reorgWindowBlocks: parsed.REORG_WINDOW_BLOCKS,
+    deepReorgSearchBlocks: parsed.DEEP_REORG_SEARCH_BLOCKS,
     startBlock: parsed.START_BLOCK,
     leaderRetryMs: parsed.LEADER_RETRY_MS,
     checkoutEscrowAddress,

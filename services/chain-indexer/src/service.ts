@@ -1,5 +1,5 @@
 import { checkChainRpc, makeProvider } from '@paygate/chain';
-import { Gauge, type RunningService, startService } from '@paygate/runtime';
+import { Counter, Gauge, type RunningService, startService } from '@paygate/runtime';
 import type { Kysely } from 'kysely';
 import { migrations } from '../migrations';
 import type { ChainIndexerConfig } from './config';
@@ -26,7 +26,29 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
       },
     ],
     background: (ctx) => {
-      const scanner = new TransferScanner(ctx.db as Kysely<IndexerDatabase>, provider, config, ctx.logger);
+      const reorgs = new Counter({
+        name: 'indexer_reorgs_total',
+        help: 'Reorgs rolled back, by how deep they reached: within_confirmations (nothing reported left the chain), past_confirmations (reported transfers reversed), past_window (undone from older known blocks), not_undone (deeper than every block the indexer knows: alert)',
+        labelNames: ['reach'],
+        registers: [ctx.metrics.registry],
+      });
+      const deepest = new Gauge({
+        name: 'indexer_reorg_deepest_blocks',
+        help: 'Depth of the deepest reorg rolled back since the start (blocks replaced)',
+        registers: [ctx.metrics.registry],
+      });
+      let deepestSeen = 0;
+      const scanner = new TransferScanner(
+        ctx.db as Kysely<IndexerDatabase>,
+        provider,
+        config,
+        ctx.logger,
+        (report) => {
+          reorgs.inc({ reach: report.reach });
+          deepestSeen = Math.max(deepestSeen, report.depth);
+          deepest.set(deepestSeen);
+        },
+      );
       const leadership = new AdvisoryLeadership(
         config.databaseUrl,
         `chain-indexer:${config.dbSchema}:${config.chainId}`,

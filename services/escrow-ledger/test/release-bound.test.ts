@@ -5,7 +5,6 @@
  * the pass the confirmation kicks, not a release interval later; transfers in blocks not yet deep do not take the
  * turns of one that is; and the age of the oldest due hold is a gauge, by what it waits for.
  */
-import { requestRpc } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import type { EventData } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
@@ -23,37 +22,6 @@ import {
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import { type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
-
-/** Claims the payment's transfer with the payment to book (ledger.claim_transfer): the one way a payment is booked. */
-async function claimAndBook(h: LedgerHarness, p: EventData<'payment.confirmed'>): Promise<void> {
-  const reply = await requestRpc(
-    h.bus,
-    'ledger.claim_transfer',
-    {
-      chainId: p.chainId,
-      txHash: p.txHash,
-      logIndex: p.logIndex,
-      claimedVia: 'x402',
-      reference: `${p.network}:${p.txHash}`,
-      payer: p.payer,
-      amount: p.amount,
-      payment: {
-        paymentId: p.paymentId,
-        source: p.source,
-        sellerId: p.sellerId,
-        skillId: p.skillId,
-        skillName: p.skillName,
-        endpointId: p.endpointId,
-        sessionId: p.sessionId,
-        network: p.network,
-        token: p.token,
-        holdPeriodHours: p.holdPeriodHours,
-      },
-    },
-    { timeoutMs: 10_000 },
-  );
-  if (!reply.ok) throw new Error(`claim refused: ${JSON.stringify(reply)}`);
-}
 
 describe('a 0 h hold payment becomes available within a bound once its transfer is confirmed', () => {
   let anvil: AnvilInstance;
@@ -120,7 +88,7 @@ describe('a 0 h hold payment becomes available within a bound once its transfer 
 
   /** Books the payments (their claims) and returns their transactions' ids, in the payments' order. */
   async function book(payments: EventData<'payment.confirmed'>[]): Promise<string[]> {
-    await Promise.all(payments.map((payment) => claimAndBook(h, payment)));
+    await Promise.all(payments.map((payment) => h.claim(payment)));
     return waitFor(
       async () => {
         const booked = await sql<{ id: string; payment_id: string }>`select id, payment_id from transactions

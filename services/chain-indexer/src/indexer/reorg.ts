@@ -2,7 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { IndexerDatabase, RecentBlocksTable, TransfersTable } from './tables';
 import { type TransferChain, transferEventFields } from './transfer-fields';
 
@@ -24,6 +24,26 @@ export function storedRecentBlocks(
     .orderBy('number', 'desc')
     .limit(window)
     .execute();
+}
+
+/**
+ * The blocks the indexer knows below `below`, for a reorg deeper than the stored recent hashes: older stored hashes
+ * (kept to twice the window) and the blocks of published transfers (each keeps the hash of its block), newest
+ * first, at most `limit`. A published transfer's block is where a deep reorg matters: it is what was reported.
+ */
+export async function olderKnownBlocks(
+  db: Kysely<IndexerDatabase>,
+  chainId: number,
+  below: number,
+  limit: number,
+): Promise<StoredBlock[]> {
+  const rows = await sql<{ number: string; hash: string }>`select number, hash from (
+        select number, hash from recent_blocks where chain_id = ${chainId} and number < ${below}
+        union
+        select block_number as number, block_hash as hash from transfers
+          where chain_id = ${chainId} and block_number < ${below} and status = 'published') known
+      order by number desc limit ${limit}`.execute(db);
+  return rows.rows.map((row) => ({ number: BigInt(row.number), hash: row.hash }));
 }
 
 /** The newest stored block (newest first in `stored`) whose hash the chain still has; undefined when none. */

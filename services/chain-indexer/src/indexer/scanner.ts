@@ -6,7 +6,7 @@ import type { ChainIndexerConfig } from '../config';
 import { DepositAddressBook } from './deposit-addresses';
 import { EveryTransferReader } from './every-transfer';
 import { publishConfirmedTransfers } from './publish';
-import { canonicalAncestor, rollBackAbove, storedRecentBlocks } from './reorg';
+import { canonicalAncestor, olderKnownBlocks, rollBackAbove, storedRecentBlocks } from './reorg';
 import type { IndexerDatabase } from './tables';
 
 /** Deposit addresses backfilled per pass at most. */
@@ -46,6 +46,20 @@ interface ChainTip {
   hash: string;
 }
 
+/**
+ * A reorg the indexer rolled back, by how deep it reached: within CONFIRMATIONS only unreported transfers left the
+ * chain; past them reported transfers did (the ledger reverses them, and a released hold may have been paid out);
+ * past the window the common ancestor was found only among older known blocks; `not_undone` when none of the
+ * blocks it knows is canonical any more (reported transfers below `rolledBackTo` were not checked).
+ */
+export interface ReorgReport {
+  depth: number;
+  reach: 'within_confirmations' | 'past_confirmations' | 'past_window' | 'not_undone';
+  fromBlock: number;
+  rolledBackTo: number;
+  reorged: number;
+}
+
 /** The chain reads one pass needs; an ethers provider satisfies it. */
 type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
@@ -71,6 +85,8 @@ export class TransferScanner {
     private readonly provider: ChainReader,
     private readonly config: ChainIndexerConfig,
     private readonly logger: Logger,
+    /** Hears of every reorg rolled back (the service's metrics). */
+    private readonly onReorg: (report: ReorgReport) => void = () => {},
   ) {
     this.deposits = new DepositAddressBook(db, config);
     this.everyTransfer = new EveryTransferReader(provider, this.deposits, config, logger);
@@ -136,10 +152,24 @@ export class TransferScanner {
         `the node's head ${head} is behind block ${newest} seen before; waiting for it to catch up`,
       );
     }
-    const ancestor = await canonicalAncestor(stored, head, this.provider);
+    let ancestor = await canonicalAncestor(stored, head, this.provider);
     if (ancestor === newest) return { reorged: 0, verifiedTip: { number: newest, hash: stored[0]!.hash } };
-    // No stored block is canonical: roll back the whole window (a deeper reorg is beyond configuration).
-    const rollbackTo = ancestor ?? Number(stored[stored.length - 1]!.number) - 1;
+    let lowestKnown = Number(stored[stored.length - 1]!.number);
+    let reach: ReorgReport['reach'] | undefined;
+    if (ancestor === undefined) {
+      // Deeper than the window: the ancestor is looked for among older known blocks, so the reported transfers
+      // below the window that left the chain are reversed too.
+      const older = await olderKnownBlocks(
+        this.db,
+        this.chainId,
+        lowestKnown,
+        this.config.deepReorgSearchBlocks,
+      );
+      ancestor = await canonicalAncestor(older, head, this.provider);
+      if (older.length > 0) lowestKnown = Number(older[older.length - 1]!.number);
+      reach = ancestor === undefined ? 'not_undone' : 'past_window';
+    }
+    const rollbackTo = ancestor ?? lowestKnown - 1;
     this.logger.warn({ from: newest, to: rollbackTo }, 'reorg detected; rolling back');
     const reorged = await this.db.transaction().execute(async (trx) => {
       const reversed = await rollBackAbove(
@@ -150,7 +180,42 @@ export class TransferScanner {
       await this.saveCursor(trx, rollbackTo + 1);
       return reversed;
     });
+    const depth = newest - rollbackTo;
+    reach ??= depth >= this.config.confirmations ? 'past_confirmations' : 'within_confirmations';
+    this.reportReorg({ depth, reach, fromBlock: newest, rolledBackTo: rollbackTo, reorged });
     return { reorged };
+  }
+
+  /**
+   * Every reorg to the service's metrics; one that reached reported transfers is an error for the operator: their
+   * money was booked (the ledger reverses it, from a seller's available balance when the hold was released), and
+   * one the indexer could not undo leaves reported transfers below `rolledBackTo` unchecked (reconciliation shows
+   * the difference).
+   */
+  private reportReorg(report: ReorgReport): void {
+    try {
+      this.onReorg(report);
+    } catch {
+      // A metric that fails must not undo the rollback.
+    }
+    const fields = {
+      ...report,
+      confirmations: this.config.confirmations,
+      reorgWindowBlocks: this.config.reorgWindowBlocks,
+    };
+    if (report.reach === 'not_undone') {
+      this.logger.error(
+        fields,
+        'reorg deeper than every block the indexer knows: reported transfers below rolledBackTo were not checked; reconcile the ledger with the chain',
+      );
+    } else if (report.reach === 'past_window') {
+      this.logger.error(fields, 'reorg deeper than REORG_WINDOW_BLOCKS; undone from older known blocks');
+    } else if (report.reach === 'past_confirmations') {
+      this.logger.error(
+        fields,
+        'reorg deeper than CONFIRMATIONS: reported transfers left the chain and are reversed',
+      );
+    }
   }
 
   private async scan(

@@ -19,6 +19,7 @@ import {
   ReconciliationReport,
   RefundReceivableList,
   RefundReceivableListQuery,
+  ReversedAfterReleaseList,
   SellerIdParam,
   Suspense,
   UnmatchedRefundList,
@@ -41,6 +42,7 @@ export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[
     suspenseRoute(routeDeps),
     unmatchedRefundsRoute(routeDeps),
     refundReceivablesRoute(routeDeps),
+    reversedAfterReleaseRoute(routeDeps),
     accountsRoute(routeDeps),
     reconciliationRoute(routeDeps),
     creditLimitRoute(routeDeps),
@@ -228,6 +230,47 @@ function refundReceivablesRoute({ ctx, operator }: OperatorRouteDeps) {
             r.status === 'settled'
               ? { logIndex: r.settled_by_log_index, inclusion: r.settled_by_inclusion }
               : null,
+        })),
+      });
+    },
+  });
+}
+
+// A hold is released only once its transfer is CONFIRMATIONS deep: a payment reversed after its release is a reorg
+// deeper than that (the money may have been paid out; the seller owes it back).
+function reversedAfterReleaseRoute({ ctx, operator }: OperatorRouteDeps) {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/operator/ledger/reversed-after-release',
+    operationId: 'listReversedAfterRelease',
+    summary:
+      'Operator: payments reversed after their hold was released: their transfer left the chain deeper than CONFIRMATIONS (a reorg beyond what the holds wait for)',
+    description:
+      'The seller\'s available balance was debited by the reversal (negative = owed back, recovered from later settlements; reconciliation\'s exposure). Each one also counted in ledger_payment_conflicts_total{kind="reversed_after_release"} and logged as an error.',
+    auth: operator,
+    responses: { '200': { description: 'the reversals, newest first', schema: ReversedAfterReleaseList } },
+    errors: { ...OPERATOR_ERRORS },
+    handler: async (_req, res) => {
+      const rows = await sql<
+        Record<string, any>
+      >`select id, seller_id, payment_id, chain_id, tx_hash, log_index,
+          amount_micro, seller_share_micro, reversal_reason, settlement_id, released_at, reversed_at
+        from transactions where escrow_status = 'reversed' and released_at is not null
+        order by reversed_at desc, id desc limit 200`.execute(ctx.db);
+      res.json({
+        data: rows.rows.map((r) => ({
+          transactionId: r.id,
+          sellerId: r.seller_id,
+          paymentId: r.payment_id,
+          chainId: r.chain_id,
+          txHash: r.tx_hash,
+          logIndex: r.log_index,
+          amount: formatUsdc(r.amount_micro),
+          sellerShare: formatUsdc(r.seller_share_micro),
+          reversalReason: r.reversal_reason,
+          settlementId: r.settlement_id,
+          releasedAt: iso(r.released_at),
+          reversedAt: iso(r.reversed_at),
         })),
       });
     },

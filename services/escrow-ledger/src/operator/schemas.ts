@@ -198,6 +198,31 @@ export const RefundReceivableList = Type.Object({
   ),
 });
 
+export const ReversedAfterReleaseList = Type.Object({
+  data: Type.Array(
+    Type.Object({
+      transactionId: Type.String(),
+      sellerId: Type.String(),
+      paymentId: Type.String(),
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
+      amount: UsdcAmount,
+      sellerShare: {
+        ...UsdcAmount,
+        description: 'what the seller was credited, and owes back less what it refunded',
+      },
+      reversalReason: StringEnum(['transfer_reorged', 'not_on_chain']),
+      settlementId: Nullable(
+        Type.String({ description: 'the payout that included it, when it was paid out' }),
+      ),
+      releasedAt: IsoTime,
+      reversedAt: IsoTime,
+    }),
+    { description: 'newest reversal first, at most 200' },
+  ),
+});
+
 export const UnmatchedRefundList = Type.Object({
   data: Type.Array(
     Type.Object({

@@ -233,6 +233,23 @@ async function reverseClaimingTransaction(
   });
   await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
       reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
+  // Released only once its transfer was CONFIRMATIONS deep: the chain dropped it deeper than that. What was released
+  // (maybe paid out) is owed by the seller now; the operator sees it (GET /api/v1/operator/ledger/reversed-after-release).
+  if (!held) {
+    deps.metrics.conflicts.inc({ kind: 'reversed_after_release' });
+    deps.logger.error(
+      {
+        transfer: key,
+        transactionId: txn.id,
+        sellerId: txn.seller_id,
+        fromStatus: txn.escrow_status,
+        owedBySeller: formatUsdc(sellerPart + refundedOnChain),
+        reason: cause.reason,
+        confirmations: deps.config.confirmations,
+      },
+      'a released payment is reversed: its transfer left the chain deeper than CONFIRMATIONS; the seller owes it back',
+    );
+  }
   // The payer keeps a refund of money that never arrived: the operator must see it (the seller owes it now).
   if (refundedOnChain > 0n) {
     await recordReorgAfterRefund(trx, deps, transfer, {
