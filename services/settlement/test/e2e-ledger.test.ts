@@ -26,7 +26,14 @@ import { type Kysely, sql } from 'kysely';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
-import { publishEvent, sellerUpdated, settlementEnv, startTestChain, type TestChain } from './helpers';
+import {
+  bookPayment,
+  publishEvent,
+  sellerUpdated,
+  settlementEnv,
+  startTestChain,
+  type TestChain,
+} from './helpers';
 
 const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'e2e-operator-token-0123456789';
@@ -88,22 +95,7 @@ describe('settlement + escrow-ledger end to end', () => {
         observedAt: now.toISOString(),
       }),
     );
-    await publishEvent(
-      bus,
-      createEvent('payment.confirmed', 'gateway-proxy', {
-        ...common,
-        paymentId: `pay_${receipt.hash.slice(2, 14)}`,
-        source: 'x402',
-        sellerId: by.sellerId,
-        skillId: null,
-        skillName: null,
-        endpointId: null,
-        sessionId: null,
-        payer,
-        holdPeriodHours,
-        confirmedAt: now.toISOString(),
-      }),
-    );
+    await bookPayment(bus, { ...common, payer: payer, sellerId: by.sellerId, holdPeriodHours });
     return waitFor(
       async () =>
         (await sql<any>`select * from transactions where tx_hash = ${common.txHash}`.execute(ledgerDb))
@@ -184,7 +176,12 @@ describe('settlement + escrow-ledger end to end', () => {
     await waitFor(async () => (await escrowStatusOf(first.id)) === 'available', { message: 'hold released' });
     await nextDay();
     await settlement.scheduler.runOnce();
-    const [skipped] = await db.selectFrom('settlements').selectAll().execute();
+    // The ledger decides the due settlement in its own transaction and answers by event.
+    const skipped = await waitFor(
+      async () =>
+        (await db.selectFrom('settlements').selectAll().where('status', '<>', 'pending').execute())[0],
+      { message: 'the ledger decided the settlement' },
+    );
     expect(skipped).toMatchObject({
       status: 'skipped',
       skip_reason: 'below_minimum',

@@ -1,4 +1,4 @@
-import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
 import { createEvent, type EventData, type EventEnvelope, type Subject } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
@@ -73,6 +73,52 @@ export function settlementEnv(
     LEDGER_TIMEOUT_MS: '20000',
     ...extra,
   });
+}
+
+/**
+ * An x402 payment booked by the ledger, as the gateway asks it: `ledger.claim_transfer` with the payment to book,
+ * one command (the claim, the 95/5 booking into the hold, `payment.confirmed` in the ledger's outbox).
+ */
+export async function bookPayment(
+  bus: Bus,
+  payment: {
+    chainId: number;
+    txHash: string;
+    logIndex: number;
+    token: string;
+    amount: string;
+    payer: string;
+    sellerId: string;
+    holdPeriodHours: number;
+  },
+): Promise<void> {
+  const reply = await requestRpc(
+    bus,
+    'ledger.claim_transfer',
+    {
+      chainId: payment.chainId,
+      txHash: payment.txHash,
+      logIndex: payment.logIndex,
+      claimedVia: 'x402',
+      reference: `local:${payment.txHash.toLowerCase()}`,
+      payer: payment.payer,
+      amount: payment.amount,
+      payment: {
+        paymentId: `pay_${payment.txHash.slice(2, 14)}`,
+        source: 'x402',
+        sellerId: payment.sellerId,
+        skillId: null,
+        skillName: null,
+        endpointId: null,
+        sessionId: null,
+        network: 'local',
+        token: payment.token,
+        holdPeriodHours: payment.holdPeriodHours,
+      },
+    },
+    { timeoutMs: 20_000 },
+  );
+  if (!reply.ok) throw new Error(`the ledger did not book the payment: ${JSON.stringify(reply)}`);
 }
 
 /** Publishes an event straight to JetStream, as its owner's outbox relay would. */

@@ -25,7 +25,14 @@ import pg from 'pg';
 import { loadConfig, type RunningSettlement, startSettlement } from '../src';
 import type { SettlementDB } from '../src/db';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
-import { publishEvent, sellerUpdated, settlementEnv, startTestChain, type TestChain } from './helpers';
+import {
+  bookPayment,
+  publishEvent,
+  sellerUpdated,
+  settlementEnv,
+  startTestChain,
+  type TestChain,
+} from './helpers';
 
 const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'race-operator-token-0123456789';
@@ -78,22 +85,12 @@ describe('a payout address change racing a payout in flight', () => {
         observedAt: now.toISOString(),
       }),
     );
-    await publishEvent(
-      bus,
-      createEvent('payment.confirmed', 'gateway-proxy', {
-        ...common,
-        paymentId: `pay_${receipt.hash.slice(2, 14)}`,
-        source: 'x402',
-        sellerId,
-        skillId: null,
-        skillName: null,
-        endpointId: null,
-        sessionId: null,
-        payer: testWallets.buyer.address,
-        holdPeriodHours: 0,
-        confirmedAt: now.toISOString(),
-      }),
-    );
+    await bookPayment(bus, {
+      ...common,
+      payer: testWallets.buyer.address,
+      sellerId: sellerId,
+      holdPeriodHours: 0,
+    });
     await waitFor(
       async () =>
         (

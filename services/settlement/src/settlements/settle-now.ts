@@ -41,8 +41,9 @@ const WAIT_POLL_MS = 200;
  * same period — or two settle-now calls at once — never make two payouts. Per seller, in one transaction holding
  * the seller's row lock (no network call inside it):
  *
- * - no settlement yet this period, or `pending`: `settlement.due` for it (the ledger ignores a due whose payout it
- *   already reserved);
+ * - no settlement yet this period: created, with its `settlement.due`;
+ * - `pending` (asked already, by the scheduler or another call): asked again (the ledger ignores a due whose payout
+ *   it already reserved), and reported as `already_settled_this_period` once the ledger reserved it;
  * - `skipped` (below the minimum or nothing available when last decided): pending again with a new `settlement.due`
  *   — it never paid anything, so money that became available later in the period can still go out in this
  *   period's one payout;
@@ -86,15 +87,20 @@ export async function settleNow(
     result.truncated = sellerIds.length >= MAX_SELLERS;
   }
   const asked: string[] = [];
+  // Settlements another request had asked for already: their payout, if any, is not this call's.
+  const askedBefore = new Set<string>();
   for (const sellerId of sellerIds) {
     const outcome = await askSeller(ctx, scheduler, clock, sellerId);
-    if (outcome.asked) asked.push(outcome.settlement.settlement_id);
-    else skip(result, outcome.settlement, 'already_settled_this_period');
+    if (outcome.asked === 'no') skip(result, outcome.settlement, 'already_settled_this_period');
+    else asked.push(outcome.settlement.settlement_id);
+    if (outcome.asked === 'again') askedBefore.add(outcome.settlement.settlement_id);
   }
   for (const settlement of await waitForDecisions(ctx, asked, decisionWaitMs)) {
     if (settlement.status === 'pending') skip(result, settlement, 'ledger_unavailable');
     else if (settlement.status === 'skipped')
       skip(result, settlement, settlement.skip_reason ?? 'nothing_available');
+    else if (askedBefore.has(settlement.settlement_id))
+      skip(result, settlement, 'already_settled_this_period');
     else result.settled.push(settlementView(settlement));
   }
   return result;
@@ -137,16 +143,17 @@ async function askSeller(
   scheduler: SettlementScheduler,
   clock: Clock,
   sellerId: string,
-): Promise<{ settlement: Selectable<SettlementsTable>; asked: boolean }> {
+): Promise<{ settlement: Selectable<SettlementsTable>; asked: 'now' | 'again' | 'no' }> {
   return ctx.inTransaction(async (trx) => {
     const seller = await lockSeller(trx, sellerId);
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
-    await trx
+    const inserted = await trx
       .insertInto('settlements')
       .values(newSettlementRow(seller, period, now))
       .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-      .execute();
+      .executeTakeFirst();
+    const created = Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0;
     // This period is scheduled now: the scheduler's pass of this period creates nothing more.
     await trx
       .updateTable('sellers')
@@ -161,7 +168,8 @@ async function askSeller(
       .where('period_key', '=', period.key)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    if (paidThisPeriod(settlement)) return { settlement, asked: false };
+    if (paidThisPeriod(settlement)) return { settlement, asked: 'no' };
+    const askedBefore = settlement.status === 'pending' && !created;
     if (settlement.status === 'skipped') {
       await trx
         .updateTable('settlements')
@@ -170,7 +178,7 @@ async function askSeller(
         .execute();
     }
     await enqueueSettlementDue(trx, settlement, now);
-    return { settlement, asked: true };
+    return { settlement, asked: askedBefore ? 'again' : 'now' };
   });
 }
 
