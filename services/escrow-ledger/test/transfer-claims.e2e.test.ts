@@ -144,7 +144,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       message: `payment of ${txHash} booked by the ledger`,
       timeoutMs: 15_000,
     });
-  /** Every producer relayed what it wrote and the ledger handled it all: a second booking would exist by now. */
+  /** Every producer relayed what it wrote and the ledger handled it all (the transfers the indexer reported). */
   const settled = async () => {
     const relays = [h.gateway, replica, services.checkout, services.ledger].filter(Boolean);
     await waitFor(
@@ -153,9 +153,9 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
         message: 'every outbox relayed',
       },
     );
-    await waitForConsumerIdle(h.bus, 'ledger-payment-confirmed');
+    await waitForConsumerIdle(h.bus, 'ledger-transfer-observed');
   };
-  /** The ledger booked the payment and any second payment.confirmed has been handled. */
+  /** The ledger booked the payment (with its claim, answered before the call) and the rest has been handled. */
   const settle = async (txHash: string) => {
     await waitForBooking(txHash);
     await settled();
