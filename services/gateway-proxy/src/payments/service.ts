@@ -15,8 +15,9 @@ export type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified 
 
 /**
  * Accepts payment proofs: checks them, proves them on chain, and claims `network:txHash` with a unique
- * constraint in the same transaction that enqueues payment.confirmed, so of any number of concurrent
- * presentations exactly one is credited. Later presentations are served only under the reuse rules
+ * constraint, committed once the ledger claimed the transfer and booked the payment (ledger.claim_transfer, one
+ * ledger transaction, the same payment id on every replica), so of any number of concurrent presentations
+ * exactly one is credited. Later presentations are served only under the reuse rules
  * (a subscription's payer until it expires; a failed upstream call's retry within the retry window).
  */
 export class PaymentService {
@@ -149,8 +150,8 @@ export class PaymentService {
   }
 
   /**
-   * Claims an on-chain transfer for a purchase (PaymentClaimRows.insert: the ledger's claim, then this gateway's
-   * row with payment.confirmed). Undefined when the transfer was already claimed. Used by the tx-hash proof (after
+   * Claims an on-chain transfer for a purchase (PaymentClaimRows.insert: the ledger's claim and booking, then this
+   * gateway's row). Undefined when the transfer was already claimed. Used by the tx-hash proof (after
    * the chain check) and by x402 (after the relayer's transfer was included).
    * Throws LedgerClaimRefused when the ledger refuses (another path spent it) or does not answer in time.
    */

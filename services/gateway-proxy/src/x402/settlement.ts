@@ -108,7 +108,7 @@ type Included = Extract<RelayerSubmitReply, { ok: true }>;
 
 /**
  * Has claimed authorizations submitted by settlement's relayer and, once a transfer is included, claims it like
- * any payment (payment_claims + payment.confirmed in one transaction); answers a replay under the reuse rules of
+ * any payment (the ledger's claim and booking, then payment_claims); answers a replay under the reuse rules of
  * the purchase it paid for; finishes, in the recovery pass, what a caller gave up on.
  */
 export class X402Settlement {
