@@ -7,7 +7,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { createAgent } from '@paygate/agent-client';
+import { createAgent, PAYMENT_HEADER } from '@paygate/agent-client';
 import { signTransferAuthorization } from '@paygate/testing';
 import type { Wallet } from 'ethers';
 import { checkoutByTransfer } from '../chaos/checkout-load';
@@ -15,12 +15,21 @@ import { type LoadOptions, type LoadRecord, payment, refund, settleNow, x402 } f
 import type { Seller } from '../chaos/participants';
 import type { Prng } from '../chaos/prng';
 
-export type AgentKind = 'x402' | 'txHashProof' | 'mcp' | 'checkout' | 'refund' | 'settleNow' | 'reference';
+export type AgentKind =
+  | 'x402'
+  | 'txHashProof'
+  | 'mcp'
+  | 'subscriber'
+  | 'checkout'
+  | 'refund'
+  | 'settleNow'
+  | 'reference';
 
 export const AGENT_KINDS: readonly AgentKind[] = [
   'x402',
   'txHashProof',
   'mcp',
+  'subscriber',
   'checkout',
   'refund',
   'settleNow',
@@ -46,6 +55,7 @@ const SUCCEEDED: Record<AgentKind, (outcome: string) => boolean> = {
   x402: (o) => o === 'served',
   txHashProof: (o) => o === 'served',
   mcp: (o) => o === 'served',
+  subscriber: (o) => o === 'served',
   checkout: (o) => !/error|timed out|^create |not mined|status \d|never/i.test(o),
   refund: (o) => o.endsWith('refund accepted'),
   settleNow: (o) => o === 'accepted',
@@ -56,6 +66,8 @@ const SUCCEEDED: Record<AgentKind, (outcome: string) => boolean> = {
 const OPERATION_DEADLINE_MS = 45_000;
 /** The operator's pace: a refund or a settle-now every couple of seconds per agent, not a tight loop. */
 const OPERATOR_PAUSE_MS = 2_000;
+/** A subscriber's calls on one subscription before it buys the next (each buys one more transfer to check). */
+const CALLS_PER_SUBSCRIPTION = 20;
 /** Paid 0.01 USDC through the reference: Paygate's minimum relayed payment, as bench/x402 pays it. */
 const REFERENCE_AMOUNT_MICRO = 10_000n;
 
@@ -67,6 +79,9 @@ export interface AgentSetup {
   chainId: number;
   reference: { url: string; payTo: string };
   counts: Record<AgentKind, number>;
+  /** The subscription skill's paid URL (a skill of type Subscription, 30 days). */
+  subscriptionUrl: string;
+  subscriptionSeller: Seller;
   /** Wallets with ETH and USDC, one per paying agent (taken in order). */
   wallets: Wallet[];
   shouldStop: () => boolean;
@@ -128,6 +143,42 @@ async function mcpCall(
     return 'served';
   }
   return `not served ${response?.errorReason ?? JSON.stringify(result).slice(0, 60)}`;
+}
+
+/**
+ * A subscriber's next call: a new subscription paid by a USDC transfer (Paygate's tx-hash proof) every
+ * CALLS_PER_SUBSCRIPTION calls, and its proof presented again for the calls in between, as a subscriber does.
+ * The transfer is recorded served once (the invariants count transfers, not the calls a subscription covers).
+ */
+function subscriber(setup: AgentSetup, agent: ReturnType<typeof createAgent>, payer: string) {
+  let current: { header: string; callsLeft: number } | undefined;
+  return async (): Promise<string> => {
+    const url = setup.subscriptionUrl;
+    if (!current || current.callsLeft <= 0) {
+      const challenge = await fetch(url, { signal: AbortSignal.timeout(15_000) });
+      setup.record.requests++;
+      if (challenge.status !== 402) return `challenge ${challenge.status}`;
+      const paid = await agent.pay(url, (await challenge.json()) as never);
+      setup.record.served.set(paid.txHash, {
+        count: 1,
+        sellerId: setup.subscriptionSeller.sellerId,
+        amount: paid.amount,
+        payer,
+      });
+      current = { header: paid.header, callsLeft: CALLS_PER_SUBSCRIPTION };
+    }
+    current.callsLeft--;
+    setup.record.requests++;
+    const response = await fetch(url, {
+      headers: { [PAYMENT_HEADER]: current.header },
+      signal: AbortSignal.timeout(15_000),
+    });
+    const body = await response.text();
+    if (response.status === 200) return 'served';
+    // Not confirmed yet: the same proof is presented again on the next call.
+    if (/confirm/i.test(body)) current.callsLeft++;
+    return `status ${response.status} ${body.slice(0, 60)}`;
+  };
 }
 
 /** A fresh, well-signed x402 payment settled by the reference facilitator. */
@@ -216,6 +267,11 @@ export async function runAgents(setup: AgentSetup): Promise<void> {
       );
     }
   }
+  for (let i = 0; i < counts.subscriber; i++) {
+    const buyer = wallet();
+    const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 20_000 });
+    loops.push(loop(setup, 'subscriber', 0, subscriber(setup, agent, buyer.address.toLowerCase())));
+  }
   for (let i = 0; i < counts.checkout; i++) {
     const buyer = wallet();
     const own = prng.fork(`checkout-${i}`);
@@ -248,5 +304,7 @@ async function mcpTools(baseUrl: string): Promise<string[]> {
 
 /** Paying agents: those that need a wallet of their own. */
 export function payingAgents(counts: Record<AgentKind, number>): number {
-  return counts.x402 + counts.reference + counts.txHashProof + counts.mcp + counts.checkout;
+  return (
+    counts.x402 + counts.reference + counts.txHashProof + counts.mcp + counts.subscriber + counts.checkout
+  );
 }

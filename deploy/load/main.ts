@@ -9,15 +9,17 @@
  *   LOAD_X402_AGENTS      x402 payers with the unmodified @x402/fetch (default 32), and as many reference payers
  *   LOAD_PROOF_AGENTS     tx-hash proof payers (default 6)
  *   LOAD_MCP_AGENTS       MCP tool callers (default 4)
+ *   LOAD_SUBSCRIBERS      subscribers repeating calls on a subscription (default 4)
  *   LOAD_CHECKOUT_AGENTS  checkout sessions paid by transfer (default 2)
  *   LOAD_OPERATOR_AGENTS  refunds and settle-nows, each (default 1)
  *   LOAD_SEED             the draws (sellers, amounts, refunds); random by default
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { testWallets } from '@paygate/testing';
+import { createActiveSkill, testWallets } from '@paygate/testing';
 import { JsonRpcProvider, Wallet } from 'ethers';
 import pg from 'pg';
 import { percentile } from '../../bench/report';
@@ -44,6 +46,7 @@ const counts: Record<AgentKind, number> = {
   reference: Number(process.env.LOAD_X402_AGENTS ?? 32),
   txHashProof: Number(process.env.LOAD_PROOF_AGENTS ?? 6),
   mcp: Number(process.env.LOAD_MCP_AGENTS ?? 4),
+  subscriber: Number(process.env.LOAD_SUBSCRIBERS ?? 4),
   checkout: Number(process.env.LOAD_CHECKOUT_AGENTS ?? 2),
   refund: Number(process.env.LOAD_OPERATOR_AGENTS ?? 1),
   settleNow: Number(process.env.LOAD_OPERATOR_AGENTS ?? 1),
@@ -143,6 +146,23 @@ async function loadRun(run: ChaosRun) {
     ...paygateBuyers.slice(counts.x402),
   ].map((w) => new Wallet(w.privateKey, provider));
 
+  // A subscription skill of the first seller, for the subscribers: 30 days, available at once, on the upstream.
+  const subscriptionSeller = participants.sellers[0]!;
+  const subscriptionSkill = `load-subscription-${subscriptionSeller.sellerId.slice(-6).toLowerCase()}`;
+  await createActiveSkill(
+    system.balancer.url,
+    subscriptionSeller.apiKey,
+    {
+      name: subscriptionSkill,
+      type: 'Subscription',
+      durationDays: 30,
+      holdPeriodHours: 0,
+      apiBaseUrl: `http://127.0.0.1:${(system.upstream.address() as AddressInfo).port}`,
+      endpoints: [{ path: '/feed', method: 'GET', priceUsdc: '0.05', description: 'feed' }],
+    } as Parameters<typeof createActiveSkill>[2],
+    { timeoutMs: 60_000 },
+  );
+
   const record = emptyRecord();
   const agents = emptyAgentRecords();
   const loadEndsAt = Date.now() + LOAD_SECONDS * 1000;
@@ -186,6 +206,8 @@ async function loadRun(run: ChaosRun) {
       chainId,
       reference: { url: reference.url, payTo: participants.sellers[0]!.wallet.address },
       counts,
+      subscriptionUrl: `${system.balancer.url}/api/v1/skills/${subscriptionSkill}/feed`,
+      subscriptionSeller,
       wallets,
       shouldStop,
     });
