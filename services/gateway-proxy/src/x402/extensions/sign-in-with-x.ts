@@ -7,7 +7,7 @@ import {
 } from '@x402/extensions/sign-in-with-x';
 import { verifyMessage as recoverMessageSigner } from 'ethers';
 import { type Kysely, sql } from 'kysely';
-import { createPublicClient, http } from 'viem';
+import { createPublicClient, http, isErc6492Signature } from 'viem';
 import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
 
@@ -191,15 +191,17 @@ export class SignInWithX {
         // not an ECDSA signature of this message: a contract wallet's, for the chain to judge
       }
     }
+    // viem's verifyMessage answers false when the chain does not answer: ask for the wallet's code first, so an
+    // outage is a 503 (a subscriber told "no" would pay again) and a wallet without code is a "no" at once.
+    let code: string | undefined;
     try {
-      return await this.client.verifyMessage(args);
+      code = await this.client.getCode({ address: args.address });
     } catch (error) {
-      const name = (error as { name?: string })?.name ?? '';
-      // A revert or a bad signature is a "no"; a timeout or a transport failure is the chain being away.
-      if (/Timeout|HttpRequest|Rpc|Fetch|Socket/i.test(name) && !/Execution|Revert|Contract/i.test(name))
-        throw new ChainUnavailable(name);
+      if (transportFailed(error)) throw new ChainUnavailable(String((error as Error)?.message ?? error));
       return false;
     }
+    if ((!code || code === '0x') && !isErc6492Signature(args.signature)) return false;
+    return this.client.verifyMessage(args);
   }
 
   /** Inserts the message's nonce; false when some replica accepted it before. */
@@ -231,6 +233,24 @@ export class SignInWithX {
       )`.execute(this.db);
     return Number(result.numAffectedRows ?? 0);
   }
+}
+
+/** viem's errors of a request that never got an answer (connection refused, timeout, socket closed). */
+const TRANSPORT_ERRORS = new Set([
+  'HttpRequestError',
+  'TimeoutError',
+  'WebSocketRequestError',
+  'SocketClosedError',
+]);
+const MAX_CAUSES = 10;
+
+function transportFailed(error: unknown): boolean {
+  let current = error as { name?: string; cause?: unknown } | undefined;
+  for (let depth = 0; current && depth < MAX_CAUSES; depth++) {
+    if (current.name && TRANSPORT_ERRORS.has(current.name)) return true;
+    current = current.cause as typeof current;
+  }
+  return false;
 }
 
 function refused(reason: string, message: string): { ok: false; status: 402; failure: SignInFailure } {
