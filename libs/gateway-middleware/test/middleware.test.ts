@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Socket } from 'node:net';
 import { createAgent } from '@paygate/agent-client';
 import { type Harness, skillSnapshot, startHarness } from '@paygate/gateway-proxy/test/harness';
-import { countStreamMessages, serveSellersForTests, testWallets, waitFor } from '@paygate/testing';
+import { serveSellersForTests, testWallets } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
@@ -121,12 +121,8 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     const again = await fetch(`${sellerUrl}/weather`, { headers: { Payment: header } });
     expect(again.status).toBe(402);
     expect(await again.json()).toMatchObject({ error: 'Invalid payment', reason: 'payment_already_used' });
-    const events = await waitFor(async () => {
-      const all = (await countStreamMessages(h.bus, 'payment.confirmed')).filter(
-        (e) => (e.data as { txHash: string }).txHash === txHash,
-      );
-      return all.length > 0 ? all : undefined;
-    });
+    // Booked once by the ledger (the in-memory one here) with the gateway's claim.
+    const events = h.ledgerPayments(txHash).map((data) => ({ data }));
     expect(events).toHaveLength(1);
     expect(events[0]!.data).toMatchObject({
       sellerId: 'seller-mw',
@@ -164,12 +160,11 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
       type: 'service',
       amount: '0.05',
     });
-    const holds = await waitFor(async () => {
-      const found = (await countStreamMessages(h.bus, 'payment.confirmed'))
-        .map((e) => e.data as { txHash: string; holdPeriodHours: number })
-        .filter((d) => [sub, shop, consult].includes(d.txHash));
-      return found.length === 3 ? found.map((d) => d.holdPeriodHours).sort() : undefined;
-    });
+    const holds = h
+      .ledgerPayments()
+      .filter((d) => [sub, shop, consult].includes(d.txHash))
+      .map((d) => d.holdPeriodHours)
+      .sort();
     expect(holds).toEqual([24, 48, 72]);
   });
 

@@ -163,7 +163,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     ).toBe(404);
 
     // A payment goes to the account URL and both endpoints; a refund request only where all events are wanted.
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await publish(bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_ep_1',
@@ -251,7 +251,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       enabled: false,
     });
     expect(off.body.enabled).toBe(false);
-    const third = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
+    const third = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await waitFor(() => receivers.all.received.length === 3, {
       message: 'the next payment at the catch-all',
     });

@@ -106,7 +106,7 @@ describe('notifier: one seller with endpoints that never answer does not delay a
       expect(response.status).toBe(201);
     }
     for (let i = 0; i < 20; i++)
-      await publish(bus, 'payment.confirmed', 'checkout', paymentConfirmed(HOSTILE));
+      await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(HOSTILE));
     const hostileDeliveries = () =>
       db.selectFrom('webhook_deliveries').selectAll().where('seller_id', '=', HOSTILE).execute();
     await waitFor(async () => (await hostileDeliveries()).length === 340, {
@@ -117,7 +117,7 @@ describe('notifier: one seller with endpoints that never answer does not delay a
     await waitFor(() => silent.connectedAt.length > 0, { message: 'hostile deliveries in flight' });
 
     const publishedAt = Date.now();
-    await publish(bus, 'payment.confirmed', 'checkout', paymentConfirmed(HONEST));
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(HONEST));
     const received = await waitFor(() => honest.received[0], {
       timeoutMs: 6 * TIMEOUT_MS,
       message: () =>
@@ -235,7 +235,7 @@ describe('notifier: circuit breaker per webhook target', () => {
   it('opens after N consecutive failures, holds the deliveries, probes once, reopens longer, closes on a success', async () => {
     receiver.respond = () => 503;
     for (let i = 0; i < THRESHOLD; i++)
-      await publish(bus, 'payment.confirmed', 'checkout', paymentConfirmed(SELLER));
+      await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER));
     await waitFor(async () => (await attempts()) === THRESHOLD, { message: `${THRESHOLD} failed attempts` });
 
     // Open: the seller sees it on every delivery to that URL, with when it is tried again.
@@ -259,11 +259,11 @@ describe('notifier: circuit breaker per webhook target', () => {
 
     // A new event to the open URL is held: not attempted, not failed. (Positive signal: the bystander seller's
     // webhook, created after it, was claimed and delivered by a later pass.)
-    const held = await publish(bus, 'payment.confirmed', 'checkout', paymentConfirmed(SELLER));
+    const held = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER));
     await waitFor(async () => (await deliveries()).length === THRESHOLD + 1, {
       message: 'held delivery queued',
     });
-    await publish(bus, 'payment.confirmed', 'checkout', paymentConfirmed(OTHER));
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(OTHER));
     await waitFor(() => bystander.received.length === 1, { message: 'bystander delivered' });
     const heldRow = (await deliveries()).find((d) => d.event_id === held)!;
     expect(heldRow).toMatchObject({ status: 'pending', attempt_count: 0 });

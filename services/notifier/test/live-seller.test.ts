@@ -75,7 +75,7 @@ describe("notifier live channel for a seller's dashboard", () => {
     expect(sellerA.messages).toEqual([{ type: 'authenticated', sellerId: SELLER_ID }]);
     expect(sellerB.messages).toEqual([{ type: 'authenticated', sellerId: OTHER_SELLER_ID }]);
 
-    const paidA = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
+    const paidA = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     const refundA = await publish(bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_live_1',
@@ -85,7 +85,7 @@ describe("notifier live channel for a seller's dashboard", () => {
       requestedAt: new Date().toISOString(),
     });
     // Published after A's: once B has it, B would have had A's before it.
-    const paidB = await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(OTHER_SELLER_ID));
+    const paidB = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(OTHER_SELLER_ID));
     await waitFor(() => sellerEvents(sellerB).length >= 1, { message: 'B hears its payment' });
     await waitFor(() => sellerEvents(sellerA).length >= 2, { message: 'A hears its payment and request' });
 
@@ -128,7 +128,7 @@ describe("notifier live channel for a seller's dashboard", () => {
       { message: 'webhook URL projected' },
     );
     await db.destroy();
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await waitFor(() => receiver.received.length > 0, { message: 'webhook delivered' });
     await waitFor(() => sellerEvents(sellerA).some((m) => m.eventType === 'webhook.delivery_attempted'), {
       message: 'delivery attempt heard',
@@ -151,7 +151,7 @@ describe("notifier live channel for a seller's dashboard", () => {
     const sellerA = await open();
     sellerA.send({ type: 'authenticate', token: SESSION_TOKEN_A });
     await waitFor(() => sellerA.messages.some((m) => m.type === 'authenticated'), { message: 'A signed in' });
-    await publish(bus, 'payment.confirmed', 'gateway-proxy', paymentConfirmed(SELLER_ID));
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await waitFor(() => sellerEvents(sellerA).length >= 1, { message: 'still hears after the idle timeout' });
     expect(sellerA.closed).toBeUndefined();
   });

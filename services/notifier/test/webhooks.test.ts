@@ -78,7 +78,7 @@ describe('notifier webhooks', () => {
    */
   const dispatchPassesCompleted = async (label: string) => {
     for (const n of [1, 2]) {
-      const marker = await publish(bus, 'payment.confirmed', 'checkout', paymentData(`${label}_${n}`));
+      const marker = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData(`${label}_${n}`));
       await waitFor(async () => (await deliveriesOf(marker))[0]?.status === 'delivered', {
         message: `marker ${label}_${n} delivered`,
       });
@@ -134,7 +134,7 @@ describe('notifier webhooks', () => {
 
   it('delivers payment, refund, settlement and session events, signed, with a stable event id', async () => {
     const ids = {
-      payment: await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_1')),
+      payment: await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_1')),
       requested: await publish(bus, 'refund.requested', 'escrow-ledger', {
         event: 'refund.requested',
         refundRequestId: 'rr_1',
@@ -168,7 +168,7 @@ describe('notifier webhooks', () => {
       ),
     };
     // Another seller's event (no webhook URL) produces nothing.
-    await publish(bus, 'payment.confirmed', 'checkout', {
+    await publish(bus, 'payment.confirmed', 'escrow-ledger', {
       ...paymentData('pay_other'),
       sellerId: OTHER_SELLER_ID,
     });
@@ -290,7 +290,7 @@ describe('notifier webhooks', () => {
         amount: '1.5',
         completedAt: '2026-11-22T12:00:01.000Z',
       }),
-      payment: await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_top')),
+      payment: await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_top')),
       session: await publish(
         bus,
         'checkout.session_paid',
@@ -345,7 +345,7 @@ describe('notifier webhooks', () => {
     // Only this event's attempts take the scripted answers: a late delivery of an earlier test's event (or a
     // marker below) gets 200 and cannot shift the script.
     receiver.respond = (r) => (JSON.parse(r.body).paymentId === 'pay_retry' ? (answers.shift() ?? 200) : 200);
-    const eventId = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_retry'));
+    const eventId = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_retry'));
     const start = clockMs;
     const expectedDelaysMs = [30_000, 60_000, 120_000, 240_000];
     for (const [i, delayMs] of expectedDelaysMs.entries()) {
@@ -401,7 +401,7 @@ describe('notifier webhooks', () => {
 
   it('fails at once on a non-retryable 4xx, and gives up on a retryable failure after 3 days', async () => {
     receiver.respond = () => 400;
-    const rejected = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_400'));
+    const rejected = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_400'));
     const [failed] = await waitFor(
       async () => {
         const rows = await deliveriesOf(rejected);
@@ -412,7 +412,7 @@ describe('notifier webhooks', () => {
     expect(failed).toMatchObject({ attempt_count: 1, last_status_code: 400, next_attempt_at: null });
 
     receiver.respond = () => 500;
-    const doomed = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_500'));
+    const doomed = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_500'));
     const [first] = await waitFor(
       async () => {
         const rows = await deliveriesOf(doomed);
@@ -472,7 +472,7 @@ describe('notifier webhooks', () => {
 
   it('shows deliveries with their attempts to the seller and redelivers on request', async () => {
     receiver.respond = () => 500;
-    const eventId = await publish(bus, 'payment.confirmed', 'checkout', paymentData('pay_api'));
+    const eventId = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_api'));
     await waitFor(async () => (await deliveriesOf(eventId))[0]?.attempt_count === 1, {
       message: 'attempted',
     });
