@@ -61,7 +61,7 @@ const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
     SCHEDULER_INTERVAL_MS: '5000',
     TX_TIMEOUT_MS: '30000',
   }),
-  'escrow-ledger': (run) => ({
+  'escrow-ledger': () => ({
     RELEASE_INTERVAL_MS: '1000',
     REFUND_REQUESTS_PER_MINUTE: '100000',
     // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
