@@ -1,6 +1,6 @@
 /**
- * While Postgres or NATS is away, a write route answers 2xx, 4xx or a clean 503 with Retry-After, never another
- * 5xx, and a write retried under its Idempotency-Key is applied once (make chaos saw refund approvals and seller
+ * While Postgres or NATS is away, a write route (the ledger's refunds, refund approvals and operator writes,
+ * settlement's settle-now) answers 2xx, 4xx or a clean 503 with Retry-After, never another 5xx, and a write retried under its Idempotency-Key is applied once (make chaos saw refund approvals and seller
  * refunds answer 500 under Postgres faults). The suite's own Postgres (a table locked past lock_timeout, crashed,
  * its backends terminated, stopped and started) and its own nats-server (killed and restarted on its port): never the shared ones.
  */
@@ -14,16 +14,23 @@ import {
   type AuthorizedNatsServer,
   type Bus,
   connectBus,
+  encodeEnvelope,
   findNatsServerBinary,
   generateNatsPasswords,
   requestRpc,
   startAuthorizedNatsServer,
 } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '@paygate/escrow-ledger';
+import type { RunningService } from '@paygate/runtime';
+import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
 import {
+  type AnvilInstance,
+  deployTestUsdc,
   findRestartablePort,
   randomSuffix,
   serveSellersForTests,
+  startAnvil,
   testWallets,
   waitFor,
 } from '@paygate/testing';
@@ -116,6 +123,8 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
   let registryBus: Bus;
   let gatewayBus: Bus;
   let ledger: RunningEscrowLedger;
+  let anvil: AnvilInstance;
+  let settlement: RunningService;
   const answers: Answer[] = [];
 
   const startNats = () =>
@@ -148,18 +157,40 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
         apiKeyVersion: 1,
       },
     });
+    anvil = await startAnvil();
+    const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+    const own = (service: 'escrow-ledger' | 'settlement', schema: string) => ({
+      ...process.env,
+      DATABASE_URL: postgres.url,
+      DB_SCHEMA: schema,
+      NATS_URL: nats.url,
+      NATS_USER: service,
+      NATS_PASSWORD: passwords[service],
+      EVENT_NAMESPACE: namespace,
+      PORT: '0',
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      OPERATOR_TOKEN,
+      // Waits shorter than a request's patience, so an outage is answered, not waited out.
+      DB_CONNECT_TIMEOUT_MS: '1000',
+      DB_LOCK_TIMEOUT_MS: '500',
+      DB_POOL_SIZE: '4',
+      STARTUP_ATTEMPTS: '8',
+    });
+    settlement = await startSettlement(
+      settlementConfig({
+        ...own('settlement', 'settlement'),
+        CHAIN_RPC_URL: anvil.rpcUrl,
+        CHAIN_NETWORK: 'local',
+        USDC_ADDRESS: usdcAddress,
+        ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
+        CONFIRMATIONS: '1',
+        SCHEDULER_INTERVAL_MS: '3600000',
+        LEDGER_TIMEOUT_MS: '1000',
+      }),
+    );
     ledger = await startEscrowLedger(
       loadConfig({
-        ...process.env,
-        DATABASE_URL: postgres.url,
-        DB_SCHEMA: 'ledger',
-        NATS_URL: nats.url,
-        NATS_USER: 'escrow-ledger',
-        NATS_PASSWORD: passwords['escrow-ledger'],
-        EVENT_NAMESPACE: namespace,
-        PORT: '0',
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-        OPERATOR_TOKEN,
+        ...own('escrow-ledger', 'ledger'),
         CHAIN_RPC_URL: 'http://127.0.0.1:9',
         USDC_ADDRESS: PLACEHOLDER_USDC,
         ESCROW_ADDRESS: testWallets.escrow.address,
@@ -167,18 +198,43 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
         REFUNDS_PER_MINUTE: '100000',
         REFUND_REQUESTS_PER_MINUTE: '100000',
         REFUND_MAX_PARTIAL_PER_TRANSACTION: '1000',
-        // Waits shorter than a request's patience, so an outage is answered, not waited out.
-        DB_CONNECT_TIMEOUT_MS: '1000',
-        DB_LOCK_TIMEOUT_MS: '500',
-        DB_POOL_SIZE: '4',
-        STARTUP_ATTEMPTS: '8',
       }),
     );
     gatewayBus = await busAs('gateway-proxy');
-  }, 120_000);
+    // The seller as the registry publishes it: settlement settles the sellers it has heard of.
+    const seller = createEvent('seller.updated', 'registry', {
+      sellerId,
+      revision: 1,
+      walletAddress: testWallets.seller.address,
+      payoutAddress: testWallets.seller.address,
+      publishableKey: `pk_test_${sellerId}_0123456789`,
+      apiKeyVersion: 1,
+      webhookUrl: null,
+      webhookSecretVersion: 0,
+      settlementFrequency: 'DAILY',
+      minimumSettlement: '1',
+      updatedAt: new Date().toISOString(),
+    });
+    await registryBus.js.publish(registryBus.subjectFor('seller.updated'), encodeEnvelope(seller), {
+      msgID: seller.id,
+    });
+    await waitFor(
+      async () =>
+        (
+          await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ sellerId }),
+          })
+        ).status === 200,
+      { message: 'settlement never heard of the seller', timeoutMs: 30_000 },
+    );
+  }, 180_000);
 
   afterAll(async () => {
     await ledger?.stop().catch(() => undefined);
+    await settlement?.stop().catch(() => undefined);
+    await anvil?.stop();
     await gatewayBus?.close().catch(() => undefined);
     await registryBus?.close().catch(() => undefined);
     await nats?.stop();
@@ -189,7 +245,13 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
   async function call(
     route: string,
     urlPath: string,
-    init: { method?: string; body?: unknown; key?: string | null; idempotencyKey?: string } = {},
+    init: {
+      method?: string;
+      body?: unknown;
+      key?: string | null;
+      idempotencyKey?: string;
+      base?: string;
+    } = {},
   ): Promise<{ status: number; body: any }> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     const key = init.key === undefined ? SELLER_KEY : init.key;
@@ -199,7 +261,7 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
     let body: any = null;
     let retryAfter: string | null = null;
     try {
-      const response = await fetch(`${ledger.url}${urlPath}`, {
+      const response = await fetch(`${init.base ?? ledger.url}${urlPath}`, {
         method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
         headers,
         body: init.body === undefined ? undefined : JSON.stringify(init.body),
@@ -302,7 +364,7 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
     }
   }
 
-  it('refunds, refund approvals and operator writes through a table lock, Postgres crashes, restarts and a NATS restart', async () => {
+  it('refunds, refund approvals, operator writes and settle-now through a table lock, Postgres crashes, restarts and a NATS restart', async () => {
     const transactions: string[] = [];
     for (let i = 0; i < 6; i++) transactions.push(await book('5'));
     const requests: string[] = [];
@@ -355,6 +417,11 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
           body: { creditLimit: String(n % 3) },
         });
         await call('transactions list', '/api/v1/transactions');
+        await call('settle-now', '/api/v1/operator/settlements/run', {
+          base: settlement.url,
+          key: OPERATOR_TOKEN,
+          body: { sellerId },
+        });
       }
     };
     const approver = async () => {
