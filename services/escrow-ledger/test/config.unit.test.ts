@@ -38,6 +38,16 @@ describe('escrow-ledger config', () => {
     });
   });
 
+  it('bounds how long a due confirmed hold may wait: RELEASE_BOUND_MS, 3 release intervals unless set above one', () => {
+    expect(loadConfig(base).releaseBoundMs).toBe(15_000);
+    expect(loadConfig({ ...base, RELEASE_INTERVAL_MS: '1000' }).releaseBoundMs).toBe(3000);
+    expect(loadConfig({ ...base, RELEASE_BOUND_MS: '30000' }).releaseBoundMs).toBe(30_000);
+    for (const RELEASE_BOUND_MS of ['5000', '100', 'soon']) {
+      expect(() => loadConfig({ ...base, RELEASE_BOUND_MS })).toThrow(ConfigError);
+      expect(() => loadConfig({ ...base, RELEASE_BOUND_MS })).toThrow(/RELEASE_BOUND_MS/);
+    }
+  });
+
   it('reads REFUND_MIN_AMOUNT as USDC above 0, and refuses anything else by name', () => {
     expect(loadConfig({ ...base, REFUND_MIN_AMOUNT: '0.000001' }).refundMinAmountMicro).toBe(1n);
     expect(loadConfig({ ...base, REFUND_MIN_AMOUNT: '2.5' }).refundMinAmountMicro).toBe(2_500_000n);

@@ -85,7 +85,7 @@ export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, lim
 }
 
 /** How long the oldest due hold has waited past its hold period, by what it waits for (seconds; 0: none). */
-export interface DueHoldAges {
+interface DueHoldAges {
   /** Its transfer is confirmed by the chain: only a release pass stands between it and the seller. */
   releaseSeconds: number;
   /** Its transfer is not yet confirmed by the chain (the indexer or the receipt check, chain/confirmation.ts). */
@@ -96,7 +96,7 @@ export interface DueHoldAges {
  * The age of the oldest hold past its hold period and still held, apart from those a pending buyer refund request
  * holds (they wait for the seller's decision, not for the ledger). One indexed read of held transactions.
  */
-export async function dueHoldAges(ctx: ServiceContext, deps: LedgerDeps): Promise<DueHoldAges> {
+async function dueHoldAges(ctx: ServiceContext, deps: LedgerDeps): Promise<DueHoldAges> {
   const now = deps.now();
   const rows = await sql<{ waiting: 'release' | 'chain'; oldest: Date | null }>`select
         case when exists (select 1 from transfers tr
