@@ -12,6 +12,8 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
   claimedVia: ClaimedVia;
   claimId: string;
   claimedAt: string;
+  /** Its payment was reversed (a transfer.reorged of its transfer): a repeat of the claim books it again. */
+  reversed?: boolean;
 };
 
 /** A payment the in-memory ledger booked with a claim: the claim's request (transfer, payer, amount, payment). */
@@ -20,7 +22,8 @@ type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment'
 /**
  * Answers `ledger.claim_transfer` from memory with the contract's rule (the first payment path + reference to claim a
  * transfer holds it and books its payment, once; the same pair again is ok, answered with the payment booked the
- * first time; an operator refund naming the underpaid session that holds it takes it over; any other is refused),
+ * first time, or books it again when a transfer.reorged reversed it; an operator refund naming the underpaid
+ * session that holds it takes it over; any other is refused),
  * for suites that run a gateway or checkout without escrow-ledger. `payments` lists what was booked, in order
  * (what the real ledger would publish as payment.confirmed). Requests and replies are validated against the
  * contract like the real responder's. The real claims (Postgres, every replica) are tested in
@@ -45,6 +48,12 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
       const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
       const held = claims.get(key);
       if (held && held.claimedVia === request.claimedVia && held.reference === request.reference) {
+        // As the ledger does: a repeat books nothing, unless no payment of the transfer stands any more.
+        if (held.reversed && request.payment) {
+          held.payment = request.payment;
+          held.reversed = false;
+          payments.push(held as BookedClaimPayment);
+        }
         return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt, ...booked(held) };
       }
       // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
@@ -73,5 +82,24 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
     },
     { error: () => undefined, warn: () => undefined },
   );
-  return { claims, payments, stop: () => served.stop() };
+  // The ledger reverses a reorged transfer's payment; heard here on the plain subject (JetStream delivers there too).
+  const reorgs = bus.nc.subscribe(bus.subjectFor('transfer.reorged'), {
+    callback: (error, message) => {
+      if (error) return;
+      const { data } = JSON.parse(new TextDecoder().decode(message.data)) as {
+        data: { chainId: number; txHash: string; logIndex: number };
+      };
+      const held = claims.get(`${data.chainId}:${data.txHash.toLowerCase()}:${data.logIndex}`);
+      if (held?.payment) held.reversed = true;
+    },
+  });
+  await bus.nc.flush();
+  return {
+    claims,
+    payments,
+    stop: async () => {
+      reorgs.unsubscribe();
+      await served.stop();
+    },
+  };
 }

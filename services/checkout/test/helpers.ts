@@ -39,6 +39,11 @@ export interface CheckoutHarness {
   secretKey: string;
   sellerId: string;
   publish<S extends Subject>(type: S, data: EventData<S>, producer?: string): Promise<string>;
+  /**
+   * The payments the in-memory ledger booked with checkout's claims (what escrow-ledger publishes as
+   * payment.confirmed), in payment.confirmed's terms; empty with `claims: 'ledger'` (read the ledger instead).
+   */
+  ledgerPayments(): Array<Omit<EventData<'payment.confirmed'>, 'confirmedAt'>>;
   stop(): Promise<void>;
 }
 
@@ -115,6 +120,15 @@ export async function startHarness(
     secretKey,
     sellerId,
     publish,
+    ledgerPayments: () =>
+      (claims?.payments ?? []).map(({ payment, chainId, txHash, logIndex, payer, amount }) => ({
+        ...payment,
+        payer,
+        amount,
+        chainId,
+        txHash,
+        logIndex,
+      })),
     async stop() {
       await responder.stop();
       await running.stop();

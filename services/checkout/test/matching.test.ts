@@ -91,7 +91,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     }
   });
 
-  it('pays the session whose exact amount arrives, publishing payment.confirmed exactly once', async () => {
+  it('pays the session whose exact amount arrives, its payment booked by the ledger exactly once', async () => {
     const s = await newSession();
     const transfer = transferEvent(s.exactAmount, { to: s.walletAddress });
     await h.publish('transfer.observed', transfer);
@@ -103,13 +103,22 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
       txHash: transfer.txHash.toLowerCase(),
       payer: transfer.from,
     });
-    // Both copies handled and everything checkout wrote relayed: a second payment.confirmed would be out by now.
+    // Both copies handled: the second copy's claim was answered with the first booking. The ledger publishes
+    // payment.confirmed; checkout publishes none.
     await waitForConsumerIdle(h.bus, 'checkout-transfers');
     await waitFor(async () => (await h.running.ctx.relay.backlog()) === 0);
-    const confirmed = (await countStreamMessages(h.bus, 'payment.confirmed')).filter(
-      (e) => (e.data as any).sessionId === s.sessionId,
-    );
+    const confirmed = h
+      .ledgerPayments()
+      .filter((p) => p.sessionId === s.sessionId)
+      .map((data) => ({ data }));
     expect(confirmed).toHaveLength(1);
+    expect(await countStreamMessages(h.bus, 'payment.confirmed')).toEqual([]);
+    const recorded = await h.running.ctx.db
+      .selectFrom('payments')
+      .select('payment_id')
+      .where('session_id', '=', s.sessionId)
+      .execute();
+    expect(recorded).toEqual([{ payment_id: confirmed[0]!.data.paymentId }]);
     expect(confirmed[0]!.data).toMatchObject({
       source: 'checkout',
       sellerId: h.sellerId,
@@ -219,16 +228,10 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     expect(refund.body.transfer).toMatchObject({ status: 'refund_requested', note: 'unknown sender' });
     expect((await list()).map((t) => t.transferId)).not.toContain(junkView.transferId);
 
-    await waitFor(async () =>
-      (await countStreamMessages(h.bus, 'payment.confirmed')).some(
-        (e) => (e.data as any).sessionId === over.sessionId,
-      ),
-    );
-    const confirmed = await countStreamMessages(h.bus, 'payment.confirmed');
-    expect(confirmed.find((e) => (e.data as any).sessionId === over.sessionId)!.data).toMatchObject({
-      amount: '6.500000',
-    });
-    expect(confirmed.some((e) => (e.data as any).sessionId === under.sessionId)).toBe(false);
+    await waitFor(async () => h.ledgerPayments().some((p) => p.sessionId === over.sessionId));
+    const confirmed = h.ledgerPayments();
+    expect(confirmed.find((p) => p.sessionId === over.sessionId)).toMatchObject({ amount: '6.500000' });
+    expect(confirmed.some((p) => p.sessionId === under.sessionId)).toBe(false);
   });
 
   it('transfer.claimed names the payment path as claimedVia, or as channel from a ledger older than the rename: both take the transfer off the unmatched list', async () => {

@@ -360,9 +360,11 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
         (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
       { message: 'payment booked by the ledger', timeoutMs: 15_000 },
     );
-    // Checkout refuses to mark a matched transfer, so the request comes straight onto the bus.
-    const matched = await checkoutTransfer(txHash, 'matched');
-    expect(matched).toBeDefined();
+    // Checkout refuses to mark a matched transfer, so the request comes straight onto the bus. The ledger booked
+    // the payment with checkout's claim, before checkout's own transaction recorded the match: wait for that too.
+    const matched = await waitFor(() => checkoutTransfer(txHash, 'matched'), {
+      message: 'transfer matched by checkout',
+    });
     const refused = await checkoutApi(`/api/v1/operator/transfers/${matched.transferId}/refund`, {});
     expect(refused.status).toBe(409);
     const request = createEvent('transfer.refund_requested', 'checkout', {
@@ -412,7 +414,10 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
         (await sql<any>`select id from transactions where tx_hash = ${txHash}`.execute(ledgerDb)).rows[0],
       { message: 'payment booked by the ledger', timeoutMs: 15_000 },
     );
-    const matched = await checkoutTransfer(txHash, 'matched');
+    // Booked by the ledger with checkout's claim, before checkout's own transaction recorded the match.
+    const matched = await waitFor(() => checkoutTransfer(txHash, 'matched'), {
+      message: 'transfer matched by checkout',
+    });
     const refused = await checkoutApi(`/api/v1/operator/transfers/${matched.transferId}/refund`, {});
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe('transfer_not_unmatched');
