@@ -30,7 +30,7 @@ export const CONSUMERS = {
     'ledger-settlement-completed': 'settlement.completed',
     'ledger-platform-payout-completed': 'revenue.paid_out',
     'ledger-settlement-due': 'settlement.due',
-    'ledger-platform-payout-requested': 'platform_payout.requested',
+    'ledger-platform-payout-requested': 'revenue.payout_requested',
     'ledger-payout-failed': 'payout.failed',
     'ledger-seller-payout-addresses': 'seller.updated',
   },

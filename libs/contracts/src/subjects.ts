@@ -211,7 +211,7 @@ export const SUBJECTS = {
     description:
       "A seller's settlement period is due (or an operator settles it now): the ledger decides its payout.",
   },
-  'platform_payout.requested': {
+  'revenue.payout_requested': {
     owners: ['settlement'],
     version: 1,
     schema: PlatformPayoutRequested,

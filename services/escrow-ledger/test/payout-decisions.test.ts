@@ -1,6 +1,6 @@
 /**
  * The ledger decides what leaves escrow to sellers and the treasury, over real Postgres and NATS: settlement's
- * `settlement.due` / `platform_payout.requested` are reserved (or refused) in the ledger's own inbox transaction,
+ * `settlement.due` / `revenue.payout_requested` are reserved (or refused) in the ledger's own inbox transaction,
  * with `payout.reserved` / `payout.refused` in its outbox; only settlement's `payout.failed` gives a reservation back,
  * and only its `settlement.completed` / `revenue.paid_out` books it out of escrow.
  *
@@ -234,9 +234,9 @@ test('platform payouts: the whole revenue reserved once to the treasury the requ
   const revenue = await accountBalance(db, 'platform_revenue');
   expect(revenue).toBeGreaterThan(0n);
   const request = { payoutId: 'ppo_one', treasuryAddress: TREASURY, requestedAt: new Date().toISOString() };
-  const id = await publish('platform_payout.requested', 'settlement', request);
-  await publish('platform_payout.requested', 'settlement', request); // a copy under another event id
-  await publish('platform_payout.requested', 'settlement', { ...request, payoutId: 'ppo_two' });
+  const id = await publish('revenue.payout_requested', 'settlement', request);
+  await publish('revenue.payout_requested', 'settlement', request); // a copy under another event id
+  await publish('revenue.payout_requested', 'settlement', { ...request, payoutId: 'ppo_two' });
   const [reserved] = await decided('ppo_one');
   expect(reserved).toMatchObject({
     type: 'payout.reserved',

@@ -11,7 +11,7 @@ type Decision =
   | { ok: false; reason: 'below_minimum' | 'nothing_available'; available: string };
 
 /**
- * Settlement's side of the payout events, for ledger tests: settlement.due / platform_payout.requested published
+ * Settlement's side of the payout events, for ledger tests: settlement.due / revenue.payout_requested published
  * as settlement's outbox would, answered with the ledger's decision as its outbox holds it (payout.reserved or
  * payout.refused); settlement's outcomes (payout.failed, settlement.completed) each waited for until booked.
  */
@@ -72,7 +72,7 @@ export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
       return latestDecision(due.settlementId);
     },
     async requestPlatformPayout(payoutId: string, treasuryAddress: string): Promise<Decision> {
-      const id = await publish('platform_payout.requested', 'settlement', {
+      const id = await publish('revenue.payout_requested', 'settlement', {
         payoutId,
         treasuryAddress,
         requestedAt: new Date().toISOString(),

@@ -167,7 +167,7 @@ export function refundInitiated(
 
 /**
  * Decides payouts as the ledger does, from in-memory balances, over the bus: hears `settlement.due` and
- * `platform_payout.requested` (core subscriptions to what settlement's outbox publishes) and answers
+ * `revenue.payout_requested` (core subscriptions to what settlement's outbox publishes) and answers
  * `payout.reserved` / `payout.refused` as the ledger's outbox would (the whole available balance when it reaches
  * the minimum; a reservation stands per settlementId, a refusal is decided again), to the payout address of its own
  * view (`seller.updated`). `payout.failed` gives a reservation back once; `settlement.completed` books it sent.
@@ -228,7 +228,7 @@ export class TestLedger {
       if (this.withholdAll || this.withheld.has(due.settlementId)) this.held.push(due);
       else await this.decide(due);
     });
-    on('platform_payout.requested', async (request) => this.decidePlatform(request));
+    on('revenue.payout_requested', async (request) => this.decidePlatform(request));
     on('payout.failed', async (failed) => {
       this.failures.push(failed);
       const reservation = this.reservations.get(failed.payoutId);
@@ -298,7 +298,7 @@ export class TestLedger {
     );
   }
 
-  private async decidePlatform(request: EventData<'platform_payout.requested'>): Promise<void> {
+  private async decidePlatform(request: EventData<'revenue.payout_requested'>): Promise<void> {
     if (this.reservations.has(request.payoutId)) return;
     const revenue = this.platformRevenueMicro;
     const at = new Date().toISOString();

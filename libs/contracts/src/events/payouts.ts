@@ -3,7 +3,7 @@ import { Address, Id, IsoTime, Nullable, SignedUsdcAmount, UsdcAmount } from '..
 
 /**
  * The one path of money out of escrow to a seller or the treasury: settlement says a payout is due
- * (`settlement.due`, `platform_payout.requested`), the ledger decides it in one transaction of its own
+ * (`settlement.due`, `revenue.payout_requested`), the ledger decides it in one transaction of its own
  * (`payout.reserved` or `payout.refused`), settlement sends exactly what the reservation names and reports the
  * end (`settlement.completed` / `revenue.paid_out`, or `payout.failed`, the only way a reservation is given back).
  */

@@ -24,7 +24,7 @@ export function payoutConsumers(d: LedgerDeps): DeclaredConsumer[] {
     }),
     defineConsumer({
       durable: 'ledger-platform-payout-requested',
-      subject: 'platform_payout.requested',
+      subject: 'revenue.payout_requested',
       handler: (trx, e) => onPlatformPayoutRequested(trx, e, d),
     }),
     defineConsumer({

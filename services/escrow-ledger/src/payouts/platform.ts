@@ -26,7 +26,7 @@ async function lockedPlatformPayout(
 }
 
 /**
- * `platform_payout.requested` (an operator's platform payout): in this one transaction the whole platform revenue
+ * `revenue.payout_requested` (an operator's platform payout): in this one transaction the whole platform revenue
  * balance moves to platform_payout_pending for `payoutId`, to be sent to the treasury address the request names,
  * and `payout.reserved` (kind platform) is enqueued; with nothing to pay, `payout.refused`. Per payoutId once; the
  * revenue account's lock serialises two payouts, so the second finds nothing (only what the account holds leaves
@@ -34,7 +34,7 @@ async function lockedPlatformPayout(
  */
 export async function onPlatformPayoutRequested(
   trx: Transaction<any>,
-  event: EventEnvelope<'platform_payout.requested', EventData<'platform_payout.requested'>>,
+  event: EventEnvelope<'revenue.payout_requested', EventData<'revenue.payout_requested'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const { payoutId, treasuryAddress } = event.data;

@@ -12,7 +12,7 @@ import { enqueuePayoutFailed } from '../ledger/decisions';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
 /**
- * The platform's 5% leaves escrow only this way: an operator asks (`platform_payout.requested`), the ledger reserves
+ * The platform's 5% leaves escrow only this way: an operator asks (`revenue.payout_requested`), the ledger reserves
  * what the platform revenue account holds in its own transaction (`payout.reserved`, ledger/decisions.ts), and the
  * same outgoing-transfer engine as seller payouts sends it to TREASURY_ADDRESS exactly once (idempotency key =
  * payoutId). `revenue.paid_out` books it out of escrow in the ledger; `payout.failed` gives it back.
@@ -171,7 +171,7 @@ function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
   });
 }
 
-/** The request recorded and `platform_payout.requested` in the outbox, in one transaction. */
+/** The request recorded and `revenue.payout_requested` in the outbox, in one transaction. */
 async function requestPlatformPayout(
   { ctx, clock }: PlatformPayoutDeps,
   payoutId: string,
@@ -194,7 +194,7 @@ async function requestPlatformPayout(
       .executeTakeFirstOrThrow();
     await enqueueEvent(
       trx,
-      createEvent('platform_payout.requested', 'settlement', {
+      createEvent('revenue.payout_requested', 'settlement', {
         payoutId,
         treasuryAddress: treasury,
         requestedAt: clock().toISOString(),
