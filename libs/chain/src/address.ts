@@ -1,4 +1,4 @@
-import { computeAddress, getAddress, isAddress, zeroPadValue } from 'ethers';
+import { computeAddress, getAddress, zeroPadValue } from 'ethers';
 
 /** EIP-55 checksummed form of an address; throws on anything that is not a 20-byte hex address. */
 export function formatAddress(address: string): string {
@@ -7,11 +7,6 @@ export function formatAddress(address: string): string {
   } catch {
     throw new Error(`invalid address "${address}"`);
   }
-}
-
-/** True for a 20-byte hex address (any casing that is not a wrong checksum). */
-export function isValidAddress(address: string): boolean {
-  return isAddress(address);
 }
 
 /**
@@ -29,12 +24,6 @@ export function addressOfPrivateKey(key: string): string | undefined {
 
 export function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase();
-}
-
-/** 0x1234…abcd, for logs and UIs. */
-export function shortAddress(address: string): string {
-  const checksummed = formatAddress(address);
-  return `${checksummed.slice(0, 6)}…${checksummed.slice(-4)}`;
 }
 
 /** The 32-byte topic form of an address (for indexed event parameters), lowercase. */

@@ -13,7 +13,7 @@ export interface LogsProvider {
   getLogs(filter: Filter): Promise<readonly LogLike[]>;
 }
 
-export interface GetTransferLogsOptions {
+interface GetTransferLogsOptions {
   /** Token contract whose Transfer events to read. */
   token: string;
   /** Recipient(s) to filter on (3rd topic); omit for every Transfer of the token. */

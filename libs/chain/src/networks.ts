@@ -2,7 +2,7 @@
 
 export type NetworkName = 'base' | 'base-sepolia' | 'local';
 
-export interface ChainNetwork {
+interface ChainNetwork {
   name: NetworkName;
   chainId: number;
   /** Checksummed USDC contract address; null for `local`, where TestUSDC is deployed per run and comes from config. */
@@ -61,7 +61,7 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
   }),
 });
 
-export const NETWORK_NAMES = Object.keys(networks) as NetworkName[];
+const NETWORK_NAMES = Object.keys(networks) as NetworkName[];
 
 /** CHAIN_NETWORK when unset: the local development chain of `make dev` and the tests. */
 export const DEFAULT_NETWORK_NAME: NetworkName = 'local';

@@ -66,7 +66,7 @@ function withoutRpcUrl(error: unknown, rpcUrl: string): unknown {
   return error;
 }
 
-export interface MakeProviderOptions {
+interface MakeProviderOptions {
   /** Per-request timeout of every JSON-RPC call. */
   timeoutMs: number;
   /**

@@ -1,8 +1,6 @@
 import { id } from 'ethers';
 import { formatAddress, topicToAddress } from './address';
 
-export const USDC_DECIMALS = 6;
-
 /** ERC-20 subset of USDC plus the EIP-3009/EIP-2612 reads Paygate uses, and the test-only `mint`. */
 export const usdcAbi = [
   'function name() view returns (string)',
@@ -50,7 +48,7 @@ export const PERMIT_TYPES = {
   ],
 };
 
-export interface UsdcEip712Domain {
+interface UsdcEip712Domain {
   name: string;
   version: string;
   chainId: number;

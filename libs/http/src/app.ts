@@ -175,7 +175,7 @@ const NATS_UNAVAILABLE_CODES = new Set([
  * libs/bus's RpcUnavailableError, RpcServiceError 5xx), or NATS itself is away: retrying may work, so a 503, not a
  * 500. Known by name, as libs/http does not depend on the bus.
  */
-export function isDependencyUnavailable(error: unknown): boolean {
+function isDependencyUnavailable(error: unknown): boolean {
   return someCause(error, (one) => {
     const candidate = one as { name?: unknown; code?: unknown } | null;
     if (candidate?.name === 'RpcUnavailableError') return true;

@@ -12,7 +12,7 @@ export interface TrustedProxies {
 }
 
 /** The default of TRUSTED_PROXIES: only a proxy on this host (the dev edge, a sidecar). */
-export const DEFAULT_TRUSTED_PROXIES = 'loopback';
+const DEFAULT_TRUSTED_PROXIES = 'loopback';
 
 /** What a bad TRUSTED_PROXIES entry is refused with (the config names the variable). */
 export class TrustedProxiesError extends Error {
@@ -20,7 +20,7 @@ export class TrustedProxiesError extends Error {
 }
 
 /** `::ffff:10.0.0.1` (an IPv4 peer of a dual-stack socket) is 10.0.0.1; IPv6 lowercase; anything else as is. */
-export function normalizeAddress(address: string): string {
+function normalizeAddress(address: string): string {
   const trimmed = address.trim();
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(trimmed);
   if (mapped) return mapped[1]!;

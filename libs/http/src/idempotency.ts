@@ -15,10 +15,10 @@ import { HttpError } from './errors';
  * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose record
  * is written by the statement that makes the effect (checkout) uses the fingerprint and `replayOrRefuse`.
  */
-export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-export const IDEMPOTENCY_KEY_RULE = 'must be 1-255 visible ASCII characters';
-export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
+const IDEMPOTENCY_KEY_RULE = 'must be 1-255 visible ASCII characters';
+const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
 
 /** The key as sent, checked (undefined when the header is absent: the request is not idempotent). */
 export function checkIdempotencyKey(value: string | undefined): string | undefined {
@@ -38,7 +38,7 @@ export function idempotencyKeyOf(req: Request): string | undefined {
 }
 
 /** JSON with object keys sorted, so that two bodies that differ only in key order are the same request. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
@@ -49,7 +49,7 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
-export interface RequestIdentity {
+interface RequestIdentity {
   method: string;
   /** The request path; a query string is dropped. */
   path: string;
@@ -69,7 +69,7 @@ export function fingerprintOf(req: Request): string {
   return requestFingerprint({ method: req.method, path: req.originalUrl, body: req.body });
 }
 
-export function idempotencyKeyReused(): HttpError {
+function idempotencyKeyReused(): HttpError {
   return new HttpError(
     409,
     'idempotency_key_reused',
@@ -115,7 +115,7 @@ export interface StoredKey {
 }
 
 /** The stored answer when it is the same request, replayed; 409 when the key came with another request. */
-export function replayOrRefuse(stored: StoredKey, fingerprint: string): IdempotentAnswer | undefined {
+function replayOrRefuse(stored: StoredKey, fingerprint: string): IdempotentAnswer | undefined {
   refuseOtherRequest(stored.fingerprint, fingerprint);
   return stored.answer ? { ...stored.answer, replayed: true } : undefined;
 }
@@ -174,7 +174,7 @@ export interface IdempotencyClaims {
   release(request: IdempotentRequest, claimedAt: Date): Promise<void>;
 }
 
-export interface ClaimTimings {
+interface ClaimTimings {
   /** How long a duplicate waits for the first request's answer before 409 (a bound, not a sleep). */
   duplicateWaitMs: number;
   /** How often a waiting duplicate looks again. */
@@ -183,7 +183,7 @@ export interface ClaimTimings {
   abandonedAfterMs: number;
 }
 
-export const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
+const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
   duplicateWaitMs: 15_000,
   pollMs: 50,
   abandonedAfterMs: 60_000,

@@ -24,7 +24,7 @@ interface BucketState {
 
 const MINUTE_MS = 60_000;
 
-export interface RateLimiterOptions {
+interface RateLimiterOptions {
   /** How often locally counted hits are added to the shared rows (ms). */
   flushIntervalMs?: number;
   /** How long a shared count read from Postgres may be trusted for local decisions (ms); 0: every hit asks Postgres. */
@@ -308,21 +308,13 @@ export class SharedRateLimiter {
   }
 }
 
-/** The window in words, for messages: "minute", "hour", "day" or "N s". */
-export function windowName(windowMs: number): string {
-  if (windowMs === MINUTE_MS) return 'minute';
-  if (windowMs === 60 * MINUTE_MS) return 'hour';
-  if (windowMs === 24 * 60 * MINUTE_MS) return 'day';
-  return `${windowMs / 1000} s`;
-}
-
-/** Sets the RateLimit-Limit / RateLimit-Remaining headers of a decision (and Retry-After when refused). */
 /** Where the rate-limit headers go: an Express response, or a bare node:http one (the gateway's paid calls). */
 interface RateLimitHeaderSink {
   setHeader(name: string, value: string): unknown;
 }
 
-export function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDecision): void {
+/** Sets the RateLimit-Limit / RateLimit-Remaining headers of a decision (and Retry-After when refused). */
+function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDecision): void {
   res.setHeader('RateLimit-Limit', String(decision.limit));
   res.setHeader('RateLimit-Remaining', String(decision.remaining));
   if (!decision.allowed) res.setHeader('Retry-After', String(decision.retryAfterSeconds));
@@ -333,7 +325,7 @@ export function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDeci
  * retryAfterSeconds, requestId } } (the error handler adds the request id); Retry-After is set by
  * setRateLimitHeaders.
  */
-export function rateLimited(decision: RateDecision, what: string): HttpError {
+function rateLimited(decision: RateDecision, what: string): HttpError {
   return new HttpError(
     429,
     'rate_limited',

@@ -33,7 +33,7 @@ type RouteResponse =
     };
 
 /** Answers a request on the bare node request and returns true, or returns false to leave it to express. */
-export type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 /**
  * A route served on the bare node request, ahead of express's stack (request id, JSON body parser, router), for
@@ -41,7 +41,7 @@ export type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean
  * must reach its handler as sent. The server offers each such request to `handle` first (libs/runtime); what
  * `handle` leaves goes to express and the route's `handler`, when it has one.
  */
-export interface BareServing {
+interface BareServing {
   prefix: string;
   handle: BareHandler;
 }
@@ -280,7 +280,7 @@ function operationOf(route: AnyRoute) {
 }
 
 /** The OpenAPI 3.1 paths object of the routes (a path with several methods gets one entry per method). */
-export function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<string, unknown>> {
+function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<string, unknown>> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     if (route.method === 'head') continue;

@@ -91,7 +91,7 @@ export function bareHost(hostname: string): string {
 }
 
 /** Why this host's addresses may not be called, or undefined when all of them are public. */
-export function forbiddenAddressProblem(host: string, addresses: readonly string[]): string | undefined {
+function forbiddenAddressProblem(host: string, addresses: readonly string[]): string | undefined {
   const bad = addresses.find(isForbiddenAddress);
   if (bad === undefined) return undefined;
   return bad === host

@@ -15,7 +15,7 @@ export interface OutboundPolicy {
 }
 
 /** A connection refused by the production address rule. Its message says what and why, for the seller to read. */
-export class ForbiddenAddressError extends Error {
+class ForbiddenAddressError extends Error {
   override name = 'ForbiddenAddressError';
   readonly code = 'ERR_FORBIDDEN_ADDRESS';
   constructor(
@@ -47,7 +47,7 @@ function wantedFamily(family: number | string | undefined): number {
  * A `dns.lookup`-compatible function for `net.connect`/`tls.connect`: resolves with `policy.resolve` and, under
  * `publicOnly`, fails the connection unless every address is public. Undefined when the default lookup will do.
  */
-export function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
+function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
   if (!policy.publicOnly && !policy.resolve) return undefined;
   const resolve = policy.resolve ?? resolveAllAddresses;
   return (hostname, options, callback) => {
@@ -80,7 +80,7 @@ export function connectLookup(policy: OutboundPolicy): LookupFunction | undefine
   };
 }
 
-export interface SellerDispatcherOptions {
+interface SellerDispatcherOptions {
   connectTimeoutMs?: number;
   /** Connections kept per origin (undici's default: no bound). */
   connections?: number;

@@ -96,7 +96,7 @@ export function int(spec: {
 /** The operator token outside production when none is set; productionGuards refuses it in production. */
 export const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 /** The shortest OPERATOR_TOKEN any service accepts (productionGuards asks for 24 characters in production). */
-export const MIN_OPERATOR_TOKEN_LENGTH = 16;
+const MIN_OPERATOR_TOKEN_LENGTH = 16;
 
 /**
  * An optional address setting (CHECKOUT_ESCROW_ADDRESS, …): checksummed, or '' when unset or blank; anything else
@@ -133,7 +133,7 @@ export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<st
 }
 
 /** The settings one parseEnv call reads: each variable's envalid validator (`int`, `str`, `num`, `bool`, `url`). */
-export type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
+type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
 
 /**
  * What parseEnv returns for `S`, read off the validators (`int`, `num` → number; `str`, `url` → string), with

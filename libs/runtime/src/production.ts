@@ -41,7 +41,7 @@ const PUBLIC_DEV_KEY_HASHES: ReadonlySet<string> = new Set([
 ]);
 
 /** True for one of the public anvil/Hardhat dev accounts' private keys (0x-prefixed or not, any case). */
-export function isPublicDevKey(privateKey: string): boolean {
+function isPublicDevKey(privateKey: string): boolean {
   const hex = privateKey.trim().replace(/^0x/i, '').toLowerCase();
   return PUBLIC_DEV_KEY_HASHES.has(createHash('sha256').update(hex).digest('hex'));
 }
@@ -58,7 +58,7 @@ const MIN_DISTINCT_CHARACTERS = 10;
  * (`aaaa…`, `0x000…01`), a short unit repeated (`changeme-changeme-…`, `abcabc…`), or little entropy by the
  * characters' frequencies (an estimate: length × Shannon entropy per character).
  */
-export function weakSecretProblem(value: string): string | undefined {
+function weakSecretProblem(value: string): string | undefined {
   if (PLACEHOLDER.test(value)) return 'is a placeholder value';
   const body = value.replace(/^0x/i, '');
   const counts = new Map<string, number>();
@@ -80,7 +80,7 @@ export function weakSecretProblem(value: string): string | undefined {
   return undefined;
 }
 
-export interface ProductionGuardOptions {
+interface ProductionGuardOptions {
   /** The service the error names. */
   serviceName: string;
   /** NODE_ENV=production; every rule below applies only then. */

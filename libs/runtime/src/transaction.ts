@@ -8,7 +8,7 @@ import type { Kysely, Transaction } from 'kysely';
 const CONFLICT_CODES = new Set(['40P01', '40001']);
 
 /** How often a transaction aborted by a conflict runs at most (the first run included). */
-export const TRANSACTION_CONFLICT_ATTEMPTS = 3;
+const TRANSACTION_CONFLICT_ATTEMPTS = 3;
 
 export function isTransactionConflict(error: unknown): boolean {
   return CONFLICT_CODES.has((error as { code?: string } | undefined)?.code ?? '');

@@ -5,7 +5,7 @@
  * twice, or one a write in flight holds): it waits for the next write. `write` settles each item of its batch (every item carries its own promise's
  * resolve and reject) and must not throw.
  */
-export interface WriteBatcherOptions<T> {
+interface WriteBatcherOptions<T> {
   maxWrites: number;
   maxPerWrite: number;
   fits(batch: readonly T[], item: T): boolean;

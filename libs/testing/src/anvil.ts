@@ -313,14 +313,3 @@ export async function reorg(
   if (!Number.isSafeInteger(depth) || depth < 1) throw new Error('depth must be a positive integer');
   await provider.send('anvil_reorg', [depth, replacementTransactions.map((t) => [t.tx, t.blockOffset])]);
 }
-
-/** Snapshots chain state; pass the id to revert(). */
-export async function snapshot(provider: RpcSender): Promise<string> {
-  return (await provider.send('evm_snapshot', [])) as string;
-}
-
-/** Reverts to a snapshot (which is consumed). Throws when the snapshot id is unknown. */
-export async function revert(provider: RpcSender, snapshotId: string): Promise<void> {
-  const reverted = (await provider.send('evm_revert', [snapshotId])) as boolean;
-  if (!reverted) throw new Error(`evm_revert: unknown snapshot ${snapshotId}`);
-}

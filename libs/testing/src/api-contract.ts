@@ -9,7 +9,7 @@
 import type { Express } from 'express';
 import { servedApiOperations } from './routes';
 
-export interface ApiContractTarget {
+interface ApiContractTarget {
   url: string;
   app: Express;
   document: any;
@@ -21,7 +21,7 @@ export interface ApiContractTarget {
   undocumented?: string[];
 }
 
-export interface DocumentedOperation {
+interface DocumentedOperation {
   method: string;
   /** OpenAPI path, `{id}` for a parameter. */
   path: string;

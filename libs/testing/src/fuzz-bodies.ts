@@ -6,13 +6,13 @@ import { schemaValidator } from './schema-validator';
 /** Bodies for one write operation: an acceptable one to start from, and hostile ones its schema refuses. */
 
 /** The JSON body limit of every service (@paygate/http createApp). */
-export const FUZZ_BODY_LIMIT_BYTES = 256 * 1024;
+const FUZZ_BODY_LIMIT_BYTES = 256 * 1024;
 
 /**
  * Whether the service must refuse `text` as the body of an operation with `schema`: not JSON, too large,
  * breaking a stored-text rule, or not matching the documented schema.
  */
-export function mustRefuse(schema: Json | undefined, text: string): boolean {
+function mustRefuse(schema: Json | undefined, text: string): boolean {
   if (Buffer.byteLength(text) > FUZZ_BODY_LIMIT_BYTES) return true;
   let value: unknown;
   try {
@@ -62,7 +62,7 @@ function stringExample(schema: Json): string {
  * types, with strings that match the pattern or format where one of a few candidates does): the start of
  * mutations, so that most mutate one field of an otherwise acceptable body.
  */
-export function exampleOf(schema: Json | undefined, depth = 0): unknown {
+function exampleOf(schema: Json | undefined, depth = 0): unknown {
   if (!schema || depth > 6) return {};
   if (schema.example !== undefined) return schema.example;
   if (Array.isArray(schema.examples) && schema.examples.length > 0) return schema.examples[0];
@@ -100,7 +100,7 @@ export function exampleOf(schema: Json | undefined, depth = 0): unknown {
 }
 
 /** The body mutations start from: the operation's documented example, else one built from its schema. */
-export function baseBody(operation: Pick<WriteOperation, 'bodySchema' | 'bodyExample'>): unknown {
+function baseBody(operation: Pick<WriteOperation, 'bodySchema' | 'bodyExample'>): unknown {
   return operation.bodyExample ?? exampleOf(operation.bodySchema ?? NO_BODY);
 }
 

@@ -10,7 +10,7 @@ export interface RpcCall {
 }
 
 /** One JSON-RPC reply. */
-export interface RpcReply {
+interface RpcReply {
   jsonrpc: string;
   id: unknown;
   result?: unknown;
@@ -18,9 +18,9 @@ export interface RpcReply {
 }
 
 /** Sends one call to the upstream node on its own and resolves its reply. */
-export type RpcForward = (call: RpcCall) => Promise<RpcReply>;
+type RpcForward = (call: RpcCall) => Promise<RpcReply>;
 
-export interface RpcProxyOptions {
+interface RpcProxyOptions {
   /** The node calls are forwarded to; a function is asked again for every forward (a switching load balancer). */
   upstream: string | (() => string);
   /**
@@ -36,7 +36,7 @@ export interface RpcProxyOptions {
   timeoutMs?: number;
 }
 
-export interface RpcProxy {
+interface RpcProxy {
   /** `http://127.0.0.1:<port>`, the endpoint to give the service under test. */
   url: string;
   /** JSON-RPC calls received by method (batches counted call by call), since the proxy started. */
