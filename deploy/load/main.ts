@@ -6,7 +6,7 @@
  * invariants. Prints the table and writes bench/results/load-<date>.json.
  *
  *   LOAD_SECONDS          the load's length (default 300); the run as a whole is bounded at LOAD_SECONDS + 420 s
- *   LOAD_X402_AGENTS      x402 payers with the unmodified @x402/fetch (default 32), and as many reference payers
+ *   LOAD_X402_AGENTS      x402 payers with the unmodified @x402/fetch (default 48), and as many reference payers
  *   LOAD_PROOF_AGENTS     tx-hash proof payers (default 6)
  *   LOAD_MCP_AGENTS       MCP tool callers (default 4)
  *   LOAD_SUBSCRIBERS      subscribers repeating calls on a subscription (default 4)
@@ -42,8 +42,8 @@ const DRAIN_BOUND_MS = 120_000;
 const BLOCK_MS = 1000;
 
 const counts: Record<AgentKind, number> = {
-  x402: Number(process.env.LOAD_X402_AGENTS ?? 32),
-  reference: Number(process.env.LOAD_X402_AGENTS ?? 32),
+  x402: Number(process.env.LOAD_X402_AGENTS ?? 48),
+  reference: Number(process.env.LOAD_X402_AGENTS ?? 48),
   txHashProof: Number(process.env.LOAD_PROOF_AGENTS ?? 6),
   mcp: Number(process.env.LOAD_MCP_AGENTS ?? 4),
   subscriber: Number(process.env.LOAD_SUBSCRIBERS ?? 4),
