@@ -16,14 +16,18 @@ import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './e
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-export type EventHandler<S extends Subject> = (
-  trx: Transaction<any>,
+/**
+ * Handles one event inside the transaction that records it in the inbox. `DB` is the consuming service's own
+ * `Database`; it defaults to untyped only for the services whose consumers do not name one yet.
+ */
+export type EventHandler<S extends Subject, DB = any> = (
+  trx: Transaction<DB>,
   event: EventEnvelope<S, EventData<S>>,
 ) => Promise<void>;
 
 /** Handles the fresh (never seen) events of a batch, in delivery order, inside the batch's transaction. */
-export type BatchEventHandler<S extends Subject> = (
-  trx: Transaction<any>,
+export type BatchEventHandler<S extends Subject, DB = any> = (
+  trx: Transaction<DB>,
   events: Array<EventEnvelope<S, EventData<S>>>,
 ) => Promise<void>;
 
@@ -50,22 +54,35 @@ interface CommonConsumerOptions<S extends Subject> {
  * (`batchHandler`): the inbox rows and every effect commit together, so a hot path locks and fsyncs once per
  * batch. Under light load a batch is a single event, so nothing waits for a batch to fill.
  */
-export type ConsumerOptions<S extends Subject> = CommonConsumerOptions<S> &
+export type ConsumerOptions<S extends Subject, DB = any> = CommonConsumerOptions<S> &
   (
-    | { handler: EventHandler<S>; batchHandler?: never; batchSize?: never }
-    | { batchHandler: BatchEventHandler<S>; batchSize: number; handler?: never }
+    | { handler: EventHandler<S, DB>; batchHandler?: never; batchSize?: never }
+    | { batchHandler: BatchEventHandler<S, DB>; batchSize: number; handler?: never }
   );
 
 /**
- * A consumer as a service lists it beside consumers of other subjects. Built only by `defineConsumer`, which checks
- * the handler against its own subject's event type; the list then needs no cast.
+ * A consumer as a service lists it beside consumers of other subjects. Built only by `defineConsumer` (or the
+ * definer of `consumersOf`), which checks the handler against its own subject's event type; the list then needs no
+ * cast.
  */
-export type DeclaredConsumer = ConsumerOptions<Subject> & { readonly __declared: true };
+export type DeclaredConsumer<DB = any> = ConsumerOptions<Subject, DB> & { readonly __declared: true };
 
 /** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
-export function defineConsumer<S extends Subject>(options: ConsumerOptions<S>): DeclaredConsumer {
+export function defineConsumer<S extends Subject, DB = any>(
+  options: ConsumerOptions<S, DB>,
+): DeclaredConsumer<DB> {
   // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's schema).
-  return options as unknown as DeclaredConsumer;
+  return options as unknown as DeclaredConsumer<DB>;
+}
+
+/**
+ * `defineConsumer` for one service's `Database`: each handler's transaction is a `Transaction<DB>`, and the subject
+ * is still read off each definition (`const consumer = consumersOf<CheckoutDatabase>()`).
+ */
+export function consumersOf<DB>(): <S extends Subject>(
+  options: ConsumerOptions<S, DB>,
+) => DeclaredConsumer<DB> {
+  return (options) => defineConsumer(options);
 }
 
 type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
@@ -76,21 +93,21 @@ type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
  * bounded exponential backoff, then parked on the dead-letter subject for an operator to replay. A batch that
  * fails is retried one event per transaction, so one bad event never holds others back.
  */
-export class InboxConsumer<S extends Subject> {
+export class InboxConsumer<S extends Subject, DB = any> {
   private messages: ConsumerMessages | undefined;
   private reader: Promise<void> | undefined;
   private workers: Promise<void>[] = [];
   private readonly buffer: JsMsg[] = [];
   private waiters: Array<() => void> = [];
   private stopped = false;
-  private readonly batchHandler: BatchEventHandler<S>;
+  private readonly batchHandler: BatchEventHandler<S, DB>;
   readonly options: Required<CommonConsumerOptions<S>> & { batchSize: number };
 
   constructor(
     private readonly bus: Bus,
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<DB>,
     private readonly logger: Logger,
-    options: ConsumerOptions<S>,
+    options: ConsumerOptions<S, DB>,
   ) {
     const { handler, batchHandler, batchSize, ...common } = options;
     this.batchHandler =

@@ -13,6 +13,7 @@ export {
 export {
   type BatchEventHandler,
   type ConsumerOptions,
+  consumersOf,
   type DeclaredConsumer,
   defineConsumer,
   type EventHandler,

@@ -6,7 +6,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
  */
 export const busMigrations: Record<string, Migration> = {
   '2026-11-22-0000-bus-outbox-inbox': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('outbox')
         .addColumn('id', 'text', (c) => c.primaryKey())
@@ -25,20 +25,20 @@ export const busMigrations: Record<string, Migration> = {
         .addPrimaryKeyConstraint('inbox_pk', ['consumer', 'event_id'])
         .execute();
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await db.schema.dropTable('inbox').execute();
       await db.schema.dropTable('outbox').execute();
     },
   },
   '2026-11-22-1101-bus-prune-indexes': {
     // The relay prunes published outbox rows and old inbox rows oldest first, in bounded batches.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await sql`create index outbox_published_at on outbox (published_at) where published_at is not null`.execute(
         db,
       );
       await sql`create index inbox_processed_at on inbox (processed_at)`.execute(db);
     },
-    async down(db: Kysely<any>) {
+    async down(db: Kysely<unknown>) {
       await sql`drop index inbox_processed_at`.execute(db);
       await sql`drop index outbox_published_at`.execute(db);
     },

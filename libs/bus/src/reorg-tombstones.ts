@@ -12,8 +12,8 @@ export interface TransferInclusion {
  * Serialises a service's handlers of one transfer's events (`scope` names the service's lock space) across its
  * replicas, also while the service has no row of the transfer to lock yet.
  */
-export async function lockTransferEvents(
-  trx: Transaction<any>,
+export async function lockTransferEvents<DB>(
+  trx: Transaction<DB>,
   scope: string,
   transfer: Omit<TransferInclusion, 'blockHash'>,
 ): Promise<void> {
@@ -28,8 +28,8 @@ export async function lockTransferEvents(
  * and is not applied, since that block left the chain. A later observation (the transfer mined again, in another
  * block or, after the chain went back, the same one) finds none and is applied. Call both under lockTransferEvents.
  */
-export async function leaveReorgTombstone(
-  trx: Transaction<any>,
+export async function leaveReorgTombstone<DB>(
+  trx: Transaction<DB>,
   transfer: TransferInclusion,
   eventId: string,
 ): Promise<void> {
@@ -40,8 +40,8 @@ export async function leaveReorgTombstone(
 }
 
 /** Takes the tombstone a reorg left for this inclusion; true when there was one (the observation is stale). */
-export async function takeReorgTombstone(
-  trx: Transaction<any>,
+export async function takeReorgTombstone<DB>(
+  trx: Transaction<DB>,
   transfer: TransferInclusion,
 ): Promise<boolean> {
   const taken = await sql`delete from reorg_tombstones

@@ -20,6 +20,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { type DatabaseLimits, DEFAULT_DATABASE_LIMITS } from './config';
+import { DatabaseSetupError } from './errors';
 
 // Postgres numeric and bigint come back as strings: money columns are read as bigint explicitly.
 pg.types.setTypeParser(20, (value) => BigInt(value));
@@ -36,7 +37,7 @@ interface DatabaseOptions extends Partial<DatabaseLimits> {
  */
 class SchemaScopedIntrospector implements DatabaseIntrospector {
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<unknown>,
     private readonly schema: string,
   ) {}
 
@@ -75,7 +76,7 @@ const UNIQUE_VIOLATION = '23505';
  * only its own schema, so the lock is the schema's: replicas of one service still migrate one at a time.
  */
 class SchemaMigrationLockAdapter extends PostgresAdapter {
-  override async acquireMigrationLock(db: Kysely<any>, options: MigrationLockOptions): Promise<void> {
+  override async acquireMigrationLock(db: Kysely<unknown>, options: MigrationLockOptions): Promise<void> {
     // A bounded wait, as kysely's own lock has, longer than the pool's lock_timeout: a replica waits for another's
     // migrations of the schema instead of failing its start.
     await sql`
@@ -85,7 +86,7 @@ class SchemaMigrationLockAdapter extends PostgresAdapter {
     );
   }
 
-  override async releaseMigrationLock(db: Kysely<any>, options: MigrationLockOptions): Promise<void> {
+  override async releaseMigrationLock(db: Kysely<unknown>, options: MigrationLockOptions): Promise<void> {
     await sql`select pg_advisory_unlock(${MIGRATION_LOCK_CLASS}, hashtext(${lockedSchema(options)}))`.execute(
       db,
     );
@@ -93,7 +94,7 @@ class SchemaMigrationLockAdapter extends PostgresAdapter {
 }
 
 function lockedSchema(options: MigrationLockOptions): string {
-  if (!options.lockTableSchema) throw new Error('a migration lock needs the schema it migrates');
+  if (!options.lockTableSchema) throw new DatabaseSetupError('a migration lock needs the schema it migrates');
   return options.lockTableSchema;
 }
 
@@ -105,7 +106,7 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
     super(config);
   }
 
-  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
     return new SchemaScopedIntrospector(db, this.schema);
   }
 
@@ -129,7 +130,7 @@ const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
  */
 export function preparedStatement(name: string): RawBuilder<unknown> {
   if (!/^[a-z][a-z0-9_]*$/.test(name))
-    throw new Error(`prepared statement name ${name}: lowercase letters, digits, _`);
+    throw new DatabaseSetupError(`prepared statement name ${name}: lowercase letters, digits, _`);
   return sql.raw(`/* prepared:${name} */`);
 }
 
@@ -190,8 +191,8 @@ class StaticMigrationProvider implements MigrationProvider {
  * Creates the schema if needed and runs the bus migrations plus the service's own, with kysely's
  * bookkeeping table inside that schema. Concurrent replicas are serialised by the schema's migration lock.
  */
-export async function migrateToLatest(
-  db: Kysely<any>,
+export async function migrateToLatest<DB>(
+  db: Kysely<DB>,
   schema: string,
   migrations: Record<string, Migration>,
   logger?: Logger,
@@ -234,7 +235,7 @@ export function readRepeatableSql(fromDir: string, file: string): RepeatableSql 
     if (existsSync(candidate)) return { name: file, sql: readFileSync(candidate, 'utf8') };
     dir = dirname(dir);
   }
-  throw new Error(`repeatable SQL file sql/${file} not found above ${fromDir}`);
+  throw new DatabaseSetupError(`repeatable SQL file sql/${file} not found above ${fromDir}`);
 }
 
 function sqlChecksum(text: string): string {
@@ -245,8 +246,8 @@ function sqlChecksum(text: string): string {
  * Applies each script whose checksum differs from the one recorded, in one transaction per script, serialised
  * across replicas by an advisory lock scoped to the schema.
  */
-export async function applyRepeatableSql(
-  db: Kysely<any>,
+export async function applyRepeatableSql<DB>(
+  db: Kysely<DB>,
   schema: string,
   scripts: RepeatableSql[],
   logger?: Logger,
@@ -273,6 +274,6 @@ export async function applyRepeatableSql(
   }
 }
 
-export async function dropSchema(db: Kysely<any>, schema: string): Promise<void> {
+export async function dropSchema<DB>(db: Kysely<DB>, schema: string): Promise<void> {
   await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(db);
 }

@@ -25,11 +25,27 @@ export {
   type RepeatableSql,
   readRepeatableSql,
 } from './database';
+export {
+  DatabaseSetupError,
+  NotReadyError,
+  ReadinessTimeoutError,
+  RuntimeError,
+  SealedSecretError,
+  StartupError,
+  UndeclaredConsumerError,
+} from './errors';
 export { runMain } from './main';
 export { Counter, Gauge, Registry, type ServiceMetrics } from './metrics';
 export { productionGuards } from './production';
 export { retryStartup } from './retry';
 export { SecretBox } from './secret-box';
-export { type BackgroundTask, type RunningService, type ServiceContext, startService } from './service';
+export {
+  type BackgroundTask,
+  type ReadinessCheck,
+  type RunningService,
+  type ServiceContext,
+  type ServiceParts,
+  startService,
+} from './service';
 export { isTransactionConflict, transactionRetryingConflicts } from './transaction';
 export { WriteBatcher } from './write-batcher';

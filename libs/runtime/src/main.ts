@@ -1,6 +1,6 @@
 import { createLogger, scrubSecrets, startTelemetry, stopTelemetry } from '@paygate/telemetry';
 import { ConfigError } from './config';
-import { StartupError } from './retry';
+import { StartupError } from './errors';
 import type { RunningService } from './service';
 
 /**

@@ -1,3 +1,5 @@
+import { StartupError } from './errors';
+
 interface RetryOptions {
   what: string;
   attempts: number;
@@ -39,8 +41,4 @@ export async function retryStartup<T>(fn: () => Promise<T>, options: RetryOption
       delay = Math.min(delay * 2, options.maxDelayMs ?? 5000);
     }
   }
-}
-
-export class StartupError extends Error {
-  override name = 'StartupError';
 }

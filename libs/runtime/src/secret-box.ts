@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { SealedSecretError } from './errors';
 
 /**
  * Secrets a service must read back (the sellers' webhook secrets, the gateway's ticket signing key) are stored
@@ -29,7 +30,7 @@ export class SecretBox {
   open(sealed: string): string {
     const [version, iv, tag, body] = sealed.split('.');
     if (version !== 'v1' || !iv || !tag || body === undefined)
-      throw new Error('unknown sealed secret format');
+      throw new SealedSecretError('unknown sealed secret format');
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString(

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import {
   type Bus,
+  type BusTables,
   connectBus,
   type DeclaredConsumer,
   ensureStreams,
@@ -9,17 +10,30 @@ import {
   OutboxRelay,
 } from '@paygate/bus';
 import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
-import { bareRoutesOf, createApp, errorHandler, notFoundHandler } from '@paygate/http';
+import {
+  type AnyRoute,
+  bareRoutesOf,
+  createApp,
+  errorHandler,
+  mountRoutes,
+  notFoundHandler,
+  openApiRoute,
+} from '@paygate/http';
 import { createLogger, type Logger } from '@paygate/telemetry';
-import type { Express } from 'express';
+import type { ErrorRequestHandler, Express, RequestHandler } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
 import { registerBusMetrics } from './bus-metrics';
 import type { CommonConfig } from './config';
 import { createDatabase, migrateToLatest, type RepeatableSql } from './database';
+import { NotReadyError, ReadinessTimeoutError, UndeclaredConsumerError } from './errors';
 import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
 import { describeError, retryStartup } from './retry';
 import { transactionRetryingConflicts } from './transaction';
 
+/**
+ * What every part of a service is built from. `DB` is the service's own `Database` (every service built by `build`
+ * names it); the untyped default is left only for the services still on the callbacks.
+ */
 export interface ServiceContext<DB = any> {
   name: ServiceName;
   config: CommonConfig;
@@ -44,35 +58,79 @@ export interface BackgroundTask {
   stop(): Promise<void>;
 }
 
-interface ServiceDefinition<DB = any> {
+/** A readiness check: a named one is reported by its name (`chain`), a bare function by its position. */
+export type ReadinessCheck = (() => Promise<void>) | { name: string; check: () => Promise<void> };
+
+/**
+ * Everything a service serves, consumes and runs, constructed once by its `build` (see startService). The runtime
+ * mounts the routes, starts the consumers and tasks, and stops them again in the reverse order.
+ */
+export interface ServiceParts<DB> {
+  /** Declared routes (`defineRoute`), mounted in order after health, readiness and metrics. */
+  routes?: AnyRoute[];
+  /** Serves the OpenAPI document of `routes` at `path` (mounted ahead of them). */
+  openApi?: { path: string; document: Parameters<typeof openApiRoute>[1] };
+  /** Middleware mounted ahead of the routes under a path prefix (CORS headers, …). */
+  use?: Array<{ path: string; handlers: Array<RequestHandler | ErrorRequestHandler> }>;
+  /** Each built with `defineConsumer` or `consumersOf<DB>()` (libs/bus), which types its handler by its subject. */
+  consumers?: DeclaredConsumer<DB>[];
+  /** Started after the consumers, in order; stopped (in the same order) once the server closed. */
+  tasks?: BackgroundTask[];
+  /** Checked by /readyz after Postgres and NATS; each throws when not ready. */
+  readinessChecks?: ReadinessCheck[];
+  /** Given the server once it listens (a WebSocket upgrade handler). */
+  attach?: (server: Server) => void;
+  /** First on shutdown, before the server closes (upgraded sockets would keep it open). */
+  detach?: () => Promise<void>;
+  /** Last on shutdown, after consumers, tasks and the relay stopped and before NATS and Postgres close. */
+  stop?: () => Promise<void>;
+}
+
+interface CommonDefinition {
   name: ServiceName;
   config: CommonConfig;
   migrations: Record<string, Migration>;
   /** Functions and views re-applied after the migrations whenever their text changes (see `applyRepeatableSql`). */
   repeatableSql?: RepeatableSql[];
-  /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
-  routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
-  /** Each built with `defineConsumer` (libs/bus), which types its handler by its subject. */
-  consumers?: (ctx: ServiceContext<DB>) => DeclaredConsumer[];
-  background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
-  /**
-   * Extra readiness checks (for example the chain RPC); each throws when not ready. /readyz reports a
-   * `{ name, check }` by its name (`chain`), so an operator sees what failed; a bare function by its position.
-   */
-  readinessChecks?: (
-    ctx: ServiceContext<DB>,
-  ) => Array<(() => Promise<void>) | { name: string; check: () => Promise<void> }>;
   logger?: Logger;
   bodyLimit?: string;
   keepRawBody?: boolean;
   /** The most bytes all of a request's headers may take (Node's default: 16 KiB); over it Node answers 431. */
   maxHeaderSize?: number;
+}
+
+/**
+ * A service built once: `build` gets the context (Postgres, NATS, the outbox relay, logger, metrics) and constructs
+ * every part of the service, top to bottom, returning what the runtime mounts, starts and stops. What else it
+ * returns (a dispatcher a test drives) is handed back as `RunningService.parts`.
+ */
+interface BuiltServiceDefinition<DB, P extends ServiceParts<DB>> extends CommonDefinition {
+  build: (ctx: ServiceContext<DB>) => P | Promise<P>;
+}
+
+/**
+ * The callbacks of the services not built by `build` yet: each is called once with the context, in this order:
+ * routes, consumers, background, readinessChecks.
+ */
+interface CallbackServiceDefinition<DB> extends CommonDefinition {
+  build?: never;
+  /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
+  routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
+  consumers?: (ctx: ServiceContext<DB>) => DeclaredConsumer<DB>[];
+  background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
+  readinessChecks?: (ctx: ServiceContext<DB>) => ReadinessCheck[];
   /** Extra work on shutdown (close websockets…), run before the database closes. */
   onStop?: () => Promise<void>;
 }
 
-export interface RunningService<DB = any> {
+type ServiceDefinition<DB, P extends ServiceParts<DB>> =
+  | BuiltServiceDefinition<DB, P>
+  | CallbackServiceDefinition<DB>;
+
+export interface RunningService<DB = any, P extends ServiceParts<DB> = ServiceParts<DB>> {
   ctx: ServiceContext<DB>;
+  /** What the service's `build` returned (empty for a service of callbacks). */
+  parts: P;
   app: Express;
   server: Server;
   url: string;
@@ -85,15 +143,10 @@ const READY_TIMEOUT_MS = 2000;
  * Every durable consumer must be declared in @paygate/contracts (CONSUMERS): the service's NATS user may create and
  * read only those, so an undeclared one would fail against an authorizing NATS. Refused here, on every NATS.
  */
-function checkDeclaredConsumers(service: ServiceName, consumers: DeclaredConsumer[]): void {
+function checkDeclaredConsumers<DB>(service: ServiceName, consumers: DeclaredConsumer<DB>[]): void {
   for (const { durable, subject } of consumers) {
     const declared = declaredConsumerSubject(service, durable);
-    if (declared !== subject) {
-      throw new Error(
-        `${service}: consumer ${durable} on ${subject} is not declared in libs/contracts/src/bus-access.ts (CONSUMERS)` +
-          (declared ? `; it is declared on ${declared}` : ''),
-      );
-    }
+    if (declared !== subject) throw new UndeclaredConsumerError(service, durable, subject, declared);
   }
 }
 
@@ -102,7 +155,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([
     promise,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(new ReadinessTimeoutError(what, ms)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
@@ -112,10 +165,12 @@ const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /**
  * Starts a service: reaches Postgres and NATS (bounded retries, one log line each), migrates its schema,
- * declares streams, starts the outbox relay, consumers and background tasks, and serves HTTP with
- * /healthz, /readyz and /metrics.
+ * declares streams, builds the service's parts once (`build`), starts the outbox relay, consumers and background
+ * tasks, and serves HTTP with /healthz, /readyz and /metrics.
  */
-export async function startService<DB>(definition: ServiceDefinition<DB>): Promise<RunningService<DB>> {
+export async function startService<DB, P extends ServiceParts<DB> = ServiceParts<DB>>(
+  definition: ServiceDefinition<DB, P>,
+): Promise<RunningService<DB, P>> {
   const { config } = definition;
   const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
   const { db, bus } = await connect<DB>(definition, logger);
@@ -124,15 +179,9 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
   // would pile them up).
   const undo: Array<() => Promise<unknown>> = [() => bus.close(), () => db.destroy()];
   try {
-    await migrateToLatest(
-      db as Kysely<any>,
-      config.dbSchema,
-      definition.migrations,
-      logger,
-      definition.repeatableSql,
-    );
+    await migrateToLatest(db, config.dbSchema, definition.migrations, logger, definition.repeatableSql);
     await ensureStreams(bus, { replicas: config.natsStreamReplicas });
-    const relay = new OutboxRelay(db as Kysely<any>, bus, logger);
+    const relay = new OutboxRelay(busTablesOf(db), bus, logger);
     const ctx = serviceContext(definition, {
       db,
       bus,
@@ -141,10 +190,14 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
       metrics: createMetrics(definition.name),
     });
     registerBusMetrics(ctx.metrics.registry, bus, definition.name);
-    const app = await serviceApp(definition, ctx);
+    const parts = await partsOf(definition, ctx);
+    if (parts.stop) undo.unshift(parts.stop);
+    const app = await serviceApp(definition, ctx, parts);
 
-    const { consumers, tasks } = await startWork(definition, ctx, undo);
+    const { consumers, tasks } = await startWork(ctx, parts, undo);
     const server = await listen(definition, ctx, app);
+    if (parts.detach) undo.unshift(parts.detach);
+    parts.attach?.(server);
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const url = `http://127.0.0.1:${port}`;
@@ -156,18 +209,20 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
     let stopped = false;
     return {
       ctx,
+      parts,
       app,
       server,
       url,
       async stop() {
         if (stopped) return;
         stopped = true;
+        await parts.detach?.().catch(() => undefined);
         server.closeAllConnections?.();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         for (const task of tasks) await task.stop().catch(() => undefined);
         for (const consumer of consumers) await consumer.stop().catch(() => undefined);
         await relay.stop();
-        await definition.onStop?.().catch(() => undefined);
+        await parts.stop?.().catch(() => undefined);
         await bus.close();
         await db.destroy();
       },
@@ -179,16 +234,47 @@ export async function startService<DB>(definition: ServiceDefinition<DB>): Promi
 }
 
 /**
+ * The bus's own tables (outbox, inbox), which busMigrations create in every service's schema whatever its `DB`
+ * names.
+ */
+function busTablesOf<DB>(db: Kysely<DB>): Kysely<BusTables> {
+  return db as unknown as Kysely<BusTables>;
+}
+
+/**
+ * The service's parts: what its `build` constructs, or, for a service of callbacks, the same parts read from its
+ * callbacks (routes mounted by its own `routes`, in `mount`).
+ */
+async function partsOf<DB, P extends ServiceParts<DB>>(
+  definition: ServiceDefinition<DB, P>,
+  ctx: ServiceContext<DB>,
+): Promise<P & { mount?: (app: Express) => void | Promise<void> }> {
+  if (definition.build) return definition.build(ctx);
+  const { routes, consumers, background, readinessChecks, onStop } = definition;
+  return {
+    mount: routes && ((app: Express) => routes(app, ctx)),
+    get consumers() {
+      return consumers?.(ctx);
+    },
+    get tasks() {
+      return background?.(ctx);
+    },
+    readinessChecks: readinessChecks?.(ctx),
+    stop: onStop,
+  } as unknown as P;
+}
+
+/**
  * The outbox relay, the declared consumers and the background tasks, each added to `undo` as it starts (so a
  * later failure stops what already runs).
  */
 async function startWork<DB>(
-  definition: ServiceDefinition<DB>,
   ctx: ServiceContext<DB>,
+  parts: ServiceParts<DB>,
   undo: Array<() => Promise<unknown>>,
-): Promise<{ consumers: InboxConsumer<Subject>[]; tasks: BackgroundTask[] }> {
-  const consumerOptions = definition.consumers?.(ctx) ?? [];
-  checkDeclaredConsumers(definition.name, consumerOptions);
+): Promise<{ consumers: InboxConsumer<Subject, DB>[]; tasks: BackgroundTask[] }> {
+  const consumerOptions = parts.consumers ?? [];
+  checkDeclaredConsumers(ctx.name, consumerOptions);
   ctx.relay.start();
   undo.unshift(() => ctx.relay.stop());
   const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
@@ -209,7 +295,7 @@ async function startWork<DB>(
   );
   const failed = started.find((result) => result.status === 'rejected');
   if (failed) throw failed.reason;
-  const tasks = definition.background?.(ctx) ?? [];
+  const tasks = parts.tasks ?? [];
   for (const task of tasks) {
     undo.unshift(() => task.stop());
     await task.start();
@@ -219,7 +305,7 @@ async function startWork<DB>(
 
 /** Postgres, then NATS, each with bounded retries; the pool is closed again when NATS cannot be reached. */
 async function connect<DB>(
-  definition: ServiceDefinition<DB>,
+  definition: CommonDefinition,
   logger: Logger,
 ): Promise<{ db: Kysely<DB>; bus: Bus }> {
   const { config } = definition;
@@ -252,7 +338,7 @@ async function connect<DB>(
 
 /** The context every route, consumer and task of the service gets. */
 function serviceContext<DB>(
-  definition: ServiceDefinition<DB>,
+  definition: CommonDefinition,
   parts: Pick<ServiceContext<DB>, 'db' | 'bus' | 'relay' | 'logger' | 'metrics'>,
 ): ServiceContext<DB> {
   const { db, relay, logger } = parts;
@@ -276,7 +362,11 @@ function serviceContext<DB>(
 }
 
 /** The service's express app: /healthz, /readyz, /metrics, its routes, then the 404 and error handlers. */
-async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceContext<DB>): Promise<Express> {
+async function serviceApp<DB>(
+  definition: CommonDefinition,
+  ctx: ServiceContext<DB>,
+  parts: ServiceParts<DB> & { mount?: (app: Express) => void | Promise<void> },
+): Promise<Express> {
   const { logger, metrics, relay } = ctx;
   const app = createApp({
     logger,
@@ -288,7 +378,7 @@ async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceCon
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: definition.name });
   });
-  const checks = readinessChecks(definition, ctx);
+  const checks = readinessChecks(ctx, parts.readinessChecks ?? []);
   app.get('/readyz', async (_req, res) => {
     const results: Record<string, string> = {};
     let ready = true;
@@ -309,7 +399,12 @@ async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceCon
     res.setHeader('content-type', metrics.registry.contentType);
     res.send(await metrics.registry.metrics());
   });
-  await definition.routes?.(app, ctx);
+  for (const { path, handlers } of parts.use ?? []) app.use(path, ...handlers);
+  if (parts.routes) {
+    const { openApi, routes } = parts;
+    mountRoutes(app, openApi ? [openApiRoute(openApi.path, openApi.document, routes), ...routes] : routes);
+  }
+  await parts.mount?.(app);
   app.use(notFoundHandler());
   app.use(errorHandler(logger));
   return app;
@@ -317,20 +412,20 @@ async function serviceApp<DB>(definition: ServiceDefinition<DB>, ctx: ServiceCon
 
 /** Postgres and NATS, then the service's own checks, each by name. */
 function readinessChecks<DB>(
-  definition: ServiceDefinition<DB>,
   ctx: ServiceContext<DB>,
+  own: ReadinessCheck[],
 ): Array<[string, () => Promise<void>]> {
   return [
     ['postgres', async () => void (await sql`select 1`.execute(ctx.db))],
     [
       'nats',
       async () => {
-        if (ctx.bus.nc.isClosed()) throw new Error('connection closed');
+        if (ctx.bus.nc.isClosed()) throw new NotReadyError('connection closed');
         await ctx.bus.nc.flush();
       },
     ],
     // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
-    ...(definition.readinessChecks?.(ctx) ?? []).map((check, i) =>
+    ...own.map((check, i) =>
       typeof check === 'function'
         ? ([`check_${i}`, check] as [string, () => Promise<void>])
         : ([check.name, check.check] as [string, () => Promise<void>]),
@@ -339,9 +434,12 @@ function readinessChecks<DB>(
 }
 
 /** A declared consumer on the service's inbox: each handled event is counted and wakes the outbox relay. */
-function inboxConsumer<DB>(ctx: ServiceContext<DB>, options: DeclaredConsumer): InboxConsumer<Subject> {
+function inboxConsumer<DB>(
+  ctx: ServiceContext<DB>,
+  options: DeclaredConsumer<DB>,
+): InboxConsumer<Subject, DB> {
   const afterCommit = options.afterCommit;
-  return new InboxConsumer(ctx.bus, ctx.db as Kysely<any>, ctx.logger, {
+  return new InboxConsumer(ctx.bus, ctx.db, ctx.logger, {
     ...options,
     afterCommit: (event) => {
       ctx.metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
@@ -355,11 +453,7 @@ function inboxConsumer<DB>(ctx: ServiceContext<DB>, options: DeclaredConsumer): 
  * Serves the app on the configured port. Each request goes first to the declared routes served on the bare request
  * whose prefix it matches (`bare` in defineRoute), then to express when none answered it.
  */
-function listen<DB>(
-  definition: ServiceDefinition<DB>,
-  ctx: ServiceContext<DB>,
-  app: Express,
-): Promise<Server> {
+function listen<DB>(definition: CommonDefinition, ctx: ServiceContext<DB>, app: Express): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
     const bare = bareRoutesOf(app);
     const handler =

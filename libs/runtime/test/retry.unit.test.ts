@@ -1,5 +1,6 @@
 import { createLogger } from '@paygate/telemetry';
-import { retryStartup, StartupError } from '../src/retry';
+import { StartupError } from '../src/errors';
+import { retryStartup } from '../src/retry';
 
 // Fake timers: the backoff schedule is checked to the millisecond, without waiting for it.
 beforeEach(() => jest.useFakeTimers());

@@ -1,12 +1,11 @@
-import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import { consumersOf, type DeclaredConsumer } from '@paygate/bus';
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import { mountRoutes, openApiRoute, securitySchemes } from '@paygate/http';
-import type { BackgroundTask, RunningService, ServiceContext } from '@paygate/runtime';
-import { PolledTask, PollingLoop, startService } from '@paygate/runtime';
+import { securitySchemes } from '@paygate/http';
+import { type RunningService, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
-import type { CheckoutDatabase, CheckoutTrx } from './db';
+import type { CheckoutDatabase } from './db';
 import { LedgerClaims } from './matching/claims';
 import { TransferMatcher } from './matching/transfers';
 import { operatorRoutes, TransferView } from './operator/routes';
@@ -16,33 +15,8 @@ import { cors, corsOnError } from './sessions/cors';
 import { SessionLimits } from './sessions/limits';
 import { sessionRoutes } from './sessions/routes';
 import { SessionStore } from './sessions/sessions';
+import { Sweeper } from './sessions/sweeper';
 import { staticRoutes } from './static/routes';
-
-/** Expires due sessions and frees the amounts of sessions past their late window, on an interval, one pass at a time. */
-class Sweeper extends PolledTask implements BackgroundTask {
-  protected readonly loop: PollingLoop;
-
-  constructor(
-    private readonly ctx: ServiceContext<CheckoutDatabase>,
-    private readonly store: SessionStore,
-    intervalMs: number,
-  ) {
-    super();
-    this.loop = new PollingLoop(() => this.sweep(), {
-      what: 'checkout sweep',
-      logger: ctx.logger,
-      intervalMs,
-      firstDelayMs: intervalMs,
-    });
-  }
-
-  private async sweep(): Promise<void> {
-    const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => this.ctx.inTransaction(fn);
-    // Bounded: at most a few batches per pass; the next pass continues.
-    for (let i = 0; i < 10 && (await this.store.expireDue(inTransaction)) > 0; i++);
-    for (let i = 0; i < 10 && (await this.store.releaseLapsedReservations(inTransaction)) > 0; i++);
-  }
-}
 
 export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 
@@ -59,74 +33,74 @@ const checkoutDocument = {
   schemas: { CheckoutSession: CheckoutSessionSnapshot, Transfer: TransferView },
 };
 
+/**
+ * Checkout, built once: the session store and its limits, the registry projections, the transfer matcher (one,
+ * shared by the operator routes and the transfer consumers), then the routes, consumers and the sweeper.
+ */
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
-  let sellerAuth: SellerAuth | undefined;
-  let store: SessionStore | undefined;
-  let limits: SessionLimits | undefined;
-  const matcherFor = (ctx: ServiceContext<CheckoutDatabase>) =>
-    new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
-  let projections: ProjectionCache | undefined;
-  const projectionsFor = (ctx: ServiceContext<CheckoutDatabase>) => {
-    projections ??= new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
-    return projections;
-  };
   return startService<CheckoutDatabase>({
     name: 'checkout',
     config,
     migrations,
-    routes(app, ctx) {
-      limits = new SessionLimits(ctx.db, config);
-      store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits, ctx.logger);
-      sellerAuth = new SellerAuth(ctx.bus);
-      const sessions = sessionRoutes(ctx, config, store, sellerAuth, projectionsFor(ctx), limits);
+    build(ctx) {
+      const limits = new SessionLimits(ctx.db, config);
+      const store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits, ctx.logger);
+      const sellerAuth = new SellerAuth(ctx.bus);
+      const projections = new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
+      const matcher = new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
+      // Opens the session insert's own connections ahead of the first requests (best effort: a failure shows on use).
       void store.warm();
-      const routes = [...staticRoutes(), ...sessions, ...operatorRoutes(ctx, config, matcherFor(ctx))];
-      app.use('/api/v1/checkout', cors, corsOnError);
-      mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, checkoutDocument, routes)]);
-    },
-    consumers: (ctx) => checkoutConsumers(matcherFor(ctx), () => projectionsFor(ctx)),
-    background(ctx) {
-      const limiter = limits ?? new SessionLimits(ctx.db, config);
-      return [
-        new Sweeper(ctx, store ?? new SessionStore(ctx.db, config), config.sweepIntervalMs),
-        { start: () => limiter.start(), stop: () => limiter.stop() },
-      ];
-    },
-    async onStop() {
-      sellerAuth?.close();
-      await store?.close();
+      return {
+        use: [{ path: '/api/v1/checkout', handlers: [cors, corsOnError] }],
+        routes: [
+          ...staticRoutes(),
+          ...sessionRoutes(ctx, config, store, sellerAuth, projections, limits),
+          ...operatorRoutes(ctx, config, matcher),
+        ],
+        openApi: { path: OPENAPI_PATH, document: checkoutDocument },
+        consumers: checkoutConsumers(matcher, projections),
+        tasks: [new Sweeper(ctx, store, config.sweepIntervalMs), limits],
+        async stop() {
+          sellerAuth.close();
+          await store.close();
+        },
+      };
     },
   });
 }
 
 /** Checkout's projections of skills and sellers, and the transfers it matches to sessions. */
-function checkoutConsumers(matcher: TransferMatcher, projections: () => ProjectionCache): DeclaredConsumer[] {
+function checkoutConsumers(
+  matcher: TransferMatcher,
+  projections: ProjectionCache,
+): DeclaredConsumer<CheckoutDatabase>[] {
+  const consumer = consumersOf<CheckoutDatabase>();
   return [
-    defineConsumer({
+    consumer({
       durable: 'checkout-skills',
       subject: 'skill.updated',
       handler: (trx, e) => projectSkill(trx, e.data),
-      afterCommit: (e) => projections().invalidateSkill(e.data.skillId, e.data.sellerId),
+      afterCommit: (e) => projections.invalidateSkill(e.data.skillId, e.data.sellerId),
     }),
-    defineConsumer({
+    consumer({
       durable: 'checkout-sellers',
       subject: 'seller.updated',
       handler: (trx, e) => projectSeller(trx, e.data),
-      afterCommit: () => projections().invalidateSellers(),
+      afterCommit: () => projections.invalidateSellers(),
     }),
-    defineConsumer({
+    consumer({
       durable: 'checkout-transfers',
       subject: 'transfer.observed',
       concurrency: 4,
       handler: (trx, e) => matcher.onObserved(trx, e.data),
     }),
-    defineConsumer({
+    consumer({
       durable: 'checkout-transfer-claims',
       subject: 'transfer.claimed',
       concurrency: 4,
       handler: (trx, e) => matcher.onClaimed(trx, e.data),
     }),
-    defineConsumer({
+    consumer({
       durable: 'checkout-reorgs',
       subject: 'transfer.reorged',
       handler: (trx, e) => matcher.onReorged(trx, e.data, e.id),

@@ -1,4 +1,4 @@
-import { type ConsumerOptions, type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import { type ConsumerOptions, consumersOf, type DeclaredConsumer } from '@paygate/bus';
 import type { EventEnvelope, Subject } from '@paygate/contracts';
 import type { Transaction } from 'kysely';
 import type { NotifierConfig } from './config';
@@ -53,23 +53,18 @@ async function enqueueWebhook(
 export function notifierConsumers(deps: {
   config: NotifierConfig;
   dispatcher: WebhookDispatcher;
-}): DeclaredConsumer[] {
+}): DeclaredConsumer<NotifierDatabase>[] {
   const { config, dispatcher } = deps;
-  const sellerConsumer: ConsumerOptions<'seller.updated'> = {
-    durable: durableFor('seller.updated'),
-    subject: 'seller.updated',
-    handler: async (trx, event) => upsertSeller(trx as Transaction<NotifierDatabase>, event.data),
-  };
+  const consumer = consumersOf<NotifierDatabase>();
   const webhookConsumers = WEBHOOK_EVENT_TYPES.map(
-    (subject): ConsumerOptions<WebhookEventType> => ({
+    (subject): ConsumerOptions<WebhookEventType, NotifierDatabase> => ({
       durable: durableFor(subject),
       subject,
       concurrency: 4,
       handler: async (trx, event) => {
-        const typed = trx as Transaction<NotifierDatabase>;
-        if (isSessionSubject(event.type)) await upsertSession(typed, event.data as CheckoutSessionSnapshot);
+        if (isSessionSubject(event.type)) await upsertSession(trx, event.data as CheckoutSessionSnapshot);
         await enqueueWebhook(
-          typed,
+          trx,
           event as EventEnvelope<WebhookEventType, { sellerId: string | null }>,
           config,
         );
@@ -77,5 +72,12 @@ export function notifierConsumers(deps: {
       afterCommit: () => dispatcher.kick(),
     }),
   );
-  return [defineConsumer(sellerConsumer), ...webhookConsumers.map((consumer) => defineConsumer(consumer))];
+  return [
+    consumer({
+      durable: durableFor('seller.updated'),
+      subject: 'seller.updated',
+      handler: async (trx, event) => upsertSeller(trx, event.data),
+    }),
+    ...webhookConsumers.map(consumer),
+  ];
 }

@@ -1,4 +1,3 @@
-import { mountRoutes, openApiRoute } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
@@ -21,51 +20,48 @@ interface RegistryOptions {
   resolveHost?: HostResolver;
 }
 
+/** The registry, built once: its context, the skill checker, the routes, the RPCs and the background work. */
 export function startRegistry(
   config: RegistryConfig,
   options: RegistryOptions = {},
 ): Promise<RunningService<RegistryDatabase>> {
-  let checker: SkillChecker | undefined;
-  const kicker = { kick: () => checker?.kick() };
-  const secrets = registrySecretBox(config.secretsEncryptionKey);
-  const siweDomain = new URL(config.publicBaseUrl).host;
-  let signInLimits: SignInRateLimits | undefined;
-  const registryContext = (ctx: RegistryContext['ctx']): RegistryContext => {
-    signInLimits ??= new SignInRateLimits(ctx.db, config);
-    return { ctx, config, secrets, siweDomain, resolveHost: options.resolveHost, signInLimits };
-  };
-
   return startService<RegistryDatabase>({
     name: 'registry',
     config,
     migrations,
-    routes(app, ctx) {
-      const rc = registryContext(ctx);
+    build(ctx) {
+      const rc: RegistryContext = {
+        ctx,
+        config,
+        secrets: registrySecretBox(config.secretsEncryptionKey),
+        siweDomain: new URL(config.publicBaseUrl).host,
+        resolveHost: options.resolveHost,
+        signInLimits: new SignInRateLimits(ctx.db, config),
+      };
+      // Validates new skills and pings live ones; a route that creates or edits a skill kicks it.
+      const checker = new SkillChecker(rc);
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [
         ...accountRoutes(rc),
-        ...skillRoutes(rc, kicker),
+        ...skillRoutes(rc, checker),
         ...skillNameRoutes(rc),
         ...dashboardRoutes(),
       ];
       rc.signInLimits.guard(routes);
-      const document = openApiRoute(
-        '/api/v1/openapi.json',
-        {
-          title: 'Paygate registry API',
-          description:
-            'Seller accounts (Sign-In with Ethereum), API keys, skills, endpoints, SKILL.md, the public catalog and the seller dashboard.',
-          serverUrl: config.publicBaseUrl,
-          securitySchemes: registrySecuritySchemes,
-        },
+      return {
         routes,
-      );
-      mountRoutes(app, [document, ...routes]);
-    },
-    background(ctx) {
-      const rc = registryContext(ctx);
-      checker = new SkillChecker(rc);
-      return [rpcResponders(rc), checker, new DueAccountChanges(rc), ...rc.signInLimits.tasks];
+        openApi: {
+          path: '/api/v1/openapi.json',
+          document: {
+            title: 'Paygate registry API',
+            description:
+              'Seller accounts (Sign-In with Ethereum), API keys, skills, endpoints, SKILL.md, the public catalog and the seller dashboard.',
+            serverUrl: config.publicBaseUrl,
+            securitySchemes: registrySecuritySchemes,
+          },
+        },
+        tasks: [rpcResponders(rc), checker, new DueAccountChanges(rc), ...rc.signInLimits.tasks],
+      };
     },
   });
 }

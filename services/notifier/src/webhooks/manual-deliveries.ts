@@ -1,6 +1,7 @@
 import { type AnyRoute, guardRoute, rateLimitMiddleware, SharedRateLimiter } from '@paygate/http';
 import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
+import type { NotifierDatabase } from '../db';
 import { sellerOf } from './seller-request';
 
 /** The routes that create a delivery by hand: each is retried for hours from the queue every seller shares. */
@@ -10,7 +11,10 @@ const MANUAL_DELIVERY_ROUTES = [
 ];
 
 /** A seller's test events and redeliveries per minute (every replica's, counted in Postgres). */
-export function manualDeliveryLimiter(db: Kysely<any>, config: NotifierConfig): SharedRateLimiter {
+export function manualDeliveryLimiter(
+  db: Kysely<NotifierDatabase>,
+  config: NotifierConfig,
+): SharedRateLimiter {
   return new SharedRateLimiter(db, config.manualDeliveriesPerMinute, config.now);
 }
 

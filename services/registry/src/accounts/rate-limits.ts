@@ -9,6 +9,7 @@ import {
 import type { Request, Response } from 'express';
 import type { Kysely } from 'kysely';
 import type { RegistryConfig } from '../config';
+import type { RegistryDatabase } from '../db';
 
 /**
  * Sign-in's limits per client address (req.ip: the right-most untrusted X-Forwarded-For hop; an IPv6 one by its /64): every nonce is an
@@ -20,7 +21,7 @@ export class SignInRateLimits {
   readonly accounts: SharedRateLimiter;
   readonly payoutChallenges: SharedRateLimiter;
 
-  constructor(db: Kysely<any>, config: RegistryConfig) {
+  constructor(db: Kysely<RegistryDatabase>, config: RegistryConfig) {
     this.nonces = new SharedRateLimiter(db, config.siweNoncesPerMinute, config.now);
     this.signIns = new SharedRateLimiter(db, config.signInsPerMinute, config.now);
     this.accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
