@@ -286,6 +286,15 @@ describe('the files the READMEs name', () => {
     );
   });
 
+  it("the repository README's layout names every package", () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const layout = /## Repository layout\n+```\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    const listed = new Set(layout.split('\n').map((line) => line.split(/\s+/)[0]));
+    const packages = fs.readdirSync(path.join(ROOT, 'libs')).map((name) => `libs/${name}`);
+    expect(packages.filter((dir) => !listed.has(dir))).toEqual([]);
+    expect(listed.has('services/<name>/')).toBe(true);
+  });
+
   it.each(readmes)('%s names only files that exist', (readme) => {
     expect(
       namedFileProblems(ROOT, readme, fs.readFileSync(path.join(ROOT, readme), 'utf8'), tree.names),
