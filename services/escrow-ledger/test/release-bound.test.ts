@@ -54,7 +54,12 @@ describe('a 0 h hold payment becomes available within a bound once its transfer 
   const usdc = () => new Contract(usdcAddress, usdcAbi, testSigner('buyer', anvil.provider));
 
   /** `count` payments to escrow mined together in one block, each booked as a 0 h hold payment. */
-  async function payInOneBlock(count: number, amountMicro = 10_000n, options: { book?: boolean } = {}) {
+  async function payInOneBlock(
+    count: number,
+    amountMicro = 10_000n,
+    options: { book?: boolean; on?: LedgerHarness } = {},
+  ) {
+    const on = options.on ?? h;
     await setAutomine(anvil.provider, false);
     const hashes: string[] = [];
     try {
@@ -73,7 +78,7 @@ describe('a 0 h hold payment becomes available within a bound once its transfer 
       const receipt = (await anvil.provider.getTransactionReceipt(hash))!;
       const log = receipt.logs.find((l) => l.address.toLowerCase() === usdcAddress.toLowerCase())!;
       payments.push(
-        paymentData(h.sellerId, {
+        paymentData(on.sellerId, {
           payer: testWallets.buyer.address,
           token: usdcAddress,
           txHash: hash,
@@ -83,16 +88,16 @@ describe('a 0 h hold payment becomes available within a bound once its transfer 
         }),
       );
     }
-    return { payments, ids: options.book === false ? [] : await book(payments) };
+    return { payments, ids: options.book === false ? [] : await book(payments, on) };
   }
 
   /** Books the payments (their claims) and returns their transactions' ids, in the payments' order. */
-  async function book(payments: EventData<'payment.confirmed'>[]): Promise<string[]> {
-    await Promise.all(payments.map((payment) => h.claim(payment)));
+  async function book(payments: EventData<'payment.confirmed'>[], on = h): Promise<string[]> {
+    await Promise.all(payments.map((payment) => on.claim(payment)));
     return waitFor(
       async () => {
         const booked = await sql<{ id: string; payment_id: string }>`select id, payment_id from transactions
-            where payment_id in (${sql.join(payments.map((p) => p.paymentId))})`.execute(h.ledger.ctx.db);
+            where payment_id in (${sql.join(payments.map((p) => p.paymentId))})`.execute(on.ledger.ctx.db);
         if (booked.rows.length !== payments.length) return false;
         const ids = new Map(booked.rows.map((r) => [r.payment_id, r.id]));
         return payments.map((p) => ids.get(p.paymentId)!);
@@ -167,5 +172,40 @@ describe('a 0 h hold payment becomes available within a bound once its transfer 
     await mine(anvil.provider, 1);
     const outcomes = await h.ledger.chainCheck.runOnce();
     expect([...outcomes.values()]).toEqual(Array(CHECK_BATCH_SIZE).fill('confirmed'));
+  });
+
+  it('with the loops at their defaults, a burst of 0 h payments is available within the bound once CONFIRMATIONS deep', async () => {
+    // CHAIN_CHECK_INTERVAL_MS 2 s, RELEASE_INTERVAL_MS 5 s, CHAIN_CHECK_BATCH_SIZE 100: production's.
+    const live = await startLedgerHarness('releaseboundlive', {
+      CHAIN_RPC_URL: anvil.rpcUrl,
+      USDC_ADDRESS: usdcAddress,
+      CONFIRMATIONS: '3',
+      CHAIN_CONFIRM_TIMEOUT_MS: '600000',
+      RELEASE_INTERVAL_MS: '5000',
+    });
+    try {
+      const { ids } = await payInOneBlock(40, 10_000n, { on: live });
+      await mine(anvil.provider, 2);
+      const deepAt = Date.now();
+      // The bound stated in the README: a check pass at most CHAIN_CHECK_INTERVAL_MS away (its backlog within one
+      // batch), then its kick of the release; RELEASE_BOUND_MS is the alert line for the release.
+      const { chainCheckIntervalMs, releaseBoundMs } = live.ledger.deps.config;
+      const boundMs = chainCheckIntervalMs + releaseBoundMs;
+      await waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from transactions
+              where id in (${sql.join(ids)}) and escrow_status = 'available'`.execute(live.ledger.ctx.db)
+          ).rows[0]!.n === ids.length,
+        {
+          timeoutMs: boundMs,
+          intervalMs: 100,
+          message: `not every 0 h payment available within ${boundMs} ms`,
+        },
+      );
+      expect(Date.now() - deepAt).toBeLessThanOrEqual(boundMs);
+    } finally {
+      await live.stop();
+    }
   });
 });
