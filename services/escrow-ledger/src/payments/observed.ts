@@ -41,7 +41,6 @@ export async function onTransferObserved(
     to: d.to,
     blockNumber: d.blockNumber,
     blockHash: d.blockHash.toLowerCase(),
-    bookedBy: 'transfer.observed',
     at: deps.now(),
   });
   if (booked) {

@@ -56,10 +56,10 @@ export async function postTransferIn(
 }
 
 /**
- * Books money arriving in the escrow wallet: debit escrow_asset, credit suspense. Inserting the transfer row
- * and posting are one step, so whichever of transfer.observed and the payment's claim (book_payments, which
- * inserts the row it did not find) comes first books it and the other finds it booked. `booked_by`
- * 'payment.confirmed' names a transfer booked by its payment's claim.
+ * Books money the chain-indexer observed arriving in the escrow wallet: debit escrow_asset, credit suspense.
+ * Inserting the transfer row and posting are one step, so whichever of transfer.observed and the payment's claim
+ * (book_payments, which inserts the row it did not find, `booked_by` 'payment.confirmed') comes first books it and
+ * the other finds it booked. False when it was booked before.
  */
 export async function bookTransfer(
   trx: Transaction<any>,
@@ -72,7 +72,6 @@ export async function bookTransfer(
     to: string | null;
     blockNumber: number | null;
     blockHash: string | null;
-    bookedBy: 'transfer.observed' | 'payment.confirmed';
     at: Date;
   },
 ): Promise<boolean> {
@@ -80,15 +79,15 @@ export async function bookTransfer(
     await sql`insert into transfers (chain_id, tx_hash, log_index, amount_micro, from_address, to_address,
         block_number, block_hash, status, booked_by, observed_at, chain_confirmed_at)
       values (${input.chainId}, ${input.txHash}, ${input.logIndex}, ${input.amountMicro}, ${input.from.toLowerCase()},
-        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', ${input.bookedBy}, ${input.at},
-        ${input.bookedBy === 'transfer.observed' ? input.at : null})
+        ${input.to?.toLowerCase() ?? null}, ${input.blockNumber}, ${input.blockHash}, 'observed', 'transfer.observed',
+        ${input.at}, ${input.at})
       on conflict do nothing`.execute(trx);
   if (Number(inserted.numAffectedRows ?? 0n) === 0) return false;
   const key = transferKey(input.chainId, input.txHash, input.logIndex);
   await postTransferIn(trx, {
     idempotencyKey: transferEntryKey(key),
     amountMicro: input.amountMicro,
-    memo: { transfer: key, from: input.from.toLowerCase(), bookedBy: input.bookedBy },
+    memo: { transfer: key, from: input.from.toLowerCase(), bookedBy: 'transfer.observed' },
   });
   return true;
 }
