@@ -9,6 +9,7 @@ import {
 } from './accounts/repository';
 import { sellerOfSession } from './auth/authenticate';
 import type { RegistryContext } from './context';
+import { RegistryReason } from './reasons';
 
 /**
  * The registry's RPCs (declared in @paygate/contracts, served with the NATS service API in the queue group of
@@ -42,7 +43,9 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
               const session = await sellerOfSession(rc, apiKey);
               if (session !== 'signed_out') seller = session;
             }
-            return seller ? { ok: true, seller: toIdentity(seller) } : { ok: false, reason: 'unknown_key' };
+            return seller
+              ? { ok: true, seller: toIdentity(seller) }
+              : { ok: false, reason: RegistryReason.UnknownKey };
           },
           'registry.webhook_secret': async ({ sellerId }) => {
             const seller = await findSellerById(ctx.db, sellerId);

@@ -73,13 +73,16 @@ export function parseClientMessage(
   data: RawData,
   isBinary: boolean,
 ): ClientMessage | undefined {
+  const message = isBinary ? undefined : parseJson(data.toString());
+  if (typeof message === 'object' && message !== null) return message as ClientMessage;
+  sendError(client, 'invalid_message', 'messages are JSON objects: {"type":"subscribe","sessionId":"..."}');
+  return undefined;
+}
+
+function parseJson(text: string): unknown {
   try {
-    if (isBinary) throw new Error('binary');
-    const message = JSON.parse(data.toString()) as ClientMessage;
-    if (typeof message !== 'object' || message === null) throw new Error('not an object');
-    return message;
+    return JSON.parse(text);
   } catch {
-    sendError(client, 'invalid_message', 'messages are JSON objects: {"type":"subscribe","sessionId":"..."}');
     return undefined;
   }
 }

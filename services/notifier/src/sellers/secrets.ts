@@ -1,10 +1,10 @@
 import { type Bus, requestRpc } from '@paygate/bus';
 import type { RpcReply } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
+import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
 
-export class SecretUnavailableError extends Error {
-  override name = 'SecretUnavailableError';
-}
+// The dispatcher catches it from here (either subclass defers the delivery).
+export { SecretUnavailableError };
 
 /**
  * Fetches sellers' webhook secrets from the registry and caches them by version: `seller.updated` carries
@@ -38,7 +38,7 @@ export class WebhookSecrets {
       );
     }
     if (!reply.ok) {
-      throw new SecretUnavailableError('registry has no webhook secret for this seller');
+      throw new NoWebhookSecretError(sellerId);
     }
     const entry = { secret: reply.secret, version: reply.version };
     // Two answers can cross: an older version arriving last must not replace a newer one already kept.

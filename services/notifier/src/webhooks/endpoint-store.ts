@@ -3,8 +3,9 @@ import { conflict, HttpError, notFound } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { NotifierDatabase, WebhookEndpointsTable } from '../db';
+import { NoWebhookSecretError } from '../errors';
 import { findSeller } from '../sellers/repository';
-import { SecretUnavailableError, type WebhookSecrets } from '../sellers/secrets';
+import type { WebhookSecrets } from '../sellers/secrets';
 import { endpointSecret } from './endpoint-secret';
 import { createDelivery, type DeliveryRow } from './repository';
 
@@ -76,7 +77,7 @@ export async function derivedEndpointSecret(
     const account = await secrets.get(at.sellerId, seller?.webhook_secret_version ?? 0);
     return endpointSecret(account.secret, at.endpointId, at.version);
   } catch (error) {
-    if (error instanceof SecretUnavailableError && /has no webhook secret/.test(error.message))
+    if (error instanceof NoWebhookSecretError)
       throw conflict(
         'webhook_secret_missing',
         "the account has no webhook signing secret yet: create it first (POST /api/v1/account/webhook-secret/rotate, wallet session); each endpoint's secret is derived from it",

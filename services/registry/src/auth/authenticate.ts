@@ -3,6 +3,7 @@ import { credentialOf, requireWalletSession as refuseWithoutWallet } from '@payg
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
+import { RegistryReason } from '../reasons';
 import { verifySessionToken } from './sessions';
 
 declare global {
@@ -23,7 +24,7 @@ function requireSeller(rc: RegistryContext) {
     if (!token) {
       throw new HttpError(
         401,
-        'missing_credentials',
+        RegistryReason.MissingCredentials,
         'Authorization: Bearer <session token or sk_… API key> is required',
         {
           field: 'Authorization',
@@ -33,9 +34,10 @@ function requireSeller(rc: RegistryContext) {
     }
     let seller: SellerRow | undefined;
     if (token.startsWith('sk_')) {
-      if (token.length > 200) throw new HttpError(401, 'invalid_api_key', 'API key is malformed');
+      if (token.length > 200) throw new HttpError(401, RegistryReason.InvalidApiKey, 'API key is malformed');
       seller = await findSellerByApiKey(rc.ctx.db, token, rc.config.now());
-      if (!seller) throw new HttpError(401, 'unknown_api_key', 'API key is not valid (unknown or rotated)');
+      if (!seller)
+        throw new HttpError(401, RegistryReason.UnknownApiKey, 'API key is not valid (unknown or rotated)');
       // Last use is bookkeeping: a failed write must not refuse a valid key.
       const found = seller;
       await touchApiKey(rc.ctx.db, found, token, rc.config.now()).catch((error) =>
@@ -44,11 +46,15 @@ function requireSeller(rc: RegistryContext) {
     } else {
       const session = await sellerOfSession(rc, token);
       if (session === 'signed_out') {
-        throw new HttpError(401, 'invalid_session', 'this session was signed out; sign in again');
+        throw new HttpError(401, RegistryReason.InvalidSession, 'this session was signed out; sign in again');
       }
       seller = session;
       if (!seller)
-        throw new HttpError(401, 'invalid_session', 'session token is invalid or expired; sign in again');
+        throw new HttpError(
+          401,
+          RegistryReason.InvalidSession,
+          'session token is invalid or expired; sign in again',
+        );
     }
     req.account = seller;
     req.credential = credentialOf(token);
@@ -83,7 +89,7 @@ export async function sellerOfSession(
 }
 
 export function currentSeller(req: Request): SellerRow {
-  if (!req.account) throw new HttpError(401, 'missing_credentials', 'not authenticated');
+  if (!req.account) throw new HttpError(401, RegistryReason.MissingCredentials, 'not authenticated');
   return req.account;
 }
 

@@ -2,6 +2,7 @@ import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { buildDashboard, DASHBOARD_CSP } from '@paygate/seller-dashboard';
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
+import { RegistryReason } from '../reasons';
 import {
   cachedBuildId,
   pickEncoding,
@@ -53,7 +54,7 @@ function assetHandler(load: LoadDashboard) {
   return async (req: Request, res: Response) => {
     const { files } = await load();
     const file = files.get(String((req.params as { file?: string }).file));
-    if (!file) throw new HttpError(404, 'not_found', 'no such dashboard asset');
+    if (!file) throw new HttpError(404, RegistryReason.NotFound, 'no such dashboard asset');
     secure(res);
     res.setHeader('Content-Type', file.type);
     res.setHeader('Vary', 'Accept-Encoding');

@@ -4,6 +4,8 @@ import { HttpError } from '@paygate/http';
 import { formatDollars, formatUsdc } from '@paygate/money';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { EndpointsTable, RegistryDatabase, SkillsTable } from '../db';
+import { SkillVanishedError } from '../errors';
+import { RegistryReason } from '../reasons';
 import { traceOption } from '../shared/trace';
 import { generateSkillMd, skillMdVersion } from './skill-md';
 
@@ -170,7 +172,7 @@ export async function commitSkillChange(
     .where('id', '=', skillId)
     .execute();
   const state = await loadSkill(trx, { id: skillId });
-  if (!state) throw new Error(`skill ${skillId} vanished inside its transaction`);
+  if (!state) throw new SkillVanishedError(skillId);
   await publishSkillUpdated(trx, state, now);
   return state;
 }
@@ -187,7 +189,7 @@ async function publishSkillUpdated(
     // Nothing is stored: the request's transaction rolls back.
     throw new HttpError(
       413,
-      'skill_too_large',
+      RegistryReason.SkillTooLarge,
       `with this change the skill would be ${error.bytes} bytes as an event, over the ${MAX_EVENT_BYTES} bytes one may carry: shorten descriptions or remove endpoints`,
       { field: 'endpoints', rule: `the skill as JSON at most ${MAX_EVENT_BYTES} bytes` },
     );

@@ -1,6 +1,7 @@
 import { conflict, HttpError } from '@paygate/http';
 import type { Transaction, Updateable } from 'kysely';
 import type { RegistryDatabase, SkillStatus, SkillsTable } from '../db';
+import { RegistryReason } from '../reasons';
 
 /**
  * The skill state machine: the one place that says which status a skill may move to, on which event, and what
@@ -48,9 +49,14 @@ type Moves = Partial<Record<SkillStatus, readonly [SkillStatus, SkillEffect]>>;
 
 const archivedRule = 'an archived skill cannot be changed';
 const skillArchived = () =>
-  new HttpError(409, 'skill_archived', 'the skill is archived; archived skills cannot be changed', {
-    rule: archivedRule,
-  });
+  new HttpError(
+    409,
+    RegistryReason.SkillArchived,
+    'the skill is archived; archived skills cannot be changed',
+    {
+      rule: archivedRule,
+    },
+  );
 
 /** Sellers edit a skill in every status but ARCHIVED; a suspended skill is not validated until it is lifted. */
 const editable: Moves = {
@@ -108,9 +114,14 @@ const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) =
       ARCHIVED: ['ARCHIVED', 'none'],
     },
     refusal: () =>
-      new HttpError(409, 'skill_suspended', 'a suspended skill cannot be archived; contact support', {
-        rule: 'a suspended skill cannot be archived',
-      }),
+      new HttpError(
+        409,
+        RegistryReason.SkillSuspended,
+        'a suspended skill cannot be archived; contact support',
+        {
+          rule: 'a suspended skill cannot be archived',
+        },
+      ),
   },
   suspend: {
     moves: {
@@ -129,7 +140,7 @@ const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) =
 };
 
 function invalidState(message: string): HttpError {
-  const error = conflict('invalid_state', message);
+  const error = conflict(RegistryReason.InvalidState, message);
   error.details.rule = message;
   return error;
 }

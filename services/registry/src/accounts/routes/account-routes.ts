@@ -3,6 +3,7 @@ import { parseUsdc } from '@paygate/money';
 import type { Static } from '@sinclair/typebox';
 import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
+import { RegistryReason } from '../../reasons';
 import { newWebhookSecret } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
 import { changeSeller, toAccount } from '../repository';
@@ -17,7 +18,7 @@ function parseMinimumSettlement(value: string | number): bigint {
     return parseUsdc(value);
   } catch (error) {
     const rule = (error as { rule?: string }).rule;
-    throw new HttpError(400, 'invalid_request', `minimumSettlement ${rule ?? 'is invalid'}`, {
+    throw new HttpError(400, RegistryReason.InvalidRequest, `minimumSettlement ${rule ?? 'is invalid'}`, {
       field: 'minimumSettlement',
       rule: rule ?? 'must be a decimal USDC amount',
     });
@@ -103,7 +104,7 @@ function patchAccountRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute
       if (body.payoutAddress !== undefined) {
         throw new HttpError(
           403,
-          'wallet_signature_required',
+          RegistryReason.WalletSignatureRequired,
           'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
           { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
         );

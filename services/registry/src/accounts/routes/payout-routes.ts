@@ -4,6 +4,7 @@ import type { Transaction } from 'kysely';
 import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
+import { RegistryReason } from '../../reasons';
 import { EmptyBody } from '../../shared/schema';
 import { consumeNonce, issueNonce } from '../nonces';
 import { parsePayoutChangeMessage, payoutChangeMessage } from '../payout-change';
@@ -22,21 +23,21 @@ type SellerRouteAuth = ReturnType<typeof sellerRouteAuth>;
 /** A payout address is never the zero address (a payout there burns the money) nor Paygate's escrow wallet. */
 function checkPayoutAddress(address: string, escrowAddress: string | null, field: string): void {
   if (/^0x0{40}$/i.test(address)) {
-    throw new HttpError(400, 'invalid_request', `${field} must not be the zero address`, {
+    throw new HttpError(400, RegistryReason.InvalidRequest, `${field} must not be the zero address`, {
       field,
       rule: 'must not be the zero address',
     });
   }
   // A payout to the escrow wallet never leaves it: the seller would be marked settled and paid nothing.
   if (escrowAddress !== null && address.toLowerCase() === escrowAddress) {
-    throw new HttpError(400, 'invalid_request', `${field} must not be Paygate's escrow address`, {
+    throw new HttpError(400, RegistryReason.InvalidRequest, `${field} must not be Paygate's escrow address`, {
       field,
       rule: "must not be Paygate's escrow address",
     });
   }
 }
 
-const payoutChangeRefused = (code: string, message: string) =>
+const payoutChangeRefused = (code: RegistryReason, message: string) =>
   new HttpError(401, code, message, {
     field: 'message',
     rule: "must be a fresh payout-address challenge for this account, signed by the account's wallet",
@@ -57,25 +58,25 @@ function checkPayoutChange(
   if (!fields)
     throw new HttpError(
       400,
-      'invalid_request',
+      RegistryReason.InvalidRequest,
       'message is not a payout-address change issued by /api/v1/account/payout-address/challenge',
       { field: 'message', rule: 'must be the challenge message exactly as issued' },
     );
   if (fields.domain !== rc.siweDomain)
     throw payoutChangeRefused(
-      'payout_change_domain_mismatch',
+      RegistryReason.PayoutChangeDomainMismatch,
       `the message is for ${fields.domain}, expected ${rc.siweDomain}`,
     );
   if (fields.sellerId !== seller.id)
-    throw payoutChangeRefused('payout_change_wrong_account', 'the message is for another account');
+    throw payoutChangeRefused(RegistryReason.PayoutChangeWrongAccount, 'the message is for another account');
   if (fields.walletAddress.toLowerCase() !== seller.wallet_address.toLowerCase())
     throw payoutChangeRefused(
-      'payout_change_wrong_wallet',
+      RegistryReason.PayoutChangeWrongWallet,
       "the message names another wallet than the account's",
     );
   if (fields.chainId !== config.chainId)
     throw payoutChangeRefused(
-      'payout_change_chain_mismatch',
+      RegistryReason.PayoutChangeChainMismatch,
       `the message is for chain ${fields.chainId}, expected ${config.chainId}`,
     );
   if (
@@ -83,7 +84,10 @@ function checkPayoutChange(
     fields.expiresAt.getTime() - fields.issuedAt.getTime() > config.payoutChallengeTtlMs ||
     fields.issuedAt.getTime() > now.getTime() + 5 * 60_000
   )
-    throw payoutChangeRefused('payout_change_expired', 'the message expired: ask for a new challenge');
+    throw payoutChangeRefused(
+      RegistryReason.PayoutChangeExpired,
+      'the message expired: ask for a new challenge',
+    );
   let signer: string | undefined;
   try {
     signer = verifyMessage(body.message, body.signature);
@@ -91,10 +95,15 @@ function checkPayoutChange(
     signer = undefined;
   }
   if (signer?.toLowerCase() !== seller.wallet_address.toLowerCase())
-    throw new HttpError(401, 'wallet_signature_invalid', "the signature is not by the account's wallet", {
-      field: 'signature',
-      rule: "must be the account wallet's signature of the message",
-    });
+    throw new HttpError(
+      401,
+      RegistryReason.WalletSignatureInvalid,
+      "the signature is not by the account's wallet",
+      {
+        field: 'signature',
+        rule: "must be the account wallet's signature of the message",
+      },
+    );
   checkPayoutAddress(fields.newPayoutAddress, config.escrowAddress, 'message');
   return fields;
 }
@@ -113,7 +122,7 @@ async function recordPayoutChange(
   const { now, effectiveAt } = times;
   if (!(await consumeNonce(trx, fields.nonce, now)))
     throw payoutChangeRefused(
-      'payout_change_nonce_invalid',
+      RegistryReason.PayoutChangeNonceInvalid,
       'the challenge is unknown, expired or already used; ask for a new one',
     );
   const current = await trx

@@ -8,6 +8,7 @@ import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import { issueSessionToken } from '../../auth/sessions';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase, SellersTable } from '../../db';
+import { RegistryReason } from '../../reasons';
 import { EmptyBody } from '../../shared/schema';
 import {
   apiKeyHint,
@@ -24,7 +25,7 @@ import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '.
 /** How the seller's account routes authenticate (built once per group). */
 type SellerRouteAuth = ReturnType<typeof sellerRouteAuth>;
 
-const siweRefused = (code: string, message: string) =>
+const siweRefused = (code: RegistryReason, message: string) =>
   new HttpError(401, code, message, {
     field: 'message',
     rule: 'must be a fresh sign-in message for this domain',
@@ -34,7 +35,7 @@ function parseSiwe(text: string): SiweMessage {
   try {
     return new SiweMessage(text);
   } catch {
-    throw new HttpError(400, 'invalid_request', 'message is not an EIP-4361 sign-in message', {
+    throw new HttpError(400, RegistryReason.InvalidRequest, 'message is not an EIP-4361 sign-in message', {
       field: 'message',
       rule: 'must be an EIP-4361 (Sign-In with Ethereum) message',
     });
@@ -60,7 +61,7 @@ async function checkSignInMessage(
   const message = parseSiwe(body.message);
   if (message.domain !== rc.siweDomain) {
     throw siweRefused(
-      'siwe_domain_mismatch',
+      RegistryReason.SiweDomainMismatch,
       `sign-in message is for ${message.domain}, expected ${rc.siweDomain}`,
     );
   }
@@ -68,13 +69,13 @@ async function checkSignInMessage(
   // name, other scheme or port) or another chain is not a sign-in here.
   if (!sameOrigin(message.uri, config.publicBaseUrl)) {
     throw siweRefused(
-      'siwe_uri_mismatch',
+      RegistryReason.SiweUriMismatch,
       `sign-in message is for URI ${message.uri}, expected ${config.publicBaseUrl}`,
     );
   }
   if (message.chainId !== config.chainId) {
     throw siweRefused(
-      'siwe_chain_mismatch',
+      RegistryReason.SiweChainMismatch,
       `sign-in message is for chain ${message.chainId}, expected ${config.chainId}`,
     );
   }
@@ -87,7 +88,7 @@ async function checkSignInMessage(
   if (!recovered || recovered !== message.address) {
     throw new HttpError(
       401,
-      'siwe_invalid_signature',
+      RegistryReason.SiweInvalidSignature,
       'signature does not match the address of the message',
       {
         field: 'signature',
@@ -102,12 +103,12 @@ async function checkSignInMessage(
   if (!verdict.success) {
     const reason = String(verdict.error?.type ?? 'refused');
     throw siweRefused(
-      reason.startsWith('Expired') ? 'siwe_expired' : 'siwe_refused',
+      reason.startsWith('Expired') ? RegistryReason.SiweExpired : RegistryReason.SiweRefused,
       `sign-in refused: ${reason}`,
     );
   }
   if (message.issuedAt && new Date(message.issuedAt).getTime() > now.getTime() + 5 * 60_000) {
-    throw siweRefused('siwe_refused', 'sign-in message is issued in the future');
+    throw siweRefused(RegistryReason.SiweRefused, 'sign-in message is issued in the future');
   }
   return message;
 }
@@ -132,7 +133,10 @@ async function signInOrSignUp(
 ): Promise<{ seller: SellerRow; apiKey: string | undefined }> {
   const { config } = rc;
   if (!(await consumeNonce(trx, message.nonce, now)))
-    throw siweRefused('siwe_nonce_invalid', 'nonce is unknown, expired or already used; ask for a new one');
+    throw siweRefused(
+      RegistryReason.SiweNonceInvalid,
+      'nonce is unknown, expired or already used; ask for a new one',
+    );
   const existing = await byWallet(trx, message.address).executeTakeFirst();
   if (existing) return { seller: existing, apiKey: undefined };
   await rc.signInLimits.countNewAccount(http.req, http.res);

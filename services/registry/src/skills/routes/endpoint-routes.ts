@@ -3,6 +3,7 @@ import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { HttpMethod, RegistryDatabase } from '../../db';
+import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { EmptyBody } from '../../shared/schema';
 import { newId } from '../../shared/secrets';
@@ -32,10 +33,15 @@ import { EndpointParams, endpointIdParam, idempotencyKey, NameParams, type Skill
 /** An endpoint's method and path are unique among the skill's active endpoints (`others`). */
 function refuseTakenRoute(others: EndpointRow[], method: string, path: string): void {
   if (others.some((e) => e.method === method && e.path === path)) {
-    throw new HttpError(409, 'endpoint_exists', `${method} ${path} already exists on this skill`, {
-      field: 'path',
-      rule: 'must be unique per method within the skill',
-    });
+    throw new HttpError(
+      409,
+      RegistryReason.EndpointExists,
+      `${method} ${path} already exists on this skill`,
+      {
+        field: 'path',
+        rule: 'must be unique per method within the skill',
+      },
+    );
   }
 }
 
@@ -82,7 +88,7 @@ async function addEndpoint(
   if (active.length >= MAX_ENDPOINTS_PER_SKILL) {
     throw new HttpError(
       409,
-      'too_many_endpoints',
+      RegistryReason.TooManyEndpoints,
       `a skill has at most ${MAX_ENDPOINTS_PER_SKILL} active endpoints`,
       {
         field: 'endpoints',
@@ -94,7 +100,7 @@ async function addEndpoint(
   if (current.endpoints.length >= MAX_ENDPOINT_ROWS_PER_SKILL) {
     throw new HttpError(
       409,
-      'too_many_endpoints',
+      RegistryReason.TooManyEndpoints,
       `a skill keeps at most ${MAX_ENDPOINT_ROWS_PER_SKILL} endpoints, deactivated ones included; create another skill`,
       { field: 'endpoints', rule: `at most ${MAX_ENDPOINT_ROWS_PER_SKILL} in all` },
     );
@@ -129,7 +135,7 @@ async function changeEndpoint(
 ) {
   const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
   if (!endpoint.active)
-    throw conflict('endpoint_inactive', 'the endpoint is deactivated; add a new one instead');
+    throw conflict(RegistryReason.EndpointInactive, 'the endpoint is deactivated; add a new one instead');
   const method = change.method ?? endpoint.method;
   const nextPath = change.path ?? endpoint.path;
   const others = current.endpoints.filter((e) => e.active && e.id !== endpoint.id);

@@ -4,6 +4,7 @@ import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { RegistryDatabase } from '../../db';
+import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { newId } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
@@ -50,7 +51,7 @@ async function refuseSkillOverLimit(trx: Transaction<RegistryDatabase>, sellerId
   if (Number(held) >= maxSkills) {
     throw new HttpError(
       409,
-      'skill_limit_reached',
+      RegistryReason.SkillLimitReached,
       `a seller holds at most ${maxSkills} skills, archived ones included; ask the operator for more`,
       { field: 'name', rule: `at most ${maxSkills} skills per seller` },
     );
@@ -87,7 +88,7 @@ async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string,
     .returning('id')
     .executeTakeFirst();
   if (!inserted) {
-    throw new HttpError(409, 'skill_name_taken', `a skill named ${body.name} already exists`, {
+    throw new HttpError(409, RegistryReason.SkillNameTaken, `a skill named ${body.name} already exists`, {
       field: 'name',
       rule: 'must be unique',
     });
@@ -203,7 +204,7 @@ async function replaceSkillMd(
   const version = current.skill.skill_md_version + 1;
   const accepted = acceptManualSkillMd(content, current.skill.name, skillMdVersion(version));
   if ('rule' in accepted)
-    throw new HttpError(400, 'invalid_request', `${accepted.field} ${accepted.rule}`, accepted);
+    throw new HttpError(400, RegistryReason.InvalidRequest, `${accepted.field} ${accepted.rule}`, accepted);
   await trx
     .updateTable('skills')
     .set({ skill_md: accepted.content, skill_md_version: version, skill_md_source: 'manual' })
