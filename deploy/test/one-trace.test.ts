@@ -1,8 +1,9 @@
 /**
  * One payment, one trace: every service runs as its own process (its main.ts, as deployed) exporting spans over
  * OTLP/HTTP (JSON) to a receiver in this test; one paid x402 call, sent with a traceparent of the test's, gives one
- * trace whose spans link, parent to child, across the gateway, the relayer (settlement), the ledger and the notifier:
- * the W3C context travels in HTTP headers, in NATS request headers (RPCs) and with each event through the outbox.
+ * trace whose spans link, parent to child, across the gateway, the relayer (settlement), the ledger and the notifier
+ * (its webhook to the seller too): the W3C context travels in HTTP headers, in NATS request headers (RPCs), with each
+ * event through the outbox, and with the event the notifier keeps for its webhook deliveries.
  *
  *   npx jest --ci deploy/test/one-trace.test.ts
  */
@@ -151,18 +152,31 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
         upstreams[name] = `http://127.0.0.1:${port}`;
       }),
     );
+    // The seller's API and its webhook receiver.
     upstream = await new Promise((resolve) => {
-      const server = http.createServer((_req, res) => {
+      const server = http.createServer((req, res) => {
+        if (req.url?.startsWith('/hooks')) {
+          req.resume();
+          res.writeHead(200).end();
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ quote: 'Money is never lost.' }));
       });
       server.listen(0, '127.0.0.1', () => resolve(server));
     });
-    const { apiKey } = await signUpSeller(baseUrl, Wallet.createRandom());
+    const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const { apiKey, sessionToken } = await signUpSeller(baseUrl, Wallet.createRandom());
+    const account = await fetch(`${baseUrl}/api/v1/account`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${sessionToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ webhookUrl: `${upstreamUrl}/hooks` }),
+    });
+    expect(account.status).toBe(200);
     await createActiveSkill(baseUrl, apiKey, {
       name: 'traced-quotes',
       type: 'API',
-      apiBaseUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      apiBaseUrl: upstreamUrl,
       endpoints: [{ path: '/quote', method: 'GET', priceUsdc: '0.25', description: 'A quote' }],
     });
   }, 240_000);
@@ -240,7 +254,8 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
         const complete = ['gateway-proxy', 'settlement', 'escrow-ledger', 'notifier'].every((s) =>
           linked.has(s),
         );
-        return complete && orphans(ours).length === 0 ? ours : undefined;
+        const webhook = ours.some((span) => span.service === 'notifier' && span.name.startsWith('webhook '));
+        return complete && webhook && orphans(ours).length === 0 ? ours : undefined;
       },
       {
         timeoutMs: 60_000,
@@ -261,6 +276,8 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
         'gateway-proxy: rpc relayer.submit_authorization',
         expect.stringMatching(/^escrow-ledger: rpc ledger\./),
         expect.stringMatching(/^notifier: consume /),
+        // The seller's webhook, sent by the dispatcher's own pass, continues the trace the event was recorded in.
+        expect.stringMatching(/^notifier: webhook /),
       ]),
     );
     expect(crossService(spans).size).toBeGreaterThanOrEqual(4);

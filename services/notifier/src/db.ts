@@ -24,6 +24,8 @@ interface WebhookEventsTable {
   event_type: string;
   body: string;
   created_at: Timestamp;
+  /** The trace context the event was recorded in (2026-12-02-0810): its deliveries' spans continue it. */
+  traceparent: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;

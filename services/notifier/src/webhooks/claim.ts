@@ -267,6 +267,7 @@ async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): P
       'd.seller_id',
       'd.url',
       'e.body',
+      'e.traceparent',
       'd.attempt_count',
       'd.give_up_at',
       's.webhook_secret_version',
@@ -284,6 +285,7 @@ async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): P
     attemptCount: row.attempt_count,
     giveUpAt: row.give_up_at,
     secretVersion: row.webhook_secret_version ?? 0,
+    traceparent: row.traceparent,
     endpoint: row.endpoint_id
       ? { id: row.endpoint_id, secretVersion: row.endpoint_secret_version ?? 1 }
       : null,

@@ -16,7 +16,7 @@ import {
   PollingLoop,
   type Registry,
 } from '@paygate/runtime';
-import type { Logger } from '@paygate/telemetry';
+import { type Logger, SpanKind, withSpan } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
@@ -193,7 +193,24 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
     }
 
     const attemptedAt = config.now();
-    const result = await this.post(delivery, secret, attemptedAt);
+    // A span of the trace the event was recorded in (the payment's), for each attempt.
+    const result = await withSpan(
+      `webhook ${delivery.eventType}`,
+      {
+        kind: SpanKind.CLIENT,
+        carrier: { traceparent: delivery.traceparent ?? undefined },
+        attributes: {
+          'paygate.webhook.delivery_id': delivery.deliveryId,
+          'paygate.webhook.attempt': delivery.attemptCount + 1,
+        },
+      },
+      async (span) => {
+        const attempt = await this.post(delivery, secret, attemptedAt);
+        span.setAttribute('paygate.webhook.outcome', attempt.outcome);
+        if (attempt.statusCode !== null) span.setAttribute('http.response.status_code', attempt.statusCode);
+        return attempt;
+      },
+    );
     this.attempts.inc({ outcome: result.outcome });
     // The retry after this attempt, or none once the attempts are spent (the delivery fails).
     const retryDelay = backoffDelayMs(

@@ -1,4 +1,5 @@
 import { newEventId } from '@paygate/contracts';
+import { currentTraceCarrier } from '@paygate/telemetry';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { AttemptOutcome, NotifierDatabase, WebhookAttemptsTable, WebhookDeliveriesTable } from '../db';
 import { type BreakerPolicy, type CircuitTransition, recordCircuitOutcome, targetOf } from './circuits';
@@ -32,6 +33,8 @@ export async function createDelivery(
       event_type: input.eventType,
       body: input.body,
       created_at: input.now,
+      // The consumer's span (under the event's producer): the deliveries, sent later, continue this trace.
+      traceparent: currentTraceCarrier().traceparent ?? null,
     })
     .onConflict((oc) => oc.column('event_id').doNothing())
     .execute();
@@ -78,6 +81,8 @@ export interface ClaimedDelivery {
   attemptCount: number;
   giveUpAt: Date;
   secretVersion: number;
+  /** The trace the event was recorded in: the delivery's span continues it. */
+  traceparent?: string | null;
   /** An endpoint's delivery is signed with the endpoint's own secret (this version of it). */
   endpoint: { id: string; secretVersion: number } | null;
 }
