@@ -9,6 +9,7 @@ import {
   startAnvil,
   type TestEnvironment,
   testWallets,
+  waitFor,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
 import type { Subscription } from 'nats';
@@ -261,6 +262,8 @@ export class TestLedger {
   }
 
   private async decide(due: EventData<'settlement.due'>): Promise<void> {
+    // Like the ledger, which has a due redelivered until its own view heard the seller's seller.updated.
+    await waitFor(() => this.payoutAddresses.has(due.sellerId), { timeoutMs: 10_000 }).catch(() => undefined);
     if (this.reservations.has(due.settlementId)) return;
     const available = this.available.get(due.sellerId) ?? 0n;
     const at = new Date().toISOString();
