@@ -1,6 +1,6 @@
 /**
  * Every refusal the registry answers, by its machine-readable code (the `error.code` of an HTTP answer, the `reason`
- * of an RPC reply). Each is named once here; docs/api.md lists them with their statuses.
+ * of an RPC reply), each named once here; a route's OpenAPI entry lists the ones it answers.
  */
 export const RegistryReason = {
   // Requests the routes refuse before looking anything up (400).

@@ -4,6 +4,7 @@ import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
 import type { SkillEndpointRow } from '../db';
 import type { CachedSkill, ProjectionCache } from '../projections/cache';
+import { CheckoutReason } from '../reasons';
 import type { CreatedAnswer } from './fast-path';
 import type { SessionLimits } from './limits';
 import { PublishableSessionBody, SecretSessionBody } from './schemas';
@@ -64,14 +65,14 @@ async function newSessionFor(
   if (!token) {
     throw new HttpError(
       401,
-      'missing_key',
+      CheckoutReason.MissingKey,
       'Authorization: Bearer pk_… (publishable) or Bearer sk_… (secret) is required',
       { field: 'Authorization', rule: 'is required' },
     );
   }
   if (token.startsWith('pk_')) {
     if (!PUBLISHABLE_KEY_PATTERN.test(token)) {
-      throw new HttpError(401, 'invalid_publishable_key', 'publishable key is malformed', {
+      throw new HttpError(401, CheckoutReason.InvalidPublishableKey, 'publishable key is malformed', {
         field: 'Authorization',
         rule: 'must be Bearer pk_…',
       });
@@ -85,7 +86,7 @@ async function newSessionFor(
     await deps.limits.admitRequest(token, undefined);
     return fromSecretKey(deps, token, body);
   }
-  throw new HttpError(401, 'invalid_key', 'expected a publishable (pk_…) or secret (sk_…) key', {
+  throw new HttpError(401, CheckoutReason.InvalidKey, 'expected a publishable (pk_…) or secret (sk_…) key', {
     field: 'Authorization',
     rule: 'must be Bearer pk_… or Bearer sk_…',
   });
@@ -100,28 +101,38 @@ async function fromPublishableKey(
   const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
   const seller = await projections.sellerByPublishableKey(publishableKey);
   if (!seller) {
-    throw new HttpError(401, 'unknown_publishable_key', 'publishable key is not valid (unknown or rotated)', {
-      field: 'Authorization',
-      rule: 'must be a current publishable key',
-    });
+    throw new HttpError(
+      401,
+      CheckoutReason.UnknownPublishableKey,
+      'publishable key is not valid (unknown or rotated)',
+      {
+        field: 'Authorization',
+        rule: 'must be a current publishable key',
+      },
+    );
   }
   const skill = await projections.skill(seller.sellerId, input.skill);
   if (!skill) {
-    throw new HttpError(404, 'skill_not_found', `no skill "${input.skill}" for this seller`, {
+    throw new HttpError(404, CheckoutReason.SkillNotFound, `no skill "${input.skill}" for this seller`, {
       field: 'skill',
       rule: 'must name one of the seller’s skills',
     });
   }
   if (skill.status !== 'ACTIVE') {
-    throw new HttpError(409, 'skill_not_active', `skill "${input.skill}" is ${skill.status}, not ACTIVE`, {
-      field: 'skill',
-      rule: 'must be ACTIVE',
-    });
+    throw new HttpError(
+      409,
+      CheckoutReason.SkillNotActive,
+      `skill "${input.skill}" is ${skill.status}, not ACTIVE`,
+      {
+        field: 'skill',
+        rule: 'must be ACTIVE',
+      },
+    );
   }
   const endpoint = chosenEndpoint(skill, input.endpointId);
   const priceMicro = parseUsdc(endpoint.price);
   if (priceMicro <= 0n) {
-    throw new HttpError(409, 'endpoint_not_priced', 'this endpoint has no price', {
+    throw new HttpError(409, CheckoutReason.EndpointNotPriced, 'this endpoint has no price', {
       field: 'endpointId',
       rule: 'must have a positive price',
     });
@@ -153,7 +164,7 @@ function chosenEndpoint(skill: CachedSkill, endpointId: string | undefined): Ski
   if (endpointId !== undefined) {
     const endpoint = active.find((e) => e.endpointId === endpointId);
     if (!endpoint)
-      throw new HttpError(404, 'endpoint_not_found', 'no active endpoint with this id', {
+      throw new HttpError(404, CheckoutReason.EndpointNotFound, 'no active endpoint with this id', {
         field: 'endpointId',
         rule: 'must name an active endpoint of the skill',
       });
@@ -162,7 +173,7 @@ function chosenEndpoint(skill: CachedSkill, endpointId: string | undefined): Ski
   if (active.length !== 1) {
     throw new HttpError(
       400,
-      'invalid_request',
+      CheckoutReason.InvalidRequest,
       'endpointId is required when the skill has several endpoints',
       {
         field: 'endpointId',
@@ -189,14 +200,14 @@ async function fromSecretKey(
     priceMicro = parseUsdc(input.amount);
   } catch (error) {
     if (error instanceof MoneyFormatError)
-      throw new HttpError(400, 'invalid_request', error.message, {
+      throw new HttpError(400, CheckoutReason.InvalidRequest, error.message, {
         field: 'amount',
         rule: 'must be a USDC amount',
       });
     throw error;
   }
   if (priceMicro <= 0n) {
-    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+    throw new HttpError(400, CheckoutReason.InvalidRequest, 'amount must be greater than 0', {
       field: 'amount',
       rule: 'must be greater than 0',
     });

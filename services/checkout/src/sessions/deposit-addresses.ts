@@ -1,6 +1,7 @@
 import { getAddress, HDNodeVoidWallet, HDNodeWallet } from 'ethers';
 import { sql } from 'kysely';
 import type { CheckoutDb } from '../db';
+import { DepositIndexesExhaustedError, PrivateDepositKeyError } from '../errors';
 
 /** Indexes taken from the sequence at a time: one round trip per this many sessions, per replica. */
 const INDEX_BLOCK_SIZE = 1000;
@@ -19,9 +20,7 @@ interface DepositAddress {
  */
 export function depositNode(xpub: string): HDNodeVoidWallet {
   const node = HDNodeWallet.fromExtendedKey(xpub);
-  if (!(node instanceof HDNodeVoidWallet)) {
-    throw new Error('must be an extended public key (xpub…), never a private one');
-  }
+  if (!(node instanceof HDNodeVoidWallet)) throw new PrivateDepositKeyError();
   return node;
 }
 
@@ -61,9 +60,7 @@ export class DepositAddressAllocator {
       block: string;
     }>`select nextval('deposit_index_blocks')::text as block`.execute(this.db);
     const start = Number(result.rows[0]!.block) * INDEX_BLOCK_SIZE;
-    if (start + INDEX_BLOCK_SIZE - 1 > MAX_INDEX) {
-      throw new Error('every child index of CHECKOUT_DEPOSIT_XPUB is used: configure a new deposit xpub');
-    }
+    if (start + INDEX_BLOCK_SIZE - 1 > MAX_INDEX) throw new DepositIndexesExhaustedError();
     this.next = start;
     this.end = start + INDEX_BLOCK_SIZE;
   }

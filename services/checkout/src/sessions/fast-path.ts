@@ -2,8 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bearerTokenOf, errorResponse, invalidJson, requestIdFrom } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
+import { RetryLaterError } from '../errors';
 import { CORS_HEADERS } from './cors';
-import { RetryLaterError } from './limits';
 
 /**
  * Session creation by the widget (POST with a publishable key and a JSON body) answered on the bare Node

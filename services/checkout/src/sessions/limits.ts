@@ -1,21 +1,10 @@
 import { createHash } from 'node:crypto';
-import { addressBucket, HttpError, type RateDecision, SharedRateLimiter } from '@paygate/http';
+import { addressBucket, type RateDecision, SharedRateLimiter } from '@paygate/http';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb } from '../db';
-
-/** A refusal that a later retry can pass: answered with `Retry-After` (both transports set it). */
-export class RetryLaterError extends HttpError {
-  constructor(
-    status: 429 | 503,
-    code: string,
-    message: string,
-    readonly retryAfterSeconds: number,
-    details: { field?: string; rule?: string; [key: string]: unknown } = {},
-  ) {
-    super(status, code, message, { ...details, retryAfterSeconds });
-  }
-}
+import { RetryLaterError } from '../errors';
+import { CheckoutReason } from '../reasons';
 
 const keyBucket = (token: string) => `key:${createHash('sha256').update(token).digest('hex').slice(0, 32)}`;
 const clientBucket = (client: string) => `client:${addressBucket(client)}`;
@@ -60,7 +49,7 @@ export class SessionLimits {
     if (!byKey.allowed) {
       throw new RetryLaterError(
         429,
-        'rate_limited',
+        CheckoutReason.RateLimited,
         `at most ${byKey.limit} session creations per minute per key; retry in ${byKey.retryAfterSeconds} s`,
         byKey.retryAfterSeconds,
         {
@@ -75,7 +64,7 @@ export class SessionLimits {
     if (!byClient.allowed) {
       throw new RetryLaterError(
         429,
-        'rate_limited',
+        CheckoutReason.RateLimited,
         `at most ${byClient.limit} session creations per minute per client address; retry in ${byClient.retryAfterSeconds} s`,
         byClient.retryAfterSeconds,
         {
@@ -109,7 +98,7 @@ export class SessionLimits {
     const retry = secondsUntil(now, row.oldest_open_expiry);
     throw new RetryLaterError(
       429,
-      'too_many_open_sessions',
+      CheckoutReason.TooManyOpenSessions,
       `this seller has ${row.open} open sessions, the most it may have at once (${maxOpen}); one expires in ${retry} s`,
       retry,
       { field: 'Authorization', rule: `at most ${maxOpen} open sessions per seller` },

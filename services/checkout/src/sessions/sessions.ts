@@ -6,9 +6,11 @@ import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import { type CheckoutDb, type CheckoutTrx, type SessionRow, UNPAID_SESSION } from '../db';
+import { RetryLaterError } from '../errors';
+import { CheckoutReason } from '../reasons';
 import { CreateSessionStatement } from './create-statement';
 import { DepositAddressAllocator, depositNode, displayAddress } from './deposit-addresses';
-import { RetryLaterError, type SessionLimits } from './limits';
+import type { SessionLimits } from './limits';
 import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
 export interface NewSession {
@@ -229,7 +231,12 @@ export class SessionStore {
       const previous = await this.replayed(input, idempotency);
       if (previous) return previous;
       await this.limits?.admitSeller(input.sellerId);
-      throw new RetryLaterError(503, 'session_not_created', 'the session could not be created; retry', 1);
+      throw new RetryLaterError(
+        503,
+        CheckoutReason.SessionNotCreated,
+        'the session could not be created; retry',
+        1,
+      );
     } catch (error) {
       if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
         const previous = await this.replayed(input, idempotency);
