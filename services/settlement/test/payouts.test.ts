@@ -155,6 +155,7 @@ describe('settlement payouts on anvil', () => {
       txHash: paid.tx_hash,
       completedAt: now.toISOString(),
     });
+    await waitFor(() => ledger.reservations.get(paid.settlement_id)?.status === 'completed');
     expect(ledger.reservations.get(paid.settlement_id)).toMatchObject({
       amountMicro: 12_250_001n,
       status: 'completed',
@@ -531,7 +532,10 @@ describe('settlement payouts on anvil', () => {
     expect(await payoutsTo(payoutAddress)).toEqual([
       { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
     ]);
-    expect(ledger.reservations.get(settlementId)?.status).toBe('completed');
+    // The ledger hears settlement.completed once the outbox relay publishes it.
+    await waitFor(() => ledger.reservations.get(settlementId)?.status === 'completed', {
+      message: 'the ledger booked the payout as sent',
+    });
   });
 
   it('a payout is sent once when the ledger’s payout.reserved is delivered again, or twice under two event ids, to two replicas', async () => {
