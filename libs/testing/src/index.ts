@@ -10,7 +10,9 @@ export {
 } from './anvil';
 export { documentedOperationNames, documentedOperations, expectApiContract } from './api-contract';
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
+export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
+export { type EventOptions, eventDataOf, eventOf, SAMPLE_TIME, SampleError, sampleOf } from './events';
 export {
   countStreamMessages,
   createTestEnvironment,
