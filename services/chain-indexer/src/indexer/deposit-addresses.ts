@@ -15,15 +15,17 @@ const LOOKUP_BATCH = 5_000;
  * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
  * redelivery or a restart changes nothing; the scanner reads the table, so what is watched survives restarts.
  */
-export function depositAddressConsumer(config: Pick<ChainIndexerConfig, 'chainId'>): DeclaredConsumer {
-  return defineConsumer({
+export function depositAddressConsumer(
+  config: Pick<ChainIndexerConfig, 'chainId'>,
+): DeclaredConsumer<IndexerDatabase> {
+  return defineConsumer<'deposit.address_assigned', IndexerDatabase>({
     durable: 'indexer-deposit-addresses',
     subject: 'deposit.address_assigned',
     concurrency: 4,
     async handler(trx, event) {
       const d = event.data;
       if (d.chainId !== config.chainId) return; // another chain's checkout: not ours to watch
-      await (trx as Transaction<IndexerDatabase>)
+      await trx
         .insertInto('deposit_addresses')
         .values((eb) => ({
           address: d.address.toLowerCase(),

@@ -3,6 +3,7 @@ import { createEvent } from '@paygate/contracts';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import { BlockUnavailableError } from '../errors';
 import type { IndexerDatabase, RecentBlocksTable, TransfersTable } from './tables';
 import { type TransferChain, transferEventFields } from './transfer-fields';
 
@@ -57,7 +58,7 @@ export async function canonicalAncestor(
     if (number > head) continue; // the chain got shorter: this block is gone
     const onChain = await provider.getBlock(number);
     // A node without a block at or below its own head is not answering for the chain: no verdict on its word.
-    if (!onChain) throw new Error(`the node has no block ${number} at head ${head}`);
+    if (!onChain) throw new BlockUnavailableError(number, `the node has no block ${number} at head ${head}`);
     if (onChain.hash === block.hash) return number;
   }
   return undefined;

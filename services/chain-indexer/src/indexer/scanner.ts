@@ -3,6 +3,7 @@ import { type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
+import { BlockUnavailableError, NodeBehindError } from '../errors';
 import { DepositAddressBook } from './deposit-addresses';
 import { EveryTransferReader } from './every-transfer';
 import { publishConfirmedTransfers } from './publish';
@@ -99,7 +100,7 @@ export class TransferScanner {
   async runPass(): Promise<PassResult> {
     return withSpan('indexer.pass', {}, async () => {
       const latest = await this.provider.getBlock('latest');
-      if (!latest?.hash) throw new Error('the node returned no latest block');
+      if (!latest?.hash) throw new BlockUnavailableError('latest');
       const head = latest.number;
       if (this.settledTip?.hash === latest.hash) return this.quietPass(head);
       this.settledTip = undefined;
@@ -148,9 +149,7 @@ export class TransferScanner {
     if (head < newest) {
       // A head below a block this indexer already saw is a node lagging behind (a load-balanced RPC), not a
       // reorg (a reorg replaces blocks, it does not take the chain back): nothing is rolled back on its word.
-      throw new Error(
-        `the node's head ${head} is behind block ${newest} seen before; waiting for it to catch up`,
-      );
+      throw new NodeBehindError(head, newest);
     }
     let ancestor = await canonicalAncestor(stored, head, this.provider);
     if (ancestor === newest) return { reorged: 0, verifiedTip: { number: newest, hash: stored[0]!.hash } };
@@ -295,7 +294,7 @@ export class TransferScanner {
     const hashes: Array<{ number: number; hash: string }> = [];
     for (let n = first; n <= to; n++) {
       const block = await this.provider.getBlock(n);
-      if (!block?.hash) throw new Error(`block ${n} not available from the RPC`);
+      if (!block?.hash) throw new BlockUnavailableError(n);
       if (parent !== undefined && block.parentHash !== parent) {
         this.logger.warn(
           { block: n },
@@ -407,7 +406,7 @@ export class TransferScanner {
     while (low < high) {
       const mid = Math.floor((low + high) / 2);
       const block = await this.provider.getBlock(mid);
-      if (!block) throw new Error(`block ${mid} not available from the RPC`);
+      if (!block) throw new BlockUnavailableError(mid);
       if (block.timestamp < seconds) low = mid + 1;
       else high = mid;
     }
