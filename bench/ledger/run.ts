@@ -190,6 +190,9 @@ function writeSection(result: Record<string, any>): void {
     '| payments | requests | seconds | payments/s | target | exactly once | load average (1 min) before / after |',
     '|---|---|---|---|---|---|---|',
     `| ${result.events} | ${result.deliveries} | ${result.seconds} | **${result.eventsPerSecond}** | ${result.targetPerSecond} | ${result.exactlyOnce ? 'yes' : 'NO'} | ${result.loadAverage.before[0]} / ${result.loadAverage.after[0]} |`,
+    ...(process.env.BENCH_BEFORE
+      ? ['', `Measured just before on the same machine (old code): ${process.env.BENCH_BEFORE}.`]
+      : []),
     '',
     'Concurrent transactions insert claims and transfers in (chain, hash, log) order and lock the shared balance rows',
     "FOR NO KEY UPDATE in account id order, so transactions in flight never deadlock; each entry's balance is checked once",
