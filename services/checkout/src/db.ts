@@ -1,3 +1,4 @@
+import type { BusTables } from '@paygate/bus';
 import type { CheckoutMatchingMode } from '@paygate/contracts';
 import type { Kysely, Transaction } from 'kysely';
 
@@ -129,7 +130,8 @@ export interface PaymentsTable {
   reversed_at: Date | null;
 }
 
-export interface CheckoutDatabase {
+/** The service's tables, with the bus's own (outbox, inbox) that every schema has. */
+export interface CheckoutDatabase extends BusTables {
   sellers: SellersTable;
   skills: SkillsTable;
   sessions: SessionsTable;

@@ -1,3 +1,4 @@
+import type { BusTables } from '@paygate/bus';
 import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -107,7 +108,8 @@ interface IdempotencyKeysTable {
   created_at: Generated<Date>;
 }
 
-export interface NotifierDatabase {
+/** The service's tables, with the bus's own (outbox, inbox) that every schema has. */
+export interface NotifierDatabase extends BusTables {
   sessions: SessionsTable;
   sellers: SellersTable;
   webhook_events: WebhookEventsTable;
