@@ -31,6 +31,20 @@ export async function pendingWork(client: pg.Client): Promise<Record<string, num
     'notifier.webhook_deliveries pending',
     `select count(*)::int as n from notifier.webhook_deliveries where status = 'pending'`,
   );
+  // A payout the ledger reserved and settlement has not reported back (settlement.completed or payout.failed),
+  // and a platform payout still waiting for the ledger's decision or its transfer.
+  await q(
+    'ledger.payout_reservations reserved',
+    `select count(*)::int as n from ledger.payout_reservations where status = 'reserved'`,
+  );
+  await q(
+    'ledger.platform_payouts reserved',
+    `select count(*)::int as n from ledger.platform_payouts where status = 'reserved'`,
+  );
+  await q(
+    'settlement.platform_payouts requested/sending',
+    `select count(*)::int as n from settlement.platform_payouts where status in ('requested','sending')`,
+  );
   await q(
     'ledger.transactions payout_pending',
     `select count(*)::int as n from ledger.transactions where escrow_status = 'payout_pending'`,
