@@ -172,6 +172,9 @@ describe('x402 relayer: a pool of keys', () => {
       timeoutMs: 20_000,
       message: 'the key with the held transaction was not seen stuck',
     });
+    // Scraped as a gauge per key (what an alert on a stuck relayer key reads).
+    const scraped = await (await fetch(`${h.service.url}/metrics`)).text();
+    expect(scraped).toMatch(new RegExp(`settlement_relayer_key_stuck\\{address="${stuckKey}"[^}]*\\} 1`));
     const others = await Promise.all(Array.from({ length: 8 }, () => sign()));
     const replies = await Promise.all(others.map((one) => submit(one)));
     for (const reply of replies) expect(reply).toMatchObject({ ok: true, status: 'confirmed' });

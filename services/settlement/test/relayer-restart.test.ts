@@ -44,6 +44,8 @@ describe('x402 relayer pool: stopped mid-burst and started again, every authoriz
       TRANSFER_POLL_INTERVAL_MS: '100',
       // A transaction the node forgot is sent again (re-signed on its nonce) soon after the restart.
       RELAYER_FEE_BUMP_AFTER_MS: '1000',
+      // Behind the slow hop on a loaded machine a chain read can take seconds: the burst is not refused for it.
+      RPC_TIMEOUT_MS: '15000',
     },
   });
   const provider = () => h.chain.anvil.provider;
@@ -120,13 +122,20 @@ describe('x402 relayer pool: stopped mid-burst and started again, every authoriz
     try {
       // Sent one after another, a few milliseconds apart: some recorded, some being signed, some not arrived yet.
       const answered: Array<Promise<RelayerSubmitReply | undefined>> = [];
+      const early: Array<RelayerSubmitReply | undefined> = [];
       for (const [i, one] of signed.entries()) {
-        answered.push(submit(one, 20_000));
+        answered.push(
+          submit(one, 20_000).then((reply) => {
+            early.push(reply);
+            return reply;
+          }),
+        );
         if (i === BURST / 2) {
-          await waitFor(async () => (await recorded()) >= BURST / 4, {
-            timeoutMs: 60_000,
+          await waitFor(async () => (await recorded()) >= BURST / 8, {
+            timeoutMs: 120_000,
             intervalMs: 10,
-            message: 'a quarter of the burst recorded',
+            message: async () =>
+              `an eighth of the burst recorded (${await recorded()} were; answers so far ${JSON.stringify(early.slice(0, 3))})`,
           });
           await h.service.stop();
         }
@@ -138,7 +147,7 @@ describe('x402 relayer pool: stopped mid-burst and started again, every authoriz
       await setAutomine(provider(), true);
     }
     const recordedAtStop = await recorded();
-    expect(recordedAtStop).toBeGreaterThanOrEqual(BURST / 4);
+    expect(recordedAtStop).toBeGreaterThanOrEqual(BURST / 8);
     expect(recordedAtStop).toBeLessThan(BURST);
     // Stopping answered the callers it had (their transactions recorded), the rest heard nothing.
     for (const reply of firstReplies) {

@@ -1,6 +1,6 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, Gauge, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { RelayerBackgroundPass } from './background-pass';
 import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
@@ -87,6 +87,7 @@ export class Relayer implements BackgroundTask {
     this.headPush = settings.headsWsUrl
       ? new HeadPush(settings.headsWsUrl, settings.chainId, (head) => this.heads.pushed(head), ctx.logger)
       : undefined;
+    this.registerKeyGauges();
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'relayer pass',
       logger: ctx.logger,
@@ -126,6 +127,30 @@ export class Relayer implements BackgroundTask {
   /** The pool's keys (checksummed addresses), in the configured order. */
   get addresses(): string[] {
     return this.pool.signers.map((signer) => signer.chain.address);
+  }
+
+  /** Per key of the pool: stuck (1/0) and the submissions waiting for an answer, read at each scrape. */
+  private registerKeyGauges(): void {
+    const keys = () => this.keys();
+    const registers = [this.ctx.metrics.registry];
+    new Gauge({
+      name: 'settlement_relayer_key_stuck',
+      help: 'Per relayer key: 1 while a transaction of it waits past RELAYER_STUCK_AFTER_MS for its receipt (new submissions skip it)',
+      labelNames: ['address'],
+      registers,
+      collect() {
+        for (const key of keys()) this.set({ address: key.address }, key.stuck ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'settlement_relayer_key_submissions',
+      help: 'Per relayer key: submissions of this replica assigned to it and not answered yet',
+      labelNames: ['address'],
+      registers,
+      collect() {
+        for (const key of keys()) this.set({ address: key.address }, key.load);
+      },
+    });
   }
 
   /** Each key of the pool as this process sees it: its submissions waiting for an answer, and whether it is stuck. */
