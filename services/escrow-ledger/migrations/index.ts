@@ -19,9 +19,9 @@ import { platformPayoutClaims } from './2026-11-29-0200-platform-payout-claims';
 import { reorgTombstones } from './2026-11-29-0600-reorg-tombstones';
 import { payoutRecorded } from './2026-11-29-0700-payout-recorded';
 import { chainCheckTurns } from './2026-11-29-0910-chain-check-turns';
-import { unservedRefunds } from './2026-12-02-0730-unserved-refunds';
 import { claimPayments } from './2026-12-02-0700-claim-payments';
 import { payoutsByEvents } from './2026-12-02-0720-payouts-by-events';
+import { unservedRefunds } from './2026-12-02-0730-unserved-refunds';
 /** Frozen, date-prefixed migrations of the ledger schema. They never import application code. */
 export const migrations: Record<string, Migration> = {
   '2026-11-22-0100-ledger': ledgerInit,

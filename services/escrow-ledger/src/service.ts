@@ -104,7 +104,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
       );
       mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
     },
-    consumers: (ctx) => ledgerConsumers(config, depsOf(ctx)),
+    consumers: (ctx) => ledgerConsumers(depsOf(ctx)),
     background(ctx) {
       const d = depsOf(ctx);
       scheduler = new ReleaseScheduler(ctx, d);
@@ -124,7 +124,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
 }
 
 /** The events the ledger books, each on its declared durable consumer. */
-function ledgerConsumers(config: EscrowLedgerConfig, d: LedgerDeps): DeclaredConsumer[] {
+function ledgerConsumers(d: LedgerDeps): DeclaredConsumer[] {
   return [
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
     defineConsumer({
