@@ -1,34 +1,37 @@
 /**
- * The one test clock: time stands still until the test moves it, so a hold's release, a session's expiry or a
- * webhook's next attempt is reached by `advance`, never by waiting. `now` is an arrow property so it can be handed
- * to a service as its clock (`{ now: clock.now }` or `() => clock.now()`) without binding.
+ * The one test clock. By default time stands still until the test moves it, so a hold's release, a session's
+ * expiry or a webhook's next attempt is reached by `advance`, never by waiting. `{ ticking: true }` runs with real
+ * time from where it was set or advanced to, for a service whose timeouts and leases must still pass on their own
+ * while the test jumps over hours. `now` is an arrow property, so it can be handed to a service as its clock
+ * (`{ now: clock.now }`) without binding.
  */
 export class TestClock {
-  private currentMs: number;
+  private atMs: number;
+  /** Real time when `atMs` was last set (ticking clocks add what passed since). */
+  private anchorMs = Date.now();
+  readonly ticking: boolean;
 
-  constructor(start: Date | string | number = Date.now()) {
-    this.currentMs = new Date(start).getTime();
-    if (Number.isNaN(this.currentMs)) throw new RangeError(`TestClock: ${String(start)} is not a time`);
+  constructor(start: Date | string | number = Date.now(), options: { ticking?: boolean } = {}) {
+    this.atMs = timeOf(start, 'TestClock');
+    this.ticking = options.ticking ?? false;
   }
 
   /** A fresh Date each call: a caller that mutates it does not move the clock. */
-  readonly now = (): Date => new Date(this.currentMs);
+  readonly now = (): Date => new Date(this.nowMs());
 
   nowMs(): number {
-    return this.currentMs;
+    return this.ticking ? this.atMs + (Date.now() - this.anchorMs) : this.atMs;
   }
 
   set(at: Date | string | number): void {
-    const ms = new Date(at).getTime();
-    if (Number.isNaN(ms)) throw new RangeError(`TestClock.set: ${String(at)} is not a time`);
-    this.currentMs = ms;
+    this.atMs = timeOf(at, 'TestClock.set');
+    this.anchorMs = Date.now();
   }
 
-  /** Moves forward (a negative step is refused: services assume their clock does not run back). */
+  /** Moves by `ms` (negative moves back: a test restoring the time it jumped from). */
   advance(ms: number): void {
-    if (!Number.isFinite(ms) || ms < 0)
-      throw new RangeError(`TestClock.advance: ${ms} ms is not a step forward`);
-    this.currentMs += ms;
+    if (!Number.isFinite(ms)) throw new RangeError(`TestClock.advance: ${ms} ms is not a step`);
+    this.atMs += ms;
   }
 
   advanceSeconds(seconds: number): void {
@@ -38,4 +41,10 @@ export class TestClock {
   advanceHours(hours: number): void {
     this.advance(hours * 3_600_000);
   }
+}
+
+function timeOf(at: Date | string | number, what: string): number {
+  const ms = new Date(at).getTime();
+  if (Number.isNaN(ms)) throw new RangeError(`${what}: ${String(at)} is not a time`);
+  return ms;
 }

@@ -14,6 +14,12 @@ export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
 export { type EventOptions, eventDataOf, eventOf, SAMPLE_TIME, SampleError, sampleOf } from './events';
 export {
+  type HarnessOptions,
+  type ServiceHarness,
+  type StartedService,
+  startServiceHarness,
+} from './harness';
+export {
   countStreamMessages,
   createTestEnvironment,
   EventRecorder,

@@ -24,10 +24,23 @@ describe('TestClock', () => {
     expect(clock.nowMs()).toBe(1000);
   });
 
-  it('refuses a step back and a time that is not one', () => {
+  it('moves back by a negative step, and refuses a step or a time that is not one', () => {
     const clock = new TestClock(1000);
-    expect(() => clock.advance(-1)).toThrow(RangeError);
+    clock.advance(-400);
+    expect(clock.nowMs()).toBe(600);
+    expect(() => clock.advance(Number.NaN)).toThrow(RangeError);
     expect(() => clock.set('not a time')).toThrow(/not a time/);
     expect(() => new TestClock(Number.NaN)).toThrow(RangeError);
+  });
+
+  it('ticking: runs with real time from where it was set or advanced to', async () => {
+    const clock = new TestClock('2026-01-01T00:00:00Z', { ticking: true });
+    clock.advanceHours(2);
+    const before = clock.nowMs();
+    const realBefore = Date.now();
+    while (Date.now() === realBefore) await new Promise((resolve) => setImmediate(resolve));
+    expect(clock.nowMs()).toBeGreaterThan(before);
+    expect(before).toBeGreaterThanOrEqual(Date.parse('2026-01-01T02:00:00Z'));
+    expect(before - Date.parse('2026-01-01T02:00:00Z')).toBeLessThan(1000);
   });
 });

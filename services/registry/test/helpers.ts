@@ -2,52 +2,37 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { HostResolver } from '@paygate/net';
 import type { RunningService } from '@paygate/runtime';
-import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
+import { type ServiceHarness, startServiceHarness, TestClock } from '@paygate/testing';
 import { loadConfig, type RegistryDatabase, startRegistry } from '../src';
 
-export interface Harness {
-  env: TestEnvironment;
+export interface Harness extends ServiceHarness<RunningService<RegistryDatabase>> {
   registry: RunningService<RegistryDatabase>;
-  url: string;
-  clock: { now: Date; advance(ms: number): void };
-  stop(): Promise<void>;
 }
 
 export const PUBLIC_BASE_URL = 'http://paygate.test:8080';
 
-/** A registry on real Postgres and NATS (its own schema and streams), with a movable clock. */
+/**
+ * A registry on real Postgres and NATS (its own schema and streams). Its clock ticks with real time (sessions and
+ * nonces age as the suite runs) and is moved by advance.
+ */
 export async function startHarness(
   label: string,
   extra: Record<string, string> = {},
   options: { resolveHost?: HostResolver } = {},
 ): Promise<Harness> {
-  const env = await createTestEnvironment(label);
-  const clock = {
-    offsetMs: 0,
-    get now() {
-      return new Date(Date.now() + this.offsetMs);
-    },
-    advance(ms: number) {
-      this.offsetMs += ms;
-    },
-  };
-  const registry = await startRegistry(
-    loadConfig(
-      env.envFor('registry', { PUBLIC_BASE_URL, VALIDATION_INTERVAL_MS: '200', ...extra }),
-      () => clock.now,
-    ),
-    options,
+  const harness = await startServiceHarness(
+    label,
+    ({ env, clock }) =>
+      startRegistry(
+        loadConfig(
+          env.envFor('registry', { PUBLIC_BASE_URL, VALIDATION_INTERVAL_MS: '200', ...extra }),
+          clock.now,
+        ),
+        options,
+      ),
+    { clock: new TestClock(Date.now(), { ticking: true }) },
   );
-  return {
-    env,
-    registry,
-    url: registry.url,
-    clock,
-    async stop() {
-      await registry.stop();
-      await env.cleanup();
-    },
-  };
+  return { ...harness, registry: harness.service };
 }
 
 /** A stand-in seller API: answers every request with `status` (changeable), after `delayMs`. */

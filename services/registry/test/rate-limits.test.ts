@@ -28,7 +28,7 @@ afterAll(async () => {
 
 /** Moves the clock just past the start of the next hour: a fresh window for every limit. */
 function nextHour() {
-  const nowMs = h.clock.now.getTime();
+  const nowMs = h.clock.nowMs();
   h.clock.advance(3_600_000 - (nowMs % 3_600_000) + 500);
 }
 
@@ -40,7 +40,7 @@ async function signIn(wallet: Wallet) {
     address: wallet.address,
     uri: nonce.body.uri,
     nonce: nonce.body.nonce,
-    issuedAt: h.clock.now,
+    issuedAt: h.clock.now(),
   });
   return api(h.url, 'POST', '/api/v1/auth/siwe/verify', {
     body: { message, signature: await wallet.signMessage(message) },

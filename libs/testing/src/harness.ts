@@ -1,0 +1,73 @@
+/**
+ * The one way a suite starts a service on real Postgres, NATS and (when it needs one) anvil: its own test
+ * environment (a cloned database, its own JetStream namespace), one TestClock handed to the service, and one stop
+ * that undoes everything in reverse: what the suite added with `onStop`, then the service, then the environment.
+ * Each service's helpers wrap it with that service's start function and settings (services/registry/test/helpers.ts).
+ */
+import { TestClock } from './clock';
+import { createTestEnvironment, type TestEnvironment } from './infra';
+
+/** What a service's start function returns (RunningService has both). */
+export interface StartedService {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface ServiceHarness<S extends StartedService> {
+  env: TestEnvironment;
+  service: S;
+  url: string;
+  clock: TestClock;
+  /** Something to stop with the harness (a stand-in server, an RPC responder): stopped before the service. */
+  onStop(stop: () => unknown): void;
+  /** Stops what `onStop` registered (last first), the service, then the environment the harness created. */
+  stop(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  /** A suite's own environment, shared by several services; the harness then leaves its cleanup to the suite. */
+  env?: TestEnvironment;
+  /** Default: a clock that stands still at the current time. */
+  clock?: TestClock;
+}
+
+/**
+ * Creates the environment (unless given), starts the service with it and the clock, and returns the harness. A start
+ * that fails cleans the environment it created before the error is rethrown, so a failed beforeAll leaks nothing.
+ */
+export async function startServiceHarness<S extends StartedService>(
+  label: string,
+  start: (setup: { env: TestEnvironment; clock: TestClock }) => Promise<S>,
+  options: HarnessOptions = {},
+): Promise<ServiceHarness<S>> {
+  const env = options.env ?? (await createTestEnvironment(label));
+  const ownsEnv = options.env === undefined;
+  const clock = options.clock ?? new TestClock();
+  let service: S;
+  try {
+    service = await start({ env, clock });
+  } catch (error) {
+    if (ownsEnv) await env.cleanup().catch(() => undefined);
+    throw error;
+  }
+  const stops: Array<() => unknown> = [];
+  let stopped: Promise<void> | undefined;
+  return {
+    env,
+    service,
+    url: service.url,
+    clock,
+    onStop: (stop) => {
+      stops.push(stop);
+    },
+    stop: () => {
+      // Twice is once: an afterAll and a test's own stop may both call it.
+      stopped ??= (async () => {
+        for (const stop of stops.reverse()) await stop();
+        await service.stop();
+        if (ownsEnv) await env.cleanup();
+      })();
+      return stopped;
+    },
+  };
+}
