@@ -219,10 +219,7 @@ export class Relayer implements BackgroundTask {
     let assignment: Assignment | undefined;
     try {
       const existing = await found;
-      if (existing) {
-        void key.then((a) => a?.release());
-        return this.answerFor(existing, request, started, NO_TIME);
-      }
+      if (existing) return this.answerFor(existing, request, started, NO_TIME);
       const outcome = await assigned;
       if ('ok' in outcome) {
         // Out of gas (or no balance readable): after the payer's refusal, which says more to its caller.
@@ -238,7 +235,9 @@ export class Relayer implements BackgroundTask {
         options,
       );
     } finally {
-      assignment?.release();
+      // A key assigned and not used (the authorization was recorded already, or a read failed) is freed too.
+      if (assignment) assignment.release();
+      else void key.then((a) => a?.release());
     }
   }
 
