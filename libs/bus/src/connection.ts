@@ -7,7 +7,7 @@ import {
   StorageType,
   type StreamConfig,
 } from 'nats';
-import { isJetStreamError, JetStreamErrorCode } from './errors';
+import { BusConfigError, isJetStreamError, JetStreamErrorCode } from './errors';
 import { inboxPrefixFor } from './inbox';
 
 export interface Bus {
@@ -46,7 +46,7 @@ export function natsServerList(url: string): string[] {
     .split(',')
     .map((server) => server.trim())
     .filter(Boolean);
-  if (servers.length === 0) throw new Error('NATS_URL names no server');
+  if (servers.length === 0) throw new BusConfigError('NATS_URL names no server');
   return servers;
 }
 
@@ -57,7 +57,7 @@ export function streamNames(namespace: string) {
 
 export async function connectBus(options: BusOptions): Promise<Bus> {
   if (!/^[a-z][a-z0-9_-]{0,40}$/.test(options.namespace)) {
-    throw new Error(
+    throw new BusConfigError(
       `EVENT_NAMESPACE ${JSON.stringify(options.namespace)} must be lowercase letters, digits, _ or -`,
     );
   }

@@ -1,5 +1,6 @@
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
+import { DeadLetterError } from './errors';
 
 export interface DeadLetter {
   sequence: number;
@@ -47,7 +48,7 @@ export async function listDeadLetters(bus: Bus, options: { limit?: number } = {}
 export async function replayDeadLetter(bus: Bus, sequence: number): Promise<void> {
   const message = await bus.jsm.streams.getMessage(bus.deadLetterStream, { seq: sequence });
   const originalSubject = message.header.get('Paygate-Original-Subject');
-  if (!originalSubject) throw new Error(`dead letter ${sequence} has no original subject`);
+  if (!originalSubject) throw new DeadLetterError(`dead letter ${sequence} has no original subject`);
   const headers = natsHeaders();
   headers.set('Paygate-Replayed-From', String(sequence));
   await bus.js.publish(originalSubject, message.data, {

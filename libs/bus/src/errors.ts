@@ -1,4 +1,22 @@
 /**
+ * The bus's errors share one base, `BusError`, with a named subclass per situation (`RpcUnavailableError`,
+ * `RpcServiceError`, `EventTooLargeError`, `SealedValueError`, the two below); NATS's own are matched by code.
+ */
+export class BusError extends Error {
+  override name = 'BusError';
+}
+
+/** NATS_URL or EVENT_NAMESPACE cannot be used as given. */
+export class BusConfigError extends BusError {
+  override name = 'BusConfigError';
+}
+
+/** A parked event cannot be replayed as it is (it names no original subject). */
+export class DeadLetterError extends BusError {
+  override name = 'DeadLetterError';
+}
+
+/**
  * JetStream API error codes (nats-server's `err_code`), matched by number, never by message text, which
  * servers reword between versions.
  */

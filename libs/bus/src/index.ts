@@ -22,6 +22,9 @@ export {
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
 export {
+  BusConfigError,
+  BusError,
+  DeadLetterError,
   isConsumerExistsError,
   isJetStreamError,
   isTransientJetStreamError,

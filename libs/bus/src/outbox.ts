@@ -3,6 +3,7 @@ import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
 import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
+import { BusError } from './errors';
 import { PollingLoop } from './polling-loop';
 import { publishDurably } from './publish';
 import type { BusTables } from './tables';
@@ -16,7 +17,7 @@ const encoder = new TextEncoder();
 export const MAX_EVENT_BYTES = 768 * 1024;
 
 /** An event over MAX_EVENT_BYTES: refused before it is written, so the caller's transaction rolls back. */
-export class EventTooLargeError extends Error {
+export class EventTooLargeError extends BusError {
   override name = 'EventTooLargeError';
   constructor(
     readonly subject: string,

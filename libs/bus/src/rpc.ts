@@ -17,6 +17,7 @@ import {
   type ServiceMsg,
 } from 'nats';
 import type { Bus } from './connection';
+import { BusError } from './errors';
 import { isReplyPublicKey, newReplyKey, openSealed, type ReplyKey, sealTo } from './sealed';
 
 const encoder = new TextEncoder();
@@ -29,7 +30,7 @@ export interface RpcLogger {
 }
 
 /** The responder did not answer in time, none is listening, or it could not answer: assume no outcome. */
-export class RpcUnavailableError extends Error {
+export class RpcUnavailableError extends BusError {
   constructor(
     readonly rpc: string,
     cause: unknown,

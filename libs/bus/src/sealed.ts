@@ -8,6 +8,7 @@ import {
   type KeyObject,
   randomBytes,
 } from 'node:crypto';
+import { BusError } from './errors';
 
 /**
  * Sealing a secret to a one-time X25519 key (ECIES: X25519, HKDF-SHA256, AES-256-GCM), with node:crypto only.
@@ -26,7 +27,7 @@ export interface ReplyKey {
   privateKey: KeyObject;
 }
 
-export class SealedValueError extends Error {
+export class SealedValueError extends BusError {
   override name = 'SealedValueError';
 }
 
