@@ -8,7 +8,13 @@ import {
   refundTakesOverClaim,
 } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import { type BackgroundTask, Counter, type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import {
+  type BackgroundTask,
+  Counter,
+  type ServiceContext,
+  transactionRetryingConflicts,
+  WriteBatcher,
+} from '@paygate/runtime';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { LedgerDeps } from '../deps';
 import { newClaimId } from '../ids';
@@ -49,6 +55,9 @@ function claimOperatorRefund(ctx: ServiceContext, deps: LedgerDeps, request: Cla
     return decideClaim(trx, deps, request, held!);
   });
 }
+
+/** How long after a claim transaction its events are published (the relay's poll is 250 ms). */
+const PUBLISH_AFTER_MS = 100;
 
 interface QueuedClaim {
   request: ClaimRequest;
@@ -143,8 +152,9 @@ export class ClaimBatcher {
    * or the chain check: checkout re-matching its reopened session, a gateway presenting the payment again), then
    * the claim names the new payment.
    */
-  private claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
-    return this.ctx.inTransaction(
+  private async claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
+    const replies = await transactionRetryingConflicts(
+      this.ctx.db,
       async (trx) => {
         const started = performance.now();
         const helds = await claimsOrHolders(trx, requests, this.deps.now());
@@ -185,8 +195,15 @@ export class ClaimBatcher {
         this.deps.logger.debug({ size: requests.length, ms: performance.now() - started }, 'batch booked');
         return replies;
       },
-      { retryConflicts: true },
+      (error, attempt) =>
+        this.deps.logger.warn(
+          { err: error, attempt },
+          'claim transaction aborted by a conflict; running it again',
+        ),
     );
+    // Their transfer.claimed and payment.confirmed go out once a burst's answers did, not between them.
+    this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
+    return replies;
   }
 }
 
