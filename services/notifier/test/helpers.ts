@@ -7,6 +7,7 @@ import {
 } from 'node:net';
 import { type Bus, encodeEnvelope, type RpcServer, serveRpc } from '@paygate/bus';
 import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
+import { eventDataOf } from '@paygate/testing/events';
 import WebSocket from 'ws';
 
 /** Publishes an event the way a producer's outbox relay would (JetStream, Nats-Msg-Id = event id). */
@@ -114,10 +115,11 @@ export class WidgetSocket {
 export const SELLER_ID = 'seller_01';
 export const OTHER_SELLER_ID = 'seller_02';
 
+/** A session snapshot: the schema's sample (libs/testing eventDataOf) with an open session of SELLER_ID. */
 export function sessionSnapshot(
   overrides: Partial<EventData<'checkout.session_created'>> = {},
 ): EventData<'checkout.session_created'> {
-  return {
+  return eventDataOf('checkout.session_created', {
     sessionId: 'cs_01',
     sellerId: SELLER_ID,
     skillId: null,
@@ -125,10 +127,8 @@ export function sessionSnapshot(
     status: 'open',
     exactAmount: '5.004217',
     paidAmount: null,
-    walletAddress: `0x${'a'.repeat(40)}`,
     network: 'local',
     chainId: 31337,
-    tokenAddress: `0x${'c'.repeat(40)}`,
     expiresAt: new Date(Date.now() + 15 * 60_000).toISOString(),
     lateUntil: new Date(Date.now() + 75 * 60_000).toISOString(),
     txHash: null,
@@ -136,26 +136,21 @@ export function sessionSnapshot(
     createdAt: new Date().toISOString(),
     updatedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
+/** A seller.updated of SELLER_ID at revision 1, with the identity sellerIdentity answers and no webhook URL. */
 export function sellerUpdated(
   overrides: Partial<EventData<'seller.updated'>> = {},
 ): EventData<'seller.updated'> {
-  return {
-    sellerId: SELLER_ID,
+  return eventDataOf('seller.updated', {
+    ...sellerIdentity(SELLER_ID),
     revision: 1,
-    walletAddress: `0x${'b'.repeat(40)}`,
-    payoutAddress: `0x${'b'.repeat(40)}`,
-    publishableKey: 'pk_test_0123456789abcdef',
-    apiKeyVersion: 1,
     webhookUrl: null,
     webhookSecretVersion: 1,
-    settlementFrequency: 'DAILY',
-    minimumSettlement: '10',
     updatedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
 /** What the registry's key resolution answers for a seller (the wallet and payout address are placeholders). */
@@ -176,7 +171,7 @@ export function paymentConfirmed(
   overrides: Partial<EventData<'payment.confirmed'>> = {},
 ): EventData<'payment.confirmed'> {
   paymentCounter += 1;
-  return {
+  return eventDataOf('payment.confirmed', {
     paymentId: `pay_${sellerId}_${paymentCounter}`,
     source: 'x402',
     sellerId,
@@ -188,13 +183,11 @@ export function paymentConfirmed(
     amount: '0.25',
     network: 'local',
     chainId: 31337,
-    token: `0x${'c'.repeat(40)}`,
     txHash: `0x${paymentCounter.toString(16).padStart(64, '0')}`,
-    logIndex: 0,
     holdPeriodHours: 0,
     confirmedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
 /**
