@@ -1,7 +1,7 @@
 /**
  * The one way a suite starts a service on real Postgres, NATS and (when it needs one) anvil: its own test
  * environment (a cloned database, its own JetStream namespace), one TestClock handed to the service, and one stop
- * that undoes everything in reverse: what the suite added with `onStop`, then the service, then the environment.
+ * that undoes everything in reverse: what the suite added with `onStop`, the service, then the environment.
  * Each service's helpers wrap it with that service's start function and settings (services/registry/test/helpers.ts).
  */
 import { TestClock } from './clock';
@@ -18,9 +18,15 @@ export interface ServiceHarness<S extends StartedService> {
   service: S;
   url: string;
   clock: TestClock;
-  /** Something to stop with the harness (a stand-in server, an RPC responder): stopped before the service. */
-  onStop(stop: () => unknown): void;
-  /** Stops what `onStop` registered (last first), the service, then the environment the harness created. */
+  /**
+   * Something to stop with the harness: a stand-in server or an RPC responder before the service (the default), or
+   * what the service reads from, such as its chain, after it (`'after'`).
+   */
+  onStop(stop: () => unknown, when?: 'before' | 'after'): void;
+  /**
+   * Stops what `onStop` registered before the service (last first), the service, what was registered after it (last
+   * first), then the environment the harness created.
+   */
   stop(): Promise<void>;
 }
 
@@ -50,21 +56,22 @@ export async function startServiceHarness<S extends StartedService>(
     if (ownsEnv) await env.cleanup().catch(() => undefined);
     throw error;
   }
-  const stops: Array<() => unknown> = [];
+  const stops = { before: [] as Array<() => unknown>, after: [] as Array<() => unknown> };
   let stopped: Promise<void> | undefined;
   return {
     env,
     service,
     url: service.url,
     clock,
-    onStop: (stop) => {
-      stops.push(stop);
+    onStop: (stop, when = 'before') => {
+      stops[when].push(stop);
     },
     stop: () => {
       // Twice is once: an afterAll and a test's own stop may both call it.
       stopped ??= (async () => {
-        for (const stop of stops.reverse()) await stop();
+        for (const stop of stops.before.reverse()) await stop();
         await service.stop();
+        for (const stop of stops.after.reverse()) await stop();
         if (ownsEnv) await env.cleanup();
       })();
       return stopped;

@@ -1,22 +1,14 @@
 import { usdcAbi } from '@paygate/chain';
-import type { RunningService } from '@paygate/runtime';
 import {
-  type AnvilInstance,
   countStreamMessages,
-  createTestEnvironment,
-  deployTestUsdc,
-  fundTestWallets,
   minedReceipt,
-  openSchema,
-  startAnvil,
-  type TestEnvironment,
   type TestWalletRole,
   testWallets,
   waitFor,
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
-import { loadConfig, startChainIndexer } from '../src';
+import { sql } from 'kysely';
+import { type IndexerHarness, startIndexerHarness } from './harness';
 
 const ESCROW = testWallets.escrow.address;
 const DEPOSIT = testWallets.checkoutEscrow.address;
@@ -26,45 +18,24 @@ const DEPOSIT = testWallets.checkoutEscrow.address;
  * received it, and a move between the two (settlement's sweep) is not money arriving, so it is not published.
  */
 describe('chain-indexer with a checkout deposit wallet', () => {
-  let env: TestEnvironment;
-  let anvil: AnvilInstance;
-  let usdcAddress: string;
-  let indexer: RunningService | undefined;
-  let db: Kysely<any>;
+  let h: IndexerHarness;
 
   const send = async (from: TestWalletRole, to: string, amountMicro: bigint) => {
-    const usdc = new Contract(usdcAddress, usdcAbi, new Wallet(testWallets[from].privateKey, anvil.provider));
+    const usdc = new Contract(
+      h.usdcAddress,
+      usdcAbi,
+      new Wallet(testWallets[from].privateKey, h.anvil.provider),
+    );
     const tx = await usdc.getFunction('transfer')(to, amountMicro);
     await minedReceipt(tx);
     return (tx.hash as string).toLowerCase();
   };
 
   beforeAll(async () => {
-    env = await createTestEnvironment('indexerdeposit');
-    anvil = await startAnvil();
-    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
-    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n });
-    indexer = await startChainIndexer(
-      loadConfig(
-        env.envFor('chain-indexer', {
-          CHAIN_RPC_URL: anvil.rpcUrl,
-          USDC_ADDRESS: usdcAddress,
-          ESCROW_ADDRESS: ESCROW,
-          CHECKOUT_ESCROW_ADDRESS: DEPOSIT,
-          CONFIRMATIONS: '1',
-          POLL_INTERVAL_MS: '50',
-        }),
-      ),
-    );
-    db = openSchema(env.schemaFor('chain-indexer'));
+    h = await startIndexerHarness('indexerdeposit', { CHECKOUT_ESCROW_ADDRESS: DEPOSIT });
   });
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await db?.destroy();
-    await anvil?.stop();
-    await env?.cleanup();
-  });
+  afterAll(() => h?.stop());
 
   it('publishes transfers into either wallet with the receiving wallet, and not the sweep between them', async () => {
     const toEscrow = await send('buyer', ESCROW, 1_000_000n);
@@ -72,7 +43,7 @@ describe('chain-indexer with a checkout deposit wallet', () => {
     const sweep = await send('checkoutEscrow', ESCROW, 2_000_000n);
     const elsewhere = await send('buyer', testWallets.stranger.address, 3_000_000n);
     const last = await send('stranger', ESCROW, 4_000_000n);
-    const bus = await env.bus();
+    const bus = await h.env.bus();
     const events = await waitFor(
       async () => {
         const all = await countStreamMessages(bus, 'transfer.observed');
@@ -83,8 +54,11 @@ describe('chain-indexer with a checkout deposit wallet', () => {
     // Published in block order: the sweep and the transfer elsewhere, mined before the last one, were skipped.
     await waitFor(
       async () =>
-        (await sql<{ n: number }>`select count(*)::int n from outbox where published_at is null`.execute(db))
-          .rows[0]!.n === 0,
+        (
+          await sql<{ n: number }>`select count(*)::int n from outbox where published_at is null`.execute(
+            h.db,
+          )
+        ).rows[0]!.n === 0,
       { message: 'outbox relayed' },
     );
     const byTx = new Map(events.map((e) => [(e.data as any).txHash as string, e.data as any]));
@@ -93,7 +67,7 @@ describe('chain-indexer with a checkout deposit wallet', () => {
     expect(byTx.get(toDeposit)).toMatchObject({ to: DEPOSIT, amount: '2' });
     expect(byTx.has(sweep)).toBe(false);
     expect(byTx.has(elsewhere)).toBe(false);
-    const stored = await sql<{ tx_hash: string }>`select tx_hash from transfers`.execute(db);
+    const stored = await sql<{ tx_hash: string }>`select tx_hash from transfers`.execute(h.db);
     expect(stored.rows.map((r) => r.tx_hash.toLowerCase())).not.toContain(sweep);
   });
 });
