@@ -12,6 +12,7 @@ import {
   url,
   type ValidatorSpec,
 } from 'envalid';
+import { RuntimeError } from './errors';
 
 export { bool, num, port, str, url } from 'envalid';
 
@@ -63,7 +64,8 @@ export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
   idleTimeoutMs: 30_000,
 };
 
-export class ConfigError extends Error {
+/** Settings that cannot be used: the message names every bad variable and its rule. */
+export class ConfigError extends RuntimeError {
   override name = 'ConfigError';
 }
 

@@ -1,6 +1,6 @@
 /**
  * The runtime's errors: one base, `RuntimeError`, and a named subclass per situation, so a caller tells them apart
- * by class (`instanceof StartupError`), never by message text. ConfigError (config.ts) names bad settings.
+ * by class (`instanceof StartupError`), never by message text. `ConfigError` (config.ts, beside the settings) is one.
  */
 export class RuntimeError extends Error {
   override name = 'RuntimeError';
