@@ -3,9 +3,6 @@ import type { RpcReply } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
 import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
 
-// The dispatcher catches it from here (either subclass defers the delivery).
-export { SecretUnavailableError };
-
 /**
  * Fetches sellers' webhook secrets from the registry and caches them by version: `seller.updated` carries
  * only the version number, and a newer version than the cached one triggers a fresh request.
