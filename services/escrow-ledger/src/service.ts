@@ -2,13 +2,11 @@ import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import {
   addressBucket,
   guardRoute,
-  mountRoutes,
-  openApiRoute,
   rateLimitMiddleware,
   SharedRateLimiter,
   securitySchemes,
 } from '@paygate/http';
-import { type RunningService, readRepeatableSql, startService } from '@paygate/runtime';
+import { type RunningService, readRepeatableSql, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import { ChainConfirmationCheck } from './chain/confirmation';
@@ -46,46 +44,42 @@ const ledgerDocument = {
   schemas: { Transaction, Refund, RefundRequest, Balances, ReconciliationReport },
 };
 
-export interface RunningEscrowLedger extends RunningService {
+export interface RunningEscrowLedger extends RunningService<LedgerDatabase> {
   deps: LedgerDeps;
   scheduler: ReleaseScheduler;
   chainCheck: ChainConfirmationCheck;
 }
 
+/**
+ * The ledger, built once: its handlers' dependencies, seller auth, the release scheduler and the chain check that
+ * kicks it, the buyers' refund request limit, then the routes, consumers and tasks that use them.
+ */
 export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
-  let deps: LedgerDeps | undefined;
-  let scheduler: ReleaseScheduler | undefined;
-  let chainCheck: ChainConfirmationCheck | undefined;
-  let auth: SellerAuth | undefined;
-  let refundRequestLimiter: SharedRateLimiter | undefined;
-  const depsOf = (ctx: {
-    logger: LedgerDeps['logger'];
-    metrics: Parameters<typeof createLedgerMetrics>[0];
-  }) => {
-    deps ??= {
-      config,
-      now: () => config.now(),
-      logger: ctx.logger,
-      metrics: createLedgerMetrics(ctx.metrics),
-    };
-    return deps;
-  };
-  const running = await startService<LedgerDatabase>({
+  const running = await startService({
     name: 'escrow-ledger',
     config,
     migrations,
     repeatableSql: [readRepeatableSql(__dirname, 'ledger.sql')],
-    routes(app, ctx) {
-      auth = new SellerAuth(ctx.bus);
-      app.use(publicCors, publicCorsOnError);
+    build(ctx: ServiceContext<LedgerDatabase>) {
+      const deps: LedgerDeps = {
+        config,
+        now: () => config.now(),
+        logger: ctx.logger,
+        metrics: createLedgerMetrics(ctx.metrics),
+      };
+      const auth = new SellerAuth(ctx.bus);
+      const scheduler = new ReleaseScheduler(ctx, deps);
+      // A pass that confirmed a transfer releases its hold at once.
+      const chainCheck = new ChainConfirmationCheck(ctx, deps, () => scheduler.kick());
+      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
+      const refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
+
       // Refund routes first: /api/v1/transactions/lookup before /api/v1/transactions/:id.
       const routes = [
-        ...refundRoutes(ctx, depsOf(ctx), auth),
+        ...refundRoutes(ctx, deps, auth),
         ...viewRoutes(ctx, auth, () => config.now()),
-        ...operatorRoutes(ctx, depsOf(ctx)),
+        ...operatorRoutes(ctx, deps),
       ];
-      // Buyers' refund requests are unauthenticated (a wallet signature): counted per client address first.
-      refundRequestLimiter = new SharedRateLimiter(ctx.db, config.refundRequestsPerMinute, config.now);
       guardRoute(
         routes,
         'post',
@@ -102,29 +96,32 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
             'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
         },
       );
-      mountRoutes(app, [...routes, openApiRoute(OPENAPI_PATH, ledgerDocument, routes)]);
-    },
-    consumers: (ctx) => ledgerConsumers(depsOf(ctx)),
-    background(ctx) {
-      const d = depsOf(ctx);
-      scheduler = new ReleaseScheduler(ctx, d);
-      chainCheck = new ChainConfirmationCheck(ctx, d, () => scheduler?.kick());
-      return [
-        new ClaimResponder(ctx, d),
+      return {
+        deps,
         scheduler,
         chainCheck,
-        new UnservedRefundSweep(ctx, d),
-        ...(config.reconcileIntervalMs > 0 ? [new ReconciliationWatch(ctx, d)] : []),
-        ...(refundRequestLimiter ? [refundRequestLimiter] : []),
-      ];
+        use: [{ path: '/', handlers: [publicCors, publicCorsOnError] }],
+        routes,
+        openApi: { path: OPENAPI_PATH, document: ledgerDocument },
+        consumers: ledgerConsumers(deps),
+        tasks: [
+          new ClaimResponder(ctx, deps),
+          scheduler,
+          chainCheck,
+          new UnservedRefundSweep(ctx, deps),
+          ...(config.reconcileIntervalMs > 0 ? [new ReconciliationWatch(ctx, deps)] : []),
+          refundRequestLimiter,
+        ],
+        stop: async () => auth.close(),
+      };
     },
-    onStop: async () => auth?.close(),
   });
-  return { ...running, deps: deps!, scheduler: scheduler!, chainCheck: chainCheck! };
+  const { deps, scheduler, chainCheck } = running.parts;
+  return { ...running, deps, scheduler, chainCheck };
 }
 
 /** The events the ledger books, each on its declared durable consumer. */
-function ledgerConsumers(d: LedgerDeps): DeclaredConsumer[] {
+function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
   return [
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
     defineConsumer({
