@@ -37,35 +37,51 @@ export interface HarnessOptions {
   clock?: TestClock;
 }
 
+/** What a start function gets: the environment, the clock, and onStop for what it starts beside the service. */
+export interface HarnessSetup {
+  env: TestEnvironment;
+  clock: TestClock;
+  onStop: ServiceHarness<StartedService>['onStop'];
+}
+
 /**
  * Creates the environment (unless given), starts the service with it and the clock, and returns the harness. A start
- * that fails cleans the environment it created before the error is rethrown, so a failed beforeAll leaks nothing.
+ * that fails stops what it registered and cleans the environment it created before the error is rethrown, so a
+ * failed beforeAll leaks nothing.
  */
 export async function startServiceHarness<S extends StartedService>(
   label: string,
-  start: (setup: { env: TestEnvironment; clock: TestClock }) => Promise<S>,
+  start: (setup: HarnessSetup) => Promise<S>,
   options: HarnessOptions = {},
 ): Promise<ServiceHarness<S>> {
   const env = options.env ?? (await createTestEnvironment(label));
   const ownsEnv = options.env === undefined;
   const clock = options.clock ?? new TestClock();
+  const stops = { before: [] as Array<() => unknown>, after: [] as Array<() => unknown> };
+  const onStop = (stop: () => unknown, when: 'before' | 'after' = 'before') => {
+    stops[when].push(stop);
+  };
   let service: S;
   try {
-    service = await start({ env, clock });
+    service = await start({ env, clock, onStop });
   } catch (error) {
+    for (const stop of [...stops.before, ...stops.after].reverse()) {
+      try {
+        await stop();
+      } catch {
+        // The start's own error is the one to report.
+      }
+    }
     if (ownsEnv) await env.cleanup().catch(() => undefined);
     throw error;
   }
-  const stops = { before: [] as Array<() => unknown>, after: [] as Array<() => unknown> };
   let stopped: Promise<void> | undefined;
   return {
     env,
     service,
     url: service.url,
     clock,
-    onStop: (stop, when = 'before') => {
-      stops[when].push(stop);
-    },
+    onStop,
     stop: () => {
       // Twice is once: an afterAll and a test's own stop may both call it.
       stopped ??= (async () => {

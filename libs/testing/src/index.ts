@@ -15,6 +15,7 @@ export { signTransferAuthorization, submitTransferAuthorization } from './eip300
 export { type EventOptions, eventDataOf, eventOf, SAMPLE_TIME, SampleError, sampleOf } from './events';
 export {
   type HarnessOptions,
+  type HarnessSetup,
   type ServiceHarness,
   type StartedService,
   startServiceHarness,

@@ -23,31 +23,29 @@ export interface IndexerHarness extends ServiceHarness<RunningService<IndexerDat
 /**
  * A chain-indexer on the suite's own anvil (test USDC deployed, the test wallets funded with `fundMicro` each),
  * real Postgres and NATS, watching the escrow wallet with one confirmation and a 50 ms poll unless `extra` says
- * otherwise. Stopping it stops the indexer, then the chain, then the environment.
+ * otherwise. Stopping it stops the indexer, then the chain it reads, then the environment.
  */
 export async function startIndexerHarness(
   label: string,
   extra: Record<string, string> = {},
   options: { fundMicro?: bigint } = {},
 ): Promise<IndexerHarness> {
-  const anvil = await startAnvil();
+  let anvil: AnvilInstance | undefined;
   let usdcAddress = '';
-  try {
-    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
+  const harness = await startServiceHarness(label, async ({ env, onStop }) => {
+    const chain = await startAnvil();
+    anvil = chain;
+    onStop(() => chain.stop(), 'after');
+    ({ address: usdcAddress } = await deployTestUsdc(chain.rpcUrl));
     await fundTestWallets({
-      rpcUrl: anvil.rpcUrl,
+      rpcUrl: chain.rpcUrl,
       usdcAddress,
       amountMicro: options.fundMicro ?? 100_000_000n,
     });
-  } catch (error) {
-    await anvil.stop();
-    throw error;
-  }
-  const harness = await startServiceHarness(label, ({ env }) =>
-    startChainIndexer(
+    return startChainIndexer(
       loadConfig(
         env.envFor('chain-indexer', {
-          CHAIN_RPC_URL: anvil.rpcUrl,
+          CHAIN_RPC_URL: chain.rpcUrl,
           USDC_ADDRESS: usdcAddress,
           ESCROW_ADDRESS: testWallets.escrow.address,
           CONFIRMATIONS: '1',
@@ -55,13 +53,9 @@ export async function startIndexerHarness(
           ...extra,
         }),
       ),
-    ),
-  ).catch(async (error) => {
-    await anvil.stop();
-    throw error;
+    );
   });
   const db = openSchema<IndexerDatabase>(harness.env.schemaFor('chain-indexer'));
   harness.onStop(() => db.destroy());
-  harness.onStop(() => anvil.stop(), 'after');
-  return { ...harness, anvil, usdcAddress, db };
+  return { ...harness, anvil: anvil!, usdcAddress, db };
 }
