@@ -171,7 +171,7 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     await sql`delete from outbox where id = 'evt_unpublished_old'`.execute(db);
   });
 
-  it('publishes in outbox order: a row behind a failed one waits and is published after it', async () => {
+  it('publishes one at a time with publishInFlight 1: a row behind a failed one waits and is published after it', async () => {
     const [a, b, c] = [1, 2, 3].map((n) =>
       createEvent('transfer.observed', 'chain-indexer', transfer(900 + n)),
     );
@@ -181,7 +181,11 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     // b cannot be published for now (its subject is outside every stream), so c must not overtake it.
     await sql`update outbox set subject = 'nowhere' where id = ${b!.id}`.execute(db);
     // A failed publish gives up after half a second (not the default 30 s of retries): the test needs only the failure.
-    const relay = new OutboxRelay(db, bus, env.logger, { publishTimeoutMs: 1000, publishRetryMs: 500 });
+    const relay = new OutboxRelay(db, bus, env.logger, {
+      publishTimeoutMs: 1000,
+      publishRetryMs: 500,
+      publishInFlight: 1,
+    });
     expect(await relay.publishBatch()).toBe(1);
     const waiting = await sql<{ id: string; attempts: number }>`select id, attempts from outbox
         where published_at is null order by id`.execute(db);
@@ -193,5 +197,44 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     expect(await relay.publishBatch()).toBe(2);
     const published = (await countStreamMessages(bus, 'transfer.observed')).map((e) => e.id);
     expect(published.filter((id) => [a!.id, b!.id, c!.id].includes(id))).toEqual([a!.id, b!.id, c!.id]);
+  });
+  it('publishes a pass with many publishes awaiting their acks at once, in outbox order, with their trace context', async () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const events = Array.from({ length: 300 }, (_, i) =>
+      createEvent('transfer.observed', 'chain-indexer', transfer(2000 + i), { trace: { traceparent } }),
+    );
+    await db.transaction().execute(async (trx) => {
+      for (const event of events) await enqueueEvent(trx, event);
+    });
+    // The real client, counted: how many publishes of the pass wait for their acks at the same time.
+    const publish = bus.js.publish.bind(bus.js);
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const counted = Object.create(bus, {
+      js: {
+        value: Object.assign(Object.create(bus.js), {
+          publish: async (...args: Parameters<typeof publish>) => {
+            inFlight += 1;
+            mostInFlight = Math.max(mostInFlight, inFlight);
+            try {
+              return await publish(...args);
+            } finally {
+              inFlight -= 1;
+            }
+          },
+        }),
+      },
+    }) as Bus;
+    const relay = new OutboxRelay(db, counted, env.logger, { batchSize: 300 });
+    expect(await relay.publishBatch()).toBe(300);
+    expect(mostInFlight).toBeGreaterThan(1);
+    expect(mostInFlight).toBeLessThanOrEqual(relay.options.publishInFlight);
+    const ids = new Set(events.map((e) => e.id));
+    const stored = (await countStreamMessages(bus, 'transfer.observed')).filter((e) => ids.has(e.id));
+    expect(stored.map((e) => e.id)).toEqual([...events].map((e) => e.id).sort());
+    expect(stored[0]).toEqual(JSON.parse(JSON.stringify(events.find((e) => e.id === stored[0]!.id))));
+    const waiting = await sql<{ n: number }>`select count(*)::int n from outbox
+        where published_at is null and id = any(${[...ids]}::text[])`.execute(db);
+    expect(waiting.rows[0]!.n).toBe(0);
   });
 });
