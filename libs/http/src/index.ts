@@ -46,6 +46,8 @@ export {
 export {
   checkRateLimit,
   type RateDecision,
+  type RateLimitTables,
+  type RateLimitWindowsTable,
   rateLimitMiddleware,
   rateLimitNowOrLater,
   SharedRateLimiter,

@@ -1,5 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { type Kysely, sql } from 'kysely';
+import { type Generated, type Kysely, sql } from 'kysely';
 import { HttpError } from './errors';
 
 export interface RateDecision {
@@ -31,6 +31,19 @@ interface RateLimiterOptions {
   freshMs?: number;
   /** The fixed window's length (default one minute); windows are cut on multiples of it since the epoch (days: UTC). */
   windowMs?: number;
+}
+
+/** The row of `rate_limit_windows`, for a service's `Database` interface. */
+export interface RateLimitWindowsTable {
+  bucket: string;
+  window_start: Date;
+  hits: number;
+  window_seconds: Generated<number>;
+}
+
+/** The limiter's table, to extend a service's `Database` with. */
+export interface RateLimitTables {
+  rate_limit_windows: RateLimitWindowsTable;
 }
 
 /**

@@ -3,10 +3,11 @@ import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
 import { type AnyRoute, mountRoutes, serveOpenApi } from '@paygate/http';
 import { MAX_X402_HEADER_BYTES } from '@paygate/protocol';
-import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
+import { type RunningService, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
+import type { GatewayContext } from './db';
 import { mcpRoutes } from './mcp/server';
 import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
 import { CallOutcomes } from './payments/call-outcomes';
@@ -38,7 +39,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     name: 'gateway-proxy',
     config,
     migrations,
-    async routes(app, ctx: ServiceContext) {
+    async routes(app, ctx: GatewayContext) {
       state = await createGatewayState(ctx, config, provider);
       blockedPayers = new BlockedPayers(ctx, config.now);
       blockedPayers.attach(ctx.db);
@@ -93,7 +94,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
 
 /** Each route declares itself once: registration, validation and the OpenAPI document come from it. */
 function gatewayRoutes(
-  ctx: ServiceContext,
+  ctx: GatewayContext,
   state: GatewayState,
   need: () => GatewayState,
   selfUrl: () => string,

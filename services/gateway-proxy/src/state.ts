@@ -1,8 +1,9 @@
 import { SharedRateLimiter } from '@paygate/http';
 import { sellerDispatcher } from '@paygate/net';
-import { Counter, Gauge, SecretBox, type ServiceContext } from '@paygate/runtime';
+import { Counter, Gauge, SecretBox } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayProxyConfig } from './config';
+import type { GatewayContext } from './db';
 import { ChainVerifier } from './payments/chain';
 import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
@@ -20,7 +21,7 @@ import { RelayerClient } from './x402/relayer-client';
 /** Everything the gateway's routes and consumers share, built once per running service. */
 export interface GatewayState {
   config: GatewayProxyConfig;
-  ctx: ServiceContext;
+  ctx: GatewayContext;
   provider: JsonRpcProvider;
   skills: SkillDirectory;
   payments: PaymentService;
@@ -57,7 +58,7 @@ export interface GatewayState {
 }
 
 export async function createGatewayState(
-  ctx: ServiceContext,
+  ctx: GatewayContext,
   config: GatewayProxyConfig,
   provider: JsonRpcProvider,
 ): Promise<GatewayState> {
@@ -126,7 +127,7 @@ function forwardingOptions(config: GatewayProxyConfig, keys: TicketKeyStore): Fo
 }
 
 /** The per-minute limiters of the paid URLs, /api/verify per seller, the facilitator and discovery, and the relayer's daily budgets. */
-function rateLimiters(ctx: ServiceContext, config: GatewayProxyConfig) {
+function rateLimiters(ctx: GatewayContext, config: GatewayProxyConfig) {
   // Budgets are exact (freshMs 0: every relayed payment is counted in Postgres before it is submitted).
   const day = { windowMs: 24 * 60 * 60_000, freshMs: 0 };
   return {
@@ -143,7 +144,7 @@ function rateLimiters(ctx: ServiceContext, config: GatewayProxyConfig) {
 }
 
 /** The gateway's payment, refusal, rate-limit and x402 copy metrics, on the service's registry. */
-function gatewayMetrics(ctx: ServiceContext): GatewayState['metrics'] {
+function gatewayMetrics(ctx: GatewayContext): GatewayState['metrics'] {
   const registers = [ctx.metrics.registry];
   return {
     accepted: new Counter({
@@ -173,7 +174,7 @@ function gatewayMetrics(ctx: ServiceContext): GatewayState['metrics'] {
 
 /** Tx-hash payments (proven on chain, claimed with the ledger) and x402 payments (settled by the relayer). */
 function paymentServices(
-  ctx: ServiceContext,
+  ctx: GatewayContext,
   config: GatewayProxyConfig,
   provider: JsonRpcProvider,
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter },

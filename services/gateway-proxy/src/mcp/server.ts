@@ -28,6 +28,7 @@ import { Type } from '@sinclair/typebox';
 import type { Response as ExpressResponse } from 'express';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
+import type { GatewayDatabase } from '../db';
 import { limitCall, MCP_LIMITED, mcpBucket } from '../rate-limit';
 import type { SkillSnapshot } from '../skills/projection';
 import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
@@ -43,7 +44,7 @@ export const TRUNCATED_META = 'paygate/truncated';
 export const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
 export interface McpDependencies {
-  db: Kysely<any>;
+  db: Kysely<GatewayDatabase>;
   /** A skill by name (the gateway's projection, cached). */
   skillByName(name: string): Promise<SkillSnapshot | undefined>;
   /** This gateway's own base URL: a tool call is the paid HTTP call, sent to itself. */

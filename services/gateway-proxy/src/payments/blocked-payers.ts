@@ -1,9 +1,10 @@
 import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import { getAddress, isAddress } from 'ethers';
 import { type Kysely, sql } from 'kysely';
+import type { GatewayContext, GatewayDatabase } from '../db';
 
 /** Payers one seller may block, at most (each replica holds every seller's list in memory). */
 export const MAX_BLOCKED_PER_SELLER = 10_000;
@@ -22,10 +23,10 @@ export interface BlockedPayerCheck {
 export class BlockedPayers extends PolledTask implements BackgroundTask, BlockedPayerCheck {
   protected readonly loop: PollingLoop;
   private bySeller = new Map<string, Set<string>>();
-  private db: Kysely<any> | undefined;
+  private db: Kysely<GatewayDatabase> | undefined;
 
   constructor(
-    ctx: Pick<ServiceContext, 'logger'>,
+    ctx: Pick<GatewayContext, 'logger'>,
     private readonly now: () => Date,
   ) {
     super();
@@ -37,7 +38,7 @@ export class BlockedPayers extends PolledTask implements BackgroundTask, Blocked
     });
   }
 
-  attach(db: Kysely<any>): void {
+  attach(db: Kysely<GatewayDatabase>): void {
     this.db = db;
   }
 

@@ -1,8 +1,8 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
-import type { ServiceContext } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
+import type { GatewayContext, GatewayDatabase } from '../db';
 import { attemptOf } from './claim-rows';
 import type { PaymentClaim } from './service';
 
@@ -24,7 +24,7 @@ export interface CallOutcomeSettings {
  */
 export class CallOutcomes {
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: GatewayContext,
     private readonly settings: CallOutcomeSettings,
   ) {}
 
@@ -98,7 +98,7 @@ export class CallOutcomes {
   }
 
   private publish<S extends 'payment.call_failed' | 'payment.call_recovered'>(
-    trx: Parameters<Parameters<ServiceContext['inTransaction']>[0]>[0],
+    trx: Transaction<GatewayDatabase>,
     subject: S,
     data: EventData<S>,
   ): Promise<void> {

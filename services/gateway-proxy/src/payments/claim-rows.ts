@@ -1,5 +1,6 @@
-import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
+import { WriteBatcher } from '@paygate/runtime';
 import { sql } from 'kysely';
+import type { GatewayContext } from '../db';
 import {
   type ClaimOptions,
   type ClaimToWrite,
@@ -60,7 +61,7 @@ export class PaymentClaimRows {
   });
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: GatewayContext,
     private readonly settings: PaymentSettings,
     private readonly ledger: LedgerClaims,
   ) {}

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { preparedStatement } from '@paygate/runtime';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
+import type { GatewayDatabase } from '../db';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 /**
@@ -123,7 +124,7 @@ const SELECTED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.map((column) => `c.${column
  * one claim's).
  */
 export async function writeClaims(
-  trx: Transaction<any>,
+  trx: Transaction<GatewayDatabase>,
   settings: PaymentSettings,
   batch: ClaimToWrite[],
 ): Promise<RecordedClaim[]> {

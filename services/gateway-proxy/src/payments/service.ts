@@ -1,6 +1,6 @@
 import type { PaymentProof } from '@paygate/protocol';
-import type { ServiceContext } from '@paygate/runtime';
 import { LRUCache } from 'lru-cache';
+import type { GatewayContext } from '../db';
 import type { ChainVerifier } from './chain';
 import { LedgerClaimRefused, PaymentClaimRows } from './claim-rows';
 import type { ClaimOptions, ProvenTransfer, RecordedClaim, RecordStatement } from './claim-statement';
@@ -27,7 +27,7 @@ export class PaymentService {
   private readonly rows: PaymentClaimRows;
 
   constructor(
-    ctx: ServiceContext,
+    ctx: GatewayContext,
     private readonly chain: ChainVerifier,
     private readonly settings: PaymentSettings,
     claims: LedgerClaims,

@@ -1,7 +1,8 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
+import type { GatewayContext } from '../db';
 
 /** Replicas compare the window with their own clocks (reopenForRetry): a claim is closed this long after it. */
 export const CLOSE_MARGIN_MS = 5_000;
@@ -20,7 +21,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: GatewayContext,
     private readonly now: () => Date,
   ) {
     super();

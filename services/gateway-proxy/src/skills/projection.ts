@@ -1,12 +1,16 @@
 import type { EventData } from '@paygate/contracts';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { LRUCache } from 'lru-cache';
+import type { GatewayDatabase } from '../db';
 
 export type SkillSnapshot = EventData<'skill.updated'>;
 export type EndpointSnapshot = SkillSnapshot['endpoints'][number];
 
 /** Applies a skill.updated snapshot; an older or equal revision (redelivery, reordering) changes nothing. */
-export async function applySkillUpdated(trx: Transaction<any>, snapshot: SkillSnapshot): Promise<void> {
+export async function applySkillUpdated(
+  trx: Transaction<GatewayDatabase>,
+  snapshot: SkillSnapshot,
+): Promise<void> {
   await sql`
     insert into skills (skill_id, name, revision, snapshot, updated_at)
     values (${snapshot.skillId}, ${snapshot.name}, ${snapshot.revision}, ${JSON.stringify(snapshot)}::jsonb, now())
@@ -33,7 +37,7 @@ export class SkillDirectory {
   private invalidations = 0;
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<GatewayDatabase>,
     private readonly cacheTtlMs = 1000,
   ) {}
 

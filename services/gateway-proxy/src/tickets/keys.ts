@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject 
 import type { SecretBox } from '@paygate/runtime';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { type Kysely, sql } from 'kysely';
+import type { GatewayDatabase } from '../db';
 
 export interface PublicJwk {
   kty: 'EC';
@@ -48,7 +49,7 @@ export class TicketKeyStore {
   private jwksLoadedAt = 0;
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<GatewayDatabase>,
     private readonly configuredPem: string | undefined,
     private readonly box: SecretBox,
   ) {}
@@ -91,6 +92,7 @@ export class TicketKeyStore {
         .selectFrom('ticket_keys')
         .select(['kid', 'private_key_pem'])
         .where('private_key_pem', 'is not', null)
+        .$narrowType<{ private_key_pem: string }>()
         .limit(100)
         .execute();
       for (const row of plain) {

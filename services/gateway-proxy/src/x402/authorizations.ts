@@ -1,5 +1,6 @@
 import type { TransferAuthorization } from '@paygate/contracts';
 import { type Kysely, sql } from 'kysely';
+import type { GatewayDatabase } from '../db';
 import type { RecordStatement } from '../payments/claim-statement';
 import type { PaymentClaim, Purchase } from '../payments/service';
 import type { DecodedX402Payment } from './protocol';
@@ -62,7 +63,7 @@ export interface SettlementRecord {
  */
 export class X402Authorizations {
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<GatewayDatabase>,
     private readonly chain: { chainId: number; usdcAddress: string },
     private readonly now: () => Date,
   ) {}

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
+import type { GatewayDatabase } from '../db';
 import type { AuthorizationKey } from './authorizations';
 
 /** What a payment-identifier binds: the id, its payer, and the request it was first sent with. */
@@ -32,7 +33,7 @@ export function requestFingerprint(parts: readonly string[]): string {
  */
 export class X402PaymentIds {
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<GatewayDatabase>,
     private readonly now: () => Date,
   ) {}
 

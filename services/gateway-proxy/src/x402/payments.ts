@@ -1,7 +1,8 @@
 import type { SharedRateLimiter } from '@paygate/http';
 import type { X402Offer } from '@paygate/protocol';
-import { type BackgroundTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
+import type { GatewayContext } from '../db';
 import type { PaymentService, Purchase } from '../payments/service';
 import { type AuthorizationKey, X402Authorizations } from './authorizations';
 import {
@@ -93,7 +94,7 @@ export class X402Payments implements BackgroundTask {
   private readonly settlement: X402Settlement;
 
   constructor(
-    ctx: ServiceContext,
+    ctx: GatewayContext,
     private readonly provider: JsonRpcProvider,
     payments: PaymentService,
     readonly relayer: RelayerClient,

@@ -1,5 +1,5 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
-import type { ServiceContext } from '@paygate/runtime';
+import type { GatewayContext } from '../db';
 import {
   LedgerClaimRefused,
   type PaymentClaim,
@@ -113,7 +113,7 @@ type Included = Extract<RelayerSubmitReply, { ok: true }>;
  */
 export class X402Settlement {
   constructor(
-    private readonly logger: ServiceContext['logger'],
+    private readonly logger: GatewayContext['logger'],
     private readonly payments: PaymentService,
     private readonly relayer: RelayerClient,
     private readonly authorizations: X402Authorizations,

@@ -8,6 +8,7 @@ import {
 import { verifyMessage as recoverMessageSigner } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { createPublicClient, http, isErc6492Signature } from 'viem';
+import type { GatewayDatabase } from '../../db';
 import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
 
@@ -67,7 +68,7 @@ export class SignInWithX {
   private inserts = 0;
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: Kysely<GatewayDatabase>,
     private readonly settings: SignInSettings,
   ) {
     // One request per check, bounded by the RPC timeout, no retries: a slow chain is a 503, never a wait.
