@@ -1,9 +1,7 @@
-import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, networks } from '@paygate/chain';
-import { mountRoutes, serveOpenApi } from '@paygate/http';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
-import type { Express } from 'express';
 import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';
 import type { SettlementConfig } from './config';
@@ -18,7 +16,7 @@ import { SettlementScheduler } from './schedule/scheduler';
 import { sellerProjectionConsumer } from './sellers/projection';
 import { settlementOperatorRoutes } from './settlements/operator-routes';
 import { payoutOutcome } from './settlements/outcome';
-import { SETTLEMENT_OPENAPI_PATH, settlementOpenApi, settlementRoutes } from './settlements/routes';
+import { SETTLEMENT_OPENAPI_PATH, settlementDocument, settlementRoutes } from './settlements/routes';
 import { CheckoutSweeper } from './sweep/checkout-sweeper';
 import { depositAddressAssignedConsumer, depositTransferConsumer } from './sweep/consumers';
 import { DepositSweeper } from './sweep/deposit-sweeper';
@@ -43,139 +41,121 @@ export interface RunningSettlement extends RunningService<SettlementDB> {
   depositSweeper: DepositSweeper;
 }
 
+/**
+ * Settlement, built once: the escrow and relayer chains, metrics and watch gauges, the transfer worker, scheduler,
+ * x402 relayer and sweepers, then the routes, consumers and tasks that use them. The chains' providers are
+ * destroyed last on stop (and on a failed start).
+ */
 export async function startSettlement(
   config: SettlementConfig,
   options: SettlementOptions = {},
 ): Promise<RunningSettlement> {
   const clock = options.now ?? systemClock;
-  const chain = new EscrowChain({
-    rpcUrl: config.rpcUrl,
-    chainId: config.chainId,
-    usdcAddress: config.usdcAddress,
-    privateKey: config.escrowPrivateKey,
-    timeoutMs: config.rpcTimeoutMs,
-  });
-  const relayerChain = config.relayer
-    ? new RelayerChain({
+  const running = await startService({
+    name: 'settlement',
+    config,
+    migrations,
+    build(ctx: ServiceContext<SettlementDB>) {
+      const chain = new EscrowChain({
         rpcUrl: config.rpcUrl,
         chainId: config.chainId,
-        privateKey: config.relayer.privateKey,
+        usdcAddress: config.usdcAddress,
+        privateKey: config.escrowPrivateKey,
         timeoutMs: config.rpcTimeoutMs,
-      })
-    : null;
-  // The pool's other keys read through the first key's provider.
-  const relayerKeys = relayerChain
-    ? [relayerChain, ...config.relayer!.privateKeys.slice(1).map((key) => relayerChain.withKey(key))]
-    : [];
-  let parts: SettlementParts | undefined;
-  // startService calls routes, then consumers, then background with the same ctx: build everything once.
-  const build = (ctx: ServiceContext<SettlementDB>) => {
-    parts ??= settlementParts(ctx, config, clock, chain, relayerKeys);
-    return parts;
-  };
+      });
+      const relayerChain = config.relayer
+        ? new RelayerChain({
+            rpcUrl: config.rpcUrl,
+            chainId: config.chainId,
+            privateKey: config.relayer.privateKey,
+            timeoutMs: config.rpcTimeoutMs,
+          })
+        : null;
+      // The pool's other keys read through the first key's provider.
+      const relayerKeys =
+        relayerChain && config.relayer
+          ? [relayerChain, ...config.relayer.privateKeys.slice(1).map((key) => relayerChain.withKey(key))]
+          : [];
+      const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
+      registerSettlementWatchGauges(ctx, {
+        clock,
+        schedulerIntervalMs: config.schedulerIntervalMs,
+        settlementPeriodSeconds: config.settlementPeriodSeconds,
+        provider: chain.provider,
+        // Without a relayer, RELAYER_MIN_BALANCE_WEI's default (0.0005 ETH) is the floor of the other wallets.
+        minBalanceWei: config.relayer?.minBalanceWei ?? 500_000_000_000_000n,
+        wallets: [
+          { wallet: 'escrow', address: chain.address },
+          ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
+          ...(config.checkoutSweep
+            ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
+            : []),
+        ],
+      });
+      const auth = new SellerAuth(ctx.bus);
+      const transfers = new TransferWorker(ctx, config, chain, metrics, {
+        payout: payoutOutcome(clock),
+        refund: refundOutcome(clock),
+        platform_payout: platformPayoutOutcome(clock),
+      });
+      const scheduler = new SettlementScheduler(ctx, config, clock);
+      const relayer =
+        config.relayer && relayerKeys.length > 0
+          ? x402Relayer(ctx, config, config.relayer, relayerKeys, chain, clock)
+          : null;
+      const sweeper = config.checkoutSweep
+        ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
+        : null;
+      const depositSweeper = new DepositSweeper(
+        ctx,
+        config.depositSweep,
+        { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
+        chain.address,
+        relayer,
+      );
 
-  let running: RunningService<SettlementDB>;
-  try {
-    running = await startService<SettlementDB>({
-      name: 'settlement',
-      config,
-      migrations,
-      routes: (app, ctx) => mountSettlementRoutes(app, ctx, config, clock, build(ctx)),
-      consumers: (ctx) => settlementConsumers(config, clock, chain, build(ctx)),
-      background: (ctx) => {
-        const { scheduler, transfers, relayer, sweeper, depositSweeper } = build(ctx);
-        return [transfers, scheduler, relayer, sweeper, depositSweeper].filter((task) => task !== null);
-      },
-      readinessChecks: () => [{ name: 'chain', check: () => checkChainRpc(chain.provider, config.chainId) }],
-      onStop: async () => {
-        parts?.auth.close();
-      },
-    });
-  } catch (error) {
-    chain.destroy();
-    relayerChain?.destroy();
-    throw error;
-  }
-  const { scheduler, transfers, relayer, sweeper, depositSweeper } = parts!;
-  return {
-    ...running,
-    scheduler,
-    transfers,
-    chain,
-    relayer,
-    sweeper,
-    depositSweeper,
-    async stop() {
-      await running.stop();
-      chain.destroy();
-      relayerChain?.destroy();
+      const onTransferRecorded = () => transfers.kick();
+      const decisions = { config, chain, metrics, clock, onTransferRecorded };
+      return {
+        scheduler,
+        transfers,
+        chain,
+        relayer,
+        sweeper,
+        depositSweeper,
+        routes: [
+          ...settlementRoutes(ctx, auth),
+          ...settlementOperatorRoutes(ctx, config, scheduler, clock),
+          ...platformPayoutRoutes(ctx, config, clock),
+        ],
+        openApi: { path: SETTLEMENT_OPENAPI_PATH, document: settlementDocument },
+        consumers: [
+          defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
+          defineConsumer(refundInitiatedConsumer(config, chain, metrics, onTransferRecorded)),
+          defineConsumer(payoutReservedConsumer(decisions)),
+          defineConsumer(payoutRefusedConsumer(decisions)),
+          defineConsumer(depositAddressAssignedConsumer(config.chainId)),
+          defineConsumer(
+            depositTransferConsumer({
+              chainId: config.chainId,
+              usdcAddress: config.usdcAddress,
+              fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
+              onDue: () => depositSweeper.kick(),
+            }),
+          ),
+        ],
+        tasks: [transfers, scheduler, relayer, sweeper, depositSweeper].filter((task) => task !== null),
+        readinessChecks: [{ name: 'chain', check: () => checkChainRpc(chain.provider, config.chainId) }],
+        async stop() {
+          auth.close();
+          chain.destroy();
+          relayerChain?.destroy();
+        },
+      };
     },
-  };
-}
-
-/** What the settlement service runs, built once from its context and shared by its routes, consumers and tasks. */
-interface SettlementParts {
-  scheduler: SettlementScheduler;
-  transfers: TransferWorker;
-  auth: SellerAuth;
-  relayer: Relayer | null;
-  metrics: ReturnType<typeof createSettlementMetrics>;
-  sweeper: CheckoutSweeper | null;
-  depositSweeper: DepositSweeper;
-}
-
-function settlementParts(
-  ctx: ServiceContext<SettlementDB>,
-  config: SettlementConfig,
-  clock: Clock,
-  chain: EscrowChain,
-  relayerKeys: readonly RelayerChain[],
-): SettlementParts {
-  const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-  registerSettlementWatchGauges(ctx, {
-    clock,
-    schedulerIntervalMs: config.schedulerIntervalMs,
-    settlementPeriodSeconds: config.settlementPeriodSeconds,
-    provider: chain.provider,
-    // Without a relayer, RELAYER_MIN_BALANCE_WEI's default (0.0005 ETH) is the floor of the other wallets.
-    minBalanceWei: config.relayer?.minBalanceWei ?? 500_000_000_000_000n,
-    wallets: [
-      { wallet: 'escrow', address: chain.address },
-      ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
-      ...(config.checkoutSweep
-        ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
-        : []),
-    ],
   });
-  const transfers = new TransferWorker(ctx, config, chain, metrics, {
-    payout: payoutOutcome(clock),
-    refund: refundOutcome(clock),
-    platform_payout: platformPayoutOutcome(clock),
-  });
-  const scheduler = new SettlementScheduler(ctx, config, clock);
-  const relayer =
-    config.relayer && relayerKeys.length > 0
-      ? x402Relayer(ctx, config, config.relayer, relayerKeys, chain, clock)
-      : null;
-  const sweeper = config.checkoutSweep
-    ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
-    : null;
-  const depositSweeper = new DepositSweeper(
-    ctx,
-    config.depositSweep,
-    { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
-    chain.address,
-    relayer,
-  );
-  return {
-    scheduler,
-    transfers,
-    auth: new SellerAuth(ctx.bus),
-    relayer,
-    metrics,
-    sweeper,
-    depositSweeper,
-  };
+  const { scheduler, transfers, chain, relayer, sweeper, depositSweeper } = running.parts;
+  return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
 }
 
 /** The x402 relayer (RELAYER_PRIVATE_KEY configured): sends buyers' signed authorizations, paying the gas. */
@@ -206,45 +186,4 @@ function x402Relayer(
     codeHashRefusalPayers: relayerConfig.codeHashRefusalPayers,
     now: clock,
   });
-}
-
-function mountSettlementRoutes(
-  app: Express,
-  ctx: ServiceContext<SettlementDB>,
-  config: SettlementConfig,
-  clock: Clock,
-  { auth, scheduler }: SettlementParts,
-): void {
-  const routes = [
-    ...settlementRoutes(ctx, auth),
-    ...settlementOperatorRoutes(ctx, config, scheduler, clock),
-    ...platformPayoutRoutes(ctx, config, clock),
-  ];
-  mountRoutes(app, routes);
-  serveOpenApi(app, SETTLEMENT_OPENAPI_PATH, settlementOpenApi(routes));
-}
-
-function settlementConsumers(
-  config: SettlementConfig,
-  clock: Clock,
-  chain: EscrowChain,
-  { transfers, metrics, depositSweeper }: SettlementParts,
-): DeclaredConsumer[] {
-  const onTransferRecorded = () => transfers.kick();
-  const decisions = { config, chain, metrics, clock, onTransferRecorded };
-  return [
-    defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
-    defineConsumer(refundInitiatedConsumer(config, chain, metrics, onTransferRecorded)),
-    defineConsumer(payoutReservedConsumer(decisions)),
-    defineConsumer(payoutRefusedConsumer(decisions)),
-    defineConsumer(depositAddressAssignedConsumer(config.chainId)),
-    defineConsumer(
-      depositTransferConsumer({
-        chainId: config.chainId,
-        usdcAddress: config.usdcAddress,
-        fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
-        onDue: () => depositSweeper.kick(),
-      }),
-    ),
-  ];
 }

@@ -284,6 +284,7 @@ describe('settlement payouts on anvil', () => {
       '/api/v1/settlements/{settlementId}',
       '/api/v1/operator/settlements/run',
       '/api/v1/operator/settlements/platform-payouts',
+      '/api/v1/openapi/settlement.json',
     ]);
   });
 

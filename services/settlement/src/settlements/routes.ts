@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, notFound, routesOpenApi, securitySchemes } from '@paygate/http';
+import { type AnyRoute, defineRoute, notFound, securitySchemes } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -91,16 +91,11 @@ export function settlementRoutes(ctx: ServiceContext<SettlementDB>, auth: Seller
 
 export const SETTLEMENT_OPENAPI_PATH = '/api/v1/openapi/settlement.json';
 
-/** The OpenAPI 3.1 document of the settlement API, built from its route declarations (served apart from them). */
-export function settlementOpenApi(routes: AnyRoute[]) {
-  return routesOpenApi(
-    {
-      title: 'Paygate settlements',
-      description:
-        "The seller's settlements: one per seller and period (DAILY, WEEKLY or MONTHLY), paid out in USDC from the escrow wallet once the available balance reaches the seller's minimum. Amounts are decimal USDC strings.",
-      securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
-      schemas: { Settlement },
-    },
-    routes,
-  );
-}
+/** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
+export const settlementDocument = {
+  title: 'Paygate settlements',
+  description:
+    "The seller's settlements: one per seller and period (DAILY, WEEKLY or MONTHLY), paid out in USDC from the escrow wallet once the available balance reaches the seller's minimum. Amounts are decimal USDC strings.",
+  securitySchemes: { apiKey: securitySchemes.apiKey, operatorToken: securitySchemes.operatorToken },
+  schemas: { Settlement },
+};
