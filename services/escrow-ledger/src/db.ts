@@ -98,7 +98,7 @@ export interface TransfersTable {
   /** The head block when the receipt check first missed it (cleared when it is seen again). */
   missing_since_block: bigint | null;
   /** The chain confirmation check's order: the lowest turns are read next; a check takes a new one. */
-  chain_check_turn: Generated<string | null>;
+  chain_check_turn: Generated<bigint | null>;
 }
 
 export interface TransactionsTable {
@@ -153,7 +153,8 @@ export interface PaymentConflictsTable {
 
 export interface RefundsTable {
   id: string;
-  kind: Generated<'payment' | 'unmatched_transfer'>;
+  /** A seller's refund of a payment, an unmatched transfer sent back, or a payer's unserved refunds sent as one. */
+  kind: Generated<'payment' | 'unmatched_transfer' | 'unserved_batch'>;
   transaction_id: string | null;
   seller_id: string | null;
   payer: string;
@@ -163,9 +164,9 @@ export interface RefundsTable {
   amount_micro: bigint;
   seller_part_micro: bigint;
   platform_part_micro: bigint;
-  phase: 'in_escrow' | 'after_release' | 'in_suspense';
+  phase: 'in_escrow' | 'after_release' | 'in_suspense' | 'batch';
   reason: string;
-  status: string;
+  status: 'pending' | 'completed' | 'failed';
   refund_request_id: string | null;
   transfer_refund_request_id: string | null;
   refund_tx_hash: string | null;
@@ -262,6 +263,42 @@ export interface PaymentCallAttemptsTable {
   recorded_at: Generated<Date>;
 }
 
+/** The one claim on each on-chain transfer (primary key: the transfer): the first ledger.claim_transfer wins. */
+export interface TransferClaimsTable {
+  chain_id: number;
+  tx_hash: string;
+  log_index: number;
+  claim_id: string;
+  claimed_via: 'x402' | 'verify' | 'checkout' | 'operator_refund';
+  reference: string;
+  payer: string;
+  amount_micro: bigint;
+  claimed_at: Date;
+  /** The payment the claim booked (null until booked, or when its booking was refused). */
+  payment_id: string | null;
+}
+
+/** A paid call whose window closed unserved (payment.call_unserved), by payment id, and what was decided. */
+export interface UnservedCallsTable {
+  payment_id: string;
+  seller_id: string;
+  attempts: number;
+  retry_until: Date;
+  closed_at: Date;
+  status: 'closed' | 'refunded' | 'served' | 'not_refundable';
+  decision: string | null;
+  transaction_id: string | null;
+  refund_id: string | null;
+  payer: string | null;
+  amount_micro: bigint | null;
+  /** The unserved_batch refund that sends it, once its payer's batch went out. */
+  batch_id: string | null;
+  event_id: string;
+  recorded_at: Generated<Date>;
+  checked_at: Generated<Date>;
+  decided_at: Date | null;
+}
+
 export interface IdempotencyKeysTable {
   seller_id: string;
   key: string;
@@ -290,6 +327,8 @@ export interface LedgerDatabase extends BusTables {
   seller_credit_limits: SellerCreditLimitsTable;
   platform_payouts: PlatformPayoutsTable;
   payment_call_attempts: PaymentCallAttemptsTable;
+  transfer_claims: TransferClaimsTable;
+  unserved_calls: UnservedCallsTable;
 }
 
 export type LedgerDb = Kysely<LedgerDatabase>;

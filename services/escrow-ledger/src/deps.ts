@@ -1,5 +1,7 @@
+import type { ServiceContext } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { EscrowLedgerConfig } from './config';
+import type { LedgerDatabase } from './db';
 import type { LedgerMetrics } from './metrics';
 
 /** What the ledger's handlers need besides a transaction: the clock, logs and metrics. */
@@ -9,3 +11,6 @@ export interface LedgerDeps {
   logger: Logger;
   metrics: LedgerMetrics;
 }
+
+/** The runtime's context typed by the ledger's tables. */
+export type LedgerContext = ServiceContext<LedgerDatabase>;

@@ -7,12 +7,13 @@ import {
   sendIdempotentAnswer,
 } from '@paygate/http';
 import type { Request, Response } from 'express';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from './db';
 
 export type StoredResponse = IdempotentAnswer;
 
 /** The ledger's storage of Idempotency-Keys (its idempotency_keys table), in the transaction that books. */
-function ledgerKeys(trx: Transaction<any>, route: string): IdempotencyStore {
+function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
   return {
     async lock({ scope, key }) {
       await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${scope}:${key}`}, 0))`.execute(trx);
@@ -43,7 +44,7 @@ function ledgerKeys(trx: Transaction<any>, route: string): IdempotencyStore {
  * (the rule: @paygate/http idempotency.ts); an advisory lock serialises concurrent retries.
  */
 export function withIdempotency(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   req: Request,
   sellerId: string,
   fn: () => Promise<StoredResponse>,

@@ -1,8 +1,8 @@
 import { decodeTransferLog, formatAddress, makeProvider } from '@paygate/chain';
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
@@ -46,7 +46,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
    * is released at once, not a release interval later).
    */
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
     private readonly onConfirmed: () => void = () => {},
   ) {

@@ -1,9 +1,9 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
@@ -24,7 +24,7 @@ interface DueHold {
  * next pass after the decision releases what remains). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
  * Returns how many holds were released.
  */
-export async function releaseDueHolds(ctx: ServiceContext, deps: LedgerDeps, limit: number): Promise<number> {
+export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limit: number): Promise<number> {
   const now = deps.now();
   const holdBack = deps.config.chainConfirmTimeoutMs > 0;
   return ctx.inTransaction(async (trx) => {
@@ -96,7 +96,7 @@ interface DueHoldAges {
  * The age of the oldest hold past its hold period and still held, apart from those a pending buyer refund request
  * holds (they wait for the seller's decision, not for the ledger). One indexed read of held transactions.
  */
-async function dueHoldAges(ctx: ServiceContext, deps: LedgerDeps): Promise<DueHoldAges> {
+async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps): Promise<DueHoldAges> {
   const now = deps.now();
   const rows = await sql<{ waiting: 'release' | 'chain'; oldest: Date | null }>`select
         case when exists (select 1 from transfers tr
@@ -132,7 +132,7 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   private static readonly BATCHES_PER_PASS = 20;
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
   ) {
     super();

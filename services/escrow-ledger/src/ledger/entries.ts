@@ -1,5 +1,5 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
-import type { AccountKind } from '../db';
+import { sql } from 'kysely';
+import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 
 /** The account kinds live with the schema (db.ts); re-exported for the entry builders' callers. */
 export type { AccountKind };
@@ -39,7 +39,7 @@ export interface EntryInput {
  * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
  * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
  */
-export async function postEntry(trx: Transaction<any>, input: EntryInput): Promise<bigint | null> {
+export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigint | null> {
   for (const line of input.lines) {
     if (line.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
   }
@@ -68,7 +68,7 @@ export async function postEntry(trx: Transaction<any>, input: EntryInput): Promi
  * hold release, services/escrow-ledger/test/refund-deadlock.test.ts).
  */
 export async function ensureAccounts(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   accounts: ReadonlyArray<readonly [AccountKind, string]>,
 ): Promise<void> {
   const keys = [...new Set(accounts.map(([kind, owner]) => `${kind}\u0000${owner}`))].sort();
@@ -77,7 +77,7 @@ export async function ensureAccounts(
   for (const [kind, owner] of unique) await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
 }
 
-export async function entryIdByKey(db: Kysely<any>, idempotencyKey: string): Promise<bigint | null> {
+export async function entryIdByKey(db: LedgerDb, idempotencyKey: string): Promise<bigint | null> {
   const row = await sql<{
     id: bigint;
   }>`select id from journal_entries where idempotency_key = ${idempotencyKey}`.execute(db);
@@ -85,7 +85,7 @@ export async function entryIdByKey(db: Kysely<any>, idempotencyKey: string): Pro
 }
 
 /** Balance of one account in its normal direction (0 for an account that has never been posted to). */
-export async function accountBalance(db: Kysely<any>, kind: AccountKind, owner = ''): Promise<bigint> {
+export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''): Promise<bigint> {
   const row = await sql<{
     balance_micro: bigint;
   }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner}`.execute(db);
@@ -96,7 +96,7 @@ export async function accountBalance(db: Kysely<any>, kind: AccountKind, owner =
  * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
  * as the balance trigger takes, so it does not conflict with concurrent postings' foreign key checks.
  */
-export async function lockAccount(trx: Transaction<any>, kind: AccountKind, owner = ''): Promise<bigint> {
+export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
   const row = await sql<{
     balance_micro: bigint;

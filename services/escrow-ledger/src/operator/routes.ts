@@ -1,10 +1,10 @@
 import { requestRpc } from '@paygate/bus';
 import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
-import type { ServiceContext } from '@paygate/runtime';
+
 import type { RequestHandler } from 'express';
 import { sql } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from '../reconciliation/reconcile';
@@ -28,12 +28,12 @@ import {
 
 /** What the operator routes are given: the service, the ledger's deps and the operator-token auth. */
 interface OperatorRouteDeps {
-  ctx: ServiceContext;
+  ctx: LedgerContext;
   deps: LedgerDeps;
   operator: { scheme: string; middleware: RequestHandler };
 }
 
-export function operatorRoutes(ctx: ServiceContext, deps: LedgerDeps): AnyRoute[] {
+export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[] {
   const operator = { scheme: 'operatorToken', middleware: operatorAuth(deps.config.operatorToken) };
   const routeDeps: OperatorRouteDeps = { ctx, deps, operator };
   return [
@@ -305,7 +305,7 @@ function accountsRoute({ ctx, operator }: OperatorRouteDeps) {
 }
 
 /** The reconciliation report; a chain (or settlement) that cannot be read is a 503, logged. */
-async function reconcileWithChain(ctx: ServiceContext, deps: LedgerDeps) {
+async function reconcileWithChain(ctx: LedgerContext, deps: LedgerDeps) {
   try {
     return await reconcile(ctx.db, deps.config, undefined, () =>
       requestRpc(
@@ -362,7 +362,7 @@ function creditLimitMicro(text: string): bigint {
 }
 
 /** Stores the seller's credit limit (insert or update) and logs it. */
-async function storeCreditLimit(ctx: ServiceContext, sellerId: string, limitMicro: bigint, now: Date) {
+async function storeCreditLimit(ctx: LedgerContext, sellerId: string, limitMicro: bigint, now: Date) {
   await sql`insert into seller_credit_limits (seller_id, credit_limit_micro, updated_at)
           values (${sellerId}, ${limitMicro}, ${now})
           on conflict (seller_id) do update set credit_limit_micro = excluded.credit_limit_micro,

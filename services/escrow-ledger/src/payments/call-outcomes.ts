@@ -1,6 +1,6 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import type { Transaction } from 'kysely';
-import type { LedgerDatabase, PaymentCallAttemptsTable } from '../db';
+import type { LedgerDatabase, LedgerTrx, PaymentCallAttemptsTable } from '../db';
 
 type CallAttemptEvent = EventEnvelope<
   'payment.call_failed' | 'payment.call_recovered',
@@ -15,11 +15,7 @@ type CallOutcome = Omit<
  * An attempt is keyed by the event's payment, attempt and seller, and recorded once whatever delivers it again (the
  * inbox skips a seen event id; the key a copy).
  */
-async function recordAttempt(
-  trx: Transaction<any>,
-  event: CallAttemptEvent,
-  outcome: CallOutcome,
-): Promise<void> {
+async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: CallOutcome): Promise<void> {
   const d = event.data;
   await (trx as Transaction<LedgerDatabase>)
     .insertInto('payment_call_attempts')
@@ -36,7 +32,7 @@ async function recordAttempt(
 
 /** payment.call_failed: the seller failed a paid call; the buyer may retry until retryUntil. */
 export function onPaymentCallFailed(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'payment.call_failed', EventData<'payment.call_failed'>>,
 ): Promise<void> {
   const d = event.data;
@@ -51,7 +47,7 @@ export function onPaymentCallFailed(
 
 /** payment.call_recovered: a retry of a failed call was served within its window. */
 export function onPaymentCallRecovered(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'payment.call_recovered', EventData<'payment.call_recovered'>>,
 ): Promise<void> {
   const d = event.data;

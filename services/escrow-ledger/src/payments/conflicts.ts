@@ -1,5 +1,5 @@
-import { sql, type Transaction } from 'kysely';
-import type { ConflictKind } from '../db';
+import { sql } from 'kysely';
+import type { ConflictKind, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 
@@ -7,7 +7,7 @@ export type { ConflictKind };
 
 /** Records a conflict for the operator (once per kind, transfer and payment), counted and logged. */
 export async function recordConflict(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   kind: ConflictKind,
   input: {

@@ -1,7 +1,8 @@
 import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
@@ -20,7 +21,7 @@ import {
 type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
 
 export async function onTransferObserved(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: TransferObserved,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -66,11 +67,7 @@ export async function onTransferObserved(
  * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
  * booked meanwhile by a payment's claim stands on that block too, unless it names another: it is reversed.
  */
-async function onStaleObservation(
-  trx: Transaction<any>,
-  event: TransferObserved,
-  deps: LedgerDeps,
-): Promise<void> {
+async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   deps.logger.warn(
@@ -87,7 +84,7 @@ async function onStaleObservation(
  * suspense: the payment stays as claimed). Confirming never books the payment again.
  */
 async function confirmBookedTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: TransferObserved,
   existing: TransferRow,
   deps: LedgerDeps,
@@ -128,7 +125,7 @@ async function confirmBookedTransfer(
  * with a claim of its own.
  */
 async function reincludeTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: TransferObserved,
   transfer: TransferRow,
   deps: LedgerDeps,
@@ -159,7 +156,7 @@ async function reincludeTransfer(
  * The payment parked as a `transfer_reorged` conflict while its transfer was reorged is booked now, and the
  * conflict resolved. False when no payment was parked.
  */
-async function bookParkedPayment(trx: Transaction<any>, event: TransferObserved, deps: LedgerDeps) {
+async function bookParkedPayment(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps) {
   const d = event.data;
   const parked = await sql<{
     id: bigint;

@@ -1,7 +1,8 @@
 import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
@@ -40,7 +41,7 @@ const reasonTextOf = (cause: ReversalCause) =>
  * named by the transfer; the caller says who owes it and how much.
  */
 function recordReorgAfterRefund(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
   owed: {
@@ -66,7 +67,7 @@ function recordReorgAfterRefund(
  * then the transfer itself is reversed out of suspense and the escrow asset.
  */
 export async function onTransferReorged(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -93,7 +94,7 @@ export async function onTransferReorged(
  * booked on another block (mined again before the reorg was handled) or already reversed is left alone.
  */
 export async function reverseIfOnBlock(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
   blockHash: string,
@@ -125,7 +126,7 @@ export async function reverseIfOnBlock(
  * The entries' keys are those of a reorg, so a later transfer.reorged for the same inclusion changes nothing.
  */
 export async function reverseTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
   cause: ReversalCause,
@@ -192,7 +193,7 @@ export async function reverseTransfer(
  * transfer is in suspense then, to be reversed out of escrow_asset: all of it.
  */
 async function reverseClaimingTransaction(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
   cause: ReversalCause,

@@ -1,4 +1,5 @@
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import { transferKey } from '../ledger/entries';
 
 export interface TransferRow {
@@ -24,7 +25,7 @@ export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perI
 export const TRANSFER_LOCK_SCOPE = 'ledger-transfer';
 
 export async function lockTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   chainId: number,
   txHash: string,
   logIndex: number,
@@ -44,7 +45,7 @@ export async function lockTransfer(
  * id, or null when the key was already used.
  */
 export async function postTransferIn(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   input: { idempotencyKey: string; amountMicro: bigint; memo: Record<string, unknown> },
 ): Promise<bigint | null> {
   if (input.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
@@ -62,7 +63,7 @@ export async function postTransferIn(
  * the other finds it booked. False when it was booked before.
  */
 export async function bookTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   input: {
     chainId: number;
     txHash: string;

@@ -1,5 +1,6 @@
 import type { EventData, EventEnvelope } from '@paygate/contracts';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 
 /**
  * The ledger's own view of where each seller is paid (`seller.updated`, newer revisions only): a payout is
@@ -7,7 +8,7 @@ import { sql, type Transaction } from 'kysely';
  * names.
  */
 export async function onSellerUpdated(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'seller.updated', EventData<'seller.updated'>>,
 ): Promise<void> {
   const seller = event.data;
@@ -19,7 +20,7 @@ export async function onSellerUpdated(
 }
 
 /** The seller's payout address in the ledger's view, or null before its first `seller.updated`. */
-export async function payoutAddressOf(trx: Transaction<any>, sellerId: string): Promise<string | null> {
+export async function payoutAddressOf(trx: LedgerTrx, sellerId: string): Promise<string | null> {
   const row = (
     await sql<{ payout_address: string }>`select payout_address from seller_payout_addresses
         where seller_id = ${sellerId}`.execute(trx)

@@ -1,11 +1,12 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 
-export const lockPlatformPayout = (trx: Transaction<any>, payoutId: string) =>
+export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
 
 interface PlatformPayoutRow {
@@ -15,7 +16,7 @@ interface PlatformPayoutRow {
 }
 
 async function lockedPlatformPayout(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   payoutId: string,
 ): Promise<PlatformPayoutRow | undefined> {
   await lockPlatformPayout(trx, payoutId);
@@ -33,7 +34,7 @@ async function lockedPlatformPayout(
  * escrow).
  */
 export async function onPlatformPayoutRequested(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'revenue.payout_requested', EventData<'revenue.payout_requested'>>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -79,7 +80,7 @@ export async function onPlatformPayoutRequested(
 
 /** `payout.failed` of a platform payout: nothing left escrow; the reserved amount returns to platform revenue. */
 export async function onPlatformPayoutFailed(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   failed: EventData<'payout.failed'>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -104,7 +105,7 @@ export async function onPlatformPayoutFailed(
 
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onPlatformPayoutCompleted(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
   deps: LedgerDeps,
 ): Promise<void> {

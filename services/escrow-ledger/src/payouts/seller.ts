@@ -1,8 +1,8 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
-import type { PayoutReservationsTable } from '../db';
+import { sql } from 'kysely';
+import type { LedgerTrx, PayoutReservationsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { payoutAddressOf } from './addresses';
@@ -11,7 +11,7 @@ import { payoutAddressOf } from './addresses';
 export type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
 
 /** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
-export const lockSettlement = (trx: Transaction<any>, settlementId: string) =>
+export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
 /** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
@@ -26,7 +26,7 @@ const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` :
  * available in the period) is decided again.
  */
 export async function onSettlementDue(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'settlement.due', EventData<'settlement.due'>>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -93,7 +93,7 @@ export async function onSettlementDue(
  * released payments with a buyer's pending refund request, and the released payments the payout takes.
  */
 async function lockPayableBalance(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   sellerId: string,
 ): Promise<{ available: bigint; paidOut: string[] }> {
   // The seller's released payments first (a refund locks its transaction, then the accounts: same order).
@@ -113,10 +113,7 @@ async function lockPayableBalance(
   };
 }
 
-async function lockedReservation(
-  trx: Transaction<any>,
-  settlementId: string,
-): Promise<ReservationRow | undefined> {
+async function lockedReservation(trx: LedgerTrx, settlementId: string): Promise<ReservationRow | undefined> {
   await lockSettlement(trx, settlementId);
   return (
     await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${settlementId}`.execute(
@@ -131,7 +128,7 @@ async function lockedReservation(
  * gives a reservation back: nothing cancels one while settlement may still send it.
  */
 export async function onSellerPayoutFailed(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   failed: EventData<'payout.failed'>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -161,7 +158,7 @@ export async function onSellerPayoutFailed(
 
 /** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onSettlementCompleted(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'settlement.completed', EventData<'settlement.completed'>>,
   deps: LedgerDeps,
 ): Promise<void> {

@@ -1,5 +1,6 @@
 import { formatUsdc } from '@paygate/money';
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerDb } from '../db';
 
 /** What payers owe back, in the reconciliation's exposure (refunds/receivables.ts). */
 export interface PayerExposure {
@@ -11,7 +12,7 @@ export interface PayerExposure {
   owedByPayers: string;
 }
 
-export async function payerExposure(db: Kysely<any>): Promise<PayerExposure> {
+export async function payerExposure(db: LedgerDb): Promise<PayerExposure> {
   const row = await sql<{ owed: bigint | null }>`select sum(balance_micro)::bigint as owed
       from accounts where kind = 'refund_receivable'`.execute(db);
   return { owedByPayers: formatUsdc(BigInt(row.rows[0]?.owed ?? 0n)) };

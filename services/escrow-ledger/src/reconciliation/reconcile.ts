@@ -2,8 +2,9 @@ import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
+import type { LedgerDb } from '../db';
 import type { LedgerMetrics } from '../metrics';
 import { type PayerExposure, payerExposure } from './payer-receivables';
 
@@ -51,7 +52,7 @@ export const MAX_DEPOSIT_ADDRESSES = 10_000;
 const BALANCE_READS_AT_ONCE = 20;
 
 /** Whether the ledger booked any transfer to an address other than the fixed escrow wallets (a deposit address). */
-async function bookedDepositTransfers(db: Kysely<any>, config: EscrowLedgerConfig): Promise<boolean> {
+async function bookedDepositTransfers(db: LedgerDb, config: EscrowLedgerConfig): Promise<boolean> {
   const wallets = escrowWallets(config).map((w) => w.toLowerCase());
   const row = await sql<{ found: boolean }>`select exists (
       select 1 from transfers where to_address is not null and not (to_address = any(${wallets}::text[]))
@@ -106,7 +107,7 @@ interface SellerExposure {
  * asked when the chain balance is to be read here and the ledger booked a transfer to a deposit address.
  */
 async function depositAddressesToRead(
-  db: Kysely<any>,
+  db: LedgerDb,
   config: EscrowLedgerConfig,
   chainBalance: bigint | undefined,
   depositHoldings: DepositHoldings | undefined,
@@ -143,7 +144,7 @@ async function depositAddressesToRead(
   };
 }
 
-async function accountTotals(db: Kysely<any>): Promise<AccountTotals> {
+async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
   const totals = await sql<{ kind: string; normal_side: string; balance: bigint }>`select kind, normal_side,
       sum(balance_micro)::bigint as balance from accounts group by kind, normal_side order by kind`.execute(
     db,
@@ -184,7 +185,7 @@ function totalsDifferences(onChain: bigint, totals: AccountTotals): Reconciliati
 }
 
 /** Every account whose running balance differs from the sum of its postings. */
-async function balanceDriftDifferences(db: Kysely<any>): Promise<ReconciliationDifference[]> {
+async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDifference[]> {
   const drift = await sql<{
     kind: string;
     owner: string;
@@ -200,7 +201,7 @@ async function balanceDriftDifferences(db: Kysely<any>): Promise<ReconciliationD
   }));
 }
 
-async function sellerExposure(db: Kysely<any>): Promise<SellerExposure> {
+async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
   const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
@@ -236,7 +237,7 @@ function exposureDifferences(exposure: SellerExposure): ReconciliationDifference
  * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
  */
 export async function reconcile(
-  db: Kysely<any>,
+  db: LedgerDb,
   config: EscrowLedgerConfig,
   chainBalance?: bigint,
   depositHoldings?: DepositHoldings,

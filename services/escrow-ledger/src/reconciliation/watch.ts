@@ -1,6 +1,6 @@
 import { requestRpc } from '@paygate/bus';
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import type { LedgerDeps } from '../deps';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from './reconcile';
 
 /**
@@ -13,7 +13,7 @@ import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from './reconc
 export class ReconciliationWatch extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
-  constructor(ctx: ServiceContext, deps: LedgerDeps) {
+  constructor(ctx: LedgerContext, deps: LedgerDeps) {
     super();
     const intervalMs = deps.config.reconcileIntervalMs;
     this.loop = new PollingLoop(

@@ -2,7 +2,8 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
@@ -48,7 +49,7 @@ export interface RefundRow {
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
 export async function lockSellerTransaction(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   transactionId: string,
   sellerId: string,
 ): Promise<TransactionForRefund> {
@@ -110,7 +111,7 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
  * concurrent refunds of it count each other.
  */
 async function assertNotDust(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   limits: { refundMinAmountMicro: bigint; refundMaxPartialPerTransaction: number },
   txn: TransactionForRefund,
   amountMicro: bigint,
@@ -179,7 +180,7 @@ export function refundEntryLines(sellerId: string, split: RefundSplit) {
 
 /** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */
 async function recordRefund(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   txn: TransactionForRefund,
   split: RefundSplit,
   refund: { id: string; reason: string; refundRequestId: string | null; now: Date },
@@ -221,7 +222,7 @@ function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amoun
  * go negative only while its held money (or an operator's credit) covers it.
  */
 export async function bookRefund(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   txn: TransactionForRefund,
   input: {
@@ -275,7 +276,7 @@ export interface SellerFunds {
  * them, so a refund never deadlocks with a release or a payment batch), and reads the seller's credit limit.
  * A concurrent refund of the same seller waits here and then reads the balances this one left.
  */
-export async function lockSellerFunds(trx: Transaction<any>, sellerId: string): Promise<SellerFunds> {
+export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise<SellerFunds> {
   const accounts: Array<[AccountKind, string]> = [
     ['platform_held', ''],
     ['platform_revenue', ''],
@@ -310,7 +311,7 @@ export async function lockSellerFunds(trx: Transaction<any>, sellerId: string): 
  * the shortfall). Checked under the account locks, in the transaction that books the refund.
  */
 async function checkSellerCanPay(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   sellerId: string,
   phase: RefundPhase,
   sellerPart: bigint,
@@ -353,7 +354,7 @@ async function checkSellerCanPay(
  * payment and one of an unmatched transfer both sit in refund_pending until then.
  */
 export async function onRefundCompleted(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
   deps: LedgerDeps,
 ): Promise<void> {

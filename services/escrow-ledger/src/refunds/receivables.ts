@@ -1,5 +1,5 @@
-import { sql, type Transaction } from 'kysely';
-import type { RefundReceivablesTable } from '../db';
+import { sql } from 'kysely';
+import type { LedgerTrx, RefundReceivablesTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
@@ -34,7 +34,7 @@ interface Arrival {
  * would take escrow_asset below the chain, and below zero). Then nothing is owed, and the conflict says so.
  */
 export async function refundReceivableOnReorg(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
 ): Promise<{ payer: string; amountMicro: bigint }> {
@@ -72,7 +72,7 @@ export async function refundReceivableOnReorg(
  * transaction is booked or re-included, and when a receivable is opened (the arrival may have been booked first).
  */
 export async function settleRefundReceivables(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   chainId: number,
   txHash: string,

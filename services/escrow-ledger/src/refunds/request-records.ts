@@ -3,8 +3,8 @@ import { createEvent } from '@paygate/contracts';
 import { badRequest, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { REFUND_REQUEST_MAX_VALIDITY_MS, type RefundTarget } from '@paygate/protocol';
-import { sql, type Transaction } from 'kysely';
-import type { RefundRequestsTable } from '../db';
+import { sql } from 'kysely';
+import type { LedgerTrx, RefundRequestsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundRequestId } from '../ids';
 import { bookRefund, lockSellerTransaction, refundView } from './book';
@@ -70,7 +70,7 @@ export function checkRefundRequestSigning(
  * refundable, once per signed request; the same signed request again answers the pending request it made.
  */
 export async function fileRefundRequest(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
   body: { reason: string; signature: string },
@@ -119,7 +119,7 @@ export async function fileRefundRequest(
  * decided already is a replay (409), another request pending a 409 naming it.
  */
 async function pendingRequestFor(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   transactionId: string,
   signature: string,
 ): Promise<RefundRequestRow | undefined> {
@@ -164,7 +164,7 @@ async function pendingRequestFor(
  * when none is given, and raises refund.approved.
  */
 export async function approveRefundRequest(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   requestId: string,
   sellerId: string,
@@ -204,7 +204,7 @@ export async function approveRefundRequest(
   return { status: 200, body: { ...requestView(updated.rows[0]!), refund: refundView(refund) } };
 }
 
-export async function lockPendingRequest(trx: Transaction<any>, id: string, sellerId: string) {
+export async function lockPendingRequest(trx: LedgerTrx, id: string, sellerId: string) {
   const rows =
     await sql<RefundRequestRow>`select * from refund_requests where id = ${id} and seller_id = ${sellerId} for update`.execute(
       trx,

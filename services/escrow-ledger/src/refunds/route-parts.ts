@@ -5,16 +5,16 @@ import {
   type SharedRateLimiter,
 } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
-import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Request, RequestHandler, Response } from 'express';
-import type { Transaction } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import type { LedgerTrx } from '../db';
+
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
 
 /** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
 export interface RefundRouteContext {
-  ctx: ServiceContext;
+  ctx: LedgerContext;
   deps: LedgerDeps;
   seller: { scheme: string; middleware: ReturnType<SellerAuth['middleware']> };
   /** Counts a refund a seller books (REFUNDS_PER_MINUTE per seller); run after the API key check. */
@@ -55,10 +55,10 @@ export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.
  * transaction Postgres aborts for the deadlock runs again rather than answering 500.
  */
 export async function sendSellerWrite(
-  ctx: ServiceContext,
+  ctx: LedgerContext,
   req: { seller?: { sellerId: string } },
   res: Response,
-  write: (trx: Transaction<any>, sellerId: string) => Promise<StoredResponse>,
+  write: (trx: LedgerTrx, sellerId: string) => Promise<StoredResponse>,
   options?: { retryConflicts?: boolean },
 ): Promise<void> {
   const sellerId = sellerOf(req);

@@ -1,10 +1,10 @@
 import { type AnyRoute, defineRoute, notFound, SharedRateLimiter } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { refundRequestMessage } from '@paygate/protocol';
-import type { ServiceContext } from '@paygate/runtime';
+
 import type { SellerAuth } from '@paygate/seller-auth';
 import { sql } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { RefundIdParam, SELLER_ERRORS } from '../http/schemas';
 import { paymentOutcome } from '../unserved/outcome';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
@@ -26,7 +26,7 @@ import { findRequestedTransaction, refundTargetOf } from './targets';
 export { refundRequestMessage };
 
 /** The refund routes: a seller's own refunds and the public transaction lookup here, buyers' requests in requests.ts. */
-export function refundRoutes(ctx: ServiceContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
+export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
   // freshMs 0: every hit is counted in Postgres at once, so nothing waits to be flushed (no timer to start or stop);
   // finished windows are deleted by any limiter of this schema (the buyers' one).
   const limiter = new SharedRateLimiter(ctx.db, deps.config.refundsPerMinute, deps.now, { freshMs: 0 });

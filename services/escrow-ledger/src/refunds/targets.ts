@@ -1,6 +1,7 @@
 import { badRequest, HttpError } from '@paygate/http';
 import type { RefundTarget } from '@paygate/protocol';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerDb, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 
 /** A payment as a buyer's refund request sees it. */
@@ -55,7 +56,7 @@ const notBooked = (what: string) =>
  * `sessionId` checkout puts in `payment.confirmed`, which the ledger keeps on the transaction.
  */
 export async function findRequestedTransaction(
-  db: Transaction<any> | import('kysely').Kysely<any>,
+  db: LedgerDb | LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
@@ -93,7 +94,7 @@ export async function findRequestedTransaction(
 
 /** findRequestedTransaction, then the row locked for the request's checks and insert. */
 export async function findTransactionForUpdate(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
 ): Promise<RequestedTransaction> {

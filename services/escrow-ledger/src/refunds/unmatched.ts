@@ -2,7 +2,8 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
@@ -40,7 +41,7 @@ export type UnmatchedRefundRefusal =
  * transfer.observed not handled yet) throws: the event is redelivered with backoff, then dead-lettered.
  */
 export async function onTransferRefundRequested(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'transfer.refund_requested', EventData<'transfer.refund_requested'>>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -68,7 +69,7 @@ type RefundRequest = EventData<'transfer.refund_requested'>;
 
 /** The booked transfer the request names, locked (for update) for the rest of the transaction. */
 async function lockTransfer(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   d: RefundRequest,
   txHash: string,
 ): Promise<SuspenseTransfer | undefined> {
@@ -98,7 +99,7 @@ export function refusalOf(
 
 /** The refused request, as a `refund_refused` conflict for the operator (books nothing). */
 async function recordRefusal(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   event: EventEnvelope<'transfer.refund_requested', RefundRequest>,
   transfer: SuspenseTransfer,
@@ -135,7 +136,7 @@ async function recordRefusal(
  * and asks settlement to send it (refund.initiated), in that order, in the caller's transaction.
  */
 async function bookUnmatchedRefund(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   d: RefundRequest,
   transfer: SuspenseTransfer,

@@ -2,7 +2,8 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
@@ -31,7 +32,7 @@ interface UnservedRow {
 
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   event: EventEnvelope<'payment.call_unserved', EventData<'payment.call_unserved'>>,
   deps: LedgerDeps,
 ): Promise<void> {
@@ -62,7 +63,7 @@ type Decision =
  * money short). Never refunds a call twice: only a `closed` row is decided.
  */
 export async function decideUnserved(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   paymentId: string,
 ): Promise<string | undefined> {
@@ -87,7 +88,7 @@ export async function decideUnserved(
   return bookUnservedRefund(trx, deps, row, decision, now);
 }
 
-async function decisionOf(trx: Transaction<any>, row: UnservedRow, now: Date): Promise<Decision> {
+async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<Decision> {
   const attempts = await sql<{ outcome: string }>`select outcome from payment_call_attempts
       where payment_id = ${row.payment_id} order by attempt`.execute(trx);
   const givenUp = now.getTime() - new Date(row.recorded_at).getTime() > GIVE_UP_AFTER_MS;
@@ -127,7 +128,7 @@ async function decisionOf(trx: Transaction<any>, row: UnservedRow, now: Date): P
  * paid with other sellers' money.
  */
 async function bookUnservedRefund(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   row: UnservedRow,
   decision: Extract<Decision, { kind: 'refund' }>,
@@ -188,11 +189,7 @@ async function bookUnservedRefund(
  * The batch is a refund of its own (kind unserved_batch) through refund.initiated -> settlement -> refund.completed,
  * which completes the refunds it carries. Returns the batches made.
  */
-export async function sendDueRefunds(
-  trx: Transaction<any>,
-  deps: LedgerDeps,
-  payer?: string,
-): Promise<number> {
+export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
   const oldestBefore = new Date(now.getTime() - deps.config.unservedRefundMaxAgeMs);
   const due = await sql<{ payer: string }>`select payer from unserved_calls
@@ -236,7 +233,7 @@ export async function sendDueRefunds(
  * The closed calls to decide again (their failure or payment was not booked yet, or their seller was short), the
  * least recently tried first: calls that keep waiting never keep the others from being decided.
  */
-export async function undecidedCalls(trx: Transaction<any>): Promise<string[]> {
+export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
   const rows = await sql<{ payment_id: string }>`select payment_id from unserved_calls where status = 'closed'
       order by checked_at limit ${DECIDE_BATCH}`.execute(trx);
   return rows.rows.map((r) => r.payment_id);

@@ -1,4 +1,5 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { LedgerDb, LedgerTrx } from '../db';
 import { callOutcomesOf } from '../views/call-outcomes';
 
 /**
@@ -21,11 +22,11 @@ export interface PaymentOutcome {
 }
 
 export async function paymentOutcome(
-  db: Kysely<any> | Transaction<any>,
+  db: LedgerDb | LedgerTrx,
   paymentId: string,
   now: Date,
 ): Promise<PaymentOutcome> {
-  const call = (await callOutcomesOf(db as Kysely<any>, [paymentId], now)).get(paymentId);
+  const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
   const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
   const unserved = (
     await sql<{

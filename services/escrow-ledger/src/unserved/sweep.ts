@@ -1,5 +1,5 @@
-import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import type { LedgerDeps } from '../deps';
+import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 
 /**
@@ -11,7 +11,7 @@ import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 export class UnservedRefundSweep extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
-  constructor(ctx: ServiceContext, deps: LedgerDeps) {
+  constructor(ctx: LedgerContext, deps: LedgerDeps) {
     super();
     const intervalMs = deps.config.unservedSweepIntervalMs;
     this.loop = new PollingLoop(

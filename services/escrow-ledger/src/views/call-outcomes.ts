@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { LedgerDatabase, PaymentCallAttemptsTable } from '../db';
+import type { LedgerDatabase, LedgerDb, PaymentCallAttemptsTable } from '../db';
 
 /** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
 export interface CallOutcomeView {
@@ -32,7 +32,7 @@ type AttemptRow = Pick<
 
 /** The call outcome of each payment that has reported attempts (the others are SERVED_AT_ONCE). */
 export async function callOutcomesOf(
-  db: Kysely<any>,
+  db: LedgerDb,
   paymentIds: string[],
   now: Date,
 ): Promise<Map<string, CallOutcomeView>> {

@@ -1,11 +1,11 @@
 import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
-import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import type { RequestHandler } from 'express';
-import { type Kysely, type Selectable, sql } from 'kysely';
-import type { TransactionsTable } from '../db';
+import { type Selectable, sql } from 'kysely';
+import type { LedgerDb, TransactionsTable } from '../db';
+import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { type RefundRow, refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
@@ -108,7 +108,7 @@ function transactionFilter(query: Static<typeof TransactionListQuery>): Transact
 
 /** The seller's transactions by the filter, newest first: one more than the page, to tell if another follows. */
 async function transactionRows(
-  db: Kysely<any>,
+  db: LedgerDb,
   sellerId: string,
   f: TransactionFilter,
 ): Promise<TransactionRow[]> {
@@ -128,7 +128,7 @@ async function transactionRows(
 }
 
 /** The transaction's journal entries as events, then its settlement (if settled). */
-async function transactionHistory(db: Kysely<any>, row: TransactionRow) {
+async function transactionHistory(db: LedgerDb, row: TransactionRow) {
   const entries = await sql<{
     entry_type: string;
     created_at: Date;
@@ -154,7 +154,7 @@ async function transactionHistory(db: Kysely<any>, row: TransactionRow) {
 }
 
 /** The seller's balances: held, available, settling, settled, and owed (an available balance below zero). */
-async function sellerBalances(db: Kysely<any>, sellerId: string) {
+async function sellerBalances(db: LedgerDb, sellerId: string) {
   // One statement, so one snapshot: read one by one, a hold released between the reads showed the money both held
   // and available (the dashboard's journey test saw $0.2375 twice).
   const rows = await sql<{ kind: string | null; balance_micro: bigint }>`
@@ -181,13 +181,13 @@ async function sellerBalances(db: Kysely<any>, sellerId: string) {
 
 /** What the view routes are given; `now` decides whether a failed call's retry window is still open. */
 interface ViewRouteDeps {
-  ctx: ServiceContext;
+  ctx: LedgerContext;
   seller: { scheme: string; middleware: RequestHandler };
   now: () => Date;
 }
 
 /** `now` decides whether a failed call's retry window is still open (callStatus). */
-export function viewRoutes(ctx: ServiceContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
+export function viewRoutes(ctx: LedgerContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
   const deps: ViewRouteDeps = { ctx, seller: { scheme: 'apiKey', middleware: auth.middleware() }, now };
   return [listTransactionsRoute(deps), getTransactionRoute(deps), balancesRoute(deps)];
 }
