@@ -1,161 +1,261 @@
 import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, makeProvider } from '@paygate/chain';
 import { SIGNATURE_RECOVERY } from '@paygate/chain/signatures';
-import { type AnyRoute, mountRoutes, serveOpenApi } from '@paygate/http';
+import { SharedRateLimiter } from '@paygate/http';
+import { sellerDispatcher } from '@paygate/net';
 import { MAX_X402_HEADER_BYTES } from '@paygate/protocol';
-import { type RunningService, startService } from '@paygate/runtime';
+import { type RunningService, SecretBox, type ServiceParts, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
-import type { GatewayContext } from './db';
+import type { GatewayDatabase } from './db';
 import { mcpRoutes } from './mcp/server';
+import { gatewayMetrics } from './metrics';
 import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
 import { CallOutcomes } from './payments/call-outcomes';
+import { ChainVerifier } from './payments/chain';
+import { LedgerClaims } from './payments/claims';
+import { PaymentService } from './payments/service';
 import { UnservedCalls } from './payments/unserved';
+import { FORWARD_CONNECTIONS_PER_ORIGIN, type ForwardOptions } from './proxy/forward';
+import { ForwardingKeys } from './proxy/forwarding-keys';
+import { RequestSigner } from './proxy/signing';
 import { jwksRoutes } from './routes/jwks';
 import { gatewayOpenApi } from './routes/openapi';
 import { paidCallRoute } from './routes/paid-call';
 import { receiptKeyRoutes } from './routes/receipt-keys';
 import { verifyRoutes } from './routes/verify';
-import { applySkillUpdated } from './skills/projection';
-import { createGatewayState, type GatewayState } from './state';
-import { settleAwaitingCopies, x402Routes } from './x402/facilitator';
+import { applySkillUpdated, SkillDirectory } from './skills/projection';
+import { TicketIssuer } from './tickets/issuer';
+import { TicketKeyStore } from './tickets/keys';
+import { SettlementCopies } from './x402/copies';
+import { ReceiptSigner } from './x402/extensions/offer-receipt';
+import { SignInWithX } from './x402/extensions/sign-in-with-x';
+import { x402Routes } from './x402/facilitator';
+import { X402Payments } from './x402/payments';
+import { RelayerClient } from './x402/relayer-client';
 
-export type RunningGateway = RunningService & { state: GatewayState };
+/** What a test (or a benchmark) of a running gateway reaches into, beside what the runtime mounts and runs. */
+export interface GatewayHandles {
+  skills: SkillDirectory;
+  payments: PaymentService;
+  x402: X402Payments;
+  keys: TicketKeyStore;
+  forwarding: ForwardOptions;
+}
 
+type GatewayParts = ServiceParts<GatewayDatabase> & GatewayHandles;
+
+export type RunningGateway = RunningService<GatewayDatabase, GatewayParts> & { state: GatewayHandles };
+
+/** The gateway, built once, top to bottom: chain, keys, limiters, payments, x402, the routes and the work. */
 export async function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningGateway> {
-  const provider = makeProvider(config.rpcUrl, {
-    timeoutMs: config.rpcTimeoutMs,
-    chainId: config.chainId,
-  });
-  let state: GatewayState | undefined;
-  let blockedPayers: BlockedPayers | undefined;
+  const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
+  // The MCP tools call this gateway's own paid route, at the address it listens on.
   let selfUrl: string | undefined;
-  const need = () => {
-    if (!state) throw new Error('gateway state not built yet');
-    return state;
-  };
-  const running = await startService({
+  const running = await startService<GatewayDatabase, GatewayParts>({
     name: 'gateway-proxy',
     config,
     migrations,
-    async routes(app, ctx: GatewayContext) {
-      state = await createGatewayState(ctx, config, provider);
-      blockedPayers = new BlockedPayers(ctx, config.now);
-      blockedPayers.attach(ctx.db);
-      // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
-      ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
-      const routes = [
-        ...gatewayRoutes(
-          ctx,
-          state,
-          need,
-          () => {
-            if (!selfUrl) throw new Error('the gateway is not listening yet');
-            return selfUrl;
-          },
-          blockedPayers,
-        ),
-        // A seller's payers refused before anything is charged (calls built to fail, say).
-        ...blockedPayerRoutes(blockedPayers, new SellerAuth(ctx.bus)),
-      ];
-      mountRoutes(app, routes);
-      serveOpenApi(app, '/api/v1/openapi/gateway.json', gatewayOpenApi(config.publicBaseUrl, routes));
-    },
-    consumers: () => [
-      defineConsumer({
-        durable: 'gateway-skill-projection',
-        subject: 'skill.updated',
-        concurrency: 4,
-        handler: (trx, event) => applySkillUpdated(trx, event.data),
-        afterCommit: () => need().skills.invalidate(),
-      }),
-    ],
-    // A paid call left unserved when its retry window passed is made final and the ledger told (it refunds).
-    background: (ctx) => [
-      ...backgroundTasks(need),
-      new UnservedCalls(ctx, config.now),
-      ...(blockedPayers ? [blockedPayers] : []),
-    ],
-    readinessChecks: () => [
-      {
-        name: 'chain',
-        check: () => checkChainRpc(provider, config.chainId),
-      },
-    ],
-    onStop: async () => provider.destroy(),
     // Room for an x402 payment header at its own limit beside the other headers, so one over that limit is
     // refused with a 402 and its reason rather than by Node's 431 at 16 KiB for all headers together.
     maxHeaderSize: 2 * MAX_X402_HEADER_BYTES,
+    async build(ctx) {
+      // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
+      ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
+      const metrics = gatewayMetrics(ctx);
+      const sellerAuth = new SellerAuth(ctx.bus);
+      const skills = new SkillDirectory(ctx.db);
+
+      // Ticket keys sign tickets and forwards; sealed at rest.
+      const keys = new TicketKeyStore(
+        ctx.db,
+        config.ticketSigningKeyPem,
+        new SecretBox(config.ticketKeyEncryptionKey, 'paygate-gateway-ticket-keys'),
+      );
+      await keys.init();
+      const forwarding: ForwardOptions = {
+        timeoutMs: config.upstreamTimeoutMs,
+        signer: new RequestSigner(keys, config.now),
+        maxBodyBytes: config.proxyMaxBodyBytes,
+        dispatcher: sellerDispatcher(
+          { publicOnly: config.production },
+          { connections: FORWARD_CONNECTIONS_PER_ORIGIN, connectTimeoutMs: config.upstreamTimeoutMs },
+        ),
+      };
+      const forwardingKeys = new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs });
+
+      // Per-minute limits shared by replicas; the relayer's budgets are exact (freshMs 0: every relayed payment
+      // is counted in Postgres before it is submitted).
+      const perMinute = (limit: number) => new SharedRateLimiter(ctx.db, limit, config.now);
+      const perDay = (limit: number) =>
+        new SharedRateLimiter(ctx.db, limit, config.now, { windowMs: 24 * 60 * 60_000, freshMs: 0 });
+      const limiter = perMinute(config.rateLimitPerMinute);
+      const verifyLimiter = perMinute(config.verifyPerSellerPerMinute);
+      const facilitatorLimiter = perMinute(config.x402FacilitatorPerMinute);
+      const discoveryLimiter = perMinute(config.discoveryPerMinute);
+      const mcpLimiter = perMinute(config.mcpPerMinute);
+      const relayerBudgets = {
+        perPayer: perDay(config.relayerDailyPerPayer),
+        perSeller: perDay(config.relayerDailyPerSeller),
+      };
+      const limiters = [
+        limiter,
+        verifyLimiter,
+        facilitatorLimiter,
+        discoveryLimiter,
+        mcpLimiter,
+        relayerBudgets.perPayer,
+        relayerBudgets.perSeller,
+      ];
+
+      // Tx-hash payments: proven on chain, claimed with the ledger.
+      const payments = new PaymentService(
+        ctx,
+        new ChainVerifier(provider, {
+          usdcAddress: config.usdcAddress,
+          escrowAddress: config.escrowAddress,
+          confirmations: config.confirmations,
+        }),
+        {
+          network: config.network,
+          chainId: config.chainId,
+          usdcAddress: config.usdcAddress,
+          escrowAddress: config.escrowAddress,
+          retryWindowSeconds: config.retryWindowSeconds,
+          upstreamTimeoutMs: config.upstreamTimeoutMs,
+          now: config.now,
+        },
+        new LedgerClaims(ctx.bus, ctx.logger),
+      );
+      // x402 payments: EIP-3009 authorizations settled by settlement's relayer, then claimed like any payment.
+      const x402 = new X402Payments(
+        ctx,
+        provider,
+        payments,
+        new RelayerClient(ctx.bus, config.relayerTimeoutMs),
+        {
+          chainId: config.chainId,
+          usdcAddress: config.usdcAddress,
+          escrowAddress: config.escrowAddress,
+          maxTimeoutSeconds: config.x402MaxTimeoutSeconds,
+          inclusionWaitMs: config.x402InclusionWaitMs,
+          retryWindowSeconds: config.retryWindowSeconds,
+          relayerTimeoutMs: config.relayerTimeoutMs,
+          recoveryAfterMs: config.x402RecoveryAfterMs,
+          recoveryIntervalMs: config.x402RecoveryIntervalMs,
+          minAmountMicro: config.x402MinAmountMicro,
+          relayerBudgets,
+          now: config.now,
+        },
+      );
+      // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
+      void x402.tokenDomain().catch(() => undefined);
+      void x402.relayer.currentStatus();
+      const copies = new SettlementCopies({ x402, config, copiesWaiting: metrics.x402CopiesWaiting });
+      const receipts = new ReceiptSigner(config.receiptSigningKey, config.publicBaseUrl, config.now);
+      const signIn = new SignInWithX(ctx.db, {
+        origin: new URL(config.publicBaseUrl).origin,
+        chainId: config.chainId,
+        rpcUrl: config.rpcUrl,
+        rpcTimeoutMs: config.rpcTimeoutMs,
+        now: config.now,
+      });
+      const blockedPayers = new BlockedPayers(ctx, config.now);
+
+      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+      const routes = [
+        // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
+        paidCallRoute({
+          config,
+          logger: ctx.logger,
+          skills,
+          limiter,
+          payments,
+          blockedPayers,
+          callOutcomes: new CallOutcomes(ctx, {
+            retryWindowSeconds: config.retryWindowSeconds,
+            now: config.now,
+          }),
+          x402,
+          settleX402: (payment, purchase, version, options) =>
+            copies.settle(payment, purchase, version, options),
+          tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
+          receipts,
+          signIn,
+          forwardingKeys,
+          forwarding,
+          metrics: { ...metrics, httpDuration: ctx.metrics.httpDuration },
+        }),
+        ...verifyRoutes({ config, sellerAuth, limiter, verifyLimiter, payments, signIn, metrics }),
+        ...jwksRoutes(keys),
+        ...receiptKeyRoutes(receipts),
+        ...x402Routes({
+          config,
+          sellerAuth,
+          limiter: facilitatorLimiter,
+          x402,
+          payments,
+          copies,
+          discovery: { config, db: ctx.db, limiter: discoveryLimiter, x402 },
+        }),
+        // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
+        ...mcpRoutes({
+          db: ctx.db,
+          skillByName: (name) => skills.byName(name),
+          selfUrl: () => {
+            if (!selfUrl) throw new Error('the gateway is not listening yet');
+            return selfUrl;
+          },
+          trustedProxies: config.trustedProxies,
+          callTimeoutMs: config.upstreamTimeoutMs + 60_000,
+          maxResultBytes: config.mcpMaxResultBytes,
+          limiter: mcpLimiter,
+          rateLimited: metrics.rateLimited,
+        }),
+        // A seller's payers refused before anything is charged (calls built to fail, say).
+        ...blockedPayerRoutes(blockedPayers, sellerAuth),
+      ];
+
+      return {
+        routes,
+        openApi: { path: '/api/v1/openapi/gateway.json', document: gatewayOpenApi(config.publicBaseUrl) },
+        consumers: [
+          defineConsumer<'skill.updated', GatewayDatabase>({
+            durable: 'gateway-skill-projection',
+            subject: 'skill.updated',
+            concurrency: 4,
+            handler: (trx, event) => applySkillUpdated(trx, event.data),
+            afterCommit: () => skills.invalidate(),
+          }),
+        ],
+        tasks: [
+          {
+            start: () => {
+              for (const each of limiters) each.start();
+            },
+            stop: async () => {
+              await Promise.all(limiters.map((each) => each.stop()));
+            },
+          },
+          x402,
+          { start: async () => undefined, stop: async () => forwardingKeys.close() },
+          // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
+          { start: async () => undefined, stop: () => forwarding.dispatcher.close() },
+          // A paid call left unserved when its retry window passed is made final and the ledger told (it refunds).
+          new UnservedCalls(ctx, config.now),
+          blockedPayers,
+        ],
+        readinessChecks: [{ name: 'chain', check: () => checkChainRpc(provider, config.chainId) }],
+        stop: async () => provider.destroy(),
+        skills,
+        payments,
+        x402,
+        keys,
+        forwarding,
+      };
+    },
   });
   selfUrl = running.url;
-  return Object.assign(running, { state: need() });
-}
-
-/** Each route declares itself once: registration, validation and the OpenAPI document come from it. */
-function gatewayRoutes(
-  ctx: GatewayContext,
-  state: GatewayState,
-  need: () => GatewayState,
-  selfUrl: () => string,
-  blockedPayers?: BlockedPayers,
-): AnyRoute[] {
-  const { config } = state;
-  return [
-    // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
-    paidCallRoute({
-      config: state.config,
-      logger: ctx.logger,
-      skills: state.skills,
-      limiter: state.limiter,
-      payments: state.payments,
-      blockedPayers,
-      callOutcomes: new CallOutcomes(ctx, {
-        retryWindowSeconds: config.retryWindowSeconds,
-        now: config.now,
-      }),
-      x402: state.x402,
-      settleX402: (payment, purchase, version, options) =>
-        settleAwaitingCopies(need(), payment, purchase, version, options),
-      tickets: state.tickets,
-      receipts: state.receipts,
-      signIn: state.signIn,
-      forwardingKeys: state.forwardingKeys,
-      forwarding: state.forwarding,
-      metrics: { ...state.metrics, httpDuration: ctx.metrics.httpDuration },
-    }),
-    ...verifyRoutes(state),
-    ...jwksRoutes(state),
-    ...receiptKeyRoutes(state.receipts),
-    ...x402Routes(state),
-    // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
-    ...mcpRoutes({
-      db: ctx.db,
-      skillByName: (name) => need().skills.byName(name),
-      selfUrl,
-      trustedProxies: config.trustedProxies,
-      callTimeoutMs: config.upstreamTimeoutMs + 60_000,
-      maxResultBytes: config.mcpMaxResultBytes,
-      limiter: state.mcpLimiter,
-      rateLimited: state.metrics.rateLimited,
-    }),
-  ];
-}
-
-/** The limiters, x402's recovery, the forwarding keys' subscription and the pools to sellers, stopped in order. */
-function backgroundTasks(need: () => GatewayState) {
-  return [
-    {
-      start: () => {
-        for (const limiter of need().limiters) limiter.start();
-      },
-      stop: async () => {
-        await Promise.all(need().limiters.map((limiter) => limiter.stop()));
-      },
-    },
-    { start: () => need().x402.start(), stop: () => need().x402.stop() },
-    { start: async () => undefined, stop: async () => need().forwardingKeys.close() },
-    // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
-    { start: async () => undefined, stop: () => need().forwarding.dispatcher.close() },
-  ];
+  return Object.assign(running, { state: running.parts });
 }

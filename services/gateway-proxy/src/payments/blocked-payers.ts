@@ -23,13 +23,14 @@ export interface BlockedPayerCheck {
 export class BlockedPayers extends PolledTask implements BackgroundTask, BlockedPayerCheck {
   protected readonly loop: PollingLoop;
   private bySeller = new Map<string, Set<string>>();
-  private db: Kysely<GatewayDatabase> | undefined;
+  private readonly db: Kysely<GatewayDatabase>;
 
   constructor(
-    ctx: Pick<GatewayContext, 'logger'>,
+    ctx: Pick<GatewayContext, 'logger' | 'db'>,
     private readonly now: () => Date,
   ) {
     super();
+    this.db = ctx.db;
     this.loop = new PollingLoop(() => this.refresh(), {
       what: 'blocked payers',
       logger: ctx.logger,
@@ -38,16 +39,11 @@ export class BlockedPayers extends PolledTask implements BackgroundTask, Blocked
     });
   }
 
-  attach(db: Kysely<GatewayDatabase>): void {
-    this.db = db;
-  }
-
   isBlocked(sellerId: string, payer: string): boolean {
     return this.bySeller.get(sellerId)?.has(payer.toLowerCase()) ?? false;
   }
 
   async refresh(): Promise<void> {
-    if (!this.db) return;
     const rows = await sql<{
       seller_id: string;
       payer: string;
@@ -64,7 +60,7 @@ export class BlockedPayers extends PolledTask implements BackgroundTask, Blocked
   async list(sellerId: string) {
     const rows = await sql<{ payer: string; reason: string | null; created_at: Date }>`select payer, reason,
         created_at from blocked_payers where seller_id = ${sellerId} order by created_at desc`.execute(
-      this.db!,
+      this.db,
     );
     return rows.rows.map((r) => ({
       payer: r.payer,
@@ -74,7 +70,7 @@ export class BlockedPayers extends PolledTask implements BackgroundTask, Blocked
   }
 
   async block(sellerId: string, payer: string, reason: string | null): Promise<void> {
-    await this.db!.transaction().execute(async (trx) => {
+    await this.db.transaction().execute(async (trx) => {
       // One seller's list at a time, so the count and the insert agree.
       await sql`select pg_advisory_xact_lock(hashtext(${`blocked_payers:${sellerId}`}))`.execute(trx);
       const count = await sql<{ n: number }>`select count(*)::int as n from blocked_payers
@@ -98,7 +94,7 @@ export class BlockedPayers extends PolledTask implements BackgroundTask, Blocked
   async unblock(sellerId: string, payer: string): Promise<boolean> {
     const deleted =
       await sql`delete from blocked_payers where seller_id = ${sellerId} and payer = ${payer}`.execute(
-        this.db!,
+        this.db,
       );
     this.bySeller.get(sellerId)?.delete(payer);
     return Number(deleted.numAffectedRows ?? 0n) > 0;

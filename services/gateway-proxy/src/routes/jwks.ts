@@ -1,9 +1,9 @@
 import { type AnyRoute, defineRoute } from '@paygate/http';
 import { Type } from '@sinclair/typebox';
-import type { GatewayState } from '../state';
+import type { TicketKeyStore } from '../tickets/keys';
 
 /** The ticket JWKS: ES256 public keys by kid (old keys stay for rotation). */
-export function jwksRoutes(state: GatewayState): AnyRoute[] {
+export function jwksRoutes(keys: Pick<TicketKeyStore, 'publicKeys'>): AnyRoute[] {
   return [
     defineRoute({
       method: 'get',
@@ -17,7 +17,7 @@ export function jwksRoutes(state: GatewayState): AnyRoute[] {
       },
       handler: async (_req, res) => {
         res.setHeader('Cache-Control', 'public, max-age=300');
-        res.json({ keys: await state.keys.publicKeys() });
+        res.json({ keys: await keys.publicKeys() });
       },
     }),
   ];

@@ -1,4 +1,4 @@
-import { type AnyRoute, routesOpenApi, securitySchemes } from '@paygate/http';
+import { securitySchemes } from '@paygate/http';
 import { VerifyRequest } from './verify';
 
 export const paymentRequirements = {
@@ -71,16 +71,13 @@ export const paymentHeaderDoc =
  * The gateway's OpenAPI 3.1 document, served at /api/v1/openapi/gateway.json: every route describes itself,
  * the paid skill URLs (served on the bare request) among them.
  */
-export function gatewayOpenApi(baseUrl: string, routes: AnyRoute[]) {
-  return routesOpenApi(
-    {
-      title: 'Paygate gateway',
-      description:
-        'Paid skill URLs (x402 payment-required flow, PROXY and TICKET modes), payment verification for the seller middleware, and the ticket JWKS.',
-      serverUrl: baseUrl,
-      securitySchemes: { apiKey: securitySchemes.apiKey },
-      schemas: { PaymentRequirements: paymentRequirements, PaymentRefused: paymentRefused, VerifyRequest },
-    },
-    routes,
-  );
+export function gatewayOpenApi(baseUrl: string) {
+  return {
+    title: 'Paygate gateway',
+    description:
+      'Paid skill URLs (x402 payment-required flow, PROXY and TICKET modes), payment verification for the seller middleware, and the ticket JWKS.',
+    serverUrl: baseUrl,
+    securitySchemes: { apiKey: securitySchemes.apiKey },
+    schemas: { PaymentRequirements: paymentRequirements, PaymentRefused: paymentRefused, VerifyRequest },
+  };
 }

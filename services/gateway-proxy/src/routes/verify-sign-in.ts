@@ -1,14 +1,22 @@
 import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
-import { type AnyRoute, defineRoute } from '@paygate/http';
+import { type AnyRoute, defineRoute, type SharedRateLimiter } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { type Static, Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
+import type { GatewayMetrics } from '../metrics';
 import type { Purchase } from '../payments/types';
 import { limitCall } from '../rate-limit';
-import type { GatewayState } from '../state';
+import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
 
 export const SIGN_IN_VERIFY_PATH = '/api/verify/sign-in';
+
+export interface SignInVerifyDeps {
+  /** A seller's calls per minute, shared with POST /api/verify. */
+  verifyLimiter: SharedRateLimiter;
+  signIn: Pick<SignInWithX, 'subscriptionFor'>;
+  metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
+}
 
 const SignInRequest = Type.Object(
   {
@@ -66,7 +74,7 @@ function originOf(value: string): string | undefined {
  * subscriber of the API key's seller (a seller-wide subscription paid through POST /api/verify, in force, its
  * amount covering the price). The message must name the seller's origin; its nonce is spent here, once.
  */
-function signInHandler(state: GatewayState) {
+function signInHandler(deps: SignInVerifyDeps) {
   return async (req: SignInHttpRequest, res: Response) => {
     const body = req.body;
     let priceMicro: bigint;
@@ -95,8 +103,8 @@ function signInHandler(state: GatewayState) {
     }
     const seller = req.seller!;
     await limitCall(
-      state.verifyLimiter,
-      state.metrics.rateLimited,
+      deps.verifyLimiter,
+      deps.metrics.rateLimited,
       res,
       `verify-seller:${seller.sellerId}`,
       'verifications per minute per seller',
@@ -113,9 +121,9 @@ function signInHandler(state: GatewayState) {
       holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND.subscription,
       claimedVia: 'verify',
     };
-    const outcome = await state.signIn.subscriptionFor(body.signIn, purchase, origin);
+    const outcome = await deps.signIn.subscriptionFor(body.signIn, purchase, origin);
     if (!outcome.ok) {
-      state.metrics.refused.inc({ reason: outcome.failure.reason });
+      deps.metrics.refused.inc({ reason: outcome.failure.reason });
       if (outcome.status === 503) {
         res.status(503).setHeader('Retry-After', '2');
         res.json({
@@ -131,7 +139,7 @@ function signInHandler(state: GatewayState) {
       });
       return;
     }
-    state.metrics.accepted.inc({ mode: 'verify', fresh: 'false' });
+    deps.metrics.accepted.inc({ mode: 'verify', fresh: 'false' });
     const { claim } = outcome;
     res.json({
       valid: true,
@@ -150,7 +158,7 @@ function signInHandler(state: GatewayState) {
   };
 }
 
-export function signInVerifyRoute(state: GatewayState, auth: SellerAuth): AnyRoute {
+export function signInVerifyRoute(deps: SignInVerifyDeps, auth: SellerAuth): AnyRoute {
   return defineRoute({
     method: 'post',
     path: SIGN_IN_VERIFY_PATH,
@@ -171,6 +179,6 @@ export function signInVerifyRoute(state: GatewayState, auth: SellerAuth): AnyRou
       '429': 'rate limited',
       '503': "the chain did not answer a contract wallet's signature check (siwx_unavailable); retry",
     },
-    handler: signInHandler(state),
+    handler: signInHandler(deps),
   });
 }

@@ -1,15 +1,26 @@
 import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
-import { type AnyRoute, defineRoute } from '@paygate/http';
+import { type AnyRoute, defineRoute, type SharedRateLimiter } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/protocol';
-import { SellerAuth } from '@paygate/seller-auth';
+import type { SellerAuth } from '@paygate/seller-auth';
 import { type Static, Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
+import type { GatewayProxyConfig } from '../config';
+import type { GatewayMetrics } from '../metrics';
 import { isUnavailable, type PaymentFailure } from '../payments/failures';
+import type { PaymentService } from '../payments/service';
 import type { PaymentClaim, Purchase } from '../payments/types';
 import { limitCall } from '../rate-limit';
-import type { GatewayState } from '../state';
-import { signInVerifyRoute } from './verify-sign-in';
+import { type SignInVerifyDeps, signInVerifyRoute } from './verify-sign-in';
+
+export interface VerifyDeps extends SignInVerifyDeps {
+  config: GatewayProxyConfig;
+  sellerAuth: SellerAuth;
+  /** Per seller and `from` per minute (RATE_LIMIT_PER_MINUTE). */
+  limiter: SharedRateLimiter;
+  payments: Pick<PaymentService, 'present'>;
+  metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
+}
 
 export const VerifyRequest = Type.Object(
   {
@@ -167,7 +178,7 @@ function validAnswer(body: VerifyBody, claim: PaymentClaim, fresh: boolean) {
 }
 
 /** POST /api/verify's handler: checks the request, decodes the proof, limits the caller, claims the payment. */
-function verifyHandler(state: GatewayState) {
+function verifyHandler(deps: VerifyDeps) {
   return async (req: VerifyHttpRequest, res: Response) => {
     const body = req.body;
     const checked = checkVerifyRequest(body);
@@ -191,24 +202,21 @@ function verifyHandler(state: GatewayState) {
     const seller = req.seller!;
     // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
     await limitCall(
-      state.verifyLimiter,
-      state.metrics.rateLimited,
+      deps.verifyLimiter,
+      deps.metrics.rateLimited,
       res,
       `verify-seller:${seller.sellerId}`,
       'verifications per minute per seller',
     );
     const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
-    await limitCall(state.limiter, state.metrics.rateLimited, res, bucket);
-    const outcome = await state.payments.present(
-      proof,
-      purchaseOf(body, checked.priceMicro, seller.sellerId),
-    );
+    await limitCall(deps.limiter, deps.metrics.rateLimited, res, bucket);
+    const outcome = await deps.payments.present(proof, purchaseOf(body, checked.priceMicro, seller.sellerId));
     if (!outcome.ok) {
-      state.metrics.refused.inc({ reason: outcome.failure.reason });
+      deps.metrics.refused.inc({ reason: outcome.failure.reason });
       sendRefusal(req, res, outcome.failure);
       return;
     }
-    state.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
+    deps.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
     res.json(validAnswer(body, outcome.claim, outcome.fresh));
   };
 }
@@ -217,12 +225,12 @@ function verifyHandler(state: GatewayState) {
  * POST /api/verify: the seller middleware's verification, authenticated with the seller's API key.
  * GET /api/verify: the public payment parameters the middleware puts in its 402 bodies.
  */
-export function verifyRoutes(state: GatewayState): AnyRoute[] {
-  const auth = new SellerAuth(state.ctx.bus);
-  return [paymentParametersRoute(state), verifyPaymentRoute(state, auth), signInVerifyRoute(state, auth)];
+export function verifyRoutes(deps: VerifyDeps): AnyRoute[] {
+  const auth = deps.sellerAuth;
+  return [paymentParametersRoute(deps), verifyPaymentRoute(deps, auth), signInVerifyRoute(deps, auth)];
 }
 
-function paymentParametersRoute(state: GatewayState) {
+function paymentParametersRoute(deps: VerifyDeps) {
   return defineRoute({
     method: 'get',
     path: '/api/verify',
@@ -232,19 +240,19 @@ function paymentParametersRoute(state: GatewayState) {
     handler: (_req, res) => {
       res.setHeader('Cache-Control', 'public, max-age=300');
       res.json({
-        network: state.config.network,
-        chainId: state.config.chainId,
-        payTo: state.config.escrowAddress,
-        asset: state.config.usdcAddress,
-        confirmations: state.config.confirmations,
-        issuer: state.config.publicBaseUrl,
-        jwksUrl: `${state.config.publicBaseUrl}/.well-known/jwks.json`,
+        network: deps.config.network,
+        chainId: deps.config.chainId,
+        payTo: deps.config.escrowAddress,
+        asset: deps.config.usdcAddress,
+        confirmations: deps.config.confirmations,
+        issuer: deps.config.publicBaseUrl,
+        jwksUrl: `${deps.config.publicBaseUrl}/.well-known/jwks.json`,
       });
     },
   });
 }
 
-function verifyPaymentRoute(state: GatewayState, auth: SellerAuth) {
+function verifyPaymentRoute(deps: VerifyDeps, auth: SellerAuth) {
   return defineRoute({
     method: 'post',
     path: '/api/verify',
@@ -265,6 +273,6 @@ function verifyPaymentRoute(state: GatewayState, auth: SellerAuth) {
       '429': 'rate limited',
       '503': 'chain, key registry or ledger (claim_unavailable) unavailable; nothing was claimed; retry',
     },
-    handler: verifyHandler(state),
+    handler: verifyHandler(deps),
   });
 }

@@ -1,16 +1,40 @@
+import type { Gauge } from '@paygate/runtime';
+import type { GatewayProxyConfig } from '../config';
 import type { Purchase } from '../payments/service';
-import type { GatewayState } from '../state';
 import type { AuthorizationKey, AuthorizationRow } from './authorizations';
-import type { SettleOptions, X402Outcome } from './payments';
+import type { SettleOptions, X402Outcome, X402Payments } from './payments';
 import type { DecodedX402Payment } from './protocol';
 
 const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
-/** Settlements in flight on this gateway, by payer, nonce and signature: a copy waits for the first. */
-const runningByState = new WeakMap<GatewayState, Map<string, Promise<X402Outcome>>>();
-
 type CopyOptions = SettleOptions;
+
+/** What a copy's wait reads: the x402 payments, the bounds of a settlement's wait, and the copies' gauge. */
+export interface CopiesDeps {
+  x402: Pick<X402Payments, 'settle' | 'authorizations'>;
+  config: Pick<
+    GatewayProxyConfig,
+    'x402InclusionWaitMs' | 'relayerTimeoutMs' | 'x402RecoveryAfterMs' | 'now'
+  >;
+  copiesWaiting: Gauge<string>;
+}
+
+/** Settlements in flight on this gateway, by payer, nonce and signature: a copy waits for the first. */
+export class SettlementCopies {
+  private readonly running = new Map<string, Promise<X402Outcome>>();
+
+  constructor(private readonly deps: CopiesDeps) {}
+
+  settle(
+    payment: DecodedX402Payment,
+    purchase: Purchase,
+    version: 1 | 2,
+    options: CopyOptions = {},
+  ): Promise<X402Outcome> {
+    return settleAwaitingCopies(this.deps, this.running, payment, purchase, version, options);
+  }
+}
 
 /**
  * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled (by
@@ -20,30 +44,26 @@ type CopyOptions = SettleOptions;
  * subscription's claim the rules allow. A copy's wait never answers it with the first one's success: a resource
  * server settles once per request, and nothing in a copy proves it is that same request.
  */
-export async function settleAwaitingCopies(
-  state: GatewayState,
+async function settleAwaitingCopies(
+  deps: CopiesDeps,
+  running: Map<string, Promise<X402Outcome>>,
   payment: DecodedX402Payment,
   purchase: Purchase,
   version: 1 | 2,
   options: CopyOptions = {},
 ): Promise<X402Outcome> {
-  let running = runningByState.get(state);
-  if (!running) {
-    running = new Map();
-    runningByState.set(state, running);
-  }
   const a = payment.authorization;
   const id = `${a.from.toLowerCase()}:${a.nonce.toLowerCase()}:${payment.signature.toLowerCase()}`;
   const first = running.get(id);
   if (first) {
     await waitingAsCopy(
-      state,
+      deps,
       first.catch(() => undefined),
     );
     // Presented again once the first is done: its row says what this copy may have (usually: already used).
-    return settleOrWait(state, payment, purchase, version, options);
+    return settleOrWait(deps, payment, purchase, version, options);
   }
-  const outcome = settleOrWait(state, payment, purchase, version, options);
+  const outcome = settleOrWait(deps, payment, purchase, version, options);
   running.set(id, outcome);
   try {
     return await outcome;
@@ -54,34 +74,34 @@ export async function settleAwaitingCopies(
 
 /** Settles; presented while another replica (or a caller that gave up) settles it, waits for that settlement. */
 async function settleOrWait(
-  state: GatewayState,
+  deps: CopiesDeps,
   payment: DecodedX402Payment,
   purchase: Purchase,
   version: 1 | 2,
   options: CopyOptions,
 ): Promise<X402Outcome> {
-  const settle = () => state.x402.settle(payment, purchase, version, options);
+  const settle = () => deps.x402.settle(payment, purchase, version, options);
   const outcome = await settle();
   // Only a copy is waited for (the authorization's row still `submitting` under someone else): this attempt's own
   // 503s, after the relayer's wait, are answered as they are. A payment identifier's purchase may be paid by
   // another authorization than this one: that one is waited for.
   if (outcome.ok || !outcome.beingSettled) return outcome;
   const settling = outcome.settling ?? {
-    key: state.x402.authorizations.keyOf(payment.authorization),
+    key: deps.x402.authorizations.keyOf(payment.authorization),
     signature: payment.signature.toLowerCase(),
   };
-  const settled = await waitingAsCopy(state, settledElsewhere(state, settling));
+  const settled = await waitingAsCopy(deps, settledElsewhere(deps, settling));
   if (!settled) return outcome;
   return settle();
 }
 
 /** A copy's wait for the first settlement, counted in `gateway_x402_copies_waiting` while it lasts. */
-async function waitingAsCopy<T>(state: GatewayState, wait: Promise<T>): Promise<T> {
-  state.metrics.x402CopiesWaiting.inc();
+async function waitingAsCopy<T>(deps: CopiesDeps, wait: Promise<T>): Promise<T> {
+  deps.copiesWaiting.inc();
   try {
     return await wait;
   } finally {
-    state.metrics.x402CopiesWaiting.dec();
+    deps.copiesWaiting.dec();
   }
 }
 
@@ -90,15 +110,15 @@ async function waitingAsCopy<T>(state: GatewayState, wait: Promise<T>): Promise<
  * inclusion and the relayer); undefined when it is not being settled with this signature, or still is.
  */
 async function settledElsewhere(
-  state: GatewayState,
+  deps: CopiesDeps,
   { key, signature }: { key: AuthorizationKey; signature: string },
 ): Promise<AuthorizationRow | undefined> {
-  const { x402InclusionWaitMs, relayerTimeoutMs, x402RecoveryAfterMs } = state.config;
+  const { x402InclusionWaitMs, relayerTimeoutMs, x402RecoveryAfterMs } = deps.config;
   const deadline = Date.now() + x402InclusionWaitMs + relayerTimeoutMs;
   const staleAfterMs = Math.max(x402RecoveryAfterMs, x402InclusionWaitMs + relayerTimeoutMs);
-  const releasedBefore = () => state.config.now().getTime() - staleAfterMs;
+  const releasedBefore = () => deps.config.now().getTime() - staleAfterMs;
   for (let round = 0; round < COPY_POLL_ROUNDS_MAX; round++) {
-    const row = await state.x402.authorizations.find(key);
+    const row = await deps.x402.authorizations.find(key);
     if (!row || row.signature !== signature) return undefined;
     // Left `submitting`, or sent and released by its holder (dated back: the next presentation takes it over).
     if (row.state !== 'submitting' || (row.tx_hash && row.updated_at.getTime() < releasedBefore()))

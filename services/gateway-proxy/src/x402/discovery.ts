@@ -1,17 +1,34 @@
-import { type AnyRoute, addressBucket, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import {
+  type AnyRoute,
+  addressBucket,
+  defineRoute,
+  rateLimitMiddleware,
+  type SharedRateLimiter,
+} from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
 import { caip2, requirementsV2 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
+import type { Kysely } from 'kysely';
+import type { GatewayProxyConfig } from '../config';
+import type { GatewayDatabase } from '../db';
 import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
-import type { GatewayState } from '../state';
 import { bazaarExtension } from './bazaar';
+import type { X402Payments } from './payments';
+
+export interface DiscoveryDeps {
+  config: GatewayProxyConfig;
+  db: Kysely<GatewayDatabase>;
+  /** Per client address per minute. */
+  limiter: SharedRateLimiter;
+  x402: Pick<X402Payments, 'tokenDomain'>;
+}
 
 /** The public x402 Bazaar discovery list of every active Paygate skill endpoint (no key: rate-limited per address). */
-export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {
-  const { config } = state;
+export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
+  const { config } = deps;
   const perClient = [
     rateLimitMiddleware(
-      state.discoveryLimiter,
+      deps.limiter,
       (req) => `discovery:${addressBucket(req.ip ?? '')}`,
       'discovery requests per minute per client address',
     ),
@@ -60,7 +77,7 @@ export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {
         (!network || network === caip2(config.chainId)) &&
         (!payTo || payTo.toLowerCase() === config.escrowAddress.toLowerCase()) &&
         wanted.every((key) => key === 'bazaar');
-      const items = matches ? await discoveryItems(state) : [];
+      const items = matches ? await discoveryItems(deps) : [];
       res.setHeader('Access-Control-Allow-Origin', '*');
       res.json({
         x402Version: 2,
@@ -74,14 +91,14 @@ export function discoveryRoute(state: GatewayState, prefix: string): AnyRoute {
 const MAX_DISCOVERY_SKILLS = 5000;
 
 /** One discovery item per active endpoint of every active skill (from the gateway's skill projection). */
-async function discoveryItems(state: GatewayState) {
-  const rows = (await state.ctx.db
+async function discoveryItems(deps: DiscoveryDeps) {
+  const rows = (await deps.db
     .selectFrom('skills')
     .select(['snapshot', 'updated_at'])
     .orderBy('name')
     .limit(MAX_DISCOVERY_SKILLS)
     .execute()) as Array<{ snapshot: SkillSnapshot; updated_at: Date }>;
-  const eip712 = await state.x402.tokenDomain();
+  const eip712 = await deps.x402.tokenDomain();
   const items = [];
   for (const { snapshot: skill, updated_at } of rows) {
     if (skill.status !== 'ACTIVE') continue;
@@ -89,8 +106,8 @@ async function discoveryItems(state: GatewayState) {
       if (!endpoint.active) continue;
       const priceMicro = parseUsdc(endpoint.price);
       // Not payable with x402 (below the relayer's minimum): paid with X-402-Payment only, so not listed.
-      if (priceMicro < state.config.x402MinAmountMicro) continue;
-      const url = `${state.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
+      if (priceMicro < deps.config.x402MinAmountMicro) continue;
+      const url = `${deps.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
       const description = `${skill.displayName}: ${endpoint.description || skill.description}`;
       items.push({
         resource: url,
@@ -98,11 +115,11 @@ async function discoveryItems(state: GatewayState) {
         x402Version: 2,
         accepts: [
           requirementsV2({
-            chainId: state.config.chainId,
-            asset: state.config.usdcAddress,
-            payTo: state.config.escrowAddress,
+            chainId: deps.config.chainId,
+            asset: deps.config.usdcAddress,
+            payTo: deps.config.escrowAddress,
             amountMicro: priceMicro,
-            maxTimeoutSeconds: state.config.x402MaxTimeoutSeconds,
+            maxTimeoutSeconds: deps.config.x402MaxTimeoutSeconds,
             eip712,
             resource: { url, description, mimeType: 'application/json' },
           }),

@@ -1,13 +1,13 @@
 import type { RelayerStatusReply } from '@paygate/contracts';
-import { type AnyRoute, defineRoute, rateLimitMiddleware } from '@paygate/http';
+import { type AnyRoute, defineRoute, rateLimitMiddleware, type SharedRateLimiter } from '@paygate/http';
 import { caip2, v1NetworkOf } from '@paygate/protocol';
-import { SellerAuth } from '@paygate/seller-auth';
+import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { RequestHandler, Response } from 'express';
-import type { Purchase } from '../payments/service';
-import type { GatewayState } from '../state';
-import { settleAwaitingCopies } from './copies';
-import { discoveryRoute } from './discovery';
+import type { GatewayProxyConfig } from '../config';
+import type { PaymentService, Purchase } from '../payments/service';
+import type { SettlementCopies } from './copies';
+import { type DiscoveryDeps, discoveryRoute } from './discovery';
 import {
   type CheckedRequest,
   checkFacilitatorRequest,
@@ -16,9 +16,7 @@ import {
   VerifyResponse,
 } from './facilitator-requirements';
 import { requestFingerprint } from './payment-ids';
-import type { X402Outcome } from './payments';
-
-export { settleAwaitingCopies } from './copies';
+import type { X402Outcome, X402Payments } from './payments';
 
 export const X402_PREFIX = '/api/v1/x402';
 
@@ -37,36 +35,47 @@ interface SellerGuard {
   before: RequestHandler[];
 }
 
+export interface FacilitatorDeps {
+  config: GatewayProxyConfig;
+  sellerAuth: SellerAuth;
+  /** Per seller key per minute. */
+  limiter: SharedRateLimiter;
+  x402: Pick<X402Payments, 'verify' | 'relayer'>;
+  payments: Pick<PaymentService, 'markServed'>;
+  copies: SettlementCopies;
+  discovery: DiscoveryDeps;
+}
+
 /**
  * Paygate as an x402 facilitator for sellers running their own x402 server (for example `@x402/express` with
  * `HTTPFacilitatorClient`): verify and settle in the standard's shapes, authenticated by the seller's `sk_` key,
  * for payments into Paygate's escrow only; a settled payment is credited to the key's seller, like any payment.
  * Also the public x402 Bazaar discovery list of every active Paygate skill endpoint.
  */
-export function x402Routes(state: GatewayState): AnyRoute[] {
-  const auth = new SellerAuth(state.ctx.bus);
+export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
+  const auth = deps.sellerAuth;
   const guard: SellerGuard = {
     auth: { scheme: 'apiKey', middleware: auth.middleware() },
     // Counted per seller key (after authentication): verify and settle are what an x402 server calls per sale.
     before: [
       rateLimitMiddleware(
-        state.facilitatorLimiter,
+        deps.limiter,
         (req) => `facilitator:${req.seller!.sellerId}`,
         'facilitator calls per minute per seller key',
       ),
     ],
   };
   return [
-    supportedRoute(state, guard),
-    verifyRoute(state, guard),
-    settleRoute(state, guard),
-    discoveryRoute(state, X402_PREFIX),
+    supportedRoute(deps, guard),
+    verifyRoute(deps, guard),
+    settleRoute(deps, guard),
+    discoveryRoute(deps.discovery, X402_PREFIX),
   ];
 }
 
 /** What this facilitator settles: exact on this chain (v1 too on Base), and the relayer as signer. */
-function supportedRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
-  const { config } = state;
+function supportedRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
+  const { config } = deps;
   return defineRoute({
     method: 'get',
     path: `${X402_PREFIX}/supported`,
@@ -83,7 +92,7 @@ function supportedRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
     },
     handler: async (_req, res) => {
       const started = performance.now();
-      const status = await state.x402.relayer.currentStatus();
+      const status = await deps.x402.relayer.currentStatus();
       const v1 = v1NetworkOf(config.chainId);
       res.setHeader('Server-Timing', serverTiming(started));
       res.json({
@@ -106,8 +115,8 @@ function signersOf(status: RelayerStatusReply): string[] {
 }
 
 /** Every check short of submitting, including that the authorization was never used. */
-function verifyRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
-  const { config } = state;
+function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
+  const { config } = deps;
   return defineRoute({
     method: 'post',
     path: `${X402_PREFIX}/verify`,
@@ -130,7 +139,7 @@ function verifyRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
         });
         return;
       }
-      const refusal = await state.x402.verify(checked.payment, checked.priceMicro, {
+      const refusal = await deps.x402.verify(checked.payment, checked.priceMicro, {
         checkBalance: true,
         refuseUsed: true,
         maxTimeoutSeconds: checked.maxTimeoutSeconds,
@@ -151,8 +160,8 @@ function verifyRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
  * Settles into escrow: one authorization is settled once and answered `success: true` once; its copies (concurrent
  * or later, on any replica) are refused as used (`invalid_exact_evm_nonce_already_used`).
  */
-function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
-  const { config } = state;
+function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
+  const { config } = deps;
   return defineRoute({
     method: 'post',
     path: `${X402_PREFIX}/settle`,
@@ -185,8 +194,7 @@ function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
         });
         return;
       }
-      const outcome = await settleAwaitingCopies(
-        state,
+      const outcome = await deps.copies.settle(
         checked.payment,
         facilitatorPurchase(checked, req.seller!.sellerId),
         req.body.x402Version,
@@ -205,7 +213,7 @@ function settleRoute(state: GatewayState, guard: SellerGuard): AnyRoute {
       );
       // The seller's server serves on this answer, so the sale is spent now: a claim answered again (one the
       // recovery pass settled after its caller gave up, reopened for this retry) is never reopened once more.
-      if (outcome.ok && !outcome.fresh) await state.payments.markServed(outcome.claim);
+      if (outcome.ok && !outcome.fresh) await deps.payments.markServed(outcome.claim);
       res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
       sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
     },
