@@ -78,7 +78,7 @@ export interface RefundsTable {
    * `unmatched_transfer`: money that matched no payment, sent back to its payer (no transaction, no seller);
    * `unserved_batch`: a payer's refunds of calls their sellers did not serve, as one transfer (neither either).
    */
-  kind: 'payment' | 'unmatched_transfer' | 'unserved_batch';
+  kind: Generated<'payment' | 'unmatched_transfer' | 'unserved_batch'>;
   transaction_id: string | null;
   seller_id: string | null;
   payer: string;

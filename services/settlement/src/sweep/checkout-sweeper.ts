@@ -2,6 +2,7 @@ import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
 import { Counter, type ServiceContext } from '@paygate/runtime';
 import { Contract, Wallet } from 'ethers';
 import { sql } from 'kysely';
+import type { SettlementDB } from '../db';
 import type { CheckoutSweepConfig } from './config';
 
 export type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
@@ -27,7 +28,7 @@ export class CheckoutSweeper {
   private readonly swept: Counter<'outcome'>;
 
   constructor(
-    private readonly ctx: ServiceContext<any>,
+    private readonly ctx: ServiceContext<SettlementDB>,
     private readonly config: CheckoutSweepConfig,
     chain: { rpcUrl: string; chainId: number; usdcAddress: string; rpcTimeoutMs: number },
     private readonly escrowAddress: string,
