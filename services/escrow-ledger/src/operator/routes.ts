@@ -3,11 +3,23 @@ import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAu
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
 
 import type { RequestHandler } from 'express';
-import { sql } from 'kysely';
+import type { Selectable } from 'kysely';
+import type { PaymentConflictsTable, RefundsTable, TransfersTable } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from '../reconciliation/reconcile';
+import {
+  listAccounts,
+  listConflicts,
+  refundReceivables,
+  resolveConflict,
+  reversedAfterRelease,
+  storeCreditLimit,
+  suspenseBalance,
+  unclaimedTransfers,
+  unmatchedRefunds,
+} from './queries';
 import {
   AccountList,
   ConflictIdParam,
@@ -51,7 +63,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
 
 const iso = (value: Date) => new Date(value).toISOString();
 
-function conflictView(r: Record<string, any>) {
+function conflictView(r: Selectable<PaymentConflictsTable>) {
   return {
     conflictId: String(r.id),
     kind: r.kind,
@@ -81,9 +93,7 @@ function listConflictsRoute({ ctx, operator }: OperatorRouteDeps) {
     errors: { '400': 'invalid_request (bad status)', ...OPERATOR_ERRORS },
     handler: async (req, res) => {
       const status = req.query.status ?? 'open';
-      const rows = await sql<Record<string, any>>`select * from payment_conflicts
-        where ${status} = 'all' or status = ${status} order by id desc limit 200`.execute(ctx.db);
-      res.json({ data: rows.rows.map(conflictView) });
+      res.json({ data: (await listConflicts(ctx.db, status)).map(conflictView) });
     },
   });
 }
@@ -100,15 +110,13 @@ function resolveConflictRoute({ ctx, operator }: OperatorRouteDeps) {
     errors: { '400': 'invalid_request (bad id)', ...OPERATOR_ERRORS, '404': 'not_found' },
     handler: async (req, res) => {
       const { id } = req.params;
-      const rows = await sql`update payment_conflicts set status = 'resolved' where id = ${id}::bigint
-        returning id`.execute(ctx.db);
-      if (rows.rows.length === 0) throw notFound('conflict');
+      if (!(await resolveConflict(ctx.db, id))) throw notFound('conflict');
       res.json({ conflictId: id, status: 'resolved' });
     },
   });
 }
 
-function unclaimedTransferView(r: Record<string, any>) {
+function unclaimedTransferView(r: Selectable<TransfersTable>) {
   return {
     chainId: r.chain_id,
     txHash: r.tx_hash,
@@ -130,22 +138,16 @@ function suspenseRoute({ ctx, operator }: OperatorRouteDeps) {
     responses: { '200': { description: 'suspense balance and unclaimed transfers', schema: Suspense } },
     errors: OPERATOR_ERRORS,
     handler: async (_req, res) => {
-      const rows = await sql<Record<string, any>>`select * from transfers
-        where claimed_by_transaction_id is null and refund_id is null and status = 'observed' order by observed_at desc limit 500`.execute(
-        ctx.db,
-      );
-      const total = await sql<{
-        balance_micro: bigint;
-      }>`select balance_micro from accounts where kind = 'suspense'`.execute(ctx.db);
-      res.json({
-        balance: formatUsdc(total.rows[0]?.balance_micro ?? 0n),
-        data: rows.rows.map(unclaimedTransferView),
-      });
+      const [transfers, balanceMicro] = await Promise.all([
+        unclaimedTransfers(ctx.db),
+        suspenseBalance(ctx.db),
+      ]);
+      res.json({ balance: formatUsdc(balanceMicro), data: transfers.map(unclaimedTransferView) });
     },
   });
 }
 
-function unmatchedRefundView(r: Record<string, any>) {
+function unmatchedRefundView(r: Selectable<RefundsTable>) {
   return {
     refundId: r.id,
     kind: r.kind,
@@ -177,10 +179,7 @@ function unmatchedRefundsRoute({ ctx, operator }: OperatorRouteDeps) {
     errors: { ...OPERATOR_ERRORS, '400': 'invalid_request (status)' },
     handler: async (req, res) => {
       const status = req.query.status ?? 'all';
-      const rows = await sql<Record<string, any>>`select * from refunds
-        where kind = 'unmatched_transfer' and (${status} = 'all' or status = ${status})
-        order by created_at desc, id desc limit 200`.execute(ctx.db);
-      res.json({ data: rows.rows.map(unmatchedRefundView) });
+      res.json({ data: (await unmatchedRefunds(ctx.db, status)).map(unmatchedRefundView) });
     },
   });
 }
@@ -206,16 +205,10 @@ function refundReceivablesRoute({ ctx, operator }: OperatorRouteDeps) {
     errors: { ...OPERATOR_ERRORS, '400': 'invalid_request (status)' },
     handler: async (req, res) => {
       const status = req.query.status ?? 'open';
-      const [rows, owed] = await Promise.all([
-        sql<Record<string, any>>`select * from refund_receivables
-          where (${status} = 'all' or status = ${status})
-          order by created_at desc, tx_hash, log_index, inclusion limit 200`.execute(ctx.db),
-        sql<{ owed: bigint | null }>`select sum(amount_micro) as owed from refund_receivables
-          where status = 'open'`.execute(ctx.db),
-      ]);
+      const { rows, owedMicro } = await refundReceivables(ctx.db, status);
       res.json({
-        owed: formatUsdc(BigInt(owed.rows[0]?.owed ?? 0n)),
-        data: rows.rows.map((r) => ({
+        owed: formatUsdc(owedMicro),
+        data: rows.map((r) => ({
           chainId: r.chain_id,
           txHash: r.tx_hash,
           logIndex: r.log_index,
@@ -251,14 +244,8 @@ function reversedAfterReleaseRoute({ ctx, operator }: OperatorRouteDeps) {
     responses: { '200': { description: 'the reversals, newest first', schema: ReversedAfterReleaseList } },
     errors: { ...OPERATOR_ERRORS },
     handler: async (_req, res) => {
-      const rows = await sql<
-        Record<string, any>
-      >`select id, seller_id, payment_id, chain_id, tx_hash, log_index,
-          amount_micro, seller_share_micro, reversal_reason, settlement_id, released_at, reversed_at
-        from transactions where escrow_status = 'reversed' and released_at is not null
-        order by reversed_at desc, id desc limit 200`.execute(ctx.db);
       res.json({
-        data: rows.rows.map((r) => ({
+        data: (await reversedAfterRelease(ctx.db)).map((r) => ({
           transactionId: r.id,
           sellerId: r.seller_id,
           paymentId: r.payment_id,
@@ -269,8 +256,8 @@ function reversedAfterReleaseRoute({ ctx, operator }: OperatorRouteDeps) {
           sellerShare: formatUsdc(r.seller_share_micro),
           reversalReason: r.reversal_reason,
           settlementId: r.settlement_id,
-          releasedAt: iso(r.released_at),
-          reversedAt: iso(r.reversed_at),
+          releasedAt: iso(r.released_at!),
+          reversedAt: iso(r.reversed_at!),
         })),
       });
     },
@@ -287,12 +274,8 @@ function accountsRoute({ ctx, operator }: OperatorRouteDeps) {
     responses: { '200': { description: 'the accounts', schema: AccountList } },
     errors: OPERATOR_ERRORS,
     handler: async (_req, res) => {
-      const rows = await sql<
-        Record<string, any>
-      >`select kind, owner, normal_side, floor_micro, balance_micro from accounts
-        order by kind, owner limit 1000`.execute(ctx.db);
       res.json({
-        data: rows.rows.map((r) => ({
+        data: (await listAccounts(ctx.db)).map((r) => ({
           kind: r.kind,
           owner: r.owner || null,
           normalSide: r.normal_side,
@@ -361,15 +344,6 @@ function creditLimitMicro(text: string): bigint {
   }
 }
 
-/** Stores the seller's credit limit (insert or update) and logs it. */
-async function storeCreditLimit(ctx: LedgerContext, sellerId: string, limitMicro: bigint, now: Date) {
-  await sql`insert into seller_credit_limits (seller_id, credit_limit_micro, updated_at)
-          values (${sellerId}, ${limitMicro}, ${now})
-          on conflict (seller_id) do update set credit_limit_micro = excluded.credit_limit_micro,
-            updated_at = excluded.updated_at`.execute(ctx.db);
-  ctx.logger.warn({ sellerId, creditLimit: formatUsdc(limitMicro) }, 'seller credit limit set');
-}
-
 // Escrow is shared: a seller's balance goes below zero (refunds beyond what it has) only by an operator's credit.
 function creditLimitRoute({ ctx, deps, operator }: OperatorRouteDeps) {
   return defineRoute({
@@ -389,7 +363,8 @@ function creditLimitRoute({ ctx, deps, operator }: OperatorRouteDeps) {
       const { sellerId } = req.params;
       const limitMicro = creditLimitMicro(req.body.creditLimit);
       const now = deps.now();
-      await storeCreditLimit(ctx, sellerId, limitMicro, now);
+      await storeCreditLimit(ctx.db, sellerId, limitMicro, now);
+      ctx.logger.warn({ sellerId, creditLimit: formatUsdc(limitMicro) }, 'seller credit limit set');
       const [held, available] = await Promise.all([
         accountBalance(ctx.db, 'seller_held', sellerId),
         accountBalance(ctx.db, 'seller_available', sellerId),
