@@ -13,7 +13,6 @@ import { mcpRoutes } from './mcp/server';
 import { gatewayMetrics } from './metrics';
 import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
 import { CallOutcomes } from './payments/call-outcomes';
-import { ChainVerifier } from './payments/chain';
 import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
 import { UnservedCalls } from './payments/unserved';
@@ -28,12 +27,13 @@ import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated, SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
-import { SettlementCopies } from './x402/copies';
 import { ReceiptSigner } from './x402/extensions/offer-receipt';
 import { SignInWithX } from './x402/extensions/sign-in-with-x';
-import { x402Routes } from './x402/facilitator';
-import { X402Payments } from './x402/payments';
-import { RelayerClient } from './x402/relayer-client';
+import { x402Routes } from './x402/facilitator/routes';
+import { X402Payments } from './x402/mechanisms/exact-evm/payments';
+import { RelayerClient } from './x402/mechanisms/exact-evm/relayer-client';
+import { ChainVerifier } from './x402/mechanisms/tx-hash/chain';
+import { SettlementCopies } from './x402/server/copies';
 
 /** What a test (or a benchmark) of a running gateway reaches into, beside what the runtime mounts and runs. */
 export interface GatewayHandles {

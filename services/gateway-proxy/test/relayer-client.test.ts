@@ -5,7 +5,11 @@
  */
 import { type Bus, type RpcServer, serveRpc } from '@paygate/bus';
 import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
-import { AVAILABLE_STALE_MS, RelayerClient, STATUS_TTL_MS } from '../src/x402/relayer-client';
+import {
+  AVAILABLE_STALE_MS,
+  RelayerClient,
+  STATUS_TTL_MS,
+} from '../src/x402/mechanisms/exact-evm/relayer-client';
 
 let env: TestEnvironment;
 let bus: Bus;

@@ -23,7 +23,7 @@ import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, startGatewayProxy } from '../src';
 import type { Purchase } from '../src/payments/types';
-import { X402Authorizations } from '../src/x402/authorizations';
+import { X402Authorizations } from '../src/x402/mechanisms/exact-evm/authorizations';
 import { decodeX402Payment } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 

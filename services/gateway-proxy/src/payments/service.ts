@@ -1,12 +1,12 @@
 import type { PaymentProof } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../db';
-import type { ChainVerifier } from './chain';
+import type { ChainVerifier } from '../x402/mechanisms/tx-hash/chain';
+import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof-checks';
 import { LedgerClaimRefused, PaymentClaimRows } from './claim-rows';
 import type { ClaimOptions, ProvenTransfer, RecordedClaim, RecordStatement } from './claim-statement';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
-import { MAX_CACHE_ENTRIES, ProofChecks } from './proof-checks';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
 import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
 

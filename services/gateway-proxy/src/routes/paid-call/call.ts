@@ -12,7 +12,7 @@ import type { SkillDirectory } from '../../skills/projection';
 import type { TicketIssuer } from '../../tickets/issuer';
 import type { ReceiptSigner } from '../../x402/extensions/offer-receipt';
 import type { SignInWithX } from '../../x402/extensions/sign-in-with-x';
-import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/payments';
+import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/mechanisms/exact-evm/payments';
 import type { DecodedX402Payment } from '../../x402/protocol';
 
 /**

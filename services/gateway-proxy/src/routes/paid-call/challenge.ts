@@ -9,7 +9,7 @@ import {
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
-import { x402Challenge } from '../../x402/challenge';
+import { x402Challenge } from '../../x402/server/challenge';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';

@@ -3,7 +3,7 @@ import { type AnyRoute, defineRoute, errorResponse, clientAddress as readClientA
 import { Type } from '@sinclair/typebox';
 import { requestIdOf, sendJson } from '../../http-util';
 import { limitCall } from '../../rate-limit';
-import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/challenge';
+import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/server/challenge';
 import { paymentHeaderDoc, paymentRefused, paymentRequirements } from '../openapi';
 import { refuseBlockedPayer } from './blocked';
 import { book } from './book';

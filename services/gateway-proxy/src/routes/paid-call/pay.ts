@@ -8,8 +8,8 @@ import {
 import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
-import { settlementHeaders } from '../../x402/challenge';
-import { requestFingerprint } from '../../x402/payment-ids';
+import { requestFingerprint } from '../../x402/extensions/payment-identifier';
+import { settlementHeaders } from '../../x402/server/challenge';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import { paymentRequirements, resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';

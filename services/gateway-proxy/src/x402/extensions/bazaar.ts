@@ -1,5 +1,5 @@
 import { type DeclareDiscoveryExtensionInput, declareDiscoveryExtension } from '@x402/extensions/bazaar';
-import type { EndpointSnapshot } from '../skills/projection';
+import type { EndpointSnapshot } from '../../skills/projection';
 
 const PATH_PARAM = /:([A-Za-z_][A-Za-z0-9_]*)/g;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);

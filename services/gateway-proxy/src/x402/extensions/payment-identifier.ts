@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import type { GatewayDatabase } from '../db';
-import type { AuthorizationKey } from './authorizations';
+import type { GatewayDatabase } from '../../db';
+import type { AuthorizationKey } from '../mechanisms/exact-evm/authorizations';
 
 /** What a payment-identifier binds: the id, its payer, and the request it was first sent with. */
 export interface PaymentIdUse {

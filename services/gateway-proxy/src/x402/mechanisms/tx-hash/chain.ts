@@ -2,7 +2,7 @@ import { decodeTransferLog, sameAddress, type TransferLog } from '@paygate/chain
 import { formatUsdc } from '@paygate/money';
 import type { PaymentProof } from '@paygate/protocol';
 import type { JsonRpcProvider } from 'ethers';
-import { failure, type PaymentFailure } from './failures';
+import { failure, type PaymentFailure } from '../../../payments/failures';
 
 export interface VerifiedTransfer {
   logIndex: number;

@@ -1,9 +1,9 @@
 import type { Gauge } from '@paygate/runtime';
-import type { GatewayProxyConfig } from '../config';
-import type { Purchase } from '../payments/service';
-import type { AuthorizationKey, AuthorizationRow } from './authorizations';
-import type { SettleOptions, X402Outcome, X402Payments } from './payments';
-import type { DecodedX402Payment } from './protocol';
+import type { GatewayProxyConfig } from '../../config';
+import type { Purchase } from '../../payments/service';
+import type { AuthorizationKey, AuthorizationRow } from '../mechanisms/exact-evm/authorizations';
+import type { SettleOptions, X402Outcome, X402Payments } from '../mechanisms/exact-evm/payments';
+import type { DecodedX402Payment } from '../protocol';
 
 const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;

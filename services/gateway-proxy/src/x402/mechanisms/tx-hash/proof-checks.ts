@@ -2,9 +2,9 @@ import { recoverMessageSigner } from '@paygate/chain/signatures';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { type PaymentProof, paymentMessage } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
-import { failure, type PaymentFailure } from './failures';
-import type { Presenter } from './reuse-rules';
-import type { PaymentClaim, PaymentSettings, Purchase } from './types';
+import { failure, type PaymentFailure } from '../../../payments/failures';
+import type { Presenter } from '../../../payments/reuse-rules';
+import type { PaymentClaim, PaymentSettings, Purchase } from '../../../payments/types';
 
 export const MAX_CACHE_ENTRIES = 50_000;
 

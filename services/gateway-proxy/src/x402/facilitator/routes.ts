@@ -4,19 +4,19 @@ import { caip2, v1NetworkOf } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { RequestHandler, Response } from 'express';
-import type { GatewayProxyConfig } from '../config';
-import type { PaymentService, Purchase } from '../payments/service';
-import type { SettlementCopies } from './copies';
-import { type DiscoveryDeps, discoveryRoute } from './discovery';
+import type { GatewayProxyConfig } from '../../config';
+import type { PaymentService, Purchase } from '../../payments/service';
+import { type DiscoveryDeps, discoveryRoute } from '../extensions/bazaar-discovery';
+import { requestFingerprint } from '../extensions/payment-identifier';
+import type { X402Outcome, X402Payments } from '../mechanisms/exact-evm/payments';
+import type { SettlementCopies } from '../server/copies';
 import {
   type CheckedRequest,
   checkFacilitatorRequest,
   FacilitatorRequest,
   SettleResponse,
   VerifyResponse,
-} from './facilitator-requirements';
-import { requestFingerprint } from './payment-ids';
-import type { X402Outcome, X402Payments } from './payments';
+} from './requirements';
 
 export const X402_PREFIX = '/api/v1/x402';
 

@@ -1,11 +1,13 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
-import type { GatewayContext } from '../db';
+import type { GatewayContext } from '../../../db';
 import {
   LedgerClaimRefused,
   type PaymentClaim,
   type PaymentService,
   type Purchase,
-} from '../payments/service';
+} from '../../../payments/service';
+import type { DecodedX402Payment } from '../../protocol';
+import { isX402Reason, PAYGATE_REASONS, UPSTREAM_REASONS, type X402Reason } from '../../reasons';
 import {
   type AuthorizationKey,
   type AuthorizationRow,
@@ -15,8 +17,6 @@ import {
   purchaseOfRow,
   type X402Authorizations,
 } from './authorizations';
-import type { DecodedX402Payment } from './protocol';
-import { isX402Reason, PAYGATE_REASONS, UPSTREAM_REASONS, type X402Reason } from './reasons';
 import type { RelayerClient } from './relayer-client';
 
 export interface X402Timings {

@@ -1,9 +1,9 @@
 import type { TransferAuthorization } from '@paygate/contracts';
 import { type Kysely, sql } from 'kysely';
-import type { GatewayDatabase } from '../db';
-import type { RecordStatement } from '../payments/claim-statement';
-import type { PaymentClaim, Purchase } from '../payments/service';
-import type { DecodedX402Payment } from './protocol';
+import type { GatewayDatabase } from '../../../db';
+import type { RecordStatement } from '../../../payments/claim-statement';
+import type { PaymentClaim, Purchase } from '../../../payments/service';
+import type { DecodedX402Payment } from '../../protocol';
 
 /** One authorization, whoever presents it: `(chain, token, payer, nonce)`. */
 export interface AuthorizationKey {

@@ -2,8 +2,11 @@ import type { SharedRateLimiter } from '@paygate/http';
 import type { X402Offer } from '@paygate/protocol';
 import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
-import type { GatewayContext } from '../db';
-import type { PaymentService, Purchase } from '../payments/service';
+import type { GatewayContext } from '../../../db';
+import type { PaymentService, Purchase } from '../../../payments/service';
+import { X402PaymentIds } from '../../extensions/payment-identifier';
+import type { DecodedX402Payment } from '../../protocol';
+import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../../reasons';
 import { type AuthorizationKey, X402Authorizations } from './authorizations';
 import {
   authorizationUsedOnChain,
@@ -14,9 +17,6 @@ import {
   type TokenDomain,
   usdcBalance,
 } from './evm-reads';
-import { X402PaymentIds } from './payment-ids';
-import type { DecodedX402Payment } from './protocol';
-import { PAYGATE_REASONS, UPSTREAM_REASONS } from './reasons';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';
 import { type ChainReads, runLocalChecks, runReadChecks, type X402Expectation } from './verify';

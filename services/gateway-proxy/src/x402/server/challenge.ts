@@ -8,10 +8,10 @@ import {
   x402PaymentRequired,
 } from '@paygate/protocol';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
-import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
-import { bazaarExtension } from './bazaar';
-import type { ReceiptSigner } from './extensions/offer-receipt';
-import type { X402Payments } from './payments';
+import type { EndpointSnapshot, SkillSnapshot } from '../../skills/projection';
+import { bazaarExtension } from '../extensions/bazaar';
+import type { ReceiptSigner } from '../extensions/offer-receipt';
+import type { X402Payments } from '../mechanisms/exact-evm/payments';
 
 /** CORS for paid skill URLs: any origin may pay, and may read x402's answer headers. */
 export const SKILL_CORS_HEADERS = Object.freeze({

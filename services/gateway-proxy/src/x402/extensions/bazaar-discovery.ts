@@ -9,11 +9,11 @@ import { parseUsdc } from '@paygate/money';
 import { caip2, requirementsV2 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
 import type { Kysely } from 'kysely';
-import type { GatewayProxyConfig } from '../config';
-import type { GatewayDatabase } from '../db';
-import { paymentKindOf, type SkillSnapshot } from '../skills/projection';
+import type { GatewayProxyConfig } from '../../config';
+import type { GatewayDatabase } from '../../db';
+import { paymentKindOf, type SkillSnapshot } from '../../skills/projection';
+import type { X402Payments } from '../mechanisms/exact-evm/payments';
 import { bazaarExtension } from './bazaar';
-import type { X402Payments } from './payments';
 
 export interface DiscoveryDeps {
   config: GatewayProxyConfig;
