@@ -19,10 +19,12 @@ function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
       await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${scope}:${key}`}, 0))`.execute(trx);
     },
     async find({ scope, key }) {
-      const existing = await sql<{ request_hash: string; response_status: number; response_body: unknown }>`
-        select request_hash, response_status, response_body from idempotency_keys
-        where seller_id = ${scope} and key = ${key}`.execute(trx);
-      const row = existing.rows[0];
+      const row = await trx
+        .selectFrom('idempotency_keys')
+        .select(['request_hash', 'response_status', 'response_body'])
+        .where('seller_id', '=', scope)
+        .where('key', '=', key)
+        .executeTakeFirst();
       return (
         row && {
           fingerprint: row.request_hash,

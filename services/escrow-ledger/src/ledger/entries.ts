@@ -78,18 +78,23 @@ export async function ensureAccounts(
 }
 
 export async function entryIdByKey(db: LedgerDb, idempotencyKey: string): Promise<bigint | null> {
-  const row = await sql<{
-    id: bigint;
-  }>`select id from journal_entries where idempotency_key = ${idempotencyKey}`.execute(db);
-  return row.rows[0]?.id ?? null;
+  const row = await db
+    .selectFrom('journal_entries')
+    .select('id')
+    .where('idempotency_key', '=', idempotencyKey)
+    .executeTakeFirst();
+  return row?.id ?? null;
 }
 
 /** Balance of one account in its normal direction (0 for an account that has never been posted to). */
 export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''): Promise<bigint> {
-  const row = await sql<{
-    balance_micro: bigint;
-  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner}`.execute(db);
-  return row.rows[0]?.balance_micro ?? 0n;
+  const row = await db
+    .selectFrom('accounts')
+    .select('balance_micro')
+    .where('kind', '=', kind)
+    .where('owner', '=', owner)
+    .executeTakeFirst();
+  return row?.balance_micro ?? 0n;
 }
 
 /**
@@ -98,12 +103,14 @@ export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''
  */
 export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
-  const row = await sql<{
-    balance_micro: bigint;
-  }>`select balance_micro from accounts where kind = ${kind} and owner = ${owner} for no key update`.execute(
-    trx,
-  );
-  return row.rows[0]!.balance_micro;
+  const row = await trx
+    .selectFrom('accounts')
+    .select('balance_micro')
+    .where('kind', '=', kind)
+    .where('owner', '=', owner)
+    .forNoKeyUpdate()
+    .executeTakeFirstOrThrow();
+  return row.balance_micro;
 }
 
 export function transferKey(chainId: number, txHash: string, logIndex: number): string {

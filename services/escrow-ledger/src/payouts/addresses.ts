@@ -21,9 +21,10 @@ export async function onSellerUpdated(
 
 /** The seller's payout address in the ledger's view, or null before its first `seller.updated`. */
 export async function payoutAddressOf(trx: LedgerTrx, sellerId: string): Promise<string | null> {
-  const row = (
-    await sql<{ payout_address: string }>`select payout_address from seller_payout_addresses
-        where seller_id = ${sellerId}`.execute(trx)
-  ).rows[0];
+  const row = await trx
+    .selectFrom('seller_payout_addresses')
+    .select('payout_address')
+    .where('seller_id', '=', sellerId)
+    .executeTakeFirst();
   return row?.payout_address ?? null;
 }

@@ -32,10 +32,11 @@ export async function onSettlementDue(
 ): Promise<void> {
   const due = event.data;
   await lockSettlement(trx, due.settlementId);
-  const existing = (
-    await sql<{ status: string }>`select status from payout_reservations
-        where settlement_id = ${due.settlementId}`.execute(trx)
-  ).rows[0];
+  const existing = await trx
+    .selectFrom('payout_reservations')
+    .select('status')
+    .where('settlement_id', '=', due.settlementId)
+    .executeTakeFirst();
   if (existing && existing.status !== 'refused') return;
   const { available, paidOut } = await lockPayableBalance(trx, due.sellerId);
   const now = deps.now();

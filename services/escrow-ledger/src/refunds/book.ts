@@ -294,12 +294,15 @@ export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise
         ('seller_available', ${sellerId}), ('seller_held', ${sellerId}))
       order by id for no key update`.execute(trx);
   const balance = (kind: AccountKind) => rows.rows.find((r) => r.kind === kind)?.balance_micro ?? 0n;
-  const limit = await sql<{ credit_limit_micro: bigint }>`select credit_limit_micro from seller_credit_limits
-      where seller_id = ${sellerId}`.execute(trx);
+  const limit = await trx
+    .selectFrom('seller_credit_limits')
+    .select('credit_limit_micro')
+    .where('seller_id', '=', sellerId)
+    .executeTakeFirst();
   return {
     held: balance('seller_held'),
     available: balance('seller_available'),
-    creditLimit: limit.rows[0]?.credit_limit_micro ?? 0n,
+    creditLimit: limit?.credit_limit_micro ?? 0n,
     platformRevenue: balance('platform_revenue'),
   };
 }

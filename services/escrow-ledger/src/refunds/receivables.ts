@@ -38,10 +38,12 @@ export async function refundReceivableOnReorg(
   deps: LedgerDeps,
   transfer: TransferRow,
 ): Promise<{ payer: string; amountMicro: bigint }> {
-  const refund = await sql<{
-    payer: string;
-  }>`select payer from refunds where id = ${transfer.refund_id}`.execute(trx);
-  const payer = refund.rows[0]!.payer.toLowerCase();
+  const refund = await trx
+    .selectFrom('refunds')
+    .select('payer')
+    .where('id', '=', transfer.refund_id)
+    .executeTakeFirstOrThrow();
+  const payer = refund.payer.toLowerCase();
   await ensureAccounts(trx, [['refund_receivable', payer]]);
   const escrow = await lockAccount(trx, 'escrow_asset');
   if (escrow < transfer.amount_micro) {

@@ -124,11 +124,15 @@ async function pendingRequestFor(
   signature: string,
 ): Promise<RefundRequestRow | undefined> {
   // A signed request is good once: the same signature on a decided request is a replay.
-  const decided = await sql<{
-    id: string;
-  }>`select id from refund_requests where transaction_id = ${transactionId}
-    and signature = ${signature} and status <> 'pending' limit 1`.execute(trx);
-  if (decided.rows[0])
+  const decided = await trx
+    .selectFrom('refund_requests')
+    .select('id')
+    .where('transaction_id', '=', transactionId)
+    .where('signature', '=', signature)
+    .where('status', '<>', 'pending')
+    .limit(1)
+    .executeTakeFirst();
+  if (decided)
     throw new HttpError(
       409,
       'refund_request_replayed',
@@ -136,7 +140,7 @@ async function pendingRequestFor(
       {
         field: 'signature',
         rule: 'must sign a new request (fresh nonce)',
-        refundRequestId: decided.rows[0].id,
+        refundRequestId: decided.id,
       },
     );
   const pending = await sql<RefundRequestRow>`select * from refund_requests

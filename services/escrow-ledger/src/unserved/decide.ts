@@ -2,7 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
-import { sql } from 'kysely';
+import { type NotNull, sql } from 'kysely';
 import type { LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
@@ -89,13 +89,17 @@ export async function decideUnserved(
 }
 
 async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<Decision> {
-  const attempts = await sql<{ outcome: string }>`select outcome from payment_call_attempts
-      where payment_id = ${row.payment_id} order by attempt`.execute(trx);
+  const attempts = await trx
+    .selectFrom('payment_call_attempts')
+    .select('outcome')
+    .where('payment_id', '=', row.payment_id)
+    .orderBy('attempt')
+    .execute();
   const givenUp = now.getTime() - new Date(row.recorded_at).getTime() > GIVE_UP_AFTER_MS;
-  if (attempts.rows.some((a) => a.outcome === 'served')) {
+  if (attempts.some((a) => a.outcome === 'served')) {
     return { kind: 'final', status: 'served', decision: 'served_on_retry' };
   }
-  if (!attempts.rows.some((a) => a.outcome === 'failed')) {
+  if (!attempts.some((a) => a.outcome === 'failed')) {
     // The failure is on another consumer of the bus: it may still be on its way. Without one, only the buyer's
     // body failed (too large, incomplete): not the seller's failure.
     return givenUp
@@ -135,11 +139,16 @@ async function bookUnservedRefund(
   now: Date,
 ): Promise<string | undefined> {
   const { txn, amountMicro } = decision;
-  const failure = (
-    await sql<{ upstream_outcome: string; upstream_status: number | null }>`select upstream_outcome,
-        upstream_status from payment_call_attempts where payment_id = ${row.payment_id} and outcome = 'failed'
-        order by attempt desc limit 1`.execute(trx)
-  ).rows[0]!;
+  const failure = await trx
+    .selectFrom('payment_call_attempts')
+    .select(['upstream_outcome', 'upstream_status'])
+    .where('payment_id', '=', row.payment_id)
+    .where('outcome', '=', 'failed')
+    // A failed attempt always names its upstream outcome (the table's check).
+    .$narrowType<{ upstream_outcome: NotNull }>()
+    .orderBy('attempt', 'desc')
+    .limit(1)
+    .executeTakeFirstOrThrow();
   await sql`savepoint unserved_refund`.execute(trx);
   let refundId: string;
   try {
@@ -234,7 +243,12 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
  * least recently tried first: calls that keep waiting never keep the others from being decided.
  */
 export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
-  const rows = await sql<{ payment_id: string }>`select payment_id from unserved_calls where status = 'closed'
-      order by checked_at limit ${DECIDE_BATCH}`.execute(trx);
-  return rows.rows.map((r) => r.payment_id);
+  const rows = await trx
+    .selectFrom('unserved_calls')
+    .select('payment_id')
+    .where('status', '=', 'closed')
+    .orderBy('checked_at')
+    .limit(DECIDE_BATCH)
+    .execute();
+  return rows.map((r) => r.payment_id);
 }
