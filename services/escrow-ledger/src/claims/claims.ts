@@ -61,6 +61,8 @@ const PUBLISH_AFTER_MS = 100;
 
 interface QueuedClaim {
   request: ClaimRequest;
+  /** claimKeyOf(request), computed once: fits compares it with every claim of the batch being filled. */
+  key: string;
   resolve(reply: ClaimReply): void;
   reject(error: unknown): void;
 }
@@ -99,10 +101,7 @@ export class ClaimBatcher {
       maxPerWrite: deps.config.paymentBatchSize,
       // A claim of a transfer a transaction in flight is claiming waits for it (its insert would wait on that
       // transaction's row, and hold up every claim of its own batch meanwhile), then is answered from its row.
-      fits: (batch, item) => {
-        const key = claimKeyOf(item.request);
-        return !this.writing.has(key) && !batch.some((other) => claimKeyOf(other.request) === key);
-      },
+      fits: (batch, item) => !this.writing.has(item.key) && !batch.some((other) => other.key === item.key),
       write: (batch) => this.writeBatch(batch),
     });
   }
@@ -113,17 +112,17 @@ export class ClaimBatcher {
   claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     const request = claimRequestOf(wire);
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
-    return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, resolve, reject }));
+    const key = claimKeyOf(request);
+    return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, key, resolve, reject }));
   }
 
   /** One transaction for the batch; when it fails, each claim alone (one claim's failure is only its own). */
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
-    const keys = batch.map((item) => claimKeyOf(item.request));
-    for (const key of keys) this.writing.add(key);
+    for (const item of batch) this.writing.add(item.key);
     try {
       await this.writeClaims(batch);
     } finally {
-      for (const key of keys) this.writing.delete(key);
+      for (const item of batch) this.writing.delete(item.key);
     }
   }
 

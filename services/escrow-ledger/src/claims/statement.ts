@@ -1,10 +1,4 @@
-import {
-  type ClaimedVia,
-  claimedViaOnWire,
-  createEvent,
-  type RpcRequest,
-  validateEvent,
-} from '@paygate/contracts';
+import { type ClaimedVia, claimedViaOnWire, createEvent, type RpcRequest } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { preparedStatement } from '@paygate/runtime';
 import { currentTraceCarrier } from '@paygate/telemetry';
@@ -51,9 +45,9 @@ export async function claimsOrHolders(
   requests: ClaimRequest[],
   now: Date,
 ): Promise<ClaimOutcomeRow[]> {
+  // createEvent validated each event.
   const items = requests.map((request) => {
     const event = claimedEvent(request, newClaimId(), now);
-    validateEvent(event);
     return { request, event, amountMicro: parseChainUsdc(request.amount).toString() };
   });
   const column = <T>(pick: (item: (typeof items)[number], index: number) => T) => items.map(pick);
@@ -92,7 +86,15 @@ export async function claimsOrHolders(
       union all
       select r.batch_index, 1, false, c.claim_id, c.claimed_via, c.reference, c.claimed_at, c.payment_id,
           ${latestTransactionOf}, ${livePaymentOf}
-        from req r join transfer_claims c using (chain_id, tx_hash, log_index)`.execute(db)
+        from req r
+        -- One primary-key lookup per request (lateral, limit: never pulled up into a join). As a join, the plan
+        -- cached for the prepared statement while the table was small hashed the whole table: a sequential scan
+        -- of every claim ever made, per batch.
+        cross join lateral (select c.chain_id, c.tx_hash, c.log_index, c.claim_id, c.claimed_via, c.reference,
+              c.claimed_at, c.payment_id
+            from transfer_claims c
+            where c.chain_id = r.chain_id and c.tx_hash = r.tx_hash and c.log_index = r.log_index
+            limit 1) c`.execute(db)
   ).rows;
   return heldInOrder(db, requests, rows);
 }

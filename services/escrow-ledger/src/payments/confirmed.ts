@@ -1,4 +1,4 @@
-import { createEvent, validateEvent } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql, type Transaction } from 'kysely';
@@ -146,13 +146,12 @@ export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   );
 }
 
-/** Writes the events to the outbox in one statement (validated first, as enqueueEvent does one). */
+/** Writes the events to the outbox in one statement (createEvent validated each, as enqueueEvent does one). */
 async function enqueuePaymentsConfirmed(
   trx: Transaction<any>,
   events: Array<ReturnType<typeof paymentConfirmedEvent>>,
 ): Promise<void> {
   if (events.length === 0) return;
-  for (const event of events) validateEvent(event);
   await sql`insert into outbox (id, subject, envelope, published_at)
       select id, 'payment.confirmed', envelope, null
         from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => JSON.stringify(e))}::jsonb[])
