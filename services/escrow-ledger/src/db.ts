@@ -1,5 +1,5 @@
 import type { BusTables } from '@paygate/bus';
-import type { Generated, Kysely, Transaction } from 'kysely';
+import type { Generated, Kysely, Selectable, Transaction } from 'kysely';
 
 /**
  * The ledger schema's tables, as the migrations (tables) and sql/ledger.sql (functions, views) define them.
@@ -333,3 +333,9 @@ export interface LedgerDatabase extends BusTables {
 
 export type LedgerDb = Kysely<LedgerDatabase>;
 export type LedgerTrx = Transaction<LedgerDatabase>;
+
+/** The columns `K` of a row of `T` as a query reads them: what every raw statement's row type is made of. */
+export type Row<T extends keyof LedgerDatabase, K extends keyof Selectable<LedgerDatabase[T]>> = Pick<
+  Selectable<LedgerDatabase[T]>,
+  K
+>;

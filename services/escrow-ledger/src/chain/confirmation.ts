@@ -2,20 +2,17 @@ import { decodeTransferLog, formatAddress, makeProvider } from '@paygate/chain';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
+import type { Row } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
 import type { TransferRow } from '../payments/transfer-booking';
 
-interface AwaitingTransfer {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  amount_micro: bigint;
-  from_address: string;
-  missing_since_block: bigint | null;
-}
+type AwaitingTransfer = Row<
+  'transfers',
+  'chain_id' | 'tx_hash' | 'log_index' | 'amount_micro' | 'from_address' | 'missing_since_block'
+>;
 
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 

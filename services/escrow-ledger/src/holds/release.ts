@@ -3,18 +3,20 @@ import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
+import type { Row } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
-interface DueHold {
-  id: string;
-  seller_id: string;
-  seller_share_micro: bigint;
-  platform_share_micro: bigint;
-  refunded_seller_micro: bigint;
-  refunded_platform_micro: bigint;
-}
+type DueHold = Row<
+  'transactions',
+  | 'id'
+  | 'seller_id'
+  | 'seller_share_micro'
+  | 'platform_share_micro'
+  | 'refunded_seller_micro'
+  | 'refunded_platform_micro'
+>;
 
 /**
  * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller

@@ -2,7 +2,7 @@ import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
@@ -15,17 +15,18 @@ import {
   transferEntryKey,
 } from './transfer-booking';
 
-interface ClaimedTransaction {
-  id: string;
-  seller_id: string;
-  amount_micro: bigint;
-  seller_share_micro: bigint;
-  platform_share_micro: bigint;
-  refunded_micro: bigint;
-  refunded_seller_micro: bigint;
-  refunded_platform_micro: bigint;
-  escrow_status: string;
-}
+type ClaimedTransaction = Row<
+  'transactions',
+  | 'id'
+  | 'seller_id'
+  | 'amount_micro'
+  | 'seller_share_micro'
+  | 'platform_share_micro'
+  | 'refunded_micro'
+  | 'refunded_seller_micro'
+  | 'refunded_platform_micro'
+  | 'escrow_status'
+>;
 
 interface ReversalCause {
   reason: 'transfer_reorged' | 'not_on_chain';

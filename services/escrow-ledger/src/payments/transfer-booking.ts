@@ -1,21 +1,20 @@
 import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import { transferKey } from '../ledger/entries';
 
-export interface TransferRow {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  amount_micro: bigint;
-  status: 'observed' | 'reorged';
-  booked_by: string;
-  claimed_by_transaction_id: string | null;
-  /** 0 for the first inclusion in a block; +1 each time it is mined again after a reorg removed it. */
-  inclusion: number;
-  block_hash: string | null;
-  /** Set when the transfer, unclaimed, was sent back to its payer (refunds/unmatched.ts). */
-  refund_id: string | null;
-}
+export type TransferRow = Row<
+  'transfers',
+  | 'chain_id'
+  | 'tx_hash'
+  | 'log_index'
+  | 'amount_micro'
+  | 'status'
+  | 'booked_by'
+  | 'claimed_by_transaction_id'
+  | 'inclusion'
+  | 'block_hash'
+  | 'refund_id'
+>;
 
 /** What an inclusion causes is keyed per inclusion: `<key>` for the first, `<key>#<n>` after re-inclusions. */
 export const perInclusion = (key: string, inclusion: number) => (inclusion > 0 ? `${key}#${inclusion}` : key);

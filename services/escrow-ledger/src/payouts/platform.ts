@@ -2,18 +2,14 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 
 export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
 
-interface PlatformPayoutRow {
-  status: string;
-  amount_micro: bigint;
-  treasury_address: string;
-}
+type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
 
 async function lockedPlatformPayout(
   trx: LedgerTrx,

@@ -2,50 +2,31 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
-import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import { type Selectable, sql } from 'kysely';
+import type { LedgerTrx, RefundsTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 
-export interface TransactionForRefund {
-  id: string;
-  seller_id: string;
-  payer: string;
-  chain_id: number;
-  amount_micro: bigint;
-  seller_share_micro: bigint;
-  refunded_micro: bigint;
-  refunded_seller_micro: bigint;
-  escrow_status: 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
-}
+export type TransactionForRefund = Row<
+  'transactions',
+  | 'id'
+  | 'seller_id'
+  | 'payer'
+  | 'chain_id'
+  | 'amount_micro'
+  | 'seller_share_micro'
+  | 'refunded_micro'
+  | 'refunded_seller_micro'
+  | 'escrow_status'
+>;
 
-export interface RefundRow {
-  id: string;
-  /**
-   * `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction, no seller).
-   * `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
-   * transaction, no seller: each of them is a `payment` refund of its own).
-   */
-  kind: 'payment' | 'unmatched_transfer' | 'unserved_batch';
-  transaction_id: string | null;
-  seller_id: string | null;
-  payer: string;
-  chain_id: number;
-  amount_micro: bigint;
-  seller_part_micro: bigint;
-  platform_part_micro: bigint;
-  phase: 'in_escrow' | 'after_release' | 'in_suspense' | 'batch';
-  reason: string;
-  status: 'pending' | 'completed' | 'failed';
-  refund_request_id: string | null;
-  tx_hash: string | null;
-  log_index: number | null;
-  transfer_refund_request_id: string | null;
-  refund_tx_hash: string | null;
-  created_at: Date;
-  completed_at: Date | null;
-}
+/**
+ * A refund as it is read. `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction,
+ * no seller). `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
+ * transaction, no seller: each of them is a `payment` refund of its own).
+ */
+export type RefundRow = Selectable<RefundsTable>;
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
 export async function lockSellerTransaction(

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { LedgerTrx, RefundReceivablesTable } from '../db';
+import type { LedgerTrx, RefundReceivablesTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
@@ -21,10 +21,7 @@ type OpenReceivable = Pick<
   'chain_id' | 'tx_hash' | 'log_index' | 'inclusion' | 'refund_id' | 'payer' | 'amount_micro'
 >;
 
-interface Arrival {
-  log_index: number;
-  inclusion: number;
-}
+type Arrival = Row<'transfers', 'log_index' | 'inclusion'>;
 
 /**
  * What the payer of a refunded unmatched transfer owes now that this inclusion of it is dropped: recorded once per

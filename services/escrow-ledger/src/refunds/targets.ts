@@ -1,23 +1,24 @@
 import { badRequest, HttpError } from '@paygate/http';
 import type { RefundTarget } from '@paygate/protocol';
 import { sql } from 'kysely';
-import type { LedgerDb, LedgerTrx } from '../db';
+import type { LedgerDb, LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 
 /** A payment as a buyer's refund request sees it. */
-export interface RequestedTransaction {
-  id: string;
-  seller_id: string;
-  payer: string;
-  session_id: string | null;
-  tx_hash: string;
-  log_index: number;
-  amount_micro: bigint;
-  refunded_micro: bigint;
-  escrow_status: string;
-  /** The id the paying service gave the payment (the gateway's claim): what its call outcome is recorded by. */
-  payment_id: string;
-}
+export type RequestedTransaction = Row<
+  'transactions',
+  | 'id'
+  | 'seller_id'
+  | 'payer'
+  | 'session_id'
+  | 'tx_hash'
+  | 'log_index'
+  | 'amount_micro'
+  | 'refunded_micro'
+  | 'escrow_status'
+  // The id the paying service gave the payment (the gateway's claim): what its call outcome is recorded by.
+  | 'payment_id'
+>;
 
 /** Exactly one of transactionId, txHash (with an optional logIndex) or sessionId names the payment. */
 export function refundTargetOf(body: {

@@ -3,23 +3,24 @@ import { createEvent, type EventData, type EventEnvelope } from '@paygate/contra
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
 
-interface SuspenseTransfer {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  amount_micro: bigint;
-  from_address: string;
-  status: 'observed' | 'reorged';
-  claimed_by_transaction_id: string | null;
-  refund_id: string | null;
-  inclusion: number;
-}
+type SuspenseTransfer = Row<
+  'transfers',
+  | 'chain_id'
+  | 'tx_hash'
+  | 'log_index'
+  | 'amount_micro'
+  | 'from_address'
+  | 'status'
+  | 'claimed_by_transaction_id'
+  | 'refund_id'
+  | 'inclusion'
+>;
 
 /** Why a refund request for an unmatched transfer was refused (conflict detail `reason`). */
 export type UnmatchedRefundRefusal =

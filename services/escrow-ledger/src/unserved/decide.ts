@@ -3,7 +3,7 @@ import { createEvent, type EventData, type EventEnvelope } from '@paygate/contra
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { type NotNull, sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
@@ -23,12 +23,7 @@ const GIVE_UP_AFTER_MS = 60 * 60_000;
 export const DECIDE_BATCH = 100;
 const BATCH_MEMBERS = 500;
 
-interface UnservedRow {
-  payment_id: string;
-  seller_id: string;
-  status: 'closed' | 'refunded' | 'served' | 'not_refundable';
-  recorded_at: Date;
-}
+type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' | 'recorded_at'>;
 
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
