@@ -15,7 +15,8 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
-import { type LedgerHarness, startLedgerHarness } from './helpers';
+import { sql } from 'kysely';
+import { type LedgerHarness, OPERATOR_TOKEN, startLedgerHarness } from './helpers';
 
 describe('periodic reconciliation', () => {
   let anvil: AnvilInstance;
@@ -85,6 +86,23 @@ describe('periodic reconciliation', () => {
       async () =>
         /^bus_dead_letter_messages\{[^}]*consumer="ledger-payment-call-failed"[^}]*\} 1$/m.test(await text()),
       { message: 'the dead letter counted' },
+    );
+  });
+
+  it('reports an account whose balance differs from its postings (the sum of postings is a numeric)', async () => {
+    // Only a broken trigger or a hand edit could do this: the balance moved without a posting.
+    await sql`select ledger_account('suspense', '')`.execute(h.ledger.ctx.db);
+    await sql`update accounts set balance_micro = balance_micro + 7 where kind = 'suspense' and owner = ''`.execute(
+      h.ledger.ctx.db,
+    );
+    const res = await fetch(`${h.ledger.url}/api/v1/reconciliation`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { differences: Array<{ check: string; difference: string }> };
+    expect(report.differences).toContainEqual(
+      expect.objectContaining({ check: 'account suspense balance vs its postings', difference: '-0.000007' }),
     );
   });
 });

@@ -4,7 +4,7 @@ import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
-import type { LedgerDb } from '../db';
+import type { LedgerDb, Row } from '../db';
 import type { LedgerMetrics } from '../metrics';
 import { type PayerExposure, payerExposure } from './payer-receivables';
 
@@ -145,10 +145,10 @@ async function depositAddressesToRead(
 }
 
 async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
-  const totals = await sql<{ kind: string; normal_side: string; balance: bigint }>`select kind, normal_side,
-      sum(balance_micro)::bigint as balance from accounts group by kind, normal_side order by kind`.execute(
-    db,
-  );
+  const totals = await sql<
+    Row<'accounts', 'kind' | 'normal_side'> & { balance: bigint }
+  >`select kind, normal_side, sum(balance_micro)::bigint as balance from accounts group by kind, normal_side
+      order by kind`.execute(db);
   const accounts: Record<string, string> = {};
   let debits = 0n;
   let credits = 0n;
@@ -186,19 +186,20 @@ function totalsDifferences(onChain: bigint, totals: AccountTotals): Reconciliati
 
 /** Every account whose running balance differs from the sum of its postings. */
 async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDifference[]> {
-  const drift = await sql<{
-    kind: string;
-    owner: string;
-    balance_micro: bigint;
-    postings_balance_micro: bigint;
-  }>`
-      select kind, owner, balance_micro, postings_balance_micro from account_balance_drift`.execute(db);
-  return drift.rows.map((row) => ({
-    check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
-    expected: formatUsdc(row.postings_balance_micro),
-    actual: formatUsdc(row.balance_micro),
-    difference: formatUsdc(row.postings_balance_micro - row.balance_micro),
-  }));
+  const drift = await db
+    .selectFrom('account_balance_drift')
+    .select(['kind', 'owner', 'balance_micro', 'postings_balance_micro'])
+    .execute();
+  return drift.map((row) => {
+    // A sum of bigints is a numeric, which pg hands over as a string.
+    const postingsMicro = BigInt(row.postings_balance_micro);
+    return {
+      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
+      expected: formatUsdc(postingsMicro),
+      actual: formatUsdc(row.balance_micro),
+      difference: formatUsdc(postingsMicro - row.balance_micro),
+    };
+  });
 }
 
 async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
