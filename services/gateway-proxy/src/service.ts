@@ -178,8 +178,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
             now: config.now,
           }),
           x402,
-          settleX402: (payment, purchase, version, options) =>
-            copies.settle(payment, purchase, version, options),
+          copies,
           tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
           receipts,
           signIn,

@@ -95,17 +95,27 @@ describe('gateway-proxy: the paid call pipeline', () => {
       path,
       init: { ...init, headers: { 'X-402-Payment': header } },
     });
+    const bodies402: Array<Record<string, unknown>> = [];
     for (const c of cases) {
       const request =
         c.name === 'no payment' ? { path: c.path, init: c.init ?? {} } : withHeader(c.path, paid, c.init);
       const answer = await call(request.path, request.init);
       expect({ case: c.name, status: answer.status }).toEqual({ case: c.name, status: c.status });
       if (c.reason) expect(JSON.parse(answer.body)).toMatchObject({ reason: c.reason });
+      if (answer.status === 402) bodies402.push(JSON.parse(answer.body));
       expect(answer.headers.get('access-control-allow-origin')).toBe('*');
       if (c.status === 200 && c.init?.method !== 'HEAD')
         expect(answer.headers.get('x-402-receipt')).toBe(txHash);
       if (c.status === 405) expect(answer.headers.get('allow')).toBe('GET');
     }
+
+    // The 402s (a challenge, refusals) carry only fields the OpenAPI document declares for them, and all it requires.
+    const openapi = await (await fetch(`${h.gateway.url}/api/v1/openapi/gateway.json`)).json();
+    const declared = openapi.paths['/api/v1/skills/{skillName}/{path}'].get.responses['402'].content[
+      'application/json'
+    ].schema as JsonSchema;
+    expect(bodies402.length).toBe(3);
+    for (const body of bodies402) expect(undeclaredFields(declared, body)).toEqual([]);
 
     // Someone else's signature, a stranger presenting the payer's transfer, a wrong network, a bad header.
     const refusals: Array<{ name: string; header: string; status: number; reason?: string }> = [
@@ -191,3 +201,34 @@ describe('gateway-proxy: the paid call pipeline', () => {
     expect(h.ledgerPayments(txHash).filter((p) => p.source === 'x402')).toEqual([]);
   });
 });
+
+interface JsonSchema {
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  allOf?: JsonSchema[];
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+}
+
+/** The fields of `body` (and of its nested objects) no alternative of `schema` declares, or that one requires and lacks. */
+function undeclaredFields(schema: JsonSchema, body: Record<string, unknown>, at = ''): string[] {
+  const alternatives = schema.anyOf ?? schema.oneOf;
+  if (alternatives) {
+    const each = alternatives.map((alternative) => undeclaredFields(alternative, body, at));
+    return each.find((problems) => problems.length === 0) ?? each.flat();
+  }
+  const parts = [schema, ...(schema.allOf ?? [])];
+  const properties = Object.assign({}, ...parts.map((part) => part.properties ?? {})) as Record<
+    string,
+    JsonSchema
+  >;
+  const required = parts.flatMap((part) => part.required ?? []);
+  const problems = required.filter((name) => !(name in body)).map((name) => `${at}${name} missing`);
+  for (const [name, value] of Object.entries(body)) {
+    const field = properties[name];
+    if (!field) problems.push(`${at}${name} undeclared`);
+    else if (value && typeof value === 'object' && !Array.isArray(value) && field.properties)
+      problems.push(...undeclaredFields(field, value as Record<string, unknown>, `${at}${name}.`));
+  }
+  return problems;
+}

@@ -5,15 +5,15 @@ import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
 import type { BlockedPayerCheck } from '../../payments/blocked-payers';
 import type { CallOutcomes } from '../../payments/call-outcomes';
-import type { PaymentService, Purchase } from '../../payments/service';
+import type { PaymentService } from '../../payments/service';
 import type { ForwardOptions } from '../../proxy/forward';
 import type { ForwardingKeys } from '../../proxy/forwarding-keys';
 import type { SkillDirectory } from '../../skills/projection';
 import type { TicketIssuer } from '../../tickets/issuer';
 import type { ReceiptSigner } from '../../x402/extensions/offer-receipt';
 import type { SignInWithX } from '../../x402/extensions/sign-in-with-x';
-import type { SettleOptions, X402Outcome, X402Payments } from '../../x402/mechanisms/exact-evm/payments';
-import type { DecodedX402Payment } from '../../x402/protocol';
+import type { X402Payments } from '../../x402/mechanisms/exact-evm/payments';
+import type { SettlementCopies } from '../../x402/server/copies';
 
 /**
  * Paid skill URLs: {base_url}/api/v1/skills/<skill_name><path>. Unknown skill or path 404, wrong method 405,
@@ -50,12 +50,7 @@ export interface PaidCallDeps {
   /** x402's offer (the challenge) and the payer an authorization names. */
   x402: X402Payments;
   /** Settles an x402 payment (a copy of one being settled waits for it, never a second call for one payment). */
-  settleX402(
-    payment: DecodedX402Payment,
-    purchase: Purchase,
-    version: 1 | 2,
-    options?: SettleOptions,
-  ): Promise<X402Outcome>;
+  copies: Pick<SettlementCopies, 'settle'>;
   tickets: TicketIssuer;
   /** x402's offer-receipt: signs the 402's offers and the paid answer's receipt. */
   receipts: ReceiptSigner;

@@ -1,15 +1,8 @@
-import { formatUsdc, parseUsdc } from '@paygate/money';
-import {
-  decodePaymentRequired,
-  PAYMENT_HEADER,
-  type PaymentRequirements,
-  signInWithXChallenge,
-  X402_HEADERS,
-} from '@paygate/protocol';
+import { decodePaymentRequired, signInWithXChallenge, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
-import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 import { x402Challenge } from '../../x402/server/challenge';
+import { paymentRequirements } from '../../x402/server/payment-required';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
@@ -38,37 +31,6 @@ export function refuseUnreadable(
       rule: proof.rule,
     }),
   );
-}
-
-export function paymentRequirements(
-  config: PaidCallDeps['config'],
-  skill: SkillSnapshot,
-  endpoint: EndpointSnapshot,
-  resource: string,
-): PaymentRequirements & { skill: string; endpoint: { method: string; path: string } } {
-  const kind = paymentKindOf(skill.type);
-  const base = endpoint.description || skill.description;
-  const description =
-    kind === 'subscription'
-      ? `${skill.displayName}: ${base} (${skill.durationDays ?? 30} days of access)`
-      : `${skill.displayName}: ${base}`;
-  return {
-    price: formatUsdc(parseUsdc(endpoint.price)),
-    description,
-    network: config.network,
-    chainId: config.chainId,
-    payTo: config.escrowAddress,
-    asset: config.usdcAddress,
-    resource,
-    confirmations: config.confirmations,
-    type: kind,
-    ...(kind === 'subscription' ? { durationDays: skill.durationDays ?? 30 } : {}),
-    ...(kind === 'product' ? { requiresShipping: skill.requiresShipping ?? false } : {}),
-    header: PAYMENT_HEADER,
-    mode: skill.mode,
-    skill: skill.name,
-    endpoint: { method: endpoint.method, path: endpoint.path },
-  };
 }
 
 /** The URL the client asked for, query included: x402's resource.url, and what offers and receipts name. */

@@ -4,7 +4,8 @@ import { Type } from '@sinclair/typebox';
 import { requestIdOf, sendJson } from '../../http-util';
 import { limitCall } from '../../rate-limit';
 import { SKILL_CORS_HEADERS, SKILL_PREFLIGHT_HEADERS } from '../../x402/server/challenge';
-import { paymentHeaderDoc, paymentRefused, paymentRequirements } from '../openapi';
+import { PaymentRefusedBody, PaymentRequiredBody } from '../../x402/server/payment-required';
+import { paymentHeaderDoc } from '../openapi';
 import { refuseBlockedPayer } from './blocked';
 import { book } from './book';
 import { type Call, errorBody, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX } from './call';
@@ -156,7 +157,7 @@ export function paidCallRoute(deps: PaidCallDeps): AnyRoute {
       '402': {
         description:
           'no proof (PaymentRequirements; with x402 the PAYMENT-REQUIRED header) or a refused proof (PaymentRefused; x402 reason codes for x402 payments)',
-        schema: { oneOf: [paymentRequirements, paymentRefused] },
+        schema: Type.Union([PaymentRequiredBody, PaymentRefusedBody]),
       },
       '504': { description: 'the seller timed out; same retry rule as 502' },
     },

@@ -1,17 +1,13 @@
 import type { ServerResponse } from 'node:http';
-import {
-  encodeX402Header,
-  type PaymentRequirements,
-  settlementResponse,
-  X402_HEADERS,
-} from '@paygate/protocol';
+import { encodeX402Header, settlementResponse, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
 import { requestFingerprint } from '../../x402/extensions/payment-identifier';
 import { settlementHeaders } from '../../x402/server/challenge';
+import { type PaymentRequirementsBody, paymentRequirements } from '../../x402/server/payment-required';
 import { type Call, errorBody, type PaidCallDeps } from './call';
-import { paymentRequirements, resourceUrlOf, sendPaymentRequired } from './challenge';
+import { resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
@@ -86,7 +82,7 @@ function answerOutcome(
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
 }
 
-function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirements) {
+function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirementsBody) {
   if (isUnavailable(failure)) {
     res.setHeader('Retry-After', '2');
     sendJson(res, 503, { error: 'Payment not verified', reason: failure.reason, message: failure.message });
@@ -108,7 +104,7 @@ export async function settleX402(
   call: Call,
   { payment, version }: Extract<Proof, { kind: 'x402' }>,
 ): Promise<Paid | undefined> {
-  const outcome = await deps.settleX402(payment, offer.purchase, version, {
+  const outcome = await deps.copies.settle(payment, offer.purchase, version, {
     fingerprint: payment.paymentId ? fingerprintOf(call, offer) : undefined,
   });
   if (!outcome.ok) {
