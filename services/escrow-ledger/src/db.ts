@@ -334,6 +334,9 @@ export interface LedgerDatabase extends BusTables {
 export type LedgerDb = Kysely<LedgerDatabase>;
 export type LedgerTrx = Transaction<LedgerDatabase>;
 
+/** `R` with the columns `K` non-null: those a table's check guarantees in the rows a statement selects. */
+export type Checked<R, K extends keyof R> = Omit<R, K> & { [P in K]: NonNullable<R[P]> };
+
 /** The columns `K` of a row of `T` as a query reads them: what every raw statement's row type is made of. */
 export type Row<T extends keyof LedgerDatabase, K extends keyof Selectable<LedgerDatabase[T]>> = Pick<
   Selectable<LedgerDatabase[T]>,

@@ -112,10 +112,15 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   }
 
   private async anyAwaiting(): Promise<boolean> {
-    const found = await sql<{ one: number }>`select 1 as one from transfers
-        where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
-        limit 1`.execute(this.ctx.db);
-    return found.rows.length > 0;
+    const found = await this.ctx.db
+      .selectFrom('transfers')
+      .select('tx_hash')
+      .where('chain_confirmed_at', 'is', null)
+      .where('status', '=', 'observed')
+      .where('chain_id', '=', this.deps.config.chainId)
+      .limit(1)
+      .executeTakeFirst();
+    return found !== undefined;
   }
 
   /**

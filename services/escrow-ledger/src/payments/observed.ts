@@ -2,7 +2,7 @@ import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/b
 import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
@@ -158,10 +158,9 @@ async function reincludeTransfer(
  */
 async function bookParkedPayment(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps) {
   const d = event.data;
-  const parked = await sql<{
-    id: bigint;
-    payment: Record<string, unknown>;
-  }>`select id, detail->'payment' as payment
+  const parked = await sql<
+    Row<'payment_conflicts', 'id'> & { payment: Record<string, unknown> }
+  >`select id, detail->'payment' as payment
       from payment_conflicts
       where kind = 'transfer_reorged' and status = 'open' and chain_id = ${d.chainId}
         and tx_hash = ${d.txHash.toLowerCase()} and log_index = ${d.logIndex} and detail ? 'payment'

@@ -2,7 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx, PayoutReservationsTable } from '../db';
+import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { payoutAddressOf } from './addresses';
@@ -99,7 +99,9 @@ async function lockPayableBalance(
 ): Promise<{ available: bigint; paidOut: string[] }> {
   // The seller's released payments first (a refund locks its transaction, then the accounts: same order).
   // A payment with a buyer's pending refund request is not paid out until the request is decided.
-  const released = await sql<{ id: string; unrefunded_micro: bigint; disputed: boolean }>`select id,
+  const released = await sql<
+    Row<'transactions', 'id'> & { unrefunded_micro: bigint; disputed: boolean }
+  >`select id,
         seller_share_micro - refunded_seller_micro as unrefunded_micro,
         exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending') as disputed
       from transactions t where seller_id = ${sellerId} and escrow_status = 'available'

@@ -3,7 +3,7 @@ import { createEvent, type EventData, type EventEnvelope } from '@paygate/contra
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { type NotNull, sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { Checked, LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
@@ -102,7 +102,7 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
       : { kind: 'wait' };
   }
   const found = await sql<
-    TransactionForRefund & { tx_hash: string; payment_id: string }
+    TransactionForRefund & Row<'transactions', 'tx_hash' | 'payment_id'>
   >`select id, seller_id,
         payer, chain_id, amount_micro, seller_share_micro, refunded_micro, refunded_seller_micro, escrow_status,
         tx_hash, payment_id
@@ -196,14 +196,17 @@ async function bookUnservedRefund(
 export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
   const oldestBefore = new Date(now.getTime() - deps.config.unservedRefundMaxAgeMs);
-  const due = await sql<{ payer: string }>`select payer from unserved_calls
+  // A refunded call names its payer and amount (the table's check).
+  const due = await sql<Checked<Row<'unserved_calls', 'payer'>, 'payer'>>`select payer from unserved_calls
       where status = 'refunded' and batch_id is null and (${payer ?? null}::text is null or payer = ${payer ?? null})
       group by payer
       having sum(amount_micro) >= ${deps.config.unservedRefundThresholdMicro} or min(decided_at) <= ${oldestBefore}
       limit ${DECIDE_BATCH}`.execute(trx);
   let batches = 0;
   for (const { payer: to } of due.rows) {
-    const members = await sql<{ payment_id: string; amount_micro: bigint }>`select payment_id, amount_micro
+    const members = await sql<
+      Checked<Row<'unserved_calls', 'payment_id' | 'amount_micro'>, 'amount_micro'>
+    >`select payment_id, amount_micro
         from unserved_calls where status = 'refunded' and batch_id is null and payer = ${to}
         order by decided_at limit ${BATCH_MEMBERS} for update skip locked`.execute(trx);
     if (members.rows.length === 0) continue;

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+
 import type { LedgerDb, LedgerTrx } from '../db';
 import { callOutcomesOf } from '../views/call-outcomes';
 
@@ -28,20 +28,20 @@ export async function paymentOutcome(
 ): Promise<PaymentOutcome> {
   const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
   const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
-  const unserved = (
-    await sql<{
-      status: string;
-      decision: string | null;
-      refund_id: string | null;
-      refund_status: string | null;
-      refund_tx_hash: string | null;
-      completed_at: Date | null;
-      reason: string | null;
-    }>`select u.status, u.decision, u.refund_id, r.status as refund_status, r.refund_tx_hash, r.completed_at, r.reason
-      from unserved_calls u left join refunds r on r.id = u.refund_id where u.payment_id = ${paymentId}`.execute(
-      db,
-    )
-  ).rows[0];
+  const unserved = await db
+    .selectFrom('unserved_calls as u')
+    .leftJoin('refunds as r', 'r.id', 'u.refund_id')
+    .select([
+      'u.status',
+      'u.decision',
+      'u.refund_id',
+      'r.status as refund_status',
+      'r.refund_tx_hash',
+      'r.completed_at',
+      'r.reason',
+    ])
+    .where('u.payment_id', '=', paymentId)
+    .executeTakeFirst();
   if (unserved?.refund_id) {
     const sent = unserved.refund_status === 'completed';
     return {

@@ -4,10 +4,10 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import type { RequestHandler } from 'express';
 import { type Selectable, sql } from 'kysely';
-import type { LedgerDb, TransactionsTable } from '../db';
+import type { AccountKind, LedgerDb, Row, TransactionsTable } from '../db';
 import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
-import { type RefundRow, refundView } from '../refunds/book';
+import { refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
 
@@ -129,12 +129,13 @@ async function transactionRows(
 
 /** The transaction's journal entries as events, then its settlement (if settled). */
 async function transactionHistory(db: LedgerDb, row: TransactionRow) {
-  const entries = await sql<{
-    entry_type: string;
-    created_at: Date;
-    memo: Record<string, unknown> | null;
-    amount_micro: bigint;
-  }>`
+  // An entry without a debit posting (none is booked so) would have no amount.
+  const entries = await sql<
+    Row<'journal_entries', 'entry_type' | 'created_at'> & {
+      memo: Record<string, unknown> | null;
+      amount_micro: bigint | null;
+    }
+  >`
         select e.entry_type, e.created_at, e.memo,
                (select sum(amount_micro)::bigint from postings p where p.entry_id = e.id and p.side = 'debit') as amount_micro
           from journal_entries e where e.transaction_id = ${row.id} order by e.id`.execute(db);
@@ -157,13 +158,13 @@ async function transactionHistory(db: LedgerDb, row: TransactionRow) {
 async function sellerBalances(db: LedgerDb, sellerId: string) {
   // One statement, so one snapshot: read one by one, a hold released between the reads showed the money both held
   // and available (the dashboard's journey test saw $0.2375 twice).
-  const rows = await sql<{ kind: string | null; balance_micro: bigint }>`
+  const rows = await sql<{ kind: AccountKind | null; balance_micro: bigint }>`
     select kind, balance_micro from accounts
       where owner = ${sellerId} and kind in ('seller_held', 'seller_available', 'seller_payout_pending')
     union all
     select null, coalesce(sum(amount_micro), 0)::bigint from payout_reservations
       where seller_id = ${sellerId} and status = 'completed'`.execute(db);
-  const balance = (kind: string | null) =>
+  const balance = (kind: AccountKind | null) =>
     BigInt(rows.rows.find((r) => r.kind === kind)?.balance_micro ?? 0n);
   const held = balance('seller_held');
   const available = balance('seller_available');
@@ -230,20 +231,25 @@ function getTransactionRoute({ ctx, seller, now }: ViewRouteDeps) {
     responses: { '200': { description: 'the transaction', schema: TransactionDetail } },
     errors: { ...SELLER_ERRORS, '404': 'not_found' },
     handler: async (req, res) => {
-      const rows = await sql<TransactionRow>`select * from transactions where id = ${req.params.id}
-        and seller_id = ${req.seller!.sellerId}`.execute(ctx.db);
-      const row = rows.rows[0];
+      const row = await ctx.db
+        .selectFrom('transactions')
+        .selectAll()
+        .where('id', '=', req.params.id)
+        .where('seller_id', '=', req.seller!.sellerId)
+        .executeTakeFirst();
       if (!row) throw notFound('transaction');
       const history = await transactionHistory(ctx.db, row);
-      const refunds =
-        await sql<RefundRow>`select * from refunds where transaction_id = ${row.id} order by created_at`.execute(
-          ctx.db,
-        );
+      const refunds = await ctx.db
+        .selectFrom('refunds')
+        .selectAll()
+        .where('transaction_id', '=', row.id)
+        .orderBy('created_at')
+        .execute();
       const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
       res.json({
         ...transactionView(row, calls.get(row.payment_id)),
         history,
-        refunds: refunds.rows.map(refundView),
+        refunds: refunds.map(refundView),
       });
     },
   });
