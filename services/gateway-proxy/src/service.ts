@@ -9,6 +9,7 @@ import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import type { GatewayProxyConfig } from './config';
 import type { GatewayDatabase } from './db';
+import { NotListeningError } from './errors';
 import { mcpRoutes } from './mcp/server';
 import { gatewayMetrics } from './metrics';
 import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
@@ -203,7 +204,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           db: ctx.db,
           skillByName: (name) => skills.byName(name),
           selfUrl: () => {
-            if (!selfUrl) throw new Error('the gateway is not listening yet');
+            if (!selfUrl) throw new NotListeningError();
             return selfUrl;
           },
           trustedProxies: config.trustedProxies,

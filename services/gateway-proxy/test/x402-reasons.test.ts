@@ -12,8 +12,8 @@ import type { RunningService } from '@paygate/runtime';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { ErrorReasons } from 'x402/types';
+import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../src/reasons';
 import { EXACT_EVM_CHECKS } from '../src/x402/mechanisms/exact-evm/verify';
-import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../src/x402/reasons';
 import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(120_000);

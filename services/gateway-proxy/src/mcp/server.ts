@@ -29,9 +29,10 @@ import type { Response as ExpressResponse } from 'express';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { GatewayDatabase } from '../db';
+import { ToolArgumentError } from '../errors';
 import { limitCall, MCP_LIMITED, mcpBucket } from '../rate-limit';
 import type { SkillSnapshot } from '../skills/projection';
-import { requestFor, skillNameOf, ToolArgumentError, toolsOf } from './tools';
+import { requestFor, skillNameOf, toolsOf } from './tools';
 
 /** Where the gateway serves MCP (streamable HTTP, stateless: every POST is a whole exchange). */
 export const MCP_PATH = '/api/v1/mcp';

@@ -1,3 +1,4 @@
+import { ToolArgumentError } from '../errors';
 import { SKILLS_PREFIX } from '../routes/paid-call';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 
@@ -94,7 +95,6 @@ function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string)
 }
 
 /** Why a tool's arguments cannot make a request (the field and the rule). */
-export class ToolArgumentError extends Error {}
 
 /** How many times a path parameter value is percent-decoded to look for a dot segment or a separator. */
 const DECODINGS_CHECKED = 8;

@@ -1,6 +1,7 @@
 import { WriteBatcher } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { GatewayContext } from '../db';
+import { ClaimBatchRefused, LedgerClaimRefused } from '../errors';
 import {
   type ClaimOptions,
   type ClaimToWrite,
@@ -15,26 +16,11 @@ import type { LedgerClaims, TransferToClaim } from './claims';
 import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
-/** The ledger did not let this purchase spend the transfer: `failure` says why (already used elsewhere, or 503). */
-export class LedgerClaimRefused extends Error {
-  constructor(readonly failure: PaymentFailure) {
-    super(failure.message);
-    this.name = 'LedgerClaimRefused';
-  }
-}
-
 interface QueuedClaim extends ClaimToWrite {
   /** The ledger's answer to this claim: undefined when the transfer is this payment's. */
   ledgerAnswer: Promise<PaymentFailure | undefined>;
   resolve(result: RecordedClaim): void;
   reject(error: unknown): void;
-}
-
-/** Some claims of a batch were refused by the ledger: the batch's transaction is rolled back. */
-class RefusedInBatch extends Error {
-  constructor(readonly answers: Array<PaymentFailure | undefined>) {
-    super('the ledger refused claims of this batch');
-  }
 }
 
 /** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
@@ -124,12 +110,12 @@ export class PaymentClaimRows {
       const results = await this.ctx.db.transaction().execute(async (trx) => {
         const written = await writeClaims(trx, this.settings, batch);
         const answers = await Promise.all(batch.map((item) => item.ledgerAnswer));
-        if (answers.some((answer) => answer !== undefined)) throw new RefusedInBatch(answers);
+        if (answers.some((answer) => answer !== undefined)) throw new ClaimBatchRefused(answers);
         return written;
       });
       for (const [i, item] of batch.entries()) item.resolve(results[i]!);
     } catch (error) {
-      if (error instanceof RefusedInBatch) {
+      if (error instanceof ClaimBatchRefused) {
         const agreed = batch.filter((item, i) => {
           const answer = error.answers[i];
           if (answer) item.reject(new LedgerClaimRefused(answer));

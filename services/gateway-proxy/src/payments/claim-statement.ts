@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { preparedStatement } from '@paygate/runtime';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { GatewayDatabase } from '../db';
+import { ClaimInvariantError } from '../errors';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 /**
@@ -180,7 +181,7 @@ export async function writeClaims(
   ).rows;
   return batch.map((_item, i) => {
     const row = rows.find((r) => Number(r.batch_index) === i);
-    if (!row) throw new Error('claim statement returned no row for a claim');
+    if (!row) throw new ClaimInvariantError('claim statement returned no row for a claim');
     const { batch_index: _index, recorded_elsewhere: recorded, ...claim } = row;
     return { claim: claim.id ? (claim as PaymentClaim) : undefined, recorded: Number(recorded) > 0 };
   });

@@ -1,19 +1,8 @@
+import { PAYMENT_REASONS, type PaymentReason } from '../reasons';
+
 /** Why a payment was refused: a stable machine-readable reason, a sentence for people, optional details. */
 export interface PaymentFailure {
-  reason:
-    | 'wrong_network'
-    | 'wrong_token'
-    | 'wrong_recipient'
-    | 'insufficient_amount'
-    | 'invalid_signature'
-    | 'transfer_not_found'
-    | 'transaction_failed'
-    | 'insufficient_confirmations'
-    | 'payment_already_used'
-    | 'subscription_expired'
-    | 'chain_unavailable'
-    /** The ledger did not answer the claim in time: 503, nothing served. */
-    | 'claim_unavailable';
+  reason: PaymentReason;
   message: string;
   details?: Record<string, unknown>;
 }
@@ -26,4 +15,4 @@ export const failure = (
 
 /** Refusals that say "try again shortly" (503 + Retry-After) rather than "this payment is not good" (402). */
 export const isUnavailable = (f: PaymentFailure): boolean =>
-  f.reason === 'chain_unavailable' || f.reason === 'claim_unavailable';
+  f.reason === PAYMENT_REASONS.chainUnavailable || f.reason === PAYMENT_REASONS.claimUnavailable;

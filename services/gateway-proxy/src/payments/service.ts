@@ -1,16 +1,16 @@
 import type { PaymentProof } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../db';
+import { ClaimInvariantError, LedgerClaimRefused } from '../errors';
 import type { ChainVerifier } from '../x402/mechanisms/tx-hash/chain';
 import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof-checks';
-import { LedgerClaimRefused, PaymentClaimRows } from './claim-rows';
+import { PaymentClaimRows } from './claim-rows';
 import type { ClaimOptions, ProvenTransfer, RecordedClaim, RecordStatement } from './claim-statement';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
 import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
 
-export { LedgerClaimRefused } from './claim-rows';
 export type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
 
 /**
@@ -145,7 +145,7 @@ export class PaymentService {
     }
     // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.findClaim(proof);
-    if (!winner) throw new Error(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
+    if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
   }
 

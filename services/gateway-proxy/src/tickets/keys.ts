@@ -3,6 +3,7 @@ import type { SecretBox } from '@paygate/runtime';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../db';
+import { TicketKeyError } from '../errors';
 
 export interface PublicJwk {
   kty: 'EC';
@@ -23,7 +24,7 @@ export interface SigningKey {
 async function describe(privateKey: KeyObject): Promise<{ kid: string; jwk: PublicJwk; pem: string }> {
   const exported = await exportJWK(createPublicKey(privateKey));
   if (exported.kty !== 'EC' || exported.crv !== 'P-256' || !exported.x || !exported.y) {
-    throw new Error('TICKET_SIGNING_KEY must be an EC P-256 key (ES256)');
+    throw new TicketKeyError('TICKET_SIGNING_KEY must be an EC P-256 key (ES256)');
   }
   const kid = await calculateJwkThumbprint(exported, 'sha256');
   return {
@@ -106,18 +107,18 @@ export class TicketKeyStore {
   }
 
   private openKey(row: { kid: string; private_key_sealed: string | null }): string {
-    if (!row.private_key_sealed) throw new Error(`ticket key ${row.kid} has no sealed private key`);
+    if (!row.private_key_sealed) throw new TicketKeyError(`ticket key ${row.kid} has no sealed private key`);
     try {
       return this.box.open(row.private_key_sealed);
     } catch {
-      throw new Error(
+      throw new TicketKeyError(
         `ticket key ${row.kid} cannot be opened with TICKET_KEY_ENCRYPTION_KEY (changed since it was sealed?)`,
       );
     }
   }
 
   signingKey(): SigningKey {
-    if (!this.signing) throw new Error('TicketKeyStore.init() was not called');
+    if (!this.signing) throw new TicketKeyError('TicketKeyStore.init() was not called');
     return this.signing;
   }
 

@@ -1,4 +1,5 @@
 import { sendJson } from '../../http-util';
+import { CALL_REASONS } from '../../reasons';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
@@ -17,13 +18,13 @@ export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call,
         ? proof.proof.from
         : undefined;
   if (!payer || !deps.blockedPayers.isBlocked(offer.purchase.sellerId, payer)) return false;
-  deps.metrics.refused.inc({ reason: 'payer_blocked' });
+  deps.metrics.refused.inc({ reason: CALL_REASONS.payerBlocked });
   sendJson(
     call.res,
     403,
     errorBody(
       call.requestId,
-      'payer_blocked',
+      CALL_REASONS.payerBlocked,
       'the seller of this skill does not sell to this payer; nothing was charged',
       {
         payer: payer.toLowerCase(),

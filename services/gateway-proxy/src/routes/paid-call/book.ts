@@ -2,6 +2,7 @@ import { RECEIPT_HEADER } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import type { SellerFailure } from '../../payments/call-outcomes';
 import type { ForwardFailureReason, ForwardResult } from '../../proxy/forward';
+import { CALL_REASONS } from '../../reasons';
 import { type Call, errorBody, type PaidCallDeps } from './call';
 import type { Paid } from './pay';
 
@@ -65,7 +66,7 @@ async function bookFailure(
   sendJson(
     call.res,
     FAILURE_STATUS[result.reason],
-    errorBody(call.requestId, buyerFault ? result.reason : 'upstream_failed', result.message, {
+    errorBody(call.requestId, buyerFault ? result.reason : CALL_REASONS.upstreamFailed, result.message, {
       txHash: claim.tx_hash,
       retryUntil: retryUntil?.toISOString() ?? null,
       retry: retryUntil

@@ -1,6 +1,7 @@
 import { decodePaymentRequired, signInWithXChallenge, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
+import { CALL_REASONS } from '../../reasons';
 import { x402Challenge } from '../../x402/server/challenge';
 import { paymentRequirements } from '../../x402/server/payment-required';
 import { type Call, errorBody, type PaidCallDeps } from './call';
@@ -26,7 +27,7 @@ export function refuseUnreadable(
   sendJson(
     call.res,
     400,
-    errorBody(call.requestId, 'invalid_payment_header', proof.message, {
+    errorBody(call.requestId, CALL_REASONS.invalidPaymentHeader, proof.message, {
       field: proof.field,
       rule: proof.rule,
     }),

@@ -9,6 +9,7 @@ import { verifyMessage as recoverMessageSigner } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { createPublicClient, http, isErc6492Signature } from 'viem';
 import type { GatewayDatabase } from '../../db';
+import { ChainUnavailableError } from '../../errors';
 import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
 
@@ -61,8 +62,6 @@ export interface SignInSettings {
   now: () => Date;
 }
 
-class ChainUnavailable extends Error {}
-
 export class SignInWithX {
   private readonly client;
   private inserts = 0;
@@ -114,7 +113,7 @@ export class SignInWithX {
         try {
           return await this.signedBy(args);
         } catch (error) {
-          if (error instanceof ChainUnavailable) chainDown = true;
+          if (error instanceof ChainUnavailableError) chainDown = true;
           throw error;
         }
       },
@@ -198,7 +197,7 @@ export class SignInWithX {
     try {
       code = await this.client.getCode({ address: args.address });
     } catch (error) {
-      if (transportFailed(error)) throw new ChainUnavailable(String((error as Error)?.message ?? error));
+      if (transportFailed(error)) throw new ChainUnavailableError(String((error as Error)?.message ?? error));
       return false;
     }
     if ((!code || code === '0x') && !isErc6492Signature(args.signature)) return false;

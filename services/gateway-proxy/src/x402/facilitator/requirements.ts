@@ -2,8 +2,8 @@ import { formatUsdc } from '@paygate/money';
 import { caip2, v1NetworkOf, type X402HeaderError } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
 import type { GatewayProxyConfig } from '../../config';
+import { PAYGATE_REASONS, UPSTREAM_REASONS as R, type X402Reason } from '../../reasons';
 import { type DecodedX402Payment, parseX402Payment } from '../protocol';
-import { PAYGATE_REASONS, UPSTREAM_REASONS as R, type X402Reason } from '../reasons';
 
 /** The requirements a seller's x402 server sends with a payment: v2 (`amount`) or v1 (`maxAmountRequired`). */
 const Requirements = Type.Object({

@@ -7,6 +7,7 @@ import {
 } from '@paygate/protocol';
 import { type Static, Type } from '@sinclair/typebox';
 import type { GatewayProxyConfig } from '../../config';
+import { REFUSAL_REASONS } from '../../reasons';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 
 /**
@@ -57,8 +58,7 @@ export const PaymentRefusedBody = Type.Object(
   {
     error: Type.Literal('Invalid payment'),
     reason: Type.String({
-      description:
-        'wrong_network, wrong_token, wrong_recipient, insufficient_amount, invalid_signature, transfer_not_found, transaction_failed, insufficient_confirmations, payment_already_used, subscription_expired; x402 reason codes for x402 payments',
+      description: `${REFUSAL_REASONS.join(', ')}; x402 reason codes for x402 payments`,
     }),
     message: Type.String(),
     claimedBy: Type.Optional(

@@ -4,9 +4,9 @@ import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import type { GatewayContext } from '../../../db';
 import type { PaymentService, Purchase } from '../../../payments/service';
+import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../../../reasons';
 import { X402PaymentIds } from '../../extensions/payment-identifier';
 import type { DecodedX402Payment } from '../../protocol';
-import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../../reasons';
 import { type AuthorizationKey, X402Authorizations } from './authorizations';
 import {
   authorizationUsedOnChain,

@@ -1,13 +1,9 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
 import type { GatewayContext } from '../../../db';
-import {
-  LedgerClaimRefused,
-  type PaymentClaim,
-  type PaymentService,
-  type Purchase,
-} from '../../../payments/service';
+import { LedgerClaimRefused } from '../../../errors';
+import type { PaymentClaim, PaymentService, Purchase } from '../../../payments/service';
+import { isX402Reason, PAYGATE_REASONS, UPSTREAM_REASONS, type X402Reason } from '../../../reasons';
 import type { DecodedX402Payment } from '../../protocol';
-import { isX402Reason, PAYGATE_REASONS, UPSTREAM_REASONS, type X402Reason } from '../../reasons';
 import {
   type AuthorizationKey,
   type AuthorizationRow,

@@ -1,9 +1,9 @@
 import { caip2, v1NetworkOf } from '@paygate/protocol';
+import { UPSTREAM_REASONS as R, type X402Reason, type X402Refusal } from '../../../reasons';
 import type { DecodedX402Payment } from '../../protocol';
-import { UPSTREAM_REASONS as R, type X402Reason, type X402Refusal } from '../../reasons';
 import type { TokenDomain } from './evm-reads';
 
-export type { X402Reason, X402Refusal } from '../../reasons';
+export type { X402Reason, X402Refusal } from '../../../reasons';
 
 /** What this route requires, from Paygate's own configuration (never the client's `accepted` copy). */
 export interface X402Expectation extends TokenDomain {

@@ -1,4 +1,43 @@
 /**
+ * Every reason code the gateway answers, one list per kind: a tx-hash proof's or a claim's refusal
+ * (PAYMENT_REASONS), the paid call's own answers (CALL_REASONS), and the x402 codes below.
+ */
+
+/** A payment's refusal: the specification's reasons of a 402, then the two 503s (nothing refused, ask again). */
+export const PAYMENT_REASONS = {
+  wrongNetwork: 'wrong_network',
+  wrongToken: 'wrong_token',
+  wrongRecipient: 'wrong_recipient',
+  insufficientAmount: 'insufficient_amount',
+  invalidSignature: 'invalid_signature',
+  transferNotFound: 'transfer_not_found',
+  transactionFailed: 'transaction_failed',
+  insufficientConfirmations: 'insufficient_confirmations',
+  paymentAlreadyUsed: 'payment_already_used',
+  subscriptionExpired: 'subscription_expired',
+  /** 503: the chain RPC did not answer. */
+  chainUnavailable: 'chain_unavailable',
+  /** 503: the ledger did not answer the claim in time; nothing served. */
+  claimUnavailable: 'claim_unavailable',
+} as const;
+export type PaymentReason = (typeof PAYMENT_REASONS)[keyof typeof PAYMENT_REASONS];
+
+/** The reasons a 402 refusing a payment may carry (the 503s answer "Payment not verified" instead). */
+export const REFUSAL_REASONS: readonly PaymentReason[] = Object.values(PAYMENT_REASONS).filter(
+  (reason) => reason !== PAYMENT_REASONS.chainUnavailable && reason !== PAYMENT_REASONS.claimUnavailable,
+);
+
+/** The paid call's answers that are not about a payment's validity. */
+export const CALL_REASONS = {
+  /** 400: the X-402-Payment header cannot be read (its field and rule named). */
+  invalidPaymentHeader: 'invalid_payment_header',
+  /** 403: the seller refuses this payer. */
+  payerBlocked: 'payer_blocked',
+  /** 502: the seller's API failed; the payment stays usable within its retry window. */
+  upstreamFailed: 'upstream_failed',
+} as const;
+
+/**
  * Every reason code Paygate answers on its x402 paths (the paid skill URLs' x402 payments, and the facilitator's
  * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's.
  *
