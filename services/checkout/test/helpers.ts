@@ -6,6 +6,7 @@ import {
   createTestEnvironment,
   serveSellersForTests,
   serveTransferClaimsForTests,
+  TestClock,
   type TestEnvironment,
   testWallets,
   waitFor,
@@ -20,14 +21,6 @@ export const CHECKOUT_WALLET = testWallets.checkoutEscrow.address;
 /** Both ways a seller's sessions can be matched, for suites that run their journeys in each. */
 export const MATCHING_MODES = ['amount', 'deposit_address'] as const;
 export type MatchingMode = (typeof MATCHING_MODES)[number];
-
-export class TestClock {
-  constructor(public current = new Date()) {}
-  now = () => new Date(this.current.getTime());
-  advanceSeconds(seconds: number): void {
-    this.current = new Date(this.current.getTime() + seconds * 1000);
-  }
-}
 
 export interface CheckoutHarness {
   env: TestEnvironment;
