@@ -8,6 +8,7 @@ import type { PaymentConflictsTable, RefundsTable, TransfersTable } from '../db'
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
+import { LedgerReason } from '../reasons';
 import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from '../reconciliation/reconcile';
 import {
   listAccounts,
@@ -304,7 +305,7 @@ async function reconcileWithChain(ctx: LedgerContext, deps: LedgerDeps) {
     ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
     throw new HttpError(
       503,
-      'chain_unavailable',
+      LedgerReason.ChainUnavailable,
       'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
     );
   }

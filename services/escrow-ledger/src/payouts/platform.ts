@@ -4,7 +4,9 @@ import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
+import { ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { PayoutRefusal } from '../reasons';
 
 export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
@@ -45,7 +47,7 @@ export async function onPlatformPayoutRequested(
         payoutId,
         kind: 'platform',
         sellerId: null,
-        reason: 'nothing_available',
+        reason: PayoutRefusal.NothingAvailable,
         available: revenue < 0n ? `-${formatUsdc(-revenue)}` : '0',
         refusedAt: now.toISOString(),
       }),
@@ -81,12 +83,15 @@ export async function onPlatformPayoutFailed(
   deps: LedgerDeps,
 ): Promise<void> {
   const payout = await lockedPlatformPayout(trx, failed.payoutId);
-  if (!payout) throw new Error(`payout.failed for unknown platform payout ${failed.payoutId}`);
+  if (!payout) throw new UnknownRecordError('payout.failed', 'platform payout', failed.payoutId);
   if (payout.status === 'cancelled') return;
   const amountMicro = BigInt(payout.amount_micro);
   if (payout.status !== 'reserved' || parseUsdc(failed.amount) !== amountMicro) {
-    throw new Error(
-      `payout.failed ${failed.payoutId} does not match its platform reservation (status ${payout.status}, reserved ${formatUsdc(amountMicro)}, failed ${failed.amount})`,
+    throw new ReservationMismatchError(
+      'payout.failed',
+      failed.payoutId,
+      `status ${payout.status}, reserved ${formatUsdc(amountMicro)}, failed ${failed.amount}`,
+      'platform reservation',
     );
   }
   await postEntry(trx, {
@@ -107,7 +112,7 @@ export async function onPlatformPayoutCompleted(
 ): Promise<void> {
   const d = event.data;
   const payout = await lockedPlatformPayout(trx, d.payoutId);
-  if (!payout) throw new Error(`revenue.paid_out for unknown payout ${d.payoutId}`);
+  if (!payout) throw new UnknownRecordError('revenue.paid_out', 'payout', d.payoutId);
   if (payout.status === 'completed') return;
   const sentMicro = parseUsdc(d.amount);
   if (
@@ -116,8 +121,10 @@ export async function onPlatformPayoutCompleted(
     payout.treasury_address.toLowerCase() !== d.treasuryAddress.toLowerCase()
   ) {
     // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
-    throw new Error(
-      `revenue.paid_out ${d.payoutId} does not match its reservation (status ${payout.status}, reserved ${formatUsdc(BigInt(payout.amount_micro))}, sent ${d.amount})`,
+    throw new ReservationMismatchError(
+      'revenue.paid_out',
+      d.payoutId,
+      `status ${payout.status}, reserved ${formatUsdc(BigInt(payout.amount_micro))}, sent ${d.amount}`,
     );
   }
   await postEntry(trx, {

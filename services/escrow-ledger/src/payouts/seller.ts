@@ -4,7 +4,9 @@ import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
+import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
 /** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
@@ -41,11 +43,12 @@ export async function onSettlementDue(
   const { available, paidOut } = await lockPayableBalance(trx, due.sellerId);
   const now = deps.now();
   const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
-  const reason = ok ? null : available <= 0n ? 'nothing_available' : 'below_minimum';
+  const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
+  const reason = ok ? null : refusal;
   const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
   if (ok && !payoutAddress) {
     // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
-    throw new Error(`no payout address known for seller ${due.sellerId} yet`);
+    throw new PayoutAddressUnknownError(due.sellerId);
   }
   if (ok && payoutAddress) {
     await postEntry(trx, {
@@ -82,7 +85,7 @@ export async function onSettlementDue(
           payoutId: due.settlementId,
           kind: 'seller',
           sellerId: due.sellerId,
-          reason: reason as 'below_minimum' | 'nothing_available',
+          reason: refusal,
           available: formatSigned(available),
           refusedAt: now.toISOString(),
         }),
@@ -136,12 +139,14 @@ export async function onSellerPayoutFailed(
   deps: LedgerDeps,
 ): Promise<void> {
   const reservation = await lockedReservation(trx, failed.payoutId);
-  if (!reservation) throw new Error(`payout.failed for unknown settlement ${failed.payoutId}`);
+  if (!reservation) throw new UnknownRecordError('payout.failed', 'settlement', failed.payoutId);
   if (reservation.status === 'cancelled') return;
   if (reservation.status !== 'reserved' || parseUsdc(failed.amount) !== reservation.amount_micro) {
     // Booked as sent, or not what was reserved: an operator must look (dead letter).
-    throw new Error(
-      `payout.failed ${failed.payoutId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)}, failed ${failed.amount})`,
+    throw new ReservationMismatchError(
+      'payout.failed',
+      failed.payoutId,
+      `status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)}, failed ${failed.amount}`,
     );
   }
   await postEntry(trx, {
@@ -167,7 +172,7 @@ export async function onSettlementCompleted(
 ): Promise<void> {
   const d = event.data;
   const reservation = await lockedReservation(trx, d.settlementId);
-  if (!reservation) throw new Error(`settlement.completed for unknown settlement ${d.settlementId}`);
+  if (!reservation) throw new UnknownRecordError('settlement.completed', 'settlement', d.settlementId);
   if (reservation.status === 'completed') return;
   const sentMicro = parseUsdc(d.amount);
   if (
@@ -176,8 +181,10 @@ export async function onSettlementCompleted(
     reservation.payout_address?.toLowerCase() !== d.payoutAddress.toLowerCase()
   ) {
     // Money left the wallet that the ledger did not reserve for it: an operator must look (dead letter).
-    throw new Error(
-      `settlement.completed ${d.settlementId} does not match its reservation (status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)} to ${reservation.payout_address}, sent ${d.amount} to ${d.payoutAddress})`,
+    throw new ReservationMismatchError(
+      'settlement.completed',
+      d.settlementId,
+      `status ${reservation.status}, reserved ${formatUsdc(reservation.amount_micro)} to ${reservation.payout_address}, sent ${d.amount} to ${d.payoutAddress}`,
     );
   }
   const now = deps.now();

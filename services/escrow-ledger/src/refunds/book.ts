@@ -5,8 +5,10 @@ import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
 import type { LedgerTrx, RefundsTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
+import { UnknownRecordError } from '../errors';
 import { newRefundId } from '../ids';
 import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { LedgerReason } from '../reasons';
 
 export type TransactionForRefund = Row<
   'transactions',
@@ -60,20 +62,20 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
   if (txn.escrow_status === 'reversed') {
     throw new HttpError(
       409,
-      'transaction_reversed',
+      LedgerReason.TransactionReversed,
       'the payment of this transaction was reversed; nothing to refund',
     );
   }
   const remaining = txn.amount_micro - txn.refunded_micro;
   if (amountMicro <= 0n)
-    throw new HttpError(400, 'invalid_request', 'amount must be greater than 0', {
+    throw new HttpError(400, LedgerReason.InvalidRequest, 'amount must be greater than 0', {
       field: 'amount',
       rule: 'must be greater than 0',
     });
   if (amountMicro > remaining) {
     throw new HttpError(
       409,
-      'amount_exceeds_refundable',
+      LedgerReason.AmountExceedsRefundable,
       `amount exceeds what remains refundable (${formatUsdc(remaining)} USDC)`,
       {
         field: 'amount',
@@ -103,7 +105,7 @@ async function assertNotDust(
   if (amountMicro < limits.refundMinAmountMicro) {
     throw new HttpError(
       400,
-      'invalid_request',
+      LedgerReason.InvalidRequest,
       `amount must be at least ${minimum} USDC, or all that remains refundable (${formatUsdc(remaining)} USDC)`,
       {
         field: 'amount',
@@ -119,7 +121,7 @@ async function assertNotDust(
   if (Number(booked.rows[0]?.n ?? 0) >= max) {
     throw new HttpError(
       409,
-      'too_many_partial_refunds',
+      LedgerReason.TooManyPartialRefunds,
       `this transaction has had ${max} partial refunds: only a refund of all that remains (${formatUsdc(remaining)} USDC) is accepted`,
       {
         field: 'amount',
@@ -306,7 +308,7 @@ async function checkSellerCanPay(
   if (shortfall > 0n) {
     throw new HttpError(
       409,
-      'insufficient_seller_balance',
+      LedgerReason.InsufficientSellerBalance,
       `the seller's money with Paygate (held + available) does not cover this refund: ${formatUsdc(shortfall)} USDC short; a refund is paid only from what the seller still has (or an operator's credit)`,
       {
         field: 'amount',
@@ -323,7 +325,7 @@ async function checkSellerCanPay(
   if (phase === 'after_release' && platformPart > funds.platformRevenue) {
     throw new HttpError(
       409,
-      'insufficient_platform_revenue',
+      LedgerReason.InsufficientPlatformRevenue,
       'the platform revenue does not cover its fee returned by this refund; the operator must fund it first',
       {
         platformRevenue: formatUsdc(funds.platformRevenue),
@@ -345,7 +347,7 @@ export async function onRefundCompleted(
   const d = event.data;
   const result = await sql<RefundRow>`select * from refunds where id = ${d.refundId} for update`.execute(trx);
   const refund = result.rows[0];
-  if (!refund) throw new Error(`refund.completed for unknown refund ${d.refundId}`);
+  if (!refund) throw new UnknownRecordError('refund.completed', 'refund', d.refundId);
   if (refund.status === 'completed') return;
   if (parseChainUsdc(d.amount) !== refund.amount_micro) {
     deps.logger.error(

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import type { LedgerTrx, RefundRequestsTable } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundRequestId } from '../ids';
+import { LedgerReason } from '../reasons';
 import { bookRefund, lockSellerTransaction, refundView } from './book';
 import { findTransactionForUpdate } from './targets';
 
@@ -80,7 +81,7 @@ export async function fileRefundRequest(
   if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
     throw new HttpError(
       403,
-      'not_payer',
+      LedgerReason.NotPayer,
       'only the wallet that paid this transaction can ask for its refund',
       {
         field: 'signature',
@@ -89,7 +90,7 @@ export async function fileRefundRequest(
     );
   }
   if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
-    throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
   }
   const pendingRequest = await pendingRequestFor(trx, txn.id, body.signature.toLowerCase());
   if (pendingRequest) return { view: requestView(pendingRequest), replayed: true };
@@ -135,7 +136,7 @@ async function pendingRequestFor(
   if (decided)
     throw new HttpError(
       409,
-      'refund_request_replayed',
+      LedgerReason.RefundRequestReplayed,
       'this signed refund request was already filed and decided; sign a new one',
       {
         field: 'signature',
@@ -155,7 +156,7 @@ async function pendingRequestFor(
     // Another request while one is pending: name it, so the payer can follow it on the status route.
     throw new HttpError(
       409,
-      'refund_request_pending',
+      LedgerReason.RefundRequestPending,
       'a refund request for this transaction is already pending',
       { refundRequestId: pendingRequest.id },
     );
@@ -183,7 +184,7 @@ export async function approveRefundRequest(
     txn.escrow_status !== 'reversed' &&
     txn.refunded_micro >= txn.amount_micro
   ) {
-    throw new HttpError(409, 'nothing_refundable', 'this transaction has nothing left to refund');
+    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
   }
   const refund = await bookRefund(trx, deps, txn, {
     amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
@@ -218,7 +219,7 @@ export async function lockPendingRequest(trx: LedgerTrx, id: string, sellerId: s
   if (request.status !== 'pending') {
     throw new HttpError(
       409,
-      'refund_request_not_pending',
+      LedgerReason.RefundRequestNotPending,
       `this refund request is already ${request.status}`,
     );
   }

@@ -3,6 +3,7 @@ import type { RefundTarget } from '@paygate/protocol';
 import { sql } from 'kysely';
 import type { LedgerDb, LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
+import { LedgerReason } from '../reasons';
 
 /** A payment as a buyer's refund request sees it. */
 export type RequestedTransaction = Row<
@@ -47,7 +48,7 @@ export function refundTargetOf(body: {
 const notBooked = (what: string) =>
   new HttpError(
     404,
-    'transaction_not_found',
+    LedgerReason.TransactionNotFound,
     `no payment on the books for this ${what} (yet: a payment is booked seconds after it is confirmed)`,
   );
 

@@ -5,6 +5,7 @@ import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
+import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
@@ -50,7 +51,7 @@ export async function onTransferRefundRequested(
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
   const transfer = await lockTransfer(trx, d, txHash);
-  if (!transfer) throw new Error(`refund requested for transfer ${key}, which the ledger has not booked yet`);
+  if (!transfer) throw new TransferNotBookedError(key);
   if (transfer.refund_id) {
     deps.logger.info(
       { transfer: key, refundId: transfer.refund_id, refundRequestId: d.refundRequestId },

@@ -6,6 +6,7 @@ import { type NotNull, sql } from 'kysely';
 import type { Checked, LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundId } from '../ids';
+import { UnservedDecision } from '../reasons';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
 
 /**
@@ -45,7 +46,7 @@ export async function onPaymentCallUnserved(
 
 type Decision =
   | { kind: 'wait' }
-  | { kind: 'final'; status: 'served' | 'not_refundable'; decision: string }
+  | { kind: 'final'; status: 'served' | 'not_refundable'; decision: UnservedDecision }
   | {
       kind: 'refund';
       txn: TransactionForRefund & { tx_hash: string; payment_id: string };
@@ -92,13 +93,13 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
     .execute();
   const givenUp = now.getTime() - new Date(row.recorded_at).getTime() > GIVE_UP_AFTER_MS;
   if (attempts.some((a) => a.outcome === 'served')) {
-    return { kind: 'final', status: 'served', decision: 'served_on_retry' };
+    return { kind: 'final', status: 'served', decision: UnservedDecision.ServedOnRetry };
   }
   if (!attempts.some((a) => a.outcome === 'failed')) {
     // The failure is on another consumer of the bus: it may still be on its way. Without one, only the buyer's
     // body failed (too large, incomplete): not the seller's failure.
     return givenUp
-      ? { kind: 'final', status: 'not_refundable', decision: 'no_seller_failure' }
+      ? { kind: 'final', status: 'not_refundable', decision: UnservedDecision.NoSellerFailure }
       : { kind: 'wait' };
   }
   const found = await sql<
@@ -112,11 +113,12 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
   if (!txn) {
     // Booked a moment after its claim, or reversed by a reorg (nothing arrived, nothing to give back).
     return givenUp
-      ? { kind: 'final', status: 'not_refundable', decision: 'payment_not_booked' }
+      ? { kind: 'final', status: 'not_refundable', decision: UnservedDecision.PaymentNotBooked }
       : { kind: 'wait' };
   }
   const amountMicro = txn.amount_micro - txn.refunded_micro;
-  if (amountMicro <= 0n) return { kind: 'final', status: 'not_refundable', decision: 'already_refunded' };
+  if (amountMicro <= 0n)
+    return { kind: 'final', status: 'not_refundable', decision: UnservedDecision.AlreadyRefunded };
   return { kind: 'refund', txn, amountMicro };
 }
 

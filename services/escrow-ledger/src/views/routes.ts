@@ -7,6 +7,7 @@ import { type Selectable, sql } from 'kysely';
 import type { AccountKind, LedgerDb, Row, TransactionsTable } from '../db';
 import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
+import { LedgerReason } from '../reasons';
 import { refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
@@ -73,7 +74,7 @@ const HISTORY_EVENTS: Record<string, string> = {
 function queryTime(text: string, field: string): Date {
   const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
   if (Number.isNaN(time.getTime()) || time.toISOString().slice(0, 10) !== text.slice(0, 10)) {
-    throw new HttpError(400, 'invalid_request', `${field} is not a real date`, {
+    throw new HttpError(400, LedgerReason.InvalidRequest, `${field} is not a real date`, {
       field,
       rule: 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
     });

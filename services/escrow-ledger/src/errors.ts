@@ -1,0 +1,52 @@
+/**
+ * The ledger's errors. Answers to a caller are `HttpError`s (libs/http) with a code of reasons.ts; below the HTTP
+ * layer one base, `LedgerError`, and a named subclass per situation. A consumer's handler that throws one is
+ * redelivered with backoff, then dead-lettered for an operator (replayable): nothing of its transaction is kept.
+ */
+export class LedgerError extends Error {
+  override name = 'LedgerError';
+}
+
+/** An event names a record the ledger does not hold (yet): a refund, a settlement's reservation, a payout. */
+export class UnknownRecordError extends LedgerError {
+  override name = 'UnknownRecordError';
+  constructor(
+    readonly subject: string,
+    readonly what: string,
+    readonly id: string,
+  ) {
+    super(`${subject} for unknown ${what} ${id}`);
+  }
+}
+
+/** A refund was requested for a transfer the ledger has not booked yet (its `transfer.observed` is behind). */
+export class TransferNotBookedError extends LedgerError {
+  override name = 'TransferNotBookedError';
+  constructor(readonly transferKey: string) {
+    super(`refund requested for transfer ${transferKey}, which the ledger has not booked yet`);
+  }
+}
+
+/** A payout is due before the ledger heard the seller's payout address (its seller.updated is behind). */
+export class PayoutAddressUnknownError extends LedgerError {
+  override name = 'PayoutAddressUnknownError';
+  constructor(readonly sellerId: string) {
+    super(`no payout address known for seller ${sellerId} yet`);
+  }
+}
+
+/**
+ * Settlement reported an outcome that differs from what the ledger reserved (status, amount or address): money
+ * may have left the wallet that the ledger did not reserve for it, so an operator must look.
+ */
+export class ReservationMismatchError extends LedgerError {
+  override name = 'ReservationMismatchError';
+  constructor(
+    readonly subject: string,
+    readonly payoutId: string,
+    detail: string,
+    reservation = 'reservation',
+  ) {
+    super(`${subject} ${payoutId} does not match its ${reservation} (${detail})`);
+  }
+}
