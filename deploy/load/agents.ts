@@ -64,6 +64,8 @@ const SUCCEEDED: Record<AgentKind, (outcome: string) => boolean> = {
 
 /** Every operation is bounded: one stuck on a dropped transaction never holds the run. */
 const OPERATION_DEADLINE_MS = 45_000;
+/** After an operation that did not succeed: an agent that was refused waits before it tries again. */
+const FAILED_PAUSE_MS = 1_000;
 /** The operator's pace: a refund or a settle-now every couple of seconds per agent, not a tight loop. */
 const OPERATOR_PAUSE_MS = 2_000;
 /** A subscriber's calls on one subscription before it buys the next (each buys one more transfer to check). */
@@ -113,8 +115,11 @@ async function loop(
       outcome = `error: ${(error as Error).message.slice(0, 80)}`;
     }
     into.outcomes[outcome] = (into.outcomes[outcome] ?? 0) + 1;
-    if (SUCCEEDED[kind](outcome)) into.okMs.push(performance.now() - started);
-    if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+    const ok = SUCCEEDED[kind](outcome);
+    if (ok) into.okMs.push(performance.now() - started);
+    // A refusal answered at once must not become a tight loop (a run's x402 payers asked 23,920 times in 300 s).
+    const pause = Math.max(pauseMs, ok ? 0 : FAILED_PAUSE_MS);
+    if (pause > 0) await new Promise((r) => setTimeout(r, pause));
   }
 }
 
