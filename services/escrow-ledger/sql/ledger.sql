@@ -165,7 +165,9 @@ create or replace function payment_entry(p_key text, p_transaction_id text, p_am
 -- moves its amount from suspense to the seller's and the platform's held accounts. transfer_claims already
 -- decided whose the transfer is; where the books disagree (a transfer reorged away, an amount above the
 -- transfer's, a transfer another transaction holds) a payment conflict is recorded for an operator instead. The
--- fee percent is passed by the caller from @paygate/money (PLATFORM_FEE_PERCENT), its one definition.
+-- fee percent is passed by the caller from @paygate/money (PLATFORM_FEE_PERCENT), its one definition. A payment
+-- that carries its `payment.confirmed` envelope (confirmedEvent) has it written to the outbox when, and only when,
+-- it is booked: in the same statement, before the balance rows are locked (they stay locked until the commit).
 create or replace function book_payments(p_payments jsonb, p_now timestamptz, p_platform_fee_percent integer)
   returns table (payment_id text, outcome text, transaction_id text, conflict_kind text, existing_transaction_id text)
   language plpgsql as $$
@@ -179,6 +181,8 @@ declare
   v_first_pass text[];
   -- A plpgsql array grows in place; appending to a jsonb value would copy it each time (quadratic).
   v_entries jsonb[];
+  -- The payment.confirmed envelopes of the payments booked.
+  v_events jsonb[];
 begin
   -- First pass, one statement per table: a transfer first seen here belongs to the first payment naming it
   -- (fresh, unclaimed, of this very amount: nothing can conflict), so it is inserted already claimed, its
@@ -233,6 +237,9 @@ begin
 
   return query select e.p->>'paymentId', 'booked'::text, e.p->>'transactionId', null::text, null::text
     from jsonb_array_elements(p_payments) e(p) where e.p->>'transactionId' in (select unnest(v_first_pass));
+  select coalesce(array_agg(e.p->'confirmedEvent'), '{}') into v_events
+    from jsonb_array_elements(p_payments) e(p)
+   where e.p->>'transactionId' in (select unnest(v_first_pass)) and e.p ? 'confirmedEvent';
 
   -- The rest, one by one in the caller's order (by transfer): a transfer already on the books (observed by the
   -- indexer, or claimed by the first pass or an earlier batch) is claimed, or the claim is a conflict.
@@ -298,8 +305,11 @@ begin
     v_entries := array_append(v_entries, payment_entry(
       v_key || case when v_transfer.inclusion > 0 then '#' || v_transfer.inclusion else '' end, v_txn, v_amount, v_seller,
       p->>'sellerId', p->>'paymentId', p->>'source'));
+    if p ? 'confirmedEvent' then v_events := array_append(v_events, p->'confirmedEvent'); end if;
     outcome := 'booked'; transaction_id := v_txn;
     return next;
   end loop;
+  insert into outbox (id, subject, envelope, published_at)
+    select e->>'id', 'payment.confirmed', e, null from unnest(v_events) e;
   perform post_entries(to_jsonb(v_entries));
 end $$;

@@ -117,6 +117,27 @@ describe('ledger.claim_transfer books its payment', () => {
     expect(await booked(payment)).toEqual(once);
   });
 
+  test('a payment the books refuse (more than its observed transfer): a conflict, no payment.confirmed', async () => {
+    const payment = paymentData(h.sellerId, { amount: '6' });
+    await h.publish('transfer.observed', observedData(payment, '5'));
+    await waitFor(
+      async () =>
+        (await sql`select 1 from transfers where tx_hash = ${payment.txHash.toLowerCase()}`.execute(db)).rows
+          .length > 0,
+      { message: 'transfer.observed not booked' },
+    );
+    const reply = await h.claim(payment);
+    expect(reply).toMatchObject({ ok: true, fresh: true });
+    expect(reply).not.toHaveProperty('transactionId');
+    expect(await booked(payment)).toEqual({
+      transactions: 0,
+      paymentEntries: 0,
+      transferEntries: 1,
+      confirmedEvents: 0,
+      conflicts: 1,
+    });
+  });
+
   test('two replicas receive the same request at once: one booking, one answer for all', async () => {
     const payment = paymentData(h.sellerId, { amount: '1.25' });
     const replies = await Promise.all(Array.from({ length: 12 }, () => h.claim(payment)));

@@ -65,9 +65,9 @@ export interface ClaimedBooking {
  * transfer row and its transfer_in entry first, when the chain-indexer has not reported it yet) into holds for
  * the seller (95%) and the platform (5%), and each booked payment's `payment.confirmed` goes into the ledger's
  * outbox in the same transaction, a fact for the notifier and the live channel. The claim already decided that the
- * transfer is this payment's; the database function book_payments (one round trip for the batch) still records a
- * conflict for an operator where the books disagree (a transfer reorged away: parked until mined again; an amount
- * above the transfer's). One outcome per claim, in order.
+ * transfer is this payment's; the database function book_payments (one round trip for the batch: the bookings and
+ * the events of those booked) still records a conflict for an operator where the books disagree (a transfer
+ * reorged away: parked until mined again; an amount above the transfer's). One outcome per claim, in order.
  */
 export async function bookClaimedPayments(
   trx: Transaction<any>,
@@ -76,15 +76,14 @@ export async function bookClaimedPayments(
 ): Promise<ClaimedBooking[]> {
   if (claimed.length === 0) return [];
   const now = deps.now();
-  const payments = claimed.map((item) => paymentToBook(item, newTransactionId(), now));
+  const payments = claimed.map((item) => {
+    const payment = paymentToBook(item, newTransactionId(), now);
+    return { ...payment, confirmedEvent: paymentConfirmedEvent(payment) };
+  });
   // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
   // crosswise (the claims statement inserted them in that order too).
   const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
   const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
-  // payment.confirmed is written first and withdrawn for the rare payment not booked, so that the balance rows
-  // book_payments locks are held only until the commit, not while events are built and written.
-  const events = payments.map(paymentConfirmedEvent);
-  await enqueuePaymentsConfirmed(trx, events);
   const outcomes = await bookPayments(trx, sorted, now);
   // A booked payment's row names its own transaction; the rest are found by payment id.
   const bookedIds = new Set(
@@ -93,18 +92,14 @@ export async function bookClaimedPayments(
   const others = new Map(
     outcomes.filter((row) => row.outcome !== 'booked').map((row) => [row.payment_id, row]),
   );
-  const notBooked: string[] = [];
-  const result = claimed.map((item, i): ClaimedBooking => {
+  return claimed.map((item, i): ClaimedBooking => {
     const own = payments[i]!.transactionId;
     if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
     const row = others.get(item.payment.paymentId);
     if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
-    notBooked.push(events[i]!.id);
     if (row.outcome === 'conflict') reportConflict(deps, row);
     return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
   });
-  if (notBooked.length > 0) await sql`delete from outbox where id = any(${notBooked}::text[])`.execute(trx);
-  return result;
 }
 
 function reportConflict(deps: LedgerDeps, row: BookedPayment): void {
@@ -119,7 +114,10 @@ function reportConflict(deps: LedgerDeps, row: BookedPayment): void {
   );
 }
 
-/** `payment.confirmed` of a payment as book_payments booked it (the ledger's clock confirms it). */
+/**
+ * `payment.confirmed` of a payment as book_payments books it (the ledger's clock confirms it); createEvent validated
+ * it, and book_payments writes it to the outbox only if the payment is booked.
+ */
 export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   return createEvent(
     'payment.confirmed',
@@ -144,18 +142,6 @@ export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
     },
     { trace: currentTraceCarrier() },
   );
-}
-
-/** Writes the events to the outbox in one statement (createEvent validated each, as enqueueEvent does one). */
-async function enqueuePaymentsConfirmed(
-  trx: Transaction<any>,
-  events: Array<ReturnType<typeof paymentConfirmedEvent>>,
-): Promise<void> {
-  if (events.length === 0) return;
-  await sql`insert into outbox (id, subject, envelope, published_at)
-      select id, 'payment.confirmed', envelope, null
-        from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => JSON.stringify(e))}::jsonb[])
-          as e(id, envelope)`.execute(trx);
 }
 
 /** A reversed payment as the re-booking reads it: the facts of its transaction row. */
