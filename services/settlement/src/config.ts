@@ -171,8 +171,10 @@ function transferOutSettings(
   if (parsed.TREASURY_ADDRESS) {
     try {
       treasuryAddress = getAddress(parsed.TREASURY_ADDRESS);
-      if (/^0x0{40}$/.test(treasuryAddress)) throw new Error('zero');
     } catch {
+      treasuryAddress = null;
+    }
+    if (treasuryAddress === null || /^0x0{40}$/.test(treasuryAddress)) {
       problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
       treasuryAddress = null;
     }

@@ -1,4 +1,6 @@
 import { DEV_OPERATOR_TOKEN, parseEnv, str } from '@paygate/runtime';
+import { SettleCliError } from '../errors';
+import { SettleNowSkip } from '../reasons';
 import { MAX_SETTLE_WAIT_MS } from '../settlements/schemas';
 import type { SettleNowResult } from '../settlements/settle-now';
 
@@ -14,9 +16,9 @@ export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true
     else if (arg === '--seller' && argv[i + 1]) out.sellerId = argv[++i];
     else if (arg === '--wait' && /^[0-9]+$/.test(argv[i + 1] ?? '')) {
       out.waitMs = Math.min(Number(argv[++i]) * 1000, MAX_SETTLE_WAIT_MS);
-    } else if (arg !== '--') throw new Error(`unknown argument ${arg}\n${USAGE}`);
+    } else if (arg !== '--') throw new SettleCliError(`unknown argument ${arg}\n${USAGE}`);
   }
-  if ((out.sellerId === undefined) === (out.all === undefined)) throw new Error(USAGE);
+  if ((out.sellerId === undefined) === (out.all === undefined)) throw new SettleCliError(USAGE);
   return out;
 }
 
@@ -40,9 +42,9 @@ async function main(): Promise<number> {
   });
   const body = (await response.json()) as SettleNowResult;
   process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
-  if (!response.ok) throw new Error(`settlement answered ${response.status}`);
+  if (!response.ok) throw new SettleCliError(`settlement answered ${response.status}`);
   const unfinished = body.settled.some((s) => s.status !== 'completed');
-  const ledgerDown = body.skipped.some((s) => s.reason === 'ledger_unavailable');
+  const ledgerDown = body.skipped.some((s) => s.reason === SettleNowSkip.LedgerUnavailable);
   return unfinished || ledgerDown ? 1 : 0;
 }
 

@@ -6,7 +6,9 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
+import { UnknownRecordError } from '../errors';
 import type { SettlementMetrics } from '../metrics';
+import { TransferRefusal } from '../reasons';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 
@@ -55,7 +57,7 @@ async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: Decision
     .where('settlement_id', '=', reserved.payoutId)
     .forUpdate()
     .executeTakeFirst();
-  if (!settlement) throw new Error(`payout.reserved for unknown settlement ${reserved.payoutId}`);
+  if (!settlement) throw new UnknownRecordError('payout.reserved', 'settlement', reserved.payoutId);
   if (DONE.includes(settlement.status)) return;
   // Also from `skipped`: the refusal of an earlier due may arrive after the reservation of a later one.
   const amountMicro = parseUsdc(reserved.amount);
@@ -90,14 +92,14 @@ async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: Decisi
     .where('payout_id', '=', reserved.payoutId)
     .forUpdate()
     .executeTakeFirst();
-  if (!payout) throw new Error(`payout.reserved for unknown platform payout ${reserved.payoutId}`);
+  if (!payout) throw new UnknownRecordError('payout.reserved', 'platform payout', reserved.payoutId);
   if (DONE.includes(payout.status)) return;
   const amountMicro = parseUsdc(reserved.amount);
   const treasury = deps.config.treasuryAddress?.toLowerCase();
   const to = reserved.payoutAddress.toLowerCase();
   if (!treasury || to !== treasury || to !== payout.treasury_address.toLowerCase()) {
-    deps.metrics.transfersRefused.inc({ kind: 'platform_payout', reason: 'recipient_differs' });
-    const reason = `not sent: recipient_differs: ${to} is not TREASURY_ADDRESS (${treasury ?? 'not set'})`;
+    deps.metrics.transfersRefused.inc({ kind: 'platform_payout', reason: TransferRefusal.RecipientDiffers });
+    const reason = `not sent: ${TransferRefusal.RecipientDiffers}: ${to} is not TREASURY_ADDRESS (${treasury ?? 'not set'})`;
     await trx
       .updateTable('platform_payouts')
       .set({ status: 'failed', amount_micro: amountMicro, failure_reason: reason })

@@ -9,6 +9,7 @@ import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { PlatformPayoutsTable, SettlementDB } from '../db';
 import { enqueuePayoutFailed } from '../ledger/decisions';
+import { SettlementReason } from '../reasons';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
 /**
@@ -150,7 +151,7 @@ function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
       if (!treasury) {
         throw new HttpError(
           409,
-          'treasury_not_configured',
+          SettlementReason.TreasuryNotConfigured,
           'TREASURY_ADDRESS is not set: platform payouts are off',
         );
       }
@@ -159,7 +160,11 @@ function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
       ctx.logger.info({ payoutId }, 'platform payout requested');
       const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
       if (decided.status === 'refused') {
-        throw new HttpError(409, 'nothing_available', 'the platform revenue account holds nothing');
+        throw new HttpError(
+          409,
+          SettlementReason.NothingAvailable,
+          'the platform revenue account holds nothing',
+        );
       }
       if (decided.status === 'requested') {
         res.status(202).json(platformPayoutView(decided));

@@ -6,7 +6,9 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
+import { TransferCapExceededError, WrongChainError } from '../errors';
 import type { SettlementMetrics } from '../metrics';
+import { TransferRefusal } from '../reasons';
 import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
@@ -49,16 +51,16 @@ function sendableAmount(
 ): bigint {
   if (refund.chainId !== config.chainId) {
     // Not ours to send: retried, then parked on the dead-letter subject for an operator.
-    throw new Error(
-      `refund ${refund.refundId} is for chain ${refund.chainId}; this settlement sends on ${config.chainId}`,
-    );
+    throw new WrongChainError(refund.refundId, refund.chainId, config.chainId);
   }
   // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
   const amountMicro = parseChainUsdc(refund.amount);
   if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
-    metrics.transfersRefused.inc({ kind: 'refund', reason: 'exceeds_transfer_cap' });
-    throw new Error(
-      `refund ${refund.refundId} of ${refund.amount} USDC is above MAX_TRANSFER_USDC (${formatUsdc(parseChainUsdc(config.maxTransferUsdc))}); not sent`,
+    metrics.transfersRefused.inc({ kind: 'refund', reason: TransferRefusal.ExceedsTransferCap });
+    throw new TransferCapExceededError(
+      refund.refundId,
+      refund.amount,
+      formatUsdc(parseChainUsdc(config.maxTransferUsdc)),
     );
   }
   return amountMicro;

@@ -1,6 +1,6 @@
 import { Nullable, StringEnum } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
-import type { SkipReason } from '../db';
+import { SettleNowSkip, SkipReasons } from '../reasons';
 
 export const MAX_SETTLE_WAIT_MS = 60_000;
 
@@ -22,8 +22,6 @@ export const SettleNowBody = Type.Object(
 );
 
 export const SETTLEMENT_STATUSES = ['pending', 'skipped', 'sending', 'completed', 'failed'] as const;
-/** Why the ledger reserved nothing for a settlement (`payout.refused`, `SkipReason`). */
-const SKIP_REASONS = ['below_minimum', 'nothing_available'] as const satisfies readonly SkipReason[];
 export const SETTLEMENT_ID_PATTERN = '^stl_[0-9A-HJKMNP-TV-Z]{26}$';
 
 /** A query value given twice arrives as an array: the rule says so. */
@@ -75,7 +73,7 @@ export const Settlement = Type.Object({
     start: Type.String({ format: 'date-time' }),
     end: Type.String({ format: 'date-time' }),
   }),
-  skipReason: Nullable(StringEnum(SKIP_REASONS)),
+  skipReason: Nullable(StringEnum(Object.values(SkipReasons))),
   failureReason: Nullable(Type.String()),
   createdAt: Type.String({ format: 'date-time' }),
   completedAt: Nullable(Type.String({ format: 'date-time' })),
@@ -93,7 +91,7 @@ export const SettleNowAnswer = Type.Object(
       Type.Object({
         sellerId: Type.String(),
         settlementId: Type.String(),
-        reason: StringEnum([...SKIP_REASONS, 'already_settled_this_period', 'ledger_unavailable']),
+        reason: StringEnum(Object.values(SettleNowSkip)),
         status: StringEnum(SETTLEMENT_STATUSES),
         availableAmount: Nullable(Type.String()),
         txHash: Nullable(Type.String()),

@@ -3,19 +3,9 @@ import type { ServiceContext } from '@paygate/runtime';
 import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
+import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
 import { enqueueSettlementDue, newSettlementRow, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
-
-/** Why settle-now paid nothing to a seller. */
-export type SettleNowSkipReason =
-  /** the ledger's available balance is below the seller's minimum settlement amount */
-  | 'below_minimum'
-  /** nothing (or less than nothing: a refund after settlement) is available */
-  | 'nothing_available'
-  /** this period already has a payout (sending, completed or failed): one payout per seller and period */
-  | 'already_settled_this_period'
-  /** the ledger has not decided within LEDGER_TIMEOUT_MS; the settlement stays pending until it does */
-  | 'ledger_unavailable';
 
 export interface SettleNowResult {
   settled: Array<ReturnType<typeof settlementView>>;
@@ -91,16 +81,16 @@ export async function settleNow(
   const askedBefore = new Set<string>();
   for (const sellerId of sellerIds) {
     const outcome = await askSeller(ctx, scheduler, clock, sellerId);
-    if (outcome.asked === 'no') skip(result, outcome.settlement, 'already_settled_this_period');
+    if (outcome.asked === 'no') skip(result, outcome.settlement, SettleNowSkip.AlreadySettledThisPeriod);
     else asked.push(outcome.settlement.settlement_id);
     if (outcome.asked === 'again') askedBefore.add(outcome.settlement.settlement_id);
   }
   for (const settlement of await waitForDecisions(ctx, asked, decisionWaitMs)) {
-    if (settlement.status === 'pending') skip(result, settlement, 'ledger_unavailable');
+    if (settlement.status === 'pending') skip(result, settlement, SettleNowSkip.LedgerUnavailable);
     else if (settlement.status === 'skipped')
-      skip(result, settlement, settlement.skip_reason ?? 'nothing_available');
+      skip(result, settlement, settlement.skip_reason ?? SettleNowSkip.NothingAvailable);
     else if (askedBefore.has(settlement.settlement_id))
-      skip(result, settlement, 'already_settled_this_period');
+      skip(result, settlement, SettleNowSkip.AlreadySettledThisPeriod);
     else result.settled.push(settlementView(settlement));
   }
   return result;

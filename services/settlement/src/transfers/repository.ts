@@ -1,6 +1,7 @@
 import { newEventId } from '@paygate/contracts';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { OutgoingTransfersTable, SettlementDB, TransferKind } from '../db';
+import { NonPositiveTransferError } from '../errors';
 
 export type TransferRow = Selectable<OutgoingTransfersTable>;
 
@@ -20,7 +21,7 @@ export interface NewTransfer {
  * id. Recording the same (kind, idempotencyKey) again returns the existing transfer and changes nothing.
  */
 export async function recordTransfer(trx: Transaction<SettlementDB>, input: NewTransfer): Promise<string> {
-  if (input.amountMicro <= 0n) throw new Error('a transfer amount must be positive');
+  if (input.amountMicro <= 0n) throw new NonPositiveTransferError();
   await trx
     .insertInto('outgoing_transfers')
     .values({

@@ -3,6 +3,8 @@ import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB } from '../db';
+import { EscrowShortError } from '../errors';
+import { TransferRefusal } from '../reasons';
 import type { TransferBroadcaster } from './broadcast';
 import type { TransferRow } from './repository';
 import { describe, type TransferWorkerDeps } from './worker-deps';
@@ -17,7 +19,7 @@ const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
 const AT_CEILING = () => 1;
 
 interface Refusal {
-  reason: string;
+  reason: TransferRefusal;
   message: string;
 }
 
@@ -70,7 +72,7 @@ export class TransferSigner {
     const capMicro = parseChainUsdc(this.deps.config.maxTransferUsdc);
     if (transfer.amount_micro <= capMicro) return true;
     await this.failRefused(transferId, {
-      reason: 'exceeds_transfer_cap',
+      reason: TransferRefusal.ExceedsTransferCap,
       message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(capMicro)})`,
     });
     return false;
@@ -225,7 +227,7 @@ export class TransferSigner {
       .executeTakeFirstOrThrow();
     const available = balanceMicro - BigInt(unmined.amount);
     if (available < transfer.amount_micro) {
-      throw new Error(
+      throw new EscrowShortError(
         `escrow holds ${formatUsdc(balanceMicro)} USDC mined, ${formatUsdc(BigInt(unmined.amount))} of it owed to its transactions not yet mined; ${formatUsdc(transfer.amount_micro)} needed`,
       );
     }
