@@ -139,15 +139,21 @@ function lookupTransactionRoute(parts: RefundRouteContext): AnyRoute {
     },
     handler: async (req, res) => {
       const query = req.query;
-      const txn = await findRequestedTransaction(
-        ctx.db,
-        deps,
-        refundTargetOf({
-          sessionId: query.sessionId,
-          txHash: query.txHash,
-          logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
-        }),
-      );
+      const target = refundTargetOf({
+        sessionId: query.sessionId,
+        txHash: query.txHash,
+        logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
+      });
+      // One snapshot for the transaction and its outcome: read apart, a refund committed between the two reads
+      // showed refund_pending beside the amount it refunds as still refundable.
+      const { txn, outcome } = await ctx.db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .setAccessMode('read only')
+        .execute(async (trx) => {
+          const txn = await findRequestedTransaction(trx, deps, target);
+          return { txn, outcome: await paymentOutcome(trx, txn.payment_id, deps.now()) };
+        });
       res.json({
         transactionId: txn.id,
         sessionId: txn.session_id,
@@ -157,7 +163,7 @@ function lookupTransactionRoute(parts: RefundRouteContext): AnyRoute {
         refundableAmount: formatUsdc(
           txn.escrow_status === 'reversed' ? 0n : txn.amount_micro - txn.refunded_micro,
         ),
-        ...(await paymentOutcome(ctx.db, txn.payment_id, deps.now())),
+        ...outcome,
       });
     },
   });
