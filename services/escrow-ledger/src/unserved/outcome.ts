@@ -1,4 +1,3 @@
-
 import type { LedgerDb, LedgerTrx } from '../db';
 import { callOutcomesOf } from '../views/call-outcomes';
 
