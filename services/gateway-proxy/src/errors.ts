@@ -43,3 +43,9 @@ export class NotListeningError extends GatewayError {
     super('the gateway is not listening yet');
   }
 }
+
+/** Why a forward to a seller was cut: its time ran out, or the buyer went away (undici's abort reason). */
+export class ForwardAborted extends GatewayError {
+  static timeout = () => new ForwardAborted('timeout');
+  static buyerClosed = () => new ForwardAborted('the buyer closed the connection');
+}

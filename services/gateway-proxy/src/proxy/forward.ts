@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { EMPTY_BODY_SHA256 } from '@paygate/protocol';
 import type { Dispatcher } from 'undici';
+import { ForwardAborted } from '../errors';
 import type { ForwardingKey } from './forwarding-keys';
 import type { RequestSigner } from './signing';
 
@@ -272,7 +273,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   timeOut(): void {
     if (this.settled) return;
     this.settled = true;
-    this.controller?.abort(new Error('timeout'));
+    this.controller?.abort(ForwardAborted.timeout());
     this.done(this.timedOut());
   }
 
@@ -287,7 +288,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     // Timed out while waiting for a connection: never sent.
-    if (this.settled) controller.abort(new Error('timeout'));
+    if (this.settled) controller.abort(ForwardAborted.timeout());
   }
 
   onResponseStart(
@@ -297,7 +298,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   ): void {
     if (statusCode < 200) return; // 1xx: the answer is still to come
     if (this.settled) {
-      controller.abort(new Error('timeout'));
+      controller.abort(ForwardAborted.timeout());
       return;
     }
     this.settled = true;
@@ -349,7 +350,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     }
     const res = this.res;
     if (res.destroyed) {
-      controller.abort(new Error('the buyer closed the connection'));
+      controller.abort(ForwardAborted.buyerClosed());
       return;
     }
     if (!res.write(chunk)) {
@@ -358,7 +359,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       const resume = () => {
         res.off('close', resume);
         res.off('drain', resume);
-        if (res.destroyed) controller.abort(new Error('the buyer closed the connection'));
+        if (res.destroyed) controller.abort(ForwardAborted.buyerClosed());
         else controller.resume();
       };
       res.on('drain', resume);
