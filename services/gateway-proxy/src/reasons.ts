@@ -38,6 +38,21 @@ export const CALL_REASONS = {
 } as const;
 
 /**
+ * x402's sign-in-with-x refusals: the extension's own codes (`@x402/extensions/sign-in-with-x`, word for word; its
+ * validation answers more of them, passed through as they come), then Paygate's two.
+ */
+export const SIWX_REASONS = {
+  payload: 'invalid_siwx_payload',
+  domainMismatch: 'invalid_siwx_domain_mismatch',
+  chainId: 'invalid_siwx_chain_id',
+  nonce: 'invalid_siwx_nonce',
+  /** No subscription of the signed-in wallet serves this call. */
+  notSubscribed: 'siwx_not_subscribed',
+  /** 503: the chain did not answer a contract wallet's signature check. */
+  unavailable: 'siwx_unavailable',
+} as const;
+
+/**
  * Every reason code Paygate answers on its x402 paths (the paid skill URLs' x402 payments, and the facilitator's
  * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's.
  *

@@ -12,6 +12,7 @@ import type { GatewayDatabase } from '../../db';
 import { ChainUnavailableError } from '../../errors';
 import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
+import { SIWX_REASONS } from '../../reasons';
 
 /**
  * x402's sign-in-with-x extension (`@x402/extensions/sign-in-with-x`, CAIP-122 / EIP-4361 messages): a subscriber
@@ -82,30 +83,30 @@ export class SignInWithX {
    */
   async verify(header: string, origin: string = this.settings.origin): Promise<SignInOutcome> {
     if (header.length > MAX_HEADER_BYTES) {
-      return refused('invalid_siwx_payload', `the ${SIWX_HEADER} header is over ${MAX_HEADER_BYTES} bytes`);
+      return refused(SIWX_REASONS.payload, `the ${SIWX_HEADER} header is over ${MAX_HEADER_BYTES} bytes`);
     }
     let payload: SIWxPayload;
     try {
       payload = parseSIWxHeader(header);
     } catch (error) {
-      return refused('invalid_siwx_payload', error instanceof Error ? error.message : 'unreadable');
+      return refused(SIWX_REASONS.payload, error instanceof Error ? error.message : 'unreadable');
     }
     let expected: URL;
     try {
       expected = new URL(origin);
     } catch {
-      return refused('invalid_siwx_domain_mismatch', `the expected origin ${origin} is not a URL`);
+      return refused(SIWX_REASONS.domainMismatch, `the expected origin ${origin} is not a URL`);
     }
     const validation = await validateSIWxMessage(payload, expected, { maxAge: MAX_AGE_MS });
     if (!validation.isValid) return refused(validation.invalidReason, validation.invalidMessage);
     if (payload.chainId !== `eip155:${this.settings.chainId}`) {
       return refused(
-        'invalid_siwx_chain_id',
+        SIWX_REASONS.chainId,
         `chainId must be eip155:${this.settings.chainId} (the chain the subscription was paid on)`,
       );
     }
     if (!/^0x[0-9a-fA-F]{40}$/.test(payload.address)) {
-      return refused('invalid_siwx_payload', 'address must be a 0x-prefixed 20-byte hex address');
+      return refused(SIWX_REASONS.payload, 'address must be a 0x-prefixed 20-byte hex address');
     }
     let chainDown = false;
     const verification = await verifySIWxSignature(payload, {
@@ -122,13 +123,13 @@ export class SignInWithX {
       return {
         ok: false,
         status: 503,
-        failure: failure('siwx_unavailable', 'the chain did not answer the wallet signature check'),
+        failure: failure(SIWX_REASONS.unavailable, 'the chain did not answer the wallet signature check'),
       };
     }
     if (!verification.isValid) return refused(verification.invalidReason, verification.invalidMessage);
     const address = payload.address.toLowerCase();
     if (!(await this.spendNonce(payload, address))) {
-      return refused('invalid_siwx_nonce', 'this message was already used: sign a new one');
+      return refused(SIWX_REASONS.nonce, 'this message was already used: sign a new one');
     }
     return { ok: true, address };
   }
@@ -156,7 +157,7 @@ export class SignInWithX {
       .execute()) as PaymentClaim[];
     if (claims.length === 0) {
       return refused(
-        'siwx_not_subscribed',
+        SIWX_REASONS.notSubscribed,
         `wallet ${signedIn.address} has no subscription here: pay for one (this 402's accepts)`,
       );
     }
@@ -170,7 +171,7 @@ export class SignInWithX {
     return {
       ok: false,
       status: 402,
-      failure: first ?? failure('siwx_not_subscribed', 'no usable subscription'),
+      failure: first ?? failure(SIWX_REASONS.notSubscribed, 'no usable subscription'),
     };
   }
 
