@@ -61,8 +61,16 @@ export async function onPlatformPayoutRequested(
     lines: [debit('platform_revenue', revenue), credit('platform_payout_pending', revenue)],
     memo: { payoutId, treasuryAddress: treasury },
   });
-  await sql`insert into platform_payouts (payout_id, treasury_address, amount_micro, status, created_at)
-      values (${payoutId}, ${treasury}, ${revenue}, 'reserved', ${now})`.execute(trx);
+  await trx
+    .insertInto('platform_payouts')
+    .values({
+      payout_id: payoutId,
+      treasury_address: treasury,
+      amount_micro: revenue,
+      status: 'reserved',
+      created_at: now,
+    })
+    .execute();
   await enqueueEvent(
     trx,
     createEvent('payout.reserved', 'escrow-ledger', {
@@ -100,8 +108,11 @@ export async function onPlatformPayoutFailed(
     lines: [debit('platform_payout_pending', amountMicro), credit('platform_revenue', amountMicro)],
     memo: { payoutId: failed.payoutId, reason: failed.reason.slice(0, 200) },
   });
-  await sql`update platform_payouts set status = 'cancelled', completed_at = ${deps.now()}
-      where payout_id = ${failed.payoutId}`.execute(trx);
+  await trx
+    .updateTable('platform_payouts')
+    .set({ status: 'cancelled', completed_at: deps.now() })
+    .where('payout_id', '=', failed.payoutId)
+    .execute();
 }
 
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
@@ -133,6 +144,9 @@ export async function onPlatformPayoutCompleted(
     lines: [debit('platform_payout_pending', sentMicro), credit('escrow_asset', sentMicro)],
     memo: { payoutId: d.payoutId, txHash: d.txHash, treasuryAddress: d.treasuryAddress },
   });
-  await sql`update platform_payouts set status = 'completed', tx_hash = ${d.txHash.toLowerCase()},
-      completed_at = ${deps.now()} where payout_id = ${d.payoutId}`.execute(trx);
+  await trx
+    .updateTable('platform_payouts')
+    .set({ status: 'completed', tx_hash: d.txHash.toLowerCase(), completed_at: deps.now() })
+    .where('payout_id', '=', d.payoutId)
+    .execute();
 }

@@ -63,13 +63,30 @@ export async function onSettlementDue(
     await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${due.settlementId}
         where id = any(${paidOut}::text[])`.execute(trx);
   }
-  await sql`insert into payout_reservations (settlement_id, seller_id, ok, amount_micro, available_micro, reason,
-        status, payout_address, created_at)
-      values (${due.settlementId}, ${due.sellerId}, ${ok}, ${ok ? available : 0n}, ${available}, ${reason},
-        ${ok ? 'reserved' : 'refused'}, ${payoutAddress}, ${now})
-      on conflict (settlement_id) do update set ok = excluded.ok, amount_micro = excluded.amount_micro,
-        available_micro = excluded.available_micro, reason = excluded.reason, status = excluded.status,
-        payout_address = excluded.payout_address`.execute(trx);
+  await trx
+    .insertInto('payout_reservations')
+    .values({
+      settlement_id: due.settlementId,
+      seller_id: due.sellerId,
+      ok,
+      amount_micro: ok ? available : 0n,
+      available_micro: available,
+      reason,
+      status: ok ? 'reserved' : 'refused',
+      payout_address: payoutAddress,
+      created_at: now,
+    })
+    .onConflict((oc) =>
+      oc.column('settlement_id').doUpdateSet((eb) => ({
+        ok: eb.ref('excluded.ok'),
+        amount_micro: eb.ref('excluded.amount_micro'),
+        available_micro: eb.ref('excluded.available_micro'),
+        reason: eb.ref('excluded.reason'),
+        status: eb.ref('excluded.status'),
+        payout_address: eb.ref('excluded.payout_address'),
+      })),
+    )
+    .execute();
   await enqueueEvent(
     trx,
     ok && payoutAddress
@@ -158,10 +175,17 @@ export async function onSellerPayoutFailed(
     ],
     memo: { settlementId: reservation.settlement_id, reason: failed.reason.slice(0, 200) },
   });
-  await sql`update transactions set escrow_status = 'available', settlement_id = null
-      where settlement_id = ${reservation.settlement_id} and escrow_status = 'payout_pending'`.execute(trx);
-  await sql`update payout_reservations set status = 'cancelled', completed_at = ${deps.now()}
-      where settlement_id = ${reservation.settlement_id}`.execute(trx);
+  await trx
+    .updateTable('transactions')
+    .set({ escrow_status: 'available', settlement_id: null })
+    .where('settlement_id', '=', reservation.settlement_id)
+    .where('escrow_status', '=', 'payout_pending')
+    .execute();
+  await trx
+    .updateTable('payout_reservations')
+    .set({ status: 'cancelled', completed_at: deps.now() })
+    .where('settlement_id', '=', reservation.settlement_id)
+    .execute();
 }
 
 /** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
@@ -197,9 +221,15 @@ export async function onSettlementCompleted(
     ],
     memo: { settlementId: d.settlementId, txHash: d.txHash, payoutAddress: d.payoutAddress },
   });
-  await sql`update transactions set escrow_status = 'settled', settled_at = ${now}
-      where settlement_id = ${d.settlementId} and escrow_status = 'payout_pending'`.execute(trx);
-  await sql`update payout_reservations set status = 'completed', tx_hash = ${d.txHash.toLowerCase()},
-        completed_at = ${now}
-      where settlement_id = ${d.settlementId}`.execute(trx);
+  await trx
+    .updateTable('transactions')
+    .set({ escrow_status: 'settled', settled_at: now })
+    .where('settlement_id', '=', d.settlementId)
+    .where('escrow_status', '=', 'payout_pending')
+    .execute();
+  await trx
+    .updateTable('payout_reservations')
+    .set({ status: 'completed', tx_hash: d.txHash.toLowerCase(), completed_at: now })
+    .where('settlement_id', '=', d.settlementId)
+    .execute();
 }
