@@ -111,6 +111,17 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return outcomes;
   }
 
+  /** An update of the transfer while it still awaits the chain (another pass, or the indexer, may have decided it). */
+  private awaitingRow(transfer: AwaitingTransfer) {
+    return this.ctx.db
+      .updateTable('transfers')
+      .where('chain_id', '=', transfer.chain_id)
+      .where('tx_hash', '=', transfer.tx_hash)
+      .where('log_index', '=', transfer.log_index)
+      .where('chain_confirmed_at', 'is', null)
+      .where('status', '=', 'observed');
+  }
+
   private async anyAwaiting(): Promise<boolean> {
     const found = await this.ctx.db
       .selectFrom('transfers')
@@ -184,13 +195,14 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
       decoded.amountMicro >= transfer.amount_micro;
     if (receipt && booked) {
       const deep = head - BigInt(receipt.blockNumber) + 1n >= confirmations;
-      await sql`update transfers set missing_since_block = null,
-            block_number = ${receipt.blockNumber}, block_hash = ${receipt.blockHash.toLowerCase()},
-            chain_confirmed_at = ${deep ? this.deps.now() : null}
-          where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
-            and log_index = ${transfer.log_index} and chain_confirmed_at is null and status = 'observed'`.execute(
-        this.ctx.db,
-      );
+      await this.awaitingRow(transfer)
+        .set({
+          missing_since_block: null,
+          block_number: BigInt(receipt.blockNumber),
+          block_hash: receipt.blockHash.toLowerCase(),
+          chain_confirmed_at: deep ? this.deps.now() : null,
+        })
+        .execute();
       return deep ? 'confirmed' : 'waiting';
     }
     if (!receipt) {
@@ -200,11 +212,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
       if (known?.blockNumber !== null && known?.blockNumber !== undefined) return 'unknown';
     }
     if (transfer.missing_since_block === null) {
-      await sql`update transfers set missing_since_block = ${head}
-          where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash}
-            and log_index = ${transfer.log_index} and chain_confirmed_at is null and status = 'observed'`.execute(
-        this.ctx.db,
-      );
+      await this.awaitingRow(transfer).set({ missing_since_block: head }).execute();
       return 'missing';
     }
     if (head - transfer.missing_since_block < confirmations) return 'missing';

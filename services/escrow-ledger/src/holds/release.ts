@@ -68,9 +68,11 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
           credit('platform_revenue', platformMicro),
         ],
       });
-      await sql`update transactions set escrow_status = 'available', released_at = ${now} where id = ${hold.id}`.execute(
-        trx,
-      );
+      await trx
+        .updateTable('transactions')
+        .set({ escrow_status: 'available', released_at: now })
+        .where('id', '=', hold.id)
+        .execute();
       await enqueueEvent(
         trx,
         createEvent('escrow.released', 'escrow-ledger', {

@@ -143,7 +143,9 @@ export async function reverseTransfer(
   // against what its payer owes back (refund_receivable, settled if the same transaction is mined again), and the
   // operator sees the conflict. Reversing nothing would leave the ledger above the chain by the transfer.
   // (Not when escrow_asset holds less than the refund: see refundReceivableOnReorg.)
-  const owed = transfer.refund_id ? await refundReceivableOnReorg(trx, deps, transfer) : null;
+  const owed = transfer.refund_id
+    ? await refundReceivableOnReorg(trx, deps, transfer, transfer.refund_id)
+    : null;
   if (owed) {
     stillInSuspense = 0n;
     await recordReorgAfterRefund(trx, deps, transfer, {

@@ -363,19 +363,30 @@ export async function onRefundCompleted(
     lines: [debit('refund_pending', refund.amount_micro), credit('escrow_asset', refund.amount_micro)],
     memo: { refundId: refund.id, refundTxHash: d.refundTxHash },
   });
-  await sql`update refunds set status = 'completed', refund_tx_hash = ${d.refundTxHash.toLowerCase()}, completed_at = ${now}
-      where id = ${refund.id}`.execute(trx);
+  const refundTxHash = d.refundTxHash.toLowerCase();
+  await trx
+    .updateTable('refunds')
+    .set({ status: 'completed', refund_tx_hash: refundTxHash, completed_at: now })
+    .where('id', '=', refund.id)
+    .execute();
   if (refund.kind === 'unserved_batch') {
     // The refunds the batch carried were booked one by one; the transfer that sent them is theirs too.
-    await sql`update refunds set status = 'completed', refund_tx_hash = ${d.refundTxHash.toLowerCase()},
-        completed_at = ${now}
-      where id in (select refund_id from unserved_calls where batch_id = ${refund.id}) and status = 'pending'`.execute(
-      trx,
-    );
+    await trx
+      .updateTable('refunds')
+      .set({ status: 'completed', refund_tx_hash: refundTxHash, completed_at: now })
+      .where('id', 'in', (eb) =>
+        eb.selectFrom('unserved_calls').select('refund_id').where('batch_id', '=', refund.id),
+      )
+      .where('status', '=', 'pending')
+      .execute();
   }
   if (refund.refund_request_id) {
-    await sql`update refund_requests set status = 'completed', completed_at = ${now}
-        where id = ${refund.refund_request_id} and status = 'approved'`.execute(trx);
+    await trx
+      .updateTable('refund_requests')
+      .set({ status: 'completed', completed_at: now })
+      .where('id', '=', refund.refund_request_id)
+      .where('status', '=', 'approved')
+      .execute();
   }
 }
 

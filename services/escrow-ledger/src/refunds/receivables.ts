@@ -34,11 +34,12 @@ export async function refundReceivableOnReorg(
   trx: LedgerTrx,
   deps: LedgerDeps,
   transfer: TransferRow,
+  refundId: string,
 ): Promise<{ payer: string; amountMicro: bigint }> {
   const refund = await trx
     .selectFrom('refunds')
     .select('payer')
-    .where('id', '=', transfer.refund_id)
+    .where('id', '=', refundId)
     .executeTakeFirstOrThrow();
   const payer = refund.payer.toLowerCase();
   await ensureAccounts(trx, [['refund_receivable', payer]]);
@@ -47,7 +48,7 @@ export async function refundReceivableOnReorg(
     deps.logger.error(
       {
         transfer: transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index),
-        refundId: transfer.refund_id,
+        refundId,
         escrowAsset: escrow.toString(),
         amount: transfer.amount_micro.toString(),
       },
@@ -55,11 +56,21 @@ export async function refundReceivableOnReorg(
     );
     return { payer, amountMicro: 0n };
   }
-  await sql`insert into refund_receivables (chain_id, tx_hash, log_index, inclusion, refund_id, payer, amount_micro,
-        status, created_at)
-      values (${transfer.chain_id}, ${transfer.tx_hash}, ${transfer.log_index}, ${transfer.inclusion},
-        ${transfer.refund_id}, ${payer}, ${transfer.amount_micro}, 'open', ${deps.now()})
-      on conflict do nothing`.execute(trx);
+  await trx
+    .insertInto('refund_receivables')
+    .values({
+      chain_id: transfer.chain_id,
+      tx_hash: transfer.tx_hash,
+      log_index: transfer.log_index,
+      inclusion: transfer.inclusion,
+      refund_id: refundId,
+      payer,
+      amount_micro: transfer.amount_micro,
+      status: 'open',
+      created_at: deps.now(),
+    })
+    .onConflict((oc) => oc.doNothing())
+    .execute();
   return { payer, amountMicro: transfer.amount_micro };
 }
 
@@ -110,15 +121,27 @@ export async function settleRefundReceivables(
         payer: receivable.payer,
       },
     });
-    await sql`update refund_receivables set status = 'settled', settled_at = ${deps.now()},
-          settled_by_log_index = ${arrival.log_index}, settled_by_inclusion = ${arrival.inclusion}
-        where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${receivable.log_index}
-          and inclusion = ${receivable.inclusion}`.execute(trx);
+    await trx
+      .updateTable('refund_receivables')
+      .set({
+        status: 'settled',
+        settled_at: deps.now(),
+        settled_by_log_index: arrival.log_index,
+        settled_by_inclusion: arrival.inclusion,
+      })
+      .where('chain_id', '=', chainId)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', receivable.log_index)
+      .where('inclusion', '=', receivable.inclusion)
+      .execute();
     // The money was refunded already: the arrival can neither pay for anything nor be refunded again.
-    await sql`update transfers set refund_id = ${receivable.refund_id}
-        where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${arrival.log_index}`.execute(
-      trx,
-    );
+    await trx
+      .updateTable('transfers')
+      .set({ refund_id: receivable.refund_id })
+      .where('chain_id', '=', chainId)
+      .where('tx_hash', '=', txHash)
+      .where('log_index', '=', arrival.log_index)
+      .execute();
     deps.logger.warn(
       { transfer: arrivalKey, settles: owedKey, refundId: receivable.refund_id, payer: receivable.payer },
       'refunded transfer on the chain again: its payer no longer owes the refund',

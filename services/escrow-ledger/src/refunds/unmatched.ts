@@ -156,14 +156,34 @@ async function bookUnmatchedRefund(
     lines: [debit('suspense', amountMicro), credit('refund_pending', amountMicro)],
     memo: { refundId, transfer: key, refundRequestId: d.refundRequestId, phase: 'in_suspense' },
   });
-  await sql`insert into refunds (id, kind, transaction_id, seller_id, payer, chain_id, tx_hash, log_index, amount_micro,
-        seller_part_micro, platform_part_micro, phase, reason, status, transfer_refund_request_id, created_at)
-      values (${refundId}, 'unmatched_transfer', null, null, ${payer}, ${d.chainId}, ${txHash}, ${d.logIndex},
-        ${amountMicro}, 0, 0, 'in_suspense', ${d.reason}, 'pending', ${d.refundRequestId}, ${now})`.execute(
-    trx,
-  );
-  await sql`update transfers set refund_id = ${refundId}
-      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await trx
+    .insertInto('refunds')
+    .values({
+      id: refundId,
+      kind: 'unmatched_transfer',
+      transaction_id: null,
+      seller_id: null,
+      payer,
+      chain_id: d.chainId,
+      tx_hash: txHash,
+      log_index: d.logIndex,
+      amount_micro: amountMicro,
+      seller_part_micro: 0n,
+      platform_part_micro: 0n,
+      phase: 'in_suspense',
+      reason: d.reason,
+      status: 'pending',
+      transfer_refund_request_id: d.refundRequestId,
+      created_at: now,
+    })
+    .execute();
+  await trx
+    .updateTable('transfers')
+    .set({ refund_id: refundId })
+    .where('chain_id', '=', d.chainId)
+    .where('tx_hash', '=', txHash)
+    .where('log_index', '=', d.logIndex)
+    .execute();
   await enqueueEvent(
     trx,
     createEvent(
