@@ -33,13 +33,22 @@ export async function onPaymentCallUnserved(
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
-  const inserted =
-    await sql`insert into unserved_calls (payment_id, seller_id, attempts, retry_until, closed_at,
-        status, event_id, recorded_at, checked_at)
-      values (${d.paymentId}, ${d.sellerId}, ${d.attempts}, ${new Date(d.retryUntil)}, ${new Date(d.closedAt)},
-        'closed', ${event.id}, ${deps.now()}, ${deps.now()})
-      on conflict (payment_id) do nothing`.execute(trx);
-  if (Number(inserted.numAffectedRows ?? 0n) === 0) return;
+  const inserted = await trx
+    .insertInto('unserved_calls')
+    .values({
+      payment_id: d.paymentId,
+      seller_id: d.sellerId,
+      attempts: d.attempts,
+      retry_until: new Date(d.retryUntil),
+      closed_at: new Date(d.closedAt),
+      status: 'closed',
+      event_id: event.id,
+      recorded_at: deps.now(),
+      checked_at: deps.now(),
+    })
+    .onConflict((oc) => oc.column('payment_id').doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) return;
   const payer = await decideUnserved(trx, deps, d.paymentId);
   if (payer) await sendDueRefunds(trx, deps, payer);
 }
@@ -70,12 +79,19 @@ export async function decideUnserved(
   const now = deps.now();
   const decision = await decisionOf(trx, row, now);
   if (decision.kind === 'wait') {
-    await sql`update unserved_calls set checked_at = ${now} where payment_id = ${paymentId}`.execute(trx);
+    await trx
+      .updateTable('unserved_calls')
+      .set({ checked_at: now })
+      .where('payment_id', '=', paymentId)
+      .execute();
     return undefined;
   }
   if (decision.kind === 'final') {
-    await sql`update unserved_calls set status = ${decision.status}, decision = ${decision.decision},
-        decided_at = ${now} where payment_id = ${paymentId}`.execute(trx);
+    await trx
+      .updateTable('unserved_calls')
+      .set({ status: decision.status, decision: decision.decision, decided_at: now })
+      .where('payment_id', '=', paymentId)
+      .execute();
     if (decision.status === 'not_refundable') {
       deps.logger.warn({ paymentId, decision: decision.decision }, 'unserved call not refunded');
     }
@@ -158,8 +174,11 @@ async function bookUnservedRefund(
   } catch (error) {
     if (!(error instanceof HttpError) || error.status !== 409) throw error;
     await sql`rollback to savepoint unserved_refund`.execute(trx);
-    await sql`update unserved_calls set decision = ${`awaiting_seller_funds: ${error.code}`},
-        checked_at = ${now} where payment_id = ${row.payment_id}`.execute(trx);
+    await trx
+      .updateTable('unserved_calls')
+      .set({ decision: `awaiting_seller_funds: ${error.code}`, checked_at: now })
+      .where('payment_id', '=', row.payment_id)
+      .execute();
     deps.logger.warn(
       { paymentId: row.payment_id, transactionId: txn.id, code: error.code },
       'unserved call: the refund waits for the seller to have the money',
@@ -167,9 +186,19 @@ async function bookUnservedRefund(
     return undefined;
   }
   await sql`release savepoint unserved_refund`.execute(trx);
-  await sql`update unserved_calls set status = 'refunded', decision = 'refunded', transaction_id = ${txn.id},
-      refund_id = ${refundId}, payer = ${txn.payer}, amount_micro = ${amountMicro}, decided_at = ${now}
-      where payment_id = ${row.payment_id}`.execute(trx);
+  await trx
+    .updateTable('unserved_calls')
+    .set({
+      status: 'refunded',
+      decision: 'refunded',
+      transaction_id: txn.id,
+      refund_id: refundId,
+      payer: txn.payer,
+      amount_micro: amountMicro,
+      decided_at: now,
+    })
+    .where('payment_id', '=', row.payment_id)
+    .execute();
   await enqueueEvent(
     trx,
     createEvent('payment.refunded', 'escrow-ledger', {
@@ -214,12 +243,33 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
     if (members.rows.length === 0) continue;
     const amountMicro = members.rows.reduce((sum, m) => sum + BigInt(m.amount_micro), 0n);
     const batchId = newRefundId();
-    await sql`insert into refunds (id, kind, transaction_id, seller_id, payer, chain_id, amount_micro,
-        seller_part_micro, platform_part_micro, phase, reason, status, created_at)
-      values (${batchId}, 'unserved_batch', null, null, ${to}, ${deps.config.chainId}, ${amountMicro}, 0, 0,
-        'batch', ${`unserved: ${members.rows.length} call(s)`}, 'pending', ${now})`.execute(trx);
-    await sql`update unserved_calls set batch_id = ${batchId}
-        where payment_id in (${sql.join(members.rows.map((m) => m.payment_id))})`.execute(trx);
+    await trx
+      .insertInto('refunds')
+      .values({
+        id: batchId,
+        kind: 'unserved_batch',
+        transaction_id: null,
+        seller_id: null,
+        payer: to,
+        chain_id: deps.config.chainId,
+        amount_micro: amountMicro,
+        seller_part_micro: 0n,
+        platform_part_micro: 0n,
+        phase: 'batch',
+        reason: `unserved: ${members.rows.length} call(s)`,
+        status: 'pending',
+        created_at: now,
+      })
+      .execute();
+    await trx
+      .updateTable('unserved_calls')
+      .set({ batch_id: batchId })
+      .where(
+        'payment_id',
+        'in',
+        members.rows.map((m) => m.payment_id),
+      )
+      .execute();
     await enqueueEvent(
       trx,
       createEvent('refund.initiated', 'escrow-ledger', {
