@@ -18,6 +18,15 @@ import {
   transferEntryKey,
 } from './transfer-booking';
 
+/** An update of one transfer row, by its chain, transaction and log index. */
+function observedRow(trx: LedgerTrx, chainId: number, txHash: string, logIndex: number) {
+  return trx
+    .updateTable('transfers')
+    .where('chain_id', '=', chainId)
+    .where('tx_hash', '=', txHash)
+    .where('log_index', '=', logIndex);
+}
+
 type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
 
 export async function onTransferObserved(
@@ -94,10 +103,15 @@ async function confirmBookedTransfer(
   const amountMicro = parseChainUsdc(d.amount);
   // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
   // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
-  await sql`update transfers set block_number = ${d.blockNumber}, block_hash = ${d.blockHash.toLowerCase()},
-        to_address = ${d.to.toLowerCase()}, chain_confirmed_at = coalesce(chain_confirmed_at, ${deps.now()}),
-        missing_since_block = null
-      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await observedRow(trx, d.chainId, txHash, d.logIndex)
+    .set((eb) => ({
+      block_number: BigInt(d.blockNumber),
+      block_hash: d.blockHash.toLowerCase(),
+      to_address: d.to.toLowerCase(),
+      chain_confirmed_at: eb.fn.coalesce('chain_confirmed_at', eb.val(deps.now())),
+      missing_since_block: null,
+    }))
+    .execute();
   if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
     const key = transferKey(d.chainId, txHash, d.logIndex);
     await postTransferIn(trx, {
@@ -105,8 +119,7 @@ async function confirmBookedTransfer(
       amountMicro: amountMicro - existing.amount_micro,
       memo: { transfer: key, reason: 'observed amount above the amount the payment reported' },
     });
-    await sql`update transfers set amount_micro = ${amountMicro}
-        where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+    await observedRow(trx, d.chainId, txHash, d.logIndex).set({ amount_micro: amountMicro }).execute();
   } else if (amountMicro !== existing.amount_micro) {
     deps.logger.error(
       { transfer: transferKey(d.chainId, txHash, d.logIndex), observed: d.amount },
@@ -135,11 +148,20 @@ async function reincludeTransfer(
   const key = transferKey(d.chainId, txHash, d.logIndex);
   const inclusion = transfer.inclusion + 1;
   const amountMicro = parseChainUsdc(d.amount);
-  await sql`update transfers set status = 'observed', inclusion = ${inclusion}, claimed_by_transaction_id = null,
-        amount_micro = ${amountMicro}, block_number = ${d.blockNumber},
-        block_hash = ${d.blockHash.toLowerCase()}, to_address = ${d.to.toLowerCase()},
-        reorged_at = null, chain_confirmed_at = ${deps.now()}, missing_since_block = null
-      where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}`.execute(trx);
+  await observedRow(trx, d.chainId, txHash, d.logIndex)
+    .set({
+      status: 'observed',
+      inclusion,
+      claimed_by_transaction_id: null,
+      amount_micro: amountMicro,
+      block_number: BigInt(d.blockNumber),
+      block_hash: d.blockHash.toLowerCase(),
+      to_address: d.to.toLowerCase(),
+      reorged_at: null,
+      chain_confirmed_at: deps.now(),
+      missing_since_block: null,
+    })
+    .execute();
   await postTransferIn(trx, {
     idempotencyKey: transferEntryKey(key, inclusion),
     amountMicro,
