@@ -326,7 +326,11 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await waitReleased(first);
     await nextDay();
     await settlement.scheduler.runOnce();
-    const [skipped] = await settlementsOf(seller.sellerId);
+    // The ledger decides the due settlement from its inbox (settlement.due -> payout.refused): wait for its answer.
+    const skipped = await waitFor(
+      async () => (await settlementsOf(seller.sellerId)).find((s) => s.status !== 'pending'),
+      { message: 'the ledger decided the due settlement', timeoutMs: 20_000 },
+    );
     expect(skipped).toMatchObject({ status: 'skipped', skip_reason: 'below_minimum' });
     expect(await balanceOf(seller.payoutAddress)).toBe(0n);
     await expectReconciled();
