@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { decodePaymentRequired, encodeX402Header } from '@paygate/protocol';
 import {
   loadConfig as loadSettlementConfig,
@@ -22,7 +24,7 @@ import {
   type SIWxExtension,
 } from '@x402/extensions/sign-in-with-x';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
-import { Wallet } from 'ethers';
+import { AbiCoder, concat, getCreate2Address, keccak256, Wallet, zeroPadValue } from 'ethers';
 import { serializeErc6492Signature } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
@@ -30,6 +32,13 @@ import { type Harness, skillSnapshot, startHarness, startUpstream } from './harn
 jest.setTimeout(180_000);
 
 const DAY_MS = 24 * 60 * 60_000;
+
+/** The CREATE2 deployer every EVM chain shares (salt ++ init code in, the deployed address out), as its creation code. */
+const CREATE2_FACTORY_CREATION_CODE =
+  '0x604580600e600039806000f350fe7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffe03601600081602082378035828234f58015156039578182fd5b8082525050506014600cf3';
+
+const smartWalletArtifact = (): { bytecode: string } =>
+  JSON.parse(readFileSync(path.join(__dirname, '../../../deploy/build/TestSmartWallet.json'), 'utf8'));
 
 /**
  * x402's sign-in-with-x on subscriptions, with the real gateway, settlement's relayer and anvil: a subscriber that
@@ -100,6 +109,15 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
       })
       .then(BigInt);
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+
+  /** Deploys the CREATE2 factory a counterfactual wallet names in its ERC-6492 signature; answers its address. */
+  async function deployCreate2Factory(): Promise<string> {
+    const sent = await testSigner('seller', h.anvil.provider).sendTransaction({
+      data: CREATE2_FACTORY_CREATION_CODE,
+    });
+    const receipt = await sent.wait();
+    return receipt!.contractAddress!;
+  }
 
   /** The unmodified `@x402/fetch` with x402's sign-in-with-x client extension: it signs in first, pays if refused. */
   function client(account = buyer) {
@@ -318,6 +336,42 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
     expect(await refusal(await fetch(url('subs'), { headers: { 'SIGN-IN-WITH-X': other } }))).toBe(
       'invalid_siwx_signature',
     );
+  });
+
+  it('an ERC-1271 wallet not deployed yet signs in with ERC-6492 (its factory and calldata around the signature)', async () => {
+    const owner = Wallet.createRandom();
+    const factory = await deployCreate2Factory();
+    const initCode = concat([
+      smartWalletArtifact().bytecode,
+      AbiCoder.defaultAbiCoder().encode(['address'], [owner.address]),
+    ]);
+    const salt = zeroPadValue('0x6492', 32);
+    const wallet = getCreate2Address(factory, salt, keccak256(initCode));
+    const counterfactual = (signer: { signMessage(message: string): Promise<string> }) => ({
+      address: wallet,
+      signMessage: async ({ message }: { message: string }) =>
+        serializeErc6492Signature({
+          address: factory as `0x${string}`,
+          data: concat([salt, initCode]) as `0x${string}`,
+          signature: (await signer.signMessage(message)) as `0x${string}`,
+        }),
+    });
+
+    // The owner's signature is checked through the factory: valid, so the refusal is that the wallet never paid.
+    const signed = await signedHeader(url('subs'), counterfactual(owner));
+    expect(await refusal(await fetch(url('subs'), { headers: { 'SIGN-IN-WITH-X': signed } }))).toBe(
+      'siwx_not_subscribed',
+    );
+    // Another key's signature wrapped the same way is not the wallet's.
+    const forged = await signedHeader(
+      url('subs'),
+      counterfactual(new Wallet(testWallets.stranger.privateKey)),
+    );
+    expect(await refusal(await fetch(url('subs'), { headers: { 'SIGN-IN-WITH-X': forged } }))).toBe(
+      'invalid_siwx_signature',
+    );
+    // The check simulates the deployment: the wallet is still not on the chain.
+    expect(await h.anvil.provider.getCode(wallet)).toBe('0x');
   });
 
   it('refuses after the subscription expired (durationDays), with the offer to pay for a new one', async () => {
