@@ -186,6 +186,28 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
       field: 'price',
       rule: 'must be a decimal USDC amount with at most 6 decimals, such as "0.05"',
     });
+    // Money is a decimal string on the wire: a JSON number is refused by name on both verify routes, never read.
+    const numberRule = 'must be a decimal USDC amount as a JSON string, such as "0.05", not a number';
+    const asNumber = await post({ payment: 'x', price: 0.05, type: 'payPerCall', resource: 'GET /x' });
+    expect(asNumber.status).toBe(400);
+    expect((await asNumber.json()).error).toMatchObject({
+      code: 'invalid_request',
+      field: 'price',
+      rule: numberRule,
+    });
+    const signInAsNumber = await fetch(`${h.gateway.url}/api/verify/sign-in`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({
+        signIn: 'x',
+        origin: 'https://seller.example',
+        price: 0.05,
+        durationDays: 30,
+        resource: 'GET /x',
+      }),
+    });
+    expect(signInAsNumber.status).toBe(400);
+    expect((await signInAsNumber.json()).error).toMatchObject({ field: 'price', rule: numberRule });
     const noDays = await post({ payment: 'x', price: '1', type: 'subscription', resource: 'GET /x' });
     expect((await noDays.json()).error).toMatchObject({ field: 'durationDays' });
     const malformed = await post({ payment: '!!', price: '0.05', type: 'payPerCall', resource: 'GET /x' });

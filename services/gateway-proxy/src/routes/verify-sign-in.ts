@@ -11,6 +11,20 @@ import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
 
 export const SIGN_IN_VERIFY_PATH = '/api/verify/sign-in';
 
+/**
+ * The route's price, as money travels on the wire: a decimal string. A JSON number is refused by name rather than
+ * read, since its digits are a float's by the time the body is parsed.
+ */
+export const WirePrice = Type.String({
+  pattern: UsdcAmount.pattern,
+  maxLength: UsdcAmount.maxLength,
+  'x-rule': {
+    type: 'must be a decimal USDC amount as a JSON string, such as "0.05", not a number',
+    pattern: UsdcAmount['x-rule'],
+  },
+  description: "The route's price in USDC, a decimal string with at most 6 decimals",
+});
+
 export interface SignInVerifyDeps {
   /** A seller's calls per minute, shared with POST /api/verify. */
   verifyLimiter: SharedRateLimiter;
@@ -32,7 +46,7 @@ const SignInRequest = Type.Object(
       description:
         "The seller's public origin the message must name (its domain and URI), e.g. https://api.seller.example",
     }),
-    price: Type.Union([UsdcAmount, Type.Number({ exclusiveMinimum: 0 })]),
+    price: WirePrice,
     durationDays: Type.Integer({ minimum: 1, maximum: 3650 }),
     resource: Type.String({
       minLength: 1,

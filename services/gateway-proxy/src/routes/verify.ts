@@ -1,4 +1,4 @@
-import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
+import { DEFAULT_HOLD_HOURS_BY_KIND } from '@paygate/contracts';
 import { type AnyRoute, defineRoute, type SharedRateLimiter } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { decodePaymentHeader, PaymentHeaderError, type PaymentProof } from '@paygate/protocol';
@@ -11,7 +11,7 @@ import { isUnavailable, type PaymentFailure } from '../payments/failures';
 import type { PaymentService } from '../payments/service';
 import type { PaymentClaim, Purchase } from '../payments/types';
 import { limitCall } from '../rate-limit';
-import { type SignInVerifyDeps, signInVerifyRoute } from './verify-sign-in';
+import { type SignInVerifyDeps, signInVerifyRoute, WirePrice } from './verify-sign-in';
 
 export interface VerifyDeps extends SignInVerifyDeps {
   config: GatewayProxyConfig;
@@ -29,7 +29,7 @@ export const VerifyRequest = Type.Object(
       maxLength: 4096,
       description: 'The X-402-Payment (or Payment) header value',
     }),
-    price: Type.Union([UsdcAmount, Type.Number({ exclusiveMinimum: 0 })]),
+    price: WirePrice,
     type: Type.Union([
       Type.Literal('payPerCall'),
       Type.Literal('subscription'),
