@@ -18,7 +18,6 @@ import {
 } from '@paygate/escrow-ledger';
 import { parseUsdc } from '@paygate/money';
 import { loadConfig as loadNotifierConfig, type RunningNotifier, startNotifier } from '@paygate/notifier';
-import type { RunningService } from '@paygate/runtime';
 import {
   type AnvilInstance,
   CHROMIUM_LAUNCH_OPTIONS,
@@ -61,7 +60,7 @@ describe('checkout widget in a real browser', () => {
   let h: CheckoutHarness;
   let notifier: RunningNotifier;
   let ledger: RunningEscrowLedger;
-  let indexer: RunningService;
+  let indexer: Awaited<ReturnType<typeof startChainIndexer>>;
   let origin: { url: string; server: http.Server };
   let demo: DemoSeller;
   let browser: Browser;
@@ -139,7 +138,7 @@ describe('checkout widget in a real browser', () => {
     await waitFor(
       async () =>
         (
-          await h.running.ctx.db
+          await h.service.ctx.db
             .selectFrom('sellers')
             .select('checkout_matching')
             .where('seller_id', '=', h.sellerId)

@@ -19,16 +19,14 @@ import {
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
+import type { CheckoutDatabase } from '../src/db';
 
 /**
- * Security issue, point 2: a checkout session captured an agent's payment. Another seller opened a session
- * (`sk_`, amount 4.2) whose exact amount equalled a skill's public price; the agent paid that skill, checkout
- * matched the transfer to the stranger's session by amount (paid, then paid out) and the agent got
- * `402 payment_already_used`. Now no session is paid at the agent escrow: an amount-matched session is paid to the
- * checkout wallet (matched there by its unique amount), a deposit-address session to its own address; checkout
- * ignores transfers to the agent escrow, the gateway accepts only those. Real anvil + TestUSDC, gateway-proxy,
- * chain-indexer, checkout, escrow-ledger and settlement (which sweeps the checkout wallet and the session
- * addresses into escrow) on real Postgres and JetStream.
+ * A checkout session never captures an agent's payment of the same amount: another seller's session (`sk_`, amount
+ * 4.2) whose amount equals a skill's public price is paid only at the checkout wallet (by its unique amount) or at
+ * its own deposit address; checkout ignores transfers to the agent escrow, and the gateway accepts only those. Real
+ * anvil + TestUSDC, gateway-proxy, chain-indexer, checkout, escrow-ledger and settlement (which sweeps the checkout
+ * wallet and the session addresses into escrow) on real Postgres and JetStream.
  */
 
 const OPERATOR_TOKEN = 'capture-e2e-operator-token-0123456789';
@@ -39,12 +37,12 @@ const DEPOSIT = testWallets.checkoutEscrow.address;
 
 jest.setTimeout(120_000);
 
-describe('a checkout session can no longer capture an agent payment of the same amount', () => {
+describe('a checkout session cannot capture an agent payment of the same amount', () => {
   let h: Harness;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
   let services: MoneyServices;
-  let checkoutDb: Kysely<any>;
-  let ledgerDb: Kysely<any>;
+  let checkoutDb: Kysely<CheckoutDatabase>;
+  let ledgerDb: Kysely<unknown>;
   let usdc: Contract;
   let sellerResponder: { stop(): Promise<void> } | undefined;
 
@@ -129,8 +127,8 @@ describe('a checkout session can no longer capture an agent payment of the same 
       ledgerEnv: { RELEASE_INTERVAL_MS: '200' },
     });
     usdc = new Contract(h.usdcAddress, usdcAbi, h.anvil.provider);
-    checkoutDb = openSchema(h.env.schemaFor('checkout'));
-    ledgerDb = openSchema(h.env.schemaFor('escrow-ledger'));
+    checkoutDb = openSchema<CheckoutDatabase>(h.env.schemaFor('checkout'));
+    ledgerDb = openSchema<unknown>(h.env.schemaFor('escrow-ledger'));
     const payoutAddress = Wallet.createRandom().address;
     const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
     sellerResponder = await serveSellersForTests(h.bus, {

@@ -37,7 +37,7 @@ describe('checkout deposit addresses', () => {
       async () =>
         (
           await sql<any>`select status, unmatched_reason, session_id from transfers
-            where tx_hash = ${txHash.toLowerCase()}`.execute(h.running.ctx.db)
+            where tx_hash = ${txHash.toLowerCase()}`.execute(h.service.ctx.db)
         ).rows[0],
       { message: `transfer ${txHash} handled` },
     );
@@ -69,7 +69,7 @@ describe('checkout deposit addresses', () => {
     expect(
       (
         await sql`select 1 from transfers where tx_hash = ${toEscrow.txHash.toLowerCase()}`.execute(
-          h.running.ctx.db,
+          h.service.ctx.db,
         )
       ).rows,
     ).toEqual([]);
@@ -98,13 +98,13 @@ describe('checkout deposit addresses', () => {
     expect(first.body).toMatchObject({ matching: 'deposit_address', exactAmount: '6.000000' });
     const outbox = await sql<{ subject: string; envelope: { data: Record<string, unknown> } }>`
       select subject, envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}
-      order by subject`.execute(h.running.ctx.db);
+      order by subject`.execute(h.service.ctx.db);
     expect(outbox.rows.map((r) => r.subject)).toEqual([
       'checkout.session_created',
       'deposit.address_assigned',
     ]);
     expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
-    const row = await h.running.ctx.db
+    const row = await h.service.ctx.db
       .selectFrom('sessions')
       .select(['derivation_index', 'late_until', 'deposit_address', 'amount_reserved'])
       .where('session_id', '=', first.body.sessionId)
@@ -147,7 +147,7 @@ describe('checkout deposit addresses', () => {
             hold_period_hours, created_at, expires_at, late_until, updated_at, deposit_address, derivation_index)
           values ('cs_dup', 'x', 'dup', 7000000, 7000000, 'open', 0, now(),
             now() + interval '1 minute', now() + interval '2 minutes', now(), ${taken.walletAddress.toLowerCase()},
-            ${2 ** 31 - 1})`.execute(h.running.ctx.db),
+            ${2 ** 31 - 1})`.execute(h.service.ctx.db),
     ).rejects.toThrow(/sessions_deposit_address/);
   });
 
@@ -169,7 +169,7 @@ describe('checkout deposit addresses', () => {
     await waitFor(
       async () =>
         (
-          await h.running.ctx.db
+          await h.service.ctx.db
             .selectFrom('sellers')
             .select('checkout_matching')
             .where('seller_id', '=', h.sellerId)

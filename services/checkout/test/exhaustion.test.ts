@@ -62,7 +62,7 @@ describe('no seller can exhaust a price for another seller; creation is bounded'
     });
     await waitFor(
       () =>
-        h.running.ctx.db
+        h.service.ctx.db
           .selectFrom('sellers')
           .select('seller_id')
           .where('seller_id', '=', seller.sellerId)
@@ -179,7 +179,7 @@ describe('no seller can exhaust a price for another seller; creation is bounded'
     nextMinute();
     const open = Number(
       (
-        await h.running.ctx.db
+        await h.service.ctx.db
           .selectFrom('sessions')
           .select((eb) => eb.fn.countAll<string>().as('n'))
           .where('seller_id', '=', h.sellerId)
@@ -271,7 +271,7 @@ describe('no seller can exhaust a price for another seller; creation is bounded'
         MAX_AMOUNT_SHARE_PERCENT: '100',
       }),
     );
-    const store = new SessionStore(h.running.ctx.db, config);
+    const store = new SessionStore(h.service.ctx.db, config);
     const input = {
       sellerId: h.sellerId,
       skillId: null,
@@ -298,7 +298,7 @@ describe('no seller can exhaust a price for another seller; creation is bounded'
       expect((await store.create(input, undefined)).snapshot.matching).toBe('deposit_address');
       const counts = await sql<{ sessions: string; amounts: string }>`
         select count(*)::text as sessions, count(distinct exact_amount_micro)::text as amounts
-        from sessions where price_micro = 500000 and deposit_address is null`.execute(h.running.ctx.db);
+        from sessions where price_micro = 500000 and deposit_address is null`.execute(h.service.ctx.db);
       expect(counts.rows[0]).toEqual({ sessions: String(total), amounts: String(total) });
       process.stdout.write(
         `checkout capacity: ${total} sessions of one price in ${seconds.toFixed(1)} s = ${Math.round(total / seconds)} sessions/s\n`,

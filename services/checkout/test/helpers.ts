@@ -1,16 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData, type Subject } from '@paygate/contracts';
+import type { EventData, ServiceName, Subject } from '@paygate/contracts';
 import type { RunningService } from '@paygate/runtime';
 import {
-  createTestEnvironment,
+  type ServiceHarness,
   serveSellersForTests,
   serveTransferClaimsForTests,
-  TestClock,
+  startServiceHarness,
   type TestEnvironment,
   testWallets,
   waitFor,
 } from '@paygate/testing';
+import { eventDataOf, eventOf } from '@paygate/testing/events';
 import { loadConfig, startCheckout } from '../src';
 import type { CheckoutDatabase } from '../src/db';
 
@@ -22,22 +23,20 @@ export const CHECKOUT_WALLET = testWallets.checkoutEscrow.address;
 export const MATCHING_MODES = ['amount', 'deposit_address'] as const;
 export type MatchingMode = (typeof MATCHING_MODES)[number];
 
-export interface CheckoutHarness {
-  env: TestEnvironment;
-  bus: Bus;
+export interface CheckoutHarness extends ServiceHarness<RunningService<CheckoutDatabase>> {
+  /** The same as `service` (bench/checkout/run.ts reads it). */
   running: RunningService<CheckoutDatabase>;
-  clock: TestClock;
-  url: string;
+  bus: Bus;
   publishableKey: string;
   secretKey: string;
   sellerId: string;
-  publish<S extends Subject>(type: S, data: EventData<S>, producer?: string): Promise<string>;
+  /** Publishes an event of `type` (by the subject's first owner unless `producer` is given); its id. */
+  publish<S extends Subject>(type: S, data: EventData<S>, producer?: ServiceName): Promise<string>;
   /**
    * The payments the in-memory ledger booked with checkout's claims (what escrow-ledger publishes as
    * payment.confirmed), in payment.confirmed's terms; empty with `claims: 'ledger'` (read the ledger instead).
    */
   ledgerPayments(): Array<Omit<EventData<'payment.confirmed'>, 'confirmedAt'>>;
-  stop(): Promise<void>;
 }
 
 /** A checkout service on real Postgres and NATS, a seller (both keys) and the seller's registry projections. */
@@ -47,56 +46,49 @@ export async function startHarness(
   /** claims: who answers `ledger.claim_transfer` (default `memory`: the contract's rule in this process). */
   options: { env?: TestEnvironment; claims?: 'memory' | 'ledger'; matching?: MatchingMode } = {},
 ): Promise<CheckoutHarness> {
-  const env = options.env ?? (await createTestEnvironment(label));
-  const bus = await env.bus();
-  const claims =
-    (options.claims ?? 'memory') === 'memory' ? await serveTransferClaimsForTests(bus) : undefined;
-  const clock = new TestClock();
   const sellerId = `sel_${randomBytes(4).toString('hex')}`;
   const publishableKey = `pk_test_${randomBytes(12).toString('hex')}`;
   const secretKey = `sk_test_${randomBytes(12).toString('hex')}`;
-  const responder = await serveSellersForTests(bus, {
-    [secretKey]: {
+  let claims: Awaited<ReturnType<typeof serveTransferClaimsForTests>> | undefined;
+  const harness = await startServiceHarness(
+    label,
+    async ({ env, clock, onStop }) => {
+      const bus = await env.bus();
+      if ((options.claims ?? 'memory') === 'memory') {
+        const served = await serveTransferClaimsForTests(bus);
+        claims = served;
+        onStop(() => served.stop(), 'after');
+      }
+      const seller = { walletAddress: testWallets.seller.address, payoutAddress: testWallets.seller.address };
+      const sellers = await serveSellersForTests(bus, {
+        [secretKey]: { sellerId, ...seller, publishableKey, apiKeyVersion: 1 },
+      });
+      onStop(() => sellers.stop());
+      const settings = { USDC_ADDRESS: USDC, ESCROW_ADDRESS: ESCROW, SWEEP_INTERVAL_MS: '100', ...extraEnv };
+      return startCheckout(loadConfig(env.envFor('checkout', settings), clock.now));
+    },
+    { env: options.env },
+  );
+  const bus = await harness.env.bus();
+  const publish = async <S extends Subject>(type: S, data: EventData<S>, producer?: ServiceName) => {
+    const event = eventOf(type, data, { producer });
+    await bus.js.publish(bus.subjectFor(type), encodeEnvelope(event), { msgID: event.id });
+    return event.id;
+  };
+  await publish(
+    'seller.updated',
+    eventDataOf('seller.updated', {
       sellerId,
       walletAddress: testWallets.seller.address,
       payoutAddress: testWallets.seller.address,
       publishableKey,
-      apiKeyVersion: 1,
-    },
-  });
-  const config = loadConfig(
-    env.envFor('checkout', {
-      USDC_ADDRESS: USDC,
-      ESCROW_ADDRESS: ESCROW,
-      SWEEP_INTERVAL_MS: '100',
-      ...extraEnv,
+      ...(options.matching ? { checkoutMatching: options.matching } : {}),
+      updatedAt: new Date().toISOString(),
     }),
-    clock.now,
   );
-  const running = await startCheckout(config);
-  const publish = async <S extends Subject>(type: S, data: EventData<S>, producer?: string) => {
-    const owner = producer ?? (type.startsWith('transfer.') ? 'chain-indexer' : 'registry');
-    const event = createEvent(type, owner as never, data);
-    await bus.js.publish(bus.subjectFor(type), encodeEnvelope(event), { msgID: event.id });
-    return event.id;
-  };
-  await publish('seller.updated', {
-    sellerId,
-    revision: 1,
-    walletAddress: testWallets.seller.address,
-    payoutAddress: testWallets.seller.address,
-    publishableKey,
-    apiKeyVersion: 1,
-    webhookUrl: null,
-    webhookSecretVersion: 0,
-    settlementFrequency: 'DAILY',
-    minimumSettlement: '10',
-    ...(options.matching ? { checkoutMatching: options.matching } : {}),
-    updatedAt: new Date().toISOString(),
-  });
   await waitFor(
     () =>
-      running.ctx.db
+      harness.service.ctx.db
         .selectFrom('sellers')
         .select('seller_id')
         .where('seller_id', '=', sellerId)
@@ -104,11 +96,9 @@ export async function startHarness(
     { message: 'seller projection' },
   );
   return {
-    env,
+    ...harness,
+    running: harness.service,
     bus,
-    running,
-    clock,
-    url: running.url,
     publishableKey,
     secretKey,
     sellerId,
@@ -122,38 +112,25 @@ export async function startHarness(
         txHash,
         logIndex,
       })),
-    async stop() {
-      await responder.stop();
-      await running.stop();
-      await claims?.stop();
-      if (!options.env) await env.cleanup();
-    },
   };
 }
 
+/** An active PROXY skill of the harness's seller with one endpoint per price (48 h hold). */
 export function skillEvent(
   h: CheckoutHarness,
   overrides: Partial<EventData<'skill.updated'>> & { name: string },
   prices: string[] = ['5'],
 ): EventData<'skill.updated'> {
-  return {
+  return eventDataOf('skill.updated', {
     skillId: `sk_${overrides.name}`,
     sellerId: h.sellerId,
-    revision: 1,
     displayName: `Skill ${overrides.name}`,
-    description: 'a skill for checkout tests',
-    type: 'Service',
-    mode: 'PROXY',
     status: 'ACTIVE',
-    apiBaseUrl: 'https://seller.example',
-    categories: [],
-    durationDays: null,
-    requiresShipping: null,
     holdPeriodHours: 48,
     endpoints: prices.map((price, i) => ({
       endpointId: `ep_${overrides.name}_${i}`,
       path: `/item-${i}`,
-      method: 'POST',
+      method: 'POST' as const,
       description: `item ${i}`,
       price,
       isHealthy: true,
@@ -161,7 +138,7 @@ export function skillEvent(
     })),
     updatedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
 export async function publishSkill(h: CheckoutHarness, event: EventData<'skill.updated'>): Promise<void> {
@@ -169,7 +146,7 @@ export async function publishSkill(h: CheckoutHarness, event: EventData<'skill.u
   await waitFor(
     async () =>
       (
-        await h.running.ctx.db
+        await h.service.ctx.db
           .selectFrom('skills')
           .select('revision')
           .where('skill_id', '=', event.skillId)
@@ -180,24 +157,23 @@ export async function publishSkill(h: CheckoutHarness, event: EventData<'skill.u
 }
 
 let txCounter = 0;
+/** A confirmed transfer of `amount` from the buyer to the checkout wallet, on its own transaction and block. */
 export function transferEvent(
   amount: string,
   overrides: Partial<EventData<'transfer.observed'>> = {},
 ): EventData<'transfer.observed'> {
   txCounter++;
-  return {
+  return eventDataOf('transfer.observed', {
     chainId: 31337,
     network: 'local',
     txHash: `0x${randomBytes(32).toString('hex')}`,
-    logIndex: 0,
     blockNumber: 100 + txCounter,
     blockHash: `0x${randomBytes(32).toString('hex')}`,
     from: testWallets.buyer.address,
     to: CHECKOUT_WALLET,
     token: USDC,
     amount,
-    confirmations: 1,
     observedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }

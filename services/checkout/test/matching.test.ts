@@ -41,7 +41,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
   const handled = (eventId: string) =>
     waitFor(
       async () =>
-        (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.running.ctx.db)).rows.length >
+        (await sql`select 1 from inbox where event_id = ${eventId}`.execute(h.service.ctx.db)).rows.length >
         0,
       { message: `event ${eventId} handled` },
     );
@@ -52,7 +52,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
       async () =>
         (
           await sql<any>`select transfer_id, status, unmatched_reason from transfers
-            where tx_hash = ${txHash.toLowerCase()}`.execute(h.running.ctx.db)
+            where tx_hash = ${txHash.toLowerCase()}`.execute(h.service.ctx.db)
         ).rows[0],
       { message: `transfer ${txHash} recorded` },
     );
@@ -106,14 +106,14 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     // Both copies handled: the second copy's claim was answered with the first booking. The ledger publishes
     // payment.confirmed; checkout publishes none.
     await waitForConsumerIdle(h.bus, 'checkout-transfers');
-    await waitFor(async () => (await h.running.ctx.relay.backlog()) === 0);
+    await waitFor(async () => (await h.service.ctx.relay.backlog()) === 0);
     const confirmed = h
       .ledgerPayments()
       .filter((p) => p.sessionId === s.sessionId)
       .map((data) => ({ data }));
     expect(confirmed).toHaveLength(1);
     expect(await countStreamMessages(h.bus, 'payment.confirmed')).toEqual([]);
-    const recorded = await h.running.ctx.db
+    const recorded = await h.service.ctx.db
       .selectFrom('payments')
       .select('payment_id')
       .where('session_id', '=', s.sessionId)
@@ -134,12 +134,12 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
   });
 
   it("ignores a transfer to the agent escrow, even of exactly a session's amount: not listed, nothing paid, no warning", async () => {
-    const warn = jest.spyOn(h.running.ctx.logger, 'warn');
+    const warn = jest.spyOn(h.service.ctx.logger, 'warn');
     try {
       const s = await newSession({ amount: '2.5', description: 'agent price' });
       const toEscrow = transferEvent(s.exactAmount, { to: ESCROW });
       await handled(await h.publish('transfer.observed', toEscrow));
-      const recorded = await h.running.ctx.db
+      const recorded = await h.service.ctx.db
         .selectFrom('transfers')
         .select('status')
         .where('tx_hash', '=', toEscrow.txHash.toLowerCase())
@@ -234,39 +234,38 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     expect(confirmed.some((p) => p.sessionId === under.sessionId)).toBe(false);
   });
 
-  it('transfer.claimed names the payment path as claimedVia, or as channel from a ledger older than the rename: both take the transfer off the unmatched list', async () => {
-    const byOld = transferEvent('0.314159');
-    const byNew = transferEvent('0.271828');
-    for (const t of [byOld, byNew]) await h.publish('transfer.observed', t);
+  it('transfer.claimed by another payment path (an x402 proof, /api/verify) takes the transfer off the unmatched list', async () => {
+    const byProof = transferEvent('0.314159');
+    const byVerify = transferEvent('0.271828');
+    for (const t of [byProof, byVerify]) await h.publish('transfer.observed', t);
     const listed = async (status: string) =>
       (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
         .body.transfers as any[];
     const has = async (status: string, tx: string) =>
       (await listed(status)).find((t) => t.txHash === tx.toLowerCase());
     await waitFor(
-      async () => (await has('unmatched', byOld.txHash)) && (await has('unmatched', byNew.txHash)),
+      async () => (await has('unmatched', byProof.txHash)) && (await has('unmatched', byVerify.txHash)),
     );
-    const claimed = (t: typeof byOld, id: string) => ({
-      claimId: id,
-      chainId: t.chainId,
-      txHash: t.txHash.toLowerCase(),
-      logIndex: t.logIndex,
-      reference: `local:${t.txHash.toLowerCase()}`,
-      payer: t.from,
-      amount: t.amount,
-      claimedAt: new Date().toISOString(),
-    });
-    await h.publish('transfer.claimed', { ...claimed(byOld, 'clm_old'), channel: 'x402' }, 'escrow-ledger');
-    await h.publish(
-      'transfer.claimed',
-      { ...claimed(byNew, 'clm_new'), claimedVia: 'verify' },
-      'escrow-ledger',
+    const claim = (t: typeof byProof, claimedVia: 'x402' | 'verify') =>
+      h.publish('transfer.claimed', {
+        claimId: `clm_${claimedVia}`,
+        chainId: t.chainId,
+        txHash: t.txHash.toLowerCase(),
+        logIndex: t.logIndex,
+        reference: `local:${t.txHash.toLowerCase()}`,
+        payer: t.from,
+        amount: t.amount,
+        claimedVia,
+        claimedAt: new Date().toISOString(),
+      });
+    await claim(byProof, 'x402');
+    await claim(byVerify, 'verify');
+    await waitFor(
+      async () => (await has('claimed', byProof.txHash)) && (await has('claimed', byVerify.txHash)),
+      { message: 'both transfers claimed' },
     );
-    await waitFor(async () => (await has('claimed', byOld.txHash)) && (await has('claimed', byNew.txHash)), {
-      message: 'both transfers claimed',
-    });
-    expect(await has('claimed', byOld.txHash)).toMatchObject({ reason: 'claimed_by_x402' });
-    expect(await has('claimed', byNew.txHash)).toMatchObject({ reason: 'claimed_by_verify' });
+    expect(await has('claimed', byProof.txHash)).toMatchObject({ reason: 'claimed_by_x402' });
+    expect(await has('claimed', byVerify.txHash)).toMatchObject({ reason: 'claimed_by_verify' });
   });
 
   it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
@@ -312,7 +311,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     requested.stop();
     expect(await session(under.sessionId)).toMatchObject({ status: 'refunded', paidAmount: '6.900000' });
     // Its amount is free again: the refunded session matches nothing any more.
-    const reserved = await h.running.ctx.db
+    const reserved = await h.service.ctx.db
       .selectFrom('sessions')
       .select('amount_reserved')
       .where('session_id', '=', under.sessionId)
@@ -353,7 +352,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
       await waitFor(
         async () =>
           !(
-            await h.running.ctx.db
+            await h.service.ctx.db
               .selectFrom('sessions')
               .select('amount_reserved')
               .where('session_id', '=', gone.sessionId)
@@ -422,7 +421,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     await waitFor(
       async () =>
         (
-          await h.running.ctx.db
+          await h.service.ctx.db
             .selectFrom('transfers')
             .select('block_hash')
             .where('tx_hash', '=', transfer.txHash.toLowerCase())
@@ -437,7 +436,7 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     });
     await waitFor(
       async () =>
-        (await sql`select 1 from inbox where event_id = ${staleReorg}`.execute(h.running.ctx.db)).rows
+        (await sql`select 1 from inbox where event_id = ${staleReorg}`.execute(h.service.ctx.db)).rows
           .length > 0,
       { message: 'the stale reorg was not handled' },
     );

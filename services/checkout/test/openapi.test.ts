@@ -25,7 +25,7 @@ describe('checkout routes and their OpenAPI document', () => {
     expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
     await expectApiContract({
       url: h.url,
-      app: h.running.app,
+      app: h.service.app,
       document: doc,
       credentials: {
         publishableKey: h.publishableKey,

@@ -10,7 +10,7 @@ describe('the projection cache of the session-creation path', () => {
   afterAll(() => h?.stop());
 
   it('keeps no seller read before an invalidation: it may be the revision with a rotated-out publishable key', async () => {
-    const db = h.running.ctx.db;
+    const db = h.service.ctx.db;
     const cache = new ProjectionCache(db, 60_000);
     // Another transaction holds the projection table, so the cache's read waits while seller.updated is consumed.
     const lock = await holdTableLock(db, 'sellers');

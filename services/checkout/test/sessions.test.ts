@@ -50,7 +50,7 @@ describe('checkout sessions', () => {
     expectUniqueAmountOf(res.body.exactAmount, 5_000_000n);
     expect(res.body.walletAddress).toBe(CHECKOUT_WALLET);
     expect(res.body.walletAddress).not.toBe(ESCROW);
-    const row = await h.running.ctx.db
+    const row = await h.service.ctx.db
       .selectFrom('sessions')
       .select(['deposit_address', 'amount_reserved', 'exact_amount_micro'])
       .where('session_id', '=', res.body.sessionId)
@@ -167,7 +167,7 @@ describe('checkout sessions', () => {
     const other = await post({ amount: '4', description: 'Order 77' });
     expect(other.status).toBe(409);
     expect(other.body.error.code).toBe('idempotency_key_reused');
-    const rows = await h.running.ctx.db
+    const rows = await h.service.ctx.db
       .selectFrom('sessions')
       .select('session_id')
       .where('price_micro', '=', 3_000_000n)
@@ -186,7 +186,7 @@ describe('checkout sessions', () => {
     expect(first.status).toBe(201);
     const outbox = await sql<{ subject: string; envelope: { data: Record<string, unknown> } }>`
       select subject, envelope from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}
-      order by subject`.execute(h.running.ctx.db);
+      order by subject`.execute(h.service.ctx.db);
     expect(outbox.rows.map((r) => r.subject)).toEqual(['checkout.session_created']);
     expect(outbox.rows[0]!.envelope.data).toEqual(first.body);
     const again = await post('click-1');
@@ -194,7 +194,7 @@ describe('checkout sessions', () => {
     expect(again.body).toEqual(first.body);
     const events = await sql<{ n: string }>`
       select count(*)::text as n from outbox where envelope->'data'->>'sessionId' = ${first.body.sessionId}`.execute(
-      h.running.ctx.db,
+      h.service.ctx.db,
     );
     expect(Number(events.rows[0]!.n)).toBe(1);
   });
@@ -234,7 +234,7 @@ describe('checkout sessions', () => {
             hold_period_hours, created_at, expires_at, late_until, updated_at, amount_reserved)
           values ('cs_dup', 'x', 'dup', 7000000, ${taken}, 'open', 0, now(),
             now() + interval '1 minute', now() + interval '2 minutes', now(), true)`.execute(
-        h.running.ctx.db,
+        h.service.ctx.db,
       ),
     ).rejects.toThrow(/sessions_reserved_amount/);
   });
@@ -258,7 +258,7 @@ describe('checkout sessions', () => {
       'expired',
     );
     await waitFor(async () => {
-      const row = await h.running.ctx.db
+      const row = await h.service.ctx.db
         .selectFrom('sessions')
         .select('status')
         .where('session_id', '=', b.body.sessionId)

@@ -14,6 +14,7 @@ import {
   openSchema,
   serveSellersForTests,
   startAnvil,
+  TestClock,
   type TestEnvironment,
   testSigner,
   testWallets,
@@ -45,10 +46,10 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
   let services: MoneyServices;
   let ledger: MoneyServices['ledger'];
   let checkout: MoneyServices['checkout'];
-  let ledgerDb: Kysely<any>;
+  let ledgerDb: Kysely<unknown>;
   let sellerResponder: { stop(): Promise<void> } | undefined;
-  const now = new Date();
-  const clock = () => now;
+  const clock = new TestClock();
+  const now = clock.now();
   const sellerId = `sel_${randomBytes(5).toString('hex')}`;
   const apiKey = `sk_test_${randomBytes(12).toString('hex')}`;
 
@@ -130,10 +131,10 @@ describe('unmatched transfer refund: checkout -> ledger -> settlement on anvil',
       rpcUrl: anvil.rpcUrl,
       usdcAddress,
       operatorToken: OPERATOR_TOKEN,
-      clock,
+      clock: clock.now,
     });
     ({ ledger, checkout } = services);
-    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
+    ledgerDb = openSchema<unknown>(env.schemaFor('escrow-ledger'));
 
     // A seller whose server opens a checkout session: the buyer will get its amount wrong.
     const payoutAddress = Wallet.createRandom().address;

@@ -271,7 +271,6 @@ export async function recordClaimedElsewhere(
   trx: CheckoutTrx,
   data: Claimed,
 ): Promise<void> {
-  // `claimedVia`, or `channel` from a ledger older than the rename (an event already in the stream).
   const claimedVia = claimedViaOf(data);
   if (claimedVia === 'checkout' || claimedVia === 'operator_refund') return;
   const txHash = data.txHash.toLowerCase();
