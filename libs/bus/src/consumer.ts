@@ -18,15 +18,15 @@ const encoder = new TextEncoder();
 
 /**
  * Handles one event inside the transaction that records it in the inbox. `DB` is the consuming service's own
- * `Database`; it defaults to untyped only for the services whose consumers do not name one yet.
+ * `Database`.
  */
-export type EventHandler<S extends Subject, DB = any> = (
+export type EventHandler<S extends Subject, DB> = (
   trx: Transaction<DB>,
   event: EventEnvelope<S, EventData<S>>,
 ) => Promise<void>;
 
 /** Handles the fresh (never seen) events of a batch, in delivery order, inside the batch's transaction. */
-export type BatchEventHandler<S extends Subject, DB = any> = (
+export type BatchEventHandler<S extends Subject, DB> = (
   trx: Transaction<DB>,
   events: Array<EventEnvelope<S, EventData<S>>>,
 ) => Promise<void>;
@@ -52,7 +52,8 @@ interface CommonConsumerOptions<S extends Subject> {
 /**
  * One event per transaction (`handler`), or whatever has arrived, up to `batchSize` events, in one transaction
  * (`batchHandler`): the inbox rows and every effect commit together, so a hot path locks and fsyncs once per
- * batch. Under light load a batch is a single event, so nothing waits for a batch to fill.
+ * batch. Under light load a batch is a single event, so nothing waits for a batch to fill. The untyped `DB`
+ * default serves the consumers that name no `Database` (services/settlement's, one of services/escrow-ledger's).
  */
 export type ConsumerOptions<S extends Subject, DB = any> = CommonConsumerOptions<S> &
   (
@@ -68,9 +69,7 @@ export type ConsumerOptions<S extends Subject, DB = any> = CommonConsumerOptions
 export type DeclaredConsumer<DB = any> = ConsumerOptions<Subject, DB> & { readonly __declared: true };
 
 /** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
-export function defineConsumer<S extends Subject, DB = any>(
-  options: ConsumerOptions<S, DB>,
-): DeclaredConsumer<DB> {
+export function defineConsumer<S extends Subject, DB>(options: ConsumerOptions<S, DB>): DeclaredConsumer<DB> {
   // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's schema).
   return options as unknown as DeclaredConsumer<DB>;
 }
@@ -93,7 +92,7 @@ type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
  * bounded exponential backoff, then parked on the dead-letter subject for an operator to replay. A batch that
  * fails is retried one event per transaction, so one bad event never holds others back.
  */
-export class InboxConsumer<S extends Subject, DB = any> {
+export class InboxConsumer<S extends Subject, DB> {
   private messages: ConsumerMessages | undefined;
   private reader: Promise<void> | undefined;
   private workers: Promise<void>[] = [];

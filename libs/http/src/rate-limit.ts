@@ -1,5 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { type Generated, type Kysely, sql } from 'kysely';
+import { type Generated, type RawBuilder, sql } from 'kysely';
 import { HttpError } from './errors';
 
 export interface RateDecision {
@@ -23,6 +23,9 @@ interface BucketState {
 }
 
 const MINUTE_MS = 60_000;
+
+/** What the limiter's raw statements run on: any service's `Kysely`, whatever its `Database` names. */
+type SqlExecutor = Parameters<RawBuilder<unknown>['execute']>[0];
 
 interface RateLimiterOptions {
   /** How often locally counted hits are added to the shared rows (ms). */
@@ -72,7 +75,7 @@ export class SharedRateLimiter {
   readonly windowMs: number;
 
   constructor(
-    private readonly db: Kysely<any>,
+    private readonly db: SqlExecutor,
     readonly limit: number,
     private readonly now: () => Date,
     private readonly options: RateLimiterOptions = {},

@@ -31,8 +31,8 @@ import { describeError, retryStartup } from './retry';
 import { transactionRetryingConflicts } from './transaction';
 
 /**
- * What every part of a service is built from. `DB` is the service's own `Database` (every service built by `build`
- * names it); the untyped default is left only for the services still on the callbacks.
+ * What every part of a service is built from. `DB` is the service's own `Database`; the untyped default serves the
+ * callers that name none (services/escrow-ledger/src/claims/claims.ts).
  */
 export interface ServiceContext<DB = any> {
   name: ServiceName;
@@ -104,32 +104,14 @@ interface CommonDefinition {
  * every part of the service, top to bottom, returning what the runtime mounts, starts and stops. What else it
  * returns (a dispatcher a test drives) is handed back as `RunningService.parts`.
  */
-interface BuiltServiceDefinition<DB, P extends ServiceParts<DB>> extends CommonDefinition {
+interface ServiceDefinition<DB, P extends ServiceParts<DB>> extends CommonDefinition {
   build: (ctx: ServiceContext<DB>) => P | Promise<P>;
 }
 
-/**
- * The callbacks of the services not built by `build` yet: each is called once with the context, in this order:
- * routes, consumers, background, readinessChecks.
- */
-interface CallbackServiceDefinition<DB> extends CommonDefinition {
-  build?: never;
-  /** Mounts the service's routes; health, readiness, metrics and error handling are added around them. */
-  routes?: (app: Express, ctx: ServiceContext<DB>) => void | Promise<void>;
-  consumers?: (ctx: ServiceContext<DB>) => DeclaredConsumer<DB>[];
-  background?: (ctx: ServiceContext<DB>) => BackgroundTask[];
-  readinessChecks?: (ctx: ServiceContext<DB>) => ReadinessCheck[];
-  /** Extra work on shutdown (close websockets…), run before the database closes. */
-  onStop?: () => Promise<void>;
-}
-
-type ServiceDefinition<DB, P extends ServiceParts<DB>> =
-  | BuiltServiceDefinition<DB, P>
-  | CallbackServiceDefinition<DB>;
-
+/** A started service. The untyped default serves the tests that hold several services of different `Database`s. */
 export interface RunningService<DB = any, P extends ServiceParts<DB> = ServiceParts<DB>> {
   ctx: ServiceContext<DB>;
-  /** What the service's `build` returned (empty for a service of callbacks). */
+  /** What the service's `build` returned. */
   parts: P;
   app: Express;
   server: Server;
@@ -190,9 +172,9 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
       metrics: createMetrics(definition.name),
     });
     registerBusMetrics(ctx.metrics.registry, bus, definition.name);
-    const parts = await partsOf(definition, ctx);
+    const parts = await definition.build(ctx);
     if (parts.stop) undo.unshift(parts.stop);
-    const app = await serviceApp(definition, ctx, parts);
+    const app = serviceApp(definition, ctx, parts);
 
     const { consumers, tasks } = await startWork(ctx, parts, undo);
     const server = await listen(definition, ctx, app);
@@ -239,29 +221,6 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
  */
 function busTablesOf<DB>(db: Kysely<DB>): Kysely<BusTables> {
   return db as unknown as Kysely<BusTables>;
-}
-
-/**
- * The service's parts: what its `build` constructs, or, for a service of callbacks, the same parts read from its
- * callbacks (routes mounted by its own `routes`, in `mount`).
- */
-async function partsOf<DB, P extends ServiceParts<DB>>(
-  definition: ServiceDefinition<DB, P>,
-  ctx: ServiceContext<DB>,
-): Promise<P & { mount?: (app: Express) => void | Promise<void> }> {
-  if (definition.build) return definition.build(ctx);
-  const { routes, consumers, background, readinessChecks, onStop } = definition;
-  return {
-    mount: routes && ((app: Express) => routes(app, ctx)),
-    get consumers() {
-      return consumers?.(ctx);
-    },
-    get tasks() {
-      return background?.(ctx);
-    },
-    readinessChecks: readinessChecks?.(ctx),
-    stop: onStop,
-  } as unknown as P;
 }
 
 /**
@@ -362,11 +321,11 @@ function serviceContext<DB>(
 }
 
 /** The service's express app: /healthz, /readyz, /metrics, its routes, then the 404 and error handlers. */
-async function serviceApp<DB>(
+function serviceApp<DB>(
   definition: CommonDefinition,
   ctx: ServiceContext<DB>,
-  parts: ServiceParts<DB> & { mount?: (app: Express) => void | Promise<void> },
-): Promise<Express> {
+  parts: ServiceParts<DB>,
+): Express {
   const { logger, metrics, relay } = ctx;
   const app = createApp({
     logger,
@@ -404,7 +363,6 @@ async function serviceApp<DB>(
     const { openApi, routes } = parts;
     mountRoutes(app, openApi ? [openApiRoute(openApi.path, openApi.document, routes), ...routes] : routes);
   }
-  await parts.mount?.(app);
   app.use(notFoundHandler());
   app.use(errorHandler(logger));
   return app;

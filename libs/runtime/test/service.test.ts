@@ -1,6 +1,6 @@
-import { enqueueEvent } from '@paygate/bus';
+import { type BusTables, enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { defineRoute, mountRoutes } from '@paygate/http';
+import { defineRoute } from '@paygate/http';
 import {
   countStreamMessages,
   createTestEnvironment,
@@ -11,11 +11,15 @@ import {
 } from '@paygate/testing';
 import { sql } from 'kysely';
 import request from 'supertest';
-import { ConfigError, commonConfig, type RunningService, startService } from '../src';
+import { ConfigError, commonConfig, type RunningService, type ServiceContext, startService } from '../src';
+
+interface FixtureDatabase extends BusTables {
+  things: { id: string };
+}
 
 describe('startService: health, readiness, metrics, migrations in the service schema', () => {
   let env: TestEnvironment;
-  let service: RunningService;
+  let service: RunningService<FixtureDatabase>;
 
   beforeAll(async () => {
     env = await createTestEnvironment('runtime');
@@ -23,7 +27,6 @@ describe('startService: health, readiness, metrics, migrations in the service sc
       name: 'registry',
       config: commonConfig(env.envFor('fixture'), { serviceName: 'fixture', schema: 'fixture', port: 0 }),
       logger: env.logger,
-      readinessChecks: () => [{ name: 'chain', check: async () => {} }, async () => {}],
       migrations: {
         '2026-11-22-0100-things': {
           up: async (db) => {
@@ -34,8 +37,9 @@ describe('startService: health, readiness, metrics, migrations in the service sc
           },
         },
       },
-      routes: (app, ctx) => {
-        mountRoutes(app, [
+      build: (ctx: ServiceContext<FixtureDatabase>) => ({
+        readinessChecks: [{ name: 'chain', check: async () => {} }, async () => {}],
+        routes: [
           // Served on the bare request: it answers bodies it can read raw and leaves the rest to express.
           defineRoute({
             method: 'post',
@@ -66,30 +70,36 @@ describe('startService: health, readiness, metrics, migrations in the service sc
               },
             },
           }),
-        ]);
-        app.post('/things', async (_req, res) => {
-          await ctx.inTransaction(async (trx) => {
-            await (trx as any).insertInto('things').values({ id: 'a' }).execute();
-            await enqueueEvent(
-              trx,
-              createEvent('seller.updated', 'registry', {
-                sellerId: 'sel_a',
-                revision: 1,
-                walletAddress: `0x${'11'.repeat(20)}`,
-                payoutAddress: `0x${'11'.repeat(20)}`,
-                publishableKey: 'pk_test_x',
-                apiKeyVersion: 1,
-                webhookUrl: null,
-                webhookSecretVersion: 0,
-                settlementFrequency: 'DAILY',
-                minimumSettlement: '10',
-                updatedAt: new Date().toISOString(),
-              }),
-            );
-          });
-          res.status(201).json({ ok: true });
-        });
-      },
+          defineRoute({
+            method: 'post',
+            path: '/things',
+            summary: 'adds a thing and its event',
+            responses: { '201': { description: 'added' } },
+            handler: async (_req, res) => {
+              await ctx.inTransaction(async (trx) => {
+                await trx.insertInto('things').values({ id: 'a' }).execute();
+                await enqueueEvent(
+                  trx,
+                  createEvent('seller.updated', 'registry', {
+                    sellerId: 'sel_a',
+                    revision: 1,
+                    walletAddress: `0x${'11'.repeat(20)}`,
+                    payoutAddress: `0x${'11'.repeat(20)}`,
+                    publishableKey: 'pk_test_x',
+                    apiKeyVersion: 1,
+                    webhookUrl: null,
+                    webhookSecretVersion: 0,
+                    settlementFrequency: 'DAILY',
+                    minimumSettlement: '10',
+                    updatedAt: new Date().toISOString(),
+                  }),
+                );
+              });
+              res.status(201).json({ ok: true });
+            },
+          }),
+        ],
+      }),
     });
   });
 
