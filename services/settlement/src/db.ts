@@ -45,7 +45,10 @@ export interface OutgoingTransfersTable {
   last_broadcast_at: Date | null;
   confirmed_at: Date | null;
   failed_at: Date | null;
-  /** Set once a confirmed transaction is deeper than the reorg window; until then its receipt is watched. */
+  /**
+   * Set once a confirmed transaction is deeper than the reorg window; until then its receipt is watched. Cleared
+   * when a deeper reorg frees its nonce, so it is watched (and its same bytes sent) again.
+   */
   final_at: Date | null;
   /** Times the recorded transaction was broadcast again after a reorg took it off the chain. */
   reorg_rebroadcasts: Generated<number>;

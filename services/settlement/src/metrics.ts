@@ -8,6 +8,8 @@ export interface SettlementMetrics {
   transfersFailed: Counter<'kind'>;
   /** Transfers reported confirmed that a reorg took away and the chain then mined reverted: an operator's case. */
   transfersRevertedAfterConfirmation: Counter<'kind'>;
+  /** Final transfers whose nonce the chain no longer counts as used: a reorg deeper than the watch dropped them. */
+  transfersDroppedAfterFinal: Counter<'kind'>;
   /** Transfers out of escrow refused before signing: the ledger did not authorise them, or over the cap. */
   transfersRefused: Counter<'kind' | 'reason'>;
   payoutsSent: Counter;
@@ -58,6 +60,12 @@ export function createSettlementMetrics(
     transfersRevertedAfterConfirmation: new Counter({
       name: 'settlement_transfers_reverted_after_confirmation_total',
       help: 'Transfers reported confirmed, dropped by a reorg and then mined reverted (no money left escrow), by kind',
+      labelNames: ['kind'],
+      registers,
+    }),
+    transfersDroppedAfterFinal: new Counter({
+      name: 'settlement_transfers_dropped_after_final_total',
+      help: 'Transfers final (2 x CONFIRMATIONS deep) that a deeper reorg dropped and the same signed bytes were watched and sent again, by kind',
       labelNames: ['kind'],
       registers,
     }),

@@ -52,6 +52,56 @@ export class ConfirmationWatch {
   }
 
   /**
+   * A final transfer (2 x CONFIRMATIONS deep, its outcome booked by the ledger) that a deeper reorg took off the
+   * chain is watched again, so that watchConfirmed sends the SAME signed bytes: its nonce is its idempotency key,
+   * so it lands once however often it is sent, and the ledger's decision and booking stand unchanged (same hash).
+   * Found by escrow's mined nonce, one read a pass whatever the depth: escrow signs one transaction per nonce
+   * (unique per sender), so a nonce the chain counts as used is this transaction's, and a final transfer at or
+   * above the mined count is off the chain, unless the node lags (it still has the receipt: nothing done).
+   */
+  async reopenDroppedFinal(): Promise<void> {
+    const { ctx, config, chain } = this.deps;
+    const fromEscrow = ctx.db
+      .selectFrom('outgoing_transfers')
+      .where('chain_id', '=', config.chainId)
+      .where('from_address', '=', chain.address.toLowerCase())
+      .where('status', '=', 'confirmed')
+      .where('final_at', 'is not', null);
+    const newest = await fromEscrow.select('nonce').orderBy('nonce', 'desc').limit(1).executeTakeFirst();
+    if (newest?.nonce == null) return;
+    const minedNonce = await chain.minedNonce();
+    if (minedNonce > newest.nonce) return;
+    const dropped = await fromEscrow
+      .selectAll()
+      .where('nonce', '>=', minedNonce)
+      .orderBy('nonce')
+      .limit(OPEN_BATCH)
+      .execute();
+    for (const transfer of dropped) {
+      if (this.deps.isStopped()) return;
+      if (await chain.receipt(transfer.tx_hash!)) continue; // a lagging node's nonce: look again next pass
+      const reopened = await ctx.db
+        .updateTable('outgoing_transfers')
+        .set({ final_at: null })
+        .where('transfer_id', '=', transfer.transfer_id)
+        .where('final_at', 'is not', null)
+        .executeTakeFirst();
+      if (Number(reopened.numUpdatedRows) !== 1) continue; // another replica reopened it
+      this.deps.metrics.transfersDroppedAfterFinal.inc({ kind: transfer.kind });
+      ctx.logger.error(
+        {
+          transferId: transfer.transfer_id,
+          kind: transfer.kind,
+          txHash: transfer.tx_hash,
+          nonce: transfer.nonce?.toString(),
+          block: transfer.block_number?.toString(),
+        },
+        'final transfer dropped by a reorg deeper than the watch; watching it again to send the same signed bytes',
+      );
+    }
+  }
+
+  /**
    * A watched transfer still mined: its block is kept up to date, and it is final once 2 x CONFIRMATIONS deep.
    * Mined reverted (a reorg dropped it and the same bytes came back where they fail; anyone may send them again from
    * the public mempool), the outcome its owner was told is false: no money left escrow. That is not undone here

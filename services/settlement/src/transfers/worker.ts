@@ -20,6 +20,8 @@ export type { TransferOutcomeHandler } from './worker-deps';
  *     TX_TIMEOUT_MS without a receipt (./broadcast, ./confirmation-watch).
  *  3. a receipt with enough confirmations -> `confirmed` (or `failed` if it reverted), and the owner's outcome
  *     (event via the outbox) in the same transaction, guarded by the state change so it happens once.
+ *  4. `confirmed` -> watched to 2 x CONFIRMATIONS, then final; a final one whose nonce a deeper reorg freed is
+ *     watched again, so its same bytes are sent again (./confirmation-watch).
  * Every pass starts with step 2/3 for what is already recorded, which is also the crash recovery.
  */
 export class TransferWorker extends PolledTask implements BackgroundTask {
@@ -53,6 +55,7 @@ export class TransferWorker extends PolledTask implements BackgroundTask {
 
   /** One bounded pass: advance what is recorded (recovery first), then sign and send what is new. */
   async runOnce(): Promise<void> {
+    await this.watch.reopenDroppedFinal();
     await this.watch.watchConfirmed();
     await this.watch.advanceOpen();
     await this.signer.signCreated();
