@@ -1,15 +1,6 @@
-import type { Bus, RpcServer } from '@paygate/bus';
 import { verifyWebhook } from '@paygate/gateway-middleware';
-import {
-  createTestEnvironment,
-  openSchema,
-  serveSellersForTests,
-  type TestEnvironment,
-  waitFor,
-} from '@paygate/testing';
-import type { Kysely } from 'kysely';
-import { loadConfig, type RunningNotifier, startNotifier } from '../src';
-import type { NotifierDatabase } from '../src/db';
+import { waitFor } from '@paygate/testing';
+import { type NotifierHarness, startNotifierHarness } from './harness';
 import {
   OTHER_SELLER_ID,
   paymentConfirmed,
@@ -17,7 +8,6 @@ import {
   SELLER_ID,
   sellerIdentity,
   sellerUpdated,
-  serveWebhookSecrets,
   WebhookReceiver,
 } from './helpers';
 
@@ -48,18 +38,10 @@ const signedWith = (request: { headers: Record<string, unknown>; body: string },
 const MANUAL_DELIVERIES_PER_MINUTE = 5;
 
 describe('webhook endpoints: several per seller, each with its events and its own secret', () => {
-  let env: TestEnvironment;
-  let bus: Bus;
-  let notifier: RunningNotifier;
-  let db: Kysely<NotifierDatabase>;
-  const receivers = {
-    legacy: new WebhookReceiver(),
-    payments: new WebhookReceiver(),
-    all: new WebhookReceiver(),
-  };
-  const servers: RpcServer[] = [];
+  let h: NotifierHarness;
+  const receivers = { payments: new WebhookReceiver(), all: new WebhookReceiver() };
   const api = async (method: string, path: string, body?: unknown, key = API_KEY) => {
-    const response = await fetch(`${notifier.url}${path}`, {
+    const response = await fetch(`${h.url}${path}`, {
       method,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -72,40 +54,30 @@ describe('webhook endpoints: several per seller, each with its events and its ow
   const eventsAt = (receiver: WebhookReceiver) => receiver.received.map((r) => JSON.parse(r.body).event);
 
   beforeAll(async () => {
-    env = await createTestEnvironment('notifep');
-    bus = await env.bus();
     for (const receiver of Object.values(receivers)) await receiver.start();
-    servers.push(
-      await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: ACCOUNT_SECRET, version: 1 } }),
-      await serveSellersForTests(bus, {
+    h = await startNotifierHarness('notifep', {
+      settings: { MANUAL_DELIVERIES_PER_MINUTE: String(MANUAL_DELIVERIES_PER_MINUTE) },
+      secrets: { [SELLER_ID]: { secret: ACCOUNT_SECRET, version: 1 } },
+      sellers: {
         [API_KEY]: sellerIdentity(SELLER_ID),
         [OTHER_API_KEY]: sellerIdentity(OTHER_SELLER_ID),
         [SESSION]: sellerIdentity(SELLER_ID),
         [NO_SECRET_SESSION]: sellerIdentity('seller_without_secret'),
-      }),
-    );
-    notifier = await startNotifier(
-      loadConfig(
-        env.envFor('notifier', {
-          WEBHOOK_POLL_INTERVAL_MS: '50',
-          MANUAL_DELIVERIES_PER_MINUTE: String(MANUAL_DELIVERIES_PER_MINUTE),
-        }),
-      ),
-    );
-    db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
-    // The account's single webhook URL (the registry's webhookUrl) keeps working beside the endpoints.
-    await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receivers.legacy.url }));
-    await waitFor(async () => (await db.selectFrom('sellers').selectAll().executeTakeFirst())?.webhook_url, {
-      message: 'seller projected',
+      },
     });
+    // The account's single webhook URL (the registry's webhookUrl) keeps working beside the endpoints.
+    await publish(h.bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: h.receiver.url }));
+    await waitFor(
+      async () => (await h.db.selectFrom('sellers').selectAll().executeTakeFirst())?.webhook_url,
+      {
+        message: 'seller projected',
+      },
+    );
   });
 
   afterAll(async () => {
-    await notifier?.stop();
-    await db?.destroy();
+    await h?.stop();
     for (const receiver of Object.values(receivers)) await receiver.stop();
-    for (const server of servers) await server.stop();
-    await env?.cleanup();
   });
 
   it('sends each endpoint the events it asked for, signed with its own secret, with a test event, changes and deletion', async () => {
@@ -163,8 +135,8 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     ).toBe(404);
 
     // A payment goes to the account URL and both endpoints; a refund request only where all events are wanted.
-    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
-    await publish(bus, 'refund.requested', 'escrow-ledger', {
+    await publish(h.bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
+    await publish(h.bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_ep_1',
       transactionId: 'tx_ep_1',
@@ -175,7 +147,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     await waitFor(() => receivers.all.received.length === 2, {
       message: 'both events at the catch-all endpoint',
     });
-    await waitFor(() => receivers.legacy.received.length === 2, {
+    await waitFor(() => h.receiver.received.length === 2, {
       message: 'both events at the account URL',
     });
     await waitFor(() => receivers.payments.received.length >= 1, {
@@ -189,7 +161,7 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     expect(signedWith(toPayments!, all.body.secret)).toBe(false);
     expect(signedWith(toPayments!, ACCOUNT_SECRET)).toBe(false);
     expect(receivers.all.received.every((r) => signedWith(r, all.body.secret))).toBe(true);
-    expect(receivers.legacy.received.every((r) => signedWith(r, ACCOUNT_SECRET))).toBe(true);
+    expect(h.receiver.received.every((r) => signedWith(r, ACCOUNT_SECRET))).toBe(true);
 
     // The log per endpoint: status, answer and the payload sent.
     const listed = await api('GET', `/api/v1/webhooks/deliveries?endpointId=${payments.body.endpoint.id}`);
@@ -251,14 +223,14 @@ describe('webhook endpoints: several per seller, each with its events and its ow
       enabled: false,
     });
     expect(off.body.enabled).toBe(false);
-    const third = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
+    const third = await publish(h.bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await waitFor(() => receivers.all.received.length === 3, {
       message: 'the next payment at the catch-all',
     });
     expect(signedWith(receivers.all.received[2]!, rotated.body.secret)).toBe(true);
     expect(signedWith(receivers.all.received[2]!, all.body.secret)).toBe(false);
     // Every delivery of an event is created in one transaction: the disabled endpoint has none of this one.
-    const deliveriesOfThird = await db
+    const deliveriesOfThird = await h.db
       .selectFrom('webhook_deliveries')
       .select('endpoint_id')
       .where('event_id', '=', third)
@@ -288,13 +260,10 @@ describe('webhook endpoints: several per seller, each with its events and its ow
     // Twice the limit and one more: even if the burst crosses into the next minute, one of them is refused.
     const answers: Array<{ status: number; retryAfter: string | null; code?: string }> = [];
     for (let i = 0; i < 2 * MANUAL_DELIVERIES_PER_MINUTE + 1; i++) {
-      const answer = await fetch(
-        `${notifier.url}/api/v1/webhooks/endpoints/${endpoint.body.endpoint.id}/test`,
-        {
-          method: 'POST',
-          headers: { authorization: `Bearer ${API_KEY}` },
-        },
-      );
+      const answer = await fetch(`${h.url}/api/v1/webhooks/endpoints/${endpoint.body.endpoint.id}/test`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${API_KEY}` },
+      });
       const body = await answer.json();
       answers.push({
         status: answer.status,

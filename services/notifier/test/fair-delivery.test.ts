@@ -3,6 +3,7 @@ import {
   createTestEnvironment,
   openSchema,
   serveSellersForTests,
+  TestClock,
   type TestEnvironment,
   waitFor,
 } from '@paygate/testing';
@@ -153,7 +154,7 @@ describe('notifier: circuit breaker per webhook target', () => {
   let bus: Bus;
   let notifier: RunningNotifier;
   let db: Kysely<NotifierDatabase>;
-  let clockMs = Date.parse('2026-12-01T12:00:00.000Z');
+  const clock = new TestClock('2026-12-01T12:00:00.000Z');
   const receiver = new WebhookReceiver();
   const bystander = new WebhookReceiver();
   const servers: RpcServer[] = [];
@@ -201,7 +202,7 @@ describe('notifier: circuit breaker per webhook target', () => {
             WEBHOOK_BREAKER_MAX_COOLDOWN_MS: String(10 * COOLDOWN_MS),
           }),
         ),
-        now: () => new Date(clockMs),
+        now: clock.now,
       },
       { random: () => 1 },
     );
@@ -239,7 +240,7 @@ describe('notifier: circuit breaker per webhook target', () => {
     await waitFor(async () => (await attempts()) === THRESHOLD, { message: `${THRESHOLD} failed attempts` });
 
     // Open: the seller sees it on every delivery to that URL, with when it is tried again.
-    const openedAt = clockMs;
+    const openedAt = clock.nowMs();
     const listed = await waitFor(
       async () => {
         const page = await api('/api/v1/webhooks/deliveries');
@@ -273,7 +274,7 @@ describe('notifier: circuit breaker per webhook target', () => {
     // circuit opens again for twice as long.
     const answers: Array<number | 'hang'> = ['hang'];
     receiver.respond = () => answers.shift() ?? 200;
-    clockMs = openedAt + COOLDOWN_MS;
+    clock.set(openedAt + COOLDOWN_MS);
     await waitFor(() => receiver.received.length === THRESHOLD + 1, { message: 'probe sent' });
     await waitFor(async () => (await attempts()) === THRESHOLD + 1, {
       timeoutMs: 5 * TIMEOUT_MS,
@@ -283,14 +284,14 @@ describe('notifier: circuit breaker per webhook target', () => {
     expect(reopened).toMatchObject({
       state: 'open',
       consecutiveFailures: THRESHOLD + 1,
-      retryAt: new Date(clockMs + 2 * COOLDOWN_MS).toISOString(),
+      retryAt: new Date(clock.nowMs() + 2 * COOLDOWN_MS).toISOString(),
     });
     expect(reopened.lastError).toMatch(/timeout/);
     expect(receiver.received).toHaveLength(THRESHOLD + 1);
     expect(await metric(/^notifier_webhook_circuit_transitions_total\{.*to="half_open"/)).toBe(1);
 
     // It answers again: the probe succeeds, the circuit closes, and every held delivery goes out.
-    clockMs += 2 * COOLDOWN_MS;
+    clock.advance(2 * COOLDOWN_MS);
     await waitFor(async () => (await deliveries()).every((d) => d.status === 'delivered'), {
       message: 'every delivery delivered after the circuit closed',
     });

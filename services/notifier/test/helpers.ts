@@ -6,8 +6,8 @@ import {
   type Socket,
 } from 'node:net';
 import { type Bus, encodeEnvelope, type RpcServer, serveRpc } from '@paygate/bus';
-import { createEvent, type EventData, type ServiceName, type Subject } from '@paygate/contracts';
-import { eventDataOf } from '@paygate/testing/events';
+import type { EventData, ServiceName, Subject } from '@paygate/contracts';
+import { eventDataOf, eventOf } from '@paygate/testing/events';
 import WebSocket from 'ws';
 
 /** Publishes an event the way a producer's outbox relay would (JetStream, Nats-Msg-Id = event id). */
@@ -17,7 +17,7 @@ export async function publish<S extends Subject>(
   producer: ServiceName,
   data: EventData<S>,
 ): Promise<string> {
-  const envelope = createEvent(type, producer, data);
+  const envelope = eventOf(type, data, { producer });
   await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), { msgID: envelope.id });
   return envelope.id;
 }

@@ -1,12 +1,5 @@
-import type { Bus, RpcServer } from '@paygate/bus';
-import {
-  createTestEnvironment,
-  openSchema,
-  serveSellersForTests,
-  type TestEnvironment,
-  waitFor,
-} from '@paygate/testing';
-import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+import { waitFor } from '@paygate/testing';
+import { type NotifierHarness, startNotifierHarness } from './harness';
 import {
   OTHER_SELLER_ID,
   paymentConfirmed,
@@ -14,8 +7,6 @@ import {
   SELLER_ID,
   sellerIdentity,
   sellerUpdated,
-  serveWebhookSecrets,
-  WebhookReceiver,
   WidgetSocket,
 } from './helpers';
 
@@ -26,41 +17,26 @@ const SESSION_TOKEN_A = `${'a'.repeat(20)}.${'b'.repeat(40)}.${'c'.repeat(43)}`;
 const API_KEY_B = 'sk_test_seller_two_0123456789';
 
 describe("notifier live channel for a seller's dashboard", () => {
-  let env: TestEnvironment;
-  let bus: Bus;
-  let notifier: RunningNotifier;
-  let receiver: WebhookReceiver;
-  const servers: RpcServer[] = [];
+  let h: NotifierHarness;
   const sockets: WidgetSocket[] = [];
   const open = async () => {
-    const socket = await WidgetSocket.open(notifier.url);
+    const socket = await WidgetSocket.open(h.url);
     sockets.push(socket);
     return socket;
   };
   const sellerEvents = (socket: WidgetSocket) => socket.messages.filter((m) => m.type === 'seller_event');
 
   beforeAll(async () => {
-    env = await createTestEnvironment('notiflive');
-    bus = await env.bus();
-    servers.push(
-      await serveSellersForTests(bus, {
-        [SESSION_TOKEN_A]: sellerIdentity(SELLER_ID),
-        [API_KEY_B]: sellerIdentity(OTHER_SELLER_ID),
-      }),
-      await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_live_0123456789', version: 1 } }),
-    );
-    receiver = await new WebhookReceiver().start();
-    notifier = await startNotifier(
-      loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WS_IDLE_TIMEOUT_MS: '400' })),
-    );
+    h = await startNotifierHarness('notiflive', {
+      settings: { WS_IDLE_TIMEOUT_MS: '400' },
+      secrets: { [SELLER_ID]: { secret: 'whsec_live_0123456789', version: 1 } },
+      sellers: { [SESSION_TOKEN_A]: sellerIdentity(SELLER_ID), [API_KEY_B]: sellerIdentity(OTHER_SELLER_ID) },
+    });
   });
 
   afterAll(async () => {
     for (const socket of sockets) socket.close();
-    await notifier?.stop();
-    await receiver?.stop();
-    for (const server of servers) await server.stop();
-    await env?.cleanup();
+    await h?.stop();
   });
 
   it('sends each seller its own changes only, and nothing to a socket that did not sign in', async () => {
@@ -75,8 +51,8 @@ describe("notifier live channel for a seller's dashboard", () => {
     expect(sellerA.messages).toEqual([{ type: 'authenticated', sellerId: SELLER_ID }]);
     expect(sellerB.messages).toEqual([{ type: 'authenticated', sellerId: OTHER_SELLER_ID }]);
 
-    const paidA = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
-    const refundA = await publish(bus, 'refund.requested', 'escrow-ledger', {
+    const paidA = await publish(h.bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
+    const refundA = await publish(h.bus, 'refund.requested', 'escrow-ledger', {
       event: 'refund.requested',
       refundRequestId: 'rr_live_1',
       transactionId: 'tx_live_1',
@@ -85,7 +61,12 @@ describe("notifier live channel for a seller's dashboard", () => {
       requestedAt: new Date().toISOString(),
     });
     // Published after A's: once B has it, B would have had A's before it.
-    const paidB = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(OTHER_SELLER_ID));
+    const paidB = await publish(
+      h.bus,
+      'payment.confirmed',
+      'escrow-ledger',
+      paymentConfirmed(OTHER_SELLER_ID),
+    );
     await waitFor(() => sellerEvents(sellerB).length >= 1, { message: 'B hears its payment' });
     await waitFor(() => sellerEvents(sellerA).length >= 2, { message: 'A hears its payment and request' });
 
@@ -109,27 +90,25 @@ describe("notifier live channel for a seller's dashboard", () => {
     const sellerA = await open();
     sellerA.send({ type: 'authenticate', token: SESSION_TOKEN_A });
     await waitFor(() => sellerA.messages.some((m) => m.type === 'authenticated'), { message: 'A signed in' });
-    await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));
+    await publish(h.bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: h.receiver.url }));
     // The seller.updated nudge itself reaches the dashboard (its settings changed).
     await waitFor(() => sellerEvents(sellerA).some((m) => m.eventType === 'seller.updated'), {
       message: 'settings change heard',
     });
     // The webhook settings are projected by a durable consumer: a payment becomes a delivery once they are.
-    const db = openSchema(env.schemaFor('notifier'));
     await waitFor(
       async () =>
         (
-          await db
+          await h.db
             .selectFrom('sellers')
             .select('webhook_url')
             .where('seller_id', '=', SELLER_ID)
             .executeTakeFirst()
-        )?.webhook_url === receiver.url,
+        )?.webhook_url === h.receiver.url,
       { message: 'webhook URL projected' },
     );
-    await db.destroy();
-    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
-    await waitFor(() => receiver.received.length > 0, { message: 'webhook delivered' });
+    await publish(h.bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
+    await waitFor(() => h.receiver.received.length > 0, { message: 'webhook delivered' });
     await waitFor(() => sellerEvents(sellerA).some((m) => m.eventType === 'webhook.delivery_attempted'), {
       message: 'delivery attempt heard',
     });
@@ -151,7 +130,7 @@ describe("notifier live channel for a seller's dashboard", () => {
     const sellerA = await open();
     sellerA.send({ type: 'authenticate', token: SESSION_TOKEN_A });
     await waitFor(() => sellerA.messages.some((m) => m.type === 'authenticated'), { message: 'A signed in' });
-    await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
+    await publish(h.bus, 'payment.confirmed', 'escrow-ledger', paymentConfirmed(SELLER_ID));
     await waitFor(() => sellerEvents(sellerA).length >= 1, { message: 'still hears after the idle timeout' });
     expect(sellerA.closed).toBeUndefined();
   });

@@ -1,74 +1,40 @@
-import type { Bus } from '@paygate/bus';
-import {
-  createTestEnvironment,
-  schemaValidator,
-  servedApiOperations,
-  serveSellersForTests,
-  type TestEnvironment,
-  waitFor,
-} from '@paygate/testing';
-import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+import { schemaValidator, servedApiOperations, waitFor } from '@paygate/testing';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/payload';
-import {
-  publish,
-  SELLER_ID,
-  sellerUpdated,
-  serveWebhookSecrets,
-  sessionSnapshot,
-  WebhookReceiver,
-} from './helpers';
+import { type NotifierHarness, startNotifierHarness } from './harness';
+import { publish, SELLER_ID, sellerIdentity, sellerUpdated, sessionSnapshot } from './helpers';
 
 const API_KEY = `sk_test_${'7'.repeat(24)}`;
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 
 describe('notifier OpenAPI document, built from the route declarations', () => {
-  let env: TestEnvironment;
-  let bus: Bus;
-  let notifier: RunningNotifier;
-  let receiver: WebhookReceiver;
-  let responder: { stop(): Promise<void> } | undefined;
+  let h: NotifierHarness;
   let doc: any;
   let deliveryId: string;
   const call = (path: string, init: RequestInit & { headers?: Record<string, string> } = {}) =>
-    fetch(`${notifier.url}${path}`, {
+    fetch(`${h.url}${path}`, {
       ...init,
       headers: { authorization: `Bearer ${API_KEY}`, ...(init.headers ?? {}) },
     });
 
   beforeAll(async () => {
-    env = await createTestEnvironment('ntapi');
-    bus = await env.bus();
-    receiver = await new WebhookReceiver().start();
-    await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: 'whsec_openapi_0123456789', version: 1 } });
-    responder = await serveSellersForTests(bus, {
-      [API_KEY]: {
-        sellerId: SELLER_ID,
-        walletAddress: `0x${'1'.repeat(40)}`,
-        payoutAddress: `0x${'1'.repeat(40)}`,
-        publishableKey: `pk_test_${'7'.repeat(24)}`,
-        apiKeyVersion: 1,
-      },
+    h = await startNotifierHarness('ntapi', {
+      secrets: { [SELLER_ID]: { secret: 'whsec_openapi_0123456789', version: 1 } },
+      sellers: { [API_KEY]: sellerIdentity(SELLER_ID) },
     });
-    notifier = await startNotifier(loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50' })));
-    doc = await (await fetch(`${notifier.url}/api/v1/openapi/notifier.json`)).json();
+    doc = await (await fetch(`${h.url}/api/v1/openapi/notifier.json`)).json();
     // A delivery of the seller, so the documented {id} routes can be called with a real one.
-    await publish(bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: receiver.url }));
+    await publish(h.bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: h.receiver.url }));
     const list = async () => (await (await call('/api/v1/webhooks/deliveries')).json()).data ?? [];
     await waitFor(
       async () => {
-        await publish(bus, 'checkout.session_created', 'checkout', sessionSnapshot());
+        await publish(h.bus, 'checkout.session_created', 'checkout', sessionSnapshot());
         return (await list()).length > 0;
       },
       { timeoutMs: 20_000, message: 'a webhook delivery for the seller' },
     );
     deliveryId = (await list())[0].id;
   }, 60_000);
-  afterAll(async () => {
-    await responder?.stop();
-    await notifier?.stop();
-    await receiver?.stop();
-    await env?.cleanup();
-  });
+  afterAll(() => h?.stop());
 
   const operations = (): Array<{ method: string; path: string; op: any }> =>
     Object.entries<any>(doc.paths).flatMap(([path, item]) =>
@@ -80,7 +46,7 @@ describe('notifier OpenAPI document, built from the route declarations', () => {
   it('documents exactly the routes express serves, with the WebSocket protocol and every webhook it sends', () => {
     expect(doc.openapi).toBe('3.1.0');
     const documented = operations().map(({ method, path }) => `${method} ${path}`);
-    const served = servedApiOperations(notifier.app);
+    const served = servedApiOperations(h.service.app);
     expect(served.length).toBeGreaterThanOrEqual(5);
     expect([...documented].sort()).toEqual([...served].sort());
     for (const { method, path, op } of operations()) {

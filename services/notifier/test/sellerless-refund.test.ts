@@ -12,11 +12,10 @@ describe('notifier: refund.completed without a seller', () => {
   let h: NotifierHarness;
 
   beforeAll(async () => {
-    h = await startNotifierHarness(
-      'notifsellerless',
-      { WEBHOOK_TIMEOUT_MS: '3000' },
-      { [SELLER_ID]: { secret: 'whsec_sellerless_0123456789', version: 1 } },
-    );
+    h = await startNotifierHarness('notifsellerless', {
+      settings: { WEBHOOK_TIMEOUT_MS: '3000' },
+      secrets: { [SELLER_ID]: { secret: 'whsec_sellerless_0123456789', version: 1 } },
+    });
     await publish(h.bus, 'seller.updated', 'registry', sellerUpdated({ webhookUrl: h.receiver.url }));
     await waitFor(
       async () => (await h.db.selectFrom('sellers').selectAll().executeTakeFirst())?.webhook_url,

@@ -1,6 +1,12 @@
 import type { Bus } from '@paygate/bus';
 import type { HostResolver } from '@paygate/net';
-import { createTestEnvironment, openSchema, type TestEnvironment, waitFor } from '@paygate/testing';
+import {
+  createTestEnvironment,
+  openSchema,
+  TestClock,
+  type TestEnvironment,
+  waitFor,
+} from '@paygate/testing';
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningNotifier, startNotifier } from '../src';
 import type { NotifierDatabase } from '../src/db';
@@ -21,13 +27,13 @@ describe('notifier: webhook to a host that resolves to loopback', () => {
   let receiver: WebhookReceiver;
   let notifier: RunningNotifier;
   let db: Kysely<NotifierDatabase>;
-  let clockMs = Date.parse('2026-11-22T12:00:00.000Z');
+  const clock = new TestClock('2026-11-22T12:00:00.000Z');
   const start = (production: boolean) =>
     startNotifier(
       {
         ...loadConfig(env.envFor('notifier', { WEBHOOK_POLL_INTERVAL_MS: '50', WEBHOOK_TIMEOUT_MS: '3000' })),
         production,
-        now: () => new Date(clockMs),
+        now: clock.now,
       },
       { random: () => 1, resolveHost: dns },
     );
@@ -60,7 +66,7 @@ describe('notifier: webhook to a host that resolves to loopback', () => {
       transactionId: 'tx_rebind',
       sellerId: SELLER_ID,
       reason: 'never arrived',
-      requestedAt: new Date(clockMs).toISOString(),
+      requestedAt: clock.now().toISOString(),
     });
     const delivery = () =>
       db.selectFrom('webhook_deliveries').selectAll().where('event_id', '=', eventId).executeTakeFirst();
@@ -80,7 +86,7 @@ describe('notifier: webhook to a host that resolves to loopback', () => {
 
     // The same delivery, retried by a development notifier (same DNS answer), reaches the receiver.
     await notifier.stop();
-    clockMs = refused!.next_attempt_at!.getTime();
+    clock.set(refused!.next_attempt_at!.getTime());
     notifier = await start(false);
     await waitFor(async () => (await delivery())?.status === 'delivered', {
       message: 'delivered in development',

@@ -4,6 +4,7 @@ import {
   createTestEnvironment,
   openSchema,
   serveSellersForTests,
+  TestClock,
   type TestEnvironment,
   waitFor,
 } from '@paygate/testing';
@@ -14,6 +15,7 @@ import {
   OTHER_SELLER_ID,
   publish,
   SELLER_ID,
+  sellerIdentity,
   sellerUpdated,
   serveWebhookSecrets,
   sessionSnapshot,
@@ -25,13 +27,6 @@ jest.setTimeout(45_000);
 const SECRET = 'whsec_seller_one_0123456789';
 const API_KEY = 'sk_test_seller_one_0123456789';
 const OTHER_API_KEY = 'sk_test_seller_two_0123456789';
-const identity = (sellerId: string) => ({
-  sellerId,
-  walletAddress: `0x${'b'.repeat(40)}`,
-  payoutAddress: `0x${'b'.repeat(40)}`,
-  publishableKey: 'pk_test_0123456789abcdef',
-  apiKeyVersion: 1,
-});
 const TX = `0x${'3'.repeat(64)}`;
 const PAYER = `0x${'4'.repeat(40)}`;
 
@@ -42,7 +37,7 @@ describe('notifier webhooks', () => {
   let notifier: RunningNotifier;
   let db: Kysely<NotifierDatabase>;
   // The notifier's clock: retry schedules are checked by moving it, not by sleeping.
-  let clockMs = Date.parse('2026-11-22T12:00:00.000Z');
+  const clock = new TestClock('2026-11-22T12:00:00.000Z');
   const configFor = (): NotifierConfig => ({
     ...loadConfig(
       env.envFor('notifier', {
@@ -53,7 +48,7 @@ describe('notifier webhooks', () => {
         WEBHOOK_CLAIM_LEASE_MS: '6000',
       }),
     ),
-    now: () => new Date(clockMs),
+    now: clock.now,
   });
   const api = (path: string, init: RequestInit = {}, key = API_KEY) =>
     fetch(`${notifier.url}${path}`, {
@@ -109,8 +104,8 @@ describe('notifier webhooks', () => {
     receiver = await new WebhookReceiver().start();
     await serveWebhookSecrets(bus, { [SELLER_ID]: { secret: SECRET, version: 1 } });
     await serveSellersForTests(bus, {
-      [API_KEY]: identity(SELLER_ID),
-      [OTHER_API_KEY]: identity(OTHER_SELLER_ID),
+      [API_KEY]: sellerIdentity(SELLER_ID),
+      [OTHER_API_KEY]: sellerIdentity(OTHER_SELLER_ID),
     });
     notifier = await startNotifier(configFor(), { random: () => 1 });
     db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
@@ -182,9 +177,9 @@ describe('notifier webhooks', () => {
           payload: received.body,
           header: received.headers['paygate-signature'],
           secret: SECRET,
-          now: () => new Date(clockMs),
+          now: clock.now,
         }),
-      ).toEqual({ timestamp: Math.floor(clockMs / 1000) });
+      ).toEqual({ timestamp: Math.floor(clock.nowMs() / 1000) });
       const body = JSON.parse(received.body);
       expect(received.headers['paygate-event-id']).toBe(body.id);
       expect(body.data.event).toBe(body.event);
@@ -196,7 +191,7 @@ describe('notifier webhooks', () => {
         payload: receiver.received[0]!.body,
         header: receiver.received[0]!.headers['paygate-signature'],
         secret: 'whsec_wrong',
-        now: () => new Date(clockMs),
+        now: clock.now,
       }),
     ).toThrow('does not match');
 
@@ -241,13 +236,13 @@ describe('notifier webhooks', () => {
   });
 
   it('announces a payout address change the wallet signed to the seller, before it takes effect', async () => {
-    const effectiveAt = new Date(clockMs + 48 * 3_600_000).toISOString();
+    const effectiveAt = new Date(clock.nowMs() + 48 * 3_600_000).toISOString();
     const id = await publish(bus, 'seller.payout_address_change_requested', 'registry', {
       sellerId: SELLER_ID,
       walletAddress: `0x${'b'.repeat(40)}`,
       currentPayoutAddress: `0x${'b'.repeat(40)}`,
       newPayoutAddress: `0x${'c'.repeat(40)}`,
-      requestedAt: new Date(clockMs).toISOString(),
+      requestedAt: clock.now().toISOString(),
       effectiveAt,
     });
     const received = await waitFor(
@@ -260,9 +255,9 @@ describe('notifier webhooks', () => {
         payload: received.body,
         header: received.headers['paygate-signature'],
         secret: SECRET,
-        now: () => new Date(clockMs),
+        now: clock.now,
       }),
-    ).toEqual({ timestamp: Math.floor(clockMs / 1000) });
+    ).toEqual({ timestamp: Math.floor(clock.nowMs() / 1000) });
     expect(JSON.parse(received.body)).toMatchObject({
       id,
       event: 'seller.payout_address_change_requested',
@@ -308,7 +303,7 @@ describe('notifier webhooks', () => {
         payload: received.body,
         header: received.headers['paygate-signature'],
         secret: SECRET,
-        now: () => new Date(clockMs),
+        now: clock.now,
       });
       return JSON.parse(received.body);
     };
@@ -346,7 +341,7 @@ describe('notifier webhooks', () => {
     // marker below) gets 200 and cannot shift the script.
     receiver.respond = (r) => (JSON.parse(r.body).paymentId === 'pay_retry' ? (answers.shift() ?? 200) : 200);
     const eventId = await publish(bus, 'payment.confirmed', 'escrow-ledger', paymentData('pay_retry'));
-    const start = clockMs;
+    const start = clock.nowMs();
     const expectedDelaysMs = [30_000, 60_000, 120_000, 240_000];
     for (const [i, delayMs] of expectedDelaysMs.entries()) {
       const [row] = await waitFor(
@@ -358,7 +353,7 @@ describe('notifier webhooks', () => {
       );
       expect(row!.status).toBe('pending');
       // random() = 1 gives the full delay: 30 s, doubling.
-      expect(row!.next_attempt_at!.getTime() - clockMs).toBe(delayMs);
+      expect(row!.next_attempt_at!.getTime() - clock.nowMs()).toBe(delayMs);
       // Not retried before its time: two marker events are delivered after it, the second by a pass that
       // started after the first marker's pass had ended, and a pass claims every delivery due at the clock.
       // Had the dispatcher taken this one early, it would be leased (or its attempt recorded) by now.
@@ -368,7 +363,7 @@ describe('notifier webhooks', () => {
         status: 'pending',
         leased_until: null,
       });
-      clockMs += delayMs;
+      clock.advance(delayMs);
     }
     const [delivered] = await waitFor(
       async () => {
@@ -396,7 +391,7 @@ describe('notifier webhooks', () => {
     const mine = receiver.received.filter((r) => r.headers['paygate-event-id'] === eventId);
     expect(mine).toHaveLength(5);
     expect(new Set(mine.map((r) => r.body)).size).toBe(1);
-    expect(clockMs - start).toBe(450_000);
+    expect(clock.nowMs() - start).toBe(450_000);
   });
 
   it('fails at once on a non-retryable 4xx, and gives up on a retryable failure after 3 days', async () => {
@@ -422,12 +417,12 @@ describe('notifier webhooks', () => {
     );
     expect(first!.give_up_at.getTime() - first!.created_at.getTime()).toBe(72 * 3600_000);
     // Far into the schedule: delays are capped at 6 h, the last retry is clamped to the end of the window.
-    clockMs = first!.give_up_at.getTime() - 60_000;
+    clock.set(first!.give_up_at.getTime() - 60_000);
     await waitFor(async () => (await deliveriesOf(doomed))[0]?.attempt_count === 2, { message: 'attempt 2' });
     const second = (await deliveriesOf(doomed))[0]!;
     expect(second.status).toBe('pending');
     expect(second.next_attempt_at!.getTime()).toBe(first!.give_up_at.getTime());
-    clockMs = first!.give_up_at.getTime();
+    clock.set(first!.give_up_at.getTime());
     const [gaveUp] = await waitFor(
       async () => {
         const rows = await deliveriesOf(doomed);
@@ -458,7 +453,7 @@ describe('notifier webhooks', () => {
     await notifier.stop();
 
     receiver.respond = () => 200;
-    clockMs = pending!.next_attempt_at!.getTime();
+    clock.set(pending!.next_attempt_at!.getTime());
     notifier = await startNotifier(configFor(), { random: () => 1 });
     const [delivered] = await waitFor(
       async () => {

@@ -4,34 +4,26 @@
  *
  *   npx jest --ci services/notifier/test/ws-per-client.test.ts
  */
-import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
+import { waitFor } from '@paygate/testing';
 import WebSocket from 'ws';
-import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+import { type NotifierHarness, startNotifierHarness } from './harness';
 
 jest.setTimeout(45_000);
 
 const PER_CLIENT = 2;
 
 describe('notifier: open WebSockets per client address', () => {
-  let env: TestEnvironment;
-  let notifier: RunningNotifier;
+  let h: NotifierHarness;
   const sockets: WebSocket[] = [];
 
   beforeAll(async () => {
-    env = await createTestEnvironment('notifwscap');
-    notifier = await startNotifier(
-      loadConfig(
-        env.envFor('notifier', {
-          WS_MAX_SOCKETS_PER_CLIENT: String(PER_CLIENT),
-          TRUSTED_PROXIES: '127.0.0.1/32',
-        }),
-      ),
-    );
+    h = await startNotifierHarness('notifwscap', {
+      settings: { WS_MAX_SOCKETS_PER_CLIENT: String(PER_CLIENT), TRUSTED_PROXIES: '127.0.0.1/32' },
+    });
   });
   afterAll(async () => {
     for (const socket of sockets) socket.terminate();
-    await notifier?.stop();
-    await env?.cleanup();
+    await h?.stop();
   });
 
   /** Opens a socket from `from`: 'open', or the HTTP status and body the upgrade was refused with. */
@@ -39,7 +31,7 @@ describe('notifier: open WebSockets per client address', () => {
     from: string,
     headers: Record<string, string> = {},
   ): Promise<{ socket: WebSocket } | { status: number; retryAfter: string | undefined; body: any }> {
-    const url = `${notifier.url.replace(/^http/, 'ws')}/api/v1/ws`;
+    const url = `${h.url.replace(/^http/, 'ws')}/api/v1/ws`;
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(url, { localAddress: from, headers });
       socket.once('open', () => {
@@ -80,9 +72,9 @@ describe('notifier: open WebSockets per client address', () => {
 
     // A closed socket frees its place.
     const first = sockets[0]!;
-    const before = notifier.live.socketCount;
+    const before = h.service.live.socketCount;
     first.close();
-    await waitFor(() => notifier.live.socketCount === before - 1, { message: 'socket never dropped' });
+    await waitFor(() => h.service.live.socketCount === before - 1, { message: 'socket never dropped' });
     expect(await connect('127.0.0.2')).toHaveProperty('socket');
   });
 
