@@ -5,7 +5,6 @@ import { ClaimInvariantError, LedgerClaimRefused } from '../errors';
 import type { ChainVerifier } from '../x402/mechanisms/tx-hash/chain';
 import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof-checks';
 import { PaymentClaimRows } from './claim-rows';
-import type { ClaimOptions, ProvenTransfer, RecordedClaim, RecordStatement } from './claim-statement';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
@@ -24,7 +23,8 @@ export class PaymentService {
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
   private readonly subscriptionCache = new LRUCache<string, PaymentClaim>({ max: MAX_CACHE_ENTRIES });
   private readonly checks: ProofChecks;
-  private readonly rows: PaymentClaimRows;
+  /** The claim rows: x402 claims its included transfers here too (insertRecorded, with its authorization's record). */
+  readonly rows: PaymentClaimRows;
 
   constructor(
     ctx: GatewayContext,
@@ -114,8 +114,9 @@ export class PaymentService {
   }
 
   /**
-   * Claims a transfer `verify` proved (insertClaim: the ledger's claim, then this gateway's row): exactly one of any
-   * number of concurrent presentations is credited; one that lost the race is decided by the reuse rules.
+   * Claims a transfer `verify` proved (PaymentClaimRows.insert: the ledger's claim, then this gateway's row):
+   * exactly one of any number of concurrent presentations is credited; one that lost the race is decided by the
+   * reuse rules.
    */
   async claim(
     proof: PaymentProof,
@@ -125,7 +126,7 @@ export class PaymentService {
     const { transfer, chainMs } = verified;
     let inserted: PaymentClaim | undefined;
     try {
-      inserted = await this.insertClaim(
+      inserted = await this.rows.insert(
         {
           txHash: proof.txHash,
           logIndex: transfer.logIndex,
@@ -147,33 +148,6 @@ export class PaymentService {
     const winner = await this.findClaim(proof);
     if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
-  }
-
-  /**
-   * Claims an on-chain transfer for a purchase (PaymentClaimRows.insert: the ledger's claim and booking, then this
-   * gateway's row). Undefined when the transfer was already claimed. Used by the tx-hash proof (after
-   * the chain check) and by x402 (after the relayer's transfer was included).
-   * Throws LedgerClaimRefused when the ledger refuses (another path spent it) or does not answer in time.
-   */
-  insertClaim(
-    transfer: ProvenTransfer,
-    purchase: Purchase,
-    options: ClaimOptions = {},
-  ): Promise<PaymentClaim | undefined> {
-    return this.rows.insert(transfer, purchase, options);
-  }
-
-  /**
-   * insertClaim with one more record written in the same statement (PaymentClaimRows.insertRecorded: the statement
-   * beside the ledger's claim, committed once the ledger agreed): x402's authorization row, settled with the claim.
-   */
-  insertClaimRecorded(
-    transfer: ProvenTransfer,
-    purchase: Purchase,
-    options: ClaimOptions,
-    record: RecordStatement,
-  ): Promise<RecordedClaim> {
-    return this.rows.insertRecorded(transfer, purchase, options, record);
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */

@@ -1,32 +1,10 @@
 import type { PaymentKind } from '@paygate/protocol';
+import type { Selectable } from 'kysely';
+import type { PaymentClaimsTable } from '../db';
 import type { PaymentFailure } from './failures';
 
 /** A gateway payment: one row per `network:txHash` in payment_claims. */
-export interface PaymentClaim {
-  id: string;
-  network: string;
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  payer: string;
-  token: string;
-  amount_micro: bigint;
-  seller_id: string;
-  skill_id: string | null;
-  skill_name: string | null;
-  endpoint_id: string | null;
-  resource: string;
-  kind: PaymentKind;
-  /** The payment path the transfer was claimed through. */
-  claimed_via: 'proxy' | 'ticket' | 'verify' | 'facilitator';
-  /** unserved: its retry window passed after a seller failure; final (payments/unserved.ts). */
-  state: 'in_flight' | 'served' | 'retryable' | 'unserved';
-  access_expires_at: Date | null;
-  retry_until: Date | null;
-  attempts: number;
-  created_at: Date;
-  updated_at: Date;
-}
+export type PaymentClaim = Selectable<PaymentClaimsTable>;
 
 /** What is being sold, and to whom the money goes. */
 export interface Purchase {

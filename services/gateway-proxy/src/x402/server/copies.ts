@@ -8,8 +8,6 @@ import type { DecodedX402Payment } from '../protocol';
 const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
-type CopyOptions = SettleOptions;
-
 /** What a copy's wait reads: the x402 payments, the bounds of a settlement's wait, and the copies' gauge. */
 export interface CopiesDeps {
   x402: Pick<X402Payments, 'settle' | 'authorizations'>;
@@ -26,49 +24,38 @@ export class SettlementCopies {
 
   constructor(private readonly deps: CopiesDeps) {}
 
-  settle(
+  /**
+   * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled
+   * (by this gateway or by another replica) waits for that settlement instead of answering 503, then is presented
+   * again under the purchase's reuse rules: one authorization is one sale, so exactly one caller hears it settled
+   * (the seller's server, or the paid skill URL, serves once) and every copy is refused as used, or shares a
+   * subscription's claim the rules allow. A copy's wait never answers it with the first one's success: a resource
+   * server settles once per request, and nothing in a copy proves it is that same request.
+   */
+  async settle(
     payment: DecodedX402Payment,
     purchase: Purchase,
     version: 1 | 2,
-    options: CopyOptions = {},
+    options: SettleOptions = {},
   ): Promise<X402Outcome> {
-    return settleAwaitingCopies(this.deps, this.running, payment, purchase, version, options);
-  }
-}
-
-/**
- * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled (by
- * this gateway or by another replica) waits for that settlement instead of answering 503, then is presented again
- * under the purchase's reuse rules: one authorization is one sale, so exactly one caller hears it settled (the
- * seller's server, or the paid skill URL, serves once) and every copy is refused as used, or shares a
- * subscription's claim the rules allow. A copy's wait never answers it with the first one's success: a resource
- * server settles once per request, and nothing in a copy proves it is that same request.
- */
-async function settleAwaitingCopies(
-  deps: CopiesDeps,
-  running: Map<string, Promise<X402Outcome>>,
-  payment: DecodedX402Payment,
-  purchase: Purchase,
-  version: 1 | 2,
-  options: CopyOptions = {},
-): Promise<X402Outcome> {
-  const a = payment.authorization;
-  const id = `${a.from.toLowerCase()}:${a.nonce.toLowerCase()}:${payment.signature.toLowerCase()}`;
-  const first = running.get(id);
-  if (first) {
-    await waitingAsCopy(
-      deps,
-      first.catch(() => undefined),
-    );
-    // Presented again once the first is done: its row says what this copy may have (usually: already used).
-    return settleOrWait(deps, payment, purchase, version, options);
-  }
-  const outcome = settleOrWait(deps, payment, purchase, version, options);
-  running.set(id, outcome);
-  try {
-    return await outcome;
-  } finally {
-    running.delete(id);
+    const a = payment.authorization;
+    const id = `${a.from.toLowerCase()}:${a.nonce.toLowerCase()}:${payment.signature.toLowerCase()}`;
+    const first = this.running.get(id);
+    if (first) {
+      await waitingAsCopy(
+        this.deps,
+        first.catch(() => undefined),
+      );
+      // Presented again once the first is done: its row says what this copy may have (usually: already used).
+      return settleOrWait(this.deps, payment, purchase, version, options);
+    }
+    const outcome = settleOrWait(this.deps, payment, purchase, version, options);
+    this.running.set(id, outcome);
+    try {
+      return await outcome;
+    } finally {
+      this.running.delete(id);
+    }
   }
 }
 
@@ -78,7 +65,7 @@ async function settleOrWait(
   payment: DecodedX402Payment,
   purchase: Purchase,
   version: 1 | 2,
-  options: CopyOptions,
+  options: SettleOptions,
 ): Promise<X402Outcome> {
   const settle = () => deps.x402.settle(payment, purchase, version, options);
   const outcome = await settle();

@@ -1,33 +1,19 @@
 import type { TransferAuthorization } from '@paygate/contracts';
-import { type Kysely, sql } from 'kysely';
-import type { GatewayDatabase } from '../../../db';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { GatewayDatabase, X402AuthorizationsTable } from '../../../db';
 import type { RecordStatement } from '../../../payments/claim-statement';
 import type { PaymentClaim, Purchase } from '../../../payments/service';
 import type { DecodedX402Payment } from '../../protocol';
 
-/** One authorization, whoever presents it: `(chain, token, payer, nonce)`. */
-export interface AuthorizationKey {
-  chain_id: number;
-  token: string;
-  payer: string;
-  auth_nonce: string;
-}
+type StoredAuthorization = Selectable<X402AuthorizationsTable>;
 
-export interface AuthorizationRow extends AuthorizationKey {
-  signature: string;
-  resource: string;
-  seller_id: string;
-  state: 'submitting' | 'settled' | 'refused';
-  reason: string | null;
-  tx_hash: string | null;
-  claim_id: string | null;
+/** One authorization, whoever presents it: `(chain, token, payer, nonce)`. */
+export type AuthorizationKey = Pick<StoredAuthorization, 'chain_id' | 'token' | 'payer' | 'auth_nonce'>;
+
+/** An authorization's row, its purchase as claim() stored it (`priceMicro` as a decimal string). */
+export type AuthorizationRow = Omit<StoredAuthorization, 'purchase'> & {
   purchase: Purchase & { priceMicro: string };
-  to_address: string;
-  value_micro: bigint;
-  valid_after: bigint;
-  valid_before: bigint;
-  updated_at: Date;
-}
+};
 
 /**
  * An authorization a caller claimed (`submitting` since `claimedAt`): what only that caller may give back (forget).
@@ -210,7 +196,7 @@ export class X402Authorizations {
   }
 
   /**
-   * recordSettlement as one more statement of the transfer's claim (PaymentService.insertClaimRecorded), written
+   * recordSettlement as one more statement of the transfer's claim (PaymentClaimRows.insertRecorded), written
    * once for the claims of a batch: each authorization row still `submitting` gets its transfer and its claim row
    * (none: the transfer was claimed before, so the row is refused as `transfer_already_claimed`).
    */

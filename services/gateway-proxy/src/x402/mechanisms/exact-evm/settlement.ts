@@ -230,7 +230,7 @@ export class X402Settlement {
     const now = this.settings.now();
     const settlement = { txHash: reply.txHash, logIndex: reply.logIndex ?? null };
     try {
-      return await this.payments.insertClaimRecorded(
+      return await this.payments.rows.insertRecorded(
         {
           txHash: reply.txHash,
           logIndex: reply.logIndex!,
@@ -287,7 +287,7 @@ export class X402Settlement {
     }
     if (!row || (signature !== null && row.signature !== signature.toLowerCase())) return used;
     if (row.state === 'refused') {
-      // A row refused as `transfer_already_claimed` (or under an older code) answers as its live refusal did.
+      // A row refused as `transfer_already_claimed` (no x402 code) answers as its live refusal did.
       const reason = isX402Reason(row.reason) ? row.reason : UPSTREAM_REASONS.nonceAlreadyUsed;
       return refused(402, reason, 'this authorization was refused before');
     }

@@ -3,8 +3,6 @@ import { UPSTREAM_REASONS as R, type X402Reason, type X402Refusal } from '../../
 import type { DecodedX402Payment } from '../../protocol';
 import type { TokenDomain } from './evm-reads';
 
-export type { X402Reason, X402Refusal } from '../../../reasons';
-
 /** What this route requires, from Paygate's own configuration (never the client's `accepted` copy). */
 export interface X402Expectation extends TokenDomain {
   payTo: string;
@@ -199,11 +197,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
       ),
   },
 ];
-
-/** Every check in order; a read that throws propagates (the caller answers 503: nothing was refused). */
-export async function runChecks(input: CheckInput): Promise<X402Refusal | undefined> {
-  return (await runLocalChecks(input)) ?? runReadChecks(input);
-}
 
 const LOCAL_CHECKS = EXACT_EVM_CHECKS.filter((check) => !check.reads);
 const READ_CHECKS = EXACT_EVM_CHECKS.filter((check) => check.reads);
