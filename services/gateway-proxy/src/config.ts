@@ -71,11 +71,7 @@ export function loadConfig(
   now: () => Date = () => new Date(),
 ): GatewayProxyConfig {
   const common = commonConfig(env, { serviceName: 'gateway-proxy', schema: 'gateway', port: 8082 });
-  // CHAIN_TIMEOUT_MS is the gateway's former name of RPC_TIMEOUT_MS, still honoured.
-  const chain = chainConfig(
-    { ...env, RPC_TIMEOUT_MS: env.RPC_TIMEOUT_MS ?? env.CHAIN_TIMEOUT_MS },
-    { rpcTimeoutMs: 5000 },
-  );
+  const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
   // One parse for every group, and the checks past envalid's in the same list: one error names every bad variable.
   const problems: string[] = [];
   const parsed = parseEnv(

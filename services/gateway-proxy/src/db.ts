@@ -73,8 +73,6 @@ export interface X402AuthorizationsTable {
 /** Ticket (and forward) signing keys, sealed under TICKET_KEY_ENCRYPTION_KEY. */
 export interface TicketKeysTable {
   kid: string;
-  /** Only rows written before keys were sealed; sealed and cleared at start. */
-  private_key_pem: string | null;
   private_key_sealed: string | null;
   public_jwk: Json<unknown>;
   created_at: Generated<Date>;

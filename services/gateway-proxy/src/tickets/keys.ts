@@ -42,7 +42,7 @@ const JWKS_REFRESH_MS = 60_000;
  * ES256 key under an advisory lock and stores it in the gateway schema, so every replica signs with the same
  * key. Every recorded key stays in the JWKS (newest first, bounded), so tickets signed before a rotation
  * still verify until they expire. Private keys are stored sealed (`box`, TICKET_KEY_ENCRYPTION_KEY), never as
- * plaintext PEM: a row written in plaintext before sealing existed is sealed and cleared at start.
+ * plaintext PEM.
  */
 export class TicketKeyStore {
   private signing: SigningKey | undefined;
@@ -56,7 +56,6 @@ export class TicketKeyStore {
   ) {}
 
   async init(): Promise<void> {
-    await this.sealPlaintextKeys();
     if (this.configuredPem) {
       const privateKey = createPrivateKey(this.configuredPem);
       const { kid, jwk, pem } = await describe(privateKey);
@@ -83,27 +82,6 @@ export class TicketKeyStore {
       });
     }
     await this.refreshJwks();
-  }
-
-  /** Rows stored before keys were sealed: sealed now and their plaintext cleared (bounded: a handful of keys). */
-  private async sealPlaintextKeys(): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await sql`select pg_advisory_xact_lock(hashtext(current_schema() || '.ticket_keys'))`.execute(trx);
-      const plain = await trx
-        .selectFrom('ticket_keys')
-        .select(['kid', 'private_key_pem'])
-        .where('private_key_pem', 'is not', null)
-        .$narrowType<{ private_key_pem: string }>()
-        .limit(100)
-        .execute();
-      for (const row of plain) {
-        await trx
-          .updateTable('ticket_keys')
-          .set({ private_key_sealed: this.box.seal(row.private_key_pem), private_key_pem: null })
-          .where('kid', '=', row.kid)
-          .execute();
-      }
-    });
   }
 
   private openKey(row: { kid: string; private_key_sealed: string | null }): string {
