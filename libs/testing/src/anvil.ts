@@ -127,46 +127,41 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw lastError;
 }
 
-async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
-  const chainId = options.chainId ?? 31337;
-  const startTimeoutMs = options.startTimeoutMs ?? 10_000;
-  const host = options.host ?? '127.0.0.1';
-  const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
-  if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
-  args.push(...(options.extraArgs ?? []));
+/** A spawned anvil: whether it said it listens, its output's tail, its exit code once it exited, and its stop. */
+interface AnvilProcess {
+  child: ChildProcess;
+  state: { listening: boolean; outputTail: string; exitCode: number | null | undefined };
+  stop(): Promise<void>;
+}
 
+function spawnAnvil(args: string[], listeningLine: string): AnvilProcess {
   const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   registerForExitCleanup(child);
   const watchdog = startOrphanWatchdog(child);
+  const state: AnvilProcess['state'] = { listening: false, outputTail: '', exitCode: undefined };
   // Always drain anvil's output (a full pipe would block it); keep the tail for error messages.
   // "Listening on" proves that THIS process bound the port (another node on it would also answer RPC).
-  let outputTail = '';
-  let listening = false;
-  const listeningLine = `Listening on ${host}:${port}`;
   const keepTail = (chunk: Buffer) => {
-    outputTail = (outputTail + chunk.toString()).slice(-OUTPUT_TAIL_CHARS);
-    listening ||= outputTail.includes(listeningLine);
+    state.outputTail = (state.outputTail + chunk.toString()).slice(-OUTPUT_TAIL_CHARS);
+    state.listening ||= state.outputTail.includes(listeningLine);
   };
   child.stdout?.on('data', keepTail);
   child.stderr?.on('data', keepTail);
-
-  let exitCode: number | null | undefined;
   const exited = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => {
-      exitCode = code ?? (signal ? -1 : null);
+      state.exitCode = code ?? (signal ? -1 : null);
       runningAnvils.delete(child);
       resolve();
     });
     child.once('error', (error) => {
-      outputTail += `\n${error.message}`;
-      exitCode = -1;
+      state.outputTail += `\n${error.message}`;
+      state.exitCode = -1;
       runningAnvils.delete(child);
       resolve();
     });
   });
-
-  const stopProcess = async () => {
-    if (exitCode === undefined) {
+  const stop = async () => {
+    if (state.exitCode === undefined) {
       child.kill('SIGTERM');
       const killTimer = setTimeout(() => child.kill('SIGKILL'), 3000);
       await exited;
@@ -174,31 +169,44 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
     }
     watchdog?.kill('SIGKILL');
   };
+  return { child, state, stop };
+}
 
-  const rpcUrl = `http://127.0.0.1:${port}`;
+/** Waits until the node listens and answers `chainId`; stops it and throws when it exits, lies or is too slow. */
+async function waitForAnvil(anvil: AnvilProcess, rpcUrl: string, chainId: number, startTimeoutMs: number) {
+  const { state } = anvil;
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
-    if (exitCode !== undefined) {
-      throw new Error(`anvil exited (code ${exitCode}) before answering on ${rpcUrl}:\n${outputTail}`);
+    if (state.exitCode !== undefined) {
+      throw new Error(
+        `anvil exited (code ${state.exitCode}) before answering on ${rpcUrl}:\n${state.outputTail}`,
+      );
     }
-    try {
-      if (!listening) throw new Error('not listening yet');
-      const answeredChainId = await fetchChainId(rpcUrl, { timeoutMs: 1000 });
-      if (answeredChainId !== chainId) {
-        await stopProcess();
-        throw new Error(`${rpcUrl} answered chain id ${answeredChainId}, expected ${chainId} (port taken?)`);
-      }
-      break;
-    } catch (error) {
-      if (error instanceof Error && error.message.includes('answered chain id')) throw error;
-      if (Date.now() > deadline) {
-        await stopProcess();
-        throw new Error(`anvil did not answer on ${rpcUrl} within ${startTimeoutMs} ms:\n${outputTail}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    const answeredChainId = state.listening
+      ? await fetchChainId(rpcUrl, { timeoutMs: 1000 }).catch(() => undefined)
+      : undefined;
+    if (answeredChainId === chainId) return;
+    if (answeredChainId !== undefined) {
+      await anvil.stop();
+      throw new Error(`${rpcUrl} answered chain id ${answeredChainId}, expected ${chainId} (port taken?)`);
     }
+    if (Date.now() > deadline) {
+      await anvil.stop();
+      throw new Error(`anvil did not answer on ${rpcUrl} within ${startTimeoutMs} ms:\n${state.outputTail}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
 
+async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
+  const chainId = options.chainId ?? 31337;
+  const host = options.host ?? '127.0.0.1';
+  const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
+  if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
+  args.push(...(options.extraArgs ?? []));
+  const anvil = spawnAnvil(args, `Listening on ${host}:${port}`);
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  await waitForAnvil(anvil, rpcUrl, chainId, options.startTimeoutMs ?? 10_000);
   const provider = makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
   let stopping: Promise<void> | undefined;
   return {
@@ -206,11 +214,11 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
     port,
     chainId,
     provider,
-    process: child,
+    process: anvil.child,
     stop() {
       stopping ??= (async () => {
         provider.destroy();
-        await stopProcess();
+        await anvil.stop();
       })();
       return stopping;
     },

@@ -73,6 +73,47 @@ async function onAdminConnection(
 }
 
 /**
+ * Creates the suite's database (from the migrated template when there is one) with `settings` as every connection's
+ * defaults. Under jest, commits return before their WAL reaches the disk: a test never crashes the shared Postgres,
+ * and waiting for fsync on every commit only slowed the suites. Benchmarks (tsx, no jest) keep production's durable
+ * commits, so their figures include the fsync a real commit waits for.
+ */
+function createSuiteDatabase(database: string, settings: Record<string, string>, logger: Logger) {
+  const template = process.env[TEMPLATE_DATABASE_ENV];
+  const durability = process.env.JEST_WORKER_ID === undefined ? {} : { synchronous_commit: 'off' };
+  return onAdminConnection(async (client) => {
+    await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
+    for (const [name, value] of Object.entries({ ...durability, ...settings })) {
+      await client.query(
+        `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
+      );
+    }
+  }, logger);
+}
+
+/** What every service of a suite is started with besides its database, schema and namespace. */
+function suiteServiceSettings(): Record<string, string> {
+  return {
+    PORT: '0',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // About 20 s of patience (0.5, 1, 2, 4, 5, 5, 5 s): a shared Postgres briefly out of connection slots
+    // (53300 too many clients, while other suites start their services) is waited out, not a failed suite.
+    STARTUP_ATTEMPTS: '8',
+    // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
+    // the production default of 10 per service could use it up (with four workers a clean-clone run peaked at 75).
+    DB_POOL_SIZE: '4',
+    // An idle connection goes back to Postgres after 5 s (30 s in production): with 30 s a clean-clone run peaked at
+    // 93 of the 100 connections, mostly idle ones of suites that had finished their burst. After 1 s, pools opened
+    // a third more sessions, and a new session costs Postgres about 47 ms of CPU on this host (pgbench -C), a
+    // hundred times a query on an open one.
+    DB_IDLE_TIMEOUT_MS: '5000',
+    // A request waits up to 15 s (5 s in production) for a pooled connection: at load 20 on two cores a burst of
+    // requests against a pool of 4 can wait longer than 5 s, which would be a 503 "database unavailable".
+    DB_CONNECT_TIMEOUT_MS: '15000',
+  };
+}
+
+/**
  * `databaseSettings`: server settings every connection to the suite's database starts with (ALTER DATABASE ... SET),
  * for a suite that needs one in the services' own pools, which a test cannot reconfigure (deadlock_timeout).
  */
@@ -83,21 +124,8 @@ export async function createTestEnvironment(
   const id = `${label.replace(/[^a-z0-9]/g, '').slice(0, 12)}_${randomSuffix()}`;
   const namespace = `t${id}`;
   const database = `${SUITE_DATABASE_PREFIX}${id}`;
-  const template = process.env[TEMPLATE_DATABASE_ENV];
   const logger = createLogger(`test-${label}`, process.env.TEST_LOG_LEVEL ?? 'silent');
-  await onAdminConnection(async (client) => {
-    await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
-    // Under jest, commits return before their WAL reaches the disk: a test never crashes the shared Postgres, and
-    // waiting for fsync on every commit only slowed the suites. Benchmarks (tsx, no jest) keep production's
-    // durable commits, so their figures include the fsync a real commit waits for.
-    const durability = process.env.JEST_WORKER_ID === undefined ? {} : { synchronous_commit: 'off' };
-    const settings = { ...durability, ...options.databaseSettings };
-    for (const [name, value] of Object.entries(settings)) {
-      await client.query(
-        `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
-      );
-    }
-  }, logger);
+  await createSuiteDatabase(database, options.databaseSettings ?? {}, logger);
   const databaseUrl = databaseUrlFor(TEST_DATABASE_URL, database);
   const schemas = new Set<string>();
   const buses: Bus[] = [];
@@ -121,22 +149,7 @@ export async function createTestEnvironment(
         NATS_URL: TEST_NATS_URL,
         DB_SCHEMA: env.schemaFor(service),
         EVENT_NAMESPACE: namespace,
-        PORT: '0',
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-        // About 20 s of patience (0.5, 1, 2, 4, 5, 5, 5 s): a shared Postgres briefly out of connection slots
-        // (53300 too many clients, while other suites start their services) is waited out, not a failed suite.
-        STARTUP_ATTEMPTS: '8',
-        // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
-        // the production default of 10 per service could use it up (with four workers a clean-clone run peaked at 75).
-        DB_POOL_SIZE: '4',
-        // An idle connection goes back to Postgres after 5 s (30 s in production): a clean-clone run alone peaked at
-        // 93 of the 100 connections with 30 s, mostly idle ones of suites that had finished their burst. After 1 s,
-        // pools opened a third more sessions, and a new session costs Postgres about 47 ms of CPU on this host
-        // (pgbench -C), a hundred times a query on an open one.
-        DB_IDLE_TIMEOUT_MS: '5000',
-        // A request waits up to 15 s (5 s in production) for a pooled connection: at load 20 on two cores a burst of
-        // requests against a pool of 4 waited longer than 5 s and was answered 503 "database unavailable".
-        DB_CONNECT_TIMEOUT_MS: '15000',
+        ...suiteServiceSettings(),
         ...extra,
       };
     },

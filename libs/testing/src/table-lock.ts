@@ -4,7 +4,10 @@ import { type Kysely, sql } from 'kysely';
  * Another transaction holds `table` (access exclusive) until `release()`: every read of it waits meanwhile, so a
  * test can let an event be consumed while a cache's read is in flight. Resolves once the lock is held.
  */
-export async function holdTableLock(db: Kysely<any>, table: string): Promise<{ release(): Promise<void> }> {
+export async function holdTableLock<DB>(
+  db: Kysely<DB>,
+  table: string,
+): Promise<{ release(): Promise<void> }> {
   let letGo!: () => void;
   const released = new Promise<void>((resolve) => (letGo = resolve));
   let locked!: () => void;

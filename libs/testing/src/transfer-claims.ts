@@ -3,6 +3,7 @@ import {
   type ClaimedVia,
   claimedViaOf,
   claimedViaOnWire,
+  type RpcReply,
   type RpcRequest,
   refundTakesOverClaim,
 } from '@paygate/contracts';
@@ -36,50 +37,12 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
 }> {
   const claims = new Map<string, HeldClaim>();
   const payments: BookedClaimPayment[] = [];
-  const booked = (claim: HeldClaim) =>
-    claim.payment ? { paymentId: claim.payment.paymentId, transactionId: `txn_${claim.claimId}` } : {};
   let counter = 0;
+  const nextClaimId = () => `clm_test_${(++counter).toString().padStart(6, '0')}`;
   const served = await serveRpc(
     bus,
     'ledger.claim_transfer',
-    async (wire) => {
-      // The payment path under one name, whichever name the wire used (claimedVia, or the old channel).
-      const request = { ...wire, claimedVia: claimedViaOf(wire) };
-      const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
-      const held = claims.get(key);
-      if (held && held.claimedVia === request.claimedVia && held.reference === request.reference) {
-        // As the ledger does: a repeat books nothing, unless no payment of the transfer stands any more.
-        if (held.reversed && request.payment) {
-          held.payment = request.payment;
-          held.reversed = false;
-          payments.push(held as BookedClaimPayment);
-        }
-        return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt, ...booked(held) };
-      }
-      // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
-      if (!held || refundTakesOverClaim(held, request)) {
-        const claim = {
-          ...request,
-          claimId: `clm_test_${(++counter).toString().padStart(6, '0')}`,
-          claimedAt: new Date().toISOString(),
-        };
-        claims.set(key, claim);
-        if (claim.payment) payments.push(claim as BookedClaimPayment);
-        return {
-          ok: true,
-          claimId: claim.claimId,
-          fresh: true,
-          claimedAt: claim.claimedAt,
-          ...booked(claim),
-        };
-      }
-      return {
-        ok: false,
-        reason: 'claimed_elsewhere',
-        message: `transfer ${key} already claimed by ${held.claimedVia}`,
-        claimedBy: { ...claimedViaOnWire(held.claimedVia), claimedAt: held.claimedAt },
-      };
-    },
+    async (wire) => answerClaim(claims, payments, { ...wire, claimedVia: claimedViaOf(wire) }, nextClaimId),
     { error: () => undefined, warn: () => undefined },
   );
   // The ledger reverses a reorged transfer's payment; heard here on the plain subject (JetStream delivers there too).
@@ -101,5 +64,40 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
       reorgs.unsubscribe();
       await served.stop();
     },
+  };
+}
+
+/** The contract's answer to one claim, applied to the claims and payments held in memory. */
+function answerClaim(
+  claims: Map<string, HeldClaim>,
+  payments: BookedClaimPayment[],
+  request: RpcRequest<'ledger.claim_transfer'> & { claimedVia: ClaimedVia },
+  nextClaimId: () => string,
+): RpcReply<'ledger.claim_transfer'> {
+  const booked = (claim: HeldClaim) =>
+    claim.payment ? { paymentId: claim.payment.paymentId, transactionId: `txn_${claim.claimId}` } : {};
+  const key = `${request.chainId}:${request.txHash.toLowerCase()}:${request.logIndex}`;
+  const held = claims.get(key);
+  if (held && held.claimedVia === request.claimedVia && held.reference === request.reference) {
+    // As the ledger does: a repeat books nothing, unless no payment of the transfer stands any more.
+    if (held.reversed && request.payment) {
+      held.payment = request.payment;
+      held.reversed = false;
+      payments.push(held as BookedClaimPayment);
+    }
+    return { ok: true, claimId: held.claimId, fresh: false, claimedAt: held.claimedAt, ...booked(held) };
+  }
+  // No payments are booked here, so a takeover is never refused for one (the real ledger checks).
+  if (!held || refundTakesOverClaim(held, request)) {
+    const claim = { ...request, claimId: nextClaimId(), claimedAt: new Date().toISOString() };
+    claims.set(key, claim);
+    if (claim.payment) payments.push(claim as BookedClaimPayment);
+    return { ok: true, claimId: claim.claimId, fresh: true, claimedAt: claim.claimedAt, ...booked(claim) };
+  }
+  return {
+    ok: false,
+    reason: 'claimed_elsewhere',
+    message: `transfer ${key} already claimed by ${held.claimedVia}`,
+    claimedBy: { ...claimedViaOnWire(held.claimedVia), claimedAt: held.claimedAt },
   };
 }
