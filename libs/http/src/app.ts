@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '@paygate/telemetry';
 import express, { type ErrorRequestHandler, type Express as ExpressApp, type Request } from 'express';
 import { clientAddress, parseTrustedProxies, type TrustedProxies } from './client-address';
-import { badRequest, type ErrorBody, HttpError, invalidJson } from './errors';
+import { badRequest, type ErrorBody, errorBody, HttpError, HttpReason, invalidJson } from './errors';
 import { assertStoredText } from './validation';
 
 declare global {
@@ -195,96 +195,63 @@ interface ErrorKind {
   name: string;
   matches(error: any): boolean;
   heard?: 'unexpected' | 'databaseRefusal';
-  answer(error: any, requestId: string): ErrorAnswer;
+  answer(error: any): HttpError;
 }
 
-function httpErrorAnswer(error: HttpError, requestId: string): ErrorAnswer {
-  return {
-    status: error.status,
-    body: { error: { code: error.code, message: error.message, ...error.details, requestId } },
-  };
-}
-
-function serviceUnavailable(message: string): ErrorKind['answer'] {
-  return (_error, requestId) => ({
-    status: 503,
-    body: { error: { code: 'service_unavailable', message, requestId } },
-  });
-}
+const unavailable = (code: string, message: string) => () => new HttpError(503, code, message);
 
 /** The kinds of error with their own answer, in order: the first that matches answers. */
 const ERROR_KINDS: readonly ErrorKind[] = [
-  {
-    name: 'an HttpError',
-    matches: (error) => error instanceof HttpError,
-    answer: httpErrorAnswer,
-  },
+  { name: 'an HttpError', matches: (error) => error instanceof HttpError, answer: (error) => error },
   {
     name: 'a body that is not JSON',
     matches: (error) => error?.type === 'entity.parse.failed',
-    answer: (_error, requestId) => httpErrorAnswer(invalidJson(), requestId),
+    answer: invalidJson,
   },
   {
     name: 'a body over the limit',
     matches: (error) => error?.type === 'entity.too.large',
-    answer: (_error, requestId) => ({
-      status: 413,
-      body: {
-        error: {
-          code: 'body_too_large',
-          message: 'body is larger than the limit',
-          field: 'body',
-          rule: 'too large',
-          requestId,
-        },
-      },
-    }),
+    answer: () =>
+      new HttpError(413, HttpReason.BodyTooLarge, 'body is larger than the limit', {
+        field: 'body',
+        rule: 'too large',
+      }),
   },
   {
     name: 'a value Postgres refuses',
     matches: isDatabaseDataError,
     heard: 'databaseRefusal',
-    answer: (_error, requestId) => ({
-      status: 400,
-      body: {
-        error: {
-          code: 'invalid_request',
-          message: 'a value of the request cannot be stored',
-          rule: 'must be a value the database accepts',
-          requestId,
-        },
-      },
-    }),
+    answer: () =>
+      new HttpError(400, HttpReason.UnstorableValue, 'a value of the request cannot be stored', {
+        rule: 'must be a value the database accepts',
+      }),
   },
   {
     // Express could not decode a path value ("%zz", a cut UTF-8 sequence): bad input, named like any other.
     name: 'a path that is not percent-encoded UTF-8',
     matches: (error) => error instanceof URIError && (error as { status?: number }).status === 400,
-    answer: (error, requestId) =>
-      httpErrorAnswer(
-        badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
-        requestId,
-      ),
+    answer: (error) => badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
   },
   {
     name: 'the database unavailable',
     matches: isDatabaseUnavailable,
     heard: 'unexpected',
-    answer: serviceUnavailable('the database is unavailable; retry shortly'),
+    answer: unavailable(HttpReason.DatabaseUnavailable, 'the database is unavailable; retry shortly'),
   },
   {
     name: 'a service over the bus unavailable',
     matches: isDependencyUnavailable,
     heard: 'unexpected',
-    answer: serviceUnavailable('a service this request needs did not answer; retry shortly'),
+    answer: unavailable(
+      HttpReason.DependencyUnavailable,
+      'a service this request needs did not answer; retry shortly',
+    ),
   },
   {
     name: "another client error (express's or a library's 4xx)",
     matches: (error) => typeof error?.status === 'number' && error.status >= 400 && error.status < 500,
-    answer: (error, requestId) => ({
-      status: error.status,
-      body: { error: { code: 'bad_request', message: String(error.message ?? 'bad request'), requestId } },
-    }),
+    answer: (error) =>
+      new HttpError(error.status, HttpReason.BadRequest, String(error.message ?? 'bad request')),
   },
 ];
 
@@ -300,13 +267,10 @@ export function errorResponse(
   onDatabaseRefusal?: (error: { code: string; message: string }) => void,
 ): ErrorAnswer {
   const kind = ERROR_KINDS.find((candidate) => candidate.matches(error));
-  if (!kind) {
-    onUnexpected(error);
-    return { status: 500, body: { error: { code: 'internal_error', message: 'internal error', requestId } } };
-  }
-  if (kind.heard === 'unexpected') onUnexpected(error);
-  if (kind.heard === 'databaseRefusal') onDatabaseRefusal?.(error);
-  return kind.answer(error, requestId);
+  if (!kind || kind.heard === 'unexpected') onUnexpected(error);
+  if (kind?.heard === 'databaseRefusal') onDatabaseRefusal?.(error);
+  const answer = kind ? kind.answer(error) : new HttpError(500, HttpReason.InternalError, 'internal error');
+  return { status: answer.status, body: errorBody(answer, requestId) };
 }
 
 /** Must be added last: maps every error to the shared JSON body. */
@@ -330,5 +294,6 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
 }
 
 export function notFoundHandler(): express.RequestHandler {
-  return (req, _res, next) => next(new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`));
+  return (req, _res, next) =>
+    next(new HttpError(404, HttpReason.RouteNotFound, `no route for ${req.method} ${req.path}`));
 }

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
-import { HttpError } from './errors';
+import { HttpError, HttpReason } from './errors';
 
 const BEARER_PATTERN = /^Bearer\s+(\S+)$/i;
 
@@ -24,10 +24,15 @@ export function constantTimeEqual(a: string, b: string): boolean {
 
 /** The 401 every operator route answers when the token is missing or wrong. */
 const operatorUnauthorized = () =>
-  new HttpError(401, 'unauthorized', 'operator token required (Authorization: Bearer <OPERATOR_TOKEN>)', {
-    field: 'Authorization',
-    rule: 'must be the operator token',
-  });
+  new HttpError(
+    401,
+    HttpReason.Unauthorized,
+    'operator token required (Authorization: Bearer <OPERATOR_TOKEN>)',
+    {
+      field: 'Authorization',
+      rule: 'must be the operator token',
+    },
+  );
 
 /**
  * Express middleware of operator routes: `Authorization: Bearer <OPERATOR_TOKEN>`, compared in constant time.

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Request, Response } from 'express';
-import { HttpError } from './errors';
+import { HttpError, HttpReason } from './errors';
 
 /**
  * The Idempotency-Key rule, one for every service (as Stripe answers it):
@@ -24,7 +24,7 @@ const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
 export function checkIdempotencyKey(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (!IDEMPOTENCY_KEY_PATTERN.test(value)) {
-    throw new HttpError(400, 'invalid_request', `${IDEMPOTENCY_KEY_HEADER} ${IDEMPOTENCY_KEY_RULE}`, {
+    throw new HttpError(400, HttpReason.InvalidRequest, `${IDEMPOTENCY_KEY_HEADER} ${IDEMPOTENCY_KEY_RULE}`, {
       field: IDEMPOTENCY_KEY_HEADER,
       rule: IDEMPOTENCY_KEY_RULE,
     });
@@ -72,7 +72,7 @@ export function fingerprintOf(req: Request): string {
 function idempotencyKeyReused(): HttpError {
   return new HttpError(
     409,
-    'idempotency_key_reused',
+    HttpReason.IdempotencyKeyReused,
     'this Idempotency-Key was used with a different request',
     {
       field: IDEMPOTENCY_KEY_HEADER,
@@ -220,7 +220,7 @@ export async function idempotentWithClaim(
   }
   throw new HttpError(
     409,
-    'idempotency_request_in_progress',
+    HttpReason.IdempotencyRequestInProgress,
     'a request with this Idempotency-Key is still running; retry shortly with the same key',
   );
 }

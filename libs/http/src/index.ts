@@ -15,7 +15,15 @@ export {
   type TrustedProxies,
   TrustedProxiesError,
 } from './client-address';
-export { badRequest, conflict, HttpError, invalidJson, notFound } from './errors';
+export {
+  badRequest,
+  conflict,
+  errorBody,
+  HttpError,
+  HttpReason,
+  invalidJson,
+  notFound,
+} from './errors';
 export {
   checkIdempotencyKey,
   fingerprintOf,

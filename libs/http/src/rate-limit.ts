@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { type Generated, type RawBuilder, sql } from 'kysely';
-import { HttpError } from './errors';
+import { HttpError, HttpReason } from './errors';
 
 export interface RateDecision {
   allowed: boolean;
@@ -344,7 +344,7 @@ function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDecision): 
 function rateLimited(decision: RateDecision, what: string): HttpError {
   return new HttpError(
     429,
-    'rate_limited',
+    HttpReason.RateLimited,
     `at most ${decision.limit} ${what}; retry in ${decision.retryAfterSeconds} s`,
     { limit: decision.limit, retryAfterSeconds: decision.retryAfterSeconds },
   );

@@ -1,7 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { HttpError } from './errors';
+import { HttpError, HttpReason } from './errors';
 import { findStoredTextViolation } from './stored-text';
 
 // verbose: errors carry the failing schema, whose `x-rule` (if any) is the readable rule of its pattern.
@@ -91,7 +91,7 @@ export function assertStoredText(value: unknown, root = 'body'): void {
   if (isObject && checkedValues.has(value)) return;
   const violation = findStoredTextViolation(value, root);
   if (violation)
-    throw new HttpError(400, 'invalid_request', `${violation.field} ${violation.rule}`, violation);
+    throw new HttpError(400, HttpReason.InvalidRequest, `${violation.field} ${violation.rule}`, violation);
   if (isObject) checkedValues.add(value);
 }
 
@@ -109,7 +109,7 @@ export function assertValid<T extends TSchema>(schema: T, value: unknown, root =
     const union = errors.find((e) => e.keyword === 'anyOf' && e.instancePath === first?.instancePath);
     if (union && literalValues(union.schema)) first = union;
     const { field, rule } = first ? describeAjvError(first, root) : { field: root, rule: 'is invalid' };
-    throw new HttpError(400, 'invalid_request', `${field} ${rule}`, { field, rule });
+    throw new HttpError(400, HttpReason.InvalidRequest, `${field} ${rule}`, { field, rule });
   }
   return value as Static<T>;
 }

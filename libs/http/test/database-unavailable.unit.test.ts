@@ -52,7 +52,7 @@ describe('a database that is away answers 503', () => {
       status: 503,
       body: {
         error: {
-          code: 'service_unavailable',
+          code: 'database_unavailable',
           message: 'the database is unavailable; retry shortly',
           requestId: 'req-1',
         },
@@ -70,7 +70,7 @@ describe('a database that is away answers 503', () => {
         status: 503,
         body: {
           error: {
-            code: 'service_unavailable',
+            code: 'dependency_unavailable',
             message: 'a service this request needs did not answer; retry shortly',
             requestId: 'req-2',
           },
@@ -88,7 +88,7 @@ describe('a database that is away answers 503', () => {
     ]) {
       const answer = errorResponse(error, 'req-3', () => undefined);
       expect(answer.status).toBe(503);
-      expect(answer.body.error.code).toBe('service_unavailable');
+      expect(answer.body.error.code).toBe('dependency_unavailable');
     }
     expect(errorResponse(natsError('BAD_SUBJECT'), 'r', () => undefined).status).toBe(500);
     // The responder refusing our request as invalid is a bug here, not an outage.

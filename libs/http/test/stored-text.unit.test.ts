@@ -123,7 +123,7 @@ describe('createApp and errorHandler', () => {
       const refused = await post('/store', JSON.stringify({ type: 'int', value }));
       expect(refused.status).toBe(400);
       expect(refused.body.error).toMatchObject({
-        code: 'invalid_request',
+        code: 'unstorable_value',
         rule: 'must be a value the database accepts',
       });
       expect(refused.body.error?.requestId).toEqual(expect.any(String));

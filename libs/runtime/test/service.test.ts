@@ -172,7 +172,7 @@ describe('startService: health, readiness, metrics, migrations in the service sc
   it('answers 404 in the shared error shape, never a stack trace', async () => {
     const response = await request(service.app).get('/nope');
     expect(response.status).toBe(404);
-    expect(response.body.error).toMatchObject({ code: 'not_found' });
+    expect(response.body.error).toMatchObject({ code: 'route_not_found' });
     const bad = await request(service.app)
       .post('/things')
       .set('content-type', 'application/json')

@@ -2,7 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Bus } from '@paygate/bus';
 import { validateEvent } from '@paygate/contracts';
-import { addressBucket, clientAddress } from '@paygate/http';
+import { addressBucket, clientAddress, errorBody, HttpError, HttpReason } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
@@ -131,14 +131,14 @@ export class LiveUpdates {
       if ((this.socketsByAddress.get(address) ?? 0) >= limit) {
         return rejectUpgrade(socket, 429, 'Too Many Requests', {
           retryAfterSeconds: TOO_MANY_SOCKETS_RETRY_SECONDS,
-          body: {
-            error: {
-              code: 'rate_limited',
-              message: `at most ${limit} open WebSocket connections per client address; close one first`,
-              limit,
-              retryAfterSeconds: TOO_MANY_SOCKETS_RETRY_SECONDS,
-            },
-          },
+          body: errorBody(
+            new HttpError(
+              429,
+              HttpReason.RateLimited,
+              `at most ${limit} open WebSocket connections per client address; close one first`,
+              { limit, retryAfterSeconds: TOO_MANY_SOCKETS_RETRY_SECONDS },
+            ),
+          ),
         });
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, address));
