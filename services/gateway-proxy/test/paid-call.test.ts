@@ -179,7 +179,7 @@ describe('gateway-proxy: the paid call pipeline', () => {
         chainId: 31337,
         txHash,
         logIndex: 0,
-        channel: 'checkout',
+        claimedVia: 'checkout',
         reference: 'ses_paid_elsewhere',
         payer: testWallets.buyer.address,
         amount: '0.05',

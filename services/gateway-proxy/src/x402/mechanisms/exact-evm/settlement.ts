@@ -249,7 +249,7 @@ export class X402Settlement {
         this.authorizations.settlementStatement(key, settlement),
       );
     } catch (error) {
-      // Another channel (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
+      // Another payment path (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
       if (!(error instanceof LedgerClaimRefused) || error.failure.reason === 'claim_unavailable') throw error;
       const recorded = await this.authorizations.recordSettlement(key, { claimId: null, ...settlement });
       return { claim: undefined, recorded };
