@@ -5,15 +5,24 @@ import path from 'node:path';
 const ROOT = path.join(__dirname, '../..');
 export const LOCK_PATH = path.join(ROOT, 'deploy/migrations.lock.json');
 
-/** Every service migration file (services/<name>/migrations/<date>-<name>.ts), by repo-relative path. */
+/** The folders that hold dated migration files: each service's migrations/, and each library's src/migrations/. */
+function migrationDirs(): string[] {
+  const of = (parent: string, inner: string) =>
+    readdirSync(path.join(ROOT, parent))
+      .sort()
+      .map((name) => `${parent}/${name}/${inner}`);
+  return [...of('libs', 'src/migrations'), ...of('services', 'migrations')].filter((dir) =>
+    existsSync(path.join(ROOT, dir)),
+  );
+}
+
+/** Every dated migration file (`<dir>/<date>-<name>.ts`), by repo-relative path, with its sha256. */
 export function currentMigrationHashes(): Record<string, string> {
   const hashes: Record<string, string> = {};
-  for (const service of readdirSync(path.join(ROOT, 'services')).sort()) {
-    const dir = path.join(ROOT, 'services', service, 'migrations');
-    if (!existsSync(dir)) continue;
-    for (const file of readdirSync(dir).sort()) {
+  for (const dir of migrationDirs()) {
+    for (const file of readdirSync(path.join(ROOT, dir)).sort()) {
       if (!/^\d{4}-\d{2}-\d{2}-\d{4}-.+\.ts$/.test(file)) continue;
-      const relative = `services/${service}/migrations/${file}`;
+      const relative = `${dir}/${file}`;
       hashes[relative] = createHash('sha256')
         .update(readFileSync(path.join(ROOT, relative)))
         .digest('hex');

@@ -40,7 +40,7 @@ export {
   type LedgerClaimRequest,
   type LedgerClaimResult,
 } from './ledger-claims';
-export { busMigrations } from './migrations';
+export { busMigrations, reorgTombstoneMigrations } from './migrations';
 export { type AuthorizedNatsServer, findNatsServerBinary, startAuthorizedNatsServer } from './nats-server';
 export { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES, OutboxRelay } from './outbox';
 export {

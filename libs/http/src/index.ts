@@ -39,6 +39,7 @@ export {
   type StoredKey,
   sendIdempotentAnswer,
 } from './idempotency';
+export { rateLimitMigrations } from './migrations';
 export {
   ErrorBodySchema,
   errorResponses,

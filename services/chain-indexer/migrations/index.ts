@@ -1,11 +1,12 @@
+import { busMigrations } from '@paygate/bus';
 import type { Migration } from 'kysely';
-import * as init from './2026-11-22-0100-init';
-import * as depositAddresses from './2026-11-25-1600-deposit-addresses';
-import * as depositRegisteredBlock from './2026-12-02-0500-deposit-registered-block';
+import { baseline } from './2026-12-02-1000-baseline';
 
-/** Frozen, date-prefixed migrations of the indexer schema. They never import application code. */
+/**
+ * The indexer schema's migrations: the tables of the libraries it uses (the bus's outbox and inbox), then its own.
+ * Frozen, date-prefixed; a change is a new file dated after the last. They never import application code.
+ */
 export const migrations: Record<string, Migration> = {
-  '2026-11-22-0100-init': init,
-  '2026-11-25-1600-deposit-addresses': depositAddresses,
-  '2026-12-02-0500-deposit-registered-block': depositRegisteredBlock,
+  ...busMigrations,
+  '2026-12-02-1000-baseline': baseline,
 };

@@ -1,15 +1,15 @@
+import { busMigrations } from '@paygate/bus';
+import { rateLimitMigrations } from '@paygate/http';
 import type { Migration } from 'kysely';
-import { notifierInit } from './2026-11-22-0700-notifier-init';
-import { webhookEndpoints } from './2026-11-26-0100-webhook-endpoints';
-import { rateLimitWindows } from './2026-11-29-0100-rate-limit-windows';
-import { webhookFairness } from './2026-12-02-0400-webhook-fairness';
-import { webhookTrace } from './2026-12-02-0810-webhook-trace';
+import { baseline } from './2026-12-02-1000-baseline';
 
-/** Frozen, date-prefixed migrations of the notifier schema. They never import application code. */
+/**
+ * The notifier schema's migrations: the tables of the libraries it uses (the bus's outbox and inbox, the shared rate
+ * limiter's windows: a seller's test events and redeliveries), then its own. Frozen, date-prefixed; a change is a new
+ * file dated after the last. They never import application code.
+ */
 export const migrations: Record<string, Migration> = {
-  '2026-11-22-0700-notifier-init': notifierInit,
-  '2026-11-26-0100-webhook-endpoints': webhookEndpoints,
-  '2026-11-29-0100-rate-limit-windows': rateLimitWindows,
-  '2026-12-02-0400-webhook-fairness': webhookFairness,
-  '2026-12-02-0810-webhook-trace': webhookTrace,
+  ...busMigrations,
+  ...rateLimitMigrations,
+  '2026-12-02-1000-baseline': baseline,
 };
