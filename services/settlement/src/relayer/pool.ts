@@ -6,6 +6,12 @@ import type { RecordedAuthorizations } from './recorded';
 import { describe, type Refusal, type RelayerSettings, refusal } from './settings';
 
 const BALANCE_CACHE_MS = 2000;
+/**
+ * How old a balance may be and still answer while a fresh read is under way: a submission or `relayer.status`
+ * does not wait on a slow chain read (a gateway that hears nothing within its timeout stops offering x402) while a
+ * reading this recent is known. A key never spends this much gas between two reads.
+ */
+const BALANCE_STALE_MS = 10_000;
 
 /** A submission assigned to a key, until its caller is answered. */
 export interface Assignment {
@@ -68,11 +74,23 @@ export class RelayerSigner {
     return assignment;
   }
 
-  /** The key's native balance, read at most every BALANCE_CACHE_MS (one read at a time). */
+  /**
+   * The key's native balance, read at most every BALANCE_CACHE_MS (one read at a time); a reading younger than
+   * BALANCE_STALE_MS answers at once while the next read is under way.
+   */
   balanceWei(): Promise<bigint> {
-    if (this.balance && Date.now() - this.balance.at < BALANCE_CACHE_MS) {
-      return Promise.resolve(this.balance.wei);
+    const known = this.balance;
+    const age = known ? Date.now() - known.at : Number.POSITIVE_INFINITY;
+    if (known && age < BALANCE_CACHE_MS) return Promise.resolve(known.wei);
+    const read = this.readBalance();
+    if (known && age < BALANCE_STALE_MS) {
+      read.catch(() => undefined);
+      return Promise.resolve(known.wei);
     }
+    return read;
+  }
+
+  private readBalance(): Promise<bigint> {
     this.balanceRead ??= this.chain
       .balanceWei()
       .then((wei) => {

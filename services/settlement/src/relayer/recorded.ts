@@ -1,5 +1,5 @@
 import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
-import type { ServiceContext } from '@paygate/runtime';
+import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
 import type { RefusedPayers } from './refused-payers';
@@ -7,6 +7,13 @@ import { describe, type RelayerSettings, type Row } from './settings';
 
 /** How long after its caller was answered a confirmed row is finished. */
 const FINISH_AFTER_MS = 100;
+/** Rows marked `broadcast` in one statement at most. */
+const BROADCAST_MARKS_PER_STATEMENT = 200;
+
+interface BroadcastMark {
+  id: string;
+  done(): void;
+}
 
 /**
  * The relayed_authorizations rows: found, broadcast (the recorded bytes), and finished from a receipt of any hash
@@ -19,6 +26,16 @@ export class RecordedAuthorizations {
   private readonly blocks = new Map<bigint, Promise<Map<string, ReceiptFacts> | undefined>>();
   /** False once the node answered that it has no eth_getBlockReceipts: one receipt read per hash then. */
   private blockReceiptsServed = true;
+  /**
+   * The `broadcast` marks of the submissions whose callers wait for their receipt: written beside that wait, those
+   * of a burst in one statement, instead of one round trip each before it.
+   */
+  private readonly broadcastMarks = new WriteBatcher<BroadcastMark>({
+    maxWrites: 1,
+    maxPerWrite: BROADCAST_MARKS_PER_STATEMENT,
+    fits: () => true,
+    write: (batch) => this.markBroadcast(batch),
+  });
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -52,6 +69,23 @@ export class RecordedAuthorizations {
   }
 
   async broadcastRecorded(row: Row): Promise<void> {
+    if (await this.broadcastOnly(row)) await this.markBroadcast([{ id: row.id, done: () => undefined }]);
+  }
+
+  /**
+   * Broadcasts for a caller that waits for the receipt next: the row is marked `broadcast` beside that wait (until
+   * then it reads `signed`, which the background pass rebroadcasts, the same bytes). On a block every 200 ms a
+   * round trip to Postgres before the wait is a share of the paid call; on stop the marks are awaited.
+   */
+  async broadcastForCaller(row: Row): Promise<void> {
+    if (!(await this.broadcastOnly(row))) return;
+    const marked = new Promise<void>((done) => this.broadcastMarks.add({ id: row.id, done }));
+    this.finishing.add(marked);
+    void marked.finally(() => this.finishing.delete(marked));
+  }
+
+  /** Sends the recorded bytes; a failure is counted on the row (the background pass tries again). */
+  private async broadcastOnly(row: Row): Promise<boolean> {
     try {
       await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
     } catch (error) {
@@ -64,19 +98,37 @@ export class RecordedAuthorizations {
         .set((eb) => ({ last_error: describe(error), broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
         .where('id', '=', row.id)
         .execute();
-      return;
+      return false;
     }
-    await this.ctx.db
-      .updateTable('relayed_authorizations')
-      .set((eb) => ({
-        status: 'broadcast',
-        last_error: null,
-        last_broadcast_at: new Date(),
-        broadcast_attempts: eb('broadcast_attempts', '+', 1),
-      }))
-      .where('id', '=', row.id)
-      .where('status', 'in', ['signed', 'broadcast'])
-      .execute();
+    return true;
+  }
+
+  /** Marks broadcast rows (still open) `broadcast`, one statement; a failure is logged (the pass rebroadcasts). */
+  private async markBroadcast(marks: readonly BroadcastMark[]): Promise<void> {
+    try {
+      await this.ctx.db
+        .updateTable('relayed_authorizations')
+        .set((eb) => ({
+          status: 'broadcast',
+          last_error: null,
+          last_broadcast_at: new Date(),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
+        .where(
+          'id',
+          'in',
+          marks.map((mark) => mark.id),
+        )
+        .where('status', 'in', ['signed', 'broadcast'])
+        .execute();
+    } catch (error) {
+      this.ctx.logger.warn(
+        { ids: marks.map((mark) => mark.id), reason: describe(error) },
+        'relayed authorizations broadcast but not marked; the background pass will rebroadcast them',
+      );
+    } finally {
+      for (const mark of marks) mark.done();
+    }
   }
 
   /**

@@ -300,7 +300,7 @@ export class Relayer implements BackgroundTask {
     const row = await assignment.signer.allocator.record(request, data, gas, chainState, payerCodeHash);
     // Recorded on this key from now (or found recorded, maybe on another key): waiting on the chain from here.
     assignment.recordedAt = Date.now();
-    if (row.status === 'signed') await this.recorded.broadcastRecorded(row);
+    if (row.status === 'signed') await this.recorded.broadcastForCaller(row);
     return this.answerFor(row, request, started, {
       checksMs: checked - started,
       simulationMs: simulated - checked,
