@@ -2,21 +2,17 @@ export { type BackoffPolicy, backoffCeilingMs, backoffDelayMs } from './backoff'
 export {
   anchorStreamStore,
   type Bus,
-  type BusOptions,
   connectBus,
   deleteStreams,
   ensureStreams,
   natsServerList,
-  STORE_ANCHOR_STREAM,
   streamNames,
 } from './connection';
 export {
-  type BatchEventHandler,
   type ConsumerOptions,
   consumersOf,
   type DeclaredConsumer,
   defineConsumer,
-  type EventHandler,
   encodeEnvelope,
   InboxConsumer,
 } from './consumer';
@@ -25,18 +21,15 @@ export {
   BusConfigError,
   BusError,
   DeadLetterError,
-  isConsumerExistsError,
   isJetStreamError,
   isTransientJetStreamError,
   JetStreamErrorCode,
   jetStreamErrorCode,
 } from './errors';
-export { inboxPrefixFor } from './inbox';
 export {
   type ClaimedVia,
   LEDGER_CLAIM_TIMEOUT_MS,
   LedgerClaimClient,
-  type LedgerClaimRefusal,
   type LedgerClaimRequest,
   type LedgerClaimResult,
 } from './ledger-claims';
@@ -48,22 +41,13 @@ export {
   busPermissions,
   generateNatsPasswords,
   type NatsPasswords,
-  type NatsPermissions,
   renderNatsAuthorization,
-  renderNatsServerConfig,
 } from './permissions';
-export { type PassOutcome, PolledTask, PollingLoop, type PollingLoopOptions } from './polling-loop';
-export { type DurablePublishOptions, type DurablePublishResult, publishDurably } from './publish';
-export {
-  leaveReorgTombstone,
-  lockTransferEvents,
-  type TransferInclusion,
-  takeReorgTombstone,
-} from './reorg-tombstones';
+export { type PassOutcome, PolledTask, PollingLoop } from './polling-loop';
+export { publishDurably } from './publish';
+export { leaveReorgTombstone, lockTransferEvents, takeReorgTombstone } from './reorg-tombstones';
 export {
   REPLY_KEY_HEADER,
-  type RpcClient,
-  type RpcPrefix,
   type RpcServer,
   RpcServiceError,
   RpcUnavailableError,
@@ -72,5 +56,5 @@ export {
   serveRpc,
   serveRpcs,
 } from './rpc';
-export { newReplyKey, openSealed, type ReplyKey, SealedValueError, sealTo } from './sealed';
+export { SealedValueError } from './sealed';
 export type { BusTables } from './tables';

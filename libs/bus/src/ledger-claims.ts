@@ -28,8 +28,6 @@ export type LedgerClaimResult =
   | { ok: false; reason: 'transfer_reorged' | 'amount_differs' | 'payer_differs'; message: string }
   | { ok: false; reason: 'ledger_unavailable'; message: string; error?: RpcUnavailableError };
 
-export type LedgerClaimRefusal = Exclude<LedgerClaimResult, { ok: true }>;
-
 /**
  * The one client of `ledger.claim_transfer` (escrow-ledger spends an on-chain transfer on one thing and books its
  * payment; the first claim wins): checkout and gateway-proxy claim through it and map its result to their own

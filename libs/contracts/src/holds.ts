@@ -13,8 +13,6 @@ export const DEFAULT_HOLD_HOURS = {
   Product: 72,
 } as const satisfies Record<string, number>;
 
-export type HoldSkillType = keyof typeof DEFAULT_HOLD_HOURS;
-
 /** The same rule by payment kind (what a pay-per-call, subscription, product or service payment buys). */
 export const DEFAULT_HOLD_HOURS_BY_KIND = {
   payPerCall: DEFAULT_HOLD_HOURS.API,

@@ -12,7 +12,7 @@ export { type ClaimedVia, claimedViaOf, claimedViaOnWire } from './events/claims
 // (nothing of './events/escrow-ledger' is used outside the package)
 // (nothing of './events/payments' is used outside the package)
 export { CHECKOUT_MATCHING_MODES, type CheckoutMatchingMode } from './events/registry';
-export { DEFAULT_HOLD_HOURS, DEFAULT_HOLD_HOURS_BY_KIND, type HoldSkillType } from './holds';
+export { DEFAULT_HOLD_HOURS, DEFAULT_HOLD_HOURS_BY_KIND } from './holds';
 // (nothing of './events/settlement' is used outside the package)
 export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export {

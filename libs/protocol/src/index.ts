@@ -49,12 +49,7 @@ export {
   requestSigningPayload,
   type SignedRequestFields,
 } from './request-signature';
-export {
-  SIGN_IN_CHALLENGE_SECONDS,
-  SIGN_IN_WITH_X,
-  SIGN_IN_WITH_X_HEADER,
-  signInWithXChallenge,
-} from './sign-in-with-x';
+export { SIGN_IN_WITH_X_HEADER, signInWithXChallenge } from './sign-in-with-x';
 export {
   caip2,
   decodePaymentRequired,
@@ -62,7 +57,6 @@ export {
   decodeX402Payment,
   encodeX402Header,
   MAX_X402_HEADER_BYTES,
-  paymentRequiredV2,
   pickX402Header,
   requirementsV1,
   requirementsV2,

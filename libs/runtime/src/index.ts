@@ -41,7 +41,6 @@ export { retryStartup } from './retry';
 export { SecretBox } from './secret-box';
 export {
   type BackgroundTask,
-  type ReadinessCheck,
   type RunningService,
   type ServiceContext,
   type ServiceParts,

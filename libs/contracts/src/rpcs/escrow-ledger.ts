@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ClaimedViaFields, claimedViaRule, TransferClaimFields } from '../events/claims';
 import { PaymentSource } from '../events/payments';
-import { Address, Id, IsoTime, NetworkName, Nullable, SignedUsdcAmount, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, NetworkName, Nullable, UsdcAmount } from '../primitives';
 
 /**
  * What a claim pays for, booked by the ledger in the claim's own transaction: the transfer's amount from suspense
