@@ -79,7 +79,6 @@ export interface AgentSetup {
   agents: AgentRecords;
   prng: Prng;
   chainId: number;
-  reference: { url: string; payTo: string };
   counts: Record<AgentKind, number>;
   /** The subscription skill's paid URL (a skill of type Subscription, 30 days). */
   subscriptionUrl: string;
@@ -99,14 +98,23 @@ function withDeadline(operation: Promise<string>): Promise<string> {
   ]).finally(() => clearTimeout(timer));
 }
 
-async function loop(
+function loop(
   setup: AgentSetup,
   kind: AgentKind,
   pauseMs: number,
   operation: () => Promise<string>,
 ): Promise<void> {
-  const into = setup.agents[kind];
-  while (!setup.shouldStop()) {
+  return loopInto(setup.agents[kind], kind, pauseMs, operation, setup.shouldStop);
+}
+
+async function loopInto(
+  into: KindRecord,
+  kind: AgentKind,
+  pauseMs: number,
+  operation: () => Promise<string>,
+  shouldStop: () => boolean,
+): Promise<void> {
+  while (!shouldStop()) {
     const started = performance.now();
     let outcome: string;
     try {
@@ -186,25 +194,33 @@ function subscriber(setup: AgentSetup, agent: ReturnType<typeof createAgent>, pa
   };
 }
 
+/** The reference facilitator and the payment its payers make. */
+export interface ReferenceTarget {
+  url: string;
+  payTo: string;
+  usdcAddress: string;
+  chainId: number;
+}
+
 /** A fresh, well-signed x402 payment settled by the reference facilitator. */
-async function referenceSettle(setup: AgentSetup, buyer: Wallet): Promise<string> {
-  const { usdcAddress } = setup.load;
+async function referenceSettle(target: ReferenceTarget, buyer: Wallet): Promise<string> {
+  const { usdcAddress } = target;
   const signed = await signTransferAuthorization(buyer, {
-    chainId: setup.chainId,
+    chainId: target.chainId,
     usdcAddress,
-    to: setup.reference.payTo,
+    to: target.payTo,
     valueMicro: REFERENCE_AMOUNT_MICRO,
   });
   const requirements = {
     scheme: 'exact',
-    network: `eip155:${setup.chainId}`,
+    network: `eip155:${target.chainId}`,
     asset: usdcAddress,
-    payTo: setup.reference.payTo,
+    payTo: target.payTo,
     amount: String(REFERENCE_AMOUNT_MICRO),
     maxTimeoutSeconds: 60,
     extra: { name: 'USD Coin', version: '2' },
   };
-  const response = await fetch(`${setup.reference.url}/settle`, {
+  const response = await fetch(`${target.url}/settle`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({
@@ -225,7 +241,21 @@ async function referenceSettle(setup: AgentSetup, buyer: Wallet): Promise<string
     : `status ${response.status} ${answer.errorReason ?? ''}`.trim();
 }
 
-/** Starts every agent and resolves when all have stopped (setup.shouldStop, each after its operation in flight). */
+/** The reference facilitator's payers (deploy/load/reference-process.ts), one closed loop each. */
+export async function runReferencePayers(input: {
+  into: KindRecord;
+  target: ReferenceTarget;
+  payers: Wallet[];
+  shouldStop: () => boolean;
+}): Promise<void> {
+  await Promise.all(
+    input.payers.map((payer) =>
+      loopInto(input.into, 'reference', 0, () => referenceSettle(input.target, payer), input.shouldStop),
+    ),
+  );
+}
+
+/** Starts every agent of Paygate (the reference's run apart, in their own process) and resolves when all have stopped (setup.shouldStop, each after its operation in flight). */
 export async function runAgents(setup: AgentSetup): Promise<void> {
   const { load, prng, counts, wallets } = setup;
   let nextWallet = 0;
@@ -240,10 +270,6 @@ export async function runAgents(setup: AgentSetup): Promise<void> {
   for (let i = 0; i < counts.x402; i++) {
     const buyer = wallet();
     loops.push(loop(setup, 'x402', 0, () => x402(load, buyer, sellerFor(i))));
-  }
-  for (let i = 0; i < counts.reference; i++) {
-    const buyer = wallet();
-    loops.push(loop(setup, 'reference', 0, () => referenceSettle(setup, buyer)));
   }
   for (let i = 0; i < counts.txHashProof; i++) {
     const buyer = wallet();

@@ -14,7 +14,7 @@
  *   LOAD_OPERATOR_AGENTS  refunds and settle-nows, each (default 1)
  *   LOAD_SEED             the draws (sellers, amounts, refunds); random by default
  */
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -23,7 +23,6 @@ import { createActiveSkill, testWallets } from '@paygate/testing';
 import { JsonRpcProvider, Wallet } from 'ethers';
 import pg from 'pg';
 import { percentile } from '../../bench/report';
-import { startReferenceFacilitator } from '../../bench/x402/reference';
 import { drainUntilQuiet } from '../chaos/drain';
 import { checkInvariants } from '../chaos/invariants';
 import { emptyRecord, type LoadOptions } from '../chaos/load';
@@ -32,8 +31,16 @@ import { newSeed, Prng } from '../chaos/prng';
 import { PROFILES } from '../chaos/profiles';
 import { OPERATOR_TOKEN } from '../chaos/service-env';
 import { type ChaosRun, startSystem } from '../chaos/system';
-import { AGENT_KINDS, type AgentKind, emptyAgentRecords, payingAgents, runAgents } from './agents';
+import {
+  AGENT_KINDS,
+  type AgentKind,
+  emptyAgentRecords,
+  type KindRecord,
+  payingAgents,
+  runAgents,
+} from './agents';
 import { measureCpu } from './cpu';
+import type { ReferenceSetup } from './reference-process';
 
 const LOAD_SECONDS = Number(process.env.LOAD_SECONDS ?? 300);
 /** Start-up (about 60-90 s here), the drain (at most 120 s) and the invariants, past the load. */
@@ -124,14 +131,6 @@ async function loadRun(run: ChaosRun) {
   // The reference facilitator's gas key: a wallet of its own, so it never shares a nonce with Paygate's relayer.
   const referenceKey = Wallet.createRandom();
   await system.anvil.provider.send('anvil_setBalance', [referenceKey.address, '0x56BC75E2D63100000']);
-  const reference = await startReferenceFacilitator({
-    rpcUrl: system.anvil.rpcUrl,
-    chainId,
-    privateKey: referenceKey.privateKey,
-    // Paygate relayer's receipt poll, as bench/x402 sets it: both look for the block as often.
-    pollingIntervalMs: 20,
-  });
-  run.stops.push(() => reference.close());
   // The buyers startSystem funded, through a provider of this process; the reference's payers get their own.
   const provider = new JsonRpcProvider(system.anvil.rpcUrl, chainId, {
     staticNetwork: true,
@@ -140,11 +139,7 @@ async function loadRun(run: ChaosRun) {
   run.stops.push(async () => provider.destroy());
   const referencePayers = await fundBuyers(system.anvil.rpcUrl, system.usdcAddress, counts.reference);
   const paygateBuyers = participants.buyers;
-  const wallets = [
-    ...paygateBuyers.slice(0, counts.x402),
-    ...referencePayers,
-    ...paygateBuyers.slice(counts.x402),
-  ].map((w) => new Wallet(w.privateKey, provider));
+  const wallets = paygateBuyers.map((w) => new Wallet(w.privateKey, provider));
 
   // A subscription skill of the first seller, for the subscribers: 30 days, available at once, on the upstream.
   const subscriptionSeller = participants.sellers[0]!;
@@ -181,13 +176,28 @@ async function loadRun(run: ChaosRun) {
     record,
     shouldStop,
   };
+  const reference = await startReferenceSide({
+    rpcUrl: system.anvil.rpcUrl,
+    chainId,
+    usdcAddress: system.usdcAddress,
+    gasKey: referenceKey.privateKey,
+    payTo: participants.sellers[0]!.wallet.address,
+    payerKeys: referencePayers.map((w) => w.privateKey),
+    endsAt: loadEndsAt,
+    // Paygate relayer's receipt poll, as bench/x402 sets it: both look for the block as often.
+    receiptPollMs: 20,
+  });
+  run.stops.push(async () => {
+    reference.child.kill('SIGKILL');
+  });
   const postmaster = await postmasterPid(system.postgres.url);
   const cpu = measureCpu(() => [
     ...system.replicas.map((r) => ({ name: r.id, pid: r.child?.pid })),
     ...system.nats.nodes.map((node, i) => ({ name: `nats-server #${i + 1}`, pid: node.child?.pid })),
     { name: 'postgres (all backends)', pid: postmaster },
     { name: 'anvil', pid: system.anvil.process.pid },
-    { name: 'load agents + reference facilitator + balancer (this process)', pid: process.pid },
+    { name: 'load agents + balancer + RPC proxy (this process)', pid: process.pid },
+    { name: 'reference facilitator + its payers (own process)', pid: reference.child.pid },
   ]);
   log(
     `load for ${LOAD_SECONDS} s: ${AGENT_KINDS.map((k) => `${counts[k]} ${k}`).join(', ')} (seed ${run.seed})`,
@@ -204,13 +214,13 @@ async function loadRun(run: ChaosRun) {
       agents,
       prng: run.loadPrng.fork('agents'),
       chainId,
-      reference: { url: reference.url, payTo: participants.sellers[0]!.wallet.address },
       counts,
       subscriptionUrl: `${system.balancer.url}/api/v1/skills/${subscriptionSkill}/feed`,
       subscriptionSeller,
       wallets,
       shouldStop,
     });
+    agents.reference = await reference.record;
   } finally {
     clearInterval(progress);
   }
@@ -270,6 +280,41 @@ async function loadRun(run: ChaosRun) {
     invariants,
     passed: invariants.every((i) => i.violations === 0) && quietAt !== null,
   };
+}
+
+/**
+ * Starts deploy/load/reference-process.ts (the reference facilitator and its payers, own event loop) with its
+ * setup; `record` resolves with its payers' record once the load is over. Waits until the facilitator listens.
+ */
+async function startReferenceSide(
+  setup: ReferenceSetup,
+): Promise<{ child: ChildProcess; record: Promise<KindRecord> }> {
+  const child = spawn(process.execPath, [...process.execArgv, path.join(__dirname, 'reference-process.ts')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: Array<(line: Record<string, unknown>) => void> = [];
+  let buffered = '';
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code) => reject(new Error(`the reference process exited (${code})`))),
+  );
+  exited.catch(() => undefined);
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString('utf8');
+    for (let end = buffered.indexOf('\n'); end >= 0; end = buffered.indexOf('\n')) {
+      const line = buffered.slice(0, end).trim();
+      buffered = buffered.slice(end + 1);
+      if (!line.startsWith('{')) continue;
+      lines.shift()?.(JSON.parse(line) as Record<string, unknown>);
+    }
+  });
+  const nextLine = () =>
+    Promise.race([new Promise<Record<string, unknown>>((resolve) => lines.push(resolve)), exited]);
+  const ready = nextLine();
+  const record = nextLine().then((line) => line.record as KindRecord);
+  record.catch(() => undefined);
+  child.stdin!.end(JSON.stringify(setup));
+  await ready;
+  return { child, record };
 }
 
 /** The run's Postgres postmaster: its CPU counts every backend that exited. */
