@@ -19,6 +19,15 @@ import { Delivery, webhookRoutes } from './webhooks/routes';
 
 const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 
+/** The OpenAPI 3.1 document's own facts; its paths are the declared routes. */
+const notifierDocument = () => ({
+  title: 'Paygate notifier',
+  description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
+  securitySchemes: { secretKey: securitySchemes.apiKey },
+  schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
+  webhooks: webhookDocuments(),
+});
+
 interface NotifierOptions {
   /** Jitter source for retry delays (tests make it deterministic). */
   random?: () => number;
@@ -81,16 +90,7 @@ export async function startNotifier(
         dispatcher,
         live,
         routes,
-        openApi: {
-          path: OPENAPI_PATH,
-          document: {
-            title: 'Paygate notifier',
-            description: `Live session updates for widgets (WebSocket) and signed, retried webhooks for sellers.\n\n${WEBSOCKET_PROTOCOL}`,
-            securitySchemes: { secretKey: securitySchemes.apiKey },
-            schemas: { CheckoutSession: CheckoutSessionSnapshot, Delivery, WebhookEndpoint: Endpoint },
-            webhooks: webhookDocuments(),
-          },
-        },
+        openApi: { path: OPENAPI_PATH, document: notifierDocument() },
         consumers: notifierConsumers({ config, dispatcher }),
         tasks: [dispatcher, manualDeliveries],
         // Hears session changes before the first socket can connect, so no change falls between.

@@ -33,31 +33,7 @@ export async function recordCircuitOutcome(
   at: { sellerId: string; target: string; now: Date; failed: boolean; error: string | null },
   policy: BreakerPolicy,
 ): Promise<CircuitTransition> {
-  if (!at.failed) {
-    const current = await trx
-      .selectFrom('webhook_circuits')
-      .select(['state', 'consecutive_failures'])
-      .where('seller_id', '=', at.sellerId)
-      .where('target', '=', at.target)
-      .forUpdate()
-      .executeTakeFirst();
-    if (!current || (current.state === 'closed' && current.consecutive_failures === 0)) return null;
-    await trx
-      .updateTable('webhook_circuits')
-      .set({
-        state: 'closed',
-        consecutive_failures: 0,
-        open_count: 0,
-        opened_at: null,
-        retry_at: null,
-        probe_until: null,
-        updated_at: at.now,
-      })
-      .where('seller_id', '=', at.sellerId)
-      .where('target', '=', at.target)
-      .execute();
-    return current.state === 'closed' ? null : 'closed';
-  }
+  if (!at.failed) return closeCircuit(trx, at);
   const row = await trx
     .insertInto('webhook_circuits')
     .values({
@@ -98,6 +74,36 @@ export async function recordCircuitOutcome(
     .where('target', '=', at.target)
     .execute();
   return 'open';
+}
+
+/** A target that answered: its circuit closed with a count of zero; 'closed' when it was open or half-open. */
+async function closeCircuit(
+  trx: Transaction<NotifierDatabase>,
+  at: { sellerId: string; target: string; now: Date },
+): Promise<CircuitTransition> {
+  const current = await trx
+    .selectFrom('webhook_circuits')
+    .select(['state', 'consecutive_failures'])
+    .where('seller_id', '=', at.sellerId)
+    .where('target', '=', at.target)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!current || (current.state === 'closed' && current.consecutive_failures === 0)) return null;
+  await trx
+    .updateTable('webhook_circuits')
+    .set({
+      state: 'closed',
+      consecutive_failures: 0,
+      open_count: 0,
+      opened_at: null,
+      retry_at: null,
+      probe_until: null,
+      updated_at: at.now,
+    })
+    .where('seller_id', '=', at.sellerId)
+    .where('target', '=', at.target)
+    .execute();
+  return current.state === 'closed' ? null : 'closed';
 }
 
 /** The circuits of these targets of a seller that are not closed (no row: closed). */

@@ -56,74 +56,97 @@ export async function claimFairly(
     const sellers = [...new Set(targets.map((t) => t.seller_id))];
     const circuits = await openCircuits(trx, sellers);
     const inFlight = await inFlightCounts(trx, sellers, options.now);
-
-    const now = options.now.getTime();
-    const takenBySeller = new Map<string, number>();
-    const wanted: Array<{ sellerId: string; target: string; quota: number; probe: boolean }> = [];
-    let remaining = options.limit;
-    let cursor = options.after;
-    for (const due of targets) {
-      if (remaining === 0) break;
-      const key = `${due.seller_id}\u0000${due.target}`;
-      const circuit = circuits.get(key);
-      let probe = false;
-      if (circuit) {
-        if (circuit.state === 'open' && new Date(circuit.retry_at as Date).getTime() > now) continue;
-        if (circuit.state === 'half_open' && new Date(circuit.probe_until as Date).getTime() > now) continue;
-        probe = true;
-      }
-      const taken = takenBySeller.get(due.seller_id) ?? 0;
-      const sellerRoom = Math.min(
-        options.sellerShare - taken,
-        options.sellerMaxInFlight - (inFlight.bySeller.get(due.seller_id) ?? 0) - taken,
-      );
-      const targetRoom = Math.min(
-        options.endpointShare,
-        options.endpointMaxInFlight - (inFlight.byTarget.get(key) ?? 0),
-      );
-      const quota = Math.min(remaining, sellerRoom, targetRoom, probe ? 1 : Number.MAX_SAFE_INTEGER);
-      if (quota <= 0) continue;
-      wanted.push({ sellerId: due.seller_id, target: due.target, quota, probe });
-      takenBySeller.set(due.seller_id, taken + quota);
-      remaining -= quota;
-      cursor = due.seller_id;
-    }
+    const { wanted, remaining, cursor: lastServed } = shareOut(targets, circuits, inFlight, options);
     // Not filled because the scan budget ran out: the next pass goes on from where the scan stopped.
-    if (remaining > 0 && exhausted !== null) cursor = exhausted;
+    const cursor = remaining > 0 && exhausted !== null ? exhausted : lastServed;
     if (wanted.length === 0) return { deliveries: [], probes: 0, cursor };
-
     const ids = await takeRows(trx, wanted, options.now);
     if (ids.length === 0) return { deliveries: [], probes: 0, cursor };
-    const leasedUntil = new Date(now + options.leaseMs);
-    await trx
-      .updateTable('webhook_deliveries')
-      .set({ next_attempt_at: leasedUntil, leased_until: leasedUntil })
-      .where(
-        'delivery_id',
-        'in',
-        ids.map((row) => row.delivery_id),
-      )
-      .execute();
-    const probed = wanted.filter(
-      (w) => w.probe && ids.some((row) => row.seller_id === w.sellerId && row.target === w.target),
-    );
-    for (const w of probed) {
-      await trx
-        .updateTable('webhook_circuits')
-        .set({ state: 'half_open', probe_until: leasedUntil, updated_at: options.now })
-        .where('seller_id', '=', w.sellerId)
-        .where('target', '=', w.target)
-        .execute();
-    }
+    const probes = await lease(trx, ids, wanted, options);
     return {
       deliveries: await claimedRows(
         trx,
         ids.map((row) => row.delivery_id),
       ),
-      probes: probed.length,
+      probes,
       cursor,
     };
   });
+}
+
+type WantedQueue = { sellerId: string; target: string; quota: number; probe: boolean };
+
+/**
+ * How many deliveries each due queue gets this pass, visiting them in order: none while its circuit is open (or
+ * its probe is out), one as a half-open circuit's probe, else what the pass, its seller's share and both in-flight
+ * limits leave. The cursor is the last seller served.
+ */
+function shareOut(
+  targets: DueTarget[],
+  circuits: Map<string, CircuitRow>,
+  inFlight: { bySeller: Map<string, number>; byTarget: Map<string, number> },
+  options: FairClaimOptions,
+): { wanted: WantedQueue[]; remaining: number; cursor: string | null } {
+  const now = options.now.getTime();
+  const takenBySeller = new Map<string, number>();
+  const wanted: WantedQueue[] = [];
+  let remaining = options.limit;
+  let cursor = options.after;
+  for (const due of targets) {
+    if (remaining === 0) break;
+    const key = `${due.seller_id}\u0000${due.target}`;
+    const circuit = circuits.get(key);
+    if (circuit?.state === 'open' && new Date(circuit.retry_at as Date).getTime() > now) continue;
+    if (circuit?.state === 'half_open' && new Date(circuit.probe_until as Date).getTime() > now) continue;
+    const probe = circuit !== undefined;
+    const taken = takenBySeller.get(due.seller_id) ?? 0;
+    const sellerRoom = Math.min(
+      options.sellerShare - taken,
+      options.sellerMaxInFlight - (inFlight.bySeller.get(due.seller_id) ?? 0) - taken,
+    );
+    const targetRoom = Math.min(
+      options.endpointShare,
+      options.endpointMaxInFlight - (inFlight.byTarget.get(key) ?? 0),
+    );
+    const quota = Math.min(remaining, sellerRoom, targetRoom, probe ? 1 : Number.MAX_SAFE_INTEGER);
+    if (quota <= 0) continue;
+    wanted.push({ sellerId: due.seller_id, target: due.target, quota, probe });
+    takenBySeller.set(due.seller_id, taken + quota);
+    remaining -= quota;
+    cursor = due.seller_id;
+  }
+  return { wanted, remaining, cursor };
+}
+
+/** Leases the rows taken, and marks the circuits probed half-open until the lease ends; how many were probed. */
+async function lease(
+  trx: Transaction<NotifierDatabase>,
+  ids: Array<{ delivery_id: string; seller_id: string; target: string }>,
+  wanted: WantedQueue[],
+  options: FairClaimOptions,
+): Promise<number> {
+  const leasedUntil = new Date(options.now.getTime() + options.leaseMs);
+  await trx
+    .updateTable('webhook_deliveries')
+    .set({ next_attempt_at: leasedUntil, leased_until: leasedUntil })
+    .where(
+      'delivery_id',
+      'in',
+      ids.map((row) => row.delivery_id),
+    )
+    .execute();
+  const probed = wanted.filter(
+    (w) => w.probe && ids.some((row) => row.seller_id === w.sellerId && row.target === w.target),
+  );
+  for (const w of probed) {
+    await trx
+      .updateTable('webhook_circuits')
+      .set({ state: 'half_open', probe_until: leasedUntil, updated_at: options.now })
+      .where('seller_id', '=', w.sellerId)
+      .where('target', '=', w.target)
+      .execute();
+  }
+  return probed.length;
 }
 
 /**

@@ -172,27 +172,8 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
     const { config, db, logger } = this.deps;
-    let secret: string;
-    try {
-      const accountSecret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
-      secret = delivery.endpoint
-        ? endpointSecret(accountSecret, delivery.endpoint.id, delivery.endpoint.secretVersion)
-        : accountSecret;
-    } catch (error) {
-      if (!(error instanceof SecretUnavailableError)) throw error;
-      const now = config.now();
-      logger.warn(
-        { deliveryId: delivery.deliveryId, reason: error.message },
-        'webhook postponed: no signing secret',
-      );
-      await postponeDelivery(db, delivery, {
-        now,
-        retryAt: new Date(now.getTime() + config.webhookRetryBaseDelayMs),
-        reason: 'signing secret unavailable; nothing was sent',
-      });
-      return;
-    }
-
+    const secret = await this.signingSecret(delivery);
+    if (secret === undefined) return;
     const attemptedAt = config.now();
     // A span of the trace the event was recorded in (the payment's), for each attempt.
     const result = await withSpan(
@@ -242,6 +223,30 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
       },
       'webhook attempt',
     );
+  }
+
+  /** The delivery's signing secret; undefined when the registry could not give it (the delivery is postponed). */
+  private async signingSecret(delivery: ClaimedDelivery): Promise<string | undefined> {
+    const { config, db, logger } = this.deps;
+    try {
+      const accountSecret = (await this.deps.secrets.get(delivery.sellerId, delivery.secretVersion)).secret;
+      return delivery.endpoint
+        ? endpointSecret(accountSecret, delivery.endpoint.id, delivery.endpoint.secretVersion)
+        : accountSecret;
+    } catch (error) {
+      if (!(error instanceof SecretUnavailableError)) throw error;
+      const now = config.now();
+      logger.warn(
+        { deliveryId: delivery.deliveryId, reason: error.message },
+        'webhook postponed: no signing secret',
+      );
+      await postponeDelivery(db, delivery, {
+        now,
+        retryAt: new Date(now.getTime() + config.webhookRetryBaseDelayMs),
+        reason: 'signing secret unavailable; nothing was sent',
+      });
+      return undefined;
+    }
   }
 
   private noteCircuit(delivery: ClaimedDelivery, circuit: CircuitTransition): void {
