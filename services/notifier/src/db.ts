@@ -25,7 +25,7 @@ interface WebhookEventsTable {
   event_type: string;
   body: string;
   created_at: Timestamp;
-  /** The trace context the event was recorded in (2026-12-02-0810): its deliveries' spans continue it. */
+  /** The trace context the event was recorded in: its deliveries' spans continue it. */
   traceparent: ColumnType<string | null, string | null | undefined, string | null>;
 }
 

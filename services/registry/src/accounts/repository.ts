@@ -125,8 +125,8 @@ export async function changeSeller(
  * changeSeller for a credential (an API key, the publishable key, the webhook secret, the sessions) in its own
  * transaction, answered only once seller.updated is published (bounded by the relay's publish timeout): every cache
  * of the old credential (SellerAuth, the gateway's forwarding keys, checkout's keys) has been told to forget it
- * before the seller hears "revoked". The relay's next poll was up to 250 ms later, longer on a loaded host, and a key
- * revoked at once still worked there meanwhile.
+ * before the seller hears "revoked" (waiting for the relay's next poll, a key revoked at once would still work there
+ * for up to 250 ms, longer on a loaded host).
  */
 export async function changeCredentials(
   ctx: ServiceContext<RegistryDatabase>,
