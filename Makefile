@@ -15,7 +15,8 @@ test: deps lint
 	@$(MAKE) --no-print-directory -j2 TYPECHECK_PRIORITY='nice -n 10' typecheck jest
 
 # The quick loop: lint, typecheck and the unit tests (*.unit.test.ts: no Postgres, NATS, chain or browser).
-check: node-deps lint typecheck unit
+check: node-deps
+	@$(MAKE) --no-print-directory -j3 lint typecheck unit
 
 unit:
 	jest --ci --testPathPattern '\.unit\.test\.ts$$'
@@ -80,8 +81,11 @@ format:
 typecheck:
 	$(TYPECHECK_PRIORITY) tsgo -p tsconfig.json --noEmit
 
+# The run's results also go to artifacts/jest-results.json: `tsx deploy/scripts/test-timings.ts` turns them into
+# jest.timings.json, the suite times the sequencer starts the longest of first.
 jest:
-	$(WITH_INFRA) jest --ci
+	@mkdir -p artifacts
+	$(WITH_INFRA) jest --ci --json --outputFile=artifacts/jest-results.json
 
 clean:
 	rm -rf .dev artifacts services/*/dist deploy/dist
