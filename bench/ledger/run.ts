@@ -3,18 +3,17 @@
  * its payment (claim + booking + payment.confirmed in one ledger transaction), asked over NATS as the gateway and
  * checkout ask it, 10% of them asked twice (a retry: answered with the first booking), then the ledger is checked
  * for exactly-once. Writes bench/results/ledger.json and the ledger section of docs/benchmarks.md. Run:
- * `npx tsx bench/ledger/run.ts` (BENCH_EVENTS to size it).
+ * `npx tsx bench/ledger/run.ts` (BENCH_EVENTS to size it). Beside the consumer it replaced: baseline.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { requestRpc } from '@paygate/bus';
 import type { RpcRequest } from '@paygate/contracts';
 import { loadConfig, reconcile, startEscrowLedger } from '@paygate/escrow-ledger';
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
-import { createTestEnvironment, openSchema, testWallets } from '@paygate/testing';
+import { createTestEnvironment, openSchema, testWallets, waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
+import { type LedgerResult, writeLedgerResult } from './report';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000);
 const REDELIVERED_FRACTION = 0.1;
@@ -22,7 +21,6 @@ const TARGET_PER_SECOND = 2000;
 const SELLERS = 50;
 /** Requests in flight at once (as many gateway and checkout replicas would keep asking). */
 const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 1000);
-const ROOT = path.join(__dirname, '../..');
 
 async function main() {
   const env = await createTestEnvironment('benchledger');
@@ -78,6 +76,8 @@ async function main() {
     const messages = [...requests, ...redelivered];
     messages.sort((a, b) => (a.txHash < b.txHash ? -1 : a.txHash > b.txHash ? 1 : 0));
 
+    const one = async (query: ReturnType<typeof sql<{ v: bigint | null }>>) =>
+      (await query.execute(db)).rows[0]!.v ?? 0n;
     const loadBefore = os.loadavg();
     const started = process.hrtime.bigint();
     let next = 0;
@@ -92,14 +92,18 @@ async function main() {
         }
       }),
     );
-    const published = process.hrtime.bigint();
     const finished = process.hrtime.bigint();
     const seconds = Number(finished - started) / 1e9;
+    // Answers come at each commit; the relay publishes the events after. Both figures, so a backlog shows.
+    await waitFor(
+      async () =>
+        (await one(sql`select count(*)::bigint as v from outbox where published_at is null`)) === 0n,
+      { timeoutMs: 120_000, intervalMs: 20 },
+    );
+    const publishedSeconds = Number(process.hrtime.bigint() - started) / 1e9;
     // The machine is shared: the load average says how much else was running while this was measured.
     const loadAfter = os.loadavg();
 
-    const one = async (query: ReturnType<typeof sql<{ v: bigint | null }>>) =>
-      (await query.execute(db)).rows[0]!.v ?? 0n;
     const transactions = await one(sql`select count(*)::bigint as v from transactions`);
     const distinctTransfers = await one(
       sql`select count(distinct (chain_id, tx_hash, log_index))::bigint as v from transactions`,
@@ -127,13 +131,13 @@ async function main() {
       confirmedEvents === BigInt(EVENTS) &&
       report.balanced;
     const perSecond = Math.round(EVENTS / seconds);
-    const result = {
+    const result: LedgerResult = {
       benchmark: 'ledger booking throughput (ledger.claim_transfer with its payment)',
       events: EVENTS,
       redeliveries: redelivered.length,
       deliveries: messages.length,
       seconds: Number(seconds.toFixed(2)),
-      answeredSeconds: Number((Number(published - started) / 1e9).toFixed(2)),
+      publishedSeconds: Number(publishedSeconds.toFixed(2)),
       inFlight: IN_FLIGHT,
       eventsPerSecond: perSecond,
       targetPerSecond: TARGET_PER_SECOND,
@@ -158,12 +162,16 @@ async function main() {
         before: loadBefore.map((v) => Number(v.toFixed(2))),
         after: loadAfter.map((v) => Number(v.toFixed(2))),
       },
-      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version },
+      machine: {
+        host: os.hostname(),
+        cpus: os.cpus().length,
+        cpuModel: os.cpus()[0]?.model ?? 'unknown',
+        node: process.version,
+      },
       ranAt: new Date().toISOString(),
     };
-    mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
-    writeFileSync(path.join(ROOT, 'bench/results/ledger.json'), `${JSON.stringify(result, null, 2)}\n`);
-    writeSection(result);
+    // baseline.ts runs this as one side of a pair and writes the results itself.
+    if (!process.env.BENCH_NO_WRITE) writeLedgerResult(result);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     if (!exactlyOnce) process.exitCode = 1;
   } finally {
@@ -171,46 +179,6 @@ async function main() {
     await ledger.stop();
     await env.cleanup();
   }
-}
-
-function writeSection(result: Record<string, any>): void {
-  const file = path.join(ROOT, 'docs/benchmarks.md');
-  mkdirSync(path.dirname(file), { recursive: true });
-  const section = [
-    '<!-- ledger:start -->',
-    '## Ledger: booking throughput (ledger.claim_transfer with its payment)',
-    '',
-    `\`npx tsx bench/ledger/run.ts\` (part of \`make bench\`) asks escrow-ledger over NATS to claim and book ${result.events}`,
-    `payments (\`ledger.claim_transfer\` with its \`payment\`, as the gateway and checkout ask it; ${result.inFlight} requests in`,
-    `flight), ${result.redeliveries} of them (10%) a second time as a retry would, and measures until every one was answered: each answer comes`,
-    'after the commit of its transaction, which claimed the transfer, booked it (transfer into suspense, then the 95/5',
-    "hold split) and wrote its transfer.claimed and payment.confirmed into the ledger's outbox (published meanwhile by the",
-    'relay, up to 64 publishes awaiting their acks). The claims that arrive together are one',
-    `transaction: up to ${result.batchSize} per transaction, ${result.concurrency} transactions in flight (PAYMENT_BATCH_SIZE, PAYMENT_CONCURRENCY).`,
-    '',
-    '| payments | requests | seconds | payments/s | target | exactly once | load average (1 min) before / after |',
-    '|---|---|---|---|---|---|---|',
-    `| ${result.events} | ${result.deliveries} | ${result.seconds} | **${result.eventsPerSecond}** | ${result.targetPerSecond} | ${result.exactlyOnce ? 'yes' : 'NO'} | ${result.loadAverage.before[0]} / ${result.loadAverage.after[0]} |`,
-    ...(process.env.BENCH_BEFORE
-      ? ['', `Measured just before on the same machine (old code): ${process.env.BENCH_BEFORE}.`]
-      : []),
-    '',
-    'Concurrent transactions insert claims and transfers in (chain, hash, log) order and lock the shared balance rows',
-    "FOR NO KEY UPDATE in account id order, so transactions in flight never deadlock; each entry's balance is checked once",
-    'per INSERT statement. A transfer first seen with its payment (every one here) is booked set-based: inserted already',
-    'claimed, the transactions and both journal entries in one statement each per batch.',
-    '',
-    `Exactly-once check afterwards: ${result.checks.transactions} transactions and ${result.checks.paymentEntries} payment entries for`,
-    `${result.events} transfers, ${result.checks.paymentConfirmedEvents} payment.confirmed, seller holds ${result.checks.sellerHeld} USDC (expected ${result.checks.expectedSellerHeld}), escrow asset`,
-    `${result.checks.escrowAsset} (expected ${result.checks.expectedEscrowAsset}), ${result.checks.conflicts} conflicts, ${result.checks.reconciliationDifferences} reconciliation differences.`,
-    `Machine: ${result.machine.cpus} CPUs (${result.machine.cpuModel}), Node ${result.machine.node}, shared with other work; ${result.ranAt}.`,
-    'Raw figures: `bench/results/ledger.json`.',
-    '<!-- ledger:end -->',
-  ].join('\n');
-  let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
-  const pattern = /<!-- ledger:start -->[\s\S]*?<!-- ledger:end -->/;
-  text = pattern.test(text) ? text.replace(pattern, section) : `${text.trimEnd()}\n\n${section}\n`;
-  writeFileSync(file, text);
 }
 
 main().catch((error) => {
