@@ -62,9 +62,15 @@ export async function claimsOrHolders(
             ${column((x) => x.event.data.claimId)}::text[], ${column((x) => x.request.claimedVia)}::text[],
             ${column((x) => x.request.reference)}::text[], ${column((x) => x.request.payer.toLowerCase())}::text[],
             ${column((x) => x.amountMicro)}::bigint[], ${column((x) => x.request.payment?.paymentId ?? null)}::text[],
-            ${column((x) => x.event.id)}::text[], ${column((x) => JSON.stringify(x.event))}::jsonb[])
+            ${column((x) => x.event.id)}::text[])
           as r(batch_index, chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
-            payment_id, event_id, envelope)
+            payment_id, event_id)
+      ),
+      -- The envelopes travel as one JSON array (element i is request i's): as a text[] or jsonb[] the driver
+      -- would escape every quote of every envelope into an array literal.
+      envelopes as (
+        select (e.ord - 1)::integer as batch_index, e.envelope
+          from jsonb_array_elements(${JSON.stringify(column((x) => x.event))}::jsonb) with ordinality as e(envelope, ord)
       ),
       fresh as (
         insert into transfer_claims
@@ -78,7 +84,8 @@ export async function claimsOrHolders(
       ),
       published as (
         insert into outbox (id, subject, envelope, published_at)
-          select r.event_id, 'transfer.claimed', r.envelope, null from req r join fresh f using (claim_id)
+          select r.event_id, 'transfer.claimed', e.envelope, null
+            from req r join fresh f using (claim_id) join envelopes e using (batch_index)
       )
       select r.batch_index, 0 as pick, true as fresh, f.claim_id, f.claimed_via, f.reference, f.claimed_at,
           f.payment_id, null::text as transaction_id, false as live
@@ -104,10 +111,15 @@ const latestTransactionOf = sql`(select t.id from transactions t
     where t.payment_id = c.payment_id and t.chain_id = c.chain_id and t.tx_hash = c.tx_hash
     order by t.created_at desc, t.id desc limit 1)`;
 
-/** Whether a payment of claim row `c`'s transfer stands (not reversed by a reorg or the chain check). */
-const livePaymentOf = sql`exists (select 1 from transactions t
+/**
+ * Whether a payment of claim row `c`'s transfer stands (not reversed by a reorg or the chain check). A scalar
+ * subquery with a limit, not `exists`: the generic plan of the prepared statement, made while the table was small,
+ * may run an `exists` as a hashed subplan, a scan of every transaction ever booked per statement with a repeat.
+ */
+const livePaymentOf = sql`coalesce((select true from transactions t
     where t.chain_id = c.chain_id and t.tx_hash = c.tx_hash and t.log_index = c.log_index
-      and t.escrow_status <> 'reversed')`;
+      and t.escrow_status <> 'reversed'
+    limit 1), false)`;
 
 /**
  * Each request's row, in order: its own insert, else the claim row there before; read again when a concurrent
@@ -118,11 +130,15 @@ async function heldInOrder(
   requests: ClaimRequest[],
   rows: Array<ClaimOutcomeRow & { batch_index: number; pick: number }>,
 ): Promise<ClaimOutcomeRow[]> {
+  // Per request, its own insert (pick 0) before the row there before (pick 1).
+  const byRequest = new Map<number, ClaimOutcomeRow & { batch_index: number; pick: number }>();
+  for (const row of rows) {
+    const other = byRequest.get(Number(row.batch_index));
+    if (!other || Number(row.pick) < Number(other.pick)) byRequest.set(Number(row.batch_index), row);
+  }
   const out: ClaimOutcomeRow[] = [];
   for (const [i, request] of requests.entries()) {
-    const found = rows
-      .filter((row) => Number(row.batch_index) === i)
-      .sort((x, y) => Number(x.pick) - Number(y.pick))[0];
+    const found = byRequest.get(i);
     if (found) {
       const { batch_index: _, pick: __, ...held } = found;
       out.push(held);
