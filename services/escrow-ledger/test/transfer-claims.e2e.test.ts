@@ -293,8 +293,15 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       expect(upstream.requests.length - reached).toBeLessThanOrEqual(1);
       expect(await ledgerTransactions(txHash)).toHaveLength(1);
       expect(await ledgerConflicts(txHash)).toEqual([]);
-      for (const a of answers.filter((x) => x.status !== 200 || x.body.valid === false)) {
-        expect(a.body.reason).toBe('payment_already_used');
+      const losers = answers.filter((x) => x.status !== 200 || x.body.valid === false);
+      // Logged whole: a loser's status and body say which refusal it was.
+      process.stdout.write(`race delay ${delayMs}: losers ${JSON.stringify(losers)}\n`);
+      for (const a of losers) {
+        expect({ delayMs, status: a.status, reason: a.body.reason ?? a.body.error?.code }).toEqual({
+          delayMs,
+          status: a.status,
+          reason: 'payment_already_used',
+        });
       }
     }
   });
