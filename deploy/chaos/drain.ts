@@ -45,6 +45,25 @@ export async function pendingWork(client: pg.Client): Promise<Record<string, num
     'settlement.platform_payouts requested/sending',
     `select count(*)::int as n from settlement.platform_payouts where status in ('requested','sending')`,
   );
+  // Unserved calls on their way back to the buyer: a window not closed yet, a closed call the ledger has not
+  // recorded or decided, a refund booked and not in a payer's batch yet (a batch sent is a pending ledger refund).
+  await q(
+    'gateway.payment_claims retryable',
+    `select count(*)::int as n from gateway.payment_claims where state = 'retryable' and kind <> 'subscription'`,
+  );
+  await q(
+    'gateway.payment_claims unserved, unknown to the ledger',
+    `select count(*)::int as n from gateway.payment_claims c where c.state = 'unserved'
+        and not exists (select 1 from ledger.unserved_calls u where u.payment_id = c.id)`,
+  );
+  await q(
+    'ledger.unserved_calls undecided',
+    `select count(*)::int as n from ledger.unserved_calls where status = 'closed'`,
+  );
+  await q(
+    'ledger.unserved_calls refunded, not in a batch',
+    `select count(*)::int as n from ledger.unserved_calls where status = 'refunded' and batch_id is null`,
+  );
   await q(
     'ledger.transactions payout_pending',
     `select count(*)::int as n from ledger.transactions where escrow_status = 'payout_pending'`,

@@ -8,6 +8,9 @@
  * - `x402`: an x402 payment with the standard client (EIP-3009 authorization, relayed gasless by settlement).
  * - `settleNow`: the operator's settle-now for one seller.
  * - `refund`: a seller refund (full or partial) of one of its paid transactions.
+ * - `failingX402`, `failingMcp`, `failingPayment`: paid calls the seller fails (failing-calls.ts), each charged once
+ *   and to be refunded to its payer after its window, made in turn by agents of their own (the failing agents,
+ *   beside the buyers: the buyers' draws stay those of their seed).
  *
  * Every acknowledged outcome is recorded for the invariants: which transfers were served, which refunds and
  * settlements were accepted.
@@ -15,11 +18,19 @@
 import { createAgent, PAYMENT_HEADER, type PaymentRequirements } from '@paygate/agent-client';
 import type { Wallet } from 'ethers';
 import { checkoutByTransfer, checkoutByWallet, refundRequest, unmatchedTransfer } from './checkout-load';
+import { type FailingCall, failingMcp, failingPayment, failingX402 } from './failing-calls';
 import { type CheckoutMatching, errorCode, type Seller } from './participants';
 import type { Prng } from './prng';
 import { payWithX402 } from './x402-payment';
 
-export type OperationKind =
+/** The operations the buyers draw by weight (WEIGHTS), and those the failing agents make (FAILING_KINDS). */
+export type OperationKind = DrawnKind | FailingKind;
+
+export type FailingKind = 'failingX402' | 'failingMcp' | 'failingPayment';
+/** A failing agent's calls in turn, so each channel pays a steady share. */
+const FAILING_KINDS: readonly FailingKind[] = ['failingX402', 'failingMcp', 'failingPayment'];
+
+export type DrawnKind =
   | 'payment'
   | 'x402'
   | 'verify'
@@ -38,6 +49,8 @@ export interface LoadRecord {
   /** Transfers sent whose call was never served (the money is in escrow, unclaimed or claimed and failed). */
   unserved: string[];
   refundsAccepted: string[];
+  /** Paid calls the seller failed (a transaction charged, no answer served): each must come back to its payer. */
+  failing: FailingCall[];
   /** Checkout sessions whose payment was mined: a widget that reconnects must see each of them paid. */
   checkoutPaid: Array<{ sessionId: string; txHash: string; matching: CheckoutMatching }>;
   /** Checkout sessions the load saw paid (paid, paid_late, overpaid), by how they were matched. */
@@ -56,6 +69,7 @@ export function emptyRecord(): LoadRecord {
     served: new Map(),
     unserved: [],
     refundsAccepted: [],
+    failing: [],
     checkoutPaid: [],
     checkoutPaidByMode: { amount: 0, deposit_address: 0 },
     accountChanges: [],
@@ -93,12 +107,14 @@ export interface LoadOptions {
   operatorToken: string;
   sellers: Seller[];
   buyers: Wallet[];
+  /** Agents that only pay calls the seller fails, one worker each (none: no failing calls). */
+  failingAgents?: Wallet[];
   prng: Prng;
   operations: number;
   /** Pause between one worker's operations (the rate the two cores carry). */
   pauseMs: number;
   /** The profile's changes to the operations' weights (WEIGHTS). */
-  weights?: Partial<Record<OperationKind, number>>;
+  weights?: Partial<Record<DrawnKind, number>>;
   record: LoadRecord;
   shouldStop: () => boolean;
 }
@@ -115,7 +131,7 @@ function withDeadline(operation: Promise<string>, ms: number): Promise<string> {
   ]).finally(() => clearTimeout(timer));
 }
 
-export const WEIGHTS: Record<OperationKind, number> = {
+export const WEIGHTS: Record<DrawnKind, number> = {
   payment: 40,
   x402: 14,
   verify: 8,
@@ -139,7 +155,7 @@ export async function runLoad(options: LoadOptions): Promise<void> {
       const seller = prng.pick(options.sellers);
       let outcome: string;
       try {
-        const operations: Record<OperationKind, () => Promise<string>> = {
+        const operations: Record<DrawnKind, () => Promise<string>> = {
           payment: () => payment(options, agent, seller, prng, buyer.address.toLowerCase()),
           x402: () => x402(options, buyer, seller),
           verify: () => verify(options, agent, seller, prng, buyer.address.toLowerCase()),
@@ -160,7 +176,33 @@ export async function runLoad(options: LoadOptions): Promise<void> {
       await new Promise((r) => setTimeout(r, options.pauseMs));
     }
   });
-  await Promise.all(workers);
+  await Promise.all([
+    ...workers,
+    ...(options.failingAgents ?? []).map((agent, w) => failingAgent(options, agent, w)),
+  ]);
+}
+
+/**
+ * One failing agent: the failing calls' channels in turn (x402, MCP, tx hash) on a seller drawn from its own
+ * stream, for as long as the buyers go on; not counted in the buyers' operations.
+ */
+async function failingAgent(options: LoadOptions, buyer: Wallet, w: number): Promise<void> {
+  const prng = options.prng.fork(`failing-agent-${w}`);
+  const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 20_000 });
+  for (let n = w; !options.shouldStop(); n++) {
+    const kind = FAILING_KINDS[n % FAILING_KINDS.length]!;
+    const seller = prng.pick(options.sellers);
+    const calls: Record<FailingKind, () => Promise<string>> = {
+      failingX402: () => failingX402(options, buyer, seller, prng),
+      failingMcp: () => failingMcp(options, agent, buyer, seller, prng),
+      failingPayment: () => failingPayment(options, agent, buyer, seller, prng),
+    };
+    const outcome = await withDeadline(calls[kind](), OPERATION_DEADLINE_MS).catch(
+      (error: Error) => `error: ${error.message.slice(0, 60)}`,
+    );
+    count(options.record, kind, outcome);
+    await new Promise((r) => setTimeout(r, options.pauseMs));
+  }
 }
 
 export async function payment(

@@ -1,8 +1,11 @@
 /**
- * The run's participants: sellers with a paid API skill (0 h hold), every other one matching its checkout sessions by
- * deposit address (the rest by unique amount, the default), and buyers with ETH and USDC of their own; and the
- * account changes a seller makes mid-run (a key rotation, a new payout address).
+ * The run's participants: sellers with a paid API skill (0 h hold) and a failing one (its upstream answers 500, never
+ * answers, or drops the connection: every paid call of it must come back to its buyer), every other one matching
+ * its checkout sessions by deposit address (the rest by unique amount, the default), and buyers with ETH and USDC
+ * of their own; and the account changes a seller makes mid-run (a key rotation, a new payout address).
  */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { usdcAbi } from '@paygate/chain';
 import { createActiveSkill, signUpSeller, testWallets } from '@paygate/testing';
 import { Contract, JsonRpcProvider, NonceManager, Wallet } from 'ethers';
@@ -17,10 +20,24 @@ export interface Seller {
   publishableKey: string;
   sessionToken: string;
   skill: string;
+  /** The skill whose paid routes fail (FAILING_PATHS): no paid call of it is ever served. */
+  failingSkill: string;
   wallet: Wallet;
   /** How its checkout sessions are matched (the account's `checkoutMatching`, set at sign-up). */
   checkoutMatching: CheckoutMatching;
 }
+
+/** How the failing skill's upstream fails a paid call: the three ways the gateway calls a seller failure. */
+export type SellerFailureKind = 'status500' | 'timeout' | 'connectionDropped';
+export const FAILING_PATHS: Record<SellerFailureKind, string> = {
+  status500: '/fail',
+  timeout: '/hang',
+  connectionDropped: '/drop',
+};
+
+/** The failing skill's MCP tool for a path (the gateway's `<skill>__<method>_<path>`). */
+export const failingTool = (seller: Seller, kind: SellerFailureKind) =>
+  `${seller.failingSkill}__get_${FAILING_PATHS[kind].slice(1)}`;
 
 export type CheckoutMatching = 'amount' | 'deposit_address';
 export const CHECKOUT_MATCHINGS: readonly CheckoutMatching[] = ['amount', 'deposit_address'];
@@ -37,6 +54,8 @@ export async function setUpSellers(options: {
     Array.from({ length: options.count }, async (_, i): Promise<Seller> => {
       // Half the sellers in each mode: the load pays sessions of both.
       const checkoutMatching: CheckoutMatching = i % 2 === 1 ? 'deposit_address' : 'amount';
+      // Drawn before the first await, so in the sellers' order whatever their sign-ups' timing.
+      const failingPrices = Object.values(FAILING_PATHS).map(() => `0.01${options.prng.int(0, 9)}`);
       const wallet = Wallet.createRandom() as unknown as Wallet;
       const signed = await signUpSeller(options.baseUrl, wallet);
       const skill = `chaos-api-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
@@ -56,6 +75,27 @@ export async function setUpSellers(options: {
               description: 'work',
             },
           ],
+        } as Parameters<typeof createActiveSkill>[2],
+        { timeoutMs: 60_000 },
+      );
+      // The failing skill holds its payments for an hour: a refund of an unserved call comes out of the hold, so
+      // the seller's payouts never take it (with 0 h a payment can be released before its failure is known).
+      // Prices from 0.010: x402's minimum; two unserved calls of one payer reach the run's refund threshold.
+      const failingSkill = `chaos-failing-${i}-${signed.sellerId.slice(-6).toLowerCase()}`;
+      await createActiveSkill(
+        options.baseUrl,
+        signed.apiKey,
+        {
+          name: failingSkill,
+          type: 'API',
+          apiBaseUrl: options.upstreamUrl,
+          holdPeriodHours: 1,
+          endpoints: Object.values(FAILING_PATHS).map((path, p) => ({
+            path,
+            method: 'GET',
+            priceUsdc: failingPrices[p]!,
+            description: `fails (${path})`,
+          })),
         } as Parameters<typeof createActiveSkill>[2],
         { timeoutMs: 60_000 },
       );
@@ -81,6 +121,7 @@ export async function setUpSellers(options: {
         publishableKey: signed.publishableKey,
         sessionToken: signed.sessionToken,
         skill,
+        failingSkill,
         wallet,
         checkoutMatching,
       };
@@ -112,6 +153,57 @@ export async function awaitCheckoutMatching(
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`checkout did not project the matching mode of ${missing.join(', ')} in ${timeoutMs} ms`);
+}
+
+/**
+ * Waits (bounded) until the gateway offers x402 for every failing route and lists its MCP tools, so the load's first
+ * failing calls are paid (a route the gateway does not know yet answers 404, before anything is charged).
+ */
+export async function awaitFailingRoutes(
+  baseUrl: string,
+  sellers: Seller[],
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const kinds = Object.keys(FAILING_PATHS) as SellerFailureKind[];
+  const wanted = sellers.flatMap((seller) => kinds.map((kind) => ({ seller, kind })));
+  let missing = wanted.map(({ seller, kind }) => failingTool(seller, kind));
+  while (Date.now() < deadline) {
+    const tools = await listMcpTools(baseUrl).catch(() => new Set<string>());
+    const offered = await Promise.all(
+      wanted.map(({ seller, kind }) =>
+        fetch(`${baseUrl}/api/v1/skills/${seller.failingSkill}${FAILING_PATHS[kind]}`, {
+          signal: AbortSignal.timeout(10_000),
+        })
+          .then((r) => r.status === 402 && r.headers.get('payment-required') !== null)
+          .catch(() => false),
+      ),
+    );
+    missing = wanted
+      .filter(({ seller, kind }, i) => !offered[i] || !tools.has(failingTool(seller, kind)))
+      .map(({ seller, kind }) => failingTool(seller, kind));
+    if (missing.length === 0) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`the gateway did not offer the failing routes ${missing.join(', ')} in ${timeoutMs} ms`);
+}
+
+/** The tool names the gateway's MCP endpoint lists (every page). */
+async function listMcpTools(baseUrl: string): Promise<Set<string>> {
+  const client = new Client({ name: 'chaos-setup', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/api/v1/mcp`)));
+  try {
+    const names = new Set<string>();
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : {});
+      for (const tool of page.tools) names.add(tool.name);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return names;
+  } finally {
+    await client.close().catch(() => undefined);
+  }
 }
 
 /** Buyer wallets with ETH (anvil_setBalance) and USDC minted by the test USDC's owner. */

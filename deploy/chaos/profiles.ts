@@ -5,7 +5,7 @@
 
 import { ALL_SERVICES } from '../service-schemas';
 import { FAULT_WEIGHTS, type FaultKind } from './faults';
-import type { OperationKind } from './load';
+import type { DrawnKind } from './load';
 
 export interface ChaosProfile {
   name: string;
@@ -14,6 +14,8 @@ export interface ChaosProfile {
   faultSeconds: number;
   operations: number;
   buyers: number;
+  /** Agents beside the buyers that only pay calls their seller fails (load.ts failingAgent). */
+  failingAgents: number;
   sellers: number;
   pauseMs: number;
   drainTimeoutSeconds: number;
@@ -23,7 +25,7 @@ export interface ChaosProfile {
   minFaults?: number;
   faultWeights?: Partial<Record<FaultKind, number>>;
   /** Changes to the load's operation weights (load.ts WEIGHTS). */
-  operationWeights?: Partial<Record<OperationKind, number>>;
+  operationWeights?: Partial<Record<DrawnKind, number>>;
 }
 
 export const PROFILES: Record<string, ChaosProfile> = {
@@ -36,6 +38,8 @@ export const PROFILES: Record<string, ChaosProfile> = {
     faultSeconds: 135,
     operations: 3000,
     buyers: 56,
+    // About one paid call in ten is one its seller fails (a failing call takes 2-10 s, a buyer's operation 3-5).
+    failingAgents: 6,
     sellers: 4,
     pauseMs: 100,
     drainTimeoutSeconds: 120,
@@ -60,6 +64,8 @@ export const PROFILES: Record<string, ChaosProfile> = {
     // Its 40-odd operations pay checkout sessions of both sellers, one matching by amount and one by deposit
     // address: checkout twice as often as in the full profile (8 and 6 of 100).
     operationWeights: { checkoutTransfer: 16, checkoutWallet: 12 },
+    // One agent paying failing calls: a handful per run, each refunded within the drain.
+    failingAgents: 1,
     buyers: 3,
     sellers: 2,
     pauseMs: 100,

@@ -1,6 +1,7 @@
 /** The report of one run: seed, faults by kind, operations by kind and outcome, invariants, recovery, drain. */
 import type { FaultRecord } from './faults';
 import type { InvariantResult } from './invariants';
+import type { UnservedRefundSummary } from './invariants-unserved';
 import type { LoadRecord } from './load';
 import type { Replica } from './replicas';
 
@@ -26,6 +27,15 @@ export interface RunReport {
    * started after the drain, such as a settlement period's payouts): what they said then.
    */
   invariantsFailedBeforeRecheck: string[];
+  /** Paid calls the seller failed, as the load saw them (charged, not served), by channel and by failure. */
+  failingCalls: {
+    total: number;
+    byChannel: Record<string, number>;
+    byFailure: Record<string, number>;
+    chargedTwice: number;
+  };
+  /** What the ledger refunded of the unserved calls, in how many batches, and how long the buyers waited. */
+  unservedRefunds: UnservedRefundSummary;
   /** Per fault kind: ms from the fault's end until the next served payment. */
   recoveryMs: Record<string, { n: number; p50: number | null; p99: number | null }>;
   rpcFaultHits: Record<string, number>;
@@ -51,6 +61,7 @@ export function runReport(run: {
   record: LoadRecord;
   invariants: InvariantResult[];
   invariantsFailedBeforeRecheck: string[];
+  unservedRefunds: UnservedRefundSummary;
   rpcFaultHits: Record<string, number>;
   webhookFailures: Record<string, number>;
   replicas: Replica[];
@@ -93,6 +104,8 @@ export function runReport(run: {
     requestsTotal: record.requests,
     invariants,
     invariantsFailedBeforeRecheck: run.invariantsFailedBeforeRecheck,
+    failingCalls: failingCallCounts(record),
+    unservedRefunds: run.unservedRefunds,
     recoveryMs: recoveryTimes(faults, record.successTimes),
     rpcFaultHits: run.rpcFaultHits,
     webhookFailures: run.webhookFailures,
@@ -108,6 +121,20 @@ export function runReport(run: {
       run.drainSeconds !== null &&
       invariants.every((i) => i.violations === 0) &&
       (record.operations.payment?.served ?? 0) > 0,
+  };
+}
+
+function failingCallCounts(record: LoadRecord): RunReport['failingCalls'] {
+  const tally = (key: (call: LoadRecord['failing'][number]) => string) => {
+    const counts: Record<string, number> = {};
+    for (const call of record.failing) counts[key(call)] = (counts[key(call)] ?? 0) + 1;
+    return counts;
+  };
+  return {
+    total: record.failing.length,
+    byChannel: tally((c) => c.channel),
+    byFailure: tally((c) => c.failure),
+    chargedTwice: record.failing.filter((c) => c.secondTxHash).length,
   };
 }
 
@@ -171,6 +198,18 @@ export function renderReport(report: RunReport): string {
   }
   lines.push(
     `checkout sessions paid: ${report.checkoutSessionsPaid.amount} by amount, ${report.checkoutSessionsPaid.deposit_address} by deposit address`,
+  );
+  const failing = report.failingCalls;
+  const refunds = report.unservedRefunds;
+  const counts = (counts: Record<string, number>) =>
+    Object.entries(counts)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
+  lines.push(
+    `failing paid calls: ${failing.total} (${counts(failing.byChannel)}; ${counts(failing.byFailure)}), charged twice ${failing.chargedTwice}`,
+  );
+  lines.push(
+    `unserved refunds: ${refunds.refundedCalls} calls in ${refunds.batches} batch transfers (calls per batch: ${counts(refunds.callsPerBatch)}), first failure → refund on chain p50 ${refunds.waitMs.p50} ms, max ${refunds.waitMs.max} ms; not refunded: ${counts(refunds.notRefunded)}`,
   );
   lines.push(`replica crashes (not injected): ${Object.keys(report.crashes).length === 0 ? 'none' : ''}`);
   for (const [replica, crashes] of Object.entries(report.crashes)) {

@@ -7,9 +7,11 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import { testWallets } from '@paygate/testing';
+import pg from 'pg';
 import { drainUntilQuiet } from './drain';
 import { type FaultRecord, runFaults } from './faults';
 import { checkInvariants } from './invariants';
+import { type UnservedRefundSummary, unservedRefundSummary } from './invariants-unserved';
 import { emptyRecord, type LoadRecord, runLoad } from './load';
 import { changeAccountsMidway, type Seller } from './participants';
 import { Prng } from './prng';
@@ -48,6 +50,7 @@ export async function runChaos(options: {
     const phase = await loadUnderFaults(run, system, participants);
     const drainSeconds = await quiesce(run, system, phase.lastFaultAt);
     const { invariants, failedFirst } = await readInvariants(run, system, phase.record, drainSeconds);
+    const unservedRefunds = await readUnservedRefunds(system.postgres.url);
     if (options.logDir) keepLogs(options.logDir, system);
     return runReport({
       seed: run.seed,
@@ -60,6 +63,7 @@ export async function runChaos(options: {
       record: phase.record,
       invariants,
       invariantsFailedBeforeRecheck: failedFirst,
+      unservedRefunds,
       rpcFaultHits: system.rpcProxy.hits,
       webhookFailures: system.webhooks.failures,
       replicas: system.replicas,
@@ -112,6 +116,7 @@ async function loadUnderFaults(
     operatorToken: OPERATOR_TOKEN,
     sellers: participants.sellers,
     buyers: participants.buyers,
+    failingAgents: participants.failingAgents,
     prng: run.loadPrng,
     operations: profile.operations,
     pauseMs: profile.pauseMs,
@@ -248,6 +253,17 @@ async function readInvariants(
       invariants = await check();
   }
   return { invariants, failedFirst };
+}
+
+/** The unserved calls' refunds as the ledger holds them after the drain (the report's figures). */
+async function readUnservedRefunds(databaseUrl: string): Promise<UnservedRefundSummary> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return await unservedRefundSummary(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 /** Each replica's last log lines and Postgres' log, for a failed run's post-mortem. */

@@ -8,6 +8,8 @@ import { testWallets } from '@paygate/testing';
 import { SCHEMAS } from '../service-schemas';
 
 export const OPERATOR_TOKEN = 'chaos-operator-token-not-secret-000';
+/** A failing call's window in the run (production: 600 s): closed, refunded and checked within the drain. */
+export const RETRY_WINDOW_SECONDS = 5;
 const SESSION_SECRET = 'chaos-session-secret-not-secret-0123456789';
 
 /** What a run started that its replicas reach. */
@@ -67,11 +69,22 @@ const OWN_SETTINGS: Record<string, (run: RunEndpoints) => NodeJS.ProcessEnv> = {
     // Receipts of payments booked before CONFIRMATIONS (x402) checked every second: a dropped one is
     // reversed within seconds of CONFIRMATIONS blocks, inside the drain.
     CHAIN_CHECK_INTERVAL_MS: '1000',
+    // Unserved calls refunded within the run: a payer's refunds go out once two failing calls (0.010 or more each)
+    // add up to the threshold, a single one after 15 s, and undecided calls are looked at again every second.
+    UNSERVED_REFUND_THRESHOLD: '0.02',
+    UNSERVED_REFUND_MAX_AGE_MS: '15000',
+    UNSERVED_SWEEP_INTERVAL_MS: '1000',
   }),
   registry: () => ({ VALIDATION_INTERVAL_MS: '500' }),
   // Every buyer of the load calls from 127.0.0.1, where real agents each have their own address: limits per
   // client address would answer most of the load 429 (683 of 1,918 operations in one run) instead of working.
-  'gateway-proxy': () => ({ RATE_LIMIT_PER_MINUTE: '100000' }),
+  'gateway-proxy': () => ({
+    RATE_LIMIT_PER_MINUTE: '100000',
+    // The load presents a failed purchase again within the window.
+    RETRY_WINDOW_SECONDS: String(RETRY_WINDOW_SECONDS),
+    // The failing skill's upstream that never answers holds a call this long (production: 10 s).
+    UPSTREAM_TIMEOUT_MS: '4000',
+  }),
   checkout: () => ({
     SESSION_RATE_LIMIT_PER_CLIENT: '100000',
     // Sessions expire within the run, so the load pays some after expiry (paid_late) and a payment delayed by a

@@ -26,7 +26,15 @@ import pg from 'pg';
 import { ALL_SERVICES } from '../service-schemas';
 import { Balancer } from './balancer';
 import { NatsCluster } from './nats-cluster';
-import { awaitCheckoutMatching, fundBuyers, type Seller, setUpSellers } from './participants';
+import {
+  awaitCheckoutMatching,
+  awaitFailingRoutes,
+  FAILING_PATHS,
+  fundBuyers,
+  type Seller,
+  type SellerFailureKind,
+  setUpSellers,
+} from './participants';
 import { ChaosPostgres } from './postgres';
 import type { Prng } from './prng';
 import type { ChaosProfile } from './profiles';
@@ -66,6 +74,8 @@ export interface ChaosSystem {
 export interface Participants {
   sellers: Seller[];
   buyers: Wallet[];
+  /** Funded like the buyers; they only pay calls their seller fails. */
+  failingAgents: Wallet[];
   startupSeconds: number;
 }
 
@@ -78,7 +88,11 @@ export async function startSystem(
   const infrastructure = await startInfrastructure(run);
   const system = await startRunParts(run, infrastructure);
   // The buyers are funded while the services start (the chain is all they need).
-  const funding = fundBuyers(system.anvil.rpcUrl, system.usdcAddress, run.profile.buyers);
+  const funding = fundBuyers(
+    system.anvil.rpcUrl,
+    system.usdcAddress,
+    run.profile.buyers + run.profile.failingAgents,
+  );
   funding.catch(() => undefined);
   await startReplicas(system.replicas);
   run.log(`${system.replicas.length} replicas ready (${since(run.started)})`);
@@ -96,12 +110,15 @@ export async function startSystem(
   } finally {
     await client.end().catch(() => undefined);
   }
-  const buyers = await funding;
+  await awaitFailingRoutes(system.balancer.url, sellers, 60_000);
+  const wallets = await funding;
+  const buyers = wallets.slice(0, run.profile.buyers);
+  const failingAgents = wallets.slice(run.profile.buyers);
   const startupSeconds = Math.round((Date.now() - run.started) / 1000);
   run.log(
-    `${sellers.length} sellers, ${buyers.length} buyers; start-up took ${startupSeconds} s; faults begin`,
+    `${sellers.length} sellers, ${buyers.length} buyers, ${failingAgents.length} failing agents; start-up took ${startupSeconds} s; faults begin`,
   );
-  return { system, participants: { sellers, buyers, startupSeconds } };
+  return { system, participants: { sellers, buyers, failingAgents, startupSeconds } };
 }
 
 /** What does not depend on anything else starts at once: Postgres, the NATS cluster, the chain, the build. */
@@ -222,11 +239,32 @@ async function allStarted<T extends readonly unknown[]>(
   };
 }
 
-/** The sellers' API behind the gateway: answers every call. */
+/**
+ * The sellers' API behind the gateway: answers every call, except the failing skill's paid routes (FAILING_PATHS),
+ * which fail the way a broken seller does: a 500, no answer until the gateway's UPSTREAM_TIMEOUT_MS, or the
+ * connection dropped before any answer. The registry's validation pings (HEAD) are answered, so the skill is active.
+ */
 function startUpstream(): Promise<http.Server> {
-  const server = http.createServer((_req, res) => {
+  const server = http.createServer((req, res) => {
+    const failure = req.method === 'HEAD' ? undefined : failureOf(req.url ?? '');
+    if (failure === 'status500') {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end('{"error":"the seller broke"}');
+      return;
+    }
+    // Never answered: the gateway gives up after its upstream timeout and closes the connection.
+    if (failure === 'timeout') return;
+    if (failure === 'connectionDropped') {
+      req.socket.destroy();
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end('{"ok":true}');
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+function failureOf(url: string): SellerFailureKind | undefined {
+  const path = url.split('?')[0];
+  return (Object.keys(FAILING_PATHS) as SellerFailureKind[]).find((kind) => FAILING_PATHS[kind] === path);
 }
