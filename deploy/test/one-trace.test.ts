@@ -3,7 +3,9 @@
  * OTLP/HTTP (JSON) to a receiver in this test; one paid x402 call, sent with a traceparent of the test's, gives one
  * trace whose spans link, parent to child, across the gateway, the relayer (settlement), the ledger and the notifier
  * (its webhook to the seller too): the W3C context travels in HTTP headers, in NATS request headers (RPCs), with each
- * event through the outbox, and with the event the notifier keeps for its webhook deliveries.
+ * event through the outbox, and with the event the notifier keeps for its webhook deliveries. The seller's payout of
+ * that one payment continues the same trace: the ledger's reservation span is a child of the payment's booking (its
+ * context kept with the booking) and settlement's handling of `payout.reserved` a child of that.
  *
  *   npx jest --ci deploy/test/one-trace.test.ts
  */
@@ -42,6 +44,8 @@ interface ReceivedSpan {
   traceId: string;
   spanId: string;
   parentSpanId: string;
+  /** The trace ids this span links to (OpenTelemetry span links). */
+  linkedTraceIds: string[];
 }
 
 /** A tiny OTLP/HTTP receiver: POST /v1/traces with the JSON encoding (ids in hex), every span kept. */
@@ -60,7 +64,13 @@ function startOtlpReceiver(): Promise<{ url: string; spans: ReceivedSpan[]; clos
           resourceSpans?: Array<{
             resource?: { attributes?: Array<{ key: string; value: { stringValue?: string } }> };
             scopeSpans?: Array<{
-              spans?: Array<{ name: string; traceId: string; spanId: string; parentSpanId?: string }>;
+              spans?: Array<{
+                name: string;
+                traceId: string;
+                spanId: string;
+                parentSpanId?: string;
+                links?: Array<{ traceId: string }>;
+              }>;
             }>;
           }>;
         };
@@ -75,6 +85,7 @@ function startOtlpReceiver(): Promise<{ url: string; spans: ReceivedSpan[]; clos
                 traceId: span.traceId.toLowerCase(),
                 spanId: span.spanId.toLowerCase(),
                 parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+                linkedTraceIds: (span.links ?? []).map((link) => link.traceId.toLowerCase()),
               });
             }
           }
@@ -105,6 +116,29 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
   const processes: Record<string, ServiceProcess & { url: string }> = {};
   let usdcAddress: string;
   let baseUrl: string;
+  let sellerId: string;
+  /** The paid call's trace (the test's own root span), set by the first test. */
+  let traceId: string;
+  let rootSpanId: string;
+
+  const crossService = (spans: ReceivedSpan[]) => {
+    const byId = new Map(spans.map((span) => [span.spanId, span]));
+    const linked = new Set<string>();
+    for (const span of spans) {
+      const parent = byId.get(span.parentSpanId);
+      if (parent && parent.service !== span.service) {
+        linked.add(parent.service);
+        linked.add(span.service);
+      }
+    }
+    return linked;
+  };
+  // One tree: every span's parent is another span of the trace, or the caller's own span (the root).
+  const orphans = (spans: ReceivedSpan[]) => {
+    const ids = new Set(spans.map((span) => span.spanId));
+    return spans.filter((span) => span.parentSpanId !== rootSpanId && !ids.has(span.parentSpanId));
+  };
+  const ofTrace = () => receiver.spans.filter((span) => span.traceId === traceId);
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
@@ -166,11 +200,14 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
       server.listen(0, '127.0.0.1', () => resolve(server));
     });
     const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-    const { apiKey, sessionToken } = await signUpSeller(baseUrl, Wallet.createRandom());
+    const seller = await signUpSeller(baseUrl, Wallet.createRandom());
+    const { apiKey, sessionToken } = seller;
+    sellerId = seller.sellerId;
     const account = await fetch(`${baseUrl}/api/v1/account`, {
       method: 'PATCH',
       headers: { authorization: `Bearer ${sessionToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ webhookUrl: `${upstreamUrl}/hooks` }),
+      // The one payment's seller share (0.2375) is enough for a payout.
+      body: JSON.stringify({ webhookUrl: `${upstreamUrl}/hooks`, minimumSettlement: '0.1' }),
     });
     expect(account.status).toBe(200);
     await createActiveSkill(baseUrl, apiKey, {
@@ -218,8 +255,8 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
       valueMicro: BigInt(accepted.amount),
     });
     // The caller's own span: the gateway's server span is its child, so the trace is the test's.
-    const traceId = randomBytes(16).toString('hex');
-    const rootSpanId = randomBytes(8).toString('hex');
+    traceId = randomBytes(16).toString('hex');
+    rootSpanId = randomBytes(8).toString('hex');
     const paid = await fetch(url, {
       headers: {
         traceparent: `00-${traceId}-${rootSpanId}-01`,
@@ -229,24 +266,6 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
     expect(paid.status).toBe(200);
     await paid.arrayBuffer();
 
-    const crossService = (spans: ReceivedSpan[]) => {
-      const byId = new Map(spans.map((span) => [span.spanId, span]));
-      const linked = new Set<string>();
-      for (const span of spans) {
-        const parent = byId.get(span.parentSpanId);
-        if (parent && parent.service !== span.service) {
-          linked.add(parent.service);
-          linked.add(span.service);
-        }
-      }
-      return linked;
-    };
-    // One tree: every span's parent is another span of the trace, or the caller's own span (the root).
-    const orphans = (spans: ReceivedSpan[]) => {
-      const ids = new Set(spans.map((span) => span.spanId));
-      return spans.filter((span) => span.parentSpanId !== rootSpanId && !ids.has(span.parentSpanId));
-    };
-    const ofTrace = () => receiver.spans.filter((span) => span.traceId === traceId);
     const spans = await waitFor(
       () => {
         const ours = ofTrace();
@@ -281,5 +300,52 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
       ]),
     );
     expect(crossService(spans).size).toBeGreaterThanOrEqual(4);
+  });
+
+  it('the payout of that payment is in its trace: the ledger reserves it and settlement pays it as children of it', async () => {
+    // The 0 h hold is released once the chain confirmed the transfer; until then settle-now skips the seller.
+    const settled = await waitFor(
+      async () => {
+        const answer = await fetch(`${processes.settlement!.url}/api/v1/operator/settlements/run`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+          body: JSON.stringify({ sellerId, waitMs: 10_000 }),
+        });
+        const body = (await answer.json()) as { settled?: Array<{ status: string; amount: string }> };
+        return answer.status === 200 && body.settled?.length === 1 ? body.settled[0] : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 500, message: 'the paid call’s seller was never paid out' },
+    );
+    expect(settled).toMatchObject({ status: 'completed', amount: '0.2375' });
+    // The payout's spans carry the paid call's trace: as children of it (one payment paid) or by a link.
+    const ofPayout = (span: ReceivedSpan) =>
+      span.traceId === traceId || span.linkedTraceIds.includes(traceId);
+    const payout = await waitFor(
+      () => {
+        const reserved = receiver.spans.find(
+          (span) =>
+            span.service === 'escrow-ledger' && span.name === 'ledger payout reserved' && ofPayout(span),
+        );
+        const paid = receiver.spans.find(
+          (span) =>
+            span.service === 'settlement' && span.name === 'consume payout.reserved' && ofPayout(span),
+        );
+        return reserved && paid ? { reserved, paid } : undefined;
+      },
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        message: async () =>
+          `no payout span carries the paid call's trace: ${JSON.stringify(
+            receiver.spans
+              .filter((s) => s.name.includes('payout'))
+              .map((s) => [s.service, s.name, s.traceId, s.linkedTraceIds]),
+          )}`,
+      },
+    );
+    expect(payout.paid.traceId).toBe(traceId);
+    expect(payout.paid.parentSpanId).toBe(payout.reserved.spanId);
+    // Still one tree with the payout in it.
+    expect(orphans(ofTrace())).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope, type TraceContext } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
+import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
 import type { LedgerDeps } from '../deps';
@@ -87,26 +88,76 @@ export async function onSettlementDue(
       })),
     )
     .execute();
-  await enqueueEvent(
-    trx,
-    ok && payoutAddress
-      ? createEvent('payout.reserved', 'escrow-ledger', {
-          payoutId: due.settlementId,
-          kind: 'seller',
-          sellerId: due.sellerId,
-          amount: formatUsdc(available),
-          payoutAddress,
-          reservedAt: now.toISOString(),
-        })
-      : createEvent('payout.refused', 'escrow-ledger', {
-          payoutId: due.settlementId,
-          kind: 'seller',
-          sellerId: due.sellerId,
-          reason: refusal,
-          available: formatSigned(available),
-          refusedAt: now.toISOString(),
-        }),
+  if (!ok || !payoutAddress) {
+    await enqueueEvent(
+      trx,
+      createEvent('payout.refused', 'escrow-ledger', {
+        payoutId: due.settlementId,
+        kind: 'seller',
+        sellerId: due.sellerId,
+        reason: refusal,
+        available: formatSigned(available),
+        refusedAt: now.toISOString(),
+      }),
+    );
+    return;
+  }
+  const paid = await paidPaymentTraces(trx, paidOut);
+  // The payout's own trace continues the paid call's when it pays exactly one payment; otherwise the due one's,
+  // and the paid calls' contexts are named on the span.
+  await withSpan(
+    'ledger payout reserved',
+    {
+      ...(paid.length === 1 && paidOut.length === 1 ? { carrier: paid[0] } : {}),
+      attributes: {
+        'paygate.payout_id': due.settlementId,
+        'paygate.payout.payments': paidOut.length,
+        ...(paid.length > 0
+          ? { 'paygate.payout.paid_traceparents': paid.map((t) => t.traceparent).join(',') }
+          : {}),
+      },
+    },
+    () =>
+      enqueueEvent(
+        trx,
+        createEvent(
+          'payout.reserved',
+          'escrow-ledger',
+          {
+            payoutId: due.settlementId,
+            kind: 'seller',
+            sellerId: due.sellerId,
+            amount: formatUsdc(available),
+            payoutAddress,
+            reservedAt: now.toISOString(),
+          },
+          { trace: currentTraceCarrier() },
+        ),
+      ),
   );
+}
+
+/** Paid calls' trace contexts named on one payout span, at most (the oldest payments'). */
+const PAID_TRACES_PER_PAYOUT = 32;
+
+/**
+ * The trace contexts of the payments a payout pays, as their bookings kept them (the payment entry's memo `trace`:
+ * the claim's context, the paid call's trace). A booking without one (booked again after a reorg) adds none.
+ */
+async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Promise<TraceContext[]> {
+  if (transactionIds.length === 0) return [];
+  // A payment booked again after a reorg has a payment entry per inclusion: its latest names it.
+  const rows = await sql<{ trace: Partial<TraceContext> | null }>`select trace from (
+        select distinct on (transaction_id) id, memo->'trace' as trace from journal_entries
+         where transaction_id = any(${transactionIds}::text[]) and entry_type = 'payment'
+         order by transaction_id, id desc) latest
+      where trace is not null order by id limit ${PAID_TRACES_PER_PAYOUT}`.execute(trx);
+  return rows.rows.flatMap(({ trace }) => {
+    if (typeof trace?.traceparent !== 'string' || trace.traceparent.length > 128) return [];
+    const state =
+      typeof trace.tracestate === 'string' && trace.tracestate.length <= 512 ? trace.tracestate : '';
+    return [{ traceparent: trace.traceparent, ...(state ? { tracestate: state } : {}) }];
+  });
 }
 
 /**
