@@ -160,6 +160,12 @@ create or replace function payment_entry(p_key text, p_transaction_id text, p_am
       jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (p_amount - p_seller_share)::text)),
     'memo', jsonb_build_object('paymentId', p_payment_id, 'source', p_source)) $$;
 
+-- A payment entry keeps the paid call's trace context (its payment.confirmed envelope's), so the payout that later
+-- pays it can join that trace.
+create or replace function with_trace(p_entry jsonb, p_payment jsonb) returns jsonb
+  language sql immutable as $$
+  select coalesce(jsonb_set(p_entry, '{memo,trace}', p_payment->'confirmedEvent'->'trace'), p_entry) $$;
+
 -- Books a batch of claimed payments (ledger.claim_transfer, in the claims' own transaction; a parked or reorged
 -- payment when its transfer is mined again): each takes its transfer (one live transaction per transfer) and
 -- moves its amount from suspense to the seller's and the platform's held accounts. transfer_claims already
@@ -228,8 +234,8 @@ begin
             'bookedBy', 'payment.confirmed')) as entry
       from fresh
     union all
-    select ord, 2, payment_entry(chain_id || ':' || tx_hash || ':' || log_index, p->>'transactionId', amount,
-        seller_share, p->>'sellerId', p->>'paymentId', p->>'source')
+    select ord, 2, with_trace(payment_entry(chain_id || ':' || tx_hash || ':' || log_index, p->>'transactionId', amount,
+        seller_share, p->>'sellerId', p->>'paymentId', p->>'source'), p)
       from fresh
   )
   -- (booked runs to completion whether or not this reads it: a data-modifying WITH always does.)
@@ -302,9 +308,9 @@ begin
         (p->>'confirmedAt')::timestamptz, p_now);
     update transfers set claimed_by_transaction_id = v_txn
       where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;
-    v_entries := array_append(v_entries, payment_entry(
+    v_entries := array_append(v_entries, with_trace(payment_entry(
       v_key || case when v_transfer.inclusion > 0 then '#' || v_transfer.inclusion else '' end, v_txn, v_amount, v_seller,
-      p->>'sellerId', p->>'paymentId', p->>'source'));
+      p->>'sellerId', p->>'paymentId', p->>'source'), p));
     if p ? 'confirmedEvent' then v_events := array_append(v_events, p->'confirmedEvent'); end if;
     outcome := 'booked'; transaction_id := v_txn;
     return next;
