@@ -9,18 +9,14 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createAgent, paymentRequiredOf } from '@paygate/agent-client';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import { testWallets, waitFor } from '@paygate/testing';
-import { ExactEvmScheme } from '@x402/evm';
 import { wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Wallet } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import * as mcpServer from '../src/mcp/server';
 import { type Harness, skillSnapshot, startHarness } from './harness';
+import { startRelayer, x402ClientConfig } from './relayer';
 
 jest.setTimeout(120_000);
 
@@ -154,20 +150,7 @@ describe('MCP endpoint abuse: answer size, path parameters, tools/list flood', (
       X402_INCLUSION_WAIT_MS: '5000',
     });
     seller = await startHugeSeller();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     const endpoint = (id: string, path: string, description = `GET ${path}`) => ({
       endpointId: id,
       path,
@@ -199,7 +182,6 @@ describe('MCP endpoint abuse: answer size, path parameters, tools/list flood', (
         }),
       );
     }
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
     mcpUrl = new URL(`${h.gateway.url}/api/v1/mcp`);
   }, 180_000);
 
@@ -283,12 +265,7 @@ describe('MCP endpoint abuse: answer size, path parameters, tools/list flood', (
 
     it('PROXY: a buyer that stops reading holds the seller back (nothing buffered without bound); leaving cuts it off', async () => {
       const account = privateKeyToAccount(testWallets.buyer.privateKey as `0x${string}`);
-      const pay = wrapFetchWithPaymentFromConfig(fetch, {
-        schemes: [{ network: 'eip155:31337', client: new ExactEvmScheme(account) }],
-        spendControls: {
-          allowedAssets: [{ network: 'eip155:31337', asset: h.usdcAddress, maxAmountPerPayment: '1000000' }],
-        },
-      });
+      const pay = wrapFetchWithPaymentFromConfig(fetch, x402ClientConfig(h, account));
       const streamsBefore = seller.streams.length;
       const { result, growthMb } = await peakRssGrowth(async () => {
         const res = await pay(`${h.gateway.url}/api/v1/skills/big-answers/huge`);

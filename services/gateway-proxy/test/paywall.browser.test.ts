@@ -8,15 +8,12 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { usdcAbi } from '@paygate/chain';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
-import { CHROMIUM_LAUNCH_OPTIONS, testWallets, waitFor } from '@paygate/testing';
+import type { RunningSettlement } from '@paygate/settlement';
+import { CHROMIUM_LAUNCH_OPTIONS, testWallets } from '@paygate/testing';
 import { Contract, getBytes, Wallet } from 'ethers';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer } from './relayer';
 
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const SCREENSHOTS = path.join(__dirname, '../../../artifacts/paywall');
@@ -32,24 +29,10 @@ describe('the paywall page: a browser pays a paid URL with its wallet', () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     h = await startHarness('paywall', { RATE_LIMIT_PER_MINUTE: '100000', CONFIRMATIONS: '1' });
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(
       skillSnapshot({ name: 'wx', displayName: 'Weather', apiBaseUrl: `${upstream.url}/seller` }),
     );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 15_000, message: 'x402 never offered' });
     browser = await chromium.launch(CHROMIUM_LAUNCH_OPTIONS);
   });
 

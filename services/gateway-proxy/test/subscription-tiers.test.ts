@@ -2,20 +2,11 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGateway } from '@paygate/gateway-middleware';
 import { encodeX402Header } from '@paygate/protocol';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
-import {
-  serveSellersForTests,
-  signTransferAuthorization,
-  testSigner,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
+import type { RunningSettlement } from '@paygate/settlement';
+import { serveSellersForTests, signTransferAuthorization, testSigner, testWallets } from '@paygate/testing';
 import express from 'express';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer } from './relayer';
 
 jest.setTimeout(90_000);
 
@@ -80,20 +71,7 @@ describe('subscription tiers: a cheap payment never opens a dear endpoint', () =
     h = await startHarness('subtiers', { RATE_LIMIT_PER_MINUTE: '100000' });
     await serveSellersForTests(h.bus, { [API_KEY]: SELLER });
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(tiered('tiers', 'PROXY'));
     await h.publishSkill(tiered('tiers-tix', 'TICKET'));
 
@@ -116,7 +94,6 @@ describe('subscription tiers: a cheap payment never opens a dear endpoint', () =
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
     });
     sellerUrl = `http://127.0.0.1:${(sellerServer.address() as AddressInfo).port}`;
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {

@@ -6,14 +6,11 @@
  */
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
-import { signTransferAuthorization, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import type { RunningSettlement } from '@paygate/settlement';
+import { signTransferAuthorization, signUpSeller, testWallets } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer } from './relayer';
 
 jest.setTimeout(120_000);
 
@@ -39,20 +36,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
     registry = await startRegistry(
       loadRegistryConfig(h.env.envFor('registry', { PUBLIC_BASE_URL: 'http://paygate.test' })),
     );
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-        }),
-      ),
-    );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
+    settlement = await startRelayer(h);
   });
 
   afterAll(async () => {

@@ -1,11 +1,6 @@
 import { decodePaymentRequired } from '@paygate/protocol';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
-import { testWallets, waitFor } from '@paygate/testing';
-import { ExactEvmScheme } from '@x402/evm';
+import type { RunningSettlement } from '@paygate/settlement';
+import { testWallets } from '@paygate/testing';
 import {
   decodeSignedOffers,
   extractOffersFromPaymentRequired,
@@ -23,6 +18,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig } from '../src';
 import { developmentReceiptKey, ReceiptSigner } from '../src/x402/extensions/offer-receipt';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer, x402ClientConfig } from './relayer';
 
 jest.setTimeout(120_000);
 
@@ -43,25 +39,11 @@ describe('x402 offer-receipt: offers and receipts signed by Paygate, verifiable 
   beforeAll(async () => {
     h = await startHarness('x402receipt', { RATE_LIMIT_PER_MINUTE: '100000' });
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(skillSnapshot({ name: 'rx', apiBaseUrl: `${upstream.url}/seller` }));
     await h.publishSkill(
       skillSnapshot({ name: 'rxt', mode: 'TICKET', apiBaseUrl: `${upstream.url}/seller` }),
     );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
     const keys = await (await fetch(`${h.gateway.url}/.well-known/x402/receipt-keys`)).json();
     publishedKey = keys.keys[0];
   });
@@ -72,14 +54,7 @@ describe('x402 offer-receipt: offers and receipts signed by Paygate, verifiable 
     await h?.close();
   });
 
-  const pay = () =>
-    wrapFetchWithPayment(
-      fetch,
-      x402Client.fromConfig({
-        schemes: [{ network, client: new ExactEvmScheme(buyer) }],
-        spendControls: { allowedAssets: [{ network, asset: h.usdcAddress, maxAmountPerPayment: '1000000' }] },
-      }),
-    );
+  const pay = () => wrapFetchWithPayment(fetch, x402Client.fromConfig(x402ClientConfig(h, buyer)));
 
   it('publishes one ES256K key, as a JWKS with its address, and in the did:web document its kid names', async () => {
     expect(publishedKey).toMatchObject({ kty: 'EC', crv: 'secp256k1', alg: 'ES256K', use: 'sig' });

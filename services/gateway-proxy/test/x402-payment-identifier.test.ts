@@ -1,11 +1,6 @@
 import { decodePaymentRequired } from '@paygate/protocol';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import { mine, setAutomine, testWallets, waitFor } from '@paygate/testing';
-import { ExactEvmScheme } from '@x402/evm';
 import {
   appendPaymentIdentifierToExtensions,
   generatePaymentId,
@@ -15,6 +10,7 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from '@
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer, usdcBalanceOf, x402ClientConfig } from './relayer';
 
 jest.setTimeout(120_000);
 
@@ -46,22 +42,8 @@ describe('x402 payment-identifier and settlement_pending: one charge per request
   beforeAll(async () => {
     h = await startHarness('x402payid', gatewayEnv);
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(skillSnapshot({ name: 'wx', apiBaseUrl: `${upstream.url}/seller` }));
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {
@@ -73,22 +55,13 @@ describe('x402 payment-identifier and settlement_pending: one charge per request
   });
 
   const urlOf = (base: string, path: string) => `${base}/api/v1/skills/wx${path}`;
-  const balanceOf = (address: string) =>
-    h.anvil.provider
-      .call({
-        to: h.usdcAddress,
-        data: `0x70a08231000000000000000000000000${address.slice(2).toLowerCase()}`,
-      })
-      .then(BigInt);
+  const balanceOf = (address: string) => usdcBalanceOf(h, address);
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
 
   /** The unmodified `@x402/fetch`, with one payment id for every payment it makes (x402's documented hook). */
   function payingWithId(paymentId: string) {
     const account = privateKeyToAccount(testWallets.buyer.privateKey as `0x${string}`);
-    const client = x402Client.fromConfig({
-      schemes: [{ network, client: new ExactEvmScheme(account) }],
-      spendControls: { allowedAssets: [{ network, asset: h.usdcAddress, maxAmountPerPayment: '1000000' }] },
-    });
+    const client = x402Client.fromConfig(x402ClientConfig(h, account));
     client.onBeforePaymentCreation(async ({ paymentRequired }) => {
       paymentRequired.extensions ??= {};
       appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);

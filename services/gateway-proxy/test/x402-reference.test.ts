@@ -3,11 +3,7 @@ import { getTransferLogs, TRANSFER_TOPIC } from '@paygate/chain';
 import { decodePaymentRequired } from '@paygate/protocol';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import {
   mine,
   setAutomine,
@@ -27,6 +23,7 @@ import {
 } from '@x402/extensions/bazaar';
 import { loadConfig, startGatewayProxy } from '../src';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer } from './relayer';
 
 jest.setTimeout(90_000);
 
@@ -48,20 +45,7 @@ describe('x402 as reference clients and facilitators see it', () => {
     registry = await startRegistry(
       loadRegistryConfig(h.env.envFor('registry', { PUBLIC_BASE_URL: 'http://paygate.test' })),
     );
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     apiKey = (await signUpSeller(registry.url, testWallets.seller.privateKey)).apiKey;
     upstream = await startUpstream();
     await h.publishSkill(
@@ -99,7 +83,6 @@ describe('x402 as reference clients and facilitators see it', () => {
         ],
       }),
     );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {

@@ -1,8 +1,4 @@
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import {
   mine,
   serveSellersForTests,
@@ -13,6 +9,7 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { type Harness, startHarness } from './harness';
+import { startRelayer } from './relayer';
 
 jest.setTimeout(90_000);
 
@@ -46,21 +43,7 @@ describe('x402 facilitator: a payment the recovery pass settled is answered sett
       RETRY_WINDOW_SECONDS: '600',
     });
     await serveSellersForTests(h.bus, { [API_KEY]: SELLER });
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
+    settlement = await startRelayer(h);
   });
 
   afterAll(async () => {

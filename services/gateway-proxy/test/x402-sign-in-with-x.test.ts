@@ -1,20 +1,14 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { decodePaymentRequired, encodeX402Header } from '@paygate/protocol';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import {
   deploySmartWallet,
   findFreePort,
   signTransferAuthorization,
   testSigner,
   testWallets,
-  waitFor,
 } from '@paygate/testing';
-import { ExactEvmScheme } from '@x402/evm';
 import {
   type CompleteSIWxInfo,
   createSIWxClientExtension,
@@ -28,6 +22,7 @@ import { AbiCoder, concat, getCreate2Address, keccak256, Wallet, zeroPadValue } 
 import { serializeErc6492Signature } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer, usdcBalanceOf, x402ClientConfig } from './relayer';
 
 jest.setTimeout(180_000);
 
@@ -75,23 +70,9 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
       RATE_LIMIT_PER_MINUTE: '100000',
     });
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(subscription('subs', 'PROXY'));
     await h.publishSkill(subscription('subt', 'TICKET'));
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {
@@ -101,13 +82,7 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
   });
 
   const url = (skill: string, path = '/data') => `${base}/api/v1/skills/${skill}${path}`;
-  const balanceOf = (address: string) =>
-    h.anvil.provider
-      .call({
-        to: h.usdcAddress,
-        data: `0x70a08231000000000000000000000000${address.slice(2).toLowerCase()}`,
-      })
-      .then(BigInt);
+  const balanceOf = (address: string) => usdcBalanceOf(h, address);
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
 
   /** Deploys the CREATE2 factory a counterfactual wallet names in its ERC-6492 signature; answers its address. */
@@ -121,10 +96,7 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
 
   /** The unmodified `@x402/fetch` with x402's sign-in-with-x client extension: it signs in first, pays if refused. */
   function client(account = buyer) {
-    const x402 = x402Client.fromConfig({
-      schemes: [{ network, client: new ExactEvmScheme(account) }],
-      spendControls: { allowedAssets: [{ network, asset: h.usdcAddress, maxAmountPerPayment: '1000000' }] },
-    });
+    const x402 = x402Client.fromConfig(x402ClientConfig(h, account));
     x402.registerExtension(createSIWxClientExtension({ signers: [account] }));
     return wrapFetchWithPayment(fetch, x402);
   }

@@ -1,16 +1,13 @@
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
 import type { RunningService } from '@paygate/runtime';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
-import { signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import type { RunningSettlement } from '@paygate/settlement';
+import { signUpSeller, testWallets } from '@paygate/testing';
 import { createWalletClient, defineChain, http } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { createPaymentHeader } from 'x402/client';
 import { wrapFetchWithPayment } from 'x402-fetch';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer } from './relayer';
 
 jest.setTimeout(90_000);
 
@@ -36,20 +33,7 @@ describe('x402 v1 on a local chain with Base Sepolia chain id', () => {
     registry = await startRegistry(
       loadRegistryConfig(h.env.envFor('registry', { PUBLIC_BASE_URL: 'http://paygate.test' })),
     );
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'base-sepolia',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h, { CHAIN_NETWORK: 'base-sepolia' });
     apiKey = (await signUpSeller(registry.url, testWallets.seller.privateKey)).apiKey;
     upstream = await startUpstream();
     await h.publishSkill(
@@ -69,7 +53,6 @@ describe('x402 v1 on a local chain with Base Sepolia chain id', () => {
         ],
       }),
     );
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {

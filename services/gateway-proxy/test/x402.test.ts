@@ -1,11 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { decodePaymentRequired, encodeX402Header, MAX_X402_HEADER_BYTES } from '@paygate/protocol';
-import {
-  loadConfig as loadSettlementConfig,
-  type RunningSettlement,
-  startSettlement,
-} from '@paygate/settlement';
+import type { RunningSettlement } from '@paygate/settlement';
 import {
   deploySmartWallet,
   mine,
@@ -17,7 +13,6 @@ import {
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { ExactEvmScheme } from '@x402/evm';
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x402/fetch';
 import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -26,6 +21,7 @@ import type { Purchase } from '../src/payments/types';
 import { X402Authorizations } from '../src/x402/mechanisms/exact-evm/authorizations';
 import { decodeX402Payment } from '../src/x402/protocol';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
+import { startRelayer, x402ClientConfig } from './relayer';
 
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
@@ -46,22 +42,8 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       X402_RECOVERY_INTERVAL_MS: '200',
     });
     upstream = await startUpstream();
-    settlement = await startSettlement(
-      loadSettlementConfig(
-        h.env.envFor('settlement', {
-          CHAIN_RPC_URL: h.anvil.rpcUrl,
-          CHAIN_NETWORK: 'local',
-          USDC_ADDRESS: h.usdcAddress,
-          ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
-          RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-          CONFIRMATIONS: '1',
-          SCHEDULER_INTERVAL_MS: '3600000',
-          TRANSFER_POLL_INTERVAL_MS: '200',
-        }),
-      ),
-    );
+    settlement = await startRelayer(h);
     await h.publishSkill(skillSnapshot({ name: 'wx', apiBaseUrl: `${upstream.url}/seller` }));
-    await waitFor(() => h.gateway.state.x402.offered(), { timeoutMs: 10_000, message: 'x402 never offered' });
   });
 
   afterAll(async () => {
@@ -82,11 +64,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
 
   function x402Fetch(role: 'buyer' | 'stranger' = 'buyer') {
     const account = privateKeyToAccount(testWallets[role].privateKey as `0x${string}`);
-    return wrapFetchWithPaymentFromConfig(fetch, {
-      schemes: [{ network, client: new ExactEvmScheme(account) }],
-      // The test USDC is not one of x402's default assets: allow it explicitly (what an agent on anvil sets).
-      spendControls: { allowedAssets: [{ network, asset: h.usdcAddress, maxAmountPerPayment: '1000000' }] },
-    });
+    return wrapFetchWithPaymentFromConfig(fetch, x402ClientConfig(h, account));
   }
 
   it('402 carries the v2 PAYMENT-REQUIRED header (token domain read from the contract, bazaar extension), no-store and CORS', async () => {
