@@ -100,6 +100,29 @@ function productionDeposit(env: NodeJS.ProcessEnv, address: string): void {
   }
 }
 
+/**
+ * The checkout wallet (unset: the dev chain's, refused in production by productionDeposit) and the deposit xpub;
+ * a problem for a wallet that is the agent escrow, in any environment (its payments would pay sessions of the same
+ * amount), or an xpub that is not one.
+ */
+function checkoutWallets(
+  parsed: { CHECKOUT_ESCROW_ADDRESS?: string; CHECKOUT_DEPOSIT_XPUB?: string },
+  escrowAddress: string,
+  problems: string[],
+): { checkoutEscrowAddress: string; depositXpub: string } {
+  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || DEV_CHECKOUT_WALLET;
+  if (checkoutEscrowAddress.toLowerCase() === escrowAddress.toLowerCase()) {
+    problems.push('CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow)');
+  }
+  const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB?.trim() || DEV_DEPOSIT_XPUB;
+  try {
+    depositNode(depositXpub);
+  } catch (error) {
+    problems.push(`CHECKOUT_DEPOSIT_XPUB: ${(error as Error).message.split(' (')[0]}`);
+  }
+  return { checkoutEscrowAddress, depositXpub };
+}
+
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -133,18 +156,7 @@ export function loadConfig(
     },
     problems,
   );
-  // Unset: the dev chain's checkout wallet (refused in production by productionDeposit).
-  const checkoutEscrowAddress = parsed.CHECKOUT_ESCROW_ADDRESS || DEV_CHECKOUT_WALLET;
-  // Never the agent escrow, in any environment: its payments would pay sessions of the same amount.
-  if (checkoutEscrowAddress.toLowerCase() === escrowAddress.toLowerCase()) {
-    problems.push('CHECKOUT_ESCROW_ADDRESS: must differ from ESCROW_ADDRESS (the agent escrow)');
-  }
-  const depositXpub = parsed.CHECKOUT_DEPOSIT_XPUB?.trim() || DEV_DEPOSIT_XPUB;
-  try {
-    depositNode(depositXpub);
-  } catch (error) {
-    problems.push(`CHECKOUT_DEPOSIT_XPUB: ${(error as Error).message.split(' (')[0]}`);
-  }
+  const { checkoutEscrowAddress, depositXpub } = checkoutWallets(parsed, escrowAddress, problems);
   throwIfProblems(problems, parsed);
   productionGuards(env, {
     serviceName: common.serviceName,

@@ -111,7 +111,7 @@ export interface TransfersTable {
 }
 
 /** Transfers another payment path claimed at the ledger (`transfer.claimed`), possibly before checkout observed them. */
-export interface ClaimedTransfersTable {
+interface ClaimedTransfersTable {
   chain_id: number;
   tx_hash: string;
   log_index: number;
@@ -120,7 +120,7 @@ export interface ClaimedTransfersTable {
   claimed_at: Date;
 }
 
-export interface PaymentsTable {
+interface PaymentsTable {
   payment_id: string;
   session_id: string;
   transfer_id: string;

@@ -7,7 +7,8 @@ import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase } from './db';
 import { LedgerClaims } from './matching/claims';
-import { TransferMatcher } from './matching/transfers';
+import { observeTransfer, recordClaimedElsewhere } from './matching/observe';
+import { type MatchingDeps, reverseReorgedTransfer } from './matching/session-payments';
 import { operatorRoutes, TransferView } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
 import { projectSeller, projectSkill } from './projections/registry';
@@ -34,8 +35,8 @@ const checkoutDocument = {
 };
 
 /**
- * Checkout, built once: the session store and its limits, the registry projections, the transfer matcher (one,
- * shared by the operator routes and the transfer consumers), then the routes, consumers and the sweeper.
+ * Checkout, built once: the session store and its limits, the registry projections, what matching decides with
+ * (shared by the operator routes and the transfer consumers), then the routes, consumers and the sweeper.
  */
 export function startCheckout(config: CheckoutConfig): Promise<RunningService<CheckoutDatabase>> {
   return startService<CheckoutDatabase>({
@@ -47,7 +48,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
       const store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits, ctx.logger);
       const sellerAuth = new SellerAuth(ctx.bus);
       const projections = new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
-      const matcher = new TransferMatcher(config, ctx.logger, new LedgerClaims(ctx.bus));
+      const matching: MatchingDeps = { config, logger: ctx.logger, claims: new LedgerClaims(ctx.bus) };
       // Opens the session insert's own connections ahead of the first requests (best effort: a failure shows on use).
       void store.warm();
       return {
@@ -55,10 +56,10 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
         routes: [
           ...staticRoutes(),
           ...sessionRoutes(ctx, config, store, sellerAuth, projections, limits),
-          ...operatorRoutes(ctx, config, matcher),
+          ...operatorRoutes(ctx, config, matching),
         ],
         openApi: { path: OPENAPI_PATH, document: checkoutDocument },
-        consumers: checkoutConsumers(matcher, projections),
+        consumers: checkoutConsumers(matching, projections),
         tasks: [new Sweeper(ctx, store, config.sweepIntervalMs), limits],
         async stop() {
           sellerAuth.close();
@@ -71,7 +72,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
 
 /** Checkout's projections of skills and sellers, and the transfers it matches to sessions. */
 function checkoutConsumers(
-  matcher: TransferMatcher,
+  matching: MatchingDeps,
   projections: ProjectionCache,
 ): DeclaredConsumer<CheckoutDatabase>[] {
   const consumer = consumersOf<CheckoutDatabase>();
@@ -92,18 +93,18 @@ function checkoutConsumers(
       durable: 'checkout-transfers',
       subject: 'transfer.observed',
       concurrency: 4,
-      handler: (trx, e) => matcher.onObserved(trx, e.data),
+      handler: (trx, e) => observeTransfer(matching, trx, e.data),
     }),
     consumer({
       durable: 'checkout-transfer-claims',
       subject: 'transfer.claimed',
       concurrency: 4,
-      handler: (trx, e) => matcher.onClaimed(trx, e.data),
+      handler: (trx, e) => recordClaimedElsewhere(matching, trx, e.data),
     }),
     consumer({
       durable: 'checkout-reorgs',
       subject: 'transfer.reorged',
-      handler: (trx, e) => matcher.onReorged(trx, e.data, e.id),
+      handler: (trx, e) => reverseReorgedTransfer(matching, trx, e.data, e.id),
     }),
   ];
 }

@@ -17,7 +17,7 @@ export type TransferToClaim = Pick<
 >;
 
 /** The ledger's decision: an unavailable ledger is thrown instead (see LedgerClaims.claim). */
-export type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailable' }>;
+type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailable' }>;
 
 /**
  * Checkout's side of the shared ledger claim client: spends a transfer on a checkout session (`checkout`,

@@ -22,8 +22,12 @@ interface MatchDecision {
 }
 
 /**
- * A confirmed transfer: recorded, and applied to the session it pays (see TransferMatcher). A transfer already
- * applied (a re-publish by the indexer) changes nothing; a reorged one observed again is decided anew.
+ * A confirmed transfer: recorded, and applied to the session it pays. At a session's own deposit address it pays
+ * that session by amount: exactly `paid` (`paid_late` after expiry), more `overpaid` (a payment of what was
+ * received), less `underpaid` (no payment; an operator returns it); the first transfer to an address decides, a
+ * later one is unmatched (`session_already_paid`). The ledger books a session's payment with checkout's claim of
+ * the transfer. A transfer already applied (a re-publish by the indexer) changes nothing; a reorged one observed
+ * again is decided anew.
  */
 export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data: Observed): Promise<void> {
   const now = deps.config.now();

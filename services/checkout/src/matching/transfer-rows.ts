@@ -1,5 +1,5 @@
 import { lockTransferEvents } from '@paygate/bus';
-import { HttpError } from '@paygate/http';
+import { notFound } from '@paygate/http';
 import type { CheckoutTrx, TransferRow } from '../db';
 
 /** Serialises everything checkout decides about one transfer (observed, reorged, claimed elsewhere) across replicas. */
@@ -29,6 +29,6 @@ export async function lockTransferById(trx: CheckoutTrx, transferId: string): Pr
     .where('transfer_id', '=', transferId)
     .forUpdate()
     .executeTakeFirst();
-  if (!transfer) throw new HttpError(404, 'not_found', 'transfer not found');
+  if (!transfer) throw notFound('transfer');
   return transfer;
 }

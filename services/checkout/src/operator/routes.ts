@@ -6,7 +6,8 @@ import type { RequestHandler } from 'express';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase, TransferStatus } from '../db';
 import type { ClaimRefusal } from '../matching/operator';
-import type { TransferMatcher } from '../matching/transfers';
+import { attachTransfer, markTransferForRefund } from '../matching/operator';
+import type { MatchingDeps } from '../matching/session-payments';
 import { toTransferView } from '../matching/views';
 import { toSnapshot } from '../sessions/snapshot';
 
@@ -88,7 +89,7 @@ export const TransferView = Type.Object({
 interface OperatorRouteDeps {
   ctx: ServiceContext<CheckoutDatabase>;
   config: CheckoutConfig;
-  matcher: TransferMatcher;
+  matching: MatchingDeps;
   auth: { scheme: string; middleware: RequestHandler };
 }
 
@@ -96,10 +97,10 @@ interface OperatorRouteDeps {
 export function operatorRoutes(
   ctx: ServiceContext<CheckoutDatabase>,
   config: CheckoutConfig,
-  matcher: TransferMatcher,
+  matching: MatchingDeps,
 ): AnyRoute[] {
   const auth = { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) };
-  const deps: OperatorRouteDeps = { ctx, config, matcher, auth };
+  const deps: OperatorRouteDeps = { ctx, config, matching, auth };
   return [listTransfersRoute(deps), attachTransferRoute(deps), refundTransferRoute(deps)];
 }
 
@@ -129,7 +130,7 @@ function listTransfersRoute({ ctx, auth }: OperatorRouteDeps) {
   });
 }
 
-function attachTransferRoute({ ctx, auth, config, matcher }: OperatorRouteDeps) {
+function attachTransferRoute({ ctx, auth, config, matching }: OperatorRouteDeps) {
   return defineRoute({
     method: 'post',
     path: '/api/v1/operator/transfers/:id/attach',
@@ -155,7 +156,7 @@ function attachTransferRoute({ ctx, auth, config, matcher }: OperatorRouteDeps) 
     handler: async (req, res) => {
       const { sessionId, note } = req.body;
       const result = await ctx.inTransaction((trx) =>
-        matcher.attach(trx, req.params.id, sessionId, note ?? null),
+        attachTransfer(matching, trx, req.params.id, sessionId, note ?? null),
       );
       if ('refused' in result) throw refusedError(result);
       res.json({ transfer: toTransferView(result.transfer), session: toSnapshot(result.session, config) });
@@ -163,7 +164,7 @@ function attachTransferRoute({ ctx, auth, config, matcher }: OperatorRouteDeps) 
   });
 }
 
-function refundTransferRoute({ ctx, auth, config, matcher }: OperatorRouteDeps) {
+function refundTransferRoute({ ctx, auth, config, matching }: OperatorRouteDeps) {
   return defineRoute({
     method: 'post',
     path: '/api/v1/operator/transfers/:id/refund',
@@ -195,7 +196,7 @@ function refundTransferRoute({ ctx, auth, config, matcher }: OperatorRouteDeps) 
     handler: async (req, res) => {
       const { note } = req.body ?? {};
       const result = await ctx.inTransaction((trx) =>
-        matcher.markForRefund(trx, req.params.id, note ?? null),
+        markTransferForRefund(matching, trx, req.params.id, note ?? null),
       );
       if ('refused' in result) throw refusedError(result);
       res.json({
