@@ -31,12 +31,16 @@ export interface RpcLogger {
 
 /** The responder did not answer in time, none is listening, or it could not answer: assume no outcome. */
 export class RpcUnavailableError extends BusError {
+  /** No answer within the timeout: a responder may be listening but busy (nats.js names it TIMEOUT). */
+  readonly timedOut: boolean;
+
   constructor(
     readonly rpc: string,
     cause: unknown,
   ) {
     super(`${rpc} got no answer: ${(cause as Error)?.message ?? String(cause)}`);
     this.name = 'RpcUnavailableError';
+    this.timedOut = (cause as { code?: unknown })?.code === 'TIMEOUT';
   }
 }
 

@@ -16,6 +16,8 @@ let bus: Bus;
 let responder: RpcServer;
 let asked = 0;
 let relayerAvailable = true;
+/** While set, the responder holds its answer until this settles (a relayer too busy to answer in time). */
+let busy: Promise<void> | undefined;
 const silent = { warn: () => undefined, error: () => undefined };
 
 beforeAll(async () => {
@@ -26,6 +28,7 @@ beforeAll(async () => {
     'relayer.status',
     async () => {
       asked += 1;
+      if (busy) await busy;
       return relayerAvailable
         ? { available: true, address: `0x${'1'.repeat(40)}`, balanceWei: '1000', reason: null }
         : { available: false, address: null, balanceWei: '0', reason: 'out of gas' };
@@ -69,5 +72,31 @@ describe('RelayerClient.available', () => {
     clock += AVAILABLE_STALE_MS + 1;
     expect(await client.available()).toBe(false);
     expect(asked).toBe(4);
+  });
+});
+
+describe('RelayerClient under a busy relayer', () => {
+  it('keeps a recent "available" when a status request times out, and not one older than AVAILABLE_STALE_MS', async () => {
+    let clock = 2_000_000;
+    const client = new RelayerClient(bus, 200, () => clock);
+    relayerAvailable = true;
+    expect(await client.currentStatus()).toMatchObject({ available: true });
+    let release: () => void = () => undefined;
+    busy = new Promise((resolve) => {
+      release = resolve;
+    });
+    try {
+      // Stale for the TTL, recent for AVAILABLE_STALE_MS: the timed-out request leaves x402 offered.
+      clock += STATUS_TTL_MS + 1;
+      expect(await client.currentStatus()).toMatchObject({ available: true });
+      expect(client.knownAvailable()).toBe(true);
+      // Past AVAILABLE_STALE_MS without an answer: unavailable.
+      clock += AVAILABLE_STALE_MS;
+      expect(await client.currentStatus()).toMatchObject({ available: false });
+      expect(client.knownAvailable()).toBe(false);
+    } finally {
+      release();
+      busy = undefined;
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { type Bus, requestRpc } from '@paygate/bus';
+import { type Bus, RpcUnavailableError, requestRpc } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 
 /** How long a status answer is fresh. */
@@ -11,7 +11,7 @@ export const AVAILABLE_STALE_MS = 30_000;
 
 /**
  * The gateway's side of settlement's relayer (the only signer of transactions). Replies are validated against
- * the contract; a relayer that does not answer is "unavailable", never a guess.
+ * the contract; a relayer that has not said "available" within AVAILABLE_STALE_MS is "unavailable", never a guess.
  */
 export class RelayerClient {
   private status: { reply: RelayerStatusReply; at: number } | undefined;
@@ -57,6 +57,12 @@ export class RelayerClient {
       try {
         reply = await requestRpc(this.bus, 'relayer.status', {}, { timeoutMs: this.timeoutMs });
       } catch (error) {
+        // A status request that times out is a busy relayer (no responder at all is a gone one): a recent
+        // "available" stands (the relayer still refuses what it cannot pay gas for) instead of dropping x402 from
+        // every 402 under load.
+        const known = this.status;
+        const busy = error instanceof RpcUnavailableError && error.timedOut;
+        if (busy && known?.reply.available && this.now() - known.at <= AVAILABLE_STALE_MS) return known.reply;
         reply = { available: false, address: null, balanceWei: '0', reason: (error as Error).message };
       }
       this.status = { reply, at: this.now() };
