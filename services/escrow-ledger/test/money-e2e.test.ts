@@ -235,11 +235,16 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
   /** Ledger escrow account vs the escrow wallet's on-chain USDC balance: zero difference. */
   const expectReconciled = async () => {
     // A payout or refund broadcast a moment ago has left the wallet before its confirmation reaches the
-    // ledger: reconciliation converges once nothing is in flight, so wait for that, then hold it to zero.
+    // ledger, and the report may read the chain at a block before it: reconciliation converges once nothing is in
+    // flight and the report has read the chain as it is now, so wait for that, then hold it to zero.
     const report = await waitFor(
       async () => {
         const r = await call('/api/v1/reconciliation', { key: OPERATOR_TOKEN });
-        return r.status === 200 && r.body.balanced ? r : undefined;
+        const current =
+          r.status === 200 &&
+          r.body.balanced &&
+          parseUsdc(r.body.chainBalance) === (await balanceOf(testWallets.escrow.address));
+        return current ? r : undefined;
       },
       { timeoutMs: 15_000, message: 'ledger and chain never agreed' },
     ).catch(() => call('/api/v1/reconciliation', { key: OPERATOR_TOKEN }));
