@@ -63,13 +63,13 @@ describe('settlement watch gauges', () => {
     h.ledger.withholdAll = true; // the ledger is away: the settlement stays pending
     await service.scheduler.createDueSettlements();
     expect(await gauge('settlement_periods_overdue', { stage: 'unscheduled' })).toBe(0);
-    // Created just now (the row's created_at is the database's): not overdue yet.
+    // Created just now (created_at is the scheduler's clock, the test's): not overdue yet.
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(0);
 
     // Still pending an hour later (the ledger never decided its payout): overdue.
     await h.db
       .updateTable('settlements')
-      .set({ created_at: new Date(Date.now() - 3_600_000) })
+      .set({ created_at: new Date(now.getTime() - 3_600_000) })
       .where('seller_id', '=', 'sel_watch')
       .execute();
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(1);
