@@ -75,6 +75,14 @@ export const PROFILES: Record<string, ChaosProfile> = {
 };
 
 /**
+ * `make load`'s system (deploy/load/main.ts): the full profile's replicas and bounds without its faults, the
+ * given paying agents funded as its buyers, and no failing agents, since the load pays no call its seller fails.
+ */
+export function loadProfile(buyers: number): ChaosProfile {
+  return { ...PROFILES.full!, name: 'load', buyers, failingAgents: 0, sellers: 4 };
+}
+
+/**
  * The short profile with chain reorganisations as the only fault (depth 1–3, half of them dropping their
  * transactions): `CHAOS_PROFILE=reorgs` checks the reorg handling (payments booked before CONFIRMATIONS,
  * relayer and escrow transactions dropped and sent again) in a short run instead of waiting for a full run to

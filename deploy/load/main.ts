@@ -28,7 +28,7 @@ import { checkInvariants } from '../chaos/invariants';
 import { emptyRecord, type LoadOptions } from '../chaos/load';
 import { fundBuyers } from '../chaos/participants';
 import { newSeed, Prng } from '../chaos/prng';
-import { PROFILES } from '../chaos/profiles';
+import { loadProfile } from '../chaos/profiles';
 import { OPERATOR_TOKEN } from '../chaos/service-env';
 import { type ChaosRun, startSystem } from '../chaos/system';
 import {
@@ -84,13 +84,8 @@ async function main(): Promise<void> {
   const prng = new Prng(seed);
   const run: ChaosRun = {
     seed,
-    profile: {
-      ...PROFILES.full!,
-      name: 'load',
-      // The reference facilitator's payers are funded apart (deploy/load/agents.ts takes them in order).
-      buyers: payingAgents(counts) - counts.reference,
-      sellers: 4,
-    },
+    // The reference facilitator's payers are funded apart (deploy/load/agents.ts takes them in order).
+    profile: loadProfile(payingAgents(counts) - counts.reference),
     prng,
     loadPrng: prng.fork('load'),
     log,

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { FAULT_WEIGHTS, type FaultRecord, type FaultTargets, runFaults } from '../chaos/faults';
 import { Prng } from '../chaos/prng';
+import { loadProfile, PROFILES } from '../chaos/profiles';
 
 const ROOT = path.join(__dirname, '../..');
 type Obj = Record<string, any>;
@@ -71,4 +72,13 @@ describe('the chaos fault schedule', () => {
     });
     expect(record.map((fault) => fault.kind)).toEqual(['rpcFault', 'rpcFault']);
   }, 20_000);
+});
+
+describe('make load on the chaos system', () => {
+  it('funds only the agents the load pays with: no failing agents (startSystem funds buyers + failingAgents)', () => {
+    const profile = loadProfile(60);
+    expect(profile.buyers + profile.failingAgents).toBe(60);
+    expect(profile.failingAgents).toBe(0);
+    expect(profile.replicas).toEqual(PROFILES.full!.replicas);
+  });
 });
