@@ -2,6 +2,7 @@ import { busMigrations } from '@paygate/bus';
 import { rateLimitMigrations } from '@paygate/http';
 import type { Migration } from 'kysely';
 import { baseline } from './2026-12-02-1000-baseline';
+import { ticketKeysSealedOnly } from './2026-12-02-1400-ticket-keys-sealed-only';
 
 /**
  * The gateway schema's migrations: the tables of the libraries it uses (the bus's outbox and inbox, the shared rate
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   ...busMigrations,
   ...rateLimitMigrations,
   '2026-12-02-1000-baseline': baseline,
+  '2026-12-02-1400-ticket-keys-sealed-only': ticketKeysSealedOnly,
 };

@@ -73,7 +73,7 @@ export interface X402AuthorizationsTable {
 /** Ticket (and forward) signing keys, sealed under TICKET_KEY_ENCRYPTION_KEY. */
 export interface TicketKeysTable {
   kid: string;
-  private_key_sealed: string | null;
+  private_key_sealed: string;
   public_jwk: Json<unknown>;
   created_at: Generated<Date>;
 }
