@@ -1,4 +1,5 @@
 import { deployTestUsdc, fundTestWallets, mine, testWallets, waitFor } from '@paygate/testing';
+import { sql } from 'kysely';
 import { type Harness, skillSnapshot, startHarness, startUpstream } from './harness';
 
 jest.setTimeout(60_000);
@@ -71,6 +72,72 @@ describe('gateway-proxy: attacks refused', () => {
     expect(claims).toHaveLength(1);
     // One payment booked by the ledger, under the one claim row's payment id.
     expect(h.ledgerPayments(txHash).map((p) => p.paymentId)).toEqual([claims[0]!.id]);
+  });
+
+  it('the same tx hash presented while the first claim row is half written: one 200, one 402, never a 500', async () => {
+    // Postgres checks an insert's conflict target before it writes the row's index entries, and a concurrent
+    // duplicate on a unique key that is not the target is an error, not a conflict. A gate index between the
+    // primary key (the claim id) and (network, tx_hash) in index order holds the first insert after its id entry
+    // and before its tx hash entry: the second insert starts in that window, which two replicas (or two
+    // statements of one) otherwise hit only by chance.
+    const GATE = 4021;
+    const txHash = await pay();
+    const header = await h.header({ txHash, resource: resource('/data') });
+    const before = upstream.requests.length;
+    const waiting = (events: string[]) =>
+      waitFor(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and wait_event = any(${events}::text[])`.execute(h.db)
+          ).rows[0]!.n >= 1,
+        {
+          message: async () =>
+            `a claim insert waiting on ${events.join(' or ')}: ${JSON.stringify(
+              (
+                await sql`select wait_event_type, wait_event, state, left(query, 80) as q from pg_stat_activity
+                  where datname = current_database()`.execute(h.db)
+              ).rows,
+            )}`,
+          timeoutMs: 8_000,
+        },
+      );
+    await sql`create function claim_gate(v text) returns text language plpgsql immutable as $$
+      begin perform pg_advisory_lock_shared(${sql.lit(GATE)}); perform pg_advisory_unlock_shared(${sql.lit(GATE)});
+        return v; end $$`.execute(h.db);
+    await sql`alter table payment_claims drop constraint payment_claims_network_tx_hash_key`.execute(h.db);
+    await sql`create index payment_claims_gate on payment_claims (claim_gate(tx_hash))`.execute(h.db);
+    await sql`alter table payment_claims add constraint payment_claims_network_tx_hash_key unique (network, tx_hash)`.execute(
+      h.db,
+    );
+    try {
+      const answers = await h.db.connection().execute(async (gate) => {
+        await sql`select pg_advisory_lock(${GATE})`.execute(gate);
+        try {
+          const first = get('/target/data', header);
+          await waiting(['advisory']);
+          const second = get('/target/data', header);
+          await waiting(['spectoken', 'transactionid']);
+          await sql`select pg_advisory_unlock(${GATE})`.execute(gate);
+          return await Promise.all([first, second]);
+        } finally {
+          await sql`select pg_advisory_unlock_all()`.execute(gate);
+        }
+      });
+      expect(
+        answers.map((a) => ({
+          status: a.status,
+          reason: (a.body as any).reason ?? (a.body as any).error?.code,
+        })),
+      ).toEqual([
+        { status: 200, reason: undefined },
+        { status: 402, reason: 'payment_already_used' },
+      ]);
+      expect(upstream.requests.length - before).toBe(1);
+    } finally {
+      await sql`drop index payment_claims_gate`.execute(h.db);
+      await sql`drop function claim_gate(text)`.execute(h.db);
+    }
   });
 
   it("someone else's tx hash with a signature that is not the payer's", async () => {

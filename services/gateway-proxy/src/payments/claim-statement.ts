@@ -167,7 +167,10 @@ export async function writeClaims(
               amount_micro, seller_id, skill_id, skill_name, endpoint_id, resource, kind, claimed_via, state,
               access_expires_at, retry_until, 1, now, now
             from req order by batch_index
-          on conflict (network, tx_hash) do nothing
+          -- No conflict target: the id (gatewayPaymentId of network:tx_hash) is a second unique key, and an
+          -- insert racing another of the same transfer can meet it first, which with a target on (network, tx_hash)
+          -- alone is a unique violation (a 500) instead of the lost race it is.
+          on conflict do nothing
           returning ${RETURNED_CLAIM_COLUMNS}
       ),
       claims as (select r.batch_index, c.id from req r left join claimed c on c.id = r.id),
