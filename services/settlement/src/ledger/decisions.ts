@@ -37,14 +37,13 @@ const DONE = ['sending', 'completed', 'failed'];
  * one transfer per (kind, payoutId), on every replica. A platform payout goes only to TREASURY_ADDRESS: a reservation
  * naming another address is given back (`payout.failed`), never sent.
  */
-export function payoutReservedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.reserved'> {
+export function payoutReservedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.reserved', SettlementDB> {
   return {
     durable: 'settlement-payout-reserved',
     subject: 'payout.reserved',
     async handler(trx, event) {
-      const db = trx as Transaction<SettlementDB>;
-      if (event.data.kind === 'seller') await recordSellerPayout(db, deps, event.data);
-      else await recordPlatformPayout(db, deps, event.data);
+      if (event.data.kind === 'seller') await recordSellerPayout(trx, deps, event.data);
+      else await recordPlatformPayout(trx, deps, event.data);
     },
     afterCommit: () => deps.onTransferRecorded(),
   };
@@ -125,15 +124,14 @@ async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: Decisi
 }
 
 /** `payout.refused`: the settlement is skipped (the balance accumulates), or the platform payout refused. */
-export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.refused'> {
+export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.refused', SettlementDB> {
   return {
     durable: 'settlement-payout-refused',
     subject: 'payout.refused',
     async handler(trx, event) {
-      const db = trx as Transaction<SettlementDB>;
       const refused = event.data;
       if (refused.kind === 'platform') {
-        await db
+        await trx
           .updateTable('platform_payouts')
           .set({ status: 'refused', completed_at: deps.clock() })
           .where('payout_id', '=', refused.payoutId)
@@ -141,7 +139,7 @@ export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payo
           .execute();
         return;
       }
-      const skipped = await db
+      const skipped = await trx
         .updateTable('settlements')
         .set({
           status: 'skipped',

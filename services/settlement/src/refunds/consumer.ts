@@ -27,15 +27,14 @@ export function refundInitiatedConsumer(
   chain: EscrowChain,
   metrics: SettlementMetrics,
   onTransferRecorded: () => void,
-): ConsumerOptions<'refund.initiated'> {
+): ConsumerOptions<'refund.initiated', SettlementDB> {
   return {
     durable: 'settlement-refund-initiated',
     subject: 'refund.initiated',
     async handler(trx, event) {
-      const db = trx as Transaction<SettlementDB>;
       const refund = event.data;
       const amountMicro = sendableAmount(config, metrics, refund);
-      await recordRefundTransfer(db, config, chain, refund, amountMicro);
+      await recordRefundTransfer(trx, config, chain, refund, amountMicro);
     },
     afterCommit: () => onTransferRecorded(),
   };

@@ -1,6 +1,5 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import { parseUsdc } from '@paygate/money';
-import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementDB } from '../db';
 import { periodAt } from '../schedule/periods';
@@ -13,15 +12,17 @@ import { periodAt } from '../schedule/periods';
  * `last_scheduled_period` is set to the current period, so a WEEKLY seller created on a Wednesday is first
  * settled on the following Monday, not at once.
  */
-export function sellerProjectionConsumer(clock: Clock, periodSeconds = 0): ConsumerOptions<'seller.updated'> {
+export function sellerProjectionConsumer(
+  clock: Clock,
+  periodSeconds = 0,
+): ConsumerOptions<'seller.updated', SettlementDB> {
   return {
     durable: 'settlement-seller-projection',
     subject: 'seller.updated',
     async handler(trx, event) {
-      const db = trx as Transaction<SettlementDB>;
       const seller = event.data;
       const minimum = parseUsdc(seller.minimumSettlement);
-      const current = await db
+      const current = await trx
         .selectFrom('sellers')
         .select(['revision', 'settlement_frequency', 'last_scheduled_period'])
         .where('seller_id', '=', seller.sellerId)
@@ -32,7 +33,7 @@ export function sellerProjectionConsumer(clock: Clock, periodSeconds = 0): Consu
       const lastScheduled = frequencyChanged
         ? periodAt(seller.settlementFrequency, clock(), periodSeconds).key
         : current.last_scheduled_period;
-      await db
+      await trx
         .insertInto('sellers')
         .values({
           seller_id: seller.sellerId,

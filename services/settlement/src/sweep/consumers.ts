@@ -1,12 +1,13 @@
 import type { ConsumerOptions } from '@paygate/bus';
-import type { Transaction } from 'kysely';
 import type { SettlementDB } from '../db';
 
 /**
  * `deposit.address_assigned` → the derivation index of a session's deposit address, so the sweeper can derive
  * its key. Idempotent: a redelivery, or an address a transfer was already observed at, keeps one row.
  */
-export function depositAddressAssignedConsumer(chainId: number): ConsumerOptions<'deposit.address_assigned'> {
+export function depositAddressAssignedConsumer(
+  chainId: number,
+): ConsumerOptions<'deposit.address_assigned', SettlementDB> {
   return {
     durable: 'settlement-deposit-addresses',
     subject: 'deposit.address_assigned',
@@ -14,7 +15,7 @@ export function depositAddressAssignedConsumer(chainId: number): ConsumerOptions
     async handler(trx, event) {
       const d = event.data;
       if (d.chainId !== chainId) return;
-      await (trx as Transaction<SettlementDB>)
+      await trx
         .insertInto('deposit_addresses')
         .values({
           address: d.address.toLowerCase(),
@@ -45,7 +46,7 @@ export function depositTransferConsumer(options: {
   /** The escrow wallet and the old checkout deposit wallet: money there is not in a deposit address. */
   fixedWallets: string[];
   onDue: () => void;
-}): ConsumerOptions<'transfer.observed'> {
+}): ConsumerOptions<'transfer.observed', SettlementDB> {
   const fixed = new Set(options.fixedWallets.map((a) => a.toLowerCase()));
   return {
     durable: 'settlement-deposit-transfers',
@@ -57,7 +58,7 @@ export function depositTransferConsumer(options: {
       const to = d.to.toLowerCase();
       if (d.chainId !== options.chainId || fixed.has(to)) return;
       if (d.token.toLowerCase() !== options.usdcAddress.toLowerCase()) return;
-      await (trx as Transaction<SettlementDB>)
+      await trx
         .insertInto('deposit_addresses')
         .values({
           address: to,
