@@ -23,12 +23,6 @@ export type AnswerPaymentRequired = (
   refusal?: RefusalBody,
 ) => Promise<void>;
 
-export function answerUnavailable(res: Response): void {
-  res
-    .status(500)
-    .json({ error: 'Payment service unavailable', message: 'Paygate could not be reached; retry shortly' });
-}
-
 /** The 402 body: the offer, and Paygate's parameters when known (else a note to retry). */
 function paymentRequiredBody(
   offer: Offer,

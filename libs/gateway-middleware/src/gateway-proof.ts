@@ -1,6 +1,7 @@
 import { parseUsdc } from '@paygate/money';
 import type { PaymentKind } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
+import { answerRateLimited } from './error-answers';
 import type { Offer } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import type { X402Payment } from './types';
@@ -57,8 +58,7 @@ export async function payWithPaygateProof(
 ): Promise<void> {
   const answer = await api.verify(verifyBody(offer, payment, resource));
   if (answer.status === 429) {
-    res.status(429).setHeader('Retry-After', answer.headers.get('retry-after') ?? '60');
-    res.json({ error: 'Too many requests' });
+    answerRateLimited(res, answer);
     return;
   }
   if (!answer.ok) throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/verify`);

@@ -1,5 +1,6 @@
 import { SIGN_IN_WITH_X_HEADER } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
+import { answerRateLimited } from './error-answers';
 import type { AnswerPaymentRequired } from './gateway-answers';
 import type { Offer } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
@@ -46,8 +47,7 @@ export async function payWithSignIn(
     resource,
   });
   if (answer.status === 429) {
-    res.status(429).setHeader('Retry-After', answer.headers.get('retry-after') ?? '60');
-    res.json({ error: 'Too many requests' });
+    answerRateLimited(res, answer);
     return;
   }
   if (!answer.ok) {

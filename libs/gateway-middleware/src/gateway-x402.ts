@@ -10,10 +10,12 @@ import {
   type X402Offer,
 } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
+import { answerRateLimited, sendError } from './error-answers';
 import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
 import type { Offer } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
+import { MIDDLEWARE_REASONS } from './reasons';
 import type { GatewayConfig } from './types';
 
 export interface X402Settings {
@@ -118,15 +120,23 @@ function settleRequest(
   }
 }
 
-/** 429 or 503 from the facilitator: the same answer to the client, to present the same header again. */
+/**
+ * 429 or 503 from the facilitator: the same status to the client in the error envelope, coded with the facilitator's
+ * reason (its SettleResponse's, else its own envelope's), to present the same header again.
+ */
 async function answerSettleLater(res: Response, answer: globalThis.Response): Promise<void> {
-  const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse>;
-  res.status(answer.status).setHeader('Retry-After', answer.headers.get('retry-after') ?? '2');
-  res.json({
-    error: answer.status === 429 ? 'Too many requests' : 'Payment service unavailable',
-    reason: body.errorReason ?? 'unavailable',
-    message: body.errorMessage ?? 'Paygate could not settle the payment now; present the same header again',
-  });
+  const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse> & {
+    error?: { code?: unknown };
+  };
+  const given = body.errorReason ?? (typeof body.error?.code === 'string' ? body.error.code : undefined);
+  const message =
+    body.errorMessage ?? 'Paygate could not settle the payment now; present the same header again';
+  if (answer.status === 429) {
+    answerRateLimited(res, answer, given ?? MIDDLEWARE_REASONS.rateLimited, message);
+    return;
+  }
+  res.setHeader('Retry-After', answer.headers.get('retry-after') ?? '2');
+  sendError(res, answer.status, given ?? MIDDLEWARE_REASONS.paygateUnavailable, message);
 }
 
 /** The settlement's PAYMENT-RESPONSE header, and req.x402 for the handler. */

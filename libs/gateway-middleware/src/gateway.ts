@@ -1,6 +1,7 @@
 import { pickPaymentHeader, pickX402Header, resourceFor } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { type AnswerPaymentRequired, answerUnavailable, paymentRequiredAnswer } from './gateway-answers';
+import { answerUnavailable } from './error-answers';
+import { type AnswerPaymentRequired, paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
 import { payWithPaygateProof } from './gateway-proof';
 import { payWithSignIn, signInHeaderOf } from './gateway-sign-in';
@@ -78,7 +79,7 @@ function ticketMiddleware(verifier: TicketVerifier): RequestHandler {
 /**
  * The seller's gateway middleware (README, "Verification flow"): X-402-Payment (else Payment); none → 402 with
  * the payment requirements; present → POST /api/verify; valid → req.x402 and next(); invalid → 402
- * {"error": "Invalid payment"}; Paygate unreachable within the timeout → 500. Beside it, the x402 standard: a
+ * {"error": "Invalid payment"}; Paygate unreachable within the timeout → 500 paygate_unavailable. Beside it, the x402 standard: a
  * pay-per-call 402 carries PAYMENT-REQUIRED, and a PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled into escrow by
  * Paygate's facilitator (POST /api/v1/x402/settle), credited to this seller.
  */

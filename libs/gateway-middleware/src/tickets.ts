@@ -20,13 +20,15 @@ interface TicketClaims {
   amount: string;
 }
 
-type Outcome =
-  | { ok: true; payment: X402Payment }
-  | {
-      ok: false;
-      status: number;
-      body: { error: string; reason: string; message: string; [k: string]: unknown };
-    };
+/**
+ * A refusal's body: the 402 without a ticket keeps the payment answers' 402 shape (`error` a text beside `reason`),
+ * every other status is the error envelope (error-answers.ts).
+ */
+type RefusalBody =
+  | { error: string; reason: string; message: string; paymentUrl: string }
+  | { error: { code: string; message: string } };
+
+type Outcome = { ok: true; payment: X402Payment } | { ok: false; status: number; body: RefusalBody };
 
 type Refusal = Extract<Outcome, { ok: false }>;
 /** Claims are wrapped: a token's payload is the signer's JSON and may hold any key, `ok` included. */
@@ -83,7 +85,7 @@ export class TicketVerifier {
   }
 
   private refuse(reason: string, message: string, status = 401): Refusal {
-    return { ok: false, status, body: { error: 'Invalid ticket', reason, message } };
+    return { ok: false, status, body: { error: { code: reason, message } } };
   }
 
   async verify(req: Request): Promise<Outcome> {

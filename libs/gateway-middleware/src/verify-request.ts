@@ -12,6 +12,7 @@ import {
   requestSigningPayload,
 } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { answerUnavailable, sendError } from './error-answers';
 import { JwksKeys } from './jwks';
 import { PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { resolvePaygateUrl } from './paygate-url';
@@ -247,8 +248,8 @@ async function checkForwardedRequest(checks: RequestChecks, req: Request): Promi
  * Checks X-Paygate-Signature (HMAC-SHA256 with the forwarding key derived from your secret API key, or ES256
  * by Paygate's published key) over method, path and query, the body's sha256, the timestamp (within
  * `toleranceSeconds`), the nonce (never seen before) and the X-Paygate-Skill, -Tx-Hash, -Payer and -Amount
- * headers; then sets req.paygate and calls next(). Anything else: 401
- * `{ error: "Invalid Paygate signature", reason, message }`.
+ * headers; then sets req.paygate and calls next(). Anything else: 401 (403, 413, 400 or 500 as the refusal says)
+ * with the error envelope `{ error: { code, message } }`, `code` the refusal's reason.
  *
  *   app.use(verifyPaygateRequest()); // secret key from PAYGATE_SECRET_KEY
  *
@@ -261,9 +262,7 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
     checkForwardedRequest(checks, req).then(
       (outcome) => {
         if ('status' in outcome) {
-          res
-            .status(outcome.status)
-            .json({ error: 'Invalid Paygate signature', reason: outcome.reason, message: outcome.message });
+          sendError(res, outcome.status, outcome.reason, outcome.message);
           return;
         }
         req.paygate = outcome;
@@ -271,7 +270,7 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
       },
       (error) => {
         if (error instanceof PaygateUnavailableError) {
-          res.status(500).json({ error: 'Payment service unavailable', message: error.message });
+          answerUnavailable(res, error.message);
           return;
         }
         next(error);

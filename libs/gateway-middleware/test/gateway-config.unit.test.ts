@@ -167,3 +167,56 @@ describe('402 answers from a pinned configuration (no round trip to Paygate)', (
     ).toThrow('createGateway: x402.maxTimeoutSeconds must be an integer from 10 to 3600');
   });
 });
+
+describe('answers other than a 402 carry the error envelope { error: { code, message } }', () => {
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    const pinned = { apiKey: API_KEY, apiBaseUrl: 'http://paygate.test', network: 'base-sepolia' as const };
+    const limited = createGateway({
+      ...pinned,
+      escrowAddress: ESCROW,
+      fetch: async () => new Response('{}', { status: 429, headers: { 'retry-after': '7' } }),
+    });
+    const down = createGateway({
+      ...pinned,
+      escrowAddress: ESCROW,
+      fetch: async () => {
+        throw new Error('Paygate is down');
+      },
+    });
+    const app = express();
+    const ok = (_req: express.Request, res: express.Response) => res.json({ ok: true });
+    app.get('/limited', limited.payPerCall('0.05'), ok);
+    app.get('/limited-news', limited.subscription({ price: '5', durationDays: 30 }), ok);
+    app.get('/down', down.payPerCall('0.05'), ok);
+    server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => server?.close(r));
+  });
+
+  it('Paygate limiting the seller: 429 rate_limited with Paygate Retry-After, for a proof and for a sign-in', async () => {
+    const proof = await fetch(`${url}/limited`, { headers: { 'X-402-Payment': 'e30=' } });
+    const signIn = await fetch(`${url}/limited-news`, { headers: { 'SIGN-IN-WITH-X': 'e30=' } });
+    for (const res of [proof, signIn]) {
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('7');
+      expect(await res.json()).toEqual({
+        error: { code: 'rate_limited', message: expect.any(String), retryAfterSeconds: 7 },
+      });
+    }
+  });
+
+  it('Paygate unreachable with a proof presented: 500 paygate_unavailable', async () => {
+    const res = await fetch(`${url}/down`, { headers: { 'X-402-Payment': 'e30=' } });
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({
+      error: { code: 'paygate_unavailable', message: 'Paygate could not be reached; retry shortly' },
+    });
+  });
+});

@@ -190,6 +190,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     const started = Date.now();
     const res = await fetch(`http://127.0.0.1:${port}/x`, { headers: { 'X-402-Payment': 'e30=' } });
     expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ error: { code: 'paygate_unavailable', message: expect.any(String) } });
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     expect(Date.now() - started).toBeLessThan(5000);
     // A cold start: nothing known about the escrow yet, Paygate silent. Still a 402 with the price, at once.
@@ -251,23 +252,31 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     expect((await call('/tickets/data', ticket)).status).toBe(200);
     const replay = await call('/tickets/data', ticket);
     expect(replay.status).toBe(401);
-    expect(await replay.json()).toMatchObject({ error: 'Invalid ticket', reason: 'ticket_already_used' });
+    expect(await replay.json()).toEqual({
+      error: { code: 'ticket_already_used', message: 'this single-use ticket was already accepted' },
+    });
 
     const claims = decodeJwt(ticket);
     const { kid } = decodeProtectedHeader(ticket);
     const fresh = { ...claims, jti: 'forged-1', exp: Math.floor(Date.now() / 1000) + 60 };
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT', kid })).toString('base64url')}.${Buffer.from(JSON.stringify(fresh)).toString('base64url')}.`;
-    expect(await (await call('/tickets/data', none)).json()).toMatchObject({ reason: 'wrong_algorithm' });
+    expect(await (await call('/tickets/data', none)).json()).toMatchObject({
+      error: { code: 'wrong_algorithm' },
+    });
     const jwk = jwks(await (await fetch(`${h.gateway.url}/.well-known/jwks.json`)).json());
     const hs = await new SignJWT(fresh)
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid })
       .sign(new TextEncoder().encode(jwk));
-    expect(await (await call('/tickets/data', hs)).json()).toMatchObject({ reason: 'wrong_algorithm' });
+    expect(await (await call('/tickets/data', hs)).json()).toMatchObject({
+      error: { code: 'wrong_algorithm' },
+    });
     const foreign = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
     const forged = await new SignJWT({ ...fresh, jti: 'forged-2' })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid })
       .sign(foreign);
-    expect(await (await call('/tickets/data', forged)).json()).toMatchObject({ reason: 'invalid_ticket' });
+    expect(await (await call('/tickets/data', forged)).json()).toMatchObject({
+      error: { code: 'invalid_ticket' },
+    });
     const otherAudience = await new SignJWT({ ...fresh, jti: 'forged-3', aud: 'other' })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: 'nope' })
       .sign(foreign);
@@ -287,7 +296,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     });
     h.clock.advance(120_000);
     const expired = await call('/tickets/data', (await oldAnswer.json()).ticket);
-    expect(await expired.json()).toMatchObject({ reason: 'ticket_expired' });
+    expect(await expired.json()).toMatchObject({ error: { code: 'ticket_expired' } });
   });
 });
 

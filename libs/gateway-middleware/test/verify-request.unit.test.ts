@@ -122,7 +122,7 @@ describe('verifyPaygateRequest', () => {
         body,
       });
       expect(res.status).toBe(500);
-      expect((await res.json()).reason).toBe('body_unavailable');
+      expect((await res.json()).error).toEqual({ code: 'body_unavailable', message: expect.any(String) });
     });
   });
 
@@ -138,7 +138,7 @@ describe('verifyPaygateRequest', () => {
         headers: signedHeaders('POST', '/small', body),
         body,
       });
-      expect({ status: large.status, reason: (await large.json()).reason }).toEqual({
+      expect({ status: large.status, reason: (await large.json()).error.code }).toEqual({
         status: 413,
         reason: 'body_too_large',
       });
@@ -147,7 +147,7 @@ describe('verifyPaygateRequest', () => {
         headers: signedHeaders('POST', '/other', body),
         body,
       });
-      expect({ status: other.status, reason: (await other.json()).reason }).toEqual({
+      expect({ status: other.status, reason: (await other.json()).error.code }).toEqual({
         status: 403,
         reason: 'wrong_skill',
       });
@@ -165,7 +165,7 @@ describe('verifyPaygateRequest', () => {
       const post = async (path: string, headers: Record<string, string>, sent = body) => {
         const res = await fetch(`${url}${path}`, { method: 'POST', headers, body: sent });
         const json = await res.json();
-        return { status: res.status, reason: json.reason, skill: json.paid?.skill };
+        return { status: res.status, reason: json.error?.code, skill: json.paid?.skill };
       };
       const signed = signedHeaders('POST', '/mine', body, secretKey);
       expect(await post('/mine', signed)).toEqual({ status: 200, skill: 'weather' });
@@ -229,7 +229,7 @@ describe('verifyPaygateRequest', () => {
       const post = async (path: string, headers: Record<string, string>) => {
         const res = await fetch(`${url}${path}`, { method: 'POST', headers, body });
         const json = await res.json();
-        return { status: res.status, reason: json.reason };
+        return { status: res.status, reason: json.error?.code };
       };
       for (const path of ['/old', '/new', '/both'])
         expect({ path, ...(await post(path, overlapHeaders(path))) }).toEqual({ path, status: 200 });

@@ -485,7 +485,7 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
       const direct = (headers: Record<string, string>, body: string, path = signed.url) =>
         fetch(`${origin}${path}`, { method: 'POST', headers, body }).then(async (res) => ({
           status: res.status,
-          reason: (await res.json()).reason,
+          reason: (await res.json()).error?.code,
         }));
       const copied: Record<string, string> = {};
       for (const name of [
