@@ -6,6 +6,8 @@
  */
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
+// errors.ts alone (it imports nothing): the edge answers with the services' envelope without loading their app code.
+import { errorBody, HttpError, HttpReason } from '../../libs/http/src/errors';
 import routeTable from '../routes.json';
 
 export interface EdgeRoute {
@@ -82,13 +84,14 @@ function forwardedHeaders(req: http.IncomingMessage): http.OutgoingHttpHeaders {
   return headers;
 }
 
+/** The edge's own answers (no route, the service away or silent): libs/http's envelope, as every service answers. */
 function answerError(res: http.ServerResponse, status: number, code: string, message: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ error: { code, message } }));
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  res.end(JSON.stringify(errorBody(new HttpError(status, code, message))));
 }
 
 /** The raw head of an HTTP/1.1 answer, for a socket that left the HTTP parser (an upgrade). */
@@ -128,7 +131,7 @@ export function startEdge(options: EdgeOptions): Promise<http.Server> {
   const server = http.createServer({ maxHeaderSize: 32 * 1024 }, (req, res) => {
     const upstream = target(req.url);
     if (!upstream) {
-      answerError(res, 404, 'not_found', `no service serves ${req.url}`);
+      answerError(res, 404, HttpReason.RouteNotFound, `no service serves ${req.url}`);
       return;
     }
     const outgoing = upstreamRequest(req, upstream, forwardedHeaders(req));
