@@ -3,6 +3,7 @@ import { rateLimitMigrations } from '@paygate/http';
 import type { Migration } from 'kysely';
 import { baseline } from './2026-12-02-1000-baseline';
 import { ticketKeysSealedOnly } from './2026-12-02-1400-ticket-keys-sealed-only';
+import { paymentClaimsInFlight } from './2026-12-02-1500-payment-claims-in-flight';
 
 /**
  * The gateway schema's migrations: the tables of the libraries it uses (the bus's outbox and inbox, the shared rate
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   ...rateLimitMigrations,
   '2026-12-02-1000-baseline': baseline,
   '2026-12-02-1400-ticket-keys-sealed-only': ticketKeysSealedOnly,
+  '2026-12-02-1500-payment-claims-in-flight': paymentClaimsInFlight,
 };

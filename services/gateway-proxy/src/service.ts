@@ -242,8 +242,13 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           { start: async () => undefined, stop: async () => forwardingKeys.close() },
           // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
           { start: async () => undefined, stop: () => forwarding.dispatcher.close() },
-          // A paid call left unserved when its retry window passed is made final and the ledger told (it refunds).
-          new UnservedCalls(ctx, config.now),
+          // A paid call left unserved when its retry window passed (retryable, or in flight on a replica that died) is
+          // made final and the ledger told (it refunds).
+          new UnservedCalls(ctx, {
+            now: config.now,
+            retryWindowSeconds: config.retryWindowSeconds,
+            upstreamTimeoutMs: config.upstreamTimeoutMs,
+          }),
           blockedPayers,
         ],
         readinessChecks: [{ name: 'chain', check: () => checkChainRpc(provider, config.chainId) }],

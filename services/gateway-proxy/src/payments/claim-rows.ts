@@ -176,9 +176,7 @@ export class PaymentClaimRows {
    */
   async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
     const now = this.settings.now();
-    // An attempt reads the buyer's body (at most the upstream timeout), then waits for the seller's headers (the
-    // same bound again): one younger than both, with room for the bookkeeping, may still answer.
-    const staleBefore = new Date(now.getTime() - 2 * this.settings.upstreamTimeoutMs - 5000);
+    const staleBefore = attemptsLiveAfter(now, this.settings.upstreamTimeoutMs);
     const windowMs = this.settings.retryWindowSeconds * 1000;
     return (await this.ctx.db
       .updateTable('payment_claims')
@@ -222,3 +220,14 @@ export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
   state: 'in_flight',
   attempts: claim.attempts,
 });
+
+/** Room for an attempt's bookkeeping after its forward's bounds. */
+const BOOKKEEPING_MS = 5000;
+
+/**
+ * The oldest moment an attempt still in flight may have started and still answer: it reads the buyer's body (at
+ * most the upstream timeout), then waits for the seller's headers (the same bound again), then books. An in-flight
+ * claim last taken before this has no live attempt: its replica died mid-call (or the attempt outlived its bounds).
+ */
+export const attemptsLiveAfter = (now: Date, upstreamTimeoutMs: number) =>
+  new Date(now.getTime() - 2 * upstreamTimeoutMs - BOOKKEEPING_MS);

@@ -1,8 +1,9 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
-import { sql } from 'kysely';
-import type { GatewayContext } from '../db';
+import { sql, type Transaction } from 'kysely';
+import type { GatewayContext, GatewayDatabase } from '../db';
+import { attemptsLiveAfter } from './claim-rows';
 
 /** Replicas compare the window with their own clocks (reopenForRetry): a claim is closed this long after it. */
 export const CLOSE_MARGIN_MS = 5_000;
@@ -10,19 +11,42 @@ const INTERVAL_MS = 2_000;
 /** Claims closed per pass, at most; the rest on the next. */
 const CLOSE_BATCH = 200;
 
+export interface UnservedSettings {
+  now: () => Date;
+  retryWindowSeconds: number;
+  upstreamTimeoutMs: number;
+}
+
+interface ClosedClaim {
+  id: string;
+  seller_id: string;
+  skill_id: string | null;
+  attempts: number;
+  retry_until: Date;
+}
+
 /**
- * A pay-per-call left retryable when its retry window passed (its last attempt failed, and nobody presented it
- * again in time) will never be served: it is made final (`unserved`, so no retry can take it over) and the ledger
- * is told (payment.call_unserved) in the same transaction. The ledger decides the refund from what it recorded:
- * a seller failure (payment.call_failed) and no attempt served. A claim still in flight is closed once its attempt
- * ends failed; one served is never closed, so a call is never both served and refunded.
+ * A pay-per-call whose retry window passed with no attempt served will never be served: it is made final
+ * (`unserved`, so no retry can take it over) and the ledger is told (payment.call_unserved) in the same
+ * transaction. The ledger decides the refund from what it recorded: a seller failure (payment.call_failed) and no
+ * attempt served. Two kinds are closed:
+ *
+ * - a claim left retryable (its last attempt failed, and nobody presented it again in time);
+ * - a claim still in flight whose attempt has no live owner: its window passed (from its first failure, or from
+ *   the claim when it never failed) and its last attempt began longer ago than any attempt can last
+ *   (attemptsLiveAfter), so the replica that took it died mid-call (or the attempt outlived every bound). It is
+ *   booked as the seller's timeout (payment.call_failed, the buyer got no answer in time), then closed like the
+ *   first kind. An attempt that answers after all books nothing (attemptOf: only an in-flight claim takes an
+ *   outcome), so a call is never both served and refunded, and never neither.
+ *
+ * A served claim is never closed.
  */
 export class UnservedCalls extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
   constructor(
     private readonly ctx: GatewayContext,
-    private readonly now: () => Date,
+    private readonly settings: UnservedSettings,
   ) {
     super();
     this.loop = new PollingLoop(() => this.closeDue().then(() => undefined), {
@@ -35,16 +59,33 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
 
   /** Closes the claims whose window passed; returns how many. */
   async closeDue(): Promise<number> {
-    const now = this.now();
+    const now = this.settings.now();
     const before = new Date(now.getTime() - CLOSE_MARGIN_MS);
     return this.ctx.inTransaction(async (trx) => {
-      const closed = await sql<{ id: string; seller_id: string; attempts: number; retry_until: Date }>`
+      const failed = await sql<ClosedClaim>`
         update payment_claims set state = 'unserved', updated_at = ${now}
           where id in (select id from payment_claims
             where state = 'retryable' and kind <> 'subscription' and retry_until <= ${before}
             order by retry_until limit ${CLOSE_BATCH} for update skip locked)
-          returning id, seller_id, attempts, retry_until`.execute(trx);
-      for (const claim of closed.rows) {
+          returning id, seller_id, skill_id, attempts, retry_until`.execute(trx);
+      const abandoned = await this.closeAbandoned(trx, now, before);
+      for (const claim of abandoned) {
+        await enqueueEvent(
+          trx,
+          createEvent('payment.call_failed', 'gateway-proxy', {
+            paymentId: claim.id,
+            sellerId: claim.seller_id,
+            skillId: claim.skill_id,
+            attempt: claim.attempts,
+            upstreamOutcome: 'timeout',
+            upstreamStatus: null,
+            failedAt: now.toISOString(),
+            retryUntil: new Date(claim.retry_until).toISOString(),
+          }),
+        );
+      }
+      const closed = [...failed.rows, ...abandoned];
+      for (const claim of closed) {
         await enqueueEvent(
           trx,
           createEvent('payment.call_unserved', 'gateway-proxy', {
@@ -56,7 +97,29 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
           }),
         );
       }
-      return closed.rows.length;
+      return closed.length;
     });
+  }
+
+  /**
+   * The in-flight claims no live attempt holds, past their window (the one reopenForRetry reads: from the first
+   * failure, else from the claim): made final, their window kept on the row.
+   */
+  private async closeAbandoned(
+    trx: Transaction<GatewayDatabase>,
+    now: Date,
+    before: Date,
+  ): Promise<ClosedClaim[]> {
+    const windowMs = this.settings.retryWindowSeconds * 1000;
+    const window = sql`coalesce(retry_until, created_at + ${sql.lit(windowMs)} * interval '1 millisecond')`;
+    const liveAfter = attemptsLiveAfter(now, this.settings.upstreamTimeoutMs);
+    const closed = await sql<ClosedClaim>`
+      update payment_claims set state = 'unserved', retry_until = ${window}, updated_at = ${now}
+        where id in (select id from payment_claims
+          where state = 'in_flight' and kind <> 'subscription' and ${window} <= ${before}
+            and updated_at < ${liveAfter}
+          order by created_at limit ${CLOSE_BATCH} for update skip locked)
+        returning id, seller_id, skill_id, attempts, retry_until`.execute(trx);
+    return closed.rows;
   }
 }
