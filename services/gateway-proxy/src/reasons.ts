@@ -22,7 +22,7 @@ export const PAYMENT_REASONS = {
 } as const;
 export type PaymentReason = (typeof PAYMENT_REASONS)[keyof typeof PAYMENT_REASONS];
 
-/** The reasons a 402 refusing a payment may carry (the 503s answer "Payment not verified" instead). */
+/** The reasons a 402 refusing a payment may carry (the two 503s are error envelopes, docs/api.md "Errors"). */
 export const REFUSAL_REASONS: readonly PaymentReason[] = Object.values(PAYMENT_REASONS).filter(
   (reason) => reason !== PAYMENT_REASONS.chainUnavailable && reason !== PAYMENT_REASONS.claimUnavailable,
 );
@@ -35,6 +35,12 @@ export const CALL_REASONS = {
   payerBlocked: 'payer_blocked',
   /** 502: the seller's API failed; the payment stays usable within its retry window. */
   upstreamFailed: 'upstream_failed',
+} as const;
+
+/** The MCP endpoint's own answers (a tool call's are the paid call's). */
+export const MCP_REASONS = {
+  /** 503: MCP is off until TRUSTED_PROXIES includes loopback (the tool call's hop to the paid route). */
+  unavailable: 'mcp_unavailable',
 } as const;
 
 /**

@@ -496,9 +496,26 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       });
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('2');
-      expect(await res.json()).toMatchObject({
-        reason: 'x402_unavailable',
-        message: expect.stringMatching(/chain RPC/),
+      expect(await res.json()).toEqual({
+        error: {
+          code: 'x402_unavailable',
+          message: expect.stringMatching(/chain RPC/),
+          requestId: res.headers.get('x-request-id'),
+        },
+      });
+      // A tx-hash proof that cannot be checked on chain: the same envelope, nothing claimed.
+      const txHash = `0x${'ab'.repeat(32)}`;
+      const proof = await fetch(`${cut.url}/api/v1/skills/wx/data`, {
+        headers: { 'X-402-Payment': await h.header({ txHash, resource: h.resource('GET', 'wx', '/data') }) },
+      });
+      expect(proof.status).toBe(503);
+      expect(proof.headers.get('retry-after')).toBe('2');
+      expect(await proof.json()).toEqual({
+        error: {
+          code: 'chain_unavailable',
+          message: expect.any(String),
+          requestId: proof.headers.get('x-request-id'),
+        },
       });
     } finally {
       await cut.stop();

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { SharedRateLimiter } from '@paygate/http';
+import { errorBody as envelope, HttpError, type SharedRateLimiter } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
+import { sendJson } from '../../http-util';
 import type { BlockedPayerCheck } from '../../payments/blocked-payers';
 import type { CallOutcomes } from '../../payments/call-outcomes';
 import type { PaymentService } from '../../payments/service';
@@ -96,11 +97,17 @@ export function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
   return { name: match[1]!, path: match[2] ?? '/', query: queryAt >= 0 ? rawUrl.slice(queryAt) : '' };
 }
 
+/** Answers `error` with libs/http's envelope (docs/api.md, "Errors") under the call's request id. */
+export function sendError(call: Pick<Call, 'res' | 'requestId'>, error: HttpError): void {
+  sendJson(call.res, error.status, envelope(error, call.requestId));
+}
+
+/** libs/http's envelope of `code`, for a step that sends it with its own status (errorBody reads no status). */
 export function errorBody(
   requestId: string,
   code: string,
   message: string,
   extra: Record<string, unknown> = {},
 ) {
-  return { error: { code, message, ...extra, requestId } };
+  return envelope(new HttpError(0, code, message, extra), requestId);
 }

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import { HttpError } from '@paygate/http';
 import { encodeX402Header, settlementResponse, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
@@ -6,7 +6,7 @@ import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/serv
 import { requestFingerprint } from '../../x402/extensions/payment-identifier';
 import { settlementHeaders } from '../../x402/server/challenge';
 import { type PaymentRequirementsBody, paymentRequirements } from '../../x402/server/payment-required';
-import { type Call, errorBody, type PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import { resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
@@ -65,7 +65,7 @@ function answerOutcome(
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.failure.reason });
     refuse(
-      call.res,
+      call,
       outcome.failure,
       paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource),
     );
@@ -82,13 +82,17 @@ function answerOutcome(
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
 }
 
-function refuse(res: ServerResponse, failure: PaymentFailure, requirements: PaymentRequirementsBody) {
+/**
+ * A refused proof is the 402 whose body docs/api.md fixes ("Invalid payment", its reason and the requirements
+ * again); a proof that could not be checked now (the chain or the ledger away) is libs/http's envelope of a 503.
+ */
+function refuse(call: Call, failure: PaymentFailure, requirements: PaymentRequirementsBody) {
   if (isUnavailable(failure)) {
-    res.setHeader('Retry-After', '2');
-    sendJson(res, 503, { error: 'Payment not verified', reason: failure.reason, message: failure.message });
+    call.res.setHeader('Retry-After', '2');
+    sendError(call, new HttpError(503, failure.reason, failure.message));
     return;
   }
-  sendJson(res, 402, {
+  sendJson(call.res, 402, {
     error: 'Invalid payment',
     reason: failure.reason,
     message: failure.message,
@@ -113,23 +117,16 @@ export async function settleX402(
       answerPending(deps, call, version, payment.authorization.from, outcome);
       return undefined;
     }
-    if (outcome.status === 409) {
-      sendJson(call.res, 409, errorBody(call.requestId, outcome.reason, outcome.message));
+    if (outcome.status === 402) {
+      sendPaymentRequired(deps, offer, call, 402, outcome.reason, outcome.message);
       return undefined;
     }
-    if (outcome.status === 429) {
-      call.res.setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
-      sendJson(
-        call.res,
-        429,
-        errorBody(call.requestId, outcome.reason, outcome.message, {
-          retryAfterSeconds: outcome.retryAfterSeconds,
-        }),
-      );
-      return undefined;
-    }
-    if (outcome.status === 503) call.res.setHeader('Retry-After', '2');
-    sendPaymentRequired(deps, offer, call, outcome.status as 402 | 503, outcome.reason, outcome.message);
+    // 409, 429 and 503 are libs/http's envelope; a 429 or 503 says when to present the payment again.
+    const retryAfterSeconds =
+      outcome.status === 429 ? (outcome.retryAfterSeconds ?? 60) : outcome.status === 503 ? 2 : undefined;
+    if (retryAfterSeconds !== undefined) call.res.setHeader('Retry-After', String(retryAfterSeconds));
+    const details = outcome.status === 429 ? { retryAfterSeconds } : {};
+    sendError(call, new HttpError(outcome.status, outcome.reason, outcome.message, details));
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
@@ -190,10 +187,9 @@ function answerPending(
   );
   call.res.setHeader('Retry-After', String(PENDING_RETRY_AFTER_SECONDS));
   call.res.setHeader('Cache-Control', 'no-store');
-  sendJson(
-    call.res,
-    202,
-    errorBody(call.requestId, outcome.reason, outcome.message, {
+  sendError(
+    call,
+    new HttpError(202, outcome.reason, outcome.message, {
       txHash: transaction,
       retryAfterSeconds: PENDING_RETRY_AFTER_SECONDS,
     }),
