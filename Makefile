@@ -30,7 +30,7 @@ bench: deps
 load: deps
 	tsx deploy/load/main.ts
 
-# The full property test of every write route: 2,000 bodies per route (make test sends 200, same seeds).
+# The full property test of every write route: 2,000 bodies per route (make test sends the first 100 of them).
 fuzz: deps
 	FUZZ_RUNS=$${FUZZ_RUNS:-2000} $(WITH_INFRA) jest --ci deploy/test/fuzz.test.ts
 
