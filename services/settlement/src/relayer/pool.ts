@@ -12,6 +12,12 @@ const BALANCE_CACHE_MS = 2000;
  * reading this recent is known. A key never spends this much gas between two reads.
  */
 const BALANCE_STALE_MS = 10_000;
+/**
+ * How old a balance may be and still answer when the read that should replace it fails (a chain RPC that times out
+ * under load): a balance does not disappear because a node is slow, and a key that really ran dry has its broadcasts
+ * refused by the node. Only a key with no reading this recent is reported unreadable (x402 is then not offered).
+ */
+const BALANCE_KEPT_ON_FAILURE_MS = 60_000;
 
 /** A submission assigned to a key, until its caller is answered. */
 export interface Assignment {
@@ -53,15 +59,23 @@ export class RelayerSigner {
     return this.assigned.size;
   }
 
+  /**
+   * How long this key's oldest transaction still waiting for its receipt has waited (0 when none waits): the
+   * background pass's view of the table, or a submission of this process recorded and not answered yet.
+   */
+  waitingMs(now: number): number {
+    let oldest = this.stuckSince;
+    for (const assignment of this.assigned) {
+      if (assignment.recordedAt !== undefined)
+        oldest = Math.min(oldest ?? assignment.recordedAt, assignment.recordedAt);
+    }
+    return oldest === undefined ? 0 : Math.max(0, now - oldest);
+  }
+
   /** Whether a transaction of this key has waited longer than RELAYER_STUCK_AFTER_MS for its receipt. */
   stuck(now: number): boolean {
-    if (this.stuckSince !== undefined && now - this.stuckSince >= this.settings.stuckAfterMs) return true;
-    for (const assignment of this.assigned) {
-      if (assignment.recordedAt !== undefined && now - assignment.recordedAt >= this.settings.stuckAfterMs) {
-        return true;
-      }
-    }
-    return false;
+    const waiting = this.waitingMs(now);
+    return waiting > 0 && waiting >= this.settings.stuckAfterMs;
   }
 
   assign(): Assignment {
@@ -76,7 +90,8 @@ export class RelayerSigner {
 
   /**
    * The key's native balance, read at most every BALANCE_CACHE_MS (one read at a time); a reading younger than
-   * BALANCE_STALE_MS answers at once while the next read is under way.
+   * BALANCE_STALE_MS answers at once while the next read is under way, one younger than BALANCE_KEPT_ON_FAILURE_MS
+   * when that read fails.
    */
   balanceWei(): Promise<bigint> {
     const known = this.balance;
@@ -87,6 +102,7 @@ export class RelayerSigner {
       read.catch(() => undefined);
       return Promise.resolve(known.wei);
     }
+    if (known && age < BALANCE_KEPT_ON_FAILURE_MS) return read.catch(() => known.wei);
     return read;
   }
 
@@ -145,9 +161,21 @@ export class SignerPool {
   }
 
   /**
+   * Of keys that are all stuck, those whose oldest waiting transaction has waited at most RELAYER_STUCK_AFTER_MS
+   * longer than the least stuck one's: a burst's keys, whose receipts are all late together, share its load; a key
+   * whose transaction has waited far longer (dropped, behind a gap in its nonces) gets nothing more.
+   */
+  private leastStuck(stuck: readonly SignerBalance[], now: number): SignerBalance[] {
+    const least = Math.min(...stuck.map(({ signer }) => signer.waitingMs(now)));
+    return stuck.filter(({ signer }) => signer.waitingMs(now) - least <= this.settings.stuckAfterMs);
+  }
+
+  /**
    * Assigns a submission to a key, or refuses: no key above RELAYER_MIN_BALANCE_WEI (relayer_out_of_gas), or no
-   * balance readable at all (chain_unavailable). When every key that can pay is stuck, the least loaded of them
-   * still takes it (refusing would stop x402 for a delay a fee bump will clear).
+   * balance readable at all (chain_unavailable). When every key that can pay is stuck, the least loaded of the least
+   * stuck still takes it (refusing would stop x402 for a delay a fee bump will clear): under load every key's
+   * receipts can come later than RELAYER_STUCK_AFTER_MS, and the least loaded key of all was then often the one
+   * really stuck (few submissions because it was skipped), whose queue never moves.
    */
   async assign(): Promise<Assignment | Refusal> {
     const balances = await this.balances();
@@ -174,7 +202,7 @@ export class SignerPool {
     }
     const now = Date.now();
     const free = payable.filter(({ signer }) => !signer.stuck(now));
-    const candidates = (free.length > 0 ? free : payable).map(({ signer }) => signer);
+    const candidates = (free.length > 0 ? free : this.leastStuck(payable, now)).map(({ signer }) => signer);
     const start = this.turn++ % this.signers.length;
     let chosen: RelayerSigner | undefined;
     // In turn from `start`, the first with the smallest load.
