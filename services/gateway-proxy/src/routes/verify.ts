@@ -1,5 +1,12 @@
 import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
-import { type AnyRoute, badRequest, defineRoute, type SharedRateLimiter } from '@paygate/http';
+import {
+  type AnyRoute,
+  badRequest,
+  defineRoute,
+  errorBody,
+  HttpError,
+  type SharedRateLimiter,
+} from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   decodePaymentHeader,
@@ -93,7 +100,7 @@ function sendRefusal(
 ): void {
   if (unavailable) {
     res.status(503).setHeader('Retry-After', '2');
-    res.json({ error: { code: failure.reason, message: failure.message, requestId: req.requestId } });
+    res.json(errorBody(new HttpError(503, failure.reason, failure.message), req.requestId));
     return;
   }
   res.json({ valid: false, reason: failure.reason, message: failure.message, ...(failure.details ?? {}) });
