@@ -1,7 +1,7 @@
 import { migrateToLatest } from '@paygate/runtime';
 import { createTestEnvironment, openSchema, type TestEnvironment } from '@paygate/testing';
 import type { Kysely } from 'kysely';
-import type { Bus } from '../src';
+import { type Bus, busMigrations } from '../src';
 
 /** A transfer.observed payload numbered n (its tx hash and block). */
 export const transfer = (n: number) => ({
@@ -34,6 +34,7 @@ export async function startBusSuite(label: string): Promise<BusSuite> {
   const schema = env.schemaFor('bus');
   const db = openSchema(schema);
   await migrateToLatest(db, schema, {
+    ...busMigrations,
     '2026-11-22-0100-effects': {
       up: async (d: Kysely<any>) => {
         await d.schema

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { busMigrations } from '@paygate/bus';
 import type { Logger } from '@paygate/telemetry';
 import {
   type DatabaseIntrospector,
@@ -188,8 +187,9 @@ class StaticMigrationProvider implements MigrationProvider {
 }
 
 /**
- * Creates the schema if needed and runs the bus migrations plus the service's own, with kysely's
- * bookkeeping table inside that schema. Concurrent replicas are serialised by the schema's migration lock.
+ * Creates the schema if needed and runs `migrations`, with kysely's bookkeeping table inside that schema. A service's
+ * migrations list the libraries' tables it holds (services/<name>/migrations/index.ts: the bus's outbox and inbox,
+ * …) beside its own. Concurrent replicas are serialised by the schema's migration lock.
  */
 export async function migrateToLatest<DB>(
   db: Kysely<DB>,
@@ -205,7 +205,7 @@ export async function migrateToLatest<DB>(
   });
   const migrator = new Migrator({
     db,
-    provider: new StaticMigrationProvider({ ...busMigrations, ...migrations }),
+    provider: new StaticMigrationProvider(migrations),
     migrationTableSchema: schema,
   });
   const { error, results } = await migrator.migrateToLatest();

@@ -89,6 +89,10 @@ export interface ServiceParts<DB> {
 interface CommonDefinition {
   name: ServiceName;
   config: CommonConfig;
+  /**
+   * The schema's migrations: the libraries' tables it holds (busMigrations for the outbox and inbox every service
+   * has; reorgTombstoneMigrations, rateLimitMigrations when it uses them), then its own.
+   */
   migrations: Record<string, Migration>;
   /** Functions and views re-applied after the migrations whenever their text changes (see `applyRepeatableSql`). */
   repeatableSql?: RepeatableSql[];
@@ -216,7 +220,7 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
 }
 
 /**
- * The bus's own tables (outbox, inbox), which busMigrations create in every service's schema whatever its `DB`
+ * The bus's own tables (outbox, inbox), which every service's migrations list (busMigrations) whatever its `DB`
  * names.
  */
 function busTablesOf<DB>(db: Kysely<DB>): Kysely<BusTables> {

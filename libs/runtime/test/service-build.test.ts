@@ -1,4 +1,4 @@
-import { type BusTables, consumersOf } from '@paygate/bus';
+import { type BusTables, busMigrations, consumersOf } from '@paygate/bus';
 import { defineRoute } from '@paygate/http';
 import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
 import type { Migration } from 'kysely';
@@ -10,6 +10,7 @@ interface FixtureDatabase extends BusTables {
 }
 
 const migrations: Record<string, Migration> = {
+  ...busMigrations,
   '2026-12-02-0700-things': {
     up: async (db) => {
       await db.schema

@@ -1,4 +1,4 @@
-import { type BusTables, enqueueEvent } from '@paygate/bus';
+import { type BusTables, busMigrations, enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { defineRoute } from '@paygate/http';
 import {
@@ -28,6 +28,7 @@ describe('startService: health, readiness, metrics, migrations in the service sc
       config: commonConfig(env.envFor('fixture'), { serviceName: 'fixture', schema: 'fixture', port: 0 }),
       logger: env.logger,
       migrations: {
+        ...busMigrations,
         '2026-11-22-0100-things': {
           up: async (db) => {
             await db.schema

@@ -50,20 +50,47 @@ function serviceMigrations(): ServiceMigrations[] {
     });
 }
 
-/** Hash of everything that shapes a migrated schema: the services' migrations and SQL, the bus's, the migrator. */
-function migrationsHash(services: ServiceMigrations[]): string {
-  const hash = createHash('sha256');
-  const files = [
-    path.join(ROOT, 'libs/bus/src/migrations.ts'),
+/** Each library's tables (libs/<name>/src/migrations.ts and the dated files of src/migrations/), which services list. */
+function libraryMigrationFiles(): string[] {
+  const libsDir = path.join(ROOT, 'libs');
+  return readdirSync(libsDir)
+    .sort()
+    .flatMap((lib) => {
+      const index = path.join(libsDir, lib, 'src', 'migrations.ts');
+      const dir = path.join(libsDir, lib, 'src', 'migrations');
+      return [
+        ...(existsSync(index) ? [index] : []),
+        ...(existsSync(dir)
+          ? readdirSync(dir)
+              .sort()
+              .map((file) => path.join(dir, file))
+          : []),
+      ];
+    });
+}
+
+/**
+ * Every file that shapes a migrated schema, by absolute path: the libraries' migrations, the migrator, and each
+ * service's migrations and SQL. The template's name is their hash.
+ */
+export function templateInputFiles(): string[] {
+  return [
+    ...libraryMigrationFiles(),
     path.join(ROOT, 'libs/runtime/src/database.ts'),
-    ...services.flatMap((s) => [
+    ...serviceMigrations().flatMap((s) => [
       ...readdirSync(s.migrationsDir)
         .sort()
         .map((file) => path.join(s.migrationsDir, file)),
       ...s.sqlFiles,
     ]),
   ];
-  for (const file of files) hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file));
+}
+
+function migrationsHash(): string {
+  const hash = createHash('sha256');
+  for (const file of templateInputFiles()) {
+    hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file));
+  }
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -91,7 +118,7 @@ async function migrateService(databaseUrl: string, service: ServiceMigrations): 
     name: path.basename(file),
     sql: readFileSync(file, 'utf8'),
   }));
-  const db = createDatabase<any>({ url: databaseUrl, schema, poolSize: 1 });
+  const db = createDatabase<unknown>({ url: databaseUrl, schema, poolSize: 1 });
   try {
     await migrateToLatest(db, schema, module.migrations, undefined, repeatableSql);
   } finally {
@@ -106,7 +133,7 @@ async function migrateService(databaseUrl: string, service: ServiceMigrations): 
  */
 export async function ensureTemplateDatabase(adminUrl: string): Promise<string> {
   const services = serviceMigrations();
-  const name = `paygate_template_${migrationsHash(services)}`;
+  const name = `paygate_template_${migrationsHash()}`;
   if (await withAdmin(adminUrl, (client) => databaseExists(client, name))) return name;
 
   const building = `${name}_${process.pid}`;
