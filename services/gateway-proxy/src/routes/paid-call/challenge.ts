@@ -87,12 +87,15 @@ function sendPaywall(deps: PaidCallDeps, offer: Offer, call: Call): void {
   );
 }
 
-/** A 402 (or 503) with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. */
+/**
+ * A 402 with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. A refused
+ * payment's body is the one docs/api.md fixes ("Invalid payment", its reason and the requirements again).
+ */
 export function sendPaymentRequired(
   deps: PaidCallDeps,
   offer: Offer,
   call: Call,
-  status: 402 | 503,
+  status: 402,
   reason?: string,
   message?: string,
 ): void {
@@ -104,7 +107,7 @@ export function sendPaymentRequired(
     return;
   }
   sendJson(call.res, status, {
-    error: status === 402 ? 'Invalid payment' : 'Payment not verified',
+    error: 'Invalid payment',
     reason,
     message,
     ...challenge.body,

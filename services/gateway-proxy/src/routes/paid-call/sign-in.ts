@@ -1,5 +1,6 @@
+import { HttpError } from '@paygate/http';
 import { SIWX_HEADER } from '../../x402/extensions/sign-in-with-x';
-import type { Call, PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import { sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
 import type { Paid } from './pay';
@@ -28,8 +29,13 @@ async function signedIn(
   const outcome = await deps.signIn.subscriptionFor(header, offer.purchase);
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.failure.reason });
-    if (outcome.status === 503) call.res.setHeader('Retry-After', '2');
-    sendPaymentRequired(deps, offer, call, outcome.status, outcome.failure.reason, outcome.failure.message);
+    if (outcome.status === 503) {
+      // Nothing refused (the chain did not answer): libs/http's envelope, and the same message may come again.
+      call.res.setHeader('Retry-After', '2');
+      sendError(call, new HttpError(503, outcome.failure.reason, outcome.failure.message));
+    } else {
+      sendPaymentRequired(deps, offer, call, 402, outcome.failure.reason, outcome.failure.message);
+    }
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: 'false' });
