@@ -202,6 +202,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
         ...mcpRoutes({
           db: ctx.db,
+          chain: { chainId: config.chainId, usdcAddress: config.usdcAddress },
+          publicBaseUrl: config.publicBaseUrl,
           skillByName: (name) => skills.byName(name),
           selfUrl: () => {
             if (!selfUrl) throw new NotListeningError();

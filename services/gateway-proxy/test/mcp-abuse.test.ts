@@ -432,7 +432,13 @@ describe('MCP endpoint abuse: answer size, path parameters, tools/list flood', (
           message: expect.stringContaining(
             `at most ${MCP_PER_MINUTE} MCP requests per minute per client address`,
           ),
-          data: { code: 'rate_limited', limit: MCP_PER_MINUTE },
+          // libs/http's envelope as the JSON-RPC error's data.
+          data: {
+            code: 'rate_limited',
+            message: expect.stringContaining('MCP requests per minute'),
+            limit: MCP_PER_MINUTE,
+            requestId: res.headers.get('x-request-id'),
+          },
         },
       });
       // The SDK client from the same address hears the 429 too; another address is served.

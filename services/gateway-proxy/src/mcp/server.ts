@@ -11,6 +11,7 @@ import {
   type AnyRoute,
   clientAddress,
   defineRoute,
+  errorBody,
   HttpError,
   type SharedRateLimiter,
   type TrustedProxies,
@@ -19,7 +20,6 @@ import {
   decodePaymentRequired,
   encodeX402Header,
   MCP_PAYMENT_META,
-  MCP_PAYMENT_RESPONSE_META,
   type McpPaymentRequired,
   paymentRequiredResult,
   X402_HEADERS,
@@ -31,7 +31,9 @@ import { LRUCache } from 'lru-cache';
 import type { GatewayDatabase } from '../db';
 import { ToolArgumentError } from '../errors';
 import { limitCall, MCP_LIMITED, mcpBucket } from '../rate-limit';
+import { MCP_REASONS } from '../reasons';
 import type { SkillSnapshot } from '../skills/projection';
+import { answerMeta, type OutcomeSources, recordedMeta } from './outcome';
 import { requestFor, skillNameOf, toolsOf } from './tools';
 
 /** Where the gateway serves MCP (streamable HTTP, stateless: every POST is a whole exchange). */
@@ -44,7 +46,7 @@ const MAX_ERROR_TEXT_BYTES = 16 * 1024;
 export const TRUNCATED_META = 'paygate/truncated';
 export const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
-export interface McpDependencies {
+export interface McpDependencies extends OutcomeSources {
   db: Kysely<GatewayDatabase>;
   /** A skill by name (the gateway's projection, cached). */
   skillByName(name: string): Promise<SkillSnapshot | undefined>;
@@ -149,8 +151,11 @@ async function readTools(deps: McpDependencies, cursor: string | undefined) {
 /**
  * A tool call is the paid HTTP call: the same URL, price, payment checks, claim, hold, rate limit (by the MCP
  * caller's address, passed on as the trusted loopback hop's X-Forwarded-For) and forwarding. The x402 payment of
- * `_meta["x402/payment"]` travels as PAYMENT-SIGNATURE; a 402 comes back as x402's payment-required tool result,
- * a success with `_meta["x402/payment-response"]`.
+ * `_meta["x402/payment"]` travels as PAYMENT-SIGNATURE; a 402 comes back as x402's payment-required tool result.
+ * Every result of a paid call, served or not, carries `_meta["x402/payment-response"]` (the settlement: its
+ * transaction, or settlement_pending), and one the seller did not serve also `_meta["paygate/unserved"]` (the
+ * retry window, whether it is refunded when the window closes, where its outcome is followed): from the paid
+ * route's answer, or from the gateway's record of the payment when that answer never came back.
  */
 async function callTool(
   deps: McpDependencies,
@@ -186,11 +191,13 @@ async function callTool(
       signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
     });
   } catch (error) {
-    return errorResult(`The paid call did not finish: ${(error as Error).message}`);
+    // The paid call may have been charged (and its seller called) all the same: the agent hears what of it is known.
+    const recorded = payment === undefined ? undefined : await recordedMeta(deps, payment);
+    return errorResult(`The paid call did not finish: ${(error as Error).message}`, recorded);
   }
   const settlementHeader = response.headers.get(X402_HEADERS.paymentResponse);
   const settlement = settlementHeader ? decodeSettlement(settlementHeader) : undefined;
-  const meta = settlement ? { [MCP_PAYMENT_RESPONSE_META]: settlement } : undefined;
+  const meta = answerMeta(deps, response, settlement);
   const required = response.status === 402 ? response.headers.get(X402_HEADERS.paymentRequired) : null;
   if (required) {
     cut.abort();
@@ -208,6 +215,8 @@ async function callTool(
   const cutNote = truncated ? ` [cut at ${limit} bytes: the rest was not read]` : '';
   if (response.status === 402) return errorResult(`${text || 'Payment required'}${cutNote}`, meta);
   if (!response.ok) return errorResult(`The skill answered ${response.status}: ${text}${cutNote}`, meta);
+  // settlement_pending (202): nothing served yet; the same payment is presented again (x402's payment-response).
+  if (response.status === 202) return errorResult(`The payment is not settled yet: ${text}${cutNote}`, meta);
   if (truncated) {
     // Served and paid: the agent gets what was read, said to be cut (never parsed as if whole), not an error
     // that would have it pay again for the same oversized answer.
@@ -326,6 +335,7 @@ async function refusedByRateLimit(
   caller: string,
   message: { id?: string | number } | undefined,
   res: ExpressResponse,
+  requestId: string,
 ): Promise<boolean> {
   try {
     const limiting = limitCall(deps.limiter, deps.rateLimited, res, mcpBucket(caller), MCP_LIMITED);
@@ -333,14 +343,11 @@ async function refusedByRateLimit(
     return false;
   } catch (error) {
     if (!(error instanceof HttpError) || error.status !== 429) throw error;
+    // A JSON-RPC error (its code a number), libs/http's envelope as its data.
     res.status(429).json({
       jsonrpc: '2.0',
       id: message?.id ?? null,
-      error: {
-        code: RATE_LIMITED_RPC_CODE,
-        message: error.message,
-        data: { code: error.code, ...error.details },
-      },
+      error: { code: RATE_LIMITED_RPC_CODE, message: error.message, data: errorBody(error, requestId).error },
     });
     return true;
   }
@@ -348,6 +355,17 @@ async function refusedByRateLimit(
 
 /** JSON-RPC's implementation-defined server error range (-32000 to -32099): the rate limit's refusal. */
 const RATE_LIMITED_RPC_CODE = -32000;
+
+/**
+ * A configuration that cannot serve MCP: the tool call reaches the paid route over loopback with the caller's
+ * address in X-Forwarded-For, so unless loopback is a trusted proxy every caller would share one rate-limit bucket.
+ * No Retry-After: asking again changes nothing until the operator sets TRUSTED_PROXIES.
+ */
+const MCP_OFF = new HttpError(
+  503,
+  MCP_REASONS.unavailable,
+  'MCP is off: TRUSTED_PROXIES must include loopback',
+);
 
 /** MCP_PATH, declared: a server and a transport per request (stateless streamable HTTP, JSON answers). */
 export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
@@ -373,15 +391,11 @@ export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
       },
       handler: async (req, res) => {
         if (!deps.trustedProxies.has('127.0.0.1')) {
-          // The tool call reaches the paid route over loopback with the caller's address in X-Forwarded-For;
-          // unless loopback is a trusted proxy every caller would share one rate-limit bucket.
-          res.status(503).json({
-            error: { code: 'mcp_unavailable', message: 'MCP is off: TRUSTED_PROXIES must include loopback' },
-          });
+          res.status(503).json(errorBody(MCP_OFF, req.requestId));
           return;
         }
         const caller = clientAddress(req as IncomingMessage, deps.trustedProxies);
-        if (await refusedByRateLimit(deps, caller, req.body, res)) return;
+        if (await refusedByRateLimit(deps, caller, req.body, res, req.requestId)) return;
         const server = mcpServer(deps, caller);
         const transport = new StreamableHTTPServerTransport({
           sessionIdGenerator: undefined,

@@ -13,6 +13,13 @@ const FAILURE_STATUS: Record<ForwardFailureReason, number> = {
   body_incomplete: 400,
 };
 
+/**
+ * Where a buyer follows a paid call's outcome by its payment's transaction: retryable, unserved, refund_pending,
+ * refunded with the refund's transaction (escrow-ledger's public lookup).
+ */
+export const outcomeUrlOf = (publicBaseUrl: string, txHash: string) =>
+  `${publicBaseUrl.replace(/\/$/, '')}/api/v1/transactions/lookup?txHash=${txHash}`;
+
 /** The seller's part in a failed forward; undefined when the buyer's body could not be forwarded. */
 function sellerFailureOf(result: ForwardResult): SellerFailure | undefined {
   if (result.kind === 'answered') return { outcome: 'error_status', status: result.status };
@@ -69,9 +76,18 @@ async function bookFailure(
     errorBody(call.requestId, buyerFault ? result.reason : CALL_REASONS.upstreamFailed, result.message, {
       txHash: claim.tx_hash,
       retryUntil: retryUntil?.toISOString() ?? null,
-      retry: retryUntil
-        ? 'present the same X-402-Payment header again for the same resource before retryUntil'
-        : 'your subscription stays valid; call again',
+      outcomeUrl: outcomeUrlOf(deps.config.publicBaseUrl, claim.tx_hash),
+      retry: retryAdvice(retryUntil, buyerFault),
     }),
   );
+}
+
+/** What the buyer of a failed call may do: present the payment again in its window, and what happens after it. */
+function retryAdvice(retryUntil: Date | undefined, buyerFault: boolean): string {
+  if (!retryUntil) return 'your subscription stays valid; call again';
+  const again = 'present the same payment again for the same resource before retryUntil';
+  // Only the seller's failure is refunded: a body that could not be forwarded is the buyer's own.
+  return buyerFault
+    ? `${again}, with a body that can be forwarded`
+    : `${again}; if no attempt is served by then, it is refunded to its payer automatically (follow outcomeUrl)`;
 }
