@@ -101,15 +101,20 @@ export async function checkoutByTransfer(
   prng: Prng,
 ): Promise<string> {
   const payment = prng.weighted(CHECKOUT_PAYMENTS);
-  options.record.requests++;
-  const created = await fetch(`${options.baseUrl}/api/v1/checkout/sessions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ amount: '0.25', description: 'chaos order', holdPeriodHours: 0 }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  if (created.status !== 201) return `create ${created.status} ${await errorCode(created)}`;
-  const session = (await created.json()) as SessionView;
+  const created = await untilAvailable(options, () =>
+    fetch(`${options.baseUrl}/api/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${seller.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: '0.25', description: 'chaos order', holdPeriodHours: 0 }),
+      signal: AbortSignal.timeout(15_000),
+    }).then(
+      (response) => ({ status: response.status, response }),
+      () => ({ status: 0, response: undefined }),
+    ),
+  );
+  if (created.status !== 201 || !created.response)
+    return `create ${created.status} ${created.response ? await errorCode(created.response) : 'no answer'}`;
+  const session = (await created.response.json()) as SessionView;
   const matching = session.matching ?? 'amount';
   if (matching !== seller.checkoutMatching)
     return `session by ${matching}, the seller chose ${seller.checkoutMatching}`;
@@ -136,15 +141,39 @@ export async function checkoutByTransfer(
   return `${payment}: ${refund} (${matching})`;
 }
 
+const CREATE_ROUNDS = 5;
+
+/**
+ * A session's creation asked again while it meets a 5xx or no answer (a fault under way: Postgres away, no replica),
+ * as a seller's server or the widget would, bounded (about 10 s of pauses, within the operation's deadline), so one
+ * Postgres crash does not take every session of a seller in a short run (whose test asks for one paid in each mode).
+ */
+async function untilAvailable<T extends { status: number }>(
+  options: LoadOptions,
+  create: () => Promise<T>,
+): Promise<T> {
+  for (let round = 1; ; round++) {
+    options.record.requests++;
+    const answer = await create();
+    if ((answer.status !== 0 && answer.status < 500) || round === CREATE_ROUNDS) return answer;
+    await new Promise((r) => setTimeout(r, 1000 * round));
+  }
+}
+
 /** The widget's flow: a session from the publishable key, paid through the browser wallet (EIP-1193). */
 export async function checkoutByWallet(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
-  options.record.requests++;
-  let session: Awaited<ReturnType<typeof createSession>>;
-  try {
-    session = await createSession(options.baseUrl, seller.publishableKey, { skill: seller.skill });
-  } catch (error) {
-    return `create ${(error as { status?: number }).status ?? 0} ${(error as { code?: string }).code ?? ''}`.trim();
-  }
+  const created = await untilAvailable(options, () =>
+    createSession(options.baseUrl, seller.publishableKey, { skill: seller.skill }).then(
+      (session) => ({ status: 201, session, code: '' }),
+      (error: { status?: number; code?: string }) => ({
+        status: error.status ?? 0,
+        session: undefined,
+        code: error.code ?? '',
+      }),
+    ),
+  );
+  const session = created.session;
+  if (!session) return `create ${created.status} ${created.code}`.trim();
   // What the widget asks the browser wallet for (eth_sendTransaction of a USDC transfer to the session's
   // address, libs/checkout-widget/src/wallet.ts), sent by the buyer's key.
   const sent = await buyer.sendTransaction({
