@@ -184,7 +184,7 @@ export interface UnservedRefundSummary {
   /** Calls per batch: the threshold's batching (a payer's first two calls at the run's 0.02) or the age's. */
   callsPerBatch: Record<string, number>;
   /** ms from the call's first failure (its window's start) until its refund was completed on chain. */
-  waitMs: { p50: number | null; max: number | null };
+  waitMs: { p50: number | null; p99: number | null; max: number | null };
   notRefunded: Record<string, number>;
 }
 
@@ -200,8 +200,9 @@ export async function unservedRefundSummary(
           join ledger.unserved_calls u on u.batch_id = b.id where b.kind = 'unserved_batch' group by b.id) x
       group by members order by members`,
   );
-  const waits = await client.query<{ p50: number | null; max: number | null }>(
-    `select percentile_disc(0.5) within group (order by w)::int as p50, max(w)::int as max from (
+  const waits = await client.query<UnservedRefundSummary['waitMs']>(
+    `select percentile_disc(0.5) within group (order by w)::int as p50,
+            percentile_disc(0.99) within group (order by w)::int as p99, max(w)::int as max from (
         select extract(epoch from (b.completed_at - u.retry_until)) * 1000 + $1 as w
           from ledger.unserved_calls u join ledger.refunds b on b.id = u.batch_id
          where b.status = 'completed') x`,
@@ -211,7 +212,7 @@ export async function unservedRefundSummary(
     refundedCalls: calls.rows.filter((r) => r.status === 'refunded').reduce((s, r) => s + r.n, 0),
     batches: batches.rows.reduce((s, r) => s + r.n, 0),
     callsPerBatch: Object.fromEntries(batches.rows.map((r) => [String(r.members), r.n])),
-    waitMs: waits.rows[0] ?? { p50: null, max: null },
+    waitMs: waits.rows[0] ?? { p50: null, p99: null, max: null },
     notRefunded: Object.fromEntries(
       calls.rows
         .filter((r) => r.status !== 'refunded')

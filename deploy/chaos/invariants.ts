@@ -33,12 +33,22 @@ export interface InvariantResult {
   examples: string[];
 }
 
-/** Invariant 1: reconciliation (the operator's API): the ledger's escrow account equals the chain, no exposure. */
-async function reconciliationIsBalanced(run: InvariantInputs): Promise<InvariantReading> {
-  const reconciliation = (await fetch(`${run.baseUrl}/api/v1/reconciliation`, {
+interface Reconciliation {
+  balanced?: boolean;
+  difference?: string;
+  exposure?: { owedBySellers?: string; uncovered?: string; owedByPayers?: string };
+}
+
+function readReconciliation(run: InvariantInputs): Promise<Reconciliation> {
+  return fetch(`${run.baseUrl}/api/v1/reconciliation`, {
     headers: { authorization: `Bearer ${run.operatorToken}` },
     signal: AbortSignal.timeout(30_000),
-  }).then((r) => r.json())) as { balanced?: boolean; difference?: string };
+  }).then((r) => r.json()) as Promise<Reconciliation>;
+}
+
+/** Invariant 1: reconciliation (the operator's API): the ledger's escrow account equals the chain, no exposure. */
+async function reconciliationIsBalanced(run: InvariantInputs): Promise<InvariantReading> {
+  const reconciliation = await readReconciliation(run);
   return {
     name: 'reconciliation: balanced, difference 0',
     checked: 1,
@@ -47,6 +57,25 @@ async function reconciliationIsBalanced(run: InvariantInputs): Promise<Invariant
         ? []
         : // Whole: which check differs, and by how much, is the post-mortem's starting point.
           [JSON.stringify(reconciliation)],
+  };
+}
+
+/**
+ * Invariant 1b: nothing owed to the shared escrow: no seller's available balance below zero (a refund or a reversal
+ * after its money was released), none uncovered, no payer owing a refund a reorg left without its transfer. The
+ * run's reorgs (depth 1-3) stay below CONFIRMATIONS (4), so nothing released is ever taken back: any debt is a defect.
+ */
+async function nothingIsOwed(run: InvariantInputs): Promise<InvariantReading> {
+  const exposure = (await readReconciliation(run)).exposure;
+  const owed = Object.entries({
+    owedBySellers: exposure?.owedBySellers,
+    uncovered: exposure?.uncovered,
+    owedByPayers: exposure?.owedByPayers,
+  }).filter(([, amount]) => amount !== '0');
+  return {
+    name: 'nothing owed: exposure owed by sellers, uncovered and owed by payers 0',
+    checked: 3,
+    problems: owed.map(([what, amount]) => `${what} ${amount ?? 'missing'}`),
   };
 }
 
@@ -77,6 +106,7 @@ async function nothingIsPendingAfterTheDrain({ client }: InvariantInputs): Promi
 /** Every invariant, in the order of the report. */
 const INVARIANTS: InvariantCheck[] = [
   reconciliationIsBalanced, // 1
+  nothingIsOwed, // 1b
   ledgerPostingsSumToZero, // 2
   everyTransferInIsCreditedOnce, // 3
   everyTransferOutIsOneLedgerDebit, // 3b

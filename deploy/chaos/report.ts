@@ -42,7 +42,15 @@ export interface RunReport {
   webhookFailures: Record<string, number>;
   /** Replicas that exited by themselves during the run (restarted, as Kubernetes would), with their last lines. */
   crashes: Record<string, string[]>;
+  /** The host's 1-minute load average (`uptime`) at the start, its highest while the run went on, and at the end. */
+  hostLoad: HostLoad;
   passed: boolean;
+}
+
+export interface HostLoad {
+  start: number;
+  max: number;
+  end: number;
 }
 
 /**
@@ -65,6 +73,7 @@ export function runReport(run: {
   rpcFaultHits: Record<string, number>;
   webhookFailures: Record<string, number>;
   replicas: Replica[];
+  hostLoad: HostLoad;
 }): RunReport {
   const { record, replicas, faults } = run;
   const crashed = replicas.flatMap((r) =>
@@ -117,6 +126,7 @@ export function runReport(run: {
           r.crashes.map((c) => `${c.signal ?? c.code}: ${c.tail.slice(-3).join(' | ').slice(0, 600)}`),
         ]),
     ),
+    hostLoad: run.hostLoad,
     passed:
       run.drainSeconds !== null &&
       invariants.every((i) => i.violations === 0) &&
@@ -168,6 +178,10 @@ export function renderReport(report: RunReport): string {
   lines.push(
     `wall ${report.wallSeconds} s (start-up ${report.startupSeconds} s, faults ${report.faultSeconds} s, drain ${report.drainSeconds ?? 'not drained'} s)`,
   );
+  const load = report.hostLoad;
+  lines.push(
+    `host load average (1 min): ${load.start} at the start, ${load.max} at most, ${load.end} at the end`,
+  );
   lines.push(
     `faults: ${
       Object.entries(report.faults)
@@ -209,7 +223,7 @@ export function renderReport(report: RunReport): string {
     `failing paid calls: ${failing.total} (${counts(failing.byChannel)}; ${counts(failing.byFailure)}), charged twice ${failing.chargedTwice}`,
   );
   lines.push(
-    `unserved refunds: ${refunds.refundedCalls} calls in ${refunds.batches} batch transfers (calls per batch: ${counts(refunds.callsPerBatch)}), first failure → refund on chain p50 ${refunds.waitMs.p50} ms, max ${refunds.waitMs.max} ms; not refunded: ${counts(refunds.notRefunded)}`,
+    `unserved refunds: ${refunds.refundedCalls} calls in ${refunds.batches} batch transfers (calls per batch: ${counts(refunds.callsPerBatch)}), first failure → refund on chain p50 ${refunds.waitMs.p50} ms, p99 ${refunds.waitMs.p99} ms, max ${refunds.waitMs.max} ms; not refunded: ${counts(refunds.notRefunded)}`,
   );
   lines.push(`replica crashes (not injected): ${Object.keys(report.crashes).length === 0 ? 'none' : ''}`);
   for (const [replica, crashes] of Object.entries(report.crashes)) {

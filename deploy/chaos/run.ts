@@ -17,7 +17,7 @@ import { changeAccountsMidway, type Seller } from './participants';
 import { Prng } from './prng';
 import type { ChaosProfile } from './profiles';
 import { watchCrashes } from './replicas';
-import { type RunReport, runReport } from './report';
+import { type HostLoad, type RunReport, runReport } from './report';
 import { OPERATOR_TOKEN } from './service-env';
 import { type ChaosRun, type ChaosSystem, type Participants, startSystem } from './system';
 
@@ -44,6 +44,7 @@ export async function runChaos(options: {
   logDir?: string;
 }): Promise<RunReport> {
   const run = newRun(options);
+  const hostLoad = watchHostLoad();
   try {
     run.log(`seed ${run.seed}, profile ${run.profile.name}, dir ${run.dir}`);
     const { system, participants } = await startSystem(run);
@@ -67,11 +68,32 @@ export async function runChaos(options: {
       rpcFaultHits: system.rpcProxy.hits,
       webhookFailures: system.webhooks.failures,
       replicas: system.replicas,
+      hostLoad: hostLoad.stop(),
     });
   } finally {
+    hostLoad.stop();
     for (const stop of run.stops.reverse()) await stop().catch(() => undefined);
     if (!process.env.CHAOS_KEEP_DIR) rmSync(run.dir, { recursive: true, force: true });
   }
+}
+
+/** The host's 1-minute load average, sampled every 5 s: a run's figures depend on what else the cores carry. */
+function watchHostLoad(): { stop: () => HostLoad } {
+  const now = () => Math.round(os.loadavg()[0]! * 10) / 10;
+  const start = now();
+  let max = start;
+  const timer = setInterval(() => {
+    max = Math.max(max, now());
+  }, 5000);
+  timer.unref();
+  return {
+    stop: () => {
+      clearInterval(timer);
+      const end = now();
+      max = Math.max(max, end);
+      return { start, max, end };
+    },
+  };
 }
 
 function newRun(options: { seed: number; profile: ChaosProfile; log?: (line: string) => void }): ChaosRun {
