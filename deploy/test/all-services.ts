@@ -14,7 +14,7 @@ import { loadConfig as ledgerConfig, startEscrowLedger } from '@paygate/escrow-l
 import { loadConfig as gatewayConfig, startGatewayProxy } from '@paygate/gateway-proxy';
 import { loadConfig as notifierConfig, startNotifier } from '@paygate/notifier';
 import { loadConfig as registryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { CommonConfig, StartedService } from '@paygate/runtime';
 import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
 import {
   type AnvilInstance,
@@ -26,12 +26,18 @@ import {
   testWallets,
 } from '@paygate/testing';
 
+/**
+ * One of the seven as a suite holds it beside the others: where it serves, its configuration, and its stop. No
+ * database handle: a suite reads a service's tables through openSchema with that service's `Database`.
+ */
+export type SystemService = StartedService & { ctx: { config: CommonConfig } };
+
 /** The seven services on real Postgres, NATS and anvil (test USDC deployed, the buyer funded). */
 export interface AllServices {
   env: TestEnvironment;
   anvil: AnvilInstance;
   usdcAddress: string;
-  services: Record<string, RunningService>;
+  services: Record<string, SystemService>;
   /** With `authorizedNats`: the suite's own nats-server and every user's password. */
   nats?: { url: string; passwords: NatsPasswords; serverLog(): string };
   stop(): Promise<void>;
@@ -51,7 +57,7 @@ export async function startAllServices(options: {
 }): Promise<AllServices> {
   const env = await createTestEnvironment(options.label);
   const anvil = await startAnvil();
-  const services: Record<string, RunningService> = {};
+  const services: Record<string, SystemService> = {};
   let natsServer: AuthorizedNatsServer | undefined;
   let natsDir: string | undefined;
   const stop = async () => {

@@ -8,6 +8,7 @@
  */
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { NotifierDatabase } from '@paygate/notifier';
 import { createActiveSkill, openSchema, schemaValidator, signUpSeller, waitFor } from '@paygate/testing';
 import {
   baseAccepted,
@@ -129,7 +130,7 @@ beforeAll(async () => {
   expect(session.matching).toBe('amount');
   // The session's checkout.session_created reaches the notifier as an event, which stores its snapshot: the
   // snapshot before the run must not race it (a row taken as "changed" by the fuzzing).
-  const notifier = openSchema(all.env.schemaFor('notifier'));
+  const notifier = openSchema<NotifierDatabase>(all.env.schemaFor('notifier'));
   try {
     await waitFor(
       async () =>

@@ -13,7 +13,6 @@ import {
   parseRequestSignature,
   requestSigningPayload,
 } from '@paygate/agent-client';
-import type { RunningService } from '@paygate/runtime';
 import { createActiveSkill, openSchema, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
@@ -30,7 +29,7 @@ describe('the whole system behind the edge', () => {
   let upstream: http.Server;
   const upstreamSaw: http.IncomingHttpHeaders[] = [];
   let baseUrl: string;
-  let services: Record<string, RunningService>;
+  let services: AllServices['services'];
 
   beforeAll(async () => {
     // The edge first, on a port the OS picks (the services need its URL); it learns their URLs once they run.

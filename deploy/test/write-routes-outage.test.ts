@@ -22,7 +22,7 @@ import {
 } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '@paygate/escrow-ledger';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import { loadConfig as settlementConfig, startSettlement } from '@paygate/settlement';
 import {
   type AnvilInstance,
@@ -124,7 +124,7 @@ describe('write routes while Postgres or NATS is away: 2xx, 4xx or 503 with Retr
   let gatewayBus: Bus;
   let ledger: RunningEscrowLedger;
   let anvil: AnvilInstance;
-  let settlement: RunningService;
+  let settlement: StartedService;
   const answers: Answer[] = [];
 
   const startNats = () =>

@@ -3,9 +3,11 @@
  * submits the authorization on anvil; the chain-indexer sees the transfer; the escrow-ledger books it once, at
  * 95/5, and reconciles with the chain. One transfer buys one thing, whichever channel presents it.
  */
+
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { encodePaymentHeader, signPayment } from '@paygate/agent-client';
+import type { CheckoutDatabase } from '@paygate/checkout';
 import { encodeX402Header } from '@paygate/gateway-proxy';
 import { parseUsdc } from '@paygate/money';
 import {
@@ -150,7 +152,7 @@ describe('x402 on the real money path (gateway, relayer, chain-indexer, ledger, 
    */
   async function expectIgnoredByCheckout(txHash: string): Promise<void> {
     const indexer = openSchema(all.env.schemaFor('chain-indexer'));
-    const checkout = openSchema(all.env.schemaFor('checkout'));
+    const checkout = openSchema<CheckoutDatabase>(all.env.schemaFor('checkout'));
     try {
       const eventId = await waitFor(
         async () =>

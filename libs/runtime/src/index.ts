@@ -44,6 +44,7 @@ export {
   type RunningService,
   type ServiceContext,
   type ServiceParts,
+  type StartedService,
   startService,
 } from './service';
 export { isTransactionConflict, transactionRetryingConflicts } from './transaction';

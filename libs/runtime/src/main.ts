@@ -1,17 +1,17 @@
 import { createLogger, scrubSecrets, startTelemetry, stopTelemetry } from '@paygate/telemetry';
 import { ConfigError } from './config';
 import { StartupError } from './errors';
-import type { RunningService } from './service';
+import type { StartedService } from './service';
 
 /**
  * The body of every service's main.ts: start telemetry, start the service, stop cleanly on SIGTERM/SIGINT.
  * Configuration and start-up failures end the process with one clear log line and no stack trace; on standard error
  * when LOG_LEVEL silences even fatal lines, so a process never exits 1 without saying why.
  */
-export async function runMain(name: string, start: () => Promise<RunningService>): Promise<void> {
+export async function runMain(name: string, start: () => Promise<StartedService>): Promise<void> {
   startTelemetry(name);
   const logger = createLogger(name);
-  let running: RunningService | undefined;
+  let running: StartedService | undefined;
   const shutdown = async (signal: string) => {
     logger.info(`${signal} received; stopping`);
     await running?.stop().catch((error) => logger.error({ err: error }, 'error while stopping'));

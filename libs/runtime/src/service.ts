@@ -112,15 +112,22 @@ interface ServiceDefinition<DB, P extends ServiceParts<DB>> extends CommonDefini
   build: (ctx: ServiceContext<DB>) => P | Promise<P>;
 }
 
-/** A started service. The untyped default serves the tests that hold several services of different `Database`s. */
-export interface RunningService<DB = any, P extends ServiceParts<DB> = ServiceParts<DB>> {
+/**
+ * A started service as its supervisor sees it, whatever its `Database`: where it serves, and how to stop it
+ * (runMain, and a test that holds several services).
+ */
+export interface StartedService {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** A started service with its context and parts, typed by its own `Database`. */
+export interface RunningService<DB, P extends ServiceParts<DB> = ServiceParts<DB>> extends StartedService {
   ctx: ServiceContext<DB>;
   /** What the service's `build` returned. */
   parts: P;
   app: Express;
   server: Server;
-  url: string;
-  stop(): Promise<void>;
 }
 
 const READY_TIMEOUT_MS = 2000;

@@ -145,14 +145,14 @@ export async function snapshotRows(
 ): Promise<Record<string, string[]>> {
   const out: Record<string, string[]> = {};
   for (const schema of schemas) {
-    const db = openSchema(schema);
+    const db = openSchema<unknown>(schema);
     try {
       const tables = await sql<{ table_name: string }>`
         select table_name from information_schema.tables
         where table_schema = ${schema} and table_type = 'BASE TABLE'`.execute(db);
       for (const { table_name: table } of tables.rows) {
         if (options.skipTables?.test(table)) continue;
-        const rows = await db.selectFrom(table).selectAll().execute();
+        const { rows } = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(db);
         out[`${schema}.${table}`] = rows
           .map((row) =>
             JSON.stringify(row, (key, value) =>

@@ -4,14 +4,9 @@
  * that undoes everything in reverse: what the suite added with `onStop`, the service, then the environment.
  * Each service's helpers wrap it with that service's start function and settings (services/registry/test/helpers.ts).
  */
+import type { StartedService } from '@paygate/runtime';
 import { TestClock } from './clock';
 import { createTestEnvironment, type TestEnvironment } from './infra';
-
-/** What a service's start function returns (RunningService has both). */
-export interface StartedService {
-  url: string;
-  stop(): Promise<void>;
-}
 
 export interface ServiceHarness<S extends StartedService> {
   env: TestEnvironment;

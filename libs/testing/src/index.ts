@@ -17,7 +17,6 @@ export {
   type HarnessOptions,
   type HarnessSetup,
   type ServiceHarness,
-  type StartedService,
   startServiceHarness,
 } from './harness';
 export {

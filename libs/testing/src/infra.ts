@@ -173,9 +173,10 @@ export async function createTestEnvironment(
 
 /**
  * A database handle into one schema, for assertions on what a service stored: in the suite database of the test
- * environment that handed the schema out, or in the shared test database for a schema of no environment.
+ * environment that handed the schema out, or in the shared test database for a schema of no environment. `DB` is
+ * that service's `Database` (`unknown` for a handle that runs only raw `sql`).
  */
-export function openSchema<DB = any>(schema: string): Kysely<DB> {
+export function openSchema<DB>(schema: string): Kysely<DB> {
   const databases = [...(suiteDatabasesBySchema.get(schema) ?? [])];
   if (databases.length > 1) {
     throw new Error(`schema ${schema} is in ${databases.length} live test environments: clean one up first`);

@@ -19,6 +19,7 @@ import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { loadConfig, startChainIndexer } from '../src';
+import type { IndexerDatabase } from '../src/indexer/tables';
 import { indexerCaughtUp } from './caught-up';
 
 const ESCROW = testWallets.escrow.address;
@@ -36,7 +37,7 @@ describe('chain-indexer: a deposit address waiting behind a flood in the backfil
   let env: TestEnvironment;
   let anvil: AnvilInstance;
   let usdcAddress: string;
-  let indexer: RunningService | undefined;
+  let indexer: RunningService<IndexerDatabase> | undefined;
   let db: Kysely<any>;
   let lock: pg.Client | undefined;
 

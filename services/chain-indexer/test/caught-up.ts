@@ -2,13 +2,14 @@ import type { RunningService } from '@paygate/runtime';
 import { waitFor } from '@paygate/testing';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, sql } from 'kysely';
+import type { IndexerDatabase } from '../src/indexer/tables';
 
 /**
  * The positive signal before asserting what was NOT published: a pass finished at the chain's current head
  * (the head gauge is set after the pass published what was due) and the relay sent everything it wrote.
  */
 export async function indexerCaughtUp(
-  indexer: RunningService,
+  indexer: RunningService<IndexerDatabase>,
   db: Kysely<any>,
   provider: Pick<JsonRpcProvider, 'getBlockNumber'>,
 ): Promise<void> {

@@ -25,13 +25,14 @@ import {
 import { Contract, Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import type { IndexerDatabase } from '../src/indexer/tables';
 import { indexerCaughtUp } from './caught-up';
 
 describe('a reorg deeper than REORG_WINDOW_BLOCKS', () => {
   let env: TestEnvironment;
   let anvil: AnvilInstance;
   let usdcAddress: string;
-  let indexer: RunningService;
+  let indexer: RunningService<IndexerDatabase>;
   let db: Kysely<any>;
   const WINDOW = 3;
 

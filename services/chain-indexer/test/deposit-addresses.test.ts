@@ -20,6 +20,7 @@ import {
 import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import type { IndexerDatabase } from '../src/indexer/tables';
 import { startLogLimitProxy } from './log-limit-proxy';
 
 const ESCROW = testWallets.escrow.address;
@@ -38,7 +39,7 @@ describe('chain-indexer watches session deposit addresses', () => {
   let env: TestEnvironment;
   let anvil: AnvilInstance;
   let usdcAddress: string;
-  let indexer: RunningService | undefined;
+  let indexer: RunningService<IndexerDatabase> | undefined;
   let db: Kysely<any>;
   let index = 100;
 

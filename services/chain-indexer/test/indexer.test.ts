@@ -22,6 +22,7 @@ import { Contract, Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
 import { insertTransfers } from '../src/indexer/scanner';
+import type { IndexerDatabase } from '../src/indexer/tables';
 import { indexerCaughtUp } from './caught-up';
 
 const USDC = 1_000_000n;
@@ -30,7 +31,7 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
   let env: TestEnvironment;
   let anvil: AnvilInstance;
   let usdcAddress: string;
-  let indexer: RunningService | undefined;
+  let indexer: RunningService<IndexerDatabase> | undefined;
   let db: Kysely<any>;
 
   const indexerEnv = (extra: Record<string, string> = {}) =>

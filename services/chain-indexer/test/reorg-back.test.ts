@@ -16,6 +16,7 @@ import {
 } from '@paygate/testing';
 import { Contract, Wallet } from 'ethers';
 import { loadConfig, startChainIndexer } from '../src';
+import type { IndexerDatabase } from '../src/indexer/tables';
 
 /** A JSON-RPC endpoint that forwards to whichever node it is switched to (a load balancer changing its mind). */
 async function startSwitchingProxy(initialUrl: string) {
@@ -40,7 +41,7 @@ describe('chain-indexer: a block reorged away and back with the same hash', () =
   let chainA: AnvilInstance;
   let chainB: AnvilInstance | undefined;
   let proxy: Awaited<ReturnType<typeof startSwitchingProxy>>;
-  let indexer: RunningService | undefined;
+  let indexer: RunningService<IndexerDatabase> | undefined;
   let usdcAddress: string;
 
   beforeAll(async () => {

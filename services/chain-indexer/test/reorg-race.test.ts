@@ -19,6 +19,7 @@ import {
 import { Contract, Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
+import type { IndexerDatabase } from '../src/indexer/tables';
 import { indexerCaughtUp } from './caught-up';
 
 const USDC = 1_000_000n;
@@ -79,7 +80,7 @@ describe('chain-indexer: a reorg between the reorg check and the scan of the nex
   let anvil: AnvilInstance;
   let usdcAddress: string;
   let trap: Awaited<ReturnType<typeof startReorgTrap>>;
-  let indexer: RunningService | undefined;
+  let indexer: RunningService<IndexerDatabase> | undefined;
   let db: Kysely<any>;
 
   const caughtUp = () => indexerCaughtUp(indexer!, db, anvil.provider);

@@ -1,2 +1,3 @@
 export { loadConfig } from './config';
+export type { CheckoutDatabase } from './db';
 export { startCheckout } from './service';

@@ -5,7 +5,6 @@
 
 import { loadConfig as loadIndexerConfig, startChainIndexer } from '@paygate/chain-indexer';
 import { loadConfig as loadCheckoutConfig, startCheckout } from '@paygate/checkout';
-import type { RunningService } from '@paygate/runtime';
 import {
   loadConfig as loadSettlementConfig,
   type RunningSettlement,
@@ -15,9 +14,9 @@ import { type TestEnvironment, testWallets } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
 
 export interface MoneyServices {
-  indexer: RunningService;
+  indexer: Awaited<ReturnType<typeof startChainIndexer>>;
   ledger: RunningEscrowLedger;
-  checkout: RunningService;
+  checkout: Awaited<ReturnType<typeof startCheckout>>;
   settlement: RunningSettlement;
   stop(): Promise<void>;
 }

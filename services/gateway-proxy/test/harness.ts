@@ -24,6 +24,7 @@ import {
 import { Contract, Wallet } from 'ethers';
 import type { Kysely } from 'kysely';
 import { loadConfig, type RunningGateway, startGatewayProxy } from '../src';
+import type { GatewayDatabase } from '../src/db';
 
 export type SkillSnapshot = EventData<'skill.updated'>;
 
@@ -132,7 +133,7 @@ export interface Harness {
   bus: Bus;
   gateway: RunningGateway;
   clock: TestClock;
-  db: Kysely<any>;
+  db: Kysely<GatewayDatabase>;
   gatewayEnv: Record<string, string>;
   publishSkill(snapshot: SkillSnapshot): Promise<void>;
   /** Sends USDC from a test wallet; mines `extraBlocks` more blocks after it (for confirmations). */
@@ -199,7 +200,7 @@ export async function startHarness(
     ...extraEnv,
   };
   const gateway = await startGatewayProxy(loadConfig(env.envFor('gateway-proxy', gatewayEnv), clock.now));
-  const db = openSchema(env.schemaFor('gateway-proxy'));
+  const db = openSchema<GatewayDatabase>(env.schemaFor('gateway-proxy'));
   const encoder = new TextEncoder();
   const harness: Harness = {
     ledgerPayments(txHash) {

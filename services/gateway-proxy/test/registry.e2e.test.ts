@@ -1,7 +1,7 @@
 import { createAgent, SpendingLimitError } from '@paygate/agent-client';
 import { createGateway } from '@paygate/gateway-middleware';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import { createActiveSkill, signUpSeller, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import express from 'express';
@@ -12,7 +12,7 @@ jest.setTimeout(60_000);
 /** End to end with the real registry: sign-up, skill validation, skill.updated, API-key RPC, agent payment. */
 describe('gateway-proxy with the real registry', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
 
   beforeAll(async () => {

@@ -5,7 +5,7 @@
  *   npx jest --ci services/gateway-proxy/test/x402-abuse.test.ts
  */
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import type { RunningSettlement } from '@paygate/settlement';
 import { signTransferAuthorization, signUpSeller, testWallets } from '@paygate/testing';
 import { Wallet } from 'ethers';
@@ -22,7 +22,7 @@ const DISCOVERY_PER_MINUTE = 3;
 
 describe('x402 abuse: minimum amount, validity window, used authorizations, relayer budgets, facilitator limits', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let settlement: RunningSettlement;
 
   beforeAll(async () => {

@@ -6,7 +6,7 @@
  */
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcEip712Domain } from '@paygate/chain';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import type { RunningSettlement } from '@paygate/settlement';
 import {
   deployFreeGasWallet,
@@ -28,7 +28,7 @@ const VALUE = 10_000n;
 
 describe('x402 contract payers: the seller budget counts only what was relayed, signatures are never a 500', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let settlement: RunningSettlement;
 
   beforeAll(async () => {

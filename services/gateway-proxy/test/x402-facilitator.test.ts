@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import {
   loadConfig as loadSettlementConfig,
   type RunningSettlement,
@@ -50,7 +50,7 @@ function startRelayer(h: Harness, networkName: string): Promise<RunningSettlemen
 
 describe('x402 facilitator mode and discovery, with the real registry and the reference @x402/express server', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let settlement: RunningSettlement;
   let sellerApp: import('node:http').Server;
   let sellerUrl: string;

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { encodeX402Header } from '@paygate/protocol';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import { signTransferAuthorization, signUpSeller, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { ErrorReasons } from 'x402/types';
@@ -52,7 +52,7 @@ describe('x402 reason codes are upstream names', () => {
 describe('x402: every named exact EVM check answers its upstream reason code', () => {
   const NETWORK = 'eip155:31337';
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let apiKey: string;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
 

@@ -2,7 +2,7 @@ import { requestRpc } from '@paygate/bus';
 import { getTransferLogs, TRANSFER_TOPIC } from '@paygate/chain';
 import { decodePaymentRequired } from '@paygate/protocol';
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import type { RunningSettlement } from '@paygate/settlement';
 import {
   mine,
@@ -34,7 +34,7 @@ jest.setTimeout(90_000);
  */
 describe('x402 as reference clients and facilitators see it', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let settlement: RunningSettlement;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
   let apiKey: string;

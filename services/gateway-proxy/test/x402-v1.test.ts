@@ -1,5 +1,5 @@
 import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/registry';
-import type { RunningService } from '@paygate/runtime';
+import type { StartedService } from '@paygate/runtime';
 import type { RunningSettlement } from '@paygate/settlement';
 import { signUpSeller, testWallets } from '@paygate/testing';
 import { createWalletClient, defineChain, http } from 'viem';
@@ -19,7 +19,7 @@ const decode = (header: string) => JSON.parse(Buffer.from(header, 'base64').toSt
  */
 describe('x402 v1 on a local chain with Base Sepolia chain id', () => {
   let h: Harness;
-  let registry: RunningService;
+  let registry: StartedService;
   let settlement: RunningSettlement;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
   let apiKey: string;

@@ -17,6 +17,7 @@ import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from '@x4
 import { Contract } from 'ethers';
 import { privateKeyToAccount } from 'viem/accounts';
 import { loadConfig, startGatewayProxy } from '../src';
+import type { GatewayDatabase } from '../src/db';
 import type { Purchase } from '../src/payments/types';
 import { X402Authorizations } from '../src/x402/mechanisms/exact-evm/authorizations';
 import { decodeX402Payment } from '../src/x402/protocol';
@@ -481,7 +482,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
         .selectAll()
         .where('name', '=', 'wx')
         .executeTakeFirstOrThrow();
-      const cutDb = openSchema(h.env.schemaFor('gateway-proxy-cut'));
+      const cutDb = openSchema<GatewayDatabase>(h.env.schemaFor('gateway-proxy-cut'));
       try {
         await cutDb.insertInto('skills').values(row).execute();
       } finally {

@@ -1,6 +1,6 @@
 import type { Bus } from '@paygate/bus';
 import { createTestEnvironment, openSchema, type TestEnvironment, waitFor } from '@paygate/testing';
-import { loadConfig, type RunningNotifier, startNotifier } from '../src';
+import { loadConfig, type NotifierDatabase, type RunningNotifier, startNotifier } from '../src';
 import { publish, sessionSnapshot, WidgetSocket } from './helpers';
 
 jest.setTimeout(45_000);
@@ -37,7 +37,7 @@ describe('notifier live session updates over WebSocket', () => {
   it('sends the current state on subscribe, then every change, on whichever replica the widget reached', async () => {
     const created = sessionSnapshot({ sessionId: 'cs_live_1', updatedAt: '2026-11-22T10:00:00.000Z' });
     await publish(bus, 'checkout.session_created', 'checkout', created);
-    const db = openSchema(env.schemaFor('notifier'));
+    const db = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
     await waitFor(
       async () =>
         (await db
@@ -88,7 +88,7 @@ describe('notifier live session updates over WebSocket', () => {
       'expired',
     ]);
     // The stored projection also kept the newest.
-    const check = openSchema(env.schemaFor('notifier'));
+    const check = openSchema<NotifierDatabase>(env.schemaFor('notifier'));
     await waitFor(
       async () =>
         (

@@ -3,6 +3,7 @@ import { forwardingKeyFromApiKey } from '@paygate/agent-client';
 import { requestRpc } from '@paygate/bus';
 import { EventRecorder, openSchema, signUpSeller, siweMessageText, testWallets } from '@paygate/testing';
 import { Wallet } from 'ethers';
+import type { RegistryDatabase } from '../src/db';
 import { api, type Harness, startHarness } from './helpers';
 
 let h: Harness;
@@ -50,7 +51,7 @@ describe('Sign-In with Ethereum', () => {
     expect(first.body.seller.minimumSettlement).toBe('10');
     expect(typeof first.body.sessionToken).toBe('string');
 
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     const rows = await db
       .selectFrom('sellers')
       .selectAll()
@@ -325,7 +326,7 @@ describe('account and keys', () => {
     });
     expect(again.body.webhookSecret).toBeUndefined();
 
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     const row = await db
       .selectFrom('sellers')
       .selectAll()

@@ -7,6 +7,7 @@
 import { openSchema, siweMessageText } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { sql } from 'kysely';
+import type { RegistryDatabase } from '../src/db';
 import { api, type Harness, startHarness } from './helpers';
 
 const NONCES_PER_MINUTE = 5;
@@ -50,7 +51,7 @@ async function signIn(wallet: Wallet) {
 describe('registry: sign-in rate limits per client address', () => {
   it(`hands out at most ${NONCES_PER_MINUTE} SIWE nonces a minute per client, storing none over it`, async () => {
     nextHour();
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     try {
       const stored = async () =>
         Number((await sql<{ n: number }>`select count(*)::int n from siwe_nonces`.execute(db)).rows[0]!.n);
@@ -107,7 +108,7 @@ describe('registry: sign-in rate limits per client address', () => {
         `at most ${ACCOUNTS_PER_HOUR} new accounts per hour per client address`,
       ),
     });
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     try {
       const row = await db
         .selectFrom('sellers')
@@ -130,7 +131,7 @@ describe('registry: sign-in rate limits per client address', () => {
     const signedIn = await signIn(new Wallet(Wallet.createRandom().privateKey));
     expect(signedIn.status).toBe(201);
     const token = signedIn.body.sessionToken as string;
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     try {
       const stored = async () =>
         Number((await sql<{ n: number }>`select count(*)::int n from siwe_nonces`.execute(db)).rows[0]!.n);

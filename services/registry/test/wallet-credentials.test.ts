@@ -11,6 +11,7 @@ import { requestRpc } from '@paygate/bus';
 import type { EventEnvelope } from '@paygate/contracts';
 import { EventRecorder, openSchema, signUpSeller, siweMessageText, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
+import type { RegistryDatabase } from '../src/db';
 import { api, type Harness, startHarness } from './helpers';
 
 const HOUR = 60 * 60 * 1000;
@@ -386,7 +387,7 @@ describe('API key rotation', () => {
       expect(refused.status).toBe(401);
     }
     expect((await api(h.url, 'GET', '/api/v1/account', { token: third.body.apiKey })).status).toBe(200);
-    const db = openSchema(h.env.schemaFor('registry'));
+    const db = openSchema<RegistryDatabase>(h.env.schemaFor('registry'));
     const row = await db
       .selectFrom('sellers')
       .select(['previous_api_key_hash', 'previous_forwarding_key_encrypted'])
