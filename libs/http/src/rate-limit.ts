@@ -24,6 +24,13 @@ interface BucketState {
 
 const MINUTE_MS = 60_000;
 
+/** The window a hit falls in, read once per hit from the limiter's clock. */
+interface Window {
+  nowMs: number;
+  start: number;
+  retryAfterSeconds: number;
+}
+
 /** What the limiter's raw statements run on: any service's `Kysely`, whatever its `Database` names. */
 type SqlExecutor = Parameters<RawBuilder<unknown>['execute']>[0];
 
@@ -50,13 +57,7 @@ export interface RateLimitTables {
 }
 
 /**
- * The table every service using the limiter has in its schema (each service adds it in its own migration):
- *
- *   create table rate_limit_windows (bucket text not null, window_start timestamptz not null,
- *     hits integer not null check (hits >= 0), window_seconds integer not null default 60,
- *     primary key (bucket, window_start))
- *
- * Fixed windows counted in Postgres, shared by every replica of a service. To keep Postgres off
+ * Fixed windows counted in Postgres (`rate_limit_windows`, shipped as rateLimitMigrations), shared by every replica of a service. To keep Postgres off
  * the hot path, a replica that saw the shared count less than `freshMs` ago and is below half the limit
  * counts locally and adds its hits to the shared row every `flushIntervalMs`; near the limit every hit is
  * an atomic upsert whose returned total decides. Overshoot across replicas is bounded by what the others
@@ -101,17 +102,23 @@ export class SharedRateLimiter {
 
   /** Counts the hit locally and decides without Postgres when the rules allow it; otherwise undefined. */
   tryLocal(bucket: string): RateDecision | undefined {
-    const nowMs = this.now().getTime();
-    const windowStart = nowMs - (nowMs % this.windowMs);
+    const window = this.windowOf();
     const state = this.buckets.get(bucket);
-    if (!state || state.windowStart !== windowStart) return undefined;
-    if (!this.mayDecideLocally(state, nowMs)) return undefined;
+    if (!state || state.windowStart !== window.start) return undefined;
+    return this.decideLocally(state, window);
+  }
+
+  /** Counts the hit here when the shared count is fresh and it keeps this replica within half the limit. */
+  private decideLocally(state: BucketState, window: Window): RateDecision | undefined {
+    const age = window.nowMs - state.syncedAt;
+    const fresh = age >= 0 && age < (this.options.freshMs ?? 1000);
+    if (!fresh || this.countedLocally(state) + 1 > this.limit / 2) return undefined;
     state.pending += 1;
     return {
       allowed: true,
       limit: this.limit,
       remaining: this.limit - this.countedLocally(state),
-      retryAfterSeconds: Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000)),
+      retryAfterSeconds: window.retryAfterSeconds,
     };
   }
 
@@ -120,37 +127,17 @@ export class SharedRateLimiter {
     return state.shared + state.writing + state.pending;
   }
 
-  /** The shared count is fresh and one more hit keeps this replica's count within half the limit. */
-  private mayDecideLocally(state: BucketState, nowMs: number): boolean {
-    const age = nowMs - state.syncedAt;
-    const fresh = age >= 0 && age < (this.options.freshMs ?? 1000);
-    return fresh && this.countedLocally(state) + 1 <= this.limit / 2;
-  }
-
   async hit(bucket: string): Promise<RateDecision> {
-    const nowMs = this.now().getTime();
-    const windowStart = nowMs - (nowMs % this.windowMs);
-    const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + this.windowMs - nowMs) / 1000));
-    let state = this.buckets.get(bucket);
-    if (!state || state.windowStart !== windowStart) {
-      state = { windowStart, shared: 0, pending: 0, writing: 0, syncedAt: 0 };
-      this.buckets.set(bucket, state);
-    }
-    if (this.mayDecideLocally(state, nowMs)) {
-      state.pending += 1;
-      return {
-        allowed: true,
-        limit: this.limit,
-        remaining: this.limit - this.countedLocally(state),
-        retryAfterSeconds,
-      };
-    }
+    const window = this.windowOf();
+    const state = this.stateOf(bucket, window);
+    const local = this.decideLocally(state, window);
+    if (local) return local;
     const carried = state.pending;
     state.pending = 0;
     state.writing += carried + 1;
     let total: number;
     try {
-      total = await this.add(bucket, windowStart, carried + 1);
+      total = await this.add(bucket, window.start, carried + 1);
     } catch (error) {
       // Not written: the hits counted here before stay pending (this one is not decided; its caller fails).
       state.writing -= carried + 1;
@@ -158,7 +145,7 @@ export class SharedRateLimiter {
       throw error;
     }
     state.writing -= carried + 1;
-    return this.decided(bucket, { start: windowStart, retryAfterSeconds }, total);
+    return this.decided(bucket, window, total);
   }
 
   /**
@@ -215,23 +202,29 @@ export class SharedRateLimiter {
     if (state && state.windowStart === windowStart && state.shared > 0) state.shared -= 1;
   }
 
-  private windowOf(): { start: number; retryAfterSeconds: number } {
+  private windowOf(): Window {
     const nowMs = this.now().getTime();
     const start = nowMs - (nowMs % this.windowMs);
-    return { start, retryAfterSeconds: Math.max(1, Math.ceil((start + this.windowMs - nowMs) / 1000)) };
+    return {
+      nowMs,
+      start,
+      retryAfterSeconds: Math.max(1, Math.ceil((start + this.windowMs - nowMs) / 1000)),
+    };
   }
 
-  /** The decision of a shared total just read, remembered as the bucket's shared count. */
-  private decided(
-    bucket: string,
-    window: { start: number; retryAfterSeconds: number },
-    total: number,
-  ): RateDecision {
+  /** The bucket's state in `window`, started afresh when it held an earlier window. */
+  private stateOf(bucket: string, window: Window): BucketState {
     let state = this.buckets.get(bucket);
     if (!state || state.windowStart !== window.start) {
       state = { windowStart: window.start, shared: 0, pending: 0, writing: 0, syncedAt: 0 };
       this.buckets.set(bucket, state);
     }
+    return state;
+  }
+
+  /** The decision of a shared total just read, remembered as the bucket's shared count. */
+  private decided(bucket: string, window: Window, total: number): RateDecision {
+    const state = this.stateOf(bucket, window);
     // Writes may return out of order; a window's shared count only grows.
     state.shared = Math.max(state.shared, total);
     state.syncedAt = this.now().getTime();
@@ -329,27 +322,6 @@ interface RateLimitHeaderSink {
   setHeader(name: string, value: string): unknown;
 }
 
-/** Sets the RateLimit-Limit / RateLimit-Remaining headers of a decision (and Retry-After when refused). */
-function setRateLimitHeaders(res: RateLimitHeaderSink, decision: RateDecision): void {
-  res.setHeader('RateLimit-Limit', String(decision.limit));
-  res.setHeader('RateLimit-Remaining', String(decision.remaining));
-  if (!decision.allowed) res.setHeader('Retry-After', String(decision.retryAfterSeconds));
-}
-
-/**
- * The 429 of a refused decision in the shared error body: { error: { code: 'rate_limited', message, limit,
- * retryAfterSeconds, requestId } } (the error handler adds the request id); Retry-After is set by
- * setRateLimitHeaders.
- */
-function rateLimited(decision: RateDecision, what: string): HttpError {
-  return new HttpError(
-    429,
-    HttpReason.RateLimited,
-    `at most ${decision.limit} ${what}; retry in ${decision.retryAfterSeconds} s`,
-    { limit: decision.limit, retryAfterSeconds: decision.retryAfterSeconds },
-  );
-}
-
 /**
  * Counts one hit of the request in `limiter` (bucket from `keyOf`; undefined counts nothing) and, over the
  * limit, answers 429 with Retry-After. `what` says what is limited, for the message: "SIWE nonces per minute
@@ -383,9 +355,18 @@ export function rateLimitNowOrLater(
   return limiter.hit(bucket).then((decision) => applyRateDecision(res, decision, what));
 }
 
+/** Sets the RateLimit-* headers of a decision; a refusal also sets Retry-After and throws the 429. */
 function applyRateDecision(res: RateLimitHeaderSink, decision: RateDecision, what: string): void {
-  setRateLimitHeaders(res, decision);
-  if (!decision.allowed) throw rateLimited(decision, what);
+  res.setHeader('RateLimit-Limit', String(decision.limit));
+  res.setHeader('RateLimit-Remaining', String(decision.remaining));
+  if (decision.allowed) return;
+  res.setHeader('Retry-After', String(decision.retryAfterSeconds));
+  throw new HttpError(
+    429,
+    HttpReason.RateLimited,
+    `at most ${decision.limit} ${what}; retry in ${decision.retryAfterSeconds} s`,
+    { limit: decision.limit, retryAfterSeconds: decision.retryAfterSeconds },
+  );
 }
 
 /** Express middleware form of checkRateLimit (a route's `before`, or ahead of a path). */

@@ -23,14 +23,14 @@ interface RouteAuth {
 }
 
 /** A response: a JSON body schema, or a description with an optional schema and content type. */
-type RouteResponse =
-  | TSchema
-  | {
-      description: string;
-      schema?: TSchema | JsonSchemaObject;
-      contentType?: string;
-      headers?: JsonSchemaObject;
-    };
+type RouteResponse = TSchema | DescribedResponse;
+
+interface DescribedResponse {
+  description: string;
+  schema?: TSchema | JsonSchemaObject;
+  contentType?: string;
+  headers?: JsonSchemaObject;
+}
 
 /** Answers a request on the bare node request and returns true, or returns false to leave it to express. */
 type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -217,17 +217,7 @@ const openApiPath = (path: string) => path.replace(/[:*]([A-Za-z_][A-Za-z0-9_]*)
 
 function responseObject(response: RouteResponse) {
   if ('description' in response && typeof response.description === 'string' && !('type' in response)) {
-    const {
-      description,
-      schema,
-      contentType = 'application/json',
-      headers,
-    } = response as {
-      description: string;
-      schema?: TSchema | JsonSchemaObject;
-      contentType?: string;
-      headers?: JsonSchemaObject;
-    };
+    const { description, schema, contentType = 'application/json', headers } = response as DescribedResponse;
     return {
       description,
       ...(headers ? { headers } : {}),
