@@ -28,7 +28,7 @@ import { WEBHOOK_EVENT_TYPES } from './payload';
 import type { DeliveryRow } from './repository';
 import { secretKeyAuth, sellerOf } from './seller-request';
 
-export { endpointsFor, MAX_ENDPOINTS_PER_SELLER, TEST_EVENT_TYPE } from './endpoint-store';
+export { endpointsFor, TEST_EVENT_TYPE } from './endpoint-store';
 
 const EventName = Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(ALL_EVENTS)]);
 const Events = Type.Array(EventName, {
@@ -44,6 +44,17 @@ const Url = Type.String({
 });
 const Description = Type.String({ maxLength: 200 });
 const EndpointParams = Type.Object({ id: Type.String({ pattern: '^whe_[0-9A-Z]{26}$' }) });
+const EndpointFields = Type.Object(
+  {
+    url: Url,
+    events: Events,
+    description: Type.Optional(Description),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+const WALLET_SESSION_REQUIRED =
+  'wallet_session_required: the sk_ API key alone cannot change where events go';
 
 export const Endpoint = Type.Object({
   id: Type.String(),
@@ -124,14 +135,7 @@ interface EndpointRouteDeps {
  */
 export function endpointRoutes(
   ctx: ServiceContext<NotifierDatabase>,
-  deps: {
-    auth: SellerAuth;
-    dispatcher: WebhookDispatcher;
-    secrets: WebhookSecrets;
-    config: NotifierConfig;
-    /** The delivery as the deliveries routes show it. */
-    delivery: (row: DeliveryRow, eventType: string, circuit: CircuitRow | undefined) => unknown;
-  },
+  deps: Omit<EndpointRouteDeps, 'ctx' | 'auth'> & { auth: SellerAuth },
 ): AnyRoute[] {
   const d: EndpointRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
   return [
@@ -167,18 +171,10 @@ function createEndpointRoute({ ctx, auth, config, secrets }: EndpointRouteDeps) 
     operationId: 'createWebhookEndpoint',
     summary: 'Add an endpoint with the events it wants; its signing secret is answered once',
     auth,
-    body: Type.Object(
-      {
-        url: Url,
-        events: Events,
-        description: Type.Optional(Description),
-        enabled: Type.Optional(Type.Boolean()),
-      },
-      { additionalProperties: false },
-    ),
+    body: EndpointFields,
     responses: { '201': WithSecret },
     errors: {
-      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '403': WALLET_SESSION_REQUIRED,
       '409': `webhook_secret_missing | too_many_endpoints (${MAX_ENDPOINTS_PER_SELLER} per seller)`,
       '503': 'secret_unavailable',
     },
@@ -226,18 +222,10 @@ function updateEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
     summary: 'Change an endpoint: URL, events, description, or turn it off and on',
     auth,
     params: EndpointParams,
-    body: Type.Object(
-      {
-        url: Type.Optional(Url),
-        events: Type.Optional(Events),
-        description: Type.Optional(Description),
-        enabled: Type.Optional(Type.Boolean()),
-      },
-      { additionalProperties: false },
-    ),
+    body: Type.Partial(EndpointFields),
     responses: { '200': Endpoint },
     errors: {
-      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '403': WALLET_SESSION_REQUIRED,
       '404': 'no such endpoint',
     },
     handler: async (req, res) => {
@@ -267,7 +255,7 @@ function deleteEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
     params: EndpointParams,
     responses: { '204': { description: 'deleted' } },
     errors: {
-      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '403': WALLET_SESSION_REQUIRED,
       '404': 'no such endpoint',
     },
     handler: async (req, res) => {
@@ -289,7 +277,7 @@ function rotateEndpointSecretRoute({ ctx, auth, config, secrets }: EndpointRoute
     params: EndpointParams,
     responses: { '200': WithSecret },
     errors: {
-      '403': 'wallet_session_required: the sk_ API key alone cannot change where events go',
+      '403': WALLET_SESSION_REQUIRED,
       '404': 'no such endpoint',
       '409': 'webhook_secret_missing',
       '503': 'secret_unavailable',
