@@ -52,10 +52,10 @@ interface CommonConsumerOptions<S extends Subject> {
 /**
  * One event per transaction (`handler`), or whatever has arrived, up to `batchSize` events, in one transaction
  * (`batchHandler`): the inbox rows and every effect commit together, so a hot path locks and fsyncs once per
- * batch. Under light load a batch is a single event, so nothing waits for a batch to fill. The untyped `DB`
- * default serves the consumers that name no `Database` (services/settlement's, one of services/escrow-ledger's).
+ * batch. Under light load a batch is a single event, so nothing waits for a batch to fill. `DB` is the consuming
+ * service's `Database`: each handler's transaction is a `Transaction<DB>`.
  */
-export type ConsumerOptions<S extends Subject, DB = any> = CommonConsumerOptions<S> &
+export type ConsumerOptions<S extends Subject, DB> = CommonConsumerOptions<S> &
   (
     | { handler: EventHandler<S, DB>; batchHandler?: never; batchSize?: never }
     | { batchHandler: BatchEventHandler<S, DB>; batchSize: number; handler?: never }
@@ -66,7 +66,7 @@ export type ConsumerOptions<S extends Subject, DB = any> = CommonConsumerOptions
  * definer of `consumersOf`), which checks the handler against its own subject's event type; the list then needs no
  * cast.
  */
-export type DeclaredConsumer<DB = any> = ConsumerOptions<Subject, DB> & { readonly __declared: true };
+export type DeclaredConsumer<DB> = ConsumerOptions<Subject, DB> & { readonly __declared: true };
 
 /** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
 export function defineConsumer<S extends Subject, DB>(options: ConsumerOptions<S, DB>): DeclaredConsumer<DB> {

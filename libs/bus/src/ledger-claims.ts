@@ -1,4 +1,4 @@
-import { type ClaimedVia, claimedViaOf, claimedViaOnWire, type RpcRequest } from '@paygate/contracts';
+import type { ClaimedVia, RpcRequest } from '@paygate/contracts';
 import type { Bus } from './connection';
 import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
 
@@ -7,12 +7,9 @@ export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
 
 /**
  * A `ledger.claim_transfer` request: the transfer, who claims it (`claimedVia`), what it pays for and the payment
- * the ledger books with the claim (`payment`, one ledger transaction). The client puts the payment path on the wire
- * under the names the rollout step sends (claimedViaOnWire).
+ * the ledger books with the claim (`payment`, one ledger transaction).
  */
-export type LedgerClaimRequest = Omit<RpcRequest<'ledger.claim_transfer'>, 'claimedVia' | 'channel'> & {
-  claimedVia: ClaimedVia;
-};
+export type LedgerClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 /** The path a transfer is claimed through (x402, verify, checkout, operator_refund). */
 export type { ClaimedVia };
 
@@ -43,7 +40,7 @@ export class LedgerClaimClient {
   async claim(request: LedgerClaimRequest): Promise<LedgerClaimResult> {
     let reply: Awaited<ReturnType<RpcClient<'ledger'>['claimTransfer']>>;
     try {
-      reply = await this.ledger.claimTransfer({ ...request, ...claimedViaOnWire(request.claimedVia) });
+      reply = await this.ledger.claimTransfer(request);
     } catch (error) {
       if (!(error instanceof RpcUnavailableError)) throw error;
       return { ok: false, reason: 'ledger_unavailable', message: 'the ledger did not answer', error };
@@ -59,7 +56,7 @@ export class LedgerClaimClient {
       return {
         ok: false,
         reason: reply.reason,
-        claimedBy: claimedViaOf(reply.claimedBy),
+        claimedBy: reply.claimedBy.claimedVia,
         message: reply.message,
       };
     }

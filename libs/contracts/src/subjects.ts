@@ -69,7 +69,7 @@ export const SUBJECTS = {
     version: 1,
     schema: TransferClaimed,
     description:
-      'The ledger recorded the one claim on a transfer (x402 proof, /api/verify, checkout session or operator refund).',
+      "The ledger recorded the one claim on a transfer through an x402 proof or /api/verify (checkout's own claims, sessions and operator refunds, are not announced).",
   },
   'skill.updated': {
     owners: ['registry'],

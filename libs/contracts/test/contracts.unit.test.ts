@@ -2,7 +2,7 @@ import { decodeTime } from 'ulid';
 import {
   ALL_SUBJECTS,
   CONSUMERS,
-  claimedViaOf,
+  claimIsAnnounced,
   createEvent,
   EventValidationError,
   LIVE_SUBSCRIPTIONS,
@@ -68,14 +68,14 @@ describe('contracts', () => {
       chainId: 31337,
       txHash: transfer.txHash,
       logIndex: 0,
-      channel: 'x402' as const,
+      claimedVia: 'x402' as const,
       reference: `local:${transfer.txHash}`,
       payer: transfer.from,
       amount: '0.05',
     };
     expect(validateRpcRequest('ledger.claim_transfer', claim)).toEqual(claim);
-    expect(() => validateRpcRequest('ledger.claim_transfer', { ...claim, channel: 'cash' })).toThrow(
-      /channel/,
+    expect(() => validateRpcRequest('ledger.claim_transfer', { ...claim, claimedVia: 'cash' })).toThrow(
+      /claimedVia/,
     );
     expect(() => validateRpcRequest('ledger.claim_transfer', { ...claim, amount: 5 })).toThrow(
       RpcValidationError,
@@ -84,88 +84,70 @@ describe('contracts', () => {
       ok: false,
       reason: 'claimed_elsewhere',
       message: 'already paid for a checkout session',
-      claimedBy: { channel: 'checkout', claimedAt: new Date().toISOString() },
+      claimedBy: { claimedVia: 'checkout', claimedAt: new Date().toISOString() },
     };
     expect(validateRpcReply('ledger.claim_transfer', refused)).toEqual(refused);
     expect(() => validateRpcReply('ledger.claim_transfer', { ok: true })).toThrow(/claimId/);
   });
 
-  describe("a claim's payment path: `claimedVia`, or its deprecated old wire name `channel`", () => {
+  describe("a claim's payment path: `claimedVia`, its one wire name", () => {
     const claimed = {
       claimId: 'clm_1',
       chainId: 31337,
       txHash: transfer.txHash,
       logIndex: 0,
+      claimedVia: 'x402' as const,
       reference: `local:${transfer.txHash}`,
       payer: transfer.from,
       amount: '0.05',
       claimedAt: new Date().toISOString(),
     };
     const { claimId: _, claimedAt: __, ...request } = claimed;
-    // An older producer's message (only `channel`), a newer one's (only `claimedVia`), one of the release sending both.
-    const wires = [
-      { channel: 'x402' as const },
-      { claimedVia: 'x402' as const },
-      { claimedVia: 'x402' as const, channel: 'x402' as const },
-    ];
 
-    it('a transfer.claimed event with either name (or both, agreeing) is valid and read the same', () => {
-      for (const wire of wires) {
-        // As a consumer receives it: the JSON off the stream.
-        const received = validateEvent(
-          JSON.parse(
-            JSON.stringify(createEvent('transfer.claimed', 'escrow-ledger', { ...claimed, ...wire })),
-          ),
-        );
-        expect(received.data).toEqual({ ...claimed, ...wire });
-        expect(claimedViaOf(received.data as typeof wire)).toBe('x402');
-      }
+    it('a transfer.claimed event, a ledger.claim_transfer request and its claimed_elsewhere reply name it claimedVia', () => {
+      // As a consumer receives it: the JSON off the stream.
+      const received = validateEvent(
+        JSON.parse(JSON.stringify(createEvent('transfer.claimed', 'escrow-ledger', claimed))),
+      );
+      expect(received.data).toEqual(claimed);
+      expect(validateRpcRequest('ledger.claim_transfer', request)).toEqual(request);
+      const refused = {
+        ok: false,
+        reason: 'claimed_elsewhere',
+        message: 'already paid for a paid API call',
+        claimedBy: { claimedVia: 'x402', claimedAt: claimed.claimedAt },
+      };
+      expect(validateRpcReply('ledger.claim_transfer', refused)).toEqual(refused);
     });
 
-    it('a ledger.claim_transfer request and its claimed_elsewhere reply with either name are valid and read the same', () => {
-      for (const wire of wires) {
-        expect(claimedViaOf(validateRpcRequest('ledger.claim_transfer', { ...request, ...wire }))).toBe(
-          'x402',
-        );
-        const reply = validateRpcReply('ledger.claim_transfer', {
-          ok: false,
-          reason: 'claimed_elsewhere',
-          message: 'already paid for a paid API call',
-          claimedBy: { ...wire, claimedAt: claimed.claimedAt },
-        });
-        expect(
-          reply.ok === false && reply.reason === 'claimed_elsewhere' && claimedViaOf(reply.claimedBy),
-        ).toBe('x402');
-      }
-    });
-
-    it('refuses a claim naming no payment path, or two different ones, or an unknown one under either name', () => {
-      expect(() => createEvent('transfer.claimed', 'escrow-ledger', claimed)).toThrow(/claimedVia.*channel/s);
-      expect(() => validateRpcRequest('ledger.claim_transfer', request)).toThrow(/claimedVia.*channel/s);
+    it('refuses a claim naming no payment path, an unknown one, or one under the retired name channel', () => {
+      const { claimedVia: ___, ...unnamed } = claimed;
+      const { claimedVia: ____, ...unnamedRequest } = request;
+      expect(() => createEvent('transfer.claimed', 'escrow-ledger', unnamed as never)).toThrow(/claimedVia/);
+      expect(() => validateRpcRequest('ledger.claim_transfer', unnamedRequest)).toThrow(/claimedVia/);
+      expect(() => validateRpcRequest('ledger.claim_transfer', { ...request, claimedVia: 'cash' })).toThrow(
+        /claimedVia/,
+      );
       expect(() =>
-        validateRpcRequest('ledger.claim_transfer', { ...request, claimedVia: 'x402', channel: 'checkout' }),
-      ).toThrow(RpcValidationError);
-      expect(() =>
-        createEvent('transfer.claimed', 'escrow-ledger', {
-          ...claimed,
-          claimedVia: 'verify',
-          channel: 'x402',
-        }),
+        createEvent('transfer.claimed', 'escrow-ledger', { ...unnamed, channel: 'x402' } as never),
       ).toThrow(EventValidationError);
+      expect(() =>
+        validateRpcRequest('ledger.claim_transfer', { ...unnamedRequest, channel: 'x402' }),
+      ).toThrow(RpcValidationError);
       expect(() =>
         validateRpcReply('ledger.claim_transfer', {
           ok: false,
           reason: 'claimed_elsewhere',
           message: 'm',
-          claimedBy: { claimedVia: 'checkout', channel: 'x402', claimedAt: claimed.claimedAt },
+          claimedBy: { channel: 'x402', claimedAt: claimed.claimedAt },
         }),
       ).toThrow(RpcValidationError);
-      expect(() => validateRpcRequest('ledger.claim_transfer', { ...request, claimedVia: 'cash' })).toThrow(
-        /claimedVia/,
-      );
-      expect(() => validateRpcRequest('ledger.claim_transfer', { ...request, channel: 'cash' })).toThrow(
-        /channel/,
-      );
+    });
+
+    it('transfer.claimed announces the claims of the payment paths outside checkout, the ones checkout reads', () => {
+      expect(
+        ['x402', 'verify', 'checkout', 'operator_refund'].filter((via) => claimIsAnnounced(via as never)),
+      ).toEqual(['x402', 'verify']);
     });
   });
 });

@@ -1,16 +1,8 @@
 import { type Bus, serveRpc } from '@paygate/bus';
-import {
-  type ClaimedVia,
-  claimedViaOf,
-  claimedViaOnWire,
-  type RpcReply,
-  type RpcRequest,
-  refundTakesOverClaim,
-} from '@paygate/contracts';
+import { type RpcReply, type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
 
-/** A claim held in memory: the request as read (its payment path in `claimedVia`), its id and time. */
+/** A claim held in memory: the request, its id and time. */
 type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
-  claimedVia: ClaimedVia;
   claimId: string;
   claimedAt: string;
   /** Its payment was reversed (a transfer.reorged of its transfer): a repeat of the claim books it again. */
@@ -42,7 +34,7 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   const served = await serveRpc(
     bus,
     'ledger.claim_transfer',
-    async (wire) => answerClaim(claims, payments, { ...wire, claimedVia: claimedViaOf(wire) }, nextClaimId),
+    async (request) => answerClaim(claims, payments, request, nextClaimId),
     { error: () => undefined, warn: () => undefined },
   );
   // The ledger reverses a reorged transfer's payment; heard here on the plain subject (JetStream delivers there too).
@@ -71,7 +63,7 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
 function answerClaim(
   claims: Map<string, HeldClaim>,
   payments: BookedClaimPayment[],
-  request: RpcRequest<'ledger.claim_transfer'> & { claimedVia: ClaimedVia },
+  request: RpcRequest<'ledger.claim_transfer'>,
   nextClaimId: () => string,
 ): RpcReply<'ledger.claim_transfer'> {
   const booked = (claim: HeldClaim) =>
@@ -98,6 +90,6 @@ function answerClaim(
     ok: false,
     reason: 'claimed_elsewhere',
     message: `transfer ${key} already claimed by ${held.claimedVia}`,
-    claimedBy: { ...claimedViaOnWire(held.claimedVia), claimedAt: held.claimedAt },
+    claimedBy: { claimedVia: held.claimedVia, claimedAt: held.claimedAt },
   };
 }

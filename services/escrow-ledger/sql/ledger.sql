@@ -319,3 +319,117 @@ begin
     select e->>'id', 'payment.confirmed', e, null from unnest(v_events) e;
   perform post_entries(to_jsonb(v_entries));
 end $$;
+
+-- Claims a batch of transfers and books the payments their claims bring (ledger.claim_transfer). Run on its own it
+-- is its own transaction: the balance rows book_payments locks are released by the statement's commit, without
+-- waiting for a round trip to a busy caller. p_requests: one object per request, naming distinct transfers (each
+-- decides as it would alone): chain_id, tx_hash and payer in lower case, log_index, claim_id (the id a fresh claim
+-- gets), claimed_via, reference, amount_micro, payment_id (null: the claim books nothing), claimed_event (the
+-- transfer.claimed envelope a fresh claim publishes, null when the claim is not announced) and payment
+-- (book_payments' element, with its payment.confirmed envelope, or null). A request's claim is inserted, or the
+-- claim there before is found; its payment is booked when the claim is fresh, or when the same claimant asks again
+-- and no payment of the transfer stands any more (reversed by a reorg or the chain check), the claim then naming
+-- the new payment. One row per request: the claim as found before any booking (fresh when this request inserted
+-- it; the latest transaction of its payment; whether a payment of the transfer stood) and the booking's outcome
+-- (null when nothing was booked for it).
+create or replace function claim_and_book(p_requests jsonb, p_now timestamptz, p_platform_fee_percent integer)
+  returns table (batch_index integer, fresh boolean, claim_id text, claimed_via text, reference text,
+    claimed_at timestamptz, payment_id text, transaction_id text, live boolean, booking text,
+    booked_transaction_id text, conflict_kind text, existing_transaction_id text)
+  language plpgsql as $$
+#variable_conflict use_column
+declare
+  v_fresh text[];
+  v_held jsonb;
+  v_book jsonb;
+  v_booked jsonb;
+begin
+  -- Claims are inserted in transfer order, so two batches in flight never wait on each other crosswise.
+  with inserted as (
+    insert into transfer_claims (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
+        claimed_at, payment_id)
+      select r.chain_id, r.tx_hash, r.log_index, r.claim_id, r.claimed_via, r.reference, r.payer, r.amount_micro,
+          p_now, r.payment_id
+        from jsonb_to_recordset(p_requests) as r(chain_id integer, tx_hash text, log_index integer, claim_id text,
+            claimed_via text, reference text, payer text, amount_micro bigint, payment_id text)
+        order by r.chain_id, r.tx_hash collate "C", r.log_index
+      on conflict (chain_id, tx_hash, log_index) do nothing
+      returning claim_id
+  )
+  select coalesce(array_agg(claim_id), '{}') into v_fresh from inserted;
+
+  insert into outbox (id, subject, envelope, published_at)
+    select e.value->'claimed_event'->>'id', 'transfer.claimed', e.value->'claimed_event', null
+      from jsonb_array_elements(p_requests) e
+     where jsonb_typeof(e.value->'claimed_event') = 'object' and e.value->>'claim_id' in (select unnest(v_fresh));
+
+  -- Each request's claim: its own insert, or the claim there before. A claim another batch committed while the
+  -- insert waited for it is seen here (each statement of the function reads what was committed before it began).
+  -- One primary-key lookup per request (lateral, limit): the cached plan never hashes the whole table. wants: its
+  -- payment is booked now (a fresh claim, or a repeat by its claimant of a claim whose payment no longer stands).
+  select coalesce(jsonb_agg(to_jsonb(w) order by w.batch_index), '[]') into v_held
+    from (select h.*, h.has_payment and (h.fresh
+        or (not h.live and h.claimed_via = h.asked_via and h.reference = h.asked_ref)) as wants
+    from (
+      select (e.ord - 1)::integer as batch_index, c.claim_id = e.value->>'claim_id' as fresh, c.claim_id,
+          c.claimed_via, c.reference, c.claimed_at, c.payment_id,
+          -- A fresh claim has no transaction yet.
+          case when c.claim_id <> e.value->>'claim_id' then (select t.id from transactions t
+            where t.payment_id = c.payment_id and t.chain_id = c.chain_id and t.tx_hash = c.tx_hash
+            order by t.created_at desc, t.id desc limit 1) end as transaction_id,
+          -- A scalar subquery with a limit, not exists: a cached generic plan may hash an exists over the table.
+          c.claim_id <> e.value->>'claim_id' and coalesce((select true from transactions t
+            where t.chain_id = c.chain_id and t.tx_hash = c.tx_hash and t.log_index = c.log_index
+              and t.escrow_status <> 'reversed'
+            limit 1), false) as live,
+          jsonb_typeof(e.value->'payment') = 'object' as has_payment,
+          e.value->'payment'->>'transactionId' as payment_transaction_id,
+          e.value->'payment'->>'paymentId' as payment_payment_id,
+          e.value->>'claimed_via' as asked_via, e.value->>'reference' as asked_ref
+        from jsonb_array_elements(p_requests) with ordinality as e(value, ord)
+        cross join lateral (select c.chain_id, c.tx_hash, c.log_index, c.claim_id, c.claimed_via, c.reference,
+              c.claimed_at, c.payment_id
+            from transfer_claims c
+            where c.chain_id = (e.value->>'chain_id')::integer and c.tx_hash = e.value->>'tx_hash'
+              and c.log_index = (e.value->>'log_index')::integer
+            limit 1) c
+    ) h) w;
+  if jsonb_array_length(v_held) <> jsonb_array_length(p_requests) then
+    raise exception 'a claim of this batch was neither inserted nor found' using errcode = 'P0002';
+  end if;
+
+  -- The payments to book, in transfer order (book_payments locks transfers in the order it is given them).
+  select coalesce(jsonb_agg(r.payment order by (r.payment->>'chainId')::integer,
+      lower(r.payment->>'txHash') collate "C", (r.payment->>'logIndex')::integer), '[]') into v_book
+    from (select p_requests->((h.value->>'batch_index')::integer)->'payment' as payment
+        from jsonb_array_elements(v_held) h
+       where (h.value->>'wants')::boolean) r;
+  select coalesce(jsonb_agg(to_jsonb(b)), '[]') into v_booked
+    from book_payments(v_book, p_now, p_platform_fee_percent) b;
+
+  return query
+    with booked as (
+      select * from jsonb_to_recordset(v_booked) as b(payment_id text, outcome text, transaction_id text,
+          conflict_kind text, existing_transaction_id text)
+    ), outcomes as (
+      -- A booked payment's row names its own transaction; the others are found by payment id.
+      select h.value as held, coalesce(to_jsonb(own), to_jsonb(other)) as booked
+        from jsonb_array_elements(v_held) h
+        left join booked own on (h.value->>'wants')::boolean and own.outcome = 'booked'
+          and own.transaction_id = h.value->>'payment_transaction_id'
+        left join booked other on (h.value->>'wants')::boolean and other.outcome <> 'booked'
+          and other.payment_id = h.value->>'payment_payment_id'
+    ), renamed as (
+      -- A repeat's new payment is the one its claim names from now on (its repeats are answered with it).
+      update transfer_claims c set payment_id = o.held->>'payment_payment_id'
+        from outcomes o
+       where o.booked is not null and not (o.held->>'fresh')::boolean and o.booked->>'outcome' <> 'duplicate'
+         and c.claim_id = o.held->>'claim_id'
+    )
+    select (o.held->>'batch_index')::integer, (o.held->>'fresh')::boolean, o.held->>'claim_id',
+        o.held->>'claimed_via', o.held->>'reference', (o.held->>'claimed_at')::timestamptz, o.held->>'payment_id',
+        o.held->>'transaction_id', (o.held->>'live')::boolean, o.booked->>'outcome', o.booked->>'transaction_id',
+        o.booked->>'conflict_kind', o.booked->>'existing_transaction_id'
+      from outcomes o
+     order by (o.held->>'batch_index')::integer;
+end $$;

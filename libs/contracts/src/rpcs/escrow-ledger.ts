@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { ClaimedViaFields, claimedViaRule, TransferClaimFields } from '../events/claims';
+import { ClaimedVia, TransferClaimFields } from '../events/claims';
 import { PaymentSource } from '../events/payments';
 import { Address, Id, IsoTime, NetworkName, Nullable, UsdcAmount } from '../primitives';
 
@@ -48,7 +48,7 @@ export const ClaimTransferRequest = Type.Object(
      */
     payment: Type.Optional(PaymentToBook),
   },
-  { additionalProperties: false, ...claimedViaRule },
+  { additionalProperties: false },
 );
 
 /**
@@ -91,11 +91,8 @@ export const ClaimTransferReply = Type.Union([
       ok: Type.Literal(false),
       reason: Type.Literal('claimed_elsewhere'),
       message: Type.String(),
-      /** The payment path holding the claim: `claimedVia`, or only `channel` from a ledger older than it. */
-      claimedBy: Type.Object(
-        { ...ClaimedViaFields, claimedAt: IsoTime },
-        { additionalProperties: false, ...claimedViaRule },
-      ),
+      /** The payment path holding the claim. */
+      claimedBy: Type.Object({ claimedVia: ClaimedVia, claimedAt: IsoTime }, { additionalProperties: false }),
     },
     { additionalProperties: false },
   ),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { takeReorgTombstone } from '@paygate/bus';
-import { claimedViaOf, type EventData } from '@paygate/contracts';
+import { claimIsAnnounced, type EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
@@ -275,8 +275,9 @@ export async function recordClaimedElsewhere(
   trx: CheckoutTrx,
   data: Claimed,
 ): Promise<void> {
-  const claimedVia = claimedViaOf(data);
-  if (claimedVia === 'checkout' || claimedVia === 'operator_refund') return;
+  const claimedVia = data.claimedVia;
+  // The ledger announces no claim of checkout's own; one from a ledger that did is still nothing to record.
+  if (!claimIsAnnounced(claimedVia)) return;
   const txHash = data.txHash.toLowerCase();
   await lockTransferKey(trx, data.chainId, txHash, data.logIndex);
   await trx

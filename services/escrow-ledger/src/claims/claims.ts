@@ -1,32 +1,19 @@
-import { enqueueEvent, serveRpc } from '@paygate/bus';
-import {
-  type ClaimedVia,
-  claimedViaOf,
-  claimedViaOnWire,
-  type RpcReply,
-  type RpcRequest,
-  refundTakesOverClaim,
-} from '@paygate/contracts';
+import { serveRpc } from '@paygate/bus';
+import { type ClaimedVia, type RpcReply, type RpcRequest, refundTakesOverClaim } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import {
-  type BackgroundTask,
-  Counter,
-  type ServiceContext,
-  transactionRetryingConflicts,
-  WriteBatcher,
-} from '@paygate/runtime';
-import { type Kysely, sql, type Transaction } from 'kysely';
-import type { LedgerDeps } from '../deps';
+import { type BackgroundTask, Counter, isTransactionConflict, WriteBatcher } from '@paygate/runtime';
+import { sql } from 'kysely';
+import type { LedgerDb, LedgerTrx } from '../db';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import { newClaimId } from '../ids';
 import { transferKey } from '../ledger/entries';
-import { bookClaimedPayments } from '../payments/confirmed';
 import {
+  type ClaimedAndBooked,
   type ClaimOutcomeRow,
   type ClaimRequest,
   type ClaimRow,
-  claimedEvent,
+  claimAndBook,
   claimKeyOf,
-  claimsOrHolders,
 } from './statement';
 
 export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
@@ -42,17 +29,12 @@ export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
   operator_refund: 'an operator refund to its sender',
 };
 
-function claimRequestOf(wire: RpcRequest<'ledger.claim_transfer'>): ClaimRequest {
-  const { claimedVia: _, channel: __, ...fields } = wire;
-  return { ...fields, claimedVia: claimedViaOf(wire) };
-}
-
-function claimOperatorRefund(ctx: ServiceContext, deps: LedgerDeps, request: ClaimRequest) {
+function claimOperatorRefund(ctx: LedgerContext, deps: LedgerDeps, request: ClaimRequest) {
   return ctx.inTransaction(async (trx) => {
     const refused = await refundRefusedByBooks(trx, request);
     if (refused) return refused;
-    const [held] = await claimsOrHolders(trx, [request], deps.now());
-    return decideClaim(trx, deps, request, held!);
+    const [claimed] = await claimAndBook(trx, [request], deps);
+    return decideClaim(trx, deps, request, claimed!.held);
   });
 }
 
@@ -74,25 +56,26 @@ interface QueuedClaim {
  * once. A repeat of the same pair is answered ok again (fresh: false) with the payment booked the first time and
  * books nothing; anything else is refused with who holds it. The primary key of `transfer_claims` decides between
  * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); a
- * fresh claim publishes `transfer.claimed` (outbox, same transaction). An operator refund is also checked against
- * the ledger's books when the transfer is booked (reorged away, or a payer/amount other than the books: refused).
- * An operator refund naming an underpaid session (`underpaidSessionId`) takes over checkout's claim for that
- * session when no payment of the transfer is booked: the short transfer paid for nothing and goes back.
+ * fresh claim through a path outside checkout publishes `transfer.claimed` (outbox, same transaction;
+ * claimIsAnnounced). An operator refund is also checked against the ledger's books when the transfer is booked
+ * (reorged away, or a payer/amount other than the books: refused). An operator refund naming an underpaid session
+ * (`underpaidSessionId`) takes over checkout's claim for that session when no payment of the transfer is booked:
+ * the short transfer paid for nothing and goes back.
  *
- * A gateway's or checkout's claim is on the paid call's path, so the claims that arrive together are one
- * transaction of two statements (the claims, then book_payments for the fresh ones): those whose requests came in
- * the same turn of the event loop, or while PAYMENT_CONCURRENCY transactions were being written (one round trip per
- * statement and one commit for a burst instead of one each). Each claim keeps its own outcome: the statement holds
- * each claim's own insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never
- * share a transaction (the second waits for the next one and is answered from the row the first decided); a
- * transaction that fails is retried claim by claim, so one claim's failure is only its own. An operator refund also
- * reads the books and may take a claim over, so it runs alone, in a transaction.
+ * A gateway's or checkout's claim is on the paid call's path, so the claims that arrive together are one statement
+ * (claim_and_book: the claims, then the fresh ones' payments booked), its own transaction: those whose requests
+ * came in the same turn of the event loop, or while PAYMENT_CONCURRENCY statements were running (one round trip and
+ * one commit for a burst instead of one each). Each claim keeps its own outcome: the statement holds each claim's
+ * own insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never share a
+ * statement (the second waits for the next one and is answered from the row the first decided); a statement that
+ * fails is run again claim by claim, so one claim's failure is only its own. An operator refund also reads the
+ * books and may take a claim over, so it runs alone, in a transaction.
  */
 export class ClaimBatcher {
   private readonly batcher: WriteBatcher<QueuedClaim>;
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
   ) {
     this.batcher = new WriteBatcher<QueuedClaim>({
@@ -109,8 +92,7 @@ export class ClaimBatcher {
   /** The transfers of the transactions in flight on this replica. */
   private readonly writing = new Set<string>();
 
-  claim(wire: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
-    const request = claimRequestOf(wire);
+  claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
     const key = claimKeyOf(request);
     return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, key, resolve, reject }));
@@ -146,86 +128,65 @@ export class ClaimBatcher {
   }
 
   /**
-   * The claims, their payments booked and each claim's reply: one transaction. A fresh claim books its payment; a
-   * repeat by the same claimant books only when no payment of the transfer stands any more (reversed by a reorg
-   * or the chain check: checkout re-matching its reopened session, a gateway presenting the payment again), then
-   * the claim names the new payment.
+   * The claims, their payments booked (one statement, its own transaction: claimAndBook), then each claim's reply.
+   * A fresh claim books its payment; a repeat by the same claimant books only when no payment of the transfer
+   * stands any more (reversed by a reorg or the chain check: checkout re-matching its reopened session, a gateway
+   * presenting the payment again), then the claim names the new payment. Decided after the commit: a gateway's or
+   * checkout's claim never takes another over (only an operator refund does, in claimOperatorRefund).
    */
   private async claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
-    const replies = await transactionRetryingConflicts(
-      this.ctx.db,
-      async (trx) => {
-        const started = performance.now();
-        const helds = await claimsOrHolders(trx, requests, this.deps.now());
-        const toBook = requests.flatMap((request, i) => {
-          const held = helds[i]!;
-          if (!request.payment) return [];
-          const again = !held.fresh && !held.live && sameClaimant(held, request);
-          return held.fresh || again ? [{ i, request, payment: request.payment }] : [];
-        });
-        const bookings = await bookClaimedPayments(trx, toBook, this.deps);
-        const rebooked = toBook.filter(
-          (item, j) => !helds[item.i]!.fresh && bookings[j]!.outcome !== 'duplicate',
-        );
-        if (rebooked.length > 0) await renameClaimPayments(trx, rebooked, helds);
-        const bookedAs = new Map(toBook.map((item, j) => [item.i, { item, booking: bookings[j]! }]));
-        const replies: ClaimReply[] = [];
-        for (const [i, request] of requests.entries()) {
-          const held = helds[i]!;
-          const booked = bookedAs.get(i);
-          replies.push(
-            await decideClaim(
-              trx,
-              this.deps,
-              request,
-              booked
-                ? {
-                    ...held,
-                    payment_id:
-                      booked.booking.outcome === 'duplicate'
-                        ? held.payment_id
-                        : booked.item.payment.paymentId,
-                    transaction_id: booked.booking.transactionId ?? held.transaction_id,
-                  }
-                : held,
-            ),
-          );
-        }
-        this.deps.logger.debug({ size: requests.length, ms: performance.now() - started }, 'batch booked');
-        return replies;
-      },
+    const started = performance.now();
+    const outcomes = await statementRetryingConflicts(
+      () => claimAndBook(this.ctx.db, requests, this.deps),
       (error, attempt) =>
         this.deps.logger.warn(
           { err: error, attempt },
-          'claim transaction aborted by a conflict; running it again',
+          'claim statement aborted by a conflict; running it again',
         ),
     );
+    this.deps.logger.debug({ size: requests.length, ms: performance.now() - started }, 'batch booked');
     // Their transfer.claimed and payment.confirmed go out once a burst's answers did, not between them.
     this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
-    return replies;
+    return Promise.all(
+      requests.map((request, i) =>
+        decideClaim(this.ctx.db, this.deps, request, answeredAs(request, outcomes[i]!)),
+      ),
+    );
   }
 }
 
-const sameClaimant = (held: ClaimOutcomeRow, request: ClaimRequest) =>
-  held.claimed_via === request.claimedVia && held.reference === request.reference;
+/** The claim as its reply names it: with the payment booked now, or the one booked before (a repeat). */
+function answeredAs(request: ClaimRequest, { held, booking }: ClaimedAndBooked): ClaimOutcomeRow {
+  if (!booking || !request.payment) return held;
+  return {
+    ...held,
+    payment_id: booking.outcome === 'duplicate' ? held.payment_id : request.payment.paymentId,
+    transaction_id: booking.transactionId ?? held.transaction_id,
+  };
+}
 
-/** A repeat's new payment is the one its claim names from now on (its repeats are answered with it). */
-async function renameClaimPayments(
-  trx: Transaction<any>,
-  rebooked: Array<{ i: number; payment: NonNullable<ClaimRequest['payment']> }>,
-  helds: ClaimOutcomeRow[],
-): Promise<void> {
-  await sql`update transfer_claims c set payment_id = r.payment_id
-      from unnest(${rebooked.map((item) => helds[item.i]!.claim_id)}::text[],
-        ${rebooked.map((item) => item.payment.paymentId)}::text[]) as r(claim_id, payment_id)
-      where c.claim_id = r.claim_id`.execute(trx);
+/**
+ * Runs a statement that is its own transaction, and again (three runs at most, after a short random pause) when
+ * Postgres aborted it for a deadlock or a serialization conflict: nothing of an aborted statement was kept.
+ */
+async function statementRetryingConflicts<T>(
+  run: () => Promise<T>,
+  onConflict: (error: unknown, attempt: number) => void,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (!isTransactionConflict(error) || attempt >= 3) throw error;
+      onConflict(error, attempt);
+      // Apart, so the two sides of a deadlock do not meet again at once.
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * attempt));
+    }
+  }
 }
 
 /** An operator refund of a transfer the books know with another payer or amount, or reorged away: refused. */
-async function refundRefusedByBooks(
-  trx: Transaction<any>,
-  request: ClaimRequest,
-): Promise<ClaimReply | undefined> {
+async function refundRefusedByBooks(trx: LedgerTrx, request: ClaimRequest): Promise<ClaimReply | undefined> {
   const txHash = request.txHash.toLowerCase();
   const booked = (
     await sql<{ amount_micro: bigint; from_address: string; status: string }>`
@@ -262,7 +223,7 @@ function bookedPaymentOf(held: ClaimOutcomeRow): { paymentId?: string; transacti
 
 /** The reply to a claim from what its statement found (`held`); an operator refund may take a claim over here. */
 async function decideClaim(
-  db: Kysely<any>,
+  db: LedgerDb,
   deps: LedgerDeps,
   request: ClaimRequest,
   held: ClaimOutcomeRow,
@@ -305,8 +266,8 @@ async function decideClaim(
             and claim_id = ${held.claim_id}
           returning claim_id, claimed_via, reference, claimed_at, payment_id`.execute(db)
       ).rows[0];
+      // An operator refund's claim is checkout's own (not announced: claimIsAnnounced).
       if (taken) {
-        await enqueueEvent(db as Transaction<any>, claimedEvent(request, claimId, now));
         deps.logger.info(
           { transfer: key, sessionId: request.underpaidSessionId, claimId },
           'underpaid session claim released to an operator refund',
@@ -323,7 +284,7 @@ async function decideClaim(
     ok: false,
     reason: 'claimed_elsewhere',
     message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
-    claimedBy: { ...claimedViaOnWire(held.claimed_via), claimedAt },
+    claimedBy: { claimedVia: held.claimed_via, claimedAt },
   };
 }
 
@@ -334,7 +295,7 @@ export class ClaimResponder implements BackgroundTask {
   private readonly batcher: ClaimBatcher;
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: LedgerContext,
     deps: LedgerDeps,
   ) {
     this.batcher = new ClaimBatcher(ctx, deps);
@@ -353,7 +314,7 @@ export class ClaimResponder implements BackgroundTask {
       async (request) => {
         const reply = await this.batcher.claim(request);
         const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ claimed_via: claimedViaOf(request), outcome });
+        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
         return reply;
       },
       this.ctx.logger,

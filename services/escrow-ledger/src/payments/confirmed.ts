@@ -1,7 +1,7 @@
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
 import type { ClaimRequest } from '../claims/statement';
 import type { LedgerTrx, TransactionsTable } from '../db';
 import type { LedgerDeps } from '../deps';
@@ -31,7 +31,7 @@ export interface ClaimedPayment {
 }
 type PaymentToBookWire = NonNullable<ClaimRequest['payment']>;
 
-function paymentToBook({ request, payment }: ClaimedPayment, transactionId: string, now: Date) {
+export function paymentToBook({ request, payment }: ClaimedPayment, transactionId: string, now: Date) {
   return {
     eventId: `claim:${payment.paymentId}`,
     transactionId,
@@ -70,7 +70,7 @@ export interface ClaimedBooking {
  * reorged away: parked until mined again; an amount above the transfer's). One outcome per claim, in order.
  */
 export async function bookClaimedPayments(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   claimed: ClaimedPayment[],
   deps: LedgerDeps,
 ): Promise<ClaimedBooking[]> {
@@ -102,7 +102,11 @@ export async function bookClaimedPayments(
   });
 }
 
-function reportConflict(deps: LedgerDeps, row: BookedPayment): void {
+/** A payment conflict set aside for the operator: counted and logged (nothing was credited). */
+export function reportConflict(
+  deps: LedgerDeps,
+  row: Pick<BookedPayment, 'payment_id' | 'conflict_kind' | 'existing_transaction_id'>,
+): void {
   deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
   deps.logger.warn(
     {
@@ -171,7 +175,7 @@ type ReversedPayment = Pick<
  * call was served and which nothing else books again; checkout re-matches its reopened session itself.
  */
 export async function rebookReversedPayments(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   chainId: number,
   txHash: string,
@@ -195,7 +199,7 @@ export async function rebookReversedPayments(
 
 /** One reversed payment claims its transfer again, when an unclaimed one of its payer and amount is booked. */
 async function rebookPayment(
-  trx: Transaction<any>,
+  trx: LedgerTrx,
   deps: LedgerDeps,
   chainId: number,
   txHash: string,

@@ -1,4 +1,5 @@
 import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import type { LedgerDatabase } from '../db';
 import type { LedgerDeps } from '../deps';
 import { onSellerUpdated } from './addresses';
 import { onPlatformPayoutCompleted, onPlatformPayoutFailed, onPlatformPayoutRequested } from './platform';
@@ -9,7 +10,7 @@ import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './
  * requests are reserved (or refused) in the inbox transaction with `payout.reserved` / `payout.refused` in the
  * outbox; settlement's outcomes book the payout out of escrow or give the reservation back.
  */
-export function payoutConsumers(d: LedgerDeps): DeclaredConsumer[] {
+export function payoutConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
   return [
     defineConsumer({
       durable: 'ledger-seller-payout-addresses',
