@@ -4,6 +4,7 @@
  * it; "unavailable", or an answer older than AVAILABLE_STALE_MS, is asked again and waited for.
  */
 import { type Bus, type RpcServer, serveRpc } from '@paygate/bus';
+import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import { createTestEnvironment, type TestEnvironment, waitFor } from '@paygate/testing';
 import {
   AVAILABLE_STALE_MS,
@@ -14,6 +15,30 @@ import {
 let env: TestEnvironment;
 let bus: Bus;
 let responder: RpcServer;
+let submitResponder: RpcServer;
+/** What relayer.submit_authorization answers. */
+let submitReply: RelayerSubmitReply = {
+  ok: true,
+  status: 'submitted',
+  txHash: `0x${'ab'.repeat(32)}`,
+  usedElsewhere: false,
+  timings: { checksMs: 0, simulationMs: 0, submissionMs: 0, inclusionMs: 0 },
+};
+const submission: RelayerSubmitRequest = {
+  chainId: 31337,
+  token: `0x${'2'.repeat(40)}`,
+  authorization: {
+    from: `0x${'3'.repeat(40)}`,
+    to: `0x${'4'.repeat(40)}`,
+    value: '10000',
+    validAfter: '0',
+    validBefore: '9999999999',
+    nonce: `0x${'5'.repeat(64)}`,
+  },
+  signature: `0x${'6'.repeat(130)}`,
+  // The client's request timeout is this plus its status timeout (200 ms below): room for a busy host.
+  waitForReceiptMs: 10_000,
+};
 let asked = 0;
 let relayerAvailable = true;
 /** While set, the responder holds its answer until this settles (a relayer too busy to answer in time). */
@@ -35,9 +60,11 @@ beforeAll(async () => {
     },
     silent,
   );
+  submitResponder = await serveRpc(bus, 'relayer.submit_authorization', async () => submitReply, silent);
 });
 
 afterAll(async () => {
+  await submitResponder?.stop();
   await responder?.stop();
   await env?.cleanup();
 });
@@ -92,6 +119,35 @@ describe('RelayerClient under a busy relayer', () => {
       expect(client.knownAvailable()).toBe(true);
       // Past AVAILABLE_STALE_MS without an answer: unavailable.
       clock += AVAILABLE_STALE_MS;
+      expect(await client.currentStatus()).toMatchObject({ available: false });
+      expect(client.knownAvailable()).toBe(false);
+    } finally {
+      release();
+      busy = undefined;
+    }
+  });
+
+  it('keeps "available" past AVAILABLE_STALE_MS while the relayer answers submissions, not once it says it cannot pay', async () => {
+    let clock = 3_000_000;
+    const client = new RelayerClient(bus, 200, () => clock);
+    relayerAvailable = true;
+    expect(await client.currentStatus()).toMatchObject({ available: true });
+    let release: () => void = () => undefined;
+    busy = new Promise((resolve) => {
+      release = resolve;
+    });
+    try {
+      // Its status requests time out, its submissions are answered: x402 stays offered.
+      clock += AVAILABLE_STALE_MS - 1000;
+      expect(await client.submit(submission)).toMatchObject({ ok: true });
+      clock += AVAILABLE_STALE_MS - 1000;
+      expect(await client.currentStatus()).toMatchObject({ available: true });
+      expect(await client.available()).toBe(true);
+      expect(client.knownAvailable()).toBe(true);
+      // A refusal that says the relayer cannot submit now is no such sign.
+      submitReply = { ok: false, reason: 'relayer_out_of_gas', message: 'out of gas' };
+      expect(await client.submit(submission)).toMatchObject({ ok: false });
+      clock += 2000;
       expect(await client.currentStatus()).toMatchObject({ available: false });
       expect(client.knownAvailable()).toBe(false);
     } finally {

@@ -9,13 +9,24 @@ export const STATUS_TTL_MS = 3000;
  */
 export const AVAILABLE_STALE_MS = 30_000;
 
+/** A submission's refusals that say the relayer itself cannot submit now (the rest are about the payment). */
+const RELAYER_UNABLE: ReadonlySet<string> = new Set([
+  'internal_error',
+  'relayer_unavailable',
+  'relayer_out_of_gas',
+  'chain_unavailable',
+]);
+
 /**
  * The gateway's side of settlement's relayer (the only signer of transactions). Replies are validated against
- * the contract; a relayer that has not said "available" within AVAILABLE_STALE_MS is "unavailable", never a guess.
+ * the contract; a relayer that has not said "available" (or answered a submission as one that can pay gas) within
+ * AVAILABLE_STALE_MS is "unavailable", never a guess.
  */
 export class RelayerClient {
   private status: { reply: RelayerStatusReply; at: number } | undefined;
   private statusInFlight: Promise<RelayerStatusReply> | undefined;
+  /** When a submission was last answered by a relayer that could pay gas. */
+  private submissionAnsweredAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly bus: Bus,
@@ -23,11 +34,17 @@ export class RelayerClient {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Submits and waits (bounded) for inclusion; throws when the relayer cannot be reached in time. */
+  /**
+   * Submits and waits (bounded) for inclusion; throws when the relayer cannot be reached in time. A reply that
+   * shows the relayer can pay gas (it sent, or refused for the payer's doing) renews a known "available": under
+   * load a busy relayer answers its submissions while its status requests time out, and x402 stays offered.
+   */
   async submit(request: RelayerSubmitRequest): Promise<RelayerSubmitReply> {
-    return requestRpc(this.bus, 'relayer.submit_authorization', request, {
+    const reply = await requestRpc(this.bus, 'relayer.submit_authorization', request, {
       timeoutMs: request.waitForReceiptMs + this.timeoutMs,
     });
+    if (reply.ok || !RELAYER_UNABLE.has(reply.reason)) this.submissionAnsweredAt = this.now();
+    return reply;
   }
 
   /**
@@ -35,8 +52,7 @@ export class RelayerClient {
    * while a fresh one is asked for (a paid call does not wait for the status round trip every few seconds).
    */
   async available(): Promise<boolean> {
-    const known = this.status;
-    if (known?.reply.available && this.now() - known.at <= AVAILABLE_STALE_MS) {
+    if (this.recentlyAvailable()) {
       void this.currentStatus();
       return true;
     }
@@ -47,6 +63,16 @@ export class RelayerClient {
   knownAvailable(): boolean | undefined {
     if (!this.status || this.now() - this.status.at > STATUS_TTL_MS) void this.currentStatus();
     return this.status?.reply.available;
+  }
+
+  /**
+   * The last status said "available", and the relayer showed it within AVAILABLE_STALE_MS: by that status or by
+   * answering a submission as a relayer that can pay gas.
+   */
+  private recentlyAvailable(): boolean {
+    const known = this.status;
+    if (!known?.reply.available) return false;
+    return this.now() - Math.max(known.at, this.submissionAnsweredAt) <= AVAILABLE_STALE_MS;
   }
 
   /** The relayer's status, asked for when the last answer is older than STATUS_TTL_MS (one request at a time). */
@@ -60,9 +86,8 @@ export class RelayerClient {
         // A status request that times out is a busy relayer (no responder at all is a gone one): a recent
         // "available" stands (the relayer still refuses what it cannot pay gas for) instead of dropping x402 from
         // every 402 under load.
-        const known = this.status;
         const busy = error instanceof RpcUnavailableError && error.timedOut;
-        if (busy && known?.reply.available && this.now() - known.at <= AVAILABLE_STALE_MS) return known.reply;
+        if (busy && this.recentlyAvailable()) return this.status!.reply;
         reply = { available: false, address: null, balanceWei: '0', reason: (error as Error).message };
       }
       this.status = { reply, at: this.now() };
