@@ -11,7 +11,7 @@ import { createAgent, PAYMENT_HEADER } from '@paygate/agent-client';
 import { signTransferAuthorization } from '@paygate/testing';
 import type { Wallet } from 'ethers';
 import { checkoutByTransfer } from '../chaos/checkout-load';
-import { type LoadOptions, type LoadRecord, payment, refund, settleNow, x402 } from '../chaos/load';
+import { type LoadOptions, type LoadRecord, payment, refund, settleNow } from '../chaos/load';
 import type { Seller } from '../chaos/participants';
 import type { Prng } from '../chaos/prng';
 
@@ -255,7 +255,21 @@ export async function runReferencePayers(input: {
   );
 }
 
-/** Starts every agent of Paygate (the reference's run apart, in their own process) and resolves when all have stopped (setup.shouldStop, each after its operation in flight). */
+/** Paygate's x402 payers (deploy/load/x402-process.ts), one closed loop each: payer i pays with `pay(payer, i)`. */
+export async function runX402Payers(input: {
+  into: KindRecord;
+  payers: Wallet[];
+  pay: (payer: Wallet, i: number) => Promise<string>;
+  shouldStop: () => boolean;
+}): Promise<void> {
+  await Promise.all(
+    input.payers.map((payer, i) =>
+      loopInto(input.into, 'x402', 0, () => input.pay(payer, i), input.shouldStop),
+    ),
+  );
+}
+
+/** Starts every agent of Paygate but the x402 payers (those and the reference's run apart, each in their own process) and resolves when all have stopped (setup.shouldStop, each after its operation in flight). */
 export async function runAgents(setup: AgentSetup): Promise<void> {
   const { load, prng, counts, wallets } = setup;
   let nextWallet = 0;
@@ -267,10 +281,8 @@ export async function runAgents(setup: AgentSetup): Promise<void> {
   const sellerFor = (i: number) => load.sellers[i % load.sellers.length]!;
   const loops: Array<Promise<void>> = [];
 
-  for (let i = 0; i < counts.x402; i++) {
-    const buyer = wallet();
-    loops.push(loop(setup, 'x402', 0, () => x402(load, buyer, sellerFor(i))));
-  }
+  // The x402 payers' wallets are the first ones (deploy/load/x402-process.ts pays with them).
+  nextWallet += counts.x402;
   for (let i = 0; i < counts.txHashProof; i++) {
     const buyer = wallet();
     const agent = createAgent({ wallet: buyer, maxPricePerCall: '1', confirmationTimeoutMs: 20_000 });

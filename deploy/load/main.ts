@@ -12,7 +12,11 @@
  *   LOAD_SUBSCRIBERS      subscribers repeating calls on a subscription (default 4)
  *   LOAD_CHECKOUT_AGENTS  checkout sessions paid by transfer (default 2)
  *   LOAD_OPERATOR_AGENTS  refunds and settle-nows, each (default 1)
+ *   LOAD_RELAYER_KEYS     the relayer's pool of keys (RELAYER_PRIVATE_KEYS; default 4)
  *   LOAD_SEED             the draws (sellers, amounts, refunds); random by default
+ *
+ * Paygate's x402 payers run in a process of their own (deploy/load/x402-process.ts), as the reference's payers do
+ * (deploy/load/reference-process.ts): the load process's event loop carries the balancer and the RPC proxy.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +24,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createActiveSkill, testWallets } from '@paygate/testing';
-import { JsonRpcProvider, Wallet } from 'ethers';
+import { JsonRpcProvider, toQuantity, Wallet } from 'ethers';
 import pg from 'pg';
 import { percentile } from '../../bench/report';
 import { drainUntilQuiet } from '../chaos/drain';
@@ -41,12 +45,16 @@ import {
 } from './agents';
 import { measureCpu } from './cpu';
 import type { ReferenceSetup } from './reference-process';
+import type { StartLine } from './side-io';
+import type { X402Setup, X402SideRecord } from './x402-process';
 
 const LOAD_SECONDS = Number(process.env.LOAD_SECONDS ?? 300);
 /** Start-up (about 60-90 s here), the drain (at most 120 s) and the invariants, past the load. */
 const RUN_BOUND_MS = (LOAD_SECONDS + 420) * 1000;
 const DRAIN_BOUND_MS = 120_000;
 const BLOCK_MS = 1000;
+/** The relayer's keys: each its own nonce sequence, lock and balance watch (services/settlement/src/relayer/pool.ts). */
+const RELAYER_KEYS = Number(process.env.LOAD_RELAYER_KEYS ?? 4);
 
 const counts: Record<AgentKind, number> = {
   x402: Number(process.env.LOAD_X402_AGENTS ?? 48),
@@ -82,6 +90,15 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'paygate-load-'));
   chmodSync(dir, 0o755); // Postgres runs as its own user when this runs as root
   const prng = new Prng(seed);
+  if (!Number.isInteger(RELAYER_KEYS) || RELAYER_KEYS < 1 || RELAYER_KEYS > 64)
+    throw new Error('LOAD_RELAYER_KEYS must be a whole number from 1 to 64');
+  // The test relayer's key first (the pool's first key is the one RELAYER_PRIVATE_KEY names), then fresh ones given
+  // ETH once the chain is up. Every replica inherits this process's environment.
+  const extraRelayerKeys = Array.from({ length: RELAYER_KEYS - 1 }, () => Wallet.createRandom());
+  process.env.RELAYER_PRIVATE_KEYS = [
+    testWallets.relayer.privateKey,
+    ...extraRelayerKeys.map((k) => k.privateKey),
+  ].join(',');
   const run: ChaosRun = {
     seed,
     // The reference facilitator's payers are funded apart (deploy/load/agents.ts takes them in order).
@@ -105,7 +122,7 @@ async function main(): Promise<void> {
   }, RUN_BOUND_MS);
   watchdog.unref();
   try {
-    const report = await loadRun(run);
+    const report = await loadRun(run, extraRelayerKeys);
     const file = path.join(
       __dirname,
       `../../bench/results/load-${new Date().toISOString().slice(0, 10)}.json`,
@@ -120,9 +137,12 @@ async function main(): Promise<void> {
   }
 }
 
-async function loadRun(run: ChaosRun) {
+async function loadRun(run: ChaosRun, extraRelayerKeys: ReadonlyArray<{ address: string }>) {
   const { system, participants } = await startSystem(run);
   const chainId = system.anvil.chainId;
+  for (const key of extraRelayerKeys) {
+    await system.anvil.provider.send('anvil_setBalance', [key.address, toQuantity(10n ** 20n)]);
+  }
   // The reference facilitator's gas key: a wallet of its own, so it never shares a nonce with Paygate's relayer.
   const referenceKey = Wallet.createRandom();
   await system.anvil.provider.send('anvil_setBalance', [referenceKey.address, '0x56BC75E2D63100000']);
@@ -155,7 +175,8 @@ async function loadRun(run: ChaosRun) {
 
   const record = emptyRecord();
   const agents = emptyAgentRecords();
-  const loadEndsAt = Date.now() + LOAD_SECONDS * 1000;
+  // Set once every side process is ready (their start-up on a busy host is not load time).
+  let loadEndsAt = Number.POSITIVE_INFINITY;
   const shouldStop = () => Date.now() >= loadEndsAt;
   const load: LoadOptions = {
     baseUrl: system.balancer.url,
@@ -171,20 +192,30 @@ async function loadRun(run: ChaosRun) {
     record,
     shouldStop,
   };
-  const reference = await startReferenceSide({
+  const reference = await startSideProcess<ReferenceSetup, KindRecord>('reference-process.ts', {
     rpcUrl: system.anvil.rpcUrl,
     chainId,
     usdcAddress: system.usdcAddress,
     gasKey: referenceKey.privateKey,
     payTo: participants.sellers[0]!.wallet.address,
     payerKeys: referencePayers.map((w) => w.privateKey),
-    endsAt: loadEndsAt,
     // Paygate relayer's receipt poll, as bench/x402 sets it: both look for the block as often.
     receiptPollMs: 20,
   });
   run.stops.push(async () => {
     reference.child.kill('SIGKILL');
   });
+  // Paygate's x402 payers: the first wallets (runAgents gives the other kinds the ones after them).
+  const x402Side = await startSideProcess<X402Setup, X402SideRecord>('x402-process.ts', {
+    gatewayUrls: system.replicas.filter((r) => r.service === 'gateway-proxy').map((r) => r.url),
+    sellers: participants.sellers.map(({ sellerId, skill }) => ({ sellerId, skill })),
+    payerKeys: paygateBuyers.slice(0, counts.x402).map((w) => w.privateKey),
+  });
+  run.stops.push(async () => {
+    x402Side.child.kill('SIGKILL');
+  });
+  loadEndsAt = Date.now() + LOAD_SECONDS * 1000;
+  for (const side of [reference, x402Side]) side.start({ endsAt: loadEndsAt });
   const postmaster = await postmasterPid(system.postgres.url);
   const cpu = measureCpu(() => [
     ...system.replicas.map((r) => ({ name: r.id, pid: r.child?.pid })),
@@ -192,13 +223,17 @@ async function loadRun(run: ChaosRun) {
     { name: 'postgres (all backends)', pid: postmaster },
     { name: 'anvil', pid: system.anvil.process.pid },
     { name: 'load agents + balancer + RPC proxy (this process)', pid: process.pid },
+    { name: 'Paygate x402 payers (own process)', pid: x402Side.child.pid },
     { name: 'reference facilitator + its payers (own process)', pid: reference.child.pid },
   ]);
   log(
     `load for ${LOAD_SECONDS} s: ${AGENT_KINDS.map((k) => `${counts[k]} ${k}`).join(', ')} (seed ${run.seed})`,
   );
   const progress = setInterval(() => {
-    const done = AGENT_KINDS.map((k) => `${k} ${agents[k].okMs.length}`).join(', ');
+    // The x402 and reference payers' counts come from their own processes at the end.
+    const done = AGENT_KINDS.filter((k) => k !== 'x402' && k !== 'reference')
+      .map((k) => `${k} ${agents[k].okMs.length}`)
+      .join(', ');
     log(`${Math.round((loadEndsAt - Date.now()) / 1000)} s left; done: ${done}`);
   }, 30_000);
   const loadStarted = performance.now();
@@ -216,6 +251,15 @@ async function loadRun(run: ChaosRun) {
       shouldStop,
     });
     agents.reference = await reference.record;
+    const x402Record = await x402Side.record;
+    agents.x402 = x402Record.kind;
+    for (const [txHash, entry] of x402Record.served) {
+      const known = record.served.get(txHash);
+      if (known) known.count += entry.count;
+      else record.served.set(txHash, entry);
+    }
+    record.successTimes.push(...x402Record.successTimes);
+    record.requests += x402Record.requests;
   } finally {
     clearInterval(progress);
   }
@@ -278,19 +322,21 @@ async function loadRun(run: ChaosRun) {
 }
 
 /**
- * Starts deploy/load/reference-process.ts (the reference facilitator and its payers, own event loop) with its
- * setup; `record` resolves with its payers' record once the load is over. Waits until the facilitator listens.
+ * Starts a side process of the load (deploy/load/reference-process.ts: the reference facilitator and its payers;
+ * deploy/load/x402-process.ts: Paygate's x402 payers), each with its own event loop, with its setup; `record`
+ * resolves with its payers' record once the load is over. Waits until it is ready.
  */
-async function startReferenceSide(
-  setup: ReferenceSetup,
-): Promise<{ child: ChildProcess; record: Promise<KindRecord> }> {
-  const child = spawn(process.execPath, [...process.execArgv, path.join(__dirname, 'reference-process.ts')], {
+async function startSideProcess<Setup, SideRecord>(
+  file: string,
+  setup: Setup,
+): Promise<{ child: ChildProcess; record: Promise<SideRecord>; start(line: StartLine): void }> {
+  const child = spawn(process.execPath, [...process.execArgv, path.join(__dirname, file)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines: Array<(line: Record<string, unknown>) => void> = [];
   let buffered = '';
   const exited = new Promise<never>((_, reject) =>
-    child.once('exit', (code) => reject(new Error(`the reference process exited (${code})`))),
+    child.once('exit', (code) => reject(new Error(`${file} exited (${code})`))),
   );
   exited.catch(() => undefined);
   child.stdout!.on('data', (chunk: Buffer) => {
@@ -305,11 +351,11 @@ async function startReferenceSide(
   const nextLine = () =>
     Promise.race([new Promise<Record<string, unknown>>((resolve) => lines.push(resolve)), exited]);
   const ready = nextLine();
-  const record = nextLine().then((line) => line.record as KindRecord);
+  const record = nextLine().then((line) => line.record as SideRecord);
   record.catch(() => undefined);
-  child.stdin!.end(JSON.stringify(setup));
+  child.stdin!.write(`${JSON.stringify(setup)}\n`);
   await ready;
-  return { child, record };
+  return { child, record, start: (line) => child.stdin!.end(`${JSON.stringify(line)}\n`) };
 }
 
 /** The run's Postgres postmaster: its CPU counts every backend that exited. */

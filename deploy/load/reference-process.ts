@@ -3,12 +3,13 @@
  * and its payers, each settling 0.01 USDC EIP-3009 payments in a closed loop until the load ends. Apart from the
  * load process, whose event loop also carries the balancer and the RPC proxy every replica reads the chain through:
  * the reference's receipt polls (every 20 ms per settle in flight) there delayed every service's chain reads
- * until they timed out. Reads its setup as one JSON line on stdin, prints its record as one JSON line on stdout,
+ * until they timed out. Reads its setup and then its start as JSON lines on stdin (./side-io), prints its record as one JSON line on stdout,
  * then waits to be ended (its CPU time is read meanwhile).
  */
 import { Wallet } from 'ethers';
 import { startReferenceFacilitator } from '../../bench/x402/reference';
 import { emptyAgentRecords, runReferencePayers } from './agents';
+import { sideInput } from './side-io';
 
 export interface ReferenceSetup {
   rpcUrl: string;
@@ -19,19 +20,12 @@ export interface ReferenceSetup {
   payTo: string;
   /** One funded payer per agent. */
   payerKeys: string[];
-  /** When the load ends (epoch ms): each payer finishes the settle it has in flight. */
-  endsAt: number;
   receiptPollMs: number;
 }
 
-async function readSetup(): Promise<ReferenceSetup> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as ReferenceSetup;
-}
-
 async function main(): Promise<void> {
-  const setup = await readSetup();
+  const input = sideInput<ReferenceSetup>();
+  const setup = await input.setup;
   const reference = await startReferenceFacilitator({
     rpcUrl: setup.rpcUrl,
     chainId: setup.chainId,
@@ -40,6 +34,7 @@ async function main(): Promise<void> {
   });
   try {
     process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
+    const { endsAt } = await input.start;
     const agents = emptyAgentRecords();
     await runReferencePayers({
       into: agents.reference,
@@ -50,7 +45,7 @@ async function main(): Promise<void> {
         chainId: setup.chainId,
       },
       payers: setup.payerKeys.map((key) => new Wallet(key)),
-      shouldStop: () => Date.now() >= setup.endsAt,
+      shouldStop: () => Date.now() >= endsAt,
     });
     process.stdout.write(`${JSON.stringify({ record: agents.reference })}\n`);
   } finally {
