@@ -254,11 +254,17 @@ describe('a payout address change racing a payout in flight', () => {
     try {
       await signer.query('select pg_advisory_lock($1::bigint)', [lockKey]);
       await settlement.scheduler.runOnce();
+      // Only this lock in this database: pg_locks is the whole server's, where other suites wait on advisory
+      // locks of their own (migrations), which would let the address move before the ledger reserved the payout.
       await waitFor(
         async () =>
           (
             await signer.query<{ n: number }>(
-              "select count(*)::int n from pg_locks where locktype = 'advisory' and not granted",
+              `select count(*)::int n from pg_locks
+                where locktype = 'advisory' and not granted and objsubid = 1
+                  and database = (select oid from pg_database where datname = current_database())
+                  and ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+              [lockKey],
             )
           ).rows[0]!.n > 0,
         { message: 'the payout waits for the signer' },
