@@ -53,15 +53,17 @@ export async function everyPaidCallIsServedOrRefunded(run: InvariantInputs): Pro
       where c.kind <> 'subscription' and c.claimed_via = 'proxy'`,
     [String(CLOSE_WITHIN_MS), String(IN_FLIGHT_STALE_MS)],
   );
-  const leftInFlight: string[] = [];
   for (const call of calls.rows) {
     if (call.state === 'served' && call.decided === 'refunded') {
       problems.push(`${call.tx_hash} served and refunded`);
     } else if (call.state === 'retryable' && call.overdue) {
       problems.push(`${call.tx_hash} retryable past its window: never closed, neither served nor refunded`);
     } else if (call.state === 'in_flight' && call.stale) {
-      // Not refunded automatically (docs/api.md, unserved calls): whether the seller served it is unknown.
-      leftInFlight.push(call.tx_hash);
+      // A replica that died mid-call leaves it in flight; a surviving one closes it after its window and the
+      // attempt's bounds (docs/api.md, unserved calls), long before this.
+      problems.push(
+        `${call.tx_hash} in flight past its window and any attempt's bounds: neither served nor refunded`,
+      );
     } else if (call.state === 'unserved') {
       problems.push(...unservedCallProblems(call));
     }
@@ -78,7 +80,7 @@ export async function everyPaidCallIsServedOrRefunded(run: InvariantInputs): Pro
       problems.push(`${where}: its seller failed it, but no paid call of the gateway names it`);
     } else if (claim.state === 'unserved' && claim.decided === 'refunded' && claim.payer !== call.payer) {
       problems.push(`${where}: refunded to ${claim.payer}, not to its payer ${call.payer}`);
-    } else if (claim.state !== 'unserved' && !(claim.state === 'in_flight' && claim.stale)) {
+    } else if (claim.state !== 'unserved') {
       problems.push(`${where}: its seller failed it, but the gateway has it ${claim.state}`);
     }
   }
@@ -89,10 +91,7 @@ export async function everyPaidCallIsServedOrRefunded(run: InvariantInputs): Pro
     name:
       `every paid call served (${served}) or refunded (${refunded}) once, on chain, never both, never neither; ` +
       `the load's failing calls (${failing.length}: x402 ${byChannel('x402')}, MCP ${byChannel('mcp')}, ` +
-      `tx hash ${byChannel('txHash')}) each refunded to its payer` +
-      (leftInFlight.length > 0
-        ? `; ${leftInFlight.length} left in flight by a replica that died, not refunded automatically (${leftInFlight.slice(0, 3).join(', ')})`
-        : ''),
+      `tx hash ${byChannel('txHash')}) each refunded to its payer`,
     checked: calls.rows.length + failing.length,
     problems,
   };
