@@ -30,11 +30,8 @@ import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './met
 import { describeError, retryStartup } from './retry';
 import { transactionRetryingConflicts } from './transaction';
 
-/**
- * What every part of a service is built from. `DB` is the service's own `Database`; the untyped default serves the
- * callers that name none (services/escrow-ledger/src/claims/claims.ts).
- */
-export interface ServiceContext<DB = any> {
+/** What every part of a service is built from. `DB` is the service's own `Database`. */
+export interface ServiceContext<DB> {
   name: ServiceName;
   config: CommonConfig;
   db: Kysely<DB>;
