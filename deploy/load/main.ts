@@ -95,6 +95,11 @@ async function main(): Promise<void> {
   // The test relayer's key first (the pool's first key is the one RELAYER_PRIVATE_KEY names), then fresh ones given
   // ETH once the chain is up. Every replica inherits this process's environment.
   const extraRelayerKeys = Array.from({ length: RELAYER_KEYS - 1 }, () => Wallet.createRandom());
+  // A paid call waits for its block as long as the payers' own deadline allows (40 s, as the reference's settle is
+  // given), not the gateway's default 15 s: on this shared host the reference's own settles took a p50 of 17.5 s
+  // in a 60 s run, and a gateway that stops waiting at 15 s + RELAYER_TIMEOUT_MS answers 503 for a payment its
+  // relayer then settles (the recovery pass books it retryable, and the call is refunded unserved).
+  process.env.X402_INCLUSION_WAIT_MS ??= '35000';
   process.env.RELAYER_PRIVATE_KEYS = [
     testWallets.relayer.privateKey,
     ...extraRelayerKeys.map((k) => k.privateKey),
