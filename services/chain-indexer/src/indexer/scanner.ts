@@ -61,6 +61,14 @@ export interface ReorgReport {
   reorged: number;
 }
 
+/** What the operator is told of a reorg that reached reported transfers; one within confirmations is only a warning. */
+const REORG_ALARMS: Partial<Record<ReorgReport['reach'], string>> = {
+  not_undone:
+    'reorg deeper than every block the indexer knows: reported transfers below rolledBackTo were not checked; reconcile the ledger with the chain',
+  past_window: 'reorg deeper than REORG_WINDOW_BLOCKS; undone from older known blocks',
+  past_confirmations: 'reorg deeper than CONFIRMATIONS: reported transfers left the chain and are reversed',
+};
+
 /** The chain reads one pass needs; an ethers provider satisfies it. */
 type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
@@ -202,19 +210,8 @@ export class TransferScanner {
       confirmations: this.config.confirmations,
       reorgWindowBlocks: this.config.reorgWindowBlocks,
     };
-    if (report.reach === 'not_undone') {
-      this.logger.error(
-        fields,
-        'reorg deeper than every block the indexer knows: reported transfers below rolledBackTo were not checked; reconcile the ledger with the chain',
-      );
-    } else if (report.reach === 'past_window') {
-      this.logger.error(fields, 'reorg deeper than REORG_WINDOW_BLOCKS; undone from older known blocks');
-    } else if (report.reach === 'past_confirmations') {
-      this.logger.error(
-        fields,
-        'reorg deeper than CONFIRMATIONS: reported transfers left the chain and are reversed',
-      );
-    }
+    const alarm = REORG_ALARMS[report.reach];
+    if (alarm) this.logger.error(fields, alarm);
   }
 
   private async scan(
@@ -241,12 +238,7 @@ export class TransferScanner {
       ? Math.min(...logs.filter((l) => !consistent.includes(l)).map((l) => l.blockNumber))
       : to + 1;
     await this.db.transaction().execute(async (trx) => {
-      if (consistent.length > 0) {
-        await insertTransfers(
-          trx,
-          consistent.map((log) => this.transferRow(log)),
-        );
-      }
+      await this.storeTransfers(trx, consistent);
       const kept = hashes.filter((h) => h.number < nextCursor);
       if (kept.length > 0) {
         await trx
@@ -349,9 +341,8 @@ export class TransferScanner {
    * buyer had the address before the indexer heard of it): their transfers below the cursor are searched now,
    * DEPOSIT_BACKFILL_BLOCKS back, or back to the assignment time when the indexer heard of it late (a backlog
    * after a restart), then they are watched like the rest. Restart-safe: an address is marked backfilled in
-   * the transaction that stores what the backfill found.
+   * the transaction that stores what the backfill found. Returns how many transfers it stored.
    */
-  /** Returns how many transfers it stored. */
   private async backfillNewDepositAddresses(): Promise<number> {
     const pending = await this.deposits.pendingBackfill(BACKFILL_BATCH);
     if (pending.addresses.length === 0) return 0;
@@ -382,12 +373,7 @@ export class TransferScanner {
     const hashes = new Map(recent.map((r) => [Number(r.number), r.hash]));
     const canonical = found.filter((log) => (hashes.get(log.blockNumber) ?? log.blockHash) === log.blockHash);
     await this.db.transaction().execute(async (trx) => {
-      if (canonical.length > 0) {
-        await insertTransfers(
-          trx,
-          canonical.map((log) => this.transferRow(log)),
-        );
-      }
+      await this.storeTransfers(trx, canonical);
       await this.deposits.markBackfilled(trx, pending.addresses);
     });
     if (canonical.length > 0) {
@@ -411,6 +397,14 @@ export class TransferScanner {
       else high = mid;
     }
     return low;
+  }
+
+  private async storeTransfers(trx: Transaction<IndexerDatabase>, logs: TransferLog[]): Promise<void> {
+    if (logs.length > 0)
+      await insertTransfers(
+        trx,
+        logs.map((log) => this.transferRow(log)),
+      );
   }
 
   private transferRow(log: TransferLog) {
