@@ -238,12 +238,7 @@ export class LiveUpdates {
       // updatedAt filter drops whichever of the two is older.
       client.sessions.set(sessionId, { updatedAtMs: -1, json: '' });
       client.idleSinceMs = null;
-      let set = this.bySession.get(sessionId);
-      if (!set) {
-        set = new Set();
-        this.bySession.set(sessionId, set);
-      }
-      set.add(client);
+      join(this.bySession, sessionId, client);
     }
     send(client, { type: 'subscribed', sessionId });
     try {
@@ -282,12 +277,7 @@ export class LiveUpdates {
     if (client.seller && client.seller.sellerId !== sellerId) this.forgetSeller(client);
     client.seller = { sellerId, token, verifiedAtMs: Date.now(), verifying: false };
     client.idleSinceMs = null;
-    let set = this.bySeller.get(sellerId);
-    if (!set) {
-      set = new Set();
-      this.bySeller.set(sellerId, set);
-    }
-    set.add(client);
+    join(this.bySeller, sellerId, client);
     send(client, { type: 'authenticated', sellerId });
   }
 
@@ -310,9 +300,7 @@ export class LiveUpdates {
   private forgetSeller(client: Client): void {
     const sellerId = client.seller?.sellerId;
     if (!sellerId) return;
-    const set = this.bySeller.get(sellerId);
-    set?.delete(client);
-    if (set && set.size === 0) this.bySeller.delete(sellerId);
+    leave(this.bySeller, sellerId, client);
     client.seller = undefined;
   }
 
@@ -339,9 +327,7 @@ export class LiveUpdates {
     client.sessions.delete(sessionId);
     if (client.sessions.size === 0 && !client.seller && client.idleSinceMs === null)
       client.idleSinceMs = Date.now();
-    const set = this.bySession.get(sessionId);
-    set?.delete(client);
-    if (set && set.size === 0) this.bySession.delete(sessionId);
+    leave(this.bySession, sessionId, client);
   }
 
   /** Heartbeat: terminates sockets that did not answer the last ping, and closes long-idle ones. */
@@ -362,4 +348,16 @@ export class LiveUpdates {
       client.socket.ping();
     }
   }
+}
+
+function join(sockets: Map<string, Set<Client>>, key: string, client: Client): void {
+  const set = sockets.get(key) ?? new Set<Client>();
+  sockets.set(key, set.add(client));
+}
+
+/** Removes the client; a key no socket listens to any more is forgotten. */
+function leave(sockets: Map<string, Set<Client>>, key: string, client: Client): void {
+  const set = sockets.get(key);
+  set?.delete(client);
+  if (set?.size === 0) sockets.delete(key);
 }

@@ -1,7 +1,7 @@
 import { Nullable, StringEnum } from '@paygate/contracts';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import { CIRCUIT_STATES, type CircuitState, type NotifierDatabase, type WebhookCircuitsTable } from '../db';
+import { CIRCUIT_STATES, type NotifierDatabase, type WebhookCircuitsTable } from '../db';
 
 type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
 export type CircuitRow = Selectable<WebhookCircuitsTable>;
@@ -153,16 +153,9 @@ export const CircuitSchema = Type.Object(
   },
 );
 
-export interface CircuitView {
-  state: CircuitState;
-  consecutiveFailures: number;
-  openedAt: string | null;
-  /** Open: when the next probe may go out; half-open: when the probe went out. Null when closed. */
-  retryAt: string | null;
-  lastError: string | null;
-}
+export type CircuitView = Static<typeof CircuitSchema>;
 
-const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
+export const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 
 export function circuitView(row: CircuitRow | undefined): CircuitView {
   if (!row)

@@ -13,20 +13,13 @@ import {
 } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
 import type { WebhookSecrets } from '../sellers/secrets';
-import {
-  type CircuitRow,
-  CircuitSchema,
-  type CircuitView,
-  circuitsOf,
-  circuitView,
-  targetOf,
-} from './circuits';
+import { type CircuitRow, CircuitSchema, circuitsOf, circuitView, iso, targetOf } from './circuits';
 import type { WebhookDispatcher } from './dispatcher';
 import { endpointRoutes, TEST_EVENT_TYPE } from './endpoints';
 import { WEBHOOK_EVENT_TYPES } from './payload';
@@ -87,35 +80,8 @@ export const Delivery = Type.Object({
   ),
 });
 
-interface DeliveryView {
-  id: string;
-  eventId: string;
-  eventType: string;
-  url: string;
-  endpointId: string | null;
-  status: DeliveryRow['status'];
-  attemptCount: number;
-  nextAttemptAt: string | null;
-  giveUpAt: string;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  redeliveryOf: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-  /** The breaker of where it goes (the endpoint, or the account URL): open means held, not dropped. */
-  circuit: CircuitView;
-  attempts: Array<{
-    number: number;
-    attemptedAt: string;
-    durationMs: number;
-    statusCode: number | null;
-    outcome: AttemptRow['outcome'];
-    error: string | null;
-    responseExcerpt: string | null;
-  }>;
-}
-
-const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
+/** The event type is read back from the delivery's row as text. */
+type DeliveryView = Omit<Static<typeof Delivery>, 'eventType'> & { eventType: string };
 
 function toView(
   row: DeliveryRow,
