@@ -2,38 +2,49 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import type { Insertable, Selectable, Transaction } from 'kysely';
+import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type Period, periodAt, settlementIdFor } from './periods';
 
-/** A `pending` settlement of the seller for the period (its id derived from both). */
-export function newSettlementRow(
+/**
+ * Creates the seller's `pending` settlement of the period (its id derived from both) unless it exists: the new row,
+ * or undefined. No conflict target: the id is a second unique key of the same (seller, period), and a concurrent
+ * insert met on a unique key that is not the target is a unique violation, not a conflict (both callers lock the
+ * seller row first today; the statement does not depend on it).
+ */
+export function insertSettlement(
+  trx: Transaction<SettlementDB>,
   seller: Selectable<SellersTable>,
   period: Period,
   now: Date,
-): Insertable<SettlementsTable> {
-  return {
-    settlement_id: settlementIdFor(seller.seller_id, period),
-    seller_id: seller.seller_id,
-    period_key: period.key,
-    frequency: period.frequency,
-    period_start: period.start,
-    period_end: period.end,
-    status: 'pending',
-    minimum_micro: seller.minimum_settlement_micro,
-    available_micro: null,
-    amount_micro: null,
-    payout_address: seller.payout_address,
-    transfer_id: null,
-    tx_hash: null,
-    skip_reason: null,
-    failure_reason: null,
-    created_at: now,
-    updated_at: now,
-    completed_at: null,
-  };
+): Promise<Selectable<SettlementsTable> | undefined> {
+  return trx
+    .insertInto('settlements')
+    .values({
+      settlement_id: settlementIdFor(seller.seller_id, period),
+      seller_id: seller.seller_id,
+      period_key: period.key,
+      frequency: period.frequency,
+      period_start: period.start,
+      period_end: period.end,
+      status: 'pending',
+      minimum_micro: seller.minimum_settlement_micro,
+      available_micro: null,
+      amount_micro: null,
+      payout_address: seller.payout_address,
+      transfer_id: null,
+      tx_hash: null,
+      skip_reason: null,
+      failure_reason: null,
+      created_at: now,
+      updated_at: now,
+      completed_at: null,
+    })
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /**
@@ -121,12 +132,7 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
           .execute();
         for (const seller of sellers) {
           const period = periods[seller.settlement_frequency];
-          const inserted = await trx
-            .insertInto('settlements')
-            .values(newSettlementRow(seller, period, now))
-            .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-            .returningAll()
-            .executeTakeFirst();
+          const inserted = await insertSettlement(trx, seller, period, now);
           if (inserted) {
             created += 1;
             await enqueueSettlementDue(trx, inserted, now);

@@ -4,7 +4,7 @@ import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
-import { enqueueSettlementDue, newSettlementRow, type SettlementScheduler } from '../schedule/scheduler';
+import { enqueueSettlementDue, insertSettlement, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
 
 export interface SettleNowResult {
@@ -138,12 +138,7 @@ async function askSeller(
     const seller = await lockSeller(trx, sellerId);
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
-    const inserted = await trx
-      .insertInto('settlements')
-      .values(newSettlementRow(seller, period, now))
-      .onConflict((oc) => oc.columns(['seller_id', 'period_key']).doNothing())
-      .executeTakeFirst();
-    const created = Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0;
+    const created = (await insertSettlement(trx, seller, period, now)) !== undefined;
     // This period is scheduled now: the scheduler's pass of this period creates nothing more.
     await trx
       .updateTable('sellers')
