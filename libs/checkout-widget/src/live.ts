@@ -63,13 +63,7 @@ export class LiveStatus {
   private fallBack(): void {
     clearTimeout(this.openTimer);
     if (this.stopped || this.mode === 'polling') return;
-    const socket = this.socket;
-    this.socket = undefined;
-    try {
-      socket?.close();
-    } catch {
-      // already closed
-    }
+    this.closeSocket();
     this.startPolling();
   }
 
@@ -78,11 +72,7 @@ export class LiveStatus {
     this.mode = 'polling';
     const tick = async () => {
       if (this.stopped) return;
-      try {
-        this.options.onSession(await getSession(this.options.baseUrl, this.options.sessionId));
-      } catch (error) {
-        this.options.onFetchError(error as Error);
-      }
+      await this.refresh();
       if (!this.stopped) this.pollTimer = setTimeout(tick, this.options.pollIntervalMs);
     };
     this.pollTimer = setTimeout(tick, 0);
@@ -102,6 +92,10 @@ export class LiveStatus {
     this.mode = 'idle';
     clearTimeout(this.pollTimer);
     clearTimeout(this.openTimer);
+    this.closeSocket();
+  }
+
+  private closeSocket(): void {
     const socket = this.socket;
     this.socket = undefined;
     try {
