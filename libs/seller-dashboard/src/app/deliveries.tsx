@@ -4,7 +4,17 @@ import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Delivery, DeliveryAttempt, Page } from './types';
 import type { Action } from './ui';
-import { ActionButton, Empty, ErrorNote, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import {
+  ActionButton,
+  Empty,
+  ErrorNote,
+  LoadMore,
+  LoadState,
+  Notice,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
 import { SelectField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
@@ -41,9 +51,7 @@ export function Deliveries() {
       {notice && <Notice>{notice}</Notice>}
       <ErrorNote error={action.error} />
       {list.data === undefined ? (
-        <LoadState load={list} what="webhook deliveries">
-          {() => null}
-        </LoadState>
+        <LoadState load={list} what="webhook deliveries" />
       ) : rows.length === 0 ? (
         <Empty>No webhook deliveries yet. Set a webhook URL above; each event is sent there, signed.</Empty>
       ) : (
@@ -62,11 +70,7 @@ export function Deliveries() {
           ))}
         </ul>
       )}
-      {list.data?.nextCursor && (
-        <button type="button" class="outline" onClick={() => setBefore(list.data!.nextCursor!)}>
-          Load more
-        </button>
-      )}
+      <LoadMore load={list} onMore={setBefore} />
     </section>
   );
 }

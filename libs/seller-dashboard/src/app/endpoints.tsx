@@ -48,9 +48,7 @@ export function WebhookEndpoints(props: { onSecret: OnSecret }) {
         <SecretMissing action={action} onNotice={setNotice} onSecret={props.onSecret} />
       )}
       {list.data === undefined ? (
-        <LoadState load={list} what="webhook endpoints">
-          {() => null}
-        </LoadState>
+        <LoadState load={list} what="webhook endpoints" />
       ) : list.data.data.length === 0 ? (
         <Empty>No endpoints yet: add one below.</Empty>
       ) : (

@@ -19,9 +19,7 @@ export function SettingsPage() {
     <>
       <h1>Settings</h1>
       {!account.data ? (
-        <LoadState load={account} what="your settings">
-          {() => null}
-        </LoadState>
+        <LoadState load={account} what="your settings" />
       ) : (
         <>
           <PayoutAddress account={account.data} onSaved={account.set} />

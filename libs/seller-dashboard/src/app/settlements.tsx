@@ -3,7 +3,7 @@ import { useDashboard } from './context';
 import { statusWords, usd } from './format';
 import { periodLabel } from './overview';
 import type { Page, Settlement } from './types';
-import { CopyButton, Empty, LoadState, StatusBadge, useLoad } from './ui';
+import { CopyButton, Empty, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
 import { ScrollTable } from './ui-tables';
 
 export function SettlementsSection() {
@@ -21,9 +21,7 @@ export function SettlementsSection() {
     <section aria-labelledby="settlements-title">
       <h2 id="settlements-title">Settlements</h2>
       {list.data === undefined ? (
-        <LoadState load={list} what="settlements">
-          {() => null}
-        </LoadState>
+        <LoadState load={list} what="settlements" />
       ) : rows.length === 0 ? (
         <Empty>
           No settlements yet. Available money is paid out on your schedule once it reaches your minimum.
@@ -53,11 +51,7 @@ export function SettlementsSection() {
           ))}
         </ScrollTable>
       )}
-      {list.data?.nextCursor && (
-        <button type="button" class="outline" onClick={() => setAfter(list.data!.nextCursor!)}>
-          Load more
-        </button>
-      )}
+      <LoadMore load={list} onMore={setAfter} />
     </section>
   );
 }

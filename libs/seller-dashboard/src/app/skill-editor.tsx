@@ -30,12 +30,7 @@ export function SkillEditor(props: { name?: string }) {
     setDraft(draftFromSkill(skill));
     return skill;
   }, [props.name]);
-  if (!draft)
-    return (
-      <LoadState load={loaded} what="the skill">
-        {() => null}
-      </LoadState>
-    );
+  if (!draft) return <LoadState load={loaded} what="the skill" />;
   return <SkillForm name={props.name} draft={draft} setDraft={setDraft} />;
 }
 

@@ -20,12 +20,7 @@ export function SkillPage(props: { name: string }) {
   );
   const action = useAction();
   const [notice, setNotice] = useState<string>();
-  if (!skill)
-    return (
-      <LoadState load={loaded} what="the skill">
-        {() => null}
-      </LoadState>
-    );
+  if (!skill) return <LoadState load={loaded} what="the skill" />;
   const act = async (path: string, message: string) => {
     const updated = await action.run(() =>
       api.request<Skill>('POST', `/api/v1/manage/skills/${skill.name}/${path}`),

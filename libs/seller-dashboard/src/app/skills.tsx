@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { useDashboard } from './context';
 import type { Page, Skill } from './types';
-import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
 import { ScrollTable } from './ui-tables';
 
 export function SkillsPage() {
@@ -28,9 +28,7 @@ export function SkillsPage() {
         </Link>
       </div>
       {list.data === undefined ? (
-        <LoadState load={list} what="skills">
-          {() => null}
-        </LoadState>
+        <LoadState load={list} what="skills" />
       ) : pages.length === 0 ? (
         <Empty>
           No skills yet. A skill is a paid API, product or service;{' '}
@@ -47,16 +45,7 @@ export function SkillsPage() {
           ))}
         </ScrollTable>
       )}
-      {list.data?.nextCursor && (
-        <button
-          type="button"
-          class="outline"
-          onClick={() => setCursor(list.data!.nextCursor!)}
-          aria-busy={list.loading}
-        >
-          Load more
-        </button>
-      )}
+      <LoadMore load={list} onMore={setCursor} />
     </section>
   );
 }

@@ -11,7 +11,7 @@ import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
 import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
-import { Empty, Link, LoadState, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
 import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
@@ -60,9 +60,7 @@ export function TransactionsSection() {
       <RecentPaymentsChart />
       <TransactionFilterForm filters={filters} onChange={set} />
       {loaded.data === undefined ? (
-        <LoadState load={loaded} what="payments">
-          {() => null}
-        </LoadState>
+        <LoadState load={loaded} what="payments" />
       ) : filtered.length === 0 ? (
         <Empty>
           {Object.values(filters).every((v) => !v)
@@ -78,16 +76,7 @@ export function TransactionsSection() {
             txHash={filters.txHash}
           />
           <TransactionsTable rows={filtered} />
-          {loaded.data?.nextCursor && (
-            <button
-              type="button"
-              class="outline"
-              aria-busy={loaded.loading}
-              onClick={() => setCursor(loaded.data!.nextCursor!)}
-            >
-              Load more
-            </button>
-          )}
+          <LoadMore load={loaded} onMore={setCursor} />
         </>
       )}
     </section>

@@ -43,7 +43,8 @@ function isOutage(error: unknown): boolean {
 export function LoadState<T>(props: {
   load: Loaded<T>;
   what: string;
-  children: (data: T) => ComponentChildren;
+  /** What the data shows; none where the caller renders the data itself and asks this only for the wait. */
+  children?: (data: T) => ComponentChildren;
 }) {
   const { load } = props;
   if (load.data !== undefined) {
@@ -55,7 +56,7 @@ export function LoadState<T>(props: {
             {load.loadedAt?.toISOString().slice(11, 16)} UTC.
           </p>
         )}
-        {props.children(load.data)}
+        {props.children?.(load.data)}
       </>
     );
   }
@@ -74,6 +75,20 @@ export function LoadState<T>(props: {
     );
   }
   return <Loading what={props.what} slow={load.slow} />;
+}
+
+/** The next page's button of a list read by cursor, shown while the last page says there is more. */
+export function LoadMore(props: {
+  load: Loaded<{ nextCursor?: string | null }>;
+  onMore: (cursor: string) => void;
+}) {
+  const cursor = props.load.data?.nextCursor;
+  if (!cursor) return null;
+  return (
+    <button type="button" class="outline" aria-busy={props.load.loading} onClick={() => props.onMore(cursor)}>
+      Load more
+    </button>
+  );
 }
 
 export function Empty(props: { children: ComponentChildren }) {
