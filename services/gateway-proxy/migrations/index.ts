@@ -4,6 +4,7 @@ import type { Migration } from 'kysely';
 import { baseline } from './2026-12-02-1000-baseline';
 import { ticketKeysSealedOnly } from './2026-12-02-1400-ticket-keys-sealed-only';
 import { paymentClaimsInFlight } from './2026-12-02-1500-payment-claims-in-flight';
+import { paymentClaimsRetryCause } from './2026-12-02-1600-payment-claims-retry-cause';
 
 /**
  * The gateway schema's migrations: the tables of the libraries it uses (the bus's outbox and inbox, the shared rate
@@ -16,4 +17,5 @@ export const migrations: Record<string, Migration> = {
   '2026-12-02-1000-baseline': baseline,
   '2026-12-02-1400-ticket-keys-sealed-only': ticketKeysSealedOnly,
   '2026-12-02-1500-payment-claims-in-flight': paymentClaimsInFlight,
+  '2026-12-02-1600-payment-claims-retry-cause': paymentClaimsRetryCause,
 };

@@ -17,6 +17,9 @@ export interface SkillsTable {
   updated_at: Generated<Date>;
 }
 
+/** Why a pay-per-call claim was left retryable (payment_claims.retry_cause). */
+export type RetryCause = 'seller_failure' | 'buyer_body' | 'not_attempted';
+
 /** One row per `network:txHash`: the purchase a transfer paid, its state and reuse window. */
 export interface PaymentClaimsTable {
   id: string;
@@ -35,10 +38,15 @@ export interface PaymentClaimsTable {
   kind: PaymentKind;
   /** The payment path the transfer was claimed through. */
   claimed_via: 'proxy' | 'ticket' | 'verify' | 'facilitator';
-  /** unserved: its retry window passed after a seller failure; final (payments/unserved.ts). */
+  /** unserved: its retry window passed with no attempt served; final (payments/unserved.ts). */
   state: 'in_flight' | 'served' | 'retryable' | 'unserved';
   access_expires_at: Date | null;
   retry_until: Date | null;
+  /**
+   * Why it is retryable (kept once it leaves the state): its seller failed the last attempt, the buyer's body could
+   * not be forwarded, or no attempt was made (settled after its caller stopped waiting). Null on claims made before.
+   */
+  retry_cause: RetryCause | null;
   attempts: Generated<number>;
   created_at: Date;
   updated_at: Date;

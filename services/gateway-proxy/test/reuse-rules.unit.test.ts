@@ -27,6 +27,7 @@ function claim(overrides: Partial<PaymentClaim> = {}): PaymentClaim {
     state: 'served',
     access_expires_at: null,
     retry_until: null,
+    retry_cause: null,
     attempts: 1,
     created_at: NOW,
     updated_at: NOW,

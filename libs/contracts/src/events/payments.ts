@@ -60,7 +60,9 @@ export const UpstreamOutcome = Type.Union([
  * A paid pay-per-call whose forward to the seller failed: the buyer was answered 5xx and may present the same
  * payment again for the same resource until `retryUntil` (the window starts at the first failure and is not
  * extended). Published once per failed attempt (`attempt` counts the presentations of the payment, from 1), in
- * the transaction that marked the gateway's claim retryable.
+ * the transaction that marked the gateway's claim retryable. The gateway's closing pass also publishes it, as a
+ * `timeout`, for a call that got no answer in time and never will: left in flight by a replica that died, or paid
+ * (settled after its caller stopped waiting) and never presented again, so the seller's API was never called.
  */
 export const PaymentCallFailed = Type.Object(
   {

@@ -44,6 +44,7 @@ export class CallOutcomes {
         .set({
           state: 'retryable',
           retry_until: sql`coalesce(retry_until, ${freshWindow})`,
+          retry_cause: sellerFailure ? 'seller_failure' : 'buyer_body',
           updated_at: now,
         })
         .where((eb: any) => eb.and(attemptOf(claim)))

@@ -76,6 +76,7 @@ interface ClaimValues {
   state: PaymentClaim['state'];
   accessExpiresAt: Date | null;
   retryUntil: Date | null;
+  retryCause: PaymentClaim['retry_cause'];
   now: Date;
 }
 
@@ -107,6 +108,7 @@ const CLAIM_COLUMNS = [
   'state',
   'access_expires_at',
   'retry_until',
+  'retry_cause',
   'attempts',
   'created_at',
   'updated_at',
@@ -154,18 +156,18 @@ export async function writeClaims(
             ${column((c) => c.resource)}::text[], ${column((c) => c.kind)}::text[],
             ${column((c) => c.claimedVia)}::text[], ${column((c) => c.state)}::text[],
             ${column((c) => c.accessExpiresAt)}::timestamptz[], ${column((c) => c.retryUntil)}::timestamptz[],
-            ${column((c) => c.now)}::timestamptz[])
+            ${column((c) => c.retryCause)}::text[], ${column((c) => c.now)}::timestamptz[])
           as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
-            endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, now)
+            endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, retry_cause, now)
       ),
       claimed as (
         insert into payment_claims
             (id, network, chain_id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id,
-             skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, attempts,
-             created_at, updated_at)
+             skill_name, endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until,
+             retry_cause, attempts, created_at, updated_at)
           select id, ${settings.network}, ${settings.chainId}::integer, tx_hash, log_index, payer, token,
               amount_micro, seller_id, skill_id, skill_name, endpoint_id, resource, kind, claimed_via, state,
-              access_expires_at, retry_until, 1, now, now
+              access_expires_at, retry_until, retry_cause, 1, now, now
             from req order by batch_index
           -- No conflict target: the id (gatewayPaymentId of network:tx_hash) is a second unique key, and an
           -- insert racing another of the same transfer can meet it first, which with a target on (network, tx_hash)
@@ -223,6 +225,8 @@ function claimValues(
     state: initialState(purchase, options),
     accessExpiresAt: accessExpiresAt(purchase, now),
     retryUntil: options.retryUntil ?? null,
+    // A claim made retryable was settled after its caller stopped waiting: nothing was forwarded yet.
+    retryCause: initialState(purchase, options) === 'retryable' ? 'not_attempted' : null,
     now,
   };
 }

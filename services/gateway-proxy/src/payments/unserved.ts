@@ -2,7 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { GatewayContext, GatewayDatabase } from '../db';
+import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
 import { attemptsLiveAfter } from './claim-rows';
 
 /** Replicas compare the window with their own clocks (reopenForRetry): a claim is closed this long after it. */
@@ -23,6 +23,7 @@ interface ClosedClaim {
   skill_id: string | null;
   attempts: number;
   retry_until: Date;
+  retry_cause: RetryCause | null;
 }
 
 /**
@@ -31,7 +32,10 @@ interface ClosedClaim {
  * transaction. The ledger decides the refund from what it recorded: a seller failure (payment.call_failed) and no
  * attempt served. Two kinds are closed:
  *
- * - a claim left retryable (its last attempt failed, and nobody presented it again in time);
+ * - a claim left retryable (its last attempt failed, and nobody presented it again in time). One that was never
+ *   attempted (settled after its caller stopped waiting, then never presented again: `not_attempted`) is booked as
+ *   a timeout (payment.call_failed): the buyer paid and got no answer in time, and no seller failure will ever be
+ *   reported for it, so without one the ledger would wait for a failure that never comes and keep the money;
  * - a claim still in flight whose attempt has no live owner: its window passed (from its first failure, or from
  *   the claim when it never failed) and its last attempt began longer ago than any attempt can last
  *   (attemptsLiveAfter), so the replica that took it died mid-call (or the attempt outlived every bound). It is
@@ -67,9 +71,10 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
           where id in (select id from payment_claims
             where state = 'retryable' and kind <> 'subscription' and retry_until <= ${before}
             order by retry_until limit ${CLOSE_BATCH} for update skip locked)
-          returning id, seller_id, skill_id, attempts, retry_until`.execute(trx);
+          returning id, seller_id, skill_id, attempts, retry_until, retry_cause`.execute(trx);
       const abandoned = await this.closeAbandoned(trx, now, before);
-      for (const claim of abandoned) {
+      const neverAttempted = failed.rows.filter((claim) => claim.retry_cause === 'not_attempted');
+      for (const claim of [...neverAttempted, ...abandoned]) {
         await enqueueEvent(
           trx,
           createEvent('payment.call_failed', 'gateway-proxy', {
@@ -119,7 +124,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
           where state = 'in_flight' and kind <> 'subscription' and ${window} <= ${before}
             and updated_at < ${liveAfter}
           order by created_at limit ${CLOSE_BATCH} for update skip locked)
-        returning id, seller_id, skill_id, attempts, retry_until`.execute(trx);
+        returning id, seller_id, skill_id, attempts, retry_until, retry_cause`.execute(trx);
     return closed.rows;
   }
 }
