@@ -1,6 +1,6 @@
-import { sendJson } from '../../http-util';
+import { HttpError } from '@paygate/http';
 import { CALL_REASONS } from '../../reasons';
-import { type Call, errorBody, type PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
@@ -19,11 +19,10 @@ export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call,
         : undefined;
   if (!payer || !deps.blockedPayers.isBlocked(offer.purchase.sellerId, payer)) return false;
   deps.metrics.refused.inc({ reason: CALL_REASONS.payerBlocked });
-  sendJson(
-    call.res,
-    403,
-    errorBody(
-      call.requestId,
+  sendError(
+    call,
+    new HttpError(
+      403,
       CALL_REASONS.payerBlocked,
       'the seller of this skill does not sell to this payer; nothing was charged',
       {

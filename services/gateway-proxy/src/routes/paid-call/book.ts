@@ -1,9 +1,9 @@
+import { HttpError } from '@paygate/http';
 import { RECEIPT_HEADER } from '@paygate/protocol';
-import { sendJson } from '../../http-util';
 import type { SellerFailure } from '../../payments/call-outcomes';
 import type { ForwardFailureReason, ForwardResult } from '../../proxy/forward';
 import { CALL_REASONS } from '../../reasons';
-import { type Call, errorBody, type PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Paid } from './pay';
 
 const FAILURE_STATUS: Record<ForwardFailureReason, number> = {
@@ -70,15 +70,19 @@ async function bookFailure(
   }
   for (const [header, value] of Object.entries(retryHeaders)) call.res.setHeader(header, value);
   const buyerFault = result.reason === 'body_too_large' || result.reason === 'body_incomplete';
-  sendJson(
-    call.res,
-    FAILURE_STATUS[result.reason],
-    errorBody(call.requestId, buyerFault ? result.reason : CALL_REASONS.upstreamFailed, result.message, {
-      txHash: claim.tx_hash,
-      retryUntil: retryUntil?.toISOString() ?? null,
-      outcomeUrl: outcomeUrlOf(deps.config.publicBaseUrl, claim.tx_hash),
-      retry: retryAdvice(retryUntil, buyerFault),
-    }),
+  sendError(
+    call,
+    new HttpError(
+      FAILURE_STATUS[result.reason],
+      buyerFault ? result.reason : CALL_REASONS.upstreamFailed,
+      result.message,
+      {
+        txHash: claim.tx_hash,
+        retryUntil: retryUntil?.toISOString() ?? null,
+        outcomeUrl: outcomeUrlOf(deps.config.publicBaseUrl, claim.tx_hash),
+        retry: retryAdvice(retryUntil, buyerFault),
+      },
+    ),
   );
 }
 

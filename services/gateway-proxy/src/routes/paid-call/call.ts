@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorBody as envelope, HttpError, type SharedRateLimiter } from '@paygate/http';
+import { errorBody as envelope, type HttpError, type SharedRateLimiter } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
@@ -100,14 +100,4 @@ export function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
 /** Answers `error` with libs/http's envelope (docs/api.md, "Errors") under the call's request id. */
 export function sendError(call: Pick<Call, 'res' | 'requestId'>, error: HttpError): void {
   sendJson(call.res, error.status, envelope(error, call.requestId));
-}
-
-/** libs/http's envelope of `code`, for a step that sends it with its own status (errorBody reads no status). */
-export function errorBody(
-  requestId: string,
-  code: string,
-  message: string,
-  extra: Record<string, unknown> = {},
-) {
-  return envelope(new HttpError(0, code, message, extra), requestId);
 }

@@ -1,10 +1,11 @@
+import { HttpError } from '@paygate/http';
 import { decodePaymentRequired, signInWithXChallenge, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { sendPaywallPage, wantsPaywallPage } from '../../paywall/page';
 import { CALL_REASONS } from '../../reasons';
 import { x402Challenge } from '../../x402/server/challenge';
 import { paymentRequirements } from '../../x402/server/payment-required';
-import { type Call, errorBody, type PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
@@ -24,10 +25,9 @@ export function refuseUnreadable(
     sendPaymentRequired(deps, offer, call, 402, 'invalid_payload', proof.message);
     return;
   }
-  sendJson(
-    call.res,
-    400,
-    errorBody(call.requestId, CALL_REASONS.invalidPaymentHeader, proof.message, {
+  sendError(
+    call,
+    new HttpError(400, CALL_REASONS.invalidPaymentHeader, proof.message, {
       field: proof.field,
       rule: proof.rule,
     }),

@@ -1,8 +1,9 @@
+import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { MODE_HEADER, RECEIPT_HEADER } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { type ForwardResult, forwardRequest } from '../../proxy/forward';
-import { type Call, errorBody, type PaidCallDeps } from './call';
+import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Offer } from './offer';
 import type { Paid } from './pay';
 
@@ -68,10 +69,9 @@ async function answerWithTicket(
 /** A seller apiBaseUrl that is not http(s): the call failed on Paygate's side of the forward (retryable). */
 async function refuseMisconfigured(deps: PaidCallDeps, call: Call, { claim }: Paid): Promise<undefined> {
   await deps.callOutcomes.markFailed(claim, { outcome: 'misconfigured' });
-  sendJson(
-    call.res,
-    502,
-    errorBody(call.requestId, 'upstream_misconfigured', "the seller's apiBaseUrl is not an http(s) URL"),
+  sendError(
+    call,
+    new HttpError(502, 'upstream_misconfigured', "the seller's apiBaseUrl is not an http(s) URL"),
   );
   return undefined;
 }

@@ -1,5 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type AnyRoute, defineRoute, errorResponse, clientAddress as readClientAddress } from '@paygate/http';
+import {
+  type AnyRoute,
+  defineRoute,
+  errorResponse,
+  HttpError,
+  clientAddress as readClientAddress,
+} from '@paygate/http';
 import { Type } from '@sinclair/typebox';
 import { requestIdOf, sendJson } from '../../http-util';
 import { limitCall } from '../../rate-limit';
@@ -8,7 +14,7 @@ import { PaymentRefusedBody, PaymentRequiredBody } from '../../x402/server/payme
 import { paymentHeaderDoc } from '../openapi';
 import { refuseBlockedPayer } from './blocked';
 import { book } from './book';
-import { type Call, errorBody, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX } from './call';
+import { type Call, type PaidCallDeps, parseSkillUrl, SKILLS_PREFIX, sendError } from './call';
 import { challenge, refuseUnreadable } from './challenge';
 import { forward } from './forward';
 import { findOffer } from './offer';
@@ -103,7 +109,7 @@ export function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res:
       res.setHeader(name, SKILL_CORS_HEADERS[name as keyof typeof SKILL_CORS_HEADERS]);
     const url = parseSkillUrl(req.url ?? '/');
     if (!url) {
-      sendJson(res, 404, errorBody(requestId, 'skill_not_found', 'no skill at this URL'));
+      sendError({ res, requestId }, new HttpError(404, 'skill_not_found', 'no skill at this URL'));
       return;
     }
     const call: Call = {

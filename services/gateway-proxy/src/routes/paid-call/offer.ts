@@ -1,7 +1,7 @@
+import { HttpError } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { resourceFor } from '@paygate/protocol';
 import { LRUCache } from 'lru-cache';
-import { sendJson } from '../../http-util';
 import type { Purchase } from '../../payments/service';
 import {
   type EndpointLookup,
@@ -10,7 +10,7 @@ import {
   paymentKindOf,
   type SkillSnapshot,
 } from '../../skills/projection';
-import { type Call, errorBody, type PaidCallDeps, SKILLS_PREFIX } from './call';
+import { type Call, type PaidCallDeps, SKILLS_PREFIX, sendError } from './call';
 
 export interface SellerBase {
   /** scheme://host[:port], what the connection pool is keyed by. */
@@ -98,17 +98,16 @@ export function findOffer(deps: PaidCallDeps, call: Call): Offer | undefined | P
 }
 
 function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefined): Offer | undefined {
-  const { res, requestId, method } = call;
+  const { res, method } = call;
   const { name, path } = call.url;
   if (!skill) {
-    sendJson(res, 404, errorBody(requestId, 'skill_not_found', `no skill named "${name}"`));
+    sendError(call, new HttpError(404, 'skill_not_found', `no skill named "${name}"`));
     return undefined;
   }
   if (skill.status !== 'ACTIVE') {
-    sendJson(
-      res,
-      404,
-      errorBody(requestId, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`),
+    sendError(
+      call,
+      new HttpError(404, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`),
     );
     return undefined;
   }
@@ -126,20 +125,18 @@ function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefine
   }
   const plan = planFor(deps, skill, method, path);
   if (plan.kind === 'no_path') {
-    sendJson(
-      res,
-      404,
-      errorBody(requestId, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }),
+    sendError(
+      call,
+      new HttpError(404, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }),
     );
     return undefined;
   }
   if (plan.kind === 'wrong_method') {
     res.setHeader('Allow', plan.allowed.join(', '));
-    sendJson(
-      res,
-      405,
-      errorBody(
-        requestId,
+    sendError(
+      call,
+      new HttpError(
+        405,
         'method_not_allowed',
         `${path} of skill "${name}" answers ${plan.allowed.join(', ')}, not ${method}`,
         { allowed: plan.allowed },
