@@ -94,7 +94,7 @@ function writeSection(result: LedgerResult): void {
     'after the commit of its transaction, which claimed the transfer, booked it (transfer into suspense, then the 95/5',
     'hold split) and wrote its payment.confirmed (and, for a claim through x402 or /api/verify, its transfer.claimed:',
     "checkout's only use of it) into the ledger's outbox, published meanwhile by the relay. The claims that arrive",
-    `together are one transaction: up to ${result.batchSize} per transaction, ${result.concurrency} transactions in flight (PAYMENT_BATCH_SIZE, PAYMENT_CONCURRENCY).`,
+    `together are one statement, its own transaction (claim_and_book, sql/ledger.sql: no balance row stays locked across a round trip to the busy process): up to ${result.batchSize} per statement, ${result.concurrency} in flight (PAYMENT_BATCH_SIZE, PAYMENT_CONCURRENCY).`,
     '',
     '| payments | requests | seconds | payments/s | target | exactly once | load average (1 min) before / after |',
     '|---|---|---|---|---|---|---|',
@@ -109,7 +109,7 @@ function writeSection(result: LedgerResult): void {
     `Exactly-once check afterwards: ${result.checks.transactions} transactions and ${result.checks.paymentEntries} payment entries for`,
     `${result.events} transfers, ${result.checks.paymentConfirmedEvents} payment.confirmed, seller holds ${result.checks.sellerHeld} USDC (expected ${result.checks.expectedSellerHeld}), escrow asset`,
     `${result.checks.escrowAsset} (expected ${result.checks.expectedEscrowAsset}), ${result.checks.conflicts} conflicts, ${result.checks.reconciliationDifferences} reconciliation differences.`,
-    `Machine: ${result.machine.host}, ${result.machine.cpus} CPUs (${result.machine.cpuModel}), Node ${result.machine.node}, shared with other work; ${result.ranAt}.`,
+    `Machine: ${result.machine.host}, ${result.machine.cpus} CPUs (${result.machine.cpuModel}), Node ${result.machine.node}, shared with other work (the load averages above: at a load far above the CPU count both sides get a small, changing share of the machine, so a pair's ratio says more than either figure); ${result.ranAt}.`,
     'Raw figures: `bench/results/ledger.json`.',
     '<!-- ledger:end -->',
   ].join('\n');
