@@ -26,6 +26,18 @@ export interface ChaosProfile {
   faultWeights?: Partial<Record<FaultKind, number>>;
   /** Changes to the load's operation weights (load.ts WEIGHTS). */
   operationWeights?: Partial<Record<DrawnKind, number>>;
+  /**
+   * How long the balancer waits for a replica's answer before it sends the request to the next replica (default
+   * 8 s, how a frozen replica is told apart). A request resent after it reached a replica runs twice: a paid call
+   * slower than this under load was settled by the first replica and refused as a used authorization by the second.
+   */
+  balancerTryTimeoutMs?: number;
+  /**
+   * Whether the services read the chain through the RPC fault proxy (default) or from anvil itself: a run without
+   * faults (make load) spares every chain read a hop through the load process's event loop, as the reference
+   * facilitator beside it reads anvil directly.
+   */
+  rpcThroughProxy?: boolean;
 }
 
 export const PROFILES: Record<string, ChaosProfile> = {
@@ -79,7 +91,16 @@ export const PROFILES: Record<string, ChaosProfile> = {
  * given paying agents funded as its buyers, and no failing agents, since the load pays no call its seller fails.
  */
 export function loadProfile(buyers: number): ChaosProfile {
-  return { ...PROFILES.full!, name: 'load', buyers, failingAgents: 0, sellers: 4 };
+  // Nothing is frozen in a load run: a replica that is slow to answer is answering (a paid call waits for its block).
+  return {
+    ...PROFILES.full!,
+    name: 'load',
+    buyers,
+    failingAgents: 0,
+    sellers: 4,
+    balancerTryTimeoutMs: 60_000,
+    rpcThroughProxy: false,
+  };
 }
 
 /**

@@ -194,7 +194,7 @@ async function startRunParts(
   );
   // The balancer's URL is every service's PUBLIC_BASE_URL; it learns the replicas once they exist.
   const replicas: Replica[] = [];
-  const balancer = await Balancer.start(replicas);
+  const balancer = await Balancer.start(replicas, profile.balancerTryTimeoutMs);
   stops.push(() => balancer.stop());
   const envFor = (service: string) =>
     serviceEnv(service, {
@@ -203,7 +203,7 @@ async function startRunParts(
       namespace: run.namespace,
       passwords,
       publicBaseUrl: balancer.url,
-      rpcUrl: rpcProxy.url,
+      rpcUrl: profile.rpcThroughProxy === false ? anvil.rpcUrl : rpcProxy.url,
       chainId: anvil.chainId,
       usdcAddress,
     });
