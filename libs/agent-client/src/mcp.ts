@@ -16,7 +16,7 @@ export function newPaymentId(): string {
  * The payload's extensions: the server's payment-identifier declaration echoed with the id appended, as x402's
  * extension asks; nothing when the server declared none (it would not read it).
  */
-export function paymentIdExtensions(
+function paymentIdExtensions(
   required: { extensions?: Record<string, unknown> },
   paymentId: string | undefined,
 ): Record<string, unknown> | undefined {
