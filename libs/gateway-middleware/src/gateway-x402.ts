@@ -18,7 +18,7 @@ import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters
 import { MIDDLEWARE_REASONS } from './reasons';
 import type { GatewayConfig } from './types';
 
-export interface X402Settings {
+interface X402Settings {
   minAmountMicro: bigint;
   maxTimeoutSeconds: number;
   settleTimeoutMs: number;

@@ -1,5 +1,5 @@
 /** The address of the Paygate every middleware talks to, when the code did not pass one. */
-export const DEVELOPMENT_PAYGATE_URL = 'http://localhost:8080';
+const DEVELOPMENT_PAYGATE_URL = 'http://localhost:8080';
 
 /**
  * Paygate's base URL: the one passed, else PAYGATE_BASE_URL, else (only with NODE_ENV=development) the

@@ -13,7 +13,7 @@ export interface PaymentParameters {
 }
 
 /** Payment parameters fixed in the seller's configuration, so a 402 never waits for Paygate. */
-export interface PinnedParameters {
+interface PinnedParameters {
   network?: NetworkName;
   escrowAddress?: string;
   usdcAddress?: string;
