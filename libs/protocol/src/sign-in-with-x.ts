@@ -8,10 +8,10 @@
 /** The request header a signed message arrives in (HTTP header names are case-insensitive). */
 export const SIGN_IN_WITH_X_HEADER = 'SIGN-IN-WITH-X';
 /** The extension's key in `PaymentRequired.extensions`. */
-export const SIGN_IN_WITH_X = 'sign-in-with-x';
+const SIGN_IN_WITH_X = 'sign-in-with-x';
 
 /** How long a challenge asks the signed message to stay valid (the verifier accepts messages up to 5 minutes old). */
-export const SIGN_IN_CHALLENGE_SECONDS = 300;
+const SIGN_IN_CHALLENGE_SECONDS = 300;
 
 const STATEMENT = 'Sign in with the wallet that paid for this subscription';
 

@@ -137,7 +137,7 @@ export function requirementsV1(offer: X402Offer, outputSchema?: unknown) {
 }
 
 /** v2's PaymentRequired (the `PAYMENT-REQUIRED` header's JSON). */
-export function paymentRequiredV2(offer: X402Offer, error: string, extensions?: Record<string, unknown>) {
+function paymentRequiredV2(offer: X402Offer, error: string, extensions?: Record<string, unknown>) {
   return {
     x402Version: 2,
     error,
