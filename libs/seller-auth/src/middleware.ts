@@ -11,9 +11,6 @@ import {
 } from './protocol';
 import { credentialOf, type SellerCredential } from './wallet-session';
 
-// Re-exported for the services that read the bearer token next to SellerAuth.
-export { bearerToken };
-
 declare global {
   namespace Express {
     interface Request {
