@@ -1,7 +1,7 @@
 import { DEFAULT_HOLD_HOURS } from '@paygate/contracts';
 import { badRequest } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
-import type { HttpMethod, SkillMode, SkillType } from '../db';
+import type { HttpMethod, SkillType } from '../db';
 
 const CATEGORY_PATTERN = /^[a-z0-9]+([ -][a-z0-9]+)*$/;
 
@@ -166,5 +166,3 @@ export function refuseAmbiguousPaths(endpoints: Array<{ path: string; method: st
   for (const [i, e] of endpoints.entries())
     refuseAmbiguousPath(`endpoints.${i}.path`, e, endpoints.slice(0, i));
 }
-
-export type { SkillMode };

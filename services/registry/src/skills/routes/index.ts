@@ -6,8 +6,6 @@ import { skillRouteKit, type ValidationKicker } from './kit';
 import { manageSkillRoutes } from './manage-routes';
 import { skillStatusRoutes } from './status-routes';
 
-export type { ValidationKicker } from './kit';
-
 /** The seller's skills and endpoints, the operator's suspensions and the public catalog. */
 export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): AnyRoute[] {
   const kit = skillRouteKit(rc, validation);
