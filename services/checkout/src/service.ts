@@ -19,7 +19,7 @@ import { SessionStore } from './sessions/sessions';
 import { Sweeper } from './sessions/sweeper';
 import { staticRoutes } from './static/routes';
 
-export const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
+const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
 
 /** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
 const checkoutDocument = {

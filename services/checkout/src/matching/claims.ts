@@ -11,7 +11,7 @@ import { formatUsdcExact } from '@paygate/money';
 import type { TransferRow } from '../db';
 
 /** The transfer as checkout observed it. */
-export type TransferToClaim = Pick<
+type TransferToClaim = Pick<
   TransferRow,
   'chain_id' | 'tx_hash' | 'log_index' | 'from_address' | 'amount_micro'
 >;
