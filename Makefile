@@ -77,7 +77,7 @@ format:
 	biome check --write .
 
 # tsgo, TypeScript's native compiler (the 7.0 preview, pinned), checks the same tsconfig as tsc 5.9 in about a
-# quarter of its CPU (9 s against 33-42 s on 2 cores); tsc still builds the SDKs' declarations (build-sdk.ts).
+# quarter of its CPU (9 s against 33-42 s on 2 cores); it also emits the SDKs' declarations (build-sdk.ts).
 typecheck:
 	$(TYPECHECK_PRIORITY) tsgo -p tsconfig.json --noEmit
 
