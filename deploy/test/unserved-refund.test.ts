@@ -12,10 +12,19 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createAgent } from '@paygate/agent-client';
-import { createActiveSkill, openSchema, signUpSeller, testWallets, waitFor } from '@paygate/testing';
+import { usdcAbi } from '@paygate/chain';
+import {
+  createActiveSkill,
+  minedReceipt,
+  openSchema,
+  signUpSeller,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { ExactEvmScheme } from '@x402/evm';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
-import { Wallet } from 'ethers';
+import { Contract, Wallet } from 'ethers';
 import { sql } from 'kysely';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startEdge } from '../dev/edge';
@@ -25,8 +34,12 @@ jest.setTimeout(180_000);
 
 const OPERATOR_TOKEN = 'unserved-refund-operator-token-00';
 const NETWORK = 'eip155:31337';
-/** The buyer's retry window: short, so a refund comes within the test (production: 600 s). */
-const RETRY_WINDOW_SECONDS = 4;
+/**
+ * The buyer's retry window: short, so a refund comes within the test (production: 600 s), and long enough for
+ * @x402/fetch's retry (a 402, then the paid request) to reach the gateway within it on a loaded host: at load 30 a
+ * 4 s window closed before the retry did.
+ */
+const RETRY_WINDOW_SECONDS = 15;
 
 interface Lookup {
   transactionId: string;
@@ -127,9 +140,20 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
       .call({ to: usdcAddress, data: `0x70a08231000000000000000000000000${address.slice(2).toLowerCase()}` })
       .then(BigInt);
 
+  /**
+   * A buyer of its own for each case, with 1 USDC (x402 needs no gas of the buyer): a refund landing late in one case
+   * cannot move another case's balance.
+   */
+  async function newPayer(): Promise<Wallet> {
+    const payer = Wallet.createRandom();
+    const usdc = new Contract(usdcAddress, usdcAbi, testSigner('deployer', all.anvil.provider));
+    await minedReceipt(await usdc.getFunction('mint')(payer.address, 1_000_000n));
+    return new Wallet(payer.privateKey, all.anvil.provider);
+  }
+
   /** The unmodified @x402/fetch, every payment it makes under one payment identifier (x402's documented hook). */
-  function payingWithId(paymentId: string) {
-    const account = privateKeyToAccount(testWallets.buyer.privateKey as `0x${string}`);
+  function payingWithId(payer: Wallet, paymentId: string) {
+    const account = privateKeyToAccount(payer.privateKey as `0x${string}`);
     const client = x402Client.fromConfig({
       schemes: [{ network: NETWORK, client: new ExactEvmScheme(account) }],
       spendControls: {
@@ -163,7 +187,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
         return found?.outcome === 'refunded' ? found : undefined;
       },
       {
-        timeoutMs: 40_000,
+        timeoutMs: 60_000,
         intervalMs: 200,
         message: async () =>
           `the unserved call paid by ${txHash} was never refunded: ${await diagnose(txHash)}`,
@@ -222,7 +246,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
   let flakyTxHash: string;
 
   it('a call that fails once and is served on its retry (same payment identifier) within the window is charged once', async () => {
-    const pay = payingWithId(newPaymentId());
+    const pay = payingWithId(await newPayer(), newPaymentId());
     const first = await pay(paidUrl('/flaky'));
     expect(first.status).toBe(500);
     expect(first.headers.get('x-402-retry-until')).not.toBeNull();
@@ -237,18 +261,19 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
   });
 
   it('@x402/fetch: a call its seller answers 500, presented again under its payment identifier, is charged once and its USDC is back on chain after the window', async () => {
-    const before = await balanceOf(testWallets.buyer.address);
-    const pay = payingWithId(newPaymentId());
+    const payer = await newPayer();
+    const before = await balanceOf(payer.address);
+    const pay = payingWithId(payer, newPaymentId());
     const started = Date.now();
     const first = await pay(paidUrl('/fail'));
     expect(first.status).toBe(500);
     const txHash = first.headers.get('x-402-receipt')!.toLowerCase();
-    expect(await balanceOf(testWallets.buyer.address)).toBe(before - 50_000n);
+    expect(await balanceOf(payer.address)).toBe(before - 50_000n);
     // The same purchase again (x402's payment-identifier): the same transaction, nothing more charged.
     const again = await pay(paidUrl('/fail'));
     expect(again.status).toBe(500);
     expect(again.headers.get('x-402-receipt')!.toLowerCase()).toBe(txHash);
-    expect(await balanceOf(testWallets.buyer.address)).toBe(before - 50_000n);
+    expect(await balanceOf(payer.address)).toBe(before - 50_000n);
     expect(await lookup(txHash)).toMatchObject({ outcome: 'retryable' });
 
     const { lookup: refunded, ms } = await refundedOnChain(txHash, started);
@@ -257,7 +282,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
       refundReason: 'unserved: error_status 500',
       refundableAmount: '0',
     });
-    expect(await balanceOf(testWallets.buyer.address)).toBe(before);
+    expect(await balanceOf(payer.address)).toBe(before);
     const gas = await gasCostOf(refunded.refundTxHash!);
     console.log(
       `unserved call refunded on chain ${ms} ms after the first answer (retry window ${RETRY_WINDOW_SECONDS} s); refund transfer gas ${gas.gasUsed} (${gas.weiPaid} wei)`,
@@ -286,9 +311,10 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
         timeoutMs: 30_000,
         message: `the gateway never listed ${tool}`,
       });
-      const before = await balanceOf(testWallets.buyer.address);
+      const payer = await newPayer();
+      const before = await balanceOf(payer.address);
       const agent = createAgent({
-        wallet: new Wallet(testWallets.buyer.privateKey, all.anvil.provider),
+        wallet: payer,
         maxPricePerCall: '0.10',
       });
       const started = Date.now();
@@ -298,9 +324,9 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
         'x402/payment-response'
       ]!;
       const txHash = settlement.transaction.toLowerCase();
-      expect(await balanceOf(testWallets.buyer.address)).toBe(before - 50_000n);
+      expect(await balanceOf(payer.address)).toBe(before - 50_000n);
       const { lookup: refunded, ms } = await refundedOnChain(txHash, started);
-      expect(await balanceOf(testWallets.buyer.address)).toBe(before);
+      expect(await balanceOf(payer.address)).toBe(before);
       console.log(`unserved MCP tool call refunded on chain ${ms} ms after its answer`);
       expect(refunded.refundReason).toBe('unserved: error_status 500');
     } finally {
@@ -318,7 +344,8 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
   });
   it('a seller blocks a payer: its paid calls are refused before anything is charged, until unblocked', async () => {
-    const buyer = testWallets.buyer.address;
+    const payer = await newPayer();
+    const buyer = payer.address;
     const asSeller = (method: string, path: string, body?: unknown) =>
       fetch(`${baseUrl}/api/v1/blocked-payers${path}`, {
         method,
@@ -334,13 +361,13 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
     });
     const before = await balanceOf(buyer);
     const callsBefore = upstreamCalls.length;
-    const refused = await payingWithId(newPaymentId())(paidUrl('/fail'));
+    const refused = await payingWithId(payer, newPaymentId())(paidUrl('/fail'));
     expect(refused.status).toBe(403);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('payer_blocked');
     expect(await balanceOf(buyer)).toBe(before);
     expect(upstreamCalls.length).toBe(callsBefore);
     expect((await asSeller('DELETE', `/${buyer}`)).status).toBe(204);
     expect((await asSeller('DELETE', `/${buyer}`)).status).toBe(404);
-    expect((await payingWithId(newPaymentId())(paidUrl('/flaky'))).status).toBe(200);
+    expect((await payingWithId(payer, newPaymentId())(paidUrl('/flaky'))).status).toBe(200);
   });
 });
