@@ -106,7 +106,7 @@ async function main(): Promise<void> {
   shutdown.listen();
   const services = Object.entries(routeTable.services) as Array<[string, { port: number }]>;
   // Built while Postgres, NATS and the chain come up: a service starts from its bundle in a fifth of the CPU
-  // tsx needs (@paygate/testing/service-bundles), and each run builds them again from the current source.
+  // tsx needs (@paygate/testing/service-bundles); a run builds again only the bundles whose sources changed.
   const bundlesBuilt = buildServiceBundles(
     services.map(([name]) => name),
     'dev',
