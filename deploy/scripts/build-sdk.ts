@@ -349,11 +349,15 @@ async function emitDeclarations(files: string[]): Promise<{ dir: string; config:
  */
 async function buildPackages(packageDirs: string[], outDirName: string): Promise<void> {
   const plans = await Promise.all(packageDirs.map((dir) => planFor(dir, outDirName)));
-  for (const plan of plans) await buildJavaScript(plan);
-  const afterBuilds = Promise.all(plans.map(runAfterBuild));
   const entries = plans.flatMap((plan) => plan.entries.map((entry) => ({ plan, entry })));
-  const emitted = await emitDeclarations(entries.map(({ entry }) => entry.file));
+  // The declarations are emitted from the sources beside the JavaScript builds (neither reads the other's output).
+  const emitting = emitDeclarations(entries.map(({ entry }) => entry.file));
+  emitting.catch(() => undefined); // awaited below, its failure reported there
+  let afterBuilds: Promise<unknown>;
   try {
+    for (const plan of plans) await buildJavaScript(plan);
+    afterBuilds = Promise.all(plans.map(runAfterBuild));
+    const emitted = await emitting;
     const declarations = generateDtsBundle(
       entries.map(({ plan }, index) => ({
         filePath: emitted.dts[index]!,
@@ -367,7 +371,8 @@ async function buildPackages(packageDirs: string[], outDirName: string): Promise
       await writeFile(path.join(plan.outDir, `${entry.name}.d.ts`), declarations[index] ?? '');
     }
   } finally {
-    await rm(emitted.dir, { recursive: true, force: true });
+    const emitted = await emitting.catch(() => undefined);
+    if (emitted) await rm(emitted.dir, { recursive: true, force: true });
   }
   await afterBuilds;
   for (const plan of plans) await finish(plan);
