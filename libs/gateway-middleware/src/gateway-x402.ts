@@ -25,7 +25,7 @@ interface X402Settings {
   eip712?: { name: string; version: string };
 }
 
-export type X402Header = { value: string; version: 1 | 2 };
+type X402Header = { value: string; version: 1 | 2 };
 
 /** Settles a PAYMENT-SIGNATURE / X-PAYMENT into escrow, then calls the handler (or answers the refusal). */
 export type PayWithX402 = (
