@@ -2,10 +2,10 @@
  * Money is an integer count of micro-USDC (USDC has 6 decimals). No float or JS number ever holds it.
  * On the wire amounts are decimal strings such as "0.05" or "10.004217".
  */
-export type MicroUsdc = bigint;
+type MicroUsdc = bigint;
 
-export const USDC_DECIMALS = 6;
-export const MICRO_PER_USDC = 1_000_000n;
+const USDC_DECIMALS = 6;
+const MICRO_PER_USDC = 1_000_000n;
 export const PLATFORM_FEE_PERCENT = 5n;
 
 export class MoneyFormatError extends Error {
@@ -111,7 +111,7 @@ export function formatUsdcExact(amountMicro: MicroUsdc): string {
   return `${negative ? '-' : ''}${abs / MICRO_PER_USDC}.${(abs % MICRO_PER_USDC).toString().padStart(USDC_DECIMALS, '0')}`;
 }
 
-export interface FeeSplit {
+interface FeeSplit {
   sellerMicro: MicroUsdc;
   platformMicro: MicroUsdc;
 }
