@@ -153,7 +153,7 @@ export const CircuitSchema = Type.Object(
   },
 );
 
-export type CircuitView = Static<typeof CircuitSchema>;
+type CircuitView = Static<typeof CircuitSchema>;
 
 export const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 
