@@ -109,8 +109,8 @@ export const PAYGATE_REASONS = {
   paymentIdServed: 'payment_identifier_served',
 } as const;
 
-export type UpstreamReason = (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS];
-export type PaygateReason = (typeof PAYGATE_REASONS)[keyof typeof PAYGATE_REASONS];
+type UpstreamReason = (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS];
+type PaygateReason = (typeof PAYGATE_REASONS)[keyof typeof PAYGATE_REASONS];
 export type X402Reason = UpstreamReason | PaygateReason;
 
 const KNOWN = new Set<string>([...Object.values(UPSTREAM_REASONS), ...Object.values(PAYGATE_REASONS)]);

@@ -37,7 +37,7 @@ import { ChainVerifier } from './x402/mechanisms/tx-hash/chain';
 import { SettlementCopies } from './x402/server/copies';
 
 /** What a test (or a benchmark) of a running gateway reaches into, beside what the runtime mounts and runs. */
-export interface GatewayHandles {
+interface GatewayHandles {
   skills: SkillDirectory;
   payments: PaymentService;
   x402: X402Payments;

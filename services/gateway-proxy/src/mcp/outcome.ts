@@ -15,9 +15,9 @@ import { X402Authorizations } from '../x402/mechanisms/exact-evm/authorizations'
  * and body (the payment's transaction, the retry window, whether it is refunded when the window closes unserved,
  * and where its outcome and refund are followed).
  */
-export const UNSERVED_META = 'paygate/unserved';
+const UNSERVED_META = 'paygate/unserved';
 
-export interface UnservedCall {
+interface UnservedCall {
   /** The paid route's status; null when its answer never came back (the call's state then says where it is). */
   status: number | null;
   /** The claim's state when read from the gateway's record: in_flight, retryable or unserved. */

@@ -37,16 +37,16 @@ import { answerMeta, type OutcomeSources, recordedMeta } from './outcome';
 import { requestFor, skillNameOf, toolsOf } from './tools';
 
 /** Where the gateway serves MCP (streamable HTTP, stateless: every POST is a whole exchange). */
-export const MCP_PATH = '/api/v1/mcp';
+const MCP_PATH = '/api/v1/mcp';
 /** Skills per `tools/list` page (MCP's cursor pagination). */
 const SKILLS_PER_PAGE = 50;
 /** The most of a seller's error answer (or of a 402 without requirements) a tool call reads: its message. */
 const MAX_ERROR_TEXT_BYTES = 16 * 1024;
 /** `_meta` keys of a result whose answer was cut at the byte cap. */
-export const TRUNCATED_META = 'paygate/truncated';
-export const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
+const TRUNCATED_META = 'paygate/truncated';
+const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
-export interface McpDependencies extends OutcomeSources {
+interface McpDependencies extends OutcomeSources {
   db: Kysely<GatewayDatabase>;
   /** A skill by name (the gateway's projection, cached). */
   skillByName(name: string): Promise<SkillSnapshot | undefined>;

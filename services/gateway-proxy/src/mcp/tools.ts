@@ -7,7 +7,7 @@ import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
  * (MCP tool names: 1–128 of `A-Za-z0-9_.-`), whose arguments are the path's parameters, `query` and, for methods
  * with a body, `body`. A call becomes the same HTTP request an agent would send to the paid URL.
  */
-export interface McpTool {
+interface McpTool {
   name: string;
   description: string;
   inputSchema: { type: 'object'; properties: Record<string, unknown>; required: string[] };
@@ -18,7 +18,7 @@ const TOOL_NAME_MAX = 128;
 const SEPARATOR = '__';
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
 /** The `:name` segments of an endpoint path (each matches one path segment; see skills/projection.ts). */
-export function pathParameters(path: string): string[] {
+function pathParameters(path: string): string[] {
   return path
     .split('/')
     .filter((segment) => segment.startsWith(':') && segment.length > 1)
@@ -35,7 +35,7 @@ function slug(path: string): string {
 }
 
 /** The tool's name: readable where it fits, else the endpoint's id (always unique and short enough). */
-export function toolName(skill: Pick<SkillSnapshot, 'name'>, endpoint: EndpointSnapshot): string {
+function toolName(skill: Pick<SkillSnapshot, 'name'>, endpoint: EndpointSnapshot): string {
   const readable = `${skill.name}${SEPARATOR}${endpoint.method.toLowerCase()}_${slug(endpoint.path) || 'root'}`;
   return readable.length <= TOOL_NAME_MAX ? readable : `${skill.name}${SEPARATOR}${endpoint.endpointId}`;
 }

@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 import type { GatewayContext, GatewayDatabase } from '../db';
 
 /** Payers one seller may block, at most (each replica holds every seller's list in memory). */
-export const MAX_BLOCKED_PER_SELLER = 10_000;
+const MAX_BLOCKED_PER_SELLER = 10_000;
 const REFRESH_MS = 2_000;
 
 /** The check the paid call asks, in memory (no Postgres on the hot path). */

@@ -11,7 +11,7 @@ export type SellerFailure =
   | { outcome: 'error_status'; status: number }
   | { outcome: 'timeout' | 'unreachable' | 'misconfigured' };
 
-export interface CallOutcomeSettings {
+interface CallOutcomeSettings {
   retryWindowSeconds: number;
   now: () => Date;
 }

@@ -10,7 +10,7 @@ import type { PaymentFailure } from './failures';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
 import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
 
-export type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
+export type { PaymentClaim, PresentOutcome, Purchase, Verified } from './types';
 
 /**
  * Accepts payment proofs: checks them, proves them on chain, and claims `network:txHash` with a unique

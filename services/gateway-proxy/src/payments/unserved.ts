@@ -6,12 +6,12 @@ import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
 import { attemptsLiveAfter } from './claim-rows';
 
 /** Replicas compare the window with their own clocks (reopenForRetry): a claim is closed this long after it. */
-export const CLOSE_MARGIN_MS = 5_000;
+const CLOSE_MARGIN_MS = 5_000;
 const INTERVAL_MS = 2_000;
 /** Claims closed per pass, at most; the rest on the next. */
 const CLOSE_BATCH = 200;
 
-export interface UnservedSettings {
+interface UnservedSettings {
   now: () => Date;
   retryWindowSeconds: number;
   upstreamTimeoutMs: number;

@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  * Then it fetches the resource and shows it as text (never as HTML: a seller's answer must not run in this origin).
  * API clients keep getting the JSON 402.
  */
-export interface PaywallOffer {
+interface PaywallOffer {
   title: string;
   description: string;
   /** Decimal USDC ("0.05"). */
@@ -71,7 +71,7 @@ export function sendPaywallPage(
   res.end(body);
 }
 
-export function renderPaywallPage(offer: PaywallOffer, nonce: string): string {
+function renderPaywallPage(offer: PaywallOffer, nonce: string): string {
   const price = `${escapeHtml(offer.price)} USDC`;
   return `<!doctype html>
 <html lang="en">

@@ -51,7 +51,7 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   'upgrade',
 ]);
 
-export interface ForwardTarget {
+interface ForwardTarget {
   clientIp: string;
   /** Raw bytes of a body already read (express.json); otherwise the request stream is read here. */
   rawBody?: Buffer;
@@ -96,7 +96,7 @@ export interface ForwardOptions {
 /** Connections kept per seller origin. */
 export const FORWARD_CONNECTIONS_PER_ORIGIN = 256;
 
-export function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
+function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const name in incoming) {
     const value = incoming[name];

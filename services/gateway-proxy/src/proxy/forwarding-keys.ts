@@ -20,7 +20,7 @@ interface Entry {
   freshUntilMs: number;
 }
 
-export interface ForwardingKeysOptions {
+interface ForwardingKeysOptions {
   /** Longest wait for the registry's answer. */
   timeoutMs: number;
   /** How long a learnt key (or the absence of one) is used before it is asked again. */

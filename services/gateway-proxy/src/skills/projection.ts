@@ -76,7 +76,7 @@ export class SkillDirectory {
  * Endpoint paths may hold `:param` segments that match one non-empty path segment. A segment that is, or
  * decodes to, `.` or `..` never matches a parameter: the seller could resolve it to another (unpaid) path.
  */
-export function endpointMatches(pattern: string, path: string): boolean {
+function endpointMatches(pattern: string, path: string): boolean {
   if (pattern === path) return true;
   if (!pattern.includes(':')) return false;
   const a = pattern.split('/');

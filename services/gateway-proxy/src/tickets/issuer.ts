@@ -17,7 +17,7 @@ interface TicketPurchase {
 }
 
 /** The claims of a Paygate ticket; the seller middleware checks every one of them. */
-export interface TicketClaims extends TicketPurchase {
+interface TicketClaims extends TicketPurchase {
   iss: string;
   /** The payer's wallet. */
   sub: string;
@@ -28,7 +28,7 @@ export interface TicketClaims extends TicketPurchase {
   exp: number;
 }
 
-export interface IssueTicketInput extends TicketPurchase {
+interface IssueTicketInput extends TicketPurchase {
   payer: string;
   /** A subscription's ticket never outlives the subscription. */
   notAfter: Date | null;

@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../db';
 import { TicketKeyError } from '../errors';
 
-export interface PublicJwk {
+interface PublicJwk {
   kty: 'EC';
   crv: 'P-256';
   x: string;
@@ -15,7 +15,7 @@ export interface PublicJwk {
   use: 'sig';
 }
 
-export interface SigningKey {
+interface SigningKey {
   kid: string;
   privateKey: KeyObject;
 }

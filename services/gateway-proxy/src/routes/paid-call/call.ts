@@ -80,7 +80,7 @@ export interface Call {
 }
 
 /** A paid skill URL split into the skill's name, the endpoint path and the query (with its '?'). */
-export interface SkillUrl {
+interface SkillUrl {
   name: string;
   path: string;
   query: string;

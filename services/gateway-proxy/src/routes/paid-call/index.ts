@@ -72,7 +72,7 @@ type TimedResponse = ServerResponse & { [STARTED_AT]?: number };
  * Postgres away or a bus service silent is a 503 with Retry-After, a rate limit a 429); the call itself is
  * `paidCall`.
  */
-export function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res: ServerResponse) => void {
+function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const route = `${SKILLS_PREFIX}/:skill/*`;
   const duration = deps.metrics.httpDuration;
   // One listener function for every response (no per-request closure): the start time rides on the response.

@@ -12,7 +12,7 @@ import {
 } from '../../skills/projection';
 import { type Call, type PaidCallDeps, SKILLS_PREFIX, sendError } from './call';
 
-export interface SellerBase {
+interface SellerBase {
   /** scheme://host[:port], what the connection pool is keyed by. */
   origin: string;
   pathPrefix: string;
