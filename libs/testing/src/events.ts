@@ -37,7 +37,7 @@ interface SchemaNode {
 }
 
 /** A fixed instant, so samples are the same from run to run (override the time fields a test depends on). */
-export const SAMPLE_TIME = '2026-01-01T00:00:00.000Z';
+const SAMPLE_TIME = '2026-01-01T00:00:00.000Z';
 
 // Candidates tried in order against a string's pattern: the contracts' address, hash and amount primitives.
 const PATTERN_CANDIDATES = [
@@ -136,7 +136,7 @@ export function eventDataOf<S extends Subject>(
   return { ...sample, ...overrides } as EventData<S>;
 }
 
-export interface EventOptions {
+interface EventOptions {
   /** Default: the subject's first owner (the contracts refuse a producer that does not own the subject). */
   producer?: ServiceName;
   occurredAt?: Date;

@@ -12,7 +12,7 @@ export { documentedOperationNames, documentedOperations, expectApiContract } fro
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
-export { type EventOptions, eventDataOf, eventOf, SAMPLE_TIME, SampleError, sampleOf } from './events';
+export { eventDataOf, eventOf, SampleError, sampleOf } from './events';
 export {
   type HarnessOptions,
   type HarnessSetup,
