@@ -1,37 +1,8 @@
-import type { Bus } from '@paygate/bus';
-import { formatAddress, usdcAbi } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
-import {
-  loadConfig as loadLedgerConfig,
-  type RunningEscrowLedger,
-  startEscrowLedger,
-} from '@paygate/escrow-ledger';
-import { parseUsdc } from '@paygate/money';
-import {
-  createTestEnvironment,
-  fundTestWallets,
-  mine,
-  minedReceipt,
-  openSchema,
-  reorg,
-  serveSellersForTests,
-  type TestEnvironment,
-  testSigner,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import { Contract } from 'ethers';
-import { type Kysely, sql } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
-import {
-  bookPayment,
-  publishEvent,
-  sellerUpdated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-} from './helpers';
+import { formatAddress } from '@paygate/chain';
+import { mine, reorg, serveSellersForTests, TestClock, testWallets, waitFor } from '@paygate/testing';
+import { sql } from 'kysely';
+import { payIntoEscrow, useSettlementHarness } from './harness';
+import { publishEvent, sellerUpdated } from './helpers';
 
 const OPERATOR_TOKEN = 'deep-reorg-operator-token-0123';
 const SELLER_KEY = 'sk_test_deep_reorg_seller_0001';
@@ -44,26 +15,16 @@ const sellerId = 'sel_deep_reorg';
  * holds the payout once and the ledger equals the chain. Real anvil (`anvil_reorg`), Postgres, NATS, ledger.
  */
 describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: RunningEscrowLedger;
-  let settlement: RunningSettlement;
-  let ledgerDb: Kysely<any>;
-  let db: Kysely<SettlementDB>;
-  const now = new Date('2026-12-01T10:00:00Z');
+  const h = useSettlementHarness('deepreorg', {
+    escrowFunds: null,
+    buyerFunds: '100',
+    clock: new TestClock('2026-12-01T10:00:00Z'),
+    overrides: { OPERATOR_TOKEN, TRANSFER_POLL_INTERVAL_MS: '100' },
+    escrowLedger: { OPERATOR_TOKEN, RELEASE_INTERVAL_MS: '200' },
+  });
 
   beforeAll(async () => {
-    env = await createTestEnvironment('deepreorg');
-    chain = await startTestChain(null);
-    await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
-      amountMicro: parseUsdc('100'),
-      roles: ['buyer'],
-    });
-    bus = await env.bus();
-    await serveSellersForTests(bus, {
+    const sellers = await serveSellersForTests(h.bus, {
       [SELLER_KEY]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -72,91 +33,30 @@ describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
         apiKeyVersion: 1,
       },
     });
-    ledger = await startEscrowLedger({
-      ...loadLedgerConfig(
-        env.envFor('escrow-ledger', {
-          OPERATOR_TOKEN,
-          RELEASE_INTERVAL_MS: '200',
-          CHAIN_RPC_URL: chain.anvil.rpcUrl,
-          USDC_ADDRESS: chain.usdcAddress,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-        }),
-      ),
-      now: () => now,
-    });
-    settlement = await startSettlement(
-      loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN, TRANSFER_POLL_INTERVAL_MS: '100' })),
-      { now: () => now },
-    );
-    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await settlement?.stop();
-    await ledger?.stop();
-    await ledgerDb?.destroy();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
+    h.onStop(() => sellers.stop());
   });
 
   /** The buyer pays escrow on chain; the indexer reports it and the gateway's claim books it (0 h hold). */
-  const pay = async (amount: string) => {
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('buyer', chain.anvil.provider));
-    const receipt = await minedReceipt(
-      await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount)),
-    );
-    const common = {
-      chainId: chain.anvil.chainId,
-      network: 'local' as const,
-      txHash: receipt.hash.toLowerCase(),
-      logIndex: receipt.logs[0]!.index,
-      token: formatAddress(chain.usdcAddress),
-      amount,
-    };
-    await publishEvent(
-      bus,
-      createEvent('transfer.observed', 'chain-indexer', {
-        ...common,
-        blockNumber: receipt.blockNumber,
-        blockHash: receipt.blockHash,
-        from: testWallets.buyer.address,
-        to: testWallets.escrow.address,
-        confirmations: 1,
-        observedAt: now.toISOString(),
-      }),
-    );
-    await bookPayment(bus, { ...common, payer: testWallets.buyer.address, sellerId, holdPeriodHours: 0 });
-    return waitFor(
-      async () => {
-        const row = (
-          await sql<any>`select * from transactions where tx_hash = ${common.txHash}`.execute(ledgerDb)
-        ).rows[0];
-        return row?.escrow_status === 'available' && row;
-      },
-      { timeoutMs: 20_000, message: 'payment booked and released by the ledger' },
-    );
-  };
+  const pay = (amount: string) => payIntoEscrow(h, { amount, sellerId, released: true });
 
   const reconciliation = async () =>
-    (await fetch(`${ledger.url}/api/v1/reconciliation`, {
+    (await fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     }).then((r) => r.json())) as { balanced: boolean; chainBalance: string; ledgerBalance: string };
 
   it('sends the same signed payout again: the seller is paid once, the ledger books nothing more and equals the chain', async () => {
-    const provider = chain.anvil.provider;
+    const provider = h.chain.anvil.provider;
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(sellerId, { settlementFrequency: 'DAILY', minimumSettlement: '1' }),
     );
     await waitFor(() =>
-      db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
+      h.db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
     );
     await pay('20');
-    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+    const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
 
-    const settled = await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+    const settled = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
       body: JSON.stringify({ sellerId, waitMs: 20_000 }),
@@ -167,13 +67,13 @@ describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
       async () =>
         (
           await sql<any>`select status from payout_reservations where settlement_id = ${settlementId}`.execute(
-            ledgerDb,
+            h.ledgerDb,
           )
         ).rows[0]?.status === 'completed',
       { timeoutMs: 20_000, message: 'the ledger never booked the payout' },
     );
     const payout = () =>
-      db
+      h.db
         .selectFrom('outgoing_transfers')
         .selectAll()
         .where('idempotency_key', '=', settlementId)
@@ -192,7 +92,7 @@ describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
     // The payout's block and every one after it replaced; the payment into escrow stays (an earlier block).
     await reorg(provider, depth);
     expect(await provider.getTransactionReceipt(txHash)).toBeNull();
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore);
+    expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore);
 
     const remined = await waitFor(
       async () => {
@@ -210,8 +110,8 @@ describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
     expect((await payout()).reorg_rebroadcasts).toBeGreaterThanOrEqual(1);
 
     // Once on chain, once in the ledger, and the books equal the chain (20 in, 19 out).
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 19_000_000n);
-    expect(await chain.transfersFromEscrow()).toEqual([
+    expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 19_000_000n);
+    expect(await h.chain.transfersFromEscrow()).toEqual([
       {
         to: formatAddress(testWallets.seller.address),
         amountMicro: 19_000_000n,
@@ -219,7 +119,7 @@ describe('a payout dropped by a reorg deeper than settlement’s watch', () => {
       },
     ]);
     const payoutEntries = await sql<any>`select count(*)::int as n from journal_entries
-        where idempotency_key = ${`payout:${settlementId}`}`.execute(ledgerDb);
+        where idempotency_key = ${`payout:${settlementId}`}`.execute(h.ledgerDb);
     expect(payoutEntries.rows[0].n).toBe(1);
     expect(await reconciliation()).toMatchObject({ balanced: true, chainBalance: '1', ledgerBalance: '1' });
   });

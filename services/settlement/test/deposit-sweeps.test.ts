@@ -1,23 +1,11 @@
-import type { Bus } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
-import { createEvent, type DepositHoldingsReply, type EventData } from '@paygate/contracts';
+import type { DepositHoldingsReply, EventData } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
-import {
-  createTestEnvironment,
-  fundTestWallets,
-  mine,
-  minedReceipt,
-  openSchema,
-  setAutomine,
-  type TestEnvironment,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
+import { eventOf, mine, minedReceipt, setAutomine, testWallets, waitFor } from '@paygate/testing';
 import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
-import { publishEvent, settlementEnv, startTestChain, type TestChain } from './helpers';
+import { sql } from 'kysely';
+import { useSettlementHarness } from './harness';
+import { publishEvent } from './helpers';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -29,29 +17,25 @@ const depositKeys = HDNodeWallet.fromMnemonic(
 );
 
 /**
- * Session deposit addresses swept into escrow by settlement (security issue, point 3): the address's derived
- * key signs an EIP-3009 authorization of its balance to escrow and the relayer submits it, so neither the buyer
- * nor the address needs ETH; exactly once (a crash between signing and mining sends nothing twice); dust below
- * CHECKOUT_SWEEP_MIN_MICRO waits and is still listed for reconciliation. Real anvil, TestUSDC, Postgres, NATS.
+ * Session deposit addresses swept into escrow by settlement: the address's derived key signs an EIP-3009
+ * authorization of its balance to escrow and the relayer submits it, so neither the buyer nor the address needs ETH;
+ * exactly once (a crash between signing and mining sends nothing twice); dust below CHECKOUT_SWEEP_MIN_MICRO
+ * waits and is still listed for reconciliation. Real anvil, TestUSDC, Postgres, NATS.
  */
 describe('settlement sweeps session deposit addresses into escrow through the relayer', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let service: RunningSettlement | undefined;
-  let db: Kysely<SettlementDB>;
+  const h = useSettlementHarness('depositsweep', {
+    escrowFunds: null,
+    buyerFunds: '100',
+    overrides: {
+      RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+      TRANSFER_POLL_INTERVAL_MS: '100',
+      CHECKOUT_SWEEP_INTERVAL_MS: '200',
+    },
+  });
   let usdc: Contract;
   let nextIndex = 500;
   let block = 1_000;
 
-  const settlementConfig = () =>
-    loadConfig(
-      settlementEnv(env, chain, {
-        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-        TRANSFER_POLL_INTERVAL_MS: '100',
-        CHECKOUT_SWEEP_INTERVAL_MS: '200',
-      }),
-    );
   const balanceOf = async (address: string) => BigInt(await usdc.getFunction('balanceOf')(address));
   const newDeposit = () => {
     const index = nextIndex++;
@@ -61,12 +45,12 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   /** What checkout publishes when it gives a session the address. */
   const assign = (deposit: { index: number; address: string }) =>
     publishEvent(
-      bus,
-      createEvent('deposit.address_assigned', 'checkout', {
+      h.bus,
+      eventOf('deposit.address_assigned', {
         sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
         address: deposit.address,
         derivationIndex: deposit.index,
-        chainId: chain.anvil.chainId,
+        chainId: h.chain.anvil.chainId,
         assignedAt: new Date().toISOString(),
         watchUntil: new Date(Date.now() + 86_400_000).toISOString(),
       }),
@@ -76,7 +60,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   const observe = async (txHash: string, to: string, amountMicro: bigint) => {
     block++;
     const observed: EventData<'transfer.observed'> = {
-      chainId: chain.anvil.chainId,
+      chainId: h.chain.anvil.chainId,
       network: 'local',
       txHash,
       logIndex: 0,
@@ -84,17 +68,17 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       blockHash: `0x${block.toString(16).padStart(64, '0')}`,
       from: testWallets.buyer.address,
       to,
-      token: formatAddress(chain.usdcAddress),
+      token: formatAddress(h.chain.usdcAddress),
       amount: formatUsdc(amountMicro),
       confirmations: 1,
       observedAt: new Date().toISOString(),
     };
-    await publishEvent(bus, createEvent('transfer.observed', 'chain-indexer', observed));
+    await publishEvent(h.bus, eventOf('transfer.observed', observed));
   };
 
   /** A buyer pays the address on chain, and the indexer reports it. */
   const pay = async (to: string, amountMicro: bigint) => {
-    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+    const buyer = new Wallet(testWallets.buyer.privateKey, h.chain.anvil.provider);
     const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(to, amountMicro);
     await minedReceipt(tx);
     await observe(tx.hash as string, to, amountMicro);
@@ -102,9 +86,9 @@ describe('settlement sweeps session deposit addresses into escrow through the re
 
   /** Every USDC transfer from `from` to escrow on chain: the ground truth for exactly once. */
   const sweepsOnChain = async (from: string) => {
-    const head = await chain.anvil.provider.getBlockNumber();
-    const logs = await getTransferLogs(chain.anvil.provider, {
-      token: chain.usdcAddress,
+    const head = await h.chain.anvil.provider.getBlockNumber();
+    const logs = await getTransferLogs(h.chain.anvil.provider, {
+      token: h.chain.usdcAddress,
       fromBlock: 0,
       toBlock: head,
       maxRangeBlocks: 10_000,
@@ -113,34 +97,16 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   };
 
   const holdings = async (): Promise<DepositHoldingsReply> => {
-    const reply = await bus.nc.request(
-      bus.rpcSubject('settlement.deposit_holdings'),
+    const reply = await h.bus.nc.request(
+      h.bus.rpcSubject('settlement.deposit_holdings'),
       encoder.encode(JSON.stringify({ limit: 100 })),
       { timeout: 10_000 },
     );
     return JSON.parse(decoder.decode(reply.data)) as DepositHoldingsReply;
   };
 
-  beforeAll(async () => {
-    env = await createTestEnvironment('depositsweep');
-    chain = await startTestChain(null);
-    await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
-      amountMicro: 100_000_000n,
-      roles: ['buyer'],
-    });
-    usdc = new Contract(chain.usdcAddress, usdcAbi, chain.anvil.provider);
-    bus = await env.bus();
-    service = await startSettlement(settlementConfig());
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await service?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
+  beforeAll(() => {
+    usdc = new Contract(h.chain.usdcAddress, usdcAbi, h.chain.anvil.provider);
   });
 
   it('sweeps what a session address received into escrow once; the address holds no ETH and the buyer pays no gas for it', async () => {
@@ -153,14 +119,14 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       timeoutMs: 30_000,
     });
     expect(await balanceOf(ESCROW)).toBe(escrowBefore + 2_500_000n);
-    expect(await chain.anvil.provider.getBalance(deposit.address)).toBe(0n);
+    expect(await h.chain.anvil.provider.getBalance(deposit.address)).toBe(0n);
     const swept = await sweepsOnChain(deposit.address);
     expect(swept.map((l) => l.amountMicro)).toEqual([2_500_000n]);
     // Seen empty after the sweep: off the list reconciliation reads.
     await waitFor(async () => !(await holdings()).addresses.includes(deposit.address), {
       message: 'swept address no longer held',
     });
-    const sweeps = await db
+    const sweeps = await h.db
       .selectFrom('deposit_sweeps')
       .selectAll()
       .where('address', '=', deposit.address.toLowerCase())
@@ -171,11 +137,11 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   });
 
   it('one sweeper per schema: a sweeper of another deployment in the same database does not hold this one back', async () => {
-    const schema = env.schemaFor('settlement');
+    const schema = h.env.schemaFor('settlement');
     const passWhileHeld = (lockName: string) =>
-      db.transaction().execute(async (trx) => {
+      h.db.transaction().execute(async (trx) => {
         await sql`select pg_advisory_xact_lock(hashtextextended(${lockName}, 0))`.execute(trx);
-        return (await service!.depositSweeper.runPass()).leader;
+        return (await h.service!.depositSweeper.runPass()).leader;
       });
     // Another schema's sweeper, and the name every deployment shared before: both left this one without a pass.
     // (Asked until it leads: this service's own timed pass may hold the lock at that moment.)
@@ -196,7 +162,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
     await waitFor(
       async () =>
         (
-          await db
+          await h.db
             .selectFrom('deposit_addresses')
             .select(['check_due_at', 'last_balance_micro'])
             .where('address', '=', deposit.address.toLowerCase())
@@ -219,19 +185,19 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   it('a sweep signed and broadcast but not mined when settlement stops is not sent again by the next process', async () => {
     const deposit = newDeposit();
     await assign(deposit);
-    await setAutomine(chain.anvil.provider, false);
+    await setAutomine(h.chain.anvil.provider, false);
     try {
       // The buyer's transfer must be mined to be observed: one block by hand.
-      const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+      const buyer = new Wallet(testWallets.buyer.privateKey, h.chain.anvil.provider);
       const tx = await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 3_000_000n);
-      await mine(chain.anvil.provider, 1);
+      await mine(h.chain.anvil.provider, 1);
       await minedReceipt(tx);
       await observe(tx.hash as string, deposit.address, 3_000_000n);
       // Signed, recorded and broadcast; not mined (automine is off).
       await waitFor(
         async () =>
           (
-            await db
+            await h.db
               .selectFrom('relayed_authorizations')
               .select('status')
               .where('payer', '=', deposit.address.toLowerCase())
@@ -239,21 +205,21 @@ describe('settlement sweeps session deposit addresses into escrow through the re
           )?.status === 'broadcast',
         { message: 'sweep broadcast', timeoutMs: 30_000 },
       );
-      await service!.stop();
-      service = await startSettlement(settlementConfig());
+      await h.service!.stop();
+      await h.start();
       // The new process finds the open sweep (a pass of its own has run) and signs nothing new: the relayer
       // holds the recorded transaction, which is then mined.
-      await waitFor(async () => (await service!.depositSweeper.runPass()).leader, {
+      await waitFor(async () => (await h.service!.depositSweeper.runPass()).leader, {
         message: 'a sweeper pass of the new process',
       });
-      await mine(chain.anvil.provider, 2);
+      await mine(h.chain.anvil.provider, 2);
     } finally {
-      await setAutomine(chain.anvil.provider, true);
+      await setAutomine(h.chain.anvil.provider, true);
     }
     await waitFor(
       async () =>
         (
-          await db
+          await h.db
             .selectFrom('deposit_sweeps')
             .select('status')
             .where('address', '=', deposit.address.toLowerCase())
@@ -261,18 +227,18 @@ describe('settlement sweeps session deposit addresses into escrow through the re
         )?.status === 'confirmed',
       { message: 'sweep confirmed after the restart', timeoutMs: 30_000 },
     );
-    await mine(chain.anvil.provider, 3);
+    await mine(h.chain.anvil.provider, 3);
     expect((await sweepsOnChain(deposit.address)).map((l) => l.amountMicro)).toEqual([3_000_000n]);
     expect(await balanceOf(deposit.address)).toBe(0n);
     expect(
-      await db
+      await h.db
         .selectFrom('relayed_authorizations')
         .select('id')
         .where('payer', '=', deposit.address.toLowerCase())
         .execute(),
     ).toHaveLength(1);
     expect(
-      await db
+      await h.db
         .selectFrom('deposit_sweeps')
         .select('sweep_id')
         .where('address', '=', deposit.address.toLowerCase())
@@ -283,13 +249,13 @@ describe('settlement sweeps session deposit addresses into escrow through the re
   it('a sweep recorded but never submitted (a crash right after signing) is submitted as recorded, once', async () => {
     const deposit = newDeposit();
     await assign(deposit);
-    const buyer = new Wallet(testWallets.buyer.privateKey, chain.anvil.provider);
+    const buyer = new Wallet(testWallets.buyer.privateKey, h.chain.anvil.provider);
     await minedReceipt(
       await (usdc.connect(buyer) as Contract).getFunction('transfer')(deposit.address, 1_000_000n),
     );
     await waitFor(
       () =>
-        db
+        h.db
           .selectFrom('deposit_addresses')
           .select('derivation_index')
           .where('address', '=', deposit.address.toLowerCase())
@@ -298,7 +264,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       { message: 'assignment consumed' },
     );
     // What a process that died right after recording leaves behind (no transfer.observed: nothing else is due).
-    const recorded = await service!.depositSweeper.record(
+    const recorded = await h.service!.depositSweeper.record(
       deposit.address.toLowerCase(),
       deposit.index,
       1_000_000n,
@@ -308,7 +274,7 @@ describe('settlement sweeps session deposit addresses into escrow through the re
       message: 'recorded sweep submitted',
       timeoutMs: 30_000,
     });
-    const relayed = await db
+    const relayed = await h.db
       .selectFrom('relayed_authorizations')
       .select(['auth_nonce', 'signature'])
       .where('payer', '=', deposit.address.toLowerCase())

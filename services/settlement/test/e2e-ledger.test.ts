@@ -1,45 +1,25 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import type { Bus } from '@paygate/bus';
-import { formatAddress, usdcAbi } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
-import {
-  loadConfig as loadLedgerConfig,
-  type RunningEscrowLedger,
-  startEscrowLedger,
-} from '@paygate/escrow-ledger';
+import { formatAddress } from '@paygate/chain';
 import { parseUsdc } from '@paygate/money';
 import {
-  createTestEnvironment,
   fundTestWallets,
   increaseTime,
-  minedReceipt,
-  openSchema,
   serveSellersForTests,
-  type TestEnvironment,
-  testSigner,
+  TestClock,
   testWallets,
   waitFor,
 } from '@paygate/testing';
-import { Contract } from 'ethers';
-import { type Kysely, sql } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
+import { sql } from 'kysely';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
-import {
-  bookPayment,
-  publishEvent,
-  sellerUpdated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-} from './helpers';
+import { payIntoEscrow, useSettlementHarness } from './harness';
+import { publishEvent, sellerUpdated } from './helpers';
 
 const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'e2e-operator-token-0123456789';
 const SELLER_KEY = 'sk_test_e2e_ledger_seller_01';
 const sellerId = 'sel_e2e';
-/** A fresh seller that pays its own skill and tries to refund itself after its payout (issue point 1). */
+/** A fresh seller that pays its own skill and tries to refund itself after its payout. */
 const ATTACKER_KEY = 'sk_test_e2e_ledger_attacker_1';
 const attackerId = 'sel_attacker';
 const TREASURY = testWallets.platform.address;
@@ -50,74 +30,39 @@ const TREASURY = testWallets.platform.address;
  * ledger reconciling with the chain at the end.
  */
 describe('settlement + escrow-ledger end to end', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: RunningEscrowLedger;
-  let settlement: RunningSettlement;
-  let ledgerDb: Kysely<any>;
-  let db: Kysely<SettlementDB>;
-  let now = new Date('2026-12-01T10:00:00Z');
+  // escrow holds only what buyers pay into it
+  const h = useSettlementHarness('stle2e', {
+    escrowFunds: null,
+    buyerFunds: '100',
+    clock: new TestClock('2026-12-01T10:00:00Z'),
+    overrides: { OPERATOR_TOKEN, TREASURY_ADDRESS: TREASURY },
+    escrowLedger: { OPERATOR_TOKEN, RELEASE_INTERVAL_MS: '200' },
+  });
 
   const nextDay = async () => {
-    now = new Date(now.getTime() + DAY_MS);
-    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+    h.clock.advance(DAY_MS);
+    await increaseTime(h.chain.anvil.provider, DAY_MS / 1000);
   };
 
   /** The buyer pays the escrow wallet on chain; the indexer and the gateway say so. */
-  const pay = async (
+  const pay = (
     amount: string,
     holdPeriodHours: number,
     by: { sellerId: string; payer: 'buyer' | 'stranger' } = { sellerId, payer: 'buyer' },
-  ) => {
-    const payer = testWallets[by.payer].address;
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner(by.payer, chain.anvil.provider));
-    const tx = await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount));
-    const receipt = await minedReceipt(tx);
-    const log = receipt.logs[0];
-    const common = {
-      chainId: chain.anvil.chainId,
-      network: 'local' as const,
-      txHash: receipt.hash.toLowerCase(),
-      logIndex: log!.index,
-      token: formatAddress(chain.usdcAddress),
-      amount,
-    };
-    await publishEvent(
-      bus,
-      createEvent('transfer.observed', 'chain-indexer', {
-        ...common,
-        blockNumber: receipt.blockNumber,
-        blockHash: receipt.blockHash,
-        from: payer,
-        to: testWallets.escrow.address,
-        confirmations: 1,
-        observedAt: now.toISOString(),
-      }),
-    );
-    await bookPayment(bus, { ...common, payer: payer, sellerId: by.sellerId, holdPeriodHours });
-    return waitFor(
-      async () =>
-        (await sql<any>`select * from transactions where tx_hash = ${common.txHash}`.execute(ledgerDb))
-          .rows[0],
-      { message: 'payment booked by the ledger' },
-    );
-  };
+  ) => payIntoEscrow(h, { amount, holdPeriodHours, ...by });
+
   const escrowStatusOf = async (transactionId: string) =>
-    (await sql<any>`select escrow_status from transactions where id = ${transactionId}`.execute(ledgerDb))
+    (await sql<any>`select escrow_status from transactions where id = ${transactionId}`.execute(h.ledgerDb))
       .rows[0]?.escrow_status;
 
   beforeAll(async () => {
-    env = await createTestEnvironment('stle2e');
-    chain = await startTestChain(null); // escrow holds only what buyers pay into it
     await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
+      rpcUrl: h.chain.anvil.rpcUrl,
+      usdcAddress: h.chain.usdcAddress,
       amountMicro: parseUsdc('100'),
-      roles: ['buyer', 'stranger'],
+      roles: ['stranger'],
     });
-    bus = await env.bus();
-    await serveSellersForTests(bus, {
+    const sellers = await serveSellersForTests(h.bus, {
       [SELLER_KEY]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -133,53 +78,27 @@ describe('settlement + escrow-ledger end to end', () => {
         apiKeyVersion: 1,
       },
     });
-    ledger = await startEscrowLedger({
-      ...loadLedgerConfig(
-        env.envFor('escrow-ledger', {
-          OPERATOR_TOKEN,
-          RELEASE_INTERVAL_MS: '200',
-          CHAIN_RPC_URL: chain.anvil.rpcUrl,
-          USDC_ADDRESS: chain.usdcAddress,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-        }),
-      ),
-      now: () => now,
-    });
-    settlement = await startSettlement(
-      loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN, TREASURY_ADDRESS: TREASURY })),
-      { now: () => now },
-    );
-    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
+    h.onStop(() => sellers.stop());
   });
 
-  afterAll(async () => {
-    await settlement?.stop();
-    await ledger?.stop();
-    await ledgerDb?.destroy();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
-  });
-
-  it('accumulates below the minimum, pays out the 95% share, refunds on chain, and reconciles', async () => {
+  it('accumulates below the minimum, pays out the 95% share, refunds on h.chain, and reconciles', async () => {
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(sellerId, { settlementFrequency: 'DAILY', minimumSettlement: '10' }),
     );
     await waitFor(() =>
-      db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
+      h.db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
     );
 
     // Day 1: $8 paid, $7.60 available to the seller: below the minimum, skipped.
     const first = await pay('8', 0);
     await waitFor(async () => (await escrowStatusOf(first.id)) === 'available', { message: 'hold released' });
     await nextDay();
-    await settlement.scheduler.runOnce();
+    await h.service.scheduler.runOnce();
     // The ledger decides the due settlement in its own transaction and answers by event.
     const skipped = await waitFor(
       async () =>
-        (await db.selectFrom('settlements').selectAll().where('status', '<>', 'pending').execute())[0],
+        (await h.db.selectFrom('settlements').selectAll().where('status', '<>', 'pending').execute())[0],
       { message: 'the ledger decided the settlement' },
     );
     expect(skipped).toMatchObject({
@@ -193,22 +112,22 @@ describe('settlement + escrow-ledger end to end', () => {
     await waitFor(async () => (await escrowStatusOf(second.id)) === 'available', {
       message: 'hold released',
     });
-    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+    const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
     await nextDay();
-    await settlement.scheduler.runOnce();
+    await h.service.scheduler.runOnce();
     const paid = await waitFor(
       async () =>
-        (await db.selectFrom('settlements').selectAll().where('status', '=', 'completed').execute())[0],
+        (await h.db.selectFrom('settlements').selectAll().where('status', '=', 'completed').execute())[0],
       { timeoutMs: 20_000, message: 'payout completed' },
     );
     expect(paid.amount_micro).toBe(11_400_000n);
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 11_400_000n);
+    expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 11_400_000n);
     // The ledger consumed settlement.completed: the reservation is completed, the money settled.
     await waitFor(
       async () =>
         (
           await sql<any>`select status from payout_reservations where settlement_id = ${paid.settlement_id}`.execute(
-            ledgerDb,
+            h.ledgerDb,
           )
         ).rows[0]?.status === 'completed',
       { message: 'ledger booked the payout' },
@@ -216,30 +135,30 @@ describe('settlement + escrow-ledger end to end', () => {
 
     // A held payment refunded by the seller: the ledger books it, settlement sends it back to the buyer.
     const third = await pay('10', 24);
-    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    const refund = await fetch(`${ledger.url}/api/v1/refunds`, {
+    const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
+    const refund = await fetch(`${h.escrowLedger.url}/api/v1/refunds`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${SELLER_KEY}` },
       body: JSON.stringify({ transactionId: third.id, amount: '10', reason: 'customer asked' }),
     });
     expect(refund.status).toBe(201);
     await waitFor(
-      async () => (await db.selectFrom('refunds').selectAll().executeTakeFirst())?.status === 'completed',
+      async () => (await h.db.selectFrom('refunds').selectAll().executeTakeFirst())?.status === 'completed',
       {
         timeoutMs: 20_000,
         message: 'refund sent',
       },
     );
-    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 10_000_000n);
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 10_000_000n);
     await waitFor(
       async () =>
-        (await sql<any>`select status from refunds where transaction_id = ${third.id}`.execute(ledgerDb))
+        (await sql<any>`select status from refunds where transaction_id = ${third.id}`.execute(h.ledgerDb))
           .rows[0]?.status === 'completed',
       { message: 'ledger completed the refund' },
     );
 
     // The books match the chain: 22 paid in, 11.40 paid out, 10 refunded; the platform's 5% fees (0.60) remain.
-    const report = await fetch(`${ledger.url}/api/v1/reconciliation`, {
+    const report = await fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     }).then((r) => r.json() as Promise<any>);
     expect(report).toMatchObject({
@@ -248,12 +167,12 @@ describe('settlement + escrow-ledger end to end', () => {
       ledgerBalance: '0.6',
       differences: [],
     });
-    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(600_000n);
+    expect(await h.chain.balanceOf(testWallets.escrow.address)).toBe(600_000n);
   });
 
   /** POST /api/v1/operator/settlements/run as an operator. */
   const settleNow = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+    const response = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
       body: JSON.stringify(body),
@@ -263,8 +182,8 @@ describe('settlement + escrow-ledger end to end', () => {
 
   it('settles now on an operator request: payment -> hold release -> payout of 95% on chain -> reconciled', async () => {
     await nextDay(); // a period without a payout yet
-    const payoutsBefore = (await chain.transfersFromEscrow()).length;
-    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
+    const payoutsBefore = (await h.chain.transfersFromEscrow()).length;
+    const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
 
     // Held money is not available: settle-now skips the seller and says why.
     const payment = await pay('20', 1);
@@ -279,8 +198,8 @@ describe('settlement + escrow-ledger end to end', () => {
 
     // The hold passes; the same period's skipped settlement is asked again. Two operators at once (one
     // seller, all sellers): one payout, 95% of the payment, with its hash on chain.
-    now = new Date(now.getTime() + 3_600_000);
-    await increaseTime(chain.anvil.provider, 3600);
+    h.clock.advanceHours(1);
+    await increaseTime(h.chain.anvil.provider, 3600);
     await waitFor(async () => (await escrowStatusOf(payment.id)) === 'available', {
       message: 'hold released',
     });
@@ -295,15 +214,15 @@ describe('settlement + escrow-ledger end to end', () => {
     expect([...one.body.skipped, ...all.body.skipped]).toEqual([
       expect.objectContaining({ settlementId, reason: 'already_settled_this_period' }),
     ]);
-    const payouts = (await chain.transfersFromEscrow()).slice(payoutsBefore);
+    const payouts = (await h.chain.transfersFromEscrow()).slice(payoutsBefore);
     expect(payouts).toEqual([
       { to: formatAddress(testWallets.seller.address), amountMicro: 19_000_000n, txHash: settled[0].txHash },
     ]);
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 19_000_000n);
+    expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 19_000_000n);
 
     // The scheduled pass of the same period, and a settle-now after more money became available (here through
     // the CLI), pay nothing more: one payout per seller and period; the $3.80 waits for the next period.
-    await settlement.scheduler.runOnce();
+    await h.service.scheduler.runOnce();
     const late = await pay('4', 0);
     await waitFor(async () => (await escrowStatusOf(late.id)) === 'available', { message: 'hold released' });
     const cli = await runSettleCli(['--seller', sellerId, '--wait', '5']);
@@ -313,25 +232,25 @@ describe('settlement + escrow-ledger end to end', () => {
       skipped: [{ settlementId, reason: 'already_settled_this_period', status: 'completed' }],
     });
     expect(
-      await db
+      await h.db
         .selectFrom('settlements')
         .selectAll()
         .where('period_key', '=', settled[0].period.key)
         .execute(),
     ).toHaveLength(1);
-    expect((await chain.transfersFromEscrow()).length).toBe(payoutsBefore + 1);
+    expect((await h.chain.transfersFromEscrow()).length).toBe(payoutsBefore + 1);
     await waitFor(
       async () =>
         (
           await sql<any>`select status from payout_reservations where settlement_id = ${settlementId}`.execute(
-            ledgerDb,
+            h.ledgerDb,
           )
         ).rows[0]?.status === 'completed',
       { message: 'ledger booked the payout' },
     );
 
     // Books and chain agree to the micro-USDC: fees 0.60 + 1.00 + 0.20, and the $3.80 not paid out yet.
-    const report = await fetch(`${ledger.url}/api/v1/reconciliation`, {
+    const report = await fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     }).then((r) => r.json() as Promise<any>);
     expect(report).toMatchObject({
@@ -343,7 +262,7 @@ describe('settlement + escrow-ledger end to end', () => {
   });
 
   it('refuses a settle-now without the operator token or with a bad selection', async () => {
-    const anonymous = await fetch(`${settlement.url}/api/v1/operator/settlements/run`, {
+    const anonymous = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ all: true }),
@@ -362,23 +281,23 @@ describe('settlement + escrow-ledger end to end', () => {
 
   it('settle-now and a scheduler pass started at the same moment: one settlement, one reservation, one payout', async () => {
     await nextDay(); // a new period, due for the scheduler and for settle-now alike
-    const period = periodAt('DAILY', now);
+    const period = periodAt('DAILY', h.clock.now());
     const payment = await pay('20', 0);
     await waitFor(async () => (await escrowStatusOf(payment.id)) === 'available', {
       message: 'hold released',
     });
-    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+    const payoutsBefore = (await h.chain.transfersFromEscrow()).length;
     const reservationsBefore = (
-      await sql<any>`select settlement_id from payout_reservations`.execute(ledgerDb)
+      await sql<any>`select settlement_id from payout_reservations`.execute(h.ledgerDb)
     ).rows.length;
 
     const [answer] = await Promise.all([
       settleNow({ sellerId, waitMs: 20_000 }),
-      settlement.scheduler.runOnce(),
+      h.service.scheduler.runOnce(),
     ]);
 
     // Every settlement of this period (by its start, whatever its key): one, with the id of (seller, period).
-    const rows = await db
+    const rows = await h.db
       .selectFrom('settlements')
       .selectAll()
       .where('period_start', '=', period.start)
@@ -397,7 +316,7 @@ describe('settlement + escrow-ledger end to end', () => {
     }
     const paid = await waitFor(
       async () => {
-        const row = await db
+        const row = await h.db
           .selectFrom('settlements')
           .selectAll()
           .where('settlement_id', '=', settlementId)
@@ -408,16 +327,16 @@ describe('settlement + escrow-ledger end to end', () => {
     );
     // $3.80 left from the last period and $19 of this payment: reserved once by the ledger, sent once.
     expect(paid.amount_micro).toBe(22_800_000n);
-    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+    expect((await h.chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
       { to: formatAddress(testWallets.seller.address), amountMicro: 22_800_000n, txHash: paid.tx_hash },
     ]);
-    const reservations = (await sql<any>`select settlement_id from payout_reservations`.execute(ledgerDb))
+    const reservations = (await sql<any>`select settlement_id from payout_reservations`.execute(h.ledgerDb))
       .rows;
     expect(reservations.length).toBe(reservationsBefore + 1);
     expect(reservations.map((r) => r.settlement_id)).toContain(settlementId);
     await waitFor(
       async () => {
-        const report = (await fetch(`${ledger.url}/api/v1/reconciliation`, {
+        const report = (await fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
           headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
         }).then((r) => r.json())) as any;
         return report.balanced && report.chainBalance === '2.8' && report.ledgerBalance === '2.8';
@@ -427,7 +346,7 @@ describe('settlement + escrow-ledger end to end', () => {
   });
 
   const reconciliation = () =>
-    fetch(`${ledger.url}/api/v1/reconciliation`, {
+    fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     }).then((r) => r.json() as Promise<any>);
 
@@ -436,7 +355,7 @@ describe('settlement + escrow-ledger end to end', () => {
     await nextDay();
     await pay('10', 24);
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(attackerId, {
         walletAddress: testWallets.stranger.address,
         payoutAddress: testWallets.stranger.address,
@@ -445,10 +364,10 @@ describe('settlement + escrow-ledger end to end', () => {
       }),
     );
     await waitFor(() =>
-      db.selectFrom('sellers').selectAll().where('seller_id', '=', attackerId).executeTakeFirst(),
+      h.db.selectFrom('sellers').selectAll().where('seller_id', '=', attackerId).executeTakeFirst(),
     );
-    const attackerBefore = await chain.balanceOf(testWallets.stranger.address);
-    const escrowBefore = await chain.balanceOf(testWallets.escrow.address);
+    const attackerBefore = await h.chain.balanceOf(testWallets.stranger.address);
+    const escrowBefore = await h.chain.balanceOf(testWallets.escrow.address);
 
     // The attacker pays its own 0-hour-hold skill 2 USDC and receives its 1.9 payout on chain.
     const own = await pay('2', 0, { sellerId: attackerId, payer: 'stranger' });
@@ -462,7 +381,7 @@ describe('settlement + escrow-ledger end to end', () => {
     });
 
     // Then refunds the full 2 USDC: refused, it has nothing left with Paygate to pay it from.
-    const refund = await fetch(`${ledger.url}/api/v1/refunds`, {
+    const refund = await fetch(`${h.escrowLedger.url}/api/v1/refunds`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTACKER_KEY}` },
       body: JSON.stringify({ transactionId: own.id, amount: '2', reason: 'refund myself' }),
@@ -474,18 +393,18 @@ describe('settlement + escrow-ledger end to end', () => {
       held: '0',
       shortfall: '1.9',
     });
-    const balances = await fetch(`${ledger.url}/api/v1/balances`, {
+    const balances = await fetch(`${h.escrowLedger.url}/api/v1/balances`, {
       headers: { authorization: `Bearer ${ATTACKER_KEY}` },
     }).then((r) => r.json() as Promise<any>);
     expect(balances).toMatchObject({ available: '0', owed: '0', settled: '1.9' });
 
     // Nothing was sent back: the attacker is 0.1 USDC (the fee) poorer, escrow kept everyone else's money.
-    await settlement.transfers.runOnce();
-    expect(await db.selectFrom('refunds').selectAll().where('seller_id', '=', attackerId).execute()).toEqual(
-      [],
-    );
-    expect(await chain.balanceOf(testWallets.stranger.address)).toBe(attackerBefore - 100_000n);
-    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore + 100_000n);
+    await h.service.transfers.runOnce();
+    expect(
+      await h.db.selectFrom('refunds').selectAll().where('seller_id', '=', attackerId).execute(),
+    ).toEqual([]);
+    expect(await h.chain.balanceOf(testWallets.stranger.address)).toBe(attackerBefore - 100_000n);
+    expect(await h.chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore + 100_000n);
     const report = await reconciliation();
     expect(report).toMatchObject({
       balanced: true,
@@ -497,12 +416,12 @@ describe('settlement + escrow-ledger end to end', () => {
 
   it("pays the platform's 5% to the treasury once, only what platform revenue holds, reconciled (issue point 9)", async () => {
     const revenue = (
-      await sql<any>`select balance_micro from accounts where kind = 'platform_revenue'`.execute(ledgerDb)
+      await sql<any>`select balance_micro from accounts where kind = 'platform_revenue'`.execute(h.ledgerDb)
     ).rows[0].balance_micro as bigint;
     expect(revenue).toBeGreaterThan(0n);
-    const treasuryBefore = await chain.balanceOf(TREASURY);
+    const treasuryBefore = await h.chain.balanceOf(TREASURY);
     const post = () =>
-      fetch(`${settlement.url}/api/v1/operator/settlements/platform-payouts`, {
+      fetch(`${h.service.url}/api/v1/operator/settlements/platform-payouts`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
         body: JSON.stringify({ waitMs: 20_000 }),
@@ -514,15 +433,15 @@ describe('settlement + escrow-ledger end to end', () => {
     expect(answers.find((a) => a.status === 409)!.body.error.code).toBe('nothing_available');
     expect(paid).toMatchObject({ status: 'completed', treasuryAddress: TREASURY });
     expect(parseUsdc(paid.amount)).toBe(revenue);
-    expect(await chain.balanceOf(TREASURY)).toBe(treasuryBefore + revenue);
-    expect((await chain.transfersFromEscrow()).filter((t) => t.to === formatAddress(TREASURY))).toEqual([
+    expect(await h.chain.balanceOf(TREASURY)).toBe(treasuryBefore + revenue);
+    expect((await h.chain.transfersFromEscrow()).filter((t) => t.to === formatAddress(TREASURY))).toEqual([
       { to: formatAddress(TREASURY), amountMicro: revenue, txHash: paid.txHash },
     ]);
     await waitFor(
       async () =>
         (
           await sql<any>`select status from platform_payouts where payout_id = ${paid.payoutId}`.execute(
-            ledgerDb,
+            h.ledgerDb,
           )
         ).rows[0]?.status === 'completed',
       { message: 'ledger booked the platform payout' },
@@ -540,7 +459,7 @@ describe('settlement + escrow-ledger end to end', () => {
         process.execPath,
         ['--import', 'tsx', path.join(__dirname, '../src/cli/settle.ts'), ...args],
         {
-          env: { ...process.env, SETTLEMENT_URL: settlement.url, OPERATOR_TOKEN },
+          env: { ...process.env, SETTLEMENT_URL: h.service.url, OPERATOR_TOKEN },
           timeout: 60_000,
         },
         (error, stdout, stderr) =>

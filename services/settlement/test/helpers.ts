@@ -1,10 +1,11 @@
 import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
-import { createEvent, type EventData, type EventEnvelope, type Subject } from '@paygate/contracts';
+import type { EventData, EventEnvelope, Subject } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
   deployTestUsdc,
+  eventOf,
   fundTestWallets,
   startAnvil,
   type TestEnvironment,
@@ -128,20 +129,15 @@ export async function publishEvent(bus: Bus, envelope: EventEnvelope): Promise<v
 }
 
 let revision = 0;
-export function sellerUpdated(
-  sellerId: string,
-  settings: Partial<EventData<'seller.updated'>> = {},
-): EventEnvelope<'seller.updated', EventData<'seller.updated'>> {
+/** The seller's projection as registry publishes it, each call a newer revision (payout to the seller wallet). */
+export function sellerUpdated(sellerId: string, settings: Partial<EventData<'seller.updated'>> = {}) {
   revision += 1;
-  return createEvent('seller.updated', 'registry', {
+  return eventOf('seller.updated', {
     sellerId,
     revision,
     walletAddress: testWallets.seller.address,
     payoutAddress: testWallets.seller.address,
-    publishableKey: `pk_test_${sellerId.padEnd(16, 'x')}`,
-    apiKeyVersion: 1,
     webhookUrl: null,
-    webhookSecretVersion: 0,
     settlementFrequency: 'DAILY',
     minimumSettlement: '10',
     updatedAt: new Date().toISOString(),
@@ -155,7 +151,7 @@ export function refundInitiated(
   chainId: number,
   payer = testWallets.buyer.address,
 ) {
-  return createEvent('refund.initiated', 'escrow-ledger', {
+  return eventOf('refund.initiated', {
     refundId,
     transactionId: `txn_${refundId}`,
     sellerId: 'sel_refunds',
@@ -269,7 +265,7 @@ export class TestLedger {
     const at = new Date().toISOString();
     if (available <= 0n || available < parseUsdc(due.minimumAmount)) {
       await this.answer(
-        createEvent('payout.refused', 'escrow-ledger', {
+        eventOf('payout.refused', {
           payoutId: due.settlementId,
           kind: 'seller',
           sellerId: due.sellerId,
@@ -290,7 +286,7 @@ export class TestLedger {
       status: 'reserved',
     });
     await this.answer(
-      createEvent('payout.reserved', 'escrow-ledger', {
+      eventOf('payout.reserved', {
         payoutId: due.settlementId,
         kind: 'seller',
         sellerId: due.sellerId,
@@ -307,7 +303,7 @@ export class TestLedger {
     const at = new Date().toISOString();
     if (revenue <= 0n) {
       await this.answer(
-        createEvent('payout.refused', 'escrow-ledger', {
+        eventOf('payout.refused', {
           payoutId: request.payoutId,
           kind: 'platform',
           sellerId: null,
@@ -326,7 +322,7 @@ export class TestLedger {
       status: 'reserved',
     });
     await this.answer(
-      createEvent('payout.reserved', 'escrow-ledger', {
+      eventOf('payout.reserved', {
         payoutId: request.payoutId,
         kind: 'platform',
         sellerId: null,

@@ -1,13 +1,5 @@
-import type { Bus } from '@paygate/bus';
-import {
-  createTestEnvironment,
-  expectApiContract,
-  serveSellersForTests,
-  type TestEnvironment,
-  testWallets,
-} from '@paygate/testing';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import { settlementEnv, startTestChain, type TestChain, TestLedger } from './helpers';
+import { expectApiContract, serveSellersForTests, testWallets } from '@paygate/testing';
+import { useSettlementHarness } from './harness';
 
 const SELLER_KEY = 'sk_test_openapi_seller_0001';
 const OPERATOR_TOKEN = 'settlement-openapi-operator-token';
@@ -18,19 +10,11 @@ const OPENAPI_PATH = '/api/v1/openapi/settlement.json';
  * document at /api/v1/openapi/settlement.json is built from the same declarations (its own route among them).
  */
 describe('settlement routes and their OpenAPI document', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: TestLedger;
-  let service: RunningSettlement;
+  const h = useSettlementHarness('stlapi', { escrowFunds: '10', overrides: { OPERATOR_TOKEN } });
   let doc: any;
 
   beforeAll(async () => {
-    env = await createTestEnvironment('stlapi');
-    chain = await startTestChain('10');
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    await serveSellersForTests(bus, {
+    const sellers = await serveSellersForTests(h.bus, {
       [SELLER_KEY]: {
         sellerId: 'sel_openapi',
         walletAddress: testWallets.seller.address,
@@ -39,24 +23,17 @@ describe('settlement routes and their OpenAPI document', () => {
         apiKeyVersion: 1,
       },
     });
-    service = await startSettlement(loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN })));
-    const res = await fetch(`${service.url}${OPENAPI_PATH}`);
+    h.onStop(() => sellers.stop());
+    const res = await fetch(`${h.service.url}${OPENAPI_PATH}`);
     expect(res.status).toBe(200);
     doc = await res.json();
-  });
-
-  afterAll(async () => {
-    await ledger?.stop();
-    await service?.stop();
-    await chain?.anvil.stop();
-    await env?.cleanup();
   });
 
   it('lists exactly the routes express serves; each answers a documented status; broken rules are 400s naming field and rule', async () => {
     expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
     await expectApiContract({
-      url: service.url,
-      app: service.app,
+      url: h.service.url,
+      app: h.service.app,
       document: doc,
       credentials: { apiKey: SELLER_KEY, operatorToken: OPERATOR_TOKEN },
       pathValue: () => 'stl_01KAQ3T0000X7Q0E4W9T6B2M8C',
@@ -65,7 +42,7 @@ describe('settlement routes and their OpenAPI document', () => {
 
   it('refuses each broken query and path rule with the rule a person reads', async () => {
     const get = async (path: string) => {
-      const res = await fetch(`${service.url}${path}`, {
+      const res = await fetch(`${h.service.url}${path}`, {
         headers: { authorization: `Bearer ${SELLER_KEY}` },
       });
       return { status: res.status, body: (await res.json()) as any };
@@ -94,7 +71,7 @@ describe('settlement routes and their OpenAPI document', () => {
     for (const limit of ['1', '001', '010', '100']) {
       expect((await get(`/api/v1/settlements?limit=${limit}`)).status).toBe(200);
     }
-    const run = await fetch(`${service.url}/api/v1/operator/settlements/run`, {
+    const run = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ all: true, sellerId: 'sel_openapi' }),

@@ -1,38 +1,12 @@
 import { createHash } from 'node:crypto';
-import type { Bus } from '@paygate/bus';
-import { formatAddress, usdcAbi } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
-import {
-  loadConfig as loadLedgerConfig,
-  type RunningEscrowLedger,
-  startEscrowLedger,
-} from '@paygate/escrow-ledger';
-import { parseUsdc } from '@paygate/money';
-import {
-  createTestEnvironment,
-  fundTestWallets,
-  increaseTime,
-  minedReceipt,
-  openSchema,
-  type TestEnvironment,
-  testSigner,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import { Contract, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
+import { formatAddress } from '@paygate/chain';
+import { increaseTime, TestClock, testWallets, waitFor } from '@paygate/testing';
+import { Wallet } from 'ethers';
+import { sql } from 'kysely';
 import pg from 'pg';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
-import {
-  bookPayment,
-  publishEvent,
-  sellerUpdated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-} from './helpers';
+import { payIntoEscrow, useSettlementHarness } from './harness';
+import { publishEvent, sellerUpdated } from './helpers';
 
 const DAY_MS = 86_400_000;
 const OPERATOR_TOKEN = 'race-operator-token-0123456789';
@@ -45,72 +19,32 @@ const OPERATOR_TOKEN = 'race-operator-token-0123456789';
  * seller had approved then; never to both, and never to an address only announced.
  */
 describe('a payout address change racing a payout in flight', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: RunningEscrowLedger;
-  let settlement: RunningSettlement;
-  let ledgerDb: Kysely<any>;
-  let db: Kysely<SettlementDB>;
-  let now = new Date('2026-12-01T10:00:00Z');
+  const h = useSettlementHarness('stlpayoutrace', {
+    escrowFunds: null,
+    buyerFunds: '100',
+    clock: new TestClock('2026-12-01T10:00:00Z'),
+    overrides: { OPERATOR_TOKEN },
+    escrowLedger: { OPERATOR_TOKEN, RELEASE_INTERVAL_MS: '200' },
+  });
 
   const nextDay = async () => {
-    now = new Date(now.getTime() + DAY_MS);
-    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+    h.clock.advance(DAY_MS);
+    await increaseTime(h.chain.anvil.provider, DAY_MS / 1000);
   };
 
   /** The buyer pays escrow on chain for the seller (the indexer and the gateway say so); returns when released. */
-  const pay = async (sellerId: string, amount: string) => {
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('buyer', chain.anvil.provider));
-    const receipt = await minedReceipt(
-      await usdc.getFunction('transfer')(testWallets.escrow.address, parseUsdc(amount)),
-    );
-    const common = {
-      chainId: chain.anvil.chainId,
-      network: 'local' as const,
-      txHash: receipt.hash.toLowerCase(),
-      logIndex: receipt.logs[0]!.index,
-      token: formatAddress(chain.usdcAddress),
-      amount,
-    };
-    await publishEvent(
-      bus,
-      createEvent('transfer.observed', 'chain-indexer', {
-        ...common,
-        blockNumber: receipt.blockNumber,
-        blockHash: receipt.blockHash,
-        from: testWallets.buyer.address,
-        to: testWallets.escrow.address,
-        confirmations: 1,
-        observedAt: now.toISOString(),
-      }),
-    );
-    await bookPayment(bus, {
-      ...common,
-      payer: testWallets.buyer.address,
-      sellerId: sellerId,
-      holdPeriodHours: 0,
-    });
-    await waitFor(
-      async () =>
-        (
-          await sql<any>`select escrow_status from transactions where tx_hash = ${common.txHash}`.execute(
-            ledgerDb,
-          )
-        ).rows[0]?.escrow_status === 'available',
-      { message: 'payment booked and released by the ledger' },
-    );
-  };
+  const pay = (sellerId: string, amount: string) => payIntoEscrow(h, { amount, sellerId, released: true });
+
   /** The registry's seller.updated, as when a signed change became effective; settlement's view of it. */
   const payoutAddressIs = async (sellerId: string, payoutAddress: string) => {
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(sellerId, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '10' }),
     );
     await waitFor(
       async () =>
         (
-          await db
+          await h.db
             .selectFrom('sellers')
             .select('payout_address')
             .where('seller_id', '=', sellerId)
@@ -122,7 +56,7 @@ describe('a payout address change racing a payout in flight', () => {
       async () =>
         (
           await sql<any>`select payout_address from seller_payout_addresses where seller_id = ${sellerId}`.execute(
-            ledgerDb,
+            h.ledgerDb,
           )
         ).rows[0]?.payout_address === payoutAddress.toLowerCase(),
       { message: `the ledger sees ${payoutAddress}` },
@@ -131,7 +65,7 @@ describe('a payout address change racing a payout in flight', () => {
   const completed = (settlementId: string) =>
     waitFor(
       async () => {
-        const row = await db
+        const row = await h.db
           .selectFrom('settlements')
           .selectAll()
           .where('settlement_id', '=', settlementId)
@@ -146,7 +80,7 @@ describe('a payout address change racing a payout in flight', () => {
       async () => {
         const rows = (
           await sql<any>`select settlement_id, status, payout_address, amount_micro from payout_reservations
-            where seller_id = ${sellerId} order by settlement_id`.execute(ledgerDb)
+            where seller_id = ${sellerId} order by settlement_id`.execute(h.ledgerDb)
         ).rows;
         return rows.every((r) => r.status !== 'reserved') ? rows : undefined;
       },
@@ -155,51 +89,13 @@ describe('a payout address change racing a payout in flight', () => {
   const balanced = () =>
     waitFor(
       async () => {
-        const report = (await fetch(`${ledger.url}/api/v1/reconciliation`, {
+        const report = (await fetch(`${h.escrowLedger.url}/api/v1/reconciliation`, {
           headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
         }).then((r) => r.json())) as any;
         return report.balanced === true;
       },
       { message: 'ledger and chain reconciled' },
     );
-
-  beforeAll(async () => {
-    env = await createTestEnvironment('stlpayoutrace');
-    chain = await startTestChain(null);
-    await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
-      amountMicro: parseUsdc('100'),
-      roles: ['buyer'],
-    });
-    bus = await env.bus();
-    ledger = await startEscrowLedger({
-      ...loadLedgerConfig(
-        env.envFor('escrow-ledger', {
-          OPERATOR_TOKEN,
-          RELEASE_INTERVAL_MS: '200',
-          CHAIN_RPC_URL: chain.anvil.rpcUrl,
-          USDC_ADDRESS: chain.usdcAddress,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-        }),
-      ),
-      now: () => now,
-    });
-    settlement = await startSettlement(loadConfig(settlementEnv(env, chain, { OPERATOR_TOKEN })), {
-      now: () => now,
-    });
-    ledgerDb = openSchema(env.schemaFor('escrow-ledger'));
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await settlement?.stop();
-    await ledger?.stop();
-    await ledgerDb?.destroy();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
-  });
 
   it('the address moves before the payout is due: the ledger reserves for the new address, paid once there only', async () => {
     const sellerId = 'sel_moved_before';
@@ -210,15 +106,15 @@ describe('a payout address change racing a payout in flight', () => {
     // The seller's signed change takes effect before the period is due.
     await payoutAddressIs(sellerId, newAddress);
     await nextDay();
-    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', now));
-    const payoutsBefore = (await chain.transfersFromEscrow()).length;
-    await settlement.scheduler.runOnce();
+    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', h.clock.now()));
+    const payoutsBefore = (await h.chain.transfersFromEscrow()).length;
+    await h.service.scheduler.runOnce();
     const paid = await completed(settlementId);
 
-    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+    expect((await h.chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
       { to: formatAddress(newAddress), amountMicro: 11_400_000n, txHash: paid.tx_hash },
     ]);
-    expect(await chain.balanceOf(oldAddress)).toBe(0n);
+    expect(await h.chain.balanceOf(oldAddress)).toBe(0n);
     expect(await reservationsOf(sellerId)).toEqual([
       {
         settlement_id: settlementId,
@@ -237,23 +133,23 @@ describe('a payout address change racing a payout in flight', () => {
     await payoutAddressIs(sellerId, oldAddress);
     await pay(sellerId, '15');
     await nextDay();
-    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', now));
-    const payoutsBefore = (await chain.transfersFromEscrow()).length;
+    const settlementId = settlementIdFor(sellerId, periodAt('DAILY', h.clock.now()));
+    const payoutsBefore = (await h.chain.transfersFromEscrow()).length;
 
     // The escrow signer is busy (the test holds its lock, as a replica signing a long batch would): the payout is
     // reserved for the old address and recorded, then waits to be signed.
-    const settlementSchema = env.schemaFor('settlement');
+    const settlementSchema = h.env.schemaFor('settlement');
     const digest = createHash('sha256')
       .update(
-        `settlement-sender:${settlementSchema}:${chain.anvil.chainId}:${testWallets.escrow.address.toLowerCase()}`,
+        `settlement-sender:${settlementSchema}:${h.chain.anvil.chainId}:${testWallets.escrow.address.toLowerCase()}`,
       )
       .digest();
     const lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
-    const signer = new pg.Client({ connectionString: env.envFor('settlement').DATABASE_URL });
+    const signer = new pg.Client({ connectionString: h.env.envFor('settlement').DATABASE_URL });
     await signer.connect();
     try {
       await signer.query('select pg_advisory_lock($1::bigint)', [lockKey]);
-      await settlement.scheduler.runOnce();
+      await h.service.scheduler.runOnce();
       // Only this lock in this database: pg_locks is the whole server's, where other suites wait on advisory
       // locks of their own (migrations), which would let the address move before the ledger reserved the payout.
       await waitFor(
@@ -271,7 +167,7 @@ describe('a payout address change racing a payout in flight', () => {
       );
       expect(
         (
-          await db
+          await h.db
             .selectFrom('settlements')
             .selectAll()
             .where('settlement_id', '=', settlementId)
@@ -280,16 +176,16 @@ describe('a payout address change racing a payout in flight', () => {
       ).toBe(oldAddress);
       // The seller's signed change takes effect while the payout waits; the next pass asks nothing more.
       await payoutAddressIs(sellerId, newAddress);
-      await settlement.scheduler.runOnce();
+      await h.service.scheduler.runOnce();
     } finally {
       await signer.query('select pg_advisory_unlock($1::bigint)', [lockKey]).catch(() => undefined);
       await signer.end();
     }
     const paid = await completed(settlementId);
-    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+    expect((await h.chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
       { to: formatAddress(oldAddress), amountMicro: 14_250_000n, txHash: paid.tx_hash },
     ]);
-    expect(await chain.balanceOf(newAddress)).toBe(0n);
+    expect(await h.chain.balanceOf(newAddress)).toBe(0n);
     expect(await reservationsOf(sellerId)).toEqual([
       {
         settlement_id: settlementId,
@@ -302,10 +198,10 @@ describe('a payout address change racing a payout in flight', () => {
     // The next period's payout goes to the new address, once.
     await pay(sellerId, '11');
     await nextDay();
-    const nextId = settlementIdFor(sellerId, periodAt('DAILY', now));
-    await settlement.scheduler.runOnce();
+    const nextId = settlementIdFor(sellerId, periodAt('DAILY', h.clock.now()));
+    await h.service.scheduler.runOnce();
     const next = await completed(nextId);
-    expect((await chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
+    expect((await h.chain.transfersFromEscrow()).slice(payoutsBefore)).toEqual([
       { to: formatAddress(oldAddress), amountMicro: 14_250_000n, txHash: paid.tx_hash },
       { to: formatAddress(newAddress), amountMicro: 10_450_000n, txHash: next.tx_hash },
     ]);

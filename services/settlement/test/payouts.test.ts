@@ -1,30 +1,20 @@
-import { type Bus, encodeEnvelope } from '@paygate/bus';
+import { encodeEnvelope } from '@paygate/bus';
 import { formatAddress } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
 import { parseUsdc } from '@paygate/money';
 import {
-  createTestEnvironment,
   EventRecorder,
+  eventOf,
   increaseTime,
-  openSchema,
   serveSellersForTests,
-  type TestEnvironment,
+  TestClock,
   testWallets,
   waitFor,
 } from '@paygate/testing';
 import { Wallet } from 'ethers';
-import type { Kysely } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
+import { loadConfig, startSettlement } from '../src';
 import { periodAt, settlementIdFor } from '../src/schedule/periods';
-import {
-  publishEvent,
-  sellerUpdated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-  TestLedger,
-} from './helpers';
+import { useSettlementHarness } from './harness';
+import { publishEvent, sellerUpdated } from './helpers';
 
 const DAY_MS = 86_400_000;
 const SELLER_KEY = 'sk_test_payouts_seller_0001';
@@ -33,22 +23,19 @@ const OTHER_KEY = 'sk_test_payouts_other_00001';
 const OPERATOR_TOKEN = 'dev-operator-token';
 
 describe('settlement payouts on anvil', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: TestLedger;
-  let service: RunningSettlement;
-  let db: Kysely<SettlementDB>;
   // Monday 2026-11-23 08:00 UTC; tests move it a day at a time, and anvil's clock with it.
-  let now = new Date('2026-11-23T08:00:00Z');
+  const h = useSettlementHarness('stlpay', {
+    escrowFunds: '1000',
+    clock: new TestClock('2026-11-23T08:00:00Z'),
+  });
   const sellerId = 'sel_daily';
 
   const nextDay = async () => {
-    now = new Date(now.getTime() + DAY_MS);
-    await increaseTime(chain.anvil.provider, DAY_MS / 1000);
+    h.clock.advance(DAY_MS);
+    await increaseTime(h.chain.anvil.provider, DAY_MS / 1000);
   };
   const settlementsOf = (seller: string) =>
-    db
+    h.db
       .selectFrom('settlements')
       .selectAll()
       .where('seller_id', '=', seller)
@@ -56,22 +43,23 @@ describe('settlement payouts on anvil', () => {
       .execute();
 
   /** A scheduler pass, then the ledger's decisions of what it made due (settlements no longer pending). */
-  const runScheduler = async (scheduler = service.scheduler) => {
+  const runScheduler = async (scheduler = h.service.scheduler) => {
     await scheduler.runOnce();
     await waitFor(
       async () =>
-        (await db.selectFrom('settlements').select('settlement_id').where('status', '=', 'pending').execute())
-          .length === 0,
+        (
+          await h.db
+            .selectFrom('settlements')
+            .select('settlement_id')
+            .where('status', '=', 'pending')
+            .execute()
+        ).length === 0,
       { timeoutMs: 20_000, message: 'the ledger decided the due settlements' },
     );
   };
 
   beforeAll(async () => {
-    env = await createTestEnvironment('stlpay');
-    chain = await startTestChain('1000');
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    await serveSellersForTests(bus, {
+    const sellers = await serveSellersForTests(h.bus, {
       [SELLER_KEY]: {
         sellerId,
         walletAddress: testWallets.seller.address,
@@ -87,30 +75,21 @@ describe('settlement payouts on anvil', () => {
         apiKeyVersion: 1,
       },
     });
-    service = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await ledger?.stop();
-    await service?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
+    h.onStop(() => sellers.stop());
   });
 
   it('accumulates below the minimum across days, then pays out exactly the reserved amount', async () => {
-    const completed = new EventRecorder(bus, 'settlement.completed');
+    const completed = new EventRecorder(h.bus, 'settlement.completed');
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(sellerId, { settlementFrequency: 'DAILY', minimumSettlement: '10' }),
     );
     await waitFor(() =>
-      db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
+      h.db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst(),
     );
 
     // The day the seller appears: its first period starts tomorrow.
-    ledger.credit(sellerId, '4');
+    h.ledger.credit(sellerId, '4');
     await runScheduler();
     expect(await settlementsOf(sellerId)).toHaveLength(0);
 
@@ -126,7 +105,7 @@ describe('settlement payouts on anvil', () => {
     expect(await settlementsOf(sellerId)).toHaveLength(1);
 
     // Day 2: $9.50 accumulated: still below.
-    ledger.credit(sellerId, '5.5');
+    h.ledger.credit(sellerId, '5.5');
     await nextDay();
     await runScheduler();
     rows = await settlementsOf(sellerId);
@@ -134,9 +113,9 @@ describe('settlement payouts on anvil', () => {
     expect(rows[1]!.available_micro).toBe(9_500_000n);
 
     // Day 3: $12.250001 accumulated: the ledger reserves it all and it is sent.
-    ledger.credit(sellerId, '2.750001');
-    const sellerBefore = await chain.balanceOf(testWallets.seller.address);
-    const escrowBefore = await chain.balanceOf(testWallets.escrow.address);
+    h.ledger.credit(sellerId, '2.750001');
+    const sellerBefore = await h.chain.balanceOf(testWallets.seller.address);
+    const escrowBefore = await h.chain.balanceOf(testWallets.escrow.address);
     await nextDay();
     await runScheduler();
     const [event] = await completed.waitForCount(1, 20_000);
@@ -145,31 +124,31 @@ describe('settlement payouts on anvil', () => {
     expect(paid.status).toBe('completed');
     expect(paid.amount_micro).toBe(12_250_001n);
     expect(paid.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
-    expect(await chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 12_250_001n);
-    expect(await chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore - 12_250_001n);
+    expect(await h.chain.balanceOf(testWallets.seller.address)).toBe(sellerBefore + 12_250_001n);
+    expect(await h.chain.balanceOf(testWallets.escrow.address)).toBe(escrowBefore - 12_250_001n);
     expect(event!.data).toEqual({
       settlementId: paid.settlement_id,
       sellerId,
       amount: '12.250001',
       payoutAddress: testWallets.seller.address,
       txHash: paid.tx_hash,
-      completedAt: now.toISOString(),
+      completedAt: h.clock.now().toISOString(),
     });
-    await waitFor(() => ledger.reservations.get(paid.settlement_id)?.status === 'completed');
-    expect(ledger.reservations.get(paid.settlement_id)).toMatchObject({
+    await waitFor(() => h.ledger.reservations.get(paid.settlement_id)?.status === 'completed');
+    expect(h.ledger.reservations.get(paid.settlement_id)).toMatchObject({
       amountMicro: 12_250_001n,
       status: 'completed',
     });
     // Asked once per settlement, the minimum as a decimal string per seller setting; the ledger named the address.
-    expect(ledger.dues.filter((d) => d.settlementId === paid.settlement_id)).toEqual([
-      { settlementId: paid.settlement_id, sellerId, minimumAmount: '10', dueAt: now.toISOString() },
+    expect(h.ledger.dues.filter((d) => d.settlementId === paid.settlement_id)).toEqual([
+      { settlementId: paid.settlement_id, sellerId, minimumAmount: '10', dueAt: h.clock.now().toISOString() },
     ]);
 
     // Same day again: no second settlement, no second transfer, no second event.
     await runScheduler();
-    await service.transfers.runOnce();
+    await h.service.transfers.runOnce();
     expect(await settlementsOf(sellerId)).toHaveLength(3);
-    const transfers = await chain.transfersFromEscrow();
+    const transfers = await h.chain.transfersFromEscrow();
     expect(transfers.filter((t) => t.to === testWallets.seller.address)).toEqual([
       { to: testWallets.seller.address, amountMicro: 12_250_001n, txHash: paid.tx_hash },
     ]);
@@ -179,12 +158,12 @@ describe('settlement payouts on anvil', () => {
 
   it('settles WEEKLY sellers on Mondays and MONTHLY sellers on the 1st', async () => {
     // now is Thursday 2026-11-26.
-    expect(now.getUTCDay()).toBe(4);
-    await publishEvent(bus, sellerUpdated('sel_weekly', { settlementFrequency: 'WEEKLY' }));
-    await publishEvent(bus, sellerUpdated('sel_monthly', { settlementFrequency: 'MONTHLY' }));
-    await waitFor(async () => (await db.selectFrom('sellers').selectAll().execute()).length === 3);
-    ledger.credit('sel_weekly', '1');
-    ledger.credit('sel_monthly', '1');
+    expect(h.clock.now().getUTCDay()).toBe(4);
+    await publishEvent(h.bus, sellerUpdated('sel_weekly', { settlementFrequency: 'WEEKLY' }));
+    await publishEvent(h.bus, sellerUpdated('sel_monthly', { settlementFrequency: 'MONTHLY' }));
+    await waitFor(async () => (await h.db.selectFrom('sellers').selectAll().execute()).length === 3);
+    h.ledger.credit('sel_weekly', '1');
+    h.ledger.credit('sel_monthly', '1');
     const seen: Record<string, string[]> = { sel_weekly: [], sel_monthly: [] };
     // Thursday 26th .. Wednesday 2nd of December.
     for (let day = 0; day < 7; day++) {
@@ -202,18 +181,18 @@ describe('settlement payouts on anvil', () => {
   });
 
   it('two schedulers at once create one settlement per seller and period', async () => {
-    ledger.credit(sellerId, '20');
-    const second = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    h.ledger.credit(sellerId, '20');
+    const second = await startSettlement(loadConfig(h.settlementEnv()), { now: h.clock.now });
     try {
       await Promise.all([runScheduler(), runScheduler(second.scheduler), runScheduler()]);
       const today = (await settlementsOf(sellerId)).filter(
-        (r) => r.period_start.getTime() <= now.getTime() && r.period_end.getTime() > now.getTime(),
+        (r) => r.period_start.getTime() <= h.clock.nowMs() && r.period_end.getTime() > h.clock.nowMs(),
       );
       expect(today).toHaveLength(1);
       await waitFor(
         async () =>
           (
-            await db
+            await h.db
               .selectFrom('settlements')
               .select('status')
               .where('settlement_id', '=', today[0]!.settlement_id)
@@ -221,7 +200,9 @@ describe('settlement payouts on anvil', () => {
           )?.status === 'completed',
         { timeoutMs: 20_000 },
       );
-      const toSeller = (await chain.transfersFromEscrow()).filter((t) => t.to === testWallets.seller.address);
+      const toSeller = (await h.chain.transfersFromEscrow()).filter(
+        (t) => t.to === testWallets.seller.address,
+      );
       expect(toSeller.map((t) => t.amountMicro)).toEqual([12_250_001n, parseUsdc('20')]);
     } finally {
       await second.stop();
@@ -229,10 +210,10 @@ describe('settlement payouts on anvil', () => {
   });
 
   it('GET /api/v1/settlements lists the seller its own settlements', async () => {
-    const unauthorised = await fetch(`${service.url}/api/v1/settlements`);
+    const unauthorised = await fetch(`${h.service.url}/api/v1/settlements`);
     expect(unauthorised.status).toBe(401);
 
-    const response = await fetch(`${service.url}/api/v1/settlements?limit=2`, {
+    const response = await fetch(`${h.service.url}/api/v1/settlements?limit=2`, {
       headers: { authorization: `Bearer ${SELLER_KEY}` },
     });
     expect(response.status).toBe(200);
@@ -246,7 +227,7 @@ describe('settlement payouts on anvil', () => {
       period: { frequency: 'DAILY' },
     });
     expect(page.data[0].txHash).toMatch(/^0x[0-9a-f]{64}$/);
-    const rest = await fetch(`${service.url}/api/v1/settlements?starting_after=${page.nextCursor}`, {
+    const rest = await fetch(`${h.service.url}/api/v1/settlements?starting_after=${page.nextCursor}`, {
       headers: { authorization: `Bearer ${SELLER_KEY}` },
     }).then((r) => r.json() as Promise<{ data: any[] }>);
     // Day 1 (oldest) was skipped below the minimum; the weekly test's days had nothing available.
@@ -258,27 +239,29 @@ describe('settlement payouts on anvil', () => {
       skipReason: 'below_minimum',
       txHash: null,
     });
-    const completedOnly = await fetch(`${service.url}/api/v1/settlements?status=completed`, {
+    const completedOnly = await fetch(`${h.service.url}/api/v1/settlements?status=completed`, {
       headers: { authorization: `Bearer ${SELLER_KEY}` },
     }).then((r) => r.json() as Promise<{ data: any[] }>);
     expect(completedOnly.data.map((s) => s.amount)).toEqual(['20', '12.250001']);
 
-    const one = await fetch(`${service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
+    const one = await fetch(`${h.service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
       headers: { authorization: `Bearer ${SELLER_KEY}` },
     });
     expect(one.status).toBe(200);
-    const other = await fetch(`${service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
+    const other = await fetch(`${h.service.url}/api/v1/settlements/${page.data[1].settlementId}`, {
       headers: { authorization: `Bearer ${OTHER_KEY}` },
     });
     expect(other.status).toBe(404);
 
-    const bad = await fetch(`${service.url}/api/v1/settlements?limit=0`, {
+    const bad = await fetch(`${h.service.url}/api/v1/settlements?limit=0`, {
       headers: { authorization: `Bearer ${SELLER_KEY}` },
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as any).error).toMatchObject({ field: 'limit' });
 
-    const openapi = await fetch(`${service.url}/api/v1/openapi/settlement.json`).then((r) => r.json() as any);
+    const openapi = await fetch(`${h.service.url}/api/v1/openapi/settlement.json`).then(
+      (r) => r.json() as any,
+    );
     expect(Object.keys(openapi.paths)).toEqual([
       '/api/v1/settlements',
       '/api/v1/settlements/{settlementId}',
@@ -289,7 +272,7 @@ describe('settlement payouts on anvil', () => {
   });
 
   it('exposes payout, refund and stuck-transfer metrics', async () => {
-    const text = await fetch(`${service.url}/metrics`).then((r) => r.text());
+    const text = await fetch(`${h.service.url}/metrics`).then((r) => r.text());
     expect(text).toMatch(/settlement_payouts_sent_total\{[^}]*\} [1-9]/);
     expect(text).toMatch(/settlement_refunds_sent_total\{[^}]*\} 0/);
     expect(text).toMatch(/settlement_stuck_transfers\{[^}]*\} 0/);
@@ -297,18 +280,16 @@ describe('settlement payouts on anvil', () => {
 
   it('a payout that can never be sent gives its reservation back through payout.failed, once', async () => {
     // More than the escrow wallet holds: the pre-flight fails, and with one allowed attempt it is given up.
-    await service.stop();
-    service = await startSettlement(loadConfig(settlementEnv(env, chain, { MAX_PREFLIGHT_ATTEMPTS: '1' })), {
-      now: () => now,
-    });
-    const failedEvents = new EventRecorder(bus, 'payout.failed');
-    ledger.credit(sellerId, '5000');
+    await h.service.stop();
+    await h.start({ MAX_PREFLIGHT_ATTEMPTS: '1' });
+    const failedEvents = new EventRecorder(h.bus, 'payout.failed');
+    h.ledger.credit(sellerId, '5000');
     await nextDay();
-    const transfersBefore = (await chain.transfersFromEscrow()).length;
+    const transfersBefore = (await h.chain.transfersFromEscrow()).length;
     await runScheduler();
     const settlement = (await settlementsOf(sellerId)).at(-1)!;
     const settlementRow = () =>
-      db
+      h.db
         .selectFrom('settlements')
         .select(['status', 'failure_reason'])
         .where('settlement_id', '=', settlement.settlement_id)
@@ -317,7 +298,7 @@ describe('settlement payouts on anvil', () => {
       timeoutMs: 60_000,
       message: async () =>
         `the payout was never given up: settlement ${JSON.stringify(await settlementRow())}, its transfers ${JSON.stringify(
-          await db
+          await h.db
             .selectFrom('outgoing_transfers')
             .select(['status', 'last_error', 'preflight_attempts', 'next_attempt_at', 'created_at'])
             .where('idempotency_key', '=', settlement.settlement_id)
@@ -332,22 +313,22 @@ describe('settlement payouts on anvil', () => {
       amount: '5000',
       reason: expect.stringMatching(/pre-flight/),
     });
-    await waitFor(() => ledger.reservations.get(settlement.settlement_id)?.status === 'given_back');
-    expect(ledger.available.get(sellerId)).toBe(parseUsdc('5000'));
+    await waitFor(() => h.ledger.reservations.get(settlement.settlement_id)?.status === 'given_back');
+    expect(h.ledger.available.get(sellerId)).toBe(parseUsdc('5000'));
     expect((await settlementRow())!.failure_reason).toMatch(/pre-flight/);
     // Further passes tell the ledger nothing more; nothing was signed, nothing sent.
     await runScheduler();
-    await service.transfers.runOnce();
+    await h.service.transfers.runOnce();
     expect(
       failedEvents.events.filter((e) => (e.data as any).payoutId === settlement.settlement_id),
     ).toHaveLength(1);
-    expect((await chain.transfersFromEscrow()).length).toBe(transfersBefore);
+    expect((await h.chain.transfersFromEscrow()).length).toBe(transfersBefore);
     failedEvents.stop();
   }, 90_000);
 
   /** POST /api/v1/operator/settlements/run as an operator (the development default token). */
   const settleNow = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${service.url}/api/v1/operator/settlements/run`, {
+    const response = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
       body: JSON.stringify(body),
@@ -359,21 +340,21 @@ describe('settlement payouts on anvil', () => {
     payoutAddress: formatAddress(Wallet.createRandom().address),
   }));
   const payoutsTo = async (address: string) =>
-    (await chain.transfersFromEscrow()).filter((t) => t.to === address);
+    (await h.chain.transfersFromEscrow()).filter((t) => t.to === address);
 
   it('settle-now and a scheduler pass started at the same moment pay each seller once for the period', async () => {
     // The last test's payout was given back: keep it out of this period (it can never be sent).
-    ledger.available.set(sellerId, 0n);
+    h.ledger.available.set(sellerId, 0n);
     for (const { sellerId: id, payoutAddress } of raceSellers) {
       await publishEvent(
-        bus,
+        h.bus,
         sellerUpdated(id, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '1' }),
       );
     }
     await waitFor(
       async () =>
         (
-          await db
+          await h.db
             .selectFrom('sellers')
             .select('seller_id')
             .where('seller_id', 'like', 'sel_race_%')
@@ -382,8 +363,8 @@ describe('settlement payouts on anvil', () => {
     );
     // The next day is the sellers' first period: due for the scheduler and for settle-now alike.
     await nextDay();
-    const period = periodAt('DAILY', now);
-    for (const [i, { sellerId: id }] of raceSellers.entries()) ledger.credit(id, `2.5000${i}`);
+    const period = periodAt('DAILY', h.clock.now());
+    for (const [i, { sellerId: id }] of raceSellers.entries()) h.ledger.credit(id, `2.5000${i}`);
 
     const [answers] = await Promise.all([
       Promise.all(raceSellers.map(({ sellerId: id }) => settleNow({ sellerId: id }))),
@@ -404,7 +385,7 @@ describe('settlement payouts on anvil', () => {
       if (answer.body.skipped.length > 0) {
         expect(answer.body.skipped[0].reason).toBe('already_settled_this_period');
       }
-      const reserved = [...ledger.reservations.values()].filter((r) => r.sellerId === id);
+      const reserved = [...h.ledger.reservations.values()].filter((r) => r.sellerId === id);
       expect(reserved.map((r) => r.amountMicro)).toEqual([parseUsdc(`2.5000${i}`)]);
       const paid = await waitFor(
         async () => {
@@ -425,15 +406,15 @@ describe('settlement payouts on anvil', () => {
       settled: [],
       skipped: [{ reason: 'already_settled_this_period', status: 'completed' }],
     });
-    await service.transfers.runOnce();
+    await h.service.transfers.runOnce();
     for (const { payoutAddress } of raceSellers) expect(await payoutsTo(payoutAddress)).toHaveLength(1);
   });
 
   it('settle-now after the scheduler paid the period sends nothing and says which payout exists', async () => {
     const { sellerId: id, payoutAddress } = raceSellers[1]!;
     await nextDay();
-    const period = periodAt('DAILY', now);
-    ledger.credit(id, '3');
+    const period = periodAt('DAILY', h.clock.now());
+    h.ledger.credit(id, '3');
     const before = await payoutsTo(payoutAddress);
 
     await runScheduler();
@@ -460,7 +441,7 @@ describe('settlement payouts on anvil', () => {
     );
 
     // More money becomes available in the same period: settle-now still sends nothing, and shows the payout.
-    ledger.credit(id, '4');
+    h.ledger.credit(id, '4');
     const after = await settleNow({ sellerId: id, waitMs: 20_000 });
     expect(after.body).toEqual({
       settled: [],
@@ -476,27 +457,27 @@ describe('settlement payouts on anvil', () => {
       ],
       truncated: false,
     });
-    await service.transfers.runOnce();
+    await h.service.transfers.runOnce();
     expect((await payoutsTo(payoutAddress)).slice(before.length)).toEqual([
       { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
     ]);
     expect((await settlementsOf(id)).filter((r) => r.period_key === period.key)).toHaveLength(1);
-    expect(ledger.available.get(id)).toBe(parseUsdc('4')); // waits for the next period
+    expect(h.ledger.available.get(id)).toBe(parseUsdc('4')); // waits for the next period
   });
   /** A DAILY seller with a minimum of 1 and a payout address of its own, first due on the next day. */
   const newDailySeller = async (id: string) => {
     const payoutAddress = formatAddress(Wallet.createRandom().address);
     await publishEvent(
-      bus,
+      h.bus,
       sellerUpdated(id, { payoutAddress, settlementFrequency: 'DAILY', minimumSettlement: '1' }),
     );
     await waitFor(() =>
-      db.selectFrom('sellers').select('seller_id').where('seller_id', '=', id).executeTakeFirst(),
+      h.db.selectFrom('sellers').select('seller_id').where('seller_id', '=', id).executeTakeFirst(),
     );
     return payoutAddress;
   };
   /** A scheduler pass without waiting for the ledger's decisions (some are held back). */
-  const runSchedulerOnly = (scheduler = service.scheduler) => scheduler.runOnce();
+  const runSchedulerOnly = (scheduler = h.service.scheduler) => scheduler.runOnce();
   const completedPayout = (id: string) =>
     waitFor(
       async () => {
@@ -510,10 +491,10 @@ describe('settlement payouts on anvil', () => {
     const id = 'sel_slow_ledger';
     const payoutAddress = await newDailySeller(id);
     await nextDay();
-    ledger.credit(id, '3');
-    const settlementId = settlementIdFor(id, periodAt('DAILY', now));
-    ledger.withheld.add(settlementId);
-    const slow = await fetch(`${service.url}/api/v1/operator/settlements/run`, {
+    h.ledger.credit(id, '3');
+    const settlementId = settlementIdFor(id, periodAt('DAILY', h.clock.now()));
+    h.ledger.withheld.add(settlementId);
+    const slow = await fetch(`${h.service.url}/api/v1/operator/settlements/run`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
       body: JSON.stringify({ sellerId: id }),
@@ -523,18 +504,18 @@ describe('settlement payouts on anvil', () => {
     expect(((await slow.json()) as any).skipped).toEqual([
       expect.objectContaining({ settlementId, reason: 'ledger_unavailable', status: 'pending' }),
     ]);
-    await service.scheduler.runOnce(); // the scheduler's pass asks nothing more of a pending settlement
-    expect(ledger.dues.filter((d) => d.settlementId === settlementId)).toHaveLength(1);
+    await h.service.scheduler.runOnce(); // the scheduler's pass asks nothing more of a pending settlement
+    expect(h.ledger.dues.filter((d) => d.settlementId === settlementId)).toHaveLength(1);
     // Hours later the ledger decides: the payout is sent, once.
-    now = new Date(now.getTime() + 3 * 3_600_000);
-    await ledger.release(settlementId);
+    h.clock.advanceHours(3);
+    await h.ledger.release(settlementId);
     const paid = await completedPayout(id);
     expect(paid.settlement_id).toBe(settlementId);
     expect(await payoutsTo(payoutAddress)).toEqual([
       { to: payoutAddress, amountMicro: parseUsdc('3'), txHash: paid.tx_hash },
     ]);
     // The ledger hears settlement.completed once the outbox relay publishes it.
-    await waitFor(() => ledger.reservations.get(settlementId)?.status === 'completed', {
+    await waitFor(() => h.ledger.reservations.get(settlementId)?.status === 'completed', {
       message: 'the ledger booked the payout as sent',
     });
   });
@@ -543,47 +524,47 @@ describe('settlement payouts on anvil', () => {
     const id = 'sel_redelivered';
     const payoutAddress = await newDailySeller(id);
     await nextDay();
-    ledger.credit(id, '2');
-    const settlementId = settlementIdFor(id, periodAt('DAILY', now));
-    const second = await startSettlement(loadConfig(settlementEnv(env, chain)), { now: () => now });
+    h.ledger.credit(id, '2');
+    const settlementId = settlementIdFor(id, periodAt('DAILY', h.clock.now()));
+    const second = await startSettlement(loadConfig(h.settlementEnv()), { now: h.clock.now });
     try {
       // The ledger's outbox relay publishes its decision again (same event id: JetStream dedupes nothing here,
       // the msgID differs), and a second copy under a new event id reaches the other replica.
-      const reserved = createEvent('payout.reserved', 'escrow-ledger', {
+      const reserved = eventOf('payout.reserved', {
         payoutId: settlementId,
         kind: 'seller',
         sellerId: id,
         amount: '2',
         payoutAddress,
-        reservedAt: now.toISOString(),
+        reservedAt: h.clock.now().toISOString(),
       });
-      ledger.withheld.add(settlementId);
+      h.ledger.withheld.add(settlementId);
       await runSchedulerOnly(second.scheduler);
-      ledger.available.set(id, 0n);
-      ledger.reservations.set(settlementId, {
+      h.ledger.available.set(id, 0n);
+      h.ledger.reservations.set(settlementId, {
         sellerId: id,
         amountMicro: 2_000_000n,
         payoutAddress,
         status: 'reserved',
       });
       await Promise.all([
-        bus.js.publish(bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
+        h.bus.js.publish(h.bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
           msgID: `${reserved.id}:a`,
         }),
-        bus.js.publish(bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
+        h.bus.js.publish(h.bus.subjectFor('payout.reserved'), encodeEnvelope(reserved), {
           msgID: `${reserved.id}:b`,
         }),
-        bus.js.publish(
-          bus.subjectFor('payout.reserved'),
-          encodeEnvelope(createEvent('payout.reserved', 'escrow-ledger', reserved.data)),
+        h.bus.js.publish(
+          h.bus.subjectFor('payout.reserved'),
+          encodeEnvelope(eventOf('payout.reserved', reserved.data)),
         ),
       ]);
       const paid = await completedPayout(id);
-      await Promise.all([service.transfers.runOnce(), second.transfers.runOnce()]);
+      await Promise.all([h.service.transfers.runOnce(), second.transfers.runOnce()]);
       expect(await payoutsTo(payoutAddress)).toEqual([
         { to: payoutAddress, amountMicro: parseUsdc('2'), txHash: paid.tx_hash },
       ]);
-      const transfers = await db
+      const transfers = await h.db
         .selectFrom('outgoing_transfers')
         .select('transfer_id')
         .where('idempotency_key', '=', settlementId)

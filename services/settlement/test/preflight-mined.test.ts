@@ -1,84 +1,45 @@
 /**
- * Issue 19 ("Storm-proof"), found by make chaos (short seed 20261125): a payout whose pre-flight passed reverted
- * on chain. The pre-flight (eth_estimateGas, which anvil runs on the pending block) counted USDC still on its way
+ * A payout whose pre-flight passed must not revert on chain. The pre-flight (eth_estimateGas, which anvil runs on the pending block) counted USDC still on its way
  * into escrow (a deposit sweep, a buyer's transfer) as escrow's; the block then ordered escrow's transfer, with
  * the higher tip, before it, and the transfer reverted. Escrow pays out of what is mined.
  */
-import type { Bus } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
-import {
-  createTestEnvironment,
-  fundTestWallets,
-  mine,
-  openSchema,
-  setAutomine,
-  type TestEnvironment,
-  testSigner,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
+import { fundTestWallets, mine, setAutomine, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { Contract } from 'ethers';
-import type { Kysely } from 'kysely';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
-import {
-  publishEvent,
-  refundInitiated,
-  settlementEnv,
-  startTestChain,
-  type TestChain,
-  TestLedger,
-} from './helpers';
+import { useSettlementHarness } from './harness';
+import { publishEvent, refundInitiated } from './helpers';
 
 describe('escrow pre-flight: only USDC already mined into escrow pays a transfer', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let ledger: TestLedger;
-  let service: RunningSettlement;
-  let db: Kysely<SettlementDB>;
+  const h = useSettlementHarness('preflight', {
+    escrowFunds: '1',
+    overrides: { TRANSFER_POLL_INTERVAL_MS: '100', CONFIRMATIONS: '1' },
+  });
 
   beforeAll(async () => {
-    env = await createTestEnvironment('preflight');
-    chain = await startTestChain('1');
     await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
+      rpcUrl: h.chain.anvil.rpcUrl,
+      usdcAddress: h.chain.usdcAddress,
       amountMicro: 10_000_000n,
       roles: ['stranger'],
     });
-    bus = await env.bus();
-    ledger = await new TestLedger().serve(bus);
-    service = await startSettlement(
-      loadConfig(settlementEnv(env, chain, { TRANSFER_POLL_INTERVAL_MS: '100', CONFIRMATIONS: '1' })),
-    );
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await service?.stop();
-    await ledger?.stop();
-    await db?.destroy();
-    await setAutomine(chain.anvil.provider, true).catch(() => undefined);
-    await chain?.anvil.stop();
-    await env?.cleanup();
+    h.onStop(() => setAutomine(h.chain.anvil.provider, true).catch(() => undefined), 'after');
   });
 
   it('waits for money still in the pool instead of sending a transfer the block may run before it', async () => {
-    const provider = chain.anvil.provider;
+    const provider = h.chain.anvil.provider;
     await setAutomine(provider, false);
     // 2 USDC on its way into escrow (1 USDC mined there), with no tip: a block runs it after any tipped one.
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, testSigner('stranger', provider));
+    const usdc = new Contract(h.chain.usdcAddress, usdcAbi, testSigner('stranger', provider));
     const block = await provider.getBlock('latest');
     const incoming = await usdc.getFunction('transfer')(testWallets.escrow.address, 2_000_000n, {
       maxPriorityFeePerGas: 0n,
       maxFeePerGas: (block!.baseFeePerGas ?? 1_000_000_000n) * 4n,
       gasLimit: 100_000n,
     });
-    const buyerBefore = await chain.balanceOf(testWallets.buyer.address);
-    await publishEvent(bus, refundInitiated('ref_preflight', '2.5', chain.anvil.chainId));
+    const buyerBefore = await h.chain.balanceOf(testWallets.buyer.address);
+    await publishEvent(h.bus, refundInitiated('ref_preflight', '2.5', h.chain.anvil.chainId));
     const transfer = () =>
-      db
+      h.db
         .selectFrom('outgoing_transfers')
         .selectAll()
         .where('idempotency_key', '=', 'ref_preflight')
@@ -104,6 +65,6 @@ describe('escrow pre-flight: only USDC already mined into escrow pays a transfer
       { timeoutMs: 30_000, message: 'the refund never finished' },
     );
     expect({ status: done.status, error: done.last_error }).toEqual({ status: 'confirmed', error: null });
-    expect(await chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 2_500_000n);
+    expect(await h.chain.balanceOf(testWallets.buyer.address)).toBe(buyerBefore + 2_500_000n);
   });
 });

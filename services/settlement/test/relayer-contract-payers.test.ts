@@ -20,7 +20,6 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, getBytes, TypedDataEncoder, type Wallet } from 'ethers';
-import { loadConfig, startSettlement } from '../src';
 import { useSettlementHarness } from './harness';
 
 jest.setTimeout(120_000);
@@ -267,7 +266,7 @@ describe('x402 relayer: contract payers cannot burn its gas', () => {
 
     // Persisted: a restarted relayer refuses them too; an honest EOA payer is relayed as before.
     await h.service.stop();
-    h.service = await startSettlement(loadConfig(h.settlementEnv()));
+    await h.start();
     expect(await submit(await sign(owner(), wallet))).toMatchObject({
       ok: false,
       reason: 'transaction_failed',

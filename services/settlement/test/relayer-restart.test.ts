@@ -16,7 +16,6 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { id, toQuantity, Wallet, zeroPadValue } from 'ethers';
-import { loadConfig, startSettlement } from '../src';
 import { useSettlementHarness } from './harness';
 
 jest.setTimeout(180_000);
@@ -116,7 +115,7 @@ describe('x402 relayer pool: stopped mid-burst and started again, every authoriz
         .executeTakeFirstOrThrow()
         .then((row) => Number(row.count));
 
-    h.service = await startSettlement(loadConfig(h.settlementEnv({ CHAIN_RPC_URL: rpcProxy.url })));
+    await h.start({ CHAIN_RPC_URL: rpcProxy.url });
     await setAutomine(provider(), false);
     let firstReplies: Array<RelayerSubmitReply | undefined>;
     try {
@@ -155,7 +154,7 @@ describe('x402 relayer pool: stopped mid-burst and started again, every authoriz
     }
 
     // Started again: every settle asked again (as its client retries) is answered confirmed, from one transaction.
-    h.service = await startSettlement(loadConfig(h.settlementEnv()));
+    await h.start();
     const replies = await Promise.all(signed.map((one) => submit(one, 30_000)));
     for (const reply of replies) expect(reply).toMatchObject({ ok: true, status: 'confirmed' });
 

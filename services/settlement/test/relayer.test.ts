@@ -1,72 +1,37 @@
-import type { Bus } from '@paygate/bus';
 import { formatAddress, getTransferLogs, usdcAbi } from '@paygate/chain';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import {
-  createTestEnvironment,
-  fundTestWallets,
   mine,
   minedReceipt,
-  openSchema,
   setAutomine,
   signTransferAuthorization,
   submitTransferAuthorization,
-  type TestEnvironment,
   testSigner,
   testWallets,
   waitFor,
 } from '@paygate/testing';
 import { Contract } from 'ethers';
-import type { Kysely } from 'kysely';
 import { ServiceError } from 'nats';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
-import type { SettlementDB } from '../src/db';
-import { settlementEnv, startTestChain, type TestChain } from './helpers';
+import { useSettlementHarness } from './harness';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const PRICE = 50_000n; // 0.05 USDC
 
 describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only key', () => {
-  let env: TestEnvironment;
-  let chain: TestChain;
-  let bus: Bus;
-  let service: RunningSettlement;
-  let db: Kysely<SettlementDB>;
+  const h = useSettlementHarness('relayer', {
+    escrowFunds: null,
+    buyerFunds: '10',
+    overrides: {
+      RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+      RELAYER_FEE_BUMP_AFTER_MS: '400',
+      TRANSFER_POLL_INTERVAL_MS: '100',
+    },
+  });
   const escrow = testWallets.escrow.address;
 
-  const relayerEnv = (extra: Record<string, string> = {}) =>
-    loadConfig(
-      settlementEnv(env, chain, {
-        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-        RELAYER_FEE_BUMP_AFTER_MS: '400',
-        TRANSFER_POLL_INTERVAL_MS: '100',
-        ...extra,
-      }),
-    );
-
-  beforeAll(async () => {
-    env = await createTestEnvironment('relayer');
-    chain = await startTestChain(null);
-    await fundTestWallets({
-      rpcUrl: chain.anvil.rpcUrl,
-      usdcAddress: chain.usdcAddress,
-      amountMicro: 10_000_000n,
-      roles: ['buyer'],
-    });
-    bus = await env.bus();
-    service = await startSettlement(relayerEnv());
-    db = openSchema<SettlementDB>(env.schemaFor('settlement'));
-  });
-
-  afterAll(async () => {
-    await service?.stop();
-    await db?.destroy();
-    await chain?.anvil.stop();
-    await env?.cleanup();
-  });
-
   async function rpc<T>(subject: string, body: unknown, timeoutMs = 15_000): Promise<T> {
-    const reply = await bus.nc.request(bus.rpcSubject(subject), encoder.encode(JSON.stringify(body)), {
+    const reply = await h.bus.nc.request(h.bus.rpcSubject(subject), encoder.encode(JSON.stringify(body)), {
       timeout: timeoutMs,
     });
     return JSON.parse(decoder.decode(reply.data)) as T;
@@ -76,9 +41,9 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
     role: 'buyer' | 'stranger',
     overrides: Partial<Parameters<typeof signTransferAuthorization>[1]> = {},
   ) {
-    return signTransferAuthorization(testSigner(role, chain.anvil.provider), {
-      chainId: chain.anvil.chainId,
-      usdcAddress: chain.usdcAddress,
+    return signTransferAuthorization(testSigner(role, h.chain.anvil.provider), {
+      chainId: h.chain.anvil.chainId,
+      usdcAddress: h.chain.usdcAddress,
       to: escrow,
       valueMicro: PRICE,
       ...overrides,
@@ -89,38 +54,41 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
     signed: Awaited<ReturnType<typeof authorization>>,
     waitForReceiptMs = 10_000,
   ): RelayerSubmitRequest => ({
-    chainId: chain.anvil.chainId,
-    token: chain.usdcAddress,
+    chainId: h.chain.anvil.chainId,
+    token: h.chain.usdcAddress,
     authorization: signed.authorization,
     signature: signed.signature,
     waitForReceiptMs,
   });
 
   async function transfersIntoEscrow(from: string) {
-    const head = await chain.anvil.provider.getBlockNumber();
-    const logs = await getTransferLogs(chain.anvil.provider, {
-      token: chain.usdcAddress,
+    const head = await h.chain.anvil.provider.getBlockNumber();
+    const logs = await getTransferLogs(h.chain.anvil.provider, {
+      token: h.chain.usdcAddress,
       fromBlock: 0,
       toBlock: head,
       maxRangeBlocks: 10_000,
     });
     return logs.filter((log) => log.to === formatAddress(escrow) && log.from === formatAddress(from));
   }
-  const relayerNonce = () => chain.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
+  const relayerNonce = () =>
+    h.chain.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
 
   it('submits once: the payer pays escrow, the relayer pays gas only; replays and 20 concurrent copies send nothing more', async () => {
-    const usdc = new Contract(chain.usdcAddress, usdcAbi, chain.anvil.provider);
-    const escrowBefore = await chain.balanceOf(escrow);
-    const relayerEthBefore = await chain.anvil.provider.getBalance(testWallets.relayer.address);
+    const usdc = new Contract(h.chain.usdcAddress, usdcAbi, h.chain.anvil.provider);
+    const escrowBefore = await h.chain.balanceOf(escrow);
+    const relayerEthBefore = await h.chain.anvil.provider.getBalance(testWallets.relayer.address);
     const signed = await authorization('buyer');
 
     const first = await rpc<RelayerSubmitReply>('relayer.submit_authorization', request(signed));
     expect(first).toMatchObject({ ok: true, status: 'confirmed', usedElsewhere: false });
     if (!first.ok) throw new Error('unreachable');
-    expect(await chain.balanceOf(escrow)).toBe(escrowBefore + PRICE);
-    expect(await chain.anvil.provider.getBalance(testWallets.relayer.address)).toBeLessThan(relayerEthBefore);
+    expect(await h.chain.balanceOf(escrow)).toBe(escrowBefore + PRICE);
+    expect(await h.chain.anvil.provider.getBalance(testWallets.relayer.address)).toBeLessThan(
+      relayerEthBefore,
+    );
     expect(BigInt(await usdc.getFunction('balanceOf')(testWallets.relayer.address))).toBe(0n);
-    const receipt = await chain.anvil.provider.getTransactionReceipt(first.txHash);
+    const receipt = await h.chain.anvil.provider.getTransactionReceipt(first.txHash);
     expect(receipt?.logs[first.logIndex!]?.index).toBe(first.logIndex);
 
     const replies = await Promise.all(
@@ -130,7 +98,7 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
     );
     for (const reply of replies) expect(reply).toMatchObject({ ok: true, txHash: first.txHash });
     expect((await transfersIntoEscrow(testWallets.buyer.address)).length).toBe(1);
-    expect(await db.selectFrom('relayed_authorizations').select('id').execute()).toHaveLength(1);
+    expect(await h.db.selectFrom('relayed_authorizations').select('id').execute()).toHaveLength(1);
   });
 
   it('20 concurrent first submissions of one new authorization make one transaction', async () => {
@@ -177,8 +145,8 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
       reason: 'invalid_request',
     });
     // A request that breaks the contract is refused as a NATS service error 400 naming the field.
-    const malformed = await bus.nc.request(
-      bus.rpcSubject('relayer.submit_authorization'),
+    const malformed = await h.bus.nc.request(
+      h.bus.rpcSubject('relayer.submit_authorization'),
       encoder.encode(JSON.stringify({ chainId: 'x' })),
       { timeout: 15_000 },
     );
@@ -207,8 +175,8 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
     const signed = await authorization('buyer');
     const a = signed.authorization;
     const tx = await submitTransferAuthorization(
-      testSigner('stranger', chain.anvil.provider),
-      chain.usdcAddress,
+      testSigner('stranger', h.chain.anvil.provider),
+      h.chain.usdcAddress,
       {
         authorization: a,
         signature: signed.signature,
@@ -227,14 +195,14 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
   });
 
   it('a stuck transaction is re-signed with higher fees on the same relayer nonce; a restart rebroadcasts what was recorded', async () => {
-    await setAutomine(chain.anvil.provider, false);
+    await setAutomine(h.chain.anvil.provider, false);
     try {
       const signed = await authorization('buyer');
       const transfersBefore = (await transfersIntoEscrow(testWallets.buyer.address)).length;
       const submitted = await rpc<RelayerSubmitReply>('relayer.submit_authorization', request(signed, 0));
       expect(submitted).toMatchObject({ ok: true, status: 'submitted' });
       const row = () =>
-        db
+        h.db
           .selectFrom('relayed_authorizations')
           .selectAll()
           .where('auth_nonce', '=', signed.authorization.nonce.toLowerCase())
@@ -247,15 +215,15 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
       expect(BigInt(bumped.max_fee_per_gas!)).toBeGreaterThan(0n);
 
       // Crash: the process goes away with the transaction only in the node's pool; the pool forgets it too.
-      await service.stop();
+      await h.service.stop();
       const recorded = await row();
-      await chain.anvil.provider.send('anvil_dropAllTransactions', []);
-      service = await startSettlement(relayerEnv());
+      await h.chain.anvil.provider.send('anvil_dropAllTransactions', []);
+      await h.start();
       await waitFor(
-        async () => (await chain.anvil.provider.send('txpool_content', [])) && (await pendingCount()) > 0,
+        async () => (await h.chain.anvil.provider.send('txpool_content', [])) && (await pendingCount()) > 0,
         { timeoutMs: 10_000, message: 'the recorded transaction was not rebroadcast' },
       );
-      await mine(chain.anvil.provider, 1);
+      await mine(h.chain.anvil.provider, 1);
       const done = await waitFor(async () => ((await row()).status === 'confirmed' ? row() : undefined), {
         timeoutMs: 10_000,
       });
@@ -266,20 +234,20 @@ describe('x402 relayer: EIP-3009 authorizations submitted once, with a gas-only 
       const again = await rpc<RelayerSubmitReply>('relayer.submit_authorization', request(signed));
       expect(again).toMatchObject({ ok: true, status: 'confirmed', txHash: done.settled_tx_hash });
     } finally {
-      await setAutomine(chain.anvil.provider, true);
+      await setAutomine(h.chain.anvil.provider, true);
     }
   });
 
   async function pendingCount(): Promise<number> {
-    const content = (await chain.anvil.provider.send('txpool_content', [])) as {
+    const content = (await h.chain.anvil.provider.send('txpool_content', [])) as {
       pending: Record<string, Record<string, unknown>>;
     };
     return Object.values(content.pending ?? {}).reduce((n, byNonce) => n + Object.keys(byNonce).length, 0);
   }
 
   it('below its minimum gas balance the relayer says so and refuses new work', async () => {
-    await service.stop();
-    service = await startSettlement(relayerEnv({ RELAYER_MIN_BALANCE_WEI: '1000000000000000000000000' }));
+    await h.service.stop();
+    await h.start({ RELAYER_MIN_BALANCE_WEI: '1000000000000000000000000' });
     const status = await rpc<RelayerStatusReply>('relayer.status', {});
     expect(status).toMatchObject({ available: false, address: testWallets.relayer.address });
     const reply = await rpc<RelayerSubmitReply>(

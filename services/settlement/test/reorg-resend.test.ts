@@ -1,7 +1,6 @@
 /**
- * Issue 19 ("Storm-proof"), found by make chaos (seeds 1873821474, 332867436): a reorg that drops a transaction
- * of a sending wallet left its nonce unconsumed; the relayer then bumped later nonces forever ("relayed
- * authorization stuck; fees bumped") and escrow's later payouts waited. Each case here drops the sender's own
+ * A reorg that drops a transaction of a sending wallet leaves its nonce unconsumed: unless it is sent again, the
+ * relayer bumps later nonces forever ("relayed authorization stuck; fees bumped") and escrow's later payouts wait. Each case here drops the sender's own
  * mined transaction with a real anvil_reorg and checks it is mined again, the same bytes (same hash), once.
  */
 import { formatAddress, getTransferLogs } from '@paygate/chain';

@@ -4,33 +4,23 @@
  * escrow waiting, and the ETH the escrow and relayer wallets pay gas with. Real anvil, Postgres and NATS; the
  * business clock is the test's.
  */
-import { testWallets } from '@paygate/testing';
-import { loadConfig, type RunningSettlement, startSettlement } from '../src';
+import { TestClock, testWallets } from '@paygate/testing';
 import { useSettlementHarness } from './harness';
 
 describe('settlement watch gauges', () => {
-  const h = useSettlementHarness('stlwatch', { start: false });
-  let service: RunningSettlement;
-  // Noon UTC: the DAILY period opened 12 h ago, far more than 10 scheduler passes of 1 min.
-  let now = new Date('2026-12-01T12:00:00.000Z');
-
-  beforeAll(async () => {
-    const config = loadConfig(
-      h.settlementEnv({
-        RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
-        RELAYER_MIN_BALANCE_WEI: '1000',
-        SCHEDULER_INTERVAL_MS: '60000',
-      }),
-    );
-    service = await startSettlement(config, { now: () => now });
-  });
-  afterAll(async () => {
-    await service?.stop();
+  const h = useSettlementHarness('stlwatch', {
+    // Noon UTC: the DAILY period opened 12 h ago, far more than 10 scheduler passes of 1 min.
+    clock: new TestClock('2026-12-01T12:00:00.000Z'),
+    overrides: {
+      RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,
+      RELAYER_MIN_BALANCE_WEI: '1000',
+      SCHEDULER_INTERVAL_MS: '60000',
+    },
   });
 
   async function gauge(name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
     const text = await (
-      await fetch(`${service.url}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      await fetch(`${h.service.url}/metrics`, { signal: AbortSignal.timeout(10_000) })
     ).text();
     const line = text
       .split('\n')
@@ -56,12 +46,12 @@ describe('settlement watch gauges', () => {
       .execute();
     expect(await gauge('settlement_periods_overdue', { stage: 'unscheduled' })).toBe(0);
     // The next day at noon, no pass has run: its period is missed.
-    now = new Date('2026-12-02T12:00:00.000Z');
+    h.clock.set('2026-12-02T12:00:00.000Z');
     expect(await gauge('settlement_periods_overdue', { stage: 'unscheduled' })).toBe(1);
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(0);
 
     h.ledger.withholdAll = true; // the ledger is away: the settlement stays pending
-    await service.scheduler.createDueSettlements();
+    await h.service.scheduler.createDueSettlements();
     expect(await gauge('settlement_periods_overdue', { stage: 'unscheduled' })).toBe(0);
     // Created just now (created_at is the scheduler's clock, the test's): not overdue yet.
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(0);
@@ -69,7 +59,7 @@ describe('settlement watch gauges', () => {
     // Still pending an hour later (the ledger never decided its payout): overdue.
     await h.db
       .updateTable('settlements')
-      .set({ created_at: new Date(now.getTime() - 3_600_000) })
+      .set({ created_at: new Date(h.clock.nowMs() - 3_600_000) })
       .where('seller_id', '=', 'sel_watch')
       .execute();
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(1);
