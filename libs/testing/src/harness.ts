@@ -25,7 +25,7 @@ export interface ServiceHarness<S extends StartedService> {
   stop(): Promise<void>;
 }
 
-export interface HarnessOptions {
+interface HarnessOptions {
   /** A suite's own environment, shared by several services; the harness then leaves its cleanup to the suite. */
   env?: TestEnvironment;
   /** Default: a clock that stands still at the current time. */

@@ -12,9 +12,8 @@ export { documentedOperationNames, documentedOperations, expectApiContract } fro
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
-export { eventDataOf, eventOf, SampleError, sampleOf } from './events';
+export { eventDataOf, eventOf } from './events';
 export {
-  type HarnessOptions,
   type HarnessSetup,
   type ServiceHarness,
   startServiceHarness,
