@@ -211,7 +211,7 @@ function signInVerifyRoute(deps: SignInVerifyDeps, auth: SellerAuth): AnyRoute {
   });
 }
 
-export interface VerifyDeps extends SignInVerifyDeps {
+interface VerifyDeps extends SignInVerifyDeps {
   config: GatewayProxyConfig;
   sellerAuth: SellerAuth;
   /** Per seller and `from` per minute (RATE_LIMIT_PER_MINUTE). */

@@ -22,7 +22,7 @@ import { settleX402, verifyAndClaim } from './pay';
 import { rateBucket, readProof } from './proof';
 import { signIn } from './sign-in';
 
-export { type PaidCallDeps, SKILLS_PREFIX };
+export { SKILLS_PREFIX };
 
 /**
  * The paid call, one pipeline: find what is offered at the URL, read the proof, count it against the rate limit,
