@@ -1,6 +1,8 @@
 /**
  * `make bench`: runs every benchmark (bench/<name>/run.ts) one after another, each in its own process so one
- * cannot skew another. Each writes bench/results/<name>.json and its section of docs/benchmarks.md.
+ * cannot skew another. Each writes bench/results/<name>.json and its section of docs/benchmarks.md. A benchmark with
+ * a baseline.ts runs that instead: it runs run.ts alternately beside the code it replaced, so its figure is a ratio
+ * of one run on one host.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
@@ -18,7 +20,9 @@ let failed = 0;
 for (const name of names) {
   console.log(`\n=== bench/${name} ===`);
   const started = Date.now();
-  const result = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, name, 'run.ts')], {
+  const baseline = path.join(__dirname, name, 'baseline.ts');
+  const script = existsSync(baseline) ? baseline : path.join(__dirname, name, 'run.ts');
+  const result = spawnSync(process.execPath, ['--import', 'tsx', script], {
     cwd: root,
     stdio: 'inherit',
     env: process.env,

@@ -2,8 +2,8 @@
  * The ledger's booking command beside the payment.confirmed consumer it replaced, measured alternately on the same
  * host so the figure is a ratio of one run: `tsx deploy/scripts/with-infra.ts tsx bench/ledger/baseline.ts`.
  * The old side is a git worktree of BASELINE_REVISION (default a7b09f5, the last escrow-ledger that booked payments
- * from payment.confirmed) at BASELINE_WORKTREE (default /tmp/ledger-old), created and installed offline when
- * missing; its own bench/ledger/run.ts publishes the payments to JetStream and waits until its consumer booked
+ * from payment.confirmed) at BASELINE_WORKTREE (default /tmp/ledger-old), created and installed (from pnpm's store
+ * where it can) when missing; its own bench/ledger/run.ts publishes the payments to JetStream and waits until its consumer booked
  * them all. The new side is this checkout's run.ts. BASELINE_PAIRS pairs (default 4), the side going first
  * alternating (old/new, new/old, …: a second run can find Postgres warmer or the host busier). BENCH_EVENTS sizes
  * both. Writes bench/results/ledger.json (the last new run, with every pair) and the ledger section of
@@ -29,7 +29,7 @@ function sh(command: string, args: string[], cwd: string): void {
 function ensureWorktree(): void {
   if (existsSync(path.join(WORKTREE, 'bench/ledger/run.ts'))) return;
   sh('git', ['worktree', 'add', '--detach', WORKTREE, REVISION], ROOT);
-  sh('pnpm', ['install', '--offline', '--frozen-lockfile', '--reporter=silent'], WORKTREE);
+  sh('pnpm', ['install', '--prefer-offline', '--frozen-lockfile', '--reporter=silent'], WORKTREE);
 }
 
 /** One run of a tree's bench/ledger/run.ts in its own process; its result is the JSON it prints last. */
