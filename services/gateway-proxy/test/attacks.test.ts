@@ -41,7 +41,7 @@ describe('gateway-proxy: attacks refused', () => {
   });
   afterAll(async () => {
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   it('the same tx hash twice', async () => {

@@ -81,12 +81,12 @@ describe('gateway-proxy: a seller failure on a paid call is published for the se
     );
   });
   afterEach(() => {
-    h.clock.offsetMs = 0;
+    h.clock.set(Date.now());
   });
   afterAll(async () => {
     seller?.closeAllConnections();
     await new Promise((resolve) => seller?.close(resolve));
-    await h?.close();
+    await h?.stop();
   });
 
   /** Pays for one call of `path`: the X-402-Payment header (usable again for a retry) and the claim's id. */

@@ -81,12 +81,12 @@ describe('gateway-proxy: the client address behind a trusted proxy (TRUSTED_PROX
     viaProxy = `${proxy.url}/api/v1/skills/counted/data`;
     direct = `${h.gateway.url}/api/v1/skills/counted/data`;
     // Windows are whole minutes: start just after a boundary so no test straddles one.
-    h.clock.offsetMs = 60_000 - (Date.now() % 60_000) + 500;
+    h.clock.set((Math.floor(Date.now() / 60_000) + 1) * 60_000 + 500);
   });
   afterAll(async () => {
     await proxy?.close();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   it(`two clients behind the proxy get a bucket each (${LIMIT} unpaid 402s a minute per client)`, async () => {

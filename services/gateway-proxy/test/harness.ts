@@ -7,16 +7,18 @@ import { createEvent, type EventData, type TransferAuthorization } from '@paygat
 import { formatUsdc } from '@paygate/money';
 import {
   type AnvilInstance,
-  createTestEnvironment,
   deployTestUsdc,
+  eventDataOf,
   fundTestWallets,
   mine,
   minedReceipt,
   openSchema,
+  type ServiceHarness,
   serveTransferClaimsForTests,
   startAnvil,
+  startServiceHarness,
   submitTransferAuthorization,
-  type TestEnvironment,
+  TestClock,
   type TestWalletRole,
   testWallets,
   waitFor,
@@ -75,20 +77,13 @@ export async function startUpstream(): Promise<{
   };
 }
 
-export class TestClock {
-  offsetMs = 0;
-  now = () => new Date(Date.now() + this.offsetMs);
-  advance(ms: number) {
-    this.offsetMs += ms;
-  }
-}
-
 let revisionCounter = 1;
 
+/** A skill.updated snapshot from the contract's sample: an active API skill with a GET and a POST endpoint. */
 export function skillSnapshot(
   overrides: Partial<SkillSnapshot> & { name: string; apiBaseUrl: string },
 ): SkillSnapshot {
-  return {
+  return eventDataOf('skill.updated', {
     skillId: `skill-${overrides.name}`,
     sellerId: 'seller-1',
     revision: revisionCounter++,
@@ -123,16 +118,18 @@ export function skillSnapshot(
     ],
     updatedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
-export interface Harness {
-  env: TestEnvironment;
+/**
+ * libs/testing's service harness running the gateway (`service`, also `gateway`) on anvil with TestUSDC, its clock
+ * ticking with real time from now (the gateway's timeouts and windows pass on their own; `set`/`advance` jump).
+ */
+export interface Harness extends ServiceHarness<RunningGateway> {
   anvil: AnvilInstance;
   usdcAddress: string;
   bus: Bus;
   gateway: RunningGateway;
-  clock: TestClock;
   db: Kysely<GatewayDatabase>;
   gatewayEnv: Record<string, string>;
   publishSkill(snapshot: SkillSnapshot): Promise<void>;
@@ -160,6 +157,7 @@ export interface Harness {
    * payment.confirmed), in payment.confirmed's terms; empty with `claims: 'none'`.
    */
   ledgerPayments(txHash?: string): LedgerPayment[];
+  /** `stop`, under the name the suites of other services and the x402 bench call. */
   close(): Promise<void>;
 }
 
@@ -183,26 +181,48 @@ export async function startHarness(
   extraEnv: Record<string, string> = {},
   options: HarnessOptions = {},
 ): Promise<Harness> {
-  const env = await createTestEnvironment(label);
-  const anvil = await startAnvil({ chainId: options.chainId, blockTimeSec: options.blockTimeSec });
-  const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
-  await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 1_000_000_000n });
-  const bus = await env.bus();
-  const claims =
-    (options.claims ?? 'memory') === 'memory' ? await serveTransferClaimsForTests(bus) : undefined;
-  const clock = new TestClock();
-  const gatewayEnv = {
-    CHAIN_RPC_URL: anvil.rpcUrl,
-    CHAIN_NETWORK: 'local',
-    USDC_ADDRESS: usdcAddress,
-    ESCROW_ADDRESS: testWallets.escrow.address,
-    PUBLIC_BASE_URL: 'http://paygate.test',
-    ...extraEnv,
-  };
-  const gateway = await startGatewayProxy(loadConfig(env.envFor('gateway-proxy', gatewayEnv), clock.now));
-  const db = openSchema<GatewayDatabase>(env.schemaFor('gateway-proxy'));
+  const clock = new TestClock(Date.now(), { ticking: true });
+  let parts:
+    | {
+        anvil: AnvilInstance;
+        usdcAddress: string;
+        bus: Bus;
+        claims?: Awaited<ReturnType<typeof serveTransferClaimsForTests>>;
+        db: Kysely<GatewayDatabase>;
+        gatewayEnv: Record<string, string>;
+      }
+    | undefined;
+  const harness = await startServiceHarness(
+    label,
+    async ({ env, onStop }) => {
+      const anvil = await startAnvil({ chainId: options.chainId, blockTimeSec: options.blockTimeSec });
+      onStop(() => anvil.stop(), 'after');
+      const { address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl);
+      await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 1_000_000_000n });
+      const bus = await env.bus();
+      const claims =
+        (options.claims ?? 'memory') === 'memory' ? await serveTransferClaimsForTests(bus) : undefined;
+      if (claims) onStop(() => claims.stop(), 'after');
+      const gatewayEnv = {
+        CHAIN_RPC_URL: anvil.rpcUrl,
+        CHAIN_NETWORK: 'local',
+        USDC_ADDRESS: usdcAddress,
+        ESCROW_ADDRESS: testWallets.escrow.address,
+        PUBLIC_BASE_URL: 'http://paygate.test',
+        ...extraEnv,
+      };
+      const db = openSchema<GatewayDatabase>(env.schemaFor('gateway-proxy'));
+      onStop(() => db.destroy(), 'after');
+      parts = { anvil, usdcAddress, bus, claims, db, gatewayEnv };
+      return startGatewayProxy(loadConfig(env.envFor('gateway-proxy', gatewayEnv), clock.now));
+    },
+    { clock },
+  );
+  const { anvil, usdcAddress, bus, claims, db, gatewayEnv } = parts!;
+  const gateway = harness.service;
   const encoder = new TextEncoder();
-  const harness: Harness = {
+  const h: Harness = {
+    ...harness,
     ledgerPayments(txHash) {
       return (claims?.payments ?? [])
         .filter((booked) => !txHash || booked.txHash.toLowerCase() === txHash.toLowerCase())
@@ -215,12 +235,10 @@ export async function startHarness(
           logIndex,
         }));
     },
-    env,
     anvil,
     usdcAddress,
     bus,
     gateway,
-    clock,
     db,
     gatewayEnv,
     async publishSkill(snapshot) {
@@ -264,15 +282,9 @@ export async function startHarness(
       return encodePaymentHeader(proof);
     },
     resource: (method, skill, path) => `${method} http://paygate.test/api/v1/skills/${skill}${path}`,
-    async close() {
-      await gateway.stop().catch(() => undefined);
-      await claims?.stop();
-      await db.destroy();
-      await anvil.stop();
-      await env.cleanup();
-    },
+    close: harness.stop,
   };
-  return harness;
+  return h;
 }
 
 /**

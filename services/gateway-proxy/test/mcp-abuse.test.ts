@@ -188,7 +188,7 @@ describe('MCP endpoint abuse: answer size, path parameters, tools/list flood', (
   afterAll(async () => {
     await settlement?.stop();
     await seller?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   describe("a seller's answer is read up to a byte cap", () => {

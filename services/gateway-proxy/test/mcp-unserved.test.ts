@@ -68,7 +68,7 @@ describe('MCP: a paid tool call its seller did not serve names its payment and i
     await client?.close();
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   let txHash: string;

@@ -71,7 +71,7 @@ describe("gateway-middleware subscription(): x402's sign-in-with-x", () => {
 
   afterAll(async () => {
     for (const server of servers) await new Promise((resolve) => server.close(resolve));
-    await h?.close();
+    await h?.stop();
   });
 
   function client(account = buyer) {
@@ -160,7 +160,7 @@ describe("gateway-middleware subscription(): x402's sign-in-with-x", () => {
         'subscription_expired',
       );
     } finally {
-      h.clock.offsetMs = 0;
+      h.clock.set(Date.now());
     }
   });
 });

@@ -44,7 +44,7 @@ describe('gateway-proxy: the paid call pipeline', () => {
   });
   afterAll(async () => {
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   async function call(path: string, init: RequestInit = {}): Promise<Answer> {

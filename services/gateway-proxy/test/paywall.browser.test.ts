@@ -40,7 +40,7 @@ describe('the paywall page: a browser pays a paid URL with its wallet', () => {
     await browser?.close();
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const url = () => `${h.gateway.url}/api/v1/skills/wx/data`;

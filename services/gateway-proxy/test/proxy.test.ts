@@ -62,7 +62,7 @@ describe('gateway-proxy: paid skill URLs in PROXY mode', () => {
   });
   afterAll(async () => {
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   it('answers 404 for an unknown skill or path and 405 for a wrong method, with clear bodies', async () => {

@@ -35,14 +35,13 @@ describe('gateway-proxy: rate limit shared by replicas', () => {
   afterAll(async () => {
     await second?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const replicas = () => [h.gateway.url, second.url];
   // Windows are whole minutes: start each test just after a boundary so it never straddles one.
   const alignToWindowStart = () => {
-    h.clock.offsetMs = 0;
-    h.clock.offsetMs = 60_000 - (h.clock.now().getTime() % 60_000) + 500;
+    h.clock.set((Math.floor(Date.now() / 60_000) + 1) * 60_000 + 500);
   };
 
   /**

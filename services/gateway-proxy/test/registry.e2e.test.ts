@@ -27,7 +27,7 @@ describe('gateway-proxy with the real registry', () => {
   afterAll(async () => {
     await upstream?.close();
     await registry?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   it('sells a registered skill to an agent and credits the registered seller; the middleware verifies with the real key', async () => {

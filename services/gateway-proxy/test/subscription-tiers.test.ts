@@ -100,7 +100,7 @@ describe('subscription tiers: a cheap payment never opens a dear endpoint', () =
     if (sellerServer) await new Promise((resolve) => sellerServer.close(resolve));
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const skillUrl = (skill: string, path: string) => `${h.gateway.url}/api/v1/skills/${skill}${path}`;

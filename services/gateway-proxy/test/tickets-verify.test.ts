@@ -40,7 +40,7 @@ describe('gateway-proxy: ticket keys, /api/verify, config', () => {
   });
   afterAll(async () => {
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   it('fails loudly on bad configuration', () => {

@@ -42,7 +42,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
   afterAll(async () => {
     await settlement?.stop();
     await registry?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');
@@ -228,7 +228,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
       });
       expect(await (await call('settle', key, tomorrow.body)).json()).toMatchObject({ success: true });
     } finally {
-      h.clock.offsetMs = 0;
+      h.clock.set(Date.now());
     }
   });
 
@@ -242,7 +242,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
     try {
       await calls();
     } finally {
-      h.clock.offsetMs = 0;
+      h.clock.set(Date.now());
     }
   }
 

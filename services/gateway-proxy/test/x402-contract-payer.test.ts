@@ -47,7 +47,7 @@ describe('x402 contract payers: the seller budget counts only what was relayed, 
   afterAll(async () => {
     await settlement?.stop();
     await registry?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   const relayerNonce = () => h.anvil.provider.getTransactionCount(testWallets.relayer.address, 'latest');

@@ -107,7 +107,7 @@ describe('x402 facilitator mode and discovery, with the real registry and the re
     await new Promise((resolve) => sellerApp?.close(resolve));
     await settlement?.stop();
     await registry?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   it('a seller running @x402/express with Paygate as facilitator is paid into escrow and credited', async () => {
@@ -292,7 +292,7 @@ describe('x402 v1: the v1 client pays on base-sepolia (anvil with chain id 84532
   afterAll(async () => {
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   it('the 402 body offers v1 accepts on Base Sepolia, and x402-fetch (v1) pays with X-PAYMENT', async () => {

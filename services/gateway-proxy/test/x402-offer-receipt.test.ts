@@ -51,7 +51,7 @@ describe('x402 offer-receipt: offers and receipts signed by Paygate, verifiable 
   afterAll(async () => {
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const pay = () => wrapFetchWithPayment(fetch, x402Client.fromConfig(x402ClientConfig(h, buyer)));

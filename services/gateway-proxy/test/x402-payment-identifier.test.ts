@@ -51,7 +51,7 @@ describe('x402 payment-identifier and settlement_pending: one charge per request
     await replica?.stop();
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const urlOf = (base: string, path: string) => `${base}/api/v1/skills/wx${path}`;

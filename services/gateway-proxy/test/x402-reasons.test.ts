@@ -77,7 +77,7 @@ describe('x402: every named exact EVM check answers its upstream reason code', (
   afterAll(async () => {
     await upstream?.close();
     await registry?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   const now = () => Math.floor(Date.now() / 1000);

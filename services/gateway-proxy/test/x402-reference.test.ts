@@ -89,7 +89,7 @@ describe('x402 as reference clients and facilitators see it', () => {
     await settlement?.stop();
     await registry?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const facilitatorUrl = () => `${h.gateway.url}/api/v1/x402`;

@@ -48,7 +48,7 @@ describe('x402 facilitator: a payment the recovery pass settled is answered sett
 
   afterAll(async () => {
     await settlement?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   it('503 settlement_pending, recovered as retryable, one success on the retry, then refused as used', async () => {

@@ -78,7 +78,7 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
   afterAll(async () => {
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const url = (skill: string, path = '/data') => `${base}/api/v1/skills/${skill}${path}`;
@@ -354,7 +354,7 @@ describe('x402 sign-in-with-x: subscribers recognised by a wallet signature', ()
         'subscription_expired',
       );
     } finally {
-      h.clock.offsetMs = 0;
+      h.clock.set(Date.now());
     }
   });
 });

@@ -59,7 +59,7 @@ describe('x402 v1 on a local chain with Base Sepolia chain id', () => {
     await settlement?.stop();
     await registry?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   function wallet() {

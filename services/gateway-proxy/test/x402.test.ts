@@ -50,7 +50,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
   afterAll(async () => {
     await settlement?.stop();
     await upstream?.close();
-    await h?.close();
+    await h?.stop();
   });
 
   const url = (path: string) => `${h.gateway.url}/api/v1/skills/wx${path}`;
@@ -350,7 +350,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       );
       expect(settled.claim_id).toBeTruthy();
     } finally {
-      h.clock.offsetMs = 0;
+      h.clock.set(Date.now());
     }
     // The stalled caller comes back refused (over its budget, say) and gives its claim back: it no longer holds it.
     await authorizations.forget(claimed!);
