@@ -262,7 +262,7 @@ Target ${pass ? 'met' : 'NOT met'}.`,
     await settlement.stop().catch(() => undefined);
     await upstream.close().catch(() => undefined);
     await ledger?.kill().catch(() => undefined);
-    await h.close().catch(() => undefined);
+    await h.stop().catch(() => undefined);
   }
 }
 

@@ -86,7 +86,7 @@ describe('x402 through the facilitator: one payment, one served call', () => {
     sellerServer?.closeAllConnections();
     if (sellerServer) await new Promise((resolve) => sellerServer.close(resolve));
     await settlement?.stop();
-    await h?.close();
+    await h?.stop();
   });
 
   const relayerNonce = (tag: 'latest' | 'pending') =>

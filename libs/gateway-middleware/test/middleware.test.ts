@@ -63,7 +63,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
   afterAll(async () => {
     server?.closeAllConnections();
     await new Promise((r) => server?.close(r));
-    await h?.close();
+    await h?.stop();
   });
 
   it('answers 402 with the SPEC body of each constructor', async () => {

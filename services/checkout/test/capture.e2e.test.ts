@@ -178,7 +178,7 @@ describe('a checkout session cannot capture an agent payment of the same amount'
     await services?.stop().catch(() => undefined);
     await checkoutDb?.destroy();
     await ledgerDb?.destroy();
-    await h?.close();
+    await h?.stop();
   });
 
   test("the agent's payment of a skill whose price equals a stranger's exact amount pays the call; the session stays open", async () => {

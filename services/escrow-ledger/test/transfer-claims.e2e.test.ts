@@ -226,7 +226,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
     await services?.stop().catch(() => undefined);
     await checkoutDb?.destroy();
     await ledgerDb?.destroy();
-    await h?.close();
+    await h?.stop();
   });
 
   test('point 1: a transfer that paid a checkout session (at the checkout wallet) is refused as a 402 proof and by /api/verify', async () => {

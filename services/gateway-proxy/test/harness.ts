@@ -157,8 +157,6 @@ export interface Harness extends ServiceHarness<RunningGateway> {
    * payment.confirmed), in payment.confirmed's terms; empty with `claims: 'none'`.
    */
   ledgerPayments(txHash?: string): LedgerPayment[];
-  /** `stop`, under the name the suites of other services and the x402 bench call. */
-  close(): Promise<void>;
 }
 
 /** A payment the ledger booked with a claim, as payment.confirmed carries it (less the ledger's confirmedAt). */
@@ -282,7 +280,6 @@ export async function startHarness(
       return encodePaymentHeader(proof);
     },
     resource: (method, skill, path) => `${method} http://paygate.test/api/v1/skills/${skill}${path}`,
-    close: harness.stop,
   };
   return h;
 }
