@@ -789,14 +789,33 @@ describe('ledger', () => {
       const payment = paymentData(h.sellerId, { amount: '5', holdPeriodHours: 24 });
       const first = observedData(payment);
       const escrowBefore = await accountBalance(db, 'escrow_asset');
-      await h.publish('transfer.reorged', reorgOf(first));
+      // The reorg is handled before the claim (a published event and an RPC race otherwise): it leaves a tombstone.
+      await handled(await h.publish('transfer.reorged', reorgOf(first)));
       await h.publish('payment.confirmed', payment);
       await transactionFor(payment.txHash);
-      await h.publish('transfer.observed', first);
-      await waitFor(async () => (await transactionsOf(payment.txHash))[0]?.escrow_status === 'reversed', {
-        message: 'the payment on a reorged block was not reversed',
-      });
+      await handled(await h.publish('transfer.observed', first));
+      expect((await transactionsOf(payment.txHash)).map((t) => t.escrow_status)).toEqual(['reversed']);
       expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      await expectBooksConsistent();
+    });
+
+    test("a claim booked before its block's transfer.reorged, then that block's stale transfer.observed: booked nothing", async () => {
+      const payment = paymentData(h.sellerId, { amount: '4', holdPeriodHours: 24 });
+      const first = observedData(payment);
+      const escrowBefore = await accountBalance(db, 'escrow_asset');
+      await h.publish('payment.confirmed', payment);
+      await transactionFor(payment.txHash);
+      // The claim booked the transfer on no block yet: the reorg of its block reverses it.
+      await handled(await h.publish('transfer.reorged', reorgOf(first)));
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      // The observation of the block that left the chain, delivered late: the transfer is not on the chain.
+      await handled(await h.publish('transfer.observed', first));
+      expect((await transactionsOf(payment.txHash)).map((t) => t.escrow_status)).toEqual(['reversed']);
+      expect(await accountBalance(db, 'escrow_asset')).toBe(escrowBefore);
+      await expectBooksConsistent();
+      // The chain went back to that block and the indexer published the transfer again: booked now.
+      await h.publish('transfer.observed', { ...first, observedAt: new Date().toISOString() });
+      await waitFor(async () => (await accountBalance(db, 'escrow_asset')) === escrowBefore + 4_000_000n);
       await expectBooksConsistent();
     });
 

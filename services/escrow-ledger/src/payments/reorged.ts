@@ -87,6 +87,11 @@ export async function onTransferReorged(
     );
     return;
   }
+  // Booked by a payment's claim before any observation named its block: this block's transfer.observed is still to
+  // come (delivered after the reorg), and must find the transfer not on the chain rather than mined again.
+  if (!transfer.block_hash && transfer.status !== 'reorged') {
+    await leaveReorgTombstone(trx, { ...d, txHash }, event.id);
+  }
   await reverseIfOnBlock(trx, deps, transfer, d.blockHash, event.id);
 }
 
