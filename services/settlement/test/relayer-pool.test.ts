@@ -181,6 +181,17 @@ describe('x402 relayer: a pool of keys', () => {
     // one whose queue cannot move (with two waiting on each other key, it was the least loaded).
     const waiting = await Promise.all(Array.from({ length: 2 * (poolAddresses.length - 1) }, () => sign()));
     const last = await sign();
+    const keysSeen = async () => `keys seen: ${JSON.stringify(h.service.relayer!.keys())}`;
+    // A key's stuck mark from the background pass is its last look at the key's rows (the burst's, open while it
+    // looked), not cleared before its next look: a key still marked then gets none of the batch, has nothing
+    // waiting, and is never stuck. Each other key seen free with nothing assigned first: each takes a share.
+    await waitFor(
+      () =>
+        h.service
+          .relayer!.keys()
+          .every((key) => (key.address === stuckKey ? key.stuck : !key.stuck && key.load === 0)),
+      { message: async () => `the other keys not seen free before the batch; ${await keysSeen()}` },
+    );
     let waitingReplies: Promise<RelayerSubmitReply[]>;
     let lastReply: Promise<RelayerSubmitReply>;
     await setAutomine(provider(), false);
@@ -193,8 +204,7 @@ describe('x402 relayer: a pool of keys', () => {
         message: 'the waiting transactions in the chain pool',
       });
       await waitFor(() => h.service.relayer!.keys().every((key) => key.stuck), {
-        timeoutMs: 20_000,
-        message: 'every key seen stuck',
+        message: async () => `every key seen stuck; ${await keysSeen()}`,
       });
       lastReply = submit(last);
       const lastRow = await waitFor(
