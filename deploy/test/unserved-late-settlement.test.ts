@@ -24,6 +24,7 @@ import { Wallet } from 'ethers';
 import { sql } from 'kysely';
 import { startEdge } from '../dev/edge';
 import { type AllServices, startAllServices } from './all-services';
+import { expectRefundedOnce } from './fixtures/refunded-once';
 
 jest.setTimeout(180_000);
 
@@ -214,35 +215,14 @@ describe('an x402 payment settled after its caller gave up, never presented agai
     });
     expect(upstreamCalls).toEqual([]);
 
-    const hook = await waitFor(
-      async () =>
-        hooks.find((h) => h.event === 'payment.refunded' && h.transactionId === refunded.transactionId),
-      { timeoutMs: 20_000, message: 'the seller never heard of the refund' },
-    );
-    expect(hook).toMatchObject({ reason: 'unserved', amount: '0.05', upstreamOutcome: 'timeout', txHash });
-    const reconciliation = await fetch(`${baseUrl}/api/v1/reconciliation`, {
-      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    await expectRefundedOnce({
+      all,
+      baseUrl,
+      operatorToken: OPERATOR_TOKEN,
+      hooks,
+      txHash,
+      transactionId: refunded.transactionId,
     });
-    expect(await reconciliation.json()).toMatchObject({ balanced: true, difference: '0' });
-
-    // Once: one failure and one close told to the ledger, one refund booked, one webhook.
-    const gateway = openSchema(all.env.schemaFor('gateway-proxy'));
-    const ledger = openSchema(all.env.schemaFor('escrow-ledger'));
-    try {
-      const told = await sql<{ subject: string; n: string }>`select subject, count(*) as n from outbox
-          where envelope->'data'->>'paymentId' = (select id from payment_claims where tx_hash = ${txHash})
-          group by subject order by subject`.execute(gateway);
-      expect(told.rows.map((row) => [row.subject.split('.').slice(-2).join('.'), Number(row.n)])).toEqual([
-        ['payment.call_failed', 1],
-        ['payment.call_unserved', 1],
-      ]);
-      const refunds = await sql<{ n: string }>`select count(*) as n from refunds
-          where transaction_id = ${refunded.transactionId}`.execute(ledger);
-      expect(Number(refunds.rows[0]!.n)).toBe(1);
-    } finally {
-      await Promise.all([gateway.destroy(), ledger.destroy()]);
-    }
-    expect(hooks.filter((h) => h.event === 'payment.refunded' && h.txHash === txHash)).toHaveLength(1);
     expect(await balanceOf(testWallets.buyer.address)).toBe(before);
 
     // Presented again after the refund: refused, never served for free.
