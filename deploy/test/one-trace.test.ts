@@ -218,6 +218,16 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
     });
   }, 240_000);
 
+  /** Each process's exit code and the end of its output: why a service stopped answering (seen once on CI). */
+  function processesSeen(): string {
+    return Object.entries(processes)
+      .map(
+        ([name, p]) =>
+          `${name} (exit ${p.child.exitCode ?? p.child.signalCode ?? 'none'}): ${p.output().slice(-1500)}`,
+      )
+      .join('\n');
+  }
+
   afterAll(async () => {
     await Promise.all(Object.values(processes).map((p) => p.kill('SIGTERM').catch(() => undefined)));
     await new Promise((r) => edge?.close(r));
@@ -237,7 +247,9 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
         return answer.headers.get('payment-required') ?? undefined;
       },
       { timeoutMs: 60_000, message: 'the gateway never offered x402 for the skill' },
-    );
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${processesSeen()}`);
+    });
     const offer = JSON.parse(Buffer.from(required, 'base64').toString('utf8')) as {
       accepts: Array<{
         amount: string;
