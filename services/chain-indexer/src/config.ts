@@ -19,27 +19,16 @@ export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
   maxBlocksPerPass: number;
   /** Recent block hashes kept to detect reorgs (and to find their common ancestor). */
   reorgWindowBlocks: number;
-  /**
-   * DEEP_REORG_SEARCH_BLOCKS: for a reorg deeper than the window, how many older known blocks (older stored hashes,
-   * blocks of reported transfers) are read at most to find the common ancestor; deeper still, the reorg is reported
-   * as not undone.
-   */
+  /** Older known blocks read at most for a reorg deeper than the window; deeper still it is not undone. */
   deepReorgSearchBlocks: number;
   /** First block to scan when there is no cursor yet (the escrow wallet's first use). */
   startBlock: number;
   leaderRetryMs: number;
-  /**
-   * CHECKOUT_ESCROW_ADDRESS (optional): the checkout deposit wallet, watched beside the agent escrow. Each
-   * transfer.observed names the wallet that received it (`to`); moves between the two wallets (settlement's
-   * sweep) are not money arriving and are not reported.
-   */
+  /** CHECKOUT_ESCROW_ADDRESS (optional): the checkout wallet, watched beside the agent escrow. */
   checkoutEscrowAddress: string | null;
   /** The fixed wallets whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
   watchedAddresses: string[];
-  /**
-   * Watched session deposit addresses named in the log filters at most; beyond it the scanner reads every USDC
-   * transfer of its range and keeps those to a watched address (none is ever left unwatched).
-   */
+  /** Deposit addresses named in the log filters at most; beyond it every transfer is read. */
   maxWatchedDepositAddresses: number;
   /** Recipients per eth_getLogs call (its topic list); more addresses make more calls over the same range. */
   addressesPerLogQuery: number;

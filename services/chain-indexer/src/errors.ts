@@ -1,7 +1,4 @@
-/**
- * The indexer's errors: one base, `IndexerError`, and a named subclass per situation. Each ends a pass without a
- * verdict on the chain (nothing is published or rolled back on its word); the loop logs it and tries again.
- */
+/** Each ends a pass with no verdict on the chain (nothing published or rolled back); the loop retries. */
 export class IndexerError extends Error {
   override name = 'IndexerError';
 }

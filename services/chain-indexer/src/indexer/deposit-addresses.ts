@@ -49,10 +49,7 @@ interface PendingBackfill {
   addresses: string[];
   /** The earliest assignment among them (seconds since epoch), when one was registered late; else null. */
   lateSinceSeconds: number | null;
-  /**
-   * The lowest scanner cursor at which one of them was registered (null when none was registered after the first
-   * pass): the scanner has scanned from there without them, so their backfill reaches back at least that far.
-   */
+  /** The lowest cursor at which one was registered: scanned without them from there, so backfilled from there. */
   registeredBlock: number | null;
 }
 
@@ -64,11 +61,8 @@ export class DepositAddressBook {
   ) {}
 
   /**
-   * The deposit addresses whose watch has not ended, when there are at most maxWatchedDepositAddresses of them (the
-   * scanner names them in its log filters); `'every-transfer'` beyond that, and the scanner then reads every USDC
-   * transfer of its range and keeps those to a watched address (watchedAmong; a block the node refuses whole is
-   * read by recipient, watchedPage by watchedPage). No address is ever left out: a cap that dropped some would let
-   * anyone with free accounts open sessions until a buyer's payment went unseen.
+   * The watched deposit addresses, or `'every-transfer'` past maxWatchedDepositAddresses. Never a capped subset:
+   * anyone could open sessions until a buyer's payment went unseen.
    */
   async watched(now: Date): Promise<string[] | 'every-transfer'> {
     const rows = await this.db
@@ -99,10 +93,7 @@ export class DepositAddressBook {
     return found;
   }
 
-  /**
-   * Up to `limit` deposit addresses watched now, in address order after `after` ('' for the first page): keyset
-   * paging on the primary key, so each page costs the same and no address is skipped or read twice.
-   */
+  /** Up to `limit` watched addresses after `after` (keyset paging: none skipped or read twice). */
   async watchedPage(now: Date, after: string, limit: number): Promise<string[]> {
     const rows = await this.db
       .selectFrom('deposit_addresses')
@@ -146,11 +137,7 @@ export class DepositAddressBook {
       .execute();
   }
 
-  /**
-   * Drops moves between Paygate's own wallets: the escrow, the old checkout deposit wallet and every session
-   * deposit address ever assigned (settlement's sweep of a deposit address into escrow is not money arriving;
-   * the ledger booked it when it reached the deposit address).
-   */
+  /** Drops moves between Paygate's own wallets (a sweep into escrow was booked when it reached the deposit address). */
   async withoutInternalMoves(
     logs: TransferLog[],
     depositAddresses: readonly string[],

@@ -18,11 +18,8 @@ type EveryTransferConfig = Pick<
 >;
 
 /**
- * Every-transfer mode (more watched deposit addresses than the log filters may name): every USDC transfer of a
- * range is read, one query per range, and those to a watched address are kept. A single block whose transfers the
- * node refuses to return at once (more than its result limit, on a busy chain) cannot be split into smaller
- * ranges: it is read by recipient instead, the fixed wallets and then the watched deposit addresses page by page.
- * Failing the pass there would keep the indexer on that block for good, every later payment unseen.
+ * Every USDC transfer of a range, kept when to a watched address. A single block the node refuses whole is read by
+ * recipient instead: failing there would keep the indexer on that block for good.
  */
 export class EveryTransferReader {
   constructor(
@@ -33,13 +30,8 @@ export class EveryTransferReader {
   ) {}
 
   /**
-   * USDC transfers in [from, to] to the fixed wallets and the deposit addresses watched `now`, and those addresses.
-   * Every transfer of the range is read, in ranges of at most MAX_RANGE_BLOCKS halved when the node refuses one,
-   * and each answer is cut to the watched recipients before the next is read: a catch-up of MAX_BLOCKS_PER_PASS
-   * blocks of a busy token holds one answer of the node at a time, not every transfer of the pass (millions on
-   * Base after a few hours down, enough to exhaust the process and keep it from ever catching up). A refused
-   * single block yields only its transfers to watched addresses (all that is kept of it anyway). Not
-   * getTransferLogs: it rethrows a refused single block without saying which one, and drops the rest of the range.
+   * Transfers in [from, to] to watched addresses, and those addresses. Each answer is cut to the watched recipients
+   * before the next is read, so a long catch-up holds one answer at a time (millions of transfers on Base otherwise).
    */
   async transfersToWatched(
     from: number,
@@ -95,11 +87,7 @@ export class EveryTransferReader {
     return { received: received.sort(compareTransferLogs), depositAddresses: [...depositAddresses] };
   }
 
-  /**
-   * The transfers in `block` to the fixed wallets and to every deposit address watched `now`, the addresses paged
-   * from the address book ADDRESSES_PER_LOG_QUERY at a time (one query each), so memory and each query stay bounded
-   * however many sessions are open. Each page starts after the last address of the one before: the pages end.
-   */
+  /** Transfers in `block` to watched addresses, paged ADDRESSES_PER_LOG_QUERY at a time (bounded memory). */
   private async watchedTransfersInBlock(block: number, now: Date): Promise<TransferLog[]> {
     const pageSize = this.config.addressesPerLogQuery;
     const transfers = await this.transfersToInBlock(this.config.watchedAddresses, block);

@@ -11,11 +11,7 @@ const PUBLISH_BATCH = 500;
 
 type TransferRow = Selectable<IndexerDatabase['transfers']>;
 
-/**
- * Step 3 of a pass: `transfer.observed` for every pending transfer that reached the confirmations at `head`, each
- * exactly once (a conditional status change in the same transaction as its outbox row), oldest first. Returns how
- * many it published.
- */
+/** `transfer.observed` once for each pending transfer confirmed at `head`, oldest first; returns how many. */
 export async function publishConfirmedTransfers(
   db: Kysely<IndexerDatabase>,
   config: Pick<ChainIndexerConfig, 'chainId' | 'network' | 'confirmations'>,

@@ -4,13 +4,10 @@ import { currentTraceCarrier } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import { BlockUnavailableError } from '../errors';
-import type { IndexerDatabase, RecentBlocksTable, TransfersTable } from './tables';
+import type { IndexerDatabase, RecentBlocksTable } from './tables';
 import { type TransferChain, transferEventFields } from './transfer-fields';
 
 type StoredBlock = Pick<Selectable<RecentBlocksTable>, 'number' | 'hash'>;
-
-/** The chain being rolled back, as transfer.reorged names it. */
-type ReorgChain = TransferChain;
 
 /** The stored recent block hashes of the chain, newest first, at most `window` of them. */
 export function storedRecentBlocks(
@@ -27,11 +24,7 @@ export function storedRecentBlocks(
     .execute();
 }
 
-/**
- * The blocks the indexer knows below `below`, for a reorg deeper than the stored recent hashes: older stored hashes
- * (kept to twice the window) and the blocks of published transfers (each keeps the hash of its block), newest
- * first, at most `limit`. A published transfer's block is where a deep reorg matters: it is what was reported.
- */
+/** Known blocks below `below` for a reorg deeper than the window: older hashes and published transfers' blocks. */
 export async function olderKnownBlocks(
   db: Kysely<IndexerDatabase>,
   chainId: number,
@@ -64,26 +57,13 @@ export async function canonicalAncestor(
   return undefined;
 }
 
-function transferReorgedEvent(chain: ReorgChain, transfer: Selectable<TransfersTable>) {
-  return createEvent(
-    'transfer.reorged',
-    'chain-indexer',
-    {
-      ...transferEventFields(chain, transfer),
-      reorgedAt: new Date().toISOString(),
-    },
-    { trace: currentTraceCarrier() },
-  );
-}
-
 /**
- * Forgets every transfer and block hash above `rollbackTo`: a published transfer is marked reorged and
- * `transfer.reorged` goes out for it (the ledger reverses it); a pending one was never announced and is deleted.
- * Returns how many published transfers were reversed.
+ * Forgets everything above `rollbackTo`: published transfers get `transfer.reorged`, pending ones (never announced)
+ * are deleted. Returns how many were reversed.
  */
 export async function rollBackAbove(
   trx: Transaction<IndexerDatabase>,
-  chain: ReorgChain,
+  chain: TransferChain,
   rollbackTo: number,
 ): Promise<number> {
   const removed = await trx
@@ -95,7 +75,11 @@ export async function rollBackAbove(
     .returningAll()
     .execute();
   for (const transfer of removed) {
-    await enqueueEvent(trx, transferReorgedEvent(chain, transfer));
+    const data = { ...transferEventFields(chain, transfer), reorgedAt: new Date().toISOString() };
+    await enqueueEvent(
+      trx,
+      createEvent('transfer.reorged', 'chain-indexer', data, { trace: currentTraceCarrier() }),
+    );
   }
   await trx
     .deleteFrom('transfers')

@@ -21,11 +21,7 @@ interface PassResult {
   reorged: number;
 }
 
-/**
- * Stores transfers seen on chain as pending. One seen before is left as it is, unless a reorg reversed it: a block
- * that comes back with the same hash (the chain went A, B, then A again) holds the same transfer, and it is
- * published again (the ledger books it as included again), not left reversed while the money is in escrow.
- */
+/** Stores transfers as pending; a reversed one whose block came back (A, B, then A again) is published again. */
 export async function insertTransfers(
   trx: Transaction<IndexerDatabase>,
   rows: Insertable<IndexerDatabase['transfers']>[],
@@ -48,10 +44,8 @@ interface ChainTip {
 }
 
 /**
- * A reorg the indexer rolled back, by how deep it reached: within CONFIRMATIONS only unreported transfers left the
- * chain; past them reported transfers did (the ledger reverses them, and a released hold may have been paid out);
- * past the window the common ancestor was found only among older known blocks; `not_undone` when none of the
- * blocks it knows is canonical any more (reported transfers below `rolledBackTo` were not checked).
+ * A reorg rolled back, by reach: past CONFIRMATIONS reported transfers left the chain; `not_undone` when no known
+ * block is canonical any more (reported transfers below `rolledBackTo` were not checked).
  */
 export interface ReorgReport {
   depth: number;
@@ -73,15 +67,8 @@ const REORG_ALARMS: Partial<Record<ReorgReport['reach'], string>> = {
 type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
 /**
- * One pass of the indexer, run only by the leader:
- *  1. compare stored recent block hashes with the chain; on a mismatch, roll back to the common ancestor,
- *     publishing `transfer.reorged` for every published transfer above it;
- *  2. backfill session deposit addresses heard of since the last pass (they may have been paid in blocks
- *     already scanned), then scan new blocks for USDC Transfer logs to the escrow wallet, the checkout deposit
- *     wallet and every watched deposit address (ranged eth_getLogs; moves between Paygate's own addresses, such
- *     as settlement's sweeps, are skipped) and store them as pending;
- *  3. publish `transfer.observed` for pending transfers that reached the confirmations, each exactly once
- *     (a conditional status change in the same transaction as the outbox row).
+ * One leader pass: roll back a reorg (publishing `transfer.reorged`), backfill new deposit addresses, store new
+ * USDC transfers to watched addresses as pending, and publish `transfer.observed` once each is confirmed.
  */
 export class TransferScanner {
   private readonly deposits: DepositAddressBook;
@@ -123,12 +110,7 @@ export class TransferScanner {
     });
   }
 
-  /**
-   * The chain's tip is the block this indexer stored and checked last (the same hash, so every block below it is
-   * unchanged too): no reorg check, scan or publication can find anything new, and each would cost chain reads and
-   * queries 20 times a second. Only deposit addresses heard of since then are backfilled (and published, when
-   * their transfers are already deep enough).
-   */
+  /** The tip is unchanged since the last checked pass: only new deposit addresses can bring anything. */
   private async quietPass(head: number): Promise<PassResult> {
     const backfilled = await this.backfillNewDepositAddresses();
     const published = backfilled > 0 ? await publishConfirmedTransfers(this.db, this.config, head) : 0;
@@ -193,12 +175,7 @@ export class TransferScanner {
     return { reorged };
   }
 
-  /**
-   * Every reorg to the service's metrics; one that reached reported transfers is an error for the operator: their
-   * money was booked (the ledger reverses it, from a seller's available balance when the hold was released), and
-   * one the indexer could not undo leaves reported transfers below `rolledBackTo` unchecked (reconciliation shows
-   * the difference).
-   */
+  /** Every reorg to the metrics; one that reached booked money is an error for the operator. */
   private reportReorg(report: ReorgReport): void {
     try {
       this.onReorg(report);
@@ -261,12 +238,8 @@ export class TransferScanner {
   }
 
   /**
-   * The hashes of the blocks of [from, to] that can still be reorged (a long catch-up reads only those near the
-   * head), or null when they do not form one chain with each other and with the stored hash of block from − 1:
-   * the chain was reorganised during this pass. handleReorg trusts every stored block below the newest one that
-   * matches the chain, which holds only while each stored block is the parent of the next. A reorg that lands
-   * after handleReorg compared the hashes and before these reads would otherwise store the new block on top of a
-   * replaced one, and the replaced block's transfers would be published and never reversed.
+   * Hashes of the reorgable blocks of [from, to], or null when they do not chain onto block from − 1: a reorg
+   * during the pass, whose replaced blocks' transfers would otherwise be published and never reversed.
    */
   private async linkedBlockHashes(
     from: number,
@@ -300,11 +273,7 @@ export class TransferScanner {
     return hashes;
   }
 
-  /**
-   * USDC transfers in [from, to] to the fixed wallets and the watched deposit addresses, with the deposit addresses
-   * they reached: named in the log filters while there are few enough of them, else read as every transfer of the
-   * token and matched to the watched addresses (one query per range instead of one per chunk of addresses).
-   */
+  /** USDC transfers in [from, to] to watched addresses: by log filter while few, else every transfer, matched. */
   private async transfersToWatched(
     from: number,
     to: number,
@@ -337,11 +306,8 @@ export class TransferScanner {
   }
 
   /**
-   * Deposit addresses checkout assigned since the last pass may have been paid in blocks already scanned (the
-   * buyer had the address before the indexer heard of it): their transfers below the cursor are searched now,
-   * DEPOSIT_BACKFILL_BLOCKS back, or back to the assignment time when the indexer heard of it late (a backlog
-   * after a restart), then they are watched like the rest. Restart-safe: an address is marked backfilled in
-   * the transaction that stores what the backfill found. Returns how many transfers it stored.
+   * New deposit addresses may have been paid in blocks already scanned: search back from the cursor, marking them
+   * backfilled in the transaction that stores what was found (restart-safe). Returns how many were stored.
    */
   private async backfillNewDepositAddresses(): Promise<number> {
     const pending = await this.deposits.pendingBackfill(BACKFILL_BATCH);
@@ -400,15 +366,8 @@ export class TransferScanner {
   }
 
   private async storeTransfers(trx: Transaction<IndexerDatabase>, logs: TransferLog[]): Promise<void> {
-    if (logs.length > 0)
-      await insertTransfers(
-        trx,
-        logs.map((log) => this.transferRow(log)),
-      );
-  }
-
-  private transferRow(log: TransferLog) {
-    return {
+    if (logs.length === 0) return;
+    const rows = logs.map((log) => ({
       chain_id: this.chainId,
       block_hash: log.blockHash,
       tx_hash: log.txHash,
@@ -421,7 +380,8 @@ export class TransferScanner {
       status: 'pending' as const,
       published_at: null,
       reorged_at: null,
-    };
+    }));
+    await insertTransfers(trx, rows);
   }
 
   private async saveCursor(trx: Transaction<IndexerDatabase>, nextBlock: number): Promise<void> {
