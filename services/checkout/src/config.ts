@@ -19,30 +19,16 @@ import { depositNode } from './sessions/deposit-addresses';
 export interface CheckoutConfig
   extends CommonConfig,
     Pick<ChainConfig, 'network' | 'chainId' | 'usdcAddress' | 'escrowAddress'> {
-  /**
-   * CHECKOUT_ESCROW_ADDRESS: the checkout wallet every amount-matched session is paid to, never the agent escrow
-   * (ESCROW_ADDRESS, where 402 payments go), so an agent's payment can never pay a session whose exact amount
-   * equals its price. Settlement sweeps it into escrow; the indexer watches it; reconciliation counts it.
-   */
+  /** CHECKOUT_ESCROW_ADDRESS: never the agent escrow, so an agent's payment can never pay a session. */
   checkoutEscrowAddress: string;
-  /**
-   * AMOUNT_SUFFIX_RANGE_MICRO: suffixes are drawn from 1 .. range-1 micro-USDC (10000: below one cent, so 9,999
-   * sessions of one price can be matchable at once).
-   */
+  /** AMOUNT_SUFFIX_RANGE_MICRO: suffixes are 1 .. range-1 micro-USDC (10000: below one cent). */
   amountSuffixRangeMicro: number;
-  /**
-   * MAX_AMOUNT_SHARE_PERCENT: the share of one price's suffixes a seller's unpaid sessions may hold; past it the
-   * seller's next session at that price gets a deposit address instead (no seller can crowd a price alone).
-   */
+  /** MAX_AMOUNT_SHARE_PERCENT: a seller's share of one price's suffixes; past it, a deposit address instead. */
   maxAmountSharePercent: number;
   sessionTtlSeconds: number;
   /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
   lateWindowSeconds: number;
-  /**
-   * CHECKOUT_DEPOSIT_XPUB: the extended public key under which each session gets its own deposit address (child
-   * `derivationIndex`). Only the public key: settlement alone holds the private key and sweeps the deposits.
-   * Outside production it defaults to DEV_DEPOSIT_XPUB (the public test mnemonic's, refused in production).
-   */
+  /** CHECKOUT_DEPOSIT_XPUB: the public key of per-session deposit addresses (settlement alone holds the private). */
   depositXpub: string;
   /** How long after a session's late window its address is still watched (a very late payment is still seen). */
   depositWatchGraceSeconds: number;
@@ -64,23 +50,14 @@ export interface CheckoutConfig
   now: () => Date;
 }
 
-/**
- * The deposit xpub of `make dev` and the tests: m/44'/60'/1'/0 of the public anvil mnemonic ("test test … junk",
- * account 1', so no child is one of anvil's funded accounts m/44'/60'/0'/0/i). Anyone can derive its keys:
- * refused in production.
- */
+/** The dev and test xpub: m/44'/60'/1'/0 of the public anvil mnemonic (no funded account); refused in production. */
 export const DEV_DEPOSIT_XPUB =
   'xpub6EFHUEbYV13535ChA9yg5xZTWowwFCmFoWnhLbwkd91xHoirGu89GTZwBSUBnBpFeY5EV2cgof8yuyDnkeGALcD8DgGYJSiQfkxKpunWTX1';
 
 /** The checkout wallet of `make dev` and the tests: anvil's account 7 (libs/testing testWallets.checkoutEscrow). */
 export const DEV_CHECKOUT_WALLET = '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955';
 
-/**
- * In production the checkout wallet must be set, non-zero and distinct from ESCROW_ADDRESS (on one address a
- * transfer's amount is all that would tell an agent's payment from a session's), and the deposit xpub (deposit
- * addresses, a seller's choice and the fallback of a crowded price) set and not the public test mnemonic's.
- * Checked after productionGuards, in its message format.
- */
+/** In production: the checkout wallet set and non-zero, the deposit xpub set and not the test mnemonic's. */
 function productionDeposit(env: NodeJS.ProcessEnv, address: string): void {
   const problems: string[] = [];
   if (!env.CHECKOUT_DEPOSIT_XPUB?.trim()) {
@@ -100,11 +77,7 @@ function productionDeposit(env: NodeJS.ProcessEnv, address: string): void {
   }
 }
 
-/**
- * The checkout wallet (unset: the dev chain's, refused in production by productionDeposit) and the deposit xpub;
- * a problem for a wallet that is the agent escrow, in any environment (its payments would pay sessions of the same
- * amount), or an xpub that is not one.
- */
+/** The checkout wallet (never the agent escrow, in any environment) and the deposit xpub (a valid one). */
 function checkoutWallets(
   parsed: { CHECKOUT_ESCROW_ADDRESS?: string; CHECKOUT_DEPOSIT_XPUB?: string },
   escrowAddress: string,

@@ -22,12 +22,8 @@ interface MatchDecision {
 }
 
 /**
- * A confirmed transfer: recorded, and applied to the session it pays. At a session's own deposit address it pays
- * that session by amount: exactly `paid` (`paid_late` after expiry), more `overpaid` (a payment of what was
- * received), less `underpaid` (no payment; an operator returns it); the first transfer to an address decides, a
- * later one is unmatched (`session_already_paid`). The ledger books a session's payment with checkout's claim of
- * the transfer. A transfer already applied (a re-publish by the indexer) changes nothing; a reorged one observed
- * again is decided anew.
+ * A confirmed transfer: recorded and applied to the session it pays (paid, paid_late, overpaid or underpaid by
+ * amount). A re-publish changes nothing; a reorged one observed again is decided anew.
  */
 export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data: Observed): Promise<void> {
   const now = deps.config.now();
@@ -142,10 +138,7 @@ async function decideMatch(
   return { session, unmatchedReason, candidate, claimedBy, paymentId };
 }
 
-/**
- * Claims the transfer at the ledger for the session's payment, which the ledger books with the claim: the payment
- * path that spent it already, or the payment id the ledger booked (none for an underpaid session).
- */
+/** Claims the transfer for the session's payment: who spent it already, or the payment id the ledger booked. */
 async function claimForSession(
   deps: MatchingDeps,
   data: Observed,
@@ -228,14 +221,8 @@ function rejectReason(deps: MatchingDeps, data: Observed): string | null {
 }
 
 /**
- * The session a transfer pays, locked, decided first by the address the payer sent to:
- * - a session's own deposit address: that session, whatever the amount (outcomeFor: underpaid, paid, overpaid);
- * - the checkout wallet: the session whose unique exact amount this is (no two matchable sessions hold one
- *   amount: sessions_reserved_amount); any other amount (less, more, the bare price) pays none,
- *   `no_session_with_this_amount`, for an operator to attach or refund;
- * - the agent escrow (where 402 payments go, observed before as a transfer checkout had recorded): none,
- *   `paid_to_agent_escrow`, so a session can never capture an agent's payment;
- * - anything else: `wrong_recipient` (not Paygate's money).
+ * The session a transfer pays, locked: by deposit address whatever the amount, else by unique exact amount at the
+ * checkout wallet. Never at the agent escrow, so a session can never capture an agent's payment.
  */
 async function sessionPaidBy(
   deps: MatchingDeps,
@@ -265,11 +252,7 @@ async function sessionPaidBy(
     : { unmatchedReason: 'no_session_with_this_amount' };
 }
 
-/**
- * The ledger recorded a claim through another payment path (an x402 proof, a seller's /api/verify): the transfer is not
- * unmatched money. Remembered for a transfer not observed yet; an unmatched one becomes `claimed`. Checkout's own
- * claims (sessions, operator refunds) are already recorded by the decision that made them.
- */
+/** A claim through another payment path: remembered for a transfer not observed yet; an unmatched one is `claimed`. */
 export async function recordClaimedElsewhere(
   deps: MatchingDeps,
   trx: CheckoutTrx,

@@ -78,13 +78,8 @@ export async function attachTransfer(
 }
 
 /**
- * Operator: send a transfer that paid for nothing back to its sender: an unmatched transfer, or the short
- * transfer attached to an `underpaid` session (the session becomes `refunded`, `checkout.session_refunded`).
- * The status change and `transfer.refund_requested` (outbox) commit together, once per transfer: only an
- * `unmatched` row (or the `attached` row of an `underpaid` session) is updated under a row lock, so a second
- * mark is a 409 and publishes nothing. The ledger books the refund out of suspense and settlement sends it. A
- * transfer that is not USDC into this escrow wallet on this chain is not on the ledger's books and cannot be
- * refunded here; the transfer of a paid or overpaid session is a payment (refund that payment instead).
+ * Operator: return an unmatched transfer, or an `underpaid` session's short one (the session becomes `refunded`),
+ * with `transfer.refund_requested` in the same commit, under a row lock so a second mark is a 409.
  */
 export async function markTransferForRefund(
   deps: MatchingDeps,
@@ -143,10 +138,7 @@ export async function markTransferForRefund(
   return { transfer: updated, session: refundedSession };
 }
 
-/**
- * The transfer to refund, locked, with the `underpaid` session it is the short payment of: refused (409) unless
- * it is unmatched or that short payment, and money the ledger booked (USDC into this escrow wallet on this chain).
- */
+/** The transfer to refund, locked, with its `underpaid` session; 409 unless it is refundable money in escrow. */
 async function lockRefundableTransfer(
   trx: CheckoutTrx,
   transferId: string,
@@ -234,15 +226,11 @@ async function refusal(
   if (refused.reason !== 'claimed_elsewhere') {
     return { refused: { status: 409, code: refused.reason, message: refused.message }, transfer };
   }
+  const code = refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment';
   if (transfer.status !== 'unmatched') {
     // An underpaid session's transfer stays attached to its session: the ledger says a payment holds it.
     return {
-      refused: {
-        status: 409,
-        code: refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment',
-        message: refused.message,
-        claimedBy: refused.claimedBy,
-      },
+      refused: { status: 409, code, message: refused.message, claimedBy: refused.claimedBy },
       transfer,
     };
   }
@@ -259,7 +247,7 @@ async function refusal(
   return {
     refused: {
       status: 409,
-      code: refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment',
+      code,
       message: `${refused.message}; it is not unmatched money (claimed by ${refused.claimedBy})`,
       claimedBy: refused.claimedBy,
     },

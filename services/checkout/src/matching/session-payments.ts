@@ -35,9 +35,8 @@ export function outcomeFor(session: SessionRow, amountMicro: bigint, now: Date):
 }
 
 /**
- * The payment the ledger books with checkout's claim of the transfer for the session (ledger.claim_transfer), or
- * none for an underpaid session (a short transfer pays for nothing; an operator returns it). The id is fresh: on a
- * repeat of the claim (a redelivered transfer.observed) the ledger answers with the id it booked the first time.
+ * The payment the ledger books with checkout's claim (none when underpaid). The id is fresh: a repeated claim is
+ * answered with the id booked the first time.
  */
 export function sessionPaymentOf(
   session: SessionRow,
@@ -59,11 +58,7 @@ export function sessionPaymentOf(
   };
 }
 
-/**
- * Records the transfer on the session; every outcome but underpaid is a payment, already booked by the ledger
- * under `paymentId` (the claim's answer; the ledger published payment.confirmed): the payments row is checkout's
- * record of it, for reopening the session on a reorg and for its views.
- */
+/** Records the transfer on the session; the payments row is checkout's record of what the ledger booked. */
 export async function applyToSession(
   deps: MatchingDeps,
   trx: CheckoutTrx,

@@ -16,20 +16,15 @@ export type CachedSkill = Pick<
 const MAX_ENTRIES = 20_000;
 
 /**
- * In-memory read-through cache of the seller and skill projections for the session-creation path, so a
- * widget request costs no projection query. Entries live `ttlMs` (another replica may have consumed the
- * registry event that changed them: the TTL bounds that staleness); this replica drops an entry as soon as
- * it commits a newer revision. Misses are not cached, so a new seller or skill works at once.
+ * Read-through cache of the projections for session creation. `ttlMs` bounds staleness from other replicas'
+ * commits; this replica's own drop entries at once; misses are not cached.
  */
 export class ProjectionCache {
   private readonly sellers = new LRUCache<string, { value: CachedSeller; until: number }>({
     max: MAX_ENTRIES,
   });
   private readonly skills = new LRUCache<string, { value: CachedSkill; until: number }>({ max: MAX_ENTRIES });
-  /**
-   * Counts invalidations: a row read before one may be the revision it replaced (a rotated-out publishable key), so
-   * it answers the request that read it but is not cached.
-   */
+  /** Counts invalidations: a row read before one may be stale (a rotated-out key), so it is not cached. */
   private invalidations = 0;
 
   constructor(
@@ -53,10 +48,7 @@ export class ProjectionCache {
     return value;
   }
 
-  /**
-   * How a seller's sessions are matched, for a secret-key session (the key was resolved by the registry). A seller
-   * not projected yet gets the default, `amount`.
-   */
+  /** How a seller's sessions are matched (`amount` for a seller not projected yet). */
   async matchingOf(sellerId: string): Promise<CheckoutMatchingMode> {
     const key = `id\n${sellerId}`;
     const hit = this.sellers.get(key);

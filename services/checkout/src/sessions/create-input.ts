@@ -32,10 +32,7 @@ function sessionCreatedAnswer(created: CreatedSession & { replayed: boolean }): 
     : { status: 201, body: created.snapshot, headers: NO_HEADERS };
 }
 
-/**
- * The whole create request after transport: the key, the body, the Idempotency-Key. Shared by the express
- * route and the fast path (fast-path.ts), so both answer exactly alike.
- */
+/** The create request after transport, shared by the express route and the fast path so both answer alike. */
 export function sessionCreator(deps: SessionCreatorDeps) {
   return async function createSession(
     token: string | undefined,
@@ -149,10 +146,7 @@ async function fromPublishableKey(
   };
 }
 
-/**
- * What the buyer reads in the dialog: the skill's display name and what the endpoint sells ("Demo shop: A mug"),
- * never its HTTP method and path, which name the seller's route, not the purchase.
- */
+/** What the buyer reads ("Demo shop: A mug"), never the endpoint's method and path. */
 function buyerDescription(displayName: string, endpointDescription: string): string {
   const what = endpointDescription.trim();
   return (what && what !== displayName.trim() ? `${displayName}: ${what}` : displayName).slice(0, 500);

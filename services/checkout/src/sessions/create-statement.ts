@@ -2,26 +2,16 @@ import pg from 'pg';
 import type { CheckoutConfig } from '../config';
 import type { IdempotencyClaim, NewSession } from './sessions';
 
-/**
- * The session-creation statement as a named prepared statement on a small pool of its own: Postgres parses
- * and analyses it once per connection (and may reuse a generic plan) instead of on every request, and the
- * statement text is not sent again. Kysely cannot name a statement, hence plain pg for this one query.
- */
+// Named prepared statements on a pool of their own (parsed once per connection); Kysely cannot name a statement.
 
 /** Connections for session creation, in addition to the service's main pool. */
 const CREATE_POOL_SIZE = 8;
 const STATEMENT_TIMEOUT_MS = 15_000;
 
 /**
- * Inserts a session paid by its unique amount at the checkout wallet: price + the first suffix after a random start
- * that no matchable session holds (the partial unique index sessions_reserved_amount decides; a concurrent insert
- * of the same amount makes this one insert nothing), and its checkout.session_created outbox row, whose JSON gets
- * the allocated amount (formatted like formatUsdcExact). Returns the allocated amount.
- * $1 session_id, $2 seller_id, $3 skill_id, $4 skill_name, $5 endpoint_id, $6 description, $7 price_micro,
- * $8 hold_period_hours, $9 now, $10 expires_at, $11 late_until, $12 start, $13 number of suffixes (1 .. $13),
- * $14 the seller's open-session cap, $15 its cap on unpaid sessions among this price's amounts (0: none),
- * $16/$17/$18 the session event's id, type and JSON. Nothing is inserted when a cap is reached or no amount is free
- * (the caller finds out which).
+ * A session at price + the first free suffix after $12 (the partial unique index sessions_reserved_amount decides)
+ * and its outbox row, given the allocated amount. $1..$11 the session, $13 suffixes, $14/$15 the seller's caps
+ * (0: none), $16..$18 the event.
  */
 const CREATE_AMOUNT_SESSION = `
   with created as (
@@ -33,9 +23,7 @@ const CREATE_AMOUNT_SESSION = `
     where not exists (
       select 1 from sessions x where x.amount_reserved and x.exact_amount_micro = $7::bigint + c.suffix
     )
-      -- The seller's caps (limits.ts), in the same statement so a creation stays one round trip: its open
-      -- sessions, and its unpaid sessions among this price's amounts. Each count stops at its cap (an index range
-      -- of at most that many entries); 0 is no cap, and the count is then never run.
+      -- The seller's caps (limits.ts), each count stopping at its cap; 0 is no cap and skips the count.
       and ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
            where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
            limit $14::bigint) o) < $14::bigint)
@@ -66,12 +54,8 @@ const CREATE_AMOUNT_SESSION_PLAIN = `${CREATE_AMOUNT_SESSION}
   select exact_amount_micro from created`;
 
 /**
- * Inserts a session at its own deposit address (its exact amount is its price: the address tells its payment
- * apart) and its two outbox rows, checkout.session_created and deposit.address_assigned, so no address reaches a
- * buyer without the indexer and settlement hearing of it. Returns a row when inserted.
- * $1 .. $11 as above, $12 deposit address, $13 derivation index, $14 the seller's open-session cap (0: none),
- * $15/$16/$17 the session event's id, type and JSON, $18/$19/$20 the address event's. Nothing is inserted when
- * the cap is reached (the caller says so).
+ * A session at its own deposit address with both outbox rows, so no address reaches a buyer unheard of.
+ * $12/$13 address and index, $14 the open-session cap, $15..$17 and $18..$20 the two events.
  */
 const CREATE_DEPOSIT_SESSION = `
   with created as (
@@ -99,6 +83,11 @@ const CREATE_DEPOSIT_SESSION_IDEMPOTENT = `${CREATE_DEPOSIT_SESSION}, idempotenc
 
 const CREATE_DEPOSIT_SESSION_PLAIN = `${CREATE_DEPOSIT_SESSION}
   select 1 from created`;
+
+const STATEMENTS = {
+  amount: [CREATE_AMOUNT_SESSION_PLAIN, CREATE_AMOUNT_SESSION_IDEMPOTENT],
+  deposit: [CREATE_DEPOSIT_SESSION_PLAIN, CREATE_DEPOSIT_SESSION_IDEMPOTENT],
+} as const;
 
 interface OutboxEvent {
   id: string;
@@ -175,15 +164,8 @@ export class CreateSessionStatement {
       params.sessionEvent.type,
       params.sessionEvent.json,
     ];
-    const idempotent = params.idempotency !== undefined;
-    if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);
-    const result = await this.pool.query({
-      name: idempotent ? 'checkout_create_amount_session_idempotent' : 'checkout_create_amount_session',
-      text: idempotent ? CREATE_AMOUNT_SESSION_IDEMPOTENT : CREATE_AMOUNT_SESSION_PLAIN,
-      values,
-      rowMode: 'array',
-    });
-    const row = result.rows[0] as [string] | undefined;
+    const rows = await this.run('amount', params.idempotency, values);
+    const row = rows[0] as [string] | undefined;
     return row ? BigInt(row[0]) : undefined;
   }
 
@@ -201,15 +183,19 @@ export class CreateSessionStatement {
       params.addressEvent.type,
       params.addressEvent.json,
     ];
-    const idempotent = params.idempotency !== undefined;
-    if (params.idempotency) values.push(params.idempotency.key, params.idempotency.requestHash);
-    const result = await this.pool.query({
-      name: idempotent ? 'checkout_create_deposit_session_idempotent' : 'checkout_create_deposit_session',
-      text: idempotent ? CREATE_DEPOSIT_SESSION_IDEMPOTENT : CREATE_DEPOSIT_SESSION_PLAIN,
-      values,
-      rowMode: 'array',
-    });
-    return result.rows.length > 0;
+    return (await this.run('deposit', params.idempotency, values)).length > 0;
+  }
+
+  private async run(
+    kind: keyof typeof STATEMENTS,
+    idempotency: IdempotencyClaim | undefined,
+    values: unknown[],
+  ) {
+    const [plain, withKey] = STATEMENTS[kind];
+    if (idempotency) values.push(idempotency.key, idempotency.requestHash);
+    const name = `checkout_create_${kind}_session${idempotency ? '_idempotent' : ''}`;
+    const text = idempotency ? withKey : plain;
+    return (await this.pool.query({ name, text, values, rowMode: 'array' })).rows;
   }
 
   /** Opens the pool's connections ahead of the first requests (best effort: a failure shows up on use). */

@@ -14,10 +14,7 @@ interface DepositAddress {
   index: number;
 }
 
-/**
- * The public node under which sessions' deposit addresses are derived (CHECKOUT_DEPOSIT_XPUB). Refuses a private
- * extended key: checkout never holds a key that can move deposits (settlement alone does, and sweeps them).
- */
+/** The public deposit node (CHECKOUT_DEPOSIT_XPUB); a private key is refused: only settlement may move deposits. */
 export function depositNode(xpub: string): HDNodeVoidWallet {
   const node = HDNodeWallet.fromExtendedKey(xpub);
   if (!(node instanceof HDNodeVoidWallet)) throw new PrivateDepositKeyError();
@@ -29,11 +26,7 @@ export function depositAddressAt(node: HDNodeVoidWallet, index: number): string 
   return node.deriveChild(index).address.toLowerCase();
 }
 
-/**
- * Gives each session its own deposit address: the next unused child index of the deposit xpub. Indexes come in
- * blocks of INDEX_BLOCK_SIZE from a Postgres sequence, so replicas never share one; a block left unused by a
- * restart is a gap, never a reuse (an unassigned address is never watched nor handed out).
- */
+/** Each session's own address: indexes in blocks from a Postgres sequence (replicas never share; gaps, no reuse). */
 export class DepositAddressAllocator {
   private next = 0;
   private end = 0;

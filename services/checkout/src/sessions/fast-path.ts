@@ -5,14 +5,8 @@ import type { Logger } from '@paygate/telemetry';
 import { RetryLaterError } from '../errors';
 import { CORS_HEADERS } from './cors';
 
-/**
- * Session creation by the widget (POST with a publishable key and a JSON body) answered on the bare Node
- * request, ahead of express's middleware stack, the way gateway-proxy answers paid calls: it is the
- * service's hottest route, and express's router, body parser and response helpers cost more CPU than the
- * work itself. The answer is the express route's, byte for byte in body and status: the same
- * `createSession`, the same request id, CORS headers, error body and request metric. Anything else
- * (another key, another content type, a compressed or chunked or oversized body) goes to express.
- */
+// The widget's session creation on the bare Node request (the hottest route; express costs more than the work),
+// answered byte for byte like the express route. Anything unusual goes to express.
 
 /** The same limit as the express JSON parser (@paygate/http). */
 const BODY_LIMIT_BYTES = 256 * 1024;

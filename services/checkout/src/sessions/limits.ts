@@ -13,14 +13,8 @@ const secondsUntil = (now: Date, at: Date | null) =>
   Math.max(1, Math.ceil(((at?.getTime() ?? now.getTime()) - now.getTime()) / 1000));
 
 /**
- * What bounds session creation (docs/security.md, attack 3):
- * - per key (`pk_` or `sk_`) and, for publishable-key requests, per client address: fixed one-minute windows
- *   counted in Postgres and shared by every replica (the gateway's limiter);
- * - per seller: at most `maxOpenSessionsPerSeller` open sessions.
- * No shared resource is left to exhaust: every session has its own deposit address, so one seller's sessions
- * never take anything from another's. Every refusal is a 429 with Retry-After. The open cap is a condition of the
- * creation statement (counted in it, not locked), so concurrent requests of one seller can pass it by at most the
- * creation pool's size (8 per replica).
+ * Bounds on session creation (docs/security.md, attack 3): per key and per client per minute, shared by replicas,
+ * and open sessions per seller (counted in the creation statement, so passable by at most its pool size).
  */
 export class SessionLimits {
   private readonly perKey: SharedRateLimiter;
@@ -80,10 +74,7 @@ export class SessionLimits {
     return limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
   }
 
-  /**
-   * Why the creation statement inserted nothing when the seller's open-session cap is the reason (the statement
-   * enforces it itself, in its one round trip): 429 too_many_open_sessions; else returns.
-   */
+  /** 429 too_many_open_sessions when the seller's cap is why the creation statement inserted nothing. */
   async admitSeller(sellerId: string): Promise<void> {
     const now = this.config.now();
     const maxOpen = this.config.maxOpenSessionsPerSeller;

@@ -26,10 +26,7 @@ const idempotencyKey = idempotencyKeyParameter(
 
 type CreateSession = ReturnType<typeof sessionCreator>;
 
-/**
- * The session routes (mounted behind `cors` on /api/v1/checkout), the create route's widget requests answered on
- * the bare request ahead of express (its `bare` serving).
- */
+/** The session routes (behind `cors` on /api/v1/checkout). */
 export function sessionRoutes(
   ctx: ServiceContext<CheckoutDatabase>,
   config: CheckoutConfig,
@@ -56,11 +53,8 @@ export function sessionRoutes(
 }
 
 /**
- * Authorization: Bearer pk_… (widget: { skill, endpointId? }) or Bearer sk_… (seller server:
- * { amount, description, holdPeriodHours? }). Idempotency-Key is honoured per seller. The key decides which
- * body schema applies, so `createSession` checks the key and then the body. The widget's requests
- * (publishable key, JSON body) are answered by the fast path ahead of express, through the same
- * `createSession`; this handler answers the rest.
+ * Bearer pk_… (widget: { skill, endpointId? }) or sk_… (server: { amount, description, holdPeriodHours? }); the key
+ * decides the body schema. Idempotency-Key is per seller.
  */
 function createSessionRoute(createSession: CreateSession) {
   return defineRoute({

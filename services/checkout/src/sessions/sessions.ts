@@ -58,10 +58,7 @@ function amountCapacity(config: Pick<CheckoutConfig, 'amountSuffixRangeMicro' | 
   return { suffixes, share };
 }
 
-/**
- * Sessions: creation (a unique exact amount on the checkout wallet, or the session's own deposit address), reads
- * with lazy expiry, and the sweep that expires sessions and releases amounts once no transfer can match them.
- */
+/** Sessions: creation, reads with lazy expiry, and the sweep that expires them and releases their amounts. */
 export class SessionStore {
   private readonly createStatement: CreateSessionStatement;
   private readonly addresses: DepositAddressAllocator;
@@ -119,13 +116,8 @@ export class SessionStore {
   }
 
   /**
-   * One statement (so one round trip and one commit): a session whose exact amount is price + a suffix no
-   * matchable session holds, paid at the checkout wallet, its idempotency record and its checkout.session_created
-   * event. The partial unique index decides the amount; the statement starts at a random suffix and takes the
-   * first free one after it, so a nearly full price costs a few index probes inside the statement, not a round
-   * trip per guess. The event is built and validated with a stand-in amount, and the statement writes the
-   * allocated one into it. Undefined: a cap was reached, no amount was free, or a concurrent insert took the one
-   * picked (nothing was written).
+   * One statement (one round trip): the session at price + the first free suffix after a random start, its
+   * idempotency record and event. Undefined when a cap, a full price or a race left nothing written.
    */
   async insertWithUniqueAmount(
     input: NewSession,
@@ -150,11 +142,7 @@ export class SessionStore {
     return { session: row, snapshot };
   }
 
-  /**
-   * One statement: a session paid to its own deposit address at exactly its price, its idempotency record, and its
-   * checkout.session_created and deposit.address_assigned events. Undefined: the seller's open-session cap was
-   * reached (nothing was written).
-   */
+  /** One statement: the session at its own deposit address, its record and both events; undefined at the cap. */
   async insertAtDepositAddress(
     input: NewSession,
     idempotency?: IdempotencyClaim,
@@ -198,11 +186,7 @@ export class SessionStore {
     await this.createStatement.close();
   }
 
-  /**
-   * Creates a session (and its idempotency record) and enqueues its events, in one statement: by its unique
-   * amount, unless the seller chose deposit addresses. A price whose amounts are all held (or whose share this
-   * seller's unpaid sessions already hold) does not refuse the buyer: that session gets a deposit address.
-   */
+  /** Creates a session by unique amount, or at a deposit address when chosen or when the price is crowded. */
   async create(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
@@ -255,10 +239,7 @@ export class SessionStore {
     return previous && { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
   }
 
-  /**
-   * The amount mode's bounded allocation: a created session, a replay, or why the session falls back to a
-   * deposit address. Throws 429 when the seller is at its open-session cap.
-   */
+  /** Bounded amount allocation: a session, a replay, or why to fall back to a deposit address (429 at the cap). */
   private async createByAmount(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
