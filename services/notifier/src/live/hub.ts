@@ -258,10 +258,7 @@ export class LiveUpdates {
     }
   }
 
-  /**
-   * The dashboard's sign-in for its socket: the same token its REST calls carry, resolved by the registry. From
-   * then on the socket hears its seller's changes only; a refused token closes it.
-   */
+  /** The socket's sign-in with the dashboard's REST token; a refused token closes it. */
   private async authenticate(client: Client, token: unknown): Promise<void> {
     if (typeof token !== 'string' || token.length === 0 || token.length > TOKEN_MAX_LENGTH) {
       sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');

@@ -3,10 +3,7 @@ import type { NotifierDatabase } from '../db';
 import type { CircuitRow } from './circuits';
 import type { ClaimedDelivery } from './repository';
 
-/**
- * (seller, target) queues one pass looks at, at the most: the scan is an index skip-scan (one probe per queue,
- * whatever its backlog), and the round-robin cursor continues where the last pass stopped.
- */
+/** (seller, target) queues one pass scans at most (one index probe each); the cursor continues from there. */
 const MAX_TARGETS_SCANNED_PER_PASS = 2000;
 
 interface FairClaimOptions {
@@ -39,11 +36,8 @@ interface DueTarget {
 }
 
 /**
- * Claims due deliveries fairly. Claims are serialized over every replica (one short transaction under an advisory
- * lock), so the in-flight counts they read are exact. Sellers are visited in turn from the cursor, each getting
- * at most `sellerShare` deliveries a pass and each of its targets at most `endpointShare`, never beyond what they
- * may have in flight; a target whose circuit is open is skipped until its retry time, then gets one probe. The
- * rows taken are leased (next_attempt_at and leased_until pushed out) and sent outside any transaction.
+ * Claims due deliveries fairly, round robin over sellers within shares and in-flight caps, under an advisory lock
+ * so the in-flight counts are exact. An open circuit gets one probe after its retry time. Rows are leased.
  */
 export async function claimFairly(
   db: Kysely<NotifierDatabase>,
@@ -76,11 +70,7 @@ export async function claimFairly(
 
 type WantedQueue = { sellerId: string; target: string; quota: number; probe: boolean };
 
-/**
- * How many deliveries each due queue gets this pass, visiting them in order: none while its circuit is open (or
- * its probe is out), one as a half-open circuit's probe, else what the pass, its seller's share and both in-flight
- * limits leave. The cursor is the last seller served.
- */
+/** Each due queue's quota this pass (none while its circuit is open, one as a probe); the cursor is the last served. */
 function shareOut(
   targets: DueTarget[],
   circuits: Map<string, CircuitRow>,
@@ -149,11 +139,7 @@ async function lease(
   return probed.length;
 }
 
-/**
- * The (seller, target) queues with a due delivery, in round-robin order from the cursor: one index probe per
- * queue with anything pending (the first row of a queue is its earliest), at most MAX_TARGETS_SCANNED_PER_PASS.
- * `exhausted` is the seller the scan stopped at when it ran out of budget before the end of the ring.
- */
+/** Queues with a due delivery in ring order from the cursor; `exhausted` is where an out-of-budget scan stopped. */
 async function dueTargets(
   trx: Transaction<NotifierDatabase>,
   options: FairClaimOptions,
@@ -315,10 +301,7 @@ async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): P
   }));
 }
 
-/**
- * Deliveries whose retry window ended while their target's circuit stayed open: failed (visible, and a seller may
- * ask for a redelivery), never left pending for ever. At most `limit` a pass.
- */
+/** Fails deliveries whose retry window ended behind an open circuit (never pending for ever; redeliverable). */
 export async function failExpiredHeld(
   db: Kysely<NotifierDatabase>,
   options: { now: Date; limit: number },

@@ -47,11 +47,8 @@ interface DispatcherDependencies {
 }
 
 /**
- * Sends due webhook deliveries. Several replicas may run it: claims are serialized, use SKIP LOCKED and a lease.
- * Sending is continuous: `webhookConcurrency` slots, each delivery sent outside any transaction within its
- * timeout; a pass claims only for the free slots, fairly (a share per seller and per target, what each may have in
- * flight, circuits of failing targets), so a seller whose endpoints never answer holds a few slots, never all, and
- * never delays another seller's first attempt. A new delivery or a freed slot kicks a pass, otherwise it polls.
+ * Sends due deliveries on `webhookConcurrency` slots, claiming fairly for the free ones (claim.ts), so a seller
+ * whose endpoints never answer holds a few slots, never all. Any replica may run it.
  */
 export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   private readonly attempts: Counter<'outcome'>;
@@ -129,10 +126,7 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
     return Math.min(config.webhookBatchSize, config.webhookConcurrency - this.inFlight.size);
   }
 
-  /**
-   * One bounded pass: fail what expired behind an open circuit, claim due deliveries for the free slots and start
-   * sending them (not waiting for them). Returns how many were claimed.
-   */
+  /** One pass: fail what expired behind an open circuit, claim for the free slots and start sending; how many. */
   async runOnce(): Promise<number> {
     const { config, db, logger } = this.deps;
     const now = config.now();

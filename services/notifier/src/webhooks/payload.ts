@@ -14,11 +14,8 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 const ENVELOPE_FIELDS = new Set(['id', 'event', 'createdAt', 'data']);
 
 /**
- * Builds the webhook body of a bus event (shape: WebhookBody in the sellers' library): `id`, `event`, `createdAt`,
- * the payload's fields at the top level (docs/api.md, "Webhook requests": `event, transactionId, refundTxHash,
- * amount` and `event, transactionId, reason` are the body's own fields), then `data`, the whole payload with `event` first. A payload
- * field named like an envelope field (a session's `createdAt`) is only in `data`. The serialised string is stored
- * once and sent byte for byte.
+ * The webhook body (WebhookBody; docs/api.md "Webhook requests"): `id`, `event`, `createdAt`, the payload's fields
+ * except those named like the envelope's, then `data`. Stored once and sent byte for byte.
  */
 export function buildWebhookBody(envelope: EventEnvelope<WebhookEventType, object>): string {
   const payload = envelope.data as Record<string, unknown>;
@@ -40,11 +37,7 @@ Verify the HMAC in constant time and reject |now - t| > 300 s. Delivery is at le
 ids already processed. 2xx = delivered; 408, 429, 5xx, network errors and timeouts (10 s) are retried with
 exponential backoff (30 s doubling, at most 6 h, jittered) for 72 h; other statuses fail without retry.`;
 
-/**
- * The OpenAPI `webhooks` entries, one per event type. The body is buildWebhookBody's { id, event, createdAt,
- * <payload fields>, data }: the payload's fields at the top level, except those named like the envelope's, and the
- * whole payload again in `data`.
- */
+/** The OpenAPI `webhooks` entries, one per event type, in buildWebhookBody's shape. */
 export function webhookDocuments() {
   return Object.fromEntries(
     WEBHOOK_EVENT_TYPES.map((type) => {
