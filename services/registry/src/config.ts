@@ -25,26 +25,17 @@ export interface RegistryConfig extends CommonConfig {
   healthIntervalMs: number;
   healthBatchSize: number;
   healthConcurrency: number;
-  /**
-   * Paygate's escrow wallet (ESCROW_ADDRESS, shared by every service's config), lowercase; null when unset. A
-   * payout there never leaves escrow (the seller would be marked settled and paid nothing), so it is refused.
-   */
+  /** ESCROW_ADDRESS, lowercase (null when unset): refused as a payout address, it would pay nothing. */
   escrowAddress: string | null;
   /** Per client address: SIWE nonces and sign-ins per minute, new accounts per hour (rate-limits.ts). */
   siweNoncesPerMinute: number;
   signInsPerMinute: number;
   accountsPerHour: number;
-  /**
-   * Skills one seller may hold, archived ones included (they keep their names): MAX_SKILLS_PER_SELLER. A free account
-   * could otherwise take names in bulk, and every skill is validated and health-checked by the registry.
-   */
+  /** MAX_SKILLS_PER_SELLER, archived included: a free account could otherwise take names in bulk. */
   maxSkillsPerSeller: number;
   /** Payout-address challenges per minute per client address (each is a stored single-use nonce). */
   payoutChallengesPerMinute: number;
-  /**
-   * The chain id of CHAIN_NETWORK: a SIWE message and a payout-address change must name it (a signature made for
-   * another chain or deployment is refused).
-   */
+  /** CHAIN_NETWORK's chain id, which SIWE messages and payout changes must name. */
   chainId: number;
   /** How long after the wallet signs a new payout address it takes effect (settlement pays the old one till then). */
   payoutAddressDelayMs: number;

@@ -99,12 +99,7 @@ export async function publishSellerUpdated(trx: Transaction<RegistryDatabase>, r
   );
 }
 
-/** The seller of an API key: its current key, or the key its last rotation replaced while the overlap lasts. */
-/** The announcement of a signed payout-address change (a webhook to the seller), in the change's transaction. */
-/**
- * Changes a seller's row as a new revision and announces it (seller.updated) in the same transaction: every
- * SellerAuth cache, checkout's projection and settlement follow that event.
- */
+/** Changes a seller's row as a new revision and announces it (seller.updated) in the same transaction. */
 export async function changeSeller(
   trx: Transaction<RegistryDatabase>,
   sellerId: string,
@@ -122,11 +117,8 @@ export async function changeSeller(
 }
 
 /**
- * changeSeller for a credential (an API key, the publishable key, the webhook secret, the sessions) in its own
- * transaction, answered only once seller.updated is published (bounded by the relay's publish timeout): every cache
- * of the old credential (SellerAuth, the gateway's forwarding keys, checkout's keys) has been told to forget it
- * before the seller hears "revoked" (waiting for the relay's next poll, a key revoked at once would still work there
- * for up to 250 ms, longer on a loaded host).
+ * changeSeller for a credential, answered only once seller.updated is published: every cache of the old credential
+ * has been told to forget it before the seller hears "revoked".
  */
 export async function changeCredentials(
   ctx: ServiceContext<RegistryDatabase>,
@@ -185,10 +177,7 @@ export async function findSellerByApiKey(
 /** Last use is kept to the minute: at most one write per key per minute, whatever the traffic. */
 const LAST_USED_RESOLUTION = '1 minute';
 
-/**
- * Records that a secret key was used (resolved for a request), on the current or the previous key's column. Other
- * services cache a resolved key for up to 30 s, so this is when it was last checked, within a minute of its use.
- */
+/** Records a secret key's use (current or previous column); other services cache keys, so this is the last check. */
 export async function touchApiKey(
   db: Kysely<RegistryDatabase>,
   seller: SellerRow,

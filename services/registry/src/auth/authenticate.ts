@@ -14,10 +14,7 @@ declare global {
   }
 }
 
-/**
- * Every management route accepts either the dashboard session token or the API key (sk_…), so a seller
- * can automate everything the dashboard does. The registry owns the keys, so it checks them in its own table.
- */
+/** Management routes take the session token or the API key (sk_…): a seller can automate what the dashboard does. */
 function requireSeller(rc: RegistryContext) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     const token = bearerToken(req);
@@ -62,19 +59,12 @@ function requireSeller(rc: RegistryContext) {
   };
 }
 
-/**
- * What only the account wallet may do (change the webhook URL, rotate keys): an API key is a server credential
- * that leaks with a server, so with it alone these are refused 403, naming the credential they need.
- */
+/** What only the account wallet may do (an API key leaks with its server): 403 with the key alone. */
 export function requireWalletSession(req: Request, action: string): void {
   refuseWithoutWallet(req.credential, action);
 }
 
-/**
- * The seller of a dashboard session token: undefined when the token is not a valid, unexpired session of an
- * existing seller, 'signed_out' when the seller signed out after it was issued. The one check, for the HTTP
- * routes and for the other services asking through registry.resolve_api_key.
- */
+/** The seller of a session token (undefined when invalid, 'signed_out' after a sign-out), for HTTP and RPC alike. */
 export async function sellerOfSession(
   rc: RegistryContext,
   token: string,

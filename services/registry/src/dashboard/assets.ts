@@ -28,11 +28,7 @@ export interface ServedDashboard {
   buildId: string;
 }
 
-/**
- * The bundle as the registry serves it: each file compressed once (brotli at its best level, gzip for the rest),
- * under a content-hashed name pages link to and browsers keep for a year. The unhashed names stay for pages
- * loaded before a deploy, revalidated each time.
- */
+/** The bundle, each file compressed once under a content-hashed name; unhashed names for pages from before a deploy. */
 export async function serveDashboardAssets(
   built: DashboardAssets,
   basePath = '/dashboard',

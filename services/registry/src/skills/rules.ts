@@ -57,11 +57,7 @@ export function checkEndpointPath(field: string, path: string): string {
   return path;
 }
 
-/**
- * The URLs a path matches, as one key: every `:param` segment becomes `:`. Two paths with the same shape match
- * exactly the same URLs (`/users/:id`, `/users/:name`), so the gateway could not tell them apart. Paths that
- * only overlap (`/users/me`, `/users/:id`) are fine: static segments win, left to right.
- */
+/** A path's shape (`:param` → `:`): same-shape paths match the same URLs; overlaps are fine (static wins). */
 function pathShape(path: string): string {
   return path
     .split('/')
@@ -142,10 +138,7 @@ export function checkEndpointInput(
   };
 }
 
-/**
- * 400 naming the first endpoint of a new skill's list that repeats an earlier one's (method, path): the list is
- * the seller's input, so a repeat is a broken input rule (field `endpoints.<i>.path`), not a state conflict.
- */
+/** 400 naming the first endpoint of a new skill's list that repeats an earlier (method, path): an input rule. */
 export function refuseDuplicateRoutes(endpoints: Array<{ path: string; method: string }>): void {
   const seen = new Map<string, number>();
   for (const [i, e] of endpoints.entries()) {

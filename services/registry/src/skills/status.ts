@@ -3,12 +3,7 @@ import type { Transaction, Updateable } from 'kysely';
 import type { RegistryDatabase, SkillStatus, SkillsTable } from '../db';
 import { RegistryReason } from '../reasons';
 
-/**
- * The skill state machine: the one place that says which status a skill may move to, on which event, and what
- * else the move writes. Every handler (and the validation worker) that changes a skill's status asks
- * `skillTransition` first (an illegal move is a 409 naming the rule, before anything is written) and writes the
- * move with `applySkillTransition`.
- */
+/** The skill state machine: ask `skillTransition` first (an illegal move is a 409), write with `applySkillTransition`. */
 export type SkillEvent =
   /** The validation worker found every endpoint answering. */
   | 'validation_passed'
@@ -158,11 +153,7 @@ export function skillTransition(from: SkillStatus, event: SkillEvent): SkillTran
   return transition;
 }
 
-/**
- * Writes a transition of skill `skillId` (its row locked by the caller). `reason` is the statusReason a
- * `set_status` move records (null when not given); `also` are columns written in the same statement.
- * Returns false when the transition writes nothing (`none`).
- */
+/** Writes a transition (row locked by the caller), `also` in the same statement; false when it writes nothing. */
 export async function applySkillTransition(
   trx: Transaction<RegistryDatabase>,
   skillId: string,

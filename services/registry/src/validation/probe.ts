@@ -22,19 +22,9 @@ interface HeadProbeOptions {
 }
 
 /**
- * Whether a HEAD status means the endpoint is there, served by the seller's API at this URL (undefined), or
- * why not.
- *
- * An endpoint whose method is not GET: frameworks route HEAD to GET handlers only, so a POST-only route answers
- * HEAD with 404 (express) or 405 though it is there. Any status below 500 shows the seller's server answers at
- * this URL; a 5xx is its server failing.
- *
- * A GET endpoint: its HEAD reaches the GET handler. Passing: 2xx (served); 401/403 (there, behind the seller's
- * own credentials: Paygate's forwarded calls carry what the seller's server checks, a bare HEAD does not); 402
- * (there, behind the seller's own payment gate); 400/422 (the route matched and refused the empty HEAD's missing
- * input). Failing: 3xx (redirects are not followed: Paygate forwards to apiBaseUrl + path exactly), 404/410
- * (nothing there; a 404 passes for a path with :param segments), 405 (the endpoint does not answer HEAD, which
- * validation requires: docs/api.md, "Validation and health pings"), 429 and any other 4xx, and 5xx.
+ * Why a HEAD status does not show the endpoint there (undefined when it does). HEAD reaches GET handlers only, so
+ * for other methods any status below 500 passes. For GET: 2xx, 400/401/402/403/422 pass; redirects, 404 (unless
+ * the path has :params), 405 (docs/api.md, "Validation and health pings") and the rest fail.
  */
 function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
   const isGet = (options.method ?? 'GET').toUpperCase() === 'GET';
@@ -67,11 +57,7 @@ function unreachableCause(error: unknown, timeoutMs: number): string {
   return `unreachable (${cause?.code ?? cause?.message ?? (error as Error).message})`;
 }
 
-/**
- * HEAD apiBaseUrl + path: ok when a passing status for the endpoint's method (headStatusProblem) arrives under
- * MAX_LATENCY_MS; a timeout or a refused connection never passes. Redirects are
- * not followed; connections go through the registry's seller fetch, which applies the production address rule.
- */
+/** HEAD apiBaseUrl + path: ok on a passing status under MAX_LATENCY_MS; redirects are not followed. */
 export async function probeEndpoint(
   sellers: SellerFetch,
   url: string,

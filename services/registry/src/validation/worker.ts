@@ -32,10 +32,7 @@ function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
   return `${apiBaseUrl}${endpoint.path}`;
 }
 
-/**
- * Background work of the registry, safe with several replicas (rows claimed with FOR UPDATE SKIP LOCKED
- * and a lease): validation of skills in PENDING_VALIDATION, and periodic health pings of ACTIVE skills.
- */
+/** Validation of pending skills and health pings of active ones; rows claimed with SKIP LOCKED and a lease. */
 export class SkillChecker extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   /** Every HEAD goes through it: in production a host resolving to a non-public address is refused at connect. */
@@ -99,11 +96,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     await this.recordValidation(skillId, seq, failure, health);
   }
 
-  /**
-   * What validation finds: the first failure (undefined when the skill passes), and each probed endpoint's health.
-   * Once one endpoint fails the skill fails: the rest are not probed (100 endpoints that never answer would
-   * otherwise hold this pass, and every other seller's validation, for 100 timeouts).
-   */
+  /** The first failure (undefined: passed) and each probed endpoint's health; probing stops at the first failure. */
   private async probeSkill(
     state: SkillWithEndpoints,
   ): Promise<{ failure?: string; health: Map<string, boolean> }> {

@@ -30,91 +30,71 @@ async function moveSkill(
 export function skillStatusRoutes(
   kit: SkillRouteKit,
 ): Record<'archive' | 'retryValidation' | 'suspend' | 'unsuspend', AnyRoute> {
+  const { auth, operator, render, validation } = kit;
   return {
-    archive: archiveSkillRoute(kit),
-    retryValidation: retryValidationRoute(kit),
-    suspend: suspendSkillRoute(kit),
-    unsuspend: unsuspendSkillRoute(kit),
+    archive: defineRoute({
+      method: 'post',
+      path: '/api/v1/manage/skills/:name/archive',
+      summary: 'Archive the skill (final)',
+      auth,
+      params: NameParams,
+      body: EmptyBody,
+      bodyOptional: true,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill of this seller', '409': 'skill_suspended' },
+      handler: async (req, res) => {
+        res.json(render(await moveSkill(kit, req, 'archive', 'owned')));
+      },
+    }),
+    retryValidation: defineRoute({
+      method: 'post',
+      path: '/api/v1/manage/skills/:name/validate',
+      summary: 'Retry validation of a VALIDATION_FAILED skill',
+      auth,
+      params: NameParams,
+      body: EmptyBody,
+      bodyOptional: true,
+      responses: { '202': Skill },
+      errors: {
+        '404': 'no such skill of this seller',
+        '409': 'invalid_state: the skill is not VALIDATION_FAILED',
+      },
+      handler: async (req, res) => {
+        const state = await moveSkill(kit, req, 'retry_validation', 'owned');
+        validation.kick();
+        res.status(202).json(render(state));
+      },
+    }),
+    suspend: defineRoute({
+      method: 'post',
+      path: '/api/v1/operator/skills/:name/suspend',
+      summary: 'Operator: suspend a skill',
+      auth: operator,
+      params: NameParams,
+      body: SuspendBody,
+      bodyOptional: true,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill', '409': 'skill_archived' },
+      handler: async (req, res) => {
+        const reason = req.body.reason ?? 'suspended by an operator';
+        res.json(render(await moveSkill(kit, req, 'suspend', 'any', reason)));
+      },
+    }),
+    unsuspend: defineRoute({
+      method: 'post',
+      path: '/api/v1/operator/skills/:name/unsuspend',
+      summary: 'Operator: lift a suspension (the skill is validated again)',
+      auth: operator,
+      params: NameParams,
+      body: EmptyBody,
+      bodyOptional: true,
+      responses: { '200': Skill },
+      errors: { '404': 'no such skill', '409': 'invalid_state: the skill is not SUSPENDED' },
+      handler: async (req, res) => {
+        const state = await moveSkill(kit, req, 'unsuspend', 'any');
+        validation.kick();
+        res.json(render(state));
+      },
+    }),
   };
-}
-
-function archiveSkillRoute(kit: SkillRouteKit): AnyRoute {
-  const { auth, render } = kit;
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/manage/skills/:name/archive',
-    summary: 'Archive the skill (final)',
-    auth,
-    params: NameParams,
-    body: EmptyBody,
-    bodyOptional: true,
-    responses: { '200': Skill },
-    errors: { '404': 'no such skill of this seller', '409': 'skill_suspended' },
-    handler: async (req, res) => {
-      res.json(render(await moveSkill(kit, req, 'archive', 'owned')));
-    },
-  });
-}
-
-function retryValidationRoute(kit: SkillRouteKit): AnyRoute {
-  const { auth, render, validation } = kit;
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/manage/skills/:name/validate',
-    summary: 'Retry validation of a VALIDATION_FAILED skill',
-    auth,
-    params: NameParams,
-    body: EmptyBody,
-    bodyOptional: true,
-    responses: { '202': Skill },
-    errors: {
-      '404': 'no such skill of this seller',
-      '409': 'invalid_state: the skill is not VALIDATION_FAILED',
-    },
-    handler: async (req, res) => {
-      const state = await moveSkill(kit, req, 'retry_validation', 'owned');
-      validation.kick();
-      res.status(202).json(render(state));
-    },
-  });
-}
-
-// Operator actions (policy violations): suspension and its reversal.
-function suspendSkillRoute(kit: SkillRouteKit): AnyRoute {
-  const { operator, render } = kit;
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/operator/skills/:name/suspend',
-    summary: 'Operator: suspend a skill',
-    auth: operator,
-    params: NameParams,
-    body: SuspendBody,
-    bodyOptional: true,
-    responses: { '200': Skill },
-    errors: { '404': 'no such skill', '409': 'skill_archived' },
-    handler: async (req, res) => {
-      const reason = req.body.reason ?? 'suspended by an operator';
-      res.json(render(await moveSkill(kit, req, 'suspend', 'any', reason)));
-    },
-  });
-}
-
-function unsuspendSkillRoute(kit: SkillRouteKit): AnyRoute {
-  const { operator, render, validation } = kit;
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/operator/skills/:name/unsuspend',
-    summary: 'Operator: lift a suspension (the skill is validated again)',
-    auth: operator,
-    params: NameParams,
-    body: EmptyBody,
-    bodyOptional: true,
-    responses: { '200': Skill },
-    errors: { '404': 'no such skill', '409': 'invalid_state: the skill is not SUSPENDED' },
-    handler: async (req, res) => {
-      const state = await moveSkill(kit, req, 'unsuspend', 'any');
-      validation.kick();
-      res.json(render(state));
-    },
-  });
 }
