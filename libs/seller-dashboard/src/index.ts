@@ -13,10 +13,7 @@ export interface DashboardAssets {
 const ENTRY = path.join(__dirname, 'app/main.tsx');
 const SIGN_IN_ENTRY = path.join(__dirname, 'app/sign-in-main.tsx');
 
-/**
- * Bundles the dashboard (Preact, uPlot, Pico CSS) into one script and one stylesheet, in memory, like the
- * checkout widget: the service that serves it builds it once per process from this source (about a second).
- */
+/** Bundles the dashboard into one script and one stylesheet, in memory, once per serving process. */
 export async function buildDashboard(options: { minify?: boolean } = {}): Promise<DashboardAssets> {
   const result = await build({
     entryPoints: { app: ENTRY, signin: SIGN_IN_ENTRY },
@@ -47,10 +44,7 @@ interface DashboardPageAssets {
   css: string;
 }
 
-/**
- * What a first visit's page carries inline, so the sign-in screen shows after one round trip: the style sheet
- * and the sign-in script (allowed by their hashes in the page's CSP, see dashboardCsp).
- */
+/** Inlined in a first visit's page (allowed by hash in its CSP), so sign-in shows after one round trip. */
 interface InlineFirstScreen {
   css: string;
   signInJs: string;
@@ -94,11 +88,7 @@ function cspHash(text: string): string {
   return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 }
 
-/**
- * What the page may load: only its own origin (no inline script or style element but the first screen's own,
- * named by hash; no framing); images may be data: URIs (the CSS icons); links to block explorers are plain
- * navigations.
- */
+/** Only the page's own origin, the first screen's inline elements by hash, data: images; no framing. */
 export function dashboardCsp(inline?: InlineFirstScreen): string {
   const scripts = inline ? ` ${cspHash(inline.signInJs)}` : '';
   const styles = inline ? ` ${cspHash(inline.css)}` : '';

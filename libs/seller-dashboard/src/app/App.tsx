@@ -91,10 +91,7 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
   );
 }
 
-/**
- * The routes that did not answer at their last call, and since when: a service down shows one banner, which
- * goes once each of them answers again (a route of another service answering does not hide it).
- */
+/** Routes that did not answer at their last call: one banner, gone once each answers again. */
 function useOutage() {
   const [failing, setFailing] = useState<{ paths: Set<string>; since?: Date }>({ paths: new Set() });
   const onReachable = (reachable: boolean, path: string) =>
@@ -108,10 +105,7 @@ function useOutage() {
   return { since: failing.paths.size > 0 ? failing.since : undefined, onReachable };
 }
 
-/**
- * Live data: the notifier's live channel says when something of this seller changed, and the open views read
- * it again; polling (every 10 s while the page is visible, at once when it becomes visible) while it is down.
- */
+/** Open views read again when the live channel says something changed, or by polling while it is down. */
 function useLiveRefresh(session: Session | undefined): LiveStatus {
   const [liveStatus, setLiveStatus] = useState<LiveStatus>('connecting');
   useEffect(() => {
@@ -138,10 +132,7 @@ function useLiveRefresh(session: Session | undefined): LiveStatus {
   return liveStatus;
 }
 
-/**
- * An outage is retried on its own schedule, whatever the live channel says: the banner goes soon after the
- * service answers again (the 60 s safety poll alone left it up for up to a minute).
- */
+/** An outage is retried on its own schedule, so the banner goes soon after the service answers again. */
 function useOutageRetry(session: Session | undefined, outageSince: Date | undefined) {
   useEffect(() => {
     if (!session || !outageSince) return;

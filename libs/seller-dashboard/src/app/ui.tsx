@@ -36,10 +36,7 @@ function isOutage(error: unknown): boolean {
   return error instanceof ApiError && (error.status === 0 || error.status >= 500);
 }
 
-/**
- * One view's data in its three honest states: loading (and slow), unavailable (the service did not answer: not
- * "nothing here"), and loaded. Data already shown stays, marked as possibly out of date, when a refresh fails.
- */
+/** A view's data: loading, unavailable (not "nothing here"), or loaded; shown data stays, marked, if a refresh fails. */
 export function LoadState<T>(props: {
   load: Loaded<T>;
   what: string;
@@ -208,10 +205,7 @@ export function refreshLiveViews(): void {
   window.dispatchEvent(new Event(REFRESH_EVENT));
 }
 
-/**
- * Loads data for a view; `reload` fetches it again, `set` replaces it with what an action answered. A live view
- * also loads again on refreshLiveViews(), in the background (what is shown stays until the new answer).
- */
+/** Loads a view's data; `reload` fetches again, `set` takes an action's answer; live views also on refreshLiveViews. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[], options: { live?: boolean } = {}) {
   const [state, setState] = useState<Omit<Loaded<T>, 'reload'>>({ loading: true, slow: false });
   const latest = useRef(0);
@@ -283,10 +277,7 @@ export function useAction() {
 
 export type Action = ReturnType<typeof useAction>;
 
-/**
- * A button that runs one call through an action (disabled while any call of that action runs): first `ask`, when
- * given (a confirm dialog; a false answer stops), then the call, then `done` with its answer once it succeeded.
- */
+/** A button running one call through an action: `ask` (a confirm) first when given, then the call, then `done`. */
 export function ActionButton<T>(props: {
   action: Action;
   call: () => Promise<T>;
