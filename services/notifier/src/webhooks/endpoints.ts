@@ -120,8 +120,7 @@ async function checkEndpointUrl(value: string, production: boolean): Promise<str
 
 /** What the endpoint routes are given. */
 interface EndpointRouteDeps {
-  ctx: ServiceContext<NotifierDatabase>;
-  auth: ReturnType<typeof secretKeyAuth>;
+  auth: SellerAuth;
   config: NotifierConfig;
   secrets: WebhookSecrets;
   dispatcher: WebhookDispatcher;
@@ -130,193 +129,165 @@ interface EndpointRouteDeps {
 }
 
 /**
- * Webhook endpoints: list, create (its secret shown once), change (URL, events, on/off), delete, rotate its
- * secret, and send it a test event. The account's single webhook URL (registry) keeps working beside them.
+ * Webhook endpoints: list, create (its secret shown once), change, delete, rotate its secret, send a test event.
+ * The account's single webhook URL (registry) keeps working beside them.
  */
-export function endpointRoutes(
-  ctx: ServiceContext<NotifierDatabase>,
-  deps: Omit<EndpointRouteDeps, 'ctx' | 'auth'> & { auth: SellerAuth },
-): AnyRoute[] {
-  const d: EndpointRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
+export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: EndpointRouteDeps): AnyRoute[] {
+  const { config, secrets, dispatcher, delivery } = deps;
+  const auth = secretKeyAuth(deps.auth);
   return [
-    listEndpointsRoute(d),
-    createEndpointRoute(d),
-    getEndpointRoute(d),
-    updateEndpointRoute(d),
-    deleteEndpointRoute(d),
-    rotateEndpointSecretRoute(d),
-    sendTestEventRoute(d),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/endpoints',
+      operationId: 'listWebhookEndpoints',
+      summary: "The calling seller's webhook endpoints (the account's webhookUrl is not one of them)",
+      auth,
+      responses: { '200': Type.Object({ data: Type.Array(Endpoint) }) },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        res.json({ data: await withCircuits(ctx.db, sellerId, await listEndpoints(ctx.db, sellerId)) });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/webhooks/endpoints',
+      operationId: 'createWebhookEndpoint',
+      summary: 'Add an endpoint with the events it wants; its signing secret is answered once',
+      auth,
+      body: EndpointFields,
+      responses: { '201': WithSecret },
+      errors: {
+        '403': WALLET_SESSION_REQUIRED,
+        '409': `webhook_secret_missing | too_many_endpoints (${MAX_ENDPOINTS_PER_SELLER} per seller)`,
+        '503': 'secret_unavailable',
+      },
+      handler: async (req, res) => {
+        requireWalletSession(req.credential, 'creating a webhook endpoint');
+        const sellerId = sellerOf(req);
+        const url = await checkEndpointUrl(req.body.url, config.production);
+        const endpointId = `whe_${newEventId()}`;
+        const secret = await derivedEndpointSecret(ctx.db, secrets, { sellerId, endpointId, version: 1 });
+        const row = await insertEndpoint(
+          ctx,
+          { sellerId, endpointId, now: () => config.now() },
+          { ...req.body, url },
+        );
+        res.status(201).json({ endpoint: toEndpoint(row), secret });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/endpoints/:id',
+      operationId: 'getWebhookEndpoint',
+      summary: 'One webhook endpoint',
+      auth,
+      params: EndpointParams,
+      responses: { '200': Endpoint },
+      errors: { '404': 'no such endpoint' },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const [view] = await withCircuits(ctx.db, sellerId, [
+          await findEndpoint(ctx.db, sellerId, req.params.id),
+        ]);
+        res.json(view);
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/api/v1/webhooks/endpoints/:id',
+      operationId: 'updateWebhookEndpoint',
+      summary: 'Change an endpoint: URL, events, description, or turn it off and on',
+      auth,
+      params: EndpointParams,
+      body: Type.Partial(EndpointFields),
+      responses: { '200': Endpoint },
+      errors: {
+        '403': WALLET_SESSION_REQUIRED,
+        '404': 'no such endpoint',
+      },
+      handler: async (req, res) => {
+        requireWalletSession(req.credential, 'changing a webhook endpoint');
+        const sellerId = sellerOf(req);
+        const endpointId = req.params.id;
+        await findEndpoint(ctx.db, sellerId, endpointId);
+        const url =
+          req.body.url === undefined ? undefined : await checkEndpointUrl(req.body.url, config.production);
+        const row = await updateEndpoint(
+          ctx.db,
+          { sellerId, endpointId, now: config.now() },
+          { ...req.body, url },
+        );
+        res.json((await withCircuits(ctx.db, sellerId, [row]))[0]);
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/v1/webhooks/endpoints/:id',
+      operationId: 'deleteWebhookEndpoint',
+      summary: 'Delete an endpoint: nothing more is sent to it (its pending deliveries fail); its log stays',
+      auth,
+      params: EndpointParams,
+      responses: { '204': { description: 'deleted' } },
+      errors: {
+        '403': WALLET_SESSION_REQUIRED,
+        '404': 'no such endpoint',
+      },
+      handler: async (req, res) => {
+        requireWalletSession(req.credential, 'deleting a webhook endpoint');
+        await findEndpoint(ctx.db, sellerOf(req), req.params.id);
+        await deleteEndpoint(ctx, req.params.id, () => config.now());
+        res.status(204).end();
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/webhooks/endpoints/:id/rotate-secret',
+      operationId: 'rotateWebhookEndpointSecret',
+      summary: "Replace an endpoint's signing secret (shown once); the other endpoints keep theirs",
+      auth,
+      params: EndpointParams,
+      responses: { '200': WithSecret },
+      errors: {
+        '403': WALLET_SESSION_REQUIRED,
+        '404': 'no such endpoint',
+        '409': 'webhook_secret_missing',
+        '503': 'secret_unavailable',
+      },
+      handler: async (req, res) => {
+        requireWalletSession(req.credential, "rotating a webhook endpoint's secret");
+        const sellerId = sellerOf(req);
+        const current = await findEndpoint(ctx.db, sellerId, req.params.id);
+        // Derived first: a registry that cannot answer leaves the endpoint as it was.
+        const secret = await derivedEndpointSecret(ctx.db, secrets, {
+          sellerId,
+          endpointId: current.endpoint_id,
+          version: current.secret_version + 1,
+        });
+        const row = await bumpSecretVersion(ctx.db, current, config.now());
+        res.json({ endpoint: (await withCircuits(ctx.db, sellerId, [row]))[0], secret });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/webhooks/endpoints/:id/test',
+      operationId: 'sendWebhookTestEvent',
+      summary: `Send the endpoint a signed test event (${TEST_EVENT_TYPE}), logged and retried like any delivery`,
+      auth,
+      params: EndpointParams,
+      responses: {
+        '202': { description: 'the test delivery, pending (see its attempts in the deliveries)' },
+      },
+      errors: { '404': 'no such endpoint' },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const endpoint = await findEndpoint(ctx.db, sellerId, req.params.id);
+        const row = await createTestDelivery(ctx, sellerId, endpoint, config.now());
+        dispatcher.kick();
+        const circuit = (await circuitsOf(ctx.db, sellerId, [endpoint.endpoint_id])).get(
+          endpoint.endpoint_id,
+        );
+        res.status(202).json(delivery(row, TEST_EVENT_TYPE, circuit));
+      },
+    }),
   ];
-}
-
-function listEndpointsRoute({ ctx, auth }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/webhooks/endpoints',
-    operationId: 'listWebhookEndpoints',
-    summary: "The calling seller's webhook endpoints (the account's webhookUrl is not one of them)",
-    auth,
-    responses: { '200': Type.Object({ data: Type.Array(Endpoint) }) },
-    handler: async (req, res) => {
-      const sellerId = sellerOf(req);
-      res.json({ data: await withCircuits(ctx.db, sellerId, await listEndpoints(ctx.db, sellerId)) });
-    },
-  });
-}
-
-function createEndpointRoute({ ctx, auth, config, secrets }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/webhooks/endpoints',
-    operationId: 'createWebhookEndpoint',
-    summary: 'Add an endpoint with the events it wants; its signing secret is answered once',
-    auth,
-    body: EndpointFields,
-    responses: { '201': WithSecret },
-    errors: {
-      '403': WALLET_SESSION_REQUIRED,
-      '409': `webhook_secret_missing | too_many_endpoints (${MAX_ENDPOINTS_PER_SELLER} per seller)`,
-      '503': 'secret_unavailable',
-    },
-    handler: async (req, res) => {
-      requireWalletSession(req.credential, 'creating a webhook endpoint');
-      const sellerId = sellerOf(req);
-      const url = await checkEndpointUrl(req.body.url, config.production);
-      const endpointId = `whe_${newEventId()}`;
-      const secret = await derivedEndpointSecret(ctx.db, secrets, { sellerId, endpointId, version: 1 });
-      const row = await insertEndpoint(
-        ctx,
-        { sellerId, endpointId, now: () => config.now() },
-        { ...req.body, url },
-      );
-      res.status(201).json({ endpoint: toEndpoint(row), secret });
-    },
-  });
-}
-
-function getEndpointRoute({ ctx, auth }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/webhooks/endpoints/:id',
-    operationId: 'getWebhookEndpoint',
-    summary: 'One webhook endpoint',
-    auth,
-    params: EndpointParams,
-    responses: { '200': Endpoint },
-    errors: { '404': 'no such endpoint' },
-    handler: async (req, res) => {
-      const sellerId = sellerOf(req);
-      const [view] = await withCircuits(ctx.db, sellerId, [
-        await findEndpoint(ctx.db, sellerId, req.params.id),
-      ]);
-      res.json(view);
-    },
-  });
-}
-
-function updateEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'patch',
-    path: '/api/v1/webhooks/endpoints/:id',
-    operationId: 'updateWebhookEndpoint',
-    summary: 'Change an endpoint: URL, events, description, or turn it off and on',
-    auth,
-    params: EndpointParams,
-    body: Type.Partial(EndpointFields),
-    responses: { '200': Endpoint },
-    errors: {
-      '403': WALLET_SESSION_REQUIRED,
-      '404': 'no such endpoint',
-    },
-    handler: async (req, res) => {
-      requireWalletSession(req.credential, 'changing a webhook endpoint');
-      const sellerId = sellerOf(req);
-      const endpointId = req.params.id;
-      await findEndpoint(ctx.db, sellerId, endpointId);
-      const url =
-        req.body.url === undefined ? undefined : await checkEndpointUrl(req.body.url, config.production);
-      const row = await updateEndpoint(
-        ctx.db,
-        { sellerId, endpointId, now: config.now() },
-        { ...req.body, url },
-      );
-      res.json((await withCircuits(ctx.db, sellerId, [row]))[0]);
-    },
-  });
-}
-
-function deleteEndpointRoute({ ctx, auth, config }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'delete',
-    path: '/api/v1/webhooks/endpoints/:id',
-    operationId: 'deleteWebhookEndpoint',
-    summary: 'Delete an endpoint: nothing more is sent to it (its pending deliveries fail); its log stays',
-    auth,
-    params: EndpointParams,
-    responses: { '204': { description: 'deleted' } },
-    errors: {
-      '403': WALLET_SESSION_REQUIRED,
-      '404': 'no such endpoint',
-    },
-    handler: async (req, res) => {
-      requireWalletSession(req.credential, 'deleting a webhook endpoint');
-      await findEndpoint(ctx.db, sellerOf(req), req.params.id);
-      await deleteEndpoint(ctx, req.params.id, () => config.now());
-      res.status(204).end();
-    },
-  });
-}
-
-function rotateEndpointSecretRoute({ ctx, auth, config, secrets }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/webhooks/endpoints/:id/rotate-secret',
-    operationId: 'rotateWebhookEndpointSecret',
-    summary: "Replace an endpoint's signing secret (shown once); the other endpoints keep theirs",
-    auth,
-    params: EndpointParams,
-    responses: { '200': WithSecret },
-    errors: {
-      '403': WALLET_SESSION_REQUIRED,
-      '404': 'no such endpoint',
-      '409': 'webhook_secret_missing',
-      '503': 'secret_unavailable',
-    },
-    handler: async (req, res) => {
-      requireWalletSession(req.credential, "rotating a webhook endpoint's secret");
-      const sellerId = sellerOf(req);
-      const current = await findEndpoint(ctx.db, sellerId, req.params.id);
-      // Derived first: a registry that cannot answer leaves the endpoint as it was.
-      const secret = await derivedEndpointSecret(ctx.db, secrets, {
-        sellerId,
-        endpointId: current.endpoint_id,
-        version: current.secret_version + 1,
-      });
-      const row = await bumpSecretVersion(ctx.db, current, config.now());
-      res.json({ endpoint: (await withCircuits(ctx.db, sellerId, [row]))[0], secret });
-    },
-  });
-}
-
-function sendTestEventRoute({ ctx, auth, config, dispatcher, delivery }: EndpointRouteDeps) {
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/webhooks/endpoints/:id/test',
-    operationId: 'sendWebhookTestEvent',
-    summary: `Send the endpoint a signed test event (${TEST_EVENT_TYPE}), logged and retried like any delivery`,
-    auth,
-    params: EndpointParams,
-    responses: {
-      '202': { description: 'the test delivery, pending (see its attempts in the deliveries)' },
-    },
-    errors: { '404': 'no such endpoint' },
-    handler: async (req, res) => {
-      const sellerId = sellerOf(req);
-      const endpoint = await findEndpoint(ctx.db, sellerId, req.params.id);
-      const row = await createTestDelivery(ctx, sellerId, endpoint, config.now());
-      dispatcher.kick();
-      const circuit = (await circuitsOf(ctx.db, sellerId, [endpoint.endpoint_id])).get(endpoint.endpoint_id);
-      res.status(202).json(delivery(row, TEST_EVENT_TYPE, circuit));
-    },
-  });
 }

@@ -117,79 +117,122 @@ function toView(
   };
 }
 
-/** What the deliveries routes are given. */
-interface DeliveryRouteDeps {
-  ctx: ServiceContext<NotifierDatabase>;
-  auth: ReturnType<typeof secretKeyAuth>;
-  config: NotifierConfig;
-  dispatcher: WebhookDispatcher;
-}
-
 /** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
 export function webhookRoutes(
   ctx: ServiceContext<NotifierDatabase>,
   deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig; secrets: WebhookSecrets },
 ): AnyRoute[] {
-  const d: DeliveryRouteDeps = { ...deps, ctx, auth: secretKeyAuth(deps.auth) };
+  const { config, dispatcher } = deps;
+  const auth = secretKeyAuth(deps.auth);
   return [
     ...endpointRoutes(ctx, {
       ...deps,
       delivery: (row, eventType, circuit) => toView(row, eventType, [], circuit),
     }),
-    listDeliveriesRoute(d),
-    getDeliveryRoute(d),
-    redeliverRoute(d),
-  ];
-}
-
-function listDeliveriesRoute({ ctx, auth }: DeliveryRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/webhooks/deliveries',
-    operationId: 'listWebhookDeliveries',
-    summary: "The calling seller's webhook deliveries, newest first, with every attempt",
-    auth,
-    query: ListQuery,
-    responses: {
-      '200': Type.Object(
-        { data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) },
-        { description: 'a page of deliveries' },
-      ),
-    },
-    handler: async (req, res) => {
-      const { db } = ctx;
-      const query = req.query;
-      const limit = Number(query.limit ?? '20');
-      const rows = await listDeliveries(db, sellerOf(req), {
-        status: query.status,
-        eventId: query.eventId,
-        endpointId: query.endpointId,
-        before: query.before,
-        limit,
-      });
-      const attempts = await attemptsOf(
-        db,
-        rows.map((r) => r.delivery_id),
-      );
-      const types = await eventTypesOf(db, rows);
-      const circuits = await circuitsOf(
-        db,
-        sellerOf(req),
-        rows.map((row) => targetOf(row.endpoint_id)),
-      );
-      res.json({
-        data: rows.map((row) =>
-          toView(
-            row,
-            types.get(row.event_id) ?? '',
-            attempts.get(row.delivery_id) ?? [],
-            circuits.get(targetOf(row.endpoint_id)),
-          ),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/deliveries',
+      operationId: 'listWebhookDeliveries',
+      summary: "The calling seller's webhook deliveries, newest first, with every attempt",
+      auth,
+      query: ListQuery,
+      responses: {
+        '200': Type.Object(
+          { data: Type.Array(Delivery), nextCursor: Nullable(Type.String()) },
+          { description: 'a page of deliveries' },
         ),
-        nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
-      });
-    },
-  });
+      },
+      handler: async (req, res) => {
+        const { db } = ctx;
+        const query = req.query;
+        const limit = Number(query.limit ?? '20');
+        const rows = await listDeliveries(db, sellerOf(req), {
+          status: query.status,
+          eventId: query.eventId,
+          endpointId: query.endpointId,
+          before: query.before,
+          limit,
+        });
+        const attempts = await attemptsOf(
+          db,
+          rows.map((r) => r.delivery_id),
+        );
+        const types = await eventTypesOf(db, rows);
+        const circuits = await circuitsOf(
+          db,
+          sellerOf(req),
+          rows.map((row) => targetOf(row.endpoint_id)),
+        );
+        res.json({
+          data: rows.map((row) =>
+            toView(
+              row,
+              types.get(row.event_id) ?? '',
+              attempts.get(row.delivery_id) ?? [],
+              circuits.get(targetOf(row.endpoint_id)),
+            ),
+          ),
+          nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/webhooks/deliveries/:id',
+      operationId: 'getWebhookDelivery',
+      summary: 'One delivery with its attempts and the payload sent',
+      auth,
+      params: DeliveryParams,
+      responses: {
+        '200': Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })], {
+          description: 'the delivery',
+        }),
+      },
+      errors: { '404': 'no such delivery' },
+      handler: async (req, res) => {
+        const { db } = ctx;
+        const row = await findDelivery(db, sellerOf(req), req.params.id);
+        if (!row) throw notFound('delivery');
+        const event = await eventOf(db, row.event_id);
+        const attempts = await attemptsOf(db, [row.delivery_id]);
+        const target = targetOf(row.endpoint_id);
+        const circuit = (await circuitsOf(db, row.seller_id, [target])).get(target);
+        res.json({
+          ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? [], circuit),
+          payload: event ? JSON.parse(event.body) : null,
+        });
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/webhooks/deliveries/:id/redeliver',
+      operationId: 'redeliverWebhook',
+      summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
+      auth,
+      params: DeliveryParams,
+      headers: [
+        idempotencyKeyParameter(
+          'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
+        ),
+      ],
+      responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
+      errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
+      handler: async (req, res) => {
+        const sellerId = sellerOf(req);
+        const key = idempotencyKeyOf(req);
+        const request =
+          key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
+        const answer = await ctx.inTransaction((trx) =>
+          idempotentInTransaction(redeliveryKeys(trx), request, async () => ({
+            status: 202,
+            body: await redeliver(trx, config, sellerId, req.params.id),
+          })),
+        );
+        dispatcher.kick();
+        sendIdempotentAnswer(res, answer);
+      },
+    }),
+  ];
 }
 
 /** The kind of each delivery's event, by event id (looked up once per event). */
@@ -202,68 +245,7 @@ async function eventTypesOf(db: Kysely<NotifierDatabase>, rows: DeliveryRow[]): 
   return types;
 }
 
-function getDeliveryRoute({ ctx, auth }: DeliveryRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/webhooks/deliveries/:id',
-    operationId: 'getWebhookDelivery',
-    summary: 'One delivery with its attempts and the payload sent',
-    auth,
-    params: DeliveryParams,
-    responses: {
-      '200': Type.Intersect([Delivery, Type.Object({ payload: Nullable(Type.Unknown()) })], {
-        description: 'the delivery',
-      }),
-    },
-    errors: { '404': 'no such delivery' },
-    handler: async (req, res) => {
-      const { db } = ctx;
-      const row = await findDelivery(db, sellerOf(req), req.params.id);
-      if (!row) throw notFound('delivery');
-      const event = await eventOf(db, row.event_id);
-      const attempts = await attemptsOf(db, [row.delivery_id]);
-      const target = targetOf(row.endpoint_id);
-      const circuit = (await circuitsOf(db, row.seller_id, [target])).get(target);
-      res.json({
-        ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? [], circuit),
-        payload: event ? JSON.parse(event.body) : null,
-      });
-    },
-  });
-}
-
 // AnyRoute: the idempotency helpers take express's plain Request.
-function redeliverRoute({ ctx, auth, config, dispatcher }: DeliveryRouteDeps): AnyRoute {
-  return defineRoute({
-    method: 'post',
-    path: '/api/v1/webhooks/deliveries/:id/redeliver',
-    operationId: 'redeliverWebhook',
-    summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
-    auth,
-    params: DeliveryParams,
-    headers: [
-      idempotencyKeyParameter(
-        'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
-      ),
-    ],
-    responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
-    errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
-    handler: async (req, res) => {
-      const sellerId = sellerOf(req);
-      const key = idempotencyKeyOf(req);
-      const request =
-        key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
-      const answer = await ctx.inTransaction((trx) =>
-        idempotentInTransaction(redeliveryKeys(trx), request, async () => ({
-          status: 202,
-          body: await redeliver(trx, config, sellerId, req.params.id),
-        })),
-      );
-      dispatcher.kick();
-      sendIdempotentAnswer(res, answer);
-    },
-  });
-}
 
 /** A new delivery of the seller's delivery `id` (404 if none), sent again where it went. */
 async function redeliver(
