@@ -12,13 +12,8 @@ import type { RegistryContext } from './context';
 import { RegistryReason } from './reasons';
 
 /**
- * The registry's RPCs (declared in @paygate/contracts, served with the NATS service API in the queue group of
- * its replicas):
- * - registry.resolve_api_key {apiKey} -> the seller identity, looked up by the key's sha256 (or, for a
- *   dashboard session token, by the seller the valid token names);
- * - registry.webhook_secret {sellerId} -> the webhook signing secret (notifier signs with it; never in events);
- * - registry.forwarding_key {sellerId} -> the key the gateway signs the seller's forwarded requests with.
- * A database error is answered as a service error, so callers answer 503 rather than "unknown key".
+ * The registry's RPCs (declared in @paygate/contracts): resolve_api_key, webhook_secret, forwarding_key. A
+ * database error is a service error, so callers answer 503 rather than "unknown key".
  */
 export function rpcResponders(rc: RegistryContext): BackgroundTask {
   const { ctx } = rc;

@@ -5,12 +5,7 @@ import { publishSellerUpdated, type SellerRow } from './repository';
 
 const BATCH = 100;
 
-/**
- * Account changes that take effect later, applied when due (safe with replicas: rows claimed FOR UPDATE SKIP
- * LOCKED, bounded batches):
- * - a signed payout address whose delay has passed becomes payout_address, and seller.updated tells settlement;
- * - a rotated-out API key whose overlap has ended is dropped, and seller.updated makes every cache of it go.
- */
+/** Delayed payout addresses and ended key overlaps, applied when due (SKIP LOCKED batches), each with seller.updated. */
 export class DueAccountChanges extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

@@ -11,10 +11,8 @@ import { type Kysely, sql } from 'kysely';
 import type { RegistryDatabase } from '../db';
 
 /**
- * The registry's storage of Idempotency-Keys (its idempotency_keys table), for @paygate/http's claim protocol:
- * the creating POSTs run outside one transaction (they open their own), so a key is claimed first. A claim is
- * held by its `created_at` (written from the claiming request's clock, to the millisecond; compared truncated, so
- * rows of older code with microseconds still match what `find` read).
+ * Idempotency-Keys for @paygate/http's claim protocol (the creating POSTs open their own transactions, so a key is
+ * claimed first); a claim is held by its `created_at`, compared to the millisecond.
  */
 export function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
   const thisKey = (scope: string, key: string) =>

@@ -10,7 +10,6 @@ import { changeSeller, toAccount } from '../repository';
 import { Account, AccountPatch, AccountPatchResponse } from '../schemas';
 
 /** How the seller's account routes authenticate (built once per group). */
-type SellerRouteAuth = ReturnType<typeof sellerRouteAuth>;
 
 /** minimumSettlement as micro-USDC; 400 naming the field and its rule. */
 function parseMinimumSettlement(value: string | number): bigint {
@@ -68,68 +67,63 @@ async function applyAccountPatch(
 /** The account and its settings. */
 export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
   const auth = sellerRouteAuth(rc);
-  return [getAccountRoute(auth), patchAccountRoute(rc, auth)];
-}
-
-function getAccountRoute(auth: SellerRouteAuth): AnyRoute {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/account',
-    summary: 'The account and its settings',
-    auth,
-    responses: { '200': Account },
-    handler: (req, res) => {
-      res.json(toAccount(currentSeller(req)));
-    },
-  });
-}
-
-function patchAccountRoute(rc: RegistryContext, auth: SellerRouteAuth): AnyRoute {
   const { config } = rc;
-  return defineRoute({
-    method: 'patch',
-    path: '/api/v1/account',
-    summary:
-      'Change the webhook URL (wallet session only), settlement frequency, minimum settlement or checkout matching',
-    description:
-      'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
-    auth,
-    body: AccountPatch,
-    responses: { '200': AccountPatchResponse },
-    handler: async (req, res) => {
-      const body = req.body;
-      const now = config.now();
-      // The payout address decides where the money goes: only a fresh signature by the account wallet moves
-      // it (a stolen session token or API key must not), through its own route.
-      if (body.payoutAddress !== undefined) {
-        throw new HttpError(
-          403,
-          RegistryReason.WalletSignatureRequired,
-          'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
-          { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
-        );
-      }
-      // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
-      if (body.webhookUrl !== undefined) requireWalletSession(req, 'changing the webhook URL');
-      const minimumSettlementMicro =
-        body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
-      const webhookUrl =
-        body.webhookUrl === undefined || body.webhookUrl === null
-          ? body.webhookUrl
-          : await checkSellerUrl('webhookUrl', body.webhookUrl, {
-              production: config.production,
-              resolve: rc.resolveHost,
-            });
-      const result = await applyAccountPatch(rc, currentSeller(req).id, now, {
-        webhookUrl,
-        settlementFrequency: body.settlementFrequency,
-        minimumSettlementMicro,
-        checkoutMatching: body.checkoutMatching,
-      });
-      res.json({
-        account: toAccount(result.updated),
-        ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
-      });
-    },
-  });
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/account',
+      summary: 'The account and its settings',
+      auth,
+      responses: { '200': Account },
+      handler: (req, res) => {
+        res.json(toAccount(currentSeller(req)));
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/api/v1/account',
+      summary:
+        'Change the webhook URL (wallet session only), settlement frequency, minimum settlement or checkout matching',
+      description:
+        'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
+      auth,
+      body: AccountPatch,
+      responses: { '200': AccountPatchResponse },
+      handler: async (req, res) => {
+        const body = req.body;
+        const now = config.now();
+        // The payout address decides where the money goes: only a fresh signature by the account wallet moves
+        // it (a stolen session token or API key must not), through its own route.
+        if (body.payoutAddress !== undefined) {
+          throw new HttpError(
+            403,
+            RegistryReason.WalletSignatureRequired,
+            'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
+            { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
+          );
+        }
+        // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
+        if (body.webhookUrl !== undefined) requireWalletSession(req, 'changing the webhook URL');
+        const minimumSettlementMicro =
+          body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
+        const webhookUrl =
+          body.webhookUrl === undefined || body.webhookUrl === null
+            ? body.webhookUrl
+            : await checkSellerUrl('webhookUrl', body.webhookUrl, {
+                production: config.production,
+                resolve: rc.resolveHost,
+              });
+        const result = await applyAccountPatch(rc, currentSeller(req).id, now, {
+          webhookUrl,
+          settlementFrequency: body.settlementFrequency,
+          minimumSettlementMicro,
+          checkoutMatching: body.checkoutMatching,
+        });
+        res.json({
+          account: toAccount(result.updated),
+          ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
+        });
+      },
+    }),
+  ];
 }
