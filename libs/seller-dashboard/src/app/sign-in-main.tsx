@@ -5,12 +5,7 @@ import { loadSession } from './session';
 import { SignIn } from './sign-in';
 import { browserWallet, discoverWallets } from './wallet';
 
-/**
- * The first screen of a first visit, inlined in the page (no request before it shows): the sign-in alone.
- * The rest of the dashboard (app.<hash>.js and its style sheet) is fetched meanwhile and takes over once the
- * seller has signed in, or at once when this tab already holds a session. Once both files are in the browser
- * cache, a cookie tells the server that later pages may link them instead of inlining this.
- */
+/** The inlined first screen (sign-in alone); the rest of the dashboard loads meanwhile and takes over after. */
 const root = document.getElementById('app');
 if (root) {
   const appSrc = root.dataset.appSrc!;

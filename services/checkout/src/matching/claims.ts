@@ -20,10 +20,8 @@ type TransferToClaim = Pick<
 type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailable' }>;
 
 /**
- * Checkout's side of the shared ledger claim client: spends a transfer on a checkout session (`checkout`,
- * reference the session id; with the session's payment, which the ledger books in the same transaction) or on an
- * operator refund (`operator_refund`, reference checkout's transfer id) before checkout records it. An unavailable ledger throws a 503 HttpError: a route answers it, a consumer's event is
- * redelivered.
+ * Spends a transfer at the ledger on a session (with its payment) or an operator refund before checkout records
+ * it. An unavailable ledger throws a 503: a route answers it, a consumer's event is redelivered.
  */
 export class LedgerClaims {
   private readonly client: LedgerClaimClient;
