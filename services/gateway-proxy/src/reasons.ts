@@ -94,8 +94,11 @@ export const UPSTREAM_REASONS = {
  * Paygate's own codes, each for a check upstream lacks:
  * - `assetMismatch`: the facilitator settles only Paygate's USDC; `@x402/evm` verifies against whatever asset the
  *   requirements name, so it has no such refusal.
- * - `unavailable` (503): the chain RPC or the relayer did not answer, or the authorization is being settled by
- *   another request; nothing was refused, the same payment may be presented again.
+ * - three 503s, each a situation in which nothing was refused and the same payment may be presented again:
+ *   `chainUnavailable` (the chain RPC did not answer), `relayerUnavailable` (settlement's relayer did not answer,
+ *   or cannot pay gas now), `settlementInProgress` (another request is settling this authorization or payment
+ *   identifier), and `claimUnavailable` (the ledger did not answer the transfer's claim). The chain's and the
+ *   ledger's are the tx-hash proof's codes too (PAYMENT_REASONS): one code per situation on every path.
  * - `relayerDailyLimit` (429): Paygate's per-payer and per-seller budgets of relayed payments per UTC day.
  * - `paymentIdConflict` (409): the payment-identifier extension's "same id, different payload" (the extension
  *   names the status, 409, but no code); `paymentIdServed` (409): the same id for the same request once its
@@ -103,7 +106,10 @@ export const UPSTREAM_REASONS = {
  */
 export const PAYGATE_REASONS = {
   assetMismatch: 'invalid_exact_evm_asset_mismatch',
-  unavailable: 'x402_unavailable',
+  chainUnavailable: PAYMENT_REASONS.chainUnavailable,
+  relayerUnavailable: 'relayer_unavailable',
+  settlementInProgress: 'settlement_in_progress',
+  claimUnavailable: PAYMENT_REASONS.claimUnavailable,
   relayerDailyLimit: 'relayer_daily_limit',
   paymentIdConflict: 'payment_identifier_conflict',
   paymentIdServed: 'payment_identifier_served',

@@ -8,6 +8,7 @@ import { loadConfig as loadRegistryConfig, startRegistry } from '@paygate/regist
 import type { StartedService } from '@paygate/runtime';
 import type { RunningSettlement } from '@paygate/settlement';
 import { signTransferAuthorization, signUpSeller, testWallets } from '@paygate/testing';
+import { HTTPFacilitatorClient } from '@x402/core/server';
 import { Wallet } from 'ethers';
 import { type Harness, relayStraightToToken, skillSnapshot, startHarness, startUpstream } from './harness';
 import { startRelayer } from './relayer';
@@ -32,6 +33,8 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
       RELAYER_DAILY_PER_PAYER: String(PER_PAYER_PER_DAY),
       RELAYER_DAILY_PER_SELLER: String(PER_SELLER_PER_DAY),
       DISCOVERY_PER_MINUTE: String(DISCOVERY_PER_MINUTE),
+      // A copy of a payment being settled waits this (and RELAYER_TIMEOUT_MS) for it, then answers 503.
+      X402_INCLUSION_WAIT_MS: '2000',
     });
     registry = await startRegistry(
       loadRegistryConfig(h.env.envFor('registry', { PUBLIC_BASE_URL: 'http://paygate.test' })),
@@ -302,5 +305,82 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
     } finally {
       await upstream.close();
     }
+  });
+  it('answers 503 settlement_in_progress while another request settles the authorization: the error envelope beside the SettleResponse', async () => {
+    const key = await newSellerKey();
+    const payer = await newPayer();
+    const { signed, body } = await facilitatorBody(payer, 10_000n);
+    // Another request holds the authorization (its row `submitting`, nothing sent yet).
+    const claimed = await h.gateway.state.x402.authorizations.claim(
+      { version: 2, scheme: 'exact', network: NETWORK, ...signed },
+      {
+        resource: 'x402 https://seller.example/report',
+        priceMicro: 10_000n,
+        kind: 'payPerCall',
+        durationDays: null,
+        sellerId: 'another-request',
+        skillId: null,
+        skillName: null,
+        endpointId: null,
+        holdPeriodHours: 0,
+        claimedVia: 'facilitator',
+      },
+      2,
+    );
+    expect(claimed).toBeDefined();
+    try {
+      const res = await call('settle', key, body);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('2');
+      expect(await res.json()).toEqual({
+        success: false,
+        errorReason: 'settlement_in_progress',
+        errorMessage: expect.stringContaining('being settled'),
+        payer: signed.authorization.from,
+        transaction: '',
+        network: NETWORK,
+        error: {
+          code: 'settlement_in_progress',
+          message: expect.stringContaining('being settled'),
+          requestId: res.headers.get('x-request-id'),
+        },
+      });
+    } finally {
+      await h.gateway.state.x402.authorizations.forget(claimed!);
+    }
+  });
+
+  // Last: stops the relayer.
+  it("answers 503 relayer_unavailable without the relayer, which @x402/core's client reads as a SettleError", async () => {
+    const key = await newSellerKey();
+    await settlement.stop();
+    const direct = await facilitatorBody(await newPayer(), 10_000n);
+    const res = await call('settle', key, direct.body);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({
+      success: false,
+      errorReason: 'relayer_unavailable',
+      error: { code: 'relayer_unavailable', requestId: res.headers.get('x-request-id') },
+    });
+    const client = new HTTPFacilitatorClient({
+      url: `${h.gateway.url}/api/v1/x402`,
+      createAuthHeaders: async () => {
+        const auth = { Authorization: `Bearer ${key}` };
+        return { verify: auth, settle: auth, supported: auth };
+      },
+    });
+    const viaClient = await facilitatorBody(await newPayer(), 10_000n);
+    type Settle = Parameters<HTTPFacilitatorClient['settle']>;
+    const thrown = await client
+      .settle(viaClient.body.paymentPayload as Settle[0], viaClient.body.paymentRequirements as Settle[1])
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(thrown).toMatchObject({
+      name: 'SettleError',
+      statusCode: 503,
+      errorReason: 'relayer_unavailable',
+    });
   });
 });

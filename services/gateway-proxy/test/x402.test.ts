@@ -499,7 +499,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
       expect(res.headers.get('retry-after')).toBe('2');
       expect(await res.json()).toEqual({
         error: {
-          code: 'x402_unavailable',
+          code: 'chain_unavailable',
           message: expect.stringMatching(/chain RPC/),
           requestId: res.headers.get('x-request-id'),
         },
@@ -528,6 +528,7 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
     const payment = await header();
     const res = await fetch(url('/data'), { headers: { 'PAYMENT-SIGNATURE': payment } });
     expect(res.status).toBe(503);
+    expect((await res.json()).error.code).toBe('relayer_unavailable');
     await waitFor(async () => !(await fetch(url('/data'))).headers.get('payment-required'), {
       timeoutMs: 10_000,
       message: 'x402 still offered without a relayer',

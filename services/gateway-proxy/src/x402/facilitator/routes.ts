@@ -1,5 +1,12 @@
 import type { RelayerStatusReply } from '@paygate/contracts';
-import { type AnyRoute, defineRoute, rateLimitMiddleware, type SharedRateLimiter } from '@paygate/http';
+import {
+  type AnyRoute,
+  defineRoute,
+  errorBody,
+  HttpError,
+  rateLimitMiddleware,
+  type SharedRateLimiter,
+} from '@paygate/http';
 import { caip2, v1NetworkOf } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
@@ -21,6 +28,31 @@ import {
 export const X402_PREFIX = '/api/v1/x402';
 
 const RATE_LIMITED = 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls this minute (Retry-After)';
+const UNAVAILABLE =
+  'chain_unavailable, relayer_unavailable, settlement_in_progress or claim_unavailable: nothing was refused, present the same payment again (Retry-After)';
+
+/**
+ * A non-2xx verify or settle answer: libs/http's error envelope (`error.code` is the x402 reason) beside the x402
+ * response's own fields, which @x402/core's HTTPFacilitatorClient needs on a non-2xx to raise its VerifyError or
+ * SettleError (it looks for `isValid` or `success`) instead of a bare "facilitator failed". A 429 or 503 says
+ * when to present the payment again (Retry-After; a 503's nothing was refused, so 2 s).
+ */
+function sendRefusal(
+  res: Response,
+  requestId: string,
+  refusal: { status: number; reason: string; message: string; retryAfterSeconds?: number },
+  x402Fields: Record<string, unknown>,
+): void {
+  const retryAfterSeconds =
+    refusal.status === 429 ? (refusal.retryAfterSeconds ?? 60) : refusal.status === 503 ? 2 : undefined;
+  if (retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(retryAfterSeconds));
+  const details = refusal.status === 429 ? { retryAfterSeconds } : {};
+  const envelope = errorBody(
+    new HttpError(refusal.status, refusal.reason, refusal.message, details),
+    requestId,
+  );
+  res.status(refusal.status).json({ ...x402Fields, ...envelope });
+}
 
 /** `Server-Timing` of a facilitator answer: each named phase and the whole handler (`total`), in ms. */
 function serverTiming(started: number, phases: Record<string, number> = {}): string {
@@ -51,6 +83,10 @@ export interface FacilitatorDeps {
  * `HTTPFacilitatorClient`): verify and settle in the standard's shapes, authenticated by the seller's `sk_` key,
  * for payments into Paygate's escrow only; a settled payment is credited to the key's seller, like any payment.
  * Also the public x402 Bazaar discovery list of every active Paygate skill endpoint.
+ *
+ * A refusal of a payment is x402's 200 (`isValid: false`, `success: false`); every non-2xx answer is libs/http's
+ * envelope `{ error: { code, message, requestId, … } }`, and a verify or settle one also keeps the x402 response's
+ * fields beside it (sendRefusal), since @x402/core's client reads those on a non-2xx.
  */
 export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
   const auth = deps.sellerAuth;
@@ -125,7 +161,7 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
     body: FacilitatorRequest,
     before: guard.before,
     responses: { '200': VerifyResponse },
-    errors: { '429': RATE_LIMITED },
+    errors: { '429': RATE_LIMITED, '503': `${UNAVAILABLE}; the body is also a VerifyResponse` },
     handler: async (req, res) => {
       const started = performance.now();
       const checked = checkFacilitatorRequest(config, req.body);
@@ -147,8 +183,14 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
       const payer = checked.payment.authorization.from;
       res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
       if (refusal) {
-        if (refusal.status === 503) res.status(503);
-        res.json({ isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer });
+        const answer = {
+          isValid: false,
+          invalidReason: refusal.reason,
+          invalidMessage: refusal.message,
+          payer,
+        };
+        if (refusal.status === 503) sendRefusal(res, req.requestId, refusal, answer);
+        else res.json(answer);
         return;
       }
       res.json({ isValid: true, payer });
@@ -172,8 +214,11 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
     before: guard.before,
     responses: { '200': SettleResponse },
     errors: {
+      '409':
+        'payment_identifier_conflict (the same payment identifier for another request) or payment_identifier_served (its purchase was served already); the body is also a SettleResponse',
       '429':
         'rate_limited (more than X402_FACILITATOR_PER_MINUTE calls this minute) or relayer_daily_limit (the payer or the seller used its relayed payments of the UTC day; the body is also a SettleResponse): Retry-After says when',
+      '503': `${UNAVAILABLE}; the body is also a SettleResponse`,
     },
     handler: async (req, res) => {
       const started = performance.now();
@@ -247,7 +292,7 @@ const phasesOf = (outcome: X402Outcome): Record<string, number> =>
       }
     : {};
 
-/** x402's SettleResponse; a 429 also carries the shared error body, for clients that are not x402's. */
+/** x402's SettleResponse; a 409, 429 or 503 is also libs/http's error envelope (sendRefusal). */
 function sendSettleResponse(
   res: Response,
   outcome: X402Outcome,
@@ -269,24 +314,9 @@ function sendSettleResponse(
     transaction: outcome.transaction ?? '',
     network,
   };
-  if (outcome.status === 409) {
-    res.status(409);
-    res.json(answer);
+  if (outcome.status === 409 || outcome.status === 429 || outcome.status === 503) {
+    sendRefusal(res, requestId, outcome, answer);
     return;
   }
-  if (outcome.status === 429) {
-    res.status(429).setHeader('Retry-After', String(outcome.retryAfterSeconds ?? 60));
-    res.json({
-      ...answer,
-      error: {
-        code: outcome.reason,
-        message: outcome.message,
-        retryAfterSeconds: outcome.retryAfterSeconds,
-        requestId,
-      },
-    });
-    return;
-  }
-  if (outcome.status === 503) res.status(503);
   res.json(answer);
 }

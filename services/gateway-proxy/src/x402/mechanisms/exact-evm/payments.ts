@@ -75,7 +75,7 @@ export interface SettleOptions {
    */
   fingerprint?: string;
 }
-const { unavailable } = PAYGATE_REASONS;
+const { chainUnavailable, relayerUnavailable } = PAYGATE_REASONS;
 
 /**
  * Accepts x402 `exact` payments (EIP-3009 authorizations) for Paygate's own skills and for sellers using Paygate
@@ -213,7 +213,7 @@ export class X402Payments implements BackgroundTask {
     priceMicro: bigint,
     options: VerifyOptions = { checkBalance: true },
   ): Promise<Refused | undefined> {
-    const rpcDown = refused(503, unavailable, 'the chain RPC did not answer; retry shortly');
+    const rpcDown = refused(503, chainUnavailable, 'the chain RPC did not answer; retry shortly');
     let expected: X402Expectation;
     try {
       expected = await this.expectation(priceMicro, options.maxTimeoutSeconds);
@@ -353,7 +353,11 @@ export class X402Payments implements BackgroundTask {
       }
     }
     if (!(await this.relayer.available())) {
-      return refused(503, unavailable, 'x402 settlement is unavailable right now; pay with X-402-Payment');
+      return refused(
+        503,
+        relayerUnavailable,
+        'the relayer cannot settle x402 payments right now; pay with X-402-Payment',
+      );
     }
     const claimed = await this.authorizations.claim(payment, purchase, version);
     if (!claimed) return this.settlement.presentedBefore(key, payment.signature, purchase);

@@ -69,7 +69,7 @@ export const settledBefore = (claim: PaymentClaim): X402Outcome => ({
   timings: NO_TIMINGS,
 });
 
-const { unavailable } = PAYGATE_REASONS;
+const { chainUnavailable, relayerUnavailable, settlementInProgress, claimUnavailable } = PAYGATE_REASONS;
 
 /** Sent, not included yet: 202 with the transaction, never a 402 that would have a client sign a second payment. */
 export const settlementPending = (txHash: string): Refused => ({
@@ -86,10 +86,10 @@ export const RELAYER_REASONS: Record<
   [402 | 503, X402Reason]
 > = {
   invalid_request: [402, UPSTREAM_REASONS.payload],
-  internal_error: [503, unavailable],
-  relayer_unavailable: [503, unavailable],
-  relayer_out_of_gas: [503, unavailable],
-  chain_unavailable: [503, unavailable],
+  internal_error: [503, relayerUnavailable],
+  relayer_unavailable: [503, relayerUnavailable],
+  relayer_out_of_gas: [503, relayerUnavailable],
+  chain_unavailable: [503, chainUnavailable],
   insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
   invalid_signature: [402, UPSTREAM_REASONS.signature],
   authorization_expired: [402, UPSTREAM_REASONS.validBefore],
@@ -146,7 +146,11 @@ export class X402Settlement {
         { err: error, payer: a.from },
         'relayer did not answer; the recovery pass will finish',
       );
-      return refused(503, unavailable, 'settlement did not answer in time; present the same payment again');
+      return refused(
+        503,
+        relayerUnavailable,
+        'settlement did not answer in time; present the same payment again',
+      );
     }
     if (!reply.ok) return this.relayerRefused(claimed, reply);
     if (reply.status !== 'confirmed') {
@@ -161,7 +165,7 @@ export class X402Settlement {
     } catch (error) {
       if (!(error instanceof LedgerClaimRefused)) throw error;
       // The ledger did not answer: the row stays `submitting`, the recovery pass claims it later.
-      return refused(503, unavailable, error.failure.message);
+      return refused(503, claimUnavailable, error.failure.message);
     }
     if (!claim) {
       return refused(
@@ -281,7 +285,11 @@ export class X402Settlement {
     if (!row && signature === null) {
       // Bound to its id a moment ago by another presentation, not claimed yet: that one is settling it.
       return {
-        ...refused(503, unavailable, 'this payment identifier is being settled; present it again shortly'),
+        ...refused(
+          503,
+          settlementInProgress,
+          'this payment identifier is being settled; present it again shortly',
+        ),
         beingSettled: true,
       };
     }
@@ -297,7 +305,11 @@ export class X402Settlement {
     }
     if (row.state === 'submitting' || !row.claim_id) {
       return {
-        ...refused(503, unavailable, 'this authorization is being settled; present it again shortly'),
+        ...refused(
+          503,
+          settlementInProgress,
+          'this authorization is being settled; present it again shortly',
+        ),
         beingSettled: true,
         settling: { key, signature: row.signature },
       };
@@ -349,7 +361,7 @@ export class X402Settlement {
       );
     } catch (error) {
       if (!(error instanceof LedgerClaimRefused)) throw error;
-      return refused(503, unavailable, error.failure.message);
+      return refused(503, claimUnavailable, error.failure.message);
     }
     const used = refused(
       402,
