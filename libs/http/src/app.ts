@@ -134,6 +134,7 @@ function isOneDatabaseUnavailable(error: unknown): boolean {
   const code = typeof candidate?.code === 'string' ? candidate.code : '';
   if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code) || UNREACHABLE_SOCKET_CODES.has(code))
     return true;
+  // node-postgres raises these as plain Errors with no code or class of their own: the text is all there is.
   const message = typeof candidate?.message === 'string' ? candidate.message : '';
   return /timeout exceeded when trying to connect|Connection terminated|connection is closed|connection error and is not queryable|Client was closed and is not queryable|Query read timeout/i.test(
     message,

@@ -145,6 +145,19 @@ function prepareMarkedStatements(client: pg.PoolClient): void {
 
 /** A Kysely instance whose every connection works inside the service's own schema (search_path). */
 export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
+  return databaseOn<DB>(createPool(options), options.schema);
+}
+
+/**
+ * A handle typed with `DB` over a pool of createPool: one pool may serve several handles, each typed with the
+ * tables its user reads (the outbox relay's BusTables beside the service's DB). Destroying one ends the pool.
+ */
+export function databaseOn<DB>(pool: pg.Pool, schema: string): Kysely<DB> {
+  return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, schema) });
+}
+
+/** The pool of a service's connections, scoped to its schema. */
+export function createPool(options: DatabaseOptions): pg.Pool {
   // Every wait is bounded (docs/reliability.md): for a connection of the pool, a statement, a lock, and a
   // transaction left open by a process that froze or died between statements.
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...definedOnly(options) };
@@ -168,7 +181,7 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
     client.on('error', () => undefined);
     prepareMarkedStatements(client);
   });
-  return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, options.schema) });
+  return pool;
 }
 
 /** The limits the options set (an option left undefined keeps its default); the defaults name every limit. */

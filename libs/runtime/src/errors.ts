@@ -27,6 +27,9 @@ export class UndeclaredConsumerError extends RuntimeError {
   }
 }
 
+/** The code of a 503 /readyz (libs/http's envelope; `checks` holds every check's answer by name). */
+export const RuntimeReason = { NotReady: 'not_ready' } as const;
+
 /** A readiness check that failed; its message is what /readyz reports under the check's name. */
 export class NotReadyError extends RuntimeError {
   override name = 'NotReadyError';

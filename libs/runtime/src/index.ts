@@ -30,6 +30,7 @@ export {
   NotReadyError,
   ReadinessTimeoutError,
   RuntimeError,
+  RuntimeReason,
   SealedSecretError,
   StartupError,
   UndeclaredConsumerError,

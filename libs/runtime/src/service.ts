@@ -14,7 +14,9 @@ import {
   type AnyRoute,
   bareRoutesOf,
   createApp,
+  errorBody,
   errorHandler,
+  HttpError,
   mountRoutes,
   notFoundHandler,
   openApiRoute,
@@ -24,8 +26,8 @@ import type { ErrorRequestHandler, Express, RequestHandler } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
 import { registerBusMetrics } from './bus-metrics';
 import type { CommonConfig } from './config';
-import { createDatabase, migrateToLatest, type RepeatableSql } from './database';
-import { NotReadyError, ReadinessTimeoutError, UndeclaredConsumerError } from './errors';
+import { createPool, databaseOn, migrateToLatest, type RepeatableSql } from './database';
+import { NotReadyError, ReadinessTimeoutError, RuntimeReason, UndeclaredConsumerError } from './errors';
 import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
 import { describeError, retryStartup } from './retry';
 import { transactionRetryingConflicts } from './transaction';
@@ -163,7 +165,7 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
 ): Promise<RunningService<DB, P>> {
   const { config } = definition;
   const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
-  const { db, bus } = await connect<DB>(definition, logger);
+  const { db, busTables, bus } = await connect<DB>(definition, logger);
   // What start-up opened is closed again when a later step fails (a refused key, a taken port): a failed start
   // leaves no connection, subscription or timer behind (a test's process would not exit; a supervisor's retry
   // would pile them up).
@@ -171,7 +173,7 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
   try {
     await migrateToLatest(db, config.dbSchema, definition.migrations, logger, definition.repeatableSql);
     await ensureStreams(bus, { replicas: config.natsStreamReplicas });
-    const relay = new OutboxRelay(busTablesOf(db), bus, logger);
+    const relay = new OutboxRelay(busTables, bus, logger);
     const ctx = serviceContext(definition, {
       db,
       bus,
@@ -224,14 +226,6 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
 }
 
 /**
- * The bus's own tables (outbox, inbox), which every service's migrations list (busMigrations) whatever its `DB`
- * names.
- */
-function busTablesOf<DB>(db: Kysely<DB>): Kysely<BusTables> {
-  return db as unknown as Kysely<BusTables>;
-}
-
-/**
  * The outbox relay, the declared consumers and the background tasks, each added to `undo` as it starts (so a
  * later failure stops what already runs).
  */
@@ -274,9 +268,13 @@ async function startWork<DB>(
 async function connect<DB>(
   definition: CommonDefinition,
   logger: Logger,
-): Promise<{ db: Kysely<DB>; bus: Bus }> {
+): Promise<{ db: Kysely<DB>; busTables: Kysely<BusTables>; bus: Bus }> {
   const { config } = definition;
-  const db = createDatabase<DB>({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
+  const pool = createPool({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
+  const db = databaseOn<DB>(pool, config.dbSchema);
+  // The bus's own tables (outbox, inbox), which every service migrates (busMigrations) whatever its `DB` names:
+  // the relay's handle on the same pool, ended with `db`.
+  const busTables = databaseOn<BusTables>(pool, config.dbSchema);
   try {
     await retryStartup(() => sql`select 1`.execute(db), {
       what: `Postgres at ${new URL(config.databaseUrl).host}`,
@@ -296,7 +294,7 @@ async function connect<DB>(
         }),
       { what: `NATS at ${config.natsUrl}`, attempts: config.startupAttempts, logger },
     );
-    return { db, bus };
+    return { db, busTables, bus };
   } catch (error) {
     await db.destroy();
     throw error;
@@ -346,20 +344,28 @@ function serviceApp<DB>(
     res.json({ status: 'ok', service: definition.name });
   });
   const checks = readinessChecks(ctx, parts.readinessChecks ?? []);
-  app.get('/readyz', async (_req, res) => {
+  // Ready: 200 { status, checks }; not: 503 in the error envelope, every check's answer in `error.checks`.
+  app.get('/readyz', async (req, res) => {
     const results: Record<string, string> = {};
-    let ready = true;
+    const failed: string[] = [];
     for (const [name, check] of checks) {
       try {
         await withTimeout(check(), READY_TIMEOUT_MS, name);
         results[name] = 'ok';
       } catch (error) {
-        ready = false;
+        failed.push(name);
         results[name] = (error as Error).message;
       }
     }
-    metrics.ready.set(ready ? 1 : 0);
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', checks: results });
+    metrics.ready.set(failed.length === 0 ? 1 : 0);
+    if (failed.length === 0) {
+      res.json({ status: 'ready', checks: results });
+      return;
+    }
+    const notReady = new HttpError(503, RuntimeReason.NotReady, `not ready: ${failed.join(', ')}`, {
+      checks: results,
+    });
+    res.status(503).json(errorBody(notReady, req.requestId));
   });
   app.get('/metrics', async (_req, res) => {
     metrics.outboxBacklog.set(await relay.backlog().catch(() => -1));

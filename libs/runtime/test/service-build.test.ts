@@ -3,7 +3,13 @@ import { defineRoute } from '@paygate/http';
 import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
 import type { Migration } from 'kysely';
 import request from 'supertest';
-import { commonConfig, type ServiceContext, startService, UndeclaredConsumerError } from '../src';
+import {
+  commonConfig,
+  NotReadyError,
+  type ServiceContext,
+  startService,
+  UndeclaredConsumerError,
+} from '../src';
 
 interface FixtureDatabase extends BusTables {
   things: { id: string };
@@ -38,6 +44,7 @@ describe('startService with build: the service constructed once, its parts mount
   it('builds once, serves the routes and their OpenAPI document, and stops detach first, stop last', async () => {
     const happened: string[] = [];
     let builds = 0;
+    let ownReady = true;
     const service = await startService({
       name: 'registry',
       config: configFor('fixture_build'),
@@ -68,7 +75,14 @@ describe('startService with build: the service constructed once, its parts mount
               stop: async () => void happened.push('task stopped'),
             },
           ],
-          readinessChecks: [{ name: 'own', check: async () => undefined }],
+          readinessChecks: [
+            {
+              name: 'own',
+              check: async () => {
+                if (!ownReady) throw new NotReadyError('the fixture is not ready');
+              },
+            },
+          ],
           attach: () => void happened.push('attached'),
           detach: async () => void happened.push('detached'),
           stop: async () => void happened.push('stopped'),
@@ -86,6 +100,18 @@ describe('startService with build: the service constructed once, its parts mount
       expect(Object.keys(document.body.paths)).toContain('/things');
       const ready = await request(service.app).get('/readyz');
       expect(ready.body.checks).toEqual({ postgres: 'ok', nats: 'ok', own: 'ok' });
+      // Not ready: the error envelope, every check's answer by name.
+      ownReady = false;
+      const notReady = await request(service.app).get('/readyz');
+      expect(notReady.status).toBe(503);
+      expect(notReady.body).toEqual({
+        error: {
+          code: 'not_ready',
+          message: 'not ready: own',
+          checks: { postgres: 'ok', nats: 'ok', own: 'the fixture is not ready' },
+          requestId: notReady.headers['x-request-id'],
+        },
+      });
     } finally {
       await service.stop();
     }

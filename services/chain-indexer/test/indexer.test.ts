@@ -133,7 +133,9 @@ describe('chain-indexer on anvil: transfer.observed exactly once', () => {
     try {
       const answer = await fetch(`${wrongChain.url}/readyz`);
       expect(answer.status).toBe(503);
-      expect(((await answer.json()) as { checks: Record<string, string> }).checks.chain).toBe(
+      expect(
+        ((await answer.json()) as { error: { checks: Record<string, string> } }).error.checks.chain,
+      ).toBe(
         'CHAIN_RPC_URL serves chain id 31337, but CHAIN_NETWORK is chain id 84532: point it at an RPC of that chain',
       );
       // The same RPC under its own chain's name: ready.
