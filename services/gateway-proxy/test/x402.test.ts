@@ -7,6 +7,7 @@ import {
   mine,
   minedReceipt,
   openSchema,
+  serveSellersForTests,
   setAutomine,
   signTransferAuthorization,
   testSigner,
@@ -502,6 +503,54 @@ describe('x402: standard clients pay Paygate skills gaslessly', () => {
           code: 'chain_unavailable',
           message: expect.stringMatching(/chain RPC/),
           requestId: res.headers.get('x-request-id'),
+        },
+      });
+      // The facilitator's verify: the error envelope beside the VerifyResponse (what @x402/core's client reads).
+      const sellerKey = 'sk_test_x402_rpc_down_0123456789';
+      await serveSellersForTests(h.bus, {
+        [sellerKey]: {
+          sellerId: 'seller-rpc-down',
+          walletAddress: testWallets.seller.address,
+          payoutAddress: testWallets.seller.address,
+          publishableKey: 'pk_test_x402_rpc_down_0123456789',
+          apiKeyVersion: 1,
+        },
+      });
+      const signed = await signTransferAuthorization(testSigner('buyer', h.anvil.provider), {
+        chainId: 31337,
+        usdcAddress: h.usdcAddress,
+        to: testWallets.escrow.address,
+        valueMicro: 50_000n,
+      });
+      const requirements = {
+        scheme: 'exact',
+        network,
+        asset: h.usdcAddress,
+        payTo: testWallets.escrow.address,
+        amount: '50000',
+        maxTimeoutSeconds: 60,
+        extra: { name: 'USD Coin', version: '2' },
+      };
+      const verified = await fetch(`${cut.url}/api/v1/x402/verify`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sellerKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          x402Version: 2,
+          paymentPayload: { x402Version: 2, accepted: requirements, payload: signed },
+          paymentRequirements: requirements,
+        }),
+      });
+      expect(verified.status).toBe(503);
+      expect(verified.headers.get('retry-after')).toBe('2');
+      expect(await verified.json()).toEqual({
+        isValid: false,
+        invalidReason: 'chain_unavailable',
+        invalidMessage: expect.stringMatching(/chain RPC/),
+        payer: signed.authorization.from,
+        error: {
+          code: 'chain_unavailable',
+          message: expect.stringMatching(/chain RPC/),
+          requestId: verified.headers.get('x-request-id'),
         },
       });
       // A tx-hash proof that cannot be checked on chain: the same envelope, nothing claimed.
