@@ -62,6 +62,9 @@ export class RelayerBackgroundPass {
       .limit(OPEN_BATCH)
       .execute();
     let oldestOpenAt: number | undefined;
+    let highestOpenNonce: bigint | undefined;
+    /** A row still open without a relayer nonce: its mark cannot be cleared by the nonces mined. */
+    let unnumbered = false;
     for (const row of open) {
       if (this.isStopped()) return;
       const advanced = await this.recorded.advance(row);
@@ -69,6 +72,9 @@ export class RelayerBackgroundPass {
       // Since it was first signed: a rebroadcast or a fee bump does not make it any less stuck.
       const sentAt = (advanced.signed_at ?? advanced.created_at).getTime();
       oldestOpenAt = Math.min(oldestOpenAt ?? sentAt, sentAt);
+      if (advanced.relayer_nonce === null) unnumbered = true;
+      else if (highestOpenNonce === undefined || advanced.relayer_nonce > highestOpenNonce)
+        highestOpenNonce = advanced.relayer_nonce;
       if (advanced.status === 'signed') await this.recorded.broadcastRecorded(advanced);
       else if (signer) await this.bumpIfStuck(advanced, signer.chain);
       else await this.recorded.broadcastRecorded(advanced);
@@ -84,7 +90,7 @@ export class RelayerBackgroundPass {
     }
     const wasStuck =
       signer.stuckSince !== undefined && Date.now() - signer.stuckSince >= this.settings.stuckAfterMs;
-    signer.stuckSince = oldestOpenAt;
+    signer.markOpen(oldestOpenAt, unnumbered ? undefined : highestOpenNonce);
     const isStuck = oldestOpenAt !== undefined && Date.now() - oldestOpenAt >= this.settings.stuckAfterMs;
     if (isStuck !== wasStuck) {
       this.ctx.logger.warn(

@@ -43,6 +43,11 @@ export class RelayerSigner {
    * ago than RELAYER_STUCK_AFTER_MS (also submissions other replicas made, or whose callers stopped waiting).
    */
   stuckSince: number | undefined;
+  /**
+   * The highest relayer nonce among the open rows the background pass saw with `stuckSince`: once the chain has
+   * mined it (and so every lower one), the mark is cleared at once rather than at the next pass.
+   */
+  openThroughNonce: bigint | undefined;
 
   constructor(
     ctx: ServiceContext<SettlementDB>,
@@ -52,6 +57,29 @@ export class RelayerSigner {
   ) {
     this.address = chain.address.toLowerCase();
     this.allocator = new NonceAllocator(ctx, chain, settings, recorded);
+  }
+
+  /** The background pass's look at this key's open rows: since when the oldest waits, and the highest nonce. */
+  markOpen(oldestOpenAt: number | undefined, highestOpenNonce: bigint | undefined): void {
+    this.stuckSince = oldestOpenAt;
+    this.openThroughNonce = oldestOpenAt === undefined ? undefined : highestOpenNonce;
+  }
+
+  /**
+   * The chain mined this key's nonces below `minedNonce` (a receipt of nonce n: n + 1): the pass's mark is cleared
+   * when every open row it saw is among them. True when that cleared a stuck mark.
+   */
+  minedBelow(minedNonce: bigint, now: number): boolean {
+    if (this.openThroughNonce === undefined || minedNonce <= this.openThroughNonce) return false;
+    const wasStuck = this.stuck(now);
+    this.stuckSince = undefined;
+    this.openThroughNonce = undefined;
+    return wasStuck && !this.stuck(now);
+  }
+
+  /** Whether the background pass's mark (not this process's own waiting submissions) says stuck. */
+  markedStuck(now: number): boolean {
+    return this.stuckSince !== undefined && now - this.stuckSince >= this.settings.stuckAfterMs;
   }
 
   /** Submissions of this process assigned to this key and not answered yet. */

@@ -55,6 +55,10 @@ export class Relayer implements BackgroundTask {
   private server: RpcServer | undefined;
   private stopping = false;
   private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
+  /** The watch on the background pass's marks (./pool markOpen) runs (one at a time). */
+  private watchingMarks = false;
+  /** Wakes that watch when a key's mark comes of age or the relayer stops. */
+  private markTimer: { timer: NodeJS.Timeout; wake(): void } | undefined;
 
   /** Reads and broadcasts (any key's provider: they share one); signing is each key's (./pool). */
   private readonly chain: RelayerChain;
@@ -112,6 +116,7 @@ export class Relayer implements BackgroundTask {
   async stop(): Promise<void> {
     // Callers still waiting for a receipt are answered `submitted` (their transaction is recorded) at once.
     this.stopping = true;
+    this.markTimer?.wake();
     this.heads.stop();
     await this.headPush?.stop();
     await this.server?.stop();
@@ -119,9 +124,78 @@ export class Relayer implements BackgroundTask {
     await this.recorded.finished();
   }
 
-  /** One background pass (./background-pass). */
-  runOnce(): Promise<void> {
-    return this.pass.runOnce();
+  /** One background pass (./background-pass), then the watch on the marks it left on the keys. */
+  async runOnce(): Promise<void> {
+    await this.pass.runOnce();
+    void this.watchMarks();
+  }
+
+  /**
+   * A key marked by the background pass (its open rows) is seen again at each new head while the mark says stuck:
+   * once the chain has mined every row the pass saw (its `latest` nonce past the highest), the mark is cleared at
+   * once, not at the next pass, so the key takes new submissions the moment its queue has moved. One nonce read per
+   * stuck key per block, and none while no key is stuck.
+   */
+  private async watchMarks(): Promise<void> {
+    if (this.watchingMarks) return;
+    this.watchingMarks = true;
+    try {
+      while (!this.stopping) {
+        const marked = this.pool.signers.filter((signer) => signer.openThroughNonce !== undefined);
+        if (marked.length === 0) return;
+        const now = Date.now();
+        const stuck = marked.filter((signer) => signer.markedStuck(now));
+        if (stuck.length === 0) {
+          // Nothing stuck yet: until the oldest mark comes of age (a row mined meanwhile clears it first).
+          const dueIn = Math.min(
+            ...marked.map((signer) => signer.stuckSince! + this.settings.stuckAfterMs - now),
+          );
+          await this.markDelay(Math.max(1, dueIn));
+          continue;
+        }
+        const head = this.heads.known();
+        await Promise.all(
+          stuck.map(async (signer) => {
+            const mined = await signer.chain.minedNonce().catch(() => undefined);
+            if (mined !== undefined && signer.minedBelow(mined, Date.now())) {
+              this.ctx.logger.warn(
+                { relayer: signer.address, minedNonce: mined.toString() },
+                'relayer key no longer stuck: its transactions were mined',
+              );
+            }
+          }),
+        );
+        if (stuck.some((signer) => signer.openThroughNonce !== undefined)) {
+          await this.heads.newerThan(head, ROW_REREAD_MS);
+        }
+      }
+    } finally {
+      this.watchingMarks = false;
+    }
+  }
+
+  private markDelay(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        if (this.markTimer?.timer === timer) this.markTimer = undefined;
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.markTimer = { timer, wake };
+    });
+  }
+
+  /** A receipt of a key's nonce n: that key's nonces up to n are mined (its pass mark cleared if that covers it). */
+  private mined(row: Row): void {
+    if (row.status !== 'confirmed' || row.relayer_nonce === null) return;
+    const signer = this.pool.byAddress(row.relayer_address);
+    if (signer?.minedBelow(row.relayer_nonce + 1n, Date.now())) {
+      this.ctx.logger.warn(
+        { relayer: signer.address, relayerNonce: row.relayer_nonce.toString() },
+        'relayer key no longer stuck: its transactions were mined',
+      );
+    }
   }
 
   /** The pool's keys (checksummed addresses), in the configured order. */
@@ -437,6 +511,7 @@ export class Relayer implements BackgroundTask {
     let readAt = Date.now();
     for (let round = 0; round < 10_000; round++) {
       if (current.status === 'confirmed' || current.status === 'used_elsewhere') {
+        this.mined(current);
         return {
           ok: true,
           status: 'confirmed',
