@@ -36,6 +36,8 @@ const BURST = Number(process.env.X402_FLASH_BURST ?? 100);
 const BURSTS = Number(process.env.X402_FLASH_BURSTS ?? 3);
 const KEYS = Number(process.env.X402_FLASH_KEYS ?? 4);
 const X402_LEDGER = process.env.X402_LEDGER ?? 'ledger';
+/** X402_FLASH_WS=0: no pushed heads, the relayer's head watcher polls alone (RELAYER_WS_URL unset, the default). */
+const PUSHED_HEADS = process.env.X402_FLASH_WS !== '0';
 const BLOCK_TIME_SEC = 0.2;
 const BLOCK_TIME_MS = BLOCK_TIME_SEC * 1000;
 const TARGET_P99_MS = 500;
@@ -105,7 +107,7 @@ async function main(): Promise<void> {
         RELAYER_PRIVATE_KEYS: [testWallets.relayer.privateKey, ...extra.map((k) => k.privateKey)].join(','),
         CONFIRMATIONS: '1',
         SCHEDULER_INTERVAL_MS: '3600000',
-        RELAYER_WS_URL: h.anvil.rpcUrl.replace(/^http/, 'ws'),
+        ...(PUSHED_HEADS ? { RELAYER_WS_URL: h.anvil.rpcUrl.replace(/^http/, 'ws') } : {}),
         LOG_LEVEL: 'warn',
         ...PRODUCTION_POOL,
       }),
@@ -217,6 +219,7 @@ async function main(): Promise<void> {
         burst: BURST,
         bursts: BURSTS,
         ledger: X402_LEDGER,
+        pushedHeads: PUSHED_HEADS,
         host: { cpus: os.cpus().length, node: process.version, loadavg: os.loadavg() },
       },
       single: { total: stats(single.map((s) => s.totalMs)), ...parts(single) },

@@ -5,8 +5,15 @@
 const DUE_POLL_MS = 3;
 const DUE_EARLY_MS = 8;
 const DUE_LATE_MS = 22;
-/** Blocks whose timestamps give the chain's block interval (re-read after this many more heads). */
+/** Blocks whose timestamps give the chain's block interval, at least. */
 const INTERVAL_SPAN_BLOCKS = 20;
+/**
+ * Seconds the timestamps read must span at least: they are whole seconds, so 20 blocks of 200 ms (4 s) would
+ * leave the interval up to 25% off and the dense polls around the wrong moment; 20 s leaves 5% at most.
+ */
+const INTERVAL_SPAN_MIN_SEC = 20;
+/** Blocks read back at most for that span. */
+const INTERVAL_SPAN_MAX_BLOCKS = 1000;
 
 export interface HeadReads {
   blockNumber(): Promise<bigint>;
@@ -146,7 +153,16 @@ export class HeadWatcher {
         this.chain.blockTimestampSec(head),
         this.chain.blockTimestampSec(head - span),
       ]);
-      const ms = (Number(last - first) * 1000) / Number(span);
+      let spanned = span;
+      let seconds = last - first;
+      if (seconds < BigInt(INTERVAL_SPAN_MIN_SEC) && spanned < head) {
+        // Fast blocks: read further back, as many blocks as the span needs at the rate seen (whole chain at most).
+        const perSec = Number(span) / Math.max(1, Number(seconds));
+        const wanted = BigInt(Math.ceil(perSec * INTERVAL_SPAN_MIN_SEC * 1.2));
+        spanned = [wanted, head, BigInt(INTERVAL_SPAN_MAX_BLOCKS)].reduce((a, b) => (b < a ? b : a));
+        seconds = last - (await this.chain.blockTimestampSec(head - spanned));
+      }
+      const ms = (Number(seconds) * 1000) / Number(spanned);
       this.intervalMs = ms > 0 ? ms : undefined;
     } catch {
       this.intervalReadAt = undefined; // read again at the next poll
