@@ -12,7 +12,7 @@
  * escrow-ledger as its own process (the transfer claims; X402_LEDGER=memory answers them in this process), a
  * seller API on loopback.
  *
- * Run: `tsx deploy/scripts/with-infra.ts tsx bench/x402/flashblocks.ts`. Writes bench/results/x402-flashblocks.json
+ * Run: `tsx deploy/scripts/with-infra.ts tsx bench/flashblocks/run.ts`. Writes bench/results/x402-flashblocks.json
  * and the x402-flashblocks section of docs/benchmarks.md.
  */
 import os from 'node:os';
@@ -236,7 +236,7 @@ async function main(): Promise<void> {
     const s = result.single;
     writeDocSection(
       'x402-flashblocks',
-      `## x402 on 200 ms blocks (\`bench/x402/flashblocks.ts\`)
+      `## x402 on 200 ms blocks (\`bench/flashblocks/run.ts\`)
 
 A paid call with an x402 payment (\`PAYMENT-SIGNATURE\`) until the seller's answer, on anvil with ${BLOCK_TIME_MS} ms
 blocks (Base Flashblocks' interval, \`--block-time ${BLOCK_TIME_SEC}\`), the relayer running a pool of ${KEYS} keys,
