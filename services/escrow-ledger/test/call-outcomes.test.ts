@@ -40,7 +40,7 @@ function failure(
   payment: EventData<'payment.confirmed'>,
   overrides: Partial<EventData<'payment.call_failed'>> = {},
 ): EventData<'payment.call_failed'> {
-  const failedAt = h.clock.now;
+  const failedAt = h.clock.now();
   return {
     paymentId: payment.paymentId,
     sellerId: payment.sellerId,
@@ -62,7 +62,7 @@ const recovery = (
   sellerId: payment.sellerId,
   attempt,
   upstreamStatus: 200,
-  servedAt: new Date(h.clock.now.getTime() + 60_000).toISOString(),
+  servedAt: new Date(h.clock.nowMs() + 60_000).toISOString(),
 });
 
 /** The transaction as the list and the detail route show it, once `ready` accepts the list's row. */
@@ -110,10 +110,10 @@ describe('escrow-ledger: call outcomes on the seller transactions', () => {
     expect(detail).toMatchObject(expected);
 
     // The window passes with no retry served: failed.
-    h.clock.now = new Date(Date.parse(failed.retryUntil) + 1000);
+    h.clock.set(Date.parse(failed.retryUntil) + 1000);
     const late = await shown(transactionId, () => true);
     expect(late.listed).toMatchObject({ ...expected, callStatus: 'failed' });
-    h.clock.now = new Date(failed.failedAt);
+    h.clock.set(failed.failedAt);
 
     // A retry within the window was served (attempt 2): served again, the failure still told.
     const served = recovery(payment, 2);

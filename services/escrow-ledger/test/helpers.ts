@@ -11,6 +11,7 @@ import {
 import {
   createTestEnvironment,
   serveSellersForTests,
+  TestClock,
   type TestEnvironment,
   testWallets,
 } from '@paygate/testing';
@@ -24,16 +25,11 @@ export const OPERATOR_TOKEN = 'test-operator-token-123456';
 export const SELLER_KEY = 'sk_test_seller_key_0123456789';
 export const OTHER_SELLER_KEY = 'sk_test_other_key_0123456789';
 
-export interface Clock {
-  now: Date;
-  advanceHours(hours: number): void;
-}
-
 export interface LedgerHarness {
   env: TestEnvironment;
   bus: Bus;
   ledger: RunningEscrowLedger;
-  clock: Clock;
+  clock: TestClock;
   sellerId: string;
   otherSellerId: string;
   /**
@@ -89,12 +85,7 @@ export async function startLedgerHarness(
     [SELLER_KEY]: identity(sellerId),
     [OTHER_SELLER_KEY]: identity(otherSellerId),
   });
-  const clock: Clock = {
-    now: new Date('2026-12-01T10:00:00.000Z'),
-    advanceHours(hours) {
-      clock.now = new Date(clock.now.getTime() + hours * 3_600_000);
-    },
-  };
+  const clock = new TestClock('2026-12-01T10:00:00.000Z');
   const config = {
     ...loadConfig(
       env.envFor('escrow-ledger', {
@@ -115,7 +106,7 @@ export async function startLedgerHarness(
         ...extraEnv,
       }),
     ),
-    now: () => clock.now,
+    now: clock.now,
   };
   const ledger = await startEscrowLedger(config);
   const claim: LedgerHarness['claim'] = (payment, options = {}) =>

@@ -48,12 +48,12 @@ async function pay(overrides: Parameters<typeof paymentData>[1] = {}) {
   const observed = observedData(payment);
   await h.publish('transfer.observed', observed);
   // The ledger confirms a payment when its claim books it, on its own clock.
-  const clock = h.clock.now;
-  if (overrides.confirmedAt) h.clock.now = new Date(overrides.confirmedAt);
+  const clock = h.clock.now();
+  if (overrides.confirmedAt) h.clock.set(overrides.confirmedAt);
   try {
     await h.publish('payment.confirmed', payment);
   } finally {
-    h.clock.now = clock;
+    h.clock.set(clock);
   }
   const txn = await transactionFor(payment.txHash);
   return { payment, txn, observed };
@@ -428,7 +428,7 @@ describe('ledger', () => {
     const signed = async (
       wallet: Wallet,
       reason: string,
-      signing = newRefundRequestSigning(31337, h.clock.now),
+      signing = newRefundRequestSigning(31337, h.clock.now()),
     ) => ({
       reason,
       ...signing,
@@ -451,7 +451,7 @@ describe('ledger', () => {
       key: null,
       body: {
         transactionId: txn.id,
-        ...(await signed(buyer, 'x', newRefundRequestSigning(8453, h.clock.now))),
+        ...(await signed(buyer, 'x', newRefundRequestSigning(8453, h.clock.now()))),
       },
     });
     expect([otherChain.status, otherChain.body.error.field]).toEqual([400, 'chainId']);
@@ -460,8 +460,8 @@ describe('ledger', () => {
       body: {
         transactionId: txn.id,
         ...(await signed(buyer, 'x', {
-          ...newRefundRequestSigning(31337, h.clock.now),
-          expiresAt: new Date(h.clock.now.getTime() - 1000).toISOString(),
+          ...newRefundRequestSigning(31337, h.clock.now()),
+          expiresAt: new Date(h.clock.nowMs() - 1000).toISOString(),
         })),
       },
     });
@@ -471,8 +471,8 @@ describe('ledger', () => {
       body: {
         transactionId: txn.id,
         ...(await signed(buyer, 'x', {
-          ...newRefundRequestSigning(31337, h.clock.now),
-          expiresAt: new Date(h.clock.now.getTime() + 48 * 3600_000).toISOString(),
+          ...newRefundRequestSigning(31337, h.clock.now()),
+          expiresAt: new Date(h.clock.nowMs() + 48 * 3600_000).toISOString(),
         })),
       },
     });
@@ -584,7 +584,7 @@ describe('ledger', () => {
   test('approving a request whose transaction the seller already refunded in full is 409 nothing_refundable', async () => {
     const { txn } = await pay({ amount: '2', holdPeriodHours: 24 });
     const buyer = new Wallet(BUYER_KEY);
-    const signing = newRefundRequestSigning(31337, h.clock.now);
+    const signing = newRefundRequestSigning(31337, h.clock.now());
     const signature = await buyer.signMessage(
       refundRequestMessage({ transactionId: txn.id }, 'broken', signing),
     );

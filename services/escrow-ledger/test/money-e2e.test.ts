@@ -15,6 +15,7 @@ import {
   openSchema,
   serveSellersForTests,
   startAnvil,
+  TestClock,
   type TestEnvironment,
   testSigner,
   testWallets,
@@ -73,14 +74,14 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
   let settlementDb: Kysely<any>;
   let sellerResponder: { stop(): Promise<void> } | undefined;
   const identities: Record<string, Parameters<typeof serveSellersForTests>[1][string]> = {};
-  let now = new Date();
+  const clock = new TestClock();
   let revision = 0;
 
   const balanceOf = async (address: string) => BigInt(await usdc.getFunction('balanceOf')(address));
 
   /** A day passes for every service (injected clock) and for the chain (anvil's block time). */
   const nextDay = async () => {
-    now = new Date(now.getTime() + DAY_MS);
+    clock.advance(DAY_MS);
     await increaseTime(anvil.provider, DAY_MS / 1000);
   };
 
@@ -111,7 +112,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       webhookSecretVersion: 0,
       settlementFrequency: 'DAILY',
       minimumSettlement,
-      updatedAt: now.toISOString(),
+      updatedAt: clock.now().toISOString(),
     } satisfies EventData<'seller.updated'>);
     await bus.js.publish(bus.subjectFor('seller.updated'), encodeEnvelope(event), { msgID: event.id });
     await waitFor(
@@ -268,13 +269,12 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       roles: ['buyer', 'platform'],
     });
     bus = await env.bus();
-    const clock = () => now;
     services = await startMoneyServices({
       env,
       rpcUrl: anvil.rpcUrl,
       usdcAddress,
       operatorToken: OPERATOR_TOKEN,
-      clock,
+      clock: clock.now,
       ledgerEnv: { RELEASE_INTERVAL_MS: '100' },
     });
     ({ ledger, checkout, settlement } = services);
@@ -461,7 +461,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       const signing = {
         chainId: 31337,
         nonce: randomBytes(16).toString('hex'),
-        expiresAt: new Date(now.getTime() + 3_600_000).toISOString(),
+        expiresAt: new Date(clock.nowMs() + 3_600_000).toISOString(),
       };
       return call('/api/v1/refund-requests', {
         body: {
@@ -522,13 +522,13 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       wallet: testSigner('buyer', anvil.provider),
       maxPricePerCall: '1',
       paygateUrl: ledger.url,
-      now: () => now,
+      now: clock.now,
     });
     const stranger = createAgent({
       wallet: testSigner('stranger', anvil.provider),
       maxPricePerCall: '1',
       paygateUrl: ledger.url,
-      now: () => now,
+      now: clock.now,
     });
 
     // What a buyer knows: the transfer's hash, or the session it paid (the widget's PaymentResult has both).

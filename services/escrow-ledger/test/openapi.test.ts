@@ -162,7 +162,7 @@ describe('escrow-ledger routes and their OpenAPI document', () => {
     conform(Refund, (await h.http(`/api/v1/refunds/${created.body.refundId}`)).body);
 
     const reason = 'never arrived';
-    const signing = newRefundRequestSigning(31337, h.clock.now);
+    const signing = newRefundRequestSigning(31337, h.clock.now());
     const signature = await new Wallet(BUYER_KEY).signMessage(
       refundRequestMessage({ transactionId }, reason, signing),
     );

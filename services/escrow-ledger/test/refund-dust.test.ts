@@ -119,7 +119,7 @@ describe('dust refunds cannot queue escrow transfers', () => {
 
   test("a merchant's approval of a buyer's request follows the same minimum", async () => {
     const txn = await pay(h.sellerId, '0.5');
-    const signing = newRefundRequestSigning(31337, h.clock.now);
+    const signing = newRefundRequestSigning(31337, h.clock.now());
     const signature = await new Wallet(BUYER_KEY).signMessage(
       refundRequestMessage({ transactionId: txn }, 'never arrived', signing),
     );
@@ -161,7 +161,7 @@ describe('dust refunds cannot queue escrow transfers', () => {
     const mine = await pay(h.sellerId, '1');
     expect((await refund(mine, '1')).status).toBe(201);
     // The next minute the seller may refund again.
-    h.clock.now = new Date(h.clock.now.getTime() + 60_000);
+    h.clock.advance(60_000);
     expect((await refund(another, '1', OTHER_SELLER_KEY)).status).toBe(201);
   });
 });

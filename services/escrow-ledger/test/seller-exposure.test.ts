@@ -126,7 +126,7 @@ describe('a seller spends only its own money in the shared escrow', () => {
   test("a buyer's pending refund request keeps the payment from being released or paid out until it is decided", async () => {
     const buyer = new Wallet(BUYER_KEY);
     const ask = async (transactionId: string) => {
-      const signing = newRefundRequestSigning(31337, h.clock.now);
+      const signing = newRefundRequestSigning(31337, h.clock.now());
       const signature = await buyer.signMessage(
         refundRequestMessage({ transactionId }, 'never arrived', signing),
       );

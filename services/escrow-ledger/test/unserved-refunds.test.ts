@@ -43,8 +43,8 @@ function failed(payment: EventData<'payment.confirmed'>): EventData<'payment.cal
     attempt: 1,
     upstreamOutcome: 'error_status',
     upstreamStatus: 500,
-    failedAt: h.clock.now.toISOString(),
-    retryUntil: new Date(h.clock.now.getTime() + 600_000).toISOString(),
+    failedAt: h.clock.now().toISOString(),
+    retryUntil: new Date(h.clock.nowMs() + 600_000).toISOString(),
   };
 }
 
@@ -53,8 +53,8 @@ function closed(payment: EventData<'payment.confirmed'>): EventData<'payment.cal
     paymentId: payment.paymentId,
     sellerId: payment.sellerId,
     attempts: 1,
-    retryUntil: new Date(h.clock.now.getTime() + 600_000).toISOString(),
-    closedAt: new Date(h.clock.now.getTime() + 605_000).toISOString(),
+    retryUntil: new Date(h.clock.nowMs() + 600_000).toISOString(),
+    closedAt: new Date(h.clock.nowMs() + 605_000).toISOString(),
   };
 }
 
@@ -120,7 +120,7 @@ describe('escrow-ledger: unserved calls are refunded', () => {
       sellerId: null,
       refundTxHash,
       amount: '0.5',
-      completedAt: h.clock.now.toISOString(),
+      completedAt: h.clock.now().toISOString(),
     });
     const done = await waitFor(async () => {
       const found = await lookup(payment.txHash);
@@ -143,7 +143,7 @@ describe('escrow-ledger: unserved calls are refunded', () => {
       sellerId: servedAgain.sellerId,
       attempt: 2,
       upstreamStatus: 200,
-      servedAt: h.clock.now.toISOString(),
+      servedAt: h.clock.now().toISOString(),
     });
     await waitForConsumerIdle(h.bus, 'ledger-payment-call-recovered');
     await h.publish('payment.call_unserved', closed(servedAgain));
