@@ -28,6 +28,8 @@ export interface ServiceHarness<S extends StartedService> {
 interface HarnessOptions {
   /** A suite's own environment, shared by several services; the harness then leaves its cleanup to the suite. */
   env?: TestEnvironment;
+  /** Server settings of the environment the harness creates (createTestEnvironment's `databaseSettings`). */
+  databaseSettings?: Record<string, string>;
   /** Default: a clock that stands still at the current time. */
   clock?: TestClock;
 }
@@ -49,7 +51,8 @@ export async function startServiceHarness<S extends StartedService>(
   start: (setup: HarnessSetup) => Promise<S>,
   options: HarnessOptions = {},
 ): Promise<ServiceHarness<S>> {
-  const env = options.env ?? (await createTestEnvironment(label));
+  const env =
+    options.env ?? (await createTestEnvironment(label, { databaseSettings: options.databaseSettings }));
   const ownsEnv = options.env === undefined;
   const clock = options.clock ?? new TestClock();
   const stops = { before: [] as Array<() => unknown>, after: [] as Array<() => unknown> };

@@ -1,4 +1,9 @@
-import { createTestEnvironment, dropRetiredSuiteDatabases, TEST_DATABASE_URL } from '@paygate/testing';
+import {
+  createTestEnvironment,
+  dropRetiredSuiteDatabases,
+  startServiceHarness,
+  TEST_DATABASE_URL,
+} from '@paygate/testing';
 import pg from 'pg';
 
 async function databaseNamed(name: string): Promise<{ datallowconn: boolean } | undefined> {
@@ -42,13 +47,16 @@ describe('suite databases: closed when a suite ends, dropped together after the 
     }
   });
 
-  /** The synchronous_commit every new connection to the environment's database gets. */
-  async function commitSetting(env: Awaited<ReturnType<typeof createTestEnvironment>>): Promise<string> {
+  /** A setting every new connection to the environment's database gets (synchronous_commit by default). */
+  async function commitSetting(
+    env: Awaited<ReturnType<typeof createTestEnvironment>>,
+    name = 'synchronous_commit',
+  ): Promise<string> {
     const client = new pg.Client({ connectionString: env.databaseUrl });
     await client.connect();
     try {
-      const { rows } = await client.query<{ synchronous_commit: string }>('show synchronous_commit');
-      return rows[0]!.synchronous_commit;
+      const { rows } = await client.query<Record<string, string>>(`show ${name}`);
+      return rows[0]![name]!;
     } finally {
       await client.end();
     }
@@ -60,6 +68,19 @@ describe('suite databases: closed when a suite ends, dropped together after the 
       expect(await commitSetting(env)).toBe('off');
     } finally {
       await env.cleanup();
+    }
+  });
+
+  it("a harness's databaseSettings reach the environment it creates", async () => {
+    const h = await startServiceHarness(
+      'harnesssettings',
+      async () => ({ url: 'http://127.0.0.1:1', stop: async () => undefined }),
+      { databaseSettings: { deadlock_timeout: '5s' } },
+    );
+    try {
+      expect(await commitSetting(h.env, 'deadlock_timeout')).toBe('5s');
+    } finally {
+      await h.stop();
     }
   });
 

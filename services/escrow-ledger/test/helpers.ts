@@ -1,18 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
+import type { EventData, RpcReply, RpcRequest, Subject } from '@paygate/contracts';
 import {
-  createEvent,
-  type EventData,
-  type RpcReply,
-  type RpcRequest,
-  type ServiceName,
-  type Subject,
-} from '@paygate/contracts';
-import {
-  createTestEnvironment,
+  eventOf,
+  type ServiceHarness,
   serveSellersForTests,
+  startServiceHarness,
   TestClock,
-  type TestEnvironment,
   testWallets,
 } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
@@ -25,16 +19,19 @@ export const OPERATOR_TOKEN = 'test-operator-token-123456';
 export const SELLER_KEY = 'sk_test_seller_key_0123456789';
 export const OTHER_SELLER_KEY = 'sk_test_other_key_0123456789';
 
-export interface LedgerHarness {
-  env: TestEnvironment;
+/**
+ * libs/testing's service harness running the ledger (`service`, also `ledger`) without a chain, on a clock that
+ * stands still, with two sellers the registry's key resolution knows (SELLER_KEY, OTHER_SELLER_KEY).
+ */
+export interface LedgerHarness extends ServiceHarness<RunningEscrowLedger> {
   bus: Bus;
   ledger: RunningEscrowLedger;
-  clock: TestClock;
   sellerId: string;
   otherSellerId: string;
   /**
-   * Publishes an event to the ledger's stream. `payment.confirmed` is not an instruction to the ledger: a payment
-   * given as one is sent as the command that books it (`claim`), as the gateway or checkout would.
+   * Publishes an event to the ledger's stream, its producer the subject's owner. `payment.confirmed` is not an
+   * instruction to the ledger: a payment given as one is sent as the command that books it (`claim`), as the
+   * gateway or checkout would.
    */
   publish<S extends Subject>(
     type: S,
@@ -50,28 +47,13 @@ export interface LedgerHarness {
     path: string,
     init?: { method?: string; body?: unknown; key?: string | null; headers?: Record<string, string> },
   ): Promise<{ status: number; body: any; headers: Headers }>;
-  stop(): Promise<void>;
 }
-
-const producers: Partial<Record<Subject, ServiceName>> = {
-  'transfer.observed': 'chain-indexer',
-  'transfer.reorged': 'chain-indexer',
-  'payment.call_failed': 'gateway-proxy',
-  'payment.call_recovered': 'gateway-proxy',
-  'payment.call_unserved': 'gateway-proxy',
-  'refund.completed': 'settlement',
-  'settlement.completed': 'settlement',
-  'revenue.paid_out': 'settlement',
-  'transfer.refund_requested': 'checkout',
-};
 
 export async function startLedgerHarness(
   label: string,
   extraEnv: Record<string, string> = {},
   databaseSettings: Record<string, string> = {},
 ): Promise<LedgerHarness> {
-  const env = await createTestEnvironment(label, { databaseSettings });
-  const bus = await env.bus();
   const sellerId = `sel_${randomBytes(4).toString('hex')}`;
   const otherSellerId = `sel_${randomBytes(4).toString('hex')}`;
   const identity = (id: string) => ({
@@ -81,43 +63,52 @@ export async function startLedgerHarness(
     publishableKey: `pk_test_${id}_0123456789`,
     apiKeyVersion: 1,
   });
-  const responder = await serveSellersForTests(bus, {
-    [SELLER_KEY]: identity(sellerId),
-    [OTHER_SELLER_KEY]: identity(otherSellerId),
-  });
-  const clock = new TestClock('2026-12-01T10:00:00.000Z');
-  const config = {
-    ...loadConfig(
-      env.envFor('escrow-ledger', {
-        OPERATOR_TOKEN,
-        RELEASE_INTERVAL_MS: '600000',
-        // Only reconciliation reads the chain, and these suites have none: a port nothing listens on, so a
-        // local chain left running on the default 8545 (a dev stack) cannot answer for it.
-        CHAIN_RPC_URL: 'http://127.0.0.1:9',
-        USDC_ADDRESS: PLACEHOLDER_USDC_ADDRESS,
-        ESCROW_ADDRESS: testWallets.escrow.address,
-        // Suites send many refund requests from one address; the limit has a suite of its own.
-        REFUND_REQUESTS_PER_MINUTE: '100000',
-        // Likewise many refunds of one seller (its limit: refund-dust.test.ts).
-        REFUNDS_PER_MINUTE: '100000',
-        // Without a chain nothing confirms a payment's transfer: not held back for it here (the hold-back and the
-        // receipt check have their suite, chain-confirmation.test.ts, with a chain).
-        CHAIN_CONFIRM_TIMEOUT_MS: '0',
-        ...extraEnv,
-      }),
-    ),
-    now: clock.now,
-  };
-  const ledger = await startEscrowLedger(config);
+  let started: { bus: Bus } | undefined;
+  const harness = await startServiceHarness(
+    label,
+    async ({ env, clock, onStop }) => {
+      const bus = await env.bus();
+      started = { bus };
+      const responder = await serveSellersForTests(bus, {
+        [SELLER_KEY]: identity(sellerId),
+        [OTHER_SELLER_KEY]: identity(otherSellerId),
+      });
+      onStop(() => responder.stop());
+      return startEscrowLedger({
+        ...loadConfig(
+          env.envFor('escrow-ledger', {
+            OPERATOR_TOKEN,
+            RELEASE_INTERVAL_MS: '600000',
+            // Only reconciliation reads the chain, and these suites have none: a port nothing listens on, so a
+            // local chain left running on the default 8545 (a dev stack) cannot answer for it.
+            CHAIN_RPC_URL: 'http://127.0.0.1:9',
+            USDC_ADDRESS: PLACEHOLDER_USDC_ADDRESS,
+            ESCROW_ADDRESS: testWallets.escrow.address,
+            // Suites send many refund requests from one address; the limit has a suite of its own.
+            REFUND_REQUESTS_PER_MINUTE: '100000',
+            // Likewise many refunds of one seller (its limit: refund-dust.test.ts).
+            REFUNDS_PER_MINUTE: '100000',
+            // Without a chain nothing confirms a payment's transfer: not held back for it here (the hold-back and
+            // the receipt check have their suite, chain-confirmation.test.ts, with a chain).
+            CHAIN_CONFIRM_TIMEOUT_MS: '0',
+            ...extraEnv,
+          }),
+        ),
+        now: clock.now,
+      });
+    },
+    { clock: new TestClock('2026-12-01T10:00:00.000Z'), databaseSettings },
+  );
+  const { bus } = started!;
+  const ledger = harness.service;
   const claim: LedgerHarness['claim'] = (payment, options = {}) =>
     requestRpc(bus, 'ledger.claim_transfer', claimRequestOf(payment, options.reference), {
       timeoutMs: 15_000,
     });
   return {
-    env,
-    bus,
+    ...harness,
+    bus: bus,
     ledger,
-    clock,
     sellerId,
     otherSellerId,
     async publish(type, data, options = {}) {
@@ -125,7 +116,7 @@ export async function startLedgerHarness(
         await claim(data as EventData<'payment.confirmed'>);
         return options.id ?? `claim:${(data as EventData<'payment.confirmed'>).paymentId}`;
       }
-      const envelope = createEvent(type, producers[type]!, data, options.id ? { id: options.id } : {});
+      const envelope = eventOf(type, data, options.id ? { id: options.id } : {});
       await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), {
         msgID: options.msgId ?? envelope.id,
       });
@@ -144,11 +135,6 @@ export async function startLedgerHarness(
       });
       const text = await response.text();
       return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
-    },
-    async stop() {
-      await responder.stop();
-      await ledger.stop();
-      await env.cleanup();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData, type Subject } from '@paygate/contracts';
-import { waitFor } from '@paygate/testing';
+import type { EventData, Subject } from '@paygate/contracts';
+import { eventOf, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import type { LedgerHarness } from './helpers';
 
@@ -17,12 +17,9 @@ type Decision =
  */
 export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
   let revision = 1000;
-  const publish = async <S extends Subject>(
-    type: S,
-    source: 'settlement' | 'registry',
-    data: EventData<S>,
-  ) => {
-    const envelope = createEvent(type, source, data);
+  // Each as its owner publishes it: settlement, or the registry for seller.updated.
+  const publish = async <S extends Subject>(type: S, data: EventData<S>) => {
+    const envelope = eventOf(type, data);
     await h.bus.js.publish(h.bus.subjectFor(type), encodeEnvelope(envelope), { msgID: envelope.id });
     return envelope.id;
   };
@@ -50,7 +47,7 @@ export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
     /** The registry's seller.updated naming the seller's payout address, once the ledger's view holds it. */
     async knowAddress(sellerId: string, payoutAddress = PAYOUT_ADDRESS) {
       revision += 1;
-      const id = await publish('seller.updated', 'registry', {
+      const id = await publish('seller.updated', {
         sellerId,
         revision,
         walletAddress: PAYOUT_ADDRESS,
@@ -67,12 +64,12 @@ export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
     },
     /** settlement.due, and the ledger's decision of that settlement once it was decided. */
     async reserve(due: { settlementId: string; sellerId: string; minimumAmount: string }): Promise<Decision> {
-      const id = await publish('settlement.due', 'settlement', { ...due, dueAt: new Date().toISOString() });
+      const id = await publish('settlement.due', { ...due, dueAt: new Date().toISOString() });
       await processed('ledger-settlement-due', id);
       return latestDecision(due.settlementId);
     },
     async requestPlatformPayout(payoutId: string, treasuryAddress: string): Promise<Decision> {
-      const id = await publish('revenue.payout_requested', 'settlement', {
+      const id = await publish('revenue.payout_requested', {
         payoutId,
         treasuryAddress,
         requestedAt: new Date().toISOString(),
@@ -82,7 +79,7 @@ export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
     },
     /** payout.failed: settlement never sent it; booked once processed. */
     async fail(failed: Omit<EventData<'payout.failed'>, 'failedAt' | 'reason'> & { reason?: string }) {
-      const id = await publish('payout.failed', 'settlement', {
+      const id = await publish('payout.failed', {
         reason: 'not sent: pre-flight failed',
         ...failed,
         failedAt: new Date().toISOString(),
@@ -90,7 +87,7 @@ export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
       await processed('ledger-payout-failed', id);
     },
     async complete(completed: Omit<EventData<'settlement.completed'>, 'completedAt'>) {
-      const id = await publish('settlement.completed', 'settlement', {
+      const id = await publish('settlement.completed', {
         ...completed,
         completedAt: new Date().toISOString(),
       });
