@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
 import type { EventData, RpcReply, RpcRequest, Subject } from '@paygate/contracts';
 import {
+  eventDataOf,
   eventOf,
   type ServiceHarness,
   serveSellersForTests,
@@ -181,12 +182,13 @@ export function randomTxHash(): string {
 }
 
 let paymentCounter = 0;
+/** A payment.confirmed of `sellerId` over the contract's sample: an x402 payment of 10 USDC on anvil, held 24 h. */
 export function paymentData(
   sellerId: string,
   overrides: Partial<EventData<'payment.confirmed'>> = {},
 ): EventData<'payment.confirmed'> {
   paymentCounter += 1;
-  return {
+  return eventDataOf('payment.confirmed', {
     paymentId: `pay_${randomBytes(6).toString('hex')}_${paymentCounter}`,
     source: 'x402',
     sellerId,
@@ -204,14 +206,15 @@ export function paymentData(
     holdPeriodHours: 24,
     confirmedAt: new Date().toISOString(),
     ...overrides,
-  };
+  });
 }
 
+/** The chain-indexer's transfer.observed of the payment's transfer into escrow (`amount` if it differs). */
 export function observedData(
   payment: EventData<'payment.confirmed'>,
   amount = payment.amount,
 ): EventData<'transfer.observed'> {
-  return {
+  return eventDataOf('transfer.observed', {
     chainId: payment.chainId,
     network: payment.network,
     txHash: payment.txHash,
@@ -224,5 +227,5 @@ export function observedData(
     amount,
     confirmations: 2,
     observedAt: new Date().toISOString(),
-  };
+  });
 }

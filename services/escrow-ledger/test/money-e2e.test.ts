@@ -3,12 +3,13 @@ import { createAgent } from '@paygate/agent-client';
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { lookupTransactionId } from '@paygate/checkout-widget/api';
-import { createEvent, type EventData } from '@paygate/contracts';
+import type { EventData } from '@paygate/contracts';
 import { formatUsdc, formatUsdcExact, parseUsdc, splitFee } from '@paygate/money';
 import {
   type AnvilInstance,
   createTestEnvironment,
   deployTestUsdc,
+  eventOf,
   fundTestWallets,
   increaseTime,
   minedReceipt,
@@ -101,7 +102,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
     await sellerResponder?.stop();
     sellerResponder = await serveSellersForTests(bus, { ...identities });
     revision += 1;
-    const event = createEvent('seller.updated', 'registry', {
+    const event = eventOf('seller.updated', {
       sellerId,
       revision,
       walletAddress: payoutAddress,

@@ -8,8 +8,8 @@
  * had not yet claimed was cancelled by the ledger's sweep after PAYOUT_UNCLAIMED_AFTER_MS, even when settlement then
  * sent it (make chaos: payouts failed unsent, or settlement.completed dead-lettered for a cancelled reservation).
  */
-import { encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData, type Subject } from '@paygate/contracts';
+import { randomUUID } from 'node:crypto';
+import type { EventData, Subject } from '@paygate/contracts';
 import { openSchema, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
@@ -36,23 +36,17 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Publishes an event as its owner's outbox relay would (`id` for a redelivered copy of the same event). */
-async function publish<S extends Subject>(
-  type: S,
-  source: 'settlement' | 'registry',
-  data: EventData<S>,
-  id?: string,
-): Promise<string> {
-  const envelope = createEvent(type, source, data, id ? { id } : {});
-  await h.bus.js.publish(h.bus.subjectFor(type), encodeEnvelope(envelope), {
-    msgID: `${envelope.id}:${Math.random()}`,
-  });
-  return envelope.id;
+/**
+ * Publishes an event as its owner's outbox relay would (`id` for a redelivered copy of the same event, under a
+ * message id of its own so the stream does not drop it as a duplicate).
+ */
+function publish<S extends Subject>(type: S, data: EventData<S>, id?: string): Promise<string> {
+  return h.publish(type, data, { id, msgId: randomUUID() });
 }
 
 async function sellerUpdated(sellerId: string, payoutAddress: string) {
   revision += 1;
-  await publish('seller.updated', 'registry', {
+  await publish('seller.updated', {
     sellerId,
     revision,
     walletAddress: PAYOUT_ADDRESS,
@@ -76,7 +70,7 @@ async function sellerUpdated(sellerId: string, payoutAddress: string) {
 }
 
 const due = (settlementId: string, sellerId = h.sellerId, minimumAmount = '1') =>
-  publish('settlement.due', 'settlement', {
+  publish('settlement.due', {
     settlementId,
     sellerId,
     minimumAmount,
@@ -159,14 +153,11 @@ test('a reservation settlement has not sent yet is never given back, however lon
     txHash: TX_HASH,
     completedAt: new Date().toISOString(),
   };
-  const id = await publish('settlement.completed', 'settlement', completed);
+  const id = await publish('settlement.completed', completed);
   await processed('ledger-settlement-completed', id);
   // Redelivered, and a second event of the same payout: booked once.
-  await publish('settlement.completed', 'settlement', completed, id);
-  await processed(
-    'ledger-settlement-completed',
-    await publish('settlement.completed', 'settlement', completed),
-  );
+  await publish('settlement.completed', completed, id);
+  await processed('ledger-settlement-completed', await publish('settlement.completed', completed));
   expect(await reservationOf('stl_waits')).toMatchObject({ status: 'completed' });
   expect(await accountBalance(db, 'seller_payout_pending', h.sellerId)).toBe(0n);
   expect(await accountBalance(db, 'seller_available', h.sellerId)).toBe(0n);
@@ -209,10 +200,10 @@ test('the payout goes to the address of the ledger’s own view when it decides;
     reason: 'transaction reverted',
     failedAt: new Date().toISOString(),
   };
-  const id = await publish('payout.failed', 'settlement', failed);
+  const id = await publish('payout.failed', failed);
   await processed('ledger-payout-failed', id);
-  await publish('payout.failed', 'settlement', failed, id); // redelivered
-  await processed('ledger-payout-failed', await publish('payout.failed', 'settlement', failed)); // a second event
+  await publish('payout.failed', failed, id); // redelivered
+  await processed('ledger-payout-failed', await publish('payout.failed', failed)); // a second event
   expect(await reservationOf('stl_fails')).toMatchObject({ status: 'cancelled' });
   expect(await accountBalance(db, 'seller_payout_pending', h.sellerId)).toBe(0n);
   expect(await accountBalance(db, 'seller_available', h.sellerId)).toBe(19_000_000n);
@@ -234,9 +225,9 @@ test('platform payouts: the whole revenue reserved once to the treasury the requ
   const revenue = await accountBalance(db, 'platform_revenue');
   expect(revenue).toBeGreaterThan(0n);
   const request = { payoutId: 'ppo_one', treasuryAddress: TREASURY, requestedAt: new Date().toISOString() };
-  const id = await publish('revenue.payout_requested', 'settlement', request);
-  await publish('revenue.payout_requested', 'settlement', request); // a copy under another event id
-  await publish('revenue.payout_requested', 'settlement', { ...request, payoutId: 'ppo_two' });
+  const id = await publish('revenue.payout_requested', request);
+  await publish('revenue.payout_requested', request); // a copy under another event id
+  await publish('revenue.payout_requested', { ...request, payoutId: 'ppo_two' });
   const [reserved] = await decided('ppo_one');
   expect(reserved).toMatchObject({
     type: 'payout.reserved',
@@ -251,7 +242,7 @@ test('platform payouts: the whole revenue reserved once to the treasury the requ
   expect(await accountBalance(db, 'platform_payout_pending')).toBe(revenue);
   await processed(
     'ledger-payout-failed',
-    await publish('payout.failed', 'settlement', {
+    await publish('payout.failed', {
       payoutId: 'ppo_one',
       kind: 'platform',
       sellerId: null,

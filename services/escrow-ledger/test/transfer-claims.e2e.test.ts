@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { encodeEnvelope } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import type { EventData } from '@paygate/contracts';
 import {
   loadConfig as loadGatewayConfig,
   type RunningGateway,
@@ -15,6 +15,7 @@ import {
 import { parseUsdc } from '@paygate/money';
 import {
   countStreamMessages,
+  eventOf,
   mine,
   openSchema,
   serveSellersForTests,
@@ -194,7 +195,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
         apiKeyVersion: 1,
       },
     });
-    const seller = createEvent('seller.updated', 'registry', {
+    const seller = eventOf('seller.updated', {
       sellerId: SELLER_ID,
       revision: 1,
       walletAddress: payoutAddress,
