@@ -4,6 +4,7 @@
  * same validation the bus applies on publish. A schema change reaches every test that builds its events here, instead
  * of one hand-written factory per service going stale.
  */
+import { type Bus, encodeEnvelope } from '@paygate/bus';
 import {
   createEvent,
   type EventData,
@@ -156,4 +157,19 @@ export function eventOf<S extends Subject>(
   const producer = options.producer ?? (SUBJECTS[subject].owners[0] as ServiceName);
   const { producer: _producer, ...rest } = options;
   return createEvent(subject, producer, eventDataOf(subject, overrides), rest);
+}
+
+/**
+ * Publishes an envelope straight to its subject's stream, as its owner's outbox relay would; its id is the message
+ * id the stream deduplicates by unless `msgId` is given (a redelivered copy under the same event id). Returns the id.
+ */
+export async function publishEvent(
+  bus: Bus,
+  envelope: EventEnvelope,
+  options: { msgId?: string } = {},
+): Promise<string> {
+  await bus.js.publish(bus.subjectFor(envelope.type), encodeEnvelope(envelope), {
+    msgID: options.msgId ?? envelope.id,
+  });
+  return envelope.id;
 }

@@ -12,7 +12,7 @@ export { documentedOperationNames, documentedOperations, expectApiContract } fro
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
-export { eventDataOf, eventOf } from './events';
+export { eventDataOf, eventOf, publishEvent } from './events';
 export {
   type HarnessSetup,
   type ServiceHarness,

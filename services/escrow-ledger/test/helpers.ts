@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { type Bus, encodeEnvelope, requestRpc } from '@paygate/bus';
+import { type Bus, requestRpc } from '@paygate/bus';
 import type { EventData, RpcReply, RpcRequest, Subject } from '@paygate/contracts';
 import {
   eventDataOf,
   eventOf,
+  publishEvent,
   type ServiceHarness,
   serveSellersForTests,
   startServiceHarness,
@@ -117,11 +118,7 @@ export async function startLedgerHarness(
         await claim(data as EventData<'payment.confirmed'>);
         return options.id ?? `claim:${(data as EventData<'payment.confirmed'>).paymentId}`;
       }
-      const envelope = eventOf(type, data, options.id ? { id: options.id } : {});
-      await bus.js.publish(bus.subjectFor(type), encodeEnvelope(envelope), {
-        msgID: options.msgId ?? envelope.id,
-      });
-      return envelope.id;
+      return publishEvent(bus, eventOf(type, data, options.id ? { id: options.id } : {}), options);
     },
     claim,
     async http(path, init = {}) {

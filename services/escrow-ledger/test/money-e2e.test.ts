@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createAgent } from '@paygate/agent-client';
-import { type Bus, encodeEnvelope } from '@paygate/bus';
+import type { Bus } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
 import { lookupTransactionId } from '@paygate/checkout-widget/api';
 import type { EventData } from '@paygate/contracts';
@@ -14,6 +14,7 @@ import {
   increaseTime,
   minedReceipt,
   openSchema,
+  publishEvent,
   serveSellersForTests,
   startAnvil,
   TestClock,
@@ -115,7 +116,7 @@ describe('money end to end: checkout -> indexer -> ledger -> settlement on anvil
       minimumSettlement,
       updatedAt: clock.now().toISOString(),
     } satisfies EventData<'seller.updated'>);
-    await bus.js.publish(bus.subjectFor('seller.updated'), encodeEnvelope(event), { msgID: event.id });
+    await publishEvent(bus, event);
     await waitFor(
       async () =>
         (await sql`select 1 from sellers where seller_id = ${sellerId}`.execute(settlementDb)).rows[0] &&

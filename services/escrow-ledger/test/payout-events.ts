@@ -1,6 +1,5 @@
-import { encodeEnvelope } from '@paygate/bus';
 import type { EventData, Subject } from '@paygate/contracts';
-import { eventOf, waitFor } from '@paygate/testing';
+import { eventOf, publishEvent, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import type { LedgerHarness } from './helpers';
 
@@ -18,11 +17,8 @@ type Decision =
 export function payoutEvents(h: LedgerHarness, db: Kysely<any>) {
   let revision = 1000;
   // Each as its owner publishes it: settlement, or the registry for seller.updated.
-  const publish = async <S extends Subject>(type: S, data: EventData<S>) => {
-    const envelope = eventOf(type, data);
-    await h.bus.js.publish(h.bus.subjectFor(type), encodeEnvelope(envelope), { msgID: envelope.id });
-    return envelope.id;
-  };
+  const publish = <S extends Subject>(type: S, data: EventData<S>) =>
+    publishEvent(h.bus, eventOf(type, data));
   const processed = (consumer: string, eventId: string) =>
     waitFor(
       async () =>

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { encodeEnvelope } from '@paygate/bus';
 import type { EventData } from '@paygate/contracts';
 import {
   loadConfig as loadGatewayConfig,
@@ -18,6 +17,7 @@ import {
   eventOf,
   mine,
   openSchema,
+  publishEvent,
   serveSellersForTests,
   testWallets,
   waitFor,
@@ -208,7 +208,7 @@ describe('one transfer, one purchase across 402 proofs, /api/verify and checkout
       minimumSettlement: '1',
       updatedAt: new Date().toISOString(),
     } satisfies EventData<'seller.updated'>);
-    await h.bus.js.publish(h.bus.subjectFor('seller.updated'), encodeEnvelope(seller), { msgID: seller.id });
+    await publishEvent(h.bus, seller);
     await h.publishSkill(skillSnapshot({ name: 'claims', apiBaseUrl: `${upstream.url}/seller` }));
     await waitFor(
       async () =>
