@@ -260,8 +260,28 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
     });
   });
 
+  /**
+   * The two unserved cases each wait out a retry window: both start with the first of their tests, so the windows
+   * run at once, and each test awaits its own. Payers are minted one after the other (one deployer nonce).
+   */
+  let unserved: { x402: Promise<void>; mcp: Promise<void> } | undefined;
+  const unservedCases = async () => {
+    if (!unserved) {
+      const [x402Payer, mcpPayer] = [await newPayer(), await newPayer()];
+      const mcp = mcpCase(mcpPayer);
+      unserved = { x402: x402Case(x402Payer, mcp), mcp };
+      // Either may fail before its test awaits it.
+      unserved.x402.catch(() => undefined);
+      unserved.mcp.catch(() => undefined);
+    }
+    return unserved;
+  };
+
   it('@x402/fetch: a call its seller answers 500, presented again under its payment identifier, is charged once and its USDC is back on chain after the window', async () => {
-    const payer = await newPayer();
+    await (await unservedCases()).x402;
+  });
+
+  async function x402Case(payer: Wallet, sibling: Promise<void>) {
     const before = await balanceOf(payer.address);
     const pay = payingWithId(payer, newPaymentId());
     const started = Date.now();
@@ -299,10 +319,16 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
       { timeoutMs: 20_000, message: 'the seller never heard of the refund' },
     );
     expect(hook).toMatchObject({ reason: 'unserved', amount: '0.05', upstreamStatus: 500, txHash });
+    // The sibling case's refund on chain too: no refund of the window in flight when the books are compared.
+    await sibling.catch(() => undefined);
     expect(await reconciliation()).toMatchObject({ balanced: true, difference: '0' });
-  });
+  }
 
   it("an agent through the gateway's MCP endpoint: the failed tool call's USDC comes back on chain", async () => {
+    await (await unservedCases()).mcp;
+  });
+
+  async function mcpCase(payer: Wallet) {
     const client = new Client({ name: 'agent', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/api/v1/mcp`)));
     try {
@@ -311,7 +337,6 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
         timeoutMs: 30_000,
         message: `the gateway never listed ${tool}`,
       });
-      const payer = await newPayer();
       const before = await balanceOf(payer.address);
       const agent = createAgent({
         wallet: payer,
@@ -332,7 +357,7 @@ describe('unserved paid calls are refunded by the ledger, on chain, without the 
     } finally {
       await client.close();
     }
-  });
+  }
 
   it('the call served on its retry was never refunded, though windows closed and refunds went out after it', async () => {
     expect(await lookup(flakyTxHash)).toMatchObject({
