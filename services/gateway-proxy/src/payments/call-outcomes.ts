@@ -17,10 +17,8 @@ interface CallOutcomeSettings {
 }
 
 /**
- * What a forwarded pay-per-call's outcome makes of its claim row, told to the seller's books through the outbox in
- * the same transaction: a seller failure (payment.call_failed, with the retry window) and a retry served after one
- * (payment.call_recovered). A call served at its first attempt changes the row only (PaymentService.markServed):
- * the ledger counts a payment served unless told otherwise, so the hot path writes no event.
+ * A forwarded pay-per-call's outcome on its claim row, with its event in the same transaction. A first-attempt
+ * success writes no event: the ledger counts a payment served unless told otherwise.
  */
 export class CallOutcomes {
   constructor(
@@ -29,10 +27,8 @@ export class CallOutcomes {
   ) {}
 
   /**
-   * The call failed: the payment stays usable for a retry of the same resource until the returned time (the window
-   * starts at the first failure and is not extended by later ones). `sellerFailure` undefined: the buyer's body
-   * could not be forwarded, which is not the seller's failure (no event). Undefined for a subscription (no window:
-   * it stays valid). An attempt a retry already took over changes nothing (its window is read back).
+   * The call failed: the payment stays usable for a retry until the returned time (from the first failure, never
+   * extended). No event when `sellerFailure` is undefined; undefined for a subscription.
    */
   async markFailed(claim: PaymentClaim, sellerFailure: SellerFailure | undefined): Promise<Date | undefined> {
     if (claim.kind === 'subscription') return undefined;
@@ -74,10 +70,7 @@ export class CallOutcomes {
     });
   }
 
-  /**
-   * A retry of a pay-per-call that failed before was answered (below 500): the payment is spent, and the seller's
-   * books learn that the call was served after all.
-   */
+  /** A retry of a failed pay-per-call was answered (below 500): spent, and the seller's books told. */
   async markServedAgain(claim: PaymentClaim, upstreamStatus: number): Promise<void> {
     const now = this.settings.now();
     await this.ctx.inTransaction(async (trx) => {

@@ -30,10 +30,7 @@ const MAX_CLAIMS_PER_STATEMENT = 25;
 
 /** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
 export class PaymentClaimRows {
-  /**
-   * One claim per transfer in a statement (two of one transfer would update one row twice), records of one kind;
-   * the claims that came while MAX_CLAIM_WRITES statements were being written go in the next one.
-   */
+  /** One claim per transfer and one record kind per statement (two of one transfer would update a row twice). */
   private readonly batcher = new WriteBatcher<QueuedClaim>({
     maxWrites: MAX_CLAIM_WRITES,
     maxPerWrite: MAX_CLAIMS_PER_STATEMENT,
@@ -53,15 +50,9 @@ export class PaymentClaimRows {
   ) {}
 
   /**
-   * Claims an on-chain transfer for a purchase: one row per `network:txHash` (a unique constraint). Undefined when
-   * the transfer was already claimed.
-   *
-   * The ledger claims the transfer and books the purchase as its payment (`ledger.claim_transfer`, one ledger
-   * transaction that also publishes payment.confirmed) while the row is written, and the row commits only once the
-   * ledger agreed: one transfer buys one thing whatever path claims it (checkout sessions, /api/verify, operator
-   * refunds). Every replica asks with the same reference (`<network>:<txHash>`) and payment id, so a concurrent
-   * presentation here is answered ok too (booked once) and the local row decides which presentation is served.
-   * Throws LedgerClaimRefused when the ledger refuses (another path spent it) or does not answer in time.
+   * Claims a transfer for a purchase (one row per `network:txHash`); undefined when already claimed. The row commits
+   * only once the ledger's claim_transfer agreed, so one transfer buys one thing whatever path claims it.
+   * Throws LedgerClaimRefused when the ledger refuses or does not answer in time.
    */
   async insert(
     transfer: ProvenTransfer,
@@ -72,19 +63,9 @@ export class PaymentClaimRows {
   }
 
   /**
-   * Claims a transfer like `insert`, and records it elsewhere in the same statement: `record` (RecordStatement)
-   * names one more data-modifying statement that reads the claim rows (none: the transfer was claimed before) and
-   * returns a row for each record it wrote. x402 records the included transfer on its authorization this way, so a
-   * settled payment costs one statement here, written while the ledger answers.
-   *
-   * The ledger is asked and the statement written at the same time, as `insert` does: the statement runs in a
-   * transaction that commits only once the ledger answered that the transfer is this payment's (rolled back when
-   * it refused: nothing is written), so the answer waits for the slower of the two rather than for both in turn.
-   * A crash before the commit leaves at most the ledger's claim and booking under this gateway's reference and
-   * payment id, which answers the same claim again ok without booking again (the recovery pass claims it). Claims that come while others are being written go out
-   * together, as one statement (one round trip, one commit); each claim's outcome is its own: when the ledger
-   * refused some of a batch, the batch is rolled back and written again without them. Throws LedgerClaimRefused
-   * like `insert`.
+   * `insert` plus `record`, one more statement over the claim rows (x402 records its authorization's transfer so).
+   * The ledger is asked while the statement is written; the transaction commits only once it agreed, so a crash
+   * leaves at most the ledger's claim, which the same reference answers ok again. Concurrent claims share a statement.
    */
   async insertRecorded(
     transfer: ProvenTransfer,
@@ -100,11 +81,7 @@ export class PaymentClaimRows {
     );
   }
 
-  /**
-   * One statement for the batch, committed once the ledger agreed to every claim in it. Claims the ledger refused
-   * are refused (LedgerClaimRefused) and the rest written again without them; when the statement fails, each
-   * claim alone (one claim's failure is only its own).
-   */
+  /** One statement per batch; claims the ledger refused are rejected and the rest written again without them. */
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
     try {
       const results = await this.ctx.db.transaction().execute(async (trx) => {
@@ -169,10 +146,8 @@ export class PaymentClaimRows {
   }
 
   /**
-   * A pay-per-call in flight again for a retry: when its seller call failed (retryable), or its last attempt went
-   * stale (the gateway died mid-call, or the attempt outlived its bounds), within the retry window (which starts at
-   * the first failure, or at the claim for an attempt that never came back). Undefined when it may not be retried.
-   * The returned row carries the new attempt number: only that attempt may book the outcome (attemptOf).
+   * A pay-per-call in flight again for a retry (its call failed retryably or its attempt went stale) within the
+   * retry window; the row carries the new attempt number, the only one that may book the outcome (attemptOf).
    */
   async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
     const now = this.settings.now();
@@ -224,10 +199,6 @@ export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
 /** Room for an attempt's bookkeeping after its forward's bounds. */
 const BOOKKEEPING_MS = 5000;
 
-/**
- * The oldest moment an attempt still in flight may have started and still answer: it reads the buyer's body (at
- * most the upstream timeout), then waits for the seller's headers (the same bound again), then books. An in-flight
- * claim last taken before this has no live attempt: its replica died mid-call (or the attempt outlived its bounds).
- */
+/** An in-flight claim taken before this has no live attempt: body read + headers wait (each the upstream timeout). */
 export const attemptsLiveAfter = (now: Date, upstreamTimeoutMs: number) =>
   new Date(now.getTime() - 2 * upstreamTimeoutMs - BOOKKEEPING_MS);

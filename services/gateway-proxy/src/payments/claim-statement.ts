@@ -5,12 +5,7 @@ import type { GatewayDatabase } from '../db';
 import { ClaimInvariantError } from '../errors';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
-/**
- * What a claim row holds and the one statement that writes a batch of them: the rows and the records written
- * beside them (PaymentClaimRows, in claim-rows.ts, batches the claims and asks the ledger, which books the payment
- * and publishes payment.confirmed). The row is this gateway's record of the purchase and of its service (state,
- * attempts, access window), written only once the ledger agreed: it answers reuse and retries without the ledger.
- */
+/** A claim row (this gateway's record of a purchase and its service) and the one statement writing a batch. */
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -30,12 +25,8 @@ export interface ClaimOptions {
 }
 
 /**
- * A record written with a claim (PaymentClaimRows.insertRecorded), set-wise so that the claims of a batch share one
- * statement whatever their number: this claim's `values` (one row of the `records` CTE, typed by `columns`, beside
- * the claim's `batch_index`) and the data-modifying `statement` written once for all the records of a batch. It
- * reads `records` and `claims` (`batch_index`, and `id`: the claim row's, null when the transfer was claimed
- * before) and returns the `batch_index` of each record it wrote. Claims share a statement only with records of
- * the same `kind`.
+ * A record written with a claim (insertRecorded), set-wise so a batch shares one statement: `values` is one row of
+ * the `records` CTE; `statement` reads `records` and `claims` and returns the `batch_index` of each record written.
  */
 export interface RecordStatement {
   kind: string;
@@ -121,11 +112,7 @@ void everyClaimColumnNamed;
 const RETURNED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.join(', '));
 const SELECTED_CLAIM_COLUMNS = sql.raw(CLAIM_COLUMNS.map((column) => `c.${column}`).join(', '));
 
-/**
- * The batch's claim rows and their records in one statement, the claims as arrays (the
- * statement is the same whatever their number: prepared once per connection and record kind, it is planned like
- * one claim's).
- */
+/** The batch in one statement, claims as arrays: prepared once per connection and record kind. */
 export async function writeClaims(
   trx: Transaction<GatewayDatabase>,
   settings: PaymentSettings,

@@ -2,11 +2,7 @@ import { formatUsdc } from '@paygate/money';
 import { failure, type PaymentFailure } from './failures';
 import type { PaymentClaim, Purchase } from './types';
 
-/**
- * The reuse rules of a transfer that was claimed before, as pure decisions: the cached hot path
- * (PaymentService.presentCached, no promise) and the full path (present / reuseClaim, Postgres) both ask
- * these, so a repeated presentation is answered alike whichever path serves it.
- */
+/** The reuse rules of a claimed transfer as pure decisions, so the cached and Postgres paths answer alike. */
 
 /** What presenting an already-claimed transfer again may do. */
 export type ReuseDecision =
@@ -23,11 +19,7 @@ export interface Presenter {
   signerLower: string | undefined;
 }
 
-/**
- * The transfer already paid for something at this gateway: named like the ledger's refusals (`claimedBy`:
- * `verify` for a seller's /api/verify, `x402` for a paid skill URL or the facilitator), so an agent sees which
- * path spent it whichever service holds the claim.
- */
+/** Named like the ledger's refusals (`claimedBy`), so an agent sees which path spent the transfer. */
 export const alreadyUsed = (claim: Pick<PaymentClaim, 'tx_hash' | 'claimed_via'>): PaymentFailure =>
   failure('payment_already_used', `transaction ${claim.tx_hash} has already paid for something`, {
     claimedBy: claim.claimed_via === 'verify' ? 'verify' : 'x402',
@@ -40,11 +32,9 @@ export const badSignature = (): PaymentFailure =>
   );
 
 /**
- * The reuse rules. `presenter` is null when the payer is already proven another way (the x402
- * authorization that paid the claim); otherwise the claim's payer must present it, signing over the
- * resource it was claimed for or the one it asks for now. Then: a subscription, for subscription access in its scope (the
- * skill, or the seller for a seller-wide purchase), whose transferred amount (the claim's, as the chain said) covers the price asked now, until
- * it expires; a pay-per-call only as a retry of the same resource and payment path (what it was bought for).
+ * `presenter` is null when the payer is proven otherwise (the x402 authorization that paid); else the claim's payer
+ * must sign. A subscription serves in its scope while its amount covers the price until it expires; a pay-per-call
+ * only as a retry of the same resource and payment path.
  */
 export function decideReuse(
   claim: PaymentClaim,

@@ -12,12 +12,11 @@ import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified 
 
 export type { PaymentClaim, PresentOutcome, Purchase, Verified } from './types';
 
+type Reused = { ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure };
+
 /**
- * Accepts payment proofs: checks them, proves them on chain, and claims `network:txHash` with a unique
- * constraint, committed once the ledger claimed the transfer and booked the payment (ledger.claim_transfer, one
- * ledger transaction, the same payment id on every replica), so of any number of concurrent presentations
- * exactly one is credited. Later presentations are served only under the reuse rules
- * (a subscription's payer until it expires; a failed upstream call's retry within the retry window).
+ * Accepts tx-hash proofs: checks them, proves them on chain and claims `network:txHash` once the ledger booked it,
+ * so one of any number of concurrent presentations is credited; later ones only under the reuse rules.
  */
 export class PaymentService {
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
@@ -41,10 +40,7 @@ export class PaymentService {
     return this.checks.signedBy(proof, resource);
   }
 
-  /**
-   * A claim already in memory (a subscription's, immutable until it expires) decided without Postgres by the same
-   * checks and reuse rules (`decideReuse`) as a claim read from Postgres. Undefined when Postgres must decide.
-   */
+  /** A cached subscription claim decided without Postgres by the same rules; undefined when Postgres must decide. */
   private decideFromMemory(proof: PaymentProof, purchase: Purchase): PresentOutcome | undefined {
     const claim = this.subscriptionCache.get(this.checks.claimKeyOf(proof));
     if (!claim) return undefined;
@@ -67,11 +63,7 @@ export class PaymentService {
     return verified.kind === 'decided' ? verified.outcome : this.claim(proof, verified, purchase);
   }
 
-  /**
-   * A tx-hash proof's checks: its own fields, then either the claim already made on its transfer (served again
-   * only under the reuse rules) or the transfer proven on chain, ready to be claimed. A subscription claim in
-   * memory answers without Postgres or the chain.
-   */
+  /** A proof's own checks, then the claim already on its transfer (reuse rules) or the transfer proven on chain. */
   verify(proof: PaymentProof, purchase: Purchase): Verified | Promise<Verified> {
     const fromMemory = this.decideFromMemory(proof, purchase);
     if (fromMemory) return { kind: 'decided', outcome: fromMemory };
@@ -113,11 +105,7 @@ export class PaymentService {
     return { kind: 'transfer', transfer: chain.verified.transfer, chainMs: chain.chainMs };
   }
 
-  /**
-   * Claims a transfer `verify` proved (PaymentClaimRows.insert: the ledger's claim, then this gateway's row):
-   * exactly one of any number of concurrent presentations is credited; one that lost the race is decided by the
-   * reuse rules.
-   */
+  /** Claims a transfer `verify` proved; a presentation that lost the race is decided by the reuse rules. */
   async claim(
     proof: PaymentProof,
     verified: Extract<Verified, { kind: 'transfer' }>,
@@ -161,33 +149,19 @@ export class PaymentService {
   }
 
   /** A transfer that was claimed before: served again only under the reuse rules. */
-  private reuse(
-    claim: PaymentClaim,
-    proof: PaymentProof,
-    purchase: Purchase,
-  ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
+  private reuse(claim: PaymentClaim, proof: PaymentProof, purchase: Purchase): Promise<Reused> {
     return this.applyReuse(
       claim,
       decideReuse(claim, this.checks.presenterOf(proof, claim, purchase), purchase, this.settings.now()),
     );
   }
 
-  /**
-   * The reuse rules of a claim whose payer is already proven (by the x402 authorization that paid it): a
-   * subscription in scope until it expires, a failed seller call's retry of the same resource within the
-   * retry window; nothing else.
-   */
-  reuseClaim(
-    claim: PaymentClaim,
-    purchase: Purchase,
-  ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
+  /** The reuse rules for a claim whose payer the paying x402 authorization already proved. */
+  reuseClaim(claim: PaymentClaim, purchase: Purchase): Promise<Reused> {
     return this.applyReuse(claim, decideReuse(claim, null, purchase, this.settings.now()));
   }
 
-  private async applyReuse(
-    claim: PaymentClaim,
-    decision: ReuseDecision,
-  ): Promise<{ ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure }> {
+  private async applyReuse(claim: PaymentClaim, decision: ReuseDecision): Promise<Reused> {
     if (decision.kind === 'refuse') return { ok: false, failure: decision.failure };
     if (decision.kind === 'serve') {
       this.remember(claim);

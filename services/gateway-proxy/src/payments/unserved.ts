@@ -27,23 +27,12 @@ interface ClosedClaim {
 }
 
 /**
- * A pay-per-call whose retry window passed with no attempt served will never be served: it is made final
- * (`unserved`, so no retry can take it over) and the ledger is told (payment.call_unserved) in the same
- * transaction. The ledger decides the refund from what it recorded: a seller failure (payment.call_failed) and no
- * attempt served. Two kinds are closed:
- *
- * - a claim left retryable (its last attempt failed, and nobody presented it again in time). One that was never
- *   attempted (settled after its caller stopped waiting, then never presented again: `not_attempted`) is booked as
- *   a timeout (payment.call_failed): the buyer paid and got no answer in time, and no seller failure will ever be
- *   reported for it, so without one the ledger would wait for a failure that never comes and keep the money;
- * - a claim still in flight whose attempt has no live owner: its window passed (from its first failure, or from
- *   the claim when it never failed) and its last attempt began longer ago than any attempt can last
- *   (attemptsLiveAfter), so the replica that took it died mid-call (or the attempt outlived every bound). It is
- *   booked as the seller's timeout (payment.call_failed, the buyer got no answer in time), then closed like the
- *   first kind. An attempt that answers after all books nothing (attemptOf: only an in-flight claim takes an
- *   outcome), so a call is never both served and refunded, and never neither.
- *
- * A served claim is never closed.
+ * A pay-per-call whose retry window passed unserved is made final (`unserved`) and payment.call_unserved enqueued
+ * in the same transaction; the ledger decides the refund. Two kinds are closed:
+ * - a claim left retryable; one never attempted (`not_attempted`) is first booked as a timeout
+ *   (payment.call_failed), else the ledger would wait for a seller failure that never comes;
+ * - a claim in flight with no live attempt (attemptsLiveAfter: its replica died mid-call), booked as a timeout too.
+ * A late answer books nothing (attemptOf), so a call is never both served and refunded. Served claims stay.
  */
 export class UnservedCalls extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -106,10 +95,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     });
   }
 
-  /**
-   * The in-flight claims no live attempt holds, past their window (the one reopenForRetry reads: from the first
-   * failure, else from the claim): made final, their window kept on the row.
-   */
+  /** In-flight claims no live attempt holds, past reopenForRetry's window: made final, their window kept. */
   private async closeAbandoned(
     trx: Transaction<GatewayDatabase>,
     now: Date,
