@@ -39,10 +39,7 @@ export interface X402Settings {
   recoveryIntervalMs: number;
   /** The smallest payment the relayer submits (micro-USDC): its gas must be worth the payment. */
   minAmountMicro: number | bigint;
-  /**
-   * Relayed transactions per UTC day, counted per payer wallet and per seller (one-day windows, every hit
-   * counted in Postgres): a fresh authorization over either budget is refused before the relayer sees it.
-   */
+  /** Relayed transactions per UTC day per payer and per seller: a fresh authorization over either is refused. */
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
   now: () => Date;
 }
@@ -51,10 +48,7 @@ export interface X402Settings {
 export interface VerifyOptions {
   /** Read the payer's balance (settling skips it: the relayer's simulation refuses without spending gas). */
   checkBalance: boolean;
-  /**
-   * The facilitator's /verify: refuse an authorization already presented here or used on chain, so a seller's
-   * x402 server never serves a replay (settling answers a replay through the purchase's reuse rules instead).
-   */
+  /** The facilitator's /verify: refuse an authorization presented here or used on chain (settling uses reuse rules). */
   refuseUsed?: boolean;
   /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
   maxTimeoutSeconds?: number;
@@ -69,19 +63,14 @@ const PAYMENT_ID_SWEEP_BATCH = 500;
 export interface SettleOptions {
   /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
   maxTimeoutSeconds?: number;
-  /**
-   * The request this payment pays for (requestFingerprint): with the payload's payment identifier, the same id for
-   * the same request is one purchase, for another request a conflict. Without it the identifier is not used.
-   */
+  /** requestFingerprint: with the payment identifier, the same id for another request is a conflict. */
   fingerprint?: string;
 }
 const { chainUnavailable, relayerUnavailable } = PAYGATE_REASONS;
 
 /**
- * Accepts x402 `exact` payments (EIP-3009 authorizations) for Paygate's own skills and for sellers using Paygate
- * as their facilitator. Checks run against Paygate's requirements, then the authorization is claimed (one
- * authorization, one purchase, across replicas), then settlement's relayer submits it; once its transfer is
- * included, the transfer is claimed like any payment (payment_claims + payment.confirmed in one transaction).
+ * x402 `exact` (EIP-3009) for Paygate's skills and facilitator sellers: checked, claimed once across replicas,
+ * submitted by settlement's relayer, and its included transfer claimed like any payment.
  */
 export class X402Payments implements BackgroundTask {
   private eip712: { name: string; version: string } | undefined;
@@ -118,10 +107,7 @@ export class X402Payments implements BackgroundTask {
     this.recovery.start();
   }
 
-  /**
-   * Reads the token domain and the relayer's status ahead of the 402 path, which never waits for them: at start
-   * (so the first 402 already offers x402) and on every recovery pass (so a relayer that comes up later is seen).
-   */
+  /** Reads the token domain and relayer status ahead of the 402 path, which never waits for them. */
   private keepOfferFresh(): void {
     this.knownTokenDomain();
     this.relayer.knownAvailable();
@@ -143,10 +129,7 @@ export class X402Payments implements BackgroundTask {
     return this.eip712;
   }
 
-  /**
-   * The wallet a payment may be rate-limited as: its payer when the (EOA) signature is the payer's, so nobody
-   * can spend another wallet's quota; undefined otherwise (the caller counts it against the client address).
-   */
+  /** The payer when the EOA signature is theirs (nobody spends another's quota), else undefined. */
   walletOf(payment: DecodedX402Payment): string | undefined {
     const eip712 = this.knownTokenDomain();
     if (!eip712) return undefined;
@@ -254,9 +237,8 @@ export class X402Payments implements BackgroundTask {
   }
 
   /**
-   * The reads of runReadChecks, from the promises already started when given. The signature is the payer's when
-   * the node's ecrecover says so; otherwise it is checked here (local ECDSA, then a contract wallet's ERC-1271 by
-   * `@x402/evm`'s rules): the node's answer saves the local check, it accepts no signature those rules refuse.
+   * runReadChecks' reads from the promises already started. The node's ecrecover only saves the local check
+   * (ECDSA, then ERC-1271 by `@x402/evm`'s rules): it accepts no signature those rules refuse.
    */
   private chainReads(
     balance: Promise<bigint> | undefined,
@@ -274,10 +256,7 @@ export class X402Payments implements BackgroundTask {
     };
   }
 
-  /**
-   * Presented here before (any state) or used on chain (by anyone): EIP-3009's authorizationState. Both are read
-   * at once; presented here answers without waiting for the token.
-   */
+  /** Presented here before or used on chain (authorizationState), both read at once. */
   async alreadyUsed(payment: DecodedX402Payment): Promise<boolean> {
     const a = payment.authorization;
     const onChain = authorizationUsedOnChain(this.provider, this.settings.usdcAddress, a);
@@ -286,11 +265,7 @@ export class X402Payments implements BackgroundTask {
     return onChain;
   }
 
-  /**
-   * Counts a fresh authorization against the payer's and the seller's relayer budgets of the UTC day; the
-   * refusal when either is spent. Counted before submitting, so a refused or failed submission counts on the
-   * payer's; the seller's is given back when the payer's submission fails (settle).
-   */
+  /** Counts against both daily budgets before submitting; the seller's is given back on a payer-side failure. */
   private async overRelayerBudget(payer: string, sellerId: string): Promise<Refused | undefined> {
     const { perPayer, perSeller } = this.settings.relayerBudgets;
     // The seller's budget counts only what the payer's allowed (one statement for both).
@@ -393,10 +368,7 @@ export class X402Payments implements BackgroundTask {
     );
   }
 
-  /**
-   * An authorization that moved no money: refused, or never claimed though its id was bound long ago (a process
-   * that died between the two). One bound just now and not claimed yet is being presented: it is not replaced.
-   */
+  /** Moved no money: refused, or never claimed though bound long ago (a bound-just-now one is being presented). */
   private async paidNothing(key: AuthorizationKey, boundAt: Date): Promise<boolean> {
     const row = await this.authorizations.find(key);
     if (row) return row.state === 'refused';
