@@ -15,17 +15,12 @@ export type AuthorizationRow = Omit<StoredAuthorization, 'purchase'> & {
   purchase: Purchase & { priceMicro: string };
 };
 
-/**
- * An authorization a caller claimed (`submitting` since `claimedAt`): what only that caller may give back (forget).
- * The recovery pass renews `updated_at` when it takes a row over, so a caller that stalled past the recovery bound
- * no longer holds it.
- */
+/** Claimed by a caller at `claimedAt`; a takeover renews `updated_at`, so a stalled caller no longer holds it. */
 export interface ClaimedAuthorization {
   key: AuthorizationKey;
   claimedAt: Date;
 }
 
-/** The values an x402 settlement records on its authorization row (settlementStatement). */
 const SETTLEMENT_COLUMNS = [
   ['chain_id', 'integer'],
   ['token', 'text'],
@@ -36,17 +31,13 @@ const SETTLEMENT_COLUMNS = [
   ['updated_at', 'timestamptz'],
 ] as const;
 
-/** What the row says once the transfer the relayer got included was claimed (or was not: another payment path's). */
 export interface SettlementRecord {
   claimId: string | null;
   txHash: string;
   logIndex: number | null;
 }
 
-/**
- * Postgres's record of x402 authorizations (`x402_authorizations`): one row per authorization, claimed for one
- * purchase before anything is submitted, so every replica and every copy of a payment sees the same one.
- */
+/** `x402_authorizations`: claimed for one purchase before anything is submitted, seen by every replica and copy. */
 export class X402Authorizations {
   constructor(
     private readonly db: Kysely<GatewayDatabase>,
@@ -113,10 +104,7 @@ export class X402Authorizations {
     return row !== undefined;
   }
 
-  /**
-   * Nothing was submitted by this caller: the same authorization may be presented again. Only while the caller
-   * still holds its claim: a row the recovery pass took over (it may be submitting it) or finished stays.
-   */
+  /** Nothing was submitted: the authorization may come again. Only while the caller still holds its claim. */
   async forget(claimed: ClaimedAuthorization): Promise<void> {
     const forgotten = await this.db
       .deleteFrom('x402_authorizations')
@@ -125,7 +113,6 @@ export class X402Authorizations {
       .where('updated_at', '=', claimed.claimedAt)
       .returning(['auth_nonce'])
       .executeTakeFirst();
-    // Its payment identifiers bind afresh: the same purchase may be signed again under the same id.
     if (forgotten) {
       await this.db
         .deleteFrom('x402_payment_ids')
@@ -134,11 +121,7 @@ export class X402Authorizations {
     }
   }
 
-  /**
-   * Its transaction is sent but was not seen included while its holder waited: the row keeps the hash and is dated
-   * back to `staleBefore`, so the same payment presented again (takeOverPending) or the recovery pass takes it over
-   * at once. Only while the holder still holds it (renewed by nobody since).
-   */
+  /** Sent, not seen included: kept with its hash, dated back so the next presentation or pass takes it over at once. */
   async releasePending(claimed: ClaimedAuthorization, txHash: string, staleBefore: Date): Promise<void> {
     await this.db
       .updateTable('x402_authorizations')
@@ -153,10 +136,7 @@ export class X402Authorizations {
       .execute();
   }
 
-  /**
-   * Takes over one sent authorization nobody holds (released, or stale): renewed, so no other presentation or pass
-   * takes it while this one waits for its inclusion. Undefined when someone holds it.
-   */
+  /** Takes over a sent authorization nobody holds (released, or stale); undefined when someone holds it. */
   async takeOverPending(key: AuthorizationKey, staleBefore: Date): Promise<AuthorizationRow | undefined> {
     const { rows } = await sql<AuthorizationRow>`
       update x402_authorizations set updated_at = ${this.now()}
@@ -195,11 +175,7 @@ export class X402Authorizations {
     return updated !== undefined;
   }
 
-  /**
-   * recordSettlement as one more statement of the transfer's claim (PaymentClaimRows.insertRecorded), written
-   * once for the claims of a batch: each authorization row still `submitting` gets its transfer and its claim row
-   * (none: the transfer was claimed before, so the row is refused as `transfer_already_claimed`).
-   */
+  /** recordSettlement as one statement of a batch of claims (PaymentClaimRows.insertRecorded). */
   settlementStatement(key: AuthorizationKey, record: Omit<SettlementRecord, 'claimId'>): RecordStatement {
     return {
       kind: 'x402_settlement',
@@ -245,11 +221,7 @@ export class X402Authorizations {
       .executeTakeFirst() as Promise<PaymentClaim | undefined>;
   }
 
-  /**
-   * Takes over rows still `submitting` since before `stale` (their caller gave up or the process died), oldest
-   * first: each is renewed (`updated_at`), so its caller can no longer forget it and no other pass takes it before
-   * it is stale again. Rows another pass is taking over are skipped.
-   */
+  /** Takes over rows `submitting` since before `stale`, oldest first, renewed; rows another pass is taking are skipped. */
   async takeOverStale(stale: Date, limit: number): Promise<AuthorizationRow[]> {
     const { rows } = await sql<AuthorizationRow>`
       update x402_authorizations a set updated_at = ${this.now()}
@@ -277,7 +249,6 @@ export const keyOfRow = (row: AuthorizationRow): AuthorizationKey => ({
   auth_nonce: row.auth_nonce,
 });
 
-/** The authorization exactly as signed, from what was stored. */
 export function authorizationOfRow(row: AuthorizationRow): TransferAuthorization {
   return {
     from: row.payer,

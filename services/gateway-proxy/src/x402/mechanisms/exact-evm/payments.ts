@@ -29,28 +29,24 @@ export interface X402Settings {
   escrowAddress: string;
   /** How long a client's authorization has to be settled (the requirements' maxTimeoutSeconds). */
   maxTimeoutSeconds: number;
-  /** How long a paid call waits for the relayer's transaction to be included before answering 503. */
   inclusionWaitMs: number;
   retryWindowSeconds: number;
-  /** The relayer request's own timeout (beyond the inclusion wait). */
   relayerTimeoutMs: number;
-  /** An authorization still `submitting` this long (its caller gave up or the process died) is finished by the recovery pass. */
+  /** An authorization still `submitting` this long is finished by the recovery pass. */
   recoveryAfterMs: number;
   recoveryIntervalMs: number;
-  /** The smallest payment the relayer submits (micro-USDC): its gas must be worth the payment. */
+  /** The smallest payment the relayer submits: its gas must be worth the payment. */
   minAmountMicro: number | bigint;
-  /** Relayed transactions per UTC day per payer and per seller: a fresh authorization over either is refused. */
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
   now: () => Date;
 }
 
-/** What a verification holds the authorization to besides the price. */
 export interface VerifyOptions {
-  /** Read the payer's balance (settling skips it: the relayer's simulation refuses without spending gas). */
+  /** Settling skips it: the relayer's simulation refuses without spending gas. */
   checkBalance: boolean;
-  /** The facilitator's /verify: refuse an authorization presented here or used on chain (settling uses reuse rules). */
+  /** The facilitator's /verify (settling applies the reuse rules instead). */
   refuseUsed?: boolean;
-  /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
+  /** The facilitator's sellers choose theirs. */
   maxTimeoutSeconds?: number;
 }
 
@@ -59,7 +55,6 @@ const RECOVERY_BATCH = 50;
 const PAYMENT_ID_KEEP_MS = 24 * 3600_000;
 const PAYMENT_ID_SWEEP_BATCH = 500;
 
-/** How a settlement is asked for besides the payment: the facilitator's bound, and the request an id names. */
 export interface SettleOptions {
   /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
   maxTimeoutSeconds?: number;
@@ -68,17 +63,12 @@ export interface SettleOptions {
 }
 const { chainUnavailable, relayerUnavailable } = PAYGATE_REASONS;
 
-/**
- * x402 `exact` (EIP-3009) for Paygate's skills and facilitator sellers: checked, claimed once across replicas,
- * submitted by settlement's relayer, and its included transfer claimed like any payment.
- */
+/** x402 `exact` (EIP-3009): checked, claimed once across replicas, submitted by the relayer, claimed as a payment. */
 export class X402Payments implements BackgroundTask {
   private eip712: { name: string; version: string } | undefined;
   private readonly recovered = new WeakMap<DecodedX402Payment, boolean>();
   private readonly recovery: PollingLoop;
-  /** Postgres's record of every authorization presented (the facilitator's copies wait on it too). */
   readonly authorizations: X402Authorizations;
-  /** x402's payment-identifier extension: each payer's ids, bound to the request and authorization they bought. */
   readonly paymentIds: X402PaymentIds;
   private readonly settlement: X402Settlement;
 
@@ -117,7 +107,7 @@ export class X402Payments implements BackgroundTask {
     return this.recovery.stop();
   }
 
-  /** The token's EIP-712 domain name and version, read from the contract once (clients sign in that domain). */
+  /** The token's EIP-712 domain, read from the contract once (clients sign in that domain). */
   async tokenDomain(): Promise<{ name: string; version: string }> {
     this.eip712 ??= await readTokenDomain(this.provider, this.settings.usdcAddress);
     return this.eip712;
@@ -142,7 +132,6 @@ export class X402Payments implements BackgroundTask {
       : undefined;
   }
 
-  /** Whether the payer's EOA signature recovers (local ECDSA), remembered per decoded payment. */
   private recoveredPayer(payment: DecodedX402Payment, expected: TokenDomain): boolean {
     let known = this.recovered.get(payment);
     if (known === undefined) {
@@ -212,14 +201,11 @@ export class X402Payments implements BackgroundTask {
     };
     const local = await runLocalChecks({ ...input, reads: this.chainReads(undefined, undefined) });
     if (local) return refused(402, local.reason, local.message);
-    // A payment that passed the local checks: its reads (the balance; whether it was used, in Postgres and on the
-    // token) all start now, side by side, and the signature's local ECDSA runs while they are in flight. The
-    // checks still decide in their order (signature, balance, nonce): the first refusal answers.
+    // Its reads start side by side with the local ECDSA; the checks still decide in their order.
     const balance = options.checkBalance
       ? usdcBalance(this.provider, this.settings.usdcAddress, payment.authorization.from)
       : undefined;
     const used = options.refuseUsed ? this.alreadyUsed(payment) : undefined;
-    // The signature, by the node's ecrecover beside those reads (unless this payment's already recovered here).
     const onNode =
       this.recovered.get(payment) === true
         ? undefined
@@ -236,10 +222,7 @@ export class X402Payments implements BackgroundTask {
     }
   }
 
-  /**
-   * runReadChecks' reads from the promises already started. The node's ecrecover only saves the local check
-   * (ECDSA, then ERC-1271 by `@x402/evm`'s rules): it accepts no signature those rules refuse.
-   */
+  /** The node's ecrecover only saves the local check: it accepts no signature `@x402/evm`'s rules refuse. */
   private chainReads(
     balance: Promise<bigint> | undefined,
     used: Promise<boolean> | undefined,
@@ -268,7 +251,6 @@ export class X402Payments implements BackgroundTask {
   /** Counts against both daily budgets before submitting; the seller's is given back on a payer-side failure. */
   private async overRelayerBudget(payer: string, sellerId: string): Promise<Refused | undefined> {
     const { perPayer, perSeller } = this.settings.relayerBudgets;
-    // The seller's budget counts only what the payer's allowed (one statement for both).
     const [byPayer, bySeller] = await perPayer.hitThen(
       `relayer-payer:${payer.toLowerCase()}`,
       perSeller,
@@ -299,8 +281,7 @@ export class X402Payments implements BackgroundTask {
     });
     if (notValid) return notValid;
     const key = this.authorizations.keyOf(payment.authorization);
-    // The payer is proven by the signature just checked: its id names its purchase, whichever authorization
-    // carries it now. Another authorization under a bound id is never submitted: nothing more is charged.
+    // The signature proves the payer: another authorization under a bound id is never submitted.
     if (payment.paymentId && options.fingerprint) {
       const binding = await this.paymentIds.bind(
         { payer: payment.authorization.from, id: payment.paymentId, fingerprint: options.fingerprint },
@@ -336,7 +317,6 @@ export class X402Payments implements BackgroundTask {
     }
     const claimed = await this.authorizations.claim(payment, purchase, version);
     if (!claimed) return this.settlement.presentedBefore(key, payment.signature, purchase);
-    // Over budget (or not counted): nothing is submitted, and the same authorization may come back.
     const countedAt = this.settings.now();
     let overBudget: Refused | undefined;
     try {
@@ -350,8 +330,7 @@ export class X402Payments implements BackgroundTask {
       return overBudget;
     }
     const outcome = await this.settlement.submit(claimed, payment, purchase, performance.now() - started);
-    // The seller's budget counts sponsorship only: a submission refused or reverted for the payer's doing (402)
-    // is given back to the seller and stays on the payer's own budget. A lost give-back only over-counts.
+    // The seller's budget counts sponsorship only: a refusal for the payer's doing (402) is given back to the seller.
     if (!outcome.ok && outcome.status === 402) {
       await this.settings.relayerBudgets.perSeller
         .giveBack(`relayer-seller:${purchase.sellerId}`, countedAt)

@@ -1,4 +1,4 @@
-import type { RelayerSubmitReply } from '@paygate/contracts';
+import type { RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
 import type { GatewayContext } from '../../../db';
 import { LedgerClaimRefused } from '../../../errors';
 import type { PaymentClaim, PaymentService, Purchase } from '../../../payments/service';
@@ -16,7 +16,7 @@ import {
 import type { RelayerClient } from './relayer-client';
 
 export interface X402Timings {
-  /** Paygate's checks: the gateway's (authorization, signature, claim) and the relayer's before simulating. */
+  /** The gateway's checks and the relayer's before simulating. */
   verificationMs: number;
   simulationMs: number;
   submissionMs: number;
@@ -29,11 +29,7 @@ export type X402Outcome =
   | { ok: true; claim: PaymentClaim; txHash: string; payer: string; fresh: boolean; timings: X402Timings }
   | {
       ok: false;
-      /**
-       * 202: `settlement_pending`, the transaction is sent (`transaction`) but not included yet: nothing more is
-       * charged, the same payment (or payment identifier) presented again is served once it is included. 409: a
-       * payment identifier already used for another request.
-       */
+      /** 202: `settlement_pending` (sent, not included yet: served once presented again); 409: payment id conflict. */
       status: 202 | 402 | 409 | 429 | 503;
       reason: X402Reason;
       message: string;
@@ -41,10 +37,7 @@ export type X402Outcome =
       transaction?: string;
       /** 429 only: when the day's budget starts afresh. */
       retryAfterSeconds?: number;
-      /**
-       * 503 only: the authorization (`settling`) is `submitting` under another caller (a copy, a replica, the
-       * recovery pass), so this one may wait for that settlement and present it again.
-       */
+      /** 503 only: `settling` is `submitting` under another caller, whose settlement this one may wait for. */
       beingSettled?: true;
       settling?: { key: AuthorizationKey; signature: string };
     };
@@ -59,8 +52,8 @@ export const refused = (status: 402 | 409 | 503, reason: X402Reason, message: st
 
 const NO_TIMINGS: X402Timings = { verificationMs: 0, simulationMs: 0, submissionMs: 0, inclusionMs: 0 };
 
-/** A payment settled before (by this request's copy, a replica or the recovery pass): its claim, not fresh. */
-export const settledBefore = (claim: PaymentClaim): X402Outcome => ({
+/** A payment settled before (by a copy, a replica or the recovery pass): its claim, not fresh. */
+const settledBefore = (claim: PaymentClaim): X402Outcome => ({
   ok: true,
   claim,
   txHash: claim.tx_hash,
@@ -80,33 +73,30 @@ export const settlementPending = (txHash: string): Refused => ({
   transaction: txHash,
 });
 
+const alreadyPaid = (txHash: string) =>
+  refused(402, UPSTREAM_REASONS.nonceAlreadyUsed, `transaction ${txHash} already paid for something`);
+
 /** The relayer's refusals, as x402 reason codes; transient ones (nothing was sent) answer 503. */
-export const RELAYER_REASONS: Record<
-  Extract<RelayerSubmitReply, { ok: false }>['reason'],
-  [402 | 503, X402Reason]
-> = {
-  invalid_request: [402, UPSTREAM_REASONS.payload],
-  internal_error: [503, relayerUnavailable],
-  relayer_unavailable: [503, relayerUnavailable],
-  relayer_out_of_gas: [503, relayerUnavailable],
-  chain_unavailable: [503, chainUnavailable],
-  insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
-  invalid_signature: [402, UPSTREAM_REASONS.signature],
-  authorization_expired: [402, UPSTREAM_REASONS.validBefore],
-  authorization_not_yet_valid: [402, UPSTREAM_REASONS.validAfter],
-  nonce_already_used: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
-  authorization_conflict: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
-  simulation_failed: [402, UPSTREAM_REASONS.simulationFailed],
-  transaction_failed: [402, UPSTREAM_REASONS.transactionFailed],
-};
+const RELAYER_REASONS: Record<Extract<RelayerSubmitReply, { ok: false }>['reason'], [402 | 503, X402Reason]> =
+  {
+    invalid_request: [402, UPSTREAM_REASONS.payload],
+    internal_error: [503, relayerUnavailable],
+    relayer_unavailable: [503, relayerUnavailable],
+    relayer_out_of_gas: [503, relayerUnavailable],
+    chain_unavailable: [503, chainUnavailable],
+    insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
+    invalid_signature: [402, UPSTREAM_REASONS.signature],
+    authorization_expired: [402, UPSTREAM_REASONS.validBefore],
+    authorization_not_yet_valid: [402, UPSTREAM_REASONS.validAfter],
+    nonce_already_used: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+    authorization_conflict: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+    simulation_failed: [402, UPSTREAM_REASONS.simulationFailed],
+    transaction_failed: [402, UPSTREAM_REASONS.transactionFailed],
+  };
 
 type Included = Extract<RelayerSubmitReply, { ok: true }>;
 
-/**
- * Has claimed authorizations submitted by settlement's relayer and, once a transfer is included, claims it like
- * any payment (the ledger's claim and booking, then payment_claims); answers a replay under the reuse rules of
- * the purchase it paid for; finishes, in the recovery pass, what a caller gave up on.
- */
+/** Submits claimed authorizations through the relayer, claims included transfers like any payment, answers replays. */
 export class X402Settlement {
   constructor(
     private readonly logger: GatewayContext['logger'],
@@ -118,11 +108,16 @@ export class X402Settlement {
       usdcAddress: string;
       inclusionWaitMs: number;
       retryWindowSeconds: number;
-      /** An authorization `submitting` this long has no live caller any more (the recovery pass's bound). */
+      /** An authorization `submitting` this long has no live caller any more. */
       staleAfterMs: number;
       now: () => Date;
     },
   ) {}
+
+  private send(authorization: TransferAuthorization, signature: string, waitForReceiptMs: number) {
+    const { chainId, usdcAddress } = this.settings;
+    return this.relayer.submit({ chainId, token: usdcAddress, authorization, signature, waitForReceiptMs });
+  }
 
   /** Submits a freshly claimed authorization and waits for its inclusion, then claims its transfer. */
   async submit(
@@ -134,13 +129,7 @@ export class X402Settlement {
     const a = payment.authorization;
     let reply: RelayerSubmitReply;
     try {
-      reply = await this.relayer.submit({
-        chainId: this.settings.chainId,
-        token: this.settings.usdcAddress,
-        authorization: a,
-        signature: payment.signature,
-        waitForReceiptMs: this.settings.inclusionWaitMs,
-      });
+      reply = await this.send(a, payment.signature, this.settings.inclusionWaitMs);
     } catch (error) {
       this.logger.warn(
         { err: error, payer: a.from },
@@ -167,13 +156,7 @@ export class X402Settlement {
       // The ledger did not answer: the row stays `submitting`, the recovery pass claims it later.
       return refused(503, claimUnavailable, error.failure.message);
     }
-    if (!claim) {
-      return refused(
-        402,
-        UPSTREAM_REASONS.nonceAlreadyUsed,
-        `transaction ${reply.txHash} already paid for something`,
-      );
-    }
+    if (!claim) return alreadyPaid(reply.txHash);
     const t = reply.timings;
     return {
       ok: true,
@@ -220,9 +203,8 @@ export class X402Settlement {
   }
 
   /**
-   * The ledger's claim of the transfer, then in one statement its claim row and the authorization row's record
-   * (settled; refused when the transfer was claimed here before). No claim when another payment path spent it
-   * first; `recorded` false when the row had left `submitting` (someone else finished it).
+   * The ledger's claim, then in one statement the claim row and the authorization row's record. No claim when another
+   * payment path spent it first; `recorded` false when the row had left `submitting` (someone else finished it).
    */
   private async insertClaim(
     key: AuthorizationKey,
@@ -266,10 +248,8 @@ export class X402Settlement {
   }
 
   /**
-   * The same authorization again (`signature`: the one presented, checked against the row's; null when the
-   * payer is proven otherwise, by its payment identifier): a replay is served only under the reuse rules of the
-   * purchase it paid for. One whose transaction was sent but not seen included is taken over and waited for
-   * here, and served once included.
+   * The same authorization again (`signature` null: the payer is proven by its payment identifier), served only under
+   * the reuse rules of its purchase; one sent but not seen included is taken over and waited for here.
    */
   async presentedBefore(
     key: AuthorizationKey,
@@ -321,34 +301,23 @@ export class X402Settlement {
   }
 
   /**
-   * A sent authorization presented again, taken over (`row`, renewed): waits for its inclusion as a live caller
-   * would, then its transfer is claimed (kept for a retry, as the recovery pass does) and served to this request
-   * under the reuse rules; still not included, it is released again and answered pending with its transaction.
+   * A sent authorization taken over (`row`, renewed): waited for as a live caller would, claimed (kept for a retry, as
+   * the recovery pass does) and served under the reuse rules; still not included, released again and pending.
    */
   private async finishPending(row: AuthorizationRow, purchase: Purchase): Promise<X402Outcome> {
     const key = keyOfRow(row);
     const claimed: ClaimedAuthorization = { key, claimedAt: row.updated_at };
-    let reply: RelayerSubmitReply;
-    try {
-      reply = await this.relayer.submit({
-        chainId: row.chain_id,
-        token: this.settings.usdcAddress,
-        authorization: authorizationOfRow(row),
-        signature: row.signature,
-        waitForReceiptMs: this.settings.inclusionWaitMs,
-      });
-    } catch {
-      await this.authorizations.releasePending(claimed, row.tx_hash!, this.staleBefore());
-      return settlementPending(row.tx_hash!);
-    }
-    if (!reply.ok) {
-      if (RELAYER_REASONS[reply.reason][0] === 402) return this.relayerRefused(claimed, reply);
-      await this.authorizations.releasePending(claimed, row.tx_hash!, this.staleBefore());
-      return settlementPending(row.tx_hash!);
-    }
-    if (reply.status !== 'confirmed') {
-      await this.authorizations.releasePending(claimed, reply.txHash, this.staleBefore());
-      return settlementPending(reply.txHash);
+    const reply = await this.send(
+      authorizationOfRow(row),
+      row.signature,
+      this.settings.inclusionWaitMs,
+    ).catch(() => undefined);
+    if (reply && !reply.ok && RELAYER_REASONS[reply.reason][0] === 402)
+      return this.relayerRefused(claimed, reply);
+    if (!reply?.ok || reply.status !== 'confirmed') {
+      const txHash = reply?.ok ? reply.txHash : row.tx_hash!;
+      await this.authorizations.releasePending(claimed, txHash, this.staleBefore());
+      return settlementPending(txHash);
     }
     let claim: PaymentClaim | undefined;
     try {
@@ -363,32 +332,18 @@ export class X402Settlement {
       if (!(error instanceof LedgerClaimRefused)) throw error;
       return refused(503, claimUnavailable, error.failure.message);
     }
-    const used = refused(
-      402,
-      UPSTREAM_REASONS.nonceAlreadyUsed,
-      `transaction ${reply.txHash} already paid for something`,
-    );
-    if (!claim) return used;
+    if (!claim) return alreadyPaid(reply.txHash);
     const reused = await this.payments.reuseClaim(claim, purchase);
-    return reused.ok ? settledBefore(reused.claim) : used;
+    return reused.ok ? settledBefore(reused.claim) : alreadyPaid(reply.txHash);
   }
 
-  /**
-   * Finishes one authorization whose caller gave up: credited once included, refused for good on the relayer's
-   * 402s, tried again next pass otherwise. False when the relayer did not answer (stop this pass).
-   */
+  /** Finishes one authorization whose caller gave up; false when the relayer did not answer (stop this pass). */
   async recover(row: AuthorizationRow): Promise<boolean> {
     const key = keyOfRow(row);
     const authorization = authorizationOfRow(row);
     let reply: RelayerSubmitReply;
     try {
-      reply = await this.relayer.submit({
-        chainId: row.chain_id,
-        token: this.settings.usdcAddress,
-        authorization,
-        signature: row.signature,
-        waitForReceiptMs: 0,
-      });
+      reply = await this.send(authorization, row.signature, 0);
     } catch {
       return false;
     }
