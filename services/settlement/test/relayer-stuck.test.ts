@@ -6,7 +6,14 @@
  *   npx jest --ci services/settlement/test/relayer-stuck.test.ts
  */
 import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
-import { setAutomine, signTransferAuthorization, testSigner, testWallets, waitFor } from '@paygate/testing';
+import {
+  mine,
+  setAutomine,
+  signTransferAuthorization,
+  testSigner,
+  testWallets,
+  waitFor,
+} from '@paygate/testing';
 import { toQuantity, Wallet } from 'ethers';
 import { useSettlementHarness } from './harness';
 
@@ -89,8 +96,16 @@ describe('x402 relayer: a stuck key', () => {
 
     // Its transaction back in the chain's pool and mined: the mark goes without another pass.
     await provider().send('eth_sendRawTransaction', [held.raw_tx]);
-    const receipt = await provider().waitForTransaction(held.tx_hash!, 1, 20_000);
-    expect(receipt?.status).toBe(1);
+    // Read straight from the node: ethers' waitForTransaction leans on its cached block number and 4 s polls.
+    const receipt = await waitFor(
+      async () => {
+        const found = await provider().send('eth_getTransactionReceipt', [held.tx_hash]);
+        if (!found) await mine(provider(), 1);
+        return found as { status: string } | null;
+      },
+      { timeoutMs: 20_000, message: 'the held transaction sent again was not mined' },
+    );
+    expect(BigInt(receipt.status)).toBe(1n);
     await waitFor(() => !keyOf().stuck, {
       timeoutMs: 5_000,
       message: async () =>
