@@ -99,10 +99,18 @@ export async function startSettlement(
         platform_payout: platformPayoutOutcome(clock),
       });
       const scheduler = new SettlementScheduler(ctx, config, clock);
-      const relayer =
-        config.relayer && relayerKeys.length > 0
-          ? x402Relayer(ctx, config, config.relayer, relayerKeys, chain, clock)
-          : null;
+      const relayer = config.relayer
+        ? new Relayer(ctx, relayerKeys, {
+            ...config.relayer,
+            chainId: config.chainId,
+            usdcAddress: config.usdcAddress,
+            escrowAddress: chain.address,
+            pollIntervalMs: config.transferPollIntervalMs,
+            confirmations: config.confirmations,
+            dbSchema: config.dbSchema,
+            now: clock,
+          })
+        : null;
       const sweeper = config.checkoutSweep
         ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
         : null;
@@ -156,34 +164,4 @@ export async function startSettlement(
   });
   const { scheduler, transfers, chain, relayer, sweeper, depositSweeper } = running.parts;
   return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
-}
-
-/** The x402 relayer (RELAYER_PRIVATE_KEY configured): sends buyers' signed authorizations, paying the gas. */
-function x402Relayer(
-  ctx: ServiceContext<SettlementDB>,
-  config: SettlementConfig,
-  relayerConfig: NonNullable<SettlementConfig['relayer']>,
-  relayerKeys: readonly RelayerChain[],
-  chain: EscrowChain,
-  clock: Clock,
-): Relayer {
-  return new Relayer(ctx, relayerKeys, {
-    chainId: config.chainId,
-    usdcAddress: config.usdcAddress,
-    escrowAddress: chain.address,
-    minBalanceWei: relayerConfig.minBalanceWei,
-    feeBumpAfterMs: relayerConfig.feeBumpAfterMs,
-    maxFeeBumps: relayerConfig.maxFeeBumps,
-    maxFeePerGasCapWei: relayerConfig.maxFeePerGasCapWei,
-    receiptPollMs: relayerConfig.receiptPollMs,
-    headsWsUrl: relayerConfig.headsWsUrl,
-    pollIntervalMs: config.transferPollIntervalMs,
-    lookbackBlocks: relayerConfig.lookbackBlocks,
-    confirmations: config.confirmations,
-    dbSchema: config.dbSchema,
-    revertRefusalMs: relayerConfig.revertRefusalMs,
-    stuckAfterMs: relayerConfig.stuckAfterMs,
-    codeHashRefusalPayers: relayerConfig.codeHashRefusalPayers,
-    now: clock,
-  });
 }

@@ -24,7 +24,7 @@ export interface FeeCaps {
   maxPriorityFeePerGas: bigint;
 }
 
-/** What the relayer reads of a receipt: a block's receipts (eth_getBlockReceipts) are read as they come. */
+/** What the relayer reads of a receipt. */
 export interface ReceiptFacts {
   blockNumber: bigint;
   succeeded: boolean;
@@ -39,8 +39,7 @@ export interface ExecutedTransfer {
   reverted: boolean;
 }
 
-/** Why the token would refuse the authorization, read from the simulation's revert reason. */
-export type SimulationRefusal =
+type SimulationRefusal =
   | 'insufficient_funds'
   | 'invalid_signature'
   | 'authorization_expired'
@@ -67,13 +66,11 @@ function refusalOf(message: string): SimulationRefusal {
   return 'simulation_failed';
 }
 
-/** A hex string of whole bytes, at least one. */
 const WHOLE_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
 
-/** The gas a simulation may use at most: a payer's check that needs more is refused, not sponsored. */
-export const SIMULATION_GAS_CAP = 1_000_000n;
+/** A payer's check that needs more gas than this is refused, not sponsored. */
+const SIMULATION_GAS_CAP = 1_000_000n;
 
-/** The `v` byte of a 65-byte signature; undefined for any other length. */
 function vOf(signature: string): number | undefined {
   return signature.length === 132 ? Number.parseInt(signature.slice(130, 132), 16) : undefined;
 }
@@ -89,17 +86,13 @@ function describe(error: unknown): string {
   return String(e?.reason ?? e?.shortMessage ?? e?.message ?? error).slice(0, 300);
 }
 
-/**
- * The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else (never USDC,
- * never the escrow key). Every call is a JSON-RPC request with the configured timeout; signing is local.
- */
+/** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
 export class RelayerChain {
   readonly provider: JsonRpcProvider;
   private readonly wallet: Wallet;
   readonly address: string;
   readonly chainId: number;
-
-  /** False for a key of a pool that reads through another key's provider (./pool): destroyed with that one. */
+  /** False for a key that reads through another key's provider. */
   private readonly ownsProvider: boolean;
 
   constructor(
@@ -117,18 +110,14 @@ export class RelayerChain {
     this.chainId = options.chainId;
   }
 
-  /** Another key of the relayer's pool on the same node, sharing this key's provider (its connections, timeout). */
+  /** Another key of the pool, sharing this key's provider. */
   withKey(privateKey: string): RelayerChain {
     return new RelayerChain({ provider: this.provider, chainId: this.chainId, privateKey });
   }
 
   /**
-   * Calldata of the submission, or undefined for a signature the token cannot take (never a throw). A 65-byte
-   * signature with v 27/28 goes in the v,r,s form (the token passes the same 65 bytes to a contract wallet's
-   * ERC-1271 check); any other signature of a contract payer (`payerHasCode`) goes in the bytes form exactly as
-   * signed (Safe's v 0/1 or 31/32 mean something to the wallet, and changing them breaks its check); an EOA's v
-   * 0/1 is v 27/28, as the token's ecrecover takes it. Whether the payer has code matters only when
-   * `dependsOnCode(signature)`.
+   * Calldata, or undefined for a signature the token cannot take. v 27/28 goes as v,r,s; a contract payer's other
+   * bytes go through the bytes overload unchanged (Safe's v 0/1 and 31/32 mean something to it); an EOA's v 0/1 as 27/28.
    */
   callData(
     authorization: TransferAuthorization,
@@ -163,8 +152,7 @@ export class RelayerChain {
   }
 
   /**
-   * Simulates the submission from the relayer with the fees it will be signed with (a contract payer may answer
-   * differently at gas price 0, which is what a simulation without fees runs at), within SIMULATION_GAS_CAP;
+   * Simulates with the fees it will be signed with (a contract payer may answer differently at gas price 0);
    * throws SimulationError with the token's reason.
    */
   async simulate(tokenAddress: string, data: string, fees: FeeCaps): Promise<bigint> {
@@ -212,12 +200,6 @@ export class RelayerChain {
     return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
   }
 
-  async authorizationUsed(tokenAddress: string, payer: string, nonce: string): Promise<boolean> {
-    const data = token.encodeFunctionData('authorizationState', [formatAddress(payer), nonce]);
-    const result = await this.provider.call({ to: tokenAddress, data });
-    return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
-  }
-
   async balanceWei(): Promise<bigint> {
     return this.provider.getBalance(this.address);
   }
@@ -226,7 +208,7 @@ export class RelayerChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
-  /** The relayer's nonces consumed by mined transactions (its `latest` transaction count). */
+  /** The key's nonces consumed by mined transactions. */
   async minedNonce(): Promise<bigint> {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
@@ -286,10 +268,7 @@ export class RelayerChain {
     );
   }
 
-  /**
-   * Every receipt of one block by transaction hash (lowercase), in one `eth_getBlockReceipts`: the callers
-   * waiting on a new head look their transactions up here together instead of one receipt read each.
-   */
+  /** Every receipt of one block by transaction hash (lowercase), in one `eth_getBlockReceipts`. */
   async blockReceipts(block: bigint): Promise<Map<string, ReceiptFacts>> {
     const raw = (await this.provider.send('eth_getBlockReceipts', [toQuantity(block)])) as Array<{
       transactionHash: string;
@@ -308,10 +287,7 @@ export class RelayerChain {
     return out;
   }
 
-  /**
-   * The transaction that used the authorization when it was not ours (someone else submitted the same signed
-   * authorization): the AuthorizationUsed log of (payer, nonce), searched in the recent `lookbackBlocks`.
-   */
+  /** The transaction whose AuthorizationUsed log names (payer, nonce), searched in the last `lookbackBlocks`. */
   async findAuthorizationUse(
     tokenAddress: string,
     payer: string,

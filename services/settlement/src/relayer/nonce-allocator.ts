@@ -20,7 +20,6 @@ interface PendingRecord {
   data: string;
   gas: bigint;
   chainState: ChainState;
-  /** The payer's code hash as read for this submission (null: no code). */
   payerCodeHash: string | null;
   resolve(row: Row): void;
   reject(error: unknown): void;
@@ -29,11 +28,7 @@ interface PendingRecord {
 const keyOf = (request: RelayerSubmitRequest) =>
   `${request.authorization.from.toLowerCase()}:${request.authorization.nonce.toLowerCase()}`;
 
-/**
- * The nonce allocator of one key of the relayer's pool (an advisory lock per key across replicas): waiting
- * submissions are signed and committed in batches, one transaction each, consecutive nonces of that key, nothing
- * broadcast here. Each key's lock and sequence are its own, so the keys sign side by side.
- */
+/** One key's nonce allocator (its advisory lock across replicas): waiting submissions signed and committed in batches. */
 export class NonceAllocator {
   private readonly lockKey: string;
   private readonly waiting: PendingRecord[] = [];
@@ -52,11 +47,8 @@ export class NonceAllocator {
   }
 
   /**
-   * Records the signed transaction of a submission: joins the next batch of the nonce allocator, which signs and
-   * commits every waiting submission in one transaction under the relayer's lock (which holds no RPC: the chain's
-   * pending nonce and fees are read before it). A concurrent submission of the same authorization finds the row
-   * (or its twin in the batch) instead and sends nothing. The caller broadcasts after the commit, outside the
-   * lock, so a crash between the two leaves a recorded transaction that the background pass rebroadcasts.
+   * The submission's signed row, committed with its batch under the lock (which holds no RPC); a copy of the same
+   * authorization gets the row already recorded. The caller broadcasts after the commit.
    */
   record(
     request: RelayerSubmitRequest,
@@ -71,7 +63,6 @@ export class NonceAllocator {
     });
   }
 
-  /** Drains the waiting submissions, one batch (at most RECORD_BATCH_MAX) per transaction, until none wait. */
   private async allocate(): Promise<void> {
     this.allocating = true;
     try {
@@ -96,8 +87,7 @@ export class NonceAllocator {
       await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
       const recorded = await this.recordedOf(trx, batch);
       let nonce = await this.nextRecordedNonce(trx);
-      // Read before the lock: a lower bound still (only this relayer's own transactions, all recorded here,
-      // move it), so the larger of the two is the next free nonce.
+      // Read before the lock, still a lower bound: only this key's own recorded transactions move it.
       for (const { chainState } of batch) nonce = larger(nonce, chainState.pendingNonce);
       const fresh: RelayerSubmitRequest[] = [];
       const values = [];
@@ -134,7 +124,6 @@ export class NonceAllocator {
     });
   }
 
-  /** The rows already recorded for the batch's authorizations, by payer:nonce. */
   private async recordedOf(
     trx: Transaction<SettlementDB>,
     batch: readonly PendingRecord[],
@@ -160,7 +149,6 @@ export class NonceAllocator {
     return recorded;
   }
 
-  /** One past the highest relayer nonce recorded (under the lock), 0 for none. */
   private async nextRecordedNonce(trx: Transaction<SettlementDB>): Promise<bigint> {
     const highest = await trx
       .selectFrom('relayed_authorizations')

@@ -2,7 +2,7 @@ import type { Generated } from 'kysely';
 
 export type RelayedStatus = 'signed' | 'broadcast' | 'confirmed' | 'used_elsewhere' | 'failed';
 
-/** One EIP-3009 authorization the relayer was asked to submit (see the 2026-11-22-1100 migration). */
+/** One EIP-3009 authorization the relayer was asked to submit. */
 export interface RelayedAuthorizationsTable {
   id: string;
   chain_id: number;
@@ -43,10 +43,7 @@ export interface RelayedAuthorizationsTable {
   payer_code_hash: string | null;
 }
 
-/**
- * A payer the relayer no longer submits for (see the 2026-12-02-0400 migration): by address, or by the code hash of a
- * contract payer (every address with that code), after a transaction relayed for it reverted on chain.
- */
+/** A payer (by address, or every address with its code hash) refused after its relayed transaction reverted. */
 export interface RelayerRefusedPayersTable {
   chain_id: number;
   kind: 'payer' | 'code_hash';
@@ -60,11 +57,7 @@ export interface RelayerRefusedPayersTable {
   refused_until: Date;
 }
 
-/**
- * A contract payer whose relayed transaction reverted for its own check, by its code hash (see the 2026-12-02-0800
- * migration): the code hash is refused once RELAYER_CODE_HASH_REFUSAL_PAYERS distinct payers of it are here within
- * RELAYER_REVERT_REFUSAL_HOURS. Not in SettlementDB: read through `withTables` (./refused-payers), its only user.
- */
+/** A contract payer whose own check reverted, by code hash. Not in SettlementDB: ./refused-payers uses `withTables`. */
 export interface RelayerCodeHashRevertsTable {
   chain_id: number;
   code_hash: string;
