@@ -1,7 +1,4 @@
-/**
- * Every reason code the gateway answers, one list per kind: a tx-hash proof's or a claim's refusal
- * (PAYMENT_REASONS), the paid call's own answers (CALL_REASONS), and the x402 codes below.
- */
+/** Every reason code the gateway answers, one list per kind. */
 
 /** A payment's refusal: the specification's reasons of a 402, then the two 503s (nothing refused, ask again). */
 export const PAYMENT_REASONS = {
@@ -43,10 +40,7 @@ export const MCP_REASONS = {
   unavailable: 'mcp_unavailable',
 } as const;
 
-/**
- * x402's sign-in-with-x refusals: the extension's own codes (`@x402/extensions/sign-in-with-x`, word for word; its
- * validation answers more of them, passed through as they come), then Paygate's two.
- */
+/** x402's sign-in-with-x refusals: the extension's codes word for word (its validation passes more through), then Paygate's. */
 export const SIWX_REASONS = {
   payload: 'invalid_siwx_payload',
   domainMismatch: 'invalid_siwx_domain_mismatch',
@@ -59,13 +53,8 @@ export const SIWX_REASONS = {
 } as const;
 
 /**
- * Every reason code Paygate answers on its x402 paths (the paid skill URLs' x402 payments, and the facilitator's
- * /api/v1/x402/verify and /settle): one list, so a name cannot drift from the standard's.
- *
- * Upstream's codes are `@x402/evm`'s own invalidReason / errorReason strings (its exact facilitator's
- * `errors.ts`, which the package bundles without exporting); x402-reasons.test.ts reads the installed package
- * and fails if one of these is not there word for word. Where `@x402/evm` has no code the x402 specification's
- * standard list (v2 §9) is used. Paygate-only codes are kept only for what upstream does not check.
+ * The x402 paths' codes: `@x402/evm`'s own invalidReason / errorReason strings (x402-reasons.test.ts checks them
+ * against the installed package), else the x402 specification's (v2 §9).
  */
 export const UPSTREAM_REASONS = {
   // @x402/evm, exact facilitator (EIP-3009)
@@ -91,18 +80,9 @@ export const UPSTREAM_REASONS = {
 } as const;
 
 /**
- * Paygate's own codes, each for a check upstream lacks:
- * - `assetMismatch`: the facilitator settles only Paygate's USDC; `@x402/evm` verifies against whatever asset the
- *   requirements name, so it has no such refusal.
- * - three 503s, each a situation in which nothing was refused and the same payment may be presented again:
- *   `chainUnavailable` (the chain RPC did not answer), `relayerUnavailable` (settlement's relayer did not answer,
- *   or cannot pay gas now), `settlementInProgress` (another request is settling this authorization or payment
- *   identifier), and `claimUnavailable` (the ledger did not answer the transfer's claim). The chain's and the
- *   ledger's are the tx-hash proof's codes too (PAYMENT_REASONS): one code per situation on every path.
- * - `relayerDailyLimit` (429): Paygate's per-payer and per-seller budgets of relayed payments per UTC day.
- * - `paymentIdConflict` (409): the payment-identifier extension's "same id, different payload" (the extension
- *   names the status, 409, but no code); `paymentIdServed` (409): the same id for the same request once its
- *   purchase was served (Paygate keeps no copy of the seller's answer to return).
+ * Paygate's own codes, each for a check upstream lacks: the facilitator settles only Paygate's USDC; the 503s are
+ * one per situation in which nothing was refused (shared with PAYMENT_REASONS); the relayer's daily budgets (429);
+ * the payment-identifier extension's 409s (its status named, no code), Paygate keeping no copy of a served answer.
  */
 export const PAYGATE_REASONS = {
   assetMismatch: 'invalid_exact_evm_asset_mismatch',
@@ -121,7 +101,7 @@ export type X402Reason = UpstreamReason | PaygateReason;
 
 const KNOWN = new Set<string>([...Object.values(UPSTREAM_REASONS), ...Object.values(PAYGATE_REASONS)]);
 
-/** Whether a stored string is one of today's codes (a refused authorization's row keeps the code it got). */
+/** A refused authorization's row keeps the code it got. */
 export function isX402Reason(value: string | null | undefined): value is X402Reason {
   return typeof value === 'string' && KNOWN.has(value);
 }

@@ -10,17 +10,12 @@ import type { GatewayContext, GatewayDatabase } from '../db';
 const MAX_BLOCKED_PER_SELLER = 10_000;
 const REFRESH_MS = 2_000;
 
-/** The check the paid call asks, in memory (no Postgres on the hot path). */
 export interface BlockedPayerCheck {
   isBlocked(sellerId: string, payer: string): boolean;
 }
 
-/**
- * The payers each seller refuses to sell to (`blocked_payers`): a paid call from one is answered 403
- * `payer_blocked` before anything is charged (a buyer sending calls built to fail, say). Every replica reads the
- * table every 2 s; the replica that took the change knows it at once.
- */
-export class BlockedPayers extends PolledTask implements BackgroundTask, BlockedPayerCheck {
+/** `blocked_payers`, read by every replica every 2 s: a paid call from one is refused 403 before anything is charged. */
+export class BlockedPayers extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   private bySeller = new Map<string, Set<string>>();
   private readonly db: Kysely<GatewayDatabase>;

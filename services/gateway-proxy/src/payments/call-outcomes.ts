@@ -16,20 +16,14 @@ interface CallOutcomeSettings {
   now: () => Date;
 }
 
-/**
- * A forwarded pay-per-call's outcome on its claim row, with its event in the same transaction. A first-attempt
- * success writes no event: the ledger counts a payment served unless told otherwise.
- */
+/** A forwarded pay-per-call's outcome on its claim row, its event in the same transaction (none for a first success). */
 export class CallOutcomes {
   constructor(
     private readonly ctx: GatewayContext,
     private readonly settings: CallOutcomeSettings,
   ) {}
 
-  /**
-   * The call failed: the payment stays usable for a retry until the returned time (from the first failure, never
-   * extended). No event when `sellerFailure` is undefined; undefined for a subscription.
-   */
+  /** Retryable until the returned time (from the first failure); no event without `sellerFailure`. */
   async markFailed(claim: PaymentClaim, sellerFailure: SellerFailure | undefined): Promise<Date | undefined> {
     if (claim.kind === 'subscription') return undefined;
     const now = this.settings.now();

@@ -1,3 +1,5 @@
+import type { LedgerClaimRequest } from '@paygate/bus';
+import { formatUsdc } from '@paygate/money';
 import { WriteBatcher } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { GatewayContext } from '../db';
@@ -12,20 +14,19 @@ import {
   type RecordStatement,
   writeClaims,
 } from './claim-statement';
-import type { LedgerClaims, TransferToClaim } from './claims';
+import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 interface QueuedClaim extends ClaimToWrite {
-  /** The ledger's answer to this claim: undefined when the transfer is this payment's. */
+  /** undefined when the transfer is this payment's. */
   ledgerAnswer: Promise<PaymentFailure | undefined>;
   resolve(result: RecordedClaim): void;
   reject(error: unknown): void;
 }
 
-/** Claim statements written at once (the gateway's pool has DB_POOL_SIZE connections; 4 in tests). */
+/** Claim statements written at once (the pool has DB_POOL_SIZE connections; 4 in tests). */
 const MAX_CLAIM_WRITES = 2;
-/** Claims in one statement at most. */
 const MAX_CLAIMS_PER_STATEMENT = 25;
 
 /** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
@@ -49,11 +50,7 @@ export class PaymentClaimRows {
     private readonly ledger: LedgerClaims,
   ) {}
 
-  /**
-   * Claims a transfer for a purchase (one row per `network:txHash`); undefined when already claimed. The row commits
-   * only once the ledger's claim_transfer agreed, so one transfer buys one thing whatever path claims it.
-   * Throws LedgerClaimRefused when the ledger refuses or does not answer in time.
-   */
+  /** Claims a transfer (undefined when claimed before); throws LedgerClaimRefused when the ledger refuses or is silent. */
   async insert(
     transfer: ProvenTransfer,
     purchase: Purchase,
@@ -62,11 +59,7 @@ export class PaymentClaimRows {
     return (await this.insertRecorded(transfer, purchase, options, NO_RECORD)).claim;
   }
 
-  /**
-   * `insert` plus `record`, one more statement over the claim rows (x402 records its authorization's transfer so).
-   * The ledger is asked while the statement is written; the transaction commits only once it agreed, so a crash
-   * leaves at most the ledger's claim, which the same reference answers ok again. Concurrent claims share a statement.
-   */
+  /** `insert` plus `record`; the transaction commits only once the ledger agreed (a crash leaves only its claim). */
   async insertRecorded(
     transfer: ProvenTransfer,
     purchase: Purchase,
@@ -74,7 +67,7 @@ export class PaymentClaimRows {
     record: RecordStatement,
   ): Promise<RecordedClaim> {
     const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
-    // Awaited in the batch's transaction; one that fails to begin must not leave the answer's failure unhandled.
+    // Awaited in the batch's transaction; one that fails to begin must not leave it unhandled.
     ledgerAnswer.catch(() => undefined);
     return new Promise<RecordedClaim>((resolve, reject) =>
       this.batcher.add({ transfer, purchase, options, record, ledgerAnswer, resolve, reject }),
@@ -109,9 +102,8 @@ export class PaymentClaimRows {
     }
   }
 
-  /** The ledger's command: claim the transfer and book this purchase as its payment (gatewayPaymentId). */
-  private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): TransferToClaim {
-    const network = this.settings.network as TransferToClaim['payment']['network'];
+  private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): LedgerClaimRequest {
+    const network = this.settings.network as NonNullable<LedgerClaimRequest['payment']>['network'];
     return {
       chainId: this.settings.chainId,
       txHash: transfer.txHash.toLowerCase(),
@@ -119,7 +111,7 @@ export class PaymentClaimRows {
       claimedVia: purchase.claimedVia === 'verify' ? 'verify' : 'x402',
       reference: `${this.settings.network}:${transfer.txHash.toLowerCase()}`,
       payer: transfer.payer,
-      amountMicro: transfer.amountMicro,
+      amount: formatUsdc(transfer.amountMicro),
       payment: {
         paymentId: gatewayPaymentId(this.settings.network, transfer.txHash),
         source: 'x402',
@@ -135,7 +127,6 @@ export class PaymentClaimRows {
     };
   }
 
-  /** The claim made on a transaction, if any. */
   async find(network: string, txHash: string): Promise<PaymentClaim | undefined> {
     return (await this.ctx.db
       .selectFrom('payment_claims')
@@ -145,10 +136,7 @@ export class PaymentClaimRows {
       .executeTakeFirst()) as PaymentClaim | undefined;
   }
 
-  /**
-   * A pay-per-call in flight again for a retry (its call failed retryably or its attempt went stale) within the
-   * retry window; the row carries the new attempt number, the only one that may book the outcome (attemptOf).
-   */
+  /** A pay-per-call in flight again for a retry within its window, with the attempt number that alone may book it. */
   async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
     const now = this.settings.now();
     const staleBefore = attemptsLiveAfter(now, this.settings.upstreamTimeoutMs);
@@ -186,10 +174,7 @@ export class PaymentClaimRows {
   }
 }
 
-/**
- * The claim row as this attempt left it (in flight, its attempt number): a seller call's outcome is booked only
- * by the attempt still holding the claim, so a late answer of an attempt a retry took over changes nothing.
- */
+/** The row as this attempt left it: only the attempt holding the claim books the seller call's outcome. */
 export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
   id: claim.id,
   state: 'in_flight',
@@ -199,6 +184,6 @@ export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
 /** Room for an attempt's bookkeeping after its forward's bounds. */
 const BOOKKEEPING_MS = 5000;
 
-/** An in-flight claim taken before this has no live attempt: body read + headers wait (each the upstream timeout). */
+/** An in-flight claim taken before this has no live attempt (body read + headers wait, each the upstream timeout). */
 export const attemptsLiveAfter = (now: Date, upstreamTimeoutMs: number) =>
   new Date(now.getTime() - 2 * upstreamTimeoutMs - BOOKKEEPING_MS);

@@ -5,8 +5,6 @@ import type { GatewayDatabase } from '../db';
 import { ClaimInvariantError } from '../errors';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
-/** A claim row (this gateway's record of a purchase and its service) and the one statement writing a batch. */
-
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** An on-chain transfer proven to pay a purchase, as the claim row records it. */
@@ -24,10 +22,7 @@ export interface ClaimOptions {
   retryUntil?: Date | null;
 }
 
-/**
- * A record written with a claim (insertRecorded), set-wise so a batch shares one statement: `values` is one row of
- * the `records` CTE; `statement` reads `records` and `claims` and returns the `batch_index` of each record written.
- */
+/** A record written with a claim, set-wise: `values` is a row of `records`; `statement` returns each batch_index written. */
 export interface RecordStatement {
   kind: string;
   columns: ReadonlyArray<readonly [name: string, sqlType: string]>;
@@ -49,28 +44,6 @@ export const NO_RECORD: RecordStatement = {
   statement: () => sql`select null::integer as batch_index where false`,
 };
 
-/** A claim row's values as the batched statement takes them (arrays, one element per claim). */
-interface ClaimValues {
-  id: string;
-  txHash: string;
-  logIndex: number;
-  payer: string;
-  token: string;
-  amountMicro: string;
-  sellerId: string;
-  skillId: string | null;
-  skillName: string | null;
-  endpointId: string | null;
-  resource: string;
-  kind: string;
-  claimedVia: string;
-  state: PaymentClaim['state'];
-  accessExpiresAt: Date | null;
-  retryUntil: Date | null;
-  retryCause: PaymentClaim['retry_cause'];
-  now: Date;
-}
-
 /** A claim to write: the transfer, what it buys, how its row starts and what is recorded beside it. */
 export interface ClaimToWrite {
   transfer: ProvenTransfer;
@@ -79,7 +52,7 @@ export interface ClaimToWrite {
   record: RecordStatement;
 }
 
-/** The claim row's columns, named in the claim statement's result: prepared, its result must not change with a migration. */
+/** Named in the prepared statement's result, which must not change with a migration. */
 const CLAIM_COLUMNS = [
   'id',
   'network',
@@ -118,8 +91,9 @@ export async function writeClaims(
   settings: PaymentSettings,
   batch: ClaimToWrite[],
 ): Promise<RecordedClaim[]> {
-  const claims = batch.map((item) => claimValues(settings, item.transfer, item.purchase, item.options));
-  const column = <T>(pick: (claim: ClaimValues) => T) => claims.map(pick);
+  const now = settings.now();
+  const states = batch.map(({ purchase, options }) => initialState(purchase, options));
+  const column = <T>(pick: (claim: ClaimToWrite, i: number) => T) => batch.map(pick);
   const indexes = batch.map((_item, i) => i);
   const record = batch[0]!.record;
   const recordColumns = [
@@ -135,15 +109,18 @@ export async function writeClaims(
     )}
       with req as (
         select * from unnest(
-            ${indexes}::integer[], ${column((c) => c.id)}::text[], ${column((c) => c.txHash)}::text[],
-            ${column((c) => c.logIndex)}::integer[], ${column((c) => c.payer)}::text[],
-            ${column((c) => c.token)}::text[], ${column((c) => c.amountMicro)}::bigint[],
-            ${column((c) => c.sellerId)}::text[], ${column((c) => c.skillId)}::text[],
-            ${column((c) => c.skillName)}::text[], ${column((c) => c.endpointId)}::text[],
-            ${column((c) => c.resource)}::text[], ${column((c) => c.kind)}::text[],
-            ${column((c) => c.claimedVia)}::text[], ${column((c) => c.state)}::text[],
-            ${column((c) => c.accessExpiresAt)}::timestamptz[], ${column((c) => c.retryUntil)}::timestamptz[],
-            ${column((c) => c.retryCause)}::text[], ${column((c) => c.now)}::timestamptz[])
+            ${indexes}::integer[], ${column((c) => gatewayPaymentId(settings.network, c.transfer.txHash))}::text[],
+            ${column((c) => c.transfer.txHash)}::text[], ${column((c) => c.transfer.logIndex)}::integer[],
+            ${column((c) => c.transfer.payer)}::text[], ${column((c) => c.transfer.token)}::text[],
+            ${column((c) => c.transfer.amountMicro.toString())}::bigint[],
+            ${column((c) => c.purchase.sellerId)}::text[], ${column((c) => c.purchase.skillId)}::text[],
+            ${column((c) => c.purchase.skillName)}::text[], ${column((c) => c.purchase.endpointId)}::text[],
+            ${column((c) => c.purchase.resource)}::text[], ${column((c) => c.purchase.kind)}::text[],
+            ${column((c) => c.purchase.claimedVia)}::text[], ${states}::text[],
+            ${column((c) => accessExpiresAt(c.purchase, now))}::timestamptz[],
+            ${column((c) => c.options.retryUntil ?? null)}::timestamptz[],
+            ${column((_c, i) => (states[i] === 'retryable' ? RETRY_CAUSE_NOT_ATTEMPTED : null))}::text[],
+            ${column(() => now)}::timestamptz[])
           as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
             endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, retry_cause, now)
       ),
@@ -156,9 +133,7 @@ export async function writeClaims(
               amount_micro, seller_id, skill_id, skill_name, endpoint_id, resource, kind, claimed_via, state,
               access_expires_at, retry_until, retry_cause, 1, now, now
             from req order by batch_index
-          -- No conflict target: the id (gatewayPaymentId of network:tx_hash) is a second unique key, and an
-          -- insert racing another of the same transfer can meet it first, which with a target on (network, tx_hash)
-          -- alone is a unique violation (a 500) instead of the lost race it is.
+          -- No conflict target: a racing insert may meet the id's unique key first, which is the same lost race.
           on conflict do nothing
           returning ${RETURNED_CLAIM_COLUMNS}
       ),
@@ -179,44 +154,13 @@ export async function writeClaims(
   });
 }
 
-/**
- * The payment id of a transfer claimed here: one per `network:txHash` (the claim row's unique key), so every
- * replica and every retry asks the ledger with the same id and the row carries the id the ledger booked.
- */
+/** One payment id per `network:txHash`: every replica and retry asks the ledger with the same id. */
 export function gatewayPaymentId(network: string, txHash: string): string {
   return `pay_${createHash('sha256').update(`${network}:${txHash.toLowerCase()}`).digest('hex').slice(0, 40)}`;
 }
 
-/** One claim row's values. */
-function claimValues(
-  settings: PaymentSettings,
-  transfer: ProvenTransfer,
-  purchase: Purchase,
-  options: ClaimOptions,
-): ClaimValues {
-  const now = settings.now();
-  return {
-    id: gatewayPaymentId(settings.network, transfer.txHash),
-    txHash: transfer.txHash,
-    logIndex: transfer.logIndex,
-    payer: transfer.payer,
-    token: transfer.token,
-    amountMicro: transfer.amountMicro.toString(),
-    sellerId: purchase.sellerId,
-    skillId: purchase.skillId,
-    skillName: purchase.skillName,
-    endpointId: purchase.endpointId,
-    resource: purchase.resource,
-    kind: purchase.kind,
-    claimedVia: purchase.claimedVia,
-    state: initialState(purchase, options),
-    accessExpiresAt: accessExpiresAt(purchase, now),
-    retryUntil: options.retryUntil ?? null,
-    // A claim made retryable was settled after its caller stopped waiting: nothing was forwarded yet.
-    retryCause: initialState(purchase, options) === 'retryable' ? 'not_attempted' : null,
-    now,
-  };
-}
+/** A claim made retryable was settled after its caller stopped waiting: nothing was forwarded yet. */
+const RETRY_CAUSE_NOT_ATTEMPTED: PaymentClaim['retry_cause'] = 'not_attempted';
 
 function initialState(purchase: Purchase, options: ClaimOptions): PaymentClaim['state'] {
   return (

@@ -1,6 +1,5 @@
 import { PAYMENT_REASONS, type PaymentReason } from '../reasons';
 
-/** Why a payment was refused: a stable machine-readable reason, a sentence for people, optional details. */
 export interface PaymentFailure {
   reason: PaymentReason;
   message: string;

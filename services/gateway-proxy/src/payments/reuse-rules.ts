@@ -2,20 +2,16 @@ import { formatUsdc } from '@paygate/money';
 import { failure, type PaymentFailure } from './failures';
 import type { PaymentClaim, Purchase } from './types';
 
-/** The reuse rules of a claimed transfer as pure decisions, so the cached and Postgres paths answer alike. */
-
 /** What presenting an already-claimed transfer again may do. */
 export type ReuseDecision =
-  /** A subscription in scope and not expired: serve it from the claim as it is. */
   | { kind: 'serve' }
-  /** A pay-per-call for the same resource and payment path: only a retry within the window (Postgres decides). */
+  /** A pay-per-call: only a retry within the window, which Postgres decides. */
   | { kind: 'retry' }
   | { kind: 'refuse'; failure: PaymentFailure };
 
-/** Who presents the claim: the proof's payer (`from`, lowercase) and whose signature it carries over the claim's resource (or over the resource presented now). */
+/** The proof's payer and the signer recovered over the claim's resource (else the presented one), both lowercase. */
 export interface Presenter {
   fromLower: string;
-  /** The recovered signer (lowercase) over the claim's resource, else over the presented one; undefined when recovery failed. */
   signerLower: string | undefined;
 }
 
@@ -25,17 +21,15 @@ export const alreadyUsed = (claim: Pick<PaymentClaim, 'tx_hash' | 'claimed_via'>
     claimedBy: claim.claimed_via === 'verify' ? 'verify' : 'x402',
   });
 
+const refuse = (failure: PaymentFailure): ReuseDecision => ({ kind: 'refuse', failure });
+
 export const badSignature = (): PaymentFailure =>
   failure(
     'invalid_signature',
     "signature is not the payer's (from) EIP-191 signature over this tx hash and this resource",
   );
 
-/**
- * `presenter` is null when the payer is proven otherwise (the x402 authorization that paid); else the claim's payer
- * must sign. A subscription serves in its scope while its amount covers the price until it expires; a pay-per-call
- * only as a retry of the same resource and payment path.
- */
+/** The reuse rules as a pure decision, so the cached and Postgres paths agree; `presenter` null: payer proven by x402. */
 export function decideReuse(
   claim: PaymentClaim,
   presenter: Presenter | null,
@@ -44,9 +38,9 @@ export function decideReuse(
 ): ReuseDecision {
   if (presenter) {
     if (claim.payer.toLowerCase() !== presenter.fromLower) {
-      return { kind: 'refuse', failure: alreadyUsed(claim) };
+      return refuse(alreadyUsed(claim));
     }
-    if (presenter.signerLower !== presenter.fromLower) return { kind: 'refuse', failure: badSignature() };
+    if (presenter.signerLower !== presenter.fromLower) return refuse(badSignature());
   }
   if (claim.kind === 'subscription') {
     const sameScope =
@@ -54,33 +48,29 @@ export function decideReuse(
         ? claim.skill_id === purchase.skillId
         : claim.skill_id === null && claim.seller_id === purchase.sellerId;
     // Subscription access only: a seller-wide subscription never pays for the seller's products, services or calls.
-    if (!sameScope || purchase.kind !== 'subscription')
-      return { kind: 'refuse', failure: alreadyUsed(claim) };
-    // What the chain says was transferred, never the amount the presenter wrote into its proof: a subscription
-    // paid at a cheap endpoint's price opens only endpoints that price covers.
+    if (!sameScope || purchase.kind !== 'subscription') return refuse(alreadyUsed(claim));
+    // What the chain says was transferred, never the proof's amount: a cheap endpoint's price opens only what it covers.
     if (claim.amount_micro < purchase.priceMicro) {
-      return {
-        kind: 'refuse',
-        failure: failure(
+      return refuse(
+        failure(
           'insufficient_amount',
           `the subscription paid by ${claim.tx_hash} transferred ${formatUsdc(claim.amount_micro)} USDC; this endpoint costs ${formatUsdc(purchase.priceMicro)} USDC`,
           { paid: formatUsdc(claim.amount_micro), price: formatUsdc(purchase.priceMicro) },
         ),
-      };
+      );
     }
     if (!claim.access_expires_at || claim.access_expires_at.getTime() <= now.getTime()) {
-      return {
-        kind: 'refuse',
-        failure: failure(
+      return refuse(
+        failure(
           'subscription_expired',
           `the subscription paid by ${claim.tx_hash} expired at ${claim.access_expires_at?.toISOString()}`,
         ),
-      };
+      );
     }
     return { kind: 'serve' };
   }
   if (claim.resource !== purchase.resource || claim.claimed_via !== purchase.claimedVia) {
-    return { kind: 'refuse', failure: alreadyUsed(claim) };
+    return refuse(alreadyUsed(claim));
   }
   return { kind: 'retry' };
 }

@@ -14,15 +14,11 @@ export type { PaymentClaim, PresentOutcome, Purchase, Verified } from './types';
 
 type Reused = { ok: true; claim: PaymentClaim; fresh: false } | { ok: false; failure: PaymentFailure };
 
-/**
- * Accepts tx-hash proofs: checks them, proves them on chain and claims `network:txHash` once the ledger booked it,
- * so one of any number of concurrent presentations is credited; later ones only under the reuse rules.
- */
+/** Tx-hash proofs: checked, proven on chain and claimed once the ledger booked them; later ones by the reuse rules. */
 export class PaymentService {
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
   private readonly subscriptionCache = new LRUCache<string, PaymentClaim>({ max: MAX_CACHE_ENTRIES });
   private readonly checks: ProofChecks;
-  /** The claim rows: x402 claims its included transfers here too (insertRecorded, with its authorization's record). */
   readonly rows: PaymentClaimRows;
 
   constructor(
@@ -35,7 +31,6 @@ export class PaymentService {
     this.rows = new PaymentClaimRows(ctx, settings, claims);
   }
 
-  /** True when the proof is its payer's signature over this resource (pure, cached). */
   signedBy(proof: PaymentProof, resource: string): boolean {
     return this.checks.signedBy(proof, resource);
   }
@@ -70,12 +65,10 @@ export class PaymentService {
     return this.verifyBeyondMemory(proof, purchase);
   }
 
-  /** verify for a proof memory cannot decide: its static checks, then the claim on its transfer or the chain. */
   private async verifyBeyondMemory(proof: PaymentProof, purchase: Purchase): Promise<Verified> {
     const refused = this.checks.staticCheckMemo(proof, purchase);
     if (refused) return { kind: 'decided', outcome: { ok: false, failure: refused, chainMs: 0 } };
-    // The claim lookup runs beside the chain check (a fresh proof, the usual case, does not wait for it first);
-    // a proof its payer did not sign for this resource is never looked up on chain.
+    // The claim lookup runs beside the chain check; a proof its payer did not sign is never looked up on chain.
     const existingClaim = this.findClaim(proof);
     if (!this.checks.signedBy(proof, purchase.resource)) {
       const existing = await existingClaim;
@@ -132,7 +125,6 @@ export class PaymentService {
       this.remember(inserted);
       return { ok: true, claim: inserted, fresh: true, chainMs };
     }
-    // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.findClaim(proof);
     if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
@@ -148,7 +140,6 @@ export class PaymentService {
     this.subscriptionCache.set(`${claim.network}:${claim.tx_hash}`, claim);
   }
 
-  /** A transfer that was claimed before: served again only under the reuse rules. */
   private reuse(claim: PaymentClaim, proof: PaymentProof, purchase: Purchase): Promise<Reused> {
     return this.applyReuse(
       claim,
@@ -167,7 +158,6 @@ export class PaymentService {
       this.remember(claim);
       return { ok: true, claim, fresh: false };
     }
-    // A pay-per-call whose seller call failed may be retried within the window.
     const retried = await this.rows.reopenForRetry(claim);
     if (!retried) return { ok: false, failure: alreadyUsed(claim) };
     return { ok: true, claim: retried, fresh: false };
@@ -175,10 +165,5 @@ export class PaymentService {
 
   private findClaim(proof: PaymentProof): Promise<PaymentClaim | undefined> {
     return this.rows.find(proof.network, proof.txHash);
-  }
-
-  /** The seller answered: the pay-per-call payment is spent. */
-  markServed(claim: PaymentClaim): undefined | Promise<void> {
-    return this.rows.markServed(claim);
   }
 }

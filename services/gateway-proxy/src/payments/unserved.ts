@@ -5,10 +5,9 @@ import { sql, type Transaction } from 'kysely';
 import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
 import { attemptsLiveAfter } from './claim-rows';
 
-/** Replicas compare the window with their own clocks (reopenForRetry): a claim is closed this long after it. */
+/** Replicas compare the window with their own clocks: a claim is closed this long after it. */
 const CLOSE_MARGIN_MS = 5_000;
 const INTERVAL_MS = 2_000;
-/** Claims closed per pass, at most; the rest on the next. */
 const CLOSE_BATCH = 200;
 
 interface UnservedSettings {
@@ -27,12 +26,8 @@ interface ClosedClaim {
 }
 
 /**
- * A pay-per-call whose retry window passed unserved is made final (`unserved`) and payment.call_unserved enqueued
- * in the same transaction; the ledger decides the refund. Two kinds are closed:
- * - a claim left retryable; one never attempted (`not_attempted`) is first booked as a timeout
- *   (payment.call_failed), else the ledger would wait for a seller failure that never comes;
- * - a claim in flight with no live attempt (attemptsLiveAfter: its replica died mid-call), booked as a timeout too.
- * A late answer books nothing (attemptOf), so a call is never both served and refunded. Served claims stay.
+ * A pay-per-call whose window passed unserved (retryable, or in flight with no live attempt) is made final with
+ * payment.call_unserved in one transaction; one never attempted or abandoned is first booked as a timeout.
  */
 export class UnservedCalls extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -50,7 +45,6 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     });
   }
 
-  /** Closes the claims whose window passed; returns how many. */
   async closeDue(): Promise<number> {
     const now = this.settings.now();
     const before = new Date(now.getTime() - CLOSE_MARGIN_MS);
@@ -95,7 +89,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     });
   }
 
-  /** In-flight claims no live attempt holds, past reopenForRetry's window: made final, their window kept. */
+  /** In flight with no live attempt, past the window: closed, their window kept. */
   private async closeAbandoned(
     trx: Transaction<GatewayDatabase>,
     now: Date,

@@ -49,7 +49,7 @@ export function book(
     if (claim.retry_until && claim.kind !== 'subscription') {
       return deps.callOutcomes.markServedAgain(claim, result.status);
     }
-    return deps.payments.markServed(claim);
+    return deps.payments.rows.markServed(claim);
   }
   return bookFailure(deps, call, paid, result);
 }

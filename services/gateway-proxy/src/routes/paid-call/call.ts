@@ -4,7 +4,7 @@ import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
 import { sendJson } from '../../http-util';
-import type { BlockedPayerCheck } from '../../payments/blocked-payers';
+import type { BlockedPayers } from '../../payments/blocked-payers';
 import type { CallOutcomes } from '../../payments/call-outcomes';
 import type { PaymentService } from '../../payments/service';
 import type { ForwardOptions } from '../../proxy/forward';
@@ -45,7 +45,7 @@ export interface PaidCallDeps {
   /** Tx-hash proofs: verified, then claimed. */
   payments: PaymentService;
   /** The payers a seller refuses (403 payer_blocked before anything is charged); none when absent. */
-  blockedPayers?: BlockedPayerCheck;
+  blockedPayers?: Pick<BlockedPayers, 'isBlocked'>;
   /** A forwarded call's failure, and a retry served after one, on the claim row and to the seller's books. */
   callOutcomes: CallOutcomes;
   /** x402's offer (the challenge) and the payer an authorization names. */

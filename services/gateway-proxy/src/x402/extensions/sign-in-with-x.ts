@@ -15,13 +15,8 @@ import type { PaymentClaim, Purchase } from '../../payments/types';
 import { SIWX_REASONS } from '../../reasons';
 
 /**
- * x402's sign-in-with-x extension (`@x402/extensions/sign-in-with-x`, CAIP-122 / EIP-4361 messages): a subscriber
- * that paid once proves its wallet with a signed message instead of paying again, from an unmodified x402 client
- * (the extension's client hook answers the 402's challenge with a `SIGN-IN-WITH-X` header). Accepted: a message
- * for this domain and URI origin, issued within the last five minutes and not expired, for this chain, signed by
- * the wallet (EIP-191 for an EOA, ERC-1271 for a deployed contract wallet, ERC-6492 for one not deployed yet,
- * both checked on the chain within RPC_TIMEOUT_MS), whose nonce was never accepted before (every replica inserts
- * it in `siwx_nonces`). The wallet then names the payer of a subscription claim that the reuse rules serve.
+ * x402's sign-in-with-x (CAIP-122 / EIP-4361): a subscriber proves its wallet with a signed message instead of paying
+ * again (for this origin, at most 5 minutes old, this chain; EIP-191, ERC-1271 or ERC-6492), its nonce spent once.
  */
 
 /** Node's name of the request header (lowercase). */
@@ -29,14 +24,14 @@ export const SIWX_HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
 /** How old a signed message may be (the extension's default; the challenge asks for as long). */
 const MAX_AGE_MS = 5 * 60_000;
-/** Nonces are kept past the age a message can have (plus clock skew), then swept, at most this many a pass. */
+/** Nonces are kept past the age a message can have (plus clock skew), then swept. */
 const NONCE_KEEP_MS = MAX_AGE_MS + 60_000;
 const SWEEP_EVERY_INSERTS = 100;
 const SWEEP_BATCH = 500;
 /** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
 const MAX_HEADER_BYTES = 8192;
 
-/** Why a signed-in call is refused: the extension's reason codes, Paygate's, or the reuse rules' (a PaymentFailure). */
+/** The extension's reason codes, Paygate's, or the reuse rules' (a PaymentFailure). */
 export interface SignInFailure {
   reason: string;
   message: string;
@@ -44,18 +39,11 @@ export interface SignInFailure {
 }
 const failure = (reason: string, message: string): SignInFailure => ({ reason, message });
 
-/** A SIGN-IN-WITH-X header's verdict: the wallet it proves, or why not (503 when the chain did not answer). */
-export type SignInOutcome =
-  | { ok: true; address: string }
-  | { ok: false; status: 402 | 503; failure: SignInFailure };
-
-/** The subscription a signed-in wallet may use now, or why none. */
-export type SubscriptionOutcome =
-  | { ok: true; claim: PaymentClaim; address: string }
-  | { ok: false; status: 402 | 503; failure: SignInFailure };
+type SignInRefused = { ok: false; status: 402 | 503; failure: SignInFailure };
+export type SignInOutcome = { ok: true; address: string } | SignInRefused;
+export type SubscriptionOutcome = { ok: true; claim: PaymentClaim; address: string } | SignInRefused;
 
 export interface SignInSettings {
-  /** The origin messages must name (domain = its host, URI within it). */
   origin: string;
   chainId: number;
   rpcUrl: string;
@@ -77,10 +65,7 @@ export class SignInWithX {
     });
   }
 
-  /**
-   * The wallet a SIGN-IN-WITH-X header proves, its nonce spent. `origin` overrides the gateway's own (a seller's
-   * middleware names its public origin). Refusals carry the extension's reason codes.
-   */
+  /** The wallet a header proves, its nonce spent; `origin` overrides the gateway's (a seller middleware's origin). */
   async verify(header: string, origin: string = this.settings.origin): Promise<SignInOutcome> {
     if (header.length > MAX_HEADER_BYTES) {
       return refused(SIWX_REASONS.payload, `the ${SIWX_HEADER} header is over ${MAX_HEADER_BYTES} bytes`);
@@ -134,11 +119,7 @@ export class SignInWithX {
     return { ok: true, address };
   }
 
-  /**
-   * The subscription a signed-in wallet may use for this purchase: its newest subscription claim in scope (the
-   * skill, or the seller for a seller-wide one), decided by the same reuse rules as a presented payment (scope,
-   * amount paid against the price, expiry). A wallet that never paid is refused `siwx_not_subscribed`.
-   */
+  /** The newest subscription claim in scope that the reuse rules serve; a wallet that never paid: `siwx_not_subscribed`. */
   async subscriptionFor(header: string, purchase: Purchase, origin?: string): Promise<SubscriptionOutcome> {
     const signedIn = await this.verify(header, origin);
     if (!signedIn.ok) return signedIn;
@@ -175,10 +156,7 @@ export class SignInWithX {
     };
   }
 
-  /**
-   * EIP-191 from an EOA, checked here without the chain; otherwise the chain decides (viem's verifyMessage: the
-   * wallet's ERC-1271 isValidSignature, or ERC-6492's deployless check for a wallet not deployed yet).
-   */
+  /** EIP-191 from an EOA checked here; otherwise the chain decides (ERC-1271, or ERC-6492 for a wallet not deployed). */
   private async signedBy(args: {
     address: `0x${string}`;
     message: string;
@@ -192,8 +170,7 @@ export class SignInWithX {
         // not an ECDSA signature of this message: a contract wallet's, for the chain to judge
       }
     }
-    // viem's verifyMessage answers false when the chain does not answer: ask for the wallet's code first, so an
-    // outage is a 503 (a subscriber told "no" would pay again) and a wallet without code is a "no" at once.
+    // viem's verifyMessage answers false when the chain is silent: reading the code first makes an outage a 503.
     let code: string | undefined;
     try {
       code = await this.client.getCode({ address: args.address });
@@ -205,7 +182,6 @@ export class SignInWithX {
     return this.client.verifyMessage(args);
   }
 
-  /** Inserts the message's nonce; false when some replica accepted it before. */
   private async spendNonce(payload: SIWxPayload, address: string): Promise<boolean> {
     const now = this.settings.now();
     const issuedAt = new Date(payload.issuedAt);
@@ -226,7 +202,6 @@ export class SignInWithX {
     return inserted !== undefined;
   }
 
-  /** Deletes nonces no message can be accepted with anymore (a bounded batch). */
   async sweep(): Promise<number> {
     const result = await sql`
       delete from siwx_nonces where nonce in (
@@ -236,7 +211,6 @@ export class SignInWithX {
   }
 }
 
-/** viem's errors of a request that never got an answer (connection refused, timeout, socket closed). */
 const TRANSPORT_ERRORS = new Set([
   'HttpRequestError',
   'TimeoutError',

@@ -73,7 +73,7 @@ export interface FacilitatorDeps {
   /** Per seller key per minute. */
   limiter: SharedRateLimiter;
   x402: Pick<X402Payments, 'verify' | 'relayer'>;
-  payments: Pick<PaymentService, 'markServed'>;
+  payments: Pick<PaymentService, 'rows'>;
   copies: SettlementCopies;
   discovery: DiscoveryDeps;
 }
@@ -258,7 +258,7 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
       );
       // The seller's server serves on this answer, so the sale is spent now: a claim answered again (one the
       // recovery pass settled after its caller gave up, reopened for this retry) is never reopened once more.
-      if (outcome.ok && !outcome.fresh) await deps.payments.markServed(outcome.claim);
+      if (outcome.ok && !outcome.fresh) await deps.payments.rows.markServed(outcome.claim);
       res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
       sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
     },
