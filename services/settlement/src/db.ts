@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { BusTables } from '@paygate/bus';
 import type { EventData } from '@paygate/contracts';
 import type { Generated } from 'kysely';
@@ -7,8 +8,6 @@ import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
 export type TransferKind = 'payout' | 'refund' | 'platform_payout';
 export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
-export type SettlementStatus = 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
-export type RefundStatus = 'sending' | 'completed' | 'failed';
 /** Why a settlement paid nothing: the ledger's refusal to reserve (`payout.refused`). */
 export type SkipReason = EventData<'payout.refused'>['reason'];
 
@@ -45,10 +44,7 @@ export interface OutgoingTransfersTable {
   last_broadcast_at: Date | null;
   confirmed_at: Date | null;
   failed_at: Date | null;
-  /**
-   * Set once a confirmed transaction is deeper than the reorg window; until then its receipt is watched. Cleared
-   * when a deeper reorg frees its nonce, so it is watched (and its same bytes sent) again.
-   */
+  /** Set once deeper than the reorg window; cleared when a deeper reorg frees its nonce. */
   final_at: Date | null;
   /** Times the recorded transaction was broadcast again after a reorg took it off the chain. */
   reorg_rebroadcasts: Generated<number>;
@@ -61,7 +57,7 @@ export interface SettlementsTable {
   frequency: Frequency;
   period_start: Date;
   period_end: Date;
-  status: SettlementStatus;
+  status: 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
   minimum_micro: bigint;
   available_micro: bigint | null;
   amount_micro: bigint | null;
@@ -77,17 +73,14 @@ export interface SettlementsTable {
 
 export interface RefundsTable {
   refund_id: string;
-  /**
-   * `unmatched_transfer`: money that matched no payment, sent back to its payer (no transaction, no seller);
-   * `unserved_batch`: a payer's refunds of calls their sellers did not serve, as one transfer (neither either).
-   */
+  /** `unmatched_transfer` and `unserved_batch` (a payer's unserved calls, one transfer) have no transaction or seller. */
   kind: Generated<'payment' | 'unmatched_transfer' | 'unserved_batch'>;
   transaction_id: string | null;
   seller_id: string | null;
   payer: string;
   amount_micro: bigint;
   chain_id: number;
-  status: RefundStatus;
+  status: 'sending' | 'completed' | 'failed';
   transfer_id: string;
   refund_tx_hash: string | null;
   initiated_at: Date;
@@ -108,6 +101,12 @@ export interface PlatformPayoutsTable {
   failure_reason: string | null;
   created_at: Generated<Date>;
   completed_at: Date | null;
+}
+
+/** A pg_advisory_xact_lock key (a signed 64-bit integer) named by `name`. */
+export function advisoryLockKey(name: string): string {
+  const digest = createHash('sha256').update(name).digest();
+  return BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
 }
 
 export interface SettlementDB extends BusTables {

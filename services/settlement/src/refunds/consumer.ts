@@ -1,8 +1,7 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
@@ -14,13 +13,8 @@ import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
 /**
- * `refund.initiated` (the ledger booked a refund) -> a refund record and an outgoing transfer keyed by refundId,
- * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it. Both kinds (a seller's
- * payment, or an unmatched transfer without transaction or seller) are sent the same way, to `payer`.
- *
- * Only the ledger's bus user may publish `refund.initiated` (the permissions generated from @paygate/contracts), in
- * the transaction that booked the refund; above MAX_TRANSFER_USDC nothing is recorded and the event is retried, then
- * dead-lettered for an operator. A copy records nothing more (one transfer per refundId).
+ * `refund.initiated` (only the ledger may publish it) -> an outgoing transfer to `payer` keyed by refundId and its
+ * refund record, in the inbox transaction. Above MAX_TRANSFER_USDC nothing is recorded: retried, then dead-lettered.
  */
 export function refundInitiatedConsumer(
   config: SettlementConfig,
@@ -33,73 +27,41 @@ export function refundInitiatedConsumer(
     subject: 'refund.initiated',
     async handler(trx, event) {
       const refund = event.data;
-      const amountMicro = sendableAmount(config, metrics, refund);
-      await recordRefundTransfer(trx, config, chain, refund, amountMicro);
+      if (refund.chainId !== config.chainId) {
+        throw new WrongChainError(refund.refundId, refund.chainId, config.chainId);
+      }
+      // Money that came from the chain: parsed at chain precision (an unmatched transfer may exceed the typed cap).
+      const amountMicro = parseChainUsdc(refund.amount);
+      const capMicro = parseChainUsdc(config.maxTransferUsdc);
+      if (amountMicro > capMicro) {
+        metrics.transfersRefused.inc({ kind: 'refund', reason: TransferRefusal.ExceedsTransferCap });
+        throw new TransferCapExceededError(refund.refundId, refund.amount, formatUsdc(capMicro));
+      }
+      const transferId = await recordTransfer(trx, chain, {
+        kind: 'refund',
+        idempotencyKey: refund.refundId,
+        toAddress: refund.payer,
+        amountMicro,
+      });
+      await trx
+        .insertInto('refunds')
+        .values({
+          refund_id: refund.refundId,
+          kind: refund.kind ?? 'payment',
+          transaction_id: refund.transactionId,
+          seller_id: refund.sellerId,
+          payer: refund.payer,
+          amount_micro: amountMicro,
+          chain_id: refund.chainId,
+          status: 'sending',
+          transfer_id: transferId,
+          initiated_at: new Date(refund.initiatedAt),
+        })
+        .onConflict((oc) => oc.column('refund_id').doNothing())
+        .execute();
     },
     afterCommit: () => onTransferRecorded(),
   };
-}
-
-type RefundInitiated = EventData<'refund.initiated'>;
-
-/** The refund's amount in micro-USDC, once it is on this settlement's chain and within MAX_TRANSFER_USDC. */
-function sendableAmount(
-  config: SettlementConfig,
-  metrics: SettlementMetrics,
-  refund: RefundInitiated,
-): bigint {
-  if (refund.chainId !== config.chainId) {
-    // Not ours to send: retried, then parked on the dead-letter subject for an operator.
-    throw new WrongChainError(refund.refundId, refund.chainId, config.chainId);
-  }
-  // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
-  const amountMicro = parseChainUsdc(refund.amount);
-  if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
-    metrics.transfersRefused.inc({ kind: 'refund', reason: TransferRefusal.ExceedsTransferCap });
-    throw new TransferCapExceededError(
-      refund.refundId,
-      refund.amount,
-      formatUsdc(parseChainUsdc(config.maxTransferUsdc)),
-    );
-  }
-  return amountMicro;
-}
-
-/** The outgoing transfer keyed by refundId, then the refund record pointing at it (a copy adds nothing). */
-async function recordRefundTransfer(
-  db: Transaction<SettlementDB>,
-  config: SettlementConfig,
-  chain: EscrowChain,
-  refund: RefundInitiated,
-  amountMicro: bigint,
-): Promise<void> {
-  const transferId = await recordTransfer(db, {
-    kind: 'refund',
-    idempotencyKey: refund.refundId,
-    chainId: config.chainId,
-    tokenAddress: chain.usdcAddress,
-    fromAddress: chain.address,
-    toAddress: refund.payer,
-    amountMicro,
-  });
-  await db
-    .insertInto('refunds')
-    .values({
-      refund_id: refund.refundId,
-      kind: refund.kind ?? 'payment',
-      transaction_id: refund.transactionId,
-      seller_id: refund.sellerId,
-      payer: refund.payer,
-      amount_micro: amountMicro,
-      chain_id: refund.chainId,
-      status: 'sending',
-      transfer_id: transferId,
-      refund_tx_hash: null,
-      initiated_at: new Date(refund.initiatedAt),
-      completed_at: null,
-    })
-    .onConflict((oc) => oc.column('refund_id').doNothing())
-    .execute();
 }
 
 /** Ends a refund with its transfer; `refund.completed` goes out through the outbox in the same transaction. */
@@ -130,7 +92,7 @@ export function refundOutcome(clock: Clock): TransferOutcomeHandler {
       );
     },
     async onFailed(trx, transfer) {
-      // Nothing left escrow (reverted or never signed): the refund stays visible as failed for an operator.
+      // Nothing left escrow: the refund stays failed for an operator.
       await trx
         .updateTable('refunds')
         .set({ status: 'failed' })

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { RelayerSubmitRequest } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { SettlementDB } from '../db';
+import { advisoryLockKey, type SettlementDB } from '../db';
 import type { FeeCaps, RelayerChain } from './chain';
 import type { RecordedAuthorizations } from './recorded';
 import { cappedFees, larger, type RelayerSettings, type Row } from './settings';
@@ -40,10 +39,9 @@ export class NonceAllocator {
     private readonly settings: RelayerSettings,
     private readonly recorded: RecordedAuthorizations,
   ) {
-    const digest = createHash('sha256')
-      .update(`settlement-relayer:${settings.dbSchema}:${settings.chainId}:${chain.address.toLowerCase()}`)
-      .digest();
-    this.lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+    this.lockKey = advisoryLockKey(
+      `settlement-relayer:${settings.dbSchema}:${settings.chainId}:${chain.address.toLowerCase()}`,
+    );
   }
 
   /**

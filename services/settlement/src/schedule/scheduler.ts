@@ -9,10 +9,8 @@ import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '..
 import { type Period, periodAt, settlementIdFor } from './periods';
 
 /**
- * Creates the seller's `pending` settlement of the period (its id derived from both) unless it exists: the new row,
- * or undefined. No conflict target: the id is a second unique key of the same (seller, period), and a concurrent
- * insert met on a unique key that is not the target is a unique violation, not a conflict (both callers lock the
- * seller row first today; the statement does not depend on it).
+ * The seller's new `pending` settlement of the period, or undefined when it exists. No conflict target: the id is a
+ * second unique key of (seller, period), and a conflict on a key that is not the target would be a violation.
  */
 export function insertSettlement(
   trx: Transaction<SettlementDB>,
@@ -31,26 +29,16 @@ export function insertSettlement(
       period_end: period.end,
       status: 'pending',
       minimum_micro: seller.minimum_settlement_micro,
-      available_micro: null,
-      amount_micro: null,
       payout_address: seller.payout_address,
-      transfer_id: null,
-      tx_hash: null,
-      skip_reason: null,
-      failure_reason: null,
       created_at: now,
       updated_at: now,
-      completed_at: null,
     })
     .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
 }
 
-/**
- * `settlement.due` for a pending settlement, in the caller's transaction (the outbox): the ledger decides its
- * payout in a transaction of its own and answers `payout.reserved` or `payout.refused` (ledger/decisions.ts).
- */
+/** `settlement.due` in the caller's transaction: the ledger answers `payout.reserved` or `payout.refused`. */
 export async function enqueueSettlementDue(
   trx: Transaction<SettlementDB>,
   settlement: Pick<Selectable<SettlementsTable>, 'settlement_id' | 'seller_id' | 'minimum_micro'>,
@@ -71,10 +59,8 @@ const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 
 /**
- * Creates one settlement per seller and period when the period is due, with its `settlement.due` in the same
- * transaction. Nothing here waits for another service: the ledger's decision arrives as an event. Safe with several
- * replicas: due sellers are claimed with FOR UPDATE SKIP LOCKED, settlement ids are deterministic per
- * (seller, period) and unique.
+ * Creates one settlement per seller and due period, with its `settlement.due` in the same transaction; replicas claim
+ * due sellers FOR UPDATE SKIP LOCKED, and the ids are derived from (seller, period).
  */
 export class SettlementScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -97,7 +83,6 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
     return periodAt(frequency, at, this.config.settlementPeriodSeconds);
   }
 
-  /** One bounded pass; tests call it directly after moving the clock. */
   async runOnce(): Promise<void> {
     await this.createDueSettlements();
   }

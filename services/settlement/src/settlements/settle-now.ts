@@ -17,7 +17,7 @@ export interface SettleNowResult {
     availableAmount: string | null;
     txHash: string | null;
   }>;
-  /** true when `all` stopped at the bound (MAX_SELLERS); run it again for the rest. */
+  /** `all` stopped at MAX_SELLERS. */
   truncated: boolean;
 }
 
@@ -26,21 +26,10 @@ const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
 
 /**
- * Settles sellers at once, in the period the scheduler would use now, through the same settlement row: its id is
- * derived from (seller, period) and (seller_id, period_key) is unique, so settle-now and the scheduled pass of the
- * same period — or two settle-now calls at once — never make two payouts. Per seller, in one transaction holding
- * the seller's row lock (no network call inside it):
- *
- * - no settlement yet this period: created, with its `settlement.due`;
- * - `pending` (asked already, by the scheduler or another call): asked again (the ledger ignores a due whose payout
- *   it already reserved), and reported as `already_settled_this_period` once the ledger reserved it;
- * - `skipped` (below the minimum or nothing available when last decided): pending again with a new `settlement.due`
- *   — it never paid anything, so money that became available later in the period can still go out in this
- *   period's one payout;
- * - `sending`, `completed` or `failed`: this period's payout exists; nothing is asked
- *   (`already_settled_this_period`); money that became available since waits for the next period.
- *
- * Then it waits, bounded by `decisionWaitMs` for all of them together, for the ledger's decisions.
+ * Settles sellers at once through the scheduler's settlement row of this period (its id derived from seller and
+ * period), under the seller's row lock: none yet is created, `pending` is asked again, `skipped` is pending again (it
+ * paid nothing, so money that arrived since can go in this period's one payout), and a period with a payout
+ * (`sending`, `completed`, `failed`) asks nothing. Then waits, bounded by `decisionWaitMs`, for the ledger.
  */
 export async function settleNow(
   ctx: ServiceContext<SettlementDB>,
@@ -85,7 +74,7 @@ export async function settleNow(
     else asked.push(outcome.settlement.settlement_id);
     if (outcome.asked === 'again') askedBefore.add(outcome.settlement.settlement_id);
   }
-  for (const settlement of await waitForDecisions(ctx, asked, decisionWaitMs)) {
+  for (const settlement of await waitForSettlements(ctx, asked, decisionWaitMs, 'pending')) {
     if (settlement.status === 'pending') skip(result, settlement, SettleNowSkip.LedgerUnavailable);
     else if (settlement.status === 'skipped')
       skip(result, settlement, settlement.skip_reason ?? SettleNowSkip.NothingAvailable);
@@ -167,16 +156,8 @@ async function askSeller(
   });
 }
 
-/** The given settlements once none is `pending` (the ledger decided each), or as they are after `waitMs`. */
-async function waitForDecisions(
-  ctx: ServiceContext<SettlementDB>,
-  settlementIds: string[],
-  waitMs: number,
-): Promise<Array<Selectable<SettlementsTable>>> {
-  return waitForSettlements(ctx, settlementIds, waitMs, 'pending');
-}
-
-async function waitForSettlements(
+/** The given settlements once none is `whileStatus`, or as they are after `waitMs`. */
+export async function waitForSettlements(
   ctx: ServiceContext<SettlementDB>,
   settlementIds: string[],
   waitMs: number,
@@ -194,13 +175,4 @@ async function waitForSettlements(
     if (rows.every((row) => row.status !== whileStatus) || Date.now() >= deadline) return rows;
     await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
   }
-}
-
-/** Waits (bounded) until the given settlements are no longer `sending`; returns their rows as they are then. */
-export async function waitForPayouts(
-  ctx: ServiceContext<SettlementDB>,
-  settlementIds: string[],
-  waitMs: number,
-): Promise<Array<Selectable<SettlementsTable>>> {
-  return waitForSettlements(ctx, settlementIds, waitMs, 'sending');
 }

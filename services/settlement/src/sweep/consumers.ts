@@ -21,8 +21,6 @@ export function depositAddressAssignedConsumer(
           address: d.address.toLowerCase(),
           derivation_index: BigInt(d.derivationIndex),
           session_id: d.sessionId,
-          check_due_at: null,
-          last_balance_micro: null,
         })
         .onConflict((oc) =>
           oc.column('address').doUpdateSet({
@@ -62,11 +60,8 @@ export function depositTransferConsumer(options: {
         .insertInto('deposit_addresses')
         .values({
           address: to,
-          derivation_index: null,
-          session_id: null,
           holding: true,
           check_due_at: new Date(),
-          last_balance_micro: null,
         })
         .onConflict((oc) =>
           oc

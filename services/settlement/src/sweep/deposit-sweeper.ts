@@ -274,9 +274,6 @@ export class DepositSweeper {
           valid_before: BigInt(authorization.validBefore),
           signature: signature.toLowerCase(),
           status: 'open',
-          tx_hash: null,
-          last_error: null,
-          finished_at: null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();

@@ -6,12 +6,7 @@ import { describe, type TransferWorkerDeps } from './worker-deps';
 export class TransferBroadcaster {
   constructor(private readonly deps: TransferWorkerDeps) {}
 
-  /**
-   * Before a transaction a reorg dropped is sent again: the same pre-flight as before signing. The reorg may also
-   * have dropped money it was paid from (a sweep into escrow, sent again by the relayer); mined before that, the
-   * same bytes would revert and the payout fail. Escrow's later nonces wait behind this one meanwhile, so waiting a
-   * pass (or a few) for the balance costs nothing; bounded by the passes themselves.
-   */
+  /** A transaction a reorg dropped waits for the money it was paid from (a sweep the reorg dropped too). */
   async wouldSucceedNow(transfer: TransferRow): Promise<boolean> {
     try {
       await this.deps.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);

@@ -3,26 +3,19 @@ import { Interface, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
 
 const usdc = new Interface(usdcAbi);
 
-export interface SignedTransfer {
-  rawTx: string;
-  txHash: string;
-}
-
 export interface TransferReceipt {
   /** 1 = success, 0 = reverted. */
   status: number;
   blockNumber: bigint;
 }
 
-/**
- * The escrow wallet on chain: the only place the signing key is used. Every call is a JSON-RPC request with
- * the configured timeout. Signing is local and has no side effect; only `broadcast` reaches the network.
- */
+/** The escrow wallet on chain: the only place the signing key is used; only `broadcast` sends anything. */
 export class EscrowChain {
   readonly provider: JsonRpcProvider;
   private readonly wallet: Wallet;
   readonly address: string;
   readonly usdcAddress: string;
+  readonly chainId: number;
 
   constructor(options: {
     rpcUrl: string;
@@ -37,7 +30,6 @@ export class EscrowChain {
     this.usdcAddress = formatAddress(options.usdcAddress);
     this.chainId = options.chainId;
   }
-  readonly chainId: number;
 
   transferData(to: string, amountMicro: bigint): string {
     return usdc.encodeFunctionData('transfer', [formatAddress(to), amountMicro]);
@@ -53,10 +45,7 @@ export class EscrowChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
 
-  /**
-   * Escrow's USDC and its consumed nonces (mined transactions) at one block: what it can pay out of. A transfer
-   * still in the pool, into escrow or out of it, is in neither.
-   */
+  /** Escrow's USDC and its consumed nonces at one block: what it can pay out of, without the pool's transfers. */
   async minedState(): Promise<{ balanceMicro: bigint; minedNonce: bigint }> {
     const blockTag = await this.provider.getBlockNumber();
     const [balance, nonce] = await Promise.all([
@@ -79,16 +68,13 @@ export class EscrowChain {
     });
   }
 
-  /**
-   * Signs a USDC transfer with an explicit nonce. The fee cap is generous (3x the current suggestion) because
-   * a recorded transaction is only ever rebroadcast, never re-signed with a higher fee.
-   */
+  /** The fee cap is generous (3x the suggestion): a recorded transaction is never re-signed with a higher fee. */
   async signTransfer(input: {
     to: string;
     amountMicro: bigint;
     nonce: bigint;
     gasLimit: bigint;
-  }): Promise<SignedTransfer> {
+  }): Promise<{ rawTx: string; txHash: string }> {
     const fees = await this.provider.getFeeData();
     const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;
     const maxFee = (fees.maxFeePerGas ?? fees.gasPrice ?? 1_000_000_000n) * 3n + priority;

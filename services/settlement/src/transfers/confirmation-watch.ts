@@ -7,11 +7,7 @@ import { describe, OPEN_BATCH, type TransferWorkerDeps } from './worker-deps';
 export const REVERTED_AFTER_CONFIRMATION =
   'reported confirmed, then mined again after a reorg and reverted: no money left escrow; an operator must pay it';
 
-/**
- * What is already recorded: `signed`/`broadcast` transfers are (re)broadcast until a receipt is CONFIRMATIONS deep,
- * then finished with their owner's outcome; `confirmed` ones are watched through the reorg window and sent again
- * (same bytes) if a reorg drops them.
- */
+/** Recorded transfers (re)broadcast until deep enough, then finished; confirmed ones watched through the reorg window. */
 export class ConfirmationWatch {
   constructor(
     private readonly deps: TransferWorkerDeps,
@@ -19,10 +15,8 @@ export class ConfirmationWatch {
   ) {}
 
   /**
-   * Confirmed transfers are watched for another CONFIRMATIONS blocks (the reorg window past the one they were
-   * confirmed in): one whose receipt disappeared while escrow's nonce for it is not consumed is broadcast again
-   * with the SAME recorded bytes (same hash, so the outcome already reported stays true), before any later nonce
-   * can be mined. Bounded: OPEN_BATCH rows a pass; final once 2 x CONFIRMATIONS deep.
+   * Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped while its nonce is unused is sent again as the SAME
+   * bytes (the hash already reported), before any later nonce can be mined.
    */
   async watchConfirmed(): Promise<void> {
     const { ctx, config, chain } = this.deps;
@@ -52,12 +46,8 @@ export class ConfirmationWatch {
   }
 
   /**
-   * A final transfer (2 x CONFIRMATIONS deep, its outcome booked by the ledger) that a deeper reorg took off the
-   * chain is watched again, so that watchConfirmed sends the SAME signed bytes: its nonce is its idempotency key,
-   * so it lands once however often it is sent, and the ledger's decision and booking stand unchanged (same hash).
-   * Found by escrow's mined nonce, one read a pass whatever the depth: escrow signs one transaction per nonce
-   * (unique per sender), so a nonce the chain counts as used is this transaction's, and a final transfer at or
-   * above the mined count is off the chain, unless the node lags (it still has the receipt: nothing done).
+   * A final transfer a deeper reorg took off the chain is watched again, so watchConfirmed sends the SAME bytes (its
+   * nonce lands it once). Found by escrow's mined nonce, one read a pass: escrow signs one transaction per nonce.
    */
   async reopenDroppedFinal(): Promise<void> {
     const { ctx, config, chain } = this.deps;
@@ -102,10 +92,8 @@ export class ConfirmationWatch {
   }
 
   /**
-   * A watched transfer still mined: its block is kept up to date, and it is final once 2 x CONFIRMATIONS deep.
-   * Mined reverted (a reorg dropped it and the same bytes came back where they fail; anyone may send them again from
-   * the public mempool), the outcome its owner was told is false: no money left escrow. That is not undone here
-   * (the owner booked it as paid out); it is final with the reason recorded, counted and logged as an error.
+   * Final once 2 x CONFIRMATIONS deep. Mined reverted after a reorg, the outcome its owner booked is false: not undone
+   * here, but recorded, counted and logged for an operator.
    */
   private async recordConfirmedDepth(
     transfer: TransferRow,
@@ -187,11 +175,8 @@ export class ConfirmationWatch {
   }
 
   /**
-   * Finished once deep enough; before that, its block is recorded. A success is reported at CONFIRMATIONS and then
-   * watched to 2 x CONFIRMATIONS (watchConfirmed): a reorg in between is answered by sending the same bytes again.
-   * A revert is reported only at 2 x CONFIRMATIONS, the depth a success becomes final: its owner then gives the
-   * reserved money back (a payout is made again), and a reorg past the revert could still mine the same signed
-   * bytes successfully, paying twice.
+   * A success is reported at CONFIRMATIONS, a revert only at 2 x CONFIRMATIONS (where a success is final): a shallower
+   * reorg could still mine the same bytes successfully after the money was given back.
    */
   private async onReceipt(transfer: TransferRow, receipt: TransferReceipt, head: bigint): Promise<void> {
     const confirmations = head - receipt.blockNumber + 1n;
@@ -209,7 +194,7 @@ export class ConfirmationWatch {
   private async rebroadcastIfDue(transfer: TransferRow): Promise<void> {
     const { ctx, config } = this.deps;
     const lastSentMs = transfer.last_broadcast_at?.getTime() ?? 0;
-    // Mined before and now without a receipt: a reorg dropped it, so it is sent again now, not TX_TIMEOUT_MS on.
+    // Mined before and now without a receipt: sent again now, not TX_TIMEOUT_MS on.
     const droppedByReorg = transfer.block_number !== null;
     const due =
       transfer.status === 'signed' || droppedByReorg || Date.now() - lastSentMs >= config.txTimeoutMs;
@@ -233,7 +218,7 @@ export class ConfirmationWatch {
     await this.broadcaster.broadcastRecorded(transfer);
   }
 
-  /** The state change and the owner's outcome in one transaction, guarded so that only one replica does it. */
+  /** The state change and the owner's outcome in one transaction, once across replicas. */
   private async finish(transfer: TransferRow, succeeded: boolean, blockNumber: bigint): Promise<void> {
     const reason = 'the transaction reverted on chain';
     const finished = await this.deps.ctx.inTransaction(async (trx) => {
