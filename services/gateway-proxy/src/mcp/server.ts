@@ -36,30 +36,22 @@ import type { SkillSnapshot } from '../skills/projection';
 import { answerMeta, type OutcomeSources, recordedMeta } from './outcome';
 import { requestFor, skillNameOf, toolsOf } from './tools';
 
-/** Where the gateway serves MCP (streamable HTTP, stateless: every POST is a whole exchange). */
 const MCP_PATH = '/api/v1/mcp';
-/** Skills per `tools/list` page (MCP's cursor pagination). */
 const SKILLS_PER_PAGE = 50;
-/** The most of a seller's error answer (or of a 402 without requirements) a tool call reads: its message. */
+/** The most of a seller's error answer (or of a 402 without requirements) a tool call reads. */
 const MAX_ERROR_TEXT_BYTES = 16 * 1024;
-/** `_meta` keys of a result whose answer was cut at the byte cap. */
 const TRUNCATED_META = 'paygate/truncated';
 const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
 interface McpDependencies extends OutcomeSources {
   db: Kysely<GatewayDatabase>;
-  /** A skill by name (the gateway's projection, cached). */
   skillByName(name: string): Promise<SkillSnapshot | undefined>;
-  /** This gateway's own base URL: a tool call is the paid HTTP call, sent to itself. */
+  /** A tool call is the paid HTTP call, sent to this gateway itself. */
   selfUrl(): string;
   trustedProxies: TrustedProxies;
-  /** Bound on one tool call (the seller's own timeout plus payment settlement). */
   callTimeoutMs: number;
-  /** The most of a seller's answer one tool call reads; the connection is cut there (MCP_MAX_RESULT_BYTES). */
   maxResultBytes: number;
-  /** MCP_PATH requests per client address per minute (MCP_PER_MINUTE). */
   limiter: SharedRateLimiter;
-  /** The gateway's count of 429 answers. */
   rateLimited: { inc(): void };
 }
 
@@ -73,19 +65,13 @@ type ToolsPage = Awaited<ReturnType<typeof readTools>>;
 interface CachedPage {
   at: number;
   page: Promise<ToolsPage>;
-  /** The page's JSON length once read; a guess while it is being read. */
   bytes: number;
 }
 
-/** The bytes the list cache holds at most (pages of 50 skills' tools; each key is a skill name, ≤ 64 chars). */
 export const TOOLS_LIST_CACHE_BYTES = 16 * 1024 * 1024;
-/** What a page still being read counts for. */
 const PENDING_PAGE_BYTES = 1024;
 
-/**
- * tools/list pages, kept briefly: the list is public, so a flood of lists reads Postgres once per page a second.
- * Bounded by bytes, not only entries: every valid cursor is a key of its own, and a page may be large.
- */
+/** The public list is read from Postgres once per page a second; bounded by bytes, as every cursor is a key. */
 export const toolsListCache = new LRUCache<string, CachedPage>({
   max: 1000,
   maxSize: TOOLS_LIST_CACHE_BYTES,
@@ -93,11 +79,11 @@ export const toolsListCache = new LRUCache<string, CachedPage>({
 });
 const LIST_CACHE_MS = 1000;
 
-/** A cursor is the last skill name of the previous page: a registry skill name (kebab-case, ≤ 64 characters). */
+/** The last skill name of the previous page. */
 const CURSOR = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 const CURSOR_MAX = 64;
 
-/** A JSON-RPC error the SDK sends as it is (its McpError would prefix the message with "MCP error <code>: "). */
+/** Sent by the SDK as it is (its McpError would prefix the message). */
 function rpcError(code: number, message: string): Error & { code: number } {
   return Object.assign(new Error(message), { code });
 }
@@ -117,7 +103,6 @@ function listTools(deps: McpDependencies, cursor: string | undefined) {
   toolsListCache.set(key, entry);
   page.then(
     (read) => {
-      // Counted at its real size once read (a page over the whole bound is not kept).
       if (toolsListCache.peek(key) === entry) {
         toolsListCache.set(key, { ...entry, bytes: JSON.stringify(read).length });
       }
@@ -129,7 +114,6 @@ function listTools(deps: McpDependencies, cursor: string | undefined) {
   return page;
 }
 
-/** One page of tools: active skills by name, after the cursor (the last skill name of the previous page). */
 async function readTools(deps: McpDependencies, cursor: string | undefined) {
   let query = deps.db
     .selectFrom('skills')
@@ -149,13 +133,8 @@ async function readTools(deps: McpDependencies, cursor: string | undefined) {
 }
 
 /**
- * A tool call is the paid HTTP call: the same URL, price, payment checks, claim, hold, rate limit (by the MCP
- * caller's address, passed on as the trusted loopback hop's X-Forwarded-For) and forwarding. The x402 payment of
- * `_meta["x402/payment"]` travels as PAYMENT-SIGNATURE; a 402 comes back as x402's payment-required tool result.
- * Every result of a paid call, served or not, carries `_meta["x402/payment-response"]` (the settlement: its
- * transaction, or settlement_pending), and one the seller did not serve also `_meta["paygate/unserved"]` (the
- * retry window, whether it is refunded when the window closes, where its outcome is followed): from the paid
- * route's answer, or from the gateway's record of the payment when that answer never came back.
+ * A tool call is the paid HTTP call over loopback (the caller's address in X-Forwarded-For), `_meta["x402/payment"]`
+ * as PAYMENT-SIGNATURE; a 402 comes back as x402's payment-required result, the rest with its payment's `_meta`.
  */
 async function callTool(
   deps: McpDependencies,
@@ -180,7 +159,7 @@ async function callTool(
     ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}),
     ...(payment !== undefined ? { [X402_HEADERS.paymentSignature]: encodeX402Header(payment) } : {}),
   };
-  // Cut at the byte cap (or the timeout): the loopback call to the paid route ends, which cuts the seller off.
+  // Cut at the byte cap or the timeout: ending the loopback call cuts the seller off.
   const cut = new AbortController();
   let response: globalThis.Response;
   try {
@@ -191,7 +170,6 @@ async function callTool(
       signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
     });
   } catch (error) {
-    // The paid call may have been charged (and its seller called) all the same: the agent hears what of it is known.
     const recorded = payment === undefined ? undefined : await recordedMeta(deps, payment);
     return errorResult(`The paid call did not finish: ${(error as Error).message}`, recorded);
   }
@@ -215,11 +193,9 @@ async function callTool(
   const cutNote = truncated ? ` [cut at ${limit} bytes: the rest was not read]` : '';
   if (response.status === 402) return errorResult(`${text || 'Payment required'}${cutNote}`, meta);
   if (!response.ok) return errorResult(`The skill answered ${response.status}: ${text}${cutNote}`, meta);
-  // settlement_pending (202): nothing served yet; the same payment is presented again (x402's payment-response).
   if (response.status === 202) return errorResult(`The payment is not settled yet: ${text}${cutNote}`, meta);
   if (truncated) {
-    // Served and paid: the agent gets what was read, said to be cut (never parsed as if whole), not an error
-    // that would have it pay again for the same oversized answer.
+    // Served and paid: what was read, said to be cut; an error would have the agent pay again.
     return {
       content: [
         { type: 'text', text },
@@ -249,14 +225,10 @@ async function callTool(
 
 interface CappedText {
   text: string;
-  /** More than `maxBytes` came: the text is the first `maxBytes` (less a character cut in two). */
   truncated: boolean;
 }
 
-/**
- * A response body as UTF-8 text, read as it streams and never past `maxBytes`: at the cap the read stops and
- * `cut` is aborted, which ends the connection (and, through the paid route, the seller's).
- */
+/** UTF-8 text, read as it streams and never past `maxBytes`, where `cut` ends the connection. */
 async function readCapped(
   response: globalThis.Response,
   maxBytes: number,
@@ -277,7 +249,6 @@ async function readCapped(
       }
       const room = maxBytes - bytes;
       if (value.byteLength > room) {
-        // `stream: true` keeps a character cut in two at the cap out of the text.
         parts.push(decoder.decode(value.subarray(0, room), { stream: true }));
         return { text: parts.join(''), truncated: true };
       }
@@ -313,7 +284,7 @@ function mcpServer(deps: McpDependencies, caller: string): Server {
   return server;
 }
 
-/** A JSON-RPC 2.0 message as MCP sends it (requests, notifications and responses; no batches since 2025-06-18). */
+/** A JSON-RPC 2.0 message (no batches since MCP 2025-06-18). */
 const JsonRpcMessage = Type.Object(
   {
     jsonrpc: Type.Literal('2.0'),
@@ -326,10 +297,7 @@ const JsonRpcMessage = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * Counts the request against its client address; over the limit answers HTTP 429 (Retry-After) with a JSON-RPC
- * error for the request's id, so both an HTTP client and an MCP client hear why.
- */
+/** Over the limit: HTTP 429 with a JSON-RPC error, so both an HTTP and an MCP client hear why. */
 async function refusedByRateLimit(
   deps: McpDependencies,
   caller: string,
@@ -343,7 +311,6 @@ async function refusedByRateLimit(
     return false;
   } catch (error) {
     if (!(error instanceof HttpError) || error.status !== 429) throw error;
-    // A JSON-RPC error (its code a number), libs/http's envelope as its data.
     res.status(429).json({
       jsonrpc: '2.0',
       id: message?.id ?? null,
@@ -353,21 +320,17 @@ async function refusedByRateLimit(
   }
 }
 
-/** JSON-RPC's implementation-defined server error range (-32000 to -32099): the rate limit's refusal. */
+/** From JSON-RPC's implementation-defined server error range. */
 const RATE_LIMITED_RPC_CODE = -32000;
 
-/**
- * A configuration that cannot serve MCP: the tool call reaches the paid route over loopback with the caller's
- * address in X-Forwarded-For, so unless loopback is a trusted proxy every caller would share one rate-limit bucket.
- * No Retry-After: asking again changes nothing until the operator sets TRUSTED_PROXIES.
- */
+/** Unless loopback is a trusted proxy every caller would share one rate-limit bucket; no Retry-After helps. */
 const MCP_OFF = new HttpError(
   503,
   MCP_REASONS.unavailable,
   'MCP is off: TRUSTED_PROXIES must include loopback',
 );
 
-/** MCP_PATH, declared: a server and a transport per request (stateless streamable HTTP, JSON answers). */
+/** A server and a transport per request (stateless streamable HTTP, JSON answers). */
 export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
   return [
     defineRoute({

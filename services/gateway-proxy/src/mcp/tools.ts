@@ -2,11 +2,7 @@ import { ToolArgumentError } from '../errors';
 import { SKILLS_PREFIX } from '../routes/paid-call';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 
-/**
- * The catalog as MCP tools: each active endpoint of an active skill is one tool, named `<skill>__<method>_<path>`
- * (MCP tool names: 1–128 of `A-Za-z0-9_.-`), whose arguments are the path's parameters, `query` and, for methods
- * with a body, `body`. A call becomes the same HTTP request an agent would send to the paid URL.
- */
+/** One MCP tool per active endpoint, `<skill>__<method>_<path>`: its path parameters, `query` and maybe `body`. */
 interface McpTool {
   name: string;
   description: string;
@@ -17,7 +13,6 @@ interface McpTool {
 const TOOL_NAME_MAX = 128;
 const SEPARATOR = '__';
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
-/** The `:name` segments of an endpoint path (each matches one path segment; see skills/projection.ts). */
 function pathParameters(path: string): string[] {
   return path
     .split('/')
@@ -94,16 +89,9 @@ function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string)
   };
 }
 
-/** Why a tool's arguments cannot make a request (the field and the rule). */
-
-/** How many times a path parameter value is percent-decoded to look for a dot segment or a separator. */
 const DECODINGS_CHECKED = 8;
 
-/**
- * Why a path parameter value could leave its segment, or undefined: it is `.` or `..`, or holds `/` or `\`, as
- * given or once percent-decoded any number of times (`%2e%2e`, `.%2E`, `%252e%252e`, `x%2f..`, `%5c`). URL
- * parsers resolve dot segments (`%2e` included) before the request leaves, and a seller may decode a value again.
- */
+/** Why a path parameter could leave its segment: `.`, `..`, `/` or `\`, as given or percent-decoded any times over. */
 function segmentEscape(value: string): string | undefined {
   let text = value;
   for (let i = 0; i < DECODINGS_CHECKED; i++) {
@@ -123,12 +111,7 @@ function segmentEscape(value: string): string | undefined {
   return 'must not be percent-encoded this many times over';
 }
 
-/**
- * The paid URL's path and query and the JSON body a tool call stands for. Every path parameter is required and
- * sent percent-encoded, and one that is or decodes to `.`, `..`, `/` or `\` is refused, so a value cannot reach
- * another path (the endpoint's own URL is checked again once built); query values are strings, numbers or
- * booleans.
- */
+/** The paid URL and JSON body a tool call stands for; a value that could reach another path is refused. */
 export function requestFor(
   skill: Pick<SkillSnapshot, 'name'>,
   endpoint: EndpointSnapshot,
@@ -171,7 +154,6 @@ export function requestFor(
   const queryText = search.toString();
   const relative = path.startsWith('/') ? path : `/${path}`;
   const skillPath = `${SKILLS_PREFIX}/${encodeURIComponent(skill.name)}${relative}`;
-  // What the URL parser makes of it must be the endpoint's own path, unchanged (no segment resolved away).
   if (new URL(skillPath, 'http://gateway.invalid').pathname !== skillPath) {
     throw new ToolArgumentError(`path: ${endpoint.path} with these values leaves the endpoint`);
   }

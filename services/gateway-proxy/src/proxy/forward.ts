@@ -18,14 +18,12 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'transfer-encoding',
   'upgrade',
   'content-length',
-  // Node's server already answered a buyer's 100-continue; undici refuses to send the header on.
   'expect',
   'x-402-payment',
   'payment',
-  // x402's payment headers: an authorization is the buyer's money, never the seller's to see or replay.
+  // An authorization is the buyer's money, a sign-in message is for Paygate: never the seller's to see or replay.
   'payment-signature',
   'x-payment',
-  // x402's sign-in-with-x: the subscriber's signed message is for Paygate (its nonce is spent here).
   'sign-in-with-x',
   'x-402-ticket',
   'authorization',
@@ -34,11 +32,10 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'x-forwarded-host',
   'x-forwarded-proto',
   'x-real-ip',
-  // Only the gateway signs (set below on every forward); a buyer's value never reaches the seller.
   'x-paygate-signature',
 ]);
 const DROPPED_RESPONSE_HEADERS = new Set([
-  // Only Paygate states what was paid: a seller's response cannot set x402's settlement headers.
+  // Only Paygate states what was paid.
   'payment-response',
   'x-payment-response',
   'payment-required',
@@ -53,13 +50,10 @@ const DROPPED_RESPONSE_HEADERS = new Set([
 
 interface ForwardTarget {
   clientIp: string;
-  /** Raw bytes of a body already read (express.json); otherwise the request stream is read here. */
   rawBody?: Buffer;
-  /** The seller's URL for this call: apiBaseUrl's origin, and its path + the endpoint path + query. */
   url: { origin: string; path: string };
-  /** Extra headers telling the seller who paid. */
   extraHeaders: Readonly<Record<string, string>>;
-  /** The seller's forwarding key (ForwardingKeys); null: the request is signed with ES256. */
+  /** null: the request is signed with ES256. */
   forwardingKey: ForwardingKey | null;
 }
 
@@ -67,33 +61,20 @@ export type ForwardResult =
   | {
       kind: 'answered';
       status: number;
-      /** Streams the seller's answer to the buyer, with extra response headers (the receipt). */
       relay(extraHeaders: Readonly<Record<string, string>>): void;
     }
   | { kind: 'failed'; reason: ForwardFailureReason; message: string };
 
-/**
- * Why nothing came back: the seller timed out or was unreachable, or the buyer's body was over the limit or
- * never arrived whole (the seller saw nothing then).
- */
 export type ForwardFailureReason = 'timeout' | 'unreachable' | 'body_too_large' | 'body_incomplete';
 
 export interface ForwardOptions {
-  /** Longest wait for the seller's response headers (and for the buyer's body to arrive). */
   timeoutMs: number;
-  /** Signs every forwarded request (X-Paygate-Signature over method, path, body hash and payment). */
   signer: RequestSigner;
-  /** Largest body forwarded: the body is read whole to hash it before the seller sees a byte. */
   maxBodyBytes: number;
-  /**
-   * Connection pools to sellers (sellerDispatcher): in production, public addresses only, checked at connect.
-   * undici rather than node:http's client: half the CPU per forwarded call (a third more calls per second
-   * through the same proxy in `make bench`'s conditions), and keep-alive that honours the seller's timeout.
-   */
+  /** Pools to sellers (public addresses only in production): undici takes half node:http's CPU per forwarded call. */
   dispatcher: Dispatcher;
 }
 
-/** Connections kept per seller origin. */
 export const FORWARD_CONNECTIONS_PER_ORIGIN = 256;
 
 function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
@@ -106,12 +87,7 @@ function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders 
   return headers;
 }
 
-/**
- * Sends the buyer's request to the seller, signed. Resolves once: when the seller's response headers
- * arrived (the caller then decides, by status, what the payment becomes, and relays the body as a stream), or
- * with a failure on a connection error, when no response headers came within `timeoutMs`, or when the buyer's
- * body is over `maxBodyBytes` or did not arrive within `timeoutMs`.
- */
+/** Resolves once: with the seller's response headers (the body relayed later as a stream), or with a failure. */
 export function forwardRequest(
   req: IncomingMessage,
   res: ServerResponse,
@@ -119,7 +95,6 @@ export function forwardRequest(
   options: ForwardOptions,
 ): Promise<ForwardResult> {
   return new Promise((done) => {
-    // express.json may have consumed a JSON body; its raw bytes were kept, so send them as they came.
     if (target.rawBody) sendUpstream(req, res, target, options, target.rawBody, done);
     else if (!hasRequestBody(req)) sendUpstream(req, res, target, options, undefined, done);
     else
@@ -138,10 +113,7 @@ function hasRequestBody(req: IncomingMessage): boolean {
 
 type BodyFailure = Extract<ForwardResult, { kind: 'failed' }>;
 
-/**
- * The buyer's body, whole (its hash is signed before the seller sees a byte), bounded by `maxBodyBytes` and
- * `timeoutMs`. Past the bound the rest is drained and dropped, so the buyer still gets an answer.
- */
+/** The buyer's body, whole, so its hash is signed; past the bound the rest is drained so the buyer gets an answer. */
 function readBody(
   req: IncomingMessage,
   options: ForwardOptions,
@@ -227,8 +199,7 @@ function sendUpstream(
       method: method as Dispatcher.HttpMethod,
       headers: headers as Record<string, string | string[]>,
       body: body ?? null,
-      // UpstreamCall's timer bounds the wait for the answer's headers, connection included; undici's own
-      // headersTimeout is the same bound as a backstop, and bodyTimeout bounds each pause between body chunks.
+      // UpstreamCall's timer bounds the headers wait; undici's headersTimeout backs it, bodyTimeout bounds each pause.
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
     },
@@ -236,24 +207,18 @@ function sendUpstream(
   );
 }
 
-/** How much of the seller's answer is read ahead while the caller decides what the payment becomes. */
 const HELD_ANSWER_MAX_BYTES = 64 * 1024;
 
 function upstreamTimedOut(call: UpstreamCall): void {
   call.timeOut();
 }
 
-/**
- * One forwarded call, as undici's dispatch handler and, once the seller's headers are in, as the `answered`
- * result itself (no object per call beyond this one). The seller's body waits (paused, kept) until the
- * caller relays it, since the caller first decides by status what the payment becomes.
- */
+/** undici's dispatch handler, and once the headers are in the `answered` result; the body waits until relayed. */
 class UpstreamCall implements Dispatcher.DispatchHandler {
   readonly kind = 'answered';
   status = 0;
   private controller: Dispatcher.DispatchController | undefined;
   private upstreamHeaders: IncomingHttpHeaders = {};
-  /** `done` was called: with the answer, or with a failure. */
   private settled = false;
   private relaying = false;
   private ended = false;
@@ -287,7 +252,6 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    // Timed out while waiting for a connection: never sent.
     if (this.settled) controller.abort(ForwardAborted.timeout());
   }
 
@@ -308,7 +272,6 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     this.done(this as ForwardResult);
   }
 
-  /** Streams the seller's answer to the buyer: one writeHead (safe upstream headers + extra ones), then the body. */
   relay(extraHeaders: Readonly<Record<string, string>>): void {
     const res = this.res;
     if (this.failedAfterHeaders) {
@@ -327,7 +290,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     const held = this.held;
     this.held = undefined;
     if (this.ended) {
-      // The whole answer is here (the usual small one): headers, body and end leave in one write.
+      // The whole (usual, small) answer leaves in one write.
       if (!held) res.end();
       else {
         for (let i = 0; i < held.length - 1; i++) res.write(held[i]);
@@ -343,7 +306,6 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (!this.relaying) {
       if (this.held) this.held.push(chunk);
       else this.held = [chunk];
-      // Keep reading a small answer to its end (relayed in one write); pause a large one until it is relayed.
       this.heldBytes += chunk.length;
       if (this.heldBytes > HELD_ANSWER_MAX_BYTES) controller.pause();
       return;
@@ -354,7 +316,6 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       return;
     }
     if (!res.write(chunk)) {
-      // The buyer reads slower than the seller sends: wait for it (or for its going away).
       controller.pause();
       const resume = () => {
         res.off('close', resume);
@@ -383,7 +344,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       );
       return;
     }
-    // Cut off mid-answer: the buyer's connection is cut too, never a truncated body passed off as whole.
+    // Cut off mid-answer: never a truncated body passed off as whole.
     if (this.relaying) this.res.destroy();
     else this.failedAfterHeaders = true;
   }

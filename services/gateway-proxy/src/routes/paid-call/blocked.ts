@@ -4,11 +4,7 @@ import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
-/**
- * A payment from a payer the seller blocked is refused before anything is verified, settled or claimed: 403
- * `payer_blocked`, nothing charged. The payer is the one the proof names (an x402 authorization's `from`, a tx-hash
- * proof's `from`): a proof naming someone else's wallet only refuses itself.
- */
+/** 403 `payer_blocked` before anything is verified or charged, for the payer the proof names. */
 export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call, proof: Proof): boolean {
   if (!deps.blockedPayers) return false;
   const payer =

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorBody as envelope, type HttpError, type SharedRateLimiter } from '@paygate/http';
+import { errorBody as envelope, HttpError, type SharedRateLimiter } from '@paygate/http';
 import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
@@ -16,17 +16,9 @@ import type { SignInWithX } from '../../x402/extensions/sign-in-with-x';
 import type { X402Payments } from '../../x402/mechanisms/exact-evm/payments';
 import type { SettlementCopies } from '../../x402/server/copies';
 
-/**
- * Paid skill URLs: {base_url}/api/v1/skills/<skill_name><path>. Unknown skill or path 404, wrong method 405,
- * no proof 402 with everything needed to pay, a bad header 400, a refused proof 402 with a reason; a
- * verified payment is forwarded to the seller (PROXY) or answered with a signed ticket (TICKET).
- */
 export const SKILLS_PREFIX = '/api/v1/skills';
 
-/**
- * What a paid call uses, and nothing else: each step below takes these explicitly rather than reaching through the
- * gateway's whole state.
- */
+/** What a paid call uses, and nothing else. */
 export interface PaidCallDeps {
   config: Pick<
     GatewayProxyConfig,
@@ -40,22 +32,15 @@ export interface PaidCallDeps {
   >;
   logger: Logger;
   skills: SkillDirectory;
-  /** Per wallet (or client address) per skill per minute. */
   limiter: SharedRateLimiter;
-  /** Tx-hash proofs: verified, then claimed. */
   payments: PaymentService;
-  /** The payers a seller refuses (403 payer_blocked before anything is charged); none when absent. */
+  /** None: no payer is refused. */
   blockedPayers?: Pick<BlockedPayers, 'isBlocked'>;
-  /** A forwarded call's failure, and a retry served after one, on the claim row and to the seller's books. */
   callOutcomes: CallOutcomes;
-  /** x402's offer (the challenge) and the payer an authorization names. */
   x402: X402Payments;
-  /** Settles an x402 payment (a copy of one being settled waits for it, never a second call for one payment). */
   copies: Pick<SettlementCopies, 'settle'>;
   tickets: TicketIssuer;
-  /** x402's offer-receipt: signs the 402's offers and the paid answer's receipt. */
   receipts: ReceiptSigner;
-  /** x402's sign-in-with-x: a subscriber's wallet signature finds its subscription (no new payment). */
   signIn: SignInWithX;
   forwardingKeys: ForwardingKeys;
   forwarding: ForwardOptions;
@@ -67,7 +52,6 @@ export interface PaidCallDeps {
   };
 }
 
-/** One paid call in flight: the request, its answer, and what every step reads of it. */
 export interface Call {
   req: IncomingMessage;
   res: ServerResponse;
@@ -79,7 +63,7 @@ export interface Call {
   clientIp: string;
 }
 
-/** A paid skill URL split into the skill's name, the endpoint path and the query (with its '?'). */
+/** A paid skill URL: the skill's name, the endpoint path and the query (with its '?'). */
 interface SkillUrl {
   name: string;
   path: string;
@@ -97,7 +81,17 @@ export function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
   return { name: match[1]!, path: match[2] ?? '/', query: queryAt >= 0 ? rawUrl.slice(queryAt) : '' };
 }
 
-/** Answers `error` with libs/http's envelope (docs/api.md, "Errors") under the call's request id. */
+/** libs/http's envelope under the call's request id. */
 export function sendError(call: Pick<Call, 'res' | 'requestId'>, error: HttpError): void {
   sendJson(call.res, error.status, envelope(error, call.requestId));
+}
+
+/** Nothing was refused (the chain or the ledger did not answer): present the same payment again. */
+export function sendUnavailable(
+  call: Pick<Call, 'res' | 'requestId'>,
+  reason: string,
+  message: string,
+): void {
+  call.res.setHeader('Retry-After', '2');
+  sendError(call, new HttpError(503, reason, message));
 }

@@ -7,10 +7,7 @@ import { type Call, type PaidCallDeps, sendError } from './call';
 import type { Offer } from './offer';
 import type { Paid } from './pay';
 
-/**
- * Serves a claimed call: a TICKET answer (the call is then done), or the PROXY forward to the seller with the
- * payer headers, whose result `book` decides on.
- */
+/** A TICKET answer (the call is then done), or the PROXY forward whose result `book` decides on. */
 export function forward(
   deps: PaidCallDeps,
   offer: Offer,
@@ -21,7 +18,6 @@ export function forward(
   for (const name in paid.answerHeaders) call.res.setHeader(name, paid.answerHeaders[name]!);
   if (skill.mode === 'TICKET') return answerWithTicket(deps, offer, call, paid);
   if (!offer.base) return refuseMisconfigured(deps, call, paid);
-  // The seller's forwarding key is usually in memory: no extra promise for it on the hot path.
   const known = deps.forwardingKeys.peek(skill.sellerId);
   if (known) return forwardToSeller(deps, offer, call, paid, known);
   return deps.forwardingKeys
@@ -29,7 +25,6 @@ export function forward(
     .then((key) => forwardToSeller(deps, offer, call, paid, key));
 }
 
-/** TICKET mode: the call is answered with a ticket for the seller's own URL (nothing is forwarded). */
 async function answerWithTicket(
   deps: PaidCallDeps,
   offer: Offer,
@@ -66,7 +61,6 @@ async function answerWithTicket(
   return undefined;
 }
 
-/** A seller apiBaseUrl that is not http(s): the call failed on Paygate's side of the forward (retryable). */
 async function refuseMisconfigured(deps: PaidCallDeps, call: Call, { claim }: Paid): Promise<undefined> {
   await deps.callOutcomes.markFailed(claim, { outcome: 'misconfigured' });
   sendError(
@@ -76,7 +70,6 @@ async function refuseMisconfigured(deps: PaidCallDeps, call: Call, { claim }: Pa
   return undefined;
 }
 
-/** PROXY mode: the call goes to the seller with the payer headers, signed with the seller's key. */
 function forwardToSeller(
   deps: PaidCallDeps,
   offer: Offer,

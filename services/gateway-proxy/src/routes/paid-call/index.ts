@@ -24,14 +24,9 @@ import { signIn } from './sign-in';
 
 export { SKILLS_PREFIX };
 
-/**
- * The paid call, one pipeline: find what is offered at the URL, read the proof, count it against the rate limit,
- * then challenge (no proof) or verify and claim the payment, forward the call, and book what the seller's answer
- * made of the payment. Each step answers the buyer itself when the call stops there.
- */
+/** The paid call, one pipeline; each step answers the buyer itself when the call stops there. */
 async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
-  // A step answers at once when what it needs is in memory (a paying subscriber's repeated call: the skill, the
-  // rate limit, the claim), and is awaited only when it returned a promise: the hot call pays no promise per step.
+  // A step's promise is awaited only when it returned one: a subscriber's repeated call pays no promise per step.
   const finding = findOffer(deps, call);
   const offer = finding instanceof Promise ? await finding : finding;
   if (!offer) return;
@@ -47,7 +42,6 @@ async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
   if (proof.kind === 'unreadable') return refuseUnreadable(deps, offer, call, proof);
   let paying: ReturnType<typeof verifyAndClaim>;
   if (proof.kind === 'none') {
-    // No payment: a subscriber's SIGN-IN-WITH-X, or the 402.
     const signingIn = signIn(deps, offer, call);
     if (!signingIn) return challenge(deps, offer, call);
     paying = signingIn;
@@ -66,16 +60,11 @@ async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
 const STARTED_AT = Symbol('startedAt');
 type TimedResponse = ServerResponse & { [STARTED_AT]?: number };
 
-/**
- * The paid call's handler on the bare node request, for every method of `${SKILLS_PREFIX}/<skill>/…`: CORS and the
- * preflight, the request id, the duration metric, and errors answered like every express route (errorResponse:
- * Postgres away or a bus service silent is a 503 with Retry-After, a rate limit a 429); the call itself is
- * `paidCall`.
- */
+/** On the bare node request: CORS, the request id, the duration metric, and errors answered like express routes'. */
 function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const route = `${SKILLS_PREFIX}/:skill/*`;
   const duration = deps.metrics.httpDuration;
-  // One listener function for every response (no per-request closure): the start time rides on the response.
+  // One listener for every response (no per-request closure): the start time rides on the response.
   function recordDuration(this: TimedResponse) {
     duration.observe(
       { method: this.req?.method ?? '', route, status: String(this.statusCode) },
@@ -100,7 +89,6 @@ function paidCallHandler(deps: PaidCallDeps): (req: IncomingMessage, res: Server
     (res as TimedResponse)[STARTED_AT] = started;
     res.once('finish', recordDuration);
     if (req.method === 'OPTIONS') {
-      // CORS preflight: browsers may pay from any origin (x402 and Paygate headers allowed).
       res.writeHead(204, SKILL_PREFLIGHT_HEADERS);
       res.end();
       return;
@@ -135,11 +123,7 @@ const paymentHeaders = [
   { name: 'X-PAYMENT', description: 'x402 v1 payment (Base and Base Sepolia)' },
 ].map((header) => ({ ...header, in: 'header', required: false, schema: { type: 'string' } }));
 
-/**
- * The paid call, declared like every route: served on the bare request for every method under
- * `${SKILLS_PREFIX}/` (express's stack ahead of it cost a paying subscriber's repeated call a quarter of its
- * throughput in `make bench`, case c, and the body must reach the seller as sent).
- */
+/** Served on the bare request: express's stack cost a subscriber's repeated call a quarter of its throughput. */
 export function paidCallRoute(deps: PaidCallDeps): AnyRoute {
   const handler = paidCallHandler(deps);
   return defineRoute({

@@ -13,33 +13,27 @@ import {
 import { type Call, type PaidCallDeps, SKILLS_PREFIX, sendError } from './call';
 
 interface SellerBase {
-  /** scheme://host[:port], what the connection pool is keyed by. */
   origin: string;
   pathPrefix: string;
 }
 
-/** What is sold at a (skill, method, path): the endpoint, the signed resource, the purchase and the seller's URL. */
 export interface Offer {
   kind: 'found';
   skill: SkillSnapshot;
   endpoint: EndpointSnapshot;
   resource: string;
   purchase: Purchase;
-  /** null: the seller's apiBaseUrl is not an http(s) URL (a PROXY call then fails after the claim, retryable). */
+  /** null: the seller's apiBaseUrl is not http(s) (a PROXY call then fails after the claim, retryable). */
   base: SellerBase | null;
 }
 type Plan = Offer | Exclude<EndpointLookup, { kind: 'found' }>;
 
-/**
- * Plans by (method, path), per skill snapshot: a pure function of the snapshot, which the skill directory replaces
- * whenever it re-reads the projection, so a changed skill is never served from a stale plan.
- */
+/** Plans by (method, path) per skill snapshot: the directory replaces a snapshot whenever the skill changes. */
 const plansBySnapshot = new WeakMap<SkillSnapshot, LRUCache<string, Plan>>();
 
 function planFor(deps: PaidCallDeps, skill: SkillSnapshot, method: string, path: string): Plan {
   let plans = plansBySnapshot.get(skill);
   if (!plans) {
-    // Paths with :param segments are open-ended: bound what one snapshot keeps.
     plans = new LRUCache({ max: 1000 });
     plansBySnapshot.set(skill, plans);
   }
@@ -87,10 +81,7 @@ function sellerBase(apiBaseUrl: string): SellerBase | null {
   }
 }
 
-/**
- * The offer at the call's URL, or the 404 / 405 / HEAD answer (undefined then): at once when the skill is in
- * memory (no promise on the hot path), else once it is read.
- */
+/** The offer at the call's URL, or undefined once the 404 / 405 / HEAD answer is sent. */
 export function findOffer(deps: PaidCallDeps, call: Call): Offer | undefined | Promise<Offer | undefined> {
   const known = deps.skills.peek(call.url.name);
   if (known) return offerOf(deps, call, known.skill);
@@ -112,7 +103,6 @@ function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefine
     return undefined;
   }
   if (method === 'HEAD') {
-    // Validation pings: say what the endpoint costs; nothing is forwarded or charged.
     const onPath = endpointOnPath(skill, path);
     res.statusCode = onPath ? 200 : 404;
     if (onPath) {
@@ -147,7 +137,7 @@ function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefine
   return plan;
 }
 
-/** Any endpoint answering at `path` (the one its first allowed method resolves to), for HEAD. */
+/** For HEAD: the endpoint at `path` for GET, else for its first allowed method. */
 function endpointOnPath(skill: SkillSnapshot, path: string): EndpointSnapshot | undefined {
   const lookup = findEndpoint(skill, 'GET', path);
   if (lookup.kind === 'found') return lookup.endpoint;

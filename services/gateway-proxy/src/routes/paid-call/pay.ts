@@ -4,29 +4,22 @@ import { sendJson } from '../../http-util';
 import { isUnavailable, type PaymentFailure } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
 import { requestFingerprint } from '../../x402/extensions/payment-identifier';
-import { settlementHeaders } from '../../x402/server/challenge';
+import { refusalError, settlementHeaders } from '../../x402/server/challenge';
 import { type PaymentRequirementsBody, paymentRequirements } from '../../x402/server/payment-required';
-import { type Call, type PaidCallDeps, sendError } from './call';
+import { type Call, type PaidCallDeps, sendError, sendUnavailable } from './call';
 import { resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
 import type { Proof } from './proof';
 
-/** A claimed payment, and the headers its answer carries whatever it is (x402's settlement header). */
 export interface Paid {
   claim: PaymentClaim;
   answerHeaders: Readonly<Record<string, string>>;
-  /**
-   * The headers of an answer that served the call (x402: the settlement header with offer-receipt's signed
-   * receipt naming the outcome and the seller's status), instead of `answerHeaders`.
-   */
+  /** An answer that served the call carries these instead (x402: the settlement with its signed receipt). */
   servedHeaders?: (status: number) => Readonly<Record<string, string>>;
 }
-const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+export const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
-/**
- * A tx-hash proof (Paygate's own scheme): verified (signature, fields, on chain), then its transfer claimed. At
- * once when memory decides it (a subscriber's repeated call), else once verified and claimed.
- */
+/** A tx-hash proof: verified, then claimed; at once when memory decides it (a subscriber's repeated call). */
 export function verifyAndClaim(
   deps: PaidCallDeps,
   offer: Offer,
@@ -54,7 +47,6 @@ async function claimVerified(
   return answerOutcome(deps, offer, call, outcome, performance.now() - claimStarted);
 }
 
-/** The payment's outcome: refused (402, or 503 when unavailable) or accepted with its Server-Timing. */
 function answerOutcome(
   deps: PaidCallDeps,
   offer: Offer,
@@ -82,14 +74,10 @@ function answerOutcome(
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
 }
 
-/**
- * A refused proof is the 402 whose body docs/api.md fixes ("Invalid payment", its reason and the requirements
- * again); a proof that could not be checked now (the chain or the ledger away) is libs/http's envelope of a 503.
- */
+/** The 402 docs/api.md fixes ("Invalid payment"), or a 503 envelope when the chain or the ledger is away. */
 function refuse(call: Call, failure: PaymentFailure, requirements: PaymentRequirementsBody) {
   if (isUnavailable(failure)) {
-    call.res.setHeader('Retry-After', '2');
-    sendError(call, new HttpError(503, failure.reason, failure.message));
+    sendUnavailable(call, failure.reason, failure.message);
     return;
   }
   sendJson(call.res, 402, {
@@ -101,7 +89,6 @@ function refuse(call: Call, failure: PaymentFailure, requirements: PaymentRequir
   });
 }
 
-/** An x402 payment (the standard exact scheme): verified, submitted by the relayer and claimed once included. */
 export async function settleX402(
   deps: PaidCallDeps,
   offer: Offer,
@@ -121,12 +108,7 @@ export async function settleX402(
       sendPaymentRequired(deps, offer, call, 402, outcome.reason, outcome.message);
       return undefined;
     }
-    // 409, 429 and 503 are libs/http's envelope; a 429 or 503 says when to present the payment again.
-    const retryAfterSeconds =
-      outcome.status === 429 ? (outcome.retryAfterSeconds ?? 60) : outcome.status === 503 ? 2 : undefined;
-    if (retryAfterSeconds !== undefined) call.res.setHeader('Retry-After', String(retryAfterSeconds));
-    const details = outcome.status === 429 ? { retryAfterSeconds } : {};
-    sendError(call, new HttpError(outcome.status, outcome.reason, outcome.message, details));
+    sendError(call, refusalError(call.res, outcome));
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
@@ -157,14 +139,10 @@ export async function settleX402(
   };
 }
 
-/** Seconds a client waits before presenting a pending payment again (a block or two on Base). */
+/** A block or two on Base. */
 const PENDING_RETRY_AFTER_SECONDS = 2;
 
-/**
- * `settlement_pending`: the transaction is sent, not seen included within the wait. 202, never a 402 (a client would
- * sign a second payment) nor a 5xx: x402's SettleResponse in PAYMENT-RESPONSE (success false, the transaction), and
- * the same payment, or another under the same payment identifier, presented again is served once it is included.
- */
+/** `settlement_pending`: 202 (a 402 would have a client sign twice), x402's SettleResponse in PAYMENT-RESPONSE. */
 function answerPending(
   deps: PaidCallDeps,
   call: Call,
@@ -196,11 +174,7 @@ function answerPending(
   );
 }
 
-/**
- * The request a payment identifier names: method, the paid URL (path and query), the body's type and length, and
- * the price. The body's bytes are not read here (the forward reads them, once): two bodies of one length and type
- * under one id are the same purchase, answered as the first (never charged twice).
- */
+/** The request a payment identifier names; the body by type and length only (the forward reads it once). */
 function fingerprintOf(call: Call, offer: Offer): string {
   const headers = call.req.headers;
   return requestFingerprint([

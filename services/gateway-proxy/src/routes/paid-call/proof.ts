@@ -15,13 +15,11 @@ import type { Offer } from './offer';
 
 export type Proof =
   | { kind: 'none' }
-  /** A header that does not decode: x402's answers 402 invalid_payload, X-402-Payment's 400 naming the field. */
   | { kind: 'unreadable'; x402: boolean; message: string; field?: string; rule?: string }
   | { kind: 'x402'; payment: DecodedX402Payment; version: 1 | 2 }
   | { kind: 'tx-hash'; proof: PaymentProof };
 
-// Decoding checksums three addresses (keccak): a subscriber repeating the same header skips that work. Frozen:
-// the payment service memoizes its checks per proof object.
+// Decoding checksums three addresses: a repeated header skips it. Frozen: checks are memoized per proof object.
 const decodedTxHashProofs = new LRUCache<string, PaymentProof>({ max: 10_000 });
 
 export function readProof(call: Call): Proof {
@@ -56,10 +54,7 @@ export function readProof(call: Call): Proof {
   return { kind: 'tx-hash', proof };
 }
 
-/**
- * Whose quota the call spends: a proof its payer signed (for this resource) counts against that wallet, before
- * any chain lookup; anything else against the client address, so nobody can spend another wallet's quota.
- */
+/** A proof its payer signed counts against the wallet; anything else against the client address. */
 export function rateBucket(deps: PaidCallDeps, offer: Offer, call: Call, proof: Proof): string {
   const skillId = offer.skill.skillId;
   if (proof.kind === 'x402') {

@@ -3,7 +3,6 @@ import {
   type AnyRoute,
   defineRoute,
   errorBody,
-  HttpError,
   rateLimitMiddleware,
   type SharedRateLimiter,
 } from '@paygate/http';
@@ -16,6 +15,7 @@ import type { PaymentService, Purchase } from '../../payments/service';
 import { type DiscoveryDeps, discoveryRoute } from '../extensions/bazaar-discovery';
 import { requestFingerprint } from '../extensions/payment-identifier';
 import type { X402Outcome, X402Payments } from '../mechanisms/exact-evm/payments';
+import { refusalError } from '../server/challenge';
 import type { SettlementCopies } from '../server/copies';
 import {
   type CheckedRequest,
@@ -31,37 +31,24 @@ const RATE_LIMITED = 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls 
 const UNAVAILABLE =
   'chain_unavailable, relayer_unavailable, settlement_in_progress or claim_unavailable: nothing was refused, present the same payment again (Retry-After)';
 
-/**
- * A non-2xx verify or settle answer: libs/http's error envelope (`error.code` is the x402 reason) beside the x402
- * response's own fields, which @x402/core's HTTPFacilitatorClient needs on a non-2xx to raise its VerifyError or
- * SettleError (it looks for `isValid` or `success`) instead of a bare "facilitator failed". A 429 or 503 says
- * when to present the payment again (Retry-After; a 503's nothing was refused, so 2 s).
- */
+/** libs/http's envelope beside the x402 fields, which @x402/core's client needs on a non-2xx to raise its error. */
 function sendRefusal(
   res: Response,
   requestId: string,
   refusal: { status: number; reason: string; message: string; retryAfterSeconds?: number },
   x402Fields: Record<string, unknown>,
 ): void {
-  const retryAfterSeconds =
-    refusal.status === 429 ? (refusal.retryAfterSeconds ?? 60) : refusal.status === 503 ? 2 : undefined;
-  if (retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(retryAfterSeconds));
-  const details = refusal.status === 429 ? { retryAfterSeconds } : {};
-  const envelope = errorBody(
-    new HttpError(refusal.status, refusal.reason, refusal.message, details),
-    requestId,
-  );
+  const envelope = errorBody(refusalError(res, refusal), requestId);
   res.status(refusal.status).json({ ...x402Fields, ...envelope });
 }
 
-/** `Server-Timing` of a facilitator answer: each named phase and the whole handler (`total`), in ms. */
+/** Each named phase and the whole handler (`total`), in ms. */
 function serverTiming(started: number, phases: Record<string, number> = {}): string {
   const parts = Object.entries(phases).map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`);
   parts.push(`total;dur=${(performance.now() - started).toFixed(2)}`);
   return parts.join(', ');
 }
 
-/** Every facilitator route: the seller's `sk_` key, then its calls per minute. */
 interface SellerGuard {
   auth: { scheme: string; middleware: RequestHandler };
   before: RequestHandler[];
@@ -70,7 +57,6 @@ interface SellerGuard {
 export interface FacilitatorDeps {
   config: GatewayProxyConfig;
   sellerAuth: SellerAuth;
-  /** Per seller key per minute. */
   limiter: SharedRateLimiter;
   x402: Pick<X402Payments, 'verify' | 'relayer'>;
   payments: Pick<PaymentService, 'rows'>;
@@ -79,20 +65,13 @@ export interface FacilitatorDeps {
 }
 
 /**
- * Paygate as an x402 facilitator for sellers running their own x402 server (for example `@x402/express` with
- * `HTTPFacilitatorClient`): verify and settle in the standard's shapes, authenticated by the seller's `sk_` key,
- * for payments into Paygate's escrow only; a settled payment is credited to the key's seller, like any payment.
- * Also the public x402 Bazaar discovery list of every active Paygate skill endpoint.
- *
- * A refusal of a payment is x402's 200 (`isValid: false`, `success: false`); every non-2xx answer is libs/http's
- * envelope `{ error: { code, message, requestId, … } }`, and a verify or settle one also keeps the x402 response's
- * fields beside it (sendRefusal), since @x402/core's client reads those on a non-2xx.
+ * Paygate as an x402 facilitator for sellers' own x402 servers (`sk_` key, escrow only, credited to the key's seller),
+ * and the public Bazaar discovery list. A refusal of a payment is x402's 200 (`isValid`/`success` false).
  */
 export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
   const auth = deps.sellerAuth;
   const guard: SellerGuard = {
     auth: { scheme: 'apiKey', middleware: auth.middleware() },
-    // Counted per seller key (after authentication): verify and settle are what an x402 server calls per sale.
     before: [
       rateLimitMiddleware(
         deps.limiter,
@@ -109,7 +88,6 @@ export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
   ];
 }
 
-/** What this facilitator settles: exact on this chain (v1 too on Base), and the relayer as signer. */
 function supportedRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   const { config } = deps;
   return defineRoute({
@@ -137,20 +115,17 @@ function supportedRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
           ...(v1 ? [{ x402Version: 1, scheme: 'exact', network: v1 }] : []),
         ],
         extensions: ['bazaar'],
-        // Every key of the relayer's pool: a settlement may come from any of them.
         signers: { 'eip155:*': signersOf(status) },
       });
     },
   });
 }
 
-/** The relayer's signing addresses (x402 v2 `signers`), its one `address` when it names no pool. */
 function signersOf(status: RelayerStatusReply): string[] {
   if (status.signers && status.signers.length > 0) return status.signers.map((signer) => signer.address);
   return status.address ? [status.address] : [];
 }
 
-/** Every check short of submitting, including that the authorization was never used. */
 function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   const { config } = deps;
   return defineRoute({
@@ -198,10 +173,7 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   });
 }
 
-/**
- * Settles into escrow: one authorization is settled once and answered `success: true` once; its copies (concurrent
- * or later, on any replica) are refused as used (`invalid_exact_evm_nonce_already_used`).
- */
+/** One authorization is answered `success: true` once; its copies, on any replica, are refused as used. */
 function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   const { config } = deps;
   return defineRoute({
@@ -245,7 +217,6 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
         req.body.x402Version,
         {
           maxTimeoutSeconds: checked.maxTimeoutSeconds,
-          // The seller's request, as the facilitator sees it: its resource and what it asks to be paid.
           fingerprint: checked.payment.paymentId
             ? requestFingerprint([
                 'facilitator',
@@ -256,8 +227,7 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
             : undefined,
         },
       );
-      // The seller's server serves on this answer, so the sale is spent now: a claim answered again (one the
-      // recovery pass settled after its caller gave up, reopened for this retry) is never reopened once more.
+      // The seller's server serves on this answer: a claim answered again is spent now, never reopened once more.
       if (outcome.ok && !outcome.fresh) await deps.payments.rows.markServed(outcome.claim);
       res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
       sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
@@ -265,7 +235,6 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   });
 }
 
-/** What a facilitator payment buys: one call of the seller's resource, credited to the key's seller. */
 function facilitatorPurchase(checked: Extract<CheckedRequest, { ok: true }>, sellerId: string): Purchase {
   return {
     resource: `x402 ${checked.resourceUrl}`,
@@ -292,7 +261,6 @@ const phasesOf = (outcome: X402Outcome): Record<string, number> =>
       }
     : {};
 
-/** x402's SettleResponse; a 409, 429 or 503 is also libs/http's error envelope (sendRefusal). */
 function sendSettleResponse(
   res: Response,
   outcome: X402Outcome,
@@ -309,8 +277,7 @@ function sendSettleResponse(
     errorReason: outcome.reason,
     errorMessage: outcome.message,
     payer,
-    // settlement_pending names the transaction sent: @x402/core's resource server then asks once more with the
-    // same payload, which waits for that transaction here instead of paying again.
+    // settlement_pending names the transaction: @x402/core's resource server asks once more instead of paying again.
     transaction: outcome.transaction ?? '',
     network,
   };

@@ -1,10 +1,10 @@
+import { HttpError } from '@paygate/http';
 import {
   encodeX402Header,
   requirementsV2,
   settlementResponse,
   X402_EXPOSED_HEADERS,
   X402_HEADERS,
-  type X402Offer,
   x402PaymentRequired,
 } from '@paygate/protocol';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
@@ -44,16 +44,10 @@ export interface Challenge {
   body: Record<string, unknown>;
 }
 
-/**
- * x402's payment-identifier extension as Paygate declares it (optional: a client may pay without an id).
- * Built once: the declaration is static.
- */
+/** Optional: a client may pay without an id. */
 const PAYMENT_IDENTIFIER_DECLARATION = Object.freeze(declarePaymentIdentifierExtension(false));
 
-/**
- * x402's part of a 402 answer: the v2 `PAYMENT-REQUIRED` header (with the bazaar and payment-identifier
- * extensions) and, on Base networks, v1's `accepts` in the body. Empty when x402 is not offered right now (relayer out of gas or away).
- */
+/** x402's part of a 402: the v2 `PAYMENT-REQUIRED` header and, on Base, v1's `accepts`; empty when x402 is not offered. */
 export function x402Challenge(
   x402: X402Payments,
   input: {
@@ -62,7 +56,6 @@ export function x402Challenge(
     priceMicro: bigint;
     endpoint: EndpointSnapshot;
     skill: SkillSnapshot;
-    /** More extensions of this offer (sign-in-with-x's challenge on a subscription). */
     extensions?: Record<string, unknown>;
   },
   error: string,
@@ -81,7 +74,6 @@ export function x402Challenge(
     extensions: {
       ...bazaarExtension(input.endpoint, input.skill.name, input.url, true),
       [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION,
-      // x402's offer-receipt: the offer signed by Paygate (what is paid, to whom, for which URL, until when).
       ...receipts?.offerExtension([{ resourceUrl: input.url, ...requirementsV2(offer) }]),
       ...input.extensions,
     },
@@ -97,7 +89,6 @@ export function settlementHeaders(input: {
   txHash: string;
   chainId: number;
   payer: string;
-  /** Extensions of the settlement response (offer-receipt's signed receipt). */
   extensions?: Record<string, unknown>;
 }): Record<string, string> {
   const settled = settlementResponse({
@@ -114,4 +105,14 @@ export function settlementHeaders(input: {
   };
 }
 
-export type { X402Offer };
+/** A 409, 429 or 503 as libs/http's error; a 429 or 503 says when to present the payment again (Retry-After). */
+export function refusalError(
+  res: { setHeader(name: string, value: string): unknown },
+  refusal: { status: number; reason: string; message: string; retryAfterSeconds?: number },
+): HttpError {
+  const retryAfterSeconds =
+    refusal.status === 429 ? (refusal.retryAfterSeconds ?? 60) : refusal.status === 503 ? 2 : undefined;
+  if (retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(retryAfterSeconds));
+  const details = refusal.status === 429 ? { retryAfterSeconds } : {};
+  return new HttpError(refusal.status, refusal.reason, refusal.message, details);
+}
