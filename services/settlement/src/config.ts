@@ -25,54 +25,28 @@ import {
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
 
-/**
- * `confirmations` (CONFIRMATIONS, default: the network's, 1 on local, 3 on Base): blocks, including the one holding the transaction, before a
- * transfer counts as done. `escrowAddress` defaults to the address of ESCROW_PRIVATE_KEY.
- */
+/** Settlement's settings; each variable's meaning is in the README's configuration table. */
 export interface SettlementConfig extends CommonConfig, ChainConfig {
-  /** The escrow wallet's signing key. Never logged; settlement is the only service that has it. */
+  /** Never logged, not enumerable; settlement is the only service that has it. */
   escrowPrivateKey: string;
-  /** How often the scheduler looks for sellers whose settlement period is due. */
   schedulerIntervalMs: number;
-  /** How often the transfer worker signs, broadcasts and checks receipts. */
   transferPollIntervalMs: number;
-  /** A broadcast transaction without a receipt after this long is rebroadcast (same bytes) and counts as stuck. */
   txTimeoutMs: number;
-  /** Timeout of every JSON-RPC call to the chain. */
   rpcTimeoutMs: number;
-  /** Timeout of every NATS request to the ledger. */
   ledgerTimeoutMs: number;
-  /** Pre-flight (gas estimate) failures before a transfer that was never signed is given up as failed. */
   maxPreflightAttempts: number;
-  /**
-   * TEST-ONLY crash hook: exits the process with code 137 at that point of a send, so tests can show
-   * crash safety. Ignored (always null) when NODE_ENV=production.
-   */
+  /** TEST ONLY: always null in production. */
   crashPoint: CrashPoint | null;
-  /** The x402 relayer (a pool of gas-only keys), or null when neither RELAYER_PRIVATE_KEYS nor RELAYER_PRIVATE_KEY is set. */
   relayer: RelayerConfig | null;
-  /** The checkout deposit wallet's sweeper (CHECKOUT_ESCROW_PRIVATE_KEY), or null when not set. */
   checkoutSweep: CheckoutSweepConfig | null;
-  /** Session deposit addresses: their key and the sweeper's settings (swept through the relayer). */
   depositSweep: DepositSweepConfig;
-  /** Bearer token of the operator routes (POST /api/v1/operator/settlements/run). */
   operatorToken: string;
-  /**
-   * DEVELOPMENT ONLY (SETTLEMENT_PERIOD_SECONDS): every seller's period is this many seconds instead of its
-   * DAILY/WEEKLY/MONTHLY one, so `make dev` pays out within minutes. 0 = the real periods; refused in production.
-   */
+  /** DEVELOPMENT ONLY: every period this many seconds; 0 = the real periods. */
   settlementPeriodSeconds: number;
-  /**
-   * MAX_TRANSFER_USDC: no single transfer out of escrow (refund, payout, platform payout) above this is signed,
-   * whatever the ledger says; it is refused and reported. Required in production.
-   */
+  /** No single transfer out of escrow above this is signed, whatever the ledger says. */
   maxTransferUsdc: string;
-  /** TREASURY_ADDRESS: where the platform's revenue is paid (operator platform payouts); null = not offered. */
   treasuryAddress: string | null;
 }
-
-/** The development default cap; production must choose its own. */
-const DEVELOPMENT_MAX_TRANSFER_USDC = '100000';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConfig {
@@ -88,7 +62,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     SETTLEMENT_CRASH_POINT: str({ default: '' }),
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     SETTLEMENT_PERIOD_SECONDS: int({ default: 0, min: 0, max: 86_400 }),
-    MAX_TRANSFER_USDC: str({ default: common.production ? '' : DEVELOPMENT_MAX_TRANSFER_USDC }),
+    // Production must choose its own cap.
+    MAX_TRANSFER_USDC: str({ default: common.production ? '' : '100000' }),
     TREASURY_ADDRESS: str({ default: '' }),
   });
   const problems: string[] = [];
@@ -101,10 +76,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   const transfersOut = transferOutSettings(parsed, problems);
   const crashPoint = crashPointOf(parsed.SETTLEMENT_CRASH_POINT, common.production, problems);
   throwIfProblems(problems);
-  const chain = chainConfig(env, {
-    rpcTimeoutMs: 10_000,
-    escrowAddress,
-  });
+  const chain = chainConfig(env, { rpcTimeoutMs: 10_000, escrowAddress });
   productionGuards(env, {
     serviceName: common.serviceName,
     production: common.production,
@@ -150,7 +122,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
   return config;
 }
 
-/** MAX_TRANSFER_USDC and TREASURY_ADDRESS: the cap on each transfer out of escrow, and where platform revenue goes. */
 function transferOutSettings(
   parsed: { MAX_TRANSFER_USDC: string; TREASURY_ADDRESS: string },
   problems: string[],
@@ -182,7 +153,6 @@ function transferOutSettings(
   return { maxTransferUsdc: parsed.MAX_TRANSFER_USDC, treasuryAddress };
 }
 
-/** SETTLEMENT_CRASH_POINT (crash tests only): where a payout stops as if its process died; never in production. */
 function crashPointOf(value: string, production: boolean, problems: string[]): CrashPoint | null {
   if (!value) return null;
   if (!(CRASH_POINTS as readonly string[]).includes(value)) {

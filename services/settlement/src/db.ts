@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { BusTables } from '@paygate/bus';
 import type { EventData } from '@paygate/contracts';
-import type { Generated } from 'kysely';
+import { type Generated, sql, type Transaction } from 'kysely';
 import type { RelayedAuthorizationsTable, RelayerRefusedPayersTable } from './relayer/tables';
 import type { DepositAddressesTable, DepositSweepsTable } from './sweep/tables';
 
@@ -107,6 +107,15 @@ export interface PlatformPayoutsTable {
 export function advisoryLockKey(name: string): string {
   const digest = createHash('sha256').update(name).digest();
   return BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+}
+
+/** Takes a transaction-scoped advisory lock named with the schema (deployments sharing a database have their own). */
+export async function tryAdvisoryLock(trx: Transaction<SettlementDB>, name: string): Promise<boolean> {
+  const locked = await sql<{ locked: boolean }>`
+    select pg_try_advisory_xact_lock(hashtextextended(${name} || ':' || current_schema(), 0)) as locked`.execute(
+    trx,
+  );
+  return locked.rows[0]?.locked === true;
 }
 
 export interface SettlementDB extends BusTables {

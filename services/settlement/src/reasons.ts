@@ -1,11 +1,7 @@
 import type { SkipReason } from './db';
 
-/**
- * Settlement's refusals to a caller, by their machine-readable code (`error.code`), each named once here. Route
- * declarations list them with their status in `errors`.
- */
+/** Settlement's refusals to a caller (`error.code`): a platform payout asked for (409). */
 export const SettlementReason = {
-  // A platform payout asked for (409).
   NothingAvailable: 'nothing_available',
   TreasuryNotConfigured: 'treasury_not_configured',
 } as const;

@@ -11,23 +11,18 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
-export interface WatchGaugeOptions {
+interface WatchGaugeOptions {
   clock: Clock;
   schedulerIntervalMs: number;
   settlementPeriodSeconds: number;
-  /** The wallets whose ETH pays settlement's gas (the escrow, the relayer, the checkout deposit wallet). */
+  /** The wallets whose ETH pays settlement's gas. */
   wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>;
-  /** Read with the settlement chain's provider (its RPC timeout bounds each read). */
   provider: JsonRpcProvider;
-  /** RELAYER_MIN_BALANCE_WEI: below it the relayer refuses work; the same floor is reported for every wallet. */
+  /** RELAYER_MIN_BALANCE_WEI, reported as every wallet's floor. */
   minBalanceWei: bigint;
 }
 
-/**
- * Gauges read when Prometheus scrapes /metrics (one query or RPC read each, -1 when it failed), for the alerts on
- * money that waits: transfers out of escrow not confirmed yet, settlement periods that opened without their payout
- * being asked of the ledger, and the ETH the wallets pay gas with.
- */
+/** Gauges read at each scrape (-1 when a read failed) for the alerts on money that waits and on gas. */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
   options: WatchGaugeOptions,

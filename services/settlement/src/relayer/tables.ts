@@ -1,7 +1,5 @@
 import type { Generated } from 'kysely';
 
-export type RelayedStatus = 'signed' | 'broadcast' | 'confirmed' | 'used_elsewhere' | 'failed';
-
 /** One EIP-3009 authorization the relayer was asked to submit. */
 export interface RelayedAuthorizationsTable {
   id: string;
@@ -14,7 +12,7 @@ export interface RelayedAuthorizationsTable {
   valid_after: bigint;
   valid_before: bigint;
   signature: string;
-  status: RelayedStatus;
+  status: 'signed' | 'broadcast' | 'confirmed' | 'used_elsewhere' | 'failed';
   relayer_address: string;
   relayer_nonce: bigint | null;
   gas_limit: bigint | null;

@@ -5,12 +5,8 @@ import type { SettlementDB } from '../db';
 import { periodAt } from '../schedule/periods';
 
 /**
- * Keeps the settlement-relevant part of each seller (payout address, frequency, minimum) from `seller.updated`.
- * Snapshots not newer than the stored revision are ignored (redelivery, reordering).
- *
- * A seller is first settled at the start of the next period after it appears or changes its frequency:
- * `last_scheduled_period` is set to the current period, so a WEEKLY seller created on a Wednesday is first
- * settled on the following Monday, not at once.
+ * The seller's payout address, frequency and minimum from `seller.updated` (newer revisions only). A new frequency
+ * counts its current period as scheduled: the first settlement is at the start of the next one.
  */
 export function sellerProjectionConsumer(
   clock: Clock,

@@ -1,27 +1,17 @@
 import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
-import { Counter, type ServiceContext } from '@paygate/runtime';
+import { Counter, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Contract, Wallet } from 'ethers';
-import { sql } from 'kysely';
-import type { SettlementDB } from '../db';
+import { type SettlementDB, tryAdvisoryLock } from '../db';
 import type { CheckoutSweepConfig } from './config';
 
-export type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
-
-/** One sweeper across replicas: the pass runs only where this transaction-scoped advisory lock was free. It is named
- * with the schema: two deployments (or two test suites) sharing a database each have their own sweeper. */
-const SWEEP_LOCK_KEY = 'settlement-checkout-sweep';
+type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
 
 /**
- * Moves the checkout deposit wallet's USDC into the escrow wallet, from which payouts and refunds are paid.
- * Nothing is booked: the ledger's escrow_asset is the USDC of both wallets (reconciliation adds them up) and
- * the indexer does not report a move between them, so the books match the chain before, during and after a
- * sweep. A sweep is one plain transfer of the whole balance, signed by the deposit wallet (which pays its own
- * gas); a repeated or reorged sweep only moves what is there, so no exactly-once bookkeeping is needed. One
- * transaction in flight at a time: a pass that finds the wallet's pending nonce ahead of its mined one waits.
+ * Moves the old checkout deposit wallet's whole USDC balance into escrow, one plain transfer at a time (its own
+ * gas). Nothing is booked: escrow_asset is both wallets' USDC, and a repeated sweep moves only what is there.
  */
-export class CheckoutSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+export class CheckoutSweeper extends PolledTask {
+  protected readonly loop: PollingLoop;
   private readonly provider;
   private readonly wallet: Wallet;
   private readonly usdc: Contract;
@@ -33,6 +23,7 @@ export class CheckoutSweeper {
     chain: { rpcUrl: string; chainId: number; usdcAddress: string; rpcTimeoutMs: number },
     private readonly escrowAddress: string,
   ) {
+    super();
     this.provider = makeProvider(chain.rpcUrl, { timeoutMs: chain.rpcTimeoutMs, chainId: chain.chainId });
     this.wallet = new Wallet(config.privateKey, this.provider);
     this.usdc = new Contract(formatAddress(chain.usdcAddress), usdcAbi, this.wallet);
@@ -42,28 +33,14 @@ export class CheckoutSweeper {
       labelNames: ['outcome'],
       registers: [ctx.metrics.registry],
     });
+    this.loop = new PollingLoop(() => this.runPass().then(() => undefined), {
+      what: 'checkout deposit wallet sweep',
+      logger: ctx.logger,
+      intervalMs: config.intervalMs,
+    });
   }
 
-  get address(): string {
-    return this.config.address;
-  }
-
-  start(): void {
-    const tick = () => {
-      this.running = this.runPass()
-        .catch(() => undefined)
-        .finally(() => {
-          if (this.timer !== undefined) this.timer = setTimeout(tick, this.config.intervalMs);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
-  }
-
-  async stop(): Promise<void> {
-    const timer = this.timer;
-    this.timer = undefined;
-    if (timer) clearTimeout(timer);
-    await this.running;
+  protected override async afterStop(): Promise<void> {
     this.provider.destroy();
   }
 
@@ -71,14 +48,13 @@ export class CheckoutSweeper {
   async runPass(): Promise<{ outcome: SweepOutcome; amountMicro?: bigint; txHash?: string }> {
     let result: { outcome: SweepOutcome; amountMicro?: bigint; txHash?: string };
     try {
-      result = await this.ctx.db.transaction().execute(async (trx) => {
-        const locked = await sql<{ locked: boolean }>`
-          select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY} || ':' || current_schema(), 0)) as locked`.execute(
-          trx,
+      result = await this.ctx.db
+        .transaction()
+        .execute(async (trx) =>
+          (await tryAdvisoryLock(trx, 'settlement-checkout-sweep'))
+            ? this.sweep()
+            : { outcome: 'not_leader' as const },
         );
-        if (!locked.rows[0]?.locked) return { outcome: 'not_leader' as const };
-        return this.sweep();
-      });
     } catch (error) {
       this.ctx.logger.error(
         { err: error, wallet: this.config.address },

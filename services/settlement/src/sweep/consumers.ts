@@ -1,10 +1,7 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import type { SettlementDB } from '../db';
 
-/**
- * `deposit.address_assigned` → the derivation index of a session's deposit address, so the sweeper can derive
- * its key. Idempotent: a redelivery, or an address a transfer was already observed at, keeps one row.
- */
+/** `deposit.address_assigned` → the derivation index the sweeper derives the address's key from. */
 export function depositAddressAssignedConsumer(
   chainId: number,
 ): ConsumerOptions<'deposit.address_assigned', SettlementDB> {
@@ -34,14 +31,10 @@ export function depositAddressAssignedConsumer(
   };
 }
 
-/**
- * `transfer.observed` at a session deposit address (anything the indexer reports that is not one of the fixed
- * wallets) → the address may hold money now: reconciliation counts it and the sweeper reads it at once.
- */
+/** `transfer.observed` at a deposit address (not a fixed wallet) → it may hold money: counted and read at once. */
 export function depositTransferConsumer(options: {
   chainId: number;
   usdcAddress: string;
-  /** The escrow wallet and the old checkout deposit wallet: money there is not in a deposit address. */
   fixedWallets: string[];
   onDue: () => void;
 }): ConsumerOptions<'transfer.observed', SettlementDB> {

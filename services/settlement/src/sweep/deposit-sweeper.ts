@@ -10,8 +10,9 @@ import {
 import type { DepositHoldingsReply, RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
 import { Counter, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Contract, getAddress, type JsonRpcProvider } from 'ethers';
-import { type Selectable, sql } from 'kysely';
-import type { SettlementDB } from '../db';
+import type { Selectable } from 'kysely';
+import type { SettlementConfig } from '../config';
+import { type SettlementDB, tryAdvisoryLock } from '../db';
 import type { Relayer } from '../relayer/relayer';
 import type { DepositSweepConfig } from './config';
 import type { DepositSweepsTable } from './tables';
@@ -25,38 +26,17 @@ export type DepositPassResult = {
   failed: number;
 };
 
-/** One sweeper pass at a time across replicas (a transaction-scoped advisory lock held for the pass). The lock is named with the schema: two deployments (or two test suites) sharing
- * a database each have their own sweeper. */
-const SWEEP_LOCK_KEY = 'settlement-deposit-sweep';
 /** A refused or failed sweep's address is read again after this long. */
 const RETRY_AFTER_MS = 60_000;
 
-export interface DepositChain {
-  rpcUrl: string;
-  chainId: number;
-  usdcAddress: string;
+type DepositChain = Pick<SettlementConfig, 'rpcUrl' | 'chainId' | 'usdcAddress' | 'rpcTimeoutMs'> & {
   usdcEip712Name: string;
-  rpcTimeoutMs: number;
-}
+};
 
 /**
- * Moves what session deposit addresses received into the escrow wallet, without the buyer or the address paying
- * gas: settlement derives the address's key (the only place it exists), signs an EIP-3009
- * `transferWithAuthorization` of the address's whole balance to escrow, and its relayer submits it.
- *
- * Exactly once: the authorization (its random nonce, value and signature) is recorded before it is submitted, at
- * most one open per address, and it is only ever re-submitted as recorded; the token executes a nonce at most
- * once and the relayer records one transaction per (payer, nonce). So a crash between signing and mining finds
- * the same authorization and submits it again (the relayer answers with its recorded transaction). A sweep
- * only ever moves money into escrow and never more than the address holds.
- *
- * Nothing is booked: the ledger credited escrow_asset when the transfer reached the deposit address
- * (`transfer.observed`); reconciliation adds the balances of the addresses that may still hold money
- * (`settlement.deposit_holdings`), and the indexer does not report a sweep (a move between Paygate's addresses).
- *
- * Dust: a balance below CHECKOUT_SWEEP_MIN_MICRO stays (gas would cost a noticeable share of it) until another
- * transfer arrives; the address stays `holding` so reconciliation still counts it. Each pass reads at most
- * CHECKOUT_SWEEP_BATCH addresses.
+ * Sweeps each session deposit address's whole balance into escrow with an EIP-3009 authorization signed by its
+ * derived key and submitted by the relayer (which pays the gas). Exactly once: recorded before it is submitted, at
+ * most one open per address, re-submitted only as recorded. Nothing is booked (the ledger credited the deposit).
  */
 export class DepositSweeper {
   private readonly loop: PollingLoop;
@@ -133,11 +113,7 @@ export class DepositSweeper {
     const result: DepositPassResult = { finished: 0, swept: 0, dust: 0, empty: 0, failed: 0 };
     if (!this.relayer) return { ...result, leader: false };
     const leader = await this.ctx.db.transaction().execute(async (trx) => {
-      const locked = await sql<{ locked: boolean }>`
-        select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY} || ':' || current_schema(), 0)) as locked`.execute(
-        trx,
-      );
-      if (!locked.rows[0]?.locked) return false;
+      if (!(await tryAdvisoryLock(trx, 'settlement-deposit-sweep'))) return false;
       await this.finishOpenSweeps(result);
       await this.sweepDueAddresses(result);
       return true;
@@ -218,11 +194,7 @@ export class DepositSweeper {
     }
   }
 
-  /**
-   * Signs the authorization of the whole balance to escrow with the address's derived key and records it (the
-   * one open sweep of the address) before anything is submitted. Undefined when the key does not derive this
-   * address (checkout's xpub is not this key's: a configuration error, logged, nothing signed).
-   */
+  /** Signs and records the address's open sweep; undefined when the key does not derive this address. */
   async record(address: string, index: number, amountMicro: bigint): Promise<Sweep | undefined> {
     const key = this.config.node.deriveChild(index);
     if (key.address.toLowerCase() !== address) {
