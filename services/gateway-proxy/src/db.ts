@@ -5,7 +5,6 @@ import type { PaymentKind } from '@paygate/protocol';
 import type { ServiceContext } from '@paygate/runtime';
 import type { ColumnType, Generated } from 'kysely';
 
-/** A jsonb column: read as the parsed value, written as its JSON text (or the value, which pg serializes). */
 type Json<T> = ColumnType<T, T | string, T | string>;
 
 /** The `skill.updated` projection: the newest revision of each skill (only ACTIVE ones are sold). */
@@ -42,10 +41,7 @@ export interface PaymentClaimsTable {
   state: 'in_flight' | 'served' | 'retryable' | 'unserved';
   access_expires_at: Date | null;
   retry_until: Date | null;
-  /**
-   * Why it is retryable (kept once it leaves the state): its seller failed the last attempt, the buyer's body could
-   * not be forwarded, or no attempt was made (settled after its caller stopped waiting). Null on claims made before.
-   */
+  /** Kept once it leaves the state; null on claims made before the column. */
   retry_cause: RetryCause | null;
   attempts: Generated<number>;
   created_at: Date;
@@ -126,5 +122,4 @@ export interface GatewayDatabase extends BusTables, RateLimitTables {
   siwx_nonces: SiwxNoncesTable;
 }
 
-/** The runtime's context over the gateway's schema. */
 export type GatewayContext = ServiceContext<GatewayDatabase>;

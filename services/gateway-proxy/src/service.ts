@@ -36,7 +36,6 @@ import { RelayerClient } from './x402/mechanisms/exact-evm/relayer-client';
 import { ChainVerifier } from './x402/mechanisms/tx-hash/chain';
 import { SettlementCopies } from './x402/server/copies';
 
-/** What a test (or a benchmark) of a running gateway reaches into, beside what the runtime mounts and runs. */
 interface GatewayHandles {
   skills: SkillDirectory;
   payments: PaymentService;
@@ -49,7 +48,7 @@ type GatewayParts = ServiceParts<GatewayDatabase> & GatewayHandles;
 
 export type RunningGateway = RunningService<GatewayDatabase, GatewayParts> & { state: GatewayHandles };
 
-/** The gateway, built once, top to bottom: chain, keys, limiters, payments, x402, the routes and the work. */
+/** The gateway, built once, top to bottom. */
 export async function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningGateway> {
   const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
   // The MCP tools call this gateway's own paid route, at the address it listens on.
@@ -58,17 +57,14 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
     name: 'gateway-proxy',
     config,
     migrations,
-    // Room for an x402 payment header at its own limit beside the other headers, so one over that limit is
-    // refused with a 402 and its reason rather than by Node's 431 at 16 KiB for all headers together.
+    // Room for an x402 header at its own limit, so one over it is a 402 with its reason rather than Node's 431.
     maxHeaderSize: 2 * MAX_X402_HEADER_BYTES,
     async build(ctx) {
-      // ethers' JavaScript curve still recovers signers where the native binding could not load: 30 times slower.
       ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
       const metrics = gatewayMetrics(ctx);
       const sellerAuth = new SellerAuth(ctx.bus);
       const skills = new SkillDirectory(ctx.db);
 
-      // Ticket keys sign tickets and forwards; sealed at rest.
       const keys = new TicketKeyStore(
         ctx.db,
         config.ticketSigningKeyPem,
@@ -86,8 +82,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       };
       const forwardingKeys = new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs });
 
-      // Per-minute limits shared by replicas; the relayer's budgets are exact (freshMs 0: every relayed payment
-      // is counted in Postgres before it is submitted).
+      // The relayer's budgets are exact: every relayed payment is counted in Postgres before it is submitted.
       const perMinute = (limit: number) => new SharedRateLimiter(ctx.db, limit, config.now);
       const perDay = (limit: number) =>
         new SharedRateLimiter(ctx.db, limit, config.now, { windowMs: 24 * 60 * 60_000, freshMs: 0 });
@@ -110,7 +105,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         relayerBudgets.perSeller,
       ];
 
-      // Tx-hash payments: proven on chain, claimed with the ledger.
       const payments = new PaymentService(
         ctx,
         new ChainVerifier(provider, {
@@ -129,7 +123,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         },
         new LedgerClaims(ctx.bus, ctx.logger),
       );
-      // x402 payments: EIP-3009 authorizations settled by settlement's relayer, then claimed like any payment.
       const x402 = new X402Payments(
         ctx,
         provider,
@@ -150,7 +143,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           now: config.now,
         },
       );
-      // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
       void x402.tokenDomain().catch(() => undefined);
       void x402.relayer.currentStatus();
       const copies = new SettlementCopies({ x402, config, copiesWaiting: metrics.x402CopiesWaiting });
@@ -164,9 +156,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       });
       const blockedPayers = new BlockedPayers(ctx, config.now);
 
-      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [
-        // The paid call: every method of /api/v1/skills/<skill>/…, served on the bare request.
         paidCallRoute({
           config,
           logger: ctx.logger,
@@ -199,7 +189,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           copies,
           discovery: { config, db: ctx.db, limiter: discoveryLimiter, x402 },
         }),
-        // Every catalog endpoint as a paid MCP tool; a tool call is the paid HTTP call, sent to this gateway.
         ...mcpRoutes({
           db: ctx.db,
           chain: { chainId: config.chainId, usdcAddress: config.usdcAddress },
@@ -215,7 +204,6 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           limiter: mcpLimiter,
           rateLimited: metrics.rateLimited,
         }),
-        // A seller's payers refused before anything is charged (calls built to fail, say).
         ...blockedPayerRoutes(blockedPayers, sellerAuth),
       ];
 
@@ -242,10 +230,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           },
           x402,
           { start: async () => undefined, stop: async () => forwardingKeys.close() },
-          // In-flight forwards finish (each bounded by UPSTREAM_TIMEOUT_MS), then the pooled connections close.
           { start: async () => undefined, stop: () => forwarding.dispatcher.close() },
-          // A paid call left unserved when its retry window passed (retryable, or in flight on a replica that died) is
-          // made final and the ledger told (it refunds).
           new UnservedCalls(ctx, {
             now: config.now,
             retryWindowSeconds: config.retryWindowSeconds,

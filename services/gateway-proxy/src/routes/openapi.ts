@@ -5,10 +5,6 @@ import { VerifyRequest } from './verify';
 export const paymentHeaderDoc =
   'Base64 of JSON { txHash, amount, token, network, from, to, signature }; signature = EIP-191 personal_sign by `from` of "Paygate payment\\ntx: <txHash lowercase>\\nresource: <resource from the 402>".';
 
-/**
- * The gateway's OpenAPI 3.1 document, served at /api/v1/openapi/gateway.json: every route describes itself,
- * the paid skill URLs (served on the bare request) among them.
- */
 export function gatewayOpenApi(baseUrl: string) {
   return {
     title: 'Paygate gateway',

@@ -2,10 +2,7 @@ import { type AnyRoute, defineRoute } from '@paygate/http';
 import { Type } from '@sinclair/typebox';
 import { DID_DOCUMENT_PATH, RECEIPT_KEYS_PATH, type ReceiptSigner } from '../x402/extensions/offer-receipt';
 
-/**
- * The public key x402's offers and receipts are signed with: a JWKS (with the key's Ethereum address), and the
- * did:web document their `kid` names, so a verifier needs nothing from Paygate but this key.
- */
+/** The JWKS of the offers' and receipts' key, and the did:web document their `kid` names. */
 export function receiptKeyRoutes(receipts: ReceiptSigner): AnyRoute[] {
   return [
     defineRoute({

@@ -27,10 +27,7 @@ import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
 
 const SIGN_IN_VERIFY_PATH = '/api/verify/sign-in';
 
-/**
- * The route's price, as money travels on the wire: a decimal string. A JSON number is refused by name rather than
- * read, since its digits are a float's by the time the body is parsed.
- */
+/** A decimal string: a JSON number's digits are a float's by the time the body is parsed. */
 const WirePrice = Type.String({
   pattern: UsdcAmount.pattern,
   maxLength: UsdcAmount.maxLength,
@@ -41,7 +38,6 @@ const WirePrice = Type.String({
   description: "The route's price in USDC, a decimal string with at most 6 decimals",
 });
 
-/** The price in micro-USDC; a 400 naming `price` when it is beyond what USDC amounts may be. */
 function priceMicroOf(price: string): bigint {
   try {
     return parseUsdc(price);
@@ -55,7 +51,6 @@ function priceMicroOf(price: string): bigint {
 }
 
 interface SignInVerifyDeps {
-  /** A seller's calls per minute, shared with POST /api/verify. */
   verifyLimiter: SharedRateLimiter;
   signIn: Pick<SignInWithX, 'subscriptionFor'>;
   metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
@@ -88,10 +83,7 @@ const SignInRequest = Type.Object(
 type SignInBody = Static<typeof SignInRequest>;
 type SignInHttpRequest = Request<Record<string, string>, unknown, SignInBody, Record<string, unknown>>;
 
-/**
- * A refusal of either verify route: 503 with Retry-After when the chain or ledger did not answer (nothing was
- * decided), otherwise `valid: false` and why.
- */
+/** 503 with Retry-After when the chain or the ledger did not answer (nothing decided), else `valid: false` and why. */
 function sendRefusal(
   req: Pick<Request, 'requestId'>,
   res: Response,
@@ -106,7 +98,6 @@ function sendRefusal(
   res.json({ valid: false, reason: failure.reason, message: failure.message, ...(failure.details ?? {}) });
 }
 
-/** A seller's verifications per minute, whatever each names (both verify routes share the count). */
 function limitSeller(
   deps: Pick<SignInVerifyDeps, 'verifyLimiter' | 'metrics'>,
   res: Response,
@@ -121,7 +112,7 @@ function limitSeller(
   );
 }
 
-/** What a seller sells through its middleware, as the payment service claims it (credited to the key's seller). */
+/** Credited to the API key's seller. */
 function sellerPurchase(
   kind: PaymentKind,
   body: { resource: string; durationDays?: number },
@@ -142,7 +133,6 @@ function sellerPurchase(
   };
 }
 
-/** The origin a message must name: http(s), no credentials, path, query or fragment. */
 function originOf(value: string): string | undefined {
   try {
     const url = new URL(value);
@@ -154,11 +144,7 @@ function originOf(value: string): string | undefined {
   }
 }
 
-/**
- * POST /api/verify/sign-in: the seller middleware's subscription() asks whether a SIGN-IN-WITH-X header names a
- * subscriber of the API key's seller (a seller-wide subscription paid through POST /api/verify, in force, its
- * amount covering the price). The message must name the seller's origin; its nonce is spent here, once.
- */
+/** The seller middleware's subscription(): a seller-wide subscription of the signed-in wallet; its nonce is spent here. */
 function signInHandler(deps: SignInVerifyDeps) {
   return async (req: SignInHttpRequest, res: Response) => {
     const body = req.body;
@@ -214,7 +200,6 @@ function signInVerifyRoute(deps: SignInVerifyDeps, auth: SellerAuth): AnyRoute {
 interface VerifyDeps extends SignInVerifyDeps {
   config: GatewayProxyConfig;
   sellerAuth: SellerAuth;
-  /** Per seller and `from` per minute (RATE_LIMIT_PER_MINUTE). */
   limiter: SharedRateLimiter;
   payments: Pick<PaymentService, 'present'>;
   metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
@@ -287,10 +272,8 @@ const VerifyAnswer = Type.Union(
 );
 
 type VerifyBody = Static<typeof VerifyRequest>;
-/** The request as defineRoute hands it to the handler (its body already validated). */
 type VerifyHttpRequest = Request<Record<string, string>, unknown, VerifyBody, Record<string, unknown>>;
 
-/** The request's rules beyond its schema: a price USDC can carry, and a subscription's duration. */
 function checkVerifyRequest(body: VerifyBody): bigint {
   const priceMicro = priceMicroOf(body.price);
   if (body.type === 'subscription' && body.durationDays === undefined) {
@@ -303,7 +286,7 @@ function checkVerifyRequest(body: VerifyBody): bigint {
   return priceMicro;
 }
 
-/** The valid answer: the claimed payment as the seller middleware puts it on req.x402. */
+/** The claimed payment as the seller middleware puts it on req.x402. */
 function validAnswer(
   body: { durationDays?: number; requiresShipping?: boolean },
   claim: PaymentClaim,
@@ -326,7 +309,6 @@ function validAnswer(
   };
 }
 
-/** POST /api/verify's handler: checks the request, decodes the proof, limits the caller, claims the payment. */
 function verifyHandler(deps: VerifyDeps) {
   return async (req: VerifyHttpRequest, res: Response) => {
     const body = req.body;
@@ -345,7 +327,6 @@ function verifyHandler(deps: VerifyDeps) {
       return;
     }
     const seller = req.seller!;
-    // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
     await limitSeller(deps, res, seller.sellerId);
     const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
     await limitCall(deps.limiter, deps.metrics.rateLimited, res, bucket);
@@ -363,10 +344,7 @@ function verifyHandler(deps: VerifyDeps) {
   };
 }
 
-/**
- * POST /api/verify: the seller middleware's verification, authenticated with the seller's API key.
- * GET /api/verify: the public payment parameters the middleware puts in its 402 bodies.
- */
+/** POST /api/verify (the seller middleware's, with its API key) and GET /api/verify (public payment parameters). */
 export function verifyRoutes(deps: VerifyDeps): AnyRoute[] {
   const auth = deps.sellerAuth;
   return [paymentParametersRoute(deps), verifyPaymentRoute(deps, auth), signInVerifyRoute(deps, auth)];

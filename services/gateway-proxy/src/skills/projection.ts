@@ -24,16 +24,10 @@ interface CacheEntry {
   expiresAt: number;
 }
 
-/**
- * Reads the projection by skill name with a short cache: every replica's consumer writes the same table,
- * so a change made through another replica is seen within `cacheTtlMs`, and at once through this one.
- */
+/** The projection by skill name, cached `cacheTtlMs` (a change through this replica is seen at once). */
 export class SkillDirectory {
   private readonly cache = new LRUCache<string, CacheEntry>({ max: 10_000 });
-  /**
-   * Counts invalidations: a row read before one may be the revision it replaced (the old price, a paused endpoint
-   * still active), so it answers the call that read it but is not cached.
-   */
+  /** A row read before an invalidation may be the revision it replaced: it answers its call but is not cached. */
   private invalidations = 0;
 
   constructor(
@@ -46,7 +40,6 @@ export class SkillDirectory {
     this.cache.clear();
   }
 
-  /** The cached answer, without a promise, when there is a fresh one (the hot path). */
   peek(name: string): { skill: SkillSnapshot | undefined } | undefined {
     const cached = this.cache.get(name);
     return cached && cached.expiresAt > Date.now() ? { skill: cached.skill } : undefined;
@@ -72,10 +65,7 @@ export class SkillDirectory {
   }
 }
 
-/**
- * Endpoint paths may hold `:param` segments that match one non-empty path segment. A segment that is, or
- * decodes to, `.` or `..` never matches a parameter: the seller could resolve it to another (unpaid) path.
- */
+/** A `:param` matches one non-empty segment, never `.` or `..` (the seller could resolve it to another path). */
 function endpointMatches(pattern: string, path: string): boolean {
   if (pattern === path) return true;
   if (!pattern.includes(':')) return false;
@@ -90,11 +80,7 @@ function isParamValue(segment: string): boolean {
   return segment.length > 0 && !DOT_SEGMENT.test(segment);
 }
 
-/**
- * Of two patterns matching a path, the more specific one: at the first segment where they differ, a static
- * segment beats a parameter (`/users/me` before `/users/:id`, `/a/b/:y` before `/a/:x/c`). The registry
- * refuses two paths of one method that differ only in parameter names, so the order is total.
- */
+/** At the first differing segment a static one beats a parameter; the registry makes the order total. */
 function moreSpecificFirst(a: EndpointSnapshot, b: EndpointSnapshot): number {
   const x = a.path.split('/');
   const y = b.path.split('/');

@@ -1,23 +1,19 @@
 import { TransferAuthorization } from '@paygate/contracts';
 import { decodeX402Header, X402HeaderError, x402PaymentHeaderName } from '@paygate/protocol';
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { isValidPaymentId, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 
-/**
- * The gateway's side of the x402 transport: the TypeBox schemas of x402's payloads, checked on every payment it
- * decodes. The transport itself (header names, base64 JSON, requirements, network names) is @paygate/protocol's,
- * which the gateway's modules import from there.
- */
+/** The TypeBox schemas of x402's payloads, checked on every payment decoded (the transport is @paygate/protocol's). */
 
 const Hex = (max: number) => Type.String({ pattern: `^0x[0-9a-fA-F]{2,${max}}$` });
 
-export const ExactEvmPayload = Type.Object({
+const ExactEvmPayload = Type.Object({
   signature: Hex(4096),
   authorization: TransferAuthorization,
 });
 
-export const PaymentRequirementsV2 = Type.Object({
+const PaymentRequirementsV2 = Type.Object({
   scheme: Type.String({ maxLength: 32 }),
   network: Type.String({ maxLength: 64 }),
   asset: Type.String({ maxLength: 128 }),
@@ -26,9 +22,8 @@ export const PaymentRequirementsV2 = Type.Object({
   maxTimeoutSeconds: Type.Integer({ minimum: 0 }),
   extra: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
 });
-export type PaymentRequirementsV2 = Static<typeof PaymentRequirementsV2>;
 
-export const ResourceInfo = Type.Object({
+const ResourceInfo = Type.Object({
   url: Type.String({ maxLength: 2048 }),
   description: Type.Optional(Type.String({ maxLength: 4096 })),
   mimeType: Type.Optional(Type.String({ maxLength: 256 })),
@@ -52,21 +47,16 @@ const PaymentPayloadV1 = Type.Object({
 /** What a payment header says, whichever version carried it. Only `authorization` and `signature` are trusted. */
 export interface DecodedX402Payment {
   version: 1 | 2;
-  /** The scheme and network the client says it paid with (checked against our own requirements). */
   scheme: string;
   network: string;
   authorization: TransferAuthorization;
   signature: string;
-  /** v2's resource URL as the client states it (informational). */
+  /** Informational: as the client states it. */
   resourceUrl?: string;
-  /** v2's payment-identifier extension: the client's idempotency key for this purchase. */
   paymentId?: string;
 }
 
-/**
- * The `id` of x402's payment-identifier extension, when the payload carries one: 16 to 128 characters of
- * `[A-Za-z0-9_-]` (the extension's own rule), else the header is refused naming the field.
- */
+/** The payment-identifier extension's `id`, by the extension's own rule, else the header is refused. */
 function paymentIdOf(extensions: Record<string, unknown> | undefined, name: string): string | undefined {
   const extension = extensions?.[PAYMENT_IDENTIFIER] as { info?: { id?: unknown } } | undefined;
   const id = extension?.info?.id;

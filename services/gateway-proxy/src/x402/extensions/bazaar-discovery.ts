@@ -18,7 +18,6 @@ import { bazaarExtension } from './bazaar';
 export interface DiscoveryDeps {
   config: GatewayProxyConfig;
   db: Kysely<GatewayDatabase>;
-  /** Per client address per minute. */
   limiter: SharedRateLimiter;
   x402: Pick<X402Payments, 'tokenDomain'>;
 }
@@ -70,7 +69,6 @@ export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
         .split(',')
         .map((key) => key.trim())
         .filter(Boolean);
-      // Every item is http, exact, on this network, paid into escrow, with the bazaar extension.
       const matches =
         (!type || type === 'http') &&
         (!scheme || scheme === 'exact') &&
@@ -90,7 +88,6 @@ export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
 
 const MAX_DISCOVERY_SKILLS = 5000;
 
-/** One discovery item per active endpoint of every active skill (from the gateway's skill projection). */
 async function discoveryItems(deps: DiscoveryDeps) {
   const rows = (await deps.db
     .selectFrom('skills')
@@ -105,7 +102,7 @@ async function discoveryItems(deps: DiscoveryDeps) {
     for (const endpoint of skill.endpoints) {
       if (!endpoint.active) continue;
       const priceMicro = parseUsdc(endpoint.price);
-      // Not payable with x402 (below the relayer's minimum): paid with X-402-Payment only, so not listed.
+      // Below the relayer's minimum: paid with X-402-Payment only, not listed.
       if (priceMicro < deps.config.x402MinAmountMicro) continue;
       const url = `${deps.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
       const description = `${skill.displayName}: ${endpoint.description || skill.description}`;

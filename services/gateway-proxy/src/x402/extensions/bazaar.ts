@@ -10,13 +10,9 @@ type Bazaar = {
   routeTemplate?: string;
 };
 
-/** Per endpoint snapshot and route template: the declaration without a concrete URL's values. */
 const declared = new WeakMap<EndpointSnapshot, { routeTemplate: string; bazaar: Bazaar; names: string[] }>();
 
-/**
- * The URL path of a skill endpoint as a colon template (`/api/v1/skills/weather/forecast/:city`), from a URL of
- * that skill (a concrete paid URL or the template URL itself), keeping whatever prefix the public base URL has.
- */
+/** The colon template of a skill endpoint's path, keeping the public base URL's prefix. */
 function routeTemplateOf(pathname: string, skillName: string, endpointPath: string): string {
   const marker = `/api/v1/skills/${skillName}`;
   const at = pathname.indexOf(marker);
@@ -24,10 +20,8 @@ function routeTemplateOf(pathname: string, skillName: string, endpointPath: stri
 }
 
 /**
- * The bazaar discovery extension of a skill endpoint, as `@x402/extensions` declares and enriches it (so its own
- * `validateDiscoveryExtension` accepts it and a cataloguing facilitator keeps it): the method in the info and in
- * the schema's enum, path parameters in the schema (`pathParams`, each a string, all required) with the route's
- * `routeTemplate`, and in the info only as values, those of `url` when it is a concrete paid URL.
+ * The bazaar extension as `@x402/extensions` declares and enriches it (so its validator accepts it): the method,
+ * path parameters in the schema with `routeTemplate`, and their values when `url` is a concrete paid URL.
  */
 export function bazaarExtension(
   endpoint: EndpointSnapshot,
@@ -50,12 +44,10 @@ export function bazaarExtension(
         }
       : undefined;
     const method = endpoint.method.toUpperCase();
-    // The method goes in too (the declared info carries it), though the input type leaves it out.
     const config: DeclareDiscoveryExtensionInput & { method: string } = BODY_METHODS.has(method)
       ? { method, bodyType: 'json', input: {}, inputSchema: { properties: {} }, pathParamsSchema }
       : { method, input: {}, inputSchema: { properties: {} }, pathParamsSchema };
     const bazaar = declareDiscoveryExtension(config).bazaar as unknown as Bazaar;
-    // As the reference server's enrichDeclaration does: the schema names exactly the method the route answers.
     bazaar.schema.properties.input.properties.method = { type: 'string', enum: [method] };
     if (names.length) bazaar.routeTemplate = routeTemplate;
     cached = { routeTemplate, bazaar, names };
@@ -70,7 +62,6 @@ export function bazaarExtension(
   };
 }
 
-/** The path parameters' values in `path` (decoded), or undefined when the path does not fit the template. */
 function pathValues(template: string, path: string): Record<string, string> | undefined {
   const want = template.split('/');
   const got = path.split('/');

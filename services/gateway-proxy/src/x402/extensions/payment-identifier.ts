@@ -3,45 +3,31 @@ import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../../db';
 import type { AuthorizationKey } from '../mechanisms/exact-evm/authorizations';
 
-/** What a payment-identifier binds: the id, its payer, and the request it was first sent with. */
 export interface PaymentIdUse {
   payer: string;
   id: string;
   fingerprint: string;
 }
 
-/** The id's purchase: the same request paid by this authorization (`bound`), or another request (`conflict`). */
 export type PaymentIdBinding =
   | { kind: 'bound'; key: AuthorizationKey; fresh: boolean }
   | { kind: 'conflict' };
 
-/**
- * The request a payment-identifier names, as a digest: its parts joined with a separator no part can hold (each is
- * length-prefixed), so two requests agree only when every part does.
- */
+/** Each part length-prefixed, so two requests agree only when every part does. */
 export function requestFingerprint(parts: readonly string[]): string {
   const hash = createHash('sha256');
   for (const part of parts) hash.update(`${Buffer.byteLength(part)}:${part}\n`);
   return hash.digest('hex');
 }
 
-/**
- * x402's payment-identifier extension, kept in Postgres (`x402_payment_ids`, unique on payer and id): the first
- * presentation of an id binds it to its request and the authorization paying for it, on whichever replica, and
- * survives a restart. Scoped by the payer the authorization's signature proves, so nobody can answer another
- * wallet's id.
- */
+/** x402's payment-identifier in `x402_payment_ids`, per payer (proven by the signature), seen by every replica. */
 export class X402PaymentIds {
   constructor(
     private readonly db: Kysely<GatewayDatabase>,
     private readonly now: () => Date,
   ) {}
 
-  /**
-   * Binds the id to this request and authorization, or says what it is bound to. An id bound to an authorization
-   * that paid nothing (refused for good: `paidNothing`) is bound to this one instead, so a refused payment can be
-   * signed again under the same id; one given back before anything was sent drops its ids (X402Authorizations.forget).
-   */
+  /** Binds the id, or says what it is bound to; one bound to an authorization that paid nothing is rebound here. */
   async bind(
     use: PaymentIdUse,
     key: AuthorizationKey,
@@ -71,7 +57,6 @@ export class X402PaymentIds {
       .where('payer', '=', row.payer)
       .where('payment_id', '=', use.id)
       .executeTakeFirst()) as typeof row | undefined;
-    // Removed by the expiry sweep between the two statements: bind afresh next time.
     if (!existing) return { kind: 'bound', key, fresh: true };
     if (existing.fingerprint !== use.fingerprint) return { kind: 'conflict' };
     const bound: AuthorizationKey = {
@@ -94,7 +79,6 @@ export class X402PaymentIds {
     return rebound ? { kind: 'bound', key, fresh: true } : this.bind(use, key, async () => false);
   }
 
-  /** Ids older than `before` are forgotten (a bounded batch per call): a purchase is retried within minutes. */
   async forgetOlderThan(before: Date, limit: number): Promise<number> {
     const { rows } = await sql<{ payment_id: string }>`
       delete from x402_payment_ids where (payer, payment_id) in (

@@ -8,7 +8,6 @@ import type { DecodedX402Payment } from '../protocol';
 const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
-/** What a copy's wait reads: the x402 payments, the bounds of a settlement's wait, and the copies' gauge. */
 export interface CopiesDeps {
   x402: Pick<X402Payments, 'settle' | 'authorizations'>;
   config: Pick<
@@ -25,12 +24,8 @@ export class SettlementCopies {
   constructor(private readonly deps: CopiesDeps) {}
 
   /**
-   * Settles an x402 payment once, whoever presents it how many times. A copy of a payment that is being settled
-   * (by this gateway or by another replica) waits for that settlement instead of answering 503, then is presented
-   * again under the purchase's reuse rules: one authorization is one sale, so exactly one caller hears it settled
-   * (the seller's server, or the paid skill URL, serves once) and every copy is refused as used, or shares a
-   * subscription's claim the rules allow. A copy's wait never answers it with the first one's success: a resource
-   * server settles once per request, and nothing in a copy proves it is that same request.
+   * Settles an x402 payment once: a copy being settled (here or on a replica) waits, then is presented again under the
+   * reuse rules, so exactly one caller hears it settled; a copy never shares the first one's success.
    */
   async settle(
     payment: DecodedX402Payment,
@@ -46,7 +41,6 @@ export class SettlementCopies {
         this.deps,
         first.catch(() => undefined),
       );
-      // Presented again once the first is done: its row says what this copy may have (usually: already used).
       return settleOrWait(this.deps, payment, purchase, version, options);
     }
     const outcome = settleOrWait(this.deps, payment, purchase, version, options);
@@ -59,7 +53,6 @@ export class SettlementCopies {
   }
 }
 
-/** Settles; presented while another replica (or a caller that gave up) settles it, waits for that settlement. */
 async function settleOrWait(
   deps: CopiesDeps,
   payment: DecodedX402Payment,
@@ -69,9 +62,7 @@ async function settleOrWait(
 ): Promise<X402Outcome> {
   const settle = () => deps.x402.settle(payment, purchase, version, options);
   const outcome = await settle();
-  // Only a copy is waited for (the authorization's row still `submitting` under someone else): this attempt's own
-  // 503s, after the relayer's wait, are answered as they are. A payment identifier's purchase may be paid by
-  // another authorization than this one: that one is waited for.
+  // Only a copy is waited for: this attempt's own 503s are answered as they are.
   if (outcome.ok || !outcome.beingSettled) return outcome;
   const settling = outcome.settling ?? {
     key: deps.x402.authorizations.keyOf(payment.authorization),
@@ -82,7 +73,6 @@ async function settleOrWait(
   return settle();
 }
 
-/** A copy's wait for the first settlement, counted in `gateway_x402_copies_waiting` while it lasts. */
 async function waitingAsCopy<T>(deps: CopiesDeps, wait: Promise<T>): Promise<T> {
   deps.copiesWaiting.inc();
   try {
@@ -92,10 +82,7 @@ async function waitingAsCopy<T>(deps: CopiesDeps, wait: Promise<T>): Promise<T> 
   }
 }
 
-/**
- * The authorization's row once it leaves `submitting` (bounded by how long a live caller may wait for its
- * inclusion and the relayer); undefined when it is not being settled with this signature, or still is.
- */
+/** The row once it leaves `submitting` (bounded); undefined when not settled with this signature, or still settling. */
 async function settledElsewhere(
   deps: CopiesDeps,
   { key, signature }: { key: AuthorizationKey; signature: string },
@@ -107,7 +94,6 @@ async function settledElsewhere(
   for (let round = 0; round < COPY_POLL_ROUNDS_MAX; round++) {
     const row = await deps.x402.authorizations.find(key);
     if (!row || row.signature !== signature) return undefined;
-    // Left `submitting`, or sent and released by its holder (dated back: the next presentation takes it over).
     if (row.state !== 'submitting' || (row.tx_hash && row.updated_at.getTime() < releasedBefore()))
       return row;
     if (Date.now() >= deadline) return undefined;

@@ -10,10 +10,7 @@ import type { GatewayProxyConfig } from '../../config';
 import { REFUSAL_REASONS } from '../../reasons';
 import { type EndpointSnapshot, paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 
-/**
- * The 402 body, declared once: its type (`Static`), the OpenAPI entry of the paid skill URLs and the builder
- * below all come from these schemas.
- */
+/** The 402 body, declared once: its type, the OpenAPI entry and the builder come from these schemas. */
 const NETWORKS = ['base', 'base-sepolia', 'local'] as const satisfies readonly NetworkName[];
 const KINDS = ['payPerCall', 'subscription', 'product', 'service'] as const satisfies readonly PaymentKind[];
 
@@ -82,7 +79,7 @@ export const PaymentRefusedBody = Type.Object(
   { description: 'HTTP 402 of a refused proof.' },
 );
 
-// The SDKs read the body as @paygate/protocol's PaymentRequirements: every body built here is one.
+// Fails to compile unless every body built here is the SDKs' PaymentRequirements.
 const asProtocolRequirements = (body: PaymentRequirementsBody): PaymentRequirements => body;
 void asProtocolRequirements;
 

@@ -8,7 +8,6 @@ import {
 } from '@x402/evm';
 import { getAddress, Interface, type InterfaceAbi, type JsonRpcProvider, TypedDataEncoder } from 'ethers';
 
-/** The token's EIP-712 domain as the payer signed in it (name and version read from the contract). */
 export interface TokenDomain {
   chainId: number;
   asset: string;
@@ -17,7 +16,6 @@ export interface TokenDomain {
 
 type Hex = `0x${string}`;
 
-/** `@x402/evm`'s EIP-712 types of TransferWithAuthorization, in the mutable shape ethers takes. */
 const TYPES = authorizationTypes as unknown as Record<string, Array<{ name: string; type: string }>>;
 
 const domainOf = (token: TokenDomain) => ({
@@ -27,10 +25,7 @@ const domainOf = (token: TokenDomain) => ({
   verifyingContract: getAddress(token.asset),
 });
 
-/**
- * `@x402/evm`'s contract reads (its `readContract` signer method) over the gateway's own provider, so its
- * functions use the same RPC, retries and timeouts as the rest of the gateway. Only reads: the relayer submits.
- */
+/** `@x402/evm`'s `readContract` over the gateway's own provider (its RPC, retries and timeouts); reads only. */
 export function contractReader(provider: JsonRpcProvider): Pick<FacilitatorEvmSigner, 'readContract'> {
   return {
     async readContract({ address, abi, functionName, args }) {
@@ -45,10 +40,7 @@ export function contractReader(provider: JsonRpcProvider): Pick<FacilitatorEvmSi
   };
 }
 
-/**
- * True when a 65-byte signature recovers to the authorization's payer: local, synchronous, no RPC (the rate
- * limiter asks it before anything else, and an EOA's payment never needs the chain for its signature).
- */
+/** A 65-byte signature recovering to the payer: local and synchronous (the rate limiter asks it first). */
 export function signedByPayer(
   token: TokenDomain,
   authorization: TransferAuthorization,
@@ -67,7 +59,6 @@ export function signedByPayer(
 const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
 const ECRECOVER = '0x0000000000000000000000000000000000000001';
 
-/** A 65-byte signature with v 27/28 (or 0/1) and s in the lower half (what EIP-3009 tokens accept). */
 function canonicalSignature(signature: string): boolean {
   if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return false;
   const s = BigInt(`0x${signature.slice(66, 130)}`);
@@ -75,12 +66,7 @@ function canonicalSignature(signature: string): boolean {
   return [0, 1, 27, 28].includes(v) && s > 0n && s <= HALF_ORDER;
 }
 
-/**
- * The address the node's ecrecover precompile recovers from a 65-byte signature over the authorization's EIP-712
- * digest (the same recovery the token runs), as x402's reference facilitator has the node check a signature
- * (viem's verifyTypedData is an eth_call): no ECDSA on this process's CPU. Null when the signature is not a
- * canonical one (v 27/28 or 0/1, s in the lower half) or nothing was recovered; throws when the RPC fails.
- */
+/** The node's ecrecover precompile over the EIP-712 digest, as x402's reference facilitator checks; null if not canonical. */
 export async function recoveredOnNode(
   provider: JsonRpcProvider,
   token: TokenDomain,
@@ -101,11 +87,7 @@ export async function recoveredOnNode(
   return getAddress(`0x${result.slice(26)}`);
 }
 
-/**
- * The payer's signature over the authorization by `@x402/evm`'s rules (SignatureChecker semantics): ECDSA when the
- * payer has no code, its ERC-1271 `isValidSignature` when it is a contract. Reading the code can throw (the RPC
- * is away): the caller answers 503 then, not a refusal.
- */
+/** `@x402/evm`'s rules: ECDSA when the payer has no code, else its ERC-1271 `isValidSignature`; throws when the RPC is away. */
 export async function signedOnChain(
   provider: JsonRpcProvider,
   token: TokenDomain,
@@ -113,8 +95,7 @@ export async function signedOnChain(
   signature: string,
 ): Promise<boolean> {
   const code = (await provider.getCode(authorization.from)) as Hex;
-  // An EOA's signature is what the token's ECRecover accepts: s in the lower half (a malleable copy of a valid
-  // signature would pass a plain recovery here and fail in transferWithAuthorization).
+  // The token's ECRecover accepts s in the lower half only: a malleable copy would pass a plain recovery.
   if ((code === '0x' || code === '0x0') && !canonicalSignature(signature)) return false;
   const digest = TypedDataEncoder.hash(domainOf(token), TYPES, authorization) as Hex;
   const signer = contractReader(provider) as FacilitatorEvmSigner;
@@ -127,7 +108,6 @@ export async function signedOnChain(
   );
 }
 
-/** An `@x402/evm` eip3009ABI read of the token. */
 function readToken<T>(provider: JsonRpcProvider, asset: string, functionName: string, args: unknown[] = []) {
   return contractReader(provider).readContract({
     address: getAddress(asset) as Hex,
@@ -153,7 +133,6 @@ export function authorizationUsedOnChain(
   ]);
 }
 
-/** The token's EIP-712 domain name and version, read from the contract (clients sign in that domain). */
 export async function readTokenDomain(
   provider: JsonRpcProvider,
   asset: string,

@@ -19,7 +19,7 @@ import {
 } from './evm-reads';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';
-import { type ChainReads, runLocalChecks, runReadChecks, type X402Expectation } from './verify';
+import { type ChainReads, runChecks, type X402Expectation } from './verify';
 
 export type { X402Outcome, X402Timings } from './settlement';
 
@@ -199,7 +199,7 @@ export class X402Payments implements BackgroundTask {
       checkBalance: options.checkBalance,
       refuseUsed: options.refuseUsed === true,
     };
-    const local = await runLocalChecks({ ...input, reads: this.chainReads(undefined, undefined) });
+    const local = await runChecks(false, { ...input, reads: this.chainReads(undefined, undefined) });
     if (local) return refused(402, local.reason, local.message);
     // Its reads start side by side with the local ECDSA; the checks still decide in their order.
     const balance = options.checkBalance
@@ -215,7 +215,7 @@ export class X402Payments implements BackgroundTask {
     balance?.catch(() => undefined);
     used?.catch(() => undefined);
     try {
-      const refusal = await runReadChecks({ ...input, reads: this.chainReads(balance, used, onNode) });
+      const refusal = await runChecks(true, { ...input, reads: this.chainReads(balance, used, onNode) });
       return refusal && refused(402, refusal.reason, refusal.message);
     } catch {
       return rpcDown;

@@ -3,13 +3,9 @@ import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } fro
 
 /** How long a status answer is fresh. */
 export const STATUS_TTL_MS = 3000;
-/**
- * How long a payment may go on an older "available" while a fresh status is asked for beside it (the relayer
- * still refuses what it cannot pay gas for); "unavailable", or no answer this recent, is asked again and waited for.
- */
+/** A payment may go on an older "available" this long while a fresh status is asked for beside it. */
 export const AVAILABLE_STALE_MS = 30_000;
 
-/** A submission's refusals that say the relayer itself cannot submit now (the rest are about the payment). */
 const RELAYER_UNABLE: ReadonlySet<string> = new Set([
   'internal_error',
   'relayer_unavailable',
@@ -17,15 +13,10 @@ const RELAYER_UNABLE: ReadonlySet<string> = new Set([
   'chain_unavailable',
 ]);
 
-/**
- * The gateway's side of settlement's relayer (the only signer of transactions). Replies are validated against
- * the contract; a relayer that has not said "available" (or answered a submission as one that can pay gas) within
- * AVAILABLE_STALE_MS is "unavailable", never a guess.
- */
+/** Settlement's relayer, the only signer: not shown "available" within AVAILABLE_STALE_MS is "unavailable", never a guess. */
 export class RelayerClient {
   private status: { reply: RelayerStatusReply; at: number } | undefined;
   private statusInFlight: Promise<RelayerStatusReply> | undefined;
-  /** When a submission was last answered by a relayer that could pay gas. */
   private submissionAnsweredAt = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -34,11 +25,7 @@ export class RelayerClient {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /**
-   * Submits and waits (bounded) for inclusion; throws when the relayer cannot be reached in time. A reply that
-   * shows the relayer can pay gas (it sent, or refused for the payer's doing) renews a known "available": under
-   * load a busy relayer answers its submissions while its status requests time out, and x402 stays offered.
-   */
+  /** Submits and waits (bounded); a busy relayer answering its submissions while status requests time out stays offered. */
   async submit(request: RelayerSubmitRequest): Promise<RelayerSubmitReply> {
     const reply = await requestRpc(this.bus, 'relayer.submit_authorization', request, {
       timeoutMs: request.waitForReceiptMs + this.timeoutMs,
@@ -47,10 +34,7 @@ export class RelayerClient {
     return reply;
   }
 
-  /**
-   * Whether an x402 payment can be submitted now: a fresh answer, or an "available" of the last AVAILABLE_STALE_MS
-   * while a fresh one is asked for (a paid call does not wait for the status round trip every few seconds).
-   */
+  /** A fresh answer, or a recent "available" while a fresh one is asked for (a paid call never waits for the status). */
   async available(): Promise<boolean> {
     if (this.recentlyAvailable()) {
       void this.currentStatus();
@@ -59,23 +43,20 @@ export class RelayerClient {
     return (await this.currentStatus()).available;
   }
 
-  /** The last known answer without waiting (undefined before the first one): the 402 hot path uses it. */
+  /** Without waiting (undefined before the first answer): the 402 path uses it. */
   knownAvailable(): boolean | undefined {
     if (!this.status || this.now() - this.status.at > STATUS_TTL_MS) void this.currentStatus();
     return this.status?.reply.available;
   }
 
-  /**
-   * The last status said "available", and the relayer showed it within AVAILABLE_STALE_MS: by that status or by
-   * answering a submission as a relayer that can pay gas.
-   */
+  /** "available", shown within AVAILABLE_STALE_MS by that status or by a submission's answer. */
   private recentlyAvailable(): boolean {
     const known = this.status;
     if (!known?.reply.available) return false;
     return this.now() - Math.max(known.at, this.submissionAnsweredAt) <= AVAILABLE_STALE_MS;
   }
 
-  /** The relayer's status, asked for when the last answer is older than STATUS_TTL_MS (one request at a time). */
+  /** Asked for once STATUS_TTL_MS old (one request at a time). */
   async currentStatus(): Promise<RelayerStatusReply> {
     if (this.status && this.now() - this.status.at <= STATUS_TTL_MS) return this.status.reply;
     this.statusInFlight ??= (async () => {
@@ -83,9 +64,7 @@ export class RelayerClient {
       try {
         reply = await requestRpc(this.bus, 'relayer.status', {}, { timeoutMs: this.timeoutMs });
       } catch (error) {
-        // A status request that times out is a busy relayer (no responder at all is a gone one): a recent
-        // "available" stands (the relayer still refuses what it cannot pay gas for) instead of dropping x402 from
-        // every 402 under load.
+        // A timeout is a busy relayer (no responder a gone one): a recent "available" stands instead of dropping x402.
         const busy = error instanceof RpcUnavailableError && error.timedOut;
         if (busy && this.recentlyAvailable()) return this.status!.reply;
         reply = { available: false, address: null, balanceWei: '0', reason: (error as Error).message };

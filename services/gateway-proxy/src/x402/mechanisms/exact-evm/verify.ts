@@ -7,9 +7,8 @@ import type { TokenDomain } from './evm-reads';
 export interface X402Expectation extends TokenDomain {
   payTo: string;
   amountMicro: bigint;
-  /** The smallest value Paygate's relayer submits (its gas must be worth the payment). */
   minAmountMicro: bigint;
-  /** The requirements' maxTimeoutSeconds: validBefore may be at most now + this (+ clock skew). */
+  /** validBefore may be at most now + this (+ clock skew). */
   maxTimeoutSeconds: number;
 }
 
@@ -19,12 +18,10 @@ export const VALID_BEFORE_MARGIN_SECONDS = 6;
 /** How far the payer's clock may run ahead of ours when it sets validBefore to its now + maxTimeoutSeconds. */
 export const VALID_BEFORE_SKEW_SECONDS = 30;
 
-/** The chain reads a verification needs (X402Payments answers them; any of them may throw: 503). */
+/** The reads a verification needs; any of them may throw (503). */
 export interface ChainReads {
-  /** The payer's signature, locally for an EOA, else by `@x402/evm`'s ERC-1271 rules. */
   signedByPayer(payment: DecodedX402Payment, expected: X402Expectation): Promise<boolean>;
   balanceOf(payer: string): Promise<bigint>;
-  /** Presented to Paygate before, or used on chain. */
   alreadyUsed(payment: DecodedX402Payment): Promise<boolean>;
 }
 
@@ -33,18 +30,15 @@ export interface CheckInput {
   expected: X402Expectation;
   nowSeconds: number;
   reads: ChainReads;
-  /** Read the payer's balance (settling skips it: the relayer's simulation refuses without spending gas). */
   checkBalance: boolean;
-  /** Refuse an authorization already presented or used on chain (the facilitator's /verify). */
   refuseUsed: boolean;
 }
 
 type Outcome = X402Refusal | undefined;
 
-/** One named check: the refusal it gives, or undefined when the payment passes it. */
 export interface ExactEvmCheck {
   name: string;
-  /** True for the checks that read the chain or Postgres (after every local one). */
+  /** Reads the chain or Postgres (after every local check). */
   reads: boolean;
   run(input: CheckInput): Outcome | Promise<Outcome>;
 }
@@ -54,10 +48,8 @@ const when = (failed: boolean, reason: X402Reason, message: () => string): Outco
   failed ? refuse(reason, message()) : undefined;
 
 /**
- * The exact EVM scheme's checks (EIP-3009), in order: the first that fails answers, with `@x402/evm`'s reason
- * code for that failure. Local checks first, so a malformed payment costs no RPC. Two are Paygate's extra bounds
- * answered with upstream's code for the same field: the relaying minimum (`authorization_value`) and the
- * validity window's upper end (`valid_before`).
+ * The exact EVM scheme's checks, in order, with `@x402/evm`'s reason code for each failure; local ones first, so a
+ * malformed payment costs no RPC. The relaying minimum and validBefore's upper end are Paygate's extra bounds.
  */
 export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   {
@@ -150,8 +142,7 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
       ),
   },
   {
-    // The relayer submits a contract's signature as signed (ERC-1271 takes bytes) and an EOA's as r, s, v: either
-    // way it must be whole bytes, refused here by name rather than failing in settlement.
+    // The relayer submits it as bytes (ERC-1271) or as r, s, v: refused here by name rather than failing in settlement.
     name: 'signature is whole bytes',
     reads: false,
     run: ({ payment }) =>
@@ -198,24 +189,10 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
 ];
 
-const LOCAL_CHECKS = EXACT_EVM_CHECKS.filter((check) => !check.reads);
-const READ_CHECKS = EXACT_EVM_CHECKS.filter((check) => check.reads);
-
-/** The checks that read nothing (every one of them comes before the reads), in order. */
-export async function runLocalChecks(input: CheckInput): Promise<X402Refusal | undefined> {
-  for (const check of LOCAL_CHECKS) {
-    const refusal = await check.run(input);
-    if (refusal) return refusal;
-  }
-  return undefined;
-}
-
-/**
- * The checks that read the chain or Postgres, in order: the first refusal answers (a caller may have started
- * their reads beforehand, side by side; the order of the refusals stays this one).
- */
-export async function runReadChecks(input: CheckInput): Promise<X402Refusal | undefined> {
-  for (const check of READ_CHECKS) {
+/** The checks that read nothing (`reads` false, all before the others) or those that read: the first refusal answers. */
+export async function runChecks(reads: boolean, input: CheckInput): Promise<X402Refusal | undefined> {
+  for (const check of EXACT_EVM_CHECKS) {
+    if (check.reads !== reads) continue;
     const refusal = await check.run(input);
     if (refusal) return refusal;
   }

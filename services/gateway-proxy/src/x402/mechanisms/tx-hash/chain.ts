@@ -4,13 +4,6 @@ import type { PaymentProof } from '@paygate/protocol';
 import type { JsonRpcProvider } from 'ethers';
 import { failure, type PaymentFailure } from '../../../payments/failures';
 
-export interface VerifiedTransfer {
-  logIndex: number;
-  amountMicro: bigint;
-  blockNumber: number;
-  confirmations: number;
-}
-
 export interface ChainSettings {
   usdcAddress: string;
   escrowAddress: string;
@@ -19,18 +12,16 @@ export interface ChainSettings {
 
 type TransactionReceipt = NonNullable<Awaited<ReturnType<JsonRpcProvider['getTransactionReceipt']>>>;
 
-/** What the transfer checks read: the proof, its price, and the chain's answer for its transaction. */
 export interface TransferEvidence {
   proof: PaymentProof;
   priceMicro: bigint;
   settings: ChainSettings;
   receipt: TransactionReceipt;
   head: number;
-  /** The largest USDC Transfer from the payer to the escrow wallet in the receipt; decoded on first use. */
+  /** Decoded on first use. */
   payingTransfer(): TransferLog | undefined;
 }
 
-/** One named check: the failure it gives, or undefined when the transfer passes it. */
 export interface TransferCheck {
   name: string;
   run(evidence: TransferEvidence): PaymentFailure | undefined;
@@ -126,10 +117,7 @@ function transferEvidence(
   };
 }
 
-/**
- * Proves a payment on chain: the transaction's receipt must hold a USDC Transfer log from the payer to the
- * escrow wallet of at least the price, in a successful transaction with enough confirmations.
- */
+/** Proves a payment on chain by the checks above. */
 export class ChainVerifier {
   constructor(
     private readonly provider: JsonRpcProvider,
@@ -139,7 +127,10 @@ export class ChainVerifier {
   async verifyTransfer(
     proof: PaymentProof,
     priceMicro: bigint,
-  ): Promise<{ ok: true; transfer: VerifiedTransfer } | { ok: false; failure: PaymentFailure }> {
+  ): Promise<
+    | { ok: true; transfer: Pick<TransferLog, 'logIndex' | 'amountMicro'> }
+    | { ok: false; failure: PaymentFailure }
+  > {
     const chain = await this.readReceiptAndHead(proof.txHash);
     if (!chain) {
       return {
@@ -164,16 +155,8 @@ export class ChainVerifier {
       const refused = check.run(evidence);
       if (refused) return { ok: false, failure: refused };
     }
-    const paid = evidence.payingTransfer()!;
-    return {
-      ok: true,
-      transfer: {
-        logIndex: paid.logIndex,
-        amountMicro: paid.amountMicro,
-        blockNumber: chain.receipt.blockNumber,
-        confirmations: confirmationsOf(evidence),
-      },
-    };
+    const { logIndex, amountMicro } = evidence.payingTransfer()!;
+    return { ok: true, transfer: { logIndex, amountMicro } };
   }
 
   /** The transaction's receipt (null: not mined) and the head block, or undefined when the RPC failed. */

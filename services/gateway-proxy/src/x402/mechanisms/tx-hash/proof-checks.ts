@@ -11,39 +11,28 @@ export const MAX_CACHE_ENTRIES = 50_000;
 interface ProofMemo {
   claimKey: string;
   fromLower: string;
-  /** Recovered signer (lowercase, '' when recovery failed) by resource. */
+  /** Recovered signer ('' when recovery failed) by resource. */
   signers: Map<string, string>;
   staticPriceMicro: bigint | undefined;
   staticFailure: PaymentFailure | undefined;
 }
 
-/**
- * A tx-hash proof's checks that need neither Postgres nor the chain: its own fields against this gateway and the
- * price, and who signed it. All pure, so remembered per proof object and per (signature, tx, resource).
- */
+/** A tx-hash proof's checks that need neither Postgres nor the chain; pure, so remembered per proof object. */
 export class ProofChecks {
-  /** Recovered signer by (signature, tx, resource): recovery is pure, so its answer never changes. */
   private readonly signerCache = new LRUCache<string, string>({ max: MAX_CACHE_ENTRIES });
-  /**
-   * Per decoded proof object (the route caches decoding per exact header string, so a repeating subscriber
-   * presents the same object): its derived keys and recovered signers, to skip rebuilding long string keys.
-   * Everything here is a pure function of the proof; expiry and scope are still checked on every call.
-   */
+  /** The route caches decoding per header string, so a repeating subscriber presents the same proof object. */
   private readonly proofMemos = new WeakMap<PaymentProof, ProofMemo>();
 
   constructor(private readonly settings: PaymentSettings) {}
 
-  /** `<network>:<txHash>`: the key of the proof's claim. */
   claimKeyOf(proof: PaymentProof): string {
     return this.memoOf(proof).claimKey;
   }
 
-  /** True when the proof is its payer's signature over this resource (pure, cached). */
   signedBy(proof: PaymentProof, resource: string): boolean {
     return this.recoverSigner(proof, resource) === this.memoOf(proof).fromLower;
   }
 
-  /** staticCheck for a proof, remembered for the last price it was checked against (both are immutable). */
   staticCheckMemo(proof: PaymentProof, purchase: Purchase): PaymentFailure | undefined {
     const memo = this.memoOf(proof);
     if (memo.staticPriceMicro !== purchase.priceMicro) {
@@ -54,10 +43,8 @@ export class ProofChecks {
   }
 
   /**
-   * Who presents a claimed transfer. The payer proves itself by signing either the resource the claim was made
-   * for (the header it was served with) or the resource it asks for now (a fresh proof, as the docs describe it):
-   * both are the payer's own signature over this tx hash, so a subscriber's new proof for another endpoint of the
-   * skill is served, and a spent pay-per-call is refused as payment_already_used rather than invalid_signature.
+   * The payer signs the claim's resource (the header it was served with) or the one it asks for now: a subscriber's
+   * new proof for another endpoint is served, a spent pay-per-call refused as used rather than badly signed.
    */
   presenterOf(proof: PaymentProof, claim: PaymentClaim, purchase: Purchase): Presenter {
     const fromLower = this.memoOf(proof).fromLower;
@@ -109,7 +96,6 @@ export class ProofChecks {
     return signer || undefined;
   }
 
-  /** Checks that need neither Postgres nor the chain. */
   private staticCheck(proof: PaymentProof, purchase: Purchase): PaymentFailure | undefined {
     if (proof.network !== this.settings.network) {
       return failure(
