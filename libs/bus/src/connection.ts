@@ -21,6 +21,8 @@ export interface Bus {
   subjectFor(eventType: string): string;
   deadLetterSubject(consumer: string): string;
   rpcSubject(name: string): string;
+  /** Where this connection's request replies arrive (its user's inbox prefix; NATS's default without a user). */
+  inboxPrefix: string;
   close(): Promise<void>;
 }
 
@@ -61,6 +63,7 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
       `EVENT_NAMESPACE ${JSON.stringify(options.namespace)} must be lowercase letters, digits, _ or -`,
     );
   }
+  const inboxPrefix = options.user ? inboxPrefixFor(options.user) : '_INBOX';
   const nc = await connect({
     servers: natsServerList(options.url),
     name: options.name,
@@ -75,9 +78,7 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     // No stack captured per request and publish (two Errors each): at thousands a second (the ledger's claims and
     // its relay) the captures were a twentieth of the process's time; an error still names its subject and code.
     noAsyncTraces: true,
-    ...(options.user
-      ? { user: options.user, pass: options.password, inboxPrefix: inboxPrefixFor(options.user) }
-      : {}),
+    ...(options.user ? { user: options.user, pass: options.password, inboxPrefix } : {}),
     ...(options.caFile || natsServerList(options.url).some((server) => server.startsWith('tls://'))
       ? { tls: options.caFile ? { caFile: options.caFile } : {} }
       : {}),
@@ -94,6 +95,7 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     subjectFor: (eventType) => `${ns}.${eventType}`,
     deadLetterSubject: (consumer) => `dlq.${ns}.${consumer}`,
     rpcSubject: (name) => `rpc.${ns}.${name}`,
+    inboxPrefix,
     close: async () => {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },

@@ -18,6 +18,7 @@ import {
 } from 'nats';
 import type { Bus } from './connection';
 import { BusError } from './errors';
+import { requestReply } from './reply-inbox';
 import { isReplyPublicKey, newReplyKey, openSealed, type ReplyKey, sealTo } from './sealed';
 
 const encoder = new TextEncoder();
@@ -103,17 +104,14 @@ async function requestInSpan<N extends RpcName>(
 ): Promise<RpcReply<N>> {
   const sealedFields = sealedFieldsOf(name);
   let replyKey: ReplyKey | undefined;
-  const requestOptions: { timeout: number; headers: MsgHdrs } = {
-    timeout: options.timeoutMs,
-    headers: traceHeaders(),
-  };
+  const requestOptions = { timeoutMs: options.timeoutMs, headers: traceHeaders() };
   if (sealedFields.length > 0) {
     replyKey = newReplyKey();
     requestOptions.headers.set(REPLY_KEY_HEADER, replyKey.publicKey);
   }
   let message: Msg;
   try {
-    message = await bus.nc.request(bus.rpcSubject(name), body, requestOptions);
+    message = await requestReply(bus, bus.rpcSubject(name), body, requestOptions);
   } catch (error) {
     throw new RpcUnavailableError(name, error);
   }

@@ -153,4 +153,65 @@ describe('RPCs declared in contracts, served with the NATS service API (real NAT
       await stopTelemetry();
     }
   });
+  it('tells no responder, a silent responder and a closed connection apart, and answers many requests on one inbox', async () => {
+    const started = Date.now();
+    const none = await requestRpc(
+      bus,
+      'registry.webhook_secret',
+      { sellerId: 'sel_x' },
+      { timeoutMs: 5000 },
+    ).catch((error: unknown) => error);
+    expect(none).toBeInstanceOf(RpcUnavailableError);
+    expect((none as RpcUnavailableError).message).toMatch(/no responders/);
+    expect((none as RpcUnavailableError).timedOut).toBe(false);
+    expect(Date.now() - started).toBeLessThan(4000);
+
+    // A responder that never answers: the request times out, marked so (a busy responder).
+    const silent = bus.nc.subscribe(bus.rpcSubject('registry.webhook_secret'), { callback: () => undefined });
+    await bus.nc.flush();
+    const late = await requestRpc(
+      bus,
+      'registry.webhook_secret',
+      { sellerId: 'sel_x' },
+      { timeoutMs: 200 },
+    ).catch((error: unknown) => error);
+    silent.unsubscribe();
+    expect((late as RpcUnavailableError).timedOut).toBe(true);
+
+    let answered = 0;
+    const server = await serveRpcs(
+      bus,
+      'registry',
+      { 'registry.webhook_secret': async () => ({ ...SECRET, version: ++answered }) },
+      quiet,
+    );
+    try {
+      const replies = await Promise.all(
+        Array.from({ length: 500 }, () =>
+          requestRpc(bus, 'registry.webhook_secret', { sellerId: 'sel_known' }, { timeoutMs: 5000 }),
+        ),
+      );
+      // Each request got its own reply, none another's.
+      expect(new Set(replies.map((reply) => (reply as { version: number }).version)).size).toBe(500);
+    } finally {
+      await server.stop();
+    }
+
+    // A request pending when its connection closes fails then, not at its timeout.
+    const closing = await env.bus();
+    const silentAgain = bus.nc.subscribe(bus.rpcSubject('registry.webhook_secret'), {
+      callback: () => undefined,
+    });
+    await bus.nc.flush();
+    const pending = requestRpc(
+      closing,
+      'registry.webhook_secret',
+      { sellerId: 'sel_x' },
+      { timeoutMs: 60_000 },
+    ).catch((error: unknown) => error);
+    await closing.nc.flush();
+    await closing.nc.close();
+    silentAgain.unsubscribe();
+    expect(((await pending) as Error).message).toMatch(/connection closed/);
+  });
 });

@@ -1,6 +1,7 @@
 import {
   type Context,
   context,
+  INVALID_SPAN_CONTEXT,
   propagation,
   type Span,
   SpanKind,
@@ -100,6 +101,9 @@ export async function withSpan<T>(
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
   ensureContext();
+  // No SDK and no trace to continue: the span would be a no-op without an id, so its context switch is skipped
+  // (tests, tools and the benches run without one).
+  if (!sdk && !options.carrier?.traceparent && !trace.getSpan(context.active())) return fn(UNTRACED_SPAN);
   const tracer = trace.getTracer('paygate');
   const parent = contextFromCarrier(options.carrier);
   return tracer.startActiveSpan(
@@ -119,5 +123,7 @@ export async function withSpan<T>(
     },
   );
 }
+
+const UNTRACED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 export { SpanKind };
