@@ -103,6 +103,9 @@ export interface PlatformPayoutsTable {
   completed_at: Date | null;
 }
 
+/** Recorded rows a background pass looks at, at most. */
+export const OPEN_BATCH = 100;
+
 /** A pg_advisory_xact_lock key (a signed 64-bit integer) named by `name`. */
 export function advisoryLockKey(name: string): string {
   const digest = createHash('sha256').update(name).digest();

@@ -1,19 +1,12 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { Transaction } from 'ethers';
 import { sql } from 'kysely';
-import type { SettlementDB } from '../db';
+import { OPEN_BATCH, type SettlementDB } from '../db';
+import { describe } from '../errors';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
 import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
-import {
-  cappedFees,
-  describe,
-  isFinished,
-  larger,
-  OPEN_BATCH,
-  type RelayerSettings,
-  type Row,
-} from './settings';
+import { cappedFees, isFinished, larger, type RelayerSettings, type Row } from './settings';
 
 /**
  * The relayer's background pass and crash recovery, key by key: confirmed rows watched through the reorg window, then

@@ -182,22 +182,19 @@ export class RelayerChain {
   }
 
   /** The account's USDC balance after the given block. */
-  async usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
-    const data = token.encodeFunctionData('balanceOf', [formatAddress(account)]);
-    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
-    return token.decodeFunctionResult('balanceOf', result)[0] as bigint;
+  usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
+    return this.readAt(tokenAddress, 'balanceOf', [formatAddress(account)], block);
   }
 
   /** Whether the authorization was used or canceled as of the given block. */
-  async authorizationUsedAt(
-    tokenAddress: string,
-    payer: string,
-    nonce: string,
-    block: bigint,
-  ): Promise<boolean> {
-    const data = token.encodeFunctionData('authorizationState', [formatAddress(payer), nonce]);
+  authorizationUsedAt(tokenAddress: string, payer: string, nonce: string, block: bigint): Promise<boolean> {
+    return this.readAt(tokenAddress, 'authorizationState', [formatAddress(payer), nonce], block);
+  }
+
+  private async readAt<T>(tokenAddress: string, fn: string, args: unknown[], block: bigint): Promise<T> {
+    const data = token.encodeFunctionData(fn, args);
     const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
-    return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
+    return token.decodeFunctionResult(fn, result)[0] as T;
   }
 
   async balanceWei(): Promise<bigint> {

@@ -1,9 +1,10 @@
 import type { ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
+import { describe } from '../errors';
 import type { RelayerChain } from './chain';
 import { NonceAllocator } from './nonce-allocator';
 import type { RecordedAuthorizations } from './recorded';
-import { describe, type Refusal, type RelayerSettings, refusal } from './settings';
+import { type Refusal, type RelayerSettings, refusal } from './settings';
 
 const BALANCE_CACHE_MS = 2000;
 /** A balance this recent answers while a fresh read is under way: a slow node must not stop x402. */

@@ -1,9 +1,10 @@
 import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
+import { describe } from '../errors';
 import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
 import type { RefusedPayers } from './refused-payers';
-import { describe, type RelayerSettings, type Row } from './settings';
+import type { RelayerSettings, Row } from './settings';
 
 /** How long after its caller was answered a confirmed row is finished. */
 const FINISH_AFTER_MS = 100;

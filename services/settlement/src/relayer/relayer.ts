@@ -2,6 +2,7 @@ import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import { type BackgroundTask, Gauge, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
+import { describe } from '../errors';
 import { RelayerBackgroundPass } from './background-pass';
 import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
 import { HeadPush } from './head-push';
@@ -10,15 +11,7 @@ import type { ChainState } from './nonce-allocator';
 import { type Assignment, RelayerSigner, SignerPool } from './pool';
 import { RecordedAuthorizations } from './recorded';
 import { RefusedPayers } from './refused-payers';
-import {
-  cappedFees,
-  describe,
-  isFinished,
-  type Refusal,
-  type RelayerSettings,
-  type Row,
-  refusal,
-} from './settings';
+import { cappedFees, isFinished, type Refusal, type RelayerSettings, type Row, refusal } from './settings';
 
 export type { RelayerSettings } from './settings';
 

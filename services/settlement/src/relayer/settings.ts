@@ -22,14 +22,6 @@ export interface RelayerSettings
   now: () => Date;
 }
 
-/** Recorded rows looked at in one background pass, at most. */
-export const OPEN_BATCH = 100;
-
-export function describe(error: unknown): string {
-  const e = error as { shortMessage?: string; message?: string };
-  return String(e?.shortMessage ?? e?.message ?? error).slice(0, 300);
-}
-
 export const refusal = (reason: Refusal['reason'], message: string): Refusal => ({
   ok: false,
   reason,

@@ -1,25 +1,15 @@
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
+import type { Static } from '@sinclair/typebox';
 import type { Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
 import { enqueueSettlementDue, insertSettlement, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
+import type { SettleNowAnswer } from './schemas';
 
-export interface SettleNowResult {
-  settled: Array<ReturnType<typeof settlementView>>;
-  skipped: Array<{
-    sellerId: string;
-    settlementId: string;
-    reason: SettleNowSkipReason;
-    status: Selectable<SettlementsTable>['status'];
-    availableAmount: string | null;
-    txHash: string | null;
-  }>;
-  /** `all` stopped at MAX_SELLERS. */
-  truncated: boolean;
-}
+export type SettleNowResult = Static<typeof SettleNowAnswer>;
 
 const SELLER_BATCH = 100;
 const MAX_SELLERS = 2000;

@@ -45,41 +45,39 @@ export class CheckoutSweeper extends PolledTask {
   }
 
   /** One pass: sweeps the whole balance when it is at least the minimum and nothing is in flight. */
-  async runPass(): Promise<{ outcome: SweepOutcome; amountMicro?: bigint; txHash?: string }> {
-    let result: { outcome: SweepOutcome; amountMicro?: bigint; txHash?: string };
+  async runPass(): Promise<SweepOutcome> {
+    let outcome: SweepOutcome;
     try {
-      result = await this.ctx.db
+      outcome = await this.ctx.db
         .transaction()
         .execute(async (trx) =>
-          (await tryAdvisoryLock(trx, 'settlement-checkout-sweep'))
-            ? this.sweep()
-            : { outcome: 'not_leader' as const },
+          (await tryAdvisoryLock(trx, 'settlement-checkout-sweep')) ? this.sweep() : 'not_leader',
         );
     } catch (error) {
       this.ctx.logger.error(
         { err: error, wallet: this.config.address },
         'checkout deposit wallet sweep failed (does the wallet hold ETH for gas?); retried next pass',
       );
-      result = { outcome: 'failed' };
+      outcome = 'failed';
     }
-    this.swept.inc({ outcome: result.outcome });
-    return result;
+    this.swept.inc({ outcome });
+    return outcome;
   }
 
-  private async sweep(): Promise<{ outcome: SweepOutcome; amountMicro?: bigint; txHash?: string }> {
+  private async sweep(): Promise<SweepOutcome> {
     const address = this.config.address;
     const [mined, pending] = await Promise.all([
       this.provider.getTransactionCount(address, 'latest'),
       this.provider.getTransactionCount(address, 'pending'),
     ]);
-    if (pending > mined) return { outcome: 'in_flight' };
+    if (pending > mined) return 'in_flight';
     const balance = (await this.usdc.getFunction('balanceOf')(address)) as bigint;
-    if (balance < this.config.minAmountMicro || balance === 0n) return { outcome: 'below_minimum' };
+    if (balance < this.config.minAmountMicro || balance === 0n) return 'below_minimum';
     const tx = await this.usdc.getFunction('transfer')(this.escrowAddress, balance);
     this.ctx.logger.info(
       { wallet: address, escrow: this.escrowAddress, amountMicro: balance.toString(), txHash: tx.hash },
       'checkout deposit wallet swept into escrow',
     );
-    return { outcome: 'swept', amountMicro: balance, txHash: tx.hash as string };
+    return 'swept';
   }
 }

@@ -1,6 +1,7 @@
 import { crashIfConfigured } from '../crash';
+import { describe } from '../errors';
 import type { TransferRow } from './repository';
-import { describe, type TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker-deps';
 
 /** Sends recorded transactions (the SAME signed bytes, never re-signed) and records that they were sent. */
 export class TransferBroadcaster {
@@ -13,7 +14,7 @@ export class TransferBroadcaster {
       return true;
     } catch (error) {
       this.deps.ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
         'transfer dropped by a reorg would not succeed now; sent again once escrow covers it',
       );
       return false;
@@ -26,12 +27,15 @@ export class TransferBroadcaster {
       await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
     } catch (error) {
       ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
         'broadcast failed; will retry the same transaction',
       );
       await ctx.db
         .updateTable('outgoing_transfers')
-        .set((eb) => ({ last_error: describe(error), broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
+        .set((eb) => ({
+          last_error: describe(error, 500),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
         .where('transfer_id', '=', transfer.transfer_id)
         .execute();
       return;

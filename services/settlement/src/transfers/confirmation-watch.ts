@@ -1,7 +1,9 @@
+import { OPEN_BATCH } from '../db';
+import { describe } from '../errors';
 import type { TransferBroadcaster } from './broadcast';
 import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
-import { describe, OPEN_BATCH, type TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker-deps';
 
 /** Why a confirmed transfer needs an operator: reported confirmed, it is now mined reverted. */
 export const REVERTED_AFTER_CONFIRMATION =
@@ -135,7 +137,7 @@ export class ConfirmationWatch {
       await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
     } catch (error) {
       ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
         'rebroadcast after a reorg failed; will retry',
       );
       return;

@@ -22,11 +22,3 @@ export interface TransferWorkerDeps {
   /** True once the worker's loop is stopping: a pass returns between two transfers. */
   isStopped(): boolean;
 }
-
-/** Recorded transfers looked at in one pass, at most. */
-export const OPEN_BATCH = 100;
-
-export function describe(error: unknown): string {
-  const e = error as { shortMessage?: string; message?: string };
-  return String(e?.shortMessage ?? e?.message ?? error).slice(0, 500);
-}
