@@ -1,9 +1,6 @@
 import type { PaymentFailure } from './payments/failures';
 
-/**
- * The one base of the gateway's errors: each subclass names one situation, so a caller decides by `instanceof`
- * (never by a message's words). A refusal a client hears is not an error: it is a reason of ./reasons.ts.
- */
+/** Each subclass names one situation, decided by `instanceof`; what a client hears is a reason of ./reasons.ts. */
 export class GatewayError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);

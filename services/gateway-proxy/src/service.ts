@@ -107,20 +107,8 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
 
       const payments = new PaymentService(
         ctx,
-        new ChainVerifier(provider, {
-          usdcAddress: config.usdcAddress,
-          escrowAddress: config.escrowAddress,
-          confirmations: config.confirmations,
-        }),
-        {
-          network: config.network,
-          chainId: config.chainId,
-          usdcAddress: config.usdcAddress,
-          escrowAddress: config.escrowAddress,
-          retryWindowSeconds: config.retryWindowSeconds,
-          upstreamTimeoutMs: config.upstreamTimeoutMs,
-          now: config.now,
-        },
+        new ChainVerifier(provider, config),
+        config,
         new LedgerClaims(ctx.bus, ctx.logger),
       );
       const x402 = new X402Payments(
@@ -128,32 +116,13 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         provider,
         payments,
         new RelayerClient(ctx.bus, config.relayerTimeoutMs),
-        {
-          chainId: config.chainId,
-          usdcAddress: config.usdcAddress,
-          escrowAddress: config.escrowAddress,
-          maxTimeoutSeconds: config.x402MaxTimeoutSeconds,
-          inclusionWaitMs: config.x402InclusionWaitMs,
-          retryWindowSeconds: config.retryWindowSeconds,
-          relayerTimeoutMs: config.relayerTimeoutMs,
-          recoveryAfterMs: config.x402RecoveryAfterMs,
-          recoveryIntervalMs: config.x402RecoveryIntervalMs,
-          minAmountMicro: config.x402MinAmountMicro,
-          relayerBudgets,
-          now: config.now,
-        },
+        { ...config, relayerBudgets },
       );
       void x402.tokenDomain().catch(() => undefined);
       void x402.relayer.currentStatus();
       const copies = new SettlementCopies({ x402, config, copiesWaiting: metrics.x402CopiesWaiting });
       const receipts = new ReceiptSigner(config.receiptSigningKey, config.publicBaseUrl, config.now);
-      const signIn = new SignInWithX(ctx.db, {
-        origin: new URL(config.publicBaseUrl).origin,
-        chainId: config.chainId,
-        rpcUrl: config.rpcUrl,
-        rpcTimeoutMs: config.rpcTimeoutMs,
-        now: config.now,
-      });
+      const signIn = new SignInWithX(ctx.db, { ...config, origin: new URL(config.publicBaseUrl).origin });
       const blockedPayers = new BlockedPayers(ctx, config.now);
 
       const routes = [
@@ -164,10 +133,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           limiter,
           payments,
           blockedPayers,
-          callOutcomes: new CallOutcomes(ctx, {
-            retryWindowSeconds: config.retryWindowSeconds,
-            now: config.now,
-          }),
+          callOutcomes: new CallOutcomes(ctx, config),
           x402,
           copies,
           tickets: new TicketIssuer(keys, config.publicBaseUrl, config.ticketTtlSeconds, config.now),
@@ -231,11 +197,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           x402,
           { start: async () => undefined, stop: async () => forwardingKeys.close() },
           { start: async () => undefined, stop: () => forwarding.dispatcher.close() },
-          new UnservedCalls(ctx, {
-            now: config.now,
-            retryWindowSeconds: config.retryWindowSeconds,
-            upstreamTimeoutMs: config.upstreamTimeoutMs,
-          }),
+          new UnservedCalls(ctx, config),
           blockedPayers,
         ],
         readinessChecks: [{ name: 'chain', check: () => checkChainRpc(provider, config.chainId) }],

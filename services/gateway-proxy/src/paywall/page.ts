@@ -2,12 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /**
- * The paywall for people: a browser that opens a paid URL (GET, `Accept: text/html` before JSON, no payment yet)
- * gets a page, still with status 402 and x402's PAYMENT-REQUIRED header, saying what the call costs and why, and a
- * button that pays with the browser wallet (EIP-6963, else `window.ethereum`): a gasless EIP-3009 signature sent as
- * x402's PAYMENT-SIGNATURE, or, where the wallet cannot sign typed data, a USDC transfer and Paygate's tx-hash proof.
- * Then it fetches the resource and shows it as text (never as HTML: a seller's answer must not run in this origin).
- * API clients keep getting the JSON 402.
+ * A browser opening a paid URL gets a 402 page (with PAYMENT-REQUIRED) that pays with its wallet (an EIP-3009
+ * signature, else a USDC transfer and a tx-hash proof) and shows the answer as text, never as HTML.
  */
 interface PaywallOffer {
   title: string;
@@ -16,7 +12,6 @@ interface PaywallOffer {
   price: string;
   networkLabel: string;
   method: string;
-  /** Paygate's requirements (the JSON 402 body), with the price in micro-USDC for the transfer. */
   requirements: {
     payTo: string;
     asset: string;
@@ -26,7 +21,7 @@ interface PaywallOffer {
     confirmations: number;
     amountMicro: string;
   };
-  /** x402 v2's PaymentRequired, as the PAYMENT-REQUIRED header carries it; undefined when x402 is not offered. */
+  /** undefined when x402 is not offered. */
   paymentRequired: unknown;
 }
 

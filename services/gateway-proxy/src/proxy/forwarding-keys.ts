@@ -3,10 +3,7 @@ import { onSellerUpdated } from '@paygate/seller-auth';
 import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
 
-/**
- * What a seller's forwarded requests are signed with (HMAC-SHA256): its current key and, during an API-key
- * rotation's overlap, the previous key until `previousUntilMs`, so its origin passes with whichever key it holds.
- */
+/** A seller's HMAC-SHA256 key and, during an API-key rotation's overlap, the previous one until `previousUntilMs`. */
 export interface ForwardingKey {
   key: Buffer;
   previous: Buffer | null;
@@ -14,27 +11,22 @@ export interface ForwardingKey {
 }
 
 interface Entry {
-  /** The key, or null: the seller has none (or the registry did not answer), so its requests are signed ES256. */
+  /** null: none (or the registry did not answer), so its requests are signed ES256. */
   key: ForwardingKey | null;
-  /** After this the entry is still used, but refreshed in the background. */
+  /** After this still used, but refreshed in the background. */
   freshUntilMs: number;
 }
 
 interface ForwardingKeysOptions {
-  /** Longest wait for the registry's answer. */
   timeoutMs: number;
-  /** How long a learnt key (or the absence of one) is used before it is asked again. */
   refreshAfterMs?: number;
-  /** How long "the registry did not answer" is kept (requests are signed ES256 meanwhile). */
   failureRetryMs?: number;
   maxEntries?: number;
 }
 
 /**
- * Sellers' forwarding keys (the HMAC keys forwarded requests are signed with), asked of the registry by
- * request-reply and kept in memory only (never logged). `seller.updated` (a rotated API key, an ended overlap)
- * drops a seller's entry at once; an entry is also refreshed after `refreshAfterMs` in case that event was missed,
- * and the previous key is never used past its own expiry (RequestSigner checks it).
+ * Sellers' forwarding keys, asked of the registry and kept in memory only (never logged); `seller.updated` drops an
+ * entry at once, and an entry is refreshed after `refreshAfterMs` in case that event was missed.
  */
 export class ForwardingKeys {
   private readonly cache: LRUCache<string, Entry>;
@@ -42,10 +34,7 @@ export class ForwardingKeys {
   private readonly subscription: Subscription;
   private readonly refreshAfterMs: number;
   private readonly failureRetryMs: number;
-  /**
-   * Counts seller.updated events: an answer asked for before one may be the rotated-out key, so it serves the
-   * requests that waited for it but is never kept (a key revoked at once was otherwise used until refreshAfterMs).
-   */
+  /** An answer asked for before a seller.updated may be the rotated-out key: it serves its waiters but is never kept. */
   private updatesSeen = 0;
 
   constructor(
@@ -62,17 +51,13 @@ export class ForwardingKeys {
     });
   }
 
-  /**
-   * Without waiting: the seller's key, null when its requests are signed ES256, undefined when not learnt yet
-   * (call `keyFor`). A stale entry is returned and refreshed in the background.
-   */
+  /** Without waiting: undefined when not learnt yet (call `keyFor`); a stale entry is refreshed in the background. */
   peek(sellerId: string): ForwardingKey | null | undefined {
     const entry = this.cache.get(sellerId);
     if (entry && entry.freshUntilMs < Date.now()) void this.keyFor(sellerId, true);
     return entry?.key;
   }
 
-  /** The seller's key, asked of the registry unless fresh in memory; null when its requests are signed ES256. */
   async keyFor(sellerId: string, refresh = false): Promise<ForwardingKey | null> {
     const entry = this.cache.get(sellerId);
     if (entry && !refresh && entry.freshUntilMs >= Date.now()) return entry.key;
@@ -107,8 +92,7 @@ export class ForwardingKeys {
           previousUntilMs: reply.previousKeyExpiresAt ? Date.parse(reply.previousKeyExpiresAt) : 0,
         };
     } catch {
-      // The registry is unreachable: keep a key already learnt, else sign with ES256 (sellers accept both),
-      // and ask again soon.
+      // The registry is unreachable: a key already learnt, else ES256 (sellers accept both), asked again soon.
       key = this.cache.get(sellerId)?.key ?? null;
       freshForMs = this.failureRetryMs;
     }

@@ -3,13 +3,12 @@ import type { PaymentKind } from '@paygate/protocol';
 import { SignJWT } from 'jose';
 import type { TicketKeyStore } from './keys';
 
-/** What a ticket was bought for: the skill endpoint and the payment, as issued and as claimed. */
 interface TicketPurchase {
   skill: string;
   skillId: string;
   sellerId: string;
   method: string;
-  /** The endpoint path on the seller's API (relative to its apiBaseUrl). */
+  /** Relative to the seller's apiBaseUrl. */
   path: string;
   kind: PaymentKind;
   txHash: string;
@@ -19,7 +18,6 @@ interface TicketPurchase {
 /** The claims of a Paygate ticket; the seller middleware checks every one of them. */
 interface TicketClaims extends TicketPurchase {
   iss: string;
-  /** The payer's wallet. */
   sub: string;
   /** The skill name: a ticket for one skill is refused by another. */
   aud: string;
@@ -47,21 +45,15 @@ export class TicketIssuer {
     let exp = iat + this.ttlSeconds;
     if (input.notAfter) exp = Math.min(exp, Math.floor(input.notAfter.getTime() / 1000));
     const jti = newEventId();
+    const { payer, notAfter: _notAfter, ...purchase } = input;
     const claims: TicketClaims = {
       iss: this.issuer,
-      sub: input.payer,
+      sub: payer,
       aud: input.skill,
       jti,
       iat,
       exp,
-      skill: input.skill,
-      skillId: input.skillId,
-      sellerId: input.sellerId,
-      method: input.method,
-      path: input.path,
-      kind: input.kind,
-      txHash: input.txHash,
-      amount: input.amount,
+      ...purchase,
     };
     const { kid, privateKey } = this.keys.signingKey();
     const ticket = await new SignJWT({ ...claims })

@@ -38,11 +38,8 @@ const MAX_PUBLISHED_KEYS = 10;
 const JWKS_REFRESH_MS = 60_000;
 
 /**
- * Ticket signing keys. A configured PEM is used and recorded; without one, the first replica generates an
- * ES256 key under an advisory lock and stores it in the gateway schema, so every replica signs with the same
- * key. Every recorded key stays in the JWKS (newest first, bounded), so tickets signed before a rotation
- * still verify until they expire. Private keys are stored sealed (`box`, TICKET_KEY_ENCRYPTION_KEY), never as
- * plaintext PEM.
+ * Ticket signing keys, sealed at rest: a configured PEM, else one the first replica generates under an advisory lock
+ * for all; recorded keys stay in the JWKS (newest first, bounded) so tickets signed before a rotation still verify.
  */
 export class TicketKeyStore {
   private signing: SigningKey | undefined;
@@ -111,7 +108,7 @@ export class TicketKeyStore {
     this.jwksLoadedAt = Date.now();
   }
 
-  /** The public keys, newest first; re-read now and then so keys recorded by other replicas appear. */
+  /** Newest first; re-read now and then so keys recorded by other replicas appear. */
   async publicKeys(): Promise<PublicJwk[]> {
     if (Date.now() - this.jwksLoadedAt > JWKS_REFRESH_MS) await this.refreshJwks();
     return this.jwks;

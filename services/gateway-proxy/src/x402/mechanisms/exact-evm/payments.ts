@@ -2,6 +2,7 @@ import type { SharedRateLimiter } from '@paygate/http';
 import type { X402Offer } from '@paygate/protocol';
 import { type BackgroundTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
+import type { GatewayProxyConfig } from '../../../config';
 import type { GatewayContext } from '../../../db';
 import type { PaymentService, Purchase } from '../../../payments/service';
 import { PAYGATE_REASONS, UPSTREAM_REASONS } from '../../../reasons';
@@ -23,23 +24,23 @@ import { type ChainReads, runChecks, type X402Expectation } from './verify';
 
 export type { X402Outcome, X402Timings } from './settlement';
 
-export interface X402Settings {
-  chainId: number;
-  usdcAddress: string;
-  escrowAddress: string;
-  /** How long a client's authorization has to be settled (the requirements' maxTimeoutSeconds). */
-  maxTimeoutSeconds: number;
-  inclusionWaitMs: number;
-  retryWindowSeconds: number;
-  relayerTimeoutMs: number;
-  /** An authorization still `submitting` this long is finished by the recovery pass. */
-  recoveryAfterMs: number;
-  recoveryIntervalMs: number;
-  /** The smallest payment the relayer submits: its gas must be worth the payment. */
-  minAmountMicro: number | bigint;
+export type X402Settings = Pick<
+  GatewayProxyConfig,
+  | 'chainId'
+  | 'usdcAddress'
+  | 'escrowAddress'
+  | 'x402MaxTimeoutSeconds'
+  | 'x402InclusionWaitMs'
+  | 'retryWindowSeconds'
+  | 'relayerTimeoutMs'
+  | 'x402RecoveryAfterMs'
+  | 'x402RecoveryIntervalMs'
+  | 'x402MinAmountMicro'
+  | 'now'
+> & {
+  /** Relayed transactions per UTC day per payer and per seller. */
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
-  now: () => Date;
-}
+};
 
 export interface VerifyOptions {
   /** Settling skips it: the relayer's simulation refuses without spending gas. */
@@ -88,7 +89,7 @@ export class X402Payments implements BackgroundTask {
     this.recovery = new PollingLoop(() => this.recoverOnce(), {
       what: 'x402 recovery pass',
       logger: ctx.logger,
-      intervalMs: settings.recoveryIntervalMs,
+      intervalMs: settings.x402RecoveryIntervalMs,
     });
   }
 
@@ -155,13 +156,13 @@ export class X402Payments implements BackgroundTask {
     const eip712 = this.knownTokenDomain();
     if (!eip712) return undefined;
     // Below the minimum the relayer's gas is not worth it: the buyer pays with X-402-Payment instead.
-    if (input.priceMicro < BigInt(this.settings.minAmountMicro)) return undefined;
+    if (input.priceMicro < this.settings.x402MinAmountMicro) return undefined;
     return {
       chainId: this.settings.chainId,
       asset: this.settings.usdcAddress,
       payTo: this.settings.escrowAddress,
       amountMicro: input.priceMicro,
-      maxTimeoutSeconds: this.settings.maxTimeoutSeconds,
+      maxTimeoutSeconds: this.settings.x402MaxTimeoutSeconds,
       eip712,
       resource: { url: input.url, description: input.description, mimeType: input.mimeType },
     };
@@ -174,8 +175,8 @@ export class X402Payments implements BackgroundTask {
       payTo: this.settings.escrowAddress,
       amountMicro: priceMicro,
       eip712: await this.tokenDomain(),
-      minAmountMicro: BigInt(this.settings.minAmountMicro),
-      maxTimeoutSeconds: maxTimeoutSeconds ?? this.settings.maxTimeoutSeconds,
+      minAmountMicro: this.settings.x402MinAmountMicro,
+      maxTimeoutSeconds: maxTimeoutSeconds ?? this.settings.x402MaxTimeoutSeconds,
     };
   }
 
@@ -342,8 +343,8 @@ export class X402Payments implements BackgroundTask {
   /** How long a `submitting` authorization may be held: never race a live caller (inclusion + relayer's timeout). */
   private staleAfterMs(): number {
     return Math.max(
-      this.settings.recoveryAfterMs,
-      this.settings.inclusionWaitMs + this.settings.relayerTimeoutMs,
+      this.settings.x402RecoveryAfterMs,
+      this.settings.x402InclusionWaitMs + this.settings.relayerTimeoutMs,
     );
   }
 

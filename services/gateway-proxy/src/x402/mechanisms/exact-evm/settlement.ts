@@ -106,7 +106,7 @@ export class X402Settlement {
     private readonly settings: {
       chainId: number;
       usdcAddress: string;
-      inclusionWaitMs: number;
+      x402InclusionWaitMs: number;
       retryWindowSeconds: number;
       /** An authorization `submitting` this long has no live caller any more. */
       staleAfterMs: number;
@@ -129,7 +129,7 @@ export class X402Settlement {
     const a = payment.authorization;
     let reply: RelayerSubmitReply;
     try {
-      reply = await this.send(a, payment.signature, this.settings.inclusionWaitMs);
+      reply = await this.send(a, payment.signature, this.settings.x402InclusionWaitMs);
     } catch (error) {
       this.logger.warn(
         { err: error, payer: a.from },
@@ -310,7 +310,7 @@ export class X402Settlement {
     const reply = await this.send(
       authorizationOfRow(row),
       row.signature,
-      this.settings.inclusionWaitMs,
+      this.settings.x402InclusionWaitMs,
     ).catch(() => undefined);
     if (reply && !reply.ok && RELAYER_REASONS[reply.reason][0] === 402)
       return this.relayerRefused(claimed, reply);
