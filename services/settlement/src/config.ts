@@ -1,8 +1,6 @@
 import { addressOfPrivateKey } from '@paygate/chain';
 import { parseChainUsdc } from '@paygate/money';
 import {
-  type ChainConfig,
-  type CommonConfig,
   ConfigError,
   chainConfig,
   commonConfig,
@@ -14,42 +12,18 @@ import {
   throwIfProblems,
 } from '@paygate/runtime';
 import { getAddress } from 'ethers';
-import { loadRelayerConfig, type RelayerConfig } from './relayer/config';
-import {
-  type CheckoutSweepConfig,
-  type DepositSweepConfig,
-  loadCheckoutSweepConfig,
-  loadDepositSweepConfig,
-} from './sweep/config';
+import { loadRelayerConfig } from './relayer/config';
+import { withHidden } from './secrets';
+import { loadCheckoutSweepConfig, loadDepositSweepConfig } from './sweep/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
 
 /** Settlement's settings; each variable's meaning is in the README's configuration table. */
-export interface SettlementConfig extends CommonConfig, ChainConfig {
-  /** Never logged, not enumerable; settlement is the only service that has it. */
-  escrowPrivateKey: string;
-  schedulerIntervalMs: number;
-  transferPollIntervalMs: number;
-  txTimeoutMs: number;
-  rpcTimeoutMs: number;
-  ledgerTimeoutMs: number;
-  maxPreflightAttempts: number;
-  /** TEST ONLY: always null in production. */
-  crashPoint: CrashPoint | null;
-  relayer: RelayerConfig | null;
-  checkoutSweep: CheckoutSweepConfig | null;
-  depositSweep: DepositSweepConfig;
-  operatorToken: string;
-  /** DEVELOPMENT ONLY: every period this many seconds; 0 = the real periods. */
-  settlementPeriodSeconds: number;
-  /** No single transfer out of escrow above this is signed, whatever the ledger says. */
-  maxTransferUsdc: string;
-  treasuryAddress: string | null;
-}
+export type SettlementConfig = ReturnType<typeof loadConfig>;
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConfig {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const common = commonConfig(env, { serviceName: 'settlement', schema: 'settlement', port: 8086 });
   const parsed = parseEnv(env, {
     // No default: without the key nothing can be paid out, and a default key would be a public one.
@@ -111,21 +85,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): SettlementConf
     operatorToken: parsed.OPERATOR_TOKEN,
     settlementPeriodSeconds: periodSeconds,
     ...transfersOut,
-  } as SettlementConfig;
+  };
   if (common.production && !config.relayer) {
     throw new ConfigError(
       'invalid production configuration of settlement: RELAYER_PRIVATE_KEY: must be set in production (its relayer submits the sweeps of session deposit addresses into escrow)',
     );
   }
-  // Not enumerable: a logged or serialised config never shows the key (spreading the config drops it too).
-  Object.defineProperty(config, 'escrowPrivateKey', { value: parsed.ESCROW_PRIVATE_KEY, enumerable: false });
-  return config;
+  // Settlement is the only service that has it.
+  return withHidden(config, { escrowPrivateKey: parsed.ESCROW_PRIVATE_KEY });
 }
 
 function transferOutSettings(
   parsed: { MAX_TRANSFER_USDC: string; TREASURY_ADDRESS: string },
   problems: string[],
-): Pick<SettlementConfig, 'maxTransferUsdc' | 'treasuryAddress'> {
+): { maxTransferUsdc: string; treasuryAddress: string | null } {
   if (!parsed.MAX_TRANSFER_USDC) {
     problems.push(
       'MAX_TRANSFER_USDC: must be set in production (the largest single transfer out of escrow, in USDC)',

@@ -24,31 +24,22 @@ import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
 import { registerSettlementWatchGauges } from './watch-metrics';
 
-export interface SettlementOptions {
-  /** Business clock (settlement periods, completedAt); tests move it instead of sleeping. */
-  now?: Clock;
-}
-
 export interface RunningSettlement extends RunningService<SettlementDB> {
   scheduler: SettlementScheduler;
   transfers: TransferWorker;
   chain: EscrowChain;
-  /** The x402 relayer, when RELAYER_PRIVATE_KEY is configured. */
   relayer: Relayer | null;
-  /** Moves the checkout deposit wallet's USDC into escrow, when CHECKOUT_ESCROW_PRIVATE_KEY is configured. */
   sweeper: CheckoutSweeper | null;
-  /** Moves session deposit addresses' USDC into escrow through the relayer; serves settlement.deposit_holdings. */
   depositSweeper: DepositSweeper;
 }
 
 /**
- * Settlement, built once: the escrow and relayer chains, metrics and watch gauges, the transfer worker, scheduler,
- * x402 relayer and sweepers, then the routes, consumers and tasks that use them. The chains' providers are
- * destroyed last on stop (and on a failed start).
+ * Settlement, built once: chains, metrics, worker, scheduler, relayer and sweepers, then the routes, consumers and
+ * tasks that use them. `now`: the business clock, which tests move instead of sleeping.
  */
 export async function startSettlement(
   config: SettlementConfig,
-  options: SettlementOptions = {},
+  options: { now?: Clock } = {},
 ): Promise<RunningSettlement> {
   const clock = options.now ?? systemClock;
   const running = await startService({
@@ -56,26 +47,8 @@ export async function startSettlement(
     config,
     migrations,
     build(ctx: ServiceContext<SettlementDB>) {
-      const chain = new EscrowChain({
-        rpcUrl: config.rpcUrl,
-        chainId: config.chainId,
-        usdcAddress: config.usdcAddress,
-        privateKey: config.escrowPrivateKey,
-        timeoutMs: config.rpcTimeoutMs,
-      });
-      const relayerChain = config.relayer
-        ? new RelayerChain({
-            rpcUrl: config.rpcUrl,
-            chainId: config.chainId,
-            privateKey: config.relayer.privateKey,
-            timeoutMs: config.rpcTimeoutMs,
-          })
-        : null;
-      // The pool's other keys read through the first key's provider.
-      const relayerKeys =
-        relayerChain && config.relayer
-          ? [relayerChain, ...config.relayer.privateKeys.slice(1).map((key) => relayerChain.withKey(key))]
-          : [];
+      const chain = new EscrowChain(config);
+      const relayerKeys = config.relayer ? RelayerChain.pool(config, config.relayer.privateKeys) : [];
       const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
       registerSettlementWatchGauges(ctx, {
         clock,
@@ -157,7 +130,7 @@ export async function startSettlement(
         async stop() {
           auth.close();
           chain.destroy();
-          relayerChain?.destroy();
+          for (const key of relayerKeys) key.destroy();
         },
       };
     },

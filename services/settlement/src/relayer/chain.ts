@@ -88,31 +88,24 @@ function describe(error: unknown): string {
 
 /** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
 export class RelayerChain {
-  readonly provider: JsonRpcProvider;
   private readonly wallet: Wallet;
   readonly address: string;
-  readonly chainId: number;
-  /** False for a key that reads through another key's provider. */
-  private readonly ownsProvider: boolean;
 
-  constructor(
-    options:
-      | { rpcUrl: string; chainId: number; privateKey: string; timeoutMs: number }
-      | { provider: JsonRpcProvider; chainId: number; privateKey: string },
+  private constructor(
+    readonly provider: JsonRpcProvider,
+    readonly chainId: number,
+    privateKey: string,
+    /** False for a key that reads through another key's provider. */
+    private readonly ownsProvider: boolean,
   ) {
-    this.ownsProvider = !('provider' in options);
-    this.provider =
-      'provider' in options
-        ? options.provider
-        : makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
-    this.wallet = new Wallet(options.privateKey);
+    this.wallet = new Wallet(privateKey);
     this.address = this.wallet.address;
-    this.chainId = options.chainId;
   }
 
-  /** Another key of the pool, sharing this key's provider. */
-  withKey(privateKey: string): RelayerChain {
-    return new RelayerChain({ provider: this.provider, chainId: this.chainId, privateKey });
+  /** The pool's keys, sharing one provider (its connections, timeout), which the first key destroys. */
+  static pool(rpc: { rpcUrl: string; chainId: number; rpcTimeoutMs: number }, keys: readonly string[]) {
+    const provider = makeProvider(rpc.rpcUrl, { timeoutMs: rpc.rpcTimeoutMs, chainId: rpc.chainId });
+    return keys.map((key, i) => new RelayerChain(provider, rpc.chainId, key, i === 0));
   }
 
   /**

@@ -1,32 +1,15 @@
 import { addressOfPrivateKey } from '@paygate/chain';
 import { int, parseEnv, str, throwIfProblems } from '@paygate/runtime';
+import { withHidden } from '../secrets';
 
 /** The x402 relayer's settings (RELAYER_*, meanings in the README); null without a key (x402 not offered). */
-export interface RelayerConfig {
-  /** The pool's first key. Not enumerable on the config object, never logged. */
-  privateKey: string;
-  /** Every key of the pool, in order. Not enumerable. */
-  privateKeys: string[];
-  address: string;
-  addresses: string[];
-  stuckAfterMs: number;
-  codeHashRefusalPayers: number;
-  minBalanceWei: bigint;
-  feeBumpAfterMs: number;
-  maxFeeBumps: number;
-  maxFeePerGasCapWei: bigint;
-  receiptPollMs: number;
-  /** Undefined polls only. */
-  headsWsUrl: string | undefined;
-  lookbackBlocks: number;
-  revertRefusalMs: number;
-}
+export type RelayerConfig = NonNullable<ReturnType<typeof loadRelayerConfig>>;
 
 const GWEI = 1_000_000_000n;
 /** Keys in one pool, at most: each is a nonce sequence, an advisory lock and a balance read. */
 const MAX_KEYS = 64;
 
-export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
+export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string) {
   // Bad settings are reported with the key's problems below, and only when the relayer is configured at all.
   const problems: string[] = [];
   const parsed = parseEnv(
@@ -82,7 +65,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     problems.push('RELAYER_WS_URL: must be a ws:// or wss:// URL');
   }
   throwIfProblems(problems, parsed);
-  const config: RelayerConfig = {
+  const config = {
     address: addresses[0]!,
     addresses,
     stuckAfterMs: parsed.RELAYER_STUCK_AFTER_MS,
@@ -92,11 +75,10 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     maxFeeBumps: parsed.RELAYER_MAX_FEE_BUMPS,
     maxFeePerGasCapWei: BigInt(parsed.RELAYER_MAX_FEE_GWEI) * GWEI,
     receiptPollMs: parsed.RELAYER_RECEIPT_POLL_MS,
+    /** Undefined polls only. */
     headsWsUrl: parsed.RELAYER_WS_URL || undefined,
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
     revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
-  } as RelayerConfig;
-  Object.defineProperty(config, 'privateKey', { value: keys[0], enumerable: false });
-  Object.defineProperty(config, 'privateKeys', { value: keys, enumerable: false });
-  return config;
+  };
+  return withHidden(config, { privateKey: keys[0]!, privateKeys: keys });
 }

@@ -1,37 +1,22 @@
 import { addressOfPrivateKey } from '@paygate/chain';
 import { ConfigError, int, optionalAddress, parseEnv, str, throwIfProblems } from '@paygate/runtime';
 import { HDNodeWallet, Mnemonic } from 'ethers';
+import { withHidden } from '../secrets';
 
-/** The old shared checkout wallet (CHECKOUT_ESCROW_*), swept whole into escrow; null without its key. */
-export interface CheckoutSweepConfig {
-  /** Not enumerable on the config object, never logged. */
-  privateKey: string;
-  address: string;
-  intervalMs: number;
-  minAmountMicro: bigint;
-}
+/** The old shared checkout wallet (CHECKOUT_ESCROW_*), swept whole into escrow. */
+export type CheckoutSweepConfig = NonNullable<ReturnType<typeof loadCheckoutSweepConfig>>;
+/** The session deposit addresses' key (checkout holds only its xpub) and the sweeper's settings. */
+export type DepositSweepConfig = ReturnType<typeof loadDepositSweepConfig>;
 
 /** 0.01 USDC: below it a sweep's gas would be a noticeable share; dust waits for more. */
 const DEFAULT_SWEEP_MIN_MICRO = 10_000;
 
 /** The public anvil/Hardhat mnemonic (`make dev`, tests); never production. */
-export const DEV_DEPOSIT_MNEMONIC = 'test test test test test test test test test test test junk';
+const DEV_DEPOSIT_MNEMONIC = 'test test test test test test test test test test test junk';
 /** Account 1': none of its children is one of anvil's funded accounts (account 0'). */
 const DEFAULT_DEPOSIT_PATH = "m/44'/60'/1'/0";
 
-/** The session deposit addresses' key (checkout holds only its xpub) and the sweeper's settings. */
-export interface DepositSweepConfig {
-  /** The private node whose children are the deposit addresses. Not enumerable, never logged. */
-  node: HDNodeWallet;
-  /** Must equal checkout's CHECKOUT_DEPOSIT_XPUB. */
-  xpub: string;
-  intervalMs: number;
-  minAmountMicro: bigint;
-  batchSize: number;
-  validitySeconds: number;
-}
-
-export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boolean): DepositSweepConfig {
+export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boolean) {
   const problems: string[] = [];
   const parsed = parseEnv(
     env,
@@ -88,26 +73,25 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
   }
   throwIfProblems(problems, parsed);
   const config = {
+    /** Must equal checkout's CHECKOUT_DEPOSIT_XPUB. */
     xpub: node!.neuter().extendedKey,
     intervalMs: parsed.CHECKOUT_SWEEP_INTERVAL_MS,
     minAmountMicro: BigInt(parsed.CHECKOUT_SWEEP_MIN_MICRO),
     batchSize: parsed.CHECKOUT_SWEEP_BATCH,
     validitySeconds: parsed.CHECKOUT_SWEEP_VALIDITY_SECONDS,
-  } as DepositSweepConfig;
-  Object.defineProperty(config, 'node', { value: node, enumerable: false });
-  // A logged or serialised config shows the settings (the amount as a decimal string), never the key.
-  Object.defineProperty(config, 'toJSON', {
-    value: () => ({ ...config, minAmountMicro: config.minAmountMicro.toString() }),
-    enumerable: false,
+  };
+  return withHidden(config, {
+    /** The private node whose children are the deposit addresses. */
+    node: node!,
+    toJSON: () => ({ ...config, minAmountMicro: config.minAmountMicro.toString() }),
   });
-  return config;
 }
 
 export function loadCheckoutSweepConfig(
   env: NodeJS.ProcessEnv,
   escrowPrivateKey: string,
   production: boolean,
-): CheckoutSweepConfig | null {
+) {
   // Bad settings are reported with the key's problems below, and only when the key is set.
   const problems: string[] = [];
   const parsed = parseEnv(
@@ -142,10 +126,6 @@ export function loadCheckoutSweepConfig(
     address: address!,
     intervalMs: parsed.CHECKOUT_SWEEP_INTERVAL_MS,
     minAmountMicro: BigInt(parsed.CHECKOUT_SWEEP_MIN_MICRO),
-  } as CheckoutSweepConfig;
-  Object.defineProperty(config, 'privateKey', {
-    value: parsed.CHECKOUT_ESCROW_PRIVATE_KEY,
-    enumerable: false,
-  });
-  return config;
+  };
+  return withHidden(config, { privateKey: parsed.CHECKOUT_ESCROW_PRIVATE_KEY });
 }

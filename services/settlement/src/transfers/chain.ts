@@ -21,11 +21,14 @@ export class EscrowChain {
     rpcUrl: string;
     chainId: number;
     usdcAddress: string;
-    privateKey: string;
-    timeoutMs: number;
+    escrowPrivateKey: string;
+    rpcTimeoutMs: number;
   }) {
-    this.provider = makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
-    this.wallet = new Wallet(options.privateKey);
+    this.provider = makeProvider(options.rpcUrl, {
+      timeoutMs: options.rpcTimeoutMs,
+      chainId: options.chainId,
+    });
+    this.wallet = new Wallet(options.escrowPrivateKey);
     this.address = this.wallet.address;
     this.usdcAddress = formatAddress(options.usdcAddress);
     this.chainId = options.chainId;
