@@ -72,7 +72,6 @@ const gatewayEnv = () => ({
   RECEIPT_SIGNING_KEY: str({ default: '' }),
 });
 
-/** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   now: () => Date = () => new Date(),
@@ -145,14 +144,12 @@ function receiptKey(value: string, chainId: number, problems: string[]): Buffer 
   return key ?? developmentReceiptKey(chainId);
 }
 
-/** TICKET_SIGNING_KEY: a PEM EC private key (newlines may be written `\n`), or none. */
 function signingKeyPem(value: string, problems: string[]): string | undefined {
   const pem = value.replace(/\\n/g, '\n').trim();
   if (pem && !pem.includes('PRIVATE KEY')) problems.push('TICKET_SIGNING_KEY: must be a PEM EC private key');
   return pem || undefined;
 }
 
-/** X402_MIN_AMOUNT: a USDC amount above 0, in micro-USDC. */
 function minAmountMicro(value: string, problems: string[]): bigint {
   try {
     const amountMicro = parseUsdc(value);

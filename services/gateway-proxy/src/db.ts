@@ -35,7 +35,6 @@ export interface PaymentClaimsTable {
   endpoint_id: string | null;
   resource: string;
   kind: PaymentKind;
-  /** The payment path the transfer was claimed through. */
   claimed_via: 'proxy' | 'ticket' | 'verify' | 'facilitator';
   /** unserved: its retry window passed with no attempt served; final (payments/unserved.ts). */
   state: 'in_flight' | 'served' | 'retryable' | 'unserved';

@@ -15,7 +15,6 @@ export class LedgerClaimRefused extends GatewayError {
   }
 }
 
-/** Some claims of a batch were refused by the ledger: the batch's transaction is rolled back. */
 export class ClaimBatchRefused extends GatewayError {
   constructor(readonly answers: Array<PaymentFailure | undefined>) {
     super('the ledger refused claims of this batch');

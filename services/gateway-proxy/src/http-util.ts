@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { acceptedRequestId } from '@paygate/http';
 
-/** Writes a JSON answer on a bare node response (express responses are node responses too). */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.statusCode = status;

@@ -8,7 +8,6 @@ export interface GatewayMetrics {
   x402CopiesWaiting: Gauge<string>;
 }
 
-/** The gateway's payment, refusal, rate-limit and x402 copy metrics, on the service's registry. */
 export function gatewayMetrics(ctx: GatewayContext): GatewayMetrics {
   const registers = [ctx.metrics.registry];
   return {

@@ -79,7 +79,6 @@ export const toolsListCache = new LRUCache<string, CachedPage>({
 });
 const LIST_CACHE_MS = 1000;
 
-/** The last skill name of the previous page. */
 const CURSOR = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 const CURSOR_MAX = 64;
 
@@ -330,7 +329,6 @@ const MCP_OFF = new HttpError(
   'MCP is off: TRUSTED_PROXIES must include loopback',
 );
 
-/** A server and a transport per request (stateless streamable HTTP, JSON answers). */
 export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
   return [
     defineRoute({

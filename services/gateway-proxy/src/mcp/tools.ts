@@ -46,7 +46,6 @@ function callableEndpoints(skill: SkillSnapshot): EndpointSnapshot[] {
   return skill.endpoints.filter((endpoint) => endpoint.active);
 }
 
-/** The skill's tools, each with the endpoint it calls. */
 export function toolsOf(skill: SkillSnapshot): Array<{ tool: McpTool; endpoint: EndpointSnapshot }> {
   const seen = new Set<string>();
   return callableEndpoints(skill).map((endpoint) => {

@@ -6,7 +6,6 @@ import type { GatewayContext, GatewayDatabase } from '../db';
 import { attemptOf } from './claim-rows';
 import type { PaymentClaim } from './service';
 
-/** What the seller did to a forwarded paid call that failed (payment.call_failed's upstream fields). */
 export type SellerFailure =
   | { outcome: 'error_status'; status: number }
   | { outcome: 'timeout' | 'unreachable' | 'misconfigured' };

@@ -19,7 +19,6 @@ import type { PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 interface QueuedClaim extends ClaimToWrite {
-  /** undefined when the transfer is this payment's. */
   ledgerAnswer: Promise<PaymentFailure | undefined>;
   resolve(result: RecordedClaim): void;
   reject(error: unknown): void;
@@ -29,7 +28,6 @@ interface QueuedClaim extends ClaimToWrite {
 const MAX_CLAIM_WRITES = 2;
 const MAX_CLAIMS_PER_STATEMENT = 25;
 
-/** This gateway's payment_claims rows: claimed (with the ledger's claim and payment.confirmed), read, updated. */
 export class PaymentClaimRows {
   /** One claim per transfer and one record kind per statement (two of one transfer would update a row twice). */
   private readonly batcher = new WriteBatcher<QueuedClaim>({
@@ -181,7 +179,6 @@ export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
   attempts: claim.attempts,
 });
 
-/** Room for an attempt's bookkeeping after its forward's bounds. */
 const BOOKKEEPING_MS = 5000;
 
 /** An in-flight claim taken before this has no live attempt (body read + headers wait, each the upstream timeout). */

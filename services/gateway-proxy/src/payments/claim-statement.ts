@@ -7,7 +7,6 @@ import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** An on-chain transfer proven to pay a purchase, as the claim row records it. */
 export interface ProvenTransfer {
   txHash: string;
   logIndex: number;
@@ -30,7 +29,6 @@ export interface RecordStatement {
   statement(records: RawBuilder<unknown>, claims: RawBuilder<unknown>): RawBuilder<unknown>;
 }
 
-/** A claim written with its record: no claim when the transfer was claimed before. */
 export interface RecordedClaim {
   claim: PaymentClaim | undefined;
   recorded: boolean;
@@ -44,7 +42,6 @@ export const NO_RECORD: RecordStatement = {
   statement: () => sql`select null::integer as batch_index where false`,
 };
 
-/** A claim to write: the transfer, what it buys, how its row starts and what is recorded beside it. */
 export interface ClaimToWrite {
   transfer: ProvenTransfer;
   purchase: Purchase;

@@ -98,7 +98,6 @@ export class PaymentService {
     return { kind: 'transfer', transfer: chain.verified.transfer, chainMs: chain.chainMs };
   }
 
-  /** Claims a transfer `verify` proved; a presentation that lost the race is decided by the reuse rules. */
   async claim(
     proof: PaymentProof,
     verified: Extract<Verified, { kind: 'transfer' }>,
@@ -147,7 +146,6 @@ export class PaymentService {
     );
   }
 
-  /** The reuse rules for a claim whose payer the paying x402 authorization already proved. */
   reuseClaim(claim: PaymentClaim, purchase: Purchase): Promise<Reused> {
     return this.applyReuse(claim, decideReuse(claim, null, purchase, this.settings.now()));
   }

@@ -6,7 +6,6 @@ import type { PaymentFailure } from './failures';
 /** A gateway payment: one row per `network:txHash` in payment_claims. */
 export type PaymentClaim = Selectable<PaymentClaimsTable>;
 
-/** What is being sold, and to whom the money goes. */
 export interface Purchase {
   resource: string;
   priceMicro: bigint;
@@ -19,6 +18,14 @@ export interface Purchase {
   holdPeriodHours: number;
   claimedVia: PaymentClaim['claimed_via'];
 }
+
+/** A sale of a seller's own resource (its middleware's /api/verify, its facilitator calls), not of a catalog skill. */
+export const sellerSale = (sale: Omit<Purchase, 'skillId' | 'skillName' | 'endpointId'>): Purchase => ({
+  ...sale,
+  skillId: null,
+  skillName: null,
+  endpointId: null,
+});
 
 export type PresentOutcome =
   | { ok: true; claim: PaymentClaim; fresh: boolean; chainMs: number }

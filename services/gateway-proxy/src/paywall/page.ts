@@ -8,7 +8,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 interface PaywallOffer {
   title: string;
   description: string;
-  /** Decimal USDC ("0.05"). */
   price: string;
   networkLabel: string;
   method: string;
@@ -41,7 +40,7 @@ const escapeHtml = (text: string) =>
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
   );
 
-/** JSON inside a <script> element: `<` escaped so no text can close the element. */
+/** `<` escaped so no text can close the element. */
 const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</g, '\\u003c');
 
 export function sendPaywallPage(

@@ -21,7 +21,7 @@ import type { GatewayProxyConfig } from '../config';
 import type { GatewayMetrics } from '../metrics';
 import { isUnavailable } from '../payments/failures';
 import type { PaymentService } from '../payments/service';
-import type { PaymentClaim, Purchase } from '../payments/types';
+import { type PaymentClaim, type Purchase, sellerSale } from '../payments/types';
 import { limitCall } from '../rate-limit';
 import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
 
@@ -119,18 +119,15 @@ function sellerPurchase(
   priceMicro: bigint,
   sellerId: string,
 ): Purchase {
-  return {
+  return sellerSale({
     resource: body.resource,
     priceMicro,
     kind,
     durationDays: kind === 'subscription' ? (body.durationDays ?? null) : null,
     sellerId,
-    skillId: null,
-    skillName: null,
-    endpointId: null,
     holdPeriodHours: DEFAULT_HOLD_HOURS_BY_KIND[kind],
     claimedVia: 'verify',
-  };
+  });
 }
 
 function originOf(value: string): string | undefined {

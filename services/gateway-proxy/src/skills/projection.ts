@@ -106,7 +106,6 @@ export function findEndpoint(skill: SkillSnapshot, method: string, path: string)
   return { kind: 'wrong_method', allowed: [...new Set(onPath.map((e) => e.method))] };
 }
 
-/** What kind of thing a skill sells, by its type. */
 export function paymentKindOf(
   type: SkillSnapshot['type'],
 ): 'payPerCall' | 'subscription' | 'product' | 'service' {

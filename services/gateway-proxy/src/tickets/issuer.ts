@@ -8,7 +8,6 @@ interface TicketPurchase {
   skillId: string;
   sellerId: string;
   method: string;
-  /** Relative to the seller's apiBaseUrl. */
   path: string;
   kind: PaymentKind;
   txHash: string;

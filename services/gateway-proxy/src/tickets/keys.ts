@@ -81,8 +81,7 @@ export class TicketKeyStore {
     await this.refreshJwks();
   }
 
-  private openKey(row: { kid: string; private_key_sealed: string | null }): string {
-    if (!row.private_key_sealed) throw new TicketKeyError(`ticket key ${row.kid} has no sealed private key`);
+  private openKey(row: { kid: string; private_key_sealed: string }): string {
     try {
       return this.box.open(row.private_key_sealed);
     } catch {

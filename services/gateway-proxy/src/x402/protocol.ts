@@ -74,13 +74,11 @@ function firstError(schema: Parameters<typeof Value.Errors>[0], value: unknown):
   return first ? `${first.path || '/'} ${first.message}` : 'does not match the schema';
 }
 
-/** Decodes `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1): size limit, base64, JSON, schema. */
 export function decodeX402Payment(header: string, version: 1 | 2): DecodedX402Payment {
   const name = x402PaymentHeaderName(version);
   return parseX402Payment(decodeX402Header(header, name), version, name);
 }
 
-/** A payment payload already parsed from JSON (the facilitator API carries it in its body). */
 export function parseX402Payment(
   value: unknown,
   version: 1 | 2,

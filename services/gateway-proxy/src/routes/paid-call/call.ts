@@ -34,7 +34,6 @@ export interface PaidCallDeps {
   skills: SkillDirectory;
   limiter: SharedRateLimiter;
   payments: PaymentService;
-  /** None: no payer is refused. */
   blockedPayers?: Pick<BlockedPayers, 'isBlocked'>;
   callOutcomes: CallOutcomes;
   x402: X402Payments;
@@ -81,7 +80,6 @@ export function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
   return { name: match[1]!, path: match[2] ?? '/', query: queryAt >= 0 ? rawUrl.slice(queryAt) : '' };
 }
 
-/** libs/http's envelope under the call's request id. */
 export function sendError(call: Pick<Call, 'res' | 'requestId'>, error: HttpError): void {
   sendJson(call.res, error.status, envelope(error, call.requestId));
 }

@@ -66,7 +66,6 @@ function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description:
   );
 }
 
-/** The 402 a browser gets: the paywall page, with the same offer and x402's PAYMENT-REQUIRED header. */
 function sendPaywall(deps: PaidCallDeps, offer: Offer, call: Call): void {
   const { skill, endpoint } = offer;
   const requirements = paymentRequirements(deps.config, skill, endpoint, offer.resource);

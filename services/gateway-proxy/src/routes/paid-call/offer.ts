@@ -81,7 +81,7 @@ function sellerBase(apiBaseUrl: string): SellerBase | null {
   }
 }
 
-/** The offer at the call's URL, or undefined once the 404 / 405 / HEAD answer is sent. */
+/** Undefined once the 404 / 405 / HEAD answer is sent. */
 export function findOffer(deps: PaidCallDeps, call: Call): Offer | undefined | Promise<Offer | undefined> {
   const known = deps.skills.peek(call.url.name);
   if (known) return offerOf(deps, call, known.skill);

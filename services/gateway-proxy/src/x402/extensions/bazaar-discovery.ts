@@ -22,7 +22,7 @@ export interface DiscoveryDeps {
   x402: Pick<X402Payments, 'tokenDomain'>;
 }
 
-/** The public x402 Bazaar discovery list of every active Paygate skill endpoint (no key: rate-limited per address). */
+/** Public, so rate-limited per client address. */
 export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
   const { config } = deps;
   const perClient = [

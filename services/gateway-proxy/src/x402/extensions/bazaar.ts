@@ -12,7 +12,6 @@ type Bazaar = {
 
 const declared = new WeakMap<EndpointSnapshot, { routeTemplate: string; bazaar: Bazaar; names: string[] }>();
 
-/** The colon template of a skill endpoint's path, keeping the public base URL's prefix. */
 function routeTemplateOf(pathname: string, skillName: string, endpointPath: string): string {
   const marker = `/api/v1/skills/${skillName}`;
   const at = pathname.indexOf(marker);

@@ -52,7 +52,6 @@ export interface ReceiptPublicKey {
   use: 'sig';
 }
 
-/** 64 hex digits (0x optional), a valid secp256k1 scalar, else undefined. */
 export function parseReceiptKey(value: string): Buffer | undefined {
   const hex = value.trim().replace(/^0x/i, '');
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) return undefined;

@@ -19,7 +19,6 @@ import { SIWX_REASONS } from '../../reasons';
  * again (for this origin, at most 5 minutes old, this chain; EIP-191, ERC-1271 or ERC-6492), its nonce spent once.
  */
 
-/** Node's name of the request header (lowercase). */
 export const SIWX_HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
 /** How old a signed message may be (the extension's default; the challenge asks for as long). */
@@ -31,7 +30,6 @@ const SWEEP_BATCH = 500;
 /** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
 const MAX_HEADER_BYTES = 8192;
 
-/** The extension's reason codes, Paygate's, or the reuse rules' (a PaymentFailure). */
 export interface SignInFailure {
   reason: string;
   message: string;

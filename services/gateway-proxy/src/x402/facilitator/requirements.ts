@@ -101,7 +101,6 @@ function refuseRequirements(config: Config, body: FacilitatorRequest): Refusal {
   return undefined;
 }
 
-/** A facilitator request decoded and its requirements held to Paygate's (the payment's own checks come after). */
 export function checkFacilitatorRequest(config: Config, body: FacilitatorRequest): CheckedRequest {
   let payment: DecodedX402Payment;
   try {

@@ -11,19 +11,14 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
 import type { RequestHandler, Response } from 'express';
 import type { GatewayProxyConfig } from '../../config';
-import type { PaymentService, Purchase } from '../../payments/service';
+import type { PaymentService } from '../../payments/service';
+import { sellerSale } from '../../payments/types';
 import { type DiscoveryDeps, discoveryRoute } from '../extensions/bazaar-discovery';
 import { requestFingerprint } from '../extensions/payment-identifier';
 import type { X402Outcome, X402Payments } from '../mechanisms/exact-evm/payments';
 import { refusalError } from '../server/challenge';
 import type { SettlementCopies } from '../server/copies';
-import {
-  type CheckedRequest,
-  checkFacilitatorRequest,
-  FacilitatorRequest,
-  SettleResponse,
-  VerifyResponse,
-} from './requirements';
+import { checkFacilitatorRequest, FacilitatorRequest, SettleResponse, VerifyResponse } from './requirements';
 
 export const X402_PREFIX = '/api/v1/x402';
 
@@ -142,12 +137,7 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
       const checked = checkFacilitatorRequest(config, req.body);
       if (!checked.ok) {
         res.setHeader('Server-Timing', serverTiming(started));
-        res.json({
-          isValid: false,
-          invalidReason: checked.reason,
-          invalidMessage: checked.message,
-          payer: checked.payer,
-        });
+        res.json(invalid(checked, checked.payer));
         return;
       }
       const refusal = await deps.x402.verify(checked.payment, checked.priceMicro, {
@@ -157,20 +147,15 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
       });
       const payer = checked.payment.authorization.from;
       res.setHeader('Server-Timing', serverTiming(started, { verify: performance.now() - started }));
-      if (refusal) {
-        const answer = {
-          isValid: false,
-          invalidReason: refusal.reason,
-          invalidMessage: refusal.message,
-          payer,
-        };
-        if (refusal.status === 503) sendRefusal(res, req.requestId, refusal, answer);
-        else res.json(answer);
-        return;
-      }
-      res.json({ isValid: true, payer });
+      if (refusal?.status === 503) sendRefusal(res, req.requestId, refusal, invalid(refusal, payer));
+      else if (refusal) res.json(invalid(refusal, payer));
+      else res.json({ isValid: true, payer });
     },
   });
+}
+
+function invalid(refusal: { reason: string; message: string }, payer: string | undefined) {
+  return { isValid: false, invalidReason: refusal.reason, invalidMessage: refusal.message, payer };
 }
 
 /** One authorization is answered `success: true` once; its copies, on any replica, are refused as used. */
@@ -201,19 +186,20 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
       const checked = checkFacilitatorRequest(config, req.body);
       if (!checked.ok) {
         res.setHeader('Server-Timing', serverTiming(started));
-        res.json({
-          success: false,
-          errorReason: checked.reason,
-          errorMessage: checked.message,
-          payer: checked.payer,
-          transaction: '',
-          network,
-        });
+        sendSettleResponse(res, { ...checked, status: 402 }, checked.payer, network, req.requestId);
         return;
       }
       const outcome = await deps.copies.settle(
         checked.payment,
-        facilitatorPurchase(checked, req.seller!.sellerId),
+        sellerSale({
+          resource: `x402 ${checked.resourceUrl}`,
+          priceMicro: checked.priceMicro,
+          kind: 'payPerCall',
+          durationDays: null,
+          sellerId: req.seller!.sellerId,
+          holdPeriodHours: 0,
+          claimedVia: 'facilitator',
+        }),
         req.body.x402Version,
         {
           maxTimeoutSeconds: checked.maxTimeoutSeconds,
@@ -235,21 +221,6 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
   });
 }
 
-function facilitatorPurchase(checked: Extract<CheckedRequest, { ok: true }>, sellerId: string): Purchase {
-  return {
-    resource: `x402 ${checked.resourceUrl}`,
-    priceMicro: checked.priceMicro,
-    kind: 'payPerCall',
-    durationDays: null,
-    sellerId,
-    skillId: null,
-    skillName: null,
-    endpointId: null,
-    holdPeriodHours: 0,
-    claimedVia: 'facilitator',
-  };
-}
-
 const phasesOf = (outcome: X402Outcome): Record<string, number> =>
   outcome.ok
     ? {
@@ -264,7 +235,7 @@ const phasesOf = (outcome: X402Outcome): Record<string, number> =>
 function sendSettleResponse(
   res: Response,
   outcome: X402Outcome,
-  payer: string,
+  payer: string | undefined,
   network: string,
   requestId: string,
 ): void {

@@ -40,7 +40,6 @@ export const SKILL_PREFLIGHT_HEADERS = Object.freeze({
 
 export interface Challenge {
   headers: Record<string, string>;
-  /** v1's fields in the 402 body (Base and Base Sepolia only). */
   body: Record<string, unknown>;
 }
 
@@ -83,7 +82,6 @@ export function x402Challenge(
   return { headers, body: required.body };
 }
 
-/** The settlement header of a paid answer, in the version the client spoke. */
 export function settlementHeaders(input: {
   version: 1 | 2;
   txHash: string;

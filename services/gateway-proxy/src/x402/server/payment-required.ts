@@ -45,12 +45,10 @@ export const PaymentRequirementsBody = Type.Object(
 );
 export type PaymentRequirementsBody = Static<typeof PaymentRequirementsBody>;
 
-/** The 402 without a proof: the requirements, and x402 v1's `accepts` where v1 is spoken. */
 export const PaymentRequiredBody = Type.Intersect([PaymentRequirementsBody, Type.Object(X402V1Fields)], {
   description: 'HTTP 402 without a proof: what to pay (with x402 the PAYMENT-REQUIRED header too).',
 });
 
-/** The 402 of a refused proof: the specification's "Invalid payment", its reason, and the requirements again. */
 export const PaymentRefusedBody = Type.Object(
   {
     error: Type.Literal('Invalid payment'),
@@ -83,7 +81,6 @@ export const PaymentRefusedBody = Type.Object(
 const asProtocolRequirements = (body: PaymentRequirementsBody): PaymentRequirements => body;
 void asProtocolRequirements;
 
-/** The requirements of one endpoint of a skill: the 402's body, and the `requirements` of a refusal. */
 export function paymentRequirements(
   config: Pick<GatewayProxyConfig, 'network' | 'chainId' | 'escrowAddress' | 'usdcAddress' | 'confirmations'>,
   skill: SkillSnapshot,

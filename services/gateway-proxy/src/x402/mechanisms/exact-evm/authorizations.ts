@@ -54,7 +54,7 @@ export class X402Authorizations {
     };
   }
 
-  /** Claims the authorization for the purchase (`submitting`); undefined when it was presented before. */
+  /** Undefined when it was presented before. */
   async claim(
     payment: DecodedX402Payment,
     purchase: Purchase,
@@ -94,7 +94,6 @@ export class X402Authorizations {
       .executeTakeFirst() as Promise<AuthorizationRow | undefined>;
   }
 
-  /** Presented here before, in any state. */
   async presented(key: AuthorizationKey): Promise<boolean> {
     const row = await this.db
       .selectFrom('x402_authorizations')
@@ -156,7 +155,7 @@ export class X402Authorizations {
       .execute();
   }
 
-  /** Records the included transfer on a row still `submitting`; false when someone else finished it first. */
+  /** False when someone else finished it first. */
   async recordSettlement(key: AuthorizationKey, record: SettlementRecord): Promise<boolean> {
     const updated = await this.db
       .updateTable('x402_authorizations')
@@ -201,7 +200,6 @@ export class X402Authorizations {
     };
   }
 
-  /** The claim a `settled` row credited for this transaction, if it is that one. */
   async settledClaim(key: AuthorizationKey, txHash: string): Promise<PaymentClaim | undefined> {
     const settled = (await this.db
       .selectFrom('x402_authorizations')

@@ -121,7 +121,6 @@ export function usdcBalance(provider: JsonRpcProvider, asset: string, holder: st
   return readToken<bigint>(provider, asset, 'balanceOf', [getAddress(holder)]);
 }
 
-/** Whether the token already used (or the payer cancelled) this authorization nonce: EIP-3009 authorizationState. */
 export function authorizationUsedOnChain(
   provider: JsonRpcProvider,
   asset: string,

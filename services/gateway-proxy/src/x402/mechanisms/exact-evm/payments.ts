@@ -20,7 +20,7 @@ import {
 } from './evm-reads';
 import type { RelayerClient } from './relayer-client';
 import { type Refused, refused, type X402Outcome, X402Settlement } from './settlement';
-import { type ChainReads, runChecks, type X402Expectation } from './verify';
+import { type ChainReads, LOCAL_CHECKS, READ_CHECKS, runChecks, type X402Expectation } from './verify';
 
 export type { X402Outcome, X402Timings } from './settlement';
 
@@ -38,7 +38,6 @@ export type X402Settings = Pick<
   | 'x402MinAmountMicro'
   | 'now'
 > & {
-  /** Relayed transactions per UTC day per payer and per seller. */
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
 };
 
@@ -47,7 +46,6 @@ export interface VerifyOptions {
   checkBalance: boolean;
   /** The facilitator's /verify (settling applies the reuse rules instead). */
   refuseUsed?: boolean;
-  /** The facilitator's sellers choose theirs. */
   maxTimeoutSeconds?: number;
 }
 
@@ -57,9 +55,8 @@ const PAYMENT_ID_KEEP_MS = 24 * 3600_000;
 const PAYMENT_ID_SWEEP_BATCH = 500;
 
 export interface SettleOptions {
-  /** The requirements' maxTimeoutSeconds when not Paygate's own (the facilitator's sellers choose theirs). */
+  /** When not Paygate's own (the facilitator's sellers choose theirs). */
   maxTimeoutSeconds?: number;
-  /** requestFingerprint: with the payment identifier, the same id for another request is a conflict. */
   fingerprint?: string;
 }
 const { chainUnavailable, relayerUnavailable } = PAYGATE_REASONS;
@@ -108,7 +105,6 @@ export class X402Payments implements BackgroundTask {
     return this.recovery.stop();
   }
 
-  /** The token's EIP-712 domain, read from the contract once (clients sign in that domain). */
   async tokenDomain(): Promise<{ name: string; version: string }> {
     this.eip712 ??= await readTokenDomain(this.provider, this.settings.usdcAddress);
     return this.eip712;
@@ -142,7 +138,6 @@ export class X402Payments implements BackgroundTask {
     return known;
   }
 
-  /** Whether a 402 may offer x402 right now: the token domain is known and the relayer can pay gas. */
   offered(): boolean {
     return this.knownTokenDomain() !== undefined && this.relayer.knownAvailable() === true;
   }
@@ -200,7 +195,7 @@ export class X402Payments implements BackgroundTask {
       checkBalance: options.checkBalance,
       refuseUsed: options.refuseUsed === true,
     };
-    const local = await runChecks(false, { ...input, reads: this.chainReads(undefined, undefined) });
+    const local = await runChecks(LOCAL_CHECKS, { ...input, reads: this.chainReads(undefined, undefined) });
     if (local) return refused(402, local.reason, local.message);
     // Its reads start side by side with the local ECDSA; the checks still decide in their order.
     const balance = options.checkBalance
@@ -216,7 +211,10 @@ export class X402Payments implements BackgroundTask {
     balance?.catch(() => undefined);
     used?.catch(() => undefined);
     try {
-      const refusal = await runChecks(true, { ...input, reads: this.chainReads(balance, used, onNode) });
+      const refusal = await runChecks(READ_CHECKS, {
+        ...input,
+        reads: this.chainReads(balance, used, onNode),
+      });
       return refusal && refused(402, refusal.reason, refusal.message);
     } catch {
       return rpcDown;
@@ -268,7 +266,6 @@ export class X402Payments implements BackgroundTask {
     };
   }
 
-  /** Verifies, claims the authorization for the purchase, has it submitted and waits for its inclusion. */
   async settle(
     payment: DecodedX402Payment,
     purchase: Purchase,
@@ -355,7 +352,6 @@ export class X402Payments implements BackgroundTask {
     return boundAt.getTime() < this.settings.now().getTime() - this.staleAfterMs();
   }
 
-  /** Authorizations whose caller gave up (timeout, crash) before their transfer was claimed: finish them. */
   async recoverOnce(): Promise<void> {
     this.keepOfferFresh();
     const afterMs = this.staleAfterMs();
@@ -369,7 +365,6 @@ export class X402Payments implements BackgroundTask {
     );
     for (const row of rows) {
       if (this.recovery.isStopped) return;
-      // The relayer is away: try again next pass.
       if (!(await this.settlement.recover(row))) return;
     }
   }

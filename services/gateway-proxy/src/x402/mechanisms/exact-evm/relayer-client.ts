@@ -1,7 +1,6 @@
 import { type Bus, RpcUnavailableError, requestRpc } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 
-/** How long a status answer is fresh. */
 export const STATUS_TTL_MS = 3000;
 /** A payment may go on an older "available" this long while a fresh status is asked for beside it. */
 export const AVAILABLE_STALE_MS = 30_000;

@@ -33,7 +33,6 @@ export type X402Outcome =
       status: 202 | 402 | 409 | 429 | 503;
       reason: X402Reason;
       message: string;
-      /** 202 only: the hash of the transaction sent. */
       transaction?: string;
       /** 429 only: when the day's budget starts afresh. */
       retryAfterSeconds?: number;
@@ -119,7 +118,6 @@ export class X402Settlement {
     return this.relayer.submit({ chainId, token: usdcAddress, authorization, signature, waitForReceiptMs });
   }
 
-  /** Submits a freshly claimed authorization and waits for its inclusion, then claims its transfer. */
   async submit(
     claimed: ClaimedAuthorization,
     payment: DecodedX402Payment,
@@ -185,7 +183,6 @@ export class X402Settlement {
     return refused(status, reason, reply.message);
   }
 
-  /** The transfer the relayer got included, claimed like any payment; the authorization row records it. */
   private async claimTransfer(
     key: AuthorizationKey,
     payment: Pick<DecodedX402Payment, 'authorization'>,
@@ -242,7 +239,6 @@ export class X402Settlement {
     }
   }
 
-  /** The stale bound of takeovers, as a time: rows `submitting` since before it have no live caller. */
   private staleBefore(): Date {
     return new Date(this.settings.now().getTime() - this.settings.staleAfterMs);
   }

@@ -18,7 +18,7 @@ export const VALID_BEFORE_MARGIN_SECONDS = 6;
 /** How far the payer's clock may run ahead of ours when it sets validBefore to its now + maxTimeoutSeconds. */
 export const VALID_BEFORE_SKEW_SECONDS = 30;
 
-/** The reads a verification needs; any of them may throw (503). */
+/** Any of them may throw (503). */
 export interface ChainReads {
   signedByPayer(payment: DecodedX402Payment, expected: X402Expectation): Promise<boolean>;
   balanceOf(payer: string): Promise<bigint>;
@@ -38,8 +38,6 @@ type Outcome = X402Refusal | undefined;
 
 export interface ExactEvmCheck {
   name: string;
-  /** Reads the chain or Postgres (after every local check). */
-  reads: boolean;
   run(input: CheckInput): Outcome | Promise<Outcome>;
 }
 
@@ -51,10 +49,9 @@ const when = (failed: boolean, reason: X402Reason, message: () => string): Outco
  * The exact EVM scheme's checks, in order, with `@x402/evm`'s reason code for each failure; local ones first, so a
  * malformed payment costs no RPC. The relaying minimum and validBefore's upper end are Paygate's extra bounds.
  */
-export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
+export const LOCAL_CHECKS: readonly ExactEvmCheck[] = [
   {
     name: 'scheme is exact',
-    reads: false,
     run: ({ payment }) =>
       when(
         payment.scheme !== 'exact',
@@ -64,7 +61,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'network is this chain',
-    reads: false,
     run: ({ payment, expected }) => {
       const network = payment.version === 2 ? caip2(expected.chainId) : v1NetworkOf(expected.chainId);
       return when(
@@ -76,7 +72,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'recipient is payTo',
-    reads: false,
     run: ({ payment, expected }) =>
       when(
         payment.authorization.to.toLowerCase() !== expected.payTo.toLowerCase(),
@@ -86,7 +81,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'value is the price',
-    reads: false,
     // @x402/evm's v1 facilitator names this failure `authorization_value`, its v2 one `..._value_mismatch`.
     run: ({ payment, expected }) =>
       when(
@@ -98,7 +92,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'value is at least the relaying minimum',
-    reads: false,
     run: ({ payment, expected }) =>
       when(
         BigInt(payment.authorization.value) < expected.minAmountMicro,
@@ -109,7 +102,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'validBefore is within maxTimeoutSeconds',
-    reads: false,
     run: ({ payment, expected, nowSeconds }) => {
       const latest = nowSeconds + expected.maxTimeoutSeconds + VALID_BEFORE_SKEW_SECONDS;
       return when(
@@ -122,7 +114,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'validBefore leaves time to mine',
-    reads: false,
     run: ({ payment, nowSeconds }) =>
       when(
         BigInt(payment.authorization.validBefore) < BigInt(nowSeconds + VALID_BEFORE_MARGIN_SECONDS),
@@ -133,7 +124,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'validAfter has passed',
-    reads: false,
     run: ({ payment, nowSeconds }) =>
       when(
         BigInt(payment.authorization.validAfter) > BigInt(nowSeconds),
@@ -144,7 +134,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   {
     // The relayer submits it as bytes (ERC-1271) or as r, s, v: refused here by name rather than failing in settlement.
     name: 'signature is whole bytes',
-    reads: false,
     run: ({ payment }) =>
       when(
         !/^0x(?:[0-9a-fA-F]{2})+$/.test(payment.signature),
@@ -153,9 +142,12 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
           `the signature has ${payment.signature.length - 2} hex digits; it must be whole bytes (an even number of hex digits)`,
       ),
   },
+];
+
+/** The checks that read the chain or Postgres, after every local one. */
+export const READ_CHECKS: readonly ExactEvmCheck[] = [
   {
     name: "signature is the payer's",
-    reads: true,
     run: async ({ payment, expected, reads }) =>
       when(
         !(await reads.signedByPayer(payment, expected)),
@@ -165,7 +157,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'payer holds the value',
-    reads: true,
     run: async ({ payment, reads, checkBalance }) => {
       if (!checkBalance) return undefined;
       const balance = await reads.balanceOf(payment.authorization.from);
@@ -179,7 +170,6 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'nonce is unused',
-    reads: true,
     run: async ({ payment, reads, refuseUsed }) =>
       when(
         refuseUsed && (await reads.alreadyUsed(payment)),
@@ -189,10 +179,14 @@ export const EXACT_EVM_CHECKS: readonly ExactEvmCheck[] = [
   },
 ];
 
-/** The checks that read nothing (`reads` false, all before the others) or those that read: the first refusal answers. */
-export async function runChecks(reads: boolean, input: CheckInput): Promise<X402Refusal | undefined> {
-  for (const check of EXACT_EVM_CHECKS) {
-    if (check.reads !== reads) continue;
+export const EXACT_EVM_CHECKS = [...LOCAL_CHECKS, ...READ_CHECKS];
+
+/** The first refusal answers. */
+export async function runChecks(
+  checks: readonly ExactEvmCheck[],
+  input: CheckInput,
+): Promise<X402Refusal | undefined> {
+  for (const check of checks) {
     const refusal = await check.run(input);
     if (refusal) return refusal;
   }

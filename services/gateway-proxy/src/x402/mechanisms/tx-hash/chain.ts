@@ -30,7 +30,6 @@ export interface TransferCheck {
 const confirmationsOf = (evidence: TransferEvidence): number =>
   evidence.head - evidence.receipt.blockNumber + 1;
 
-/** The largest of the receipt's USDC Transfers from the payer to the escrow wallet (the first of equal ones). */
 function largestPayingTransfer(
   receipt: TransactionReceipt,
   proof: PaymentProof,
@@ -46,11 +45,10 @@ function largestPayingTransfer(
         sameAddress(transfer.to, settings.escrowAddress),
     );
   if (transfers.length === 0) return undefined;
-  // The largest matching transfer pays; one tx pays for one thing.
+  // One tx pays for one thing: the largest matching transfer (the first of equal ones).
   return transfers.reduce((a, b) => (b.amountMicro > a.amountMicro ? b : a));
 }
 
-/** The checks of a mined transaction, in order: the first that fails answers. */
 export const TRANSFER_CHECKS: readonly TransferCheck[] = [
   {
     name: 'transaction succeeded',
@@ -117,7 +115,6 @@ function transferEvidence(
   };
 }
 
-/** Proves a payment on chain by the checks above. */
 export class ChainVerifier {
   constructor(
     private readonly provider: JsonRpcProvider,
@@ -159,7 +156,6 @@ export class ChainVerifier {
     return { ok: true, transfer: { logIndex, amountMicro } };
   }
 
-  /** The transaction's receipt (null: not mined) and the head block, or undefined when the RPC failed. */
   private async readReceiptAndHead(
     txHash: string,
   ): Promise<{ receipt: TransactionReceipt | null; head: number } | undefined> {

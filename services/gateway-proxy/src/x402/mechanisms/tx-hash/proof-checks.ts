@@ -11,7 +11,6 @@ export const MAX_CACHE_ENTRIES = 50_000;
 interface ProofMemo {
   claimKey: string;
   fromLower: string;
-  /** Recovered signer ('' when recovery failed) by resource. */
   signers: Map<string, string>;
   staticPriceMicro: bigint | undefined;
   staticFailure: PaymentFailure | undefined;
