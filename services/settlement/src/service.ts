@@ -66,11 +66,12 @@ export async function startSettlement(
         ],
       });
       const auth = new SellerAuth(ctx.bus);
-      const transfers = new TransferWorker(ctx, config, chain, metrics, {
+      const handlers = {
         payout: payoutOutcome(clock),
         refund: refundOutcome(clock),
         platform_payout: platformPayoutOutcome(clock),
-      });
+      };
+      const transfers = new TransferWorker({ ctx, config, chain, metrics, handlers });
       const scheduler = new SettlementScheduler(ctx, config, clock);
       const relayer = config.relayer
         ? new Relayer(ctx, relayerKeys, {
@@ -112,7 +113,7 @@ export async function startSettlement(
         openApi: { path: SETTLEMENT_OPENAPI_PATH, document: settlementDocument },
         consumers: [
           defineConsumer(sellerProjectionConsumer(clock, config.settlementPeriodSeconds)),
-          defineConsumer(refundInitiatedConsumer(config, chain, metrics, onTransferRecorded)),
+          defineConsumer(refundInitiatedConsumer(decisions)),
           defineConsumer(payoutReservedConsumer(decisions)),
           defineConsumer(payoutRefusedConsumer(decisions)),
           defineConsumer(depositAddressAssignedConsumer(config.chainId)),

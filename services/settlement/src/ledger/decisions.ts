@@ -19,7 +19,8 @@ function parseSignedUsdc(text: string): bigint {
 
 type Reserved = EventData<'payout.reserved'>;
 
-interface DecisionDeps {
+/** What the consumers of the ledger's decisions use. */
+export interface DecisionDeps {
   config: SettlementConfig;
   chain: EscrowChain;
   metrics: SettlementMetrics;

@@ -1,14 +1,11 @@
-import type { ConsumerOptions } from '@paygate/bus';
-import { enqueueEvent } from '@paygate/bus';
+import { type ConsumerOptions, enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Clock } from '../clock';
-import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
 import { TransferCapExceededError, WrongChainError } from '../errors';
-import type { SettlementMetrics } from '../metrics';
+import type { DecisionDeps } from '../ledger/decisions';
 import { TransferRefusal } from '../reasons';
-import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
@@ -17,11 +14,9 @@ import type { TransferOutcomeHandler } from '../transfers/worker';
  * refund record, in the inbox transaction. Above MAX_TRANSFER_USDC nothing is recorded: retried, then dead-lettered.
  */
 export function refundInitiatedConsumer(
-  config: SettlementConfig,
-  chain: EscrowChain,
-  metrics: SettlementMetrics,
-  onTransferRecorded: () => void,
+  deps: DecisionDeps,
 ): ConsumerOptions<'refund.initiated', SettlementDB> {
+  const { config, chain, metrics } = deps;
   return {
     durable: 'settlement-refund-initiated',
     subject: 'refund.initiated',
@@ -60,7 +55,7 @@ export function refundInitiatedConsumer(
         .onConflict((oc) => oc.column('refund_id').doNothing())
         .execute();
     },
-    afterCommit: () => onTransferRecorded(),
+    afterCommit: () => deps.onTransferRecorded(),
   };
 }
 

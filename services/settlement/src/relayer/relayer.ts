@@ -2,7 +2,6 @@ import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import { type BackgroundTask, Gauge, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
-import { describe } from '../errors';
 import { RelayerBackgroundPass } from './background-pass';
 import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
 import { HeadPush } from './head-push';
@@ -11,7 +10,15 @@ import type { ChainState } from './nonce-allocator';
 import { type Assignment, RelayerSigner, SignerPool } from './pool';
 import { RecordedAuthorizations } from './recorded';
 import { RefusedPayers } from './refused-payers';
-import { cappedFees, isFinished, type Refusal, type RelayerSettings, type Row, refusal } from './settings';
+import {
+  cappedFees,
+  chainUnavailable,
+  isFinished,
+  type Refusal,
+  type RelayerSettings,
+  type Row,
+  refusal,
+} from './settings';
 
 export type { RelayerSettings } from './settings';
 
@@ -250,19 +257,32 @@ export class Relayer implements BackgroundTask {
       const existing = await found;
       if (existing) return this.answerFor(existing, request, started, NO_TIME);
       const outcome = await assigned;
-      if ('ok' in outcome) {
-        // The payer's refusal says more to its caller than out of gas.
-        const refused = await this.refusalOfPayer(request, codeHash, options);
-        return refused ?? outcome;
-      }
+      // The payer's refusal says more to its caller than out of gas.
+      const refused = await this.refusalOfPayer(request, codeHash, options);
+      if (refused || 'ok' in outcome) return refused ?? (outcome as Refusal);
       assignment = outcome;
-      return await this.submitAssigned(
-        request,
-        assignment,
-        started,
-        { codeHash, chainNonce, fees, simulation },
-        options,
-      );
+      const payerCodeHash = await codeHash;
+      const checked = performance.now();
+      const simulated = (await simulation)!;
+      if ('error' in simulated) {
+        const { error } = simulated;
+        if (!(error instanceof SimulationError)) return chainUnavailable(error);
+        if (error.reason === 'nonce_already_used') return this.usedElsewhere(request, started);
+        return refusal(error.reason, error.message);
+      }
+      const simulationMs = performance.now() - checked;
+      let chainState: ChainState;
+      try {
+        const [pendingNonce, suggested] = await Promise.all([chainNonce, fees]);
+        chainState = { pendingNonce: pendingNonce!, fees: suggested };
+      } catch (error) {
+        return chainUnavailable(error);
+      }
+      const { gas, data } = simulated;
+      const row = await assignment.signer.allocator.record(request, data, gas, chainState, payerCodeHash);
+      assignment.recordedAt = Date.now();
+      if (row.status === 'signed') await this.recorded.broadcastForCaller(row);
+      return this.answerFor(row, request, started, { checksMs: checked - started, simulationMs });
     } finally {
       if (assignment) assignment.release();
       else void key.then((a) => a?.release());
@@ -279,51 +299,10 @@ export class Relayer implements BackgroundTask {
     try {
       payerCodeHash = await codeHash;
     } catch (error) {
-      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
+      return chainUnavailable(error);
     }
     if (options.ownKey) return undefined;
     return this.refusedPayers.refusalOf(request.authorization.from, payerCodeHash);
-  }
-
-  /** The payer's checks, the simulation, the recorded transaction, its broadcast. */
-  private async submitAssigned(
-    request: RelayerSubmitRequest,
-    assignment: Assignment,
-    started: number,
-    reads: {
-      codeHash: Promise<string | null>;
-      chainNonce: Promise<bigint | undefined>;
-      fees: Promise<FeeCaps>;
-      simulation: Promise<{ gas: bigint; data: string } | { error: unknown } | undefined>;
-    },
-    options: { ownKey?: boolean },
-  ): Promise<RelayerSubmitReply> {
-    const { codeHash, chainNonce, fees } = reads;
-    const simulation = reads.simulation as Promise<{ gas: bigint; data: string } | { error: unknown }>;
-    const refused = await this.refusalOfPayer(request, codeHash, options);
-    if (refused) return refused;
-    const payerCodeHash = await codeHash;
-    const checked = performance.now();
-    const outcomeOfSimulation = await simulation;
-    if ('error' in outcomeOfSimulation) {
-      return this.refusalOfSimulation(outcomeOfSimulation.error, request, started);
-    }
-    const { gas, data } = outcomeOfSimulation;
-    const simulated = performance.now();
-    let chainState: ChainState;
-    try {
-      const [pendingNonce, suggested] = await Promise.all([chainNonce, fees]);
-      chainState = { pendingNonce: pendingNonce!, fees: suggested };
-    } catch (error) {
-      return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
-    }
-    const row = await assignment.signer.allocator.record(request, data, gas, chainState, payerCodeHash);
-    assignment.recordedAt = Date.now();
-    if (row.status === 'signed') await this.recorded.broadcastForCaller(row);
-    return this.answerFor(row, request, started, {
-      checksMs: checked - started,
-      simulationMs: simulated - checked,
-    });
   }
 
   /** The calldata and its simulation; a signature the token cannot take is `invalid_signature`, never a throw. */
@@ -365,19 +344,6 @@ export class Relayer implements BackgroundTask {
       return refusal('invalid_request', 'this relayer submits payments into the escrow wallet only');
     }
     return undefined;
-  }
-
-  /** A failed simulation: refused, unless the authorization was used by someone else (then credited once). */
-  private async refusalOfSimulation(
-    error: unknown,
-    request: RelayerSubmitRequest,
-    started: number,
-  ): Promise<RelayerSubmitReply> {
-    if (error instanceof SimulationError) {
-      if (error.reason === 'nonce_already_used') return this.usedElsewhere(request, started);
-      return refusal(error.reason, error.message);
-    }
-    return refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
   }
 
   /** The chain's fee suggestion, shared for a moment by a burst of submissions. */

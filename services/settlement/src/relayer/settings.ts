@@ -1,5 +1,6 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
 import type { Selectable } from 'kysely';
+import { describe } from '../errors';
 import type { FeeCaps } from './chain';
 import type { RelayerConfig } from './config';
 import type { RelayedAuthorizationsTable } from './tables';
@@ -27,6 +28,8 @@ export const refusal = (reason: Refusal['reason'], message: string): Refusal => 
   reason,
   message,
 });
+export const chainUnavailable = (error: unknown) =>
+  refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
 const smaller = (a: bigint, b: bigint) => (a < b ? a : b);
 export const larger = (a: bigint, b: bigint) => (a > b ? a : b);
 

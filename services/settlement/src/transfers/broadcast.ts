@@ -1,7 +1,7 @@
 import { crashIfConfigured } from '../crash';
 import { describe } from '../errors';
 import type { TransferRow } from './repository';
-import type { TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker';
 
 /** Sends recorded transactions (the SAME signed bytes, never re-signed) and records that they were sent. */
 export class TransferBroadcaster {

@@ -3,7 +3,7 @@ import { describe } from '../errors';
 import type { TransferBroadcaster } from './broadcast';
 import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
-import type { TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker';
 
 /** Why a confirmed transfer needs an operator: reported confirmed, it is now mined reverted. */
 export const REVERTED_AFTER_CONFIRMATION =

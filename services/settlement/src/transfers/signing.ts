@@ -7,7 +7,7 @@ import { describe, EscrowShortError } from '../errors';
 import { TransferRefusal } from '../reasons';
 import type { TransferBroadcaster } from './broadcast';
 import type { TransferRow } from './repository';
-import type { TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker';
 
 const SIGN_BATCH = 20;
 /**

@@ -1,14 +1,30 @@
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import type { Transaction } from 'kysely';
 import type { SettlementConfig } from '../config';
 import { advisoryLockKey, type SettlementDB, type TransferKind } from '../db';
 import type { SettlementMetrics } from '../metrics';
 import { TransferBroadcaster } from './broadcast';
 import type { EscrowChain } from './chain';
 import { ConfirmationWatch } from './confirmation-watch';
+import type { TransferRow } from './repository';
 import { TransferSigner } from './signing';
-import type { TransferOutcomeHandler } from './worker-deps';
 
-export type { TransferOutcomeHandler } from './worker-deps';
+/** What the owner of a transfer does, in the same transaction, when it ends. */
+export interface TransferOutcomeHandler {
+  onConfirmed(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<void>;
+  onFailed(trx: Transaction<SettlementDB>, transfer: TransferRow, reason: string): Promise<void>;
+}
+
+/** What the worker's parts (signing, broadcast, confirmation watch) share. */
+export interface TransferWorkerDeps {
+  ctx: ServiceContext<SettlementDB>;
+  config: SettlementConfig;
+  chain: EscrowChain;
+  metrics: SettlementMetrics;
+  handlers: Record<TransferKind, TransferOutcomeHandler>;
+  /** True once the worker's loop is stopping: a pass returns between two transfers. */
+  isStopped(): boolean;
+}
 
 /**
  * Sends every outgoing transfer exactly once: signed and committed under an advisory lock before any broadcast
@@ -20,18 +36,13 @@ export class TransferWorker extends PolledTask implements BackgroundTask {
   private readonly watch: ConfirmationWatch;
   private readonly signer: TransferSigner;
 
-  constructor(
-    ctx: ServiceContext<SettlementDB>,
-    config: SettlementConfig,
-    chain: EscrowChain,
-    metrics: SettlementMetrics,
-    handlers: Record<TransferKind, TransferOutcomeHandler>,
-  ) {
+  constructor(parts: Omit<TransferWorkerDeps, 'isStopped'>) {
     super();
+    const { ctx, config, chain } = parts;
     const lockKey = advisoryLockKey(
       `settlement-sender:${config.dbSchema}:${config.chainId}:${chain.address.toLowerCase()}`,
     );
-    const deps = { ctx, config, chain, metrics, handlers, isStopped: () => this.loop.isStopped };
+    const deps = { ...parts, isStopped: () => this.loop.isStopped };
     const broadcaster = new TransferBroadcaster(deps);
     this.watch = new ConfirmationWatch(deps, broadcaster);
     this.signer = new TransferSigner(deps, lockKey, broadcaster);
