@@ -1,5 +1,46 @@
-import type { MsgHdrs, PubAck } from 'nats';
+import { type MsgHdrs, headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
+import { BusError } from './errors';
+import { requestReply } from './reply-inbox';
+
+const decoder = new TextDecoder();
+
+/** The stream refused a publish (its answer's error): `api_error` as nats.js gives it, so isJetStreamError reads it. */
+export class StreamPublishError extends BusError {
+  override name = 'StreamPublishError';
+  constructor(readonly api_error: { code: number; err_code: number; description: string }) {
+    super(`stream refused the publish: ${api_error.description} (${api_error.err_code})`);
+  }
+}
+
+/**
+ * One JetStream publish: the message with its Nats-Msg-Id, answered by the stream with its ack. What nats.js's
+ * js.publish sends, over the connection's shared reply inbox (reply-inbox.ts), so an outbox pass of hundreds of
+ * publishes builds no Error per ack.
+ */
+export async function publishToStream(
+  bus: Pick<Bus, 'nc' | 'inboxPrefix'>,
+  subject: string,
+  data: Uint8Array,
+  options: { msgID: string; headers?: MsgHdrs; timeoutMs: number },
+): Promise<{ stream: string; seq: number; duplicate: boolean }> {
+  const headers = options.headers ?? natsHeaders();
+  headers.set('Nats-Msg-Id', options.msgID);
+  const reply = await requestReply(bus, subject, data, { timeoutMs: options.timeoutMs, headers });
+  const ack = JSON.parse(decoder.decode(reply.data)) as {
+    stream?: string;
+    seq?: number;
+    duplicate?: boolean;
+    error?: { code: number; err_code: number; description: string };
+  };
+  if (ack.error) throw new StreamPublishError(ack.error);
+  if (typeof ack.stream !== 'string' || typeof ack.seq !== 'number') {
+    throw new BusError(
+      `not a stream's publish ack on ${subject}: ${decoder.decode(reply.data).slice(0, 200)}`,
+    );
+  }
+  return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate === true };
+}
 
 export interface DurablePublishOptions {
   /** The event id: JetStream drops a second message with the same id inside the stream's duplicate window. */
@@ -34,7 +75,7 @@ const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * new id (`<id>~<n>`): the event id inside the envelope is unchanged, and every consumer's inbox keys on it.
  */
 export async function publishDurably(
-  bus: Pick<Bus, 'js' | 'jsm' | 'eventsStream'>,
+  bus: Pick<Bus, 'nc' | 'inboxPrefix' | 'jsm' | 'eventsStream'>,
   subject: string,
   data: Uint8Array,
   options: DurablePublishOptions,
@@ -47,10 +88,10 @@ export async function publishDurably(
   let lastError: unknown;
   for (let attempt = 0; attempt < 1000; attempt++) {
     try {
-      const ack: PubAck = await bus.js.publish(subject, data, {
+      const ack = await publishToStream(bus, subject, data, {
         msgID,
         ...(options.headers ? { headers: options.headers } : {}),
-        timeout: attemptTimeoutMs,
+        timeoutMs: attemptTimeoutMs,
       });
       if (!ack.duplicate) return { seq: ack.seq, msgID, confirmedDuplicate: false };
       if (await streamHolds(bus, ack.seq, msgID, attemptTimeoutMs)) {

@@ -1,6 +1,7 @@
 import { createEvent } from '@paygate/contracts';
 import { countStreamMessages, type TestEnvironment, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
+import type { SubscriptionOptions } from 'nats';
 import {
   type Bus,
   enqueueEvent,
@@ -206,25 +207,25 @@ describe('bus plumbing: batch consumer, NATS error codes, inbox pruning, ordered
     await db.transaction().execute(async (trx) => {
       for (const event of events) await enqueueEvent(trx, event);
     });
-    // The real client, counted: how many publishes of the pass wait for their acks at the same time.
-    const publish = bus.js.publish.bind(bus.js);
+    // The real connection, counted: how many publishes of the pass wait for their acks at the same time (a
+    // publish with a reply subject is sent; its ack arrives on the reply subscription).
     let inFlight = 0;
     let mostInFlight = 0;
-    const counted = Object.create(bus, {
-      js: {
-        value: Object.assign(Object.create(bus.js), {
-          publish: async (...args: Parameters<typeof publish>) => {
-            inFlight += 1;
-            mostInFlight = Math.max(mostInFlight, inFlight);
-            try {
-              return await publish(...args);
-            } finally {
-              inFlight -= 1;
-            }
+    const nc = Object.assign(Object.create(bus.nc), {
+      publish: (...args: Parameters<Bus['nc']['publish']>) => {
+        if (args[2]?.reply) mostInFlight = Math.max(mostInFlight, ++inFlight);
+        return bus.nc.publish(...args);
+      },
+      subscribe: (subject: string, options: SubscriptionOptions) =>
+        bus.nc.subscribe(subject, {
+          ...options,
+          callback: (error, message) => {
+            inFlight -= 1;
+            options.callback?.(error, message);
           },
         }),
-      },
-    }) as Bus;
+    }) as Bus['nc'];
+    const counted = { ...bus, nc } as Bus;
     const relay = new OutboxRelay(db, counted, env.logger, { batchSize: 300 });
     expect(await relay.publishBatch()).toBe(300);
     expect(mostInFlight).toBeGreaterThan(1);
