@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Clock } from './clock';
 import type { Frequency, SettlementDB, TransferKind } from './db';
 import { periodAt } from './schedule/periods';
+import { unscheduledIn } from './schedule/scheduler';
 
 /** A settlement period is missed once this many scheduler passes went by since it opened without a payout asked. */
 export const PERIOD_OVERDUE_AFTER_PASSES = 10;
@@ -62,16 +63,7 @@ export function registerSettlementWatchGauges(
           : ctx.db
               .selectFrom('sellers')
               .select((eb) => eb.fn.countAll<string>().as('count'))
-              .where((eb) =>
-                eb.or(
-                  due.map((period) =>
-                    eb.and([
-                      eb('settlement_frequency', '=', period.frequency),
-                      eb('last_scheduled_period', '<', period.key),
-                    ]),
-                  ),
-                ),
-              )
+              .where(unscheduledIn(due))
               .executeTakeFirst()
               .then((row) => Number(row?.count ?? 0));
       const unreserved = ctx.db

@@ -174,7 +174,6 @@ export class RelayerChain {
     return code === '0x' || code === '0x0' ? null : keccak256(code).toLowerCase();
   }
 
-  /** The account's USDC balance after the given block. */
   usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
     return this.readAt(tokenAddress, 'balanceOf', [formatAddress(account)], block);
   }

@@ -6,7 +6,6 @@ import type { FeeCaps, RelayerChain } from './chain';
 import type { RecordedAuthorizations } from './recorded';
 import { cappedFees, larger, type RelayerSettings, type Row } from './settings';
 
-/** Submissions signed and recorded in one transaction of the nonce allocator, at most. */
 const RECORD_BATCH_MAX = 50;
 
 export interface ChainState {

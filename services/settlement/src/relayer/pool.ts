@@ -62,7 +62,6 @@ export class RelayerSigner {
     return this.stuckSince !== undefined && now - this.stuckSince >= this.settings.stuckAfterMs;
   }
 
-  /** Submissions of this process assigned to this key and not answered yet. */
   load(): number {
     return this.assigned.size;
   }

@@ -8,7 +8,6 @@ import type { RelayerSettings, Row } from './settings';
 
 /** How long after its caller was answered a confirmed row is finished. */
 const FINISH_AFTER_MS = 100;
-/** Rows marked `broadcast` in one statement at most. */
 const BROADCAST_MARKS_PER_STATEMENT = 200;
 
 interface BroadcastMark {

@@ -1,10 +1,9 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { SettlementDB } from '../db';
+import type { RelayerCodeHashRevertsTable, SettlementDB } from '../db';
 import { describe } from '../errors';
 import type { RelayerChain } from './chain';
 import { type Refusal, type RelayerSettings, type Row, refusal } from './settings';
-import type { RelayerCodeHashRevertsTable } from './tables';
 
 type WithReverts = { relayer_code_hash_reverts: RelayerCodeHashRevertsTable };
 

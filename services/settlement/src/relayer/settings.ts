@@ -1,9 +1,9 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
 import type { Selectable } from 'kysely';
+import type { RelayedAuthorizationsTable } from '../db';
 import { describe } from '../errors';
 import type { FeeCaps } from './chain';
 import type { RelayerConfig } from './config';
-import type { RelayedAuthorizationsTable } from './tables';
 
 export type Row = Selectable<RelayedAuthorizationsTable>;
 export type Refusal = Extract<RelayerSubmitReply, { ok: false }>;
@@ -14,7 +14,6 @@ export interface RelayerSettings
   chainId: number;
   usdcAddress: string;
   escrowAddress: string;
-  /** The background pass's interval. */
   pollIntervalMs: number;
   /** CONFIRMATIONS: a confirmed submission's receipt is watched until this deep (a reorg has it sent again). */
   confirmations: number;
@@ -40,7 +39,6 @@ export function cappedFees(fees: FeeCaps, capWei: bigint): FeeCaps {
   return { maxFeePerGas, maxPriorityFeePerGas };
 }
 
-/** A row's status once nothing more is sent for it. */
 export function isFinished(row: Row): boolean {
   return row.status === 'confirmed' || row.status === 'used_elsewhere' || row.status === 'failed';
 }

@@ -2,7 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import type { Selectable, Transaction } from 'kysely';
+import type { ExpressionBuilder, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
@@ -58,6 +58,19 @@ export async function enqueueSettlementDue(
 const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 
+/** Sellers whose period among `periods` is not scheduled yet. */
+export function unscheduledIn(periods: readonly Period[]) {
+  return (eb: ExpressionBuilder<SettlementDB, 'sellers'>) =>
+    eb.or(
+      periods.map((period) =>
+        eb.and([
+          eb('settlement_frequency', '=', period.frequency),
+          eb('last_scheduled_period', '<', period.key),
+        ]),
+      ),
+    );
+}
+
 /**
  * Creates one settlement per seller and due period, with its `settlement.due` in the same transaction; replicas claim
  * due sellers FOR UPDATE SKIP LOCKED, and the ids are derived from (seller, period).
@@ -84,32 +97,18 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
   }
 
   async runOnce(): Promise<void> {
-    await this.createDueSettlements();
-  }
-
-  async createDueSettlements(): Promise<number> {
     const now = this.clock();
     const periods: Record<Frequency, Period> = {
       DAILY: this.periodAt('DAILY', now),
       WEEKLY: this.periodAt('WEEKLY', now),
       MONTHLY: this.periodAt('MONTHLY', now),
     };
-    let created = 0;
     for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const sellers = await trx
           .selectFrom('sellers')
           .selectAll()
-          .where((eb) =>
-            eb.or(
-              (Object.keys(periods) as Frequency[]).map((frequency) =>
-                eb.and([
-                  eb('settlement_frequency', '=', frequency),
-                  eb('last_scheduled_period', '<', periods[frequency].key),
-                ]),
-              ),
-            ),
-          )
+          .where(unscheduledIn(Object.values(periods)))
           .orderBy('seller_id')
           .limit(SELLER_BATCH)
           .forUpdate()
@@ -118,10 +117,7 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
         for (const seller of sellers) {
           const period = periods[seller.settlement_frequency];
           const inserted = await insertSettlement(trx, seller, period, now);
-          if (inserted) {
-            created += 1;
-            await enqueueSettlementDue(trx, inserted, now);
-          }
+          if (inserted) await enqueueSettlementDue(trx, inserted, now);
           await trx
             .updateTable('sellers')
             .set({ last_scheduled_period: period.key })
@@ -132,6 +128,5 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
       });
       if (claimed < SELLER_BATCH) break;
     }
-    return created;
   }
 }

@@ -12,10 +12,9 @@ import { Counter, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Contract, getAddress, type JsonRpcProvider } from 'ethers';
 import type { Selectable } from 'kysely';
 import type { SettlementConfig } from '../config';
-import { type SettlementDB, tryAdvisoryLock } from '../db';
+import { type DepositSweepsTable, type SettlementDB, tryAdvisoryLock } from '../db';
 import type { Relayer } from '../relayer/relayer';
 import type { DepositSweepConfig } from './config';
-import type { DepositSweepsTable } from './tables';
 
 type Sweep = Selectable<DepositSweepsTable>;
 export type DepositPassResult = {
@@ -108,7 +107,6 @@ export class DepositSweeper {
     };
   }
 
-  /** One pass: finish the open sweeps, then read (and sweep) the addresses due, each step bounded. */
   async runPass(): Promise<DepositPassResult & { leader: boolean }> {
     const result: DepositPassResult = { finished: 0, swept: 0, dust: 0, empty: 0, failed: 0 };
     if (!this.relayer) return { ...result, leader: false };
@@ -139,16 +137,13 @@ export class DepositSweeper {
         .where('payer', '=', sweep.address)
         .where('auth_nonce', '=', sweep.auth_nonce)
         .executeTakeFirst();
-      if (!relayed) {
-        await this.submit(sweep, result);
-      } else if (relayed.status === 'confirmed' || relayed.status === 'used_elsewhere') {
-        await this.finish(sweep, 'confirmed', relayed.settled_tx_hash ?? relayed.tx_hash, null);
-        result.finished++;
-      } else if (relayed.status === 'failed') {
-        await this.finish(sweep, 'failed', relayed.tx_hash, relayed.last_error ?? 'relayer gave up');
-        result.failed++;
-      }
       // signed / broadcast: the relayer's own pass rebroadcasts and finishes it.
+      if (!relayed) await this.submit(sweep, result);
+      else if (relayed.status === 'confirmed' || relayed.status === 'used_elsewhere') {
+        await this.finish(sweep, result, 'confirmed', relayed.settled_tx_hash ?? relayed.tx_hash, null);
+      } else if (relayed.status === 'failed') {
+        await this.finish(sweep, result, 'failed', relayed.tx_hash, relayed.last_error ?? 'relayer gave up');
+      }
     }
   }
 
@@ -277,10 +272,7 @@ export class DepositSweeper {
         { address: sweep.address, amountMicro: sweep.amount_micro.toString(), txHash: reply.txHash },
         'deposit address sweep submitted',
       );
-      if (reply.status === 'confirmed') {
-        await this.finish(sweep, 'confirmed', reply.txHash, null);
-        result.finished++;
-      }
+      if (reply.status === 'confirmed') await this.finish(sweep, result, 'confirmed', reply.txHash, null);
       result.swept++;
       return;
     }
@@ -292,16 +284,17 @@ export class DepositSweeper {
       );
       return;
     }
-    await this.finish(sweep, 'failed', null, `${reply.reason}: ${reply.message}`);
-    result.failed++;
+    await this.finish(sweep, result, 'failed', null, `${reply.reason}: ${reply.message}`);
   }
 
   private async finish(
     sweep: Sweep,
+    result: DepositPassResult,
     status: 'confirmed' | 'failed',
     txHash: string | null,
     error: string | null,
   ): Promise<void> {
+    result[status === 'failed' ? 'failed' : 'finished']++;
     await this.ctx.inTransaction(async (trx) => {
       await trx
         .updateTable('deposit_sweeps')
