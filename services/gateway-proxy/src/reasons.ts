@@ -52,10 +52,7 @@ export const SIWX_REASONS = {
   unavailable: 'siwx_unavailable',
 } as const;
 
-/**
- * The x402 paths' codes: `@x402/evm`'s own invalidReason / errorReason strings (x402-reasons.test.ts checks them
- * against the installed package), else the x402 specification's (v2 §9).
- */
+/** `@x402/evm`'s own invalidReason / errorReason strings (x402-reasons.test.ts checks them), else the x402 spec's. */
 export const UPSTREAM_REASONS = {
   // @x402/evm, exact facilitator (EIP-3009)
   scheme: 'invalid_exact_evm_scheme',
@@ -79,11 +76,7 @@ export const UPSTREAM_REASONS = {
   paymentRequirements: 'invalid_payment_requirements',
 } as const;
 
-/**
- * Paygate's own codes, each for a check upstream lacks: the facilitator settles only Paygate's USDC; the 503s are
- * one per situation in which nothing was refused (shared with PAYMENT_REASONS); the relayer's daily budgets (429);
- * the payment-identifier extension's 409s (its status named, no code), Paygate keeping no copy of a served answer.
- */
+/** Paygate's own, each for a check upstream lacks: USDC only, the 503s (nothing refused), the relayer budgets, the 409s. */
 export const PAYGATE_REASONS = {
   assetMismatch: 'invalid_exact_evm_asset_mismatch',
   chainUnavailable: PAYMENT_REASONS.chainUnavailable,

@@ -23,6 +23,12 @@ interface UnservedCall {
   outcomeUrl: string;
 }
 
+const unservedCall = (
+  sources: Pick<OutcomeSources, 'publicBaseUrl'>,
+  txHash: string,
+  call: Omit<UnservedCall, 'txHash' | 'outcomeUrl'>,
+): UnservedCall => ({ ...call, txHash, outcomeUrl: outcomeUrlOf(sources.publicBaseUrl, txHash) });
+
 export interface OutcomeSources {
   db: Kysely<GatewayDatabase>;
   chain: { chainId: number; usdcAddress: string };
@@ -39,14 +45,11 @@ export function answerMeta(
   if (settlement !== undefined) meta[MCP_PAYMENT_RESPONSE_META] = settlement;
   const txHash = response.headers.get(RECEIPT_HEADER);
   if (txHash && response.status >= 400 && response.status !== 402) {
-    const unserved: UnservedCall = {
+    meta[UNSERVED_META] = unservedCall(sources, txHash, {
       status: response.status,
-      txHash,
       retryUntil: response.headers.get('X-402-Retry-Until'),
       refundable: response.status >= 500,
-      outcomeUrl: outcomeUrlOf(sources.publicBaseUrl, txHash),
-    };
-    meta[UNSERVED_META] = unserved;
+    });
   }
   return Object.keys(meta).length > 0 ? meta : undefined;
 }
@@ -80,15 +83,12 @@ export async function recordedMeta(
     .where('id', '=', row.claim_id)
     .executeTakeFirst();
   if (claim && claim.state !== 'served') {
-    const unserved: UnservedCall = {
+    meta[UNSERVED_META] = unservedCall(sources, row.tx_hash!, {
       status: null,
       state: claim.state,
-      txHash: row.tx_hash!,
       retryUntil: claim.retry_until?.toISOString() ?? null,
       refundable: true,
-      outcomeUrl: outcomeUrlOf(sources.publicBaseUrl, row.tx_hash!),
-    };
-    meta[UNSERVED_META] = unserved;
+    });
   }
   return meta;
 }

@@ -131,10 +131,7 @@ async function readTools(deps: McpDependencies, cursor: string | undefined) {
   };
 }
 
-/**
- * A tool call is the paid HTTP call over loopback (the caller's address in X-Forwarded-For), `_meta["x402/payment"]`
- * as PAYMENT-SIGNATURE; a 402 comes back as x402's payment-required result, the rest with its payment's `_meta`.
- */
+/** The paid HTTP call over loopback (the caller's address in X-Forwarded-For), paid by `_meta["x402/payment"]`. */
 async function callTool(
   deps: McpDependencies,
   caller: string,

@@ -2,10 +2,7 @@ import { type Bus, LEDGER_CLAIM_TIMEOUT_MS, LedgerClaimClient, type LedgerClaimR
 import type { Logger } from '@paygate/telemetry';
 import { failure, type PaymentFailure } from './failures';
 
-/**
- * The ledger spends a verified transfer on this gateway payment and books it before it is served: one that paid
- * elsewhere is `payment_already_used`, an unavailable ledger `claim_unavailable` (503, never served unpaid).
- */
+/** The ledger books a verified transfer for this payment before it is served (503 when silent: never served unpaid). */
 export class LedgerClaims {
   private readonly client: LedgerClaimClient;
 

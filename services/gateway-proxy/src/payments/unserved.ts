@@ -25,10 +25,7 @@ interface ClosedClaim {
   retry_cause: RetryCause | null;
 }
 
-/**
- * A pay-per-call whose window passed unserved (retryable, or in flight with no live attempt) is made final with
- * payment.call_unserved in one transaction; one never attempted or abandoned is first booked as a timeout.
- */
+/** Closes pay-per-calls whose window passed unserved, booking one never attempted or abandoned as a timeout first. */
 export class UnservedCalls extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

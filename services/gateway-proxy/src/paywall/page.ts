@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-/**
- * A browser opening a paid URL gets a 402 page (with PAYMENT-REQUIRED) that pays with its wallet (an EIP-3009
- * signature, else a USDC transfer and a tx-hash proof) and shows the answer as text, never as HTML.
- */
+/** A browser's 402: a page that pays with its wallet and shows the answer as text, never as HTML. */
 interface PaywallOffer {
   title: string;
   description: string;

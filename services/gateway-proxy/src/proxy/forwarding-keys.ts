@@ -24,10 +24,7 @@ interface ForwardingKeysOptions {
   maxEntries?: number;
 }
 
-/**
- * Sellers' forwarding keys, asked of the registry and kept in memory only (never logged); `seller.updated` drops an
- * entry at once, and an entry is refreshed after `refreshAfterMs` in case that event was missed.
- */
+/** In memory only (never logged); `seller.updated` drops an entry, and `refreshAfterMs` covers a missed event. */
 export class ForwardingKeys {
   private readonly cache: LRUCache<string, Entry>;
   private readonly loading = new Map<string, Promise<ForwardingKey | null>>();

@@ -37,10 +37,7 @@ async function describe(privateKey: KeyObject): Promise<{ kid: string; jwk: Publ
 const MAX_PUBLISHED_KEYS = 10;
 const JWKS_REFRESH_MS = 60_000;
 
-/**
- * Ticket signing keys, sealed at rest: a configured PEM, else one the first replica generates under an advisory lock
- * for all; recorded keys stay in the JWKS (newest first, bounded) so tickets signed before a rotation still verify.
- */
+/** Sealed at rest; generated once under an advisory lock when not configured; old keys stay in the JWKS. */
 export class TicketKeyStore {
   private signing: SigningKey | undefined;
   private jwks: PublicJwk[] = [];

@@ -86,10 +86,7 @@ function sendPaywall(deps: PaidCallDeps, offer: Offer, call: Call): void {
   );
 }
 
-/**
- * A 402 with what to pay: Paygate's body, x402's PAYMENT-REQUIRED header and, on Base, v1's accepts. A refused
- * payment's body is the one docs/api.md fixes ("Invalid payment", its reason and the requirements again).
- */
+/** Paygate's body and x402's PAYMENT-REQUIRED; a refusal's body is docs/api.md's "Invalid payment". */
 export function sendPaymentRequired(
   deps: PaidCallDeps,
   offer: Offer,

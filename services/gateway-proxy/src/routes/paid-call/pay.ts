@@ -65,11 +65,10 @@ function answerOutcome(
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
   const paygateMs = performance.now() - call.started - outcome.chainMs;
+  const claimTiming = claimMs ? `, claim;dur=${claimMs.toFixed(2)}` : '';
   call.res.setHeader(
     'Server-Timing',
-    claimMs
-      ? `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}, claim;dur=${claimMs.toFixed(2)}`
-      : `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}`,
+    `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}${claimTiming}`,
   );
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
 }

@@ -18,10 +18,7 @@ function routeTemplateOf(pathname: string, skillName: string, endpointPath: stri
   return `${at > 0 ? pathname.slice(0, at) : ''}${marker}${endpointPath}`;
 }
 
-/**
- * The bazaar extension as `@x402/extensions` declares and enriches it (so its validator accepts it): the method,
- * path parameters in the schema with `routeTemplate`, and their values when `url` is a concrete paid URL.
- */
+/** As `@x402/extensions` declares and enriches it (so its validator accepts it); path values when `concrete`. */
 export function bazaarExtension(
   endpoint: EndpointSnapshot,
   skillName: string,

@@ -3,10 +3,7 @@ import { canonicalize, OFFER_RECEIPT } from '@x402/extensions/offer-receipt';
 import { computeAddress } from 'ethers';
 import { LRUCache } from 'lru-cache';
 
-/**
- * x402's offer-receipt extension (JWS, ES256K by RECEIPT_SIGNING_KEY, its public half at RECEIPT_KEYS_PATH), the JWS
- * built synchronously in the extension's `createJWS` layout, so a 402 and a paid answer wait for no promise.
- */
+/** x402's offer-receipt (JWS, ES256K), built synchronously in `createJWS`'s layout: a 402 waits for no promise. */
 
 export const RECEIPT_KEYS_PATH = '/.well-known/x402/receipt-keys';
 export const DID_DOCUMENT_PATH = '/.well-known/did.json';

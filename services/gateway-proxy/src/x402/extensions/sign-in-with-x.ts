@@ -14,10 +14,7 @@ import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
 import { SIWX_REASONS } from '../../reasons';
 
-/**
- * x402's sign-in-with-x (CAIP-122 / EIP-4361): a subscriber proves its wallet with a signed message instead of paying
- * again (for this origin, at most 5 minutes old, this chain; EIP-191, ERC-1271 or ERC-6492), its nonce spent once.
- */
+/** x402's sign-in-with-x: a subscriber proves its wallet with a signed message instead of paying again. */
 
 export const SIWX_HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 

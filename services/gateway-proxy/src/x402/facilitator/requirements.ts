@@ -68,10 +68,7 @@ type Config = Pick<
 >;
 type Refusal = { reason: X402Reason; message: string } | undefined;
 
-/**
- * The seller's requirements must be Paygate's: exact scheme, this network, Paygate's USDC (a Paygate-only
- * refusal: `@x402/evm` verifies against any asset), escrow as payTo, a positive amount Paygate relays.
- */
+/** The seller's requirements must be Paygate's (`@x402/evm` itself verifies against any asset). */
 function refuseRequirements(config: Config, body: FacilitatorRequest): Refusal {
   const r = body.paymentRequirements;
   const network = body.x402Version === 2 ? caip2(config.chainId) : v1NetworkOf(config.chainId);

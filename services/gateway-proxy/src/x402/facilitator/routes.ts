@@ -59,10 +59,7 @@ export interface FacilitatorDeps {
   discovery: DiscoveryDeps;
 }
 
-/**
- * Paygate as an x402 facilitator for sellers' own x402 servers (`sk_` key, escrow only, credited to the key's seller),
- * and the public Bazaar discovery list. A refusal of a payment is x402's 200 (`isValid`/`success` false).
- */
+/** Paygate as a facilitator for sellers' x402 servers (escrow only); refusing a payment is x402's 200. */
 export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
   const auth = deps.sellerAuth;
   const guard: SellerGuard = {

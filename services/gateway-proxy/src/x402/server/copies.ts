@@ -23,10 +23,7 @@ export class SettlementCopies {
 
   constructor(private readonly deps: CopiesDeps) {}
 
-  /**
-   * Settles an x402 payment once: a copy being settled (here or on a replica) waits, then is presented again under the
-   * reuse rules, so exactly one caller hears it settled; a copy never shares the first one's success.
-   */
+  /** A copy being settled (here or on a replica) waits, then faces the reuse rules: one caller hears it settled. */
   async settle(
     payment: DecodedX402Payment,
     purchase: Purchase,

@@ -95,12 +95,7 @@ export class X402Authorizations {
   }
 
   async presented(key: AuthorizationKey): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('x402_authorizations')
-      .select('auth_nonce')
-      .where((eb: any) => eb.and(key))
-      .executeTakeFirst();
-    return row !== undefined;
+    return (await this.find(key)) !== undefined;
   }
 
   /** Nothing was submitted: the authorization may come again. Only while the caller still holds its claim. */

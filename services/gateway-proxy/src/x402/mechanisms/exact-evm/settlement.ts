@@ -63,6 +63,11 @@ const settledBefore = (claim: PaymentClaim): X402Outcome => ({
 
 const { chainUnavailable, relayerUnavailable, settlementInProgress, claimUnavailable } = PAYGATE_REASONS;
 
+const beingSettled = (what: string): Refused => ({
+  ...refused(503, settlementInProgress, `${what} is being settled; present it again shortly`),
+  beingSettled: true,
+});
+
 /** Sent, not included yet: 202 with the transaction, never a 402 that would have a client sign a second payment. */
 export const settlementPending = (txHash: string): Refused => ({
   ok: false,
@@ -199,10 +204,7 @@ export class X402Settlement {
     return reused.ok ? reused.claim : undefined;
   }
 
-  /**
-   * The ledger's claim, then in one statement the claim row and the authorization row's record. No claim when another
-   * payment path spent it first; `recorded` false when the row had left `submitting` (someone else finished it).
-   */
+  /** No claim when another payment path spent it first; `recorded` false when someone else finished the row. */
   private async insertClaim(
     key: AuthorizationKey,
     payment: Pick<DecodedX402Payment, 'authorization'>,
@@ -243,10 +245,7 @@ export class X402Settlement {
     return new Date(this.settings.now().getTime() - this.settings.staleAfterMs);
   }
 
-  /**
-   * The same authorization again (`signature` null: the payer is proven by its payment identifier), served only under
-   * the reuse rules of its purchase; one sent but not seen included is taken over and waited for here.
-   */
+  /** Served only under the reuse rules (`signature` null: its payment id proved the payer); a sent one is waited for. */
   async presentedBefore(
     key: AuthorizationKey,
     signature: string | null,
@@ -260,14 +259,7 @@ export class X402Settlement {
     );
     if (!row && signature === null) {
       // Bound to its id a moment ago by another presentation, not claimed yet: that one is settling it.
-      return {
-        ...refused(
-          503,
-          settlementInProgress,
-          'this payment identifier is being settled; present it again shortly',
-        ),
-        beingSettled: true,
-      };
+      return beingSettled('this payment identifier');
     }
     if (!row || (signature !== null && row.signature !== signature.toLowerCase())) return used;
     if (row.state === 'refused') {
@@ -280,15 +272,7 @@ export class X402Settlement {
       if (taken) return this.finishPending(taken, purchase);
     }
     if (row.state === 'submitting' || !row.claim_id) {
-      return {
-        ...refused(
-          503,
-          settlementInProgress,
-          'this authorization is being settled; present it again shortly',
-        ),
-        beingSettled: true,
-        settling: { key, signature: row.signature },
-      };
+      return { ...beingSettled('this authorization'), settling: { key, signature: row.signature } };
     }
     const claim = await this.authorizations.claimById(row.claim_id);
     if (!claim) return used;
@@ -296,10 +280,7 @@ export class X402Settlement {
     return reused.ok ? settledBefore(reused.claim) : used;
   }
 
-  /**
-   * A sent authorization taken over (`row`, renewed): waited for as a live caller would, claimed (kept for a retry, as
-   * the recovery pass does) and served under the reuse rules; still not included, released again and pending.
-   */
+  /** Waited for as a live caller would, claimed as the recovery pass does; still not included: released and pending. */
   private async finishPending(row: AuthorizationRow, purchase: Purchase): Promise<X402Outcome> {
     const key = keyOfRow(row);
     const claimed: ClaimedAuthorization = { key, claimedAt: row.updated_at };

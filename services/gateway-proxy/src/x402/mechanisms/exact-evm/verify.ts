@@ -45,10 +45,7 @@ const refuse = (reason: X402Reason, message: string): X402Refusal => ({ reason, 
 const when = (failed: boolean, reason: X402Reason, message: () => string): Outcome =>
   failed ? refuse(reason, message()) : undefined;
 
-/**
- * The exact EVM scheme's checks, in order, with `@x402/evm`'s reason code for each failure; local ones first, so a
- * malformed payment costs no RPC. The relaying minimum and validBefore's upper end are Paygate's extra bounds.
- */
+/** In order, with `@x402/evm`'s reason codes; local ones first, so a malformed payment costs no RPC. */
 export const LOCAL_CHECKS: readonly ExactEvmCheck[] = [
   {
     name: 'scheme is exact',

@@ -41,10 +41,7 @@ export class ProofChecks {
     return memo.staticFailure;
   }
 
-  /**
-   * The payer signs the claim's resource (the header it was served with) or the one it asks for now: a subscriber's
-   * new proof for another endpoint is served, a spent pay-per-call refused as used rather than badly signed.
-   */
+  /** The payer signs the claim's resource or the one asked for now: a spent proof is then refused as used. */
   presenterOf(proof: PaymentProof, claim: PaymentClaim, purchase: Purchase): Presenter {
     const fromLower = this.memoOf(proof).fromLower;
     let signerLower = this.recoverSigner(proof, claim.resource);
