@@ -4,6 +4,7 @@ import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { GatewayProxyConfig } from '../../config';
 import { sendJson } from '../../http-util';
+import type { GatewayMetrics } from '../../metrics';
 import type { BlockedPayers } from '../../payments/blocked-payers';
 import type { CallOutcomes } from '../../payments/call-outcomes';
 import type { PaymentService } from '../../payments/service';
@@ -43,12 +44,8 @@ export interface PaidCallDeps {
   signIn: SignInWithX;
   forwardingKeys: ForwardingKeys;
   forwarding: ForwardOptions;
-  metrics: {
-    accepted: { inc(labels: { mode: string; fresh: string }): void };
-    refused: { inc(labels: { reason: string }): void };
-    rateLimited: { inc(): void };
-    httpDuration: ServiceMetrics['httpDuration'];
-  };
+  metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'> &
+    Pick<ServiceMetrics, 'httpDuration'>;
 }
 
 export interface Call {

@@ -8,6 +8,7 @@ import {
 import { verifyMessage as recoverMessageSigner } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { createPublicClient, http, isErc6492Signature } from 'viem';
+import type { GatewayProxyConfig } from '../../config';
 import type { GatewayDatabase } from '../../db';
 import { ChainUnavailableError } from '../../errors';
 import { decideReuse } from '../../payments/reuse-rules';
@@ -32,19 +33,15 @@ export interface SignInFailure {
   message: string;
   details?: Record<string, unknown>;
 }
-const failure = (reason: string, message: string): SignInFailure => ({ reason, message });
 
 type SignInRefused = { ok: false; status: 402 | 503; failure: SignInFailure };
 export type SignInOutcome = { ok: true; address: string } | SignInRefused;
 export type SubscriptionOutcome = { ok: true; claim: PaymentClaim; address: string } | SignInRefused;
 
-export interface SignInSettings {
+/** `origin`: the one messages must name. */
+export type SignInSettings = Pick<GatewayProxyConfig, 'chainId' | 'rpcUrl' | 'rpcTimeoutMs' | 'now'> & {
   origin: string;
-  chainId: number;
-  rpcUrl: string;
-  rpcTimeoutMs: number;
-  now: () => Date;
-}
+};
 
 export class SignInWithX {
   private readonly client;
@@ -99,13 +96,8 @@ export class SignInWithX {
         }
       },
     });
-    if (chainDown) {
-      return {
-        ok: false,
-        status: 503,
-        failure: failure(SIWX_REASONS.unavailable, 'the chain did not answer the wallet signature check'),
-      };
-    }
+    if (chainDown)
+      return refused(SIWX_REASONS.unavailable, 'the chain did not answer the wallet signature check', 503);
     if (!verification.isValid) return refused(verification.invalidReason, verification.invalidMessage);
     const address = payload.address.toLowerCase();
     if (!(await this.spendNonce(payload, address))) {
@@ -144,11 +136,9 @@ export class SignInWithX {
       if (decision.kind === 'serve') return { ok: true, claim, address: signedIn.address };
       if (decision.kind === 'refuse') first ??= decision.failure;
     }
-    return {
-      ok: false,
-      status: 402,
-      failure: first ?? failure(SIWX_REASONS.notSubscribed, 'no usable subscription'),
-    };
+    return first
+      ? { ok: false, status: 402, failure: first }
+      : refused(SIWX_REASONS.notSubscribed, 'no usable subscription');
   }
 
   /** EIP-191 from an EOA checked here; otherwise the chain decides (ERC-1271, or ERC-6492 for a wallet not deployed). */
@@ -223,6 +213,6 @@ function transportFailed(error: unknown): boolean {
   return false;
 }
 
-function refused(reason: string, message: string): { ok: false; status: 402; failure: SignInFailure } {
-  return { ok: false, status: 402, failure: failure(reason, message) };
+function refused(reason: string, message: string, status: 402 | 503 = 402): SignInRefused {
+  return { ok: false, status, failure: { reason, message } };
 }

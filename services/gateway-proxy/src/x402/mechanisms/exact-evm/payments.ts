@@ -120,11 +120,7 @@ export class X402Payments implements BackgroundTask {
   walletOf(payment: DecodedX402Payment): string | undefined {
     const eip712 = this.knownTokenDomain();
     if (!eip712) return undefined;
-    return this.recoveredPayer(payment, {
-      chainId: this.settings.chainId,
-      asset: this.settings.usdcAddress,
-      eip712,
-    })
+    return this.recoveredPayer(payment, this.terms(0n, eip712))
       ? payment.authorization.from.toLowerCase()
       : undefined;
   }
@@ -152,27 +148,26 @@ export class X402Payments implements BackgroundTask {
     if (!eip712) return undefined;
     // Below the minimum the relayer's gas is not worth it: the buyer pays with X-402-Payment instead.
     if (input.priceMicro < this.settings.x402MinAmountMicro) return undefined;
+    const resource = { url: input.url, description: input.description, mimeType: input.mimeType };
+    return { ...this.terms(input.priceMicro, eip712), resource };
+  }
+
+  /** What Paygate's own configuration asks of a payment (never the client's `accepted` copy). */
+  private terms(amountMicro: bigint, eip712: TokenDomain['eip712'], maxTimeoutSeconds?: number) {
+    const { chainId, usdcAddress: asset, escrowAddress: payTo, x402MaxTimeoutSeconds } = this.settings;
     return {
-      chainId: this.settings.chainId,
-      asset: this.settings.usdcAddress,
-      payTo: this.settings.escrowAddress,
-      amountMicro: input.priceMicro,
-      maxTimeoutSeconds: this.settings.x402MaxTimeoutSeconds,
+      chainId,
+      asset,
+      payTo,
+      amountMicro,
       eip712,
-      resource: { url: input.url, description: input.description, mimeType: input.mimeType },
+      maxTimeoutSeconds: maxTimeoutSeconds ?? x402MaxTimeoutSeconds,
     };
   }
 
   private async expectation(priceMicro: bigint, maxTimeoutSeconds?: number): Promise<X402Expectation> {
-    return {
-      chainId: this.settings.chainId,
-      asset: this.settings.usdcAddress,
-      payTo: this.settings.escrowAddress,
-      amountMicro: priceMicro,
-      eip712: await this.tokenDomain(),
-      minAmountMicro: this.settings.x402MinAmountMicro,
-      maxTimeoutSeconds: maxTimeoutSeconds ?? this.settings.x402MaxTimeoutSeconds,
-    };
+    const terms = this.terms(priceMicro, await this.tokenDomain(), maxTimeoutSeconds);
+    return { ...terms, minAmountMicro: this.settings.x402MinAmountMicro };
   }
 
   /** Every named check of verify.ts short of submitting (the facilitator's /verify; settling starts with it). */
