@@ -5,7 +5,6 @@ import { type Generated, sql, type Transaction } from 'kysely';
 
 export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
 export type TransferKind = 'payout' | 'refund' | 'platform_payout';
-export type TransferStatus = 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
 /** Why a settlement paid nothing: the ledger's refusal to reserve (`payout.refused`). */
 export type SkipReason = EventData<'payout.refused'>['reason'];
 
@@ -28,7 +27,7 @@ export interface OutgoingTransfersTable {
   from_address: string;
   to_address: string;
   amount_micro: bigint;
-  status: TransferStatus;
+  status: 'created' | 'signed' | 'broadcast' | 'confirmed' | 'failed';
   nonce: bigint | null;
   raw_tx: string | null;
   tx_hash: string | null;

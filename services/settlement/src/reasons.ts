@@ -6,8 +6,6 @@ export const SettlementReason = {
   TreasuryNotConfigured: 'treasury_not_configured',
 } as const;
 
-export type SettlementReason = (typeof SettlementReason)[keyof typeof SettlementReason];
-
 /** Why the ledger reserved nothing for a settlement (`payout.refused`; the settlement is `skipped`). */
 export const SkipReasons = {
   BelowMinimum: 'below_minimum',
@@ -33,5 +31,3 @@ export const TransferRefusal = {
   ExceedsTransferCap: 'exceeds_transfer_cap',
   RecipientDiffers: 'recipient_differs',
 } as const;
-
-export type TransferRefusal = (typeof TransferRefusal)[keyof typeof TransferRefusal];

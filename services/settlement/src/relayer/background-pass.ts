@@ -47,17 +47,14 @@ export class RelayerBackgroundPass {
       .execute();
     let oldestOpenAt: number | undefined;
     let highestOpenNonce: bigint | undefined;
-    let unnumbered = false;
     for (const row of open) {
       if (this.isStopped()) return;
       const advanced = await this.recorded.advance(row);
-      if (!advanced || isFinished(advanced)) continue;
+      if (isFinished(advanced)) continue;
       // A rebroadcast or a fee bump does not make it any less stuck.
       const sentAt = (advanced.signed_at ?? advanced.created_at).getTime();
       oldestOpenAt = Math.min(oldestOpenAt ?? sentAt, sentAt);
-      if (advanced.relayer_nonce === null) unnumbered = true;
-      else if (highestOpenNonce === undefined || advanced.relayer_nonce > highestOpenNonce)
-        highestOpenNonce = advanced.relayer_nonce;
+      highestOpenNonce = larger(highestOpenNonce ?? 0n, advanced.relayer_nonce!);
       if (advanced.status === 'broadcast' && signer) await this.bumpIfStuck(advanced, signer.chain);
       else await this.recorded.broadcastRecorded(advanced);
     }
@@ -71,7 +68,7 @@ export class RelayerBackgroundPass {
       return;
     }
     const wasStuck = signer.markedStuck(Date.now());
-    signer.markOpen(oldestOpenAt, unnumbered ? undefined : highestOpenNonce);
+    signer.markOpen(oldestOpenAt, highestOpenNonce);
     const isStuck = signer.markedStuck(Date.now());
     if (isStuck !== wasStuck) {
       this.ctx.logger.warn(
@@ -110,10 +107,10 @@ export class RelayerBackgroundPass {
         continue;
       }
       minedNonce ??= await signer.chain.minedNonce();
-      if (row.relayer_nonce === null || minedNonce > row.relayer_nonce) {
+      if (minedNonce > row.relayer_nonce!) {
         // Consumed by another version of the nonce, or a lagging node: look again next pass.
         this.ctx.logger.warn(
-          { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce?.toString() },
+          { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce!.toString() },
           'confirmed relayed authorization has no receipt but its relayer nonce is used; watching',
         );
         continue;
@@ -185,7 +182,7 @@ export class RelayerBackgroundPass {
     const sentAt = row.last_broadcast_at?.getTime() ?? 0;
     if (Date.now() - sentAt < this.settings.feeBumpAfterMs) return;
     // Behind an unmined earlier nonce higher fees cannot help; past the bumps or at the cap: keep what we have.
-    const behindGap = row.relayer_nonce !== null && (await key.minedNonce()) < row.relayer_nonce;
+    const behindGap = (await key.minedNonce()) < row.relayer_nonce!;
     const previous = {
       maxFeePerGas: BigInt(row.max_fee_per_gas ?? '0'),
       maxPriorityFeePerGas: BigInt(row.max_priority_fee_per_gas ?? '0'),

@@ -276,27 +276,37 @@ export class RelayerChain {
     return out;
   }
 
-  /** The transaction whose AuthorizationUsed log names (payer, nonce), searched in the last `lookbackBlocks`. */
-  async findAuthorizationUse(
-    tokenAddress: string,
-    payer: string,
-    nonce: string,
+  /**
+   * The successful transaction whose AuthorizationUsed log names (payer, nonce), with its payer → `to` Transfer log,
+   * searched in the last `lookbackBlocks`.
+   */
+  async authorizationUse(
+    authorization: { tokenAddress: string; payer: string; nonce: string; to: string },
     lookbackBlocks: number,
-  ): Promise<string | null> {
+  ): Promise<ExecutedTransfer | null> {
+    const { tokenAddress, payer, nonce, to } = authorization;
     const head = await this.provider.getBlockNumber();
-    const logs = await this.provider.getLogs({
+    const [log] = await this.provider.getLogs({
       address: tokenAddress,
       topics: [AUTHORIZATION_USED_TOPIC, zeroPadValue(formatAddress(payer), 32), nonce],
       fromBlock: Math.max(0, head - lookbackBlocks),
       toBlock: head,
     });
-    return logs[0]?.transactionHash.toLowerCase() ?? null;
+    const executed = log ? await this.executed(log.transactionHash.toLowerCase(), payer, to) : null;
+    return executed?.reverted === false ? executed : null;
   }
 
   destroy(): void {
     if (this.ownsProvider) this.provider.destroy();
   }
 }
+
+/** The row columns naming the transaction that executed an authorization. */
+export const settledBy = (executed: ExecutedTransfer) => ({
+  settled_tx_hash: executed.txHash,
+  block_number: executed.blockNumber,
+  log_index: executed.logIndex,
+});
 
 /** A transaction's receipt read for the authorization: its payer → `to` Transfer log, reverted without one. */
 export function executedIn(

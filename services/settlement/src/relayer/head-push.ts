@@ -34,7 +34,6 @@ export class HeadPush {
     const provider = new WebSocketProvider(this.url, this.chainId, { staticNetwork: true });
     this.provider = provider;
     const socket = provider.websocket as unknown as {
-      addEventListener?(event: string, listener: () => void): void;
       on?(event: string, listener: (...args: unknown[]) => void): void;
     };
     const dropped = (error: unknown) => {

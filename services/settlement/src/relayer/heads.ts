@@ -1,3 +1,5 @@
+import type { RelayerChain } from './chain';
+
 /** Polled every DUE_POLL_MS from DUE_EARLY_MS before a block is due until DUE_LATE_MS after. */
 const DUE_POLL_MS = 3;
 const DUE_EARLY_MS = 8;
@@ -9,10 +11,7 @@ const INTERVAL_SPAN_MIN_SEC = 20;
 /** Blocks read back at most for that span. */
 const INTERVAL_SPAN_MAX_BLOCKS = 1000;
 
-export interface HeadReads {
-  blockNumber(): Promise<bigint>;
-  blockTimestampSec(block: bigint): Promise<bigint>;
-}
+export type HeadReads = Pick<RelayerChain, 'blockNumber' | 'blockTimestampSec'>;
 
 interface Waiter {
   after: bigint | undefined;

@@ -2,7 +2,7 @@ import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { describe } from '../errors';
-import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
+import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain, settledBy } from './chain';
 import type { RefusedPayers } from './refused-payers';
 import type { RelayerSettings, Row } from './settings';
 
@@ -94,6 +94,7 @@ export class RecordedAuthorizations {
 
   /** One statement; a failure is logged (the pass rebroadcasts). */
   private async markBroadcast(marks: readonly BroadcastMark[]): Promise<void> {
+    const ids = marks.map((mark) => mark.id);
     try {
       await this.ctx.db
         .updateTable('relayed_authorizations')
@@ -103,16 +104,12 @@ export class RecordedAuthorizations {
           last_broadcast_at: new Date(),
           broadcast_attempts: eb('broadcast_attempts', '+', 1),
         }))
-        .where(
-          'id',
-          'in',
-          marks.map((mark) => mark.id),
-        )
+        .where('id', 'in', ids)
         .where('status', 'in', ['signed', 'broadcast'])
         .execute();
     } catch (error) {
       this.ctx.logger.warn(
-        { ids: marks.map((mark) => mark.id), reason: describe(error) },
+        { ids, reason: describe(error) },
         'relayed authorizations broadcast but not marked; the background pass will rebroadcast them',
       );
     } finally {
@@ -135,7 +132,6 @@ export class RecordedAuthorizations {
       valid_before: BigInt(a.validBefore),
       signature: request.signature.toLowerCase(),
       relayer_address: relayerAddress.toLowerCase(),
-      payer_code_hash: null as string | null,
     };
   }
 
@@ -146,7 +142,7 @@ export class RecordedAuthorizations {
   async advance(
     row: Row,
     options: { answerFirst?: boolean; inBlock?: bigint; onlyNewBlock?: boolean } = {},
-  ): Promise<Row | undefined> {
+  ): Promise<Row> {
     if (row.status !== 'signed' && row.status !== 'broadcast') return row;
     const block = options.inBlock === undefined ? undefined : await this.receiptsOf(options.inBlock);
     for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
@@ -157,14 +153,9 @@ export class RecordedAuthorizations {
         : await this.chain.executed(hash, row.payer, row.to_address);
       if (!executed) continue;
       if (!executed.reverted) {
-        const fields = {
-          settled_tx_hash: executed.txHash,
-          block_number: executed.blockNumber,
-          log_index: executed.logIndex,
-        };
-        if (!options.answerFirst) return this.finish(row, 'confirmed', fields);
-        this.finishInBackground(row, fields);
-        return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
+        if (!options.answerFirst) return this.finish(row, 'confirmed', executed);
+        this.finishInBackground(row, executed);
+        return { ...row, status: 'confirmed', ...settledBy(executed), finished_at: new Date() };
       }
       return this.finishReverted(row, hash, executed.blockNumber);
     }
@@ -191,15 +182,12 @@ export class RecordedAuthorizations {
   }
 
   /** Off the answer path of the callers woken by the same block; the background pass finishes it if this does not. */
-  private finishInBackground(
-    row: Row,
-    fields: Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index'>,
-  ): void {
+  private finishInBackground(row: Row, executed: ExecutedTransfer): void {
     const finishing = new Promise((resolve) => setTimeout(resolve, FINISH_AFTER_MS))
-      .then(() => this.finish(row, 'confirmed', fields))
+      .then(() => this.finish(row, 'confirmed', executed))
       .catch((error) =>
         this.ctx.logger.warn(
-          { id: row.id, txHash: fields.settled_tx_hash, reason: describe(error) },
+          { id: row.id, txHash: executed.txHash, reason: describe(error) },
           'relayed authorization not finished yet; the background pass will',
         ),
       )
@@ -209,20 +197,11 @@ export class RecordedAuthorizations {
 
   /** Reverted: used by someone else first (then it is that transaction's), or failed, refusing its payer with it. */
   private async finishReverted(row: Row, hash: string, block: bigint): Promise<Row> {
-    const otherTx = await this.chain.findAuthorizationUse(
-      row.token_address,
-      row.payer,
-      row.auth_nonce,
+    const other = await this.chain.authorizationUse(
+      { tokenAddress: row.token_address, payer: row.payer, nonce: row.auth_nonce, to: row.to_address },
       this.settings.lookbackBlocks,
     );
-    const other = otherTx ? await this.chain.executed(otherTx, row.payer, row.to_address) : null;
-    if (other && !other.reverted) {
-      return this.finish(row, 'used_elsewhere', {
-        settled_tx_hash: other.txHash,
-        block_number: other.blockNumber,
-        log_index: other.logIndex,
-      });
-    }
+    if (other) return this.finish(row, 'used_elsewhere', other);
     const cause = await this.refusedPayers.causeOf(row, block);
     const updated = await this.ctx.inTransaction(async (trx) => {
       const failed = await trx
@@ -250,11 +229,11 @@ export class RecordedAuthorizations {
   private async finish(
     row: Row,
     status: 'confirmed' | 'used_elsewhere',
-    fields: Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index'>,
+    executed: ExecutedTransfer,
   ): Promise<Row> {
     const updated = await this.ctx.db
       .updateTable('relayed_authorizations')
-      .set({ status, ...fields, finished_at: new Date() })
+      .set({ status, ...settledBy(executed), finished_at: new Date() })
       .where('id', '=', row.id)
       .where('status', 'in', ['signed', 'broadcast'])
       .returningAll()

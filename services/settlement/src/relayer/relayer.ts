@@ -3,7 +3,7 @@ import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } fro
 import { type BackgroundTask, Gauge, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
 import { RelayerBackgroundPass } from './background-pass';
-import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError } from './chain';
+import { dependsOnCode, type FeeCaps, type RelayerChain, SimulationError, settledBy } from './chain';
 import { HeadPush } from './head-push';
 import { HeadWatcher } from './heads';
 import type { ChainState } from './nonce-allocator';
@@ -359,15 +359,12 @@ export class Relayer implements BackgroundTask {
 
   /** Someone else's transaction used this authorization: credited once, from that transaction's Transfer log. */
   private async usedElsewhere(request: RelayerSubmitRequest, started: number): Promise<RelayerSubmitReply> {
-    const a = request.authorization;
-    const txHash = await this.chain.findAuthorizationUse(
-      request.token,
-      a.from,
-      a.nonce,
+    const { from: payer, nonce } = request.authorization;
+    const executed = await this.chain.authorizationUse(
+      { tokenAddress: request.token, payer, nonce, to: this.settings.escrowAddress },
       this.settings.lookbackBlocks,
     );
-    const executed = txHash ? await this.chain.executed(txHash, a.from, this.settings.escrowAddress) : null;
-    if (!executed || executed.reverted) {
+    if (!executed) {
       return refusal('nonce_already_used', 'this authorization was already used or canceled on chain');
     }
     const inserted = await this.ctx.db
@@ -375,9 +372,7 @@ export class Relayer implements BackgroundTask {
       .values({
         ...this.recorded.authorizationColumns(request, this.chain.address),
         status: 'used_elsewhere',
-        settled_tx_hash: executed.txHash,
-        block_number: executed.blockNumber,
-        log_index: executed.logIndex,
+        ...settledBy(executed),
         finished_at: new Date(),
       })
       .onConflict((oc) => oc.columns(['chain_id', 'token_address', 'payer', 'auth_nonce']).doNothing())
@@ -437,12 +432,11 @@ export class Relayer implements BackgroundTask {
       // Woken by a new head, the caller looks in that block's receipts first (one read for every caller), and only
       // there when it looked right before that block.
       const head = this.heads.known();
-      current =
-        (await this.recorded.advance(current, {
-          answerFirst: true,
-          inBlock: round > 0 && head !== lookedAt ? head : undefined,
-          onlyNewBlock: head !== undefined && lookedAt !== undefined && head === lookedAt + 1n,
-        })) ?? current;
+      current = await this.recorded.advance(current, {
+        answerFirst: true,
+        inBlock: round > 0 && head !== lookedAt ? head : undefined,
+        onlyNewBlock: head !== undefined && lookedAt !== undefined && head === lookedAt + 1n,
+      });
       lookedAt = head;
       if (isFinished(current)) continue;
       if (Date.now() >= deadline || this.stopping) break;

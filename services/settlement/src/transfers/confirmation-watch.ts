@@ -42,7 +42,7 @@ export class ConfirmationWatch {
         continue;
       }
       minedNonce ??= await chain.minedNonce();
-      if (transfer.nonce === null || minedNonce > transfer.nonce) continue; // a lagging node: look again
+      if (minedNonce > transfer.nonce!) continue; // a lagging node: look again
       await this.resendDroppedConfirmed(transfer);
     }
   }
