@@ -1,7 +1,4 @@
-/**
- * Below the HTTP layer (whose answers are `HttpError`s with a code of reasons.ts), a named subclass per situation. A
- * consumer's handler that throws one is redelivered, then dead-lettered for an operator: nothing is sent.
- */
+/** A consumer's handler that throws one of these is redelivered, then dead-lettered: nothing is sent. */
 /** An error's short message for a log line or a row's last_error. */
 export function describe(error: unknown, limit = 300): string {
   const e = error as { shortMessage?: string; message?: string };

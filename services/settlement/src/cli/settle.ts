@@ -23,10 +23,8 @@ export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true
 }
 
 /**
- * `pnpm --filter @paygate/settlement settle -- --seller sel_… | --all`: asks the running settlement service
- * (POST /api/v1/operator/settlements/run, operator token) to settle now, waits for the payouts on chain, prints
- * what was settled and skipped as JSON, and exits 1 when a payout failed or is still unconfirmed, or the ledger
- * did not answer (2 when it could not run). It needs the operator token only, never the escrow key.
+ * `pnpm --filter @paygate/settlement settle -- --seller sel_… | --all`: settle now through the operator route, print
+ * the result; exit 1 when a payout is unfinished or the ledger did not answer, 2 when it could not run.
  */
 async function main(): Promise<number> {
   const args = parseSettleArgs(process.argv.slice(2));

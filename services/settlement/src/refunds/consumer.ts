@@ -9,10 +9,7 @@ import { TransferRefusal } from '../reasons';
 import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
-/**
- * `refund.initiated` (only the ledger may publish it) -> an outgoing transfer to `payer` keyed by refundId and its
- * refund record, in the inbox transaction. Above MAX_TRANSFER_USDC nothing is recorded: retried, then dead-lettered.
- */
+/** `refund.initiated` (the ledger's only) -> a transfer to `payer` keyed by refundId and its refund record. */
 export function refundInitiatedConsumer(
   deps: DecisionDeps,
 ): ConsumerOptions<'refund.initiated', SettlementDB> {

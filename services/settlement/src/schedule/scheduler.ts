@@ -71,10 +71,7 @@ export function unscheduledIn(periods: readonly Period[]) {
     );
 }
 
-/**
- * Creates one settlement per seller and due period, with its `settlement.due` in the same transaction; replicas claim
- * due sellers FOR UPDATE SKIP LOCKED, and the ids are derived from (seller, period).
- */
+/** One settlement per seller and due period, with its `settlement.due`; replicas claim sellers SKIP LOCKED. */
 export class SettlementScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

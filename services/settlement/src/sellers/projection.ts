@@ -17,7 +17,6 @@ export function sellerProjectionConsumer(
     subject: 'seller.updated',
     async handler(trx, event) {
       const seller = event.data;
-      const minimum = parseUsdc(seller.minimumSettlement);
       const current = await trx
         .selectFrom('sellers')
         .select(['revision', 'settlement_frequency', 'last_scheduled_period'])
@@ -29,26 +28,17 @@ export function sellerProjectionConsumer(
       const lastScheduled = frequencyChanged
         ? periodAt(seller.settlementFrequency, clock(), periodSeconds).key
         : current.last_scheduled_period;
+      const columns = {
+        revision: seller.revision,
+        payout_address: seller.payoutAddress,
+        settlement_frequency: seller.settlementFrequency,
+        minimum_settlement_micro: parseUsdc(seller.minimumSettlement),
+        last_scheduled_period: lastScheduled,
+      };
       await trx
         .insertInto('sellers')
-        .values({
-          seller_id: seller.sellerId,
-          revision: seller.revision,
-          payout_address: seller.payoutAddress,
-          settlement_frequency: seller.settlementFrequency,
-          minimum_settlement_micro: minimum,
-          last_scheduled_period: lastScheduled,
-        })
-        .onConflict((oc) =>
-          oc.column('seller_id').doUpdateSet({
-            revision: seller.revision,
-            payout_address: seller.payoutAddress,
-            settlement_frequency: seller.settlementFrequency,
-            minimum_settlement_micro: minimum,
-            last_scheduled_period: lastScheduled,
-            updated_at: new Date(),
-          }),
-        )
+        .values({ seller_id: seller.sellerId, ...columns })
+        .onConflict((oc) => oc.column('seller_id').doUpdateSet({ ...columns, updated_at: new Date() }))
         .execute();
     },
   };

@@ -16,10 +16,8 @@ const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
 
 /**
- * Settles sellers at once through the scheduler's settlement row of this period (its id derived from seller and
- * period), under the seller's row lock: none yet is created, `pending` is asked again, `skipped` is pending again (it
- * paid nothing, so money that arrived since can go in this period's one payout), and a period with a payout
- * (`sending`, `completed`, `failed`) asks nothing. Then waits, bounded by `decisionWaitMs`, for the ledger.
+ * Settles sellers now through the scheduler's row of this period, under the seller's row lock: a skipped period is
+ * asked again (it paid nothing), one with a payout asks nothing. Then waits, bounded, for the ledger's decisions.
  */
 export async function settleNow(
   ctx: ServiceContext<SettlementDB>,

@@ -6,10 +6,7 @@ import type { CheckoutSweepConfig } from './config';
 
 type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
 
-/**
- * Moves the old checkout deposit wallet's whole USDC balance into escrow, one plain transfer at a time (its own
- * gas). Nothing is booked: escrow_asset is both wallets' USDC, and a repeated sweep moves only what is there.
- */
+/** Sweeps the old checkout wallet's whole USDC into escrow (nothing booked: escrow_asset counts both wallets). */
 export class CheckoutSweeper extends PolledTask {
   protected readonly loop: PollingLoop;
   private readonly provider;

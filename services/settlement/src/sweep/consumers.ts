@@ -12,20 +12,11 @@ export function depositAddressAssignedConsumer(
     async handler(trx, event) {
       const d = event.data;
       if (d.chainId !== chainId) return;
+      const columns = { derivation_index: BigInt(d.derivationIndex), session_id: d.sessionId };
       await trx
         .insertInto('deposit_addresses')
-        .values({
-          address: d.address.toLowerCase(),
-          derivation_index: BigInt(d.derivationIndex),
-          session_id: d.sessionId,
-        })
-        .onConflict((oc) =>
-          oc.column('address').doUpdateSet({
-            derivation_index: BigInt(d.derivationIndex),
-            session_id: d.sessionId,
-            updated_at: new Date(),
-          }),
-        )
+        .values({ address: d.address.toLowerCase(), ...columns })
+        .onConflict((oc) => oc.column('address').doUpdateSet({ ...columns, updated_at: new Date() }))
         .execute();
     },
   };

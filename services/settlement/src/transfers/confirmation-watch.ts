@@ -93,10 +93,7 @@ export class ConfirmationWatch {
     }
   }
 
-  /**
-   * Final once 2 x CONFIRMATIONS deep. Mined reverted after a reorg, the outcome its owner booked is false: not undone
-   * here, but recorded, counted and logged for an operator.
-   */
+  /** Final at 2 x CONFIRMATIONS; mined reverted after a reorg, it is final with the reason, for an operator. */
   private async recordConfirmedDepth(
     transfer: TransferRow,
     receipt: TransferReceipt,

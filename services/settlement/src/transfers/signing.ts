@@ -56,10 +56,7 @@ export class TransferSigner {
     }
   }
 
-  /**
-   * Above MAX_TRANSFER_USDC, whatever the ledger decided, the transfer fails unsigned and its owner is told in the
-   * same transaction (a payout's reservation is given back).
-   */
+  /** Above MAX_TRANSFER_USDC, whatever the ledger decided: failed unsigned, its owner told in the same transaction. */
   private async failAboveCap(transferId: string, message: string): Promise<void> {
     const { ctx, metrics, handlers } = this.deps;
     const refusal = TransferRefusal.ExceedsTransferCap;

@@ -27,9 +27,8 @@ export interface TransferWorkerDeps {
 }
 
 /**
- * Sends every outgoing transfer exactly once: signed and committed under an advisory lock before any broadcast
- * (./signing), only the recorded bytes sent again, finished with the owner's outcome in one transaction
- * (./confirmation-watch). Each pass starts with what is recorded, which is also the crash recovery.
+ * Sends every outgoing transfer exactly once: committed signed before any broadcast, only those bytes sent again;
+ * each pass starts with what is recorded, which is also the crash recovery.
  */
 export class TransferWorker extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
