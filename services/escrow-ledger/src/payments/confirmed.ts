@@ -61,13 +61,8 @@ export interface ClaimedBooking {
 }
 
 /**
- * The payments of fresh claims, booked in the claims' own transaction: each amount moves from suspense (the
- * transfer row and its transfer_in entry first, when the chain-indexer has not reported it yet) into holds for
- * the seller (95%) and the platform (5%), and each booked payment's `payment.confirmed` goes into the ledger's
- * outbox in the same transaction, a fact for the notifier and the live channel. The claim already decided that the
- * transfer is this payment's; the database function book_payments (one round trip for the batch: the bookings and
- * the events of those booked) still records a conflict for an operator where the books disagree (a transfer
- * reorged away: parked until mined again; an amount above the transfer's). One outcome per claim, in order.
+ * The payments of fresh claims, booked in the claims' transaction by book_payments (suspense into the 95/5 holds,
+ * `payment.confirmed` to the outbox); a conflict is recorded where the books disagree. One outcome per claim.
  */
 export async function bookClaimedPayments(
   trx: LedgerTrx,
@@ -118,10 +113,7 @@ export function reportConflict(
   );
 }
 
-/**
- * `payment.confirmed` of a payment as book_payments books it (the ledger's clock confirms it); createEvent validated
- * it, and book_payments writes it to the outbox only if the payment is booked.
- */
+/** `payment.confirmed` as book_payments books it; written to the outbox only if the payment is booked. */
 export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   return createEvent(
     'payment.confirmed',
@@ -167,12 +159,8 @@ type ReversedPayment = Pick<
 >;
 
 /**
- * A payment reversed because its transfer left the chain, whose very transaction (same hash: the relayer resends
- * the same signed bytes, or a reorg mined it again) is on the chain again and booked unclaimed: the payment claims
- * it again, as a new transaction, at the transfer's current log index (a re-mined transaction's log index is that
- * of its new block). Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is
- * live at most once. Reversed as not on chain: any payment. Reversed by a reorg: a gateway (x402) payment, whose
- * call was served and which nothing else books again; checkout re-matches its reopened session itself.
+ * A reversed payment whose very transaction is booked again unclaimed claims it again, as a new transaction
+ * (same chain, hash, payer and amount). Not on chain: any payment; reorged: only x402 (checkout re-matches itself).
  */
 export async function rebookReversedPayments(
   trx: LedgerTrx,

@@ -23,11 +23,6 @@ export type TransactionForRefund = Row<
   | 'escrow_status'
 >;
 
-/**
- * A refund as it is read. `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction,
- * no seller). `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
- * transaction, no seller: each of them is a `payment` refund of its own).
- */
 export type RefundRow = Selectable<RefundsTable>;
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
@@ -87,11 +82,8 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
 }
 
 /**
- * Every refund is an on-chain transfer from the escrow wallet, on its one nonce, ahead of payouts: a refund below
- * REFUND_MIN_AMOUNT (400), or a partial one beyond REFUND_MAX_PARTIAL_PER_TRANSACTION on this transaction (409), is
- * refused, so one payment cannot be split into thousands of dust transfers. A refund of all that remains is always
- * accepted, however small, so every payment can still be refunded in full. Called with the transaction locked, so
- * concurrent refunds of it count each other.
+ * Each refund is an escrow transfer: one below REFUND_MIN_AMOUNT, or a partial one past
+ * REFUND_MAX_PARTIAL_PER_TRANSACTION, is refused (no dust transfers); all that remains is always accepted.
  */
 async function assertNotDust(
   trx: LedgerTrx,
@@ -194,15 +186,8 @@ function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amoun
 }
 
 /**
- * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated).
- *
- * Fee rule: every refund is split like the payment, 95% borne by the seller and 5% by the platform, which
- * returns its fee in proportion. The split is cumulative (floor(total refunded * 95%) minus what the seller
- * already bore), so partial refunds add up exactly to the original shares. While the money is held the parts
- * come out of the holds (instant, nothing owed); after release (available, in a payout, or settled) the
- * seller part is debited from the seller's available balance and the platform part from platform revenue.
- * Either way the seller must still have the money with Paygate (checkSellerCanPay): its available balance may
- * go negative only while its held money (or an operator's credit) covers it.
+ * Books a refund on a locked transaction and asks settlement to send it (refund.initiated). Split 95/5
+ * cumulatively (splitRefund), out of the holds while held, else seller_available and platform_revenue.
  */
 export async function bookRefund(
   trx: LedgerTrx,
@@ -254,11 +239,7 @@ export interface SellerFunds {
   platformRevenue: bigint;
 }
 
-/**
- * Locks every account a payment refund posts to, in id order (the order post_entry's balance trigger takes
- * them, so a refund never deadlocks with a release or a payment batch), and reads the seller's credit limit.
- * A concurrent refund of the same seller waits here and then reads the balances this one left.
- */
+/** Locks every account a refund posts to in id order (post_entry's order: no deadlock) and reads the credit limit. */
 export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise<SellerFunds> {
   const accounts: Array<[AccountKind, string]> = [
     ['platform_held', ''],
@@ -290,12 +271,7 @@ export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise
   };
 }
 
-/**
- * Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus
- * the credit an operator granted). Its balance after the refund may not go below -creditLimit; otherwise the
- * refund would be paid with other sellers' money, and it is refused (409 insufficient_seller_balance, naming
- * the shortfall). Checked under the account locks, in the transaction that books the refund.
- */
+/** Escrow is shared: the seller's balance after a refund may not go below -creditLimit (409, naming the shortfall). */
 async function checkSellerCanPay(
   trx: LedgerTrx,
   sellerId: string,
@@ -335,10 +311,7 @@ async function checkSellerCanPay(
   }
 }
 
-/**
- * Settlement sent the refund on chain: the USDC left the escrow wallet. The same for both kinds: a refund of a
- * payment and one of an unmatched transfer both sit in refund_pending until then.
- */
+/** Settlement sent the refund (of a payment or an unmatched transfer): it leaves refund_pending and escrow. */
 export async function onRefundCompleted(
   trx: LedgerTrx,
   event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
