@@ -51,7 +51,11 @@ class ReplyInbox {
     return this.subscription.isClosed();
   }
 
-  request(subject: string, data: Uint8Array, options: { timeoutMs: number; headers: MsgHdrs }): Promise<Msg> {
+  request(
+    subject: string,
+    data: Uint8Array,
+    options: { timeoutMs: number; headers?: MsgHdrs },
+  ): Promise<Msg> {
     const token = (this.nextToken++).toString(36);
     return new Promise<Msg>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -61,7 +65,10 @@ class ReplyInbox {
       timer.unref();
       this.waiting.set(token, { resolve, reject, timer, subject });
       try {
-        this.nc.publish(subject, data, { reply: `${this.base}.${token}`, headers: options.headers });
+        this.nc.publish(subject, data, {
+          reply: `${this.base}.${token}`,
+          ...(options.headers ? { headers: options.headers } : {}),
+        });
       } catch (error) {
         clearTimeout(timer);
         this.waiting.delete(token);
@@ -111,7 +118,7 @@ export function requestReply(
   bus: Pick<Bus, 'nc' | 'inboxPrefix'>,
   subject: string,
   data: Uint8Array,
-  options: { timeoutMs: number; headers: MsgHdrs },
+  options: { timeoutMs: number; headers?: MsgHdrs },
 ): Promise<Msg> {
   const { nc } = bus;
   let inbox = inboxes.get(nc);

@@ -107,6 +107,7 @@ async function requestInSpan<N extends RpcName>(
   const requestOptions = { timeoutMs: options.timeoutMs, headers: traceHeaders() };
   if (sealedFields.length > 0) {
     replyKey = newReplyKey();
+    requestOptions.headers ??= natsHeaders();
     requestOptions.headers.set(REPLY_KEY_HEADER, replyKey.publicKey);
   }
   let message: Msg;
@@ -126,11 +127,15 @@ async function requestInSpan<N extends RpcName>(
   return validateRpcReply(name, reply);
 }
 
-/** NATS headers holding the active trace context (W3C traceparent / tracestate), when there is one. */
-function traceHeaders(): MsgHdrs {
-  const headers = natsHeaders();
+/**
+ * NATS headers holding the active trace context (W3C traceparent / tracestate); none without one, so the request
+ * goes without a header block for the responder to parse.
+ */
+function traceHeaders(): MsgHdrs | undefined {
   const carrier = currentTraceCarrier();
-  if (carrier.traceparent) headers.set('traceparent', carrier.traceparent);
+  if (!carrier.traceparent) return undefined;
+  const headers = natsHeaders();
+  headers.set('traceparent', carrier.traceparent);
   if (carrier.tracestate) headers.set('tracestate', carrier.tracestate);
   return headers;
 }
@@ -197,7 +202,8 @@ export async function serveRpcs<S extends ServiceName>(
   const answer = async (name: RpcName, handler: RpcHandler<RpcName>, message: ServiceMsg) => {
     let request: RpcRequest<RpcName>;
     const sealedFields = sealedFieldsOf(name);
-    const replyKey = message.headers?.get(REPLY_KEY_HEADER);
+    const headers = message.headers;
+    const replyKey = sealedFields.length > 0 ? headers?.get(REPLY_KEY_HEADER) : undefined;
     try {
       request = validateRpcRequest(name, JSON.parse(decoder.decode(message.data)));
     } catch (error) {
@@ -220,10 +226,12 @@ export async function serveRpcs<S extends ServiceName>(
         `rpc ${name}`,
         {
           kind: SpanKind.SERVER,
-          carrier: {
-            traceparent: message.headers?.get('traceparent') || undefined,
-            tracestate: message.headers?.get('tracestate') || undefined,
-          },
+          carrier: headers
+            ? {
+                traceparent: headers.get('traceparent') || undefined,
+                tracestate: headers.get('tracestate') || undefined,
+              }
+            : undefined,
           attributes: { 'rpc.system': 'nats', 'rpc.method': name },
         },
         () => handler(request),
