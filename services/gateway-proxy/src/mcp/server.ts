@@ -170,7 +170,9 @@ async function callTool(
     return errorResult(`The paid call did not finish: ${(error as Error).message}`, recorded);
   }
   const settlementHeader = response.headers.get(X402_HEADERS.paymentResponse);
-  const settlement = settlementHeader ? decodeSettlement(settlementHeader) : undefined;
+  const settlement = settlementHeader
+    ? parseJson(Buffer.from(settlementHeader, 'base64').toString('utf8'))
+    : undefined;
   const meta = answerMeta(deps, response, settlement);
   const required = response.status === 402 ? response.headers.get(X402_HEADERS.paymentRequired) : null;
   if (required) {
@@ -179,7 +181,7 @@ async function callTool(
     return paymentRequiredResult(decoded, meta) as CallToolResult;
   }
   const limit = response.ok ? deps.maxResultBytes : MAX_ERROR_TEXT_BYTES;
-  let answer: CappedText;
+  let answer: Awaited<ReturnType<typeof readCapped>>;
   try {
     answer = await readCapped(response, limit, cut);
   } catch (error) {
@@ -203,15 +205,11 @@ async function callTool(
       _meta: { ...meta, [TRUNCATED_META]: true, [MAX_RESULT_BYTES_META]: limit },
     };
   }
-  let structured: Record<string, unknown> | undefined;
-  try {
-    const parsed = JSON.parse(text) as unknown;
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      structured = parsed as Record<string, unknown>;
-    }
-  } catch {
-    structured = undefined;
-  }
+  const parsed = parseJson(text);
+  const structured =
+    parsed && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : undefined;
   return {
     content: [{ type: 'text', text }],
     ...(structured ? { structuredContent: structured } : {}),
@@ -219,17 +217,12 @@ async function callTool(
   };
 }
 
-interface CappedText {
-  text: string;
-  truncated: boolean;
-}
-
 /** UTF-8 text, read as it streams and never past `maxBytes`, where `cut` ends the connection. */
 async function readCapped(
   response: globalThis.Response,
   maxBytes: number,
   cut: AbortController,
-): Promise<CappedText> {
+): Promise<{ text: string; truncated: boolean }> {
   const body = response.body;
   if (!body) return { text: '', truncated: false };
   const reader = body.getReader();
@@ -257,9 +250,9 @@ async function readCapped(
   }
 }
 
-function decodeSettlement(header: string): unknown {
+function parseJson(text: string): unknown {
   try {
-    return JSON.parse(Buffer.from(header, 'base64').toString('utf8'));
+    return JSON.parse(text);
   } catch {
     return undefined;
   }

@@ -112,6 +112,11 @@ function hasRequestBody(req: IncomingMessage): boolean {
 }
 
 type BodyFailure = Extract<ForwardResult, { kind: 'failed' }>;
+const failed = (reason: ForwardFailureReason, message: string): BodyFailure => ({
+  kind: 'failed',
+  reason,
+  message,
+});
 
 /** The buyer's body, whole, so its hash is signed; past the bound the rest is drained so the buyer gets an answer. */
 function readBody(
@@ -120,11 +125,7 @@ function readBody(
   then: (body: Buffer | BodyFailure) => void,
 ): void {
   const max = options.maxBodyBytes;
-  const tooLarge: BodyFailure = {
-    kind: 'failed',
-    reason: 'body_too_large',
-    message: `the request body must be at most ${max} bytes`,
-  };
+  const tooLarge = failed('body_too_large', `the request body must be at most ${max} bytes`);
   if (Number(req.headers['content-length'] ?? 0) > max) {
     req.resume();
     then(tooLarge);
@@ -150,15 +151,9 @@ function readBody(
     else chunks.push(chunk);
   };
   const onEnd = () => finish(Buffer.concat(chunks, size));
-  const onError = () =>
-    finish({ kind: 'failed', reason: 'body_incomplete', message: 'the request body did not arrive whole' });
+  const onError = () => finish(failed('body_incomplete', 'the request body did not arrive whole'));
   const timer = setTimeout(
-    () =>
-      finish({
-        kind: 'failed',
-        reason: 'body_incomplete',
-        message: `the request body did not arrive within ${options.timeoutMs} ms`,
-      }),
+    () => finish(failed('body_incomplete', `the request body did not arrive within ${options.timeoutMs} ms`)),
     options.timeoutMs,
   );
   req.on('data', onData);
@@ -243,11 +238,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   private timedOut(): ForwardResult {
-    return {
-      kind: 'failed',
-      reason: 'timeout',
-      message: `the seller did not answer within ${this.timeoutMs} ms`,
-    };
+    return failed('timeout', `the seller did not answer within ${this.timeoutMs} ms`);
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -340,7 +331,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       this.done(
         (error as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT'
           ? this.timedOut()
-          : { kind: 'failed', reason: 'unreachable', message: `the seller's API failed: ${error.message}` },
+          : failed('unreachable', `the seller's API failed: ${error.message}`),
       );
       return;
     }

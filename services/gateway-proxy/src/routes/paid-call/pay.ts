@@ -1,11 +1,11 @@
 import { HttpError } from '@paygate/http';
 import { encodeX402Header, settlementResponse, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
-import { isUnavailable, type PaymentFailure } from '../../payments/failures';
+import { isUnavailable } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
 import { requestFingerprint } from '../../x402/extensions/payment-identifier';
 import { refusalError, settlementHeaders } from '../../x402/server/challenge';
-import { type PaymentRequirementsBody, paymentRequirements } from '../../x402/server/payment-required';
+import { paymentRequirements } from '../../x402/server/payment-required';
 import { type Call, type PaidCallDeps, sendError, sendUnavailable } from './call';
 import { resourceUrlOf, sendPaymentRequired } from './challenge';
 import type { Offer } from './offer';
@@ -55,12 +55,18 @@ function answerOutcome(
   claimMs: number,
 ): Paid | undefined {
   if (!outcome.ok) {
-    deps.metrics.refused.inc({ reason: outcome.failure.reason });
-    refuse(
-      call,
-      outcome.failure,
-      paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource),
-    );
+    const { failure } = outcome;
+    deps.metrics.refused.inc({ reason: failure.reason });
+    // The 402 docs/api.md fixes ("Invalid payment"), or a 503 envelope when the chain or the ledger is away.
+    if (isUnavailable(failure)) sendUnavailable(call, failure.reason, failure.message);
+    else
+      sendJson(call.res, 402, {
+        error: 'Invalid payment',
+        reason: failure.reason,
+        message: failure.message,
+        ...(failure.details ?? {}),
+        requirements: paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource),
+      });
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
@@ -71,21 +77,6 @@ function answerOutcome(
     `chain;dur=${outcome.chainMs.toFixed(2)}, paygate;dur=${paygateMs.toFixed(2)}${claimTiming}`,
   );
   return { claim: outcome.claim, answerHeaders: NO_HEADERS };
-}
-
-/** The 402 docs/api.md fixes ("Invalid payment"), or a 503 envelope when the chain or the ledger is away. */
-function refuse(call: Call, failure: PaymentFailure, requirements: PaymentRequirementsBody) {
-  if (isUnavailable(failure)) {
-    sendUnavailable(call, failure.reason, failure.message);
-    return;
-  }
-  sendJson(call.res, 402, {
-    error: 'Invalid payment',
-    reason: failure.reason,
-    message: failure.message,
-    ...(failure.details ?? {}),
-    requirements,
-  });
 }
 
 export async function settleX402(
