@@ -1,21 +1,9 @@
-import type { Selectable } from 'kysely';
-import type {
-  AccountsTable,
-  LedgerDb,
-  PaymentConflictsTable,
-  RefundReceivablesTable,
-  RefundsTable,
-  TransactionsTable,
-  TransfersTable,
-} from '../db';
+import type { LedgerDb, RefundReceivablesTable, RefundsTable } from '../db';
 
 /** The operator's reads, each typed by the table it reads (db.ts): a column's change reaches its view. */
 
 /** Open, resolved or all conflicts, newest first. */
-export function listConflicts(
-  db: LedgerDb,
-  status: 'open' | 'resolved' | 'all',
-): Promise<Selectable<PaymentConflictsTable>[]> {
+export function listConflicts(db: LedgerDb, status: 'open' | 'resolved' | 'all') {
   let query = db.selectFrom('payment_conflicts').selectAll().orderBy('id', 'desc').limit(200);
   if (status !== 'all') query = query.where('status', '=', status);
   return query.execute();
@@ -33,7 +21,7 @@ export async function resolveConflict(db: LedgerDb, id: string): Promise<boolean
 }
 
 /** Observed transfers no payment claimed and none refunded, newest first. */
-export function unclaimedTransfers(db: LedgerDb): Promise<Selectable<TransfersTable>[]> {
+export function unclaimedTransfers(db: LedgerDb) {
   return db
     .selectFrom('transfers')
     .selectAll()
@@ -45,18 +33,8 @@ export function unclaimedTransfers(db: LedgerDb): Promise<Selectable<TransfersTa
     .execute();
 }
 
-/** The suspense account's balance (0 before the first transfer). */
-export async function suspenseBalance(db: LedgerDb): Promise<bigint> {
-  const row = await db
-    .selectFrom('accounts')
-    .select('balance_micro')
-    .where('kind', '=', 'suspense')
-    .executeTakeFirst();
-  return row?.balance_micro ?? 0n;
-}
-
 /** Refunds of unmatched transfers in the status asked for, newest first. */
-export function unmatchedRefunds(db: LedgerDb, status: string): Promise<Selectable<RefundsTable>[]> {
+export function unmatchedRefunds(db: LedgerDb, status: string) {
   let query = db
     .selectFrom('refunds')
     .selectAll()
@@ -69,10 +47,7 @@ export function unmatchedRefunds(db: LedgerDb, status: string): Promise<Selectab
 }
 
 /** Payers' receivables in the status asked for, newest first, and what is open now. */
-export async function refundReceivables(
-  db: LedgerDb,
-  status: string,
-): Promise<{ rows: Selectable<RefundReceivablesTable>[]; owedMicro: bigint }> {
+export async function refundReceivables(db: LedgerDb, status: string) {
   let query = db
     .selectFrom('refund_receivables')
     .selectAll()
@@ -94,25 +69,7 @@ export async function refundReceivables(
 }
 
 /** Payments reversed after their hold was released, newest first. */
-export function reversedAfterRelease(
-  db: LedgerDb,
-): Promise<
-  Pick<
-    Selectable<TransactionsTable>,
-    | 'id'
-    | 'seller_id'
-    | 'payment_id'
-    | 'chain_id'
-    | 'tx_hash'
-    | 'log_index'
-    | 'amount_micro'
-    | 'seller_share_micro'
-    | 'reversal_reason'
-    | 'settlement_id'
-    | 'released_at'
-    | 'reversed_at'
-  >[]
-> {
+export function reversedAfterRelease(db: LedgerDb) {
   return db
     .selectFrom('transactions')
     .select([
@@ -138,11 +95,7 @@ export function reversedAfterRelease(
 }
 
 /** Every account and its balance, by kind and owner. */
-export function listAccounts(
-  db: LedgerDb,
-): Promise<
-  Pick<Selectable<AccountsTable>, 'kind' | 'owner' | 'normal_side' | 'floor_micro' | 'balance_micro'>[]
-> {
+export function listAccounts(db: LedgerDb) {
   return db
     .selectFrom('accounts')
     .select(['kind', 'owner', 'normal_side', 'floor_micro', 'balance_micro'])
@@ -153,12 +106,7 @@ export function listAccounts(
 }
 
 /** Sets a seller's credit limit (insert or update). */
-export async function storeCreditLimit(
-  db: LedgerDb,
-  sellerId: string,
-  limitMicro: bigint,
-  now: Date,
-): Promise<void> {
+export async function storeCreditLimit(db: LedgerDb, sellerId: string, limitMicro: bigint, now: Date) {
   await db
     .insertInto('seller_credit_limits')
     .values({ seller_id: sellerId, credit_limit_micro: limitMicro, updated_at: now })

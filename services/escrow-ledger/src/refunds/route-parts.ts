@@ -21,11 +21,7 @@ export interface RefundRouteContext {
   refundRateLimit: RequestHandler;
 }
 
-/**
- * Refunds booked per seller per minute: each one is an escrow transfer settlement sends on the escrow's one
- * nonce, so one seller may not queue them ahead of everyone's payouts. Counted in Postgres on every hit (shared by
- * the replicas, exact), before the refund is decided; over the limit 429 rate_limited with Retry-After.
- */
+/** Refunds per seller per minute, counted in Postgres on every hit: each is a transfer on the escrow's one nonce. */
 export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
   return rateLimitMiddleware(
     limiter,
@@ -37,23 +33,20 @@ export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
 export const REFUND_RATE_LIMIT_ERROR =
   'rate_limited: REFUNDS_PER_MINUTE refunds this minute by this seller, counting every attempt (Retry-After)';
 
-export function parseAmount(value: string | undefined): bigint | undefined {
+/** A USDC amount of a request, in micro-USDC; a malformed one is a 400 naming its field. */
+export function parseAmount(value: string | undefined, field = 'amount'): bigint | undefined {
   if (value === undefined) return undefined;
   try {
     return parseUsdc(value);
   } catch (error) {
-    if (error instanceof MoneyFormatError) throw badRequest('amount', error.rule);
+    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
     throw error;
   }
 }
 
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 
-/**
- * A seller's write, run at most once per Idempotency-Key and answered as stored. A refund booking locks the seller's
- * accounts, which a hold release or a payment booking may hold in another order: with `retryConflicts` the
- * transaction Postgres aborts for the deadlock runs again rather than answering 500.
- */
+/** A seller's write, run once per Idempotency-Key and answered as stored; `retryConflicts` reruns a deadlocked one. */
 export async function sendSellerWrite(
   ctx: LedgerContext,
   req: { seller?: { sellerId: string } },
