@@ -12,7 +12,7 @@ import type { Proof } from './proof';
 /** No proof: the 402 with what to pay (a browser gets the paywall page with the same offer). */
 export function challenge(deps: PaidCallDeps, offer: Offer, call: Call): void {
   if (wantsPaywallPage(call.req, false)) sendPaywall(deps, offer, call);
-  else sendPaymentRequired(deps, offer, call, 402);
+  else sendPaymentRequired(deps, offer, call);
 }
 
 export function refuseUnreadable(
@@ -22,7 +22,7 @@ export function refuseUnreadable(
   proof: Extract<Proof, { kind: 'unreadable' }>,
 ): void {
   if (proof.x402) {
-    sendPaymentRequired(deps, offer, call, 402, 'invalid_payload', proof.message);
+    sendPaymentRequired(deps, offer, call, 'invalid_payload', proof.message);
     return;
   }
   sendError(
@@ -91,22 +91,17 @@ export function sendPaymentRequired(
   deps: PaidCallDeps,
   offer: Offer,
   call: Call,
-  status: 402,
   reason?: string,
   message?: string,
 ): void {
   const requirements = paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource);
   const challenge = challengeFor(deps, offer, call, requirements.description, reason ?? 'payment required');
   for (const [name, value] of Object.entries(challenge.headers)) call.res.setHeader(name, value);
-  if (!reason) {
-    sendJson(call.res, 402, { ...requirements, ...challenge.body });
-    return;
-  }
-  sendJson(call.res, status, {
-    error: 'Invalid payment',
-    reason,
-    message,
-    ...challenge.body,
-    requirements,
-  });
+  sendJson(
+    call.res,
+    402,
+    reason
+      ? { error: 'Invalid payment', reason, message, ...challenge.body, requirements }
+      : { ...requirements, ...challenge.body },
+  );
 }

@@ -95,7 +95,7 @@ export async function settleX402(
       return undefined;
     }
     if (outcome.status === 402) {
-      sendPaymentRequired(deps, offer, call, 402, outcome.reason, outcome.message);
+      sendPaymentRequired(deps, offer, call, outcome.reason, outcome.message);
       return undefined;
     }
     sendError(call, refusalError(call.res, outcome));

@@ -22,7 +22,7 @@ async function signedIn(
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.failure.reason });
     if (outcome.status === 503) sendUnavailable(call, outcome.failure.reason, outcome.failure.message);
-    else sendPaymentRequired(deps, offer, call, 402, outcome.failure.reason, outcome.failure.message);
+    else sendPaymentRequired(deps, offer, call, outcome.failure.reason, outcome.failure.message);
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: 'false' });

@@ -9,11 +9,8 @@ const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
 export interface CopiesDeps {
-  x402: Pick<X402Payments, 'settle' | 'authorizations'>;
-  config: Pick<
-    GatewayProxyConfig,
-    'x402InclusionWaitMs' | 'relayerTimeoutMs' | 'x402RecoveryAfterMs' | 'now'
-  >;
+  x402: Pick<X402Payments, 'settle' | 'authorizations' | 'staleAfterMs'>;
+  config: Pick<GatewayProxyConfig, 'x402InclusionWaitMs' | 'relayerTimeoutMs' | 'now'>;
   copiesWaiting: Gauge<string>;
 }
 
@@ -84,10 +81,8 @@ async function settledElsewhere(
   deps: CopiesDeps,
   { key, signature }: { key: AuthorizationKey; signature: string },
 ): Promise<AuthorizationRow | undefined> {
-  const { x402InclusionWaitMs, relayerTimeoutMs, x402RecoveryAfterMs } = deps.config;
-  const deadline = Date.now() + x402InclusionWaitMs + relayerTimeoutMs;
-  const staleAfterMs = Math.max(x402RecoveryAfterMs, x402InclusionWaitMs + relayerTimeoutMs);
-  const releasedBefore = () => deps.config.now().getTime() - staleAfterMs;
+  const deadline = Date.now() + deps.config.x402InclusionWaitMs + deps.config.relayerTimeoutMs;
+  const releasedBefore = () => deps.config.now().getTime() - deps.x402.staleAfterMs();
   for (let round = 0; round < COPY_POLL_ROUNDS_MAX; round++) {
     const row = await deps.x402.authorizations.find(key);
     if (!row || row.signature !== signature) return undefined;

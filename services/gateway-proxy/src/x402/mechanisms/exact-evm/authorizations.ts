@@ -196,14 +196,9 @@ export class X402Authorizations {
   }
 
   async settledClaim(key: AuthorizationKey, txHash: string): Promise<PaymentClaim | undefined> {
-    const settled = (await this.db
-      .selectFrom('x402_authorizations')
-      .select(['claim_id', 'tx_hash'])
-      .where((eb: any) => eb.and(key))
-      .where('state', '=', 'settled')
-      .executeTakeFirst()) as { claim_id: string | null; tx_hash: string | null } | undefined;
-    if (!settled?.claim_id || settled.tx_hash !== txHash) return undefined;
-    return this.claimById(settled.claim_id);
+    const row = await this.find(key);
+    if (row?.state !== 'settled' || !row.claim_id || row.tx_hash !== txHash) return undefined;
+    return this.claimById(row.claim_id);
   }
 
   claimById(id: string): Promise<PaymentClaim | undefined> {

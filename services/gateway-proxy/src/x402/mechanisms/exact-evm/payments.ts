@@ -333,7 +333,7 @@ export class X402Payments implements BackgroundTask {
   }
 
   /** How long a `submitting` authorization may be held: never race a live caller (inclusion + relayer's timeout). */
-  private staleAfterMs(): number {
+  staleAfterMs(): number {
     return Math.max(
       this.settings.x402RecoveryAfterMs,
       this.settings.x402InclusionWaitMs + this.settings.relayerTimeoutMs,
