@@ -7,7 +7,7 @@ import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
-import { refundRequestMessage } from '../src/refunds/routes';
+import { refundRequestMessage } from '@paygate/protocol';
 import {
   claimedPaymentOf,
   type LedgerHarness,

@@ -11,7 +11,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { AccountList, ConflictList, Suspense, UnmatchedRefundList } from '../src/operator/schemas';
-import { refundRequestMessage } from '../src/refunds/routes';
+import { refundRequestMessage } from '@paygate/protocol';
 import {
   Refund,
   RefundBody,

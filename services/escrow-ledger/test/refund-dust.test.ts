@@ -12,7 +12,7 @@ import { newRefundRequestSigning } from '@paygate/agent-client';
 import { waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { sql } from 'kysely';
-import { refundRequestMessage } from '../src/refunds/routes';
+import { refundRequestMessage } from '@paygate/protocol';
 import { type LedgerHarness, OTHER_SELLER_KEY, paymentData, startLedgerHarness } from './helpers';
 
 jest.setTimeout(60_000);

@@ -5,7 +5,7 @@ import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
-import { refundRequestMessage } from '../src/refunds/routes';
+import { refundRequestMessage } from '@paygate/protocol';
 import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
 import { payoutEvents } from './payout-events';
 
