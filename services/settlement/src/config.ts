@@ -6,12 +6,12 @@ import {
   commonConfig,
   int,
   operatorTokenSpec,
+  optionalAddress,
   parseEnv,
   productionGuards,
   str,
   throwIfProblems,
 } from '@paygate/runtime';
-import { getAddress } from 'ethers';
 import { loadRelayerConfig } from './relayer/config';
 import { withHidden } from './secrets';
 import { loadCheckoutSweepConfig, loadDepositSweepConfig } from './sweep/config';
@@ -38,7 +38,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     SETTLEMENT_PERIOD_SECONDS: int({ default: 0, min: 0, max: 86_400 }),
     // Production must choose its own cap.
     MAX_TRANSFER_USDC: str({ default: common.production ? '' : '100000' }),
-    TREASURY_ADDRESS: str({ default: '' }),
+    TREASURY_ADDRESS: optionalAddress(),
   });
   const problems: string[] = [];
   const escrowAddress = addressOfPrivateKey(parsed.ESCROW_PRIVATE_KEY);
@@ -111,18 +111,9 @@ function transferOutSettings(
       problems.push('MAX_TRANSFER_USDC: must be a decimal USDC amount, e.g. 5000');
     }
   }
-  let treasuryAddress: string | null = null;
-  if (parsed.TREASURY_ADDRESS) {
-    try {
-      treasuryAddress = getAddress(parsed.TREASURY_ADDRESS);
-    } catch {
-      treasuryAddress = null;
-    }
-    if (treasuryAddress === null || /^0x0{40}$/.test(treasuryAddress)) {
-      problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
-      treasuryAddress = null;
-    }
-  }
+  const zeroTreasury = /^0x0{40}$/.test(parsed.TREASURY_ADDRESS);
+  if (zeroTreasury) problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
+  const treasuryAddress = parsed.TREASURY_ADDRESS && !zeroTreasury ? parsed.TREASURY_ADDRESS : null;
   return { maxTransferUsdc: parsed.MAX_TRANSFER_USDC, treasuryAddress };
 }
 

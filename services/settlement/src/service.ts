@@ -1,6 +1,6 @@
 import { defineConsumer } from '@paygate/bus';
 import { checkChainRpc, networks } from '@paygate/chain';
-import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
+import { type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import { type Clock, systemClock } from './clock';
@@ -24,23 +24,13 @@ import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
 import { registerSettlementWatchGauges } from './watch-metrics';
 
-export interface RunningSettlement extends RunningService<SettlementDB> {
-  scheduler: SettlementScheduler;
-  transfers: TransferWorker;
-  chain: EscrowChain;
-  relayer: Relayer | null;
-  sweeper: CheckoutSweeper | null;
-  depositSweeper: DepositSweeper;
-}
+export type RunningSettlement = Awaited<ReturnType<typeof startSettlement>>;
 
 /**
  * Settlement, built once: chains, metrics, worker, scheduler, relayer and sweepers, then the routes, consumers and
  * tasks that use them. `now`: the business clock, which tests move instead of sleeping.
  */
-export async function startSettlement(
-  config: SettlementConfig,
-  options: { now?: Clock } = {},
-): Promise<RunningSettlement> {
+export async function startSettlement(config: SettlementConfig, options: { now?: Clock } = {}) {
   const clock = options.now ?? systemClock;
   const running = await startService({
     name: 'settlement',

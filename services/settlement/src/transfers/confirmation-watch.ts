@@ -1,6 +1,6 @@
+import { crashIfConfigured } from '../crash';
 import { OPEN_BATCH } from '../db';
 import { describe } from '../errors';
-import type { TransferBroadcaster } from './broadcast';
 import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
 import type { TransferWorkerDeps } from './worker';
@@ -9,12 +9,9 @@ import type { TransferWorkerDeps } from './worker';
 export const REVERTED_AFTER_CONFIRMATION =
   'reported confirmed, then mined again after a reorg and reverted: no money left escrow; an operator must pay it';
 
-/** Recorded transfers (re)broadcast until deep enough, then finished; confirmed ones watched through the reorg window. */
+/** Sends the recorded bytes (never re-signed) until deep enough, then finishes; watches confirmed ones for reorgs. */
 export class ConfirmationWatch {
-  constructor(
-    private readonly deps: TransferWorkerDeps,
-    private readonly broadcaster: TransferBroadcaster,
-  ) {}
+  constructor(private readonly deps: TransferWorkerDeps) {}
 
   /**
    * Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped while its nonce is unused is sent again as the SAME
@@ -94,11 +91,7 @@ export class ConfirmationWatch {
   }
 
   /** Final at 2 x CONFIRMATIONS; mined reverted after a reorg, it is final with the reason, for an operator. */
-  private async recordConfirmedDepth(
-    transfer: TransferRow,
-    receipt: TransferReceipt,
-    head: bigint,
-  ): Promise<void> {
+  private async recordConfirmedDepth(transfer: TransferRow, receipt: TransferReceipt, head: bigint) {
     const finalDepth = 2n * BigInt(this.deps.config.confirmations);
     const final = head - receipt.blockNumber + 1n >= finalDepth;
     const revertedFinal = final && receipt.status !== 1;
@@ -125,7 +118,7 @@ export class ConfirmationWatch {
   /** A confirmed transfer a reorg dropped, its nonce not consumed: the recorded bytes are sent again. */
   private async resendDroppedConfirmed(transfer: TransferRow): Promise<void> {
     const { ctx, chain } = this.deps;
-    if (!(await this.broadcaster.wouldSucceedNow(transfer))) return;
+    if (!(await this.wouldSucceedNow(transfer))) return;
     ctx.logger.warn(
       { transferId: transfer.transfer_id, txHash: transfer.tx_hash, nonce: transfer.nonce!.toString() },
       'confirmed transfer dropped by a reorg; broadcasting the recorded transaction again',
@@ -185,7 +178,7 @@ export class ConfirmationWatch {
       await this.finish(transfer, succeeded, receipt.blockNumber);
     } else if (transfer.status === 'signed' || transfer.block_number !== receipt.blockNumber) {
       // Mined (so broadcast); its block is kept so that a reorg taking it away is noticed at once below.
-      await this.broadcaster.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
+      await this.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
     }
   }
 
@@ -199,7 +192,7 @@ export class ConfirmationWatch {
       transfer.status === 'signed' || droppedByReorg || Date.now() - lastSentMs >= config.txTimeoutMs;
     if (!due) return;
     if (droppedByReorg) {
-      if (!(await this.broadcaster.wouldSucceedNow(transfer))) return;
+      if (!(await this.wouldSucceedNow(transfer))) return;
       ctx.logger.warn(
         {
           transferId: transfer.transfer_id,
@@ -214,7 +207,7 @@ export class ConfirmationWatch {
         'transfer has no receipt after TX_TIMEOUT_MS; rebroadcasting the recorded transaction',
       );
     }
-    await this.broadcaster.broadcastRecorded(transfer);
+    await this.broadcastRecorded(transfer);
   }
 
   /** The state change and the owner's outcome in one transaction, once across replicas. */
@@ -238,23 +231,71 @@ export class ConfirmationWatch {
       else await handler.onFailed(trx, updated, reason);
       return updated;
     });
-    if (finished) this.reportFinished(finished, succeeded);
+    if (!finished) return;
+    const { kind } = finished;
+    if (succeeded) this.deps.metrics.transferSent(kind);
+    else this.deps.metrics.transfersFailed.inc({ kind });
+    this.deps.ctx.logger[succeeded ? 'info' : 'error'](
+      { transferId: finished.transfer_id, kind, txHash: finished.tx_hash },
+      succeeded ? 'transfer confirmed' : 'transfer reverted on chain',
+    );
   }
 
-  private reportFinished(finished: TransferRow, succeeded: boolean): void {
-    const { ctx, metrics } = this.deps;
-    if (succeeded) {
-      metrics.transferSent(finished.kind);
-      ctx.logger.info(
-        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
-        'transfer confirmed',
+  /** A transaction a reorg dropped waits for the money it was paid from (a sweep the reorg dropped too). */
+  private async wouldSucceedNow(transfer: TransferRow): Promise<boolean> {
+    try {
+      await this.deps.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      return true;
+    } catch (error) {
+      this.deps.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
+        'transfer dropped by a reorg would not succeed now; sent again once escrow covers it',
       );
-    } else {
-      metrics.transfersFailed.inc({ kind: finished.kind });
-      ctx.logger.error(
-        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
-        'transfer reverted on chain',
-      );
+      return false;
     }
+  }
+
+  async broadcastRecorded(transfer: TransferRow): Promise<void> {
+    const { ctx, chain, config } = this.deps;
+    try {
+      await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
+    } catch (error) {
+      ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
+        'broadcast failed; will retry the same transaction',
+      );
+      await ctx.db
+        .updateTable('outgoing_transfers')
+        .set((eb) => ({
+          last_error: describe(error, 500),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
+        .where('transfer_id', '=', transfer.transfer_id)
+        .execute();
+      return;
+    }
+    crashIfConfigured(config, 'after_broadcast');
+    await this.markBroadcast(transfer.transfer_id, true);
+  }
+
+  private async markBroadcast(
+    transferId: string,
+    sentNow: boolean,
+    minedIn: bigint | null = null,
+  ): Promise<void> {
+    await this.deps.ctx.db
+      .updateTable('outgoing_transfers')
+      .set((eb) => ({
+        status: 'broadcast',
+        last_error: null,
+        // The block it was seen mined in, or null once it is sent again (no block holds it now).
+        block_number: minedIn,
+        ...(sentNow
+          ? { last_broadcast_at: new Date(), broadcast_attempts: eb('broadcast_attempts', '+', 1) }
+          : {}),
+      }))
+      .where('transfer_id', '=', transferId)
+      .where('status', 'in', ['signed', 'broadcast'])
+      .execute();
   }
 }

@@ -5,7 +5,7 @@ import { crashIfConfigured } from '../crash';
 import type { SettlementDB } from '../db';
 import { describe, EscrowShortError } from '../errors';
 import { TransferRefusal } from '../reasons';
-import type { TransferBroadcaster } from './broadcast';
+import type { ConfirmationWatch } from './confirmation-watch';
 import type { TransferRow } from './repository';
 import type { TransferWorkerDeps } from './worker';
 
@@ -25,7 +25,7 @@ export class TransferSigner {
   constructor(
     private readonly deps: TransferWorkerDeps,
     private readonly lockKey: string,
-    private readonly broadcaster: TransferBroadcaster,
+    private readonly watch: ConfirmationWatch,
   ) {}
 
   async signCreated(): Promise<void> {
@@ -52,7 +52,7 @@ export class TransferSigner {
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(config, 'after_record');
-      await this.broadcaster.broadcastRecorded(signed);
+      await this.watch.broadcastRecorded(signed);
     }
   }
 

@@ -3,7 +3,6 @@ import type { Transaction } from 'kysely';
 import type { SettlementConfig } from '../config';
 import { advisoryLockKey, type SettlementDB, type TransferKind } from '../db';
 import type { SettlementMetrics } from '../metrics';
-import { TransferBroadcaster } from './broadcast';
 import type { EscrowChain } from './chain';
 import { ConfirmationWatch } from './confirmation-watch';
 import type { TransferRow } from './repository';
@@ -42,9 +41,8 @@ export class TransferWorker extends PolledTask implements BackgroundTask {
       `settlement-sender:${config.dbSchema}:${config.chainId}:${chain.address.toLowerCase()}`,
     );
     const deps = { ...parts, isStopped: () => this.loop.isStopped };
-    const broadcaster = new TransferBroadcaster(deps);
-    this.watch = new ConfirmationWatch(deps, broadcaster);
-    this.signer = new TransferSigner(deps, lockKey, broadcaster);
+    this.watch = new ConfirmationWatch(deps);
+    this.signer = new TransferSigner(deps, lockKey, this.watch);
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'transfer pass',
       logger: ctx.logger,
