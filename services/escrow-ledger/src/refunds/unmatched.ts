@@ -31,16 +31,9 @@ export type UnmatchedRefundRefusal =
   | 'payer_differs';
 
 /**
- * An operator sent an unmatched transfer back to its payer (checkout's `transfer.refund_requested`): book its
- * money out of suspense into refund_pending (D suspense / C refund_pending, key `refund_unmatched:<transfer>`) and
- * ask settlement to send it (`refund.initiated`, kind `unmatched_transfer`). The refund goes to the payer and for
- * the amount on the ledger's books (from chain-indexer), never to what the request says if that differs.
- *
- * Refused, and surfaced as a `refund_refused` conflict for the operator, when a payment has claimed the transfer
- * (its money is a seller's now: refund that payment instead), when the transfer was reorged away (the money is
- * not in the wallet), or when the request's payer or amount differ from the books. A transfer already refunded is
- * a no-op (one refund per transfer: also a unique index). A transfer the ledger has not booked yet (its
- * transfer.observed not handled yet) throws: the event is redelivered with backoff, then dead-lettered.
+ * `transfer.refund_requested`: books an unmatched transfer out of suspense to its payer, for the amount on the
+ * books, and asks settlement to send it. A claimed, reorged or differing transfer is a `refund_refused` conflict;
+ * one already refunded is a no-op; one not booked yet throws, so the event is redelivered.
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,
@@ -50,7 +43,12 @@ export async function onTransferRefundRequested(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
-  const transfer = await lockTransfer(trx, d, txHash);
+  const locked =
+    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
+      claimed_by_transaction_id, refund_id, inclusion
+    from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
+    for update`.execute(trx);
+  const transfer = locked.rows[0];
   if (!transfer) throw new TransferNotBookedError(key);
   if (transfer.refund_id) {
     deps.logger.info(
@@ -68,20 +66,6 @@ export async function onTransferRefundRequested(
 }
 
 type RefundRequest = EventData<'transfer.refund_requested'>;
-
-/** The booked transfer the request names, locked (for update) for the rest of the transaction. */
-async function lockTransfer(
-  trx: LedgerTrx,
-  d: RefundRequest,
-  txHash: string,
-): Promise<SuspenseTransfer | undefined> {
-  const result =
-    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
-        claimed_by_transaction_id, refund_id, inclusion
-      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
-      for update`.execute(trx);
-  return result.rows[0];
-}
 
 /** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
 export function refusalOf(
@@ -133,10 +117,7 @@ async function recordRefusal(
   });
 }
 
-/**
- * Books the transfer's money out of suspense into refund_pending, records the refund, marks the transfer refunded
- * and asks settlement to send it (refund.initiated), in that order, in the caller's transaction.
- */
+/** Suspense to refund_pending, the refund row, the transfer marked refunded, and refund.initiated. */
 async function bookUnmatchedRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
