@@ -43,13 +43,8 @@ export class BlockedPayers extends PolledTask implements BackgroundTask {
       seller_id: string;
       payer: string;
     }>`select seller_id, payer from blocked_payers`.execute(this.db);
-    const next = new Map<string, Set<string>>();
-    for (const row of rows.rows) {
-      const payers = next.get(row.seller_id) ?? new Set<string>();
-      payers.add(row.payer);
-      next.set(row.seller_id, payers);
-    }
-    this.bySeller = next;
+    this.bySeller = new Map();
+    for (const row of rows.rows) this.remember(row.seller_id, row.payer);
   }
 
   async list(sellerId: string) {
@@ -81,6 +76,10 @@ export class BlockedPayers extends PolledTask implements BackgroundTask {
           values (${sellerId}, ${payer}, ${reason}, ${this.now()})
           on conflict (seller_id, payer) do update set reason = excluded.reason`.execute(trx);
     });
+    this.remember(sellerId, payer);
+  }
+
+  private remember(sellerId: string, payer: string): void {
     const payers = this.bySeller.get(sellerId) ?? new Set<string>();
     payers.add(payer);
     this.bySeller.set(sellerId, payers);

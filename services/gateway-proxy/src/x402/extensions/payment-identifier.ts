@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../../db';
-import type { AuthorizationKey } from '../mechanisms/exact-evm/authorizations';
+import { type AuthorizationKey, keyOfRow } from '../mechanisms/exact-evm/authorizations';
 
 export interface PaymentIdUse {
   payer: string;
@@ -59,12 +59,7 @@ export class X402PaymentIds {
       .executeTakeFirst()) as typeof row | undefined;
     if (!existing) return { kind: 'bound', key, fresh: true };
     if (existing.fingerprint !== use.fingerprint) return { kind: 'conflict' };
-    const bound: AuthorizationKey = {
-      chain_id: existing.chain_id,
-      token: existing.token,
-      payer: existing.payer,
-      auth_nonce: existing.auth_nonce,
-    };
+    const bound = keyOfRow(existing);
     if (bound.auth_nonce === key.auth_nonce) return { kind: 'bound', key, fresh: false };
     if (!(await paidNothing(bound, existing.updated_at))) return { kind: 'bound', key: bound, fresh: false };
     // Only from the authorization read above: of two presentations rebinding at once, one wins.

@@ -230,7 +230,7 @@ export class X402Authorizations {
   }
 }
 
-export const keyOfRow = (row: AuthorizationRow): AuthorizationKey => ({
+export const keyOfRow = (row: AuthorizationKey): AuthorizationKey => ({
   chain_id: row.chain_id,
   token: row.token,
   payer: row.payer,
