@@ -139,7 +139,22 @@ export function platformPayoutRoutes(
         );
       }
       const payoutId = `ppo_${newEventId()}`;
-      const requested = await requestPlatformPayout(ctx, clock, payoutId, treasury);
+      // The request and its `revenue.payout_requested`, in one transaction.
+      const requested = await ctx.inTransaction(async (trx) => {
+        await enqueueEvent(
+          trx,
+          createEvent('revenue.payout_requested', 'settlement', {
+            payoutId,
+            treasuryAddress: treasury,
+            requestedAt: clock().toISOString(),
+          }),
+        );
+        return trx
+          .insertInto('platform_payouts')
+          .values({ payout_id: payoutId, status: 'requested', treasury_address: treasury })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
       ctx.logger.info({ payoutId }, 'platform payout requested');
       const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
       if (decided.status === 'refused') {
@@ -158,35 +173,6 @@ export function platformPayoutRoutes(
     },
   });
   return [route];
-}
-
-/** The request recorded and `revenue.payout_requested` in the outbox, in one transaction. */
-async function requestPlatformPayout(
-  ctx: ServiceContext<SettlementDB>,
-  clock: Clock,
-  payoutId: string,
-  treasury: string,
-): Promise<Selectable<PlatformPayoutsTable>> {
-  return ctx.inTransaction(async (trx) => {
-    const row = await trx
-      .insertInto('platform_payouts')
-      .values({
-        payout_id: payoutId,
-        status: 'requested',
-        treasury_address: treasury,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await enqueueEvent(
-      trx,
-      createEvent('revenue.payout_requested', 'settlement', {
-        payoutId,
-        treasuryAddress: treasury,
-        requestedAt: clock().toISOString(),
-      }),
-    );
-    return row;
-  });
 }
 
 /** The payout once its status is no longer `from`, or as it is after `waitMs`. */

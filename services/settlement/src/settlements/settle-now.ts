@@ -1,9 +1,9 @@
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import type { Static } from '@sinclair/typebox';
-import type { Selectable, Transaction } from 'kysely';
+import type { Selectable } from 'kysely';
 import type { Clock } from '../clock';
-import type { SellersTable, SettlementDB, SettlementsTable } from '../db';
+import type { SettlementDB, SettlementsTable } from '../db';
 import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
 import { enqueueSettlementDue, insertSettlement, type SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
@@ -14,6 +14,7 @@ export type SettleNowResult = Static<typeof SettleNowAnswer>;
 const SELLER_BATCH = 100;
 const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
+const PAID_THIS_PERIOD = ['sending', 'completed', 'failed'];
 
 /**
  * Settles sellers now through the scheduler's row of this period, under the seller's row lock: a skipped period is
@@ -88,22 +89,6 @@ function skip(
   });
 }
 
-/** Takes the seller's row lock: concurrent settle-now calls for this seller queue behind it. */
-function lockSeller(trx: Transaction<SettlementDB>, sellerId: string): Promise<Selectable<SellersTable>> {
-  return trx
-    .selectFrom('sellers')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .forUpdate()
-    .executeTakeFirstOrThrow();
-}
-
-function paidThisPeriod(settlement: Selectable<SettlementsTable>): boolean {
-  return (
-    settlement.status === 'sending' || settlement.status === 'completed' || settlement.status === 'failed'
-  );
-}
-
 /** The seller's settlement of this period, asked of the ledger unless it already has its payout. */
 async function askSeller(
   ctx: ServiceContext<SettlementDB>,
@@ -112,7 +97,13 @@ async function askSeller(
   sellerId: string,
 ): Promise<{ settlement: Selectable<SettlementsTable>; asked: 'now' | 'again' | 'no' }> {
   return ctx.inTransaction(async (trx) => {
-    const seller = await lockSeller(trx, sellerId);
+    // The seller's row lock: concurrent settle-now calls for this seller queue behind it.
+    const seller = await trx
+      .selectFrom('sellers')
+      .selectAll()
+      .where('seller_id', '=', sellerId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
     const created = (await insertSettlement(trx, seller, period, now)) !== undefined;
@@ -130,7 +121,7 @@ async function askSeller(
       .where('period_key', '=', period.key)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    if (paidThisPeriod(settlement)) return { settlement, asked: 'no' };
+    if (PAID_THIS_PERIOD.includes(settlement.status)) return { settlement, asked: 'no' };
     const askedBefore = settlement.status === 'pending' && !created;
     if (settlement.status === 'skipped') {
       await trx
