@@ -25,11 +25,8 @@ async function lockedPlatformPayout(
 }
 
 /**
- * `revenue.payout_requested` (an operator's platform payout): in this one transaction the whole platform revenue
- * balance moves to platform_payout_pending for `payoutId`, to be sent to the treasury address the request names,
- * and `payout.reserved` (kind platform) is enqueued; with nothing to pay, `payout.refused`. Per payoutId once; the
- * revenue account's lock serialises two payouts, so the second finds nothing (only what the account holds leaves
- * escrow).
+ * `revenue.payout_requested`: the whole platform revenue moves to platform_payout_pending for the treasury address
+ * the request names, with `payout.reserved`; nothing to pay: `payout.refused`. The account's lock serialises payouts.
  */
 export async function onPlatformPayoutRequested(
   trx: LedgerTrx,
@@ -48,7 +45,7 @@ export async function onPlatformPayoutRequested(
         kind: 'platform',
         sellerId: null,
         reason: PayoutRefusal.NothingAvailable,
-        available: revenue < 0n ? `-${formatUsdc(-revenue)}` : '0',
+        available: formatUsdc(revenue),
         refusedAt: now.toISOString(),
       }),
     );

@@ -3,30 +3,21 @@ import { createEvent, type EventData, type EventEnvelope, type TraceContext } fr
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
-import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
+import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
-/** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
-export type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
-
 /** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
 export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
-/** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
-const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` : formatUsdc(micro));
-
 /**
- * `settlement.due`: the ledger decides the seller's payout in this one transaction (the inbox's). It moves the
- * seller's payable available balance to payout-pending when it is > 0 and >= the minimum, and enqueues
- * `payout.reserved` naming the amount and the payout address of the ledger's own seller view; otherwise
- * `payout.refused`. Per settlementId: a reservation stands (a repeat changes nothing, its event is already in the
- * outbox); a refusal reserved nothing, so a later `settlement.due` of the same id (settle-now after money became
- * available in the period) is decided again.
+ * `settlement.due`: decides the seller's payout in the inbox's transaction: its payable available balance, when
+ * > 0 and >= the minimum, moves to payout-pending with `payout.reserved`; else `payout.refused`. A reservation
+ * stands; a refusal reserved nothing, so a later due of the same id is decided again.
  */
 export async function onSettlementDue(
   trx: LedgerTrx,
@@ -45,13 +36,10 @@ export async function onSettlementDue(
   const now = deps.now();
   const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
   const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
-  const reason = ok ? null : refusal;
   const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
-  if (ok && !payoutAddress) {
-    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
-    throw new PayoutAddressUnknownError(due.sellerId);
-  }
-  if (ok && payoutAddress) {
+  // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
+  if (ok && !payoutAddress) throw new PayoutAddressUnknownError(due.sellerId);
+  if (payoutAddress) {
     await postEntry(trx, {
       idempotencyKey: `payout_reserve:${due.settlementId}`,
       entryType: 'payout_reserve',
@@ -72,7 +60,7 @@ export async function onSettlementDue(
       ok,
       amount_micro: ok ? available : 0n,
       available_micro: available,
-      reason,
+      reason: ok ? null : refusal,
       status: ok ? 'reserved' : 'refused',
       payout_address: payoutAddress,
       created_at: now,
@@ -88,7 +76,7 @@ export async function onSettlementDue(
       })),
     )
     .execute();
-  if (!ok || !payoutAddress) {
+  if (!payoutAddress) {
     await enqueueEvent(
       trx,
       createEvent('payout.refused', 'escrow-ledger', {
@@ -96,7 +84,7 @@ export async function onSettlementDue(
         kind: 'seller',
         sellerId: due.sellerId,
         reason: refusal,
-        available: formatSigned(available),
+        available: formatUsdc(available),
         refusedAt: now.toISOString(),
       }),
     );
@@ -140,10 +128,7 @@ export async function onSettlementDue(
 /** Paid calls' trace contexts named on one payout span, at most (the oldest payments'). */
 const PAID_TRACES_PER_PAYOUT = 32;
 
-/**
- * The trace contexts of the payments a payout pays, as their bookings kept them (the payment entry's memo `trace`:
- * the claim's context, the paid call's trace). A booking without one (booked again after a reorg) adds none.
- */
+/** The paid calls' trace contexts, as their payment entries' memos kept them (a re-booking keeps none). */
 async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Promise<TraceContext[]> {
   if (transactionIds.length === 0) return [];
   // A payment booked again after a reorg has a payment entry per inclusion: its latest names it.
@@ -187,20 +172,16 @@ async function lockPayableBalance(
   };
 }
 
-async function lockedReservation(trx: LedgerTrx, settlementId: string): Promise<ReservationRow | undefined> {
+async function lockedReservation(trx: LedgerTrx, settlementId: string) {
   await lockSettlement(trx, settlementId);
-  return (
-    await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${settlementId}`.execute(
-      trx,
-    )
-  ).rows[0];
+  return trx
+    .selectFrom('payout_reservations')
+    .selectAll()
+    .where('settlement_id', '=', settlementId)
+    .executeTakeFirst();
 }
 
-/**
- * `payout.failed` of a seller payout: nothing left escrow (never signed, or reverted), so the reservation goes
- * back to the seller's available balance, once (its status and the entry's idempotency key). Only this event
- * gives a reservation back: nothing cancels one while settlement may still send it.
- */
+/** `payout.failed`: nothing left escrow, so the reservation goes back, once; only this event gives one back. */
 export async function onSellerPayoutFailed(
   trx: LedgerTrx,
   failed: EventData<'payout.failed'>,

@@ -6,7 +6,6 @@ import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerDb, Row } from '../db';
 import type { LedgerMetrics } from '../metrics';
-import { type PayerExposure, payerExposure } from './payer-receivables';
 
 export interface ReconciliationDifference {
   check: string;
@@ -25,8 +24,11 @@ export interface ReconciliationReport {
   difference: string;
   differences: ReconciliationDifference[];
   accounts: Record<string, string>;
-  /** What sellers owe the shared escrow, and what of it no seller money covers. */
-  exposure: { owedBySellers: string; uncovered: string; creditGranted: string } & PayerExposure;
+  /**
+   * What sellers owe the shared escrow and what of it no seller money covers; what payers owe back (refunds of
+   * unmatched transfers a reorg dropped: not a difference, escrow_asset is at the chain, but escrow holds that less).
+   */
+  exposure: { owedBySellers: string; uncovered: string; creditGranted: string; owedByPayers: string };
   checkedAt: string;
 }
 
@@ -40,11 +42,7 @@ export function escrowWallets(
   return wallets;
 }
 
-/**
- * Session deposit addresses that may hold USDC the ledger booked (a transfer reached them and settlement has not
- * seen them empty since): settlement, which sweeps them, lists them (`settlement.deposit_holdings`); the ledger
- * reads their balances itself. `truncated`: more than the list holds (a difference is reported).
- */
+/** The session deposit addresses that may hold booked USDC, as settlement lists them (`truncated`: more exist). */
 export type DepositHoldings = () => Promise<{ addresses: string[]; truncated: boolean }>;
 
 /** Deposit addresses read per reconciliation at most (the RPC's bound). */
@@ -61,14 +59,8 @@ async function bookedDepositTransfers(db: LedgerDb, config: EscrowLedgerConfig):
 }
 
 /** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
-export async function chainEscrowBalance(
-  config: EscrowLedgerConfig,
-  depositAddresses: string[] = [],
-): Promise<bigint> {
-  const provider = makeProvider(config.rpcUrl, {
-    timeoutMs: config.rpcTimeoutMs,
-    chainId: config.chainId,
-  });
+async function chainEscrowBalance(config: EscrowLedgerConfig, depositAddresses: string[]): Promise<bigint> {
+  const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
     const addresses = [...escrowWallets(config), ...depositAddresses];
@@ -87,25 +79,15 @@ export async function chainEscrowBalance(
   }
 }
 
-/** Per account kind its balance, and the totals the trial balance and the chain comparison need. */
-interface AccountTotals {
-  accounts: Record<string, string>;
-  debits: bigint;
-  credits: bigint;
-  /** The escrow_asset balance: what the ledger says the escrow wallets hold. */
-  ledger: bigint;
-}
+/** `expected` against `actual`, as a report lists it. */
+const differenceOf = (check: string, expected: bigint, actual: bigint): ReconciliationDifference => ({
+  check,
+  expected: formatUsdc(expected),
+  actual: formatUsdc(actual),
+  difference: formatUsdc(expected - actual),
+});
 
-interface SellerExposure {
-  owed: bigint;
-  uncovered: bigint;
-  credit: bigint;
-}
-
-/**
- * The session deposit addresses whose balances count as escrow money, and the differences met listing them. Only
- * asked when the chain balance is to be read here and the ledger booked a transfer to a deposit address.
- */
+/** The deposit addresses to read (only when the chain is read here and one was booked to), and what went amiss. */
 async function depositAddressesToRead(
   db: LedgerDb,
   config: EscrowLedgerConfig,
@@ -144,7 +126,8 @@ async function depositAddressesToRead(
   };
 }
 
-async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
+/** Per account kind its balance, the trial balance's totals, and escrow_asset (`ledger`). */
+async function accountTotals(db: LedgerDb) {
   const totals = await sql<
     Row<'accounts', 'kind' | 'normal_side'> & { balance: bigint }
   >`select kind, normal_side, sum(balance_micro)::bigint as balance from accounts group by kind, normal_side
@@ -163,23 +146,15 @@ async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
 }
 
 /** The escrow_asset account against the chain, and the trial balance. */
-function totalsDifferences(onChain: bigint, totals: AccountTotals): ReconciliationDifference[] {
+function totalsDifferences(onChain: bigint, totals: Awaited<ReturnType<typeof accountTotals>>) {
   const differences: ReconciliationDifference[] = [];
   if (onChain !== totals.ledger) {
-    differences.push({
-      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses',
-      expected: formatUsdc(onChain),
-      actual: formatUsdc(totals.ledger),
-      difference: formatUsdc(onChain - totals.ledger),
-    });
+    const check = 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses';
+    differences.push(differenceOf(check, onChain, totals.ledger));
   }
   if (totals.debits !== totals.credits) {
-    differences.push({
-      check: 'trial balance (debit-normal vs credit-normal accounts)',
-      expected: formatUsdc(totals.debits),
-      actual: formatUsdc(totals.credits),
-      difference: formatUsdc(totals.debits - totals.credits),
-    });
+    const check = 'trial balance (debit-normal vs credit-normal accounts)';
+    differences.push(differenceOf(check, totals.debits, totals.credits));
   }
   return differences;
 }
@@ -190,52 +165,44 @@ async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDiff
     .selectFrom('account_balance_drift')
     .select(['kind', 'owner', 'balance_micro', 'postings_balance_micro'])
     .execute();
-  return drift.map((row) => {
-    // A sum of bigints is a numeric, which pg hands over as a string.
-    const postingsMicro = BigInt(row.postings_balance_micro);
-    return {
-      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
-      expected: formatUsdc(postingsMicro),
-      actual: formatUsdc(row.balance_micro),
-      difference: formatUsdc(postingsMicro - row.balance_micro),
-    };
-  });
+  // A sum of bigints is a numeric, which pg hands over as a string.
+  return drift.map((row) =>
+    differenceOf(
+      `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
+      BigInt(row.postings_balance_micro),
+      row.balance_micro,
+    ),
+  );
 }
 
-async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
-  const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
+/** What sellers owe, what no seller money covers, the credit granted, and what payers owe (refund_receivable). */
+async function exposureOf(db: LedgerDb) {
+  const exposure = await sql<{
+    owed: bigint | null;
+    uncovered: bigint | null;
+    credit: bigint | null;
+    payers: bigint | null;
+  }>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
           sum(balance_micro) as total
         from accounts where kind in ('seller_held', 'seller_available') group by owner)
       select sum(greatest(-available, 0))::bigint as owed, sum(greatest(-total, 0))::bigint as uncovered,
-        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit
+        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit,
+        (select sum(balance_micro) from accounts where kind = 'refund_receivable')::bigint as payers
       from sellers`.execute(db);
+  const row = exposure.rows[0];
   return {
-    owed: BigInt(exposure.rows[0]?.owed ?? 0n),
-    uncovered: BigInt(exposure.rows[0]?.uncovered ?? 0n),
-    credit: BigInt(exposure.rows[0]?.credit ?? 0n),
+    owed: BigInt(row?.owed ?? 0n),
+    uncovered: BigInt(row?.uncovered ?? 0n),
+    credit: BigInt(row?.credit ?? 0n),
+    payers: BigInt(row?.payers ?? 0n),
   };
 }
 
-// Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
-function exposureDifferences(exposure: SellerExposure): ReconciliationDifference[] {
-  if (exposure.uncovered <= 0n) return [];
-  return [
-    {
-      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
-      expected: '0',
-      actual: formatUsdc(exposure.uncovered),
-      difference: formatUsdc(exposure.uncovered),
-    },
-  ];
-}
-
 /**
- * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
- * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
- * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
- * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
+ * Compares the ledger with the chain (escrow_asset) and with itself (trial balance, each balance against its
+ * postings), and lists a seller balance below zero (other sellers' money pays it). None listed: the books are right.
  */
 export async function reconcile(
   db: LedgerDb,
@@ -249,13 +216,16 @@ export async function reconcile(
   const totals = await accountTotals(db);
   const totalsFound = totalsDifferences(onChain, totals);
   const drift = await balanceDriftDifferences(db);
-  const exposure = await sellerExposure(db);
-  const differences = [
-    ...depositRead.differences,
-    ...totalsFound,
-    ...drift,
-    ...exposureDifferences(exposure),
-  ];
+  const exposure = await exposureOf(db);
+  const differences = [...depositRead.differences, ...totalsFound, ...drift];
+  if (exposure.uncovered > 0n) {
+    differences.push({
+      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
+      expected: '0',
+      actual: formatUsdc(exposure.uncovered),
+      difference: formatUsdc(exposure.uncovered),
+    });
+  }
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
@@ -269,17 +239,13 @@ export async function reconcile(
       owedBySellers: formatUsdc(exposure.owed),
       uncovered: formatUsdc(exposure.uncovered),
       creditGranted: formatUsdc(exposure.credit),
-      ...(await payerExposure(db)),
+      owedByPayers: formatUsdc(exposure.payers),
     },
     checkedAt: new Date().toISOString(),
   };
 }
 
-/**
- * A report's decimal amount as a gauge value in micro-USDC: a float, exact below 2^53 micro-USDC (9 billion USDC);
- * for alerts and dashboards only, never booked. Bounded only by what the books hold (a transfer above the API's
- * maximum amount is still on them), so reading a report never throws.
- */
+/** A report's amount as a gauge (a float, exact below 9 billion USDC; never booked), never throwing on a large one. */
 function gaugeMicro(amount: string): number {
   return amount.startsWith('-') ? -Number(parseChainUsdc(amount.slice(1))) : Number(parseChainUsdc(amount));
 }
