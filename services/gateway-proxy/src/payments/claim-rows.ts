@@ -138,16 +138,11 @@ export class PaymentClaimRows {
   async reopenForRetry(claim: PaymentClaim): Promise<PaymentClaim | undefined> {
     const now = this.settings.now();
     const staleBefore = attemptsLiveAfter(now, this.settings.upstreamTimeoutMs);
-    const windowMs = this.settings.retryWindowSeconds * 1000;
     return (await this.ctx.db
       .updateTable('payment_claims')
       .set((eb: any) => ({ state: 'in_flight', attempts: eb('attempts', '+', 1), updated_at: now }))
       .where('id', '=', claim.id)
-      .where(
-        sql`coalesce(retry_until, created_at + ${sql.lit(windowMs)} * interval '1 millisecond')`,
-        '>',
-        now,
-      )
+      .where(retryWindowEnd(this.settings.retryWindowSeconds), '>', now)
       .where('attempts', '<', 50)
       .where((eb: any) =>
         eb.or([
@@ -178,6 +173,10 @@ export const attemptOf = (claim: Pick<PaymentClaim, 'id' | 'attempts'>) => ({
   state: 'in_flight',
   attempts: claim.attempts,
 });
+
+/** A claim's retry window ends at its retry_until, else (it never failed) a window after it was made. */
+export const retryWindowEnd = (retryWindowSeconds: number) =>
+  sql`coalesce(retry_until, created_at + ${sql.lit(retryWindowSeconds * 1000)} * interval '1 millisecond')`;
 
 const BOOKKEEPING_MS = 5000;
 

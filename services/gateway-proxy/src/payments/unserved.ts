@@ -3,7 +3,7 @@ import { createEvent } from '@paygate/contracts';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
-import { attemptsLiveAfter } from './claim-rows';
+import { attemptsLiveAfter, retryWindowEnd } from './claim-rows';
 
 /** Replicas compare the window with their own clocks: a claim is closed this long after it. */
 const CLOSE_MARGIN_MS = 5_000;
@@ -92,8 +92,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     now: Date,
     before: Date,
   ): Promise<ClosedClaim[]> {
-    const windowMs = this.settings.retryWindowSeconds * 1000;
-    const window = sql`coalesce(retry_until, created_at + ${sql.lit(windowMs)} * interval '1 millisecond')`;
+    const window = retryWindowEnd(this.settings.retryWindowSeconds);
     const liveAfter = attemptsLiveAfter(now, this.settings.upstreamTimeoutMs);
     const closed = await sql<ClosedClaim>`
       update payment_claims set state = 'unserved', retry_until = ${window}, updated_at = ${now}
