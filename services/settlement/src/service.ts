@@ -75,16 +75,9 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
             now: clock,
           })
         : null;
-      const sweeper = config.checkoutSweep
-        ? new CheckoutSweeper(ctx, config.checkoutSweep, config, chain.address)
-        : null;
-      const depositSweeper = new DepositSweeper(
-        ctx,
-        config.depositSweep,
-        { ...config, usdcEip712Name: networks[config.network].usdcEip712Name },
-        chain.address,
-        relayer,
-      );
+      const sweeper = config.checkoutSweep ? new CheckoutSweeper(ctx, config.checkoutSweep, chain) : null;
+      const { usdcEip712Name } = networks[config.network];
+      const depositSweeper = new DepositSweeper(ctx, config.depositSweep, chain, usdcEip712Name, relayer);
 
       const onTransferRecorded = () => transfers.kick();
       const decisions = { config, chain, metrics, clock, onTransferRecorded };

@@ -16,7 +16,6 @@ interface WatchGaugeOptions {
   clock: Clock;
   schedulerIntervalMs: number;
   settlementPeriodSeconds: number;
-  /** The wallets whose ETH pays settlement's gas. */
   wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>;
   provider: JsonRpcProvider;
   /** RELAYER_MIN_BALANCE_WEI, reported as every wallet's floor. */

@@ -168,7 +168,6 @@ export class RelayerChain {
     }
   }
 
-  /** The keccak256 of the account's code, or null when it has none (an EOA). */
   async codeHash(address: string): Promise<string | null> {
     const code = await this.provider.getCode(formatAddress(address));
     return code === '0x' || code === '0x0' ? null : keccak256(code).toLowerCase();
@@ -197,7 +196,6 @@ export class RelayerChain {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
-  /** The key's nonces consumed by mined transactions. */
   async minedNonce(): Promise<bigint> {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }

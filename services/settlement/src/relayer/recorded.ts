@@ -92,7 +92,6 @@ export class RecordedAuthorizations {
     return true;
   }
 
-  /** One statement; a failure is logged (the pass rebroadcasts). */
   private async markBroadcast(marks: readonly BroadcastMark[]): Promise<void> {
     const ids = marks.map((mark) => mark.id);
     try {

@@ -25,7 +25,6 @@ export class RefusedPayers {
     private readonly settings: RelayerSettings,
   ) {}
 
-  /** The refusal of a payer (or of its code) still in force. */
   async refusalOf(payer: string, codeHash: string | null): Promise<Refusal | undefined> {
     const now = this.settings.now();
     const found = await this.ctx.db

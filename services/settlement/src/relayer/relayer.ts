@@ -51,12 +51,10 @@ export class Relayer implements BackgroundTask {
   private watchingMarks = false;
   /** Wakes the marks' watch when a key's mark comes of age or the relayer stops. */
   private markTimer: { timer: NodeJS.Timeout; wake(): void } | undefined;
-  /** Reads and broadcasts for every key (they share one provider). */
   private readonly chain: RelayerChain;
 
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
-    /** The pool's keys; the first reads for all. */
     keys: readonly RelayerChain[],
     private readonly settings: RelayerSettings,
   ) {
@@ -382,7 +380,6 @@ export class Relayer implements BackgroundTask {
     return this.answerFor(row, request, started, NO_TIME);
   }
 
-  /** The reply for a recorded authorization, after waiting (bounded) for its receipt. */
   private async answerFor(
     row: Row,
     request: RelayerSubmitRequest,
@@ -413,9 +410,7 @@ export class Relayer implements BackgroundTask {
     for (let round = 0; round < 10_000; round++) {
       if (current.status === 'confirmed' || current.status === 'used_elsewhere') {
         const signer = this.pool.byAddress(current.relayer_address);
-        if (current.status === 'confirmed' && current.relayer_nonce !== null && signer) {
-          this.minedBelow(signer, current.relayer_nonce + 1n);
-        }
+        if (current.status === 'confirmed' && signer) this.minedBelow(signer, current.relayer_nonce! + 1n);
         return {
           ok: true,
           status: 'confirmed',

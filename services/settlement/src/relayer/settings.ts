@@ -18,7 +18,6 @@ export interface RelayerSettings
   /** CONFIRMATIONS: a confirmed submission's receipt is watched until this deep (a reorg has it sent again). */
   confirmations: number;
   dbSchema: string;
-  /** The injected clock (refusals' times). */
   now: () => Date;
 }
 

@@ -1,7 +1,8 @@
-import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
+import { usdcAbi } from '@paygate/chain';
 import { Counter, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Contract, Wallet } from 'ethers';
 import { type SettlementDB, tryAdvisoryLock } from '../db';
+import type { EscrowChain } from '../transfers/chain';
 import type { CheckoutSweepConfig } from './config';
 
 type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'failed';
@@ -9,7 +10,6 @@ type SweepOutcome = 'swept' | 'below_minimum' | 'in_flight' | 'not_leader' | 'fa
 /** Sweeps the old checkout wallet's whole USDC into escrow (nothing booked: escrow_asset counts both wallets). */
 export class CheckoutSweeper extends PolledTask {
   protected readonly loop: PollingLoop;
-  private readonly provider;
   private readonly wallet: Wallet;
   private readonly usdc: Contract;
   private readonly swept: Counter<'outcome'>;
@@ -17,13 +17,11 @@ export class CheckoutSweeper extends PolledTask {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
     private readonly config: CheckoutSweepConfig,
-    chain: { rpcUrl: string; chainId: number; usdcAddress: string; rpcTimeoutMs: number },
-    private readonly escrowAddress: string,
+    private readonly escrow: EscrowChain,
   ) {
     super();
-    this.provider = makeProvider(chain.rpcUrl, { timeoutMs: chain.rpcTimeoutMs, chainId: chain.chainId });
-    this.wallet = new Wallet(config.privateKey, this.provider);
-    this.usdc = new Contract(formatAddress(chain.usdcAddress), usdcAbi, this.wallet);
+    this.wallet = new Wallet(config.privateKey, escrow.provider);
+    this.usdc = new Contract(escrow.usdcAddress, usdcAbi, this.wallet);
     this.swept = new Counter({
       name: 'settlement_checkout_sweeps_total',
       help: 'Passes of the checkout deposit wallet sweeper, by outcome (failed: see the error log)',
@@ -37,11 +35,6 @@ export class CheckoutSweeper extends PolledTask {
     });
   }
 
-  protected override async afterStop(): Promise<void> {
-    this.provider.destroy();
-  }
-
-  /** One pass: sweeps the whole balance when it is at least the minimum and nothing is in flight. */
   async runPass(): Promise<SweepOutcome> {
     let outcome: SweepOutcome;
     try {
@@ -64,15 +57,15 @@ export class CheckoutSweeper extends PolledTask {
   private async sweep(): Promise<SweepOutcome> {
     const address = this.config.address;
     const [mined, pending] = await Promise.all([
-      this.provider.getTransactionCount(address, 'latest'),
-      this.provider.getTransactionCount(address, 'pending'),
+      this.escrow.provider.getTransactionCount(address, 'latest'),
+      this.escrow.provider.getTransactionCount(address, 'pending'),
     ]);
     if (pending > mined) return 'in_flight';
     const balance = (await this.usdc.getFunction('balanceOf')(address)) as bigint;
     if (balance < this.config.minAmountMicro || balance === 0n) return 'below_minimum';
-    const tx = await this.usdc.getFunction('transfer')(this.escrowAddress, balance);
+    const tx = await this.usdc.getFunction('transfer')(this.escrow.address, balance);
     this.ctx.logger.info(
-      { wallet: address, escrow: this.escrowAddress, amountMicro: balance.toString(), txHash: tx.hash },
+      { wallet: address, escrow: this.escrow.address, amountMicro: balance.toString(), txHash: tx.hash },
       'checkout deposit wallet swept into escrow',
     );
     return 'swept';

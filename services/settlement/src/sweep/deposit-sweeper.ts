@@ -1,19 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { type RpcServer, serveRpcs } from '@paygate/bus';
-import {
-  formatAddress,
-  makeProvider,
-  TRANSFER_WITH_AUTHORIZATION_TYPES,
-  usdcAbi,
-  usdcEip712Domain,
-} from '@paygate/chain';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcAbi, usdcEip712Domain } from '@paygate/chain';
 import type { DepositHoldingsReply, RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
 import { Counter, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import { Contract, getAddress, type JsonRpcProvider } from 'ethers';
+import { Contract, getAddress } from 'ethers';
 import type { Selectable } from 'kysely';
-import type { SettlementConfig } from '../config';
 import { type DepositSweepsTable, type SettlementDB, tryAdvisoryLock } from '../db';
 import type { Relayer } from '../relayer/relayer';
+import type { EscrowChain } from '../transfers/chain';
 import type { DepositSweepConfig } from './config';
 
 type Sweep = Selectable<DepositSweepsTable>;
@@ -28,10 +22,6 @@ export type DepositPassResult = {
 /** A refused or failed sweep's address is read again after this long. */
 const RETRY_AFTER_MS = 60_000;
 
-type DepositChain = Pick<SettlementConfig, 'rpcUrl' | 'chainId' | 'usdcAddress' | 'rpcTimeoutMs'> & {
-  usdcEip712Name: string;
-};
-
 /**
  * Sweeps each session deposit address's whole balance into escrow with an EIP-3009 authorization signed by its
  * derived key and submitted by the relayer (which pays the gas). Exactly once: recorded before it is submitted, at
@@ -39,7 +29,6 @@ type DepositChain = Pick<SettlementConfig, 'rpcUrl' | 'chainId' | 'usdcAddress' 
  */
 export class DepositSweeper {
   private readonly loop: PollingLoop;
-  private readonly provider: JsonRpcProvider;
   private readonly usdc: Contract;
   private readonly outcomes: Counter<'outcome'>;
   private server: RpcServer | undefined;
@@ -47,12 +36,11 @@ export class DepositSweeper {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
     private readonly config: DepositSweepConfig,
-    private readonly chain: DepositChain,
-    private readonly escrowAddress: string,
+    private readonly escrow: EscrowChain,
+    private readonly usdcEip712Name: string,
     private readonly relayer: Relayer | null,
   ) {
-    this.provider = makeProvider(chain.rpcUrl, { timeoutMs: chain.rpcTimeoutMs, chainId: chain.chainId });
-    this.usdc = new Contract(formatAddress(chain.usdcAddress), usdcAbi, this.provider);
+    this.usdc = new Contract(escrow.usdcAddress, usdcAbi, escrow.provider);
     this.outcomes = new Counter({
       name: 'settlement_deposit_sweeps_total',
       help: 'Deposit addresses handled by the sweeper, by outcome (swept, dust, empty, failed, finished)',
@@ -85,7 +73,6 @@ export class DepositSweeper {
   async stop(): Promise<void> {
     await this.server?.stop();
     await this.loop.stop();
-    this.provider.destroy();
   }
 
   kick(): void {
@@ -133,7 +120,7 @@ export class DepositSweeper {
       const relayed = await this.ctx.db
         .selectFrom('relayed_authorizations')
         .select(['status', 'tx_hash', 'settled_tx_hash', 'last_error'])
-        .where('chain_id', '=', this.chain.chainId)
+        .where('chain_id', '=', this.escrow.chainId)
         .where('payer', '=', sweep.address)
         .where('auth_nonce', '=', sweep.auth_nonce)
         .executeTakeFirst();
@@ -205,11 +192,11 @@ export class DepositSweeper {
       return undefined;
     }
     // The token judges validity by block time, not by this machine's clock.
-    const latest = await this.provider.getBlock('latest');
+    const latest = await this.escrow.provider.getBlock('latest');
     const now = latest?.timestamp ?? Math.floor(Date.now() / 1000);
     const authorization: TransferAuthorization = {
       from: key.address,
-      to: formatAddress(this.escrowAddress),
+      to: this.escrow.address,
       value: amountMicro.toString(),
       validAfter: String(now - 600),
       validBefore: String(now + this.config.validitySeconds),
@@ -217,9 +204,9 @@ export class DepositSweeper {
     };
     const signature = await key.signTypedData(
       usdcEip712Domain({
-        chainId: this.chain.chainId,
-        usdcAddress: this.chain.usdcAddress,
-        eip712Name: this.chain.usdcEip712Name,
+        chainId: this.escrow.chainId,
+        usdcAddress: this.escrow.usdcAddress,
+        eip712Name: this.usdcEip712Name,
       }),
       TRANSFER_WITH_AUTHORIZATION_TYPES as unknown as Record<string, Array<{ name: string; type: string }>>,
       authorization,
@@ -251,11 +238,11 @@ export class DepositSweeper {
   private async submit(sweep: Sweep, result: DepositPassResult): Promise<void> {
     const reply: RelayerSubmitReply = await this.relayer!.submit(
       {
-        chainId: this.chain.chainId,
-        token: formatAddress(this.chain.usdcAddress),
+        chainId: this.escrow.chainId,
+        token: this.escrow.usdcAddress,
         authorization: {
           from: getAddress(sweep.address),
-          to: formatAddress(this.escrowAddress),
+          to: this.escrow.address,
           value: sweep.amount_micro.toString(),
           validAfter: sweep.valid_after.toString(),
           validBefore: sweep.valid_before.toString(),

@@ -38,12 +38,10 @@ export class EscrowChain {
     return usdc.encodeFunctionData('transfer', [formatAddress(to), amountMicro]);
   }
 
-  /** The next nonce the node would accept from escrow, counting its mempool. */
   async pendingNonce(): Promise<bigint> {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
-  /** Escrow's nonces consumed by mined transactions (its `latest` transaction count). */
   async minedNonce(): Promise<bigint> {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
@@ -95,7 +93,6 @@ export class EscrowChain {
     return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
   }
 
-  /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
   broadcast(rawTx: string, txHash: string): Promise<void> {
     return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }

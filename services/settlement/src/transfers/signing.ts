@@ -88,7 +88,6 @@ export class TransferSigner {
     );
   }
 
-  /** Signs one transfer and commits it; nothing reaches the chain here. */
   private async signAndRecord(transferId: string): Promise<TransferRow | undefined> {
     const { ctx, chain, metrics } = this.deps;
     let failed: TransferRow | undefined;

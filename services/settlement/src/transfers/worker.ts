@@ -21,7 +21,6 @@ export interface TransferWorkerDeps {
   chain: EscrowChain;
   metrics: SettlementMetrics;
   handlers: Record<TransferKind, TransferOutcomeHandler>;
-  /** True once the worker's loop is stopping: a pass returns between two transfers. */
   isStopped(): boolean;
 }
 
