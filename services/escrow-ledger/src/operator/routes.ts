@@ -1,4 +1,3 @@
-import { requestRpc } from '@paygate/bus';
 import { type AnyRoute, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 
@@ -8,7 +7,7 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { LedgerReason } from '../reasons';
-import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from '../reconciliation/reconcile';
+import { reconcileWithSettlement } from '../reconciliation/reconcile';
 import { parseAmount } from '../refunds/route-parts';
 import {
   listAccounts,
@@ -208,9 +207,16 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
       },
       errors: { ...OPERATOR_ERRORS, '503': 'chain_unavailable: the chain could not be read' },
       handler: async (_req, res) => {
-        const report = await reconcileWithChain(ctx, deps);
-        recordReconciliation(deps, ctx, report);
-        res.json(report);
+        try {
+          res.json(await reconcileWithSettlement(ctx, deps));
+        } catch (error) {
+          ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
+          throw new HttpError(
+            503,
+            LedgerReason.ChainUnavailable,
+            'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
+          );
+        }
       },
     }),
     defineRoute({
@@ -295,27 +301,4 @@ function unmatchedRefundView(r: Selectable<RefundsTable>) {
     createdAt: iso(r.created_at),
     completedAt: r.completed_at ? iso(r.completed_at) : null,
   };
-}
-
-/** The reconciliation report; a chain (or settlement) that cannot be read is a 503, logged. */
-async function reconcileWithChain(ctx: LedgerContext, deps: LedgerDeps) {
-  try {
-    return await reconcile(ctx.db, deps.config, undefined, () =>
-      requestRpc(
-        ctx.bus,
-        'settlement.deposit_holdings',
-        { limit: MAX_DEPOSIT_ADDRESSES },
-        {
-          timeoutMs: deps.config.rpcTimeoutMs,
-        },
-      ),
-    );
-  } catch (error) {
-    ctx.logger.error({ err: error }, 'reconciliation could not read the chain');
-    throw new HttpError(
-      503,
-      LedgerReason.ChainUnavailable,
-      'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
-    );
-  }
 }

@@ -1,11 +1,11 @@
+import { requestRpc } from '@paygate/bus';
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerDb, Row } from '../db';
-import type { LedgerMetrics } from '../metrics';
+import type { LedgerContext, LedgerDeps } from '../deps';
 
 export interface ReconciliationDifference {
   check: string;
@@ -46,7 +46,7 @@ export function escrowWallets(
 export type DepositHoldings = () => Promise<{ addresses: string[]; truncated: boolean }>;
 
 /** Deposit addresses read per reconciliation at most (the RPC's bound). */
-export const MAX_DEPOSIT_ADDRESSES = 10_000;
+const MAX_DEPOSIT_ADDRESSES = 10_000;
 const BALANCE_READS_AT_ONCE = 20;
 
 /** Whether the ledger booked any transfer to an address other than the fixed escrow wallets (a deposit address). */
@@ -250,12 +250,25 @@ function gaugeMicro(amount: string): number {
   return amount.startsWith('-') ? -Number(parseChainUsdc(amount.slice(1))) : Number(parseChainUsdc(amount));
 }
 
+/** The reconciliation the operator route and the watch run: settlement lists the deposit addresses to read. */
+export async function reconcileWithSettlement(
+  ctx: LedgerContext,
+  deps: LedgerDeps,
+): Promise<ReconciliationReport> {
+  const report = await reconcile(ctx.db, deps.config, undefined, () =>
+    requestRpc(
+      ctx.bus,
+      'settlement.deposit_holdings',
+      { limit: MAX_DEPOSIT_ADDRESSES },
+      { timeoutMs: deps.config.rpcTimeoutMs },
+    ),
+  );
+  recordReconciliation(deps, report);
+  return report;
+}
+
 /** A difference raises the metric (number of differences, 0 when reconciled) and an error log line. */
-export function recordReconciliation(
-  deps: { metrics: LedgerMetrics },
-  ctx: { logger: Logger },
-  report: ReconciliationReport,
-): void {
+function recordReconciliation(deps: LedgerDeps, report: ReconciliationReport): void {
   deps.metrics.reconciliationDifferences.set(report.differences.length);
   const gauges = deps.metrics.reconciliation;
   gauges.lastSuccess.set(Date.parse(report.checkedAt) / 1000);
@@ -265,14 +278,11 @@ export function recordReconciliation(
   gauges.sellersUncovered.set(gaugeMicro(report.exposure.uncovered));
   gauges.payersOwed.set(gaugeMicro(report.exposure.owedByPayers));
   if (report.balanced) {
-    ctx.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
+    deps.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
   } else {
-    ctx.logger.error(
-      {
-        differences: report.differences,
-        chainBalance: report.chainBalance,
-        ledgerBalance: report.ledgerBalance,
-      },
+    const { differences, chainBalance, ledgerBalance } = report;
+    deps.logger.error(
+      { differences, chainBalance, ledgerBalance },
       'reconciliation: ledger and chain differ',
     );
   }

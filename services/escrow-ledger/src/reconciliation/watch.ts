@@ -1,14 +1,10 @@
-import { requestRpc } from '@paygate/bus';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from './reconcile';
+import { reconcileWithSettlement } from './reconcile';
 
 /**
- * The reconciliation the operator route runs (GET /api/v1/reconciliation), every RECONCILE_INTERVAL_MS on each
- * replica, so the alerts see a difference, a seller's debt or a payer's without anyone asking: it sets the
- * ledger_reconciliation_* and ledger_*_micro_usdc gauges and logs an error line for a difference. Read-only; a
- * chain or settlement that does not answer fails the pass (retried with backoff) and leaves
- * ledger_reconciliation_last_success_timestamp_seconds where it was, which the staleness alert watches.
+ * The operator's reconciliation, every RECONCILE_INTERVAL_MS on each replica, for the alerts' gauges. A chain or
+ * settlement that does not answer fails the pass and leaves the last-success gauge where it was (the staleness alert).
  */
 export class ReconciliationWatch extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -18,15 +14,7 @@ export class ReconciliationWatch extends PolledTask implements BackgroundTask {
     const intervalMs = deps.config.reconcileIntervalMs;
     this.loop = new PollingLoop(
       async () => {
-        const report = await reconcile(ctx.db, deps.config, undefined, () =>
-          requestRpc(
-            ctx.bus,
-            'settlement.deposit_holdings',
-            { limit: MAX_DEPOSIT_ADDRESSES },
-            { timeoutMs: deps.config.rpcTimeoutMs },
-          ),
-        );
-        recordReconciliation(deps, ctx, report);
+        await reconcileWithSettlement(ctx, deps);
       },
       {
         what: 'periodic reconciliation',

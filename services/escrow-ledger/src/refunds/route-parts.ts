@@ -1,8 +1,10 @@
 import {
   badRequest,
+  type IdempotentAnswer,
   idempotencyKeyParameter,
   rateLimitMiddleware,
   type SharedRateLimiter,
+  sendIdempotentAnswer,
 } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -10,7 +12,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { LedgerTrx } from '../db';
 
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
+import { withIdempotency } from '../idempotency';
 
 /** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
 export interface RefundRouteContext {
@@ -51,7 +53,7 @@ export async function sendSellerWrite(
   ctx: LedgerContext,
   req: { seller?: { sellerId: string } },
   res: Response,
-  write: (trx: LedgerTrx, sellerId: string) => Promise<StoredResponse>,
+  write: (trx: LedgerTrx, sellerId: string) => Promise<IdempotentAnswer>,
   options?: { retryConflicts?: boolean },
 ): Promise<void> {
   const sellerId = sellerOf(req);
@@ -60,7 +62,7 @@ export async function sendSellerWrite(
     (trx) => withIdempotency(trx, req as Request, sellerId, () => write(trx, sellerId)),
     options,
   );
-  sendStored(res, response);
+  sendIdempotentAnswer(res, response);
 }
 
 export const idempotencyKey = idempotencyKeyParameter(

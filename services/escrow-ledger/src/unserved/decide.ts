@@ -10,12 +10,9 @@ import { UnservedDecision } from '../reasons';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
 
 /**
- * A paid call is unserved when its seller failed it (the gateway reported payment.call_failed: a 5xx answer, no
- * answer within the upstream timeout, no connection, no valid URL) and its retry window closed with no attempt
- * served (payment.call_unserved; the gateway publishes it only for a claim no retry can take over any more). An
- * answer below 500 is service, whatever it says: a 4xx the seller chose is never refunded here. Such a call is
- * refunded to its payer in full (all that remains refundable), without the seller's approval, exactly once (one
- * row per payment id).
+ * A paid call is unserved when its seller failed it (5xx, timeout, unreachable, misconfigured: payment.call_failed)
+ * and its window closed with no attempt served; a 4xx is service. It is refunded in full, without the seller's
+ * approval, once (one row per payment id).
  */
 
 /** A closed call whose failure or payment the ledger has not heard of this long after is given up. */
@@ -62,11 +59,7 @@ type Decision =
       amountMicro: bigint;
     };
 
-/**
- * Decides one closed call, under its row's lock: refunds it (returns its payer), marks it served or not
- * refundable, or leaves it closed for the next pass (its failure or its payment not booked yet, or its seller's
- * money short). Never refunds a call twice: only a `closed` row is decided.
- */
+/** Decides one closed call under its lock: refunds it (its payer returned), closes it, or leaves it for the next pass. */
 export async function decideUnserved(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -138,12 +131,7 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
   return { kind: 'refund', txn, amountMicro };
 }
 
-/**
- * The refund of all that remains, out of the hold while the payment is held (the seller never receives it), else
- * out of the seller's available balance, within what the seller still has with Paygate (bookRefund's check). A
- * seller without the money: the call stays closed and is tried again each pass (`awaiting_seller_funds`), never
- * paid with other sellers' money.
- */
+/** The refund of all that remains (bookRefund's rules); a seller short of the money waits, `awaiting_seller_funds`. */
 async function bookUnservedRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -219,10 +207,8 @@ async function bookUnservedRefund(
 }
 
 /**
- * Sends what is due to a payer (or to every payer due, without one): its booked unserved refunds not sent yet, as
- * one escrow transfer, once they add up to UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS.
- * The batch is a refund of its own (kind unserved_batch) through refund.initiated -> settlement -> refund.completed,
- * which completes the refunds it carries. Returns the batches made.
+ * Sends a payer's (or every payer's) booked unserved refunds as one transfer once due (UNSERVED_REFUND_THRESHOLD or
+ * UNSERVED_REFUND_MAX_AGE_MS): a refund of kind unserved_batch, whose refund.completed completes those it carries.
  */
 export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
@@ -288,10 +274,7 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
   return batches;
 }
 
-/**
- * The closed calls to decide again (their failure or payment was not booked yet, or their seller was short), the
- * least recently tried first: calls that keep waiting never keep the others from being decided.
- */
+/** The closed calls to decide again, least recently tried first, so waiting ones never block the others. */
 export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
   const rows = await trx
     .selectFrom('unserved_calls')

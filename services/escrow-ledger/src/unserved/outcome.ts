@@ -1,13 +1,7 @@
 import type { LedgerDb, LedgerTrx } from '../db';
 import { callOutcomesOf } from '../views/call-outcomes';
 
-/**
- * What became of a paid call, as its buyer polls it: `served` (answered, at once or on a retry; also every payment
- * that is not a forwarded call), `retryable` (its seller failed it; the same payment may be presented again until
- * retryUntil), `unserved` (its window closed; the refund is being decided), `refund_pending` (refunded on the books;
- * the transfer back is not on chain yet), `refunded` (on chain: refundTxHash) or `not_refunded` (closed, but the
- * seller never failed it, only the buyer's body did; or nothing remained refundable: refundReason says which).
- */
+/** What became of a paid call, as its buyer polls it (the lookup's `outcome`, described in refunds/schemas.ts). */
 export type CallResult = 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
 
 export interface PaymentOutcome {
@@ -26,7 +20,13 @@ export async function paymentOutcome(
   now: Date,
 ): Promise<PaymentOutcome> {
   const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
-  const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
+  const none = {
+    retryUntil: call?.retryUntil ?? null,
+    refundId: null,
+    refundTxHash: null,
+    refundedAt: null,
+    refundReason: null,
+  };
   const unserved = await db
     .selectFrom('unserved_calls as u')
     .leftJoin('refunds as r', 'r.id', 'u.refund_id')
@@ -52,15 +52,9 @@ export async function paymentOutcome(
       refundReason: unserved.reason,
     };
   }
-  if (unserved?.status === 'closed') return { outcome: 'unserved', ...none, refundReason: null };
-  if (unserved?.status === 'not_refundable') {
+  if (unserved?.status === 'closed') return { outcome: 'unserved', ...none };
+  if (unserved?.status === 'not_refundable')
     return { outcome: 'not_refunded', ...none, refundReason: unserved.decision };
-  }
-  if (!call || call.callStatus === 'served' || unserved)
-    return { outcome: 'served', ...none, refundReason: null };
-  return {
-    outcome: call.callStatus === 'failed_retryable' ? 'retryable' : 'unserved',
-    ...none,
-    refundReason: null,
-  };
+  if (!call || call.callStatus === 'served' || unserved) return { outcome: 'served', ...none };
+  return { outcome: call.callStatus === 'failed_retryable' ? 'retryable' : 'unserved', ...none };
 }

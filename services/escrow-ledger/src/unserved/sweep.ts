@@ -3,10 +3,8 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 
 /**
- * Every UNSERVED_SWEEP_INTERVAL_MS: decides again the unserved calls that could not be decided when their window
- * closed (their failure or payment not booked yet, their seller short of money), then sends every payer's
- * unserved refunds that are due (threshold reached, or the oldest at its maximum age). Each call in its own
- * transaction, so one that fails never holds the others back; bounded per pass (DECIDE_BATCH).
+ * Every UNSERVED_SWEEP_INTERVAL_MS: decides again the calls that could not be decided, each in its own transaction
+ * (one that fails holds no other back), then sends the payers' due refunds.
  */
 export class UnservedRefundSweep extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
