@@ -1,12 +1,4 @@
-import { usdcAbi } from '@paygate/chain';
-import {
-  countStreamMessages,
-  minedReceipt,
-  type TestWalletRole,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import { Contract, Wallet } from 'ethers';
+import { testWallets } from '@paygate/testing';
 import { sql } from 'kysely';
 import { type IndexerHarness, startIndexerHarness } from './harness';
 
@@ -20,17 +12,6 @@ const DEPOSIT = testWallets.checkoutEscrow.address;
 describe('chain-indexer with a checkout deposit wallet', () => {
   let h: IndexerHarness;
 
-  const send = async (from: TestWalletRole, to: string, amountMicro: bigint) => {
-    const usdc = new Contract(
-      h.usdcAddress,
-      usdcAbi,
-      new Wallet(testWallets[from].privateKey, h.anvil.provider),
-    );
-    const tx = await usdc.getFunction('transfer')(to, amountMicro);
-    await minedReceipt(tx);
-    return (tx.hash as string).toLowerCase();
-  };
-
   beforeAll(async () => {
     h = await startIndexerHarness('indexerdeposit', { CHECKOUT_ESCROW_ADDRESS: DEPOSIT });
   });
@@ -38,30 +19,15 @@ describe('chain-indexer with a checkout deposit wallet', () => {
   afterAll(() => h?.stop());
 
   it('publishes transfers into either wallet with the receiving wallet, and not the sweep between them', async () => {
-    const toEscrow = await send('buyer', ESCROW, 1_000_000n);
-    const toDeposit = await send('buyer', DEPOSIT, 2_000_000n);
-    const sweep = await send('checkoutEscrow', ESCROW, 2_000_000n);
-    const elsewhere = await send('buyer', testWallets.stranger.address, 3_000_000n);
-    const last = await send('stranger', ESCROW, 4_000_000n);
-    const bus = await h.env.bus();
-    const events = await waitFor(
-      async () => {
-        const all = await countStreamMessages(bus, 'transfer.observed');
-        return all.some((e) => (e.data as any).txHash === last) ? all : undefined;
-      },
-      { message: 'the last transfer published' },
-    );
+    const { hash: toEscrow } = await h.transfer(ESCROW, 1_000_000n);
+    const { hash: toDeposit } = await h.transfer(DEPOSIT, 2_000_000n);
+    const { hash: sweep } = await h.transfer(ESCROW, 2_000_000n, { from: 'checkoutEscrow' });
+    const { hash: elsewhere } = await h.transfer(testWallets.stranger.address, 3_000_000n);
+    const { hash: last } = await h.transfer(ESCROW, 4_000_000n, { from: 'stranger' });
+    await h.observedTransfer(last);
     // Published in block order: the sweep and the transfer elsewhere, mined before the last one, were skipped.
-    await waitFor(
-      async () =>
-        (
-          await sql<{ n: number }>`select count(*)::int n from outbox where published_at is null`.execute(
-            h.db,
-          )
-        ).rows[0]!.n === 0,
-      { message: 'outbox relayed' },
-    );
-    const byTx = new Map(events.map((e) => [(e.data as any).txHash as string, e.data as any]));
+    await h.caughtUp();
+    const byTx = new Map((await h.events('transfer.observed')).map((e) => [e.data.txHash, e.data]));
     expect([...byTx.keys()].sort()).toEqual([toEscrow, toDeposit, last].sort());
     expect(byTx.get(toEscrow)).toMatchObject({ to: ESCROW, amount: '1' });
     expect(byTx.get(toDeposit)).toMatchObject({ to: DEPOSIT, amount: '2' });
