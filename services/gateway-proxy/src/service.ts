@@ -118,6 +118,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         new RelayerClient(ctx.bus, config.relayerTimeoutMs),
         { ...config, relayerBudgets },
       );
+      // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
       void x402.tokenDomain().catch(() => undefined);
       void x402.relayer.currentStatus();
       const copies = new SettlementCopies({ x402, config, copiesWaiting: metrics.x402CopiesWaiting });

@@ -102,6 +102,7 @@ function listTools(deps: McpDependencies, cursor: string | undefined) {
   toolsListCache.set(key, entry);
   page.then(
     (read) => {
+      // Counted at its real size once read (a page over the whole bound is not kept).
       if (toolsListCache.peek(key) === entry) {
         toolsListCache.set(key, { ...entry, bytes: JSON.stringify(read).length });
       }
@@ -166,6 +167,7 @@ async function callTool(
       signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
     });
   } catch (error) {
+    // The paid call may have been charged all the same: the agent hears what of it is known.
     const recorded = payment === undefined ? undefined : await recordedMeta(deps, payment);
     return errorResult(`The paid call did not finish: ${(error as Error).message}`, recorded);
   }
@@ -238,6 +240,7 @@ async function readCapped(
       }
       const room = maxBytes - bytes;
       if (value.byteLength > room) {
+        // `stream: true` keeps a character cut in two at the cap out of the text.
         parts.push(decoder.decode(value.subarray(0, room), { stream: true }));
         return { text: parts.join(''), truncated: true };
       }

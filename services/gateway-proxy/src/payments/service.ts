@@ -124,6 +124,7 @@ export class PaymentService {
       this.remember(inserted);
       return { ok: true, claim: inserted, fresh: true, chainMs };
     }
+    // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.findClaim(proof);
     if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };

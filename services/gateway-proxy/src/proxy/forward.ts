@@ -18,6 +18,7 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'transfer-encoding',
   'upgrade',
   'content-length',
+  // Node already answered a buyer's 100-continue; undici refuses to send the header on.
   'expect',
   'x-402-payment',
   'payment',
@@ -32,6 +33,7 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'x-forwarded-host',
   'x-forwarded-proto',
   'x-real-ip',
+  // Only the gateway signs: a buyer's value never reaches the seller.
   'x-paygate-signature',
 ]);
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -95,6 +97,7 @@ export function forwardRequest(
   options: ForwardOptions,
 ): Promise<ForwardResult> {
   return new Promise((done) => {
+    // express.json may have consumed a JSON body: its raw bytes are sent as they came.
     if (target.rawBody) sendUpstream(req, res, target, options, target.rawBody, done);
     else if (!hasRequestBody(req)) sendUpstream(req, res, target, options, undefined, done);
     else
@@ -243,6 +246,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
+    // Timed out while waiting for a connection: never sent.
     if (this.settled) controller.abort(ForwardAborted.timeout());
   }
 
@@ -297,6 +301,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (!this.relaying) {
       if (this.held) this.held.push(chunk);
       else this.held = [chunk];
+      // Read a small answer to its end (relayed in one write); pause a large one until it is relayed.
       this.heldBytes += chunk.length;
       if (this.heldBytes > HELD_ANSWER_MAX_BYTES) controller.pause();
       return;

@@ -324,6 +324,7 @@ function verifyHandler(deps: VerifyDeps) {
       return;
     }
     const seller = req.seller!;
+    // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
     await limitSeller(deps, res, seller.sellerId);
     const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
     await limitCall(deps.limiter, deps.metrics.rateLimited, res, bucket);

@@ -36,6 +36,7 @@ export function book(
       ...(paid.servedHeaders?.(result.status) ?? answerHeaders),
       [RECEIPT_HEADER]: claim.tx_hash,
     });
+    // A claim with a retry window is a retry (or an x402 payment settled after its caller gave up).
     if (claim.retry_until && claim.kind !== 'subscription') {
       return deps.callOutcomes.markServedAgain(claim, result.status);
     }
@@ -78,6 +79,7 @@ async function bookFailure(
 function retryAdvice(retryUntil: Date | undefined, buyerFault: boolean): string {
   if (!retryUntil) return 'your subscription stays valid; call again';
   const again = 'present the same payment again for the same resource before retryUntil';
+  // Only the seller's failure is refunded: a body that could not be forwarded is the buyer's own.
   return buyerFault
     ? `${again}, with a body that can be forwarded`
     : `${again}; if no attempt is served by then, it is refunded to its payer automatically (follow outcomeUrl)`;

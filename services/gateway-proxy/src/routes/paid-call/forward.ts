@@ -18,6 +18,7 @@ export function forward(
   for (const name in paid.answerHeaders) call.res.setHeader(name, paid.answerHeaders[name]!);
   if (skill.mode === 'TICKET') return answerWithTicket(deps, offer, call, paid);
   if (!offer.base) return refuseMisconfigured(deps, call, paid);
+  // Usually in memory: no extra promise on the hot path.
   const known = deps.forwardingKeys.peek(skill.sellerId);
   if (known) return forwardToSeller(deps, offer, call, paid, known);
   return deps.forwardingKeys

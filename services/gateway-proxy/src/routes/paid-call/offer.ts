@@ -34,6 +34,7 @@ const plansBySnapshot = new WeakMap<SkillSnapshot, LRUCache<string, Plan>>();
 function planFor(deps: PaidCallDeps, skill: SkillSnapshot, method: string, path: string): Plan {
   let plans = plansBySnapshot.get(skill);
   if (!plans) {
+    // Paths with :param segments are open-ended: bound what one snapshot keeps.
     plans = new LRUCache({ max: 1000 });
     plansBySnapshot.set(skill, plans);
   }

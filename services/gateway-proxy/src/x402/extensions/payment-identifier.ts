@@ -57,6 +57,7 @@ export class X402PaymentIds {
       .where('payer', '=', row.payer)
       .where('payment_id', '=', use.id)
       .executeTakeFirst()) as typeof row | undefined;
+    // Removed by the expiry sweep between the two statements: bind afresh next time.
     if (!existing) return { kind: 'bound', key, fresh: true };
     if (existing.fingerprint !== use.fingerprint) return { kind: 'conflict' };
     const bound = keyOfRow(existing);

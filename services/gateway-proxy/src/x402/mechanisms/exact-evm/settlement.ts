@@ -80,23 +80,24 @@ export const settlementPending = (txHash: string): Refused => ({
 const alreadyPaid = (txHash: string) =>
   refused(402, UPSTREAM_REASONS.nonceAlreadyUsed, `transaction ${txHash} already paid for something`);
 
+type RelayerRefusal = Extract<RelayerSubmitReply, { ok: false }>;
+
 /** The relayer's refusals, as x402 reason codes; transient ones (nothing was sent) answer 503. */
-const RELAYER_REASONS: Record<Extract<RelayerSubmitReply, { ok: false }>['reason'], [402 | 503, X402Reason]> =
-  {
-    invalid_request: [402, UPSTREAM_REASONS.payload],
-    internal_error: [503, relayerUnavailable],
-    relayer_unavailable: [503, relayerUnavailable],
-    relayer_out_of_gas: [503, relayerUnavailable],
-    chain_unavailable: [503, chainUnavailable],
-    insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
-    invalid_signature: [402, UPSTREAM_REASONS.signature],
-    authorization_expired: [402, UPSTREAM_REASONS.validBefore],
-    authorization_not_yet_valid: [402, UPSTREAM_REASONS.validAfter],
-    nonce_already_used: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
-    authorization_conflict: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
-    simulation_failed: [402, UPSTREAM_REASONS.simulationFailed],
-    transaction_failed: [402, UPSTREAM_REASONS.transactionFailed],
-  };
+const RELAYER_REASONS: Record<RelayerRefusal['reason'], [402 | 503, X402Reason]> = {
+  invalid_request: [402, UPSTREAM_REASONS.payload],
+  internal_error: [503, relayerUnavailable],
+  relayer_unavailable: [503, relayerUnavailable],
+  relayer_out_of_gas: [503, relayerUnavailable],
+  chain_unavailable: [503, chainUnavailable],
+  insufficient_funds: [402, UPSTREAM_REASONS.insufficientBalance],
+  invalid_signature: [402, UPSTREAM_REASONS.signature],
+  authorization_expired: [402, UPSTREAM_REASONS.validBefore],
+  authorization_not_yet_valid: [402, UPSTREAM_REASONS.validAfter],
+  nonce_already_used: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+  authorization_conflict: [402, UPSTREAM_REASONS.nonceAlreadyUsed],
+  simulation_failed: [402, UPSTREAM_REASONS.simulationFailed],
+  transaction_failed: [402, UPSTREAM_REASONS.transactionFailed],
+};
 
 type Included = Extract<RelayerSubmitReply, { ok: true }>;
 
@@ -177,10 +178,7 @@ export class X402Settlement {
     };
   }
 
-  private async relayerRefused(
-    claimed: ClaimedAuthorization,
-    reply: Extract<RelayerSubmitReply, { ok: false }>,
-  ): Promise<Refused> {
+  private async relayerRefused(claimed: ClaimedAuthorization, reply: RelayerRefusal): Promise<Refused> {
     const [status, reason] = RELAYER_REASONS[reply.reason];
     // Nothing was sent on a 503: the same authorization may be presented again.
     if (status === 503) await this.authorizations.forget(claimed);
