@@ -221,7 +221,7 @@ export class RelayerBackgroundPass {
   /** Re-signed on the same nonce and recorded (earlier hashes kept), unless the row moved on meanwhile. */
   private async resign(row: Row, bumped: FeeCaps, key: RelayerChain): Promise<Row | undefined> {
     const signed = await key.sign({
-      tokenAddress: row.token_address,
+      to: row.token_address,
       // The calldata signed and simulated before, as it was: only the fees change.
       data: Transaction.from(row.raw_tx!).data,
       nonce: row.relayer_nonce!,

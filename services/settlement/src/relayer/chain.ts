@@ -1,14 +1,7 @@
-import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
+import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
-import {
-  Interface,
-  type JsonRpcProvider,
-  keccak256,
-  Transaction,
-  toQuantity,
-  Wallet,
-  zeroPadValue,
-} from 'ethers';
+import { Interface, type JsonRpcProvider, keccak256, toQuantity, zeroPadValue } from 'ethers';
+import { ChainKey, type FeeCaps } from '../chain-key';
 
 const token = new Interface([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -19,10 +12,7 @@ const token = new Interface([
 ]);
 const AUTHORIZATION_USED_TOPIC = token.getEvent('AuthorizationUsed')!.topicHash;
 
-export interface FeeCaps {
-  maxFeePerGas: bigint;
-  maxPriorityFeePerGas: bigint;
-}
+export type { FeeCaps } from '../chain-key';
 
 /** What the relayer reads of a receipt. */
 export interface ReceiptFacts {
@@ -87,19 +77,15 @@ function describe(error: unknown): string {
 }
 
 /** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
-export class RelayerChain {
-  private readonly wallet: Wallet;
-  readonly address: string;
-
+export class RelayerChain extends ChainKey {
   private constructor(
-    readonly provider: JsonRpcProvider,
-    readonly chainId: number,
+    provider: JsonRpcProvider,
+    chainId: number,
     privateKey: string,
     /** False for a key that reads through another key's provider. */
     private readonly ownsProvider: boolean,
   ) {
-    this.wallet = new Wallet(privateKey);
-    this.address = this.wallet.address;
+    super(provider, chainId, privateKey);
   }
 
   /** The pool's keys, sharing one provider (its connections, timeout), which the first key destroys. */
@@ -192,55 +178,10 @@ export class RelayerChain {
     return this.provider.getBalance(this.address);
   }
 
-  async pendingNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
-  }
-
-  async minedNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
-  }
-
-  async blockNumber(): Promise<bigint> {
-    return BigInt(await this.provider.getBlockNumber());
-  }
-
   async blockTimestampSec(block: bigint): Promise<bigint> {
     const found = await this.provider.getBlock(block);
     if (!found) throw new Error(`block ${block} not found`);
     return BigInt(found.timestamp);
-  }
-
-  async suggestedFees(): Promise<FeeCaps> {
-    const fees = await this.provider.getFeeData();
-    const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;
-    const base = fees.maxFeePerGas ?? fees.gasPrice ?? 1_000_000_000n;
-    return { maxFeePerGas: base * 2n + priority, maxPriorityFeePerGas: priority };
-  }
-
-  async sign(input: {
-    tokenAddress: string;
-    data: string;
-    nonce: bigint;
-    gasLimit: bigint;
-    fees: FeeCaps;
-  }): Promise<{ rawTx: string; txHash: string }> {
-    const rawTx = await this.wallet.signTransaction({
-      type: 2,
-      chainId: this.chainId,
-      nonce: Number(input.nonce),
-      to: input.tokenAddress,
-      data: input.data,
-      value: 0n,
-      gasLimit: input.gasLimit,
-      maxFeePerGas: input.fees.maxFeePerGas,
-      maxPriorityFeePerGas: input.fees.maxPriorityFeePerGas,
-    });
-    return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
-  }
-
-  /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
-  broadcast(rawTx: string, txHash: string): Promise<void> {
-    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   /** The receipt of a transaction that ran the authorization, with the payer → `to` Transfer log found in it. */

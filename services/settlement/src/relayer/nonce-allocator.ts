@@ -93,7 +93,7 @@ export class NonceAllocator {
         if (recorded.has(key) || fresh.some((r) => keyOf(r) === key)) continue;
         const fees = cappedFees(chainState.fees, this.settings.maxFeePerGasCapWei);
         const gasLimit = (gas * 13n) / 10n;
-        const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
+        const signed = await this.chain.sign({ to: request.token, data, nonce, gasLimit, fees });
         fresh.push(request);
         values.push({
           ...this.recorded.authorizationColumns(request, this.chain.address),

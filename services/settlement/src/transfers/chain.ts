@@ -1,5 +1,6 @@
-import { broadcastSignedTransaction, formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
-import { Interface, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
+import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
+import { Interface } from 'ethers';
+import { ChainKey } from '../chain-key';
 
 const usdc = new Interface(usdcAbi);
 
@@ -10,12 +11,8 @@ export interface TransferReceipt {
 }
 
 /** The escrow wallet on chain: the only place the signing key is used; only `broadcast` sends anything. */
-export class EscrowChain {
-  readonly provider: JsonRpcProvider;
-  private readonly wallet: Wallet;
-  readonly address: string;
+export class EscrowChain extends ChainKey {
   readonly usdcAddress: string;
-  readonly chainId: number;
 
   constructor(options: {
     rpcUrl: string;
@@ -24,26 +21,16 @@ export class EscrowChain {
     escrowPrivateKey: string;
     rpcTimeoutMs: number;
   }) {
-    this.provider = makeProvider(options.rpcUrl, {
+    const provider = makeProvider(options.rpcUrl, {
       timeoutMs: options.rpcTimeoutMs,
       chainId: options.chainId,
     });
-    this.wallet = new Wallet(options.escrowPrivateKey);
-    this.address = this.wallet.address;
+    super(provider, options.chainId, options.escrowPrivateKey);
     this.usdcAddress = formatAddress(options.usdcAddress);
-    this.chainId = options.chainId;
   }
 
   transferData(to: string, amountMicro: bigint): string {
     return usdc.encodeFunctionData('transfer', [formatAddress(to), amountMicro]);
-  }
-
-  async pendingNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
-  }
-
-  async minedNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }
 
   /** Escrow's USDC and its consumed nonces at one block: what it can pay out of, without the pool's transfers. */
@@ -76,35 +63,19 @@ export class EscrowChain {
     nonce: bigint;
     gasLimit: bigint;
   }): Promise<{ rawTx: string; txHash: string }> {
-    const fees = await this.provider.getFeeData();
-    const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;
-    const maxFee = (fees.maxFeePerGas ?? fees.gasPrice ?? 1_000_000_000n) * 3n + priority;
-    const rawTx = await this.wallet.signTransaction({
-      type: 2,
-      chainId: this.chainId,
-      nonce: Number(input.nonce),
+    return this.sign({
       to: this.usdcAddress,
       data: this.transferData(input.to, input.amountMicro),
-      value: 0n,
+      nonce: input.nonce,
       gasLimit: input.gasLimit,
-      maxFeePerGas: maxFee,
-      maxPriorityFeePerGas: priority,
+      fees: await this.suggestedFees(3n),
     });
-    return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
-  }
-
-  broadcast(rawTx: string, txHash: string): Promise<void> {
-    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   async receipt(txHash: string): Promise<TransferReceipt | null> {
     const receipt = await this.provider.getTransactionReceipt(txHash);
     if (!receipt) return null;
     return { status: receipt.status ?? 0, blockNumber: BigInt(receipt.blockNumber) };
-  }
-
-  async blockNumber(): Promise<bigint> {
-    return BigInt(await this.provider.getBlockNumber());
   }
 
   destroy(): void {
