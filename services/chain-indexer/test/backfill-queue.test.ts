@@ -1,6 +1,6 @@
 import { testWallets, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { type IndexerHarness, startIndexerHarness } from './harness';
 
@@ -18,8 +18,6 @@ const BACKFILL_BATCH = 500;
 describe('chain-indexer: a deposit address waiting behind a flood in the backfill queue', () => {
   let h: IndexerHarness;
   let lock: pg.Client | undefined;
-
-  const count = async (query: RawBuilder<{ n: number }>) => (await query.execute(h.db)).rows[0]!.n;
 
   beforeAll(async () => {
     h = await startIndexerHarness(
@@ -60,7 +58,7 @@ describe('chain-indexer: a deposit address waiting behind a flood in the backfil
     const buyerDeposit = Wallet.createRandom().address;
     await h.assignDepositAddress(buyerDeposit, 1);
     await waitFor(
-      async () => (await count(sql`select count(*)::int n from deposit_addresses`)) === BACKFILL_BATCH + 1,
+      async () => (await h.count(sql`select count(*)::int n from deposit_addresses`)) === BACKFILL_BATCH + 1,
       { message: 'every address registered' },
     );
     // The buyer pays while the scanner is paused, and the chain moves on well past DEPOSIT_BACKFILL_BLOCKS.
@@ -72,7 +70,7 @@ describe('chain-indexer: a deposit address waiting behind a flood in the backfil
     lock = undefined;
     await waitFor(
       async () =>
-        (await count(sql`select count(*)::int n from deposit_addresses where not backfilled`)) === 0,
+        (await h.count(sql`select count(*)::int n from deposit_addresses where not backfilled`)) === 0,
       { message: 'every address backfilled' },
     );
     await h.observedTransfer((await h.transfer(ESCROW, 3_000_000n)).hash);

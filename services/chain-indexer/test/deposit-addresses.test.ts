@@ -1,26 +1,8 @@
-import { encodeEnvelope } from '@paygate/bus';
 import { usdcAbi } from '@paygate/chain';
-import { createEvent } from '@paygate/contracts';
-import type { RunningService } from '@paygate/runtime';
-import {
-  type AnvilInstance,
-  countStreamMessages,
-  createTestEnvironment,
-  deployTestUsdc,
-  fundTestWallets,
-  mine,
-  minedReceipt,
-  openSchema,
-  setAutomine,
-  startAnvil,
-  type TestEnvironment,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
+import { mine, setAutomine, testWallets, waitFor } from '@paygate/testing';
 import { Contract, HDNodeWallet, Mnemonic, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
-import { loadConfig, startChainIndexer } from '../src';
-import type { IndexerDatabase } from '../src/indexer/tables';
+import { sql } from 'kysely';
+import { type IndexerHarness, startIndexerHarness } from './harness';
 import { startLogLimitProxy } from './log-limit-proxy';
 
 const ESCROW = testWallets.escrow.address;
@@ -36,82 +18,25 @@ const depositKeys = HDNodeWallet.fromMnemonic(
  * a transfer to an address nobody assigned, and not settlement's sweep of one into escrow (an internal move).
  */
 describe('chain-indexer watches session deposit addresses', () => {
-  let env: TestEnvironment;
-  let anvil: AnvilInstance;
-  let usdcAddress: string;
-  let indexer: RunningService<IndexerDatabase> | undefined;
-  let db: Kysely<any>;
+  let h: IndexerHarness;
   let index = 100;
 
-  const start = async (extra: Record<string, string> = {}) =>
-    startChainIndexer(
-      loadConfig(
-        env.envFor('chain-indexer', {
-          CHAIN_RPC_URL: anvil.rpcUrl,
-          USDC_ADDRESS: usdcAddress,
-          ESCROW_ADDRESS: ESCROW,
-          CONFIRMATIONS: '1',
-          POLL_INTERVAL_MS: '50',
-          LEADER_RETRY_MS: '200',
-          // One recipient per eth_getLogs call, so the chunking is exercised.
-          ADDRESSES_PER_LOG_QUERY: '1',
-          ...extra,
-        }),
-      ),
-    );
-  const pay = async (
-    to: string,
-    amountMicro: bigint,
-    from: Wallet = new Wallet(testWallets.buyer.privateKey),
-  ) => {
-    const usdc = new Contract(usdcAddress, usdcAbi, from.connect(anvil.provider));
-    const tx = await usdc.getFunction('transfer')(to, amountMicro);
-    await minedReceipt(tx);
-    return (tx.hash as string).toLowerCase();
-  };
+  const pay = async (to: string, amountMicro: bigint, from?: Wallet) =>
+    (await h.transfer(to, amountMicro, { from })).hash;
   const newDepositAddress = () => {
     const i = index++;
     return { index: i, key: new Wallet(depositKeys.deriveChild(i).privateKey) };
   };
-  const assign = async (deposit: { index: number; key: Wallet }, watchForMs = 86_400_000) => {
-    const bus = await env.bus();
-    const now = new Date();
-    const event = createEvent('deposit.address_assigned', 'checkout', {
-      sessionId: `cs_${deposit.index.toString(16).padStart(32, '0')}`,
-      address: deposit.key.address,
-      derivationIndex: deposit.index,
-      chainId: 31337,
-      assignedAt: now.toISOString(),
-      watchUntil: new Date(now.getTime() + watchForMs).toISOString(),
-    });
-    await bus.js.publish(bus.subjectFor('deposit.address_assigned'), encodeEnvelope(event), {
-      msgID: event.id,
-    });
-  };
-  const published = async (txHash: string) => {
-    const bus = await env.bus();
-    return waitFor(
-      async () =>
-        (await countStreamMessages(bus, 'transfer.observed')).find((e) => (e.data as any).txHash === txHash),
-      { message: `transfer ${txHash} published` },
-    );
-  };
+  const assign = (deposit: { index: number; key: Wallet }, watchForMs?: number) =>
+    h.assignDepositAddress(deposit.key.address, deposit.index, { watchForMs });
+  const publishedHashes = async () => (await h.events('transfer.observed')).map((e) => e.data.txHash);
 
   beforeAll(async () => {
-    env = await createTestEnvironment('indexerdepositaddr');
-    anvil = await startAnvil();
-    ({ address: usdcAddress } = await deployTestUsdc(anvil.rpcUrl));
-    await fundTestWallets({ rpcUrl: anvil.rpcUrl, usdcAddress, amountMicro: 100_000_000n });
-    indexer = await start();
-    db = openSchema(env.schemaFor('chain-indexer'));
+    // One recipient per eth_getLogs call, so the chunking is exercised.
+    h = await startIndexerHarness('indexerdepositaddr', { ADDRESSES_PER_LOG_QUERY: '1' });
   });
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await db?.destroy();
-    await anvil?.stop();
-    await env?.cleanup();
-  });
+  afterAll(() => h?.stop());
 
   it('reports transfers to assigned addresses, including one paid before the indexer heard of it, and skips the sweep', async () => {
     const early = newDepositAddress();
@@ -122,77 +47,66 @@ describe('chain-indexer watches session deposit addresses', () => {
     await assign(early);
     await assign(late);
     await waitFor(
-      async () =>
-        (await sql<{ n: number }>`select count(*)::int n from deposit_addresses where backfilled`.execute(db))
-          .rows[0]!.n >= 2,
+      async () => (await h.count(sql`select count(*)::int n from deposit_addresses where backfilled`)) >= 2,
       { message: 'addresses registered and backfilled' },
     );
     const lateTx = await pay(late.key.address, 2_000_000n);
     const strangerTx = await pay(stranger.key.address, 3_000_000n);
-    expect((await published(earlyTx))!.data).toMatchObject({ to: early.key.address, amount: '1.5' });
-    expect((await published(lateTx))!.data).toMatchObject({ to: late.key.address, amount: '2' });
+    expect(await h.observedTransfer(earlyTx)).toMatchObject({ to: early.key.address, amount: '1.5' });
+    expect(await h.observedTransfer(lateTx)).toMatchObject({ to: late.key.address, amount: '2' });
 
     // Settlement's sweep of the early address into escrow (here a plain transfer; the deposit key pays its gas)
     // is a move between Paygate's own addresses: not money arriving.
-    await anvil.provider.send('anvil_setBalance', [early.key.address, '0x16345785D8A0000']);
+    await h.anvil.provider.send('anvil_setBalance', [early.key.address, '0x16345785D8A0000']);
     const sweepTx = await pay(ESCROW, 1_500_000n, early.key);
     const marker = await pay(ESCROW, 4_000_000n);
-    await published(marker);
-    const bus = await env.bus();
-    const all = (await countStreamMessages(bus, 'transfer.observed')).map((e) => (e.data as any).txHash);
+    await h.observedTransfer(marker);
+    const all = await publishedHashes();
     expect(all).not.toContain(sweepTx);
     expect(all).not.toContain(strangerTx);
   });
 
   it('after a restart, watches an address assigned while it was down and finds its payment', async () => {
-    await indexer?.stop();
-    indexer = undefined;
+    await h.stopIndexer();
     const whileDown = newDepositAddress();
     await assign(whileDown);
     const paidWhileDown = await pay(whileDown.key.address, 2_500_000n);
-    indexer = await start();
-    expect((await published(paidWhileDown))!.data).toMatchObject({
+    await h.startIndexer();
+    expect(await h.observedTransfer(paidWhileDown)).toMatchObject({
       to: whileDown.key.address,
       amount: '2.5',
     });
     const after = await pay(whileDown.key.address, 500_000n);
-    expect((await published(after))!.data).toMatchObject({ to: whileDown.key.address, amount: '0.5' });
+    expect(await h.observedTransfer(after)).toMatchObject({ to: whileDown.key.address, amount: '0.5' });
   });
 
   it('watches every address beyond MAX_WATCHED_DEPOSIT_ADDRESSES: the one whose watch ends first is still seen', async () => {
     // Free accounts can open sessions without bound; were the newest addresses watched and the rest dropped, a
     // flood of sessions would hide an older session's payment. Beyond the limit the indexer reads every transfer.
-    await indexer?.stop();
-    indexer = await start({ MAX_WATCHED_DEPOSIT_ADDRESSES: '2' });
+    await h.startIndexer({ MAX_WATCHED_DEPOSIT_ADDRESSES: '2' });
     const endsFirst = newDepositAddress();
     await assign(endsFirst, 3_600_000);
     const flood = [newDepositAddress(), newDepositAddress(), newDepositAddress()];
     for (const deposit of flood) await assign(deposit, 2 * 86_400_000);
     await waitFor(
       async () =>
-        (
-          await sql<{
-            n: number;
-          }>`select count(*)::int n from deposit_addresses where backfilled and watch_until > now()`.execute(
-            db,
-          )
-        ).rows[0]!.n >
+        (await h.count(
+          sql`select count(*)::int n from deposit_addresses where backfilled and watch_until > now()`,
+        )) >
         2 + 1,
       { message: 'more addresses watched than the limit' },
     );
     const stranger = await pay(newDepositAddress().key.address, 700_000n);
     const paid = await pay(endsFirst.key.address, 1_250_000n);
     const flooded = await pay(flood[2]!.key.address, 250_000n);
-    expect((await published(paid))!.data).toMatchObject({ to: endsFirst.key.address, amount: '1.25' });
-    expect((await published(flooded))!.data).toMatchObject({ to: flood[2]!.key.address, amount: '0.25' });
+    expect(await h.observedTransfer(paid)).toMatchObject({ to: endsFirst.key.address, amount: '1.25' });
+    expect(await h.observedTransfer(flooded)).toMatchObject({ to: flood[2]!.key.address, amount: '0.25' });
     // The sweep into escrow is still an internal move, and a stranger's address still not watched.
-    await anvil.provider.send('anvil_setBalance', [endsFirst.key.address, '0x16345785D8A0000']);
+    await h.anvil.provider.send('anvil_setBalance', [endsFirst.key.address, '0x16345785D8A0000']);
     const sweepTx = await pay(ESCROW, 1_250_000n, endsFirst.key);
     const marker = await pay(ESCROW, 4_500_000n);
-    expect((await published(marker))!.data).toMatchObject({ to: ESCROW, amount: '4.5' });
-    const all = (await countStreamMessages(await env.bus(), 'transfer.observed')).map(
-      (e) => (e.data as any).txHash,
-    );
+    expect(await h.observedTransfer(marker)).toMatchObject({ to: ESCROW, amount: '4.5' });
+    const all = await publishedHashes();
     expect(all).not.toContain(sweepTx);
     expect(all).not.toContain(stranger);
   });
@@ -200,11 +114,11 @@ describe('chain-indexer watches session deposit addresses', () => {
   it('reads a block the node refuses whole in every-transfer mode by recipient: its payments are still seen', async () => {
     // On a busy chain one block can hold more USDC transfers than the node returns at once. A single block cannot
     // be halved into smaller ranges: read whole, the pass failed on it for good and every later payment went unseen.
-    await indexer?.stop();
+    await h.stopIndexer();
     // The node also refuses more than one recipient per query in that block: the recipient batches are halved.
-    const proxy = await startLogLimitProxy(anvil.rpcUrl, 1);
+    const proxy = await startLogLimitProxy(h.anvil.rpcUrl, 1);
     try {
-      indexer = await start({
+      await h.startIndexer({
         CHAIN_RPC_URL: proxy.url,
         MAX_WATCHED_DEPOSIT_ADDRESSES: '1',
         ADDRESSES_PER_LOG_QUERY: '4',
@@ -217,44 +131,39 @@ describe('chain-indexer watches session deposit addresses', () => {
       const addresses = [deposit, other].map((d) => d.key.address.toLowerCase());
       await waitFor(
         async () =>
-          (
-            await sql<{ n: number }>`select count(*)::int n from deposit_addresses
-              where address in (${sql.join(addresses)}) and backfilled`.execute(db)
-          ).rows[0]!.n === 2,
+          (await h.count(sql`select count(*)::int n from deposit_addresses
+              where address in (${sql.join(addresses)}) and backfilled`)) === 2,
         { message: 'the addresses registered and backfilled' },
       );
       // A payment to the deposit address, one to escrow and a stranger's, all in the block the node refuses whole.
-      const busyBlock = (await anvil.provider.getBlockNumber()) + 1;
+      const busyBlock = (await h.anvil.provider.getBlockNumber()) + 1;
       proxy.refuseBlock(busyBlock);
-      const buyer = new Wallet(testWallets.buyer.privateKey, anvil.provider);
-      const usdc = new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer');
+      const buyer = new Wallet(testWallets.buyer.privateKey, h.anvil.provider);
+      const usdc = new Contract(h.usdcAddress, usdcAbi, buyer).getFunction('transfer');
       const nonce = await buyer.getNonce();
       const sent: Array<{ hash: string }> = [];
-      await setAutomine(anvil.provider, false);
+      await setAutomine(h.anvil.provider, false);
       try {
         sent.push(await usdc(deposit.key.address, 3_250_000n, { nonce }));
         sent.push(await usdc(ESCROW, 1_750_000n, { nonce: nonce + 1 }));
         sent.push(await usdc(newDepositAddress().key.address, 600_000n, { nonce: nonce + 2 }));
-        await mine(anvil.provider, 1);
+        await mine(h.anvil.provider, 1);
       } finally {
-        await setAutomine(anvil.provider, true);
+        await setAutomine(h.anvil.provider, true);
       }
-      const receipts = await Promise.all(sent.map((tx) => anvil.provider.getTransactionReceipt(tx.hash)));
+      const receipts = await Promise.all(sent.map((tx) => h.anvil.provider.getTransactionReceipt(tx.hash)));
       expect(receipts.map((r) => r?.blockNumber)).toEqual([busyBlock, busyBlock, busyBlock]);
       const [paid, toEscrow, stranger] = sent.map((tx) => tx.hash.toLowerCase());
-      expect((await published(paid!))!.data).toMatchObject({ to: deposit.key.address, amount: '3.25' });
-      expect((await published(toEscrow!))!.data).toMatchObject({ to: ESCROW, amount: '1.75' });
+      expect(await h.observedTransfer(paid!)).toMatchObject({ to: deposit.key.address, amount: '3.25' });
+      expect(await h.observedTransfer(toEscrow!)).toMatchObject({ to: ESCROW, amount: '1.75' });
       // The indexer moved past the block: a later payment is seen, and the stranger's transfer never was.
       const marker = await pay(ESCROW, 5_000_000n);
-      expect((await published(marker))!.data).toMatchObject({ to: ESCROW, amount: '5' });
-      const all = (await countStreamMessages(await env.bus(), 'transfer.observed')).map(
-        (e) => (e.data as any).txHash,
-      );
+      expect(await h.observedTransfer(marker)).toMatchObject({ to: ESCROW, amount: '5' });
+      const all = await publishedHashes();
       expect(all).not.toContain(stranger);
       expect(proxy.refusals()).toBeGreaterThan(0);
     } finally {
-      await indexer?.stop();
-      indexer = undefined;
+      await h.stopIndexer();
       await proxy.close();
     }
   });

@@ -20,7 +20,7 @@ import {
   waitFor,
 } from '@paygate/testing';
 import { Contract, type TransactionReceipt, Wallet } from 'ethers';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { loadConfig, startChainIndexer } from '../src';
 import type { IndexerDatabase } from '../src/indexer/tables';
 
@@ -68,6 +68,8 @@ export interface IndexerHarness<P extends RpcEndpoint | undefined = undefined>
   ): Promise<TransactionReceipt>;
   /** The events of `subject` on the stream, those of `txHash` only when it is given. */
   events<S extends TransferSubject>(subject: S, txHash?: string): Promise<TransferEvent<S>[]>;
+  /** The `n` a `select count(*)::int n ...` on the indexer's schema answers. */
+  count(query: RawBuilder<{ n: number }>): Promise<number>;
   /** Waits for the transfer.observed of `txHash` and returns its data. */
   observedTransfer(txHash: string): Promise<EventData<'transfer.observed'>>;
   /**
@@ -158,6 +160,7 @@ export async function startIndexerHarness<P extends RpcEndpoint | undefined = un
   harness.onStop(() => db.destroy(), 'after');
   const chain = anvil!;
 
+  const count = async (query: RawBuilder<{ n: number }>) => (await query.execute(db)).rows[0]!.n;
   const events = async <S extends TransferSubject>(subject: S, txHash?: string) =>
     ((await countStreamMessages(await harness.env.bus(), subject)) as TransferEvent<S>[]).filter(
       (e) => txHash === undefined || e.data.txHash === txHash,
@@ -186,6 +189,7 @@ export async function startIndexerHarness<P extends RpcEndpoint | undefined = un
         await new Contract(token, usdcAbi, signer).getFunction('transfer')(to, amountMicro),
       );
     },
+    count,
     events,
     async observedTransfer(txHash) {
       const [event] = await waitFor(
@@ -202,10 +206,8 @@ export async function startIndexerHarness<P extends RpcEndpoint | undefined = un
       await waitFor(
         async () => {
           const gauge = await current().ctx.metrics.registry.getSingleMetric('indexer_head_block')?.get();
-          const backlog = await sql<{
-            n: number;
-          }>`select count(*)::int n from outbox where published_at is null`.execute(db);
-          return (gauge?.values[0]?.value ?? -1) >= head && backlog.rows[0]!.n === 0;
+          const backlog = await count(sql`select count(*)::int n from outbox where published_at is null`);
+          return (gauge?.values[0]?.value ?? -1) >= head && backlog === 0;
         },
         { message: `indexer never caught up with block ${head}` },
       );
