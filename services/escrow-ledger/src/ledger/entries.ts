@@ -1,9 +1,6 @@
 import { sql } from 'kysely';
 import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 
-/** The account kinds live with the schema (db.ts); re-exported for the entry builders' callers. */
-export type { AccountKind };
-
 export interface EntryLine {
   kind: AccountKind;
   /** The seller id for per-seller accounts; empty for the single platform-wide ones. */
@@ -12,18 +9,11 @@ export interface EntryLine {
   amountMicro: bigint;
 }
 
-export const debit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
-  kind,
-  owner,
-  side: 'debit',
-  amountMicro,
-});
-export const credit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
-  kind,
-  owner,
-  side: 'credit',
-  amountMicro,
-});
+const lineOn =
+  (side: EntryLine['side']) =>
+  (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({ kind, owner, side, amountMicro });
+export const debit = lineOn('debit');
+export const credit = lineOn('credit');
 
 export interface EntryInput {
   /** Unique per effect: a repeated key posts nothing (the effect is already on the books). */
@@ -61,11 +51,8 @@ export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigi
 }
 
 /**
- * Creates the accounts a transaction will post to that do not exist yet, in the one global (kind, owner) order
- * post_entries and refunds use, before the transaction locks any balance row. Creating an account while
- * holding balance rows deadlocks: another transaction may have created the same account (its insert not yet
- * committed, so ours waits for it) and be waiting for one of those rows (make chaos: a refund against the
- * hold release, services/escrow-ledger/test/refund-deadlock.test.ts).
+ * Creates the accounts a transaction will post to, in post_entries' global (kind, owner) order, before it locks any
+ * balance row: creating one while holding balance rows deadlocks against a transaction creating the same account.
  */
 export async function ensureAccounts(
   trx: LedgerTrx,

@@ -1,6 +1,6 @@
-import type { EventData, EventEnvelope } from '@paygate/contracts';
-import type { Transaction } from 'kysely';
-import type { LedgerDatabase, LedgerTrx, PaymentCallAttemptsTable } from '../db';
+import type { EventEnvelope } from '@paygate/contracts';
+import type { LedgerTrx, PaymentCallAttemptsTable } from '../db';
+import type { LedgerEvent } from '../deps';
 
 type CallAttemptEvent = EventEnvelope<
   'payment.call_failed' | 'payment.call_recovered',
@@ -17,7 +17,7 @@ type CallOutcome = Omit<
  */
 async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: CallOutcome): Promise<void> {
   const d = event.data;
-  await (trx as Transaction<LedgerDatabase>)
+  await trx
     .insertInto('payment_call_attempts')
     .values({
       payment_id: d.paymentId,
@@ -31,10 +31,7 @@ async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: C
 }
 
 /** payment.call_failed: the seller failed a paid call; the buyer may retry until retryUntil. */
-export function onPaymentCallFailed(
-  trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_failed', EventData<'payment.call_failed'>>,
-): Promise<void> {
+export function onPaymentCallFailed(trx: LedgerTrx, event: LedgerEvent<'payment.call_failed'>) {
   const d = event.data;
   return recordAttempt(trx, event, {
     outcome: 'failed',
@@ -46,10 +43,7 @@ export function onPaymentCallFailed(
 }
 
 /** payment.call_recovered: a retry of a failed call was served within its window. */
-export function onPaymentCallRecovered(
-  trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_recovered', EventData<'payment.call_recovered'>>,
-): Promise<void> {
+export function onPaymentCallRecovered(trx: LedgerTrx, event: LedgerEvent<'payment.call_recovered'>) {
   const d = event.data;
   return recordAttempt(trx, event, {
     outcome: 'served',

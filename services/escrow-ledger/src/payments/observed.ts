@@ -1,9 +1,8 @@
 import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
-import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
@@ -27,7 +26,7 @@ function observedRow(trx: LedgerTrx, chainId: number, txHash: string, logIndex: 
     .where('log_index', '=', logIndex);
 }
 
-type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
+type TransferObserved = LedgerEvent<'transfer.observed'>;
 
 export async function onTransferObserved(
   trx: LedgerTrx,
@@ -54,9 +53,8 @@ export async function onTransferObserved(
     at: deps.now(),
   });
   if (booked) {
-    // The same transaction mined again at another log index (resent after a reorg dropped it): an unmatched
-    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment reversed as not on
-    // chain (or a gateway payment reversed by the reorg) claims it again.
+    // The same transaction mined again at another log index: it settles a refunded transfer's receivable, or a
+    // reversed payment claims it again.
     await settleRefundReceivables(trx, deps, d.chainId, txHash);
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
     return;
@@ -72,10 +70,7 @@ export async function onTransferObserved(
   await confirmBookedTransfer(trx, event, existing, deps);
 }
 
-/**
- * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
- * booked meanwhile by a payment's claim stands on that block too, unless it names another: it is reversed.
- */
+/** An observation of a block whose reorg was handled first books nothing; a claim's booking on that block is reversed. */
 async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
@@ -87,11 +82,7 @@ async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps:
   if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
 }
 
-/**
- * A transfer booked by a payment's claim, now observed by the indexer (which publishes after CONFIRMATIONS): the
- * chain confirms it, in the block it names, and an amount above the one the claim reported is booked too (into
- * suspense: the payment stays as claimed). Confirming never books the payment again.
- */
+/** A transfer its payment's claim booked, now observed: confirmed in its block; an amount above the claim's goes to suspense. */
 async function confirmBookedTransfer(
   trx: LedgerTrx,
   event: TransferObserved,
@@ -101,8 +92,7 @@ async function confirmBookedTransfer(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const amountMicro = parseChainUsdc(d.amount);
-  // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
-  // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
+  // Seen in another block (re-included before its reorg was handled): the stale transfer.reorged is then ignored.
   await observedRow(trx, d.chainId, txHash, d.logIndex)
     .set((eb) => ({
       block_number: BigInt(d.blockNumber),
@@ -129,13 +119,8 @@ async function confirmBookedTransfer(
 }
 
 /**
- * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
- * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
- * transaction stays reversed (history); what its claim booked is reinstated, never a second payment: a payment
- * whose claim came while the transfer was reorged away was parked as a `transfer_reorged` conflict and is booked
- * now (its first booking: payment.confirmed then) and the conflict resolved; a gateway (x402) payment the reorg
- * reversed is booked again under its payment id (rebookReversedPayments); checkout re-matches its reopened session
- * with a claim of its own.
+ * A reorged transfer mined again: booked again as a new inclusion (suspense, unclaimed). What its claim booked is
+ * reinstated, never a second payment: a parked payment is booked now, else a reversed x402 payment again.
  */
 async function reincludeTransfer(
   trx: LedgerTrx,
@@ -174,10 +159,7 @@ async function reincludeTransfer(
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
 }
 
-/**
- * The payment parked as a `transfer_reorged` conflict while its transfer was reorged is booked now, and the
- * conflict resolved. False when no payment was parked.
- */
+/** Books the payment parked as a `transfer_reorged` conflict and resolves it; false when none was parked. */
 async function bookParkedPayment(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps) {
   const d = event.data;
   const parked = await sql<

@@ -1,9 +1,8 @@
 import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
-import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
@@ -62,7 +61,7 @@ function recordReorgAfterRefund(
 /** A transfer left the canonical chain: reverse what it caused (reverseTransfer). */
 export async function onTransferReorged(
   trx: LedgerTrx,
-  event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
+  event: LedgerEvent<'transfer.reorged'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

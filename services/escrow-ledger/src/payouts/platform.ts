@@ -1,9 +1,9 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
@@ -30,7 +30,7 @@ async function lockedPlatformPayout(
  */
 export async function onPlatformPayoutRequested(
   trx: LedgerTrx,
-  event: EventEnvelope<'revenue.payout_requested', EventData<'revenue.payout_requested'>>,
+  event: LedgerEvent<'revenue.payout_requested'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const { payoutId, treasuryAddress } = event.data;
@@ -115,7 +115,7 @@ export async function onPlatformPayoutFailed(
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onPlatformPayoutCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
+  event: LedgerEvent<'revenue.paid_out'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

@@ -1,10 +1,10 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope, type TraceContext } from '@paygate/contracts';
+import { createEvent, type EventData, type TraceContext } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
@@ -21,7 +21,7 @@ export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
  */
 export async function onSettlementDue(
   trx: LedgerTrx,
-  event: EventEnvelope<'settlement.due', EventData<'settlement.due'>>,
+  event: LedgerEvent<'settlement.due'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const due = event.data;
@@ -223,7 +223,7 @@ export async function onSellerPayoutFailed(
 /** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onSettlementCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'settlement.completed', EventData<'settlement.completed'>>,
+  event: LedgerEvent<'settlement.completed'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

@@ -1,13 +1,13 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
-import type { LedgerTrx, RefundsTable, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { AccountKind, LedgerTrx, RefundsTable, Row } from '../db';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { UnknownRecordError } from '../errors';
 import { newRefundId } from '../ids';
-import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { LedgerReason } from '../reasons';
 
 export type TransactionForRefund = Row<
@@ -314,7 +314,7 @@ async function checkSellerCanPay(
 /** Settlement sent the refund (of a payment or an unmatched transfer): it leaves refund_pending and escrow. */
 export async function onRefundCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
+  event: LedgerEvent<'refund.completed'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

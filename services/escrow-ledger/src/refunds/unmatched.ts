@@ -4,7 +4,7 @@ import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
@@ -37,7 +37,7 @@ export type UnmatchedRefundRefusal =
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,
-  event: EventEnvelope<'transfer.refund_requested', EventData<'transfer.refund_requested'>>,
+  event: LedgerEvent<'transfer.refund_requested'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

@@ -1,10 +1,10 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { type NotNull, sql } from 'kysely';
 import type { Checked, LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, LedgerEvent } from '../deps';
 import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
@@ -26,7 +26,7 @@ type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' |
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
   trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_unserved', EventData<'payment.call_unserved'>>,
+  event: LedgerEvent<'payment.call_unserved'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
