@@ -1,22 +1,5 @@
-import { usdcAbi } from '@paygate/chain';
-import type { RunningService } from '@paygate/runtime';
-import {
-  type AnvilInstance,
-  countStreamMessages,
-  createTestEnvironment,
-  deployTestUsdc,
-  fundTestWallets,
-  mine,
-  minedReceipt,
-  startAnvil,
-  startRpcProxy,
-  type TestEnvironment,
-  testWallets,
-  waitFor,
-} from '@paygate/testing';
-import { Contract, Wallet } from 'ethers';
-import { loadConfig, startChainIndexer } from '../src';
-import type { IndexerDatabase } from '../src/indexer/tables';
+import { mine, startAnvil, startRpcProxy, testWallets, waitFor } from '@paygate/testing';
+import { type IndexerHarness, startIndexerHarness } from './harness';
 
 /** A JSON-RPC endpoint that forwards to whichever node it is switched to (a load balancer changing its mind). */
 async function startSwitchingProxy(initialUrl: string) {
@@ -37,55 +20,26 @@ async function startSwitchingProxy(initialUrl: string) {
  * alone; here two real anvils behind a switching proxy make it, the second forked from the first below the block).
  */
 describe('chain-indexer: a block reorged away and back with the same hash', () => {
-  let env: TestEnvironment;
-  let chainA: AnvilInstance;
-  let chainB: AnvilInstance | undefined;
-  let proxy: Awaited<ReturnType<typeof startSwitchingProxy>>;
-  let indexer: RunningService<IndexerDatabase> | undefined;
-  let usdcAddress: string;
+  let h: IndexerHarness<Awaited<ReturnType<typeof startSwitchingProxy>>>;
 
   beforeAll(async () => {
-    env = await createTestEnvironment('indexer-reorg-back');
-    chainA = await startAnvil({ fresh: true });
-    ({ address: usdcAddress } = await deployTestUsdc(chainA.rpcUrl));
-    await fundTestWallets({ rpcUrl: chainA.rpcUrl, usdcAddress, amountMicro: 10_000_000n });
-    proxy = await startSwitchingProxy(chainA.rpcUrl);
-    indexer = await startChainIndexer(
-      loadConfig(
-        env.envFor('chain-indexer', {
-          CHAIN_RPC_URL: proxy.url,
-          USDC_ADDRESS: usdcAddress,
-          ESCROW_ADDRESS: testWallets.escrow.address,
-          CONFIRMATIONS: '2',
-          POLL_INTERVAL_MS: '50',
-          LEADER_RETRY_MS: '200',
-        }),
-      ),
+    h = await startIndexerHarness(
+      'indexer-reorg-back',
+      { CONFIRMATIONS: '2' },
+      { anvil: { fresh: true }, fundMicro: 10_000_000n, proxy: (chain) => startSwitchingProxy(chain.rpcUrl) },
     );
   });
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await proxy?.close();
-    await chainB?.stop();
-    await chainA?.stop();
-    await env?.cleanup();
-  });
+  afterAll(() => h?.stop());
 
   const eventsOf = async (subject: 'transfer.observed' | 'transfer.reorged', txHash: string) =>
-    (await countStreamMessages(await env.bus(), subject))
-      .map((e) => e.data as { txHash: string; blockHash: string })
-      .filter((d) => d.txHash.toLowerCase() === txHash);
+    (await h.events(subject, txHash)).map((e) => e.data);
 
   it('publishes transfer.reorged when the block leaves, and transfer.observed again when it comes back', async () => {
+    const chainA = h.anvil;
     const forkPoint = await chainA.provider.getBlockNumber();
-    const buyer = new Wallet(testWallets.buyer.privateKey, chainA.provider);
-    const tx = await new Contract(usdcAddress, usdcAbi, buyer).getFunction('transfer')(
-      testWallets.escrow.address,
-      1_500_000n,
-    );
-    const receipt = await minedReceipt(tx);
-    const txHash = (tx.hash as string).toLowerCase();
+    const receipt = await h.transfer(testWallets.escrow.address, 1_500_000n);
+    const txHash = receipt.hash;
     await mine(chainA.provider, 2);
     const [first] = await waitFor(
       async () => {
@@ -97,14 +51,15 @@ describe('chain-indexer: a block reorged away and back with the same hash', () =
     expect(first!.blockHash).toBe(receipt.blockHash);
 
     // Chain B: forked from A below the payment's block, longer, without the payment.
-    chainB = await startAnvil({
+    const chainB = await startAnvil({
       extraArgs: ['--fork-url', chainA.rpcUrl, '--fork-block-number', String(forkPoint)],
     });
+    h.onStop(() => chainB.stop(), 'after');
     await mine(chainB.provider, 5);
     expect((await chainB.provider.getBlock(forkPoint))!.hash).toBe(
       (await chainA.provider.getBlock(forkPoint))!.hash,
     );
-    proxy.switchTo(chainB.rpcUrl);
+    h.proxy.switchTo(chainB.rpcUrl);
     const [reorged] = await waitFor(
       async () => {
         const found = await eventsOf('transfer.reorged', txHash);
@@ -116,7 +71,7 @@ describe('chain-indexer: a block reorged away and back with the same hash', () =
 
     // Back to chain A, now the longer one: the payment's block, with its old hash, is canonical again.
     await mine(chainA.provider, 6);
-    proxy.switchTo(chainA.rpcUrl);
+    h.proxy.switchTo(chainA.rpcUrl);
     const observed = await waitFor(
       async () => {
         const found = await eventsOf('transfer.observed', txHash);
