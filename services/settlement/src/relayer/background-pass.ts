@@ -206,13 +206,11 @@ export class RelayerBackgroundPass {
 
   /** Nodes replace a pending transaction only for at least +10% on both caps; +25% leaves room. */
   private bumpedFees(previous: FeeCaps, suggested: FeeCaps): FeeCaps {
+    const raised = (fee: bigint, suggestion: bigint) => larger((fee * 125n) / 100n + 1n, suggestion);
     return cappedFees(
       {
-        maxFeePerGas: larger((previous.maxFeePerGas * 125n) / 100n + 1n, suggested.maxFeePerGas),
-        maxPriorityFeePerGas: larger(
-          (previous.maxPriorityFeePerGas * 125n) / 100n + 1n,
-          suggested.maxPriorityFeePerGas,
-        ),
+        maxFeePerGas: raised(previous.maxFeePerGas, suggested.maxFeePerGas),
+        maxPriorityFeePerGas: raised(previous.maxPriorityFeePerGas, suggested.maxPriorityFeePerGas),
       },
       this.settings.maxFeePerGasCapWei,
     );

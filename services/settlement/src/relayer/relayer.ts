@@ -49,8 +49,8 @@ export class Relayer implements BackgroundTask {
   private stopping = false;
   private fees: { caps: Promise<FeeCaps>; at: number } | undefined;
   private watchingMarks = false;
-  /** Wakes the marks' watch when a key's mark comes of age or the relayer stops. */
-  private markTimer: { timer: NodeJS.Timeout; wake(): void } | undefined;
+  /** Wakes the marks' watch before its mark comes of age: the relayer stops. */
+  private wakeMarks: (() => void) | undefined;
   private readonly chain: RelayerChain;
 
   constructor(
@@ -104,7 +104,7 @@ export class Relayer implements BackgroundTask {
   async stop(): Promise<void> {
     // Callers still waiting for a receipt are answered `submitted` (their transaction is recorded) at once.
     this.stopping = true;
-    this.markTimer?.wake();
+    this.wakeMarks?.();
     this.heads.stop();
     await this.headPush?.stop();
     await this.server?.stop();
@@ -131,7 +131,13 @@ export class Relayer implements BackgroundTask {
           const dueIn = Math.min(
             ...marked.map((signer) => signer.stuckSince! + this.settings.stuckAfterMs - now),
           );
-          await this.markDelay(Math.max(1, dueIn));
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, Math.max(1, dueIn));
+            this.wakeMarks = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
           continue;
         }
         const head = this.heads.known();
@@ -148,18 +154,6 @@ export class Relayer implements BackgroundTask {
     } finally {
       this.watchingMarks = false;
     }
-  }
-
-  private markDelay(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        if (this.markTimer?.timer === timer) this.markTimer = undefined;
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.markTimer = { timer, wake };
-    });
   }
 
   private minedBelow(signer: RelayerSigner, minedNonce: bigint): void {
