@@ -1,5 +1,5 @@
 import { CheckoutSessionSnapshot } from '@paygate/contracts';
-import { securitySchemes } from '@paygate/http';
+import { SharedRateLimiter, securitySchemes } from '@paygate/http';
 import type { HostResolver } from '@paygate/net';
 import { type RunningService, type ServiceContext, startService } from '@paygate/runtime';
 import { SellerAuth } from '@paygate/seller-auth';
@@ -13,7 +13,7 @@ import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
 import { WebhookDispatcher } from './webhooks/dispatcher';
 import { Endpoint } from './webhooks/endpoints';
-import { limitManualDeliveries, manualDeliveryLimiter } from './webhooks/manual-deliveries';
+import { limitManualDeliveries } from './webhooks/manual-deliveries';
 import { webhookDocuments } from './webhooks/payload';
 import { Delivery, webhookRoutes } from './webhooks/routes';
 
@@ -81,7 +81,7 @@ export async function startNotifier(
           }),
       });
       // A seller's test events and redeliveries per minute (every replica's, counted in Postgres).
-      const manualDeliveries = manualDeliveryLimiter(ctx.db, config);
+      const manualDeliveries = new SharedRateLimiter(ctx.db, config.manualDeliveriesPerMinute, config.now);
 
       // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];

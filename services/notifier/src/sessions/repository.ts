@@ -4,15 +4,12 @@ import type { NotifierDatabase } from '../db';
 
 export type CheckoutSessionSnapshot = EventData<'checkout.session_created'>;
 
-/**
- * Stores a session snapshot unless the stored one is newer (events of one session may arrive out of order
- * across the per-subject consumers). Returns true when the row changed.
- */
+/** Stores a session snapshot unless the stored one is newer (consumers may reorder a session's events). */
 export async function upsertSession(
   trx: Transaction<NotifierDatabase>,
   snapshot: CheckoutSessionSnapshot,
-): Promise<boolean> {
-  const result = await trx
+): Promise<void> {
+  await trx
     .insertInto('sessions')
     .values({
       session_id: snapshot.sessionId,
@@ -31,8 +28,7 @@ export async function upsertSession(
         }))
         .whereRef('sessions.updated_at', '<=', 'excluded.updated_at'),
     )
-    .executeTakeFirst();
-  return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+    .execute();
 }
 
 export async function findSession(

@@ -19,7 +19,7 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 /** An endpoint's `events`: these kinds, or "*" for every kind (also the ones added later). */
 export const ALL_EVENTS = '*';
 
-/** What a new endpoint is made of (its URL already checked). */
+/** An endpoint's fields, its URL already checked. */
 interface NewEndpoint {
   url: string;
   events: string[];
@@ -27,41 +27,28 @@ interface NewEndpoint {
   enabled?: boolean;
 }
 
-/** The changes asked of an endpoint: the fields left out stay as they are (its URL already checked). */
-type EndpointChange = Partial<NewEndpoint>;
+/** A seller's endpoints that are not deleted. */
+const liveEndpoints = (db: Db, sellerId: string) =>
+  db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('seller_id', '=', sellerId)
+    .where('deleted_at', 'is', null);
 
 /** The enabled endpoints of a seller that want this kind of event. */
 export async function endpointsFor(db: Db, sellerId: string, eventType: string): Promise<EndpointRow[]> {
-  const rows = await db
-    .selectFrom('webhook_endpoints')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .where('deleted_at', 'is', null)
-    .where('enabled', '=', true)
-    .execute();
+  const rows = await liveEndpoints(db, sellerId).where('enabled', '=', true).execute();
   return rows.filter((row) => row.events.includes(ALL_EVENTS) || row.events.includes(eventType));
 }
 
-/** A seller's endpoints that are not deleted, oldest first. */
+/** Oldest first. */
 export function listEndpoints(db: Db, sellerId: string): Promise<EndpointRow[]> {
-  return db
-    .selectFrom('webhook_endpoints')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .where('deleted_at', 'is', null)
-    .orderBy('created_at')
-    .execute();
+  return liveEndpoints(db, sellerId).orderBy('created_at').execute();
 }
 
 /** The seller's endpoint, not deleted, or 404. */
 export async function findEndpoint(db: Db, sellerId: string, endpointId: string): Promise<EndpointRow> {
-  const row = await db
-    .selectFrom('webhook_endpoints')
-    .selectAll()
-    .where('endpoint_id', '=', endpointId)
-    .where('seller_id', '=', sellerId)
-    .where('deleted_at', 'is', null)
-    .executeTakeFirst();
+  const row = await liveEndpoints(db, sellerId).where('endpoint_id', '=', endpointId).executeTakeFirst();
   if (!row) throw notFound('webhook endpoint');
   return row;
 }
@@ -123,11 +110,11 @@ export function insertEndpoint(
   });
 }
 
-/** Applies the fields given to the seller's endpoint. */
+/** Applies the fields given to the seller's endpoint; those left out stay. */
 export function updateEndpoint(
   db: Db,
   at: { sellerId: string; endpointId: string; now: Date },
-  change: EndpointChange,
+  change: Partial<NewEndpoint>,
 ): Promise<EndpointRow> {
   return db
     .updateTable('webhook_endpoints')

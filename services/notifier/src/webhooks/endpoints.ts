@@ -55,6 +55,7 @@ const EndpointFields = Type.Object(
 );
 const WALLET_SESSION_REQUIRED =
   'wallet_session_required: the sk_ API key alone cannot change where events go';
+const CHANGE_ERRORS = { '403': WALLET_SESSION_REQUIRED, '404': 'no such endpoint' };
 
 export const Endpoint = Type.Object({
   id: Type.String(),
@@ -201,10 +202,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
       params: EndpointParams,
       body: Type.Partial(EndpointFields),
       responses: { '200': Endpoint },
-      errors: {
-        '403': WALLET_SESSION_REQUIRED,
-        '404': 'no such endpoint',
-      },
+      errors: CHANGE_ERRORS,
       handler: async (req, res) => {
         requireWalletSession(req.credential, 'changing a webhook endpoint');
         const sellerId = sellerOf(req);
@@ -228,10 +226,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
       auth,
       params: EndpointParams,
       responses: { '204': { description: 'deleted' } },
-      errors: {
-        '403': WALLET_SESSION_REQUIRED,
-        '404': 'no such endpoint',
-      },
+      errors: CHANGE_ERRORS,
       handler: async (req, res) => {
         requireWalletSession(req.credential, 'deleting a webhook endpoint');
         await findEndpoint(ctx.db, sellerOf(req), req.params.id);
@@ -248,8 +243,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
       params: EndpointParams,
       responses: { '200': WithSecret },
       errors: {
-        '403': WALLET_SESSION_REQUIRED,
-        '404': 'no such endpoint',
+        ...CHANGE_ERRORS,
         '409': 'webhook_secret_missing',
         '503': 'secret_unavailable',
       },

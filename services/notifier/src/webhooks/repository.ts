@@ -10,6 +10,33 @@ export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 const HOUR_MS = 60 * 60 * 1000;
 
+/** A new delivery row, due now, given up `retryWindowHours` later. */
+function pendingDelivery(at: {
+  eventId: string;
+  sellerId: string;
+  url: string;
+  now: Date;
+  retryWindowHours: number;
+  endpointId?: string | null;
+  redeliveryOf: string | null;
+}) {
+  return {
+    delivery_id: newEventId(),
+    event_id: at.eventId,
+    seller_id: at.sellerId,
+    url: at.url,
+    status: 'pending' as const,
+    next_attempt_at: at.now,
+    give_up_at: new Date(at.now.getTime() + at.retryWindowHours * HOUR_MS),
+    last_status_code: null,
+    last_error: null,
+    redelivery_of: at.redeliveryOf,
+    created_at: at.now,
+    delivered_at: null,
+    endpoint_id: at.endpointId ?? null,
+  };
+}
+
 /** Records the event's body once and its automatic delivery to the seller; a repeat is a no-op. */
 export async function createDelivery(
   trx: Transaction<NotifierDatabase>,
@@ -40,21 +67,7 @@ export async function createDelivery(
     .execute();
   await trx
     .insertInto('webhook_deliveries')
-    .values({
-      delivery_id: newEventId(),
-      event_id: input.eventId,
-      seller_id: input.sellerId,
-      url: input.url,
-      status: 'pending',
-      next_attempt_at: input.now,
-      give_up_at: new Date(input.now.getTime() + input.retryWindowHours * HOUR_MS),
-      last_status_code: null,
-      last_error: null,
-      redelivery_of: null,
-      created_at: input.now,
-      delivered_at: null,
-      endpoint_id: input.endpointId ?? null,
-    })
+    .values(pendingDelivery({ ...input, redeliveryOf: null }))
     .onConflict((oc) =>
       input.endpointId
         ? oc
@@ -250,21 +263,14 @@ export async function createRedelivery(
 ): Promise<DeliveryRow> {
   return trx
     .insertInto('webhook_deliveries')
-    .values({
-      delivery_id: newEventId(),
-      event_id: original.event_id,
-      seller_id: original.seller_id,
-      url: options.url,
-      status: 'pending',
-      next_attempt_at: options.now,
-      give_up_at: new Date(options.now.getTime() + options.retryWindowHours * HOUR_MS),
-      last_status_code: null,
-      last_error: null,
-      redelivery_of: original.delivery_id,
-      created_at: options.now,
-      delivered_at: null,
-      endpoint_id: options.endpointId ?? null,
-    })
+    .values(
+      pendingDelivery({
+        ...options,
+        eventId: original.event_id,
+        sellerId: original.seller_id,
+        redeliveryOf: original.delivery_id,
+      }),
+    )
     .returningAll()
     .executeTakeFirstOrThrow();
 }

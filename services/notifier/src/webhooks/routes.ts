@@ -245,8 +245,6 @@ async function eventTypesOf(db: Kysely<NotifierDatabase>, rows: DeliveryRow[]): 
   return types;
 }
 
-// AnyRoute: the idempotency helpers take express's plain Request.
-
 /** A new delivery of the seller's delivery `id` (404 if none), sent again where it went. */
 async function redeliver(
   trx: Transaction<NotifierDatabase>,
