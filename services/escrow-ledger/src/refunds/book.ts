@@ -140,49 +140,12 @@ export function splitRefund(txn: TransactionForRefund, amountMicro: bigint): Ref
 
 /** While held the parts come out of the holds; after release out of seller available and platform revenue. */
 export function refundEntryLines(sellerId: string, split: RefundSplit) {
-  return split.phase === 'in_escrow'
-    ? [
-        debit('seller_held', split.sellerPart, sellerId),
-        debit('platform_held', split.platformPart),
-        credit('refund_pending', split.amountMicro),
-      ]
-    : [
-        debit('seller_available', split.sellerPart, sellerId),
-        debit('platform_revenue', split.platformPart),
-        credit('refund_pending', split.amountMicro),
-      ];
-}
-
-/** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */
-async function recordRefund(
-  trx: LedgerTrx,
-  txn: TransactionForRefund,
-  split: RefundSplit,
-  refund: { id: string; reason: string; refundRequestId: string | null; now: Date },
-): Promise<RefundRow> {
-  await sql`update transactions set refunded_micro = refunded_micro + ${split.amountMicro},
-        refunded_seller_micro = refunded_seller_micro + ${split.sellerPart},
-        refunded_platform_micro = refunded_platform_micro + ${split.platformPart}
-      where id = ${txn.id}`.execute(trx);
-  const row =
-    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
-        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
-      values (${refund.id}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${split.amountMicro}, ${split.sellerPart},
-        ${split.platformPart}, ${split.phase}, ${refund.reason}, 'pending', ${refund.refundRequestId}, ${refund.now})
-      returning *`.execute(trx);
-  return row.rows[0]!;
-}
-
-function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amountMicro: bigint, now: Date) {
-  return createEvent('refund.initiated', 'escrow-ledger', {
-    refundId,
-    transactionId: txn.id,
-    sellerId: txn.seller_id,
-    payer: txn.payer,
-    amount: formatUsdc(amountMicro),
-    chainId: txn.chain_id,
-    initiatedAt: now.toISOString(),
-  });
+  const held = split.phase === 'in_escrow';
+  return [
+    debit(held ? 'seller_held' : 'seller_available', split.sellerPart, sellerId),
+    debit(held ? 'platform_held' : 'platform_revenue', split.platformPart),
+    credit('refund_pending', split.amountMicro),
+  ];
 }
 
 /**
@@ -204,7 +167,7 @@ export async function bookRefund(
   assertRefundable(txn, input.amountMicro);
   await assertNotDust(trx, deps.config, txn, input.amountMicro);
   const split = splitRefund(txn, input.amountMicro);
-  await checkSellerCanPay(trx, txn.seller_id, split.phase, split.sellerPart, split.platformPart);
+  await checkSellerCanPay(trx, txn.seller_id, split);
   const refundId = newRefundId();
   const now = deps.now();
   await postEntry(trx, {
@@ -214,46 +177,51 @@ export async function bookRefund(
     lines: refundEntryLines(txn.seller_id, split),
     memo: { refundId, phase: split.phase },
   });
-  const row = await recordRefund(trx, txn, split, {
-    id: refundId,
-    reason: input.reason,
-    refundRequestId: input.refundRequestId ?? null,
-    now,
-  });
+  await sql`update transactions set refunded_micro = refunded_micro + ${split.amountMicro},
+        refunded_seller_micro = refunded_seller_micro + ${split.sellerPart},
+        refunded_platform_micro = refunded_platform_micro + ${split.platformPart}
+      where id = ${txn.id}`.execute(trx);
+  const inserted =
+    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
+      values (${refundId}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${split.amountMicro}, ${split.sellerPart},
+        ${split.platformPart}, ${split.phase}, ${input.reason}, 'pending', ${input.refundRequestId ?? null}, ${now})
+      returning *`.execute(trx);
   if (input.initiate !== false) {
-    await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
+    await enqueueEvent(
+      trx,
+      createEvent('refund.initiated', 'escrow-ledger', {
+        refundId,
+        transactionId: txn.id,
+        sellerId: txn.seller_id,
+        payer: txn.payer,
+        amount: formatUsdc(input.amountMicro),
+        chainId: txn.chain_id,
+        initiatedAt: now.toISOString(),
+      }),
+    );
   }
   // The caller's locked transaction stays current for a further refund in the same database transaction.
   txn.refunded_micro = split.refundedAfter;
   txn.refunded_seller_micro += split.sellerPart;
   deps.metrics.refundsBooked.inc({ phase: split.phase });
-  return row;
+  return inserted.rows[0]!;
 }
 
-/** The seller's money with Paygate, locked for a refund decision. */
-export interface SellerFunds {
-  held: bigint;
-  /** May be negative: owed, covered by held money (netted when it is released) or by an operator's credit. */
-  available: bigint;
-  creditLimit: bigint;
-  platformRevenue: bigint;
-}
-
-/** Locks every account a refund posts to in id order (post_entry's order: no deadlock) and reads the credit limit. */
-export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise<SellerFunds> {
-  const accounts: Array<[AccountKind, string]> = [
+/**
+ * Escrow is shared: the seller's balance after a refund may not go below -creditLimit (409, naming the shortfall).
+ * Every account the refund posts to is locked in id order first (post_entry's order: no deadlock).
+ */
+async function checkSellerCanPay(trx: LedgerTrx, sellerId: string, split: RefundSplit): Promise<void> {
+  // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
+  await ensureAccounts(trx, [
     ['platform_held', ''],
     ['platform_revenue', ''],
     ['refund_pending', ''],
     ['seller_available', sellerId],
     ['seller_held', sellerId],
-  ];
-  // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
-  await ensureAccounts(trx, accounts);
-  const rows = await sql<{
-    kind: AccountKind;
-    balance_micro: bigint;
-  }>`select kind, balance_micro from accounts
+  ]);
+  const rows = await sql<Row<'accounts', 'kind' | 'balance_micro'>>`select kind, balance_micro from accounts
       where (kind, owner) in (('platform_held', ''), ('platform_revenue', ''), ('refund_pending', ''),
         ('seller_available', ${sellerId}), ('seller_held', ${sellerId}))
       order by id for no key update`.execute(trx);
@@ -263,24 +231,12 @@ export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise
     .select('credit_limit_micro')
     .where('seller_id', '=', sellerId)
     .executeTakeFirst();
-  return {
-    held: balance('seller_held'),
-    available: balance('seller_available'),
-    creditLimit: limit?.credit_limit_micro ?? 0n,
-    platformRevenue: balance('platform_revenue'),
-  };
-}
-
-/** Escrow is shared: the seller's balance after a refund may not go below -creditLimit (409, naming the shortfall). */
-async function checkSellerCanPay(
-  trx: LedgerTrx,
-  sellerId: string,
-  phase: RefundPhase,
-  sellerPart: bigint,
-  platformPart: bigint,
-): Promise<void> {
-  const funds = await lockSellerFunds(trx, sellerId);
-  const shortfall = sellerPart - (funds.held + funds.available + funds.creditLimit);
+  const held = balance('seller_held');
+  // May be negative: owed, covered by held money (netted when it is released) or by an operator's credit.
+  const available = balance('seller_available');
+  const creditLimit = limit?.credit_limit_micro ?? 0n;
+  const { sellerPart, platformPart } = split;
+  const shortfall = sellerPart - (held + available + creditLimit);
   if (shortfall > 0n) {
     throw new HttpError(
       409,
@@ -289,23 +245,24 @@ async function checkSellerCanPay(
       {
         field: 'amount',
         rule: `the seller part (${formatUsdc(sellerPart)}) must be covered by held + available + credit limit`,
-        available: formatUsdc(funds.available),
-        held: formatUsdc(funds.held),
-        creditLimit: formatUsdc(funds.creditLimit),
+        available: formatUsdc(available),
+        held: formatUsdc(held),
+        creditLimit: formatUsdc(creditLimit),
         sellerAmount: formatUsdc(sellerPart),
         shortfall: formatUsdc(shortfall),
       },
     );
   }
   // The platform returns its fee from its revenue; after a treasury payout it may not hold enough.
-  if (phase === 'after_release' && platformPart > funds.platformRevenue) {
+  const platformRevenue = balance('platform_revenue');
+  if (split.phase === 'after_release' && platformPart > platformRevenue) {
     throw new HttpError(
       409,
       LedgerReason.InsufficientPlatformRevenue,
       'the platform revenue does not cover its fee returned by this refund; the operator must fund it first',
       {
-        platformRevenue: formatUsdc(funds.platformRevenue),
-        shortfall: formatUsdc(platformPart - funds.platformRevenue),
+        platformRevenue: formatUsdc(platformRevenue),
+        shortfall: formatUsdc(platformPart - platformRevenue),
       },
     );
   }

@@ -1,5 +1,5 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
@@ -9,6 +9,7 @@ import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
+import { perInclusion } from '../payments/transfer-booking';
 
 type SuspenseTransfer = Row<
   'transfers',
@@ -59,80 +60,38 @@ export async function onTransferRefundRequested(
   }
   const refusal = refusalOf(d, transfer);
   if (refusal) {
-    await recordRefusal(trx, deps, event, transfer, txHash, refusal);
+    // Books nothing: a `refund_refused` conflict for the operator.
+    await recordConflict(trx, deps, 'refund_refused', {
+      chainId: d.chainId,
+      txHash,
+      logIndex: d.logIndex,
+      paymentId: null,
+      source: 'checkout',
+      sellerId: null,
+      amountMicro: parseChainUsdc(d.amount),
+      existingTransactionId: transfer.claimed_by_transaction_id,
+      detail: {
+        reason: refusal,
+        eventId: event.id,
+        refundRequestId: d.refundRequestId,
+        checkoutTransferId: d.transferId,
+        requested: { from: d.from, amount: d.amount },
+        booked: {
+          from: transfer.from_address,
+          amount: formatUsdc(transfer.amount_micro),
+          status: transfer.status,
+        },
+      },
+    });
     return;
   }
-  await bookUnmatchedRefund(trx, deps, d, transfer, txHash, key);
-}
-
-type RefundRequest = EventData<'transfer.refund_requested'>;
-
-/** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
-export function refusalOf(
-  d: Pick<RefundRequest, 'amount' | 'from'>,
-  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
-): UnmatchedRefundRefusal | null {
-  return transfer.claimed_by_transaction_id
-    ? 'transfer_claimed_by_payment'
-    : transfer.status === 'reorged'
-      ? 'transfer_reorged'
-      : parseChainUsdc(d.amount) !== transfer.amount_micro
-        ? 'amount_differs'
-        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
-          ? 'payer_differs'
-          : null;
-}
-
-/** The refused request, as a `refund_refused` conflict for the operator (books nothing). */
-async function recordRefusal(
-  trx: LedgerTrx,
-  deps: LedgerDeps,
-  event: EventEnvelope<'transfer.refund_requested', RefundRequest>,
-  transfer: SuspenseTransfer,
-  txHash: string,
-  refusal: UnmatchedRefundRefusal,
-): Promise<void> {
-  const d = event.data;
-  await recordConflict(trx, deps, 'refund_refused', {
-    chainId: d.chainId,
-    txHash,
-    logIndex: d.logIndex,
-    paymentId: null,
-    source: 'checkout',
-    sellerId: null,
-    amountMicro: parseChainUsdc(d.amount),
-    existingTransactionId: transfer.claimed_by_transaction_id,
-    detail: {
-      reason: refusal,
-      eventId: event.id,
-      refundRequestId: d.refundRequestId,
-      checkoutTransferId: d.transferId,
-      requested: { from: d.from, amount: d.amount },
-      booked: {
-        from: transfer.from_address,
-        amount: formatUsdc(transfer.amount_micro),
-        status: transfer.status,
-      },
-    },
-  });
-}
-
-/** Suspense to refund_pending, the refund row, the transfer marked refunded, and refund.initiated. */
-async function bookUnmatchedRefund(
-  trx: LedgerTrx,
-  deps: LedgerDeps,
-  d: RefundRequest,
-  transfer: SuspenseTransfer,
-  txHash: string,
-  key: string,
-): Promise<void> {
+  // Suspense to refund_pending, the refund row, the transfer marked refunded, and refund.initiated.
   const refundId = newRefundId();
   const now = deps.now();
   const amountMicro = transfer.amount_micro;
   const payer = transfer.from_address.toLowerCase();
-  const inclusionKey = transfer.inclusion > 0 ? `${key}#${transfer.inclusion}` : key;
   await postEntry(trx, {
-    idempotencyKey: `refund_unmatched:${inclusionKey}`,
+    idempotencyKey: `refund_unmatched:${perInclusion(key, transfer.inclusion)}`,
     entryType: 'refund',
     lines: [debit('suspense', amountMicro), credit('refund_pending', amountMicro)],
     memo: { refundId, transfer: key, refundRequestId: d.refundRequestId, phase: 'in_suspense' },
@@ -189,4 +148,22 @@ async function bookUnmatchedRefund(
     { transfer: key, refundId, refundRequestId: d.refundRequestId, amount: formatUsdc(amountMicro) },
     'unmatched transfer refund booked out of suspense',
   );
+}
+
+type RefundRequest = EventData<'transfer.refund_requested'>;
+
+/** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
+export function refusalOf(
+  d: Pick<RefundRequest, 'amount' | 'from'>,
+  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
+): UnmatchedRefundRefusal | null {
+  return transfer.claimed_by_transaction_id
+    ? 'transfer_claimed_by_payment'
+    : transfer.status === 'reorged'
+      ? 'transfer_reorged'
+      : parseChainUsdc(d.amount) !== transfer.amount_micro
+        ? 'amount_differs'
+        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
+          ? 'payer_differs'
+          : null;
 }
