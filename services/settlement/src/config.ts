@@ -17,7 +17,6 @@ import { withHidden } from './secrets';
 import { loadCheckoutSweepConfig, loadDepositSweepConfig } from './sweep/config';
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
-const CRASH_POINTS: readonly CrashPoint[] = ['after_record', 'after_broadcast'];
 
 /** Settlement's settings; each variable's meaning is in the README's configuration table. */
 export type SettlementConfig = ReturnType<typeof loadConfig>;
@@ -33,7 +32,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     TX_TIMEOUT_MS: int({ default: 120_000, min: 1 }),
     LEDGER_TIMEOUT_MS: int({ default: 5000, min: 1 }),
     MAX_PREFLIGHT_ATTEMPTS: int({ default: 20, min: 1 }),
-    SETTLEMENT_CRASH_POINT: str({ default: '' }),
+    SETTLEMENT_CRASH_POINT: str({ default: '', choices: ['', 'after_record', 'after_broadcast'] }),
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     SETTLEMENT_PERIOD_SECONDS: int({ default: 0, min: 0, max: 86_400 }),
     // Production must choose its own cap.
@@ -48,7 +47,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
   }
   const transfersOut = transferOutSettings(parsed, problems);
-  const crashPoint = crashPointOf(parsed.SETTLEMENT_CRASH_POINT, common.production, problems);
   throwIfProblems(problems);
   const chain = chainConfig(env, { rpcTimeoutMs: 10_000, escrowAddress });
   productionGuards(env, {
@@ -78,7 +76,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     txTimeoutMs: parsed.TX_TIMEOUT_MS,
     ledgerTimeoutMs: parsed.LEDGER_TIMEOUT_MS,
     maxPreflightAttempts: parsed.MAX_PREFLIGHT_ATTEMPTS,
-    crashPoint,
+    // TEST ONLY: never in production.
+    crashPoint: common.production ? null : ((parsed.SETTLEMENT_CRASH_POINT || null) as CrashPoint | null),
     relayer: loadRelayerConfig(env, parsed.ESCROW_PRIVATE_KEY),
     checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
     depositSweep: loadDepositSweepConfig(env, common.production),
@@ -115,13 +114,4 @@ function transferOutSettings(
   if (zeroTreasury) problems.push('TREASURY_ADDRESS: must be a non-zero 0x-prefixed 20-byte address');
   const treasuryAddress = parsed.TREASURY_ADDRESS && !zeroTreasury ? parsed.TREASURY_ADDRESS : null;
   return { maxTransferUsdc: parsed.MAX_TRANSFER_USDC, treasuryAddress };
-}
-
-function crashPointOf(value: string, production: boolean, problems: string[]): CrashPoint | null {
-  if (!value) return null;
-  if (!(CRASH_POINTS as readonly string[]).includes(value)) {
-    problems.push(`SETTLEMENT_CRASH_POINT: must be one of ${CRASH_POINTS.join(', ')}`);
-    return null;
-  }
-  return production ? null : (value as CrashPoint);
 }

@@ -11,7 +11,6 @@ import type { SettleNowAnswer } from './schemas';
 
 export type SettleNowResult = Static<typeof SettleNowAnswer>;
 
-const SELLER_BATCH = 100;
 const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
 const PAID_THIS_PERIOD = ['sending', 'completed', 'failed'];
@@ -27,33 +26,17 @@ export async function settleNow(
   selection: { sellerId: string } | { all: true },
   decisionWaitMs: number,
 ): Promise<SettleNowResult | null> {
-  const result: SettleNowResult = { settled: [], skipped: [], truncated: false };
-  let sellerIds: string[];
-  if ('sellerId' in selection) {
-    const found = await ctx.db
-      .selectFrom('sellers')
-      .select('seller_id')
-      .where('seller_id', '=', selection.sellerId)
-      .executeTakeFirst();
-    if (!found) return null;
-    sellerIds = [found.seller_id];
-  } else {
-    sellerIds = [];
-    let after = '';
-    while (sellerIds.length < MAX_SELLERS) {
-      const batch = await ctx.db
-        .selectFrom('sellers')
-        .select('seller_id')
-        .where('seller_id', '>', after)
-        .orderBy('seller_id')
-        .limit(SELLER_BATCH)
-        .execute();
-      sellerIds.push(...batch.map((row) => row.seller_id));
-      if (batch.length < SELLER_BATCH) break;
-      after = batch[batch.length - 1]!.seller_id;
-    }
-    result.truncated = sellerIds.length >= MAX_SELLERS;
-  }
+  const onlySeller = 'sellerId' in selection ? selection.sellerId : undefined;
+  const rows = await ctx.db
+    .selectFrom('sellers')
+    .select('seller_id')
+    .$if(onlySeller !== undefined, (query) => query.where('seller_id', '=', onlySeller!))
+    .orderBy('seller_id')
+    .limit(MAX_SELLERS)
+    .execute();
+  if (onlySeller !== undefined && rows.length === 0) return null;
+  const sellerIds = rows.map((row) => row.seller_id);
+  const result: SettleNowResult = { settled: [], skipped: [], truncated: sellerIds.length >= MAX_SELLERS };
   const asked: string[] = [];
   // Settlements another request had asked for already: their payout, if any, is not this call's.
   const askedBefore = new Set<string>();
