@@ -1,13 +1,7 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { BackgroundTask } from '@paygate/runtime';
-import {
-  findSellerByApiKey,
-  findSellerById,
-  type SellerRow,
-  toIdentity,
-  touchApiKey,
-} from './accounts/repository';
-import { sellerOfSession } from './auth/authenticate';
+import { findSellerById, type SellerRow, toIdentity } from './accounts/repository';
+import { sellerOfApiKey, sellerOfSession } from './auth/authenticate';
 import type { RegistryContext } from './context';
 import { RegistryReason } from './reasons';
 
@@ -26,15 +20,8 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
         {
           'registry.resolve_api_key': async ({ apiKey }) => {
             let seller: SellerRow | undefined;
-            if (apiKey.startsWith('sk_')) {
-              const now = rc.config.now();
-              seller = await findSellerByApiKey(ctx.db, apiKey, now);
-              // Last use is bookkeeping: a failed write must not refuse a valid key.
-              if (seller)
-                await touchApiKey(ctx.db, seller, apiKey, now).catch((error) =>
-                  ctx.logger.warn({ err: error, sellerId: seller?.id }, 'could not record API key use'),
-                );
-            } else {
+            if (apiKey.startsWith('sk_')) seller = await sellerOfApiKey(rc, apiKey);
+            else {
               const session = await sellerOfSession(rc, apiKey);
               if (session !== 'signed_out') seller = session;
             }

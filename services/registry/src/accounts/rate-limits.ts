@@ -28,54 +28,38 @@ export class SignInRateLimits {
     this.payoutChallenges = new SharedRateLimiter(db, config.payoutChallengesPerMinute, config.now);
   }
 
-  /** On the sign-in routes: nonces and sign-ins are counted per client address (429 with Retry-After). */
+  /** On the sign-in routes and payout challenges, counted per client address (429 with Retry-After). */
   guard(routes: AnyRoute[]): void {
-    guardRoute(
-      routes,
-      'post',
-      '/api/v1/auth/siwe/nonce',
-      [
-        rateLimitMiddleware(
-          this.nonces,
-          (req) => `siwe-nonce:${addressBucket(req.ip ?? '')}`,
-          'SIWE nonces per minute per client address',
-        ),
-      ],
-      { '429': 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)' },
-    );
-    guardRoute(
-      routes,
-      'post',
-      '/api/v1/auth/siwe/verify',
-      [
-        rateLimitMiddleware(
-          this.signIns,
-          (req) => `sign-in:${addressBucket(req.ip ?? '')}`,
-          'sign-ins per minute per client address',
-        ),
-      ],
+    const limits = [
       {
-        '429':
+        path: '/api/v1/auth/siwe/nonce',
+        limiter: this.nonces,
+        key: 'siwe-nonce',
+        what: 'SIWE nonces per minute per client address',
+        refusal: 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)',
+      },
+      {
+        path: '/api/v1/auth/siwe/verify',
+        limiter: this.signIns,
+        key: 'sign-in',
+        what: 'sign-ins per minute per client address',
+        refusal:
           'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
       },
-    );
-    // Each challenge stores a single-use nonce: not free to repeat either (docs/security.md, attack 6).
-    guardRoute(
-      routes,
-      'post',
-      '/api/v1/account/payout-address/challenge',
-      [
-        rateLimitMiddleware(
-          this.payoutChallenges,
-          (req) => `payout-challenge:${addressBucket(req.ip ?? '')}`,
-          'payout-address challenges per minute per client address',
-        ),
-      ],
+      // Each challenge stores a single-use nonce: not free to repeat either (docs/security.md, attack 6).
       {
-        '429':
+        path: '/api/v1/account/payout-address/challenge',
+        limiter: this.payoutChallenges,
+        key: 'payout-challenge',
+        what: 'payout-address challenges per minute per client address',
+        refusal:
           'rate_limited: PAYOUT_CHALLENGES_PER_MINUTE payout-address challenges this minute from this address (Retry-After)',
       },
-    );
+    ];
+    for (const { path, limiter, key, what, refusal } of limits) {
+      const middleware = rateLimitMiddleware(limiter, (req) => `${key}:${addressBucket(req.ip ?? '')}`, what);
+      guardRoute(routes, 'post', path, [middleware], { '429': refusal });
+    }
   }
 
   /** Counts a new account of the request's client address; throws the 429 when over the hour's limit. */

@@ -32,14 +32,9 @@ function requireSeller(rc: RegistryContext) {
     let seller: SellerRow | undefined;
     if (token.startsWith('sk_')) {
       if (token.length > 200) throw new HttpError(401, RegistryReason.InvalidApiKey, 'API key is malformed');
-      seller = await findSellerByApiKey(rc.ctx.db, token, rc.config.now());
+      seller = await sellerOfApiKey(rc, token);
       if (!seller)
         throw new HttpError(401, RegistryReason.UnknownApiKey, 'API key is not valid (unknown or rotated)');
-      // Last use is bookkeeping: a failed write must not refuse a valid key.
-      const found = seller;
-      await touchApiKey(rc.ctx.db, found, token, rc.config.now()).catch((error) =>
-        rc.ctx.logger.warn({ err: error, sellerId: found.id }, 'could not record API key use'),
-      );
     } else {
       const session = await sellerOfSession(rc, token);
       if (session === 'signed_out') {
@@ -57,6 +52,17 @@ function requireSeller(rc: RegistryContext) {
     req.credential = credentialOf(token);
     next();
   };
+}
+
+/** The seller of an sk_ key, its use recorded (bookkeeping: a failed write must not refuse a valid key). */
+export async function sellerOfApiKey(rc: RegistryContext, apiKey: string): Promise<SellerRow | undefined> {
+  const now = rc.config.now();
+  const seller = await findSellerByApiKey(rc.ctx.db, apiKey, now);
+  if (seller)
+    await touchApiKey(rc.ctx.db, seller, apiKey, now).catch((error) =>
+      rc.ctx.logger.warn({ err: error, sellerId: seller.id }, 'could not record API key use'),
+    );
+  return seller;
 }
 
 /** What only the account wallet may do (an API key leaks with its server): 403 with the key alone. */

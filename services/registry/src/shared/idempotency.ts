@@ -7,7 +7,7 @@ import {
   sendIdempotentAnswer,
 } from '@paygate/http';
 import type { Request, Response } from 'express';
-import { type Kysely, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { RegistryDatabase } from '../db';
 
 /**
@@ -17,8 +17,16 @@ import type { RegistryDatabase } from '../db';
 export function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims {
   const thisKey = (scope: string, key: string) =>
     db.selectFrom('idempotency_keys').where('seller_id', '=', scope).where('key', '=', key);
-  const claimedAtIs = (claimedAt: Date) =>
-    sql<boolean>`date_trunc('milliseconds', created_at) = ${claimedAt}`;
+  /** The key's claim made at `claimedAt`, still unanswered. */
+  const openClaim =
+    ({ scope, key }: { scope: string; key: string }, claimedAt: Date) =>
+    (eb: ExpressionBuilder<RegistryDatabase, 'idempotency_keys'>) =>
+      eb.and([
+        eb('seller_id', '=', scope),
+        eb('key', '=', key),
+        eb('response_status', 'is', null),
+        sql<boolean>`date_trunc('milliseconds', created_at) = ${claimedAt}`,
+      ]);
   return {
     async claim({ scope, key, fingerprint }) {
       const now = new Date();
@@ -47,37 +55,25 @@ export function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims 
         createdAt: row.created_at,
       };
     },
-    async takeOver({ scope, key }, abandonedAt) {
+    async takeOver(request, abandonedAt) {
       const now = new Date();
       const taken = await db
         .updateTable('idempotency_keys')
         .set({ created_at: now })
-        .where('seller_id', '=', scope)
-        .where('key', '=', key)
-        .where('response_status', 'is', null)
-        .where(claimedAtIs(abandonedAt))
+        .where(openClaim(request, abandonedAt))
         .returning('key')
         .executeTakeFirst();
       return taken === undefined ? undefined : now;
     },
-    async complete({ scope, key }, claimedAt, answer) {
+    async complete(request, claimedAt, answer) {
       await db
         .updateTable('idempotency_keys')
         .set({ response_status: answer.status, response_body: JSON.stringify(answer.body) })
-        .where('seller_id', '=', scope)
-        .where('key', '=', key)
-        .where('response_status', 'is', null)
-        .where(claimedAtIs(claimedAt))
+        .where(openClaim(request, claimedAt))
         .execute();
     },
-    async release({ scope, key }, claimedAt) {
-      await db
-        .deleteFrom('idempotency_keys')
-        .where('seller_id', '=', scope)
-        .where('key', '=', key)
-        .where('response_status', 'is', null)
-        .where(claimedAtIs(claimedAt))
-        .execute();
+    async release(request, claimedAt) {
+      await db.deleteFrom('idempotency_keys').where(openClaim(request, claimedAt)).execute();
     },
   };
 }

@@ -3,9 +3,10 @@ import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatDollars, formatUsdc } from '@paygate/money';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { EndpointsTable, RegistryDatabase, SkillsTable } from '../db';
+import type { EndpointsTable, HttpMethod, RegistryDatabase, SkillsTable } from '../db';
 import { SkillVanishedError } from '../errors';
 import { RegistryReason } from '../reasons';
+import { newId } from '../shared/secrets';
 import { traceOption } from '../shared/trace';
 import { generateSkillMd, skillMdVersion } from './skill-md';
 
@@ -88,6 +89,28 @@ export function toCatalogSkill(publicBaseUrl: string, { skill, endpoints }: Skil
         url: `${baseUrl}${e.path}`,
       })),
   };
+}
+
+/** Adds an endpoint (active) to the skill. */
+export async function insertEndpoint(
+  trx: Transaction<RegistryDatabase>,
+  skillId: string,
+  e: { path: string; method: HttpMethod; description: string; priceMicro: bigint },
+  now: Date,
+): Promise<void> {
+  await trx
+    .insertInto('endpoints')
+    .values({
+      id: newId('ep'),
+      skill_id: skillId,
+      path: e.path,
+      method: e.method,
+      description: e.description,
+      price_micro: e.priceMicro,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
 }
 
 export async function loadEndpoints(

@@ -5,23 +5,18 @@ import { RegistryReason } from '../reasons';
 
 /** The skill state machine: ask `skillTransition` first (an illegal move is a 409), write with `applySkillTransition`. */
 export type SkillEvent =
-  /** The validation worker found every endpoint answering. */
   | 'validation_passed'
-  /** The validation worker found a problem (statusReason says which). */
   | 'validation_failed'
   /** The seller asks for validation again (POST …/validate). */
   | 'retry_validation'
   /** The seller changed fields that do not decide where paid traffic goes (names, type, SKILL.md…). */
   | 'edited'
-  /** An endpoint was added, changed or deactivated. */
   | 'endpoints_changed'
   /** apiBaseUrl changed: where paid traffic goes. */
   | 'base_url_changed'
-  /** The seller archives the skill (final). */
   | 'archive'
-  /** An operator suspends the skill (policy violation). */
+  /** Operators suspend (policy violation) and lift the suspension. */
   | 'suspend'
-  /** An operator lifts the suspension. */
   | 'unsuspend';
 
 /**
@@ -42,16 +37,18 @@ export interface SkillTransition {
 
 type Moves = Partial<Record<SkillStatus, readonly [SkillStatus, SkillEffect]>>;
 
-const archivedRule = 'an archived skill cannot be changed';
 const skillArchived = () =>
   new HttpError(
     409,
     RegistryReason.SkillArchived,
     'the skill is archived; archived skills cannot be changed',
     {
-      rule: archivedRule,
+      rule: 'an archived skill cannot be changed',
     },
   );
+
+const notPending = (from: SkillStatus) =>
+  invalidState(`a validation result applies to a PENDING_VALIDATION skill (status is ${from})`);
 
 /** Sellers edit a skill in every status but ARCHIVED; a suspended skill is not validated until it is lifted. */
 const editable: Moves = {
@@ -62,15 +59,10 @@ const editable: Moves = {
 };
 
 const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) => HttpError }> = {
-  validation_passed: {
-    moves: { PENDING_VALIDATION: ['ACTIVE', 'set_status'] },
-    refusal: (from) =>
-      invalidState(`a validation result applies to a PENDING_VALIDATION skill (status is ${from})`),
-  },
+  validation_passed: { moves: { PENDING_VALIDATION: ['ACTIVE', 'set_status'] }, refusal: notPending },
   validation_failed: {
     moves: { PENDING_VALIDATION: ['VALIDATION_FAILED', 'set_status'] },
-    refusal: (from) =>
-      invalidState(`a validation result applies to a PENDING_VALIDATION skill (status is ${from})`),
+    refusal: notPending,
   },
   retry_validation: {
     moves: {

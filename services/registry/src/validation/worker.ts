@@ -96,6 +96,18 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     await this.recordValidation(skillId, seq, failure, health);
   }
 
+  private probe(state: SkillWithEndpoints, e: EndpointRow) {
+    return probeEndpoint(
+      this.sellers,
+      endpointUrl(state.skill.api_base_url, e),
+      this.rc.config.validationTimeoutMs,
+      {
+        method: e.method,
+        pathHasParameters: e.path.includes('/:'),
+      },
+    );
+  }
+
   /** The first failure (undefined: passed) and each probed endpoint's health; probing stops at the first failure. */
   private async probeSkill(
     state: SkillWithEndpoints,
@@ -113,12 +125,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     let failed = false;
     const results = await mapBounded(active, 4, async (e) => {
       if (failed) return undefined;
-      const result = await probeEndpoint(
-        this.sellers,
-        endpointUrl(state.skill.api_base_url, e),
-        config.validationTimeoutMs,
-        { method: e.method, pathHasParameters: e.path.includes('/:') },
-      );
+      const result = await this.probe(state, e);
       if (!result.ok) failed = true;
       return result;
     });
@@ -207,12 +214,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     const blocked = config.production ? productionUrlProblem(new URL(state.skill.api_base_url)) : undefined;
     const results = blocked
       ? active.map(() => ({ ok: false }))
-      : await mapBounded(active, 4, (e) =>
-          probeEndpoint(this.sellers, endpointUrl(state.skill.api_base_url, e), config.validationTimeoutMs, {
-            method: e.method,
-            pathHasParameters: e.path.includes('/:'),
-          }),
-        );
+      : await mapBounded(active, 4, (e) => this.probe(state, e));
     const changed = active.filter((e, i) => e.is_healthy !== results[i]!.ok);
     if (changed.length === 0) return;
     await ctx.inTransaction(async (trx) => {

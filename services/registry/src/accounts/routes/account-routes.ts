@@ -9,8 +9,6 @@ import { checkSellerUrl } from '../../shared/urls';
 import { changeSeller, toAccount } from '../repository';
 import { Account, AccountPatch, AccountPatchResponse } from '../schemas';
 
-/** How the seller's account routes authenticate (built once per group). */
-
 /** minimumSettlement as micro-USDC; 400 naming the field and its rule. */
 function parseMinimumSettlement(value: string | number): bigint {
   try {

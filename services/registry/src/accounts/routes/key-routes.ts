@@ -20,8 +20,6 @@ import {
   WebhookSecretRotated,
 } from '../schemas';
 
-/** How the seller's account routes authenticate (built once per group). */
-
 const HOUR_MS = 60 * 60 * 1000;
 
 /** A new API key for the seller; the replaced one stays valid for the overlap unless revoked at once. */

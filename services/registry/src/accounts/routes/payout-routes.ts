@@ -17,8 +17,6 @@ import {
   PayoutChangeResponse,
 } from '../schemas';
 
-/** How the seller's account routes authenticate (built once per group). */
-
 /** A payout address is never the zero address (a payout there burns the money) nor Paygate's escrow wallet. */
 function checkPayoutAddress(address: string, escrowAddress: string | null, field: string): void {
   if (/^0x0{40}$/i.test(address)) {

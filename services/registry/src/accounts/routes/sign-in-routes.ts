@@ -22,8 +22,6 @@ import { consumeNonce, issueNonce } from '../nonces';
 import { changeCredentials, publishSellerUpdated, toAccount } from '../repository';
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
-/** How the seller's account routes authenticate (built once per group). */
-
 const siweRefused = (code: RegistryReason, message: string) =>
   new HttpError(401, code, message, {
     field: 'message',

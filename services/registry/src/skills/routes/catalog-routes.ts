@@ -8,7 +8,6 @@ import { NameParams, nameParam, type SkillRouteKit, skillMdResponse, skillPage }
 export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', AnyRoute> {
   const { rc, base } = kit;
   const { ctx } = rc;
-
   return {
     list: defineRoute({
       method: 'get',
@@ -34,7 +33,6 @@ export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', An
         res.json(await skillPage(ctx.db, select, query, (state) => toCatalogSkill(base, state)));
       },
     }),
-
     skillMd: defineRoute({
       method: 'get',
       path: '/api/v1/skills/:name/SKILL.md',
@@ -44,8 +42,7 @@ export function catalogRoutes(kit: SkillRouteKit): Record<'list' | 'skillMd', An
       errors: { '404': 'no ACTIVE skill of this name' },
       handler: async (req, res) => {
         const state = await loadSkill(ctx.db, { name: nameParam(req) });
-        if (!state) throw notFound('skill');
-        if (state.skill.status !== 'ACTIVE') throw notFound('skill');
+        if (state?.skill.status !== 'ACTIVE') throw notFound('skill');
         res.setHeader('cache-control', 'public, max-age=60');
         res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
       },

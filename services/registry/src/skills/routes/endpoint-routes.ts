@@ -6,10 +6,10 @@ import type { HttpMethod, RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { EmptyBody } from '../../shared/schema';
-import { newId } from '../../shared/secrets';
 import {
   commitSkillChange,
   type EndpointRow,
+  insertEndpoint,
   regenerateSkillMd,
   type SkillWithEndpoints,
 } from '../repository';
@@ -45,10 +45,7 @@ function refuseTakenRoute(others: EndpointRow[], method: string, path: string): 
   }
 }
 
-/**
- * After an endpoint changes: the status move `endpoints_changed` (a skill not yet live is validated again; a live
- * one gets an early health ping), and SKILL.md regenerated.
- */
+/** After an endpoint changes: the status move `endpoints_changed`, and SKILL.md regenerated. */
 async function afterEndpointChange(
   trx: Transaction<RegistryDatabase>,
   state: SkillWithEndpoints,
@@ -107,19 +104,7 @@ async function addEndpoint(
   }
   refuseTakenRoute(active, input.method, input.path);
   refuseAmbiguousPath('path', input, active);
-  await trx
-    .insertInto('endpoints')
-    .values({
-      id: newId('ep'),
-      skill_id: current.skill.id,
-      path: input.path,
-      method: input.method,
-      description: input.description,
-      price_micro: input.priceMicro,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
+  await insertEndpoint(trx, current.skill.id, input, now);
   await afterEndpointChange(trx, current, transition, kit.base);
   return commitSkillChange(trx, current.skill.id, now);
 }

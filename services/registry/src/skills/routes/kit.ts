@@ -95,6 +95,12 @@ export interface SkillRouteKit {
   anySkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
 }
 
+async function found(lookup: Promise<SkillWithEndpoints | undefined>): Promise<SkillWithEndpoints> {
+  const state = await lookup;
+  if (!state) throw notFound('skill');
+  return state;
+}
+
 export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker): SkillRouteKit {
   const base = rc.config.publicBaseUrl;
   return {
@@ -104,24 +110,10 @@ export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker)
     operator: operatorRouteAuth(rc),
     base,
     render: (state) => toSkill(base, state),
-    async ownedSkill(trx, req) {
-      const state = await loadSkill(
-        trx,
-        { name: nameParam(req), sellerId: currentSeller(req).id },
-        { forUpdate: true },
-      );
-      if (!state) throw notFound('skill');
-      return state;
-    },
-    async readOwnedSkill(req) {
-      const state = await loadSkill(rc.ctx.db, { name: nameParam(req), sellerId: currentSeller(req).id });
-      if (!state) throw notFound('skill');
-      return state;
-    },
-    async anySkill(trx, req) {
-      const state = await loadSkill(trx, { name: nameParam(req) }, { forUpdate: true });
-      if (!state) throw notFound('skill');
-      return state;
-    },
+    ownedSkill: (trx, req) =>
+      found(loadSkill(trx, { name: nameParam(req), sellerId: currentSeller(req).id }, { forUpdate: true })),
+    readOwnedSkill: (req) =>
+      found(loadSkill(rc.ctx.db, { name: nameParam(req), sellerId: currentSeller(req).id })),
+    anySkill: (trx, req) => found(loadSkill(trx, { name: nameParam(req) }, { forUpdate: true })),
   };
 }

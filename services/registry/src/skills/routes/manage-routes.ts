@@ -8,7 +8,13 @@ import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { newId } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
-import { commitSkillChange, loadSkill, regenerateSkillMd, type SkillRow } from '../repository';
+import {
+  commitSkillChange,
+  insertEndpoint,
+  loadSkill,
+  regenerateSkillMd,
+  type SkillRow,
+} from '../repository';
 import {
   checkEndpointInput,
   checkTypeFields,
@@ -93,21 +99,7 @@ async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string,
       rule: 'must be unique',
     });
   }
-  for (const e of skill.endpoints) {
-    await trx
-      .insertInto('endpoints')
-      .values({
-        id: newId('ep'),
-        skill_id: skillId,
-        path: e.path,
-        method: e.method,
-        description: e.description,
-        price_micro: e.priceMicro,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute();
-  }
+  for (const e of skill.endpoints) await insertEndpoint(trx, skillId, e, now);
   return skillId;
 }
 
