@@ -22,7 +22,13 @@ import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { payoutConsumers } from './payouts/consumers';
+import { onSellerUpdated } from './payouts/addresses';
+import {
+  onPlatformPayoutCompleted,
+  onPlatformPayoutFailed,
+  onPlatformPayoutRequested,
+} from './payouts/platform';
+import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './payouts/seller';
 import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
@@ -162,6 +168,41 @@ function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
       subject: 'transfer.refund_requested',
       handler: (trx, e) => onTransferRefundRequested(trx, e, d),
     }),
-    ...payoutConsumers(d),
+    // What leaves escrow, decided here (payout.reserved / payout.refused in the outbox), and its outcome booked.
+    defineConsumer({
+      durable: 'ledger-seller-payout-addresses',
+      subject: 'seller.updated',
+      handler: (trx, e) => onSellerUpdated(trx, e),
+    }),
+    defineConsumer({
+      durable: 'ledger-settlement-due',
+      subject: 'settlement.due',
+      handler: (trx, e) => onSettlementDue(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-requested',
+      subject: 'revenue.payout_requested',
+      handler: (trx, e) => onPlatformPayoutRequested(trx, e, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-payout-failed',
+      subject: 'payout.failed',
+      handler: (trx, e) =>
+        e.data.kind === 'seller'
+          ? onSellerPayoutFailed(trx, e.data, d)
+          : onPlatformPayoutFailed(trx, e.data, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-settlement-completed',
+      subject: 'settlement.completed',
+      handler: (trx, e) => onSettlementCompleted(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-completed',
+      subject: 'revenue.paid_out',
+      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
+    }),
   ];
 }

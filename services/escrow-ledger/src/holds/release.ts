@@ -8,6 +8,17 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
+/**
+ * Held past its hold period, without a pending buyer refund request, and not a failed call awaiting its refund
+ * decision. `alias` names the transactions row.
+ */
+function dueAndUndisputed(alias: string, now: Date) {
+  const t = sql.ref(alias);
+  return sql`${t}.escrow_status = 'held' and ${t}.hold_until <= ${now}
+    and not exists (select 1 from refund_requests rr where rr.transaction_id = ${t}.id and rr.status = 'pending')
+    and ${notAwaitingUnservedDecision(alias, now)}`;
+}
+
 type DueHold = Row<
   'transactions',
   | 'id'
@@ -30,11 +41,7 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
     const due =
       await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
           refunded_platform_micro
-        from transactions where escrow_status = 'held' and hold_until <= ${now}
-          and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
-            and rr.status = 'pending')
-          -- A call its seller failed: held while its buyer may retry and until its refund is decided.
-          and ${notAwaitingUnservedDecision('transactions', now)}
+        from transactions where ${dueAndUndisputed('transactions', now)}
           -- Not payable before the chain confirmed its transfer (booked at inclusion, a reorg may still drop it).
           and (${holdBack} = false or not exists (select 1 from transfers tr
             where tr.chain_id = transactions.chain_id and tr.tx_hash = transactions.tx_hash
@@ -94,9 +101,7 @@ async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
               and tr.chain_confirmed_at is null) then 'chain' else 'release' end as waiting,
         min(t.hold_until) as oldest
       from transactions t
-      where t.escrow_status = 'held' and t.hold_until <= ${now}
-        and not exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending')
-        and ${notAwaitingUnservedDecision('t', now)}
+      where ${dueAndUndisputed('t', now)}
       group by 1`.execute(ctx.db);
   const ageOf = (waiting: 'release' | 'chain') => {
     const oldest = rows.rows.find((r) => r.waiting === waiting)?.oldest;

@@ -1,8 +1,6 @@
 import { type AnyRoute, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 
-import type { Selectable } from 'kysely';
-import type { PaymentConflictsTable, RefundsTable, TransfersTable } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
@@ -51,7 +49,23 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
       errors: { '400': 'invalid_request (bad status)', ...OPERATOR_ERRORS },
       handler: async (req, res) => {
         const status = req.query.status ?? 'open';
-        res.json({ data: (await listConflicts(ctx.db, status)).map(conflictView) });
+        res.json({
+          data: (await listConflicts(ctx.db, status)).map((r) => ({
+            conflictId: String(r.id),
+            kind: r.kind,
+            status: r.status,
+            chainId: r.chain_id,
+            txHash: r.tx_hash,
+            logIndex: r.log_index,
+            paymentId: r.payment_id,
+            source: r.source,
+            sellerId: r.seller_id,
+            amount: r.amount_micro === null ? null : formatUsdc(r.amount_micro),
+            existingTransactionId: r.existing_transaction_id,
+            detail: r.detail,
+            createdAt: iso(r.created_at),
+          })),
+        });
       },
     }),
     defineRoute({
@@ -82,7 +96,17 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
           unclaimedTransfers(ctx.db),
           accountBalance(ctx.db, 'suspense'),
         ]);
-        res.json({ balance: formatUsdc(balanceMicro), data: transfers.map(unclaimedTransferView) });
+        res.json({
+          balance: formatUsdc(balanceMicro),
+          data: transfers.map((r) => ({
+            chainId: r.chain_id,
+            txHash: r.tx_hash,
+            logIndex: r.log_index,
+            from: r.from_address,
+            amount: formatUsdc(r.amount_micro),
+            observedAt: iso(r.observed_at),
+          })),
+        });
       },
     }),
     defineRoute({
@@ -97,7 +121,23 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
       errors: { ...OPERATOR_ERRORS, '400': 'invalid_request (status)' },
       handler: async (req, res) => {
         const status = req.query.status ?? 'all';
-        res.json({ data: (await unmatchedRefunds(ctx.db, status)).map(unmatchedRefundView) });
+        res.json({
+          data: (await unmatchedRefunds(ctx.db, status)).map((r) => ({
+            refundId: r.id,
+            kind: r.kind,
+            status: r.status,
+            chainId: r.chain_id,
+            txHash: r.tx_hash,
+            logIndex: r.log_index,
+            payer: r.payer,
+            amount: formatUsdc(r.amount_micro),
+            reason: r.reason,
+            refundRequestId: r.transfer_refund_request_id,
+            refundTxHash: r.refund_tx_hash,
+            createdAt: iso(r.created_at),
+            completedAt: r.completed_at ? iso(r.completed_at) : null,
+          })),
+        });
       },
     }),
     defineRoute({
@@ -255,50 +295,3 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
 }
 
 const iso = (value: Date) => new Date(value).toISOString();
-
-function conflictView(r: Selectable<PaymentConflictsTable>) {
-  return {
-    conflictId: String(r.id),
-    kind: r.kind,
-    status: r.status,
-    chainId: r.chain_id,
-    txHash: r.tx_hash,
-    logIndex: r.log_index,
-    paymentId: r.payment_id,
-    source: r.source,
-    sellerId: r.seller_id,
-    amount: r.amount_micro === null ? null : formatUsdc(r.amount_micro),
-    existingTransactionId: r.existing_transaction_id,
-    detail: r.detail,
-    createdAt: iso(r.created_at),
-  };
-}
-
-function unclaimedTransferView(r: Selectable<TransfersTable>) {
-  return {
-    chainId: r.chain_id,
-    txHash: r.tx_hash,
-    logIndex: r.log_index,
-    from: r.from_address,
-    amount: formatUsdc(r.amount_micro),
-    observedAt: iso(r.observed_at),
-  };
-}
-
-function unmatchedRefundView(r: Selectable<RefundsTable>) {
-  return {
-    refundId: r.id,
-    kind: r.kind,
-    status: r.status,
-    chainId: r.chain_id,
-    txHash: r.tx_hash,
-    logIndex: r.log_index,
-    payer: r.payer,
-    amount: formatUsdc(r.amount_micro),
-    reason: r.reason,
-    refundRequestId: r.transfer_refund_request_id,
-    refundTxHash: r.refund_tx_hash,
-    createdAt: iso(r.created_at),
-    completedAt: r.completed_at ? iso(r.completed_at) : null,
-  };
-}

@@ -37,8 +37,14 @@ export async function onTransferObserved(
   const txHash = d.txHash.toLowerCase();
   const inclusion = { chainId: d.chainId, txHash, logIndex: d.logIndex, blockHash: d.blockHash };
   await lockTransferEvents(trx, TRANSFER_LOCK_SCOPE, inclusion);
+  // Its block's reorg was handled first: nothing is booked, and a claim's booking on that block is reversed.
   if (await takeReorgTombstone(trx, inclusion)) {
-    await onStaleObservation(trx, event, deps);
+    deps.logger.warn(
+      { transfer: transferKey(d.chainId, txHash, d.logIndex), blockHash: d.blockHash },
+      'transfer.observed of a block whose transfer.reorged was handled first; not booked',
+    );
+    const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+    if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
     return;
   }
   const booked = await bookTransfer(trx, {
@@ -68,18 +74,6 @@ export async function onTransferObserved(
     return;
   }
   await confirmBookedTransfer(trx, event, existing, deps);
-}
-
-/** An observation of a block whose reorg was handled first books nothing; a claim's booking on that block is reversed. */
-async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps): Promise<void> {
-  const d = event.data;
-  const txHash = d.txHash.toLowerCase();
-  deps.logger.warn(
-    { transfer: transferKey(d.chainId, txHash, d.logIndex), blockHash: d.blockHash },
-    'transfer.observed of a block whose transfer.reorged was handled first; not booked',
-  );
-  const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
-  if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
 }
 
 /** A transfer its payment's claim booked, now observed: confirmed in its block; an amount above the claim's goes to suspense. */
