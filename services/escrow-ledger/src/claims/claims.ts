@@ -16,13 +16,10 @@ import {
   claimKeyOf,
 } from './statement';
 
-export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
 
-export type { ClaimedVia };
-
 /** What a claim through each payment path spent the transfer on, for the refusal message. */
-export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
+const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
   x402: 'a paid API call (x402 proof)',
   verify: "a seller's POST /api/verify",
   checkout: 'a checkout session',
@@ -55,8 +52,12 @@ interface QueuedClaim {
  * (one round trip and commit per burst), each deciding as if alone; a failed statement is run again claim by
  * claim. An operator refund reads the books and may take a claim over, so it runs alone, in a transaction.
  */
-export class ClaimBatcher {
+export class ClaimResponder implements BackgroundTask {
+  private served: { stop(): Promise<void> } | undefined;
+  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
   private readonly batcher: WriteBatcher<QueuedClaim>;
+  /** The transfers of the transactions in flight on this replica. */
+  private readonly writing = new Set<string>();
 
   constructor(
     private readonly ctx: LedgerContext,
@@ -71,12 +72,34 @@ export class ClaimBatcher {
       fits: (batch, item) => !this.writing.has(item.key) && !batch.some((other) => other.key === item.key),
       write: (batch) => this.writeBatch(batch),
     });
+    this.outcomes = new Counter({
+      name: 'ledger_transfer_claims_total',
+      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
+      labelNames: ['claimed_via', 'outcome'] as const,
+      registers: [ctx.metrics.registry],
+    });
   }
 
-  /** The transfers of the transactions in flight on this replica. */
-  private readonly writing = new Set<string>();
+  /** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
+  async start(): Promise<void> {
+    this.served = await serveRpc(
+      this.ctx.bus,
+      'ledger.claim_transfer',
+      async (request) => {
+        const reply = await this.claim(request);
+        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
+        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
+        return reply;
+      },
+      this.ctx.logger,
+    );
+  }
 
-  claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
+  async stop(): Promise<void> {
+    await this.served?.stop();
+  }
+
+  private claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
     const key = claimKeyOf(request);
     return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, key, resolve, reject }));
@@ -241,42 +264,4 @@ async function decideClaim(
     message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
     claimedBy: { claimedVia: held.claimed_via, claimedAt },
   };
-}
-
-/** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
-export class ClaimResponder implements BackgroundTask {
-  private served: { stop(): Promise<void> } | undefined;
-  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
-  private readonly batcher: ClaimBatcher;
-
-  constructor(
-    private readonly ctx: LedgerContext,
-    deps: LedgerDeps,
-  ) {
-    this.batcher = new ClaimBatcher(ctx, deps);
-    this.outcomes = new Counter({
-      name: 'ledger_transfer_claims_total',
-      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
-      labelNames: ['claimed_via', 'outcome'] as const,
-      registers: [ctx.metrics.registry],
-    });
-  }
-
-  async start(): Promise<void> {
-    this.served = await serveRpc(
-      this.ctx.bus,
-      CLAIM_TRANSFER_RPC,
-      async (request) => {
-        const reply = await this.batcher.claim(request);
-        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
-        return reply;
-      },
-      this.ctx.logger,
-    );
-  }
-
-  async stop(): Promise<void> {
-    await this.served?.stop();
-  }
 }

@@ -1,36 +1,17 @@
 import { requestRpc } from '@paygate/bus';
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
+import type { Static } from '@sinclair/typebox';
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerDb, Row } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
+import type { ReconciliationReport as ReconciliationReportSchema } from '../operator/schemas';
 
-export interface ReconciliationDifference {
-  check: string;
-  expected: string;
-  actual: string;
-  difference: string;
-}
-
-export interface ReconciliationReport {
-  balanced: boolean;
-  escrowAddress: string;
-  /** Every wallet whose balance chainBalance adds up (the escrow, then the checkout deposit wallet). */
-  wallets: string[];
-  chainBalance: string;
-  ledgerBalance: string;
-  difference: string;
-  differences: ReconciliationDifference[];
-  accounts: Record<string, string>;
-  /**
-   * What sellers owe the shared escrow and what of it no seller money covers; what payers owe back (refunds of
-   * unmatched transfers a reorg dropped: not a difference, escrow_asset is at the chain, but escrow holds that less).
-   */
-  exposure: { owedBySellers: string; uncovered: string; creditGranted: string; owedByPayers: string };
-  checkedAt: string;
-}
+/** The report as GET /api/v1/reconciliation answers it (its schema describes every field). */
+export type ReconciliationReport = Static<typeof ReconciliationReportSchema>;
+type ReconciliationDifference = ReconciliationReport['differences'][number];
 
 /** The wallets whose USDC the escrow_asset account holds: the escrow, and the checkout deposit wallet if set. */
 export function escrowWallets(

@@ -19,7 +19,7 @@ export async function paymentOutcome(
   paymentId: string,
   now: Date,
 ): Promise<PaymentOutcome> {
-  const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
+  const call = (await callOutcomesOf(db, [paymentId], now)).get(paymentId);
   const none = {
     retryUntil: call?.retryUntil ?? null,
     refundId: null,
