@@ -1,7 +1,6 @@
 /**
- * The notifier's errors: one base, `NotifierError`, and a named subclass per situation, told apart by class, never
- * by message text. Refusals answered over HTTP are `HttpError`s (libs/http); the live socket's are its
- * `ErrorCode`s (live/protocol.ts).
+ * The notifier's errors, told apart by class, never by message text. Refusals answered over HTTP are
+ * `HttpError`s (libs/http); the live socket's are its `ErrorCode`s (live/protocol.ts).
  */
 export class NotifierError extends Error {
   override name = 'NotifierError';

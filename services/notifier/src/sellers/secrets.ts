@@ -4,9 +4,8 @@ import { LRUCache } from 'lru-cache';
 import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
 
 /**
- * Fetches sellers' webhook secrets from the registry and caches them by version: `seller.updated` carries
- * only the version number, and a newer version than the cached one triggers a fresh request.
- * Secrets stay in memory only; they are never logged nor stored.
+ * Sellers' webhook secrets from the registry, cached by version (`seller.updated` carries only the version:
+ * a newer one asks again). In memory only: never logged nor stored.
  */
 export class WebhookSecrets {
   private readonly cache: LRUCache<string, { secret: string; version: number }>;

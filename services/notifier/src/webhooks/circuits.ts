@@ -24,9 +24,8 @@ function cooldownMs(openCount: number, policy: BreakerPolicy): number {
 }
 
 /**
- * In the attempt's transaction. A failure (timeout, network error, 408/429/5xx) counts: the threshold reached
- * while closed, or any failure while half-open (the probe), opens the circuit with the next cooldown. Any other
- * answer means the target answers: the circuit closes and its count starts again.
+ * In the attempt's transaction: failures reaching the threshold while closed, or a failed probe, open the
+ * circuit with the next cooldown; any other answer means the target answers, and closes it.
  */
 export async function recordCircuitOutcome(
   trx: Transaction<NotifierDatabase>,

@@ -109,9 +109,8 @@ export interface AttemptResult {
 }
 
 /**
- * Logs one attempt and moves the delivery on: delivered, failed for good, or pending again at
- * `retryAt` (which the caller computed from the backoff), failing instead when that is past give_up_at or
- * null (the attempts are spent).
+ * Logs one attempt and moves the delivery on: delivered, failed, or pending again at `retryAt` (the caller's
+ * backoff); failed instead when that is past give_up_at or null (the attempts are spent).
  */
 export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
@@ -215,21 +214,24 @@ export async function findDelivery(
     .executeTakeFirst();
 }
 
+/** A page of the seller's deliveries, newest first, each with its event's kind. */
 export async function listDeliveries(
   db: Db,
   sellerId: string,
   filter: { status?: string; eventId?: string; endpointId?: string; before?: string; limit: number },
-): Promise<DeliveryRow[]> {
+): Promise<Array<DeliveryRow & { event_type: string }>> {
   let query = db
-    .selectFrom('webhook_deliveries')
-    .selectAll()
-    .where('seller_id', '=', sellerId)
-    .orderBy('delivery_id', 'desc')
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
+    .selectAll('d')
+    .select('e.event_type')
+    .where('d.seller_id', '=', sellerId)
+    .orderBy('d.delivery_id', 'desc')
     .limit(filter.limit);
-  if (filter.status) query = query.where('status', '=', filter.status as DeliveryRow['status']);
-  if (filter.eventId) query = query.where('event_id', '=', filter.eventId);
-  if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
-  if (filter.before) query = query.where('delivery_id', '<', filter.before);
+  if (filter.status) query = query.where('d.status', '=', filter.status as DeliveryRow['status']);
+  if (filter.eventId) query = query.where('d.event_id', '=', filter.eventId);
+  if (filter.endpointId) query = query.where('d.endpoint_id', '=', filter.endpointId);
+  if (filter.before) query = query.where('d.delivery_id', '<', filter.before);
   return query.execute();
 }
 
@@ -259,7 +261,7 @@ export async function eventOf(db: Db, eventId: string) {
 export async function createRedelivery(
   trx: Transaction<NotifierDatabase>,
   original: DeliveryRow,
-  options: { url: string; now: Date; retryWindowHours: number; endpointId?: string | null },
+  options: { url: string; now: Date; retryWindowHours: number },
 ): Promise<DeliveryRow> {
   return trx
     .insertInto('webhook_deliveries')
@@ -268,6 +270,7 @@ export async function createRedelivery(
         ...options,
         eventId: original.event_id,
         sellerId: original.seller_id,
+        endpointId: original.endpoint_id,
         redeliveryOf: original.delivery_id,
       }),
     )

@@ -14,7 +14,7 @@ import {
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { type Static, Type } from '@sinclair/typebox';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
@@ -157,7 +157,6 @@ export function webhookRoutes(
           db,
           rows.map((r) => r.delivery_id),
         );
-        const types = await eventTypesOf(db, rows);
         const circuits = await circuitsOf(
           db,
           sellerOf(req),
@@ -167,7 +166,7 @@ export function webhookRoutes(
           data: rows.map((row) =>
             toView(
               row,
-              types.get(row.event_id) ?? '',
+              row.event_type,
               attempts.get(row.delivery_id) ?? [],
               circuits.get(targetOf(row.endpoint_id)),
             ),
@@ -235,16 +234,6 @@ export function webhookRoutes(
   ];
 }
 
-/** The kind of each delivery's event, by event id (looked up once per event). */
-async function eventTypesOf(db: Kysely<NotifierDatabase>, rows: DeliveryRow[]): Promise<Map<string, string>> {
-  const types = new Map<string, string>();
-  for (const row of rows) {
-    if (!types.has(row.event_id))
-      types.set(row.event_id, (await eventOf(db, row.event_id))?.event_type ?? '');
-  }
-  return types;
-}
-
 /** A new delivery of the seller's delivery `id` (404 if none), sent again where it went. */
 async function redeliver(
   trx: Transaction<NotifierDatabase>,
@@ -259,7 +248,6 @@ async function redeliver(
     url,
     now: config.now(),
     retryWindowHours: config.webhookRetryWindowHours,
-    endpointId: original.endpoint_id,
   });
   const event = await eventOf(trx, created.event_id);
   const target = targetOf(created.endpoint_id);
