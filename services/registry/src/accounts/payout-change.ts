@@ -1,9 +1,6 @@
 /**
- * The message the account wallet signs (EIP-191 personal_sign) to change where its payouts go. It names this
- * deployment (the SIWE domain), the account, the wallet, the new address, the chain, a single-use nonce and a
- * validity window, so a signature cannot be replayed for another account, address, deployment or chain, nor
- * twice. The registry issues it (POST /api/v1/account/payout-address/challenge) and accepts it back only in
- * exactly this layout.
+ * The message the account wallet signs (EIP-191) to move its payouts: it names every field so a signature
+ * cannot serve another account, address, deployment or chain, nor twice; accepted back only as issued.
  */
 interface PayoutChangeFields {
   domain: string;

@@ -12,8 +12,8 @@ import type { RegistryConfig } from '../config';
 import type { RegistryDatabase } from '../db';
 
 /**
- * Sign-in's limits per client address (req.ip: the right-most untrusted X-Forwarded-For hop; an IPv6 one by its /64): every nonce is an
- * insert and every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge. Shared by the replicas (Postgres).
+ * Per client address (req.ip, an IPv6 one by its /64), shared by the replicas: every nonce is an insert and
+ * every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge.
  */
 export class SignInRateLimits {
   readonly nonces: SharedRateLimiter;

@@ -20,11 +20,8 @@ export type SkillEvent =
   | 'unsuspend';
 
 /**
- * What a transition writes besides the status:
- * - `none`: nothing (an edit, or the repeat of an action already done);
- * - `set_status`: the new status and its reason, any validation lease dropped;
- * - `revalidate`: PENDING_VALIDATION with a new validation sequence (a run in flight is discarded);
- * - `recheck_health`: the status stays, the next health pass pings the skill early.
+ * What a transition writes besides the status (`applySkillTransition`); `revalidate` starts a new validation
+ * sequence, so a run in flight is discarded.
  */
 export type SkillEffect = 'none' | 'set_status' | 'revalidate' | 'recheck_health';
 

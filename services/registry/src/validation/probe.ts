@@ -23,8 +23,7 @@ interface HeadProbeOptions {
 
 /**
  * Why a HEAD status does not show the endpoint there (undefined when it does). HEAD reaches GET handlers only, so
- * for other methods any status below 500 passes. For GET: 2xx, 400/401/402/403/422 pass; redirects, 404 (unless
- * the path has :params), 405 (docs/api.md, "Validation and health pings") and the rest fail.
+ * for other methods any status below 500 passes (docs/api.md, "Validation and health pings").
  */
 function headStatusProblem(status: number, options: HeadProbeOptions = {}): string | undefined {
   const isGet = (options.method ?? 'GET').toUpperCase() === 'GET';
