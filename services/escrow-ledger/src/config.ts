@@ -1,7 +1,5 @@
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import {
-  type ChainConfig,
-  type CommonConfig,
   chainConfig,
   commonConfig,
   int,
@@ -13,41 +11,11 @@ import {
   throwIfProblems,
 } from '@paygate/runtime';
 
-/** How the ledger refunds paid calls their seller did not serve (unserved/decide.ts). */
-export interface UnservedRefundConfig {
-  /** UNSERVED_REFUND_THRESHOLD: a payer's unserved refunds go out as one transfer once they add up to this. */
-  unservedRefundThresholdMicro: bigint;
-  /** UNSERVED_REFUND_MAX_AGE_MS: sent below the threshold once the oldest waited this long. */
-  unservedRefundMaxAgeMs: number;
-  /** UNSERVED_SWEEP_INTERVAL_MS: how often undecided calls are decided again and due refunds sent. */
-  unservedSweepIntervalMs: number;
-}
-
-/** The variables and their meaning: README.md's configuration table. */
-export interface EscrowLedgerConfig extends CommonConfig, ChainConfig, UnservedRefundConfig {
-  operatorToken: string;
-  releaseIntervalMs: number;
-  releaseBatchSize: number;
-  releaseBoundMs: number;
-  paymentBatchSize: number;
-  paymentConcurrency: number;
-  refundRequestsPerMinute: number;
-  refundMinAmountMicro: bigint;
-  refundMaxPartialPerTransaction: number;
-  refundsPerMinute: number;
-  chainCheckIntervalMs: number;
-  chainCheckBatchSize: number;
-  chainConfirmTimeoutMs: number;
-  /** RECONCILE_INTERVAL_MS: each replica reconciles by itself for the alert gauges; 0: only when asked. */
-  reconcileIntervalMs: number;
-  /** The service clock: tests inject one to move time without sleeping. */
-  now: () => Date;
-  /** CHECKOUT_ESCROW_ADDRESS: the checkout deposit wallet, whose USDC escrow_asset also counts. */
-  checkoutEscrowAddress: string | null;
-}
+/** The service's settings; README.md's configuration table says what each variable means. */
+export type EscrowLedgerConfig = ReturnType<typeof loadConfig>;
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerConfig {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const common = commonConfig(env, { serviceName: 'escrow-ledger', schema: 'ledger', port: 8085 });
   const chain = chainConfig(env, { rpcTimeoutMs: 10_000 });
   const parsed = parseEnv(env, {
@@ -95,12 +63,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EscrowLedgerCo
     chainCheckBatchSize: parsed.CHAIN_CHECK_BATCH_SIZE,
     chainConfirmTimeoutMs: parsed.CHAIN_CONFIRM_TIMEOUT_MS,
     reconcileIntervalMs: parsed.RECONCILE_INTERVAL_MS,
+    // The service clock: tests inject one to move time without sleeping.
     now: () => new Date(),
     checkoutEscrowAddress: parsed.CHECKOUT_ESCROW_ADDRESS || null,
   };
 }
 
-export function unservedRefundConfig(env: NodeJS.ProcessEnv): UnservedRefundConfig {
+/** How the ledger refunds paid calls their seller did not serve (unserved/decide.ts). */
+export function unservedRefundConfig(env: NodeJS.ProcessEnv) {
   const parsed = parseEnv(env, {
     UNSERVED_REFUND_THRESHOLD: str({ default: '0.01' }),
     UNSERVED_REFUND_MAX_AGE_MS: int({ default: 86_400_000, min: 1 }),

@@ -72,20 +72,7 @@ export async function refundReceivables(db: LedgerDb, status: string) {
 export function reversedAfterRelease(db: LedgerDb) {
   return db
     .selectFrom('transactions')
-    .select([
-      'id',
-      'seller_id',
-      'payment_id',
-      'chain_id',
-      'tx_hash',
-      'log_index',
-      'amount_micro',
-      'seller_share_micro',
-      'reversal_reason',
-      'settlement_id',
-      'released_at',
-      'reversed_at',
-    ])
+    .selectAll()
     .where('escrow_status', '=', 'reversed')
     .where('released_at', 'is not', null)
     .orderBy('reversed_at', 'desc')

@@ -1,18 +1,13 @@
+import type { Static } from '@sinclair/typebox';
 import type { LedgerDb, LedgerTrx } from '../db';
+import type { TransactionLookup } from '../refunds/schemas';
 import { callOutcomesOf } from '../views/call-outcomes';
 
-/** What became of a paid call, as its buyer polls it (the lookup's `outcome`, described in refunds/schemas.ts). */
-export type CallResult = 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
-
-export interface PaymentOutcome {
-  outcome: CallResult;
-  retryUntil: string | null;
-  refundId: string | null;
-  refundTxHash: string | null;
-  refundedAt: string | null;
-  /** How the seller failed the call (error_status with its 5xx, timeout, unreachable, misconfigured). */
-  refundReason: string | null;
-}
+/** What became of a paid call, as its buyer polls it: the lookup's fields besides the transaction's. */
+type PaymentOutcome = Omit<
+  Static<typeof TransactionLookup>,
+  'transactionId' | 'sessionId' | 'txHash' | 'logIndex' | 'amount' | 'refundableAmount'
+>;
 
 export async function paymentOutcome(
   db: LedgerDb | LedgerTrx,

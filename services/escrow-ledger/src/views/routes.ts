@@ -81,19 +81,8 @@ function queryTime(text: string, field: string): Date {
   return time;
 }
 
-/** What a transactions page is filtered by (the list route's query, checked). */
-interface TransactionFilter {
-  cursor: string | null;
-  limit: number;
-  from: Date | null;
-  before: Date | null;
-  skill: string | null;
-  txHash: string | null;
-  /** The status asked for, in escrow terms: settling is payout_pending. */
-  escrow: string | null;
-}
-
-function transactionFilter(query: Static<typeof TransactionListQuery>): TransactionFilter {
+/** What a transactions page is filtered by: the list route's query, checked; `escrow` the status in escrow terms. */
+function transactionFilter(query: Static<typeof TransactionListQuery>) {
   const status = query.status ?? null;
   return {
     limit: query.limit === undefined ? 50 : Number(query.limit),
@@ -110,7 +99,7 @@ function transactionFilter(query: Static<typeof TransactionListQuery>): Transact
 async function transactionRows(
   db: LedgerDb,
   sellerId: string,
-  f: TransactionFilter,
+  f: ReturnType<typeof transactionFilter>,
 ): Promise<TransactionRow[]> {
   const { cursor, from, before, skill, txHash, escrow } = f;
   const rows = await sql<TransactionRow>`select * from transactions where seller_id = ${sellerId}
