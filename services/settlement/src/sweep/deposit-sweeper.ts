@@ -140,15 +140,8 @@ export class DepositSweeper {
       .select(['address', 'derivation_index'])
       .where('check_due_at', '<=', new Date())
       .where('derivation_index', 'is not', null)
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('deposit_sweeps as s')
-              .select('s.sweep_id')
-              .whereRef('s.address', '=', 'deposit_addresses.address')
-              .where('s.status', '=', 'open'),
-          ),
-        ),
+      .where('address', 'not in', (eb) =>
+        eb.selectFrom('deposit_sweeps').select('address').where('status', '=', 'open'),
       )
       .orderBy('check_due_at')
       .limit(this.config.batchSize)
