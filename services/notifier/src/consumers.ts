@@ -10,13 +10,6 @@ import { endpointsFor } from './webhooks/endpoints';
 import { buildWebhookBody, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhooks/payload';
 import { createDelivery } from './webhooks/repository';
 
-/** The checkout session events: each carries the session's snapshot, kept for the live view. */
-type SessionSubject = Extract<WebhookEventType, `checkout.session_${string}`>;
-
-function isSessionSubject(type: string): type is SessionSubject {
-  return type.startsWith('checkout.session_') && (WEBHOOK_EVENT_TYPES as readonly string[]).includes(type);
-}
-
 /** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
 const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
 
@@ -28,14 +21,14 @@ async function enqueueWebhook(
   trx: Transaction<NotifierDatabase>,
   envelope: EventEnvelope<WebhookEventType, { sellerId: string | null }>,
   config: NotifierConfig,
-): Promise<boolean> {
+): Promise<void> {
   const sellerId = envelope.data.sellerId;
   // No seller: a refund.completed of an unmatched transfer (money that paid no seller) concerns nobody's webhook.
-  if (!sellerId) return false;
+  if (!sellerId) return;
   const seller = await findSeller(trx, sellerId);
   // The account's webhook URL (all events) and every enabled endpoint that asked for this kind.
   const endpoints = await endpointsFor(trx, sellerId, envelope.type);
-  if (!seller?.webhook_url && endpoints.length === 0) return false;
+  if (!seller?.webhook_url && endpoints.length === 0) return;
   const delivery = {
     eventId: envelope.id,
     eventType: envelope.type,
@@ -47,7 +40,6 @@ async function enqueueWebhook(
   if (seller?.webhook_url) await createDelivery(trx, { ...delivery, url: seller.webhook_url });
   for (const endpoint of endpoints)
     await createDelivery(trx, { ...delivery, url: endpoint.url, endpointId: endpoint.endpoint_id });
-  return true;
 }
 
 export function notifierConsumers(deps: {
@@ -62,7 +54,9 @@ export function notifierConsumers(deps: {
       subject,
       concurrency: 4,
       handler: async (trx, event) => {
-        if (isSessionSubject(event.type)) await upsertSession(trx, event.data as CheckoutSessionSnapshot);
+        // A checkout session event carries the session's snapshot, kept for the live view.
+        if (event.type.startsWith('checkout.session_'))
+          await upsertSession(trx, event.data as CheckoutSessionSnapshot);
         await enqueueWebhook(
           trx,
           event as EventEnvelope<WebhookEventType, { sellerId: string | null }>,
