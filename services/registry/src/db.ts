@@ -20,7 +20,6 @@ export interface SellersTable {
   previous_api_key_expires_at: Generated<Date | null>;
   /** Sealed forwarding key of that previous API key (the gateway signs with both during the overlap). */
   previous_forwarding_key_encrypted: Generated<string | null>;
-  /** A payout address the account wallet signed, applied at pending_payout_effective_at (PAYOUT_ADDRESS_DELAY). */
   /** What the seller sees of its keys: a name, the last four characters, when made and last used (to the minute). */
   api_key_name: Generated<string>;
   api_key_hint: Generated<string | null>;
@@ -30,6 +29,7 @@ export interface SellersTable {
   previous_api_key_hint: Generated<string | null>;
   previous_api_key_created_at: Generated<Date | null>;
   previous_api_key_last_used_at: Generated<Date | null>;
+  /** A payout address the account wallet signed, applied at pending_payout_effective_at (PAYOUT_ADDRESS_DELAY). */
   pending_payout_address: Generated<string | null>;
   pending_payout_effective_at: Generated<Date | null>;
   settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;

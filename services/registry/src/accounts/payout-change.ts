@@ -2,7 +2,7 @@
  * The message the account wallet signs (EIP-191) to move its payouts: it names every field so a signature
  * cannot serve another account, address, deployment or chain, nor twice; accepted back only as issued.
  */
-interface PayoutChangeFields {
+export interface PayoutChangeFields {
   domain: string;
   walletAddress: string;
   sellerId: string;

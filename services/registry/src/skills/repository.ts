@@ -206,7 +206,40 @@ async function publishSkillUpdated(
   now: Date,
 ) {
   try {
-    await enqueueSkillUpdated(trx, { skill, endpoints }, now);
+    await enqueueEvent(
+      trx,
+      createEvent(
+        'skill.updated',
+        'registry',
+        {
+          skillId: skill.id,
+          sellerId: skill.seller_id,
+          revision: skill.revision,
+          name: skill.name,
+          displayName: skill.display_name,
+          description: skill.description,
+          type: skill.type,
+          mode: skill.mode,
+          status: skill.status,
+          apiBaseUrl: skill.api_base_url,
+          categories: skill.categories,
+          durationDays: skill.duration_days,
+          requiresShipping: skill.requires_shipping,
+          holdPeriodHours: skill.hold_period_hours,
+          endpoints: endpoints.map((e) => ({
+            endpointId: e.id,
+            path: e.path,
+            method: e.method,
+            description: e.description,
+            price: formatUsdc(e.price_micro),
+            isHealthy: e.is_healthy,
+            active: e.active,
+          })),
+          updatedAt: skill.updated_at.toISOString(),
+        },
+        { occurredAt: now, ...traceOption() },
+      ),
+    );
   } catch (error) {
     if (!(error instanceof EventTooLargeError)) throw error;
     // Nothing is stored: the request's transaction rolls back.
@@ -217,45 +250,4 @@ async function publishSkillUpdated(
       { field: 'endpoints', rule: `the skill as JSON at most ${MAX_EVENT_BYTES} bytes` },
     );
   }
-}
-
-function enqueueSkillUpdated(
-  trx: Transaction<RegistryDatabase>,
-  { skill, endpoints }: SkillWithEndpoints,
-  now: Date,
-): Promise<void> {
-  return enqueueEvent(
-    trx,
-    createEvent(
-      'skill.updated',
-      'registry',
-      {
-        skillId: skill.id,
-        sellerId: skill.seller_id,
-        revision: skill.revision,
-        name: skill.name,
-        displayName: skill.display_name,
-        description: skill.description,
-        type: skill.type,
-        mode: skill.mode,
-        status: skill.status,
-        apiBaseUrl: skill.api_base_url,
-        categories: skill.categories,
-        durationDays: skill.duration_days,
-        requiresShipping: skill.requires_shipping,
-        holdPeriodHours: skill.hold_period_hours,
-        endpoints: endpoints.map((e) => ({
-          endpointId: e.id,
-          path: e.path,
-          method: e.method,
-          description: e.description,
-          price: formatUsdc(e.price_micro),
-          isHealthy: e.is_healthy,
-          active: e.active,
-        })),
-        updatedAt: skill.updated_at.toISOString(),
-      },
-      { occurredAt: now, ...traceOption() },
-    ),
-  );
 }

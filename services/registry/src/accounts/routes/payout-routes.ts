@@ -7,8 +7,8 @@ import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
 import { EmptyBody } from '../../shared/schema';
 import { consumeNonce, issueNonce } from '../nonces';
-import { parsePayoutChangeMessage, payoutChangeMessage } from '../payout-change';
-import { publishPayoutChangeRequested, publishSellerUpdated, toAccount } from '../repository';
+import { type PayoutChangeFields, parsePayoutChangeMessage, payoutChangeMessage } from '../payout-change';
+import { publishPayoutChangeRequested, publishSellerUpdated, type SellerRow, toAccount } from '../repository';
 import {
   Account,
   PayoutChallenge,
@@ -40,13 +40,10 @@ const payoutChangeRefused = (code: RegistryReason, message: string) =>
     rule: "must be a fresh payout-address challenge for this account, signed by the account's wallet",
   });
 
-type PayoutChangeFields = NonNullable<ReturnType<typeof parsePayoutChangeMessage>>;
-type Seller = ReturnType<typeof currentSeller>;
-
 /** The signed challenge, checked: this domain, account, wallet and chain, unexpired, signed by the account wallet. */
 function checkPayoutChange(
   rc: RegistryContext,
-  seller: Seller,
+  seller: SellerRow,
   body: { message: string; signature: string },
   now: Date,
 ): PayoutChangeFields {

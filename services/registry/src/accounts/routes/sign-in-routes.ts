@@ -1,13 +1,12 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { verifyMessage } from 'ethers';
 import type { Request, Response } from 'express';
-import type { Selectable } from 'kysely';
 import { sql, type Transaction } from 'kysely';
 import { SiweMessage } from 'siwe';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import { issueSessionToken } from '../../auth/sessions';
 import type { RegistryContext } from '../../context';
-import type { RegistryDatabase, SellersTable } from '../../db';
+import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
 import { EmptyBody } from '../../shared/schema';
 import {
@@ -19,7 +18,7 @@ import {
   sealedForwardingKey,
 } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
-import { changeCredentials, publishSellerUpdated, toAccount } from '../repository';
+import { changeCredentials, publishSellerUpdated, type SellerRow, toAccount } from '../repository';
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
 const siweRefused = (code: RegistryReason, message: string) =>
@@ -109,8 +108,6 @@ async function checkSignInMessage(
   }
   return message;
 }
-
-type SellerRow = Selectable<SellersTable>;
 
 /** The account of a wallet: addresses compare without their checksum case. */
 function byWallet(trx: Transaction<RegistryDatabase>, address: string) {

@@ -39,10 +39,6 @@ export function endpointIdParam(req: Request): string {
   return id;
 }
 
-function encodeCursor(name: string): string {
-  return Buffer.from(name, 'utf8').toString('base64url');
-}
-
 function decodeCursor(cursor: string | undefined): string | undefined {
   if (!cursor) return undefined;
   const name = Buffer.from(cursor, 'base64url').toString('utf8');
@@ -74,7 +70,7 @@ export async function skillPage<T>(
   );
   return {
     data: page.map((skill) => view({ skill, endpoints: endpoints.get(skill.id) ?? [] })),
-    nextCursor: rows.length > limit ? encodeCursor(page[page.length - 1]!.name) : null,
+    nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1]!.name).toString('base64url') : null,
   };
 }
 
