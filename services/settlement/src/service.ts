@@ -40,21 +40,13 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const chain = new EscrowChain(config);
       const relayerKeys = config.relayer ? RelayerChain.pool(config, config.relayer.privateKeys) : [];
       const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-      registerSettlementWatchGauges(ctx, {
-        clock,
-        schedulerIntervalMs: config.schedulerIntervalMs,
-        settlementPeriodSeconds: config.settlementPeriodSeconds,
-        provider: chain.provider,
-        // Without a relayer, RELAYER_MIN_BALANCE_WEI's default (0.0005 ETH) is the floor of the other wallets.
-        minBalanceWei: config.relayer?.minBalanceWei ?? 500_000_000_000_000n,
-        wallets: [
-          { wallet: 'escrow', address: chain.address },
-          ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
-          ...(config.checkoutSweep
-            ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
-            : []),
-        ],
-      });
+      registerSettlementWatchGauges(ctx, config, clock, chain.provider, [
+        { wallet: 'escrow', address: chain.address },
+        ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
+        ...(config.checkoutSweep
+          ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
+          : []),
+      ]);
       const auth = new SellerAuth(ctx.bus);
       const handlers = {
         payout: payoutOutcome(clock),

@@ -2,6 +2,7 @@ import { Gauge, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { Clock } from './clock';
+import type { SettlementConfig } from './config';
 import type { Frequency, SettlementDB, TransferKind } from './db';
 import { periodAt } from './schedule/periods';
 import { unscheduledIn } from './schedule/scheduler';
@@ -12,20 +13,16 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
-interface WatchGaugeOptions {
-  clock: Clock;
-  schedulerIntervalMs: number;
-  settlementPeriodSeconds: number;
-  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>;
-  provider: JsonRpcProvider;
-  /** RELAYER_MIN_BALANCE_WEI, reported as every wallet's floor. */
-  minBalanceWei: bigint;
-}
-
-/** Gauges read at each scrape (-1 when a read failed) for the alerts on money that waits and on gas. */
+/**
+ * Gauges read at each scrape (-1 when a read failed) for the alerts on money that waits and on the gas of `wallets`,
+ * whose floor is RELAYER_MIN_BALANCE_WEI (its default without a relayer).
+ */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
-  options: WatchGaugeOptions,
+  config: Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>,
+  clock: Clock,
+  provider: JsonRpcProvider,
+  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>,
 ): void {
   const registers = [ctx.metrics.registry];
   new Gauge({
@@ -51,10 +48,10 @@ export function registerSettlementWatchGauges(
     labelNames: ['stage'],
     registers,
     async collect() {
-      const now = options.clock();
-      const cutoff = new Date(now.getTime() - PERIOD_OVERDUE_AFTER_PASSES * options.schedulerIntervalMs);
+      const now = clock();
+      const cutoff = new Date(now.getTime() - PERIOD_OVERDUE_AFTER_PASSES * config.schedulerIntervalMs);
       const due = FREQUENCIES.map((frequency) =>
-        periodAt(frequency, now, options.settlementPeriodSeconds),
+        periodAt(frequency, now, config.settlementPeriodSeconds),
       ).filter((period) => period.start < cutoff);
       const unscheduled =
         due.length === 0
@@ -83,8 +80,8 @@ export function registerSettlementWatchGauges(
     registers,
     async collect() {
       await Promise.all(
-        options.wallets.map(async ({ wallet, address }) => {
-          const wei = await options.provider.getBalance(address).catch(() => undefined);
+        wallets.map(async ({ wallet, address }) => {
+          const wei = await provider.getBalance(address).catch(() => undefined);
           // A float: exact to the wei below 2^53 (0.009 ETH), close enough above for an alert.
           this.set({ wallet, address }, wei === undefined ? -1 : Number(wei));
         }),
@@ -97,6 +94,6 @@ export function registerSettlementWatchGauges(
     labelNames: ['wallet', 'address'],
     registers,
   });
-  for (const { wallet, address } of options.wallets)
-    floor.set({ wallet, address }, Number(options.minBalanceWei));
+  const minBalanceWei = config.relayer?.minBalanceWei ?? 500_000_000_000_000n;
+  for (const { wallet, address } of wallets) floor.set({ wallet, address }, Number(minBalanceWei));
 }
