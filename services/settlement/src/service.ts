@@ -93,12 +93,7 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
           defineConsumer(payoutRefusedConsumer(decisions)),
           defineConsumer(depositAddressAssignedConsumer(config.chainId)),
           defineConsumer(
-            depositTransferConsumer({
-              chainId: config.chainId,
-              usdcAddress: config.usdcAddress,
-              fixedWallets: [chain.address, ...(config.checkoutSweep ? [config.checkoutSweep.address] : [])],
-              onDue: () => depositSweeper.kick(),
-            }),
+            depositTransferConsumer(chain, config.checkoutSweep?.address, () => depositSweeper.kick()),
           ),
         ],
         tasks: [transfers, scheduler, relayer, sweeper, depositSweeper].filter((task) => task !== null),

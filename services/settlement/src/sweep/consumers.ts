@@ -1,5 +1,6 @@
 import type { ConsumerOptions } from '@paygate/bus';
 import type { SettlementDB } from '../db';
+import type { EscrowChain } from '../transfers/chain';
 
 /** `deposit.address_assigned` → the derivation index the sweeper derives the address's key from. */
 export function depositAddressAssignedConsumer(
@@ -23,30 +24,25 @@ export function depositAddressAssignedConsumer(
 }
 
 /** `transfer.observed` at a deposit address (not a fixed wallet) → it may hold money: counted and read at once. */
-export function depositTransferConsumer(options: {
-  chainId: number;
-  usdcAddress: string;
-  fixedWallets: string[];
-  onDue: () => void;
-}): ConsumerOptions<'transfer.observed', SettlementDB> {
-  const fixed = new Set(options.fixedWallets.map((a) => a.toLowerCase()));
+export function depositTransferConsumer(
+  escrow: Pick<EscrowChain, 'chainId' | 'usdcAddress' | 'address'>,
+  checkoutWallet: string | undefined,
+  onDue: () => void,
+): ConsumerOptions<'transfer.observed', SettlementDB> {
+  const fixed = new Set([escrow.address, checkoutWallet].flatMap((a) => (a ? [a.toLowerCase()] : [])));
   return {
     durable: 'settlement-deposit-transfers',
     subject: 'transfer.observed',
     concurrency: 4,
-    afterCommit: () => options.onDue(),
+    afterCommit: onDue,
     async handler(trx, event) {
       const d = event.data;
       const to = d.to.toLowerCase();
-      if (d.chainId !== options.chainId || fixed.has(to)) return;
-      if (d.token.toLowerCase() !== options.usdcAddress.toLowerCase()) return;
+      if (d.chainId !== escrow.chainId || fixed.has(to)) return;
+      if (d.token.toLowerCase() !== escrow.usdcAddress.toLowerCase()) return;
       await trx
         .insertInto('deposit_addresses')
-        .values({
-          address: to,
-          holding: true,
-          check_due_at: new Date(),
-        })
+        .values({ address: to, holding: true, check_due_at: new Date() })
         .onConflict((oc) =>
           oc
             .column('address')
