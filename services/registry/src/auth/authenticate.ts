@@ -1,5 +1,5 @@
 import { bearerToken, HttpError, operatorAuth, securitySchemes } from '@paygate/http';
-import { credentialOf, requireWalletSession as refuseWithoutWallet } from '@paygate/seller-auth';
+import { credentialOf } from '@paygate/seller-auth';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
@@ -63,11 +63,6 @@ export async function sellerOfApiKey(rc: RegistryContext, apiKey: string): Promi
       rc.ctx.logger.warn({ err: error, sellerId: seller.id }, 'could not record API key use'),
     );
   return seller;
-}
-
-/** What only the account wallet may do (an API key leaks with its server): 403 with the key alone. */
-export function requireWalletSession(req: Request, action: string): void {
-  refuseWithoutWallet(req.credential, action);
 }
 
 /** The seller of a session token (undefined when invalid, 'signed_out' after a sign-out), for HTTP and RPC alike. */

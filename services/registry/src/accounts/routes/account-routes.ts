@@ -1,7 +1,8 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
+import { requireWalletSession } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
-import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
+import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import { RegistryReason } from '../../reasons';
 import { newWebhookSecret } from '../../shared/secrets';
@@ -101,7 +102,7 @@ export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
           );
         }
         // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
-        if (body.webhookUrl !== undefined) requireWalletSession(req, 'changing the webhook URL');
+        if (body.webhookUrl !== undefined) requireWalletSession(req.credential, 'changing the webhook URL');
         const minimumSettlementMicro =
           body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
         const webhookUrl =

@@ -1,5 +1,6 @@
 import { type AnyRoute, defineRoute } from '@paygate/http';
-import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
+import { requireWalletSession } from '@paygate/seller-auth';
+import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import { EmptyBody } from '../../shared/schema';
 import {
@@ -78,7 +79,7 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
       bodyOptional: true,
       responses: { '200': ApiKeyRotated },
       handler: async (req, res) => {
-        requireWalletSession(req, 'rotating the API key');
+        requireWalletSession(req.credential, 'rotating the API key');
         res.json(await rotateApiKey(rc, currentSeller(req).id, req.body ?? {}));
       },
     }),
@@ -109,7 +110,7 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
       bodyOptional: true,
       responses: { '200': PublishableKeyRotated },
       handler: async (req, res) => {
-        requireWalletSession(req, 'rotating the publishable key');
+        requireWalletSession(req.credential, 'rotating the publishable key');
         const now = config.now();
         const publishableKey = newPublishableKey(config.production);
         const sellerId = currentSeller(req).id;
@@ -127,7 +128,7 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
       bodyOptional: true,
       responses: { '200': WebhookSecretRotated },
       handler: async (req, res) => {
-        requireWalletSession(req, 'rotating the webhook secret');
+        requireWalletSession(req.credential, 'rotating the webhook secret');
         const now = config.now();
         const secret = newWebhookSecret();
         const sellerId = currentSeller(req).id;

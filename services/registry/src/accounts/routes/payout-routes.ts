@@ -1,7 +1,8 @@
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { requireWalletSession } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
 import type { Transaction } from 'kysely';
-import { currentSeller, requireWalletSession, sellerRouteAuth } from '../../auth/authenticate';
+import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
@@ -223,7 +224,7 @@ export function payoutAddressRoutes(rc: RegistryContext): AnyRoute[] {
       bodyOptional: true,
       responses: { '200': Account },
       handler: async (req, res) => {
-        requireWalletSession(req, 'cancelling a payout-address change');
+        requireWalletSession(req.credential, 'cancelling a payout-address change');
         const now = config.now();
         const row = await ctx.db
           .updateTable('sellers')
