@@ -38,10 +38,7 @@ function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
   };
 }
 
-/**
- * Runs `fn` at most once per (seller, Idempotency-Key), its answer stored in the same transaction as the effect
- * (the rule: @paygate/http idempotency.ts); an advisory lock serialises concurrent retries.
- */
+/** Runs `fn` once per (seller, Idempotency-Key), its answer stored with the effect under an advisory lock. */
 export function withIdempotency(
   trx: LedgerTrx,
   req: Request,

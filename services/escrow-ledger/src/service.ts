@@ -56,10 +56,7 @@ export interface RunningEscrowLedger extends RunningService<LedgerDatabase> {
   chainCheck: ChainConfirmationCheck;
 }
 
-/**
- * The ledger, built once: its handlers' dependencies, seller auth, the release scheduler and the chain check that
- * kicks it, the buyers' refund request limit, then the routes, consumers and tasks that use them.
- */
+/** The ledger, built once: its deps, auth, scheduler and chain check, then routes, consumers and tasks. */
 export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
   const running = await startService({
     name: 'escrow-ledger',

@@ -122,10 +122,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return found !== undefined;
   }
 
-  /**
-   * The lowest turns among transfers that can be decided now (not in a block short of CONFIRMATIONS), each given
-   * a new turn as read, so a failed pass still moves on; rows another replica is taking are skipped.
-   */
+  /** The lowest turns among decidable transfers, each given a new one as read (a failed pass moves on). */
   private async takeTurns(head: bigint): Promise<AwaitingTransfer[]> {
     const deepAtOrBelow = head + 1n - BigInt(this.deps.config.confirmations);
     const taken = await sql<AwaitingTransfer>`with turns as (

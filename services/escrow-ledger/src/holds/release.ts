@@ -8,10 +8,7 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
-/**
- * Held past its hold period, without a pending buyer refund request, and not a failed call awaiting its refund
- * decision. `alias` names the transactions row.
- */
+/** Held past its period, no pending buyer refund request, no failed call awaiting its refund decision. */
 function dueAndUndisputed(alias: string, now: Date) {
   const t = sql.ref(alias);
   return sql`${t}.escrow_status = 'held' and ${t}.hold_until <= ${now}

@@ -25,10 +25,7 @@ export interface EntryInput {
   memo?: Record<string, unknown>;
 }
 
-/**
- * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
- * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
- */
+/** Posts one entry by `post_entry` (refuses unbalanced ones, floors); null for a repeated idempotency key. */
 export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigint | null> {
   for (const line of input.lines) {
     if (line.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
@@ -84,10 +81,7 @@ export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''
   return row?.balance_micro ?? 0n;
 }
 
-/**
- * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
- * as the balance trigger takes, so it does not conflict with concurrent postings' foreign key checks.
- */
+/** Locks (creating) one account row, returning its balance; NO KEY UPDATE, as the balance trigger takes. */
 export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
   const row = await trx

@@ -11,10 +11,7 @@ type CallOutcome = Omit<
   'recorded_at' | 'payment_id' | 'attempt' | 'seller_id' | 'event_id'
 >;
 
-/**
- * An attempt is keyed by the event's payment, attempt and seller, and recorded once whatever delivers it again (the
- * inbox skips a seen event id; the key a copy).
- */
+/** One row per (payment, attempt), whatever delivers the event again. */
 async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: CallOutcome): Promise<void> {
   const d = event.data;
   await trx

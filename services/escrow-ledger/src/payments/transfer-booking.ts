@@ -51,10 +51,7 @@ export async function postTransferIn(
   return result.rows[0]?.id ?? null;
 }
 
-/**
- * Books money observed arriving (D escrow_asset / C suspense) with its transfer row, in one step: of
- * transfer.observed and the payment's claim (book_payments), the first books it. False when booked before.
- */
+/** Books observed money (D escrow_asset / C suspense) with its row; false when a claim booked it first. */
 export async function bookTransfer(
   trx: LedgerTrx,
   input: {

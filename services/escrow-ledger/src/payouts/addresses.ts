@@ -2,11 +2,7 @@ import { sql } from 'kysely';
 import type { LedgerTrx } from '../db';
 import type { LedgerEvent } from '../deps';
 
-/**
- * The ledger's own view of where each seller is paid (`seller.updated`, newer revisions only): a payout is
- * reserved for, and sent to, the address this view holds when the ledger decides it, never one another service
- * names.
- */
+/** The ledger's own view of each seller's payout address (newer revisions only): payouts go only there. */
 export async function onSellerUpdated(trx: LedgerTrx, event: LedgerEvent<'seller.updated'>): Promise<void> {
   const seller = event.data;
   await sql`insert into seller_payout_addresses (seller_id, revision, payout_address)

@@ -145,10 +145,7 @@ async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Prom
   });
 }
 
-/**
- * What of the seller's available balance may be paid out (locked): all of it but the unrefunded seller share of
- * released payments with a buyer's pending refund request, and the released payments the payout takes.
- */
+/** The payable available balance (locked): less the unrefunded share of disputed payments. */
 async function lockPayableBalance(
   trx: LedgerTrx,
   sellerId: string,

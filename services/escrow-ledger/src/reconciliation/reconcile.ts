@@ -181,10 +181,7 @@ async function exposureOf(db: LedgerDb) {
   };
 }
 
-/**
- * Compares the ledger with the chain (escrow_asset) and with itself (trial balance, each balance against its
- * postings), and lists a seller balance below zero (other sellers' money pays it). None listed: the books are right.
- */
+/** Ledger against chain and itself (trial balance, drift), and sellers below zero; none listed: balanced. */
 export async function reconcile(
   db: LedgerDb,
   config: EscrowLedgerConfig,

@@ -2,10 +2,7 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { reconcileWithSettlement } from './reconcile';
 
-/**
- * The operator's reconciliation, every RECONCILE_INTERVAL_MS on each replica, for the alerts' gauges. A chain or
- * settlement that does not answer fails the pass and leaves the last-success gauge where it was (the staleness alert).
- */
+/** The operator's reconciliation every RECONCILE_INTERVAL_MS for the alerts (a failed pass sets no gauge). */
 export class ReconciliationWatch extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

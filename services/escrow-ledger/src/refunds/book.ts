@@ -81,10 +81,7 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
   }
 }
 
-/**
- * Each refund is an escrow transfer: one below REFUND_MIN_AMOUNT, or a partial one past
- * REFUND_MAX_PARTIAL_PER_TRANSACTION, is refused (no dust transfers); all that remains is always accepted.
- */
+/** No dust transfers: below REFUND_MIN_AMOUNT or past the partial limit, unless it is all that remains. */
 async function assertNotDust(
   trx: LedgerTrx,
   limits: { refundMinAmountMicro: bigint; refundMaxPartialPerTransaction: number },
@@ -148,10 +145,7 @@ export function refundEntryLines(sellerId: string, split: RefundSplit) {
   ];
 }
 
-/**
- * Books a refund on a locked transaction and asks settlement to send it (refund.initiated). Split 95/5
- * cumulatively (splitRefund), out of the holds while held, else seller_available and platform_revenue.
- */
+/** Books a refund on a locked transaction (split 95/5 cumulatively) and asks settlement to send it. */
 export async function bookRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,

@@ -65,10 +65,7 @@ export async function refundReceivableOnReorg(
   return { payer, amountMicro: transfer.amount_micro };
 }
 
-/**
- * Settles a transaction's open receivables from its transfers on the chain again (re-included, or at another log
- * index): each arrival settles one at most, out of suspense, and is marked refunded by the receivable's refund.
- */
+/** Settles a transaction's open receivables from its arrivals on chain again, one each, from suspense. */
 export async function settleRefundReceivables(
   trx: LedgerTrx,
   deps: LedgerDeps,

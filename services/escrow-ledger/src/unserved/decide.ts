@@ -206,10 +206,7 @@ async function bookUnservedRefund(
   return txn.payer;
 }
 
-/**
- * Sends a payer's (or every payer's) booked unserved refunds as one transfer once due (UNSERVED_REFUND_THRESHOLD or
- * UNSERVED_REFUND_MAX_AGE_MS): a refund of kind unserved_batch, whose refund.completed completes those it carries.
- */
+/** Sends a payer's due unserved refunds (threshold or max age) as one `unserved_batch` refund. */
 export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
   const oldestBefore = new Date(now.getTime() - deps.config.unservedRefundMaxAgeMs);

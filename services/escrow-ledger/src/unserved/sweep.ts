@@ -2,10 +2,7 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 
-/**
- * Every UNSERVED_SWEEP_INTERVAL_MS: decides again the calls that could not be decided, each in its own transaction
- * (one that fails holds no other back), then sends the payers' due refunds.
- */
+/** Decides again the undecided calls, each in its own transaction, then sends the payers' due refunds. */
 export class UnservedRefundSweep extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
