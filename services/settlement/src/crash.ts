@@ -1,6 +1,6 @@
 import type { CrashPoint, SettlementConfig } from './config';
 
-/** TEST ONLY: dies as if SIGKILLed at SETTLEMENT_CRASH_POINT, so tests show a restart neither loses nor doubles a transfer. */
+/** TEST ONLY: dies as if SIGKILLed, so tests show a restart neither loses nor doubles a transfer. */
 export function crashIfConfigured(config: SettlementConfig, point: CrashPoint): void {
   if (config.crashPoint === point) process.exit(137);
 }

@@ -70,7 +70,7 @@ export interface SettlementsTable {
 
 export interface RefundsTable {
   refund_id: string;
-  /** `unmatched_transfer` and `unserved_batch` (a payer's unserved calls, one transfer) have no transaction or seller. */
+  /** `unmatched_transfer` and `unserved_batch` (a payer's unserved calls) have no transaction or seller. */
   kind: Generated<'payment' | 'unmatched_transfer' | 'unserved_batch'>;
   transaction_id: string | null;
   seller_id: string | null;
@@ -155,7 +155,7 @@ export interface RelayerRefusedPayersTable {
   refused_until: Date;
 }
 
-/** A contract payer whose own check reverted, by code hash. Not in SettlementDB: ./refused-payers uses `withTables`. */
+/** A contract payer whose own check reverted, by code hash; read through `withTables` (./relayer/refused-payers). */
 export interface RelayerCodeHashRevertsTable {
   chain_id: number;
   code_hash: string;

@@ -26,10 +26,7 @@ import { registerSettlementWatchGauges } from './watch-metrics';
 
 export type RunningSettlement = Awaited<ReturnType<typeof startSettlement>>;
 
-/**
- * Settlement, built once: chains, metrics, worker, scheduler, relayer and sweepers, then the routes, consumers and
- * tasks that use them. `now`: the business clock, which tests move instead of sleeping.
- */
+/** Settlement, built once; `now` is the business clock, which tests move instead of sleeping. */
 export async function startSettlement(config: SettlementConfig, options: { now?: Clock } = {}) {
   const clock = options.now ?? systemClock;
   const running = await startService({

@@ -13,10 +13,7 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
-/**
- * Gauges read at each scrape (-1 when a read failed) for the alerts on money that waits and on the gas of `wallets`,
- * whose floor is RELAYER_MIN_BALANCE_WEI (its default without a relayer).
- */
+/** Gauges read at each scrape (-1 when a read failed): money that waits, and the wallets' gas over their floor. */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
   config: Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>,

@@ -22,10 +22,7 @@ export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true
   return out;
 }
 
-/**
- * `pnpm --filter @paygate/settlement settle -- --seller sel_… | --all`: settle now through the operator route, print
- * the result; exit 1 when a payout is unfinished or the ledger did not answer, 2 when it could not run.
- */
+/** `settle -- --seller sel_… | --all`: exit 1 when a payout is unfinished or the ledger is away, 2 on error. */
 async function main(): Promise<number> {
   const args = parseSettleArgs(process.argv.slice(2));
   const env = parseEnv(process.env, {

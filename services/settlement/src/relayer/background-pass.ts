@@ -8,10 +8,7 @@ import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
 import { cappedFees, isFinished, larger, type RelayerSettings, type Row } from './settings';
 
-/**
- * The relayer's background pass and crash recovery, key by key: confirmed rows watched through the reorg window, then
- * open rows rebroadcast, finished or fee-bumped. Rows of a key no longer configured are never bumped.
- */
+/** The relayer's background pass and crash recovery: watch, rebroadcast, finish or fee-bump each key's rows. */
 export class RelayerBackgroundPass {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -80,10 +77,7 @@ export class RelayerBackgroundPass {
     }
   }
 
-  /**
-   * Confirmed rows not yet CONFIRMATIONS deep: one a reorg dropped while its nonce is unused is sent again as the
-   * SAME bytes (the hash x402 booked), never re-signed: another hash would be another transfer.
-   */
+  /** Confirmed rows until final: one a reorg dropped is sent again as the SAME bytes, never re-signed. */
   private async watchConfirmed(signer: RelayerSigner): Promise<void> {
     const watched = await this.ctx.db
       .selectFrom('relayed_authorizations')

@@ -130,10 +130,7 @@ export class RelayerChain extends ChainKey {
     return undefined;
   }
 
-  /**
-   * Simulates with the fees it will be signed with (a contract payer may answer differently at gas price 0);
-   * throws SimulationError with the token's reason.
-   */
+  /** Simulates with the fees it is signed with (a contract may answer otherwise at gas price 0); SimulationError. */
   async simulate(tokenAddress: string, data: string, fees: FeeCaps): Promise<bigint> {
     try {
       return await this.provider.estimateGas({
@@ -215,10 +212,7 @@ export class RelayerChain extends ChainKey {
     return out;
   }
 
-  /**
-   * The successful transaction whose AuthorizationUsed log names (payer, nonce), with its payer → `to` Transfer log,
-   * searched in the last `lookbackBlocks`.
-   */
+  /** The successful transaction that used the authorization, found by its AuthorizationUsed log. */
   async authorizationUse(
     authorization: { tokenAddress: string; payer: string; nonce: string; to: string },
     lookbackBlocks: number,

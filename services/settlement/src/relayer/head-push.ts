@@ -3,7 +3,7 @@ import { WebSocketProvider } from 'ethers';
 const RECONNECT_MIN_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 
-/** New heads pushed over RELAYER_WS_URL: only a shortcut beside the polling; a dropped one reconnects, doubling its delay. */
+/** Heads pushed over RELAYER_WS_URL, a shortcut beside polling; a dropped socket reconnects, doubling its delay. */
 export class HeadPush {
   private provider: WebSocketProvider | undefined;
   private reconnect: NodeJS.Timeout | undefined;

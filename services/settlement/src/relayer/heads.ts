@@ -18,10 +18,7 @@ interface Waiter {
   wake(): void;
 }
 
-/**
- * Tells the callers waiting for a receipt of a newer block, one `eth_blockNumber` per poll for all of them, densely
- * around the moment a block is due (learned from the heads seen), only while someone waits.
- */
+/** Wakes receipt waiters at a newer head: one poll for all, dense when a block is due, only while someone waits. */
 export class HeadWatcher {
   private head: bigint | undefined;
   /** The last head seen as it came: it appeared within `spreadMs` after `atMs`. */

@@ -26,7 +26,7 @@ interface PendingRecord {
 const keyOf = (request: RelayerSubmitRequest) =>
   `${request.authorization.from.toLowerCase()}:${request.authorization.nonce.toLowerCase()}`;
 
-/** One key's nonce allocator (its advisory lock across replicas): waiting submissions signed and committed in batches. */
+/** One key's nonce allocator (its advisory lock across replicas): submissions signed and committed in batches. */
 export class NonceAllocator {
   private readonly lockKey: string;
   private readonly waiting: PendingRecord[] = [];
@@ -43,10 +43,7 @@ export class NonceAllocator {
     );
   }
 
-  /**
-   * The submission's signed row, committed with its batch under the lock (which holds no RPC); a copy of the same
-   * authorization gets the row already recorded. The caller broadcasts after the commit.
-   */
+  /** The submission's signed row, committed with its batch under the lock; the caller broadcasts after it. */
   record(
     request: RelayerSubmitRequest,
     data: string,

@@ -66,7 +66,7 @@ export class RelayerSigner {
     return this.assigned.size;
   }
 
-  /** How long this key's oldest transaction waiting for its receipt has waited (the pass's view or this process's). */
+  /** How long this key's oldest transaction has waited for its receipt (the pass's view or this process's). */
   waitingMs(now: number): number {
     let oldest = this.stuckSince;
     for (const assignment of this.assigned) {
@@ -159,10 +159,7 @@ export class SignerPool {
     return stuck.filter(({ signer }) => signer.waitingMs(now) - least <= this.settings.stuckAfterMs);
   }
 
-  /**
-   * The least loaded key that can pay and is not stuck (ties in turn). With every such key stuck, the least stuck
-   * still take it: refusing would stop x402 for a delay a fee bump clears.
-   */
+  /** The least loaded payable key not stuck (ties in turn); all stuck, the least stuck still take it. */
   async assign(): Promise<Assignment | Refusal> {
     const balances = await this.balances();
     // Chosen after the last await, synchronously: a burst's submissions see each other's assignments.

@@ -65,7 +65,7 @@ export class RecordedAuthorizations {
     if (await this.broadcastOnly(row)) await this.markBroadcast([{ id: row.id, done: () => undefined }]);
   }
 
-  /** Broadcasts for a waiting caller; the row stays `signed` until its mark is written (the pass sends the same bytes). */
+  /** Broadcasts for a waiting caller; the row is marked `broadcast` beside the wait (until then `signed`). */
   async broadcastForCaller(row: Row): Promise<void> {
     if (!(await this.broadcastOnly(row))) return;
     const marked = new Promise<void>((done) => this.broadcastMarks.add({ id: row.id, done }));
@@ -135,8 +135,8 @@ export class RecordedAuthorizations {
   }
 
   /**
-   * Finishes the row from a receipt of any hash it was signed as. `answerFirst`: a success is returned at once and
-   * finished in the background. `inBlock`: that block's shared receipts first; `onlyNewBlock`: nowhere else.
+   * Finishes the row from a receipt of any hash it had. `answerFirst`: a success answers at once, finished later;
+   * `inBlock`: that block's shared receipts first (`onlyNewBlock`: only there).
    */
   async advance(
     row: Row,

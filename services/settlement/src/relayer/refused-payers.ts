@@ -14,10 +14,7 @@ type WithReverts = { relayer_code_hash_reverts: RelayerCodeHashRevertsTable };
  */
 type RevertCause = 'expired' | 'payer_state' | 'payer_check';
 
-/**
- * The payers the relayer no longer submits for: a simulation cannot see what a payer's code decides only in the
- * mined block, so after one revert the relayer stops paying for it. One Safe is one payer; its bytecode is a kind.
- */
+/** Payers refused after a revert a simulation could not see; one Safe is one payer, its bytecode a wallet kind. */
 export class RefusedPayers {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -123,7 +120,7 @@ export class RefusedPayers {
     );
   }
 
-  /** Distinct payers of the code that reverted in the window, this one counted; the lock has concurrent reverts count each other. */
+  /** Distinct payers of the code that reverted in the window, this one counted (locked: concurrent ones too). */
   private async countCodeHashRevert(
     trx: Transaction<SettlementDB>,
     row: Row,

@@ -33,10 +33,7 @@ interface TimeBefore {
 
 const NO_TIME: TimeBefore = { checksMs: 0, simulationMs: 0 };
 
-/**
- * Submits x402 payments' EIP-3009 authorizations with a pool of gas-only keys, exactly once per authorization (one
- * row per (chain, token, payer, nonce), recorded before broadcast). The RPC handlers and the submission itself.
- */
+/** Submits x402 EIP-3009 authorizations once each with a pool of gas-only keys: the RPC handlers, the submission. */
 export class Relayer implements BackgroundTask {
   private readonly loop: PollingLoop;
   private readonly recorded: RecordedAuthorizations;

@@ -18,10 +18,7 @@ function utcMidnight(at: Date): Date {
 
 const isoDate = (d: Date) => d.toISOString().slice(0, 10);
 
-/**
- * `periodSeconds` > 0 (development only): fixed windows keyed by their ISO start, which sorts after the day key of
- * the same frequency, so switching never re-opens a scheduled period.
- */
+/** `periodSeconds` > 0 (development): ISO-keyed windows, sorting after the day key so none re-opens. */
 export function periodAt(frequency: Frequency, at: Date, periodSeconds = 0): Period {
   if (periodSeconds > 0) {
     const lengthMs = periodSeconds * 1000;

@@ -8,10 +8,7 @@ import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type Period, periodAt, settlementIdFor } from './periods';
 
-/**
- * The seller's new `pending` settlement of the period, or undefined when it exists. No conflict target: the id is a
- * second unique key of (seller, period), and a conflict on a key that is not the target would be a violation.
- */
+/** The seller's new `pending` settlement (no conflict target: the id is a second unique key), or undefined. */
 export function insertSettlement(
   trx: Transaction<SettlementDB>,
   seller: Selectable<SellersTable>,

@@ -4,10 +4,7 @@ import type { Clock } from '../clock';
 import type { SettlementDB } from '../db';
 import { periodAt } from '../schedule/periods';
 
-/**
- * The seller's payout address, frequency and minimum from `seller.updated` (newer revisions only). A new frequency
- * counts its current period as scheduled: the first settlement is at the start of the next one.
- */
+/** `seller.updated` (newer revisions only); a new frequency is first settled at the start of its next period. */
 export function sellerProjectionConsumer(
   clock: Clock,
   periodSeconds = 0,

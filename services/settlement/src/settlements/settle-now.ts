@@ -16,8 +16,8 @@ const WAIT_POLL_MS = 200;
 const PAID_THIS_PERIOD = ['sending', 'completed', 'failed'];
 
 /**
- * Settles sellers now through the scheduler's row of this period, under the seller's row lock: a skipped period is
- * asked again (it paid nothing), one with a payout asks nothing. Then waits, bounded, for the ledger's decisions.
+ * Settles sellers now through the scheduler's row of this period under the seller's lock (a skipped period is asked
+ * again, one with a payout asks nothing), then waits, bounded, for the ledger.
  */
 export async function settleNow(
   ctx: ServiceContext<SettlementDB>,

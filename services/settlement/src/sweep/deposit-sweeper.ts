@@ -23,9 +23,8 @@ export type DepositPassResult = {
 const RETRY_AFTER_MS = 60_000;
 
 /**
- * Sweeps each session deposit address's whole balance into escrow with an EIP-3009 authorization signed by its
- * derived key and submitted by the relayer (which pays the gas). Exactly once: recorded before it is submitted, at
- * most one open per address, re-submitted only as recorded. Nothing is booked (the ledger credited the deposit).
+ * Sweeps each deposit address's whole balance into escrow: an EIP-3009 authorization signed by its derived key,
+ * recorded before the relayer submits it (at most one open per address) and only re-submitted as recorded.
  */
 export class DepositSweeper {
   private readonly loop: PollingLoop;

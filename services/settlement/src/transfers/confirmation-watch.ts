@@ -13,10 +13,7 @@ export const REVERTED_AFTER_CONFIRMATION =
 export class ConfirmationWatch {
   constructor(private readonly deps: TransferWorkerDeps) {}
 
-  /**
-   * Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped while its nonce is unused is sent again as the SAME
-   * bytes (the hash already reported), before any later nonce can be mined.
-   */
+  /** Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped is sent again as the SAME bytes. */
   async watchConfirmed(): Promise<void> {
     const { ctx, config, chain } = this.deps;
     const watched = await ctx.db
@@ -44,10 +41,7 @@ export class ConfirmationWatch {
     }
   }
 
-  /**
-   * A final transfer a deeper reorg took off the chain is watched again, so watchConfirmed sends the SAME bytes (its
-   * nonce lands it once). Found by escrow's mined nonce, one read a pass: escrow signs one transaction per nonce.
-   */
+  /** A final transfer a deeper reorg dropped (its nonce unused: escrow signs one per nonce) is watched again. */
   async reopenDroppedFinal(): Promise<void> {
     const { ctx, config, chain } = this.deps;
     const fromEscrow = ctx.db

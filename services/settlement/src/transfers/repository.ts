@@ -14,10 +14,7 @@ interface NewTransfer {
   amountMicro: bigint;
 }
 
-/**
- * Records an outgoing transfer out of escrow (`created`) in the caller's transaction and returns its id; the same
- * (kind, idempotencyKey) again returns the existing one.
- */
+/** Records a transfer out of escrow (`created`) and returns its id; the same (kind, key) returns the same one. */
 export async function recordTransfer(
   trx: Transaction<SettlementDB>,
   escrow: Pick<EscrowChain, 'chainId' | 'usdcAddress' | 'address'>,

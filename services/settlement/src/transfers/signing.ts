@@ -17,10 +17,7 @@ const SIGN_BATCH = 20;
 const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
 const AT_CEILING = () => 1;
 
-/**
- * `created` transfers within MAX_TRANSFER_USDC: pre-flight, nonce, signature and the COMMIT of the signed bytes under
- * an advisory lock (one signer for the escrow key across replicas), before anything is broadcast.
- */
+/** `created` transfers: pre-flight, nonce, signature and COMMIT under the escrow key's lock, before any broadcast. */
 export class TransferSigner {
   constructor(
     private readonly deps: TransferWorkerDeps,
@@ -56,7 +53,7 @@ export class TransferSigner {
     }
   }
 
-  /** Above MAX_TRANSFER_USDC, whatever the ledger decided: failed unsigned, its owner told in the same transaction. */
+  /** Above MAX_TRANSFER_USDC, whatever the ledger decided: failed unsigned, its owner told in one transaction. */
   private async failAboveCap(transferId: string, message: string): Promise<void> {
     const { ctx, metrics, handlers } = this.deps;
     const refusal = TransferRefusal.ExceedsTransferCap;
@@ -184,10 +181,7 @@ export class TransferSigner {
     return undefined;
   }
 
-  /**
-   * Escrow's USDC already mined, less its own recorded transfers not yet mined, must cover this one: a node's gas
-   * estimate may count money still on its way in that the block then orders after the payout (README).
-   */
+  /** Escrow's mined USDC less its unmined recorded transfers must cover this one (a gas estimate may not: README). */
   private async assertMinedFundsCover(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<void> {
     const { balanceMicro, minedNonce } = await this.deps.chain.minedState();
     const unmined = await trx

@@ -24,10 +24,7 @@ export interface TransferWorkerDeps {
   isStopped(): boolean;
 }
 
-/**
- * Sends every outgoing transfer exactly once: committed signed before any broadcast, only those bytes sent again;
- * each pass starts with what is recorded, which is also the crash recovery.
- */
+/** Sends every transfer once: committed signed before any broadcast; each pass starts with recovery. */
 export class TransferWorker extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   private readonly watch: ConfirmationWatch;
