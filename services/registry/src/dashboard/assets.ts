@@ -19,7 +19,6 @@ export interface ServedAsset {
 export interface ServedDashboard {
   /** By file name under {basePath}/assets/: app.<hash>.js, app.<hash>.css, and the unhashed app.js, app.css. */
   files: Map<string, ServedAsset>;
-  names: { js: string; css: string };
   /** The page as a first visit gets it (style sheet and sign-in script inline), compressed once, and its CSP. */
   firstVisitPage: ServedAsset & { csp: string };
   /** The page that links the (cached) files. */
@@ -50,7 +49,6 @@ export async function serveDashboardAssets(
   const html = 'text/html; charset=utf-8';
   return {
     files,
-    names,
     buildId,
     firstVisitPage: {
       ...(await compressed(dashboardPage(basePath, names, inline), html)),

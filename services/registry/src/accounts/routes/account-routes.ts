@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
 import { parseUsdc } from '@paygate/money';
 import { requireWalletSession } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
@@ -16,10 +16,8 @@ function parseMinimumSettlement(value: string | number): bigint {
     return parseUsdc(value);
   } catch (error) {
     const rule = (error as { rule?: string }).rule;
-    throw new HttpError(400, RegistryReason.InvalidRequest, `minimumSettlement ${rule ?? 'is invalid'}`, {
-      field: 'minimumSettlement',
-      rule: rule ?? 'must be a decimal USDC amount',
-    });
+    const message = `minimumSettlement ${rule ?? 'is invalid'}`;
+    throw badRequest('minimumSettlement', rule ?? 'must be a decimal USDC amount', message);
   }
 }
 

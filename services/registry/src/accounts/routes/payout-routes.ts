@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
 import type { Transaction } from 'kysely';
@@ -21,17 +21,11 @@ import {
 /** A payout address is never the zero address (a payout there burns the money) nor Paygate's escrow wallet. */
 function checkPayoutAddress(address: string, escrowAddress: string | null, field: string): void {
   if (/^0x0{40}$/i.test(address)) {
-    throw new HttpError(400, RegistryReason.InvalidRequest, `${field} must not be the zero address`, {
-      field,
-      rule: 'must not be the zero address',
-    });
+    throw badRequest(field, 'must not be the zero address');
   }
   // A payout to the escrow wallet never leaves it: the seller would be marked settled and paid nothing.
   if (escrowAddress !== null && address.toLowerCase() === escrowAddress) {
-    throw new HttpError(400, RegistryReason.InvalidRequest, `${field} must not be Paygate's escrow address`, {
-      field,
-      rule: "must not be Paygate's escrow address",
-    });
+    throw badRequest(field, "must not be Paygate's escrow address");
   }
 }
 
@@ -51,11 +45,10 @@ function checkPayoutChange(
   const { config } = rc;
   const fields = parsePayoutChangeMessage(body.message);
   if (!fields)
-    throw new HttpError(
-      400,
-      RegistryReason.InvalidRequest,
+    throw badRequest(
+      'message',
+      'must be the challenge message exactly as issued',
       'message is not a payout-address change issued by /api/v1/account/payout-address/challenge',
-      { field: 'message', rule: 'must be the challenge message exactly as issued' },
     );
   if (fields.domain !== rc.siweDomain)
     throw payoutChangeRefused(

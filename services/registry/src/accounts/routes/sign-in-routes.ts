@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
 import { verifyMessage } from 'ethers';
 import type { Request, Response } from 'express';
 import { sql, type Transaction } from 'kysely';
@@ -31,10 +31,8 @@ function parseSiwe(text: string): SiweMessage {
   try {
     return new SiweMessage(text);
   } catch {
-    throw new HttpError(400, RegistryReason.InvalidRequest, 'message is not an EIP-4361 sign-in message', {
-      field: 'message',
-      rule: 'must be an EIP-4361 (Sign-In with Ethereum) message',
-    });
+    const rule = 'must be an EIP-4361 (Sign-In with Ethereum) message';
+    throw badRequest('message', rule, 'message is not an EIP-4361 sign-in message');
   }
 }
 

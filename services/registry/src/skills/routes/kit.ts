@@ -1,11 +1,10 @@
-import { HttpError, idempotencyKeyParameter, notFound } from '@paygate/http';
+import { badRequest, idempotencyKeyParameter, notFound } from '@paygate/http';
 import { Type } from '@sinclair/typebox';
 import type { Request } from 'express';
 import type { Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import { currentSeller, operatorRouteAuth, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
-import { RegistryReason } from '../../reasons';
 import { loadEndpoints, loadSkill, type SkillRow, type SkillWithEndpoints, toSkill } from '../repository';
 
 export interface ValidationKicker {
@@ -43,10 +42,7 @@ function decodeCursor(cursor: string | undefined): string | undefined {
   if (!cursor) return undefined;
   const name = Buffer.from(cursor, 'base64url').toString('utf8');
   if (!NAME_PARAM.test(name))
-    throw new HttpError(400, RegistryReason.InvalidRequest, 'cursor is invalid', {
-      field: 'cursor',
-      rule: 'must be a nextCursor from a previous page',
-    });
+    throw badRequest('cursor', 'must be a nextCursor from a previous page', 'cursor is invalid');
   return name;
 }
 

@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
 import type { Static } from '@sinclair/typebox';
 import type { Request } from 'express';
 import type { Transaction } from 'kysely';
@@ -195,8 +195,7 @@ async function replaceSkillMd(
   skillTransition(current.skill.status, 'edited');
   const version = current.skill.skill_md_version + 1;
   const accepted = acceptManualSkillMd(content, current.skill.name, skillMdVersion(version));
-  if ('rule' in accepted)
-    throw new HttpError(400, RegistryReason.InvalidRequest, `${accepted.field} ${accepted.rule}`, accepted);
+  if ('rule' in accepted) throw badRequest(accepted.field, accepted.rule);
   await trx
     .updateTable('skills')
     .set({ skill_md: accepted.content, skill_md_version: version, skill_md_source: 'manual' })
