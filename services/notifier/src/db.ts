@@ -30,14 +30,13 @@ interface WebhookEventsTable {
 }
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
-type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 export interface WebhookDeliveriesTable {
   delivery_id: string;
   event_id: string;
   seller_id: string;
   url: string;
-  status: DeliveryStatus;
+  status: (typeof DELIVERY_STATUSES)[number];
   attempt_count: Generated<number>;
   next_attempt_at: Timestamp | null;
   give_up_at: Timestamp;
@@ -53,13 +52,12 @@ export interface WebhookDeliveriesTable {
 }
 
 export const CIRCUIT_STATES = ['closed', 'open', 'half_open'] as const;
-export type CircuitState = (typeof CIRCUIT_STATES)[number];
 
 /** The breaker of one webhook target: an endpoint, or '' for the account's webhook URL. */
 export interface WebhookCircuitsTable {
   seller_id: string;
   target: string;
-  state: CircuitState;
+  state: (typeof CIRCUIT_STATES)[number];
   consecutive_failures: number;
   /** Times opened since it last closed: the cooldown doubles with each. */
   open_count: Generated<number>;

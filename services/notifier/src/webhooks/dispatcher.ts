@@ -56,7 +56,6 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   /** Every delivery goes through it: in production a host resolving to a non-public address is refused at connect. */
   private readonly sellers: SellerFetch;
-  /** The deliveries this replica is sending now. */
   private readonly inFlight = new Set<Promise<void>>();
   /** The seller the last pass ended on (round robin over sellers). */
   private cursor: string | null = null;

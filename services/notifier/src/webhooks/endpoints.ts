@@ -119,7 +119,6 @@ async function checkEndpointUrl(value: string, production: boolean): Promise<str
   return url.toString();
 }
 
-/** What the endpoint routes are given. */
 interface EndpointRouteDeps {
   auth: SellerAuth;
   config: NotifierConfig;
