@@ -1,7 +1,4 @@
-/**
- * Below the HTTP layer (whose answers are `HttpError`s with a code of reasons.ts): a consumer's handler that throws
- * a `LedgerError` is redelivered with backoff, then dead-lettered for an operator, nothing of its transaction kept.
- */
+/** Below HTTP: a handler throwing a `LedgerError` is redelivered with backoff, then dead-lettered. */
 export class LedgerError extends Error {
   override name = 'LedgerError';
 }

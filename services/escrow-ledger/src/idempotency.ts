@@ -8,12 +8,13 @@ import {
 import type { Request } from 'express';
 import { sql } from 'kysely';
 import type { LedgerTrx } from './db';
+import { advisoryLock } from './ledger/entries';
 
 /** The ledger's storage of Idempotency-Keys (its idempotency_keys table), in the transaction that books. */
 function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
   return {
     async lock({ scope, key }) {
-      await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${scope}:${key}`}, 0))`.execute(trx);
+      await advisoryLock(trx, `idem:${scope}:${key}`);
     },
     async find({ scope, key }) {
       const row = await trx

@@ -83,22 +83,15 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         ...viewRoutes(ctx, auth, () => config.now()),
         ...operatorRoutes(ctx, deps),
       ];
-      guardRoute(
-        routes,
-        'post',
-        '/api/v1/refund-requests',
-        [
-          rateLimitMiddleware(
-            refundRequestLimiter,
-            (req) => `refund-request:${addressBucket(req.ip ?? '')}`,
-            'refund requests per minute per client address',
-          ),
-        ],
-        {
-          '429':
-            'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
-        },
+      const perAddress = rateLimitMiddleware(
+        refundRequestLimiter,
+        (req) => `refund-request:${addressBucket(req.ip ?? '')}`,
+        'refund requests per minute per client address',
       );
+      guardRoute(routes, 'post', '/api/v1/refund-requests', [perAddress], {
+        '429':
+          'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
+      });
       return {
         deps,
         scheduler,

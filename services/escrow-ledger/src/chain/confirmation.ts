@@ -17,10 +17,8 @@ type AwaitingTransfer = Row<
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 
 /**
- * Confirms or reverses transfers booked before the chain made them final: a reorg that drops one before
- * CONFIRMATIONS leaves the indexer nothing to report, so this reads the receipt, and reverses a transfer still
- * missing CONFIRMATIONS blocks after the first miss, so the ledger never stays above the chain. Bounded: the
- * CHAIN_CHECK_BATCH_SIZE least recently checked a pass, so transfers the node never answers about block no others.
+ * Confirms by receipt, or reverses once missing CONFIRMATIONS blocks, transfers booked before the chain made
+ * them final (a reorg before CONFIRMATIONS leaves the indexer nothing to report), least recently checked first.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;

@@ -47,10 +47,8 @@ interface QueuedClaim {
 }
 
 /**
- * `ledger.claim_transfer`: the first (claimed_via, reference) holds the transfer (primary key of `transfer_claims`,
- * on every replica) and books its payment in the same transaction. Claims arriving together share one statement
- * (one round trip and commit per burst), each deciding as if alone; a failed statement is run again claim by
- * claim. An operator refund reads the books and may take a claim over, so it runs alone, in a transaction.
+ * `ledger.claim_transfer`: the first (claimed_via, reference) holds the transfer and books its payment at once.
+ * Claims arriving together share one statement, each deciding as if alone; an operator refund runs alone.
  */
 export class ClaimResponder implements BackgroundTask {
   private served: { stop(): Promise<void> } | undefined;

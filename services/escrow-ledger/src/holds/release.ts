@@ -27,9 +27,8 @@ type DueHold = Row<
 >;
 
 /**
- * Releases up to `limit` holds past their period (seller share to available, platform share to revenue,
- * escrow.released), except payments whose transfer the chain has not confirmed or whose buyer asked for a refund.
- * SKIP LOCKED: any number of replicas run it at once. Returns how many were released.
+ * Releases up to `limit` due holds (seller share to available, platform's to revenue, escrow.released), never
+ * one whose transfer the chain has not confirmed; SKIP LOCKED, so replicas run it at once. Returns how many.
  */
 export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limit: number): Promise<number> {
   const now = deps.now();

@@ -94,6 +94,10 @@ export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = '')
   return row.balance_micro;
 }
 
+/** A transaction-scoped advisory lock: serialises everything done under `key` until the commit. */
+export const advisoryLock = (trx: LedgerTrx, key: string) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+
 export function transferKey(chainId: number, txHash: string, logIndex: number): string {
   return `${chainId}:${txHash.toLowerCase()}:${logIndex}`;
 }

@@ -121,10 +121,7 @@ type ReversedPayment = Pick<
   | 'confirmed_at'
 >;
 
-/**
- * A reversed payment whose very transaction is booked again unclaimed claims it again, as a new transaction
- * (same chain, hash, payer and amount). Not on chain: any payment; reorged: only x402 (checkout re-matches itself).
- */
+/** A reversed payment (not on chain, or x402 reorged) claims its transaction again when booked unclaimed. */
 export async function rebookReversedPayments(
   trx: LedgerTrx,
   deps: LedgerDeps,

@@ -112,10 +112,7 @@ async function confirmBookedTransfer(
   }
 }
 
-/**
- * A reorged transfer mined again: booked again as a new inclusion (suspense, unclaimed). What its claim booked is
- * reinstated, never a second payment: a parked payment is booked now, else a reversed x402 payment again.
- */
+/** A reorged transfer mined again: a new inclusion, unclaimed; its parked or reversed x402 payment booked. */
 async function reincludeTransfer(
   trx: LedgerTrx,
   event: TransferObserved,

@@ -114,10 +114,7 @@ export async function reverseIfOnBlock(
   });
 }
 
-/**
- * Reverses a locked, observed transfer: its claiming transaction back into suspense, then the transfer out of
- * suspense and escrow_asset, under a reorg's keys (a later transfer.reorged of this inclusion changes nothing).
- */
+/** Reverses a locked, observed transfer and its claiming transaction, under the reorg's keys (once). */
 export async function reverseTransfer(
   trx: LedgerTrx,
   deps: LedgerDeps,

@@ -5,11 +5,8 @@ import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps, LedgerEvent } from '../deps';
 import { ReservationMismatchError, UnknownRecordError } from '../errors';
-import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { advisoryLock, credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
-
-export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
-  sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
 
 type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
 
@@ -17,17 +14,14 @@ async function lockedPlatformPayout(
   trx: LedgerTrx,
   payoutId: string,
 ): Promise<PlatformPayoutRow | undefined> {
-  await lockPlatformPayout(trx, payoutId);
+  await advisoryLock(trx, `platform_payout:${payoutId}`);
   return (
     await sql<PlatformPayoutRow>`select status, amount_micro, treasury_address from platform_payouts
         where payout_id = ${payoutId}`.execute(trx)
   ).rows[0];
 }
 
-/**
- * `revenue.payout_requested`: the whole platform revenue moves to platform_payout_pending for the treasury address
- * the request names, with `payout.reserved`; nothing to pay: `payout.refused`. The account's lock serialises payouts.
- */
+/** `revenue.payout_requested`: all platform revenue reserved to the named treasury, or `payout.refused`. */
 export async function onPlatformPayoutRequested(
   trx: LedgerTrx,
   event: LedgerEvent<'revenue.payout_requested'>,

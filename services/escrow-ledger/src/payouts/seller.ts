@@ -6,18 +6,13 @@ import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
 import type { LedgerDeps, LedgerEvent } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
-import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { advisoryLock, credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
-/** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
-export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
-  sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
-
 /**
- * `settlement.due`: decides the seller's payout in the inbox's transaction: its payable available balance, when
- * > 0 and >= the minimum, moves to payout-pending with `payout.reserved`; else `payout.refused`. A reservation
- * stands; a refusal reserved nothing, so a later due of the same id is decided again.
+ * `settlement.due`: reserves the seller's payable balance (> 0, >= the minimum) with `payout.reserved`, else
+ * `payout.refused`; a reservation stands, a refusal reserved nothing, so a later due is decided again.
  */
 export async function onSettlementDue(
   trx: LedgerTrx,
@@ -25,7 +20,8 @@ export async function onSettlementDue(
   deps: LedgerDeps,
 ): Promise<void> {
   const due = event.data;
-  await lockSettlement(trx, due.settlementId);
+  // Everything done to one settlement's reservation (decide, complete, give back) is serialised.
+  await advisoryLock(trx, `payout:${due.settlementId}`);
   const existing = await trx
     .selectFrom('payout_reservations')
     .select('status')
@@ -170,7 +166,7 @@ async function lockPayableBalance(
 }
 
 async function lockedReservation(trx: LedgerTrx, settlementId: string) {
-  await lockSettlement(trx, settlementId);
+  await advisoryLock(trx, `payout:${settlementId}`);
   return trx
     .selectFrom('payout_reservations')
     .selectAll()

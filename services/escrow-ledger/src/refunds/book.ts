@@ -202,10 +202,7 @@ export async function bookRefund(
   return inserted.rows[0]!;
 }
 
-/**
- * Escrow is shared: the seller's balance after a refund may not go below -creditLimit (409, naming the shortfall).
- * Every account the refund posts to is locked in id order first (post_entry's order: no deadlock).
- */
+/** Escrow is shared: after a refund the seller may not go below -creditLimit (accounts locked in id order). */
 async function checkSellerCanPay(trx: LedgerTrx, sellerId: string, split: RefundSplit): Promise<void> {
   // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
   await ensureAccounts(trx, [

@@ -17,10 +17,7 @@ type OpenReceivable = Pick<
 
 type Arrival = Row<'transfers', 'log_index' | 'inclusion'>;
 
-/**
- * What the payer owes now this inclusion is dropped, recorded once per inclusion: the transfer's amount, or 0 when
- * escrow_asset holds less (the refund's resend cannot succeed, and booking it would take escrow below the chain).
- */
+/** What the payer owes for this dropped inclusion (once): the amount, or 0 when escrow_asset holds less. */
 export async function refundReceivableOnReorg(
   trx: LedgerTrx,
   deps: LedgerDeps,

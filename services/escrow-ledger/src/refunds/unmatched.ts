@@ -32,9 +32,8 @@ export type UnmatchedRefundRefusal =
   | 'payer_differs';
 
 /**
- * `transfer.refund_requested`: books an unmatched transfer out of suspense to its payer, for the amount on the
- * books, and asks settlement to send it. A claimed, reorged or differing transfer is a `refund_refused` conflict;
- * one already refunded is a no-op; one not booked yet throws, so the event is redelivered.
+ * `transfer.refund_requested`: the unmatched transfer's booked amount back to its payer; a claimed, reorged or
+ * differing one is a `refund_refused` conflict; one not booked yet throws (redelivered).
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,

@@ -3,10 +3,7 @@ import { type RawBuilder, sql } from 'kysely';
 /** A failed call's payment is held back this long after its window at most (a claim the gateway never closed). */
 const HOLD_BACK_AFTER_WINDOW = '1 hour';
 
-/**
- * Not released while its buyer may retry a failed call and its refund is undecided, so an unserved call's refund
- * comes from the hold, never from a payout; an hour past the window it is released anyway. `transactions`: the alias.
- */
+/** Held while a failed call may be retried and its refund is undecided, an hour past its window at most. */
 export function notAwaitingUnservedDecision(transactions: string, now: Date): RawBuilder<unknown> {
   const t = sql.ref(`${transactions}.payment_id`);
   return sql`not exists (select 1 from payment_call_attempts a
