@@ -126,13 +126,10 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     const results = await mapBounded(active, 4, async (e) => {
       if (failed) return undefined;
       const result = await this.probe(state, e);
+      health.set(e.id, result.ok);
       if (!result.ok) failed = true;
       return result;
     });
-    for (const [i, e] of active.entries()) {
-      const result = results[i];
-      if (result) health.set(e.id, result.ok);
-    }
     const firstBad = active.findIndex((_, i) => results[i]?.ok === false);
     if (firstBad < 0) return { health };
     const e = active[firstBad]!;
