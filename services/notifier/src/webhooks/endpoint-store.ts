@@ -7,6 +7,7 @@ import { NoWebhookSecretError } from '../errors';
 import { findSeller } from '../sellers/repository';
 import type { WebhookSecrets } from '../sellers/secrets';
 import { endpointSecret } from './endpoint-secret';
+import { buildWebhookBody } from './payload';
 import { createDelivery, type DeliveryRow } from './repository';
 
 type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
@@ -181,20 +182,15 @@ export function createTestDelivery(
   at: Date,
 ): Promise<DeliveryRow> {
   const eventId = newEventId();
-  const data = {
-    event: TEST_EVENT_TYPE,
-    endpointId: endpoint.endpoint_id,
-    sellerId,
-    message: 'A test event from Paygate: answer 2xx to mark it delivered.',
-  };
-  // The shape of every webhook: id, event, createdAt, the payload's fields, then data (with event first).
-  const { event: _kind, ...fields } = data;
-  const body = JSON.stringify({
+  const body = buildWebhookBody({
     id: eventId,
-    event: TEST_EVENT_TYPE,
-    createdAt: at.toISOString(),
-    ...fields,
-    data,
+    type: TEST_EVENT_TYPE,
+    occurredAt: at.toISOString(),
+    data: {
+      endpointId: endpoint.endpoint_id,
+      sellerId,
+      message: 'A test event from Paygate: answer 2xx to mark it delivered.',
+    },
   });
   return ctx.inTransaction(async (trx) => {
     await createDelivery(trx, {

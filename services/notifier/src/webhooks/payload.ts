@@ -15,12 +15,14 @@ const ENVELOPE_FIELDS = new Set(['id', 'event', 'createdAt', 'data']);
 
 /**
  * The webhook body (WebhookBody; docs/api.md "Webhook requests"): `id`, `event`, `createdAt`, the payload's fields
- * except those named like the envelope's, then `data`. Stored once and sent byte for byte.
+ * except those named like the envelope's, then `data`. Stored once and sent byte for byte; the test event too.
  */
-export function buildWebhookBody(envelope: EventEnvelope<WebhookEventType, object>): string {
+export function buildWebhookBody(
+  envelope: Pick<EventEnvelope<string, object>, 'id' | 'type' | 'occurredAt' | 'data'>,
+): string {
   const payload = envelope.data as Record<string, unknown>;
   const topLevel = Object.fromEntries(Object.entries(payload).filter(([name]) => !ENVELOPE_FIELDS.has(name)));
-  const body: WebhookBody<WebhookEventType, Record<string, unknown>> = {
+  const body: WebhookBody<string, Record<string, unknown>> = {
     id: envelope.id,
     event: envelope.type,
     createdAt: envelope.occurredAt,
