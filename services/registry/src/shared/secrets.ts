@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { forwardingKeyFromApiKey } from '@paygate/protocol';
 import { SecretBox } from '@paygate/runtime';
+import { verifyMessage } from 'ethers';
 
 export type { SecretBox };
 
@@ -29,6 +30,15 @@ export function newPublishableKey(production: boolean): string {
 
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64url')}`;
+}
+
+/** The address whose EIP-191 signature of `message` this is; undefined for a malformed signature. */
+export function signerOf(message: string, signature: string): string | undefined {
+  try {
+    return verifyMessage(message, signature);
+  } catch {
+    return undefined;
+  }
 }
 
 export function newId(prefix: string): string {

@@ -1,12 +1,12 @@
 import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
-import { verifyMessage } from 'ethers';
 import type { Transaction } from 'kysely';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
 import { EmptyBody } from '../../shared/schema';
+import { signerOf } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
 import { type PayoutChangeFields, parsePayoutChangeMessage, payoutChangeMessage } from '../payout-change';
 import { publishPayoutChangeRequested, publishSellerUpdated, type SellerRow, toAccount } from '../repository';
@@ -76,13 +76,7 @@ function checkPayoutChange(
       RegistryReason.PayoutChangeExpired,
       'the message expired: ask for a new challenge',
     );
-  let signer: string | undefined;
-  try {
-    signer = verifyMessage(body.message, body.signature);
-  } catch {
-    signer = undefined;
-  }
-  if (signer?.toLowerCase() !== seller.wallet_address.toLowerCase())
+  if (signerOf(body.message, body.signature)?.toLowerCase() !== seller.wallet_address.toLowerCase())
     throw new HttpError(
       401,
       RegistryReason.WalletSignatureInvalid,

@@ -1,5 +1,4 @@
 import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
-import { verifyMessage } from 'ethers';
 import type { Request, Response } from 'express';
 import { sql, type Transaction } from 'kysely';
 import { SiweMessage } from 'siwe';
@@ -16,6 +15,7 @@ import {
   newId,
   newPublishableKey,
   sealedForwardingKey,
+  signerOf,
 } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
 import { changeCredentials, publishSellerUpdated, type SellerRow, toAccount } from '../repository';
@@ -73,13 +73,7 @@ async function checkSignInMessage(
       `sign-in message is for chain ${message.chainId}, expected ${config.chainId}`,
     );
   }
-  let recovered: string | undefined;
-  try {
-    recovered = verifyMessage(message.prepareMessage(), body.signature);
-  } catch {
-    recovered = undefined;
-  }
-  if (!recovered || recovered !== message.address) {
+  if (signerOf(message.prepareMessage(), body.signature) !== message.address) {
     throw new HttpError(
       401,
       RegistryReason.SiweInvalidSignature,
