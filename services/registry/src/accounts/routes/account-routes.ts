@@ -26,11 +26,9 @@ async function applyAccountPatch(
   rc: RegistryContext,
   sellerId: string,
   now: Date,
-  change: {
-    webhookUrl: string | null | undefined;
-    settlementFrequency: Static<typeof AccountPatch>['settlementFrequency'];
-    minimumSettlementMicro: bigint | undefined;
-    checkoutMatching: Static<typeof AccountPatch>['checkoutMatching'];
+  change: Pick<Static<typeof AccountPatch>, 'settlementFrequency' | 'checkoutMatching'> & {
+    webhookUrl?: string | null;
+    minimumSettlementMicro?: bigint;
   },
 ) {
   const { webhookUrl, minimumSettlementMicro } = change;
@@ -110,12 +108,8 @@ export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
                 production: config.production,
                 resolve: rc.resolveHost,
               });
-        const result = await applyAccountPatch(rc, currentSeller(req).id, now, {
-          webhookUrl,
-          settlementFrequency: body.settlementFrequency,
-          minimumSettlementMicro,
-          checkoutMatching: body.checkoutMatching,
-        });
+        const change = { ...body, webhookUrl, minimumSettlementMicro };
+        const result = await applyAccountPatch(rc, currentSeller(req).id, now, change);
         res.json({
           account: toAccount(result.updated),
           ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
