@@ -1,24 +1,20 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps, LedgerEvent } from '../deps';
 import { ReservationMismatchError, UnknownRecordError } from '../errors';
 import { advisoryLock, credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 
-type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
-
-async function lockedPlatformPayout(
-  trx: LedgerTrx,
-  payoutId: string,
-): Promise<PlatformPayoutRow | undefined> {
+/** The platform payout, under the lock that serialises everything done to it. */
+async function lockedPlatformPayout(trx: LedgerTrx, payoutId: string) {
   await advisoryLock(trx, `platform_payout:${payoutId}`);
-  return (
-    await sql<PlatformPayoutRow>`select status, amount_micro, treasury_address from platform_payouts
-        where payout_id = ${payoutId}`.execute(trx)
-  ).rows[0];
+  return trx
+    .selectFrom('platform_payouts')
+    .select(['status', 'amount_micro', 'treasury_address'])
+    .where('payout_id', '=', payoutId)
+    .executeTakeFirst();
 }
 
 /** `revenue.payout_requested`: all platform revenue reserved to the named treasury, or `payout.refused`. */
