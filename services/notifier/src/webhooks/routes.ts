@@ -146,13 +146,7 @@ export function webhookRoutes(
         const { db } = ctx;
         const query = req.query;
         const limit = Number(query.limit ?? '20');
-        const rows = await listDeliveries(db, sellerOf(req), {
-          status: query.status,
-          eventId: query.eventId,
-          endpointId: query.endpointId,
-          before: query.before,
-          limit,
-        });
+        const rows = await listDeliveries(db, sellerOf(req), { ...query, limit });
         const attempts = await attemptsOf(
           db,
           rows.map((r) => r.delivery_id),
