@@ -3,7 +3,15 @@ import { WebSocketProvider } from 'ethers';
 const RECONNECT_MIN_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 
-/** Heads pushed over RELAYER_WS_URL, a shortcut beside polling; a dropped socket reconnects, doubling its delay. */
+export interface HeadPushLogger {
+  warn(fields: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * New heads pushed by the node (`eth_subscribe` newHeads over RELAYER_WS_URL), so a waiting caller hears of its
+ * block as soon as the node has it instead of at the next poll. Only a shortcut: the head watcher keeps polling
+ * over HTTP, so a subscription that drops costs speed, never an answer; it reconnects with a doubling delay.
+ */
 export class HeadPush {
   private provider: WebSocketProvider | undefined;
   private reconnect: NodeJS.Timeout | undefined;
@@ -14,7 +22,7 @@ export class HeadPush {
     private readonly url: string,
     private readonly chainId: number,
     private readonly onHead: (head: bigint) => void,
-    private readonly logger: { warn(fields: Record<string, unknown>, message: string): void },
+    private readonly logger: HeadPushLogger,
   ) {}
 
   start(): void {
@@ -34,10 +42,10 @@ export class HeadPush {
     const provider = new WebSocketProvider(this.url, this.chainId, { staticNetwork: true });
     this.provider = provider;
     const socket = provider.websocket as unknown as {
+      addEventListener?(event: string, listener: () => void): void;
       on?(event: string, listener: (...args: unknown[]) => void): void;
     };
-    const dropped = (error: unknown) => {
-      const reason = String((error as Error)?.message ?? error);
+    const dropped = (reason: string) => {
       if (this.provider !== provider || this.stopped) return;
       this.provider = undefined;
       void provider.destroy().catch(() => undefined);
@@ -49,12 +57,12 @@ export class HeadPush {
       this.delayMs = Math.min(this.delayMs * 2, RECONNECT_MAX_MS);
     };
     socket.on?.('close', () => dropped('closed'));
-    socket.on?.('error', dropped);
+    socket.on?.('error', (error) => dropped(String((error as Error)?.message ?? error)));
     provider
       .on('block', (head: number) => {
         this.delayMs = RECONNECT_MIN_MS;
         this.onHead(BigInt(head));
       })
-      .catch(dropped);
+      .catch((error: unknown) => dropped(String((error as Error)?.message ?? error)));
   }
 }
