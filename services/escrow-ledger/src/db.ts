@@ -1,7 +1,11 @@
 import type { BusTables } from '@paygate/bus';
 import type { Generated, Kysely, Selectable, Transaction } from 'kysely';
 
-/** The ledger schema's tables, as the migrations and sql/ledger.sql define them: every column in one place. */
+/**
+ * The ledger schema's tables, as the migrations (tables) and sql/ledger.sql (functions, views) define them.
+ * Most of the ledger's statements are SQL (the booking functions, row locks); this interface types the builder
+ * queries and documents every column in one place.
+ */
 export type AccountKind =
   | 'escrow_asset'
   | 'suspense'
@@ -14,15 +18,13 @@ export type AccountKind =
   | 'refund_pending'
   | 'refund_receivable';
 /** Why a transfer or payment is set aside for the operator (payments/conflicts.ts records them). */
-export const CONFLICT_KINDS = [
-  'transfer_already_claimed',
-  'amount_exceeds_transfer',
-  'transfer_reorged',
-  'reorg_after_refund',
-  'transfer_refunded',
-  'refund_refused',
-] as const;
-export type ConflictKind = (typeof CONFLICT_KINDS)[number];
+export type ConflictKind =
+  | 'transfer_already_claimed'
+  | 'amount_exceeds_transfer'
+  | 'transfer_reorged'
+  | 'reorg_after_refund'
+  | 'transfer_refunded'
+  | 'refund_refused';
 export type PostingSide = 'debit' | 'credit';
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
 
@@ -88,7 +90,10 @@ export interface TransfersTable {
   inclusion: Generated<number>;
   block_hash: string | null;
   refund_id: string | null;
-  /** When the indexer or the receipt check found it CONFIRMATIONS deep; null while a claim's booking awaits the chain. */
+  /**
+   * When the chain confirmed it: the indexer observed it (after CONFIRMATIONS) or the receipt check found it that
+   * deep. Null for a transfer booked from payment.confirmed that is still awaiting the chain.
+   */
   chain_confirmed_at: Date | null;
   /** The head block when the receipt check first missed it (cleared when it is seen again). */
   missing_since_block: bigint | null;
@@ -169,7 +174,10 @@ export interface RefundsTable {
   completed_at: Date | null;
 }
 
-/** What a payer owes back: a refunded unmatched transfer's inclusion a reorg dropped, settled when mined again. */
+/**
+ * What a payer owes back: an unmatched transfer refunded to it and then dropped by a reorg (one row per dropped
+ * inclusion), settled when the same transaction is mined again (by that arrival's log index and inclusion).
+ */
 export interface RefundReceivablesTable {
   chain_id: number;
   tx_hash: string;

@@ -1,4 +1,3 @@
-import type { EventData, EventEnvelope, Subject } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { EscrowLedgerConfig } from './config';
@@ -15,6 +14,3 @@ export interface LedgerDeps {
 
 /** The runtime's context typed by the ledger's tables. */
 export type LedgerContext = ServiceContext<LedgerDatabase>;
-
-/** An event of `S` as a consumer's handler receives it. */
-export type LedgerEvent<S extends Subject> = EventEnvelope<S, EventData<S>>;

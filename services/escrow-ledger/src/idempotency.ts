@@ -4,17 +4,19 @@ import {
   type IdempotentAnswer,
   idempotencyKeyOf,
   idempotentInTransaction,
+  sendIdempotentAnswer,
 } from '@paygate/http';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { sql } from 'kysely';
 import type { LedgerTrx } from './db';
-import { advisoryLock } from './ledger/entries';
+
+export type StoredResponse = IdempotentAnswer;
 
 /** The ledger's storage of Idempotency-Keys (its idempotency_keys table), in the transaction that books. */
 function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
   return {
     async lock({ scope, key }) {
-      await advisoryLock(trx, `idem:${scope}:${key}`);
+      await sql`select pg_advisory_xact_lock(hashtextextended(${`idem:${scope}:${key}`}, 0))`.execute(trx);
     },
     async find({ scope, key }) {
       const row = await trx
@@ -39,15 +41,23 @@ function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
   };
 }
 
-/** Runs `fn` once per (seller, Idempotency-Key), its answer stored with the effect under an advisory lock. */
+/**
+ * Runs `fn` at most once per (seller, Idempotency-Key), its answer stored in the same transaction as the effect
+ * (the rule: @paygate/http idempotency.ts); an advisory lock serialises concurrent retries.
+ */
 export function withIdempotency(
   trx: LedgerTrx,
   req: Request,
   sellerId: string,
-  fn: () => Promise<IdempotentAnswer>,
-): Promise<IdempotentAnswer> {
+  fn: () => Promise<StoredResponse>,
+): Promise<StoredResponse> {
   const key = idempotencyKeyOf(req);
   const request = key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
   const route = `${req.method} ${req.baseUrl}${req.route?.path ?? req.path}`;
   return idempotentInTransaction(ledgerKeys(trx, route), request, fn);
+}
+
+/** Sends what withIdempotency answered, marking a replayed answer as checkout and registry do. */
+export function sendStored(res: Response, response: StoredResponse): void {
+  sendIdempotentAnswer(res, response);
 }

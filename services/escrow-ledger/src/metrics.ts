@@ -1,8 +1,25 @@
 import { Counter, Gauge, type ServiceMetrics } from '@paygate/runtime';
 
-export type LedgerMetrics = ReturnType<typeof createLedgerMetrics>;
+export interface LedgerMetrics {
+  conflicts: Counter<'kind'>;
+  reconciliationDifferences: Gauge;
+  holdsReleased: Counter;
+  /** Age of the oldest hold past its period and not released, by what it waits for (`release`, `chain`). */
+  holdsDueOldest: Gauge<'waiting'>;
+  refundsBooked: Counter<'phase'>;
+  unconfirmedOverdue: Gauge;
+  /** Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read. */
+  reconciliation: {
+    lastSuccess: Gauge;
+    escrowChainBalance: Gauge;
+    escrowLedgerBalance: Gauge;
+    sellersOwed: Gauge;
+    sellersUncovered: Gauge;
+    payersOwed: Gauge;
+  };
+}
 
-export function createLedgerMetrics(metrics: ServiceMetrics) {
+export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
   const registers = [metrics.registry];
   return {
     conflicts: new Counter({
@@ -17,7 +34,6 @@ export function createLedgerMetrics(metrics: ServiceMetrics) {
       registers,
     }),
     holdsReleased: new Counter({ name: 'ledger_holds_released_total', help: 'Holds released', registers }),
-    // Age of the oldest hold past its period and not released, by what it waits for (`release`, `chain`).
     holdsDueOldest: new Gauge({
       name: 'ledger_holds_due_oldest_seconds',
       help: 'Seconds the oldest hold past its hold period is still held (no pending refund request), by what it waits for: release (its transfer is confirmed; alert above RELEASE_BOUND_MS) or chain (its transfer awaits CONFIRMATIONS)',
@@ -35,7 +51,6 @@ export function createLedgerMetrics(metrics: ServiceMetrics) {
       help: 'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
       registers,
     }),
-    // Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read.
     reconciliation: {
       lastSuccess: new Gauge({
         name: 'ledger_reconciliation_last_success_timestamp_seconds',

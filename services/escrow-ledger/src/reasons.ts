@@ -1,6 +1,9 @@
 import type { EventData } from '@paygate/contracts';
 
-/** The ledger's refusals to a caller by `error.code`, each named once; routes list them in `errors`. */
+/**
+ * The ledger's refusals to a caller, by their machine-readable code (`error.code`), each named once here. Route
+ * declarations list them with their status in `errors`.
+ */
 export const LedgerReason = {
   // Bad input (400); `field` and `rule` name what is wrong.
   InvalidRequest: 'invalid_request',

@@ -22,13 +22,7 @@ import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { onSellerUpdated } from './payouts/addresses';
-import {
-  onPlatformPayoutCompleted,
-  onPlatformPayoutFailed,
-  onPlatformPayoutRequested,
-} from './payouts/platform';
-import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './payouts/seller';
+import { payoutConsumers } from './payouts/consumers';
 import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
@@ -56,7 +50,10 @@ export interface RunningEscrowLedger extends RunningService<LedgerDatabase> {
   chainCheck: ChainConfirmationCheck;
 }
 
-/** The ledger, built once: its deps, auth, scheduler and chain check, then routes, consumers and tasks. */
+/**
+ * The ledger, built once: its handlers' dependencies, seller auth, the release scheduler and the chain check that
+ * kicks it, the buyers' refund request limit, then the routes, consumers and tasks that use them.
+ */
 export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
   const running = await startService({
     name: 'escrow-ledger',
@@ -83,15 +80,22 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         ...viewRoutes(ctx, auth, () => config.now()),
         ...operatorRoutes(ctx, deps),
       ];
-      const perAddress = rateLimitMiddleware(
-        refundRequestLimiter,
-        (req) => `refund-request:${addressBucket(req.ip ?? '')}`,
-        'refund requests per minute per client address',
+      guardRoute(
+        routes,
+        'post',
+        '/api/v1/refund-requests',
+        [
+          rateLimitMiddleware(
+            refundRequestLimiter,
+            (req) => `refund-request:${addressBucket(req.ip ?? '')}`,
+            'refund requests per minute per client address',
+          ),
+        ],
+        {
+          '429':
+            'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
+        },
       );
-      guardRoute(routes, 'post', '/api/v1/refund-requests', [perAddress], {
-        '429':
-          'rate_limited: REFUND_REQUESTS_PER_MINUTE requests this minute from this address (Retry-After)',
-      });
       return {
         deps,
         scheduler,
@@ -158,41 +162,6 @@ function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
       subject: 'transfer.refund_requested',
       handler: (trx, e) => onTransferRefundRequested(trx, e, d),
     }),
-    // What leaves escrow, decided here (payout.reserved / payout.refused in the outbox), and its outcome booked.
-    defineConsumer({
-      durable: 'ledger-seller-payout-addresses',
-      subject: 'seller.updated',
-      handler: (trx, e) => onSellerUpdated(trx, e),
-    }),
-    defineConsumer({
-      durable: 'ledger-settlement-due',
-      subject: 'settlement.due',
-      handler: (trx, e) => onSettlementDue(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-platform-payout-requested',
-      subject: 'revenue.payout_requested',
-      handler: (trx, e) => onPlatformPayoutRequested(trx, e, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-payout-failed',
-      subject: 'payout.failed',
-      handler: (trx, e) =>
-        e.data.kind === 'seller'
-          ? onSellerPayoutFailed(trx, e.data, d)
-          : onPlatformPayoutFailed(trx, e.data, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-settlement-completed',
-      subject: 'settlement.completed',
-      handler: (trx, e) => onSettlementCompleted(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-platform-payout-completed',
-      subject: 'revenue.paid_out',
-      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
-    }),
+    ...payoutConsumers(d),
   ];
 }

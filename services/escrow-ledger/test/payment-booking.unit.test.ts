@@ -3,8 +3,8 @@ import { formatUsdc, MAX_CHAIN_AMOUNT_MICRO, parseChainUsdc } from '@paygate/mon
 import { ConfigError } from '@paygate/runtime';
 import fc from 'fast-check';
 import type { ClaimRequest } from '../src/claims/statement';
-import { unservedRefundConfig } from '../src/config';
 import { paymentConfirmedEvent, paymentToBook } from '../src/payments/confirmed';
+import { unservedRefundConfig } from '../src/unserved/config';
 
 /**
  * What a claim books and what the ledger announces of it: book_payments reads the amount in micro-USDC from the

@@ -17,8 +17,19 @@ type AwaitingTransfer = Row<
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 
 /**
- * Confirms by receipt, or reverses once missing CONFIRMATIONS blocks, transfers booked before the chain made
- * them final (a reorg before CONFIRMATIONS leaves the indexer nothing to report), least recently checked first.
+ * Confirms or reverses transfers booked from payment.confirmed before the chain made them final (x402 books a
+ * relayed transfer once it is included). Normally the indexer's transfer.observed (published after
+ * CONFIRMATIONS) confirms such a transfer; but a reorg that drops it before then leaves the indexer nothing to
+ * report, so this check reads the transaction's receipt:
+ * - the receipt holds the booked Transfer log (USDC, the payer, the amount) CONFIRMATIONS deep: confirmed;
+ * - no such log (no receipt, reverted, or the log is not at its index) and no mined transaction behind it, still
+ *   so CONFIRMATIONS blocks after the first miss: reversed, as a reorged transfer is (from the hold, or the
+ *   seller's available balance, which may go negative), so the ledger never stays above the chain. If the same
+ *   transaction is mined again later (the relayer resends the same bytes), the indexer books it and the payment
+ *   claims it again (rebookReversedPayments).
+ * An RPC that does not answer changes nothing. Bounded: CHAIN_CHECK_BATCH_SIZE transfers a pass, one receipt read
+ * each, the least recently checked first (takeTurns), so transfers the node never answers about cannot keep the
+ * others from being checked.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -27,7 +38,10 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   /** Receipts read at once within a pass: a pass's reads overlap, so a backlog is not read one round trip at a time. */
   private static readonly READ_CONCURRENCY = 8;
 
-  /** `onConfirmed` runs after a pass that confirmed a transfer: the release scheduler's kick. */
+  /**
+   * `onConfirmed` runs after a pass that confirmed a transfer (the release scheduler's kick: the hold it kept back
+   * is released at once, not a release interval later).
+   */
   constructor(
     private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
@@ -120,7 +134,14 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return found !== undefined;
   }
 
-  /** The lowest turns among decidable transfers, each given a new one as read (a failed pass moves on). */
+  /**
+   * The transfers awaiting the chain that this pass checks: the lowest turns (a turn is taken at booking), each given
+   * the next turn as it is read, so it waits behind every other before its next check. Turns are taken when read,
+   * not after the check, so a pass that fails midway still moves on; a row another pass (a replica) is taking is
+   * skipped, not read twice. A transfer last seen in a block not yet CONFIRMATIONS deep at `head` is left for a
+   * later pass (its read could only answer "waiting"), so the turns go to those that can be decided now; a reorg
+   * that moved or dropped it is seen once its old block would have been deep, and a missing one is read every turn.
+   */
   private async takeTurns(head: bigint): Promise<AwaitingTransfer[]> {
     const deepAtOrBelow = head + 1n - BigInt(this.deps.config.confirmations);
     const taken = await sql<AwaitingTransfer>`with turns as (
@@ -138,7 +159,10 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return taken.rows;
   }
 
-  /** Transfers unconfirmed past CHAIN_CONFIRM_TIMEOUT_MS stay held: an operator is told, by gauge and error log. */
+  /**
+   * Transfers the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS of their booking: their holds stay held
+   * (money the chain may not have is never paid out), so an operator is told, by gauge and error log.
+   */
   private async reportOverdue(): Promise<void> {
     const timeoutMs = this.deps.config.chainConfirmTimeoutMs;
     if (timeoutMs <= 0) return;

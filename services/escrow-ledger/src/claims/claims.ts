@@ -16,10 +16,13 @@ import {
   claimKeyOf,
 } from './statement';
 
+export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
 
+export type { ClaimedVia };
+
 /** What a claim through each payment path spent the transfer on, for the refusal message. */
-const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
+export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
   x402: 'a paid API call (x402 proof)',
   verify: "a seller's POST /api/verify",
   checkout: 'a checkout session',
@@ -47,15 +50,29 @@ interface QueuedClaim {
 }
 
 /**
- * `ledger.claim_transfer`: the first (claimed_via, reference) holds the transfer and books its payment at once.
- * Claims arriving together share one statement, each deciding as if alone; an operator refund runs alone.
+ * The one command that spends an on-chain transfer and books what it pays for. The first (claimed_via, reference)
+ * to ask holds the transfer; with a payment, the claim, the payment's booking (transfer row if the indexer has not
+ * reported it yet, transaction, 95/5 entries into holds) and its `payment.confirmed` are one transaction, answered
+ * once. A repeat of the same pair is answered ok again (fresh: false) with the payment booked the first time and
+ * books nothing; anything else is refused with who holds it. The primary key of `transfer_claims` decides between
+ * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); a
+ * fresh claim through a path outside checkout publishes `transfer.claimed` (outbox, same transaction;
+ * claimIsAnnounced). An operator refund is also checked against the ledger's books when the transfer is booked
+ * (reorged away, or a payer/amount other than the books: refused). An operator refund naming an underpaid session
+ * (`underpaidSessionId`) takes over checkout's claim for that session when no payment of the transfer is booked:
+ * the short transfer paid for nothing and goes back.
+ *
+ * A gateway's or checkout's claim is on the paid call's path, so the claims that arrive together are one statement
+ * (claim_and_book: the claims, then the fresh ones' payments booked), its own transaction: those whose requests
+ * came in the same turn of the event loop, or while PAYMENT_CONCURRENCY statements were running (one round trip and
+ * one commit for a burst instead of one each). Each claim keeps its own outcome: the statement holds each claim's
+ * own insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never share a
+ * statement (the second waits for the next one and is answered from the row the first decided); a statement that
+ * fails is run again claim by claim, so one claim's failure is only its own. An operator refund also reads the
+ * books and may take a claim over, so it runs alone, in a transaction.
  */
-export class ClaimResponder implements BackgroundTask {
-  private served: { stop(): Promise<void> } | undefined;
-  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
+export class ClaimBatcher {
   private readonly batcher: WriteBatcher<QueuedClaim>;
-  /** The transfers of the transactions in flight on this replica. */
-  private readonly writing = new Set<string>();
 
   constructor(
     private readonly ctx: LedgerContext,
@@ -70,34 +87,12 @@ export class ClaimResponder implements BackgroundTask {
       fits: (batch, item) => !this.writing.has(item.key) && !batch.some((other) => other.key === item.key),
       write: (batch) => this.writeBatch(batch),
     });
-    this.outcomes = new Counter({
-      name: 'ledger_transfer_claims_total',
-      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
-      labelNames: ['claimed_via', 'outcome'] as const,
-      registers: [ctx.metrics.registry],
-    });
   }
 
-  /** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
-  async start(): Promise<void> {
-    this.served = await serveRpc(
-      this.ctx.bus,
-      'ledger.claim_transfer',
-      async (request) => {
-        const reply = await this.claim(request);
-        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
-        return reply;
-      },
-      this.ctx.logger,
-    );
-  }
+  /** The transfers of the transactions in flight on this replica. */
+  private readonly writing = new Set<string>();
 
-  async stop(): Promise<void> {
-    await this.served?.stop();
-  }
-
-  private claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
+  claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
     const key = claimKeyOf(request);
     return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, key, resolve, reject }));
@@ -107,23 +102,38 @@ export class ClaimResponder implements BackgroundTask {
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
     for (const item of batch) this.writing.add(item.key);
     try {
-      const replies = await this.claimAndBook(batch.map((item) => item.request));
-      for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
-    } catch (error) {
-      if (batch.length === 1) batch[0]!.reject(error);
-      else {
-        await Promise.all(
-          batch.map((item) =>
-            this.claimAndBook([item.request]).then(([reply]) => item.resolve(reply!), item.reject),
-          ),
-        );
-      }
+      await this.writeClaims(batch);
     } finally {
       for (const item of batch) this.writing.delete(item.key);
     }
   }
 
-  /** The claims and their payments in one statement, then each claim's reply, decided after the commit. */
+  private async writeClaims(batch: QueuedClaim[]): Promise<void> {
+    let replies: ClaimReply[];
+    try {
+      replies = await this.claimAndBook(batch.map((item) => item.request));
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      await Promise.all(
+        batch.map((item) =>
+          this.claimAndBook([item.request]).then(([reply]) => item.resolve(reply!), item.reject),
+        ),
+      );
+      return;
+    }
+    for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
+  }
+
+  /**
+   * The claims, their payments booked (one statement, its own transaction: claimAndBook), then each claim's reply.
+   * A fresh claim books its payment; a repeat by the same claimant books only when no payment of the transfer
+   * stands any more (reversed by a reorg or the chain check: checkout re-matching its reopened session, a gateway
+   * presenting the payment again), then the claim names the new payment. Decided after the commit: a gateway's or
+   * checkout's claim never takes another over (only an operator refund does, in claimOperatorRefund).
+   */
   private async claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
     const started = performance.now();
     const outcomes = await statementRetryingConflicts(
@@ -155,7 +165,10 @@ function answeredAs(request: ClaimRequest, { held, booking }: ClaimedAndBooked):
   };
 }
 
-/** Runs a statement that is its own transaction, up to three times while Postgres aborts it for a conflict. */
+/**
+ * Runs a statement that is its own transaction, and again (three runs at most, after a short random pause) when
+ * Postgres aborted it for a deadlock or a serialization conflict: nothing of an aborted statement was kept.
+ */
 async function statementRetryingConflicts<T>(
   run: () => Promise<T>,
   onConflict: (error: unknown, attempt: number) => void,
@@ -218,11 +231,22 @@ async function decideClaim(
   const txHash = request.txHash.toLowerCase();
   const key = transferKey(request.chainId, txHash, request.logIndex);
   const now = deps.now();
-  const claimedAt = new Date(held.claimed_at).toISOString();
-  if (held.fresh || (held.claimed_via === request.claimedVia && held.reference === request.reference)) {
-    return { ok: true, claimId: held.claim_id, fresh: held.fresh, claimedAt, ...bookedPaymentOf(held) };
+  if (held.fresh) {
+    return {
+      ok: true,
+      claimId: held.claim_id,
+      fresh: true,
+      claimedAt: new Date(held.claimed_at).toISOString(),
+      ...bookedPaymentOf(held),
+    };
   }
-  // An underpaid checkout session's claim paid for nothing: an operator refund takes it over unless a payment is booked.
+  const claimedAt = new Date(held.claimed_at).toISOString();
+  if (held.claimed_via === request.claimedVia && held.reference === request.reference) {
+    return { ok: true, claimId: held.claim_id, fresh: false, claimedAt, ...bookedPaymentOf(held) };
+  }
+  // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
+  // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
+  // Only an operator refund takes over, and it runs in a transaction (claimTransfer).
   if (refundTakesOverClaim({ claimedVia: held.claimed_via, reference: held.reference }, request)) {
     const payer = request.payer.toLowerCase();
     const payment = (
@@ -262,4 +286,42 @@ async function decideClaim(
     message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
     claimedBy: { claimedVia: held.claimed_via, claimedAt },
   };
+}
+
+/** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
+export class ClaimResponder implements BackgroundTask {
+  private served: { stop(): Promise<void> } | undefined;
+  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
+  private readonly batcher: ClaimBatcher;
+
+  constructor(
+    private readonly ctx: LedgerContext,
+    deps: LedgerDeps,
+  ) {
+    this.batcher = new ClaimBatcher(ctx, deps);
+    this.outcomes = new Counter({
+      name: 'ledger_transfer_claims_total',
+      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
+      labelNames: ['claimed_via', 'outcome'] as const,
+      registers: [ctx.metrics.registry],
+    });
+  }
+
+  async start(): Promise<void> {
+    this.served = await serveRpc(
+      this.ctx.bus,
+      CLAIM_TRANSFER_RPC,
+      async (request) => {
+        const reply = await this.batcher.claim(request);
+        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
+        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
+        return reply;
+      },
+      this.ctx.logger,
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.served?.stop();
+  }
 }

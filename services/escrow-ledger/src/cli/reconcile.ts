@@ -3,7 +3,10 @@ import { createLogger } from '@paygate/telemetry';
 import { loadConfig } from '../config';
 import { reconcile } from '../reconciliation/reconcile';
 
-/** `reconcile` CLI: the report as JSON; exit 1 when ledger and chain differ, 2 when it could not run. */
+/**
+ * `pnpm --filter @paygate/escrow-ledger reconcile`: prints the reconciliation report as JSON and exits 1 when
+ * the ledger and the chain differ (2 when it could not run), so it can gate a deploy or a cron alert.
+ */
 async function main(): Promise<number> {
   const config = loadConfig();
   const logger = createLogger('escrow-ledger-reconcile', config.logLevel);

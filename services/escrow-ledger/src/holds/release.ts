@@ -8,14 +8,6 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
-/** Held past its period, no pending buyer refund request, no failed call awaiting its refund decision. */
-function dueAndUndisputed(alias: string, now: Date) {
-  const t = sql.ref(alias);
-  return sql`${t}.escrow_status = 'held' and ${t}.hold_until <= ${now}
-    and not exists (select 1 from refund_requests rr where rr.transaction_id = ${t}.id and rr.status = 'pending')
-    and ${notAwaitingUnservedDecision(alias, now)}`;
-}
-
 type DueHold = Row<
   'transactions',
   | 'id'
@@ -27,8 +19,12 @@ type DueHold = Row<
 >;
 
 /**
- * Releases up to `limit` due holds (seller share to available, platform's to revenue, escrow.released), never
- * one whose transfer the chain has not confirmed; SKIP LOCKED, so replicas run it at once. Returns how many.
+ * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller
+ * share moves to the seller's available balance, the platform share to platform revenue, and escrow.released
+ * is published. A payment whose transfer the chain has not confirmed yet stays held, however long that takes (an
+ * unreachable chain stops payouts of unconfirmed money, never pays it: see ChainConfirmationCheck). A payment whose buyer asked for a refund stays held until the seller decides the request (the
+ * next pass after the decision releases what remains). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
+ * Returns how many holds were released.
  */
 export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limit: number): Promise<number> {
   const now = deps.now();
@@ -37,7 +33,11 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
     const due =
       await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
           refunded_platform_micro
-        from transactions where ${dueAndUndisputed('transactions', now)}
+        from transactions where escrow_status = 'held' and hold_until <= ${now}
+          and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
+            and rr.status = 'pending')
+          -- A call its seller failed: held while its buyer may retry and until its refund is decided.
+          and ${notAwaitingUnservedDecision('transactions', now)}
           -- Not payable before the chain confirmed its transfer (booked at inclusion, a reorg may still drop it).
           and (${holdBack} = false or not exists (select 1 from transfers tr
             where tr.chain_id = transactions.chain_id and tr.tx_hash = transactions.tx_hash
@@ -88,8 +88,19 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
   });
 }
 
-/** Ages of the oldest due holds by what they wait for, apart from those a pending refund request holds. */
-async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
+/** How long the oldest due hold has waited past its hold period, by what it waits for (seconds; 0: none). */
+interface DueHoldAges {
+  /** Its transfer is confirmed by the chain: only a release pass stands between it and the seller. */
+  releaseSeconds: number;
+  /** Its transfer is not yet confirmed by the chain (the indexer or the receipt check, chain/confirmation.ts). */
+  chainSeconds: number;
+}
+
+/**
+ * The age of the oldest hold past its hold period and still held, apart from those a pending buyer refund request
+ * holds (they wait for the seller's decision, not for the ledger). One indexed read of held transactions.
+ */
+async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps): Promise<DueHoldAges> {
   const now = deps.now();
   const rows = await sql<{ waiting: 'release' | 'chain'; oldest: Date | null }>`select
         case when exists (select 1 from transfers tr
@@ -97,7 +108,9 @@ async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
               and tr.chain_confirmed_at is null) then 'chain' else 'release' end as waiting,
         min(t.hold_until) as oldest
       from transactions t
-      where ${dueAndUndisputed('t', now)}
+      where t.escrow_status = 'held' and t.hold_until <= ${now}
+        and not exists (select 1 from refund_requests rr where rr.transaction_id = t.id and rr.status = 'pending')
+        and ${notAwaitingUnservedDecision('t', now)}
       group by 1`.execute(ctx.db);
   const ageOf = (waiting: 'release' | 'chain') => {
     const oldest = rows.rows.find((r) => r.waiting === waiting)?.oldest;
@@ -111,7 +124,13 @@ async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
     : { releaseSeconds: Math.max(ageOf('release'), chain), chainSeconds: 0 };
 }
 
-/** Runs releaseDueHolds every RELEASE_INTERVAL_MS (a bounded number of batches a pass), and at once when kicked. */
+/**
+ * Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass, and at once when kicked
+ * (the chain check kicks it when it confirmed a transfer). So a due hold whose transfer is confirmed waits at most
+ * RELEASE_INTERVAL_MS plus the passes ahead of it (RELEASE_BATCH_SIZE × 20 a pass, the next pass at once while more
+ * remain); each pass sets ledger_holds_due_oldest_seconds and logs an error when a confirmed one has waited past
+ * RELEASE_BOUND_MS.
+ */
 export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   private static readonly BATCHES_PER_PASS = 20;
@@ -137,7 +156,10 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
     );
   }
 
-  /** Resolves once a loop pass started after this call ended (tests): it cannot miss a hold a kicked pass holds. */
+  /**
+   * Resolves once a pass of the loop that started after this call has ended (tests): unlike a pass beside the loop,
+   * it cannot miss a hold that a kicked pass holds locked at that moment.
+   */
   passSoon(): Promise<void> {
     return this.loop.runSoon();
   }

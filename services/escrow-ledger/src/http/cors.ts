@@ -1,6 +1,10 @@
 import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
 
-/** The buyer's routes (the widget's lookup, signed refund requests) answer any origin; seller and operator ones do not. */
+/**
+ * The buyer's routes, called from any page (the checkout widget on a seller's site looks up the transactionId;
+ * a buyer files and follows a refund request with a wallet signature, no key): readable from any origin, like
+ * checkout's session routes. Seller and operator routes stay without CORS.
+ */
 const PUBLIC_PATH = /^\/api\/v1\/(transactions\/lookup|refund-requests(\/[^/]+)?)$/;
 
 const HEADERS: ReadonlyArray<[string, string]> = [

@@ -18,8 +18,6 @@ export const Address = Type.String({
   description: '0x-prefixed 20-byte address',
 });
 export const TxHash = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
-/** The on-chain transfer a row names. */
-export const TransferFields = { chainId: Type.Integer(), txHash: TxHash, logIndex: Type.Integer() };
 
 export const TransactionIdPattern = '^txn_[0-9A-Z]{26}$';
 export const TransactionIdParam = Type.Object({

@@ -1,6 +1,9 @@
 import { sql } from 'kysely';
 import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 
+/** The account kinds live with the schema (db.ts); re-exported for the entry builders' callers. */
+export type { AccountKind };
+
 export interface EntryLine {
   kind: AccountKind;
   /** The seller id for per-seller accounts; empty for the single platform-wide ones. */
@@ -9,11 +12,18 @@ export interface EntryLine {
   amountMicro: bigint;
 }
 
-const lineOn =
-  (side: EntryLine['side']) =>
-  (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({ kind, owner, side, amountMicro });
-export const debit = lineOn('debit');
-export const credit = lineOn('credit');
+export const debit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
+  kind,
+  owner,
+  side: 'debit',
+  amountMicro,
+});
+export const credit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
+  kind,
+  owner,
+  side: 'credit',
+  amountMicro,
+});
 
 export interface EntryInput {
   /** Unique per effect: a repeated key posts nothing (the effect is already on the books). */
@@ -25,7 +35,10 @@ export interface EntryInput {
   memo?: Record<string, unknown>;
 }
 
-/** Posts one entry by `post_entry` (refuses unbalanced ones, floors); null for a repeated idempotency key. */
+/**
+ * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
+ * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
+ */
 export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigint | null> {
   for (const line of input.lines) {
     if (line.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
@@ -48,8 +61,11 @@ export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigi
 }
 
 /**
- * Creates the accounts a transaction will post to, in post_entries' global (kind, owner) order, before it locks any
- * balance row: creating one while holding balance rows deadlocks against a transaction creating the same account.
+ * Creates the accounts a transaction will post to that do not exist yet, in the one global (kind, owner) order
+ * post_entries and refunds use, before the transaction locks any balance row. Creating an account while
+ * holding balance rows deadlocks: another transaction may have created the same account (its insert not yet
+ * committed, so ours waits for it) and be waiting for one of those rows (make chaos: a refund against the
+ * hold release, services/escrow-ledger/test/refund-deadlock.test.ts).
  */
 export async function ensureAccounts(
   trx: LedgerTrx,
@@ -81,7 +97,10 @@ export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''
   return row?.balance_micro ?? 0n;
 }
 
-/** Locks (creating) one account row, returning its balance; NO KEY UPDATE, as the balance trigger takes. */
+/**
+ * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
+ * as the balance trigger takes, so it does not conflict with concurrent postings' foreign key checks.
+ */
 export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
   const row = await trx
@@ -93,10 +112,6 @@ export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = '')
     .executeTakeFirstOrThrow();
   return row.balance_micro;
 }
-
-/** A transaction-scoped advisory lock: serialises everything done under `key` until the commit. */
-export const advisoryLock = (trx: LedgerTrx, key: string) =>
-  sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
 
 export function transferKey(chainId: number, txHash: string, logIndex: number): string {
   return `${chainId}:${txHash.toLowerCase()}:${logIndex}`;

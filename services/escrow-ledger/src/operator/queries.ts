@@ -1,9 +1,21 @@
-import type { LedgerDb, RefundReceivablesTable, RefundsTable } from '../db';
+import type { Selectable } from 'kysely';
+import type {
+  AccountsTable,
+  LedgerDb,
+  PaymentConflictsTable,
+  RefundReceivablesTable,
+  RefundsTable,
+  TransactionsTable,
+  TransfersTable,
+} from '../db';
 
 /** The operator's reads, each typed by the table it reads (db.ts): a column's change reaches its view. */
 
 /** Open, resolved or all conflicts, newest first. */
-export function listConflicts(db: LedgerDb, status: 'open' | 'resolved' | 'all') {
+export function listConflicts(
+  db: LedgerDb,
+  status: 'open' | 'resolved' | 'all',
+): Promise<Selectable<PaymentConflictsTable>[]> {
   let query = db.selectFrom('payment_conflicts').selectAll().orderBy('id', 'desc').limit(200);
   if (status !== 'all') query = query.where('status', '=', status);
   return query.execute();
@@ -21,7 +33,7 @@ export async function resolveConflict(db: LedgerDb, id: string): Promise<boolean
 }
 
 /** Observed transfers no payment claimed and none refunded, newest first. */
-export function unclaimedTransfers(db: LedgerDb) {
+export function unclaimedTransfers(db: LedgerDb): Promise<Selectable<TransfersTable>[]> {
   return db
     .selectFrom('transfers')
     .selectAll()
@@ -33,8 +45,18 @@ export function unclaimedTransfers(db: LedgerDb) {
     .execute();
 }
 
+/** The suspense account's balance (0 before the first transfer). */
+export async function suspenseBalance(db: LedgerDb): Promise<bigint> {
+  const row = await db
+    .selectFrom('accounts')
+    .select('balance_micro')
+    .where('kind', '=', 'suspense')
+    .executeTakeFirst();
+  return row?.balance_micro ?? 0n;
+}
+
 /** Refunds of unmatched transfers in the status asked for, newest first. */
-export function unmatchedRefunds(db: LedgerDb, status: string) {
+export function unmatchedRefunds(db: LedgerDb, status: string): Promise<Selectable<RefundsTable>[]> {
   let query = db
     .selectFrom('refunds')
     .selectAll()
@@ -47,7 +69,10 @@ export function unmatchedRefunds(db: LedgerDb, status: string) {
 }
 
 /** Payers' receivables in the status asked for, newest first, and what is open now. */
-export async function refundReceivables(db: LedgerDb, status: string) {
+export async function refundReceivables(
+  db: LedgerDb,
+  status: string,
+): Promise<{ rows: Selectable<RefundReceivablesTable>[]; owedMicro: bigint }> {
   let query = db
     .selectFrom('refund_receivables')
     .selectAll()
@@ -69,10 +94,41 @@ export async function refundReceivables(db: LedgerDb, status: string) {
 }
 
 /** Payments reversed after their hold was released, newest first. */
-export function reversedAfterRelease(db: LedgerDb) {
+export function reversedAfterRelease(
+  db: LedgerDb,
+): Promise<
+  Pick<
+    Selectable<TransactionsTable>,
+    | 'id'
+    | 'seller_id'
+    | 'payment_id'
+    | 'chain_id'
+    | 'tx_hash'
+    | 'log_index'
+    | 'amount_micro'
+    | 'seller_share_micro'
+    | 'reversal_reason'
+    | 'settlement_id'
+    | 'released_at'
+    | 'reversed_at'
+  >[]
+> {
   return db
     .selectFrom('transactions')
-    .selectAll()
+    .select([
+      'id',
+      'seller_id',
+      'payment_id',
+      'chain_id',
+      'tx_hash',
+      'log_index',
+      'amount_micro',
+      'seller_share_micro',
+      'reversal_reason',
+      'settlement_id',
+      'released_at',
+      'reversed_at',
+    ])
     .where('escrow_status', '=', 'reversed')
     .where('released_at', 'is not', null)
     .orderBy('reversed_at', 'desc')
@@ -82,7 +138,11 @@ export function reversedAfterRelease(db: LedgerDb) {
 }
 
 /** Every account and its balance, by kind and owner. */
-export function listAccounts(db: LedgerDb) {
+export function listAccounts(
+  db: LedgerDb,
+): Promise<
+  Pick<Selectable<AccountsTable>, 'kind' | 'owner' | 'normal_side' | 'floor_micro' | 'balance_micro'>[]
+> {
   return db
     .selectFrom('accounts')
     .select(['kind', 'owner', 'normal_side', 'floor_micro', 'balance_micro'])
@@ -93,7 +153,12 @@ export function listAccounts(db: LedgerDb) {
 }
 
 /** Sets a seller's credit limit (insert or update). */
-export async function storeCreditLimit(db: LedgerDb, sellerId: string, limitMicro: bigint, now: Date) {
+export async function storeCreditLimit(
+  db: LedgerDb,
+  sellerId: string,
+  limitMicro: bigint,
+  now: Date,
+): Promise<void> {
   await db
     .insertInto('seller_credit_limits')
     .values({ seller_id: sellerId, credit_limit_micro: limitMicro, updated_at: now })

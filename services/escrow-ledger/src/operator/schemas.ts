@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { CONFLICT_KINDS } from '../db';
-import { IsoTime, Nullable, StringEnum, TransferFields, TxHash, UsdcAmount } from '../http/schemas';
+import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
 
 export const ConflictListQuery = Type.Object({
   status: Type.Optional(StringEnum(['open', 'resolved', 'all'], 'open (default), resolved, or all of them')),
@@ -13,11 +12,20 @@ export const ConflictIdParam = Type.Object({
 export const Conflict = Type.Object({
   conflictId: Type.String({ pattern: '^[0-9]+$' }),
   kind: StringEnum(
-    CONFLICT_KINDS,
+    [
+      'transfer_already_claimed',
+      'amount_exceeds_transfer',
+      'transfer_reorged',
+      'reorg_after_refund',
+      'transfer_refunded',
+      'refund_refused',
+    ],
     'why the payment was not credited (transfer_refunded: its transfer was sent back as an unmatched transfer), a reorg could not be reversed in full, or (refund_refused) a refund of an unmatched transfer was not booked: detail.reason is transfer_claimed_by_payment, transfer_reorged, amount_differs or payer_differs',
   ),
   status: StringEnum(['open', 'resolved']),
-  ...TransferFields,
+  chainId: Type.Integer(),
+  txHash: TxHash,
+  logIndex: Type.Integer(),
   paymentId: Nullable(Type.String()),
   source: Nullable(Type.String()),
   sellerId: Nullable(Type.String()),
@@ -37,7 +45,9 @@ export const Suspense = Type.Object({
   balance: { ...UsdcAmount, description: 'the suspense account: money received that no payment has claimed' },
   data: Type.Array(
     Type.Object({
-      ...TransferFields,
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
       from: Type.String(),
       amount: UsdcAmount,
       observedAt: IsoTime,
@@ -161,7 +171,9 @@ export const RefundReceivableList = Type.Object({
   owed: UsdcAmount,
   data: Type.Array(
     Type.Object({
-      ...TransferFields,
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
       inclusion: Type.Integer({
         description: 'which inclusion of the transfer the reorg dropped (0 the first)',
       }),
@@ -192,7 +204,9 @@ export const ReversedAfterReleaseList = Type.Object({
       transactionId: Type.String(),
       sellerId: Type.String(),
       paymentId: Type.String(),
-      ...TransferFields,
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
       amount: UsdcAmount,
       sellerShare: {
         ...UsdcAmount,
@@ -215,7 +229,9 @@ export const UnmatchedRefundList = Type.Object({
       refundId: Type.String(),
       kind: Type.Literal('unmatched_transfer'),
       status: StringEnum(['pending', 'completed', 'failed']),
-      ...TransferFields,
+      chainId: Type.Integer(),
+      txHash: TxHash,
+      logIndex: Type.Integer(),
       payer: Type.String({ description: 'the transfer’s sender, who gets the money back' }),
       amount: UsdcAmount,
       reason: Type.String(),

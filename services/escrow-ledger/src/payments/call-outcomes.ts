@@ -1,6 +1,6 @@
-import type { EventEnvelope } from '@paygate/contracts';
-import type { LedgerTrx, PaymentCallAttemptsTable } from '../db';
-import type { LedgerEvent } from '../deps';
+import type { EventData, EventEnvelope } from '@paygate/contracts';
+import type { Transaction } from 'kysely';
+import type { LedgerDatabase, LedgerTrx, PaymentCallAttemptsTable } from '../db';
 
 type CallAttemptEvent = EventEnvelope<
   'payment.call_failed' | 'payment.call_recovered',
@@ -11,10 +11,13 @@ type CallOutcome = Omit<
   'recorded_at' | 'payment_id' | 'attempt' | 'seller_id' | 'event_id'
 >;
 
-/** One row per (payment, attempt), whatever delivers the event again. */
+/**
+ * An attempt is keyed by the event's payment, attempt and seller, and recorded once whatever delivers it again (the
+ * inbox skips a seen event id; the key a copy).
+ */
 async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: CallOutcome): Promise<void> {
   const d = event.data;
-  await trx
+  await (trx as Transaction<LedgerDatabase>)
     .insertInto('payment_call_attempts')
     .values({
       payment_id: d.paymentId,
@@ -28,7 +31,10 @@ async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: C
 }
 
 /** payment.call_failed: the seller failed a paid call; the buyer may retry until retryUntil. */
-export function onPaymentCallFailed(trx: LedgerTrx, event: LedgerEvent<'payment.call_failed'>) {
+export function onPaymentCallFailed(
+  trx: LedgerTrx,
+  event: EventEnvelope<'payment.call_failed', EventData<'payment.call_failed'>>,
+): Promise<void> {
   const d = event.data;
   return recordAttempt(trx, event, {
     outcome: 'failed',
@@ -40,7 +46,10 @@ export function onPaymentCallFailed(trx: LedgerTrx, event: LedgerEvent<'payment.
 }
 
 /** payment.call_recovered: a retry of a failed call was served within its window. */
-export function onPaymentCallRecovered(trx: LedgerTrx, event: LedgerEvent<'payment.call_recovered'>) {
+export function onPaymentCallRecovered(
+  trx: LedgerTrx,
+  event: EventEnvelope<'payment.call_recovered', EventData<'payment.call_recovered'>>,
+): Promise<void> {
   const d = event.data;
   return recordAttempt(trx, event, {
     outcome: 'served',

@@ -60,6 +60,48 @@ export interface ClaimedBooking {
   outcome: BookedPayment['outcome'];
 }
 
+/**
+ * The payments of fresh claims, booked in the claims' own transaction: each amount moves from suspense (the
+ * transfer row and its transfer_in entry first, when the chain-indexer has not reported it yet) into holds for
+ * the seller (95%) and the platform (5%), and each booked payment's `payment.confirmed` goes into the ledger's
+ * outbox in the same transaction, a fact for the notifier and the live channel. The claim already decided that the
+ * transfer is this payment's; the database function book_payments (one round trip for the batch: the bookings and
+ * the events of those booked) still records a conflict for an operator where the books disagree (a transfer
+ * reorged away: parked until mined again; an amount above the transfer's). One outcome per claim, in order.
+ */
+export async function bookClaimedPayments(
+  trx: LedgerTrx,
+  claimed: ClaimedPayment[],
+  deps: LedgerDeps,
+): Promise<ClaimedBooking[]> {
+  if (claimed.length === 0) return [];
+  const now = deps.now();
+  const payments = claimed.map((item) => {
+    const payment = paymentToBook(item, newTransactionId(), now);
+    return { ...payment, confirmedEvent: paymentConfirmedEvent(payment) };
+  });
+  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
+  // crosswise (the claims statement inserted them in that order too).
+  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
+  const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  const outcomes = await bookPayments(trx, sorted, now);
+  // A booked payment's row names its own transaction; the rest are found by payment id.
+  const bookedIds = new Set(
+    outcomes.filter((row) => row.outcome === 'booked').map((row) => row.transaction_id),
+  );
+  const others = new Map(
+    outcomes.filter((row) => row.outcome !== 'booked').map((row) => [row.payment_id, row]),
+  );
+  return claimed.map((item, i): ClaimedBooking => {
+    const own = payments[i]!.transactionId;
+    if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
+    const row = others.get(item.payment.paymentId);
+    if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
+    if (row.outcome === 'conflict') reportConflict(deps, row);
+    return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
+  });
+}
+
 /** A payment conflict set aside for the operator: counted and logged (nothing was credited). */
 export function reportConflict(
   deps: LedgerDeps,
@@ -76,7 +118,10 @@ export function reportConflict(
   );
 }
 
-/** `payment.confirmed` as book_payments books it; written to the outbox only if the payment is booked. */
+/**
+ * `payment.confirmed` of a payment as book_payments books it (the ledger's clock confirms it); createEvent validated
+ * it, and book_payments writes it to the outbox only if the payment is booked.
+ */
 export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   return createEvent(
     'payment.confirmed',
@@ -121,7 +166,14 @@ type ReversedPayment = Pick<
   | 'confirmed_at'
 >;
 
-/** A reversed payment (not on chain, or x402 reorged) claims its transaction again when booked unclaimed. */
+/**
+ * A payment reversed because its transfer left the chain, whose very transaction (same hash: the relayer resends
+ * the same signed bytes, or a reorg mined it again) is on the chain again and booked unclaimed: the payment claims
+ * it again, as a new transaction, at the transfer's current log index (a re-mined transaction's log index is that
+ * of its new block). Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is
+ * live at most once. Reversed as not on chain: any payment. Reversed by a reorg: a gateway (x402) payment, whose
+ * call was served and which nothing else books again; checkout re-matches its reopened session itself.
+ */
 export async function rebookReversedPayments(
   trx: LedgerTrx,
   deps: LedgerDeps,

@@ -1,8 +1,9 @@
 import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
+import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
@@ -26,7 +27,7 @@ function observedRow(trx: LedgerTrx, chainId: number, txHash: string, logIndex: 
     .where('log_index', '=', logIndex);
 }
 
-type TransferObserved = LedgerEvent<'transfer.observed'>;
+type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
 
 export async function onTransferObserved(
   trx: LedgerTrx,
@@ -37,14 +38,8 @@ export async function onTransferObserved(
   const txHash = d.txHash.toLowerCase();
   const inclusion = { chainId: d.chainId, txHash, logIndex: d.logIndex, blockHash: d.blockHash };
   await lockTransferEvents(trx, TRANSFER_LOCK_SCOPE, inclusion);
-  // Its block's reorg was handled first: nothing is booked, and a claim's booking on that block is reversed.
   if (await takeReorgTombstone(trx, inclusion)) {
-    deps.logger.warn(
-      { transfer: transferKey(d.chainId, txHash, d.logIndex), blockHash: d.blockHash },
-      'transfer.observed of a block whose transfer.reorged was handled first; not booked',
-    );
-    const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
-    if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
+    await onStaleObservation(trx, event, deps);
     return;
   }
   const booked = await bookTransfer(trx, {
@@ -59,8 +54,9 @@ export async function onTransferObserved(
     at: deps.now(),
   });
   if (booked) {
-    // The same transaction mined again at another log index: it settles a refunded transfer's receivable, or a
-    // reversed payment claims it again.
+    // The same transaction mined again at another log index (resent after a reorg dropped it): an unmatched
+    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment reversed as not on
+    // chain (or a gateway payment reversed by the reorg) claims it again.
     await settleRefundReceivables(trx, deps, d.chainId, txHash);
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
     return;
@@ -76,7 +72,26 @@ export async function onTransferObserved(
   await confirmBookedTransfer(trx, event, existing, deps);
 }
 
-/** A transfer its payment's claim booked, now observed: confirmed in its block; an amount above the claim's goes to suspense. */
+/**
+ * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
+ * booked meanwhile by a payment's claim stands on that block too, unless it names another: it is reversed.
+ */
+async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps): Promise<void> {
+  const d = event.data;
+  const txHash = d.txHash.toLowerCase();
+  deps.logger.warn(
+    { transfer: transferKey(d.chainId, txHash, d.logIndex), blockHash: d.blockHash },
+    'transfer.observed of a block whose transfer.reorged was handled first; not booked',
+  );
+  const booked = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
+  if (booked) await reverseIfOnBlock(trx, deps, booked, d.blockHash, event.id);
+}
+
+/**
+ * A transfer booked by a payment's claim, now observed by the indexer (which publishes after CONFIRMATIONS): the
+ * chain confirms it, in the block it names, and an amount above the one the claim reported is booked too (into
+ * suspense: the payment stays as claimed). Confirming never books the payment again.
+ */
 async function confirmBookedTransfer(
   trx: LedgerTrx,
   event: TransferObserved,
@@ -86,7 +101,8 @@ async function confirmBookedTransfer(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const amountMicro = parseChainUsdc(d.amount);
-  // Seen in another block (re-included before its reorg was handled): the stale transfer.reorged is then ignored.
+  // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
+  // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
   await observedRow(trx, d.chainId, txHash, d.logIndex)
     .set((eb) => ({
       block_number: BigInt(d.blockNumber),
@@ -112,7 +128,15 @@ async function confirmBookedTransfer(
   }
 }
 
-/** A reorged transfer mined again: a new inclusion, unclaimed; its parked or reversed x402 payment booked. */
+/**
+ * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
+ * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
+ * transaction stays reversed (history); what its claim booked is reinstated, never a second payment: a payment
+ * whose claim came while the transfer was reorged away was parked as a `transfer_reorged` conflict and is booked
+ * now (its first booking: payment.confirmed then) and the conflict resolved; a gateway (x402) payment the reorg
+ * reversed is booked again under its payment id (rebookReversedPayments); checkout re-matches its reopened session
+ * with a claim of its own.
+ */
 async function reincludeTransfer(
   trx: LedgerTrx,
   event: TransferObserved,
@@ -150,7 +174,10 @@ async function reincludeTransfer(
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
 }
 
-/** Books the payment parked as a `transfer_reorged` conflict and resolves it; false when none was parked. */
+/**
+ * The payment parked as a `transfer_reorged` conflict while its transfer was reorged is booked now, and the
+ * conflict resolved. False when no payment was parked.
+ */
 async function bookParkedPayment(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps) {
   const d = event.data;
   const parked = await sql<

@@ -1,8 +1,9 @@
 import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
+import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import type { LedgerDeps } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
@@ -36,7 +37,10 @@ interface ReversalCause {
 const reasonTextOf = (cause: ReversalCause) =>
   cause.reason === 'transfer_reorged' ? 'transfer reorged' : 'transfer not on chain';
 
-/** A refund of money that never arrived: the operator's conflict, named by the transfer. */
+/**
+ * A refund was made of money that never arrived (the transfer left the chain): the conflict the operator sees,
+ * named by the transfer; the caller says who owes it and how much.
+ */
 function recordReorgAfterRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -58,10 +62,14 @@ function recordReorgAfterRefund(
   });
 }
 
-/** A transfer left the canonical chain: reverse what it caused (reverseTransfer). */
+/**
+ * A transfer left the canonical chain: reverse what it caused. The unrefunded part of its transaction is taken
+ * back from wherever it sits (holds, or the seller's available balance, which may go negative) into suspense,
+ * then the transfer itself is reversed out of suspense and the escrow asset.
+ */
 export async function onTransferReorged(
   trx: LedgerTrx,
-  event: LedgerEvent<'transfer.reorged'>,
+  event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
@@ -87,7 +95,10 @@ export async function onTransferReorged(
   await reverseIfOnBlock(trx, deps, transfer, d.blockHash, event.id);
 }
 
-/** Reverses a locked transfer standing on `blockHash`; one on another block, or already reversed, is left alone. */
+/**
+ * Reverses a booked transfer (locked by the caller) that stands on `blockHash`, a block that left the chain; one
+ * booked on another block (mined again before the reorg was handled) or already reversed is left alone.
+ */
 export async function reverseIfOnBlock(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -114,7 +125,12 @@ export async function reverseIfOnBlock(
   });
 }
 
-/** Reverses a locked, observed transfer and its claiming transaction, under the reorg's keys (once). */
+/**
+ * Reverses a booked transfer that is not on the chain (locked by the caller, status `observed`): the unrefunded part
+ * of the transaction that claimed it is taken back from wherever it sits (holds, or the seller's available
+ * balance, which may go negative) into suspense, then the transfer itself out of suspense and the escrow asset.
+ * The entries' keys are those of a reorg, so a later transfer.reorged for the same inclusion changes nothing.
+ */
 export async function reverseTransfer(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -127,7 +143,11 @@ export async function reverseTransfer(
   if (transfer.claimed_by_transaction_id) {
     stillInSuspense = await reverseClaimingTransaction(trx, deps, transfer, cause, now);
   }
-  // A refunded unmatched transfer: the refund cannot be taken back, so its payer owes it (refund_receivable).
+  // An unmatched transfer an operator refunded: its money left suspense for a refund (pending or sent), which cannot
+  // be taken back, while the transfer's money never arrived. The whole transfer is reversed out of escrow_asset
+  // against what its payer owes back (refund_receivable, settled if the same transaction is mined again), and the
+  // operator sees the conflict. Reversing nothing would leave the ledger above the chain by the transfer.
+  // (Not when escrow_asset holds less than the refund: see refundReceivableOnReorg.)
   const owed = transfer.refund_id
     ? await refundReceivableOnReorg(trx, deps, transfer, transfer.refund_id)
     : null;
@@ -179,7 +199,11 @@ export async function reverseTransfer(
   if (owedMicro > 0n) await settleRefundReceivables(trx, deps, transfer.chain_id, transfer.tx_hash);
 }
 
-/** Reverses the claiming transaction into suspense (its refunded part owed by the seller); returns the transfer's amount. */
+/**
+ * The transaction that claimed the transfer is reversed: its unrefunded part back into suspense, and its refunded
+ * part too, owed by the seller (the refund left escrow, the payment's money did not arrive). Returns what of the
+ * transfer is in suspense then, to be reversed out of escrow_asset: all of it.
+ */
 async function reverseClaimingTransaction(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -197,8 +221,10 @@ async function reverseClaimingTransaction(
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
   const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
   const held = txn.escrow_status === 'held';
-  // The refunded part left escrow although the money never arrived: the seller owes it (seller_available may go
-  // negative), so the whole transfer is reversed out of escrow_asset.
+  // What was refunded left escrow on chain (or will: a booked refund is sent) although the payment's money never
+  // arrived, so the whole transfer is reversed out of escrow_asset, and the seller who refunded owes the refunded
+  // part (seller_available may go negative: the exposure reconciliation reports). Reversing only the unrefunded
+  // part left escrow_asset above the chain by the refund (make chaos, seed 1482062104: -0.001, a partial refund).
   const refundedOnChain = txn.refunded_micro;
   await postEntry(trx, {
     idempotencyKey: `reversal:${txn.id}`,
@@ -220,7 +246,8 @@ async function reverseClaimingTransaction(
   });
   await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
       reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
-  // A reorg deeper than CONFIRMATIONS: what was released is owed by the seller (operator: reversed-after-release).
+  // Released only once its transfer was CONFIRMATIONS deep: the chain dropped it deeper than that. What was released
+  // (maybe paid out) is owed by the seller now; the operator sees it (GET /api/v1/operator/ledger/reversed-after-release).
   if (!held) {
     deps.metrics.conflicts.inc({ kind: 'reversed_after_release' });
     deps.logger.error(

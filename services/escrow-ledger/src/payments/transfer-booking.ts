@@ -38,7 +38,11 @@ export async function lockTransfer(
   return result.rows[0];
 }
 
-/** A `transfer_in` entry (D escrow_asset / C suspense) by post_transfer_in (sql/ledger.sql); null: key used. */
+/**
+ * Posts a `transfer_in` entry (debit escrow_asset, credit suspense) through the database's post_transfer_in: the
+ * entry's one definition is transfer_in_entry in sql/ledger.sql, which book_payments builds too. Returns the entry
+ * id, or null when the key was already used.
+ */
 export async function postTransferIn(
   trx: LedgerTrx,
   input: { idempotencyKey: string; amountMicro: bigint; memo: Record<string, unknown> },
@@ -51,7 +55,12 @@ export async function postTransferIn(
   return result.rows[0]?.id ?? null;
 }
 
-/** Books observed money (D escrow_asset / C suspense) with its row; false when a claim booked it first. */
+/**
+ * Books money the chain-indexer observed arriving in the escrow wallet: debit escrow_asset, credit suspense.
+ * Inserting the transfer row and posting are one step, so whichever of transfer.observed and the payment's claim
+ * (book_payments, which inserts the row it did not find, `booked_by` 'payment.confirmed') comes first books it and
+ * the other finds it booked. False when it was booked before.
+ */
 export async function bookTransfer(
   trx: LedgerTrx,
   input: {

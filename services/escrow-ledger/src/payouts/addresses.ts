@@ -1,9 +1,16 @@
+import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { sql } from 'kysely';
 import type { LedgerTrx } from '../db';
-import type { LedgerEvent } from '../deps';
 
-/** The ledger's own view of each seller's payout address (newer revisions only): payouts go only there. */
-export async function onSellerUpdated(trx: LedgerTrx, event: LedgerEvent<'seller.updated'>): Promise<void> {
+/**
+ * The ledger's own view of where each seller is paid (`seller.updated`, newer revisions only): a payout is
+ * reserved for, and sent to, the address this view holds when the ledger decides it, never one another service
+ * names.
+ */
+export async function onSellerUpdated(
+  trx: LedgerTrx,
+  event: EventEnvelope<'seller.updated', EventData<'seller.updated'>>,
+): Promise<void> {
   const seller = event.data;
   await sql`insert into seller_payout_addresses (seller_id, revision, payout_address)
       values (${seller.sellerId}, ${seller.revision}, ${seller.payoutAddress.toLowerCase()})

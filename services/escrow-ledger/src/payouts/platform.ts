@@ -1,26 +1,39 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
-import type { LedgerTrx } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import { sql } from 'kysely';
+import type { LedgerTrx, Row } from '../db';
+import type { LedgerDeps } from '../deps';
 import { ReservationMismatchError, UnknownRecordError } from '../errors';
-import { advisoryLock, credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 
-/** The platform payout, under the lock that serialises everything done to it. */
-async function lockedPlatformPayout(trx: LedgerTrx, payoutId: string) {
-  await advisoryLock(trx, `platform_payout:${payoutId}`);
-  return trx
-    .selectFrom('platform_payouts')
-    .select(['status', 'amount_micro', 'treasury_address'])
-    .where('payout_id', '=', payoutId)
-    .executeTakeFirst();
+export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
+
+type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
+
+async function lockedPlatformPayout(
+  trx: LedgerTrx,
+  payoutId: string,
+): Promise<PlatformPayoutRow | undefined> {
+  await lockPlatformPayout(trx, payoutId);
+  return (
+    await sql<PlatformPayoutRow>`select status, amount_micro, treasury_address from platform_payouts
+        where payout_id = ${payoutId}`.execute(trx)
+  ).rows[0];
 }
 
-/** `revenue.payout_requested`: all platform revenue reserved to the named treasury, or `payout.refused`. */
+/**
+ * `revenue.payout_requested` (an operator's platform payout): in this one transaction the whole platform revenue
+ * balance moves to platform_payout_pending for `payoutId`, to be sent to the treasury address the request names,
+ * and `payout.reserved` (kind platform) is enqueued; with nothing to pay, `payout.refused`. Per payoutId once; the
+ * revenue account's lock serialises two payouts, so the second finds nothing (only what the account holds leaves
+ * escrow).
+ */
 export async function onPlatformPayoutRequested(
   trx: LedgerTrx,
-  event: LedgerEvent<'revenue.payout_requested'>,
+  event: EventEnvelope<'revenue.payout_requested', EventData<'revenue.payout_requested'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const { payoutId, treasuryAddress } = event.data;
@@ -35,7 +48,7 @@ export async function onPlatformPayoutRequested(
         kind: 'platform',
         sellerId: null,
         reason: PayoutRefusal.NothingAvailable,
-        available: formatUsdc(revenue),
+        available: revenue < 0n ? `-${formatUsdc(-revenue)}` : '0',
         refusedAt: now.toISOString(),
       }),
     );
@@ -105,7 +118,7 @@ export async function onPlatformPayoutFailed(
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onPlatformPayoutCompleted(
   trx: LedgerTrx,
-  event: LedgerEvent<'revenue.paid_out'>,
+  event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

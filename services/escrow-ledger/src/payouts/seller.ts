@@ -1,27 +1,40 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type TraceContext } from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope, type TraceContext } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
+import type { LedgerDeps } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
-import { advisoryLock, credit, debit, lockAccount, postEntry } from '../ledger/entries';
+import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
+/** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
+export type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
+
+/** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
+export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
+  sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
+
+/** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
+const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` : formatUsdc(micro));
+
 /**
- * `settlement.due`: reserves the seller's payable balance (> 0, >= the minimum) with `payout.reserved`, else
- * `payout.refused`; a reservation stands, a refusal reserved nothing, so a later due is decided again.
+ * `settlement.due`: the ledger decides the seller's payout in this one transaction (the inbox's). It moves the
+ * seller's payable available balance to payout-pending when it is > 0 and >= the minimum, and enqueues
+ * `payout.reserved` naming the amount and the payout address of the ledger's own seller view; otherwise
+ * `payout.refused`. Per settlementId: a reservation stands (a repeat changes nothing, its event is already in the
+ * outbox); a refusal reserved nothing, so a later `settlement.due` of the same id (settle-now after money became
+ * available in the period) is decided again.
  */
 export async function onSettlementDue(
   trx: LedgerTrx,
-  event: LedgerEvent<'settlement.due'>,
+  event: EventEnvelope<'settlement.due', EventData<'settlement.due'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const due = event.data;
-  // Everything done to one settlement's reservation (decide, complete, give back) is serialised.
-  await advisoryLock(trx, `payout:${due.settlementId}`);
+  await lockSettlement(trx, due.settlementId);
   const existing = await trx
     .selectFrom('payout_reservations')
     .select('status')
@@ -32,10 +45,13 @@ export async function onSettlementDue(
   const now = deps.now();
   const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
   const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
+  const reason = ok ? null : refusal;
   const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
-  // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
-  if (ok && !payoutAddress) throw new PayoutAddressUnknownError(due.sellerId);
-  if (payoutAddress) {
+  if (ok && !payoutAddress) {
+    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
+    throw new PayoutAddressUnknownError(due.sellerId);
+  }
+  if (ok && payoutAddress) {
     await postEntry(trx, {
       idempotencyKey: `payout_reserve:${due.settlementId}`,
       entryType: 'payout_reserve',
@@ -56,7 +72,7 @@ export async function onSettlementDue(
       ok,
       amount_micro: ok ? available : 0n,
       available_micro: available,
-      reason: ok ? null : refusal,
+      reason,
       status: ok ? 'reserved' : 'refused',
       payout_address: payoutAddress,
       created_at: now,
@@ -72,7 +88,7 @@ export async function onSettlementDue(
       })),
     )
     .execute();
-  if (!payoutAddress) {
+  if (!ok || !payoutAddress) {
     await enqueueEvent(
       trx,
       createEvent('payout.refused', 'escrow-ledger', {
@@ -80,7 +96,7 @@ export async function onSettlementDue(
         kind: 'seller',
         sellerId: due.sellerId,
         reason: refusal,
-        available: formatUsdc(available),
+        available: formatSigned(available),
         refusedAt: now.toISOString(),
       }),
     );
@@ -124,7 +140,10 @@ export async function onSettlementDue(
 /** Paid calls' trace contexts named on one payout span, at most (the oldest payments'). */
 const PAID_TRACES_PER_PAYOUT = 32;
 
-/** The paid calls' trace contexts, as their payment entries' memos kept them (a re-booking keeps none). */
+/**
+ * The trace contexts of the payments a payout pays, as their bookings kept them (the payment entry's memo `trace`:
+ * the claim's context, the paid call's trace). A booking without one (booked again after a reorg) adds none.
+ */
 async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Promise<TraceContext[]> {
   if (transactionIds.length === 0) return [];
   // A payment booked again after a reorg has a payment entry per inclusion: its latest names it.
@@ -141,7 +160,10 @@ async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Prom
   });
 }
 
-/** The payable available balance (locked): less the unrefunded share of disputed payments. */
+/**
+ * What of the seller's available balance may be paid out (locked): all of it but the unrefunded seller share of
+ * released payments with a buyer's pending refund request, and the released payments the payout takes.
+ */
 async function lockPayableBalance(
   trx: LedgerTrx,
   sellerId: string,
@@ -165,16 +187,20 @@ async function lockPayableBalance(
   };
 }
 
-async function lockedReservation(trx: LedgerTrx, settlementId: string) {
-  await advisoryLock(trx, `payout:${settlementId}`);
-  return trx
-    .selectFrom('payout_reservations')
-    .selectAll()
-    .where('settlement_id', '=', settlementId)
-    .executeTakeFirst();
+async function lockedReservation(trx: LedgerTrx, settlementId: string): Promise<ReservationRow | undefined> {
+  await lockSettlement(trx, settlementId);
+  return (
+    await sql<ReservationRow>`select * from payout_reservations where settlement_id = ${settlementId}`.execute(
+      trx,
+    )
+  ).rows[0];
 }
 
-/** `payout.failed`: nothing left escrow, so the reservation goes back, once; only this event gives one back. */
+/**
+ * `payout.failed` of a seller payout: nothing left escrow (never signed, or reverted), so the reservation goes
+ * back to the seller's available balance, once (its status and the entry's idempotency key). Only this event
+ * gives a reservation back: nothing cancels one while settlement may still send it.
+ */
 export async function onSellerPayoutFailed(
   trx: LedgerTrx,
   failed: EventData<'payout.failed'>,
@@ -216,7 +242,7 @@ export async function onSellerPayoutFailed(
 /** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onSettlementCompleted(
   trx: LedgerTrx,
-  event: LedgerEvent<'settlement.completed'>,
+  event: EventEnvelope<'settlement.completed', EventData<'settlement.completed'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

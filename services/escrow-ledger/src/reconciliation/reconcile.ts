@@ -1,17 +1,34 @@
-import { requestRpc } from '@paygate/bus';
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import type { Static } from '@sinclair/typebox';
+import type { Logger } from '@paygate/telemetry';
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerDb, Row } from '../db';
-import type { LedgerContext, LedgerDeps } from '../deps';
-import type { ReconciliationReport as ReconciliationReportSchema } from '../operator/schemas';
+import type { LedgerMetrics } from '../metrics';
+import { type PayerExposure, payerExposure } from './payer-receivables';
 
-/** The report as GET /api/v1/reconciliation answers it (its schema describes every field). */
-export type ReconciliationReport = Static<typeof ReconciliationReportSchema>;
-type ReconciliationDifference = ReconciliationReport['differences'][number];
+export interface ReconciliationDifference {
+  check: string;
+  expected: string;
+  actual: string;
+  difference: string;
+}
+
+export interface ReconciliationReport {
+  balanced: boolean;
+  escrowAddress: string;
+  /** Every wallet whose balance chainBalance adds up (the escrow, then the checkout deposit wallet). */
+  wallets: string[];
+  chainBalance: string;
+  ledgerBalance: string;
+  difference: string;
+  differences: ReconciliationDifference[];
+  accounts: Record<string, string>;
+  /** What sellers owe the shared escrow, and what of it no seller money covers. */
+  exposure: { owedBySellers: string; uncovered: string; creditGranted: string } & PayerExposure;
+  checkedAt: string;
+}
 
 /** The wallets whose USDC the escrow_asset account holds: the escrow, and the checkout deposit wallet if set. */
 export function escrowWallets(
@@ -23,11 +40,15 @@ export function escrowWallets(
   return wallets;
 }
 
-/** The session deposit addresses that may hold booked USDC, as settlement lists them (`truncated`: more exist). */
+/**
+ * Session deposit addresses that may hold USDC the ledger booked (a transfer reached them and settlement has not
+ * seen them empty since): settlement, which sweeps them, lists them (`settlement.deposit_holdings`); the ledger
+ * reads their balances itself. `truncated`: more than the list holds (a difference is reported).
+ */
 export type DepositHoldings = () => Promise<{ addresses: string[]; truncated: boolean }>;
 
 /** Deposit addresses read per reconciliation at most (the RPC's bound). */
-const MAX_DEPOSIT_ADDRESSES = 10_000;
+export const MAX_DEPOSIT_ADDRESSES = 10_000;
 const BALANCE_READS_AT_ONCE = 20;
 
 /** Whether the ledger booked any transfer to an address other than the fixed escrow wallets (a deposit address). */
@@ -40,8 +61,14 @@ async function bookedDepositTransfers(db: LedgerDb, config: EscrowLedgerConfig):
 }
 
 /** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
-async function chainEscrowBalance(config: EscrowLedgerConfig, depositAddresses: string[]): Promise<bigint> {
-  const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
+export async function chainEscrowBalance(
+  config: EscrowLedgerConfig,
+  depositAddresses: string[] = [],
+): Promise<bigint> {
+  const provider = makeProvider(config.rpcUrl, {
+    timeoutMs: config.rpcTimeoutMs,
+    chainId: config.chainId,
+  });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
     const addresses = [...escrowWallets(config), ...depositAddresses];
@@ -60,15 +87,25 @@ async function chainEscrowBalance(config: EscrowLedgerConfig, depositAddresses: 
   }
 }
 
-/** `expected` against `actual`, as a report lists it. */
-const differenceOf = (check: string, expected: bigint, actual: bigint): ReconciliationDifference => ({
-  check,
-  expected: formatUsdc(expected),
-  actual: formatUsdc(actual),
-  difference: formatUsdc(expected - actual),
-});
+/** Per account kind its balance, and the totals the trial balance and the chain comparison need. */
+interface AccountTotals {
+  accounts: Record<string, string>;
+  debits: bigint;
+  credits: bigint;
+  /** The escrow_asset balance: what the ledger says the escrow wallets hold. */
+  ledger: bigint;
+}
 
-/** The deposit addresses to read (only when the chain is read here and one was booked to), and what went amiss. */
+interface SellerExposure {
+  owed: bigint;
+  uncovered: bigint;
+  credit: bigint;
+}
+
+/**
+ * The session deposit addresses whose balances count as escrow money, and the differences met listing them. Only
+ * asked when the chain balance is to be read here and the ledger booked a transfer to a deposit address.
+ */
 async function depositAddressesToRead(
   db: LedgerDb,
   config: EscrowLedgerConfig,
@@ -107,8 +144,7 @@ async function depositAddressesToRead(
   };
 }
 
-/** Per account kind its balance, the trial balance's totals, and escrow_asset (`ledger`). */
-async function accountTotals(db: LedgerDb) {
+async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
   const totals = await sql<
     Row<'accounts', 'kind' | 'normal_side'> & { balance: bigint }
   >`select kind, normal_side, sum(balance_micro)::bigint as balance from accounts group by kind, normal_side
@@ -127,15 +163,23 @@ async function accountTotals(db: LedgerDb) {
 }
 
 /** The escrow_asset account against the chain, and the trial balance. */
-function totalsDifferences(onChain: bigint, totals: Awaited<ReturnType<typeof accountTotals>>) {
+function totalsDifferences(onChain: bigint, totals: AccountTotals): ReconciliationDifference[] {
   const differences: ReconciliationDifference[] = [];
   if (onChain !== totals.ledger) {
-    const check = 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses';
-    differences.push(differenceOf(check, onChain, totals.ledger));
+    differences.push({
+      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses',
+      expected: formatUsdc(onChain),
+      actual: formatUsdc(totals.ledger),
+      difference: formatUsdc(onChain - totals.ledger),
+    });
   }
   if (totals.debits !== totals.credits) {
-    const check = 'trial balance (debit-normal vs credit-normal accounts)';
-    differences.push(differenceOf(check, totals.debits, totals.credits));
+    differences.push({
+      check: 'trial balance (debit-normal vs credit-normal accounts)',
+      expected: formatUsdc(totals.debits),
+      actual: formatUsdc(totals.credits),
+      difference: formatUsdc(totals.debits - totals.credits),
+    });
   }
   return differences;
 }
@@ -146,42 +190,53 @@ async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDiff
     .selectFrom('account_balance_drift')
     .select(['kind', 'owner', 'balance_micro', 'postings_balance_micro'])
     .execute();
-  // A sum of bigints is a numeric, which pg hands over as a string.
-  return drift.map((row) =>
-    differenceOf(
-      `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
-      BigInt(row.postings_balance_micro),
-      row.balance_micro,
-    ),
-  );
+  return drift.map((row) => {
+    // A sum of bigints is a numeric, which pg hands over as a string.
+    const postingsMicro = BigInt(row.postings_balance_micro);
+    return {
+      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
+      expected: formatUsdc(postingsMicro),
+      actual: formatUsdc(row.balance_micro),
+      difference: formatUsdc(postingsMicro - row.balance_micro),
+    };
+  });
 }
 
-/** What sellers owe, what no seller money covers, the credit granted, and what payers owe (refund_receivable). */
-async function exposureOf(db: LedgerDb) {
-  const exposure = await sql<{
-    owed: bigint | null;
-    uncovered: bigint | null;
-    credit: bigint | null;
-    payers: bigint | null;
-  }>`
+async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
+  const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
           sum(balance_micro) as total
         from accounts where kind in ('seller_held', 'seller_available') group by owner)
       select sum(greatest(-available, 0))::bigint as owed, sum(greatest(-total, 0))::bigint as uncovered,
-        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit,
-        (select sum(balance_micro) from accounts where kind = 'refund_receivable')::bigint as payers
+        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit
       from sellers`.execute(db);
-  const row = exposure.rows[0];
   return {
-    owed: BigInt(row?.owed ?? 0n),
-    uncovered: BigInt(row?.uncovered ?? 0n),
-    credit: BigInt(row?.credit ?? 0n),
-    payers: BigInt(row?.payers ?? 0n),
+    owed: BigInt(exposure.rows[0]?.owed ?? 0n),
+    uncovered: BigInt(exposure.rows[0]?.uncovered ?? 0n),
+    credit: BigInt(exposure.rows[0]?.credit ?? 0n),
   };
 }
 
-/** Ledger against chain and itself (trial balance, drift), and sellers below zero; none listed: balanced. */
+// Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
+function exposureDifferences(exposure: SellerExposure): ReconciliationDifference[] {
+  if (exposure.uncovered <= 0n) return [];
+  return [
+    {
+      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
+      expected: '0',
+      actual: formatUsdc(exposure.uncovered),
+      difference: formatUsdc(exposure.uncovered),
+    },
+  ];
+}
+
+/**
+ * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
+ * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
+ * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
+ * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
+ */
 export async function reconcile(
   db: LedgerDb,
   config: EscrowLedgerConfig,
@@ -194,16 +249,13 @@ export async function reconcile(
   const totals = await accountTotals(db);
   const totalsFound = totalsDifferences(onChain, totals);
   const drift = await balanceDriftDifferences(db);
-  const exposure = await exposureOf(db);
-  const differences = [...depositRead.differences, ...totalsFound, ...drift];
-  if (exposure.uncovered > 0n) {
-    differences.push({
-      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
-      expected: '0',
-      actual: formatUsdc(exposure.uncovered),
-      difference: formatUsdc(exposure.uncovered),
-    });
-  }
+  const exposure = await sellerExposure(db);
+  const differences = [
+    ...depositRead.differences,
+    ...totalsFound,
+    ...drift,
+    ...exposureDifferences(exposure),
+  ];
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
@@ -217,36 +269,27 @@ export async function reconcile(
       owedBySellers: formatUsdc(exposure.owed),
       uncovered: formatUsdc(exposure.uncovered),
       creditGranted: formatUsdc(exposure.credit),
-      owedByPayers: formatUsdc(exposure.payers),
+      ...(await payerExposure(db)),
     },
     checkedAt: new Date().toISOString(),
   };
 }
 
-/** A report's amount as a gauge (a float, exact below 9 billion USDC; never booked), never throwing on a large one. */
+/**
+ * A report's decimal amount as a gauge value in micro-USDC: a float, exact below 2^53 micro-USDC (9 billion USDC);
+ * for alerts and dashboards only, never booked. Bounded only by what the books hold (a transfer above the API's
+ * maximum amount is still on them), so reading a report never throws.
+ */
 function gaugeMicro(amount: string): number {
   return amount.startsWith('-') ? -Number(parseChainUsdc(amount.slice(1))) : Number(parseChainUsdc(amount));
 }
 
-/** The reconciliation the operator route and the watch run: settlement lists the deposit addresses to read. */
-export async function reconcileWithSettlement(
-  ctx: LedgerContext,
-  deps: LedgerDeps,
-): Promise<ReconciliationReport> {
-  const report = await reconcile(ctx.db, deps.config, undefined, () =>
-    requestRpc(
-      ctx.bus,
-      'settlement.deposit_holdings',
-      { limit: MAX_DEPOSIT_ADDRESSES },
-      { timeoutMs: deps.config.rpcTimeoutMs },
-    ),
-  );
-  recordReconciliation(deps, report);
-  return report;
-}
-
 /** A difference raises the metric (number of differences, 0 when reconciled) and an error log line. */
-function recordReconciliation(deps: LedgerDeps, report: ReconciliationReport): void {
+export function recordReconciliation(
+  deps: { metrics: LedgerMetrics },
+  ctx: { logger: Logger },
+  report: ReconciliationReport,
+): void {
   deps.metrics.reconciliationDifferences.set(report.differences.length);
   const gauges = deps.metrics.reconciliation;
   gauges.lastSuccess.set(Date.parse(report.checkedAt) / 1000);
@@ -256,11 +299,14 @@ function recordReconciliation(deps: LedgerDeps, report: ReconciliationReport): v
   gauges.sellersUncovered.set(gaugeMicro(report.exposure.uncovered));
   gauges.payersOwed.set(gaugeMicro(report.exposure.owedByPayers));
   if (report.balanced) {
-    deps.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
+    ctx.logger.info({ ledgerBalance: report.ledgerBalance }, 'reconciliation: ledger matches the chain');
   } else {
-    const { differences, chainBalance, ledgerBalance } = report;
-    deps.logger.error(
-      { differences, chainBalance, ledgerBalance },
+    ctx.logger.error(
+      {
+        differences: report.differences,
+        chainBalance: report.chainBalance,
+        ledgerBalance: report.ledgerBalance,
+      },
       'reconciliation: ledger and chain differ',
     );
   }

@@ -1,8 +1,15 @@
+import { requestRpc } from '@paygate/bus';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { reconcileWithSettlement } from './reconcile';
+import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from './reconcile';
 
-/** The operator's reconciliation every RECONCILE_INTERVAL_MS for the alerts (a failed pass sets no gauge). */
+/**
+ * The reconciliation the operator route runs (GET /api/v1/reconciliation), every RECONCILE_INTERVAL_MS on each
+ * replica, so the alerts see a difference, a seller's debt or a payer's without anyone asking: it sets the
+ * ledger_reconciliation_* and ledger_*_micro_usdc gauges and logs an error line for a difference. Read-only; a
+ * chain or settlement that does not answer fails the pass (retried with backoff) and leaves
+ * ledger_reconciliation_last_success_timestamp_seconds where it was, which the staleness alert watches.
+ */
 export class ReconciliationWatch extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
@@ -11,7 +18,15 @@ export class ReconciliationWatch extends PolledTask implements BackgroundTask {
     const intervalMs = deps.config.reconcileIntervalMs;
     this.loop = new PollingLoop(
       async () => {
-        await reconcileWithSettlement(ctx, deps);
+        const report = await reconcile(ctx.db, deps.config, undefined, () =>
+          requestRpc(
+            ctx.bus,
+            'settlement.deposit_holdings',
+            { limit: MAX_DEPOSIT_ADDRESSES },
+            { timeoutMs: deps.config.rpcTimeoutMs },
+          ),
+        );
+        recordReconciliation(deps, ctx, report);
       },
       {
         what: 'periodic reconciliation',

@@ -1,13 +1,13 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent } from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
-import type { AccountKind, LedgerTrx, RefundsTable, Row } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import type { LedgerTrx, RefundsTable, Row } from '../db';
+import type { LedgerDeps } from '../deps';
 import { UnknownRecordError } from '../errors';
 import { newRefundId } from '../ids';
-import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { LedgerReason } from '../reasons';
 
 export type TransactionForRefund = Row<
@@ -23,6 +23,11 @@ export type TransactionForRefund = Row<
   | 'escrow_status'
 >;
 
+/**
+ * A refund as it is read. `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction,
+ * no seller). `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
+ * transaction, no seller: each of them is a `payment` refund of its own).
+ */
 export type RefundRow = Selectable<RefundsTable>;
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
@@ -81,7 +86,13 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
   }
 }
 
-/** No dust transfers: below REFUND_MIN_AMOUNT or past the partial limit, unless it is all that remains. */
+/**
+ * Every refund is an on-chain transfer from the escrow wallet, on its one nonce, ahead of payouts: a refund below
+ * REFUND_MIN_AMOUNT (400), or a partial one beyond REFUND_MAX_PARTIAL_PER_TRANSACTION on this transaction (409), is
+ * refused, so one payment cannot be split into thousands of dust transfers. A refund of all that remains is always
+ * accepted, however small, so every payment can still be refunded in full. Called with the transaction locked, so
+ * concurrent refunds of it count each other.
+ */
 async function assertNotDust(
   trx: LedgerTrx,
   limits: { refundMinAmountMicro: bigint; refundMaxPartialPerTransaction: number },
@@ -137,15 +148,62 @@ export function splitRefund(txn: TransactionForRefund, amountMicro: bigint): Ref
 
 /** While held the parts come out of the holds; after release out of seller available and platform revenue. */
 export function refundEntryLines(sellerId: string, split: RefundSplit) {
-  const held = split.phase === 'in_escrow';
-  return [
-    debit(held ? 'seller_held' : 'seller_available', split.sellerPart, sellerId),
-    debit(held ? 'platform_held' : 'platform_revenue', split.platformPart),
-    credit('refund_pending', split.amountMicro),
-  ];
+  return split.phase === 'in_escrow'
+    ? [
+        debit('seller_held', split.sellerPart, sellerId),
+        debit('platform_held', split.platformPart),
+        credit('refund_pending', split.amountMicro),
+      ]
+    : [
+        debit('seller_available', split.sellerPart, sellerId),
+        debit('platform_revenue', split.platformPart),
+        credit('refund_pending', split.amountMicro),
+      ];
 }
 
-/** Books a refund on a locked transaction (split 95/5 cumulatively) and asks settlement to send it. */
+/** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */
+async function recordRefund(
+  trx: LedgerTrx,
+  txn: TransactionForRefund,
+  split: RefundSplit,
+  refund: { id: string; reason: string; refundRequestId: string | null; now: Date },
+): Promise<RefundRow> {
+  await sql`update transactions set refunded_micro = refunded_micro + ${split.amountMicro},
+        refunded_seller_micro = refunded_seller_micro + ${split.sellerPart},
+        refunded_platform_micro = refunded_platform_micro + ${split.platformPart}
+      where id = ${txn.id}`.execute(trx);
+  const row =
+    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
+        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
+      values (${refund.id}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${split.amountMicro}, ${split.sellerPart},
+        ${split.platformPart}, ${split.phase}, ${refund.reason}, 'pending', ${refund.refundRequestId}, ${refund.now})
+      returning *`.execute(trx);
+  return row.rows[0]!;
+}
+
+function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amountMicro: bigint, now: Date) {
+  return createEvent('refund.initiated', 'escrow-ledger', {
+    refundId,
+    transactionId: txn.id,
+    sellerId: txn.seller_id,
+    payer: txn.payer,
+    amount: formatUsdc(amountMicro),
+    chainId: txn.chain_id,
+    initiatedAt: now.toISOString(),
+  });
+}
+
+/**
+ * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated).
+ *
+ * Fee rule: every refund is split like the payment, 95% borne by the seller and 5% by the platform, which
+ * returns its fee in proportion. The split is cumulative (floor(total refunded * 95%) minus what the seller
+ * already bore), so partial refunds add up exactly to the original shares. While the money is held the parts
+ * come out of the holds (instant, nothing owed); after release (available, in a payout, or settled) the
+ * seller part is debited from the seller's available balance and the platform part from platform revenue.
+ * Either way the seller must still have the money with Paygate (checkSellerCanPay): its available balance may
+ * go negative only while its held money (or an operator's credit) covers it.
+ */
 export async function bookRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -161,7 +219,7 @@ export async function bookRefund(
   assertRefundable(txn, input.amountMicro);
   await assertNotDust(trx, deps.config, txn, input.amountMicro);
   const split = splitRefund(txn, input.amountMicro);
-  await checkSellerCanPay(trx, txn.seller_id, split);
+  await checkSellerCanPay(trx, txn.seller_id, split.phase, split.sellerPart, split.platformPart);
   const refundId = newRefundId();
   const now = deps.now();
   await postEntry(trx, {
@@ -171,48 +229,50 @@ export async function bookRefund(
     lines: refundEntryLines(txn.seller_id, split),
     memo: { refundId, phase: split.phase },
   });
-  await sql`update transactions set refunded_micro = refunded_micro + ${split.amountMicro},
-        refunded_seller_micro = refunded_seller_micro + ${split.sellerPart},
-        refunded_platform_micro = refunded_platform_micro + ${split.platformPart}
-      where id = ${txn.id}`.execute(trx);
-  const inserted =
-    await sql<RefundRow>`insert into refunds (id, transaction_id, seller_id, payer, chain_id, amount_micro,
-        seller_part_micro, platform_part_micro, phase, reason, status, refund_request_id, created_at)
-      values (${refundId}, ${txn.id}, ${txn.seller_id}, ${txn.payer}, ${txn.chain_id}, ${split.amountMicro}, ${split.sellerPart},
-        ${split.platformPart}, ${split.phase}, ${input.reason}, 'pending', ${input.refundRequestId ?? null}, ${now})
-      returning *`.execute(trx);
+  const row = await recordRefund(trx, txn, split, {
+    id: refundId,
+    reason: input.reason,
+    refundRequestId: input.refundRequestId ?? null,
+    now,
+  });
   if (input.initiate !== false) {
-    await enqueueEvent(
-      trx,
-      createEvent('refund.initiated', 'escrow-ledger', {
-        refundId,
-        transactionId: txn.id,
-        sellerId: txn.seller_id,
-        payer: txn.payer,
-        amount: formatUsdc(input.amountMicro),
-        chainId: txn.chain_id,
-        initiatedAt: now.toISOString(),
-      }),
-    );
+    await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
   }
   // The caller's locked transaction stays current for a further refund in the same database transaction.
   txn.refunded_micro = split.refundedAfter;
   txn.refunded_seller_micro += split.sellerPart;
   deps.metrics.refundsBooked.inc({ phase: split.phase });
-  return inserted.rows[0]!;
+  return row;
 }
 
-/** Escrow is shared: after a refund the seller may not go below -creditLimit (accounts locked in id order). */
-async function checkSellerCanPay(trx: LedgerTrx, sellerId: string, split: RefundSplit): Promise<void> {
-  // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
-  await ensureAccounts(trx, [
+/** The seller's money with Paygate, locked for a refund decision. */
+export interface SellerFunds {
+  held: bigint;
+  /** May be negative: owed, covered by held money (netted when it is released) or by an operator's credit. */
+  available: bigint;
+  creditLimit: bigint;
+  platformRevenue: bigint;
+}
+
+/**
+ * Locks every account a payment refund posts to, in id order (the order post_entry's balance trigger takes
+ * them, so a refund never deadlocks with a release or a payment batch), and reads the seller's credit limit.
+ * A concurrent refund of the same seller waits here and then reads the balances this one left.
+ */
+export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise<SellerFunds> {
+  const accounts: Array<[AccountKind, string]> = [
     ['platform_held', ''],
     ['platform_revenue', ''],
     ['refund_pending', ''],
     ['seller_available', sellerId],
     ['seller_held', sellerId],
-  ]);
-  const rows = await sql<Row<'accounts', 'kind' | 'balance_micro'>>`select kind, balance_micro from accounts
+  ];
+  // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
+  await ensureAccounts(trx, accounts);
+  const rows = await sql<{
+    kind: AccountKind;
+    balance_micro: bigint;
+  }>`select kind, balance_micro from accounts
       where (kind, owner) in (('platform_held', ''), ('platform_revenue', ''), ('refund_pending', ''),
         ('seller_available', ${sellerId}), ('seller_held', ${sellerId}))
       order by id for no key update`.execute(trx);
@@ -222,12 +282,29 @@ async function checkSellerCanPay(trx: LedgerTrx, sellerId: string, split: Refund
     .select('credit_limit_micro')
     .where('seller_id', '=', sellerId)
     .executeTakeFirst();
-  const held = balance('seller_held');
-  // May be negative: owed, covered by held money (netted when it is released) or by an operator's credit.
-  const available = balance('seller_available');
-  const creditLimit = limit?.credit_limit_micro ?? 0n;
-  const { sellerPart, platformPart } = split;
-  const shortfall = sellerPart - (held + available + creditLimit);
+  return {
+    held: balance('seller_held'),
+    available: balance('seller_available'),
+    creditLimit: limit?.credit_limit_micro ?? 0n,
+    platformRevenue: balance('platform_revenue'),
+  };
+}
+
+/**
+ * Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus
+ * the credit an operator granted). Its balance after the refund may not go below -creditLimit; otherwise the
+ * refund would be paid with other sellers' money, and it is refused (409 insufficient_seller_balance, naming
+ * the shortfall). Checked under the account locks, in the transaction that books the refund.
+ */
+async function checkSellerCanPay(
+  trx: LedgerTrx,
+  sellerId: string,
+  phase: RefundPhase,
+  sellerPart: bigint,
+  platformPart: bigint,
+): Promise<void> {
+  const funds = await lockSellerFunds(trx, sellerId);
+  const shortfall = sellerPart - (funds.held + funds.available + funds.creditLimit);
   if (shortfall > 0n) {
     throw new HttpError(
       409,
@@ -236,33 +313,35 @@ async function checkSellerCanPay(trx: LedgerTrx, sellerId: string, split: Refund
       {
         field: 'amount',
         rule: `the seller part (${formatUsdc(sellerPart)}) must be covered by held + available + credit limit`,
-        available: formatUsdc(available),
-        held: formatUsdc(held),
-        creditLimit: formatUsdc(creditLimit),
+        available: formatUsdc(funds.available),
+        held: formatUsdc(funds.held),
+        creditLimit: formatUsdc(funds.creditLimit),
         sellerAmount: formatUsdc(sellerPart),
         shortfall: formatUsdc(shortfall),
       },
     );
   }
   // The platform returns its fee from its revenue; after a treasury payout it may not hold enough.
-  const platformRevenue = balance('platform_revenue');
-  if (split.phase === 'after_release' && platformPart > platformRevenue) {
+  if (phase === 'after_release' && platformPart > funds.platformRevenue) {
     throw new HttpError(
       409,
       LedgerReason.InsufficientPlatformRevenue,
       'the platform revenue does not cover its fee returned by this refund; the operator must fund it first',
       {
-        platformRevenue: formatUsdc(platformRevenue),
-        shortfall: formatUsdc(platformPart - platformRevenue),
+        platformRevenue: formatUsdc(funds.platformRevenue),
+        shortfall: formatUsdc(platformPart - funds.platformRevenue),
       },
     );
   }
 }
 
-/** Settlement sent the refund (of a payment or an unmatched transfer): it leaves refund_pending and escrow. */
+/**
+ * Settlement sent the refund on chain: the USDC left the escrow wallet. The same for both kinds: a refund of a
+ * payment and one of an unmatched transfer both sit in refund_pending until then.
+ */
 export async function onRefundCompleted(
   trx: LedgerTrx,
-  event: LedgerEvent<'refund.completed'>,
+  event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

@@ -5,9 +5,15 @@ import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } fr
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
 
 /**
- * Refund receivables: a refunded unmatched transfer a reorg dropped leaves its payer holding a refund of nothing. Its
- * reversal books the amount out of escrow_asset against the payer's `refund_receivable`; when the same transaction
- * is mined again, its money (booked into suspense) pays that debt and the arrival stays refunded.
+ * Refund receivables: an unmatched transfer an operator refunded (refunds/unmatched.ts) and that a reorg then
+ * dropped. The refund left escrow (or will: settlement sends every booked refund), the transfer's money never
+ * arrived, so the payer holds a refund of nothing. The transfer's reversal takes its amount out of escrow_asset
+ * against `refund_receivable` owned by the payer's address (payments/reorged.ts), so the ledger stays at the chain
+ * and the loss is on the books, by payer (reconciliation's exposure.owedByPayers, and the `reorg_after_refund`
+ * conflict). When the same transaction is mined again its money arrives again: it is booked as usual (into
+ * suspense), then pays the payer's debt (D suspense / C refund_receivable) and stays the refunded transfer (never
+ * claimable nor refundable again). A transaction mined again at another log index is a new transfer row: it is
+ * marked refunded by the same refund.
  */
 
 type OpenReceivable = Pick<
@@ -17,7 +23,13 @@ type OpenReceivable = Pick<
 
 type Arrival = Row<'transfers', 'log_index' | 'inclusion'>;
 
-/** What the payer owes for this dropped inclusion (once): the amount, or 0 when escrow_asset holds less. */
+/**
+ * What the payer of a refunded unmatched transfer owes now that this inclusion of it is dropped: recorded once per
+ * inclusion, its account created before any balance row is locked. `amountMicro` is what the reversal moves out of
+ * escrow_asset against it: the transfer's amount; or 0 when escrow_asset holds less than that (the refund, sent from
+ * escrow, cannot stand on a chain where escrow lacks the transfer's money: its resend fails, and booking it out
+ * would take escrow_asset below the chain, and below zero). Then nothing is owed, and the conflict says so.
+ */
 export async function refundReceivableOnReorg(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -62,7 +74,13 @@ export async function refundReceivableOnReorg(
   return { payer, amountMicro: transfer.amount_micro };
 }
 
-/** Settles a transaction's open receivables from its arrivals on chain again, one each, from suspense. */
+/**
+ * Settles the open receivables of a transaction from its transfers on the chain again: the same transfer
+ * re-included (a later inclusion), or the same transaction mined at another log index (a transfer nobody claimed
+ * nor refunded, from the payer, of the amount). Each arrival settles one receivable at most (its money moves from
+ * suspense, key per arrival) and is marked refunded by the receivable's refund. Called when a transfer of the
+ * transaction is booked or re-included, and when a receivable is opened (the arrival may have been booked first).
+ */
 export async function settleRefundReceivables(
   trx: LedgerTrx,
   deps: LedgerDeps,

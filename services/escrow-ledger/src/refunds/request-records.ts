@@ -48,9 +48,6 @@ export function requestView(row: RefundRequestRow) {
 
 export type RefundRequestView = ReturnType<typeof requestView>;
 
-const nothingRefundable = () =>
-  new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
-
 /** The signed chain and validity window of a buyer's refund request (the signature covers both). */
 export function checkRefundRequestSigning(
   body: { chainId?: number; nonce?: string; expiresAt?: string },
@@ -69,7 +66,10 @@ export function checkRefundRequestSigning(
   return { chainId, nonce: body.nonce!, expiresAt: body.expiresAt! };
 }
 
-/** Files a buyer's refund request on the transaction it names (locked): only its payer, while something is refundable. */
+/**
+ * Files a buyer's refund request on the transaction it names (locked): only its payer may, while something is
+ * refundable, once per signed request; the same signed request again answers the pending request it made.
+ */
 export async function fileRefundRequest(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -89,7 +89,9 @@ export async function fileRefundRequest(
       },
     );
   }
-  if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) throw nothingRefundable();
+  if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
+    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
+  }
   const pendingRequest = await pendingRequestFor(trx, txn.id, body.signature.toLowerCase());
   if (pendingRequest) return { view: requestView(pendingRequest), replayed: true };
   const now = deps.now();
@@ -113,12 +115,16 @@ export async function fileRefundRequest(
   return { view: requestView(request), replayed: false };
 }
 
-/** The pending request this signed request made (a retry), or none; a decided one is a replay, another pending a 409. */
+/**
+ * The pending request this very signed request made (a retry), or undefined when none is pending. A signed request
+ * decided already is a replay (409), another request pending a 409 naming it.
+ */
 async function pendingRequestFor(
   trx: LedgerTrx,
   transactionId: string,
   signature: string,
 ): Promise<RefundRequestRow | undefined> {
+  // A signed request is good once: the same signature on a decided request is a replay.
   const decided = await trx
     .selectFrom('refund_requests')
     .select('id')
@@ -142,8 +148,12 @@ async function pendingRequestFor(
     where transaction_id = ${transactionId} and status = 'pending'`.execute(trx);
   const pendingRequest = pending.rows[0];
   if (pendingRequest) {
-    // A retry whose answer was lost (a wallet signs the same message the same way): nothing raised twice.
-    if (pendingRequest.signature === signature) return pendingRequest;
+    // The same signed request again (a retry whose answer was lost; a wallet signs the same message
+    // the same way): the request it made, nothing raised twice.
+    if (pendingRequest.signature === signature) {
+      return pendingRequest;
+    }
+    // Another request while one is pending: name it, so the payer can follow it on the status route.
     throw new HttpError(
       409,
       LedgerReason.RefundRequestPending,
@@ -154,7 +164,10 @@ async function pendingRequestFor(
   return undefined;
 }
 
-/** Merchant approval of a pending request: books the refund (all that remains by default), raises refund.approved. */
+/**
+ * Merchant approval of a pending request (locked here): books the refund of `amountMicro`, or of all that remains
+ * when none is given, and raises refund.approved.
+ */
 export async function approveRefundRequest(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -164,13 +177,14 @@ export async function approveRefundRequest(
 ) {
   const request = await lockPendingRequest(trx, requestId, sellerId);
   const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
-  // No amount means all that remains: when nothing does, say so rather than blame an amount the seller did not send.
+  // No amount means all that remains: when nothing does (the seller refunded it directly meanwhile),
+  // say so, as the buyer's create route does, rather than blame an amount the seller did not send.
   if (
     amountMicro === undefined &&
     txn.escrow_status !== 'reversed' &&
     txn.refunded_micro >= txn.amount_micro
   ) {
-    throw nothingRefundable();
+    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
   }
   const refund = await bookRefund(trx, deps, txn, {
     amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,

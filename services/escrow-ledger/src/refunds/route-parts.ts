@@ -1,10 +1,8 @@
 import {
   badRequest,
-  type IdempotentAnswer,
   idempotencyKeyParameter,
   rateLimitMiddleware,
   type SharedRateLimiter,
-  sendIdempotentAnswer,
 } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -12,7 +10,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { LedgerTrx } from '../db';
 
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { withIdempotency } from '../idempotency';
+import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
 
 /** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
 export interface RefundRouteContext {
@@ -23,7 +21,11 @@ export interface RefundRouteContext {
   refundRateLimit: RequestHandler;
 }
 
-/** Refunds per seller per minute, counted in Postgres on every hit: each is a transfer on the escrow's one nonce. */
+/**
+ * Refunds booked per seller per minute: each one is an escrow transfer settlement sends on the escrow's one
+ * nonce, so one seller may not queue them ahead of everyone's payouts. Counted in Postgres on every hit (shared by
+ * the replicas, exact), before the refund is decided; over the limit 429 rate_limited with Retry-After.
+ */
 export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
   return rateLimitMiddleware(
     limiter,
@@ -35,25 +37,28 @@ export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
 export const REFUND_RATE_LIMIT_ERROR =
   'rate_limited: REFUNDS_PER_MINUTE refunds this minute by this seller, counting every attempt (Retry-After)';
 
-/** A USDC amount of a request, in micro-USDC; a malformed one is a 400 naming its field. */
-export function parseAmount(value: string | undefined, field = 'amount'): bigint | undefined {
+export function parseAmount(value: string | undefined): bigint | undefined {
   if (value === undefined) return undefined;
   try {
     return parseUsdc(value);
   } catch (error) {
-    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
+    if (error instanceof MoneyFormatError) throw badRequest('amount', error.rule);
     throw error;
   }
 }
 
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 
-/** A seller's write, run once per Idempotency-Key and answered as stored; `retryConflicts` reruns a deadlocked one. */
+/**
+ * A seller's write, run at most once per Idempotency-Key and answered as stored. A refund booking locks the seller's
+ * accounts, which a hold release or a payment booking may hold in another order: with `retryConflicts` the
+ * transaction Postgres aborts for the deadlock runs again rather than answering 500.
+ */
 export async function sendSellerWrite(
   ctx: LedgerContext,
   req: { seller?: { sellerId: string } },
   res: Response,
-  write: (trx: LedgerTrx, sellerId: string) => Promise<IdempotentAnswer>,
+  write: (trx: LedgerTrx, sellerId: string) => Promise<StoredResponse>,
   options?: { retryConflicts?: boolean },
 ): Promise<void> {
   const sellerId = sellerOf(req);
@@ -62,7 +67,7 @@ export async function sendSellerWrite(
     (trx) => withIdempotency(trx, req as Request, sellerId, () => write(trx, sellerId)),
     options,
   );
-  sendIdempotentAnswer(res, response);
+  sendStored(res, response);
 }
 
 export const idempotencyKey = idempotencyKeyParameter(

@@ -1,7 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
 
-/** Request schemas validate and document the refund routes; response schemas, refundView / requestView. */
+/**
+ * The request schemas validate (routes.ts) and describe (openapi.ts) the refund routes; the response schemas
+ * describe what refundView / requestView return.
+ */
 const TransactionId = Type.String({
   minLength: 1,
   maxLength: 64,

@@ -52,32 +52,46 @@ const notBooked = (what: string) =>
     `no payment on the books for this ${what} (yet: a payment is booked seconds after it is confirmed)`,
   );
 
-const COLUMNS = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
-  payment_id`;
-
-/** The ledger transaction a target names (the standing one after a re-inclusion), or 404 `transaction_not_found`. */
+/**
+ * The ledger transaction a target names, or throws 404 `transaction_not_found`. A transfer included again after a
+ * reorg has a reversed transaction and a new one: the one that stands is chosen. The session link is the
+ * `sessionId` checkout puts in `payment.confirmed`, which the ledger keeps on the transaction.
+ */
 export async function findRequestedTransaction(
   db: LedgerDb | LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
-  const [named, where] =
-    'transactionId' in target
-      ? ['transactionId', sql`id = ${target.transactionId}`]
-      : 'sessionId' in target
-        ? ['sessionId', sql`session_id = ${target.sessionId}`]
-        : [
-            'txHash',
-            sql`chain_id = ${deps.config.chainId} and tx_hash = ${target.txHash}
-              and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})`,
-          ];
-  const { rows } = await sql<RequestedTransaction>`select ${COLUMNS} from transactions where ${where}
-      order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`.execute(db);
-  if (!rows[0]) throw notBooked(named);
-  if ('txHash' in target && new Set(rows.map((r) => r.log_index)).size > 1) {
-    throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
+  const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
+    payment_id`;
+  const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
+  let rows: RequestedTransaction[];
+  if ('transactionId' in target) {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions where id = ${target.transactionId}`.execute(
+        db,
+      )
+    ).rows;
+    if (!rows[0]) throw notBooked('transactionId');
+  } else if ('sessionId' in target) {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions where session_id = ${target.sessionId}
+          ${standingFirst}`.execute(db)
+    ).rows;
+    if (!rows[0]) throw notBooked('sessionId');
+  } else {
+    rows = (
+      await sql<RequestedTransaction>`select ${columns} from transactions
+          where chain_id = ${deps.config.chainId} and tx_hash = ${target.txHash}
+            and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})
+          ${standingFirst}`.execute(db)
+    ).rows;
+    if (!rows[0]) throw notBooked('txHash');
+    if (new Set(rows.map((r) => r.log_index)).size > 1) {
+      throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
+    }
   }
-  return rows[0];
+  return rows[0]!;
 }
 
 /** findRequestedTransaction, then the row locked for the request's checks and insert. */
@@ -87,7 +101,9 @@ export async function findTransactionForUpdate(
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
   const found = await findRequestedTransaction(trx, deps, target);
-  const locked = await sql<RequestedTransaction>`select ${COLUMNS} from transactions where id = ${found.id}
-      for update`.execute(trx);
+  const locked = await sql<RequestedTransaction>`select id, seller_id, payer, session_id, tx_hash, log_index,
+      amount_micro, refunded_micro, escrow_status, payment_id from transactions where id = ${found.id} for update`.execute(
+    trx,
+  );
   return locked.rows[0]!;
 }

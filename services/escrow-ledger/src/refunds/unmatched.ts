@@ -1,15 +1,14 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps, LedgerEvent } from '../deps';
+import type { LedgerDeps } from '../deps';
 import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
-import { perInclusion } from '../payments/transfer-booking';
 
 type SuspenseTransfer = Row<
   'transfers',
@@ -32,23 +31,26 @@ export type UnmatchedRefundRefusal =
   | 'payer_differs';
 
 /**
- * `transfer.refund_requested`: the unmatched transfer's booked amount back to its payer; a claimed, reorged or
- * differing one is a `refund_refused` conflict; one not booked yet throws (redelivered).
+ * An operator sent an unmatched transfer back to its payer (checkout's `transfer.refund_requested`): book its
+ * money out of suspense into refund_pending (D suspense / C refund_pending, key `refund_unmatched:<transfer>`) and
+ * ask settlement to send it (`refund.initiated`, kind `unmatched_transfer`). The refund goes to the payer and for
+ * the amount on the ledger's books (from chain-indexer), never to what the request says if that differs.
+ *
+ * Refused, and surfaced as a `refund_refused` conflict for the operator, when a payment has claimed the transfer
+ * (its money is a seller's now: refund that payment instead), when the transfer was reorged away (the money is
+ * not in the wallet), or when the request's payer or amount differ from the books. A transfer already refunded is
+ * a no-op (one refund per transfer: also a unique index). A transfer the ledger has not booked yet (its
+ * transfer.observed not handled yet) throws: the event is redelivered with backoff, then dead-lettered.
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,
-  event: LedgerEvent<'transfer.refund_requested'>,
+  event: EventEnvelope<'transfer.refund_requested', EventData<'transfer.refund_requested'>>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
-  const locked =
-    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
-      claimed_by_transaction_id, refund_id, inclusion
-    from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
-    for update`.execute(trx);
-  const transfer = locked.rows[0];
+  const transfer = await lockTransfer(trx, d, txHash);
   if (!transfer) throw new TransferNotBookedError(key);
   if (transfer.refund_id) {
     deps.logger.info(
@@ -59,38 +61,97 @@ export async function onTransferRefundRequested(
   }
   const refusal = refusalOf(d, transfer);
   if (refusal) {
-    // Books nothing: a `refund_refused` conflict for the operator.
-    await recordConflict(trx, deps, 'refund_refused', {
-      chainId: d.chainId,
-      txHash,
-      logIndex: d.logIndex,
-      paymentId: null,
-      source: 'checkout',
-      sellerId: null,
-      amountMicro: parseChainUsdc(d.amount),
-      existingTransactionId: transfer.claimed_by_transaction_id,
-      detail: {
-        reason: refusal,
-        eventId: event.id,
-        refundRequestId: d.refundRequestId,
-        checkoutTransferId: d.transferId,
-        requested: { from: d.from, amount: d.amount },
-        booked: {
-          from: transfer.from_address,
-          amount: formatUsdc(transfer.amount_micro),
-          status: transfer.status,
-        },
-      },
-    });
+    await recordRefusal(trx, deps, event, transfer, txHash, refusal);
     return;
   }
-  // Suspense to refund_pending, the refund row, the transfer marked refunded, and refund.initiated.
+  await bookUnmatchedRefund(trx, deps, d, transfer, txHash, key);
+}
+
+type RefundRequest = EventData<'transfer.refund_requested'>;
+
+/** The booked transfer the request names, locked (for update) for the rest of the transaction. */
+async function lockTransfer(
+  trx: LedgerTrx,
+  d: RefundRequest,
+  txHash: string,
+): Promise<SuspenseTransfer | undefined> {
+  const result =
+    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
+        claimed_by_transaction_id, refund_id, inclusion
+      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
+      for update`.execute(trx);
+  return result.rows[0];
+}
+
+/** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
+export function refusalOf(
+  d: Pick<RefundRequest, 'amount' | 'from'>,
+  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
+): UnmatchedRefundRefusal | null {
+  return transfer.claimed_by_transaction_id
+    ? 'transfer_claimed_by_payment'
+    : transfer.status === 'reorged'
+      ? 'transfer_reorged'
+      : parseChainUsdc(d.amount) !== transfer.amount_micro
+        ? 'amount_differs'
+        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
+          ? 'payer_differs'
+          : null;
+}
+
+/** The refused request, as a `refund_refused` conflict for the operator (books nothing). */
+async function recordRefusal(
+  trx: LedgerTrx,
+  deps: LedgerDeps,
+  event: EventEnvelope<'transfer.refund_requested', RefundRequest>,
+  transfer: SuspenseTransfer,
+  txHash: string,
+  refusal: UnmatchedRefundRefusal,
+): Promise<void> {
+  const d = event.data;
+  await recordConflict(trx, deps, 'refund_refused', {
+    chainId: d.chainId,
+    txHash,
+    logIndex: d.logIndex,
+    paymentId: null,
+    source: 'checkout',
+    sellerId: null,
+    amountMicro: parseChainUsdc(d.amount),
+    existingTransactionId: transfer.claimed_by_transaction_id,
+    detail: {
+      reason: refusal,
+      eventId: event.id,
+      refundRequestId: d.refundRequestId,
+      checkoutTransferId: d.transferId,
+      requested: { from: d.from, amount: d.amount },
+      booked: {
+        from: transfer.from_address,
+        amount: formatUsdc(transfer.amount_micro),
+        status: transfer.status,
+      },
+    },
+  });
+}
+
+/**
+ * Books the transfer's money out of suspense into refund_pending, records the refund, marks the transfer refunded
+ * and asks settlement to send it (refund.initiated), in that order, in the caller's transaction.
+ */
+async function bookUnmatchedRefund(
+  trx: LedgerTrx,
+  deps: LedgerDeps,
+  d: RefundRequest,
+  transfer: SuspenseTransfer,
+  txHash: string,
+  key: string,
+): Promise<void> {
   const refundId = newRefundId();
   const now = deps.now();
   const amountMicro = transfer.amount_micro;
   const payer = transfer.from_address.toLowerCase();
+  const inclusionKey = transfer.inclusion > 0 ? `${key}#${transfer.inclusion}` : key;
   await postEntry(trx, {
-    idempotencyKey: `refund_unmatched:${perInclusion(key, transfer.inclusion)}`,
+    idempotencyKey: `refund_unmatched:${inclusionKey}`,
     entryType: 'refund',
     lines: [debit('suspense', amountMicro), credit('refund_pending', amountMicro)],
     memo: { refundId, transfer: key, refundRequestId: d.refundRequestId, phase: 'in_suspense' },
@@ -147,22 +208,4 @@ export async function onTransferRefundRequested(
     { transfer: key, refundId, refundRequestId: d.refundRequestId, amount: formatUsdc(amountMicro) },
     'unmatched transfer refund booked out of suspense',
   );
-}
-
-type RefundRequest = EventData<'transfer.refund_requested'>;
-
-/** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
-export function refusalOf(
-  d: Pick<RefundRequest, 'amount' | 'from'>,
-  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
-): UnmatchedRefundRefusal | null {
-  return transfer.claimed_by_transaction_id
-    ? 'transfer_claimed_by_payment'
-    : transfer.status === 'reorged'
-      ? 'transfer_reorged'
-      : parseChainUsdc(d.amount) !== transfer.amount_micro
-        ? 'amount_differs'
-        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
-          ? 'payer_differs'
-          : null;
 }

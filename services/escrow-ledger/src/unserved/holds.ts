@@ -3,7 +3,12 @@ import { type RawBuilder, sql } from 'kysely';
 /** A failed call's payment is held back this long after its window at most (a claim the gateway never closed). */
 const HOLD_BACK_AFTER_WINDOW = '1 hour';
 
-/** Held while a failed call may be retried and its refund is undecided, an hour past its window at most. */
+/**
+ * The release condition for a payment whose paid call its seller failed: not released while the buyer may still
+ * retry and the refund is not decided (no attempt served, no decision), so a refund of an unserved call comes from
+ * the hold and the seller's payout never takes it. Bounded: an hour past the window it is released anyway (the
+ * gateway never closed the call). `transactions` is the alias of the transactions row in the caller's query.
+ */
 export function notAwaitingUnservedDecision(transactions: string, now: Date): RawBuilder<unknown> {
   const t = sql.ref(`${transactions}.payment_id`);
   return sql`not exists (select 1 from payment_call_attempts a

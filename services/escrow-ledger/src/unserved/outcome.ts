@@ -1,27 +1,32 @@
-import type { Static } from '@sinclair/typebox';
 import type { LedgerDb, LedgerTrx } from '../db';
-import type { TransactionLookup } from '../refunds/schemas';
 import { callOutcomesOf } from '../views/call-outcomes';
 
-/** What became of a paid call, as its buyer polls it: the lookup's fields besides the transaction's. */
-type PaymentOutcome = Omit<
-  Static<typeof TransactionLookup>,
-  'transactionId' | 'sessionId' | 'txHash' | 'logIndex' | 'amount' | 'refundableAmount'
->;
+/**
+ * What became of a paid call, as its buyer polls it: `served` (answered, at once or on a retry; also every payment
+ * that is not a forwarded call), `retryable` (its seller failed it; the same payment may be presented again until
+ * retryUntil), `unserved` (its window closed; the refund is being decided), `refund_pending` (refunded on the books;
+ * the transfer back is not on chain yet), `refunded` (on chain: refundTxHash) or `not_refunded` (closed, but the
+ * seller never failed it, only the buyer's body did; or nothing remained refundable: refundReason says which).
+ */
+export type CallResult = 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
+
+export interface PaymentOutcome {
+  outcome: CallResult;
+  retryUntil: string | null;
+  refundId: string | null;
+  refundTxHash: string | null;
+  refundedAt: string | null;
+  /** How the seller failed the call (error_status with its 5xx, timeout, unreachable, misconfigured). */
+  refundReason: string | null;
+}
 
 export async function paymentOutcome(
   db: LedgerDb | LedgerTrx,
   paymentId: string,
   now: Date,
 ): Promise<PaymentOutcome> {
-  const call = (await callOutcomesOf(db, [paymentId], now)).get(paymentId);
-  const none = {
-    retryUntil: call?.retryUntil ?? null,
-    refundId: null,
-    refundTxHash: null,
-    refundedAt: null,
-    refundReason: null,
-  };
+  const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
+  const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
   const unserved = await db
     .selectFrom('unserved_calls as u')
     .leftJoin('refunds as r', 'r.id', 'u.refund_id')
@@ -47,9 +52,15 @@ export async function paymentOutcome(
       refundReason: unserved.reason,
     };
   }
-  if (unserved?.status === 'closed') return { outcome: 'unserved', ...none };
-  if (unserved?.status === 'not_refundable')
+  if (unserved?.status === 'closed') return { outcome: 'unserved', ...none, refundReason: null };
+  if (unserved?.status === 'not_refundable') {
     return { outcome: 'not_refunded', ...none, refundReason: unserved.decision };
-  if (!call || call.callStatus === 'served' || unserved) return { outcome: 'served', ...none };
-  return { outcome: call.callStatus === 'failed_retryable' ? 'retryable' : 'unserved', ...none };
+  }
+  if (!call || call.callStatus === 'served' || unserved)
+    return { outcome: 'served', ...none, refundReason: null };
+  return {
+    outcome: call.callStatus === 'failed_retryable' ? 'retryable' : 'unserved',
+    ...none,
+    refundReason: null,
+  };
 }

@@ -2,7 +2,12 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 
-/** Decides again the undecided calls, each in its own transaction, then sends the payers' due refunds. */
+/**
+ * Every UNSERVED_SWEEP_INTERVAL_MS: decides again the unserved calls that could not be decided when their window
+ * closed (their failure or payment not booked yet, their seller short of money), then sends every payer's
+ * unserved refunds that are due (threshold reached, or the oldest at its maximum age). Each call in its own
+ * transaction, so one that fails never holds the others back; bounded per pass (DECIDE_BATCH).
+ */
 export class UnservedRefundSweep extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

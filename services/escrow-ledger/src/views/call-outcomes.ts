@@ -1,12 +1,19 @@
-import type { Static } from '@sinclair/typebox';
-import type { LedgerDb, PaymentCallAttemptsTable } from '../db';
-import type { Transaction } from './schemas';
+import type { Kysely } from 'kysely';
+import type { LedgerDatabase, LedgerDb, PaymentCallAttemptsTable } from '../db';
 
-/** What the gateway made of a payment's paid call, as a seller reads it beside the transaction (its schema). */
-export type CallOutcomeView = Pick<
-  Static<typeof Transaction>,
-  'callStatus' | 'callFailedAt' | 'upstreamOutcome' | 'upstreamStatus' | 'retryUntil' | 'callRecoveredAt'
->;
+/** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
+export interface CallOutcomeView {
+  /** served (at the first attempt, or a retry after a failure), failed_retryable (the buyer may still retry) or failed (the window passed). */
+  callStatus: 'served' | 'failed_retryable' | 'failed';
+  /** The latest seller failure: when, how (error_status, timeout, unreachable, misconfigured) and its 5xx. */
+  callFailedAt: string | null;
+  upstreamOutcome: PaymentCallAttemptsTable['upstream_outcome'];
+  upstreamStatus: number | null;
+  /** Until when the buyer may retry with the same payment (set once the seller failed). */
+  retryUntil: string | null;
+  /** When a retry after the failure was served. */
+  callRecoveredAt: string | null;
+}
 
 /** A payment with no reported attempt: its call was served at once (or it is not a forwarded call at all). */
 export const SERVED_AT_ONCE: CallOutcomeView = Object.freeze({
@@ -31,13 +38,13 @@ export async function callOutcomesOf(
 ): Promise<Map<string, CallOutcomeView>> {
   const outcomes = new Map<string, CallOutcomeView>();
   if (paymentIds.length === 0) return outcomes;
-  const rows = await db
+  const rows = (await (db as Kysely<LedgerDatabase>)
     .selectFrom('payment_call_attempts')
     .select(['payment_id', 'attempt', 'outcome', 'upstream_outcome', 'upstream_status', 'at', 'retry_until'])
     .where('payment_id', 'in', paymentIds)
     .orderBy('payment_id')
     .orderBy('attempt')
-    .execute();
+    .execute()) as AttemptRow[];
   const byPayment = new Map<string, AttemptRow[]>();
   for (const row of rows) {
     const attempts = byPayment.get(row.payment_id) ?? [];

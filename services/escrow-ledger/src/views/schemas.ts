@@ -12,15 +12,7 @@ export const TRANSACTION_STATUSES = [
   'reversed',
 ] as const;
 
-/** A time filter: an ISO date (its 00:00 UTC) or a UTC date-time. */
-const isoDateOrTime = (description: string) =>
-  Type.Optional(
-    Type.String({
-      pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,3})?)?Z)?$',
-      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
-      description,
-    }),
-  );
+const ISO_DATE_OR_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,3})?)?Z)?$';
 
 export const TransactionListQuery = Type.Object({
   status: Type.Optional(StringEnum(TRANSACTION_STATUSES, 'only transactions with this status')),
@@ -39,11 +31,19 @@ export const TransactionListQuery = Type.Object({
       description: 'nextCursor of the previous page',
     }),
   ),
-  confirmedFrom: isoDateOrTime(
-    'only transactions confirmed at or after this time (a date means its 00:00 UTC)',
+  confirmedFrom: Type.Optional(
+    Type.String({
+      pattern: ISO_DATE_OR_TIME,
+      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+      description: 'only transactions confirmed at or after this time (a date means its 00:00 UTC)',
+    }),
   ),
-  confirmedBefore: isoDateOrTime(
-    'only transactions confirmed before this time (exclusive; a date means its 00:00 UTC)',
+  confirmedBefore: Type.Optional(
+    Type.String({
+      pattern: ISO_DATE_OR_TIME,
+      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+      description: 'only transactions confirmed before this time (exclusive; a date means its 00:00 UTC)',
+    }),
   ),
   skill: Type.Optional(
     Type.String({
