@@ -1,4 +1,4 @@
-import { createInbox, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
+import { createInbox, type Msg, type MsgHdrs, type NatsConnection, nuid, type Subscription } from 'nats';
 import type { Bus } from './connection';
 
 const NO_REPLY_MESSAGES = {
@@ -35,7 +35,6 @@ class ReplyInbox {
   private readonly base: string;
   private readonly subscription: Subscription;
   private readonly waiting = new Map<string, Waiting>();
-  private nextToken = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -56,7 +55,8 @@ class ReplyInbox {
     data: Uint8Array,
     options: { timeoutMs: number; headers?: MsgHdrs },
   ): Promise<Msg> {
-    const token = (this.nextToken++).toString(36);
+    // Random, as nats.js's: a responder that learnt one reply subject cannot name the next request's.
+    const token = nuid.next();
     return new Promise<Msg>((resolve, reject) => {
       const timer = setTimeout(() => {
         const waiting = this.waiting.get(token);
