@@ -1,8 +1,9 @@
 /**
  * One anvil per jest worker, shared by the suites that worker runs one after another. A suite that asks for a
  * default chain (`startAnvil()` with no options) leases it, reset to its genesis snapshot (`evm_revert`: block 0 plus one empty block of now,
- * every account's nonce and balance, the clock offset; mining back to one block per transaction), so it sees exactly
- * what a new anvil would show, without paying for a process start. The lease is kept in a file named after the
+ * every account's nonce and balance, the clock offset; mining back to one block per transaction), so it sees what a
+ * new anvil would show, without paying for a process start; only the deployer's nonce is the lease's own, so no two
+ * suites' contracts share an address. The lease is kept in a file named after the
  * worker's pid, because jest gives every test file its own module registry: a suite that did not release it (a
  * crash) makes the next ones start their own anvil, and a second default chain inside one suite is a new process.
  * The anvil and its files go with the worker (the orphan watchdog). PAYGATE_SHARED_ANVIL=0 turns sharing off.
@@ -12,10 +13,13 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } 
 import os from 'node:os';
 import path from 'node:path';
 import { fetchChainId, makeProvider } from '@paygate/chain';
-import type { JsonRpcProvider } from 'ethers';
+import { type JsonRpcProvider, toQuantity } from 'ethers';
 import type { AnvilInstance } from './anvil';
+import { testWallets } from './wallets';
 
 const CHAIN_ID = 31337;
+/** Deployer nonces one lease leaves to the next: more transactions than any suite's deployer sends. */
+const DEPLOYER_NONCE_STRIDE = 1_000_000n;
 const START_TIMEOUT_MS = 10_000;
 
 interface SharedAnvilState {
@@ -23,6 +27,8 @@ interface SharedAnvilState {
   pid: number;
   genesisSnapshot: string;
   leased: boolean;
+  /** Leases so far: each gives the deployer a nonce of its own (see resetToGenesis). */
+  leases?: number;
 }
 
 const statePath = () => path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.json`);
@@ -98,7 +104,15 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
       await provider.send('evm_setNextBlockTimestamp', [now + 1]);
       await provider.send('evm_mine', []);
     }
-    writeState({ port: state.port, pid: state.pid, genesisSnapshot, leased: true });
+    // Contracts the suite deploys get addresses no earlier suite's had: a process an earlier suite leaked (still
+    // minting, relaying or paying out on this port) then writes to a contract that does not exist here, instead of
+    // moving this suite's TestUSDC (a payout above what the suite minted to escrow went through that way).
+    const leases = (state.leases ?? 0) + 1;
+    await provider.send('anvil_setNonce', [
+      testWallets.deployer.address,
+      toQuantity(BigInt(leases) * DEPLOYER_NONCE_STRIDE),
+    ]);
+    writeState({ port: state.port, pid: state.pid, genesisSnapshot, leased: true, leases });
   } catch (error) {
     provider.destroy();
     throw error;

@@ -1,6 +1,6 @@
 import { encodeEnvelope } from '@paygate/bus';
 import { formatAddress } from '@paygate/chain';
-import { parseUsdc } from '@paygate/money';
+import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   EventRecorder,
   eventOf,
@@ -283,7 +283,9 @@ describe('settlement payouts on anvil', () => {
     await h.service.stop();
     await h.start({ MAX_PREFLIGHT_ATTEMPTS: '1' });
     const failedEvents = new EventRecorder(h.bus, 'payout.failed');
-    h.ledger.credit(sellerId, '5000');
+    const escrowMicro = await h.chain.balanceOf(testWallets.escrow.address);
+    const amount = formatUsdc(escrowMicro + parseUsdc('4000'));
+    h.ledger.credit(sellerId, amount);
     await nextDay();
     const transfersBefore = (await h.chain.transfersFromEscrow()).length;
     await runScheduler();
@@ -300,21 +302,22 @@ describe('settlement payouts on anvil', () => {
         `the payout was never given up: settlement ${JSON.stringify(await settlementRow())}, its transfers ${JSON.stringify(
           await h.db
             .selectFrom('outgoing_transfers')
-            .select(['status', 'last_error', 'preflight_attempts', 'next_attempt_at', 'created_at'])
+            .select(['status', 'amount_micro', 'tx_hash', 'last_error', 'preflight_attempts', 'created_at'])
             .where('idempotency_key', '=', settlement.settlement_id)
             .execute(),
-        )} (now ${new Date().toISOString()})`,
+          (_key, value) => (typeof value === 'bigint' ? value.toString() : value),
+        )}, escrow held ${escrowMicro} before and holds ${await h.chain.balanceOf(testWallets.escrow.address)} (now ${new Date().toISOString()})`,
     });
     const [failed] = await failedEvents.waitForCount(1, 20_000);
     expect(failed!.data).toMatchObject({
       payoutId: settlement.settlement_id,
       kind: 'seller',
       sellerId,
-      amount: '5000',
+      amount,
       reason: expect.stringMatching(/pre-flight/),
     });
     await waitFor(() => h.ledger.reservations.get(settlement.settlement_id)?.status === 'given_back');
-    expect(h.ledger.available.get(sellerId)).toBe(parseUsdc('5000'));
+    expect(h.ledger.available.get(sellerId)).toBe(parseUsdc(amount));
     expect((await settlementRow())!.failure_reason).toMatch(/pre-flight/);
     // Further passes tell the ledger nothing more; nothing was signed, nothing sent.
     await runScheduler();
