@@ -160,6 +160,13 @@ create or replace function payment_entry(p_key text, p_transaction_id text, p_am
       jsonb_build_object('kind', 'platform_held', 'side', 'credit', 'amount', (p_amount - p_seller_share)::text)),
     'memo', jsonb_build_object('paymentId', p_payment_id, 'source', p_source)) $$;
 
+-- When a payment's hold ends: its hold period after p_now, and never before its releaseNotBefore (a paid call's
+-- payment waits for the call's outcome: paymentToBook, payments/confirmed.ts).
+create or replace function payment_hold_until(p jsonb, p_now timestamptz) returns timestamptz
+  language sql stable as $$
+  select greatest(p_now + make_interval(hours => (p->>'holdPeriodHours')::integer),
+    coalesce((p->>'releaseNotBefore')::timestamptz, p_now)) $$;
+
 -- A payment entry keeps the paid call's trace context (its payment.confirmed envelope's), so the payout that later
 -- pays it can join that trace.
 create or replace function with_trace(p_entry jsonb, p_payment jsonb) returns jsonb
@@ -223,7 +230,7 @@ begin
       select p->>'transactionId', p->>'paymentId', p->>'source', p->>'sellerId', p->>'skillId', p->>'skillName',
           p->>'endpointId', p->>'sessionId', lower(p->>'payer'), chain_id, p->>'network', tx_hash, log_index, amount,
           seller_share, amount - seller_share, (p->>'holdPeriodHours')::integer,
-          p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held', (p->>'confirmedAt')::timestamptz,
+          payment_hold_until(p, p_now), 'held', (p->>'confirmedAt')::timestamptz,
           p_now
         from fresh order by ord
       returning id
@@ -304,7 +311,7 @@ begin
         hold_period_hours, hold_until, escrow_status, confirmed_at, created_at)
       values (v_txn, p->>'paymentId', p->>'source', p->>'sellerId', p->>'skillId', p->>'skillName', p->>'endpointId',
         p->>'sessionId', lower(p->>'payer'), v_chain, p->>'network', v_hash, v_log, v_amount, v_seller, v_platform,
-        (p->>'holdPeriodHours')::integer, p_now + make_interval(hours => (p->>'holdPeriodHours')::integer), 'held',
+        (p->>'holdPeriodHours')::integer, payment_hold_until(p, p_now), 'held',
         (p->>'confirmedAt')::timestamptz, p_now);
     update transfers set claimed_by_transaction_id = v_txn
       where chain_id = v_chain and tx_hash = v_hash and log_index = v_log;

@@ -93,6 +93,9 @@ export async function startLedgerHarness(
             // Without a chain nothing confirms a payment's transfer: not held back for it here (the hold-back and
             // the receipt check have their suite, chain-confirmation.test.ts, with a chain).
             CHAIN_CONFIRM_TIMEOUT_MS: '0',
+            // The clock stands still: a 0 h hold is due at once here (the call outcome window has its test in
+            // unserved-refunds.test.ts).
+            CALL_OUTCOME_WINDOW_MS: '0',
             ...extraEnv,
           }),
         ),

@@ -44,9 +44,12 @@ function claimOf(amount: string, overrides: Partial<ClaimPayment> = {}) {
   return { request, payment };
 }
 
+/** CALL_OUTCOME_WINDOW_MS: how long after its claim a paid call's payment is held at least. */
+const WINDOW_MS = 60_000;
+
 describe('a claimed payment as book_payments reads it', () => {
   it("takes the claim's transfer, payer and amount, the hash in lower case, confirmed at the ledger's now", () => {
-    const booked = paymentToBook(claimOf('1.5'), 'txn_unit', NOW);
+    const booked = paymentToBook(claimOf('1.5'), 'txn_unit', NOW, WINDOW_MS);
     expect(booked).toMatchObject({
       eventId: 'claim:pay_unit',
       transactionId: 'txn_unit',
@@ -62,21 +65,34 @@ describe('a claimed payment as book_payments reads it', () => {
     });
   });
 
+  it('holds a paid call (x402) for the call outcome window after its claim, a checkout payment not', () => {
+    expect(paymentToBook(claimOf('1'), 'txn_c', NOW, WINDOW_MS).releaseNotBefore).toBe(
+      new Date(NOW.getTime() + WINDOW_MS).toISOString(),
+    );
+    expect(
+      paymentToBook(claimOf('1', { source: 'checkout' }), 'txn_s', NOW, WINDOW_MS).releaseNotBefore,
+    ).toBeNull();
+  });
+
   it('keeps the hold period the skill set, zero included', () => {
-    expect(paymentToBook(claimOf('1', { holdPeriodHours: 0 }), 'txn_0', NOW).holdPeriodHours).toBe(0);
-    expect(paymentToBook(claimOf('1', { holdPeriodHours: 168 }), 'txn_w', NOW).holdPeriodHours).toBe(168);
+    expect(paymentToBook(claimOf('1', { holdPeriodHours: 0 }), 'txn_0', NOW, WINDOW_MS).holdPeriodHours).toBe(
+      0,
+    );
+    expect(
+      paymentToBook(claimOf('1', { holdPeriodHours: 168 }), 'txn_w', NOW, WINDOW_MS).holdPeriodHours,
+    ).toBe(168);
   });
 
   it('refuses an amount that is not a decimal of at most six places instead of booking a rounded one', () => {
-    expect(() => paymentToBook(claimOf('0.0000001'), 'txn_x', NOW)).toThrow();
-    expect(() => paymentToBook(claimOf('1e3'), 'txn_x', NOW)).toThrow();
-    expect(() => paymentToBook(claimOf('-1'), 'txn_x', NOW)).toThrow();
+    expect(() => paymentToBook(claimOf('0.0000001'), 'txn_x', NOW, WINDOW_MS)).toThrow();
+    expect(() => paymentToBook(claimOf('1e3'), 'txn_x', NOW, WINDOW_MS)).toThrow();
+    expect(() => paymentToBook(claimOf('-1'), 'txn_x', NOW, WINDOW_MS)).toThrow();
   });
 });
 
 describe('the payment.confirmed of a booked payment', () => {
   it('is a valid escrow-ledger event with the booked facts', () => {
-    const booked = paymentToBook(claimOf('10'), 'txn_unit', NOW);
+    const booked = paymentToBook(claimOf('10'), 'txn_unit', NOW, WINDOW_MS);
     const event = paymentConfirmedEvent(booked);
     expect(() => validateEvent(event)).not.toThrow();
     expect(event).toMatchObject({ type: 'payment.confirmed', producer: 'escrow-ledger' });
@@ -93,7 +109,7 @@ describe('the payment.confirmed of a booked payment', () => {
   it('announces exactly the micro-USDC booked, for every amount a bigint column holds', () => {
     fc.assert(
       fc.property(fc.bigInt({ min: 1n, max: MAX_CHAIN_AMOUNT_MICRO }), (micro) => {
-        const booked = paymentToBook(claimOf(formatUsdc(micro)), 'txn_p', NOW);
+        const booked = paymentToBook(claimOf(formatUsdc(micro)), 'txn_p', NOW, WINDOW_MS);
         expect(BigInt(booked.amountMicro)).toBe(micro);
         expect(parseChainUsdc(paymentConfirmedEvent(booked).data.amount)).toBe(micro);
       }),
@@ -103,11 +119,12 @@ describe('the payment.confirmed of a booked payment', () => {
 });
 
 describe('unserved refund settings', () => {
-  it('default to 0.01 USDC, a day, and a 5 s sweep', () => {
+  it('default to 0.01 USDC, a day, a 5 s sweep and a 60 s call outcome window', () => {
     expect(unservedRefundConfig({})).toEqual({
       unservedRefundThresholdMicro: 10_000n,
       unservedRefundMaxAgeMs: 86_400_000,
       unservedSweepIntervalMs: 5_000,
+      callOutcomeWindowMs: 60_000,
     });
   });
 

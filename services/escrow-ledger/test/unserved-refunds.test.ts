@@ -10,12 +10,14 @@ import { type LedgerHarness, observedData, paymentData, randomTxHash, startLedge
  */
 let h: LedgerHarness;
 let db: Kysely<any>;
+const CALL_OUTCOME_WINDOW_MS = 30_000;
 
 beforeAll(async () => {
   h = await startLedgerHarness('ledgerunserved', {
     UNSERVED_SWEEP_INTERVAL_MS: '100',
     UNSERVED_REFUND_THRESHOLD: '0.01',
     UNSERVED_REFUND_MAX_AGE_MS: '3600000',
+    CALL_OUTCOME_WINDOW_MS: String(CALL_OUTCOME_WINDOW_MS),
   });
   db = openSchema(h.env.schemaFor('escrow-ledger'));
 });
@@ -228,5 +230,49 @@ describe('escrow-ledger: unserved calls are refunded', () => {
       .where('transaction_id', '=', done.transactionId)
       .execute();
     expect(refunds).toEqual([{ phase: 'in_escrow' }]);
+  });
+
+  it('a 0 h hold call payment stays held for CALL_OUTCOME_WINDOW_MS after its claim, so a failure reported in it is refunded from the hold, not from what a payout may already have taken', async () => {
+    const available = async () =>
+      BigInt(
+        (
+          await sql<{ b: string }>`select coalesce(sum(balance_micro), 0)::text as b from accounts
+            where kind = 'seller_available' and owner = ${h.sellerId}`.execute(db)
+        ).rows[0]!.b,
+      );
+    const statusOf = async (txHash: string) =>
+      (await h.http(`/api/v1/transactions?txHash=${txHash}`)).body.data[0]?.escrowStatus;
+    const availableBefore = await available();
+
+    // Served (no failure reported): released once the window passed, not before.
+    const served = await pay({ holdPeriodHours: 0, amount: '0.2' });
+    // The failing call, claimed the same moment; its seller's 500 is reported within the window.
+    const failing = await pay({ holdPeriodHours: 0, amount: '0.3' });
+    await h.ledger.scheduler.tick();
+    expect([await statusOf(served.txHash), await statusOf(failing.txHash)]).toEqual(['held', 'held']);
+    expect(await available()).toBe(availableBefore);
+    h.clock.advance(CALL_OUTCOME_WINDOW_MS - 1_000);
+    await h.publish('payment.call_failed', failed(failing));
+    await waitForConsumerIdle(h.bus, 'ledger-payment-call-failed');
+    await h.ledger.scheduler.tick();
+    expect(await statusOf(served.txHash)).toBe('held');
+
+    h.clock.advance(2_000);
+    await h.ledger.scheduler.tick();
+    expect([await statusOf(served.txHash), await statusOf(failing.txHash)]).toEqual(['available', 'held']);
+    // Only the served call's share can be paid out.
+    expect((await available()) - availableBefore).toBe(190_000n);
+    await h.publish('payment.call_unserved', closed(failing));
+    const done = await waitFor(async () => {
+      const found = await lookup(failing.txHash);
+      return found.outcome === 'refund_pending' ? found : undefined;
+    });
+    const refunds = await db
+      .selectFrom('refunds')
+      .select(['phase', 'amount_micro'])
+      .where('transaction_id', '=', done.transactionId)
+      .execute();
+    expect(refunds).toEqual([{ phase: 'in_escrow', amount_micro: 300_000n }]);
+    expect((await available()) - availableBefore).toBe(190_000n);
   });
 });

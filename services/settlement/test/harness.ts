@@ -148,6 +148,9 @@ export async function startSettlementHarness(
           CHAIN_RPC_URL: chain.anvil.rpcUrl,
           USDC_ADDRESS: chain.usdcAddress,
           ESCROW_ADDRESS: testWallets.escrow.address,
+          // bookPayment claims as the gateway does, but no call is in flight behind it: payable after its hold
+          // period alone (the call outcome window has its test in escrow-ledger's unserved-refunds.test.ts).
+          CALL_OUTCOME_WINDOW_MS: '0',
           ...options.escrowLedger,
         }),
       ),

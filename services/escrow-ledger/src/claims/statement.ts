@@ -70,7 +70,12 @@ export async function claimAndBook(
   const items = requests.map((request) => {
     const claimId = newClaimId();
     const payment = request.payment
-      ? paymentToBook({ request, payment: request.payment }, newTransactionId(), now)
+      ? paymentToBook(
+          { request, payment: request.payment },
+          newTransactionId(),
+          now,
+          deps.config.callOutcomeWindowMs,
+        )
       : null;
     return {
       chain_id: request.chainId,

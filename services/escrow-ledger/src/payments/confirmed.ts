@@ -31,7 +31,19 @@ export interface ClaimedPayment {
 }
 type PaymentToBookWire = NonNullable<ClaimRequest['payment']>;
 
-export function paymentToBook({ request, payment }: ClaimedPayment, transactionId: string, now: Date) {
+/**
+ * A paid call's payment (source x402) is not released before `callOutcomeWindowMs` after its claim, whatever its
+ * hold period: the claim comes before the call is forwarded, and the gateway's report of a call its seller failed
+ * (payment.call_failed, which holds the payment until its refund is decided) must reach the ledger before the
+ * seller's share can be paid out. Released earlier, a payout could take the share and leave the refund waiting for
+ * the seller's money (make chaos seed 1386432968).
+ */
+export function paymentToBook(
+  { request, payment }: ClaimedPayment,
+  transactionId: string,
+  now: Date,
+  callOutcomeWindowMs: number,
+) {
   return {
     eventId: `claim:${payment.paymentId}`,
     transactionId,
@@ -50,6 +62,8 @@ export function paymentToBook({ request, payment }: ClaimedPayment, transactionI
     logIndex: request.logIndex,
     amountMicro: parseChainUsdc(request.amount).toString(),
     holdPeriodHours: payment.holdPeriodHours,
+    releaseNotBefore:
+      payment.source === 'x402' ? new Date(now.getTime() + callOutcomeWindowMs).toISOString() : null,
     confirmedAt: now.toISOString(),
   };
 }
@@ -77,7 +91,7 @@ export async function bookClaimedPayments(
   if (claimed.length === 0) return [];
   const now = deps.now();
   const payments = claimed.map((item) => {
-    const payment = paymentToBook(item, newTransactionId(), now);
+    const payment = paymentToBook(item, newTransactionId(), now, deps.config.callOutcomeWindowMs);
     return { ...payment, confirmedEvent: paymentConfirmedEvent(payment) };
   });
   // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other

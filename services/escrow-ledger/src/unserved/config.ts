@@ -15,6 +15,12 @@ export interface UnservedRefundConfig {
   unservedRefundMaxAgeMs: number;
   /** UNSERVED_SWEEP_INTERVAL_MS: how often undecided calls are decided again and due refunds sent. */
   unservedSweepIntervalMs: number;
+  /**
+   * CALL_OUTCOME_WINDOW_MS: a paid call's payment is released no sooner than this after its claim (payments/
+   * confirmed.ts, paymentToBook), so the gateway's report of a failed call (within its UPSTREAM_TIMEOUT_MS, then its
+   * outbox) arrives while the seller's share is still held. Above the gateway's UPSTREAM_TIMEOUT_MS.
+   */
+  callOutcomeWindowMs: number;
 }
 
 export function unservedRefundConfig(env: NodeJS.ProcessEnv): UnservedRefundConfig {
@@ -23,11 +29,14 @@ export function unservedRefundConfig(env: NodeJS.ProcessEnv): UnservedRefundConf
     UNSERVED_REFUND_THRESHOLD: str({ default: '0.01' }),
     UNSERVED_REFUND_MAX_AGE_MS: int({ default: 86_400_000, min: 1 }),
     UNSERVED_SWEEP_INTERVAL_MS: int({ default: 5_000, min: 1 }),
+    // The gateway's UPSTREAM_TIMEOUT_MS default (10 s), and the rest for its outbox through a short NATS outage.
+    CALL_OUTCOME_WINDOW_MS: int({ default: 60_000, min: 0 }),
   });
   return {
     unservedRefundThresholdMicro: thresholdMicro(parsed.UNSERVED_REFUND_THRESHOLD),
     unservedRefundMaxAgeMs: parsed.UNSERVED_REFUND_MAX_AGE_MS,
     unservedSweepIntervalMs: parsed.UNSERVED_SWEEP_INTERVAL_MS,
+    callOutcomeWindowMs: parsed.CALL_OUTCOME_WINDOW_MS,
   };
 }
 
