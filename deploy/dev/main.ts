@@ -184,10 +184,12 @@ async function main(): Promise<void> {
         env.SETTLEMENT_PERIOD_SECONDS = '120';
         env.SCHEDULER_INTERVAL_MS = '10000';
       }
-      // The demo skills hold nothing: release a payment to the seller's available balance within a second.
-      // A paid call its seller failed comes back within a minute: a 30 s retry window (production 600 s), unserved
-      // calls decided every second, and refunds below the threshold sent after a minute (production a day).
+      // The demo skills hold nothing: a paid call's payment is available 15 s after its claim (the gateway's 10 s
+      // upstream timeout and its report; production 30 s), looked for every second. A paid call its seller failed
+      // comes back within a minute: a 30 s retry window (production 600 s), unserved calls decided every second,
+      // and refunds below the threshold sent after a minute (production a day).
       if (name === 'escrow-ledger') {
+        env.CALL_OUTCOME_WINDOW_MS = '15000';
         env.RELEASE_INTERVAL_MS = '1000';
         env.UNSERVED_SWEEP_INTERVAL_MS = '1000';
         env.UNSERVED_REFUND_MAX_AGE_MS = '60000';

@@ -168,7 +168,8 @@ describe('one payment, one trace: the spans of a paid x402 call form one tree ac
       registry: { VALIDATION_INTERVAL_MS: '200' },
       'chain-indexer': { POLL_INTERVAL_MS: '200' },
       'gateway-proxy': { RATE_LIMIT_PER_MINUTE: '100000' },
-      'escrow-ledger': { RELEASE_INTERVAL_MS: '200' },
+      // The seller answers at once: a 2 s call outcome window (the default 30 s) keeps the payout test short.
+      'escrow-ledger': { RELEASE_INTERVAL_MS: '200', CALL_OUTCOME_WINDOW_MS: '2000' },
       settlement: {
         ESCROW_PRIVATE_KEY: testWallets.escrow.privateKey,
         RELAYER_PRIVATE_KEY: testWallets.relayer.privateKey,

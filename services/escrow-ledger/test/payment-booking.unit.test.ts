@@ -119,12 +119,12 @@ describe('the payment.confirmed of a booked payment', () => {
 });
 
 describe('unserved refund settings', () => {
-  it('default to 0.01 USDC, a day, a 5 s sweep and a 60 s call outcome window', () => {
+  it('default to 0.01 USDC, a day, a 5 s sweep and a 30 s call outcome window', () => {
     expect(unservedRefundConfig({})).toEqual({
       unservedRefundThresholdMicro: 10_000n,
       unservedRefundMaxAgeMs: 86_400_000,
       unservedSweepIntervalMs: 5_000,
-      callOutcomeWindowMs: 60_000,
+      callOutcomeWindowMs: 30_000,
     });
   });
 

@@ -30,7 +30,7 @@ export function unservedRefundConfig(env: NodeJS.ProcessEnv): UnservedRefundConf
     UNSERVED_REFUND_MAX_AGE_MS: int({ default: 86_400_000, min: 1 }),
     UNSERVED_SWEEP_INTERVAL_MS: int({ default: 5_000, min: 1 }),
     // The gateway's UPSTREAM_TIMEOUT_MS default (10 s), and the rest for its outbox through a short NATS outage.
-    CALL_OUTCOME_WINDOW_MS: int({ default: 60_000, min: 0 }),
+    CALL_OUTCOME_WINDOW_MS: int({ default: 30_000, min: 0 }),
   });
   return {
     unservedRefundThresholdMicro: thresholdMicro(parsed.UNSERVED_REFUND_THRESHOLD),
