@@ -15,7 +15,6 @@ export const CONSUMERS = {
     'checkout-skills': 'skill.updated',
     'checkout-sellers': 'seller.updated',
     'checkout-transfers': 'transfer.observed',
-    'checkout-transfer-claims': 'transfer.claimed',
     'checkout-reorgs': 'transfer.reorged',
   },
   'chain-indexer': { 'indexer-deposit-addresses': 'deposit.address_assigned' },

@@ -8,7 +8,7 @@ export {
 export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
 // (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';
-export { type ClaimedVia, claimIsAnnounced } from './events/claims';
+export type { ClaimedVia } from './events/claims';
 // (nothing of './events/escrow-ledger' is used outside the package)
 // (nothing of './events/payments' is used outside the package)
 export { CHECKOUT_MATCHING_MODES, type CheckoutMatchingMode } from './events/registry';

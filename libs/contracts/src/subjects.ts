@@ -1,7 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TransferObserved, TransferReorged } from './events/chain-indexer';
 import { CheckoutSessionSnapshot, DepositAddressAssigned, TransferRefundRequested } from './events/checkout';
-import { TransferClaimed } from './events/claims';
 import {
   EscrowReleased,
   PaymentRefunded,
@@ -63,13 +62,6 @@ export const SUBJECTS = {
     schema: TransferRefundRequested,
     description:
       'An operator decided that a transfer which matched no session goes back to its sender; the ledger books it.',
-  },
-  'transfer.claimed': {
-    owners: ['escrow-ledger'],
-    version: 1,
-    schema: TransferClaimed,
-    description:
-      "The ledger recorded the one claim on a transfer through an x402 proof or /api/verify (checkout's own claims, sessions and operator refunds, are not announced).",
   },
   'skill.updated': {
     owners: ['registry'],

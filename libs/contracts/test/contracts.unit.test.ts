@@ -2,7 +2,6 @@ import { decodeTime } from 'ulid';
 import {
   ALL_SUBJECTS,
   CONSUMERS,
-  claimIsAnnounced,
   createEvent,
   EventValidationError,
   LIVE_SUBSCRIPTIONS,
@@ -104,12 +103,7 @@ describe('contracts', () => {
     };
     const { claimId: _, claimedAt: __, ...request } = claimed;
 
-    it('a transfer.claimed event, a ledger.claim_transfer request and its claimed_elsewhere reply name it claimedVia', () => {
-      // As a consumer receives it: the JSON off the stream.
-      const received = validateEvent(
-        JSON.parse(JSON.stringify(createEvent('transfer.claimed', 'escrow-ledger', claimed))),
-      );
-      expect(received.data).toEqual(claimed);
+    it('a ledger.claim_transfer request and its claimed_elsewhere reply name it claimedVia', () => {
       expect(validateRpcRequest('ledger.claim_transfer', request)).toEqual(request);
       const refused = {
         ok: false,
@@ -121,16 +115,11 @@ describe('contracts', () => {
     });
 
     it('refuses a claim naming no payment path, an unknown one, or one under the retired name channel', () => {
-      const { claimedVia: ___, ...unnamed } = claimed;
-      const { claimedVia: ____, ...unnamedRequest } = request;
-      expect(() => createEvent('transfer.claimed', 'escrow-ledger', unnamed as never)).toThrow(/claimedVia/);
+      const { claimedVia: ___, ...unnamedRequest } = request;
       expect(() => validateRpcRequest('ledger.claim_transfer', unnamedRequest)).toThrow(/claimedVia/);
       expect(() => validateRpcRequest('ledger.claim_transfer', { ...request, claimedVia: 'cash' })).toThrow(
         /claimedVia/,
       );
-      expect(() =>
-        createEvent('transfer.claimed', 'escrow-ledger', { ...unnamed, channel: 'x402' } as never),
-      ).toThrow(EventValidationError);
       expect(() =>
         validateRpcRequest('ledger.claim_transfer', { ...unnamedRequest, channel: 'x402' }),
       ).toThrow(RpcValidationError);
@@ -142,12 +131,6 @@ describe('contracts', () => {
           claimedBy: { channel: 'x402', claimedAt: claimed.claimedAt },
         }),
       ).toThrow(RpcValidationError);
-    });
-
-    it('transfer.claimed announces the claims of the payment paths outside checkout, the ones checkout reads', () => {
-      expect(
-        ['x402', 'verify', 'checkout', 'operator_refund'].filter((via) => claimIsAnnounced(via as never)),
-      ).toEqual(['x402', 'verify']);
     });
   });
 });

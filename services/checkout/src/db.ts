@@ -110,16 +110,6 @@ export interface TransfersTable {
   refund_request_id: string | null;
 }
 
-/** Transfers another payment path claimed at the ledger (`transfer.claimed`), possibly before checkout observed them. */
-interface ClaimedTransfersTable {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  claimed_via: string;
-  claim_id: string;
-  claimed_at: Date;
-}
-
 interface PaymentsTable {
   payment_id: string;
   session_id: string;
@@ -138,7 +128,6 @@ export interface CheckoutDatabase extends BusTables {
   idempotency_keys: IdempotencyKeysTable;
   transfers: TransfersTable;
   payments: PaymentsTable;
-  claimed_transfers: ClaimedTransfersTable;
 }
 
 export type CheckoutDb = Kysely<CheckoutDatabase>;

@@ -7,7 +7,7 @@ import { migrations } from '../migrations';
 import type { CheckoutConfig } from './config';
 import type { CheckoutDatabase } from './db';
 import { LedgerClaims } from './matching/claims';
-import { observeTransfer, recordClaimedElsewhere } from './matching/observe';
+import { observeTransfer } from './matching/observe';
 import { type MatchingDeps, reverseReorgedTransfer } from './matching/session-payments';
 import { operatorRoutes, TransferView } from './operator/routes';
 import { ProjectionCache } from './projections/cache';
@@ -94,12 +94,6 @@ function checkoutConsumers(
       subject: 'transfer.observed',
       concurrency: 4,
       handler: (trx, e) => observeTransfer(matching, trx, e.data),
-    }),
-    consumer({
-      durable: 'checkout-transfer-claims',
-      subject: 'transfer.claimed',
-      concurrency: 4,
-      handler: (trx, e) => recordClaimedElsewhere(matching, trx, e.data),
     }),
     consumer({
       durable: 'checkout-reorgs',

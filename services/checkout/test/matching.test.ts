@@ -234,40 +234,6 @@ describe.each(MATCHING_MODES)('checkout matching of observed transfers (%s)', (m
     expect(confirmed.some((p) => p.sessionId === under.sessionId)).toBe(false);
   });
 
-  it('transfer.claimed by another payment path (an x402 proof, /api/verify) takes the transfer off the unmatched list', async () => {
-    const byProof = transferEvent('0.314159');
-    const byVerify = transferEvent('0.271828');
-    for (const t of [byProof, byVerify]) await h.publish('transfer.observed', t);
-    const listed = async (status: string) =>
-      (await request(h.url).get(`/api/v1/operator/transfers?status=${status}`).set('Authorization', OPERATOR))
-        .body.transfers as any[];
-    const has = async (status: string, tx: string) =>
-      (await listed(status)).find((t) => t.txHash === tx.toLowerCase());
-    await waitFor(
-      async () => (await has('unmatched', byProof.txHash)) && (await has('unmatched', byVerify.txHash)),
-    );
-    const claim = (t: typeof byProof, claimedVia: 'x402' | 'verify') =>
-      h.publish('transfer.claimed', {
-        claimId: `clm_${claimedVia}`,
-        chainId: t.chainId,
-        txHash: t.txHash.toLowerCase(),
-        logIndex: t.logIndex,
-        reference: `local:${t.txHash.toLowerCase()}`,
-        payer: t.from,
-        amount: t.amount,
-        claimedVia,
-        claimedAt: new Date().toISOString(),
-      });
-    await claim(byProof, 'x402');
-    await claim(byVerify, 'verify');
-    await waitFor(
-      async () => (await has('claimed', byProof.txHash)) && (await has('claimed', byVerify.txHash)),
-      { message: 'both transfers claimed' },
-    );
-    expect(await has('claimed', byProof.txHash)).toMatchObject({ reason: 'claimed_by_x402' });
-    expect(await has('claimed', byVerify.txHash)).toMatchObject({ reason: 'claimed_by_verify' });
-  });
-
   it('an operator returns the short transfer of an underpaid session (refunded, once); a reorg does not reopen it; an overpaid one is a payment', async () => {
     const under = await newSession({ amount: '7', description: 'short' });
     const over = await newSession({ amount: '8', description: 'long' });

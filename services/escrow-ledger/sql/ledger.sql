@@ -331,8 +331,7 @@ end $$;
 -- is its own transaction: the balance rows book_payments locks are released by the statement's commit, without
 -- waiting for a round trip to a busy caller. p_requests: one object per request, naming distinct transfers (each
 -- decides as it would alone): chain_id, tx_hash and payer in lower case, log_index, claim_id (the id a fresh claim
--- gets), claimed_via, reference, amount_micro, payment_id (null: the claim books nothing), claimed_event (the
--- transfer.claimed envelope a fresh claim publishes, null when the claim is not announced) and payment
+-- gets), claimed_via, reference, amount_micro, payment_id (null: the claim books nothing) and payment
 -- (book_payments' element, with its payment.confirmed envelope, or null). A request's claim is inserted, or the
 -- claim there before is found; its payment is booked when the claim is fresh, or when the same claimant asks again
 -- and no payment of the transfer stands any more (reversed by a reorg or the chain check), the claim then naming
@@ -346,29 +345,19 @@ create or replace function claim_and_book(p_requests jsonb, p_now timestamptz, p
   language plpgsql as $$
 #variable_conflict use_column
 declare
-  v_fresh text[];
   v_held jsonb;
   v_book jsonb;
   v_booked jsonb;
 begin
   -- Claims are inserted in transfer order, so two batches in flight never wait on each other crosswise.
-  with inserted as (
-    insert into transfer_claims (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
-        claimed_at, payment_id)
-      select r.chain_id, r.tx_hash, r.log_index, r.claim_id, r.claimed_via, r.reference, r.payer, r.amount_micro,
-          p_now, r.payment_id
-        from jsonb_to_recordset(p_requests) as r(chain_id integer, tx_hash text, log_index integer, claim_id text,
-            claimed_via text, reference text, payer text, amount_micro bigint, payment_id text)
-        order by r.chain_id, r.tx_hash collate "C", r.log_index
-      on conflict (chain_id, tx_hash, log_index) do nothing
-      returning claim_id
-  )
-  select coalesce(array_agg(claim_id), '{}') into v_fresh from inserted;
-
-  insert into outbox (id, subject, envelope, published_at)
-    select e.value->'claimed_event'->>'id', 'transfer.claimed', e.value->'claimed_event', null
-      from jsonb_array_elements(p_requests) e
-     where jsonb_typeof(e.value->'claimed_event') = 'object' and e.value->>'claim_id' in (select unnest(v_fresh));
+  insert into transfer_claims (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer, amount_micro,
+      claimed_at, payment_id)
+    select r.chain_id, r.tx_hash, r.log_index, r.claim_id, r.claimed_via, r.reference, r.payer, r.amount_micro,
+        p_now, r.payment_id
+      from jsonb_to_recordset(p_requests) as r(chain_id integer, tx_hash text, log_index integer, claim_id text,
+          claimed_via text, reference text, payer text, amount_micro bigint, payment_id text)
+      order by r.chain_id, r.tx_hash collate "C", r.log_index
+    on conflict (chain_id, tx_hash, log_index) do nothing;
 
   -- Each request's claim: its own insert, or the claim there before. A claim another batch committed while the
   -- insert waited for it is seen here (each statement of the function reads what was committed before it began).

@@ -1,6 +1,6 @@
 import { type Bus, requestRpc } from '@paygate/bus';
-import { claimIsAnnounced, type RpcRequest } from '@paygate/contracts';
-import { countStreamMessages, openSchema, waitFor } from '@paygate/testing';
+import type { RpcRequest } from '@paygate/contracts';
+import { openSchema, waitFor } from '@paygate/testing';
 import { type Kysely, sql } from 'kysely';
 import { ServiceError } from 'nats';
 import { type RunningEscrowLedger, startEscrowLedger } from '../src';
@@ -48,15 +48,6 @@ const claim = (request: Partial<RpcRequest<'ledger.claim_transfer'>> & { txHash:
     { timeoutMs: 5000 },
   );
 
-/** transfer.claimed rows in the ledger's outbox for a transfer. */
-const claimedEvents = async (txHash: string) =>
-  Number(
-    (
-      await sql<{ n: string }>`select count(*) as n from outbox
-        where subject = 'transfer.claimed' and envelope->'data'->>'txHash' = ${txHash}`.execute(db)
-    ).rows[0]!.n,
-  );
-
 describe('ledger.claim_transfer', () => {
   test('concurrent claims from every payment path on two replicas: exactly one path holds the transfer', async () => {
     for (let round = 0; round < 3; round++) {
@@ -85,18 +76,6 @@ describe('ledger.claim_transfer', () => {
       expect(rows).toHaveLength(1);
       const claimedBy = (losers[0] as { claimedBy: { claimedVia: string } }).claimedBy;
       expect(rows[0].claimed_via).toBe(claimedBy.claimedVia);
-      // One transfer.claimed for the one fresh claim when its path is announced (x402, verify), none for checkout's
-      // own: written in the claim's transaction, so the outbox says it once the claim was answered.
-      expect(await claimedEvents(txHash)).toBe(claimIsAnnounced(rows[0].claimed_via) ? 1 : 0);
-      if (claimIsAnnounced(rows[0].claimed_via)) {
-        await waitFor(
-          async () =>
-            (await countStreamMessages(bus, 'transfer.claimed')).filter(
-              (e) => (e.data as any).txHash === txHash,
-            ).length === 1,
-          { message: 'transfer.claimed published', timeoutMs: 5000 },
-        );
-      }
     }
   });
 
@@ -204,16 +183,6 @@ describe('ledger.claim_transfer', () => {
     // Written together: a few transactions (per replica, the first request may go alone; a busy host spreads the
     // requests over more ticks), not one per claim.
     expect(new Set(rows.map((row) => row.tx)).size).toBeLessThan(rows.length);
-    // One transfer.claimed per fresh x402 claim (the rival may be checkout's, which is not announced).
-    const announced = rows.filter((row) => claimIsAnnounced(row.claimed_via)).length;
-    expect(announced).toBeGreaterThanOrEqual(9);
-    await waitFor(
-      async () =>
-        (await countStreamMessages(bus, 'transfer.claimed')).filter((e) =>
-          hashes.includes((e.data as any).txHash),
-        ).length === announced,
-      { message: 'one transfer.claimed per fresh announced claim', timeoutMs: 5000 },
-    );
   });
 
   test('a claim that fails does not fail the claims written with it', async () => {

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, TxHash, UsdcAmount } from '../primitives';
+import { Address, TxHash, UsdcAmount } from '../primitives';
 
 /**
  * Who may claim an on-chain transfer, i.e. spend it on one thing: an x402 proof at a paid skill URL (`x402`),
@@ -15,20 +15,7 @@ export const ClaimedVia = Type.Union([
 
 export type ClaimedVia = Static<typeof ClaimedVia>;
 
-/**
- * The payment paths whose claims `transfer.claimed` announces: those outside checkout. Checkout is its one reader
- * (a transfer another path spent is not unmatched money); its own claims (sessions, operator refunds) are recorded
- * by the decision that made them, so announcing them would be an outbox row and a publish per checkout payment that
- * nothing reads.
- */
-const ANNOUNCED_CLAIMS: ReadonlySet<ClaimedVia> = new Set<ClaimedVia>(['x402', 'verify']);
-
-/** Whether a fresh claim through `claimedVia` is announced as `transfer.claimed` (ANNOUNCED_CLAIMS). */
-export function claimIsAnnounced(claimedVia: ClaimedVia): boolean {
-  return ANNOUNCED_CLAIMS.has(claimedVia);
-}
-
-/** A claim's fields, shared by the `ledger.claim_transfer` request and the `transfer.claimed` event. */
+/** A claim's fields, as the `ledger.claim_transfer` request names them. */
 export const TransferClaimFields = {
   chainId: Type.Integer({ minimum: 1 }),
   txHash: TxHash,
@@ -41,14 +28,3 @@ export const TransferClaimFields = {
   payer: Address,
   amount: UsdcAmount,
 };
-
-/**
- * The ledger recorded the one claim on a transfer (chainId:txHash:logIndex) through a payment path outside checkout
- * (claimIsAnnounced): from now on it pays for what `claimedVia` + `reference` name and nothing else. Checkout uses it
- * to keep a claimed transfer off its list of unmatched money, whichever of the claim and the transfer it hears of
- * first.
- */
-export const TransferClaimed = Type.Object(
-  { claimId: Id, ...TransferClaimFields, claimedAt: IsoTime },
-  { additionalProperties: false },
-);

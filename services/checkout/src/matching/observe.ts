@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { takeReorgTombstone } from '@paygate/bus';
-import { claimIsAnnounced, type EventData } from '@paygate/contracts';
+import type { EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
 import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
 type Observed = EventData<'transfer.observed'>;
-type Claimed = EventData<'transfer.claimed'>;
 
 const newTransferId = () => `tr_${randomBytes(12).toString('hex')}`;
 
@@ -123,16 +122,6 @@ async function decideMatch(
       candidate = session.session_id;
       session = undefined;
     }
-  } else if (!reason) {
-    // Money in escrow that paid no session: another payment path may have claimed it already.
-    const known = await trx
-      .selectFrom('claimed_transfers')
-      .select('claimed_via')
-      .where('chain_id', '=', data.chainId)
-      .where('tx_hash', '=', data.txHash.toLowerCase())
-      .where('log_index', '=', data.logIndex)
-      .executeTakeFirst();
-    claimedBy = known?.claimed_via ?? null;
   }
   if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
   return { session, unmatchedReason, candidate, claimedBy, paymentId };
@@ -250,48 +239,4 @@ async function sessionPaidBy(
   return byAmount
     ? { session: byAmount, unmatchedReason: null }
     : { unmatchedReason: 'no_session_with_this_amount' };
-}
-
-/** A claim through another payment path: remembered for a transfer not observed yet; an unmatched one is `claimed`. */
-export async function recordClaimedElsewhere(
-  deps: MatchingDeps,
-  trx: CheckoutTrx,
-  data: Claimed,
-): Promise<void> {
-  const claimedVia = data.claimedVia;
-  // The ledger announces no claim of checkout's own; one from a ledger that did is still nothing to record.
-  if (!claimIsAnnounced(claimedVia)) return;
-  const txHash = data.txHash.toLowerCase();
-  await lockTransferKey(trx, data.chainId, txHash, data.logIndex);
-  await trx
-    .insertInto('claimed_transfers')
-    .values({
-      chain_id: data.chainId,
-      tx_hash: txHash,
-      log_index: data.logIndex,
-      claimed_via: claimedVia,
-      claim_id: data.claimId,
-      claimed_at: new Date(data.claimedAt),
-    })
-    .onConflict((oc) => oc.columns(['chain_id', 'tx_hash', 'log_index']).doNothing())
-    .execute();
-  const claimed = await trx
-    .updateTable('transfers')
-    .set({
-      status: 'claimed',
-      unmatched_reason: `claimed_by_${claimedVia}`,
-      updated_at: deps.config.now(),
-    })
-    .where('chain_id', '=', data.chainId)
-    .where('tx_hash', '=', txHash)
-    .where('log_index', '=', data.logIndex)
-    .where('status', '=', 'unmatched')
-    .returning('transfer_id')
-    .executeTakeFirst();
-  if (claimed) {
-    deps.logger.info(
-      { transferId: claimed.transfer_id, txHash, claimedBy: claimedVia },
-      'unmatched transfer claimed through another payment path; off the unmatched list',
-    );
-  }
 }

@@ -55,9 +55,9 @@ interface QueuedClaim {
  * reported it yet, transaction, 95/5 entries into holds) and its `payment.confirmed` are one transaction, answered
  * once. A repeat of the same pair is answered ok again (fresh: false) with the payment booked the first time and
  * books nothing; anything else is refused with who holds it. The primary key of `transfer_claims` decides between
- * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); a
- * fresh claim through a path outside checkout publishes `transfer.claimed` (outbox, same transaction;
- * claimIsAnnounced). An operator refund is also checked against the ledger's books when the transfer is booked
+ * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); the
+ * claim is not announced: checkout learns of another path's claim from the refusal of its own. An operator refund
+ * is also checked against the ledger's books when the transfer is booked
  * (reorged away, or a payer/amount other than the books: refused). An operator refund naming an underpaid session
  * (`underpaidSessionId`) takes over checkout's claim for that session when no payment of the transfer is booked:
  * the short transfer paid for nothing and goes back.
@@ -145,7 +145,7 @@ export class ClaimBatcher {
         ),
     );
     this.deps.logger.debug({ size: requests.length, ms: performance.now() - started }, 'batch booked');
-    // Their transfer.claimed and payment.confirmed go out once a burst's answers did, not between them.
+    // Their payment.confirmed go out once a burst's answers did, not between them.
     this.ctx.relay.kickSoon(PUBLISH_AFTER_MS);
     return Promise.all(
       requests.map((request, i) =>
@@ -266,7 +266,6 @@ async function decideClaim(
             and claim_id = ${held.claim_id}
           returning claim_id, claimed_via, reference, claimed_at, payment_id`.execute(db)
       ).rows[0];
-      // An operator refund's claim is checkout's own (not announced: claimIsAnnounced).
       if (taken) {
         deps.logger.info(
           { transfer: key, sessionId: request.underpaidSessionId, claimId },

@@ -1,6 +1,5 @@
-import { type ClaimedVia, claimIsAnnounced, createEvent, type RpcRequest } from '@paygate/contracts';
-import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
-import { currentTraceCarrier } from '@paygate/telemetry';
+import type { ClaimedVia, RpcRequest } from '@paygate/contracts';
+import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerDb } from '../db';
 import type { LedgerDeps } from '../deps';
@@ -55,10 +54,9 @@ type ClaimAndBookRow = ClaimOutcomeRow & {
  * claim_and_book, sql/ledger.sql; the requests name distinct transfers, each decides as it would alone). Run on its
  * own, the statement is its own transaction, committed by Postgres as it ends: the shared balance rows the booking
  * locks are never held across a round trip to this process (which a burst of requests keeps busy). A fresh claim
- * inserts its row, with its `transfer.claimed` when the claim is announced (claimIsAnnounced), and books its
- * payment (with its `payment.confirmed`); a repeat by the same claimant books again only when no payment of the
- * transfer stands any more. The requests go in as one JSON array, so the statement is the same whatever their
- * number. One outcome per request, in order.
+ * inserts its row and books its payment (with its `payment.confirmed`); a repeat by the same claimant books again
+ * only when no payment of the transfer stands any more. The requests go in as one JSON array, so the statement is
+ * the same whatever their number. One outcome per request, in order.
  */
 export async function claimAndBook(
   db: LedgerDb,
@@ -87,7 +85,6 @@ export async function claimAndBook(
       payer: request.payer.toLowerCase(),
       amount_micro: parseChainUsdc(request.amount).toString(),
       payment_id: request.payment?.paymentId ?? null,
-      claimed_event: claimIsAnnounced(request.claimedVia) ? claimedEvent(request, claimId, now) : null,
       payment: payment ? { ...payment, confirmedEvent: paymentConfirmedEvent(payment) } : null,
     };
   });
@@ -125,27 +122,4 @@ export async function claimAndBook(
       },
     };
   });
-}
-
-/**
- * `transfer.claimed` for a fresh announced claim (claimIsAnnounced), written to the outbox by the claim's own
- * statement.
- */
-export function claimedEvent(request: ClaimRequest, claimId: string, now: Date) {
-  return createEvent(
-    'transfer.claimed',
-    'escrow-ledger',
-    {
-      claimId,
-      chainId: request.chainId,
-      txHash: request.txHash.toLowerCase(),
-      logIndex: request.logIndex,
-      claimedVia: request.claimedVia,
-      reference: request.reference,
-      payer: request.payer,
-      amount: formatUsdc(parseChainUsdc(request.amount)),
-      claimedAt: now.toISOString(),
-    },
-    { trace: currentTraceCarrier() },
-  );
 }
