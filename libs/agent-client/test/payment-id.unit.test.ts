@@ -92,10 +92,19 @@ describe('agent-client: one purchase per call with x402 payment-identifier', () 
       settled(false, 'settlement_pending'),
       settled(true),
     ]);
-    const result = await agent.callTool(client, { name: 'w__get_data' });
+    // The agent waits 2 s before asking again: on a fake clock that wait passes at once.
+    jest.useFakeTimers();
+    let result: Awaited<ReturnType<typeof agent.callTool>>;
+    try {
+      const call = agent.callTool(client, { name: 'w__get_data' });
+      await jest.runAllTimersAsync();
+      result = await call;
+    } finally {
+      jest.useRealTimers();
+    }
     expect((result._meta as any)[MCP_PAYMENT_RESPONSE_META].success).toBe(true);
     expect(client.calls).toHaveLength(3);
     expect(client.calls[2]._meta[MCP_PAYMENT_META]).toBe(client.calls[1]._meta[MCP_PAYMENT_META]);
     expect(agent.spent).toBe('0.05');
-  }, 10_000);
+  });
 });
