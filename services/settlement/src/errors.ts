@@ -1,8 +1,10 @@
-/**
- * Settlement's errors. Answers to a caller are `HttpError`s (libs/http) with a code of reasons.ts; below the HTTP
- * layer one base, `SettlementError`, and a named subclass per situation. A consumer's handler that throws one is
- * redelivered with backoff, then parked on the dead-letter subject for an operator: nothing is sent.
- */
+/** A consumer's handler that throws one of these is redelivered, then dead-lettered: nothing is sent. */
+/** An error's short message for a log line or a row's last_error. */
+export function describe(error: unknown, limit = 300): string {
+  const e = error as { shortMessage?: string; message?: string };
+  return String(e?.shortMessage ?? e?.message ?? error).slice(0, limit);
+}
+
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }
@@ -10,11 +12,7 @@ export class SettlementError extends Error {
 /** A ledger decision names a settlement or platform payout settlement does not hold. */
 export class UnknownRecordError extends SettlementError {
   override name = 'UnknownRecordError';
-  constructor(
-    readonly subject: string,
-    readonly what: string,
-    readonly id: string,
-  ) {
+  constructor(subject: string, what: string, id: string) {
     super(`${subject} for unknown ${what} ${id}`);
   }
 }
@@ -22,11 +20,7 @@ export class UnknownRecordError extends SettlementError {
 /** A refund the ledger booked on another chain than the one this settlement sends on. */
 export class WrongChainError extends SettlementError {
   override name = 'WrongChainError';
-  constructor(
-    readonly refundId: string,
-    readonly chainId: number,
-    readonly ownChainId: number,
-  ) {
+  constructor(refundId: string, chainId: number, ownChainId: number) {
     super(`refund ${refundId} is for chain ${chainId}; this settlement sends on ${ownChainId}`);
   }
 }
@@ -34,11 +28,7 @@ export class WrongChainError extends SettlementError {
 /** A refund above MAX_TRANSFER_USDC: never sent, an operator decides. */
 export class TransferCapExceededError extends SettlementError {
   override name = 'TransferCapExceededError';
-  constructor(
-    readonly refundId: string,
-    readonly amount: string,
-    readonly cap: string,
-  ) {
+  constructor(refundId: string, amount: string, cap: string) {
     super(`refund ${refundId} of ${amount} USDC is above MAX_TRANSFER_USDC (${cap}); not sent`);
   }
 }
@@ -48,7 +38,7 @@ export class EscrowShortError extends SettlementError {
   override name = 'EscrowShortError';
 }
 
-/** A transfer of zero or less was to be recorded (a caller's bug: every amount the ledger reserves is positive). */
+/** A caller's bug: every amount the ledger reserves is positive. */
 export class NonPositiveTransferError extends SettlementError {
   override name = 'NonPositiveTransferError';
   constructor() {

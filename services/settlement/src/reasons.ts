@@ -1,16 +1,10 @@
 import type { SkipReason } from './db';
 
-/**
- * Settlement's refusals to a caller, by their machine-readable code (`error.code`), each named once here. Route
- * declarations list them with their status in `errors`.
- */
+/** Settlement's refusals to a caller (`error.code`): a platform payout asked for (409). */
 export const SettlementReason = {
-  // A platform payout asked for (409).
   NothingAvailable: 'nothing_available',
   TreasuryNotConfigured: 'treasury_not_configured',
 } as const;
-
-export type SettlementReason = (typeof SettlementReason)[keyof typeof SettlementReason];
 
 /** Why the ledger reserved nothing for a settlement (`payout.refused`; the settlement is `skipped`). */
 export const SkipReasons = {
@@ -37,5 +31,3 @@ export const TransferRefusal = {
   ExceedsTransferCap: 'exceeds_transfer_cap',
   RecipientDiffers: 'recipient_differs',
 } as const;
-
-export type TransferRefusal = (typeof TransferRefusal)[keyof typeof TransferRefusal];

@@ -2,8 +2,10 @@ import { Gauge, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { Clock } from './clock';
+import type { SettlementConfig } from './config';
 import type { Frequency, SettlementDB, TransferKind } from './db';
 import { periodAt } from './schedule/periods';
+import { unscheduledIn } from './schedule/scheduler';
 
 /** A settlement period is missed once this many scheduler passes went by since it opened without a payout asked. */
 export const PERIOD_OVERDUE_AFTER_PASSES = 10;
@@ -11,26 +13,13 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
-export interface WatchGaugeOptions {
-  clock: Clock;
-  schedulerIntervalMs: number;
-  settlementPeriodSeconds: number;
-  /** The wallets whose ETH pays settlement's gas (the escrow, the relayer, the checkout deposit wallet). */
-  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>;
-  /** Read with the settlement chain's provider (its RPC timeout bounds each read). */
-  provider: JsonRpcProvider;
-  /** RELAYER_MIN_BALANCE_WEI: below it the relayer refuses work; the same floor is reported for every wallet. */
-  minBalanceWei: bigint;
-}
-
-/**
- * Gauges read when Prometheus scrapes /metrics (one query or RPC read each, -1 when it failed), for the alerts on
- * money that waits: transfers out of escrow not confirmed yet, settlement periods that opened without their payout
- * being asked of the ledger, and the ETH the wallets pay gas with.
- */
+/** Gauges read at each scrape (-1 when a read failed): money that waits, and the wallets' gas over their floor. */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
-  options: WatchGaugeOptions,
+  config: Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>,
+  clock: Clock,
+  provider: JsonRpcProvider,
+  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>,
 ): void {
   const registers = [ctx.metrics.registry];
   new Gauge({
@@ -56,10 +45,10 @@ export function registerSettlementWatchGauges(
     labelNames: ['stage'],
     registers,
     async collect() {
-      const now = options.clock();
-      const cutoff = new Date(now.getTime() - PERIOD_OVERDUE_AFTER_PASSES * options.schedulerIntervalMs);
+      const now = clock();
+      const cutoff = new Date(now.getTime() - PERIOD_OVERDUE_AFTER_PASSES * config.schedulerIntervalMs);
       const due = FREQUENCIES.map((frequency) =>
-        periodAt(frequency, now, options.settlementPeriodSeconds),
+        periodAt(frequency, now, config.settlementPeriodSeconds),
       ).filter((period) => period.start < cutoff);
       const unscheduled =
         due.length === 0
@@ -67,16 +56,7 @@ export function registerSettlementWatchGauges(
           : ctx.db
               .selectFrom('sellers')
               .select((eb) => eb.fn.countAll<string>().as('count'))
-              .where((eb) =>
-                eb.or(
-                  due.map((period) =>
-                    eb.and([
-                      eb('settlement_frequency', '=', period.frequency),
-                      eb('last_scheduled_period', '<', period.key),
-                    ]),
-                  ),
-                ),
-              )
+              .where(unscheduledIn(due))
               .executeTakeFirst()
               .then((row) => Number(row?.count ?? 0));
       const unreserved = ctx.db
@@ -97,8 +77,8 @@ export function registerSettlementWatchGauges(
     registers,
     async collect() {
       await Promise.all(
-        options.wallets.map(async ({ wallet, address }) => {
-          const wei = await options.provider.getBalance(address).catch(() => undefined);
+        wallets.map(async ({ wallet, address }) => {
+          const wei = await provider.getBalance(address).catch(() => undefined);
           // A float: exact to the wei below 2^53 (0.009 ETH), close enough above for an alert.
           this.set({ wallet, address }, wei === undefined ? -1 : Number(wei));
         }),
@@ -111,6 +91,6 @@ export function registerSettlementWatchGauges(
     labelNames: ['wallet', 'address'],
     registers,
   });
-  for (const { wallet, address } of options.wallets)
-    floor.set({ wallet, address }, Number(options.minBalanceWei));
+  const minBalanceWei = config.relayer?.minBalanceWei ?? 500_000_000_000_000n;
+  for (const { wallet, address } of wallets) floor.set({ wallet, address }, Number(minBalanceWei));
 }

@@ -191,15 +191,20 @@ describe('refunds sent on chain', () => {
     const before = (await h.chain.transfersFromEscrow()).length;
     // A transfer recorded without the consumer's check (a bug, or a row written by hand).
     const transferId = await h.service.ctx.inTransaction((trx) =>
-      recordTransfer(trx, {
-        kind: 'refund',
-        idempotencyKey: 'ref_unchecked',
-        chainId: h.chain.anvil.chainId,
-        tokenAddress: h.chain.usdcAddress,
-        fromAddress: testWallets.escrow.address,
-        toAddress: testWallets.stranger.address,
-        amountMicro: 75_000_000n,
-      }),
+      recordTransfer(
+        trx,
+        {
+          chainId: h.chain.anvil.chainId,
+          usdcAddress: h.chain.usdcAddress,
+          address: testWallets.escrow.address,
+        },
+        {
+          kind: 'refund',
+          idempotencyKey: 'ref_unchecked',
+          toAddress: testWallets.stranger.address,
+          amountMicro: 75_000_000n,
+        },
+      ),
     );
     h.service.transfers.kick();
     const failed = await waitFor(

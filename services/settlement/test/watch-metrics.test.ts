@@ -51,7 +51,7 @@ describe('settlement watch gauges', () => {
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(0);
 
     h.ledger.withholdAll = true; // the ledger is away: the settlement stays pending
-    await h.service.scheduler.createDueSettlements();
+    await h.service.scheduler.runOnce();
     expect(await gauge('settlement_periods_overdue', { stage: 'unscheduled' })).toBe(0);
     // Created just now (created_at is the scheduler's clock, the test's): not overdue yet.
     expect(await gauge('settlement_periods_overdue', { stage: 'unreserved' })).toBe(0);

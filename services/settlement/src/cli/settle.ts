@@ -22,12 +22,7 @@ export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true
   return out;
 }
 
-/**
- * `pnpm --filter @paygate/settlement settle -- --seller sel_… | --all`: asks the running settlement service
- * (POST /api/v1/operator/settlements/run, operator token) to settle now, waits for the payouts on chain, prints
- * what was settled and skipped as JSON, and exits 1 when a payout failed or is still unconfirmed, or the ledger
- * did not answer (2 when it could not run). It needs the operator token only, never the escrow key.
- */
+/** `settle -- --seller sel_… | --all`: exit 1 when a payout is unfinished or the ledger is away, 2 on error. */
 async function main(): Promise<number> {
   const args = parseSettleArgs(process.argv.slice(2));
   const env = parseEnv(process.env, {

@@ -13,13 +13,13 @@ import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 
 /** The ledger's available balance may be negative (refunds after settlement): "-3.8". */
-export function parseSignedUsdc(text: string): bigint {
+function parseSignedUsdc(text: string): bigint {
   return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
 }
 
 type Reserved = EventData<'payout.reserved'>;
 
-/** What the consumers of the ledger's payout decisions use. */
+/** What the consumers of the ledger's decisions use. */
 export interface DecisionDeps {
   config: SettlementConfig;
   chain: EscrowChain;
@@ -31,11 +31,9 @@ export interface DecisionDeps {
 const DONE = ['sending', 'completed', 'failed'];
 
 /**
- * `payout.reserved` (only the ledger's bus user may publish it): the payout's outgoing transfer is recorded in the
- * inbox transaction, for exactly the reserved amount and to exactly the address the event names; the transfer
- * worker signs, broadcasts and confirms it. A copy finds its payout already sending (or done) and records nothing:
- * one transfer per (kind, payoutId), on every replica. A platform payout goes only to TREASURY_ADDRESS: a reservation
- * naming another address is given back (`payout.failed`), never sent.
+ * `payout.reserved` (only the ledger may publish it): the transfer of exactly the reserved amount to exactly the
+ * address the event names, in the inbox transaction; a copy records nothing. A platform payout goes only to
+ * TREASURY_ADDRESS: another address is given back (`payout.failed`), never sent.
  */
 export function payoutReservedConsumer(deps: DecisionDeps): ConsumerOptions<'payout.reserved', SettlementDB> {
   return {
@@ -61,12 +59,9 @@ async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: Decision
   // Also from `skipped`: the refusal of an earlier due may arrive after the reservation of a later one.
   const amountMicro = parseUsdc(reserved.amount);
   const payoutAddress = formatAddress(reserved.payoutAddress);
-  const transferId = await recordTransfer(trx, {
+  const transferId = await recordTransfer(trx, deps.chain, {
     kind: 'payout',
     idempotencyKey: reserved.payoutId,
-    chainId: deps.config.chainId,
-    tokenAddress: deps.chain.usdcAddress,
-    fromAddress: deps.chain.address,
     toAddress: payoutAddress,
     amountMicro,
   });
@@ -107,12 +102,9 @@ async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: Decisi
     await enqueuePayoutFailed(trx, deps.clock, { ...reserved, reason });
     return;
   }
-  const transferId = await recordTransfer(trx, {
+  const transferId = await recordTransfer(trx, deps.chain, {
     kind: 'platform_payout',
     idempotencyKey: reserved.payoutId,
-    chainId: deps.config.chainId,
-    tokenAddress: deps.chain.usdcAddress,
-    fromAddress: deps.chain.address,
     toAddress: formatAddress(reserved.payoutAddress),
     amountMicro,
   });
@@ -156,10 +148,7 @@ export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payo
   };
 }
 
-/**
- * `payout.failed` in the caller's transaction: nothing left escrow for this reservation (never signed, or its
- * transaction reverted), and only this event makes the ledger give it back.
- */
+/** `payout.failed` in the caller's transaction: nothing left escrow, and only this has the ledger give it back. */
 export async function enqueuePayoutFailed(
   trx: Transaction<SettlementDB>,
   clock: Clock,

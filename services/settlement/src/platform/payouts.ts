@@ -12,16 +12,12 @@ import { enqueuePayoutFailed } from '../ledger/decisions';
 import { SettlementReason } from '../reasons';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
-/**
- * The platform's 5% leaves escrow only this way: an operator asks (`revenue.payout_requested`), the ledger reserves
- * what the platform revenue account holds in its own transaction (`payout.reserved`, ledger/decisions.ts), and the
- * same outgoing-transfer engine as seller payouts sends it to TREASURY_ADDRESS exactly once (idempotency key =
- * payoutId). `revenue.paid_out` books it out of escrow in the ledger; `payout.failed` gives it back.
- */
+// The platform's revenue leaves escrow only this way: an operator asks (`revenue.payout_requested`), the ledger
+// reserves it (`payout.reserved`), and the seller payouts' transfer engine sends it to TREASURY_ADDRESS once.
 
 const WAIT_POLL_MS = 200;
 
-export const PlatformPayout = Type.Object({
+const PlatformPayout = Type.Object({
   payoutId: Type.String({ examples: ['ppo_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
   status: StringEnum(['requested', 'sending', 'completed', 'failed']),
   amount: Nullable(
@@ -50,7 +46,7 @@ const PlatformPayoutBody = Type.Object(
   { additionalProperties: false },
 );
 
-export function platformPayoutView(row: Selectable<PlatformPayoutsTable>) {
+function platformPayoutView(row: Selectable<PlatformPayoutsTable>) {
   return {
     payoutId: row.payout_id,
     status: row.status,
@@ -88,7 +84,6 @@ export function platformPayoutOutcome(clock: Clock): TransferOutcomeHandler {
       );
     },
     async onFailed(trx, transfer, reason) {
-      // Nothing left escrow: payout.failed, in the same transaction, returns the reservation to platform revenue.
       const payout = await trx
         .updateTable('platform_payouts')
         .set({ status: 'failed', failure_reason: reason })
@@ -108,24 +103,12 @@ export function platformPayoutOutcome(clock: Clock): TransferOutcomeHandler {
   };
 }
 
-/** What the platform payout route is given. */
-interface PlatformPayoutDeps {
-  ctx: ServiceContext<SettlementDB>;
-  config: SettlementConfig;
-  clock: Clock;
-}
-
 export function platformPayoutRoutes(
   ctx: ServiceContext<SettlementDB>,
   config: SettlementConfig,
   clock: Clock,
 ): AnyRoute[] {
-  return [createPlatformPayoutRoute({ ctx, config, clock })];
-}
-
-function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
-  const { ctx, config } = deps;
-  return defineRoute({
+  const route = defineRoute({
     method: 'post',
     path: '/api/v1/operator/settlements/platform-payouts',
     operationId: 'createPlatformPayout',
@@ -156,7 +139,22 @@ function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
         );
       }
       const payoutId = `ppo_${newEventId()}`;
-      const requested = await requestPlatformPayout(deps, payoutId, treasury);
+      // The request and its `revenue.payout_requested`, in one transaction.
+      const requested = await ctx.inTransaction(async (trx) => {
+        await enqueueEvent(
+          trx,
+          createEvent('revenue.payout_requested', 'settlement', {
+            payoutId,
+            treasuryAddress: treasury,
+            requestedAt: clock().toISOString(),
+          }),
+        );
+        return trx
+          .insertInto('platform_payouts')
+          .values({ payout_id: payoutId, status: 'requested', treasury_address: treasury })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      });
       ctx.logger.info({ payoutId }, 'platform payout requested');
       const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
       if (decided.status === 'refused') {
@@ -174,42 +172,10 @@ function createPlatformPayoutRoute(deps: PlatformPayoutDeps) {
       res.status(201).json(platformPayoutView(row));
     },
   });
+  return [route];
 }
 
-/** The request recorded and `revenue.payout_requested` in the outbox, in one transaction. */
-async function requestPlatformPayout(
-  { ctx, clock }: PlatformPayoutDeps,
-  payoutId: string,
-  treasury: string,
-): Promise<Selectable<PlatformPayoutsTable>> {
-  return ctx.inTransaction(async (trx) => {
-    const row = await trx
-      .insertInto('platform_payouts')
-      .values({
-        payout_id: payoutId,
-        status: 'requested',
-        amount_micro: null,
-        treasury_address: treasury,
-        transfer_id: null,
-        tx_hash: null,
-        failure_reason: null,
-        completed_at: null,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await enqueueEvent(
-      trx,
-      createEvent('revenue.payout_requested', 'settlement', {
-        payoutId,
-        treasuryAddress: treasury,
-        requestedAt: clock().toISOString(),
-      }),
-    );
-    return row;
-  });
-}
-
-/** The payout once its status is no longer `from`, or as it is after `waitMs` (bounded by the route's maximum). */
+/** The payout once its status is no longer `from`, or as it is after `waitMs`. */
 async function awaitStatusChange(
   ctx: ServiceContext<SettlementDB>,
   recorded: Selectable<PlatformPayoutsTable>,

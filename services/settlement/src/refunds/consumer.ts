@@ -1,105 +1,59 @@
-import type { ConsumerOptions } from '@paygate/bus';
-import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { type ConsumerOptions, enqueueEvent } from '@paygate/bus';
+import { createEvent } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
-import type { Transaction } from 'kysely';
 import type { Clock } from '../clock';
-import type { SettlementConfig } from '../config';
 import type { SettlementDB } from '../db';
 import { TransferCapExceededError, WrongChainError } from '../errors';
-import type { SettlementMetrics } from '../metrics';
+import type { DecisionDeps } from '../ledger/decisions';
 import { TransferRefusal } from '../reasons';
-import type { EscrowChain } from '../transfers/chain';
 import { recordTransfer } from '../transfers/repository';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
-/**
- * `refund.initiated` (the ledger booked a refund) -> a refund record and an outgoing transfer keyed by refundId,
- * in the inbox transaction; the transfer worker signs, records, broadcasts and confirms it. Both kinds (a seller's
- * payment, or an unmatched transfer without transaction or seller) are sent the same way, to `payer`.
- *
- * Only the ledger's bus user may publish `refund.initiated` (the permissions generated from @paygate/contracts), in
- * the transaction that booked the refund; above MAX_TRANSFER_USDC nothing is recorded and the event is retried, then
- * dead-lettered for an operator. A copy records nothing more (one transfer per refundId).
- */
+/** `refund.initiated` (the ledger's only) -> a transfer to `payer` keyed by refundId and its refund record. */
 export function refundInitiatedConsumer(
-  config: SettlementConfig,
-  chain: EscrowChain,
-  metrics: SettlementMetrics,
-  onTransferRecorded: () => void,
+  deps: DecisionDeps,
 ): ConsumerOptions<'refund.initiated', SettlementDB> {
+  const { config, chain, metrics } = deps;
   return {
     durable: 'settlement-refund-initiated',
     subject: 'refund.initiated',
     async handler(trx, event) {
       const refund = event.data;
-      const amountMicro = sendableAmount(config, metrics, refund);
-      await recordRefundTransfer(trx, config, chain, refund, amountMicro);
+      if (refund.chainId !== config.chainId) {
+        throw new WrongChainError(refund.refundId, refund.chainId, config.chainId);
+      }
+      // Money that came from the chain: parsed at chain precision (an unmatched transfer may exceed the typed cap).
+      const amountMicro = parseChainUsdc(refund.amount);
+      const capMicro = parseChainUsdc(config.maxTransferUsdc);
+      if (amountMicro > capMicro) {
+        metrics.transfersRefused.inc({ kind: 'refund', reason: TransferRefusal.ExceedsTransferCap });
+        throw new TransferCapExceededError(refund.refundId, refund.amount, formatUsdc(capMicro));
+      }
+      const transferId = await recordTransfer(trx, chain, {
+        kind: 'refund',
+        idempotencyKey: refund.refundId,
+        toAddress: refund.payer,
+        amountMicro,
+      });
+      await trx
+        .insertInto('refunds')
+        .values({
+          refund_id: refund.refundId,
+          kind: refund.kind ?? 'payment',
+          transaction_id: refund.transactionId,
+          seller_id: refund.sellerId,
+          payer: refund.payer,
+          amount_micro: amountMicro,
+          chain_id: refund.chainId,
+          status: 'sending',
+          transfer_id: transferId,
+          initiated_at: new Date(refund.initiatedAt),
+        })
+        .onConflict((oc) => oc.column('refund_id').doNothing())
+        .execute();
     },
-    afterCommit: () => onTransferRecorded(),
+    afterCommit: () => deps.onTransferRecorded(),
   };
-}
-
-type RefundInitiated = EventData<'refund.initiated'>;
-
-/** The refund's amount in micro-USDC, once it is on this settlement's chain and within MAX_TRANSFER_USDC. */
-function sendableAmount(
-  config: SettlementConfig,
-  metrics: SettlementMetrics,
-  refund: RefundInitiated,
-): bigint {
-  if (refund.chainId !== config.chainId) {
-    // Not ours to send: retried, then parked on the dead-letter subject for an operator.
-    throw new WrongChainError(refund.refundId, refund.chainId, config.chainId);
-  }
-  // The ledger's booked amount of money that came from the chain (an unmatched transfer may exceed the typed cap).
-  const amountMicro = parseChainUsdc(refund.amount);
-  if (amountMicro > parseChainUsdc(config.maxTransferUsdc)) {
-    metrics.transfersRefused.inc({ kind: 'refund', reason: TransferRefusal.ExceedsTransferCap });
-    throw new TransferCapExceededError(
-      refund.refundId,
-      refund.amount,
-      formatUsdc(parseChainUsdc(config.maxTransferUsdc)),
-    );
-  }
-  return amountMicro;
-}
-
-/** The outgoing transfer keyed by refundId, then the refund record pointing at it (a copy adds nothing). */
-async function recordRefundTransfer(
-  db: Transaction<SettlementDB>,
-  config: SettlementConfig,
-  chain: EscrowChain,
-  refund: RefundInitiated,
-  amountMicro: bigint,
-): Promise<void> {
-  const transferId = await recordTransfer(db, {
-    kind: 'refund',
-    idempotencyKey: refund.refundId,
-    chainId: config.chainId,
-    tokenAddress: chain.usdcAddress,
-    fromAddress: chain.address,
-    toAddress: refund.payer,
-    amountMicro,
-  });
-  await db
-    .insertInto('refunds')
-    .values({
-      refund_id: refund.refundId,
-      kind: refund.kind ?? 'payment',
-      transaction_id: refund.transactionId,
-      seller_id: refund.sellerId,
-      payer: refund.payer,
-      amount_micro: amountMicro,
-      chain_id: refund.chainId,
-      status: 'sending',
-      transfer_id: transferId,
-      refund_tx_hash: null,
-      initiated_at: new Date(refund.initiatedAt),
-      completed_at: null,
-    })
-    .onConflict((oc) => oc.column('refund_id').doNothing())
-    .execute();
 }
 
 /** Ends a refund with its transfer; `refund.completed` goes out through the outbox in the same transaction. */
@@ -130,7 +84,7 @@ export function refundOutcome(clock: Clock): TransferOutcomeHandler {
       );
     },
     async onFailed(trx, transfer) {
-      // Nothing left escrow (reverted or never signed): the refund stays visible as failed for an operator.
+      // Nothing left escrow: the refund stays failed for an operator.
       await trx
         .updateTable('refunds')
         .set({ status: 'failed' })

@@ -1,39 +1,24 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { Transaction } from 'ethers';
 import { sql } from 'kysely';
-import type { SettlementDB } from '../db';
+import { OPEN_BATCH, type SettlementDB } from '../db';
+import { describe } from '../errors';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
 import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
-import {
-  cappedFees,
-  describe,
-  isFinished,
-  larger,
-  OPEN_BATCH,
-  type RelayerSettings,
-  type Row,
-} from './settings';
+import { cappedFees, isFinished, larger, type RelayerSettings, type Row } from './settings';
 
-/**
- * The relayer's background pass, which is also its crash recovery, key by key of the pool: confirmed rows watched
- * through the reorg window (and sent again, same bytes, if a reorg drops them), then open rows rebroadcast, finished
- * from their receipts, or fee-bumped on the same nonce (signed by the row's key) when stuck. Rows of a key no longer
- * configured are still rebroadcast and finished (never bumped: nothing here can sign for it).
- */
+/** The relayer's background pass and crash recovery: watch, rebroadcast, finish or fee-bump each key's rows. */
 export class RelayerBackgroundPass {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
-    /** Reads and broadcasts (the provider the keys share). */
     private readonly chain: RelayerChain,
     private readonly pool: SignerPool,
     private readonly settings: RelayerSettings,
     private readonly recorded: RecordedAuthorizations,
-    /** True once the relayer's loop is stopping: a pass returns between two rows. */
     private readonly isStopped: () => boolean,
   ) {}
 
-  /** One background pass: per key, first what a reorg took off the chain (the lowest nonces), then what is open. */
   async runOnce(): Promise<void> {
     for (const signer of this.pool.signers) {
       if (this.isStopped()) return;
@@ -43,11 +28,7 @@ export class RelayerBackgroundPass {
     if (!this.isStopped()) await this.runOpen(undefined);
   }
 
-  /**
-   * The open rows of one key (OPEN_BATCH at most, lowest nonces first), or with `signer` undefined those of keys
-   * no longer in the pool. Afterwards the key is marked stuck while its oldest open transaction was signed longer
-   * than RELAYER_STUCK_AFTER_MS ago (new submissions go to the other keys meanwhile).
-   */
+  /** The open rows of one key (or, undefined, of keys no longer in the pool); then the key's stuck mark. */
   private async runOpen(signer: RelayerSigner | undefined): Promise<void> {
     const configured = this.pool.signers.map((s) => s.address);
     const open = await this.ctx.db
@@ -63,20 +44,15 @@ export class RelayerBackgroundPass {
       .execute();
     let oldestOpenAt: number | undefined;
     let highestOpenNonce: bigint | undefined;
-    /** A row still open without a relayer nonce: its mark cannot be cleared by the nonces mined. */
-    let unnumbered = false;
     for (const row of open) {
       if (this.isStopped()) return;
       const advanced = await this.recorded.advance(row);
-      if (!advanced || isFinished(advanced)) continue;
-      // Since it was first signed: a rebroadcast or a fee bump does not make it any less stuck.
+      if (isFinished(advanced)) continue;
+      // A rebroadcast or a fee bump does not make it any less stuck.
       const sentAt = (advanced.signed_at ?? advanced.created_at).getTime();
       oldestOpenAt = Math.min(oldestOpenAt ?? sentAt, sentAt);
-      if (advanced.relayer_nonce === null) unnumbered = true;
-      else if (highestOpenNonce === undefined || advanced.relayer_nonce > highestOpenNonce)
-        highestOpenNonce = advanced.relayer_nonce;
-      if (advanced.status === 'signed') await this.recorded.broadcastRecorded(advanced);
-      else if (signer) await this.bumpIfStuck(advanced, signer.chain);
+      highestOpenNonce = larger(highestOpenNonce ?? 0n, advanced.relayer_nonce!);
+      if (advanced.status === 'broadcast' && signer) await this.bumpIfStuck(advanced, signer.chain);
       else await this.recorded.broadcastRecorded(advanced);
     }
     if (!signer) {
@@ -88,10 +64,9 @@ export class RelayerBackgroundPass {
       }
       return;
     }
-    const wasStuck =
-      signer.stuckSince !== undefined && Date.now() - signer.stuckSince >= this.settings.stuckAfterMs;
-    signer.markOpen(oldestOpenAt, unnumbered ? undefined : highestOpenNonce);
-    const isStuck = oldestOpenAt !== undefined && Date.now() - oldestOpenAt >= this.settings.stuckAfterMs;
+    const wasStuck = signer.markedStuck(Date.now());
+    signer.markOpen(oldestOpenAt, highestOpenNonce);
+    const isStuck = signer.markedStuck(Date.now());
     if (isStuck !== wasStuck) {
       this.ctx.logger.warn(
         { relayer: signer.address, since: oldestOpenAt ? new Date(oldestOpenAt).toISOString() : null },
@@ -102,12 +77,7 @@ export class RelayerBackgroundPass {
     }
   }
 
-  /**
-   * Confirmed submissions not yet CONFIRMATIONS deep: one whose receipt is gone (a reorg dropped it) while its
-   * relayer nonce is not consumed is broadcast again with the SAME signed bytes, so the same transaction hash
-   * (the one x402 booked) is mined again and every later relayer nonce, waiting behind the gap, can be mined.
-   * Never re-signed: another hash would be another transfer for the ledger. Bounded: OPEN_BATCH rows a pass.
-   */
+  /** Confirmed rows until final: one a reorg dropped is sent again as the SAME bytes, never re-signed. */
   private async watchConfirmed(signer: RelayerSigner): Promise<void> {
     const watched = await this.ctx.db
       .selectFrom('relayed_authorizations')
@@ -131,11 +101,10 @@ export class RelayerBackgroundPass {
         continue;
       }
       minedNonce ??= await signer.chain.minedNonce();
-      if (row.relayer_nonce === null || minedNonce > row.relayer_nonce) {
-        // The nonce was consumed, but not by this hash: an earlier or later version of the same nonce, or
-        // nothing of ours. A null receipt can also be a lying or lagging node; look again next pass.
+      if (minedNonce > row.relayer_nonce!) {
+        // Consumed by another version of the nonce, or a lagging node: look again next pass.
         this.ctx.logger.warn(
-          { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce?.toString() },
+          { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce!.toString() },
           'confirmed relayed authorization has no receipt but its relayer nonce is used; watching',
         );
         continue;
@@ -148,8 +117,7 @@ export class RelayerBackgroundPass {
   private async recordConfirmedDepth(row: Row, executed: ExecutedTransfer, head: bigint): Promise<void> {
     const hash = row.settled_tx_hash!;
     if (executed.reverted) {
-      // Mined again after the reorg but reverted (the authorization expired meanwhile): the payment is not on
-      // the chain; the ledger's chain check reverses what x402 booked for it.
+      // The ledger's chain check reverses what x402 booked for it.
       this.ctx.logger.error(
         { id: row.id, txHash: hash },
         'relayed authorization mined again after a reorg but reverted; the payment is not on chain',
@@ -173,8 +141,7 @@ export class RelayerBackgroundPass {
   /** A confirmed row a reorg dropped, its relayer nonce not consumed: its recorded bytes are sent again. */
   private async resendDroppedConfirmed(row: Row, hash: string): Promise<void> {
     if (hash !== row.tx_hash || !row.raw_tx) {
-      // The mined version was an earlier fee bump whose bytes are not kept: the latest version (same nonce,
-      // same authorization) is sent instead; x402 booked the other hash, so the ledger's chain check decides.
+      // An earlier fee bump's bytes are not kept: the ledger's chain check decides on the hash x402 booked.
       this.ctx.logger.error(
         { id: row.id, txHash: hash, latestTxHash: row.tx_hash },
         'a reorg dropped a relayed authorization mined under an earlier fee bump; sending its latest version',
@@ -208,23 +175,18 @@ export class RelayerBackgroundPass {
   private async bumpIfStuck(row: Row, key: RelayerChain): Promise<void> {
     const sentAt = row.last_broadcast_at?.getTime() ?? 0;
     if (Date.now() - sentAt < this.settings.feeBumpAfterMs) return;
-    if (row.relayer_nonce !== null && (await key.minedNonce()) < row.relayer_nonce) {
-      // An earlier relayer nonce is not mined (it waits, or a reorg dropped it and watchConfirmed sends it
-      // again): higher fees cannot move this one past the gap, so it is only kept in the node's pool.
-      await this.recorded.broadcastRecorded(row);
-      return;
-    }
-    if (row.fee_bumps >= this.settings.maxFeeBumps) {
-      await this.recorded.broadcastRecorded(row); // keep the last version alive
-      return;
-    }
+    // Behind an unmined earlier nonce higher fees cannot help; past the bumps or at the cap: keep what we have.
+    const behindGap = (await key.minedNonce()) < row.relayer_nonce!;
     const previous = {
       maxFeePerGas: BigInt(row.max_fee_per_gas ?? '0'),
       maxPriorityFeePerGas: BigInt(row.max_priority_fee_per_gas ?? '0'),
     };
-    const bumped = this.bumpedFees(previous, await this.chain.suggestedFees());
-    if (bumped.maxFeePerGas <= previous.maxFeePerGas) {
-      await this.recorded.broadcastRecorded(row); // at the cap: rebroadcast what we have
+    const bumped =
+      behindGap || row.fee_bumps >= this.settings.maxFeeBumps
+        ? undefined
+        : this.bumpedFees(previous, await this.chain.suggestedFees());
+    if (!bumped || bumped.maxFeePerGas <= previous.maxFeePerGas) {
+      await this.recorded.broadcastRecorded(row);
       return;
     }
     const updated = await this.resign(row, bumped, key);
@@ -238,25 +200,20 @@ export class RelayerBackgroundPass {
 
   /** Nodes replace a pending transaction only for at least +10% on both caps; +25% leaves room. */
   private bumpedFees(previous: FeeCaps, suggested: FeeCaps): FeeCaps {
+    const raised = (fee: bigint, suggestion: bigint) => larger((fee * 125n) / 100n + 1n, suggestion);
     return cappedFees(
       {
-        maxFeePerGas: larger((previous.maxFeePerGas * 125n) / 100n + 1n, suggested.maxFeePerGas),
-        maxPriorityFeePerGas: larger(
-          (previous.maxPriorityFeePerGas * 125n) / 100n + 1n,
-          suggested.maxPriorityFeePerGas,
-        ),
+        maxFeePerGas: raised(previous.maxFeePerGas, suggested.maxFeePerGas),
+        maxPriorityFeePerGas: raised(previous.maxPriorityFeePerGas, suggested.maxPriorityFeePerGas),
       },
       this.settings.maxFeePerGasCapWei,
     );
   }
 
-  /**
-   * Signs the same authorization on the same relayer nonce with the bumped fees and records it (every earlier
-   * hash kept), unless the row moved on meanwhile (then undefined).
-   */
+  /** Re-signed on the same nonce and recorded (earlier hashes kept), unless the row moved on meanwhile. */
   private async resign(row: Row, bumped: FeeCaps, key: RelayerChain): Promise<Row | undefined> {
     const signed = await key.sign({
-      tokenAddress: row.token_address,
+      to: row.token_address,
       // The calldata signed and simulated before, as it was: only the fees change.
       data: Transaction.from(row.raw_tx!).data,
       nonce: row.relayer_nonce!,

@@ -1,14 +1,7 @@
-import { broadcastSignedTransaction, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
+import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
-import {
-  Interface,
-  type JsonRpcProvider,
-  keccak256,
-  Transaction,
-  toQuantity,
-  Wallet,
-  zeroPadValue,
-} from 'ethers';
+import { Interface, type JsonRpcProvider, keccak256, toQuantity, zeroPadValue } from 'ethers';
+import { ChainKey, type FeeCaps } from '../chain-key';
 
 const token = new Interface([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -19,12 +12,9 @@ const token = new Interface([
 ]);
 const AUTHORIZATION_USED_TOPIC = token.getEvent('AuthorizationUsed')!.topicHash;
 
-export interface FeeCaps {
-  maxFeePerGas: bigint;
-  maxPriorityFeePerGas: bigint;
-}
+export type { FeeCaps } from '../chain-key';
 
-/** What the relayer reads of a receipt: a block's receipts (eth_getBlockReceipts) are read as they come. */
+/** What the relayer reads of a receipt. */
 export interface ReceiptFacts {
   blockNumber: bigint;
   succeeded: boolean;
@@ -39,8 +29,7 @@ export interface ExecutedTransfer {
   reverted: boolean;
 }
 
-/** Why the token would refuse the authorization, read from the simulation's revert reason. */
-export type SimulationRefusal =
+type SimulationRefusal =
   | 'insufficient_funds'
   | 'invalid_signature'
   | 'authorization_expired'
@@ -67,13 +56,11 @@ function refusalOf(message: string): SimulationRefusal {
   return 'simulation_failed';
 }
 
-/** A hex string of whole bytes, at least one. */
 const WHOLE_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
 
-/** The gas a simulation may use at most: a payer's check that needs more is refused, not sponsored. */
-export const SIMULATION_GAS_CAP = 1_000_000n;
+/** A payer's check that needs more gas than this is refused, not sponsored. */
+const SIMULATION_GAS_CAP = 1_000_000n;
 
-/** The `v` byte of a 65-byte signature; undefined for any other length. */
 function vOf(signature: string): number | undefined {
   return signature.length === 132 ? Number.parseInt(signature.slice(130, 132), 16) : undefined;
 }
@@ -89,46 +76,27 @@ function describe(error: unknown): string {
   return String(e?.reason ?? e?.shortMessage ?? e?.message ?? error).slice(0, 300);
 }
 
-/**
- * The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else (never USDC,
- * never the escrow key). Every call is a JSON-RPC request with the configured timeout; signing is local.
- */
-export class RelayerChain {
-  readonly provider: JsonRpcProvider;
-  private readonly wallet: Wallet;
-  readonly address: string;
-  readonly chainId: number;
-
-  /** False for a key of a pool that reads through another key's provider (./pool): destroyed with that one. */
-  private readonly ownsProvider: boolean;
-
-  constructor(
-    options:
-      | { rpcUrl: string; chainId: number; privateKey: string; timeoutMs: number }
-      | { provider: JsonRpcProvider; chainId: number; privateKey: string },
+/** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
+export class RelayerChain extends ChainKey {
+  private constructor(
+    provider: JsonRpcProvider,
+    chainId: number,
+    privateKey: string,
+    /** False for a key that reads through another key's provider. */
+    private readonly ownsProvider: boolean,
   ) {
-    this.ownsProvider = !('provider' in options);
-    this.provider =
-      'provider' in options
-        ? options.provider
-        : makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
-    this.wallet = new Wallet(options.privateKey);
-    this.address = this.wallet.address;
-    this.chainId = options.chainId;
+    super(provider, chainId, privateKey);
   }
 
-  /** Another key of the relayer's pool on the same node, sharing this key's provider (its connections, timeout). */
-  withKey(privateKey: string): RelayerChain {
-    return new RelayerChain({ provider: this.provider, chainId: this.chainId, privateKey });
+  /** The pool's keys, sharing one provider (its connections, timeout), which the first key destroys. */
+  static pool(rpc: { rpcUrl: string; chainId: number; rpcTimeoutMs: number }, keys: readonly string[]) {
+    const provider = makeProvider(rpc.rpcUrl, { timeoutMs: rpc.rpcTimeoutMs, chainId: rpc.chainId });
+    return keys.map((key, i) => new RelayerChain(provider, rpc.chainId, key, i === 0));
   }
 
   /**
-   * Calldata of the submission, or undefined for a signature the token cannot take (never a throw). A 65-byte
-   * signature with v 27/28 goes in the v,r,s form (the token passes the same 65 bytes to a contract wallet's
-   * ERC-1271 check); any other signature of a contract payer (`payerHasCode`) goes in the bytes form exactly as
-   * signed (Safe's v 0/1 or 31/32 mean something to the wallet, and changing them breaks its check); an EOA's v
-   * 0/1 is v 27/28, as the token's ecrecover takes it. Whether the payer has code matters only when
-   * `dependsOnCode(signature)`.
+   * Calldata, or undefined for a signature the token cannot take. v 27/28 goes as v,r,s; a contract payer's other
+   * bytes go through the bytes overload unchanged (Safe's v 0/1 and 31/32 mean something to it); an EOA's v 0/1 as 27/28.
    */
   callData(
     authorization: TransferAuthorization,
@@ -162,11 +130,7 @@ export class RelayerChain {
     return undefined;
   }
 
-  /**
-   * Simulates the submission from the relayer with the fees it will be signed with (a contract payer may answer
-   * differently at gas price 0, which is what a simulation without fees runs at), within SIMULATION_GAS_CAP;
-   * throws SimulationError with the token's reason.
-   */
+  /** Simulates with the fees it is signed with (a contract may answer otherwise at gas price 0); SimulationError. */
   async simulate(tokenAddress: string, data: string, fees: FeeCaps): Promise<bigint> {
     try {
       return await this.provider.estimateGas({
@@ -187,91 +151,34 @@ export class RelayerChain {
     }
   }
 
-  /** The keccak256 of the account's code, or null when it has none (an EOA). */
   async codeHash(address: string): Promise<string | null> {
     const code = await this.provider.getCode(formatAddress(address));
     return code === '0x' || code === '0x0' ? null : keccak256(code).toLowerCase();
   }
 
-  /** The account's USDC balance after the given block. */
-  async usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
-    const data = token.encodeFunctionData('balanceOf', [formatAddress(account)]);
-    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
-    return token.decodeFunctionResult('balanceOf', result)[0] as bigint;
+  usdcBalanceAt(tokenAddress: string, account: string, block: bigint): Promise<bigint> {
+    return this.readAt(tokenAddress, 'balanceOf', [formatAddress(account)], block);
   }
 
   /** Whether the authorization was used or canceled as of the given block. */
-  async authorizationUsedAt(
-    tokenAddress: string,
-    payer: string,
-    nonce: string,
-    block: bigint,
-  ): Promise<boolean> {
-    const data = token.encodeFunctionData('authorizationState', [formatAddress(payer), nonce]);
-    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
-    return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
+  authorizationUsedAt(tokenAddress: string, payer: string, nonce: string, block: bigint): Promise<boolean> {
+    return this.readAt(tokenAddress, 'authorizationState', [formatAddress(payer), nonce], block);
   }
 
-  async authorizationUsed(tokenAddress: string, payer: string, nonce: string): Promise<boolean> {
-    const data = token.encodeFunctionData('authorizationState', [formatAddress(payer), nonce]);
-    const result = await this.provider.call({ to: tokenAddress, data });
-    return token.decodeFunctionResult('authorizationState', result)[0] as boolean;
+  private async readAt<T>(tokenAddress: string, fn: string, args: unknown[], block: bigint): Promise<T> {
+    const data = token.encodeFunctionData(fn, args);
+    const result = await this.provider.call({ to: tokenAddress, data, blockTag: toQuantity(block) });
+    return token.decodeFunctionResult(fn, result)[0] as T;
   }
 
   async balanceWei(): Promise<bigint> {
     return this.provider.getBalance(this.address);
   }
 
-  async pendingNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
-  }
-
-  /** The relayer's nonces consumed by mined transactions (its `latest` transaction count). */
-  async minedNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
-  }
-
-  async blockNumber(): Promise<bigint> {
-    return BigInt(await this.provider.getBlockNumber());
-  }
-
   async blockTimestampSec(block: bigint): Promise<bigint> {
     const found = await this.provider.getBlock(block);
     if (!found) throw new Error(`block ${block} not found`);
     return BigInt(found.timestamp);
-  }
-
-  async suggestedFees(): Promise<FeeCaps> {
-    const fees = await this.provider.getFeeData();
-    const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;
-    const base = fees.maxFeePerGas ?? fees.gasPrice ?? 1_000_000_000n;
-    return { maxFeePerGas: base * 2n + priority, maxPriorityFeePerGas: priority };
-  }
-
-  async sign(input: {
-    tokenAddress: string;
-    data: string;
-    nonce: bigint;
-    gasLimit: bigint;
-    fees: FeeCaps;
-  }): Promise<{ rawTx: string; txHash: string }> {
-    const rawTx = await this.wallet.signTransaction({
-      type: 2,
-      chainId: this.chainId,
-      nonce: Number(input.nonce),
-      to: input.tokenAddress,
-      data: input.data,
-      value: 0n,
-      gasLimit: input.gasLimit,
-      maxFeePerGas: input.fees.maxFeePerGas,
-      maxPriorityFeePerGas: input.fees.maxPriorityFeePerGas,
-    });
-    return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
-  }
-
-  /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
-  broadcast(rawTx: string, txHash: string): Promise<void> {
-    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   /** The receipt of a transaction that ran the authorization, with the payer → `to` Transfer log found in it. */
@@ -286,10 +193,7 @@ export class RelayerChain {
     );
   }
 
-  /**
-   * Every receipt of one block by transaction hash (lowercase), in one `eth_getBlockReceipts`: the callers
-   * waiting on a new head look their transactions up here together instead of one receipt read each.
-   */
+  /** Every receipt of one block by transaction hash (lowercase), in one `eth_getBlockReceipts`. */
   async blockReceipts(block: bigint): Promise<Map<string, ReceiptFacts>> {
     const raw = (await this.provider.send('eth_getBlockReceipts', [toQuantity(block)])) as Array<{
       transactionHash: string;
@@ -308,30 +212,34 @@ export class RelayerChain {
     return out;
   }
 
-  /**
-   * The transaction that used the authorization when it was not ours (someone else submitted the same signed
-   * authorization): the AuthorizationUsed log of (payer, nonce), searched in the recent `lookbackBlocks`.
-   */
-  async findAuthorizationUse(
-    tokenAddress: string,
-    payer: string,
-    nonce: string,
+  /** The successful transaction that used the authorization, found by its AuthorizationUsed log. */
+  async authorizationUse(
+    authorization: { tokenAddress: string; payer: string; nonce: string; to: string },
     lookbackBlocks: number,
-  ): Promise<string | null> {
+  ): Promise<ExecutedTransfer | null> {
+    const { tokenAddress, payer, nonce, to } = authorization;
     const head = await this.provider.getBlockNumber();
-    const logs = await this.provider.getLogs({
+    const [log] = await this.provider.getLogs({
       address: tokenAddress,
       topics: [AUTHORIZATION_USED_TOPIC, zeroPadValue(formatAddress(payer), 32), nonce],
       fromBlock: Math.max(0, head - lookbackBlocks),
       toBlock: head,
     });
-    return logs[0]?.transactionHash.toLowerCase() ?? null;
+    const executed = log ? await this.executed(log.transactionHash.toLowerCase(), payer, to) : null;
+    return executed?.reverted === false ? executed : null;
   }
 
   destroy(): void {
     if (this.ownsProvider) this.provider.destroy();
   }
 }
+
+/** The row columns naming the transaction that executed an authorization. */
+export const settledBy = (executed: ExecutedTransfer) => ({
+  settled_tx_hash: executed.txHash,
+  block_number: executed.blockNumber,
+  log_index: executed.logIndex,
+});
 
 /** A transaction's receipt read for the authorization: its payer → `to` Transfer log, reverted without one. */
 export function executedIn(

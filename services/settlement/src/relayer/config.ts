@@ -1,43 +1,15 @@
 import { addressOfPrivateKey } from '@paygate/chain';
 import { int, parseEnv, str, throwIfProblems } from '@paygate/runtime';
+import { withHidden } from '../secrets';
 
-/**
- * The x402 relayer's settings (RELAYER_*). Without RELAYER_PRIVATE_KEYS or RELAYER_PRIVATE_KEY the relayer is off
- * and x402 is not offered.
- */
-export interface RelayerConfig {
-  /** The pool's first key (gas-only; never the escrow key). Not enumerable on the config object, never logged. */
-  privateKey: string;
-  /** Every key of the pool (RELAYER_PRIVATE_KEYS, else RELAYER_PRIVATE_KEY alone), in order. Not enumerable. */
-  privateKeys: string[];
-  /** The first key's address. */
-  address: string;
-  /** Every key's address, in the order of the keys. */
-  addresses: string[];
-  /**
-   * RELAYER_STUCK_AFTER_MS: a key whose oldest submission has waited this long without a receipt is skipped by new
-   * submissions (its queue would hold them up) until that submission is mined.
-   */
-  stuckAfterMs: number;
-  /** RELAYER_CODE_HASH_REFUSAL_PAYERS: distinct reverting payers sharing a code hash before the hash is refused. */
-  codeHashRefusalPayers: number;
-  minBalanceWei: bigint;
-  feeBumpAfterMs: number;
-  maxFeeBumps: number;
-  maxFeePerGasCapWei: bigint;
-  receiptPollMs: number;
-  /** RELAYER_WS_URL: a ws(s) URL of the chain's node for pushed heads; undefined polls only. */
-  headsWsUrl: string | undefined;
-  lookbackBlocks: number;
-  /** How long a payer (and its contract code) is refused after a transaction relayed for it reverted on chain. */
-  revertRefusalMs: number;
-}
+/** The x402 relayer's settings (RELAYER_*, meanings in the README); null without a key (x402 not offered). */
+export type RelayerConfig = NonNullable<ReturnType<typeof loadRelayerConfig>>;
 
 const GWEI = 1_000_000_000n;
 /** Keys in one pool, at most: each is a nonce sequence, an advisory lock and a balance read. */
 const MAX_KEYS = 64;
 
-export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string): RelayerConfig | null {
+export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: string) {
   // Bad settings are reported with the key's problems below, and only when the relayer is configured at all.
   const problems: string[] = [];
   const parsed = parseEnv(
@@ -47,8 +19,6 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
       RELAYER_PRIVATE_KEYS: str({ default: '' }),
       // Several blocks on every chain Paygate runs on (Base: 2 s, Flashblocks 200 ms), far below the fee bump.
       RELAYER_STUCK_AFTER_MS: int({ default: 10_000, min: 100 }),
-      // One contract wallet that reverts is one payer: its code is refused only when this many distinct payers
-      // with that code made a relayed transaction revert within RELAYER_REVERT_REFUSAL_HOURS.
       RELAYER_CODE_HASH_REFUSAL_PAYERS: int({ default: 3, min: 1, max: 1000 }),
       // 0.0005 ETH: a few hundred transferWithAuthorization calls on Base at normal fees.
       RELAYER_MIN_BALANCE_WEI: str({ default: '500000000000000' }),
@@ -58,8 +28,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
       RELAYER_RECEIPT_POLL_MS: int({ default: 20, min: 1 }),
       RELAYER_WS_URL: str({ default: '' }),
       RELAYER_LOOKBACK_BLOCKS: int({ default: 5000, min: 1 }),
-      // A week: long enough that a payer (or a wallet's code) that made one relayed transaction revert costs the
-      // relayer at most one transaction a week; an honest payer still pays with X-402-Payment meanwhile.
+      // A week: a payer that made one relayed transaction revert costs at most one a week.
       RELAYER_REVERT_REFUSAL_HOURS: int({ default: 168, min: 1, max: 24 * 365 }),
     },
     problems,
@@ -96,7 +65,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     problems.push('RELAYER_WS_URL: must be a ws:// or wss:// URL');
   }
   throwIfProblems(problems, parsed);
-  const config: RelayerConfig = {
+  const config = {
     address: addresses[0]!,
     addresses,
     stuckAfterMs: parsed.RELAYER_STUCK_AFTER_MS,
@@ -106,11 +75,10 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     maxFeeBumps: parsed.RELAYER_MAX_FEE_BUMPS,
     maxFeePerGasCapWei: BigInt(parsed.RELAYER_MAX_FEE_GWEI) * GWEI,
     receiptPollMs: parsed.RELAYER_RECEIPT_POLL_MS,
+    /** Undefined polls only. */
     headsWsUrl: parsed.RELAYER_WS_URL || undefined,
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
     revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
-  } as RelayerConfig;
-  Object.defineProperty(config, 'privateKey', { value: keys[0], enumerable: false });
-  Object.defineProperty(config, 'privateKeys', { value: keys, enumerable: false });
-  return config;
+  };
+  return withHidden(config, { privateKey: keys[0]!, privateKeys: keys });
 }

@@ -3,15 +3,7 @@ import { WebSocketProvider } from 'ethers';
 const RECONNECT_MIN_MS = 1000;
 const RECONNECT_MAX_MS = 30_000;
 
-export interface HeadPushLogger {
-  warn(fields: Record<string, unknown>, message: string): void;
-}
-
-/**
- * New heads pushed by the node (`eth_subscribe` newHeads over RELAYER_WS_URL), so a waiting caller hears of its
- * block as soon as the node has it instead of at the next poll. Only a shortcut: the head watcher keeps polling
- * over HTTP, so a subscription that drops costs speed, never an answer; it reconnects with a doubling delay.
- */
+/** Heads pushed over RELAYER_WS_URL, a shortcut beside polling; a dropped socket reconnects, doubling its delay. */
 export class HeadPush {
   private provider: WebSocketProvider | undefined;
   private reconnect: NodeJS.Timeout | undefined;
@@ -22,7 +14,7 @@ export class HeadPush {
     private readonly url: string,
     private readonly chainId: number,
     private readonly onHead: (head: bigint) => void,
-    private readonly logger: HeadPushLogger,
+    private readonly logger: { warn(fields: Record<string, unknown>, message: string): void },
   ) {}
 
   start(): void {
@@ -42,10 +34,10 @@ export class HeadPush {
     const provider = new WebSocketProvider(this.url, this.chainId, { staticNetwork: true });
     this.provider = provider;
     const socket = provider.websocket as unknown as {
-      addEventListener?(event: string, listener: () => void): void;
       on?(event: string, listener: (...args: unknown[]) => void): void;
     };
-    const dropped = (reason: string) => {
+    const dropped = (error: unknown) => {
+      const reason = String((error as Error)?.message ?? error);
       if (this.provider !== provider || this.stopped) return;
       this.provider = undefined;
       void provider.destroy().catch(() => undefined);
@@ -57,12 +49,12 @@ export class HeadPush {
       this.delayMs = Math.min(this.delayMs * 2, RECONNECT_MAX_MS);
     };
     socket.on?.('close', () => dropped('closed'));
-    socket.on?.('error', (error) => dropped(String((error as Error)?.message ?? error)));
+    socket.on?.('error', dropped);
     provider
       .on('block', (head: number) => {
         this.delayMs = RECONNECT_MIN_MS;
         this.onHead(BigInt(head));
       })
-      .catch((error: unknown) => dropped(String((error as Error)?.message ?? error)));
+      .catch(dropped);
   }
 }

@@ -1,46 +1,28 @@
-/**
- * Polled from DUE_EARLY_MS before a block is due until DUE_LATE_MS after, every DUE_POLL_MS once the moment is
- * known closely (an eighth of the uncertainty until then, so a few blocks narrow it down).
- */
+import type { RelayerChain } from './chain';
+
+/** Polled every DUE_POLL_MS from DUE_EARLY_MS before a block is due until DUE_LATE_MS after. */
 const DUE_POLL_MS = 3;
 const DUE_EARLY_MS = 8;
 const DUE_LATE_MS = 22;
 /** Blocks whose timestamps give the chain's block interval, at least. */
 const INTERVAL_SPAN_BLOCKS = 20;
-/**
- * Seconds the timestamps read must span at least: they are whole seconds, so 20 blocks of 200 ms (4 s) would
- * leave the interval up to 25% off and the dense polls around the wrong moment; 20 s leaves 5% at most.
- */
+/** Whole-second timestamps: a 20 s span keeps the interval within 5%. */
 const INTERVAL_SPAN_MIN_SEC = 20;
 /** Blocks read back at most for that span. */
 const INTERVAL_SPAN_MAX_BLOCKS = 1000;
 
-export interface HeadReads {
-  blockNumber(): Promise<bigint>;
-  blockTimestampSec(block: bigint): Promise<bigint>;
-}
+export type HeadReads = Pick<RelayerChain, 'blockNumber' | 'blockTimestampSec'>;
 
 interface Waiter {
   after: bigint | undefined;
   wake(): void;
 }
 
-/**
- * Tells the callers waiting for a receipt when the chain has a newer block, with one `eth_blockNumber` per poll
- * whatever the number of callers (rather than each caller polling its own receipt every receiptPollMs: ten calls
- * per poll for a burst of ten). It learns the chain's block rhythm from the heads it sees and polls every DUE_POLL_MS around
- * the moment the next block is due, so a block is noticed a few milliseconds after it exists instead of half a
- * poll interval later on average; otherwise it polls every receiptPollMs, so an early or late block is still seen.
- * It polls only while someone waits. Heads the node pushes (RELAYER_WS_URL, ./head-push) wake the callers at once.
- */
+/** Wakes receipt waiters at a newer head: one poll for all, dense when a block is due, only while someone waits. */
 export class HeadWatcher {
   private head: bigint | undefined;
-  /**
-   * The last head seen as it came (by a poll that followed one without it, or pushed): it appeared within
-   * `spreadMs` after `atMs` (between the poll before, which did not see it, and the answer that did).
-   */
+  /** The last head seen as it came: it appeared within `spreadMs` after `atMs`. */
   private anchor: { head: bigint; atMs: number; spreadMs: number } | undefined;
-  /** From the block timestamps; undefined until read (or on a chain too young to tell). */
   private intervalMs: number | undefined;
   private intervalReadAt: bigint | undefined;
   private readonly waiters = new Set<Waiter>();
@@ -53,20 +35,15 @@ export class HeadWatcher {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** The newest head seen (undefined before the first poll). */
   known(): bigint | undefined {
     return this.head;
   }
 
-  /** The chain's block interval (ms) from its block timestamps; undefined until read. */
   learnedIntervalMs(): number | undefined {
     return this.intervalMs;
   }
 
-  /**
-   * Resolves once a head newer than `after` is seen (at the next poll when `after` is undefined), when a poll
-   * fails (so the caller asks the chain itself and sees the failure), or after `maxWaitMs`.
-   */
+  /** Resolves at a head newer than `after` (the next poll when undefined), a failed poll, or after `maxWaitMs`. */
   newerThan(after: bigint | undefined, maxWaitMs: number): Promise<void> {
     if (this.stopped || (after !== undefined && this.head !== undefined && this.head > after)) {
       return Promise.resolve();
@@ -86,13 +63,11 @@ export class HeadWatcher {
     });
   }
 
-  /** A head the node pushed (./head-push): wakes the callers waiting for it at once. */
   pushed(head: bigint): void {
     this.observe(head, this.now(), 0);
     this.wakeUpTo(head);
   }
 
-  /** Wakes every waiter and polls no more. */
   stop(): void {
     this.stopped = true;
     for (const waiter of [...this.waiters]) waiter.wake();
@@ -100,7 +75,6 @@ export class HeadWatcher {
 
   private async run(): Promise<void> {
     this.running = true;
-    // Start of the previous poll of this run: the earliest moment a head it did not see can have appeared.
     let previousPollAt: number | undefined;
     try {
       while (this.waiters.size > 0 && !this.stopped) {
@@ -140,7 +114,6 @@ export class HeadWatcher {
     this.anchor = { head, atMs, spreadMs };
   }
 
-  /** The average interval of the last INTERVAL_SPAN_BLOCKS blocks, from their timestamps (whole seconds). */
   private async readInterval(head: bigint): Promise<void> {
     this.intervalReadAt = head;
     const span = head < BigInt(INTERVAL_SPAN_BLOCKS) ? head : BigInt(INTERVAL_SPAN_BLOCKS);
@@ -156,7 +129,7 @@ export class HeadWatcher {
       let spanned = span;
       let seconds = last - first;
       if (seconds < BigInt(INTERVAL_SPAN_MIN_SEC) && spanned < head) {
-        // Fast blocks: read further back, as many blocks as the span needs at the rate seen (whole chain at most).
+        // Fast blocks: read as far back as the span needs at the rate seen.
         const perSec = Number(span) / Math.max(1, Number(seconds));
         const wanted = BigInt(Math.ceil(perSec * INTERVAL_SPAN_MIN_SEC * 1.2));
         spanned = [wanted, head, BigInt(INTERVAL_SPAN_MAX_BLOCKS)].reduce((a, b) => (b < a ? b : a));
@@ -169,7 +142,6 @@ export class HeadWatcher {
     }
   }
 
-  /** Until the next poll: densely around the moment a block is due, receiptPollMs otherwise. */
   private delayMs(): number {
     const interval = this.intervalMs;
     const anchor = this.anchor;

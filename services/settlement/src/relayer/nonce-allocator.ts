@@ -1,13 +1,11 @@
-import { createHash } from 'node:crypto';
 import type { RelayerSubmitRequest } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { SettlementDB } from '../db';
+import { advisoryLockKey, type SettlementDB } from '../db';
 import type { FeeCaps, RelayerChain } from './chain';
 import type { RecordedAuthorizations } from './recorded';
 import { cappedFees, larger, type RelayerSettings, type Row } from './settings';
 
-/** Submissions signed and recorded in one transaction of the nonce allocator, at most. */
 const RECORD_BATCH_MAX = 50;
 
 export interface ChainState {
@@ -20,7 +18,6 @@ interface PendingRecord {
   data: string;
   gas: bigint;
   chainState: ChainState;
-  /** The payer's code hash as read for this submission (null: no code). */
   payerCodeHash: string | null;
   resolve(row: Row): void;
   reject(error: unknown): void;
@@ -29,11 +26,7 @@ interface PendingRecord {
 const keyOf = (request: RelayerSubmitRequest) =>
   `${request.authorization.from.toLowerCase()}:${request.authorization.nonce.toLowerCase()}`;
 
-/**
- * The nonce allocator of one key of the relayer's pool (an advisory lock per key across replicas): waiting
- * submissions are signed and committed in batches, one transaction each, consecutive nonces of that key, nothing
- * broadcast here. Each key's lock and sequence are its own, so the keys sign side by side.
- */
+/** One key's nonce allocator (its advisory lock across replicas): submissions signed and committed in batches. */
 export class NonceAllocator {
   private readonly lockKey: string;
   private readonly waiting: PendingRecord[] = [];
@@ -45,19 +38,12 @@ export class NonceAllocator {
     private readonly settings: RelayerSettings,
     private readonly recorded: RecordedAuthorizations,
   ) {
-    const digest = createHash('sha256')
-      .update(`settlement-relayer:${settings.dbSchema}:${settings.chainId}:${chain.address.toLowerCase()}`)
-      .digest();
-    this.lockKey = BigInt.asIntN(64, BigInt(`0x${digest.subarray(0, 8).toString('hex')}`)).toString();
+    this.lockKey = advisoryLockKey(
+      `settlement-relayer:${settings.dbSchema}:${settings.chainId}:${chain.address.toLowerCase()}`,
+    );
   }
 
-  /**
-   * Records the signed transaction of a submission: joins the next batch of the nonce allocator, which signs and
-   * commits every waiting submission in one transaction under the relayer's lock (which holds no RPC: the chain's
-   * pending nonce and fees are read before it). A concurrent submission of the same authorization finds the row
-   * (or its twin in the batch) instead and sends nothing. The caller broadcasts after the commit, outside the
-   * lock, so a crash between the two leaves a recorded transaction that the background pass rebroadcasts.
-   */
+  /** The submission's signed row, committed with its batch under the lock; the caller broadcasts after it. */
   record(
     request: RelayerSubmitRequest,
     data: string,
@@ -71,7 +57,6 @@ export class NonceAllocator {
     });
   }
 
-  /** Drains the waiting submissions, one batch (at most RECORD_BATCH_MAX) per transaction, until none wait. */
   private async allocate(): Promise<void> {
     this.allocating = true;
     try {
@@ -96,8 +81,7 @@ export class NonceAllocator {
       await sql`select pg_advisory_xact_lock(${this.lockKey}::bigint)`.execute(trx);
       const recorded = await this.recordedOf(trx, batch);
       let nonce = await this.nextRecordedNonce(trx);
-      // Read before the lock: a lower bound still (only this relayer's own transactions, all recorded here,
-      // move it), so the larger of the two is the next free nonce.
+      // Read before the lock, still a lower bound: only this key's own recorded transactions move it.
       for (const { chainState } of batch) nonce = larger(nonce, chainState.pendingNonce);
       const fresh: RelayerSubmitRequest[] = [];
       const values = [];
@@ -106,7 +90,7 @@ export class NonceAllocator {
         if (recorded.has(key) || fresh.some((r) => keyOf(r) === key)) continue;
         const fees = cappedFees(chainState.fees, this.settings.maxFeePerGasCapWei);
         const gasLimit = (gas * 13n) / 10n;
-        const signed = await this.chain.sign({ tokenAddress: request.token, data, nonce, gasLimit, fees });
+        const signed = await this.chain.sign({ to: request.token, data, nonce, gasLimit, fees });
         fresh.push(request);
         values.push({
           ...this.recorded.authorizationColumns(request, this.chain.address),
@@ -134,7 +118,6 @@ export class NonceAllocator {
     });
   }
 
-  /** The rows already recorded for the batch's authorizations, by payer:nonce. */
   private async recordedOf(
     trx: Transaction<SettlementDB>,
     batch: readonly PendingRecord[],
@@ -160,7 +143,6 @@ export class NonceAllocator {
     return recorded;
   }
 
-  /** One past the highest relayer nonce recorded (under the lock), 0 for none. */
   private async nextRecordedNonce(trx: Transaction<SettlementDB>): Promise<bigint> {
     const highest = await trx
       .selectFrom('relayed_authorizations')

@@ -1,36 +1,26 @@
 import type { ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
+import { describe } from '../errors';
 import type { RelayerChain } from './chain';
 import { NonceAllocator } from './nonce-allocator';
 import type { RecordedAuthorizations } from './recorded';
-import { describe, type Refusal, type RelayerSettings, refusal } from './settings';
+import { type Refusal, type RelayerSettings, refusal } from './settings';
 
 const BALANCE_CACHE_MS = 2000;
-/**
- * How old a balance may be and still answer while a fresh read is under way: a submission or `relayer.status`
- * does not wait on a slow chain read (a gateway that hears nothing within its timeout stops offering x402) while a
- * reading this recent is known. A key never spends this much gas between two reads.
- */
+/** A balance this recent answers while a fresh read is under way: a slow node must not stop x402. */
 const BALANCE_STALE_MS = 10_000;
-/**
- * How old a balance may be and still answer when the read that should replace it fails (a chain RPC that times out
- * under load): a balance does not disappear because a node is slow, and a key that really ran dry has its broadcasts
- * refused by the node. Only a key with no reading this recent is reported unreadable (x402 is then not offered).
- */
+/** A balance this recent answers when its fresh read fails: a dry key's broadcasts are refused by the node anyway. */
 const BALANCE_KEPT_ON_FAILURE_MS = 60_000;
 
 /** A submission assigned to a key, until its caller is answered. */
 export interface Assignment {
   readonly signer: RelayerSigner;
-  /** When its transaction was recorded (undefined before): from then on it waits for this key's queue. */
+  /** When its transaction was recorded: from then on it waits for this key's queue. */
   recordedAt: number | undefined;
   release(): void;
 }
 
-/**
- * One key of the relayer's pool: its own nonce sequence (its allocator and advisory lock), its own balance watch,
- * and what this process has handed it and not answered yet.
- */
+/** One key of the pool: its own nonce sequence, balance watch, and the submissions this process handed it. */
 export class RelayerSigner {
   /** Lowercase, as relayed_authorizations.relayer_address holds it. */
   readonly address: string;
@@ -38,15 +28,9 @@ export class RelayerSigner {
   private balance: { wei: bigint; at: number } | undefined;
   private balanceRead: Promise<bigint> | undefined;
   private readonly assigned = new Set<Assignment>();
-  /**
-   * Set by the background pass: when this key's oldest open transaction in the table was sent, if that is longer
-   * ago than RELAYER_STUCK_AFTER_MS (also submissions other replicas made, or whose callers stopped waiting).
-   */
+  /** Set by the background pass: when this key's oldest open row in the table (any replica's) was signed. */
   stuckSince: number | undefined;
-  /**
-   * The highest relayer nonce among the open rows the background pass saw with `stuckSince`: once the chain has
-   * mined it (and so every lower one), the mark is cleared at once rather than at the next pass.
-   */
+  /** The highest nonce among those open rows: once it is mined, the mark is cleared. */
   openThroughNonce: bigint | undefined;
 
   constructor(
@@ -59,16 +43,12 @@ export class RelayerSigner {
     this.allocator = new NonceAllocator(ctx, chain, settings, recorded);
   }
 
-  /** The background pass's look at this key's open rows: since when the oldest waits, and the highest nonce. */
   markOpen(oldestOpenAt: number | undefined, highestOpenNonce: bigint | undefined): void {
     this.stuckSince = oldestOpenAt;
     this.openThroughNonce = oldestOpenAt === undefined ? undefined : highestOpenNonce;
   }
 
-  /**
-   * The chain mined this key's nonces below `minedNonce` (a receipt of nonce n: n + 1): the pass's mark is cleared
-   * when every open row it saw is among them. True when that cleared a stuck mark.
-   */
+  /** The chain mined this key's nonces below `minedNonce`: true when that cleared a stuck mark. */
   minedBelow(minedNonce: bigint, now: number): boolean {
     if (this.openThroughNonce === undefined || minedNonce <= this.openThroughNonce) return false;
     const wasStuck = this.stuck(now);
@@ -77,20 +57,16 @@ export class RelayerSigner {
     return wasStuck && !this.stuck(now);
   }
 
-  /** Whether the background pass's mark (not this process's own waiting submissions) says stuck. */
+  /** Whether the background pass's mark (not this process's submissions) says stuck. */
   markedStuck(now: number): boolean {
     return this.stuckSince !== undefined && now - this.stuckSince >= this.settings.stuckAfterMs;
   }
 
-  /** Submissions of this process assigned to this key and not answered yet. */
   load(): number {
     return this.assigned.size;
   }
 
-  /**
-   * How long this key's oldest transaction still waiting for its receipt has waited (0 when none waits): the
-   * background pass's view of the table, or a submission of this process recorded and not answered yet.
-   */
+  /** How long this key's oldest transaction has waited for its receipt (the pass's view or this process's). */
   waitingMs(now: number): number {
     let oldest = this.stuckSince;
     for (const assignment of this.assigned) {
@@ -100,7 +76,6 @@ export class RelayerSigner {
     return oldest === undefined ? 0 : Math.max(0, now - oldest);
   }
 
-  /** Whether a transaction of this key has waited longer than RELAYER_STUCK_AFTER_MS for its receipt. */
   stuck(now: number): boolean {
     const waiting = this.waitingMs(now);
     return waiting > 0 && waiting >= this.settings.stuckAfterMs;
@@ -116,11 +91,6 @@ export class RelayerSigner {
     return assignment;
   }
 
-  /**
-   * The key's native balance, read at most every BALANCE_CACHE_MS (one read at a time); a reading younger than
-   * BALANCE_STALE_MS answers at once while the next read is under way, one younger than BALANCE_KEPT_ON_FAILURE_MS
-   * when that read fails.
-   */
   balanceWei(): Promise<bigint> {
     const known = this.balance;
     const age = known ? Date.now() - known.at : Number.POSITIVE_INFINITY;
@@ -148,18 +118,13 @@ export class RelayerSigner {
   }
 }
 
-/** A key's balance as the pool last read it: undefined when the chain did not answer. */
-export interface SignerBalance {
+interface SignerBalance {
   signer: RelayerSigner;
   wei: bigint | undefined;
   error: string | undefined;
 }
 
-/**
- * The relayer's keys. A submission goes to the least loaded key that can pay gas and is not stuck (ties in turn),
- * so a key whose transaction waits (underpriced, dropped, a gap in its nonces) holds up only what it already has:
- * every other key's nonces go on being mined.
- */
+/** The relayer's keys: a key whose transaction waits holds up only what it already has. */
 export class SignerPool {
   private turn = 0;
 
@@ -188,23 +153,13 @@ export class SignerPool {
     );
   }
 
-  /**
-   * Of keys that are all stuck, those whose oldest waiting transaction has waited at most RELAYER_STUCK_AFTER_MS
-   * longer than the least stuck one's: a burst's keys, whose receipts are all late together, share its load; a key
-   * whose transaction has waited far longer (dropped, behind a gap in its nonces) gets nothing more.
-   */
+  /** Of stuck keys, those within RELAYER_STUCK_AFTER_MS of the least stuck: a burst's late keys share the load. */
   private leastStuck(stuck: readonly SignerBalance[], now: number): SignerBalance[] {
     const least = Math.min(...stuck.map(({ signer }) => signer.waitingMs(now)));
     return stuck.filter(({ signer }) => signer.waitingMs(now) - least <= this.settings.stuckAfterMs);
   }
 
-  /**
-   * Assigns a submission to a key, or refuses: no key above RELAYER_MIN_BALANCE_WEI (relayer_out_of_gas), or no
-   * balance readable at all (chain_unavailable). When every key that can pay is stuck, the least loaded of the least
-   * stuck still takes it (refusing would stop x402 for a delay a fee bump will clear): under load every key's
-   * receipts can come later than RELAYER_STUCK_AFTER_MS, and the least loaded key of all was then often the one
-   * really stuck (few submissions because it was skipped), whose queue never moves.
-   */
+  /** The least loaded payable key not stuck (ties in turn); all stuck, the least stuck still take it. */
   async assign(): Promise<Assignment | Refusal> {
     const balances = await this.balances();
     // Chosen after the last await, synchronously: a burst's submissions see each other's assignments.
@@ -233,7 +188,6 @@ export class SignerPool {
     const candidates = (free.length > 0 ? free : this.leastStuck(payable, now)).map(({ signer }) => signer);
     const start = this.turn++ % this.signers.length;
     let chosen: RelayerSigner | undefined;
-    // In turn from `start`, the first with the smallest load.
     for (let i = 0; i < this.signers.length; i++) {
       const signer = this.signers[(start + i) % this.signers.length]!;
       if (!candidates.includes(signer)) continue;

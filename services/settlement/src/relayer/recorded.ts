@@ -1,13 +1,13 @@
 import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
-import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain } from './chain';
+import { describe } from '../errors';
+import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain, settledBy } from './chain';
 import type { RefusedPayers } from './refused-payers';
-import { describe, type RelayerSettings, type Row } from './settings';
+import type { RelayerSettings, Row } from './settings';
 
 /** How long after its caller was answered a confirmed row is finished. */
 const FINISH_AFTER_MS = 100;
-/** Rows marked `broadcast` in one statement at most. */
 const BROADCAST_MARKS_PER_STATEMENT = 200;
 
 interface BroadcastMark {
@@ -15,21 +15,15 @@ interface BroadcastMark {
   done(): void;
 }
 
-/**
- * The relayed_authorizations rows: found, broadcast (the recorded bytes), and finished from a receipt of any hash
- * a row was signed as. Shared by the submissions and the background pass.
- */
+/** The relayed_authorizations rows: found, broadcast as recorded, finished from a receipt of any hash they had. */
 export class RecordedAuthorizations {
   /** Rows being finished after their caller was answered: awaited on stop. */
   private readonly finishing = new Set<Promise<unknown>>();
-  /** The receipts of the newest block looked at, one read whatever the number of callers woken by it. */
+  /** The receipts of the newest block looked at, one read for every caller woken by it. */
   private readonly blocks = new Map<bigint, Promise<Map<string, ReceiptFacts> | undefined>>();
-  /** False once the node answered that it has no eth_getBlockReceipts: one receipt read per hash then. */
+  /** False once the node answered that it has no eth_getBlockReceipts. */
   private blockReceiptsServed = true;
-  /**
-   * The `broadcast` marks of the submissions whose callers wait for their receipt: written beside that wait, those
-   * of a burst in one statement, instead of one round trip each before it.
-   */
+  /** The `broadcast` marks of waiting callers' submissions: a burst's in one statement, beside the wait. */
   private readonly broadcastMarks = new WriteBatcher<BroadcastMark>({
     maxWrites: 1,
     maxPerWrite: BROADCAST_MARKS_PER_STATEMENT,
@@ -44,7 +38,6 @@ export class RecordedAuthorizations {
     private readonly refusedPayers: RefusedPayers,
   ) {}
 
-  /** Waits for the rows still being finished after their callers were answered. */
   async finished(): Promise<void> {
     await Promise.allSettled([...this.finishing]);
   }
@@ -72,11 +65,7 @@ export class RecordedAuthorizations {
     if (await this.broadcastOnly(row)) await this.markBroadcast([{ id: row.id, done: () => undefined }]);
   }
 
-  /**
-   * Broadcasts for a caller that waits for the receipt next: the row is marked `broadcast` beside that wait (until
-   * then it reads `signed`, which the background pass rebroadcasts, the same bytes). On a block every 200 ms a
-   * round trip to Postgres before the wait is a share of the paid call; on stop the marks are awaited.
-   */
+  /** Broadcasts for a waiting caller; the row is marked `broadcast` beside the wait (until then `signed`). */
   async broadcastForCaller(row: Row): Promise<void> {
     if (!(await this.broadcastOnly(row))) return;
     const marked = new Promise<void>((done) => this.broadcastMarks.add({ id: row.id, done }));
@@ -103,8 +92,8 @@ export class RecordedAuthorizations {
     return true;
   }
 
-  /** Marks broadcast rows (still open) `broadcast`, one statement; a failure is logged (the pass rebroadcasts). */
   private async markBroadcast(marks: readonly BroadcastMark[]): Promise<void> {
+    const ids = marks.map((mark) => mark.id);
     try {
       await this.ctx.db
         .updateTable('relayed_authorizations')
@@ -114,16 +103,12 @@ export class RecordedAuthorizations {
           last_broadcast_at: new Date(),
           broadcast_attempts: eb('broadcast_attempts', '+', 1),
         }))
-        .where(
-          'id',
-          'in',
-          marks.map((mark) => mark.id),
-        )
+        .where('id', 'in', ids)
         .where('status', 'in', ['signed', 'broadcast'])
         .execute();
     } catch (error) {
       this.ctx.logger.warn(
-        { ids: marks.map((mark) => mark.id), reason: describe(error) },
+        { ids, reason: describe(error) },
         'relayed authorizations broadcast but not marked; the background pass will rebroadcast them',
       );
     } finally {
@@ -131,10 +116,7 @@ export class RecordedAuthorizations {
     }
   }
 
-  /**
-   * The columns that identify and restate the authorization itself (the same for every way a row is made), and the
-   * pool's key whose nonce sequence it is in (the row's signer: its background pass bumps and watches it).
-   */
+  /** The columns that restate the authorization, and the key whose nonce sequence the row is in. */
   authorizationColumns(request: RelayerSubmitRequest, relayerAddress: string) {
     const a = request.authorization;
     return {
@@ -149,22 +131,17 @@ export class RecordedAuthorizations {
       valid_before: BigInt(a.validBefore),
       signature: request.signature.toLowerCase(),
       relayer_address: relayerAddress.toLowerCase(),
-      payer_code_hash: null as string | null,
     };
   }
 
   /**
-   * Looks for a receipt of any hash this row was signed as; finishes the row when one exists. With
-   * `answerFirst`, a successful transfer is returned as confirmed at once while the row is finished in the
-   * background (idempotent; the background pass finishes it if this fails). With `inBlock` (a head that just
-   * came), the block's receipts are looked at first, read once for every caller woken by it; a hash not in it
-   * is read on its own, unless `onlyNewBlock` (the caller looked before this block, right after the one before
-   * it: a transaction not in this block is not mined yet).
+   * Finishes the row from a receipt of any hash it had. `answerFirst`: a success answers at once, finished later;
+   * `inBlock`: that block's shared receipts first (`onlyNewBlock`: only there).
    */
   async advance(
     row: Row,
     options: { answerFirst?: boolean; inBlock?: bigint; onlyNewBlock?: boolean } = {},
-  ): Promise<Row | undefined> {
+  ): Promise<Row> {
     if (row.status !== 'signed' && row.status !== 'broadcast') return row;
     const block = options.inBlock === undefined ? undefined : await this.receiptsOf(options.inBlock);
     for (const hash of [row.tx_hash!, ...row.earlier_tx_hashes]) {
@@ -175,14 +152,9 @@ export class RecordedAuthorizations {
         : await this.chain.executed(hash, row.payer, row.to_address);
       if (!executed) continue;
       if (!executed.reverted) {
-        const fields = {
-          settled_tx_hash: executed.txHash,
-          block_number: executed.blockNumber,
-          log_index: executed.logIndex,
-        };
-        if (!options.answerFirst) return this.finish(row, 'confirmed', fields);
-        this.finishInBackground(row, fields);
-        return { ...row, status: 'confirmed', ...fields, finished_at: new Date() };
+        if (!options.answerFirst) return this.finish(row, 'confirmed', executed);
+        this.finishInBackground(row, executed);
+        return { ...row, status: 'confirmed', ...settledBy(executed), finished_at: new Date() };
       }
       return this.finishReverted(row, hash, executed.blockNumber);
     }
@@ -202,26 +174,19 @@ export class RecordedAuthorizations {
         return undefined;
       });
       this.blocks.set(block, receipts);
-      // The newest block only: a number read again later may be another block after a reorg.
+      // The newest block only: after a reorg the same number is another block.
       for (const known of this.blocks.keys()) if (known < block) this.blocks.delete(known);
     }
     return receipts;
   }
 
-  /**
-   * Finishes the row FINISH_AFTER_MS after its caller was answered: off the answer path of the callers woken by the
-   * same block (a burst's answers first). Until then the row stays `broadcast`, which every reader handles (a copy
-   * of the submission reads the receipt again; the background pass finishes it if this does not).
-   */
-  private finishInBackground(
-    row: Row,
-    fields: Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index'>,
-  ): void {
+  /** Off the answer path of the callers woken by the same block; the background pass finishes it if this does not. */
+  private finishInBackground(row: Row, executed: ExecutedTransfer): void {
     const finishing = new Promise((resolve) => setTimeout(resolve, FINISH_AFTER_MS))
-      .then(() => this.finish(row, 'confirmed', fields))
+      .then(() => this.finish(row, 'confirmed', executed))
       .catch((error) =>
         this.ctx.logger.warn(
-          { id: row.id, txHash: fields.settled_tx_hash, reason: describe(error) },
+          { id: row.id, txHash: executed.txHash, reason: describe(error) },
           'relayed authorization not finished yet; the background pass will',
         ),
       )
@@ -229,26 +194,13 @@ export class RecordedAuthorizations {
     this.finishing.add(finishing);
   }
 
-  /**
-   * Our transaction reverted: someone else used the authorization first (then it is that transaction's), or it
-   * failed. A failure the payer caused (its balance, a cancel, or its own signature check saying no in the block
-   * after yes in the simulation) refuses the payer, and for its check its code hash, in the same transaction.
-   */
+  /** Reverted: used by someone else first (then it is that transaction's), or failed, refusing its payer with it. */
   private async finishReverted(row: Row, hash: string, block: bigint): Promise<Row> {
-    const otherTx = await this.chain.findAuthorizationUse(
-      row.token_address,
-      row.payer,
-      row.auth_nonce,
+    const other = await this.chain.authorizationUse(
+      { tokenAddress: row.token_address, payer: row.payer, nonce: row.auth_nonce, to: row.to_address },
       this.settings.lookbackBlocks,
     );
-    const other = otherTx ? await this.chain.executed(otherTx, row.payer, row.to_address) : null;
-    if (other && !other.reverted) {
-      return this.finish(row, 'used_elsewhere', {
-        settled_tx_hash: other.txHash,
-        block_number: other.blockNumber,
-        log_index: other.logIndex,
-      });
-    }
+    if (other) return this.finish(row, 'used_elsewhere', other);
     const cause = await this.refusedPayers.causeOf(row, block);
     const updated = await this.ctx.inTransaction(async (trx) => {
       const failed = await trx
@@ -265,49 +217,31 @@ export class RecordedAuthorizations {
       if (failed) await this.refusedPayers.record(trx, failed, hash, cause);
       return failed;
     });
-    if (updated) {
-      this.ctx.logger.error(
-        { id: row.id, status: 'failed', txHash: hash, cause },
-        'relayed authorization finished',
-      );
-      return updated;
-    }
-    return this.ctx.db
-      .selectFrom('relayed_authorizations')
-      .selectAll()
-      .where('id', '=', row.id)
-      .executeTakeFirstOrThrow();
+    if (!updated) return (await this.byId(row.id))!;
+    this.ctx.logger.error(
+      { id: row.id, status: 'failed', txHash: hash, cause },
+      'relayed authorization finished',
+    );
+    return updated;
   }
 
   private async finish(
     row: Row,
-    status: 'confirmed' | 'used_elsewhere' | 'failed',
-    fields: Partial<Pick<Row, 'settled_tx_hash' | 'block_number' | 'log_index' | 'last_error'>>,
+    status: 'confirmed' | 'used_elsewhere',
+    executed: ExecutedTransfer,
   ): Promise<Row> {
     const updated = await this.ctx.db
       .updateTable('relayed_authorizations')
-      .set({ status, ...fields, finished_at: new Date() })
+      .set({ status, ...settledBy(executed), finished_at: new Date() })
       .where('id', '=', row.id)
       .where('status', 'in', ['signed', 'broadcast'])
       .returningAll()
       .executeTakeFirst();
-    const final =
-      updated ??
-      (await this.ctx.db
-        .selectFrom('relayed_authorizations')
-        .selectAll()
-        .where('id', '=', row.id)
-        .executeTakeFirstOrThrow());
-    if (updated) {
-      const log =
-        status === 'failed'
-          ? this.ctx.logger.error.bind(this.ctx.logger)
-          : this.ctx.logger.info.bind(this.ctx.logger);
-      log(
-        { id: row.id, status, txHash: final.settled_tx_hash ?? row.tx_hash },
-        'relayed authorization finished',
-      );
-    }
-    return final;
+    if (!updated) return (await this.byId(row.id))!;
+    this.ctx.logger.info(
+      { id: row.id, status, txHash: updated.settled_tx_hash ?? row.tx_hash },
+      'relayed authorization finished',
+    );
+    return updated;
   }
 }

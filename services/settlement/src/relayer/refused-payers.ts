@@ -1,32 +1,20 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { SettlementDB } from '../db';
+import type { RelayerCodeHashRevertsTable, SettlementDB } from '../db';
+import { describe } from '../errors';
 import type { RelayerChain } from './chain';
-import { describe, type Refusal, type RelayerSettings, type Row, refusal } from './settings';
-import type { RelayerCodeHashRevertsTable } from './tables';
+import { type Refusal, type RelayerSettings, type Row, refusal } from './settings';
 
 type WithReverts = { relayer_code_hash_reverts: RelayerCodeHashRevertsTable };
 
-/** Why a relayed transaction reverted, as far as it decides whom the relayer refuses afterwards. */
-export type RevertCause =
-  /** Outside the authorization's validity at the mined block: the relayer's delay, nobody is refused. */
-  | 'expired'
-  /** The payer spent its balance or canceled the authorization first: the payer is refused, not its code. */
-  | 'payer_state'
-  /**
-   * Anything else (the payer's signature check said no on chain): the payer is refused, and its code hash once
-   * RELAYER_CODE_HASH_REFUSAL_PAYERS distinct payers with that code did the same.
-   */
-  | 'payer_check';
-
 /**
- * The payers the relayer no longer submits for (`relayer_refused_payers`): a payer whose relayed transaction
- * reverted on chain after its simulation passed is refused for RELAYER_REVERT_REFUSAL_HOURS: a simulation cannot see
- * what a payer's code decides only in the mined block, so after one revert the relayer stops paying for it. Every
- * contract with its code (code hash) is refused too once RELAYER_CODE_HASH_REFUSAL_PAYERS distinct payers with that
- * code reverted by their check in that window (`relayer_code_hash_reverts`): one wallet is one payer, whereas a
- * bytecode shared by every Safe is a wallet kind; an attacker deploying fresh copies pays for N of them, then stops.
+ * Why a relayed transaction reverted: `expired` (the relayer's delay: nobody refused), `payer_state` (balance spent
+ * or authorization canceled: the payer refused), `payer_check` (its own check: the payer, and its code hash once
+ * RELAYER_CODE_HASH_REFUSAL_PAYERS payers of that code did the same).
  */
+type RevertCause = 'expired' | 'payer_state' | 'payer_check';
+
+/** Payers refused after a revert a simulation could not see; one Safe is one payer, its bytecode a wallet kind. */
 export class RefusedPayers {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
@@ -34,7 +22,6 @@ export class RefusedPayers {
     private readonly settings: RelayerSettings,
   ) {}
 
-  /** The refusal of a payer (or of its code) still in force; undefined when it may be relayed. */
   async refusalOf(payer: string, codeHash: string | null): Promise<Refusal | undefined> {
     const now = this.settings.now();
     const found = await this.ctx.db
@@ -61,11 +48,7 @@ export class RefusedPayers {
     return refusal('transaction_failed', message);
   }
 
-  /**
-   * Why the row's transaction, mined in `block`, reverted: outside the validity window at that block, the payer's
-   * own state (its balance below the value, or the authorization canceled), or its check. A read that fails counts
-   * as the payer's state (the payer is refused, not every wallet of its code).
-   */
+  /** Why the row's transaction reverted in `block`; a failed read counts as the payer's state (the payer only). */
   async causeOf(row: Row, block: bigint): Promise<RevertCause> {
     try {
       const [timestamp, balance, used] = await Promise.all([
@@ -85,10 +68,7 @@ export class RefusedPayers {
     }
   }
 
-  /**
-   * Refuses the row's payer, in the transaction that fails the row; for a check's revert the payer is counted against
-   * its code hash, which is refused with it once enough distinct payers of that code reverted.
-   */
+  /** Refuses the row's payer (and its code hash, counted) in the transaction that fails the row. */
   async record(trx: Transaction<SettlementDB>, row: Row, txHash: string, cause: RevertCause): Promise<void> {
     if (cause === 'expired') return;
     const now = this.settings.now();
@@ -140,10 +120,7 @@ export class RefusedPayers {
     );
   }
 
-  /**
-   * Counts the row's payer against its code hash and answers how many distinct payers of that code reverted within
-   * RELAYER_REVERT_REFUSAL_HOURS. Under a lock on the code hash: two reverts of one code at once count each other.
-   */
+  /** Distinct payers of the code that reverted in the window, this one counted (locked: concurrent ones too). */
   private async countCodeHashRevert(
     trx: Transaction<SettlementDB>,
     row: Row,

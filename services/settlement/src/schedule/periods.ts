@@ -1,10 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Frequency } from '../db';
 
-/**
- * Settlement periods, all in UTC. A settlement runs at the first scheduler pass inside its period:
- * DAILY once per UTC day, WEEKLY in the week starting Monday 00:00, MONTHLY in the month starting on the 1st.
- */
+/** A UTC settlement period: DAILY, WEEKLY (from Monday 00:00) or MONTHLY (from the 1st). */
 export interface Period {
   frequency: Frequency;
   /** Stable key of the period, unique per seller: D:2026-11-23, W:2026-11-23 (its Monday), M:2026-11. */
@@ -21,11 +18,7 @@ function utcMidnight(at: Date): Date {
 
 const isoDate = (d: Date) => d.toISOString().slice(0, 10);
 
-/**
- * `periodSeconds` > 0 (SETTLEMENT_PERIOD_SECONDS, development only) replaces every frequency's period with a
- * fixed window of that many seconds, keyed `D:2026-11-23T10:04:00.000Z`: the ISO start sorts after the day key
- * of the same frequency, so moving between the two never re-opens a period that was already scheduled.
- */
+/** `periodSeconds` > 0 (development): ISO-keyed windows, sorting after the day key so none re-opens. */
 export function periodAt(frequency: Frequency, at: Date, periodSeconds = 0): Period {
   if (periodSeconds > 0) {
     const lengthMs = periodSeconds * 1000;
@@ -56,10 +49,7 @@ export function periodAt(frequency: Frequency, at: Date, periodSeconds = 0): Per
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
-/**
- * `stl_<ulid>` whose time part is the period start and whose random part is a hash of (seller, period), so the
- * same seller and period always give the same id: a restarted or second scheduler cannot create two.
- */
+/** `stl_<ulid>` of the period start and a hash of (seller, period): a second scheduler cannot create another. */
 export function settlementIdFor(sellerId: string, period: Period): string {
   let time = BigInt(period.start.getTime());
   let timePart = '';

@@ -2,18 +2,13 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import type { Selectable, Transaction } from 'kysely';
+import type { ExpressionBuilder, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type Period, periodAt, settlementIdFor } from './periods';
 
-/**
- * Creates the seller's `pending` settlement of the period (its id derived from both) unless it exists: the new row,
- * or undefined. No conflict target: the id is a second unique key of the same (seller, period), and a concurrent
- * insert met on a unique key that is not the target is a unique violation, not a conflict (both callers lock the
- * seller row first today; the statement does not depend on it).
- */
+/** The seller's new `pending` settlement (no conflict target: the id is a second unique key), or undefined. */
 export function insertSettlement(
   trx: Transaction<SettlementDB>,
   seller: Selectable<SellersTable>,
@@ -31,26 +26,16 @@ export function insertSettlement(
       period_end: period.end,
       status: 'pending',
       minimum_micro: seller.minimum_settlement_micro,
-      available_micro: null,
-      amount_micro: null,
       payout_address: seller.payout_address,
-      transfer_id: null,
-      tx_hash: null,
-      skip_reason: null,
-      failure_reason: null,
       created_at: now,
       updated_at: now,
-      completed_at: null,
     })
     .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
 }
 
-/**
- * `settlement.due` for a pending settlement, in the caller's transaction (the outbox): the ledger decides its
- * payout in a transaction of its own and answers `payout.reserved` or `payout.refused` (ledger/decisions.ts).
- */
+/** `settlement.due` in the caller's transaction: the ledger answers `payout.reserved` or `payout.refused`. */
 export async function enqueueSettlementDue(
   trx: Transaction<SettlementDB>,
   settlement: Pick<Selectable<SettlementsTable>, 'settlement_id' | 'seller_id' | 'minimum_micro'>,
@@ -70,12 +55,20 @@ export async function enqueueSettlementDue(
 const SELLER_BATCH = 100;
 const MAX_SELLER_BATCHES = 20;
 
-/**
- * Creates one settlement per seller and period when the period is due, with its `settlement.due` in the same
- * transaction. Nothing here waits for another service: the ledger's decision arrives as an event. Safe with several
- * replicas: due sellers are claimed with FOR UPDATE SKIP LOCKED, settlement ids are deterministic per
- * (seller, period) and unique.
- */
+/** Sellers whose period among `periods` is not scheduled yet. */
+export function unscheduledIn(periods: readonly Period[]) {
+  return (eb: ExpressionBuilder<SettlementDB, 'sellers'>) =>
+    eb.or(
+      periods.map((period) =>
+        eb.and([
+          eb('settlement_frequency', '=', period.frequency),
+          eb('last_scheduled_period', '<', period.key),
+        ]),
+      ),
+    );
+}
+
+/** One settlement per seller and due period, with its `settlement.due`; replicas claim sellers SKIP LOCKED. */
 export class SettlementScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 
@@ -97,34 +90,19 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
     return periodAt(frequency, at, this.config.settlementPeriodSeconds);
   }
 
-  /** One bounded pass; tests call it directly after moving the clock. */
   async runOnce(): Promise<void> {
-    await this.createDueSettlements();
-  }
-
-  async createDueSettlements(): Promise<number> {
     const now = this.clock();
     const periods: Record<Frequency, Period> = {
       DAILY: this.periodAt('DAILY', now),
       WEEKLY: this.periodAt('WEEKLY', now),
       MONTHLY: this.periodAt('MONTHLY', now),
     };
-    let created = 0;
     for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const sellers = await trx
           .selectFrom('sellers')
           .selectAll()
-          .where((eb) =>
-            eb.or(
-              (Object.keys(periods) as Frequency[]).map((frequency) =>
-                eb.and([
-                  eb('settlement_frequency', '=', frequency),
-                  eb('last_scheduled_period', '<', periods[frequency].key),
-                ]),
-              ),
-            ),
-          )
+          .where(unscheduledIn(Object.values(periods)))
           .orderBy('seller_id')
           .limit(SELLER_BATCH)
           .forUpdate()
@@ -133,10 +111,7 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
         for (const seller of sellers) {
           const period = periods[seller.settlement_frequency];
           const inserted = await insertSettlement(trx, seller, period, now);
-          if (inserted) {
-            created += 1;
-            await enqueueSettlementDue(trx, inserted, now);
-          }
+          if (inserted) await enqueueSettlementDue(trx, inserted, now);
           await trx
             .updateTable('sellers')
             .set({ last_scheduled_period: period.key })
@@ -147,6 +122,5 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
       });
       if (claimed < SELLER_BATCH) break;
     }
-    return created;
   }
 }

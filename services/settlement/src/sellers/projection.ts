@@ -4,14 +4,7 @@ import type { Clock } from '../clock';
 import type { SettlementDB } from '../db';
 import { periodAt } from '../schedule/periods';
 
-/**
- * Keeps the settlement-relevant part of each seller (payout address, frequency, minimum) from `seller.updated`.
- * Snapshots not newer than the stored revision are ignored (redelivery, reordering).
- *
- * A seller is first settled at the start of the next period after it appears or changes its frequency:
- * `last_scheduled_period` is set to the current period, so a WEEKLY seller created on a Wednesday is first
- * settled on the following Monday, not at once.
- */
+/** `seller.updated` (newer revisions only); a new frequency is first settled at the start of its next period. */
 export function sellerProjectionConsumer(
   clock: Clock,
   periodSeconds = 0,
@@ -21,7 +14,6 @@ export function sellerProjectionConsumer(
     subject: 'seller.updated',
     async handler(trx, event) {
       const seller = event.data;
-      const minimum = parseUsdc(seller.minimumSettlement);
       const current = await trx
         .selectFrom('sellers')
         .select(['revision', 'settlement_frequency', 'last_scheduled_period'])
@@ -33,26 +25,17 @@ export function sellerProjectionConsumer(
       const lastScheduled = frequencyChanged
         ? periodAt(seller.settlementFrequency, clock(), periodSeconds).key
         : current.last_scheduled_period;
+      const columns = {
+        revision: seller.revision,
+        payout_address: seller.payoutAddress,
+        settlement_frequency: seller.settlementFrequency,
+        minimum_settlement_micro: parseUsdc(seller.minimumSettlement),
+        last_scheduled_period: lastScheduled,
+      };
       await trx
         .insertInto('sellers')
-        .values({
-          seller_id: seller.sellerId,
-          revision: seller.revision,
-          payout_address: seller.payoutAddress,
-          settlement_frequency: seller.settlementFrequency,
-          minimum_settlement_micro: minimum,
-          last_scheduled_period: lastScheduled,
-        })
-        .onConflict((oc) =>
-          oc.column('seller_id').doUpdateSet({
-            revision: seller.revision,
-            payout_address: seller.payoutAddress,
-            settlement_frequency: seller.settlementFrequency,
-            minimum_settlement_micro: minimum,
-            last_scheduled_period: lastScheduled,
-            updated_at: new Date(),
-          }),
-        )
+        .values({ seller_id: seller.sellerId, ...columns })
+        .onConflict((oc) => oc.column('seller_id').doUpdateSet({ ...columns, updated_at: new Date() }))
         .execute();
     },
   };

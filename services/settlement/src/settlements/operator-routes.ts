@@ -6,7 +6,7 @@ import type { SettlementDB } from '../db';
 import type { SettlementScheduler } from '../schedule/scheduler';
 import { settlementView } from './routes';
 import { SettleNowAnswer, SettleNowBody } from './schemas';
-import { settleNow, waitForPayouts } from './settle-now';
+import { settleNow, waitForSettlements } from './settle-now';
 
 /** Operator API: settle one seller or all of them now instead of at the next scheduled period. */
 export function settlementOperatorRoutes(
@@ -39,11 +39,8 @@ export function settlementOperatorRoutes(
         const result = await settleNow(ctx, scheduler, clock, selection, config.ledgerTimeoutMs);
         if (!result) throw notFound('seller');
         if (body.waitMs && result.settled.length > 0) {
-          const rows = await waitForPayouts(
-            ctx,
-            result.settled.map((s) => s.settlementId),
-            body.waitMs,
-          );
+          const ids = result.settled.map((s) => s.settlementId);
+          const rows = await waitForSettlements(ctx, ids, body.waitMs, 'sending');
           result.settled = rows.map(settlementView);
         }
         res.json(result);

@@ -1,20 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { type RpcServer, serveRpcs } from '@paygate/bus';
-import {
-  formatAddress,
-  makeProvider,
-  TRANSFER_WITH_AUTHORIZATION_TYPES,
-  usdcAbi,
-  usdcEip712Domain,
-} from '@paygate/chain';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcAbi, usdcEip712Domain } from '@paygate/chain';
 import type { DepositHoldingsReply, RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
 import { Counter, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import { Contract, getAddress, type JsonRpcProvider } from 'ethers';
-import { type Selectable, sql } from 'kysely';
-import type { SettlementDB } from '../db';
+import { Contract, getAddress } from 'ethers';
+import type { Selectable } from 'kysely';
+import { type DepositSweepsTable, type SettlementDB, tryAdvisoryLock } from '../db';
 import type { Relayer } from '../relayer/relayer';
+import type { EscrowChain } from '../transfers/chain';
 import type { DepositSweepConfig } from './config';
-import type { DepositSweepsTable } from './tables';
 
 type Sweep = Selectable<DepositSweepsTable>;
 export type DepositPassResult = {
@@ -25,42 +19,15 @@ export type DepositPassResult = {
   failed: number;
 };
 
-/** One sweeper pass at a time across replicas (a transaction-scoped advisory lock held for the pass). The lock is named with the schema: two deployments (or two test suites) sharing
- * a database each have their own sweeper. */
-const SWEEP_LOCK_KEY = 'settlement-deposit-sweep';
 /** A refused or failed sweep's address is read again after this long. */
 const RETRY_AFTER_MS = 60_000;
 
-export interface DepositChain {
-  rpcUrl: string;
-  chainId: number;
-  usdcAddress: string;
-  usdcEip712Name: string;
-  rpcTimeoutMs: number;
-}
-
 /**
- * Moves what session deposit addresses received into the escrow wallet, without the buyer or the address paying
- * gas: settlement derives the address's key (the only place it exists), signs an EIP-3009
- * `transferWithAuthorization` of the address's whole balance to escrow, and its relayer submits it.
- *
- * Exactly once: the authorization (its random nonce, value and signature) is recorded before it is submitted, at
- * most one open per address, and it is only ever re-submitted as recorded; the token executes a nonce at most
- * once and the relayer records one transaction per (payer, nonce). So a crash between signing and mining finds
- * the same authorization and submits it again (the relayer answers with its recorded transaction). A sweep
- * only ever moves money into escrow and never more than the address holds.
- *
- * Nothing is booked: the ledger credited escrow_asset when the transfer reached the deposit address
- * (`transfer.observed`); reconciliation adds the balances of the addresses that may still hold money
- * (`settlement.deposit_holdings`), and the indexer does not report a sweep (a move between Paygate's addresses).
- *
- * Dust: a balance below CHECKOUT_SWEEP_MIN_MICRO stays (gas would cost a noticeable share of it) until another
- * transfer arrives; the address stays `holding` so reconciliation still counts it. Each pass reads at most
- * CHECKOUT_SWEEP_BATCH addresses.
+ * Sweeps each deposit address's whole balance into escrow: an EIP-3009 authorization signed by its derived key,
+ * recorded before the relayer submits it (at most one open per address) and only re-submitted as recorded.
  */
 export class DepositSweeper {
   private readonly loop: PollingLoop;
-  private readonly provider: JsonRpcProvider;
   private readonly usdc: Contract;
   private readonly outcomes: Counter<'outcome'>;
   private server: RpcServer | undefined;
@@ -68,12 +35,11 @@ export class DepositSweeper {
   constructor(
     private readonly ctx: ServiceContext<SettlementDB>,
     private readonly config: DepositSweepConfig,
-    private readonly chain: DepositChain,
-    private readonly escrowAddress: string,
+    private readonly escrow: EscrowChain,
+    private readonly usdcEip712Name: string,
     private readonly relayer: Relayer | null,
   ) {
-    this.provider = makeProvider(chain.rpcUrl, { timeoutMs: chain.rpcTimeoutMs, chainId: chain.chainId });
-    this.usdc = new Contract(formatAddress(chain.usdcAddress), usdcAbi, this.provider);
+    this.usdc = new Contract(escrow.usdcAddress, usdcAbi, escrow.provider);
     this.outcomes = new Counter({
       name: 'settlement_deposit_sweeps_total',
       help: 'Deposit addresses handled by the sweeper, by outcome (swept, dust, empty, failed, finished)',
@@ -106,7 +72,6 @@ export class DepositSweeper {
   async stop(): Promise<void> {
     await this.server?.stop();
     await this.loop.stop();
-    this.provider.destroy();
   }
 
   kick(): void {
@@ -128,16 +93,11 @@ export class DepositSweeper {
     };
   }
 
-  /** One pass: finish the open sweeps, then read (and sweep) the addresses due, each step bounded. */
   async runPass(): Promise<DepositPassResult & { leader: boolean }> {
     const result: DepositPassResult = { finished: 0, swept: 0, dust: 0, empty: 0, failed: 0 };
     if (!this.relayer) return { ...result, leader: false };
     const leader = await this.ctx.db.transaction().execute(async (trx) => {
-      const locked = await sql<{ locked: boolean }>`
-        select pg_try_advisory_xact_lock(hashtextextended(${SWEEP_LOCK_KEY} || ':' || current_schema(), 0)) as locked`.execute(
-        trx,
-      );
-      if (!locked.rows[0]?.locked) return false;
+      if (!(await tryAdvisoryLock(trx, 'settlement-deposit-sweep'))) return false;
       await this.finishOpenSweeps(result);
       await this.sweepDueAddresses(result);
       return true;
@@ -159,20 +119,17 @@ export class DepositSweeper {
       const relayed = await this.ctx.db
         .selectFrom('relayed_authorizations')
         .select(['status', 'tx_hash', 'settled_tx_hash', 'last_error'])
-        .where('chain_id', '=', this.chain.chainId)
+        .where('chain_id', '=', this.escrow.chainId)
         .where('payer', '=', sweep.address)
         .where('auth_nonce', '=', sweep.auth_nonce)
         .executeTakeFirst();
-      if (!relayed) {
-        await this.submit(sweep, result);
-      } else if (relayed.status === 'confirmed' || relayed.status === 'used_elsewhere') {
-        await this.finish(sweep, 'confirmed', relayed.settled_tx_hash ?? relayed.tx_hash, null);
-        result.finished++;
-      } else if (relayed.status === 'failed') {
-        await this.finish(sweep, 'failed', relayed.tx_hash, relayed.last_error ?? 'relayer gave up');
-        result.failed++;
-      }
       // signed / broadcast: the relayer's own pass rebroadcasts and finishes it.
+      if (!relayed) await this.submit(sweep, result);
+      else if (relayed.status === 'confirmed' || relayed.status === 'used_elsewhere') {
+        await this.finish(sweep, result, 'confirmed', relayed.settled_tx_hash ?? relayed.tx_hash, null);
+      } else if (relayed.status === 'failed') {
+        await this.finish(sweep, result, 'failed', relayed.tx_hash, relayed.last_error ?? 'relayer gave up');
+      }
     }
   }
 
@@ -182,15 +139,8 @@ export class DepositSweeper {
       .select(['address', 'derivation_index'])
       .where('check_due_at', '<=', new Date())
       .where('derivation_index', 'is not', null)
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('deposit_sweeps as s')
-              .select('s.sweep_id')
-              .whereRef('s.address', '=', 'deposit_addresses.address')
-              .where('s.status', '=', 'open'),
-          ),
-        ),
+      .where('address', 'not in', (eb) =>
+        eb.selectFrom('deposit_sweeps').select('address').where('status', '=', 'open'),
       )
       .orderBy('check_due_at')
       .limit(this.config.batchSize)
@@ -218,11 +168,7 @@ export class DepositSweeper {
     }
   }
 
-  /**
-   * Signs the authorization of the whole balance to escrow with the address's derived key and records it (the
-   * one open sweep of the address) before anything is submitted. Undefined when the key does not derive this
-   * address (checkout's xpub is not this key's: a configuration error, logged, nothing signed).
-   */
+  /** Signs and records the address's open sweep; undefined when the key does not derive this address. */
   async record(address: string, index: number, amountMicro: bigint): Promise<Sweep | undefined> {
     const key = this.config.node.deriveChild(index);
     if (key.address.toLowerCase() !== address) {
@@ -238,11 +184,11 @@ export class DepositSweeper {
       return undefined;
     }
     // The token judges validity by block time, not by this machine's clock.
-    const latest = await this.provider.getBlock('latest');
+    const latest = await this.escrow.provider.getBlock('latest');
     const now = latest?.timestamp ?? Math.floor(Date.now() / 1000);
     const authorization: TransferAuthorization = {
       from: key.address,
-      to: formatAddress(this.escrowAddress),
+      to: this.escrow.address,
       value: amountMicro.toString(),
       validAfter: String(now - 600),
       validBefore: String(now + this.config.validitySeconds),
@@ -250,9 +196,9 @@ export class DepositSweeper {
     };
     const signature = await key.signTypedData(
       usdcEip712Domain({
-        chainId: this.chain.chainId,
-        usdcAddress: this.chain.usdcAddress,
-        eip712Name: this.chain.usdcEip712Name,
+        chainId: this.escrow.chainId,
+        usdcAddress: this.escrow.usdcAddress,
+        eip712Name: this.usdcEip712Name,
       }),
       TRANSFER_WITH_AUTHORIZATION_TYPES as unknown as Record<string, Array<{ name: string; type: string }>>,
       authorization,
@@ -274,9 +220,6 @@ export class DepositSweeper {
           valid_before: BigInt(authorization.validBefore),
           signature: signature.toLowerCase(),
           status: 'open',
-          tx_hash: null,
-          last_error: null,
-          finished_at: null,
         })
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -287,11 +230,11 @@ export class DepositSweeper {
   private async submit(sweep: Sweep, result: DepositPassResult): Promise<void> {
     const reply: RelayerSubmitReply = await this.relayer!.submit(
       {
-        chainId: this.chain.chainId,
-        token: formatAddress(this.chain.usdcAddress),
+        chainId: this.escrow.chainId,
+        token: this.escrow.usdcAddress,
         authorization: {
           from: getAddress(sweep.address),
-          to: formatAddress(this.escrowAddress),
+          to: this.escrow.address,
           value: sweep.amount_micro.toString(),
           validAfter: sweep.valid_after.toString(),
           validBefore: sweep.valid_before.toString(),
@@ -308,10 +251,7 @@ export class DepositSweeper {
         { address: sweep.address, amountMicro: sweep.amount_micro.toString(), txHash: reply.txHash },
         'deposit address sweep submitted',
       );
-      if (reply.status === 'confirmed') {
-        await this.finish(sweep, 'confirmed', reply.txHash, null);
-        result.finished++;
-      }
+      if (reply.status === 'confirmed') await this.finish(sweep, result, 'confirmed', reply.txHash, null);
       result.swept++;
       return;
     }
@@ -323,16 +263,17 @@ export class DepositSweeper {
       );
       return;
     }
-    await this.finish(sweep, 'failed', null, `${reply.reason}: ${reply.message}`);
-    result.failed++;
+    await this.finish(sweep, result, 'failed', null, `${reply.reason}: ${reply.message}`);
   }
 
   private async finish(
     sweep: Sweep,
+    result: DepositPassResult,
     status: 'confirmed' | 'failed',
     txHash: string | null,
     error: string | null,
   ): Promise<void> {
+    result[status === 'failed' ? 'failed' : 'finished']++;
     await this.ctx.inTransaction(async (trx) => {
       await trx
         .updateTable('deposit_sweeps')

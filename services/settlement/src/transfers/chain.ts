@@ -1,12 +1,8 @@
-import { broadcastSignedTransaction, formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
-import { Interface, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
+import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
+import { Interface } from 'ethers';
+import { ChainKey } from '../chain-key';
 
 const usdc = new Interface(usdcAbi);
-
-export interface SignedTransfer {
-  rawTx: string;
-  txHash: string;
-}
 
 export interface TransferReceipt {
   /** 1 = success, 0 = reverted. */
@@ -14,49 +10,30 @@ export interface TransferReceipt {
   blockNumber: bigint;
 }
 
-/**
- * The escrow wallet on chain: the only place the signing key is used. Every call is a JSON-RPC request with
- * the configured timeout. Signing is local and has no side effect; only `broadcast` reaches the network.
- */
-export class EscrowChain {
-  readonly provider: JsonRpcProvider;
-  private readonly wallet: Wallet;
-  readonly address: string;
+/** The escrow wallet on chain: the only place the signing key is used; only `broadcast` sends anything. */
+export class EscrowChain extends ChainKey {
   readonly usdcAddress: string;
 
   constructor(options: {
     rpcUrl: string;
     chainId: number;
     usdcAddress: string;
-    privateKey: string;
-    timeoutMs: number;
+    escrowPrivateKey: string;
+    rpcTimeoutMs: number;
   }) {
-    this.provider = makeProvider(options.rpcUrl, { timeoutMs: options.timeoutMs, chainId: options.chainId });
-    this.wallet = new Wallet(options.privateKey);
-    this.address = this.wallet.address;
+    const provider = makeProvider(options.rpcUrl, {
+      timeoutMs: options.rpcTimeoutMs,
+      chainId: options.chainId,
+    });
+    super(provider, options.chainId, options.escrowPrivateKey);
     this.usdcAddress = formatAddress(options.usdcAddress);
-    this.chainId = options.chainId;
   }
-  readonly chainId: number;
 
   transferData(to: string, amountMicro: bigint): string {
     return usdc.encodeFunctionData('transfer', [formatAddress(to), amountMicro]);
   }
 
-  /** The next nonce the node would accept from escrow, counting its mempool. */
-  async pendingNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
-  }
-
-  /** Escrow's nonces consumed by mined transactions (its `latest` transaction count). */
-  async minedNonce(): Promise<bigint> {
-    return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
-  }
-
-  /**
-   * Escrow's USDC and its consumed nonces (mined transactions) at one block: what it can pay out of. A transfer
-   * still in the pool, into escrow or out of it, is in neither.
-   */
+  /** Escrow's USDC and its consumed nonces at one block: what it can pay out of, without the pool's transfers. */
   async minedState(): Promise<{ balanceMicro: bigint; minedNonce: bigint }> {
     const blockTag = await this.provider.getBlockNumber();
     const [balance, nonce] = await Promise.all([
@@ -79,46 +56,26 @@ export class EscrowChain {
     });
   }
 
-  /**
-   * Signs a USDC transfer with an explicit nonce. The fee cap is generous (3x the current suggestion) because
-   * a recorded transaction is only ever rebroadcast, never re-signed with a higher fee.
-   */
+  /** The fee cap is generous (3x the suggestion): a recorded transaction is never re-signed with a higher fee. */
   async signTransfer(input: {
     to: string;
     amountMicro: bigint;
     nonce: bigint;
     gasLimit: bigint;
-  }): Promise<SignedTransfer> {
-    const fees = await this.provider.getFeeData();
-    const priority = fees.maxPriorityFeePerGas ?? 1_000_000n;
-    const maxFee = (fees.maxFeePerGas ?? fees.gasPrice ?? 1_000_000_000n) * 3n + priority;
-    const rawTx = await this.wallet.signTransaction({
-      type: 2,
-      chainId: this.chainId,
-      nonce: Number(input.nonce),
+  }): Promise<{ rawTx: string; txHash: string }> {
+    return this.sign({
       to: this.usdcAddress,
       data: this.transferData(input.to, input.amountMicro),
-      value: 0n,
+      nonce: input.nonce,
       gasLimit: input.gasLimit,
-      maxFeePerGas: maxFee,
-      maxPriorityFeePerGas: priority,
+      fees: await this.suggestedFees(3n),
     });
-    return { rawTx, txHash: Transaction.from(rawTx).hash!.toLowerCase() };
-  }
-
-  /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
-  broadcast(rawTx: string, txHash: string): Promise<void> {
-    return broadcastSignedTransaction(this.provider, rawTx, txHash);
   }
 
   async receipt(txHash: string): Promise<TransferReceipt | null> {
     const receipt = await this.provider.getTransactionReceipt(txHash);
     if (!receipt) return null;
     return { status: receipt.status ?? 0, blockNumber: BigInt(receipt.blockNumber) };
-  }
-
-  async blockNumber(): Promise<bigint> {
-    return BigInt(await this.provider.getBlockNumber());
   }
 
   destroy(): void {

@@ -1,29 +1,19 @@
-import type { TransferBroadcaster } from './broadcast';
+import { crashIfConfigured } from '../crash';
+import { OPEN_BATCH } from '../db';
+import { describe } from '../errors';
 import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
-import { describe, OPEN_BATCH, type TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker';
 
 /** Why a confirmed transfer needs an operator: reported confirmed, it is now mined reverted. */
 export const REVERTED_AFTER_CONFIRMATION =
   'reported confirmed, then mined again after a reorg and reverted: no money left escrow; an operator must pay it';
 
-/**
- * What is already recorded: `signed`/`broadcast` transfers are (re)broadcast until a receipt is CONFIRMATIONS deep,
- * then finished with their owner's outcome; `confirmed` ones are watched through the reorg window and sent again
- * (same bytes) if a reorg drops them.
- */
+/** Sends the recorded bytes (never re-signed) until deep enough, then finishes; watches confirmed ones for reorgs. */
 export class ConfirmationWatch {
-  constructor(
-    private readonly deps: TransferWorkerDeps,
-    private readonly broadcaster: TransferBroadcaster,
-  ) {}
+  constructor(private readonly deps: TransferWorkerDeps) {}
 
-  /**
-   * Confirmed transfers are watched for another CONFIRMATIONS blocks (the reorg window past the one they were
-   * confirmed in): one whose receipt disappeared while escrow's nonce for it is not consumed is broadcast again
-   * with the SAME recorded bytes (same hash, so the outcome already reported stays true), before any later nonce
-   * can be mined. Bounded: OPEN_BATCH rows a pass; final once 2 x CONFIRMATIONS deep.
-   */
+  /** Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped is sent again as the SAME bytes. */
   async watchConfirmed(): Promise<void> {
     const { ctx, config, chain } = this.deps;
     const watched = await ctx.db
@@ -46,19 +36,12 @@ export class ConfirmationWatch {
         continue;
       }
       minedNonce ??= await chain.minedNonce();
-      if (transfer.nonce === null || minedNonce > transfer.nonce) continue; // a lagging node: look again
+      if (minedNonce > transfer.nonce!) continue; // a lagging node: look again
       await this.resendDroppedConfirmed(transfer);
     }
   }
 
-  /**
-   * A final transfer (2 x CONFIRMATIONS deep, its outcome booked by the ledger) that a deeper reorg took off the
-   * chain is watched again, so that watchConfirmed sends the SAME signed bytes: its nonce is its idempotency key,
-   * so it lands once however often it is sent, and the ledger's decision and booking stand unchanged (same hash).
-   * Found by escrow's mined nonce, one read a pass whatever the depth: escrow signs one transaction per nonce
-   * (unique per sender), so a nonce the chain counts as used is this transaction's, and a final transfer at or
-   * above the mined count is off the chain, unless the node lags (it still has the receipt: nothing done).
-   */
+  /** A final transfer a deeper reorg dropped (its nonce unused: escrow signs one per nonce) is watched again. */
   async reopenDroppedFinal(): Promise<void> {
     const { ctx, config, chain } = this.deps;
     const fromEscrow = ctx.db
@@ -101,17 +84,8 @@ export class ConfirmationWatch {
     }
   }
 
-  /**
-   * A watched transfer still mined: its block is kept up to date, and it is final once 2 x CONFIRMATIONS deep.
-   * Mined reverted (a reorg dropped it and the same bytes came back where they fail; anyone may send them again from
-   * the public mempool), the outcome its owner was told is false: no money left escrow. That is not undone here
-   * (the owner booked it as paid out); it is final with the reason recorded, counted and logged as an error.
-   */
-  private async recordConfirmedDepth(
-    transfer: TransferRow,
-    receipt: TransferReceipt,
-    head: bigint,
-  ): Promise<void> {
+  /** Final at 2 x CONFIRMATIONS; mined reverted after a reorg, it is final with the reason, for an operator. */
+  private async recordConfirmedDepth(transfer: TransferRow, receipt: TransferReceipt, head: bigint) {
     const finalDepth = 2n * BigInt(this.deps.config.confirmations);
     const final = head - receipt.blockNumber + 1n >= finalDepth;
     const revertedFinal = final && receipt.status !== 1;
@@ -138,7 +112,7 @@ export class ConfirmationWatch {
   /** A confirmed transfer a reorg dropped, its nonce not consumed: the recorded bytes are sent again. */
   private async resendDroppedConfirmed(transfer: TransferRow): Promise<void> {
     const { ctx, chain } = this.deps;
-    if (!(await this.broadcaster.wouldSucceedNow(transfer))) return;
+    if (!(await this.wouldSucceedNow(transfer))) return;
     ctx.logger.warn(
       { transferId: transfer.transfer_id, txHash: transfer.tx_hash, nonce: transfer.nonce!.toString() },
       'confirmed transfer dropped by a reorg; broadcasting the recorded transaction again',
@@ -147,7 +121,7 @@ export class ConfirmationWatch {
       await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
     } catch (error) {
       ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error) },
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
         'rebroadcast after a reorg failed; will retry',
       );
       return;
@@ -187,11 +161,8 @@ export class ConfirmationWatch {
   }
 
   /**
-   * Finished once deep enough; before that, its block is recorded. A success is reported at CONFIRMATIONS and then
-   * watched to 2 x CONFIRMATIONS (watchConfirmed): a reorg in between is answered by sending the same bytes again.
-   * A revert is reported only at 2 x CONFIRMATIONS, the depth a success becomes final: its owner then gives the
-   * reserved money back (a payout is made again), and a reorg past the revert could still mine the same signed
-   * bytes successfully, paying twice.
+   * A success is reported at CONFIRMATIONS, a revert only at 2 x CONFIRMATIONS (where a success is final): a shallower
+   * reorg could still mine the same bytes successfully after the money was given back.
    */
   private async onReceipt(transfer: TransferRow, receipt: TransferReceipt, head: bigint): Promise<void> {
     const confirmations = head - receipt.blockNumber + 1n;
@@ -201,7 +172,7 @@ export class ConfirmationWatch {
       await this.finish(transfer, succeeded, receipt.blockNumber);
     } else if (transfer.status === 'signed' || transfer.block_number !== receipt.blockNumber) {
       // Mined (so broadcast); its block is kept so that a reorg taking it away is noticed at once below.
-      await this.broadcaster.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
+      await this.markBroadcast(transfer.transfer_id, false, receipt.blockNumber);
     }
   }
 
@@ -209,13 +180,13 @@ export class ConfirmationWatch {
   private async rebroadcastIfDue(transfer: TransferRow): Promise<void> {
     const { ctx, config } = this.deps;
     const lastSentMs = transfer.last_broadcast_at?.getTime() ?? 0;
-    // Mined before and now without a receipt: a reorg dropped it, so it is sent again now, not TX_TIMEOUT_MS on.
+    // Mined before and now without a receipt: sent again now, not TX_TIMEOUT_MS on.
     const droppedByReorg = transfer.block_number !== null;
     const due =
       transfer.status === 'signed' || droppedByReorg || Date.now() - lastSentMs >= config.txTimeoutMs;
     if (!due) return;
     if (droppedByReorg) {
-      if (!(await this.broadcaster.wouldSucceedNow(transfer))) return;
+      if (!(await this.wouldSucceedNow(transfer))) return;
       ctx.logger.warn(
         {
           transferId: transfer.transfer_id,
@@ -230,10 +201,10 @@ export class ConfirmationWatch {
         'transfer has no receipt after TX_TIMEOUT_MS; rebroadcasting the recorded transaction',
       );
     }
-    await this.broadcaster.broadcastRecorded(transfer);
+    await this.broadcastRecorded(transfer);
   }
 
-  /** The state change and the owner's outcome in one transaction, guarded so that only one replica does it. */
+  /** The state change and the owner's outcome in one transaction, once across replicas. */
   private async finish(transfer: TransferRow, succeeded: boolean, blockNumber: bigint): Promise<void> {
     const reason = 'the transaction reverted on chain';
     const finished = await this.deps.ctx.inTransaction(async (trx) => {
@@ -254,23 +225,71 @@ export class ConfirmationWatch {
       else await handler.onFailed(trx, updated, reason);
       return updated;
     });
-    if (finished) this.reportFinished(finished, succeeded);
+    if (!finished) return;
+    const { kind } = finished;
+    if (succeeded) this.deps.metrics.transferSent(kind);
+    else this.deps.metrics.transfersFailed.inc({ kind });
+    this.deps.ctx.logger[succeeded ? 'info' : 'error'](
+      { transferId: finished.transfer_id, kind, txHash: finished.tx_hash },
+      succeeded ? 'transfer confirmed' : 'transfer reverted on chain',
+    );
   }
 
-  private reportFinished(finished: TransferRow, succeeded: boolean): void {
-    const { ctx, metrics } = this.deps;
-    if (succeeded) {
-      metrics.transferSent(finished.kind);
-      ctx.logger.info(
-        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
-        'transfer confirmed',
+  /** A transaction a reorg dropped waits for the money it was paid from (a sweep the reorg dropped too). */
+  private async wouldSucceedNow(transfer: TransferRow): Promise<boolean> {
+    try {
+      await this.deps.chain.estimateTransferGas(transfer.to_address, transfer.amount_micro);
+      return true;
+    } catch (error) {
+      this.deps.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
+        'transfer dropped by a reorg would not succeed now; sent again once escrow covers it',
       );
-    } else {
-      metrics.transfersFailed.inc({ kind: finished.kind });
-      ctx.logger.error(
-        { transferId: finished.transfer_id, kind: finished.kind, txHash: finished.tx_hash },
-        'transfer reverted on chain',
-      );
+      return false;
     }
+  }
+
+  async broadcastRecorded(transfer: TransferRow): Promise<void> {
+    const { ctx, chain, config } = this.deps;
+    try {
+      await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
+    } catch (error) {
+      ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
+        'broadcast failed; will retry the same transaction',
+      );
+      await ctx.db
+        .updateTable('outgoing_transfers')
+        .set((eb) => ({
+          last_error: describe(error, 500),
+          broadcast_attempts: eb('broadcast_attempts', '+', 1),
+        }))
+        .where('transfer_id', '=', transfer.transfer_id)
+        .execute();
+      return;
+    }
+    crashIfConfigured(config, 'after_broadcast');
+    await this.markBroadcast(transfer.transfer_id, true);
+  }
+
+  private async markBroadcast(
+    transferId: string,
+    sentNow: boolean,
+    minedIn: bigint | null = null,
+  ): Promise<void> {
+    await this.deps.ctx.db
+      .updateTable('outgoing_transfers')
+      .set((eb) => ({
+        status: 'broadcast',
+        last_error: null,
+        // The block it was seen mined in, or null once it is sent again (no block holds it now).
+        block_number: minedIn,
+        ...(sentNow
+          ? { last_broadcast_at: new Date(), broadcast_attempts: eb('broadcast_attempts', '+', 1) }
+          : {}),
+      }))
+      .where('transfer_id', '=', transferId)
+      .where('status', 'in', ['signed', 'broadcast'])
+      .execute();
   }
 }

@@ -2,25 +2,24 @@ import { newEventId } from '@paygate/contracts';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { OutgoingTransfersTable, SettlementDB, TransferKind } from '../db';
 import { NonPositiveTransferError } from '../errors';
+import type { EscrowChain } from './chain';
 
 export type TransferRow = Selectable<OutgoingTransfersTable>;
 
-export interface NewTransfer {
+interface NewTransfer {
   kind: TransferKind;
   /** settlementId for a payout, refundId for a refund: one transfer per key, ever. */
   idempotencyKey: string;
-  chainId: number;
-  tokenAddress: string;
-  fromAddress: string;
   toAddress: string;
   amountMicro: bigint;
 }
 
-/**
- * Records an outgoing transfer (status `created`, nothing signed yet) in the caller's transaction and returns its
- * id. Recording the same (kind, idempotencyKey) again returns the existing transfer and changes nothing.
- */
-export async function recordTransfer(trx: Transaction<SettlementDB>, input: NewTransfer): Promise<string> {
+/** Records a transfer out of escrow (`created`) and returns its id; the same (kind, key) returns the same one. */
+export async function recordTransfer(
+  trx: Transaction<SettlementDB>,
+  escrow: Pick<EscrowChain, 'chainId' | 'usdcAddress' | 'address'>,
+  input: NewTransfer,
+): Promise<string> {
   if (input.amountMicro <= 0n) throw new NonPositiveTransferError();
   await trx
     .insertInto('outgoing_transfers')
@@ -28,21 +27,12 @@ export async function recordTransfer(trx: Transaction<SettlementDB>, input: NewT
       transfer_id: `otx_${newEventId()}`,
       kind: input.kind,
       idempotency_key: input.idempotencyKey,
-      chain_id: input.chainId,
-      token_address: input.tokenAddress.toLowerCase(),
-      from_address: input.fromAddress.toLowerCase(),
+      chain_id: escrow.chainId,
+      token_address: escrow.usdcAddress.toLowerCase(),
+      from_address: escrow.address.toLowerCase(),
       to_address: input.toAddress,
       amount_micro: input.amountMicro,
       status: 'created',
-      nonce: null,
-      raw_tx: null,
-      tx_hash: null,
-      block_number: null,
-      last_error: null,
-      signed_at: null,
-      last_broadcast_at: null,
-      confirmed_at: null,
-      failed_at: null,
     })
     .onConflict((oc) => oc.columns(['kind', 'idempotency_key']).doNothing())
     .execute();
@@ -55,10 +45,7 @@ export async function recordTransfer(trx: Transaction<SettlementDB>, input: NewT
   return row.transfer_id;
 }
 
-/**
- * Transfers not done within `olderThanMs`: unsigned that long after being recorded, or signed that long ago and
- * still without a confirmed receipt (rebroadcasting does not count as progress).
- */
+/** Transfers recorded (unsigned) or signed longer than `olderThanMs` ago and not yet confirmed. */
 export async function countStuckTransfers(db: Kysely<SettlementDB>, olderThanMs: number): Promise<number> {
   const result = await sql<{ count: string }>`
     select count(*)::text as count from outgoing_transfers

@@ -3,85 +3,61 @@ import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import { crashIfConfigured } from '../crash';
 import type { SettlementDB } from '../db';
-import { EscrowShortError } from '../errors';
+import { describe, EscrowShortError } from '../errors';
 import { TransferRefusal } from '../reasons';
-import type { TransferBroadcaster } from './broadcast';
+import type { ConfirmationWatch } from './confirmation-watch';
 import type { TransferRow } from './repository';
-import { describe, type TransferWorkerDeps } from './worker-deps';
+import type { TransferWorkerDeps } from './worker';
 
 const SIGN_BATCH = 20;
 /**
- * Pre-flight retries: 2 s, 4 s, ... up to 5 min, at the ceiling of the shared backoff (no jitter). Deterministic on
- * purpose: MAX_PREFLIGHT_ATTEMPTS gives up and fails the payout, so these delays set how long escrow has to become
- * able to pay (e.g. a sweep still on its way); full jitter would shorten that window at random.
+ * Pre-flight retries: 2 s, 4 s, ... up to 5 min, without jitter: with MAX_PREFLIGHT_ATTEMPTS they set how long escrow
+ * has to become able to pay (a sweep on its way), which jitter would shorten at random.
  */
 const PREFLIGHT_BACKOFF: BackoffPolicy = { baseMs: 2000, maxMs: 5 * 60_000 };
 const AT_CEILING = () => 1;
 
-interface Refusal {
-  reason: TransferRefusal;
-  message: string;
-}
-
-/**
- * `created` transfers: within MAX_TRANSFER_USDC, then, under a Postgres advisory lock (one signer for the escrow
- * key across replicas), pre-flight, nonce allocation, signing, and the COMMIT of the signed bytes, hash and nonce
- * (`signed`) before anything is broadcast.
- */
+/** `created` transfers: pre-flight, nonce, signature and COMMIT under the escrow key's lock, before any broadcast. */
 export class TransferSigner {
   constructor(
     private readonly deps: TransferWorkerDeps,
     private readonly lockKey: string,
-    private readonly broadcaster: TransferBroadcaster,
+    private readonly watch: ConfirmationWatch,
   ) {}
 
   async signCreated(): Promise<void> {
     const { ctx, config } = this.deps;
     const due = await ctx.db
       .selectFrom('outgoing_transfers')
-      .select('transfer_id')
+      .select(['transfer_id', 'amount_micro'])
       .where('status', '=', 'created')
       .where('chain_id', '=', config.chainId)
       .where('next_attempt_at', '<=', new Date())
       .orderBy('created_at')
       .limit(SIGN_BATCH)
       .execute();
-    for (const { transfer_id } of due) {
+    const capMicro = parseChainUsdc(config.maxTransferUsdc);
+    for (const { transfer_id, amount_micro } of due) {
       if (this.deps.isStopped()) return;
-      if (!(await this.withinCap(transfer_id))) continue;
+      if (amount_micro > capMicro) {
+        await this.failAboveCap(
+          transfer_id,
+          `${formatUsdc(amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(capMicro)})`,
+        );
+        continue;
+      }
       const signed = await this.signAndRecord(transfer_id);
       if (!signed) continue;
       crashIfConfigured(config, 'after_record');
-      await this.broadcaster.broadcastRecorded(signed);
+      await this.watch.broadcastRecorded(signed);
     }
   }
 
-  /**
-   * Escrow is shared: a transfer is recorded only from the ledger's own event (its outbox; no other bus user may
-   * publish what settlement pays), to the address that event names, and is never signed above MAX_TRANSFER_USDC.
-   * Above it the transfer fails, never signed, and its owner is told (a payout's reservation is then given back).
-   */
-  private async withinCap(transferId: string): Promise<boolean> {
-    const transfer = await this.deps.ctx.db
-      .selectFrom('outgoing_transfers')
-      .selectAll()
-      .where('transfer_id', '=', transferId)
-      .where('status', '=', 'created')
-      .executeTakeFirst();
-    if (!transfer) return false;
-    const capMicro = parseChainUsdc(this.deps.config.maxTransferUsdc);
-    if (transfer.amount_micro <= capMicro) return true;
-    await this.failRefused(transferId, {
-      reason: TransferRefusal.ExceedsTransferCap,
-      message: `${formatUsdc(transfer.amount_micro)} USDC is above MAX_TRANSFER_USDC (${formatUsdc(capMicro)})`,
-    });
-    return false;
-  }
-
-  /** A refused transfer fails, never signed, and its owner is told in the same transaction. */
-  private async failRefused(transferId: string, refusal: Refusal): Promise<void> {
+  /** Above MAX_TRANSFER_USDC, whatever the ledger decided: failed unsigned, its owner told in one transaction. */
+  private async failAboveCap(transferId: string, message: string): Promise<void> {
     const { ctx, metrics, handlers } = this.deps;
-    const reason = `not sent: ${refusal.reason}: ${refusal.message}`;
+    const refusal = TransferRefusal.ExceedsTransferCap;
+    const reason = `not sent: ${refusal}: ${message}`;
     const failed = await ctx.inTransaction(async (trx) => {
       const row = await trx
         .updateTable('outgoing_transfers')
@@ -94,7 +70,7 @@ export class TransferSigner {
       return row;
     });
     if (!failed) return;
-    metrics.transfersRefused.inc({ kind: failed.kind, reason: refusal.reason });
+    metrics.transfersRefused.inc({ kind: failed.kind, reason: refusal });
     metrics.transfersFailed.inc({ kind: failed.kind });
     ctx.logger.error(
       {
@@ -103,13 +79,12 @@ export class TransferSigner {
         key: failed.idempotency_key,
         to: failed.to_address,
         amount: formatUsdc(failed.amount_micro),
-        reason: refusal.reason,
+        reason: refusal,
       },
       'transfer out of escrow refused before signing',
     );
   }
 
-  /** Signs one transfer and commits the signed transaction; nothing reaches the chain here. */
   private async signAndRecord(transferId: string): Promise<TransferRow | undefined> {
     const { ctx, chain, metrics } = this.deps;
     let failed: TransferRow | undefined;
@@ -168,10 +143,7 @@ export class TransferSigner {
     return signed;
   }
 
-  /**
-   * A failed pre-flight (inside the signing transaction): retried with backoff, or, after MAX_PREFLIGHT_ATTEMPTS,
-   * the transfer fails and its owner is told. Returns the failed row, if it failed.
-   */
+  /** Retried with backoff, or after MAX_PREFLIGHT_ATTEMPTS failed (its owner told): then the failed row. */
   private async recordPreflightFailure(
     trx: Transaction<SettlementDB>,
     transfer: TransferRow,
@@ -179,7 +151,7 @@ export class TransferSigner {
   ): Promise<TransferRow | undefined> {
     const transferId = transfer.transfer_id;
     const attempts = transfer.preflight_attempts + 1;
-    const reason = `pre-flight failed: ${describe(error)}`;
+    const reason = `pre-flight failed: ${describe(error, 500)}`;
     if (attempts >= this.deps.config.maxPreflightAttempts) {
       const failed = await trx
         .updateTable('outgoing_transfers')
@@ -209,13 +181,7 @@ export class TransferSigner {
     return undefined;
   }
 
-  /**
-   * The pre-flight's balance check (under the lock): escrow's USDC already mined, less every transfer of its own
-   * recorded and not yet mined (nonce at or above the mined count), must cover this one. eth_estimateGas alone is
-   * not enough: a node may simulate on its pending block, counting money still on its way into escrow (a sweep,
-   * a buyer's transfer) that the block can then order after this transfer, which reverts; and a recorded
-   * transaction not yet in the pool (its broadcast failed) is in no simulation at all.
-   */
+  /** Escrow's mined USDC less its unmined recorded transfers must cover this one (a gas estimate may not: README). */
   private async assertMinedFundsCover(trx: Transaction<SettlementDB>, transfer: TransferRow): Promise<void> {
     const { balanceMicro, minedNonce } = await this.deps.chain.minedState();
     const unmined = await trx
