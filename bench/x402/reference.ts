@@ -7,12 +7,13 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { makeProvider } from '@paygate/chain';
 import type { Harness } from '@paygate/gateway-proxy/test/harness';
 import { signTransferAuthorization, testSigner, testWallets, waitFor } from '@paygate/testing';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
-import { WebSocketProvider } from 'ethers';
+import { type JsonRpcProvider, WebSocketProvider } from 'ethers';
 import { createWalletClient, defineChain, nonceManager, publicActions, http as viemHttp } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
@@ -165,14 +166,34 @@ async function call(
   return { ms, endedAt };
 }
 
-/** Resolves just after anvil mines its next block (polled every 5 ms, bounded). */
+/** A poll of the head that waits at most this long: one unanswered request must not use up the whole wait. */
+const HEAD_POLL_TIMEOUT_MS = 1000;
+const headPollers = new WeakMap<Harness, JsonRpcProvider>();
+
+/** Resolves just after anvil mines its next block (polled every 5 ms, each poll and the whole wait bounded). */
 async function nextBlock(h: Harness): Promise<void> {
-  const head = await h.anvil.provider.getBlockNumber();
-  await waitFor(async () => (await h.anvil.provider.getBlockNumber()) > head, {
-    timeoutMs: 10_000,
-    intervalMs: 5,
-    message: 'anvil mined no block',
-  });
+  let poller = headPollers.get(h);
+  if (!poller) {
+    poller = makeProvider(h.anvil.rpcUrl, { timeoutMs: HEAD_POLL_TIMEOUT_MS, chainId: h.anvil.chainId });
+    headPollers.set(h, poller);
+  }
+  const head = await poller.getBlockNumber();
+  let unanswered = 0;
+  await waitFor(
+    async () => {
+      const now = await poller.getBlockNumber().catch(() => {
+        unanswered += 1;
+        return head;
+      });
+      return now > head;
+    },
+    {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+      message: async () =>
+        `anvil mined no block after ${head} (${unanswered} polls unanswered within ${HEAD_POLL_TIMEOUT_MS} ms)`,
+    },
+  );
 }
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
