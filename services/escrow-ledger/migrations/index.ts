@@ -2,6 +2,7 @@ import { busMigrations, reorgTombstoneMigrations } from '@paygate/bus';
 import { rateLimitMigrations } from '@paygate/http';
 import type { Migration } from 'kysely';
 import { baseline } from './2026-12-02-1000-baseline';
+import { cheaperBookingChecks } from './2026-12-03-1300-cheaper-booking-checks';
 
 /**
  * The ledger schema's migrations: the tables of the libraries it uses (the bus's outbox, inbox and reorg
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   ...reorgTombstoneMigrations,
   ...rateLimitMigrations,
   '2026-12-02-1000-baseline': baseline,
+  '2026-12-03-1300-cheaper-booking-checks': cheaperBookingChecks,
 };

@@ -10,11 +10,12 @@ drop function if exists book_payments(jsonb, timestamptz);
 -- of every transfer_in entry (its key and memo are the caller's).
 drop function if exists transfer_in_entry(text, bigint, text);
 
--- Append-only journal: UPDATE, DELETE and TRUNCATE of entries and postings are refused.
+-- Append-only journal: UPDATE, DELETE and TRUNCATE of entries and postings are refused, DELETE and TRUNCATE of
+-- accounts.
 create or replace function refuse_change() returns trigger language plpgsql as $$
 begin
-  raise exception 'ledger table % is append-only: corrections are new reversing entries', tg_table_name
-    using errcode = '55000';
+  raise exception 'ledger table % refuses %: its rows are never changed or removed, corrections are new reversing entries',
+    tg_table_name, tg_op using errcode = '55000';
 end $$;
 
 -- The account of a kind and owner, created on first use from its kind (normal side, floor).
@@ -57,23 +58,35 @@ begin
   return v_id;
 end $$;
 
--- Every entry of an INSERT statement nets to zero (checked once per statement over the inserted rows).
-create or replace function check_entries_balanced() returns trigger language plpgsql as $$
-declare v_entry bigint; v_net bigint;
+-- The postings of an INSERT statement, checked once per statement over the inserted rows: every entry they post to
+-- exists and nets to zero, and every account they touch exists (in place of per-row foreign keys: neither table can
+-- lose a row, both refuse DELETE and TRUNCATE).
+create or replace function check_new_postings() returns trigger language plpgsql as $$
+declare v_entry bigint; v_net bigint; v_missing boolean; v_account bigint;
 begin
-  select entry_id, net into v_entry, v_net from (
+  select s.entry_id, s.net, j.id is null into v_entry, v_net, v_missing from (
     select entry_id, sum(case when side = 'debit' then amount_micro else -amount_micro end) as net
       from new_postings group by entry_id) s
-   where net <> 0 limit 1;
+    left join journal_entries j on j.id = s.entry_id
+   where s.net <> 0 or j.id is null limit 1;
+  if v_missing then
+    raise exception 'posting to journal entry %, which does not exist', v_entry using errcode = '23503';
+  end if;
   if v_entry is not null then
     raise exception 'journal entry % does not balance (debits - credits = %)', v_entry, v_net
       using errcode = '23514';
   end if;
+  select p.account_id into v_account from (select distinct account_id from new_postings) p
+   where not exists (select 1 from accounts a where a.id = p.account_id) limit 1;
+  if v_account is not null then
+    raise exception 'posting to account %, which does not exist', v_account using errcode = '23503';
+  end if;
   return null;
 end $$;
+drop function if exists check_entries_balanced();
 
--- Balances are derived from postings, once per statement; rows locked FOR NO KEY UPDATE in id order
--- (FK checks take KEY SHARE on the same rows, so FOR UPDATE would deadlock concurrent batches).
+-- Balances are derived from postings, once per statement; rows locked FOR NO KEY UPDATE (the lock an UPDATE of a
+-- non-key column takes) in id order, so concurrent batches queue on an account instead of deadlocking.
 create or replace function apply_postings() returns trigger language plpgsql as $$
 begin
   perform 1 from accounts where id in (select account_id from new_postings) order by id for no key update;
@@ -135,8 +148,10 @@ create or replace function seller_share_micro(p_amount bigint, p_platform_fee_pe
 -- The entry of money arriving in the escrow wallet: into the escrow asset, held in suspense until a payment claims
 -- it. Its one definition: book_payments builds it for a transfer a payment's claim saw first, and the transfer.observed
 -- paths post it through post_transfer_in (services/escrow-ledger/src/payments/transfer-booking.ts).
+-- Stable, as jsonb_build_object is: a function no more volatile than its body is inlined into the statement that
+-- calls it, where an immutable one over stable calls would be run as a separate SQL call per row.
 create or replace function transfer_in_entry(p_key text, p_amount bigint, p_memo jsonb) returns jsonb
-  language sql immutable as $$
+  language sql stable as $$
   select jsonb_build_object('key', p_key, 'type', 'transfer_in',
     'lines', jsonb_build_array(
       jsonb_build_object('kind', 'escrow_asset', 'side', 'debit', 'amount', p_amount::text),
@@ -152,7 +167,7 @@ create or replace function post_transfer_in(p_key text, p_amount bigint, p_memo 
 -- The entry of a payment claiming its transfer: out of suspense into the seller's and the platform's holds.
 create or replace function payment_entry(p_key text, p_transaction_id text, p_amount bigint, p_seller_share bigint,
     p_seller_id text, p_payment_id text, p_source text) returns jsonb
-  language sql immutable as $$
+  language sql stable as $$
   select jsonb_build_object('key', p_key, 'type', 'payment', 'transactionId', p_transaction_id,
     'lines', jsonb_build_array(
       jsonb_build_object('kind', 'suspense', 'side', 'debit', 'amount', p_amount::text),
@@ -168,10 +183,11 @@ create or replace function payment_hold_until(p jsonb, p_now timestamptz) return
     coalesce((p->>'releaseNotBefore')::timestamptz, p_now)) $$;
 
 -- A payment entry keeps the paid call's trace context (its payment.confirmed envelope's), so the payout that later
--- pays it can join that trace.
+-- pays it can join that trace. The entry unchanged without one ('return_target'); p_entry named once, so the call
+-- is inlined.
 create or replace function with_trace(p_entry jsonb, p_payment jsonb) returns jsonb
   language sql immutable as $$
-  select coalesce(jsonb_set(p_entry, '{memo,trace}', p_payment->'confirmedEvent'->'trace'), p_entry) $$;
+  select jsonb_set_lax(p_entry, '{memo,trace}', p_payment->'confirmedEvent'->'trace', true, 'return_target') $$;
 
 -- Books a batch of claimed payments (ledger.claim_transfer, in the claims' own transaction; a parked or reorged
 -- payment when its transfer is mined again): each takes its transfer (one live transaction per transfer) and

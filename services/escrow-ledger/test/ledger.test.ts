@@ -114,7 +114,7 @@ describe('ledger', () => {
     await expectBooksConsistent();
   });
 
-  test('the database refuses unbalanced entries, edits, deletes and balances below the floor', async () => {
+  test('the database refuses unbalanced entries, postings to nothing, edits, deletes and balances below the floor', async () => {
     await expect(
       db.transaction().execute(async (trx) => {
         await sql`select post_entry('bad-1', 'test', null, null, ${JSON.stringify([
@@ -124,9 +124,27 @@ describe('ledger', () => {
       }),
     ).rejects.toThrow(/does not balance/);
     await expect(sql`update postings set amount_micro = amount_micro + 1`.execute(db)).rejects.toThrow(
-      /append-only/,
+      /postings refuses UPDATE/,
     );
-    await expect(sql`delete from journal_entries`.execute(db)).rejects.toThrow(/append-only/);
+    await expect(sql`delete from journal_entries`.execute(db)).rejects.toThrow(
+      /journal_entries refuses DELETE/,
+    );
+    await expect(sql`delete from accounts`.execute(db)).rejects.toThrow(/accounts refuses DELETE/);
+    // A posting's entry and account are checked per statement (no per-row foreign keys).
+    const [entry] = (
+      await sql<{ id: bigint }>`select id from journal_entries order by id limit 1`.execute(db)
+    ).rows;
+    const [account] = (await sql<{ id: bigint }>`select max(id) as id from accounts`.execute(db)).rows;
+    await expect(
+      sql`insert into postings (entry_id, account_id, side, amount_micro) values
+        (${entry!.id}, ${account!.id + 1000n}, 'debit', 1), (${entry!.id}, ${account!.id}, 'credit', 1)`.execute(
+        db,
+      ),
+    ).rejects.toThrow(/posting to account \d+, which does not exist/);
+    await expect(
+      sql`insert into postings (entry_id, account_id, side, amount_micro) values
+        (-1, ${account!.id}, 'debit', 1), (-1, ${account!.id}, 'credit', 1)`.execute(db),
+    ).rejects.toThrow(/posting to journal entry -1, which does not exist/);
     const held = await accountBalance(db, 'platform_held');
     await expect(
       sql`select post_entry('bad-2', 'test', null, null, ${JSON.stringify([

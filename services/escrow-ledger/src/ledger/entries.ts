@@ -99,7 +99,7 @@ export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''
 
 /**
  * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
- * as the balance trigger takes, so it does not conflict with concurrent postings' foreign key checks.
+ * as the balance trigger takes.
  */
 export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
