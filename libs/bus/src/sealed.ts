@@ -1,6 +1,7 @@
 import {
   createCipheriv,
   createDecipheriv,
+  createPrivateKey,
   createPublicKey,
   diffieHellman,
   generateKeyPairSync,
@@ -32,12 +33,26 @@ export class SealedValueError extends BusError {
 }
 
 export function newReplyKey(): ReplyKey {
-  const { publicKey, privateKey } = generateKeyPairSync('x25519');
-  return { publicKey: rawPublicKey(publicKey), privateKey };
+  return newX25519Pair();
 }
 
-function rawPublicKey(key: KeyObject): string {
-  return key.export({ format: 'jwk' }).x as string;
+/** An X25519 public key in DER (SPKI) is a fixed 12-byte header, then the 32 raw bytes. */
+const RAW_X25519_PUBLIC_KEY_BYTES = 32;
+
+/**
+ * A fresh X25519 pair: the raw public half, base64url, and the private half. Generated as DER and the private half
+ * imported again, so no KeyObject shares its lock with the generation job: Node 20 deadlocks when that job is
+ * garbage-collected while one of its keys is being exported as a JWK (a test worker hung forever in ExportJWKEdKey).
+ */
+function newX25519Pair(): ReplyKey {
+  const { publicKey, privateKey } = generateKeyPairSync('x25519', {
+    publicKeyEncoding: { type: 'spki', format: 'der' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'der' },
+  });
+  return {
+    publicKey: publicKey.subarray(-RAW_X25519_PUBLIC_KEY_BYTES).toString('base64url'),
+    privateKey: createPrivateKey({ key: privateKey, format: 'der', type: 'pkcs8' }),
+  };
 }
 
 export function isReplyPublicKey(value: unknown): value is string {
@@ -58,8 +73,8 @@ function derivedKey(shared: Buffer, ephemeral: string, recipient: string, contex
 /** Seals `plaintext` to the recipient's public key; the result is one ASCII string. */
 export function sealTo(recipientPublicKey: string, plaintext: string, context: string): string {
   const recipient = importPublicKey(recipientPublicKey);
-  const ephemeral = generateKeyPairSync('x25519');
-  const ephemeralPublic = rawPublicKey(ephemeral.publicKey);
+  const ephemeral = newX25519Pair();
+  const ephemeralPublic = ephemeral.publicKey;
   const shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient });
   const iv = randomBytes(12);
   const cipher = createCipheriv(
