@@ -5,7 +5,7 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { Row } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { credit, debit, ensureAccounts, postEntries } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
 type DueHold = Row<
@@ -54,25 +54,22 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
         ['platform_revenue', ''] as const,
       ]),
     );
-    for (const hold of due.rows) {
-      const sellerMicro = hold.seller_share_micro - hold.refunded_seller_micro;
-      const platformMicro = hold.platform_share_micro - hold.refunded_platform_micro;
-      await postEntry(trx, {
-        idempotencyKey: `release:${hold.id}`,
-        entryType: 'release',
-        transactionId: hold.id,
-        lines: [
-          debit('seller_held', sellerMicro, hold.seller_id),
-          credit('seller_available', sellerMicro, hold.seller_id),
-          debit('platform_held', platformMicro),
-          credit('platform_revenue', platformMicro),
-        ],
-      });
-      await trx
-        .updateTable('transactions')
-        .set({ escrow_status: 'available', released_at: now })
-        .where('id', '=', hold.id)
-        .execute();
+    if (due.rows.length === 0) return 0;
+    const released = due.rows.map((hold) => ({
+      hold,
+      sellerMicro: hold.seller_share_micro - hold.refunded_seller_micro,
+      platformMicro: hold.platform_share_micro - hold.refunded_platform_micro,
+    }));
+    await trx
+      .updateTable('transactions')
+      .set({ escrow_status: 'available', released_at: now })
+      .where(
+        'id',
+        'in',
+        due.rows.map((hold) => hold.id),
+      )
+      .execute();
+    for (const { hold, sellerMicro } of released) {
       await enqueueEvent(
         trx,
         createEvent('escrow.released', 'escrow-ledger', {
@@ -83,6 +80,22 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
         }),
       );
     }
+    // Last, in one statement: every paid call's booking credits platform_held, so the batch holds that row (and its
+    // sellers' held rows) only from here to the commit, not across a round trip per hold.
+    await postEntries(
+      trx,
+      released.map(({ hold, sellerMicro, platformMicro }) => ({
+        idempotencyKey: `release:${hold.id}`,
+        entryType: 'release',
+        transactionId: hold.id,
+        lines: [
+          debit('seller_held', sellerMicro, hold.seller_id),
+          credit('seller_available', sellerMicro, hold.seller_id),
+          debit('platform_held', platformMicro),
+          credit('platform_revenue', platformMicro),
+        ],
+      })),
+    );
     deps.metrics.holdsReleased.inc(due.rows.length);
     return due.rows.length;
   });

@@ -35,22 +35,20 @@ export interface EntryInput {
   memo?: Record<string, unknown>;
 }
 
+/** An entry's lines as the database functions read them, refusing a negative amount. */
+function linesOf(input: EntryInput) {
+  return input.lines.map((l) => {
+    if (l.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
+    return { kind: l.kind, owner: l.owner ?? '', side: l.side, amount: l.amountMicro.toString() };
+  });
+}
+
 /**
  * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
  * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
  */
 export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigint | null> {
-  for (const line of input.lines) {
-    if (line.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
-  }
-  const lines = JSON.stringify(
-    input.lines.map((l) => ({
-      kind: l.kind,
-      owner: l.owner ?? '',
-      side: l.side,
-      amount: l.amountMicro.toString(),
-    })),
-  );
+  const lines = JSON.stringify(linesOf(input));
   const result = await sql<{
     id: bigint | null;
   }>`select post_entry(${input.idempotencyKey}, ${input.entryType},
@@ -58,6 +56,28 @@ export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigi
     trx,
   );
   return result.rows[0]?.id ?? null;
+}
+
+/**
+ * Posts many entries in one statement (the database function `post_entries`: the same checks as postEntry, a
+ * repeated key posts nothing). The balance rows it touches are locked by that one statement, in account id order,
+ * until the commit: posting last in a transaction holds the shared accounts (platform_held, suspense) for the
+ * shortest time. Reversals are posted one by one (postEntry).
+ */
+export async function postEntries(trx: LedgerTrx, inputs: EntryInput[]): Promise<void> {
+  if (inputs.length === 0) return;
+  const entries = inputs.map((input) => {
+    if (input.reversesEntryId != null)
+      throw new RangeError(`reversal ${input.idempotencyKey}: use postEntry`);
+    return {
+      key: input.idempotencyKey,
+      type: input.entryType,
+      transactionId: input.transactionId ?? null,
+      lines: linesOf(input),
+      memo: input.memo ?? null,
+    };
+  });
+  await sql`select post_entries(${JSON.stringify(entries)}::jsonb)`.execute(trx);
 }
 
 /**
