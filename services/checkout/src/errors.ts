@@ -37,3 +37,8 @@ export class RetryLaterError extends HttpError {
     super(status, code, message, { ...details, retryAfterSeconds });
   }
 }
+
+/** An answer the ledger's contract rules out (a claim refused for an unknown reason, a paid session without a payment). */
+export class CheckoutInvariantError extends CheckoutError {
+  override name = 'CheckoutInvariantError';
+}

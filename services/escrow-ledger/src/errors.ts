@@ -50,3 +50,8 @@ export class ReservationMismatchError extends LedgerError {
     super(`${subject} ${payoutId} does not match its ${reservation} (${detail})`);
   }
 }
+
+/** A database answer the ledger's own statements rule out (a claim neither inserted nor found): a defect. */
+export class LedgerInvariantError extends LedgerError {
+  override name = 'LedgerInvariantError';
+}

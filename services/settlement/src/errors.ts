@@ -50,3 +50,13 @@ export class NonPositiveTransferError extends SettlementError {
 export class SettleCliError extends SettlementError {
   override name = 'SettleCliError';
 }
+
+/** The relayer was built without a key to sign with. */
+export class RelayerSetupError extends SettlementError {
+  override name = 'RelayerSetupError';
+}
+
+/** The node answered a block read with no block (a head it just reported, not yet served by this node). */
+export class BlockNotFoundError extends SettlementError {
+  override name = 'BlockNotFoundError';
+}

@@ -3,6 +3,7 @@ import { takeReorgTombstone } from '@paygate/bus';
 import type { EventData } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
+import { CheckoutInvariantError } from '../errors';
 import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
 import { lockTransferAt, lockTransferKey } from './transfer-rows';
 
@@ -154,7 +155,8 @@ async function claimForSession(
     payment,
   );
   if (claim.ok) return { claimedBy: null, paymentId: claim.paymentId ?? payment?.paymentId };
-  if (claim.reason !== 'claimed_elsewhere') throw new Error(`unexpected claim refusal: ${claim.message}`);
+  if (claim.reason !== 'claimed_elsewhere')
+    throw new CheckoutInvariantError(`unexpected claim refusal: ${claim.message}`);
   return { claimedBy: claim.claimedBy, paymentId: undefined };
 }
 

@@ -11,6 +11,7 @@ import {
   type TransferRow,
   UNPAID_SESSION,
 } from '../db';
+import { CheckoutInvariantError } from '../errors';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
 import { lockTransferAt, lockTransferKey } from './transfer-rows';
@@ -86,7 +87,8 @@ export async function applyToSession(
     await enqueueSessionEvent(trx, 'checkout.session_underpaid', updated, deps.config);
     return updated;
   }
-  if (!paymentId) throw new Error(`session ${session.session_id} paid without the ledger's payment id`);
+  if (!paymentId)
+    throw new CheckoutInvariantError(`session ${session.session_id} paid without the ledger's payment id`);
   await trx
     .insertInto('payments')
     .values({

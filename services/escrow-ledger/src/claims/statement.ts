@@ -3,6 +3,7 @@ import { PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerDb } from '../db';
 import type { LedgerDeps } from '../deps';
+import { LedgerInvariantError } from '../errors';
 import { newClaimId, newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import {
@@ -97,7 +98,7 @@ export async function claimAndBook(
     if (!byRequest.has(Number(row.batch_index))) byRequest.set(Number(row.batch_index), row);
   return requests.map((request, i) => {
     const row = byRequest.get(i);
-    if (!row) throw new Error(`claim on ${claimKeyOf(request)} neither inserted nor found`);
+    if (!row) throw new LedgerInvariantError(`claim on ${claimKeyOf(request)} neither inserted nor found`);
     const {
       batch_index: _,
       booking,

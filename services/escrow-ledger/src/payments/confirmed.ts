@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import type { ClaimRequest } from '../claims/statement';
 import type { LedgerTrx, TransactionsTable } from '../db';
 import type { LedgerDeps } from '../deps';
+import { LedgerInvariantError } from '../errors';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 
@@ -110,7 +111,8 @@ export async function bookClaimedPayments(
     const own = payments[i]!.transactionId;
     if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
     const row = others.get(item.payment.paymentId);
-    if (!row) throw new Error(`book_payments returned nothing for payment ${item.payment.paymentId}`);
+    if (!row)
+      throw new LedgerInvariantError(`book_payments returned nothing for payment ${item.payment.paymentId}`);
     if (row.outcome === 'conflict') reportConflict(deps, row);
     return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
   });

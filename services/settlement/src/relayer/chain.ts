@@ -2,6 +2,7 @@ import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
 import { Interface, type JsonRpcProvider, keccak256, toQuantity, zeroPadValue } from 'ethers';
 import { ChainKey, type FeeCaps } from '../chain-key';
+import { BlockNotFoundError } from '../errors';
 
 const token = new Interface([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -177,7 +178,7 @@ export class RelayerChain extends ChainKey {
 
   async blockTimestampSec(block: bigint): Promise<bigint> {
     const found = await this.provider.getBlock(block);
-    if (!found) throw new Error(`block ${block} not found`);
+    if (!found) throw new BlockNotFoundError(`block ${block} not found`);
     return BigInt(found.timestamp);
   }
 

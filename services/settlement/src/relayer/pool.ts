@@ -1,6 +1,6 @@
 import type { ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
-import { describe } from '../errors';
+import { describe, RelayerSetupError } from '../errors';
 import type { RelayerChain } from './chain';
 import { NonceAllocator } from './nonce-allocator';
 import type { RecordedAuthorizations } from './recorded';
@@ -133,7 +133,7 @@ export class SignerPool {
     private readonly settings: RelayerSettings,
     private readonly logger: ServiceContext<SettlementDB>['logger'],
   ) {
-    if (signers.length === 0) throw new Error('a relayer needs at least one key');
+    if (signers.length === 0) throw new RelayerSetupError('a relayer needs at least one key');
   }
 
   byAddress(address: string): RelayerSigner | undefined {
