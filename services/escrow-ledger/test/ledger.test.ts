@@ -130,6 +130,15 @@ describe('ledger', () => {
       /journal_entries refuses DELETE/,
     );
     await expect(sql`delete from accounts`.execute(db)).rejects.toThrow(/accounts refuses DELETE/);
+    // A transfer's hash: 0x and exactly 64 lowercase hex digits.
+    for (const txHash of [`0x${'a'.repeat(63)}`, `0x${'a'.repeat(65)}`, `0x${'A'.repeat(64)}`]) {
+      await expect(
+        sql`insert into transfer_claims (chain_id, tx_hash, log_index, claim_id, claimed_via, reference, payer,
+            amount_micro, claimed_at)
+          values (31337, ${txHash}, 0, ${`clm_hex_${txHash.length}_${txHash[2]}`}, 'verify', 'hex-check',
+            '0x0000000000000000000000000000000000000001', 1, now())`.execute(db),
+      ).rejects.toThrow(/transfer_claims_tx_hash_check/);
+    }
     // A posting's entry and account are checked per statement (no per-row foreign keys).
     const [entry] = (
       await sql<{ id: bigint }>`select id from journal_entries order by id limit 1`.execute(db)

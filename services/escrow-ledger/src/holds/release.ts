@@ -5,7 +5,7 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { Row } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { credit, debit, ensureAccounts, postEntries } from '../ledger/entries';
+import { credit, debit, postEntries } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
 
 type DueHold = Row<
@@ -44,16 +44,6 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
               and tr.log_index = transactions.log_index
               and tr.chain_confirmed_at is null))
         order by hold_until limit ${limit} for update skip locked`.execute(trx);
-    // Every account the batch posts to exists before the first entry locks balance rows (see ensureAccounts).
-    await ensureAccounts(
-      trx,
-      due.rows.flatMap((hold) => [
-        ['seller_held', hold.seller_id] as const,
-        ['seller_available', hold.seller_id] as const,
-        ['platform_held', ''] as const,
-        ['platform_revenue', ''] as const,
-      ]),
-    );
     if (due.rows.length === 0) return 0;
     const released = due.rows.map((hold) => ({
       hold,
@@ -81,7 +71,8 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
       );
     }
     // Last, in one statement: every paid call's booking credits platform_held, so the batch holds that row (and its
-    // sellers' held rows) only from here to the commit, not across a round trip per hold.
+    // sellers' held rows) only from here to the commit, not across a round trip per hold. post_entries creates any
+    // missing account first, in its global order, and nothing before it here locks a balance row.
     await postEntries(
       trx,
       released.map(({ hold, sellerMicro, platformMicro }) => ({
