@@ -5,6 +5,7 @@ import {
   chainConfig,
   commonConfig,
   int,
+  type ParsedEnv,
   parseEnv,
   productionGuards,
   str,
@@ -12,43 +13,31 @@ import {
 } from '@paygate/runtime';
 import { developmentReceiptKey, parseReceiptKey } from './x402/extensions/offer-receipt';
 
-/** Chain settings (payments must use usdcAddress and reach escrowAddress) plus the gateway's own; README lists each. */
-export interface GatewayProxyConfig extends CommonConfig, ChainConfig {
-  /** ES256 private key (PEM); when absent the gateway schema holds one generated key shared by all replicas. */
-  ticketSigningKeyPem: string | undefined;
-  ticketKeyEncryptionKey: string;
-  ticketTtlSeconds: number;
-  rateLimitPerMinute: number;
-  /** The caller chooses `from` and each unknown proof costs chain reads: the per-wallet limit alone bounds nothing. */
-  verifyPerSellerPerMinute: number;
-  upstreamTimeoutMs: number;
-  proxyMaxBodyBytes: number;
-  retryWindowSeconds: number;
-  x402MaxTimeoutSeconds: number;
-  x402InclusionWaitMs: number;
-  relayerTimeoutMs: number;
-  registryTimeoutMs: number;
-  x402RecoveryAfterMs: number;
-  x402RecoveryIntervalMs: number;
-  x402MinAmountMicro: bigint;
-  x402FacilitatorMaxTimeoutSeconds: number;
-  x402FacilitatorPerMinute: number;
-  discoveryPerMinute: number;
-  relayerDailyPerPayer: number;
-  relayerDailyPerSeller: number;
-  mcpPerMinute: number;
-  mcpMaxResultBytes: number;
-  /** secp256k1 key of x402's offers and receipts; outside production without one, a development key of the chain. */
-  receiptSigningKey: Buffer;
-  /** Injected clock: tests move time without sleeping. */
-  now: () => Date;
-}
+/** Each variable of `gatewayEnv` is the config field of its name in camelCase (README lists each). */
+type Camel<S extends string> = S extends `${infer Head}_${infer Tail}`
+  ? `${Lowercase<Head>}${Capitalize<Camel<Tail>>}`
+  : Lowercase<S>;
+type GatewayEnv = ReturnType<typeof gatewayEnv>;
+type GatewaySettings = { [K in keyof GatewayEnv & string as Camel<K>]: ParsedEnv<GatewayEnv>[K] };
+
+/** Chain settings (payments must use usdcAddress and reach escrowAddress) plus the gateway's own. */
+export type GatewayProxyConfig = CommonConfig &
+  ChainConfig &
+  GatewaySettings & {
+    /** ES256 private key (PEM); when absent the gateway schema holds one generated key shared by all replicas. */
+    ticketSigningKeyPem: string | undefined;
+    x402MinAmountMicro: bigint;
+    /** secp256k1 key of x402's offers and receipts; outside production without one, a development key of the chain. */
+    receiptSigningKey: Buffer;
+    /** Injected clock: tests move time without sleeping. */
+    now: () => Date;
+  };
 
 const gatewayEnv = () => ({
-  TICKET_SIGNING_KEY: str({ default: '' }),
   TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
   TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
   RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
+  // The caller chooses `from` and each unknown proof costs chain reads: the per-wallet limit alone bounds nothing.
   VERIFY_PER_SELLER_PER_MINUTE: int({ default: 600, min: 1 }),
   UPSTREAM_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
   PROXY_MAX_BODY_BYTES: int({ default: 10 * 1024 * 1024, min: 1 }),
@@ -59,8 +48,6 @@ const gatewayEnv = () => ({
   RELAYER_TIMEOUT_MS: int({ default: 3000, min: 1 }),
   X402_RECOVERY_AFTER_MS: int({ default: 30_000, min: 1 }),
   X402_RECOVERY_INTERVAL_MS: int({ default: 5000, min: 1 }),
-  // One transferWithAuthorization is ~68,000 gas (about 0.002 USD on Base): below 0.01 USDC it costs more than it moves.
-  X402_MIN_AMOUNT: str({ default: '0.01' }),
   X402_FACILITATOR_MAX_TIMEOUT_SECONDS: int({ default: 3600, min: 1 }),
   X402_FACILITATOR_PER_MINUTE: int({ default: 300, min: 1 }),
   DISCOVERY_PER_MINUTE: int({ default: 60, min: 1 }),
@@ -69,8 +56,18 @@ const gatewayEnv = () => ({
   MCP_PER_MINUTE: int({ default: 300, min: 1 }),
   // 1 MB, about a quarter of a million tokens: more than an agent takes in one result.
   MCP_MAX_RESULT_BYTES: int({ default: 1_000_000, min: 1024, max: 64 * 1024 * 1024 }),
-  RECEIPT_SIGNING_KEY: str({ default: '' }),
 });
+
+/** Read into fields of their own (ticketSigningKeyPem, x402MinAmountMicro, receiptSigningKey). */
+const keyEnv = {
+  TICKET_SIGNING_KEY: str({ default: '' }),
+  // One transferWithAuthorization is ~68,000 gas (about 0.002 USD on Base): below 0.01 USDC it costs more than it moves.
+  X402_MIN_AMOUNT: str({ default: '0.01' }),
+  RECEIPT_SIGNING_KEY: str({ default: '' }),
+};
+
+const camel = (name: string) =>
+  name.toLowerCase().replace(/_([a-z0-9])/g, (_all, c: string) => c.toUpperCase());
 
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -80,7 +77,8 @@ export function loadConfig(
   const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
   // The checks past envalid's go in the same list: one error names every bad variable.
   const problems: string[] = [];
-  const parsed = parseEnv(env, gatewayEnv(), problems);
+  const spec = gatewayEnv();
+  const parsed = parseEnv(env, { ...spec, ...keyEnv }, problems);
   const ticketSigningKeyPem = signingKeyPem(parsed.TICKET_SIGNING_KEY ?? '', problems);
   const x402MinAmountMicro = minAmountMicro(parsed.X402_MIN_AMOUNT ?? '', problems);
   const receiptSigningKey = receiptKey(parsed.RECEIPT_SIGNING_KEY ?? '', chain.chainId, problems);
@@ -108,28 +106,11 @@ export function loadConfig(
   return {
     ...common,
     ...chain,
+    ...(Object.fromEntries(
+      Object.keys(spec).map((name) => [camel(name), parsed[name as keyof GatewayEnv]]),
+    ) as GatewaySettings),
     ticketSigningKeyPem,
-    ticketKeyEncryptionKey: parsed.TICKET_KEY_ENCRYPTION_KEY,
-    ticketTtlSeconds: parsed.TICKET_TTL_SECONDS,
-    rateLimitPerMinute: parsed.RATE_LIMIT_PER_MINUTE,
-    verifyPerSellerPerMinute: parsed.VERIFY_PER_SELLER_PER_MINUTE,
-    upstreamTimeoutMs: parsed.UPSTREAM_TIMEOUT_MS,
-    proxyMaxBodyBytes: parsed.PROXY_MAX_BODY_BYTES,
-    retryWindowSeconds: parsed.RETRY_WINDOW_SECONDS,
-    registryTimeoutMs: parsed.REGISTRY_TIMEOUT_MS,
-    x402MaxTimeoutSeconds: parsed.X402_MAX_TIMEOUT_SECONDS,
-    x402InclusionWaitMs: parsed.X402_INCLUSION_WAIT_MS,
-    relayerTimeoutMs: parsed.RELAYER_TIMEOUT_MS,
-    x402RecoveryAfterMs: parsed.X402_RECOVERY_AFTER_MS,
-    x402RecoveryIntervalMs: parsed.X402_RECOVERY_INTERVAL_MS,
     x402MinAmountMicro,
-    x402FacilitatorMaxTimeoutSeconds: parsed.X402_FACILITATOR_MAX_TIMEOUT_SECONDS,
-    x402FacilitatorPerMinute: parsed.X402_FACILITATOR_PER_MINUTE,
-    discoveryPerMinute: parsed.DISCOVERY_PER_MINUTE,
-    relayerDailyPerPayer: parsed.RELAYER_DAILY_PER_PAYER,
-    relayerDailyPerSeller: parsed.RELAYER_DAILY_PER_SELLER,
-    mcpPerMinute: parsed.MCP_PER_MINUTE,
-    mcpMaxResultBytes: parsed.MCP_MAX_RESULT_BYTES,
     receiptSigningKey,
     now,
   };

@@ -16,7 +16,7 @@ export interface SkillsTable {
   updated_at: Generated<Date>;
 }
 
-/** Why a pay-per-call claim was left retryable (payment_claims.retry_cause). */
+/** Why a pay-per-call claim was left retryable; not_attempted: settled after its caller stopped waiting. */
 export type RetryCause = 'seller_failure' | 'buyer_body' | 'not_attempted';
 
 /** One row per `network:txHash`: the purchase a transfer paid, its state and reuse window. */

@@ -91,18 +91,16 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
       const facilitatorLimiter = perMinute(config.x402FacilitatorPerMinute);
       const discoveryLimiter = perMinute(config.discoveryPerMinute);
       const mcpLimiter = perMinute(config.mcpPerMinute);
-      const relayerBudgets = {
-        perPayer: perDay(config.relayerDailyPerPayer),
-        perSeller: perDay(config.relayerDailyPerSeller),
-      };
+      const perPayer = perDay(config.relayerDailyPerPayer);
+      const perSeller = perDay(config.relayerDailyPerSeller);
       const limiters = [
         limiter,
         verifyLimiter,
         facilitatorLimiter,
         discoveryLimiter,
         mcpLimiter,
-        relayerBudgets.perPayer,
-        relayerBudgets.perSeller,
+        perPayer,
+        perSeller,
       ];
 
       const payments = new PaymentService(
@@ -116,7 +114,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
         provider,
         payments,
         new RelayerClient(ctx.bus, config.relayerTimeoutMs),
-        { ...config, relayerBudgets },
+        { ...config, relayerBudgets: { perPayer, perSeller } },
       );
       // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
       void x402.tokenDomain().catch(() => undefined);
@@ -187,17 +185,10 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           }),
         ],
         tasks: [
-          {
-            start: () => {
-              for (const each of limiters) each.start();
-            },
-            stop: async () => {
-              await Promise.all(limiters.map((each) => each.stop()));
-            },
-          },
+          ...limiters,
           x402,
-          { start: async () => undefined, stop: async () => forwardingKeys.close() },
-          { start: async () => undefined, stop: () => forwarding.dispatcher.close() },
+          { start: () => undefined, stop: async () => forwardingKeys.close() },
+          { start: () => undefined, stop: () => forwarding.dispatcher.close() },
           new UnservedCalls(ctx, config),
           blockedPayers,
         ],

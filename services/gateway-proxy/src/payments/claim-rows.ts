@@ -8,7 +8,6 @@ import {
   type ClaimOptions,
   type ClaimToWrite,
   gatewayPaymentId,
-  NO_RECORD,
   type ProvenTransfer,
   type RecordedClaim,
   type RecordStatement,
@@ -48,16 +47,10 @@ export class PaymentClaimRows {
     private readonly ledger: LedgerClaims,
   ) {}
 
-  /** Claims a transfer (undefined when claimed before); throws LedgerClaimRefused when the ledger refuses or is silent. */
-  async insert(
-    transfer: ProvenTransfer,
-    purchase: Purchase,
-    options: ClaimOptions = {},
-  ): Promise<PaymentClaim | undefined> {
-    return (await this.insertRecorded(transfer, purchase, options, NO_RECORD)).claim;
-  }
-
-  /** `insert` plus `record`; the transaction commits only once the ledger agreed (a crash leaves only its claim). */
+  /**
+   * Claims a transfer with `record` (claim undefined when claimed before); the transaction commits only once the
+   * ledger agreed (a crash leaves only its claim); throws LedgerClaimRefused when the ledger refuses or is silent.
+   */
   async insertRecorded(
     transfer: ProvenTransfer,
     purchase: Purchase,

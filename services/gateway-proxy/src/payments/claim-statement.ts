@@ -116,7 +116,7 @@ export async function writeClaims(
             ${column((c) => c.purchase.claimedVia)}::text[], ${states}::text[],
             ${column((c) => accessExpiresAt(c.purchase, now))}::timestamptz[],
             ${column((c) => c.options.retryUntil ?? null)}::timestamptz[],
-            ${column((_c, i) => (states[i] === 'retryable' ? RETRY_CAUSE_NOT_ATTEMPTED : null))}::text[],
+            ${column((_c, i) => (states[i] === 'retryable' ? 'not_attempted' : null))}::text[],
             ${column(() => now)}::timestamptz[])
           as r(batch_index, id, tx_hash, log_index, payer, token, amount_micro, seller_id, skill_id, skill_name,
             endpoint_id, resource, kind, claimed_via, state, access_expires_at, retry_until, retry_cause, now)
@@ -155,9 +155,6 @@ export async function writeClaims(
 export function gatewayPaymentId(network: string, txHash: string): string {
   return `pay_${createHash('sha256').update(`${network}:${txHash.toLowerCase()}`).digest('hex').slice(0, 40)}`;
 }
-
-/** A claim made retryable was settled after its caller stopped waiting: nothing was forwarded yet. */
-const RETRY_CAUSE_NOT_ATTEMPTED: PaymentClaim['retry_cause'] = 'not_attempted';
 
 function initialState(purchase: Purchase, options: ClaimOptions): PaymentClaim['state'] {
   return (

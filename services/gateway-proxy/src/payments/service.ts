@@ -5,6 +5,7 @@ import { ClaimInvariantError, LedgerClaimRefused } from '../errors';
 import type { ChainVerifier } from '../x402/mechanisms/tx-hash/chain';
 import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof-checks';
 import { PaymentClaimRows } from './claim-rows';
+import { NO_RECORD } from './claim-statement';
 import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
@@ -18,7 +19,7 @@ type Reused = { ok: true; claim: PaymentClaim; fresh: false } | { ok: false; fai
 export class PaymentService {
   /** Subscription claims never change once made (until they expire), so repeat calls skip Postgres. */
   private readonly subscriptionCache = new LRUCache<string, PaymentClaim>({ max: MAX_CACHE_ENTRIES });
-  private readonly checks: ProofChecks;
+  readonly checks: ProofChecks;
   readonly rows: PaymentClaimRows;
 
   constructor(
@@ -29,10 +30,6 @@ export class PaymentService {
   ) {
     this.checks = new ProofChecks(settings);
     this.rows = new PaymentClaimRows(ctx, settings, claims);
-  }
-
-  signedBy(proof: PaymentProof, resource: string): boolean {
-    return this.checks.signedBy(proof, resource);
   }
 
   /** A cached subscription claim decided without Postgres by the same rules; undefined when Postgres must decide. */
@@ -69,7 +66,7 @@ export class PaymentService {
     const refused = this.checks.staticCheckMemo(proof, purchase);
     if (refused) return { kind: 'decided', outcome: { ok: false, failure: refused, chainMs: 0 } };
     // The claim lookup runs beside the chain check; a proof its payer did not sign is never looked up on chain.
-    const existingClaim = this.findClaim(proof);
+    const existingClaim = this.rows.find(proof.network, proof.txHash);
     if (!this.checks.signedBy(proof, purchase.resource)) {
       const existing = await existingClaim;
       const outcome = existing
@@ -106,16 +103,10 @@ export class PaymentService {
     const { transfer, chainMs } = verified;
     let inserted: PaymentClaim | undefined;
     try {
-      inserted = await this.rows.insert(
-        {
-          txHash: proof.txHash,
-          logIndex: transfer.logIndex,
-          payer: proof.from,
-          token: proof.token,
-          amountMicro: transfer.amountMicro,
-        },
-        purchase,
-      );
+      const { txHash, from: payer, token } = proof;
+      const { logIndex, amountMicro } = transfer;
+      const transferClaim = { txHash, logIndex, payer, token, amountMicro };
+      inserted = (await this.rows.insertRecorded(transferClaim, purchase, {}, NO_RECORD)).claim;
     } catch (error) {
       if (error instanceof LedgerClaimRefused) return { ok: false, failure: error.failure, chainMs };
       throw error;
@@ -125,7 +116,7 @@ export class PaymentService {
       return { ok: true, claim: inserted, fresh: true, chainMs };
     }
     // Lost the race: someone claimed this transfer between our read and our insert.
-    const winner = await this.findClaim(proof);
+    const winner = await this.rows.find(proof.network, proof.txHash);
     if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
     return { ...(await this.reuse(winner, proof, purchase)), chainMs };
   }
@@ -160,9 +151,5 @@ export class PaymentService {
     const retried = await this.rows.reopenForRetry(claim);
     if (!retried) return { ok: false, failure: alreadyUsed(claim) };
     return { ok: true, claim: retried, fresh: false };
-  }
-
-  private findClaim(proof: PaymentProof): Promise<PaymentClaim | undefined> {
-    return this.rows.find(proof.network, proof.txHash);
   }
 }

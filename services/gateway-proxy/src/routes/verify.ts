@@ -15,7 +15,7 @@ import {
   type PaymentProof,
 } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
 import type { GatewayProxyConfig } from '../config';
 import type { GatewayMetrics } from '../metrics';
@@ -24,6 +24,7 @@ import type { PaymentService } from '../payments/service';
 import { type PaymentClaim, type Purchase, sellerSale } from '../payments/types';
 import { limitCall } from '../rate-limit';
 import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
+import { PaymentRequirementsBody } from '../x402/server/payment-required';
 
 const SIGN_IN_VERIFY_PATH = '/api/verify/sign-in';
 
@@ -50,8 +51,12 @@ function priceMicroOf(price: string): bigint {
   }
 }
 
-interface SignInVerifyDeps {
+interface VerifyDeps {
+  config: GatewayProxyConfig;
+  sellerAuth: SellerAuth;
+  limiter: SharedRateLimiter;
   verifyLimiter: SharedRateLimiter;
+  payments: Pick<PaymentService, 'present'>;
   signIn: Pick<SignInWithX, 'subscriptionFor'>;
   metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
 }
@@ -80,8 +85,6 @@ const SignInRequest = Type.Object(
   },
   { additionalProperties: false },
 );
-type SignInBody = Static<typeof SignInRequest>;
-type SignInHttpRequest = Request<Record<string, string>, unknown, SignInBody, Record<string, unknown>>;
 
 /** 503 with Retry-After when the chain or the ledger did not answer (nothing decided), else `valid: false` and why. */
 function sendRefusal(
@@ -98,11 +101,7 @@ function sendRefusal(
   res.json({ valid: false, reason: failure.reason, message: failure.message, ...(failure.details ?? {}) });
 }
 
-function limitSeller(
-  deps: Pick<SignInVerifyDeps, 'verifyLimiter' | 'metrics'>,
-  res: Response,
-  sellerId: string,
-): undefined | Promise<void> {
+function limitSeller(deps: VerifyDeps, res: Response, sellerId: string): undefined | Promise<void> {
   return limitCall(
     deps.verifyLimiter,
     deps.metrics.rateLimited,
@@ -142,34 +141,7 @@ function originOf(value: string): string | undefined {
 }
 
 /** The seller middleware's subscription(): a seller-wide subscription of the signed-in wallet; its nonce is spent here. */
-function signInHandler(deps: SignInVerifyDeps) {
-  return async (req: SignInHttpRequest, res: Response) => {
-    const body = req.body;
-    const priceMicro = priceMicroOf(body.price);
-    const origin = originOf(body.origin);
-    if (!origin) {
-      throw badRequest(
-        'origin',
-        'must be an http(s) origin without path, query or credentials',
-        'origin is not an origin',
-      );
-    }
-    const seller = req.seller!;
-    await limitSeller(deps, res, seller.sellerId);
-    const purchase = sellerPurchase('subscription', body, priceMicro, seller.sellerId);
-    const outcome = await deps.signIn.subscriptionFor(body.signIn, purchase, origin);
-    if (!outcome.ok) {
-      deps.metrics.refused.inc({ reason: outcome.failure.reason });
-      sendRefusal(req, res, outcome.failure, outcome.status === 503);
-      return;
-    }
-    deps.metrics.accepted.inc({ mode: 'verify', fresh: 'false' });
-    const answer = validAnswer(body, outcome.claim, false);
-    res.json({ ...answer, payment: { ...answer.payment, signedIn: true } });
-  };
-}
-
-function signInVerifyRoute(deps: SignInVerifyDeps, auth: SellerAuth): AnyRoute {
+function signInVerifyRoute(deps: VerifyDeps, auth: SellerAuth): AnyRoute {
   return defineRoute({
     method: 'post',
     path: SIGN_IN_VERIFY_PATH,
@@ -190,16 +162,31 @@ function signInVerifyRoute(deps: SignInVerifyDeps, auth: SellerAuth): AnyRoute {
       '429': 'rate limited',
       '503': "the chain did not answer a contract wallet's signature check (siwx_unavailable); retry",
     },
-    handler: signInHandler(deps),
+    handler: async (req, res) => {
+      const body = req.body;
+      const priceMicro = priceMicroOf(body.price);
+      const origin = originOf(body.origin);
+      if (!origin) {
+        throw badRequest(
+          'origin',
+          'must be an http(s) origin without path, query or credentials',
+          'origin is not an origin',
+        );
+      }
+      const seller = req.seller!;
+      await limitSeller(deps, res, seller.sellerId);
+      const purchase = sellerPurchase('subscription', body, priceMicro, seller.sellerId);
+      const outcome = await deps.signIn.subscriptionFor(body.signIn, purchase, origin);
+      if (!outcome.ok) {
+        deps.metrics.refused.inc({ reason: outcome.failure.reason });
+        sendRefusal(req, res, outcome.failure, outcome.status === 503);
+        return;
+      }
+      deps.metrics.accepted.inc({ mode: 'verify', fresh: 'false' });
+      const answer = validAnswer(body, outcome.claim, false);
+      res.json({ ...answer, payment: { ...answer.payment, signedIn: true } });
+    },
   });
-}
-
-interface VerifyDeps extends SignInVerifyDeps {
-  config: GatewayProxyConfig;
-  sellerAuth: SellerAuth;
-  limiter: SharedRateLimiter;
-  payments: Pick<PaymentService, 'present'>;
-  metrics: Pick<GatewayMetrics, 'accepted' | 'refused' | 'rateLimited'>;
 }
 
 export const VerifyRequest = Type.Object(
@@ -210,12 +197,7 @@ export const VerifyRequest = Type.Object(
       description: 'The X-402-Payment (or Payment) header value',
     }),
     price: WirePrice,
-    type: Type.Union([
-      Type.Literal('payPerCall'),
-      Type.Literal('subscription'),
-      Type.Literal('product'),
-      Type.Literal('service'),
-    ]),
+    type: PaymentRequirementsBody.properties.type,
     durationDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 3650 })),
     requiresShipping: Type.Optional(Type.Boolean()),
     resource: Type.String({
@@ -268,21 +250,6 @@ const VerifyAnswer = Type.Union(
   { description: 'valid or invalid' },
 );
 
-type VerifyBody = Static<typeof VerifyRequest>;
-type VerifyHttpRequest = Request<Record<string, string>, unknown, VerifyBody, Record<string, unknown>>;
-
-function checkVerifyRequest(body: VerifyBody): bigint {
-  const priceMicro = priceMicroOf(body.price);
-  if (body.type === 'subscription' && body.durationDays === undefined) {
-    throw badRequest(
-      'durationDays',
-      'is required when type is subscription',
-      'durationDays is required for a subscription',
-    );
-  }
-  return priceMicro;
-}
-
 /** The claimed payment as the seller middleware puts it on req.x402. */
 function validAnswer(
   body: { durationDays?: number; requiresShipping?: boolean },
@@ -303,42 +270,6 @@ function validAnswer(
       ...(claim.kind === 'product' ? { requiresShipping: body.requiresShipping ?? false } : {}),
       reused: !fresh,
     },
-  };
-}
-
-function verifyHandler(deps: VerifyDeps) {
-  return async (req: VerifyHttpRequest, res: Response) => {
-    const body = req.body;
-    const priceMicro = checkVerifyRequest(body);
-    let proof: PaymentProof;
-    try {
-      proof = decodePaymentHeader(body.payment);
-    } catch (error) {
-      const e = error as PaymentHeaderError;
-      res.json({
-        valid: false,
-        reason: 'malformed_payment',
-        message: e.message,
-        field: e instanceof PaymentHeaderError ? e.field : 'payment',
-      });
-      return;
-    }
-    const seller = req.seller!;
-    // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
-    await limitSeller(deps, res, seller.sellerId);
-    const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
-    await limitCall(deps.limiter, deps.metrics.rateLimited, res, bucket);
-    const outcome = await deps.payments.present(
-      proof,
-      sellerPurchase(body.type, body, priceMicro, seller.sellerId),
-    );
-    if (!outcome.ok) {
-      deps.metrics.refused.inc({ reason: outcome.failure.reason });
-      sendRefusal(req, res, outcome.failure, isUnavailable(outcome.failure));
-      return;
-    }
-    deps.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
-    res.json(validAnswer(body, outcome.claim, outcome.fresh));
   };
 }
 
@@ -391,6 +322,45 @@ function verifyPaymentRoute(deps: VerifyDeps, auth: SellerAuth) {
       '429': 'rate limited',
       '503': 'chain, key registry or ledger (claim_unavailable) unavailable; nothing was claimed; retry',
     },
-    handler: verifyHandler(deps),
+    handler: async (req, res) => {
+      const body = req.body;
+      const priceMicro = priceMicroOf(body.price);
+      if (body.type === 'subscription' && body.durationDays === undefined) {
+        throw badRequest(
+          'durationDays',
+          'is required when type is subscription',
+          'durationDays is required for a subscription',
+        );
+      }
+      let proof: PaymentProof;
+      try {
+        proof = decodePaymentHeader(body.payment);
+      } catch (error) {
+        const e = error as PaymentHeaderError;
+        res.json({
+          valid: false,
+          reason: 'malformed_payment',
+          message: e.message,
+          field: e instanceof PaymentHeaderError ? e.field : 'payment',
+        });
+        return;
+      }
+      const seller = req.seller!;
+      // The seller's own bound first: `from` is the caller's word, so rotating it would pass the per-wallet one.
+      await limitSeller(deps, res, seller.sellerId);
+      const bucket = `verify:${seller.sellerId}:${proof.from.toLowerCase()}`;
+      await limitCall(deps.limiter, deps.metrics.rateLimited, res, bucket);
+      const outcome = await deps.payments.present(
+        proof,
+        sellerPurchase(body.type, body, priceMicro, seller.sellerId),
+      );
+      if (!outcome.ok) {
+        deps.metrics.refused.inc({ reason: outcome.failure.reason });
+        sendRefusal(req, res, outcome.failure, isUnavailable(outcome.failure));
+        return;
+      }
+      deps.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });
+      res.json(validAnswer(body, outcome.claim, outcome.fresh));
+    },
   });
 }

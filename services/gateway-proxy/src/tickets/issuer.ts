@@ -3,7 +3,8 @@ import type { PaymentKind } from '@paygate/protocol';
 import { SignJWT } from 'jose';
 import type { TicketKeyStore } from './keys';
 
-interface TicketPurchase {
+interface IssueTicketInput {
+  payer: string;
   skill: string;
   skillId: string;
   sellerId: string;
@@ -12,21 +13,6 @@ interface TicketPurchase {
   kind: PaymentKind;
   txHash: string;
   amount: string;
-}
-
-/** The claims of a Paygate ticket; the seller middleware checks every one of them. */
-interface TicketClaims extends TicketPurchase {
-  iss: string;
-  sub: string;
-  /** The skill name: a ticket for one skill is refused by another. */
-  aud: string;
-  jti: string;
-  iat: number;
-  exp: number;
-}
-
-interface IssueTicketInput extends TicketPurchase {
-  payer: string;
   /** A subscription's ticket never outlives the subscription. */
   notAfter: Date | null;
 }
@@ -39,25 +25,28 @@ export class TicketIssuer {
     private readonly now: () => Date,
   ) {}
 
-  async issue(input: IssueTicketInput): Promise<{ ticket: string; expiresAt: Date; jti: string }> {
+  /** The seller middleware checks every claim: `sub` is the payer, `aud` the skill (refused by another skill). */
+  async issue({
+    payer,
+    notAfter,
+    ...purchase
+  }: IssueTicketInput): Promise<{ ticket: string; expiresAt: Date }> {
     const iat = Math.floor(this.now().getTime() / 1000);
     let exp = iat + this.ttlSeconds;
-    if (input.notAfter) exp = Math.min(exp, Math.floor(input.notAfter.getTime() / 1000));
-    const jti = newEventId();
-    const { payer, notAfter: _notAfter, ...purchase } = input;
-    const claims: TicketClaims = {
+    if (notAfter) exp = Math.min(exp, Math.floor(notAfter.getTime() / 1000));
+    const claims = {
       iss: this.issuer,
       sub: payer,
-      aud: input.skill,
-      jti,
+      aud: purchase.skill,
+      jti: newEventId(),
       iat,
       exp,
       ...purchase,
     };
     const { kid, privateKey } = this.keys.signingKey();
-    const ticket = await new SignJWT({ ...claims })
+    const ticket = await new SignJWT(claims)
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid })
       .sign(privateKey);
-    return { ticket, expiresAt: new Date(exp * 1000), jti };
+    return { ticket, expiresAt: new Date(exp * 1000) };
   }
 }

@@ -1,5 +1,4 @@
 import { HttpError } from '@paygate/http';
-import { encodeX402Header, settlementResponse, X402_HEADERS } from '@paygate/protocol';
 import { sendJson } from '../../http-util';
 import { isUnavailable } from '../../payments/failures';
 import type { PaymentClaim, PresentOutcome, Verified } from '../../payments/service';
@@ -90,15 +89,9 @@ export async function settleX402(
   });
   if (!outcome.ok) {
     deps.metrics.refused.inc({ reason: outcome.reason });
-    if (outcome.status === 202) {
-      answerPending(deps, call, version, payment.authorization.from, outcome);
-      return undefined;
-    }
-    if (outcome.status === 402) {
-      sendPaymentRequired(deps, offer, call, outcome.reason, outcome.message);
-      return undefined;
-    }
-    sendError(call, refusalError(call.res, outcome));
+    if (outcome.status === 202) answerPending(deps, call, version, payment.authorization.from, outcome);
+    else if (outcome.status === 402) sendPaymentRequired(deps, offer, call, outcome.reason, outcome.message);
+    else sendError(call, refusalError(call.res, outcome));
     return undefined;
   }
   deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: String(outcome.fresh) });
@@ -107,7 +100,8 @@ export async function settleX402(
     'Server-Timing',
     `verify;dur=${t.verificationMs.toFixed(2)}, simulate;dur=${t.simulationMs.toFixed(2)}, submit;dur=${t.submissionMs.toFixed(2)}, include;dur=${t.inclusionMs.toFixed(2)}`,
   );
-  const settled = { version, txHash: outcome.txHash, chainId: deps.config.chainId, payer: outcome.payer };
+  const { chainId } = deps.config;
+  const settled = { success: true, version, transaction: outcome.txHash, chainId, payer: outcome.payer };
   return {
     claim: outcome.claim,
     answerHeaders: settlementHeaders(settled),
@@ -115,7 +109,7 @@ export async function settleX402(
       settlementHeaders({
         ...settled,
         extensions: deps.receipts.receiptExtension({
-          network: `eip155:${deps.config.chainId}`,
+          network: `eip155:${chainId}`,
           resourceUrl: resourceUrlOf(offer, call),
           payer: outcome.payer,
           transaction: outcome.txHash,
@@ -141,18 +135,10 @@ function answerPending(
   outcome: { reason: string; message: string; transaction?: string },
 ): void {
   const transaction = outcome.transaction ?? '';
-  const settlement = settlementResponse({
-    success: false,
-    transaction,
-    chainId: deps.config.chainId,
-    payer,
-    version,
-    errorReason: outcome.reason,
-  });
-  call.res.setHeader(
-    version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
-    encodeX402Header(settlement),
-  );
+  const { chainId } = deps.config;
+  const errorReason = outcome.reason;
+  const headers = settlementHeaders({ success: false, transaction, chainId, payer, version, errorReason });
+  for (const name in headers) call.res.setHeader(name, headers[name]!);
   call.res.setHeader('Retry-After', String(PENDING_RETRY_AFTER_SECONDS));
   call.res.setHeader('Cache-Control', 'no-store');
   sendError(

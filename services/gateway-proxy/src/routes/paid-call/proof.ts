@@ -61,7 +61,7 @@ export function rateBucket(deps: PaidCallDeps, offer: Offer, call: Call, proof: 
     const wallet = deps.x402.walletOf(proof.payment);
     if (wallet) return walletBucket(wallet, skillId);
   }
-  if (proof.kind === 'tx-hash' && deps.payments.signedBy(proof.proof, offer.resource)) {
+  if (proof.kind === 'tx-hash' && deps.payments.checks.signedBy(proof.proof, offer.resource)) {
     return walletBucket(proof.proof.from, skillId);
   }
   return clientBucket(call.clientIp, skillId);

@@ -82,25 +82,18 @@ export function x402Challenge(
   return { headers, body: required.body };
 }
 
-export function settlementHeaders(input: {
-  version: 1 | 2;
-  txHash: string;
-  chainId: number;
-  payer: string;
-  extensions?: Record<string, unknown>;
-}): Record<string, string> {
-  const settled = settlementResponse({
-    success: true,
-    transaction: input.txHash,
-    chainId: input.chainId,
-    payer: input.payer,
-    version: input.version,
-  });
-  const body = input.extensions ? { ...settled, extensions: input.extensions } : settled;
-  return {
-    [input.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse]:
-      encodeX402Header(body),
-  };
+/** x402's SettleResponse in PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1). */
+export function settlementHeaders({
+  extensions,
+  ...settlement
+}: Parameters<typeof settlementResponse>[0] & { extensions?: Record<string, unknown> }): Record<
+  string,
+  string
+> {
+  const settled = settlementResponse(settlement);
+  const body = extensions ? { ...settled, extensions } : settled;
+  const name = settlement.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse;
+  return { [name]: encodeX402Header(body) };
 }
 
 /** A 409, 429 or 503 as libs/http's error; a 429 or 503 says when to present the payment again (Retry-After). */

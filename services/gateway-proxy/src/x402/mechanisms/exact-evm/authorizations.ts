@@ -94,10 +94,6 @@ export class X402Authorizations {
       .executeTakeFirst() as Promise<AuthorizationRow | undefined>;
   }
 
-  async presented(key: AuthorizationKey): Promise<boolean> {
-    return (await this.find(key)) !== undefined;
-  }
-
   /** Nothing was submitted: the authorization may come again. Only while the caller still holds its claim. */
   async forget(claimed: ClaimedAuthorization): Promise<void> {
     const forgotten = await this.db

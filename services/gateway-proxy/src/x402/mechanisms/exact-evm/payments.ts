@@ -238,7 +238,7 @@ export class X402Payments implements BackgroundTask {
     const a = payment.authorization;
     const onChain = authorizationUsedOnChain(this.provider, this.settings.usdcAddress, a);
     onChain.catch(() => undefined);
-    if (await this.authorizations.presented(this.authorizations.keyOf(a))) return true;
+    if (await this.authorizations.find(this.authorizations.keyOf(a))) return true;
     return onChain;
   }
 
